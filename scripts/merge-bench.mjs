@@ -1,0 +1,67 @@
+#!/usr/bin/env node
+// Merges the figures each package's benchmark wrote to bench/parts/<package>.json into
+// bench/results.json, and rewrites the table between the markers in docs/benchmarks.md.
+// A part is { "figures": { "<name>": { "value", "unit", "anchor"?, "ratio"?, "goal"?, "note"? } } }.
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { arch, cpus, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const partsDir = join(root, 'bench/parts');
+const parts = existsSync(partsDir) ? readdirSync(partsDir).filter((f) => f.endsWith('.json')).sort() : [];
+if (parts.length === 0) {
+  console.error('merge-bench: no figures in bench/parts/: run the package benchmarks first');
+  process.exit(1);
+}
+
+const figures = {};
+const sourceOf = {};
+for (const file of parts) {
+  const part = JSON.parse(readFileSync(join(partsDir, file), 'utf8'));
+  for (const [name, figure] of Object.entries(part.figures ?? {})) {
+    if (name in figures) {
+      console.error(`merge-bench: figure ${name} is reported by both ${sourceOf[name]} and ${file}`);
+      process.exit(1);
+    }
+    if (typeof figure.value !== 'number' || typeof figure.unit !== 'string') {
+      console.error(`merge-bench: figure ${name} in ${file} needs a numeric value and a unit`);
+      process.exit(1);
+    }
+    figures[name] = figure;
+    sourceOf[name] = file.replace(/\.json$/, '');
+  }
+}
+
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'unknown cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, ${arch()}, Node ${process.versions.node}`;
+const measuredAt = new Date().toISOString();
+mkdirSync(join(root, 'bench'), { recursive: true });
+writeFileSync(join(root, 'bench/results.json'), `${JSON.stringify({ measuredAt, machine, figures }, null, 2)}\n`);
+
+const format = (v) => (v === undefined ? '' : typeof v === 'number' ? String(Number(v.toPrecision(4))) : String(v));
+const rows = Object.keys(figures)
+  .sort()
+  .map((name) => {
+    const f = figures[name];
+    return `| \`${name}\` | ${format(f.value)} | ${f.unit} | ${format(f.anchor)} | ${format(f.ratio)} | ${format(f.goal)} | ${sourceOf[name]} |`;
+  });
+const table = [
+  `Measured ${measuredAt} on ${machine}.`,
+  '',
+  '| figure | value | unit | anchor | ratio | goal | package |',
+  '|---|---|---|---|---|---|---|',
+  ...rows,
+].join('\n');
+
+const docPath = join(root, 'docs/benchmarks.md');
+const start = '<!-- figures:start -->';
+const end = '<!-- figures:end -->';
+const doc = readFileSync(docPath, 'utf8');
+const from = doc.indexOf(start);
+const to = doc.indexOf(end);
+if (from < 0 || to < from) {
+  console.error(`merge-bench: docs/benchmarks.md lacks the ${start} … ${end} markers`);
+  process.exit(1);
+}
+writeFileSync(docPath, `${doc.slice(0, from + start.length)}\n${table}\n${doc.slice(to)}`);
+console.log(`merge-bench: ${Object.keys(figures).length} figures from ${parts.length} packages → bench/results.json, docs/benchmarks.md`);
