@@ -1,3 +1,0 @@
-import { kvreuseProject } from '../../vitest.shared.mjs';
-
-export default kvreuseProject('drain');

@@ -1,0 +1,78 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { checkLayering } from './layering.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+describe('the repository', () => {
+  it('respects the layers of DESIGN.md', () => {
+    expect(checkLayering(repoRoot)).toEqual([]);
+  });
+});
+
+describe('checkLayering', () => {
+  let fixture: string;
+  afterEach(() => rmSync(fixture, { recursive: true, force: true }));
+
+  function writeTree(files: Record<string, string | object>): string {
+    fixture = mkdtempSync(join(tmpdir(), 'kvreuse-layering-'));
+    for (const [path, content] of Object.entries(files)) {
+      mkdirSync(dirname(join(fixture, path)), { recursive: true });
+      writeFileSync(join(fixture, path), typeof content === 'string' ? content : JSON.stringify(content));
+    }
+    return fixture;
+  }
+
+  const rootManifest = { name: 'root', devDependencies: { vitest: '4.1.12' } };
+
+  it('accepts downward imports through entry points, node built-ins and declared packages', () => {
+    const root = writeTree({
+      'package.json': rootManifest,
+      'packages/config/package.json': { name: '@kvreuse/config', dependencies: { zod: '4.6.7' } },
+      'packages/config/src/index.ts': "import { z } from 'zod';\nimport { readFileSync } from 'node:fs';\nimport { parse } from './parse.js';\nexport { z, readFileSync, parse };\n",
+      'packages/descriptors/package.json': { name: '@kvreuse/descriptors', dependencies: { '@kvreuse/config': 'workspace:^' } },
+      'packages/descriptors/src/index.ts': "import type { Settings } from '@kvreuse/config';\nexport type { Settings };\n",
+      'packages/descriptors/src/index.test.ts': "import { it } from 'vitest';\nit('works', () => {});\n",
+    });
+    expect(checkLayering(root)).toEqual([]);
+  });
+
+  it('refuses an import of a layer above, a deep import, an escaping relative path and an undeclared package', () => {
+    const root = writeTree({
+      'package.json': rootManifest,
+      'packages/config/package.json': { name: '@kvreuse/config', devDependencies: { yaml: '2.9.1' } },
+      'packages/config/src/index.ts': [
+        "import { planTransfer } from '@kvreuse/descriptors';",
+        "import { parse } from 'yaml';",
+        "const later = await import('../../descriptors/src/plan.js');",
+        'export { planTransfer, parse, later };',
+      ].join('\n'),
+      'packages/descriptors/package.json': { name: '@kvreuse/descriptors', dependencies: { '@kvreuse/config': 'workspace:^' } },
+      'packages/descriptors/src/index.ts': "export { catalog } from '@kvreuse/config/src/catalog.js';\n",
+    });
+    const found = checkLayering(root).map((v) => [v.packageDir, v.file, v.rule, v.specifier]);
+    expect(found).toEqual([
+      ['config', 'src/index.ts', 'upward-import', '@kvreuse/descriptors'],
+      ['config', 'src/index.ts', 'undeclared-import', 'yaml'],
+      ['config', 'src/index.ts', 'relative-escape', '../../descriptors/src/plan.js'],
+      ['descriptors', 'src/index.ts', 'deep-import', '@kvreuse/config/src/catalog.js'],
+    ]);
+  });
+
+  it('refuses a dependency on a layer above and a package that is not a layer', () => {
+    const root = writeTree({
+      'package.json': rootManifest,
+      'packages/config/package.json': { name: '@kvreuse/config', dependencies: { '@kvreuse/registry': 'workspace:^' } },
+      'packages/gadgets/package.json': { name: '@kvreuse/gadgets' },
+    });
+    const found = checkLayering(root);
+    expect(found.map((v) => [v.packageDir, v.rule, v.specifier])).toEqual([
+      ['config', 'upward-dependency', '@kvreuse/registry'],
+      ['gadgets', 'unknown-layer', 'gadgets'],
+    ]);
+    expect(found[1]?.message).toContain('tools/repo-checks/src/layers.ts');
+  });
+});

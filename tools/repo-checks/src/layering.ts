@@ -1,0 +1,109 @@
+import { builtinModules } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import ts from 'typescript';
+import { layerIndex, layerOrder } from './layers.js';
+import { isShippedSource, listPackages, listSourceFiles, readJson, type PackageManifest } from './workspace.js';
+
+export type LayeringRule =
+  | 'unknown-layer'
+  | 'upward-dependency'
+  | 'upward-import'
+  | 'deep-import'
+  | 'relative-escape'
+  | 'undeclared-import';
+
+export interface LayeringViolation {
+  rule: LayeringRule;
+  /** The package folder under packages/. */
+  packageDir: string;
+  /** The file, relative to the package, or package.json for a manifest problem. */
+  file: string;
+  specifier: string;
+  message: string;
+}
+
+const builtins = new Set(builtinModules);
+
+function packageNameOf(specifier: string): string {
+  const parts = specifier.split('/');
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] ?? specifier);
+}
+
+function declaredIn(manifest: PackageManifest, name: string, fields: (keyof PackageManifest)[]): boolean {
+  return fields.some((field) => {
+    const deps = manifest[field] as Record<string, string> | undefined;
+    return deps !== undefined && name in deps;
+  });
+}
+
+/**
+ * Checks the rule of DESIGN.md's layers: a package imports only packages below it, only through their
+ * entry points (`@kvreuse/<name>`, no deep paths), never reaches out of its folder with a relative path,
+ * and declares every package it imports (shipped sources in `dependencies`/`peerDependencies`; tests,
+ * benchmarks and scripts may also use the root's devDependencies).
+ */
+export function checkLayering(repoRoot: string): LayeringViolation[] {
+  const rootManifest = readJson<PackageManifest>(join(repoRoot, 'package.json'));
+  const violations: LayeringViolation[] = [];
+
+  for (const pkg of listPackages(repoRoot)) {
+    const ownIndex = layerIndex(pkg.dir);
+    const report = (rule: LayeringRule, file: string, specifier: string, message: string): void => {
+      violations.push({ rule, packageDir: pkg.dir, file, specifier, message });
+    };
+    if (ownIndex < 0) {
+      report('unknown-layer', 'package.json', pkg.dir,
+        `packages/${pkg.dir} is not a layer of DESIGN.md (${layerOrder.join(', ')}): add it to tools/repo-checks/src/layers.ts in its place`);
+      continue;
+    }
+
+    for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
+      for (const name of Object.keys(pkg.manifest[field] ?? {})) {
+        if (!name.startsWith('@kvreuse/')) continue;
+        const target = name.slice('@kvreuse/'.length);
+        if (layerIndex(target) < 0 || layerIndex(target) >= ownIndex) {
+          report('upward-dependency', 'package.json', name,
+            `@kvreuse/${pkg.dir} (layer ${ownIndex}) lists ${name} in ${field}, which is not a layer below it`);
+        }
+      }
+    }
+
+    for (const file of listSourceFiles(pkg.path)) {
+      const text = readFileSync(join(pkg.path, file), 'utf8');
+      const shipped = isShippedSource(file);
+      for (const { fileName: specifier } of ts.preProcessFile(text, true, true).importedFiles) {
+        if (specifier.startsWith('.')) {
+          const target = resolve(dirname(join(pkg.path, file)), specifier);
+          if (target !== pkg.path && !target.startsWith(pkg.path + sep)) {
+            report('relative-escape', file, specifier,
+              `${file} reaches out of packages/${pkg.dir} to ${relative(repoRoot, target)}: import another package by its name`);
+          }
+          continue;
+        }
+        if (specifier.startsWith('node:') || builtins.has(specifier)) continue;
+        const name = packageNameOf(specifier);
+        if (name.startsWith('@kvreuse/')) {
+          const target = name.slice('@kvreuse/'.length);
+          if (specifier !== name) {
+            report('deep-import', file, specifier, `${file} imports ${specifier}: only the entry point ${name} is public`);
+          }
+          if (layerIndex(target) < 0 || layerIndex(target) >= ownIndex) {
+            report('upward-import', file, specifier,
+              `${file} imports ${name}, which is not a layer below @kvreuse/${pkg.dir}`);
+            continue;
+          }
+        }
+        const fields: (keyof PackageManifest)[] = shipped
+          ? ['dependencies', 'peerDependencies']
+          : ['dependencies', 'peerDependencies', 'devDependencies'];
+        const declared = declaredIn(pkg.manifest, name, fields) || (!shipped && declaredIn(rootManifest, name, ['devDependencies']));
+        if (!declared) {
+          report('undeclared-import', file, specifier,
+            `${file} imports ${name}, which @kvreuse/${pkg.dir} does not declare in ${fields.join(' or ')}${shipped ? '' : ' (nor the root devDependencies)'}`);
+        }
+      }
+    }
+  }
+  return violations;
+}

@@ -1,0 +1,37 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { checkManifests } from './manifests.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+describe('checkManifests', () => {
+  it('finds every package of the repository publishable as laid out', () => {
+    expect(checkManifests(repoRoot)).toEqual([]);
+  });
+
+  it('names the package and the field of each problem', () => {
+    const copy = mkdtempSync(join(tmpdir(), 'kvreuse-manifests-'));
+    try {
+      cpSync(join(repoRoot, 'tsconfig.json'), join(copy, 'tsconfig.json'));
+      cpSync(join(repoRoot, 'packages/config'), join(copy, 'packages/config'), {
+        recursive: true,
+        filter: (src) => !src.includes('node_modules') && !src.includes('/dist'),
+      });
+      const manifestPath = join(copy, 'packages/config/package.json');
+      const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
+      manifest.sideEffects = true;
+      manifest.dependencies = { ...manifest.dependencies, zod: '^4.6.0', '@kvreuse/descriptors': '*' };
+      writeFileSync(manifestPath, JSON.stringify(manifest));
+      const messages = checkManifests(copy).map((p) => `${p.packageDir}: ${p.message}`);
+      expect(messages).toContain('config: sideEffects must be false');
+      expect(messages).toContain('config: dependencies.zod must pin an exact version, is "^4.6.0"');
+      expect(messages).toContain('config: dependencies.@kvreuse/descriptors must be "workspace:^", is "*"');
+      expect(messages.some((m) => m.startsWith('config: tsconfig.build.json references []'))).toBe(true);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,67 @@
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+export interface PackageManifest {
+  name?: string;
+  type?: string;
+  license?: string;
+  sideEffects?: boolean;
+  files?: string[];
+  exports?: Record<string, unknown>;
+  scripts?: Record<string, string>;
+  publishConfig?: { access?: string };
+  dependencies?: Record<string, string>;
+  devDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+}
+
+export interface WorkspacePackage {
+  /** Folder name under packages/, which is also the layer name. */
+  dir: string;
+  path: string;
+  manifest: PackageManifest;
+}
+
+export function readJson<T>(path: string): T {
+  return JSON.parse(readFileSync(path, 'utf8')) as T;
+}
+
+export function listPackages(repoRoot: string): WorkspacePackage[] {
+  const packagesDir = join(repoRoot, 'packages');
+  return readdirSync(packagesDir)
+    .filter((dir) => existsSync(join(packagesDir, dir, 'package.json')))
+    .sort()
+    .map((dir) => ({
+      dir,
+      path: join(packagesDir, dir),
+      manifest: readJson<PackageManifest>(join(packagesDir, dir, 'package.json')),
+    }));
+}
+
+const sourceExtensions = /\.(ts|mts|cts|js|mjs|cjs)$/;
+const isToolConfig = (packagePath: string, path: string): boolean =>
+  /^[^/]+\.config\.[a-z]+$/.test(relative(packagePath, path));
+
+const skippedFolders = new Set(['node_modules', 'dist', 'build', '.turbo', 'coverage']);
+
+/** Every source file of a package, relative to the package folder, sorted; tool configs at its top are not its code. */
+export function listSourceFiles(packagePath: string): string[] {
+  const found: string[] = [];
+  const walk = (folder: string): void => {
+    for (const entry of readdirSync(folder)) {
+      if (skippedFolders.has(entry)) continue;
+      const path = join(folder, entry);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (sourceExtensions.test(entry) && !entry.endsWith('.d.ts') && !isToolConfig(packagePath, path)) {
+        found.push(relative(packagePath, path));
+      }
+    }
+  };
+  walk(packagePath);
+  return found.sort();
+}
+
+/** Files that ship in the package (under src/, not tests) as opposed to tests, benchmarks and scripts. */
+export function isShippedSource(file: string): boolean {
+  return file.startsWith('src/') && !/\.test\.[a-z]+$/.test(file);
+}
