@@ -1,9 +1,12 @@
 // The one place that says how a package's tests run. Inside the repository, workspace packages
 // resolve to their TypeScript sources through the "@kvreuse/source" export condition.
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { defaultServerConditions } from 'vite';
 import { defineProject } from 'vitest/config';
 
 const conditions = ['@kvreuse/source', ...defaultServerConditions];
+const resultsDir = join(dirname(fileURLToPath(import.meta.url)), '.test-results');
 
 export function kvreuseProject(name, test = {}) {
   return defineProject({
@@ -14,6 +17,9 @@ export function kvreuseProject(name, test = {}) {
       include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
       // Forked workers: a native crash fails the file it happened in, not the run.
       pool: 'forks',
+      // scripts/dev.mjs sums these into the run's closing "N passed, N failed" line.
+      reporters: ['default', 'json'],
+      outputFile: { json: join(resultsDir, `${name}.json`) },
       ...test,
     },
   });

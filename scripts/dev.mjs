@@ -6,7 +6,7 @@
 // It installs the system packages the native layer and the tests need (UCX, etcd, valgrind) with apt
 // when it runs as root on Debian, pins pnpm through npx, and installs from the frozen lockfile.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -81,7 +81,26 @@ function install() {
 
 function runTests() {
   install();
-  pnpm(['exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test', '--concurrency=2', '--output-logs=full']);
+  const resultsDir = join(root, '.test-results');
+  rmSync(resultsDir, { recursive: true, force: true });
+  // --force: a cached "test" would replay old output without running anything.
+  pnpm(['exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test', '--concurrency=2', '--output-logs=full', '--force']);
+  printTestTotals(resultsDir);
+}
+
+// Every package's vitest writes a JSON report; one closing line says what the whole run did.
+function printTestTotals(resultsDir) {
+  const reports = existsSync(resultsDir) ? readdirSync(resultsDir).filter((f) => f.endsWith('.json')) : [];
+  const totals = { passed: 0, failed: 0, skipped: 0 };
+  for (const file of reports) {
+    const report = JSON.parse(readFileSync(join(resultsDir, file), 'utf8'));
+    totals.passed += report.numPassedTests;
+    totals.failed += report.numFailedTests;
+    totals.skipped += report.numPendingTests + (report.numTodoTests ?? 0);
+  }
+  console.log(`\nkvreuse: ${reports.length} test projects`);
+  console.log(`${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
+  if (reports.length === 0 || totals.passed === 0 || totals.failed > 0) process.exit(1);
 }
 
 function runDemo() {
