@@ -1,0 +1,440 @@
+/*
+ * libkvreuse_transport — the native transport every kvreuse byte moves through.
+ *
+ * Agents, explicit memory registration, metadata exchange, bounds-checked batched one-sided
+ * READ/WRITE, notifications, counters and fault injection, over two backends:
+ *   - KVT_BACKEND_LOOPBACK: agents in one process, bytes moved with memcpy. Always built.
+ *   - KVT_BACKEND_UCX:      UCX ucp (shared memory, CMA, TCP, RDMA). Built when UCX headers exist.
+ *
+ * Conventions
+ *   - Every call returns a kvt_status (int32_t): KVT_OK (0), KVT_IN_PROGRESS (1) or a negative
+ *     KVT_ERR_* code. Out-parameters are written only when the call returns KVT_OK unless said
+ *     otherwise. A failing call records a human-readable detail (naming the region, descriptor index,
+ *     bounds and value) readable on the SAME thread with kvt_last_error_detail().
+ *   - Handles are opaque integers, never pointers: agents are process-wide uint32 ids; regions and
+ *     peers are uint32 ids and operations uint64 ids, each scoped to their agent. Ids are never
+ *     reused, so a stale or doubly-closed handle yields KVT_ERR_NOT_FOUND, never a crash.
+ *   - Memory addresses are passed as uint64_t.
+ *   - All calls are thread-safe. The library never calls back into the caller: completions and
+ *     notifications are queued and announced through a per-agent wake-up file descriptor.
+ *
+ * Threading model
+ *   Each agent owns one progress thread, started by kvt_agent_create and joined by
+ *   kvt_agent_destroy. For the UCX backend that thread alone owns the ucp worker
+ *   (UCS_THREAD_MODE_SINGLE): it creates and closes endpoints, unpacks remote keys, issues gets and
+ *   puts, sends and receives active messages, and keeps the worker progressing for as long as the
+ *   agent lives — also when the agent has no operation of its own, because readers of this agent's
+ *   memory stall when its worker does not progress. When idle it sleeps on the worker's event fd
+ *   (UCP_FEATURE_WAKEUP) instead of spinning. API calls validate their arguments on the calling
+ *   thread, then hand work to the progress thread through a queue; calls that need an answer from
+ *   the worker (peer load, notification send) wait for it. Memory mapping (ucp_mem_map,
+ *   ucp_rkey_pack) runs on the calling thread against the agent's ucp context.
+ *   The loopback backend uses the same thread and queue; its copies run on the progress thread in
+ *   bounded chunks so cancellation and other agents' work interleave.
+ *   No thread is created per operation; thousands of concurrent operations per agent are fine.
+ *
+ * Completion delivery (designed for Node.js)
+ *   kvt_agent_wake_fd() returns the read end of a non-blocking pipe. The library writes one byte
+ *   when the agent goes from "nothing pending" to "completions or notifications pending", and again
+ *   after every kvt_agent_poll / kvt_notify_poll call that leaves something pending. The consumer
+ *   reads and discards the bytes (Node: new net.Socket({ fd, readable: true, writable: false })),
+ *   then calls kvt_agent_poll, which returns every completed operation at once into caller arrays,
+ *   and kvt_notify_poll for received notifications. kvt_agent_wait blocks instead (C callers, tests).
+ *
+ * Trust model of one-sided READ/WRITE
+ *   A READ or WRITE is executed by the initiator alone; the remote agent's code does not see it and
+ *   cannot refuse it. The remote side's memory is protected by what it chose to register (only
+ *   registered regions are advertised, and every descriptor is bounds-checked against those advertised
+ *   bounds before any byte moves) and, in the layers above, by pins that stop the owner from reusing
+ *   blocks while a reader holds them. A malicious initiator holding a remote key is outside this model.
+ */
+#ifndef KVREUSE_TRANSPORT_H
+#define KVREUSE_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(KVT_BUILDING_LIBRARY) && defined(__GNUC__)
+#define KVT_API __attribute__((visibility("default")))
+#else
+#define KVT_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Version                                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+#define KVT_VERSION_MAJOR 0
+#define KVT_VERSION_MINOR 1
+#define KVT_VERSION_PATCH 0
+
+/** The library's version (may differ from the header's KVT_VERSION_* if mismatched). Any out pointer may be NULL. */
+KVT_API int32_t kvt_version(uint32_t *major, uint32_t *minor, uint32_t *patch);
+/** "major.minor.patch" plus the backends built, e.g. "0.1.0 (loopback, ucx 1.13.1)". Static storage. */
+KVT_API const char *kvt_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Status codes                                                                                     */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef int32_t kvt_status;
+
+enum {
+    KVT_OK = 0,
+    KVT_IN_PROGRESS = 1,
+    KVT_ERR_INVALID_PARAM = -1,     /* a bad argument; the detail names it and its value */
+    KVT_ERR_BACKEND = -2,           /* the backend (UCX, the OS) failed; the detail says how */
+    KVT_ERR_NOT_FOUND = -3,         /* unknown handle, or a peer generation that is no longer current */
+    KVT_ERR_MISMATCH = -4,          /* a metadata blob from another backend, or older than the one loaded */
+    KVT_ERR_NOT_ALLOWED = -5,       /* the call is not allowed in this state (duplicate name, mlock limit, …) */
+    KVT_ERR_BUSY = -6,              /* the object is still in use (registrations, operations) */
+    KVT_ERR_NOT_SUPPORTED = -7,     /* not supported by this build/backend (e.g. vram); the detail says why */
+    KVT_ERR_REMOTE_DISCONNECT = -8, /* the peer went away (process killed, agent destroyed) */
+    KVT_ERR_CANCELED = -9,          /* the operation was canceled */
+    KVT_ERR_TIMEOUT = -10,          /* a wait ran out of time */
+    KVT_ERR_NO_MEMORY = -11,        /* the library could not allocate its own bookkeeping */
+};
+/** Number of error codes (KVT_ERR_INVALID_PARAM .. KVT_ERR_NO_MEMORY). */
+#define KVT_ERROR_CODE_COUNT 11
+
+/** Human-readable description of a status, e.g. "resource busy". Static storage; unknown codes too. */
+KVT_API const char *kvt_strerror(kvt_status status);
+/** The code's name, e.g. "KVT_ERR_BUSY", or "KVT_UNKNOWN_STATUS". Static storage. */
+KVT_API const char *kvt_status_name(kvt_status status);
+/**
+ * Detail of the last failing call made by the calling thread (e.g. "descriptor 17: remote offset
+ * 1048576 + length 131072 exceeds region 3 length 1048576 of peer 'decode-0'"), or "" after a call
+ * that succeeded. Valid until the thread's next kvt_* call. Thread-local storage.
+ */
+KVT_API const char *kvt_last_error_detail(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Capabilities and limits                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+enum {
+    KVT_BACKEND_LOOPBACK = 1,
+    KVT_BACKEND_UCX = 2,
+};
+
+enum {
+    KVT_CAP_BACKENDS = 0,             /* bit mask of (1 << KVT_BACKEND_*) built into this library */
+    KVT_CAP_VRAM = 1,                 /* 1 if vram registration is supported, else 0 */
+    KVT_CAP_MAX_DESCRIPTORS = 2,      /* most descriptors in one kvt_xfer_post batch */
+    KVT_CAP_MAX_NOTIFICATION = 3,     /* most bytes in one notification */
+    KVT_CAP_MAX_NAME = 4,             /* most bytes in an agent name (without the terminating NUL) */
+    KVT_CAP_MAX_REGIONS = 5,          /* most live registrations per agent */
+    KVT_CAP_MAX_PENDING_NOTIFICATIONS = 6, /* received notifications queued per agent before drops */
+    KVT_CAP_COUNT = 7,
+};
+
+#define KVT_MAX_DESCRIPTORS (1u << 20)
+#define KVT_MAX_NOTIFICATION 4096u
+#define KVT_MAX_NAME 255u
+#define KVT_MAX_REGIONS 65536u
+#define KVT_MAX_PENDING_NOTIFICATIONS 65536u
+
+/**
+ * Fills values[i] for i < min(capacity, KVT_CAP_COUNT) with capability KVT_CAP_i and sets
+ * *out_count to the number written. Newer libraries may append capabilities.
+ */
+KVT_API kvt_status kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Agents                                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+/**
+ * Creates an agent named `name` (NUL-terminated, 1..KVT_MAX_NAME printable ASCII bytes without
+ * spaces, unique among the live agents of this process) on `backend` (KVT_BACKEND_*). `flags` must
+ * be 0 (reserved). Starts the agent's progress thread. Each agent gets a random 64-bit incarnation.
+ * Errors: INVALID_PARAM (name, flags), NOT_SUPPORTED (backend not built), NOT_ALLOWED (duplicate
+ * name), BACKEND (UCX context/worker creation failed).
+ */
+KVT_API kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
+
+/**
+ * Destroys the agent: stops and joins its progress thread, closes its endpoints, forgets its peers
+ * and drops queued notifications. Refuses with KVT_ERR_BUSY (nothing changed) while registrations,
+ * allocations or operations (posted and not yet released, terminal or not) remain; the detail
+ * says how many of each.
+ */
+KVT_API kvt_status kvt_agent_destroy(uint32_t agent);
+
+/**
+ * The read end of the agent's wake-up pipe (see "Completion delivery" above). Owned by the library:
+ * do not close it; it stays valid until kvt_agent_destroy.
+ */
+KVT_API kvt_status kvt_agent_wake_fd(uint32_t agent, int32_t *out_fd);
+
+/**
+ * Dequeues up to `capacity` operations that became terminal since they were last reported, writing
+ * op_ids[i], statuses[i] (KVT_OK or a KVT_ERR_*) and bytes_done[i] for i < *out_count. Each
+ * operation is reported exactly once (an operation released before being polled is not reported).
+ * The operations still need kvt_xfer_release. Any of the three arrays may be NULL when capacity is 0.
+ */
+KVT_API kvt_status kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *op_ids, int32_t *statuses,
+                                  uint64_t *bytes_done, uint32_t *out_count);
+
+/**
+ * Blocks the caller until a completion or notification is pending for the agent or `timeout_ms`
+ * elapses. Returns KVT_OK when something is pending, KVT_ERR_TIMEOUT otherwise. Does not dequeue.
+ */
+KVT_API kvt_status kvt_agent_wait(uint32_t agent, uint32_t timeout_ms);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Memory: allocation of kvreuse-owned banks and registration of any memory                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+enum {
+    KVT_MEM_DRAM = 0,
+    KVT_MEM_VRAM = 1,
+};
+
+enum {
+    KVT_ALLOC_MLOCK = 1u << 0, /* lock the pages in RAM (NOT_ALLOWED with the limit when RLIMIT_MEMLOCK refuses) */
+};
+
+/**
+ * Allocates `length` bytes (> 0) of page-aligned DRAM owned by the agent, in the form its backend
+ * moves fastest (UCX: ucp_mem_map with UCP_MEM_MAP_ALLOCATE). Contents are unspecified. The memory
+ * is not registered: call kvt_mem_register on it (registering exactly an allocation reuses the
+ * backend mapping at no extra cost). `flags` is a mask of KVT_ALLOC_*.
+ */
+KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
+
+/**
+ * Frees an allocation made by kvt_mem_alloc on this agent (`address` must be its start).
+ * Refuses KVT_ERR_BUSY while a registration lies inside it; KVT_ERR_NOT_FOUND for unknown addresses.
+ */
+KVT_API kvt_status kvt_mem_free(uint32_t agent, uint64_t address);
+
+/**
+ * Registers [address, address + length) of memory kind `kind` (KVT_MEM_*) on `device` with the
+ * agent and returns the region id (unique in the agent, never reused). The caller keeps ownership
+ * of the memory and must keep it valid until kvt_mem_deregister succeeds.
+ * Refuses: INVALID_PARAM for address 0, length 0, an address range that wraps, an unknown kind, or
+ * dram with device != 0; INVALID_PARAM naming the other region when the range overlaps a region
+ * already registered on the same (kind, device) on this agent; NOT_SUPPORTED for vram (with the
+ * reason); NOT_ALLOWED past KVT_MAX_REGIONS; BACKEND when the backend cannot map it.
+ * Bumps the agent's metadata generation.
+ */
+KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind,
+                                    uint32_t device, uint32_t *out_region);
+
+/**
+ * Deregisters a region. Refuses KVT_ERR_BUSY (naming an operation) while any non-terminal operation
+ * references it. Bumps the agent's metadata generation. Peers that loaded older metadata still
+ * advertise the region: one-sided accesses from them fail in the backend (UCX) or with
+ * KVT_ERR_REMOTE_DISCONNECT (loopback) — never touch the deregistered memory through this library.
+ */
+KVT_API kvt_status kvt_mem_deregister(uint32_t agent, uint32_t region);
+
+/** Address, length, kind and device of a live region. Any out pointer may be NULL. */
+KVT_API kvt_status kvt_region_info(uint32_t agent, uint32_t region, uint64_t *out_address, uint64_t *out_length,
+                                   uint32_t *out_kind, uint32_t *out_device);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Metadata and peers                                                                               */
+/* ---------------------------------------------------------------------------------------------- */
+
+/**
+ * Exports the agent's metadata blob: magic, format version, backend, agent name, incarnation,
+ * metadata generation (bumped by every register/deregister), worker address, and every live region
+ * (id, kind, device, base address, length, packed remote key), followed by a CRC-32.
+ * With buffer == NULL (or capacity too small) the required size is written to *out_length; the
+ * call then returns KVT_OK for buffer == NULL and KVT_ERR_INVALID_PARAM for a too-small buffer.
+ */
+KVT_API kvt_status kvt_agent_metadata(uint32_t agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length);
+
+/**
+ * Loads a peer's metadata blob into the agent and returns the peer id and its current generation.
+ * A malformed, truncated or corrupted blob is refused with INVALID_PARAM (never read out of bounds);
+ * a blob of another backend with MISMATCH.
+ * Loading a blob whose agent name is already loaded updates that same peer id: a blob from a new
+ * incarnation, or from the same incarnation with a higher metadata generation, replaces the old one
+ * (the peer generation is bumped, so operations prepared against the old one are refused); the same
+ * metadata generation again is a no-op (unless the peer was invalidated: then it is reloaded);
+ * an older metadata generation of the same incarnation is refused with MISMATCH.
+ * UCX: connects an endpoint (UCP_ERR_HANDLING_MODE_PEER) and unpacks the remote keys.
+ */
+KVT_API kvt_status kvt_peer_load(uint32_t agent, const uint8_t *blob, uint64_t length, uint32_t *out_peer,
+                                 uint64_t *out_generation);
+
+/** Peer id of a loaded peer named `name`, and its current generation (either out pointer may be NULL). */
+KVT_API kvt_status kvt_peer_find(uint32_t agent, const char *name, uint32_t *out_peer, uint64_t *out_generation);
+
+enum {
+    KVT_PEER_READY = 0,        /* loaded and usable */
+    KVT_PEER_INVALIDATED = 1,  /* kvt_peer_invalidate was called; reload to use it again */
+    KVT_PEER_DISCONNECTED = 2, /* the backend saw the peer go away; reload a new incarnation */
+};
+
+/** Generation, state (KVT_PEER_*) and number of advertised regions of a peer. Any out pointer may be NULL. */
+KVT_API kvt_status kvt_peer_info(uint32_t agent, uint32_t peer, uint64_t *out_generation, uint32_t *out_state,
+                                 uint32_t *out_region_count);
+
+/**
+ * Invalidates a peer: bumps its generation and marks it KVT_PEER_INVALIDATED, so every later post or
+ * notification naming it fails with KVT_ERR_NOT_FOUND until its metadata is loaded again.
+ * Operations already posted run to their end.
+ */
+KVT_API kvt_status kvt_peer_invalidate(uint32_t agent, uint32_t peer);
+
+/** Forgets a peer (closing its endpoint). Refuses KVT_ERR_BUSY while non-terminal operations use it. */
+KVT_API kvt_status kvt_peer_unload(uint32_t agent, uint32_t peer);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Transfers                                                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+enum {
+    KVT_XFER_READ = 0,  /* remote → local */
+    KVT_XFER_WRITE = 1, /* local → remote */
+};
+
+/**
+ * Posts one batch of `count` descriptors (1..KVT_MAX_DESCRIPTORS) as ONE operation against `peer`,
+ * which must be KVT_PEER_READY at generation `peer_generation` (else KVT_ERR_NOT_FOUND).
+ *
+ * Descriptor i moves length[i] bytes between
+ *     local:  region local_regions[local_index[i]],   offset local_offset[i]
+ *     remote: region remote_regions[remote_index[i]], offset remote_offset[i]
+ * where local_regions[0..local_region_count) are this agent's region ids and
+ * remote_regions[0..remote_region_count) are region ids the peer advertised in its metadata.
+ * These are the parallel arrays `planTransfer` (@kvreuse/descriptors) produces; the library copies
+ * them, so the caller may reuse the arrays as soon as the call returns.
+ *
+ * Every descriptor is checked before any byte moves: indices within the tables, regions live
+ * (local) / advertised (remote), length > 0, offset + length within the local region and within the
+ * bounds the peer advertised. One bad descriptor refuses the whole batch with KVT_ERR_INVALID_PARAM
+ * (the detail names the descriptor index, region, offset, length and bound) and nothing moves.
+ *
+ * `notification` (notification_length bytes, 0..KVT_MAX_NOTIFICATION; NULL when 0) is sent to the
+ * peer after every byte has moved successfully; the operation completes after it was sent.
+ * On KVT_OK the operation is in progress (or already terminal) and *out_op holds its id; it
+ * references every region it names until it is terminal. Watch it with kvt_agent_poll or
+ * kvt_xfer_status; release it with kvt_xfer_release once terminal.
+ */
+KVT_API kvt_status kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t peer_generation,
+                                 uint32_t count, const uint32_t *local_index, const uint64_t *local_offset,
+                                 const uint32_t *remote_index, const uint64_t *remote_offset,
+                                 const uint64_t *length, uint32_t local_region_count,
+                                 const uint32_t *local_regions, uint32_t remote_region_count,
+                                 const uint32_t *remote_regions, const uint8_t *notification,
+                                 uint32_t notification_length, uint64_t *out_op);
+
+/**
+ * Status of an operation: *out_status is KVT_IN_PROGRESS, KVT_OK (done) or the KVT_ERR_* it ended
+ * with; bytes done so far and the batch's total bytes. Any out pointer may be NULL.
+ */
+KVT_API kvt_status kvt_xfer_status(uint32_t agent, uint64_t op, int32_t *out_status, uint64_t *out_bytes_done,
+                                   uint64_t *out_bytes_total);
+
+/**
+ * Requests cancellation. Returns KVT_OK when the operation is already terminal (nothing changes) and
+ * KVT_IN_PROGRESS when the request was accepted: the operation becomes terminal (normally with
+ * KVT_ERR_CANCELED) only once the backend confirms that nothing of it is still in flight, and is
+ * then reported by kvt_agent_poll like any other completion.
+ */
+KVT_API kvt_status kvt_xfer_cancel(uint32_t agent, uint64_t op);
+
+/** Releases a terminal operation and its id. Refuses KVT_ERR_BUSY while it is in progress. */
+KVT_API kvt_status kvt_xfer_release(uint32_t agent, uint64_t op);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Notifications                                                                                    */
+/* ---------------------------------------------------------------------------------------------- */
+
+/**
+ * Sends `length` bytes (1..KVT_MAX_NOTIFICATION) to a KVT_PEER_READY peer at `peer_generation`.
+ * Returns once the message has left (UCX: active message completed locally). The receiver sees the
+ * sender's agent name. Errors: INVALID_PARAM (size), NOT_FOUND (peer/generation),
+ * REMOTE_DISCONNECT, BACKEND.
+ */
+KVT_API kvt_status kvt_notify_send(uint32_t agent, uint32_t peer, uint64_t peer_generation, const uint8_t *data,
+                                   uint32_t length);
+
+/**
+ * Dequeues the oldest received notification, if any: *out_got is 1 and the sender's name
+ * (NUL-terminated) and payload are copied out, or *out_got is 0. `sender` needs room for
+ * KVT_MAX_NAME + 1 bytes and `data` for KVT_MAX_NOTIFICATION bytes when their capacities are smaller
+ * than the message (INVALID_PARAM, the message stays queued). Received messages that are malformed
+ * (bad framing or sizes) or arrive while KVT_MAX_PENDING_NOTIFICATIONS are queued are dropped and
+ * counted (KVT_COUNTER_NOTIFICATIONS_DROPPED).
+ */
+KVT_API kvt_status kvt_notify_poll(uint32_t agent, char *sender, uint32_t sender_capacity, uint8_t *data,
+                                   uint32_t data_capacity, uint32_t *out_length, uint32_t *out_got);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Counters                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+enum {
+    KVT_COUNTER_LIVE_AGENTS = 0,              /* process-wide only (0 per agent) */
+    KVT_COUNTER_LIVE_REGISTRATIONS = 1,
+    KVT_COUNTER_REGISTERED_BYTES = 2,
+    KVT_COUNTER_LIVE_ALLOCATIONS = 3,
+    KVT_COUNTER_ALLOCATED_BYTES = 4,
+    KVT_COUNTER_LIVE_PEERS = 5,
+    KVT_COUNTER_LIVE_OPERATIONS = 6,          /* posted and not yet released */
+    KVT_COUNTER_INFLIGHT_OPERATIONS = 7,      /* not yet terminal */
+    KVT_COUNTER_OPERATIONS_POSTED = 8,        /* cumulative */
+    KVT_COUNTER_BYTES_MOVED = 9,              /* cumulative, by operations this side initiated */
+    KVT_COUNTER_NOTIFICATIONS_SENT = 10,      /* cumulative */
+    KVT_COUNTER_NOTIFICATIONS_RECEIVED = 11,  /* cumulative */
+    KVT_COUNTER_PENDING_NOTIFICATIONS = 12,   /* received, not yet polled */
+    KVT_COUNTER_NOTIFICATIONS_DROPPED = 13,   /* cumulative */
+    /* KVT_COUNTER_ERRORS_FIRST + (-code - 1): cumulative count of failing calls and of operations
+     * that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY). */
+    KVT_COUNTER_ERRORS_FIRST = 14,
+    KVT_COUNTER_COUNT = KVT_COUNTER_ERRORS_FIRST + KVT_ERROR_CODE_COUNT,
+};
+
+/**
+ * Reads counters: process-wide when agent == 0, else that agent's. Fills values[i] for
+ * i < min(capacity, KVT_COUNTER_COUNT) and sets *out_count. Newer libraries may append counters.
+ * Process-wide cumulative counters include agents already destroyed.
+ */
+KVT_API kvt_status kvt_counters(uint32_t agent, uint64_t *values, uint32_t capacity, uint32_t *out_count);
+/** Name of counter `index` in snake case (e.g. "live_registrations", "errors.KVT_ERR_BUSY"), or NULL. */
+KVT_API const char *kvt_counter_name(uint32_t index);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Fault injection (off unless switched on here; per agent)                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+enum {
+    KVT_FAULT_REGISTER = 0,   /* kvt_mem_register fails before mapping anything */
+    KVT_FAULT_POST = 1,       /* kvt_xfer_post fails after validation, before any byte moves */
+    KVT_FAULT_COMPLETION = 2, /* an operation moves its bytes, then ends with the code instead of KVT_OK */
+};
+
+/**
+ * Arms a one-shot fault: the `nth` (1 = the next) call of `point` on this agent, counted from now,
+ * fails with `code` (a KVT_ERR_*). Re-arming a point replaces its previous setting.
+ */
+KVT_API kvt_status kvt_fault_fail(uint32_t agent, uint32_t point, uint32_t nth, kvt_status code);
+
+/** Keeps the operation in progress until KVT_DELAY_FOREVER is cleared (kvt_fault_clear). */
+#define KVT_DELAY_FOREVER UINT32_MAX
+/**
+ * Delays every completion of this agent's operations by `ms` after the backend finished (the
+ * operation stays KVT_IN_PROGRESS meanwhile; its bytes have moved). KVT_DELAY_FOREVER holds them
+ * until the delay is changed or cleared. Changing the delay applies to operations already held.
+ * Cancelling a held operation ends it at once with KVT_ERR_CANCELED (the backend is already done).
+ */
+KVT_API kvt_status kvt_fault_delay_completions(uint32_t agent, uint32_t ms);
+
+/** Disarms every fault and delay of the agent; held operations complete promptly. */
+KVT_API kvt_status kvt_fault_clear(uint32_t agent);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVREUSE_TRANSPORT_H */
