@@ -1,1 +1,72 @@
-export {};
+export {
+  BlockOutOfRangeError,
+  DescriptorError,
+  type DescriptorErrorCode,
+  DuplicateDestinationBlockError,
+  type FieldIssue,
+  IncompatibleWorkersError,
+  InvalidBankLayoutError,
+  InvalidBlockListError,
+  InvalidGeometryError,
+  InvalidRankPartError,
+  InvalidShardError,
+  PieceOutOfRangeError,
+  type RankId,
+} from './errors.js';
+export {
+  type BankLayout,
+  bytesPerElement,
+  type Dtype,
+  dtypes,
+  type Geometry,
+  geometryFields,
+  geometrySchema,
+  type HeadOrder,
+  parseGeometry,
+  type SafeParseResult,
+  safeParseGeometry,
+} from './geometry.js';
+export { deriveShard, type IndexRange, type Parallel, type Shard, shardSplitIssue } from './shard.js';
+export {
+  bankCount,
+  type BankLayoutOptions,
+  elementOffset,
+  layoutRankBanks,
+  locatePiece,
+  minimumBlockStride,
+  pieceBytes,
+  rankBlockBytes,
+} from './layout.js';
+export {
+  type Bank,
+  bankSchema,
+  type MemKind,
+  memKinds,
+  parseRankPart,
+  type RankPart,
+  type RankPartWire,
+  rankPartSchema,
+  type Role,
+  roles,
+  safeParseRankPart,
+  serializeRankPart,
+} from './rank-part.js';
+export { canonicalGeometry, geometryDigest } from './digest.js';
+export {
+  type AssembleResult,
+  assembleWorker,
+  type DuplicateRank,
+  type RankConflict,
+  rankPartOf,
+  type Worker,
+} from './worker.js';
+export {
+  checkCompatibility,
+  type CompatibilityResult,
+  type IncompatibilityCode,
+  type IncompatibilityReason,
+  type RankRoute,
+  type TransferMapping,
+} from './compatibility.js';
+export { type BlockPairs, type PlanOptions, planTransfer, type RankPairPlan, type TransferPlan } from './plan.js';
+export { referenceGeometries, type ReferenceModel } from './reference.js';

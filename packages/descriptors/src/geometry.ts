@@ -1,0 +1,66 @@
+import { z } from 'zod';
+import { InvalidGeometryError } from './errors.js';
+import { toFieldIssues } from './zod-issues.js';
+
+export const dtypes = ['fp32', 'bf16', 'fp16', 'fp8_e4m3', 'fp8_e5m2', 'int8'] as const;
+export type Dtype = (typeof dtypes)[number];
+
+const dtypeBytes: Readonly<Record<Dtype, number>> = {
+  fp32: 4,
+  bf16: 2,
+  fp16: 2,
+  fp8_e4m3: 1,
+  fp8_e5m2: 1,
+  int8: 1,
+};
+
+export function bytesPerElement(dtype: Dtype): number {
+  return dtypeBytes[dtype];
+}
+
+const positiveInteger = z.int().min(1).max(2 ** 31 - 1);
+
+/** The KV layout facts of a model as served (version 1). */
+export const geometrySchema = z.strictObject({
+  numLayers: positiveInteger,
+  /** 2 = separate K and V planes, 1 = one latent plane (MLA). */
+  kvPlanes: z.union([z.literal(1), z.literal(2)]),
+  blockTokens: positiveInteger,
+  numKvHeads: positiveInteger,
+  headDim: positiveInteger,
+  dtype: z.enum(dtypes),
+  /** `layer-separate`: one bank per (layer, plane); `fully-contiguous`: one bank, block = `[layer][plane][...]`. */
+  bankLayout: z.enum(['layer-separate', 'fully-contiguous']),
+  /** Inside one (block, layer, plane) piece: `HND` = `[head][token][dim]`, `NHD` = `[token][head][dim]`. */
+  headOrder: z.enum(['NHD', 'HND']),
+});
+
+export type Geometry = z.output<typeof geometrySchema>;
+export type BankLayout = Geometry['bankLayout'];
+export type HeadOrder = Geometry['headOrder'];
+
+export type SafeParseResult<T, E> = { success: true; data: T } | { success: false; error: E };
+
+export function safeParseGeometry(input: unknown): SafeParseResult<Geometry, InvalidGeometryError> {
+  const result = geometrySchema.safeParse(input);
+  if (result.success) return { success: true, data: result.data };
+  return { success: false, error: new InvalidGeometryError(toFieldIssues(result.error, input)) };
+}
+
+export function parseGeometry(input: unknown): Geometry {
+  const result = safeParseGeometry(input);
+  if (!result.success) throw result.error;
+  return result.data;
+}
+
+/** Every geometry field, in the canonical order the digest uses. */
+export const geometryFields = [
+  'numLayers',
+  'kvPlanes',
+  'blockTokens',
+  'numKvHeads',
+  'headDim',
+  'dtype',
+  'bankLayout',
+  'headOrder',
+] as const satisfies readonly (keyof Geometry)[];

@@ -1,0 +1,85 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { elementSize, holds, simulate } from '../test/simulation.js';
+import { workerFor } from '../test/support.js';
+import { dtypes, type Geometry, planTransfer } from './index.js';
+
+const powersOfTwo = [1, 2, 4, 8] as const;
+const divisorsOf = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1).filter((d) => n % d === 0);
+
+const scenario = fc
+  .record({
+    numKvHeads: fc.constantFrom(1, 2, 4),
+    numLayers: fc.constantFrom(1, 2, 3, 4, 6),
+    kvPlanes: fc.constantFrom(1 as const, 2 as const),
+    blockTokens: fc.integer({ min: 1, max: 3 }),
+    headDim: fc.integer({ min: 1, max: 3 }),
+    dtype: fc.constantFrom(...dtypes),
+    headOrder: fc.constantFrom('NHD' as const, 'HND' as const),
+    sourceLayout: fc.constantFrom('layer-separate' as const, 'fully-contiguous' as const),
+    destinationLayout: fc.constantFrom('layer-separate' as const, 'fully-contiguous' as const),
+    sourceTp: fc.constantFrom(...powersOfTwo),
+    destinationTp: fc.constantFrom(...powersOfTwo),
+    ppChoice: fc.tuple(fc.nat(), fc.nat()),
+    sourceBlocks: fc.integer({ min: 1, max: 5 }),
+    destinationBlocks: fc.integer({ min: 1, max: 5 }),
+    sourcePadding: fc.integer({ min: 0, max: 5 }),
+    destinationPadding: fc.integer({ min: 0, max: 5 }),
+  })
+  .chain((s) => {
+    const layerDivisors = divisorsOf(s.numLayers);
+    const sourcePp = layerDivisors[s.ppChoice[0] % layerDivisors.length]!;
+    const destinationPp = layerDivisors[s.ppChoice[1] % layerDivisors.length]!;
+    const pairs = fc
+      .uniqueArray(fc.integer({ min: 0, max: s.destinationBlocks - 1 }), { minLength: 1, maxLength: s.destinationBlocks })
+      .chain((destinations) =>
+        fc.array(fc.integer({ min: 0, max: s.sourceBlocks - 1 }), { minLength: destinations.length, maxLength: destinations.length }).map((sources) =>
+          destinations.map((destination, i) => [sources[i]!, destination] as [number, number]),
+        ),
+      );
+    return pairs.map((blocks) => ({ ...s, sourcePp, destinationPp, blocks }));
+  });
+
+describe('planTransfer, executed over simulated banks', () => {
+  it('yields exactly the destination contents the geometry defines, coalesced or not, touching nothing else', () => {
+    fc.assert(
+      fc.property(scenario, (s) => {
+        const base = { numLayers: s.numLayers, kvPlanes: s.kvPlanes, blockTokens: s.blockTokens, numKvHeads: s.numKvHeads, headDim: s.headDim, dtype: s.dtype, headOrder: s.headOrder };
+        const sourceGeometry: Geometry = { ...base, bankLayout: s.sourceLayout };
+        const destinationGeometry: Geometry = { ...base, bankLayout: s.destinationLayout };
+        const source = workerFor({ geometry: sourceGeometry, tpSize: s.sourceTp, ppSize: s.sourcePp, blocks: s.sourceBlocks, stridePadding: s.sourcePadding });
+        const destination = workerFor({ geometry: destinationGeometry, tpSize: s.destinationTp, ppSize: s.destinationPp, blocks: s.destinationBlocks, stridePadding: s.destinationPadding, role: 'prefill' });
+
+        const coalesced = planTransfer(source, destination, s.blocks);
+        const separate = planTransfer(source, destination, s.blocks, { coalesce: false });
+        for (const plan of [coalesced, separate]) {
+          const { actual, expected } = simulate(plan, source, destination, s.blocks);
+          expect(actual).toEqual(expected);
+        }
+        const elementBytes = elementSize[s.dtype];
+        const perRankBlock = destination.ranks.map((part) => {
+          const held = holds(destinationGeometry, part);
+          return held.layerCount * s.kvPlanes * held.headCount * s.blockTokens * s.headDim * elementBytes;
+        });
+        const expectedBytes = BigInt(s.blocks.length * perRankBlock.reduce((a, b) => a + b, 0));
+        expect(coalesced.totalBytes).toBe(expectedBytes);
+        expect(separate.totalBytes).toBe(expectedBytes);
+        expect(coalesced.descriptorCount).toBeLessThanOrEqual(separate.descriptorCount);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('coalesces a whole run of consecutive blocks into one descriptor per bank when both sides are dense and alike', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('layer-separate' as const, 'fully-contiguous' as const), fc.integer({ min: 1, max: 8 }), (bankLayout, run) => {
+        const geometry: Geometry = { numLayers: 4, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 4, dtype: 'fp16', bankLayout, headOrder: 'NHD' };
+        const source = workerFor({ geometry, tpSize: 2, ppSize: 2, blocks: 16 });
+        const destination = workerFor({ geometry, tpSize: 2, ppSize: 2, blocks: 16, role: 'prefill' });
+        const plan = planTransfer(source, destination, Array.from({ length: run }, (_, i) => [3 + i, 5 + i] as [number, number]));
+        const banksPerRank = bankLayout === 'layer-separate' ? 2 * 2 : 1;
+        expect(plan.descriptorCount).toBe(4 * banksPerRank);
+      }),
+    );
+  });
+});

@@ -1,0 +1,278 @@
+import { type CompatibilityResult, checkCompatibility, type RankRoute } from './compatibility.js';
+import {
+  BlockOutOfRangeError,
+  DuplicateDestinationBlockError,
+  IncompatibleWorkersError,
+  InvalidBlockListError,
+  type RankId,
+} from './errors.js';
+import { bytesPerElement } from './geometry.js';
+import { pieceBytes } from './layout.js';
+import type { RankPart } from './rank-part.js';
+import { deriveShard, type IndexRange, type Shard } from './shard.js';
+import { rankPartOf, type Worker } from './worker.js';
+
+/**
+ * Which blocks to move: `[sourceBlock, destinationBlock]` pairs, or the same as two equally long
+ * `Uint32Array`s (cheaper for long lists).
+ */
+export type BlockPairs =
+  | readonly (readonly [number, number])[]
+  | { readonly sourceBlocks: Uint32Array; readonly destinationBlocks: Uint32Array };
+
+/**
+ * The descriptors of one rank pair, as parallel typed arrays of `count` entries: descriptor i copies
+ * `length[i]` bytes from `sourceOffset[i]` of the source rank's bank `sourceBank[i]` to
+ * `destinationOffset[i]` of the destination rank's bank `destinationBank[i]` (offsets from the bank start).
+ */
+export interface RankPairPlan {
+  readonly sourceRank: RankId;
+  readonly destinationRank: RankId;
+  /** The KV heads and layers (global indices) this pair carries. */
+  readonly kvHeads: IndexRange;
+  readonly layers: IndexRange;
+  readonly count: number;
+  readonly sourceBank: Uint32Array;
+  readonly sourceOffset: BigUint64Array;
+  readonly destinationBank: Uint32Array;
+  readonly destinationOffset: BigUint64Array;
+  readonly length: BigUint64Array;
+  readonly bytes: bigint;
+}
+
+export interface TransferPlan {
+  readonly pairs: readonly RankPairPlan[];
+  readonly totalBytes: bigint;
+  readonly descriptorCount: number;
+}
+
+export interface PlanOptions {
+  /** Merge descriptors that continue each other in both banks (default true). */
+  readonly coalesce?: boolean;
+}
+
+const MAX_BLOCK = 0xffff_ffff;
+const isBlockIndex = (value: unknown): value is number =>
+  typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_BLOCK;
+
+function toBlockArrays(blocks: BlockPairs): { source: Uint32Array; destination: Uint32Array } {
+  if (!Array.isArray(blocks)) {
+    const { sourceBlocks, destinationBlocks } = blocks as Exclude<BlockPairs, readonly unknown[]>;
+    if (!(sourceBlocks instanceof Uint32Array) || !(destinationBlocks instanceof Uint32Array)) {
+      throw new InvalidBlockListError(0, blocks, 'sourceBlocks and destinationBlocks must be Uint32Arrays');
+    }
+    if (sourceBlocks.length !== destinationBlocks.length) {
+      const lengths = { sourceBlocks: sourceBlocks.length, destinationBlocks: destinationBlocks.length };
+      throw new InvalidBlockListError(Math.min(sourceBlocks.length, destinationBlocks.length), lengths, 'sourceBlocks and destinationBlocks must be equally long');
+    }
+    return { source: sourceBlocks, destination: destinationBlocks };
+  }
+  const pairs = blocks as readonly unknown[];
+  const source = new Uint32Array(pairs.length);
+  const destination = new Uint32Array(pairs.length);
+  for (let index = 0; index < pairs.length; index++) {
+    const pair = pairs[index];
+    if (!Array.isArray(pair) || pair.length !== 2 || !isBlockIndex(pair[0]) || !isBlockIndex(pair[1])) {
+      throw new InvalidBlockListError(index, pair, 'must be a [sourceBlock, destinationBlock] pair of integers in [0, 2^32)');
+    }
+    source[index] = pair[0];
+    destination[index] = pair[1];
+  }
+  return { source, destination };
+}
+
+/** One side of a route: the rank part, its shard and, per (layer, plane) of the route, bank, base offset and stride. */
+interface RouteSide {
+  readonly rank: RankId;
+  readonly part: RankPart;
+  readonly shard: Shard;
+  readonly bankOf: Uint32Array;
+  readonly baseOf: Float64Array;
+  readonly strideOf: Float64Array;
+}
+
+function routeSide(worker: Worker, rank: RankId, route: RankRoute): RouteSide {
+  // Routes come from checkCompatibility over these very workers, so every rank exists.
+  const part = rankPartOf(worker, rank) as RankPart;
+  const { geometry } = part;
+  const shard = deriveShard(geometry, part.parallel);
+  const planes = geometry.kvPlanes;
+  const layerPlanes = route.layers.count * planes;
+  const piece = pieceBytes(geometry, shard);
+  const layerSeparate = geometry.bankLayout === 'layer-separate';
+  const bankOf = new Uint32Array(layerPlanes);
+  const baseOf = new Float64Array(layerPlanes);
+  const strideOf = new Float64Array(layerPlanes);
+  // Where the route's first head starts inside a piece: HND [head][token][dim], NHD [token][head][dim].
+  const headOffset =
+    (route.kvHeads.start - shard.kvHeads.start) * (geometry.headOrder === 'HND' ? geometry.blockTokens : 1) * geometry.headDim * bytesPerElement(geometry.dtype);
+  for (let lp = 0; lp < layerPlanes; lp++) {
+    const localLayerPlane = (route.layers.start - shard.layers.start) * planes + lp;
+    const bank = layerSeparate ? localLayerPlane : 0;
+    bankOf[lp] = bank;
+    baseOf[lp] = (layerSeparate ? 0 : localLayerPlane * piece) + headOffset;
+    strideOf[lp] = Number((part.banks[bank] as RankPart['banks'][number]).blockStride);
+  }
+  return { rank, part, shard, bankOf, baseOf, strideOf };
+}
+
+/** Throws for the first block of `blocks` that lies outside one of the banks `side` touches. */
+function checkBlockRange(kind: 'source' | 'destination', side: RouteSide, blocks: Uint32Array, largest: number): void {
+  for (const bank of new Set(side.bankOf)) {
+    const capacity = (side.part.banks[bank] as RankPart['banks'][number]).blocks;
+    if (largest < capacity) continue;
+    const index = blocks.findIndex((block) => block >= capacity);
+    throw new BlockOutOfRangeError(kind, side.rank, bank, blocks[index] as number, capacity, index);
+  }
+}
+
+function checkDistinctDestinations(destination: Uint32Array, largest: number): void {
+  const writer = new Uint32Array(largest + 1); // index + 1 of the pair that writes each block
+  for (let index = 0; index < destination.length; index++) {
+    const block = destination[index] as number;
+    const earlier = writer[block] as number;
+    if (earlier !== 0) throw new DuplicateDestinationBlockError(block, earlier - 1, index);
+    writer[block] = index + 1;
+  }
+}
+
+const largestOf = (blocks: Uint32Array): number => blocks.reduce((max, block) => (block > max ? block : max), 0);
+
+// The planner writes 64-bit fields as two 32-bit halves, which avoids creating a BigInt per descriptor.
+const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+const LOW = littleEndian ? 0 : 1;
+const HIGH = 1 - LOW;
+const TWO_POW_32 = 2 ** 32;
+
+interface Route {
+  readonly route: RankRoute;
+  readonly from: RouteSide;
+  readonly to: RouteSide;
+}
+
+function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; destination: Uint32Array }, coalesce: boolean): RankPairPlan {
+  const geometry = from.part.geometry;
+  const elementBytes = bytesPerElement(geometry.dtype);
+  const { blockTokens, headDim } = geometry;
+  const headCount = route.kvHeads.count;
+  const hnd = geometry.headOrder === 'HND';
+  // HND keeps the copied heads in one run per piece; NHD has one run per token unless both sides hold
+  // exactly these heads.
+  const rowBytes = headCount * headDim * elementBytes;
+  const sourceRow = from.shard.kvHeads.count * headDim * elementBytes;
+  const destinationRow = to.shard.kvHeads.count * headDim * elementBytes;
+  const contiguous = hnd || (rowBytes === sourceRow && rowBytes === destinationRow);
+  const segments = contiguous ? 1 : blockTokens;
+  const segmentBytes = contiguous ? rowBytes * blockTokens : rowBytes;
+
+  const n = blocks.source.length;
+  const layerPlanes = from.bankOf.length;
+  const capacity = n * layerPlanes * segments;
+  const sourceBank = new Uint32Array(capacity);
+  const destinationBank = new Uint32Array(capacity);
+  const sourceOffset = new BigUint64Array(capacity);
+  const destinationOffset = new BigUint64Array(capacity);
+  const length = new BigUint64Array(capacity);
+  const sourceOffset32 = new Uint32Array(sourceOffset.buffer);
+  const destinationOffset32 = new Uint32Array(destinationOffset.buffer);
+  const length32 = new Uint32Array(length.buffer);
+
+  // With both sides fully contiguous, a block's layers and planes follow each other in memory, so
+  // walking (layer, plane) innermost lets whole blocks coalesce; otherwise walk blocks innermost.
+  const blocksOuter = geometry.bankLayout === 'fully-contiguous' && to.part.geometry.bankLayout === 'fully-contiguous';
+  const outerCount = blocksOuter ? n : layerPlanes;
+  const innerCount = blocksOuter ? layerPlanes : n;
+  const { source: sourceBlocks, destination: destinationBlocks } = blocks;
+  let count = 0;
+  let lastSourceBank = -1;
+  let lastDestinationBank = -1;
+  let sourceEnd = -1;
+  let destinationEnd = -1;
+  let runBytes = 0;
+  for (let outer = 0; outer < outerCount; outer++) {
+    for (let inner = 0; inner < innerCount; inner++) {
+      const lp = blocksOuter ? inner : outer;
+      const i = blocksOuter ? outer : inner;
+      const sBank = from.bankOf[lp] as number;
+      const dBank = to.bankOf[lp] as number;
+      let sOffset = (from.baseOf[lp] as number) + (sourceBlocks[i] as number) * (from.strideOf[lp] as number);
+      let dOffset = (to.baseOf[lp] as number) + (destinationBlocks[i] as number) * (to.strideOf[lp] as number);
+      for (let segment = 0; segment < segments; segment++) {
+        if (coalesce && sOffset === sourceEnd && dOffset === destinationEnd && sBank === lastSourceBank && dBank === lastDestinationBank) {
+          runBytes += segmentBytes;
+        } else {
+          if (count > 0) {
+            length32[2 * (count - 1) + LOW] = runBytes >>> 0;
+            length32[2 * (count - 1) + HIGH] = (runBytes / TWO_POW_32) >>> 0;
+          }
+          sourceBank[count] = sBank;
+          destinationBank[count] = dBank;
+          sourceOffset32[2 * count + LOW] = sOffset >>> 0;
+          sourceOffset32[2 * count + HIGH] = (sOffset / TWO_POW_32) >>> 0;
+          destinationOffset32[2 * count + LOW] = dOffset >>> 0;
+          destinationOffset32[2 * count + HIGH] = (dOffset / TWO_POW_32) >>> 0;
+          lastSourceBank = sBank;
+          lastDestinationBank = dBank;
+          runBytes = segmentBytes;
+          count++;
+        }
+        sourceEnd = sOffset + segmentBytes;
+        destinationEnd = dOffset + segmentBytes;
+        sOffset += sourceRow;
+        dOffset += destinationRow;
+      }
+    }
+  }
+  if (count > 0) {
+    length32[2 * (count - 1) + LOW] = runBytes >>> 0;
+    length32[2 * (count - 1) + HIGH] = (runBytes / TWO_POW_32) >>> 0;
+  }
+  const full = count === capacity;
+  return {
+    sourceRank: route.sourceRank,
+    destinationRank: route.destinationRank,
+    kvHeads: route.kvHeads,
+    layers: route.layers,
+    count,
+    sourceBank: full ? sourceBank : sourceBank.slice(0, count),
+    sourceOffset: full ? sourceOffset : sourceOffset.slice(0, count),
+    destinationBank: full ? destinationBank : destinationBank.slice(0, count),
+    destinationOffset: full ? destinationOffset : destinationOffset.slice(0, count),
+    length: full ? length : length.slice(0, count),
+    bytes: BigInt(capacity) * BigInt(segmentBytes),
+  };
+}
+
+/**
+ * Plans copying `blocks` from `source` to `destination` (two complete, compatible workers): one list of
+ * descriptors per rank pair, adjacent ranges coalesced, in typed arrays a native batch call consumes as
+ * they are. Throws `IncompatibleWorkersError`, `InvalidBlockListError`, `BlockOutOfRangeError` or
+ * `DuplicateDestinationBlockError`.
+ */
+export function planTransfer(source: Worker, destination: Worker, blocks: BlockPairs, options: PlanOptions = {}): TransferPlan {
+  const compatibility: CompatibilityResult = checkCompatibility(source, destination);
+  if (!compatibility.ok) throw new IncompatibleWorkersError(compatibility.reasons);
+  const arrays = toBlockArrays(blocks);
+  if (arrays.source.length === 0) return { pairs: [], totalBytes: 0n, descriptorCount: 0 };
+
+  const largestSource = largestOf(arrays.source);
+  const largestDestination = largestOf(arrays.destination);
+  const routes: Route[] = compatibility.mapping.routes.map((route) => ({
+    route,
+    from: routeSide(source, route.sourceRank, route),
+    to: routeSide(destination, route.destinationRank, route),
+  }));
+  for (const { from, to } of routes) {
+    checkBlockRange('source', from, arrays.source, largestSource);
+    checkBlockRange('destination', to, arrays.destination, largestDestination);
+  }
+  checkDistinctDestinations(arrays.destination, largestDestination);
+
+  const coalesce = options.coalesce ?? true;
+  const pairs = routes.map((route) => planRoute(route, arrays, coalesce));
+  return {
+    pairs,
+    totalBytes: pairs.reduce((sum, pair) => sum + pair.bytes, 0n),
+    descriptorCount: pairs.reduce((sum, pair) => sum + pair.count, 0),
+  };
+}

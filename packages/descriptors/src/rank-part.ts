@@ -1,0 +1,151 @@
+import { z } from 'zod';
+import { InvalidRankPartError, type RankId } from './errors.js';
+import { geometrySchema, type SafeParseResult } from './geometry.js';
+import { bankCount, minimumBlockStride } from './layout.js';
+import { deriveShard, shardSplitIssue } from './shard.js';
+import { toFieldIssues } from './zod-issues.js';
+
+const U64_LIMIT = 2n ** 64n;
+/** Offsets inside a bank are planned as JavaScript numbers, so a bank's block span stays below 2^53. */
+const SPAN_LIMIT = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** A 64-bit unsigned quantity: a decimal string on the wire, a bigint once parsed. */
+const u64 = z.codec(
+  z.string().regex(/^(0|[1-9][0-9]*)$/, 'must be an unsigned integer as a decimal string'),
+  z.bigint().max(U64_LIMIT - 1n, 'must fit in 64 bits'),
+  { decode: (text) => BigInt(text), encode: (value) => value.toString() },
+);
+
+const count = z.int().min(0).max(2 ** 31 - 1);
+const positiveCount = z.int().min(1).max(2 ** 31 - 1);
+
+export const memKinds = ['dram', 'vram'] as const;
+export type MemKind = (typeof memKinds)[number];
+
+export const bankSchema = z.strictObject({
+  memKind: z.enum(memKinds),
+  /** GPU ordinal for `vram`, NUMA node for `dram`. */
+  deviceId: count,
+  address: u64,
+  bytes: u64,
+  blocks: positiveCount,
+  blockStride: u64,
+});
+
+export const roles = ['prefill', 'decode', 'aggregated'] as const;
+export type Role = (typeof roles)[number];
+
+const parallelSchema = z.strictObject({
+  tpRank: count,
+  tpSize: positiveCount,
+  ppRank: count,
+  ppSize: positiveCount,
+  dpRank: count,
+});
+
+const transportSchema = z.strictObject({
+  agentName: z.string().min(1),
+  generation: count,
+  /** The transport's address and keys blob, base64. */
+  metadata: z.base64(),
+});
+
+/** What one rank publishes (version 1). Parsing also checks the shard split and the bank rules. */
+export const rankPartSchema = z
+  .strictObject({
+    version: z.literal(1),
+    workerId: z.string().min(1),
+    incarnation: z.string().min(1),
+    role: z.enum(roles),
+    geometry: geometrySchema,
+    parallel: parallelSchema,
+    banks: z.array(bankSchema).min(1),
+    transport: transportSchema,
+  })
+  .superRefine((part, ctx) => {
+    const { geometry, parallel, banks } = part;
+    const report = (path: PropertyKey[], message: string): void => {
+      ctx.addIssue({ code: 'custom', path, message });
+    };
+    if (parallel.tpRank >= parallel.tpSize) report(['parallel', 'tpRank'], `must be below tpSize (${parallel.tpSize})`);
+    if (parallel.ppRank >= parallel.ppSize) report(['parallel', 'ppRank'], `must be below ppSize (${parallel.ppSize})`);
+    const splitIssue = shardSplitIssue(geometry, parallel);
+    if (splitIssue !== undefined) {
+      report(splitIssue.field.split('.'), splitIssue.rule);
+      return;
+    }
+    if (parallel.tpRank >= parallel.tpSize || parallel.ppRank >= parallel.ppSize) return;
+
+    const shard = deriveShard(geometry, parallel);
+    const expectedBanks = bankCount(geometry, shard);
+    if (banks.length !== expectedBanks) {
+      const rule =
+        geometry.bankLayout === 'layer-separate'
+          ? `layer-separate needs one bank per (local layer, plane): ${shard.layers.count} × ${geometry.kvPlanes} = ${expectedBanks}`
+          : 'fully-contiguous needs exactly one bank';
+      report(['banks'], `has ${banks.length} banks; ${rule}`);
+    }
+    const minimumStride = BigInt(minimumBlockStride(geometry, shard));
+    banks.forEach((bank, index) => {
+      const span = BigInt(bank.blocks) * bank.blockStride;
+      if (bank.blockStride < minimumStride) {
+        report(['banks', index, 'blockStride'], `must be at least ${minimumStride} bytes (one ${geometry.bankLayout === 'layer-separate' ? '(layer, plane) piece' : 'block of all local layers and planes'} of this rank)`);
+      } else if (span > bank.bytes) {
+        report(['banks', index, 'bytes'], `must hold blocks × blockStride = ${bank.blocks} × ${bank.blockStride} = ${span} bytes`);
+      } else if (span > SPAN_LIMIT) {
+        report(['banks', index, 'blocks'], `blocks × blockStride = ${span} must stay below 2^53 bytes`);
+      }
+      if (bank.address + bank.bytes > U64_LIMIT) {
+        report(['banks', index, 'bytes'], `address + bytes must not pass 2^64 (address ${bank.address})`);
+      }
+    });
+    // Sorted by start, a bank overlaps an earlier one of the same memory exactly when it starts before the
+    // furthest end seen so far there.
+    const byStart = banks.map((bank, index) => ({ bank, index })).sort((a, b) => compareBigInt(a.bank.address, b.bank.address));
+    const furthest = new Map<string, { end: bigint; index: number }>();
+    for (const { bank, index } of byStart) {
+      const memory = `${bank.memKind}:${bank.deviceId}`;
+      const seen = furthest.get(memory);
+      if (seen !== undefined && seen.end > bank.address) {
+        report(['banks', index, 'address'], `overlaps banks[${seen.index}], which ends at ${seen.end}`);
+      }
+      const end = bank.address + bank.bytes;
+      if (seen === undefined || end > seen.end) furthest.set(memory, { end, index });
+    }
+    // The bank rules read decoded values, so they wait until every field has parsed.
+  }, { when: (payload) => payload.issues.length === 0 });
+
+const compareBigInt = (a: bigint, b: bigint): number => (a < b ? -1 : a > b ? 1 : 0);
+
+export type RankPart = z.output<typeof rankPartSchema>;
+/** A rank part as it travels: JSON with 64-bit quantities as decimal strings. */
+export type RankPartWire = z.input<typeof rankPartSchema>;
+export type Bank = z.output<typeof bankSchema>;
+
+function claimedIdentity(input: unknown): { workerId: string | undefined; rank: RankId | undefined } {
+  const record = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
+  const parallel = (typeof record['parallel'] === 'object' && record['parallel'] !== null ? record['parallel'] : {}) as Record<string, unknown>;
+  const { tpRank, ppRank } = parallel;
+  return {
+    workerId: typeof record['workerId'] === 'string' ? record['workerId'] : undefined,
+    rank: typeof tpRank === 'number' && typeof ppRank === 'number' ? { tpRank, ppRank } : undefined,
+  };
+}
+
+export function safeParseRankPart(input: unknown): SafeParseResult<RankPart, InvalidRankPartError> {
+  const result = rankPartSchema.safeParse(input);
+  if (result.success) return { success: true, data: result.data };
+  const { workerId, rank } = claimedIdentity(input);
+  return { success: false, error: new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, input)) };
+}
+
+export function parseRankPart(input: unknown): RankPart {
+  const result = safeParseRankPart(input);
+  if (!result.success) throw result.error;
+  return result.data;
+}
+
+/** The wire form of a rank part; `parseRankPart(serializeRankPart(part))` equals `part`. */
+export function serializeRankPart(part: RankPart): RankPartWire {
+  return rankPartSchema.encode(part);
+}

@@ -1,0 +1,144 @@
+import { formatValue, type RankId } from './errors.js';
+import { type Geometry, geometryFields } from './geometry.js';
+import { geometryDigest } from './digest.js';
+import type { RankPart, Role } from './rank-part.js';
+
+/** A complete worker descriptor: every (tp, pp) rank present exactly once, all consistent. */
+export interface Worker {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly role: Role;
+  readonly geometry: Geometry;
+  readonly geometryDigest: string;
+  readonly tpSize: number;
+  readonly ppSize: number;
+  readonly dpRank: number;
+  /** Rank parts indexed by `ppRank × tpSize + tpRank`; use `rankPartOf`. */
+  readonly ranks: readonly RankPart[];
+}
+
+export interface DuplicateRank {
+  readonly rank: RankId;
+  /** How many parts claim this rank. */
+  readonly count: number;
+}
+
+/** A part whose field disagrees with what most parts say. */
+export interface RankConflict {
+  readonly rank: RankId;
+  /** Dotted path such as `incarnation` or `geometry.numLayers`. */
+  readonly field: string;
+  readonly expected: unknown;
+  readonly actual: unknown;
+}
+
+export type AssembleResult =
+  | { readonly complete: true; readonly worker: Worker }
+  | {
+      readonly complete: false;
+      readonly missing: readonly RankId[];
+      readonly duplicates: readonly DuplicateRank[];
+      readonly conflicts: readonly RankConflict[];
+    };
+
+/** The fields every part of one worker must share. */
+const sharedFields: readonly { field: string; read: (part: RankPart) => unknown }[] = [
+  { field: 'version', read: (part) => part.version },
+  { field: 'workerId', read: (part) => part.workerId },
+  { field: 'incarnation', read: (part) => part.incarnation },
+  { field: 'role', read: (part) => part.role },
+  { field: 'parallel.tpSize', read: (part) => part.parallel.tpSize },
+  { field: 'parallel.ppSize', read: (part) => part.parallel.ppSize },
+  { field: 'parallel.dpRank', read: (part) => part.parallel.dpRank },
+  ...geometryFields.map((key) => ({ field: `geometry.${key}`, read: (part: RankPart) => part.geometry[key] })),
+];
+
+const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank });
+
+/** The value most parts hold (the first seen on a tie), so that one odd part is the one reported. */
+function majority(values: readonly unknown[]): unknown {
+  const tally = new Map<string, { value: unknown; count: number }>();
+  for (const value of values) {
+    const key = formatValue(value);
+    const entry = tally.get(key);
+    if (entry === undefined) tally.set(key, { value, count: 1 });
+    else entry.count++;
+  }
+  let best: { value: unknown; count: number } | undefined;
+  for (const entry of tally.values()) if (best === undefined || entry.count > best.count) best = entry;
+  return best?.value;
+}
+
+/**
+ * Assembles the parts one worker published into a worker descriptor, or says exactly what is missing,
+ * duplicated or inconsistent. An empty list is incomplete with a conflict on `parts`.
+ */
+export function assembleWorker(parts: readonly RankPart[]): AssembleResult {
+  const first = parts[0];
+  if (first === undefined) {
+    return {
+      complete: false,
+      missing: [],
+      duplicates: [],
+      conflicts: [{ rank: { tpRank: 0, ppRank: 0 }, field: 'parts', expected: 'at least one rank part', actual: 0 }],
+    };
+  }
+  const conflicts: RankConflict[] = [];
+  const expected = new Map<string, unknown>();
+  for (const { field, read } of sharedFields) {
+    const values = parts.map(read);
+    const value = majority(values);
+    expected.set(field, value);
+    parts.forEach((part, index) => {
+      if (formatValue(values[index]) !== formatValue(value)) {
+        conflicts.push({ rank: rankOf(part), field, expected: value, actual: values[index] });
+      }
+    });
+  }
+  const tpSize = expected.get('parallel.tpSize') as number;
+  const ppSize = expected.get('parallel.ppSize') as number;
+
+  const claims = new Map<string, { rank: RankId; parts: RankPart[] }>();
+  for (const part of parts) {
+    const key = `${part.parallel.tpRank}/${part.parallel.ppRank}`;
+    const claim = claims.get(key);
+    if (claim === undefined) claims.set(key, { rank: rankOf(part), parts: [part] });
+    else claim.parts.push(part);
+  }
+  const duplicates: DuplicateRank[] = [];
+  for (const { rank, parts: claimed } of claims.values()) {
+    if (claimed.length > 1) duplicates.push({ rank, count: claimed.length });
+  }
+  const missing: RankId[] = [];
+  const ranks: RankPart[] = [];
+  for (let ppRank = 0; ppRank < ppSize; ppRank++) {
+    for (let tpRank = 0; tpRank < tpSize; tpRank++) {
+      const claimed = claims.get(`${tpRank}/${ppRank}`)?.parts[0];
+      if (claimed === undefined) missing.push({ tpRank, ppRank });
+      else ranks.push(claimed);
+    }
+  }
+  if (missing.length > 0 || duplicates.length > 0 || conflicts.length > 0) {
+    return { complete: false, missing, duplicates, conflicts };
+  }
+  return {
+    complete: true,
+    worker: {
+      workerId: first.workerId,
+      incarnation: first.incarnation,
+      role: first.role,
+      geometry: first.geometry,
+      geometryDigest: geometryDigest(first.geometry),
+      tpSize,
+      ppSize,
+      dpRank: first.parallel.dpRank,
+      ranks,
+    },
+  };
+}
+
+/** The part of rank (tpRank, ppRank) of a complete worker, or `undefined` when the worker has no such rank. */
+export function rankPartOf(worker: Worker, rank: RankId): RankPart | undefined {
+  const inRange = rank.tpRank >= 0 && rank.tpRank < worker.tpSize && rank.ppRank >= 0 && rank.ppRank < worker.ppSize;
+  return inRange ? worker.ranks[rank.ppRank * worker.tpSize + rank.tpRank] : undefined;
+}

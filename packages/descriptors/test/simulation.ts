@@ -1,0 +1,127 @@
+import { expect } from 'vitest';
+import type { Geometry, RankPart, TransferPlan, Worker } from '@kvreuse/descriptors';
+
+// Everything below locates bytes from first principles, independently of the planner and of the
+// package's layout helpers: the expected destination comes from a logical-position → value function.
+
+export const elementSize = { fp32: 4, bf16: 2, fp16: 2, fp8_e4m3: 1, fp8_e5m2: 1, int8: 1 } as const;
+
+export function holds(geometry: Geometry, part: RankPart): { headStart: number; headCount: number; layerStart: number; layerCount: number } {
+  const { tpRank, tpSize, ppRank, ppSize } = part.parallel;
+  const heads = geometry.numKvHeads;
+  const headCount = tpSize <= heads ? heads / tpSize : 1;
+  const headStart = tpSize <= heads ? tpRank * headCount : Math.floor(tpRank / (tpSize / heads));
+  const layerCount = geometry.numLayers / ppSize;
+  return { headStart, headCount, layerStart: ppRank * layerCount, layerCount };
+}
+
+interface Position {
+  block: number;
+  layer: number;
+  plane: number;
+  head: number;
+  token: number;
+  dim: number;
+  byte: number;
+}
+
+/** Bank and byte offset of a logical position in a rank, or undefined when the rank does not hold it. */
+function locate(geometry: Geometry, part: RankPart, p: Position): { bank: number; offset: number } | undefined {
+  const { headStart, headCount, layerStart, layerCount } = holds(geometry, part);
+  if (p.head < headStart || p.head >= headStart + headCount || p.layer < layerStart || p.layer >= layerStart + layerCount) return undefined;
+  const size = elementSize[geometry.dtype];
+  const { blockTokens: T, headDim: D, kvPlanes: P } = geometry;
+  const head = p.head - headStart;
+  const element = geometry.headOrder === 'HND' ? (head * T + p.token) * D + p.dim : (p.token * headCount + head) * D + p.dim;
+  const inPiece = element * size + p.byte;
+  const layerPlane = (p.layer - layerStart) * P + p.plane;
+  const bank = geometry.bankLayout === 'layer-separate' ? layerPlane : 0;
+  const stride = Number(part.banks[bank]!.blockStride);
+  const pieceOffset = geometry.bankLayout === 'layer-separate' ? 0 : layerPlane * T * headCount * D * size;
+  return { bank, offset: p.block * stride + pieceOffset + inPiece };
+}
+
+function* positions(geometry: Geometry, blocks: number): Generator<Position> {
+  const size = elementSize[geometry.dtype];
+  for (let block = 0; block < blocks; block++)
+    for (let layer = 0; layer < geometry.numLayers; layer++)
+      for (let plane = 0; plane < geometry.kvPlanes; plane++)
+        for (let head = 0; head < geometry.numKvHeads; head++)
+          for (let token = 0; token < geometry.blockTokens; token++)
+            for (let dim = 0; dim < geometry.headDim; dim++)
+              for (let byte = 0; byte < size; byte++) yield { block, layer, plane, head, token, dim, byte };
+}
+
+/** The value the model defines at a logical position of the source (a 32-bit mix, one byte of it). */
+function valueAt(p: Position): number {
+  let x = (((((p.block * 131 + p.layer) * 7 + p.plane) * 257 + p.head) * 521 + p.token) * 1031 + p.dim) * 8 + p.byte;
+  x = Math.imul(x ^ (x >>> 16), 0x7feb352d);
+  x = Math.imul(x ^ (x >>> 15), 0x846ca68b);
+  return (x ^ (x >>> 16)) & 0xff;
+}
+
+type Memory = Uint8Array[][]; // [rank index][bank]
+
+function allocate(worker: Worker, fill: (rank: number, bank: number, offset: number) => number): Memory {
+  return worker.ranks.map((part, rank) =>
+    part.banks.map((bank, index) => Uint8Array.from({ length: Number(bank.bytes) }, (_, offset) => fill(rank, index, offset))),
+  );
+}
+
+function fillSource(worker: Worker, memory: Memory, blocks: number): void {
+  for (const p of positions(worker.geometry, blocks)) {
+    worker.ranks.forEach((part, rank) => {
+      const at = locate(worker.geometry, part, p);
+      if (at !== undefined) memory[rank]![at.bank]![at.offset] = valueAt(p);
+    });
+  }
+}
+
+function execute(plan: TransferPlan, source: Worker, sourceMemory: Memory, destination: Worker, destinationMemory: Memory): void {
+  for (const pair of plan.pairs) {
+    const from = sourceMemory[pair.sourceRank.ppRank * source.tpSize + pair.sourceRank.tpRank]!;
+    const to = destinationMemory[pair.destinationRank.ppRank * destination.tpSize + pair.destinationRank.tpRank]!;
+    for (let i = 0; i < pair.count; i++) {
+      const length = Number(pair.length[i]);
+      const sourceBank = from[pair.sourceBank[i]!]!;
+      const destinationBank = to[pair.destinationBank[i]!]!;
+      const sourceOffset = Number(pair.sourceOffset[i]);
+      const destinationOffset = Number(pair.destinationOffset[i]);
+      expect(length).toBeGreaterThan(0);
+      expect(sourceOffset + length).toBeLessThanOrEqual(sourceBank.length);
+      expect(destinationOffset + length).toBeLessThanOrEqual(destinationBank.length);
+      destinationBank.set(sourceBank.subarray(sourceOffset, sourceOffset + length), destinationOffset);
+    }
+  }
+}
+
+const untouched = (rank: number, bank: number, offset: number): number => (rank * 97 + bank * 31 + offset * 7 + 1) & 0xff;
+
+/**
+ * Executes `plan` by copying bytes between simulated banks of `source` (filled with `valueAt` for the
+ * first `sourceBlocks` blocks) and `destination` (filled with a pattern), and returns the destination
+ * memory next to what the geometry says it must hold afterwards.
+ */
+export function simulate(
+  plan: TransferPlan,
+  source: Worker,
+  destination: Worker,
+  blocks: readonly (readonly [number, number])[],
+): { actual: Memory; expected: Memory } {
+  const sourceMemory = allocate(source, () => 0);
+  fillSource(source, sourceMemory, source.ranks[0]!.banks[0]!.blocks);
+  const expected = allocate(destination, untouched);
+  const sourceOf = new Map(blocks.map(([from, to]) => [to, from]));
+  for (const p of positions(destination.geometry, destination.ranks[0]!.banks[0]!.blocks)) {
+    const from = sourceOf.get(p.block);
+    if (from === undefined) continue;
+    const value = valueAt({ ...p, block: from });
+    destination.ranks.forEach((part, rank) => {
+      const at = locate(destination.geometry, part, p);
+      if (at !== undefined) expected[rank]![at.bank]![at.offset] = value;
+    });
+  }
+  const actual = allocate(destination, untouched);
+  execute(plan, source, sourceMemory, destination, actual);
+  return { actual, expected };
+}
