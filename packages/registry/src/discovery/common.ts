@@ -1,0 +1,147 @@
+// Argument checks, value encoding and commit resolution shared by the three backends.
+import {
+  type DiscoveryBackend,
+  DiscoveryArgumentError,
+  DiscoveryKeyError,
+  DiscoveryValueError,
+} from '../errors.js';
+import type { DiscoveryEntry, DiscoveryOperation, DiscoveryValue, LeaseId } from './types.js';
+
+/** etcd's default request limit is 1.5 MiB; keys are kept far below it. */
+export const maxKeyBytes = 4096;
+
+const utf8 = new TextEncoder();
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+const loneSurrogate = /\p{Cs}/u;
+
+export function checkKey(backend: DiscoveryBackend, key: unknown): string {
+  if (typeof key !== 'string') throw new DiscoveryKeyError(backend, key, 'a key is a string');
+  if (key.length === 0) throw new DiscoveryKeyError(backend, key, 'a key is not empty');
+  return checkKeyText(backend, key);
+}
+
+export function checkPrefix(backend: DiscoveryBackend, prefix: unknown): string {
+  if (typeof prefix !== 'string') throw new DiscoveryKeyError(backend, prefix, 'a prefix is a string');
+  return checkKeyText(backend, prefix);
+}
+
+function checkKeyText(backend: DiscoveryBackend, key: string): string {
+  if (loneSurrogate.test(key)) throw new DiscoveryKeyError(backend, key, 'it has a lone surrogate (not valid UTF-8)');
+  if (utf8.encode(key).byteLength > maxKeyBytes) {
+    throw new DiscoveryKeyError(backend, key, `a key has at most ${maxKeyBytes} UTF-8 bytes`);
+  }
+  return key;
+}
+
+export function encodeValue(backend: DiscoveryBackend, key: string, value: unknown): Uint8Array {
+  if (typeof value === 'string') return utf8.encode(value);
+  if (value instanceof Uint8Array) return value.slice();
+  throw new DiscoveryValueError(backend, key, value, 'a value is a string or a Uint8Array');
+}
+
+export function checkTtl(backend: DiscoveryBackend, ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
+    throw new DiscoveryArgumentError(backend, 'ttlMs', ttlMs, 'a lease TTL is a positive whole number of milliseconds');
+  }
+  return ttlMs;
+}
+
+export function checkLeaseId(backend: DiscoveryBackend, lease: unknown): LeaseId {
+  if (typeof lease !== 'string' || !/^[1-9][0-9]{0,19}$/.test(lease)) {
+    throw new DiscoveryArgumentError(backend, 'lease', lease, 'a lease id is a positive decimal string');
+  }
+  return lease;
+}
+
+export function checkFromRevision(backend: DiscoveryBackend, revision: unknown): number | undefined {
+  if (revision === undefined) return undefined;
+  if (typeof revision !== 'number' || !Number.isSafeInteger(revision) || revision < 1) {
+    throw new DiscoveryArgumentError(backend, 'fromRevision', revision, 'a revision is a whole number ≥ 1');
+  }
+  return revision;
+}
+
+export function checkCompactRevision(backend: DiscoveryBackend, revision: unknown, current: number): number {
+  if (typeof revision !== 'number' || !Number.isSafeInteger(revision) || revision < 1 || revision > current) {
+    throw new DiscoveryArgumentError(backend, 'revision', revision, `compaction takes a revision from 1 to the current ${current}`);
+  }
+  return revision;
+}
+
+/** Decodes an entry's value as strict UTF-8, or throws `DiscoveryValueError` naming the key. */
+export function entryText(entry: DiscoveryEntry): string {
+  try {
+    return strictUtf8.decode(entry.value);
+  } catch {
+    throw new DiscoveryValueError(undefined, entry.key, entry.value, 'the stored bytes are not valid UTF-8');
+  }
+}
+
+export function keyBytes(key: string): Buffer {
+  return Buffer.from(key, 'utf8');
+}
+
+/** The first byte string after every string that starts with `prefix` (etcd's range_end); empty = no end. */
+export function prefixEnd(prefix: Buffer): Buffer {
+  const end = Buffer.from(prefix);
+  for (let i = end.length - 1; i >= 0; i--) {
+    if (end[i]! < 0xff) {
+      end[i]! += 1;
+      return end.subarray(0, i + 1);
+    }
+  }
+  return Buffer.alloc(0);
+}
+
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(keyBytes(a), keyBytes(b));
+}
+
+export type ResolvedWrite =
+  | { readonly type: 'put'; readonly value: Uint8Array; readonly lease: LeaseId | undefined }
+  | { readonly type: 'delete' };
+
+/**
+ * Checks a commit's operations and folds them, in order, into one final write per key, given the
+ * keys that exist now under a prefix. Deletes of keys that do not exist are dropped.
+ */
+export function resolveCommit(
+  backend: DiscoveryBackend,
+  operations: readonly DiscoveryOperation[],
+  existingUnder: (prefix: string) => readonly string[],
+  exists: (key: string) => boolean,
+): Map<string, ResolvedWrite> {
+  if (!Array.isArray(operations)) {
+    throw new DiscoveryArgumentError(backend, 'operations', operations, 'a commit takes an array of operations');
+  }
+  const writes = new Map<string, ResolvedWrite>();
+  const deleted: ResolvedWrite = { type: 'delete' };
+  operations.forEach((operation: DiscoveryOperation, index) => {
+    switch (operation?.type) {
+      case 'put': {
+        const key = checkKey(backend, operation.key);
+        const lease = operation.lease === undefined ? undefined : checkLeaseId(backend, operation.lease);
+        writes.set(key, { type: 'put', value: encodeValue(backend, key, operation.value), lease });
+        return;
+      }
+      case 'delete':
+        writes.set(checkKey(backend, operation.key), deleted);
+        return;
+      case 'deletePrefix': {
+        const prefix = checkPrefix(backend, operation.prefix);
+        for (const key of existingUnder(prefix)) writes.set(key, deleted);
+        for (const key of writes.keys()) if (key.startsWith(prefix)) writes.set(key, deleted);
+        return;
+      }
+      default:
+        throw new DiscoveryArgumentError(
+          backend,
+          `operations[${index}]`,
+          operation,
+          "an operation's type is 'put', 'delete' or 'deletePrefix'",
+        );
+    }
+  });
+  for (const [key, write] of writes) if (write.type === 'delete' && !exists(key)) writes.delete(key);
+  return writes;
+}

@@ -1,0 +1,5 @@
+export { entryText } from './common.js';
+export { connectEtcdDiscovery, EtcdDiscoveryStore, type EtcdDiscoveryOptions } from './etcd.js';
+export { MemoryDiscoveryStore, type MemoryDiscoveryOptions } from './memory.js';
+export { openSqliteDiscovery, SqliteDiscoveryStore, type SqliteDiscoveryOptions } from './sqlite.js';
+export type * from './types.js';

@@ -1,0 +1,202 @@
+import { DiscoveryClosedError, DiscoveryLeaseError } from '../errors.js';
+import {
+  checkCompactRevision,
+  checkFromRevision,
+  checkKey,
+  checkLeaseId,
+  checkPrefix,
+  checkTtl,
+  compareKeys,
+  encodeValue,
+  type ResolvedWrite,
+  resolveCommit,
+} from './common.js';
+import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
+import type {
+  DiscoveryEntry,
+  DiscoveryEvent,
+  DiscoveryOperation,
+  DiscoverySnapshot,
+  DiscoveryStore,
+  DiscoveryValue,
+  DiscoveryWatch,
+  Lease,
+  LeaseId,
+  PutOptions,
+  WatchListener,
+  WatchOptions,
+} from './types.js';
+
+export interface MemoryDiscoveryOptions {
+  /** How many revisions of history a watcher can resume from (default 10,000). */
+  readonly historyRevisions?: number;
+}
+
+interface MemoryLease {
+  readonly ttlMs: number;
+  readonly keys: Set<string>;
+  timer: NodeJS.Timeout;
+}
+
+/** Discovery inside one process: a sorted-on-read map, leases on timers, a bounded change history. */
+export class MemoryDiscoveryStore implements DiscoveryStore {
+  readonly backend = 'memory';
+  private readonly entries = new Map<string, DiscoveryEntry>();
+  private readonly leases = new Map<LeaseId, MemoryLease>();
+  private readonly history: ChangeBatch[] = [];
+  private readonly historyRevisions: number;
+  private readonly hub: LocalWatchHub;
+  private revision = 0;
+  private compactedRevision = 0;
+  private nextLease = 1;
+  private closed = false;
+
+  constructor(options: MemoryDiscoveryOptions = {}) {
+    this.historyRevisions = options.historyRevisions ?? 10_000;
+    this.hub = new LocalWatchHub({
+      currentRevision: () => this.revision,
+      batchesFrom: (from) =>
+        from <= this.compactedRevision ? undefined : this.history.filter((batch) => batch.revision >= from),
+      snapshot: (prefix) => this.snapshot(prefix),
+    });
+  }
+
+  async grantLease(ttlMs: number): Promise<Lease> {
+    this.assertOpen('grantLease');
+    checkTtl(this.backend, ttlMs);
+    const id = String(this.nextLease++);
+    this.leases.set(id, { ttlMs, keys: new Set(), timer: this.expiryTimer(id, ttlMs) });
+    return { id, ttlMs };
+  }
+
+  async keepAlive(lease: LeaseId): Promise<void> {
+    this.assertOpen('keepAlive');
+    const held = this.leases.get(checkLeaseId(this.backend, lease));
+    if (held === undefined) throw new DiscoveryLeaseError(this.backend, lease);
+    clearTimeout(held.timer);
+    held.timer = this.expiryTimer(lease, held.ttlMs);
+  }
+
+  async revokeLease(lease: LeaseId): Promise<void> {
+    this.assertOpen('revokeLease');
+    this.dropLease(checkLeaseId(this.backend, lease));
+  }
+
+  async put(key: string, value: DiscoveryValue, options: PutOptions = {}): Promise<number> {
+    this.assertOpen('put');
+    checkKey(this.backend, key);
+    const lease = options.lease === undefined ? undefined : checkLeaseId(this.backend, options.lease);
+    return this.apply(new Map([[key, { type: 'put', value: encodeValue(this.backend, key, value), lease }]]));
+  }
+
+  async get(key: string): Promise<DiscoveryEntry | undefined> {
+    this.assertOpen('get');
+    return this.entries.get(checkKey(this.backend, key));
+  }
+
+  async list(prefix: string): Promise<DiscoverySnapshot> {
+    this.assertOpen('list');
+    return this.snapshot(checkPrefix(this.backend, prefix));
+  }
+
+  async delete(key: string): Promise<boolean> {
+    this.assertOpen('delete');
+    if (!this.entries.has(checkKey(this.backend, key))) return false;
+    this.apply(new Map([[key, { type: 'delete' }]]));
+    return true;
+  }
+
+  async commit(operations: readonly DiscoveryOperation[]): Promise<number> {
+    this.assertOpen('commit');
+    const writes = resolveCommit(
+      this.backend,
+      operations,
+      (prefix) => [...this.entries.keys()].filter((key) => key.startsWith(prefix)),
+      (key) => this.entries.has(key),
+    );
+    return writes.size === 0 ? this.revision : this.apply(writes);
+  }
+
+  async compact(revision: number): Promise<void> {
+    this.assertOpen('compact');
+    this.forgetBefore(checkCompactRevision(this.backend, revision, this.revision));
+  }
+
+  async watch(prefix: string, listener: WatchListener, options: WatchOptions = {}): Promise<DiscoveryWatch> {
+    this.assertOpen('watch');
+    return this.hub.add(checkPrefix(this.backend, prefix), listener, checkFromRevision(this.backend, options.fromRevision));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const lease of this.leases.values()) clearTimeout(lease.timer);
+    this.leases.clear();
+    this.hub.closeAll();
+  }
+
+  private snapshot(prefix: string): DiscoverySnapshot {
+    const entries = [...this.entries.values()]
+      .filter((entry) => entry.key.startsWith(prefix))
+      .sort((a, b) => compareKeys(a.key, b.key));
+    return { entries, revision: this.revision };
+  }
+
+  /** Applies writes as one revision, keeps lease membership, records and publishes the batch. */
+  private apply(writes: ReadonlyMap<string, ResolvedWrite>): number {
+    for (const [key, write] of writes) {
+      if (write.type === 'put' && write.lease !== undefined && !this.leases.has(write.lease)) {
+        throw new DiscoveryLeaseError(this.backend, write.lease, key);
+      }
+    }
+    const revision = ++this.revision;
+    const events: DiscoveryEvent[] = [];
+    for (const [key, write] of writes) {
+      const previous = this.entries.get(key);
+      if (previous?.lease !== undefined) this.leases.get(previous.lease)?.keys.delete(key);
+      if (write.type === 'delete') {
+        this.entries.delete(key);
+        events.push({ type: 'delete', key, revision });
+        continue;
+      }
+      const entry: DiscoveryEntry = {
+        key,
+        value: write.value,
+        createRevision: previous?.createRevision ?? revision,
+        modRevision: revision,
+        lease: write.lease,
+      };
+      this.entries.set(key, entry);
+      if (write.lease !== undefined) this.leases.get(write.lease)?.keys.add(key);
+      events.push({ type: 'put', entry });
+    }
+    const batch = { revision, events };
+    this.history.push(batch);
+    this.forgetBefore(revision + 1 - this.historyRevisions);
+    this.hub.publish([batch]);
+    return revision;
+  }
+
+  private forgetBefore(revision: number): void {
+    if (revision <= this.compactedRevision + 1) return;
+    this.compactedRevision = revision - 1;
+    const kept = this.history.findIndex((batch) => batch.revision >= revision);
+    this.history.splice(0, kept === -1 ? this.history.length : kept);
+  }
+
+  private expiryTimer(lease: LeaseId, ttlMs: number): NodeJS.Timeout {
+    return setTimeout(() => this.dropLease(lease), ttlMs).unref();
+  }
+
+  private dropLease(lease: LeaseId): void {
+    const held = this.leases.get(lease);
+    if (held === undefined) return;
+    clearTimeout(held.timer);
+    this.leases.delete(lease);
+    if (held.keys.size > 0) this.apply(new Map([...held.keys].map((key) => [key, { type: 'delete' }] as const)));
+  }
+
+  private assertOpen(operation: string): void {
+    if (this.closed) throw new DiscoveryClosedError(this.backend, operation);
+  }
+}

@@ -1,0 +1,365 @@
+import Database from 'better-sqlite3';
+import {
+  DiscoveryClosedError,
+  DiscoveryLeaseError,
+  DiscoveryUnavailableError,
+  RegistryError,
+} from '../errors.js';
+import {
+  checkCompactRevision,
+  checkFromRevision,
+  checkKey,
+  checkLeaseId,
+  checkPrefix,
+  checkTtl,
+  encodeValue,
+  keyBytes,
+  prefixEnd,
+  type ResolvedWrite,
+  resolveCommit,
+} from './common.js';
+import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
+import type {
+  DiscoveryEntry,
+  DiscoveryEvent,
+  DiscoveryOperation,
+  DiscoverySnapshot,
+  DiscoveryStore,
+  DiscoveryValue,
+  DiscoveryWatch,
+  Lease,
+  LeaseId,
+  PutOptions,
+  WatchListener,
+  WatchOptions,
+} from './types.js';
+
+export interface SqliteDiscoveryOptions {
+  /** How often watchers poll the revision counter (default 25 ms). */
+  readonly pollIntervalMs?: number;
+  /** How many revisions of change history are kept for resuming watchers (default 10,000). */
+  readonly historyRevisions?: number;
+  /** How long a write waits for another process's write lock (default 5,000 ms). */
+  readonly busyTimeoutMs?: number;
+  /** Wall clock in milliseconds, shared by every process on the machine (default `Date.now`). */
+  readonly now?: () => number;
+}
+
+interface KvRow {
+  key: Buffer;
+  value: Buffer;
+  create_rev: number;
+  mod_rev: number;
+  lease: number | null;
+}
+
+interface EventRow extends KvRow {
+  revision: number;
+  deleted: number;
+}
+
+const schema = `
+  CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+  INSERT OR IGNORE INTO meta (name, value) VALUES ('revision', 0), ('compacted', 0);
+  CREATE TABLE IF NOT EXISTS kv (
+    key BLOB PRIMARY KEY, value BLOB NOT NULL, create_rev INTEGER NOT NULL, mod_rev INTEGER NOT NULL, lease INTEGER
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS kv_lease ON kv (lease) WHERE lease IS NOT NULL;
+  CREATE TABLE IF NOT EXISTS leases (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, ttl_ms INTEGER NOT NULL, expires_at INTEGER NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires_at);
+  CREATE TABLE IF NOT EXISTS events (
+    revision INTEGER NOT NULL, seq INTEGER NOT NULL, deleted INTEGER NOT NULL, key BLOB NOT NULL,
+    value BLOB, create_rev INTEGER, mod_rev INTEGER, lease INTEGER, PRIMARY KEY (revision, seq)
+  ) WITHOUT ROWID;
+`;
+
+const toEntry = (row: KvRow): DiscoveryEntry => ({
+  key: row.key.toString('utf8'),
+  value: new Uint8Array(row.value.buffer, row.value.byteOffset, row.value.byteLength),
+  createRevision: row.create_rev,
+  modRevision: row.mod_rev,
+  lease: row.lease === null ? undefined : String(row.lease),
+});
+
+/**
+ * Discovery for several processes on one machine, in one SQLite file (WAL). Every write is an
+ * IMMEDIATE transaction that bumps one revision counter and appends its changes to an event log;
+ * leases are expiry times, swept by whichever process touches the store next; watchers poll the
+ * revision counter (one indexed read per tick) and read the log only when it moved.
+ */
+export class SqliteDiscoveryStore implements DiscoveryStore {
+  readonly backend = 'sqlite';
+  private readonly db: Database.Database;
+  private readonly hub: LocalWatchHub;
+  private readonly now: () => number;
+  private readonly pollIntervalMs: number;
+  private readonly historyRevisions: number;
+  private readonly statements;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private polledRevision = 0;
+  private closed = false;
+
+  constructor(
+    readonly path: string,
+    options: SqliteDiscoveryOptions = {},
+  ) {
+    this.now = options.now ?? Date.now;
+    this.pollIntervalMs = options.pollIntervalMs ?? 25;
+    this.historyRevisions = options.historyRevisions ?? 10_000;
+    try {
+      this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5_000 });
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = NORMAL');
+      this.db.transaction(() => this.db.exec(schema)).immediate();
+    } catch (error) {
+      throw new DiscoveryUnavailableError(this.backend, `open ${path}`, undefined, { cause: error });
+    }
+    const db = this.db;
+    this.statements = {
+      revision: db.prepare<[], number>("SELECT value FROM meta WHERE name = 'revision'").pluck(),
+      compacted: db.prepare<[], number>("SELECT value FROM meta WHERE name = 'compacted'").pluck(),
+      setMeta: db.prepare<[number, string]>('UPDATE meta SET value = ? WHERE name = ?'),
+      get: db.prepare<[Buffer], KvRow>('SELECT * FROM kv WHERE key = ?'),
+      range: db.prepare<[Buffer, Buffer], KvRow>('SELECT * FROM kv WHERE key >= ? AND key < ? ORDER BY key'),
+      rangeAll: db.prepare<[Buffer], KvRow>('SELECT * FROM kv WHERE key >= ? ORDER BY key'),
+      upsert: db.prepare<[Buffer, Buffer, number, number, number | null]>(
+        `INSERT INTO kv (key, value, create_rev, mod_rev, lease) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value, mod_rev = excluded.mod_rev, lease = excluded.lease`,
+      ),
+      remove: db.prepare<[Buffer]>('DELETE FROM kv WHERE key = ?'),
+      logEvent: db.prepare<[number, number, number, Buffer, Buffer | null, number | null, number | null, number | null]>(
+        'INSERT INTO events (revision, seq, deleted, key, value, create_rev, mod_rev, lease) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      ),
+      eventsFrom: db.prepare<[number], EventRow>('SELECT * FROM events WHERE revision >= ? ORDER BY revision, seq'),
+      compact: db.prepare<[number]>('DELETE FROM events WHERE revision <= ?'),
+      grant: db.prepare<[number, number]>('INSERT INTO leases (ttl_ms, expires_at) VALUES (?, ?)'),
+      leaseTtl: db.prepare<[number], number>('SELECT ttl_ms FROM leases WHERE id = ?').pluck(),
+      renew: db.prepare<[number, number]>('UPDATE leases SET expires_at = ? + ttl_ms WHERE id = ?'),
+      dropLease: db.prepare<[number]>('DELETE FROM leases WHERE id = ?'),
+      leaseKeys: db.prepare<[number], Buffer>('SELECT key FROM kv WHERE lease = ?').pluck(),
+      nextExpiry: db.prepare<[], number | null>('SELECT MIN(expires_at) FROM leases').pluck(),
+      expired: db.prepare<[number], number>('SELECT id FROM leases WHERE expires_at <= ?').pluck(),
+    };
+    this.hub = new LocalWatchHub({
+      currentRevision: () => this.statements.revision.get() ?? 0,
+      batchesFrom: (from) => this.batchesFrom(from),
+      snapshot: (prefix) => this.snapshot(prefix),
+    });
+  }
+
+  async grantLease(ttlMs: number): Promise<Lease> {
+    checkTtl(this.backend, ttlMs);
+    return this.run('grantLease', undefined, () => {
+      const id = this.statements.grant.run(ttlMs, this.now() + ttlMs).lastInsertRowid;
+      return { id: String(id), ttlMs };
+    });
+  }
+
+  async keepAlive(lease: LeaseId): Promise<void> {
+    const id = Number(checkLeaseId(this.backend, lease));
+    this.run('keepAlive', undefined, () =>
+      this.write(() => {
+        if (this.statements.renew.run(this.now(), id).changes === 0) throw new DiscoveryLeaseError(this.backend, lease);
+      }),
+    );
+  }
+
+  async revokeLease(lease: LeaseId): Promise<void> {
+    const id = Number(checkLeaseId(this.backend, lease));
+    this.run('revokeLease', undefined, () => this.write(() => this.dropLeases([id])));
+  }
+
+  async put(key: string, value: DiscoveryValue, options: PutOptions = {}): Promise<number> {
+    checkKey(this.backend, key);
+    const lease = options.lease === undefined ? undefined : checkLeaseId(this.backend, options.lease);
+    const write: ResolvedWrite = { type: 'put', value: encodeValue(this.backend, key, value), lease };
+    return this.run('put', key, () => this.write(() => this.apply(new Map([[key, write]]))));
+  }
+
+  async get(key: string): Promise<DiscoveryEntry | undefined> {
+    checkKey(this.backend, key);
+    return this.run('get', key, () => {
+      const row = this.statements.get.get(keyBytes(key));
+      return row === undefined ? undefined : toEntry(row);
+    });
+  }
+
+  async list(prefix: string): Promise<DiscoverySnapshot> {
+    checkPrefix(this.backend, prefix);
+    return this.run('list', prefix, () => this.snapshot(prefix));
+  }
+
+  async delete(key: string): Promise<boolean> {
+    checkKey(this.backend, key);
+    return this.run('delete', key, () =>
+      this.write(() => {
+        if (this.statements.get.get(keyBytes(key)) === undefined) return false;
+        this.apply(new Map([[key, { type: 'delete' }]]));
+        return true;
+      }),
+    );
+  }
+
+  async commit(operations: readonly DiscoveryOperation[]): Promise<number> {
+    return this.run('commit', undefined, () =>
+      this.write(() => {
+        const writes = resolveCommit(
+          this.backend,
+          operations,
+          (prefix) => this.rangeRows(prefix).map((row) => row.key.toString('utf8')),
+          (key) => this.statements.get.get(keyBytes(key)) !== undefined,
+        );
+        return writes.size === 0 ? (this.statements.revision.get() ?? 0) : this.apply(writes);
+      }),
+    );
+  }
+
+  async compact(revision: number): Promise<void> {
+    this.run('compact', undefined, () =>
+      this.write(() => this.forgetBefore(checkCompactRevision(this.backend, revision, this.statements.revision.get() ?? 0))),
+    );
+  }
+
+  async watch(prefix: string, listener: WatchListener, options: WatchOptions = {}): Promise<DiscoveryWatch> {
+    checkPrefix(this.backend, prefix);
+    const fromRevision = checkFromRevision(this.backend, options.fromRevision);
+    return this.run('watch', prefix, () => {
+      if (this.pollTimer === undefined) {
+        this.polledRevision = this.statements.revision.get() ?? 0;
+        this.pollTimer = setInterval(() => this.poll(), this.pollIntervalMs);
+      }
+      return this.hub.add(prefix, listener, fromRevision);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.pollTimer);
+    this.hub.closeAll();
+    this.db.close();
+  }
+
+  /** Runs a step after sweeping expired leases; wraps SQLite failures as `DiscoveryUnavailableError`. */
+  private run<T>(operation: string, key: string | undefined, step: () => T): T {
+    if (this.closed) throw new DiscoveryClosedError(this.backend, operation);
+    try {
+      this.sweepExpired();
+      return step();
+    } catch (error) {
+      if (error instanceof RegistryError) throw error;
+      throw new DiscoveryUnavailableError(this.backend, operation, key, { cause: error });
+    }
+  }
+
+  private write<T>(step: () => T): T {
+    return this.db.transaction(step).immediate();
+  }
+
+  private sweepExpired(): void {
+    const next = this.statements.nextExpiry.get();
+    if (next === null || next === undefined || next > this.now()) return;
+    this.write(() => this.dropLeases(this.statements.expired.all(this.now())));
+  }
+
+  /** Deletes leases and, as one revision, every key they held. Call inside a write transaction. */
+  private dropLeases(ids: readonly number[]): void {
+    const writes = new Map<string, ResolvedWrite>();
+    for (const id of ids) {
+      for (const key of this.statements.leaseKeys.all(id)) writes.set(key.toString('utf8'), { type: 'delete' });
+      this.statements.dropLease.run(id);
+    }
+    if (writes.size > 0) this.apply(writes);
+  }
+
+  /** Applies writes as one revision and logs them. Call inside a write transaction. */
+  private apply(writes: ReadonlyMap<string, ResolvedWrite>): number {
+    const s = this.statements;
+    for (const [key, write] of writes) {
+      if (write.type === 'put' && write.lease !== undefined && s.leaseTtl.get(Number(write.lease)) === undefined) {
+        throw new DiscoveryLeaseError(this.backend, write.lease, key);
+      }
+    }
+    const revision = (s.revision.get() ?? 0) + 1;
+    let seq = 0;
+    for (const [key, write] of writes) {
+      const bytes = keyBytes(key);
+      if (write.type === 'delete') {
+        s.remove.run(bytes);
+        s.logEvent.run(revision, seq++, 1, bytes, null, null, null, null);
+        continue;
+      }
+      const value = Buffer.from(write.value.buffer, write.value.byteOffset, write.value.byteLength);
+      const lease = write.lease === undefined ? null : Number(write.lease);
+      const createRevision = s.get.get(bytes)?.create_rev ?? revision;
+      s.upsert.run(bytes, value, createRevision, revision, lease);
+      s.logEvent.run(revision, seq++, 0, bytes, value, createRevision, revision, lease);
+    }
+    s.setMeta.run(revision, 'revision');
+    this.forgetBefore(revision + 1 - this.historyRevisions);
+    return revision;
+  }
+
+  /** Drops the logged changes before `revision`. Call inside a write transaction. */
+  private forgetBefore(revision: number): void {
+    if (revision - 1 <= (this.statements.compacted.get() ?? 0)) return;
+    this.statements.compact.run(revision - 1);
+    this.statements.setMeta.run(revision - 1, 'compacted');
+  }
+
+  private rangeRows(prefix: string): KvRow[] {
+    const start = keyBytes(prefix);
+    const end = prefixEnd(start);
+    return end.length === 0 ? this.statements.rangeAll.all(start) : this.statements.range.all(start, end);
+  }
+
+  private snapshot(prefix: string): DiscoverySnapshot {
+    return this.db.transaction(() => ({
+      entries: this.rangeRows(prefix).map(toEntry),
+      revision: this.statements.revision.get() ?? 0,
+    }))();
+  }
+
+  private batchesFrom(from: number): ChangeBatch[] | undefined {
+    return this.db.transaction(() => {
+      if (from <= (this.statements.compacted.get() ?? 0)) return undefined;
+      const batches: { revision: number; events: DiscoveryEvent[] }[] = [];
+      for (const row of this.statements.eventsFrom.iterate(from)) {
+        const event: DiscoveryEvent =
+          row.deleted === 1
+            ? { type: 'delete', key: row.key.toString('utf8'), revision: row.revision }
+            : { type: 'put', entry: toEntry(row) };
+        const last = batches.at(-1);
+        if (last?.revision === row.revision) last.events.push(event);
+        else batches.push({ revision: row.revision, events: [event] });
+      }
+      return batches;
+    })();
+  }
+
+  private poll(): void {
+    if (this.closed) return;
+    if (this.hub.size === 0) {
+      clearInterval(this.pollTimer);
+      this.pollTimer = undefined;
+      return;
+    }
+    try {
+      this.sweepExpired();
+      const current = this.statements.revision.get() ?? 0;
+      if (current <= this.polledRevision) return;
+      const batches = this.batchesFrom(this.polledRevision + 1);
+      this.polledRevision = current;
+      if (batches === undefined) this.hub.resyncAll('the change history moved past this watcher between two polls');
+      else this.hub.publish(batches);
+    } catch {
+      // A busy or failing file: the next tick tries again; writers see the error themselves.
+    }
+  }
+}
+
+export function openSqliteDiscovery(path: string, options?: SqliteDiscoveryOptions): SqliteDiscoveryStore {
+  return new SqliteDiscoveryStore(path, options);
+}

@@ -1,0 +1,309 @@
+// Typed errors of @kvreuse/registry. Every error carries a stable `code` and names the offending
+// thing (key, lease, backend, worker, block) and the value that was refused.
+
+export type DiscoveryBackend = 'memory' | 'sqlite' | 'etcd';
+
+export abstract class RegistryError extends Error {
+  abstract readonly code: string;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
+  if (value instanceof Uint8Array) return `${value.byteLength} bytes`;
+  if (typeof value === 'bigint') return `${value}n`;
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** A key or prefix that discovery refuses: not a string, empty where a key is needed, or too long. */
+export class DiscoveryKeyError extends RegistryError {
+  readonly code = 'DISCOVERY_INVALID_KEY';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly key: unknown,
+    readonly reason: string,
+  ) {
+    super(`${backend} discovery: key ${describe(key)} is refused: ${reason}`);
+  }
+}
+
+/** A value that is neither a string nor bytes, or stored bytes that are not the text a reader asked for. */
+export class DiscoveryValueError extends RegistryError {
+  readonly code = 'DISCOVERY_INVALID_VALUE';
+  constructor(
+    readonly backend: DiscoveryBackend | undefined,
+    readonly key: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`${backend ?? 'discovery'}: value ${describe(value)} of key ${describe(key)} is refused: ${reason}`);
+  }
+}
+
+/** An argument of a discovery call that is out of range (a lease TTL, a revision, an operation). */
+export class DiscoveryArgumentError extends RegistryError {
+  readonly code = 'DISCOVERY_INVALID_ARGUMENT';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly argument: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`${backend} discovery: ${argument} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
+/** The lease does not exist (never granted, expired or revoked). */
+export class DiscoveryLeaseError extends RegistryError {
+  readonly code = 'DISCOVERY_LEASE_NOT_FOUND';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly lease: string,
+    readonly key?: string,
+  ) {
+    super(
+      `${backend} discovery: lease ${lease} does not exist (expired, revoked or never granted)` +
+        (key === undefined ? '' : `; refused to put key ${describe(key)} under it`),
+    );
+  }
+}
+
+/** The store was closed; nothing more can be done with it. */
+export class DiscoveryClosedError extends RegistryError {
+  readonly code = 'DISCOVERY_CLOSED';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly operation: string,
+  ) {
+    super(`${backend} discovery: ${operation} after close`);
+  }
+}
+
+/** The backend could not be reached or failed (etcd down, SQLite file unusable). */
+export class DiscoveryUnavailableError extends RegistryError {
+  readonly code = 'DISCOVERY_UNAVAILABLE';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly operation: string,
+    readonly key: string | undefined,
+    options?: ErrorOptions,
+  ) {
+    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super(
+      `${backend} discovery: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} failed${cause}`,
+      options,
+    );
+  }
+}
+
+/** Token ids or a block size that cannot be hashed into a block chain. */
+export class BlockHashError extends RegistryError {
+  readonly code = 'INVENTORY_INVALID_BLOCK_INPUT';
+  constructor(
+    readonly argument: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`block hash: ${argument} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
+/** An inventory event or batch that is malformed; `path` says where. */
+export class InventoryEventError extends RegistryError {
+  readonly code = 'INVENTORY_INVALID_EVENT';
+  constructor(
+    readonly path: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`inventory event: ${path || '(root)'} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
+// ---- Banks, registration and readiness ----------------------------------------------------------
+
+/** Names a bank in messages: its rank, index, address and size. */
+export interface BankLabel {
+  readonly tpRank: number;
+  readonly ppRank: number;
+  readonly index: number;
+  readonly address: bigint;
+  readonly bytes: bigint;
+}
+
+export function formatBank(bank: BankLabel): string {
+  return `bank ${bank.index} of rank (tp ${bank.tpRank}, pp ${bank.ppRank}) at 0x${bank.address.toString(16)} (${bank.bytes} bytes)`;
+}
+
+/** A bank description or owner that cannot describe real memory; `field` says which part. */
+export class InvalidBankError extends RegistryError {
+  readonly code = 'INVALID_BANK';
+  constructor(
+    readonly field: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`bank: ${field} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
+export type BankState = 'owned' | 'registering' | 'registered' | 'releasing' | 'returned' | 'retained';
+
+/** A transition the bank's ownership state machine does not allow from its current state. */
+export class BankStateError extends RegistryError {
+  readonly code: 'BANK_INVALID_TRANSITION' | 'BANK_ALREADY_REGISTERED' | 'BANK_ALREADY_RELEASED' = 'BANK_INVALID_TRANSITION';
+  constructor(
+    readonly bank: BankLabel,
+    readonly state: BankState,
+    readonly transition: string,
+  ) {
+    super(`${formatBank(bank)}: cannot ${transition} while ${state}`);
+  }
+}
+
+/** Registering a bank that is already registering, registered or retained. */
+export class BankAlreadyRegisteredError extends BankStateError {
+  override readonly code = 'BANK_ALREADY_REGISTERED';
+}
+
+/** Releasing a bank that is already releasing or returned. */
+export class BankAlreadyReleasedError extends BankStateError {
+  override readonly code = 'BANK_ALREADY_RELEASED';
+}
+
+/** Releasing (or undoing the registration of) a bank that references still hold. */
+export class BankInUseError extends RegistryError {
+  readonly code = 'BANK_IN_USE';
+  constructor(
+    readonly bank: BankLabel,
+    readonly references: number,
+    readonly transition: string,
+  ) {
+    super(`${formatBank(bank)}: cannot ${transition} while ${references} reference(s) hold it`);
+  }
+}
+
+/** A bank reference released a second time. */
+export class BankReferenceReleasedError extends RegistryError {
+  readonly code = 'BANK_REFERENCE_ALREADY_RELEASED';
+  constructor(readonly bank: BankLabel) {
+    super(`${formatBank(bank)}: this reference was already released`);
+  }
+}
+
+/** The owner's release callback (or the native free of kvreuse-owned memory) failed; the bank stays releasing. */
+export class BankOwnerReleaseError extends RegistryError {
+  readonly code = 'BANK_OWNER_RELEASE_FAILED';
+  constructor(
+    readonly bank: BankLabel,
+    readonly owner: 'framework' | 'kvreuse',
+    options?: ErrorOptions,
+  ) {
+    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super(`${formatBank(bank)}: handing it back to ${owner === 'framework' ? 'the framework' : 'the native allocator'} failed${cause}; it stays releasing, retry`, options);
+  }
+}
+
+/** A bank whose native deregistration failed; it is retained (never handed back) until proven unused. */
+export interface RetainedBank {
+  readonly bank: BankLabel;
+  /** The native status name, e.g. `BUSY`, or the error's name when it was not a native error. */
+  readonly code: string;
+  readonly message: string;
+}
+
+/**
+ * `registerRank` failed and rolled back. `bank` is the bank that failed (undefined when the call was
+ * aborted before a bank), `code` the native status name (`NOT_SUPPORTED`, `INVALID_PARAM`, …) or
+ * `ABORTED`; `rolledBack` lists the banks deregistered again, in the order it happened, and
+ * `retained` the banks whose rollback failed.
+ */
+export class RankRegistrationError extends RegistryError {
+  readonly code = 'RANK_REGISTRATION_FAILED';
+  constructor(
+    readonly rank: { readonly tpRank: number; readonly ppRank: number },
+    readonly bank: BankLabel | undefined,
+    readonly nativeCode: string,
+    readonly detail: string,
+    readonly rolledBack: readonly BankLabel[],
+    readonly retained: readonly RetainedBank[],
+    options?: ErrorOptions,
+  ) {
+    const where = bank === undefined ? `rank (tp ${rank.tpRank}, pp ${rank.ppRank})` : formatBank(bank);
+    const undone =
+      rolledBack.length === 0 ? 'nothing was registered, nothing rolled back' : `rolled back banks ${rolledBack.map((b) => b.index).join(', ')}`;
+    const kept =
+      retained.length === 0
+        ? ''
+        : `; rollback FAILED for ${retained.map((r) => `bank ${r.bank.index} (${r.code}: ${r.message})`).join(', ')}, retained`;
+    super(`registering ${where} failed with ${nativeCode}${detail === '' ? '' : `: ${detail}`}; ${undone}${kept}`, options);
+  }
+}
+
+/** `releaseRank` could not hand every bank back; `retained` stay quarantined, `unreturned` stay releasing. */
+export class RankReleaseError extends RegistryError {
+  readonly code = 'RANK_RELEASE_FAILED';
+  constructor(
+    readonly rank: { readonly tpRank: number; readonly ppRank: number },
+    readonly retained: readonly RetainedBank[],
+    readonly unreturned: readonly RetainedBank[],
+  ) {
+    const parts = [
+      ...retained.map((r) => `bank ${r.bank.index} not deregistered (${r.code}: ${r.message}), retained`),
+      ...unreturned.map((r) => `bank ${r.bank.index} deregistered but not handed back (${r.message}), still releasing`),
+    ];
+    super(`releasing rank (tp ${rank.tpRank}, pp ${rank.ppRank}) was incomplete: ${parts.join('; ')}`);
+  }
+}
+
+/** The banks given to `registerRank` / `releaseRank` do not form one rank (empty, mixed ranks, indices out of order). */
+export class InvalidRankBanksError extends RegistryError {
+  readonly code = 'INVALID_RANK_BANKS';
+  constructor(
+    readonly field: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`rank banks: ${field} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
+export type RankPartRefusal = 'malformed' | 'wrong-version' | 'tampered' | 'misplaced';
+
+/**
+ * A rank part read from discovery that is refused: `malformed` (not a rank-part record, or its part
+ * fails the descriptors schema), `wrong-version` (a record or part version this reader does not
+ * know), `tampered` (the checksum does not match the part) or `misplaced` (stored under another
+ * worker's or rank's key). A refused part never contributes to readiness.
+ */
+export class RankPartRefusedError extends RegistryError {
+  readonly code = 'RANK_PART_REFUSED';
+  constructor(
+    readonly key: string,
+    readonly refusal: RankPartRefusal,
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`rank part at ${describe(key)} refused (${refusal}): ${reason}`, options);
+  }
+}
+
+/** Rank parts that cannot be published together (no parts, mixed workers or incarnations, a worker id unfit for a key). */
+export class RankPartPublicationError extends RegistryError {
+  readonly code = 'RANK_PART_PUBLICATION_REFUSED';
+  constructor(
+    readonly field: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`publishing rank parts: ${field} = ${describe(value)} is refused: ${reason}`);
+  }
+}

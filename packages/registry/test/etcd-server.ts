@@ -1,0 +1,99 @@
+// Starts a real etcd (Debian's etcd-server) for a test: loopback only, free ports, a temp data dir.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const etcdBinary = ['/usr/bin/etcd', '/usr/local/bin/etcd'].find((path) => existsSync(path));
+
+/** In CI a missing etcd fails the suite; elsewhere the etcd tests are skipped. */
+export const etcdRequired = process.env.CI !== undefined && process.env.CI !== '' && process.env.CI !== 'false';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class EtcdServer {
+  private process: ChildProcess | undefined;
+  private log = '';
+
+  private constructor(
+    readonly clientPort: number,
+    readonly peerPort: number,
+    readonly dataDir: string,
+  ) {}
+
+  get url(): string {
+    return `http://127.0.0.1:${this.clientPort}`;
+  }
+
+  static async start(): Promise<EtcdServer> {
+    if (etcdBinary === undefined) throw new Error('etcd is not installed (apt-get install etcd-server)');
+    const clientPort = await freePort();
+    let peerPort = await freePort();
+    while (peerPort === clientPort) peerPort = await freePort();
+    const server = new EtcdServer(clientPort, peerPort, mkdtempSync(join(tmpdir(), 'kvreuse-etcd-')));
+    await server.restart();
+    return server;
+  }
+
+  /** Starts etcd (again) on the same ports and data dir, and waits until it serves. */
+  async restart(): Promise<void> {
+    const peer = `http://127.0.0.1:${this.peerPort}`;
+    const child = spawn(
+      etcdBinary!,
+      [
+        '--name=kvreuse-test',
+        `--data-dir=${this.dataDir}`,
+        `--listen-client-urls=${this.url}`,
+        `--advertise-client-urls=${this.url}`,
+        `--listen-peer-urls=${peer}`,
+        `--initial-advertise-peer-urls=${peer}`,
+        `--initial-cluster=kvreuse-test=${peer}`,
+        '--logger=zap',
+        '--log-level=error',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    this.process = child;
+    child.stderr?.on('data', (chunk: Buffer) => {
+      this.log = (this.log + chunk.toString()).slice(-4000);
+    });
+    for (let attempt = 0; attempt < 300; attempt++) {
+      if (child.exitCode !== null) throw new Error(`etcd exited with ${child.exitCode}: ${this.log}`);
+      try {
+        const response = await fetch(`${this.url}/health`);
+        if (response.ok && ((await response.json()) as { health?: string }).health === 'true') return;
+      } catch {
+        // not listening yet
+      }
+      await sleep(50);
+    }
+    throw new Error(`etcd did not become healthy on ${this.url}: ${this.log}`);
+  }
+
+  /** Kills the server at once (SIGKILL), as a crash would. */
+  async kill(): Promise<void> {
+    const child = this.process;
+    this.process = undefined;
+    if (child === undefined || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
