@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { agentName, testedBackends, transport } from '../test/support/backends.js';
+import { allZero, liveCounters } from '../test/support/pair.js';
+import { HandleClosedError, InvalidArgumentError, NativeTransportError } from './errors.js';
+
+describe.each(testedBackends)('Agent on %s', (backend) => {
+  it('creates and closes an agent, leaving no live state', () => {
+    const agent = transport.createAgent({ name: agentName('lifecycle'), backend });
+    expect(agent.isOpen).toBe(true);
+    expect(agent.counters()).toMatchObject({ liveRegistrations: 0, liveOperations: 0 });
+    expect(liveCounters().liveAgents).toBe(1);
+    agent.close();
+    expect(agent.isOpen).toBe(false);
+    expect(liveCounters()).toEqual(allZero);
+  });
+
+  it('refuses a duplicate name with NOT_ALLOWED and a bad name with INVALID_PARAM', () => {
+    const name = agentName('unique');
+    const agent = transport.createAgent({ name, backend });
+    try {
+      expect(() => transport.createAgent({ name, backend })).toThrow(
+        expect.objectContaining({ code: 'NOT_ALLOWED', call: 'kvt_agent_create' }),
+      );
+      const spaced = (() => {
+        try {
+          transport.createAgent({ name: 'has space', backend });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(spaced).toBeInstanceOf(NativeTransportError);
+      expect(spaced).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_agent_create' });
+      expect((spaced as NativeTransportError).detail).not.toBe('');
+    } finally {
+      agent.close();
+    }
+  });
+
+  it('refuses an unknown backend before calling the library', () => {
+    expect(() => transport.createAgent({ name: agentName('x'), backend: 'rdma' as 'ucx' })).toThrow(InvalidArgumentError);
+  });
+
+  it('refuses every use after close with HandleClosedError', () => {
+    const agent = transport.createAgent({ name: agentName('closed'), backend });
+    agent.close();
+    expect(() => agent.close()).toThrow(HandleClosedError);
+    expect(() => agent.allocate(4096)).toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
+    expect(() => agent.metadata()).toThrow(HandleClosedError);
+    expect(() => agent.counters()).toThrow(HandleClosedError);
+    expect(() => agent.faults.clear()).toThrow(HandleClosedError);
+  });
+
+  it('refuses to close while memory is allocated (BUSY), then closes once it is freed', () => {
+    const agent = transport.createAgent({ name: agentName('busy'), backend });
+    const bank = agent.allocate(1 << 16);
+    expect(() => agent.close()).toThrow(expect.objectContaining({ code: 'BUSY', call: 'kvt_agent_destroy' }));
+    expect(agent.isOpen).toBe(true);
+    bank.free();
+    agent.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+});

@@ -1,0 +1,241 @@
+import { Socket } from 'node:net';
+import { type Backend, backendIds } from './backend.js';
+import { type Counters, readCounters } from './counters.js';
+import { ForeignHandleError, HandleClosedError, InvalidArgumentError } from './errors.js';
+import { Faults } from './faults.js';
+import { type AgentContext, HandleState, toUint64 } from './handles.js';
+import { check, type NativeLibrary } from './library.js';
+import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
+import { Notifications, type Notification } from './notifications.js';
+import { Operation } from './operation.js';
+import { Peer } from './peer.js';
+import { postTransfer, type PostRequest } from './transfer.js';
+
+export interface AgentOptions {
+  /** 1–255 printable ASCII bytes without spaces, unique among this process's live agents. */
+  readonly name: string;
+  readonly backend: Backend;
+}
+
+export interface AllocateOptions {
+  /** Lock the pages in RAM (refused with NOT_ALLOWED when RLIMIT_MEMLOCK does not allow it). */
+  readonly mlock?: boolean;
+}
+
+const ALLOC_MLOCK = 1;
+/** Completions dequeued per kvt_agent_poll call; a wake-up loops until the queue is empty. */
+const POLL_CAPACITY = 1024;
+
+/**
+ * A transport endpoint with its own native progress thread: it registers memory, exchanges metadata
+ * with peers, posts batched transfers and sends and receives notifications.
+ *
+ * Completions reach JavaScript through the agent's wake-up pipe, read as a socket: each wake-up makes
+ * one batched poll that settles every completed operation. Nothing runs per operation, no thread and
+ * no timer; the socket keeps the process alive only while operations are pending or someone awaits a
+ * notification.
+ */
+export class Agent {
+  readonly name: string;
+  readonly backend: Backend;
+  readonly faults: Faults;
+  readonly #library: NativeLibrary;
+  readonly #id: number;
+  readonly #state: HandleState;
+  readonly #context: AgentContext;
+  readonly #wake: Socket;
+  readonly #notifications: Notifications;
+  /** Posted operations whose outcome has not been reported yet, by id. */
+  readonly #pending = new Map<bigint, Operation>();
+  readonly #peers = new Map<number, Peer>();
+  readonly #opIds = new BigUint64Array(POLL_CAPACITY);
+  readonly #statuses = new Int32Array(POLL_CAPACITY);
+  readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
+  readonly #count = new Uint32Array(1);
+
+  private constructor(library: NativeLibrary, id: number, options: AgentOptions, wakeFd: number) {
+    this.#library = library;
+    this.#id = id;
+    this.name = options.name;
+    this.backend = options.backend;
+    this.#state = new HandleState(this, 'Agent', JSON.stringify(options.name));
+    this.#context = {
+      library,
+      id,
+      name: options.name,
+      assertOpen: (action) => this.#state.assertOpen(action),
+      pollCompletions: () => this.#pollCompletions(),
+    };
+    this.faults = new Faults(this.#context);
+    this.#notifications = new Notifications(this.#context, () => this.#updateRef());
+    // Node owns (and closes) its own duplicate of the pipe; the library closes the original on destroy.
+    this.#wake = new Socket({ fd: library.dup(wakeFd), readable: true, writable: false });
+    this.#wake.on('data', () => this.#onWake());
+    this.#wake.on('error', (error) => process.emitWarning(`agent ${this.name}: wake-up pipe failed: ${error.message}`));
+    this.#wake.unref();
+  }
+
+  /** @internal Use transport.createAgent. */
+  static create(library: NativeLibrary, options: AgentOptions): Agent {
+    if (typeof options.name !== 'string') throw new InvalidArgumentError('name', options.name, 'must be a string');
+    if (!Object.hasOwn(backendIds, options.backend)) {
+      throw new InvalidArgumentError('backend', options.backend, `must be one of ${Object.keys(backendIds).join(', ')}`);
+    }
+    const out = new Uint32Array(1);
+    check(library, 'kvt_agent_create', library.api.kvt_agent_create(options.name, backendIds[options.backend], 0, out));
+    const id = out[0] ?? 0;
+    const fd = new Int32Array(1);
+    const status = library.api.kvt_agent_wake_fd(id, fd);
+    if (status < 0) {
+      library.api.kvt_agent_destroy(id);
+      check(library, 'kvt_agent_wake_fd', status);
+    }
+    return new Agent(library, id, options, fd[0] ?? -1);
+  }
+
+  /** The native agent id (process-wide). */
+  get id(): number {
+    return this.#id;
+  }
+
+  get isOpen(): boolean {
+    return this.#state.isOpen;
+  }
+
+  /** Allocates page-aligned DRAM owned by this agent (not registered yet). */
+  allocate(bytes: number | bigint, options: AllocateOptions = {}): Allocation {
+    this.#state.assertOpen('allocate memory');
+    const length = toUint64(bytes);
+    if (length === undefined || length > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new InvalidArgumentError('bytes', bytes, 'must be a non-negative safe integer');
+    }
+    const out = new BigUint64Array(1);
+    check(this.#library, 'kvt_mem_alloc', this.#library.api.kvt_mem_alloc(this.#id, length, options.mlock === true ? ALLOC_MLOCK : 0, out));
+    return new Allocation(this.#context, out[0] ?? 0n, Number(length));
+  }
+
+  /**
+   * Registers memory (an Allocation, or any range the caller keeps valid until it is deregistered).
+   * Refuses zero length, overlap with a region of the same kind and device, and vram when unsupported.
+   */
+  register(memory: MemoryRange | Allocation): Region {
+    this.#state.assertOpen('register memory');
+    if (memory instanceof Allocation) {
+      if (!memory.isOpen) throw new HandleClosedError('Allocation', `0x${memory.address.toString(16)}`, 'register memory');
+      return registerMemory(this.#context, { address: memory.address, bytes: memory.bytes });
+    }
+    return registerMemory(this.#context, memory);
+  }
+
+  /** This agent's metadata blob (name, incarnation, generation, worker address, regions and keys), for peers. */
+  metadata(): Buffer {
+    this.#state.assertOpen('export metadata');
+    const length = new BigUint64Array(1);
+    check(this.#library, 'kvt_agent_metadata', this.#library.api.kvt_agent_metadata(this.#id, null, 0n, length));
+    const blob = Buffer.alloc(Number(length[0]));
+    check(this.#library, 'kvt_agent_metadata', this.#library.api.kvt_agent_metadata(this.#id, blob, BigInt(blob.length), length));
+    return blob.subarray(0, Number(length[0]));
+  }
+
+  /**
+   * Loads a peer's metadata. Loading newer metadata of a peer already loaded updates that same Peer
+   * (and its generation). Malformed blobs are refused with INVALID_PARAM, another backend's with MISMATCH.
+   */
+  loadPeer(blob: Uint8Array): Peer {
+    this.#state.assertOpen('load a peer');
+    if (!(blob instanceof Uint8Array)) throw new InvalidArgumentError('blob', blob, 'must be a Uint8Array');
+    const peerId = new Uint32Array(1);
+    const generation = new BigUint64Array(1);
+    check(this.#library, 'kvt_peer_load', this.#library.api.kvt_peer_load(this.#id, blob, BigInt(blob.length), peerId, generation));
+    const id = peerId[0] ?? 0;
+    const known = this.#peers.get(id);
+    if (known !== undefined) {
+      known.reloaded(generation[0] ?? 0n);
+      return known;
+    }
+    const peer = new Peer(this.#context, id, generation[0] ?? 0n, (unloaded) => this.#peers.delete(unloaded.id));
+    this.#peers.set(id, peer);
+    return peer;
+  }
+
+  /** Posts one batch as one operation. Nothing moves when any descriptor is out of bounds (INVALID_PARAM). */
+  post(request: PostRequest): Operation {
+    this.#state.assertOpen('post a transfer');
+    const { id, count } = postTransfer(this.#context, request);
+    const operation = new Operation(this.#context, id, count, (released) => this.#pending.delete(released.id));
+    this.#pending.set(id, operation);
+    this.#updateRef();
+    return operation;
+  }
+
+  /** Sends 1..maxNotificationBytes bytes (a string is sent as UTF-8) to a peer; returns once it has left. */
+  sendNotification(peer: Peer, data: Uint8Array | string): void {
+    this.#state.assertOpen('send a notification');
+    if (!peer.belongsTo(this.#context)) throw new ForeignHandleError('Peer', String(peer.id), this.name);
+    this.#notifications.send(peer, data);
+  }
+
+  /** Every notification received and not yet taken, oldest first. */
+  pollNotifications(): Notification[] {
+    this.#state.assertOpen('poll notifications');
+    return this.#notifications.takeAll();
+  }
+
+  /** The next notification, waiting for one to arrive (rejects with HandleClosedError if the agent closes first). */
+  nextNotification(): Promise<Notification> {
+    this.#state.assertOpen('wait for a notification');
+    return this.#notifications.next();
+  }
+
+  /** This agent's counters (live registrations, operations, bytes moved, errors per code, …). */
+  counters(): Counters {
+    this.#state.assertOpen('read counters');
+    return readCounters(this.#library, this.#id);
+  }
+
+  /**
+   * Destroys the agent and its progress thread. Refused with BUSY (and nothing changes) while
+   * registrations, allocations or unreleased operations remain. Loaded peers are forgotten.
+   */
+  close(): void {
+    this.#state.assertOpen('close an agent');
+    check(this.#library, 'kvt_agent_destroy', this.#library.api.kvt_agent_destroy(this.#id));
+    this.#state.markClosed();
+    this.#wake.destroy();
+    for (const peer of this.#peers.values()) peer.closedWithAgent();
+    this.#peers.clear();
+    this.#notifications.close(new HandleClosedError('Agent', JSON.stringify(this.name), 'wait for a notification'));
+  }
+
+  #onWake(): void {
+    if (!this.#state.isOpen) return;
+    this.#pollCompletions();
+    this.#notifications.drain();
+  }
+
+  #pollCompletions(): void {
+    if (!this.#state.isOpen) return;
+    for (;;) {
+      check(
+        this.#library,
+        'kvt_agent_poll',
+        this.#library.api.kvt_agent_poll(this.#id, POLL_CAPACITY, this.#opIds, this.#statuses, this.#bytesDone, this.#count),
+      );
+      const count = this.#count[0] ?? 0;
+      for (let i = 0; i < count; i++) {
+        const id = this.#opIds[i] ?? 0n;
+        const operation = this.#pending.get(id);
+        if (operation === undefined) continue;
+        this.#pending.delete(id);
+        operation.settle(this.#statuses[i] ?? 0, Number(this.#bytesDone[i]));
+      }
+      if (count < POLL_CAPACITY) break;
+    }
+    this.#updateRef();
+  }
+
+  #updateRef(): void {
+    if (this.#pending.size > 0 || this.#notifications.hasWaiters) this.#wake.ref();
+    else this.#wake.unref();
+  }
+}

@@ -1,0 +1,62 @@
+import { LibraryMismatchError } from './errors.js';
+import { check, type NativeLibrary } from './library.js';
+import { type StatusCodeName, statusCodeNames } from './status.js';
+
+/** The native counters, in the library's order (KVT_COUNTER_*); `errors` follows them. */
+const counterFields = [
+  ['liveAgents', 'live_agents'],
+  ['liveRegistrations', 'live_registrations'],
+  ['registeredBytes', 'registered_bytes'],
+  ['liveAllocations', 'live_allocations'],
+  ['allocatedBytes', 'allocated_bytes'],
+  ['livePeers', 'live_peers'],
+  ['liveOperations', 'live_operations'],
+  ['inflightOperations', 'inflight_operations'],
+  ['operationsPosted', 'operations_posted'],
+  ['bytesMoved', 'bytes_moved'],
+  ['notificationsSent', 'notifications_sent'],
+  ['notificationsReceived', 'notifications_received'],
+  ['pendingNotifications', 'pending_notifications'],
+  ['notificationsDropped', 'notifications_dropped'],
+] as const;
+
+type CounterField = (typeof counterFields)[number][0];
+
+/**
+ * What the native library counts, for one agent or the whole process. Live figures go back to zero
+ * when everything is closed; the others are cumulative. `liveAgents` is only counted process-wide.
+ */
+export type Counters = { readonly [K in CounterField]: number } & {
+  /** Failed calls and failed operations, per status code. */
+  readonly errors: { readonly [K in StatusCodeName]: number };
+};
+
+const COUNTER_COUNT = counterFields.length + statusCodeNames.length;
+
+/** Refuses a library whose counters are not the ones this facade names. */
+export function checkCounterNames(library: NativeLibrary): void {
+  const expected = [
+    ...counterFields.map(([, native]) => native),
+    ...statusCodeNames.map((code) => `errors.KVT_ERR_${code}`),
+  ];
+  expected.forEach((name, index) => {
+    const actual = library.api.kvt_counter_name(index);
+    if (actual !== name) throw new LibraryMismatchError(library.path, `kvt_counter_name(${index})`, name, actual);
+  });
+}
+
+/** Reads the counters of `agent`, or the process-wide ones for agent 0. */
+export function readCounters(library: NativeLibrary, agent: number): Counters {
+  const values = new BigUint64Array(COUNTER_COUNT);
+  check(library, 'kvt_counters', library.api.kvt_counters(agent, values, COUNTER_COUNT, new Uint32Array(1)));
+  const counters: Record<string, unknown> = {};
+  counterFields.forEach(([field], index) => {
+    counters[field] = Number(values[index]);
+  });
+  const errors: Record<string, number> = {};
+  statusCodeNames.forEach((code, index) => {
+    errors[code] = Number(values[counterFields.length + index]);
+  });
+  counters['errors'] = errors;
+  return counters as Counters;
+}

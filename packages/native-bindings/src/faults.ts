@@ -1,0 +1,51 @@
+import { InvalidArgumentError } from './errors.js';
+import type { AgentContext } from './handles.js';
+import { check } from './library.js';
+import { isStatusCodeName, type StatusCodeName, statusOf } from './status.js';
+
+/** Where a one-shot fault strikes: a registration, a post (after validation), or a completion (after the bytes moved). */
+export type FaultPoint = 'register' | 'post' | 'completion';
+const faultPointIds: { readonly [P in FaultPoint]: number } = { register: 0, post: 1, completion: 2 };
+const DELAY_FOREVER = 0xffff_ffff;
+
+/** Fault injection for one agent; off until one of these is called. */
+export class Faults {
+  readonly #agent: AgentContext;
+
+  /** @internal Use agent.faults. */
+  constructor(agent: AgentContext) {
+    this.#agent = agent;
+  }
+
+  /** The `nth` (1 = next) call at `point`, counted from now, fails with `code`. Re-arming a point replaces it. */
+  failNth(point: FaultPoint, nth: number, code: StatusCodeName): void {
+    this.#agent.assertOpen('arm a fault');
+    if (!Object.hasOwn(faultPointIds, point)) {
+      throw new InvalidArgumentError('point', point, `must be one of ${Object.keys(faultPointIds).join(', ')}`);
+    }
+    if (!Number.isInteger(nth) || nth < 1 || nth > 0xffff_ffff) throw new InvalidArgumentError('nth', nth, 'must be an integer ≥ 1');
+    if (!isStatusCodeName(code)) throw new InvalidArgumentError('code', code, 'must be a status code name such as BUSY');
+    const { library, id } = this.#agent;
+    check(library, 'kvt_fault_fail', library.api.kvt_fault_fail(id, faultPointIds[point], nth, statusOf(code)));
+  }
+
+  /**
+   * Holds every completion of this agent's operations for `ms` after their bytes moved (they stay in
+   * progress meanwhile), or until `clear()` for `'forever'`. Applies to operations already held.
+   */
+  delayCompletions(ms: number | 'forever'): void {
+    this.#agent.assertOpen('delay completions');
+    if (ms !== 'forever' && (!Number.isInteger(ms) || ms < 0 || ms >= DELAY_FOREVER)) {
+      throw new InvalidArgumentError('ms', ms, `must be an integer in [0, ${DELAY_FOREVER}) or 'forever'`);
+    }
+    const { library, id } = this.#agent;
+    check(library, 'kvt_fault_delay_completions', library.api.kvt_fault_delay_completions(id, ms === 'forever' ? DELAY_FOREVER : ms));
+  }
+
+  /** Disarms every fault and delay; held operations complete promptly. */
+  clear(): void {
+    this.#agent.assertOpen('clear faults');
+    const { library, id } = this.#agent;
+    check(library, 'kvt_fault_clear', library.api.kvt_fault_clear(id));
+  }
+}

@@ -1,0 +1,60 @@
+import { HandleClosedError, type HandleKind } from './errors.js';
+import type { NativeLibrary } from './library.js';
+
+/** What a handle needs of the agent it belongs to. */
+export interface AgentContext {
+  readonly library: NativeLibrary;
+  /** The native agent id. */
+  readonly id: number;
+  readonly name: string;
+  /** Throws HandleClosedError when the agent is closed. */
+  assertOpen(action: string): void;
+  /** Dequeues every completed operation now and settles their `done` promises. */
+  pollCompletions(): void;
+}
+
+/**
+ * Warns about handles that were dropped without being closed. It never frees anything: native state
+ * is released only by explicit calls, because only the caller knows when memory is quiescent.
+ */
+const leaks = new FinalizationRegistry<string>((label) => {
+  process.emitWarning(`${label} was garbage-collected without being closed; its native state stays until the process exits`, {
+    code: 'KVREUSE_LEAKED_HANDLE',
+  });
+});
+
+/** Open/closed state of one handle, with the leak warning armed while it is open. */
+export class HandleState {
+  readonly #kind: HandleKind;
+  readonly #label: string;
+  #open = true;
+
+  constructor(owner: object, kind: HandleKind, label: string) {
+    this.#kind = kind;
+    this.#label = label;
+    leaks.register(owner, `${kind} ${label}`, this);
+  }
+
+  get isOpen(): boolean {
+    return this.#open;
+  }
+
+  get label(): string {
+    return this.#label;
+  }
+
+  assertOpen(action: string): void {
+    if (!this.#open) throw new HandleClosedError(this.#kind, this.#label, action);
+  }
+
+  markClosed(): void {
+    this.#open = false;
+    leaks.unregister(this);
+  }
+}
+
+/** Accepts a non-negative safe integer or bigint byte count/address; returns it as bigint. */
+export function toUint64(value: number | bigint): bigint | undefined {
+  if (typeof value === 'bigint') return value >= 0n && value < 1n << 64n ? value : undefined;
+  return Number.isSafeInteger(value) && value >= 0 ? BigInt(value) : undefined;
+}

@@ -1,0 +1,209 @@
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import koffi, { type LibraryHandle } from 'koffi';
+import { LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, NativeTransportError } from './errors.js';
+import { statusCodeName } from './status.js';
+
+/** The library file name; the one place that knows it. */
+export const LIBRARY_FILE = 'libkvreuse_transport.so';
+const API_MAJOR = 0;
+
+/**
+ * Where the library is looked for when no path is given, in order: a copy built inside the installed
+ * package (`native/build`, see README), then the repository's `native/build` (two levels above the
+ * package, for workspace use).
+ */
+export function defaultLibraryPaths(): string[] {
+  const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+  return [join(packageDir, 'native', 'build', LIBRARY_FILE), resolve(packageDir, '..', '..', 'native', 'build', LIBRARY_FILE)];
+}
+
+/* Every out-parameter is a typed array: koffi hands its memory to C as is, with no conversion. */
+export interface NativeApi {
+  kvt_version(major: Uint32Array, minor: Uint32Array, patch: Uint32Array): number;
+  kvt_version_string(): string;
+  kvt_last_error_detail(): string;
+  kvt_strerror(status: number): string;
+  kvt_capabilities(values: BigUint64Array, capacity: number, outCount: Uint32Array): number;
+  kvt_agent_create(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
+  kvt_agent_destroy(agent: number): number;
+  kvt_agent_wake_fd(agent: number, outFd: Int32Array): number;
+  kvt_agent_poll(
+    agent: number,
+    capacity: number,
+    opIds: BigUint64Array,
+    statuses: Int32Array,
+    bytesDone: BigUint64Array,
+    outCount: Uint32Array,
+  ): number;
+  kvt_mem_alloc(agent: number, length: bigint, flags: number, outAddress: BigUint64Array): number;
+  kvt_mem_free(agent: number, address: bigint): number;
+  kvt_mem_register(
+    agent: number,
+    address: bigint,
+    length: bigint,
+    kind: number,
+    device: number,
+    outRegion: Uint32Array,
+  ): number;
+  kvt_mem_deregister(agent: number, region: number): number;
+  kvt_agent_metadata(agent: number, buffer: Uint8Array | null, capacity: bigint, outLength: BigUint64Array): number;
+  kvt_peer_load(
+    agent: number,
+    blob: Uint8Array,
+    length: bigint,
+    outPeer: Uint32Array,
+    outGeneration: BigUint64Array,
+  ): number;
+  kvt_peer_info(
+    agent: number,
+    peer: number,
+    outGeneration: BigUint64Array,
+    outState: Uint32Array,
+    outRegionCount: Uint32Array,
+  ): number;
+  kvt_peer_invalidate(agent: number, peer: number): number;
+  kvt_peer_unload(agent: number, peer: number): number;
+  kvt_xfer_post(
+    agent: number,
+    direction: number,
+    peer: number,
+    peerGeneration: bigint,
+    count: number,
+    localIndex: Uint32Array,
+    localOffset: BigUint64Array,
+    remoteIndex: Uint32Array,
+    remoteOffset: BigUint64Array,
+    length: BigUint64Array,
+    localRegionCount: number,
+    localRegions: Uint32Array,
+    remoteRegionCount: number,
+    remoteRegions: Uint32Array,
+    notification: Uint8Array | null,
+    notificationLength: number,
+    outOp: BigUint64Array,
+  ): number;
+  kvt_xfer_status(
+    agent: number,
+    op: bigint,
+    outStatus: Int32Array,
+    outBytesDone: BigUint64Array,
+    outBytesTotal: BigUint64Array,
+  ): number;
+  kvt_xfer_cancel(agent: number, op: bigint): number;
+  kvt_xfer_release(agent: number, op: bigint): number;
+  kvt_notify_send(agent: number, peer: number, peerGeneration: bigint, data: Uint8Array, length: number): number;
+  kvt_notify_poll(
+    agent: number,
+    sender: Uint8Array,
+    senderCapacity: number,
+    data: Uint8Array,
+    dataCapacity: number,
+    outLength: Uint32Array,
+    outGot: Uint32Array,
+  ): number;
+  kvt_counters(agent: number, values: BigUint64Array, capacity: number, outCount: Uint32Array): number;
+  kvt_counter_name(index: number): string | null;
+  kvt_fault_fail(agent: number, point: number, nth: number, code: number): number;
+  kvt_fault_delay_completions(agent: number, ms: number): number;
+  kvt_fault_clear(agent: number): number;
+}
+
+const prototypes: { readonly [K in keyof NativeApi]: string } = {
+  kvt_version: 'int32_t kvt_version(uint32_t *major, uint32_t *minor, uint32_t *patch)',
+  kvt_version_string: 'const char *kvt_version_string(void)',
+  kvt_last_error_detail: 'const char *kvt_last_error_detail(void)',
+  kvt_strerror: 'const char *kvt_strerror(int32_t status)',
+  kvt_capabilities: 'int32_t kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count)',
+  kvt_agent_create: 'int32_t kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
+  kvt_agent_destroy: 'int32_t kvt_agent_destroy(uint32_t agent)',
+  kvt_agent_wake_fd: 'int32_t kvt_agent_wake_fd(uint32_t agent, int32_t *out_fd)',
+  kvt_agent_poll:
+    'int32_t kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *op_ids, int32_t *statuses, uint64_t *bytes_done, uint32_t *out_count)',
+  kvt_mem_alloc: 'int32_t kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address)',
+  kvt_mem_free: 'int32_t kvt_mem_free(uint32_t agent, uint64_t address)',
+  kvt_mem_register:
+    'int32_t kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device, uint32_t *out_region)',
+  kvt_mem_deregister: 'int32_t kvt_mem_deregister(uint32_t agent, uint32_t region)',
+  kvt_agent_metadata: 'int32_t kvt_agent_metadata(uint32_t agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length)',
+  kvt_peer_load:
+    'int32_t kvt_peer_load(uint32_t agent, const uint8_t *blob, uint64_t length, uint32_t *out_peer, uint64_t *out_generation)',
+  kvt_peer_info:
+    'int32_t kvt_peer_info(uint32_t agent, uint32_t peer, uint64_t *out_generation, uint32_t *out_state, uint32_t *out_region_count)',
+  kvt_peer_invalidate: 'int32_t kvt_peer_invalidate(uint32_t agent, uint32_t peer)',
+  kvt_peer_unload: 'int32_t kvt_peer_unload(uint32_t agent, uint32_t peer)',
+  kvt_xfer_post:
+    'int32_t kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t peer_generation, uint32_t count, ' +
+    'const uint32_t *local_index, const uint64_t *local_offset, const uint32_t *remote_index, const uint64_t *remote_offset, ' +
+    'const uint64_t *length, uint32_t local_region_count, const uint32_t *local_regions, uint32_t remote_region_count, ' +
+    'const uint32_t *remote_regions, const uint8_t *notification, uint32_t notification_length, uint64_t *out_op)',
+  kvt_xfer_status:
+    'int32_t kvt_xfer_status(uint32_t agent, uint64_t op, int32_t *out_status, uint64_t *out_bytes_done, uint64_t *out_bytes_total)',
+  kvt_xfer_cancel: 'int32_t kvt_xfer_cancel(uint32_t agent, uint64_t op)',
+  kvt_xfer_release: 'int32_t kvt_xfer_release(uint32_t agent, uint64_t op)',
+  kvt_notify_send:
+    'int32_t kvt_notify_send(uint32_t agent, uint32_t peer, uint64_t peer_generation, const uint8_t *data, uint32_t length)',
+  kvt_notify_poll:
+    'int32_t kvt_notify_poll(uint32_t agent, char *sender, uint32_t sender_capacity, uint8_t *data, uint32_t data_capacity, uint32_t *out_length, uint32_t *out_got)',
+  kvt_counters: 'int32_t kvt_counters(uint32_t agent, uint64_t *values, uint32_t capacity, uint32_t *out_count)',
+  kvt_counter_name: 'const char *kvt_counter_name(uint32_t index)',
+  kvt_fault_fail: 'int32_t kvt_fault_fail(uint32_t agent, uint32_t point, uint32_t nth, int32_t code)',
+  kvt_fault_delay_completions: 'int32_t kvt_fault_delay_completions(uint32_t agent, uint32_t ms)',
+  kvt_fault_clear: 'int32_t kvt_fault_clear(uint32_t agent)',
+};
+
+/** libc's dup(2): the facade gives Node its own copy of each agent's wake-up fd (see agent.ts). */
+export type Dup = (fd: number) => number;
+
+export interface NativeLibrary {
+  readonly path: string;
+  readonly api: NativeApi;
+  readonly dup: Dup;
+}
+
+const loaded = new Map<string, NativeLibrary>();
+let libc: { dup: Dup } | undefined;
+
+function loadLibc(): { dup: Dup } {
+  libc ??= { dup: koffi.load('libc.so.6').func('int dup(int fd)') as Dup };
+  return libc;
+}
+
+/**
+ * Opens the library at `path` (or the first default location that exists) once per process and
+ * binds every function. Throws LibraryNotFoundError, LibraryLoadError or LibraryMismatchError.
+ */
+export function openLibrary(path: string | undefined): NativeLibrary {
+  const candidates = path === undefined ? defaultLibraryPaths() : [resolve(path)];
+  const found = candidates.find((candidate) => existsSync(candidate));
+  if (found === undefined) throw new LibraryNotFoundError(candidates);
+  const cached = loaded.get(found);
+  if (cached !== undefined) return cached;
+
+  let handle: LibraryHandle;
+  try {
+    handle = koffi.load(found);
+  } catch (cause) {
+    throw new LibraryLoadError(found, cause);
+  }
+  const api = {} as Record<keyof NativeApi, unknown>;
+  for (const [name, prototype] of Object.entries(prototypes) as [keyof NativeApi, string][]) {
+    try {
+      api[name] = handle.func(prototype);
+    } catch (cause) {
+      throw new LibraryMismatchError(found, `symbol ${name}`, 'present', `missing (${String(cause)})`);
+    }
+  }
+  const library: NativeLibrary = { path: found, api: api as unknown as NativeApi, dup: loadLibc().dup };
+  const major = new Uint32Array(1);
+  library.api.kvt_version(major, new Uint32Array(1), new Uint32Array(1));
+  if (major[0] !== API_MAJOR) throw new LibraryMismatchError(found, 'kvt_version() major', API_MAJOR, major[0]);
+  loaded.set(found, library);
+  return library;
+}
+
+/** Throws the NativeTransportError for `status` when it is an error; the detail is read on this thread. */
+export function check(library: NativeLibrary, call: string, status: number): void {
+  if (status < 0) throw new NativeTransportError(statusCodeName(status), status, call, library.api.kvt_last_error_detail());
+}

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { agentName, testedBackends, transport } from '../test/support/backends.js';
+import { allZero, liveCounters } from '../test/support/pair.js';
+import { HandleClosedError, InvalidArgumentError } from './errors.js';
+
+const PAGE = 4096;
+
+describe.each(testedBackends)('memory on %s', (backend) => {
+  it('allocates page-aligned memory that can be filled through its view', () => {
+    const agent = transport.createAgent({ name: agentName('alloc'), backend });
+    const bank = agent.allocate(3 * PAGE + 5);
+    expect(bank.address % BigInt(PAGE)).toBe(0n);
+    const view = bank.view();
+    expect(view.length).toBe(3 * PAGE + 5);
+    view.fill(0xab);
+    expect(bank.view()[3 * PAGE + 4]).toBe(0xab);
+    expect(agent.counters()).toMatchObject({ liveAllocations: 1, allocatedBytes: 3 * PAGE + 5 });
+    bank.free();
+    expect(() => bank.view()).toThrow(HandleClosedError);
+    expect(() => bank.free()).toThrow(HandleClosedError);
+    agent.close();
+  });
+
+  it('registers and deregisters, counting registrations and bytes', () => {
+    const agent = transport.createAgent({ name: agentName('register'), backend });
+    const bank = agent.allocate(16 * PAGE);
+    const whole = agent.register(bank);
+    expect(whole).toMatchObject({ address: bank.address, bytes: 16 * PAGE, kind: 'dram', device: 0 });
+    expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 16 * PAGE });
+    expect(() => bank.free()).toThrow(expect.objectContaining({ code: 'BUSY', call: 'kvt_mem_free' }));
+    whole.deregister();
+    expect(() => whole.deregister()).toThrow(HandleClosedError);
+    const part = agent.register({ address: bank.address + BigInt(PAGE), bytes: 2 * PAGE });
+    expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 2 * PAGE });
+    part.deregister();
+    bank.free();
+    agent.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
+  it('refuses zero length, overlap and vram, naming the problem', () => {
+    const agent = transport.createAgent({ name: agentName('refuse'), backend });
+    const bank = agent.allocate(8 * PAGE);
+    const first = agent.register({ address: bank.address, bytes: 4 * PAGE });
+    try {
+      expect(() => agent.register({ address: bank.address, bytes: 0 })).toThrow(
+        expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_mem_register' }),
+      );
+      expect(() => agent.register({ address: bank.address + BigInt(3 * PAGE), bytes: 2 * PAGE })).toThrow(
+        expect.objectContaining({ code: 'INVALID_PARAM', detail: expect.stringContaining(String(first.id)) }),
+      );
+      if (!transport.capabilities().vram.supported) {
+        expect(() => agent.register({ address: bank.address + BigInt(4 * PAGE), bytes: PAGE, kind: 'vram' })).toThrow(
+          expect.objectContaining({ code: 'NOT_SUPPORTED', call: 'kvt_mem_register' }),
+        );
+      }
+      expect(() => agent.register({ address: -1, bytes: PAGE })).toThrow(InvalidArgumentError);
+      expect(() => agent.register({ address: bank.address, bytes: PAGE, kind: 'hbm' as 'dram' })).toThrow(InvalidArgumentError);
+      expect(agent.counters().errors.INVALID_PARAM).toBeGreaterThanOrEqual(2);
+    } finally {
+      first.deregister();
+      bank.free();
+      agent.close();
+    }
+  });
+
+  it('allocates locked memory or refuses with NOT_ALLOWED naming the limit', () => {
+    const agent = transport.createAgent({ name: agentName('mlock'), backend });
+    try {
+      const bank = agent.allocate(PAGE, { mlock: true });
+      bank.free();
+    } catch (error) {
+      expect(error).toMatchObject({ code: 'NOT_ALLOWED', call: 'kvt_mem_alloc' });
+    } finally {
+      agent.close();
+    }
+  });
+});

@@ -1,0 +1,128 @@
+import koffi from 'koffi';
+import { InvalidArgumentError } from './errors.js';
+import { type AgentContext, HandleState, toUint64 } from './handles.js';
+import { check } from './library.js';
+
+export type MemoryKind = 'dram' | 'vram';
+const memoryKindIds: { readonly [K in MemoryKind]: number } = { dram: 0, vram: 1 };
+
+/**
+ * Page-aligned DRAM that kvreuse owns, allocated by an agent in the form its backend moves fastest.
+ * It is not registered: pass it to `agent.register`. Free it with `free()` after deregistering.
+ */
+export class Allocation {
+  readonly address: bigint;
+  readonly bytes: number;
+  readonly #agent: AgentContext;
+  readonly #state: HandleState;
+  #view: Buffer | undefined;
+
+  /** @internal Use agent.allocate. */
+  constructor(agent: AgentContext, address: bigint, bytes: number) {
+    this.#agent = agent;
+    this.address = address;
+    this.bytes = bytes;
+    this.#state = new HandleState(this, 'Allocation', `0x${address.toString(16)} (${bytes} bytes) of agent ${agent.name}`);
+  }
+
+  get isOpen(): boolean {
+    return this.#state.isOpen;
+  }
+
+  /**
+   * The memory itself, without a copy, for filling and verifying. The Buffer points at native memory:
+   * do not use it after `free()` (JavaScript cannot revoke it; that is the caller's contract).
+   */
+  view(): Buffer {
+    this.#state.assertOpen('view an allocation');
+    this.#view ??= Buffer.from(koffi.view(this.address, this.bytes));
+    return this.#view;
+  }
+
+  /** Frees the memory. Refused with BUSY while a registration lies inside it. */
+  free(): void {
+    this.#state.assertOpen('free an allocation');
+    this.#agent.assertOpen('free an allocation');
+    check(this.#agent.library, 'kvt_mem_free', this.#agent.library.api.kvt_mem_free(this.#agent.id, this.address));
+    this.#view = undefined;
+    this.#state.markClosed();
+  }
+}
+
+/** Memory to register: an Allocation, or any range the caller keeps valid until it is deregistered. */
+export interface MemoryRange {
+  readonly address: bigint | number;
+  readonly bytes: bigint | number;
+  /** Default `dram`. */
+  readonly kind?: MemoryKind;
+  /** GPU ordinal for vram; must be 0 for dram (the default). */
+  readonly device?: number;
+}
+
+/** Registered memory: what peers may read or write once they load this agent's metadata. */
+export class Region {
+  /** The region id, unique in its agent; peers name it in descriptors' remote region tables. */
+  readonly id: number;
+  readonly address: bigint;
+  readonly bytes: number;
+  readonly kind: MemoryKind;
+  readonly device: number;
+  readonly #agent: AgentContext;
+  readonly #state: HandleState;
+
+  /** @internal Use agent.register. */
+  constructor(agent: AgentContext, id: number, range: { address: bigint; bytes: number; kind: MemoryKind; device: number }) {
+    this.#agent = agent;
+    this.id = id;
+    this.address = range.address;
+    this.bytes = range.bytes;
+    this.kind = range.kind;
+    this.device = range.device;
+    this.#state = new HandleState(this, 'Region', `${id} of agent ${agent.name}`);
+  }
+
+  get isOpen(): boolean {
+    return this.#state.isOpen;
+  }
+
+  /** @internal The owning agent, to check that a region is used with its own agent. */
+  belongsTo(agent: AgentContext): boolean {
+    return this.#agent === agent;
+  }
+
+  /** @internal */
+  assertOpen(action: string): void {
+    this.#state.assertOpen(action);
+  }
+
+  /** Deregisters the region. Refused with BUSY while an operation that references it is not terminal. */
+  deregister(): void {
+    this.#state.assertOpen('deregister a region');
+    this.#agent.assertOpen('deregister a region');
+    check(this.#agent.library, 'kvt_mem_deregister', this.#agent.library.api.kvt_mem_deregister(this.#agent.id, this.id));
+    this.#state.markClosed();
+  }
+}
+
+/** Validates a MemoryRange and registers it with the agent. */
+export function registerMemory(agent: AgentContext, range: MemoryRange): Region {
+  const address = toUint64(range.address);
+  if (address === undefined) throw new InvalidArgumentError('address', range.address, 'must be a non-negative integer below 2^64');
+  const bytes = toUint64(range.bytes);
+  if (bytes === undefined || bytes > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new InvalidArgumentError('bytes', range.bytes, 'must be a non-negative safe integer');
+  }
+  const kind = range.kind ?? 'dram';
+  if (!Object.hasOwn(memoryKindIds, kind)) throw new InvalidArgumentError('kind', kind, "must be 'dram' or 'vram'");
+  const device = range.device ?? 0;
+  if (!Number.isInteger(device) || device < 0 || device > 0xffff_ffff) {
+    throw new InvalidArgumentError('device', device, 'must be a uint32');
+  }
+  const out = new Uint32Array(1);
+  check(
+    agent.library,
+    'kvt_mem_register',
+    agent.library.api.kvt_mem_register(agent.id, address, bytes, memoryKindIds[kind], device, out),
+  );
+  return new Region(agent, out[0] ?? 0, { address, bytes: Number(bytes), kind, device });
+}

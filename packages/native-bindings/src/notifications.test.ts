@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { testedBackends, transport } from '../test/support/backends.js';
+import { openPair } from '../test/support/pair.js';
+import { HandleClosedError } from './errors.js';
+
+describe.each(testedBackends)('notifications on %s', (backend) => {
+  it('delivers messages in order with the sender name, by poll and by await', async () => {
+    const pair = openPair(backend, 4096, 71);
+    pair.reader.sendNotification(pair.sourcePeer, 'first');
+    pair.reader.sendNotification(pair.sourcePeer, Uint8Array.of(1, 2, 3));
+    const next = await pair.source.nextNotification();
+    expect(next).toEqual({ sender: pair.reader.name, data: Buffer.from('first') });
+    let rest = pair.source.pollNotifications();
+    while (rest.length === 0) {
+      await new Promise((resolve) => setImmediate(resolve));
+      rest = pair.source.pollNotifications();
+    }
+    expect(rest).toEqual([{ sender: pair.reader.name, data: Buffer.from([1, 2, 3]) }]);
+    expect(pair.source.counters()).toMatchObject({ notificationsReceived: 2, pendingNotifications: 0 });
+    expect(pair.reader.counters().notificationsSent).toBe(2);
+
+    const waiting = pair.reader.nextNotification();
+    pair.source.sendNotification(pair.readerPeer, 'reply');
+    await expect(waiting).resolves.toEqual({ sender: pair.source.name, data: Buffer.from('reply') });
+    pair.close();
+  });
+
+  it('refuses empty and oversized messages with INVALID_PARAM', () => {
+    const pair = openPair(backend, 4096, 72);
+    const max = transport.capabilities().limits.maxNotificationBytes;
+    expect(() => pair.reader.sendNotification(pair.sourcePeer, new Uint8Array(0))).toThrow(
+      expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_notify_send' }),
+    );
+    expect(() => pair.reader.sendNotification(pair.sourcePeer, new Uint8Array(max + 1))).toThrow(
+      expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_notify_send' }),
+    );
+    pair.reader.sendNotification(pair.sourcePeer, new Uint8Array(max));
+    pair.close();
+  });
+
+  it('rejects a pending wait when the agent closes', async () => {
+    const pair = openPair(backend, 4096, 73);
+    const waiting = pair.reader.nextNotification();
+    pair.close();
+    await expect(waiting).rejects.toBeInstanceOf(HandleClosedError);
+  });
+});

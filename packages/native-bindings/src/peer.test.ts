@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { agentName, testedBackends, transport } from '../test/support/backends.js';
+import { allZero, liveCounters, openPair, readRequest } from '../test/support/pair.js';
+import { piecewiseDescriptors } from '../test/support/content.js';
+import { HandleClosedError, InvalidArgumentError } from './errors.js';
+
+const BYTES = 1 << 16;
+
+describe.each(testedBackends)('metadata and peers on %s', (backend) => {
+  it('loads a peer from its metadata and reports its regions', () => {
+    const pair = openPair(backend, BYTES, 1);
+    expect(pair.sourcePeer.info()).toEqual({ generation: pair.sourcePeer.generation, state: 'ready', regionCount: 1 });
+    // Loading the same metadata again is the same peer.
+    expect(pair.reader.loadPeer(pair.source.metadata())).toBe(pair.sourcePeer);
+    pair.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
+  it('refuses truncated, corrupted and empty blobs without crashing', () => {
+    const source = transport.createAgent({ name: agentName('blob-source'), backend });
+    const reader = transport.createAgent({ name: agentName('blob-reader'), backend });
+    try {
+      const blob = source.metadata();
+      for (const cut of [0, 1, 8, blob.length >> 1, blob.length - 1]) {
+        expect(() => reader.loadPeer(blob.subarray(0, cut))).toThrow(
+          expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_peer_load' }),
+        );
+      }
+      const corrupted = Buffer.from(blob);
+      corrupted[corrupted.length >> 1] = (corrupted[corrupted.length >> 1] ?? 0) ^ 0xff;
+      expect(() => reader.loadPeer(corrupted)).toThrow(expect.objectContaining({ code: 'INVALID_PARAM' }));
+      expect(() => reader.loadPeer('blob' as unknown as Uint8Array)).toThrow(InvalidArgumentError);
+      expect(reader.counters().livePeers).toBe(0);
+    } finally {
+      reader.close();
+      source.close();
+    }
+  });
+
+  it('refuses posts against an invalidated peer with NOT_FOUND until its metadata is loaded again', async () => {
+    const pair = openPair(backend, BYTES, 2);
+    const before = pair.sourcePeer.generation;
+    pair.sourcePeer.invalidate();
+    expect(pair.sourcePeer.info()).toMatchObject({ state: 'invalidated' });
+    const request = readRequest(pair, piecewiseDescriptors(1, BYTES));
+    expect(() => pair.reader.post(request)).toThrow(expect.objectContaining({ code: 'NOT_FOUND', call: 'kvt_xfer_post' }));
+    expect(pair.reader.loadPeer(pair.source.metadata())).toBe(pair.sourcePeer);
+    expect(pair.sourcePeer.generation).toBeGreaterThan(before);
+    const operation = pair.reader.post(request);
+    await expect(operation.done).resolves.toEqual({ bytesDone: BYTES });
+    operation.release();
+    pair.close();
+  });
+
+  it('unloads a peer, after which its handle is closed', () => {
+    const pair = openPair(backend, BYTES, 3);
+    pair.sourcePeer.unload();
+    expect(() => pair.sourcePeer.info()).toThrow(HandleClosedError);
+    expect(pair.reader.counters().livePeers).toBe(0);
+    pair.close();
+    expect(() => pair.readerPeer.info()).toThrow(HandleClosedError);
+  });
+});

@@ -1,0 +1,119 @@
+import { ForeignHandleError, InvalidArgumentError } from './errors.js';
+import type { AgentContext } from './handles.js';
+import { check } from './library.js';
+import type { Region } from './memory.js';
+import type { Peer } from './peer.js';
+
+/**
+ * One rank pair's descriptors as parallel typed arrays — the shape `planTransfer` of
+ * `@kvreuse/descriptors` produces. Descriptor i moves `length[i]` bytes from
+ * (`sourceBank[i]`, `sourceOffset[i]`) to (`destinationBank[i]`, `destinationOffset[i]`); banks index
+ * the region tables of the post.
+ */
+export interface TransferDescriptors {
+  readonly sourceBank: Uint32Array;
+  readonly sourceOffset: BigUint64Array;
+  readonly destinationBank: Uint32Array;
+  readonly destinationOffset: BigUint64Array;
+  readonly length: BigUint64Array;
+}
+
+export type TransferDirection = 'read' | 'write';
+
+export interface PostRequest {
+  /** `read`: the peer is the source and this agent the destination; `write`: the other way round. */
+  readonly direction: TransferDirection;
+  readonly peer: Peer;
+  readonly descriptors: TransferDescriptors;
+  /** This agent's regions, indexed by the local bank numbers (destinationBank for a read, sourceBank for a write). */
+  readonly localRegions: readonly Region[];
+  /** Region ids the peer advertised, indexed by the remote bank numbers. */
+  readonly remoteRegions: readonly number[] | Uint32Array;
+  /** Sent to the peer once every byte has moved; the operation completes after it was sent. */
+  readonly notification?: Uint8Array | string;
+}
+
+const directionIds: { readonly [D in TransferDirection]: number } = { read: 0, write: 1 };
+
+function regionTable(agent: AgentContext, regions: readonly Region[]): Uint32Array {
+  const ids = new Uint32Array(regions.length);
+  regions.forEach((region, index) => {
+    if (!region.belongsTo(agent)) throw new ForeignHandleError('Region', `${region.id} (localRegions[${index}])`, agent.name);
+    region.assertOpen('post a transfer');
+    ids[index] = region.id;
+  });
+  return ids;
+}
+
+function remoteRegionTable(regions: readonly number[] | Uint32Array): Uint32Array {
+  if (regions instanceof Uint32Array) return regions;
+  regions.forEach((id, index) => {
+    if (!Number.isInteger(id) || id < 0 || id > 0xffff_ffff) {
+      throw new InvalidArgumentError(`remoteRegions[${index}]`, id, 'must be a region id (uint32) the peer advertised');
+    }
+  });
+  return Uint32Array.from(regions);
+}
+
+function checkDescriptorArrays(descriptors: TransferDescriptors): number {
+  const expected = [
+    ['sourceBank', Uint32Array],
+    ['sourceOffset', BigUint64Array],
+    ['destinationBank', Uint32Array],
+    ['destinationOffset', BigUint64Array],
+    ['length', BigUint64Array],
+  ] as const;
+  const count = descriptors.length?.length;
+  for (const [field, type] of expected) {
+    const array: unknown = descriptors[field];
+    if (!(array instanceof type)) throw new InvalidArgumentError(`descriptors.${field}`, array, `must be a ${type.name}`);
+    if (array.length !== count) {
+      throw new InvalidArgumentError(`descriptors.${field}.length`, array.length, `must equal descriptors.length.length (${count})`);
+    }
+  }
+  if (count === 0) throw new InvalidArgumentError('descriptors.length.length', 0, 'a batch needs at least one descriptor');
+  return count;
+}
+
+/**
+ * Hands the batch to kvt_xfer_post as is: the typed arrays are passed by pointer, with no work per
+ * descriptor in JavaScript. Every descriptor is bounds-checked natively before any byte moves.
+ * Returns the native operation id.
+ */
+export function postTransfer(agent: AgentContext, request: PostRequest): { id: bigint; count: number } {
+  const { peer, descriptors, direction } = request;
+  if (!Object.hasOwn(directionIds, direction)) throw new InvalidArgumentError('direction', direction, "must be 'read' or 'write'");
+  if (!peer.belongsTo(agent)) throw new ForeignHandleError('Peer', String(peer.id), agent.name);
+  peer.assertOpen('post a transfer');
+  const count = checkDescriptorArrays(descriptors);
+  const localRegions = regionTable(agent, request.localRegions);
+  const remoteRegions = remoteRegionTable(request.remoteRegions);
+  const notification =
+    typeof request.notification === 'string' ? Buffer.from(request.notification, 'utf8') : (request.notification ?? null);
+  const read = direction === 'read';
+  const out = new BigUint64Array(1);
+  check(
+    agent.library,
+    'kvt_xfer_post',
+    agent.library.api.kvt_xfer_post(
+      agent.id,
+      directionIds[direction],
+      peer.id,
+      peer.generation,
+      count,
+      read ? descriptors.destinationBank : descriptors.sourceBank,
+      read ? descriptors.destinationOffset : descriptors.sourceOffset,
+      read ? descriptors.sourceBank : descriptors.destinationBank,
+      read ? descriptors.sourceOffset : descriptors.destinationOffset,
+      descriptors.length,
+      localRegions.length,
+      localRegions,
+      remoteRegions.length,
+      remoteRegions,
+      notification,
+      notification?.length ?? 0,
+      out,
+    ),
+  );
+  return { id: out[0] ?? 0n, count };
+}

@@ -1,0 +1,96 @@
+import { Agent, type AgentOptions } from './agent.js';
+import { type Backend, backendIds } from './backend.js';
+import { type Counters, checkCounterNames, readCounters } from './counters.js';
+import { check, openLibrary, type NativeLibrary } from './library.js';
+
+
+export interface Capabilities {
+  /** The library's own version string, with the backends built (e.g. "0.1.0 (loopback, ucx 1.13.1)"). */
+  readonly version: string;
+  /** The file that was loaded. */
+  readonly libraryPath: string;
+  /** Backends compiled into the library; `ucx` only when UCX headers were present at build time. */
+  readonly backends: readonly Backend[];
+  /** Whether GPU memory (`vram`) can be registered, and if not, why. */
+  readonly vram: { readonly supported: true } | { readonly supported: false; readonly reason: string };
+  readonly limits: {
+    /** Most descriptors in one `post`. */
+    readonly maxDescriptors: number;
+    /** Most bytes in one notification. */
+    readonly maxNotificationBytes: number;
+    /** Most bytes in an agent name. */
+    readonly maxNameBytes: number;
+    /** Most live registrations per agent. */
+    readonly maxRegions: number;
+    /** Received notifications queued per agent before further ones are dropped (and counted). */
+    readonly maxPendingNotifications: number;
+  };
+}
+
+const CAPABILITY_COUNT = 7;
+const NO_VRAM_REASON =
+  'this build of libkvreuse_transport has no GPU memory support (no CUDA/ROCm-aware backend); only dram can be registered';
+
+export interface LoadTransportOptions {
+  /**
+   * Path of libkvreuse_transport.so. Without it the facade looks in the installed package's
+   * `native/build/` and then in the kvreuse repository's `native/build/` (see README).
+   */
+  readonly libraryPath?: string;
+}
+
+/** The loaded native library: capabilities, process-wide counters and agent creation. */
+export class Transport {
+  readonly #library: NativeLibrary;
+
+  /** @internal Use loadTransport. */
+  constructor(library: NativeLibrary) {
+    this.#library = library;
+  }
+
+  get libraryPath(): string {
+    return this.#library.path;
+  }
+
+  capabilities(): Capabilities {
+    const { api } = this.#library;
+    const values = new BigUint64Array(CAPABILITY_COUNT);
+    check(this.#library, 'kvt_capabilities', api.kvt_capabilities(values, CAPABILITY_COUNT, new Uint32Array(1)));
+    const [backendMask = 0n, vram = 0n, maxDescriptors, maxNotification, maxName, maxRegions, maxPending] = values;
+    return {
+      version: api.kvt_version_string(),
+      libraryPath: this.#library.path,
+      backends: (Object.keys(backendIds) as Backend[]).filter(
+        (backend) => (backendMask & (1n << BigInt(backendIds[backend]))) !== 0n,
+      ),
+      vram: vram === 1n ? { supported: true } : { supported: false, reason: NO_VRAM_REASON },
+      limits: {
+        maxDescriptors: Number(maxDescriptors),
+        maxNotificationBytes: Number(maxNotification),
+        maxNameBytes: Number(maxName),
+        maxRegions: Number(maxRegions),
+        maxPendingNotifications: Number(maxPending),
+      },
+    };
+  }
+
+  /** Counters of every agent of this process together (cumulative ones include destroyed agents). */
+  counters(): Counters {
+    return readCounters(this.#library, 0);
+  }
+
+  /** Creates an agent and starts its native progress thread. Close it with `agent.close()`. */
+  createAgent(options: AgentOptions): Agent {
+    return Agent.create(this.#library, options);
+  }
+}
+
+/**
+ * Loads libkvreuse_transport (once per path per process) and checks that it is the API this facade
+ * speaks. Throws LibraryNotFoundError, LibraryLoadError or LibraryMismatchError.
+ */
+export function loadTransport(options: LoadTransportOptions = {}): Transport {
+  const library = openLibrary(options.libraryPath);
+  checkCounterNames(library);
+  return new Transport(library);
+}

@@ -1,0 +1,76 @@
+// Process B of the cross-process proof: READs A's whole prefix as 2,352 descriptors of 131,072 bytes
+// into its own registered bank and verifies every byte; checks the in-flight guards while the read
+// is held by a completion delay, and that out-of-bounds descriptors move nothing.
+import { type Agent, NativeTransportError, type PostRequest, loadTransport } from '@kvreuse/native-bindings';
+import { emit, messagesFromParent } from '../support/child.js';
+import { findPatternMismatch, piecewiseDescriptors } from '../support/content.js';
+import { QWEN3_PIECE_BYTES, QWEN3_PREFIX_BYTES, QWEN3_PREFIX_PIECES } from '../support/qwen3.js';
+
+const SENTINEL = 0x5a;
+
+function refusal(attempt: () => unknown): { code: string; call: string; detail: string } | 'accepted' {
+  try {
+    attempt();
+    return 'accepted';
+  } catch (error) {
+    if (!(error instanceof NativeTransportError)) throw error;
+    return { code: error.code, call: error.call, detail: error.detail };
+  }
+}
+
+const [name = 'reader', seedText = '1'] = process.argv.slice(2);
+const { value: published } = await messagesFromParent().next();
+if (published === undefined) throw new Error('reader: no metadata from the parent');
+
+const transport = loadTransport();
+const agent: Agent = transport.createAgent({ name, backend: 'ucx' });
+const bank = agent.allocate(QWEN3_PREFIX_BYTES);
+bank.view().fill(SENTINEL);
+const region = agent.register(bank);
+const peer = agent.loadPeer(Buffer.from(String(published['metadata']), 'base64'));
+const base = { direction: 'read', peer, localRegions: [region], remoteRegions: [Number(published['region'])] } as const;
+
+// One descriptor of a batch past the end of the local region, then of the remote one.
+const pastEnd = (field: 'sourceOffset' | 'destinationOffset'): PostRequest => {
+  const descriptors = piecewiseDescriptors(3, QWEN3_PIECE_BYTES);
+  descriptors[field][2] = BigInt(QWEN3_PREFIX_BYTES - QWEN3_PIECE_BYTES + 1);
+  return { ...base, descriptors };
+};
+const outOfBounds = {
+  local: refusal(() => agent.post(pastEnd('destinationOffset'))),
+  remote: refusal(() => agent.post(pastEnd('sourceOffset'))),
+  untouched: bank.view().every((byte) => byte === SENTINEL),
+  bytesMoved: agent.counters().bytesMoved,
+};
+
+agent.faults.delayCompletions('forever');
+const operation = agent.post({
+  ...base,
+  descriptors: piecewiseDescriptors(QWEN3_PREFIX_PIECES, QWEN3_PIECE_BYTES),
+  notification: `prefix read by ${name}`,
+});
+const whileInFlight = {
+  state: operation.status().state,
+  deregister: refusal(() => region.deregister()),
+  release: refusal(() => operation.release()),
+  destroy: refusal(() => agent.close()),
+};
+agent.faults.clear();
+const result = await operation.done;
+const mismatch = findPatternMismatch(bank.view(), Number(seedText));
+const bytesMoved = agent.counters().bytesMoved;
+operation.release();
+region.deregister();
+bank.free();
+agent.close();
+emit({
+  event: 'done',
+  descriptors: operation.descriptorCount,
+  outOfBounds,
+  whileInFlight,
+  result,
+  mismatch,
+  bytesMoved,
+  counters: transport.counters(),
+});
+process.exit(0);

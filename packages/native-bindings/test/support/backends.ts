@@ -1,0 +1,27 @@
+import { type Backend, loadTransport } from '@kvreuse/native-bindings';
+
+export const transport = loadTransport();
+
+const built = transport.capabilities().backends;
+const inCi = process.env['CI'] !== undefined && process.env['CI'] !== '';
+
+/**
+ * The backends the facade tests run on. UCX is skipped, loudly, where it was not built — except in CI,
+ * where a missing UCX backend must fail the run rather than be skipped.
+ */
+export const testedBackends: Backend[] = inCi ? ['loopback', 'ucx'] : built.filter((b) => b === 'loopback' || b === 'ucx');
+
+export const ucxAvailable = built.includes('ucx') || inCi;
+
+if (!built.includes('ucx')) {
+  const message = `native-bindings: the ucx backend is not built into ${transport.libraryPath}`;
+  if (inCi) console.error(`${message}; CI requires it, so the ucx tests will FAIL`);
+  else console.warn(`${message}; its tests are SKIPPED here (install libucx-dev and rebuild to run them)`);
+}
+
+let sequence = 0;
+/** A process-unique agent name. */
+export function agentName(label: string): string {
+  sequence += 1;
+  return `${label}-${process.pid}-${sequence}`;
+}

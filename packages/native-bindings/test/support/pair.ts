@@ -1,0 +1,92 @@
+import type { Agent, Allocation, Backend, Peer, Region, TransferDescriptors } from '@kvreuse/native-bindings';
+import { agentName, transport } from './backends.js';
+import { fillPattern } from './content.js';
+
+/**
+ * Two agents of one backend in this process, each with one registered bank, each having loaded the
+ * other's metadata. `source` holds the pattern (seed); `reader`'s bank starts zeroed.
+ */
+export interface AgentPair {
+  readonly source: Agent;
+  readonly reader: Agent;
+  readonly sourceBank: Allocation;
+  readonly readerBank: Allocation;
+  readonly sourceRegion: Region;
+  readonly readerRegion: Region;
+  /** The source, as the reader knows it. */
+  readonly sourcePeer: Peer;
+  /** The reader, as the source knows it. */
+  readonly readerPeer: Peer;
+  /** Deregisters, frees and closes everything (operations must be released first). */
+  close(): void;
+}
+
+export function openPair(backend: Backend, bytes: number, seed: number): AgentPair {
+  const source = transport.createAgent({ name: agentName(`${backend}-source`), backend });
+  const reader = transport.createAgent({ name: agentName(`${backend}-reader`), backend });
+  const sourceBank = source.allocate(bytes);
+  const readerBank = reader.allocate(bytes);
+  fillPattern(sourceBank.view(), seed);
+  readerBank.view().fill(0);
+  const sourceRegion = source.register(sourceBank);
+  const readerRegion = reader.register(readerBank);
+  const sourcePeer = reader.loadPeer(source.metadata());
+  const readerPeer = source.loadPeer(reader.metadata());
+  return {
+    source,
+    reader,
+    sourceBank,
+    readerBank,
+    sourceRegion,
+    readerRegion,
+    sourcePeer,
+    readerPeer,
+    close() {
+      readerRegion.deregister();
+      sourceRegion.deregister();
+      readerBank.free();
+      sourceBank.free();
+      reader.close();
+      source.close();
+    },
+  };
+}
+
+/** The process-wide counters that must be back to zero once every handle is closed. */
+export function liveCounters() {
+  const c = transport.counters();
+  return {
+    liveAgents: c.liveAgents,
+    liveRegistrations: c.liveRegistrations,
+    registeredBytes: c.registeredBytes,
+    liveAllocations: c.liveAllocations,
+    allocatedBytes: c.allocatedBytes,
+    livePeers: c.livePeers,
+    liveOperations: c.liveOperations,
+    inflightOperations: c.inflightOperations,
+    pendingNotifications: c.pendingNotifications,
+  };
+}
+
+export const allZero = {
+  liveAgents: 0,
+  liveRegistrations: 0,
+  registeredBytes: 0,
+  liveAllocations: 0,
+  allocatedBytes: 0,
+  livePeers: 0,
+  liveOperations: 0,
+  inflightOperations: 0,
+  pendingNotifications: 0,
+};
+
+/** A READ by the pair's reader of `descriptors`, bank 0 on both sides. */
+export function readRequest(pair: AgentPair, descriptors: TransferDescriptors) {
+  return {
+    direction: 'read' as const,
+    peer: pair.sourcePeer,
+    descriptors,
+    localRegions: [pair.readerRegion],
+    remoteRegions: [pair.sourceRegion.id],
+  };
+}
