@@ -4,6 +4,8 @@
 
 #include "kvreuse_transport.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #define KVT_STRINGIFY_(x) #x
@@ -14,13 +16,310 @@
 #endif
 #if KVT_HAVE_UCX
 #include <ucp/api/ucp.h>
-#define UCP_API_VERSION_TEXT                                                                                          \
-    KVT_STRINGIFY(UCP_API_MAJOR) "." KVT_STRINGIFY(UCP_API_MINOR)
+#define UCP_API_VERSION_TEXT KVT_STRINGIFY(UCP_API_MAJOR) "." KVT_STRINGIFY(UCP_API_MINOR)
 #endif
+
+/* ---- errors (status.c) ---------------------------------------------------------------------- */
 
 /* Records the calling thread's error detail (printf-style) and returns `code`. */
 kvt_status kvt_fail(kvt_status code, const char *format, ...) __attribute__((format(printf, 2, 3)));
 void kvt_detail_clear(void);
 bool kvt_is_error_code(kvt_status status);
+
+/* ---- utilities (util.c) ---------------------------------------------------------------------- */
+
+uint64_t kvt_now_ns(void);
+uint32_t kvt_crc32(const uint8_t *data, size_t length);
+uint64_t kvt_random64(void);
+
+/* uint64 key → pointer map (open addressing, keys != 0). */
+typedef struct {
+    uint64_t *keys;
+    void **values;
+    size_t capacity; /* power of two or 0 */
+    size_t size;
+} kvt_map;
+void *kvt_map_get(const kvt_map *map, uint64_t key);
+bool kvt_map_put(kvt_map *map, uint64_t key, void *value); /* false when out of memory */
+void kvt_map_remove(kvt_map *map, uint64_t key);
+void kvt_map_free(kvt_map *map);
+
+/* ---- objects ---------------------------------------------------------------------------------- */
+
+typedef struct kvt_agent kvt_agent;
+
+typedef struct kvt_allocation {
+    uint64_t address, length;
+    void *backend; /* UCX: ucp_mem_h of the UCP_MEM_MAP_ALLOCATE mapping */
+    bool locked;
+} kvt_allocation;
+
+typedef struct kvt_region {
+    uint32_t id, kind, device;
+    uint64_t address, length;
+    uint32_t busy; /* references from non-terminal operations */
+    void *backend; /* UCX: ucp_mem_h */
+    bool backend_borrowed; /* the handle belongs to an allocation */
+    uint8_t *rkey; /* packed remote key (may be empty) */
+    uint32_t rkey_length;
+} kvt_region;
+
+/* One region a peer advertised. */
+typedef struct kvt_remote_region {
+    uint32_t id, kind, device;
+    uint64_t address, length;
+    uint8_t *rkey;
+    uint32_t rkey_length;
+    void *backend; /* UCX: ucp_rkey_h */
+} kvt_remote_region;
+
+/* A peer's parsed metadata blob. */
+typedef struct kvt_metadata {
+    uint32_t backend;
+    char name[KVT_MAX_NAME + 1];
+    uint64_t incarnation, generation;
+    uint8_t *worker_address;
+    uint32_t worker_address_length;
+    uint32_t region_count;
+    kvt_remote_region *regions;
+} kvt_metadata;
+
+/*
+ * A connection to one incarnation of a peer: its metadata plus backend state (UCX endpoint and
+ * unpacked keys). Reference-counted under the agent lock by the peer that uses it and by every
+ * non-terminal operation; when unreferenced it moves to the agent's dead list and the progress
+ * thread closes it.
+ */
+typedef struct kvt_conn {
+    kvt_metadata meta;
+    uint32_t refs;
+    _Atomic bool failed; /* the backend saw the peer go away */
+    void *backend;       /* UCX: ucp_ep_h */
+    struct kvt_conn *next_dead;
+} kvt_conn;
+
+typedef struct kvt_peer {
+    uint32_t id;
+    char name[KVT_MAX_NAME + 1];
+    uint64_t generation;
+    uint32_t state; /* KVT_PEER_* (DISCONNECTED is derived from conn->failed) */
+    uint32_t busy;  /* non-terminal operations */
+    kvt_conn *conn; /* NULL once invalidated */
+} kvt_peer;
+
+enum kvt_command_kind {
+    KVT_CMD_POST,     /* op */
+    KVT_CMD_CALL,     /* run `call(agent, arg)` on the progress thread and report its status */
+    KVT_CMD_STOP,
+};
+
+typedef struct kvt_command {
+    enum kvt_command_kind kind;
+    struct kvt_op *op;
+    kvt_status (*call)(kvt_agent *agent, void *arg, char *detail, size_t detail_size);
+    void *arg;
+    /* Synchronous commands: the caller waits on agent->command_done until `done`. */
+    bool sync, done;
+    kvt_status result;
+    char detail[512];
+    struct kvt_command *next;
+} kvt_command;
+
+typedef struct kvt_desc {
+    uint64_t local_address, remote_address, length;
+    uint32_t local_slot, remote_slot; /* index into the op's local regions / conn->meta.regions */
+} kvt_desc;
+
+enum kvt_op_phase {
+    KVT_PHASE_QUEUED,   /* posted, not yet seen by the progress thread */
+    KVT_PHASE_MOVING,   /* descriptors being issued / in flight */
+    KVT_PHASE_MOVED,    /* the backend finished moving (or failed); op->error says which */
+    KVT_PHASE_NOTIFYING,
+    KVT_PHASE_HELD,     /* backend done; held by a completion delay */
+    KVT_PHASE_TERMINAL,
+};
+
+typedef struct kvt_op {
+    uint64_t id;
+    uint32_t direction;
+    kvt_peer *peer;
+    kvt_conn *conn;
+    uint32_t count;
+    kvt_desc *descs;
+    uint32_t local_count;
+    kvt_region **locals;
+    uint8_t notification[KVT_MAX_NOTIFICATION];
+    uint32_t notification_length;
+    uint64_t bytes_total;
+    _Atomic uint64_t bytes_done;
+    int32_t status; /* KVT_IN_PROGRESS until terminal; under the agent lock */
+    /* Owned by the progress thread. */
+    enum kvt_op_phase phase;
+    uint32_t next;        /* next descriptor to issue */
+    uint64_t next_offset; /* bytes of descs[next] already issued (loopback chunking) */
+    uint32_t outstanding; /* backend requests in flight */
+    bool flushed;         /* WRITE: remote completion confirmed (UCX) */
+    kvt_status error;     /* first error, KVT_OK if none */
+    _Atomic bool cancel_requested;
+    uint64_t backend_done_ns;
+    kvt_status backend_status;
+    struct kvt_op *next_active;
+    kvt_command command; /* the KVT_CMD_POST that hands it to the progress thread */
+} kvt_op;
+
+/* ---- the agent ------------------------------------------------------------------------------- */
+
+typedef struct kvt_backend kvt_backend;
+
+typedef struct kvt_fault {
+    uint32_t remaining; /* 0 = disarmed; the call that brings it to 0 fails */
+    kvt_status code;
+} kvt_fault;
+
+typedef struct kvt_notification {
+    char sender[KVT_MAX_NAME + 1];
+    uint32_t length;
+    uint8_t data[];
+} kvt_notification;
+
+struct kvt_agent {
+    uint32_t id;
+    char name[KVT_MAX_NAME + 1];
+    uint32_t backend_kind;
+    const kvt_backend *backend;
+    void *backend_state;
+    uint64_t incarnation;
+
+    /* Registry bookkeeping (agents_lock in agent.c). */
+    uint32_t api_refs;
+    bool closing;
+
+    /* Serialises calls that change registrations, allocations and peers. */
+    pthread_mutex_t config_lock;
+    /* Protects everything below unless noted. */
+    pthread_mutex_t lock;
+    pthread_cond_t command_done;
+    pthread_cond_t pending_cond; /* completions or notifications became pending */
+    /* Held for reading while another agent's loopback copy touches this agent's regions. */
+    pthread_rwlock_t region_lock;
+
+    uint64_t metadata_generation;
+    uint32_t next_region_id, next_peer_id;
+    uint64_t next_op_id;
+
+    kvt_allocation *allocations;
+    uint32_t allocation_count, allocation_capacity;
+    kvt_region **regions;
+    uint32_t region_count, region_capacity;
+    kvt_peer **peers;
+    uint32_t peer_count, peer_capacity;
+    kvt_map ops;
+    kvt_conn *dead_conns;
+
+    uint64_t *completions; /* ring of op ids */
+    size_t completion_head, completion_count, completion_capacity;
+    kvt_notification **notifications; /* ring */
+    size_t notification_head, notification_count;
+    int wake_pipe[2];
+    bool wake_signaled;
+
+    kvt_command *commands, *commands_tail;
+    int command_fd; /* eventfd the progress thread sleeps on */
+    pthread_t thread;
+    bool thread_started;
+
+    kvt_fault faults[3];
+    uint32_t delay_ms;
+
+    _Atomic uint64_t counters[KVT_COUNTER_COUNT];
+
+    /* Progress thread only. */
+    kvt_op *active;  /* ops in QUEUED..NOTIFYING */
+    kvt_op *held;    /* ops in HELD */
+};
+
+/* ---- backends -------------------------------------------------------------------------------- */
+
+/* Functions marked (P) run on the agent's progress thread only. */
+struct kvt_backend {
+    /* (P) at thread start / end. */
+    kvt_status (*start)(kvt_agent *agent, char *detail, size_t detail_size);
+    void (*stop)(kvt_agent *agent);
+    /* (P) memory. */
+    kvt_status (*alloc)(kvt_agent *agent, kvt_allocation *allocation, char *detail, size_t detail_size);
+    void (*free_allocation)(kvt_agent *agent, kvt_allocation *allocation);
+    kvt_status (*map)(kvt_agent *agent, kvt_region *region, const kvt_allocation *exact, char *detail,
+                      size_t detail_size);
+    void (*unmap)(kvt_agent *agent, kvt_region *region);
+    /* Worker address for the metadata blob (any thread; stable after start). */
+    const uint8_t *(*address)(kvt_agent *agent, uint32_t *length);
+    /* (P) connections. */
+    kvt_status (*connect)(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size);
+    void (*disconnect)(kvt_agent *agent, kvt_conn *conn);
+    /* (P) moves a KVT_PHASE_MOVING op forward; sets op->error on failure and op->phase = KVT_PHASE_MOVED
+     * once nothing of it is in flight any more (all moved, failed, or canceled: op->cancel_requested). */
+    void (*advance)(kvt_agent *agent, kvt_op *op);
+    /* (P) sends a notification. With op != NULL it may answer KVT_IN_PROGRESS and report the end through
+     * kvt_op_notified; with op == NULL it copies `data` if it needs it after returning. */
+    kvt_status (*notify)(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length);
+    /* (P) one round of backend progress; true if anything happened. */
+    bool (*progress)(kvt_agent *agent);
+    /* (P) blocks until the backend or command fd has events or timeout_ms passes. */
+    void (*sleep)(kvt_agent *agent, int timeout_ms);
+};
+
+extern const kvt_backend kvt_loopback_backend;
+#if KVT_HAVE_UCX
+extern const kvt_backend kvt_ucx_backend;
+#endif
+
+/* ---- agent helpers (agent.c) ------------------------------------------------------------------- */
+
+/* Looks an agent up and pins it against destruction; NOT_FOUND (with detail naming `call`) if absent. */
+kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out);
+void kvt_agent_release(kvt_agent *agent);
+/* Counts `status` if it is an error, releases the agent and returns `status`. */
+kvt_status kvt_agent_finish(kvt_agent *agent, kvt_status status);
+/* Counts `status` when it is an error (for the agent, if any, and process-wide) and returns it. */
+kvt_status kvt_count_result(kvt_agent *agent, kvt_status status);
+void kvt_counter_add(kvt_agent *agent, uint32_t index, int64_t delta);
+/* Queues a command for the progress thread; sync commands wait (agent->lock must be held). */
+void kvt_command_submit_locked(kvt_agent *agent, kvt_command *command);
+/* Runs `call` on the progress thread and returns its status, copying its detail. Lock not held. */
+kvt_status kvt_agent_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), void *arg);
+/* Wakes the progress thread. */
+void kvt_agent_kick(kvt_agent *agent);
+/* Signals the wake pipe / pending condition (agent->lock held). */
+void kvt_signal_pending_locked(kvt_agent *agent);
+/* Consumes a one-shot fault at `point` (agent->lock held): its code, or KVT_OK. */
+kvt_status kvt_fault_take_locked(kvt_agent *agent, uint32_t point);
+/* Finds a live agent by name and incarnation and pins it (loopback peers). NULL when gone. */
+kvt_agent *kvt_agent_find_live(const char *name, uint64_t incarnation);
+/* Queues a received notification (takes agent->lock). */
+void kvt_agent_deliver_notification(kvt_agent *agent, const char *sender, const uint8_t *data, uint32_t length);
+
+/* ---- peers (peer.c) ------------------------------------------------------------------------------- */
+
+void kvt_conn_unref_locked(kvt_agent *agent, kvt_conn *conn);
+void kvt_metadata_free(kvt_metadata *meta);
+/* Frees closed connections on the dead list (progress thread). */
+void kvt_reap_dead_conns(kvt_agent *agent);
+void kvt_peers_free_all(kvt_agent *agent);
+
+/* ---- metadata (metadata.c) ------------------------------------------------------------------------ */
+
+kvt_status kvt_metadata_encode_locked(kvt_agent *agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length);
+kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata *out);
+
+/* ---- operations (xfer.c) ------------------------------------------------------------------------- */
+
+/* Progress thread: takes a posted op (command != NULL), or steps every active and held op (NULL). */
+void kvt_ops_run(kvt_agent *agent, kvt_command *posted);
+/* Milliseconds until the next held op is due, or -1 for none. */
+int kvt_ops_next_timeout_ms(kvt_agent *agent);
+/* Backend callback (progress thread): the op's notification was sent, or failed with `status`. */
+void kvt_op_notified(kvt_agent *agent, kvt_op *op, kvt_status status);
+void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op);
+void kvt_op_free(kvt_op *op);
 
 #endif

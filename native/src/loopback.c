@@ -1,0 +1,195 @@
+/* The loopback backend: agents in one process; bytes move with memmove on the initiator's progress
+ * thread, in bounded chunks, while the target agent's region table is read-locked — so a region the
+ * target deregistered is never touched. */
+#include "internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define LOOPBACK_CHUNK_BYTES (8u << 20)
+
+typedef struct {
+    uint64_t pid; /* the worker "address": the process the agent lives in */
+} loopback_state;
+
+static kvt_status loopback_start(kvt_agent *agent, char *detail, size_t detail_size) {
+    loopback_state *state = malloc(sizeof *state);
+    if (!state) {
+        snprintf(detail, detail_size, "out of memory");
+        return KVT_ERR_NO_MEMORY;
+    }
+    state->pid = (uint64_t)getpid();
+    agent->backend_state = state;
+    return KVT_OK;
+}
+
+static void loopback_stop(kvt_agent *agent) {
+    free(agent->backend_state);
+    agent->backend_state = NULL;
+}
+
+static kvt_status loopback_alloc(kvt_agent *agent, kvt_allocation *allocation, char *detail, size_t detail_size) {
+    (void)agent;
+    void *memory = mmap(NULL, allocation->length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) {
+        snprintf(detail, detail_size, "kvt_mem_alloc: mmap of %llu bytes failed: %s",
+                 (unsigned long long)allocation->length, strerror(errno));
+        return errno == ENOMEM ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND;
+    }
+    allocation->address = (uint64_t)(uintptr_t)memory;
+    return KVT_OK;
+}
+
+static void loopback_free(kvt_agent *agent, kvt_allocation *allocation) {
+    (void)agent;
+    munmap((void *)(uintptr_t)allocation->address, allocation->length);
+}
+
+static kvt_status loopback_map(kvt_agent *agent, kvt_region *region, const kvt_allocation *exact, char *detail,
+                               size_t detail_size) {
+    (void)agent;
+    (void)region;
+    (void)exact;
+    (void)detail;
+    (void)detail_size;
+    return KVT_OK;
+}
+
+static void loopback_unmap(kvt_agent *agent, kvt_region *region) {
+    (void)agent;
+    (void)region;
+}
+
+static const uint8_t *loopback_address(kvt_agent *agent, uint32_t *length) {
+    const loopback_state *state = agent->backend_state;
+    *length = sizeof state->pid;
+    return (const uint8_t *)&state->pid;
+}
+
+static uint64_t address_pid(const kvt_conn *conn) {
+    uint64_t pid = 0;
+    if (conn->meta.worker_address_length == sizeof pid) memcpy(&pid, conn->meta.worker_address, sizeof pid);
+    return pid;
+}
+
+static kvt_status loopback_connect(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size) {
+    (void)agent;
+    uint64_t pid = address_pid(conn);
+    if (pid != (uint64_t)getpid()) {
+        snprintf(detail, detail_size,
+                 "kvt_peer_load: loopback peer '%s' lives in process %llu, not this one (%llu); use the ucx backend "
+                 "across processes",
+                 conn->meta.name, (unsigned long long)pid, (unsigned long long)getpid());
+        return KVT_ERR_NOT_SUPPORTED;
+    }
+    kvt_agent *target = kvt_agent_find_live(conn->meta.name, conn->meta.incarnation);
+    if (!target) {
+        snprintf(detail, detail_size, "kvt_peer_load: loopback peer '%s' (incarnation %llu) is not alive",
+                 conn->meta.name, (unsigned long long)conn->meta.incarnation);
+        return KVT_ERR_REMOTE_DISCONNECT;
+    }
+    kvt_agent_release(target);
+    return KVT_OK;
+}
+
+static void loopback_disconnect(kvt_agent *agent, kvt_conn *conn) {
+    (void)agent;
+    (void)conn;
+}
+
+/* The target's live region holding [address, +length), with target->region_lock read-held. */
+static const kvt_region *find_target_region(const kvt_agent *target, uint32_t id, uint64_t address, uint64_t length) {
+    for (uint32_t i = 0; i < target->region_count; i++) {
+        const kvt_region *region = target->regions[i];
+        if (region->id == id && address >= region->address && length <= region->length &&
+            address - region->address <= region->length - length)
+            return region;
+    }
+    return NULL;
+}
+
+static void loopback_advance(kvt_agent *agent, kvt_op *op) {
+    (void)agent;
+    if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
+    if (op->error == KVT_OK && op->next < op->count) {
+        kvt_agent *target = kvt_agent_find_live(op->conn->meta.name, op->conn->meta.incarnation);
+        if (!target) {
+            atomic_store(&op->conn->failed, true);
+            op->error = KVT_ERR_REMOTE_DISCONNECT;
+        } else {
+            pthread_rwlock_rdlock(&target->region_lock);
+            uint64_t budget = LOOPBACK_CHUNK_BYTES;
+            while (budget > 0 && op->next < op->count) {
+                const kvt_desc *d = &op->descs[op->next];
+                uint64_t n = d->length - op->next_offset;
+                if (n > budget) n = budget;
+                uint64_t remote = d->remote_address + op->next_offset;
+                const kvt_remote_region *advertised = &op->conn->meta.regions[d->remote_slot];
+                if (!find_target_region(target, advertised->id, remote, n)) {
+                    op->error = KVT_ERR_REMOTE_DISCONNECT; /* the target withdrew the region */
+                    break;
+                }
+                void *local = (void *)(uintptr_t)(d->local_address + op->next_offset);
+                void *far = (void *)(uintptr_t)remote;
+                if (op->direction == KVT_XFER_READ)
+                    memmove(local, far, n);
+                else
+                    memmove(far, local, n);
+                atomic_fetch_add_explicit(&op->bytes_done, n, memory_order_relaxed);
+                budget -= n;
+                op->next_offset += n;
+                if (op->next_offset == d->length) {
+                    op->next++;
+                    op->next_offset = 0;
+                }
+            }
+            pthread_rwlock_unlock(&target->region_lock);
+            kvt_agent_release(target);
+        }
+    }
+    if (op->error != KVT_OK || op->next == op->count) op->phase = KVT_PHASE_MOVED;
+}
+
+static kvt_status loopback_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data,
+                                  uint32_t length) {
+    (void)op;
+    kvt_agent *target = kvt_agent_find_live(conn->meta.name, conn->meta.incarnation);
+    if (!target) {
+        atomic_store(&conn->failed, true);
+        return KVT_ERR_REMOTE_DISCONNECT;
+    }
+    kvt_agent_deliver_notification(target, agent->name, data, length);
+    kvt_agent_release(target);
+    return KVT_OK;
+}
+
+static bool loopback_progress(kvt_agent *agent) {
+    (void)agent;
+    return false;
+}
+
+static void loopback_sleep(kvt_agent *agent, int timeout_ms) {
+    struct pollfd fd = {.fd = agent->command_fd, .events = POLLIN};
+    poll(&fd, 1, timeout_ms);
+}
+
+const kvt_backend kvt_loopback_backend = {
+    .start = loopback_start,
+    .stop = loopback_stop,
+    .alloc = loopback_alloc,
+    .free_allocation = loopback_free,
+    .map = loopback_map,
+    .unmap = loopback_unmap,
+    .address = loopback_address,
+    .connect = loopback_connect,
+    .disconnect = loopback_disconnect,
+    .advance = loopback_advance,
+    .notify = loopback_notify,
+    .progress = loopback_progress,
+    .sleep = loopback_sleep,
+};

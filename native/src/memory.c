@@ -1,0 +1,330 @@
+/* Memory: kvreuse-owned allocations and registration of caller memory as regions. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+static const char *kind_name(uint32_t kind) { return kind == KVT_MEM_DRAM ? "dram" : "vram"; }
+
+/* ---- allocation ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    kvt_allocation *allocation;
+} alloc_call_args;
+
+static kvt_status alloc_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    alloc_call_args *args = arg;
+    return agent->backend->alloc(agent, args->allocation, detail, detail_size);
+}
+
+static kvt_status free_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    agent->backend->free_allocation(agent, arg);
+    return KVT_OK;
+}
+
+kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uint64_t *out_address) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_mem_alloc", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    if (!out_address)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: out_address is NULL"));
+    if (length == 0)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: length must be > 0"));
+    if (flags & ~(uint32_t)KVT_ALLOC_MLOCK)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                                "kvt_mem_alloc: unknown flags 0x%x (KVT_ALLOC_MLOCK = 0x%x)", flags,
+                                                KVT_ALLOC_MLOCK));
+
+    pthread_mutex_lock(&agent->config_lock);
+    kvt_allocation allocation = {.length = length};
+    alloc_call_args args = {.allocation = &allocation};
+    status = kvt_agent_call(agent, alloc_call, &args);
+    if (status == KVT_OK && (flags & KVT_ALLOC_MLOCK)) {
+        if (mlock((void *)(uintptr_t)allocation.address, length) != 0) {
+            int error = errno;
+            struct rlimit limit = {0};
+            getrlimit(RLIMIT_MEMLOCK, &limit);
+            status = kvt_fail(error == ENOMEM || error == EPERM ? KVT_ERR_NOT_ALLOWED : KVT_ERR_BACKEND,
+                              "kvt_mem_alloc: mlock of %llu bytes failed: %s (RLIMIT_MEMLOCK soft limit %llu bytes)",
+                              (unsigned long long)length, strerror(error), (unsigned long long)limit.rlim_cur);
+            kvt_agent_call(agent, free_call, &allocation);
+        } else {
+            allocation.locked = true;
+        }
+    }
+    if (status == KVT_OK) {
+        pthread_mutex_lock(&agent->lock);
+        if (agent->allocation_count == agent->allocation_capacity) {
+            uint32_t capacity = agent->allocation_capacity ? agent->allocation_capacity * 2 : 8;
+            kvt_allocation *grown = realloc(agent->allocations, capacity * sizeof *grown);
+            if (grown) {
+                agent->allocations = grown;
+                agent->allocation_capacity = capacity;
+            }
+        }
+        if (agent->allocation_count < agent->allocation_capacity) {
+            agent->allocations[agent->allocation_count++] = allocation;
+            kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, 1);
+            kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, (int64_t)length);
+            *out_address = allocation.address;
+        } else {
+            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_alloc: out of memory for bookkeeping");
+        }
+        pthread_mutex_unlock(&agent->lock);
+        if (status != KVT_OK) {
+            if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, length);
+            kvt_agent_call(agent, free_call, &allocation);
+        }
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_mem_free", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->config_lock);
+    pthread_mutex_lock(&agent->lock);
+    uint32_t index = agent->allocation_count;
+    for (uint32_t i = 0; i < agent->allocation_count; i++)
+        if (agent->allocations[i].address == address) index = i;
+    if (index == agent->allocation_count) {
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_free: 0x%llx is not the start of an allocation of agent '%s'",
+                          (unsigned long long)address, agent->name);
+    } else {
+        kvt_allocation *allocation = &agent->allocations[index];
+        for (uint32_t i = 0; i < agent->region_count && status == KVT_OK; i++) {
+            const kvt_region *region = agent->regions[i];
+            if (region->address < allocation->address + allocation->length &&
+                allocation->address < region->address + region->length)
+                status = kvt_fail(KVT_ERR_BUSY,
+                                  "kvt_mem_free: region %u [0x%llx, +%llu) is still registered inside allocation "
+                                  "0x%llx (%llu bytes)",
+                                  region->id, (unsigned long long)region->address, (unsigned long long)region->length,
+                                  (unsigned long long)allocation->address, (unsigned long long)allocation->length);
+        }
+    }
+    kvt_allocation allocation = {0};
+    if (status == KVT_OK) {
+        allocation = agent->allocations[index];
+        agent->allocations[index] = agent->allocations[--agent->allocation_count];
+        kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, -1);
+        kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, -(int64_t)allocation.length);
+    }
+    pthread_mutex_unlock(&agent->lock);
+    if (status == KVT_OK) {
+        if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, allocation.length);
+        kvt_agent_call(agent, free_call, &allocation);
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+/* ---- registration ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    kvt_region *region;
+    const kvt_allocation *exact;
+} map_call_args;
+
+static kvt_status map_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    map_call_args *args = arg;
+    return agent->backend->map(agent, args->region, args->exact, detail, detail_size);
+}
+
+static kvt_status unmap_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    agent->backend->unmap(agent, arg);
+    return KVT_OK;
+}
+
+static void region_free(kvt_region *region) {
+    free(region->rkey);
+    free(region);
+}
+
+static kvt_status check_register_params(uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
+                                        const uint32_t *out_region) {
+    if (!out_region) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: out_region is NULL");
+    if (address == 0) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: address is 0");
+    if (length == 0)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: length is 0 (address 0x%llx)",
+                        (unsigned long long)address);
+    if (address + length < address)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: [0x%llx, +%llu) wraps around the address space",
+                        (unsigned long long)address, (unsigned long long)length);
+    if (kind == KVT_MEM_VRAM)
+        return kvt_fail(KVT_ERR_NOT_SUPPORTED,
+                        "kvt_mem_register: vram (device %u) cannot be registered: this library is built without GPU "
+                        "memory support (no CUDA/ROCm memory domain), so only dram is supported",
+                        device);
+    if (kind != KVT_MEM_DRAM)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: unknown memory kind %u (dram = 0, vram = 1)", kind);
+    if (device != 0)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: dram must use device 0 (got %u)", device);
+    return KVT_OK;
+}
+
+/* Overlap, limits and the register fault; finds the allocation the range is exactly, if any. */
+static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint64_t length, uint32_t kind,
+                                        uint32_t device, const kvt_allocation **exact) {
+    for (uint32_t i = 0; i < agent->region_count; i++) {
+        const kvt_region *region = agent->regions[i];
+        if (region->kind == kind && region->device == device && region->address < address + length &&
+            address < region->address + region->length)
+            return kvt_fail(KVT_ERR_INVALID_PARAM,
+                            "kvt_mem_register: [0x%llx, +%llu) overlaps region %u [0x%llx, +%llu) already registered "
+                            "on %s device %u",
+                            (unsigned long long)address, (unsigned long long)length, region->id,
+                            (unsigned long long)region->address, (unsigned long long)region->length,
+                            kind_name(kind), device);
+    }
+    if (agent->region_count >= KVT_MAX_REGIONS)
+        return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_mem_register: agent '%s' already has the maximum of %u regions",
+                        agent->name, KVT_MAX_REGIONS);
+    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_REGISTER);
+    if (fault != KVT_OK)
+        return kvt_fail(fault, "kvt_mem_register: injected fault (register) on agent '%s'", agent->name);
+    *exact = NULL;
+    for (uint32_t i = 0; i < agent->allocation_count; i++)
+        if (agent->allocations[i].address == address && agent->allocations[i].length == length)
+            *exact = &agent->allocations[i];
+    return KVT_OK;
+}
+
+kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
+                            uint32_t *out_region) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_mem_register", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    status = check_register_params(address, length, kind, device, out_region);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+
+    pthread_mutex_lock(&agent->config_lock); /* allocations cannot change until we are done */
+    const kvt_allocation *exact = NULL;
+    pthread_mutex_lock(&agent->lock);
+    status = check_register_locked(agent, address, length, kind, device, &exact);
+    if (status == KVT_OK && agent->region_count == agent->region_capacity) {
+        uint32_t capacity = agent->region_capacity ? agent->region_capacity * 2 : 16;
+        kvt_region **grown = realloc(agent->regions, capacity * sizeof *grown);
+        if (!grown)
+            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_register: out of memory");
+        else {
+            agent->regions = grown;
+            agent->region_capacity = capacity;
+        }
+    }
+    pthread_mutex_unlock(&agent->lock);
+
+    kvt_region *region = NULL;
+    if (status == KVT_OK) {
+        region = calloc(1, sizeof *region);
+        if (!region) status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_register: out of memory");
+    }
+    if (status == KVT_OK) {
+        *region = (kvt_region){.kind = kind, .device = device, .address = address, .length = length};
+        map_call_args args = {.region = region, .exact = exact};
+        status = kvt_agent_call(agent, map_call, &args);
+        if (status != KVT_OK) {
+            region_free(region);
+            region = NULL;
+        }
+    }
+    if (status == KVT_OK) {
+        pthread_rwlock_wrlock(&agent->region_lock);
+        pthread_mutex_lock(&agent->lock);
+        region->id = agent->next_region_id++;
+        agent->regions[agent->region_count++] = region;
+        agent->metadata_generation++;
+        kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, 1);
+        kvt_counter_add(agent, KVT_COUNTER_REGISTERED_BYTES, (int64_t)length);
+        *out_region = region->id;
+        pthread_mutex_unlock(&agent->lock);
+        pthread_rwlock_unlock(&agent->region_lock);
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+/* An operation that still references the region, for the refusal's detail. */
+static uint64_t find_busy_op_locked(const kvt_agent *agent, const kvt_region *region) {
+    for (size_t i = 0; i < agent->ops.capacity; i++) {
+        const kvt_op *op = agent->ops.values[i];
+        if (!op || op->status != KVT_IN_PROGRESS) continue;
+        for (uint32_t k = 0; k < op->local_count; k++)
+            if (op->locals[k] == region) return op->id;
+    }
+    return 0;
+}
+
+kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_mem_deregister", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->config_lock);
+    pthread_rwlock_wrlock(&agent->region_lock);
+    pthread_mutex_lock(&agent->lock);
+    uint32_t index = agent->region_count;
+    for (uint32_t i = 0; i < agent->region_count; i++)
+        if (agent->regions[i]->id == region_id) index = i;
+    kvt_region *region = NULL;
+    if (index == agent->region_count) {
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_deregister: agent '%s' has no region %u", agent->name,
+                          region_id);
+    } else if (agent->regions[index]->busy > 0) {
+        region = agent->regions[index];
+        status = kvt_fail(KVT_ERR_BUSY,
+                          "kvt_mem_deregister: region %u [0x%llx, +%llu) is referenced by %u operation(s) in "
+                          "progress (e.g. operation %llu)",
+                          region_id, (unsigned long long)region->address, (unsigned long long)region->length,
+                          region->busy, (unsigned long long)find_busy_op_locked(agent, region));
+        region = NULL;
+    } else {
+        region = agent->regions[index];
+        agent->regions[index] = agent->regions[--agent->region_count];
+        agent->metadata_generation++;
+        kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, -1);
+        kvt_counter_add(agent, KVT_COUNTER_REGISTERED_BYTES, -(int64_t)region->length);
+    }
+    pthread_mutex_unlock(&agent->lock);
+    pthread_rwlock_unlock(&agent->region_lock);
+    if (region) {
+        kvt_agent_call(agent, unmap_call, region);
+        region_free(region);
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_region_info(uint32_t agent_id, uint32_t region_id, uint64_t *out_address, uint64_t *out_length,
+                           uint32_t *out_kind, uint32_t *out_device) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_region_info", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->lock);
+    status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_region_info: agent '%s' has no region %u", agent->name, region_id);
+    for (uint32_t i = 0; i < agent->region_count; i++) {
+        const kvt_region *region = agent->regions[i];
+        if (region->id != region_id) continue;
+        if (out_address) *out_address = region->address;
+        if (out_length) *out_length = region->length;
+        if (out_kind) *out_kind = region->kind;
+        if (out_device) *out_device = region->device;
+        kvt_detail_clear();
+        status = KVT_OK;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}

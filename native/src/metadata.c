@@ -1,0 +1,219 @@
+/* The metadata blob: encoding of the local agent and defensive parsing of a peer's.
+ *
+ * Layout (little-endian):
+ *   "KVTM" | u16 format version | u16 backend | u64 incarnation | u64 metadata generation
+ *   | u16 name length | name | u32 worker address length | worker address | u32 region count
+ *   | per region: u32 id | u32 kind | u32 device | u64 base | u64 length | u32 rkey length | rkey
+ *   | u32 CRC-32 of everything before it
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KVT_METADATA_MAGIC "KVTM"
+#define KVT_METADATA_VERSION 1u
+#define KVT_MAX_WORKER_ADDRESS (1u << 20)
+#define KVT_MAX_RKEY (1u << 16)
+
+typedef struct {
+    uint8_t *data; /* NULL: only measure */
+    uint64_t length;
+} writer;
+
+static void put_bytes(writer *w, const void *bytes, uint64_t length) {
+    if (w->data && length) memcpy(w->data + w->length, bytes, length);
+    w->length += length;
+}
+
+static void put_u(writer *w, uint64_t value, unsigned width) {
+    uint8_t bytes[8];
+    for (unsigned i = 0; i < width; i++) bytes[i] = (uint8_t)(value >> (8 * i));
+    put_bytes(w, bytes, width);
+}
+
+static void encode(kvt_agent *agent, writer *w) {
+    uint32_t address_length = 0;
+    const uint8_t *address = agent->backend->address(agent, &address_length);
+    put_bytes(w, KVT_METADATA_MAGIC, 4);
+    put_u(w, KVT_METADATA_VERSION, 2);
+    put_u(w, agent->backend_kind, 2);
+    put_u(w, agent->incarnation, 8);
+    put_u(w, agent->metadata_generation, 8);
+    size_t name_length = strlen(agent->name);
+    put_u(w, name_length, 2);
+    put_bytes(w, agent->name, name_length);
+    put_u(w, address_length, 4);
+    put_bytes(w, address, address_length);
+    put_u(w, agent->region_count, 4);
+    for (uint32_t i = 0; i < agent->region_count; i++) {
+        const kvt_region *region = agent->regions[i];
+        put_u(w, region->id, 4);
+        put_u(w, region->kind, 4);
+        put_u(w, region->device, 4);
+        put_u(w, region->address, 8);
+        put_u(w, region->length, 8);
+        put_u(w, region->rkey_length, 4);
+        put_bytes(w, region->rkey, region->rkey_length);
+    }
+    uint32_t crc = w->data ? kvt_crc32(w->data, w->length) : 0;
+    put_u(w, crc, 4);
+}
+
+kvt_status kvt_metadata_encode_locked(kvt_agent *agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length) {
+    writer measure = {0};
+    encode(agent, &measure);
+    *out_length = measure.length;
+    if (!buffer) return KVT_OK;
+    if (capacity < measure.length)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_metadata: buffer of %llu bytes is too small; %llu needed",
+                        (unsigned long long)capacity, (unsigned long long)measure.length);
+    writer out = {.data = buffer};
+    encode(agent, &out);
+    return KVT_OK;
+}
+
+kvt_status kvt_agent_metadata(uint32_t agent_id, uint8_t *buffer, uint64_t capacity, uint64_t *out_length) {
+    kvt_detail_clear();
+    if (!out_length)
+        return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_metadata: out_length is NULL"));
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_agent_metadata", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->lock);
+    status = kvt_metadata_encode_locked(agent, buffer, capacity, out_length);
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
+/* ---- parsing ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const uint8_t *data;
+    uint64_t length, offset;
+    const char *failure; /* first problem, NULL while fine */
+    const char *field;
+} reader;
+
+static bool take(reader *r, uint64_t length, const char *field, const uint8_t **out) {
+    if (r->failure) return false;
+    if (length > r->length - r->offset) {
+        r->failure = "truncated";
+        r->field = field;
+        return false;
+    }
+    *out = r->data + r->offset;
+    r->offset += length;
+    return true;
+}
+
+static uint64_t get_u(reader *r, unsigned width, const char *field) {
+    const uint8_t *bytes;
+    if (!take(r, width, field, &bytes)) return 0;
+    uint64_t value = 0;
+    for (unsigned i = 0; i < width; i++) value |= (uint64_t)bytes[i] << (8 * i);
+    return value;
+}
+
+static uint8_t *get_copy(reader *r, uint64_t length, const char *field) {
+    const uint8_t *bytes;
+    if (!take(r, length, field, &bytes)) return NULL;
+    uint8_t *copy = malloc(length ? length : 1);
+    if (!copy) {
+        r->failure = "out of memory";
+        r->field = field;
+        return NULL;
+    }
+    if (length) memcpy(copy, bytes, length);
+    return copy;
+}
+
+void kvt_metadata_free(kvt_metadata *meta) {
+    for (uint32_t i = 0; meta->regions && i < meta->region_count; i++) free(meta->regions[i].rkey);
+    free(meta->regions);
+    free(meta->worker_address);
+    *meta = (kvt_metadata){0};
+}
+
+static kvt_status refuse(kvt_metadata *meta, kvt_status code, const char *fmt_field, const char *what,
+                         unsigned long long value, uint64_t offset) {
+    kvt_metadata_free(meta);
+    return kvt_fail(code, "kvt_peer_load: malformed metadata blob: %s %s (value %llu) at byte %llu", fmt_field, what,
+                    value, (unsigned long long)offset);
+}
+
+static kvt_status parse_regions(reader *r, kvt_metadata *meta) {
+    meta->regions = calloc(meta->region_count ? meta->region_count : 1, sizeof *meta->regions);
+    if (!meta->regions) return refuse(meta, KVT_ERR_NO_MEMORY, "regions", "could not be allocated", 0, r->offset);
+    for (uint32_t i = 0; i < meta->region_count; i++) {
+        kvt_remote_region *region = &meta->regions[i];
+        region->id = (uint32_t)get_u(r, 4, "region id");
+        region->kind = (uint32_t)get_u(r, 4, "region kind");
+        region->device = (uint32_t)get_u(r, 4, "region device");
+        region->address = get_u(r, 8, "region base");
+        region->length = get_u(r, 8, "region length");
+        region->rkey_length = (uint32_t)get_u(r, 4, "rkey length");
+        if (r->failure) break;
+        if (region->kind > KVT_MEM_VRAM)
+            return refuse(meta, KVT_ERR_INVALID_PARAM, "region kind", "is unknown", region->kind, r->offset);
+        if (region->length == 0 || region->address + region->length < region->address)
+            return refuse(meta, KVT_ERR_INVALID_PARAM, "region length", "is 0 or wraps", region->length, r->offset);
+        if (region->rkey_length > KVT_MAX_RKEY)
+            return refuse(meta, KVT_ERR_INVALID_PARAM, "rkey length", "exceeds 65536", region->rkey_length, r->offset);
+        for (uint32_t k = 0; k < i; k++)
+            if (meta->regions[k].id == region->id)
+                return refuse(meta, KVT_ERR_INVALID_PARAM, "region id", "appears twice", region->id, r->offset);
+        region->rkey = get_copy(r, region->rkey_length, "rkey");
+    }
+    return KVT_OK;
+}
+
+kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata *out) {
+    *out = (kvt_metadata){0};
+    if (!blob || length < 4 + 4)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: metadata blob of %llu bytes is too short",
+                        (unsigned long long)length);
+    if (memcmp(blob, KVT_METADATA_MAGIC, 4) != 0)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: not a kvreuse metadata blob (bad magic)");
+    uint32_t stored_crc = (uint32_t)blob[length - 4] | (uint32_t)blob[length - 3] << 8 |
+                          (uint32_t)blob[length - 2] << 16 | (uint32_t)blob[length - 1] << 24;
+    if (kvt_crc32(blob, length - 4) != stored_crc)
+        return kvt_fail(KVT_ERR_INVALID_PARAM,
+                        "kvt_peer_load: metadata blob checksum mismatch (%llu bytes; truncated or corrupted)",
+                        (unsigned long long)length);
+    reader r = {.data = blob, .length = length - 4, .offset = 4};
+    uint64_t version = get_u(&r, 2, "version");
+    if (!r.failure && version != KVT_METADATA_VERSION)
+        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 1)", version, 4);
+    out->backend = (uint32_t)get_u(&r, 2, "backend");
+    out->incarnation = get_u(&r, 8, "incarnation");
+    out->generation = get_u(&r, 8, "generation");
+    uint64_t name_length = get_u(&r, 2, "name length");
+    if (!r.failure && (name_length == 0 || name_length > KVT_MAX_NAME))
+        return refuse(out, KVT_ERR_INVALID_PARAM, "name length", "is outside 1..255", name_length, r.offset);
+    const uint8_t *name;
+    if (take(&r, name_length, "name", &name)) {
+        for (uint64_t i = 0; i < name_length; i++)
+            if (name[i] <= 0x20 || name[i] >= 0x7F)
+                return refuse(out, KVT_ERR_INVALID_PARAM, "name byte", "is not printable ASCII", name[i], r.offset);
+        memcpy(out->name, name, name_length);
+        out->name[name_length] = '\0';
+    }
+    uint64_t address_length = get_u(&r, 4, "worker address length");
+    if (!r.failure && address_length > KVT_MAX_WORKER_ADDRESS)
+        return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length", "exceeds 1 MiB", address_length, r.offset);
+    out->worker_address = get_copy(&r, address_length, "worker address");
+    out->worker_address_length = (uint32_t)address_length;
+    uint64_t region_count = get_u(&r, 4, "region count");
+    if (!r.failure && region_count > KVT_MAX_REGIONS)
+        return refuse(out, KVT_ERR_INVALID_PARAM, "region count", "exceeds 65536", region_count, r.offset);
+    out->region_count = (uint32_t)region_count;
+    if (!r.failure) {
+        kvt_status status = parse_regions(&r, out);
+        if (status != KVT_OK) return status;
+    }
+    if (r.failure) return refuse(out, KVT_ERR_INVALID_PARAM, r.field, r.failure, 0, r.offset);
+    if (r.offset != r.length)
+        return refuse(out, KVT_ERR_INVALID_PARAM, "blob", "has trailing bytes", r.length - r.offset, r.offset);
+    return KVT_OK;
+}

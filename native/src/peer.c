@@ -1,0 +1,239 @@
+/* Peers: loading metadata blobs, generations, invalidation, and the connections behind them. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void kvt_conn_unref_locked(kvt_agent *agent, kvt_conn *conn) {
+    if (--conn->refs > 0) return;
+    conn->next_dead = agent->dead_conns;
+    agent->dead_conns = conn;
+    kvt_agent_kick(agent);
+}
+
+void kvt_reap_dead_conns(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->lock);
+    kvt_conn *conn = agent->dead_conns;
+    agent->dead_conns = NULL;
+    pthread_mutex_unlock(&agent->lock);
+    while (conn) {
+        kvt_conn *next = conn->next_dead;
+        agent->backend->disconnect(agent, conn);
+        kvt_metadata_free(&conn->meta);
+        free(conn);
+        conn = next;
+    }
+}
+
+void kvt_peers_free_all(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; i < agent->peer_count; i++) {
+        kvt_peer *peer = agent->peers[i];
+        if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
+        free(peer);
+        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
+    }
+    agent->peer_count = 0;
+    pthread_mutex_unlock(&agent->lock);
+}
+
+static kvt_peer *find_peer_locked(const kvt_agent *agent, uint32_t id) {
+    for (uint32_t i = 0; i < agent->peer_count; i++)
+        if (agent->peers[i]->id == id) return agent->peers[i];
+    return NULL;
+}
+
+static kvt_peer *find_peer_by_name_locked(const kvt_agent *agent, const char *name) {
+    for (uint32_t i = 0; i < agent->peer_count; i++)
+        if (strcmp(agent->peers[i]->name, name) == 0) return agent->peers[i];
+    return NULL;
+}
+
+static uint32_t peer_state(const kvt_peer *peer) {
+    if (!peer->conn) return KVT_PEER_INVALIDATED;
+    if (atomic_load(&peer->conn->failed)) return KVT_PEER_DISCONNECTED;
+    return KVT_PEER_READY;
+}
+
+static kvt_status connect_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    return agent->backend->connect(agent, arg, detail, detail_size);
+}
+
+static const char *backend_name(uint32_t backend) {
+    return backend == KVT_BACKEND_LOOPBACK ? "loopback" : backend == KVT_BACKEND_UCX ? "ucx" : "unknown";
+}
+
+/* Decides whether the parsed blob replaces what is loaded: KVT_IN_PROGRESS = load it, KVT_OK = no-op. */
+static kvt_status compare_with_loaded_locked(const kvt_peer *peer, const kvt_metadata *meta) {
+    if (!peer || peer_state(peer) != KVT_PEER_READY) return KVT_IN_PROGRESS;
+    const kvt_metadata *loaded = &peer->conn->meta;
+    if (loaded->incarnation != meta->incarnation) return KVT_IN_PROGRESS;
+    if (meta->generation == loaded->generation) return KVT_OK;
+    if (meta->generation > loaded->generation) return KVT_IN_PROGRESS;
+    return kvt_fail(KVT_ERR_MISMATCH,
+                    "kvt_peer_load: blob of peer '%s' has metadata generation %llu, older than the loaded %llu of the "
+                    "same incarnation",
+                    meta->name, (unsigned long long)meta->generation, (unsigned long long)loaded->generation);
+}
+
+static kvt_status install_conn_locked(kvt_agent *agent, kvt_conn *conn, kvt_peer **out) {
+    kvt_peer *peer = find_peer_by_name_locked(agent, conn->meta.name);
+    if (!peer) {
+        if (agent->peer_count == agent->peer_capacity) {
+            uint32_t capacity = agent->peer_capacity ? agent->peer_capacity * 2 : 8;
+            kvt_peer **grown = realloc(agent->peers, capacity * sizeof *grown);
+            if (!grown) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_peer_load: out of memory");
+            agent->peers = grown;
+            agent->peer_capacity = capacity;
+        }
+        peer = calloc(1, sizeof *peer);
+        if (!peer) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_peer_load: out of memory");
+        peer->id = agent->next_peer_id++;
+        strcpy(peer->name, conn->meta.name);
+        agent->peers[agent->peer_count++] = peer;
+        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, 1);
+    }
+    if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
+    peer->conn = conn;
+    peer->generation++;
+    *out = peer;
+    return KVT_OK;
+}
+
+kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length, uint32_t *out_peer,
+                         uint64_t *out_generation) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_load", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    if (!out_peer || !out_generation)
+        return kvt_agent_finish(agent,
+                                kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: out_peer and out_generation must not be NULL"));
+    kvt_metadata meta;
+    status = kvt_metadata_parse(blob, length, &meta);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+    if (meta.backend != agent->backend_kind) {
+        status = kvt_fail(KVT_ERR_MISMATCH, "kvt_peer_load: blob of peer '%s' is for the %s backend; agent '%s' uses %s",
+                          meta.name, backend_name(meta.backend), agent->name, backend_name(agent->backend_kind));
+        kvt_metadata_free(&meta);
+        return kvt_agent_finish(agent, status);
+    }
+
+    pthread_mutex_lock(&agent->config_lock);
+    pthread_mutex_lock(&agent->lock);
+    kvt_peer *peer = find_peer_by_name_locked(agent, meta.name);
+    status = compare_with_loaded_locked(peer, &meta);
+    if (status == KVT_OK) {
+        *out_peer = peer->id;
+        *out_generation = peer->generation;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    if (status != KVT_IN_PROGRESS) {
+        kvt_metadata_free(&meta);
+    } else {
+        kvt_conn *conn = calloc(1, sizeof *conn);
+        if (!conn) {
+            kvt_metadata_free(&meta);
+            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_peer_load: out of memory");
+        } else {
+            conn->meta = meta;
+            conn->refs = 1;
+            status = kvt_agent_call(agent, connect_call, conn);
+            pthread_mutex_lock(&agent->lock);
+            if (status == KVT_OK) status = install_conn_locked(agent, conn, &peer);
+            if (status == KVT_OK) {
+                *out_peer = peer->id;
+                *out_generation = peer->generation;
+            } else {
+                kvt_conn_unref_locked(agent, conn); /* the progress thread closes what connect opened */
+            }
+            pthread_mutex_unlock(&agent->lock);
+        }
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_peer_find(uint32_t agent_id, const char *name, uint32_t *out_peer, uint64_t *out_generation) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_find", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    if (!name) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_find: name is NULL"));
+    pthread_mutex_lock(&agent->lock);
+    const kvt_peer *peer = find_peer_by_name_locked(agent, name);
+    if (!peer) {
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_find: agent '%s' has no peer named '%.255s'", agent->name, name);
+    } else {
+        if (out_peer) *out_peer = peer->id;
+        if (out_generation) *out_generation = peer->generation;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_peer_info(uint32_t agent_id, uint32_t peer_id, uint64_t *out_generation, uint32_t *out_state,
+                         uint32_t *out_region_count) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_info", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->lock);
+    const kvt_peer *peer = find_peer_locked(agent, peer_id);
+    if (!peer) {
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_info: agent '%s' has no peer %u", agent->name, peer_id);
+    } else {
+        if (out_generation) *out_generation = peer->generation;
+        if (out_state) *out_state = peer_state(peer);
+        if (out_region_count) *out_region_count = peer->conn ? peer->conn->meta.region_count : 0;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_peer_invalidate(uint32_t agent_id, uint32_t peer_id) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_invalidate", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->lock);
+    kvt_peer *peer = find_peer_locked(agent, peer_id);
+    if (!peer) {
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_invalidate: agent '%s' has no peer %u", agent->name, peer_id);
+    } else {
+        peer->generation++;
+        if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
+        peer->conn = NULL;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_unload", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->config_lock);
+    pthread_mutex_lock(&agent->lock);
+    status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_unload: agent '%s' has no peer %u", agent->name, peer_id);
+    for (uint32_t i = 0; i < agent->peer_count; i++) {
+        kvt_peer *peer = agent->peers[i];
+        if (peer->id != peer_id) continue;
+        if (peer->busy > 0) {
+            status = kvt_fail(KVT_ERR_BUSY, "kvt_peer_unload: peer %u ('%s') is used by %u operation(s) in progress",
+                              peer_id, peer->name, peer->busy);
+            break;
+        }
+        if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
+        agent->peers[i] = agent->peers[--agent->peer_count];
+        free(peer);
+        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
+        kvt_detail_clear();
+        status = KVT_OK;
+        break;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}

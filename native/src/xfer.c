@@ -1,0 +1,455 @@
+/* Transfers: validating and posting batches, the operation state machine on the progress thread,
+ * status, cancel, release — and standalone notifications. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- validation ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t direction, count;
+    const uint32_t *local_index, *remote_index;
+    const uint64_t *local_offset, *remote_offset, *length;
+    uint32_t local_region_count, remote_region_count;
+    const uint32_t *local_regions, *remote_regions;
+    const uint8_t *notification;
+    uint32_t notification_length;
+} post_request;
+
+static kvt_status check_post_shape(const post_request *req, const uint64_t *out_op) {
+    if (!out_op) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: out_op is NULL");
+    if (req->direction != KVT_XFER_READ && req->direction != KVT_XFER_WRITE)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: direction %u is neither READ (0) nor WRITE (1)",
+                        req->direction);
+    if (req->count == 0 || req->count > KVT_MAX_DESCRIPTORS)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: count %u is outside 1..%u", req->count,
+                        KVT_MAX_DESCRIPTORS);
+    if (!req->local_index || !req->local_offset || !req->remote_index || !req->remote_offset || !req->length)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: a descriptor array is NULL");
+    if (req->local_region_count == 0 || !req->local_regions || req->remote_region_count == 0 || !req->remote_regions)
+        return kvt_fail(KVT_ERR_INVALID_PARAM,
+                        "kvt_xfer_post: the local (%u entries) and remote (%u entries) region tables must be non-empty",
+                        req->local_region_count, req->remote_region_count);
+    if (req->notification_length > KVT_MAX_NOTIFICATION || (req->notification_length && !req->notification))
+        return kvt_fail(KVT_ERR_INVALID_PARAM,
+                        "kvt_xfer_post: notification of %u bytes (limit %u, data %s)", req->notification_length,
+                        KVT_MAX_NOTIFICATION, req->notification ? "given" : "NULL");
+    return KVT_OK;
+}
+
+static kvt_status resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,
+                                      kvt_peer **out) {
+    kvt_peer *peer = NULL;
+    for (uint32_t i = 0; i < agent->peer_count; i++)
+        if (agent->peers[i]->id == peer_id) peer = agent->peers[i];
+    if (!peer) return kvt_fail(KVT_ERR_NOT_FOUND, "%s: agent '%s' has no peer %u", call, agent->name, peer_id);
+    if (peer->generation != generation)
+        return kvt_fail(KVT_ERR_NOT_FOUND, "%s: peer %u ('%s') generation %llu is stale (current %llu)", call, peer_id,
+                        peer->name, (unsigned long long)generation, (unsigned long long)peer->generation);
+    if (!peer->conn)
+        return kvt_fail(KVT_ERR_NOT_FOUND, "%s: peer %u ('%s') was invalidated; load its metadata again", call, peer_id,
+                        peer->name);
+    if (atomic_load(&peer->conn->failed))
+        return kvt_fail(KVT_ERR_REMOTE_DISCONNECT, "%s: peer %u ('%s') disconnected", call, peer_id, peer->name);
+    *out = peer;
+    return KVT_OK;
+}
+
+static kvt_status resolve_tables_locked(const kvt_agent *agent, const post_request *req, const kvt_conn *conn,
+                                        kvt_region **locals, uint32_t *remote_slots) {
+    for (uint32_t k = 0; k < req->local_region_count; k++) {
+        locals[k] = NULL;
+        for (uint32_t i = 0; i < agent->region_count; i++)
+            if (agent->regions[i]->id == req->local_regions[k]) locals[k] = agent->regions[i];
+        if (!locals[k])
+            return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: local_regions[%u] = %u is not a live region of '%s'",
+                            k, req->local_regions[k], agent->name);
+    }
+    for (uint32_t k = 0; k < req->remote_region_count; k++) {
+        remote_slots[k] = UINT32_MAX;
+        for (uint32_t i = 0; i < conn->meta.region_count; i++)
+            if (conn->meta.regions[i].id == req->remote_regions[k]) remote_slots[k] = i;
+        if (remote_slots[k] == UINT32_MAX)
+            return kvt_fail(KVT_ERR_INVALID_PARAM,
+                            "kvt_xfer_post: remote_regions[%u] = %u is not a region peer '%s' advertised", k,
+                            req->remote_regions[k], conn->meta.name);
+    }
+    return KVT_OK;
+}
+
+/* Bounds-checks every descriptor and fills op->descs, merging neighbours contiguous on both sides. */
+static kvt_status build_descriptors(const post_request *req, const kvt_conn *conn, kvt_region *const *locals,
+                                    const uint32_t *remote_slots, kvt_op *op) {
+    uint32_t n = 0;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < req->count; i++) {
+        uint32_t li = req->local_index[i], ri = req->remote_index[i];
+        uint64_t lo = req->local_offset[i], ro = req->remote_offset[i], len = req->length[i];
+        if (li >= req->local_region_count)
+            return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: descriptor %u: local index %u >= table size %u", i,
+                            li, req->local_region_count);
+        if (ri >= req->remote_region_count)
+            return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: descriptor %u: remote index %u >= table size %u", i,
+                            ri, req->remote_region_count);
+        if (len == 0) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: descriptor %u: length is 0", i);
+        const kvt_region *local = locals[li];
+        const kvt_remote_region *remote = &conn->meta.regions[remote_slots[ri]];
+        if (lo > local->length || len > local->length - lo)
+            return kvt_fail(KVT_ERR_INVALID_PARAM,
+                            "kvt_xfer_post: descriptor %u: local offset %llu + length %llu exceeds region %u length %llu",
+                            i, (unsigned long long)lo, (unsigned long long)len, local->id,
+                            (unsigned long long)local->length);
+        if (ro > remote->length || len > remote->length - ro)
+            return kvt_fail(KVT_ERR_INVALID_PARAM,
+                            "kvt_xfer_post: descriptor %u: remote offset %llu + length %llu exceeds region %u length "
+                            "%llu advertised by peer '%s'",
+                            i, (unsigned long long)ro, (unsigned long long)len, remote->id,
+                            (unsigned long long)remote->length, conn->meta.name);
+        total += len;
+        kvt_desc d = {.local_address = local->address + lo,
+                      .remote_address = remote->address + ro,
+                      .length = len,
+                      .local_slot = li,
+                      .remote_slot = remote_slots[ri]};
+        kvt_desc *prev = n ? &op->descs[n - 1] : NULL;
+        if (prev && prev->local_slot == d.local_slot && prev->remote_slot == d.remote_slot &&
+            prev->local_address + prev->length == d.local_address &&
+            prev->remote_address + prev->length == d.remote_address)
+            prev->length += len;
+        else
+            op->descs[n++] = d;
+    }
+    op->count = n;
+    op->bytes_total = total;
+    return KVT_OK;
+}
+
+/* ---- post ---------------------------------------------------------------------------------------- */
+
+void kvt_op_free(kvt_op *op) {
+    if (!op) return;
+    free(op->descs);
+    free(op->locals);
+    free(op);
+}
+
+static kvt_op *op_new(const post_request *req) {
+    kvt_op *op = calloc(1, sizeof *op);
+    if (!op) return NULL;
+    op->descs = malloc((size_t)req->count * sizeof *op->descs);
+    op->locals = malloc((size_t)req->local_region_count * sizeof *op->locals);
+    if (!op->descs || !op->locals) {
+        kvt_op_free(op);
+        return NULL;
+    }
+    op->direction = req->direction;
+    op->local_count = req->local_region_count;
+    op->status = KVT_IN_PROGRESS;
+    op->phase = KVT_PHASE_QUEUED;
+    op->notification_length = req->notification_length;
+    if (req->notification_length) memcpy(op->notification, req->notification, req->notification_length);
+    return op;
+}
+
+static kvt_status post_locked(kvt_agent *agent, uint32_t peer_id, uint64_t generation, const post_request *req,
+                              kvt_op *op, uint32_t *remote_slots) {
+    kvt_peer *peer;
+    kvt_status status = resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
+    if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
+    if (status == KVT_OK) status = build_descriptors(req, peer->conn, op->locals, remote_slots, op);
+    if (status != KVT_OK) return status;
+    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_POST);
+    if (fault != KVT_OK) return kvt_fail(fault, "kvt_xfer_post: injected fault (post) on agent '%s'", agent->name);
+    op->id = agent->next_op_id;
+    if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory");
+    agent->next_op_id++;
+    for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy++;
+    op->peer = peer;
+    peer->busy++;
+    op->conn = peer->conn;
+    op->conn->refs++;
+    kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, 1);
+    kvt_counter_add(agent, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
+    kvt_counter_add(agent, KVT_COUNTER_OPERATIONS_POSTED, 1);
+    op->command = (kvt_command){.kind = KVT_CMD_POST, .op = op};
+    kvt_command_submit_locked(agent, &op->command);
+    return KVT_OK;
+}
+
+kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id, uint64_t peer_generation,
+                         uint32_t count, const uint32_t *local_index, const uint64_t *local_offset,
+                         const uint32_t *remote_index, const uint64_t *remote_offset, const uint64_t *length,
+                         uint32_t local_region_count, const uint32_t *local_regions, uint32_t remote_region_count,
+                         const uint32_t *remote_regions, const uint8_t *notification, uint32_t notification_length,
+                         uint64_t *out_op) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_xfer_post", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    const post_request req = {.direction = direction,
+                              .count = count,
+                              .local_index = local_index,
+                              .remote_index = remote_index,
+                              .local_offset = local_offset,
+                              .remote_offset = remote_offset,
+                              .length = length,
+                              .local_region_count = local_region_count,
+                              .remote_region_count = remote_region_count,
+                              .local_regions = local_regions,
+                              .remote_regions = remote_regions,
+                              .notification = notification,
+                              .notification_length = notification_length};
+    status = check_post_shape(&req, out_op);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+    kvt_op *op = op_new(&req);
+    uint32_t *remote_slots = malloc((size_t)remote_region_count * sizeof *remote_slots);
+    if (!op || !remote_slots) {
+        free(remote_slots);
+        kvt_op_free(op);
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory for %u descriptors",
+                                                count));
+    }
+    pthread_mutex_lock(&agent->lock);
+    status = post_locked(agent, peer_id, peer_generation, &req, op, remote_slots);
+    if (status == KVT_OK) *out_op = op->id;
+    pthread_mutex_unlock(&agent->lock);
+    free(remote_slots);
+    if (status != KVT_OK) kvt_op_free(op);
+    return kvt_agent_finish(agent, status);
+}
+
+/* ---- the state machine (progress thread) ---------------------------------------------------------- */
+
+static void push_completion_locked(kvt_agent *agent, uint64_t id) {
+    if (agent->completion_count == agent->completion_capacity) {
+        size_t capacity = agent->completion_capacity ? agent->completion_capacity * 2 : 64;
+        uint64_t *grown = malloc(capacity * sizeof *grown);
+        if (!grown) return; /* the operation stays visible through kvt_xfer_status */
+        for (size_t i = 0; i < agent->completion_count; i++)
+            grown[i] = agent->completions[(agent->completion_head + i) % agent->completion_capacity];
+        free(agent->completions);
+        agent->completions = grown;
+        agent->completion_capacity = capacity;
+        agent->completion_head = 0;
+    }
+    agent->completions[(agent->completion_head + agent->completion_count) % agent->completion_capacity] = id;
+    agent->completion_count++;
+}
+
+static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
+    pthread_mutex_lock(&agent->lock);
+    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_COMPLETION);
+    if (fault != KVT_OK) status = fault;
+    op->status = status;
+    op->phase = KVT_PHASE_TERMINAL;
+    for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy--;
+    op->peer->busy--;
+    kvt_conn_unref_locked(agent, op->conn);
+    op->peer = NULL;
+    op->conn = NULL;
+    kvt_counter_add(agent, KVT_COUNTER_INFLIGHT_OPERATIONS, -1);
+    kvt_counter_add(agent, KVT_COUNTER_BYTES_MOVED,
+                    (int64_t)atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
+    kvt_count_result(agent, status);
+    push_completion_locked(agent, op->id);
+    kvt_signal_pending_locked(agent);
+    pthread_mutex_unlock(&agent->lock);
+}
+
+void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op) {
+    (void)agent;
+    op->backend_status = op->error;
+    op->backend_done_ns = kvt_now_ns();
+    op->phase = KVT_PHASE_HELD;
+}
+
+void kvt_op_notified(kvt_agent *agent, kvt_op *op, kvt_status status) {
+    if (status == KVT_OK)
+        kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_SENT, 1);
+    else if (op->error == KVT_OK)
+        op->error = status;
+    kvt_op_backend_finished(agent, op);
+}
+
+static void step(kvt_agent *agent, kvt_op *op) {
+    if (op->phase == KVT_PHASE_MOVING) agent->backend->advance(agent, op);
+    if (op->phase != KVT_PHASE_MOVED) return;
+    if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
+    if (op->error != KVT_OK || op->notification_length == 0) {
+        kvt_op_backend_finished(agent, op);
+        return;
+    }
+    op->phase = KVT_PHASE_NOTIFYING;
+    kvt_status status = agent->backend->notify(agent, op->conn, op, op->notification, op->notification_length);
+    if (status != KVT_IN_PROGRESS) kvt_op_notified(agent, op, status);
+}
+
+/* Whether a held operation may end now. */
+static bool release_due(const kvt_op *op, uint32_t delay_ms, uint64_t now) {
+    if (atomic_load(&op->cancel_requested) || delay_ms == 0) return true;
+    if (delay_ms == KVT_DELAY_FOREVER) return false;
+    return now >= op->backend_done_ns + (uint64_t)delay_ms * 1000000u;
+}
+
+void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
+    if (command) {
+        command->op->phase = KVT_PHASE_MOVING;
+        command->op->next_active = agent->active;
+        agent->active = command->op;
+        return;
+    }
+    for (kvt_op **link = &agent->active; *link;) {
+        kvt_op *op = *link;
+        step(agent, op);
+        if (op->phase == KVT_PHASE_HELD) {
+            *link = op->next_active;
+            op->next_active = agent->held;
+            agent->held = op;
+        } else {
+            link = &op->next_active;
+        }
+    }
+    if (!agent->held) return;
+    pthread_mutex_lock(&agent->lock);
+    uint32_t delay_ms = agent->delay_ms;
+    pthread_mutex_unlock(&agent->lock);
+    uint64_t now = kvt_now_ns();
+    for (kvt_op **link = &agent->held; *link;) {
+        kvt_op *op = *link;
+        if (!release_due(op, delay_ms, now)) {
+            link = &op->next_active;
+            continue;
+        }
+        *link = op->next_active;
+        kvt_status status = op->backend_status;
+        if (status == KVT_OK && atomic_load(&op->cancel_requested)) status = KVT_ERR_CANCELED;
+        finalize(agent, op, status); /* `op` may be released and freed from here on */
+    }
+}
+
+int kvt_ops_next_timeout_ms(kvt_agent *agent) {
+    if (!agent->held) return -1;
+    pthread_mutex_lock(&agent->lock);
+    uint32_t delay_ms = agent->delay_ms;
+    pthread_mutex_unlock(&agent->lock);
+    if (delay_ms == KVT_DELAY_FOREVER) return -1;
+    uint64_t now = kvt_now_ns(), soonest = UINT64_MAX;
+    for (const kvt_op *op = agent->held; op; op = op->next_active) {
+        uint64_t due = op->backend_done_ns + (uint64_t)delay_ms * 1000000u;
+        if (due < soonest) soonest = due;
+    }
+    if (soonest <= now) return 0;
+    return (int)((soonest - now + 999999u) / 1000000u);
+}
+
+/* ---- status, cancel, release ----------------------------------------------------------------------- */
+
+kvt_status kvt_xfer_status(uint32_t agent_id, uint64_t op_id, int32_t *out_status, uint64_t *out_bytes_done,
+                           uint64_t *out_bytes_total) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_xfer_status", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->lock);
+    const kvt_op *op = kvt_map_get(&agent->ops, op_id);
+    if (!op) {
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_xfer_status: agent '%s' has no operation %llu", agent->name,
+                          (unsigned long long)op_id);
+    } else {
+        if (out_status) *out_status = op->status;
+        if (out_bytes_done) *out_bytes_done = atomic_load_explicit(&op->bytes_done, memory_order_relaxed);
+        if (out_bytes_total) *out_bytes_total = op->bytes_total;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_xfer_cancel(uint32_t agent_id, uint64_t op_id) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_xfer_cancel", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->lock);
+    kvt_op *op = kvt_map_get(&agent->ops, op_id);
+    if (!op) {
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_xfer_cancel: agent '%s' has no operation %llu", agent->name,
+                          (unsigned long long)op_id);
+    } else if (op->status == KVT_IN_PROGRESS) {
+        atomic_store(&op->cancel_requested, true);
+        kvt_agent_kick(agent);
+        status = KVT_IN_PROGRESS;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_xfer_release", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    pthread_mutex_lock(&agent->lock);
+    kvt_op *op = kvt_map_get(&agent->ops, op_id);
+    if (!op) {
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_xfer_release: agent '%s' has no operation %llu", agent->name,
+                          (unsigned long long)op_id);
+    } else if (op->status == KVT_IN_PROGRESS) {
+        status = kvt_fail(KVT_ERR_BUSY, "kvt_xfer_release: operation %llu is still in progress (%llu of %llu bytes)",
+                          (unsigned long long)op_id,
+                          (unsigned long long)atomic_load_explicit(&op->bytes_done, memory_order_relaxed),
+                          (unsigned long long)op->bytes_total);
+        op = NULL;
+    } else {
+        kvt_map_remove(&agent->ops, op_id);
+        kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, -1);
+    }
+    pthread_mutex_unlock(&agent->lock);
+    if (status == KVT_OK) kvt_op_free(op);
+    return kvt_agent_finish(agent, status);
+}
+
+/* ---- standalone notifications ------------------------------------------------------------------- */
+
+typedef struct {
+    kvt_conn *conn;
+    const uint8_t *data;
+    uint32_t length;
+} notify_args;
+
+static kvt_status notify_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    notify_args *args = arg;
+    kvt_status status = agent->backend->notify(agent, args->conn, NULL, args->data, args->length);
+    if (status != KVT_OK && status != KVT_IN_PROGRESS)
+        snprintf(detail, detail_size, "kvt_notify_send: sending to peer '%s' failed", args->conn->meta.name);
+    return status;
+}
+
+kvt_status kvt_notify_send(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
+                           uint32_t length) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_agent_acquire(agent_id, "kvt_notify_send", &agent);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    if (length == 0 || length > KVT_MAX_NOTIFICATION || !data)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                                "kvt_notify_send: a notification has 1..%u bytes (got %u, data %s)",
+                                                KVT_MAX_NOTIFICATION, length, data ? "given" : "NULL"));
+    pthread_mutex_lock(&agent->lock);
+    kvt_peer *peer;
+    status = resolve_peer_locked(agent, "kvt_notify_send", peer_id, peer_generation, &peer);
+    kvt_conn *conn = status == KVT_OK ? peer->conn : NULL;
+    if (conn) conn->refs++;
+    pthread_mutex_unlock(&agent->lock);
+    if (conn) {
+        notify_args args = {.conn = conn, .data = data, .length = length};
+        status = kvt_agent_call(agent, notify_call, &args);
+        if (status == KVT_IN_PROGRESS) status = KVT_OK;
+        if (status == KVT_OK) kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_SENT, 1);
+        pthread_mutex_lock(&agent->lock);
+        kvt_conn_unref_locked(agent, conn);
+        pthread_mutex_unlock(&agent->lock);
+    }
+    return kvt_agent_finish(agent, status);
+}

@@ -1,0 +1,70 @@
+/* A minimal harness for the C tests: each test file is one executable that runs its cases against
+ * the backend named by KVT_TEST_BACKEND (loopback | ucx) and exits non-zero on the first failure. */
+#ifndef KVT_TEST_HARNESS_H
+#define KVT_TEST_HARNESS_H
+
+#include "kvreuse_transport.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern uint32_t test_backend;   /* KVT_BACKEND_* under test */
+extern bool test_under_valgrind; /* keep sizes small */
+
+void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+
+#define CHECK(cond, ...)                                                                                              \
+    do {                                                                                                              \
+        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);                                                      \
+    } while (0)
+
+/* Expects `call` to return `expected`; on mismatch prints both names and the library's detail. */
+#define CHECK_STATUS(expected, call)                                                                                  \
+    do {                                                                                                              \
+        kvt_status got_ = (call);                                                                                     \
+        if (got_ != (expected))                                                                                       \
+            test_fail(__FILE__, __LINE__, "%s returned %s, expected %s (detail: %s)", #call, kvt_status_name(got_),    \
+                      kvt_status_name(expected), kvt_last_error_detail());                                            \
+    } while (0)
+
+#define CHECK_OK(call) CHECK_STATUS(KVT_OK, call)
+
+/* Expects the last error detail to contain `needle`. */
+#define CHECK_DETAIL(needle)                                                                                          \
+    CHECK(strstr(kvt_last_error_detail(), (needle)) != NULL, "detail '%s' does not mention '%s'",                    \
+          kvt_last_error_detail(), (needle))
+
+typedef void (*test_case)(void);
+/* Runs every case, checks after each that the process has no live agents/registrations/operations. */
+typedef struct test_entry {
+    const char *name;
+    test_case run;
+} test_entry;
+int test_main(const char *suite, const test_entry *cases, size_t count);
+#define TEST_MAIN(suite, ...)                                                                                         \
+    int main(void) {                                                                                                  \
+        static const test_entry cases_[] = {__VA_ARGS__};                                                      \
+        return test_main(suite, cases_, sizeof cases_ / sizeof cases_[0]);                                            \
+    }
+#define TEST(fn) {#fn, fn}
+
+/* Helpers. */
+uint32_t make_agent(const char *name);
+/* Registers `length` bytes from a fresh kvt_mem_alloc; returns the region id and the address. */
+uint32_t alloc_region(uint32_t agent, uint64_t length, uint8_t **out_memory);
+void free_region(uint32_t agent, uint32_t region, uint8_t *memory);
+/* Loads `source`'s metadata into `into`; returns the peer id and generation. */
+uint32_t load_peer(uint32_t into, uint32_t source, uint64_t *out_generation);
+/* Waits (kvt_agent_wait + kvt_agent_poll) until `op` is reported; returns its status and bytes done. */
+int32_t wait_op(uint32_t agent, uint64_t op, uint64_t *out_bytes);
+/* Posts a single-descriptor transfer. */
+kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t generation, uint32_t local_region,
+                    uint64_t local_offset, uint32_t remote_region, uint64_t remote_offset, uint64_t length,
+                    uint64_t *out_op);
+uint64_t counter(uint32_t agent, uint32_t index);
+void fill_pattern(uint8_t *memory, uint64_t length, uint64_t seed);
+bool check_pattern(const uint8_t *memory, uint64_t length, uint64_t seed);
+
+#endif

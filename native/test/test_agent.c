@@ -1,0 +1,122 @@
+/* Agent lifecycle: names, backends, destroy refusals, the wake-up fd and waiting. */
+#include "harness.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+static void create_and_destroy(void) {
+    uint32_t a = make_agent("agent-a");
+    uint32_t b = make_agent("agent-b");
+    CHECK(a != b, "distinct ids");
+    CHECK(counter(0, KVT_COUNTER_LIVE_AGENTS) == 2, "two live agents");
+    CHECK_OK(kvt_agent_destroy(a));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_destroy(a));
+    CHECK_DETAIL("no live agent");
+    CHECK_OK(kvt_agent_destroy(b));
+    uint32_t again = make_agent("agent-a");
+    CHECK(again != a, "ids are never reused");
+    CHECK_OK(kvt_agent_destroy(again));
+}
+
+static void refuses_bad_names_flags_backends(void) {
+    uint32_t agent = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create(NULL, test_backend, 0, &agent));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create("has space", test_backend, 0, &agent));
+    CHECK_DETAIL("0x20");
+    char long_name[KVT_MAX_NAME + 2];
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create(long_name, test_backend, 0, &agent));
+    long_name[KVT_MAX_NAME] = '\0';
+    CHECK_OK(kvt_agent_create(long_name, test_backend, 0, &agent));
+    CHECK_OK(kvt_agent_destroy(agent));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create("flags", test_backend, 1, &agent));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create("backend", 77, 0, &agent));
+    CHECK_DETAIL("unknown backend 77");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create("out", test_backend, 0, NULL));
+    uint32_t first = make_agent("dup");
+    CHECK_STATUS(KVT_ERR_NOT_ALLOWED, kvt_agent_create("dup", test_backend, 0, &agent));
+    CHECK_DETAIL("'dup' already exists");
+    CHECK_OK(kvt_agent_destroy(first));
+}
+
+static void destroy_refuses_while_memory_or_operations_remain(void) {
+    uint32_t agent = make_agent("busy-agent");
+    uint64_t address = 0;
+    CHECK_OK(kvt_mem_alloc(agent, 4096, 0, &address));
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_agent_destroy(agent));
+    CHECK_DETAIL("1 allocation(s)");
+    uint32_t region = 0;
+    CHECK_OK(kvt_mem_register(agent, address, 4096, KVT_MEM_DRAM, 0, &region));
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_agent_destroy(agent));
+    CHECK_DETAIL("1 registration(s)");
+    uint64_t generation = 0;
+    uint32_t self = load_peer(agent, agent, &generation);
+    uint64_t op = 0;
+    CHECK_OK(post_one(agent, KVT_XFER_READ, self, generation, region, 0, region, 2048, 1024, &op));
+    CHECK(wait_op(agent, op, NULL) == KVT_OK, "self read");
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_agent_destroy(agent));
+    CHECK_DETAIL("1 operation(s)");
+    CHECK_OK(kvt_xfer_release(agent, op));
+    CHECK_OK(kvt_agent_destroy(agent)); /* peers go with the agent */
+    CHECK(counter(0, KVT_COUNTER_ERRORS_FIRST + 5) >= 3, "BUSY refusals are counted");
+}
+
+static void wake_fd_signals_completions(void) {
+    uint32_t agent = make_agent("waker");
+    int32_t fd = -1;
+    CHECK_OK(kvt_agent_wake_fd(agent, &fd));
+    CHECK(fd >= 0, "a file descriptor");
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&p, 1, 0) == 0, "nothing pending at first");
+    CHECK_STATUS(KVT_ERR_TIMEOUT, kvt_agent_wait(agent, 1));
+    uint8_t *memory;
+    uint32_t region = alloc_region(agent, 8192, &memory);
+    uint64_t generation;
+    uint32_t self = load_peer(agent, agent, &generation);
+    uint64_t ops[3];
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(post_one(agent, KVT_XFER_WRITE, self, generation, region, 0, region, 4096, 4096, &ops[i]));
+    CHECK(poll(&p, 1, 60000) == 1, "the wake fd becomes readable");
+    char buffer[16];
+    CHECK(read(fd, buffer, sizeof buffer) >= 1, "a wake byte");
+    /* Collect all three completions through the batched poll. */
+    uint32_t seen = 0;
+    while (seen < 3) {
+        CHECK_OK(kvt_agent_wait(agent, 60000));
+        uint64_t ids[8], bytes[8];
+        int32_t statuses[8];
+        uint32_t n = 0;
+        CHECK_OK(kvt_agent_poll(agent, 8, ids, statuses, bytes, &n));
+        for (uint32_t i = 0; i < n; i++) {
+            CHECK(statuses[i] == KVT_OK && bytes[i] == 4096, "op %llu: %s, %llu bytes", (unsigned long long)ids[i],
+                  kvt_status_name(statuses[i]), (unsigned long long)bytes[i]);
+            seen++;
+        }
+    }
+    uint32_t n = 7;
+    CHECK_OK(kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n));
+    CHECK(n == 0, "each completion is reported once");
+    for (int i = 0; i < 3; i++) CHECK_OK(kvt_xfer_release(agent, ops[i]));
+    free_region(agent, region, memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void stale_handles_are_not_found(void) {
+    uint32_t agent = make_agent("stale");
+    CHECK_OK(kvt_agent_destroy(agent));
+    int32_t fd;
+    uint64_t address;
+    uint32_t n;
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_wake_fd(agent, &fd));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_alloc(agent, 4096, 0, &address));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_wait(agent, 0));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_destroy(0));
+}
+
+TEST_MAIN("agent", TEST(create_and_destroy), TEST(refuses_bad_names_flags_backends),
+          TEST(destroy_refuses_while_memory_or_operations_remain), TEST(wake_fd_signals_completions),
+          TEST(stale_handles_are_not_found))
