@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { settingDescriptions, settingGroups } from './descriptions.js';
+import { renderSettingsHelp } from './help.js';
+
+describe('renderSettingsHelp', () => {
+  it('lists every group and every flag with its variable, file key and default', () => {
+    const help = renderSettingsHelp();
+    for (const group of settingGroups) expect(help).toContain(`\n${group.name}:\n`);
+    for (const setting of settingDescriptions) {
+      expect(help).toContain(`  ${setting.flag}`);
+      expect(help).toContain(setting.env);
+      expect(help).toContain(setting.fileKey);
+    }
+    expect(help).toContain('--router-enable-decode-to-prefill-reuse, --no-router-enable-decode-to-prefill-reuse');
+    expect(help).toContain('--router-minimum-transfer-prefix-blocks <value>');
+    expect(help).toContain('integer ≥ 1 blocks; default 4');
+    expect(help).toContain('default http://127.0.0.1:2379');
+  });
+
+  it('wraps at the width asked for, except for a single word longer than the width', () => {
+    for (const width of [60, 100]) {
+      const lines = renderSettingsHelp({ width }).split('\n');
+      for (const line of lines) {
+        if (line.trim().includes(' ')) expect(line.length, line).toBeLessThanOrEqual(width);
+      }
+    }
+  });
+});

@@ -1,0 +1,66 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { temporaryDirectory } from '../test/temporary-directory.js';
+import { SettingsFileError } from './errors.js';
+import { formatOfPath, loadSettingsFile } from './settings-file.js';
+
+const { path: directory, write } = temporaryDirectory('kvreuse-config-file-');
+
+function fileError(run: () => unknown): SettingsFileError {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(SettingsFileError);
+    return error as SettingsFileError;
+  }
+  throw new Error('expected a SettingsFileError');
+}
+
+describe('loadSettingsFile', () => {
+  it('reads YAML and JSON paths by extension, as a string or { path }', () => {
+    const yamlPath = write('a.yaml', 'router:\n  minimum_transfer_prefix_blocks: 8\n');
+    const jsonPath = write('a.json', '{ "router": { "minimum_transfer_prefix_blocks": 8 } }');
+    const expected = { router: { minimum_transfer_prefix_blocks: 8 } };
+    expect(loadSettingsFile(yamlPath)).toEqual({ origin: yamlPath, data: expected });
+    expect(loadSettingsFile({ path: jsonPath })).toEqual({ origin: jsonPath, data: expected });
+    expect(formatOfPath('/x/settings.JSON')).toBe('json');
+    expect(formatOfPath('/x/settings.yml')).toBe('yaml');
+    expect(formatOfPath('/x/settings')).toBe('yaml');
+  });
+
+  it('reads a file without a known extension as YAML, which also reads JSON', () => {
+    const path = write('kvreuse.conf', '{ "transport": { "backend": "loopback" } }');
+    expect(loadSettingsFile(path).data).toEqual({ transport: { backend: 'loopback' } });
+  });
+
+  it('takes text and data already loaded, named by origin', () => {
+    expect(loadSettingsFile({ text: 'drain:\n  failed_load_policy: fail\n' })).toEqual({
+      origin: '<inline>',
+      data: { drain: { failed_load_policy: 'fail' } },
+    });
+    expect(loadSettingsFile({ text: '{"drain": {}}', format: 'json', origin: 'from-configmap' }).origin).toBe('from-configmap');
+    const data = { router: {} };
+    expect(loadSettingsFile({ data, origin: 'object' })).toEqual({ origin: 'object', data });
+  });
+
+  it('reads an empty document as null (no settings)', () => {
+    expect(loadSettingsFile({ text: '# nothing yet\n' }).data).toBeNull();
+  });
+
+  it('names the path of a file it cannot read', () => {
+    const missing = join(directory, 'missing.yaml');
+    const error = fileError(() => loadSettingsFile(missing));
+    expect(error.code).toBe('SETTINGS_FILE');
+    expect(error.path).toBe(missing);
+    expect(error.message).toContain(`settings file ${missing}: cannot be read`);
+  });
+
+  it('refuses broken YAML, duplicate keys, and JSON that is not strict JSON', () => {
+    expect(fileError(() => loadSettingsFile(write('bad.yaml', 'router: [1\n'))).message).toMatch(/not valid YAML/);
+    expect(fileError(() => loadSettingsFile({ text: 'router:\n  a: 1\n  a: 2\n' })).message).toMatch(/unique/);
+    expect(fileError(() => loadSettingsFile(write('dup.json', '{"router": {}, "router": {}}'))).message).toMatch(/not valid JSON.*unique/);
+    expect(fileError(() => loadSettingsFile(write('yes.json', '{"router": {"enable_decode_to_prefill_reuse": yes}}'))).message).toMatch(
+      /not valid JSON/,
+    );
+  });
+});
