@@ -1,2 +1,37 @@
 export * from './errors.js';
 export * from './discovery/index.js';
+export { Bank, type BankReference, type BankRegion, type BankSpec } from './banks/bank.js';
+export { type BankOwner, frameworkOwner, type FrameworkOwner, kvreuseOwner, type KvreuseOwner, type OwnedAllocation } from './banks/owner.js';
+export {
+  registerRank,
+  type RegisteredRank,
+  type RegisterRankOptions,
+  type RegistrationAgent,
+  releaseRank,
+} from './registration/register-rank.js';
+export type { GateVerdict, ReadinessGate } from './readiness/gate.js';
+export {
+  buildRankPart,
+  publishRankParts,
+  type PublishRankPartsOptions,
+  type TransportMetadata,
+  withdrawRankParts,
+  type WorkerIdentity,
+} from './readiness/publish.js';
+export { checkWorkerId, defaultKeyPrefix, parseRankPartKey, rankPartKey, workerPartsPrefix } from './readiness/rank-part-keys.js';
+export {
+  decodeRankPartRecord,
+  encodeRankPartRecord,
+  type RankPartRecord,
+  type RankPartRecordResult,
+  rankPartRecordFormat,
+  rankPartRecordVersion,
+  safeDecodeRankPartRecord,
+} from './readiness/rank-part-record.js';
+export {
+  type NotReadyReason,
+  watchWorkerReadiness,
+  type WatchWorkerReadinessOptions,
+  type WorkerReadiness,
+  type WorkerReadinessWatch,
+} from './readiness/worker-readiness.js';

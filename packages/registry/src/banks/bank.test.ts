@@ -1,0 +1,238 @@
+import { describe, expect, it } from 'vitest';
+import {
+  BankAlreadyRegisteredError,
+  BankAlreadyReleasedError,
+  BankInUseError,
+  BankOwnerReleaseError,
+  BankReferenceReleasedError,
+  BankStateError,
+  InvalidBankError,
+  type BankState,
+} from '../errors.js';
+import { Bank, type BankRegion, type BankSpec } from './bank.js';
+import { frameworkOwner, kvreuseOwner } from './owner.js';
+
+const spec: BankSpec = {
+  tpRank: 1,
+  ppRank: 0,
+  index: 3,
+  memKind: 'dram',
+  deviceId: 0,
+  address: 0x7f00_0000_0000n,
+  bytes: 4096n * 16n,
+  blocks: 16,
+  blockStride: 4096n,
+};
+
+function frameworkBank(): { bank: Bank; releases: number[] } {
+  const releases: number[] = [];
+  const bank = Bank.adopt(spec, frameworkOwner({ engine: 'test' }, () => void releases.push(1)));
+  return { bank, releases };
+}
+
+/** Drives a fresh bank into `state` through legal transitions only. */
+async function bankIn(state: BankState): Promise<Bank> {
+  const { bank } = frameworkBank();
+  if (state === 'owned') return bank;
+  bank.beginRegistration();
+  if (state === 'registering') return bank;
+  bank.completeRegistration(region(7));
+  if (state === 'registered') return bank;
+  if (state === 'retained') {
+    bank.retain('test');
+    return bank;
+  }
+  bank.beginRelease();
+  if (state === 'releasing') return bank;
+  bank.markDeregistered();
+  await bank.completeRelease();
+  return bank;
+}
+
+describe('Bank.adopt', () => {
+  it('starts owned, unregistered and unreferenced, and registers nothing', () => {
+    const { bank, releases } = frameworkBank();
+    expect([bank.state, bank.region, bank.references]).toEqual(['owned', undefined, 0]);
+    expect(releases).toEqual([]);
+  });
+
+  it.each([
+    ['address', { address: 0n }],
+    ['bytes', { bytes: -1n }],
+    ['bytes', { address: (1n << 64n) - 4096n, bytes: 8192n, blocks: 1, blockStride: 4096n }],
+    ['blocks', { blocks: 17 }],
+    ['blocks', { blocks: 0 }],
+    ['blockStride', { blockStride: 0n }],
+    ['memKind', { memKind: 'hbm' }],
+    ['deviceId', { deviceId: -1 }],
+    ['index', { index: -1 }],
+    ['tpRank', { tpRank: 0.5 }],
+    ['address', { address: 4096 }],
+  ])('refuses a bad %s, naming it', (field, patch) => {
+    const error = captureError(() => Bank.adopt({ ...spec, ...patch } as BankSpec, frameworkOwner(1, () => {})));
+    expect(error).toBeInstanceOf(InvalidBankError);
+    expect((error as InvalidBankError).field).toBe(field);
+  });
+
+  it('refuses owners that cannot take memory back', () => {
+    expect(() => Bank.adopt(spec, { kind: 'framework', token: 1 } as never)).toThrow(InvalidBankError);
+    expect(() => Bank.adopt(spec, { kind: 'someone' } as never)).toThrow(/owner.kind/);
+    expect(() => Bank.adopt(spec, kvreuseOwner({ address: spec.address, bytes: spec.bytes * 2n, free() {} }))).toThrow(
+      /exactly its allocation/,
+    );
+  });
+});
+
+describe('Bank ownership state machine', () => {
+  it('goes owned → registering → registered → releasing → returned and hands framework memory back once', async () => {
+    const { bank, releases } = frameworkBank();
+    bank.beginRegistration();
+    expect(bank.state).toBe('registering');
+    bank.completeRegistration(region(42));
+    expect([bank.state, bank.region?.id]).toEqual(['registered', 42]);
+    bank.beginRelease();
+    expect(bank.state).toBe('releasing');
+    bank.markDeregistered();
+    await bank.completeRelease();
+    expect([bank.state, bank.region, releases.length]).toEqual(['returned', undefined, 1]);
+  });
+
+  it('frees kvreuse-owned memory through its allocation, and only that', async () => {
+    const freed: bigint[] = [];
+    const bank = Bank.adopt(spec, kvreuseOwner({ address: spec.address, bytes: spec.bytes, free: () => void freed.push(spec.address) }));
+    bank.beginRelease();
+    await bank.completeRelease();
+    expect(freed).toEqual([spec.address]);
+  });
+
+  it('returns to owned when registration aborts or is undone', async () => {
+    const aborted = await bankIn('registering');
+    aborted.abortRegistration();
+    expect(aborted.state).toBe('owned');
+    const undone = await bankIn('registered');
+    undone.undoRegistration();
+    expect([undone.state, undone.region]).toEqual(['owned', undefined]);
+    undone.beginRegistration();
+    expect(undone.state).toBe('registering');
+  });
+
+  it.each(['registering', 'registered', 'retained'] as const)('refuses to register a bank that is %s', async (state) => {
+    const bank = await bankIn(state);
+    expect(() => bank.beginRegistration()).toThrow(BankAlreadyRegisteredError);
+    expect(bank.state).toBe(state);
+  });
+
+  it.each(['releasing', 'returned'] as const)('refuses to release a bank that is %s', async (state) => {
+    const bank = await bankIn(state);
+    expect(() => bank.beginRelease()).toThrow(BankAlreadyReleasedError);
+    expect(bank.state).toBe(state);
+  });
+
+  it('refuses to register a returned bank', async () => {
+    const bank = await bankIn('returned');
+    expect(() => bank.beginRegistration()).toThrow(BankStateError);
+  });
+
+  it('counts references, refuses release and undo while held, and refuses a double release of a reference', async () => {
+    const bank = await bankIn('registered');
+    const first = bank.acquire();
+    const second = bank.acquire();
+    expect(bank.references).toBe(2);
+    expect(() => bank.beginRelease()).toThrow(BankInUseError);
+    expect(() => bank.undoRegistration()).toThrow(BankInUseError);
+    first.release();
+    expect(() => first.release()).toThrow(BankReferenceReleasedError);
+    expect(bank.references).toBe(1);
+    second.release();
+    bank.beginRelease();
+    expect(bank.state).toBe('releasing');
+  });
+
+  it.each(['owned', 'registering', 'releasing', 'returned', 'retained'] as const)('refuses a reference to a bank that is %s', async (state) => {
+    const bank = await bankIn(state);
+    expect(() => bank.acquire()).toThrow(BankStateError);
+  });
+
+  it('retains a registered bank, keeps its registration, and releases it only once unreferenced', async () => {
+    const { bank, releases } = frameworkBank();
+    bank.beginRegistration();
+    bank.completeRegistration(region(9));
+    const reference = bank.acquire();
+    bank.retain('operation 12 past its abandon deadline');
+    expect([bank.state, bank.region?.id, bank.retainedReason]).toEqual(['retained', 9, 'operation 12 past its abandon deadline']);
+    expect(() => bank.beginRelease()).toThrow(BankInUseError);
+    reference.release();
+    bank.beginRelease();
+    await expect(bank.completeRelease()).rejects.toThrow(/still registered/);
+    bank.markDeregistered();
+    await bank.completeRelease();
+    expect([bank.state, releases.length]).toEqual(['returned', 1]);
+  });
+
+  it.each(['owned', 'returned'] as const)('refuses to retain a bank that is %s', async (state) => {
+    const bank = await bankIn(state);
+    expect(() => bank.retain('x')).toThrow(BankStateError);
+  });
+
+  it.each([
+    ['completeRegistration', (bank: Bank) => bank.completeRegistration(region(1)), ['owned', 'registered', 'releasing', 'returned', 'retained']],
+    ['abortRegistration', (bank: Bank) => bank.abortRegistration(), ['owned', 'registered', 'releasing', 'returned', 'retained']],
+    ['undoRegistration', (bank: Bank) => bank.undoRegistration(), ['owned', 'registering', 'releasing', 'returned', 'retained']],
+    ['markDeregistered', (bank: Bank) => bank.markDeregistered(), ['owned', 'registering', 'registered', 'returned', 'retained']],
+  ] as const)('refuses %s from every state it does not start from', async (_name, transition, states) => {
+    for (const state of states) {
+      const bank = await bankIn(state);
+      expect(() => transition(bank), state).toThrow(BankStateError);
+      expect(bank.state).toBe(state);
+    }
+  });
+
+  it('keeps the bank releasing when the owner refuses it back, and hands it back on retry', async () => {
+    let attempts = 0;
+    const bank = Bank.adopt(
+      spec,
+      frameworkOwner('token', () => {
+        attempts += 1;
+        if (attempts === 1) throw new Error('engine busy');
+      }),
+    );
+    bank.beginRelease();
+    const error = await bank.completeRelease().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BankOwnerReleaseError);
+    expect((error as Error).message).toMatch(/engine busy.*stays releasing/);
+    expect(bank.state).toBe('releasing');
+    await bank.completeRelease();
+    expect([bank.state, attempts]).toEqual(['returned', 2]);
+    await expect(bank.completeRelease()).rejects.toThrow(BankStateError);
+  });
+
+  it('refuses a second hand-back while the first is in progress', async () => {
+    let finish: () => void = () => {};
+    const bank = Bank.adopt(spec, frameworkOwner('t', () => new Promise<void>((resolve) => (finish = resolve))));
+    bank.beginRelease();
+    const first = bank.completeRelease();
+    await expect(bank.completeRelease()).rejects.toThrow(BankAlreadyReleasedError);
+    finish();
+    await first;
+    expect(bank.state).toBe('returned');
+  });
+
+  it('names the bank in every error', async () => {
+    const bank = await bankIn('registered');
+    expect(() => bank.beginRegistration()).toThrow('bank 3 of rank (tp 1, pp 0) at 0x7f0000000000 (65536 bytes)');
+  });
+});
+
+/** The bank only records its region; native registration is exercised in registration tests. */
+function region(id: number): BankRegion {
+  return { id, deregister: () => {} };
+}
+
+function captureError(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected an error');
+}

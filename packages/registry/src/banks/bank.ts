@@ -1,0 +1,244 @@
+import type { MemKind } from '@kvreuse/descriptors';
+import type { Region } from '@kvreuse/native-bindings';
+import {
+  BankAlreadyRegisteredError,
+  BankAlreadyReleasedError,
+  BankInUseError,
+  BankOwnerReleaseError,
+  BankReferenceReleasedError,
+  BankStateError,
+  InvalidBankError,
+  type BankLabel,
+  type BankState,
+} from '../errors.js';
+import type { BankOwner } from './owner.js';
+
+
+/** One contiguous allocation holding KV blocks of one rank. */
+export interface BankSpec {
+  readonly tpRank: number;
+  readonly ppRank: number;
+  /** Position of the bank in its rank's bank list. */
+  readonly index: number;
+  readonly memKind: MemKind;
+  /** The GPU ordinal for vram; the NUMA node for dram. */
+  readonly deviceId: number;
+  readonly address: bigint;
+  readonly bytes: bigint;
+  readonly blocks: number;
+  readonly blockStride: bigint;
+}
+
+/** A live native registration of a bank's memory. */
+export type BankRegion = Pick<Region, 'id' | 'deregister'>;
+
+/** A hold on a registered bank (an operation that may touch it); the bank cannot be released while any is held. */
+export interface BankReference {
+  readonly bank: Bank;
+  /** Drops the hold; a second call throws `BankReferenceReleasedError`. */
+  release(): void;
+}
+
+const ADDRESS_LIMIT = 1n << 64n;
+
+// The class carries every field of its spec (declared once, in BankSpec).
+export interface Bank extends BankSpec {
+  readonly owner: BankOwner;
+}
+
+/**
+ * A bank and its ownership state machine:
+ *
+ *     owned → registering → registered → releasing → returned
+ *                 ↓ (failed)     ↓ ↑ (rolled back / re-)   ↑
+ *               owned          retained ──────────────────┘ (once proven quiescent)
+ *
+ * Every transition is checked. Native registration itself is done by `registerRank`; the bank only
+ * records what happened, so that a failure at any step leaves a state that says the truth.
+ */
+export class Bank implements BankLabel {
+  #state: BankState = 'owned';
+  #region: BankRegion | undefined;
+  #references = 0;
+  #retainedReason: string | undefined;
+  #handingBack = false;
+
+  private constructor(spec: BankSpec, owner: BankOwner) {
+    const { tpRank, ppRank, index, memKind, deviceId, address, bytes, blocks, blockStride } = spec;
+    Object.assign(this, { tpRank, ppRank, index, memKind, deviceId, address, bytes, blocks, blockStride, owner });
+  }
+
+  /** Takes a bank into kvreuse's care, in state `owned`. Registers nothing. */
+  static adopt(spec: BankSpec, owner: BankOwner): Bank {
+    validateSpec(spec);
+    validateOwner(spec, owner);
+    return new Bank(spec, owner);
+  }
+
+  get state(): BankState {
+    return this.#state;
+  }
+
+  /** The native registration while the bank is registered (or retained, or releasing before deregistration). */
+  get region(): BankRegion | undefined {
+    return this.#region;
+  }
+
+  get references(): number {
+    return this.#references;
+  }
+
+  /** Why the bank was retained, while it is. */
+  get retainedReason(): string | undefined {
+    return this.#retainedReason;
+  }
+
+  /** Throws the error `beginRegistration` would, without changing anything. */
+  assertRegistrable(): void {
+    if (this.#state === 'registering' || this.#state === 'registered' || this.#state === 'retained') {
+      throw new BankAlreadyRegisteredError(this, this.#state, 'register');
+    }
+    this.#expect(['owned'], 'register');
+  }
+
+  beginRegistration(): void {
+    this.assertRegistrable();
+    this.#state = 'registering';
+  }
+
+  completeRegistration(region: BankRegion): void {
+    this.#expect(['registering'], 'complete registration');
+    this.#region = region;
+    this.#state = 'registered';
+  }
+
+  /** The native registration failed: the bank is owned again, as before. */
+  abortRegistration(): void {
+    this.#expect(['registering'], 'abort registration');
+    this.#state = 'owned';
+  }
+
+  /** A transaction deregistered the bank again (rollback): owned again, as before the transaction. */
+  undoRegistration(): void {
+    this.#expect(['registered'], 'undo registration');
+    this.#refuseIfReferenced('undo registration');
+    this.#region = undefined;
+    this.#state = 'owned';
+  }
+
+  acquire(): BankReference {
+    this.#expect(['registered'], 'acquire a reference');
+    this.#references += 1;
+    let released = false;
+    return {
+      bank: this,
+      release: () => {
+        if (released) throw new BankReferenceReleasedError(this);
+        released = true;
+        this.#references -= 1;
+      },
+    };
+  }
+
+  /** Starts handing the bank back: allowed once nothing references it. Deregistration happens in `releasing`. */
+  beginRelease(): void {
+    if (this.#state === 'releasing' || this.#state === 'returned') {
+      throw new BankAlreadyReleasedError(this, this.#state, 'release');
+    }
+    this.#expect(['owned', 'registered', 'retained'], 'release');
+    this.#refuseIfReferenced('release');
+    this.#state = 'releasing';
+  }
+
+  /** The native registration is gone (deregistered, or its agent destroyed). */
+  markDeregistered(): void {
+    this.#expect(['releasing'], 'mark deregistered');
+    this.#region = undefined;
+  }
+
+  /**
+   * Gives the memory back to its owner: the framework's release callback, or the native free of
+   * kvreuse's own allocation. On failure the bank stays `releasing` and the call may be retried.
+   */
+  async completeRelease(): Promise<void> {
+    this.#expect(['releasing'], 'complete release');
+    if (this.#handingBack) throw new BankAlreadyReleasedError(this, this.#state, 'hand back (already in progress)');
+    if (this.#region !== undefined) {
+      throw new BankStateError(this, this.#state, `hand back while native region ${this.#region.id} is still registered`);
+    }
+    this.#handingBack = true;
+    try {
+      if (this.owner.kind === 'framework') await this.owner.release();
+      else await this.owner.allocation.free();
+    } catch (cause) {
+      throw new BankOwnerReleaseError(this, this.owner.kind, { cause });
+    } finally {
+      this.#handingBack = false;
+    }
+    this.#state = 'returned';
+  }
+
+  /** Quarantines the bank: it is never handed back until released explicitly once proven quiescent. */
+  retain(reason: string): void {
+    this.#expect(['registering', 'registered', 'releasing'], 'retain');
+    this.#retainedReason = reason;
+    this.#state = 'retained';
+  }
+
+  #expect(states: readonly BankState[], transition: string): void {
+    if (!states.includes(this.#state)) throw new BankStateError(this, this.#state, transition);
+  }
+
+  #refuseIfReferenced(transition: string): void {
+    if (this.#references > 0) throw new BankInUseError(this, this.#references, transition);
+  }
+}
+
+function validateSpec(spec: BankSpec): void {
+  for (const field of ['tpRank', 'ppRank', 'index', 'deviceId'] as const) {
+    const value: unknown = spec[field];
+    if (!Number.isSafeInteger(value) || (value as number) < 0) {
+      throw new InvalidBankError(field, value, 'must be a non-negative integer');
+    }
+  }
+  if (spec.memKind !== 'dram' && spec.memKind !== 'vram') {
+    throw new InvalidBankError('memKind', spec.memKind, "must be 'dram' or 'vram'");
+  }
+  for (const field of ['address', 'bytes', 'blockStride'] as const) {
+    const value: unknown = spec[field];
+    if (typeof value !== 'bigint' || value <= 0n) throw new InvalidBankError(field, value, 'must be a positive bigint');
+  }
+  if (spec.address + spec.bytes > ADDRESS_LIMIT) {
+    throw new InvalidBankError('bytes', spec.bytes, `address 0x${spec.address.toString(16)} + bytes passes the end of the 64-bit address space`);
+  }
+  if (!Number.isSafeInteger(spec.blocks) || spec.blocks < 1) {
+    throw new InvalidBankError('blocks', spec.blocks, 'must be a positive integer');
+  }
+  if (BigInt(spec.blocks) * spec.blockStride > spec.bytes) {
+    throw new InvalidBankError('blocks', spec.blocks, `blocks × blockStride ${spec.blockStride} exceeds the bank's ${spec.bytes} bytes`);
+  }
+}
+
+function validateOwner(spec: BankSpec, owner: BankOwner): void {
+  const kind: unknown = (owner as { kind?: unknown } | undefined)?.kind;
+  if (kind === 'framework') {
+    if (typeof (owner as { release?: unknown }).release !== 'function') {
+      throw new InvalidBankError('owner.release', (owner as { release?: unknown }).release, 'a framework owner needs a release callback');
+    }
+    return;
+  }
+  if (kind !== 'kvreuse') throw new InvalidBankError('owner.kind', kind, "must be 'framework' or 'kvreuse'");
+  const { allocation } = owner as { allocation?: { address?: unknown; bytes?: unknown; free?: unknown } };
+  const bytesType = typeof allocation?.bytes;
+  if (typeof allocation?.address !== 'bigint' || (bytesType !== 'bigint' && bytesType !== 'number') || typeof allocation.free !== 'function') {
+    throw new InvalidBankError('owner.allocation', allocation, 'a kvreuse owner needs a native allocation (address, bytes, free)');
+  }
+  // A bank is one allocation: handing the bank back frees exactly it.
+  if (spec.address !== allocation.address || spec.bytes !== BigInt(allocation.bytes as bigint | number)) {
+    throw new InvalidBankError(
+      'address',
+      spec.address,
+      `a kvreuse-owned bank must be exactly its allocation [0x${allocation.address.toString(16)}, +${allocation.bytes}), not [0x${spec.address.toString(16)}, +${spec.bytes})`,
+    );
+  }
+}

@@ -1,0 +1,82 @@
+import { serializeRankPart } from '@kvreuse/descriptors';
+import { describe, expect, it } from 'vitest';
+import { rankPartsOf } from '../../test/helpers/rank-parts.js';
+import { RankPartRefusedError } from '../errors.js';
+import { parseRankPartKey, rankPartKey } from './rank-part-keys.js';
+import { decodeRankPartRecord, encodeRankPartRecord, safeDecodeRankPartRecord } from './rank-part-record.js';
+
+const [part] = rankPartsOf({ workerId: 'decode-0', incarnation: 'inc-a', tpSize: 2 });
+if (part === undefined) throw new Error('fixture');
+const key = rankPartKey('decode-0', { tpRank: 0, ppRank: 0 });
+const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+
+function refusalOf(value: Uint8Array, at = key): RankPartRefusedError {
+  const result = safeDecodeRankPartRecord(at, value);
+  if (result.success) throw new Error('expected a refusal');
+  return result.error;
+}
+
+function edited(edit: (record: { version: unknown; sha256: unknown; part: Record<string, unknown> }) => void): Uint8Array {
+  const record = JSON.parse(encodeRankPartRecord(part!)) as { version: unknown; sha256: unknown; part: Record<string, unknown> };
+  edit(record);
+  return bytes(JSON.stringify(record));
+}
+
+describe('rank-part records', () => {
+  it('round-trips a rank part, 64-bit fields included', () => {
+    const decoded = decodeRankPartRecord(key, bytes(encodeRankPartRecord(part)));
+    expect(decoded).toEqual(part);
+    expect(typeof decoded.banks[0]?.address).toBe('bigint');
+  });
+
+  it('keys name the worker and rank, and parse back', () => {
+    expect(key).toBe('kvreuse/workers/decode-0/ranks/pp0-tp0');
+    expect(parseRankPartKey(rankPartKey('w', { tpRank: 7, ppRank: 3 }, 'x/'), 'x/')).toEqual({ workerId: 'w', tpRank: 7, ppRank: 3 });
+    expect(parseRankPartKey('kvreuse/workers/w/ranks/pp01-tp0')).toBeUndefined();
+    expect(() => rankPartKey('a/b', { tpRank: 0, ppRank: 0 })).toThrow(/workerId/);
+  });
+
+  it.each([
+    ['not UTF-8', new Uint8Array([0xff, 0xfe])],
+    ['not JSON', bytes('{"format":')],
+    ['another format', bytes('{"format":"something-else","version":1}')],
+    ['a record without its part', bytes('{"format":"kvreuse.rank-part","version":1,"sha256":"00"}')],
+  ])('refuses %s as malformed', (_name, value) => {
+    expect(refusalOf(value).refusal).toBe('malformed');
+  });
+
+  it('refuses a record version it does not know', () => {
+    const error = refusalOf(edited((record) => (record.version = 2)));
+    expect([error.refusal, error.code]).toEqual(['wrong-version', 'RANK_PART_REFUSED']);
+    expect(error.message).toMatch(/record version 2/);
+  });
+
+  it('refuses a part whose bytes changed after its checksum was taken', () => {
+    const error = refusalOf(edited((record) => ((record.part['banks'] as { bytes: string }[])[0]!.bytes = '1')));
+    expect(error.refusal).toBe('tampered');
+  });
+
+  it('refuses a part of another version even with a matching checksum', async () => {
+    const { createHash } = await import('node:crypto');
+    const wire = { ...serializeRankPart(part), version: 2 };
+    const text = JSON.stringify(wire);
+    const value = bytes(`{"format":"kvreuse.rank-part","version":1,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
+    expect(refusalOf(value).refusal).toBe('wrong-version');
+  });
+
+  it('refuses a part the descriptors schema refuses, with the schema reason', async () => {
+    const { createHash } = await import('node:crypto');
+    const text = JSON.stringify({ ...serializeRankPart(part), banks: [] });
+    const value = bytes(`{"format":"kvreuse.rank-part","version":1,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
+    const error = refusalOf(value);
+    expect(error.refusal).toBe('malformed');
+    expect(error.message).toMatch(/banks/);
+  });
+
+  it('refuses a valid part stored under another rank or worker key', () => {
+    const value = bytes(encodeRankPartRecord(part));
+    expect(refusalOf(value, rankPartKey('decode-0', { tpRank: 1, ppRank: 0 })).refusal).toBe('misplaced');
+    expect(refusalOf(value, rankPartKey('decode-1', { tpRank: 0, ppRank: 0 })).refusal).toBe('misplaced');
+    expect(() => decodeRankPartRecord('elsewhere', value)).toThrow(RankPartRefusedError);
+  });
+});

@@ -1,0 +1,80 @@
+import { createHash } from 'node:crypto';
+import { type RankPart, safeParseRankPart, serializeRankPart } from '@kvreuse/descriptors';
+import { RankPartRefusedError } from '../errors.js';
+import { parseRankPartKey } from './rank-part-keys.js';
+
+/** What a rank part is stored as: the wire part inside an envelope that says what it is and carries its checksum. */
+export interface RankPartRecord {
+  readonly format: typeof rankPartRecordFormat;
+  readonly version: typeof rankPartRecordVersion;
+  /** SHA-256 (hex) of the JSON text of `part` as stored. */
+  readonly sha256: string;
+  readonly part: unknown;
+}
+
+export const rankPartRecordFormat = 'kvreuse.rank-part';
+export const rankPartRecordVersion = 1;
+
+export function encodeRankPartRecord(part: RankPart): string {
+  const partText = JSON.stringify(serializeRankPart(part));
+  // Spliced as text so that the checksum covers exactly the bytes a reader will see.
+  return `{"format":"${rankPartRecordFormat}","version":${rankPartRecordVersion},"sha256":"${sha256(partText)}","part":${partText}}`;
+}
+
+export type RankPartRecordResult = { success: true; data: RankPart } | { success: false; error: RankPartRefusedError };
+
+/**
+ * Validates a stored rank-part record like any untrusted input: the envelope, its version, the
+ * checksum, the part against the descriptors schema, and that the part is stored under its own key.
+ */
+export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPrefix?: string): RankPartRecordResult {
+  const refuse = (refusal: RankPartRefusedError['refusal'], reason: string, cause?: unknown): RankPartRecordResult => ({
+    success: false,
+    error: new RankPartRefusedError(key, refusal, reason, cause === undefined ? undefined : { cause }),
+  });
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(value);
+  } catch (cause) {
+    return refuse('malformed', 'the value is not UTF-8 text', cause);
+  }
+  let record: unknown;
+  try {
+    record = JSON.parse(text);
+  } catch (cause) {
+    return refuse('malformed', 'the value is not JSON', cause);
+  }
+  if (typeof record !== 'object' || record === null || (record as { format?: unknown }).format !== rankPartRecordFormat) {
+    return refuse('malformed', `the value is not a ${rankPartRecordFormat} record`);
+  }
+  const { version, sha256: checksum, part } = record as Partial<RankPartRecord>;
+  if (version !== rankPartRecordVersion) {
+    return refuse('wrong-version', `record version ${JSON.stringify(version)}; this reader knows version ${rankPartRecordVersion}`);
+  }
+  if (typeof checksum !== 'string' || typeof part !== 'object' || part === null) {
+    return refuse('malformed', 'the record lacks its sha256 or part');
+  }
+  if (sha256(JSON.stringify(part)) !== checksum) {
+    return refuse('tampered', `the part does not match its sha256 ${checksum}`);
+  }
+  const partVersion = (part as { version?: unknown }).version;
+  if (partVersion !== 1) return refuse('wrong-version', `rank part version ${JSON.stringify(partVersion)}; this reader knows version 1`);
+  const parsed = safeParseRankPart(part);
+  if (!parsed.success) return refuse('malformed', parsed.error.message, parsed.error);
+  const place = parseRankPartKey(key, keyPrefix);
+  const { workerId, parallel } = parsed.data;
+  if (place === undefined || place.workerId !== workerId || place.tpRank !== parallel.tpRank || place.ppRank !== parallel.ppRank) {
+    return refuse('misplaced', `the part of worker ${JSON.stringify(workerId)} rank (tp ${parallel.tpRank}, pp ${parallel.ppRank}) is not stored under its own key`);
+  }
+  return { success: true, data: parsed.data };
+}
+
+export function decodeRankPartRecord(key: string, value: Uint8Array, keyPrefix?: string): RankPart {
+  const result = safeDecodeRankPartRecord(key, value, keyPrefix);
+  if (!result.success) throw result.error;
+  return result.data;
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}

@@ -1,0 +1,198 @@
+import type { RankPart } from '@kvreuse/descriptors';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { rankPartsOf } from '../../test/helpers/rank-parts.js';
+import { localBackends, type StoreUnderTest } from '../../test/helpers/stores.js';
+import type { DiscoveryStore, LeaseId } from '../discovery/types.js';
+import type { GateVerdict, ReadinessGate } from './gate.js';
+import { publishRankParts, withdrawRankParts } from './publish.js';
+import { rankPartKey, workerPartsPrefix } from './rank-part-keys.js';
+import { encodeRankPartRecord } from './rank-part-record.js';
+import { watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from './worker-readiness.js';
+
+const workerId = 'decode-7';
+
+/** What a watcher was told, in a form that reads like the expected sequence. */
+function summary(readiness: WorkerReadiness): string {
+  if (readiness.ready) return `ready ${readiness.incarnation}`;
+  return `not ready ${readiness.incarnation ?? '-'}: ${readiness.reasons.map((reason) => reason.message).join(' | ')}`;
+}
+
+class MutableGate implements ReadinessGate {
+  readonly name = 'profile-admission';
+  verdict: GateVerdict | 'throw' = { pass: true };
+  #changed: (() => void) | undefined;
+  evaluate(): GateVerdict {
+    if (this.verdict === 'throw') throw new Error('profile table unreadable');
+    return this.verdict;
+  }
+  subscribe(changed: () => void): () => void {
+    this.#changed = changed;
+    return () => (this.#changed = undefined);
+  }
+  set(verdict: GateVerdict | 'throw'): void {
+    this.verdict = verdict;
+    this.#changed?.();
+  }
+}
+
+describe.each(localBackends)('worker readiness on $name discovery', (backend) => {
+  let under: StoreUnderTest;
+  let store: DiscoveryStore;
+  let lease: LeaseId;
+  let watch: WorkerReadinessWatch | undefined;
+  let seen: string[];
+  let warnings: string[];
+
+  beforeEach(async () => {
+    under = backend.open();
+    store = under.store;
+    lease = (await store.grantLease(60_000)).id;
+    seen = [];
+    warnings = [];
+  });
+
+  afterEach(async () => {
+    await watch?.close();
+    watch = undefined;
+    await under.dispose();
+  });
+
+  async function follow(gates: readonly ReadinessGate[] = []): Promise<WorkerReadinessWatch> {
+    watch = await watchWorkerReadiness(store, workerId, {
+      gates,
+      onChange: (readiness) => seen.push(summary(readiness)),
+      logger: { warn: (message) => warnings.push(message) },
+    });
+    return watch;
+  }
+
+  async function until(count: number): Promise<void> {
+    await vi.waitFor(() => expect(seen.length).toBeGreaterThanOrEqual(count), { timeout: 20_000, interval: 5 });
+    await watch?.settled();
+  }
+
+  it('is ready only once every rank is published, and watchers see each change in order', async () => {
+    const [tp0, tp1] = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }) as [RankPart, RankPart];
+    const tracker = await follow();
+    await publishRankParts(store, [tp0], { lease });
+    await until(2);
+    await publishRankParts(store, [tp1], { lease });
+    await until(3);
+    expect(seen).toEqual([
+      'not ready -: no valid rank part is published',
+      'not ready inc-a: missing ranks (tp 1, pp 0)',
+      'ready inc-a',
+    ]);
+    expect(tracker.current.ready && tracker.current.worker.ranks.map((part) => part.parallel.tpRank)).toEqual([0, 1]);
+  });
+
+  it('withholds readiness while a gate fails, and follows the gate as it changes', async () => {
+    const gate = new MutableGate();
+    gate.verdict = { pass: false, reason: 'profile "qwen3-decode" not admitted: geometry digest differs' };
+    await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }), { lease });
+    await follow([gate]);
+    gate.set({ pass: true });
+    await until(2);
+    gate.set('throw');
+    await until(3);
+    expect(seen).toEqual([
+      'not ready inc-a: gate profile-admission refused: profile "qwen3-decode" not admitted: geometry digest differs',
+      'ready inc-a',
+      'not ready inc-a: gate profile-admission refused: the gate threw: profile table unreadable',
+    ]);
+  });
+
+  it('withdraws readiness when a part is withdrawn, when the lease is revoked and when a lease expires', async () => {
+    const parts = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 });
+    await publishRankParts(store, parts, { lease });
+    await follow();
+    await store.delete(rankPartKey(workerId, { tpRank: 1, ppRank: 0 }));
+    await until(2);
+    await publishRankParts(store, parts, { lease });
+    await until(3);
+    await store.revokeLease(lease);
+    await until(4);
+    const shortLease = await store.grantLease(1_500);
+    await publishRankParts(store, parts, { lease: shortLease.id });
+    await until(5);
+    // Nothing keeps the short lease alive: it expires and discovery deletes the parts.
+    await until(6);
+    expect(seen).toEqual([
+      'ready inc-a',
+      'not ready inc-a: missing ranks (tp 1, pp 0)',
+      'ready inc-a',
+      'not ready -: no valid rank part is published',
+      'ready inc-a',
+      'not ready -: no valid rank part is published',
+    ]);
+  });
+
+  it('withdraws exactly the incarnation named', async () => {
+    await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }), { lease });
+    await follow();
+    expect(await withdrawRankParts(store, { workerId, incarnation: 'inc-old' })).toBeUndefined();
+    expect(await withdrawRankParts(store, { workerId, incarnation: 'inc-a' })).toBeTypeOf('number');
+    await until(2);
+    expect(seen).toEqual(['ready inc-a', 'not ready -: no valid rank part is published']);
+  });
+
+  it('replaces a previous incarnation atomically: no reader ever sees a mix', async () => {
+    const old = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 4 });
+    const fresh = rankPartsOf({ workerId, incarnation: 'inc-b', tpSize: 4, generation: 2 });
+    await publishRankParts(store, old, { lease });
+    await follow();
+    const prefix = workerPartsPrefix(workerId);
+    const { entries, revision } = await store.list(prefix);
+    const incarnationByKey = new Map(entries.map((entry) => [entry.key, 'inc-a']));
+    const mixes: string[] = [];
+    const raw = await store.watch(
+      prefix,
+      (notice) => {
+        if (notice.type !== 'changes') return;
+        for (const event of notice.events) {
+          if (event.type === 'delete') incarnationByKey.delete(event.key);
+          else incarnationByKey.set(event.entry.key, (JSON.parse(new TextDecoder().decode(event.entry.value)) as { part: RankPart }).part.incarnation);
+        }
+        const incarnations = new Set(incarnationByKey.values());
+        if (incarnations.size > 1) mixes.push(`revision ${notice.revision}: ${[...incarnations].join(", ")}`);
+      },
+      { fromRevision: revision + 1 },
+    );
+    // The new incarnation's ranks come up one at a time, as separate processes would publish them.
+    for (const [index, part] of fresh.entries()) {
+      await publishRankParts(store, [part], { lease });
+      await until(index === 0 ? 2 : index === fresh.length - 1 ? 3 : 2);
+    }
+    await raw.close();
+    expect(mixes).toEqual([]);
+    expect(seen[0]).toBe('ready inc-a');
+    expect(seen[1]).toMatch(/^not ready inc-b: missing ranks/);
+    expect(seen.at(-1)).toBe('ready inc-b');
+    expect(seen.some((line) => line.includes('inc-a') && line !== 'ready inc-a')).toBe(false);
+    expect([...new Set(incarnationByKey.values())]).toEqual(['inc-b']);
+  });
+
+  it('refuses malformed, tampered, wrong-version and misplaced parts with a logged reason; they never count', async () => {
+    const [tp0, tp1] = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }) as [RankPart, RankPart];
+    await publishRankParts(store, [tp0], { lease });
+    await follow();
+    const tp1Key = rankPartKey(workerId, { tpRank: 1, ppRank: 0 });
+    const good = JSON.parse(encodeRankPartRecord(tp1)) as { version: number; part: { role: string } };
+    const bad = [
+      'not json at all',
+      JSON.stringify({ ...good, part: { ...good.part, role: 'prefill' } }),
+      JSON.stringify({ ...good, version: 9 }),
+      encodeRankPartRecord(tp0),
+    ];
+    for (const value of bad) await store.put(tp1Key, value, { lease });
+    await store.put(rankPartKey(workerId, { tpRank: 0, ppRank: 0 }, 'kvreuse/'), encodeRankPartRecord(tp0), { lease });
+    await vi.waitFor(() => expect(warnings.length).toBe(bad.length), { timeout: 20_000, interval: 5 });
+    await watch?.settled();
+    expect(seen).toEqual(['not ready inc-a: missing ranks (tp 1, pp 0)']);
+    expect(warnings.map((warning) => /\((\w[\w-]*)\)/.exec(warning)?.[1])).toEqual(['malformed', 'tampered', 'wrong-version', 'misplaced']);
+    expect(warnings[0]).toMatch(/worker decode-7: rank part at "kvreuse\/workers\/decode-7\/ranks\/pp0-tp1" refused/);
+    await store.put(tp1Key, encodeRankPartRecord(tp1), { lease });
+    await until(2);
+    expect(seen.at(-1)).toBe('ready inc-a');
+  });
+});

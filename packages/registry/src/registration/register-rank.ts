@@ -1,0 +1,170 @@
+import type { Agent } from '@kvreuse/native-bindings';
+import type { Bank, BankRegion } from '../banks/bank.js';
+import {
+  BankInUseError,
+  InvalidRankBanksError,
+  RankRegistrationError,
+  RankReleaseError,
+  type BankLabel,
+  type RetainedBank,
+} from '../errors.js';
+
+/** The part of a native agent that registration uses. */
+export type RegistrationAgent = Pick<Agent, 'name' | 'register'>;
+
+export interface RegisterRankOptions {
+  readonly agent: RegistrationAgent;
+  /** Every bank of one rank, in bank-index order (0, 1, …), each `owned`. */
+  readonly banks: readonly Bank[];
+  /** Aborting (e.g. `AbortSignal.timeout(ms)`) stops before the next bank and rolls back. */
+  readonly signal?: AbortSignal;
+}
+
+/** A rank whose every bank is registered with one agent. */
+export interface RegisteredRank {
+  readonly tpRank: number;
+  readonly ppRank: number;
+  readonly agent: RegistrationAgent;
+  readonly banks: readonly Bank[];
+}
+
+/**
+ * Registers every bank of one rank with the native agent, as one transaction: either every bank
+ * ends `registered`, or — on a native error, an overlap, unsupported vram or an abort — every bank
+ * this call registered is deregistered again in reverse order, each bank is back in the state and
+ * with the owner it had, and `RankRegistrationError` names the failing bank, the native code and
+ * what was rolled back. A bank whose rollback fails is retained (never handed back) and reported.
+ */
+export async function registerRank(options: RegisterRankOptions): Promise<RegisteredRank> {
+  const { agent, banks, signal } = options;
+  const first = checkOneRank(banks);
+  const rank = { tpRank: first.tpRank, ppRank: first.ppRank };
+  // Refuse a bank in the wrong state before touching anything native.
+  for (const bank of banks) bank.assertRegistrable();
+
+  const registered: Bank[] = [];
+  for (const bank of banks) {
+    if (signal?.aborted === true) {
+      throw rollBack(rank, registered, undefined, 'ABORTED', abortDetail(signal), signal.reason);
+    }
+    bank.beginRegistration();
+    let region: BankRegion;
+    try {
+      // The native layer counts dram as one device; a dram bank's deviceId is its NUMA node.
+      region = agent.register({ address: bank.address, bytes: bank.bytes, kind: bank.memKind, device: bank.memKind === 'vram' ? bank.deviceId : 0 });
+    } catch (cause) {
+      bank.abortRegistration();
+      const { code, detail } = describeFailure(cause);
+      throw rollBack(rank, registered, bank, code, detail, cause);
+    }
+    bank.completeRegistration(region);
+    registered.push(bank);
+    // Let an abort (timer, caller) land between banks; registration itself is a synchronous native call.
+    await Promise.resolve();
+  }
+  return { ...rank, agent, banks: [...banks] };
+}
+
+/**
+ * Deregisters every bank of a registered rank in reverse order and hands each back to its owner.
+ * Refuses up front (changing nothing) while any bank is referenced. A bank the native layer refuses
+ * to deregister (e.g. `BUSY`) is retained; a bank its owner refuses back stays `releasing`; both are
+ * reported together after every other bank was handled.
+ */
+export async function releaseRank(rank: RegisteredRank): Promise<void> {
+  for (const bank of rank.banks) {
+    if (bank.references > 0) throw new BankInUseError(bank, bank.references, 'release its rank');
+  }
+  const retained: RetainedBank[] = [];
+  const unreturned: RetainedBank[] = [];
+  for (const bank of [...rank.banks].reverse()) {
+    bank.beginRelease();
+    const region = bank.region;
+    if (region !== undefined) {
+      try {
+        region.deregister();
+      } catch (cause) {
+        const failure = retainedBank(bank, cause);
+        bank.retain(`deregistration failed with ${failure.code}: ${failure.message}`);
+        retained.push(failure);
+        continue;
+      }
+      bank.markDeregistered();
+    }
+    try {
+      await bank.completeRelease();
+    } catch (cause) {
+      unreturned.push(retainedBank(bank, cause));
+    }
+  }
+  if (retained.length > 0 || unreturned.length > 0) throw new RankReleaseError(rank, retained, unreturned);
+}
+
+function rollBack(
+  rank: { tpRank: number; ppRank: number },
+  registered: readonly Bank[],
+  failed: Bank | undefined,
+  code: string,
+  detail: string,
+  cause: unknown,
+): RankRegistrationError {
+  const rolledBack: BankLabel[] = [];
+  const retained: RetainedBank[] = [];
+  for (const bank of [...registered].reverse()) {
+    try {
+      bank.region?.deregister();
+    } catch (rollbackCause) {
+      const failure = retainedBank(bank, rollbackCause);
+      bank.retain(`rollback of a failed rank registration could not deregister it: ${failure.code}: ${failure.message}`);
+      retained.push(failure);
+      continue;
+    }
+    bank.undoRegistration();
+    rolledBack.push(labelOf(bank));
+  }
+  return new RankRegistrationError(rank, failed === undefined ? undefined : labelOf(failed), code, detail, rolledBack, retained, { cause });
+}
+
+function checkOneRank(banks: readonly Bank[]): Bank {
+  const first = banks[0];
+  if (first === undefined) throw new InvalidRankBanksError('banks', banks, 'a rank has at least one bank');
+  banks.forEach((bank, position) => {
+    if (bank.tpRank !== first.tpRank || bank.ppRank !== first.ppRank) {
+      throw new InvalidRankBanksError(
+        `banks[${position}]`,
+        { tpRank: bank.tpRank, ppRank: bank.ppRank },
+        `belongs to another rank than banks[0] (tp ${first.tpRank}, pp ${first.ppRank})`,
+      );
+    }
+    if (bank.index !== position) {
+      throw new InvalidRankBanksError(`banks[${position}].index`, bank.index, `banks must be given in index order; expected ${position}`);
+    }
+  });
+  return first;
+}
+
+/** The native status name and detail of a `NativeTransportError`, or the error's name and message otherwise. */
+function describeFailure(cause: unknown): { code: string; detail: string } {
+  if (cause instanceof Error) {
+    const { code, detail } = cause as Error & { code?: unknown; detail?: unknown };
+    return {
+      code: typeof code === 'string' ? code : cause.name,
+      detail: typeof detail === 'string' && detail !== '' ? detail : cause.message,
+    };
+  }
+  return { code: 'UNKNOWN', detail: String(cause) };
+}
+
+function retainedBank(bank: Bank, cause: unknown): RetainedBank {
+  const { code, detail } = describeFailure(cause);
+  return { bank: labelOf(bank), code, message: detail };
+}
+
+function abortDetail(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason.message : String(reason);
+}
+
+function labelOf(bank: Bank): BankLabel {
+  return { tpRank: bank.tpRank, ppRank: bank.ppRank, index: bank.index, address: bank.address, bytes: bank.bytes };
+}
