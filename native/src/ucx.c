@@ -1,12 +1,433 @@
-/* The UCX backend (work in progress: agents cannot be created on it yet). */
+/* The UCX backend. Everything here runs on the agent's progress thread, which alone owns the ucp
+ * context and worker (UCS_THREAD_MODE_SINGLE): registration, endpoints, remote keys, gets and puts,
+ * active-message notifications and progress. */
 #include "internal.h"
 
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-static kvt_status ucx_start(kvt_agent *agent, char *detail, size_t detail_size) {
-    (void)agent;
-    snprintf(detail, detail_size, "the ucx backend is not implemented yet");
-    return KVT_ERR_NOT_SUPPORTED;
+#define KVT_AM_NOTIFY 7u
+#define NOTIFY_MAGIC 0x4E54564Bu /* "KVTN" */
+#define NOTIFY_HEADER_FIXED 6u   /* u32 magic + u16 name length */
+#define OP_WINDOW 256u           /* requests in flight per operation */
+#define IDLE_PROGRESS_MS 50      /* progress at least this often even when no event arrives */
+
+typedef struct {
+    ucp_context_h context;
+    ucp_worker_h worker;
+    int event_fd; /* -1 when the worker has none: then poll with a short timeout */
+    uint8_t *address;
+    uint32_t address_length;
+} ucx_state;
+
+enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY };
+
+/* Lives in the space UCX reserves in every request (ucp_params.request_size). */
+typedef struct {
+    enum ucx_request_kind kind;
+    kvt_agent *agent;
+    kvt_op *op;       /* NULL for a standalone notification */
+    kvt_conn *conn;
+    uint64_t length;  /* bytes the request moves */
+    uint8_t *buffer;  /* notification header + payload, freed on completion */
+} ucx_request;
+
+static ucx_state *state_of(kvt_agent *agent) { return agent->backend_state; }
+
+static kvt_status map_ucs_status(ucs_status_t status, kvt_conn *conn) {
+    switch (status) {
+    case UCS_OK:
+        return KVT_OK;
+    case UCS_ERR_CANCELED:
+        return KVT_ERR_CANCELED;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+        if (conn) atomic_store(&conn->failed, true);
+        return KVT_ERR_REMOTE_DISCONNECT;
+    default:
+        return conn && atomic_load(&conn->failed) ? KVT_ERR_REMOTE_DISCONNECT : KVT_ERR_BACKEND;
+    }
 }
 
-const kvt_backend kvt_ucx_backend = {.start = ucx_start};
+/* ---- notifications received ------------------------------------------------------------------ */
+
+static ucs_status_t on_notification(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                                    const ucp_am_recv_param_t *param) {
+    kvt_agent *agent = arg;
+    const uint8_t *h = header;
+    bool well_formed = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) && header_length >= NOTIFY_HEADER_FIXED &&
+                       length >= 1 && length <= KVT_MAX_NOTIFICATION;
+    uint32_t magic = 0, name_length = 0;
+    if (well_formed) {
+        magic = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+        name_length = (uint32_t)h[4] | (uint32_t)h[5] << 8;
+        well_formed = magic == NOTIFY_MAGIC && name_length >= 1 && name_length <= KVT_MAX_NAME &&
+                      header_length == NOTIFY_HEADER_FIXED + name_length;
+    }
+    char sender[KVT_MAX_NAME + 1];
+    for (uint32_t i = 0; well_formed && i < name_length; i++) {
+        uint8_t c = h[NOTIFY_HEADER_FIXED + i];
+        well_formed = c > 0x20 && c < 0x7F;
+        sender[i] = (char)c;
+    }
+    if (!well_formed) {
+        kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED, 1);
+        return UCS_OK;
+    }
+    sender[name_length] = '\0';
+    kvt_agent_deliver_notification(agent, sender, data, (uint32_t)length);
+    return UCS_OK;
+}
+
+/* ---- start / stop ----------------------------------------------------------------------------- */
+
+static kvt_status ucx_fail(char *detail, size_t detail_size, const char *what, ucs_status_t status) {
+    snprintf(detail, detail_size, "%s failed: %s", what, ucs_status_string(status));
+    return KVT_ERR_BACKEND;
+}
+
+static void ucx_stop(kvt_agent *agent) {
+    ucx_state *state = state_of(agent);
+    if (!state) return;
+    if (state->worker) ucp_worker_destroy(state->worker);
+    if (state->context) ucp_cleanup(state->context);
+    free(state->address);
+    free(state);
+    agent->backend_state = NULL;
+}
+
+static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, size_t detail_size) {
+    ucp_config_t *config;
+    ucs_status_t status = ucp_config_read(NULL, NULL, &config);
+    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_config_read", status);
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_NAME,
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+        .request_size = sizeof(ucx_request),
+        .name = agent->name,
+    };
+    status = ucp_init(&params, config, &state->context);
+    ucp_config_release(config);
+    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_init", status);
+
+    ucp_worker_params_t worker_params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                         .thread_mode = UCS_THREAD_MODE_SINGLE};
+    status = ucp_worker_create(state->context, &worker_params, &state->worker);
+    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_create", status);
+    if (ucp_worker_get_efd(state->worker, &state->event_fd) != UCS_OK) state->event_fd = -1;
+
+    ucp_address_t *address;
+    size_t address_length;
+    status = ucp_worker_get_address(state->worker, &address, &address_length);
+    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_get_address", status);
+    state->address = malloc(address_length);
+    if (state->address) memcpy(state->address, address, address_length);
+    state->address_length = (uint32_t)address_length;
+    ucp_worker_release_address(state->worker, address);
+    if (!state->address) {
+        snprintf(detail, detail_size, "out of memory");
+        return KVT_ERR_NO_MEMORY;
+    }
+
+    ucp_am_handler_param_t handler = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = KVT_AM_NOTIFY,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = on_notification,
+        .arg = agent,
+    };
+    status = ucp_worker_set_am_recv_handler(state->worker, &handler);
+    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
+    return KVT_OK;
+}
+
+static kvt_status ucx_start(kvt_agent *agent, char *detail, size_t detail_size) {
+    ucx_state *state = calloc(1, sizeof *state);
+    if (!state) {
+        snprintf(detail, detail_size, "out of memory");
+        return KVT_ERR_NO_MEMORY;
+    }
+    state->event_fd = -1;
+    agent->backend_state = state;
+    kvt_status status = ucx_open(agent, state, detail, detail_size);
+    if (status != KVT_OK) ucx_stop(agent);
+    return status;
+}
+
+/* ---- memory ----------------------------------------------------------------------------------- */
+
+static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *detail, size_t detail_size) {
+    ucx_state *state = state_of(agent);
+    ucp_mem_map_params_t params = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        .address = NULL,
+        .length = allocation->length,
+        .flags = UCP_MEM_MAP_ALLOCATE,
+    };
+    ucp_mem_h memh;
+    ucs_status_t status = ucp_mem_map(state->context, &params, &memh);
+    if (status != UCS_OK) {
+        snprintf(detail, detail_size, "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s",
+                 (unsigned long long)allocation->length, ucs_status_string(status));
+        return status == UCS_ERR_NO_MEMORY ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND;
+    }
+    ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
+    status = ucp_mem_query(memh, &attr);
+    long page = sysconf(_SC_PAGESIZE);
+    if (status != UCS_OK || attr.length < allocation->length || (uintptr_t)attr.address % (uintptr_t)page != 0) {
+        ucp_mem_unmap(state->context, memh);
+        snprintf(detail, detail_size, "kvt_mem_alloc: UCX returned unusable memory (%s, %zu bytes at %p)",
+                 ucs_status_string(status), attr.length, attr.address);
+        return KVT_ERR_BACKEND;
+    }
+    allocation->address = (uint64_t)(uintptr_t)attr.address;
+    allocation->backend = memh;
+    return KVT_OK;
+}
+
+static void ucx_free(kvt_agent *agent, kvt_allocation *allocation) {
+    ucp_mem_unmap(state_of(agent)->context, allocation->backend);
+}
+
+static kvt_status ucx_map(kvt_agent *agent, kvt_region *region, const kvt_allocation *exact, char *detail,
+                          size_t detail_size) {
+    ucx_state *state = state_of(agent);
+    ucp_mem_h memh;
+    if (exact) {
+        memh = exact->backend;
+        region->backend_borrowed = true;
+    } else {
+        ucp_mem_map_params_t params = {
+            .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+            .address = (void *)(uintptr_t)region->address,
+            .length = region->length,
+        };
+        ucs_status_t status = ucp_mem_map(state->context, &params, &memh);
+        if (status != UCS_OK) {
+            snprintf(detail, detail_size, "kvt_mem_register: ucp_mem_map of [0x%llx, +%llu) failed: %s",
+                     (unsigned long long)region->address, (unsigned long long)region->length,
+                     ucs_status_string(status));
+            return KVT_ERR_BACKEND;
+        }
+    }
+    void *packed;
+    size_t packed_length;
+    ucs_status_t status = ucp_rkey_pack(state->context, memh, &packed, &packed_length);
+    if (status == UCS_OK) {
+        region->rkey = malloc(packed_length ? packed_length : 1);
+        if (region->rkey) memcpy(region->rkey, packed, packed_length);
+        region->rkey_length = (uint32_t)packed_length;
+        ucp_rkey_buffer_release(packed);
+    }
+    if (status != UCS_OK || !region->rkey) {
+        if (!exact) ucp_mem_unmap(state->context, memh);
+        snprintf(detail, detail_size, "kvt_mem_register: ucp_rkey_pack failed: %s",
+                 status != UCS_OK ? ucs_status_string(status) : "out of memory");
+        return status != UCS_OK ? KVT_ERR_BACKEND : KVT_ERR_NO_MEMORY;
+    }
+    region->backend = memh;
+    return KVT_OK;
+}
+
+static void ucx_unmap(kvt_agent *agent, kvt_region *region) {
+    if (!region->backend_borrowed) ucp_mem_unmap(state_of(agent)->context, region->backend);
+}
+
+static const uint8_t *ucx_address(kvt_agent *agent, uint32_t *length) {
+    *length = state_of(agent)->address_length;
+    return state_of(agent)->address;
+}
+
+/* ---- connections ------------------------------------------------------------------------------- */
+
+static void on_endpoint_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
+    (void)ep;
+    (void)status;
+    kvt_conn *conn = arg;
+    atomic_store(&conn->failed, true);
+}
+
+/* Progresses until `request` completes, then frees it. */
+static void wait_request(ucx_state *state, void *request) {
+    if (request == NULL || UCS_PTR_IS_ERR(request)) return;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(state->worker);
+    ucp_request_free(request);
+}
+
+static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
+    ucx_state *state = state_of(agent);
+    for (uint32_t i = 0; i < conn->meta.region_count; i++) {
+        if (conn->meta.regions[i].backend) ucp_rkey_destroy(conn->meta.regions[i].backend);
+        conn->meta.regions[i].backend = NULL;
+    }
+    if (!conn->backend) return;
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = atomic_load(&conn->failed) ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    wait_request(state, ucp_ep_close_nbx(conn->backend, &param));
+    conn->backend = NULL;
+}
+
+static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size) {
+    ucx_state *state = state_of(agent);
+    ucp_ep_params_t params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = (const ucp_address_t *)conn->meta.worker_address,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = on_endpoint_error, .arg = conn},
+    };
+    ucp_ep_h ep;
+    ucs_status_t status = ucp_ep_create(state->worker, &params, &ep);
+    if (status != UCS_OK) {
+        snprintf(detail, detail_size, "kvt_peer_load: ucp_ep_create to peer '%s' failed: %s", conn->meta.name,
+                 ucs_status_string(status));
+        return map_ucs_status(status, NULL) == KVT_ERR_REMOTE_DISCONNECT ? KVT_ERR_REMOTE_DISCONNECT
+                                                                          : KVT_ERR_BACKEND;
+    }
+    conn->backend = ep;
+    for (uint32_t i = 0; i < conn->meta.region_count; i++) {
+        kvt_remote_region *region = &conn->meta.regions[i];
+        ucp_rkey_h rkey;
+        status = ucp_ep_rkey_unpack(ep, region->rkey, &rkey);
+        if (status != UCS_OK) {
+            snprintf(detail, detail_size, "kvt_peer_load: remote key of region %u of peer '%s' unusable: %s",
+                     region->id, conn->meta.name, ucs_status_string(status));
+            return KVT_ERR_BACKEND; /* the caller's unref closes what was opened */
+        }
+        region->backend = rkey;
+    }
+    return KVT_OK;
+}
+
+/* ---- transfers -------------------------------------------------------------------------------- */
+
+static void on_request_done(void *request, ucs_status_t status, void *user_data) {
+    (void)user_data;
+    ucx_request *r = request;
+    kvt_op *op = r->op;
+    kvt_status mapped = map_ucs_status(status, r->conn);
+    if (r->kind == UCX_REQ_RMA) {
+        op->outstanding--;
+        if (mapped == KVT_OK)
+            atomic_fetch_add_explicit(&op->bytes_done, r->length, memory_order_relaxed);
+        else if (op->error == KVT_OK)
+            op->error = mapped;
+    } else {
+        free(r->buffer);
+        if (op) kvt_op_notified(r->agent, op, mapped);
+    }
+    ucp_request_free(request);
+}
+
+static ucp_request_param_t request_param(void) {
+    return (ucp_request_param_t){.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK, .cb = {.send = on_request_done}};
+}
+
+/* Handles what a non-blocking call returned: done now, failed, or a request to track. */
+static kvt_status track(void *returned, ucx_request setup) {
+    if (returned == NULL) return KVT_OK;
+    if (UCS_PTR_IS_ERR(returned)) return map_ucs_status(UCS_PTR_STATUS(returned), setup.conn);
+    *(ucx_request *)returned = setup;
+    return KVT_IN_PROGRESS;
+}
+
+static void ucx_advance(kvt_agent *agent, kvt_op *op) {
+    kvt_conn *conn = op->conn;
+    ucp_ep_h ep = conn->backend;
+    if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
+    if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
+    while (op->error == KVT_OK && op->outstanding < OP_WINDOW && op->next < op->count) {
+        const kvt_desc *d = &op->descs[op->next];
+        ucp_request_param_t param = request_param();
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        param.memh = op->locals[d->local_slot]->backend;
+        ucp_rkey_h rkey = conn->meta.regions[d->remote_slot].backend;
+        void *local = (void *)(uintptr_t)d->local_address;
+        void *returned = op->direction == KVT_XFER_READ
+                             ? ucp_get_nbx(ep, local, d->length, d->remote_address, rkey, &param)
+                             : ucp_put_nbx(ep, local, d->length, d->remote_address, rkey, &param);
+        kvt_status status =
+            track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = d->length});
+        if (status == KVT_OK) atomic_fetch_add_explicit(&op->bytes_done, d->length, memory_order_relaxed);
+        if (status == KVT_IN_PROGRESS) op->outstanding++;
+        if (status != KVT_OK && status != KVT_IN_PROGRESS) {
+            op->error = status;
+            break;
+        }
+        op->next++;
+    }
+    if (op->outstanding > 0 || (op->error == KVT_OK && op->next < op->count)) return;
+    if (op->error == KVT_OK && op->direction == KVT_XFER_WRITE && !op->flushed) {
+        /* A put completes locally before it lands; the flush confirms remote completion. */
+        op->flushed = true;
+        ucp_request_param_t param = request_param();
+        kvt_status status = track(ucp_ep_flush_nbx(ep, &param),
+                                  (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn});
+        if (status == KVT_IN_PROGRESS) {
+            op->outstanding++;
+            return;
+        }
+        if (status != KVT_OK) op->error = status;
+    }
+    op->phase = KVT_PHASE_MOVED;
+}
+
+static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length) {
+    if (atomic_load(&conn->failed)) return KVT_ERR_REMOTE_DISCONNECT;
+    size_t name_length = strlen(agent->name);
+    size_t header_length = NOTIFY_HEADER_FIXED + name_length;
+    uint8_t *buffer = malloc(header_length + length);
+    if (!buffer) return KVT_ERR_NO_MEMORY;
+    const uint32_t magic = NOTIFY_MAGIC;
+    for (unsigned i = 0; i < 4; i++) buffer[i] = (uint8_t)(magic >> (8 * i));
+    buffer[4] = (uint8_t)name_length;
+    buffer[5] = (uint8_t)(name_length >> 8);
+    memcpy(buffer + NOTIFY_HEADER_FIXED, agent->name, name_length);
+    memcpy(buffer + header_length, data, length);
+    ucp_request_param_t param = request_param();
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    void *returned =
+        ucp_am_send_nbx(conn->backend, KVT_AM_NOTIFY, buffer, header_length, buffer + header_length, length, &param);
+    kvt_status status = track(
+        returned, (ucx_request){.kind = UCX_REQ_NOTIFY, .agent = agent, .op = op, .conn = conn, .buffer = buffer});
+    if (status != KVT_IN_PROGRESS) free(buffer);
+    if (status == KVT_IN_PROGRESS && !op) return KVT_OK; /* handed to UCX; it frees the buffer when done */
+    return status;
+}
+
+/* ---- progress and sleep ----------------------------------------------------------------------- */
+
+static bool ucx_progress(kvt_agent *agent) { return ucp_worker_progress(state_of(agent)->worker) != 0; }
+
+static void ucx_sleep(kvt_agent *agent, int timeout_ms) {
+    ucx_state *state = state_of(agent);
+    int cap = state->event_fd >= 0 ? IDLE_PROGRESS_MS : 1;
+    int timeout = (timeout_ms < 0 || timeout_ms > cap) ? cap : timeout_ms;
+    struct pollfd fds[2] = {{.fd = agent->command_fd, .events = POLLIN}, {.fd = state->event_fd, .events = POLLIN}};
+    if (state->event_fd >= 0 && ucp_worker_arm(state->worker) == UCS_ERR_BUSY) return; /* events pending */
+    poll(fds, state->event_fd >= 0 ? 2 : 1, timeout);
+}
+
+const kvt_backend kvt_ucx_backend = {
+    .start = ucx_start,
+    .stop = ucx_stop,
+    .alloc = ucx_alloc,
+    .free_allocation = ucx_free,
+    .map = ucx_map,
+    .unmap = ucx_unmap,
+    .address = ucx_address,
+    .connect = ucx_connect,
+    .disconnect = ucx_disconnect,
+    .advance = ucx_advance,
+    .notify = ucx_notify,
+    .progress = ucx_progress,
+    .sleep = ucx_sleep,
+};
