@@ -119,26 +119,21 @@ export class InvalidBlockListError extends DescriptorError {
 export class BlockOutOfRangeError extends DescriptorError {
   readonly code = 'BLOCK_OUT_OF_RANGE';
   override readonly name = 'BlockOutOfRangeError';
-  readonly side: 'source' | 'destination';
-  readonly rank: RankId;
-  readonly bank: number;
-  readonly block: number;
-  /** The bank's block count: valid blocks are `0 … blocks - 1`. */
-  readonly blocks: number;
-  /** Position of the offending pair in the block list. */
-  readonly index: number;
 
-  constructor(side: 'source' | 'destination', rank: RankId, bank: number, block: number, blocks: number, index: number) {
+  constructor(
+    readonly side: 'source' | 'destination',
+    readonly rank: RankId,
+    readonly bank: number,
+    readonly block: number,
+    /** The bank's block count: valid blocks are `0 … blocks - 1`. */
+    readonly blocks: number,
+    /** Position of the offending pair in the block list. */
+    readonly index: number,
+  ) {
     super(
       `${side} block ${block} (block list index ${index}) is outside bank ${bank} of rank (${formatRank(rank)}), ` +
         `which holds ${blocks} blocks`,
     );
-    this.side = side;
-    this.rank = rank;
-    this.bank = bank;
-    this.block = block;
-    this.blocks = blocks;
-    this.index = index;
   }
 }
 
@@ -146,18 +141,15 @@ export class BlockOutOfRangeError extends DescriptorError {
 export class PieceOutOfRangeError extends DescriptorError {
   readonly code = 'PIECE_OUT_OF_RANGE';
   override readonly name = 'PieceOutOfRangeError';
-  readonly rank: RankId;
-  readonly field: 'block' | 'localLayer' | 'plane';
-  readonly value: number;
-  /** Valid values are `0 … limit - 1`. */
-  readonly limit: number;
 
-  constructor(rank: RankId, field: 'block' | 'localLayer' | 'plane', value: number, limit: number) {
+  constructor(
+    readonly rank: RankId,
+    readonly field: 'block' | 'localLayer' | 'plane',
+    readonly value: number,
+    /** Valid values are `0 … limit - 1`. */
+    readonly limit: number,
+  ) {
     super(`rank (${formatRank(rank)}) has no ${field} ${value}: valid values are 0 … ${limit - 1}`);
-    this.rank = rank;
-    this.field = field;
-    this.value = value;
-    this.limit = limit;
   }
 }
 

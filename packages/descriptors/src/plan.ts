@@ -142,7 +142,7 @@ const largestOf = (blocks: Uint32Array): number => blocks.reduce((max, block) =>
 const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const LOW = littleEndian ? 0 : 1;
 const HIGH = 1 - LOW;
-const TWO_POW_32 = 2 ** 32;
+const INVERSE_TWO_POW_32 = 2 ** -32; // multiplying by a power of two is exact
 
 interface Route {
   readonly route: RankRoute;
@@ -183,6 +183,8 @@ function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; de
   const outerCount = blocksOuter ? n : layerPlanes;
   const innerCount = blocksOuter ? layerPlanes : n;
   const { source: sourceBlocks, destination: destinationBlocks } = blocks;
+  const { bankOf: sourceBankOf, baseOf: sourceBaseOf, strideOf: sourceStrideOf } = from;
+  const { bankOf: destinationBankOf, baseOf: destinationBaseOf, strideOf: destinationStrideOf } = to;
   let count = 0;
   let lastSourceBank = -1;
   let lastDestinationBank = -1;
@@ -193,24 +195,24 @@ function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; de
     for (let inner = 0; inner < innerCount; inner++) {
       const lp = blocksOuter ? inner : outer;
       const i = blocksOuter ? outer : inner;
-      const sBank = from.bankOf[lp] as number;
-      const dBank = to.bankOf[lp] as number;
-      let sOffset = (from.baseOf[lp] as number) + (sourceBlocks[i] as number) * (from.strideOf[lp] as number);
-      let dOffset = (to.baseOf[lp] as number) + (destinationBlocks[i] as number) * (to.strideOf[lp] as number);
+      const sBank = sourceBankOf[lp] as number;
+      const dBank = destinationBankOf[lp] as number;
+      let sOffset = (sourceBaseOf[lp] as number) + (sourceBlocks[i] as number) * (sourceStrideOf[lp] as number);
+      let dOffset = (destinationBaseOf[lp] as number) + (destinationBlocks[i] as number) * (destinationStrideOf[lp] as number);
       for (let segment = 0; segment < segments; segment++) {
         if (coalesce && sOffset === sourceEnd && dOffset === destinationEnd && sBank === lastSourceBank && dBank === lastDestinationBank) {
           runBytes += segmentBytes;
         } else {
           if (count > 0) {
             length32[2 * (count - 1) + LOW] = runBytes >>> 0;
-            length32[2 * (count - 1) + HIGH] = (runBytes / TWO_POW_32) >>> 0;
+            length32[2 * (count - 1) + HIGH] = (runBytes * INVERSE_TWO_POW_32) >>> 0;
           }
           sourceBank[count] = sBank;
           destinationBank[count] = dBank;
           sourceOffset32[2 * count + LOW] = sOffset >>> 0;
-          sourceOffset32[2 * count + HIGH] = (sOffset / TWO_POW_32) >>> 0;
+          sourceOffset32[2 * count + HIGH] = (sOffset * INVERSE_TWO_POW_32) >>> 0;
           destinationOffset32[2 * count + LOW] = dOffset >>> 0;
-          destinationOffset32[2 * count + HIGH] = (dOffset / TWO_POW_32) >>> 0;
+          destinationOffset32[2 * count + HIGH] = (dOffset * INVERSE_TWO_POW_32) >>> 0;
           lastSourceBank = sBank;
           lastDestinationBank = dBank;
           runBytes = segmentBytes;
@@ -225,7 +227,7 @@ function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; de
   }
   if (count > 0) {
     length32[2 * (count - 1) + LOW] = runBytes >>> 0;
-    length32[2 * (count - 1) + HIGH] = (runBytes / TWO_POW_32) >>> 0;
+    length32[2 * (count - 1) + HIGH] = (runBytes * INVERSE_TWO_POW_32) >>> 0;
   }
   const full = count === capacity;
   return {

@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { workerFor } from '../test/support.js';
+import {
+  bankCount,
+  deriveShard,
+  elementOffset,
+  type Geometry,
+  InvalidBankLayoutError,
+  layoutRankBanks,
+  locatePiece,
+  minimumBlockStride,
+  pieceBytes,
+  PieceOutOfRangeError,
+  rankBlockBytes,
+  referenceGeometries,
+} from './index.js';
+
+const qwen = referenceGeometries['qwen3-0.6b'];
+const whole = { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 };
+
+describe('byte geometry', () => {
+  it('matches the reference figures for Qwen3-0.6B', () => {
+    const shard = deriveShard(qwen, whole);
+    expect(pieceBytes(qwen, shard)).toBe(131_072);
+    expect(rankBlockBytes(qwen, shard)).toBe(7_340_032);
+    expect(42 * rankBlockBytes(qwen, shard)).toBe(308_281_344);
+    expect(42 * qwen.numLayers * qwen.kvPlanes).toBe(2352);
+    expect(bankCount(qwen, shard)).toBe(56);
+    expect(pieceBytes(qwen, deriveShard(qwen, { ...whole, tpRank: 1, tpSize: 2 }))).toBe(65_536);
+  });
+
+  it('sizes the MLA latent plane and the fully-contiguous stride', () => {
+    const mla = referenceGeometries['deepseek-v3-mla'];
+    const shard = deriveShard(mla, { ...whole, tpRank: 3, tpSize: 8 });
+    expect(pieceBytes(mla, shard)).toBe(64 * 576 * 2);
+    const contiguous: Geometry = { ...qwen, bankLayout: 'fully-contiguous' };
+    expect(minimumBlockStride(contiguous, deriveShard(contiguous, whole))).toBe(7_340_032);
+    expect(bankCount(contiguous, deriveShard(contiguous, whole))).toBe(1);
+  });
+
+  it('orders elements HND as [head][token][dim] and NHD as [token][head][dim]', () => {
+    const geometry = { blockTokens: 64, headDim: 128, dtype: 'bf16' as const };
+    expect(elementOffset({ ...geometry, headOrder: 'HND' }, 4, 1, 2, 3)).toBe(((1 * 64 + 2) * 128 + 3) * 2);
+    expect(elementOffset({ ...geometry, headOrder: 'NHD' }, 4, 1, 2, 3)).toBe(((2 * 4 + 1) * 128 + 3) * 2);
+  });
+
+  it('locates pieces in layer-separate and fully-contiguous banks', () => {
+    const separate = workerFor({ geometry: qwen, tpSize: 2, ppSize: 2, blocks: 8 }).ranks[3]!;
+    expect(locatePiece(separate, 5, 3, 1)).toEqual({ bank: 7, offset: 5n * 65_536n });
+    const contiguous = workerFor({ geometry: { ...qwen, bankLayout: 'fully-contiguous' }, tpSize: 2, ppSize: 2, blocks: 8, stridePadding: 4096 }).ranks[3]!;
+    expect(locatePiece(contiguous, 5, 3, 1)).toEqual({ bank: 0, offset: 5n * (14n * 2n * 65_536n + 4096n) + 7n * 65_536n });
+    expect(() => locatePiece(separate, 8, 0, 0)).toThrow(PieceOutOfRangeError);
+    expect(() => locatePiece(separate, 0, 14, 0)).toThrow(/has no localLayer 14: valid values are 0 … 13/);
+    expect(() => locatePiece(separate, 0, 0, 2)).toThrow(/has no plane 2/);
+  });
+});
+
+describe('layoutRankBanks', () => {
+  it('lays banks one after another from a base address, each start aligned', () => {
+    const geometry: Geometry = { ...qwen, numLayers: 2 };
+    const banks = layoutRankBanks(geometry, whole, { address: 0x10000n, blocks: 3, blockStride: 131_072 + 100, alignment: 2 ** 21 });
+    expect(banks.map((bank) => bank.address)).toEqual([0x10000n, 0x200000n, 0x400000n, 0x600000n]);
+    expect(banks[0]).toEqual({ memKind: 'dram', deviceId: 0, address: 0x10000n, bytes: 3n * 131_172n, blocks: 3, blockStride: 131_172n });
+  });
+
+  it('places banks at the given addresses', () => {
+    const geometry: Geometry = { ...qwen, numLayers: 1 };
+    const banks = layoutRankBanks(geometry, whole, { address: [0x9000_0000n, 0x1000_0000n], blocks: 2, memKind: 'vram', deviceId: 3 });
+    expect(banks.map((bank) => [bank.address, bank.memKind, bank.deviceId])).toEqual([[0x9000_0000n, 'vram', 3], [0x1000_0000n, 'vram', 3]]);
+  });
+
+  it('rejects options that cannot make valid banks, naming each', () => {
+    const attempt = () => layoutRankBanks(qwen, whole, { address: [0n], blocks: 0, blockStride: 10, alignment: 3 });
+    expect(attempt).toThrow(InvalidBankLayoutError);
+    expect(attempt).toThrow(/blocks = 0: must be a positive integer; blockStride = 10: must be an integer ≥ 131072; alignment = 3: must be a power of two; address = \["0n"\]: must hold one address per bank \(56\)/);
+  });
+});

@@ -1,0 +1,38 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { assembleWorker, checkCompatibility, geometryDigest, parseRankPart, planTransfer, referenceGeometries, serializeRankPart, type Worker } from '@kvreuse/descriptors';
+
+// The example workers the demo ships with (tools/demo/examples).
+const examples = new URL('../../../tools/demo/examples/', import.meta.url);
+
+function exampleWorker(file: string): Worker {
+  const wire: unknown = JSON.parse(readFileSync(new URL(file, examples), 'utf8'));
+  expect(Array.isArray(wire)).toBe(true);
+  const parts = (wire as unknown[]).map(parseRankPart);
+  expect(parts.map(serializeRankPart)).toEqual(wire);
+  const result = assembleWorker(parts);
+  if (!result.complete) throw new Error(`${file} is incomplete: ${JSON.stringify(result)}`);
+  return result.worker;
+}
+
+describe('bundled example workers', () => {
+  const decode = exampleWorker('qwen3-0.6b-decode-tp2.json');
+  const prefill = exampleWorker('qwen3-0.6b-prefill-tp1.json');
+
+  it('are complete Qwen3-0.6B workers: decode TP=2, prefill TP=1, page-aligned layer-separate HND banks', () => {
+    expect([decode.role, decode.tpSize, prefill.role, prefill.tpSize]).toEqual(['decode', 2, 'prefill', 1]);
+    expect(decode.geometryDigest).toBe(geometryDigest(referenceGeometries['qwen3-0.6b']));
+    expect(prefill.geometryDigest).toBe(decode.geometryDigest);
+    for (const bank of [...decode.ranks, ...prefill.ranks].flatMap((part) => part.banks)) {
+      expect(bank.address % 4096n).toBe(0n);
+      expect(bank.blocks).toBeGreaterThan(42);
+    }
+  });
+
+  it('are compatible, and the 42-block prefix from decode to prefill is 308,281,344 bytes', () => {
+    expect(checkCompatibility(decode, prefill).ok).toBe(true);
+    const plan = planTransfer(decode, prefill, Array.from({ length: 42 }, (_, i) => [i, i] as [number, number]));
+    expect(plan.totalBytes).toBe(308_281_344n);
+    expect(plan.pairs.map((pair) => pair.count)).toEqual([2352, 2352]);
+  });
+});
