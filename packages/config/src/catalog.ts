@@ -108,6 +108,13 @@ export const catalog = {
           '`ucx` moves bytes through UCX (shared memory, TCP or RDMA, whatever the machine offers); ' +
           '`loopback` moves them inside one process, for tests and single-process demos.',
       }),
+      library: setting({
+        schema: z.string(),
+        default: '',
+        description:
+          'Path of the native transport library (libkvreuse_transport) to load; empty loads the one ' +
+          '`@kvreuse/native-bindings` finds by default.',
+      }),
       operationTimeoutMs: setting({
         schema: z.int().positive(),
         default: 1000,
@@ -220,6 +227,8 @@ export interface CrossFieldRule {
   /** The settings it is compared with. */
   readonly related: readonly SettingPath[];
   readonly rule: string;
+  /** Why the rule exists, for the docs. */
+  readonly why: string;
   readonly holds: (settings: Settings) => boolean;
 }
 
@@ -228,18 +237,21 @@ export const crossFieldRules: readonly CrossFieldRule[] = [
     setting: 'router.enableDecodeToPrefillGpuReuse',
     related: ['router.enableDecodeToPrefillReuse'],
     rule: 'router.enable_decode_to_prefill_gpu_reuse requires router.enable_decode_to_prefill_reuse',
+    why: 'GPU reuse is a kind of reuse; turning it on alone would silently do nothing.',
     holds: ({ router }) => !router.enableDecodeToPrefillGpuReuse || router.enableDecodeToPrefillReuse,
   },
   {
     setting: 'transport.abandonTimeoutMs',
     related: ['transport.operationTimeoutMs'],
     rule: 'transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms',
+    why: 'a transfer that timed out gets at least as long again to become terminal before it is quarantined.',
     holds: ({ transport }) => transport.abandonTimeoutMs >= 2 * transport.operationTimeoutMs,
   },
   {
     setting: 'transport.shutdownDeadlineMs',
     related: ['transport.abandonTimeoutMs'],
     rule: 'transport.shutdown_deadline_ms ≥ transport.abandon_timeout_ms',
+    why: 'every in-flight transfer reaches its abandon deadline before shutdown gives up on it.',
     holds: ({ transport }) => transport.shutdownDeadlineMs >= transport.abandonTimeoutMs,
   },
 ];

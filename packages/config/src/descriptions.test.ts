@@ -86,5 +86,6 @@ describe('describeValueRule and formatValue', () => {
   it('writes lists comma-separated, as env and argv take them', () => {
     expect(formatValue(['http://a:1', 'http://b:2'])).toBe('http://a:1,http://b:2');
     expect(formatValue(false)).toBe('false');
+    expect(formatValue('')).toBe('""');
   });
 });

@@ -125,8 +125,9 @@ export const settingsByFileKey = indexBy('fileKey');
 export const settingsByFlag = indexBy('flag');
 export const settingsByEnv = indexBy('env');
 
-/** A value as it is written in env and argv: lists comma-separated, everything else as text. */
+/** A value as it is written in env and argv: lists comma-separated, the empty string as `""`, everything else as text. */
 export function formatValue(value: unknown): string {
+  if (value === '') return '""';
   return Array.isArray(value) ? value.join(',') : String(value);
 }
 

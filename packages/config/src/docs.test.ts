@@ -19,7 +19,7 @@ describe('renderConfigDocs', () => {
       expect(docs).toContain(setting.description);
       if (setting.unit !== undefined) expect(docs).toContain(`- unit: ${setting.unit}`);
     }
-    for (const { rule } of crossFieldRules) expect(docs).toContain(`- ${rule}`);
+    for (const { rule, why } of crossFieldRules) expect(docs).toContain(`- \`${rule}\`: ${why}`);
   });
 
   it('matches the committed docs/config.md', () => {

@@ -39,7 +39,7 @@ export function renderConfigDocs(): string {
   const groups = settingGroups.map((group) =>
     [`## ${code(group.name)}`, '', group.description, '', group.settings.map(settingSection).join('\n\n')].join('\n'),
   );
-  const rules = crossFieldRules.map(({ rule }) => `- ${rule}`);
+  const rules = crossFieldRules.map(({ rule, why }) => `- ${code(rule)}: ${why}`);
   return `# Settings
 
 <!-- Generated from packages/config/src/catalog.ts by \`${DOCS_COMMAND}\`; do not edit by hand. -->

@@ -21,7 +21,7 @@ const DEFAULTS = {
     transferSourceLookupBudgetMs: 2,
     transferSourcePrefillTokenUs: 50,
   },
-  transport: { backend: 'ucx', operationTimeoutMs: 1000, abandonTimeoutMs: 5000, shutdownDeadlineMs: 10_000 },
+  transport: { backend: 'ucx', library: '', operationTimeoutMs: 1000, abandonTimeoutMs: 5000, shutdownDeadlineMs: 10_000 },
   discovery: {
     backend: 'sqlite',
     sqlitePath: 'kvreuse-discovery.sqlite',
@@ -108,10 +108,17 @@ describe('resolveSettings: precedence', () => {
     const env = { KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS: '2000', KVREUSE_DISCOVERY_LEASE_TTL_MS: '4000' };
     const argv = ['--discovery-lease-ttl-ms=5000'];
     const { settings, provenance } = resolveSettings({ file, env, argv });
-    expect(settings.transport).toEqual({ backend: 'ucx', operationTimeoutMs: 2000, abandonTimeoutMs: 6000, shutdownDeadlineMs: 10_000 });
+    expect(settings.transport).toEqual({
+      backend: 'ucx',
+      library: '',
+      operationTimeoutMs: 2000,
+      abandonTimeoutMs: 6000,
+      shutdownDeadlineMs: 10_000,
+    });
     expect(settings.discovery).toMatchObject({ backend: 'memory', leaseTtlMs: 5000 });
     expect(provenance.transport).toEqual({
       backend: { source: 'default' },
+      library: { source: 'default' },
       operationTimeoutMs: { source: 'env', variable: 'KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS' },
       abandonTimeoutMs: { source: 'file', path: 'ops.yaml' },
       shutdownDeadlineMs: { source: 'default' },
