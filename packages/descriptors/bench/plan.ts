@@ -12,7 +12,7 @@ import {
   type RankPart,
   type Role,
   type Worker,
-} from '@kvreuse/descriptors';
+} from '../src/index.js';
 
 const geometry: Geometry = { numLayers: 64, kvPlanes: 2, blockTokens: 64, numKvHeads: 8, headDim: 128, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'HND' };
 const BLOCKS = 4096;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { assembleWorker, checkCompatibility, geometryDigest, parseRankPart, planTransfer, referenceGeometries, serializeRankPart, type Worker } from '@kvreuse/descriptors';
+import { assembleWorker, checkCompatibility, geometryDigest, parseRankPart, planTransfer, referenceGeometries, serializeRankPart, type Worker } from '../src/index.js';
 
 // The example workers the demo ships with (tools/demo/examples).
 const examples = new URL('../../../tools/demo/examples/', import.meta.url);

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { Geometry, RankPart, TransferPlan, Worker } from '@kvreuse/descriptors';
+import type { Geometry, RankPart, TransferPlan, Worker } from '../src/index.js';
 
 // Everything below locates bytes from first principles, independently of the planner and of the
 // package's layout helpers: the expected destination comes from a logical-position → value function.

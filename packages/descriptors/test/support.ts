@@ -5,7 +5,7 @@ import {
   type Role,
   assembleWorker,
   type Worker,
-} from '@kvreuse/descriptors';
+} from '../src/index.js';
 
 export interface WorkerSpec {
   readonly geometry: Geometry;
