@@ -28,6 +28,7 @@ export {
 export { exampleSettingsPath } from './example.js';
 export { renderSettingsHelp, type HelpOptions } from './help.js';
 export { settingsJsonSchema } from './json-schema.js';
+export { renderSettingsReport } from './settings-report.js';
 export {
   defaultSettings,
   resolveSettings,

@@ -10,7 +10,7 @@ import {
   type SettingsError,
 } from './errors.js';
 import { loadSettingsFile, type SettingsFileInput } from './settings-file.js';
-import { readArgv, readEnv, readFile, type SourceReading, type SourceValue } from './sources.js';
+import { emptyReading, readArgv, readEnv, readFile, type SourceValue } from './sources.js';
 
 /** An environment as `process.env` has it; only `KVREUSE_*` variables are read. */
 export type SettingsEnv = Readonly<Record<string, string | undefined>>;
@@ -81,10 +81,6 @@ function nest<Leaf>(leaf: (path: SettingPath) => Leaf): Record<string, Record<st
   return Object.freeze(nested);
 }
 
-function noReading(): SourceReading {
-  return { values: [], unknown: [], invalid: [] };
-}
-
 /**
  * Resolves every setting from its default, then the file, then the environment, then argv (later wins).
  * All-or-nothing: it throws `SettingsFileError` for a file that cannot be read, one `UnknownSettingError`
@@ -99,15 +95,14 @@ export function resolveSettings(options: ResolveSettingsOptions = {}): ResolvedS
     throw new TypeError('resolveSettings: env must be an object of variables');
   }
   const readings = [
-    options.file === undefined ? noReading() : readFile(loadSettingsFile(options.file)),
-    options.env === undefined ? noReading() : readEnv(options.env),
-    options.argv === undefined ? noReading() : readArgv(options.argv),
+    options.file === undefined ? emptyReading() : readFile(loadSettingsFile(options.file)),
+    options.env === undefined ? emptyReading() : readEnv(options.env),
+    options.argv === undefined ? emptyReading() : readArgv(options.argv),
   ];
   const unknown = readings.flatMap((reading) => reading.unknown);
   if (unknown.length > 0) throw new UnknownSettingError(unknown);
 
   const invalid: InvalidSetting[] = [];
-  const broken = new Set<SettingPath>();
   const chosen = new Map<SettingPath, Chosen>(
     settingDescriptions.map((setting) => [setting.path, { value: setting.default, source: { source: 'default' } }]),
   );
@@ -119,7 +114,7 @@ export function resolveSettings(options: ResolveSettingsOptions = {}): ResolvedS
       else invalid.push(checked.issue);
     }
   }
-  for (const issue of invalid) broken.add(issue.setting);
+  const broken = new Set(invalid.map((issue) => issue.setting));
 
   // `chosen` was seeded with every setting's default.
   const pick = (path: SettingPath): Chosen => chosen.get(path) as Chosen;

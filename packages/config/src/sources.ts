@@ -27,7 +27,7 @@ export interface SourceReading {
   readonly invalid: InvalidSetting[];
 }
 
-function emptyReading(): SourceReading {
+export function emptyReading(): SourceReading {
   return { values: [], unknown: [], invalid: [] };
 }
 
