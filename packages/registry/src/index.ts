@@ -35,3 +35,4 @@ export {
   type WorkerReadiness,
   type WorkerReadinessWatch,
 } from './readiness/worker-readiness.js';
+export * from './inventory/index.js';

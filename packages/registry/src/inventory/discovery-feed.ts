@@ -1,0 +1,101 @@
+// Carries inventory batches through discovery: each worker writes its latest batch to one key,
+// `<prefix><workerId>`, under its lease; followers watch the prefix and apply every batch in order.
+// A follower that joins late or must resync sees only the latest batch of each worker, so workers
+// re-announce what they retain before it expires (the inventory is advisory: it catches up within
+// one expiry period). When a worker's key disappears (its lease ended) it is forgotten.
+import { InventoryEventError } from '../errors.js';
+import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, LeaseId, WatchNotice } from '../discovery/types.js';
+import { encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
+import type { RetainedInventory } from './retained-inventory.js';
+
+export const defaultInventoryPrefix = '/kvreuse/inventory/';
+
+export interface InventoryPublisherOptions {
+  readonly workerId: string;
+  readonly incarnation: string;
+  /** The worker's lease: its inventory disappears with it. */
+  readonly lease: LeaseId;
+  readonly prefix?: string;
+}
+
+/** Publishes one worker incarnation's inventory events, numbered in order. */
+export class InventoryPublisher {
+  private seq = 0;
+  readonly key: string;
+
+  constructor(
+    private readonly store: DiscoveryStore,
+    private readonly options: InventoryPublisherOptions,
+  ) {
+    this.key = `${options.prefix ?? defaultInventoryPrefix}${options.workerId}`;
+  }
+
+  /** Writes the events as the worker's next batch; returns the discovery revision. */
+  publish(events: readonly InventoryEvent[]): Promise<number> {
+    const { workerId, incarnation, lease } = this.options;
+    const value = encodeInventoryBatch({ workerId, incarnation, seq: this.seq++, events });
+    return this.store.put(this.key, value, { lease });
+  }
+}
+
+export interface InventoryFollowerOptions {
+  readonly prefix?: string;
+  /** A batch that failed validation (it is not applied). */
+  readonly onRejected?: (key: string, error: InventoryEventError) => void;
+  /** Outage and restored notices of the underlying watch, for the layers that act on them. */
+  readonly onStatus?: (notice: Extract<WatchNotice, { type: 'outage' | 'restored' }>) => void;
+}
+
+export interface InventoryFollower {
+  readonly watch: DiscoveryWatch;
+  close(): Promise<void>;
+}
+
+/** Loads every worker's latest batch into the inventory, then follows changes until closed. */
+export async function followInventory(
+  store: DiscoveryStore,
+  inventory: RetainedInventory,
+  options: InventoryFollowerOptions = {},
+): Promise<InventoryFollower> {
+  const prefix = options.prefix ?? defaultInventoryPrefix;
+  const applyEntry = (entry: DiscoveryEntry) => {
+    const parsed = safeParseInventoryBatch(entry.value);
+    if (!parsed.success) return options.onRejected?.(entry.key, parsed.error);
+    const expectedWorker = entry.key.slice(prefix.length);
+    if (parsed.data.workerId !== expectedWorker) {
+      return options.onRejected?.(
+        entry.key,
+        new InventoryEventError('workerId', parsed.data.workerId, `the batch is published under worker ${expectedWorker}`),
+      );
+    }
+    inventory.apply(parsed.data);
+  };
+  const replaceWith = (entries: readonly DiscoveryEntry[]) => {
+    const present = new Set(entries.map((entry) => entry.key.slice(prefix.length)));
+    for (const workerId of inventory.workers()) if (!present.has(workerId)) inventory.removeWorker(workerId);
+    entries.forEach(applyEntry);
+  };
+
+  const snapshot = await store.list(prefix);
+  replaceWith(snapshot.entries);
+  const watch = await store.watch(
+    prefix,
+    (notice) => {
+      switch (notice.type) {
+        case 'changes':
+          for (const event of notice.events) {
+            if (event.type === 'put') applyEntry(event.entry);
+            else inventory.removeWorker(event.key.slice(prefix.length));
+          }
+          return;
+        case 'resync':
+          replaceWith(notice.snapshot.entries);
+          return;
+        default:
+          options.onStatus?.(notice);
+      }
+    },
+    { fromRevision: snapshot.revision + 1 },
+  );
+  return { watch, close: () => watch.close() };
+}

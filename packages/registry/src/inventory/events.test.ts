@@ -1,0 +1,48 @@
+import { describe, expect, test } from 'vitest';
+import { InventoryEventError } from '../errors.js';
+import { encodeInventoryBatch, type InventoryBatch, parseInventoryBatch, safeParseInventoryBatch } from './events.js';
+
+const batch: InventoryBatch = {
+  workerId: 'decode-0',
+  incarnation: '9f2c',
+  seq: 3,
+  events: [
+    { type: 'stored', tier: 'gpu', blocks: [0x0123456789abcdefn, 1n], expiresAt: 1_750_000_060_000 },
+    { type: 'removed', tier: 'host', blocks: new BigUint64Array([0xffffffffffffffffn]) },
+    { type: 'cleared', tier: 'host' },
+  ],
+};
+
+describe('inventory batch wire form', () => {
+  test('round-trips through JSON text and UTF-8 bytes, with hashes as 16 hex digits', () => {
+    const text = encodeInventoryBatch(batch);
+    expect(JSON.parse(text).events[0].blocks).toEqual(['0123456789abcdef', '0000000000000001']);
+    for (const input of [text, new TextEncoder().encode(text)]) {
+      const parsed = parseInventoryBatch(input);
+      expect(parsed).toMatchObject({ workerId: 'decode-0', incarnation: '9f2c', seq: 3 });
+      expect(parsed.events.map((e) => (e.type === 'cleared' ? [] : [...e.blocks]))).toEqual([
+        [0x0123456789abcdefn, 1n],
+        [0xffffffffffffffffn],
+        [],
+      ]);
+    }
+  });
+
+  test('refuses malformed, tampered or wrong-version batches, naming the path and value', () => {
+    const wire = JSON.parse(encodeInventoryBatch(batch));
+    const refused = (value: unknown) => {
+      const result = safeParseInventoryBatch(typeof value === 'string' ? value : JSON.stringify(value));
+      expect(result.success).toBe(false);
+      return result.success ? undefined : result.error;
+    };
+    expect(refused('{not json')).toMatchObject({ code: 'INVENTORY_INVALID_EVENT', path: '' });
+    expect(refused({ ...wire, version: 2 })).toMatchObject({ path: 'version', value: 2 });
+    expect(refused({ ...wire, events: [{ type: 'stored', tier: 'gpu', blocks: ['XYZ'], expiresAt: 1 }] })).toMatchObject({
+      path: 'events.0.blocks.0',
+      value: 'XYZ',
+    });
+    expect(refused({ ...wire, events: [{ type: 'cleared', tier: 'disk' }] })).toMatchObject({ path: 'events.0.tier' });
+    expect(refused({ ...wire, extra: true })).toBeInstanceOf(InventoryEventError);
+    expect(() => parseInventoryBatch(new Uint8Array([0xff, 0xfe]))).toThrow(InventoryEventError);
+  });
+});

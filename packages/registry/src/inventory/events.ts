@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { InventoryEventError } from '../errors.js';
+import { blockHashFromHex, blockHashToHex } from './block-hash.js';
+
+export type RetentionTier = 'gpu' | 'host';
+export const retentionTiers: readonly RetentionTier[] = ['gpu', 'host'];
+
+/**
+ * What a worker says about the blocks it retains on one tier:
+ * - `stored`: these blocks are retained until `expiresAt` (ms since the Unix epoch); storing a
+ *   block again renews it;
+ * - `removed`: these blocks are no longer retained;
+ * - `cleared`: nothing is retained on this tier any more.
+ */
+export type InventoryEvent =
+  | {
+      readonly type: 'stored';
+      readonly tier: RetentionTier;
+      readonly blocks: BigUint64Array | readonly bigint[];
+      readonly expiresAt: number;
+    }
+  | { readonly type: 'removed'; readonly tier: RetentionTier; readonly blocks: BigUint64Array | readonly bigint[] }
+  | { readonly type: 'cleared'; readonly tier: RetentionTier };
+
+/** Events of one worker incarnation, numbered: a batch from a new incarnation replaces everything older. */
+export interface InventoryBatch {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly seq: number;
+  readonly events: readonly InventoryEvent[];
+}
+
+export const inventoryWireVersion = 1;
+
+const blockList = z.array(z.string().regex(/^[0-9a-f]{16}$/, 'a block hash is 16 lowercase hex digits'));
+const tier = z.enum(['gpu', 'host']);
+const wireBatch = z.strictObject({
+  version: z.literal(inventoryWireVersion),
+  workerId: z.string().min(1).max(256),
+  incarnation: z.string().min(1).max(256),
+  seq: z.number().int().nonnegative(),
+  events: z.array(
+    z.discriminatedUnion('type', [
+      z.strictObject({ type: z.literal('stored'), tier, blocks: blockList, expiresAt: z.number().int().nonnegative() }),
+      z.strictObject({ type: z.literal('removed'), tier, blocks: blockList }),
+      z.strictObject({ type: z.literal('cleared'), tier }),
+    ]),
+  ),
+});
+
+const toBlocks = (hex: readonly string[]): BigUint64Array =>
+  BigUint64Array.from(hex, (text) => blockHashFromHex(text) ?? 0n);
+
+/** The wire form: JSON with block hashes as 16 hex digits. */
+export function encodeInventoryBatch(batch: InventoryBatch): string {
+  return JSON.stringify({
+    version: inventoryWireVersion,
+    workerId: batch.workerId,
+    incarnation: batch.incarnation,
+    seq: batch.seq,
+    events: batch.events.map((event) =>
+      event.type === 'cleared' ? event : { ...event, blocks: Array.from(event.blocks, blockHashToHex) },
+    ),
+  });
+}
+
+export type SafeParseResult<T, E> = { success: true; data: T } | { success: false; error: E };
+
+/** Parses the wire form (text or UTF-8 bytes); never throws. */
+export function safeParseInventoryBatch(input: string | Uint8Array): SafeParseResult<InventoryBatch, InventoryEventError> {
+  let json: unknown;
+  try {
+    json = JSON.parse(typeof input === 'string' ? input : new TextDecoder('utf-8', { fatal: true }).decode(input));
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return { success: false, error: new InventoryEventError('', input, `not JSON text: ${reason}`) };
+  }
+  const parsed = wireBatch.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const path = issue.path.map(String).join('.');
+    const value = issue.path.reduce<unknown>(
+      (at, step) => (at !== null && typeof at === 'object' ? (at as Record<PropertyKey, unknown>)[step] : undefined),
+      json,
+    );
+    return { success: false, error: new InventoryEventError(path, value, issue.message) };
+  }
+  const { workerId, incarnation, seq, events } = parsed.data;
+  return {
+    success: true,
+    data: {
+      workerId,
+      incarnation,
+      seq,
+      events: events.map((event) => (event.type === 'cleared' ? event : { ...event, blocks: toBlocks(event.blocks) })),
+    },
+  };
+}
+
+/** Parses the wire form, or throws `InventoryEventError` naming the path and value refused. */
+export function parseInventoryBatch(input: string | Uint8Array): InventoryBatch {
+  const result = safeParseInventoryBatch(input);
+  if (!result.success) throw result.error;
+  return result.data;
+}

@@ -1,0 +1,25 @@
+export { blockHashFromHex, blockHashToHex, fnv1a64, hashBlockChain } from './block-hash.js';
+export {
+  encodeInventoryBatch,
+  type InventoryBatch,
+  type InventoryEvent,
+  inventoryWireVersion,
+  parseInventoryBatch,
+  type RetentionTier,
+  retentionTiers,
+  type SafeParseResult,
+  safeParseInventoryBatch,
+} from './events.js';
+export {
+  type AdvisoryRetainedPrefix,
+  RetainedInventory,
+  type RetainedInventoryOptions,
+} from './retained-inventory.js';
+export {
+  defaultInventoryPrefix,
+  followInventory,
+  type InventoryFollower,
+  type InventoryFollowerOptions,
+  InventoryPublisher,
+  type InventoryPublisherOptions,
+} from './discovery-feed.js';

@@ -1,0 +1,223 @@
+import fc from 'fast-check';
+import { describe, expect, test } from 'vitest';
+import { InventoryEventError } from '../errors.js';
+import { hashBlockChain } from './block-hash.js';
+import type { InventoryEvent, RetentionTier } from './events.js';
+import { RetainedInventory } from './retained-inventory.js';
+
+function clock(start = 1_750_000_000_000) {
+  let now = start;
+  return { now: () => now, advance: (ms: number) => (now += ms), at: () => now };
+}
+
+const tokens = (seed: number, count: number) => Array.from({ length: count }, (_, i) => (seed * 7919 + i * 31) % 151936);
+
+describe('RetainedInventory', () => {
+  test('answers per worker how many leading blocks it retains, and on which tier', () => {
+    const time = clock();
+    const inventory = new RetainedInventory({ now: time.now });
+    const chain = hashBlockChain(tokens(1, 64 * 10), 64);
+    const expiresAt = time.at() + 60_000;
+    inventory.apply({
+      workerId: 'decode-a',
+      incarnation: 'i1',
+      seq: 0,
+      events: [
+        { type: 'stored', tier: 'gpu', blocks: chain.slice(0, 6), expiresAt },
+        { type: 'stored', tier: 'host', blocks: chain.slice(4, 8), expiresAt },
+      ],
+    });
+    inventory.apply({
+      workerId: 'decode-b',
+      incarnation: 'i1',
+      seq: 0,
+      events: [{ type: 'stored', tier: 'host', blocks: [...chain.slice(0, 3), chain[4]!], expiresAt }],
+    });
+    inventory.apply({
+      workerId: 'decode-c',
+      incarnation: 'i1',
+      seq: 0,
+      events: [{ type: 'stored', tier: 'gpu', blocks: chain.slice(1, 10), expiresAt }],
+    });
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([
+      { workerId: 'decode-a', incarnation: 'i1', blocks: 8, gpuBlocks: 6, hostBlocks: 4, expiresAt },
+      { workerId: 'decode-b', incarnation: 'i1', blocks: 3, gpuBlocks: 0, hostBlocks: 3, expiresAt },
+    ]);
+    expect(inventory.longestRetainedPrefix(chain.slice(1))).toEqual([
+      expect.objectContaining({ workerId: 'decode-c', blocks: 9 }),
+      expect.objectContaining({ workerId: 'decode-a', blocks: 7 }),
+      expect.objectContaining({ workerId: 'decode-b', blocks: 2 }),
+    ]);
+    expect(inventory.longestRetainedPrefix(hashBlockChain(tokens(2, 64), 64))).toEqual([]);
+    expect(inventory.longestRetainedPrefix(new BigUint64Array(0))).toEqual([]);
+    expect(inventory.size).toBe(8 + 4 + 9);
+  });
+
+  test('removed and cleared events withdraw blocks per tier', () => {
+    const inventory = new RetainedInventory();
+    const chain = hashBlockChain(tokens(3, 64 * 4), 64);
+    const expiresAt = Date.now() + 60_000;
+    const batch = (seq: number, events: InventoryEvent[]) => inventory.apply({ workerId: 'w', incarnation: 'i', seq, events });
+    batch(0, [
+      { type: 'stored', tier: 'gpu', blocks: chain, expiresAt },
+      { type: 'stored', tier: 'host', blocks: chain.slice(0, 2), expiresAt },
+    ]);
+    batch(1, [{ type: 'removed', tier: 'gpu', blocks: [chain[1]!] }]);
+    // Block 1 is still on the host tier, so the prefix goes on through the GPU blocks after it.
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 4, gpuBlocks: 3, hostBlocks: 2 }]);
+    batch(2, [{ type: 'cleared', tier: 'host' }]);
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 1, gpuBlocks: 1, hostBlocks: 0 }]);
+    batch(3, [{ type: 'cleared', tier: 'gpu' }]);
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
+    expect(inventory.size).toBe(0);
+  });
+
+  test('entries expire: lookups skip them and prune frees them', () => {
+    const time = clock();
+    const inventory = new RetainedInventory({ now: time.now });
+    const chain = hashBlockChain(tokens(4, 64 * 3), 64);
+    inventory.apply({
+      workerId: 'w',
+      incarnation: 'i',
+      seq: 0,
+      events: [
+        { type: 'stored', tier: 'gpu', blocks: chain.slice(0, 2), expiresAt: time.at() + 1_000 },
+        { type: 'stored', tier: 'gpu', blocks: chain.slice(2), expiresAt: time.at() + 5_000 },
+      ],
+    });
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 3, expiresAt: time.at() + 1_000 }]);
+    time.advance(1_000);
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
+    expect(inventory.size).toBe(3);
+    expect(inventory.prune()).toBe(2);
+    expect(inventory.size).toBe(1);
+    // Storing a block again renews it; storing it with an expiry already past withdraws it.
+    inventory.apply({
+      workerId: 'w',
+      incarnation: 'i',
+      seq: 1,
+      events: [{ type: 'stored', tier: 'gpu', blocks: chain.slice(0, 2), expiresAt: time.at() + 1_000 }],
+    });
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 3 }]);
+    inventory.apply({
+      workerId: 'w',
+      incarnation: 'i',
+      seq: 2,
+      events: [{ type: 'stored', tier: 'gpu', blocks: [chain[1]!], expiresAt: time.at() - 1 }],
+    });
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 1 }]);
+  });
+
+  test('a new incarnation replaces the old one; stale or repeated batches are ignored', () => {
+    const inventory = new RetainedInventory();
+    const chain = hashBlockChain(tokens(5, 64 * 4), 64);
+    const expiresAt = Date.now() + 60_000;
+    expect(inventory.apply({ workerId: 'w', incarnation: 'old', seq: 5, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] })).toBe(true);
+    expect(inventory.apply({ workerId: 'w', incarnation: 'old', seq: 5, events: [{ type: 'cleared', tier: 'gpu' }] })).toBe(false);
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 4, incarnation: 'old' }]);
+    inventory.apply({ workerId: 'w', incarnation: 'new', seq: 0, events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 1), expiresAt }] });
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([expect.objectContaining({ blocks: 1, gpuBlocks: 0, incarnation: 'new' })]);
+    expect(inventory.removeWorker('w')).toBe(true);
+    expect(inventory.removeWorker('w')).toBe(false);
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
+    expect(inventory.workerCount).toBe(0);
+  });
+
+  test('refuses malformed batches with a typed error naming the path', () => {
+    const inventory = new RetainedInventory();
+    const bad = (batch: unknown) => () => inventory.apply(batch as never);
+    expect(bad({ workerId: '', incarnation: 'i', seq: 0, events: [] })).toThrow(expect.objectContaining({ path: 'workerId' }));
+    expect(bad({ workerId: 'w', incarnation: 'i', seq: -1, events: [] })).toThrow(InventoryEventError);
+    expect(bad({ workerId: 'w', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'disk', blocks: [] }] })).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'events.0.tier', value: 'disk' }),
+    );
+    expect(bad({ workerId: 'w', incarnation: 'i', seq: 0, events: [{ type: 'removed', tier: 'gpu', blocks: [1] }] })).toThrow(
+      expect.objectContaining({ path: 'events.0.blocks.0' }),
+    );
+    expect(bad({ workerId: 'w', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: Number.NaN }] })).toThrow(
+      expect.objectContaining({ path: 'events.0.expiresAt' }),
+    );
+    expect(() => inventory.longestRetainedPrefix([5] as never)).toThrow(expect.objectContaining({ path: 'chain.0' }));
+    expect(inventory.workerCount).toBe(0);
+  });
+
+  test('behaves like a plain model under random stores, removes, clears, expiry and prunes', () => {
+    type Op =
+      | { kind: 'store'; worker: number; tier: RetentionTier; from: number; count: number; ttl: number }
+      | { kind: 'remove'; worker: number; tier: RetentionTier; from: number; count: number }
+      | { kind: 'clear'; worker: number; tier: RetentionTier }
+      | { kind: 'leave'; worker: number }
+      | { kind: 'tick'; ms: number }
+      | { kind: 'prune' };
+    const worker = fc.integer({ min: 0, max: 5 });
+    const tier = fc.constantFrom<RetentionTier>('gpu', 'host');
+    const block = fc.integer({ min: 0, max: 39 });
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      { weight: 6, arbitrary: fc.record({ kind: fc.constant('store' as const), worker, tier, from: block, count: fc.integer({ min: 1, max: 12 }), ttl: fc.integer({ min: 100, max: 3_000 }) }) },
+      { weight: 3, arbitrary: fc.record({ kind: fc.constant('remove' as const), worker, tier, from: block, count: fc.integer({ min: 1, max: 6 }) }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('clear' as const), worker, tier }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('leave' as const), worker }) },
+      { weight: 2, arbitrary: fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 1_500 }) }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('prune' as const) }) },
+    );
+    // Two chains that share their first 10 blocks, 40 distinct hashes per chain at most.
+    const chainA = hashBlockChain(tokens(9, 40 * 4), 4);
+    const chainB = BigUint64Array.from([...chainA.slice(0, 10), ...hashBlockChain(tokens(10, 30 * 4), 4, chainA[9])]);
+
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 80 }), fc.boolean(), (ops, useB) => {
+        const time = clock();
+        const chain = useB ? chainB : chainA;
+        const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16 });
+        const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
+        const seq = new Map<number, number>();
+        const send = (w: number, events: InventoryEvent[]) => {
+          const next = (seq.get(w) ?? -1) + 1;
+          seq.set(w, next);
+          inventory.apply({ workerId: `w${w}`, incarnation: 'i', seq: next, events });
+        };
+        for (const o of ops) {
+          if (o.kind === 'store' || o.kind === 'remove') {
+            const blocks = chain.slice(o.from, o.from + o.count);
+            const expiresAt = time.at() + (o.kind === 'store' ? o.ttl : 0);
+            send(o.worker, [o.kind === 'store' ? { type: 'stored', tier: o.tier, blocks, expiresAt } : { type: 'removed', tier: o.tier, blocks }]);
+            for (let b = o.from; b < o.from + blocks.length; b++) {
+              if (o.kind === 'store') model.set(`${o.worker}/${o.tier}/${b}`, Math.ceil(expiresAt / 100) * 100);
+              else model.delete(`${o.worker}/${o.tier}/${b}`);
+            }
+          } else if (o.kind === 'clear') {
+            send(o.worker, [{ type: 'cleared', tier: o.tier }]);
+            for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/${o.tier}/`)) model.delete(key);
+          } else if (o.kind === 'leave') {
+            inventory.removeWorker(`w${o.worker}`);
+            seq.delete(o.worker);
+            for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/`)) model.delete(key);
+          } else if (o.kind === 'tick') {
+            time.advance(o.ms);
+          } else {
+            inventory.prune();
+          }
+          const alive = (w: number, t: RetentionTier, b: number) => (model.get(`${w}/${t}/${b}`) ?? 0) > Math.floor(time.at() / 100) * 100;
+          const expected = [];
+          for (let w = 0; w <= 5; w++) {
+            let blocks = 0;
+            let gpuBlocks = 0;
+            let hostBlocks = 0;
+            while (blocks < chain.length && (alive(w, 'gpu', blocks) || alive(w, 'host', blocks))) {
+              gpuBlocks += alive(w, 'gpu', blocks) ? 1 : 0;
+              hostBlocks += alive(w, 'host', blocks) ? 1 : 0;
+              blocks++;
+            }
+            if (blocks > 0) expected.push({ workerId: `w${w}`, blocks, gpuBlocks, hostBlocks });
+          }
+          expected.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
+          const actual = inventory
+            .longestRetainedPrefix(chain)
+            .map(({ workerId, blocks, gpuBlocks, hostBlocks }) => ({ workerId, blocks, gpuBlocks, hostBlocks }));
+          expect(actual).toEqual(expected);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
