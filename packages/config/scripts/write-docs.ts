@@ -1,6 +1,6 @@
 // Writes docs/config.md and schema/settings.schema.json from the catalog: `pnpm --filter @kvreuse/config docs`.
 import { writeFileSync } from 'node:fs';
-import { renderConfigDocs, settingsJsonSchema } from '@kvreuse/config';
+import { renderConfigDocs, settingsJsonSchema } from '../src/index.js';
 
 const docsPath = new URL('../../../docs/config.md', import.meta.url);
 const schemaPath = new URL('../schema/settings.schema.json', import.meta.url);
