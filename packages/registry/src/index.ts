@@ -18,6 +18,7 @@ export {
   withdrawRankParts,
   type WorkerIdentity,
 } from './readiness/publish.js';
+export { transportMetadataOf } from './readiness/transport-metadata.js';
 export { checkWorkerId, defaultKeyPrefix, parseRankPartKey, rankPartKey, workerPartsPrefix } from './readiness/rank-part-keys.js';
 export {
   decodeRankPartRecord,

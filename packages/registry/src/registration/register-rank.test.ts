@@ -1,0 +1,327 @@
+import { type Agent, type Allocation, loadTransport, type Region } from '@kvreuse/native-bindings';
+import { afterAll, describe, expect, it } from 'vitest';
+import { frameworkBanks, kvreuseBanks, PAGE } from '../../test/helpers/rank-memory.js';
+import { Bank } from '../banks/bank.js';
+import { BankAlreadyRegisteredError, BankInUseError, InvalidRankBanksError, RankRegistrationError, RankReleaseError } from '../errors.js';
+import { registerRank, type RegistrationAgent, releaseRank } from './register-rank.js';
+
+const transport = loadTransport();
+const openAgents = new Set<Agent>();
+let agentCount = 0;
+
+function newAgent(backend: 'loopback' | 'ucx' = 'loopback'): Agent {
+  const agent = transport.createAgent({ name: `registry-${process.pid}-${agentCount++}`, backend });
+  openAgents.add(agent);
+  return agent;
+}
+
+function closeAgent(agent: Agent): void {
+  agent.close();
+  openAgents.delete(agent);
+}
+
+afterAll(() => {
+  for (const agent of openAgents) agent.close();
+});
+
+const shape = { bytes: 4 * PAGE, blockStride: PAGE };
+const rank = { tpRank: 2, ppRank: 0 };
+
+/** What must not change when a registration fails: native counters (agent and process) and each bank's state and owner. */
+function snapshot(agent: Agent, banks: readonly Bank[]) {
+  const pick = ({ liveRegistrations, registeredBytes, liveAllocations, allocatedBytes }: ReturnType<Agent['counters']>) => ({
+    liveRegistrations,
+    registeredBytes,
+    liveAllocations,
+    allocatedBytes,
+  });
+  return {
+    agent: pick(agent.counters()),
+    process: pick(transport.counters()),
+    banks: banks.map((bank) => ({ state: bank.state, owner: bank.owner, region: bank.region, references: bank.references })),
+  };
+}
+
+/**
+ * Starts a read by `agent` into `region` from a second agent and holds it in flight (completion
+ * delay), so the native layer refuses to deregister `region` with BUSY. `finish` lets it complete
+ * and closes everything it opened.
+ */
+function holdReadInto(agent: Agent, region: Region): { finish(): Promise<void> } {
+  const source = newAgent();
+  const sourceMemory = source.allocate(PAGE);
+  const sourceRegion = source.register(sourceMemory);
+  const peer = agent.loadPeer(source.metadata());
+  agent.faults.delayCompletions('forever');
+  const operation = agent.post({
+    direction: 'read',
+    peer,
+    localRegions: [region],
+    remoteRegions: [sourceRegion.id],
+    descriptors: {
+      sourceBank: Uint32Array.of(0),
+      sourceOffset: BigUint64Array.of(0n),
+      destinationBank: Uint32Array.of(0),
+      destinationOffset: BigUint64Array.of(0n),
+      length: BigUint64Array.of(BigInt(PAGE)),
+    },
+  });
+  return {
+    async finish() {
+      agent.faults.clear();
+      await operation.done;
+      operation.release();
+      peer.unload();
+      sourceRegion.deregister();
+      sourceMemory.free();
+      closeAgent(source);
+    },
+  };
+}
+
+type MemorySource = 'kvreuse' | 'framework';
+
+/** A rank of `count` banks on `agent`, and a check that no bank's memory went back to its owner. */
+function rankMemory(source: MemorySource, agent: Agent, count: number) {
+  if (source === 'kvreuse') {
+    const { banks, allocations } = kvreuseBanks(agent, rank, count, shape);
+    return { banks, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => allocations.forEach((a) => a.isOpen && a.free()) };
+  }
+  const { banks, returned } = frameworkBanks(rank, count, shape);
+  return { banks, ownersKeptTheirMemory: () => returned.length === 0, dispose: () => {} };
+}
+
+const failureCodes = ['BACKEND', 'NOT_SUPPORTED', 'TIMEOUT', 'NO_MEMORY', 'NOT_ALLOWED'] as const;
+const rankSizes = [1, 2, 3, 5, 8];
+const matrix = rankSizes.flatMap((count) => Array.from({ length: count }, (_, failing) => ({ count, failing, code: failureCodes[(count + failing) % failureCodes.length]! })));
+
+describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned memory on the loopback agent', (source) => {
+  it.each(matrix)('first registration: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
+    const agent = newAgent();
+    const memory = rankMemory(source, agent, count);
+    const before = snapshot(agent, memory.banks);
+    agent.faults.failNth('register', failing + 1, code);
+
+    const error = await registerRank({ agent, banks: memory.banks }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(RankRegistrationError);
+    const failure = error as RankRegistrationError;
+    expect(failure.bank).toMatchObject({ index: failing, address: memory.banks[failing]!.address, bytes: BigInt(shape.bytes) });
+    expect(failure.nativeCode).toBe(code);
+    expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: failing }, (_, i) => failing - 1 - i));
+    expect(failure.retained).toEqual([]);
+    expect(failure.message).toContain(`bank ${failing} of rank (tp 2, pp 0) at 0x${memory.banks[failing]!.address.toString(16)}`);
+    expect(snapshot(agent, memory.banks)).toEqual(before);
+    expect(memory.ownersKeptTheirMemory()).toBe(true);
+
+    // The banks are usable as they were: the same rank registers once the fault is gone.
+    const registered = await registerRank({ agent, banks: memory.banks });
+    expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + count);
+    await releaseRank(registered);
+    memory.dispose();
+    closeAgent(agent);
+  });
+
+  it.each(matrix)('re-registration after an incarnation change: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
+    // Incarnation 1 registers and hands its banks back; its agent goes away.
+    const previous = newAgent();
+    const first = rankMemory(source, previous, count);
+    await releaseRank(await registerRank({ agent: previous, banks: first.banks }));
+    expect(first.banks.every((bank) => bank.state === 'returned')).toBe(true);
+    closeAgent(previous);
+
+    // Incarnation 2: a new agent, the banks adopted again (the framework's pool, or fresh kvreuse memory).
+    const agent = newAgent();
+    const again = rankMemory(source, agent, count);
+    const before = snapshot(agent, again.banks);
+    agent.faults.failNth('register', failing + 1, code);
+    const error = await registerRank({ agent, banks: again.banks }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'RANK_REGISTRATION_FAILED', nativeCode: code, bank: { index: failing } });
+    expect((error as RankRegistrationError).rolledBack).toHaveLength(failing);
+    expect(snapshot(agent, again.banks)).toEqual(before);
+    expect(again.ownersKeptTheirMemory()).toBe(true);
+    again.dispose();
+    closeAgent(agent);
+  });
+});
+
+describe('registerRank against real native refusals', () => {
+  it('rolls back when a bank overlaps an earlier one (INVALID_PARAM from the native layer)', async () => {
+    const agent = newAgent();
+    const { banks, pool } = frameworkBanks(rank, 3, shape);
+    const overlapping = [banks[0]!, banks[1]!, Bank.adopt({ ...rank, index: 2, memKind: 'dram', deviceId: 0, address: banks[1]!.address + BigInt(PAGE), bytes: BigInt(shape.bytes), blocks: 4, blockStride: BigInt(PAGE) }, banks[1]!.owner)];
+    const before = snapshot(agent, overlapping);
+    const error = (await registerRank({ agent, banks: overlapping }).catch((e: unknown) => e)) as RankRegistrationError;
+    expect(error).toMatchObject({ nativeCode: 'INVALID_PARAM', bank: { index: 2 } });
+    expect(error.detail).toMatch(/overlaps region/);
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
+    expect(snapshot(agent, overlapping)).toEqual(before);
+    expect(pool.length).toBeGreaterThan(0);
+    closeAgent(agent);
+  });
+
+  it('rolls back when a vram bank is not supported (NOT_SUPPORTED, with the reason)', async () => {
+    const agent = newAgent();
+    const { banks } = frameworkBanks(rank, 2, shape);
+    const vram = Bank.adopt({ ...rank, index: 2, memKind: 'vram', deviceId: 0, address: 0x7000_0000_0000n, bytes: BigInt(shape.bytes), blocks: 4, blockStride: BigInt(PAGE) }, banks[0]!.owner);
+    const all = [...banks, vram];
+    const before = snapshot(agent, all);
+    const error = (await registerRank({ agent, banks: all }).catch((e: unknown) => e)) as RankRegistrationError;
+    expect(error).toMatchObject({ nativeCode: 'NOT_SUPPORTED', bank: { index: 2 } });
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
+    expect(snapshot(agent, all)).toEqual(before);
+    closeAgent(agent);
+  });
+
+  it('rolls back when aborted between banks (a deadline)', async () => {
+    const agent = newAgent();
+    const { banks } = frameworkBanks(rank, 4, shape);
+    const before = snapshot(agent, banks);
+    const deadline = new AbortController();
+    let registrations = 0;
+    const slowAgent: RegistrationAgent = {
+      name: agent.name,
+      register(memory) {
+        const region = agent.register(memory);
+        if (++registrations === 2) deadline.abort(new Error('registration deadline of 50 ms passed'));
+        return region;
+      },
+    };
+    const error = (await registerRank({ agent: slowAgent, banks, signal: deadline.signal }).catch((e: unknown) => e)) as RankRegistrationError;
+    expect(error).toMatchObject({ nativeCode: 'ABORTED', bank: undefined, detail: 'registration deadline of 50 ms passed' });
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
+    expect(snapshot(agent, banks)).toEqual(before);
+    closeAgent(agent);
+  });
+
+  it('retains a bank whose rollback the native layer refuses (BUSY under an in-flight read), and reports it', async () => {
+    const agent = newAgent();
+    const { banks, returned } = frameworkBanks(rank, 4, shape);
+    const before = snapshot(agent, banks);
+
+    // While bank 1 is registered, a read into it starts and is held in flight; bank 3 then fails,
+    // and the rollback cannot deregister bank 1.
+    agent.faults.failNth('register', 4, 'BACKEND');
+    let held: { finish(): Promise<void> } | undefined;
+    let registrations = 0;
+    const busyAgent: RegistrationAgent = {
+      name: agent.name,
+      register(memory) {
+        const region = agent.register(memory);
+        if (++registrations === 2) held = holdReadInto(agent, region);
+        return region;
+      },
+    };
+    const error = (await registerRank({ agent: busyAgent, banks }).catch((e: unknown) => e)) as RankRegistrationError;
+
+    expect(error).toMatchObject({ nativeCode: 'BACKEND', bank: { index: 3 } });
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual([2, 0]);
+    expect(error.retained).toMatchObject([{ bank: { index: 1 }, code: 'BUSY' }]);
+    expect(error.message).toMatch(/rollback FAILED for bank 1 \(BUSY: .*\), retained/);
+    expect(banks.map((bank) => bank.state)).toEqual(['owned', 'retained', 'owned', 'owned']);
+    expect(banks[1]!.retainedReason).toMatch(/BUSY/);
+    expect(returned).toEqual([]);
+    // Exactly the retained bank is still registered; nothing was handed back.
+    expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + 1);
+
+    // Once the operation is terminal the drain layer may release the retained bank.
+    await held!.finish();
+    const retained = banks[1]!;
+    retained.beginRelease();
+    retained.region!.deregister();
+    retained.markDeregistered();
+    await retained.completeRelease();
+    expect([retained.state, returned]).toEqual(['returned', [1]]);
+    expect(snapshot(agent, [])).toMatchObject({ agent: before.agent });
+    closeAgent(agent);
+  });
+});
+
+describe('registerRank refuses what is not one owned rank, before anything native', () => {
+  it('refuses an empty rank, mixed ranks, banks out of order and banks already registered', async () => {
+    const agent = newAgent();
+    const before = snapshot(agent, []);
+    const { banks } = frameworkBanks(rank, 2, shape);
+    const other = frameworkBanks({ tpRank: 3, ppRank: 0 }, 2, shape).banks;
+    await expect(registerRank({ agent, banks: [] })).rejects.toThrow(InvalidRankBanksError);
+    await expect(registerRank({ agent, banks: [banks[0]!, other[1]!] })).rejects.toThrow(/belongs to another rank/);
+    await expect(registerRank({ agent, banks: [banks[1]!, banks[0]!] })).rejects.toThrow(/index order/);
+    const registered = await registerRank({ agent, banks });
+    await expect(registerRank({ agent, banks })).rejects.toThrow(BankAlreadyRegisteredError);
+    expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + 2);
+    await releaseRank(registered);
+    expect(snapshot(agent, [])).toEqual(before);
+    closeAgent(agent);
+  });
+});
+
+describe('releaseRank', () => {
+  it('deregisters in reverse order and hands every bank back to its owner, kvreuse memory freed', async () => {
+    const agent = newAgent();
+    const before = snapshot(agent, []);
+    const { banks, allocations } = kvreuseBanks(agent, rank, 3, shape);
+    const registered = await registerRank({ agent, banks });
+    await releaseRank(registered);
+    expect(banks.map((bank) => bank.state)).toEqual(['returned', 'returned', 'returned']);
+    expect(allocations.map((allocation: Allocation) => allocation.isOpen)).toEqual([false, false, false]);
+    expect(snapshot(agent, [])).toEqual(before);
+    closeAgent(agent);
+  });
+
+  it('refuses, changing nothing, while a bank is referenced', async () => {
+    const agent = newAgent();
+    const { banks, returned } = frameworkBanks(rank, 2, shape);
+    const registered = await registerRank({ agent, banks });
+    const reference = banks[1]!.acquire();
+    await expect(releaseRank(registered)).rejects.toThrow(BankInUseError);
+    expect(banks.map((bank) => bank.state)).toEqual(['registered', 'registered']);
+    reference.release();
+    await releaseRank(registered);
+    expect(returned).toEqual([1, 0]);
+    closeAgent(agent);
+  });
+
+  it('retains a bank the native layer refuses to deregister and still hands the others back', async () => {
+    const agent = newAgent();
+    const { banks, returned } = frameworkBanks(rank, 3, shape);
+    const registered = await registerRank({ agent, banks });
+    const held = holdReadInto(agent, banks[1]!.region as Region);
+    const error = await releaseRank(registered).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RankReleaseError);
+    expect((error as RankReleaseError).retained).toMatchObject([{ bank: { index: 1 }, code: 'BUSY' }]);
+    expect(banks.map((bank) => bank.state)).toEqual(['returned', 'retained', 'returned']);
+    expect(returned).toEqual([2, 0]);
+    await held.finish();
+    banks[1]!.beginRelease();
+    banks[1]!.region!.deregister();
+    banks[1]!.markDeregistered();
+    await banks[1]!.completeRelease();
+    expect(returned).toEqual([2, 0, 1]);
+    closeAgent(agent);
+  });
+});
+
+const ucxBuilt = transport.capabilities().backends.includes('ucx');
+
+describe.skipIf(!ucxBuilt)('registerRank on the UCX agent (key cases)', () => {
+  it.each([
+    { source: 'kvreuse', failing: 0, code: 'BACKEND' },
+    { source: 'kvreuse', failing: 2, code: 'TIMEOUT' },
+    { source: 'framework', failing: 4, code: 'NOT_SUPPORTED' },
+    { source: 'framework', failing: 1, code: 'NO_MEMORY' },
+  ] as const)('$source memory: bank $failing of 5 fails with $code → everything as before', async ({ source, failing, code }) => {
+    const agent = newAgent('ucx');
+    const memory = rankMemory(source, agent, 5);
+    const before = snapshot(agent, memory.banks);
+    agent.faults.failNth('register', failing + 1, code);
+    const error = (await registerRank({ agent, banks: memory.banks }).catch((e: unknown) => e)) as RankRegistrationError;
+    expect(error).toMatchObject({ nativeCode: code, bank: { index: failing }, retained: [] });
+    expect(error.rolledBack).toHaveLength(failing);
+    expect(snapshot(agent, memory.banks)).toEqual(before);
+    expect(memory.ownersKeptTheirMemory()).toBe(true);
+    await releaseRank(await registerRank({ agent, banks: memory.banks }));
+    expect(snapshot(agent, [])).toMatchObject({ agent: { liveRegistrations: 0, registeredBytes: 0 } });
+    memory.dispose();
+    closeAgent(agent);
+  });
+});

@@ -1,0 +1,63 @@
+import { type Geometry, layoutRankBanks } from '@kvreuse/descriptors';
+import type { Agent, Allocation, Backend, Transport } from '@kvreuse/native-bindings';
+import {
+  Bank,
+  buildRankPart,
+  type DiscoveryStore,
+  kvreuseOwner,
+  type LeaseId,
+  publishRankParts,
+  registerRank,
+  type RegisteredRank,
+  releaseRank,
+  transportMetadataOf,
+} from '../../src/index.js';
+
+export interface WorkerSetup {
+  readonly transport: Transport;
+  readonly backend: Backend;
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly geometry: Geometry;
+  readonly tpSize: number;
+  /** Blocks per bank. */
+  readonly blocks: number;
+}
+
+export interface PreparedRank {
+  readonly agent: Agent;
+  readonly banks: Bank[];
+  readonly allocations: Allocation[];
+}
+
+/** What happens before registration: one agent per rank (as one process per rank would have) and its kvreuse-owned banks. */
+export function prepareWorker(setup: WorkerSetup): PreparedRank[] {
+  return Array.from({ length: setup.tpSize }, (_, tpRank) => {
+    const agent = setup.transport.createAgent({ name: `${setup.workerId}-${setup.incarnation}-tp${tpRank}`, backend: setup.backend });
+    const layout = layoutRankBanks(setup.geometry, { tpRank, tpSize: setup.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: setup.blocks });
+    const allocations = layout.map((bank) => agent.allocate(bank.bytes));
+    const banks = layout.map((bank, index) =>
+      Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocations[index]!.address }, kvreuseOwner(allocations[index]!)),
+    );
+    return { agent, banks, allocations };
+  });
+}
+
+/** Registers every rank, builds its part and publishes them all under one lease; what a worker does to become ready. */
+export async function registerAndPublish(setup: WorkerSetup, prepared: readonly PreparedRank[], store: DiscoveryStore, lease: LeaseId): Promise<RegisteredRank[]> {
+  const ranks: RegisteredRank[] = [];
+  for (const { agent, banks } of prepared) ranks.push(await registerRank({ agent, banks }));
+  const identity = { ...setup, role: 'decode' as const, ppSize: 1, dpRank: 0 };
+  const parts = ranks.map((rank, index) => buildRankPart(identity, rank, transportMetadataOf(prepared[index]!.agent)));
+  await publishRankParts(store, parts, { lease });
+  return ranks;
+}
+
+/** Hands every bank back (freeing kvreuse's memory) and closes the agents. */
+export async function tearDownWorker(prepared: readonly PreparedRank[], ranks: readonly RegisteredRank[]): Promise<void> {
+  for (const rank of ranks) await releaseRank(rank);
+  for (const { agent, allocations } of prepared) {
+    for (const allocation of allocations) if (allocation.isOpen) allocation.free();
+    agent.close();
+  }
+}
