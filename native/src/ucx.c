@@ -61,7 +61,7 @@ static ucs_status_t on_notification(void *arg, const void *header, size_t header
                                     const ucp_am_recv_param_t *param) {
     kvt_agent *agent = arg;
     const uint8_t *h = header;
-    bool well_formed = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) && header_length >= NOTIFY_HEADER_FIXED &&
+    bool well_formed = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length >= NOTIFY_HEADER_FIXED &&
                        length >= 1 && length <= KVT_MAX_NOTIFICATION;
     uint32_t magic = 0, name_length = 0;
     if (well_formed) {

@@ -1,0 +1,139 @@
+/* Memory: allocation, registration refusals, overlap, deregistration and their counters. */
+#include "harness.h"
+
+#include <unistd.h>
+
+static void alloc_is_page_aligned_and_counted(void) {
+    uint32_t agent = make_agent("alloc");
+    uint64_t a = 0, b = 0;
+    CHECK_OK(kvt_mem_alloc(agent, 1 << 20, 0, &a));
+    CHECK_OK(kvt_mem_alloc(agent, 12345, 0, &b));
+    long page = sysconf(_SC_PAGESIZE);
+    CHECK(a % (uint64_t)page == 0 && b % (uint64_t)page == 0, "page-aligned: 0x%llx 0x%llx", (unsigned long long)a,
+          (unsigned long long)b);
+    memset((void *)(uintptr_t)a, 0xAB, 1 << 20); /* really writable */
+    memset((void *)(uintptr_t)b, 0xCD, 12345);
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 2, "two allocations");
+    CHECK(counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == (1 << 20) + 12345, "allocated bytes");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_free(agent, a + 4096));
+    CHECK_DETAIL("not the start of an allocation");
+    CHECK_OK(kvt_mem_free(agent, a));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_free(agent, a));
+    CHECK_OK(kvt_mem_free(agent, b));
+    uint64_t c;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc(agent, 0, 0, &c));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc(agent, 4096, 0x80, &c));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc(agent, 4096, 0, NULL));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void alloc_with_mlock(void) {
+    uint32_t agent = make_agent("mlock");
+    uint64_t address = 0;
+    kvt_status status = kvt_mem_alloc(agent, 64 << 10, KVT_ALLOC_MLOCK, &address);
+    /* Locking may be refused by RLIMIT_MEMLOCK; then the refusal names the limit and nothing leaks. */
+    CHECK(status == KVT_OK || status == KVT_ERR_NOT_ALLOWED, "mlock alloc: %s (%s)", kvt_status_name(status),
+          kvt_last_error_detail());
+    if (status == KVT_OK)
+        CHECK_OK(kvt_mem_free(agent, address));
+    else
+        CHECK_DETAIL("RLIMIT_MEMLOCK");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0, "no allocation left");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void register_refusals(void) {
+    uint32_t agent = make_agent("refusals");
+    uint8_t *memory = malloc(1 << 16);
+    uint64_t base = (uint64_t)(uintptr_t)memory;
+    uint32_t region = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, base, 0, KVT_MEM_DRAM, 0, &region));
+    CHECK_DETAIL("length is 0");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, 0, 4096, KVT_MEM_DRAM, 0, &region));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, UINT64_MAX - 10, 4096, KVT_MEM_DRAM, 0, &region));
+    CHECK_DETAIL("wraps");
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, kvt_mem_register(agent, base, 4096, KVT_MEM_VRAM, 0, &region));
+    CHECK_DETAIL("vram");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, base, 4096, 9, 0, &region));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, base, 4096, KVT_MEM_DRAM, 3, &region));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, base, 4096, KVT_MEM_DRAM, 0, NULL));
+
+    CHECK_OK(kvt_mem_register(agent, base + 4096, 8192, KVT_MEM_DRAM, 0, &region));
+    uint32_t other = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, base, 4097, KVT_MEM_DRAM, 0, &other));
+    CHECK_DETAIL("overlaps region");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, base + 12287, 10, KVT_MEM_DRAM, 0, &other));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, base + 4096, 8192, KVT_MEM_DRAM, 0, &other));
+    /* Adjacent ranges are fine. */
+    CHECK_OK(kvt_mem_register(agent, base, 4096, KVT_MEM_DRAM, 0, &other));
+    uint32_t third = 0;
+    CHECK_OK(kvt_mem_register(agent, base + 12288, 4096, KVT_MEM_DRAM, 0, &third));
+    CHECK(region != other && other != third, "distinct region ids");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_REGISTRATIONS) == 3, "three registrations");
+    CHECK(counter(agent, KVT_COUNTER_REGISTERED_BYTES) == 16384, "registered bytes");
+
+    uint64_t address = 0, length = 0;
+    uint32_t kind = 9, device = 9;
+    CHECK_OK(kvt_region_info(agent, region, &address, &length, &kind, &device));
+    CHECK(address == base + 4096 && length == 8192 && kind == KVT_MEM_DRAM && device == 0, "region info");
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_deregister(agent, region));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_region_info(agent, region, NULL, NULL, NULL, NULL));
+    /* The freed range can be registered again, under a new id. */
+    uint32_t again = 0;
+    CHECK_OK(kvt_mem_register(agent, base + 4096, 8192, KVT_MEM_DRAM, 0, &again));
+    CHECK(again != region, "ids are not reused");
+    CHECK_OK(kvt_mem_deregister(agent, again));
+    CHECK_OK(kvt_mem_deregister(agent, other));
+    CHECK_OK(kvt_mem_deregister(agent, third));
+    CHECK(counter(agent, KVT_COUNTER_REGISTERED_BYTES) == 0, "no registered bytes left");
+    free(memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void overlap_is_per_agent(void) {
+    uint32_t a = make_agent("overlap-a");
+    uint32_t b = make_agent("overlap-b");
+    uint8_t *memory = malloc(8192);
+    uint32_t ra = 0, rb = 0;
+    CHECK_OK(kvt_mem_register(a, (uint64_t)(uintptr_t)memory, 8192, KVT_MEM_DRAM, 0, &ra));
+    CHECK_OK(kvt_mem_register(b, (uint64_t)(uintptr_t)memory, 8192, KVT_MEM_DRAM, 0, &rb));
+    CHECK_OK(kvt_mem_deregister(a, ra));
+    CHECK_OK(kvt_mem_deregister(b, rb));
+    free(memory);
+    CHECK_OK(kvt_agent_destroy(a));
+    CHECK_OK(kvt_agent_destroy(b));
+}
+
+static void free_refuses_while_registered_inside(void) {
+    uint32_t agent = make_agent("free-busy");
+    uint64_t address = 0;
+    CHECK_OK(kvt_mem_alloc(agent, 1 << 20, 0, &address));
+    uint32_t whole = 0, part = 0;
+    CHECK_OK(kvt_mem_register(agent, address, 1 << 20, KVT_MEM_DRAM, 0, &whole));
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_free(agent, address));
+    CHECK_DETAIL("still registered");
+    CHECK_OK(kvt_mem_deregister(agent, whole));
+    CHECK_OK(kvt_mem_register(agent, address + 4096, 4096, KVT_MEM_DRAM, 0, &part)); /* a sub-range */
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_free(agent, address));
+    CHECK_OK(kvt_mem_deregister(agent, part));
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void many_regions(void) {
+    uint32_t agent = make_agent("many");
+    enum { N = 200 };
+    uint8_t *memory = malloc(N * 4096);
+    uint32_t regions[N];
+    for (int i = 0; i < N; i++)
+        CHECK_OK(kvt_mem_register(agent, (uint64_t)(uintptr_t)memory + (uint64_t)i * 4096, 4096, KVT_MEM_DRAM, 0,
+                                  &regions[i]));
+    CHECK(counter(0, KVT_COUNTER_LIVE_REGISTRATIONS) == N, "process-wide registrations");
+    for (int i = N - 1; i >= 0; i--) CHECK_OK(kvt_mem_deregister(agent, regions[i]));
+    free(memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlock), TEST(register_refusals),
+          TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions))

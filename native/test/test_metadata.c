@@ -1,0 +1,218 @@
+/* Metadata blobs and peers: export, load, generations, invalidation, replacement, and a fuzzer
+ * (every truncation, random byte flips and random garbage) that must be refused without crashing. */
+#include "harness.h"
+
+static uint8_t *export_blob(uint32_t agent, uint64_t *out_length) {
+    uint64_t length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &length));
+    uint8_t *blob = malloc(length);
+    CHECK(blob != NULL, "out of memory");
+    uint64_t small = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_metadata(agent, blob, length - 1, &small));
+    CHECK(small == length, "a too-small buffer still reports the size");
+    CHECK_OK(kvt_agent_metadata(agent, blob, length, &length));
+    *out_length = length;
+    return blob;
+}
+
+static void export_and_load(void) {
+    uint32_t source = make_agent("meta-source");
+    uint32_t reader = make_agent("meta-reader");
+    uint8_t *memory;
+    uint32_t region = alloc_region(source, 65536, &memory);
+    uint64_t length;
+    uint8_t *blob = export_blob(source, &length);
+    CHECK(memcmp(blob, "KVTM", 4) == 0, "magic");
+    CHECK(memmem(blob, length, "meta-source", 11) != NULL, "the blob names its agent");
+    uint32_t peer = 0;
+    uint64_t generation = 0;
+    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
+    CHECK(generation == 1, "first generation is 1 (got %llu)", (unsigned long long)generation);
+    uint32_t state = 9, regions = 0;
+    CHECK_OK(kvt_peer_info(reader, peer, &generation, &state, &regions));
+    CHECK(state == KVT_PEER_READY && regions == 1, "ready with one region");
+    uint32_t found = 0;
+    CHECK_OK(kvt_peer_find(reader, "meta-source", &found, NULL));
+    CHECK(found == peer, "found by name");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_find(reader, "nobody", &found, NULL));
+    CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 1, "one live peer");
+
+    /* The same blob again is a no-op. */
+    uint64_t again = 0;
+    CHECK_OK(kvt_peer_load(reader, blob, length, &found, &again));
+    CHECK(found == peer && again == generation, "no-op reload keeps id and generation");
+
+    /* A newer blob of the same agent (after another registration) replaces it and bumps the generation. */
+    uint8_t *memory2;
+    uint32_t region2 = alloc_region(source, 4096, &memory2);
+    uint64_t newer_length;
+    uint8_t *newer = export_blob(source, &newer_length);
+    CHECK_OK(kvt_peer_load(reader, newer, newer_length, &found, &again));
+    CHECK(found == peer && again == generation + 1, "replacement bumps the generation");
+    CHECK_OK(kvt_peer_info(reader, peer, NULL, NULL, &regions));
+    CHECK(regions == 2, "the newer blob's regions");
+    /* The older blob of the same incarnation is refused. */
+    CHECK_STATUS(KVT_ERR_MISMATCH, kvt_peer_load(reader, blob, length, &found, &again));
+    CHECK_DETAIL("older than the loaded");
+
+    /* An operation prepared against the old generation is refused. */
+    uint8_t *local;
+    uint32_t local_region = alloc_region(reader, 4096, &local);
+    uint64_t op;
+    CHECK_STATUS(KVT_ERR_NOT_FOUND,
+                 post_one(reader, KVT_XFER_READ, peer, generation, local_region, 0, region, 0, 4096, &op));
+    CHECK_DETAIL("stale");
+
+    /* Invalidation bumps the generation and refuses posts until reloaded. */
+    CHECK_OK(kvt_peer_invalidate(reader, peer));
+    uint64_t invalidated = 0;
+    CHECK_OK(kvt_peer_info(reader, peer, &invalidated, &state, NULL));
+    CHECK(invalidated == again + 1 && state == KVT_PEER_INVALIDATED, "invalidated at a new generation");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND,
+                 post_one(reader, KVT_XFER_READ, peer, invalidated, local_region, 0, region, 0, 4096, &op));
+    CHECK_DETAIL("invalidated");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_notify_send(reader, peer, invalidated, (const uint8_t *)"x", 1));
+    uint64_t reloaded = 0;
+    CHECK_OK(kvt_peer_load(reader, newer, newer_length, &found, &reloaded));
+    CHECK(found == peer && reloaded == invalidated + 1, "reload after invalidation");
+    CHECK_OK(post_one(reader, KVT_XFER_READ, peer, reloaded, local_region, 0, region, 0, 4096, &op));
+    CHECK(wait_op(reader, op, NULL) == KVT_OK, "read after reload");
+    CHECK_OK(kvt_xfer_release(reader, op));
+
+    CHECK_OK(kvt_peer_unload(reader, peer));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_info(reader, peer, NULL, NULL, NULL));
+    free(blob);
+    free(newer);
+    free_region(reader, local_region, local);
+    free_region(source, region, memory);
+    free_region(source, region2, memory2);
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
+static void new_incarnation_replaces(void) {
+    uint32_t reader = make_agent("inc-reader");
+    uint32_t source = make_agent("inc-source");
+    uint64_t first_length;
+    uint8_t *first = export_blob(source, &first_length);
+    uint32_t peer;
+    uint64_t generation;
+    CHECK_OK(kvt_peer_load(reader, first, first_length, &peer, &generation));
+    CHECK_OK(kvt_agent_destroy(source));
+    source = make_agent("inc-source"); /* same name, new incarnation, metadata generation restarts */
+    uint64_t second_length;
+    uint8_t *second = export_blob(source, &second_length);
+    uint32_t again;
+    uint64_t newer;
+    CHECK_OK(kvt_peer_load(reader, second, second_length, &again, &newer));
+    CHECK(again == peer && newer == generation + 1, "a new incarnation replaces the peer");
+    free(first);
+    free(second);
+    CHECK_OK(kvt_agent_destroy(source));
+    CHECK_OK(kvt_agent_destroy(reader));
+}
+
+static void refuses_other_backend_and_garbage(void) {
+    uint32_t reader = make_agent("garbage-reader");
+    uint32_t peer;
+    uint64_t generation;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_load(reader, NULL, 10, &peer, &generation));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_load(reader, (const uint8_t *)"KVTM", 4, &peer, &generation));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_load(reader, (const uint8_t *)"NOPE-NOPE-NOPE", 14, &peer, &generation));
+    CHECK_DETAIL("bad magic");
+    uint32_t other_backend = test_backend == KVT_BACKEND_UCX ? KVT_BACKEND_LOOPBACK : KVT_BACKEND_UCX;
+    uint32_t other = 0;
+    if (kvt_agent_create("other-backend", other_backend, 0, &other) == KVT_OK) {
+        uint64_t length;
+        uint8_t *blob = export_blob(other, &length);
+        CHECK_STATUS(KVT_ERR_MISMATCH, kvt_peer_load(reader, blob, length, &peer, &generation));
+        CHECK_DETAIL("backend");
+        free(blob);
+        CHECK_OK(kvt_agent_destroy(other));
+    }
+    CHECK_OK(kvt_agent_destroy(reader));
+}
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static uint64_t next_random(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Loads `blob`; anything but a clean refusal or a clean load fails the test (ASan catches the rest). */
+static void load_must_not_crash(uint32_t reader, const uint8_t *blob, uint64_t length, int *loaded) {
+    uint32_t peer;
+    uint64_t generation;
+    kvt_status status = kvt_peer_load(reader, blob, length, &peer, &generation);
+    CHECK(status == KVT_OK || status == KVT_ERR_INVALID_PARAM || status == KVT_ERR_MISMATCH,
+          "fuzzed blob of %llu bytes: %s (%s)", (unsigned long long)length, kvt_status_name(status),
+          kvt_last_error_detail());
+    if (status == KVT_OK) {
+        (*loaded)++;
+        CHECK_OK(kvt_peer_unload(reader, peer));
+    }
+}
+
+static void fuzzed_blobs_are_refused(void) {
+    uint32_t source = make_agent("fuzz-source");
+    uint32_t reader = make_agent("fuzz-reader");
+    uint8_t *m1, *m2;
+    uint32_t r1 = alloc_region(source, 8192, &m1), r2 = alloc_region(source, 4096, &m2);
+    uint64_t length;
+    uint8_t *blob = export_blob(source, &length);
+    uint8_t *copy = malloc(length);
+    int loaded = 0;
+    for (uint64_t cut = 0; cut < length; cut++) load_must_not_crash(reader, blob, cut, &loaded);
+    CHECK(loaded == 0, "no truncation loads");
+    int rounds = test_under_valgrind ? 300 : 3000;
+    for (int i = 0; i < rounds; i++) {
+        memcpy(copy, blob, length);
+        int flips = 1 + (int)(next_random() % 4);
+        for (int f = 0; f < flips; f++) copy[next_random() % length] ^= (uint8_t)(1u << (next_random() % 8));
+        if (memcmp(copy, blob, length) == 0) continue; /* the flips cancelled out */
+        load_must_not_crash(reader, copy, length, &loaded);
+    }
+    CHECK(loaded == 0, "no corrupted blob loads (checksum)");
+    for (int i = 0; i < rounds; i++) {
+        uint64_t n = next_random() % (length * 2);
+        uint8_t *garbage = malloc(n ? n : 1);
+        for (uint64_t k = 0; k < n; k++) garbage[k] = (uint8_t)next_random();
+        if (n >= 4) memcpy(garbage, "KVTM", 4);
+        load_must_not_crash(reader, garbage, n, &loaded);
+        free(garbage);
+    }
+    CHECK(loaded == 0, "no garbage loads");
+    load_must_not_crash(reader, blob, length, &loaded);
+    CHECK(loaded == 1, "the intact blob loads");
+    CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 0, "nothing left loaded");
+    free(copy);
+    free(blob);
+    free_region(source, r1, m1);
+    free_region(source, r2, m2);
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
+static void unload_refuses_while_in_use(void) {
+    uint32_t agent = make_agent("unload-busy");
+    uint8_t *memory;
+    uint32_t region = alloc_region(agent, 8192, &memory);
+    uint64_t generation;
+    uint32_t self = load_peer(agent, agent, &generation);
+    CHECK_OK(kvt_fault_delay_completions(agent, KVT_DELAY_FOREVER));
+    uint64_t op;
+    CHECK_OK(post_one(agent, KVT_XFER_READ, self, generation, region, 0, region, 4096, 4096, &op));
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_peer_unload(agent, self));
+    CHECK_DETAIL("in progress");
+    CHECK_OK(kvt_fault_clear(agent));
+    CHECK(wait_op(agent, op, NULL) == KVT_OK, "read");
+    CHECK_OK(kvt_xfer_release(agent, op));
+    CHECK_OK(kvt_peer_unload(agent, self));
+    free_region(agent, region, memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),
+          TEST(fuzzed_blobs_are_refused), TEST(unload_refuses_while_in_use))

@@ -1,0 +1,112 @@
+/* Notifications: standalone sends, a transfer's completion notification, limits and refusals. */
+#include "harness.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+/* Waits until `agent` has a notification and returns it. */
+static uint32_t receive(uint32_t agent, char *sender, uint8_t *data) {
+    uint32_t length = 0, got = 0;
+    for (int i = 0; i < 6000 && !got; i++) {
+        kvt_status waited = kvt_agent_wait(agent, 10);
+        CHECK(waited == KVT_OK || waited == KVT_ERR_TIMEOUT, "wait: %s", kvt_status_name(waited));
+        CHECK_OK(kvt_notify_poll(agent, sender, KVT_MAX_NAME + 1, data, KVT_MAX_NOTIFICATION, &length, &got));
+    }
+    CHECK(got == 1, "no notification arrived within 60 s");
+    return length;
+}
+
+static void send_and_poll(void) {
+    uint32_t a = make_agent("notify-a"), b = make_agent("notify-b");
+    uint64_t generation;
+    uint32_t peer = load_peer(a, b, &generation);
+    char sender[KVT_MAX_NAME + 1];
+    static uint8_t data[KVT_MAX_NOTIFICATION];
+    uint32_t length = 0, got = 9;
+    CHECK_OK(kvt_notify_poll(b, sender, sizeof sender, data, sizeof data, &length, &got));
+    CHECK(got == 0, "nothing queued yet");
+    int32_t fd;
+    CHECK_OK(kvt_agent_wake_fd(b, &fd));
+
+    const char *messages[] = {"pin:block-17", "release:block-17", "x"};
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(kvt_notify_send(a, peer, generation, (const uint8_t *)messages[i], (uint32_t)strlen(messages[i])));
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&p, 1, 60000) == 1, "the receiver's wake fd fires");
+    for (int i = 0; i < 3; i++) {
+        length = receive(b, sender, data);
+        CHECK(strcmp(sender, "notify-a") == 0, "sender name '%s'", sender);
+        CHECK(length == strlen(messages[i]) && memcmp(data, messages[i], length) == 0, "message %d in order", i);
+    }
+    CHECK(counter(a, KVT_COUNTER_NOTIFICATIONS_SENT) == 3, "sent counted");
+    CHECK(counter(b, KVT_COUNTER_NOTIFICATIONS_RECEIVED) == 3, "received counted");
+    CHECK(counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS) == 0, "nothing pending");
+
+    /* The largest allowed message, then too large and empty ones. */
+    for (uint32_t i = 0; i < KVT_MAX_NOTIFICATION; i++) data[i] = (uint8_t)(i * 31);
+    CHECK_OK(kvt_notify_send(a, peer, generation, data, KVT_MAX_NOTIFICATION));
+    static uint8_t received[KVT_MAX_NOTIFICATION];
+    /* A too-small buffer is refused and keeps the message queued. */
+    for (int i = 0; i < 6000 && counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS) == 0; i++) kvt_agent_wait(b, 10);
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_notify_poll(b, sender, sizeof sender, received, 100, &length, &got));
+    CHECK_DETAIL("stays queued");
+    length = receive(b, sender, received);
+    CHECK(length == KVT_MAX_NOTIFICATION && memcmp(received, data, length) == 0, "max-size message intact");
+    static uint8_t too_big[KVT_MAX_NOTIFICATION + 1];
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_notify_send(a, peer, generation, too_big, sizeof too_big));
+    CHECK_DETAIL("1..4096 bytes");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_notify_send(a, peer, generation, data, 0));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_notify_send(a, peer, generation, NULL, 5));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_notify_send(a, peer, generation + 1, data, 5));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_notify_send(a, peer + 1, generation, data, 5));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_notify_poll(b, NULL, 0, data, sizeof data, &length, &got));
+    CHECK_OK(kvt_agent_destroy(a));
+    CHECK_OK(kvt_agent_destroy(b));
+}
+
+static void transfer_completion_notification(void) {
+    uint32_t source = make_agent("note-source"), reader = make_agent("note-reader");
+    uint8_t *sm, *rm;
+    uint32_t sr = alloc_region(source, 1u << 20, &sm), rr = alloc_region(reader, 1u << 20, &rm);
+    fill_pattern(sm, 1u << 20, 5);
+    uint64_t generation;
+    uint32_t peer = load_peer(reader, source, &generation);
+    const uint32_t zero = 0;
+    const uint64_t offset = 0, length = 1u << 20;
+    const char note[] = "read-done:request-42";
+    uint64_t op;
+    CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, 1, &zero, &offset, &zero, &offset, &length, 1, &rr,
+                           1, &sr, (const uint8_t *)note, (uint32_t)strlen(note), &op));
+    CHECK(wait_op(reader, op, NULL) == KVT_OK, "read with notification");
+    CHECK(memcmp(rm, sm, 1u << 20) == 0, "bytes");
+    char sender[KVT_MAX_NAME + 1];
+    static uint8_t data[KVT_MAX_NOTIFICATION];
+    uint32_t got_length = receive(source, sender, data);
+    CHECK(strcmp(sender, "note-reader") == 0 && got_length == strlen(note) && memcmp(data, note, got_length) == 0,
+          "the source got the completion notification");
+    CHECK_OK(kvt_xfer_release(reader, op));
+    /* A failed transfer sends no notification. */
+    CHECK_OK(kvt_fault_fail(reader, KVT_FAULT_COMPLETION, 1, KVT_ERR_BACKEND));
+    CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, 1, &zero, &offset, &zero, &offset, &length, 1, &rr,
+                           1, &sr, (const uint8_t *)note, (uint32_t)strlen(note), &op));
+    CHECK(wait_op(reader, op, NULL) == KVT_ERR_BACKEND, "injected completion failure");
+    CHECK_OK(kvt_xfer_release(reader, op));
+    free_region(reader, rr, rm);
+    free_region(source, sr, sm);
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
+static void queued_notifications_are_dropped_with_the_agent(void) {
+    uint32_t a = make_agent("drop-a"), b = make_agent("drop-b");
+    uint64_t generation;
+    uint32_t peer = load_peer(a, b, &generation);
+    for (int i = 0; i < 5; i++) CHECK_OK(kvt_notify_send(a, peer, generation, (const uint8_t *)"hello", 5));
+    for (int i = 0; i < 6000 && counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS) < 5; i++) kvt_agent_wait(b, 10);
+    CHECK(counter(0, KVT_COUNTER_PENDING_NOTIFICATIONS) == 5, "five pending process-wide");
+    CHECK_OK(kvt_agent_destroy(b));
+    CHECK_OK(kvt_agent_destroy(a));
+}
+
+TEST_MAIN("notify", TEST(send_and_poll), TEST(transfer_completion_notification),
+          TEST(queued_notifications_are_dropped_with_the_agent))

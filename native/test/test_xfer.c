@@ -1,0 +1,324 @@
+/* Transfers: batched READ/WRITE with byte verification, bounds refusals that move nothing,
+ * a thousand concurrent operations, cancel and release. */
+#include "harness.h"
+
+typedef struct {
+    uint32_t source, reader;
+    uint8_t *source_memory, *reader_memory;
+    uint32_t source_region, reader_region;
+    uint64_t length;
+    uint32_t peer;
+    uint64_t generation;
+} pair;
+
+static pair pair_open(const char *source_name, const char *reader_name, uint64_t length) {
+    pair p = {.length = length};
+    p.source = make_agent(source_name);
+    p.reader = make_agent(reader_name);
+    p.source_region = alloc_region(p.source, length, &p.source_memory);
+    p.reader_region = alloc_region(p.reader, length, &p.reader_memory);
+    memset(p.reader_memory, 0, length);
+    p.peer = load_peer(p.reader, p.source, &p.generation);
+    return p;
+}
+
+static void pair_close(pair *p) {
+    free_region(p->reader, p->reader_region, p->reader_memory);
+    free_region(p->source, p->source_region, p->source_memory);
+    CHECK_OK(kvt_agent_destroy(p->reader));
+    CHECK_OK(kvt_agent_destroy(p->source));
+}
+
+typedef struct {
+    uint32_t count;
+    uint32_t *local_index, *remote_index;
+    uint64_t *local_offset, *remote_offset, *length;
+} batch;
+
+static batch batch_new(uint32_t count) {
+    batch b = {.count = count};
+    b.local_index = calloc(count, sizeof *b.local_index);
+    b.remote_index = calloc(count, sizeof *b.remote_index);
+    b.local_offset = calloc(count, sizeof *b.local_offset);
+    b.remote_offset = calloc(count, sizeof *b.remote_offset);
+    b.length = calloc(count, sizeof *b.length);
+    return b;
+}
+
+static void batch_free(batch *b) {
+    free(b->local_index);
+    free(b->remote_index);
+    free(b->local_offset);
+    free(b->remote_offset);
+    free(b->length);
+}
+
+static kvt_status batch_post(const pair *p, uint32_t direction, const batch *b, const uint8_t *note,
+                             uint32_t note_length, uint64_t *op) {
+    return kvt_xfer_post(p->reader, direction, p->peer, p->generation, b->count, b->local_index, b->local_offset,
+                         b->remote_index, b->remote_offset, b->length, 1, &p->reader_region, 1, &p->source_region,
+                         note, note_length, op);
+}
+
+/* Pieces of `piece` bytes in a scrambled order, so neighbours rarely coalesce; piece i of the
+ * source lands at the mirrored slot of the reader. */
+static batch scrambled_batch(uint64_t length, uint64_t piece) {
+    uint32_t count = (uint32_t)(length / piece);
+    batch b = batch_new(count);
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t slot = (uint32_t)(((uint64_t)i * 7919u) % count);
+        b.remote_offset[i] = (uint64_t)slot * piece;
+        b.local_offset[i] = (uint64_t)(count - 1 - slot) * piece;
+        b.length[i] = piece;
+    }
+    return b;
+}
+
+static bool mirrored_equal(const uint8_t *reader, const uint8_t *source, uint64_t length, uint64_t piece) {
+    uint64_t count = length / piece;
+    for (uint64_t slot = 0; slot < count; slot++)
+        if (memcmp(reader + (count - 1 - slot) * piece, source + slot * piece, piece) != 0) return false;
+    return true;
+}
+
+static void read_then_write_verifies_every_byte(void) {
+    uint64_t length = test_under_valgrind ? (1u << 20) : (16u << 20);
+    uint64_t piece = 16384;
+    pair p = pair_open("xfer-source", "xfer-reader", length);
+    fill_pattern(p.source_memory, length, 42);
+    batch b = scrambled_batch(length, piece);
+    uint64_t op = 0, done = 0, total = 0;
+    CHECK_OK(batch_post(&p, KVT_XFER_READ, &b, NULL, 0, &op));
+    CHECK(wait_op(p.reader, op, &done) == KVT_OK, "read completes");
+    CHECK(done == length, "bytes done %llu", (unsigned long long)done);
+    int32_t status = 0;
+    CHECK_OK(kvt_xfer_status(p.reader, op, &status, &done, &total));
+    CHECK(status == KVT_OK && done == length && total == length, "status after completion");
+    CHECK(mirrored_equal(p.reader_memory, p.source_memory, length, piece), "every byte read arrived in place");
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_xfer_release(p.reader, op));
+
+    /* WRITE the reader's bytes back, un-mirrored, over a cleared source. */
+    fill_pattern(p.reader_memory, length, 7);
+    memset(p.source_memory, 0, length);
+    CHECK_OK(batch_post(&p, KVT_XFER_WRITE, &b, NULL, 0, &op));
+    CHECK(wait_op(p.reader, op, &done) == KVT_OK && done == length, "write completes");
+    CHECK(mirrored_equal(p.reader_memory, p.source_memory, length, piece), "every byte written arrived in place");
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    CHECK(counter(p.reader, KVT_COUNTER_BYTES_MOVED) == 2 * length, "bytes moved counted");
+    CHECK(counter(p.reader, KVT_COUNTER_OPERATIONS_POSTED) == 2, "operations posted counted");
+    batch_free(&b);
+    pair_close(&p);
+}
+
+static void contiguous_descriptors_and_region_tables(void) {
+    /* Two local regions and two remote regions, addressed through the index tables. */
+    uint32_t source = make_agent("tables-source"), reader = make_agent("tables-reader");
+    uint8_t *s0, *s1, *r0, *r1;
+    uint32_t rs[2] = {alloc_region(source, 65536, &s0), alloc_region(source, 65536, &s1)};
+    uint32_t rr[2] = {alloc_region(reader, 65536, &r0), alloc_region(reader, 65536, &r1)};
+    fill_pattern(s0, 65536, 1);
+    fill_pattern(s1, 65536, 2);
+    memset(r0, 0, 65536);
+    memset(r1, 0, 65536);
+    uint64_t generation;
+    uint32_t peer = load_peer(reader, source, &generation);
+    /* 32 contiguous 2 KiB pieces per pair (these coalesce), crossed: s1 → r0, s0 → r1. */
+    enum { N = 64 };
+    uint32_t li[N], ri[N];
+    uint64_t lo[N], ro[N], len[N];
+    for (uint32_t i = 0; i < N; i++) {
+        li[i] = i < 32 ? 0 : 1;
+        ri[i] = i < 32 ? 1 : 0;
+        lo[i] = ro[i] = (uint64_t)(i % 32) * 2048;
+        len[i] = 2048;
+    }
+    uint64_t op;
+    CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, N, li, lo, ri, ro, len, 2, rr, 2, rs, NULL, 0,
+                           &op));
+    uint64_t done;
+    CHECK(wait_op(reader, op, &done) == KVT_OK && done == 2 * 65536, "read through tables");
+    CHECK(memcmp(r0, s1, 65536) == 0 && memcmp(r1, s0, 65536) == 0, "crossed regions arrived");
+    CHECK_OK(kvt_xfer_release(reader, op));
+    free_region(reader, rr[0], r0);
+    free_region(reader, rr[1], r1);
+    free_region(source, rs[0], s0);
+    free_region(source, rs[1], s1);
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
+/* Posts `b` expecting INVALID_PARAM naming `needle`, and checks nothing moved and nothing stayed live. */
+static void expect_refused(pair *p, const batch *b, const char *needle) {
+    uint64_t op = 0;
+    uint64_t before = counter(p->reader, KVT_COUNTER_ERRORS_FIRST + 0);
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, batch_post(p, KVT_XFER_READ, b, NULL, 0, &op));
+    CHECK_DETAIL(needle);
+    CHECK(counter(p->reader, KVT_COUNTER_ERRORS_FIRST + 0) == before + 1, "the refusal is counted");
+    CHECK(counter(p->reader, KVT_COUNTER_LIVE_OPERATIONS) == 0, "no operation was created");
+    for (uint64_t i = 0; i < p->length; i++) CHECK(p->reader_memory[i] == 0, "byte %llu moved", (unsigned long long)i);
+}
+
+static void one_bad_descriptor_refuses_the_batch(void) {
+    uint64_t length = 1u << 20;
+    pair p = pair_open("bounds-source", "bounds-reader", length);
+    fill_pattern(p.source_memory, length, 3);
+    batch b = scrambled_batch(length, 4096);
+    uint32_t bad = b.count - 1; /* the last one, so everything before it would have been valid */
+    const uint64_t remote_offset = b.remote_offset[bad], local_offset = b.local_offset[bad];
+
+    b.remote_offset[bad] = length - 100;
+    expect_refused(&p, &b, "descriptor 255: remote offset 1048476 + length 4096 exceeds region");
+    b.remote_offset[bad] = remote_offset;
+    b.local_offset[bad] = length;
+    expect_refused(&p, &b, "descriptor 255: local offset 1048576");
+    b.local_offset[bad] = UINT64_MAX - 10; /* offset + length would wrap */
+    expect_refused(&p, &b, "descriptor 255: local offset");
+    b.local_offset[bad] = local_offset;
+    b.length[bad] = 0;
+    expect_refused(&p, &b, "descriptor 255: length is 0");
+    b.length[bad] = 4096;
+    b.remote_index[bad] = 1;
+    expect_refused(&p, &b, "descriptor 255: remote index 1 >= table size 1");
+    b.remote_index[bad] = 0;
+    b.local_index[bad] = 5;
+    expect_refused(&p, &b, "descriptor 255: local index 5");
+    b.local_index[bad] = 0;
+
+    /* Table entries that are not regions, and malformed calls. */
+    uint64_t op;
+    uint32_t missing = 999;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count, b.local_index, b.local_offset,
+                               b.remote_index, b.remote_offset, b.length, 1, &missing, 1, &p.source_region, NULL, 0,
+                               &op));
+    CHECK_DETAIL("local_regions[0] = 999");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count, b.local_index, b.local_offset,
+                               b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1, &missing, NULL, 0,
+                               &op));
+    CHECK_DETAIL("remote_regions[0] = 999 is not a region peer 'bounds-source' advertised");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post(p.reader, 5, p.peer, p.generation, b.count, b.local_index, b.local_offset,
+                               b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1, &p.source_region,
+                               NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, 0, b.local_index, b.local_offset,
+                               b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1, &p.source_region,
+                               NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, KVT_MAX_DESCRIPTORS + 1, b.local_index,
+                               b.local_offset, b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1,
+                               &p.source_region, NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count, NULL, b.local_offset,
+                               b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1, &p.source_region,
+                               NULL, 0, &op));
+    static uint8_t big[KVT_MAX_NOTIFICATION + 1];
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, batch_post(&p, KVT_XFER_READ, &b, big, sizeof big, &op));
+    CHECK_DETAIL("notification of 4097 bytes");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND,
+                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer + 100, p.generation, b.count, b.local_index,
+                               b.local_offset, b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1,
+                               &p.source_region, NULL, 0, &op));
+    for (uint64_t i = 0; i < length; i++) CHECK(p.reader_memory[i] == 0, "byte %llu moved", (unsigned long long)i);
+
+    /* The repaired batch goes through. */
+    CHECK_OK(batch_post(&p, KVT_XFER_READ, &b, NULL, 0, &op));
+    CHECK(wait_op(p.reader, op, NULL) == KVT_OK, "valid batch");
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    CHECK(mirrored_equal(p.reader_memory, p.source_memory, length, 4096), "bytes");
+    batch_free(&b);
+    pair_close(&p);
+}
+
+static void a_thousand_concurrent_operations(void) {
+    enum { OPS = 1000 };
+    uint64_t piece = 4096;
+    pair p = pair_open("many-source", "many-reader", OPS * piece);
+    fill_pattern(p.source_memory, OPS * piece, 9);
+    uint64_t *ops = calloc(OPS, sizeof *ops);
+    for (uint32_t i = 0; i < OPS; i++)
+        CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, i * piece, p.source_region,
+                          i * piece, piece, &ops[i]));
+    uint32_t completed = 0;
+    uint64_t ids[256], bytes[256];
+    int32_t statuses[256];
+    while (completed < OPS) {
+        CHECK_OK(kvt_agent_wait(p.reader, 60000));
+        uint32_t n = 0;
+        CHECK_OK(kvt_agent_poll(p.reader, 256, ids, statuses, bytes, &n));
+        for (uint32_t i = 0; i < n; i++) {
+            CHECK(statuses[i] == KVT_OK && bytes[i] == piece, "op %llu", (unsigned long long)ids[i]);
+            CHECK_OK(kvt_xfer_release(p.reader, ids[i]));
+        }
+        completed += n;
+    }
+    CHECK(memcmp(p.reader_memory, p.source_memory, OPS * piece) == 0, "all bytes");
+    CHECK(counter(p.reader, KVT_COUNTER_OPERATIONS_POSTED) == OPS, "posted");
+    free(ops);
+    pair_close(&p);
+}
+
+static void cancel_and_release(void) {
+    pair p = pair_open("cancel-source", "cancel-reader", 1u << 20);
+    CHECK_OK(kvt_fault_delay_completions(p.reader, KVT_DELAY_FOREVER));
+    uint64_t op;
+    CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, 1u << 20,
+                      &op));
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_xfer_release(p.reader, op));
+    CHECK_DETAIL("still in progress");
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.reader, op));
+    CHECK(wait_op(p.reader, op, NULL) == KVT_ERR_CANCELED, "the held op ends canceled");
+    CHECK_OK(kvt_xfer_cancel(p.reader, op)); /* terminal: nothing to do */
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_xfer_cancel(p.reader, op));
+    CHECK(counter(p.reader, KVT_COUNTER_ERRORS_FIRST + 8) == 1, "one canceled operation counted");
+    CHECK_OK(kvt_fault_clear(p.reader));
+
+    /* Cancel racing a running batch: it ends either done or canceled, never stuck. */
+    batch b = scrambled_batch(1u << 20, 4096);
+    CHECK_OK(batch_post(&p, KVT_XFER_READ, &b, NULL, 0, &op));
+    kvt_status cancel = kvt_xfer_cancel(p.reader, op);
+    CHECK(cancel == KVT_OK || cancel == KVT_IN_PROGRESS, "cancel: %s", kvt_status_name(cancel));
+    int32_t end = wait_op(p.reader, op, NULL);
+    CHECK(end == KVT_OK || end == KVT_ERR_CANCELED, "ended with %s", kvt_status_name(end));
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    batch_free(&b);
+    pair_close(&p);
+}
+
+static void withdrawn_or_destroyed_source(void) {
+    if (test_backend != KVT_BACKEND_LOOPBACK) return; /* UCX: one-sided access cannot see it (trust model) */
+    pair p = pair_open("gone-source", "gone-reader", 65536);
+    /* The source deregisters after the reader loaded its metadata: loopback refuses to touch it. */
+    uint8_t *extra = malloc(65536);
+    uint32_t extra_region;
+    CHECK_OK(kvt_mem_register(p.source, (uint64_t)(uintptr_t)extra, 65536, KVT_MEM_DRAM, 0, &extra_region));
+    uint64_t generation;
+    p.peer = load_peer(p.reader, p.source, &generation);
+    p.generation = generation;
+    CHECK_OK(kvt_mem_deregister(p.source, extra_region));
+    uint64_t op;
+    CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, extra_region, 0, 4096, &op));
+    CHECK(wait_op(p.reader, op, NULL) == KVT_ERR_REMOTE_DISCONNECT, "withdrawn region");
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    free(extra);
+    /* The source agent goes away entirely. */
+    free_region(p.source, p.source_region, p.source_memory);
+    CHECK_OK(kvt_agent_destroy(p.source));
+    CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, 4096, &op));
+    CHECK(wait_op(p.reader, op, NULL) == KVT_ERR_REMOTE_DISCONNECT, "destroyed source");
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    uint32_t state;
+    CHECK_OK(kvt_peer_info(p.reader, p.peer, NULL, &state, NULL));
+    CHECK(state == KVT_PEER_DISCONNECTED, "the peer shows as disconnected");
+    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region,
+                                                     0, p.source_region, 0, 4096, &op));
+    free_region(p.reader, p.reader_region, p.reader_memory);
+    CHECK_OK(kvt_agent_destroy(p.reader));
+}
+
+TEST_MAIN("xfer", TEST(read_then_write_verifies_every_byte), TEST(contiguous_descriptors_and_region_tables),
+          TEST(one_bad_descriptor_refuses_the_batch), TEST(a_thousand_concurrent_operations), TEST(cancel_and_release),
+          TEST(withdrawn_or_destroyed_source))
