@@ -50,6 +50,64 @@ const transportSchema = z.strictObject({
   metadata: z.base64(),
 });
 
+interface RuleViolation {
+  readonly path: PropertyKey[];
+  readonly message: string;
+}
+
+/** The rules between fields: ranks within sizes, a dividing shard split, and the bank rules. */
+function rankRuleViolations(part: Pick<RankPart, 'geometry' | 'parallel' | 'banks'>): RuleViolation[] {
+  const { geometry, parallel, banks } = part;
+  const violations: RuleViolation[] = [];
+  const report = (path: PropertyKey[], message: string): void => {
+    violations.push({ path, message });
+  };
+  if (parallel.tpRank >= parallel.tpSize) report(['parallel', 'tpRank'], `must be below tpSize (${parallel.tpSize})`);
+  if (parallel.ppRank >= parallel.ppSize) report(['parallel', 'ppRank'], `must be below ppSize (${parallel.ppSize})`);
+  const splitIssue = shardSplitIssue(geometry, parallel);
+  if (splitIssue !== undefined) report(splitIssue.field.split('.'), splitIssue.rule);
+  if (violations.length > 0) return violations;
+
+  const shard = deriveShard(geometry, parallel);
+  const layerSeparate = geometry.bankLayout === 'layer-separate';
+  const expectedBanks = bankCount(geometry, shard);
+  if (banks.length !== expectedBanks) {
+    const rule = layerSeparate
+      ? `layer-separate needs one bank per (local layer, plane): ${shard.layers.count} × ${geometry.kvPlanes} = ${expectedBanks}`
+      : 'fully-contiguous needs exactly one bank';
+    report(['banks'], `has ${banks.length} banks; ${rule}`);
+  }
+  const minimumStride = BigInt(minimumBlockStride(geometry, shard));
+  const strideUnit = layerSeparate ? '(layer, plane) piece' : 'block of all local layers and planes';
+  banks.forEach((bank, index) => {
+    const span = BigInt(bank.blocks) * bank.blockStride;
+    if (bank.blockStride < minimumStride) {
+      report(['banks', index, 'blockStride'], `must be at least ${minimumStride} bytes (one ${strideUnit} of this rank)`);
+    } else if (span > bank.bytes) {
+      report(['banks', index, 'bytes'], `must hold blocks × blockStride = ${bank.blocks} × ${bank.blockStride} = ${span} bytes`);
+    } else if (span > SPAN_LIMIT) {
+      report(['banks', index, 'blocks'], `blocks × blockStride = ${span} must stay below 2^53 bytes`);
+    }
+    if (bank.address + bank.bytes > U64_LIMIT) {
+      report(['banks', index, 'bytes'], `address + bytes must not pass 2^64 (address ${bank.address})`);
+    }
+  });
+  // Sorted by start, a bank overlaps an earlier one of the same memory exactly when it starts before the
+  // furthest end seen so far there.
+  const byStart = banks.map((bank, index) => ({ bank, index })).sort((a, b) => compareBigInt(a.bank.address, b.bank.address));
+  const furthest = new Map<string, { end: bigint; index: number }>();
+  for (const { bank, index } of byStart) {
+    const memory = `${bank.memKind}:${bank.deviceId}`;
+    const seen = furthest.get(memory);
+    if (seen !== undefined && seen.end > bank.address) {
+      report(['banks', index, 'address'], `overlaps banks[${seen.index}], which ends at ${seen.end}`);
+    }
+    const end = bank.address + bank.bytes;
+    if (seen === undefined || end > seen.end) furthest.set(memory, { end, index });
+  }
+  return violations;
+}
+
 /** What one rank publishes (version 1). Parsing also checks the shard split and the bank rules. */
 export const rankPartSchema = z
   .strictObject({
@@ -62,58 +120,13 @@ export const rankPartSchema = z
     banks: z.array(bankSchema).min(1),
     transport: transportSchema,
   })
-  .superRefine((part, ctx) => {
-    const { geometry, parallel, banks } = part;
-    const report = (path: PropertyKey[], message: string): void => {
-      ctx.addIssue({ code: 'custom', path, message });
-    };
-    if (parallel.tpRank >= parallel.tpSize) report(['parallel', 'tpRank'], `must be below tpSize (${parallel.tpSize})`);
-    if (parallel.ppRank >= parallel.ppSize) report(['parallel', 'ppRank'], `must be below ppSize (${parallel.ppSize})`);
-    const splitIssue = shardSplitIssue(geometry, parallel);
-    if (splitIssue !== undefined) {
-      report(splitIssue.field.split('.'), splitIssue.rule);
-      return;
-    }
-    if (parallel.tpRank >= parallel.tpSize || parallel.ppRank >= parallel.ppSize) return;
-
-    const shard = deriveShard(geometry, parallel);
-    const expectedBanks = bankCount(geometry, shard);
-    if (banks.length !== expectedBanks) {
-      const rule =
-        geometry.bankLayout === 'layer-separate'
-          ? `layer-separate needs one bank per (local layer, plane): ${shard.layers.count} × ${geometry.kvPlanes} = ${expectedBanks}`
-          : 'fully-contiguous needs exactly one bank';
-      report(['banks'], `has ${banks.length} banks; ${rule}`);
-    }
-    const minimumStride = BigInt(minimumBlockStride(geometry, shard));
-    banks.forEach((bank, index) => {
-      const span = BigInt(bank.blocks) * bank.blockStride;
-      if (bank.blockStride < minimumStride) {
-        report(['banks', index, 'blockStride'], `must be at least ${minimumStride} bytes (one ${geometry.bankLayout === 'layer-separate' ? '(layer, plane) piece' : 'block of all local layers and planes'} of this rank)`);
-      } else if (span > bank.bytes) {
-        report(['banks', index, 'bytes'], `must hold blocks × blockStride = ${bank.blocks} × ${bank.blockStride} = ${span} bytes`);
-      } else if (span > SPAN_LIMIT) {
-        report(['banks', index, 'blocks'], `blocks × blockStride = ${span} must stay below 2^53 bytes`);
-      }
-      if (bank.address + bank.bytes > U64_LIMIT) {
-        report(['banks', index, 'bytes'], `address + bytes must not pass 2^64 (address ${bank.address})`);
-      }
-    });
-    // Sorted by start, a bank overlaps an earlier one of the same memory exactly when it starts before the
-    // furthest end seen so far there.
-    const byStart = banks.map((bank, index) => ({ bank, index })).sort((a, b) => compareBigInt(a.bank.address, b.bank.address));
-    const furthest = new Map<string, { end: bigint; index: number }>();
-    for (const { bank, index } of byStart) {
-      const memory = `${bank.memKind}:${bank.deviceId}`;
-      const seen = furthest.get(memory);
-      if (seen !== undefined && seen.end > bank.address) {
-        report(['banks', index, 'address'], `overlaps banks[${seen.index}], which ends at ${seen.end}`);
-      }
-      const end = bank.address + bank.bytes;
-      if (seen === undefined || end > seen.end) furthest.set(memory, { end, index });
-    }
-    // The bank rules read decoded values, so they wait until every field has parsed.
-  }, { when: (payload) => payload.issues.length === 0 });
+  // The rank rules read decoded values, so they wait until every field has parsed.
+  .superRefine(
+    (part, ctx) => {
+      for (const { path, message } of rankRuleViolations(part)) ctx.addIssue({ code: 'custom', path, message });
+    },
+    { when: (payload) => payload.issues.length === 0 },
+  );
 
 const compareBigInt = (a: bigint, b: bigint): number => (a < b ? -1 : a > b ? 1 : 0);
 

@@ -64,7 +64,11 @@ type Memory = Uint8Array[][]; // [rank index][bank]
 
 function allocate(worker: Worker, fill: (rank: number, bank: number, offset: number) => number): Memory {
   return worker.ranks.map((part, rank) =>
-    part.banks.map((bank, index) => Uint8Array.from({ length: Number(bank.bytes) }, (_, offset) => fill(rank, index, offset))),
+    part.banks.map((bank, index) => {
+      const memory = new Uint8Array(Number(bank.bytes));
+      for (let offset = 0; offset < memory.length; offset++) memory[offset] = fill(rank, index, offset);
+      return memory;
+    }),
   );
 }
 
@@ -98,16 +102,15 @@ function execute(plan: TransferPlan, source: Worker, sourceMemory: Memory, desti
 const untouched = (rank: number, bank: number, offset: number): number => (rank * 97 + bank * 31 + offset * 7 + 1) & 0xff;
 
 /**
- * Executes `plan` by copying bytes between simulated banks of `source` (filled with `valueAt` for the
- * first `sourceBlocks` blocks) and `destination` (filled with a pattern), and returns the destination
- * memory next to what the geometry says it must hold afterwards.
+ * Simulated banks for `source` (filled with `valueAt` over every block) and `destination` (filled with a
+ * pattern), and what the destination must hold after copying `blocks`, worked out from the logical
+ * positions alone. `run(plan)` executes a plan on fresh destination memory and returns it.
  */
-export function simulate(
-  plan: TransferPlan,
+export function simulation(
   source: Worker,
   destination: Worker,
   blocks: readonly (readonly [number, number])[],
-): { actual: Memory; expected: Memory } {
+): { expected: Memory; run: (plan: TransferPlan) => Memory } {
   const sourceMemory = allocate(source, () => 0);
   fillSource(source, sourceMemory, source.ranks[0]!.banks[0]!.blocks);
   const expected = allocate(destination, untouched);
@@ -121,7 +124,23 @@ export function simulate(
       if (at !== undefined) expected[rank]![at.bank]![at.offset] = value;
     });
   }
-  const actual = allocate(destination, untouched);
-  execute(plan, source, sourceMemory, destination, actual);
-  return { actual, expected };
+  const run = (plan: TransferPlan): Memory => {
+    const actual = allocate(destination, untouched);
+    execute(plan, source, sourceMemory, destination, actual);
+    return actual;
+  };
+  return { expected, run };
+}
+
+/** Where two simulated memories first differ, or undefined when they are equal. */
+export function firstDifference(actual: Memory, expected: Memory): string | undefined {
+  for (const [rank, banks] of expected.entries()) {
+    for (const [bank, bytes] of banks.entries()) {
+      const other = actual[rank]![bank]!;
+      if (Buffer.compare(other, bytes) === 0) continue;
+      const offset = bytes.findIndex((byte, i) => other[i] !== byte);
+      return `rank index ${rank}, bank ${bank}, offset ${offset}: expected ${bytes[offset]}, got ${other[offset]}`;
+    }
+  }
+  return undefined;
 }
