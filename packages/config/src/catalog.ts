@@ -187,7 +187,7 @@ export const catalog = {
     },
   },
   drain: {
-    description: 'What happens to requests when pulled blocks cannot be used.',
+    description: 'The drain layer: operations, quiescence, and what a request does when its pulled blocks fail to load.',
     settings: {
       failedLoadPolicy: setting({
         schema: z.enum(['fail', 'recompute']),
