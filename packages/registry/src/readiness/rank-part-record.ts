@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { type RankPart, safeParseRankPart, serializeRankPart } from '@kvreuse/descriptors';
+import { type RankPart, safeParseRankPart } from '@kvreuse/descriptors';
 import { RankPartRefusedError } from '../errors.js';
 import { parseRankPartKey } from './rank-part-keys.js';
 
@@ -15,8 +15,13 @@ export interface RankPartRecord {
 export const rankPartRecordFormat = 'kvreuse.rank-part';
 export const rankPartRecordVersion = 1;
 
+/**
+ * Encodes a parsed rank part (the output of `parseRankPart` / `buildRankPart`) as a record. The wire
+ * form is the part with its 64-bit quantities as decimal strings, as `serializeRankPart` writes it;
+ * written directly, because re-running the schema's encoder costs more than the rest of publication.
+ */
 export function encodeRankPartRecord(part: RankPart): string {
-  const partText = JSON.stringify(serializeRankPart(part));
+  const partText = JSON.stringify(part, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
   // Spliced as text so that the checksum covers exactly the bytes a reader will see.
   return `{"format":"${rankPartRecordFormat}","version":${rankPartRecordVersion},"sha256":"${sha256(partText)}","part":${partText}}`;
 }
