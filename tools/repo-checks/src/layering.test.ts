@@ -36,11 +36,12 @@ describe('checkLayering', () => {
       'packages/descriptors/package.json': { name: '@kvreuse/descriptors', dependencies: { '@kvreuse/config': 'workspace:^' } },
       'packages/descriptors/src/index.ts': "import type { Settings } from '@kvreuse/config';\nexport type { Settings };\n",
       'packages/descriptors/src/index.test.ts': "import { it } from 'vitest';\nit('works', () => {});\n",
+      'packages/descriptors/bench/plan.ts': "import { plan } from '@kvreuse/descriptors';\nplan();\n",
     });
     expect(checkLayering(root)).toEqual([]);
   });
 
-  it('refuses an import of a layer above, a deep import, an escaping relative path and an undeclared package', () => {
+  it('refuses an import of a layer above or of itself from shipped code, a deep import, an escaping relative path and an undeclared package', () => {
     const root = writeTree({
       'package.json': rootManifest,
       'packages/config/package.json': { name: '@kvreuse/config', devDependencies: { yaml: '2.9.1' } },
@@ -52,6 +53,7 @@ describe('checkLayering', () => {
       ].join('\n'),
       'packages/descriptors/package.json': { name: '@kvreuse/descriptors', dependencies: { '@kvreuse/config': 'workspace:^' } },
       'packages/descriptors/src/index.ts': "export { catalog } from '@kvreuse/config/src/catalog.js';\n",
+      'packages/descriptors/src/plan.ts': "export { layout } from '@kvreuse/descriptors';\n",
     });
     const found = checkLayering(root).map((v) => [v.packageDir, v.file, v.rule, v.specifier]);
     expect(found).toEqual([
@@ -59,6 +61,7 @@ describe('checkLayering', () => {
       ['config', 'src/index.ts', 'undeclared-import', 'yaml'],
       ['config', 'src/index.ts', 'relative-escape', '../../descriptors/src/plan.js'],
       ['descriptors', 'src/index.ts', 'deep-import', '@kvreuse/config/src/catalog.js'],
+      ['descriptors', 'src/plan.ts', 'upward-import', '@kvreuse/descriptors'],
     ]);
   });
 
