@@ -182,7 +182,8 @@ KVT_API kvt_status kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *o
 
 /**
  * Blocks the caller until a completion or notification is pending for the agent or `timeout_ms`
- * elapses. Returns KVT_OK when something is pending, KVT_ERR_TIMEOUT otherwise. Does not dequeue.
+ * elapses. Returns KVT_OK when something is pending, KVT_ERR_TIMEOUT otherwise (an ordinary answer,
+ * not counted in the error counters). Does not dequeue.
  */
 KVT_API kvt_status kvt_agent_wait(uint32_t agent, uint32_t timeout_ms);
 

@@ -514,10 +514,12 @@ kvt_status kvt_agent_wait(uint32_t agent_id, uint32_t timeout_ms) {
     }
     bool pending = anything_pending_locked(agent);
     pthread_mutex_unlock(&agent->lock);
+    kvt_agent_release(agent);
+    /* Not counted as an error: "nothing pending yet" is an ordinary answer of a wait. */
     if (!pending)
-        status = kvt_fail(KVT_ERR_TIMEOUT, "kvt_agent_wait: nothing pending on agent %u after %u ms", agent_id,
-                          timeout_ms);
-    return kvt_agent_finish(agent, status);
+        return kvt_fail(KVT_ERR_TIMEOUT, "kvt_agent_wait: nothing pending on agent %u after %u ms", agent_id,
+                        timeout_ms);
+    return KVT_OK;
 }
 
 /* ---- notifications (receiving side) ---------------------------------------------------------------- */

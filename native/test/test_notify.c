@@ -102,7 +102,7 @@ static void queued_notifications_are_dropped_with_the_agent(void) {
     uint64_t generation;
     uint32_t peer = load_peer(a, b, &generation);
     for (int i = 0; i < 5; i++) CHECK_OK(kvt_notify_send(a, peer, generation, (const uint8_t *)"hello", 5));
-    for (int i = 0; i < 6000 && counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS) < 5; i++) kvt_agent_wait(b, 10);
+    for (int i = 0; i < 60000 && counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS) < 5; i++) usleep(1000);
     CHECK(counter(0, KVT_COUNTER_PENDING_NOTIFICATIONS) == 5, "five pending process-wide");
     CHECK_OK(kvt_agent_destroy(b));
     CHECK_OK(kvt_agent_destroy(a));
