@@ -88,7 +88,14 @@ const floorMs = measure(() => {
 });
 
 const figures = {
-  'plan.tp8_to_tp4.4096x64.ms': { value: planMs, unit: 'ms', anchor: floorMs, ratio: planMs / floorMs, goal: '≤ 5 ms' },
+  'plan.tp8_to_tp4.4096x64.ms': {
+    value: planMs,
+    unit: 'ms',
+    anchor: floorMs,
+    ratio: planMs / floorMs,
+    goal: '≤ 5 ms',
+    note: `anchor: allocating and filling the same ${descriptors} × 32 bytes of typed arrays without planning`,
+  },
   'plan.tp8_to_tp4.4096x64.descriptors': { value: descriptors, unit: 'descriptors' },
 };
 const out = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/descriptors.json');
@@ -96,4 +103,6 @@ mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, `${JSON.stringify({ figures }, null, 2)}\n`);
 console.log(`planned ${BLOCKS} blocks × ${geometry.numLayers} layers × ${geometry.kvPlanes} planes, TP 8 → TP 4 (HND): ` +
   `${descriptors} descriptors, ${plan.totalBytes} bytes, median ${planMs.toFixed(2)} ms ` +
-  `(filling the same typed arrays alone: ${floorMs.toFixed(2)} ms)${sink < 0 ? '' : ''}`);
+  `(filling the same typed arrays alone: ${floorMs.toFixed(2)} ms)`);
+// Keeps the measured work observable, so it cannot be optimised away.
+if (sink === 0) console.log('no descriptors planned');

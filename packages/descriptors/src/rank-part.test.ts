@@ -94,6 +94,12 @@ describe('rank parts', () => {
     expect(issuesOf(uneven)).toEqual([['parallel.ppSize', 3]]);
   });
 
+  it('refuses to serialize an invalid part, with the same typed error', () => {
+    const overlapping = { ...part!, banks: part!.banks.map((bank) => ({ ...bank, address: part!.banks[0]!.address })) };
+    expect(() => serializeRankPart(overlapping)).toThrow(InvalidRankPartError);
+    expect(() => serializeRankPart(overlapping)).toThrow(/banks\[1\].address = 139637976727552n: overlaps banks\[0\]/);
+  });
+
   it('rejects other schema versions', () => {
     expect(issuesOf({ ...wire(), version: 2 })).toEqual([['version', 2]]);
   });

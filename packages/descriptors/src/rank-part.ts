@@ -158,7 +158,13 @@ export function parseRankPart(input: unknown): RankPart {
   return result.data;
 }
 
-/** The wire form of a rank part; `parseRankPart(serializeRankPart(part))` equals `part`. */
+/**
+ * The wire form of a rank part; `parseRankPart(serializeRankPart(part))` equals `part`. Checks the same
+ * rules as parsing, so only valid parts go out (throws `InvalidRankPartError`).
+ */
 export function serializeRankPart(part: RankPart): RankPartWire {
-  return rankPartSchema.encode(part);
+  const result = rankPartSchema.safeEncode(part);
+  if (result.success) return result.data;
+  const { workerId, rank } = claimedIdentity(part);
+  throw new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, part));
 }
