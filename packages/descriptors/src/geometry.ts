@@ -24,7 +24,7 @@ const positiveInteger = z.int().min(1).max(2 ** 31 - 1);
 export const geometrySchema = z.strictObject({
   numLayers: positiveInteger,
   /** 2 = separate K and V planes, 1 = one latent plane (MLA). */
-  kvPlanes: z.union([z.literal(1), z.literal(2)]),
+  kvPlanes: z.literal([1, 2], { error: 'must be 1 (MLA latent) or 2 (K and V)' }),
   blockTokens: positiveInteger,
   numKvHeads: positiveInteger,
   headDim: positiveInteger,
