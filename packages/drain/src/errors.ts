@@ -1,0 +1,151 @@
+// Typed errors of @kvreuse/drain. Each carries a stable `code` and names the operation, peer, bank,
+// setting or option involved, and the value that was refused.
+
+export type DrainErrorCode =
+  | 'DRAINING'
+  | 'INVALID_DRAIN_OPTION'
+  | 'OPERATION_REFUSED'
+  | 'OPERATION_FAILED'
+  | 'OPERATION_TIMED_OUT'
+  | 'PEER_FENCED'
+  | 'PEER_UNHEALTHY'
+  | 'LOAD_FAILED'
+  | 'RETRIES_EXHAUSTED';
+
+export abstract class DrainError extends Error {
+  abstract readonly code: DrainErrorCode;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+function show(value: unknown): string {
+  if (typeof value === 'bigint') return `${value}n`;
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'function') return 'a function';
+  try {
+    return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** Intake is stopped: the ledger is draining or shut down, and refuses new operations at once. */
+export class DrainingError extends DrainError {
+  readonly code = 'DRAINING';
+  constructor(readonly action: string) {
+    super(`cannot ${action}: the operation ledger is draining; no new operation is admitted`);
+  }
+}
+
+/** An option or setting of the drain layer that is out of range. */
+export class InvalidDrainOptionError extends DrainError {
+  readonly code = 'INVALID_DRAIN_OPTION';
+  constructor(
+    readonly option: string,
+    readonly value: unknown,
+    readonly rule: string,
+  ) {
+    super(`${option} = ${show(value)} is refused: ${rule}`);
+  }
+}
+
+/**
+ * An operation was refused before anything was posted: a bank not in service, a local region no
+ * bank of the operation covers. Nothing native happened and no reference is held.
+ */
+export class OperationRefusedError extends DrainError {
+  readonly code = 'OPERATION_REFUSED';
+  constructor(
+    readonly subject: string,
+    readonly value: unknown,
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`operation refused: ${subject} = ${show(value)}: ${reason}`, options);
+  }
+}
+
+/** The native layer ended an operation with an error (`nativeCode`: `REMOTE_DISCONNECT`, `CANCELED`, …). */
+export class OperationFailedError extends DrainError {
+  readonly code = 'OPERATION_FAILED';
+  constructor(
+    readonly operation: string,
+    readonly peer: string,
+    readonly nativeCode: string,
+    readonly bytesDone: number,
+    options?: ErrorOptions,
+  ) {
+    super(`operation ${operation} with peer ${peer} failed with ${nativeCode} after ${bytesDone} bytes`, options);
+  }
+}
+
+/**
+ * The operation was not complete at `transport.operationTimeoutMs`: its request fails (and
+ * recomputes). The operation itself keeps its banks until it is quiescent.
+ */
+export class OperationTimedOutError extends DrainError {
+  readonly code = 'OPERATION_TIMED_OUT';
+  constructor(
+    readonly operation: string,
+    readonly peer: string,
+    readonly timeoutMs: number,
+    readonly setting: string,
+  ) {
+    super(`operation ${operation} with peer ${peer} was not complete after ${timeoutMs} ms (${setting}); cancelled`);
+  }
+}
+
+/**
+ * Work prepared for one incarnation or generation of a peer, refused because the peer is now another
+ * one (restarted, reloaded or invalidated). It is never redirected to the new peer.
+ */
+export class PeerFencedError extends DrainError {
+  readonly code = 'PEER_FENCED';
+  constructor(
+    readonly peer: string,
+    readonly field: 'incarnation' | 'generation' | 'tracking',
+    readonly expected: unknown,
+    readonly actual: unknown,
+  ) {
+    super(`peer ${peer}: work prepared for ${field} ${show(expected)} is refused; the peer is now at ${field} ${show(actual)}`);
+  }
+}
+
+/** The peer was marked unhealthy (disconnect, timeout) and is refused until its metadata is reloaded. */
+export class PeerUnhealthyError extends DrainError {
+  readonly code = 'PEER_UNHEALTHY';
+  constructor(
+    readonly peer: string,
+    readonly reason: string,
+  ) {
+    super(`peer ${peer} is unhealthy (${reason}); reload its metadata before using it again`);
+  }
+}
+
+/** Loading pulled blocks failed and `drain.failedLoadPolicy` is `fail`. */
+export class LoadFailedError extends DrainError {
+  readonly code = 'LOAD_FAILED';
+  constructor(
+    readonly blocks: number,
+    readonly validPrefix: number,
+    readonly reason: string,
+  ) {
+    super(`load of ${blocks} blocks failed (${reason}); ${validPrefix} leading blocks were valid; drain.failedLoadPolicy = "fail"`);
+  }
+}
+
+/** A retried action failed on every attempt (or with an error that is not safe to retry). */
+export class RetriesExhaustedError extends DrainError {
+  readonly code = 'RETRIES_EXHAUSTED';
+  constructor(
+    readonly action: string,
+    readonly attempts: number,
+    options: ErrorOptions,
+  ) {
+    const cause = options.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super(`${action} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}${cause}`, options);
+  }
+}

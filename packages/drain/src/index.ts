@@ -1,0 +1,47 @@
+export {
+  DrainError,
+  type DrainErrorCode,
+  DrainingError,
+  InvalidDrainOptionError,
+  LoadFailedError,
+  OperationFailedError,
+  OperationRefusedError,
+  OperationTimedOutError,
+  PeerFencedError,
+  PeerUnhealthyError,
+  RetriesExhaustedError,
+} from './errors.js';
+export { type Clock, systemClock } from './clock.js';
+export { type Deadline, DeadlineScheduler } from './deadline-scheduler.js';
+export { type PeerHealth, PeerBook, type PeerTicket, type TrackedPeer } from './peer-book.js';
+export {
+  type LedgerAgent,
+  type LedgerCounts,
+  type LedgerEvents,
+  type LedgerOperation,
+  type LedgerPostRequest,
+  type LedgerTimeouts,
+  type NativeOperation,
+  OperationLedger,
+  type OperationLedgerOptions,
+  type OperationOutcome,
+  type OperationPhase,
+  type PostOptions,
+  type QuarantinedOperation,
+  type Quiescence,
+  type TerminalState,
+} from './ledger.js';
+export {
+  DrainController,
+  type DrainControllerOptions,
+  type DrainEvents,
+  type DrainOptions,
+  type DrainReport,
+  type RetainedBankReport,
+  type ShutdownResult,
+  type ShutdownStep,
+  type ShutdownStepResult,
+} from './drain.js';
+export { shutdownOnSignals, type ShutdownSignalOptions, type SignalTarget } from './signals.js';
+export { backoffDelay, retry, type RetryOptions } from './retry.js';
+export { decideLoad, type FailedLoadPolicy, type LoadDecision, type LoadInput, type LoadPart } from './load-policy.js';

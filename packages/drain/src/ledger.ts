@@ -1,0 +1,473 @@
+import type { Settings } from '@kvreuse/config';
+import { type Bank, type BankLabel, type BankReference, formatBank } from '@kvreuse/registry';
+import { type Clock, systemClock } from './clock.js';
+import { type Deadline, DeadlineScheduler } from './deadline-scheduler.js';
+import {
+  DrainingError,
+  InvalidDrainOptionError,
+  OperationFailedError,
+  OperationRefusedError,
+  OperationTimedOutError,
+} from './errors.js';
+import { Listeners } from './listeners.js';
+import type { PeerBook, PeerTicket } from './peer-book.js';
+
+/** The part of a native operation (`Operation` of `@kvreuse/native-bindings`) the ledger drives. */
+export interface NativeOperation {
+  readonly id: bigint;
+  /** Settles once the native layer reports the operation terminal (rejects with its error code). */
+  readonly done: Promise<{ readonly bytesDone: number }>;
+  cancel(): 'requested' | 'already-terminal';
+  /** Frees the native id; refused (BUSY) while the operation is in progress. */
+  release(): void;
+  status(): { readonly state: 'in-progress' | 'done' | 'failed'; readonly code?: string; readonly bytesDone: number };
+}
+
+/** What the ledger reads of a post request (`PostRequest` of `@kvreuse/native-bindings`). */
+export interface LedgerPostRequest {
+  readonly peer: object;
+  readonly localRegions: readonly { readonly id: number }[];
+  readonly remoteRegions: readonly number[] | Uint32Array;
+}
+
+/** The part of a native agent (`Agent` of `@kvreuse/native-bindings`) the ledger posts through. */
+export interface LedgerAgent<Request extends LedgerPostRequest> {
+  readonly name: string;
+  post(request: Request): NativeOperation;
+}
+
+/** The deadlines of `transport.*` settings (a `Settings['transport']` fits). */
+export type LedgerTimeouts = Pick<Settings['transport'], 'operationTimeoutMs' | 'abandonTimeoutMs'>;
+
+export interface OperationLedgerOptions<Request extends LedgerPostRequest> {
+  readonly agent: LedgerAgent<Request>;
+  readonly peers: PeerBook;
+  readonly timeouts: LedgerTimeouts;
+  readonly clock?: Clock;
+}
+
+export interface PostOptions {
+  /** The peer the work was prepared for (from `PeerBook.ticket`); fenced if the peer changed since. */
+  readonly ticket: PeerTicket;
+  /** Every bank the operation may touch; each must be `registered`, and together cover `localRegions`. */
+  readonly banks: readonly Bank[];
+}
+
+/** What the request that posted the operation learns. Late success never replaces a failure. */
+export type OperationOutcome =
+  | { readonly ok: true; readonly bytesDone: number }
+  | { readonly ok: false; readonly error: OperationFailedError | OperationTimedOutError };
+
+export type TerminalState = 'done' | 'cancelled' | 'failed';
+
+/** How the operation ended natively: only then are its banks released. */
+export interface Quiescence {
+  readonly terminal: TerminalState;
+  /** The native error code (`CANCELED`, `REMOTE_DISCONNECT`, …) for a failed or cancelled operation. */
+  readonly code?: string;
+  readonly bytesDone: number;
+  /** The native layer reported success after the request had already failed. */
+  readonly late: boolean;
+  /** It had been quarantined before the native layer proved it terminal. */
+  readonly quarantined: boolean;
+}
+
+export type OperationPhase = 'in-flight' | 'timed-out' | 'quarantined' | 'quiescent';
+
+/** An operation as the ledger records it. */
+export interface LedgerOperation {
+  /** `<agent name>#<native id>`. */
+  readonly id: string;
+  readonly nativeId: bigint;
+  readonly peer: string;
+  readonly banks: readonly Bank[];
+  readonly localRegions: readonly number[];
+  readonly remoteRegions: readonly number[];
+  readonly postedAt: number;
+  readonly phase: OperationPhase;
+  /** Why it was quarantined, while it is. */
+  readonly quarantineReason: string | undefined;
+  /** The logical result; never rejects. */
+  readonly outcome: Promise<OperationOutcome>;
+  /** Settles once the native layer proved it terminal and the ledger released it; never rejects. */
+  readonly quiescence: Promise<Quiescence>;
+}
+
+export interface QuarantinedOperation {
+  readonly id: string;
+  readonly peer: string;
+  readonly banks: readonly BankLabel[];
+  readonly reason: string;
+}
+
+export interface LedgerEvents {
+  /** The operation's request failed by timeout; it was cancelled (and its peer probed). */
+  'timed-out': (operation: LedgerOperation) => void;
+  /** Past the abandon deadline without being terminal: its banks are retained. */
+  quarantined: (operation: LedgerOperation) => void;
+  /** A quarantined operation became terminal after all: its bank references are released. */
+  quiesced: (operation: LedgerOperation, quiescence: Quiescence) => void;
+}
+
+/** Cumulative and live figures of a ledger. */
+export interface LedgerCounts {
+  readonly live: number;
+  readonly quarantined: number;
+  readonly posted: number;
+  readonly completed: number;
+  readonly cancelled: number;
+  readonly failed: number;
+  readonly timedOut: number;
+  readonly lateSuccesses: number;
+}
+
+class Entry implements LedgerOperation {
+  readonly id: string;
+  readonly nativeId: bigint;
+  readonly peer: string;
+  readonly banks: readonly Bank[];
+  readonly localRegions: readonly number[];
+  readonly remoteRegions: readonly number[];
+  readonly postedAt: number;
+  readonly outcome: Promise<OperationOutcome>;
+  readonly quiescence: Promise<Quiescence>;
+  readonly native: NativeOperation;
+  readonly references: BankReference[];
+  phase: OperationPhase = 'in-flight';
+  quarantineReason: string | undefined;
+  deadline: Deadline | undefined;
+  cancelRequested = false;
+  #outcomeSettled = false;
+  #resolveOutcome!: (outcome: OperationOutcome) => void;
+  #resolveQuiescence!: (quiescence: Quiescence) => void;
+
+  constructor(fields: {
+    id: string;
+    native: NativeOperation;
+    peer: string;
+    banks: readonly Bank[];
+    references: BankReference[];
+    localRegions: readonly number[];
+    remoteRegions: readonly number[];
+    postedAt: number;
+  }) {
+    this.id = fields.id;
+    this.native = fields.native;
+    this.nativeId = fields.native.id;
+    this.peer = fields.peer;
+    this.banks = fields.banks;
+    this.references = fields.references;
+    this.localRegions = fields.localRegions;
+    this.remoteRegions = fields.remoteRegions;
+    this.postedAt = fields.postedAt;
+    this.outcome = new Promise((resolve) => (this.#resolveOutcome = resolve));
+    this.quiescence = new Promise((resolve) => (this.#resolveQuiescence = resolve));
+  }
+
+  get outcomeSettled(): boolean {
+    return this.#outcomeSettled;
+  }
+
+  settleOutcome(outcome: OperationOutcome): void {
+    if (this.#outcomeSettled) return;
+    this.#outcomeSettled = true;
+    this.#resolveOutcome(outcome);
+  }
+
+  settleQuiescence(quiescence: Quiescence): void {
+    this.#resolveQuiescence(quiescence);
+  }
+}
+
+const nativeCodeOf = (error: unknown): string => {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code : 'UNKNOWN';
+};
+
+function checkTimeouts(timeouts: LedgerTimeouts): void {
+  for (const field of ['operationTimeoutMs', 'abandonTimeoutMs'] as const) {
+    const value: unknown = timeouts?.[field];
+    if (!Number.isSafeInteger(value) || (value as number) <= 0) {
+      throw new InvalidDrainOptionError(`transport.${field}`, value, 'must be a positive integer number of milliseconds');
+    }
+  }
+  if (timeouts.abandonTimeoutMs <= timeouts.operationTimeoutMs) {
+    throw new InvalidDrainOptionError(
+      'transport.abandonTimeoutMs',
+      timeouts.abandonTimeoutMs,
+      `must exceed transport.operationTimeoutMs (${timeouts.operationTimeoutMs}): a cancelled operation needs time to become terminal`,
+    );
+  }
+}
+
+/**
+ * Records every native operation with the banks, regions and peer it touches. Each touched bank holds
+ * a reference until the operation is quiescent — done, terminal error, or cancel confirmed by the
+ * native layer — however the request fared. At `operationTimeoutMs` the request fails, the operation
+ * is cancelled and its peer probed and marked unhealthy; at `abandonTimeoutMs` an operation still not
+ * terminal is quarantined: its banks are retained (never deregistered nor handed back), and if the
+ * native layer later reports it terminal, `quiesced` fires and its references are released.
+ *
+ * All deadlines share one timer (`DeadlineScheduler`); completions arrive through the native agent's
+ * batched wake-up, as each operation's `done` settling.
+ */
+export class OperationLedger<Request extends LedgerPostRequest = LedgerPostRequest> {
+  readonly agent: LedgerAgent<Request>;
+  readonly peers: PeerBook;
+  readonly timeouts: LedgerTimeouts;
+  readonly clock: Clock;
+  readonly #scheduler: DeadlineScheduler;
+  readonly #live = new Set<Entry>();
+  readonly #listeners = new Listeners<LedgerEvents>();
+  readonly #idleWaiters = new Set<() => void>();
+  #intakeStopped = false;
+  #counts = { posted: 0, completed: 0, cancelled: 0, failed: 0, timedOut: 0, lateSuccesses: 0 };
+
+  constructor(options: OperationLedgerOptions<Request>) {
+    checkTimeouts(options.timeouts);
+    this.agent = options.agent;
+    this.peers = options.peers;
+    this.timeouts = { operationTimeoutMs: options.timeouts.operationTimeoutMs, abandonTimeoutMs: options.timeouts.abandonTimeoutMs };
+    this.clock = options.clock ?? systemClock;
+    this.#scheduler = new DeadlineScheduler(this.clock);
+  }
+
+  get intakeStopped(): boolean {
+    return this.#intakeStopped;
+  }
+
+  counts(): LedgerCounts {
+    let quarantined = 0;
+    for (const entry of this.#live) if (entry.phase === 'quarantined') quarantined += 1;
+    return { live: this.#live.size, quarantined, ...this.#counts };
+  }
+
+  /** Operations not yet quiescent (in flight, timed out or quarantined). */
+  liveOperations(): LedgerOperation[] {
+    return [...this.#live];
+  }
+
+  quarantined(): QuarantinedOperation[] {
+    return [...this.#live]
+      .filter((entry) => entry.phase === 'quarantined')
+      .map((entry) => ({ id: entry.id, peer: entry.peer, banks: entry.banks.map(labelOf), reason: entry.quarantineReason ?? '' }));
+  }
+
+  on<Event extends keyof LedgerEvents>(event: Event, listener: LedgerEvents[Event]): () => void {
+    return this.#listeners.on(event, listener);
+  }
+
+  /**
+   * Posts one native operation after checking intake (`DrainingError`), the peer ticket
+   * (`PeerFencedError`, `PeerUnhealthyError`) and the banks (`OperationRefusedError`), and takes a
+   * reference on every bank. A post the native layer refuses releases them again.
+   */
+  post(request: Request, options: PostOptions): LedgerOperation {
+    if (this.#intakeStopped) throw new DrainingError('post an operation');
+    const peer = this.peers.admit(options.ticket);
+    if (request.peer !== peer) {
+      throw new OperationRefusedError('request.peer', options.ticket.name, 'is not the native peer the ticket names');
+    }
+    const banks = [...options.banks];
+    const localRegions = request.localRegions.map((region) => region.id);
+    checkBanks(banks, localRegions);
+    const references = banks.map((bank) => bank.acquire());
+    let native: NativeOperation;
+    try {
+      native = this.agent.post(request);
+    } catch (error) {
+      for (const reference of references) reference.release();
+      if (nativeCodeOf(error) === 'REMOTE_DISCONNECT') this.peers.markUnhealthy(options.ticket.name, 'a post failed with REMOTE_DISCONNECT');
+      throw error;
+    }
+    const entry = new Entry({
+      id: `${this.agent.name}#${native.id}`,
+      native,
+      peer: options.ticket.name,
+      banks,
+      references,
+      localRegions,
+      remoteRegions: Array.from(request.remoteRegions),
+      postedAt: this.clock.now(),
+    });
+    this.#live.add(entry);
+    this.#counts.posted += 1;
+    entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.operationTimeoutMs, () => this.#timeOut(entry));
+    native.done.then(
+      ({ bytesDone }) => this.#quiesce(entry, { terminal: 'done', bytesDone }),
+      (error: unknown) => {
+        const code = nativeCodeOf(error);
+        const bytesDone = (error as { bytesDone?: unknown }).bytesDone;
+        this.#quiesce(entry, { terminal: code === 'CANCELED' ? 'cancelled' : 'failed', code, bytesDone: typeof bytesDone === 'number' ? bytesDone : 0 });
+      },
+    );
+    return entry;
+  }
+
+  /** Stops intake: every later `post` fails at once with `DrainingError`. */
+  stopIntake(): void {
+    this.#intakeStopped = true;
+  }
+
+  /**
+   * Waits until every operation is quiescent or quarantined, or until `deadlineAt` (clock time). At the
+   * deadline, operations still live are cancelled; those the native layer does not confirm terminal
+   * at once are quarantined with `reason`.
+   */
+  async settle(deadlineAt: number, reason: string): Promise<void> {
+    if (!this.#hasUnquarantined()) return;
+    await new Promise<void>((resolve) => {
+      const deadline = this.#scheduler.schedule(deadlineAt, () => {
+        this.#idleWaiters.delete(done);
+        resolve();
+      });
+      const done = () => {
+        deadline.cancel();
+        resolve();
+      };
+      this.#idleWaiters.add(done);
+    });
+    for (const entry of [...this.#live]) {
+      if (entry.phase === 'quarantined') continue;
+      this.#cancel(entry, reason);
+      if (entry.phase !== 'quiescent') this.#quarantine(entry, reason);
+    }
+  }
+
+  /** Cancels every pending deadline (the ledger keeps its records). */
+  stopTimers(): void {
+    this.#scheduler.clear();
+  }
+
+  #hasUnquarantined(): boolean {
+    for (const entry of this.#live) if (entry.phase !== 'quarantined') return true;
+    return false;
+  }
+
+  #timeOut(entry: Entry): void {
+    if (entry.phase !== 'in-flight') return;
+    entry.phase = 'timed-out';
+    this.#counts.timedOut += 1;
+    entry.settleOutcome({
+      ok: false,
+      error: new OperationTimedOutError(entry.id, entry.peer, this.timeouts.operationTimeoutMs, 'transport.operationTimeoutMs'),
+    });
+    this.peers.markUnhealthy(entry.peer, `operation ${entry.id} timed out after ${this.timeouts.operationTimeoutMs} ms`);
+    try {
+      this.peers.probe(entry.peer);
+    } catch {
+      // A probe that cannot be answered says nothing more than the timeout already did.
+    }
+    this.#cancel(entry, 'transport.operationTimeoutMs');
+    // #cancel may have found it terminal already.
+    if ((entry.phase as OperationPhase) === 'quiescent') return;
+    entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.abandonTimeoutMs, () =>
+      this.#quarantine(
+        entry,
+        `operation ${entry.id} not terminal ${this.timeouts.abandonTimeoutMs} ms after it was posted (transport.abandonTimeoutMs)`,
+      ),
+    );
+    this.#listeners.emit('timed-out', entry);
+  }
+
+  /** Asks the native layer to cancel; if it is terminal already, quiesces it now from its status. */
+  #cancel(entry: Entry, why: string): void {
+    if (entry.phase === 'quiescent') return;
+    if (!entry.outcomeSettled) {
+      entry.settleOutcome({ ok: false, error: new OperationTimedOutError(entry.id, entry.peer, this.clock.now() - entry.postedAt, why) });
+    }
+    if (!entry.cancelRequested) {
+      entry.cancelRequested = true;
+      try {
+        entry.native.cancel();
+      } catch {
+        // The status read below tells what state the operation is in.
+      }
+    }
+    let status: ReturnType<NativeOperation['status']>;
+    try {
+      status = entry.native.status();
+    } catch {
+      return;
+    }
+    if (status.state === 'done') this.#quiesce(entry, { terminal: 'done', bytesDone: status.bytesDone });
+    else if (status.state === 'failed') {
+      const code = status.code ?? 'UNKNOWN';
+      this.#quiesce(entry, { terminal: code === 'CANCELED' ? 'cancelled' : 'failed', code, bytesDone: status.bytesDone });
+    }
+  }
+
+  #quarantine(entry: Entry, reason: string): void {
+    if (entry.phase === 'quiescent' || entry.phase === 'quarantined') return;
+    entry.deadline?.cancel();
+    entry.phase = 'quarantined';
+    entry.quarantineReason = reason;
+    for (const bank of entry.banks) {
+      if (bank.state === 'registered') bank.retain(`quarantined: ${reason}`);
+    }
+    this.#listeners.emit('quarantined', entry);
+    this.#checkIdle();
+  }
+
+  #quiesce(entry: Entry, terminal: { terminal: TerminalState; code?: string; bytesDone: number }): void {
+    if (entry.phase === 'quiescent') return;
+    const quarantined = entry.phase === 'quarantined';
+    const late = terminal.terminal === 'done' && entry.outcomeSettled;
+    entry.deadline?.cancel();
+    entry.phase = 'quiescent';
+    if (terminal.terminal === 'done') {
+      this.#counts.completed += 1;
+      if (late) this.#counts.lateSuccesses += 1;
+      entry.settleOutcome({ ok: true, bytesDone: terminal.bytesDone });
+    } else {
+      if (terminal.terminal === 'cancelled') this.#counts.cancelled += 1;
+      else this.#counts.failed += 1;
+      if (terminal.code === 'REMOTE_DISCONNECT') this.peers.markUnhealthy(entry.peer, `operation ${entry.id} ended with REMOTE_DISCONNECT`);
+      entry.settleOutcome({
+        ok: false,
+        error: new OperationFailedError(entry.id, entry.peer, terminal.code ?? 'UNKNOWN', terminal.bytesDone),
+      });
+    }
+    try {
+      entry.native.release();
+    } catch {
+      // Terminal operations are always releasable; an agent closed under us has released it already.
+    }
+    for (const reference of entry.references) reference.release();
+    this.#live.delete(entry);
+    const quiescence: Quiescence = { ...terminal, late, quarantined };
+    entry.settleQuiescence(quiescence);
+    if (quarantined) this.#listeners.emit('quiesced', entry, quiescence);
+    this.#checkIdle();
+  }
+
+  #checkIdle(): void {
+    if (this.#idleWaiters.size === 0 || this.#hasUnquarantined()) return;
+    const waiters = [...this.#idleWaiters];
+    this.#idleWaiters.clear();
+    for (const waiter of waiters) waiter();
+  }
+}
+
+/** Refuses banks that are not in service, repeated, or that leave a local region of the request uncovered. */
+function checkBanks(banks: readonly Bank[], localRegions: readonly number[]): void {
+  if (banks.length === 0) throw new OperationRefusedError('banks', [], 'an operation touches at least one local bank');
+  const covered = new Set<number>();
+  banks.forEach((bank, index) => {
+    if (banks.indexOf(bank) !== index) throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), 'appears twice');
+    if (bank.state !== 'registered' || bank.region === undefined) {
+      throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), `is ${bank.state}, not registered: it cannot take new operations`);
+    }
+    covered.add(bank.region.id);
+  });
+  localRegions.forEach((id, index) => {
+    if (!covered.has(id)) {
+      throw new OperationRefusedError(`localRegions[${index}]`, id, 'is the region of none of the banks given; every touched region must be referenced');
+    }
+  });
+}
+
+export function labelOf(bank: Bank): BankLabel {
+  return { tpRank: bank.tpRank, ppRank: bank.ppRank, index: bank.index, address: bank.address, bytes: bank.bytes };
+}
+

@@ -1,0 +1,53 @@
+import type { ShutdownResult } from './drain.js';
+
+/** What a signal handler needs of a process (a `NodeJS.Process` fits). */
+export interface SignalTarget {
+  on(signal: NodeJS.Signals, listener: () => void): unknown;
+  off(signal: NodeJS.Signals, listener: () => void): unknown;
+  exit(code?: number): never | void;
+}
+
+export interface ShutdownSignalOptions {
+  /** Default SIGTERM and SIGINT. */
+  readonly signals?: readonly NodeJS.Signals[];
+  /** Default `process`. */
+  readonly target?: SignalTarget;
+  /** Called with the result before the process exits (e.g. to log it). */
+  readonly onResult?: (result: ShutdownResult) => void;
+  /** Called when shutdown itself threw. */
+  readonly onError?: (error: unknown) => void;
+  /** Exit once shut down, with `exitCode(result)`; default true. */
+  readonly exit?: boolean;
+  /** Default 0 when nothing was retained, else 1. */
+  readonly exitCode?: (result: ShutdownResult) => number;
+}
+
+/**
+ * Wires shutdown to signals. kvreuse never installs signal handlers on its own: this explicit call
+ * does. Every signal calls the same idempotent `shutdown()`; the process exits once it resolved.
+ * Returns a function that removes the handlers.
+ */
+export function shutdownOnSignals(
+  controller: { shutdown(): Promise<ShutdownResult> },
+  options: ShutdownSignalOptions = {},
+): () => void {
+  const target = options.target ?? process;
+  const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
+  const exitCode = options.exitCode ?? ((result: ShutdownResult) => (result.retained ? 1 : 0));
+  const handler = () => {
+    controller.shutdown().then(
+      (result) => {
+        options.onResult?.(result);
+        if (options.exit !== false) target.exit(exitCode(result));
+      },
+      (error: unknown) => {
+        options.onError?.(error);
+        if (options.exit !== false) target.exit(1);
+      },
+    );
+  };
+  for (const signal of signals) target.on(signal, handler);
+  return () => {
+    for (const signal of signals) target.off(signal, handler);
+  };
+}
