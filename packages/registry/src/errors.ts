@@ -222,8 +222,8 @@ export interface RetainedBank {
 
 /**
  * `registerRank` failed and rolled back. `bank` is the bank that failed (undefined when the call was
- * aborted before a bank), `code` the native status name (`NOT_SUPPORTED`, `INVALID_PARAM`, …) or
- * `ABORTED`; `rolledBack` lists the banks deregistered again, in the order it happened, and
+ * aborted or ran out of time between banks), `nativeCode` the native status name (`NOT_SUPPORTED`,
+ * `INVALID_PARAM`, …), or kvreuse's own `ABORTED` / `DEADLINE`; `rolledBack` lists the banks deregistered again, in the order it happened, and
  * `retained` the banks whose rollback failed.
  */
 export class RankRegistrationError extends RegistryError {

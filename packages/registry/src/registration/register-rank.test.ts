@@ -194,6 +194,28 @@ describe('registerRank against real native refusals', () => {
     closeAgent(agent);
   });
 
+  it('rolls back when the deadline passes between banks', async () => {
+    const agent = newAgent();
+    const { banks } = frameworkBanks(rank, 4, shape);
+    const before = snapshot(agent, banks);
+    let registrations = 0;
+    const stallingAgent: RegistrationAgent = {
+      name: agent.name,
+      register(memory) {
+        const region = agent.register(memory);
+        // The second registration stalls past the 10 ms budget (a blocked native call would).
+        if (++registrations === 2) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 30);
+        return region;
+      },
+    };
+    const error = (await registerRank({ agent: stallingAgent, banks, timeoutMs: 10 }).catch((e: unknown) => e)) as RankRegistrationError;
+    expect(error).toMatchObject({ nativeCode: 'DEADLINE', bank: undefined, detail: 'not registered within 10 ms; 2 of 4 banks were' });
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
+    expect(snapshot(agent, banks)).toEqual(before);
+    await expect(registerRank({ agent, banks, timeoutMs: -1 })).rejects.toThrow(InvalidRankBanksError);
+    closeAgent(agent);
+  });
+
   it('retains a bank whose rollback the native layer refuses (BUSY under an in-flight read), and reports it', async () => {
     const agent = newAgent();
     const { banks, returned } = frameworkBanks(rank, 4, shape);

@@ -16,7 +16,9 @@ export interface RegisterRankOptions {
   readonly agent: RegistrationAgent;
   /** Every bank of one rank, in bank-index order (0, 1, …), each `owned`. */
   readonly banks: readonly Bank[];
-  /** Aborting (e.g. `AbortSignal.timeout(ms)`) stops before the next bank and rolls back. */
+  /** The whole rank must be registered within this many milliseconds; checked before each bank (code `DEADLINE`). */
+  readonly timeoutMs?: number;
+  /** Aborting stops before the next bank and rolls back (code `ABORTED`). */
   readonly signal?: AbortSignal;
 }
 
@@ -30,13 +32,17 @@ export interface RegisteredRank {
 
 /**
  * Registers every bank of one rank with the native agent, as one transaction: either every bank
- * ends `registered`, or — on a native error, an overlap, unsupported vram or an abort — every bank
+ * ends `registered`, or — on a native error, an overlap, unsupported vram, the deadline or an abort — every bank
  * this call registered is deregistered again in reverse order, each bank is back in the state and
  * with the owner it had, and `RankRegistrationError` names the failing bank, the native code and
  * what was rolled back. A bank whose rollback fails is retained (never handed back) and reported.
  */
 export async function registerRank(options: RegisterRankOptions): Promise<RegisteredRank> {
-  const { agent, banks, signal } = options;
+  const { agent, banks, signal, timeoutMs } = options;
+  if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
+    throw new InvalidRankBanksError('timeoutMs', timeoutMs, 'must be a positive number of milliseconds');
+  }
+  const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
   const first = checkOneRank(banks);
   const rank = { tpRank: first.tpRank, ppRank: first.ppRank };
   // Refuse a bank in the wrong state before touching anything native.
@@ -46,6 +52,9 @@ export async function registerRank(options: RegisterRankOptions): Promise<Regist
   for (const bank of banks) {
     if (signal?.aborted === true) {
       throw rollBack(rank, registered, undefined, 'ABORTED', abortDetail(signal), signal.reason);
+    }
+    if (deadline !== undefined && performance.now() > deadline) {
+      throw rollBack(rank, registered, undefined, 'DEADLINE', `not registered within ${timeoutMs} ms; ${registered.length} of ${banks.length} banks were`, undefined);
     }
     bank.beginRegistration();
     let region: BankRegion;
@@ -59,8 +68,8 @@ export async function registerRank(options: RegisterRankOptions): Promise<Regist
     }
     bank.completeRegistration(region);
     registered.push(bank);
-    // Let an abort (timer, caller) land between banks; registration itself is a synchronous native call.
-    await Promise.resolve();
+    // Registration is a synchronous native call: give an abort (a timer, the caller) a turn of the event loop.
+    if (signal !== undefined) await new Promise<void>((resolve) => setImmediate(resolve));
   }
   return { ...rank, agent, banks: [...banks] };
 }
