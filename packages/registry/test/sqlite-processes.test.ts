@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { afterAll, expect, test, vi } from 'vitest';
 import { entryText, openSqliteDiscovery } from '../src/index.js';
 import { recordWatch } from './watch-recorder.js';
@@ -82,4 +83,22 @@ test('a lease granted in one process expires for every process, and watchers see
   await recorder.until('the delete', (n) => n.some((x) => x.type === 'changes' && x.events.some((e) => e.type === 'delete')));
   expect(await reader.get('/leased/part')).toBeUndefined();
   await reader.close();
+});
+
+test('a watcher is told when it cannot read the file, and catches up when it can', async () => {
+  const path = join(dir, 'locked.db');
+  const store = openSqliteDiscovery(path, { pollIntervalMs: 5, busyTimeoutMs: 20 });
+  const recorder = await recordWatch(store, '/locked/');
+  const lease = await store.grantLease(100);
+  await store.put('/locked/part', 'x', { lease: lease.id });
+  // Another connection holds the write lock: sweeping the expired lease cannot proceed.
+  const other = new Database(path, { timeout: 0 });
+  other.prepare('BEGIN IMMEDIATE').run();
+  await recorder.until('an outage notice', (n) => n.some((x) => x.type === 'outage'));
+  expect(recorder.notices.find((x) => x.type === 'outage')).toMatchObject({ error: { code: 'DISCOVERY_UNAVAILABLE', backend: 'sqlite' } });
+  other.prepare('COMMIT').run();
+  other.close();
+  await recorder.until('the delete after the lock is gone', (n) => n.some((x) => x.type === 'changes' && x.events.some((e) => e.type === 'delete')));
+  expect(recorder.notices.map((x) => x.type)).toEqual(['changes', 'outage', 'restored', 'changes']);
+  await store.close();
 });

@@ -5,7 +5,7 @@ import {
   DiscoveryKeyError,
   DiscoveryValueError,
 } from '../errors.js';
-import type { DiscoveryEntry, DiscoveryOperation, DiscoveryValue, LeaseId } from './types.js';
+import type { DiscoveryEntry, DiscoveryOperation, DiscoveryValue, LeaseId, WatchListener, WatchNotice } from './types.js';
 
 /** etcd's default request limit is 1.5 MiB; keys are kept far below it. */
 export const maxKeyBytes = 4096;
@@ -144,4 +144,15 @@ export function resolveCommit(
   });
   for (const [key, write] of writes) if (write.type === 'delete' && !exists(key)) writes.delete(key);
   return writes;
+}
+
+/** Calls a watch listener; a listener that throws must not stop delivery, so its error is rethrown apart. */
+export function notifyListener(listener: WatchListener, notice: WatchNotice): void {
+  try {
+    listener(notice);
+  } catch (error) {
+    queueMicrotask(() => {
+      throw error;
+    });
+  }
 }

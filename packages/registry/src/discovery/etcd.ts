@@ -16,6 +16,7 @@ import {
   checkTtl,
   encodeValue,
   keyBytes,
+  notifyListener,
   prefixEnd,
   resolveCommit,
 } from './common.js';
@@ -415,13 +416,7 @@ class EtcdWatch implements DiscoveryWatch {
   }
 
   private notify(notice: WatchNotice): void {
-    try {
-      this.listener(notice);
-    } catch (error) {
-      queueMicrotask(() => {
-        throw error;
-      });
-    }
+    notifyListener(this.listener, notice);
   }
 }
 

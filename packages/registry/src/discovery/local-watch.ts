@@ -1,5 +1,6 @@
 // Watch delivery for the backends that keep their own history (memory, sqlite): one registry of
 // watchers per store, fed with the batches of changes the store read or made, in revision order.
+import { notifyListener } from './common.js';
 import type {
   DiscoveryEvent,
   DiscoverySnapshot,
@@ -49,15 +50,12 @@ class LocalWatch implements DiscoveryWatch {
     this.notify({ type: 'resync', reason, snapshot });
   }
 
+  tell(notice: WatchNotice): void {
+    if (!this.closed) this.notify(notice);
+  }
+
   private notify(notice: WatchNotice): void {
-    // A throwing listener must not stop delivery to the others; surface it like an unhandled error.
-    try {
-      this.listener(notice);
-    } catch (error) {
-      queueMicrotask(() => {
-        throw error;
-      });
-    }
+    notifyListener(this.listener, notice);
   }
 
   async close(): Promise<void> {
@@ -106,6 +104,11 @@ export class LocalWatchHub {
       const snapshot = this.history.snapshot(watch.prefix);
       queueMicrotask(() => watch.resync(reason, snapshot));
     }
+  }
+
+  /** Tells every watcher something about the store itself (an outage, or that it is back). */
+  broadcast(notice: Extract<WatchNotice, { type: 'outage' | 'restored' }>): void {
+    for (const watch of this.watches) watch.tell(notice);
   }
 
   closeAll(): void {

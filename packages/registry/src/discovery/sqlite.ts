@@ -99,6 +99,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
   private readonly statements;
   private pollTimer: NodeJS.Timeout | undefined;
   private polledRevision = 0;
+  private pollFailure: DiscoveryUnavailableError | undefined;
   private closed = false;
 
   constructor(
@@ -349,13 +350,22 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     try {
       this.sweepExpired();
       const current = this.statements.revision.get() ?? 0;
-      if (current <= this.polledRevision) return;
-      const batches = this.batchesFrom(this.polledRevision + 1);
-      this.polledRevision = current;
-      if (batches === undefined) this.hub.resyncAll('the change history moved past this watcher between two polls');
-      else this.hub.publish(batches);
-    } catch {
-      // A busy or failing file: the next tick tries again; writers see the error themselves.
+      if (current > this.polledRevision) {
+        const batches = this.batchesFrom(this.polledRevision + 1);
+        this.polledRevision = current;
+        if (batches === undefined) this.hub.resyncAll('the change history moved past this watcher between two polls');
+        else this.hub.publish(batches);
+      }
+      if (this.pollFailure !== undefined) {
+        this.pollFailure = undefined;
+        this.hub.broadcast({ type: 'restored' });
+      }
+    } catch (error) {
+      // The next tick tries again; watchers are told once that their view may be stale.
+      if (this.pollFailure === undefined) {
+        this.pollFailure = new DiscoveryUnavailableError(this.backend, 'watch poll', undefined, { cause: error });
+        this.hub.broadcast({ type: 'outage', error: this.pollFailure });
+      }
     }
   }
 }

@@ -25,22 +25,30 @@ export interface RetainedInventoryOptions {
   readonly expectedBlocks?: number;
 }
 
-// Entry slab: one entry per (block hash, worker), six uint32 words.
-const stride = 6;
-const hashLoWord = 0;
-const hashHiWord = 1;
-const workerWord = 2;
-const gpuWord = 3; // expiry tick on the GPU tier, 0 = not retained there
-const hostWord = 4; // expiry tick on the host tier
-const nextWord = 5; // next entry with the same hash, or `none`
-const none = 0xffffffff;
-const tierWord: Record<RetentionTier, number> = { gpu: gpuWord, host: hostWord };
+// The table: open addressing (linear probing) keyed by the 64-bit block hash. A slot holds the hash
+// and the first worker that retains the block, inline, so a lookup touches one cache line per
+// block in the common case; further workers of the same block go to an overflow slab.
+const slotWords = 6;
+const slotLo = 0;
+const slotHi = 1;
+const slotWorker = 2; // worker index + 1; 0 = empty slot
+const slotGpu = 3; // expiry tick on the GPU tier; 0 = not retained there
+const slotHost = 4; // expiry tick on the host tier
+const slotMore = 5; // first overflow entry + 1; 0 = none
+// Overflow entries: another worker that retains the same block.
+const moreWords = 4;
+const moreWorker = 0; // worker index (not + 1)
+const moreGpu = 1;
+const moreHost = 2;
+const moreNext = 3; // next overflow entry + 1; 0 = none
+const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
 const tickMs = 100;
-const maxTick = 0xfffffffe;
-const maxLoad = 0.75;
+const maxTick = 0x7fffffff; // ticks stay small integers: 2^31 × 100 ms is 6.8 years
+const maxLoad = 0.8;
+const growth = 1.5;
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-/** murmur3's 32-bit finaliser over both halves: the bucket of a hash. */
+/** murmur3's 32-bit finaliser over both halves of a hash. */
 function mix(lo: number, hi: number): number {
   let h = (lo ^ Math.imul(hi, 0x9e3779b1)) >>> 0;
   h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
@@ -75,20 +83,27 @@ function checkBlocks(path: string, blocks: unknown): BigUint64Array | readonly b
   return blocks as readonly bigint[];
 }
 
+function grown(array: Uint32Array, length: number): Uint32Array<ArrayBuffer> {
+  const next = new Uint32Array(length);
+  next.set(array);
+  return next;
+}
+
 /**
  * The advisory retained inventory: which block hashes each worker retains, on which tier, until
- * when. Compact: one 24-byte entry per (block, worker) in a typed-array slab, chained per hash,
- * plus an open-addressing table (4 bytes a slot) from hash to its first entry. Lookups allocate
- * only their answer.
+ * when. Compact: a 24-byte table slot per distinct block (load ≤ 0.8) holding its first worker,
+ * and a 16-byte overflow entry per additional worker of the same block; all in typed arrays.
+ * Lookups allocate only their answer. Dropping a worker, a tier of a worker, or expired entries
+ * is one pass over the table.
  */
 export class RetainedInventory {
-  private slab: Uint32Array;
-  private used = 0;
-  private freeHead = none;
-  private liveEntries = 0;
-  private heads: Uint32Array;
-  private mask: number;
+  private table: Uint32Array;
+  private slots: number;
   private distinctHashes = 0;
+  private more: Uint32Array<ArrayBuffer>;
+  private moreUsed = 0;
+  private moreFree = 0; // free overflow entry + 1
+  private liveEntries = 0;
 
   private readonly workerIndex = new Map<string, number>();
   private readonly workerIds: (string | undefined)[] = [];
@@ -96,7 +111,7 @@ export class RetainedInventory {
   private readonly lastSeq: number[] = [];
   private readonly freeWorkers: number[] = [];
 
-  // Lookup scratch, indexed by worker and by candidate.
+  // Lookup scratch, indexed by worker (mark, markPos) and by candidate (the rest).
   private mark = new Uint32Array(16);
   private markPos = new Uint32Array(16);
   private stamp = 0;
@@ -113,10 +128,9 @@ export class RetainedInventory {
     this.now = options.now ?? Date.now;
     this.epochMs = this.now();
     const expected = Math.max(16, Math.ceil(options.expectedBlocks ?? 1024));
-    this.slab = new Uint32Array(expected * stride);
-    const slots = 2 ** Math.ceil(Math.log2(expected / maxLoad));
-    this.heads = new Uint32Array(slots);
-    this.mask = slots - 1;
+    this.slots = Math.ceil(expected / maxLoad);
+    this.table = new Uint32Array(this.slots * slotWords);
+    this.more = new Uint32Array(64 * moreWords);
   }
 
   /** Retained (block, worker) entries, including expired ones not yet pruned. */
@@ -130,7 +144,7 @@ export class RetainedInventory {
 
   /** Bytes held by the index's typed arrays. */
   get indexBytes(): number {
-    return this.slab.byteLength + this.heads.byteLength;
+    return this.table.byteLength + this.more.byteLength;
   }
 
   /**
@@ -156,7 +170,7 @@ export class RetainedInventory {
     if (worker === undefined) {
       worker = this.addWorker(workerId, incarnation);
     } else if (this.incarnations[worker] !== incarnation) {
-      this.removeWhere((w) => w === worker, [gpuWord, hostWord]);
+      this.removeWhere(worker, [0, 1]);
       this.incarnations[worker] = incarnation;
       this.lastSeq[worker] = -1;
     }
@@ -164,16 +178,16 @@ export class RetainedInventory {
     this.lastSeq[worker] = seq;
     const nowTick = this.tickOf(this.now());
     for (const event of events) {
-      const word = tierWord[event.tier];
+      const tier = tierOffset[event.tier];
       if (event.type === 'cleared') {
-        this.removeWhere((w) => w === worker, [word]);
+        this.removeWhere(worker, [tier]);
         continue;
       }
       const words = hashWords(event.blocks);
       const expiry = event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
       for (let i = 0; i < words.length; i += 2) {
-        if (expiry > nowTick) this.store(worker, words[i]!, words[i + 1]!, word, expiry);
-        else this.remove(worker, words[i]!, words[i + 1]!, word);
+        if (expiry > nowTick) this.store(worker, words[i]!, words[i + 1]!, tier, expiry);
+        else this.remove(worker, words[i]!, words[i + 1]!, tier);
       }
     }
     return true;
@@ -183,7 +197,7 @@ export class RetainedInventory {
   removeWorker(workerId: string): boolean {
     const worker = this.workerIndex.get(workerId);
     if (worker === undefined) return false;
-    this.removeWhere((w) => w === worker, [gpuWord, hostWord]);
+    this.removeWhere(worker, [0, 1]);
     this.workerIndex.delete(workerId);
     this.workerIds[worker] = undefined;
     this.freeWorkers.push(worker);
@@ -197,8 +211,7 @@ export class RetainedInventory {
   /** Drops expired entries; returns how many (block, worker) entries were freed. */
   prune(): number {
     const before = this.liveEntries;
-    const nowTick = this.tickOf(this.now());
-    this.removeWhere(() => true, [gpuWord, hostWord], nowTick);
+    this.removeWhere(-1, [0, 1], this.tickOf(this.now()));
     return before - this.liveEntries;
   }
 
@@ -208,51 +221,23 @@ export class RetainedInventory {
    */
   longestRetainedPrefix(chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
     const words = hashWords(checkBlocks('chain', chain));
-    if (words.length === 0) return [];
+    const blocks = words.length / 2;
     const nowTick = this.tickOf(this.now());
-    const slab = this.slab;
-    let head = this.headOf(words[0]!, words[1]!);
-    if (head === none) return [];
+    const table = this.table;
+    const more = this.more;
     const stamp = this.nextStamp();
     let candidates = 0;
-    for (let e = head; e !== none; e = slab[e * stride + nextWord]!) {
-      const base = e * stride;
-      const gpu = slab[base + gpuWord]! > nowTick;
-      const host = slab[base + hostWord]! > nowTick;
-      if (!gpu && !host) continue;
-      const worker = slab[base + workerWord]!;
-      this.mark[worker] = stamp;
-      this.markPos[worker] = candidates;
-      this.candidateWorker[candidates] = worker;
-      this.candidateDepth[candidates] = 1;
-      this.candidateGpu[candidates] = gpu ? 1 : 0;
-      this.candidateHost[candidates] = host ? 1 : 0;
-      this.candidateExpiry[candidates] = Math.min(
-        gpu ? slab[base + gpuWord]! : maxTick,
-        host ? slab[base + hostWord]! : maxTick,
-      );
-      candidates++;
-    }
-    for (let depth = 1; depth < words.length / 2; depth++) {
-      head = this.headOf(words[2 * depth]!, words[2 * depth + 1]!);
-      if (head === none) break;
-      let advanced = 0;
-      for (let e = head; e !== none; e = slab[e * stride + nextWord]!) {
-        const base = e * stride;
-        const worker = slab[base + workerWord]!;
-        if (this.mark[worker] !== stamp) continue;
-        const c = this.markPos[worker]!;
-        if (this.candidateDepth[c] !== depth) continue;
-        const gpuExpiry = slab[base + gpuWord]!;
-        const hostExpiry = slab[base + hostWord]!;
-        const gpu = gpuExpiry > nowTick;
-        const host = hostExpiry > nowTick;
-        if (!gpu && !host) continue;
-        this.candidateDepth[c] = depth + 1;
-        this.candidateGpu[c]! += gpu ? 1 : 0;
-        this.candidateHost[c]! += host ? 1 : 0;
-        this.candidateExpiry[c] = Math.min(this.candidateExpiry[c]!, gpu ? gpuExpiry : maxTick, host ? hostExpiry : maxTick);
-        advanced++;
+    for (let depth = 0; depth < blocks; depth++) {
+      const slot = this.slotOf(words[2 * depth]!, words[2 * depth + 1]!);
+      if (slot < 0) break;
+      const base = slot * slotWords;
+      let advanced = this.visit(table[base + slotWorker]! - 1, table[base + slotGpu]!, table[base + slotHost]!, depth, candidates, stamp, nowTick);
+      if (depth === 0) candidates += advanced;
+      for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+        const at = (m - 1) * moreWords;
+        const step = this.visit(more[at + moreWorker]!, more[at + moreGpu]!, more[at + moreHost]!, depth, candidates, stamp, nowTick);
+        if (depth === 0) candidates += step;
+        advanced += step;
       }
       if (advanced === 0) break;
     }
@@ -269,6 +254,41 @@ export class RetainedInventory {
       });
     }
     return answer.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
+  }
+
+  /**
+   * One (worker, block) entry met at `depth` of a lookup: at depth 0 it makes the worker a
+   * candidate, later it extends the worker's prefix if the prefix reached `depth`. Returns 1 if
+   * the worker's prefix grew.
+   */
+  private visit(worker: number, gpuExpiry: number, hostExpiry: number, depth: number, candidates: number, stamp: number, nowTick: number): number {
+    const gpu = gpuExpiry > nowTick;
+    const host = hostExpiry > nowTick;
+    if (!gpu && !host) return 0;
+    let c: number;
+    if (depth === 0) {
+      c = candidates;
+      this.mark[worker] = stamp;
+      this.markPos[worker] = c;
+      this.candidateWorker[c] = worker;
+      this.candidateGpu[c] = 0;
+      this.candidateHost[c] = 0;
+      this.candidateExpiry[c] = maxTick;
+    } else {
+      if (this.mark[worker] !== stamp) return 0;
+      c = this.markPos[worker]!;
+      if (this.candidateDepth[c] !== depth) return 0;
+    }
+    this.candidateDepth[c] = depth + 1;
+    if (gpu) {
+      this.candidateGpu[c]!++;
+      if (gpuExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = gpuExpiry;
+    }
+    if (host) {
+      this.candidateHost[c]!++;
+      if (hostExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = hostExpiry;
+    }
+    return 1;
   }
 
   private checkEvent(path: string, event: InventoryEvent): void {
@@ -298,7 +318,7 @@ export class RetainedInventory {
   }
 
   private nextStamp(): number {
-    this.stamp = (this.stamp + 1) >>> 0;
+    this.stamp = (this.stamp + 1) % maxTick;
     if (this.stamp === 0) {
       this.mark.fill(0);
       this.stamp = 1;
@@ -314,166 +334,186 @@ export class RetainedInventory {
     this.lastSeq[worker] = -1;
     if (worker >= this.mark.length) {
       const size = Math.max(worker + 1, this.mark.length * 2);
-      const grow = (old: Uint32Array) => {
-        const next = new Uint32Array(size);
-        next.set(old);
-        return next;
-      };
-      this.mark = grow(this.mark);
-      this.markPos = grow(this.markPos);
-      this.candidateWorker = grow(this.candidateWorker);
-      this.candidateDepth = grow(this.candidateDepth);
-      this.candidateGpu = grow(this.candidateGpu);
-      this.candidateHost = grow(this.candidateHost);
-      this.candidateExpiry = grow(this.candidateExpiry);
+      this.mark = grown(this.mark, size);
+      this.markPos = grown(this.markPos, size);
+      this.candidateWorker = grown(this.candidateWorker, size);
+      this.candidateDepth = grown(this.candidateDepth, size);
+      this.candidateGpu = grown(this.candidateGpu, size);
+      this.candidateHost = grown(this.candidateHost, size);
+      this.candidateExpiry = grown(this.candidateExpiry, size);
     }
     return worker;
   }
 
-  /** The table slot of a hash, or the empty slot where it would go (as −1 − slot). */
+  /** The slot holding a hash, or the empty slot where it would go (as −1 − slot). */
   private slotOf(lo: number, hi: number): number {
-    const slab = this.slab;
-    let slot = mix(lo, hi) & this.mask;
+    const table = this.table;
+    let slot = mix(lo, hi) % this.slots;
     for (;;) {
-      const head = this.heads[slot]!;
-      if (head === 0) return -1 - slot;
-      const base = (head - 1) * stride;
-      if (slab[base + hashLoWord] === lo && slab[base + hashHiWord] === hi) return slot;
-      slot = (slot + 1) & this.mask;
+      const base = slot * slotWords;
+      if (table[base + slotWorker] === 0) return -1 - slot;
+      if (table[base + slotLo] === lo && table[base + slotHi] === hi) return slot;
+      if (++slot === this.slots) slot = 0;
     }
   }
 
-  private headOf(lo: number, hi: number): number {
+  private store(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): void {
     const slot = this.slotOf(lo, hi);
-    return slot < 0 ? none : this.heads[slot]! - 1;
-  }
-
-  private store(worker: number, lo: number, hi: number, word: number, expiry: number): void {
-    const slot = this.slotOf(lo, hi);
-    if (slot >= 0) {
-      for (let e = this.heads[slot]! - 1; e !== none; e = this.slab[e * stride + nextWord]!) {
-        if (this.slab[e * stride + workerWord] === worker) {
-          this.slab[e * stride + word] = expiry;
-          return;
-        }
+    if (slot < 0) {
+      const base = (-1 - slot) * slotWords;
+      const table = this.table;
+      table[base + slotLo] = lo;
+      table[base + slotHi] = hi;
+      table[base + slotWorker] = worker + 1;
+      table[base + slotGpu] = tier === 0 ? expiry : 0;
+      table[base + slotHost] = tier === 1 ? expiry : 0;
+      table[base + slotMore] = 0;
+      this.liveEntries++;
+      if (++this.distinctHashes > this.slots * maxLoad) this.rehash(Math.ceil(this.slots * growth));
+      return;
+    }
+    const base = slot * slotWords;
+    if (this.table[base + slotWorker] === worker + 1) {
+      this.table[base + slotGpu + tier] = expiry;
+      return;
+    }
+    for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
+      if (this.more[(m - 1) * moreWords + moreWorker] === worker) {
+        this.more[(m - 1) * moreWords + moreGpu + tier] = expiry;
+        return;
       }
     }
-    const entry = this.allocate();
-    const base = entry * stride;
-    const slab = this.slab;
-    slab[base + hashLoWord] = lo;
-    slab[base + hashHiWord] = hi;
-    slab[base + workerWord] = worker;
-    slab[base + gpuWord] = 0;
-    slab[base + hostWord] = 0;
-    slab[base + word] = expiry;
+    const m = this.allocateMore();
+    const at = (m - 1) * moreWords;
+    this.more[at + moreWorker] = worker;
+    this.more[at + moreGpu] = tier === 0 ? expiry : 0;
+    this.more[at + moreHost] = tier === 1 ? expiry : 0;
+    this.more[at + moreNext] = this.table[base + slotMore]!;
+    this.table[base + slotMore] = m;
     this.liveEntries++;
-    if (slot >= 0) {
-      slab[base + nextWord] = this.heads[slot]! - 1;
-      this.heads[slot] = entry + 1;
-      return;
-    }
-    slab[base + nextWord] = none;
-    this.heads[-1 - slot] = entry + 1;
-    if (++this.distinctHashes > this.heads.length * maxLoad) this.rehash(this.heads.length * 2);
   }
 
-  private remove(worker: number, lo: number, hi: number, word: number): void {
+  private remove(worker: number, lo: number, hi: number, tier: 0 | 1): void {
     const slot = this.slotOf(lo, hi);
     if (slot < 0) return;
-    const slab = this.slab;
-    let previous = none;
-    for (let e = this.heads[slot]! - 1; e !== none; previous = e, e = slab[e * stride + nextWord]!) {
-      const base = e * stride;
-      if (slab[base + workerWord] !== worker) continue;
-      slab[base + word] = 0;
-      if (slab[base + gpuWord] !== 0 || slab[base + hostWord] !== 0) return;
-      this.unlink(slot, previous, e);
-      if (this.heads[slot] === 0) this.deleteSlot(slot);
+    const base = slot * slotWords;
+    const table = this.table;
+    const more = this.more;
+    if (table[base + slotWorker] === worker + 1) {
+      table[base + slotGpu + tier] = 0;
+      if (table[base + slotGpu] === 0 && table[base + slotHost] === 0 && !this.promote(base)) this.deleteSlot(slot);
+      return;
+    }
+    let previous = 0;
+    for (let m = table[base + slotMore]!; m !== 0; previous = m, m = more[(m - 1) * moreWords + moreNext]!) {
+      const at = (m - 1) * moreWords;
+      if (more[at + moreWorker] !== worker) continue;
+      more[at + moreGpu + tier] = 0;
+      if (more[at + moreGpu] === 0 && more[at + moreHost] === 0) this.unlinkMore(base, previous, m);
       return;
     }
   }
 
-  private unlink(slot: number, previous: number, entry: number): void {
-    const next = this.slab[entry * stride + nextWord]!;
-    if (previous === none) this.heads[slot] = next === none ? 0 : next + 1;
-    else this.slab[previous * stride + nextWord] = next;
-    this.slab[entry * stride + workerWord] = none;
-    this.slab[entry * stride + nextWord] = this.freeHead;
-    this.freeHead = entry;
+  /** The slot's inline entry is gone: move its first overflow entry inline. False if it has none. */
+  private promote(base: number): boolean {
+    const table = this.table;
+    const m = table[base + slotMore]!;
+    this.liveEntries--;
+    if (m === 0) return false;
+    const at = (m - 1) * moreWords;
+    table[base + slotWorker] = this.more[at + moreWorker]! + 1;
+    table[base + slotGpu] = this.more[at + moreGpu]!;
+    table[base + slotHost] = this.more[at + moreHost]!;
+    table[base + slotMore] = this.more[at + moreNext]!;
+    this.freeMore(m);
+    return true;
+  }
+
+  private unlinkMore(base: number, previous: number, m: number): void {
+    const next = this.more[(m - 1) * moreWords + moreNext]!;
+    if (previous === 0) this.table[base + slotMore] = next;
+    else this.more[(previous - 1) * moreWords + moreNext] = next;
+    this.freeMore(m);
     this.liveEntries--;
   }
 
   /** Backward-shift deletion, so that probing never needs tombstones. */
   private deleteSlot(slot: number): void {
-    const heads = this.heads;
-    const mask = this.mask;
+    const table = this.table;
+    const slots = this.slots;
     let hole = slot;
-    for (let i = (slot + 1) & mask; heads[i] !== 0; i = (i + 1) & mask) {
-      const base = (heads[i]! - 1) * stride;
-      const home = mix(this.slab[base + hashLoWord]!, this.slab[base + hashHiWord]!) & mask;
-      if (((i - home) & mask) >= ((i - hole) & mask)) {
-        heads[hole] = heads[i]!;
+    for (let i = slot + 1 === slots ? 0 : slot + 1; table[i * slotWords + slotWorker] !== 0; i = i + 1 === slots ? 0 : i + 1) {
+      const home = mix(table[i * slotWords + slotLo]!, table[i * slotWords + slotHi]!) % slots;
+      if ((i - home + slots) % slots >= (i - hole + slots) % slots) {
+        table.copyWithin(hole * slotWords, i * slotWords, (i + 1) * slotWords);
         hole = i;
       }
     }
-    heads[hole] = 0;
+    table[hole * slotWords + slotWorker] = 0;
     this.distinctHashes--;
   }
 
   /**
-   * Clears the given tier words of every entry whose worker matches (only those expired at
-   * `expiredBy`, when given), frees entries left on no tier, and rebuilds the table if a hash lost
-   * its last entry. One pass over the whole index.
+   * Clears the given tiers of every entry of `worker` (of every worker if −1), only where expired
+   * at `expiredBy` when given; frees entries left on no tier and rebuilds the table if a block
+   * lost its last worker. One pass over the table.
    */
-  private removeWhere(matches: (worker: number) => boolean, words: readonly number[], expiredBy?: number): void {
-    const slab = this.slab;
+  private removeWhere(worker: number, tiers: readonly (0 | 1)[], expiredBy?: number): void {
+    const table = this.table;
+    const more = this.more;
+    const clear = (words: Uint32Array, at: number, owner: number) => {
+      if (worker !== -1 && owner !== worker) return false;
+      for (const tier of tiers) if (expiredBy === undefined || words[at + tier]! <= expiredBy) words[at + tier] = 0;
+      return words[at] === 0 && words[at + 1] === 0;
+    };
     let emptied = false;
-    for (let slot = 0; slot < this.heads.length; slot++) {
-      if (this.heads[slot] === 0) continue;
-      let previous = none;
-      for (let e = this.heads[slot]! - 1; e !== none; ) {
-        const base = e * stride;
-        const next = slab[base + nextWord]!;
-        if (matches(slab[base + workerWord]!)) {
-          for (const word of words) if (expiredBy === undefined || slab[base + word]! <= expiredBy) slab[base + word] = 0;
-        }
-        if (slab[base + gpuWord] === 0 && slab[base + hostWord] === 0) this.unlink(slot, previous, e);
-        else previous = e;
-        e = next;
+    for (let slot = 0; slot < this.slots; slot++) {
+      const base = slot * slotWords;
+      if (table[base + slotWorker] === 0) continue;
+      let previous = 0;
+      for (let m = table[base + slotMore]!; m !== 0; ) {
+        const at = (m - 1) * moreWords;
+        const next = more[at + moreNext]!;
+        if (clear(more, at + moreGpu, more[at + moreWorker]!)) this.unlinkMore(base, previous, m);
+        else previous = m;
+        m = next;
       }
-      if (this.heads[slot] === 0) {
+      if (clear(table, base + slotGpu, table[base + slotWorker]! - 1) && !this.promote(base)) {
+        table[base + slotWorker] = 0;
         this.distinctHashes--;
         emptied = true;
       }
     }
-    if (emptied) this.rehash(this.heads.length);
+    if (emptied) this.rehash(this.slots);
   }
 
   private rehash(slots: number): void {
-    const old = this.heads;
-    this.heads = new Uint32Array(slots);
-    this.mask = slots - 1;
-    for (const head of old) {
-      if (head === 0) continue;
-      const base = (head - 1) * stride;
-      let slot = mix(this.slab[base + hashLoWord]!, this.slab[base + hashHiWord]!) & this.mask;
-      while (this.heads[slot] !== 0) slot = (slot + 1) & this.mask;
-      this.heads[slot] = head;
+    const old = this.table;
+    const oldSlots = this.slots;
+    this.table = new Uint32Array(slots * slotWords);
+    this.slots = slots;
+    for (let slot = 0; slot < oldSlots; slot++) {
+      const from = slot * slotWords;
+      if (old[from + slotWorker] === 0) continue;
+      const to = -1 - this.slotOf(old[from + slotLo]!, old[from + slotHi]!);
+      this.table.set(old.subarray(from, from + slotWords), to * slotWords);
     }
   }
 
-  private allocate(): number {
-    if (this.freeHead !== none) {
-      const entry = this.freeHead;
-      this.freeHead = this.slab[entry * stride + nextWord]!;
-      return entry;
+  private allocateMore(): number {
+    if (this.moreFree !== 0) {
+      const m = this.moreFree;
+      this.moreFree = this.more[(m - 1) * moreWords + moreNext]!;
+      return m;
     }
-    if (this.used * stride === this.slab.length) {
-      const grown = new Uint32Array(Math.ceil((this.slab.length / stride) * 1.5) * stride);
-      grown.set(this.slab);
-      this.slab = grown;
+    if (this.moreUsed * moreWords === this.more.length) {
+      this.more = grown(this.more, Math.ceil((this.more.length / moreWords) * growth) * moreWords);
     }
-    return this.used++;
+    return ++this.moreUsed;
+  }
+
+  private freeMore(m: number): void {
+    this.more[(m - 1) * moreWords + moreNext] = this.moreFree;
+    this.moreFree = m;
   }
 }
