@@ -84,7 +84,7 @@ function runTests() {
   const resultsDir = join(root, '.test-results');
   rmSync(resultsDir, { recursive: true, force: true });
   // --force: a cached "test" would replay old output without running anything.
-  pnpm(['exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test', '--concurrency=2', '--output-logs=full', '--force']);
+  pnpm(['exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test', '--concurrency=2', '--output-logs=full', '--force', '--continue']);
   printTestTotals(resultsDir);
 }
 
