@@ -1,0 +1,148 @@
+// The ledger and drain controller over the real native layer (loopback backend, two agents in this
+// process) with real registry banks. Deadlines run on a manual clock; completions are held with the
+// native completion-delay fault and arrive through the agent's wake-up channel.
+import { NativeTransportError } from '@kvreuse/native-bindings';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DrainingError, OperationRefusedError, PeerUnhealthyError } from '../src/index.js';
+import { liveCounters, type LoopbackWorld, nextTurn, openLoopbackWorld } from './support/loopback-world.js';
+import { ManualClock } from './support/manual-clock.js';
+
+const TIMEOUTS = { operationTimeoutMs: 100, abandonTimeoutMs: 300 };
+const zero = { liveAgents: 0, liveRegistrations: 0, liveAllocations: 0, livePeers: 0, liveOperations: 0, inflightOperations: 0 };
+
+let open: LoopbackWorld[] = [];
+async function world(clock = new ManualClock()) {
+  const created = await openLoopbackWorld({ ranks: 2, banksPerRank: 2, clock, timeouts: TIMEOUTS, shutdownDeadlineMs: 1000 });
+  open.push(created);
+  return { world: created, clock };
+}
+
+afterEach(async () => {
+  for (const created of open) {
+    if (created.reader.isOpen) created.reader.faults.clear();
+    await created.controller.shutdown({ deadlineMs: 0 });
+    created.closeSource();
+  }
+  open = [];
+  expect(liveCounters()).toEqual(zero);
+});
+
+describe('OperationLedger on the loopback backend', () => {
+  it('holds a reference on every touched bank until the operation is quiescent, then releases it natively', async () => {
+    const { world: w } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const banks = [w.banks[0]!, w.banks[3]!];
+    const operation = w.ledger.post(w.request(banks), { ticket: w.ticket(), banks });
+    expect(operation.banks).toEqual(banks);
+    expect(operation.localRegions).toEqual(banks.map((bank) => bank.region!.id));
+    expect(operation.remoteRegions).toEqual([w.sourceRegion.id]);
+    expect(operation.peer).toBe(w.source.name);
+    expect(banks.map((bank) => bank.references)).toEqual([1, 1]);
+    // The native layer refuses to deregister memory of an operation in progress; the ledger never asks.
+    expect(() => banks[0]!.region!.deregister()).toThrow(NativeTransportError);
+    await nextTurn();
+    expect(operation.phase).toBe('in-flight');
+    w.reader.faults.clear();
+    expect(await operation.outcome).toEqual({ ok: true, bytesDone: 2 * 4096 });
+    expect(await operation.quiescence).toEqual({ terminal: 'done', bytesDone: 2 * 4096, late: false, quarantined: false });
+    expect(banks.map((bank) => bank.references)).toEqual([0, 0]);
+    expect(w.reader.counters().liveOperations).toBe(0);
+    expect(w.ledger.counts()).toMatchObject({ live: 0, posted: 1, completed: 1 });
+  });
+
+  it('at the operation timeout fails the request, cancels (confirmed natively) and marks the peer unhealthy', async () => {
+    const { world: w, clock } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const operation = w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] });
+    clock.advance(TIMEOUTS.operationTimeoutMs);
+    const outcome = await operation.outcome;
+    expect(outcome.ok).toBe(false);
+    expect(!outcome.ok && outcome.error).toMatchObject({ code: 'OPERATION_TIMED_OUT', setting: 'transport.operationTimeoutMs' });
+    // A held loopback operation confirms its cancel at once.
+    expect(await operation.quiescence).toMatchObject({ terminal: 'cancelled', code: 'CANCELED', quarantined: false });
+    expect(w.banks[1]!.references).toBe(0);
+    expect(w.book.health(w.source.name)).toMatchObject({ healthy: false, reason: expect.stringContaining('timed out') });
+    expect(() => w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] })).toThrow(PeerUnhealthyError);
+    // Reloading the peer's metadata makes it usable again.
+    w.book.track(w.source.name, 'incarnation-1', w.reader.loadPeer(w.source.metadata()));
+    w.reader.faults.clear();
+    const again = w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] });
+    expect((await again.outcome).ok).toBe(true);
+  });
+
+  it('marks the peer unhealthy when an operation ends with REMOTE_DISCONNECT', async () => {
+    const { world: w } = await world();
+    w.reader.faults.failNth('completion', 1, 'REMOTE_DISCONNECT');
+    const operation = w.ledger.post(w.request([w.banks[0]!]), { ticket: w.ticket(), banks: [w.banks[0]!] });
+    const outcome = await operation.outcome;
+    expect(!outcome.ok && outcome.error).toMatchObject({ code: 'OPERATION_FAILED', nativeCode: 'REMOTE_DISCONNECT' });
+    expect(await operation.quiescence).toMatchObject({ terminal: 'failed', code: 'REMOTE_DISCONNECT' });
+    expect(w.book.health(w.source.name)).toMatchObject({ healthy: false, reason: expect.stringContaining('REMOTE_DISCONNECT') });
+  });
+
+  it('releases the references of a post the native layer refuses, and refuses uncovered regions up front', async () => {
+    const { world: w } = await world();
+    w.reader.faults.failNth('post', 1, 'BACKEND');
+    expect(() => w.ledger.post(w.request([w.banks[0]!]), { ticket: w.ticket(), banks: [w.banks[0]!] })).toThrow(NativeTransportError);
+    expect(w.banks[0]!.references).toBe(0);
+    const uncovered = () => w.ledger.post(w.request([w.banks[0]!, w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[0]!] });
+    expect(uncovered).toThrow(OperationRefusedError);
+    expect(uncovered).toThrow(/localRegions\[1\] = \d+: is the region of none of the banks given/);
+    expect(w.ledger.counts().posted).toBe(0);
+    expect(w.reader.counters()).toMatchObject({ operationsPosted: 0, liveOperations: 0 });
+  });
+
+  it('drains: DRAINING for new posts, cancels at the deadline, hands banks back in reverse registration order', async () => {
+    const { world: w, clock } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const done = w.ledger.post(w.request([w.banks[0]!]), { ticket: w.ticket(), banks: [w.banks[0]!] });
+    const held = w.ledger.post(w.request([w.banks[2]!]), { ticket: w.ticket(), banks: [w.banks[2]!] });
+    const draining = w.controller.drain({ deadlineMs: 50 });
+    expect(() => w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] })).toThrow(DrainingError);
+    expect(() => w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] })).toThrow(
+      expect.objectContaining({ code: 'DRAINING' }),
+    );
+    w.reader.faults.clear();
+    await done.quiescence;
+    await held.quiescence;
+    const report = await draining;
+    expect(report).toMatchObject({ completed: 2, cancelled: 0, failed: 0, quarantined: [], banksRetained: [] });
+    expect(report.banksReturned.map((bank) => [bank.tpRank, bank.index])).toEqual([[1, 1], [1, 0], [0, 1], [0, 0]]);
+    expect(w.banks.every((bank) => bank.state === 'returned')).toBe(true);
+    expect(w.reader.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveOperations: 0 });
+    expect(await w.controller.drain({ deadlineMs: 0 })).toBe(report);
+    clock.advance(1);
+  });
+
+  it('cancels what is still held at the drain deadline', async () => {
+    const { world: w, clock } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const held = w.ledger.post(w.request([w.banks[3]!]), { ticket: w.ticket(), banks: [w.banks[3]!] });
+    const draining = w.controller.drain({ deadlineMs: 50 });
+    clock.advance(50);
+    const report = await draining;
+    expect(report).toMatchObject({ completed: 0, cancelled: 1, quarantined: [], banksRetained: [] });
+    expect(report.banksReturned).toHaveLength(4);
+    expect(await held.outcome).toMatchObject({ ok: false, error: { code: 'OPERATION_TIMED_OUT', setting: 'not quiescent at the drain deadline (50 ms)' } });
+  });
+
+  it('shuts down in the fixed order, once, invalidating peers and destroying the agent', async () => {
+    const { world: w } = await world();
+    const first = w.controller.shutdown();
+    expect(w.controller.shutdown()).toBe(first);
+    const result = await first;
+    expect(result.steps.map((step) => [step.step, step.ok])).toEqual([
+      ['stop-intake', true],
+      ['drain', true],
+      ['release-operations', true],
+      ['invalidate-peers', true],
+      ['deregister', true],
+      ['hand-back', true],
+      ['withdraw-rank-parts', true],
+      ['destroy-agent', true],
+    ]);
+    expect(result.steps.find((step) => step.step === 'invalidate-peers')?.detail).toBe(w.source.name);
+    expect(result).toMatchObject({ retained: false, agentDestroyed: true, banksRetained: [], quarantined: [] });
+    expect(w.reader.isOpen).toBe(false);
+  });
+});
