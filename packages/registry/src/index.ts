@@ -19,7 +19,15 @@ export {
   type WorkerIdentity,
 } from './readiness/publish.js';
 export { transportMetadataOf } from './readiness/transport-metadata.js';
-export { checkWorkerId, defaultKeyPrefix, parseRankPartKey, rankPartKey, workerPartsPrefix } from './readiness/rank-part-keys.js';
+export {
+  checkKeySegment,
+  defaultKeyPrefix,
+  incarnationPartsPrefix,
+  parseRankPartKey,
+  rankPartKey,
+  type WorkerIncarnation,
+  workerPartsPrefix,
+} from './readiness/rank-part-keys.js';
 export {
   decodeRankPartRecord,
   encodeRankPartRecord,

@@ -2,8 +2,8 @@ import { type Geometry, parseRankPart, type RankPart, type Role } from '@kvreuse
 import type { DiscoveryOperation, DiscoveryStore, LeaseId } from '../discovery/types.js';
 import { RankPartPublicationError } from '../errors.js';
 import type { RegisteredRank } from '../registration/register-rank.js';
-import { checkWorkerId, defaultKeyPrefix, rankPartKey, workerPartsPrefix } from './rank-part-keys.js';
-import { encodeRankPartRecord, safeDecodeRankPartRecord } from './rank-part-record.js';
+import { incarnationPartsPrefix, parseRankPartKey, rankPartKey, type WorkerIncarnation, workerPartsPrefix } from './rank-part-keys.js';
+import { encodeRankPartRecord } from './rank-part-record.js';
 
 /** The worker a rank belongs to, as its rank part states it. */
 export interface WorkerIdentity {
@@ -65,64 +65,45 @@ export interface PublishRankPartsOptions {
 
 /**
  * Publishes rank parts of one worker incarnation under the worker's key, in ONE discovery commit
- * that also deletes every stored part of another incarnation (and any unreadable one): readers see
- * the old incarnation's parts or the new one's, never a mix. Parts of the same incarnation that
- * other ranks published stay. Returns the commit's revision.
+ * that also deletes every other incarnation's parts (and any stray key under the worker): readers
+ * see the old incarnation's parts or the new one's, never a mix. Parts of the same incarnation that
+ * other ranks published stay; since each incarnation has its own key prefix, ranks of one
+ * incarnation publishing at the same time never delete each other's parts. Returns the revision.
  */
 export async function publishRankParts(store: DiscoveryStore, parts: readonly RankPart[], options: PublishRankPartsOptions): Promise<number> {
   const first = parts[0];
   if (first === undefined) throw new RankPartPublicationError('parts', parts, 'at least one rank part is needed');
-  const workerId = checkWorkerId(first.workerId);
   const seen = new Set<string>();
   for (const [index, part] of parts.entries()) {
-    if (part.workerId !== workerId) throw new RankPartPublicationError(`parts[${index}].workerId`, part.workerId, `differs from parts[0] (${workerId})`);
+    if (part.workerId !== first.workerId) {
+      throw new RankPartPublicationError(`parts[${index}].workerId`, part.workerId, `differs from parts[0] (${first.workerId})`);
+    }
     if (part.incarnation !== first.incarnation) {
       throw new RankPartPublicationError(`parts[${index}].incarnation`, part.incarnation, `differs from parts[0] (${first.incarnation})`);
     }
-    const key = rankPartKey(workerId, part.parallel, options.keyPrefix);
+    const key = rankPartKey(part, part.parallel, options.keyPrefix);
     if (seen.has(key)) throw new RankPartPublicationError(`parts[${index}].parallel`, part.parallel, 'the same rank appears twice');
     seen.add(key);
   }
-  const stale = await otherIncarnationKeys(store, workerId, first.incarnation, options.keyPrefix);
-  const operations: DiscoveryOperation[] = [
-    ...stale.filter((key) => !seen.has(key)).map((key): DiscoveryOperation => ({ type: 'delete', key })),
+  const { entries } = await store.list(workerPartsPrefix(first.workerId, options.keyPrefix));
+  const removals = new Map<string, DiscoveryOperation>();
+  for (const { key } of entries) {
+    const place = parseRankPartKey(key, options.keyPrefix);
+    if (place === undefined) removals.set(key, { type: 'delete', key });
+    else if (place.incarnation !== first.incarnation) {
+      const prefix = incarnationPartsPrefix(place, options.keyPrefix);
+      removals.set(prefix, { type: 'deletePrefix', prefix });
+    }
+  }
+  return store.commit([
+    ...removals.values(),
     ...parts.map(
-      (part): DiscoveryOperation => ({
-        type: 'put',
-        key: rankPartKey(workerId, part.parallel, options.keyPrefix),
-        value: encodeRankPartRecord(part),
-        lease: options.lease,
-      }),
+      (part): DiscoveryOperation => ({ type: 'put', key: rankPartKey(part, part.parallel, options.keyPrefix), value: encodeRankPartRecord(part), lease: options.lease }),
     ),
-  ];
-  return store.commit(operations);
+  ]);
 }
 
-/**
- * Withdraws the parts of one worker incarnation in one commit (a later incarnation's parts stay).
- * Returns the commit's revision, or `undefined` when nothing of that incarnation was stored.
- */
-export async function withdrawRankParts(
-  store: DiscoveryStore,
-  worker: { readonly workerId: string; readonly incarnation: string },
-  options: { readonly keyPrefix?: string } = {},
-): Promise<number | undefined> {
-  const { entries } = await store.list(workerPartsPrefix(worker.workerId, options.keyPrefix));
-  const keys = entries
-    .filter((entry) => {
-      const decoded = safeDecodeRankPartRecord(entry.key, entry.value, options.keyPrefix);
-      return decoded.success && decoded.data.incarnation === worker.incarnation;
-    })
-    .map((entry): DiscoveryOperation => ({ type: 'delete', key: entry.key }));
-  return keys.length === 0 ? undefined : store.commit(keys);
-}
-
-async function otherIncarnationKeys(store: DiscoveryStore, workerId: string, incarnation: string, keyPrefix = defaultKeyPrefix): Promise<string[]> {
-  const { entries } = await store.list(workerPartsPrefix(workerId, keyPrefix));
-  return entries
-    .filter((entry) => {
-      const decoded = safeDecodeRankPartRecord(entry.key, entry.value, keyPrefix);
-      return !decoded.success || decoded.data.incarnation !== incarnation;
-    })
-    .map((entry) => entry.key);
+/** Withdraws every part of one worker incarnation in one commit (another incarnation's parts stay); returns the revision. */
+export async function withdrawRankParts(store: DiscoveryStore, worker: WorkerIncarnation, options: { readonly keyPrefix?: string } = {}): Promise<number> {
+  return store.commit([{ type: 'deletePrefix', prefix: incarnationPartsPrefix(worker, options.keyPrefix) }]);
 }

@@ -4,30 +4,44 @@ import { RankPartPublicationError } from '../errors.js';
 /** Where kvreuse keeps its keys in a discovery store unless told otherwise. */
 export const defaultKeyPrefix = 'kvreuse/';
 
-const workerIdPattern = /^[A-Za-z0-9._:@-]{1,200}$/;
+/** A worker and one of its incarnations: what names a set of rank parts. */
+export interface WorkerIncarnation {
+  readonly workerId: string;
+  readonly incarnation: string;
+}
 
-/** Worker ids become one key segment: letters, digits and `._:@-`, at most 200 characters. */
-export function checkWorkerId(workerId: unknown): string {
-  if (typeof workerId !== 'string' || !workerIdPattern.test(workerId)) {
-    throw new RankPartPublicationError('workerId', workerId, 'must be 1–200 characters of letters, digits and ._:@-');
+const segment = '[A-Za-z0-9._:@-]{1,200}';
+const segmentPattern = new RegExp(`^${segment}$`);
+
+/** Worker ids and incarnations each become one key segment: letters, digits and `._:@-`, at most 200 characters. */
+export function checkKeySegment(field: 'workerId' | 'incarnation', value: unknown): string {
+  if (typeof value !== 'string' || !segmentPattern.test(value)) {
+    throw new RankPartPublicationError(field, value, 'must be 1–200 characters of letters, digits and ._:@- (it becomes a discovery key segment)');
   }
-  return workerId;
+  return value;
 }
 
-/** Every rank part of one worker lives under this prefix. */
+/** Every rank part of one worker, of any incarnation, lives under this prefix. */
 export function workerPartsPrefix(workerId: string, keyPrefix = defaultKeyPrefix): string {
-  return `${keyPrefix}workers/${checkWorkerId(workerId)}/ranks/`;
+  return `${keyPrefix}workers/${checkKeySegment('workerId', workerId)}/incarnations/`;
 }
 
-export function rankPartKey(workerId: string, rank: RankId, keyPrefix = defaultKeyPrefix): string {
-  return `${workerPartsPrefix(workerId, keyPrefix)}pp${rank.ppRank}-tp${rank.tpRank}`;
+/** The rank parts of one incarnation: replacing an incarnation deletes exactly this prefix. */
+export function incarnationPartsPrefix(worker: WorkerIncarnation, keyPrefix = defaultKeyPrefix): string {
+  return `${workerPartsPrefix(worker.workerId, keyPrefix)}${checkKeySegment('incarnation', worker.incarnation)}/`;
 }
 
-/** The worker and rank a key names, or `undefined` for a key that is not a rank-part key. */
-export function parseRankPartKey(key: string, keyPrefix = defaultKeyPrefix): ({ workerId: string } & RankId) | undefined {
+export function rankPartKey(worker: WorkerIncarnation, rank: RankId, keyPrefix = defaultKeyPrefix): string {
+  return `${incarnationPartsPrefix(worker, keyPrefix)}pp${rank.ppRank}-tp${rank.tpRank}`;
+}
+
+const keyPattern = new RegExp(`^workers/(${segment})/incarnations/(${segment})/pp(0|[1-9][0-9]{0,8})-tp(0|[1-9][0-9]{0,8})$`);
+
+/** The worker, incarnation and rank a key names, or `undefined` for a key that is not a rank-part key. */
+export function parseRankPartKey(key: string, keyPrefix = defaultKeyPrefix): (WorkerIncarnation & RankId) | undefined {
   if (!key.startsWith(keyPrefix)) return undefined;
-  const match = /^workers\/([^/]+)\/ranks\/pp(0|[1-9][0-9]{0,8})-tp(0|[1-9][0-9]{0,8})$/.exec(key.slice(keyPrefix.length));
+  const match = keyPattern.exec(key.slice(keyPrefix.length));
   if (match === null) return undefined;
-  const [, workerId = '', pp = '', tp = ''] = match;
-  return { workerId, tpRank: Number(tp), ppRank: Number(pp) };
+  const [, workerId = '', incarnation = '', pp = '', tp = ''] = match;
+  return { workerId, incarnation, tpRank: Number(tp), ppRank: Number(pp) };
 }

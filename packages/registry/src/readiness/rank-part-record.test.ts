@@ -7,7 +7,7 @@ import { decodeRankPartRecord, encodeRankPartRecord, safeDecodeRankPartRecord } 
 
 const [part] = rankPartsOf({ workerId: 'decode-0', incarnation: 'inc-a', tpSize: 2 });
 if (part === undefined) throw new Error('fixture');
-const key = rankPartKey('decode-0', { tpRank: 0, ppRank: 0 });
+const key = rankPartKey({ workerId: 'decode-0', incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 });
 const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
 
 function refusalOf(value: Uint8Array, at = key): RankPartRefusedError {
@@ -31,11 +31,13 @@ describe('rank-part records', () => {
     expect(typeof decoded.banks[0]?.address).toBe('bigint');
   });
 
-  it('keys name the worker and rank, and parse back', () => {
-    expect(key).toBe('kvreuse/workers/decode-0/ranks/pp0-tp0');
-    expect(parseRankPartKey(rankPartKey('w', { tpRank: 7, ppRank: 3 }, 'x/'), 'x/')).toEqual({ workerId: 'w', tpRank: 7, ppRank: 3 });
-    expect(parseRankPartKey('kvreuse/workers/w/ranks/pp01-tp0')).toBeUndefined();
-    expect(() => rankPartKey('a/b', { tpRank: 0, ppRank: 0 })).toThrow(/workerId/);
+  it('keys name the worker, incarnation and rank, and parse back', () => {
+    expect(key).toBe('kvreuse/workers/decode-0/incarnations/inc-a/pp0-tp0');
+    const worker = { workerId: 'w', incarnation: '6f1c2a9e-0d4b-4c1e-9a57-3b2d8e7f0c11' };
+    expect(parseRankPartKey(rankPartKey(worker, { tpRank: 7, ppRank: 3 }, 'x/'), 'x/')).toEqual({ ...worker, tpRank: 7, ppRank: 3 });
+    expect(parseRankPartKey('kvreuse/workers/w/incarnations/i/pp01-tp0')).toBeUndefined();
+    expect(() => rankPartKey({ workerId: 'a/b', incarnation: 'i' }, { tpRank: 0, ppRank: 0 })).toThrow(/workerId/);
+    expect(() => rankPartKey({ workerId: 'a', incarnation: '' }, { tpRank: 0, ppRank: 0 })).toThrow(/incarnation/);
   });
 
   it.each([
@@ -75,10 +77,11 @@ describe('rank-part records', () => {
     expect(error.message).toMatch(/banks/);
   });
 
-  it('refuses a valid part stored under another rank or worker key', () => {
+  it('refuses a valid part stored under another rank, incarnation or worker key', () => {
     const value = bytes(encodeRankPartRecord(part));
-    expect(refusalOf(value, rankPartKey('decode-0', { tpRank: 1, ppRank: 0 })).refusal).toBe('misplaced');
-    expect(refusalOf(value, rankPartKey('decode-1', { tpRank: 0, ppRank: 0 })).refusal).toBe('misplaced');
+    expect(refusalOf(value, rankPartKey({ workerId: 'decode-0', incarnation: 'inc-a' }, { tpRank: 1, ppRank: 0 })).refusal).toBe('misplaced');
+    expect(refusalOf(value, rankPartKey({ workerId: 'decode-0', incarnation: 'inc-b' }, { tpRank: 0, ppRank: 0 })).refusal).toBe('misplaced');
+    expect(refusalOf(value, rankPartKey({ workerId: 'decode-1', incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 })).refusal).toBe('misplaced');
     expect(() => decodeRankPartRecord('elsewhere', value)).toThrow(RankPartRefusedError);
   });
 });

@@ -67,9 +67,18 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
   const parsed = safeParseRankPart(part);
   if (!parsed.success) return refuse('malformed', parsed.error.message, parsed.error);
   const place = parseRankPartKey(key, keyPrefix);
-  const { workerId, parallel } = parsed.data;
-  if (place === undefined || place.workerId !== workerId || place.tpRank !== parallel.tpRank || place.ppRank !== parallel.ppRank) {
-    return refuse('misplaced', `the part of worker ${JSON.stringify(workerId)} rank (tp ${parallel.tpRank}, pp ${parallel.ppRank}) is not stored under its own key`);
+  const { workerId, incarnation, parallel } = parsed.data;
+  if (
+    place === undefined ||
+    place.workerId !== workerId ||
+    place.incarnation !== incarnation ||
+    place.tpRank !== parallel.tpRank ||
+    place.ppRank !== parallel.ppRank
+  ) {
+    return refuse(
+      'misplaced',
+      `the part of worker ${JSON.stringify(workerId)} incarnation ${JSON.stringify(incarnation)} rank (tp ${parallel.tpRank}, pp ${parallel.ppRank}) is not stored under its own key`,
+    );
   }
   return { success: true, data: parsed.data };
 }
