@@ -8,8 +8,8 @@ import { defaultLibraryPaths } from './library.js';
 import { loadTransport } from './transport.js';
 
 describe('loadTransport', () => {
-  it('finds the library built in the repository by default', () => {
-    expect(defaultLibraryPaths()).toContain(transport.libraryPath);
+  it.skipIf(process.env['KVREUSE_TRANSPORT_LIBRARY'] !== undefined)('finds the library built in the repository by default', () => {
+    expect(defaultLibraryPaths()).toContain(loadTransport().libraryPath);
   });
 
   it('refuses a path with no library, naming it', () => {

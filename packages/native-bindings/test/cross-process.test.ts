@@ -18,13 +18,9 @@ describe.runIf(ucxAvailable)('two processes on ucx', () => {
         const published = await source.next<{ metadata: string; region: number; bytes: number }>('ready');
         expect(published.bytes).toBe(QWEN3_PREFIX_BYTES);
         reader.send(published);
-        const [done, notified] = await Promise.all([
-          reader.next<Record<string, Record<string, unknown>> & { mismatch: number; descriptors: number }>('done'),
-          source.next<{ sender: string; data: string }>('notified'),
-        ]);
-        source.send({ command: 'close' });
-        const closed = await source.next<{ counters: Record<string, unknown> }>('closed');
-
+        const done = await reader.next<Record<string, Record<string, unknown>> & { mismatch: number; descriptors: number }>(
+          'done',
+        );
         expect(done.descriptors).toBe(QWEN3_PREFIX_PIECES);
         expect(done.result).toEqual({ bytesDone: QWEN3_PREFIX_BYTES });
         expect(done.mismatch).toBe(-1);
@@ -43,8 +39,12 @@ describe.runIf(ucxAvailable)('two processes on ucx', () => {
           destroy: { code: 'BUSY', call: 'kvt_agent_destroy' },
         });
 
-        expect(notified).toEqual({ sender: `proof-reader-${process.pid}`, data: `prefix read by proof-reader-${process.pid}` });
         expect(live(done.counters ?? {})).toEqual(allZero);
+
+        const notified = await source.next<{ sender: string; data: string }>('notified');
+        expect(notified).toMatchObject({ sender: `proof-reader-${process.pid}`, data: `prefix read by proof-reader-${process.pid}` });
+        source.send({ command: 'close' });
+        const closed = await source.next<{ counters: Record<string, unknown> }>('closed');
         expect(live(closed.counters)).toEqual(allZero);
         expect(await reader.exited).toBe(0);
         expect(await source.exited).toBe(0);
@@ -53,6 +53,6 @@ describe.runIf(ucxAvailable)('two processes on ucx', () => {
         reader.process.kill();
       }
     },
-    180_000,
+    120_000,
   );
 });

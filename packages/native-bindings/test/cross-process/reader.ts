@@ -1,10 +1,13 @@
 // Process B of the cross-process proof: READs A's whole prefix as 2,352 descriptors of 131,072 bytes
 // into its own registered bank and verifies every byte; checks the in-flight guards while the read
 // is held by a completion delay, and that out-of-bounds descriptors move nothing.
-import { type Agent, NativeTransportError, type PostRequest, loadTransport } from '@kvreuse/native-bindings';
-import { emit, messagesFromParent } from '../support/child.js';
-import { findPatternMismatch, piecewiseDescriptors } from '../support/content.js';
+import { type Agent, NativeTransportError, type PostRequest } from '@kvreuse/native-bindings';
+import { transport } from '../support/backends.js';
+import { emit, exitWithParent, nextMessageFromParent } from '../support/child.js';
+import { findPatternMismatch, isFilledWith, piecewiseDescriptors } from '../support/content.js';
 import { QWEN3_PIECE_BYTES, QWEN3_PREFIX_BYTES, QWEN3_PREFIX_PIECES } from '../support/qwen3.js';
+
+exitWithParent();
 
 const SENTINEL = 0x5a;
 
@@ -19,10 +22,8 @@ function refusal(attempt: () => unknown): { code: string; call: string; detail: 
 }
 
 const [name = 'reader', seedText = '1'] = process.argv.slice(2);
-const { value: published } = await messagesFromParent().next();
-if (published === undefined) throw new Error('reader: no metadata from the parent');
+const published = await nextMessageFromParent();
 
-const transport = loadTransport();
 const agent: Agent = transport.createAgent({ name, backend: 'ucx' });
 const bank = agent.allocate(QWEN3_PREFIX_BYTES);
 bank.view().fill(SENTINEL);
@@ -39,7 +40,7 @@ const pastEnd = (field: 'sourceOffset' | 'destinationOffset'): PostRequest => {
 const outOfBounds = {
   local: refusal(() => agent.post(pastEnd('destinationOffset'))),
   remote: refusal(() => agent.post(pastEnd('sourceOffset'))),
-  untouched: bank.view().every((byte) => byte === SENTINEL),
+  untouched: isFilledWith(bank.view(), SENTINEL),
   bytesMoved: agent.counters().bytesMoved,
 };
 

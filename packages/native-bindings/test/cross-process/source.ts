@@ -1,12 +1,13 @@
 // Process A of the cross-process proof: owns the 42-block Qwen3-0.6B prefix in a ucx agent,
 // publishes its metadata, waits for the reader's completion notification, then closes on request.
-import { loadTransport } from '@kvreuse/native-bindings';
-import { emit, messagesFromParent } from '../support/child.js';
+import { transport } from '../support/backends.js';
+import { emit, exitWithParent, untilParentSays } from '../support/child.js';
 import { fillPattern } from '../support/content.js';
 import { QWEN3_PREFIX_BYTES } from '../support/qwen3.js';
 
+exitWithParent();
+
 const [name = 'source', seedText = '1'] = process.argv.slice(2);
-const transport = loadTransport();
 const agent = transport.createAgent({ name, backend: 'ucx' });
 const bank = agent.allocate(QWEN3_PREFIX_BYTES);
 fillPattern(bank.view(), Number(seedText));
@@ -16,10 +17,7 @@ emit({ event: 'ready', metadata: agent.metadata().toString('base64'), region: re
 const notification = await agent.nextNotification();
 emit({ event: 'notified', sender: notification.sender, data: notification.data.toString() });
 
-const parent = messagesFromParent();
-while ((await parent.next()).value?.['command'] !== 'close') {
-  // only "close" is expected
-}
+await untilParentSays('close');
 region.deregister();
 bank.free();
 agent.close();

@@ -1,6 +1,8 @@
 import { type Backend, loadTransport } from '@kvreuse/native-bindings';
 
-export const transport = loadTransport();
+/** KVREUSE_TRANSPORT_LIBRARY points the tests (and their child processes) at another build of the library. */
+const libraryPath = process.env['KVREUSE_TRANSPORT_LIBRARY'];
+export const transport = loadTransport(libraryPath === undefined ? {} : { libraryPath });
 
 const built = transport.capabilities().backends;
 const inCi = process.env['CI'] !== undefined && process.env['CI'] !== '';

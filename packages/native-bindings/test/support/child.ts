@@ -73,15 +73,28 @@ export function emit(message: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(message)}\n`);
 }
 
-/** For child scripts: the JSON messages arriving on stdin, one per line. */
-export function messagesFromParent(): AsyncIterator<Record<string, unknown>> {
-  const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
-  return {
-    async next() {
-      const line = await lines.next();
-      return line.done === true
-        ? { done: true, value: undefined }
-        : { done: false, value: JSON.parse(line.value as string) as Record<string, unknown> };
-    },
-  };
+/**
+ * For child scripts: the next JSON message from the parent (stdin, one per line). When the parent
+ * goes away first (stdin ends), the child exits with status 2 instead of lingering.
+ */
+export function nextMessageFromParent(): Promise<Record<string, unknown>> {
+  parentLines ??= createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+  return parentLines.next().then((line) => {
+    if (line.done === true) process.exit(2);
+    return JSON.parse(line.value as string) as Record<string, unknown>;
+  });
+}
+
+let parentLines: AsyncIterator<string> | undefined;
+
+/** For child scripts: waits until the parent sends `{ command }` (exits if the parent goes away). */
+export async function untilParentSays(command: string): Promise<void> {
+  while ((await nextMessageFromParent())['command'] !== command) {
+    // other messages are not for this wait
+  }
+}
+
+/** For child scripts: exit (status 2) as soon as the parent goes away, whatever the script is waiting for. */
+export function exitWithParent(): void {
+  process.stdin.on('end', () => process.exit(2));
 }

@@ -34,3 +34,14 @@ export function piecewiseDescriptors(count: number, pieceBytes: number, firstOff
   }
   return descriptors;
 }
+
+/** Whether every byte of `bytes` is `value` (compared a mebibyte at a time, not byte by byte in JS). */
+export function isFilledWith(bytes: Uint8Array, value: number): boolean {
+  const chunk = Buffer.alloc(Math.min(bytes.length, 1 << 20), value);
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let offset = 0; offset < view.length; offset += chunk.length) {
+    const part = view.subarray(offset, offset + chunk.length);
+    if (!part.equals(chunk.subarray(0, part.length))) return false;
+  }
+  return true;
+}

@@ -1,0 +1,274 @@
+// Benchmarks of the native transport through the TypeScript facade, each beside its anchor measured
+// in the same run: ucx_perftest -t ucp_get for cross-process READ bandwidth, a single-thread memcpy
+// (Buffer.copy) for the 42-block pull and for the per-descriptor overhead.
+// Writes /work/main/bench/parts/native-bindings.json.
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Agent, Allocation, Backend, Peer, Region, TransferDescriptors } from '@kvreuse/native-bindings';
+import { agentName, transport } from '../test/support/backends.js';
+import { spawnScript } from '../test/support/child.js';
+import { findPatternMismatch } from '../test/support/content.js';
+import { QWEN3_PIECE_BYTES, QWEN3_PREFIX_BYTES, QWEN3_PREFIX_PIECES } from '../test/support/qwen3.js';
+
+const REPEATS = 5;
+const GB = 1e9;
+const UCX_PERFTEST_PORT = 13_000 + (process.pid % 2000);
+
+interface Figure {
+  value: number;
+  unit: string;
+  anchor?: number;
+  ratio?: number;
+  goal?: string;
+  note?: string;
+}
+const figures: Record<string, Figure> = {};
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[sorted.length >> 1] ?? Number.NaN;
+}
+
+function seconds(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e9;
+}
+
+/** The same `count` descriptors of `bytes` each, at the offsets `offsetOf(i)` on both sides. */
+function descriptors(count: number, bytes: number, offsetOf: (i: number) => number): TransferDescriptors {
+  const offsets = BigUint64Array.from({ length: count }, (_, i) => BigInt(offsetOf(i)));
+  return {
+    sourceBank: new Uint32Array(count),
+    sourceOffset: offsets,
+    destinationBank: new Uint32Array(count),
+    destinationOffset: offsets,
+    length: new BigUint64Array(count).fill(BigInt(bytes)),
+  };
+}
+
+/** Single-thread memcpy of `bytes` between two pre-faulted native banks, via Buffer.copy (memmove). */
+function memcpySeconds(from: Buffer, to: Buffer, bytes: number): number {
+  from.copy(to, 0, 0, bytes);
+  const times: number[] = [];
+  for (let r = 0; r < REPEATS; r++) {
+    const start = process.hrtime.bigint();
+    from.copy(to, 0, 0, bytes);
+    times.push(seconds(start));
+  }
+  return median(times);
+}
+
+/** A local agent with a bank and, in a child process, a ucx source agent with a bank of `bytes`. */
+interface RemoteSetup {
+  readonly agent: Agent;
+  readonly bank: Allocation;
+  readonly region: Region;
+  readonly peer: Peer;
+  readonly remoteRegion: number;
+  close(): Promise<void>;
+}
+
+async function remoteSource(bytes: number, seed: number, env: NodeJS.ProcessEnv = {}): Promise<RemoteSetup> {
+  const child = spawnScript('bench/source.ts', [agentName('bench-source'), String(bytes), String(seed)], env);
+  const published = await child.next<{ metadata: string; region: number }>('ready');
+  const agent = transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
+  const bank = agent.allocate(bytes);
+  bank.view().fill(0);
+  const region = agent.register(bank);
+  const peer = agent.loadPeer(Buffer.from(published.metadata, 'base64'));
+  return {
+    agent,
+    bank,
+    region,
+    peer,
+    remoteRegion: published.region,
+    async close() {
+      region.deregister();
+      bank.free();
+      agent.close();
+      child.send({ command: 'close' });
+      await child.next('closed');
+      await child.exited;
+    },
+  };
+}
+
+/** Seconds from posting `batches` batches (at most `window` in flight) to the last completion. */
+async function timeReads(setup: RemoteSetup, batch: TransferDescriptors, batches: number, window: number): Promise<number> {
+  const request = {
+    direction: 'read' as const,
+    peer: setup.peer,
+    descriptors: batch,
+    localRegions: [setup.region],
+    remoteRegions: [setup.remoteRegion],
+  };
+  const start = process.hrtime.bigint();
+  const inFlight = new Set<Promise<void>>();
+  for (let b = 0; b < batches; b++) {
+    if (inFlight.size >= window) await Promise.race(inFlight);
+    const operation = setup.agent.post(request);
+    const settled: Promise<void> = operation.done.then(() => {
+      operation.release();
+      inFlight.delete(settled);
+    });
+    inFlight.add(settled);
+  }
+  await Promise.all(inFlight);
+  return seconds(start);
+}
+
+/** ucx_perftest -t ucp_get between a server and a client process on 127.0.0.1; bytes per second. */
+async function ucxPerftest(size: number, iterations: number): Promise<number> {
+  const port = UCX_PERFTEST_PORT;
+  const server = spawn('ucx_perftest', ['-p', String(port)], { stdio: 'ignore' });
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const client = spawn(
+      'ucx_perftest',
+      ['127.0.0.1', '-p', String(port), '-t', 'ucp_get', '-s', String(size), '-n', String(iterations), '-w', '100'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    let output = '';
+    client.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk;
+    });
+    const code = await new Promise<number | null>((resolve) => client.on('exit', resolve));
+    const final = output.split('\n').find((line) => line.trim().startsWith('Final:'));
+    if (code !== 0 || final === undefined) throw new Error(`ucx_perftest exited with ${code}:\n${output}`);
+    // Final: iterations, latency 50%/avg/overall (usec), bandwidth avg/overall (MB/s, MB = 2^20), rate avg/overall
+    const columns = final.trim().split(/\s+/);
+    const mebibytesPerSecond = Number(columns[6]);
+    return mebibytesPerSecond * 2 ** 20;
+  } finally {
+    server.kill();
+  }
+}
+
+async function readVsPerftest(name: string, size: number, iterations: number, batchSize: number): Promise<void> {
+  const setup = await remoteSource(size, 7);
+  const batch = descriptors(batchSize, size, () => 0);
+  const batches = Math.ceil(iterations / batchSize);
+  await timeReads(setup, batch, Math.ceil(100 / batchSize), 2); // warm-up, as ucx_perftest -w 100
+  const facade: number[] = [];
+  const perftest: number[] = [];
+  for (let r = 0; r < 3; r++) {
+    facade.push((batches * batchSize * size) / (await timeReads(setup, batch, batches, 2)));
+    perftest.push(await ucxPerftest(size, batches * batchSize));
+  }
+  await setup.close();
+  const value = median(facade) / GB;
+  const anchor = median(perftest) / GB;
+  figures[name] = {
+    value: value / anchor,
+    unit: 'ratio',
+    anchor: 1,
+    ratio: value / anchor,
+    goal: '≥ 0.95',
+    note:
+      `facade ${value.toFixed(2)} GB/s vs ucx_perftest -t ucp_get ${anchor.toFixed(2)} GB/s (${size} B, one reused buffer each side, ` +
+      `${batches * batchSize} gets; facade: batches of ${batchSize} descriptors, 2 in flight; medians of 3 interleaved runs)`,
+  };
+  console.log(`${name}: ${figures[name].note}`);
+}
+
+async function pullQwen3Prefix(): Promise<void> {
+  const setup = await remoteSource(QWEN3_PREFIX_BYTES, 42);
+  const batch = descriptors(QWEN3_PREFIX_PIECES, QWEN3_PIECE_BYTES, (i) => i * QWEN3_PIECE_BYTES);
+  await timeReads(setup, batch, 1, 1);
+  const mismatch = findPatternMismatch(setup.bank.view(), 42);
+  if (mismatch !== -1) throw new Error(`pull: byte ${mismatch} of the prefix differs from the source`);
+  const times: number[] = [];
+  for (let r = 0; r < REPEATS; r++) times.push(await timeReads(setup, batch, 1, 1));
+  const pull = QWEN3_PREFIX_BYTES / median(times);
+
+  const copyTarget = setup.agent.allocate(QWEN3_PREFIX_BYTES);
+  const memcpy = QWEN3_PREFIX_BYTES / memcpySeconds(setup.bank.view(), copyTarget.view(), QWEN3_PREFIX_BYTES);
+  copyTarget.free();
+  await setup.close();
+  figures['pull.qwen3_42blocks.gbps'] = {
+    value: pull / GB,
+    unit: 'GB/s',
+    note: `${QWEN3_PREFIX_PIECES} × ${QWEN3_PIECE_BYTES} B READ as one batch from another process over ucx; median of ${REPEATS}`,
+  };
+  figures['pull.qwen3_42blocks.vs_memcpy'] = {
+    value: pull / memcpy,
+    unit: 'ratio',
+    anchor: memcpy / GB,
+    ratio: pull / memcpy,
+    goal: '≥ 0.8',
+    note: `anchor: single-thread memcpy (Buffer.copy) of the same ${QWEN3_PREFIX_BYTES} bytes between two pre-faulted banks, GB/s`,
+  };
+  console.log(`pull: ${(pull / GB).toFixed(2)} GB/s, memcpy ${(memcpy / GB).toFixed(2)} GB/s`);
+}
+
+/** Per-descriptor cost of one batch of 100,000 × 4 KiB above the time memcpy takes for the same bytes. */
+async function postOverhead(backend: Backend): Promise<{ perDescriptorNs: number; batchS: number; copyS: number }> {
+  const count = 100_000;
+  const piece = 4096;
+  const bytes = count * piece;
+  const source = transport.createAgent({ name: agentName(`overhead-source-${backend}`), backend });
+  const reader = transport.createAgent({ name: agentName(`overhead-reader-${backend}`), backend });
+  const sourceBank = source.allocate(bytes);
+  const readerBank = reader.allocate(bytes);
+  sourceBank.view().fill(1);
+  readerBank.view().fill(0);
+  const sourceRegion = source.register(sourceBank);
+  const readerRegion = reader.register(readerBank);
+  const setup: RemoteSetup = {
+    agent: reader,
+    bank: readerBank,
+    region: readerRegion,
+    peer: reader.loadPeer(source.metadata()),
+    remoteRegion: sourceRegion.id,
+    async close() {
+      readerRegion.deregister();
+      sourceRegion.deregister();
+      readerBank.free();
+      sourceBank.free();
+      reader.close();
+      source.close();
+    },
+  };
+  const batch = descriptors(count, piece, (i) => i * piece);
+  await timeReads(setup, batch, 1, 1);
+  const times: number[] = [];
+  for (let r = 0; r < REPEATS; r++) times.push(await timeReads(setup, batch, 1, 1));
+  const copyS = memcpySeconds(sourceBank.view(), readerBank.view(), bytes);
+  await setup.close();
+  const batchS = median(times);
+  return { perDescriptorNs: ((batchS - copyS) / count) * 1e9, batchS, copyS };
+}
+
+const caps = transport.capabilities();
+console.log(`library: ${caps.version} at ${caps.libraryPath}`);
+const loopback = await postOverhead('loopback');
+figures['post.per_descriptor_ns'] = {
+  value: loopback.perDescriptorNs,
+  unit: 'ns',
+  anchor: loopback.copyS * 1e3,
+  goal: '≤ 100 ns',
+  note:
+    `loopback agents in one process: one batch of 100,000 × 4 KiB took ${(loopback.batchS * 1e3).toFixed(1)} ms post-to-completion, ` +
+    `memcpy of the same 409.6 MB ${(loopback.copyS * 1e3).toFixed(1)} ms (anchor, ms); medians of ${REPEATS}`,
+};
+console.log(`post.per_descriptor_ns (loopback): ${figures['post.per_descriptor_ns'].note}`);
+
+if (caps.backends.includes('ucx')) {
+  const ucx = await postOverhead('ucx');
+  const perftestGetNs = (4096 / (await ucxPerftest(4096, 100_000))) * 1e9;
+  figures['post.per_descriptor_ns'].note +=
+    `; the same through ucx between two agents of one process: ${ucx.perDescriptorNs.toFixed(0)} ns per descriptor ` +
+    `(batch ${(ucx.batchS * 1e3).toFixed(1)} ms), where ucx_perftest -t ucp_get spends ${perftestGetNs.toFixed(0)} ns per 4 KiB get`;
+  console.log(`post.per_descriptor_ns (ucx, for reference): ${ucx.perDescriptorNs.toFixed(0)} ns`);
+  await readVsPerftest('read.128k.vs_ucx_perftest', 131_072, 20_000, 256);
+  await readVsPerftest('read.4m.vs_ucx_perftest', 4 << 20, 2_000, 32);
+  await pullQwen3Prefix();
+} else {
+  console.warn('native-bindings bench: ucx backend not built; the cross-process figures are not measured');
+}
+
+const out = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/native-bindings.json');
+mkdirSync(dirname(out), { recursive: true });
+writeFileSync(out, `${JSON.stringify({ figures }, null, 2)}\n`);
+console.log(`wrote ${out}`);

@@ -1,0 +1,21 @@
+// The remote side of the cross-process benchmarks: a ucx agent with one registered bank holding the
+// test pattern. It publishes its metadata, keeps its agent (and progress thread) alive, and closes on
+// request.
+import { transport } from '../test/support/backends.js';
+import { emit, exitWithParent, untilParentSays } from '../test/support/child.js';
+import { fillPattern } from '../test/support/content.js';
+
+exitWithParent();
+
+const [name = 'bench-source', bytesText = '4096', seedText = '1'] = process.argv.slice(2);
+const agent = transport.createAgent({ name, backend: 'ucx' });
+const bank = agent.allocate(Number(bytesText));
+fillPattern(bank.view(), Number(seedText));
+const region = agent.register(bank);
+emit({ event: 'ready', metadata: agent.metadata().toString('base64'), region: region.id });
+await untilParentSays('close');
+region.deregister();
+bank.free();
+agent.close();
+emit({ event: 'closed' });
+process.exit(0);
