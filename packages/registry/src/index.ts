@@ -18,6 +18,7 @@ export {
   withdrawRankParts,
   type WorkerIdentity,
 } from './readiness/publish.js';
+export { type RankPublication, type RankPublicationOptions, startRankPublication } from './readiness/publication.js';
 export { transportMetadataOf } from './readiness/transport-metadata.js';
 export {
   checkKeySegment,
