@@ -10,6 +10,7 @@ import type { Agent, Allocation, Backend, Peer, Region, TransferDescriptors } fr
 import { agentName, transport } from '../test/support/backends.js';
 import { spawnScript } from '../test/support/child.js';
 import { findPatternMismatch } from '../test/support/content.js';
+import { openPair } from '../test/support/pair.js';
 import { QWEN3_PIECE_BYTES, QWEN3_PREFIX_BYTES, QWEN3_PREFIX_PIECES } from '../test/support/qwen3.js';
 
 const REPEATS = 5;
@@ -69,8 +70,8 @@ interface RemoteSetup {
   close(): Promise<void>;
 }
 
-async function remoteSource(bytes: number, seed: number, env: NodeJS.ProcessEnv = {}): Promise<RemoteSetup> {
-  const child = spawnScript('bench/source.ts', [agentName('bench-source'), String(bytes), String(seed)], env);
+async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
+  const child = spawnScript('bench/source.ts', { args: [agentName('bench-source'), String(bytes), String(seed)] });
   const published = await child.next<{ metadata: string; region: number }>('ready');
   const agent = transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
   const bank = agent.allocate(bytes);
@@ -207,34 +208,20 @@ async function postOverhead(backend: Backend): Promise<{ perDescriptorNs: number
   const count = 100_000;
   const piece = 4096;
   const bytes = count * piece;
-  const source = transport.createAgent({ name: agentName(`overhead-source-${backend}`), backend });
-  const reader = transport.createAgent({ name: agentName(`overhead-reader-${backend}`), backend });
-  const sourceBank = source.allocate(bytes);
-  const readerBank = reader.allocate(bytes);
-  sourceBank.view().fill(1);
-  readerBank.view().fill(0);
-  const sourceRegion = source.register(sourceBank);
-  const readerRegion = reader.register(readerBank);
+  const pair = openPair(backend, bytes, 5);
   const setup: RemoteSetup = {
-    agent: reader,
-    bank: readerBank,
-    region: readerRegion,
-    peer: reader.loadPeer(source.metadata()),
-    remoteRegion: sourceRegion.id,
-    async close() {
-      readerRegion.deregister();
-      sourceRegion.deregister();
-      readerBank.free();
-      sourceBank.free();
-      reader.close();
-      source.close();
-    },
+    agent: pair.reader,
+    bank: pair.readerBank,
+    region: pair.readerRegion,
+    peer: pair.sourcePeer,
+    remoteRegion: pair.sourceRegion.id,
+    close: async () => pair.close(),
   };
   const batch = descriptors(count, piece, (i) => i * piece);
   await timeReads(setup, batch, 1, 1);
   const times: number[] = [];
   for (let r = 0; r < REPEATS; r++) times.push(await timeReads(setup, batch, 1, 1));
-  const copyS = memcpySeconds(sourceBank.view(), readerBank.view(), bytes);
+  const copyS = memcpySeconds(pair.sourceBank.view(), pair.readerBank.view(), bytes);
   await setup.close();
   const batchS = median(times);
   return { perDescriptorNs: ((batchS - copyS) / count) * 1e9, batchS, copyS };

@@ -12,8 +12,8 @@ describe.runIf(ucxAvailable)('two processes on ucx', () => {
     'B reads A’s 42-block Qwen3-0.6B prefix as 2,352 × 128 KiB descriptors, with every guard holding',
     async () => {
       const seed = 0x5eed;
-      const source = spawnScript('test/cross-process/source.ts', [`proof-source-${process.pid}`, String(seed)]);
-      const reader = spawnScript('test/cross-process/reader.ts', [`proof-reader-${process.pid}`, String(seed)]);
+      const source = spawnScript('test/cross-process/source.ts', { args: [`proof-source-${process.pid}`, String(seed)] });
+      const reader = spawnScript('test/cross-process/reader.ts', { args: [`proof-reader-${process.pid}`, String(seed)] });
       try {
         const published = await source.next<{ metadata: string; region: number; bytes: number }>('ready');
         expect(published.bytes).toBe(QWEN3_PREFIX_BYTES);

@@ -16,8 +16,16 @@ export interface Child {
 
 const packageDir = fileURLToPath(new URL('../..', import.meta.url));
 
-export function spawnScript(script: string, args: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Child {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kvreuse/source', script, ...args], {
+export interface ScriptOptions {
+  readonly args?: readonly string[];
+  readonly env?: NodeJS.ProcessEnv;
+  /** Extra flags for node itself, e.g. `--expose-gc`. */
+  readonly nodeFlags?: readonly string[];
+}
+
+export function spawnScript(script: string, options: ScriptOptions = {}): Child {
+  const { args = [], env = {}, nodeFlags = [] } = options;
+  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', '--conditions=@kvreuse/source', script, ...args], {
     cwd: packageDir,
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
