@@ -272,6 +272,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     strcpy(agent->name, name);
     agent->backend_kind = backend;
     agent->incarnation = kvt_random64();
+    kvt_process_identity_self(&agent->process);
     agent->metadata_generation = 1;
     agent->next_region_id = agent->next_peer_id = 1;
     agent->next_op_id = 1;

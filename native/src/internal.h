@@ -32,6 +32,17 @@ uint64_t kvt_now_ns(void);
 uint32_t kvt_crc32(const uint8_t *data, size_t length);
 uint64_t kvt_random64(void);
 
+/* Identifies a process on a host: pid, kernel boot id, start time (so a reused pid is not it). */
+typedef struct {
+    uint64_t pid;
+    uint8_t boot_id[16]; /* all zero: unknown */
+    uint64_t start_time;
+} kvt_process_identity;
+void kvt_process_identity_self(kvt_process_identity *out);
+/* True only when the process is known to be gone: same host (boot id), and no process with that pid
+ * and start time is alive (a zombie counts as gone). */
+bool kvt_process_gone(const kvt_process_identity *identity);
+
 /* uint64 key → pointer map (open addressing, keys != 0). */
 typedef struct {
     uint64_t *keys;
@@ -80,6 +91,7 @@ typedef struct kvt_metadata {
     uint64_t incarnation, generation;
     uint8_t *worker_address;
     uint32_t worker_address_length;
+    kvt_process_identity process;
     uint32_t region_count;
     kvt_remote_region *regions;
 } kvt_metadata;
@@ -189,6 +201,7 @@ struct kvt_agent {
     const kvt_backend *backend;
     void *backend_state;
     uint64_t incarnation;
+    kvt_process_identity process;
 
     /* Registry bookkeeping (agents_lock in agent.c). */
     uint32_t api_refs;

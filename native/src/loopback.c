@@ -13,25 +13,14 @@
 
 #define LOOPBACK_CHUNK_BYTES (8u << 20)
 
-typedef struct {
-    uint64_t pid; /* the worker "address": the process the agent lives in */
-} loopback_state;
-
 static kvt_status loopback_start(kvt_agent *agent, char *detail, size_t detail_size) {
-    loopback_state *state = malloc(sizeof *state);
-    if (!state) {
-        snprintf(detail, detail_size, "out of memory");
-        return KVT_ERR_NO_MEMORY;
-    }
-    state->pid = (uint64_t)getpid();
-    agent->backend_state = state;
+    (void)agent;
+    (void)detail;
+    (void)detail_size;
     return KVT_OK;
 }
 
-static void loopback_stop(kvt_agent *agent) {
-    free(agent->backend_state);
-    agent->backend_state = NULL;
-}
+static void loopback_stop(kvt_agent *agent) { (void)agent; }
 
 static kvt_status loopback_alloc(kvt_agent *agent, kvt_allocation *allocation, char *detail, size_t detail_size) {
     (void)agent;
@@ -65,26 +54,20 @@ static void loopback_unmap(kvt_agent *agent, kvt_region *region) {
     (void)region;
 }
 
+/* Loopback agents are found by name and incarnation; the process identity says which process. */
 static const uint8_t *loopback_address(kvt_agent *agent, uint32_t *length) {
-    const loopback_state *state = agent->backend_state;
-    *length = sizeof state->pid;
-    return (const uint8_t *)&state->pid;
-}
-
-static uint64_t address_pid(const kvt_conn *conn) {
-    uint64_t pid = 0;
-    if (conn->meta.worker_address_length == sizeof pid) memcpy(&pid, conn->meta.worker_address, sizeof pid);
-    return pid;
+    (void)agent;
+    *length = 0;
+    return NULL;
 }
 
 static kvt_status loopback_connect(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size) {
-    (void)agent;
-    uint64_t pid = address_pid(conn);
-    if (pid != (uint64_t)getpid()) {
+    uint64_t pid = conn->meta.process.pid;
+    if (pid != agent->process.pid) {
         snprintf(detail, detail_size,
                  "kvt_peer_load: loopback peer '%s' lives in process %llu, not this one (%llu); use the ucx backend "
                  "across processes",
-                 conn->meta.name, (unsigned long long)pid, (unsigned long long)getpid());
+                 conn->meta.name, (unsigned long long)pid, (unsigned long long)agent->process.pid);
         return KVT_ERR_NOT_SUPPORTED;
     }
     kvt_agent *target = kvt_agent_find_live(conn->meta.name, conn->meta.incarnation);

@@ -2,7 +2,8 @@
  *
  * Layout (little-endian):
  *   "KVTM" | u16 format version | u16 backend | u64 incarnation | u64 metadata generation
- *   | u16 name length | name | u32 worker address length | worker address | u32 region count
+ *   | u16 name length | name | u32 worker address length | worker address
+ *   | u64 pid | 16-byte kernel boot id | u64 process start time (the process identity) | u32 region count
  *   | per region: u32 id | u32 kind | u32 device | u64 base | u64 length | u32 rkey length | rkey
  *   | u32 CRC-32 of everything before it
  */
@@ -45,6 +46,9 @@ static void encode(kvt_agent *agent, writer *w) {
     put_bytes(w, agent->name, name_length);
     put_u(w, address_length, 4);
     put_bytes(w, address, address_length);
+    put_u(w, agent->process.pid, 8);
+    put_bytes(w, agent->process.boot_id, sizeof agent->process.boot_id);
+    put_u(w, agent->process.start_time, 8);
     put_u(w, agent->region_count, 4);
     for (uint32_t i = 0; i < agent->region_count; i++) {
         const kvt_region *region = agent->regions[i];
@@ -204,6 +208,11 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
         return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length", "exceeds 1 MiB", address_length, r.offset);
     out->worker_address = get_copy(&r, address_length, "worker address");
     out->worker_address_length = (uint32_t)address_length;
+    out->process.pid = get_u(&r, 8, "pid");
+    const uint8_t *boot_id;
+    if (take(&r, sizeof out->process.boot_id, "boot id", &boot_id))
+        memcpy(out->process.boot_id, boot_id, sizeof out->process.boot_id);
+    out->process.start_time = get_u(&r, 8, "process start time");
     uint64_t region_count = get_u(&r, 4, "region count");
     if (!r.failure && region_count > KVT_MAX_REGIONS)
         return refuse(out, KVT_ERR_INVALID_PARAM, "region count", "exceeds 65536", region_count, r.offset);

@@ -14,6 +14,7 @@
 #define NOTIFY_HEADER_FIXED 6u   /* u32 magic + u16 name length */
 #define OP_WINDOW 256u           /* requests in flight per operation */
 #define IDLE_PROGRESS_MS 50      /* progress at least this often even when no event arrives */
+#define LIVENESS_PERIOD_NS 100000000ull /* how often peers with operations in flight are checked */
 
 typedef struct {
     ucp_context_h context;
@@ -21,6 +22,7 @@ typedef struct {
     int event_fd; /* -1 when the worker has none: then poll with a short timeout */
     uint8_t *address;
     uint32_t address_length;
+    uint64_t next_liveness_check_ns;
 } ucx_state;
 
 enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY };
@@ -106,6 +108,17 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_config_read", status);
+    /* Endpoints use UCP_ERR_HANDLING_MODE_PEER (a killed peer must end operations, not hang them). UCX
+     * 1.13 keeps the shared-memory transports out of such endpoints unless they expose error handling,
+     * which leaves tcp: four orders of magnitude slower for small gets on one machine. Expose it,
+     * unless the user configured it explicitly. */
+    if (!getenv("UCX_MM_ERROR_HANDLING")) {
+        status = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+        if (status != UCS_OK) {
+            ucp_config_release(config);
+            return ucx_fail(detail, detail_size, "ucp_config_modify(MM_ERROR_HANDLING=y)", status);
+        }
+    }
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_NAME,
         .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
@@ -261,12 +274,8 @@ static void wait_request(ucx_state *state, void *request) {
     ucp_request_free(request);
 }
 
-static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
-    ucx_state *state = state_of(agent);
-    for (uint32_t i = 0; i < conn->meta.region_count; i++) {
-        if (conn->meta.regions[i].backend) ucp_rkey_destroy(conn->meta.regions[i].backend);
-        conn->meta.regions[i].backend = NULL;
-    }
+/* Closes the endpoint; FORCE completes its outstanding requests with an error at once. */
+static void close_endpoint(ucx_state *state, kvt_conn *conn) {
     if (!conn->backend) return;
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                                  .flags = atomic_load(&conn->failed) ? UCP_EP_CLOSE_FLAG_FORCE : 0};
@@ -274,8 +283,41 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     conn->backend = NULL;
 }
 
+static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
+    close_endpoint(state_of(agent), conn);
+    for (uint32_t i = 0; i < conn->meta.region_count; i++) {
+        if (conn->meta.regions[i].backend) ucp_rkey_destroy(conn->meta.regions[i].backend);
+        conn->meta.regions[i].backend = NULL;
+    }
+}
+
+/*
+ * UCX 1.13 does not notice a killed peer on shared memory: a get that needs the peer's progress
+ * (caller memory is read through active messages) waits forever, even with keepalive. So peers with
+ * operations in flight are checked against the process identity in their metadata; a peer whose
+ * process is gone gets its endpoint force-closed, which ends the outstanding requests.
+ */
+static void fail_if_gone(ucx_state *state, kvt_conn *conn) {
+    if (atomic_load(&conn->failed) || !kvt_process_gone(&conn->meta.process)) return;
+    atomic_store(&conn->failed, true);
+    close_endpoint(state, conn);
+}
+
+static void check_liveness(kvt_agent *agent) {
+    ucx_state *state = state_of(agent);
+    uint64_t now = kvt_now_ns();
+    if (now < state->next_liveness_check_ns) return;
+    state->next_liveness_check_ns = now + LIVENESS_PERIOD_NS;
+    for (kvt_op *op = agent->active; op; op = op->next_active) fail_if_gone(state, op->conn);
+}
+
 static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size) {
     ucx_state *state = state_of(agent);
+    if (kvt_process_gone(&conn->meta.process)) {
+        snprintf(detail, detail_size, "kvt_peer_load: the process (pid %llu) of peer '%s' is gone",
+                 (unsigned long long)conn->meta.process.pid, conn->meta.name);
+        return KVT_ERR_REMOTE_DISCONNECT;
+    }
     ucp_ep_params_t params = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -376,6 +418,9 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
         }
         if (status != KVT_OK) op->error = status;
     }
+    /* Fail closed: bytes read from a peer that died meanwhile are not trusted. */
+    if (op->error == KVT_OK) fail_if_gone(state_of(agent), conn);
+    if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
     op->phase = KVT_PHASE_MOVED;
 }
 
@@ -405,7 +450,11 @@ static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const
 
 /* ---- progress and sleep ----------------------------------------------------------------------- */
 
-static bool ucx_progress(kvt_agent *agent) { return ucp_worker_progress(state_of(agent)->worker) != 0; }
+static bool ucx_progress(kvt_agent *agent) {
+    bool worked = ucp_worker_progress(state_of(agent)->worker) != 0;
+    if (agent->active) check_liveness(agent);
+    return worked;
+}
 
 static void ucx_sleep(kvt_agent *agent, int timeout_ms) {
     ucx_state *state = state_of(agent);

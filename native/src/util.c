@@ -1,9 +1,12 @@
 /* Small helpers: clock, CRC-32, randomness and a uint64 → pointer map. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t kvt_now_ns(void) {
     struct timespec ts;
@@ -112,4 +115,67 @@ void kvt_map_free(kvt_map *map) {
     free(map->keys);
     free(map->values);
     *map = (kvt_map){0};
+}
+
+/* ---- process identity -------------------------------------------------------------------------- */
+
+static bool read_boot_id(uint8_t out[16]) {
+    FILE *file = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!file) return false;
+    char text[64] = {0};
+    bool ok = fgets(text, sizeof text, file) != NULL;
+    fclose(file);
+    unsigned n = 0;
+    for (const char *c = text; ok && *c && n < 32; c++) {
+        int digit = (*c >= '0' && *c <= '9') ? *c - '0' : (*c >= 'a' && *c <= 'f') ? *c - 'a' + 10 : -1;
+        if (digit < 0) continue;
+        out[n / 2] = (uint8_t)(n % 2 ? (out[n / 2] | digit) : digit << 4);
+        n++;
+    }
+    return ok && n == 32;
+}
+
+/* Start time (clock ticks since boot) and state of a process from /proc/<pid>/stat. */
+static bool read_process_stat(uint64_t pid, uint64_t *start_time, char *state) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%llu/stat", (unsigned long long)pid);
+    FILE *file = fopen(path, "r");
+    if (!file) return false;
+    char line[1024];
+    bool ok = fgets(line, sizeof line, file) != NULL;
+    fclose(file);
+    const char *after_name = ok ? strrchr(line, ')') : NULL;
+    if (!after_name) return false;
+    /* Fields after the name: 3 state, 4..21, 22 starttime. */
+    unsigned long long value = 0;
+    char s = '?';
+    int field = 2;
+    for (const char *c = after_name + 1; *c && field < 22; c++) {
+        if (*c != ' ') continue;
+        field++;
+        if (field == 3) s = c[1];
+        if (field == 22) value = strtoull(c + 1, NULL, 10);
+    }
+    if (field != 22) return false;
+    *start_time = value;
+    *state = s;
+    return true;
+}
+
+void kvt_process_identity_self(kvt_process_identity *out) {
+    *out = (kvt_process_identity){.pid = (uint64_t)getpid()};
+    char state;
+    if (!read_boot_id(out->boot_id) || !read_process_stat(out->pid, &out->start_time, &state))
+        memset(out->boot_id, 0, sizeof out->boot_id); /* unknown: never judged gone */
+}
+
+bool kvt_process_gone(const kvt_process_identity *identity) {
+    static const uint8_t unknown[16];
+    uint8_t boot_id[16];
+    if (memcmp(identity->boot_id, unknown, sizeof unknown) == 0) return false;
+    if (!read_boot_id(boot_id) || memcmp(boot_id, identity->boot_id, sizeof boot_id) != 0) return false; /* other host */
+    uint64_t start_time;
+    char state;
+    if (!read_process_stat(identity->pid, &start_time, &state)) return true;
+    return start_time != identity->start_time || state == 'Z' || state == 'X';
 }
