@@ -27,8 +27,13 @@
  *   memory stall when its worker does not progress. When idle it sleeps on the worker's event fd
  *   (UCP_FEATURE_WAKEUP) instead of spinning. API calls validate their arguments on the calling
  *   thread, then hand work to the progress thread through a queue; calls that need an answer from
- *   the worker (peer load, notification send) wait for it. Memory mapping (ucp_mem_map,
- *   ucp_rkey_pack) runs on the calling thread against the agent's ucp context.
+ *   the backend (registration, allocation, peer load, notification send) wait for it. Each agent has
+ *   its own ucp context, so nothing UCX is shared between threads.
+ *   Endpoints use UCP_ERR_HANDLING_MODE_PEER; the library sets UCX's MM_ERROR_HANDLING=y (unless
+ *   UCX_MM_ERROR_HANDLING is set) so that shared-memory transports stay usable under it. Because UCX
+ *   1.13 does not detect a killed peer on shared memory, metadata carries the process identity
+ *   (pid, kernel boot id, start time) and peers with operations in flight are checked every 100 ms:
+ *   a dead peer's endpoint is force-closed, so its operations end with KVT_ERR_REMOTE_DISCONNECT.
  *   The loopback backend uses the same thread and queue; its copies run on the progress thread in
  *   bounded chunks so cancellation and other agents' work interleave.
  *   No thread is created per operation; thousands of concurrent operations per agent are fine.
@@ -229,9 +234,11 @@ KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t l
 
 /**
  * Deregisters a region. Refuses KVT_ERR_BUSY (naming an operation) while any non-terminal operation
- * references it. Bumps the agent's metadata generation. Peers that loaded older metadata still
- * advertise the region: one-sided accesses from them fail in the backend (UCX) or with
- * KVT_ERR_REMOTE_DISCONNECT (loopback) — never touch the deregistered memory through this library.
+ * of THIS agent references it. Bumps the agent's metadata generation. Peers that loaded older
+ * metadata still hold the region's bounds and remote key: loopback peers then fail with
+ * KVT_ERR_REMOTE_DISCONNECT, but a UCX peer may still reach the memory one-sidedly (e.g. through a
+ * shared-memory segment it already attached). That is the trust model: the layers above stop
+ * remote readers (pins, drain, peer invalidation) before memory is deregistered or handed back.
  */
 KVT_API kvt_status kvt_mem_deregister(uint32_t agent, uint32_t region);
 
@@ -245,8 +252,9 @@ KVT_API kvt_status kvt_region_info(uint32_t agent, uint32_t region, uint64_t *ou
 
 /**
  * Exports the agent's metadata blob: magic, format version, backend, agent name, incarnation,
- * metadata generation (bumped by every register/deregister), worker address, and every live region
- * (id, kind, device, base address, length, packed remote key), followed by a CRC-32.
+ * metadata generation (bumped by every register/deregister), worker address, process identity, and
+ * every live region (id, kind, device, base address, length, packed remote key), then a CRC-32.
+ * Region ids start at 1 and increase in registration order.
  * With buffer == NULL (or capacity too small) the required size is written to *out_length; the
  * call then returns KVT_OK for buffer == NULL and KVT_ERR_INVALID_PARAM for a too-small buffer.
  */
@@ -353,8 +361,9 @@ KVT_API kvt_status kvt_xfer_release(uint32_t agent, uint64_t op);
 
 /**
  * Sends `length` bytes (1..KVT_MAX_NOTIFICATION) to a KVT_PEER_READY peer at `peer_generation`.
- * Returns once the message has left (UCX: active message completed locally). The receiver sees the
- * sender's agent name. Errors: INVALID_PARAM (size), NOT_FOUND (peer/generation),
+ * Returns once the backend accepted the message (UCX: an eager active message, possibly still in
+ * flight; a failure after that is only counted). Messages to one peer arrive in order. The receiver
+ * sees the sender's agent name. Errors: INVALID_PARAM (size), NOT_FOUND (peer/generation),
  * REMOTE_DISCONNECT, BACKEND.
  */
 KVT_API kvt_status kvt_notify_send(uint32_t agent, uint32_t peer, uint64_t peer_generation, const uint8_t *data,

@@ -363,7 +363,10 @@ static void on_request_done(void *request, ucs_status_t status, void *user_data)
             op->error = mapped;
     } else {
         free(r->buffer);
-        if (op) kvt_op_notified(r->agent, op, mapped);
+        if (op)
+            kvt_op_notified(r->agent, op, mapped);
+        else
+            kvt_count_result(r->agent, mapped); /* a standalone send failed after it was accepted */
     }
     ucp_request_free(request);
 }

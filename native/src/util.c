@@ -169,11 +169,18 @@ void kvt_process_identity_self(kvt_process_identity *out) {
         memset(out->boot_id, 0, sizeof out->boot_id); /* unknown: never judged gone */
 }
 
+static uint8_t own_boot_id[16];
+static pthread_once_t own_boot_id_once = PTHREAD_ONCE_INIT;
+
+static void read_own_boot_id(void) {
+    if (!read_boot_id(own_boot_id)) memset(own_boot_id, 0, sizeof own_boot_id);
+}
+
 bool kvt_process_gone(const kvt_process_identity *identity) {
     static const uint8_t unknown[16];
-    uint8_t boot_id[16];
+    pthread_once(&own_boot_id_once, read_own_boot_id);
     if (memcmp(identity->boot_id, unknown, sizeof unknown) == 0) return false;
-    if (!read_boot_id(boot_id) || memcmp(boot_id, identity->boot_id, sizeof boot_id) != 0) return false; /* other host */
+    if (memcmp(own_boot_id, identity->boot_id, sizeof own_boot_id) != 0) return false; /* another host */
     uint64_t start_time;
     char state;
     if (!read_process_stat(identity->pid, &start_time, &state)) return true;
