@@ -1,7 +1,8 @@
 import type { RankPart } from '@kvreuse/descriptors';
 import type { DiscoveryStore, Lease } from '../discovery/types.js';
 import { DiscoveryLeaseError, RankPartPublicationError } from '../errors.js';
-import { publishRankParts, withdrawRankParts } from './publish.js';
+import { publishRankParts } from './publish.js';
+import { rankPartKey } from './rank-part-keys.js';
 
 export interface RankPublicationOptions {
   /** The lease TTL (e.g. the `discovery.leaseTtlMs` setting); a crashed worker's parts vanish after it. */
@@ -20,7 +21,7 @@ export interface RankPublicationOptions {
 export interface RankPublication {
   /** The lease the parts are currently published under. */
   readonly lease: Lease;
-  /** Stops renewing, withdraws this incarnation's parts and revokes the lease. */
+  /** Stops renewing, withdraws exactly these parts (other ranks' parts stay) and revokes the lease. */
   withdraw(): Promise<void>;
 }
 
@@ -34,8 +35,7 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
   if (!Number.isSafeInteger(renewEveryMs) || renewEveryMs < 1 || renewEveryMs >= options.leaseTtlMs) {
     throw new RankPartPublicationError('renewEveryMs', renewEveryMs, `must be a whole number of milliseconds below the lease TTL (${options.leaseTtlMs})`);
   }
-  const first = parts[0];
-  if (first === undefined) throw new RankPartPublicationError('parts', parts, 'at least one rank part is needed');
+  if (parts.length === 0) throw new RankPartPublicationError('parts', parts, 'at least one rank part is needed');
   const publishOptions = options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix };
   const publishUnderNewLease = async (): Promise<Lease> => {
     const lease = await store.grantLease(options.leaseTtlMs);
@@ -75,7 +75,7 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
       stopped = true;
       clearInterval(timer);
       await renewing;
-      await withdrawRankParts(store, first, publishOptions);
+      await store.commit(parts.map((part) => ({ type: 'delete', key: rankPartKey(part, part.parallel, options.keyPrefix) })));
       await store.revokeLease(lease.id);
     },
   };

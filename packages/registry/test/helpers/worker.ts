@@ -11,6 +11,7 @@ import {
   type RegisteredRank,
   releaseRank,
   transportMetadataOf,
+  type WorkerIdentity,
 } from '../../src/index.js';
 
 export interface WorkerSetup {
@@ -30,25 +31,31 @@ export interface PreparedRank {
   readonly allocations: Allocation[];
 }
 
-/** What happens before registration: one agent per rank (as one process per rank would have) and its kvreuse-owned banks. */
+/** What happens before a rank registers: its agent (one per rank, as one process per rank would have) and its kvreuse-owned banks. */
+export function prepareRank(setup: WorkerSetup, tpRank: number): PreparedRank {
+  const agent = setup.transport.createAgent({ name: `${setup.workerId}-${setup.incarnation}-tp${tpRank}`, backend: setup.backend });
+  const layout = layoutRankBanks(setup.geometry, { tpRank, tpSize: setup.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: setup.blocks });
+  const allocations = layout.map((bank) => agent.allocate(bank.bytes));
+  const banks = layout.map((bank, index) =>
+    Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocations[index]!.address }, kvreuseOwner(allocations[index]!)),
+  );
+  return { agent, banks, allocations };
+}
+
 export function prepareWorker(setup: WorkerSetup): PreparedRank[] {
-  return Array.from({ length: setup.tpSize }, (_, tpRank) => {
-    const agent = setup.transport.createAgent({ name: `${setup.workerId}-${setup.incarnation}-tp${tpRank}`, backend: setup.backend });
-    const layout = layoutRankBanks(setup.geometry, { tpRank, tpSize: setup.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: setup.blocks });
-    const allocations = layout.map((bank) => agent.allocate(bank.bytes));
-    const banks = layout.map((bank, index) =>
-      Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocations[index]!.address }, kvreuseOwner(allocations[index]!)),
-    );
-    return { agent, banks, allocations };
-  });
+  return Array.from({ length: setup.tpSize }, (_, tpRank) => prepareRank(setup, tpRank));
+}
+
+/** The identity a rank of this worker publishes. */
+export function identityOf(setup: WorkerSetup): WorkerIdentity {
+  return { ...setup, role: 'decode', ppSize: 1, dpRank: 0 };
 }
 
 /** Registers every rank, builds its part and publishes them all under one lease; what a worker does to become ready. */
 export async function registerAndPublish(setup: WorkerSetup, prepared: readonly PreparedRank[], store: DiscoveryStore, lease: LeaseId): Promise<RegisteredRank[]> {
   const ranks: RegisteredRank[] = [];
   for (const { agent, banks } of prepared) ranks.push(await registerRank({ agent, banks }));
-  const identity = { ...setup, role: 'decode' as const, ppSize: 1, dpRank: 0 };
-  const parts = ranks.map((rank, index) => buildRankPart(identity, rank, transportMetadataOf(prepared[index]!.agent)));
+  const parts = ranks.map((rank, index) => buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared[index]!.agent)));
   await publishRankParts(store, parts, { lease });
   return ranks;
 }
