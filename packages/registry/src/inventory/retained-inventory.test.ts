@@ -53,6 +53,29 @@ describe('RetainedInventory', () => {
     expect(inventory.size).toBe(8 + 4 + 9);
   });
 
+  test('many workers on the same first blocks are followed together with the same answers', () => {
+    const time = clock();
+    const inventory = new RetainedInventory({ now: time.now });
+    const chain = hashBlockChain(tokens(6, 64 * 32), 64);
+    const expected = [];
+    for (let w = 0; w < 20; w++) {
+      // Worker w retains the first w + 1 blocks (on the host when w is odd) and a gap, then more.
+      const tier = w % 2 === 1 ? 'host' : 'gpu';
+      const expiresAt = time.at() + 10_000 + w * 1_000;
+      inventory.apply({
+        workerId: `w${String(w).padStart(2, '0')}`,
+        incarnation: 'i',
+        seq: 0,
+        events: [{ type: 'stored', tier, blocks: [...chain.slice(0, w + 1), ...chain.slice(w + 2)], expiresAt }],
+      });
+      expected.push({ workerId: `w${String(w).padStart(2, '0')}`, incarnation: 'i', blocks: w + 1, gpuBlocks: tier === 'gpu' ? w + 1 : 0, hostBlocks: tier === 'host' ? w + 1 : 0, expiresAt });
+    }
+    expect(inventory.longestRetainedPrefix(chain)).toEqual(expected.reverse());
+    // Past w05's expiry, workers 0–5 no longer count.
+    time.advance(15_000);
+    expect(inventory.longestRetainedPrefix(chain).map((p) => p.workerId)).toEqual(expected.slice(0, 14).map((p) => p.workerId));
+  });
+
   test('removed and cleared events withdraw blocks per tier', () => {
     const inventory = new RetainedInventory();
     const chain = hashBlockChain(tokens(3, 64 * 4), 64);

@@ -45,23 +45,20 @@ const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
 const tickMs = 100;
 const maxTick = 0x7fffffff; // ticks stay small integers: 2^31 × 100 ms is 6.8 years
 const maxLoad = 0.8;
-const growth = 1.5;
+/** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
+const followEachLimit = 8;
+const growth = 1.5; // of the overflow slab; the table doubles
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-/** murmur3's 32-bit finaliser over both halves of a hash. */
-function mix(lo: number, hi: number): number {
-  let h = (lo ^ Math.imul(hi, 0x9e3779b1)) >>> 0;
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
-}
-
-/** A chain's hashes as (lo, hi) uint32 pairs, without copying on little-endian machines. */
-function hashWords(chain: BigUint64Array | readonly bigint[]): Uint32Array {
+/**
+ * A chain's hashes as (lo, hi) pairs of 32-bit words, without copying on little-endian machines.
+ * Words are kept as int32 everywhere in the index so that V8 never boxes a value above 2^31.
+ */
+function hashWords(chain: BigUint64Array | readonly bigint[]): Int32Array {
   if (littleEndian && chain instanceof BigUint64Array) {
-    return new Uint32Array(chain.buffer, chain.byteOffset, chain.length * 2);
+    return new Int32Array(chain.buffer, chain.byteOffset, chain.length * 2);
   }
-  const words = new Uint32Array(chain.length * 2);
+  const words = new Int32Array(chain.length * 2);
   for (let i = 0; i < chain.length; i++) {
     const hash = chain[i]!;
     words[2 * i] = Number(hash & 0xffffffffn);
@@ -83,24 +80,27 @@ function checkBlocks(path: string, blocks: unknown): BigUint64Array | readonly b
   return blocks as readonly bigint[];
 }
 
-function grown(array: Uint32Array, length: number): Uint32Array<ArrayBuffer> {
-  const next = new Uint32Array(length);
+function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
+  const next = new Int32Array(length);
   next.set(array);
   return next;
 }
 
 /**
  * The advisory retained inventory: which block hashes each worker retains, on which tier, until
- * when. Compact: a 24-byte table slot per distinct block (load ≤ 0.8) holding its first worker,
+ * when. Compact: a 24-byte table slot per distinct block (a power-of-two table, load 0.4–0.8)
+ * holding its first worker,
  * and a 16-byte overflow entry per additional worker of the same block; all in typed arrays.
  * Lookups allocate only their answer. Dropping a worker, a tier of a worker, or expired entries
  * is one pass over the table.
  */
 export class RetainedInventory {
-  private table: Uint32Array;
+  private table: Int32Array;
   private slots: number;
+  private mask = 0;
+  private homeShift = 32; // 32 − log2(slots): the home slot is the top bits of a multiplicative hash
   private distinctHashes = 0;
-  private more: Uint32Array<ArrayBuffer>;
+  private more: Int32Array<ArrayBuffer>;
   private moreUsed = 0;
   private moreFree = 0; // free overflow entry + 1
   private liveEntries = 0;
@@ -112,14 +112,17 @@ export class RetainedInventory {
   private readonly freeWorkers: number[] = [];
 
   // Lookup scratch, indexed by worker (mark, markPos) and by candidate (the rest).
-  private mark = new Uint32Array(16);
-  private markPos = new Uint32Array(16);
+  private mark = new Int32Array(16);
+  private markPos = new Int32Array(16);
   private stamp = 0;
-  private candidateWorker = new Uint32Array(16);
-  private candidateDepth = new Uint32Array(16);
-  private candidateGpu = new Uint32Array(16);
-  private candidateHost = new Uint32Array(16);
-  private candidateExpiry = new Uint32Array(16);
+  private candidateWorker = new Int32Array(16);
+  private candidateDepth = new Int32Array(16);
+  private candidateGpu = new Int32Array(16);
+  private candidateHost = new Int32Array(16);
+  private candidateExpiry = new Int32Array(16);
+  private bases = new Int32Array(64);
+  private cursors = new Int32Array(64);
+  private touched = 0; // kept so that the touching loads are not optimised away
 
   private readonly now: () => number;
   private readonly epochMs: number;
@@ -128,9 +131,10 @@ export class RetainedInventory {
     this.now = options.now ?? Date.now;
     this.epochMs = this.now();
     const expected = Math.max(16, Math.ceil(options.expectedBlocks ?? 1024));
-    this.slots = Math.ceil(expected / maxLoad);
-    this.table = new Uint32Array(this.slots * slotWords);
-    this.more = new Uint32Array(64 * moreWords);
+    this.slots = 0;
+    this.table = new Int32Array(0);
+    this.resize(2 ** Math.max(5, Math.ceil(Math.log2(expected / maxLoad))));
+    this.more = new Int32Array(64 * moreWords);
   }
 
   /** Retained (block, worker) entries, including expired ones not yet pruned. */
@@ -222,15 +226,100 @@ export class RetainedInventory {
   longestRetainedPrefix(chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
     const words = hashWords(checkBlocks('chain', chain));
     const blocks = words.length / 2;
+    if (this.bases.length < blocks) this.bases = new Int32Array(blocks);
+    const bases = this.bases;
+    // Touch every block's home slot first, in a loop without branches: the loads do not depend on
+    // each other, so in a large index their cache misses overlap instead of queueing one by one
+    // (JavaScript has no prefetch instruction; this is one).
+    const table = this.table;
+    let touched = 0;
+    for (let i = 0; i < blocks; i++) touched ^= table[this.home(words[2 * i]!, words[2 * i + 1]!) * slotWords]!;
+    this.touched = touched;
+    // The slot of every block up to the first one nobody retains.
+    let found = 0;
+    while (found < blocks) {
+      const slot = this.slotOf(words[2 * found]!, words[2 * found + 1]!);
+      if (slot < 0) break;
+      bases[found++] = slot * slotWords;
+    }
+    if (found === 0) return [];
+    const more = this.more;
+    // The same for the overflow lists, one level at a time across all blocks.
+    if (this.cursors.length < found) this.cursors = new Int32Array(this.bases.length);
+    const cursors = this.cursors;
+    for (let depth = 0; depth < found; depth++) cursors[depth] = table[bases[depth]! + slotMore]!;
+    for (let level = 0, any = 1; level < followEachLimit && any !== 0; level++) {
+      any = 0;
+      for (let depth = 0; depth < found; depth++) {
+        const m = cursors[depth]!;
+        if (m === 0) continue;
+        cursors[depth] = more[(m - 1) * moreWords + moreNext]!;
+        any |= cursors[depth]!;
+      }
+    }
     const nowTick = this.tickOf(this.now());
+    const answer: AdvisoryRetainedPrefix[] = [];
+    let holders = 1;
+    for (let m = table[bases[0]! + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) holders++;
+    if (holders > followEachLimit) {
+      this.followTogether(bases, found, nowTick, answer);
+    } else {
+      this.followOne(table[bases[0]! + slotWorker]! - 1, bases, found, nowTick, answer);
+      for (let m = table[bases[0]! + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+        this.followOne(more[(m - 1) * moreWords + moreWorker]!, bases, found, nowTick, answer);
+      }
+    }
+    return answer.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
+  }
+
+  /** Follows one worker along the resolved blocks while it retains them; adds its prefix if any. */
+  private followOne(worker: number, bases: Int32Array, found: number, nowTick: number, answer: AdvisoryRetainedPrefix[]): void {
+    const table = this.table;
+    const more = this.more;
+    let depth = 0;
+    let gpuBlocks = 0;
+    let hostBlocks = 0;
+    let expiry = maxTick;
+    for (; depth < found; depth++) {
+      const base = bases[depth]!;
+      let gpuExpiry: number;
+      let hostExpiry: number;
+      if (table[base + slotWorker] === worker + 1) {
+        gpuExpiry = table[base + slotGpu]!;
+        hostExpiry = table[base + slotHost]!;
+      } else {
+        let m = table[base + slotMore]!;
+        while (m !== 0 && more[(m - 1) * moreWords + moreWorker] !== worker) m = more[(m - 1) * moreWords + moreNext]!;
+        if (m === 0) break;
+        gpuExpiry = more[(m - 1) * moreWords + moreGpu]!;
+        hostExpiry = more[(m - 1) * moreWords + moreHost]!;
+      }
+      const gpu = gpuExpiry > nowTick;
+      const host = hostExpiry > nowTick;
+      if (!gpu && !host) break;
+      if (gpu) {
+        gpuBlocks++;
+        if (gpuExpiry < expiry) expiry = gpuExpiry;
+      }
+      if (host) {
+        hostBlocks++;
+        if (hostExpiry < expiry) expiry = hostExpiry;
+      }
+    }
+    if (depth > 0) answer.push(this.prefix(worker, depth, gpuBlocks, hostBlocks, expiry));
+  }
+
+  /**
+   * Many workers retain the first block: walk each block's entries once and advance every worker
+   * whose prefix reached it (marked per lookup), instead of searching each worker's entry.
+   */
+  private followTogether(bases: Int32Array, found: number, nowTick: number, answer: AdvisoryRetainedPrefix[]): void {
     const table = this.table;
     const more = this.more;
     const stamp = this.nextStamp();
     let candidates = 0;
-    for (let depth = 0; depth < blocks; depth++) {
-      const slot = this.slotOf(words[2 * depth]!, words[2 * depth + 1]!);
-      if (slot < 0) break;
-      const base = slot * slotWords;
+    for (let depth = 0; depth < found; depth++) {
+      const base = bases[depth]!;
       let advanced = this.visit(table[base + slotWorker]! - 1, table[base + slotGpu]!, table[base + slotHost]!, depth, candidates, stamp, nowTick);
       if (depth === 0) candidates += advanced;
       for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
@@ -241,19 +330,22 @@ export class RetainedInventory {
       }
       if (advanced === 0) break;
     }
-    const answer: AdvisoryRetainedPrefix[] = [];
     for (let c = 0; c < candidates; c++) {
-      const worker = this.candidateWorker[c]!;
-      answer.push({
-        workerId: this.workerIds[worker]!,
-        incarnation: this.incarnations[worker]!,
-        blocks: this.candidateDepth[c]!,
-        gpuBlocks: this.candidateGpu[c]!,
-        hostBlocks: this.candidateHost[c]!,
-        expiresAt: this.epochMs + this.candidateExpiry[c]! * tickMs,
-      });
+      answer.push(
+        this.prefix(this.candidateWorker[c]!, this.candidateDepth[c]!, this.candidateGpu[c]!, this.candidateHost[c]!, this.candidateExpiry[c]!),
+      );
     }
-    return answer.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
+  }
+
+  private prefix(worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, expiryTick: number): AdvisoryRetainedPrefix {
+    return {
+      workerId: this.workerIds[worker]!,
+      incarnation: this.incarnations[worker]!,
+      blocks,
+      gpuBlocks,
+      hostBlocks,
+      expiresAt: this.epochMs + expiryTick * tickMs,
+    };
   }
 
   /**
@@ -348,12 +440,12 @@ export class RetainedInventory {
   /** The slot holding a hash, or the empty slot where it would go (as −1 − slot). */
   private slotOf(lo: number, hi: number): number {
     const table = this.table;
-    let slot = mix(lo, hi) % this.slots;
+    let slot = this.home(lo, hi);
     for (;;) {
       const base = slot * slotWords;
       if (table[base + slotWorker] === 0) return -1 - slot;
       if (table[base + slotLo] === lo && table[base + slotHi] === hi) return slot;
-      if (++slot === this.slots) slot = 0;
+      slot = (slot + 1) & this.mask;
     }
   }
 
@@ -369,7 +461,7 @@ export class RetainedInventory {
       table[base + slotHost] = tier === 1 ? expiry : 0;
       table[base + slotMore] = 0;
       this.liveEntries++;
-      if (++this.distinctHashes > this.slots * maxLoad) this.rehash(Math.ceil(this.slots * growth));
+      if (++this.distinctHashes > this.slots * maxLoad) this.rehash(this.slots * 2);
       return;
     }
     const base = slot * slotWords;
@@ -440,11 +532,11 @@ export class RetainedInventory {
   /** Backward-shift deletion, so that probing never needs tombstones. */
   private deleteSlot(slot: number): void {
     const table = this.table;
-    const slots = this.slots;
+    const mask = this.mask;
     let hole = slot;
-    for (let i = slot + 1 === slots ? 0 : slot + 1; table[i * slotWords + slotWorker] !== 0; i = i + 1 === slots ? 0 : i + 1) {
-      const home = mix(table[i * slotWords + slotLo]!, table[i * slotWords + slotHi]!) % slots;
-      if ((i - home + slots) % slots >= (i - hole + slots) % slots) {
+    for (let i = (slot + 1) & mask; table[i * slotWords + slotWorker] !== 0; i = (i + 1) & mask) {
+      const home = this.home(table[i * slotWords + slotLo]!, table[i * slotWords + slotHi]!);
+      if (((i - home) & mask) >= ((i - hole) & mask)) {
         table.copyWithin(hole * slotWords, i * slotWords, (i + 1) * slotWords);
         hole = i;
       }
@@ -461,7 +553,7 @@ export class RetainedInventory {
   private removeWhere(worker: number, tiers: readonly (0 | 1)[], expiredBy?: number): void {
     const table = this.table;
     const more = this.more;
-    const clear = (words: Uint32Array, at: number, owner: number) => {
+    const clear = (words: Int32Array, at: number, owner: number) => {
       if (worker !== -1 && owner !== worker) return false;
       for (const tier of tiers) if (expiredBy === undefined || words[at + tier]! <= expiredBy) words[at + tier] = 0;
       return words[at] === 0 && words[at + 1] === 0;
@@ -487,17 +579,29 @@ export class RetainedInventory {
     if (emptied) this.rehash(this.slots);
   }
 
+  /** Fibonacci hashing over both halves: cheap, and the top bits it keeps are well mixed. */
+  private home(lo: number, hi: number): number {
+    return Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> this.homeShift;
+  }
+
+  /** Moves every occupied slot into a new table of `slots` slots. */
   private rehash(slots: number): void {
     const old = this.table;
     const oldSlots = this.slots;
-    this.table = new Uint32Array(slots * slotWords);
-    this.slots = slots;
+    this.resize(slots);
     for (let slot = 0; slot < oldSlots; slot++) {
       const from = slot * slotWords;
       if (old[from + slotWorker] === 0) continue;
       const to = -1 - this.slotOf(old[from + slotLo]!, old[from + slotHi]!);
       this.table.set(old.subarray(from, from + slotWords), to * slotWords);
     }
+  }
+
+  private resize(slots: number): void {
+    this.mask = slots - 1;
+    this.homeShift = 32 - Math.log2(slots);
+    this.table = new Int32Array(slots * slotWords);
+    this.slots = slots;
   }
 
   private allocateMore(): number {
