@@ -79,18 +79,25 @@ kvt_status kvt_counters(uint32_t agent_id, uint64_t *values, uint32_t capacity, 
 
 /* ---- the agent table ----------------------------------------------------------------------------- */
 
+static kvt_agent *find_agent_locked(uint32_t id) {
+    for (uint32_t i = 0; i < agent_count; i++)
+        if (agents[i]->id == id && agents[i]->ready) return agents[i];
+    return NULL;
+}
+
+/* While a destroy is deciding (it may still refuse with BUSY), new calls wait for its outcome. */
 kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out) {
     pthread_mutex_lock(&agents_lock);
-    for (uint32_t i = 0; i < agent_count; i++) {
-        if (agents[i]->id == id && !agents[i]->closing) {
-            agents[i]->api_refs++;
-            *out = agents[i];
-            pthread_mutex_unlock(&agents_lock);
-            return KVT_OK;
-        }
+    kvt_agent *agent = find_agent_locked(id);
+    while (agent && agent->closing) {
+        pthread_cond_wait(&agents_cond, &agents_lock);
+        agent = find_agent_locked(id);
     }
+    if (agent) agent->api_refs++;
     pthread_mutex_unlock(&agents_lock);
-    return kvt_fail(KVT_ERR_NOT_FOUND, "%s: no live agent with id %u", call, id);
+    if (!agent) return kvt_fail(KVT_ERR_NOT_FOUND, "%s: no live agent with id %u", call, id);
+    *out = agent;
+    return KVT_OK;
 }
 
 kvt_status kvt_agent_finish(kvt_agent *agent, kvt_status status) {
@@ -111,7 +118,7 @@ kvt_agent *kvt_agent_find_live(const char *name, uint64_t incarnation) {
     pthread_mutex_lock(&agents_lock);
     for (uint32_t i = 0; i < agent_count; i++) {
         kvt_agent *a = agents[i];
-        if (!a->closing && a->incarnation == incarnation && strcmp(a->name, name) == 0) {
+        if (a->ready && a->incarnation == incarnation && strcmp(a->name, name) == 0) {
             a->api_refs++;
             found = a;
             break;
@@ -368,7 +375,6 @@ kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, 
         }
         if (status == KVT_OK) {
             agent->id = next_agent_id++;
-            agent->closing = true; /* invisible until started */
             agents[agent_count++] = agent;
         }
         pthread_mutex_unlock(&agents_lock);
@@ -381,7 +387,7 @@ kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, 
 
     pthread_mutex_lock(&agents_lock);
     if (status == KVT_OK) {
-        agent->closing = false;
+        agent->ready = true;
     } else {
         for (uint32_t i = 0; i < agent_count; i++)
             if (agents[i] == agent) agents[i] = agents[--agent_count];
@@ -396,12 +402,27 @@ kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, 
     return KVT_OK;
 }
 
+/* Waits until no other thread is inside an API call on the agent (agents_lock held). */
+static void wait_for_other_calls_locked(kvt_agent *agent) {
+    while (agent->api_refs > 1) pthread_cond_wait(&agents_cond, &agents_lock);
+}
+
 kvt_status kvt_agent_destroy(uint32_t agent_id) {
     kvt_detail_clear();
     kvt_agent *agent;
     kvt_status status = kvt_agent_acquire(agent_id, "kvt_agent_destroy", &agent);
     if (status != KVT_OK) return kvt_count_result(NULL, status);
-    pthread_mutex_lock(&agent->config_lock);
+    /* Close the door to new calls and let running ones finish, so the check below stays true. */
+    pthread_mutex_lock(&agents_lock);
+    agent->closing = true;
+    pthread_mutex_unlock(&agents_lock);
+    pthread_mutex_lock(&agent->lock);
+    pthread_cond_broadcast(&agent->pending_cond); /* kvt_agent_wait returns early */
+    pthread_mutex_unlock(&agent->lock);
+    pthread_mutex_lock(&agents_lock);
+    wait_for_other_calls_locked(agent);
+    pthread_mutex_unlock(&agents_lock);
+
     pthread_mutex_lock(&agent->lock);
     if (agent->region_count || agent->allocation_count || agent->ops.size)
         status = kvt_fail(KVT_ERR_BUSY,
@@ -409,17 +430,18 @@ kvt_status kvt_agent_destroy(uint32_t agent_id) {
                           "operation(s) not released",
                           agent->name, agent->region_count, agent->allocation_count, agent->ops.size);
     pthread_mutex_unlock(&agent->lock);
-    if (status != KVT_OK) {
-        pthread_mutex_unlock(&agent->config_lock);
-        return kvt_agent_finish(agent, status);
-    }
     pthread_mutex_lock(&agents_lock);
-    agent->closing = true; /* no new acquisitions; loopback peers see it gone */
-    while (agent->api_refs > 1) pthread_cond_wait(&agents_cond, &agents_lock);
-    for (uint32_t i = 0; i < agent_count; i++)
-        if (agents[i] == agent) agents[i] = agents[--agent_count];
+    pthread_cond_broadcast(&agents_cond); /* calls waiting for the outcome */
+    if (status != KVT_OK) {
+        agent->closing = false;
+    } else {
+        agent->ready = false; /* loopback peers see it gone */
+        for (uint32_t i = 0; i < agent_count; i++)
+            if (agents[i] == agent) agents[i] = agents[--agent_count];
+        wait_for_other_calls_locked(agent); /* loopback copies that found it just before */
+    }
     pthread_mutex_unlock(&agents_lock);
-    pthread_mutex_unlock(&agent->config_lock);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     kvt_command stop = {.kind = KVT_CMD_STOP, .sync = true};
     pthread_mutex_lock(&agent->lock);
@@ -510,7 +532,7 @@ kvt_status kvt_agent_wait(uint32_t agent_id, uint32_t timeout_ms) {
         deadline.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&agent->lock);
-    while (!anything_pending_locked(agent)) {
+    while (!anything_pending_locked(agent) && !agent->closing) {
         if (pthread_cond_timedwait(&agent->pending_cond, &agent->lock, &deadline) == ETIMEDOUT) break;
     }
     bool pending = anything_pending_locked(agent);

@@ -205,7 +205,8 @@ struct kvt_agent {
 
     /* Registry bookkeeping (agents_lock in agent.c). */
     uint32_t api_refs;
-    bool closing;
+    bool ready;   /* started; visible to loopback peers */
+    _Atomic bool closing; /* a destroy is under way: no new API calls */
 
     /* Serialises calls that change registrations, allocations and peers. */
     pthread_mutex_t config_lock;

@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static void create_and_destroy(void) {
@@ -117,6 +118,53 @@ static void stale_handles_are_not_found(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_destroy(0));
 }
 
+typedef struct {
+    uint32_t agent;
+    uint8_t *memory;
+    int registered, refused;
+} churn_args;
+
+/* Registers and deregisters until the agent is gone. */
+static void *churn(void *arg) {
+    churn_args *args = arg;
+    for (;;) {
+        uint32_t region;
+        kvt_status status = kvt_mem_register(args->agent, (uint64_t)(uintptr_t)args->memory, 4096, KVT_MEM_DRAM, 0, &region);
+        if (status == KVT_ERR_NOT_FOUND) return NULL;
+        CHECK(status == KVT_OK, "register: %s (%s)", kvt_status_name(status), kvt_last_error_detail());
+        args->registered++;
+        CHECK_OK(kvt_mem_deregister(args->agent, region));
+        if (kvt_agent_wait(args->agent, 0) == KVT_ERR_NOT_FOUND) return NULL;
+    }
+}
+
+static void *wait_long(void *arg) {
+    kvt_status *status = arg;
+    uint32_t agent = (uint32_t)(uintptr_t)status[1];
+    status[0] = kvt_agent_wait(agent, 600000); /* destroy cuts it short */
+    return NULL;
+}
+
+static void destroy_races_other_calls(void) {
+    uint32_t agent = make_agent("racer");
+    churn_args args = {.agent = agent, .memory = malloc(4096)};
+    kvt_status waited[2] = {KVT_IN_PROGRESS, (kvt_status)agent};
+    pthread_t churner, waiter;
+    CHECK(pthread_create(&churner, NULL, churn, &args) == 0, "thread");
+    CHECK(pthread_create(&waiter, NULL, wait_long, waited) == 0, "thread");
+    while (args.registered < 50) usleep(100);
+    for (;;) { /* BUSY while the churner holds a registration */
+        kvt_status status = kvt_agent_destroy(agent);
+        if (status == KVT_OK) break;
+        CHECK(status == KVT_ERR_BUSY, "destroy: %s", kvt_status_name(status));
+    }
+    pthread_join(churner, NULL);
+    pthread_join(waiter, NULL);
+    CHECK(waited[0] == KVT_ERR_TIMEOUT || waited[0] == KVT_ERR_NOT_FOUND,
+          "the long wait ended when the agent closed (%s)", kvt_status_name(waited[0]));
+    free(args.memory);
+}
+
 TEST_MAIN("agent", TEST(create_and_destroy), TEST(refuses_bad_names_flags_backends),
           TEST(destroy_refuses_while_memory_or_operations_remain), TEST(wake_fd_signals_completions),
-          TEST(stale_handles_are_not_found))
+          TEST(stale_handles_are_not_found), TEST(destroy_races_other_calls))
