@@ -209,8 +209,11 @@ describe('registerRank against real native refusals', () => {
       },
     };
     const error = (await registerRank({ agent: stallingAgent, banks, timeoutMs: 10 }).catch((e: unknown) => e)) as RankRegistrationError;
-    expect(error).toMatchObject({ nativeCode: 'DEADLINE', bank: undefined, detail: 'not registered within 10 ms; 2 of 4 banks were' });
-    expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
+    // The budget is gone after the stall at the latest (a loaded machine may spend it sooner).
+    const done = error.rolledBack.length;
+    expect(done === 1 || done === 2).toBe(true);
+    expect(error).toMatchObject({ nativeCode: 'DEADLINE', bank: undefined, detail: `not registered within 10 ms; ${done} of 4 banks were` });
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual(done === 2 ? [1, 0] : [0]);
     expect(snapshot(agent, banks)).toEqual(before);
     await expect(registerRank({ agent, banks, timeoutMs: -1 })).rejects.toThrow(InvalidRankBanksError);
     closeAgent(agent);
