@@ -40,6 +40,8 @@ typedef struct {
 static ucx_state *state_of(kvt_agent *agent) { return agent->backend_state; }
 
 static kvt_status map_ucs_status(ucs_status_t status, kvt_conn *conn) {
+    /* Requests of a dead peer's force-closed endpoint end CANCELED: report why. */
+    if (status != UCS_OK && conn && atomic_load(&conn->failed)) return KVT_ERR_REMOTE_DISCONNECT;
     switch (status) {
     case UCS_OK:
         return KVT_OK;
@@ -53,7 +55,7 @@ static kvt_status map_ucs_status(ucs_status_t status, kvt_conn *conn) {
         if (conn) atomic_store(&conn->failed, true);
         return KVT_ERR_REMOTE_DISCONNECT;
     default:
-        return conn && atomic_load(&conn->failed) ? KVT_ERR_REMOTE_DISCONNECT : KVT_ERR_BACKEND;
+        return KVT_ERR_BACKEND;
     }
 }
 
