@@ -17,7 +17,7 @@ const path = join(dir, 'discovery.sqlite');
 const script = fileURLToPath(new URL('./processes/rank-process.ts', import.meta.url));
 const children = new Set<ChildProcessWithoutNullStreams>();
 const workerId = 'decode-procs';
-const leaseTtlMs = 1_000;
+const leaseTtlMs = 2_000;
 
 afterAll(() => {
   for (const child of children) child.kill('SIGKILL');

@@ -26,9 +26,9 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
 
   it('keeps the parts published across many lease TTLs, and withdraws them and the lease on request', async () => {
     const keepAlive = vi.spyOn(under.store, 'keepAlive');
-    const publication = await startRankPublication(under.store, parts, { leaseTtlMs: 300, renewEveryMs: 60 });
-    // Ten renewals span twice the TTL: without them the lease would have expired.
-    await vi.waitFor(() => expect(keepAlive.mock.calls.length).toBeGreaterThanOrEqual(10), { timeout: 20_000, interval: 20 });
+    const publication = await startRankPublication(under.store, parts, { leaseTtlMs: 1_500, renewEveryMs: 100 });
+    // Twenty renewals span more than the TTL: without them the lease would have expired.
+    await vi.waitFor(() => expect(keepAlive.mock.calls.length).toBeGreaterThanOrEqual(20), { timeout: 30_000, interval: 20 });
     await watch.settled();
     expect(seen).toEqual(['no-parts', 'ready']);
     await publication.withdraw();

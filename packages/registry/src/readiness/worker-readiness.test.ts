@@ -112,7 +112,7 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     await until(3);
     await store.revokeLease(lease);
     await until(4);
-    const shortLease = await store.grantLease(1_500);
+    const shortLease = await store.grantLease(2_500);
     await publishRankParts(store, parts, { lease: shortLease.id });
     await until(5);
     // Nothing keeps the short lease alive: it expires and discovery deletes the parts.
