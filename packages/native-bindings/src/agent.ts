@@ -187,6 +187,18 @@ export class Agent {
     return this.#notifications.next();
   }
 
+  /** Every notification as it arrives, until the agent closes (then the iteration ends). */
+  async *notifications(): AsyncGenerator<Notification, void, undefined> {
+    while (this.#state.isOpen) {
+      try {
+        yield await this.nextNotification();
+      } catch (error) {
+        if (error instanceof HandleClosedError && !this.#state.isOpen) return;
+        throw error;
+      }
+    }
+  }
+
   /** This agent's counters (live registrations, operations, bytes moved, errors per code, …). */
   counters(): Counters {
     this.#state.assertOpen('read counters');

@@ -38,6 +38,20 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
     pair.close();
   });
 
+  it('iterates over arriving notifications until the agent closes', async () => {
+    const pair = openPair(backend, 4096, 74);
+    const received: string[] = [];
+    const iteration = (async () => {
+      for await (const notification of pair.source.notifications()) received.push(notification.data.toString());
+    })();
+    pair.reader.sendNotification(pair.sourcePeer, 'one');
+    pair.reader.sendNotification(pair.sourcePeer, 'two');
+    while (received.length < 2) await new Promise((resolve) => setImmediate(resolve));
+    pair.close();
+    await iteration;
+    expect(received).toEqual(['one', 'two']);
+  });
+
   it('rejects a pending wait when the agent closes', async () => {
     const pair = openPair(backend, 4096, 73);
     const waiting = pair.reader.nextNotification();
