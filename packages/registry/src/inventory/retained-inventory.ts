@@ -25,34 +25,52 @@ export interface RetainedInventoryOptions {
   readonly expectedBlocks?: number;
 }
 
-// The table: open addressing (linear probing) keyed by the 64-bit block hash. A slot holds the hash
-// and the first worker that retains the block, inline, so a lookup touches one cache line per
-// block in the common case; further workers of the same block go to an overflow slab.
-const slotWords = 6;
+// Layout. Each worker keeps its retained blocks as records in its own slab, in the order it
+// announced them, so a chain a worker stored in one go lies contiguous in memory: a lookup finds a
+// chain's first block through the table, then walks the worker's records while they continue the
+// chain, and goes back to the table only where they stop.
+//
+// Worker records, four int32 words: hash lo, hash hi, GPU expiry tick, host expiry tick (0 = not
+// on that tier; a record on no tier is dead and waits for compaction).
+const recordWords = 4;
+const recordLo = 0;
+const recordHi = 1;
+const recordGpu = 2;
+// Table: open addressing (linear probing) keyed by the 64-bit hash; a slot holds the hash and the
+// first worker that retains the block, further workers of the same block are overflow entries.
+const slotWords = 5;
 const slotLo = 0;
 const slotHi = 1;
 const slotWorker = 2; // worker index + 1; 0 = empty slot
-const slotGpu = 3; // expiry tick on the GPU tier; 0 = not retained there
-const slotHost = 4; // expiry tick on the host tier
-const slotMore = 5; // first overflow entry + 1; 0 = none
-// Overflow entries: another worker that retains the same block.
-const moreWords = 4;
-const moreWorker = 0; // worker index (not + 1)
-const moreGpu = 1;
-const moreHost = 2;
-const moreNext = 3; // next overflow entry + 1; 0 = none
+const slotRecord = 3; // the record of this block in that worker's slab
+const slotMore = 4; // first overflow entry + 1; 0 = none
+const moreWords = 3;
+const moreWorker = 0;
+const moreRecord = 1;
+const moreNext = 2; // next overflow entry + 1; 0 = none
+const inlineEntry = 0;
+const noEntry = -1;
 const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
 const tickMs = 100;
-const maxTick = 0x7fffffff; // ticks stay small integers: 2^31 × 100 ms is 6.8 years
-const maxLoad = 0.8;
+const maxTick = 0x7fffffff; // ticks stay int32: 2^31 × 100 ms is 6.8 years
+const maxLoad = 0.85;
+const growth = 1.5;
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 8;
-const growth = 1.5; // of the overflow slab; the table doubles
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const noRecords = new Int32Array(0);
+
+/** murmur3's 32-bit finaliser over both halves of a hash. */
+function mix(lo: number, hi: number): number {
+  let h = lo ^ Math.imul(hi, 0x9e3779b1);
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
 
 /**
  * A chain's hashes as (lo, hi) pairs of 32-bit words, without copying on little-endian machines.
- * Words are kept as int32 everywhere in the index so that V8 never boxes a value above 2^31.
+ * Words are int32 everywhere in the index so that V8 never boxes a value above 2^31.
  */
 function hashWords(chain: BigUint64Array | readonly bigint[]): Int32Array {
   if (littleEndian && chain instanceof BigUint64Array) {
@@ -82,25 +100,27 @@ function checkBlocks(path: string, blocks: unknown): BigUint64Array | readonly b
 
 function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
   const next = new Int32Array(length);
-  next.set(array);
+  next.set(array.subarray(0, Math.min(array.length, length)));
   return next;
 }
 
 /**
  * The advisory retained inventory: which block hashes each worker retains, on which tier, until
- * when. Compact: a 24-byte table slot per distinct block (a power-of-two table, load 0.4–0.8)
- * holding its first worker,
- * and a 16-byte overflow entry per additional worker of the same block; all in typed arrays.
- * Lookups allocate only their answer. Dropping a worker, a tier of a worker, or expired entries
- * is one pass over the table.
+ * when. Compact, in typed arrays: a 16-byte record per (block, worker) in the worker's own slab,
+ * a 20-byte table slot per distinct block (load 0.57–0.85) and a 12-byte overflow entry for each
+ * further worker of the same block. Lookups allocate only their answer. A `cleared` event, a new
+ * incarnation and `removeWorker` cost one pass over that worker's records; `prune` one pass over
+ * all records.
  */
 export class RetainedInventory {
   private table: Int32Array;
-  private slots: number;
-  private mask = 0;
-  private homeShift = 32; // 32 − log2(slots): the home slot is the top bits of a multiplicative hash
+  private slots = 0;
+  // home(h) = ((mix(h) >>> homeShift) × homeScale) | 0: a multiply instead of a modulo, exact in
+  // a double because (mix(h) >>> homeShift) × slots stays below 2^53.
+  private homeShift = 0;
+  private homeScale = 0;
   private distinctHashes = 0;
-  private more: Int32Array<ArrayBuffer>;
+  private more: Int32Array<ArrayBuffer> = new Int32Array(64 * moreWords);
   private moreUsed = 0;
   private moreFree = 0; // free overflow entry + 1
   private liveEntries = 0;
@@ -110,8 +130,11 @@ export class RetainedInventory {
   private readonly incarnations: string[] = [];
   private readonly lastSeq: number[] = [];
   private readonly freeWorkers: number[] = [];
+  private readonly records: Int32Array<ArrayBuffer>[] = [];
+  private readonly recordsUsed: number[] = [];
+  private readonly recordsDead: number[] = [];
 
-  // Lookup scratch, indexed by worker (mark, markPos) and by candidate (the rest).
+  // Lookup scratch, indexed by worker (mark, markPos) or by candidate (the rest).
   private mark = new Int32Array(16);
   private markPos = new Int32Array(16);
   private stamp = 0;
@@ -121,8 +144,6 @@ export class RetainedInventory {
   private candidateHost = new Int32Array(16);
   private candidateExpiry = new Int32Array(16);
   private bases = new Int32Array(64);
-  private cursors = new Int32Array(64);
-  private touched = 0; // kept so that the touching loads are not optimised away
 
   private readonly now: () => number;
   private readonly epochMs: number;
@@ -130,11 +151,8 @@ export class RetainedInventory {
   constructor(options: RetainedInventoryOptions = {}) {
     this.now = options.now ?? Date.now;
     this.epochMs = this.now();
-    const expected = Math.max(16, Math.ceil(options.expectedBlocks ?? 1024));
-    this.slots = 0;
-    this.table = new Int32Array(0);
-    this.resize(2 ** Math.max(5, Math.ceil(Math.log2(expected / maxLoad))));
-    this.more = new Int32Array(64 * moreWords);
+    this.table = noRecords;
+    this.resize(Math.ceil(Math.max(16, options.expectedBlocks ?? 1024) / maxLoad));
   }
 
   /** Retained (block, worker) entries, including expired ones not yet pruned. */
@@ -148,7 +166,7 @@ export class RetainedInventory {
 
   /** Bytes held by the index's typed arrays. */
   get indexBytes(): number {
-    return this.table.byteLength + this.more.byteLength;
+    return this.records.reduce((bytes, records) => bytes + records.byteLength, this.table.byteLength + this.more.byteLength);
   }
 
   /**
@@ -174,7 +192,7 @@ export class RetainedInventory {
     if (worker === undefined) {
       worker = this.addWorker(workerId, incarnation);
     } else if (this.incarnations[worker] !== incarnation) {
-      this.removeWhere(worker, [0, 1]);
+      this.dropRecords(worker);
       this.incarnations[worker] = incarnation;
       this.lastSeq[worker] = -1;
     }
@@ -184,16 +202,18 @@ export class RetainedInventory {
     for (const event of events) {
       const tier = tierOffset[event.tier];
       if (event.type === 'cleared') {
-        this.removeWhere(worker, [tier]);
+        this.withdraw(worker, tier, maxTick);
         continue;
       }
       const words = hashWords(event.blocks);
       const expiry = event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
+      if (expiry > nowTick) this.reserveRecords(worker, words.length / 2);
       for (let i = 0; i < words.length; i += 2) {
         if (expiry > nowTick) this.store(worker, words[i]!, words[i + 1]!, tier, expiry);
         else this.remove(worker, words[i]!, words[i + 1]!, tier);
       }
     }
+    this.compactIfSparse(worker);
     return true;
   }
 
@@ -201,7 +221,7 @@ export class RetainedInventory {
   removeWorker(workerId: string): boolean {
     const worker = this.workerIndex.get(workerId);
     if (worker === undefined) return false;
-    this.removeWhere(worker, [0, 1]);
+    this.dropRecords(worker);
     this.workerIndex.delete(workerId);
     this.workerIds[worker] = undefined;
     this.freeWorkers.push(worker);
@@ -215,7 +235,12 @@ export class RetainedInventory {
   /** Drops expired entries; returns how many (block, worker) entries were freed. */
   prune(): number {
     const before = this.liveEntries;
-    this.removeWhere(-1, [0, 1], this.tickOf(this.now()));
+    const nowTick = this.tickOf(this.now());
+    for (const worker of this.workerIndex.values()) {
+      this.withdraw(worker, 0, nowTick);
+      this.withdraw(worker, 1, nowTick);
+      this.compactIfSparse(worker);
+    }
     return before - this.liveEntries;
   }
 
@@ -226,74 +251,44 @@ export class RetainedInventory {
   longestRetainedPrefix(chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
     const words = hashWords(checkBlocks('chain', chain));
     const blocks = words.length / 2;
-    if (this.bases.length < blocks) this.bases = new Int32Array(blocks);
-    const bases = this.bases;
-    // Touch every block's home slot first, in a loop without branches: the loads do not depend on
-    // each other, so in a large index their cache misses overlap instead of queueing one by one
-    // (JavaScript has no prefetch instruction; this is one).
-    const table = this.table;
-    let touched = 0;
-    for (let i = 0; i < blocks; i++) touched ^= table[this.home(words[2 * i]!, words[2 * i + 1]!) * slotWords]!;
-    this.touched = touched;
-    // The slot of every block up to the first one nobody retains.
-    let found = 0;
-    while (found < blocks) {
-      const slot = this.slotOf(words[2 * found]!, words[2 * found + 1]!);
-      if (slot < 0) break;
-      bases[found++] = slot * slotWords;
-    }
-    if (found === 0) return [];
-    const more = this.more;
-    // The same for the overflow lists, one level at a time across all blocks.
-    if (this.cursors.length < found) this.cursors = new Int32Array(this.bases.length);
-    const cursors = this.cursors;
-    for (let depth = 0; depth < found; depth++) cursors[depth] = table[bases[depth]! + slotMore]!;
-    for (let level = 0, any = 1; level < followEachLimit && any !== 0; level++) {
-      any = 0;
-      for (let depth = 0; depth < found; depth++) {
-        const m = cursors[depth]!;
-        if (m === 0) continue;
-        cursors[depth] = more[(m - 1) * moreWords + moreNext]!;
-        any |= cursors[depth]!;
-      }
-    }
+    if (blocks === 0) return [];
+    const first = this.slotOf(words[0]!, words[1]!);
+    if (first < 0) return [];
     const nowTick = this.tickOf(this.now());
+    const table = this.table;
+    const more = this.more;
+    const base = first * slotWords;
     const answer: AdvisoryRetainedPrefix[] = [];
     let holders = 1;
-    for (let m = table[bases[0]! + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) holders++;
+    for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) holders++;
     if (holders > followEachLimit) {
-      this.followTogether(bases, found, nowTick, answer);
+      this.followTogether(words, blocks, nowTick, answer);
     } else {
-      this.followOne(table[bases[0]! + slotWorker]! - 1, bases, found, nowTick, answer);
-      for (let m = table[bases[0]! + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
-        this.followOne(more[(m - 1) * moreWords + moreWorker]!, bases, found, nowTick, answer);
+      this.followOne(table[base + slotWorker]! - 1, table[base + slotRecord]!, words, blocks, nowTick, answer);
+      for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+        const at = (m - 1) * moreWords;
+        this.followOne(more[at + moreWorker]!, more[at + moreRecord]!, words, blocks, nowTick, answer);
       }
     }
     return answer.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
   }
 
-  /** Follows one worker along the resolved blocks while it retains them; adds its prefix if any. */
-  private followOne(worker: number, bases: Int32Array, found: number, nowTick: number, answer: AdvisoryRetainedPrefix[]): void {
-    const table = this.table;
-    const more = this.more;
+  /**
+   * Follows one worker from its record of the chain's first block: along its own records while
+   * they continue the chain, through the table where they do not. Adds its prefix, if any.
+   */
+  private followOne(worker: number, start: number, words: Int32Array, blocks: number, nowTick: number, answer: AdvisoryRetainedPrefix[]): void {
+    const records = this.records[worker]!;
+    const used = this.recordsUsed[worker]!;
+    let record = start;
     let depth = 0;
     let gpuBlocks = 0;
     let hostBlocks = 0;
     let expiry = maxTick;
-    for (; depth < found; depth++) {
-      const base = bases[depth]!;
-      let gpuExpiry: number;
-      let hostExpiry: number;
-      if (table[base + slotWorker] === worker + 1) {
-        gpuExpiry = table[base + slotGpu]!;
-        hostExpiry = table[base + slotHost]!;
-      } else {
-        let m = table[base + slotMore]!;
-        while (m !== 0 && more[(m - 1) * moreWords + moreWorker] !== worker) m = more[(m - 1) * moreWords + moreNext]!;
-        if (m === 0) break;
-        gpuExpiry = more[(m - 1) * moreWords + moreGpu]!;
-        hostExpiry = more[(m - 1) * moreWords + moreHost]!;
-      }
+    for (;;) {
+      const at = record * recordWords;
+      const gpuExpiry = records[at + recordGpu]!;
+      const hostExpiry = records[at + recordGpu + 1]!;
       const gpu = gpuExpiry > nowTick;
       const host = hostExpiry > nowTick;
       if (!gpu && !host) break;
@@ -305,26 +300,50 @@ export class RetainedInventory {
         hostBlocks++;
         if (hostExpiry < expiry) expiry = hostExpiry;
       }
+      if (++depth === blocks) break;
+      const lo = words[2 * depth]!;
+      const hi = words[2 * depth + 1]!;
+      const next = at + recordWords;
+      if (
+        record + 1 < used &&
+        records[next + recordLo] === lo &&
+        records[next + recordHi] === hi &&
+        (records[next + recordGpu] !== 0 || records[next + recordGpu + 1] !== 0)
+      ) {
+        record++;
+        continue;
+      }
+      record = this.recordOf(worker, lo, hi);
+      if (record < 0) break;
     }
     if (depth > 0) answer.push(this.prefix(worker, depth, gpuBlocks, hostBlocks, expiry));
   }
 
   /**
-   * Many workers retain the first block: walk each block's entries once and advance every worker
-   * whose prefix reached it (marked per lookup), instead of searching each worker's entry.
+   * Many workers retain the first block: resolve every block's slot once, walk each block's
+   * entries once and advance every worker whose prefix reached it (marked per lookup), instead of
+   * searching each worker's entry in long lists.
    */
-  private followTogether(bases: Int32Array, found: number, nowTick: number, answer: AdvisoryRetainedPrefix[]): void {
+  private followTogether(words: Int32Array, blocks: number, nowTick: number, answer: AdvisoryRetainedPrefix[]): void {
+    if (this.bases.length < blocks) this.bases = new Int32Array(blocks);
+    const bases = this.bases;
+    let found = 0;
+    while (found < blocks) {
+      const slot = this.slotOf(words[2 * found]!, words[2 * found + 1]!);
+      if (slot < 0) break;
+      bases[found++] = slot * slotWords;
+    }
     const table = this.table;
     const more = this.more;
     const stamp = this.nextStamp();
     let candidates = 0;
     for (let depth = 0; depth < found; depth++) {
       const base = bases[depth]!;
-      let advanced = this.visit(table[base + slotWorker]! - 1, table[base + slotGpu]!, table[base + slotHost]!, depth, candidates, stamp, nowTick);
+      let advanced = this.visit(table[base + slotWorker]! - 1, table[base + slotRecord]!, depth, candidates, stamp, nowTick);
       if (depth === 0) candidates += advanced;
       for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
         const at = (m - 1) * moreWords;
-        const step = this.visit(more[at + moreWorker]!, more[at + moreGpu]!, more[at + moreHost]!, depth, candidates, stamp, nowTick);
+        const step = this.visit(more[at + moreWorker]!, more[at + moreRecord]!, depth, candidates, stamp, nowTick);
         if (depth === 0) candidates += step;
         advanced += step;
       }
@@ -337,23 +356,15 @@ export class RetainedInventory {
     }
   }
 
-  private prefix(worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, expiryTick: number): AdvisoryRetainedPrefix {
-    return {
-      workerId: this.workerIds[worker]!,
-      incarnation: this.incarnations[worker]!,
-      blocks,
-      gpuBlocks,
-      hostBlocks,
-      expiresAt: this.epochMs + expiryTick * tickMs,
-    };
-  }
-
   /**
-   * One (worker, block) entry met at `depth` of a lookup: at depth 0 it makes the worker a
-   * candidate, later it extends the worker's prefix if the prefix reached `depth`. Returns 1 if
+   * One (worker, block) entry met at `depth` by `followTogether`: at depth 0 it makes the worker
+   * a candidate, later it extends the worker's prefix if the prefix reached `depth`. Returns 1 if
    * the worker's prefix grew.
    */
-  private visit(worker: number, gpuExpiry: number, hostExpiry: number, depth: number, candidates: number, stamp: number, nowTick: number): number {
+  private visit(worker: number, record: number, depth: number, candidates: number, stamp: number, nowTick: number): number {
+    const records = this.records[worker]!;
+    const gpuExpiry = records[record * recordWords + recordGpu]!;
+    const hostExpiry = records[record * recordWords + recordGpu + 1]!;
     const gpu = gpuExpiry > nowTick;
     const host = hostExpiry > nowTick;
     if (!gpu && !host) return 0;
@@ -381,6 +392,17 @@ export class RetainedInventory {
       if (hostExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = hostExpiry;
     }
     return 1;
+  }
+
+  private prefix(worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, expiryTick: number): AdvisoryRetainedPrefix {
+    return {
+      workerId: this.workerIds[worker]!,
+      incarnation: this.incarnations[worker]!,
+      blocks,
+      gpuBlocks,
+      hostBlocks,
+      expiresAt: this.epochMs + expiryTick * tickMs,
+    };
   }
 
   private checkEvent(path: string, event: InventoryEvent): void {
@@ -424,6 +446,9 @@ export class RetainedInventory {
     this.workerIds[worker] = workerId;
     this.incarnations[worker] = incarnation;
     this.lastSeq[worker] = -1;
+    this.records[worker] = noRecords;
+    this.recordsUsed[worker] = 0;
+    this.recordsDead[worker] = 0;
     if (worker >= this.mark.length) {
       const size = Math.max(worker + 1, this.mark.length * 2);
       this.mark = grown(this.mark, size);
@@ -437,6 +462,10 @@ export class RetainedInventory {
     return worker;
   }
 
+  private home(lo: number, hi: number): number {
+    return ((mix(lo, hi) >>> this.homeShift) * this.homeScale) | 0;
+  }
+
   /** The slot holding a hash, or the empty slot where it would go (as −1 − slot). */
   private slotOf(lo: number, hi: number): number {
     const table = this.table;
@@ -445,143 +474,191 @@ export class RetainedInventory {
       const base = slot * slotWords;
       if (table[base + slotWorker] === 0) return -1 - slot;
       if (table[base + slotLo] === lo && table[base + slotHi] === hi) return slot;
-      slot = (slot + 1) & this.mask;
+      if (++slot === this.slots) slot = 0;
     }
+  }
+
+  /** The worker's record of a block, or −1. */
+  private recordOf(worker: number, lo: number, hi: number): number {
+    const slot = this.slotOf(lo, hi);
+    return slot < 0 ? -1 : this.recordIn(worker, slot * slotWords);
+  }
+
+  /** The worker's record among the entries of the slot at `base`, or −1. */
+  private recordIn(worker: number, base: number): number {
+    const entry = this.entryIn(worker, base);
+    if (entry === inlineEntry) return this.table[base + slotRecord]!;
+    return entry === noEntry ? -1 : this.more[(entry - 1) * moreWords + moreRecord]!;
+  }
+
+  /** Where the worker's entry of the slot at `base` is: inline, an overflow entry + 1, or none. */
+  private entryIn(worker: number, base: number): number {
+    if (this.table[base + slotWorker] === worker + 1) return inlineEntry;
+    for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
+      if (this.more[(m - 1) * moreWords + moreWorker] === worker) return m;
+    }
+    return noEntry;
+  }
+
+  /** Makes room for `count` more records of a worker at once, so a stored chain stays contiguous. */
+  private reserveRecords(worker: number, count: number): void {
+    const needed = (this.recordsUsed[worker]! + count) * recordWords;
+    const records = this.records[worker]!;
+    if (needed <= records.length) return;
+    this.records[worker] = grown(records, Math.max(needed, Math.ceil((records.length * growth) / recordWords) * recordWords));
+  }
+
+  private appendRecord(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): number {
+    this.reserveRecords(worker, 1);
+    const record = this.recordsUsed[worker]!++;
+    const records = this.records[worker]!;
+    const at = record * recordWords;
+    records[at + recordLo] = lo;
+    records[at + recordHi] = hi;
+    records[at + recordGpu] = tier === 0 ? expiry : 0;
+    records[at + recordGpu + 1] = tier === 1 ? expiry : 0;
+    this.liveEntries++;
+    return record;
   }
 
   private store(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): void {
     const slot = this.slotOf(lo, hi);
     if (slot < 0) {
+      const record = this.appendRecord(worker, lo, hi, tier, expiry);
       const base = (-1 - slot) * slotWords;
       const table = this.table;
       table[base + slotLo] = lo;
       table[base + slotHi] = hi;
       table[base + slotWorker] = worker + 1;
-      table[base + slotGpu] = tier === 0 ? expiry : 0;
-      table[base + slotHost] = tier === 1 ? expiry : 0;
+      table[base + slotRecord] = record;
       table[base + slotMore] = 0;
-      this.liveEntries++;
-      if (++this.distinctHashes > this.slots * maxLoad) this.rehash(this.slots * 2);
+      if (++this.distinctHashes > this.slots * maxLoad) this.rehash(Math.ceil(this.slots * growth));
       return;
     }
     const base = slot * slotWords;
-    if (this.table[base + slotWorker] === worker + 1) {
-      this.table[base + slotGpu + tier] = expiry;
+    const existing = this.recordIn(worker, base);
+    if (existing >= 0) {
+      this.records[worker]![existing * recordWords + recordGpu + tier] = expiry;
       return;
     }
-    for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
-      if (this.more[(m - 1) * moreWords + moreWorker] === worker) {
-        this.more[(m - 1) * moreWords + moreGpu + tier] = expiry;
-        return;
-      }
-    }
+    const record = this.appendRecord(worker, lo, hi, tier, expiry);
     const m = this.allocateMore();
     const at = (m - 1) * moreWords;
     this.more[at + moreWorker] = worker;
-    this.more[at + moreGpu] = tier === 0 ? expiry : 0;
-    this.more[at + moreHost] = tier === 1 ? expiry : 0;
+    this.more[at + moreRecord] = record;
     this.more[at + moreNext] = this.table[base + slotMore]!;
     this.table[base + slotMore] = m;
-    this.liveEntries++;
   }
 
   private remove(worker: number, lo: number, hi: number, tier: 0 | 1): void {
+    const record = this.recordOf(worker, lo, hi);
+    if (record < 0) return;
+    const records = this.records[worker]!;
+    records[record * recordWords + recordGpu + tier] = 0;
+    if (records[record * recordWords + recordGpu] === 0 && records[record * recordWords + recordGpu + 1] === 0) {
+      this.unindex(worker, lo, hi);
+    }
+  }
+
+  /**
+   * Clears one tier of every record of a worker whose expiry on it is ≤ `expiredBy` (every record
+   * with `maxTick`), and unindexes the records left on no tier. One pass over the worker's records.
+   */
+  private withdraw(worker: number, tier: 0 | 1, expiredBy: number): void {
+    const records = this.records[worker]!;
+    const used = this.recordsUsed[worker]!;
+    for (let record = 0; record < used; record++) {
+      const at = record * recordWords;
+      const expiry = records[at + recordGpu + tier]!;
+      if (expiry === 0 || expiry > expiredBy) continue;
+      records[at + recordGpu + tier] = 0;
+      if (records[at + recordGpu + 1 - tier] === 0) this.unindex(worker, records[at + recordLo]!, records[at + recordHi]!);
+    }
+  }
+
+  /** Removes every record of a worker from the index and drops its slab. */
+  private dropRecords(worker: number): void {
+    this.withdraw(worker, 0, maxTick);
+    this.withdraw(worker, 1, maxTick);
+    this.records[worker] = noRecords;
+    this.recordsUsed[worker] = 0;
+    this.recordsDead[worker] = 0;
+  }
+
+  /** A worker's record went dead: remove its table entry (the record stays until compaction). */
+  private unindex(worker: number, lo: number, hi: number): void {
     const slot = this.slotOf(lo, hi);
-    if (slot < 0) return;
     const base = slot * slotWords;
     const table = this.table;
     const more = this.more;
+    this.liveEntries--;
+    this.recordsDead[worker]!++;
     if (table[base + slotWorker] === worker + 1) {
-      table[base + slotGpu + tier] = 0;
-      if (table[base + slotGpu] === 0 && table[base + slotHost] === 0 && !this.promote(base)) this.deleteSlot(slot);
+      const m = table[base + slotMore]!;
+      if (m === 0) {
+        this.deleteSlot(slot);
+        return;
+      }
+      const at = (m - 1) * moreWords;
+      table[base + slotWorker] = more[at + moreWorker]! + 1;
+      table[base + slotRecord] = more[at + moreRecord]!;
+      table[base + slotMore] = more[at + moreNext]!;
+      this.freeMore(m);
       return;
     }
     let previous = 0;
     for (let m = table[base + slotMore]!; m !== 0; previous = m, m = more[(m - 1) * moreWords + moreNext]!) {
       const at = (m - 1) * moreWords;
       if (more[at + moreWorker] !== worker) continue;
-      more[at + moreGpu + tier] = 0;
-      if (more[at + moreGpu] === 0 && more[at + moreHost] === 0) this.unlinkMore(base, previous, m);
+      if (previous === 0) table[base + slotMore] = more[at + moreNext]!;
+      else more[(previous - 1) * moreWords + moreNext] = more[at + moreNext]!;
+      this.freeMore(m);
       return;
     }
   }
 
-  /** The slot's inline entry is gone: move its first overflow entry inline. False if it has none. */
-  private promote(base: number): boolean {
-    const table = this.table;
-    const m = table[base + slotMore]!;
-    this.liveEntries--;
-    if (m === 0) return false;
-    const at = (m - 1) * moreWords;
-    table[base + slotWorker] = this.more[at + moreWorker]! + 1;
-    table[base + slotGpu] = this.more[at + moreGpu]!;
-    table[base + slotHost] = this.more[at + moreHost]!;
-    table[base + slotMore] = this.more[at + moreNext]!;
-    this.freeMore(m);
-    return true;
+  /** Rewrites a worker's slab without its dead records once they are the majority. */
+  private compactIfSparse(worker: number): void {
+    const used = this.recordsUsed[worker]!;
+    const dead = this.recordsDead[worker]!;
+    if (dead === 0 || dead * 2 < used) return;
+    const old = this.records[worker]!;
+    const live = used - dead;
+    const records = live === 0 ? noRecords : new Int32Array(live * recordWords);
+    let kept = 0;
+    for (let record = 0; record < used; record++) {
+      const at = record * recordWords;
+      if (old[at + recordGpu] === 0 && old[at + recordGpu + 1] === 0) continue;
+      records.set(old.subarray(at, at + recordWords), kept * recordWords);
+      this.repoint(worker, old[at + recordLo]!, old[at + recordHi]!, kept++);
+    }
+    this.records[worker] = records;
+    this.recordsUsed[worker] = live;
+    this.recordsDead[worker] = 0;
   }
 
-  private unlinkMore(base: number, previous: number, m: number): void {
-    const next = this.more[(m - 1) * moreWords + moreNext]!;
-    if (previous === 0) this.table[base + slotMore] = next;
-    else this.more[(previous - 1) * moreWords + moreNext] = next;
-    this.freeMore(m);
-    this.liveEntries--;
+  /** Points the worker's table entry for a block at a moved record. */
+  private repoint(worker: number, lo: number, hi: number, record: number): void {
+    const base = this.slotOf(lo, hi) * slotWords;
+    const entry = this.entryIn(worker, base);
+    if (entry === inlineEntry) this.table[base + slotRecord] = record;
+    else this.more[(entry - 1) * moreWords + moreRecord] = record;
   }
 
   /** Backward-shift deletion, so that probing never needs tombstones. */
   private deleteSlot(slot: number): void {
     const table = this.table;
-    const mask = this.mask;
+    const slots = this.slots;
     let hole = slot;
-    for (let i = (slot + 1) & mask; table[i * slotWords + slotWorker] !== 0; i = (i + 1) & mask) {
+    for (let i = slot + 1 === slots ? 0 : slot + 1; table[i * slotWords + slotWorker] !== 0; i = i + 1 === slots ? 0 : i + 1) {
       const home = this.home(table[i * slotWords + slotLo]!, table[i * slotWords + slotHi]!);
-      if (((i - home) & mask) >= ((i - hole) & mask)) {
+      if ((i - home + slots) % slots >= (i - hole + slots) % slots) {
         table.copyWithin(hole * slotWords, i * slotWords, (i + 1) * slotWords);
         hole = i;
       }
     }
     table[hole * slotWords + slotWorker] = 0;
     this.distinctHashes--;
-  }
-
-  /**
-   * Clears the given tiers of every entry of `worker` (of every worker if −1), only where expired
-   * at `expiredBy` when given; frees entries left on no tier and rebuilds the table if a block
-   * lost its last worker. One pass over the table.
-   */
-  private removeWhere(worker: number, tiers: readonly (0 | 1)[], expiredBy?: number): void {
-    const table = this.table;
-    const more = this.more;
-    const clear = (words: Int32Array, at: number, owner: number) => {
-      if (worker !== -1 && owner !== worker) return false;
-      for (const tier of tiers) if (expiredBy === undefined || words[at + tier]! <= expiredBy) words[at + tier] = 0;
-      return words[at] === 0 && words[at + 1] === 0;
-    };
-    let emptied = false;
-    for (let slot = 0; slot < this.slots; slot++) {
-      const base = slot * slotWords;
-      if (table[base + slotWorker] === 0) continue;
-      let previous = 0;
-      for (let m = table[base + slotMore]!; m !== 0; ) {
-        const at = (m - 1) * moreWords;
-        const next = more[at + moreNext]!;
-        if (clear(more, at + moreGpu, more[at + moreWorker]!)) this.unlinkMore(base, previous, m);
-        else previous = m;
-        m = next;
-      }
-      if (clear(table, base + slotGpu, table[base + slotWorker]! - 1) && !this.promote(base)) {
-        table[base + slotWorker] = 0;
-        this.distinctHashes--;
-        emptied = true;
-      }
-    }
-    if (emptied) this.rehash(this.slots);
-  }
-
-  /** Fibonacci hashing over both halves: cheap, and the top bits it keeps are well mixed. */
-  private home(lo: number, hi: number): number {
-    return Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> this.homeShift;
   }
 
   /** Moves every occupied slot into a new table of `slots` slots. */
@@ -598,8 +675,8 @@ export class RetainedInventory {
   }
 
   private resize(slots: number): void {
-    this.mask = slots - 1;
-    this.homeShift = 32 - Math.log2(slots);
+    this.homeShift = Math.max(0, Math.ceil(Math.log2(slots)) - 21);
+    this.homeScale = slots / 2 ** (32 - this.homeShift);
     this.table = new Int32Array(slots * slotWords);
     this.slots = slots;
   }
