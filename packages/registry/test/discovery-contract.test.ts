@@ -223,7 +223,7 @@ describe.each(backends)('$name discovery store', (backend) => {
         { type: 'deletePrefix', prefix: p },
         { type: 'put', key: `${p}after`, value: 'x', lease: '123456789' },
       ]),
-    ).rejects.toBeInstanceOf(DiscoveryLeaseError);
+    ).rejects.toMatchObject({ code: 'DISCOVERY_LEASE_NOT_FOUND', lease: '123456789' });
     expect((await s.list(p)).entries.map((e) => e.key)).toEqual([`${p}before`]);
   });
 

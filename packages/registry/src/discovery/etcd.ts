@@ -18,6 +18,7 @@ import {
   keyBytes,
   notifyListener,
   prefixEnd,
+  type ResolvedWrite,
   resolveCommit,
 } from './common.js';
 import type {
@@ -56,6 +57,12 @@ const toEntry = (kv: IKeyValue): DiscoveryEntry => ({
   modRevision: Number(kv.mod_revision),
   lease: kv.lease === '0' ? undefined : kv.lease,
 });
+
+/** The lease a commit's puts use (named when etcd refuses it). */
+function leaseOf(writes: ReadonlyMap<string, ResolvedWrite>): LeaseId | undefined {
+  for (const write of writes.values()) if (write.type === 'put' && write.lease !== undefined) return write.lease;
+  return undefined;
+}
 
 /** The byte range of a prefix, in etcd's terms ('' is every key). */
 function prefixRange(prefix: string): { key: Buffer; range_end: Buffer } {
@@ -201,6 +208,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
           },
           { deadline },
         ),
+        leaseOf(writes),
       );
       if (response.succeeded) return Number(response.header.revision);
     }
