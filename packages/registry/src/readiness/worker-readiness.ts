@@ -44,6 +44,12 @@ interface StoredPart {
   readonly part: RankPart | undefined;
 }
 
+/** What the tracker knew after one notice. */
+interface ObservedState {
+  readonly parts: readonly StoredPart[];
+  readonly outage: string | undefined;
+}
+
 /**
  * Follows one worker's rank parts in discovery and reports its readiness: ready only when the
  * valid parts of its newest incarnation assemble into a complete worker (every rank exactly once,
@@ -152,17 +158,19 @@ class ReadinessTracker implements WorkerReadinessWatch {
     (this.#options.logger ?? console).warn(`kvreuse registry: worker ${this.#workerId}: ${error.message}; it does not count towards readiness`);
   }
 
+  /** Queues an evaluation of the state as it is now, so that every state is judged and reported in order. */
   #schedule(): void {
+    const state: ObservedState = { parts: [...this.#parts.values()], outage: this.#outage };
     this.#queue = this.#queue
-      .then(() => this.#evaluate())
+      .then(() => this.#evaluate(state))
       .catch((error: unknown) => {
         (this.#options.logger ?? console).warn(`kvreuse registry: worker ${this.#workerId}: a readiness listener threw: ${String(error)}`);
       });
   }
 
-  async #evaluate(): Promise<void> {
+  async #evaluate(state: ObservedState): Promise<void> {
     if (this.#closed) return;
-    const readiness = await this.#compute();
+    const readiness = await this.#compute(state);
     if (this.#closed) return;
     this.#current = readiness;
     const signature = signatureOf(readiness);
@@ -171,13 +179,13 @@ class ReadinessTracker implements WorkerReadinessWatch {
     this.#options.onChange(readiness);
   }
 
-  async #compute(): Promise<WorkerReadiness> {
+  async #compute({ parts: stored, outage }: ObservedState): Promise<WorkerReadiness> {
     const workerId = this.#workerId;
     const notReady = (incarnation: string | undefined, reasons: NotReadyReason[]): WorkerReadiness => ({ ready: false, workerId, incarnation, reasons });
-    if (this.#outage !== undefined) {
-      return notReady(undefined, [{ kind: 'discovery-outage', message: `discovery is unreachable: ${this.#outage}` }]);
+    if (outage !== undefined) {
+      return notReady(undefined, [{ kind: 'discovery-outage', message: `discovery is unreachable: ${outage}` }]);
     }
-    const parts = newestIncarnation([...this.#parts.values()]);
+    const parts = newestIncarnation(stored);
     const first = parts[0];
     if (first === undefined) return notReady(undefined, [noParts]);
     const assembled = assembleWorker(parts);
