@@ -144,6 +144,7 @@ void kvt_command_submit_locked(kvt_agent *agent, kvt_command *command) {
     else
         agent->commands = command;
     agent->commands_tail = command;
+    atomic_store_explicit(&agent->commands_pending, true, memory_order_release);
     kvt_agent_kick(agent);
     if (command->sync)
         while (!command->done) pthread_cond_wait(&agent->command_done, &agent->lock);
@@ -168,9 +169,11 @@ static void complete_command(kvt_agent *agent, kvt_command *command) {
 
 /* Runs one batch of commands; returns false after KVT_CMD_STOP. */
 static bool run_commands(kvt_agent *agent, bool *worked) {
+    if (!atomic_load_explicit(&agent->commands_pending, memory_order_acquire)) return true;
     pthread_mutex_lock(&agent->lock);
     kvt_command *command = agent->commands;
     agent->commands = agent->commands_tail = NULL;
+    atomic_store_explicit(&agent->commands_pending, false, memory_order_relaxed);
     pthread_mutex_unlock(&agent->lock);
     bool keep_running = true;
     while (command) {
@@ -221,16 +224,17 @@ static void *progress_main(void *arg) {
     pthread_mutex_unlock(&start->lock); /* `start` is gone after this */
     if (status != KVT_OK) return NULL;
 
+    /* The hot path (operations in flight) takes no lock and makes no system call per round. */
     for (;;) {
         bool worked = false;
-        drain_command_fd(agent);
         if (!run_commands(agent, &worked)) break;
         worked |= agent->backend->progress(agent);
         kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
         if (agent->active) continue; /* operations in flight: keep the backend busy */
-        if (worked) continue;
+        if (worked || atomic_load_explicit(&agent->commands_pending, memory_order_acquire)) continue;
         agent->backend->sleep(agent, kvt_ops_next_timeout_ms(agent));
+        drain_command_fd(agent);
     }
     kvt_peers_free_all(agent);
     kvt_reap_dead_conns(agent);

@@ -229,6 +229,7 @@ struct kvt_agent {
     uint32_t peer_count, peer_capacity;
     kvt_map ops;
     kvt_conn *dead_conns;
+    _Atomic bool dead_conns_pending; /* lets the progress thread skip the lock when there are none */
 
     uint64_t *completions; /* ring of op ids */
     size_t completion_head, completion_count, completion_capacity;
@@ -238,6 +239,7 @@ struct kvt_agent {
     bool wake_signaled;
 
     kvt_command *commands, *commands_tail;
+    _Atomic bool commands_pending;
     int command_fd; /* eventfd the progress thread sleeps on */
     pthread_t thread;
     bool thread_started;

@@ -8,11 +8,14 @@ void kvt_conn_unref_locked(kvt_agent *agent, kvt_conn *conn) {
     if (--conn->refs > 0) return;
     conn->next_dead = agent->dead_conns;
     agent->dead_conns = conn;
+    atomic_store_explicit(&agent->dead_conns_pending, true, memory_order_release);
     kvt_agent_kick(agent);
 }
 
 void kvt_reap_dead_conns(kvt_agent *agent) {
+    if (!atomic_load_explicit(&agent->dead_conns_pending, memory_order_acquire)) return;
     pthread_mutex_lock(&agent->lock);
+    atomic_store_explicit(&agent->dead_conns_pending, false, memory_order_relaxed);
     kvt_conn *conn = agent->dead_conns;
     agent->dead_conns = NULL;
     pthread_mutex_unlock(&agent->lock);

@@ -456,7 +456,9 @@ static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const
 /* ---- progress and sleep ----------------------------------------------------------------------- */
 
 static bool ucx_progress(kvt_agent *agent) {
-    bool worked = ucp_worker_progress(state_of(agent)->worker) != 0;
+    ucp_worker_h worker = state_of(agent)->worker;
+    bool worked = false;
+    for (int round = 0; round < 64 && ucp_worker_progress(worker) != 0; round++) worked = true;
     if (agent->active) check_liveness(agent);
     return worked;
 }
