@@ -56,9 +56,9 @@ describe('RetainedInventory', () => {
   test('many workers on the same first blocks are followed together with the same answers', () => {
     const time = clock();
     const inventory = new RetainedInventory({ now: time.now });
-    const chain = hashBlockChain(tokens(6, 64 * 32), 64);
+    const chain = hashBlockChain(tokens(6, 64 * 64), 64);
     const expected = [];
-    for (let w = 0; w < 20; w++) {
+    for (let w = 0; w < 40; w++) {
       // Worker w retains the first w + 1 blocks (on the host when w is odd) and a gap, then more.
       const tier = w % 2 === 1 ? 'host' : 'gpu';
       const expiresAt = time.at() + 10_000 + w * 1_000;
@@ -73,7 +73,7 @@ describe('RetainedInventory', () => {
     expect(inventory.longestRetainedPrefix(chain)).toEqual(expected.reverse());
     // Past w05's expiry, workers 0–5 no longer count.
     time.advance(15_000);
-    expect(inventory.longestRetainedPrefix(chain).map((p) => p.workerId)).toEqual(expected.slice(0, 14).map((p) => p.workerId));
+    expect(inventory.longestRetainedPrefix(chain).map((p) => p.workerId)).toEqual(expected.slice(0, 34).map((p) => p.workerId));
   });
 
   test('removed and cleared events withdraw blocks per tier', () => {

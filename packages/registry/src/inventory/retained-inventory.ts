@@ -56,7 +56,7 @@ const maxTick = 0x7fffffff; // ticks stay int32: 2^31 × 100 ms is 6.8 years
 const maxLoad = 0.85;
 const growth = 1.5;
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
-const followEachLimit = 8;
+const followEachLimit = 32;
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const noRecords = new Int32Array(0);
 
