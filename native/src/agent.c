@@ -66,8 +66,8 @@ kvt_status kvt_counters(uint32_t agent_id, uint64_t *values, uint32_t capacity, 
         return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_counters: values and out_count must not be NULL"));
     kvt_agent *agent = NULL;
     if (agent_id != 0) {
-        kvt_status status = kvt_agent_acquire(agent_id, "kvt_counters", &agent);
-        if (status != KVT_OK) return kvt_count_result(NULL, status);
+        kvt_status status = kvt_enter(agent_id, "kvt_counters", &agent);
+        if (status != KVT_OK) return status;
     }
     _Atomic uint64_t *source = agent ? agent->counters : process_counters;
     uint32_t n = capacity < KVT_COUNTER_COUNT ? capacity : KVT_COUNTER_COUNT;
@@ -98,6 +98,11 @@ kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out) {
     if (!agent) return kvt_fail(KVT_ERR_NOT_FOUND, "%s: no live agent with id %u", call, id);
     *out = agent;
     return KVT_OK;
+}
+
+kvt_status kvt_enter(uint32_t id, const char *call, kvt_agent **out) {
+    kvt_detail_clear();
+    return kvt_count_result(NULL, kvt_agent_acquire(id, call, out));
 }
 
 kvt_status kvt_agent_finish(kvt_agent *agent, kvt_status status) {
@@ -412,10 +417,9 @@ static void wait_for_other_calls_locked(kvt_agent *agent) {
 }
 
 kvt_status kvt_agent_destroy(uint32_t agent_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_agent_destroy", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_agent_destroy", &agent);
+    if (status != KVT_OK) return status;
     /* Close the door to new calls and let running ones finish, so the check below stays true. */
     pthread_mutex_lock(&agents_lock);
     agent->closing = true;
@@ -484,8 +488,8 @@ kvt_status kvt_agent_wake_fd(uint32_t agent_id, int32_t *out_fd) {
     kvt_detail_clear();
     if (!out_fd) return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_wake_fd: out_fd is NULL"));
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_agent_wake_fd", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_agent_wake_fd", &agent);
+    if (status != KVT_OK) return status;
     *out_fd = agent->wake_pipe[0];
     kvt_agent_release(agent);
     return KVT_OK;
@@ -500,8 +504,8 @@ kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids
                                                   "not be NULL",
                            capacity));
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_agent_poll", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_agent_poll", &agent);
+    if (status != KVT_OK) return status;
     uint32_t n = 0;
     pthread_mutex_lock(&agent->lock);
     while (n < capacity && agent->completion_count > 0) {
@@ -523,10 +527,9 @@ kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids
 }
 
 kvt_status kvt_agent_wait(uint32_t agent_id, uint32_t timeout_ms) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_agent_wait", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_agent_wait", &agent);
+    if (status != KVT_OK) return status;
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += timeout_ms / 1000;
@@ -580,8 +583,8 @@ kvt_status kvt_notify_poll(uint32_t agent_id, char *sender, uint32_t sender_capa
         return kvt_count_result(
             NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_notify_poll: sender, data, out_length and out_got must not be NULL"));
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_notify_poll", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_notify_poll", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
     *out_got = 0;
     if (agent->notification_count > 0) {
@@ -619,10 +622,9 @@ kvt_status kvt_fault_take_locked(kvt_agent *agent, uint32_t point) {
 }
 
 kvt_status kvt_fault_fail(uint32_t agent_id, uint32_t point, uint32_t nth, kvt_status code) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_fault_fail", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_fault_fail", &agent);
+    if (status != KVT_OK) return status;
     if (point > KVT_FAULT_COMPLETION)
         status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_fault_fail: unknown point %u (register 0, post 1, completion 2)",
                           point);
@@ -639,10 +641,9 @@ kvt_status kvt_fault_fail(uint32_t agent_id, uint32_t point, uint32_t nth, kvt_s
 }
 
 kvt_status kvt_fault_delay_completions(uint32_t agent_id, uint32_t ms) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_fault_delay_completions", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_fault_delay_completions", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
     agent->delay_ms = ms;
     kvt_agent_kick(agent);
@@ -652,10 +653,9 @@ kvt_status kvt_fault_delay_completions(uint32_t agent_id, uint32_t ms) {
 }
 
 kvt_status kvt_fault_clear(uint32_t agent_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_fault_clear", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_fault_clear", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
     memset(agent->faults, 0, sizeof agent->faults);
     agent->delay_ms = 0;

@@ -294,6 +294,8 @@ extern const kvt_backend kvt_ucx_backend;
 /* Looks an agent up and pins it against destruction; NOT_FOUND (with detail naming `call`) if absent. */
 kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out);
 void kvt_agent_release(kvt_agent *agent);
+/* Starts an API call on an agent: clears the thread's detail and acquires it (a failure is counted). */
+kvt_status kvt_enter(uint32_t id, const char *call, kvt_agent **out);
 /* Counts `status` if it is an error, releases the agent and returns `status`. */
 kvt_status kvt_agent_finish(kvt_agent *agent, kvt_status status);
 /* Counts `status` when it is an error (for the agent, if any, and process-wide) and returns it. */
@@ -317,6 +319,8 @@ void kvt_agent_deliver_notification(kvt_agent *agent, const char *sender, const 
 /* ---- peers (peer.c) ------------------------------------------------------------------------------- */
 
 void kvt_conn_unref_locked(kvt_agent *agent, kvt_conn *conn);
+/* The agent's peer `id`, or NOT_FOUND naming `call` (agent->lock held). */
+kvt_status kvt_peer_lookup_locked(kvt_agent *agent, const char *call, uint32_t id, kvt_peer **out);
 void kvt_metadata_free(kvt_metadata *meta);
 /* Frees closed connections on the dead list (progress thread). */
 void kvt_reap_dead_conns(kvt_agent *agent);

@@ -28,10 +28,9 @@ static kvt_status free_call(kvt_agent *agent, void *arg, char *detail, size_t de
 }
 
 kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uint64_t *out_address) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_mem_alloc", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_alloc", &agent);
+    if (status != KVT_OK) return status;
     if (!out_address)
         return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: out_address is NULL"));
     if (length == 0)
@@ -87,10 +86,9 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
 }
 
 kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_mem_free", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_free", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->config_lock);
     pthread_mutex_lock(&agent->lock);
     uint32_t index = agent->allocation_count;
@@ -203,10 +201,9 @@ static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint
 
 kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
                             uint32_t *out_region) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_mem_register", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_register", &agent);
+    if (status != KVT_OK) return status;
     status = check_register_params(address, length, kind, device, out_region);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
@@ -268,10 +265,9 @@ static uint64_t find_busy_op_locked(const kvt_agent *agent, const kvt_region *re
 }
 
 kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_mem_deregister", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_deregister", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->config_lock);
     pthread_rwlock_wrlock(&agent->region_lock);
     pthread_mutex_lock(&agent->lock);
@@ -309,10 +305,9 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
 
 kvt_status kvt_region_info(uint32_t agent_id, uint32_t region_id, uint64_t *out_address, uint64_t *out_length,
                            uint32_t *out_kind, uint32_t *out_device) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_region_info", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_region_info", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
     status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_region_info: agent '%s' has no region %u", agent->name, region_id);
     for (uint32_t i = 0; i < agent->region_count; i++) {

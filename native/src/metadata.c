@@ -82,8 +82,8 @@ kvt_status kvt_agent_metadata(uint32_t agent_id, uint8_t *buffer, uint64_t capac
     if (!out_length)
         return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_metadata: out_length is NULL"));
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_agent_metadata", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_agent_metadata", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
     status = kvt_metadata_encode_locked(agent, buffer, capacity, out_length);
     pthread_mutex_unlock(&agent->lock);

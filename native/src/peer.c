@@ -40,10 +40,14 @@ void kvt_peers_free_all(kvt_agent *agent) {
     pthread_mutex_unlock(&agent->lock);
 }
 
-static kvt_peer *find_peer_locked(const kvt_agent *agent, uint32_t id) {
-    for (uint32_t i = 0; i < agent->peer_count; i++)
-        if (agent->peers[i]->id == id) return agent->peers[i];
-    return NULL;
+kvt_status kvt_peer_lookup_locked(kvt_agent *agent, const char *call, uint32_t id, kvt_peer **out) {
+    for (uint32_t i = 0; i < agent->peer_count; i++) {
+        if (agent->peers[i]->id == id) {
+            *out = agent->peers[i];
+            return KVT_OK;
+        }
+    }
+    return kvt_fail(KVT_ERR_NOT_FOUND, "%s: agent '%s' has no peer %u", call, agent->name, id);
 }
 
 static kvt_peer *find_peer_by_name_locked(const kvt_agent *agent, const char *name) {
@@ -105,10 +109,9 @@ static kvt_status install_conn_locked(kvt_agent *agent, kvt_conn *conn, kvt_peer
 
 kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length, uint32_t *out_peer,
                          uint64_t *out_generation) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_load", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_load", &agent);
+    if (status != KVT_OK) return status;
     if (!out_peer || !out_generation)
         return kvt_agent_finish(agent,
                                 kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: out_peer and out_generation must not be NULL"));
@@ -158,10 +161,9 @@ kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length
 }
 
 kvt_status kvt_peer_find(uint32_t agent_id, const char *name, uint32_t *out_peer, uint64_t *out_generation) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_find", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_find", &agent);
+    if (status != KVT_OK) return status;
     if (!name) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_find: name is NULL"));
     pthread_mutex_lock(&agent->lock);
     const kvt_peer *peer = find_peer_by_name_locked(agent, name);
@@ -177,15 +179,13 @@ kvt_status kvt_peer_find(uint32_t agent_id, const char *name, uint32_t *out_peer
 
 kvt_status kvt_peer_info(uint32_t agent_id, uint32_t peer_id, uint64_t *out_generation, uint32_t *out_state,
                          uint32_t *out_region_count) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_info", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_info", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
-    const kvt_peer *peer = find_peer_locked(agent, peer_id);
-    if (!peer) {
-        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_info: agent '%s' has no peer %u", agent->name, peer_id);
-    } else {
+    kvt_peer *peer = NULL;
+    status = kvt_peer_lookup_locked(agent, "kvt_peer_info", peer_id, &peer);
+    if (status == KVT_OK) {
         if (out_generation) *out_generation = peer->generation;
         if (out_state) *out_state = peer_state(peer);
         if (out_region_count) *out_region_count = peer->conn ? peer->conn->meta.region_count : 0;
@@ -195,15 +195,13 @@ kvt_status kvt_peer_info(uint32_t agent_id, uint32_t peer_id, uint64_t *out_gene
 }
 
 kvt_status kvt_peer_invalidate(uint32_t agent_id, uint32_t peer_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_invalidate", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_invalidate", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
-    kvt_peer *peer = find_peer_locked(agent, peer_id);
-    if (!peer) {
-        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_invalidate: agent '%s' has no peer %u", agent->name, peer_id);
-    } else {
+    kvt_peer *peer = NULL;
+    status = kvt_peer_lookup_locked(agent, "kvt_peer_invalidate", peer_id, &peer);
+    if (status == KVT_OK) {
         peer->generation++;
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
         peer->conn = NULL;
@@ -213,28 +211,22 @@ kvt_status kvt_peer_invalidate(uint32_t agent_id, uint32_t peer_id) {
 }
 
 kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_peer_unload", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_unload", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->config_lock);
     pthread_mutex_lock(&agent->lock);
-    status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_unload: agent '%s' has no peer %u", agent->name, peer_id);
-    for (uint32_t i = 0; i < agent->peer_count; i++) {
-        kvt_peer *peer = agent->peers[i];
-        if (peer->id != peer_id) continue;
-        if (peer->busy > 0) {
-            status = kvt_fail(KVT_ERR_BUSY, "kvt_peer_unload: peer %u ('%s') is used by %u operation(s) in progress",
-                              peer_id, peer->name, peer->busy);
-            break;
-        }
+    kvt_peer *peer = NULL;
+    status = kvt_peer_lookup_locked(agent, "kvt_peer_unload", peer_id, &peer);
+    if (status == KVT_OK && peer->busy > 0)
+        status = kvt_fail(KVT_ERR_BUSY, "kvt_peer_unload: peer %u ('%s') is used by %u operation(s) in progress",
+                          peer_id, peer->name, peer->busy);
+    if (status == KVT_OK) {
+        for (uint32_t i = 0; i < agent->peer_count; i++)
+            if (agent->peers[i] == peer) agent->peers[i] = agent->peers[--agent->peer_count];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
-        agent->peers[i] = agent->peers[--agent->peer_count];
         free(peer);
         kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
-        kvt_detail_clear();
-        status = KVT_OK;
-        break;
     }
     pthread_mutex_unlock(&agent->lock);
     pthread_mutex_unlock(&agent->config_lock);

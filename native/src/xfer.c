@@ -42,9 +42,8 @@ static kvt_status check_post_shape(const post_request *req, const uint64_t *out_
 static kvt_status resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,
                                       kvt_peer **out) {
     kvt_peer *peer = NULL;
-    for (uint32_t i = 0; i < agent->peer_count; i++)
-        if (agent->peers[i]->id == peer_id) peer = agent->peers[i];
-    if (!peer) return kvt_fail(KVT_ERR_NOT_FOUND, "%s: agent '%s' has no peer %u", call, agent->name, peer_id);
+    kvt_status status = kvt_peer_lookup_locked(agent, call, peer_id, &peer);
+    if (status != KVT_OK) return status;
     if (peer->generation != generation)
         return kvt_fail(KVT_ERR_NOT_FOUND, "%s: peer %u ('%s') generation %llu is stale (current %llu)", call, peer_id,
                         peer->name, (unsigned long long)generation, (unsigned long long)peer->generation);
@@ -155,7 +154,7 @@ static kvt_op *op_new(const post_request *req) {
 
 static kvt_status post_locked(kvt_agent *agent, uint32_t peer_id, uint64_t generation, const post_request *req,
                               kvt_op *op, uint32_t *remote_slots) {
-    kvt_peer *peer;
+    kvt_peer *peer = NULL;
     kvt_status status = resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
     if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
     if (status == KVT_OK) status = build_descriptors(req, peer->conn, op->locals, remote_slots, op);
@@ -184,10 +183,9 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
                          uint32_t local_region_count, const uint32_t *local_regions, uint32_t remote_region_count,
                          const uint32_t *remote_regions, const uint8_t *notification, uint32_t notification_length,
                          uint64_t *out_op) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_xfer_post", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_xfer_post", &agent);
+    if (status != KVT_OK) return status;
     const post_request req = {.direction = direction,
                               .count = count,
                               .local_index = local_index,
@@ -346,18 +344,22 @@ int kvt_ops_next_timeout_ms(kvt_agent *agent) {
 
 /* ---- status, cancel, release ----------------------------------------------------------------------- */
 
+static kvt_status find_op_locked(kvt_agent *agent, const char *call, uint64_t op_id, kvt_op **out) {
+    *out = kvt_map_get(&agent->ops, op_id);
+    if (*out) return KVT_OK;
+    return kvt_fail(KVT_ERR_NOT_FOUND, "%s: agent '%s' has no operation %llu", call, agent->name,
+                    (unsigned long long)op_id);
+}
+
 kvt_status kvt_xfer_status(uint32_t agent_id, uint64_t op_id, int32_t *out_status, uint64_t *out_bytes_done,
                            uint64_t *out_bytes_total) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_xfer_status", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_xfer_status", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
-    const kvt_op *op = kvt_map_get(&agent->ops, op_id);
-    if (!op) {
-        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_xfer_status: agent '%s' has no operation %llu", agent->name,
-                          (unsigned long long)op_id);
-    } else {
+    kvt_op *op = NULL;
+    status = find_op_locked(agent, "kvt_xfer_status", op_id, &op);
+    if (status == KVT_OK) {
         if (out_status) *out_status = op->status;
         if (out_bytes_done) *out_bytes_done = atomic_load_explicit(&op->bytes_done, memory_order_relaxed);
         if (out_bytes_total) *out_bytes_total = op->bytes_total;
@@ -367,16 +369,13 @@ kvt_status kvt_xfer_status(uint32_t agent_id, uint64_t op_id, int32_t *out_statu
 }
 
 kvt_status kvt_xfer_cancel(uint32_t agent_id, uint64_t op_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_xfer_cancel", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_xfer_cancel", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
-    kvt_op *op = kvt_map_get(&agent->ops, op_id);
-    if (!op) {
-        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_xfer_cancel: agent '%s' has no operation %llu", agent->name,
-                          (unsigned long long)op_id);
-    } else if (op->status == KVT_IN_PROGRESS) {
+    kvt_op *op = NULL;
+    status = find_op_locked(agent, "kvt_xfer_cancel", op_id, &op);
+    if (status == KVT_OK && op->status == KVT_IN_PROGRESS) {
         atomic_store(&op->cancel_requested, true);
         kvt_agent_kick(agent);
         status = KVT_IN_PROGRESS;
@@ -386,22 +385,18 @@ kvt_status kvt_xfer_cancel(uint32_t agent_id, uint64_t op_id) {
 }
 
 kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_xfer_release", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_xfer_release", &agent);
+    if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
-    kvt_op *op = kvt_map_get(&agent->ops, op_id);
-    if (!op) {
-        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_xfer_release: agent '%s' has no operation %llu", agent->name,
-                          (unsigned long long)op_id);
-    } else if (op->status == KVT_IN_PROGRESS) {
+    kvt_op *op = NULL;
+    status = find_op_locked(agent, "kvt_xfer_release", op_id, &op);
+    if (status == KVT_OK && op->status == KVT_IN_PROGRESS) {
         status = kvt_fail(KVT_ERR_BUSY, "kvt_xfer_release: operation %llu is still in progress (%llu of %llu bytes)",
                           (unsigned long long)op_id,
                           (unsigned long long)atomic_load_explicit(&op->bytes_done, memory_order_relaxed),
                           (unsigned long long)op->bytes_total);
-        op = NULL;
-    } else {
+    } else if (status == KVT_OK) {
         kvt_map_remove(&agent->ops, op_id);
         kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, -1);
     }
@@ -428,16 +423,15 @@ static kvt_status notify_call(kvt_agent *agent, void *arg, char *detail, size_t 
 
 kvt_status kvt_notify_send(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
                            uint32_t length) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_agent_acquire(agent_id, "kvt_notify_send", &agent);
-    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_status status = kvt_enter(agent_id, "kvt_notify_send", &agent);
+    if (status != KVT_OK) return status;
     if (length == 0 || length > KVT_MAX_NOTIFICATION || !data)
         return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
                                                 "kvt_notify_send: a notification has 1..%u bytes (got %u, data %s)",
                                                 KVT_MAX_NOTIFICATION, length, data ? "given" : "NULL"));
     pthread_mutex_lock(&agent->lock);
-    kvt_peer *peer;
+    kvt_peer *peer = NULL;
     status = resolve_peer_locked(agent, "kvt_notify_send", peer_id, peer_generation, &peer);
     kvt_conn *conn = status == KVT_OK ? peer->conn : NULL;
     if (conn) conn->refs++;
