@@ -1,44 +1,31 @@
 // Kill the etcd server under a live watch: the watcher is told, resumes when etcd is back, and
 // never misses or repeats a change.
-import { afterAll, beforeAll, expect, test, vi } from 'vitest';
-import { connectEtcdDiscovery, DiscoveryUnavailableError, type EtcdDiscoveryStore } from '../src/index.js';
-import { EtcdServer, etcdBinary, etcdRequired } from './etcd-server.js';
+import { expect, test, vi } from 'vitest';
+import { connectEtcdDiscovery, DiscoveryUnavailableError } from '../src/index.js';
+import { etcdRuns, useEtcdStore } from './etcd-server.js';
 import { changeLog, recordWatch } from './watch-recorder.js';
 
 vi.setConfig({ testTimeout: 90_000 });
 
-const runs = etcdBinary !== undefined || etcdRequired;
-let server: EtcdServer;
-let store: EtcdDiscoveryStore;
+const etcd = useEtcdStore();
 
-beforeAll(async () => {
-  if (!runs) return;
-  server = await EtcdServer.start();
-  store = connectEtcdDiscovery({ hosts: server.url, requestTimeoutMs: 2_000, maxReconnectDelayMs: 500 });
-}, 60_000);
-
-afterAll(async () => {
-  await store?.close();
-  await server?.stop();
-});
-
-test.skipIf(!runs)('a watch reports the outage, resumes after a restart and misses nothing', async () => {
-  const recorder = await recordWatch(store, '/outage/');
-  await store.put('/outage/before', '1');
+test.skipIf(!etcdRuns)('a watch reports the outage, resumes after a restart and misses nothing', async () => {
+  const recorder = await recordWatch(etcd.store, '/outage/');
+  await etcd.store.put('/outage/before', '1');
   await recorder.until('the first put', (n) => changeLog(n).length === 1);
 
-  await server.kill();
+  await etcd.server.kill();
   await recorder.until('an outage notice', (n) => n.some((notice) => notice.type === 'outage'));
   const outage = recorder.notices.find((notice) => notice.type === 'outage');
   expect(outage?.type === 'outage' && outage.error).toBeInstanceOf(DiscoveryUnavailableError);
   expect(outage?.type === 'outage' && outage.error.backend).toBe('etcd');
   // Requests fail with a typed error while etcd is down.
-  await expect(store.put('/outage/during', 'x')).rejects.toMatchObject({ code: 'DISCOVERY_UNAVAILABLE', key: '/outage/during' });
+  await expect(etcd.store.put('/outage/during', 'x')).rejects.toMatchObject({ code: 'DISCOVERY_UNAVAILABLE', key: '/outage/during' });
 
-  await server.restart();
+  await etcd.server.restart();
   await recorder.until('the restored notice', (n) => n.some((notice) => notice.type === 'restored'));
   // A second client writes while ours re-attaches; the watch resumes from its own revision.
-  const writer = connectEtcdDiscovery({ hosts: server.url });
+  const writer = connectEtcdDiscovery({ hosts: etcd.server.url });
   await writer.put('/outage/after-1', '2');
   await writer.commit([
     { type: 'deletePrefix', prefix: '/outage/before' },
@@ -54,20 +41,20 @@ test.skipIf(!runs)('a watch reports the outage, resumes after a restart and miss
     'delete /outage/before',
     'put /outage/after-2',
   ]);
-  expect(await store.get('/outage/after-2')).toBeDefined();
+  expect(await etcd.store.get('/outage/after-2')).toBeDefined();
 });
 
-test.skipIf(!runs)('after an outage with writes and a compaction, the watcher view equals the store', async () => {
-  const recorder = await recordWatch(store, '/resync/');
-  await store.put('/resync/a', '1');
+test.skipIf(!etcdRuns)('after an outage with writes and a compaction, the watcher view equals the store', async () => {
+  const recorder = await recordWatch(etcd.store, '/resync/');
+  await etcd.store.put('/resync/a', '1');
   await recorder.until('the first put', (n) => changeLog(n).length === 1);
 
-  await server.kill();
+  await etcd.server.kill();
   await recorder.until('an outage notice', (n) => n.some((notice) => notice.type === 'outage'));
-  await server.restart();
+  await etcd.server.restart();
   // Another client changes and compacts past what the watch saw, racing its re-attachment: the
   // watch either replays the changes in order or is told to resync; both must end in the truth.
-  const writer = connectEtcdDiscovery({ hosts: server.url });
+  const writer = connectEtcdDiscovery({ hosts: etcd.server.url });
   await writer.put('/resync/b', '2');
   await writer.put('/resync/c', '3');
   const latest = await writer.delete('/resync/a').then(() => writer.put('/resync/d', '4'));
@@ -90,9 +77,9 @@ test.skipIf(!runs)('after an outage with writes and a compaction, the watcher vi
       else view.delete(event.key);
     }
   }
-  const truth = await store.list('/resync/');
+  const truth = await etcd.store.list('/resync/');
   expect([...view]).toEqual(truth.entries.map((e) => [e.key, Buffer.from(e.value).toString()]));
   expect([...view.keys()]).toEqual(['/resync/b', '/resync/c', '/resync/d']);
 });
 
-if (!runs) test.skip('etcd outage: etcd is not installed (in CI this fails instead)', () => {});
+if (!etcdRuns) test.skip('etcd outage: etcd is not installed (in CI this fails instead)', () => {});
