@@ -4,7 +4,7 @@ import { type Counters, readCounters } from './counters.js';
 import { ForeignHandleError, HandleClosedError, InvalidArgumentError } from './errors.js';
 import { Faults } from './faults.js';
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
-import { check, type NativeLibrary } from './library.js';
+import { check, duplicateFd, type NativeLibrary } from './library.js';
 import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
 import { Notifications, type Notification } from './notifications.js';
 import { Operation } from './operation.js';
@@ -69,7 +69,7 @@ export class Agent {
     this.faults = new Faults(this.#context);
     this.#notifications = new Notifications(this.#context, () => this.#updateRef());
     // Node owns (and closes) its own duplicate of the pipe; the library closes the original on destroy.
-    this.#wake = new Socket({ fd: library.dup(wakeFd), readable: true, writable: false });
+    this.#wake = new Socket({ fd: wakeFd, readable: true, writable: false });
     this.#wake.on('data', () => this.#onWake());
     this.#wake.on('error', (error) => process.emitWarning(`agent ${this.name}: wake-up pipe failed: ${error.message}`));
     this.#wake.unref();
@@ -84,13 +84,14 @@ export class Agent {
     const out = new Uint32Array(1);
     check(library, 'kvt_agent_create', library.api.kvt_agent_create(options.name, backendIds[options.backend], 0, out));
     const id = out[0] ?? 0;
-    const fd = new Int32Array(1);
-    const status = library.api.kvt_agent_wake_fd(id, fd);
-    if (status < 0) {
+    try {
+      const fd = new Int32Array(1);
+      check(library, 'kvt_agent_wake_fd', library.api.kvt_agent_wake_fd(id, fd));
+      return new Agent(library, id, options, duplicateFd(library, fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
+    } catch (error) {
       library.api.kvt_agent_destroy(id);
-      check(library, 'kvt_agent_wake_fd', status);
+      throw error;
     }
-    return new Agent(library, id, options, fd[0] ?? -1);
   }
 
   /** The native agent id (process-wide). */

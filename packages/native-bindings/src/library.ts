@@ -3,7 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi, { type LibraryHandle } from 'koffi';
 import { LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, NativeTransportError } from './errors.js';
-import { statusCodeName } from './status.js';
+import { statusCodeName, statusOf } from './status.js';
 
 /** The library file name; the one place that knows it. */
 export const LIBRARY_FILE = 'libkvreuse_transport.so';
@@ -203,7 +203,21 @@ export function openLibrary(path: string | undefined): NativeLibrary {
   return library;
 }
 
-/** Throws the NativeTransportError for `status` when it is an error; the detail is read on this thread. */
+/** The NativeTransportError for an error `status` of `call`, with the detail the library recorded on this thread. */
+export function nativeError(library: NativeLibrary, call: string, status: number): NativeTransportError {
+  return new NativeTransportError(statusCodeName(status), status, call, library.api.kvt_last_error_detail());
+}
+
+/** Throws the NativeTransportError for `status` when it is an error. */
 export function check(library: NativeLibrary, call: string, status: number): void {
-  if (status < 0) throw new NativeTransportError(statusCodeName(status), status, call, library.api.kvt_last_error_detail());
+  if (status < 0) throw nativeError(library, call, status);
+}
+
+/** A duplicate of `fd` for Node to own; throws a BACKEND NativeTransportError naming errno on failure. */
+export function duplicateFd(library: NativeLibrary, fd: number, what: string): number {
+  const duplicate = library.dup(fd);
+  if (duplicate < 0) {
+    throw new NativeTransportError('BACKEND', statusOf('BACKEND'), 'dup', `dup(${fd}) of ${what} failed with errno ${koffi.errno()}`);
+  }
+  return duplicate;
 }
