@@ -68,12 +68,18 @@ export interface DrainControllerOptions<Request extends LedgerPostRequest> {
 }
 
 export interface DrainOptions {
-  /** How long in-flight operations get to become quiescent before they are cancelled and, if not confirmed, quarantined. */
+  /**
+   * How long in-flight operations get: at nine tenths of it (at most 250 ms before it) those still
+   * live are cancelled; at the deadline those whose cancel the native layer has not confirmed are
+   * quarantined.
+   */
   readonly deadlineMs: number;
 }
 
 /** Time kept back from a shutdown's deadline for the steps after the drain: a tenth, at most a second. */
 const POST_DRAIN_RESERVE_CAP_MS = 1000;
+/** Time between a drain's cancels and its quarantine: a tenth of its deadline, at most 250 ms. */
+const CANCEL_GRACE_CAP_MS = 250;
 
 function checkDeadline(option: string, value: unknown): number {
   if (!Number.isSafeInteger(value) || (value as number) < 0) {
@@ -238,7 +244,10 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     const ledger = this.#ledger;
     ledger.stopIntake();
     const before = ledger.counts();
-    await ledger.settle(ledger.clock.now() + deadlineMs, `not quiescent at the drain deadline (${deadlineMs} ms)`);
+    const deadlineAt = ledger.clock.now() + deadlineMs;
+    // Cancels go out a little before the deadline, so that the native layer can confirm them in time.
+    const cancelAt = deadlineAt - Math.min(Math.floor(deadlineMs / 10), CANCEL_GRACE_CAP_MS);
+    await ledger.settle(cancelAt, deadlineAt, `not quiescent at the drain deadline (${deadlineMs} ms)`);
     ledger.stopTimers();
     const after = ledger.counts();
     beforeDeregistration();

@@ -72,6 +72,10 @@ export interface Quiescence {
   readonly quarantined: boolean;
 }
 
+/**
+ * `timed-out`: the request failed by a deadline (the operation timeout, or a drain's) and a cancel
+ * was requested; the operation still holds its banks.
+ */
 export type OperationPhase = 'in-flight' | 'timed-out' | 'quarantined' | 'quiescent';
 
 /** An operation as the ledger records it. */
@@ -121,14 +125,13 @@ export interface LedgerCounts {
   readonly lateSuccesses: number;
 }
 
+type EntryFields = Pick<LedgerOperation, 'id' | 'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'postedAt'>;
+
+// The class carries the recorded fields of LedgerOperation (declared once, there).
+interface Entry extends EntryFields {}
+
 class Entry implements LedgerOperation {
-  readonly id: string;
   readonly nativeId: bigint;
-  readonly peer: string;
-  readonly banks: readonly Bank[];
-  readonly localRegions: readonly number[];
-  readonly remoteRegions: readonly number[];
-  readonly postedAt: number;
   readonly outcome: Promise<OperationOutcome>;
   readonly quiescence: Promise<Quiescence>;
   readonly native: NativeOperation;
@@ -141,25 +144,12 @@ class Entry implements LedgerOperation {
   #resolveOutcome!: (outcome: OperationOutcome) => void;
   #resolveQuiescence!: (quiescence: Quiescence) => void;
 
-  constructor(fields: {
-    id: string;
-    native: NativeOperation;
-    peer: string;
-    banks: readonly Bank[];
-    references: BankReference[];
-    localRegions: readonly number[];
-    remoteRegions: readonly number[];
-    postedAt: number;
-  }) {
-    this.id = fields.id;
-    this.native = fields.native;
-    this.nativeId = fields.native.id;
-    this.peer = fields.peer;
-    this.banks = fields.banks;
-    this.references = fields.references;
-    this.localRegions = fields.localRegions;
-    this.remoteRegions = fields.remoteRegions;
-    this.postedAt = fields.postedAt;
+  constructor(fields: EntryFields, native: NativeOperation, references: BankReference[]) {
+    const { id, peer, banks, localRegions, remoteRegions, postedAt } = fields;
+    Object.assign(this, { id, peer, banks, localRegions, remoteRegions, postedAt });
+    this.native = native;
+    this.nativeId = native.id;
+    this.references = references;
     this.outcome = new Promise((resolve) => (this.#resolveOutcome = resolve));
     this.quiescence = new Promise((resolve) => (this.#resolveQuiescence = resolve));
   }
@@ -280,16 +270,18 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
       if (nativeCodeOf(error) === 'REMOTE_DISCONNECT') this.peers.markUnhealthy(options.ticket.name, 'a post failed with REMOTE_DISCONNECT');
       throw error;
     }
-    const entry = new Entry({
-      id: `${this.agent.name}#${native.id}`,
+    const entry = new Entry(
+      {
+        id: `${this.agent.name}#${native.id}`,
+        peer: options.ticket.name,
+        banks,
+        localRegions,
+        remoteRegions: Array.from(request.remoteRegions),
+        postedAt: this.clock.now(),
+      },
       native,
-      peer: options.ticket.name,
-      banks,
       references,
-      localRegions,
-      remoteRegions: Array.from(request.remoteRegions),
-      postedAt: this.clock.now(),
-    });
+    );
     this.#live.add(entry);
     this.#counts.posted += 1;
     entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.operationTimeoutMs, () => this.#timeOut(entry));
@@ -310,28 +302,31 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
   }
 
   /**
-   * Waits until every operation is quiescent or quarantined, or until `deadlineAt` (clock time). At the
-   * deadline, operations still live are cancelled; those the native layer does not confirm terminal
-   * at once are quarantined with `reason`.
+   * Waits until every operation is quiescent or quarantined. At `cancelAt` (clock time) the operations
+   * still live are cancelled (their requests fail); those the native layer has not confirmed terminal
+   * by `quarantineAt` are quarantined with `reason`.
    */
-  async settle(deadlineAt: number, reason: string): Promise<void> {
-    if (!this.#hasUnquarantined()) return;
-    await new Promise<void>((resolve) => {
-      const deadline = this.#scheduler.schedule(deadlineAt, () => {
-        this.#idleWaiters.delete(done);
+  async settle(cancelAt: number, quarantineAt: number, reason: string): Promise<void> {
+    await this.#idleOr(cancelAt);
+    for (const entry of [...this.#live]) if (entry.phase !== 'quarantined') this.#cancel(entry, reason);
+    await this.#idleOr(quarantineAt);
+    for (const entry of [...this.#live]) this.#quarantine(entry, reason);
+  }
+
+  /** Resolves once no operation is live except quarantined ones, or at `at`. */
+  #idleOr(at: number): Promise<void> {
+    if (!this.#hasUnquarantined() || at <= this.clock.now()) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const deadline = this.#scheduler.schedule(at, () => {
+        this.#idleWaiters.delete(idle);
         resolve();
       });
-      const done = () => {
+      const idle = () => {
         deadline.cancel();
         resolve();
       };
-      this.#idleWaiters.add(done);
+      this.#idleWaiters.add(idle);
     });
-    for (const entry of [...this.#live]) {
-      if (entry.phase === 'quarantined') continue;
-      this.#cancel(entry, reason);
-      if (entry.phase !== 'quiescent') this.#quarantine(entry, reason);
-    }
   }
 
   /** Cancels every pending deadline (the ledger keeps its records). */
@@ -373,6 +368,7 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
   /** Asks the native layer to cancel; if it is terminal already, quiesces it now from its status. */
   #cancel(entry: Entry, why: string): void {
     if (entry.phase === 'quiescent') return;
+    if (entry.phase === 'in-flight') entry.phase = 'timed-out';
     if (!entry.outcomeSettled) {
       entry.settleOutcome({ ok: false, error: new OperationTimedOutError(entry.id, entry.peer, this.clock.now() - entry.postedAt, why) });
     }

@@ -11,6 +11,7 @@ import { ManualClock } from './support/manual-clock.js';
 
 const RUNS = Number(process.env['DRAIN_LOOPBACK_MODEL_RUNS'] ?? 400);
 const TIMEOUTS = { operationTimeoutMs: 100, abandonTimeoutMs: 250 };
+const STEP_MS = 4;
 
 interface Real {
   readonly world: LoopbackWorld;
@@ -20,10 +21,23 @@ interface Real {
 }
 type Model = { posted: number };
 
+/**
+ * Moves the manual clock in steps shorter than any cancel grace (a drain's is a tenth of its deadline),
+ * waiting after each step for the cancels it caused to come back through the wake-up channel — as
+ * they do in real time, where a clock does not jump.
+ */
+async function advance(real: Real, ms: number, until: () => boolean = () => false): Promise<void> {
+  for (let elapsed = 0; elapsed < ms && !until(); elapsed += STEP_MS) {
+    real.clock.advance(Math.min(STEP_MS, ms - elapsed));
+    await settleCancels(real);
+  }
+}
+
 /** Waits until every cancel the ledger requested has come back through the wake-up channel. */
 async function settleCancels(real: Real): Promise<void> {
-  const waiting = real.ops.filter((op) => op.phase === 'timed-out').map((op) => op.quiescence);
-  await Promise.all(waiting);
+  // A deadline that just fired acts in a promise continuation: let it run first.
+  await nextTurn();
+  await Promise.all(real.ops.filter((op) => op.phase === 'timed-out').map((op) => op.quiescence));
   await nextTurn();
 }
 
@@ -90,8 +104,7 @@ class Advance implements fc.AsyncCommand<Model, Real> {
   constructor(readonly ms: number) {}
   check = () => true;
   async run(_model: Model, real: Real): Promise<void> {
-    real.clock.advance(this.ms);
-    await settleCancels(real);
+    await advance(real, this.ms);
     await check(real);
   }
   toString = () => `advance(${this.ms})`;
@@ -142,13 +155,9 @@ describe('ledger and drain against the loopback native layer', () => {
           const real: Real = { world, clock, ops: [], draining: undefined };
           try {
             await fc.asyncModelRun(() => ({ model: { posted: 0 }, real }), steps);
-            const shutdown = world.controller.shutdown();
-            // Time moves in steps shorter than abandon − timeout, so that cancels can come back
-            // through the wake-up channel in between, as they do in real time.
-            for (let step = 0; step < 8; step++) {
-              clock.advance(100);
-              await settleCancels(real);
-            }
+            let finished = false;
+            const shutdown = world.controller.shutdown().finally(() => (finished = true));
+            await advance(real, 1000, () => finished);
             const result = await shutdown;
             await real.draining;
             // Loopback confirms every cancel, so nothing is ever left: every bank back, the agent gone.

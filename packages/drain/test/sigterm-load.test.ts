@@ -1,10 +1,12 @@
 // Process test: SIGTERM while 1,000 operations are in flight. The process must shut down in the fixed
 // order and exit by itself (under the shutdown deadline, which the drain enforces), with every bank
 // either returned or listed as retained.
-import { describe, expect, it } from 'vitest';
-import { runScript } from './support/child.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { killChildren, runScript } from './support/child.js';
 
 const STEPS = ['stop-intake', 'drain', 'release-operations', 'invalidate-peers', 'deregister', 'hand-back', 'withdraw-rank-parts', 'destroy-agent'];
+
+afterEach(killChildren);
 
 describe('SIGTERM under load', () => {
   it(

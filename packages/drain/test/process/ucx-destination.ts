@@ -10,6 +10,8 @@ const PIECE_BYTES = 131_072;
 const PIECES = 2_352;
 const BYTES = PIECE_BYTES * PIECES;
 export const TIMEOUTS = { operationTimeoutMs: 1_000, abandonTimeoutMs: 3_000, shutdownDeadlineMs: 6_000 };
+/** How long a quarantined operation is watched after shutdown for the native layer to end it. */
+const OBSERVATION_MS = 5_000;
 
 const [name = 'sigkill-destination', sourceName = 'sigkill-source'] = process.argv.slice(2);
 const published = await hear();
@@ -65,10 +67,11 @@ const released = new Promise<void>((resolve) => controller.on('released', () => 
 const result = await controller.shutdown();
 let late: Record<string, unknown> | undefined;
 if (result.quarantined.length > 0) {
-  // Retained until the native layer says terminal.
-  const quiescence = await operation.quiescence;
-  await released;
-  late = { quiescence, bankState: bank.state, agentOpen: agent.isOpen };
+  // Retained until the native layer says terminal — which it may never do before the process exits.
+  const shutdownBankState = bank.state;
+  const window = new Promise<'still-quarantined'>((resolve) => setTimeout(() => resolve('still-quarantined'), OBSERVATION_MS));
+  const ended = await Promise.race([released.then(() => 'released' as const), window]);
+  late = { shutdownBankState, ended, bankState: bank.state, references: bank.references, agentOpen: agent.isOpen };
 }
 tell({
   event: 'done',
@@ -78,5 +81,6 @@ tell({
   late,
   finalBankState: bank.state,
   counters: transport.counters(),
+  ledger: ledger.counts(),
 });
 process.exit(0);

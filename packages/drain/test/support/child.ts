@@ -13,6 +13,13 @@ export interface ScriptProcess {
 }
 
 const packageDir = fileURLToPath(new URL('../..', import.meta.url));
+const running = new Set<ChildProcess>();
+
+/** Kills every child still running (call it from afterEach: a timed-out test never reaches its finally). */
+export function killChildren(): void {
+  for (const child of running) child.kill('SIGKILL');
+  running.clear();
+}
 
 export function runScript(script: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): ScriptProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kvreuse/source', script, ...args], {
@@ -20,6 +27,8 @@ export function runScript(script: string, args: readonly string[], env: NodeJS.P
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
+  running.add(child);
+  child.on('exit', () => running.delete(child));
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const received: Record<string, unknown>[] = [];

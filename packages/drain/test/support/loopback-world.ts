@@ -117,17 +117,12 @@ export async function openLoopbackWorld(options: {
   };
 }
 
+const LIVE_COUNTERS = ['liveAgents', 'liveRegistrations', 'liveAllocations', 'livePeers', 'liveOperations', 'inflightOperations'] as const;
+
 /** The process-wide counters that must be back to zero once everything is closed. */
-export function liveCounters() {
-  const c = transport.counters();
-  return {
-    liveAgents: c.liveAgents,
-    liveRegistrations: c.liveRegistrations,
-    liveAllocations: c.liveAllocations,
-    livePeers: c.livePeers,
-    liveOperations: c.liveOperations,
-    inflightOperations: c.inflightOperations,
-  };
+export function liveCounters(): Record<(typeof LIVE_COUNTERS)[number], number> {
+  const counters = transport.counters();
+  return Object.fromEntries(LIVE_COUNTERS.map((name) => [name, counters[name]])) as Record<(typeof LIVE_COUNTERS)[number], number>;
 }
 
 /** Resolves after the next macrotask: wake-up sockets get a chance to deliver completions. */
