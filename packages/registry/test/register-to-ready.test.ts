@@ -1,9 +1,9 @@
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it, vi } from 'vitest';
-import { watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
+import { buildRankPart, publishRankParts, registerRank, transportMetadataOf, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
 import { localBackends } from './helpers/stores.js';
-import { prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from './helpers/worker.js';
+import { identityOf, type PreparedRank, prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from './helpers/worker.js';
 
 const transport = loadTransport();
 
@@ -37,6 +37,37 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     await vi.waitFor(() => expect(watch.current.ready).toBe(false), { timeout: 20_000, interval: 5 });
     await watch.close();
     await tearDownWorker(prepared, ranks);
+    expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0 });
+    await dispose();
+  });
+
+  it('a rank that fails to register publishes nothing: the worker stays not ready and that agent holds nothing', async () => {
+    const { store, dispose } = backend.open();
+    const setup: WorkerSetup = { transport, backend: 'loopback', workerId: `failing-${backend.name}`, incarnation: 'inc-1', geometry: referenceGeometries['qwen3-0.6b'], tpSize: 2, blocks: 2 };
+    const watch = await watchWorkerReadiness(store, setup.workerId, { onChange: () => {} });
+    const [rank0, rank1] = prepareWorker(setup) as [PreparedRank, PreparedRank];
+    const lease = await store.grantLease(60_000);
+    // Each rank registers and publishes on its own, as its own process would.
+    const publishRank = async ({ agent, banks }: PreparedRank) => {
+      const rank = await registerRank({ agent, banks });
+      await publishRankParts(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(agent))], { lease: lease.id });
+      return rank;
+    };
+    const registered0 = await publishRank(rank0);
+    const before = rank1.agent.counters();
+    rank1.agent.faults.failNth('register', 30, 'BACKEND');
+    const error = await publishRank(rank1).catch((e: unknown) => e);
+
+    expect(error).toMatchObject({ code: 'RANK_REGISTRATION_FAILED', rank: { tpRank: 1 }, bank: { index: 29 }, nativeCode: 'BACKEND' });
+    expect(rank1.agent.counters()).toMatchObject({ liveRegistrations: before.liveRegistrations, registeredBytes: before.registeredBytes });
+    const { entries } = await store.list('kvreuse/');
+    expect(entries.map((entry) => entry.key)).toEqual([`kvreuse/workers/${setup.workerId}/incarnations/inc-1/pp0-tp0`]);
+    await vi.waitFor(() => expect(watch.current).toMatchObject({ ready: false, reasons: [{ kind: 'incomplete', missing: [{ tpRank: 1, ppRank: 0 }] }] }), {
+      timeout: 20_000,
+      interval: 5,
+    });
+    await watch.close();
+    await tearDownWorker([rank0, rank1], [registered0]);
     expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0 });
     await dispose();
   });

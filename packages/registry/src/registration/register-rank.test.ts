@@ -2,6 +2,7 @@ import { type Agent, type Allocation, loadTransport, type Region } from '@kvreus
 import { afterAll, describe, expect, it } from 'vitest';
 import { frameworkBanks, kvreuseBanks, PAGE } from '../../test/helpers/rank-memory.js';
 import { Bank } from '../banks/bank.js';
+import { frameworkOwner } from '../banks/owner.js';
 import { BankAlreadyRegisteredError, BankInUseError, InvalidRankBanksError, RankRegistrationError, RankReleaseError } from '../errors.js';
 import { registerRank, type RegistrationAgent, releaseRank } from './register-rank.js';
 
@@ -303,6 +304,29 @@ describe('releaseRank', () => {
     reference.release();
     await releaseRank(registered);
     expect(returned).toEqual([1, 0]);
+    closeAgent(agent);
+  });
+
+  it('keeps a bank releasing when its owner refuses it back, hands the others back, and lets the caller retry', async () => {
+    const agent = newAgent();
+    const { banks } = frameworkBanks(rank, 2, shape);
+    let refusals = 1;
+    const returned: number[] = [];
+    const picky = banks.map((bank) =>
+      Bank.adopt(bank, frameworkOwner(`engine pool ${bank.index}`, () => {
+        if (bank.index === 1 && refusals-- > 0) throw new Error('engine is compacting its pool');
+        returned.push(bank.index);
+      })),
+    );
+    const registered = await registerRank({ agent, banks: picky });
+    const error = (await releaseRank(registered).catch((e: unknown) => e)) as RankReleaseError;
+    expect(error).toBeInstanceOf(RankReleaseError);
+    expect(error.unreturned).toMatchObject([{ bank: { index: 1 }, code: 'BANK_OWNER_RELEASE_FAILED' }]);
+    expect(error.message).toMatch(/bank 1 deregistered but not handed back .*engine is compacting its pool.*still releasing/);
+    expect(picky.map((bank) => bank.state)).toEqual(['returned', 'releasing']);
+    expect(agent.counters().liveRegistrations).toBe(0);
+    await picky[1]!.completeRelease();
+    expect(returned).toEqual([0, 1]);
     closeAgent(agent);
   });
 
