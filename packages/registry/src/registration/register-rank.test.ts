@@ -220,6 +220,34 @@ describe('registerRank against real native refusals', () => {
     closeAgent(agent);
   });
 
+  it('retains, without deregistering, a bank someone referenced while the call waited between banks', async () => {
+    const agent = newAgent();
+    const { banks } = frameworkBanks(rank, 3, shape);
+    const abort = new AbortController();
+    let registrations = 0;
+    let lent: ReturnType<Bank['acquire']> | undefined;
+    const agentThatLendsBank0: RegistrationAgent = {
+      name: agent.name,
+      register(memory) {
+        const region = agent.register(memory);
+        if (++registrations === 2) {
+          lent = banks[0]!.acquire();
+          abort.abort(new Error('shutting down'));
+        }
+        return region;
+      },
+    };
+    const error = (await registerRank({ agent: agentThatLendsBank0, banks, signal: abort.signal }).catch((e: unknown) => e)) as RankRegistrationError;
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual([1]);
+    expect(error.retained).toMatchObject([{ bank: { index: 0 }, code: 'BANK_IN_USE' }]);
+    expect([banks[0]!.state, banks[0]!.region?.id === undefined]).toEqual(['retained', false]);
+    expect(agent.counters().liveRegistrations).toBe(1);
+    lent!.release();
+    await releaseRank({ ...rank, agent, banks: [banks[0]!] });
+    expect(banks[0]!.state).toBe('returned');
+    closeAgent(agent);
+  });
+
   it('retains a bank whose rollback the native layer refuses (BUSY under an in-flight read), and reports it', async () => {
     const agent = newAgent();
     const { banks, returned } = frameworkBanks(rank, 4, shape);

@@ -121,6 +121,8 @@ function rollBack(
   const retained: RetainedBank[] = [];
   for (const bank of [...registered].reverse()) {
     try {
+      // Someone took a reference while the call waited between banks: that bank cannot be undone.
+      if (bank.references > 0) throw new BankInUseError(bank, bank.references, 'roll back its registration');
       bank.region?.deregister();
     } catch (rollbackCause) {
       const failure = retainedBank(bank, rollbackCause);
