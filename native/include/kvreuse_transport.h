@@ -17,6 +17,8 @@
  *   - Memory addresses are passed as uint64_t.
  *   - All calls are thread-safe. The library never calls back into the caller: completions and
  *     notifications are queued and announced through a per-agent wake-up file descriptor.
+ *   - kvt_agent_destroy first lets the calls already running on the agent finish; calls made while it
+ *     decides wait for its outcome (they then proceed, or answer KVT_ERR_NOT_FOUND).
  *
  * Threading model
  *   Each agent owns one progress thread, started by kvt_agent_create and joined by
@@ -186,9 +188,9 @@ KVT_API kvt_status kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *o
                                   uint64_t *bytes_done, uint32_t *out_count);
 
 /**
- * Blocks the caller until a completion or notification is pending for the agent or `timeout_ms`
- * elapses. Returns KVT_OK when something is pending, KVT_ERR_TIMEOUT otherwise (an ordinary answer,
- * not counted in the error counters). Does not dequeue.
+ * Blocks the caller until a completion or notification is pending for the agent, `timeout_ms`
+ * elapses, or kvt_agent_destroy is called on the agent. Returns KVT_OK when something is pending,
+ * KVT_ERR_TIMEOUT otherwise (an ordinary answer, not counted in the error counters). Does not dequeue.
  */
 KVT_API kvt_status kvt_agent_wait(uint32_t agent, uint32_t timeout_ms);
 
