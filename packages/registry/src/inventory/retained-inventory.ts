@@ -144,6 +144,7 @@ export class RetainedInventory {
   private candidateHost = new Int32Array(16);
   private candidateExpiry = new Int32Array(16);
   private bases = new Int32Array(64);
+  private touched = 0; // written so that the touching loads are not optimised away
 
   private readonly now: () => number;
   private readonly epochMs: number;
@@ -259,8 +260,15 @@ export class RetainedInventory {
     const more = this.more;
     const base = first * slotWords;
     const answer: AdvisoryRetainedPrefix[] = [];
+    // Count the holders and touch each one's first record: those loads do not depend on each other,
+    // so their cache misses overlap before the walks begin (JavaScript has no prefetch instruction).
     let holders = 1;
-    for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) holders++;
+    let touched = this.records[table[base + slotWorker]! - 1]![table[base + slotRecord]! * recordWords]!;
+    for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+      holders++;
+      touched ^= this.records[more[(m - 1) * moreWords + moreWorker]!]![more[(m - 1) * moreWords + moreRecord]! * recordWords]!;
+    }
+    this.touched = touched;
     if (holders > followEachLimit) {
       this.followTogether(words, blocks, nowTick, answer);
     } else {
@@ -279,14 +287,13 @@ export class RetainedInventory {
    */
   private followOne(worker: number, start: number, words: Int32Array, blocks: number, nowTick: number, answer: AdvisoryRetainedPrefix[]): void {
     const records = this.records[worker]!;
-    const used = this.recordsUsed[worker]!;
-    let record = start;
+    const end = this.recordsUsed[worker]! * recordWords;
+    let at = start * recordWords;
     let depth = 0;
     let gpuBlocks = 0;
     let hostBlocks = 0;
     let expiry = maxTick;
     for (;;) {
-      const at = record * recordWords;
       const gpuExpiry = records[at + recordGpu]!;
       const hostExpiry = records[at + recordGpu + 1]!;
       const gpu = gpuExpiry > nowTick;
@@ -303,18 +310,15 @@ export class RetainedInventory {
       if (++depth === blocks) break;
       const lo = words[2 * depth]!;
       const hi = words[2 * depth + 1]!;
-      const next = at + recordWords;
-      if (
-        record + 1 < used &&
-        records[next + recordLo] === lo &&
-        records[next + recordHi] === hi &&
-        (records[next + recordGpu] !== 0 || records[next + recordGpu + 1] !== 0)
-      ) {
-        record++;
+      at += recordWords;
+      // The worker's next record continues the chain (a dead one never does: the block may have
+      // been stored again elsewhere); otherwise ask the table.
+      if (at < end && records[at + recordLo] === lo && records[at + recordHi] === hi && (records[at + recordGpu]! | records[at + recordGpu + 1]!) !== 0) {
         continue;
       }
-      record = this.recordOf(worker, lo, hi);
+      const record = this.recordOf(worker, lo, hi);
       if (record < 0) break;
+      at = record * recordWords;
     }
     if (depth > 0) answer.push(this.prefix(worker, depth, gpuBlocks, hostBlocks, expiry));
   }
