@@ -108,5 +108,88 @@ static void queued_notifications_are_dropped_with_the_agent(void) {
     CHECK_OK(kvt_agent_destroy(a));
 }
 
+#if KVT_HAVE_UCX
+#include <ucp/api/ucp.h>
+
+/* The worker address inside a metadata blob (see the layout in metadata.c). */
+static const uint8_t *blob_worker_address(const uint8_t *blob, size_t *length) {
+    size_t offset = 4 + 2 + 2 + 8 + 8;
+    size_t name_length = blob[offset] | (size_t)blob[offset + 1] << 8;
+    offset += 2 + name_length;
+    *length = blob[offset] | (size_t)blob[offset + 1] << 8 | (size_t)blob[offset + 2] << 16 | (size_t)blob[offset + 3] << 24;
+    return blob + offset + 4;
+}
+
+static void wait_sent(ucp_worker_h worker, void *request) {
+    CHECK(!UCS_PTR_IS_ERR(request), "ucp_am_send_nbx: %s", ucs_status_string(UCS_PTR_STATUS(request)));
+    if (!request) return;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker);
+    ucp_request_free(request);
+}
+
+/* A raw UCX sender (not an agent) sends malformed notifications: the agent drops and counts them. */
+static void malformed_notifications_are_dropped(void) {
+    if (test_backend != KVT_BACKEND_UCX) return;
+    uint32_t agent = make_agent("strict-receiver");
+    uint64_t blob_length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));
+    uint8_t *blob = malloc(blob_length);
+    CHECK_OK(kvt_agent_metadata(agent, blob, blob_length, &blob_length));
+
+    ucp_config_t *config;
+    CHECK(ucp_config_read(NULL, NULL, &config) == UCS_OK, "ucp_config_read");
+    CHECK(ucp_config_modify(config, "MM_ERROR_HANDLING", "y") == UCS_OK, "ucp_config_modify");
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
+    ucp_context_h context;
+    CHECK(ucp_init(&params, config, &context) == UCS_OK, "ucp_init");
+    ucp_config_release(config);
+    ucp_worker_params_t worker_params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                         .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_worker_h worker;
+    CHECK(ucp_worker_create(context, &worker_params, &worker) == UCS_OK, "ucp_worker_create");
+    size_t address_length;
+    const uint8_t *address = blob_worker_address(blob, &address_length);
+    ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                                 .address = (const ucp_address_t *)address,
+                                 .err_mode = UCP_ERR_HANDLING_MODE_PEER};
+    ucp_ep_h ep;
+    CHECK(ucp_ep_create(worker, &ep_params, &ep) == UCS_OK, "ucp_ep_create");
+
+    ucp_request_param_t eager = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_AM_SEND_FLAG_EAGER};
+    static uint8_t payload[KVT_MAX_NOTIFICATION + 1];
+    const uint8_t bad_magic[] = {'N', 'O', 'P', 'E', 1, 0, 'x'};
+    const uint8_t good_header[] = {'K', 'V', 'T', 'N', 3, 0, 'r', 'a', 'w'};
+    const uint8_t lying_length[] = {'K', 'V', 'T', 'N', 9, 0, 'r', 'a', 'w'};
+    const uint8_t space_in_name[] = {'K', 'V', 'T', 'N', 3, 0, 'r', ' ', 'w'};
+    wait_sent(worker, ucp_am_send_nbx(ep, 7, bad_magic, sizeof bad_magic, payload, 5, &eager));
+    wait_sent(worker, ucp_am_send_nbx(ep, 7, lying_length, sizeof lying_length, payload, 5, &eager));
+    wait_sent(worker, ucp_am_send_nbx(ep, 7, space_in_name, sizeof space_in_name, payload, 5, &eager));
+    wait_sent(worker, ucp_am_send_nbx(ep, 7, good_header, sizeof good_header, payload, 0, &eager));
+    wait_sent(worker, ucp_am_send_nbx(ep, 7, good_header, sizeof good_header, payload, sizeof payload, &eager));
+    wait_sent(worker, ucp_am_send_nbx(ep, 7, good_header, sizeof good_header, (const uint8_t *)"fine", 4, &eager));
+    char sender[KVT_MAX_NAME + 1];
+    static uint8_t data[KVT_MAX_NOTIFICATION];
+    for (int i = 0; i < 60000 && counter(agent, KVT_COUNTER_PENDING_NOTIFICATIONS) == 0; i++) {
+        ucp_worker_progress(worker);
+        usleep(1000);
+    }
+    uint32_t length = receive(agent, sender, data);
+    CHECK(strcmp(sender, "raw") == 0 && length == 4 && memcmp(data, "fine", 4) == 0, "the well-formed one arrives");
+    CHECK(counter(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED) == 5, "five malformed ones dropped (got %llu)",
+          (unsigned long long)counter(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED));
+    CHECK(counter(agent, KVT_COUNTER_NOTIFICATIONS_RECEIVED) == 1, "one received");
+
+    ucp_request_param_t close = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    wait_sent(worker, ucp_ep_close_nbx(ep, &close));
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+    free(blob);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+#define UCX_ONLY_CASES , TEST(malformed_notifications_are_dropped)
+#else
+#define UCX_ONLY_CASES
+#endif
+
 TEST_MAIN("notify", TEST(send_and_poll), TEST(transfer_completion_notification),
-          TEST(queued_notifications_are_dropped_with_the_agent))
+          TEST(queued_notifications_are_dropped_with_the_agent) UCX_ONLY_CASES)
