@@ -1,6 +1,7 @@
-// The destination of the SIGKILL test: pulls the 308 MB prefix through the ledger on ucx; the parent
-// kills the source mid-pull. Reports how the operation ended, what happened to its bank meanwhile,
-// and the drain report, then exits.
+// The destination of the ucx process tests: pulls the 308 MB prefix through the ledger; the parent
+// kills (or stops) the source mid-pull. Reports how the operation ended, what happened to its bank
+// meanwhile, the shutdown result, and — for a quarantined operation — whether the native layer ended
+// it within an observation window, then exits.
 import { Bank, kvreuseOwner, registerRank } from '@kvreuse/registry';
 import { DrainController, type LedgerOperation, OperationLedger, PeerBook } from '../../src/index.js';
 import { hear, tell } from '../support/child.js';
@@ -57,7 +58,7 @@ const arriving = setInterval(() => {
   }
 }, 1);
 
-await hear(); // "killed"
+await hear(); // the source was cut off
 const outcome = await operation.outcome;
 // The operation ends — natively, or by quarantine at the abandon deadline.
 await Promise.race([operation.quiescence, quarantined]);
@@ -65,13 +66,15 @@ const afterEnd = { phase: operation.phase, bankState: bank.state, references: ba
 
 const released = new Promise<void>((resolve) => controller.on('released', () => resolve()));
 const result = await controller.shutdown();
+tell({ event: 'shut-down', quarantined: result.quarantined.length, bankState: bank.state });
 let late: Record<string, unknown> | undefined;
 if (result.quarantined.length > 0) {
   // Retained until the native layer says terminal — which it may never do before the process exits.
   const shutdownBankState = bank.state;
   const window = new Promise<'still-quarantined'>((resolve) => setTimeout(() => resolve('still-quarantined'), OBSERVATION_MS));
   const ended = await Promise.race([released.then(() => 'released' as const), window]);
-  late = { shutdownBankState, ended, bankState: bank.state, references: bank.references, agentOpen: agent.isOpen };
+  const quiescence = ended === 'released' ? await operation.quiescence : undefined;
+  late = { shutdownBankState, ended, quiescence, bankState: bank.state, references: bank.references, agentOpen: agent.isOpen };
 }
 tell({
   event: 'done',
