@@ -3,7 +3,6 @@ import { type Backend, backendIds } from './backend.js';
 import { type Counters, checkCounterNames, readCounters } from './counters.js';
 import { check, openLibrary, type NativeLibrary } from './library.js';
 
-
 export interface Capabilities {
   /** The library's own version string, with the backends built (e.g. "0.1.0 (loopback, ucx 1.13.1)"). */
   readonly version: string;
