@@ -3,11 +3,14 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { connectEtcdDiscovery, type EtcdDiscoveryOptions, type EtcdDiscoveryStore } from '../src/index.js';
 
-export const etcdBinary = ['/usr/bin/etcd', '/usr/local/bin/etcd'].find((path) => existsSync(path));
+export const etcdBinary = [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/local/bin']
+  .filter((dir) => dir !== '')
+  .map((dir) => join(dir, 'etcd'))
+  .find((path) => existsSync(path));
 
 /** In CI a missing etcd fails the suite; elsewhere the etcd tests are skipped. */
 export const etcdRequired = process.env.CI !== undefined && process.env.CI !== '' && process.env.CI !== 'false';
