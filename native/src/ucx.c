@@ -13,6 +13,9 @@
 #define NOTIFY_MAGIC 0x4E54564Bu /* "KVTN" */
 #define NOTIFY_HEADER_FIXED 6u   /* u32 magic + u16 name length */
 #define OP_WINDOW 256u           /* requests in flight per operation */
+#define ISSUE_BUDGET_BYTES (16u << 20) /* per operation and progress round: shared-memory gets complete
+                                          inside ucp_get_nbx, so this bounds how long one operation keeps
+                                          the thread from commands, cancellation and other operations */
 #define IDLE_PROGRESS_MS 50      /* progress at least this often even when no event arrives */
 #define LIVENESS_PERIOD_NS 100000000ull /* how often peers with operations in flight are checked */
 
@@ -390,7 +393,9 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     ucp_ep_h ep = conn->backend;
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
-    while (op->error == KVT_OK && op->outstanding < OP_WINDOW && op->next < op->count) {
+    uint64_t issued = 0;
+    while (op->error == KVT_OK && op->outstanding < OP_WINDOW && op->next < op->count &&
+           issued < ISSUE_BUDGET_BYTES && !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
         const kvt_desc *d = &op->descs[op->next];
         ucp_request_param_t param = request_param();
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
@@ -408,8 +413,10 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
             op->error = status;
             break;
         }
+        issued += d->length;
         op->next++;
     }
+    if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->outstanding > 0 || (op->error == KVT_OK && op->next < op->count)) return;
     if (op->error == KVT_OK && op->direction == KVT_XFER_WRITE && !op->flushed) {
         /* A put completes locally before it lands; the flush confirms remote completion. */
