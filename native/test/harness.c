@@ -6,6 +6,7 @@
 uint32_t test_backend = KVT_BACKEND_LOOPBACK;
 bool test_under_valgrind = false;
 static const char *current_case = "";
+const char *test_skip_reason = NULL;
 
 void test_fail(const char *file, int line, const char *fmt, ...) {
     va_list args;
@@ -43,9 +44,14 @@ int test_main(const char *suite, const struct test_entry *cases, size_t count) {
     test_under_valgrind = getenv("KVT_TEST_UNDER_VALGRIND") != NULL;
     for (size_t i = 0; i < count; i++) {
         current_case = cases[i].name;
+        test_skip_reason = NULL;
         cases[i].run();
         check_process_clean();
-        printf("ok %s/%s [%s]\n", suite, cases[i].name, test_backend == KVT_BACKEND_UCX ? "ucx" : "loopback");
+        const char *backend_name = test_backend == KVT_BACKEND_UCX ? "ucx" : "loopback";
+        if (test_skip_reason)
+            printf("skip %s/%s [%s]: %s\n", suite, cases[i].name, backend_name, test_skip_reason);
+        else
+            printf("ok %s/%s [%s]\n", suite, cases[i].name, backend_name);
         fflush(stdout);
     }
     return 0;

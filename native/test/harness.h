@@ -31,6 +31,16 @@ void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((
 
 #define CHECK_OK(call) CHECK_STATUS(KVT_OK, call)
 
+/* Skips the rest of the case on other backends; the run reports it as skipped, not passed. */
+extern const char *test_skip_reason;
+#define ONLY_ON_BACKEND(backend, reason)                                                                              \
+    do {                                                                                                              \
+        if (test_backend != (backend)) {                                                                              \
+            test_skip_reason = (reason);                                                                              \
+            return;                                                                                                   \
+        }                                                                                                             \
+    } while (0)
+
 /* Expects the last error detail to contain `needle`. */
 #define CHECK_DETAIL(needle)                                                                                          \
     CHECK(strstr(kvt_last_error_detail(), (needle)) != NULL, "detail '%s' does not mention '%s'",                    \

@@ -129,7 +129,7 @@ static void wait_sent(ucp_worker_h worker, void *request) {
 
 /* A raw UCX sender (not an agent) sends malformed notifications: the agent drops and counts them. */
 static void malformed_notifications_are_dropped(void) {
-    if (test_backend != KVT_BACKEND_UCX) return;
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "a raw sender exists only for UCX");
     uint32_t agent = make_agent("strict-receiver");
     uint64_t blob_length = 0;
     CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));

@@ -296,7 +296,7 @@ static void cancel_and_release(void) {
 }
 
 static void withdrawn_or_destroyed_source(void) {
-    if (test_backend != KVT_BACKEND_LOOPBACK) return; /* UCX: one-sided access cannot see it (trust model) */
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "a UCX reader cannot see a withdrawn region (one-sided; trust model)");
     pair p = pair_open("gone-source", "gone-reader", 65536);
     /* The source deregisters after the reader loaded its metadata: loopback refuses to touch it. */
     uint8_t *extra = malloc(65536);
