@@ -2,6 +2,9 @@
  * (every truncation, random byte flips and random garbage) that must be refused without crashing. */
 #include "harness.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 static uint8_t *export_blob(uint32_t agent, uint64_t *out_length) {
     uint64_t length = 0;
     CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &length));
@@ -214,5 +217,42 @@ static void unload_refuses_while_in_use(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* A loopback blob exported by another process names that process: loading it is refused. */
+static void loopback_blob_from_another_process(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "UCX peers may live in other processes");
+    int up[2];
+    CHECK(pipe(up) == 0, "pipe");
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        uint32_t agent = make_agent("elsewhere");
+        uint64_t length;
+        uint8_t *blob = export_blob(agent, &length);
+        CHECK(write(up[1], &length, sizeof length) == sizeof length && write(up[1], blob, length) == (ssize_t)length,
+              "write");
+        _exit(0); /* the child's agent dies with it */
+    }
+    close(up[1]);
+    uint64_t length = 0;
+    CHECK(read(up[0], &length, sizeof length) == sizeof length, "read");
+    uint8_t *blob = malloc(length);
+    for (uint64_t got = 0; got < length;) {
+        ssize_t n = read(up[0], blob + got, length - got);
+        CHECK(n > 0, "read blob");
+        got += (uint64_t)n;
+    }
+    close(up[0]);
+    waitpid(pid, NULL, 0);
+    uint32_t reader = make_agent("here");
+    uint32_t peer;
+    uint64_t generation;
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, kvt_peer_load(reader, blob, length, &peer, &generation));
+    CHECK_DETAIL("lives in process");
+    CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 0, "nothing loaded");
+    free(blob);
+    CHECK_OK(kvt_agent_destroy(reader));
+}
+
 TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),
-          TEST(fuzzed_blobs_are_refused), TEST(unload_refuses_while_in_use))
+          TEST(fuzzed_blobs_are_refused), TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process))
