@@ -60,15 +60,20 @@ describe('DeadlineScheduler', () => {
     expect(fired).toEqual([...times].sort((a, b) => a - b));
   });
 
-  it('clear() drops everything', () => {
+  it('clear() drops everything; a cancel of a cleared deadline does not touch later ones', () => {
     const clock = new ManualClock();
     const scheduler = new DeadlineScheduler(clock);
-    scheduler.schedule(1, () => {
+    const cleared = scheduler.schedule(1, () => {
       throw new Error('must not fire');
     });
     scheduler.clear();
     expect(scheduler.size).toBe(0);
     expect(clock.pending).toBe(0);
+    const fired: number[] = [];
+    scheduler.schedule(3, () => fired.push(3));
+    cleared.cancel();
+    expect(scheduler.size).toBe(1);
     clock.advance(5);
+    expect(fired).toEqual([3]);
   });
 });

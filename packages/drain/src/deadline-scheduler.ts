@@ -10,6 +10,8 @@ interface Entry {
   readonly at: number;
   readonly sequence: number;
   readonly fire: () => void;
+  /** The scheduler's epoch when scheduled; `clear()` starts a new one, cancelling every entry at once. */
+  readonly epoch: number;
   cancelled: boolean;
 }
 
@@ -22,6 +24,7 @@ export class DeadlineScheduler {
   readonly #clock: Clock;
   readonly #heap: Entry[] = [];
   #sequence = 0;
+  #epoch = 0;
   #live = 0;
   #timer: unknown;
   #armedAt: number | undefined;
@@ -42,14 +45,14 @@ export class DeadlineScheduler {
   }
 
   schedule(at: number, fire: () => void): Deadline {
-    const entry: Entry = { at, sequence: this.#sequence++, fire, cancelled: false };
+    const entry: Entry = { at, sequence: this.#sequence++, fire, epoch: this.#epoch, cancelled: false };
     this.#push(entry);
     this.#live += 1;
     this.#arm();
     return {
       at,
       cancel: () => {
-        if (entry.cancelled) return;
+        if (entry.cancelled || entry.epoch !== this.#epoch) return;
         entry.cancelled = true;
         this.#live -= 1;
         if (this.#live === 0) this.#disarm();
@@ -73,9 +76,9 @@ export class DeadlineScheduler {
     this.#arm();
   }
 
-  /** Cancels every pending deadline and the timer. */
+  /** Cancels every pending deadline and the timer, in constant time. */
   clear(): void {
-    for (const entry of this.#heap) entry.cancelled = true;
+    this.#epoch += 1;
     this.#heap.length = 0;
     this.#live = 0;
     this.#disarm();
