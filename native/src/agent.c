@@ -327,8 +327,6 @@ static kvt_status start_progress_thread(kvt_agent *agent) {
         if (start.status != KVT_OK) {
             pthread_join(agent->thread, NULL);
             status = kvt_fail(start.status, "kvt_agent_create: %s", start.detail);
-        } else {
-            agent->thread_started = true;
         }
     }
     pthread_mutex_destroy(&start.lock);

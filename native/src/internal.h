@@ -242,7 +242,6 @@ struct kvt_agent {
     _Atomic bool commands_pending;
     int command_fd; /* eventfd the progress thread sleeps on */
     pthread_t thread;
-    bool thread_started;
 
     kvt_fault faults[3];
     uint32_t delay_ms;
