@@ -193,7 +193,12 @@ describe('RetainedInventory', () => {
         const chain = useB ? chainB : chainA;
         const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16 });
         const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
-        const seq = new Map<number, number>();
+        const seq = new Map<number, number>([[0, 0], [1, 0], [2, 0], [3, 0], [4, 0], [5, 0]]);
+        // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
+        for (let w = 0; w <= 5; w++) {
+          inventory.apply({ workerId: `w${w}`, incarnation: 'i', seq: 0, events: [] });
+          if (w < 3) for (let f = 0; f < 31; f++) inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', seq: 0, events: [] });
+        }
         const send = (w: number, events: InventoryEvent[]) => {
           const next = (seq.get(w) ?? -1) + 1;
           seq.set(w, next);

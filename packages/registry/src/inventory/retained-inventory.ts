@@ -38,12 +38,13 @@ const recordHi = 1;
 const recordGpu = 2;
 // Table: open addressing (linear probing) keyed by the 64-bit hash; a slot holds the hash and the
 // first worker that retains the block, further workers of the same block are overflow entries.
-const slotWords = 5;
+const slotWords = 6;
 const slotLo = 0;
 const slotHi = 1;
 const slotWorker = 2; // worker index + 1; 0 = empty slot
 const slotRecord = 3; // the record of this block in that worker's slab
 const slotMore = 4; // first overflow entry + 1; 0 = none
+const slotHolders = 5; // OR of holderBit(worker) over the block's workers: most "not here" answers need no list walk
 const moreWords = 3;
 const moreWorker = 0;
 const moreRecord = 1;
@@ -54,11 +55,14 @@ const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
 const tickMs = 100;
 const maxTick = 0x7fffffff; // ticks stay int32: 2^31 × 100 ms is 6.8 years
 const maxLoad = 0.85;
-const growth = 1.5;
+const growth = 1.5; // of the table and the overflow slab
+const recordGrowth = 1.25; // of a worker's record slab
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const noRecords = new Int32Array(0);
+
+const holderBit = (worker: number): number => 1 << (worker & 31);
 
 /** murmur3's 32-bit finaliser over both halves of a hash. */
 function mix(lo: number, hi: number): number {
@@ -107,8 +111,9 @@ function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
 /**
  * The advisory retained inventory: which block hashes each worker retains, on which tier, until
  * when. Compact, in typed arrays: a 16-byte record per (block, worker) in the worker's own slab,
- * a 20-byte table slot per distinct block (load 0.57–0.85) and a 12-byte overflow entry for each
- * further worker of the same block. Lookups allocate only their answer. A `cleared` event, a new
+ * a 24-byte table slot per distinct block (load 0.57–0.85) and a 12-byte overflow entry for each
+ * further worker of the same block: at most about 42 + 20 bytes per retained block while blocks
+ * are distinct, plus 12 per shared one. Lookups allocate only their answer. A `cleared` event, a new
  * incarnation and `removeWorker` cost one pass over that worker's records; `prune` one pass over
  * all records.
  */
@@ -497,6 +502,7 @@ export class RetainedInventory {
 
   /** Where the worker's entry of the slot at `base` is: inline, an overflow entry + 1, or none. */
   private entryIn(worker: number, base: number): number {
+    if ((this.table[base + slotHolders]! & holderBit(worker)) === 0) return noEntry;
     if (this.table[base + slotWorker] === worker + 1) return inlineEntry;
     for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
       if (this.more[(m - 1) * moreWords + moreWorker] === worker) return m;
@@ -509,7 +515,7 @@ export class RetainedInventory {
     const needed = (this.recordsUsed[worker]! + count) * recordWords;
     const records = this.records[worker]!;
     if (needed <= records.length) return;
-    this.records[worker] = grown(records, Math.max(needed, Math.ceil((records.length * growth) / recordWords) * recordWords));
+    this.records[worker] = grown(records, Math.max(needed, Math.ceil((records.length * recordGrowth) / recordWords) * recordWords));
   }
 
   private appendRecord(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): number {
@@ -536,6 +542,7 @@ export class RetainedInventory {
       table[base + slotWorker] = worker + 1;
       table[base + slotRecord] = record;
       table[base + slotMore] = 0;
+      table[base + slotHolders] = holderBit(worker);
       if (++this.distinctHashes > this.slots * maxLoad) this.rehash(Math.ceil(this.slots * growth));
       return;
     }
@@ -552,6 +559,7 @@ export class RetainedInventory {
     this.more[at + moreRecord] = record;
     this.more[at + moreNext] = this.table[base + slotMore]!;
     this.table[base + slotMore] = m;
+    this.table[base + slotHolders]! |= holderBit(worker);
   }
 
   private remove(worker: number, lo: number, hi: number, tier: 0 | 1): void {
@@ -608,6 +616,7 @@ export class RetainedInventory {
       table[base + slotRecord] = more[at + moreRecord]!;
       table[base + slotMore] = more[at + moreNext]!;
       this.freeMore(m);
+      this.recountHolders(base);
       return;
     }
     let previous = 0;
@@ -617,8 +626,17 @@ export class RetainedInventory {
       if (previous === 0) table[base + slotMore] = more[at + moreNext]!;
       else more[(previous - 1) * moreWords + moreNext] = more[at + moreNext]!;
       this.freeMore(m);
+      this.recountHolders(base);
       return;
     }
+  }
+
+  private recountHolders(base: number): void {
+    let holders = holderBit(this.table[base + slotWorker]! - 1);
+    for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
+      holders |= holderBit(this.more[(m - 1) * moreWords + moreWorker]!);
+    }
+    this.table[base + slotHolders] = holders;
   }
 
   /** Rewrites a worker's slab without its dead records once they are the majority. */
