@@ -87,7 +87,10 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
   it('settles an operation released after it ended but before the wake-up was read', async () => {
     const pair = openPair(backend, PIECE, 65);
     const operation = readAll(pair, 1);
-    while (operation.status().state === 'in-progress') await new Promise((resolve) => setImmediate(resolve));
+    // Wait without yielding to the event loop, so the wake-up is not read before release().
+    const pause = new Int32Array(new SharedArrayBuffer(4));
+    for (let waited = 0; operation.status().state === 'in-progress' && waited < 10_000; waited++) Atomics.wait(pause, 0, 0, 1);
+    expect(operation.isSettled).toBe(false);
     operation.release();
     await expect(operation.done).resolves.toEqual({ bytesDone: PIECE });
     pair.close();
