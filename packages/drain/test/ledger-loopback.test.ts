@@ -3,7 +3,7 @@
 // native completion-delay fault and arrive through the agent's wake-up channel.
 import { NativeTransportError } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DrainingError, OperationRefusedError, PeerUnhealthyError } from '../src/index.js';
+import { DrainingError, InvalidDrainOptionError, OperationLedger, OperationRefusedError, PeerBook, PeerUnhealthyError } from '../src/index.js';
 import { liveCounters, type LoopbackWorld, nextTurn, openLoopbackWorld } from './support/loopback-world.js';
 import { ManualClock } from './support/manual-clock.js';
 
@@ -92,6 +92,30 @@ describe('OperationLedger on the loopback backend', () => {
     expect(w.reader.counters()).toMatchObject({ operationsPosted: 0, liveOperations: 0 });
   });
 
+  it('refuses a request whose peer is not the one the ticket names, banks given twice, and no banks', async () => {
+    const { world: w } = await world();
+    const [bank] = w.banks;
+    const other = w.reader.loadPeer(w.reader.metadata());
+    expect(() => w.ledger.post({ ...w.request([bank!]), peer: other }, { ticket: w.ticket(), banks: [bank!] })).toThrow(
+      new RegExp(`request\\.peer = "${w.source.name}": is not the native peer the ticket names`),
+    );
+    expect(() => w.ledger.post(w.request([bank!]), { ticket: w.ticket(), banks: [bank!, bank!] })).toThrow(/appears twice/);
+    expect(() => w.ledger.post(w.request([bank!]), { ticket: w.ticket(), banks: [] })).toThrow(/at least one local bank/);
+    expect(bank!.references).toBe(0);
+    expect(w.reader.counters().operationsPosted).toBe(0);
+  });
+
+  it('refuses deadlines that are not positive integers or leave no time between timeout and abandon', async () => {
+    const { world: w } = await world();
+    const make = (timeouts: { operationTimeoutMs: number; abandonTimeoutMs: number }) =>
+      new OperationLedger({ agent: w.reader, peers: new PeerBook(), timeouts });
+    expect(() => make({ operationTimeoutMs: 0, abandonTimeoutMs: 10 })).toThrow(InvalidDrainOptionError);
+    expect(() => make({ operationTimeoutMs: 10, abandonTimeoutMs: 10 })).toThrow(
+      /transport\.abandonTimeoutMs = 10 is refused: must exceed transport\.operationTimeoutMs/,
+    );
+    expect(() => make({ operationTimeoutMs: 1.5, abandonTimeoutMs: 10 })).toThrow(/transport\.operationTimeoutMs = 1\.5/);
+  });
+
   it('drains: DRAINING for new posts, cancels at the deadline, hands banks back in reverse registration order', async () => {
     const { world: w, clock } = await world();
     w.reader.faults.delayCompletions('forever');
@@ -114,12 +138,15 @@ describe('OperationLedger on the loopback backend', () => {
     clock.advance(1);
   });
 
-  it('cancels what is still held at the drain deadline', async () => {
+  it('cancels what is still held shortly before the drain deadline', async () => {
     const { world: w, clock } = await world();
     w.reader.faults.delayCompletions('forever');
     const held = w.ledger.post(w.request([w.banks[3]!]), { ticket: w.ticket(), banks: [w.banks[3]!] });
     const draining = w.controller.drain({ deadlineMs: 50 });
-    clock.advance(50);
+    // The cancel goes out a tenth before the deadline; the native layer confirms it before the deadline.
+    clock.advance(45);
+    expect((await held.quiescence).terminal).toBe('cancelled');
+    clock.advance(5);
     const report = await draining;
     expect(report).toMatchObject({ completed: 0, cancelled: 1, quarantined: [], banksRetained: [] });
     expect(report.banksReturned).toHaveLength(4);

@@ -1,14 +1,12 @@
-// Focused cases of the ledger the loopback backend cannot produce on demand (a cancel the native
-// layer does not confirm, a success after the timeout), over the fake native layer.
+// Fixed interleavings of the model-based test, spelled out: the ones the loopback backend cannot
+// produce on demand (a cancel the native layer does not confirm, a success after the timeout, a
+// quarantined operation that ends after shutdown), over the model test's fake native layer. The same
+// cycle runs for real over ucx in ucx-source-cut.test.ts (source SIGSTOPped mid-pull).
 import { describe, expect, it } from 'vitest';
-import { FakeNative } from '../test/support/fake-native.js';
-import { fakeRequest, flush, openFakeWorld, PEER, TIMEOUTS } from '../test/support/fake-world.js';
-import { ManualClock } from '../test/support/manual-clock.js';
-import { InvalidDrainOptionError, OperationRefusedError } from './errors.js';
-import { OperationLedger } from './ledger.js';
-import { PeerBook } from './peer-book.js';
+import { OperationRefusedError } from '../src/index.js';
+import { fakeRequest, flush, openFakeWorld, PEER, TIMEOUTS } from './support/fake-world.js';
 
-describe('OperationLedger', () => {
+describe('model cases: quarantine and late quiescence', () => {
   it('quarantines an operation whose cancel is not confirmed by the abandon deadline, retaining its banks', async () => {
     const world = await openFakeWorld(1, 2);
     const [bank] = world.banks;
@@ -48,26 +46,38 @@ describe('OperationLedger', () => {
     expect(world.native.operations[0]!.released).toBe(true);
     expect(world.ledger.counts()).toMatchObject({ live: 0, quarantined: 0, completed: 1, lateSuccesses: 1, timedOut: 1 });
   });
+  it('reports a quarantined operation and retains its bank; later quiescence hands it back and destroys the agent', async () => {
+    const world = await openFakeWorld(2, 1);
+    const [first, second] = world.banks;
+    const operation = world.ledger.post(fakeRequest(world, [second!]), { ticket: world.book.ticket(PEER), banks: [second!] });
+    const released: number[] = [];
+    let destroyed = false;
+    world.controller.on('released', (_operation, banks) => released.push(...banks.map((bank) => bank.tpRank)));
+    world.controller.on('agent-destroyed', () => (destroyed = true));
+    const shutdown = world.controller.shutdown();
+    world.clock.advance(400);
+    const result = await shutdown;
+    expect(result.report.quarantined).toEqual([expect.objectContaining({ id: operation.id, reason: expect.stringContaining('transport.abandonTimeoutMs') })]);
+    expect(result.report.banksReturned.map((bank) => bank.tpRank)).toEqual([0]);
+    expect(result.report.banksRetained).toEqual([{ bank: expect.objectContaining({ tpRank: 1 }), reason: expect.stringContaining('quarantined') }]);
+    expect(result).toMatchObject({ retained: true, agentDestroyed: false });
+    expect(result.steps.find((step) => step.step === 'destroy-agent')).toEqual({
+      step: 'destroy-agent',
+      ok: false,
+      detail: 'kept: 1 quarantined operations are not terminal',
+    });
+    expect(first!.state).toBe('returned');
+    expect(second!.state).toBe('retained');
+    expect(world.handedBack.get(second!)).toBeUndefined();
 
-  it('refuses a request whose peer is not the one the ticket names, and banks given twice', async () => {
-    const world = await openFakeWorld(1, 1);
-    const [bank] = world.banks;
-    const other = world.native.peer(2);
-    expect(() =>
-      world.ledger.post({ ...fakeRequest(world, [bank!]), peer: other }, { ticket: world.book.ticket(PEER), banks: [bank!] }),
-    ).toThrow(/request\.peer = "decode-0": is not the native peer the ticket names/);
-    expect(() => world.ledger.post(fakeRequest(world, [bank!]), { ticket: world.book.ticket(PEER), banks: [bank!, bank!] })).toThrow(/appears twice/);
-    expect(() => world.ledger.post(fakeRequest(world, []), { ticket: world.book.ticket(PEER), banks: [] })).toThrow(/at least one local bank/);
+    world.native.operations[0]!.fail('CANCELED');
     await flush();
-    expect(bank!.references).toBe(0);
+    expect(released).toEqual([1]);
+    expect(second!.state).toBe('returned');
+    expect(world.handedBack.get(second!)).toBe(1);
+    expect(destroyed).toBe(true);
+    expect(world.native.closed).toBe(true);
+    expect(world.native.violations).toEqual([]);
   });
 
-  it('refuses deadlines that are not positive or leave no time between timeout and abandon', () => {
-    const native = new FakeNative();
-    const make = (timeouts: { operationTimeoutMs: number; abandonTimeoutMs: number }) =>
-      new OperationLedger({ agent: native.agent, peers: new PeerBook(), timeouts, clock: new ManualClock() });
-    expect(() => make({ operationTimeoutMs: 0, abandonTimeoutMs: 10 })).toThrow(InvalidDrainOptionError);
-    expect(() => make({ operationTimeoutMs: 10, abandonTimeoutMs: 10 })).toThrow(/transport\.abandonTimeoutMs = 10 is refused: must exceed transport\.operationTimeoutMs/);
-    expect(() => make({ operationTimeoutMs: 1.5, abandonTimeoutMs: 10 })).toThrow(/transport\.operationTimeoutMs = 1\.5/);
-  });
 });
