@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 static void create_and_destroy(void) {
@@ -121,7 +122,7 @@ static void stale_handles_are_not_found(void) {
 typedef struct {
     uint32_t agent;
     uint8_t *memory;
-    int registered, refused;
+    _Atomic int registered;
 } churn_args;
 
 /* Registers and deregisters until the agent is gone. */
