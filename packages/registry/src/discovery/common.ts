@@ -46,6 +46,15 @@ export function checkTtl(backend: DiscoveryBackend, ttlMs: unknown): number {
   return ttlMs;
 }
 
+/** An optional whole-number option ≥ 1, or its default. */
+export function wholeOption(backend: DiscoveryBackend, name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new DiscoveryArgumentError(backend, name, value, `${name} is a whole number ≥ 1`);
+  }
+  return value;
+}
+
 export function checkLeaseId(backend: DiscoveryBackend, lease: unknown): LeaseId {
   if (typeof lease !== 'string' || !/^[1-9][0-9]{0,19}$/.test(lease)) {
     throw new DiscoveryArgumentError(backend, 'lease', lease, 'a lease id is a positive decimal string');

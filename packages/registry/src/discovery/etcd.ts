@@ -20,6 +20,7 @@ import {
   prefixEnd,
   type ResolvedWrite,
   resolveCommit,
+  wholeOption,
 } from './common.js';
 import type {
   DiscoveryEntry,
@@ -86,11 +87,15 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   private closed = false;
 
   constructor(options: EtcdDiscoveryOptions) {
-    this.requestTimeoutMs = options.requestTimeoutMs ?? 5_000;
-    this.maxReconnectDelayMs = options.maxReconnectDelayMs ?? 2_000;
-    this.commitAttempts = options.commitAttempts ?? 16;
+    this.requestTimeoutMs = wholeOption(backend, 'requestTimeoutMs', options.requestTimeoutMs, 5_000);
+    this.maxReconnectDelayMs = wholeOption(backend, 'maxReconnectDelayMs', options.maxReconnectDelayMs, 2_000);
+    this.commitAttempts = wholeOption(backend, 'commitAttempts', options.commitAttempts, 16);
+    const hosts = typeof options.hosts === 'string' ? [options.hosts] : options.hosts;
+    if (!Array.isArray(hosts) || hosts.length === 0 || hosts.some((host) => typeof host !== 'string' || !/^https?:\/\/./.test(host))) {
+      throw new DiscoveryArgumentError(backend, 'hosts', options.hosts, 'hosts are one or more http(s):// client URLs');
+    }
     this.client = new Etcd3({
-      hosts: typeof options.hosts === 'string' ? options.hosts : [...options.hosts],
+      hosts: [...hosts],
       grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1_000 },
       faultHandling: {
         host: () => noop,

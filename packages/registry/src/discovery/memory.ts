@@ -10,6 +10,7 @@ import {
   encodeValue,
   type ResolvedWrite,
   resolveCommit,
+  wholeOption,
 } from './common.js';
 import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
 import type {
@@ -52,7 +53,7 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
   private closed = false;
 
   constructor(options: MemoryDiscoveryOptions = {}) {
-    this.historyRevisions = options.historyRevisions ?? 10_000;
+    this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
     this.hub = new LocalWatchHub({
       currentRevision: () => this.revision,
       batchesFrom: (from) =>

@@ -17,6 +17,7 @@ import {
   prefixEnd,
   type ResolvedWrite,
   resolveCommit,
+  wholeOption,
 } from './common.js';
 import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
 import type {
@@ -107,10 +108,11 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     options: SqliteDiscoveryOptions = {},
   ) {
     this.now = options.now ?? Date.now;
-    this.pollIntervalMs = options.pollIntervalMs ?? 25;
-    this.historyRevisions = options.historyRevisions ?? 10_000;
+    this.pollIntervalMs = wholeOption(this.backend, 'pollIntervalMs', options.pollIntervalMs, 25);
+    this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
+    const busyTimeoutMs = wholeOption(this.backend, 'busyTimeoutMs', options.busyTimeoutMs, 5_000);
     try {
-      this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5_000 });
+      this.db = new Database(path, { timeout: busyTimeoutMs });
       this.db.pragma('journal_mode = WAL');
       this.db.pragma('synchronous = NORMAL');
       this.db.transaction(() => this.db.exec(schema)).immediate();
