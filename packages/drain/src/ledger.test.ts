@@ -2,30 +2,19 @@
 // process) with real registry banks. Deadlines run on a manual clock; completions are held with the
 // native completion-delay fault and arrive through the agent's wake-up channel.
 import { NativeTransportError } from '@kvreuse/native-bindings';
-import { afterEach, describe, expect, it } from 'vitest';
-import { DrainingError, InvalidDrainOptionError, OperationLedger, OperationRefusedError, PeerBook, PeerUnhealthyError } from '../src/index.js';
-import { liveCounters, type LoopbackWorld, nextTurn, openLoopbackWorld } from './support/loopback-world.js';
-import { ManualClock } from './support/manual-clock.js';
+import { describe, expect, it } from 'vitest';
+import { nextTurn } from '../test/support/loopback-world.js';
+import { loopbackWorlds } from '../test/support/loopback-worlds.js';
+import { ManualClock } from '../test/support/manual-clock.js';
+import { DrainingError, InvalidDrainOptionError, OperationLedger, OperationRefusedError, PeerBook, PeerUnhealthyError } from './index.js';
 
 const TIMEOUTS = { operationTimeoutMs: 100, abandonTimeoutMs: 300 };
-const zero = { liveAgents: 0, liveRegistrations: 0, liveAllocations: 0, livePeers: 0, liveOperations: 0, inflightOperations: 0 };
+const worlds = loopbackWorlds({ ranks: 2, banksPerRank: 2, timeouts: TIMEOUTS, shutdownDeadlineMs: 1000 });
 
-let open: LoopbackWorld[] = [];
-async function world(clock = new ManualClock()) {
-  const created = await openLoopbackWorld({ ranks: 2, banksPerRank: 2, clock, timeouts: TIMEOUTS, shutdownDeadlineMs: 1000 });
-  open.push(created);
-  return { world: created, clock };
+async function world() {
+  const clock = new ManualClock();
+  return { world: await worlds.world({ clock }), clock };
 }
-
-afterEach(async () => {
-  for (const created of open) {
-    if (created.reader.isOpen) created.reader.faults.clear();
-    await created.controller.shutdown({ deadlineMs: 0 });
-    created.closeSource();
-  }
-  open = [];
-  expect(liveCounters()).toEqual(zero);
-});
 
 describe('OperationLedger on the loopback backend', () => {
   it('holds a reference on every touched bank until the operation is quiescent, then releases it natively', async () => {

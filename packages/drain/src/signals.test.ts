@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { loopbackWorlds } from '../test/support/loopback-worlds.js';
+import { shutdownOnSignals, type SignalTarget } from './signals.js';
+
+const { world, refusedBank } = loopbackWorlds();
+
+function fakeProcess() {
+  const handlers = new Map<string, () => void>();
+  const exits: number[] = [];
+  const target: SignalTarget = {
+    on: (signal, listener) => handlers.set(signal, listener),
+    off: (signal) => handlers.delete(signal),
+    exit: (code) => void exits.push(code ?? 0),
+  };
+  return { handlers, exits, target };
+}
+
+/** Resolves after `promise` and the callbacks chained on it. */
+const settled = (promise: Promise<unknown>) => promise.then(() => new Promise((resolve) => setImmediate(resolve)));
+
+describe('shutdownOnSignals', () => {
+  it('runs one shutdown for any number of signals, exits with 0 when nothing was retained, and can be removed', async () => {
+    const w = await world();
+    const { handlers, exits, target } = fakeProcess();
+    let results = 0;
+    const dispose = shutdownOnSignals(w.controller, { target, onResult: () => (results += 1) });
+    expect([...handlers.keys()]).toEqual(['SIGTERM', 'SIGINT']);
+    handlers.get('SIGTERM')!();
+    handlers.get('SIGINT')!();
+    await settled(w.controller.shutdown());
+    expect(exits).toEqual([0, 0]);
+    expect(results).toBe(2);
+    expect(w.reader.isOpen).toBe(false);
+    dispose();
+    expect(handlers.size).toBe(0);
+  });
+
+  it('exits with 1 when something was retained', async () => {
+    const w = await world();
+    await refusedBank(w);
+    const { handlers, exits, target } = fakeProcess();
+    shutdownOnSignals(w.controller, { target, signals: ['SIGTERM'] });
+    handlers.get('SIGTERM')!();
+    await settled(w.controller.shutdown());
+    expect(exits).toEqual([1]);
+  });
+});
