@@ -150,6 +150,11 @@ enum {
  * *out_count to the number written. Newer libraries may append capabilities.
  */
 KVT_API kvt_status kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count);
+/**
+ * Why capability `cap` has the value it has, in words (static storage), e.g. for KVT_CAP_VRAM
+ * "no: built without GPU memory support (...)"; NULL for an unknown capability.
+ */
+KVT_API const char *kvt_capability_detail(uint32_t cap);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Agents                                                                                           */
@@ -292,6 +297,24 @@ enum {
 /** Generation, state (KVT_PEER_*) and number of advertised regions of a peer. Any out pointer may be NULL. */
 KVT_API kvt_status kvt_peer_info(uint32_t agent, uint32_t peer, uint64_t *out_generation, uint32_t *out_state,
                                  uint32_t *out_region_count);
+
+/**
+ * The regions a loaded peer advertises, in blob order: for i < min(capacity, *out_count) writes
+ * ids[i], addresses[i], lengths[i], kinds[i], devices[i] (any array may be NULL). *out_count is the
+ * number of regions advertised (0 once the peer is invalidated).
+ */
+KVT_API kvt_status kvt_peer_regions(uint32_t agent, uint32_t peer, uint32_t capacity, uint32_t *ids,
+                                    uint64_t *addresses, uint64_t *lengths, uint32_t *kinds, uint32_t *devices,
+                                    uint32_t *out_count);
+
+/**
+ * Describes the path to a loaded peer in words: for UCX the endpoint's lanes and transports as
+ * ucp_ep_print_info prints them (e.g. "... rma_bw#0: posix/memory ..."), for loopback one line.
+ * Copies at most capacity - 1 bytes plus a NUL into `text`; *out_length is the full length (so a
+ * second call with a larger buffer gets all of it). NOT_FOUND for an invalidated or unknown peer.
+ */
+KVT_API kvt_status kvt_peer_transport(uint32_t agent, uint32_t peer, char *text, uint32_t capacity,
+                                      uint32_t *out_length);
 
 /**
  * Invalidates a peer: bumps its generation and marks it KVT_PEER_INVALIDATED, so every later post or

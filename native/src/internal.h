@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #define KVT_STRINGIFY_(x) #x
 #define KVT_STRINGIFY(x) KVT_STRINGIFY_(x)
@@ -170,6 +171,7 @@ typedef struct kvt_op {
     uint32_t next;        /* next descriptor to issue */
     uint64_t next_offset; /* bytes of descs[next] already issued (loopback chunking) */
     uint32_t outstanding; /* backend requests in flight */
+    uint64_t outstanding_bytes;
     bool flushed;         /* WRITE: remote completion confirmed (UCX) */
     kvt_status error;     /* first error, KVT_OK if none */
     _Atomic bool cancel_requested;
@@ -277,6 +279,10 @@ struct kvt_backend {
     /* (P) sends a notification. With op != NULL it may answer KVT_IN_PROGRESS and report the end through
      * kvt_op_notified; with op == NULL it copies `data` if it needs it after returning. */
     kvt_status (*notify)(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length);
+    /* (P) writes a description of the path to the peer (UCX: the endpoint's lanes). */
+    void (*describe)(kvt_agent *agent, kvt_conn *conn, FILE *out);
+    /* Whether alloc/free_allocation/map/unmap may run on any thread (no progress-thread round trip). */
+    bool memory_on_any_thread;
     /* (P) one round of backend progress; true if anything happened. */
     bool (*progress)(kvt_agent *agent);
     /* (P) blocks until the backend or command fd has events or timeout_ms passes. */

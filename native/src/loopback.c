@@ -151,6 +151,11 @@ static kvt_status loopback_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, 
     return KVT_OK;
 }
 
+static void loopback_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
+    fprintf(out, "loopback: memmove inside process %llu, from agent '%s' to agent '%s'\n",
+            (unsigned long long)agent->process.pid, conn->meta.name, agent->name);
+}
+
 static bool loopback_progress(kvt_agent *agent) {
     (void)agent;
     return false;
@@ -173,6 +178,8 @@ const kvt_backend kvt_loopback_backend = {
     .disconnect = loopback_disconnect,
     .advance = loopback_advance,
     .notify = loopback_notify,
+    .describe = loopback_describe,
+    .memory_on_any_thread = true,
     .progress = loopback_progress,
     .sleep = loopback_sleep,
 };

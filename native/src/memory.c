@@ -2,12 +2,23 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
 static const char *kind_name(uint32_t kind) { return kind == KVT_MEM_DRAM ? "dram" : "vram"; }
+
+/* Memory work runs on the calling thread when the backend allows it (loopback), else on the
+ * progress thread (UCX: the ucp context is the progress thread's alone). */
+static kvt_status memory_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), void *arg) {
+    if (!agent->backend->memory_on_any_thread) return kvt_agent_call(agent, call, arg);
+    char detail[512] = "";
+    kvt_status status = call(agent, arg, detail, sizeof detail);
+    if (status != KVT_OK) return kvt_fail(status, "%s", detail);
+    return status;
+}
 
 /* ---- allocation ------------------------------------------------------------------------------------ */
 
@@ -43,7 +54,7 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
     pthread_mutex_lock(&agent->config_lock);
     kvt_allocation allocation = {.length = length};
     alloc_call_args args = {.allocation = &allocation};
-    status = kvt_agent_call(agent, alloc_call, &args);
+    status = memory_call(agent, alloc_call, &args);
     if (status == KVT_OK && (flags & KVT_ALLOC_MLOCK)) {
         if (mlock((void *)(uintptr_t)allocation.address, length) != 0) {
             int error = errno;
@@ -52,7 +63,7 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
             status = kvt_fail(error == ENOMEM || error == EPERM ? KVT_ERR_NOT_ALLOWED : KVT_ERR_BACKEND,
                               "kvt_mem_alloc: mlock of %llu bytes failed: %s (RLIMIT_MEMLOCK soft limit %llu bytes)",
                               (unsigned long long)length, strerror(error), (unsigned long long)limit.rlim_cur);
-            kvt_agent_call(agent, free_call, &allocation);
+            memory_call(agent, free_call, &allocation);
         } else {
             allocation.locked = true;
         }
@@ -78,7 +89,7 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
         pthread_mutex_unlock(&agent->lock);
         if (status != KVT_OK) {
             if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, length);
-            kvt_agent_call(agent, free_call, &allocation);
+            memory_call(agent, free_call, &allocation);
         }
     }
     pthread_mutex_unlock(&agent->config_lock);
@@ -120,7 +131,7 @@ kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
     pthread_mutex_unlock(&agent->lock);
     if (status == KVT_OK) {
         if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, allocation.length);
-        kvt_agent_call(agent, free_call, &allocation);
+        memory_call(agent, free_call, &allocation);
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
@@ -231,7 +242,7 @@ kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length
     if (status == KVT_OK) {
         *region = (kvt_region){.kind = kind, .device = device, .address = address, .length = length};
         map_call_args args = {.region = region, .exact = exact};
-        status = kvt_agent_call(agent, map_call, &args);
+        status = memory_call(agent, map_call, &args);
         if (status != KVT_OK) {
             region_free(region);
             region = NULL;
@@ -296,7 +307,7 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     pthread_mutex_unlock(&agent->lock);
     pthread_rwlock_unlock(&agent->region_lock);
     if (region) {
-        kvt_agent_call(agent, unmap_call, region);
+        memory_call(agent, unmap_call, region);
         region_free(region);
     }
     pthread_mutex_unlock(&agent->config_lock);

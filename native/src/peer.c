@@ -1,6 +1,7 @@
 /* Peers: loading metadata blobs, generations, invalidation, and the connections behind them. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,5 +231,86 @@ kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
     }
     pthread_mutex_unlock(&agent->lock);
     pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_peer_regions(uint32_t agent_id, uint32_t peer_id, uint32_t capacity, uint32_t *ids,
+                            uint64_t *addresses, uint64_t *lengths, uint32_t *kinds, uint32_t *devices,
+                            uint32_t *out_count) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_regions", &agent);
+    if (status != KVT_OK) return status;
+    if (!out_count)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_regions: out_count is NULL"));
+    pthread_mutex_lock(&agent->lock);
+    kvt_peer *peer = NULL;
+    status = kvt_peer_lookup_locked(agent, "kvt_peer_regions", peer_id, &peer);
+    if (status == KVT_OK) {
+        const kvt_metadata *meta = peer->conn ? &peer->conn->meta : NULL;
+        uint32_t count = meta ? meta->region_count : 0;
+        for (uint32_t i = 0; i < count && i < capacity; i++) {
+            const kvt_remote_region *region = &meta->regions[i];
+            if (ids) ids[i] = region->id;
+            if (addresses) addresses[i] = region->address;
+            if (lengths) lengths[i] = region->length;
+            if (kinds) kinds[i] = region->kind;
+            if (devices) devices[i] = region->device;
+        }
+        *out_count = count;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
+typedef struct {
+    kvt_conn *conn;
+    char *text;
+    size_t length;
+} describe_args;
+
+static kvt_status describe_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    describe_args *args = arg;
+    FILE *out = open_memstream(&args->text, &args->length);
+    if (!out) {
+        snprintf(detail, detail_size, "kvt_peer_transport: out of memory");
+        return KVT_ERR_NO_MEMORY;
+    }
+    agent->backend->describe(agent, args->conn, out);
+    fclose(out);
+    return KVT_OK;
+}
+
+kvt_status kvt_peer_transport(uint32_t agent_id, uint32_t peer_id, char *text, uint32_t capacity,
+                              uint32_t *out_length) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_transport", &agent);
+    if (status != KVT_OK) return status;
+    if (!out_length || (capacity > 0 && !text))
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                                "kvt_peer_transport: out_length and (capacity %u > 0) text must not be NULL",
+                                                capacity));
+    pthread_mutex_lock(&agent->lock);
+    kvt_peer *peer = NULL;
+    status = kvt_peer_lookup_locked(agent, "kvt_peer_transport", peer_id, &peer);
+    if (status == KVT_OK && !peer->conn)
+        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_transport: peer %u ('%s') was invalidated", peer_id, peer->name);
+    describe_args args = {.conn = status == KVT_OK ? peer->conn : NULL};
+    if (args.conn) args.conn->refs++;
+    pthread_mutex_unlock(&agent->lock);
+    if (args.conn) {
+        status = kvt_agent_call(agent, describe_call, &args);
+        if (status == KVT_OK) {
+            *out_length = (uint32_t)args.length;
+            if (capacity > 0) {
+                size_t n = args.length < capacity - 1 ? args.length : capacity - 1;
+                memcpy(text, args.text, n);
+                text[n] = '\0';
+            }
+        }
+        free(args.text);
+        pthread_mutex_lock(&agent->lock);
+        kvt_conn_unref_locked(agent, args.conn);
+        pthread_mutex_unlock(&agent->lock);
+    }
     return kvt_agent_finish(agent, status);
 }

@@ -97,3 +97,26 @@ kvt_status kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_c
     *out_count = n;
     return KVT_OK;
 }
+
+const char *kvt_capability_detail(uint32_t cap) {
+    switch (cap) {
+    case KVT_CAP_BACKENDS:
+        return KVT_HAVE_UCX ? "loopback (always) and ucx (UCX headers were found at build time)"
+                            : "loopback only: UCX headers (<ucp/api/ucp.h>) were not found at build time";
+    case KVT_CAP_VRAM:
+        return "no: this library is built without GPU memory support (no CUDA/ROCm memory domain is used), so "
+               "only dram can be registered";
+    case KVT_CAP_MAX_DESCRIPTORS:
+        return "most descriptors one kvt_xfer_post batch accepts";
+    case KVT_CAP_MAX_NOTIFICATION:
+        return "most bytes in one notification (sent as one eager active message over UCX)";
+    case KVT_CAP_MAX_NAME:
+        return "most bytes in an agent name";
+    case KVT_CAP_MAX_REGIONS:
+        return "most live registrations per agent";
+    case KVT_CAP_MAX_PENDING_NOTIFICATIONS:
+        return "received notifications queued per agent; more are dropped and counted";
+    default:
+        return NULL;
+    }
+}

@@ -13,6 +13,7 @@
 #define NOTIFY_MAGIC 0x4E54564Bu /* "KVTN" */
 #define NOTIFY_HEADER_FIXED 6u   /* u32 magic + u16 name length */
 #define OP_WINDOW 256u           /* requests in flight per operation */
+#define OP_WINDOW_BYTES (8u << 20) /* bytes in flight per operation (at least one request) */
 #define ISSUE_BUDGET_BYTES (16u << 20) /* per operation and progress round: shared-memory gets complete
                                           inside ucp_get_nbx, so this bounds how long one operation keeps
                                           the thread from commands, cancellation and other operations */
@@ -109,6 +110,15 @@ static void ucx_stop(kvt_agent *agent) {
     agent->backend_state = NULL;
 }
 
+/* Whether a UCX_TLS value leaves the shared-memory transports in (UCX warns about MM settings otherwise). */
+static bool tls_may_use_shared_memory(const char *tls) {
+    if (!tls || tls[0] == '^' || strstr(tls, "all")) return true;
+    static const char *const names[] = {"sm", "shm", "mm", "posix", "sysv", "xpmem"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strstr(tls, names[i])) return true;
+    return false;
+}
+
 static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, size_t detail_size) {
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
@@ -117,7 +127,7 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
      * 1.13 keeps the shared-memory transports out of such endpoints unless they expose error handling,
      * which leaves tcp: four orders of magnitude slower for small gets on one machine. Expose it,
      * unless the user configured it explicitly. */
-    if (!getenv("UCX_MM_ERROR_HANDLING")) {
+    if (!getenv("UCX_MM_ERROR_HANDLING") && tls_may_use_shared_memory(getenv("UCX_TLS"))) {
         status = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
         if (status != UCS_OK) {
             ucp_config_release(config);
@@ -362,6 +372,7 @@ static void on_request_done(void *request, ucs_status_t status, void *user_data)
     kvt_status mapped = map_ucs_status(status, r->conn);
     if (r->kind == UCX_REQ_RMA) {
         op->outstanding--;
+        op->outstanding_bytes -= r->length;
         if (mapped == KVT_OK)
             atomic_fetch_add_explicit(&op->bytes_done, r->length, memory_order_relaxed);
         else if (op->error == KVT_OK)
@@ -394,7 +405,8 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
     uint64_t issued = 0;
-    while (op->error == KVT_OK && op->outstanding < OP_WINDOW && op->next < op->count &&
+    while (op->error == KVT_OK && op->outstanding < OP_WINDOW &&
+           (op->outstanding == 0 || op->outstanding_bytes < OP_WINDOW_BYTES) && op->next < op->count &&
            issued < ISSUE_BUDGET_BYTES && !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
         const kvt_desc *d = &op->descs[op->next];
         ucp_request_param_t param = request_param();
@@ -408,7 +420,10 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
         kvt_status status =
             track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = d->length});
         if (status == KVT_OK) atomic_fetch_add_explicit(&op->bytes_done, d->length, memory_order_relaxed);
-        if (status == KVT_IN_PROGRESS) op->outstanding++;
+        if (status == KVT_IN_PROGRESS) {
+            op->outstanding++;
+            op->outstanding_bytes += d->length;
+        }
         if (status != KVT_OK && status != KVT_IN_PROGRESS) {
             op->error = status;
             break;
@@ -460,6 +475,14 @@ static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const
     return status;
 }
 
+static void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
+    (void)agent;
+    if (conn->backend)
+        ucp_ep_print_info(conn->backend, out);
+    else
+        fprintf(out, "ucx: the endpoint to '%s' is closed (the peer disconnected)\n", conn->meta.name);
+}
+
 /* ---- progress and sleep ----------------------------------------------------------------------- */
 
 static bool ucx_progress(kvt_agent *agent) {
@@ -491,6 +514,8 @@ const kvt_backend kvt_ucx_backend = {
     .disconnect = ucx_disconnect,
     .advance = ucx_advance,
     .notify = ucx_notify,
+    .describe = ucx_describe,
+    .memory_on_any_thread = false,
     .progress = ucx_progress,
     .sleep = ucx_sleep,
 };

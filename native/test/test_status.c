@@ -38,6 +38,9 @@ static void version_and_capabilities(void) {
     CHECK(values[KVT_CAP_MAX_NOTIFICATION] == KVT_MAX_NOTIFICATION, "max notification");
     if (test_backend == KVT_BACKEND_UCX)
         CHECK(values[KVT_CAP_BACKENDS] & (1u << KVT_BACKEND_UCX), "the ucx backend under test is built");
+    for (uint32_t cap = 0; cap < KVT_CAP_COUNT; cap++) CHECK(kvt_capability_detail(cap) != NULL, "detail %u", cap);
+    CHECK(strstr(kvt_capability_detail(KVT_CAP_VRAM), "GPU") != NULL, "the vram reason");
+    CHECK(kvt_capability_detail(KVT_CAP_COUNT) == NULL, "unknown capability");
     CHECK_OK(kvt_capabilities(values, 2, &n));
     CHECK(n == 2, "a short array gets a prefix");
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_capabilities(NULL, 3, &n));
