@@ -165,6 +165,22 @@ kvt_status kvt_agent_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void
     return command.result;
 }
 
+void kvt_agent_call_async(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), const void *arg,
+                          size_t arg_size) {
+    /* One block: the command, then a copy of the argument (suitably aligned after it). */
+    size_t offset = (sizeof(kvt_command) + 15u) & ~(size_t)15u;
+    kvt_command *command = malloc(offset + arg_size);
+    if (!command) {
+        kvt_agent_call(agent, call, (void *)(uintptr_t)arg); /* no memory: wait for it instead */
+        return;
+    }
+    *command = (kvt_command){.kind = KVT_CMD_CALL, .call = call, .arg = (char *)command + offset};
+    memcpy(command->arg, arg, arg_size);
+    pthread_mutex_lock(&agent->lock);
+    kvt_command_submit_locked(agent, command);
+    pthread_mutex_unlock(&agent->lock);
+}
+
 static void complete_command(kvt_agent *agent, kvt_command *command) {
     pthread_mutex_lock(&agent->lock);
     command->done = true;
@@ -191,7 +207,10 @@ static bool run_commands(kvt_agent *agent, bool *worked) {
         case KVT_CMD_CALL:
             command->detail[0] = '\0';
             command->result = command->call(agent, command->arg, command->detail, sizeof command->detail);
-            complete_command(agent, command);
+            if (command->sync)
+                complete_command(agent, command);
+            else
+                free(command); /* asynchronous calls are heap blocks owned by the queue */
             break;
         case KVT_CMD_STOP:
             keep_running = false;

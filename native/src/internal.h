@@ -310,6 +310,9 @@ void kvt_counter_add(kvt_agent *agent, uint32_t index, int64_t delta);
 void kvt_command_submit_locked(kvt_agent *agent, kvt_command *command);
 /* Runs `call` on the progress thread and returns its status, copying its detail. Lock not held. */
 kvt_status kvt_agent_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), void *arg);
+/* Queues `call` with a copy of `arg` for the progress thread and returns at once (its status is dropped). */
+void kvt_agent_call_async(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), const void *arg,
+                          size_t arg_size);
 /* Wakes the progress thread. */
 void kvt_agent_kick(kvt_agent *agent);
 /* Signals the wake pipe / pending condition (agent->lock held). */

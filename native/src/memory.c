@@ -131,7 +131,11 @@ kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
     pthread_mutex_unlock(&agent->lock);
     if (status == KVT_OK) {
         if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, allocation.length);
-        memory_call(agent, free_call, &allocation);
+        /* Nobody can reach the allocation through this agent any more: no need to wait for the unmap. */
+        if (agent->backend->memory_on_any_thread)
+            free_call(agent, &allocation, NULL, 0);
+        else
+            kvt_agent_call_async(agent, free_call, &allocation, sizeof allocation);
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
@@ -307,7 +311,7 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     pthread_mutex_unlock(&agent->lock);
     pthread_rwlock_unlock(&agent->region_lock);
     if (region) {
-        memory_call(agent, unmap_call, region);
+        if (region->backend && !region->backend_borrowed) memory_call(agent, unmap_call, region);
         region_free(region);
     }
     pthread_mutex_unlock(&agent->config_lock);
