@@ -157,15 +157,26 @@ export class InvalidBankError extends RegistryError {
 
 export type BankState = 'owned' | 'registering' | 'registered' | 'releasing' | 'returned' | 'retained';
 
+/**
+ * Why a bank is retained. `quarantine`: an operation that touches it was quarantined by the drain
+ * layer; its registration is intact, and once nothing references it the bank may be reinstated.
+ * `native-refusal`: the native layer refused a deregistration (or a rollback could not undo the
+ * registration); what the memory's registration state is, is not known, so the bank may only be
+ * released, never put back in service.
+ */
+export type BankRetainedBy = 'quarantine' | 'native-refusal';
+
 /** A transition the bank's ownership state machine does not allow from its current state. */
 export class BankStateError extends RegistryError {
-  readonly code: 'BANK_INVALID_TRANSITION' | 'BANK_ALREADY_REGISTERED' | 'BANK_ALREADY_RELEASED' = 'BANK_INVALID_TRANSITION';
+  readonly code: 'BANK_INVALID_TRANSITION' | 'BANK_ALREADY_REGISTERED' | 'BANK_ALREADY_RELEASED' | 'BANK_REINSTATE_REFUSED' =
+    'BANK_INVALID_TRANSITION';
   constructor(
     readonly bank: BankLabel,
     readonly state: BankState,
     readonly transition: string,
+    detail?: string,
   ) {
-    super(`${formatBank(bank)}: cannot ${transition} while ${state}`);
+    super(`${formatBank(bank)}: cannot ${transition} while ${state}${detail === undefined ? '' : `: ${detail}`}`);
   }
 }
 
@@ -177,6 +188,30 @@ export class BankAlreadyRegisteredError extends BankStateError {
 /** Releasing a bank that is already releasing or returned. */
 export class BankAlreadyReleasedError extends BankStateError {
   override readonly code = 'BANK_ALREADY_RELEASED';
+}
+
+/**
+ * `reinstate()` refused: the bank is not retained (`not-retained`), was retained by a native refusal
+ * (`native-refusal`: its registration state is unknown, it may only be released), or references
+ * still hold it (`referenced`). Names the bank, its state, and why and by what it was retained.
+ */
+export class BankReinstateError extends BankStateError {
+  override readonly code = 'BANK_REINSTATE_REFUSED';
+  constructor(
+    bank: BankLabel,
+    state: BankState,
+    readonly refusal: 'not-retained' | 'native-refusal' | 'referenced',
+    readonly retainedBy: BankRetainedBy | undefined,
+    readonly retainedReason: string | undefined,
+    readonly references: number,
+  ) {
+    const why = {
+      'not-retained': 'only a bank retained by a quarantine can be reinstated',
+      'native-refusal': `it was retained by a native refusal (${retainedReason ?? 'no reason given'}), so its registration state is unknown; it can only be released`,
+      referenced: `${references} reference(s) still hold it (retained by ${retainedBy ?? 'nothing'}: ${retainedReason ?? 'no reason given'})`,
+    }[refusal];
+    super(bank, state, 'reinstate', why);
+  }
 }
 
 /** Releasing (or undoing the registration of) a bank that references still hold. */

@@ -5,6 +5,7 @@ import {
   BankInUseError,
   BankOwnerReleaseError,
   BankReferenceReleasedError,
+  BankReinstateError,
   BankStateError,
   InvalidBankError,
   type BankState,
@@ -172,6 +173,8 @@ describe('Bank ownership state machine', () => {
   it.each(['owned', 'returned'] as const)('refuses to retain a bank that is %s', async (state) => {
     const bank = await bankIn(state);
     expect(() => bank.retain('x')).toThrow(BankStateError);
+    expect(() => bank.retain('x', 'quarantine')).toThrow(BankStateError);
+    expect(bank.state).toBe(state);
   });
 
   it.each([
@@ -220,6 +223,148 @@ describe('Bank ownership state machine', () => {
   it('names the bank in every error', async () => {
     const bank = await bankIn('registered');
     expect(() => bank.beginRegistration()).toThrow('bank 3 of rank (tp 1, pp 0) at 0x7f0000000000 (65536 bytes)');
+  });
+});
+
+describe('Bank retention and reinstatement', () => {
+  const quarantine = 'quarantined: operation reader#12 not terminal 250 ms after it was posted';
+  const refusal = 'deregistration failed with BUSY: an operation is in progress';
+
+  it('records what retained a bank; a retention without a kind is a native refusal', async () => {
+    const quarantined = await bankIn('registered');
+    quarantined.retain(quarantine, 'quarantine');
+    expect([quarantined.state, quarantined.retainedBy, quarantined.retainedReason]).toEqual(['retained', 'quarantine', quarantine]);
+    const refused = await bankIn('releasing');
+    refused.retain(refusal);
+    expect([refused.state, refused.retainedBy, refused.retainedReason]).toEqual(['retained', 'native-refusal', refusal]);
+  });
+
+  it.each(['registering', 'registered', 'releasing'] as const)('retains a %s bank by a native refusal', async (state) => {
+    const bank = await bankIn(state);
+    bank.retain(refusal, 'native-refusal');
+    expect([bank.state, bank.retainedBy]).toEqual(['retained', 'native-refusal']);
+  });
+
+  it.each(['owned', 'registering', 'releasing', 'returned'] as const)('refuses to quarantine a bank that is %s, naming it and its state', async (state) => {
+    const bank = await bankIn(state);
+    const error = captureError(() => bank.retain(quarantine, 'quarantine'));
+    expect(error).toBeInstanceOf(BankStateError);
+    expect(error).toMatchObject({ code: 'BANK_INVALID_TRANSITION', state, transition: 'retain (quarantine)' });
+    expect((error as Error).message).toBe(`bank 3 of rank (tp 1, pp 0) at 0x7f0000000000 (65536 bytes): cannot retain (quarantine) while ${state}`);
+    expect([bank.state, bank.retainedBy]).toEqual([state, undefined]);
+  });
+
+  it('refuses an unknown kind of retention', async () => {
+    const bank = await bankIn('registered');
+    expect(() => bank.retain('x', 'operator' as never)).toThrow(InvalidBankError);
+    expect(() => bank.retain('x', 'operator' as never)).toThrow(/retainedBy = "operator" is refused/);
+    expect(bank.state).toBe('registered');
+  });
+
+  it('retains a retained bank again without change, keeping the first reason and kind', async () => {
+    const quarantined = await bankIn('registered');
+    quarantined.retain(quarantine, 'quarantine');
+    quarantined.retain('quarantined again by a second operation', 'quarantine');
+    expect([quarantined.retainedBy, quarantined.retainedReason]).toEqual(['quarantine', quarantine]);
+    const refused = await bankIn('registered');
+    refused.retain(refusal);
+    refused.retain('quarantined later', 'quarantine');
+    refused.retain('refused again');
+    expect([refused.state, refused.retainedBy, refused.retainedReason]).toEqual(['retained', 'native-refusal', refusal]);
+  });
+
+  it('lets a native refusal supersede a quarantine: the bank can then no longer be reinstated', async () => {
+    const bank = await bankIn('registered');
+    bank.retain(quarantine, 'quarantine');
+    bank.retain(refusal, 'native-refusal');
+    expect([bank.state, bank.retainedBy, bank.retainedReason]).toEqual(['retained', 'native-refusal', refusal]);
+    expect(() => bank.reinstate()).toThrow(BankReinstateError);
+  });
+
+  it('reinstates a quarantined bank once unreferenced: registered again, same registration and owner, in service', async () => {
+    const { bank, releases } = frameworkBank();
+    const owner = bank.owner;
+    bank.beginRegistration();
+    const registration = region(9);
+    bank.completeRegistration(registration);
+    const operation = bank.acquire();
+    bank.retain(quarantine, 'quarantine');
+    operation.release();
+    bank.reinstate();
+    expect([bank.state, bank.references, bank.retainedBy, bank.retainedReason]).toEqual(['registered', 0, undefined, undefined]);
+    expect(bank.region).toBe(registration);
+    expect(bank.owner).toBe(owner);
+    expect(releases).toEqual([]);
+    // In service again: it takes references, can be quarantined again, and is handed back normally.
+    const next = bank.acquire();
+    bank.retain('quarantined a second time', 'quarantine');
+    expect([bank.state, bank.retainedReason]).toEqual(['retained', 'quarantined a second time']);
+    next.release();
+    bank.reinstate();
+    bank.beginRelease();
+    bank.markDeregistered();
+    await bank.completeRelease();
+    expect([bank.state, releases.length]).toEqual(['returned', 1]);
+  });
+
+  it('refuses to reinstate a quarantined bank while referenced, naming the references and the quarantine', async () => {
+    const bank = await bankIn('registered');
+    const first = bank.acquire();
+    const second = bank.acquire();
+    bank.retain(quarantine, 'quarantine');
+    first.release();
+    const error = captureError(() => bank.reinstate());
+    expect(error).toBeInstanceOf(BankReinstateError);
+    expect(error).toMatchObject({
+      code: 'BANK_REINSTATE_REFUSED',
+      refusal: 'referenced',
+      state: 'retained',
+      retainedBy: 'quarantine',
+      retainedReason: quarantine,
+      references: 1,
+      bank: { index: 3, tpRank: 1 },
+    });
+    expect((error as Error).message).toBe(
+      `bank 3 of rank (tp 1, pp 0) at 0x7f0000000000 (65536 bytes): cannot reinstate while retained: 1 reference(s) still hold it (retained by quarantine: ${quarantine})`,
+    );
+    expect([bank.state, bank.retainedBy]).toEqual(['retained', 'quarantine']);
+    second.release();
+    bank.reinstate();
+    expect(bank.state).toBe('registered');
+  });
+
+  it.each(['registering', 'registered', 'releasing'] as const)(
+    'refuses to reinstate a bank retained by a native refusal while %s, even unreferenced; it can only be released',
+    async (from) => {
+      const bank = await bankIn(from);
+      bank.retain(refusal);
+      const error = captureError(() => bank.reinstate());
+      expect(error).toBeInstanceOf(BankReinstateError);
+      expect(error).toMatchObject({ refusal: 'native-refusal', state: 'retained', retainedBy: 'native-refusal', retainedReason: refusal, references: 0 });
+      expect((error as Error).message).toBe(
+        `bank 3 of rank (tp 1, pp 0) at 0x7f0000000000 (65536 bytes): cannot reinstate while retained: it was retained by a native refusal (${refusal}), so its registration state is unknown; it can only be released`,
+      );
+      expect([bank.state, bank.retainedBy]).toEqual(['retained', 'native-refusal']);
+      bank.beginRelease();
+      expect(bank.state).toBe('releasing');
+    },
+  );
+
+  it.each(['owned', 'registering', 'registered', 'releasing', 'returned'] as const)('refuses to reinstate a bank that is %s', async (state) => {
+    const bank = await bankIn(state);
+    const error = captureError(() => bank.reinstate());
+    expect(error).toBeInstanceOf(BankReinstateError);
+    expect(error).toBeInstanceOf(BankStateError);
+    expect(error).toMatchObject({ refusal: 'not-retained', state, transition: 'reinstate', retainedBy: undefined });
+    expect((error as Error).message).toMatch(new RegExp(`: cannot reinstate while ${state}: only a bank retained by a quarantine can be reinstated$`));
+    expect(bank.state).toBe(state);
+  });
+
+  it('refuses a second reinstatement', async () => {
+    const bank = await bankIn('registered');
+    bank.retain(quarantine, 'quarantine');
+    bank.reinstate();
+    expect(() => bank.reinstate()).toThrow(/cannot reinstate while registered/);
   });
 });
 

@@ -6,9 +6,11 @@ import {
   BankInUseError,
   BankOwnerReleaseError,
   BankReferenceReleasedError,
+  BankReinstateError,
   BankStateError,
   InvalidBankError,
   type BankLabel,
+  type BankRetainedBy,
   type BankState,
 } from '../errors.js';
 import type { BankOwner } from './owner.js';
@@ -53,6 +55,11 @@ export interface Bank extends BankSpec {
  *                 ↓ (failed)     ↓ ↑ (rolled back / re-)   ↑
  *               owned          retained ──────────────────┘ (once proven quiescent)
  *
+ * A bank is retained by a `quarantine` (an operation on it is not terminal: only from `registered`)
+ * or by a `native-refusal` (a deregistration or rollback the native layer refused: from `registering`,
+ * `registered` or `releasing`). Only a quarantined bank may go back to `registered` (`reinstate()`),
+ * once nothing references it; a bank retained by a native refusal may only be released.
+ *
  * Every transition is checked. Native registration itself is done by `registerRank`; the bank only
  * records what happened, so that a failure at any step leaves a state that says the truth.
  */
@@ -61,6 +68,7 @@ export class Bank implements BankLabel {
   #region: BankRegion | undefined;
   #references = 0;
   #retainedReason: string | undefined;
+  #retainedBy: BankRetainedBy | undefined;
   #handingBack = false;
 
   private constructor(spec: BankSpec, owner: BankOwner) {
@@ -91,6 +99,11 @@ export class Bank implements BankLabel {
   /** Why the bank was retained, while it is. */
   get retainedReason(): string | undefined {
     return this.#retainedReason;
+  }
+
+  /** What retained the bank, while it is: only a `quarantine` may be reinstated. */
+  get retainedBy(): BankRetainedBy | undefined {
+    return this.#retainedBy;
   }
 
   /** Throws the error `beginRegistration` would, without changing anything. */
@@ -178,11 +191,40 @@ export class Bank implements BankLabel {
     this.#state = 'returned';
   }
 
-  /** Quarantines the bank: it is never handed back until released explicitly once proven quiescent. */
-  retain(reason: string): void {
-    this.#expect(['registering', 'registered', 'releasing'], 'retain');
+  /**
+   * Takes the bank out of service without handing it back: it is never deregistered nor handed back
+   * until released explicitly once proven unused. `by` says what retained it; it defaults to
+   * `native-refusal`, the kind that can never be reinstated. Retaining a retained bank again changes
+   * nothing — the first reason and kind stay — except that a native refusal supersedes a quarantine:
+   * once the native layer refused the bank, its registration state is unknown.
+   */
+  retain(reason: string, by: BankRetainedBy = 'native-refusal'): void {
+    if (by !== 'quarantine' && by !== 'native-refusal') {
+      throw new InvalidBankError('retainedBy', by, "must be 'quarantine' or 'native-refusal'");
+    }
+    if (this.#state === 'retained' && (by === this.#retainedBy || by === 'quarantine')) return;
+    if (this.#state !== 'retained') {
+      this.#expect(by === 'quarantine' ? ['registered'] : ['registering', 'registered', 'releasing'], `retain (${by})`);
+    }
     this.#retainedReason = reason;
+    this.#retainedBy = by;
     this.#state = 'retained';
+  }
+
+  /**
+   * Puts a bank retained by a quarantine back in service (`registered`, same registration, same
+   * owner) once nothing references it. Refused, with `BankReinstateError`, for a bank that is not
+   * retained, was retained by a native refusal, or is still referenced.
+   */
+  reinstate(): void {
+    if (this.#state !== 'retained') throw new BankReinstateError(this, this.#state, 'not-retained', undefined, undefined, this.#references);
+    const refusal = this.#retainedBy !== 'quarantine' ? 'native-refusal' : this.#references > 0 ? 'referenced' : undefined;
+    if (refusal !== undefined) {
+      throw new BankReinstateError(this, this.#state, refusal, this.#retainedBy, this.#retainedReason, this.#references);
+    }
+    this.#retainedReason = undefined;
+    this.#retainedBy = undefined;
+    this.#state = 'registered';
   }
 
   #expect(states: readonly BankState[], transition: string): void {
