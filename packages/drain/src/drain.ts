@@ -293,7 +293,7 @@ async function releaseBanks(banks: readonly Bank[]): Promise<{ returned: BankLab
   for (const bank of banks) {
     if (bank.state === 'returned') continue;
     if (bank.references > 0) {
-      if (bank.state === 'registered') bank.retain(`still referenced by ${bank.references} live operations at drain`);
+      bank.retain(`still referenced by ${bank.references} live operations at drain`, 'quarantine');
       retained.push({ bank: labelOf(bank), reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` });
       continue;
     }
@@ -303,7 +303,7 @@ async function releaseBanks(banks: readonly Bank[]): Promise<{ returned: BankLab
       try {
         region.deregister();
       } catch (error) {
-        bank.retain(`deregistration failed: ${messageOf(error)}`);
+        bank.retain(`deregistration failed: ${messageOf(error)}`, 'native-refusal');
         retained.push({ bank: labelOf(bank), reason: bank.retainedReason ?? messageOf(error) });
         continue;
       }

@@ -2,11 +2,20 @@
 // process) with real registry banks. Deadlines run on a manual clock; completions are held with the
 // native completion-delay fault and arrive through the agent's wake-up channel.
 import { NativeTransportError } from '@kvreuse/native-bindings';
+import { Bank, kvreuseOwner, RankRegistrationError, type RegistrationAgent, registerRank, releaseRank } from '@kvreuse/registry';
 import { describe, expect, it } from 'vitest';
 import { nextTurn } from '../test/support/loopback-world.js';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';
 import { ManualClock } from '../test/support/manual-clock.js';
-import { DrainingError, InvalidDrainOptionError, OperationLedger, OperationRefusedError, PeerBook, PeerUnhealthyError } from './index.js';
+import {
+  DrainingError,
+  InvalidDrainOptionError,
+  type LedgerOperation,
+  OperationLedger,
+  OperationRefusedError,
+  PeerBook,
+  PeerUnhealthyError,
+} from './index.js';
 
 const TIMEOUTS = { operationTimeoutMs: 100, abandonTimeoutMs: 300 };
 const worlds = loopbackWorlds({ ranks: 2, banksPerRank: 2, timeouts: TIMEOUTS, shutdownDeadlineMs: 1000 });
@@ -92,6 +101,45 @@ describe('OperationLedger on the loopback backend', () => {
     expect(() => w.ledger.post(w.request([bank!]), { ticket: w.ticket(), banks: [] })).toThrow(/at least one local bank/);
     expect(bank!.references).toBe(0);
     expect(w.reader.counters().operationsPosted).toBe(0);
+  });
+
+  it('never reinstates a bank retained by a native refusal: a rollback that found it referenced', async () => {
+    const { world: w } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const allocations = [0, 1, 2].map(() => w.reader.allocate(1 << 16));
+    const banks = allocations.map((allocation, index) =>
+      Bank.adopt(
+        { tpRank: 2, ppRank: 0, index, memKind: 'dram', deviceId: 0, address: allocation.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
+        kvreuseOwner(allocation),
+      ),
+    );
+    // The ledger posts on bank 0 while registerRank waits between banks, and the registration is then aborted.
+    const abort = new AbortController();
+    let registrations = 0;
+    let operation: LedgerOperation | undefined;
+    const agent: RegistrationAgent = {
+      name: w.reader.name,
+      register(memory) {
+        const region = w.reader.register(memory);
+        if (++registrations === 2) {
+          operation = w.ledger.post(w.request([banks[0]!]), { ticket: w.ticket(), banks: [banks[0]!] });
+          abort.abort(new Error('shutting down'));
+        }
+        return region;
+      },
+    };
+    const error = await registerRank({ agent, banks, signal: abort.signal }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RankRegistrationError);
+    expect([banks[0]!.state, banks[0]!.retainedBy, banks[0]!.references]).toEqual(['retained', 'native-refusal', 1]);
+
+    w.reader.faults.clear();
+    expect(await operation!.quiescence).toMatchObject({ terminal: 'done', quarantined: false });
+    // Nothing holds it any more, but its rank's registration failed: it may only be released.
+    expect([banks[0]!.state, banks[0]!.retainedBy, banks[0]!.references]).toEqual(['retained', 'native-refusal', 0]);
+    expect(() => w.ledger.post(w.request([banks[0]!]), { ticket: w.ticket(), banks: [banks[0]!] })).toThrow(OperationRefusedError);
+    await releaseRank({ tpRank: 2, ppRank: 0, agent, banks: [banks[0]!] });
+    expect(banks[0]!.state).toBe('returned');
+    for (const allocation of allocations.slice(1)) allocation.free();
   });
 
   it('refuses deadlines that are not positive integers or leave no time between timeout and abandon', async () => {

@@ -109,7 +109,10 @@ export interface LedgerEvents {
   'timed-out': (operation: LedgerOperation) => void;
   /** Past the abandon deadline without being terminal: its banks are retained. */
   quarantined: (operation: LedgerOperation) => void;
-  /** A quarantined operation became terminal after all: its bank references are released. */
+  /**
+   * A quarantined operation became terminal after all: its bank references are released and, unless
+   * intake is stopped, its banks nothing else holds are already reinstated (`registered` again).
+   */
   quiesced: (operation: LedgerOperation, quiescence: Quiescence) => void;
 }
 
@@ -196,7 +199,8 @@ function checkTimeouts(timeouts: LedgerTimeouts): void {
  * native layer — however the request fared. At `operationTimeoutMs` the request fails, the operation
  * is cancelled and its peer probed and marked unhealthy; at `abandonTimeoutMs` an operation still not
  * terminal is quarantined: its banks are retained (never deregistered nor handed back), and if the
- * native layer later reports it terminal, `quiesced` fires and its references are released.
+ * native layer later reports it terminal, its references are released, its banks that nothing else
+ * holds are reinstated (put back in service) unless intake is stopped, and `quiesced` fires.
  *
  * All deadlines share one timer (`DeadlineScheduler`); completions arrive through the native agent's
  * batched wake-up, as each operation's `done` settling.
@@ -398,9 +402,7 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     entry.deadline?.cancel();
     entry.phase = 'quarantined';
     entry.quarantineReason = reason;
-    for (const bank of entry.banks) {
-      if (bank.state === 'registered') bank.retain(`quarantined: ${reason}`);
-    }
+    for (const bank of entry.banks) bank.retain(`quarantined: ${reason}`, 'quarantine');
     this.#listeners.emit('quarantined', entry);
     this.#checkIdle();
   }
@@ -430,6 +432,13 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
       // Terminal operations are always releasable; an agent closed under us has released it already.
     }
     for (const reference of entry.references) reference.release();
+    // Outside a drain, banks a quarantine retained go back into service as soon as nothing holds
+    // them; during or after one, the drain hands them back.
+    if (!this.#intakeStopped) {
+      for (const bank of entry.banks) {
+        if (bank.state === 'retained' && bank.retainedBy === 'quarantine' && bank.references === 0) bank.reinstate();
+      }
+    }
     this.#live.delete(entry);
     const quiescence: Quiescence = { ...terminal, late, quarantined };
     entry.settleQuiescence(quiescence);

@@ -1,12 +1,94 @@
 // Fixed interleavings of the model-based test, spelled out: the ones the loopback backend cannot
 // produce on demand (a cancel the native layer does not confirm, a success after the timeout, a
-// quarantined operation that ends after shutdown), over the model test's fake native layer. The same
+// quarantined operation that ends before a drain, during one, or after shutdown), over the model
+// test's fake native layer. The same
 // cycle runs for real over ucx in ucx-source-cut.test.ts (source SIGSTOPped mid-pull).
 import { describe, expect, it } from 'vitest';
 import { OperationRefusedError } from '../src/index.js';
+import type { FakeRegion } from './support/fake-native.js';
 import { fakeRequest, flush, openFakeWorld, PEER, TIMEOUTS } from './support/fake-world.js';
 
 describe('model cases: quarantine and late quiescence', () => {
+  it('reinstates the banks of a quarantined operation the native layer ends before any drain: back in service at once', async () => {
+    const world = await openFakeWorld(1, 2);
+    const [first, second] = world.banks;
+    const registrations = world.banks.map((bank) => bank.region);
+    const owners = world.banks.map((bank) => bank.owner);
+    const seenByQuiesced: string[] = [];
+    world.ledger.on('quiesced', (operation) => seenByQuiesced.push(...operation.banks.map((bank) => bank.state)));
+    const operation = world.ledger.post(fakeRequest(world, [first!, second!]), { ticket: world.book.ticket(PEER), banks: [first!, second!] });
+    world.clock.advance(TIMEOUTS.abandonTimeoutMs);
+    expect([first!.state, first!.retainedBy, second!.state, second!.retainedBy]).toEqual(['retained', 'quarantine', 'retained', 'quarantine']);
+
+    world.native.operations[0]!.fail('CANCELED');
+    expect(await operation.quiescence).toMatchObject({ terminal: 'cancelled', quarantined: true });
+    // Registered again — the same native registration, the same owner, referenced by nothing — before `quiesced` fires.
+    expect(seenByQuiesced).toEqual(['registered', 'registered']);
+    expect(world.banks.map((bank) => [bank.state, bank.references, bank.retainedBy, bank.retainedReason])).toEqual([
+      ['registered', 0, undefined, undefined],
+      ['registered', 0, undefined, undefined],
+    ]);
+    expect(world.banks.map((bank) => bank.region)).toEqual(registrations);
+    expect(world.banks.map((bank) => bank.owner)).toEqual(owners);
+    expect(registrations.every((region) => !(region as unknown as FakeRegion).deregistered)).toBe(true);
+    expect(world.handedBack.size).toBe(0);
+    expect(world.ledger.quarantined()).toEqual([]);
+
+    // In service: it takes a new operation (once the peer, marked unhealthy by the timeout, is reloaded).
+    world.book.track(PEER, 'incarnation-1', world.peer);
+    const again = world.ledger.post(fakeRequest(world, [first!]), { ticket: world.book.ticket(PEER), banks: [first!] });
+    world.native.operations[1]!.complete();
+    expect(await again.outcome).toEqual({ ok: true, bytesDone: 4096 });
+    const report = await world.controller.drain({ deadlineMs: 0 });
+    expect(report).toMatchObject({ quarantined: [], banksRetained: [] });
+    expect(report.banksReturned).toHaveLength(2);
+    expect(world.native.violations).toEqual([]);
+  });
+
+  it('keeps a bank retained while another operation still holds it, and reinstates it when that one ends', async () => {
+    const world = await openFakeWorld(1, 2);
+    const [first, second] = world.banks;
+    const quarantinedOne = world.ledger.post(fakeRequest(world, [first!, second!]), { ticket: world.book.ticket(PEER), banks: [first!, second!] });
+    world.clock.advance(TIMEOUTS.operationTimeoutMs);
+    world.book.track(PEER, 'incarnation-1', world.peer);
+    const sharing = world.ledger.post(fakeRequest(world, [second!]), { ticket: world.book.ticket(PEER), banks: [second!] });
+    world.clock.advance(TIMEOUTS.abandonTimeoutMs - TIMEOUTS.operationTimeoutMs);
+    expect([quarantinedOne.phase, sharing.phase]).toEqual(['quarantined', 'timed-out']);
+    expect([second!.state, second!.references]).toEqual(['retained', 2]);
+
+    world.native.operations[0]!.complete();
+    await quarantinedOne.quiescence;
+    expect([first!.state, first!.references]).toEqual(['registered', 0]);
+    expect([second!.state, second!.references, second!.retainedBy]).toEqual(['retained', 1, 'quarantine']);
+
+    // The sharing operation was never quarantined, but it held the last reference.
+    world.native.operations[1]!.fail('CANCELED');
+    expect(await sharing.quiescence).toMatchObject({ terminal: 'cancelled', quarantined: false });
+    expect([second!.state, second!.references]).toEqual(['registered', 0]);
+    expect(world.native.violations).toEqual([]);
+  });
+
+  it('does not reinstate a bank whose quarantined operation ends while a drain runs: the drain hands it back', async () => {
+    const world = await openFakeWorld(2, 1);
+    const [quarantinedBank, busyBank] = world.banks;
+    const quarantined = world.ledger.post(fakeRequest(world, [quarantinedBank!]), { ticket: world.book.ticket(PEER), banks: [quarantinedBank!] });
+    world.clock.advance(TIMEOUTS.abandonTimeoutMs);
+    world.book.track(PEER, 'incarnation-1', world.peer);
+    const busy = world.ledger.post(fakeRequest(world, [busyBank!]), { ticket: world.book.ticket(PEER), banks: [busyBank!] });
+    const draining = world.controller.drain({ deadlineMs: 100 });
+    world.native.operations[0]!.complete();
+    await quarantined.quiescence;
+    expect([quarantinedBank!.state, quarantinedBank!.references]).toEqual(['retained', 0]);
+    world.native.operations[1]!.complete();
+    await busy.quiescence;
+    const report = await draining;
+    expect(report).toMatchObject({ quarantined: [], banksRetained: [] });
+    expect(report.banksReturned.map((bank) => bank.tpRank)).toEqual([1, 0]);
+    expect(world.banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
+    expect(world.native.violations).toEqual([]);
+  });
+
+
   it('quarantines an operation whose cancel is not confirmed by the abandon deadline, retaining its banks', async () => {
     const world = await openFakeWorld(1, 2);
     const [bank] = world.banks;
@@ -43,6 +125,7 @@ describe('model cases: quarantine and late quiescence', () => {
     expect(await operation.outcome).toMatchObject({ ok: false, error: { code: 'OPERATION_TIMED_OUT' } });
     expect(quiesced).toEqual([true]);
     expect(bank!.references).toBe(0);
+    expect(bank!.state).toBe('registered');
     expect(world.native.operations[0]!.released).toBe(true);
     expect(world.ledger.counts()).toMatchObject({ live: 0, quarantined: 0, completed: 1, lateSuccesses: 1, timedOut: 1 });
   });
