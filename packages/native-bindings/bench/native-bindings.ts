@@ -64,8 +64,6 @@ function memcpySeconds(from: Buffer, to: Buffer, bytes: number): number {
 
 /** A local agent with a bank and, in a child process, a ucx source agent with a bank of `bytes`. */
 interface RemoteSetup {
-  /** The source's metadata and region id, as it published them. */
-  readonly published: { readonly metadata: string; readonly region: number };
   readonly agent: Agent;
   readonly bank: Allocation;
   readonly region: Region;
@@ -83,7 +81,6 @@ async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
   const region = agent.register(bank);
   const peer = agent.loadPeer(Buffer.from(published.metadata, 'base64'));
   return {
-    published,
     agent,
     bank,
     region,
@@ -162,13 +159,12 @@ async function ucxPerftest(size: number, iterations: number): Promise<{ bytesPer
   }
 }
 
-/** The UCX lanes a reader's endpoint to the source uses, as UCX itself reports them (UCX_LOG_LEVEL=info). */
-async function ucxLanes(setup: RemoteSetup, bytes: number): Promise<string> {
-  const probe = spawnScript('bench/ucx-path.ts', { env: { UCX_LOG_LEVEL: 'info' } });
-  probe.send({ ...setup.published, bytes });
-  await probe.next('done');
-  await probe.exited;
-  return lanesIn([...probe.otherOutput(), probe.stderr()].join('\n'));
+/** The lanes and get protocol of the facade's endpoint, from the library's own report (ucp_ep_print_info). */
+function describePath(setup: RemoteSetup): string {
+  const text = setup.peer.transport();
+  const lanes = [...text.matchAll(/lane\[\d+\]:\s+\d+:([\w-]+\/[\w-]+)/g)].map((match) => match[1]);
+  const gets = [...text.matchAll(/get\[\d+\]:\s+(\S+)/g)].map((match) => match[1]);
+  return `lanes ${lanes.join(', ') || 'not reported'}; get ${[...new Set(gets)].join(', ') || 'not reported'}`;
 }
 
 async function readVsPerftest(name: string, size: number, iterations: number, batchSize: number, window: number): Promise<void> {
@@ -185,7 +181,7 @@ async function readVsPerftest(name: string, size: number, iterations: number, ba
     perftest.push(anchorRun.bytesPerSecond);
     perftestLanes = anchorRun.lanes;
   }
-  const lanes = await ucxLanes(setup, size);
+  const path = describePath(setup);
   await setup.close();
   const value = bestRate(facade) / GB;
   const anchor = bestRate(perftest) / GB;
@@ -197,7 +193,7 @@ async function readVsPerftest(name: string, size: number, iterations: number, ba
     goal: '≥ 0.95',
     note:
       `anchor: ucx_perftest GB/s. Facade ${value.toFixed(2)} GB/s vs ucx_perftest -t ucp_get ${anchor.toFixed(2)} GB/s (${size} B, one reused buffer each side, ` +
-      `${batches * batchSize} gets; facade: batches of ${batchSize} descriptor(s), ${window} in flight; best of ${REPEATS} interleaved runs each; UCX lanes of the facade's endpoint: ${lanes}; of ucx_perftest's: ${perftestLanes})`,
+      `${batches * batchSize} gets; facade: batches of ${batchSize} descriptor(s), ${window} in flight; best of ${REPEATS} interleaved runs each; facade's endpoint: ${path}; ucx_perftest's lanes: ${perftestLanes})`,
   };
   console.log(`${name}: ${figures[name].note}`);
 }
@@ -281,7 +277,6 @@ const caps = transport.capabilities();
 console.log(`library: ${caps.version} at ${caps.libraryPath}`);
 const loopbackPair = openPair('loopback', OVERHEAD_BYTES, 5);
 const loopback = await postOverhead({
-  published: { metadata: loopbackPair.source.metadata().toString('base64'), region: loopbackPair.sourceRegion.id },
   agent: loopbackPair.reader,
   bank: loopbackPair.readerBank,
   region: loopbackPair.readerRegion,

@@ -15,10 +15,10 @@ export {
 } from './errors.js';
 export { type FaultPoint, Faults } from './faults.js';
 export { defaultLibraryPaths, LIBRARY_FILE } from './library.js';
-export { Allocation, type MemoryKind, type MemoryRange, Region } from './memory.js';
+export { Allocation, type MemoryKind, type MemoryRange, memoryKinds, Region } from './memory.js';
 export type { Notification } from './notifications.js';
 export { type CancelOutcome, Operation, type OperationResult, type OperationStatus } from './operation.js';
-export { Peer, type PeerInfo, type PeerState } from './peer.js';
+export { Peer, type PeerInfo, type PeerRegion, type PeerState } from './peer.js';
 export { type StatusCodeName, statusCodeNames } from './status.js';
 export type { PostRequest, TransferDescriptors, TransferDirection } from './transfer.js';
 export { type Capabilities, type LoadTransportOptions, loadTransport, Transport } from './transport.js';

@@ -26,6 +26,7 @@ export interface NativeApi {
   kvt_last_error_detail(): string;
   kvt_strerror(status: number): string;
   kvt_capabilities(values: BigUint64Array, capacity: number, outCount: Uint32Array): number;
+  kvt_capability_detail(capability: number): string | null;
   kvt_agent_create(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
   kvt_agent_destroy(agent: number): number;
   kvt_agent_wake_fd(agent: number, outFd: Int32Array): number;
@@ -63,6 +64,18 @@ export interface NativeApi {
     outState: Uint32Array,
     outRegionCount: Uint32Array,
   ): number;
+  kvt_peer_regions(
+    agent: number,
+    peer: number,
+    capacity: number,
+    ids: Uint32Array,
+    addresses: BigUint64Array,
+    lengths: BigUint64Array,
+    kinds: Uint32Array,
+    devices: Uint32Array,
+    outCount: Uint32Array,
+  ): number;
+  kvt_peer_transport(agent: number, peer: number, text: Uint8Array, capacity: number, outLength: Uint32Array): number;
   kvt_peer_invalidate(agent: number, peer: number): number;
   kvt_peer_unload(agent: number, peer: number): number;
   kvt_xfer_post(
@@ -116,6 +129,7 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_last_error_detail: 'const char *kvt_last_error_detail(void)',
   kvt_strerror: 'const char *kvt_strerror(int32_t status)',
   kvt_capabilities: 'int32_t kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count)',
+  kvt_capability_detail: 'const char *kvt_capability_detail(uint32_t cap)',
   kvt_agent_create: 'int32_t kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
   kvt_agent_destroy: 'int32_t kvt_agent_destroy(uint32_t agent)',
   kvt_agent_wake_fd: 'int32_t kvt_agent_wake_fd(uint32_t agent, int32_t *out_fd)',
@@ -131,6 +145,11 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'int32_t kvt_peer_load(uint32_t agent, const uint8_t *blob, uint64_t length, uint32_t *out_peer, uint64_t *out_generation)',
   kvt_peer_info:
     'int32_t kvt_peer_info(uint32_t agent, uint32_t peer, uint64_t *out_generation, uint32_t *out_state, uint32_t *out_region_count)',
+  kvt_peer_regions:
+    'int32_t kvt_peer_regions(uint32_t agent, uint32_t peer, uint32_t capacity, uint32_t *ids, uint64_t *addresses, ' +
+    'uint64_t *lengths, uint32_t *kinds, uint32_t *devices, uint32_t *out_count)',
+  kvt_peer_transport:
+    'int32_t kvt_peer_transport(uint32_t agent, uint32_t peer, char *text, uint32_t capacity, uint32_t *out_length)',
   kvt_peer_invalidate: 'int32_t kvt_peer_invalidate(uint32_t agent, uint32_t peer)',
   kvt_peer_unload: 'int32_t kvt_peer_unload(uint32_t agent, uint32_t peer)',
   kvt_xfer_post:

@@ -3,8 +3,9 @@ import { InvalidArgumentError } from './errors.js';
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
 import { check } from './library.js';
 
-export type MemoryKind = 'dram' | 'vram';
-const memoryKindIds: { readonly [K in MemoryKind]: number } = { dram: 0, vram: 1 };
+/** KVT_MEM_*, in the library's order: a kind's index is its native id. */
+export const memoryKinds = ['dram', 'vram'] as const;
+export type MemoryKind = (typeof memoryKinds)[number];
 
 /**
  * Page-aligned DRAM that kvreuse owns, allocated by an agent in the form its backend moves fastest.
@@ -113,7 +114,8 @@ export function registerMemory(agent: AgentContext, range: MemoryRange): Region 
     throw new InvalidArgumentError('bytes', range.bytes, 'must be a non-negative safe integer');
   }
   const kind = range.kind ?? 'dram';
-  if (!Object.hasOwn(memoryKindIds, kind)) throw new InvalidArgumentError('kind', kind, "must be 'dram' or 'vram'");
+  const kindId = memoryKinds.indexOf(kind);
+  if (kindId === -1) throw new InvalidArgumentError('kind', kind, "must be 'dram' or 'vram'");
   const device = range.device ?? 0;
   if (!Number.isInteger(device) || device < 0 || device > 0xffff_ffff) {
     throw new InvalidArgumentError('device', device, 'must be a uint32');
@@ -122,7 +124,7 @@ export function registerMemory(agent: AgentContext, range: MemoryRange): Region 
   check(
     agent.library,
     'kvt_mem_register',
-    agent.library.api.kvt_mem_register(agent.id, address, bytes, memoryKindIds[kind], device, out),
+    agent.library.api.kvt_mem_register(agent.id, address, bytes, kindId, device, out),
   );
   return new Region(agent, out[0] ?? 0, { address, bytes: Number(bytes), kind, device });
 }

@@ -16,6 +16,20 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
     expect(liveCounters()).toEqual(allZero);
   });
 
+  it('lists the regions a peer advertises and names the path to it', () => {
+    const pair = openPair(backend, BYTES, 4);
+    expect(pair.sourcePeer.regions()).toEqual([
+      { id: pair.sourceRegion.id, address: pair.sourceRegion.address, bytes: BYTES, kind: 'dram', device: 0 },
+    ]);
+    const path = pair.sourcePeer.transport();
+    expect(path).not.toBe('');
+    if (backend === 'ucx') expect(path).toMatch(/\/memory/);
+    pair.sourcePeer.invalidate();
+    expect(pair.sourcePeer.regions()).toEqual([]);
+    expect(() => pair.sourcePeer.transport()).toThrow(expect.objectContaining({ code: 'NOT_FOUND', call: 'kvt_peer_transport' }));
+    pair.close();
+  });
+
   it('refuses truncated, corrupted and empty blobs without crashing', () => {
     const source = transport.createAgent({ name: agentName('blob-source'), backend });
     const reader = transport.createAgent({ name: agentName('blob-reader'), backend });

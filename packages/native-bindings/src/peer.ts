@@ -1,5 +1,6 @@
 import { type AgentContext, HandleState } from './handles.js';
 import { check } from './library.js';
+import { type MemoryKind, memoryKinds } from './memory.js';
 
 export type PeerState = 'ready' | 'invalidated' | 'disconnected';
 const peerStates: readonly PeerState[] = ['ready', 'invalidated', 'disconnected'];
@@ -11,6 +12,17 @@ export interface PeerInfo {
   /** How many regions the peer advertised. */
   readonly regionCount: number;
 }
+
+/** A region a peer advertises: what descriptors' remote region tables name by `id`. */
+export interface PeerRegion {
+  readonly id: number;
+  readonly address: bigint;
+  readonly bytes: number;
+  readonly kind: MemoryKind;
+  readonly device: number;
+}
+
+const TRANSPORT_TEXT_BYTES = 4096;
 
 /**
  * A remote agent whose metadata was loaded. Operations and notifications name the generation the
@@ -78,6 +90,56 @@ export class Peer {
       state: peerStates[state[0] ?? 0] ?? 'disconnected',
       regionCount: regionCount[0] ?? 0,
     };
+  }
+
+  /** The regions the peer advertises, in its metadata's order (none once it is invalidated). */
+  regions(): PeerRegion[] {
+    this.assertOpen('list peer regions');
+    const { library, id: agent } = this.#agent;
+    const count = new Uint32Array(1);
+    const read = (capacity: number) => {
+      const arrays = {
+        ids: new Uint32Array(capacity),
+        addresses: new BigUint64Array(capacity),
+        lengths: new BigUint64Array(capacity),
+        kinds: new Uint32Array(capacity),
+        devices: new Uint32Array(capacity),
+      };
+      const { ids, addresses, lengths, kinds, devices } = arrays;
+      check(
+        library,
+        'kvt_peer_regions',
+        library.api.kvt_peer_regions(agent, this.id, capacity, ids, addresses, lengths, kinds, devices, count),
+      );
+      return arrays;
+    };
+    read(0);
+    const capacity = count[0] ?? 0;
+    const { ids, addresses, lengths, kinds, devices } = read(capacity);
+    return Array.from({ length: Math.min(capacity, count[0] ?? 0) }, (_, i) => ({
+      id: ids[i] ?? 0,
+      address: addresses[i] ?? 0n,
+      bytes: Number(lengths[i]),
+      kind: memoryKinds[kinds[i] ?? 0] ?? 'dram',
+      device: devices[i] ?? 0,
+    }));
+  }
+
+  /**
+   * How this agent reaches the peer, in the library's words: for UCX the endpoint's lanes and
+   * transports (as `ucp_ep_print_info` prints them, e.g. `posix/memory`), for loopback one line.
+   */
+  transport(): string {
+    this.assertOpen('describe the transport to a peer');
+    const { library, id: agent } = this.#agent;
+    const length = new Uint32Array(1);
+    let text = Buffer.alloc(TRANSPORT_TEXT_BYTES);
+    check(library, 'kvt_peer_transport', library.api.kvt_peer_transport(agent, this.id, text, text.length, length));
+    if ((length[0] ?? 0) >= text.length) {
+      text = Buffer.alloc((length[0] ?? 0) + 1);
+      check(library, 'kvt_peer_transport', library.api.kvt_peer_transport(agent, this.id, text, text.length, length));
+    }
+    return text.toString('utf8', 0, Math.min(length[0] ?? 0, text.length - 1));
   }
 
   /**

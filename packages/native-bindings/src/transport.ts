@@ -27,8 +27,7 @@ export interface Capabilities {
 }
 
 const CAPABILITY_COUNT = 7;
-const NO_VRAM_REASON =
-  'this build of libkvreuse_transport has no GPU memory support (no CUDA/ROCm-aware backend); only dram can be registered';
+const CAPABILITY_VRAM = 1;
 
 export interface LoadTransportOptions {
   /**
@@ -62,7 +61,10 @@ export class Transport {
       backends: (Object.keys(backendIds) as Backend[]).filter(
         (backend) => (backendMask & (1n << BigInt(backendIds[backend]))) !== 0n,
       ),
-      vram: vram === 1n ? { supported: true } : { supported: false, reason: NO_VRAM_REASON },
+      vram:
+        vram === 1n
+          ? { supported: true }
+          : { supported: false, reason: api.kvt_capability_detail(CAPABILITY_VRAM) ?? 'not reported by the library' },
       limits: {
         maxDescriptors: Number(maxDescriptors),
         maxNotificationBytes: Number(maxNotification),

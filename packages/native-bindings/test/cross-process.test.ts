@@ -18,9 +18,12 @@ describe.runIf(ucxAvailable)('two processes on ucx', () => {
         const published = await source.next<{ metadata: string; region: number; bytes: number }>('ready');
         expect(published.bytes).toBe(QWEN3_PREFIX_BYTES);
         reader.send(published);
-        const done = await reader.next<Record<string, Record<string, unknown>> & { mismatch: number; descriptors: number }>(
-          'done',
-        );
+        const done = await reader.next<
+          Record<string, Record<string, unknown>> & { mismatch: number; descriptors: number; advertised: unknown; path: string }
+        >('done');
+        expect(done.advertised).toEqual([{ id: published.region, bytes: QWEN3_PREFIX_BYTES, kind: 'dram' }]);
+        // Between two processes of one machine, UCX's shared-memory lanes, not tcp.
+        expect(done.path).toMatch(/(sysv|posix)\/memory/);
         expect(done.descriptors).toBe(QWEN3_PREFIX_PIECES);
         expect(done.result).toEqual({ bytesDone: QWEN3_PREFIX_BYTES });
         expect(done.mismatch).toBe(-1);

@@ -29,7 +29,12 @@ const bank = agent.allocate(QWEN3_PREFIX_BYTES);
 bank.view().fill(SENTINEL);
 const region = agent.register(bank);
 const peer = agent.loadPeer(Buffer.from(String(published['metadata']), 'base64'));
-const base = { direction: 'read', peer, localRegions: [region], remoteRegions: [Number(published['region'])] } as const;
+// The blob alone says which region holds the prefix.
+const advertised = peer.regions();
+const prefixRegion = advertised.find((candidate) => candidate.bytes === QWEN3_PREFIX_BYTES);
+if (prefixRegion === undefined) throw new Error(`reader: no advertised region of ${QWEN3_PREFIX_BYTES} bytes`);
+const base = { direction: 'read', peer, localRegions: [region], remoteRegions: [prefixRegion.id] } as const;
+const path = peer.transport();
 
 // One descriptor of a batch past the end of the local region, then of the remote one.
 const pastEnd = (field: 'sourceOffset' | 'destinationOffset'): PostRequest => {
@@ -66,6 +71,8 @@ bank.free();
 agent.close();
 emit({
   event: 'done',
+  advertised: advertised.map(({ id, bytes, kind }) => ({ id, bytes, kind })),
+  path,
   descriptors: operation.descriptorCount,
   outOfBounds,
   whileInFlight,

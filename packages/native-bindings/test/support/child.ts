@@ -12,8 +12,6 @@ export interface Child {
   readonly exited: Promise<number | null>;
   /** What the child wrote to stderr so far. */
   stderr(): string;
-  /** The lines the child wrote to stdout that were not JSON messages (e.g. UCX's own log). */
-  otherOutput(): string[];
 }
 
 const packageDir = fileURLToPath(new URL('../..', import.meta.url));
@@ -38,7 +36,6 @@ export function spawnScript(script: string, options: ScriptOptions = {}): Child 
     errors += chunk;
   });
   const messages: Record<string, unknown>[] = [];
-  const other: string[] = [];
   const waiters: { event: string; resolve: (message: never) => void; reject: (error: Error) => void }[] = [];
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const deliver = () => {
@@ -51,10 +48,7 @@ export function spawnScript(script: string, options: ScriptOptions = {}): Child 
     }
   };
   createInterface({ input: child.stdout }).on('line', (line) => {
-    if (!line.startsWith('{')) {
-      other.push(line);
-      return;
-    }
+    if (!line.startsWith('{')) return;
     messages.push(JSON.parse(line) as Record<string, unknown>);
     deliver();
   });
@@ -79,7 +73,6 @@ export function spawnScript(script: string, options: ScriptOptions = {}): Child 
     },
     exited,
     stderr: () => errors,
-    otherOutput: () => other,
   };
 }
 
