@@ -103,6 +103,23 @@ export class SettingsFileError extends Error {
   }
 }
 
+/**
+ * `resolveSettings` called with options of the wrong shape (a programmer error, so it is thrown even
+ * by `safeResolveSettings`); names the option and the value given.
+ */
+export class ResolveOptionsError extends TypeError {
+  readonly code = 'INVALID_RESOLVE_OPTIONS';
+  readonly option: 'env' | 'argv';
+  readonly value: unknown;
+
+  constructor(option: 'env' | 'argv', value: unknown, rule: string) {
+    super(`resolveSettings: ${option} must be ${rule}; got ${show(value)}`);
+    this.name = 'ResolveOptionsError';
+    this.option = option;
+    this.value = value;
+  }
+}
+
 /** Every error resolution reports. */
 export type SettingsError = UnknownSettingError | InvalidSettingError | SettingsFileError;
 

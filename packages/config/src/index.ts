@@ -16,6 +16,7 @@ export {
   describeProvenance,
   InvalidSettingError,
   isSettingsError,
+  ResolveOptionsError,
   SettingsFileError,
   UnknownSettingError,
   type InvalidSetting,

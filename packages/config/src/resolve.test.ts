@@ -350,5 +350,8 @@ describe('safeResolveSettings and the example file', () => {
     expect(() => safeResolveSettings({ argv: 5 as never })).toThrow(TypeError);
     expect(() => safeResolveSettings({ argv: ['--transport-backend', 5] as never })).toThrow(/argv must be an array of strings/);
     expect(() => safeResolveSettings({ env: 'KVREUSE_X=1' as never })).toThrow(/env must be an object/);
+    expect(() => resolveSettings({ env: 'KVREUSE_X=1' as never })).toThrow(
+      expect.objectContaining({ code: 'INVALID_RESOLVE_OPTIONS', option: 'env', value: 'KVREUSE_X=1', message: expect.stringContaining('got "KVREUSE_X=1"') }),
+    );
   });
 });

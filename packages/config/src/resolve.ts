@@ -4,6 +4,7 @@ import { settingDescriptions, settingGroups } from './descriptions.js';
 import {
   InvalidSettingError,
   isSettingsError,
+  ResolveOptionsError,
   UnknownSettingError,
   type InvalidSetting,
   type Provenance,
@@ -89,10 +90,10 @@ function nest<Leaf>(leaf: (path: SettingPath) => Leaf): Record<string, Record<st
  */
 export function resolveSettings(options: ResolveSettingsOptions = {}): ResolvedSettings {
   if (options.argv !== undefined && !(Array.isArray(options.argv) && options.argv.every((argument) => typeof argument === 'string'))) {
-    throw new TypeError('resolveSettings: argv must be an array of strings');
+    throw new ResolveOptionsError('argv', options.argv, 'an array of strings');
   }
   if (options.env !== undefined && (typeof options.env !== 'object' || options.env === null)) {
-    throw new TypeError('resolveSettings: env must be an object of variables');
+    throw new ResolveOptionsError('env', options.env, 'an object of variables');
   }
   const readings = [
     options.file === undefined ? emptyReading() : readFile(loadSettingsFile(options.file)),
