@@ -8,7 +8,7 @@
 // tail, a quarter chains nobody retains. Block hashes are uniform random 64-bit values, which is
 // what FNV-1a 64 chains look like to the index; hashing tokens is not what this measures.
 import { RetainedInventory } from '../src/index.js';
-import { recordFigures } from './inventory-figures.js';
+import { recordFigures } from './figures.js';
 
 const workers = 1_000;
 const blocksPerWorker = 10_000;

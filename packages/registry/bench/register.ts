@@ -10,7 +10,7 @@ import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { openSqliteDiscovery, watchWorkerReadiness, withdrawRankParts } from '../src/index.js';
 import { prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from '../test/helpers/worker.js';
-import { recordFigures } from './inventory-figures.js';
+import { recordFigures } from './figures.js';
 
 const runs = 9;
 const blocksPerBank = 32;
