@@ -153,9 +153,12 @@ describe.each(backends)('$name discovery store', (backend) => {
   test('keep-alive renews a lease past its TTL', async () => {
     const s = open();
     const p = fresh();
-    const lease = await s.grantLease(backend.shortTtlMs * 2);
+    // Nine renewals half a short TTL apart outlive a lease of four short TTLs; each renewal may come
+    // up to three and a half short TTLs late (a loaded machine) before the lease would lapse.
+    const ttlMs = backend.shortTtlMs * 4;
+    const lease = await s.grantLease(ttlMs);
     await s.put(`${p}renewed`, 'v', { lease: lease.id });
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 9; i++) {
       await new Promise((resolve) => setTimeout(resolve, backend.shortTtlMs / 2));
       await s.keepAlive(lease.id);
     }
