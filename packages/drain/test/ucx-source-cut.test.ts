@@ -15,11 +15,16 @@ const ALL_RELEASED = { liveAgents: 0, liveRegistrations: 0, liveAllocations: 0, 
 
 afterEach(killChildren);
 
-/** Starts a pull of the prefix, cuts the source off with `signal` once bytes arrive, and returns both processes. */
+/**
+ * Starts a pull of the prefix, cuts the source off with `signal` once bytes arrive, and returns both
+ * processes. A stopped source is resumed by the test, so its destination waits for the release
+ * however long the native layer takes; a killed one may never be ended, so it is watched for a while.
+ */
 async function cutMidPull(label: string, signal: 'SIGKILL' | 'SIGSTOP'): Promise<{ source: ScriptProcess; destination: ScriptProcess }> {
   const sourceName = `${label}-source-${process.pid}`;
   const source = runScript('test/process/ucx-source.ts', [sourceName], SLOW_PATH);
-  const destination = runScript('test/process/ucx-destination.ts', [`${label}-destination-${process.pid}`, sourceName], SLOW_PATH);
+  const watchLate = signal === 'SIGSTOP' ? 'until-released' : 'window';
+  const destination = runScript('test/process/ucx-destination.ts', [`${label}-destination-${process.pid}`, sourceName, watchLate], SLOW_PATH);
   destination.send(await source.message('ready'));
   expect(await destination.message('pulling')).toEqual({ event: 'pulling', phase: 'in-flight' });
   source.child.kill(signal);
