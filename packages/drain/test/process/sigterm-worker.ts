@@ -1,6 +1,6 @@
 // The process of the SIGTERM-under-load test: a reader with 8 banks keeps 1,000 loopback operations
-// in flight (completions held natively) and keeps posting more; shutdown is wired to SIGTERM
-// explicitly. Prints the shutdown result and exits with shutdownOnSignals' exit code.
+// in flight (completions held natively) and, once intake stops, keeps trying to post more; shutdown
+// is wired to SIGTERM explicitly. Prints the shutdown result and exits with shutdownOnSignals' exit code.
 import { resolveSettings } from '@kvreuse/config';
 import { DrainingError, type LedgerOperation, shutdownOnSignals } from '../../src/index.js';
 import { tell } from '../support/child.js';
@@ -18,7 +18,8 @@ for (let i = 0; i < IN_FLIGHT; i++) {
 }
 let refused = 0;
 let otherErrors = 0;
-// Load keeps coming: one more post every millisecond; after SIGTERM each is refused with DRAINING.
+// Load keeps coming once intake stops: a post every millisecond, each refused with DRAINING. Before
+// that nothing more is posted, so exactly 1,000 operations are in flight when SIGTERM arrives.
 setInterval(() => {
   const bank = world.banks[0]!;
   try {
