@@ -54,5 +54,18 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
   it('refuses a renewal interval that would let the lease lapse', async () => {
     await expect(startRankPublication(under.store, parts, { leaseTtlMs: 1_000, renewEveryMs: 1_000 })).rejects.toThrow(RankPartPublicationError);
     await expect(startRankPublication(under.store, [], { leaseTtlMs: 1_000 })).rejects.toThrow(/at least one rank part/);
+    await expect(startRankPublication(under.store, parts, { leaseTtlMs: Number.NaN })).rejects.toThrow(
+      expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', message: expect.stringContaining('leaseTtlMs') }),
+    );
+  });
+
+  it('revokes the lease it granted when publishing fails, leaving nothing behind', async () => {
+    const grantLease = vi.spyOn(under.store, 'grantLease');
+    const [tp0] = parts;
+    const mixed = [tp0!, { ...tp0!, workerId: 'someone-else' }];
+    await expect(startRankPublication(under.store, mixed, { leaseTtlMs: 60_000 })).rejects.toThrow(RankPartPublicationError);
+    const granted = await grantLease.mock.results[0]!.value;
+    await expect(under.store.keepAlive(granted.id)).rejects.toThrow(DiscoveryLeaseError);
+    expect((await under.store.list('')).entries).toEqual([]);
   });
 });

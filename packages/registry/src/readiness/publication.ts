@@ -31,6 +31,9 @@ export interface RankPublication {
  * the worker not ready meanwhile, which is the truth). The renewal timer does not keep the process alive.
  */
 export async function startRankPublication(store: DiscoveryStore, parts: readonly RankPart[], options: RankPublicationOptions): Promise<RankPublication> {
+  if (!Number.isSafeInteger(options.leaseTtlMs) || options.leaseTtlMs < 2) {
+    throw new RankPartPublicationError('leaseTtlMs', options.leaseTtlMs, 'must be a whole number of milliseconds, at least 2');
+  }
   const renewEveryMs = options.renewEveryMs ?? Math.max(1, Math.floor(options.leaseTtlMs / 3));
   if (!Number.isSafeInteger(renewEveryMs) || renewEveryMs < 1 || renewEveryMs >= options.leaseTtlMs) {
     throw new RankPartPublicationError('renewEveryMs', renewEveryMs, `must be a whole number of milliseconds below the lease TTL (${options.leaseTtlMs})`);
@@ -39,7 +42,13 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
   const publishOptions = options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix };
   const publishUnderNewLease = async (): Promise<Lease> => {
     const lease = await store.grantLease(options.leaseTtlMs);
-    await publishRankParts(store, parts, { ...publishOptions, lease: lease.id });
+    try {
+      await publishRankParts(store, parts, { ...publishOptions, lease: lease.id });
+    } catch (error) {
+      // Nothing was published under it: give the lease back instead of leaving it to expire.
+      await store.revokeLease(lease.id).catch(() => undefined);
+      throw error;
+    }
     return lease;
   };
 
