@@ -57,6 +57,13 @@ describe('Bank.adopt', () => {
     expect(releases).toEqual([]);
   });
 
+  it('labels itself with a plain snapshot of its rank, index, address and size', () => {
+    const { bank } = frameworkBank();
+    const label = bank.label();
+    expect(label).toStrictEqual({ tpRank: 1, ppRank: 0, index: 3, address: 0x7f00_0000_0000n, bytes: 65_536n });
+    expect(Object.getPrototypeOf(label)).toBe(Object.prototype);
+  });
+
   it.each([
     ['address', { address: 0n }],
     ['bytes', { bytes: -1n }],

@@ -106,6 +106,11 @@ export class Bank implements BankLabel {
     return this.#retainedBy;
   }
 
+  /** A plain snapshot naming the bank (rank, index, address, bytes), for reports and errors. */
+  label(): BankLabel {
+    return { tpRank: this.tpRank, ppRank: this.ppRank, index: this.index, address: this.address, bytes: this.bytes };
+  }
+
   /** Throws the error `beginRegistration` would, without changing anything. */
   assertRegistrable(): void {
     if (this.#state === 'registering' || this.#state === 'registered' || this.#state === 'retained') {

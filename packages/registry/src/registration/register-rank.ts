@@ -131,9 +131,9 @@ function rollBack(
       continue;
     }
     bank.undoRegistration();
-    rolledBack.push(labelOf(bank));
+    rolledBack.push(bank.label());
   }
-  return new RankRegistrationError(rank, failed === undefined ? undefined : labelOf(failed), code, detail, rolledBack, retained, { cause });
+  return new RankRegistrationError(rank, failed === undefined ? undefined : failed.label(), code, detail, rolledBack, retained, { cause });
 }
 
 function checkOneRank(banks: readonly Bank[]): Bank {
@@ -168,14 +168,10 @@ function describeFailure(cause: unknown): { code: string; detail: string } {
 
 function retainedBank(bank: Bank, cause: unknown): RetainedBank {
   const { code, detail } = describeFailure(cause);
-  return { bank: labelOf(bank), code, message: detail };
+  return { bank: bank.label(), code, message: detail };
 }
 
 function abortDetail(signal: AbortSignal): string {
   const reason: unknown = signal.reason;
   return reason instanceof Error ? reason.message : String(reason);
-}
-
-function labelOf(bank: Bank): BankLabel {
-  return { tpRank: bank.tpRank, ppRank: bank.ppRank, index: bank.index, address: bank.address, bytes: bank.bytes };
 }
