@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { assembleWorker, checkCompatibility, geometryDigest, parseRankPart, planTransfer, referenceGeometries, serializeRankPart, type Worker } from '../src/index.js';
+import { assembleWorker, checkCompatibility, geometryDigest, parseRankPart, planTransfer, referenceGeometries, serializeRankPart, type Worker } from '@kvreuse/descriptors';
 
-// The example workers the demo ships with (tools/demo/examples).
-const examples = new URL('../../../tools/demo/examples/', import.meta.url);
+// The example workers the demo ships with, read through the public API of @kvreuse/descriptors.
+const examples = new URL('../examples/', import.meta.url);
 
 function exampleWorker(file: string): Worker {
   const wire: unknown = JSON.parse(readFileSync(new URL(file, examples), 'utf8'));
