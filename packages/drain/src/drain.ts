@@ -1,6 +1,6 @@
 import type { Bank, BankLabel, RegisteredRank } from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
-import { type LedgerOperation, type LedgerPostRequest, labelOf, type OperationLedger, type QuarantinedOperation } from './ledger.js';
+import { type LedgerOperation, type LedgerPostRequest, type OperationLedger, type QuarantinedOperation } from './ledger.js';
 import { Listeners } from './listeners.js';
 
 export interface RetainedBankReport {
@@ -195,7 +195,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     const banksRetained = this.#ranks
       .flatMap((rank) => rank.banks)
       .filter((bank) => bank.state !== 'returned')
-      .map((bank) => ({ bank: labelOf(bank), reason: bank.retainedReason ?? `left ${bank.state}` }));
+      .map((bank) => ({ bank: bank.label(), reason: bank.retainedReason ?? `left ${bank.state}` }));
     return {
       steps,
       report,
@@ -294,7 +294,7 @@ async function releaseBanks(banks: readonly Bank[]): Promise<{ returned: BankLab
     if (bank.state === 'returned') continue;
     if (bank.references > 0) {
       bank.retain(`still referenced by ${bank.references} live operations at drain`, 'quarantine');
-      retained.push({ bank: labelOf(bank), reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` });
+      retained.push({ bank: bank.label(), reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` });
       continue;
     }
     if (bank.state !== 'releasing') bank.beginRelease();
@@ -304,7 +304,7 @@ async function releaseBanks(banks: readonly Bank[]): Promise<{ returned: BankLab
         region.deregister();
       } catch (error) {
         bank.retain(`deregistration failed: ${messageOf(error)}`, 'native-refusal');
-        retained.push({ bank: labelOf(bank), reason: bank.retainedReason ?? messageOf(error) });
+        retained.push({ bank: bank.label(), reason: bank.retainedReason ?? messageOf(error) });
         continue;
       }
       bank.markDeregistered();
@@ -315,9 +315,9 @@ async function releaseBanks(banks: readonly Bank[]): Promise<{ returned: BankLab
   for (const bank of toHandBack) {
     try {
       await bank.completeRelease();
-      returned.push(labelOf(bank));
+      returned.push(bank.label());
     } catch (error) {
-      retained.push({ bank: labelOf(bank), reason: `its owner refused it back: ${messageOf(error)}` });
+      retained.push({ bank: bank.label(), reason: `its owner refused it back: ${messageOf(error)}` });
     }
   }
   return { returned, retained };

@@ -244,7 +244,7 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
   quarantined(): QuarantinedOperation[] {
     return [...this.#live]
       .filter((entry) => entry.phase === 'quarantined')
-      .map((entry) => ({ id: entry.id, peer: entry.peer, banks: entry.banks.map(labelOf), reason: entry.quarantineReason ?? '' }));
+      .map((entry) => ({ id: entry.id, peer: entry.peer, banks: entry.banks.map((bank) => bank.label()), reason: entry.quarantineReason ?? '' }));
   }
 
   on<Event extends keyof LedgerEvents>(event: Event, listener: LedgerEvents[Event]): () => void {
@@ -470,9 +470,5 @@ function checkBanks(banks: readonly Bank[], localRegions: readonly number[]): vo
       throw new OperationRefusedError(`localRegions[${index}]`, id, 'is the region of none of the banks given; every touched region must be referenced');
     }
   });
-}
-
-export function labelOf(bank: Bank): BankLabel {
-  return { tpRank: bank.tpRank, ppRank: bank.ppRank, index: bank.index, address: bank.address, bytes: bank.bytes };
 }
 
