@@ -3,10 +3,12 @@ export * from './discovery/index.js';
 export { Bank, type BankReference, type BankRegion, type BankSpec } from './banks/bank.js';
 export { type BankOwner, frameworkOwner, type FrameworkOwner, kvreuseOwner, type KvreuseOwner, type OwnedAllocation } from './banks/owner.js';
 export {
+  type BanksRelease,
   registerRank,
   type RegisteredRank,
   type RegisterRankOptions,
   type RegistrationAgent,
+  releaseBanks,
   releaseRank,
 } from './registration/register-rank.js';
 export type { GateVerdict, ReadinessGate } from './readiness/gate.js';

@@ -3,8 +3,8 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { frameworkBanks, kvreuseBanks, PAGE } from '../../test/helpers/rank-memory.js';
 import { Bank } from '../banks/bank.js';
 import { frameworkOwner } from '../banks/owner.js';
-import { BankAlreadyRegisteredError, BankInUseError, InvalidRankBanksError, RankRegistrationError, RankReleaseError } from '../errors.js';
-import { registerRank, type RegistrationAgent, releaseRank } from './register-rank.js';
+import { BankAlreadyRegisteredError, BankAlreadyReleasedError, BankInUseError, InvalidRankBanksError, RankRegistrationError, RankReleaseError } from '../errors.js';
+import { registerRank, type RegistrationAgent, releaseBanks, releaseRank } from './register-rank.js';
 
 const transport = loadTransport();
 const openAgents = new Set<Agent>();
@@ -376,6 +376,46 @@ describe('releaseRank', () => {
     banks[1]!.markDeregistered();
     await banks[1]!.completeRelease();
     expect(returned).toEqual([2, 0, 1]);
+    closeAgent(agent);
+  });
+});
+
+describe('releaseBanks', () => {
+  it('deregisters every bank before handing any back, skips returned banks and leaves referenced ones untouched', async () => {
+    const agent = newAgent();
+    const events: string[] = [];
+    const { banks } = frameworkBanks(rank, 4, shape);
+    const tracked = banks.map((bank) => Bank.adopt(bank, frameworkOwner(`pool ${bank.index}`, () => void events.push(`return ${bank.index}`))));
+    const registered = await registerRank({ agent, banks: tracked });
+    for (const bank of tracked) {
+      const region = bank.region!;
+      const deregister = region.deregister.bind(region);
+      Object.defineProperty(region, 'deregister', { value: () => (deregister(), void events.push(`deregister ${bank.index}`)) });
+    }
+    const reference = tracked[2]!.acquire();
+    const first = await releaseBanks([tracked[0]!]);
+    expect(first).toMatchObject({ returned: [tracked[0]!.label()], referenced: [], retained: [], unreturned: [] });
+    events.length = 0;
+    const result = await releaseBanks([...registered.banks].reverse());
+    expect(result.returned.map((bank) => bank.index)).toEqual([3, 1]);
+    expect(result.referenced).toEqual([tracked[2]]);
+    expect(events).toEqual(['deregister 3', 'deregister 1', 'return 3', 'return 1']);
+    expect(tracked.map((bank) => bank.state)).toEqual(['returned', 'returned', 'registered', 'returned']);
+    reference.release();
+    expect((await releaseBanks(tracked)).returned.map((bank) => bank.index)).toEqual([2]);
+    expect(agent.counters().liveRegistrations).toBe(0);
+    closeAgent(agent);
+  });
+
+  it('releaseRank refuses, changing nothing, a rank with a bank already released', async () => {
+    const agent = newAgent();
+    const { banks, returned } = frameworkBanks(rank, 2, shape);
+    const registered = await registerRank({ agent, banks });
+    await releaseBanks([banks[1]!]);
+    await expect(releaseRank(registered)).rejects.toThrow(BankAlreadyReleasedError);
+    expect(banks.map((bank) => bank.state)).toEqual(['registered', 'returned']);
+    await releaseBanks([banks[0]!]);
+    expect(returned).toEqual([1, 0]);
     closeAgent(agent);
   });
 });

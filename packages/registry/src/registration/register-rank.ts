@@ -1,6 +1,7 @@
 import type { Agent } from '@kvreuse/native-bindings';
 import type { Bank, BankRegion } from '../banks/bank.js';
 import {
+  BankAlreadyReleasedError,
   BankInUseError,
   InvalidRankBanksError,
   RankRegistrationError,
@@ -74,20 +75,36 @@ export async function registerRank(options: RegisterRankOptions): Promise<Regist
   return { ...rank, agent, banks: [...banks] };
 }
 
+/** What `releaseBanks` did with each bank it was given. */
+export interface BanksRelease {
+  /** Deregistered and handed back to their owners, in the order given. */
+  readonly returned: readonly BankLabel[];
+  /** Still referenced (a live operation may touch them): left exactly as they were. */
+  readonly referenced: readonly Bank[];
+  /** The native layer refused to deregister them (e.g. `BUSY`): retained, never handed back. */
+  readonly retained: readonly RetainedBank[];
+  /** Deregistered, but their owner refused them back: still `releasing` (`completeRelease()` retries). */
+  readonly unreturned: readonly RetainedBank[];
+}
+
 /**
- * Deregisters every bank of a registered rank in reverse order and hands each back to its owner.
- * Refuses up front (changing nothing) while any bank is referenced. A bank the native layer refuses
- * to deregister (e.g. `BUSY`) is retained; a bank its owner refuses back stays `releasing`; both are
- * reported together after every other bank was handled.
+ * Deregisters the given banks in the order given, then hands each deregistered bank back to its
+ * owner. Banks already returned are skipped, and a bank left `releasing` by an earlier refusal is
+ * taken up where it stopped. A per-bank failure never stops the others and is never thrown: a
+ * referenced bank is left untouched, a bank the native layer refuses to deregister is retained
+ * (`'native-refusal'`), a bank its owner refuses stays `releasing`; the result lists each.
  */
-export async function releaseRank(rank: RegisteredRank): Promise<void> {
-  for (const bank of rank.banks) {
-    if (bank.references > 0) throw new BankInUseError(bank, bank.references, 'release its rank');
-  }
+export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease> {
+  const referenced: Bank[] = [];
   const retained: RetainedBank[] = [];
-  const unreturned: RetainedBank[] = [];
-  for (const bank of [...rank.banks].reverse()) {
-    bank.beginRelease();
+  const deregistered: Bank[] = [];
+  for (const bank of banks) {
+    if (bank.state === 'returned') continue;
+    if (bank.references > 0) {
+      referenced.push(bank);
+      continue;
+    }
+    if (bank.state !== 'releasing') bank.beginRelease();
     const region = bank.region;
     if (region !== undefined) {
       try {
@@ -100,12 +117,33 @@ export async function releaseRank(rank: RegisteredRank): Promise<void> {
       }
       bank.markDeregistered();
     }
+    deregistered.push(bank);
+  }
+  const returned: BankLabel[] = [];
+  const unreturned: RetainedBank[] = [];
+  for (const bank of deregistered) {
     try {
       await bank.completeRelease();
+      returned.push(bank.label());
     } catch (cause) {
       unreturned.push(retainedBank(bank, cause));
     }
   }
+  return { returned, referenced, retained, unreturned };
+}
+
+/**
+ * Deregisters every bank of a registered rank in reverse order, then hands each back to its owner.
+ * Refuses up front (changing nothing) while any bank is referenced or already released. A bank the
+ * native layer refuses to deregister (e.g. `BUSY`) is retained; a bank its owner refuses back stays
+ * `releasing`; both are reported together after every other bank was handled.
+ */
+export async function releaseRank(rank: RegisteredRank): Promise<void> {
+  for (const bank of rank.banks) {
+    if (bank.references > 0) throw new BankInUseError(bank, bank.references, 'release its rank');
+    if (bank.state === 'releasing' || bank.state === 'returned') throw new BankAlreadyReleasedError(bank, bank.state, 'release its rank');
+  }
+  const { retained, unreturned } = await releaseBanks([...rank.banks].reverse());
   if (retained.length > 0 || unreturned.length > 0) throw new RankReleaseError(rank, retained, unreturned);
 }
 
