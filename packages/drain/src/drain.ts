@@ -1,4 +1,4 @@
-import type { Bank, BankLabel, RegisteredRank } from '@kvreuse/registry';
+import { type Bank, type BankLabel, type RegisteredRank, releaseBanks } from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
 import { type LedgerOperation, type LedgerPostRequest, type OperationLedger, type QuarantinedOperation } from './ledger.js';
 import { Listeners } from './listeners.js';
@@ -254,7 +254,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     // From here on, a quarantined operation that quiesces releases its own banks.
     this.#drained = true;
     const banks = this.#ranks.flatMap((rank) => rank.banks).reverse();
-    const { returned, retained } = await releaseBanks(banks);
+    const { returned, retained } = await handBanksBack(banks);
     return {
       completed: after.completed - before.completed,
       cancelled: after.cancelled - before.cancelled,
@@ -267,7 +267,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
 
   #onLateQuiescence(operation: LedgerOperation): void {
     if (!this.#drained) return;
-    void releaseBanks([...operation.banks].reverse()).then(({ returned, retained }) => {
+    void handBanksBack([...operation.banks].reverse()).then(({ returned, retained }) => {
       this.#listeners.emit('released', operation, returned, retained);
       if (this.#agentPending && this.#agent !== undefined && this.#ledger.counts().live === 0) {
         try {
@@ -283,42 +283,26 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
 }
 
 /**
- * Deregisters the given banks in order, then hands each back to its owner. A bank still referenced
- * is retained (never deregistered, never handed back); a bank the native layer refuses to deregister
- * is retained; a bank its owner refuses stays `releasing` and is reported as retained too.
+ * Deregisters the given banks in order, then hands each back to its owner (the registry's
+ * `releaseBanks`). A bank still referenced by a live operation is first retained as a quarantine
+ * (never deregistered, never handed back); a bank the native layer refuses to deregister is
+ * retained; a bank its owner refuses stays `releasing` and is reported as retained too.
  */
-async function releaseBanks(banks: readonly Bank[]): Promise<{ returned: BankLabel[]; retained: RetainedBankReport[] }> {
-  const retained: RetainedBankReport[] = [];
-  const toHandBack: Bank[] = [];
-  for (const bank of banks) {
-    if (bank.state === 'returned') continue;
-    if (bank.references > 0) {
+async function handBanksBack(banks: readonly Bank[]): Promise<{ returned: BankLabel[]; retained: RetainedBankReport[] }> {
+  // Retained before anything is awaited, so that no quiescence can release them in between.
+  const referenced = banks
+    .filter((bank) => bank.state !== 'returned' && bank.references > 0)
+    .map((bank): RetainedBankReport => {
       bank.retain(`still referenced by ${bank.references} live operations at drain`, 'quarantine');
-      retained.push({ bank: bank.label(), reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` });
-      continue;
-    }
-    if (bank.state !== 'releasing') bank.beginRelease();
-    const region = bank.region;
-    if (region !== undefined) {
-      try {
-        region.deregister();
-      } catch (error) {
-        bank.retain(`deregistration failed: ${messageOf(error)}`, 'native-refusal');
-        retained.push({ bank: bank.label(), reason: bank.retainedReason ?? messageOf(error) });
-        continue;
-      }
-      bank.markDeregistered();
-    }
-    toHandBack.push(bank);
-  }
-  const returned: BankLabel[] = [];
-  for (const bank of toHandBack) {
-    try {
-      await bank.completeRelease();
-      returned.push(bank.label());
-    } catch (error) {
-      retained.push({ bank: bank.label(), reason: `its owner refused it back: ${messageOf(error)}` });
-    }
-  }
-  return { returned, retained };
+      return { bank: bank.label(), reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` };
+    });
+  const { returned, retained, unreturned } = await releaseBanks(banks);
+  return {
+    returned: [...returned],
+    retained: [
+      ...referenced,
+      ...retained.map(({ bank, code, message }) => ({ bank, reason: `deregistration failed with ${code}: ${message}` })),
+      ...unreturned.map(({ bank, message }) => ({ bank, reason: `its owner refused it back: ${message}` })),
+    ],
+  };
 }
