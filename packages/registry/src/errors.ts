@@ -61,6 +61,18 @@ export class DiscoveryArgumentError extends RegistryError {
   }
 }
 
+/** `openDiscovery` was given settings that name no store; `setting` says which one and `value` what it held. */
+export class DiscoverySettingsError extends RegistryError {
+  readonly code = 'DISCOVERY_INVALID_SETTINGS';
+  constructor(
+    readonly setting: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`discovery settings: ${setting} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
 /** The lease does not exist (never granted, expired or revoked). */
 export class DiscoveryLeaseError extends RegistryError {
   readonly code = 'DISCOVERY_LEASE_NOT_FOUND';

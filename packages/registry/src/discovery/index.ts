@@ -3,3 +3,4 @@ export { connectEtcdDiscovery, EtcdDiscoveryStore, type EtcdDiscoveryOptions } f
 export { MemoryDiscoveryStore, type MemoryDiscoveryOptions } from './memory.js';
 export { openSqliteDiscovery, SqliteDiscoveryStore, type SqliteDiscoveryOptions } from './sqlite.js';
 export type * from './types.js';
+export { type DiscoverySettings, openDiscovery } from './open.js';
