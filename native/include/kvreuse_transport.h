@@ -36,6 +36,10 @@
  *   1.13 does not detect a killed peer on shared memory, metadata carries the process identity
  *   (pid, kernel boot id, start time) and peers with operations in flight are checked every 100 ms:
  *   a dead peer's endpoint is force-closed, so its operations end with KVT_ERR_REMOTE_DISCONNECT.
+ *   A peer region that a shared-memory transport maps into this process (kvt_mem_alloc banks on the
+ *   same host: UCX attaches them while unpacking the remote key, ucp_rkey_ptr) is read and written
+ *   by the progress thread's own copy, with no UCX request per descriptor; other regions go through
+ *   ucp_get_nbx / ucp_put_nbx. kvt_peer_transport says which regions take which path.
  *   The loopback backend uses the same thread and queue; its copies run on the progress thread in
  *   bounded chunks so cancellation and other agents' work interleave.
  *   No thread is created per operation; thousands of concurrent operations per agent are fine.
@@ -369,6 +373,8 @@ KVT_API kvt_status kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t pe
 /**
  * Status of an operation: *out_status is KVT_IN_PROGRESS, KVT_OK (done) or the KVT_ERR_* it ended
  * with; bytes done so far and the batch's total bytes. Any out pointer may be NULL.
+ * While in progress, bytes done is updated once per progress round (up to 16 MiB of an operation on
+ * UCX, 8 MiB on loopback), not per descriptor; a terminal operation reports every byte it moved.
  */
 KVT_API kvt_status kvt_xfer_status(uint32_t agent, uint64_t op, int32_t *out_status, uint64_t *out_bytes_done,
                                    uint64_t *out_bytes_total);

@@ -107,6 +107,7 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
         } else {
             pthread_rwlock_rdlock(&target->region_lock);
             uint64_t budget = LOOPBACK_CHUNK_BYTES;
+            uint64_t moved = 0;
             while (budget > 0 && op->next < op->count) {
                 const kvt_desc *d = &op->descs[op->next];
                 uint64_t n = d->length - op->next_offset;
@@ -123,7 +124,7 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
                     memmove(local, far, n);
                 else
                     memmove(far, local, n);
-                atomic_fetch_add_explicit(&op->bytes_done, n, memory_order_relaxed);
+                moved += n;
                 budget -= n;
                 op->next_offset += n;
                 if (op->next_offset == d->length) {
@@ -133,6 +134,7 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
             }
             pthread_rwlock_unlock(&target->region_lock);
             kvt_agent_release(target);
+            kvt_op_add_bytes_done(op, moved);
         }
     }
     if (op->error != KVT_OK || op->next == op->count) op->phase = KVT_PHASE_MOVED;

@@ -303,6 +303,7 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         if (conn->meta.regions[i].backend) ucp_rkey_destroy(conn->meta.regions[i].backend);
         conn->meta.regions[i].backend = NULL;
+        conn->meta.regions[i].mapped = NULL;
     }
 }
 
@@ -324,6 +325,21 @@ static void check_liveness(kvt_agent *agent) {
     if (now < state->next_liveness_check_ns) return;
     state->next_liveness_check_ns = now + LIVENESS_PERIOD_NS;
     for (kvt_op *op = agent->active; op; op = op->next_active) fail_if_gone(state, op->conn);
+}
+
+/*
+ * Where this process maps the peer's whole region, when a shared-memory transport attached it while
+ * unpacking the key (kvt_mem_alloc banks on one host): gets and puts to it are then a copy the
+ * progress thread makes itself, with no UCX request per descriptor. NULL otherwise (caller memory,
+ * other hosts): those go through ucp_get_nbx / ucp_put_nbx.
+ */
+static uint8_t *shared_mapping(ucp_rkey_h rkey, const kvt_remote_region *region) {
+    void *first, *last;
+    if (ucp_rkey_ptr(rkey, region->address, &first) != UCS_OK ||
+        ucp_rkey_ptr(rkey, region->address + region->length - 1, &last) != UCS_OK)
+        return NULL;
+    if ((uintptr_t)last - (uintptr_t)first != region->length - 1) return NULL; /* not one contiguous view */
+    return first;
 }
 
 static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size) {
@@ -359,6 +375,7 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
             return KVT_ERR_BACKEND; /* the caller's unref closes what was opened */
         }
         region->backend = rkey;
+        region->mapped = shared_mapping(rkey, region);
     }
     return KVT_OK;
 }
@@ -374,7 +391,7 @@ static void on_request_done(void *request, ucs_status_t status, void *user_data)
         op->outstanding--;
         op->outstanding_bytes -= r->length;
         if (mapped == KVT_OK)
-            atomic_fetch_add_explicit(&op->bytes_done, r->length, memory_order_relaxed);
+            kvt_op_add_bytes_done(op, r->length);
         else if (op->error == KVT_OK)
             op->error = mapped;
     } else {
@@ -399,38 +416,106 @@ static kvt_status track(void *returned, ucx_request setup) {
     return KVT_IN_PROGRESS;
 }
 
+/* Where a descriptor's bytes come from and go to through the region's shared mapping (READ: from the
+ * peer's region into ours; WRITE: the other way). */
+static void direct_ends(const kvt_op *op, const kvt_desc *d, const kvt_remote_region *remote, uint8_t **destination,
+                        const uint8_t **source) {
+    uint8_t *far = remote->mapped + (d->remote_address - remote->address);
+    uint8_t *near = (uint8_t *)(uintptr_t)d->local_address;
+    *destination = op->direction == KVT_XFER_READ ? near : far;
+    *source = op->direction == KVT_XFER_READ ? far : near;
+}
+
+/* Copies (part of) the next descriptor through the region's shared mapping; returns the bytes copied. */
+static uint64_t copy_direct(kvt_op *op, const kvt_remote_region *remote, uint64_t budget) {
+    const kvt_desc *d = &op->descs[op->next];
+    uint64_t n = d->length - op->next_offset;
+    if (n > budget) n = budget;
+    uint8_t *destination;
+    const uint8_t *source;
+    direct_ends(op, d, remote, &destination, &source);
+    kvt_copy(destination + op->next_offset, source + op->next_offset, n, op->streaming);
+    op->next_offset += n;
+    if (op->next_offset == d->length) {
+        op->next++;
+        op->next_offset = 0;
+    }
+    return n;
+}
+
+/* A streaming op's small pieces, up to KVT_COPY_GROUP at a time when they are alike (whole, mapped, same
+ * length, groupable); returns the bytes copied, 0 when the next descriptor does not start a group. */
+static uint64_t copy_direct_group(kvt_op *op) {
+    if (!op->streaming || op->next_offset != 0) return 0;
+    uint8_t *destinations[KVT_COPY_GROUP];
+    const uint8_t *sources[KVT_COPY_GROUP];
+    uint64_t length = op->descs[op->next].length;
+    unsigned count = 0;
+    for (uint32_t i = op->next; i < op->count && count < KVT_COPY_GROUP; i++, count++) {
+        const kvt_desc *d = &op->descs[i];
+        const kvt_remote_region *remote = &op->conn->meta.regions[d->remote_slot];
+        if (!remote->mapped || d->length != length) break;
+        direct_ends(op, d, remote, &destinations[count], &sources[count]);
+        if (!kvt_copy_groupable(destinations[count], length)) break;
+    }
+    if (count < 2) return 0;
+    kvt_copy_group(destinations, sources, count, length);
+    op->next += count;
+    return count * length;
+}
+
+/* Issues the next descriptor through UCX; false when it failed (op->error says why). */
+static bool issue_request(kvt_agent *agent, kvt_op *op, uint64_t *completed_now) {
+    kvt_conn *conn = op->conn;
+    const kvt_desc *d = &op->descs[op->next];
+    ucp_request_param_t param = request_param();
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    param.memh = op->locals[d->local_slot]->backend;
+    ucp_rkey_h rkey = conn->meta.regions[d->remote_slot].backend;
+    void *local = (void *)(uintptr_t)d->local_address;
+    void *returned = op->direction == KVT_XFER_READ
+                         ? ucp_get_nbx(conn->backend, local, d->length, d->remote_address, rkey, &param)
+                         : ucp_put_nbx(conn->backend, local, d->length, d->remote_address, rkey, &param);
+    kvt_status status =
+        track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = d->length});
+    if (status == KVT_OK) *completed_now += d->length;
+    if (status == KVT_IN_PROGRESS) {
+        op->outstanding++;
+        op->outstanding_bytes += d->length;
+    }
+    if (status != KVT_OK && status != KVT_IN_PROGRESS) {
+        op->error = status;
+        return false;
+    }
+    op->next++;
+    return true;
+}
+
 static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     kvt_conn *conn = op->conn;
     ucp_ep_h ep = conn->backend;
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
-    uint64_t issued = 0;
-    while (op->error == KVT_OK && op->outstanding < OP_WINDOW &&
-           (op->outstanding == 0 || op->outstanding_bytes < OP_WINDOW_BYTES) && op->next < op->count &&
-           issued < ISSUE_BUDGET_BYTES && !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
-        const kvt_desc *d = &op->descs[op->next];
-        ucp_request_param_t param = request_param();
-        param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-        param.memh = op->locals[d->local_slot]->backend;
-        ucp_rkey_h rkey = conn->meta.regions[d->remote_slot].backend;
-        void *local = (void *)(uintptr_t)d->local_address;
-        void *returned = op->direction == KVT_XFER_READ
-                             ? ucp_get_nbx(ep, local, d->length, d->remote_address, rkey, &param)
-                             : ucp_put_nbx(ep, local, d->length, d->remote_address, rkey, &param);
-        kvt_status status =
-            track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = d->length});
-        if (status == KVT_OK) atomic_fetch_add_explicit(&op->bytes_done, d->length, memory_order_relaxed);
-        if (status == KVT_IN_PROGRESS) {
-            op->outstanding++;
-            op->outstanding_bytes += d->length;
+    uint64_t issued = 0, completed_now = 0;
+    bool copied = false;
+    while (op->error == KVT_OK && op->next < op->count && issued < ISSUE_BUDGET_BYTES &&
+           !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
+        const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
+        if (remote->mapped) {
+            uint64_t n = copy_direct_group(op);
+            if (n == 0) n = copy_direct(op, remote, ISSUE_BUDGET_BYTES - issued);
+            completed_now += n;
+            issued += n;
+            copied = true;
+            continue;
         }
-        if (status != KVT_OK && status != KVT_IN_PROGRESS) {
-            op->error = status;
-            break;
-        }
-        issued += d->length;
-        op->next++;
+        if (op->outstanding >= OP_WINDOW || (op->outstanding > 0 && op->outstanding_bytes >= OP_WINDOW_BYTES)) break;
+        uint64_t length = op->descs[op->next].length;
+        if (!issue_request(agent, op, &completed_now)) break;
+        issued += length;
     }
+    if (copied) kvt_copy_fence();
+    kvt_op_add_bytes_done(op, completed_now);
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->outstanding > 0 || (op->error == KVT_OK && op->next < op->count)) return;
     if (op->error == KVT_OK && op->direction == KVT_XFER_WRITE && !op->flushed) {
@@ -477,9 +562,13 @@ static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const
 
 static void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
     (void)agent;
-    if (conn->backend)
+    if (conn->backend) {
         ucp_ep_print_info(conn->backend, out);
-    else
+        for (uint32_t i = 0; i < conn->meta.region_count; i++)
+            fprintf(out, "kvreuse: region %u of '%s': %s\n", conn->meta.regions[i].id, conn->meta.name,
+                    conn->meta.regions[i].mapped ? "mapped through shared memory, copied directly (no UCX request)"
+                                                 : "gets and puts through UCX");
+    } else
         fprintf(out, "ucx: the endpoint to '%s' is closed (the peer disconnected)\n", conn->meta.name);
 }
 

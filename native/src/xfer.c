@@ -82,7 +82,7 @@ static kvt_status resolve_tables_locked(const kvt_agent *agent, const post_reque
 static kvt_status build_descriptors(const post_request *req, const kvt_conn *conn, kvt_region *const *locals,
                                     const uint32_t *remote_slots, kvt_op *op) {
     uint32_t n = 0;
-    uint64_t total = 0;
+    uint64_t total = 0, lowest = UINT64_MAX, highest = 0; /* destination span */
     for (uint32_t i = 0; i < req->count; i++) {
         uint32_t li = req->local_index[i], ri = req->remote_index[i];
         uint64_t lo = req->local_offset[i], ro = req->remote_offset[i], len = req->length[i];
@@ -107,6 +107,9 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
                             i, (unsigned long long)ro, (unsigned long long)len, remote->id,
                             (unsigned long long)remote->length, conn->meta.name);
         total += len;
+        uint64_t destination = req->direction == KVT_XFER_READ ? local->address + lo : remote->address + ro;
+        if (destination < lowest) lowest = destination;
+        if (destination + len > highest) highest = destination + len;
         kvt_desc d = {.local_address = local->address + lo,
                       .remote_address = remote->address + ro,
                       .length = len,
@@ -122,6 +125,8 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
     }
     op->count = n;
     op->bytes_total = total;
+    uint64_t threshold = kvt_streaming_threshold();
+    op->streaming = total >= threshold && highest - lowest >= threshold;
     return KVT_OK;
 }
 

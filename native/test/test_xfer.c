@@ -1,6 +1,7 @@
 /* Transfers: batched READ/WRITE with byte verification, bounds refusals that move nothing,
  * a thousand concurrent operations, cancel and release. */
 #include "harness.h"
+#include "internal.h" /* kvt_streaming_threshold */
 
 typedef struct {
     uint32_t source, reader;
@@ -81,6 +82,18 @@ static bool mirrored_equal(const uint8_t *reader, const uint8_t *source, uint64_
     return true;
 }
 
+/* Moves the batch over a cleared destination (the reader for READ, the source for WRITE) and checks
+ * that every byte arrived in its mirrored place and was counted. */
+static void move_mirrored(const pair *p, uint32_t direction, const batch *b, uint64_t piece) {
+    memset(direction == KVT_XFER_READ ? p->reader_memory : p->source_memory, 0, p->length);
+    uint64_t op = 0, done = 0;
+    CHECK_OK(batch_post(p, direction, b, NULL, 0, &op));
+    CHECK(wait_op(p->reader, op, &done) == KVT_OK && done == p->length, "%s completes with every byte counted",
+          direction == KVT_XFER_READ ? "read" : "write");
+    CHECK(mirrored_equal(p->reader_memory, p->source_memory, p->length, piece), "every byte arrived in place");
+    CHECK_OK(kvt_xfer_release(p->reader, op));
+}
+
 static void read_then_write_verifies_every_byte(void) {
     uint64_t length = test_under_valgrind ? (1u << 20) : (16u << 20);
     uint64_t piece = 16384;
@@ -100,11 +113,7 @@ static void read_then_write_verifies_every_byte(void) {
 
     /* WRITE the reader's bytes back, un-mirrored, over a cleared source. */
     fill_pattern(p.reader_memory, length, 7);
-    memset(p.source_memory, 0, length);
-    CHECK_OK(batch_post(&p, KVT_XFER_WRITE, &b, NULL, 0, &op));
-    CHECK(wait_op(p.reader, op, &done) == KVT_OK && done == length, "write completes");
-    CHECK(mirrored_equal(p.reader_memory, p.source_memory, length, piece), "every byte written arrived in place");
-    CHECK_OK(kvt_xfer_release(p.reader, op));
+    move_mirrored(&p, KVT_XFER_WRITE, &b, piece);
     /* One descriptor over the whole region (larger than the loopback copy chunk of 8 MiB). */
     fill_pattern(p.source_memory, length, 99);
     CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, length,
@@ -114,6 +123,62 @@ static void read_then_write_verifies_every_byte(void) {
     CHECK_OK(kvt_xfer_release(p.reader, op));
     CHECK(counter(p.reader, KVT_COUNTER_BYTES_MOVED) == 3 * length, "bytes moved counted");
     CHECK(counter(p.reader, KVT_COUNTER_OPERATIONS_POSTED) == 3, "operations posted counted");
+    batch_free(&b);
+    pair_close(&p);
+}
+
+static bool path_mentions(const pair *p, const char *needle) {
+    char path[8192];
+    uint32_t length = 0;
+    CHECK_OK(kvt_peer_transport(p->reader, p->peer, path, sizeof path, &length));
+    return strstr(path, needle) != NULL;
+}
+
+/* Caller memory (malloc): over UCX no shared-memory segment, so it moves with gets, not direct copies. */
+static void caller_memory_reads_every_byte(void) {
+    enum { LENGTH = 1 << 20, PIECE = 8192 };
+    uint32_t source = make_agent("caller-source"), reader = make_agent("caller-reader");
+    uint8_t *memory = aligned_alloc(4096, LENGTH), *reader_memory;
+    CHECK(memory != NULL, "out of memory");
+    fill_pattern(memory, LENGTH, 12);
+    uint32_t source_region = 0;
+    CHECK_OK(kvt_mem_register(source, (uint64_t)(uintptr_t)memory, LENGTH, KVT_MEM_DRAM, 0, &source_region));
+    pair p = {.source = source, .reader = reader, .source_memory = memory, .source_region = source_region,
+              .length = LENGTH};
+    p.reader_region = alloc_region(reader, LENGTH, &reader_memory);
+    p.reader_memory = reader_memory;
+    p.peer = load_peer(reader, source, &p.generation);
+    if (test_backend == KVT_BACKEND_UCX)
+        CHECK(path_mentions(&p, "through UCX") && !path_mentions(&p, "copied directly"), "caller memory uses requests");
+    batch b = scrambled_batch(LENGTH, PIECE);
+    move_mirrored(&p, KVT_XFER_READ, &b, PIECE);
+    fill_pattern(reader_memory, LENGTH, 13);
+    move_mirrored(&p, KVT_XFER_WRITE, &b, PIECE);
+    batch_free(&b);
+    free_region(reader, p.reader_region, reader_memory);
+    CHECK_OK(kvt_mem_deregister(source, source_region));
+    free(memory);
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
+/* A batch larger than the cache, in 4 KiB pieces that cannot merge: UCX copies mapped regions with
+ * streaming stores, several pieces at a time. Both directions land every byte in place. */
+static void a_batch_past_the_cache_verifies_every_byte(void) {
+    if (test_under_valgrind) {
+        test_skip_reason = "hundreds of MiB are too slow under valgrind; test_copy covers the copies there";
+        return;
+    }
+    uint64_t piece = 4096;
+    uint64_t length = (kvt_streaming_threshold() / (1u << 20) + 2) * (1u << 20);
+    pair p = pair_open("stream-source", "stream-reader", length);
+    if (test_backend == KVT_BACKEND_UCX)
+        CHECK(path_mentions(&p, "copied directly"), "a kvt_mem_alloc bank on this host is mapped and copied directly");
+    fill_pattern(p.source_memory, length, 5);
+    batch b = scrambled_batch(length, piece);
+    move_mirrored(&p, KVT_XFER_READ, &b, piece);
+    fill_pattern(p.reader_memory, length, 6);
+    move_mirrored(&p, KVT_XFER_WRITE, &b, piece);
     batch_free(&b);
     pair_close(&p);
 }
@@ -326,6 +391,7 @@ static void withdrawn_or_destroyed_source(void) {
     CHECK_OK(kvt_agent_destroy(p.reader));
 }
 
-TEST_MAIN("xfer", TEST(read_then_write_verifies_every_byte), TEST(contiguous_descriptors_and_region_tables),
+TEST_MAIN("xfer", TEST(read_then_write_verifies_every_byte), TEST(a_batch_past_the_cache_verifies_every_byte),
+          TEST(caller_memory_reads_every_byte), TEST(contiguous_descriptors_and_region_tables),
           TEST(one_bad_descriptor_refuses_the_batch), TEST(a_thousand_concurrent_operations), TEST(cancel_and_release),
           TEST(withdrawn_or_destroyed_source))

@@ -168,7 +168,8 @@ function describePath(setup: RemoteSetup): string {
   const text = setup.peer.transport();
   const lanes = [...text.matchAll(/lane\[\d+\]:\s+\d+:([\w-]+\/[\w-]+)/g)].map((match) => match[1]);
   const gets = [...text.matchAll(/get\[\d+\]:\s+(\S+)/g)].map((match) => match[1]);
-  return `lanes ${lanes.join(', ') || 'not reported'}; get ${[...new Set(gets)].join(', ') || 'not reported'}`;
+  const direct = /copied directly/.test(text) ? '; the source region is mapped through shared memory and copied directly' : '';
+  return `lanes ${lanes.join(', ') || 'not reported'}; get ${[...new Set(gets)].join(', ') || 'not reported'}${direct}`;
 }
 
 async function readVsPerftest(name: string, size: number, iterations: number, batchSize: number, window: number): Promise<void> {

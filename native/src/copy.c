@@ -1,0 +1,96 @@
+/* Copies the library does itself (UCX regions it maps through shared memory): plain memcpy, or
+ * non-temporal stores for batches whose destination will not stay in the cache anyway. */
+#include "internal.h"
+
+#include <string.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+#define STREAMING_THRESHOLD_FALLBACK (8u << 20)
+
+static uint64_t streaming_threshold;
+static pthread_once_t streaming_once = PTHREAD_ONCE_INIT;
+
+/* Three quarters of the last-level cache, as glibc's memcpy decides for one call. */
+static void streaming_init(void) {
+    long llc = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    streaming_threshold = llc > 0 ? (uint64_t)llc / 4 * 3 : STREAMING_THRESHOLD_FALLBACK;
+}
+
+uint64_t kvt_streaming_threshold(void) {
+    pthread_once(&streaming_once, streaming_init);
+    return streaming_threshold;
+}
+
+#if defined(__x86_64__)
+#define LINE 64u
+#define PAGE 4096u
+
+static inline void stream_line(uint8_t *d, const uint8_t *s) {
+    __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16)),
+            c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+    _mm_stream_si128((__m128i *)d, a);
+    _mm_stream_si128((__m128i *)(d + 16), b);
+    _mm_stream_si128((__m128i *)(d + 32), c);
+    _mm_stream_si128((__m128i *)(d + 48), e);
+}
+
+/* Non-temporal copy; large spans read four pages at a time (more DRAM streams, as glibc's own). */
+static void copy_streaming(uint8_t *d, const uint8_t *s, size_t length) {
+    size_t head = (LINE - ((uintptr_t)d & (LINE - 1))) & (LINE - 1);
+    if (head > length) head = length;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    length -= head;
+    for (; length >= 4 * PAGE; length -= 4 * PAGE, d += 4 * PAGE, s += 4 * PAGE)
+        for (size_t k = 0; k < PAGE; k += LINE)
+            for (size_t page = 0; page < 4 * PAGE; page += PAGE) {
+                _mm_prefetch((const char *)s + page + k + 4 * LINE, _MM_HINT_T0);
+                stream_line(d + page + k, s + page + k);
+            }
+    for (; length >= LINE; length -= LINE, d += LINE, s += LINE) stream_line(d, s);
+    memcpy(d, s, length);
+}
+#endif
+
+void kvt_copy(void *destination, const void *source, size_t length, bool streaming) {
+#if defined(__x86_64__)
+    if (streaming) {
+        copy_streaming(destination, source, length);
+        return;
+    }
+#else
+    (void)streaming;
+#endif
+    memcpy(destination, source, length);
+}
+
+bool kvt_copy_groupable(const void *destination, size_t length) {
+    return ((uintptr_t)destination & 15u) == 0 && length % 64u == 0 && length <= KVT_COPY_GROUP_MAX_BYTES;
+}
+
+void kvt_copy_group(uint8_t *const *destinations, const uint8_t *const *sources, unsigned count, size_t length) {
+#if defined(__x86_64__)
+    for (size_t k = 0; k < length; k += LINE)
+        for (unsigned i = 0; i < count; i++) {
+            _mm_prefetch((const char *)sources[i] + k + 4 * LINE, _MM_HINT_T0);
+            stream_line(destinations[i] + k, sources[i] + k);
+        }
+#else
+    for (unsigned i = 0; i < count; i++) memcpy(destinations[i], sources[i], length);
+#endif
+}
+
+void kvt_copy_fence(void) {
+#if defined(__x86_64__)
+    _mm_sfence(); /* non-temporal stores are weakly ordered */
+#endif
+    atomic_thread_fence(memory_order_release);
+}
