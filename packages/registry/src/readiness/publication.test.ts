@@ -59,6 +59,16 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
     );
   });
 
+  it('still revokes its lease, withdrawing the parts, when deleting them fails', async () => {
+    const publication = await startRankPublication(under.store, parts, { leaseTtlMs: 60_000 });
+    await vi.waitFor(() => expect(seen).toEqual(['no-parts', 'ready']), { timeout: 20_000, interval: 5 });
+    const failure = new Error('commit refused');
+    vi.spyOn(under.store, 'commit').mockRejectedValueOnce(failure);
+    await expect(publication.withdraw()).rejects.toBe(failure);
+    await expect(under.store.keepAlive(publication.lease.id)).rejects.toThrow(DiscoveryLeaseError);
+    expect((await under.store.list('')).entries).toEqual([]);
+  });
+
   it('revokes the lease it granted when publishing fails, leaving nothing behind', async () => {
     const grantLease = vi.spyOn(under.store, 'grantLease');
     const [tp0] = parts;

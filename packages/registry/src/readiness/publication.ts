@@ -84,7 +84,13 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
       stopped = true;
       clearInterval(timer);
       await renewing;
-      await store.commit(parts.map((part) => ({ type: 'delete', key: rankPartKey(part, part.parallel, options.keyPrefix) })));
+      try {
+        await store.commit(parts.map((part) => ({ type: 'delete', key: rankPartKey(part, part.parallel, options.keyPrefix) })));
+      } catch (error) {
+        // Revoking the lease withdraws the parts too; it is tried even so, and the first failure reported.
+        await store.revokeLease(lease.id).catch(() => undefined);
+        throw error;
+      }
       await store.revokeLease(lease.id);
     },
   };
