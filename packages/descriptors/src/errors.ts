@@ -106,11 +106,12 @@ export class InvalidBankLayoutError extends DescriptorError {
 export class InvalidBlockListError extends DescriptorError {
   readonly code = 'INVALID_BLOCK_LIST';
   override readonly name = 'InvalidBlockListError';
-  readonly index: number;
+  /** The first offending position; `undefined` when the list as a whole has the wrong shape. */
+  readonly index: number | undefined;
   readonly value: unknown;
 
-  constructor(index: number, value: unknown, rule: string) {
-    super(`invalid block list at index ${index}: ${formatValue(value)}: ${rule}`);
+  constructor(index: number | undefined, value: unknown, rule: string) {
+    super(`invalid block list${index === undefined ? '' : ` at index ${index}`}: ${formatValue(value)}: ${rule}`);
     this.index = index;
     this.value = value;
   }

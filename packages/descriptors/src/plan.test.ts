@@ -78,7 +78,9 @@ describe('planTransfer on the reference geometry', () => {
     expect(() => planTransfer(decodeTp2, prefillTp1, [[0]] as unknown as [number, number][])).toThrow(InvalidBlockListError);
     expect(() => planTransfer(decodeTp2, prefillTp1, { sourceBlocks: new Uint32Array(2), destinationBlocks: new Uint32Array(3) })).toThrow(/equally long/);
     expect(() => planTransfer(decodeTp2, prefillTp1, { sourceBlocks: [1], destinationBlocks: [1] } as unknown as [number, number][])).toThrow(/must be Uint32Arrays/);
-    expect(() => planTransfer(decodeTp2, prefillTp1, null as unknown as [number, number][])).toThrow(InvalidBlockListError);
+    expect(() => planTransfer(decodeTp2, prefillTp1, null as unknown as [number, number][])).toThrow(
+      expect.objectContaining({ code: 'INVALID_BLOCK_LIST', index: undefined, message: 'invalid block list: null: must be an array of pairs or { sourceBlocks, destinationBlocks }' }),
+    );
   });
 
   it('refuses incompatible workers with the reasons', () => {

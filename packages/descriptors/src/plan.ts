@@ -58,11 +58,11 @@ const isBlockIndex = (value: unknown): value is number =>
 function toBlockArrays(blocks: BlockPairs): { source: Uint32Array; destination: Uint32Array } {
   if (!Array.isArray(blocks)) {
     if (typeof blocks !== 'object' || blocks === null) {
-      throw new InvalidBlockListError(0, blocks, 'must be an array of pairs or { sourceBlocks, destinationBlocks }');
+      throw new InvalidBlockListError(undefined, blocks, 'must be an array of pairs or { sourceBlocks, destinationBlocks }');
     }
     const { sourceBlocks, destinationBlocks } = blocks as Exclude<BlockPairs, readonly unknown[]>;
     if (!(sourceBlocks instanceof Uint32Array) || !(destinationBlocks instanceof Uint32Array)) {
-      throw new InvalidBlockListError(0, blocks, 'sourceBlocks and destinationBlocks must be Uint32Arrays');
+      throw new InvalidBlockListError(undefined, blocks, 'sourceBlocks and destinationBlocks must be Uint32Arrays');
     }
     if (sourceBlocks.length !== destinationBlocks.length) {
       const lengths = { sourceBlocks: sourceBlocks.length, destinationBlocks: destinationBlocks.length };
