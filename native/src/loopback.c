@@ -96,6 +96,15 @@ static const kvt_region *find_target_region(const kvt_agent *target, uint32_t id
     return NULL;
 }
 
+/* Agents of one process may register the same memory: overlapping pieces need memmove. */
+static void copy_piece(uint8_t *destination, const uint8_t *source, uint64_t length, bool streaming) {
+    uintptr_t d = (uintptr_t)destination, s = (uintptr_t)source;
+    if (d < s + length && s < d + length)
+        memmove(destination, source, length);
+    else
+        kvt_copy(destination, source, length, streaming);
+}
+
 static void loopback_advance(kvt_agent *agent, kvt_op *op) {
     (void)agent;
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
@@ -118,12 +127,12 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
                     op->error = KVT_ERR_REMOTE_DISCONNECT; /* the target withdrew the region */
                     break;
                 }
-                void *local = (void *)(uintptr_t)(d->local_address + op->next_offset);
-                void *far = (void *)(uintptr_t)remote;
+                uint8_t *local = (uint8_t *)(uintptr_t)(d->local_address + op->next_offset);
+                uint8_t *far = (uint8_t *)(uintptr_t)remote;
                 if (op->direction == KVT_XFER_READ)
-                    memmove(local, far, n);
+                    copy_piece(local, far, n, op->streaming);
                 else
-                    memmove(far, local, n);
+                    copy_piece(far, local, n, op->streaming);
                 moved += n;
                 budget -= n;
                 op->next_offset += n;

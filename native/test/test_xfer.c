@@ -162,6 +162,33 @@ static void caller_memory_reads_every_byte(void) {
     CHECK_OK(kvt_agent_destroy(source));
 }
 
+/* Two loopback agents may register the same memory; a read between overlapping ranges moves like memmove. */
+static void overlapping_ranges_move_like_memmove(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "UCX moves caller memory with memcpy semantics (UCX's own copy)");
+    enum { LENGTH = 65536, SHIFT = 100, MOVED = 8192 };
+    uint32_t source = make_agent("overlap-source"), reader = make_agent("overlap-reader");
+    uint8_t *memory = malloc(LENGTH), *expected = malloc(LENGTH);
+    CHECK(memory != NULL && expected != NULL, "out of memory");
+    fill_pattern(memory, LENGTH, 21);
+    memcpy(expected, memory, LENGTH);
+    memmove(expected + SHIFT, expected, MOVED);
+    uint32_t source_region = 0, reader_region = 0;
+    CHECK_OK(kvt_mem_register(source, (uint64_t)(uintptr_t)memory, LENGTH, KVT_MEM_DRAM, 0, &source_region));
+    CHECK_OK(kvt_mem_register(reader, (uint64_t)(uintptr_t)memory, LENGTH, KVT_MEM_DRAM, 0, &reader_region));
+    uint64_t generation = 0, op = 0;
+    uint32_t peer = load_peer(reader, source, &generation);
+    CHECK_OK(post_one(reader, KVT_XFER_READ, peer, generation, reader_region, SHIFT, source_region, 0, MOVED, &op));
+    CHECK(wait_op(reader, op, NULL) == KVT_OK, "overlapping read completes");
+    CHECK(memcmp(memory, expected, LENGTH) == 0, "the overlapping read moved like memmove");
+    CHECK_OK(kvt_xfer_release(reader, op));
+    CHECK_OK(kvt_mem_deregister(reader, reader_region));
+    CHECK_OK(kvt_mem_deregister(source, source_region));
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+    free(expected);
+    free(memory);
+}
+
 /* A batch larger than the cache, in 4 KiB pieces that cannot merge: UCX copies mapped regions with
  * streaming stores, several pieces at a time. Both directions land every byte in place. */
 static void a_batch_past_the_cache_verifies_every_byte(void) {
@@ -392,6 +419,6 @@ static void withdrawn_or_destroyed_source(void) {
 }
 
 TEST_MAIN("xfer", TEST(read_then_write_verifies_every_byte), TEST(a_batch_past_the_cache_verifies_every_byte),
-          TEST(caller_memory_reads_every_byte), TEST(contiguous_descriptors_and_region_tables),
+          TEST(caller_memory_reads_every_byte), TEST(overlapping_ranges_move_like_memmove), TEST(contiguous_descriptors_and_region_tables),
           TEST(one_bad_descriptor_refuses_the_batch), TEST(a_thousand_concurrent_operations), TEST(cancel_and_release),
           TEST(withdrawn_or_destroyed_source))
