@@ -88,6 +88,27 @@ void kvt_copy_group(uint8_t *const *destinations, const uint8_t *const *sources,
 #endif
 }
 
+void kvt_copier_flush(kvt_copier *copier) {
+    if (copier->count == 1)
+        kvt_copy(copier->destinations[0], copier->sources[0], copier->length, copier->streaming);
+    else if (copier->count > 1)
+        kvt_copy_group(copier->destinations, copier->sources, copier->count, copier->length);
+    copier->count = 0;
+}
+
+void kvt_copier_add(kvt_copier *copier, uint8_t *destination, const uint8_t *source, size_t length) {
+    if (!copier->streaming || !kvt_copy_groupable(destination, length)) {
+        kvt_copier_flush(copier);
+        kvt_copy(destination, source, length, copier->streaming);
+        return;
+    }
+    if (copier->count > 0 && copier->length != length) kvt_copier_flush(copier);
+    copier->destinations[copier->count] = destination;
+    copier->sources[copier->count] = source;
+    copier->length = length;
+    if (++copier->count == KVT_COPY_GROUP) kvt_copier_flush(copier);
+}
+
 void kvt_copy_fence(void) {
 #if defined(__x86_64__)
     _mm_sfence(); /* non-temporal stores are weakly ordered */

@@ -58,6 +58,17 @@ void kvt_copy(void *destination, const void *source, size_t length, bool streami
 bool kvt_copy_groupable(const void *destination, size_t length);
 /* Streaming copy of `count` (<= KVT_COPY_GROUP) pieces of `length` bytes each, interleaved. */
 void kvt_copy_group(uint8_t *const *destinations, const uint8_t *const *sources, unsigned count, size_t length);
+/* Collects a round's pieces and copies them, grouping alike ones of a streaming op. Pieces added are
+ * copied by the time kvt_copier_flush returns (call it before the memory may change hands). */
+typedef struct {
+    bool streaming;
+    unsigned count;
+    size_t length;
+    uint8_t *destinations[KVT_COPY_GROUP];
+    const uint8_t *sources[KVT_COPY_GROUP];
+} kvt_copier;
+void kvt_copier_add(kvt_copier *copier, uint8_t *destination, const uint8_t *source, size_t length);
+void kvt_copier_flush(kvt_copier *copier);
 /* Orders the copies before later stores (notifications, completion) are seen by other processes. */
 void kvt_copy_fence(void);
 

@@ -97,12 +97,14 @@ static const kvt_region *find_target_region(const kvt_agent *target, uint32_t id
 }
 
 /* Agents of one process may register the same memory: overlapping pieces need memmove. */
-static void copy_piece(uint8_t *destination, const uint8_t *source, uint64_t length, bool streaming) {
+static void copy_piece(kvt_copier *copier, uint8_t *destination, const uint8_t *source, uint64_t length) {
     uintptr_t d = (uintptr_t)destination, s = (uintptr_t)source;
-    if (d < s + length && s < d + length)
+    if (d < s + length && s < d + length) {
+        kvt_copier_flush(copier);
         memmove(destination, source, length);
-    else
-        kvt_copy(destination, source, length, streaming);
+    } else {
+        kvt_copier_add(copier, destination, source, length);
+    }
 }
 
 static void loopback_advance(kvt_agent *agent, kvt_op *op) {
@@ -117,6 +119,7 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
             pthread_rwlock_rdlock(&target->region_lock);
             uint64_t budget = LOOPBACK_CHUNK_BYTES;
             uint64_t moved = 0;
+            kvt_copier copier = {.streaming = op->streaming};
             while (budget > 0 && op->next < op->count) {
                 const kvt_desc *d = &op->descs[op->next];
                 uint64_t n = d->length - op->next_offset;
@@ -130,9 +133,9 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
                 uint8_t *local = (uint8_t *)(uintptr_t)(d->local_address + op->next_offset);
                 uint8_t *far = (uint8_t *)(uintptr_t)remote;
                 if (op->direction == KVT_XFER_READ)
-                    copy_piece(local, far, n, op->streaming);
+                    copy_piece(&copier, local, far, n);
                 else
-                    copy_piece(far, local, n, op->streaming);
+                    copy_piece(&copier, far, local, n);
                 moved += n;
                 budget -= n;
                 op->next_offset += n;
@@ -141,6 +144,8 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
                     op->next_offset = 0;
                 }
             }
+            kvt_copier_flush(&copier); /* while the target's regions are still held */
+            kvt_copy_fence();
             pthread_rwlock_unlock(&target->region_lock);
             kvt_agent_release(target);
             kvt_op_add_bytes_done(op, moved);

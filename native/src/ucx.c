@@ -426,42 +426,22 @@ static void direct_ends(const kvt_op *op, const kvt_desc *d, const kvt_remote_re
     *source = op->direction == KVT_XFER_READ ? far : near;
 }
 
-/* Copies (part of) the next descriptor through the region's shared mapping; returns the bytes copied. */
-static uint64_t copy_direct(kvt_op *op, const kvt_remote_region *remote, uint64_t budget) {
+/* Copies (part of) the next descriptor through the region's shared mapping (by the time the copier is
+ * flushed); returns the bytes. */
+static uint64_t copy_direct(kvt_op *op, kvt_copier *copier, const kvt_remote_region *remote, uint64_t budget) {
     const kvt_desc *d = &op->descs[op->next];
     uint64_t n = d->length - op->next_offset;
     if (n > budget) n = budget;
     uint8_t *destination;
     const uint8_t *source;
     direct_ends(op, d, remote, &destination, &source);
-    kvt_copy(destination + op->next_offset, source + op->next_offset, n, op->streaming);
+    kvt_copier_add(copier, destination + op->next_offset, source + op->next_offset, n);
     op->next_offset += n;
     if (op->next_offset == d->length) {
         op->next++;
         op->next_offset = 0;
     }
     return n;
-}
-
-/* A streaming op's small pieces, up to KVT_COPY_GROUP at a time when they are alike (whole, mapped, same
- * length, groupable); returns the bytes copied, 0 when the next descriptor does not start a group. */
-static uint64_t copy_direct_group(kvt_op *op) {
-    if (!op->streaming || op->next_offset != 0) return 0;
-    uint8_t *destinations[KVT_COPY_GROUP];
-    const uint8_t *sources[KVT_COPY_GROUP];
-    uint64_t length = op->descs[op->next].length;
-    unsigned count = 0;
-    for (uint32_t i = op->next; i < op->count && count < KVT_COPY_GROUP; i++, count++) {
-        const kvt_desc *d = &op->descs[i];
-        const kvt_remote_region *remote = &op->conn->meta.regions[d->remote_slot];
-        if (!remote->mapped || d->length != length) break;
-        direct_ends(op, d, remote, &destinations[count], &sources[count]);
-        if (!kvt_copy_groupable(destinations[count], length)) break;
-    }
-    if (count < 2) return 0;
-    kvt_copy_group(destinations, sources, count, length);
-    op->next += count;
-    return count * length;
 }
 
 /* Issues the next descriptor through UCX; false when it failed (op->error says why). */
@@ -497,13 +477,13 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
     uint64_t issued = 0, completed_now = 0;
+    kvt_copier copier = {.streaming = op->streaming};
     bool copied = false;
     while (op->error == KVT_OK && op->next < op->count && issued < ISSUE_BUDGET_BYTES &&
            !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
         const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
         if (remote->mapped) {
-            uint64_t n = copy_direct_group(op);
-            if (n == 0) n = copy_direct(op, remote, ISSUE_BUDGET_BYTES - issued);
+            uint64_t n = copy_direct(op, &copier, remote, ISSUE_BUDGET_BYTES - issued);
             completed_now += n;
             issued += n;
             copied = true;
@@ -514,6 +494,7 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
         if (!issue_request(agent, op, &completed_now)) break;
         issued += length;
     }
+    kvt_copier_flush(&copier);
     if (copied) kvt_copy_fence();
     kvt_op_add_bytes_done(op, completed_now);
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;

@@ -75,5 +75,31 @@ static void only_aligned_whole_lines_up_to_the_limit_are_groupable(void) {
     free(buffer);
 }
 
-TEST_MAIN("copy", TEST(streaming_and_plain_copies_match_memcpy), TEST(grouped_pieces_land_in_their_own_destinations),
+/* Pieces of mixed lengths and alignments through a copier: each lands whole, grouped or not. */
+static void a_copier_copies_every_piece_it_was_given(void) {
+    static const size_t lengths[] = {4096, 4096, 4096, 1000, 4096, 4096, 64, 4096, 8192, 8192, 8192, 8192, 8192, 4096};
+    enum { COUNT = sizeof lengths / sizeof lengths[0], SLOT = 8192 + 64 };
+    uint8_t *source = patterned((size_t)COUNT * SLOT, 17);
+    uint8_t *destination = aligned_alloc(64, (size_t)COUNT * SLOT);
+    CHECK(destination != NULL, "out of memory");
+    for (int streaming = 0; streaming <= 1; streaming++) {
+        memset(destination, 0, (size_t)COUNT * SLOT);
+        kvt_copier copier = {.streaming = streaming};
+        for (size_t i = 0; i < COUNT; i++) { /* reversed slots; piece 5 starts 8 bytes off alignment */
+            size_t shift = i == 5 ? 8 : 0;
+            kvt_copier_add(&copier, destination + (COUNT - 1 - i) * SLOT + shift, source + i * SLOT, lengths[i]);
+        }
+        kvt_copier_flush(&copier);
+        kvt_copy_fence();
+        for (size_t i = 0; i < COUNT; i++) {
+            size_t shift = i == 5 ? 8 : 0;
+            CHECK(memcmp(destination + (COUNT - 1 - i) * SLOT + shift, source + i * SLOT, lengths[i]) == 0,
+                  "piece %zu (%zu bytes, streaming %d) arrived", i, lengths[i], streaming);
+        }
+    }
+    free(destination);
+    free(source);
+}
+
+TEST_MAIN("copy", TEST(a_copier_copies_every_piece_it_was_given), TEST(streaming_and_plain_copies_match_memcpy), TEST(grouped_pieces_land_in_their_own_destinations),
           TEST(only_aligned_whole_lines_up_to_the_limit_are_groupable));
