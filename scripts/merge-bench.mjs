@@ -38,7 +38,10 @@ const measuredAt = new Date().toISOString();
 mkdirSync(join(root, 'bench'), { recursive: true });
 writeFileSync(join(root, 'bench/results.json'), `${JSON.stringify({ measuredAt, machine, figures }, null, 2)}\n`);
 
-const format = (v) => (v === undefined ? '' : typeof v === 'number' ? String(Number(v.toPrecision(4))) : String(v));
+const format = (v) => {
+  if (typeof v !== 'number') return v === undefined ? '' : String(v);
+  return Number.isInteger(v) ? v.toLocaleString('en-US') : String(Number(v.toPrecision(4)));
+};
 const rows = Object.keys(figures)
   .sort()
   .map((name) => {
