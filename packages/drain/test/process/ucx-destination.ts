@@ -11,14 +11,15 @@ const PIECE_BYTES = 131_072;
 const PIECES = 2_352;
 const BYTES = PIECE_BYTES * PIECES;
 export const TIMEOUTS = { operationTimeoutMs: 1_000, abandonTimeoutMs: 3_000, shutdownDeadlineMs: 6_000 };
-/**
- * How long a quarantined operation is watched after shutdown for the native layer to end it, when
- * that may never happen (a killed source); `until-released` waits as long as it takes (a source the
- * parent resumes), the test's own timeout being the guard.
- */
-const OBSERVATION_MS = 5_000;
-
 const [name = 'sigkill-destination', sourceName = 'sigkill-source', watchLate = 'window'] = process.argv.slice(2);
+/**
+ * How long a quarantined operation is watched after shutdown for the native layer to end it: briefly
+ * when that may never happen (a killed source); for a source the parent resumes (`until-released`),
+ * long enough for the native layer to finish, yet bounded so that the test reports what it saw
+ * instead of timing out.
+ */
+const OBSERVATION_MS = watchLate === 'until-released' ? 45_000 : 5_000;
+
 const published = await hear();
 const agent = transport.createAgent({ name, backend: 'ucx' });
 const memory = agent.allocate(BYTES);
@@ -75,12 +76,10 @@ let late: Record<string, unknown> | undefined;
 if (result.quarantined.length > 0) {
   // Retained until the native layer says terminal — which it may never do before the process exits.
   const shutdownBankState = bank.state;
-  const window = new Promise<'still-quarantined'>((resolve) => {
-    if (watchLate !== 'until-released') setTimeout(() => resolve('still-quarantined'), OBSERVATION_MS);
-  });
+  const window = new Promise<'still-quarantined'>((resolve) => setTimeout(() => resolve('still-quarantined'), OBSERVATION_MS));
   const ended = await Promise.race([released.then(() => 'released' as const), window]);
   const quiescence = ended === 'released' ? await operation.quiescence : undefined;
-  late = { shutdownBankState, ended, quiescence, bankState: bank.state, references: bank.references, agentOpen: agent.isOpen };
+  late = { shutdownBankState, ended, quiescence, bankState: bank.state, references: bank.references, agentOpen: agent.isOpen, watchedMs: OBSERVATION_MS };
 }
 tell({
   event: 'done',
