@@ -83,8 +83,9 @@ function runTests() {
   install();
   const resultsDir = join(root, '.test-results');
   rmSync(resultsDir, { recursive: true, force: true });
-  // --force: a cached "test" would replay old output without running anything.
-  pnpm(['exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test', '--concurrency=2', '--output-logs=full', '--force', '--continue']);
+  // --force: a cached "test" would replay old output without running anything. One task at a time:
+  // the process tests (UCX pulls, leases, killed peers) then have the machine's two cores to themselves.
+  pnpm(['exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test', '--concurrency=1', '--output-logs=full', '--force', '--continue']);
   printTestTotals(resultsDir);
 }
 
