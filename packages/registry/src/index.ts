@@ -42,6 +42,7 @@ export {
 } from './readiness/rank-part-record.js';
 export {
   type NotReadyReason,
+  type VramBank,
   watchWorkerReadiness,
   type WatchWorkerReadinessOptions,
   type WorkerReadiness,

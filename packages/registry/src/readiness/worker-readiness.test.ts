@@ -57,9 +57,10 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     await under.dispose();
   });
 
-  async function follow(gates: readonly ReadinessGate[] = []): Promise<WorkerReadinessWatch> {
+  async function follow(gates: readonly ReadinessGate[] = [], admissionGate?: ReadinessGate): Promise<WorkerReadinessWatch> {
     watch = await watchWorkerReadiness(store, workerId, {
       gates,
+      ...(admissionGate === undefined ? {} : { admissionGate }),
       onChange: (readiness) => seen.push(summary(readiness)),
       logger: { warn: (message) => warnings.push(message) },
     });
@@ -100,6 +101,41 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
       'ready inc-a',
       'not ready inc-a: gate profile-admission refused: the gate threw: profile table unreadable',
     ]);
+  });
+
+  describe('GPU memory fails closed', () => {
+    it('withholds readiness from a worker with vram banks when no admission gate is installed', async () => {
+      await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }), { lease });
+      const tracker = await follow([new MutableGate()]);
+      expect(tracker.current).toMatchObject({ ready: false, incarnation: 'inc-a' });
+      const reasons = tracker.current.ready ? [] : tracker.current.reasons;
+      expect(reasons.map((reason) => reason.kind)).toEqual(['no-admission-gate']);
+      expect(reasons[0]).toMatchObject({ vramBanks: expect.arrayContaining([{ rank: { tpRank: 1, ppRank: 0 }, index: 0 }]) });
+      expect(seen).toEqual([`not ready inc-a: ${reasons[0]!.message}`]);
+      expect(reasons[0]!.message).toMatch(/^\d+ vram banks \(the first: bank 0 of rank \(tp 0, pp 0\)\) are served only behind an admission gate, and none is installed \(admissionGate\)$/);
+    });
+
+    it('makes a worker with vram banks ready once its admission gate passes', async () => {
+      await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }), { lease });
+      await follow([], new MutableGate());
+      expect(seen).toEqual(['ready inc-a']);
+    });
+
+    it('gives the failing admission gate\'s reason for a worker with vram banks', async () => {
+      const gate = new MutableGate();
+      gate.verdict = { pass: false, reason: 'no declared profile admits vram on this transport' };
+      await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }), { lease });
+      const tracker = await follow([], gate);
+      expect(tracker.current.ready ? [] : tracker.current.reasons).toEqual([
+        { kind: 'gate', gate: 'profile-admission', message: 'gate profile-admission refused: no declared profile admits vram on this transport' },
+      ]);
+    });
+
+    it('keeps a DRAM-only worker ready without an admission gate', async () => {
+      await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'dram' }), { lease });
+      await follow();
+      expect(seen).toEqual(['ready inc-a']);
+    });
   });
 
   it('withdraws readiness when a part is withdrawn, when the lease is revoked and when a lease expires', async () => {

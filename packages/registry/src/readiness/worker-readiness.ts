@@ -16,7 +16,15 @@ export type NotReadyReason =
       readonly conflicts: readonly { readonly rank: RankId; readonly field: string }[];
     }
   | { readonly kind: 'gate'; readonly message: string; readonly gate: string }
+  /** The worker serves GPU memory (a `vram` bank) and no admission gate is installed: GPU memory fails closed. */
+  | { readonly kind: 'no-admission-gate'; readonly message: string; readonly vramBanks: readonly VramBank[] }
   | { readonly kind: 'discovery-outage'; readonly message: string };
+
+/** A `vram` bank of a published rank part: the rank and the bank's index in its part. */
+export interface VramBank {
+  readonly rank: RankId;
+  readonly index: number;
+}
 
 export type WorkerReadiness =
   | { readonly ready: true; readonly workerId: string; readonly incarnation: string; readonly worker: Worker }
@@ -25,6 +33,11 @@ export type WorkerReadiness =
 export interface WatchWorkerReadinessOptions {
   /** Every gate must pass for the worker to be ready. */
   readonly gates?: readonly ReadinessGate[];
+  /**
+   * The deployment-profile admission gate (supplied by profile admission). It must pass like any
+   * gate; and a worker with any `vram` bank is never ready without it (`no-admission-gate`).
+   */
+  readonly admissionGate?: ReadinessGate;
   /** Called with every change of readiness, in order, starting with the initial state. */
   readonly onChange: (readiness: WorkerReadiness) => void;
   /** Where refused parts are reported (default `console`). */
@@ -53,7 +66,8 @@ interface ObservedState {
 /**
  * Follows one worker's rank parts in discovery and reports its readiness: ready only when the
  * valid parts of its newest incarnation assemble into a complete worker (every rank exactly once,
- * consistent — a part exists only after its rank registered) and every gate passes. A lease that
+ * consistent — a part exists only after its rank registered) and every gate passes. GPU memory fails
+ * closed: a worker with any `vram` bank is ready only if `admissionGate` is installed and passes. A lease that
  * expires, a withdrawn part, a failing gate or a discovery outage withdraws readiness. Parts are
  * validated like any input; a refused part is logged once and ignored.
  */
@@ -97,7 +111,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
     const snapshot = await this.#store.list(this.#prefix);
     this.#replace(snapshot.entries);
     this.#watch = await this.#store.watch(this.#prefix, (notice) => this.#onNotice(notice), { fromRevision: snapshot.revision + 1 });
-    for (const gate of this.#options.gates ?? []) {
+    for (const gate of this.#gates()) {
       const unsubscribe = gate.subscribe?.(() => this.#schedule());
       if (unsubscribe !== undefined) this.#unsubscribes.push(unsubscribe);
     }
@@ -114,6 +128,12 @@ class ReadinessTracker implements WorkerReadinessWatch {
     for (const unsubscribe of this.#unsubscribes.splice(0)) unsubscribe();
     await this.#watch?.close();
     await this.#queue;
+  }
+
+  /** The admission gate (if installed) and the other gates, in the order they are evaluated. */
+  #gates(): readonly ReadinessGate[] {
+    const { admissionGate, gates = [] } = this.#options;
+    return admissionGate === undefined ? gates : [admissionGate, ...gates];
   }
 
   #onNotice(notice: WatchNotice): void {
@@ -201,7 +221,16 @@ class ReadinessTracker implements WorkerReadinessWatch {
       ]);
     }
     const failures: NotReadyReason[] = [];
-    for (const gate of this.#options.gates ?? []) {
+    const vramBanks = vramBanksOf(assembled.worker);
+    const [firstVram] = vramBanks;
+    if (firstVram !== undefined && this.#options.admissionGate === undefined) {
+      failures.push({
+        kind: 'no-admission-gate',
+        vramBanks,
+        message: `${vramBanks.length} vram banks (the first: bank ${firstVram.index} of rank (tp ${firstVram.rank.tpRank}, pp ${firstVram.rank.ppRank})) are served only behind an admission gate, and none is installed (admissionGate)`,
+      });
+    }
+    for (const gate of this.#gates()) {
       let reason: string | undefined;
       try {
         const verdict = await gate.evaluate(assembled.worker);
@@ -228,6 +257,12 @@ function newestIncarnation(stored: readonly StoredPart[]): RankPart[] {
     if (part !== undefined && (newest === undefined || modRevision > newest.modRevision)) newest = { incarnation: part.incarnation, modRevision };
   }
   return stored.flatMap(({ part }) => (part !== undefined && part.incarnation === newest?.incarnation ? [part] : []));
+}
+
+function vramBanksOf(worker: Worker): VramBank[] {
+  return worker.ranks.flatMap((part) =>
+    part.banks.flatMap((bank, index) => (bank.memKind === 'vram' ? [{ rank: { tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank }, index }] : [])),
+  );
 }
 
 function describeIncomplete(result: Extract<ReturnType<typeof assembleWorker>, { complete: false }>): string {

@@ -7,6 +7,8 @@ export interface FakeWorker {
   readonly ppSize?: number;
   readonly model?: ReferenceModel;
   readonly generation?: number;
+  /** Memory kind of every bank (default `dram`). */
+  readonly memKind?: 'dram' | 'vram';
 }
 
 /**
@@ -14,12 +16,12 @@ export interface FakeWorker {
  * behind the addresses: readiness never touches it).
  */
 export function rankPartsOf(worker: FakeWorker): RankPart[] {
-  const { workerId, incarnation, tpSize, ppSize = 1, model = 'qwen3-0.6b', generation = 1 } = worker;
+  const { workerId, incarnation, tpSize, ppSize = 1, model = 'qwen3-0.6b', generation = 1, memKind = 'dram' } = worker;
   const geometry = referenceGeometries[model];
   const parts: RankPart[] = [];
   for (let ppRank = 0; ppRank < ppSize; ppRank++) {
     for (let tpRank = 0; tpRank < tpSize; tpRank++) {
-      const banks = layoutRankBanks(geometry, { tpRank, tpSize, ppRank, ppSize }, { address: BigInt(ppRank * tpSize + tpRank + 1) << 36n, blocks: 4 });
+      const banks = layoutRankBanks(geometry, { tpRank, tpSize, ppRank, ppSize }, { address: BigInt(ppRank * tpSize + tpRank + 1) << 36n, blocks: 4, memKind });
       parts.push(
         parseRankPart({
           version: 1,
