@@ -3,13 +3,16 @@ export * from './discovery/index.js';
 export { Bank, type BankReference, type BankRegion, type BankSpec } from './banks/bank.js';
 export { type BankOwner, frameworkOwner, type FrameworkOwner, kvreuseOwner, type KvreuseOwner, type OwnedAllocation } from './banks/owner.js';
 export {
+  type BanksDeregistration,
   type BanksRelease,
+  deregisterBanks,
   registerRank,
   type RegisteredRank,
   type RegisterRankOptions,
   type RegistrationAgent,
   releaseBanks,
   releaseRank,
+  returnBanks,
 } from './registration/register-rank.js';
 export type { GateVerdict, ReadinessGate } from './readiness/gate.js';
 export {

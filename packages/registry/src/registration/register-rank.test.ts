@@ -4,7 +4,7 @@ import { frameworkBanks, kvreuseBanks, PAGE } from '../../test/helpers/rank-memo
 import { Bank } from '../banks/bank.js';
 import { frameworkOwner } from '../banks/owner.js';
 import { BankAlreadyRegisteredError, BankAlreadyReleasedError, BankInUseError, InvalidRankBanksError, RankRegistrationError, RankReleaseError } from '../errors.js';
-import { registerRank, type RegistrationAgent, releaseBanks, releaseRank } from './register-rank.js';
+import { deregisterBanks, registerRank, type RegistrationAgent, releaseBanks, releaseRank, returnBanks } from './register-rank.js';
 
 const transport = loadTransport();
 const openAgents = new Set<Agent>();
@@ -404,6 +404,24 @@ describe('releaseBanks', () => {
     reference.release();
     expect((await releaseBanks(tracked)).returned.map((bank) => bank.index)).toEqual([2]);
     expect(agent.counters().liveRegistrations).toBe(0);
+    closeAgent(agent);
+  });
+
+  it('splits into deregisterBanks (no owner is called) and returnBanks (hands back only what was deregistered)', async () => {
+    const agent = newAgent();
+    const { banks, returned } = frameworkBanks(rank, 3, shape);
+    await registerRank({ agent, banks });
+    const reference = banks[1]!.acquire();
+    const deregistration = deregisterBanks([...banks].reverse());
+    expect(deregistration).toMatchObject({ deregistered: [banks[2], banks[0]], referenced: [banks[1]], retained: [] });
+    expect(agent.counters().liveRegistrations).toBe(1);
+    expect(banks.map((bank) => [bank.state, bank.region])).toEqual([['releasing', undefined], ['registered', expect.anything()], ['releasing', undefined]]);
+    expect(returned).toEqual([]);
+    const handedBack = await returnBanks(deregistration.deregistered);
+    expect(handedBack).toEqual({ returned: [banks[2]!.label(), banks[0]!.label()], unreturned: [] });
+    expect(returned).toEqual([2, 0]);
+    reference.release();
+    await releaseBanks([banks[1]!]);
     closeAgent(agent);
   });
 

@@ -87,6 +87,14 @@ export interface BanksRelease {
   readonly unreturned: readonly RetainedBank[];
 }
 
+/** What `deregisterBanks` did: the first half of `releaseBanks`. */
+export interface BanksDeregistration {
+  /** Deregistered (`releasing`, no native registration left), in the order given: hand them back with `returnBanks`. */
+  readonly deregistered: readonly Bank[];
+  readonly referenced: readonly Bank[];
+  readonly retained: readonly RetainedBank[];
+}
+
 /**
  * Deregisters the given banks in the order given, then hands each deregistered bank back to its
  * owner. Banks already returned are skipped, and a bank left `releasing` by an earlier refusal is
@@ -95,6 +103,16 @@ export interface BanksRelease {
  * (`'native-refusal'`), a bank its owner refuses stays `releasing`; the result lists each.
  */
 export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease> {
+  const { deregistered, referenced, retained } = deregisterBanks(banks);
+  const { returned, unreturned } = await returnBanks(deregistered);
+  return { returned, referenced, retained, unreturned };
+}
+
+/**
+ * The deregistration half of `releaseBanks`, for callers that do something between deregistering
+ * and handing back (the drain layer reports them as separate steps). Never throws for one bank.
+ */
+export function deregisterBanks(banks: readonly Bank[]): BanksDeregistration {
   const referenced: Bank[] = [];
   const retained: RetainedBank[] = [];
   const deregistered: Bank[] = [];
@@ -119,6 +137,14 @@ export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease
     }
     deregistered.push(bank);
   }
+  return { deregistered, referenced, retained };
+}
+
+/**
+ * The hand-back half of `releaseBanks`: hands each deregistered bank back to its owner, in order.
+ * A bank its owner refuses stays `releasing` and is listed in `unreturned`; never throws for one bank.
+ */
+export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<BanksRelease, 'returned' | 'unreturned'>> {
   const returned: BankLabel[] = [];
   const unreturned: RetainedBank[] = [];
   for (const bank of deregistered) {
@@ -129,7 +155,7 @@ export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease
       unreturned.push(retainedBank(bank, cause));
     }
   }
-  return { returned, referenced, retained, unreturned };
+  return { returned, unreturned };
 }
 
 /**
