@@ -140,6 +140,17 @@ export class InventoryEventError extends RegistryError {
   }
 }
 
+/** An inventory publisher was asked to publish after `withdraw()`: a withdrawn worker announces nothing. */
+export class InventoryWithdrawnError extends RegistryError {
+  readonly code = 'INVENTORY_WITHDRAWN';
+  constructor(
+    readonly workerId: string,
+    readonly incarnation: string,
+  ) {
+    super(`inventory of worker ${workerId} (incarnation ${incarnation}) was withdrawn; it publishes no further batch`);
+  }
+}
+
 // ---- Banks, registration and readiness ----------------------------------------------------------
 
 /** Names a bank in messages: its rank, index, address and size. */

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, test, vi } from 'vitest';
 import { MemoryDiscoveryStore } from '../discovery/memory.js';
 import { SqliteDiscoveryStore } from '../discovery/sqlite.js';
 import type { DiscoveryStore } from '../discovery/types.js';
-import type { InventoryEventError } from '../errors.js';
+import { type InventoryEventError, InventoryWithdrawnError } from '../errors.js';
 import { hashBlockChain } from './block-hash.js';
 import { defaultInventoryPrefix, followInventory, InventoryPublisher } from './discovery-feed.js';
 import { RetainedInventory } from './retained-inventory.js';
@@ -19,6 +19,40 @@ const stores: [string, () => DiscoveryStore][] = [
 ];
 
 describe.each(stores)('inventory through %s discovery', (_, open) => {
+  test('withdraw() deletes this incarnation\'s batch (followers forget the worker), leaves a newer one, and refuses later batches', async () => {
+    const store = open();
+    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), 64);
+    const expiresAt = Date.now() + 600_000;
+    const lease = await store.grantLease(600_000);
+    const inventory = new RetainedInventory();
+    const follower = await followInventory(store, inventory);
+    const old = new InventoryPublisher(store, { workerId: 'decode-w', incarnation: 'old', lease: lease.id });
+    await old.publish([{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }]);
+    await vi.waitFor(() => expect(inventory.workers()).toEqual(['decode-w']));
+
+    expect(await old.withdraw()).toBe(true);
+    expect(await store.get(old.key)).toBeUndefined();
+    await vi.waitFor(() => expect(inventory.workers()).toEqual([]));
+    await expect(old.publish([{ type: 'cleared', tier: 'gpu' }])).rejects.toThrow(InventoryWithdrawnError);
+    await expect(old.publish([])).rejects.toMatchObject({ code: 'INVENTORY_WITHDRAWN', workerId: 'decode-w', incarnation: 'old' });
+
+    // A batch still being written when withdraw() is called is written first, then deleted.
+    const racing = new InventoryPublisher(store, { workerId: 'decode-r', incarnation: 'r', lease: lease.id });
+    const write = racing.publish([{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }]);
+    expect(await racing.withdraw()).toBe(true);
+    expect(await write).toBeGreaterThan(0);
+    expect(await store.get(racing.key)).toBeUndefined();
+
+    const fresh = new InventoryPublisher(store, { workerId: 'decode-w', incarnation: 'new', lease: lease.id });
+    const stale = new InventoryPublisher(store, { workerId: 'decode-w', incarnation: 'stale', lease: lease.id });
+    await fresh.publish([{ type: 'stored', tier: 'host', blocks: chain, expiresAt }]);
+    expect(await stale.withdraw()).toBe(false);
+    expect((await store.get(fresh.key))?.value).toBeDefined();
+    await vi.waitFor(() => expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ workerId: 'decode-w', incarnation: 'new', hostBlocks: 4 }]));
+    await follower.close();
+    await store.close();
+  });
+
   test('followers apply published batches, reject bad ones and forget workers whose lease ended', async () => {
     const store = open();
     const chain = hashBlockChain(Array.from({ length: 64 * 8 }, (_, i) => i), 64);

@@ -3,7 +3,7 @@
 // A follower that joins late or must resync sees only the latest batch of each worker, so workers
 // re-announce what they retain before it expires (the inventory is advisory: it catches up within
 // one expiry period). When a worker's key disappears (its lease ended) it is forgotten.
-import { InventoryEventError } from '../errors.js';
+import { InventoryEventError, InventoryWithdrawnError } from '../errors.js';
 import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, LeaseId, WatchNotice } from '../discovery/types.js';
 import { encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
 import type { RetainedInventory } from './retained-inventory.js';
@@ -18,9 +18,11 @@ export interface InventoryPublisherOptions {
   readonly prefix?: string;
 }
 
-/** Publishes one worker incarnation's inventory events, numbered in order. */
+/** Publishes one worker incarnation's inventory events, numbered in order, until withdrawn. */
 export class InventoryPublisher {
   private seq = 0;
+  private withdrawn = false;
+  private lastWrite: Promise<unknown> = Promise.resolve();
   readonly key: string;
 
   constructor(
@@ -30,11 +32,30 @@ export class InventoryPublisher {
     this.key = `${options.prefix ?? defaultInventoryPrefix}${options.workerId}`;
   }
 
-  /** Writes the events as the worker's next batch; returns the discovery revision. */
+  /** Writes the events as the worker's next batch; returns the discovery revision. Refused once withdrawn. */
   publish(events: readonly InventoryEvent[]): Promise<number> {
     const { workerId, incarnation, lease } = this.options;
+    if (this.withdrawn) return Promise.reject(new InventoryWithdrawnError(workerId, incarnation));
     const value = encodeInventoryBatch({ workerId, incarnation, seq: this.seq++, events });
-    return this.store.put(this.key, value, { lease });
+    const write = this.store.put(this.key, value, { lease });
+    this.lastWrite = write.catch(() => undefined);
+    return write;
+  }
+
+  /**
+   * Stops publishing and deletes the worker's inventory key if it still holds this incarnation's
+   * batch (a newer incarnation's is left alone): followers forget the worker, and routers stop
+   * choosing it as a source. Waits for a write still in flight first, so that nothing re-creates the
+   * key afterwards. Resolves whether a batch was deleted; a later `publish()` is refused.
+   */
+  async withdraw(): Promise<boolean> {
+    this.withdrawn = true;
+    await this.lastWrite;
+    const entry = await this.store.get(this.key);
+    if (entry === undefined) return false;
+    const stored = safeParseInventoryBatch(entry.value);
+    if (!stored.success || stored.data.incarnation !== this.options.incarnation) return false;
+    return this.store.delete(this.key);
   }
 }
 
