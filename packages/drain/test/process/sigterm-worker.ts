@@ -1,6 +1,6 @@
 // The process of the SIGTERM-under-load test: a reader with 8 banks keeps 1,000 loopback operations
 // in flight (completions held natively) and, once intake stops, keeps trying to post more; shutdown
-// is wired to SIGTERM explicitly. Prints the shutdown result and exits with shutdownOnSignals' exit code.
+// is wired to SIGTERM explicitly, and its withdrawal of rank parts records what it found. Prints the shutdown result and exits with shutdownOnSignals' exit code.
 import { resolveSettings } from '@kvreuse/config';
 import { DrainingError, type LedgerOperation, shutdownOnSignals } from '../../src/index.js';
 import { tell } from '../support/child.js';
@@ -8,7 +8,19 @@ import { openLoopbackWorld } from '../support/loopback-world.js';
 
 const IN_FLIGHT = 1_000;
 const { settings } = resolveSettings({ env: process.env });
-const world = await openLoopbackWorld({ ranks: 2, banksPerRank: 4, timeouts: settings.transport, shutdownDeadlineMs: settings.transport.shutdownDeadlineMs });
+/** What the worker looked like when shutdown withdrew its rank parts (the first step). */
+let atWithdrawal: { intakeStopped: boolean; liveRegistrations: number; live: number } | undefined;
+const world = await openLoopbackWorld({
+  ranks: 2,
+  banksPerRank: 4,
+  timeouts: settings.transport,
+  shutdownDeadlineMs: settings.transport.shutdownDeadlineMs,
+  hooks: {
+    withdrawRankParts: async () => {
+      atWithdrawal = { intakeStopped: world.ledger.intakeStopped, liveRegistrations: world.reader.counters().liveRegistrations, live: world.ledger.counts().live };
+    },
+  },
+});
 world.reader.faults.delayCompletions('forever');
 
 const operations: LedgerOperation[] = [];
@@ -39,6 +51,7 @@ shutdownOnSignals(world.controller, {
     tell({
       event: 'shut-down',
       result,
+      atWithdrawal,
       refused,
       otherErrors,
       quiescent: outcomes.ok,

@@ -1,6 +1,6 @@
 import { type Agent, type Backend, loadTransport, type Peer, type PostRequest, type Region } from '@kvreuse/native-bindings';
 import { Bank, kvreuseOwner, type RegisteredRank, registerRank } from '@kvreuse/registry';
-import { type Clock, DrainController, OperationLedger, PeerBook, type PeerTicket } from '../../src/index.js';
+import { type Clock, DrainController, type DrainControllerOptions, OperationLedger, PeerBook, type PeerTicket } from '../../src/index.js';
 
 /** KVREUSE_TRANSPORT_LIBRARY points the tests (and their child processes) at another build of the library. */
 const libraryPath = process.env['KVREUSE_TRANSPORT_LIBRARY'];
@@ -48,6 +48,8 @@ export async function openLoopbackWorld(options: {
   timeouts?: { operationTimeoutMs: number; abandonTimeoutMs: number };
   shutdownDeadlineMs?: number;
   backend?: Backend;
+  /** The controller's source-side hooks (withdrawals, readers' wait). */
+  hooks?: Pick<DrainControllerOptions<PostRequest>, 'withdrawRankParts' | 'withdrawInventory' | 'waitForReaders'>;
 }): Promise<LoopbackWorld> {
   const backend = options.backend ?? 'loopback';
   const bankBytes = options.bankBytes ?? 1 << 16;
@@ -65,7 +67,7 @@ export async function openLoopbackWorld(options: {
     timeouts: options.timeouts ?? { operationTimeoutMs: 1000, abandonTimeoutMs: 5000 },
     ...(options.clock === undefined ? {} : { clock: options.clock }),
   });
-  const controller = new DrainController({ ledger, shutdownDeadlineMs: options.shutdownDeadlineMs ?? 10_000, agent: reader });
+  const controller = new DrainController({ ledger, shutdownDeadlineMs: options.shutdownDeadlineMs ?? 10_000, agent: reader, ...options.hooks });
   const ranks: RegisteredRank[] = [];
   for (let tpRank = 0; tpRank < options.ranks; tpRank++) {
     const banks: Bank[] = [];
