@@ -37,10 +37,14 @@ export {
   type DrainEvents,
   type DrainOptions,
   type DrainReport,
+  type ReadersOutcome,
+  type ReaderWait,
   type RetainedBankReport,
   type ShutdownResult,
   type ShutdownStep,
+  type ShutdownStepOutcome,
   type ShutdownStepResult,
+  type WaitForReaders,
 } from './drain.js';
 export { shutdownOnSignals, type ShutdownSignalOptions, type SignalTarget } from './signals.js';
 export { backoffDelay, retry, type RetryOptions } from './retry.js';

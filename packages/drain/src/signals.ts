@@ -24,7 +24,10 @@ export interface ShutdownSignalOptions {
 
 /**
  * Wires shutdown to signals. kvreuse never installs signal handlers on its own: this explicit call
- * does. Every signal calls the same idempotent `shutdown()`; the process exits once it resolved.
+ * does. Every signal calls the same idempotent `shutdown()` (source side first: withdrawn from
+ * discovery before anything is handed back); the process exits once it resolved, with 1 when
+ * something was retained. A failed step that retained nothing (a withdrawal whose parts will expire
+ * with their lease) does not change the exit code: `onResult` sees it in `result.steps`.
  * Returns a function that removes the handlers.
  */
 export function shutdownOnSignals(
