@@ -20,7 +20,7 @@ import {
 } from '@kvreuse/registry';
 import { afterAll, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';
-import { agentName, liveCounters, transport } from '../test/support/loopback-world.js';
+import { agentName, liveCounters, nextTurn, transport } from '../test/support/loopback-world.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 import { DrainController, type ReadersOutcome, type ShutdownStepResult } from './drain.js';
 import { InvalidDrainOptionError } from './errors.js';
@@ -118,13 +118,14 @@ describe('DrainController', () => {
     expect(report.readers).toEqual({ released: 2, lapsed: 1, outstanding: 0 });
   });
 
-  it('gives readers half of the time left, aborts their wait at that deadline and goes on', async () => {
+  it('gives a hanging withdrawal a quarter of the time, readers half of the rest, aborts their wait then and goes on', async () => {
     const clock = new ManualClock();
     const w = await world({ clock });
     let wait: { deadlineAt: number; timeoutMs: number; signal: AbortSignal } | undefined;
     const controller = new DrainController({
       ledger: w.ledger,
       shutdownDeadlineMs: 10_000,
+      withdrawRankParts: () => new Promise(() => undefined),
       waitForReaders: (given) => {
         wait = given;
         return new Promise(() => undefined);
@@ -132,14 +133,17 @@ describe('DrainController', () => {
     });
     for (const rank of w.ranks) controller.addRank(rank);
     const draining = controller.drain({ deadlineMs: 1_000 });
-    // Nothing to withdraw: the hook is called in the same turn, intake still open.
-    expect(wait).toMatchObject({ deadlineAt: 500, timeoutMs: 500 });
+    clock.advance(250);
+    await nextTurn();
+    expect(wait).toMatchObject({ deadlineAt: 625, timeoutMs: 375 });
     expect(wait!.signal.aborted).toBe(false);
     expect(w.ledger.intakeStopped).toBe(false);
-    clock.advance(500);
+    clock.advance(375);
     const report = await draining;
     expect(wait!.signal.aborted).toBe(true);
-    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({ startedAt: 0, durationMs: 500, outcome: 'failed', error: 'the deadline passed first' });
+    expect(stepOf(report.steps, 'withdraw-rank-parts')).toMatchObject({ startedAt: 0, durationMs: 250, outcome: 'failed', error: 'the deadline passed first' });
+    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({ startedAt: 250, durationMs: 375, outcome: 'failed', error: 'the deadline passed first' });
+    expect(stepOf(report.steps, 'stop-intake')).toMatchObject({ startedAt: 625, outcome: 'ok' });
     expect(report).toMatchObject({ readers: undefined, banksRetained: [] });
     expect(w.banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
   });

@@ -67,7 +67,7 @@ export interface RetainedBankReport {
   readonly reason: string;
 }
 
-/** What a drain did. Counts cover the operations that were live when the drain began. */
+/** What a drain did. Counts cover the operations that were live when intake stopped. */
 export interface DrainReport {
   readonly completed: number;
   readonly cancelled: number;
@@ -122,16 +122,18 @@ export interface DrainControllerOptions<Request extends LedgerPostRequest> {
 
 export interface DrainOptions {
   /**
-   * How long the whole drain gets, withdrawals and readers included: readers get at most half of
-   * what is left after the withdrawals; at nine tenths of the rest (at most 250 ms before the
-   * deadline) in-flight operations still live are cancelled; at the deadline those whose cancel the
-   * native layer has not confirmed are quarantined.
+   * How long the whole drain gets, withdrawals and readers included: the withdrawals get at most a
+   * quarter of it, readers at most half of what is left after them; at nine tenths of the rest (at
+   * most 250 ms before the deadline) in-flight operations still live are cancelled; at the deadline
+   * those whose cancel the native layer has not confirmed are quarantined.
    */
   readonly deadlineMs: number;
 }
 
 /** Time kept back from a shutdown's deadline for the steps after the drain: a tenth, at most a second. */
 const POST_DRAIN_RESERVE_CAP_MS = 1000;
+/** The withdrawals together get at most this fraction (1/n) of a drain's time. */
+const WITHDRAWAL_SHARE = 4;
 /** Time between a drain's cancels and its quarantine: a tenth of what is left for it, at most 250 ms. */
 const CANCEL_GRACE_CAP_MS = 250;
 
@@ -287,12 +289,14 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     const ledger = this.#ledger;
     const clock = ledger.clock;
     const firstStep = this.#steps.length;
+    // A discovery that hangs must not eat the time of the worker's own operations.
+    const withdrawnBy = clock.now() + Math.floor(Math.max(0, deadlineAt - clock.now()) / WITHDRAWAL_SHARE);
     const withdrawRankParts = this.#withdrawRankParts;
     if (withdrawRankParts === undefined) this.#runStep('withdraw-rank-parts', () => skipped('no withdrawRankParts was given'));
-    else await this.#awaitStep('withdraw-rank-parts', () => this.#beforeDeadline(withdrawRankParts(), deadlineAt).then(() => ok('withdrawn')));
+    else await this.#awaitStep('withdraw-rank-parts', () => this.#beforeDeadline(withdrawRankParts(), withdrawnBy).then(() => ok('withdrawn')));
     const withdrawInventory = this.#withdrawInventory;
     if (withdrawInventory === undefined) this.#runStep('withdraw-inventory', () => skipped('no withdrawInventory was given'));
-    else await this.#awaitStep('withdraw-inventory', () => this.#beforeDeadline(withdrawInventory(), deadlineAt).then(() => ok('withdrawn')));
+    else await this.#awaitStep('withdraw-inventory', () => this.#beforeDeadline(withdrawInventory(), withdrawnBy).then(() => ok('withdrawn')));
     let readers: ReadersOutcome | undefined;
     const waitForReaders = this.#waitForReaders;
     if (waitForReaders === undefined) this.#runStep('wait-for-readers', () => skipped('no waitForReaders was given'));
