@@ -88,6 +88,23 @@ export class DiscoveryLeaseError extends RegistryError {
   }
 }
 
+/**
+ * A conditional commit was not applied: `key` was expected at modification revision `expected`
+ * (0 = absent) and is at `actual` now. Nothing of the commit was written.
+ */
+export class DiscoveryCompareError extends RegistryError {
+  readonly code = 'DISCOVERY_COMPARE_FAILED';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly key: string,
+    readonly expected: number,
+    readonly actual: number,
+  ) {
+    const at = (revision: number) => (revision === 0 ? 'absent' : `at revision ${revision}`);
+    super(`${backend} discovery: commit refused: key ${describe(key)} was expected ${at(expected)} and is ${at(actual)}; nothing was written`);
+  }
+}
+
 /** The store was closed; nothing more can be done with it. */
 export class DiscoveryClosedError extends RegistryError {
   readonly code = 'DISCOVERY_CLOSED';
@@ -99,20 +116,26 @@ export class DiscoveryClosedError extends RegistryError {
   }
 }
 
-/** The backend could not be reached or failed (etcd down, SQLite file unusable). */
+/**
+ * The backend could not be reached or failed (etcd down, SQLite file unusable). `location` is where
+ * the store is, when the backend has one place (the SQLite file's absolute path).
+ */
 export class DiscoveryUnavailableError extends RegistryError {
   readonly code = 'DISCOVERY_UNAVAILABLE';
+  readonly location: string | undefined;
   constructor(
     readonly backend: DiscoveryBackend,
     readonly operation: string,
     readonly key: string | undefined,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { readonly location?: string },
   ) {
     const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    const at = options?.location === undefined ? '' : ` at ${options.location}`;
     super(
-      `${backend} discovery: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} failed${cause}`,
+      `${backend} discovery${at}: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} failed${cause}`,
       options,
     );
+    this.location = options?.location;
   }
 }
 
@@ -363,5 +386,29 @@ export class RankPartPublicationError extends RegistryError {
     readonly reason: string,
   ) {
     super(`publishing rank parts: ${field} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
+/**
+ * A worker incarnation was superseded: a newer incarnation of the same worker claimed a larger
+ * epoch (`newerEpoch`, of incarnation `newerIncarnation`; undefined when the worker's epoch record
+ * is gone). Nothing was written; the superseded incarnation must never publish again.
+ */
+export class SupersededError extends RegistryError {
+  readonly code = 'SUPERSEDED';
+  constructor(
+    readonly workerId: string,
+    readonly incarnation: string,
+    readonly epoch: number | undefined,
+    readonly newerEpoch: number | undefined,
+    readonly newerIncarnation: string | undefined,
+    readonly operation: string,
+  ) {
+    const own = epoch === undefined ? '' : ` (epoch ${epoch})`;
+    const newer =
+      newerEpoch === undefined
+        ? "the worker's epoch record is gone"
+        : `incarnation ${describe(newerIncarnation)} holds epoch ${newerEpoch}`;
+    super(`worker ${describe(workerId)} incarnation ${describe(incarnation)}${own} is superseded (${newer}); ${operation} refused, and it must not publish again`);
   }
 }

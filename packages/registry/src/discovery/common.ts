@@ -2,10 +2,20 @@
 import {
   type DiscoveryBackend,
   DiscoveryArgumentError,
+  DiscoveryCompareError,
   DiscoveryKeyError,
   DiscoveryValueError,
 } from '../errors.js';
-import type { DiscoveryEntry, DiscoveryOperation, DiscoveryValue, LeaseId, WatchListener, WatchNotice } from './types.js';
+import type {
+  CommitOptions,
+  DiscoveryCompare,
+  DiscoveryEntry,
+  DiscoveryOperation,
+  DiscoveryValue,
+  LeaseId,
+  WatchListener,
+  WatchNotice,
+} from './types.js';
 
 /** etcd's default request limit is 1.5 MiB; keys are kept far below it. */
 export const maxKeyBytes = 4096;
@@ -153,6 +163,37 @@ export function resolveCommit(
   });
   for (const [key, write] of writes) if (write.type === 'delete' && !exists(key)) writes.delete(key);
   return writes;
+}
+
+/** Checks a commit's conditions: each names a key and a whole modification revision ≥ 0. */
+export function checkCompares(backend: DiscoveryBackend, options: CommitOptions | undefined): readonly DiscoveryCompare[] {
+  if (options === undefined) return [];
+  if (options === null || typeof options !== 'object') {
+    throw new DiscoveryArgumentError(backend, 'options', options, 'commit options are an object');
+  }
+  const { compare } = options;
+  if (compare === undefined) return [];
+  if (!Array.isArray(compare)) throw new DiscoveryArgumentError(backend, 'compare', compare, 'compare is an array of conditions');
+  return compare.map((condition: DiscoveryCompare, index) => {
+    const revision: unknown = condition?.modRevision;
+    if (typeof revision !== 'number' || !Number.isSafeInteger(revision) || revision < 0) {
+      throw new DiscoveryArgumentError(backend, `compare[${index}].modRevision`, revision, 'a modification revision is a whole number ≥ 0 (0 = absent)');
+    }
+    return { key: checkKey(backend, condition.key), modRevision: revision };
+  });
+}
+
+/** The first condition that does not hold, as the error a commit throws; `modRevisionOf` is 0 for an absent key. */
+export function failedCompare(
+  backend: DiscoveryBackend,
+  compares: readonly DiscoveryCompare[],
+  modRevisionOf: (key: string) => number,
+): DiscoveryCompareError | undefined {
+  for (const { key, modRevision } of compares) {
+    const actual = modRevisionOf(key);
+    if (actual !== modRevision) return new DiscoveryCompareError(backend, key, modRevision, actual);
+  }
+  return undefined;
 }
 
 /** Calls a watch listener; a listener that throws must not stop delivery, so its error is rethrown apart. */

@@ -9,12 +9,14 @@ import {
 } from '../errors.js';
 import {
   checkCompactRevision,
+  checkCompares,
   checkFromRevision,
   checkKey,
   checkLeaseId,
   checkPrefix,
   checkTtl,
   encodeValue,
+  failedCompare,
   keyBytes,
   notifyListener,
   prefixEnd,
@@ -23,6 +25,7 @@ import {
   wholeOption,
 } from './common.js';
 import type {
+  CommitOptions,
   DiscoveryEntry,
   DiscoveryEvent,
   DiscoveryOperation,
@@ -183,10 +186,13 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
    * etcd refuses a transaction that deletes a range and puts a key inside it, so a commit reads the
    * ranges its `deletePrefix` operations cover, folds the operations into one write per key, and
    * commits them on the condition that nothing under those ranges changed since the read; if
-   * something did, it reads again (at most `commitAttempts` times).
+   * something did, it reads again (at most `commitAttempts` times). The caller's `compare`
+   * conditions go into the same transaction; when it fails, its failure branch reads the compared
+   * keys, so that a failed condition is reported (and not retried) and a changed range is retried.
    */
-  async commit(operations: readonly DiscoveryOperation[]): Promise<number> {
+  async commit(operations: readonly DiscoveryOperation[], options?: CommitOptions): Promise<number> {
     resolveCommit(backend, operations, () => [], () => true);
+    const compares = checkCompares(backend, options);
     const prefixes = [
       ...new Set(operations.flatMap((operation) => (operation.type === 'deletePrefix' ? [operation.prefix] : []))),
     ];
@@ -198,24 +204,37 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       const response = await this.call('commit', undefined, (deadline) =>
         this.client.kv.txn(
           {
-            compare: prefixes.map((prefix) => ({
-              ...prefixRange(prefix),
-              target: 'Mod',
-              result: 'Less',
-              mod_revision: String(readRevision + 1),
-            })),
+            compare: [
+              ...prefixes.map((prefix) => ({
+                ...prefixRange(prefix),
+                target: 'Mod' as const,
+                result: 'Less' as const,
+                mod_revision: String(readRevision + 1),
+              })),
+              ...compares.map(({ key, modRevision }) => ({
+                key: keyBytes(key),
+                target: 'Mod' as const,
+                result: 'Equal' as const,
+                mod_revision: String(modRevision),
+              })),
+            ],
             success: [...writes].map(([key, write]) =>
               write.type === 'put'
                 ? { request_put: { key: keyBytes(key), value: Buffer.from(write.value), lease: write.lease ?? 0 } }
                 : { request_delete_range: { key: keyBytes(key) } },
             ),
-            failure: [],
+            failure: compares.map(({ key }) => ({ request_range: { key: keyBytes(key) } })),
           },
           { deadline },
         ),
         leaseOf(writes),
       );
       if (response.succeeded) return Number(response.header.revision);
+      const current = new Map(
+        compares.map(({ key }, i) => [key, Number(response.responses[i]?.response_range.kvs[0]?.mod_revision ?? 0)]),
+      );
+      const refused = failedCompare(backend, compares, (key) => current.get(key) ?? 0);
+      if (refused !== undefined) throw refused;
     }
     throw new DiscoveryUnavailableError(backend, `commit (${this.commitAttempts} attempts lost to concurrent writers)`, prefixes[0]);
   }

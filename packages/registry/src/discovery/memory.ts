@@ -1,6 +1,7 @@
 import { DiscoveryClosedError, DiscoveryLeaseError } from '../errors.js';
 import {
   checkCompactRevision,
+  checkCompares,
   checkFromRevision,
   checkKey,
   checkLeaseId,
@@ -8,12 +9,14 @@ import {
   checkTtl,
   compareKeys,
   encodeValue,
+  failedCompare,
   type ResolvedWrite,
   resolveCommit,
   wholeOption,
 } from './common.js';
 import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
 import type {
+  CommitOptions,
   DiscoveryEntry,
   DiscoveryEvent,
   DiscoveryOperation,
@@ -31,15 +34,21 @@ import type {
 export interface MemoryDiscoveryOptions {
   /** How many revisions of history a watcher can resume from (default 10,000). */
   readonly historyRevisions?: number;
+  /**
+   * The clock leases expire by, in milliseconds (default `performance.now`, monotonic). Expiry is
+   * checked at every operation and by a timer armed for the earliest deadline, so with a clock of
+   * your own, advance it and touch the store (any operation) to expire the leases it passed.
+   */
+  readonly now?: () => number;
 }
 
 interface MemoryLease {
   readonly ttlMs: number;
   readonly keys: Set<string>;
-  timer: NodeJS.Timeout;
+  expiresAt: number;
 }
 
-/** Discovery inside one process: a sorted-on-read map, leases on timers, a bounded change history. */
+/** Discovery inside one process: a sorted-on-read map, leases with deadlines, a bounded change history. */
 export class MemoryDiscoveryStore implements DiscoveryStore {
   readonly backend = 'memory';
   private readonly entries = new Map<string, DiscoveryEntry>();
@@ -49,10 +58,13 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
   private readonly hub: LocalWatchHub;
   private revision = 0;
   private compactedRevision = 0;
+  private readonly now: () => number;
+  private expiryTimer: NodeJS.Timeout | undefined;
   private nextLease = 1;
   private closed = false;
 
   constructor(options: MemoryDiscoveryOptions = {}) {
+    this.now = options.now ?? (() => performance.now());
     this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
     this.hub = new LocalWatchHub({
       currentRevision: () => this.revision,
@@ -66,7 +78,8 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
     this.assertOpen('grantLease');
     checkTtl(this.backend, ttlMs);
     const id = String(this.nextLease++);
-    this.leases.set(id, { ttlMs, keys: new Set(), timer: this.expiryTimer(id, ttlMs) });
+    this.leases.set(id, { ttlMs, keys: new Set(), expiresAt: this.now() + ttlMs });
+    this.armExpiry();
     return { id, ttlMs };
   }
 
@@ -74,8 +87,7 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
     this.assertOpen('keepAlive');
     const held = this.leases.get(checkLeaseId(this.backend, lease));
     if (held === undefined) throw new DiscoveryLeaseError(this.backend, lease);
-    clearTimeout(held.timer);
-    held.timer = this.expiryTimer(lease, held.ttlMs);
+    held.expiresAt = this.now() + held.ttlMs;
   }
 
   async revokeLease(lease: LeaseId): Promise<void> {
@@ -107,14 +119,17 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
     return true;
   }
 
-  async commit(operations: readonly DiscoveryOperation[]): Promise<number> {
+  async commit(operations: readonly DiscoveryOperation[], options?: CommitOptions): Promise<number> {
     this.assertOpen('commit');
+    const compares = checkCompares(this.backend, options);
     const writes = resolveCommit(
       this.backend,
       operations,
       (prefix) => [...this.entries.keys()].filter((key) => key.startsWith(prefix)),
       (key) => this.entries.has(key),
     );
+    const refused = failedCompare(this.backend, compares, (key) => this.entries.get(key)?.modRevision ?? 0);
+    if (refused !== undefined) throw refused;
     return writes.size === 0 ? this.revision : this.apply(writes);
   }
 
@@ -131,7 +146,7 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const lease of this.leases.values()) clearTimeout(lease.timer);
+    clearTimeout(this.expiryTimer);
     this.leases.clear();
     this.hub.closeAll();
   }
@@ -185,19 +200,32 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
     this.history.splice(0, kept === -1 ? this.history.length : kept);
   }
 
-  private expiryTimer(lease: LeaseId, ttlMs: number): NodeJS.Timeout {
-    return setTimeout(() => this.dropLease(lease), ttlMs).unref();
+  /** Drops every lease whose deadline the clock passed, then re-arms the timer for the earliest one left. */
+  private sweepExpired(): void {
+    const now = this.now();
+    for (const [id, lease] of this.leases) if (lease.expiresAt <= now) this.dropLease(id);
+    this.armExpiry();
+  }
+
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    this.expiryTimer = undefined;
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const lease of this.leases.values()) earliest = Math.min(earliest, lease.expiresAt);
+    if (earliest === Number.POSITIVE_INFINITY) return;
+    this.expiryTimer = setTimeout(() => this.sweepExpired(), Math.max(0, earliest - this.now())).unref();
   }
 
   private dropLease(lease: LeaseId): void {
     const held = this.leases.get(lease);
     if (held === undefined) return;
-    clearTimeout(held.timer);
     this.leases.delete(lease);
     if (held.keys.size > 0) this.apply(new Map([...held.keys].map((key) => [key, { type: 'delete' }] as const)));
   }
 
+  /** Refuses an operation after close; otherwise first expires the leases the clock passed. */
   private assertOpen(operation: string): void {
     if (this.closed) throw new DiscoveryClosedError(this.backend, operation);
+    this.sweepExpired();
   }
 }

@@ -1,5 +1,9 @@
+import { readFileSync } from 'node:fs';
+import { uptime } from 'node:os';
+import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import {
+  DiscoveryArgumentError,
   DiscoveryClosedError,
   DiscoveryLeaseError,
   DiscoveryUnavailableError,
@@ -7,12 +11,14 @@ import {
 } from '../errors.js';
 import {
   checkCompactRevision,
+  checkCompares,
   checkFromRevision,
   checkKey,
   checkLeaseId,
   checkPrefix,
   checkTtl,
   encodeValue,
+  failedCompare,
   keyBytes,
   prefixEnd,
   type ResolvedWrite,
@@ -21,6 +27,7 @@ import {
 } from './common.js';
 import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
 import type {
+  CommitOptions,
   DiscoveryEntry,
   DiscoveryEvent,
   DiscoveryOperation,
@@ -42,8 +49,37 @@ export interface SqliteDiscoveryOptions {
   readonly historyRevisions?: number;
   /** How long a write waits for another process's write lock (default 5,000 ms). */
   readonly busyTimeoutMs?: number;
-  /** Wall clock in milliseconds, shared by every process on the machine (default `Date.now`). */
+  /**
+   * The clock lease deadlines are kept in: monotonic milliseconds that every process using the file
+   * reads alike (default: the machine's CLOCK_MONOTONIC, through `process.hrtime`).
+   */
   readonly now?: () => number;
+  /**
+   * Which clock `now` reads: leases recorded under another clock are dropped when the file is
+   * opened (default: the machine's boot id, so that a reboot, which restarts CLOCK_MONOTONIC,
+   * expires the leases of the processes it ended). Give your own with your own `now`.
+   */
+  readonly clockId?: string;
+}
+
+// Lease deadlines are CLOCK_MONOTONIC milliseconds, not wall-clock time. Every process on one
+// machine reads the same CLOCK_MONOTONIC (it counts from boot and nothing sets it), so a deadline
+// written by one process means the same instant to all the others, and a wall-clock step (NTP,
+// an administrator, a VM resume correcting its time) cannot expire live leases en masse, nor keep
+// dead ones alive. What the monotonic clock cannot survive is a reboot: it restarts near zero.
+// So the file records which clock its deadlines are in (the boot id), and opening it under
+// another clock drops every lease recorded under the old one — their processes did not survive
+// the reboot either. A process stopped (SIGSTOP) past its lease finds the lease gone when it
+// resumes, because the clock kept counting while it was stopped.
+const monotonicNow = (): number => Number(process.hrtime.bigint() / 1_000_000n);
+
+function bootClockId(): string {
+  try {
+    return `boot:${readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()}`;
+  } catch {
+    // No Linux boot id: the boot time to the minute stands in for it.
+    return `boot-time:${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
+  }
 }
 
 interface KvRow {
@@ -70,6 +106,7 @@ const schema = `
     id INTEGER PRIMARY KEY AUTOINCREMENT, ttl_ms INTEGER NOT NULL, expires_at INTEGER NOT NULL
   );
   CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires_at);
+  CREATE TABLE IF NOT EXISTS clock (id TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS events (
     revision INTEGER NOT NULL, seq INTEGER NOT NULL, deleted INTEGER NOT NULL, key BLOB NOT NULL,
     value BLOB, create_rev INTEGER, mod_rev INTEGER, lease INTEGER, PRIMARY KEY (revision, seq)
@@ -87,8 +124,8 @@ const toEntry = (row: KvRow): DiscoveryEntry => ({
 /**
  * Discovery for several processes on one machine, in one SQLite file (WAL). Every write is an
  * IMMEDIATE transaction that bumps one revision counter and appends its changes to an event log;
- * leases are expiry times, swept by whichever process touches the store next; watchers poll the
- * revision counter (one indexed read per tick) and read the log only when it moved.
+ * leases are monotonic deadlines (see above), swept by whichever process touches the store next;
+ * watchers poll the revision counter (one indexed read per tick) and read the log only when it moved.
  */
 export class SqliteDiscoveryStore implements DiscoveryStore {
   readonly backend = 'sqlite';
@@ -102,22 +139,31 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
   private polledRevision = 0;
   private pollFailure: DiscoveryUnavailableError | undefined;
   private closed = false;
+  /** The database file, resolved to an absolute path (relative paths are taken from the working directory). */
+  readonly path: string;
+  /** The clock the lease deadlines are in (`clockId`). */
+  readonly clockId: string;
 
-  constructor(
-    readonly path: string,
-    options: SqliteDiscoveryOptions = {},
-  ) {
-    this.now = options.now ?? Date.now;
+  constructor(path: string, options: SqliteDiscoveryOptions = {}) {
+    if (typeof path !== 'string' || path.length === 0) {
+      throw new DiscoveryArgumentError('sqlite', 'path', path, 'the database path is a non-empty string');
+    }
+    this.path = resolve(path);
+    this.now = options.now ?? monotonicNow;
+    if (options.clockId !== undefined && (typeof options.clockId !== 'string' || options.clockId.length === 0)) {
+      throw new DiscoveryArgumentError(this.backend, 'clockId', options.clockId, 'a clock id is a non-empty string');
+    }
+    this.clockId = options.clockId ?? bootClockId();
     this.pollIntervalMs = wholeOption(this.backend, 'pollIntervalMs', options.pollIntervalMs, 25);
     this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
     const busyTimeoutMs = wholeOption(this.backend, 'busyTimeoutMs', options.busyTimeoutMs, 5_000);
     try {
-      this.db = new Database(path, { timeout: busyTimeoutMs });
+      this.db = new Database(this.path, { timeout: busyTimeoutMs });
       this.db.pragma('journal_mode = WAL');
       this.db.pragma('synchronous = NORMAL');
       this.db.transaction(() => this.db.exec(schema)).immediate();
     } catch (error) {
-      throw new DiscoveryUnavailableError(this.backend, `open ${path}`, undefined, { cause: error });
+      throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
     }
     const db = this.db;
     this.statements = {
@@ -144,7 +190,17 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
       leaseKeys: db.prepare<[number], Buffer>('SELECT key FROM kv WHERE lease = ?').pluck(),
       nextExpiry: db.prepare<[], number | null>('SELECT MIN(expires_at) FROM leases').pluck(),
       expired: db.prepare<[number], number>('SELECT id FROM leases WHERE expires_at <= ?').pluck(),
+      allLeases: db.prepare<[], number>('SELECT id FROM leases').pluck(),
+      clock: db.prepare<[], string>('SELECT id FROM clock').pluck(),
+      clearClock: db.prepare('DELETE FROM clock'),
+      setClock: db.prepare<[string]>('INSERT INTO clock (id) VALUES (?)'),
     };
+    try {
+      this.write(() => this.adoptClock());
+    } catch (error) {
+      this.db.close();
+      throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
+    }
     this.hub = new LocalWatchHub({
       currentRevision: () => this.statements.revision.get() ?? 0,
       batchesFrom: (from) => this.batchesFrom(from),
@@ -205,7 +261,8 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     );
   }
 
-  async commit(operations: readonly DiscoveryOperation[]): Promise<number> {
+  async commit(operations: readonly DiscoveryOperation[], options?: CommitOptions): Promise<number> {
+    const compares = checkCompares(this.backend, options);
     return this.run('commit', undefined, () =>
       this.write(() => {
         const writes = resolveCommit(
@@ -214,6 +271,8 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
           (prefix) => this.rangeRows(prefix).map((row) => row.key.toString('utf8')),
           (key) => this.statements.get.get(keyBytes(key)) !== undefined,
         );
+        const refused = failedCompare(this.backend, compares, (key) => this.statements.get.get(keyBytes(key))?.mod_rev ?? 0);
+        if (refused !== undefined) throw refused;
         return writes.size === 0 ? (this.statements.revision.get() ?? 0) : this.apply(writes);
       }),
     );
@@ -253,12 +312,20 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
       return step();
     } catch (error) {
       if (error instanceof RegistryError) throw error;
-      throw new DiscoveryUnavailableError(this.backend, operation, key, { cause: error });
+      throw new DiscoveryUnavailableError(this.backend, operation, key, { cause: error, location: this.path });
     }
   }
 
   private write<T>(step: () => T): T {
     return this.db.transaction(step).immediate();
+  }
+
+  /** Drops the leases recorded under another clock (a previous boot) and records ours. Call inside a write transaction. */
+  private adoptClock(): void {
+    if (this.statements.clock.get() === this.clockId) return;
+    this.dropLeases(this.statements.allLeases.all());
+    this.statements.clearClock.run();
+    this.statements.setClock.run(this.clockId);
   }
 
   private sweepExpired(): void {
@@ -365,7 +432,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     } catch (error) {
       // The next tick tries again; watchers are told once that their view may be stale.
       if (this.pollFailure === undefined) {
-        this.pollFailure = new DiscoveryUnavailableError(this.backend, 'watch poll', undefined, { cause: error });
+        this.pollFailure = new DiscoveryUnavailableError(this.backend, 'watch poll', undefined, { cause: error, location: this.path });
         this.hub.broadcast({ type: 'outage', error: this.pollFailure });
       }
     }

@@ -37,6 +37,20 @@ export type DiscoveryOperation =
   | { readonly type: 'delete'; readonly key: string }
   | { readonly type: 'deletePrefix'; readonly prefix: string };
 
+/**
+ * A condition of a `commit`: `key` was last written at `modRevision` (0 = the key is absent).
+ * A commit whose condition does not hold writes nothing and throws `DiscoveryCompareError`.
+ */
+export interface DiscoveryCompare {
+  readonly key: string;
+  readonly modRevision: number;
+}
+
+export interface CommitOptions {
+  /** Every condition must hold, checked in the same transaction as the writes (compare-and-swap). */
+  readonly compare?: readonly DiscoveryCompare[];
+}
+
 /** Every key under a prefix at one revision. */
 export interface DiscoverySnapshot {
   readonly entries: readonly DiscoveryEntry[];
@@ -103,8 +117,10 @@ export interface DiscoveryStore {
   /**
    * Applies the operations atomically, as one revision: readers and watchers see all or none.
    * A key that a `deletePrefix` covers and a `put` writes ends up written. Returns the revision.
+   * With `compare`, the commit applies only if every condition holds at that revision; otherwise
+   * nothing is written and it throws `DiscoveryCompareError` naming the first key that differed.
    */
-  commit(operations: readonly DiscoveryOperation[]): Promise<number>;
+  commit(operations: readonly DiscoveryOperation[], options?: CommitOptions): Promise<number>;
   /**
    * Forgets the change history before `revision` (≤ the current revision): a watcher that later
    * asks for an older revision gets a `resync`. etcd compacts its own log; the others trim theirs.
