@@ -86,6 +86,7 @@ for (let w = 0; w < workers; w++) {
   inventory.apply({
     workerId: `decode-${w}`,
     incarnation: 'bench',
+    epoch: 1,
     seq: 0,
     events: [
       { type: 'stored', tier: 'gpu', blocks: join(gpu), expiresAt },

@@ -16,6 +16,14 @@ export {
 } from './registration/register-rank.js';
 export type { GateVerdict, ReadinessGate } from './readiness/gate.js';
 export {
+  assertNewestEpoch,
+  claimIncarnationEpoch,
+  commitFenced,
+  type IncarnationEpoch,
+  type IncarnationEpochOptions,
+  readWorkerEpoch,
+} from './readiness/incarnation-epoch.js';
+export {
   buildRankPart,
   publishRankParts,
   type PublishRankPartsOptions,
@@ -28,10 +36,13 @@ export { transportMetadataOf } from './readiness/transport-metadata.js';
 export {
   checkKeySegment,
   defaultKeyPrefix,
+  incarnationEpochKey,
   incarnationPartsPrefix,
   parseRankPartKey,
   rankPartKey,
+  workerEpochKey,
   type WorkerIncarnation,
+  workerKeyPrefix,
   workerPartsPrefix,
 } from './readiness/rank-part-keys.js';
 export {
@@ -42,6 +53,7 @@ export {
   rankPartRecordFormat,
   rankPartRecordVersion,
   safeDecodeRankPartRecord,
+  type StoredRankPart,
 } from './readiness/rank-part-record.js';
 export {
   type NotReadyReason,

@@ -1,7 +1,7 @@
 // Readiness over a real etcd: ready once complete, withdrawn while etcd is down (recomputed, never
 // assumed, when it is back), and withdrawn when the worker's lease is revoked.
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
-import { connectEtcdDiscovery, type EtcdDiscoveryStore, publishRankParts, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
+import { claimIncarnationEpoch, connectEtcdDiscovery, type EtcdDiscoveryStore, publishRankParts, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
 import { EtcdServer, etcdBinary, etcdRequired } from './etcd-server.js';
 import { rankPartsOf } from './helpers/rank-parts.js';
 
@@ -31,9 +31,10 @@ test.skipIf(!runs)('readiness follows the parts on etcd, and an etcd outage with
   const waitFor = (count: number) => vi.waitFor(() => expect(seen.length).toBeGreaterThanOrEqual(count), { timeout: 30_000, interval: 20 });
   const [tp0, tp1] = rankPartsOf({ workerId: 'decode-etcd', incarnation: 'inc-1', tpSize: 2 });
   const lease = await store.grantLease(60_000);
-  await publishRankParts(store, [tp0!], { lease: lease.id });
+  const { epoch } = await claimIncarnationEpoch(store, { workerId: 'decode-etcd', incarnation: 'inc-1' });
+  await publishRankParts(store, [tp0!], { lease: lease.id, epoch });
   await waitFor(2);
-  await publishRankParts(store, [tp1!], { lease: lease.id });
+  await publishRankParts(store, [tp1!], { lease: lease.id, epoch });
   await waitFor(3);
 
   await server.kill();

@@ -1,7 +1,7 @@
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it, vi } from 'vitest';
-import { buildRankPart, publishRankParts, registerRank, transportMetadataOf, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
+import { buildRankPart, claimIncarnationEpoch, publishRankParts, registerRank, transportMetadataOf, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
 import { localBackends } from './helpers/stores.js';
 import { identityOf, type PreparedRank, prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from './helpers/worker.js';
 
@@ -47,10 +47,11 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     const watch = await watchWorkerReadiness(store, setup.workerId, { onChange: () => {} });
     const [rank0, rank1] = prepareWorker(setup) as [PreparedRank, PreparedRank];
     const lease = await store.grantLease(60_000);
+    const { epoch } = await claimIncarnationEpoch(store, setup);
     // Each rank registers and publishes on its own, as its own process would.
     const publishRank = async ({ agent, banks }: PreparedRank) => {
       const rank = await registerRank({ agent, banks });
-      await publishRankParts(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(agent))], { lease: lease.id });
+      await publishRankParts(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(agent))], { lease: lease.id, epoch });
       return rank;
     };
     const registered0 = await publishRank(rank0);

@@ -5,7 +5,8 @@ import { afterAll, describe, expect, test, vi } from 'vitest';
 import { MemoryDiscoveryStore } from '../discovery/memory.js';
 import { SqliteDiscoveryStore } from '../discovery/sqlite.js';
 import type { DiscoveryStore } from '../discovery/types.js';
-import { type InventoryEventError, InventoryWithdrawnError } from '../errors.js';
+import { type InventoryEventError, InventoryWithdrawnError, SupersededError } from '../errors.js';
+import { claimIncarnationEpoch } from '../readiness/incarnation-epoch.js';
 import { hashBlockChain } from './block-hash.js';
 import { defaultInventoryPrefix, followInventory, InventoryPublisher } from './discovery-feed.js';
 import { RetainedInventory } from './retained-inventory.js';
@@ -26,7 +27,8 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     const lease = await store.grantLease(600_000);
     const inventory = new RetainedInventory();
     const follower = await followInventory(store, inventory);
-    const old = new InventoryPublisher(store, { workerId: 'decode-w', incarnation: 'old', lease: lease.id });
+    const claim = (workerId: string, incarnation: string) => claimIncarnationEpoch(store, { workerId, incarnation });
+    const old = new InventoryPublisher(store, { ...(await claim('decode-w', 'old')), lease: lease.id });
     await old.publish([{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }]);
     await vi.waitFor(() => expect(inventory.workers()).toEqual(['decode-w']));
 
@@ -37,14 +39,14 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     await expect(old.publish([])).rejects.toMatchObject({ code: 'INVENTORY_WITHDRAWN', workerId: 'decode-w', incarnation: 'old' });
 
     // A batch still being written when withdraw() is called is written first, then deleted.
-    const racing = new InventoryPublisher(store, { workerId: 'decode-r', incarnation: 'r', lease: lease.id });
+    const racing = new InventoryPublisher(store, { ...(await claim('decode-r', 'r')), lease: lease.id });
     const write = racing.publish([{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }]);
     expect(await racing.withdraw()).toBe(true);
     expect(await write).toBeGreaterThan(0);
     expect(await store.get(racing.key)).toBeUndefined();
 
-    const fresh = new InventoryPublisher(store, { workerId: 'decode-w', incarnation: 'new', lease: lease.id });
-    const stale = new InventoryPublisher(store, { workerId: 'decode-w', incarnation: 'stale', lease: lease.id });
+    const stale = new InventoryPublisher(store, { ...(await claim('decode-w', 'stale')), lease: lease.id });
+    const fresh = new InventoryPublisher(store, { ...(await claim('decode-w', 'new')), lease: lease.id });
     await fresh.publish([{ type: 'stored', tier: 'host', blocks: chain, expiresAt }]);
     expect(await stale.withdraw()).toBe(false);
     expect((await store.get(fresh.key))?.value).toBeDefined();
@@ -59,7 +61,8 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     const expiresAt = Date.now() + 600_000;
     const leaseA = await store.grantLease(600_000);
     const leaseB = await store.grantLease(600_000);
-    const a = new InventoryPublisher(store, { workerId: 'decode-a', incarnation: 'ia', lease: leaseA.id });
+    const { epoch: epochA } = await claimIncarnationEpoch(store, { workerId: 'decode-a', incarnation: 'ia' });
+    const a = new InventoryPublisher(store, { workerId: 'decode-a', incarnation: 'ia', epoch: epochA, lease: leaseA.id });
     await a.publish([{ type: 'stored', tier: 'gpu', blocks: chain.slice(0, 4), expiresAt }]);
 
     const inventory = new RetainedInventory();
@@ -68,7 +71,8 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     // Loaded from the listing, before any change.
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ workerId: 'decode-a', blocks: 4 }]);
 
-    const b = new InventoryPublisher(store, { workerId: 'decode-b', incarnation: 'ib', lease: leaseB.id });
+    const { epoch: epochB } = await claimIncarnationEpoch(store, { workerId: 'decode-b', incarnation: 'ib' });
+    const b = new InventoryPublisher(store, { workerId: 'decode-b', incarnation: 'ib', epoch: epochB, lease: leaseB.id });
     await b.publish([{ type: 'stored', tier: 'host', blocks: chain, expiresAt }]);
     await a.publish([{ type: 'stored', tier: 'gpu', blocks: chain.slice(4, 6), expiresAt }]);
     await vi.waitFor(() =>
@@ -78,10 +82,10 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
       ]),
     );
 
-    await store.put(`${defaultInventoryPrefix}decode-x`, '{"version":1,"workerId":"decode-x"}');
+    await store.put(`${defaultInventoryPrefix}decode-x`, '{"version":2,"workerId":"decode-x"}');
     await store.put(
       `${defaultInventoryPrefix}decode-y`,
-      JSON.stringify({ version: 1, workerId: 'decode-z', incarnation: 'i', seq: 0, events: [] }),
+      JSON.stringify({ version: 2, workerId: 'decode-z', incarnation: 'i', epoch: 1, seq: 0, events: [] }),
     );
     await vi.waitFor(() => expect(rejected.map(([key, error]) => [key, error.path])).toEqual([
       [`${defaultInventoryPrefix}decode-x`, 'incarnation'],
@@ -90,6 +94,35 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
 
     await store.revokeLease(leaseB.id);
     await vi.waitFor(() => expect(inventory.workers().sort()).toEqual(['decode-a']));
+    await follower.close();
+    await store.close();
+  });
+
+  test("a superseded incarnation's batch never replaces the newer one's: it is refused, typed, for good", async () => {
+    const store = open();
+    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), 64);
+    const expiresAt = Date.now() + 600_000;
+    const lease = await store.grantLease(600_000);
+    const oldClaim = await claimIncarnationEpoch(store, { workerId: 'decode-z', incarnation: 'inc-1' });
+    const zombie = new InventoryPublisher(store, { ...oldClaim, lease: lease.id });
+    await zombie.publish([{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }]);
+    const inventory = new RetainedInventory();
+    const follower = await followInventory(store, inventory);
+
+    const newClaim = await claimIncarnationEpoch(store, { workerId: 'decode-z', incarnation: 'inc-2' });
+    expect(newClaim.epoch).toBeGreaterThan(oldClaim.epoch);
+    const fresh = new InventoryPublisher(store, { ...newClaim, lease: lease.id });
+    const written = await fresh.publish([{ type: 'stored', tier: 'host', blocks: chain.slice(0, 1), expiresAt }]);
+    await vi.waitFor(() => expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ incarnation: 'inc-2', blocks: 1 }]));
+
+    const refused = await zombie.publish([{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }]).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(SupersededError);
+    expect(refused).toMatchObject({ code: 'SUPERSEDED', incarnation: 'inc-1', epoch: oldClaim.epoch, newerEpoch: newClaim.epoch, newerIncarnation: 'inc-2' });
+    expect(zombie.superseded).toBe(refused);
+    await expect(zombie.publish([])).rejects.toBe(refused);
+    expect((await store.get(fresh.key))?.modRevision).toBe(written);
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ incarnation: 'inc-2', blocks: 1 }]);
+    expect(() => new InventoryPublisher(store, { ...newClaim, epoch: 0, lease: lease.id })).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'epoch' }));
     await follower.close();
     await store.close();
   });

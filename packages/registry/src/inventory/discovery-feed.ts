@@ -2,9 +2,12 @@
 // `<prefix><workerId>`, under its lease; followers watch the prefix and apply every batch in order.
 // A follower that joins late or must resync sees only the latest batch of each worker, so workers
 // re-announce what they retain before it expires (the inventory is advisory: it catches up within
-// one expiry period). When a worker's key disappears (its lease ended) it is forgotten.
-import { InventoryEventError, InventoryWithdrawnError } from '../errors.js';
+// one expiry period). When a worker's key disappears (its lease ended) it is forgotten. Every batch
+// carries its incarnation's epoch and is written fenced by it, so a superseded incarnation (a
+// zombie) never replaces a newer one's batch.
+import { DiscoveryCompareError, InventoryEventError, InventoryWithdrawnError, SupersededError } from '../errors.js';
 import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, LeaseId, WatchNotice } from '../discovery/types.js';
+import { commitFenced, isEpoch } from '../readiness/incarnation-epoch.js';
 import { encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
 import type { RetainedInventory } from './retained-inventory.js';
 
@@ -13,15 +16,24 @@ export const defaultInventoryPrefix = '/kvreuse/inventory/';
 export interface InventoryPublisherOptions {
   readonly workerId: string;
   readonly incarnation: string;
+  /** The incarnation's epoch (`claimIncarnationEpoch`, or `RankPublication.epoch`). */
+  readonly epoch: number;
   /** The worker's lease: its inventory disappears with it. */
   readonly lease: LeaseId;
   readonly prefix?: string;
+  /** Where the worker's epoch fence lives: the rank parts' key prefix (default `kvreuse/`). */
+  readonly keyPrefix?: string;
 }
 
-/** Publishes one worker incarnation's inventory events, numbered in order, until withdrawn. */
+/**
+ * Publishes one worker incarnation's inventory events, numbered in order, each batch fenced by the
+ * incarnation's epoch, until withdrawn. Once a newer incarnation has superseded it, `publish`
+ * writes nothing and throws `SupersededError`, then and on every later call.
+ */
 export class InventoryPublisher {
   private seq = 0;
   private withdrawn = false;
+  private supersededBy: SupersededError | undefined;
   private lastWrite: Promise<unknown> = Promise.resolve();
   readonly key: string;
 
@@ -29,24 +41,43 @@ export class InventoryPublisher {
     private readonly store: DiscoveryStore,
     private readonly options: InventoryPublisherOptions,
   ) {
+    if (!isEpoch(options.epoch)) {
+      throw new InventoryEventError('epoch', options.epoch, 'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out');
+    }
     this.key = `${options.prefix ?? defaultInventoryPrefix}${options.workerId}`;
   }
 
-  /** Writes the events as the worker's next batch; returns the discovery revision. Refused once withdrawn. */
+  /** Why the publisher stopped for good, once a newer incarnation superseded it; otherwise undefined. */
+  get superseded(): SupersededError | undefined {
+    return this.supersededBy;
+  }
+
+  /** Writes the events as the worker's next batch; returns the discovery revision. Refused once withdrawn or superseded. */
   publish(events: readonly InventoryEvent[]): Promise<number> {
-    const { workerId, incarnation, lease } = this.options;
+    const { workerId, incarnation, epoch, lease, keyPrefix } = this.options;
     if (this.withdrawn) return Promise.reject(new InventoryWithdrawnError(workerId, incarnation));
-    const value = encodeInventoryBatch({ workerId, incarnation, seq: this.seq++, events });
-    const write = this.store.put(this.key, value, { lease });
+    if (this.supersededBy !== undefined) return Promise.reject(this.supersededBy);
+    const value = encodeInventoryBatch({ workerId, incarnation, epoch, seq: this.seq++, events });
+    const write = commitFenced(
+      this.store,
+      { workerId, incarnation, epoch },
+      [{ type: 'put', key: this.key, value, lease }],
+      'publishing an inventory batch',
+      keyPrefix === undefined ? {} : { keyPrefix },
+    ).catch((error: unknown) => {
+      if (error instanceof SupersededError) this.supersededBy = error;
+      throw error;
+    });
     this.lastWrite = write.catch(() => undefined);
     return write;
   }
 
   /**
    * Stops publishing and deletes the worker's inventory key if it still holds this incarnation's
-   * batch (a newer incarnation's is left alone): followers forget the worker, and routers stop
-   * choosing it as a source. Waits for a write still in flight first, so that nothing re-creates the
-   * key afterwards. Resolves whether a batch was deleted; a later `publish()` is refused.
+   * batch (a newer incarnation's is left alone, even one written while this runs: the delete is
+   * conditional on the key being as read): followers forget the worker, and routers stop choosing
+   * it as a source. Waits for a write still in flight first, so that nothing re-creates the key
+   * afterwards. Resolves whether a batch was deleted; a later `publish()` is refused.
    */
   async withdraw(): Promise<boolean> {
     this.withdrawn = true;
@@ -55,7 +86,13 @@ export class InventoryPublisher {
     if (entry === undefined) return false;
     const stored = safeParseInventoryBatch(entry.value);
     if (!stored.success || stored.data.incarnation !== this.options.incarnation) return false;
-    return this.store.delete(this.key);
+    try {
+      await this.store.commit([{ type: 'delete', key: this.key }], { compare: [{ key: this.key, modRevision: entry.modRevision }] });
+      return true;
+    } catch (error) {
+      if (error instanceof DiscoveryCompareError) return false;
+      throw error;
+    }
   }
 }
 

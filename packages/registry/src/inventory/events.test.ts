@@ -5,6 +5,7 @@ import { encodeInventoryBatch, type InventoryBatch, parseInventoryBatch, safePar
 const batch: InventoryBatch = {
   workerId: 'decode-0',
   incarnation: '9f2c',
+  epoch: 12,
   seq: 3,
   events: [
     { type: 'stored', tier: 'gpu', blocks: [0x0123456789abcdefn, 1n], expiresAt: 1_750_000_060_000 },
@@ -19,7 +20,7 @@ describe('inventory batch wire form', () => {
     expect(JSON.parse(text).events[0].blocks).toEqual(['0123456789abcdef', '0000000000000001']);
     for (const input of [text, new TextEncoder().encode(text)]) {
       const parsed = parseInventoryBatch(input);
-      expect(parsed).toMatchObject({ workerId: 'decode-0', incarnation: '9f2c', seq: 3 });
+      expect(parsed).toMatchObject({ workerId: 'decode-0', incarnation: '9f2c', epoch: 12, seq: 3 });
       expect(parsed.events.map((e) => (e.type === 'cleared' ? [] : [...e.blocks]))).toEqual([
         [0x0123456789abcdefn, 1n],
         [0xffffffffffffffffn],
@@ -36,7 +37,9 @@ describe('inventory batch wire form', () => {
       return result.success ? undefined : result.error;
     };
     expect(refused('{not json')).toMatchObject({ code: 'INVENTORY_INVALID_EVENT', path: '' });
-    expect(refused({ ...wire, version: 2 })).toMatchObject({ path: 'version', value: 2 });
+    expect(refused({ ...wire, version: 1 })).toMatchObject({ path: 'version', value: 1 });
+    expect(refused({ ...wire, epoch: undefined })).toMatchObject({ path: 'epoch' });
+    expect(refused({ ...wire, epoch: 0 })).toMatchObject({ path: 'epoch', value: 0 });
     expect(refused({ ...wire, events: [{ type: 'stored', tier: 'gpu', blocks: ['XYZ'], expiresAt: 1 }] })).toMatchObject({
       path: 'events.0.blocks.0',
       value: 'XYZ',

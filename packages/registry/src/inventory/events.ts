@@ -22,15 +22,20 @@ export type InventoryEvent =
   | { readonly type: 'removed'; readonly tier: RetentionTier; readonly blocks: BigUint64Array | readonly bigint[] }
   | { readonly type: 'cleared'; readonly tier: RetentionTier };
 
-/** Events of one worker incarnation, numbered: a batch from a new incarnation replaces everything older. */
+/**
+ * Events of one worker incarnation, numbered. `epoch` is the incarnation's epoch
+ * (`claimIncarnationEpoch`): a batch of a larger epoch replaces everything older, and a batch of a
+ * smaller epoch than the one applied (a superseded incarnation's) is ignored.
+ */
 export interface InventoryBatch {
   readonly workerId: string;
   readonly incarnation: string;
+  readonly epoch: number;
   readonly seq: number;
   readonly events: readonly InventoryEvent[];
 }
 
-export const inventoryWireVersion = 1;
+export const inventoryWireVersion = 2;
 
 const blockList = z.array(z.string().regex(/^[0-9a-f]{16}$/, 'a block hash is 16 lowercase hex digits'));
 const tier = z.enum(['gpu', 'host']);
@@ -38,6 +43,7 @@ const wireBatch = z.strictObject({
   version: z.literal(inventoryWireVersion),
   workerId: z.string().min(1).max(256),
   incarnation: z.string().min(1).max(256),
+  epoch: z.number().int().positive(),
   seq: z.number().int().nonnegative(),
   events: z.array(
     z.discriminatedUnion('type', [
@@ -57,6 +63,7 @@ export function encodeInventoryBatch(batch: InventoryBatch): string {
     version: inventoryWireVersion,
     workerId: batch.workerId,
     incarnation: batch.incarnation,
+    epoch: batch.epoch,
     seq: batch.seq,
     events: batch.events.map((event) =>
       event.type === 'cleared' ? event : { ...event, blocks: Array.from(event.blocks, blockHashToHex) },
@@ -85,12 +92,13 @@ export function safeParseInventoryBatch(input: string | Uint8Array): SafeParseRe
     );
     return { success: false, error: new InventoryEventError(path, value, issue.message) };
   }
-  const { workerId, incarnation, seq, events } = parsed.data;
+  const { workerId, incarnation, epoch, seq, events } = parsed.data;
   return {
     success: true,
     data: {
       workerId,
       incarnation,
+      epoch,
       seq,
       events: events.map((event) => (event.type === 'cleared' ? event : { ...event, blocks: toBlocks(event.blocks) })),
     },

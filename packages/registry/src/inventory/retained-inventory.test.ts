@@ -21,6 +21,7 @@ describe('RetainedInventory', () => {
     inventory.apply({
       workerId: 'decode-a',
       incarnation: 'i1',
+      epoch: 1,
       seq: 0,
       events: [
         { type: 'stored', tier: 'gpu', blocks: chain.slice(0, 6), expiresAt },
@@ -30,12 +31,14 @@ describe('RetainedInventory', () => {
     inventory.apply({
       workerId: 'decode-b',
       incarnation: 'i1',
+      epoch: 1,
       seq: 0,
       events: [{ type: 'stored', tier: 'host', blocks: [...chain.slice(0, 3), chain[4]!], expiresAt }],
     });
     inventory.apply({
       workerId: 'decode-c',
       incarnation: 'i1',
+      epoch: 1,
       seq: 0,
       events: [{ type: 'stored', tier: 'gpu', blocks: chain.slice(1, 10), expiresAt }],
     });
@@ -65,6 +68,7 @@ describe('RetainedInventory', () => {
       inventory.apply({
         workerId: `w${String(w).padStart(2, '0')}`,
         incarnation: 'i',
+        epoch: 1,
         seq: 0,
         events: [{ type: 'stored', tier, blocks: [...chain.slice(0, w + 1), ...chain.slice(w + 2)], expiresAt }],
       });
@@ -80,7 +84,7 @@ describe('RetainedInventory', () => {
     const inventory = new RetainedInventory();
     const chain = hashBlockChain(tokens(3, 64 * 4), 64);
     const expiresAt = Date.now() + 60_000;
-    const batch = (seq: number, events: InventoryEvent[]) => inventory.apply({ workerId: 'w', incarnation: 'i', seq, events });
+    const batch = (seq: number, events: InventoryEvent[]) => inventory.apply({ workerId: 'w', incarnation: 'i', epoch: 1, seq, events });
     batch(0, [
       { type: 'stored', tier: 'gpu', blocks: chain, expiresAt },
       { type: 'stored', tier: 'host', blocks: chain.slice(0, 2), expiresAt },
@@ -102,6 +106,7 @@ describe('RetainedInventory', () => {
     inventory.apply({
       workerId: 'w',
       incarnation: 'i',
+      epoch: 1,
       seq: 0,
       events: [
         { type: 'stored', tier: 'gpu', blocks: chain.slice(0, 2), expiresAt: time.at() + 1_000 },
@@ -118,6 +123,7 @@ describe('RetainedInventory', () => {
     inventory.apply({
       workerId: 'w',
       incarnation: 'i',
+      epoch: 1,
       seq: 1,
       events: [{ type: 'stored', tier: 'gpu', blocks: chain.slice(0, 2), expiresAt: time.at() + 1_000 }],
     });
@@ -125,6 +131,7 @@ describe('RetainedInventory', () => {
     inventory.apply({
       workerId: 'w',
       incarnation: 'i',
+      epoch: 1,
       seq: 2,
       events: [{ type: 'stored', tier: 'gpu', blocks: [chain[1]!], expiresAt: time.at() - 1 }],
     });
@@ -135,11 +142,17 @@ describe('RetainedInventory', () => {
     const inventory = new RetainedInventory();
     const chain = hashBlockChain(tokens(5, 64 * 4), 64);
     const expiresAt = Date.now() + 60_000;
-    expect(inventory.apply({ workerId: 'w', incarnation: 'old', seq: 5, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] })).toBe(true);
-    expect(inventory.apply({ workerId: 'w', incarnation: 'old', seq: 5, events: [{ type: 'cleared', tier: 'gpu' }] })).toBe(false);
+    expect(inventory.apply({ workerId: 'w', incarnation: 'old', epoch: 1, seq: 5, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] })).toBe(true);
+    expect(inventory.apply({ workerId: 'w', incarnation: 'old', epoch: 1, seq: 5, events: [{ type: 'cleared', tier: 'gpu' }] })).toBe(false);
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 4, incarnation: 'old' }]);
-    inventory.apply({ workerId: 'w', incarnation: 'new', seq: 0, events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 1), expiresAt }] });
+    inventory.apply({ workerId: 'w', incarnation: 'new', epoch: 2, seq: 0, events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 1), expiresAt }] });
     expect(inventory.longestRetainedPrefix(chain)).toEqual([expect.objectContaining({ blocks: 1, gpuBlocks: 0, incarnation: 'new' })]);
+    // A superseded incarnation's batch (a smaller epoch) never replaces the newer one's, whatever its seq.
+    expect(inventory.apply({ workerId: 'w', incarnation: 'old', epoch: 1, seq: 99, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] })).toBe(false);
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([expect.objectContaining({ blocks: 1, gpuBlocks: 0, incarnation: 'new' })]);
+    expect(() => inventory.apply({ workerId: 'w', incarnation: 'other', epoch: 2, seq: 1, events: [] })).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'incarnation', message: expect.stringContaining('epoch 2 belongs to incarnation new') }),
+    );
     expect(inventory.removeWorker('w')).toBe(true);
     expect(inventory.removeWorker('w')).toBe(false);
     expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
@@ -149,15 +162,16 @@ describe('RetainedInventory', () => {
   test('refuses malformed batches with a typed error naming the path', () => {
     const inventory = new RetainedInventory();
     const bad = (batch: unknown) => () => inventory.apply(batch as never);
-    expect(bad({ workerId: '', incarnation: 'i', seq: 0, events: [] })).toThrow(expect.objectContaining({ path: 'workerId' }));
-    expect(bad({ workerId: 'w', incarnation: 'i', seq: -1, events: [] })).toThrow(InventoryEventError);
-    expect(bad({ workerId: 'w', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'disk', blocks: [] }] })).toThrow(
+    expect(bad({ workerId: '', incarnation: 'i', epoch: 1, seq: 0, events: [] })).toThrow(expect.objectContaining({ path: 'workerId' }));
+    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: -1, events: [] })).toThrow(InventoryEventError);
+    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 0, seq: 0, events: [] })).toThrow(expect.objectContaining({ path: 'epoch' }));
+    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'disk', blocks: [] }] })).toThrow(
       expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'events.0.tier', value: 'disk' }),
     );
-    expect(bad({ workerId: 'w', incarnation: 'i', seq: 0, events: [{ type: 'removed', tier: 'gpu', blocks: [1] }] })).toThrow(
+    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'removed', tier: 'gpu', blocks: [1] }] })).toThrow(
       expect.objectContaining({ path: 'events.0.blocks.0' }),
     );
-    expect(bad({ workerId: 'w', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: Number.NaN }] })).toThrow(
+    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: Number.NaN }] })).toThrow(
       expect.objectContaining({ path: 'events.0.expiresAt' }),
     );
     expect(() => inventory.longestRetainedPrefix([5] as never)).toThrow(expect.objectContaining({ path: 'chain.0' }));
@@ -196,13 +210,13 @@ describe('RetainedInventory', () => {
         const seq = new Map<number, number>([[0, 0], [1, 0], [2, 0], [3, 0], [4, 0], [5, 0]]);
         // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
         for (let w = 0; w <= 5; w++) {
-          inventory.apply({ workerId: `w${w}`, incarnation: 'i', seq: 0, events: [] });
-          if (w < 3) for (let f = 0; f < 31; f++) inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', seq: 0, events: [] });
+          inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
+          if (w < 3) for (let f = 0; f < 31; f++) inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
         }
         const send = (w: number, events: InventoryEvent[]) => {
           const next = (seq.get(w) ?? -1) + 1;
           seq.set(w, next);
-          inventory.apply({ workerId: `w${w}`, incarnation: 'i', seq: next, events });
+          inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: next, events });
         };
         for (const o of ops) {
           if (o.kind === 'store' || o.kind === 'remove') {

@@ -133,6 +133,7 @@ export class RetainedInventory {
   private readonly workerIndex = new Map<string, number>();
   private readonly workerIds: (string | undefined)[] = [];
   private readonly incarnations: string[] = [];
+  private readonly epochs: number[] = [];
   private readonly lastSeq: number[] = [];
   private readonly freeWorkers: number[] = [];
   private readonly records: Int32Array<ArrayBuffer>[] = [];
@@ -176,13 +177,14 @@ export class RetainedInventory {
   }
 
   /**
-   * Applies one worker's batch. A batch from a new incarnation first drops everything the worker's
-   * previous incarnation retained; a batch whose `seq` is not above the last applied one of the
-   * same incarnation is ignored (returns false).
+   * Applies one worker's batch. A batch of a larger epoch (a newer incarnation) first drops
+   * everything the worker's previous incarnation retained; a batch of a smaller epoch (a superseded
+   * incarnation's) is ignored, as is a batch whose `seq` is not above the last applied one of the
+   * same incarnation (both return false).
    */
   apply(batch: InventoryBatch): boolean {
     if (batch === null || typeof batch !== 'object') throw new InventoryEventError('', batch, 'a batch is an object');
-    const { workerId, incarnation, seq } = batch;
+    const { workerId, incarnation, epoch, seq } = batch;
     const events: readonly InventoryEvent[] = batch.events;
     if (typeof workerId !== 'string' || workerId.length === 0) {
       throw new InventoryEventError('workerId', workerId, 'a worker id is a non-empty string');
@@ -190,16 +192,22 @@ export class RetainedInventory {
     if (typeof incarnation !== 'string' || incarnation.length === 0) {
       throw new InventoryEventError('incarnation', incarnation, 'an incarnation is a non-empty string');
     }
+    if (!Number.isSafeInteger(epoch) || epoch < 1) throw new InventoryEventError('epoch', epoch, 'an epoch is a whole number ≥ 1');
     if (!Number.isSafeInteger(seq) || seq < 0) throw new InventoryEventError('seq', seq, 'seq is a whole number ≥ 0');
     if (!Array.isArray(events as unknown)) throw new InventoryEventError('events', events, 'events are an array');
     events.forEach((event: InventoryEvent, i) => this.checkEvent(`events.${i}`, event));
 
     let worker = this.workerIndex.get(workerId);
+    if (worker !== undefined && epoch === this.epochs[worker] && incarnation !== this.incarnations[worker]) {
+      throw new InventoryEventError('incarnation', incarnation, `epoch ${epoch} belongs to incarnation ${this.incarnations[worker]}`);
+    }
+    if (worker !== undefined && epoch < this.epochs[worker]!) return false;
     if (worker === undefined) {
-      worker = this.addWorker(workerId, incarnation);
-    } else if (this.incarnations[worker] !== incarnation) {
+      worker = this.addWorker(workerId, incarnation, epoch);
+    } else if (epoch > this.epochs[worker]!) {
       this.dropRecords(worker);
       this.incarnations[worker] = incarnation;
+      this.epochs[worker] = epoch;
       this.lastSeq[worker] = -1;
     }
     if (seq <= this.lastSeq[worker]!) return false;
@@ -449,11 +457,12 @@ export class RetainedInventory {
     return this.stamp;
   }
 
-  private addWorker(workerId: string, incarnation: string): number {
+  private addWorker(workerId: string, incarnation: string, epoch: number): number {
     const worker = this.freeWorkers.pop() ?? this.workerIds.length;
     this.workerIndex.set(workerId, worker);
     this.workerIds[worker] = workerId;
     this.incarnations[worker] = incarnation;
+    this.epochs[worker] = epoch;
     this.lastSeq[worker] = -1;
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;

@@ -1,7 +1,8 @@
 import type { RankPart } from '@kvreuse/descriptors';
 import type { DiscoveryStore, Lease } from '../discovery/types.js';
-import { DiscoveryLeaseError, RankPartPublicationError } from '../errors.js';
-import { publishRankParts } from './publish.js';
+import { DiscoveryLeaseError, RankPartPublicationError, SupersededError } from '../errors.js';
+import { assertNewestEpoch, claimIncarnationEpoch, type IncarnationEpoch } from './incarnation-epoch.js';
+import { checkPublishableParts, publishRankParts } from './publish.js';
 import { rankPartKey } from './rank-part-keys.js';
 
 export interface RankPublicationOptions {
@@ -13,22 +14,37 @@ export interface RankPublicationOptions {
   /**
    * Told about renewal trouble: a failed renewal (retried at the next tick), or a lease found gone
    * (expired while the process stalled, or revoked), after which the parts are published again
-   * under a new lease.
+   * under a new lease — unless the incarnation was superseded meanwhile.
    */
   readonly onTrouble?: (error: Error) => void;
+  /**
+   * Told once, when a newer incarnation of the worker is found to hold a larger epoch. The
+   * publication has then stopped for good: it never renews or republishes again, and its lease is
+   * revoked (its parts were, or are then, deleted).
+   */
+  readonly onSuperseded?: (error: SupersededError) => void;
 }
 
 export interface RankPublication {
   /** The lease the parts are currently published under. */
   readonly lease: Lease;
+  /** The epoch discovery handed this incarnation; every write of the publication is fenced by it. */
+  readonly epoch: number;
+  /** Why the publication stopped for good, once a newer incarnation superseded it; otherwise undefined. */
+  readonly superseded: SupersededError | undefined;
   /** Stops renewing, withdraws exactly these parts (other ranks' parts stay) and revokes the lease. */
   withdraw(): Promise<void>;
 }
 
 /**
  * Publishes rank parts of one worker incarnation under a lease and keeps the lease alive until
- * `withdraw()`. If the lease is found gone, the parts are republished under a new one (readers saw
- * the worker not ready meanwhile, which is the truth). The renewal timer does not keep the process alive.
+ * `withdraw()`. It first claims the incarnation's epoch (refused with `SupersededError` if a newer
+ * incarnation already holds a larger one). At every renewal it checks, before anything else, that
+ * its epoch is still the worker's newest — a process stopped past its lease learns on resume that
+ * it was replaced — and then renews; if the lease is found gone it checks the epoch again and
+ * republishes under a new lease (readers saw the worker not ready meanwhile, which is the truth).
+ * Superseded, it stops for good and says so (`onSuperseded`, `superseded`). The renewal timer does
+ * not keep the process alive.
  */
 export async function startRankPublication(store: DiscoveryStore, parts: readonly RankPart[], options: RankPublicationOptions): Promise<RankPublication> {
   if (!Number.isSafeInteger(options.leaseTtlMs) || options.leaseTtlMs < 2) {
@@ -38,12 +54,12 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
   if (!Number.isSafeInteger(renewEveryMs) || renewEveryMs < 1 || renewEveryMs >= options.leaseTtlMs) {
     throw new RankPartPublicationError('renewEveryMs', renewEveryMs, `must be a whole number of milliseconds below the lease TTL (${options.leaseTtlMs})`);
   }
-  if (parts.length === 0) throw new RankPartPublicationError('parts', parts, 'at least one rank part is needed');
-  const publishOptions = options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix };
+  const keyOptions = options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix };
+  const claimed: IncarnationEpoch = await claimIncarnationEpoch(store, checkPublishableParts(parts, options.keyPrefix), keyOptions);
   const publishUnderNewLease = async (): Promise<Lease> => {
     const lease = await store.grantLease(options.leaseTtlMs);
     try {
-      await publishRankParts(store, parts, { ...publishOptions, lease: lease.id });
+      await publishRankParts(store, parts, { ...keyOptions, lease: lease.id, epoch: claimed.epoch });
     } catch (error) {
       // Nothing was published under it: give the lease back instead of leaving it to expire.
       await store.revokeLease(lease.id).catch(() => undefined);
@@ -54,20 +70,31 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
 
   let lease = await publishUnderNewLease();
   let stopped = false;
+  let superseded: SupersededError | undefined;
   let renewing: Promise<void> = Promise.resolve();
+  const stopSuperseded = async (error: SupersededError): Promise<void> => {
+    stopped = true;
+    superseded = error;
+    clearInterval(timer);
+    await store.revokeLease(lease.id).catch(() => undefined);
+    options.onSuperseded?.(error);
+  };
   const renew = async (): Promise<void> => {
     try {
-      await store.keepAlive(lease.id);
+      // Before anything else: while this process was stopped, a newer incarnation may have taken over.
+      await assertNewestEpoch(store, claimed, 'renewing the lease', keyOptions);
+      try {
+        await store.keepAlive(lease.id);
+      } catch (error) {
+        if (!(error instanceof DiscoveryLeaseError)) throw error;
+        options.onTrouble?.(error);
+        await assertNewestEpoch(store, claimed, 'republishing after the lease was lost', keyOptions);
+        lease = await publishUnderNewLease();
+      }
     } catch (error) {
       if (stopped) return;
-      options.onTrouble?.(error as Error);
-      if (error instanceof DiscoveryLeaseError) {
-        try {
-          lease = await publishUnderNewLease();
-        } catch (republishError) {
-          options.onTrouble?.(republishError as Error);
-        }
-      }
+      if (error instanceof SupersededError) await stopSuperseded(error);
+      else options.onTrouble?.(error as Error);
     }
   };
   const timer = setInterval(() => {
@@ -79,6 +106,10 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
   return {
     get lease() {
       return lease;
+    },
+    epoch: claimed.epoch,
+    get superseded() {
+      return superseded;
     },
     async withdraw() {
       stopped = true;

@@ -2,6 +2,7 @@ import { type Geometry, parseRankPart, type RankPart, type Role } from '@kvreuse
 import type { DiscoveryOperation, DiscoveryStore, LeaseId } from '../discovery/types.js';
 import { RankPartPublicationError } from '../errors.js';
 import type { RegisteredRank } from '../registration/register-rank.js';
+import { commitFenced, isEpoch } from './incarnation-epoch.js';
 import { incarnationPartsPrefix, parseRankPartKey, rankPartKey, type WorkerIncarnation, workerPartsPrefix } from './rank-part-keys.js';
 import { encodeRankPartRecord } from './rank-part-record.js';
 
@@ -60,17 +61,16 @@ export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, tran
 export interface PublishRankPartsOptions {
   /** The parts disappear when this lease expires or is revoked; keep it alive while the worker serves. */
   readonly lease: LeaseId;
+  /** The epoch `claimIncarnationEpoch` handed the parts' incarnation. */
+  readonly epoch: number;
   readonly keyPrefix?: string;
 }
 
 /**
- * Publishes rank parts of one worker incarnation under the worker's key, in ONE discovery commit
- * that also deletes every other incarnation's parts (and any stray key under the worker): readers
- * see the old incarnation's parts or the new one's, never a mix. Parts of the same incarnation that
- * other ranks published stay; since each incarnation has its own key prefix, ranks of one
- * incarnation publishing at the same time never delete each other's parts. Returns the revision.
+ * Checks that parts can be published together: at least one, all of one worker incarnation, each
+ * rank once. Returns the incarnation.
  */
-export async function publishRankParts(store: DiscoveryStore, parts: readonly RankPart[], options: PublishRankPartsOptions): Promise<number> {
+export function checkPublishableParts(parts: readonly RankPart[], keyPrefix?: string): WorkerIncarnation {
   const first = parts[0];
   if (first === undefined) throw new RankPartPublicationError('parts', parts, 'at least one rank part is needed');
   const seen = new Set<string>();
@@ -81,26 +81,44 @@ export async function publishRankParts(store: DiscoveryStore, parts: readonly Ra
     if (part.incarnation !== first.incarnation) {
       throw new RankPartPublicationError(`parts[${index}].incarnation`, part.incarnation, `differs from parts[0] (${first.incarnation})`);
     }
-    const key = rankPartKey(part, part.parallel, options.keyPrefix);
+    const key = rankPartKey(part, part.parallel, keyPrefix);
     if (seen.has(key)) throw new RankPartPublicationError(`parts[${index}].parallel`, part.parallel, 'the same rank appears twice');
     seen.add(key);
   }
-  const { entries } = await store.list(workerPartsPrefix(first.workerId, options.keyPrefix));
-  const removals = new Map<string, DiscoveryOperation>();
-  for (const { key } of entries) {
-    const place = parseRankPartKey(key, options.keyPrefix);
-    if (place === undefined) removals.set(key, { type: 'delete', key });
-    else if (place.incarnation !== first.incarnation) {
-      const prefix = incarnationPartsPrefix(place, options.keyPrefix);
-      removals.set(prefix, { type: 'deletePrefix', prefix });
-    }
+  return { workerId: first.workerId, incarnation: first.incarnation };
+}
+
+/**
+ * Publishes rank parts of one worker incarnation under the worker's key, in ONE discovery commit
+ * that also deletes every other incarnation's parts (and any stray key under the worker): readers
+ * see the old incarnation's parts or the new one's, never a mix. The commit is fenced: it applies
+ * only while `epoch` is still the worker's newest, so it never deletes parts of a newer
+ * incarnation and an older incarnation never displaces a newer one, however late it runs; when
+ * superseded it writes nothing and throws `SupersededError`. Parts of the same incarnation that
+ * other ranks published stay: ranks of one incarnation publishing at the same time never delete
+ * each other's parts. Returns the revision.
+ */
+export async function publishRankParts(store: DiscoveryStore, parts: readonly RankPart[], options: PublishRankPartsOptions): Promise<number> {
+  const worker = checkPublishableParts(parts, options.keyPrefix);
+  if (!isEpoch(options.epoch)) {
+    throw new RankPartPublicationError('epoch', options.epoch, 'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out');
   }
-  return store.commit([
-    ...removals.values(),
-    ...parts.map(
-      (part): DiscoveryOperation => ({ type: 'put', key: rankPartKey(part, part.parallel, options.keyPrefix), value: encodeRankPartRecord(part), lease: options.lease }),
-    ),
-  ]);
+  // Listed after the epoch was claimed: an older incarnation can write nothing after that claim
+  // (its own commits are fenced), so every key of another incarnation is in this listing.
+  const { entries } = await store.list(workerPartsPrefix(worker.workerId, options.keyPrefix));
+  const removals = entries.flatMap(({ key }): DiscoveryOperation[] =>
+    parseRankPartKey(key, options.keyPrefix)?.incarnation === worker.incarnation ? [] : [{ type: 'delete', key }],
+  );
+  const puts = parts.map(
+    (part): DiscoveryOperation => ({
+      type: 'put',
+      key: rankPartKey(part, part.parallel, options.keyPrefix),
+      value: encodeRankPartRecord(part, options.epoch),
+      lease: options.lease,
+    }),
+  );
+  const fenceOptions = options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix };
+  return commitFenced(store, { ...worker, epoch: options.epoch }, [...removals, ...puts], 'publishing rank parts', fenceOptions);
 }
 
 /** Withdraws every part of one worker incarnation in one commit (another incarnation's parts stay); returns the revision. */

@@ -21,9 +21,27 @@ export function checkKeySegment(field: 'workerId' | 'incarnation', value: unknow
   return value;
 }
 
+/** Everything kvreuse keeps about one worker (its rank parts and its epochs) lives under this prefix. */
+export function workerKeyPrefix(workerId: string, keyPrefix = defaultKeyPrefix): string {
+  return `${keyPrefix}workers/${checkKeySegment('workerId', workerId)}/`;
+}
+
 /** Every rank part of one worker, of any incarnation, lives under this prefix. */
 export function workerPartsPrefix(workerId: string, keyPrefix = defaultKeyPrefix): string {
-  return `${keyPrefix}workers/${checkKeySegment('workerId', workerId)}/incarnations/`;
+  return `${workerKeyPrefix(workerId, keyPrefix)}incarnations/`;
+}
+
+/**
+ * The worker's epoch fence: its value is the incarnation that claimed the newest epoch, and its
+ * modification revision is that epoch. Every fenced write compares it.
+ */
+export function workerEpochKey(workerId: string, keyPrefix = defaultKeyPrefix): string {
+  return `${workerKeyPrefix(workerId, keyPrefix)}epoch`;
+}
+
+/** The record of one incarnation's claim: created once, at the revision that is the incarnation's epoch, never rewritten. */
+export function incarnationEpochKey(worker: WorkerIncarnation, keyPrefix = defaultKeyPrefix): string {
+  return `${workerKeyPrefix(worker.workerId, keyPrefix)}epochs/${checkKeySegment('incarnation', worker.incarnation)}`;
 }
 
 /** The rank parts of one incarnation: replacing an incarnation deletes exactly this prefix. */

@@ -16,19 +16,27 @@ function refusalOf(value: Uint8Array, at = key): RankPartRefusedError {
   return result.error;
 }
 
-function edited(edit: (record: { version: unknown; sha256: unknown; part: Record<string, unknown> }) => void): Uint8Array {
-  const record = JSON.parse(encodeRankPartRecord(part!)) as { version: unknown; sha256: unknown; part: Record<string, unknown> };
+interface EditableRecord {
+  version: unknown;
+  epoch?: unknown;
+  sha256: unknown;
+  part: Record<string, unknown>;
+}
+
+function edited(edit: (record: EditableRecord) => void): Uint8Array {
+  const record = JSON.parse(encodeRankPartRecord(part!, 7)) as EditableRecord;
   edit(record);
   return bytes(JSON.stringify(record));
 }
 
 describe('rank-part records', () => {
   it('round-trips a rank part, 64-bit fields included, in the wire form of the descriptors schema', () => {
-    const text = encodeRankPartRecord(part);
+    const text = encodeRankPartRecord(part, 7);
     expect((JSON.parse(text) as { part: unknown }).part).toEqual(serializeRankPart(part));
+    expect((JSON.parse(text) as { epoch: unknown }).epoch).toBe(7);
     const decoded = decodeRankPartRecord(key, bytes(text));
-    expect(decoded).toEqual(part);
-    expect(typeof decoded.banks[0]?.address).toBe('bigint');
+    expect(decoded).toEqual({ part, epoch: 7 });
+    expect(typeof decoded.part.banks[0]?.address).toBe('bigint');
   });
 
   it('keys name the worker, incarnation and rank, and parse back', () => {
@@ -44,15 +52,17 @@ describe('rank-part records', () => {
     ['not UTF-8', new Uint8Array([0xff, 0xfe])],
     ['not JSON', bytes('{"format":')],
     ['another format', bytes('{"format":"something-else","version":1}')],
-    ['a record without its part', bytes('{"format":"kvreuse.rank-part","version":1,"sha256":"00"}')],
+    ['a record without its part', bytes('{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"00"}')],
+    ['a record without its epoch', edited((record) => delete record.epoch)],
+    ['a record whose epoch is not a whole number ≥ 1', edited((record) => (record.epoch = 0.5))],
   ])('refuses %s as malformed', (_name, value) => {
     expect(refusalOf(value).refusal).toBe('malformed');
   });
 
   it('refuses a record version it does not know', () => {
-    const error = refusalOf(edited((record) => (record.version = 2)));
+    const error = refusalOf(edited((record) => (record.version = 1)));
     expect([error.refusal, error.code]).toEqual(['wrong-version', 'RANK_PART_REFUSED']);
-    expect(error.message).toMatch(/record version 2/);
+    expect(error.message).toMatch(/record version 1; this reader knows version 2/);
   });
 
   it('refuses a part whose bytes changed after its checksum was taken', () => {
@@ -64,21 +74,21 @@ describe('rank-part records', () => {
     const { createHash } = await import('node:crypto');
     const wire = { ...serializeRankPart(part), version: 2 };
     const text = JSON.stringify(wire);
-    const value = bytes(`{"format":"kvreuse.rank-part","version":1,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
+    const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
     expect(refusalOf(value).refusal).toBe('wrong-version');
   });
 
   it('refuses a part the descriptors schema refuses, with the schema reason', async () => {
     const { createHash } = await import('node:crypto');
     const text = JSON.stringify({ ...serializeRankPart(part), banks: [] });
-    const value = bytes(`{"format":"kvreuse.rank-part","version":1,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
+    const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
     const error = refusalOf(value);
     expect(error.refusal).toBe('malformed');
     expect(error.message).toMatch(/banks/);
   });
 
   it('refuses a valid part stored under another rank, incarnation or worker key', () => {
-    const value = bytes(encodeRankPartRecord(part));
+    const value = bytes(encodeRankPartRecord(part, 7));
     expect(refusalOf(value, rankPartKey({ workerId: 'decode-0', incarnation: 'inc-a' }, { tpRank: 1, ppRank: 0 })).refusal).toBe('misplaced');
     expect(refusalOf(value, rankPartKey({ workerId: 'decode-0', incarnation: 'inc-b' }, { tpRank: 0, ppRank: 0 })).refusal).toBe('misplaced');
     expect(refusalOf(value, rankPartKey({ workerId: 'decode-1', incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 })).refusal).toBe('misplaced');

@@ -1,32 +1,44 @@
 import { createHash } from 'node:crypto';
 import { type RankPart, safeParseRankPart } from '@kvreuse/descriptors';
 import { RankPartRefusedError } from '../errors.js';
+import { isEpoch } from './incarnation-epoch.js';
 import { parseRankPartKey } from './rank-part-keys.js';
 
-/** What a rank part is stored as: the wire part inside an envelope that says what it is and carries its checksum. */
+/**
+ * What a rank part is stored as: the wire part inside an envelope that says what it is, carries
+ * the epoch of the incarnation that published it, and its checksum.
+ */
 export interface RankPartRecord {
   readonly format: typeof rankPartRecordFormat;
   readonly version: typeof rankPartRecordVersion;
+  /** The incarnation's epoch (`claimIncarnationEpoch`): a part of a larger epoch is of a newer incarnation. */
+  readonly epoch: number;
   /** SHA-256 (hex) of the JSON text of `part` as stored. */
   readonly sha256: string;
   readonly part: unknown;
 }
 
 export const rankPartRecordFormat = 'kvreuse.rank-part';
-export const rankPartRecordVersion = 1;
+export const rankPartRecordVersion = 2;
+
+/** A rank part as read from discovery, with the epoch of the incarnation that published it. */
+export interface StoredRankPart {
+  readonly part: RankPart;
+  readonly epoch: number;
+}
 
 /**
  * Encodes a parsed rank part (the output of `parseRankPart` / `buildRankPart`) as a record. The wire
  * form is the part with its 64-bit quantities as decimal strings, as `serializeRankPart` writes it;
  * written directly, because re-running the schema's encoder costs more than the rest of publication.
  */
-export function encodeRankPartRecord(part: RankPart): string {
+export function encodeRankPartRecord(part: RankPart, epoch: number): string {
   const partText = JSON.stringify(part, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
   // Spliced as text so that the checksum covers exactly the bytes a reader will see.
-  return `{"format":"${rankPartRecordFormat}","version":${rankPartRecordVersion},"sha256":"${sha256(partText)}","part":${partText}}`;
+  return `{"format":"${rankPartRecordFormat}","version":${rankPartRecordVersion},"epoch":${epoch},"sha256":"${sha256(partText)}","part":${partText}}`;
 }
 
-export type RankPartRecordResult = { success: true; data: RankPart } | { success: false; error: RankPartRefusedError };
+export type RankPartRecordResult = { success: true; data: StoredRankPart } | { success: false; error: RankPartRefusedError };
 
 /**
  * Validates a stored rank-part record like any untrusted input: the envelope, its version, the
@@ -52,10 +64,11 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
   if (typeof record !== 'object' || record === null || (record as { format?: unknown }).format !== rankPartRecordFormat) {
     return refuse('malformed', `the value is not a ${rankPartRecordFormat} record`);
   }
-  const { version, sha256: checksum, part } = record as Partial<RankPartRecord>;
+  const { version, epoch, sha256: checksum, part } = record as Partial<RankPartRecord>;
   if (version !== rankPartRecordVersion) {
     return refuse('wrong-version', `record version ${JSON.stringify(version)}; this reader knows version ${rankPartRecordVersion}`);
   }
+  if (!isEpoch(epoch)) return refuse('malformed', `the record's epoch ${JSON.stringify(epoch)} is not a whole number ≥ 1`);
   if (typeof checksum !== 'string' || typeof part !== 'object' || part === null) {
     return refuse('malformed', 'the record lacks its sha256 or part');
   }
@@ -80,10 +93,10 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
       `the part of worker ${JSON.stringify(workerId)} incarnation ${JSON.stringify(incarnation)} rank (tp ${parallel.tpRank}, pp ${parallel.ppRank}) is not stored under its own key`,
     );
   }
-  return { success: true, data: parsed.data };
+  return { success: true, data: { part: parsed.data, epoch } };
 }
 
-export function decodeRankPartRecord(key: string, value: Uint8Array, keyPrefix?: string): RankPart {
+export function decodeRankPartRecord(key: string, value: Uint8Array, keyPrefix?: string): StoredRankPart {
   const result = safeDecodeRankPartRecord(key, value, keyPrefix);
   if (!result.success) throw result.error;
   return result.data;

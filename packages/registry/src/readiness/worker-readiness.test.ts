@@ -4,6 +4,7 @@ import { rankPartsOf } from '../../test/helpers/rank-parts.js';
 import { localBackends, type StoreUnderTest } from '../../test/helpers/stores.js';
 import type { DiscoveryStore, LeaseId } from '../discovery/types.js';
 import type { GateVerdict, ReadinessGate } from './gate.js';
+import { claimIncarnationEpoch } from './incarnation-epoch.js';
 import { publishRankParts, withdrawRankParts } from './publish.js';
 import { rankPartKey, workerPartsPrefix } from './rank-part-keys.js';
 import { encodeRankPartRecord } from './rank-part-record.js';
@@ -67,6 +68,12 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     return watch;
   }
 
+  /** Publishes parts the way a worker does: its incarnation claims its epoch (once), then publishes fenced by it. */
+  async function publish(parts: readonly RankPart[], leaseId: LeaseId = lease): Promise<number> {
+    const { epoch } = await claimIncarnationEpoch(store, parts[0]!);
+    return publishRankParts(store, parts, { lease: leaseId, epoch });
+  }
+
   async function until(count: number): Promise<void> {
     await vi.waitFor(() => expect(seen.length).toBeGreaterThanOrEqual(count), { timeout: 20_000, interval: 5 });
     await watch?.settled();
@@ -75,9 +82,9 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
   it('is ready only once every rank is published, and watchers see each change in order', async () => {
     const [tp0, tp1] = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }) as [RankPart, RankPart];
     const tracker = await follow();
-    await publishRankParts(store, [tp0], { lease });
+    await publish([tp0]);
     await until(2);
-    await publishRankParts(store, [tp1], { lease });
+    await publish([tp1]);
     await until(3);
     expect(seen).toEqual([
       'not ready -: no valid rank part is published',
@@ -90,7 +97,7 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
   it('withholds readiness while a gate fails, and follows the gate as it changes', async () => {
     const gate = new MutableGate();
     gate.verdict = { pass: false, reason: 'profile "qwen3-decode" not admitted: geometry digest differs' };
-    await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }), { lease });
+    await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }));
     await follow([gate]);
     gate.set({ pass: true });
     await until(2);
@@ -105,7 +112,7 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
 
   describe('GPU memory fails closed', () => {
     it('withholds readiness from a worker with vram banks when no admission gate is installed', async () => {
-      await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }), { lease });
+      await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }));
       const tracker = await follow([new MutableGate()]);
       expect(tracker.current).toMatchObject({ ready: false, incarnation: 'inc-a' });
       const reasons = tracker.current.ready ? [] : tracker.current.reasons;
@@ -116,7 +123,7 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     });
 
     it('makes a worker with vram banks ready once its admission gate passes', async () => {
-      await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }), { lease });
+      await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }));
       await follow([], new MutableGate());
       expect(seen).toEqual(['ready inc-a']);
     });
@@ -124,7 +131,7 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     it('gives the failing admission gate\'s reason for a worker with vram banks', async () => {
       const gate = new MutableGate();
       gate.verdict = { pass: false, reason: 'no declared profile admits vram on this transport' };
-      await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }), { lease });
+      await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }));
       const tracker = await follow([], gate);
       expect(tracker.current.ready ? [] : tracker.current.reasons).toEqual([
         { kind: 'gate', gate: 'profile-admission', message: 'gate profile-admission refused: no declared profile admits vram on this transport' },
@@ -132,7 +139,7 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     });
 
     it('keeps a DRAM-only worker ready without an admission gate', async () => {
-      await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'dram' }), { lease });
+      await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'dram' }));
       await follow();
       expect(seen).toEqual(['ready inc-a']);
     });
@@ -140,18 +147,20 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
 
   it('withdraws readiness when a part is withdrawn, when the lease is revoked and when a lease expires', async () => {
     const parts = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 });
-    await publishRankParts(store, parts, { lease });
+    await publish(parts);
     await follow();
     await store.delete(rankPartKey({ workerId, incarnation: 'inc-a' }, { tpRank: 1, ppRank: 0 }));
     await until(2);
-    await publishRankParts(store, parts, { lease });
+    await publish(parts);
     await until(3);
     await store.revokeLease(lease);
     await until(4);
     const shortLease = await store.grantLease(2_500);
-    await publishRankParts(store, parts, { lease: shortLease.id });
+    await publish(parts, shortLease.id);
     await until(5);
-    // Nothing keeps the short lease alive: it expires and discovery deletes the parts.
+    // Nothing keeps the short lease alive: once its TTL has passed, the next touch of the store expires it.
+    under.clock.advance(2_500);
+    await store.get(rankPartKey({ workerId, incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 }));
     await until(6);
     expect(seen).toEqual([
       'ready inc-a',
@@ -164,7 +173,7 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
   });
 
   it('withdraws exactly the incarnation named', async () => {
-    await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }), { lease });
+    await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }));
     await follow();
     await withdrawRankParts(store, { workerId, incarnation: 'inc-old' });
     await withdrawRankParts(store, { workerId, incarnation: 'inc-a' });
@@ -175,7 +184,7 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
   it('replaces a previous incarnation atomically: no reader ever sees a mix', async () => {
     const old = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 4 });
     const fresh = rankPartsOf({ workerId, incarnation: 'inc-b', tpSize: 4, generation: 2 });
-    await publishRankParts(store, old, { lease });
+    await publish(old);
     await follow();
     const prefix = workerPartsPrefix(workerId);
     const { entries, revision } = await store.list(prefix);
@@ -194,25 +203,31 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
       },
       { fromRevision: revision + 1 },
     );
-    // The new incarnation's ranks come up one at a time, as separate processes would publish them.
+    // The new incarnation claims its epoch, then its ranks come up one at a time, as separate processes would publish them.
+    const { epoch } = await claimIncarnationEpoch(store, fresh[0]!);
+    await until(2);
     for (const [index, part] of fresh.entries()) {
-      await publishRankParts(store, [part], { lease });
-      await until(index === 0 ? 2 : index === fresh.length - 1 ? 3 : 2);
+      await publishRankParts(store, [part], { lease, epoch });
+      await until(3 + index);
     }
     await raw.close();
     expect(mixes).toEqual([]);
-    expect(seen[0]).toBe('ready inc-a');
-    expect(seen[1]).toMatch(/^not ready inc-b: missing ranks/);
-    expect(seen.at(-1)).toBe('ready inc-b');
-    expect(seen.some((line) => line.includes('inc-a') && line !== 'ready inc-a')).toBe(false);
+    expect(seen).toEqual([
+      'ready inc-a',
+      expect.stringMatching(/^not ready inc-b: incarnation inc-a \(epoch \d+\) is superseded by incarnation inc-b \(epoch \d+\), which has published no part yet$/),
+      'not ready inc-b: missing ranks (tp 1, pp 0), (tp 2, pp 0), (tp 3, pp 0)',
+      'not ready inc-b: missing ranks (tp 2, pp 0), (tp 3, pp 0)',
+      'not ready inc-b: missing ranks (tp 3, pp 0)',
+      'ready inc-b',
+    ]);
     expect([...new Set(incarnationByKey.values())]).toEqual(['inc-b']);
   });
 
   it('lets the ranks of a new incarnation publish at the same time without deleting each other', async () => {
-    await publishRankParts(store, rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 4 }), { lease });
+    await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 4 }));
     await follow();
     const fresh = rankPartsOf({ workerId, incarnation: 'inc-b', tpSize: 4 });
-    await Promise.all(fresh.map((part) => publishRankParts(store, [part], { lease })));
+    await Promise.all(fresh.map((part) => publish([part])));
     await vi.waitFor(() => expect(seen.at(-1)).toBe('ready inc-b'), { timeout: 20_000, interval: 5 });
     const { entries } = await store.list(workerPartsPrefix(workerId));
     expect(entries.map((entry) => entry.key.slice(workerPartsPrefix(workerId).length))).toEqual(['inc-b/pp0-tp0', 'inc-b/pp0-tp1', 'inc-b/pp0-tp2', 'inc-b/pp0-tp3']);
@@ -220,24 +235,25 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
 
   it('refuses malformed, tampered, wrong-version and misplaced parts with a logged reason; they never count', async () => {
     const [tp0, tp1] = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 }) as [RankPart, RankPart];
-    await publishRankParts(store, [tp0], { lease });
+    await publish([tp0]);
+    const { epoch } = await claimIncarnationEpoch(store, tp0);
     await follow();
     const tp1Key = rankPartKey({ workerId, incarnation: 'inc-a' }, { tpRank: 1, ppRank: 0 });
-    const good = JSON.parse(encodeRankPartRecord(tp1)) as { version: number; part: { role: string } };
+    const good = JSON.parse(encodeRankPartRecord(tp1, epoch)) as { version: number; part: { role: string } };
     const bad = [
       'not json at all',
       JSON.stringify({ ...good, part: { ...good.part, role: 'prefill' } }),
       JSON.stringify({ ...good, version: 9 }),
-      encodeRankPartRecord(tp0),
+      encodeRankPartRecord(tp0, epoch),
     ];
     for (const value of bad) await store.put(tp1Key, value, { lease });
-    await store.put(rankPartKey({ workerId, incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 }), encodeRankPartRecord(tp0), { lease });
+    await store.put(rankPartKey({ workerId, incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 }), encodeRankPartRecord(tp0, epoch), { lease });
     await vi.waitFor(() => expect(warnings.length).toBe(bad.length), { timeout: 20_000, interval: 5 });
     await watch?.settled();
     expect(seen).toEqual(['not ready inc-a: missing ranks (tp 1, pp 0)']);
     expect(warnings.map((warning) => /\((\w[\w-]*)\)/.exec(warning)?.[1])).toEqual(['malformed', 'tampered', 'wrong-version', 'misplaced']);
     expect(warnings[0]).toMatch(/worker decode-7: rank part at "kvreuse\/workers\/decode-7\/incarnations\/inc-a\/pp0-tp1" refused/);
-    await store.put(tp1Key, encodeRankPartRecord(tp1), { lease });
+    await store.put(tp1Key, encodeRankPartRecord(tp1, epoch), { lease });
     await until(2);
     expect(seen.at(-1)).toBe('ready inc-a');
   });

@@ -1,8 +1,9 @@
 import { assembleWorker, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
+import { entryText } from '../discovery/common.js';
 import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, WatchNotice } from '../discovery/types.js';
 import type { RankPartRefusedError } from '../errors.js';
 import type { ReadinessGate } from './gate.js';
-import { workerPartsPrefix } from './rank-part-keys.js';
+import { workerEpochKey, workerKeyPrefix, workerPartsPrefix } from './rank-part-keys.js';
 import { safeDecodeRankPartRecord } from './rank-part-record.js';
 
 /** Why a worker is not ready; `message` says it in words. */
@@ -18,6 +19,13 @@ export type NotReadyReason =
   | { readonly kind: 'gate'; readonly message: string; readonly gate: string }
   /** The worker serves GPU memory (a `vram` bank) and no admission gate is installed: GPU memory fails closed. */
   | { readonly kind: 'no-admission-gate'; readonly message: string; readonly vramBanks: readonly VramBank[] }
+  | {
+      /** Only parts of an incarnation that a newer one (with a larger epoch) superseded are published. */
+      readonly kind: 'superseded';
+      readonly message: string;
+      /** The superseded incarnation whose parts are still published, and its epoch. */
+      readonly stale: { readonly incarnation: string; readonly epoch: number };
+    }
   | { readonly kind: 'discovery-outage'; readonly message: string };
 
 /** A `vram` bank of a published rank part: the rank and the bank's index in its part. */
@@ -27,7 +35,7 @@ export interface VramBank {
 }
 
 export type WorkerReadiness =
-  | { readonly ready: true; readonly workerId: string; readonly incarnation: string; readonly worker: Worker }
+  | { readonly ready: true; readonly workerId: string; readonly incarnation: string; readonly epoch: number; readonly worker: Worker }
   | { readonly ready: false; readonly workerId: string; readonly incarnation: string | undefined; readonly reasons: readonly NotReadyReason[] };
 
 export interface WatchWorkerReadinessOptions {
@@ -54,20 +62,31 @@ export interface WorkerReadinessWatch {
 
 interface StoredPart {
   readonly modRevision: number;
+  /** Undefined for a part that was refused. */
   readonly part: RankPart | undefined;
+  readonly epoch: number;
+}
+
+/** The worker's newest claimed epoch and the incarnation that claimed it (its epoch fence). */
+interface EpochFence {
+  readonly epoch: number;
+  readonly incarnation: string;
 }
 
 /** What the tracker knew after one notice. */
 interface ObservedState {
   readonly parts: readonly StoredPart[];
+  readonly fence: EpochFence | undefined;
   readonly outage: string | undefined;
 }
 
 /**
- * Follows one worker's rank parts in discovery and reports its readiness: ready only when the
- * valid parts of its newest incarnation assemble into a complete worker (every rank exactly once,
- * consistent — a part exists only after its rank registered) and every gate passes. GPU memory fails
- * closed: a worker with any `vram` bank is ready only if `admissionGate` is installed and passes. A lease that
+ * Follows one worker's rank parts and epoch fence in discovery and reports its readiness: ready
+ * only when the valid parts of its newest incarnation — the one with the largest epoch — assemble
+ * into a complete worker (every rank exactly once, consistent — a part exists only after its rank
+ * registered), no newer incarnation has claimed a larger epoch, and every gate passes. An older
+ * incarnation is never reported ready once a newer epoch exists. GPU memory fails closed: a worker
+ * with any `vram` bank is ready only if `admissionGate` is installed and passes. A lease that
  * expires, a withdrawn part, a failing gate or a discovery outage withdraws readiness. Parts are
  * validated like any input; a refused part is logged once and ignored.
  */
@@ -86,7 +105,10 @@ class ReadinessTracker implements WorkerReadinessWatch {
   readonly #workerId: string;
   readonly #prefix: string;
   readonly #options: WatchWorkerReadinessOptions;
+  readonly #partsPrefix: string;
+  readonly #fenceKey: string;
   readonly #parts = new Map<string, StoredPart>();
+  #fence: EpochFence | undefined;
   readonly #unsubscribes: (() => void)[] = [];
   #watch: DiscoveryWatch | undefined;
   #outage: string | undefined;
@@ -98,7 +120,9 @@ class ReadinessTracker implements WorkerReadinessWatch {
   constructor(store: DiscoveryStore, workerId: string, options: WatchWorkerReadinessOptions) {
     this.#store = store;
     this.#workerId = workerId;
-    this.#prefix = workerPartsPrefix(workerId, options.keyPrefix);
+    this.#prefix = workerKeyPrefix(workerId, options.keyPrefix);
+    this.#partsPrefix = workerPartsPrefix(workerId, options.keyPrefix);
+    this.#fenceKey = workerEpochKey(workerId, options.keyPrefix);
     this.#options = options;
     this.#current = { ready: false, workerId, incarnation: undefined, reasons: [noParts] };
   }
@@ -141,6 +165,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
       case 'changes':
         for (const event of notice.events) {
           if (event.type === 'put') this.#record(event.entry);
+          else if (event.key === this.#fenceKey) this.#fence = undefined;
           else this.#parts.delete(event.key);
         }
         break;
@@ -160,6 +185,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
   #replace(entries: readonly DiscoveryEntry[]): void {
     const previous = new Map(this.#parts);
     this.#parts.clear();
+    this.#fence = undefined;
     for (const entry of entries) {
       const known = previous.get(entry.key);
       if (known !== undefined && known.modRevision === entry.modRevision) this.#parts.set(entry.key, known);
@@ -167,11 +193,20 @@ class ReadinessTracker implements WorkerReadinessWatch {
     }
   }
 
-  /** Validates a stored part once per write; a refused one is logged and kept only as "present but refused". */
+  /**
+   * Takes in the epoch fence, or validates a stored part once per write (a refused one is logged
+   * and kept only as "present but refused"); other keys of the worker (its epoch records) are not
+   * readiness's concern.
+   */
   #record(entry: DiscoveryEntry): void {
+    if (entry.key === this.#fenceKey) {
+      this.#fence = { epoch: entry.modRevision, incarnation: fenceIncarnation(entry) };
+      return;
+    }
+    if (!entry.key.startsWith(this.#partsPrefix)) return;
     const decoded = safeDecodeRankPartRecord(entry.key, entry.value, this.#options.keyPrefix);
     if (!decoded.success) this.#logRefusal(decoded.error);
-    this.#parts.set(entry.key, { modRevision: entry.modRevision, part: decoded.success ? decoded.data : undefined });
+    this.#parts.set(entry.key, decoded.success ? { modRevision: entry.modRevision, ...decoded.data } : { modRevision: entry.modRevision, part: undefined, epoch: 0 });
   }
 
   #logRefusal(error: RankPartRefusedError): void {
@@ -180,7 +215,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
 
   /** Queues an evaluation of the state as it is now, so that every state is judged and reported in order. */
   #schedule(): void {
-    const state: ObservedState = { parts: [...this.#parts.values()], outage: this.#outage };
+    const state: ObservedState = { parts: [...this.#parts.values()], fence: this.#fence, outage: this.#outage };
     this.#queue = this.#queue
       .then(() => this.#evaluate(state))
       .catch((error: unknown) => {
@@ -199,15 +234,21 @@ class ReadinessTracker implements WorkerReadinessWatch {
     this.#options.onChange(readiness);
   }
 
-  async #compute({ parts: stored, outage }: ObservedState): Promise<WorkerReadiness> {
+  async #compute({ parts: stored, fence, outage }: ObservedState): Promise<WorkerReadiness> {
     const workerId = this.#workerId;
     const notReady = (incarnation: string | undefined, reasons: NotReadyReason[]): WorkerReadiness => ({ ready: false, workerId, incarnation, reasons });
     if (outage !== undefined) {
       return notReady(undefined, [{ kind: 'discovery-outage', message: `discovery is unreachable: ${outage}` }]);
     }
-    const parts = newestIncarnation(stored);
-    const first = parts[0];
-    if (first === undefined) return notReady(undefined, [noParts]);
+    const newest = newestIncarnation(stored);
+    if (newest === undefined) return notReady(undefined, [noParts]);
+    const { parts, epoch } = newest;
+    const first = parts[0]!;
+    if (fence !== undefined && fence.epoch > epoch) {
+      const stale = { incarnation: first.incarnation, epoch };
+      const message = `incarnation ${first.incarnation} (epoch ${epoch}) is superseded by incarnation ${fence.incarnation} (epoch ${fence.epoch}), which has published no part yet`;
+      return notReady(fence.incarnation, [{ kind: 'superseded', message, stale }]);
+    }
     const assembled = assembleWorker(parts);
     if (!assembled.complete) {
       return notReady(first.incarnation, [
@@ -241,22 +282,34 @@ class ReadinessTracker implements WorkerReadinessWatch {
       if (reason !== undefined) failures.push({ kind: 'gate', gate: gate.name, message: `gate ${gate.name} refused: ${reason}` });
     }
     if (failures.length > 0) return notReady(first.incarnation, failures);
-    return { ready: true, workerId, incarnation: first.incarnation, worker: assembled.worker };
+    return { ready: true, workerId, incarnation: first.incarnation, epoch, worker: assembled.worker };
   }
 }
 
 const noParts: NotReadyReason = { kind: 'no-parts', message: 'no valid rank part is published' };
 
 /**
- * The valid parts of the incarnation written most recently. Publication replaces incarnations in one
- * commit, so two incarnations only meet here if an old process wrote after a new one; never mix them.
+ * The valid parts of the incarnation with the largest epoch, and that epoch. Publication replaces
+ * incarnations in one fenced commit, so two incarnations meet here only if parts were written
+ * around the fence; never mix them, and never let the older one win.
  */
-function newestIncarnation(stored: readonly StoredPart[]): RankPart[] {
-  let newest: { incarnation: string; modRevision: number } | undefined;
-  for (const { part, modRevision } of stored) {
-    if (part !== undefined && (newest === undefined || modRevision > newest.modRevision)) newest = { incarnation: part.incarnation, modRevision };
+function newestIncarnation(stored: readonly StoredPart[]): { parts: RankPart[]; epoch: number } | undefined {
+  let newest: { incarnation: string; epoch: number } | undefined;
+  for (const { part, epoch } of stored) {
+    if (part !== undefined && (newest === undefined || epoch > newest.epoch)) newest = { incarnation: part.incarnation, epoch };
   }
-  return stored.flatMap(({ part }) => (part !== undefined && part.incarnation === newest?.incarnation ? [part] : []));
+  if (newest === undefined) return undefined;
+  const parts = stored.flatMap(({ part, epoch }) => (part !== undefined && epoch === newest.epoch && part.incarnation === newest.incarnation ? [part] : []));
+  return { parts, epoch: newest.epoch };
+}
+
+/** The fence's value names the incarnation that claimed the epoch; unreadable bytes are named as such. */
+function fenceIncarnation(entry: DiscoveryEntry): string {
+  try {
+    return entryText(entry);
+  } catch {
+    return '(unreadable)';
+  }
 }
 
 function vramBanksOf(worker: Worker): VramBank[] {
@@ -278,6 +331,6 @@ function describeIncomplete(result: Extract<ReturnType<typeof assembleWorker>, {
 
 function signatureOf(readiness: WorkerReadiness): string {
   return readiness.ready
-    ? `ready ${readiness.incarnation} ${readiness.worker.ranks.map((part) => part.transport.generation).join(',')}`
+    ? `ready ${readiness.incarnation} ${readiness.epoch} ${readiness.worker.ranks.map((part) => part.transport.generation).join(',')}`
     : `not ready ${readiness.incarnation ?? ''} ${readiness.reasons.map((reason) => reason.message).join(' | ')}`;
 }

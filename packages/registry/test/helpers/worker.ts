@@ -3,6 +3,7 @@ import type { Agent, Allocation, Backend, Transport } from '@kvreuse/native-bind
 import {
   Bank,
   buildRankPart,
+  claimIncarnationEpoch,
   type DiscoveryStore,
   kvreuseOwner,
   type LeaseId,
@@ -56,7 +57,8 @@ export async function registerAndPublish(setup: WorkerSetup, prepared: readonly 
   const ranks: RegisteredRank[] = [];
   for (const { agent, banks } of prepared) ranks.push(await registerRank({ agent, banks }));
   const parts = ranks.map((rank, index) => buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared[index]!.agent)));
-  await publishRankParts(store, parts, { lease });
+  const { epoch } = await claimIncarnationEpoch(store, setup);
+  await publishRankParts(store, parts, { lease, epoch });
   return ranks;
 }
 
