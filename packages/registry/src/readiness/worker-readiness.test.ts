@@ -1,6 +1,7 @@
 import type { RankPart } from '@kvreuse/descriptors';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { rankPartsOf } from '../../test/helpers/rank-parts.js';
+import { changeLog, recordWatch } from '../../test/watch-recorder.js';
 import { localBackends, type StoreUnderTest } from '../../test/helpers/stores.js';
 import type { DiscoveryStore, LeaseId } from '../discovery/types.js';
 import type { GateVerdict, ReadinessGate } from './gate.js';
@@ -221,6 +222,36 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
       'ready inc-b',
     ]);
     expect([...new Set(incarnationByKey.values())]).toEqual(['inc-b']);
+  });
+
+  it('never reports an older incarnation ready once a newer epoch exists, whatever the older one writes later', async () => {
+    const old = rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2 });
+    const fresh = rankPartsOf({ workerId, incarnation: 'inc-b', tpSize: 2, generation: 2 });
+    const oldClaim = await claimIncarnationEpoch(store, old[0]!);
+    await publishRankParts(store, old, { lease, epoch: oldClaim.epoch });
+    await follow();
+    const freshClaim = await claimIncarnationEpoch(store, fresh[0]!);
+    await publishRankParts(store, fresh, { lease, epoch: freshClaim.epoch });
+    await until(3);
+    // A zombie of inc-a: its fenced publication and a new claim are refused...
+    await expect(publishRankParts(store, old, { lease, epoch: oldClaim.epoch })).rejects.toMatchObject({ code: 'SUPERSEDED' });
+    await expect(claimIncarnationEpoch(store, old[0]!)).rejects.toMatchObject({ code: 'SUPERSEDED', incarnation: 'inc-a' });
+    // ...and parts it writes around the fence (raw puts) never make it ready again.
+    const recorder = await recordWatch(store, workerPartsPrefix(workerId));
+    for (const part of old) await store.put(rankPartKey(part, part.parallel), encodeRankPartRecord(part, oldClaim.epoch), { lease });
+    await recorder.until('the raw writes', (notices) => changeLog(notices).length === old.length);
+    await recorder.watch.close();
+    await watch?.settled();
+    // A reader that joins now, seeing both incarnations' parts, agrees.
+    const late: string[] = [];
+    const lateWatch = await watchWorkerReadiness(store, workerId, { onChange: (readiness) => late.push(summary(readiness)) });
+    await lateWatch.close();
+    expect(late).toEqual(['ready inc-b']);
+    // With the newer parts withdrawn, only the superseded ones are left: still not ready.
+    await withdrawRankParts(store, { workerId, incarnation: 'inc-b' });
+    await until(4);
+    const superseded = `not ready inc-b: incarnation inc-a (epoch ${oldClaim.epoch}) is superseded by incarnation inc-b (epoch ${freshClaim.epoch}), which has published no part yet`;
+    expect(seen).toEqual(['ready inc-a', superseded, 'ready inc-b', superseded]);
   });
 
   it('lets the ranks of a new incarnation publish at the same time without deleting each other', async () => {
