@@ -62,7 +62,12 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     expect(error).toMatchObject({ code: 'RANK_REGISTRATION_FAILED', rank: { tpRank: 1 }, bank: { index: 29 }, nativeCode: 'BACKEND' });
     expect(rank1.agent.counters()).toMatchObject({ liveRegistrations: before.liveRegistrations, registeredBytes: before.registeredBytes });
     const { entries } = await store.list('kvreuse/');
-    expect(entries.map((entry) => entry.key)).toEqual([`kvreuse/workers/${setup.workerId}/incarnations/inc-1/pp0-tp0`]);
+    // The incarnation's epoch claim and rank 0's part; nothing of rank 1.
+    expect(entries.map((entry) => entry.key)).toEqual([
+      `kvreuse/workers/${setup.workerId}/epoch`,
+      `kvreuse/workers/${setup.workerId}/epochs/inc-1`,
+      `kvreuse/workers/${setup.workerId}/incarnations/inc-1/pp0-tp0`,
+    ]);
     await vi.waitFor(() => expect(watch.current).toMatchObject({ ready: false, reasons: [{ kind: 'incomplete', missing: [{ tpRank: 1, ppRank: 0 }] }] }), {
       timeout: 20_000,
       interval: 5,
