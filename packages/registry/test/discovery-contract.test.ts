@@ -4,9 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import {
+  claimIncarnationEpoch,
+  commitFenced,
   connectEtcdDiscovery,
   DiscoveryArgumentError,
   DiscoveryClosedError,
+  DiscoveryCompareError,
   DiscoveryKeyError,
   DiscoveryLeaseError,
   type DiscoveryStore,
@@ -14,8 +17,11 @@ import {
   entryText,
   MemoryDiscoveryStore,
   openSqliteDiscovery,
+  readWorkerEpoch,
+  SupersededError,
 } from '../src/index.js';
 import { EtcdServer, etcdBinary, etcdRequired } from './etcd-server.js';
+import { ManualClock } from './helpers/clock.js';
 import { changeLog, recordWatch } from './watch-recorder.js';
 
 // etcd's leases live at least ~2 s; these are guards, not assertions on speed.
@@ -27,7 +33,18 @@ interface Backend {
   readonly shortTtlMs: number;
   setup(): Promise<void>;
   open(): DiscoveryStore;
+  /**
+   * Lets `ms` of lease time pass. Memory and SQLite run on a manual clock: it moves, then the
+   * store is touched so that it expires what the clock passed. etcd keeps its own time: real time passes.
+   */
+  elapse(store: DiscoveryStore, ms: number): Promise<void>;
   teardown(): Promise<void>;
+}
+
+const localClock = new ManualClock();
+async function advanceLocalClock(store: DiscoveryStore, ms: number): Promise<void> {
+  localClock.advance(ms);
+  await store.get('/kvreuse-test/touch');
 }
 
 let tempDir = '';
@@ -39,7 +56,8 @@ const backends: Backend[] = [
     name: 'memory',
     shortTtlMs: 300,
     setup: async () => {},
-    open: () => new MemoryDiscoveryStore(),
+    open: () => new MemoryDiscoveryStore({ now: localClock.now }),
+    elapse: advanceLocalClock,
     teardown: async () => {},
   },
   {
@@ -48,7 +66,8 @@ const backends: Backend[] = [
     setup: async () => {
       tempDir = mkdtempSync(join(tmpdir(), 'kvreuse-discovery-'));
     },
-    open: () => openSqliteDiscovery(join(tempDir, `store-${sqliteFiles++}.db`), { pollIntervalMs: 10 }),
+    open: () => openSqliteDiscovery(join(tempDir, `store-${sqliteFiles++}.db`), { pollIntervalMs: 10, now: localClock.now, clockId: 'manual' }),
+    elapse: advanceLocalClock,
     teardown: async () => rmSync(tempDir, { recursive: true, force: true }),
   },
 ];
@@ -60,6 +79,7 @@ if (etcdBinary !== undefined || etcdRequired) {
       etcd = await EtcdServer.start();
     },
     open: () => connectEtcdDiscovery({ hosts: etcd!.url }),
+    elapse: (_store, ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     teardown: async () => etcd?.stop(),
   });
 } else {
@@ -143,6 +163,7 @@ describe.each(backends)('$name discovery store', (backend) => {
     await s.put(`${p}leased`, 'alive', { lease: lease.id });
     await s.put(`${p}kept`, 'no lease');
     expect((await s.get(`${p}leased`))?.lease).toBe(lease.id);
+    await backend.elapse(s, lease.ttlMs);
     await recorder.until('delete on expiry', (n) => changeLog(n).includes(`delete ${p}leased`));
     expect(changeLog(recorder.notices)).toEqual([`put ${p}leased`, `put ${p}kept`, `delete ${p}leased`]);
     expect(await s.get(`${p}leased`)).toBeUndefined();
@@ -153,13 +174,14 @@ describe.each(backends)('$name discovery store', (backend) => {
   test('keep-alive renews a lease past its TTL', async () => {
     const s = open();
     const p = fresh();
-    // Nine renewals half a short TTL apart outlive a lease of four short TTLs; each renewal may come
-    // up to three and a half short TTLs late (a loaded machine) before the lease would lapse.
+    // Nine renewals half a short TTL apart outlive a lease of four short TTLs. On etcd, whose lease
+    // time is real, each renewal may come up to three and a half short TTLs late (a loaded machine)
+    // before the lease would lapse; memory and SQLite run on a manual clock, so lateness cannot matter.
     const ttlMs = backend.shortTtlMs * 4;
     const lease = await s.grantLease(ttlMs);
     await s.put(`${p}renewed`, 'v', { lease: lease.id });
     for (let i = 0; i < 9; i++) {
-      await new Promise((resolve) => setTimeout(resolve, backend.shortTtlMs / 2));
+      await backend.elapse(s, backend.shortTtlMs / 2);
       await s.keepAlive(lease.id);
     }
     expect(await s.get(`${p}renewed`)).toBeDefined();
@@ -266,6 +288,91 @@ describe.each(backends)('$name discovery store', (backend) => {
     await s.put(`${p}d`, '4');
     await recorder.until('the change after the resync', (n) => changeLog(n).includes(`put ${p}d`));
     await expect(s.compact(latest + 1_000_000)).rejects.toBeInstanceOf(DiscoveryArgumentError);
+  });
+
+  test('a conditional commit applies only when every compared key is at its expected revision', async () => {
+    const s = open();
+    const p = fresh();
+    const written = await s.put(`${p}guard`, 'v1');
+    const applied = await s.commit([{ type: 'put', key: `${p}a`, value: '1' }], {
+      compare: [
+        { key: `${p}guard`, modRevision: written },
+        { key: `${p}absent`, modRevision: 0 },
+      ],
+    });
+    expect(applied).toBeGreaterThan(written);
+    expect((await s.get(`${p}a`))?.modRevision).toBe(applied);
+
+    const rewritten = await s.put(`${p}guard`, 'v2');
+    const recorder = await recordWatch(s, p);
+    const stale = await s
+      .commit(
+        [
+          { type: 'deletePrefix', prefix: p },
+          { type: 'put', key: `${p}b`, value: '2' },
+        ],
+        { compare: [{ key: `${p}guard`, modRevision: written }] },
+      )
+      .catch((error: unknown) => error);
+    expect(stale).toBeInstanceOf(DiscoveryCompareError);
+    expect(stale).toMatchObject({ code: 'DISCOVERY_COMPARE_FAILED', backend: backend.name, key: `${p}guard`, expected: written, actual: rewritten });
+    await expect(s.commit([{ type: 'put', key: `${p}c`, value: '3' }], { compare: [{ key: `${p}a`, modRevision: 0 }] })).rejects.toMatchObject({
+      key: `${p}a`,
+      expected: 0,
+      actual: applied,
+    });
+    // Nothing of the refused commits was written: the next change the watcher sees is this put.
+    await s.put(`${p}marker`, 'm');
+    await recorder.until('the marker', (n) => changeLog(n).length > 0);
+    expect(changeLog(recorder.notices)).toEqual([`put ${p}marker`]);
+    expect((await s.list(p)).entries.map((entry) => entry.key)).toEqual([`${p}a`, `${p}guard`, `${p}marker`]);
+
+    await expect(s.commit([], { compare: [{ key: `${p}guard`, modRevision: -1 }] })).rejects.toMatchObject({
+      code: 'DISCOVERY_INVALID_ARGUMENT',
+      argument: 'compare[0].modRevision',
+    });
+    await expect(s.commit([], { compare: [{ key: '', modRevision: 0 }] })).rejects.toBeInstanceOf(DiscoveryKeyError);
+  });
+
+  test('incarnation epochs: strictly increasing per worker, one per incarnation, never again for a superseded one', async () => {
+    const s = open();
+    const keyPrefix = fresh();
+    const options = { keyPrefix };
+    const first = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-1' }, options);
+    expect(await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-1' }, options)).toEqual(first);
+    const second = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-2' }, options);
+    expect(second.epoch).toBeGreaterThan(first.epoch);
+    expect(await readWorkerEpoch(s, 'w', options)).toEqual({ epoch: second.epoch, incarnation: 'inc-2' });
+    const refused = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-1' }, options).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(SupersededError);
+    expect(refused).toMatchObject({ code: 'SUPERSEDED', workerId: 'w', incarnation: 'inc-1', epoch: first.epoch, newerEpoch: second.epoch, newerIncarnation: 'inc-2' });
+    // Another worker's epochs are its own.
+    expect(await readWorkerEpoch(s, 'other', options)).toBeUndefined();
+
+    // Four ranks of one incarnation claiming at once all get the same epoch.
+    const ranks = await Promise.all([0, 1, 2, 3].map(() => claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-3' }, options)));
+    expect(new Set(ranks.map((claim) => claim.epoch)).size).toBe(1);
+    expect(ranks[0]!.epoch).toBeGreaterThan(second.epoch);
+    // Two incarnations claiming at once get two epochs; the fence names the one with the larger.
+    const [a, b] = await Promise.all(['inc-4', 'inc-5'].map((incarnation) => claimIncarnationEpoch(s, { workerId: 'w', incarnation }, options)));
+    expect(a!.epoch).not.toBe(b!.epoch);
+    expect(Math.min(a!.epoch, b!.epoch)).toBeGreaterThan(ranks[0]!.epoch);
+    const newest = a!.epoch > b!.epoch ? a! : b!;
+    expect(await readWorkerEpoch(s, 'w', options)).toEqual({ epoch: newest.epoch, incarnation: newest.incarnation });
+  });
+
+  test('a fenced commit writes only while its epoch is the newest, and tells a superseded writer so', async () => {
+    const s = open();
+    const keyPrefix = fresh();
+    const options = { keyPrefix };
+    const old = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-1' }, options);
+    const written = await commitFenced(s, old, [{ type: 'put', key: `${keyPrefix}state`, value: 'inc-1' }], 'writing state', options);
+    const current = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-2' }, options);
+    const refused = await commitFenced(s, old, [{ type: 'delete', key: `${keyPrefix}state` }], 'writing state', options).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'SUPERSEDED', incarnation: 'inc-1', newerEpoch: current.epoch, newerIncarnation: 'inc-2', operation: 'writing state' });
+    expect((await s.get(`${keyPrefix}state`))?.modRevision).toBe(written);
+    await commitFenced(s, current, [{ type: 'put', key: `${keyPrefix}state`, value: 'inc-2' }], 'writing state', options);
+    expect(entryText((await s.get(`${keyPrefix}state`))!)).toBe('inc-2');
   });
 
   test('after close every operation is refused', async () => {
