@@ -60,6 +60,7 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
   private compactedRevision = 0;
   private readonly now: () => number;
   private expiryTimer: NodeJS.Timeout | undefined;
+  private armedDeadline = Number.POSITIVE_INFINITY;
   private nextLease = 1;
   private closed = false;
 
@@ -207,13 +208,19 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
     this.armExpiry();
   }
 
+  /** Keeps one timer armed for the earliest deadline (re-armed only when that deadline changed). */
   private armExpiry(): void {
-    clearTimeout(this.expiryTimer);
-    this.expiryTimer = undefined;
     let earliest = Number.POSITIVE_INFINITY;
     for (const lease of this.leases.values()) earliest = Math.min(earliest, lease.expiresAt);
+    if (earliest === this.armedDeadline && this.expiryTimer !== undefined) return;
+    clearTimeout(this.expiryTimer);
+    this.expiryTimer = undefined;
+    this.armedDeadline = earliest;
     if (earliest === Number.POSITIVE_INFINITY) return;
-    this.expiryTimer = setTimeout(() => this.sweepExpired(), Math.max(0, earliest - this.now())).unref();
+    this.expiryTimer = setTimeout(() => {
+      this.expiryTimer = undefined;
+      this.sweepExpired();
+    }, Math.max(0, earliest - this.now())).unref();
   }
 
   private dropLease(lease: LeaseId): void {
