@@ -124,6 +124,14 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ incarnation: 'inc-2', blocks: 1 }]);
     expect(() => new InventoryPublisher(store, { ...newClaim, epoch: 0, lease: lease.id })).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'epoch' }));
     await follower.close();
+
+    // A batch written around the fence that claims the newer epoch for another incarnation is refused, not applied.
+    const rejected: [string, InventoryEventError][] = [];
+    const checking = await followInventory(store, new RetainedInventory(), { onRejected: (key, error) => rejected.push([key, error]) });
+    const forged = { version: 2, workerId: 'decode-z', incarnation: 'inc-x', epoch: newClaim.epoch, seq: 5, events: [] };
+    await store.put(fresh.key, JSON.stringify(forged));
+    await vi.waitFor(() => expect(rejected.map(([key, error]) => [key, error.path])).toEqual([[fresh.key, 'incarnation']]));
+    await checking.close();
     await store.close();
   });
 });

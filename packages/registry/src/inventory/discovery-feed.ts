@@ -126,7 +126,13 @@ export async function followInventory(
         new InventoryEventError('workerId', parsed.data.workerId, `the batch is published under worker ${expectedWorker}`),
       );
     }
-    inventory.apply(parsed.data);
+    try {
+      inventory.apply(parsed.data);
+    } catch (error) {
+      // A batch that claims another incarnation's epoch: refused like any bad batch, never thrown into the watch.
+      if (!(error instanceof InventoryEventError)) throw error;
+      options.onRejected?.(entry.key, error);
+    }
   };
   const replaceWith = (entries: readonly DiscoveryEntry[]) => {
     const present = new Set(entries.map((entry) => entry.key.slice(prefix.length)));
