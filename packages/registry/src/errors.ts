@@ -3,8 +3,37 @@
 
 export type DiscoveryBackend = 'memory' | 'sqlite' | 'etcd';
 
+/** Every `code` a registry error carries. */
+export type RegistryErrorCode =
+  | 'DISCOVERY_INVALID_KEY'
+  | 'DISCOVERY_INVALID_VALUE'
+  | 'DISCOVERY_INVALID_ARGUMENT'
+  | 'DISCOVERY_INVALID_SETTINGS'
+  | 'DISCOVERY_LEASE_NOT_FOUND'
+  | 'DISCOVERY_CLOSED'
+  | 'DISCOVERY_UNAVAILABLE'
+  | 'INVENTORY_INVALID_BLOCK_INPUT'
+  | 'INVENTORY_INVALID_EVENT'
+  | 'INVENTORY_WITHDRAWN'
+  | 'INVALID_BANK'
+  | 'BANK_INVALID_TRANSITION'
+  | 'BANK_ALREADY_REGISTERED'
+  | 'BANK_ALREADY_RELEASED'
+  | 'BANK_REINSTATE_REFUSED'
+  | 'BANK_IN_USE'
+  | 'BANK_REFERENCE_ALREADY_RELEASED'
+  | 'BANK_OWNER_RELEASE_FAILED'
+  | 'RANK_REGISTRATION_FAILED'
+  | 'RANK_RELEASE_FAILED'
+  | 'INVALID_RANK_BANKS'
+  | 'RANK_PART_REFUSED'
+  | 'RANK_PART_PUBLICATION_REFUSED'
+  | 'DISCOVERY_COMPARE_FAILED'
+  | 'SUPERSEDED'
+  | 'INVALID_REGISTRY_OPTION';
+
 export abstract class RegistryError extends Error {
-  abstract readonly code: string;
+  abstract readonly code: RegistryErrorCode;
 
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
@@ -12,16 +41,24 @@ export abstract class RegistryError extends Error {
   }
 }
 
-function describe(value: unknown): string {
+/** Renders a refused value for a message: strings quoted, bigints with `n`, NaN and ±Infinity as themselves (JSON would print null). */
+export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
   if (value instanceof Uint8Array) return `${value.byteLength} bytes`;
   if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'number' || value === undefined) return String(value);
+  if (typeof value === 'function') return 'a function';
   try {
-    return JSON.stringify(value) ?? String(value);
+    const text = JSON.stringify(value, (_key, inner: unknown) =>
+      typeof inner === 'bigint' ? `${inner}n` : typeof inner === 'number' && !Number.isFinite(inner) ? String(inner) : inner,
+    );
+    return text ?? String(value);
   } catch {
     return String(value);
   }
 }
+
+const describe = describeValue;
 
 /** A key or prefix that discovery refuses: not a string, empty where a key is needed, or too long. */
 export class DiscoveryKeyError extends RegistryError {
@@ -293,19 +330,31 @@ export class BankOwnerReleaseError extends RegistryError {
   }
 }
 
-/** A bank whose native deregistration failed; it is retained (never handed back) until proven unused. */
+/**
+ * A bank that was not handed back, and what keeps it: `quarantine` (a live operation may touch it),
+ * `native-refusal` (the native layer refused to deregister it; it is retained, never handed back) or
+ * `owner-refusal` (deregistered, but its owner refused it back; it stays `releasing` and
+ * `completeRelease()` retries).
+ */
 export interface RetainedBank {
   readonly bank: BankLabel;
-  /** The native status name, e.g. `BUSY`, or the error's name when it was not a native error. */
-  readonly code: string;
-  readonly message: string;
+  readonly retainedBy: BankRetainedBy | 'owner-refusal';
+  /**
+   * The code of the refusal when one was seen: the native status name (`BUSY`), or the error's
+   * code (`BANK_IN_USE`, `BANK_OWNER_RELEASE_FAILED`) or name when it was not a native error.
+   */
+  readonly code?: string;
+  /** Why, in words. */
+  readonly reason: string;
 }
 
 /**
  * `registerRank` failed and rolled back. `bank` is the bank that failed (undefined when the call was
  * aborted or ran out of time between banks), `nativeCode` the native status name (`NOT_SUPPORTED`,
- * `INVALID_PARAM`, …), or kvreuse's own `ABORTED` / `DEADLINE`; `rolledBack` lists the banks deregistered again, in the order it happened, and
- * `retained` the banks whose rollback failed.
+ * `INVALID_PARAM`, …), or kvreuse's own `ABORTED` / `DEADLINE` / `STATE_CHANGED` (a bank of the rank was
+ * changed by someone else while the call waited between banks; `bank` names it, and it is left as they
+ * left it); `rolledBack` lists the banks deregistered again, in the order it happened, and `retained`
+ * the banks whose rollback failed.
  */
 export class RankRegistrationError extends RegistryError {
   readonly code = 'RANK_REGISTRATION_FAILED';
@@ -324,7 +373,7 @@ export class RankRegistrationError extends RegistryError {
     const kept =
       retained.length === 0
         ? ''
-        : `; rollback FAILED for ${retained.map((r) => `bank ${r.bank.index} (${r.code}: ${r.message})`).join(', ')}, retained`;
+        : `; rollback FAILED for ${retained.map((r) => `bank ${r.bank.index} (${r.reason})`).join(', ')}, retained`;
     super(`registering ${where} failed with ${nativeCode}${detail === '' ? '' : `: ${detail}`}; ${undone}${kept}`, options);
   }
 }
@@ -338,8 +387,8 @@ export class RankReleaseError extends RegistryError {
     readonly unreturned: readonly RetainedBank[],
   ) {
     const parts = [
-      ...retained.map((r) => `bank ${r.bank.index} not deregistered (${r.code}: ${r.message}), retained`),
-      ...unreturned.map((r) => `bank ${r.bank.index} deregistered but not handed back (${r.message}), still releasing`),
+      ...retained.map((r) => `bank ${r.bank.index} not deregistered (${r.reason}), retained`),
+      ...unreturned.map((r) => `bank ${r.bank.index} deregistered but not handed back (${r.reason}), still releasing`),
     ];
     super(`releasing rank (tp ${rank.tpRank}, pp ${rank.ppRank}) was incomplete: ${parts.join('; ')}`);
   }
@@ -410,5 +459,19 @@ export class SupersededError extends RegistryError {
         ? "the worker's epoch record is gone"
         : `incarnation ${describe(newerIncarnation)} holds epoch ${newerEpoch}`;
     super(`worker ${describe(workerId)} incarnation ${describe(incarnation)}${own} is superseded (${newer}); ${operation} refused, and it must not publish again`);
+  }
+}
+
+// ---- Options ------------------------------------------------------------------------------------
+
+/** An option of a registry function or constructor that is missing or has the wrong shape; `option` names it. */
+export class InvalidRegistryOptionError extends RegistryError {
+  readonly code = 'INVALID_REGISTRY_OPTION';
+  constructor(
+    readonly option: string,
+    readonly value: unknown,
+    readonly rule: string,
+  ) {
+    super(`${option} = ${describe(value)} is refused: ${rule}`);
   }
 }

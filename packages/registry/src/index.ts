@@ -1,6 +1,6 @@
 export * from './errors.js';
 export * from './discovery/index.js';
-export { Bank, type BankReference, type BankRegion, type BankSpec } from './banks/bank.js';
+export { Bank, type BankReference, type BankSpec } from './banks/bank.js';
 export { type BankOwner, frameworkOwner, type FrameworkOwner, kvreuseOwner, type KvreuseOwner, type OwnedAllocation } from './banks/owner.js';
 export {
   type BanksDeregistration,

@@ -10,7 +10,8 @@ import {
   InvalidBankError,
   type BankState,
 } from '../errors.js';
-import { Bank, type BankRegion, type BankSpec } from './bank.js';
+import type { Region } from '@kvreuse/native-bindings';
+import { Bank, type BankSpec } from './bank.js';
 import { frameworkOwner, kvreuseOwner } from './owner.js';
 
 const spec: BankSpec = {
@@ -37,7 +38,7 @@ async function bankIn(state: BankState): Promise<Bank> {
   if (state === 'owned') return bank;
   bank.beginRegistration();
   if (state === 'registering') return bank;
-  bank.completeRegistration(region(7));
+  bank.completeRegistration(region(7), 'test-agent');
   if (state === 'registered') return bank;
   if (state === 'retained') {
     bank.retain('test');
@@ -96,7 +97,7 @@ describe('Bank ownership state machine', () => {
     const { bank, releases } = frameworkBank();
     bank.beginRegistration();
     expect(bank.state).toBe('registering');
-    bank.completeRegistration(region(42));
+    bank.completeRegistration(region(42), 'test-agent');
     expect([bank.state, bank.region?.id]).toEqual(['registered', 42]);
     bank.beginRelease();
     expect(bank.state).toBe('releasing');
@@ -164,7 +165,7 @@ describe('Bank ownership state machine', () => {
   it('retains a registered bank, keeps its registration, and releases it only once unreferenced', async () => {
     const { bank, releases } = frameworkBank();
     bank.beginRegistration();
-    bank.completeRegistration(region(9));
+    bank.completeRegistration(region(9), 'test-agent');
     const reference = bank.acquire();
     bank.retain('operation 12 past its abandon deadline');
     expect([bank.state, bank.region?.id, bank.retainedReason]).toEqual(['retained', 9, 'operation 12 past its abandon deadline']);
@@ -185,7 +186,7 @@ describe('Bank ownership state machine', () => {
   });
 
   it.each([
-    ['completeRegistration', (bank: Bank) => bank.completeRegistration(region(1)), ['owned', 'registered', 'releasing', 'returned', 'retained']],
+    ['completeRegistration', (bank: Bank) => bank.completeRegistration(region(1), 'test-agent'), ['owned', 'registered', 'releasing', 'returned', 'retained']],
     ['abortRegistration', (bank: Bank) => bank.abortRegistration(), ['owned', 'registered', 'releasing', 'returned', 'retained']],
     ['undoRegistration', (bank: Bank) => bank.undoRegistration(), ['owned', 'registering', 'releasing', 'returned', 'retained']],
     ['markDeregistered', (bank: Bank) => bank.markDeregistered(), ['owned', 'registering', 'registered', 'returned', 'retained']],
@@ -293,7 +294,7 @@ describe('Bank retention and reinstatement', () => {
     const owner = bank.owner;
     bank.beginRegistration();
     const registration = region(9);
-    bank.completeRegistration(registration);
+    bank.completeRegistration(registration, 'test-agent');
     const operation = bank.acquire();
     bank.retain(quarantine, 'quarantine');
     operation.release();
@@ -376,8 +377,8 @@ describe('Bank retention and reinstatement', () => {
 });
 
 /** The bank only records its region; native registration is exercised in registration tests. */
-function region(id: number): BankRegion {
-  return { id, deregister: () => {} };
+function region(id: number): Region {
+  return { id, deregister: () => {} } as unknown as Region;
 }
 
 function captureError(fn: () => unknown): unknown {

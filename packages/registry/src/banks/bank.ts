@@ -31,9 +31,6 @@ export interface BankSpec {
   readonly blockStride: bigint;
 }
 
-/** A live native registration of a bank's memory. */
-export type BankRegion = Pick<Region, 'id' | 'deregister'>;
-
 /** A hold on a registered bank (an operation that may touch it); the bank cannot be released while any is held. */
 export interface BankReference {
   readonly bank: Bank;
@@ -65,7 +62,8 @@ export interface Bank extends BankSpec {
  */
 export class Bank implements BankLabel {
   #state: BankState = 'owned';
-  #region: BankRegion | undefined;
+  #region: Region | undefined;
+  #agentName: string | undefined;
   #references = 0;
   #retainedReason: string | undefined;
   #retainedBy: BankRetainedBy | undefined;
@@ -78,6 +76,7 @@ export class Bank implements BankLabel {
 
   /** Takes a bank into kvreuse's care, in state `owned`. Registers nothing. */
   static adopt(spec: BankSpec, owner: BankOwner): Bank {
+    if (typeof spec !== 'object' || spec === null) throw new InvalidBankError('spec', spec, 'must be an object describing the bank');
     validateSpec(spec);
     validateOwner(spec, owner);
     return new Bank(spec, owner);
@@ -88,8 +87,13 @@ export class Bank implements BankLabel {
   }
 
   /** The native registration while the bank is registered (or retained, or releasing before deregistration). */
-  get region(): BankRegion | undefined {
+  get region(): Region | undefined {
     return this.#region;
+  }
+
+  /** The name of the agent that holds `region`, while the bank has one: with it, the region names exactly one registration. */
+  get agentName(): string | undefined {
+    return this.#agentName;
   }
 
   get references(): number {
@@ -124,9 +128,15 @@ export class Bank implements BankLabel {
     this.#state = 'registering';
   }
 
-  completeRegistration(region: BankRegion): void {
+  /** The native registration succeeded: `region` of the agent named `agentName` holds the bank's memory. */
+  completeRegistration(region: Region, agentName: string): void {
     this.#expect(['registering'], 'complete registration');
+    if (typeof region !== 'object' || region === null || typeof region.deregister !== 'function') {
+      throw new InvalidBankError('region', region, 'must be the Region the native agent returned from register()');
+    }
+    if (typeof agentName !== 'string' || agentName === '') throw new InvalidBankError('agentName', agentName, 'must name the agent that registered it');
     this.#region = region;
+    this.#agentName = agentName;
     this.#state = 'registered';
   }
 
@@ -141,6 +151,7 @@ export class Bank implements BankLabel {
     this.#expect(['registered'], 'undo registration');
     this.#refuseIfReferenced('undo registration');
     this.#region = undefined;
+    this.#agentName = undefined;
     this.#state = 'owned';
   }
 
@@ -172,6 +183,7 @@ export class Bank implements BankLabel {
   markDeregistered(): void {
     this.#expect(['releasing'], 'mark deregistered');
     this.#region = undefined;
+    this.#agentName = undefined;
   }
 
   /**

@@ -2,8 +2,16 @@ import { type Agent, type Allocation, loadTransport, type Region } from '@kvreus
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { frameworkBanks, kvreuseBanks, PAGE } from '../../test/helpers/rank-memory.js';
 import { Bank } from '../banks/bank.js';
-import { frameworkOwner } from '../banks/owner.js';
-import { BankAlreadyRegisteredError, BankAlreadyReleasedError, BankInUseError, InvalidRankBanksError, RankRegistrationError, RankReleaseError } from '../errors.js';
+import { frameworkOwner, kvreuseOwner } from '../banks/owner.js';
+import {
+  BankAlreadyRegisteredError,
+  BankAlreadyReleasedError,
+  BankInUseError,
+  InvalidRankBanksError,
+  InvalidRegistryOptionError,
+  RankRegistrationError,
+  RankReleaseError,
+} from '../errors.js';
 import { deregisterBanks, registerRank, type RegistrationAgent, releaseBanks, releaseRank, returnBanks } from './register-rank.js';
 
 const transport = loadTransport();
@@ -218,7 +226,7 @@ describe('registerRank against real native refusals', () => {
     expect(error).toMatchObject({ nativeCode: 'DEADLINE', bank: undefined, detail: 'not registered within 250 ms; 2 of 4 banks were' });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
-    await expect(registerRank({ agent, banks, timeoutMs: -1 })).rejects.toThrow(InvalidRankBanksError);
+    await expect(registerRank({ agent, banks, timeoutMs: -1 })).rejects.toThrow(InvalidRegistryOptionError);
     closeAgent(agent);
   });
 
@@ -289,6 +297,179 @@ describe('registerRank against real native refusals', () => {
     await retained.completeRelease();
     expect([retained.state, returned]).toEqual(['returned', [1]]);
     expect(snapshot(agent, [])).toMatchObject({ agent: before.agent });
+    closeAgent(agent);
+  });
+});
+
+/**
+ * Interleavings: while `registerRank` waits between banks (it yields a turn of the event loop after
+ * each bank when given a signal), something else happens to the rank. The injection is queued with
+ * `setImmediate` from inside the k-th registration, so it runs at exactly the k-th await point,
+ * before the call resumes.
+ */
+type Interference = 'pending bank registered elsewhere' | 'pending bank released elsewhere' | 'registered bank released, owner throws' | 'abort';
+const interleavingSizes = [1, 3, 6, 7];
+const interferences: readonly Interference[] = ['pending bank registered elsewhere', 'pending bank released elsewhere', 'registered bank released, owner throws', 'abort'];
+const interleavings = interleavingSizes.flatMap((count) =>
+  interferences.flatMap((interference) =>
+    Array.from({ length: count }, (_, point) => ({ count, point, interference }))
+      // After the last bank no bank is pending any more.
+      .filter(({ point }) => !(interference.startsWith('pending') && point === count - 1)),
+  ),
+);
+
+/** A rank whose owners refuse their memory back (the framework's callback throws, kvreuse's free throws). */
+function refusingRankMemory(source: MemorySource, agent: Agent, count: number) {
+  const refusal = () => {
+    throw new Error('the owner refuses its memory back');
+  };
+  if (source === 'kvreuse') {
+    const { banks, allocations } = kvreuseBanks(agent, rank, count, shape);
+    const refusing = banks.map((bank, index) => Bank.adopt(bank, kvreuseOwner({ address: allocations[index]!.address, bytes: allocations[index]!.bytes, free: refusal })));
+    return { banks: refusing, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => allocations.forEach((a) => a.isOpen && a.free()) };
+  }
+  const { banks, returned } = frameworkBanks(rank, count, shape);
+  const refusing = banks.map((bank) => Bank.adopt(bank, frameworkOwner(bank.owner.kind === 'framework' ? bank.owner.token : undefined, refusal)));
+  return { banks: refusing, ownersKeptTheirMemory: () => returned.length === 0, dispose: () => {} };
+}
+
+describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted between banks, %s-owned memory', (source) => {
+  it.each(interleavings)('$count banks, at await point $point: $interference → no registration left, every owner as before', async ({ count, point, interference }) => {
+    const agent = newAgent();
+    const memory = refusingRankMemory(source, agent, count);
+    const { banks } = memory;
+    const before = snapshot(agent, banks);
+    const abort = new AbortController();
+    let interfered: Bank | undefined;
+    let ownerRefusal: unknown;
+    const inject = () => {
+      if (interference === 'abort') return abort.abort(new Error('the worker is shutting down'));
+      if (interference === 'pending bank registered elsewhere') {
+        interfered = banks[point + 1]!;
+        return interfered.beginRegistration();
+      }
+      if (interference === 'pending bank released elsewhere') {
+        interfered = banks[point + 1]!;
+        return interfered.beginRelease();
+      }
+      // Another caller releases a bank this call registered; its owner refuses the memory back.
+      interfered = banks[point]!;
+      void releaseBanks([interfered]).then((release) => (ownerRefusal = release.unreturned[0]));
+    };
+    let registrations = 0;
+    const interruptedAgent: RegistrationAgent = {
+      name: agent.name,
+      register(range) {
+        const region = agent.register(range);
+        if (registrations++ === point) setImmediate(inject);
+        return region;
+      },
+    };
+
+    const error = await registerRank({ agent: interruptedAgent, banks, signal: abort.signal }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(RankRegistrationError);
+    const failure = error as RankRegistrationError;
+    expect(agent.counters()).toMatchObject({ liveRegistrations: before.agent.liveRegistrations, registeredBytes: before.agent.registeredBytes });
+    expect(memory.ownersKeptTheirMemory()).toBe(true);
+    expect(failure.retained).toEqual([]);
+    if (interference === 'abort') {
+      expect(failure).toMatchObject({ nativeCode: 'ABORTED', bank: undefined, detail: 'the worker is shutting down' });
+      expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: point + 1 }, (_, i) => point - i));
+      expect(snapshot(agent, banks)).toEqual(before);
+    } else {
+      expect(failure).toMatchObject({ nativeCode: 'STATE_CHANGED', bank: interfered!.label() });
+      expect(failure.message).toContain(`bank ${interfered!.index} of rank (tp 2, pp 0)`);
+      // Every bank but the one changed by someone else is exactly as before.
+      const others = banks.filter((bank) => bank !== interfered);
+      expect(snapshot(agent, others).banks).toEqual(before.banks.filter((_, index) => index !== interfered!.index));
+      const expectedState = { 'pending bank registered elsewhere': 'registering', 'pending bank released elsewhere': 'releasing', 'registered bank released, owner throws': 'releasing' }[interference];
+      expect([interfered!.state, interfered!.region]).toEqual([expectedState, undefined]);
+      if (interference === 'registered bank released, owner throws') {
+        expect(ownerRefusal).toMatchObject({ bank: interfered!.label(), code: 'BANK_OWNER_RELEASE_FAILED' });
+        expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: point + 1 }, (_, i) => point - i).filter((index) => index !== interfered!.index));
+      } else {
+        expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: point + 1 }, (_, i) => point - i));
+      }
+    }
+    memory.dispose();
+    closeAgent(agent);
+  });
+});
+
+describe('registerRank when the bank changes during its own native registration', () => {
+  it('deregisters the region it was just given and rolls back the others (STATE_CHANGED)', async () => {
+    const agent = newAgent();
+    const { banks, returned } = frameworkBanks(rank, 3, shape);
+    const before = snapshot(agent, banks);
+    let registrations = 0;
+    const agentThatAbortsBank1: RegistrationAgent = {
+      name: agent.name,
+      register(range) {
+        const region = agent.register(range);
+        // Someone else declares bank 1's registration failed while the native call runs.
+        if (++registrations === 2) banks[1]!.abortRegistration();
+        return region;
+      },
+    };
+    const error = (await registerRank({ agent: agentThatAbortsBank1, banks }).catch((e: unknown) => e)) as RankRegistrationError;
+    expect(error).toMatchObject({ code: 'RANK_REGISTRATION_FAILED', nativeCode: 'STATE_CHANGED', bank: { index: 1 } });
+    expect(error.detail).toMatch(/during its native registration: .*cannot complete registration while owned/);
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual([0]);
+    expect(snapshot(agent, banks)).toEqual(before);
+    expect(returned).toEqual([]);
+    closeAgent(agent);
+  });
+
+  it('rolls back after a throw that is not a native error (the error name is the code)', async () => {
+    const agent = newAgent();
+    const { banks } = frameworkBanks(rank, 3, shape);
+    const before = snapshot(agent, banks);
+    let registrations = 0;
+    const throwingAgent: RegistrationAgent = {
+      name: agent.name,
+      register(range) {
+        if (++registrations === 3) throw new RangeError('the engine moved its pool');
+        return agent.register(range);
+      },
+    };
+    const error = (await registerRank({ agent: throwingAgent, banks }).catch((e: unknown) => e)) as RankRegistrationError;
+    expect(error).toMatchObject({ nativeCode: 'RangeError', detail: 'the engine moved its pool', bank: { index: 2 } });
+    expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
+    expect(snapshot(agent, banks)).toEqual(before);
+    closeAgent(agent);
+  });
+});
+
+describe('registerRank, releaseRank and releaseBanks refuse options of the wrong shape, naming the option', () => {
+  it.each([
+    ['no options', undefined, 'options'],
+    ['no agent', { banks: [] }, 'agent'],
+    ['an agent without register()', { agent: { name: 'a' }, banks: [] }, 'agent.register'],
+    ['an agent without a name', { agent: { register: () => undefined }, banks: [] }, 'agent.name'],
+    ['no banks', { agent: { name: 'a', register: () => undefined } }, 'banks'],
+    ['a timeout of NaN', { agent: { name: 'a', register: () => undefined }, banks: [], timeoutMs: Number.NaN }, 'timeoutMs'],
+    ['a signal that is not an AbortSignal', { agent: { name: 'a', register: () => undefined }, banks: [], signal: { aborted: false } }, 'signal'],
+  ])('registerRank with %s', async (_label, options, option) => {
+    const error = await registerRank(options as never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidRegistryOptionError);
+    expect(error).toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option });
+  });
+
+  it('names NaN as NaN', async () => {
+    await expect(registerRank({ agent: { name: 'a', register: () => undefined as never }, banks: [], timeoutMs: Number.NaN })).rejects.toThrow(
+      'timeoutMs = NaN is refused: must be a positive number of milliseconds',
+    );
+  });
+
+  it('refuses banks that are not Banks, in every function that takes banks', async () => {
+    const agent = newAgent();
+    const spec = frameworkBanks(rank, 1, shape).banks[0]!.label();
+    await expect(registerRank({ agent, banks: [spec as never] })).rejects.toMatchObject({ code: 'INVALID_RANK_BANKS', field: 'banks[0]' });
+    await expect(releaseBanks(undefined as never)).rejects.toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option: 'banks' });
+    await expect(releaseRank({ ...rank, agent, banks: [spec as never] })).rejects.toMatchObject({ code: 'INVALID_RANK_BANKS', field: 'rank.banks[0]' });
+    await expect(releaseRank(undefined as never)).rejects.toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option: 'rank' });
+    expect(agent.counters().liveRegistrations).toBe(0);
     closeAgent(agent);
   });
 });
@@ -364,7 +545,7 @@ describe('releaseRank', () => {
     const agent = newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     const registered = await registerRank({ agent, banks });
-    const held = holdReadInto(agent, banks[1]!.region as Region);
+    const held = holdReadInto(agent, banks[1]!.region!);
     const error = await releaseRank(registered).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RankReleaseError);
     expect((error as RankReleaseError).retained).toMatchObject([{ bank: { index: 1 }, code: 'BUSY' }]);

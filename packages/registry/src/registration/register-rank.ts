@@ -1,5 +1,5 @@
-import type { Agent } from '@kvreuse/native-bindings';
-import type { Bank, BankRegion } from '../banks/bank.js';
+import type { Agent, Region } from '@kvreuse/native-bindings';
+import { Bank } from '../banks/bank.js';
 import {
   BankAlreadyReleasedError,
   BankInUseError,
@@ -9,6 +9,7 @@ import {
   type BankLabel,
   type RetainedBank,
 } from '../errors.js';
+import { checkArray, checkDurationMs, checkFunction, checkNonEmptyString, checkOptionsObject, checkSignal } from '../options.js';
 
 /** The part of a native agent that registration uses. */
 export type RegistrationAgent = Pick<Agent, 'name' | 'register'>;
@@ -33,46 +34,91 @@ export interface RegisteredRank {
 
 /**
  * Registers every bank of one rank with the native agent, as one transaction: either every bank
- * ends `registered`, or — on a native error, an overlap, unsupported vram, the deadline or an abort — every bank
- * this call registered is deregistered again in reverse order, each bank is back in the state and
- * with the owner it had, and `RankRegistrationError` names the failing bank, the native code and
- * what was rolled back. A bank whose rollback fails is retained (never handed back) and reported.
+ * ends `registered`, or — on a native error, an overlap, unsupported vram, the deadline, an abort, or
+ * a bank of the rank changed by someone else while the call waited between banks (`STATE_CHANGED`) —
+ * every bank this call registered and still holds is deregistered again in reverse order, each bank
+ * is back in the state and with the owner it had, and `RankRegistrationError` names the failing bank,
+ * the code and what was rolled back. A bank whose rollback fails is retained (never handed back) and
+ * reported; a bank someone else changed is left as they left it.
  */
 export async function registerRank(options: RegisterRankOptions): Promise<RegisteredRank> {
-  const { agent, banks, signal, timeoutMs } = options;
-  if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
-    throw new InvalidRankBanksError('timeoutMs', timeoutMs, 'must be a positive number of milliseconds');
-  }
+  const { agent, banks, signal, timeoutMs } = checkRegisterRankOptions(options);
   const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
   const first = checkOneRank(banks);
   const rank = { tpRank: first.tpRank, ppRank: first.ppRank };
   // Refuse a bank in the wrong state before touching anything native.
   for (const bank of banks) bank.assertRegistrable();
 
-  const registered: Bank[] = [];
-  for (const bank of banks) {
-    if (signal?.aborted === true) {
-      throw rollBack(rank, registered, undefined, 'ABORTED', abortDetail(signal), signal.reason);
-    }
+  const registered = new Map<Bank, Region>();
+  const checkpoint = () => {
+    checkUnchanged(registered);
+    if (signal?.aborted === true) throw new RegistrationFailure(undefined, 'ABORTED', abortDetail(signal), signal.reason);
     if (deadline !== undefined && performance.now() > deadline) {
-      throw rollBack(rank, registered, undefined, 'DEADLINE', `not registered within ${timeoutMs} ms; ${registered.length} of ${banks.length} banks were`, undefined);
+      throw new RegistrationFailure(undefined, 'DEADLINE', `not registered within ${timeoutMs} ms; ${registered.size} of ${banks.length} banks were`, undefined);
     }
-    bank.beginRegistration();
-    let region: BankRegion;
-    try {
-      // The native layer counts dram as one device; a dram bank's deviceId is its NUMA node.
-      region = agent.register({ address: bank.address, bytes: bank.bytes, kind: bank.memKind, device: bank.memKind === 'vram' ? bank.deviceId : 0 });
-    } catch (cause) {
-      bank.abortRegistration();
-      const { code, detail } = describeFailure(cause);
-      throw rollBack(rank, registered, bank, code, detail, cause);
+  };
+  try {
+    for (const bank of banks) {
+      checkpoint();
+      registered.set(bank, registerBank(agent, bank));
+      // Registration is a synchronous native call: give an abort (a timer, the caller) a turn of the event loop.
+      if (signal !== undefined) await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    bank.completeRegistration(region);
-    registered.push(bank);
-    // Registration is a synchronous native call: give an abort (a timer, the caller) a turn of the event loop.
-    if (signal !== undefined) await new Promise<void>((resolve) => setImmediate(resolve));
+    checkpoint();
+  } catch (error) {
+    const failure = error instanceof RegistrationFailure ? error : new RegistrationFailure(undefined, ...describeFailure(error), error);
+    throw rollBack(rank, registered, failure);
   }
   return { ...rank, agent, banks: [...banks] };
+}
+
+/** Why a registration stopped: the failing bank (if one), a native or kvreuse code, and a detail. */
+class RegistrationFailure {
+  constructor(
+    readonly bank: Bank | undefined,
+    readonly code: string,
+    readonly detail: string,
+    readonly cause: unknown,
+  ) {}
+}
+
+/** Registers one bank natively and records it; a bank someone changed meanwhile is refused (`STATE_CHANGED`). */
+function registerBank(agent: RegistrationAgent, bank: Bank): Region {
+  try {
+    bank.beginRegistration();
+  } catch (cause) {
+    throw new RegistrationFailure(bank, 'STATE_CHANGED', `changed by someone else while the registration waited: ${describeFailure(cause)[1]}`, cause);
+  }
+  let region: Region;
+  try {
+    // The native layer counts dram as one device; a dram bank's deviceId is its NUMA node.
+    region = agent.register({ address: bank.address, bytes: bank.bytes, kind: bank.memKind, device: bank.memKind === 'vram' ? bank.deviceId : 0 });
+  } catch (cause) {
+    if (bank.state === 'registering') bank.abortRegistration();
+    throw new RegistrationFailure(bank, ...describeFailure(cause), cause);
+  }
+  try {
+    bank.completeRegistration(region, agent.name);
+  } catch (cause) {
+    // The bank left `registering` during the native call: the registration is this call's alone to undo.
+    try {
+      region.deregister();
+    } catch {
+      // Reported below through the failure; the native layer keeps refusing what it refused.
+    }
+    throw new RegistrationFailure(bank, 'STATE_CHANGED', `changed by someone else during its native registration: ${describeFailure(cause)[1]}`, cause);
+  }
+  return region;
+}
+
+/** Refuses (`STATE_CHANGED`) when a bank this call registered is no longer registered with the region it was given. */
+function checkUnchanged(registered: ReadonlyMap<Bank, Region>): void {
+  for (const [bank, region] of registered) {
+    if (bank.state !== 'registered' || bank.region !== region) {
+      const now = bank.region === region ? bank.state : `${bank.state}, its registration replaced`;
+      throw new RegistrationFailure(bank, 'STATE_CHANGED', `registered by this call, then changed by someone else while it waited: now ${now}`, undefined);
+    }
+  }
 }
 
 /** What `releaseBanks` did with each bank it was given. */
@@ -113,6 +159,7 @@ export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease
  * and handing back (the drain layer reports them as separate steps). Never throws for one bank.
  */
 export function deregisterBanks(banks: readonly Bank[]): BanksDeregistration {
+  checkBanks('banks', banks);
   const referenced: Bank[] = [];
   const retained: RetainedBank[] = [];
   const deregistered: Bank[] = [];
@@ -128,9 +175,9 @@ export function deregisterBanks(banks: readonly Bank[]): BanksDeregistration {
       try {
         region.deregister();
       } catch (cause) {
-        const failure = retainedBank(bank, cause);
-        bank.retain(`deregistration failed with ${failure.code}: ${failure.message}`);
-        retained.push(failure);
+        const [code, detail] = describeFailure(cause);
+        bank.retain(`deregistration failed with ${code}: ${detail}`);
+        retained.push({ bank: bank.label(), retainedBy: 'native-refusal', code, reason: bank.retainedReason ?? detail });
         continue;
       }
       bank.markDeregistered();
@@ -145,6 +192,7 @@ export function deregisterBanks(banks: readonly Bank[]): BanksDeregistration {
  * A bank its owner refuses stays `releasing` and is listed in `unreturned`; never throws for one bank.
  */
 export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<BanksRelease, 'returned' | 'unreturned'>> {
+  checkBanks('deregistered', deregistered);
   const returned: BankLabel[] = [];
   const unreturned: RetainedBank[] = [];
   for (const bank of deregistered) {
@@ -152,7 +200,8 @@ export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<B
       await bank.completeRelease();
       returned.push(bank.label());
     } catch (cause) {
-      unreturned.push(retainedBank(bank, cause));
+      const [code, detail] = describeFailure(cause);
+      unreturned.push({ bank: bank.label(), retainedBy: 'owner-refusal', code, reason: `its owner refused it back: ${detail}` });
     }
   }
   return { returned, unreturned };
@@ -165,6 +214,8 @@ export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<B
  * `releasing`; both are reported together after every other bank was handled.
  */
 export async function releaseRank(rank: RegisteredRank): Promise<void> {
+  checkOptionsObject('rank', rank);
+  checkBanks('rank.banks', rank.banks);
   for (const bank of rank.banks) {
     if (bank.references > 0) throw new BankInUseError(bank, bank.references, 'release its rank');
     if (bank.state === 'releasing' || bank.state === 'returned') throw new BankAlreadyReleasedError(bank, bank.state, 'release its rank');
@@ -173,31 +224,44 @@ export async function releaseRank(rank: RegisteredRank): Promise<void> {
   if (retained.length > 0 || unreturned.length > 0) throw new RankReleaseError(rank, retained, unreturned);
 }
 
-function rollBack(
-  rank: { tpRank: number; ppRank: number },
-  registered: readonly Bank[],
-  failed: Bank | undefined,
-  code: string,
-  detail: string,
-  cause: unknown,
-): RankRegistrationError {
+function rollBack(rank: { tpRank: number; ppRank: number }, registered: ReadonlyMap<Bank, Region>, failure: RegistrationFailure): RankRegistrationError {
   const rolledBack: BankLabel[] = [];
   const retained: RetainedBank[] = [];
-  for (const bank of [...registered].reverse()) {
+  for (const [bank, region] of [...registered].reverse()) {
+    // Changed by someone else while the call waited (released, say): no longer this call's to undo.
+    if (bank.state !== 'registered' || bank.region !== region) continue;
     try {
       // Someone took a reference while the call waited between banks: that bank cannot be undone.
       if (bank.references > 0) throw new BankInUseError(bank, bank.references, 'roll back its registration');
-      bank.region?.deregister();
+      region.deregister();
     } catch (rollbackCause) {
-      const failure = retainedBank(bank, rollbackCause);
-      bank.retain(`rollback of a failed rank registration could not deregister it: ${failure.code}: ${failure.message}`);
-      retained.push(failure);
+      const [code, detail] = describeFailure(rollbackCause);
+      bank.retain(`rollback of a failed rank registration could not deregister it: ${code}: ${detail}`);
+      retained.push({ bank: bank.label(), retainedBy: 'native-refusal', code, reason: `${code}: ${detail}` });
       continue;
     }
     bank.undoRegistration();
     rolledBack.push(bank.label());
   }
-  return new RankRegistrationError(rank, failed === undefined ? undefined : failed.label(), code, detail, rolledBack, retained, { cause });
+  const { bank, code, detail, cause } = failure;
+  return new RankRegistrationError(rank, bank?.label(), code, detail, rolledBack, retained, { cause });
+}
+
+function checkRegisterRankOptions(options: RegisterRankOptions): RegisterRankOptions {
+  checkOptionsObject('options', options);
+  const agent = checkOptionsObject('agent', options.agent);
+  checkNonEmptyString('agent.name', agent.name);
+  checkFunction('agent.register', agent.register);
+  checkBanks('banks', options.banks);
+  checkDurationMs('timeoutMs', options.timeoutMs);
+  checkSignal('signal', options.signal);
+  return options;
+}
+
+function checkBanks(option: string, banks: unknown): void {
+  checkArray(option, banks, (bank, element) => {
+    if (!(bank instanceof Bank)) throw new InvalidRankBanksError(element, bank, 'must be a Bank (Bank.adopt)');
+  });
 }
 
 function checkOneRank(banks: readonly Bank[]): Bank {
@@ -218,21 +282,13 @@ function checkOneRank(banks: readonly Bank[]): Bank {
   return first;
 }
 
-/** The native status name and detail of a `NativeTransportError`, or the error's name and message otherwise. */
-function describeFailure(cause: unknown): { code: string; detail: string } {
+/** [code, detail]: the native status name and detail of a `NativeTransportError`, or the error's code (else name) and message. */
+function describeFailure(cause: unknown): [code: string, detail: string] {
   if (cause instanceof Error) {
     const { code, detail } = cause as Error & { code?: unknown; detail?: unknown };
-    return {
-      code: typeof code === 'string' ? code : cause.name,
-      detail: typeof detail === 'string' && detail !== '' ? detail : cause.message,
-    };
+    return [typeof code === 'string' ? code : cause.name, typeof detail === 'string' && detail !== '' ? detail : cause.message];
   }
-  return { code: 'UNKNOWN', detail: String(cause) };
-}
-
-function retainedBank(bank: Bank, cause: unknown): RetainedBank {
-  const { code, detail } = describeFailure(cause);
-  return { bank: bank.label(), code, message: detail };
+  return ['UNKNOWN', String(cause)];
 }
 
 function abortDetail(signal: AbortSignal): string {
