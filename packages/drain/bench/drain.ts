@@ -41,7 +41,7 @@ async function once(): Promise<Sample> {
   });
   // The drain deregisters the last-registered bank first: stamp when that native call begins.
   let deregistering = Number.NaN;
-  const lastRegion = world.banks.at(-1)!.region as { deregister(): void };
+  const lastRegion = world.banks.at(-1)!.region!;
   const deregister = lastRegion.deregister.bind(lastRegion);
   lastRegion.deregister = () => {
     deregistering = performance.now();

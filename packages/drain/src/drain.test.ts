@@ -48,7 +48,7 @@ describe('DrainController', () => {
     const result = await controller.shutdown();
     expect(result.report.banksReturned.map((label) => [label.tpRank, label.index])).toEqual([[0, 1], [0, 0]]);
     expect(result.report.banksRetained).toEqual([
-      { bank: expect.objectContaining({ tpRank: 1, index: 0 }), reason: expect.stringContaining('its owner refused it back') },
+      { bank: expect.objectContaining({ tpRank: 1, index: 0 }), retainedBy: 'owner-refusal', code: 'BANK_OWNER_RELEASE_FAILED', reason: expect.stringContaining('its owner refused it back') },
     ]);
     expect(stepOf(result.steps, 'withdraw-rank-parts')).toMatchObject({ outcome: 'failed', error: 'etcd unavailable' });
     expect(stepOf(result.steps, 'hand-back')).toMatchObject({ outcome: 'failed', error: expect.stringContaining('1 owners refused their bank back') });
@@ -58,6 +58,20 @@ describe('DrainController', () => {
     expect(bank.region).toBeUndefined();
   });
 
+  it('refuses options of the wrong shape with a typed error naming the option', async () => {
+    const w = await world();
+    const refused = (make: () => unknown, option: string) => expect(make).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option }));
+    refused(() => new DrainController({ shutdownDeadlineMs: 100 } as never), 'ledger');
+    refused(() => new DrainController(undefined as never), 'options');
+    refused(() => new DrainController({ ledger: w.ledger } as never), 'transport.shutdownDeadlineMs');
+    refused(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 100, agent: {} } as never), 'agent.close');
+    refused(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 100, withdrawRankParts: 'yes' } as never), 'withdrawRankParts');
+    refused(() => w.controller.drain(undefined as never), 'options');
+    refused(() => w.controller.shutdown(null as never), 'options');
+    refused(() => w.controller.addRank({ tpRank: 0, ppRank: 0 } as never), 'rank.banks');
+    refused(() => w.controller.addRank({ tpRank: -1, ppRank: 0, banks: [] } as never), 'rank.tpRank');
+  });
+
   it('refuses bad deadlines, hooks that are not functions and ranks added once draining began', async () => {
     const w = await world();
     expect(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: -1 })).toThrow(InvalidDrainOptionError);
@@ -65,7 +79,7 @@ describe('DrainController', () => {
       /waitForReaders = 5 is refused: must be a function when given/,
     );
     expect(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 1, withdrawInventory: 'yes' as never })).toThrow(InvalidDrainOptionError);
-    expect(() => w.controller.drain({ deadlineMs: Number.NaN })).toThrow(/deadlineMs = null is refused/);
+    expect(() => w.controller.drain({ deadlineMs: Number.NaN })).toThrow(/deadlineMs = NaN is refused/);
     expect(() => w.controller.shutdown({ deadlineMs: 1.5 })).toThrow(/deadlineMs = 1\.5 is refused/);
     await w.controller.drain({ deadlineMs: 0 });
     expect(() => w.controller.addRank(w.ranks[0]!)).toThrow(/cannot be added once draining began/);

@@ -1,13 +1,8 @@
-import { type Bank, type BankLabel, deregisterBanks, type RegisteredRank, returnBanks } from '@kvreuse/registry';
+import { type Bank, type BankLabel, deregisterBanks, type RegisteredRank, type RetainedBank, returnBanks } from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
-import { type LedgerOperation, type LedgerPostRequest, type OperationLedger, type QuarantinedOperation } from './ledger.js';
+import { type LedgerOperation, type LedgerPostRequest, OperationLedger, type QuarantinedOperation } from './ledger.js';
 import { Listeners } from './listeners.js';
-
-export interface RetainedBankReport {
-  readonly bank: BankLabel;
-  /** Why it was not handed back: quarantined operation, native refusal, owner refusal. */
-  readonly reason: string;
-}
+import { checkFunction, checkOptionsObject, checkRegisteredRank } from './options.js';
 
 /** What `waitForReaders` is given: how long it may wait. */
 export interface ReaderWait {
@@ -61,12 +56,6 @@ export type ShutdownStepResult = {
   readonly durationMs: number;
 } & ShutdownStepOutcome;
 
-export interface RetainedBankReport {
-  readonly bank: BankLabel;
-  /** Why it was not handed back: quarantined operation, native refusal, owner refusal. */
-  readonly reason: string;
-}
-
 /** What a drain did. Counts cover the operations that were live when intake stopped. */
 export interface DrainReport {
   readonly completed: number;
@@ -75,7 +64,7 @@ export interface DrainReport {
   readonly quarantined: readonly QuarantinedOperation[];
   /** Banks deregistered and handed back to their owners, in the order it happened (reverse registration). */
   readonly banksReturned: readonly BankLabel[];
-  readonly banksRetained: readonly RetainedBankReport[];
+  readonly banksRetained: readonly RetainedBank[];
   /** What `waitForReaders` reported; undefined when no hook was given or it failed. */
   readonly readers: ReadersOutcome | undefined;
   /** The drain's steps, as they ran (from the withdrawals to the hand-back). */
@@ -88,7 +77,7 @@ export interface ShutdownResult {
   /** The drain's report (of the earlier `drain()` call, if there was one). */
   readonly report: DrainReport;
   /** Banks not handed back when shutdown finished, with why (a drain's retained banks may have been released since). */
-  readonly banksRetained: readonly RetainedBankReport[];
+  readonly banksRetained: readonly RetainedBank[];
   /** Operations still quarantined when shutdown finished. */
   readonly quarantined: readonly QuarantinedOperation[];
   /** Whether anything (a bank, an operation, the agent) was retained rather than released. */
@@ -98,7 +87,7 @@ export interface ShutdownResult {
 
 export interface DrainEvents {
   /** Banks of a quarantined operation that quiesced after the drain finished were handed back. */
-  released: (operation: LedgerOperation, banks: readonly BankLabel[], retained: readonly RetainedBankReport[]) => void;
+  released: (operation: LedgerOperation, banks: readonly BankLabel[], retained: readonly RetainedBank[]) => void;
   /** The agent was destroyed after a shutdown had to keep it for quarantined operations. */
   'agent-destroyed': () => void;
 }
@@ -203,8 +192,11 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   #agentPending = false;
 
   constructor(options: DrainControllerOptions<Request>) {
+    checkOptionsObject('options', options);
+    if (!(options.ledger instanceof OperationLedger)) throw new InvalidDrainOptionError('ledger', options.ledger, 'must be an OperationLedger');
     this.#ledger = options.ledger;
     this.#shutdownDeadlineMs = checkDeadline('transport.shutdownDeadlineMs', options.shutdownDeadlineMs);
+    if (options.agent !== undefined) checkFunction('agent.close', checkOptionsObject('agent', options.agent).close);
     this.#agent = options.agent;
     this.#withdrawRankParts = checkHook('withdrawRankParts', options.withdrawRankParts);
     this.#withdrawInventory = checkHook('withdrawInventory', options.withdrawInventory);
@@ -214,6 +206,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
 
   /** Records a registered rank; drain hands banks back in the reverse of the order ranks were added. */
   addRank(rank: RegisteredRank): void {
+    checkRegisteredRank('rank', rank);
     if (this.#drain !== undefined) throw new InvalidDrainOptionError('rank', { tpRank: rank.tpRank, ppRank: rank.ppRank }, 'cannot be added once draining began');
     this.#ranks.push(rank);
   }
@@ -224,14 +217,14 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
 
   /** Drains once; later calls return the first call's report. */
   drain(options: DrainOptions): Promise<DrainReport> {
-    const deadlineMs = checkDeadline('deadlineMs', options?.deadlineMs);
+    const deadlineMs = checkDeadline('deadlineMs', checkOptionsObject('options', options).deadlineMs);
     this.#drain ??= this.#run(this.#ledger.clock.now() + deadlineMs, () => undefined);
     return this.#drain;
   }
 
   /** Shuts down once; later calls (a second signal, say) return the first call's result. */
   shutdown(options: { readonly deadlineMs?: number } = {}): Promise<ShutdownResult> {
-    const deadlineMs = checkDeadline('deadlineMs', options.deadlineMs ?? this.#shutdownDeadlineMs);
+    const deadlineMs = checkDeadline('deadlineMs', checkOptionsObject('options', options).deadlineMs ?? this.#shutdownDeadlineMs);
     this.#shutdown ??= this.#runShutdown(deadlineMs);
     return this.#shutdown;
   }
@@ -252,10 +245,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     if (!peersInvalidated) invalidatePeers();
     const live = this.#ledger.counts().live;
     const destroyed = this.#runStep('destroy-agent', () => this.#destroyAgent(live));
-    const banksRetained = this.#ranks
-      .flatMap((rank) => rank.banks)
-      .filter((bank) => bank.state !== 'returned')
-      .map((bank) => ({ bank: bank.label(), reason: bank.retainedReason ?? `left ${bank.state}` }));
+    const banksRetained = this.#ranks.flatMap((rank) => rank.banks).flatMap((bank) => retentionOf(bank) ?? []);
     return {
       steps: [...this.#steps],
       report,
@@ -341,7 +331,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     await this.#awaitStep('hand-back', async () => {
       const handedBack = await returnBanks(deregistration?.deregistered ?? []);
       returned.push(...handedBack.returned);
-      const refused = handedBack.unreturned.map(({ bank, message }) => ({ bank, reason: `its owner refused it back: ${message}` }));
+      const refused = handedBack.unreturned;
       retained.push(...refused);
       return refused.length === 0
         ? ok(`${returned.length} banks handed back`)
@@ -436,27 +426,36 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
  * a live operation is first retained as a quarantine (never deregistered, never handed back); a bank
  * the native layer refuses to deregister is retained.
  */
-function deregister(banks: readonly Bank[]): { deregistered: readonly Bank[]; retained: RetainedBankReport[] } {
+function deregister(banks: readonly Bank[]): { deregistered: readonly Bank[]; retained: RetainedBank[] } {
   // Retained before anything else, so that no quiescence can release them in between.
   const referenced = banks
     .filter((bank) => bank.state !== 'returned' && bank.references > 0)
-    .map((bank): RetainedBankReport => {
+    .map((bank): RetainedBank => {
       bank.retain(`still referenced by ${bank.references} live operations at drain`, 'quarantine');
-      return { bank: bank.label(), reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` };
+      return { bank: bank.label(), retainedBy: 'quarantine', reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` };
     });
   const { deregistered, retained } = deregisterBanks(banks);
-  return {
-    deregistered,
-    retained: [...referenced, ...retained.map(({ bank, code, message }) => ({ bank, reason: `deregistration failed with ${code}: ${message}` }))],
-  };
+  return { deregistered, retained: [...referenced, ...retained] };
 }
 
 /** Deregisters the given banks in order, then hands each back to its owner (for a late quiescence). */
-async function handBanksBack(banks: readonly Bank[]): Promise<{ returned: BankLabel[]; retained: RetainedBankReport[] }> {
+async function handBanksBack(banks: readonly Bank[]): Promise<{ returned: BankLabel[]; retained: RetainedBank[] }> {
   const { deregistered, retained } = deregister(banks);
   const { returned, unreturned } = await returnBanks(deregistered);
-  return {
-    returned: [...returned],
-    retained: [...retained, ...unreturned.map(({ bank, message }) => ({ bank, reason: `its owner refused it back: ${message}` }))],
-  };
+  return { returned: [...returned], retained: [...retained, ...unreturned] };
+}
+
+/**
+ * What keeps a bank that shutdown did not hand back: its retention, or its owner's refusal (left
+ * releasing). A bank left in any other state was changed outside the drain; what it holds is not
+ * known, so it is reported like a native refusal: release it explicitly.
+ */
+function retentionOf(bank: Bank): RetainedBank | undefined {
+  const label = bank.label();
+  if (bank.state === 'returned') return undefined;
+  if (bank.state === 'retained') return { bank: label, retainedBy: bank.retainedBy ?? 'native-refusal', reason: bank.retainedReason ?? 'retained' };
+  if (bank.state === 'releasing' && bank.region === undefined) {
+    return { bank: label, retainedBy: 'owner-refusal', reason: 'deregistered, but its owner refused it back' };
+  }
+  return { bank: label, retainedBy: 'native-refusal', reason: `left ${bank.state} outside the drain` };
 }

@@ -1,10 +1,12 @@
 // Typed errors of @kvreuse/drain. Each carries a stable `code` and names the operation, peer, bank,
 // setting or option involved, and the value that was refused.
+import { type BankLabel, describeValue, formatBank } from '@kvreuse/registry';
 
 export type DrainErrorCode =
   | 'DRAINING'
   | 'INVALID_DRAIN_OPTION'
   | 'OPERATION_REFUSED'
+  | 'FOREIGN_BANK'
   | 'OPERATION_FAILED'
   | 'OPERATION_TIMED_OUT'
   | 'PEER_FENCED'
@@ -21,16 +23,7 @@ export abstract class DrainError extends Error {
   }
 }
 
-function show(value: unknown): string {
-  if (typeof value === 'bigint') return `${value}n`;
-  if (value === undefined) return 'undefined';
-  if (typeof value === 'function') return 'a function';
-  try {
-    return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
+const show = describeValue;
 
 /** Intake is stopped: the ledger is draining or shut down, and refuses new operations at once. */
 export class DrainingError extends DrainError {
@@ -65,6 +58,28 @@ export class OperationRefusedError extends DrainError {
     options?: ErrorOptions,
   ) {
     super(`operation refused: ${subject} = ${show(value)}: ${reason}`, options);
+  }
+}
+
+/**
+ * A bank given to `post` that is not the very local region the request names: registered with
+ * another agent than the ledger's, or holding another registration whose region id happens to be
+ * the same (region ids are per agent). Nothing native happened and no reference is held.
+ */
+export class ForeignBankError extends DrainError {
+  readonly code = 'FOREIGN_BANK';
+  constructor(
+    /** `banks[i]` or `localRegions[i]`. */
+    readonly subject: string,
+    readonly bank: BankLabel,
+    /** The agent the bank is registered with. */
+    readonly bankAgent: string | undefined,
+    /** The agent the ledger posts through. */
+    readonly ledgerAgent: string,
+    readonly regionId: number | undefined,
+    readonly reason: string,
+  ) {
+    super(`operation refused: ${subject}: ${formatBank(bank)} (region ${regionId ?? 'none'} of agent ${bankAgent ?? 'none'}) ${reason}`);
   }
 }
 

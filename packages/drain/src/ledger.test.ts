@@ -4,11 +4,12 @@
 import { NativeTransportError } from '@kvreuse/native-bindings';
 import { Bank, kvreuseOwner, RankRegistrationError, type RegistrationAgent, registerRank, releaseRank } from '@kvreuse/registry';
 import { describe, expect, it } from 'vitest';
-import { nextTurn } from '../test/support/loopback-world.js';
+import { agentName, nextTurn, transport } from '../test/support/loopback-world.js';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 import {
   DrainingError,
+  ForeignBankError,
   InvalidDrainOptionError,
   type LedgerOperation,
   OperationLedger,
@@ -140,6 +141,60 @@ describe('OperationLedger on the loopback backend', () => {
     await releaseRank({ tpRank: 2, ppRank: 0, agent, banks: [banks[0]!] });
     expect(banks[0]!.state).toBe('returned');
     for (const allocation of allocations.slice(1)) allocation.free();
+  });
+
+  it('refuses a bank of another agent whose region has the same id, and a request region that is not the bank\'s own', async () => {
+    const { world: w } = await world();
+    // Another agent of this process registers one bank; region ids are per agent, so its region has
+    // the id of the reader's bank 0.
+    const other = transport.createAgent({ name: agentName('other'), backend: 'loopback' });
+    const memory = other.allocate(1 << 16);
+    const foreign = Bank.adopt(
+      { tpRank: 0, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
+      kvreuseOwner(memory),
+    );
+    const foreignRank = await registerRank({ agent: other, banks: [foreign] });
+    const own = w.banks[0]!;
+    expect(foreign.region!.id).toBe(own.region!.id);
+
+    // The request writes into the reader's bank 0, but the bank given is the other agent's.
+    const wrongBank = () => w.ledger.post(w.request([own]), { ticket: w.ticket(), banks: [foreign] });
+    expect(wrongBank).toThrow(ForeignBankError);
+    expect(wrongBank).toThrow(
+      expect.objectContaining({ code: 'FOREIGN_BANK', subject: 'banks[0]', bankAgent: other.name, ledgerAgent: w.reader.name, regionId: own.region!.id }),
+    );
+    // The request names the other agent's region, the bank given is the reader's own with the same id.
+    const wrongRegion = () => w.ledger.post({ ...w.request([own]), localRegions: [foreign.region!] }, { ticket: w.ticket(), banks: [own] });
+    expect(wrongRegion).toThrow(expect.objectContaining({ code: 'FOREIGN_BANK', subject: 'localRegions[0]', bankAgent: w.reader.name }));
+    expect(wrongRegion).toThrow(/the same id, not the same region/);
+
+    expect([own.references, foreign.references]).toEqual([0, 0]);
+    expect(w.ledger.counts().posted).toBe(0);
+    expect(w.reader.counters().operationsPosted).toBe(0);
+    await releaseRank(foreignRank);
+    other.close();
+  });
+
+  it('refuses options of the wrong shape with a typed error naming the option', async () => {
+    const { world: w } = await world();
+    const request = w.request([w.banks[0]!]);
+    const refused = (post: () => unknown, option: string) => expect(post).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option }));
+    refused(() => w.ledger.post(request, {} as never), 'options.ticket');
+    refused(() => w.ledger.post(request, undefined as never), 'options');
+    refused(() => w.ledger.post(request, { ticket: w.ticket() } as never), 'options.banks');
+    refused(() => w.ledger.post(request, { ticket: w.ticket(), banks: [w.banks[0]!.label()] } as never), 'options.banks[0]');
+    refused(() => w.ledger.post(request, { ticket: { ...w.ticket(), generation: 1 }, banks: [w.banks[0]!] } as never), 'options.ticket.generation');
+    refused(() => w.ledger.post(undefined as never, { ticket: w.ticket(), banks: [w.banks[0]!] }), 'request');
+    refused(() => w.ledger.post({ ...request, localRegions: undefined } as never, { ticket: w.ticket(), banks: [w.banks[0]!] }), 'request.localRegions');
+    expect(w.banks[0]!.references).toBe(0);
+
+    const timeouts = { operationTimeoutMs: 10, abandonTimeoutMs: 20 };
+    refused(() => new OperationLedger(undefined as never), 'options');
+    refused(() => new OperationLedger({ peers: new PeerBook(), timeouts } as never), 'agent');
+    refused(() => new OperationLedger({ agent: { name: 'a' }, peers: new PeerBook(), timeouts } as never), 'agent.post');
+    refused(() => new OperationLedger({ agent: w.reader, timeouts } as never), 'peers');
+    refused(() => new OperationLedger({ agent: w.reader, peers: new PeerBook() } as never), 'timeouts');
+    refused(() => new OperationLedger({ agent: w.reader, peers: new PeerBook(), timeouts, clock: { now: () => 0 } } as never), 'clock.setTimer');
   });
 
   it('refuses deadlines that are not positive integers or leave no time between timeout and abandon', async () => {

@@ -4,13 +4,15 @@ import { type Clock, systemClock } from './clock.js';
 import { type Deadline, DeadlineScheduler } from './deadline-scheduler.js';
 import {
   DrainingError,
+  ForeignBankError,
   InvalidDrainOptionError,
   OperationFailedError,
   OperationRefusedError,
   OperationTimedOutError,
 } from './errors.js';
 import { Listeners } from './listeners.js';
-import type { PeerBook, PeerTicket } from './peer-book.js';
+import { checkBankList, checkClock, checkFunction, checkNonEmptyString, checkOptionsObject } from './options.js';
+import { PeerBook, type PeerTicket } from './peer-book.js';
 
 /** The part of a native operation (`Operation` of `@kvreuse/native-bindings`) the ledger drives. */
 export interface NativeOperation {
@@ -23,7 +25,10 @@ export interface NativeOperation {
   status(): { readonly state: 'in-progress' | 'done' | 'failed'; readonly code?: string; readonly bytesDone: number };
 }
 
-/** What the ledger reads of a post request (`PostRequest` of `@kvreuse/native-bindings`). */
+/**
+ * What the ledger reads of a post request (`PostRequest` of `@kvreuse/native-bindings`). Each local
+ * region must be the very `Region` object a bank of the post holds (`bank.region`).
+ */
 export interface LedgerPostRequest {
   readonly peer: object;
   readonly localRegions: readonly { readonly id: number }[];
@@ -49,7 +54,10 @@ export interface OperationLedgerOptions<Request extends LedgerPostRequest> {
 export interface PostOptions {
   /** The peer the work was prepared for (from `PeerBook.ticket`); fenced if the peer changed since. */
   readonly ticket: PeerTicket;
-  /** Every bank the operation may touch; each must be `registered`, and together cover `localRegions`. */
+  /**
+   * Every bank the operation may touch; each must be `registered` with the ledger's agent, and
+   * together they must hold every region of `localRegions` (the same `Region` objects, not just ids).
+   */
   readonly banks: readonly Bank[];
 }
 
@@ -178,6 +186,7 @@ const nativeCodeOf = (error: unknown): string => {
 };
 
 function checkTimeouts(timeouts: LedgerTimeouts): void {
+  checkOptionsObject('timeouts', timeouts);
   for (const field of ['operationTimeoutMs', 'abandonTimeoutMs'] as const) {
     const value: unknown = timeouts?.[field];
     if (!Number.isSafeInteger(value) || (value as number) <= 0) {
@@ -218,7 +227,13 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
   #counts = { posted: 0, completed: 0, cancelled: 0, failed: 0, timedOut: 0, lateSuccesses: 0 };
 
   constructor(options: OperationLedgerOptions<Request>) {
+    checkOptionsObject('options', options);
+    const agent = checkOptionsObject('agent', options.agent);
+    checkNonEmptyString('agent.name', agent.name);
+    checkFunction('agent.post', agent.post);
+    if (!(options.peers instanceof PeerBook)) throw new InvalidDrainOptionError('peers', options.peers, 'must be a PeerBook');
     checkTimeouts(options.timeouts);
+    checkClock('clock', options.clock);
     this.agent = options.agent;
     this.peers = options.peers;
     this.timeouts = { operationTimeoutMs: options.timeouts.operationTimeoutMs, abandonTimeoutMs: options.timeouts.abandonTimeoutMs };
@@ -257,14 +272,15 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
    * reference on every bank. A post the native layer refuses releases them again.
    */
   post(request: Request, options: PostOptions): LedgerOperation {
+    checkPost(request, options);
     if (this.#intakeStopped) throw new DrainingError('post an operation');
     const peer = this.peers.admit(options.ticket);
     if (request.peer !== peer) {
       throw new OperationRefusedError('request.peer', options.ticket.name, 'is not the native peer the ticket names');
     }
     const banks = [...options.banks];
+    checkBanks(banks, request.localRegions, this.agent.name);
     const localRegions = request.localRegions.map((region) => region.id);
-    checkBanks(banks, localRegions);
     const references = banks.map((bank) => bank.acquire());
     let native: NativeOperation;
     try {
@@ -454,21 +470,47 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
   }
 }
 
-/** Refuses banks that are not in service, repeated, or that leave a local region of the request uncovered. */
-function checkBanks(banks: readonly Bank[], localRegions: readonly number[]): void {
+function checkPost(request: LedgerPostRequest, options: PostOptions): void {
+  checkOptionsObject('request', request);
+  if (!Array.isArray(request.localRegions)) throw new InvalidDrainOptionError('request.localRegions', request.localRegions, 'must be an array of Regions');
+  checkOptionsObject('options', options);
+  const ticket = checkOptionsObject('options.ticket', options.ticket);
+  checkNonEmptyString('options.ticket.name', ticket.name);
+  checkNonEmptyString('options.ticket.incarnation', ticket.incarnation);
+  if (typeof ticket.generation !== 'bigint') throw new InvalidDrainOptionError('options.ticket.generation', ticket.generation, 'must be a bigint (from PeerBook.ticket)');
+  checkBankList('options.banks', options.banks);
+}
+
+/**
+ * Refuses banks that are not in service, repeated, registered with another agent than the ledger's,
+ * or that leave a local region of the request uncovered. A region is covered only by the bank that
+ * holds that very region: region ids are per agent, so a bank of another agent (or another
+ * registration) whose region has the same id covers nothing.
+ */
+function checkBanks(banks: readonly Bank[], localRegions: LedgerPostRequest['localRegions'], agentName: string): void {
   if (banks.length === 0) throw new OperationRefusedError('banks', [], 'an operation touches at least one local bank');
-  const covered = new Set<number>();
   banks.forEach((bank, index) => {
     if (banks.indexOf(bank) !== index) throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), 'appears twice');
     if (bank.state !== 'registered' || bank.region === undefined) {
       throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), `is ${bank.state}, not registered: it cannot take new operations`);
     }
-    covered.add(bank.region.id);
-  });
-  localRegions.forEach((id, index) => {
-    if (!covered.has(id)) {
-      throw new OperationRefusedError(`localRegions[${index}]`, id, 'is the region of none of the banks given; every touched region must be referenced');
+    if (bank.agentName !== agentName) {
+      throw new ForeignBankError(`banks[${index}]`, bank.label(), bank.agentName, agentName, bank.region.id, `is registered with another agent than the ledger's (${agentName})`);
     }
   });
+  localRegions.forEach((region, index) => {
+    if (banks.some((bank) => bank.region === region)) return;
+    const namesake = banks.find((bank) => bank.region?.id === region?.id);
+    if (namesake !== undefined) {
+      throw new ForeignBankError(
+        `localRegions[${index}]`,
+        namesake.label(),
+        namesake.agentName,
+        agentName,
+        namesake.region?.id,
+        `holds another registration than the request's region ${region.id}: the same id, not the same region`,
+      );
+    }
+    throw new OperationRefusedError(`localRegions[${index}]`, region?.id, 'is the region of none of the banks given; every touched region must be referenced');
+  });
 }
-

@@ -142,7 +142,7 @@ describe('model cases: quarantine and late quiescence', () => {
     const result = await shutdown;
     expect(result.report.quarantined).toEqual([expect.objectContaining({ id: operation.id, reason: expect.stringContaining('transport.abandonTimeoutMs') })]);
     expect(result.report.banksReturned.map((bank) => bank.tpRank)).toEqual([0]);
-    expect(result.report.banksRetained).toEqual([{ bank: expect.objectContaining({ tpRank: 1 }), reason: expect.stringContaining('quarantined') }]);
+    expect(result.report.banksRetained).toEqual([{ bank: expect.objectContaining({ tpRank: 1 }), retainedBy: 'quarantine', reason: expect.stringContaining('quarantined') }]);
     expect(result).toMatchObject({ retained: true, agentDestroyed: false });
     expect(result.steps.find((step) => step.step === 'destroy-agent')).toMatchObject({
       step: 'destroy-agent',

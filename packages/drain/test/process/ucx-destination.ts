@@ -47,7 +47,7 @@ const operation: LedgerOperation = ledger.post(
       destinationOffset: offsets,
       length: new BigUint64Array(PIECES).fill(BigInt(PIECE_BYTES)),
     },
-    localRegions: [bank.region as Parameters<typeof agent.post>[0]['localRegions'][number]],
+    localRegions: [bank.region!],
     remoteRegions: [Number(published['region'])],
   },
   { ticket, banks: [bank] },

@@ -107,7 +107,7 @@ export async function openLoopbackWorld(options: {
           destinationOffset: new BigUint64Array(count),
           length: new BigUint64Array(count).fill(BigInt(PIECE_BYTES)),
         },
-        localRegions: banks.map((bank) => bank.region as Region),
+        localRegions: banks.map((bank) => bank.region!),
         remoteRegions: [sourceRegion.id],
       };
     },
