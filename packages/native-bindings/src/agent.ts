@@ -209,9 +209,10 @@ export class Agent {
   /**
    * Destroys the agent and its progress thread. Refused with BUSY (and nothing changes) while
    * registrations, allocations or unreleased operations remain. Loaded peers are forgotten.
+   * Closing a closed agent does nothing.
    */
   close(): void {
-    this.#state.assertOpen('close an agent');
+    if (!this.#state.isOpen) return;
     check(this.#library, 'kvt_agent_destroy', this.#library.api.kvt_agent_destroy(this.#id));
     this.#state.markClosed();
     this.#wake.destroy();
