@@ -375,6 +375,22 @@ describe.each(backends)('$name discovery store', (backend) => {
     expect(entryText((await s.get(`${keyPrefix}state`))!)).toBe('inc-2');
   });
 
+  test('close() is idempotent: closing the store or a watch a second time resolves and changes nothing', async () => {
+    const s = open();
+    const p = fresh();
+    const closedFirst = await recordWatch(s, p);
+    await closedFirst.watch.close();
+    await expect(closedFirst.watch.close()).resolves.toBeUndefined();
+    const closedWithStore = await recordWatch(s, p);
+    await s.put(`${p}a`, '1');
+    await closedWithStore.until('the put', (n) => changeLog(n).length === 1);
+    await s.close();
+    await expect(s.close()).resolves.toBeUndefined();
+    await expect(closedWithStore.watch.close()).resolves.toBeUndefined();
+    await expect(s.get(`${p}a`)).rejects.toBeInstanceOf(DiscoveryClosedError);
+    expect(changeLog(closedFirst.notices)).toEqual([]);
+  });
+
   test('after close every operation is refused', async () => {
     const s = open();
     await s.close();

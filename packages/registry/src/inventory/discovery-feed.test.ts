@@ -95,6 +95,8 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     await store.revokeLease(leaseB.id);
     await vi.waitFor(() => expect(inventory.workers().sort()).toEqual(['decode-a']));
     await follower.close();
+    // Closing again changes nothing.
+    await expect(follower.close()).resolves.toBeUndefined();
     await store.close();
   });
 

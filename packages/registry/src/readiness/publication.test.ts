@@ -55,6 +55,18 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
     expect(keepAlive.mock.calls.length).toBe(renewals + 1);
   });
 
+  it('withdraws once: a second withdraw() resolves without touching the store; the readiness watch closes twice too', async () => {
+    const publication = await startRankPublication(under.store, parts, { leaseTtlMs: 60_000 });
+    await vi.waitFor(() => expect(seen).toEqual(['no-parts', 'ready']), { timeout: 20_000, interval: 5 });
+    await publication.withdraw();
+    const commit = vi.spyOn(under.store, 'commit');
+    const revokeLease = vi.spyOn(under.store, 'revokeLease');
+    await expect(publication.withdraw()).resolves.toBeUndefined();
+    expect([commit.mock.calls.length, revokeLease.mock.calls.length]).toEqual([0, 0]);
+    await watch.close();
+    await expect(watch.close()).resolves.toBeUndefined();
+  });
+
   it('republishes under a new lease when its lease is found gone and it is still the newest incarnation', async () => {
     const trouble: Error[] = [];
     const publication = await startRankPublication(under.store, parts, { leaseTtlMs: 60_000, renewEveryMs: 20, onTrouble: (error) => trouble.push(error) });

@@ -32,7 +32,10 @@ export interface RankPublication {
   readonly epoch: number;
   /** Why the publication stopped for good, once a newer incarnation superseded it; otherwise undefined. */
   readonly superseded: SupersededError | undefined;
-  /** Stops renewing, withdraws exactly these parts (other ranks' parts stay) and revokes the lease. */
+  /**
+   * Stops renewing, withdraws exactly these parts (other ranks' parts stay) and revokes the lease.
+   * Once withdrawn, a second call does nothing and resolves; after a failed withdrawal it tries again.
+   */
   withdraw(): Promise<void>;
 }
 
@@ -103,6 +106,21 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
   }, renewEveryMs);
   timer.unref();
 
+  const withdrawOnce = async (): Promise<void> => {
+    stopped = true;
+    clearInterval(timer);
+    await renewing;
+    try {
+      await store.commit(parts.map((part) => ({ type: 'delete', key: rankPartKey(part, part.parallel, options.keyPrefix) })));
+    } catch (error) {
+      // Revoking the lease withdraws the parts too; it is tried even so, and the first failure reported.
+      await store.revokeLease(lease.id).catch(() => undefined);
+      throw error;
+    }
+    await store.revokeLease(lease.id);
+  };
+  let withdrawal: Promise<void> | undefined;
+
   return {
     get lease() {
       return lease;
@@ -111,18 +129,12 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
     get superseded() {
       return superseded;
     },
-    async withdraw() {
-      stopped = true;
-      clearInterval(timer);
-      await renewing;
-      try {
-        await store.commit(parts.map((part) => ({ type: 'delete', key: rankPartKey(part, part.parallel, options.keyPrefix) })));
-      } catch (error) {
-        // Revoking the lease withdraws the parts too; it is tried even so, and the first failure reported.
-        await store.revokeLease(lease.id).catch(() => undefined);
+    withdraw() {
+      withdrawal ??= withdrawOnce().catch((error: unknown) => {
+        withdrawal = undefined;
         throw error;
-      }
-      await store.revokeLease(lease.id);
+      });
+      return withdrawal;
     },
   };
 }
