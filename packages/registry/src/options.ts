@@ -35,3 +35,18 @@ export function checkArray(option: string, value: unknown, check: (element: unkn
   if (!Array.isArray(value)) throw new InvalidRegistryOptionError(option, value, 'must be an array');
   value.forEach((element: unknown, index) => check(element, `${option}[${index}]`));
 }
+
+const storeMethods = ['grantLease', 'keepAlive', 'revokeLease', 'put', 'get', 'list', 'delete', 'commit', 'compact', 'watch', 'close'] as const;
+
+/** A `DiscoveryStore`: an object with every method of the interface. */
+export function checkStore(option: string, store: unknown): void {
+  const methods = checkOptionsObject(option, store) as Record<string, unknown>;
+  for (const method of storeMethods) {
+    if (typeof methods[method] !== 'function') throw new InvalidRegistryOptionError(option, store, `must be a DiscoveryStore (no ${method}() method)`);
+  }
+}
+
+/** An optional string (a key prefix, say). */
+export function checkOptionalString(option: string, value: unknown): void {
+  if (value !== undefined && typeof value !== 'string') throw new InvalidRegistryOptionError(option, value, 'must be a string');
+}

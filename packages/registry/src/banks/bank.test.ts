@@ -52,6 +52,10 @@ async function bankIn(state: BankState): Promise<Bank> {
 }
 
 describe('Bank.adopt', () => {
+  it('refuses a spec that is not an object, naming it', () => {
+    expect(() => Bank.adopt(undefined as never, frameworkOwner('t', () => {}))).toThrow(expect.objectContaining({ code: 'INVALID_BANK', field: 'spec' }));
+  });
+
   it('starts owned, unregistered and unreferenced, and registers nothing', () => {
     const { bank, releases } = frameworkBank();
     expect([bank.state, bank.region, bank.references]).toEqual(['owned', undefined, 0]);

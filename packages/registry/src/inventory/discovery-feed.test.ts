@@ -19,6 +19,16 @@ const stores: [string, () => DiscoveryStore][] = [
   ['sqlite', () => new SqliteDiscoveryStore(join(dir, `${Math.random().toString(36).slice(2)}.db`), { pollIntervalMs: 5 })],
 ];
 
+test('publishers and followers refuse arguments of the wrong shape, naming the argument', async () => {
+  const store = new MemoryDiscoveryStore();
+  const option = (name: string) => expect.objectContaining({ code: 'INVALID_REGISTRY_OPTION', option: name });
+  expect(() => new InventoryPublisher(store, { workerId: 'w', incarnation: 'i' } as never)).toThrow(option('options.lease'));
+  expect(() => new InventoryPublisher(undefined as never, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' })).toThrow(option('store'));
+  await expect(followInventory(store, {} as never)).rejects.toThrow(option('inventory'));
+  await expect(followInventory(store, new RetainedInventory(), { onRejected: true } as never)).rejects.toThrow(option('options.onRejected'));
+  await store.close();
+});
+
 describe.each(stores)('inventory through %s discovery', (_, open) => {
   test('withdraw() deletes this incarnation\'s batch (followers forget the worker), leaves a newer one, and refuses later batches', async () => {
     const store = open();

@@ -5,11 +5,12 @@
 // one expiry period). When a worker's key disappears (its lease ended) it is forgotten. Every batch
 // carries its incarnation's epoch and is written fenced by it, so a superseded incarnation (a
 // zombie) never replaces a newer one's batch.
-import { DiscoveryCompareError, InventoryEventError, InventoryWithdrawnError, SupersededError } from '../errors.js';
+import { DiscoveryCompareError, InvalidRegistryOptionError, InventoryEventError, InventoryWithdrawnError, SupersededError } from '../errors.js';
+import { checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from '../options.js';
 import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, LeaseId, WatchNotice } from '../discovery/types.js';
 import { commitFenced, isEpoch } from '../readiness/incarnation-epoch.js';
 import { encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
-import type { RetainedInventory } from './retained-inventory.js';
+import { RetainedInventory } from './retained-inventory.js';
 
 export const defaultInventoryPrefix = '/kvreuse/inventory/';
 
@@ -41,6 +42,10 @@ export class InventoryPublisher {
     private readonly store: DiscoveryStore,
     private readonly options: InventoryPublisherOptions,
   ) {
+    checkStore('store', store);
+    checkOptionsObject('options', options);
+    for (const field of ['workerId', 'incarnation', 'lease'] as const) checkNonEmptyString(`options.${field}`, options[field]);
+    for (const field of ['prefix', 'keyPrefix'] as const) checkOptionalString(`options.${field}`, options[field]);
     if (!isEpoch(options.epoch)) {
       throw new InventoryEventError('epoch', options.epoch, 'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out');
     }
@@ -115,6 +120,11 @@ export async function followInventory(
   inventory: RetainedInventory,
   options: InventoryFollowerOptions = {},
 ): Promise<InventoryFollower> {
+  checkStore('store', store);
+  if (!(inventory instanceof RetainedInventory)) throw new InvalidRegistryOptionError('inventory', inventory, 'must be a RetainedInventory');
+  checkOptionsObject('options', options);
+  checkOptionalString('options.prefix', options.prefix);
+  for (const callback of ['onRejected', 'onStatus'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
   const prefix = options.prefix ?? defaultInventoryPrefix;
   const applyEntry = (entry: DiscoveryEntry) => {
     const parsed = safeParseInventoryBatch(entry.value);

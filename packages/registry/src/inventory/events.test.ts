@@ -45,6 +45,12 @@ describe('inventory batch wire form', () => {
       value: 'XYZ',
     });
     expect(refused({ ...wire, events: [{ type: 'cleared', tier: 'disk' }] })).toMatchObject({ path: 'events.0.tier' });
+    const inSeconds = Math.floor(Date.now() / 1000) + 3600;
+    expect(refused({ ...wire, events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: inSeconds }] })).toMatchObject({
+      path: 'events.0.expiresAt',
+      value: inSeconds,
+      message: expect.stringContaining('a timestamp in seconds'),
+    });
     expect(refused({ ...wire, extra: true })).toBeInstanceOf(InventoryEventError);
     expect(() => parseInventoryBatch(new Uint8Array([0xff, 0xfe]))).toThrow(InventoryEventError);
   });

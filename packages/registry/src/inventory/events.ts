@@ -37,6 +37,22 @@ export interface InventoryBatch {
 
 export const inventoryWireVersion = 2;
 
+/**
+ * The smallest `expiresAt` accepted: 10^11 ms since the Unix epoch is March 1973. Anything smaller
+ * cannot be an expiry in milliseconds — it is a timestamp in seconds (today's is about 1.7 × 10^9) —
+ * and is refused rather than read as long expired.
+ */
+export const minExpiresAtMs = 1e11;
+const secondsRefusal = `expiresAt is ms since the Unix epoch; a value below ${minExpiresAtMs} (March 1973) is a timestamp in seconds, not milliseconds`;
+
+/** Refuses an `expiresAt` that is not a finite number of milliseconds since the Unix epoch. */
+export function checkExpiresAt(path: string, expiresAt: unknown): void {
+  if (typeof expiresAt !== 'number' || !Number.isFinite(expiresAt)) {
+    throw new InventoryEventError(path, expiresAt, 'expiresAt is ms since the Unix epoch');
+  }
+  if (expiresAt < minExpiresAtMs) throw new InventoryEventError(path, expiresAt, secondsRefusal);
+}
+
 const blockList = z.array(z.string().regex(/^[0-9a-f]{16}$/, 'a block hash is 16 lowercase hex digits'));
 const tier = z.enum(['gpu', 'host']);
 const wireBatch = z.strictObject({
@@ -47,7 +63,7 @@ const wireBatch = z.strictObject({
   seq: z.number().int().nonnegative(),
   events: z.array(
     z.discriminatedUnion('type', [
-      z.strictObject({ type: z.literal('stored'), tier, blocks: blockList, expiresAt: z.number().int().nonnegative() }),
+      z.strictObject({ type: z.literal('stored'), tier, blocks: blockList, expiresAt: z.number().int().min(minExpiresAtMs, secondsRefusal) }),
       z.strictObject({ type: z.literal('removed'), tier, blocks: blockList }),
       z.strictObject({ type: z.literal('cleared'), tier }),
     ]),

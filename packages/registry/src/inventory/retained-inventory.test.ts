@@ -174,8 +174,19 @@ describe('RetainedInventory', () => {
     expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: Number.NaN }] })).toThrow(
       expect.objectContaining({ path: 'events.0.expiresAt' }),
     );
+    // An expiry in seconds (a real one, an hour from now) is refused, not read as long expired.
+    const inSeconds = Math.floor(Date.now() / 1000) + 3600;
+    expect(bad({ workerId: 'w', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: inSeconds }] })).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'events.0.expiresAt', value: inSeconds, message: expect.stringContaining('a timestamp in seconds') }),
+    );
     expect(() => inventory.longestRetainedPrefix([5] as never)).toThrow(expect.objectContaining({ path: 'chain.0' }));
     expect(inventory.workerCount).toBe(0);
+  });
+
+  test('refuses constructor options of the wrong shape, naming the option', () => {
+    expect(() => new RetainedInventory(null as never)).toThrow(expect.objectContaining({ code: 'INVALID_REGISTRY_OPTION', option: 'options' }));
+    expect(() => new RetainedInventory({ now: 5 } as never)).toThrow(expect.objectContaining({ option: 'options.now' }));
+    expect(() => new RetainedInventory({ expectedBlocks: Number.NaN })).toThrow('options.expectedBlocks = NaN is refused');
   });
 
   test('behaves like a plain model under random stores, removes, clears, expiry and prunes', () => {

@@ -1,5 +1,6 @@
-import { InventoryEventError } from '../errors.js';
-import { type InventoryBatch, type InventoryEvent, type RetentionTier, retentionTiers } from './events.js';
+import { InvalidRegistryOptionError, InventoryEventError } from '../errors.js';
+import { checkFunction, checkOptionsObject } from '../options.js';
+import { checkExpiresAt, type InventoryBatch, type InventoryEvent, type RetentionTier, retentionTiers } from './events.js';
 
 /**
  * One worker's retained prefix of a hash chain. Advisory: the blocks may already be evicted, the
@@ -156,6 +157,12 @@ export class RetainedInventory {
   private readonly epochMs: number;
 
   constructor(options: RetainedInventoryOptions = {}) {
+    checkOptionsObject('options', options);
+    if (options.now !== undefined) checkFunction('options.now', options.now);
+    const { expectedBlocks } = options;
+    if (expectedBlocks !== undefined && !(Number.isSafeInteger(expectedBlocks) && expectedBlocks >= 0)) {
+      throw new InvalidRegistryOptionError('options.expectedBlocks', expectedBlocks, 'must be a whole number of blocks');
+    }
     this.now = options.now ?? Date.now;
     this.epochMs = this.now();
     this.table = noRecords;
@@ -429,9 +436,7 @@ export class RetainedInventory {
     }
     switch (event.type) {
       case 'stored':
-        if (!Number.isFinite(event.expiresAt)) {
-          throw new InventoryEventError(`${path}.expiresAt`, event.expiresAt, 'expiresAt is ms since the Unix epoch');
-        }
+        checkExpiresAt(`${path}.expiresAt`, event.expiresAt);
         checkBlocks(`${path}.blocks`, event.blocks);
         return;
       case 'removed':

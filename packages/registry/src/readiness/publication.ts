@@ -1,8 +1,9 @@
 import type { RankPart } from '@kvreuse/descriptors';
 import type { DiscoveryStore, Lease } from '../discovery/types.js';
 import { DiscoveryLeaseError, RankPartPublicationError, SupersededError } from '../errors.js';
+import { checkFunction } from '../options.js';
 import { assertNewestEpoch, claimIncarnationEpoch, type IncarnationEpoch } from './incarnation-epoch.js';
-import { checkPublishableParts, publishRankParts } from './publish.js';
+import { checkPublishableParts, checkPublishing, publishRankParts } from './publish.js';
 import { rankPartKey } from './rank-part-keys.js';
 
 export interface RankPublicationOptions {
@@ -50,6 +51,8 @@ export interface RankPublication {
  * not keep the process alive.
  */
 export async function startRankPublication(store: DiscoveryStore, parts: readonly RankPart[], options: RankPublicationOptions): Promise<RankPublication> {
+  checkPublishing(store, parts, options);
+  for (const callback of ['onTrouble', 'onSuperseded'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
   if (!Number.isSafeInteger(options.leaseTtlMs) || options.leaseTtlMs < 2) {
     throw new RankPartPublicationError('leaseTtlMs', options.leaseTtlMs, 'must be a whole number of milliseconds, at least 2');
   }

@@ -4,11 +4,14 @@ import type { RankPart } from '@kvreuse/descriptors';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { rankPartsOf } from '../../test/helpers/rank-parts.js';
 import { localBackends, type StoreUnderTest } from '../../test/helpers/stores.js';
+import { MemoryDiscoveryStore } from '../discovery/memory.js';
 import type { DiscoverySnapshot, DiscoveryStore, LeaseId } from '../discovery/types.js';
 import { SupersededError } from '../errors.js';
 import { claimIncarnationEpoch, type IncarnationEpoch } from './incarnation-epoch.js';
-import { publishRankParts } from './publish.js';
+import { startRankPublication } from './publication.js';
+import { buildRankPart, publishRankParts, withdrawRankParts } from './publish.js';
 import { workerPartsPrefix } from './rank-part-keys.js';
+import { transportMetadataOf } from './transport-metadata.js';
 
 const workerId = 'decode-race';
 const older = rankPartsOf({ workerId, incarnation: 'inc-1', tpSize: 2 });
@@ -92,5 +95,35 @@ describe.each(localBackends)('fenced rank-part publication on $name discovery', 
     }
     const parts: readonly RankPart[] = [];
     await expect(publishRankParts(store, parts, { lease, epoch: first.epoch })).rejects.toThrow(/at least one rank part/);
+  });
+});
+
+const shapeParts = rankPartsOf({ workerId: 'decode-shape', incarnation: 'inc-a', tpSize: 1 });
+const option = (name: string) => expect.objectContaining({ code: 'INVALID_REGISTRY_OPTION', option: name });
+
+describe('publishing refuses arguments of the wrong shape, naming the argument, before touching the store', () => {
+  it('publishRankParts, withdrawRankParts and startRankPublication', async () => {
+    const store = new MemoryDiscoveryStore();
+    await expect(publishRankParts({} as never, shapeParts, { lease: 'l', epoch: 1 })).rejects.toThrow(option('store'));
+    await expect(publishRankParts(store, undefined as never, { lease: 'l', epoch: 1 })).rejects.toThrow(option('parts'));
+    await expect(publishRankParts(store, shapeParts, undefined as never)).rejects.toThrow(option('options'));
+    await expect(publishRankParts(store, shapeParts, {} as never)).rejects.toThrow(option('options.lease'));
+    await expect(publishRankParts(store, shapeParts, { lease: 'l', epoch: 1, keyPrefix: 7 } as never)).rejects.toThrow(option('options.keyPrefix'));
+    await expect(withdrawRankParts(store, undefined as never)).rejects.toThrow(option('worker'));
+    await expect(startRankPublication(store, shapeParts, undefined as never)).rejects.toThrow(option('options'));
+    await expect(startRankPublication(store, shapeParts, { leaseTtlMs: 1_000, onTrouble: 'log' } as never)).rejects.toThrow(option('options.onTrouble'));
+    expect((await store.list('')).entries).toEqual([]);
+    await store.close();
+  });
+
+  it('buildRankPart and transportMetadataOf', () => {
+    const transport = { agentName: 'a', generation: 1, metadata: new Uint8Array(4) };
+    const rank = { tpRank: 0, ppRank: 0, agent: { name: 'a', register: () => undefined as never }, banks: [] };
+    expect(() => buildRankPart(undefined as never, rank, transport)).toThrow(option('worker'));
+    expect(() => buildRankPart({} as never, { ...rank, banks: undefined } as never, transport)).toThrow(option('rank.banks'));
+    expect(() => buildRankPart({} as never, rank, { ...transport, metadata: 'blob' } as never)).toThrow(
+      expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', field: 'transport.metadata' }),
+    );
+    expect(() => transportMetadataOf({ name: 'a' } as never)).toThrow(option('agent.metadata'));
   });
 });

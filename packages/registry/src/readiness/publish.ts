@@ -1,6 +1,7 @@
 import { type Geometry, parseRankPart, type RankPart, type Role } from '@kvreuse/descriptors';
 import type { DiscoveryOperation, DiscoveryStore, LeaseId } from '../discovery/types.js';
 import { RankPartPublicationError } from '../errors.js';
+import { checkArray, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from '../options.js';
 import type { RegisteredRank } from '../registration/register-rank.js';
 import { commitFenced, isEpoch } from './incarnation-epoch.js';
 import { incarnationPartsPrefix, parseRankPartKey, rankPartKey, type WorkerIncarnation, workerPartsPrefix } from './rank-part-keys.js';
@@ -30,6 +31,10 @@ export interface TransportMetadata {
  * split, bank count and layout). Refuses a rank whose banks are not all registered.
  */
 export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, transport: TransportMetadata): RankPart {
+  checkOptionsObject('worker', worker);
+  checkArray('rank.banks', checkOptionsObject('rank', rank).banks, (bank, option) => checkOptionsObject(option, bank));
+  checkOptionsObject('transport', transport);
+  if (!(transport.metadata instanceof Uint8Array)) throw new RankPartPublicationError('transport.metadata', transport.metadata, 'must be the agent\'s metadata blob (bytes)');
   rank.banks.forEach((bank, index) => {
     if (bank.state !== 'registered') {
       throw new RankPartPublicationError(`banks[${index}].state`, bank.state, 'only a rank whose every bank is registered can be published');
@@ -99,6 +104,8 @@ export function checkPublishableParts(parts: readonly RankPart[], keyPrefix?: st
  * each other's parts. Returns the revision.
  */
 export async function publishRankParts(store: DiscoveryStore, parts: readonly RankPart[], options: PublishRankPartsOptions): Promise<number> {
+  checkPublishing(store, parts, options);
+  checkNonEmptyString('options.lease', options.lease);
   const worker = checkPublishableParts(parts, options.keyPrefix);
   if (!isEpoch(options.epoch)) {
     throw new RankPartPublicationError('epoch', options.epoch, 'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out');
@@ -123,5 +130,15 @@ export async function publishRankParts(store: DiscoveryStore, parts: readonly Ra
 
 /** Withdraws every part of one worker incarnation in one commit (another incarnation's parts stay); returns the revision. */
 export async function withdrawRankParts(store: DiscoveryStore, worker: WorkerIncarnation, options: { readonly keyPrefix?: string } = {}): Promise<number> {
+  checkStore('store', store);
+  checkOptionsObject('worker', worker);
+  checkOptionalString('options.keyPrefix', checkOptionsObject('options', options).keyPrefix);
   return store.commit([{ type: 'deletePrefix', prefix: incarnationPartsPrefix(worker, options.keyPrefix) }]);
+}
+
+/** The arguments every publishing call shares: a store, an array of parts (objects) and an options object. */
+export function checkPublishing(store: DiscoveryStore, parts: readonly RankPart[], options: { readonly keyPrefix?: string }): void {
+  checkStore('store', store);
+  checkArray('parts', parts, (part, option) => checkOptionsObject(option, part));
+  checkOptionalString('options.keyPrefix', checkOptionsObject('options', options).keyPrefix);
 }

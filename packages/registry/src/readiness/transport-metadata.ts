@@ -1,5 +1,6 @@
 import type { Agent } from '@kvreuse/native-bindings';
 import { RankPartPublicationError } from '../errors.js';
+import { checkFunction, checkOptionsObject } from '../options.js';
 import type { TransportMetadata } from './publish.js';
 
 /** The blob header this reader knows (native/src/metadata.c, little-endian): "KVTM" | u16 version | u16 backend | u64 incarnation | u64 generation. */
@@ -12,6 +13,7 @@ const GENERATION_OFFSET = 16;
  * registration and deregistration), for the rank part's `transport` field.
  */
 export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>): TransportMetadata {
+  checkFunction('agent.metadata', checkOptionsObject('agent', agent).metadata);
   const metadata = agent.metadata();
   // The facade exposes the blob but not its generation; read it from the documented header.
   const view = new DataView(metadata.buffer, metadata.byteOffset, metadata.byteLength);

@@ -37,6 +37,17 @@ class MutableGate implements ReadinessGate {
   }
 }
 
+
+it('watchWorkerReadiness refuses arguments of the wrong shape, naming the argument', async () => {
+  const { store, dispose } = localBackends[0]!.open();
+  const option = (name: string) => expect.objectContaining({ code: 'INVALID_REGISTRY_OPTION', option: name });
+  await expect(watchWorkerReadiness(store, workerId, undefined as never)).rejects.toThrow(option('options'));
+  await expect(watchWorkerReadiness(store, workerId, {} as never)).rejects.toThrow(option('options.onChange'));
+  await expect(watchWorkerReadiness(store, workerId, { onChange: () => {}, gates: [null] } as never)).rejects.toThrow(option('options.gates[0]'));
+  await expect(watchWorkerReadiness(undefined as never, workerId, { onChange: () => {} })).rejects.toThrow(option('store'));
+  await dispose();
+});
+
 describe.each(localBackends)('worker readiness on $name discovery', (backend) => {
   let under: StoreUnderTest;
   let store: DiscoveryStore;

@@ -2,6 +2,7 @@ import { assembleWorker, type RankId, type RankPart, type Worker } from '@kvreus
 import { entryText } from '../discovery/common.js';
 import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, WatchNotice } from '../discovery/types.js';
 import type { RankPartRefusedError } from '../errors.js';
+import { checkArray, checkFunction, checkOptionalString, checkOptionsObject, checkStore } from '../options.js';
 import type { ReadinessGate } from './gate.js';
 import { workerEpochKey, workerKeyPrefix, workerPartsPrefix } from './rank-part-keys.js';
 import { safeDecodeRankPartRecord } from './rank-part-record.js';
@@ -95,6 +96,7 @@ export async function watchWorkerReadiness(
   workerId: string,
   options: WatchWorkerReadinessOptions,
 ): Promise<WorkerReadinessWatch> {
+  checkWatchOptions(store, options);
   const tracker = new ReadinessTracker(store, workerId, options);
   await tracker.start();
   return tracker;
@@ -333,4 +335,13 @@ function signatureOf(readiness: WorkerReadiness): string {
   return readiness.ready
     ? `ready ${readiness.incarnation} ${readiness.epoch} ${readiness.worker.ranks.map((part) => part.transport.generation).join(',')}`
     : `not ready ${readiness.incarnation ?? ''} ${readiness.reasons.map((reason) => reason.message).join(' | ')}`;
+}
+
+function checkWatchOptions(store: DiscoveryStore, options: WatchWorkerReadinessOptions): void {
+  checkStore('store', store);
+  checkOptionsObject('options', options);
+  checkFunction('options.onChange', options.onChange);
+  if (options.gates !== undefined) checkArray('options.gates', options.gates, (gate, option) => checkOptionsObject(option, gate));
+  if (options.logger !== undefined) checkFunction('options.logger.warn', checkOptionsObject('options.logger', options.logger).warn);
+  checkOptionalString('options.keyPrefix', options.keyPrefix);
 }

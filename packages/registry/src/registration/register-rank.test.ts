@@ -442,14 +442,15 @@ describe('registerRank when the bank changes during its own native registration'
 });
 
 describe('registerRank, releaseRank and releaseBanks refuse options of the wrong shape, naming the option', () => {
+  const register = (): undefined => undefined;
   it.each([
     ['no options', undefined, 'options'],
     ['no agent', { banks: [] }, 'agent'],
     ['an agent without register()', { agent: { name: 'a' }, banks: [] }, 'agent.register'],
-    ['an agent without a name', { agent: { register: () => undefined }, banks: [] }, 'agent.name'],
-    ['no banks', { agent: { name: 'a', register: () => undefined } }, 'banks'],
-    ['a timeout of NaN', { agent: { name: 'a', register: () => undefined }, banks: [], timeoutMs: Number.NaN }, 'timeoutMs'],
-    ['a signal that is not an AbortSignal', { agent: { name: 'a', register: () => undefined }, banks: [], signal: { aborted: false } }, 'signal'],
+    ['an agent without a name', { agent: { register }, banks: [] }, 'agent.name'],
+    ['no banks', { agent: { name: 'a', register } }, 'banks'],
+    ['a timeout of NaN', { agent: { name: 'a', register }, banks: [], timeoutMs: Number.NaN }, 'timeoutMs'],
+    ['a signal that is not an AbortSignal', { agent: { name: 'a', register }, banks: [], signal: { aborted: false } }, 'signal'],
   ])('registerRank with %s', async (_label, options, option) => {
     const error = await registerRank(options as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidRegistryOptionError);
