@@ -3,6 +3,16 @@ import { ManualClock } from '../test/support/manual-clock.js';
 import { DeadlineScheduler } from './deadline-scheduler.js';
 
 describe('DeadlineScheduler', () => {
+  it('refuses a missing or malformed clock, a NaN time and a missing callback', () => {
+    const refused = (option: string) => expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option });
+    expect(() => new DeadlineScheduler(undefined as never)).toThrow(refused('clock'));
+    expect(() => new DeadlineScheduler({ now: () => 0 } as never)).toThrow(refused('clock.setTimer'));
+    const scheduler = new DeadlineScheduler(new ManualClock());
+    expect(() => scheduler.schedule(Number.NaN, () => {})).toThrow('at = NaN is refused');
+    expect(() => scheduler.schedule(1, undefined as never)).toThrow(refused('fire'));
+    expect(scheduler.size).toBe(0);
+  });
+
   it('fires deadlines in time order, then scheduling order, on one timer', () => {
     const clock = new ManualClock();
     const scheduler = new DeadlineScheduler(clock);

@@ -1,4 +1,6 @@
 import type { Clock } from './clock.js';
+import { InvalidDrainOptionError } from './errors.js';
+import { checkClock, checkFunction } from './options.js';
 
 /** A scheduled deadline; `cancel()` is idempotent. */
 export interface Deadline {
@@ -30,6 +32,8 @@ export class DeadlineScheduler {
   #armedAt: number | undefined;
 
   constructor(clock: Clock) {
+    if (clock === undefined) throw new InvalidDrainOptionError('clock', clock, 'a scheduler needs a clock (systemClock, or a manual one)');
+    checkClock('clock', clock);
     this.#clock = clock;
   }
 
@@ -45,6 +49,8 @@ export class DeadlineScheduler {
   }
 
   schedule(at: number, fire: () => void): Deadline {
+    if (typeof at !== 'number' || Number.isNaN(at)) throw new InvalidDrainOptionError('at', at, 'must be a clock time in milliseconds');
+    checkFunction('fire', fire);
     const entry: Entry = { at, sequence: this.#sequence++, fire, epoch: this.#epoch, cancelled: false };
     this.#push(entry);
     this.#live += 1;

@@ -57,5 +57,9 @@ describe('decideLoad', () => {
   it('refuses an unknown policy and empty parts', () => {
     expect(() => decideLoad({ policy: 'retry' as 'fail', parts: [], verify: all })).toThrow(InvalidDrainOptionError);
     expect(() => decideLoad({ policy: 'fail', parts: [ok(0)], verify: all })).toThrow(/parts\[0\]\.blocks = 0/);
+    expect(() => decideLoad(undefined as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'input' }));
+    expect(() => decideLoad({ policy: 'fail', verify: all } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'parts' }));
+    expect(() => decideLoad({ policy: 'fail', parts: [] } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'verify' }));
+    expect(() => decideLoad({ policy: 'fail', parts: [null], verify: all } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'parts[0]' }));
   });
 });

@@ -1,5 +1,6 @@
 import type { Settings } from '@kvreuse/config';
 import { InvalidDrainOptionError, LoadFailedError } from './errors.js';
+import { checkFunction, checkOptionsObject } from './options.js';
 import type { OperationOutcome, Quiescence } from './ledger.js';
 
 export type FailedLoadPolicy = Settings['drain']['failedLoadPolicy'];
@@ -38,12 +39,15 @@ export type LoadDecision =
  * `recompute` commits that prefix and recomputes the rest; `fail` fails the load (`LoadFailedError`).
  */
 export function decideLoad(input: LoadInput): LoadDecision {
-  const { policy, parts, verify } = input;
+  const { policy, parts, verify } = checkOptionsObject('input', input);
+  if (!Array.isArray(parts)) throw new InvalidDrainOptionError('parts', parts, 'must be an array of load parts');
+  checkFunction('verify', verify);
   if (policy !== 'fail' && policy !== 'recompute') {
     throw new InvalidDrainOptionError('drain.failedLoadPolicy', policy, "must be 'fail' or 'recompute'");
   }
   let total = 0;
   parts.forEach((part, index) => {
+    checkOptionsObject(`parts[${index}]`, part);
     if (!Number.isSafeInteger(part.blocks) || part.blocks < 1) {
       throw new InvalidDrainOptionError(`parts[${index}].blocks`, part.blocks, 'must be a positive integer');
     }

@@ -54,6 +54,9 @@ describe('PeerBook', () => {
     expect(() => book.admit({ name: 'nobody', incarnation: 'x', generation: 1n })).toThrow(PeerFencedError);
     expect(() => book.track('', 'x', fakePeer(1))).toThrow(InvalidDrainOptionError);
     expect(() => book.track('p', '', fakePeer(1))).toThrow(/incarnation of peer p/);
+    expect(() => book.track('p', 'x', undefined as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'peer p' }));
+    expect(() => book.track('p', 'x', { id: 1, generation: 1 } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'peer p.generation' }));
+    expect(() => new PeerBook(5 as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'now' }));
   });
 
   it('keeps an unhealthy peer refused (first reason) until it is tracked again', () => {

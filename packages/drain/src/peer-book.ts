@@ -1,4 +1,5 @@
 import { InvalidDrainOptionError, PeerFencedError, PeerUnhealthyError } from './errors.js';
+import { checkFunction, checkOptionsObject } from './options.js';
 
 /** The part of a native peer (`Peer` of `@kvreuse/native-bindings`) the book reads and invalidates. */
 export interface TrackedPeer {
@@ -41,6 +42,7 @@ export class PeerBook {
   readonly #now: () => number;
 
   constructor(now: () => number = () => performance.now()) {
+    checkFunction('now', now);
     this.#now = now;
   }
 
@@ -53,6 +55,8 @@ export class PeerBook {
     if (typeof incarnation !== 'string' || incarnation === '') {
       throw new InvalidDrainOptionError(`incarnation of peer ${name}`, incarnation, 'must be a non-empty string');
     }
+    checkOptionsObject(`peer ${name}`, peer);
+    if (typeof peer.generation !== 'bigint') throw new InvalidDrainOptionError(`peer ${name}.generation`, peer.generation, 'must be a bigint (a native Peer)');
     const known = this.#records.get(name);
     if (known !== undefined && known.peer === peer) {
       known.incarnation = incarnation;

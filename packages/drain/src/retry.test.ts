@@ -17,6 +17,12 @@ describe('backoffDelay', () => {
     );
   });
 
+  it('refuses an attempt below 1, bad delays and a missing random source', () => {
+    expect(() => backoffDelay(0, 10, 50, Math.random)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'attempt' }));
+    expect(() => backoffDelay(1, Number.NaN, 50, Math.random)).toThrow('baseDelayMs = NaN is refused');
+    expect(() => backoffDelay(1, 10, 50, undefined as never)).toThrow(expect.objectContaining({ option: 'random' }));
+  });
+
   it('doubles the ceiling each attempt until the cap', () => {
     const top = () => 0.999999;
     expect([1, 2, 3, 4, 5].map((attempt) => backoffDelay(attempt, 10, 50, top))).toEqual([9, 19, 39, 49, 49]);
@@ -76,5 +82,10 @@ describe('retry', () => {
   it('refuses bad options', async () => {
     await expect(retry(async () => 1, { ...base, attempts: 0, retryable: () => true })).rejects.toThrow(InvalidDrainOptionError);
     await expect(retry(async () => 1, { ...base, maxDelayMs: -1, retryable: () => true })).rejects.toThrow(/maxDelayMs = -1/);
+    await expect(retry(async () => 1, undefined as never)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'options' }));
+    await expect(retry(async () => 1, { ...base } as never)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'retryable' }));
+    await expect(retry(async () => 1, { ...base, retryable: () => true, baseDelayMs: Number.NaN })).rejects.toThrow('baseDelayMs = NaN is refused');
+    await expect(retry(async () => 1, { ...base, retryable: () => true, signal: {} as AbortSignal })).rejects.toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'signal' }));
+    await expect(retry(undefined as never, { ...base, retryable: () => true })).rejects.toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'attempt' }));
   });
 });

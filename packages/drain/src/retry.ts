@@ -1,4 +1,5 @@
 import { InvalidDrainOptionError, RetriesExhaustedError } from './errors.js';
+import { checkFunction, checkOptionsObject } from './options.js';
 
 export interface RetryOptions {
   /** Names the action in errors, e.g. "reload metadata of peer decode-0". */
@@ -22,22 +23,33 @@ export interface RetryOptions {
  * uniform in [0, min(maxDelayMs, baseDelayMs × 2^(attempt − 1))).
  */
 export function backoffDelay(attempt: number, baseDelayMs: number, maxDelayMs: number, random: () => number): number {
+  if (!Number.isSafeInteger(attempt) || attempt < 1) throw new InvalidDrainOptionError('attempt', attempt, 'must be an integer ≥ 1');
+  checkDelays({ baseDelayMs, maxDelayMs });
+  checkFunction('random', random);
   const ceiling = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.min(attempt - 1, 52));
   return Math.floor(random() * ceiling);
 }
 
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+function checkDelays(delays: Pick<RetryOptions, 'baseDelayMs' | 'maxDelayMs'>): void {
+  for (const field of ['baseDelayMs', 'maxDelayMs'] as const) {
+    if (!Number.isFinite(delays[field]) || delays[field] < 0) {
+      throw new InvalidDrainOptionError(field, delays[field], 'must be a non-negative number of milliseconds');
+    }
+  }
+}
+
 function checkRetryOptions(options: RetryOptions): void {
+  checkOptionsObject('options', options);
+  if (typeof options.action !== 'string') throw new InvalidDrainOptionError('action', options.action, 'must be a string naming the action');
   if (!Number.isSafeInteger(options.attempts) || options.attempts < 1) {
     throw new InvalidDrainOptionError('attempts', options.attempts, 'must be an integer ≥ 1');
   }
-  for (const field of ['baseDelayMs', 'maxDelayMs'] as const) {
-    if (!Number.isFinite(options[field]) || options[field] < 0) {
-      throw new InvalidDrainOptionError(field, options[field], 'must be a non-negative number of milliseconds');
-    }
-  }
-  if (typeof options.retryable !== 'function') throw new InvalidDrainOptionError('retryable', options.retryable, 'must be a function');
+  checkDelays(options);
+  checkFunction('retryable', options.retryable);
+  for (const hook of ['random', 'sleep'] as const) if (options[hook] !== undefined) checkFunction(hook, options[hook]);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new InvalidDrainOptionError('signal', options.signal, 'must be an AbortSignal');
 }
 
 /**
@@ -47,6 +59,7 @@ function checkRetryOptions(options: RetryOptions): void {
  * the attempts run out, or the signal aborts.
  */
 export async function retry<T>(attempt: (index: number) => Promise<T>, options: RetryOptions): Promise<T> {
+  checkFunction('attempt', attempt);
   checkRetryOptions(options);
   const random = options.random ?? Math.random;
   const sleep = options.sleep ?? defaultSleep;

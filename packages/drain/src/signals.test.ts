@@ -19,6 +19,18 @@ function fakeProcess() {
 const settled = (promise: Promise<unknown>) => promise.then(() => new Promise((resolve) => setImmediate(resolve)));
 
 describe('shutdownOnSignals', () => {
+  it('refuses a controller or options of the wrong shape, naming the option, and installs nothing', () => {
+    const { handlers, target } = fakeProcess();
+    const controller = { shutdown: () => new Promise<never>(() => {}) };
+    const refused = (option: string) => expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option });
+    expect(() => shutdownOnSignals({} as never, { target })).toThrow(refused('controller.shutdown'));
+    expect(() => shutdownOnSignals(controller, null as never)).toThrow(refused('options'));
+    expect(() => shutdownOnSignals(controller, { target, signals: 'SIGTERM' } as never)).toThrow(refused('signals'));
+    expect(() => shutdownOnSignals(controller, { target: { on: () => {} } } as never)).toThrow(refused('target.off'));
+    expect(() => shutdownOnSignals(controller, { target, onResult: 'log' } as never)).toThrow(refused('onResult'));
+    expect(handlers.size).toBe(0);
+  });
+
   it('runs one shutdown for any number of signals, exits with 0 when nothing was retained, and can be removed', async () => {
     const w = await world();
     const { handlers, exits, target } = fakeProcess();

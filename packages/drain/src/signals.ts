@@ -1,4 +1,6 @@
 import type { ShutdownResult } from './drain.js';
+import { InvalidDrainOptionError } from './errors.js';
+import { checkFunction, checkOptionsObject } from './options.js';
 
 /** What a signal handler needs of a process (a `NodeJS.Process` fits). */
 export interface SignalTarget {
@@ -34,6 +36,14 @@ export function shutdownOnSignals(
   controller: { shutdown(): Promise<ShutdownResult> },
   options: ShutdownSignalOptions = {},
 ): () => void {
+  checkFunction('controller.shutdown', checkOptionsObject('controller', controller).shutdown);
+  checkOptionsObject('options', options);
+  const names: unknown = options.signals;
+  if (names !== undefined && !(Array.isArray(names) && names.every((signal) => typeof signal === 'string'))) {
+    throw new InvalidDrainOptionError('signals', names, 'must be an array of signal names');
+  }
+  if (options.target !== undefined) for (const method of ['on', 'off', 'exit'] as const) checkFunction(`target.${method}`, checkOptionsObject('target', options.target)[method]);
+  for (const hook of ['onResult', 'onError', 'exitCode'] as const) if (options[hook] !== undefined) checkFunction(hook, options[hook]);
   const target = options.target ?? process;
   const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
   const exitCode = options.exitCode ?? ((result: ShutdownResult) => (result.retained ? 1 : 0));
