@@ -58,6 +58,18 @@ describe('DrainController', () => {
     expect(bank.region).toBeUndefined();
   });
 
+  it('shuts down once: a shutdown() after the first finished resolves to the same result and closes nothing again', async () => {
+    const w = await world();
+    const close = vi.spyOn(w.reader, 'close');
+    const first = await w.controller.shutdown();
+    expect(first.agentDestroyed).toBe(true);
+    await expect(w.controller.shutdown()).resolves.toBe(first);
+    await expect(w.controller.drain({ deadlineMs: 0 })).resolves.toBe(first.report);
+    expect(close).toHaveBeenCalledTimes(1);
+    // The agent itself may be closed again too: nothing happens.
+    expect(w.reader.close()).toBeUndefined();
+  });
+
   it('refuses options of the wrong shape with a typed error naming the option', async () => {
     const w = await world();
     const refused = (make: () => unknown, option: string) => expect(make).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option }));
