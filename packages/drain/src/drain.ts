@@ -1,4 +1,4 @@
-import { type Bank, type BankLabel, deregisterBanks, type RegisteredRank, type RetainedBank, returnBanks } from '@kvreuse/registry';
+import { type Bank, type BankLabel, deregisterBanks, describeValue, type RegisteredRank, type RetainedBank, returnBanks } from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
 import { type LedgerOperation, type LedgerPostRequest, OperationLedger, type QuarantinedOperation } from './ledger.js';
 import { Listeners } from './listeners.js';
@@ -380,7 +380,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     const timeoutMs = Math.max(0, deadlineAt - this.#ledger.clock.now());
     const value: unknown = await this.#beforeDeadline(waitForReaders({ deadlineAt, timeoutMs, signal: abort.signal }), deadlineAt, abort);
     const outcome = readersOutcomeOf(value);
-    if (outcome === undefined) throw new Error(`waitForReaders resolved with ${JSON.stringify(value) ?? String(value)}, not { released, lapsed, outstanding } counts`);
+    if (outcome === undefined) throw new Error(`waitForReaders resolved with ${describeValue(value)}, not { released, lapsed, outstanding } counts`);
     return outcome;
   }
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { type RankPart, safeParseRankPart } from '@kvreuse/descriptors';
-import { RankPartRefusedError } from '../errors.js';
+import { describeValue, RankPartRefusedError } from '../errors.js';
 import { isEpoch } from './incarnation-epoch.js';
 import { parseRankPartKey } from './rank-part-keys.js';
 
@@ -66,7 +66,7 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
   }
   const { version, epoch, sha256: checksum, part } = record as Partial<RankPartRecord>;
   if (version !== rankPartRecordVersion) {
-    return refuse('wrong-version', `record version ${JSON.stringify(version)}; this reader knows version ${rankPartRecordVersion}`);
+    return refuse('wrong-version', `record version ${describeValue(version)}; this reader knows version ${rankPartRecordVersion}`);
   }
   if (!isEpoch(epoch)) return refuse('malformed', `the record's epoch ${JSON.stringify(epoch)} is not a whole number ≥ 1`);
   if (typeof checksum !== 'string' || typeof part !== 'object' || part === null) {
@@ -76,7 +76,7 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
     return refuse('tampered', `the part does not match its sha256 ${checksum}`);
   }
   const partVersion = (part as { version?: unknown }).version;
-  if (partVersion !== 1) return refuse('wrong-version', `rank part version ${JSON.stringify(partVersion)}; this reader knows version 1`);
+  if (partVersion !== 1) return refuse('wrong-version', `rank part version ${describeValue(partVersion)}; this reader knows version 1`);
   const parsed = safeParseRankPart(part);
   if (!parsed.success) return refuse('malformed', parsed.error.message, parsed.error);
   const place = parseRankPartKey(key, keyPrefix);
