@@ -68,7 +68,7 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
   if (version !== rankPartRecordVersion) {
     return refuse('wrong-version', `record version ${describeValue(version)}; this reader knows version ${rankPartRecordVersion}`);
   }
-  if (!isEpoch(epoch)) return refuse('malformed', `the record's epoch ${JSON.stringify(epoch)} is not a whole number ≥ 1`);
+  if (!isEpoch(epoch)) return refuse('malformed', `the record's epoch ${describeValue(epoch)} is not a whole number ≥ 1`);
   if (typeof checksum !== 'string' || typeof part !== 'object' || part === null) {
     return refuse('malformed', 'the record lacks its sha256 or part');
   }
