@@ -176,7 +176,7 @@ describe('RetainedInventory', () => {
     );
     // An expiry in seconds (a real one, an hour from now) is refused, not read as long expired.
     const inSeconds = Math.floor(Date.now() / 1000) + 3600;
-    expect(bad({ workerId: 'w', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: inSeconds }] })).toThrow(
+    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: inSeconds }] })).toThrow(
       expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'events.0.expiresAt', value: inSeconds, message: expect.stringContaining('a timestamp in seconds') }),
     );
     expect(() => inventory.longestRetainedPrefix([5] as never)).toThrow(expect.objectContaining({ path: 'chain.0' }));

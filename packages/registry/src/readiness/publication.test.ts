@@ -57,7 +57,7 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
 
   it('withdraws once: a second withdraw() resolves without touching the store; the readiness watch closes twice too', async () => {
     const publication = await startRankPublication(under.store, parts, { leaseTtlMs: 60_000 });
-    await vi.waitFor(() => expect(seen).toEqual(['no-parts', 'ready']), { timeout: 20_000, interval: 5 });
+    await vi.waitFor(() => expect(seen).toEqual(['no-parts', 'ready inc-a']), { timeout: 20_000, interval: 5 });
     await publication.withdraw();
     const commit = vi.spyOn(under.store, 'commit');
     const revokeLease = vi.spyOn(under.store, 'revokeLease');
