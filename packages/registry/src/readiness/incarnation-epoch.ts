@@ -6,7 +6,8 @@
 // past its lease, a publish racing a restart) finds the fence moved and writes nothing.
 import { entryText } from '../discovery/common.js';
 import type { DiscoveryOperation, DiscoveryStore } from '../discovery/types.js';
-import { DiscoveryCompareError, DiscoveryUnavailableError, SupersededError } from '../errors.js';
+import { DiscoveryCompareError, DiscoveryUnavailableError, InvalidRegistryOptionError, SupersededError } from '../errors.js';
+import { checkArray, checkOptionalString, checkOptionsObject, checkStore } from '../options.js';
 import { incarnationEpochKey, type WorkerIncarnation, workerEpochKey } from './rank-part-keys.js';
 
 /** A worker incarnation and the epoch discovery handed it. */
@@ -24,6 +25,7 @@ export async function readWorkerEpoch(
   workerId: string,
   options: IncarnationEpochOptions = {},
 ): Promise<{ readonly epoch: number; readonly incarnation: string } | undefined> {
+  checkStoreAndOptions(store, options);
   const fence = await store.get(workerEpochKey(workerId, options.keyPrefix));
   return fence === undefined ? undefined : { epoch: fence.modRevision, incarnation: entryText(fence) };
 }
@@ -41,6 +43,8 @@ export async function claimIncarnationEpoch(
   worker: WorkerIncarnation,
   options: IncarnationEpochOptions = {},
 ): Promise<IncarnationEpoch> {
+  checkStoreAndOptions(store, options);
+  checkOptionsObject('worker', worker);
   const fenceKey = workerEpochKey(worker.workerId, options.keyPrefix);
   const recordKey = incarnationEpochKey(worker, options.keyPrefix);
   for (let attempt = 0; attempt < claimAttempts; attempt++) {
@@ -81,6 +85,8 @@ export async function assertNewestEpoch(
   operation: string,
   options: IncarnationEpochOptions = {},
 ): Promise<void> {
+  checkStoreAndOptions(store, options);
+  checkClaimed(claimed);
   const newest = await readWorkerEpoch(store, claimed.workerId, options);
   if (newest?.epoch !== claimed.epoch) throw superseded(claimed, newest, operation);
 }
@@ -96,6 +102,9 @@ export async function commitFenced(
   operation: string,
   options: IncarnationEpochOptions = {},
 ): Promise<number> {
+  checkStoreAndOptions(store, options);
+  checkClaimed(claimed);
+  checkArray('operations', operations, (element, option) => checkOptionsObject(option, element));
   const fenceKey = workerEpochKey(claimed.workerId, options.keyPrefix);
   try {
     return await store.commit(operations, { compare: [{ key: fenceKey, modRevision: claimed.epoch }] });
@@ -103,6 +112,17 @@ export async function commitFenced(
     if (!(error instanceof DiscoveryCompareError) || error.key !== fenceKey) throw error;
     const newest = await readWorkerEpoch(store, claimed.workerId, options).catch(() => undefined);
     throw superseded(claimed, newest ?? (error.actual === 0 ? undefined : { epoch: error.actual, incarnation: undefined }), operation);
+  }
+}
+
+function checkStoreAndOptions(store: DiscoveryStore, options: IncarnationEpochOptions): void {
+  checkStore('store', store);
+  checkOptionalString('options.keyPrefix', checkOptionsObject('options', options).keyPrefix);
+}
+
+function checkClaimed(claimed: IncarnationEpoch): void {
+  if (!isEpoch(checkOptionsObject('claimed', claimed).epoch)) {
+    throw new InvalidRegistryOptionError('claimed.epoch', claimed.epoch, 'must be an epoch claimIncarnationEpoch handed out (a whole number ≥ 1)');
   }
 }
 
