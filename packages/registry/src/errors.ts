@@ -139,7 +139,7 @@ export class DiscoveryUnavailableError extends RegistryError {
   }
 }
 
-/** Token ids or a block size that cannot be hashed into a block chain. */
+/** Token ids, a block size, a salt or its inputs that cannot be hashed into a block chain. */
 export class BlockHashError extends RegistryError {
   readonly code = 'INVENTORY_INVALID_BLOCK_INPUT';
   constructor(
@@ -171,6 +171,18 @@ export class InventoryWithdrawnError extends RegistryError {
     readonly incarnation: string,
   ) {
     super(`inventory of worker ${workerId} (incarnation ${incarnation}) was withdrawn; it publishes no further batch`);
+  }
+}
+
+/** A `RetainedInventory` option that is malformed; `option` names it. */
+export class InventoryOptionsError extends RegistryError {
+  readonly code = 'INVENTORY_INVALID_OPTIONS';
+  constructor(
+    readonly option: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`retained inventory: option ${option} = ${describe(value)} is refused: ${reason}`);
   }
 }
 

@@ -57,7 +57,7 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
 
   test('followers apply published batches, reject bad ones and forget workers whose lease ended', async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 8 }, (_, i) => i), 64);
+    const chain = hashBlockChain(Array.from({ length: 64 * 8 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
     const expiresAt = Date.now() + 600_000;
     const leaseA = await store.grantLease(600_000);
     const leaseB = await store.grantLease(600_000);

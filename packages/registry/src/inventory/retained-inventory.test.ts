@@ -1,22 +1,27 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { InventoryEventError } from '../errors.js';
+import { InventoryEventError, InventoryOptionsError } from '../errors.js';
 import { hashBlockChain } from './block-hash.js';
 import type { InventoryEvent, RetentionTier } from './events.js';
 import { RetainedInventory } from './retained-inventory.js';
+
+/** Whether the table is moving its blocks to a grown one (a private field, read for the tests' sake). */
+const growing = (inventory: RetainedInventory): boolean => (inventory as unknown as { previousSlots: number }).previousSlots > 0;
 
 function clock(start = 1_750_000_000_000) {
   let now = start;
   return { now: () => now, advance: (ms: number) => (now += ms), at: () => now };
 }
 
+const scheme64 = { salt: 0x5eedn, blockTokens: 64 };
+const scheme4 = { salt: 0x5eedn, blockTokens: 4 };
 const tokens = (seed: number, count: number) => Array.from({ length: count }, (_, i) => (seed * 7919 + i * 31) % 151936);
 
 describe('RetainedInventory', () => {
   test('answers per worker how many leading blocks it retains, and on which tier', () => {
     const time = clock();
     const inventory = new RetainedInventory({ now: time.now });
-    const chain = hashBlockChain(tokens(1, 64 * 10), 64);
+    const chain = hashBlockChain(tokens(1, 64 * 10), scheme64);
     const expiresAt = time.at() + 60_000;
     inventory.apply({
       workerId: 'decode-a',
@@ -51,7 +56,7 @@ describe('RetainedInventory', () => {
       expect.objectContaining({ workerId: 'decode-a', blocks: 7 }),
       expect.objectContaining({ workerId: 'decode-b', blocks: 2 }),
     ]);
-    expect(inventory.longestRetainedPrefix(hashBlockChain(tokens(2, 64), 64))).toEqual([]);
+    expect(inventory.longestRetainedPrefix(hashBlockChain(tokens(2, 64), scheme64))).toEqual([]);
     expect(inventory.longestRetainedPrefix(new BigUint64Array(0))).toEqual([]);
     expect(inventory.size).toBe(8 + 4 + 9);
   });
@@ -59,7 +64,7 @@ describe('RetainedInventory', () => {
   test('many workers on the same first blocks are followed together with the same answers', () => {
     const time = clock();
     const inventory = new RetainedInventory({ now: time.now });
-    const chain = hashBlockChain(tokens(6, 64 * 64), 64);
+    const chain = hashBlockChain(tokens(6, 64 * 64), scheme64);
     const expected = [];
     for (let w = 0; w < 40; w++) {
       // Worker w retains the first w + 1 blocks (on the host when w is odd) and a gap, then more.
@@ -82,7 +87,7 @@ describe('RetainedInventory', () => {
 
   test('removed and cleared events withdraw blocks per tier', () => {
     const inventory = new RetainedInventory();
-    const chain = hashBlockChain(tokens(3, 64 * 4), 64);
+    const chain = hashBlockChain(tokens(3, 64 * 4), scheme64);
     const expiresAt = Date.now() + 60_000;
     const batch = (seq: number, events: InventoryEvent[]) => inventory.apply({ workerId: 'w', incarnation: 'i', epoch: 1, seq, events });
     batch(0, [
@@ -101,8 +106,9 @@ describe('RetainedInventory', () => {
 
   test('entries expire: lookups skip them and prune frees them', () => {
     const time = clock();
-    const inventory = new RetainedInventory({ now: time.now });
-    const chain = hashBlockChain(tokens(4, 64 * 3), 64);
+    // No sweep, so that prune alone frees what expired.
+    const inventory = new RetainedInventory({ now: time.now, pruneStep: 0 });
+    const chain = hashBlockChain(tokens(4, 64 * 3), scheme64);
     inventory.apply({
       workerId: 'w',
       incarnation: 'i',
@@ -138,9 +144,85 @@ describe('RetainedInventory', () => {
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 1 }]);
   });
 
+  test('expired entries are freed by applies and lookups, a bounded number of records per call, without prune', () => {
+    const time = clock();
+    const inventory = new RetainedInventory({ now: time.now, pruneStep: 4 });
+    const chain = hashBlockChain(tokens(11, 64 * 10), scheme64);
+    inventory.apply({ workerId: 'a', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt: time.at() + 1_000 }] });
+    expect(inventory.size).toBe(10);
+    time.advance(1_000);
+    // Each lookup checks the next 4 records (moving on to the next worker counts as one).
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
+    expect(inventory.size).toBe(6);
+    inventory.longestRetainedPrefix(chain);
+    expect(inventory.size).toBe(2);
+    inventory.longestRetainedPrefix(chain);
+    expect(inventory.size).toBe(0);
+    // An apply checks 4 records plus one per block it carries: a worker's 2 blocks sweep 6 records.
+    const fresh = hashBlockChain(tokens(12, 64 * 2), scheme64);
+    inventory.apply({ workerId: 'a', incarnation: 'i', seq: 1, events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 8), expiresAt: time.at() + 1_000 }] });
+    time.advance(1_000);
+    inventory.apply({ workerId: 'b', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: fresh, expiresAt: time.at() + 1_000 }] });
+    expect(inventory.size).toBe(2 + 8 - 6);
+    expect(inventory.longestRetainedPrefix(fresh)).toMatchObject([{ workerId: 'b', blocks: 2 }]);
+    expect(inventory.size).toBe(2);
+    // A worker's slab is compacted once most of it is dead, at its next batch.
+    const bytes = inventory.indexBytes;
+    inventory.apply({ workerId: 'a', incarnation: 'i', seq: 2, events: [] });
+    expect(inventory.indexBytes).toBeLessThan(bytes);
+  });
+
+  test('a block on two tiers is freed tier by tier as each expires', () => {
+    const time = clock();
+    const inventory = new RetainedInventory({ now: time.now, pruneStep: 1 });
+    const chain = hashBlockChain(tokens(13, 64), scheme64);
+    inventory.apply({
+      workerId: 'a',
+      incarnation: 'i',
+      seq: 0,
+      events: [
+        { type: 'stored', tier: 'gpu', blocks: chain, expiresAt: time.at() + 1_000 },
+        { type: 'stored', tier: 'host', blocks: chain, expiresAt: time.at() + 2_000 },
+      ],
+    });
+    time.advance(1_000);
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 1, gpuBlocks: 0, hostBlocks: 1 }]);
+    expect(inventory.size).toBe(1);
+    time.advance(1_000);
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
+    expect(inventory.size).toBe(0);
+  });
+
+  test('the table grows a few slots per operation, and answers the same while it does', () => {
+    const time = clock();
+    const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16, rehashStep: 3 });
+    const chains = Array.from({ length: 60 }, (_, c) => hashBlockChain(tokens(100 + c, 64 * 4), scheme64));
+    const expiresAt = time.at() + 60_000;
+    let sawGrowing = 0;
+    chains.forEach((chain, c) => {
+      inventory.apply({ workerId: `w${c % 3}`, incarnation: 'i', seq: Math.floor(c / 3), events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] });
+      if (growing(inventory)) sawGrowing++;
+      for (let d = 0; d <= c; d++) {
+        expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([{ workerId: `w${d % 3}`, incarnation: 'i', blocks: 4, gpuBlocks: 4, hostBlocks: 0, expiresAt }]);
+      }
+    });
+    expect(sawGrowing).toBeGreaterThan(0);
+    expect(inventory.size).toBe(240);
+  });
+
+  test('refuses malformed options with a typed error naming the option', () => {
+    const bad = (options: unknown) => () => new RetainedInventory(options as never);
+    expect(bad(null)).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_OPTIONS', option: 'options' }));
+    expect(bad({ now: 5 })).toThrow(expect.objectContaining({ option: 'now' }));
+    expect(bad({ now: () => Number.NaN })).toThrow(expect.objectContaining({ option: 'now' }));
+    expect(bad({ rehashStep: 2 })).toThrow(expect.objectContaining({ option: 'rehashStep', value: 2 }));
+    expect(bad({ pruneStep: -1 })).toThrow(expect.objectContaining({ option: 'pruneStep' }));
+    expect(bad({ expectedBlocks: 1.5 })).toThrow(InventoryOptionsError);
+  });
+
   test('a new incarnation replaces the old one; stale or repeated batches are ignored', () => {
     const inventory = new RetainedInventory();
-    const chain = hashBlockChain(tokens(5, 64 * 4), 64);
+    const chain = hashBlockChain(tokens(5, 64 * 4), scheme64);
     const expiresAt = Date.now() + 60_000;
     expect(inventory.apply({ workerId: 'w', incarnation: 'old', epoch: 1, seq: 5, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] })).toBe(true);
     expect(inventory.apply({ workerId: 'w', incarnation: 'old', epoch: 1, seq: 5, events: [{ type: 'cleared', tier: 'gpu' }] })).toBe(false);
@@ -198,8 +280,8 @@ describe('RetainedInventory', () => {
       { weight: 1, arbitrary: fc.record({ kind: fc.constant('prune' as const) }) },
     );
     // Two chains that share their first 10 blocks, 40 distinct hashes per chain at most.
-    const chainA = hashBlockChain(tokens(9, 40 * 4), 4);
-    const chainB = BigUint64Array.from([...chainA.slice(0, 10), ...hashBlockChain(tokens(10, 30 * 4), 4, chainA[9])]);
+    const chainA = hashBlockChain(tokens(9, 40 * 4), scheme4);
+    const chainB = BigUint64Array.from([...chainA.slice(0, 10), ...hashBlockChain(tokens(10, 30 * 4), scheme4, chainA[9])]);
 
     fc.assert(
       fc.property(fc.array(op, { maxLength: 80 }), fc.boolean(), (ops, useB) => {
