@@ -148,27 +148,34 @@ describe('RetainedInventory', () => {
     const time = clock();
     const inventory = new RetainedInventory({ now: time.now, pruneStep: 4 });
     const chain = hashBlockChain(tokens(11, 64 * 10), scheme64);
-    inventory.apply({ workerId: 'a', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt: time.at() + 1_000 }] });
+    inventory.apply({ workerId: 'a', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt: time.at() + 1_000 }] });
     expect(inventory.size).toBe(10);
     time.advance(1_000);
-    // Each lookup checks the next 4 records (moving on to the next worker counts as one).
-    expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
-    expect(inventory.size).toBe(6);
-    inventory.longestRetainedPrefix(chain);
-    expect(inventory.size).toBe(2);
-    inventory.longestRetainedPrefix(chain);
-    expect(inventory.size).toBe(0);
-    // An apply checks 4 records plus one per block it carries: a worker's 2 blocks sweep 6 records.
-    const fresh = hashBlockChain(tokens(12, 64 * 2), scheme64);
-    inventory.apply({ workerId: 'a', incarnation: 'i', seq: 1, events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 8), expiresAt: time.at() + 1_000 }] });
+    // Each lookup checks the next 4 records, in turn, where the last call left off.
+    const sizes = [inventory.size];
+    while (inventory.size > 0) {
+      expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
+      sizes.push(inventory.size);
+    }
+    expect(sizes.length - 1).toBeLessThanOrEqual(4); // 10 records and one step to wrap around
+    sizes.slice(1).forEach((size, i) => expect(sizes[i]! - size).toBeLessThanOrEqual(4));
+
+    // An apply checks 4 records plus one per block it carries.
+    inventory.apply({ workerId: 'a', incarnation: 'i', epoch: 1, seq: 1, events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 8), expiresAt: time.at() + 1_000 }] });
     time.advance(1_000);
-    inventory.apply({ workerId: 'b', incarnation: 'i', seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: fresh, expiresAt: time.at() + 1_000 }] });
-    expect(inventory.size).toBe(2 + 8 - 6);
+    const fresh = hashBlockChain(tokens(12, 64 * 2), scheme64);
+    let applies = 0;
+    while ((inventory.size > 2 || applies === 0) && applies < 10) {
+      const before = inventory.size;
+      inventory.apply({ workerId: 'b', incarnation: 'i', epoch: 1, seq: applies++, events: [{ type: 'stored', tier: 'gpu', blocks: fresh, expiresAt: time.at() + 1_000 }] });
+      expect(before + (applies === 1 ? 2 : 0) - inventory.size).toBeLessThanOrEqual(4 + 2);
+    }
+    expect(applies).toBeLessThanOrEqual(3);
     expect(inventory.longestRetainedPrefix(fresh)).toMatchObject([{ workerId: 'b', blocks: 2 }]);
     expect(inventory.size).toBe(2);
     // A worker's slab is compacted once most of it is dead, at its next batch.
     const bytes = inventory.indexBytes;
-    inventory.apply({ workerId: 'a', incarnation: 'i', seq: 2, events: [] });
+    inventory.apply({ workerId: 'a', incarnation: 'i', epoch: 1, seq: 2, events: [] });
     expect(inventory.indexBytes).toBeLessThan(bytes);
   });
 
@@ -179,6 +186,7 @@ describe('RetainedInventory', () => {
     inventory.apply({
       workerId: 'a',
       incarnation: 'i',
+      epoch: 1,
       seq: 0,
       events: [
         { type: 'stored', tier: 'gpu', blocks: chain, expiresAt: time.at() + 1_000 },
@@ -200,7 +208,7 @@ describe('RetainedInventory', () => {
     const expiresAt = time.at() + 60_000;
     let sawGrowing = 0;
     chains.forEach((chain, c) => {
-      inventory.apply({ workerId: `w${c % 3}`, incarnation: 'i', seq: Math.floor(c / 3), events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] });
+      inventory.apply({ workerId: `w${c % 3}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 3), events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] });
       if (growing(inventory)) sawGrowing++;
       for (let d = 0; d <= c; d++) {
         expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([{ workerId: `w${d % 3}`, incarnation: 'i', blocks: 4, gpuBlocks: 4, hostBlocks: 0, expiresAt }]);
@@ -260,13 +268,14 @@ describe('RetainedInventory', () => {
     expect(inventory.workerCount).toBe(0);
   });
 
-  test('behaves like a plain model under random stores, removes, clears, expiry and prunes', () => {
+  test('answers like a plain Map model through any interleaving of applies, expiry and lookups, across growth steps', () => {
     type Op =
       | { kind: 'store'; worker: number; tier: RetentionTier; from: number; count: number; ttl: number }
       | { kind: 'remove'; worker: number; tier: RetentionTier; from: number; count: number }
       | { kind: 'clear'; worker: number; tier: RetentionTier }
       | { kind: 'leave'; worker: number }
       | { kind: 'tick'; ms: number }
+      | { kind: 'lookup'; from: number }
       | { kind: 'prune' };
     const worker = fc.integer({ min: 0, max: 5 });
     const tier = fc.constantFrom<RetentionTier>('gpu', 'host');
@@ -277,71 +286,104 @@ describe('RetainedInventory', () => {
       { weight: 1, arbitrary: fc.record({ kind: fc.constant('clear' as const), worker, tier }) },
       { weight: 1, arbitrary: fc.record({ kind: fc.constant('leave' as const), worker }) },
       { weight: 2, arbitrary: fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 1_500 }) }) },
+      { weight: 3, arbitrary: fc.record({ kind: fc.constant('lookup' as const), from: block }) },
       { weight: 1, arbitrary: fc.record({ kind: fc.constant('prune' as const) }) },
     );
-    // Two chains that share their first 10 blocks, 40 distinct hashes per chain at most.
+    // Two chains that share their first 10 blocks, 40 distinct hashes per chain at most: from 16
+    // expected blocks the table grows three or four times.
     const chainA = hashBlockChain(tokens(9, 40 * 4), scheme4);
     const chainB = BigUint64Array.from([...chainA.slice(0, 10), ...hashBlockChain(tokens(10, 30 * 4), scheme4, chainA[9])]);
+    let checksWhileGrowing = 0;
 
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 80 }), fc.boolean(), (ops, useB) => {
-        const time = clock();
-        const chain = useB ? chainB : chainA;
-        const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16 });
-        const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
-        const seq = new Map<number, number>([[0, 0], [1, 0], [2, 0], [3, 0], [4, 0], [5, 0]]);
-        // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
-        for (let w = 0; w <= 5; w++) {
-          inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
-          if (w < 3) for (let f = 0; f < 31; f++) inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
-        }
-        const send = (w: number, events: InventoryEvent[]) => {
-          const next = (seq.get(w) ?? -1) + 1;
-          seq.set(w, next);
-          inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: next, events });
-        };
-        for (const o of ops) {
-          if (o.kind === 'store' || o.kind === 'remove') {
-            const blocks = chain.slice(o.from, o.from + o.count);
-            const expiresAt = time.at() + (o.kind === 'store' ? o.ttl : 0);
-            send(o.worker, [o.kind === 'store' ? { type: 'stored', tier: o.tier, blocks, expiresAt } : { type: 'removed', tier: o.tier, blocks }]);
-            for (let b = o.from; b < o.from + blocks.length; b++) {
-              if (o.kind === 'store') model.set(`${o.worker}/${o.tier}/${b}`, Math.ceil(expiresAt / 100) * 100);
-              else model.delete(`${o.worker}/${o.tier}/${b}`);
-            }
-          } else if (o.kind === 'clear') {
-            send(o.worker, [{ type: 'cleared', tier: o.tier }]);
-            for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/${o.tier}/`)) model.delete(key);
-          } else if (o.kind === 'leave') {
-            inventory.removeWorker(`w${o.worker}`);
-            seq.delete(o.worker);
-            for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/`)) model.delete(key);
-          } else if (o.kind === 'tick') {
-            time.advance(o.ms);
-          } else {
-            inventory.prune();
-          }
-          const alive = (w: number, t: RetentionTier, b: number) => (model.get(`${w}/${t}/${b}`) ?? 0) > Math.floor(time.at() / 100) * 100;
-          const expected = [];
+      fc.property(
+        fc.array(op, { maxLength: 100 }),
+        fc.boolean(),
+        fc.integer({ min: 3, max: 8 }),
+        fc.integer({ min: 0, max: 8 }),
+        (ops, useB, rehashStep, pruneStep) => {
+          const time = clock();
+          const chain = useB ? chainB : chainA;
+          const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16, rehashStep, pruneStep });
+          const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
+          const seq = new Map<number, number>([[0, 0], [1, 0], [2, 0], [3, 0], [4, 0], [5, 0]]);
+          // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
           for (let w = 0; w <= 5; w++) {
-            let blocks = 0;
-            let gpuBlocks = 0;
-            let hostBlocks = 0;
-            while (blocks < chain.length && (alive(w, 'gpu', blocks) || alive(w, 'host', blocks))) {
-              gpuBlocks += alive(w, 'gpu', blocks) ? 1 : 0;
-              hostBlocks += alive(w, 'host', blocks) ? 1 : 0;
-              blocks++;
-            }
-            if (blocks > 0) expected.push({ workerId: `w${w}`, blocks, gpuBlocks, hostBlocks });
+            inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
+            if (w < 3) for (let f = 0; f < 31; f++) inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
           }
-          expected.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
-          const actual = inventory
-            .longestRetainedPrefix(chain)
-            .map(({ workerId, blocks, gpuBlocks, hostBlocks }) => ({ workerId, blocks, gpuBlocks, hostBlocks }));
-          expect(actual).toEqual(expected);
-        }
-      }),
-      { numRuns: 150 },
+          const send = (w: number, events: InventoryEvent[]) => {
+            const next = (seq.get(w) ?? -1) + 1;
+            seq.set(w, next);
+            inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: next, events });
+          };
+          const alive = (w: number, t: RetentionTier, b: number) => (model.get(`${w}/${t}/${b}`) ?? 0) > Math.floor(time.at() / 100) * 100;
+          const check = (from: number) => {
+            if (growing(inventory)) checksWhileGrowing++;
+            const expected = [];
+            for (let w = 0; w <= 5; w++) {
+              let blocks = 0;
+              let gpuBlocks = 0;
+              let hostBlocks = 0;
+              while (from + blocks < chain.length && (alive(w, 'gpu', from + blocks) || alive(w, 'host', from + blocks))) {
+                gpuBlocks += alive(w, 'gpu', from + blocks) ? 1 : 0;
+                hostBlocks += alive(w, 'host', from + blocks) ? 1 : 0;
+                blocks++;
+              }
+              if (blocks > 0) expected.push({ workerId: `w${w}`, blocks, gpuBlocks, hostBlocks });
+            }
+            expected.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
+            const actual = inventory
+              .longestRetainedPrefix(chain.subarray(from))
+              .map(({ workerId, blocks, gpuBlocks, hostBlocks }) => ({ workerId, blocks, gpuBlocks, hostBlocks }));
+            expect(actual).toEqual(expected);
+          };
+          // The entries counted: never fewer than those alive, never more than those not withdrawn.
+          const checkSize = () => {
+            const live = [...model.keys()].filter((key) => {
+              const [w, t, b] = key.split('/');
+              return alive(Number(w), t as RetentionTier, Number(b));
+            });
+            const blocksOf = (keys: string[]) => new Set(keys.map((key) => key.replace(/\/(gpu|host)\//, '/'))).size;
+            expect(inventory.size).toBeGreaterThanOrEqual(blocksOf(live));
+            expect(inventory.size).toBeLessThanOrEqual(blocksOf([...model.keys()]));
+            return blocksOf(live);
+          };
+          for (const o of ops) {
+            if (o.kind === 'store' || o.kind === 'remove') {
+              const blocks = chain.slice(o.from, o.from + o.count);
+              const expiresAt = time.at() + (o.kind === 'store' ? o.ttl : 0);
+              send(o.worker, [o.kind === 'store' ? { type: 'stored', tier: o.tier, blocks, expiresAt } : { type: 'removed', tier: o.tier, blocks }]);
+              for (let b = o.from; b < o.from + blocks.length; b++) {
+                if (o.kind === 'store' && Math.ceil(expiresAt / 100) * 100 > Math.floor(time.at() / 100) * 100) {
+                  model.set(`${o.worker}/${o.tier}/${b}`, Math.ceil(expiresAt / 100) * 100);
+                } else {
+                  model.delete(`${o.worker}/${o.tier}/${b}`);
+                }
+              }
+            } else if (o.kind === 'clear') {
+              send(o.worker, [{ type: 'cleared', tier: o.tier }]);
+              for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/${o.tier}/`)) model.delete(key);
+            } else if (o.kind === 'leave') {
+              inventory.removeWorker(`w${o.worker}`);
+              seq.delete(o.worker);
+              for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/`)) model.delete(key);
+            } else if (o.kind === 'tick') {
+              time.advance(o.ms);
+            } else if (o.kind === 'lookup') {
+              check(o.from);
+            } else {
+              inventory.prune();
+              expect(inventory.size).toBe(checkSize());
+            }
+            checkSize();
+          }
+          check(0);
+        },
+      ),
+      { numRuns: 200 },
     );
+    // The runs did look up while a growth step was under way.
+    expect(checksWhileGrowing).toBeGreaterThan(0);
   });
 });
