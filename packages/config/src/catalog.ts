@@ -186,6 +186,18 @@ export const catalog = {
       }),
     },
   },
+  drain: {
+    description: 'The drain layer: operations, quiescence, and what a request does when its pulled blocks fail to load.',
+    settings: {
+      failedLoadPolicy: setting({
+        schema: z.enum(['fail', 'recompute']),
+        default: 'recompute',
+        description:
+          'When loading pulled blocks fails: `recompute` computes the prefix locally and the request ' +
+          'succeeds; `fail` fails the request.',
+      }),
+    },
+  },
   inventory: {
     description: 'The retained inventory: how decode workers and routers name the KV blocks a worker retains.',
     settings: {
@@ -200,18 +212,6 @@ export const catalog = {
           'hashes. Models of different KV geometry differ already; give models that share a geometry (a ' +
           'fine-tune of the same base, two revisions) different seeds, e.g. the model name and revision. ' +
           'Every worker and router of one model must use the same seed.',
-      }),
-    },
-  },
-  drain: {
-    description: 'The drain layer: operations, quiescence, and what a request does when its pulled blocks fail to load.',
-    settings: {
-      failedLoadPolicy: setting({
-        schema: z.enum(['fail', 'recompute']),
-        default: 'recompute',
-        description:
-          'When loading pulled blocks fails: `recompute` computes the prefix locally and the request ' +
-          'succeeds; `fail` fails the request.',
       }),
     },
   },
