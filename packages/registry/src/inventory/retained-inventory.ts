@@ -72,6 +72,14 @@ const growth = 1.5; // of the table and the overflow slab
 // (maxLoad − maxLoad / growth) × growth = 0.425 × (previous slots) new blocks later. Moving 3 slots
 // per new block empties the previous table by then.
 const minRehashStep = 3;
+// The next table is allocated at load `prepareLoad` and its pages touched one per `touchEvery` new
+// blocks, so that the kernel's page faults (tens of µs each) are spread out instead of hitting the
+// first operations of a growth step at up to one per stored block. The next table has
+// growth × slotWords / pageWords = 0.0088 pages per current slot; (maxLoad − prepareLoad) / touchEvery
+// = 0.0125 new blocks per slot come first, so it is all touched before it is needed.
+const prepareLoad = 0.8;
+const touchEvery = 4;
+const pageWords = 1024; // 4 KiB
 const recordGrowth = 1.25; // of a worker's record slab
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
@@ -151,6 +159,9 @@ export class RetainedInventory {
   private previousHomeScale = 0;
   private moved = 0;
   private readonly rehashStep: number;
+  // The table to grow into, allocated ahead; its words below `nextTouched` have been written once.
+  private next: Int32Array = noRecords;
+  private nextTouched = 0;
   // The expiry sweep's next record.
   private sweepWorker = 0;
   private sweepRecord = 0;
@@ -215,7 +226,7 @@ export class RetainedInventory {
   get indexBytes(): number {
     return this.records.reduce(
       (bytes, records) => bytes + records.byteLength,
-      this.table.byteLength + this.previous.byteLength + this.more.byteLength,
+      this.table.byteLength + this.previous.byteLength + this.next.byteLength + this.more.byteLength,
     );
   }
 
@@ -608,6 +619,15 @@ export class RetainedInventory {
     this.resize(Math.ceil(this.slots * growth));
   }
 
+  /** Allocates the next table if need be and touches its next page. */
+  private prepareNext(): void {
+    if (this.next.length === 0) this.next = new Int32Array(Math.ceil(this.slots * growth) * slotWords);
+    if (this.nextTouched < this.next.length) {
+      this.next[this.nextTouched] = 0;
+      this.nextTouched += pageWords;
+    }
+  }
+
   /** Bounded background work of one operation: a step of the table's growth, a step of the expiry sweep. */
   private maintain(sweepRecords: number, nowTick: number): void {
     this.migrate(this.rehashStep);
@@ -688,8 +708,12 @@ export class RetainedInventory {
       table[base + slotRecord] = record;
       table[base + slotMore] = 0;
       table[base + slotHolders] = holderBit(worker);
-      if (++this.distinctHashes > this.slots * maxLoad) this.grow();
-      else this.migrate(this.rehashStep);
+      if (++this.distinctHashes > this.slots * maxLoad) {
+        this.grow();
+      } else {
+        this.migrate(this.rehashStep);
+        if (this.distinctHashes > this.slots * prepareLoad && this.distinctHashes % touchEvery === 0) this.prepareNext();
+      }
       return;
     }
     const base = slot * slotWords;
@@ -847,7 +871,9 @@ export class RetainedInventory {
   private resize(slots: number): void {
     this.homeShift = Math.max(0, Math.ceil(Math.log2(slots)) - 21);
     this.homeScale = slots / 2 ** (32 - this.homeShift);
-    this.table = new Int32Array(slots * slotWords);
+    this.table = this.next.length === slots * slotWords ? this.next : new Int32Array(slots * slotWords);
+    this.next = noRecords;
+    this.nextTouched = 0;
     this.slots = slots;
   }
 
