@@ -22,7 +22,7 @@ const stores: [string, () => DiscoveryStore][] = [
 describe.each(stores)('inventory through %s discovery', (_, open) => {
   test('withdraw() deletes this incarnation\'s batch (followers forget the worker), leaves a newer one, and refuses later batches', async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), 64);
+    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
     const expiresAt = Date.now() + 600_000;
     const lease = await store.grantLease(600_000);
     const inventory = new RetainedInventory();
