@@ -1,5 +1,6 @@
 import { InventoryEventError, InventoryOptionsError } from '../errors.js';
 import { type InventoryBatch, type InventoryEvent, type RetentionTier, retentionTiers } from './events.js';
+import { PreparedArray } from './prepared-array.js';
 
 /**
  * One worker's retained prefix of a hash chain. Advisory: the blocks may already be evicted, the
@@ -72,14 +73,14 @@ const growth = 1.5; // of the table and the overflow slab
 // (maxLoad − maxLoad / growth) × growth = 0.425 × (previous slots) new blocks later. Moving 3 slots
 // per new block empties the previous table by then.
 const minRehashStep = 3;
-// The next table is allocated at load `prepareLoad` and its pages touched one per `touchEvery` new
-// blocks, so that the kernel's page faults (tens of µs each) are spread out instead of hitting the
-// first operations of a growth step at up to one per stored block. The next table has
-// growth × slotWords / pageWords = 0.0088 pages per current slot; (maxLoad − prepareLoad) / touchEvery
-// = 0.0125 new blocks per slot come first, so it is all touched before it is needed.
+// The next table (and the next overflow slab) is allocated at load `prepareLoad` and one of its pages
+// touched per `touchEvery` new blocks (overflow entries), so that the kernel's page faults are spread
+// out instead of hitting the first operations of a growth step at up to one per stored block. The
+// next table has growth × slotWords × 4 / 4096 = 0.0088 pages per current slot, and
+// (maxLoad − prepareLoad) / touchEvery = 0.0125 touches per slot come first, so it is all touched
+// before it is needed (the overflow slab: 0.0015 pages and 0.05 touches per entry).
 const prepareLoad = 0.8;
 const touchEvery = 4;
-const pageWords = 1024; // 4 KiB
 const recordGrowth = 1.25; // of a worker's record slab
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
@@ -159,9 +160,8 @@ export class RetainedInventory {
   private previousHomeScale = 0;
   private moved = 0;
   private readonly rehashStep: number;
-  // The table to grow into, allocated ahead; its words below `nextTouched` have been written once.
-  private next: Int32Array = noRecords;
-  private nextTouched = 0;
+  private readonly nextTable = new PreparedArray();
+  private readonly nextMore = new PreparedArray();
   // The expiry sweep's next record.
   private sweepWorker = 0;
   private sweepRecord = 0;
@@ -226,7 +226,7 @@ export class RetainedInventory {
   get indexBytes(): number {
     return this.records.reduce(
       (bytes, records) => bytes + records.byteLength,
-      this.table.byteLength + this.previous.byteLength + this.next.byteLength + this.more.byteLength,
+      this.table.byteLength + this.previous.byteLength + this.nextTable.byteLength + this.more.byteLength + this.nextMore.byteLength,
     );
   }
 
@@ -619,15 +619,6 @@ export class RetainedInventory {
     this.resize(Math.ceil(this.slots * growth));
   }
 
-  /** Allocates the next table if need be and touches its next page. */
-  private prepareNext(): void {
-    if (this.next.length === 0) this.next = new Int32Array(Math.ceil(this.slots * growth) * slotWords);
-    if (this.nextTouched < this.next.length) {
-      this.next[this.nextTouched] = 0;
-      this.nextTouched += pageWords;
-    }
-  }
-
   /** Bounded background work of one operation: a step of the table's growth, a step of the expiry sweep. */
   private maintain(sweepRecords: number, nowTick: number): void {
     this.migrate(this.rehashStep);
@@ -712,7 +703,9 @@ export class RetainedInventory {
         this.grow();
       } else {
         this.migrate(this.rehashStep);
-        if (this.distinctHashes > this.slots * prepareLoad && this.distinctHashes % touchEvery === 0) this.prepareNext();
+        if (this.distinctHashes > this.slots * prepareLoad && this.distinctHashes % touchEvery === 0) {
+          this.nextTable.touch(Math.ceil(this.slots * growth) * slotWords);
+        }
       }
       return;
     }
@@ -871,9 +864,7 @@ export class RetainedInventory {
   private resize(slots: number): void {
     this.homeShift = Math.max(0, Math.ceil(Math.log2(slots)) - 21);
     this.homeScale = slots / 2 ** (32 - this.homeShift);
-    this.table = this.next.length === slots * slotWords ? this.next : new Int32Array(slots * slotWords);
-    this.next = noRecords;
-    this.nextTouched = 0;
+    this.table = this.nextTable.take(slots * slotWords);
     this.slots = slots;
   }
 
@@ -883,8 +874,13 @@ export class RetainedInventory {
       this.moreFree = this.more[(m - 1) * moreWords + moreNext]!;
       return m;
     }
-    if (this.moreUsed * moreWords === this.more.length) {
-      this.more = grown(this.more, Math.ceil((this.more.length / moreWords) * growth) * moreWords);
+    const capacity = this.more.length / moreWords;
+    if (this.moreUsed === capacity) {
+      const more = this.nextMore.take(Math.ceil(capacity * growth) * moreWords);
+      more.set(this.more);
+      this.more = more;
+    } else if (this.moreUsed > capacity * prepareLoad && this.moreUsed % touchEvery === 0) {
+      this.nextMore.touch(Math.ceil(capacity * growth) * moreWords);
     }
     return ++this.moreUsed;
   }
