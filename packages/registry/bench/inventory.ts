@@ -93,7 +93,7 @@ function threadCpuNs(): number {
   for (let c = 0; c < 20; c++) {
     for (let w = 0; w < 250; w++) {
       const blocks = c % 5 === 4 ? pool[below(pooled)]! : freshChain(chainBlocks);
-      warm.apply({ workerId: workerIds[w]!, incarnation: 'warm-up', seq: c, events: [{ type: 'stored', tier: 'gpu', blocks, expiresAt }] });
+      warm.apply({ workerId: workerIds[w]!, incarnation: 'warm-up', epoch: 1, seq: c, events: [{ type: 'stored', tier: 'gpu', blocks, expiresAt }] });
       threadCpuNs();
     }
   }

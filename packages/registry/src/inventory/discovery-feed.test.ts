@@ -100,7 +100,7 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
 
   test("a superseded incarnation's batch never replaces the newer one's: it is refused, typed, for good", async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), 64);
+    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
     const expiresAt = Date.now() + 600_000;
     const lease = await store.grantLease(600_000);
     const oldClaim = await claimIncarnationEpoch(store, { workerId: 'decode-z', incarnation: 'inc-1' });
