@@ -198,6 +198,23 @@ export const catalog = {
       }),
     },
   },
+  inventory: {
+    description: 'The retained inventory: how decode workers and routers name the KV blocks a worker retains.',
+    settings: {
+      hashSeed: setting({
+        schema: z
+          .string()
+          .regex(/^[!-~]{0,128}$/, { message: 'at most 128 printable ASCII characters, without spaces' })
+          .meta({ description: 'up to 128 printable ASCII characters' }),
+        default: '',
+        description:
+          "Salts every block hash, together with the model's geometry digest, so that two models never share " +
+          'hashes. Models of different KV geometry differ already; give models that share a geometry (a ' +
+          'fine-tune of the same base, two revisions) different seeds, e.g. the model name and revision. ' +
+          'Every worker and router of one model must use the same seed.',
+      }),
+    },
+  },
 } as const satisfies Readonly<Record<string, GroupDeclaration>>;
 
 type Catalog = typeof catalog;

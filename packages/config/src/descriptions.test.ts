@@ -4,7 +4,7 @@ import { describeSetting, describeValueRule, formatValue, settingDescriptions, s
 
 describe('settingDescriptions', () => {
   it('holds the groups in catalog order, with the router settings the issue lists', () => {
-    expect(settingGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain']);
+    expect(settingGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'inventory']);
     const router = settingDescriptions
       .filter((setting) => setting.group === 'router')
       .map(({ key, type, default: value }) => [key, type, value]);
@@ -67,6 +67,12 @@ describe('settingDescriptions', () => {
       default: ['http://127.0.0.1:2379'],
     });
     expect(describeSetting('drain.failedLoadPolicy')).toMatchObject({ type: 'one of fail | recompute', default: 'recompute' });
+    expect(describeSetting('inventory.hashSeed')).toMatchObject({
+      flag: '--inventory-hash-seed',
+      env: 'KVREUSE_INVENTORY_HASH_SEED',
+      type: 'up to 128 printable ASCII characters',
+      default: '',
+    });
   });
 
   it('refuses a path that is not in the catalog', () => {

@@ -30,6 +30,7 @@ const DEFAULTS = {
   },
   frontend: { rejectMediaStatusCode: 415 },
   drain: { failedLoadPolicy: 'recompute' },
+  inventory: { hashSeed: '' },
 };
 
 function invalidOf(options: ResolveSettingsOptions): readonly InvalidSetting[] {
@@ -210,6 +211,7 @@ describe('resolveSettings: invalid values', () => {
     ['frontend.rejectMediaStatusCode', 200, 'integer 400–599'],
     ['frontend.rejectMediaStatusCode', 600, 'integer 400–599'],
     ['drain.failedLoadPolicy', 'retry', 'one of fail | recompute'],
+    ['inventory.hashSeed', 'qwen3 main', 'up to 128 printable ASCII characters'],
   ];
 
   it.each(badValues)('refuses %s = %j from a file, naming setting, source, value and rule', (path, value, rule) => {

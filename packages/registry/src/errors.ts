@@ -176,7 +176,7 @@ export class DiscoveryUnavailableError extends RegistryError {
   }
 }
 
-/** Token ids or a block size that cannot be hashed into a block chain. */
+/** Token ids, a block size, a salt or its inputs that cannot be hashed into a block chain. */
 export class BlockHashError extends RegistryError {
   readonly code = 'INVENTORY_INVALID_BLOCK_INPUT';
   constructor(

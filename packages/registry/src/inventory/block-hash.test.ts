@@ -1,24 +1,32 @@
+import { catalog } from '@kvreuse/config';
+import { geometryDigest, InvalidGeometryError, referenceGeometries } from '@kvreuse/descriptors';
 import { describe, expect, test } from 'vitest';
 import { BlockHashError } from '../errors.js';
-import { blockHashFromHex, blockHashToHex, fnv1a64, hashBlockChain } from './block-hash.js';
+import { blockHashFromHex, blockHashSalt, blockHashScheme, blockHashToHex, fnv1a64, hashBlockChain } from './block-hash.js';
+
+const mask = (1n << 64n) - 1n;
+const fnvReference = (bytes: readonly number[]): bigint => {
+  let hash = 0xcbf29ce484222325n;
+  for (const byte of bytes) hash = ((hash ^ BigInt(byte)) * 0x100000001b3n) & mask;
+  return hash;
+};
+const littleEndian = (value: bigint, bytes: number): number[] => Array.from({ length: bytes }, (_, i) => Number((value >> BigInt(8 * i)) & 0xffn));
 
 // An independent, slow reference: BigInt FNV-1a 64 over the documented byte encoding.
-function referenceChain(tokens: readonly number[], blockTokens: number, parent = 0n): bigint[] {
-  const mask = (1n << 64n) - 1n;
+function referenceChain(tokens: readonly number[], salt: bigint, blockTokens: number, parent = 0n): bigint[] {
   const chain: bigint[] = [];
   for (let start = 0; start + blockTokens <= tokens.length; start += blockTokens) {
-    const bytes: number[] = [];
-    for (let i = 0; i < 8; i++) bytes.push(Number((parent >> BigInt(8 * i)) & 0xffn));
-    for (const token of tokens.slice(start, start + blockTokens)) {
-      for (let i = 0; i < 4; i++) bytes.push((token >>> (8 * i)) & 0xff);
-    }
-    let hash = 0xcbf29ce484222325n;
-    for (const byte of bytes) hash = ((hash ^ BigInt(byte)) * 0x100000001b3n) & mask;
-    chain.push(hash);
-    parent = hash;
+    const bytes = [...littleEndian(salt, 8), ...littleEndian(parent, 8)];
+    for (const token of tokens.slice(start, start + blockTokens)) bytes.push(...littleEndian(BigInt(token), 4));
+    parent = fnvReference(bytes);
+    chain.push(parent);
   }
   return chain;
 }
+
+const qwen = referenceGeometries['qwen3-0.6b'];
+const qwenDigest = '34be7cf5dfd09f379c55be4e0bc2a9a29d1b7280a4194002eba8683234c1cf9f';
+const hex = (chain: BigUint64Array) => Array.from(chain, blockHashToHex);
 
 describe('fnv1a64', () => {
   test('matches the published FNV-1a 64 vectors', () => {
@@ -29,34 +37,79 @@ describe('fnv1a64', () => {
   });
 });
 
-describe('hashBlockChain', () => {
+describe('blockHashSalt and blockHashScheme', () => {
   test('test vectors (computed independently in Python; the README lists them)', () => {
-    expect(Array.from(hashBlockChain([1, 2, 3, 4], 2), blockHashToHex)).toEqual(
-      referenceChain([1, 2, 3, 4], 2).map(blockHashToHex),
+    expect(geometryDigest(qwen)).toBe(qwenDigest);
+    expect(blockHashToHex(blockHashSalt(qwenDigest, ''))).toBe('0ab5cc58d95af0a6');
+    expect(blockHashToHex(blockHashSalt(qwenDigest, 'qwen3-0.6b@main'))).toBe('b503311779829240');
+    expect(blockHashSalt(qwenDigest, 'qwen3-0.6b@main')).toBe(
+      fnvReference([...new TextEncoder().encode(`kvreuse.block-hash.v2:${qwenDigest}:qwen3-0.6b@main`)]),
     );
-    expect(Array.from(hashBlockChain([1, 2, 3, 4], 2), blockHashToHex)).toEqual(['a91ab0c1027b9366', '03df829571605c60']);
-    expect(Array.from(hashBlockChain([151643, 4294967295, 0, 42], 4), blockHashToHex)).toEqual(['0ee114ab54432992']);
-    expect(Array.from(hashBlockChain([7], 1, 0x0123456789abcdefn), blockHashToHex)).toEqual(['eb13e80d9fac4272']);
+    expect(blockHashScheme(qwen, 'qwen3-0.6b@main')).toEqual({ salt: 0xb503311779829240n, blockTokens: 64 });
+  });
+
+  test('two models never share a salt: another geometry or another seed gives another one', () => {
+    const salts = new Set<bigint>();
+    for (const geometry of Object.values(referenceGeometries)) {
+      for (const seed of ['', 'a', 'b', 'model@rev-1', 'model@rev-2']) salts.add(blockHashScheme(geometry, seed).salt);
+    }
+    expect(salts.size).toBe(Object.keys(referenceGeometries).length * 5);
+    const tokens = Array.from({ length: 64 }, (_, i) => i);
+    const llama = referenceGeometries['llama-3.1-8b'];
+    // Qwen3-0.6B and Llama-3.1-8B differ only in their layer count; their blocks still never collide.
+    expect(hashBlockChain(tokens, blockHashScheme(qwen, ''))[0]).not.toBe(hashBlockChain(tokens, blockHashScheme(llama, ''))[0]);
+  });
+
+  test('refuses a digest or seed it cannot salt with, naming it', () => {
+    expect(() => blockHashSalt(qwenDigest.toUpperCase(), '')).toThrow(expect.objectContaining({ argument: 'geometryDigest' }));
+    expect(() => blockHashSalt(qwenDigest, 'with space')).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT', argument: 'hashSeed', value: 'with space' }),
+    );
+    expect(() => blockHashSalt(qwenDigest, 'é')).toThrow(BlockHashError);
+    expect(() => blockHashSalt(qwenDigest, 'x'.repeat(129))).toThrow(BlockHashError);
+    expect(() => blockHashSalt(qwenDigest, 7 as never)).toThrow(expect.objectContaining({ argument: 'hashSeed' }));
+    expect(() => blockHashScheme({ ...qwen, blockTokens: 0 }, '')).toThrow(InvalidGeometryError);
+    // The seed's rule is the configuration setting's own.
+    expect(catalog.inventory.settings.hashSeed.schema.safeParse('x'.repeat(128)).success).toBe(true);
+    expect(blockHashSalt(qwenDigest, 'x'.repeat(128))).toBeTypeOf('bigint');
+  });
+});
+
+describe('hashBlockChain', () => {
+  const salt = 0x0ab5cc58d95af0a6n; // Qwen3-0.6B's salt with the default (empty) seed
+
+  test('test vectors (computed independently in Python; the README lists them)', () => {
+    expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual(referenceChain([1, 2, 3, 4], salt, 2).map(blockHashToHex));
+    expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual(['d5861b3dfe27f2a6', '98c66d338d5fae12']);
+    expect(hex(hashBlockChain([151643, 4294967295, 0, 42], { salt, blockTokens: 4 }))).toEqual(['5bdda886ce48b8d2']);
+    expect(hex(hashBlockChain([7], { salt, blockTokens: 1 }, 0x0123456789abcdefn))).toEqual(['aa332710b0c9c8b2']);
+    const tokens = Array.from({ length: 128 }, (_, i) => i);
+    expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, '')))).toEqual(['812a4e087c416b05', '73b375979fdfc0c7']);
+    expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, 'qwen3-0.6b@main')))).toEqual(['778a9b4db78d728a', '8ea09cf5db022f4d']);
   });
 
   test('equals the BigInt reference on Qwen3-sized blocks, and chains through the parent', () => {
+    const scheme = blockHashScheme(qwen, 'qwen3-0.6b@main');
     const tokens = Array.from({ length: 64 * 5 + 17 }, (_, i) => (i * 2654435761) % 151936);
-    const chain = hashBlockChain(tokens, 64);
+    const chain = hashBlockChain(tokens, scheme);
     expect(chain).toHaveLength(5); // the partial last block is not hashed
-    expect([...chain]).toEqual(referenceChain(tokens, 64));
+    expect([...chain]).toEqual(referenceChain(tokens, scheme.salt, 64));
     // Hashing the tail from the third block's parent continues the same chain.
-    expect([...hashBlockChain(tokens.slice(128), 64, chain[1])]).toEqual([...chain.slice(2)]);
-    expect([...hashBlockChain(new Uint32Array(tokens), 64)]).toEqual([...chain]);
-    expect(hashBlockChain(tokens.slice(0, 63), 64)).toHaveLength(0);
+    expect([...hashBlockChain(tokens.slice(128), scheme, chain[1])]).toEqual([...chain.slice(2)]);
+    expect([...hashBlockChain(new Uint32Array(tokens), scheme)]).toEqual([...chain]);
+    expect(hashBlockChain(tokens.slice(0, 63), scheme)).toHaveLength(0);
   });
 
   test('refuses what it cannot hash, naming it', () => {
-    expect(() => hashBlockChain([1, 2], 0)).toThrow(BlockHashError);
-    expect(() => hashBlockChain([1, -2], 2)).toThrow(expect.objectContaining({ argument: 'tokens[1]', value: -2 }));
-    expect(() => hashBlockChain([1, 2 ** 32], 2)).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT' }));
-    expect(() => hashBlockChain([1.5, 2], 2)).toThrow(BlockHashError);
-    expect(() => hashBlockChain([1, 2], 2, -1n)).toThrow(expect.objectContaining({ argument: 'parent' }));
-    expect(() => hashBlockChain(null as never, 2)).toThrow(expect.objectContaining({ argument: 'tokens' }));
+    const scheme = { salt, blockTokens: 2 };
+    expect(() => hashBlockChain([1, 2], { salt, blockTokens: 0 })).toThrow(expect.objectContaining({ argument: 'scheme.blockTokens' }));
+    expect(() => hashBlockChain([1, 2], { salt: -1n, blockTokens: 2 })).toThrow(expect.objectContaining({ argument: 'scheme.salt' }));
+    expect(() => hashBlockChain([1, 2], 2 as never)).toThrow(expect.objectContaining({ argument: 'scheme' }));
+    expect(() => hashBlockChain([1, -2], scheme)).toThrow(expect.objectContaining({ argument: 'tokens[1]', value: -2 }));
+    expect(() => hashBlockChain([1, 2 ** 32], scheme)).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT' }));
+    expect(() => hashBlockChain([1.5, 2], scheme)).toThrow(BlockHashError);
+    expect(() => hashBlockChain([1, 2], scheme, -1n)).toThrow(expect.objectContaining({ argument: 'parent' }));
+    expect(() => hashBlockChain(null as never, scheme)).toThrow(expect.objectContaining({ argument: 'tokens' }));
   });
 
   test('hex form round-trips and refuses anything else', () => {

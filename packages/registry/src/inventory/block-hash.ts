@@ -1,3 +1,5 @@
+import { catalog } from '@kvreuse/config';
+import { type Geometry, geometryDigest } from '@kvreuse/descriptors';
 import { BlockHashError } from '../errors.js';
 
 // FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3 = 2^40 + 0x1b3), computed on two
@@ -26,6 +28,12 @@ class Fnv1a64 {
     this.byte(value >>> 24);
   }
 
+  /** Eight bytes, little-endian. */
+  uint64(value: bigint): void {
+    this.uint32(Number(value & 0xffffffffn));
+    this.uint32(Number(value >> 32n));
+  }
+
   get value(): bigint {
     return (BigInt(this.hi) << 32n) | BigInt(this.lo);
   }
@@ -39,31 +47,76 @@ export function fnv1a64(bytes: Uint8Array): bigint {
 }
 
 const maxHash = (1n << 64n) - 1n;
+const hexDigest = /^[0-9a-f]{64}$/;
+/** Prefix of the string a salt is the hash of; the version names this hash function. */
+const saltContext = 'kvreuse.block-hash.v2:';
 
 /**
- * The block hashes of a token sequence, as a chain: block i's hash is FNV-1a 64 over its parent
- * hash (block i − 1's, or `parent` for the first block, default 0) as 8 bytes little-endian,
- * followed by the block's `blockTokens` token ids as 4 bytes little-endian each. A partial last
- * block is not hashed.
+ * A model's block salt: FNV-1a 64 over the ASCII string `kvreuse.block-hash.v2:<geometryDigest>:<hashSeed>`
+ * (the digest as 64 lowercase hex digits, the seed as given).
  */
-export function hashBlockChain(tokens: ArrayLike<number>, blockTokens: number, parent = 0n): BigUint64Array {
-  if (!Number.isSafeInteger(blockTokens) || blockTokens < 1) {
-    throw new BlockHashError('blockTokens', blockTokens, 'tokens per block is a whole number ≥ 1');
+export function blockHashSalt(geometryDigestHex: string, hashSeed: string): bigint {
+  if (typeof geometryDigestHex !== 'string' || !hexDigest.test(geometryDigestHex)) {
+    throw new BlockHashError('geometryDigest', geometryDigestHex, 'a geometry digest is 64 lowercase hex digits (geometryDigest of @kvreuse/descriptors)');
   }
+  const seed = catalog.inventory.settings.hashSeed.schema.safeParse(hashSeed);
+  if (!seed.success) throw new BlockHashError('hashSeed', hashSeed, `a hash seed is ${seed.error.issues[0]?.message ?? 'a string'}`);
+  return fnv1a64(new TextEncoder().encode(`${saltContext}${geometryDigestHex}:${seed.data}`));
+}
+
+/** How one model's blocks are hashed: its salt and its tokens per block. */
+export interface BlockHashScheme {
+  readonly salt: bigint;
+  readonly blockTokens: number;
+}
+
+/**
+ * The block hash scheme of a model as served: salted by its geometry's digest and the deployment's
+ * `inventory.hash_seed`, so that models of different geometry, or of different seeds, never share hashes.
+ */
+export function blockHashScheme(geometry: Geometry, hashSeed: string): BlockHashScheme {
+  return Object.freeze({ salt: blockHashSalt(geometryDigest(geometry), hashSeed), blockTokens: geometry.blockTokens });
+}
+
+function checkScheme(scheme: BlockHashScheme): void {
+  if (scheme === null || typeof scheme !== 'object') {
+    throw new BlockHashError('scheme', scheme, 'a scheme is { salt, blockTokens } (see blockHashScheme)');
+  }
+  if (typeof scheme.salt !== 'bigint' || scheme.salt < 0n || scheme.salt > maxHash) {
+    throw new BlockHashError('scheme.salt', scheme.salt, 'a salt is a bigint from 0 to 2^64 − 1');
+  }
+  if (!Number.isSafeInteger(scheme.blockTokens) || scheme.blockTokens < 1) {
+    throw new BlockHashError('scheme.blockTokens', scheme.blockTokens, 'tokens per block is a whole number ≥ 1');
+  }
+}
+
+/**
+ * The block hashes of a token sequence, as a chain: block i's hash is FNV-1a 64 over the scheme's
+ * salt as 8 bytes little-endian, its parent hash (block i − 1's, or `parent` for the first block,
+ * default 0) as 8 bytes little-endian, then the block's `blockTokens` token ids as 4 bytes
+ * little-endian each. A partial last block is not hashed.
+ */
+export function hashBlockChain(tokens: ArrayLike<number>, scheme: BlockHashScheme, parent = 0n): BigUint64Array {
+  checkScheme(scheme);
   if (typeof parent !== 'bigint' || parent < 0n || parent > maxHash) {
     throw new BlockHashError('parent', parent, 'a parent hash is a bigint from 0 to 2^64 − 1');
   }
   if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') {
     throw new BlockHashError('tokens', tokens, 'tokens are an array or typed array of token ids');
   }
+  const { blockTokens } = scheme;
   const blocks = Math.floor(tokens.length / blockTokens);
   const chain = new BigUint64Array(blocks);
+  // Every block's bytes start with the salt: hash it once and start each block from that state.
   const state = new Fnv1a64();
+  state.uint64(scheme.salt);
+  const saltedHi = state.hi;
+  const saltedLo = state.lo;
   let hi = Number(parent >> 32n);
   let lo = Number(parent & 0xffffffffn);
   for (let block = 0; block < blocks; block++) {
-    state.hi = offsetHi;
-    state.lo = offsetLo;
+    state.hi = saltedHi;
+    state.lo = saltedLo;
     state.uint32(lo);
     state.uint32(hi);
     for (let i = block * blockTokens, end = i + blockTokens; i < end; i++) {

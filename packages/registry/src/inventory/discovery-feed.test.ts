@@ -32,7 +32,7 @@ test('publishers and followers refuse arguments of the wrong shape, naming the a
 describe.each(stores)('inventory through %s discovery', (_, open) => {
   test('withdraw() deletes this incarnation\'s batch (followers forget the worker), leaves a newer one, and refuses later batches', async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), 64);
+    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
     const expiresAt = Date.now() + 600_000;
     const lease = await store.grantLease(600_000);
     const inventory = new RetainedInventory();
@@ -67,7 +67,7 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
 
   test('followers apply published batches, reject bad ones and forget workers whose lease ended', async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 8 }, (_, i) => i), 64);
+    const chain = hashBlockChain(Array.from({ length: 64 * 8 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
     const expiresAt = Date.now() + 600_000;
     const leaseA = await store.grantLease(600_000);
     const leaseB = await store.grantLease(600_000);
@@ -112,7 +112,7 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
 
   test("a superseded incarnation's batch never replaces the newer one's: it is refused, typed, for good", async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), 64);
+    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
     const expiresAt = Date.now() + 600_000;
     const lease = await store.grantLease(600_000);
     const oldClaim = await claimIncarnationEpoch(store, { workerId: 'decode-z', incarnation: 'inc-1' });

@@ -1,4 +1,12 @@
-export { blockHashFromHex, blockHashToHex, fnv1a64, hashBlockChain } from './block-hash.js';
+export {
+  blockHashFromHex,
+  blockHashSalt,
+  type BlockHashScheme,
+  blockHashScheme,
+  blockHashToHex,
+  fnv1a64,
+  hashBlockChain,
+} from './block-hash.js';
 export {
   encodeInventoryBatch,
   type InventoryBatch,

@@ -1,6 +1,7 @@
 import { InvalidRegistryOptionError, InventoryEventError } from '../errors.js';
 import { checkFunction, checkOptionsObject } from '../options.js';
 import { checkExpiresAt, type InventoryBatch, type InventoryEvent, type RetentionTier, retentionTiers } from './events.js';
+import { PreparedArray } from './prepared-array.js';
 
 /**
  * One worker's retained prefix of a hash chain. Advisory: the blocks may already be evicted, the
@@ -24,6 +25,17 @@ export interface RetainedInventoryOptions {
   readonly now?: () => number;
   /** Blocks to make room for up front (default 1,024); the index grows as needed anyway. */
   readonly expectedBlocks?: number;
+  /**
+   * While the table grows, how many slots of the previous table move to the new one per `apply`, per
+   * lookup and per newly stored block (default 8, at least 3 so that a move always ends before the
+   * next growth). Smaller spreads the move over more operations.
+   */
+  readonly rehashStep?: number;
+  /**
+   * How many records each `apply` (plus one per block in its batch) and each lookup checks for
+   * expiry, in turn over all workers, freeing what expired (default 32): nobody needs to call `prune`.
+   */
+  readonly pruneStep?: number;
 }
 
 // Layout. Each worker keeps its retained blocks as records in its own slab, in the order it
@@ -42,7 +54,7 @@ const recordGpu = 2;
 const slotWords = 6;
 const slotLo = 0;
 const slotHi = 1;
-const slotWorker = 2; // worker index + 1; 0 = empty slot
+const slotWorker = 2; // worker index + 1; 0 = empty slot; −1 = moved (in the previous table only)
 const slotRecord = 3; // the record of this block in that worker's slab
 const slotMore = 4; // first overflow entry + 1; 0 = none
 const slotHolders = 5; // OR of holderBit(worker) over the block's workers: most "not here" answers need no list walk
@@ -50,6 +62,7 @@ const moreWords = 3;
 const moreWorker = 0;
 const moreRecord = 1;
 const moreNext = 2; // next overflow entry + 1; 0 = none
+const movedSlot = -1;
 const inlineEntry = 0;
 const noEntry = -1;
 const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
@@ -57,6 +70,18 @@ const tickMs = 100;
 const maxTick = 0x7fffffff; // ticks stay int32: 2^31 × 100 ms is 6.8 years
 const maxLoad = 0.85;
 const growth = 1.5; // of the table and the overflow slab
+// A grown table starts at load maxLoad / growth and grows again at maxLoad: at least
+// (maxLoad − maxLoad / growth) × growth = 0.425 × (previous slots) new blocks later. Moving 3 slots
+// per new block empties the previous table by then.
+const minRehashStep = 3;
+// The next table (and the next overflow slab) is allocated at load `prepareLoad` and one of its pages
+// touched per `touchEvery` new blocks (overflow entries), so that the kernel's page faults are spread
+// out instead of hitting the first operations of a growth step at up to one per stored block. The
+// next table has growth × slotWords × 4 / 4096 = 0.0088 pages per current slot, and
+// (maxLoad − prepareLoad) / touchEvery = 0.0125 touches per slot come first, so it is all touched
+// before it is needed (the overflow slab: 0.0015 pages and 0.05 touches per entry).
+const prepareLoad = 0.8;
+const touchEvery = 4;
 const recordGrowth = 1.25; // of a worker's record slab
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
@@ -116,7 +141,8 @@ function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
  * further worker of the same block: at most about 42 + 20 bytes per retained block while blocks
  * are distinct, plus 12 per shared one. Lookups allocate only their answer. A `cleared` event, a new
  * incarnation and `removeWorker` cost one pass over that worker's records; `prune` one pass over
- * all records.
+ * all records, though expired entries are also freed a few per operation without it. The table
+ * grows without a pause: the previous table's blocks move over a few per operation.
  */
 export class RetainedInventory {
   private table: Int32Array;
@@ -125,7 +151,22 @@ export class RetainedInventory {
   // a double because (mix(h) >>> homeShift) × slots stays below 2^53.
   private homeShift = 0;
   private homeScale = 0;
-  private distinctHashes = 0;
+  private distinctHashes = 0; // in both tables
+  // While the table grows, the previous table: its blocks move to `table` a few slots per operation
+  // (slots below `moved` have moved) and whenever an operation touches them. A moved slot is marked
+  // `movedSlot`, so that probing goes on past it; nothing else changes in the previous table.
+  private previous: Int32Array = noRecords;
+  private previousSlots = 0;
+  private previousHomeShift = 0;
+  private previousHomeScale = 0;
+  private moved = 0;
+  private readonly rehashStep: number;
+  private readonly nextTable = new PreparedArray();
+  private readonly nextMore = new PreparedArray();
+  // The expiry sweep's next record.
+  private sweepWorker = 0;
+  private sweepRecord = 0;
+  private readonly pruneStep: number;
   private more: Int32Array<ArrayBuffer> = new Int32Array(64 * moreWords);
   private moreUsed = 0;
   private moreFree = 0; // free overflow entry + 1
@@ -158,15 +199,19 @@ export class RetainedInventory {
 
   constructor(options: RetainedInventoryOptions = {}) {
     checkOptionsObject('options', options);
-    if (options.now !== undefined) checkFunction('options.now', options.now);
-    const { expectedBlocks } = options;
-    if (expectedBlocks !== undefined && !(Number.isSafeInteger(expectedBlocks) && expectedBlocks >= 0)) {
-      throw new InvalidRegistryOptionError('options.expectedBlocks', expectedBlocks, 'must be a whole number of blocks');
-    }
-    this.now = options.now ?? Date.now;
+    const { now = Date.now, expectedBlocks = 1024, rehashStep = 8, pruneStep = 32 } = options;
+    checkFunction('options.now', now);
+    const wholeAtLeast = (option: string, value: number, min: number): number => {
+      if (!Number.isSafeInteger(value) || value < min) throw new InvalidRegistryOptionError(`options.${option}`, value, `must be a whole number ≥ ${min}`);
+      return value;
+    };
+    this.now = now;
     this.epochMs = this.now();
+    if (!Number.isFinite(this.epochMs)) throw new InvalidRegistryOptionError('options.now', this.epochMs, 'must return milliseconds since the Unix epoch');
+    this.rehashStep = wholeAtLeast('rehashStep', rehashStep, minRehashStep);
+    this.pruneStep = wholeAtLeast('pruneStep', pruneStep, 0);
     this.table = noRecords;
-    this.resize(Math.ceil(Math.max(16, options.expectedBlocks ?? 1024) / maxLoad));
+    this.resize(Math.ceil(Math.max(16, wholeAtLeast('expectedBlocks', expectedBlocks, 0)) / maxLoad));
   }
 
   /** Retained (block, worker) entries, including expired ones not yet pruned. */
@@ -180,7 +225,10 @@ export class RetainedInventory {
 
   /** Bytes held by the index's typed arrays. */
   get indexBytes(): number {
-    return this.records.reduce((bytes, records) => bytes + records.byteLength, this.table.byteLength + this.more.byteLength);
+    return this.records.reduce(
+      (bytes, records) => bytes + records.byteLength,
+      this.table.byteLength + this.previous.byteLength + this.nextTable.byteLength + this.more.byteLength + this.nextMore.byteLength,
+    );
   }
 
   /**
@@ -220,6 +268,7 @@ export class RetainedInventory {
     if (seq <= this.lastSeq[worker]!) return false;
     this.lastSeq[worker] = seq;
     const nowTick = this.tickOf(this.now());
+    let blocks = 0;
     for (const event of events) {
       const tier = tierOffset[event.tier];
       if (event.type === 'cleared') {
@@ -227,6 +276,7 @@ export class RetainedInventory {
         continue;
       }
       const words = hashWords(event.blocks);
+      blocks += words.length / 2;
       const expiry = event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
       if (expiry > nowTick) this.reserveRecords(worker, words.length / 2);
       for (let i = 0; i < words.length; i += 2) {
@@ -235,6 +285,7 @@ export class RetainedInventory {
       }
     }
     this.compactIfSparse(worker);
+    this.maintain(this.pruneStep + blocks, nowTick);
     return true;
   }
 
@@ -253,13 +304,15 @@ export class RetainedInventory {
     return [...this.workerIndex.keys()];
   }
 
-  /** Drops expired entries; returns how many (block, worker) entries were freed. */
+  /**
+   * Drops every expired entry at once and compacts; returns how many (block, worker) entries were
+   * freed. Not needed for correctness or memory: operations free expired entries a few at a time.
+   */
   prune(): number {
     const before = this.liveEntries;
     const nowTick = this.tickOf(this.now());
     for (const worker of this.workerIndex.values()) {
-      this.withdraw(worker, 0, nowTick);
-      this.withdraw(worker, 1, nowTick);
+      for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++) this.expire(worker, record, nowTick, nowTick);
       this.compactIfSparse(worker);
     }
     return before - this.liveEntries;
@@ -271,11 +324,13 @@ export class RetainedInventory {
    */
   longestRetainedPrefix(chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
     const words = hashWords(checkBlocks('chain', chain));
+    const nowTick = this.tickOf(this.now());
+    // Before the walk: sweeping may delete slots, which shifts others.
+    this.maintain(this.pruneStep, nowTick);
     const blocks = words.length / 2;
     if (blocks === 0) return [];
     const first = this.slotOf(words[0]!, words[1]!);
     if (first < 0) return [];
-    const nowTick = this.tickOf(this.now());
     const table = this.table;
     const more = this.more;
     const base = first * slotWords;
@@ -489,8 +544,21 @@ export class RetainedInventory {
     return ((mix(lo, hi) >>> this.homeShift) * this.homeScale) | 0;
   }
 
-  /** The slot holding a hash, or the empty slot where it would go (as −1 − slot). */
+  /**
+   * The slot holding a hash, or the empty slot where it would go (as −1 − slot). A hash still in
+   * the previous table moves to that empty slot first, so callers see one table.
+   */
   private slotOf(lo: number, hi: number): number {
+    const slot = this.probe(lo, hi);
+    if (slot >= 0 || this.previousSlots === 0) return slot;
+    const from = this.previousSlotOf(lo, hi);
+    if (from < 0) return slot;
+    this.move(from, -1 - slot);
+    return -1 - slot;
+  }
+
+  /** `slotOf` in the current table alone. */
+  private probe(lo: number, hi: number): number {
     const table = this.table;
     let slot = this.home(lo, hi);
     for (;;) {
@@ -499,6 +567,79 @@ export class RetainedInventory {
       if (table[base + slotLo] === lo && table[base + slotHi] === hi) return slot;
       if (++slot === this.slots) slot = 0;
     }
+  }
+
+  /** The previous table's slot holding a hash, or −1. */
+  private previousSlotOf(lo: number, hi: number): number {
+    const previous = this.previous;
+    let slot = ((mix(lo, hi) >>> this.previousHomeShift) * this.previousHomeScale) | 0;
+    for (;;) {
+      const base = slot * slotWords;
+      const worker = previous[base + slotWorker]!;
+      if (worker === 0) return -1;
+      if (worker !== movedSlot && previous[base + slotLo] === lo && previous[base + slotHi] === hi) return slot;
+      if (++slot === this.previousSlots) slot = 0;
+    }
+  }
+
+  /** Moves a slot of the previous table to an empty slot of the current one. */
+  private move(from: number, to: number): void {
+    const base = from * slotWords;
+    this.table.set(this.previous.subarray(base, base + slotWords), to * slotWords);
+    this.previous[base + slotWorker] = movedSlot;
+  }
+
+  /** Moves the next `count` slots of the previous table; drops it once every slot has moved. */
+  private migrate(count: number): void {
+    if (this.previousSlots === 0) return;
+    const previous = this.previous;
+    const end = Math.min(this.previousSlots, this.moved + count);
+    for (let slot = this.moved; slot < end; slot++) {
+      const base = slot * slotWords;
+      if (previous[base + slotWorker]! > 0) this.move(slot, -1 - this.probe(previous[base + slotLo]!, previous[base + slotHi]!));
+    }
+    this.moved = end;
+    if (end === this.previousSlots) {
+      this.previous = noRecords;
+      this.previousSlots = 0;
+      this.moved = 0;
+    }
+  }
+
+  /** Starts growing the table: the current one becomes the previous one, emptied a few slots at a time. */
+  private grow(): void {
+    // At a step of at least `minRehashStep` the previous move has ended; this is the guarantee.
+    this.migrate(this.previousSlots);
+    this.previous = this.table;
+    this.previousSlots = this.slots;
+    this.previousHomeShift = this.homeShift;
+    this.previousHomeScale = this.homeScale;
+    this.moved = 0;
+    this.resize(Math.ceil(this.slots * growth));
+  }
+
+  /** Bounded background work of one operation: a step of the table's growth, a step of the expiry sweep. */
+  private maintain(sweepRecords: number, nowTick: number): void {
+    this.migrate(this.rehashStep);
+    this.sweep(sweepRecords, nowTick);
+  }
+
+  /** Checks the next `count` records, in turn over every worker, and frees what expired. */
+  private sweep(count: number, nowTick: number): void {
+    const workers = this.workerIds.length;
+    if (this.liveEntries === 0) return;
+    let worker = this.sweepWorker;
+    let record = this.sweepRecord;
+    for (let checked = 0; checked < count; checked++) {
+      if (worker >= workers || this.workerIds[worker] === undefined || record >= this.recordsUsed[worker]!) {
+        worker = worker + 1 >= workers ? 0 : worker + 1;
+        record = 0;
+        continue;
+      }
+      this.expire(worker, record++, nowTick, nowTick);
+    }
+    this.sweepWorker = worker;
+    this.sweepRecord = record;
   }
 
   /** The worker's record of a block, or −1. */
@@ -557,7 +698,14 @@ export class RetainedInventory {
       table[base + slotRecord] = record;
       table[base + slotMore] = 0;
       table[base + slotHolders] = holderBit(worker);
-      if (++this.distinctHashes > this.slots * maxLoad) this.rehash(Math.ceil(this.slots * growth));
+      if (++this.distinctHashes > this.slots * maxLoad) {
+        this.grow();
+      } else {
+        this.migrate(this.rehashStep);
+        if (this.distinctHashes > this.slots * prepareLoad && this.distinctHashes % touchEvery === 0) {
+          this.nextTable.touch(Math.ceil(this.slots * growth) * slotWords);
+        }
+      }
       return;
     }
     const base = slot * slotWords;
@@ -591,15 +739,26 @@ export class RetainedInventory {
    * with `maxTick`), and unindexes the records left on no tier. One pass over the worker's records.
    */
   private withdraw(worker: number, tier: 0 | 1, expiredBy: number): void {
+    const gpuBy = tier === 0 ? expiredBy : 0;
+    const hostBy = tier === 1 ? expiredBy : 0;
+    for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++) this.expire(worker, record, gpuBy, hostBy);
+  }
+
+  /**
+   * Clears the record's GPU tier if its expiry is ≤ `gpuBy`, its host tier if ≤ `hostBy` (expiries
+   * are ≥ 1, so 0 keeps a tier), and unindexes the record once it is on no tier.
+   */
+  private expire(worker: number, record: number, gpuBy: number, hostBy: number): void {
     const records = this.records[worker]!;
-    const used = this.recordsUsed[worker]!;
-    for (let record = 0; record < used; record++) {
-      const at = record * recordWords;
-      const expiry = records[at + recordGpu + tier]!;
-      if (expiry === 0 || expiry > expiredBy) continue;
-      records[at + recordGpu + tier] = 0;
-      if (records[at + recordGpu + 1 - tier] === 0) this.unindex(worker, records[at + recordLo]!, records[at + recordHi]!);
-    }
+    const at = record * recordWords;
+    const gpu = records[at + recordGpu]!;
+    const host = records[at + recordGpu + 1]!;
+    const gpuLeft = gpu <= gpuBy ? 0 : gpu;
+    const hostLeft = host <= hostBy ? 0 : host;
+    if (gpuLeft === gpu && hostLeft === host) return;
+    records[at + recordGpu] = gpuLeft;
+    records[at + recordGpu + 1] = hostLeft;
+    if ((gpuLeft | hostLeft) === 0) this.unindex(worker, records[at + recordLo]!, records[at + recordHi]!);
   }
 
   /** Removes every record of a worker from the index and drops its slab. */
@@ -609,6 +768,7 @@ export class RetainedInventory {
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;
     this.recordsDead[worker] = 0;
+    if (worker === this.sweepWorker) this.sweepRecord = 0;
   }
 
   /** A worker's record went dead: remove its table entry (the record stays until compaction). */
@@ -662,7 +822,9 @@ export class RetainedInventory {
     const live = used - dead;
     const records = live === 0 ? noRecords : new Int32Array(live * recordWords);
     let kept = 0;
+    let sweepRecord = live; // where the sweep goes on if it is in this slab
     for (let record = 0; record < used; record++) {
+      if (record === this.sweepRecord) sweepRecord = kept;
       const at = record * recordWords;
       if (old[at + recordGpu] === 0 && old[at + recordGpu + 1] === 0) continue;
       records.set(old.subarray(at, at + recordWords), kept * recordWords);
@@ -671,6 +833,7 @@ export class RetainedInventory {
     this.records[worker] = records;
     this.recordsUsed[worker] = live;
     this.recordsDead[worker] = 0;
+    if (worker === this.sweepWorker) this.sweepRecord = sweepRecord;
   }
 
   /** Points the worker's table entry for a block at a moved record. */
@@ -697,23 +860,10 @@ export class RetainedInventory {
     this.distinctHashes--;
   }
 
-  /** Moves every occupied slot into a new table of `slots` slots. */
-  private rehash(slots: number): void {
-    const old = this.table;
-    const oldSlots = this.slots;
-    this.resize(slots);
-    for (let slot = 0; slot < oldSlots; slot++) {
-      const from = slot * slotWords;
-      if (old[from + slotWorker] === 0) continue;
-      const to = -1 - this.slotOf(old[from + slotLo]!, old[from + slotHi]!);
-      this.table.set(old.subarray(from, from + slotWords), to * slotWords);
-    }
-  }
-
   private resize(slots: number): void {
     this.homeShift = Math.max(0, Math.ceil(Math.log2(slots)) - 21);
     this.homeScale = slots / 2 ** (32 - this.homeShift);
-    this.table = new Int32Array(slots * slotWords);
+    this.table = this.nextTable.take(slots * slotWords);
     this.slots = slots;
   }
 
@@ -723,8 +873,13 @@ export class RetainedInventory {
       this.moreFree = this.more[(m - 1) * moreWords + moreNext]!;
       return m;
     }
-    if (this.moreUsed * moreWords === this.more.length) {
-      this.more = grown(this.more, Math.ceil((this.more.length / moreWords) * growth) * moreWords);
+    const capacity = this.more.length / moreWords;
+    if (this.moreUsed === capacity) {
+      const more = this.nextMore.take(Math.ceil(capacity * growth) * moreWords);
+      more.set(this.more);
+      this.more = more;
+    } else if (this.moreUsed > capacity * prepareLoad && this.moreUsed % touchEvery === 0) {
+      this.nextMore.touch(Math.ceil(capacity * growth) * moreWords);
     }
     return ++this.moreUsed;
   }
