@@ -7,7 +7,7 @@ import {
   type RankId,
 } from './errors.js';
 import { bytesPerElement } from './geometry.js';
-import { pieceBytes } from './layout.js';
+import { pieceSlot } from './layout.js';
 import type { RankPart } from './rank-part.js';
 import { deriveShard, type IndexRange, type Shard } from './shard.js';
 import { rankPartOf, type Worker } from './worker.js';
@@ -101,8 +101,6 @@ function routeSide(worker: Worker, rank: RankId, route: RankRoute): RouteSide {
   const shard = deriveShard(geometry, part.parallel);
   const planes = geometry.kvPlanes;
   const layerPlanes = route.layers.count * planes;
-  const piece = pieceBytes(geometry, shard);
-  const layerSeparate = geometry.bankLayout === 'layer-separate';
   const bankOf = new Uint32Array(layerPlanes);
   const baseOf = new Float64Array(layerPlanes);
   const strideOf = new Float64Array(layerPlanes);
@@ -110,10 +108,10 @@ function routeSide(worker: Worker, rank: RankId, route: RankRoute): RouteSide {
   const headOffset =
     (route.kvHeads.start - shard.kvHeads.start) * (geometry.headOrder === 'HND' ? geometry.blockTokens : 1) * geometry.headDim * bytesPerElement(geometry.dtype);
   for (let lp = 0; lp < layerPlanes; lp++) {
-    const localLayerPlane = (route.layers.start - shard.layers.start) * planes + lp;
-    const bank = layerSeparate ? localLayerPlane : 0;
+    const localLayer = route.layers.start - shard.layers.start + Math.floor(lp / planes);
+    const { bank, within } = pieceSlot(geometry, shard, part.banks, localLayer, lp % planes);
     bankOf[lp] = bank;
-    baseOf[lp] = (layerSeparate ? 0 : localLayerPlane * piece) + headOffset;
+    baseOf[lp] = within + headOffset;
     strideOf[lp] = Number((part.banks[bank] as RankPart['banks'][number]).blockStride);
   }
   return { rank, part, shard, bankOf, baseOf, strideOf };
@@ -138,6 +136,8 @@ function checkDistinctDestinations(destination: Uint32Array, largest: number): v
     writer[block] = index + 1;
   }
 }
+
+const oneBank = (bankOf: Uint32Array): boolean => bankOf.every((bank) => bank === bankOf[0]);
 
 const largestOf = (blocks: Uint32Array): number => blocks.reduce((max, block) => (block > max ? block : max), 0);
 
@@ -180,9 +180,10 @@ function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; de
   const destinationOffset32 = new Uint32Array(destinationOffset.buffer);
   const length32 = new Uint32Array(length.buffer);
 
-  // With both sides fully contiguous, a block's layers and planes follow each other in memory, so
-  // walking (layer, plane) innermost lets whole blocks coalesce; otherwise walk blocks innermost.
-  const blocksOuter = geometry.bankLayout === 'fully-contiguous' && to.part.geometry.bankLayout === 'fully-contiguous';
+  // When every (layer, plane) of the route lies in one bank on each side (fully contiguous, or one
+  // plane-strided layer), a block's pieces may follow each other in memory, so walking (layer, plane)
+  // innermost lets whole blocks coalesce; otherwise walk blocks innermost.
+  const blocksOuter = oneBank(from.bankOf) && oneBank(to.bankOf);
   const outerCount = blocksOuter ? n : layerPlanes;
   const innerCount = blocksOuter ? layerPlanes : n;
   const { source: sourceBlocks, destination: destinationBlocks } = blocks;
