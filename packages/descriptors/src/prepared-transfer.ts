@@ -59,25 +59,27 @@ export function prepareTransfer(request: TransferRequest): PreparedTransfer {
   const sourceBlockCount = sourceLimit.blocks;
   const destinationBlockCount = destinationLimit.blocks;
   const seen = seenBitsOf(template);
-  let marked = 0;
-  try {
-    for (; marked < count; marked++) {
-      const source = sourceBlocks[marked] as number;
-      const destination = destinationBlocks[marked] as number;
-      if (source >= sourceBlockCount) {
-        throw new BlockOutOfRangeError('source', sourceLimit.rank, sourceLimit.bank, source, sourceBlockCount, marked);
-      }
-      if (destination >= destinationBlockCount) {
-        throw new BlockOutOfRangeError('destination', destinationLimit.rank, destinationLimit.bank, destination, destinationBlockCount, marked);
-      }
-      const word = destination >>> 5;
-      const bit = 1 << (destination & 31);
-      const bits = seen[word] as number;
-      if ((bits & bit) !== 0) throw new DuplicateDestinationBlockError(destination, destinationBlocks.indexOf(destination), marked);
-      seen[word] = bits | bit;
+  const forget = (upTo: number): void => {
+    for (let index = 0; index < upTo; index++) seen[(destinationBlocks[index] as number) >>> 5] = 0;
+  };
+  for (let index = 0; index < count; index++) {
+    const source = sourceBlocks[index] as number;
+    const destination = destinationBlocks[index] as number;
+    if (source >= sourceBlockCount || destination >= destinationBlockCount) {
+      forget(index);
+      throw source >= sourceBlockCount
+        ? new BlockOutOfRangeError('source', sourceLimit.rank, sourceLimit.bank, source, sourceBlockCount, index)
+        : new BlockOutOfRangeError('destination', destinationLimit.rank, destinationLimit.bank, destination, destinationBlockCount, index);
     }
-  } finally {
-    for (let index = 0; index < marked; index++) seen[(destinationBlocks[index] as number) >>> 5] = 0;
+    const word = destination >>> 5;
+    const bit = 1 << (destination & 31);
+    const bits = seen[word] as number;
+    if ((bits & bit) !== 0) {
+      forget(index);
+      throw new DuplicateDestinationBlockError(destination, destinationBlocks.indexOf(destination), index);
+    }
+    seen[word] = bits | bit;
   }
+  forget(count);
   return { template, sourceBlocks, destinationBlocks, totalBytes: BigInt(count) * template.blockBytes };
 }
