@@ -5,6 +5,7 @@ const LOW = littleEndian ? 0 : 1;
 const HIGH = 1 - LOW;
 const INVERSE_TWO_POW_32 = 2 ** -32; // multiplying by a power of two is exact
 
+/** Descriptor i copies `length[i]` bytes from `sourceOffset[i]` of source bank `sourceBank[i]` to `destinationOffset[i]` of destination bank `destinationBank[i]`. */
 export interface PairDescriptors {
   readonly count: number;
   readonly sourceBank: Uint32Array;

@@ -7,7 +7,7 @@ import {
   type RankId,
 } from './errors.js';
 import { bytesPerElement } from './geometry.js';
-import { blocksOutermost, DescriptorWriter } from './descriptor-writer.js';
+import { blocksOutermost, DescriptorWriter, type PairDescriptors } from './descriptor-writer.js';
 import { pieceSlot } from './layout.js';
 import type { RankPart } from './rank-part.js';
 import { deriveShard, type IndexRange, type Shard } from './shard.js';
@@ -26,18 +26,12 @@ export type BlockPairs =
  * `length[i]` bytes from `sourceOffset[i]` of the source rank's bank `sourceBank[i]` to
  * `destinationOffset[i]` of the destination rank's bank `destinationBank[i]` (offsets from the bank start).
  */
-export interface RankPairPlan {
+export interface RankPairPlan extends PairDescriptors {
   readonly sourceRank: RankId;
   readonly destinationRank: RankId;
   /** The KV heads and layers (global indices) this pair carries. */
   readonly kvHeads: IndexRange;
   readonly layers: IndexRange;
-  readonly count: number;
-  readonly sourceBank: Uint32Array;
-  readonly sourceOffset: BigUint64Array;
-  readonly destinationBank: Uint32Array;
-  readonly destinationOffset: BigUint64Array;
-  readonly length: BigUint64Array;
   readonly bytes: bigint;
 }
 
