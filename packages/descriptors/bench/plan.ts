@@ -95,7 +95,7 @@ const floorMs = measure(() => {
 // The prepared path: a template once per worker pair, then per request only the block lists are checked.
 const templateMs = measure(() => {
   sink += buildTransferTemplate(source, destination).routeCount;
-});
+}, 20);
 const template = buildTransferTemplate(source, destination);
 const preparedUs =
   measure(() => {

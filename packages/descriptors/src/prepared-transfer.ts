@@ -17,16 +17,29 @@ export interface PreparedTransfer extends TransferRequest {
   readonly totalBytes: bigint;
 }
 
-/** One bit per destination block, reused across requests of a template; cleared again after each check. */
-const destinationSeen = new WeakMap<TransferTemplate, Uint32Array>();
+/**
+ * Per destination block, the number of the request that last wrote it (one counter per template): a
+ * block is written twice in a request when it already holds that request's number. Nothing to clear.
+ */
+interface WrittenBlocks {
+  request: number;
+  readonly by: Uint32Array;
+}
+const writtenBlocks = new WeakMap<TransferTemplate, WrittenBlocks>();
 
-function seenBitsOf(template: TransferTemplate): Uint32Array {
-  let bits = destinationSeen.get(template);
-  if (bits === undefined) {
-    bits = new Uint32Array(Math.ceil(template.destinationLimit.blocks / 32));
-    destinationSeen.set(template, bits);
+/** The template's written-blocks table, numbered for a new request. */
+function nextRequest(template: TransferTemplate): WrittenBlocks {
+  let written = writtenBlocks.get(template);
+  if (written === undefined) {
+    written = { request: 0, by: new Uint32Array(template.destinationLimit.blocks) };
+    writtenBlocks.set(template, written);
   }
-  return bits;
+  if (written.request === 0xffff_ffff) {
+    written.by.fill(0);
+    written.request = 0;
+  }
+  written.request++;
+  return written;
 }
 
 function checkTemplate(template: unknown): asserts template is TransferTemplate {
@@ -58,28 +71,19 @@ export function prepareTransfer(request: TransferRequest): PreparedTransfer {
   const { sourceLimit, destinationLimit } = template;
   const sourceBlockCount = sourceLimit.blocks;
   const destinationBlockCount = destinationLimit.blocks;
-  const seen = seenBitsOf(template);
-  const forget = (upTo: number): void => {
-    for (let index = 0; index < upTo; index++) seen[(destinationBlocks[index] as number) >>> 5] = 0;
-  };
+  const written = nextRequest(template);
+  const { request: thisRequest, by } = written;
   for (let index = 0; index < count; index++) {
     const source = sourceBlocks[index] as number;
     const destination = destinationBlocks[index] as number;
-    if (source >= sourceBlockCount || destination >= destinationBlockCount) {
-      forget(index);
-      throw source >= sourceBlockCount
-        ? new BlockOutOfRangeError('source', sourceLimit.rank, sourceLimit.bank, source, sourceBlockCount, index)
-        : new BlockOutOfRangeError('destination', destinationLimit.rank, destinationLimit.bank, destination, destinationBlockCount, index);
+    if (source >= sourceBlockCount) {
+      throw new BlockOutOfRangeError('source', sourceLimit.rank, sourceLimit.bank, source, sourceBlockCount, index);
     }
-    const word = destination >>> 5;
-    const bit = 1 << (destination & 31);
-    const bits = seen[word] as number;
-    if ((bits & bit) !== 0) {
-      forget(index);
-      throw new DuplicateDestinationBlockError(destination, destinationBlocks.indexOf(destination), index);
+    if (destination >= destinationBlockCount) {
+      throw new BlockOutOfRangeError('destination', destinationLimit.rank, destinationLimit.bank, destination, destinationBlockCount, index);
     }
-    seen[word] = bits | bit;
+    if (by[destination] === thisRequest) throw new DuplicateDestinationBlockError(destination, destinationBlocks.indexOf(destination), index);
+    by[destination] = thisRequest;
   }
-  forget(count);
   return { template, sourceBlocks, destinationBlocks, totalBytes: BigInt(count) * template.blockBytes };
 }
