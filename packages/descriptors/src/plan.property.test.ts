@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { elementSize, firstDifference, holds, simulation } from '../test/simulation.js';
 import { workerFor } from '../test/support.js';
-import { buildTransferTemplate, dtypes, type Geometry, materialize, planTransfer } from './index.js';
+import { buildTransferTemplate, dtypes, type Geometry, materialize, planTransfer, type TransferTemplate, type Worker } from './index.js';
 
 const powersOfTwo = [1, 2, 4, 8] as const;
 const divisorsOf = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1).filter((d) => n % d === 0);
@@ -63,6 +63,22 @@ function planeLayout(
   return { blockStride, planeStride: blocks * blockStride + planePadding };
 }
 
+/** Routes whose last row, for the largest block each side's limit allows, would end past its bank. */
+function routesBeyondTheirBanks(template: TransferTemplate, source: Worker, destination: Worker): string[] {
+  const beyond: string[] = [];
+  template.pairs.forEach((_pair, p) => {
+    for (let r = template.pairRouteStart[p]!; r < template.pairRouteStart[p + 1]!; r++) {
+      const lastRow = BigInt(template.rows[r]! - 1);
+      const sourceEnd = template.sourceBase[r]! + BigInt(template.sourceLimit.blocks - 1) * template.sourceBlockStride[r]! + lastRow * template.sourceRowStride[r]! + template.rowBytes[r]!;
+      const destinationEnd =
+        template.destinationBase[r]! + BigInt(template.destinationLimit.blocks - 1) * template.destinationBlockStride[r]! + lastRow * template.destinationRowStride[r]! + template.rowBytes[r]!;
+      if (sourceEnd > source.ranks[template.pairSourceRank[p]!]!.banks[template.sourceBank[r]!]!.bytes) beyond.push(`source, route ${r}`);
+      if (destinationEnd > destination.ranks[template.pairDestinationRank[p]!]!.banks[template.destinationBank[r]!]!.bytes) beyond.push(`destination, route ${r}`);
+    }
+  });
+  return beyond;
+}
+
 describe('planTransfer and transfer templates, executed over simulated banks', () => {
   it('yield exactly the destination contents the geometry defines, coalesced or not, touching nothing else; materialize equals planTransfer', () => {
     fc.assert(
@@ -101,6 +117,7 @@ describe('planTransfer and transfer templates, executed over simulated banks', (
         expect(materialize(template, lists)).toEqual(coalesced);
         expect(materialize(template, lists, { coalesce: false })).toEqual(separate);
         expect(BigInt(s.blocks.length) * template.blockBytes).toBe(coalesced.totalBytes);
+        expect(routesBeyondTheirBanks(template, source, destination)).toEqual([]);
         const elementBytes = elementSize[s.dtype];
         const perRankBlock = destination.ranks.map((part) => {
           const held = holds(destinationGeometry, part);
