@@ -1,26 +1,30 @@
 // Plans 4,096 blocks of a 64-layer, 2-plane HND geometry from TP 8 to TP 4 and reports the median
 // planning time next to the cost of merely filling typed arrays of the same size (the floor any
-// planner that writes these descriptors pays).
+// planner that writes these descriptors pays). Then the prepared path for the same transfer: building
+// the transfer template once per worker pair, checking one request's block lists against it, and the
+// size of an NHD template next to an HND one.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   assembleWorker,
+  buildTransferTemplate,
   type Geometry,
   layoutRankBanks,
   planTransfer,
+  prepareTransfer,
   type RankPart,
   type Role,
   type Worker,
 } from '../src/index.js';
 
-const geometry: Geometry = { numLayers: 64, kvPlanes: 2, blockTokens: 64, numKvHeads: 8, headDim: 128, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'HND' };
+const hnd: Geometry = { numLayers: 64, kvPlanes: 2, blockTokens: 64, numKvHeads: 8, headDim: 128, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'HND' };
 const BLOCKS = 4096;
 const BANK_BLOCKS = 8192;
 const WARMUP = 3;
 const RUNS = 15;
 
-function worker(tpSize: number, role: Role): Worker {
+function worker(tpSize: number, role: Role, geometry: Geometry = hnd): Worker {
   const parts: RankPart[] = Array.from({ length: tpSize }, (_, tpRank) => {
     const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1, dpRank: 0 };
     const banks = layoutRankBanks(geometry, parallel, { address: 0x7f00_0000_0000n + BigInt(tpRank) * 2n ** 40n, blocks: BANK_BLOCKS });
@@ -49,13 +53,14 @@ function median(values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
-function measure(run: () => void): number {
-  for (let i = 0; i < WARMUP; i++) run();
+/** Median milliseconds of one `run()`, each sample timing `repeat` runs. */
+function measure(run: () => void, repeat = 1): number {
+  for (let i = 0; i < WARMUP * repeat; i++) run();
   const times: number[] = [];
   for (let i = 0; i < RUNS; i++) {
     const start = process.hrtime.bigint();
-    run();
-    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+    for (let j = 0; j < repeat; j++) run();
+    times.push(Number(process.hrtime.bigint() - start) / 1e6 / repeat);
   }
   return median(times);
 }
@@ -87,6 +92,20 @@ const floorMs = measure(() => {
   sink += length[descriptors - 1]!;
 });
 
+// The prepared path: a template once per worker pair, then per request only the block lists are checked.
+const templateMs = measure(() => {
+  sink += buildTransferTemplate(source, destination).routeCount;
+}, 20);
+const template = buildTransferTemplate(source, destination);
+const preparedUs =
+  measure(() => {
+    sink += prepareTransfer({ template, ...blocks }).sourceBlocks.length;
+  }, 200) * 1000;
+// NHD splits every destination piece per token at TP 1 → TP 2; the template still holds one segment per route.
+const nhd: Geometry = { ...hnd, headOrder: 'NHD' };
+const nhdBytes = buildTransferTemplate(worker(1, 'decode', nhd), worker(2, 'prefill', nhd)).byteLength;
+const hndBytes = buildTransferTemplate(worker(1, 'decode'), worker(2, 'prefill')).byteLength;
+
 const figures = {
   'plan.tp8_to_tp4.4096x64.ms': {
     value: planMs,
@@ -97,12 +116,37 @@ const figures = {
     note: `anchor: allocating and filling the same ${descriptors} × 32 bytes of typed arrays without planning`,
   },
   'plan.tp8_to_tp4.4096x64.descriptors': { value: descriptors, unit: 'descriptors' },
+  'plan.template.tp8_to_tp4.4096x64.ms': {
+    value: templateMs,
+    unit: 'ms',
+    anchor: planMs,
+    ratio: templateMs / planMs,
+    goal: '≤ 5 ms',
+    note: `once per worker pair: ${template.routeCount} routes, ${template.byteLength} bytes; anchor: planning one request with planTransfer`,
+  },
+  'plan.prepared.tp8_to_tp4.4096x64.us': {
+    value: preparedUs,
+    unit: 'µs',
+    anchor: planMs * 1000,
+    ratio: preparedUs / (planMs * 1000),
+    goal: '≤ 50 µs',
+    note: `per request, JavaScript side: checking ${BLOCKS} block pairs against the template (prepareTransfer); anchor: planTransfer`,
+  },
+  'plan.nhd.tp1_to_tp2.vs_hnd': {
+    value: nhdBytes / hndBytes,
+    unit: 'ratio',
+    anchor: hndBytes,
+    goal: '≤ 2',
+    note: `template bytes, NHD ${nhdBytes} over HND ${hndBytes}, TP 1 → TP 2, ${hnd.numLayers} layers`,
+  },
 };
 const out = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/descriptors.json');
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, `${JSON.stringify({ figures }, null, 2)}\n`);
-console.log(`planned ${BLOCKS} blocks × ${geometry.numLayers} layers × ${geometry.kvPlanes} planes, TP 8 → TP 4 (HND): ` +
+console.log(`planned ${BLOCKS} blocks × ${hnd.numLayers} layers × ${hnd.kvPlanes} planes, TP 8 → TP 4 (HND): ` +
   `${descriptors} descriptors, ${plan.totalBytes} bytes, median ${planMs.toFixed(2)} ms ` +
   `(filling the same typed arrays alone: ${floorMs.toFixed(2)} ms)`);
+console.log(`template once per worker pair: median ${templateMs.toFixed(3)} ms (${template.routeCount} routes, ${template.byteLength} bytes); ` +
+  `per request: median ${preparedUs.toFixed(1)} µs to check ${BLOCKS} block pairs; NHD/HND template size TP 1 → TP 2: ${nhdBytes}/${hndBytes}`);
 // Keeps the measured work observable, so it cannot be optimised away.
 if (sink === 0) console.log('no descriptors planned');

@@ -19,6 +19,7 @@ export type DescriptorErrorCode =
   | 'INVALID_SHARD'
   | 'INVALID_BANK_LAYOUT'
   | 'INVALID_BLOCK_LIST'
+  | 'INVALID_TRANSFER_TEMPLATE'
   | 'BLOCK_OUT_OF_RANGE'
   | 'PIECE_OUT_OF_RANGE'
   | 'DUPLICATE_DESTINATION_BLOCK'
@@ -113,6 +114,18 @@ export class InvalidBlockListError extends DescriptorError {
   constructor(index: number | undefined, value: unknown, rule: string) {
     super(`invalid block list${index === undefined ? '' : ` at index ${index}`}: ${formatValue(value)}: ${rule}`);
     this.index = index;
+    this.value = value;
+  }
+}
+
+/** Something given as a transfer template that `buildTransferTemplate` did not build (or of another format). */
+export class InvalidTransferTemplateError extends DescriptorError {
+  readonly code = 'INVALID_TRANSFER_TEMPLATE';
+  override readonly name = 'InvalidTransferTemplateError';
+  readonly value: unknown;
+
+  constructor(value: unknown, rule: string) {
+    super(`invalid transfer template: ${rule}`);
     this.value = value;
   }
 }

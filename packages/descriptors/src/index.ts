@@ -10,6 +10,7 @@ export {
   InvalidGeometryError,
   InvalidRankPartError,
   InvalidShardError,
+  InvalidTransferTemplateError,
   PieceOutOfRangeError,
   type RankId,
 } from './errors.js';
@@ -30,6 +31,9 @@ export { deriveShard, type IndexRange, type Parallel, type Shard, shardSplitIssu
 export {
   bankCount,
   type BankLayoutOptions,
+  bankSpan,
+  type BankStrides,
+  type PlaneStrideOption,
   elementOffset,
   layoutRankBanks,
   locatePiece,
@@ -69,4 +73,13 @@ export {
   type TransferMapping,
 } from './compatibility.js';
 export { type BlockPairs, type PlanOptions, planTransfer, type RankPairPlan, type TransferPlan } from './plan.js';
+export {
+  type BlockLimit,
+  buildTransferTemplate,
+  type TransferTemplate,
+  transferTemplateFormat,
+  type TemplateWorker,
+} from './template.js';
+export { type PreparedTransfer, prepareTransfer, type TransferBlocks, type TransferRequest } from './prepared-transfer.js';
+export { materialize } from './materialize.js';
 export { referenceGeometries, type ReferenceModel } from './reference.js';

@@ -15,14 +15,77 @@ export function rankBlockBytes(geometry: PieceGeometry & Pick<Geometry, 'kvPlane
   return pieceBytes(geometry, shard) * shard.layers.count * geometry.kvPlanes;
 }
 
-/** How many banks a rank has: one per (local layer, plane) when layer-separate, else one. */
-export function bankCount(geometry: Pick<Geometry, 'bankLayout' | 'kvPlanes'>, shard: Shard): number {
-  return geometry.bankLayout === 'layer-separate' ? shard.layers.count * geometry.kvPlanes : 1;
+export interface PlaneStrideOption {
+  /** The layer-separate banks hold every plane of their layer, `planeStride` bytes apart (rank part version 2). */
+  readonly planeStrided?: boolean;
 }
 
-/** The smallest block stride a rank's banks may have: one piece when layer-separate, one rank block otherwise. */
+/**
+ * How many banks a rank has: layer-separate, one per (local layer, plane), or one per local layer when
+ * the banks are plane-strided; fully-contiguous, one.
+ */
+export function bankCount(geometry: Pick<Geometry, 'bankLayout' | 'kvPlanes'>, shard: Shard, options: PlaneStrideOption = {}): number {
+  if (geometry.bankLayout === 'fully-contiguous') return 1;
+  return options.planeStrided === true ? shard.layers.count : shard.layers.count * geometry.kvPlanes;
+}
+
+/**
+ * The smallest block stride a rank's banks may have: one piece when layer-separate (plane-strided banks
+ * included: their planes may also lie after all blocks), one rank block when fully contiguous.
+ */
 export function minimumBlockStride(geometry: Geometry, shard: Shard): number {
   return geometry.bankLayout === 'layer-separate' ? pieceBytes(geometry, shard) : rankBlockBytes(geometry, shard);
+}
+
+/** The stride fields of a bank that decide where its pieces lie. */
+export type BankStrides = Pick<Bank, 'blocks' | 'blockStride' | 'planeStride'>;
+
+/**
+ * Bytes from a bank's start that its pieces may reach: `blocks × blockStride`, and for a plane-strided
+ * bank at least up to the end of its last block's last plane.
+ */
+export function bankSpan(bank: BankStrides, piece: number, planes: number): bigint {
+  const blocksSpan = BigInt(bank.blocks) * bank.blockStride;
+  if (bank.planeStride === undefined) return blocksSpan;
+  const lastPlaneEnd = BigInt(bank.blocks - 1) * bank.blockStride + BigInt(planes - 1) * bank.planeStride + BigInt(piece);
+  return lastPlaneEnd > blocksSpan ? lastPlaneEnd : blocksSpan;
+}
+
+/**
+ * Why the planes of a plane-strided bank would overlap, or `undefined` when no two pieces of it do.
+ * Plane 1 of block b starts at `b × blockStride + planeStride`, so it meets plane 0 of block b + k exactly
+ * when `|planeStride − k × blockStride| < piece` for some k in `[0, blocks)`; only the two multiples of
+ * blockStride around planeStride can come that close.
+ */
+export function planeOverlap(bank: BankStrides, piece: number, planes: number): string | undefined {
+  const { planeStride, blockStride } = bank;
+  if (planeStride === undefined || planes < 2) return undefined;
+  const size = BigInt(piece);
+  const below = planeStride / blockStride;
+  for (const k of [below, below + 1n]) {
+    if (k >= BigInt(bank.blocks)) continue;
+    const gap = planeStride - k * blockStride;
+    if (gap < size && -gap < size) {
+      return `plane 1 of block b overlaps plane 0 of block b + ${k} (blockStride ${blockStride}, one piece ${piece} bytes)`;
+    }
+  }
+  return undefined;
+}
+
+/** Bank index of the (local layer, plane) pieces of a rank, and their offset inside each block. */
+export function pieceSlot(
+  geometry: Geometry,
+  shard: Shard,
+  banks: readonly BankStrides[],
+  localLayer: number,
+  plane: number,
+): { bank: number; within: number } {
+  const layerPlane = localLayer * geometry.kvPlanes + plane;
+  if (geometry.bankLayout === 'fully-contiguous') return { bank: 0, within: layerPlane * pieceBytes(geometry, shard) };
+  // A parsed part's banks are all plane-strided or none is, so the first bank tells.
+  const planeStride = banks[0]?.planeStride;
+  if (planeStride === undefined) return { bank: layerPlane, within: 0 };
+  return { bank: localLayer, within: plane * Number((banks[localLayer] as BankStrides).planeStride) };
 }
 
 /**
@@ -46,7 +109,7 @@ export function elementOffset(
 
 /**
  * Where the (block, local layer, plane) piece of a rank starts: the bank index (layer-separate: bank
- * `localLayer × kvPlanes + plane`) and the byte offset from that bank's start.
+ * `localLayer × kvPlanes + plane`, or `localLayer` when plane-strided) and the byte offset from that bank's start.
  */
 export function locatePiece(part: RankPart, block: number, localLayer: number, plane: number): { bank: number; offset: bigint } {
   const { geometry, parallel } = part;
@@ -55,13 +118,10 @@ export function locatePiece(part: RankPart, block: number, localLayer: number, p
   const inRange = (value: number, limit: number): boolean => Number.isInteger(value) && value >= 0 && value < limit;
   if (!inRange(localLayer, shard.layers.count)) throw new PieceOutOfRangeError(rank, 'localLayer', localLayer, shard.layers.count);
   if (!inRange(plane, geometry.kvPlanes)) throw new PieceOutOfRangeError(rank, 'plane', plane, geometry.kvPlanes);
-  const layerPlane = localLayer * geometry.kvPlanes + plane;
-  const layerSeparate = geometry.bankLayout === 'layer-separate';
-  const bank = layerSeparate ? layerPlane : 0;
+  const { bank, within } = pieceSlot(geometry, shard, part.banks, localLayer, plane);
   // A parsed rank part has exactly bankCount() banks, so this bank exists.
   const { blocks, blockStride } = part.banks[bank] as Bank;
   if (!inRange(block, blocks)) throw new PieceOutOfRangeError(rank, 'block', block, blocks);
-  const within = layerSeparate ? 0 : layerPlane * pieceBytes(geometry, shard);
   return { bank, offset: BigInt(block) * blockStride + BigInt(within) };
 }
 
@@ -70,8 +130,14 @@ export interface BankLayoutOptions {
   readonly address: bigint | readonly bigint[];
   /** Blocks per bank. */
   readonly blocks: number;
-  /** Defaults to the minimum for the rank's shard. */
+  /** Defaults to the minimum for the rank's shard, or one piece past the last plane when plane-strided. */
   readonly blockStride?: number;
+  /**
+   * Layer-separate only: one bank per local layer holding every plane, plane p of block b at
+   * `b × blockStride + p × planeStride` (vLLM's `(blocks, 2, …)` with one piece, `(2, blocks, …)` with
+   * `blocks × blockStride`). The banks are then version 2 banks.
+   */
+  readonly planeStride?: number;
   readonly memKind?: MemKind;
   readonly deviceId?: number;
   /** Alignment of each bank's start when laid out from one address (a power of two; default 4096). */
@@ -81,32 +147,46 @@ export interface BankLayoutOptions {
 const isPowerOfTwo = (n: number): boolean => Number.isInteger(n) && n > 0 && (n & (n - 1)) === 0;
 
 /**
- * Lays out the banks of one rank: `bankCount` banks of `blocks × blockStride` bytes, in (local layer,
- * plane) order. Used by tests, examples and the layers that allocate real memory.
+ * Lays out the banks of one rank: `bankCount` banks of `bankSpan` bytes, in (local layer, plane) order.
+ * Used by tests, examples and the layers that allocate real memory.
  */
 export function layoutRankBanks(geometry: Geometry, parallel: Omit<Parallel, 'dpRank'>, options: BankLayoutOptions): Bank[] {
   const shard = deriveShard(geometry, parallel);
-  const count = bankCount(geometry, shard);
+  const { planeStride } = options;
+  const planeStrided = planeStride !== undefined;
+  const count = bankCount(geometry, shard, { planeStrided });
+  const piece = pieceBytes(geometry, shard);
   const minimumStride = minimumBlockStride(geometry, shard);
-  const { blocks, blockStride = minimumStride, memKind = 'dram', deviceId = 0, alignment = 4096 } = options;
+  const defaultStride = planeStrided ? (geometry.kvPlanes - 1) * planeStride + piece : minimumStride;
+  const { blocks, blockStride = defaultStride, memKind = 'dram', deviceId = 0, alignment = 4096 } = options;
   const issues: FieldIssue[] = [];
   if (!Number.isInteger(blocks) || blocks < 1) issues.push({ field: 'blocks', value: blocks, rule: 'must be a positive integer' });
   if (!Number.isInteger(blockStride) || blockStride < minimumStride) {
     issues.push({ field: 'blockStride', value: blockStride, rule: `must be an integer ≥ ${minimumStride}` });
+  }
+  if (planeStrided && geometry.bankLayout !== 'layer-separate') {
+    issues.push({ field: 'planeStride', value: planeStride, rule: 'applies to layer-separate banks only' });
+  } else if (planeStrided && (!Number.isInteger(planeStride) || planeStride < piece)) {
+    issues.push({ field: 'planeStride', value: planeStride, rule: `must be an integer ≥ ${piece} (one piece)` });
   }
   if (!isPowerOfTwo(alignment)) issues.push({ field: 'alignment', value: alignment, rule: 'must be a power of two' });
   if (Array.isArray(options.address) && options.address.length !== count) {
     issues.push({ field: 'address', value: options.address, rule: `must hold one address per bank (${count})` });
   }
   if (issues.length > 0) throw new InvalidBankLayoutError(issues);
+  const strides: BankStrides = planeStrided
+    ? { blocks, blockStride: BigInt(blockStride), planeStride: BigInt(planeStride) }
+    : { blocks, blockStride: BigInt(blockStride) };
+  const overlap = planeOverlap(strides, piece, geometry.kvPlanes);
+  if (overlap !== undefined) throw new InvalidBankLayoutError([{ field: 'planeStride', value: planeStride, rule: `the planes would overlap: ${overlap}` }]);
 
-  const bytes = BigInt(blocks) * BigInt(blockStride);
+  const bytes = bankSpan(strides, piece, geometry.kvPlanes);
   const align = BigInt(alignment);
   const banks: Bank[] = [];
   let next = typeof options.address === 'bigint' ? options.address : 0n;
   for (let index = 0; index < count; index++) {
     const address = typeof options.address === 'bigint' ? next : (options.address as readonly bigint[])[index] ?? 0n;
-    banks.push({ memKind, deviceId, address, bytes, blocks, blockStride: BigInt(blockStride) });
+    banks.push({ memKind, deviceId, address, bytes, ...strides });
     next = ((address + bytes + align - 1n) / align) * align;
   }
   return banks;

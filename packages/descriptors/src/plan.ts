@@ -7,7 +7,8 @@ import {
   type RankId,
 } from './errors.js';
 import { bytesPerElement } from './geometry.js';
-import { pieceBytes } from './layout.js';
+import { blocksOutermost, DescriptorWriter, type PairDescriptors } from './descriptor-writer.js';
+import { pieceSlot } from './layout.js';
 import type { RankPart } from './rank-part.js';
 import { deriveShard, type IndexRange, type Shard } from './shard.js';
 import { rankPartOf, type Worker } from './worker.js';
@@ -25,18 +26,12 @@ export type BlockPairs =
  * `length[i]` bytes from `sourceOffset[i]` of the source rank's bank `sourceBank[i]` to
  * `destinationOffset[i]` of the destination rank's bank `destinationBank[i]` (offsets from the bank start).
  */
-export interface RankPairPlan {
+export interface RankPairPlan extends PairDescriptors {
   readonly sourceRank: RankId;
   readonly destinationRank: RankId;
   /** The KV heads and layers (global indices) this pair carries. */
   readonly kvHeads: IndexRange;
   readonly layers: IndexRange;
-  readonly count: number;
-  readonly sourceBank: Uint32Array;
-  readonly sourceOffset: BigUint64Array;
-  readonly destinationBank: Uint32Array;
-  readonly destinationOffset: BigUint64Array;
-  readonly length: BigUint64Array;
   readonly bytes: bigint;
 }
 
@@ -101,8 +96,6 @@ function routeSide(worker: Worker, rank: RankId, route: RankRoute): RouteSide {
   const shard = deriveShard(geometry, part.parallel);
   const planes = geometry.kvPlanes;
   const layerPlanes = route.layers.count * planes;
-  const piece = pieceBytes(geometry, shard);
-  const layerSeparate = geometry.bankLayout === 'layer-separate';
   const bankOf = new Uint32Array(layerPlanes);
   const baseOf = new Float64Array(layerPlanes);
   const strideOf = new Float64Array(layerPlanes);
@@ -110,10 +103,10 @@ function routeSide(worker: Worker, rank: RankId, route: RankRoute): RouteSide {
   const headOffset =
     (route.kvHeads.start - shard.kvHeads.start) * (geometry.headOrder === 'HND' ? geometry.blockTokens : 1) * geometry.headDim * bytesPerElement(geometry.dtype);
   for (let lp = 0; lp < layerPlanes; lp++) {
-    const localLayerPlane = (route.layers.start - shard.layers.start) * planes + lp;
-    const bank = layerSeparate ? localLayerPlane : 0;
+    const localLayer = route.layers.start - shard.layers.start + Math.floor(lp / planes);
+    const { bank, within } = pieceSlot(geometry, shard, part.banks, localLayer, lp % planes);
     bankOf[lp] = bank;
-    baseOf[lp] = (layerSeparate ? 0 : localLayerPlane * piece) + headOffset;
+    baseOf[lp] = within + headOffset;
     strideOf[lp] = Number((part.banks[bank] as RankPart['banks'][number]).blockStride);
   }
   return { rank, part, shard, bankOf, baseOf, strideOf };
@@ -141,12 +134,6 @@ function checkDistinctDestinations(destination: Uint32Array, largest: number): v
 
 const largestOf = (blocks: Uint32Array): number => blocks.reduce((max, block) => (block > max ? block : max), 0);
 
-// The planner writes 64-bit fields as two 32-bit halves, which avoids creating a BigInt per descriptor.
-const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-const LOW = littleEndian ? 0 : 1;
-const HIGH = 1 - LOW;
-const INVERSE_TWO_POW_32 = 2 ** -32; // multiplying by a power of two is exact
-
 interface Route {
   readonly route: RankRoute;
   readonly from: RouteSide;
@@ -171,29 +158,13 @@ function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; de
   const n = blocks.source.length;
   const layerPlanes = from.bankOf.length;
   const capacity = n * layerPlanes * segments;
-  const sourceBank = new Uint32Array(capacity);
-  const destinationBank = new Uint32Array(capacity);
-  const sourceOffset = new BigUint64Array(capacity);
-  const destinationOffset = new BigUint64Array(capacity);
-  const length = new BigUint64Array(capacity);
-  const sourceOffset32 = new Uint32Array(sourceOffset.buffer);
-  const destinationOffset32 = new Uint32Array(destinationOffset.buffer);
-  const length32 = new Uint32Array(length.buffer);
-
-  // With both sides fully contiguous, a block's layers and planes follow each other in memory, so
-  // walking (layer, plane) innermost lets whole blocks coalesce; otherwise walk blocks innermost.
-  const blocksOuter = geometry.bankLayout === 'fully-contiguous' && to.part.geometry.bankLayout === 'fully-contiguous';
+  const writer = new DescriptorWriter(capacity, coalesce);
+  const blocksOuter = blocksOutermost(from.bankOf, to.bankOf);
   const outerCount = blocksOuter ? n : layerPlanes;
   const innerCount = blocksOuter ? layerPlanes : n;
   const { source: sourceBlocks, destination: destinationBlocks } = blocks;
   const { bankOf: sourceBankOf, baseOf: sourceBaseOf, strideOf: sourceStrideOf } = from;
   const { bankOf: destinationBankOf, baseOf: destinationBaseOf, strideOf: destinationStrideOf } = to;
-  let count = 0;
-  let lastSourceBank = -1;
-  let lastDestinationBank = -1;
-  let sourceEnd = -1;
-  let destinationEnd = -1;
-  let runBytes = 0;
   for (let outer = 0; outer < outerCount; outer++) {
     for (let inner = 0; inner < innerCount; inner++) {
       const lp = blocksOuter ? inner : outer;
@@ -203,47 +174,18 @@ function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; de
       let sOffset = (sourceBaseOf[lp] as number) + (sourceBlocks[i] as number) * (sourceStrideOf[lp] as number);
       let dOffset = (destinationBaseOf[lp] as number) + (destinationBlocks[i] as number) * (destinationStrideOf[lp] as number);
       for (let segment = 0; segment < segments; segment++) {
-        if (coalesce && sOffset === sourceEnd && dOffset === destinationEnd && sBank === lastSourceBank && dBank === lastDestinationBank) {
-          runBytes += segmentBytes;
-        } else {
-          if (count > 0) {
-            length32[2 * (count - 1) + LOW] = runBytes >>> 0;
-            length32[2 * (count - 1) + HIGH] = (runBytes * INVERSE_TWO_POW_32) >>> 0;
-          }
-          sourceBank[count] = sBank;
-          destinationBank[count] = dBank;
-          sourceOffset32[2 * count + LOW] = sOffset >>> 0;
-          sourceOffset32[2 * count + HIGH] = (sOffset * INVERSE_TWO_POW_32) >>> 0;
-          destinationOffset32[2 * count + LOW] = dOffset >>> 0;
-          destinationOffset32[2 * count + HIGH] = (dOffset * INVERSE_TWO_POW_32) >>> 0;
-          lastSourceBank = sBank;
-          lastDestinationBank = dBank;
-          runBytes = segmentBytes;
-          count++;
-        }
-        sourceEnd = sOffset + segmentBytes;
-        destinationEnd = dOffset + segmentBytes;
+        writer.add(sBank, dBank, sOffset, dOffset, segmentBytes);
         sOffset += sourceRow;
         dOffset += destinationRow;
       }
     }
   }
-  if (count > 0) {
-    length32[2 * (count - 1) + LOW] = runBytes >>> 0;
-    length32[2 * (count - 1) + HIGH] = (runBytes * INVERSE_TWO_POW_32) >>> 0;
-  }
-  const full = count === capacity;
   return {
     sourceRank: route.sourceRank,
     destinationRank: route.destinationRank,
     kvHeads: route.kvHeads,
     layers: route.layers,
-    count,
-    sourceBank: full ? sourceBank : sourceBank.slice(0, count),
-    sourceOffset: full ? sourceOffset : sourceOffset.slice(0, count),
-    destinationBank: full ? destinationBank : destinationBank.slice(0, count),
-    destinationOffset: full ? destinationOffset : destinationOffset.slice(0, count),
-    length: full ? length : length.slice(0, count),
+    ...writer.finish(),
     bytes: BigInt(capacity) * BigInt(segmentBytes),
   };
 }

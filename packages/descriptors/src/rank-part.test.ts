@@ -101,6 +101,70 @@ describe('rank parts', () => {
   });
 
   it('rejects other schema versions', () => {
-    expect(issuesOf({ ...wire(), version: 2 })).toEqual([['version', 2]]);
+    expect(issuesOf({ ...wire(), version: 3 })).toEqual([['version', 3]]);
+  });
+
+  it('returns frozen parts', () => {
+    const parsed = parseRankPart(wire());
+    expect(Object.isFrozen(parsed) && Object.isFrozen(parsed.banks) && Object.isFrozen(parsed.banks[0]) && Object.isFrozen(parsed.geometry)).toBe(true);
+  });
+});
+
+describe('plane-strided banks (version 2)', () => {
+  // Two layers of 4 blocks, 65,536-byte pieces (four heads of Qwen3-0.6B per rank).
+  const piece = 65_536n;
+  const base = 0x7f00_0000_0000n;
+  const layerBanks = (blockStride: bigint, planeStride: bigint, bytes: bigint): RankPartWire['banks'] =>
+    [0n, 1n].map((layer) => ({ memKind: 'dram', deviceId: 0, address: (base + layer * 2n ** 30n).toString(), bytes: bytes.toString(), blocks: 4, blockStride: blockStride.toString(), planeStride: planeStride.toString() }));
+  const strided = (banks: RankPartWire['banks'], version: 1 | 2 = 2): RankPartWire => ({ ...wire(), version, banks });
+
+  it("describe vLLM's per-layer (blocks, 2, …) interleaved K/V as one bank per layer, and round-trip", () => {
+    const interleaved = strided(layerBanks(2n * piece, piece, 8n * piece));
+    const parsed = parseRankPart(interleaved);
+    expect(parsed.banks[1]).toMatchObject({ blockStride: 2n * piece, planeStride: piece });
+    expect(serializeRankPart(parsed)).toEqual(interleaved);
+  });
+
+  it("describe vLLM's per-layer (2, blocks, …) K half and V half as one bank per layer", () => {
+    expect(parseRankPart(strided(layerBanks(piece, 4n * piece, 8n * piece))).banks[0]).toMatchObject({ blockStride: piece, planeStride: 4n * piece });
+    expect(issuesOf(strided(layerBanks(piece, 4n * piece, 8n * piece - 1n)))).toEqual([['banks[0].bytes', (8n * piece - 1n).toString()], ['banks[1].bytes', (8n * piece - 1n).toString()]]);
+  });
+
+  it('still refuses the same memory described as two strided K and V banks that overlap, and says how to describe it', () => {
+    const kv = wire();
+    kv.banks = kv.banks.map((bank, index) => ({
+      ...bank,
+      address: (base + BigInt(index >> 1) * 2n ** 30n + BigInt(index & 1) * piece).toString(),
+      blockStride: (2n * piece).toString(),
+      bytes: (8n * piece).toString(),
+    }));
+    expect(safeParseRankPart(kv)).toMatchObject({
+      error: { message: expect.stringMatching(/banks\[1\].address = "\d+": overlaps banks\[0\], which ends at \d+ \(planes interleaved in one allocation are one bank per layer with planeStride\)/) },
+    });
+  });
+
+  it('refuses planes that overlap each other, naming the blocks that collide', () => {
+    expect(safeParseRankPart(strided(layerBanks(2n * piece, piece - 1n, 8n * piece)))).toMatchObject({
+      error: { message: expect.stringMatching(/banks\[0\].planeStride = "65535": the planes overlap: plane 1 of block b overlaps plane 0 of block b \+ 0/) },
+    });
+    expect(issuesOf(strided(layerBanks(2n * piece, 2n * piece, 10n * piece)))[0]).toEqual(['banks[0].planeStride', (2n * piece).toString()]);
+    expect(safeParseRankPart(strided(layerBanks(piece, 2n * piece, 8n * piece)))).toMatchObject({ error: { message: expect.stringMatching(/plane 0 of block b \+ 2 /) } });
+  });
+
+  it('needs version 2, layer-separate banks, every bank or none, and one bank per local layer', () => {
+    expect(issuesOf(strided(layerBanks(2n * piece, piece, 8n * piece), 1))).toEqual([['banks[0].planeStride', piece.toString()], ['banks[1].planeStride', piece.toString()]]);
+    expect(safeParseRankPart(strided(layerBanks(2n * piece, piece, 8n * piece), 1))).toMatchObject({ error: { message: expect.stringMatching(/needs rank part version 2/) } });
+    const mixed = strided(layerBanks(2n * piece, piece, 8n * piece));
+    delete (mixed.banks[1] as { planeStride?: string }).planeStride;
+    expect(issuesOf(mixed)).toEqual([['banks[1].planeStride', undefined]]);
+    const contiguous = strided(layerBanks(4n * piece, piece, 16n * piece).slice(0, 1));
+    contiguous.geometry = { ...contiguous.geometry, bankLayout: 'fully-contiguous' };
+    expect(safeParseRankPart(contiguous)).toMatchObject({ error: { message: expect.stringMatching(/planeStride = "65536": applies to layer-separate banks only/) } });
+    const perPlane = strided([...layerBanks(2n * piece, piece, 8n * piece), ...layerBanks(2n * piece, piece, 8n * piece)]);
+    expect(safeParseRankPart(perPlane)).toMatchObject({ error: { message: expect.stringMatching(/has 4 banks; plane-strided layer-separate needs one bank per local layer: 2/) } });
+  });
+
+  it('reads a version 2 part without plane strides like a version 1 part', () => {
+    expect(parseRankPart({ ...wire(), version: 2 }).banks).toEqual(parseRankPart(wire()).banks);
   });
 });

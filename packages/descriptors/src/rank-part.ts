@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { InvalidRankPartError, type RankId } from './errors.js';
 import { geometrySchema, type SafeParseResult } from './geometry.js';
-import { bankCount, minimumBlockStride } from './layout.js';
+import { bankCount, bankSpan, minimumBlockStride, pieceBytes, planeOverlap } from './layout.js';
 import { deriveShard, shardSplitIssue } from './shard.js';
 import { toFieldIssues } from './zod-issues.js';
 
@@ -30,6 +30,11 @@ export const bankSchema = z.strictObject({
   bytes: u64,
   blocks: positiveCount,
   blockStride: u64,
+  /**
+   * Version 2, layer-separate only: the bank holds every plane of one layer, plane p of block b at
+   * `b × blockStride + p × planeStride`.
+   */
+  planeStride: u64.optional(),
 });
 
 export const roles = ['prefill', 'decode', 'aggregated'] as const;
@@ -56,7 +61,7 @@ interface RuleViolation {
 }
 
 /** The rules between fields: ranks within sizes, a dividing shard split, and the bank rules. */
-function rankRuleViolations(part: Pick<RankPart, 'geometry' | 'parallel' | 'banks'>): RuleViolation[] {
+function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'parallel' | 'banks'>): RuleViolation[] {
   const { geometry, parallel, banks } = part;
   const violations: RuleViolation[] = [];
   const report = (path: PropertyKey[], message: string): void => {
@@ -70,23 +75,41 @@ function rankRuleViolations(part: Pick<RankPart, 'geometry' | 'parallel' | 'bank
 
   const shard = deriveShard(geometry, parallel);
   const layerSeparate = geometry.bankLayout === 'layer-separate';
-  const expectedBanks = bankCount(geometry, shard);
+  const planeStrided = banks[0]?.planeStride !== undefined;
+  banks.forEach((bank, index) => {
+    const path = ['banks', index, 'planeStride'];
+    if (bank.planeStride !== undefined && part.version < 2) report(path, 'needs rank part version 2');
+    else if (bank.planeStride !== undefined && !layerSeparate) report(path, 'applies to layer-separate banks only');
+    else if ((bank.planeStride !== undefined) !== planeStrided) {
+      report(path, 'must be given on every bank of the rank or on none (banks[0] decides)');
+    }
+  });
+  if (violations.length > 0) return violations;
+
+  const expectedBanks = bankCount(geometry, shard, { planeStrided });
   if (banks.length !== expectedBanks) {
-    const rule = layerSeparate
-      ? `layer-separate needs one bank per (local layer, plane): ${shard.layers.count} × ${geometry.kvPlanes} = ${expectedBanks}`
-      : 'fully-contiguous needs exactly one bank';
+    const rule = !layerSeparate
+      ? 'fully-contiguous needs exactly one bank'
+      : planeStrided
+        ? `plane-strided layer-separate needs one bank per local layer: ${expectedBanks}`
+        : `layer-separate needs one bank per (local layer, plane): ${shard.layers.count} × ${geometry.kvPlanes} = ${expectedBanks}`;
     report(['banks'], `has ${banks.length} banks; ${rule}`);
   }
+  const piece = pieceBytes(geometry, shard);
   const minimumStride = BigInt(minimumBlockStride(geometry, shard));
   const strideUnit = layerSeparate ? '(layer, plane) piece' : 'block of all local layers and planes';
   banks.forEach((bank, index) => {
-    const span = BigInt(bank.blocks) * bank.blockStride;
+    const span = bankSpan(bank, piece, geometry.kvPlanes);
+    const overlap = planeOverlap(bank, piece, geometry.kvPlanes);
     if (bank.blockStride < minimumStride) {
       report(['banks', index, 'blockStride'], `must be at least ${minimumStride} bytes (one ${strideUnit} of this rank)`);
+    } else if (overlap !== undefined) {
+      report(['banks', index, 'planeStride'], `the planes overlap: ${overlap}`);
     } else if (span > bank.bytes) {
-      report(['banks', index, 'bytes'], `must hold blocks × blockStride = ${bank.blocks} × ${bank.blockStride} = ${span} bytes`);
+      const what = bank.planeStride === undefined ? `blocks × blockStride = ${bank.blocks} × ${bank.blockStride}` : 'every plane of every block';
+      report(['banks', index, 'bytes'], `must hold ${what} = ${span} bytes`);
     } else if (span > SPAN_LIMIT) {
-      report(['banks', index, 'blocks'], `blocks × blockStride = ${span} must stay below 2^53 bytes`);
+      report(['banks', index, 'blocks'], `the blocks span ${span} bytes, which must stay below 2^53`);
     }
     if (bank.address + bank.bytes > U64_LIMIT) {
       report(['banks', index, 'bytes'], `address + bytes must not pass 2^64 (address ${bank.address})`);
@@ -100,7 +123,8 @@ function rankRuleViolations(part: Pick<RankPart, 'geometry' | 'parallel' | 'bank
     const memory = `${bank.memKind}:${bank.deviceId}`;
     const seen = furthest.get(memory);
     if (seen !== undefined && seen.end > bank.address) {
-      report(['banks', index, 'address'], `overlaps banks[${seen.index}], which ends at ${seen.end}`);
+      const hint = layerSeparate && !planeStrided ? ' (planes interleaved in one allocation are one bank per layer with planeStride)' : '';
+      report(['banks', index, 'address'], `overlaps banks[${seen.index}], which ends at ${seen.end}${hint}`);
     }
     const end = bank.address + bank.bytes;
     if (seen === undefined || end > seen.end) furthest.set(memory, { end, index });
@@ -108,10 +132,13 @@ function rankRuleViolations(part: Pick<RankPart, 'geometry' | 'parallel' | 'bank
   return violations;
 }
 
-/** What one rank publishes (version 1). Parsing also checks the shard split and the bank rules. */
+/**
+ * What one rank publishes. Version 2 adds `planeStride` to banks; a version 1 part is read as before.
+ * Parsing also checks the shard split and the bank rules.
+ */
 export const rankPartSchema = z
   .strictObject({
-    version: z.literal(1),
+    version: z.literal([1, 2]),
     workerId: z.string().min(1),
     incarnation: z.string().min(1),
     role: z.enum(roles),
@@ -145,9 +172,26 @@ function claimedIdentity(input: unknown): { workerId: string | undefined; rank: 
   };
 }
 
+/** Every part the parser produced: frozen, so it still holds what was checked. */
+const parsedParts = new WeakSet<RankPart>();
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+function brand(part: RankPart): RankPart {
+  parsedParts.add(deepFreeze(part));
+  return part;
+}
+
+/** Parts the parser returns are frozen (deeply) and known to it as checked. */
 export function safeParseRankPart(input: unknown): SafeParseResult<RankPart, InvalidRankPartError> {
   const result = rankPartSchema.safeParse(input);
-  if (result.success) return { success: true, data: result.data };
+  if (result.success) return { success: true, data: brand(result.data) };
   const { workerId, rank } = claimedIdentity(input);
   return { success: false, error: new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, input)) };
 }
@@ -156,6 +200,15 @@ export function parseRankPart(input: unknown): RankPart {
   const result = safeParseRankPart(input);
   if (!result.success) throw result.error;
   return result.data;
+}
+
+/**
+ * `part` itself when the parser produced it; otherwise a parsed, frozen copy of it, checked by the same
+ * schema and rules in its parsed form (64-bit fields as bigints). Throws `InvalidRankPartError`.
+ */
+export function checkedRankPart(part: RankPart): RankPart {
+  if (parsedParts.has(part)) return part;
+  return parseRankPart(serializeRankPart(part));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { formatValue, type RankId } from './errors.js';
 import { type Geometry, geometryFields } from './geometry.js';
 import { geometryDigest } from './digest.js';
-import type { RankPart, Role } from './rank-part.js';
+import { checkedRankPart, type RankPart, type Role } from './rank-part.js';
 
 /** A complete worker descriptor: every (tp, pp) rank present exactly once, all consistent. */
 export interface Worker {
@@ -71,9 +71,12 @@ function majority(values: readonly unknown[]): unknown {
 
 /**
  * Assembles the parts one worker published into a worker descriptor, or says exactly what is missing,
- * duplicated or inconsistent. An empty list is incomplete with a conflict on `parts`.
+ * duplicated or inconsistent. An empty list is incomplete with a conflict on `parts`. Parts that did not
+ * come from `parseRankPart` are checked like the parser checks them and replaced by parsed copies; the
+ * first that fails throws the parser's `InvalidRankPartError`. The worker's parts are therefore frozen.
  */
-export function assembleWorker(parts: readonly RankPart[]): AssembleResult {
+export function assembleWorker(given: readonly RankPart[]): AssembleResult {
+  const parts = given.map(checkedRankPart);
   const first = parts[0];
   if (first === undefined) {
     return {

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { Geometry, RankPart, TransferPlan, Worker } from '../src/index.js';
+import type { Geometry, RankPart, TransferPlan, TransferTemplate, Worker } from '../src/index.js';
 
 // Everything below locates bytes from first principles, independently of the planner and of the
 // package's layout helpers: the expected destination comes from a logical-position → value function.
@@ -35,9 +35,12 @@ function locate(geometry: Geometry, part: RankPart, p: Position): { bank: number
   const element = geometry.headOrder === 'HND' ? (head * T + p.token) * D + p.dim : (p.token * headCount + head) * D + p.dim;
   const inPiece = element * size + p.byte;
   const layerPlane = (p.layer - layerStart) * P + p.plane;
-  const bank = geometry.bankLayout === 'layer-separate' ? layerPlane : 0;
+  // Plane-strided: one bank per local layer, plane p at p × planeStride inside each block.
+  const planeStride = part.banks[0]!.planeStride;
+  const bank = geometry.bankLayout === 'fully-contiguous' ? 0 : planeStride === undefined ? layerPlane : p.layer - layerStart;
   const stride = Number(part.banks[bank]!.blockStride);
-  const pieceOffset = geometry.bankLayout === 'layer-separate' ? 0 : layerPlane * T * headCount * D * size;
+  const pieceOffset =
+    geometry.bankLayout === 'fully-contiguous' ? layerPlane * T * headCount * D * size : planeStride === undefined ? 0 : p.plane * Number(planeStride);
   return { bank, offset: p.block * stride + pieceOffset + inPiece };
 }
 
@@ -99,18 +102,46 @@ function execute(plan: TransferPlan, source: Worker, sourceMemory: Memory, desti
   }
 }
 
+/** Executes a template's segments themselves, row by row, as a native expansion would (no descriptors). */
+function executeTemplate(
+  template: TransferTemplate,
+  blocks: readonly (readonly [number, number])[],
+  sourceMemory: Memory,
+  destinationMemory: Memory,
+): void {
+  template.pairs.forEach((_pair, p) => {
+    const from = sourceMemory[template.pairSourceRank[p]!]!;
+    const to = destinationMemory[template.pairDestinationRank[p]!]!;
+    for (let r = template.pairRouteStart[p]!; r < template.pairRouteStart[p + 1]!; r++) {
+      const sourceBank = from[template.sourceBank[r]!]!;
+      const destinationBank = to[template.destinationBank[r]!]!;
+      const rowBytes = Number(template.rowBytes[r]);
+      for (const [sourceBlock, destinationBlock] of blocks) {
+        for (let row = 0; row < template.rows[r]!; row++) {
+          const sourceOffset = Number(template.sourceBase[r]! + BigInt(sourceBlock) * template.sourceBlockStride[r]! + BigInt(row) * template.sourceRowStride[r]!);
+          const destinationOffset = Number(template.destinationBase[r]! + BigInt(destinationBlock) * template.destinationBlockStride[r]! + BigInt(row) * template.destinationRowStride[r]!);
+          expect(sourceOffset + rowBytes).toBeLessThanOrEqual(sourceBank.length);
+          expect(destinationOffset + rowBytes).toBeLessThanOrEqual(destinationBank.length);
+          for (let byte = 0; byte < rowBytes; byte++) destinationBank[destinationOffset + byte] = sourceBank[sourceOffset + byte]!;
+        }
+      }
+    }
+  });
+}
+
 const untouched = (rank: number, bank: number, offset: number): number => (rank * 97 + bank * 31 + offset * 7 + 1) & 0xff;
 
 /**
  * Simulated banks for `source` (filled with `valueAt` over every block) and `destination` (filled with a
  * pattern), and what the destination must hold after copying `blocks`, worked out from the logical
- * positions alone. `run(plan)` executes a plan on fresh destination memory and returns it.
+ * positions alone. `run(plan)` executes a plan's descriptors on fresh destination memory and returns it;
+ * `runTemplate(template)` executes a template's segments for `blocks` the same way.
  */
 export function simulation(
   source: Worker,
   destination: Worker,
   blocks: readonly (readonly [number, number])[],
-): { expected: Memory; run: (plan: TransferPlan) => Memory } {
+): { expected: Memory; run: (plan: TransferPlan) => Memory; runTemplate: (template: TransferTemplate) => Memory } {
   const sourceMemory = allocate(source, () => 0);
   fillSource(source, sourceMemory, source.ranks[0]!.banks[0]!.blocks);
   const expected = allocate(destination, untouched);
@@ -129,7 +160,12 @@ export function simulation(
     execute(plan, source, sourceMemory, destination, actual);
     return actual;
   };
-  return { expected, run };
+  const runTemplate = (template: TransferTemplate): Memory => {
+    const actual = allocate(destination, untouched);
+    executeTemplate(template, blocks, sourceMemory, actual);
+    return actual;
+  };
+  return { expected, run, runTemplate };
 }
 
 /** Where two simulated memories first differ, or undefined when they are equal. */

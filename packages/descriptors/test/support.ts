@@ -18,6 +18,9 @@ export interface WorkerSpec {
   readonly baseAddress?: bigint;
   /** Extra bytes per block beyond the minimum stride. */
   readonly stridePadding?: number;
+  /** Plane-strided layer-separate banks (version 2 parts); `blockStride` then defaults to `layoutRankBanks`'s. */
+  readonly planeStride?: number;
+  readonly blockStride?: number;
 }
 
 /** The rank parts of one worker, laid out with `layoutRankBanks`, in (pp, tp) order. */
@@ -28,14 +31,16 @@ export function rankPartsFor(spec: WorkerSpec): RankPart[] {
     for (let tpRank = 0; tpRank < tpSize; tpRank++) {
       const parallel = { tpRank, tpSize, ppRank, ppSize, dpRank: 0 };
       const rankIndex = ppRank * tpSize + tpRank;
-      const minimum = layoutRankBanks(geometry, parallel, { address: 0n, blocks: 1 })[0]?.blockStride ?? 0n;
+      const { planeStride } = spec;
+      const minimum = layoutRankBanks(geometry, parallel, { address: 0n, blocks: 1, ...(planeStride === undefined ? {} : { planeStride }) })[0]?.blockStride ?? 0n;
       const banks = layoutRankBanks(geometry, parallel, {
         address: baseAddress + BigInt(rankIndex) * 2n ** 36n,
         blocks,
-        blockStride: Number(minimum) + (spec.stridePadding ?? 0),
+        blockStride: spec.blockStride ?? Number(minimum) + (spec.stridePadding ?? 0),
+        ...(planeStride === undefined ? {} : { planeStride }),
       });
       parts.push({
-        version: 1,
+        version: planeStride === undefined ? 1 : 2,
         workerId,
         incarnation: `${workerId}-incarnation`,
         role,

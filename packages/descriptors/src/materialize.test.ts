@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { firstDifference, simulation } from '../test/simulation.js';
+import { workerFor } from '../test/support.js';
+import { buildTransferTemplate, DuplicateDestinationBlockError, type Geometry, materialize, planTransfer, referenceGeometries } from './index.js';
+
+const qwen = referenceGeometries['qwen3-0.6b'];
+const prefix = Array.from({ length: 42 }, (_, i) => [i, i] as [number, number]);
+const asLists = (pairs: readonly (readonly [number, number])[]) => ({
+  sourceBlocks: Uint32Array.from(pairs, ([source]) => source),
+  destinationBlocks: Uint32Array.from(pairs, ([, destination]) => destination),
+});
+
+describe('materialize', () => {
+  it("gives planTransfer's descriptors for the 42-block Qwen3-0.6B pull from decode TP=2 to prefill TP=1", () => {
+    const decode = workerFor({ geometry: qwen, tpSize: 2, ppSize: 1, blocks: 64 });
+    const prefill = workerFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 64, role: 'prefill' });
+    const plan = materialize(buildTransferTemplate(decode, prefill), asLists(prefix));
+    expect(plan).toEqual(planTransfer(decode, prefill, prefix));
+    expect([plan.totalBytes, plan.descriptorCount]).toEqual([308_281_344n, 4704]);
+  });
+
+  it('coalesces whole blocks of interleaved K/V banks (one layer per rank) into one descriptor', () => {
+    const geometry: Geometry = { ...qwen, numLayers: 2 };
+    const source = workerFor({ geometry, tpSize: 1, ppSize: 2, blocks: 8, planeStride: 131_072 });
+    const destination = workerFor({ geometry, tpSize: 1, ppSize: 2, blocks: 8, planeStride: 131_072, role: 'prefill' });
+    const blocks: [number, number][] = [[2, 5], [3, 6], [4, 7]];
+    const plan = materialize(buildTransferTemplate(source, destination), asLists(blocks));
+    expect(plan.pairs.map((pair) => [pair.count, pair.sourceOffset[0], pair.destinationOffset[0], pair.length[0]])).toEqual([
+      [1, 2n * 262_144n, 5n * 262_144n, 3n * 262_144n],
+      [1, 2n * 262_144n, 5n * 262_144n, 3n * 262_144n],
+    ]);
+    expect(plan).toEqual(planTransfer(source, destination, blocks));
+    const { expected, run } = simulation(source, destination, blocks);
+    expect(firstDifference(run(plan), expected)).toBeUndefined();
+  });
+
+  it('checks the blocks like prepareTransfer', () => {
+    const worker = workerFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 4 });
+    expect(() => materialize(buildTransferTemplate(worker, worker), asLists([[0, 1], [2, 1]]))).toThrow(DuplicateDestinationBlockError);
+    expect(materialize(buildTransferTemplate(worker, worker), asLists([]))).toEqual({ pairs: [], totalBytes: 0n, descriptorCount: 0 });
+  });
+});

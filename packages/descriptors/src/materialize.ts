@@ -1,0 +1,68 @@
+import { blocksOutermost, DescriptorWriter } from './descriptor-writer.js';
+import type { PlanOptions, RankPairPlan, TransferPlan } from './plan.js';
+import { prepareTransfer, type TransferBlocks } from './prepared-transfer.js';
+import type { TransferTemplate } from './template.js';
+
+/** The routes `[first, end)` of a template as numbers, for expanding them in JavaScript. */
+function routesAsNumbers(template: TransferTemplate, first: number, end: number) {
+  const numbers = (values: BigUint64Array): Float64Array => Float64Array.from(values.subarray(first, end), Number);
+  return {
+    sourceBank: template.sourceBank.subarray(first, end),
+    destinationBank: template.destinationBank.subarray(first, end),
+    sourceBase: numbers(template.sourceBase),
+    destinationBase: numbers(template.destinationBase),
+    sourceBlockStride: numbers(template.sourceBlockStride),
+    destinationBlockStride: numbers(template.destinationBlockStride),
+    rows: template.rows.subarray(first, end),
+    rowBytes: numbers(template.rowBytes),
+    sourceRowStride: numbers(template.sourceRowStride),
+    destinationRowStride: numbers(template.destinationRowStride),
+  };
+}
+
+/**
+ * The descriptors a template and two block lists stand for: exactly what `planTransfer` returns for the
+ * same two workers and blocks (same pairs, descriptors, order and coalescing). For tests, tools and
+ * transports that take explicit descriptors; checks the blocks like `prepareTransfer`.
+ */
+export function materialize(template: TransferTemplate, blocks: TransferBlocks, options: PlanOptions = {}): TransferPlan {
+  const { sourceBlocks, destinationBlocks } = prepareTransfer({ template, ...blocks });
+  const n = sourceBlocks.length;
+  if (n === 0) return { pairs: [], totalBytes: 0n, descriptorCount: 0 };
+  const coalesce = options.coalesce ?? true;
+  const pairs = template.pairs.map((pair, p): RankPairPlan => {
+    const first = template.pairRouteStart[p] as number;
+    const routes = routesAsNumbers(template, first, template.pairRouteStart[p + 1] as number);
+    const routeCount = routes.rows.length;
+    let rowsPerBlock = 0;
+    let bytesPerBlock = 0;
+    for (let r = 0; r < routeCount; r++) {
+      rowsPerBlock += routes.rows[r] as number;
+      bytesPerBlock += (routes.rows[r] as number) * (routes.rowBytes[r] as number);
+    }
+    const writer = new DescriptorWriter(n * rowsPerBlock, coalesce);
+    const blocksOuter = blocksOutermost(routes.sourceBank, routes.destinationBank);
+    const outerCount = blocksOuter ? n : routeCount;
+    const innerCount = blocksOuter ? routeCount : n;
+    for (let outer = 0; outer < outerCount; outer++) {
+      for (let inner = 0; inner < innerCount; inner++) {
+        const r = blocksOuter ? inner : outer;
+        const block = blocksOuter ? outer : inner;
+        const rowBytes = routes.rowBytes[r] as number;
+        let sourceOffset = (routes.sourceBase[r] as number) + (sourceBlocks[block] as number) * (routes.sourceBlockStride[r] as number);
+        let destinationOffset = (routes.destinationBase[r] as number) + (destinationBlocks[block] as number) * (routes.destinationBlockStride[r] as number);
+        for (let row = routes.rows[r] as number; row > 0; row--) {
+          writer.add(routes.sourceBank[r] as number, routes.destinationBank[r] as number, sourceOffset, destinationOffset, rowBytes);
+          sourceOffset += routes.sourceRowStride[r] as number;
+          destinationOffset += routes.destinationRowStride[r] as number;
+        }
+      }
+    }
+    return { ...pair, ...writer.finish(), bytes: BigInt(n) * BigInt(bytesPerBlock) };
+  });
+  return {
+    pairs,
+    totalBytes: pairs.reduce((sum, pair) => sum + pair.bytes, 0n),
+    descriptorCount: pairs.reduce((sum, pair) => sum + pair.count, 0),
+  };
+}
