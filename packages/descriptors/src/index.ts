@@ -50,6 +50,7 @@ export {
   type RankPart,
   type RankPartWire,
   rankPartSchema,
+  rankPartVersions,
   type Role,
   roles,
   safeParseRankPart,

@@ -132,13 +132,16 @@ function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'paral
   return violations;
 }
 
+/** The rank part versions this package reads; version 2 adds `planeStride` to banks. */
+export const rankPartVersions = [1, 2] as const;
+
 /**
  * What one rank publishes. Version 2 adds `planeStride` to banks; a version 1 part is read as before.
  * Parsing also checks the shard split and the bank rules.
  */
 export const rankPartSchema = z
   .strictObject({
-    version: z.literal([1, 2]),
+    version: z.literal(rankPartVersions),
     workerId: z.string().min(1),
     incarnation: z.string().min(1),
     role: z.enum(roles),

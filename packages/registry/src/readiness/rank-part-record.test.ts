@@ -70,12 +70,19 @@ describe('rank-part records', () => {
     expect(error.refusal).toBe('tampered');
   });
 
-  it('refuses a part of another version even with a matching checksum', async () => {
+  it('refuses a part of a version the descriptors package does not know, even with a matching checksum', async () => {
     const { createHash } = await import('node:crypto');
-    const wire = { ...serializeRankPart(part), version: 2 };
+    const wire = { ...serializeRankPart(part), version: 3 };
     const text = JSON.stringify(wire);
     const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
-    expect(refusalOf(value).refusal).toBe('wrong-version');
+    expect(refusalOf(value)).toMatchObject({ refusal: 'wrong-version', message: expect.stringMatching(/rank part version 3; this reader knows versions 1, 2/) });
+  });
+
+  it('reads a version 2 part', async () => {
+    const { createHash } = await import('node:crypto');
+    const text = JSON.stringify({ ...serializeRankPart(part), version: 2 });
+    const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
+    expect(decodeRankPartRecord(key, value)).toMatchObject({ epoch: 7, part: { version: 2 } });
   });
 
   it('refuses a part the descriptors schema refuses, with the schema reason', async () => {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { type RankPart, safeParseRankPart } from '@kvreuse/descriptors';
+import { type RankPart, rankPartVersions, safeParseRankPart } from '@kvreuse/descriptors';
 import { describeValue, RankPartRefusedError } from '../errors.js';
 import { isEpoch } from './incarnation-epoch.js';
 import { parseRankPartKey } from './rank-part-keys.js';
@@ -76,7 +76,9 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
     return refuse('tampered', `the part does not match its sha256 ${checksum}`);
   }
   const partVersion = (part as { version?: unknown }).version;
-  if (partVersion !== 1) return refuse('wrong-version', `rank part version ${describeValue(partVersion)}; this reader knows version 1`);
+  if (!(rankPartVersions as readonly unknown[]).includes(partVersion)) {
+    return refuse('wrong-version', `rank part version ${describeValue(partVersion)}; this reader knows versions ${rankPartVersions.join(', ')}`);
+  }
   const parsed = safeParseRankPart(part);
   if (!parsed.success) return refuse('malformed', parsed.error.message, parsed.error);
   const place = parseRankPartKey(key, keyPrefix);
