@@ -377,7 +377,7 @@ class EtcdWatch implements DiscoveryWatch {
       return;
     }
     if (this.closed) {
-      stream.cancel();
+      discard(stream);
       return;
     }
     this.stream = stream;
@@ -443,7 +443,7 @@ class EtcdWatch implements DiscoveryWatch {
     const stream = this.stream;
     this.stream = undefined;
     clearTimeout(this.confirmTimer);
-    stream?.cancel();
+    if (stream !== undefined) discard(stream);
   }
 
   private deliver(response: IWatchResponse): void {
@@ -501,6 +501,16 @@ class EtcdWatch implements DiscoveryWatch {
   private notify(notice: WatchNotice): void {
     notifyListener(this.listener, notice);
   }
+}
+
+/**
+ * Cancels a stream on this side. Its write side is ended first: the etcd3 client treats an error
+ * on a stream still open for writing (the CANCELLED that follows) as a failed host and closes its
+ * channels to it, so every later request would open a new connection.
+ */
+function discard(stream: WatchStream): void {
+  stream.end();
+  stream.cancel();
 }
 
 function asError(error: unknown): Error {
