@@ -65,7 +65,6 @@ abstract class EtcdProcess {
     this.process = undefined;
     if (child === undefined || child.exitCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGCONT');
     child.kill('SIGKILL');
     await exited;
   }
