@@ -51,7 +51,7 @@ import type {
 export interface EtcdDiscoveryOptions {
   /** etcd client URLs, e.g. `http://127.0.0.1:2379`. */
   readonly hosts: string | readonly string[];
-  /** Deadline of one request (default 5,000 ms). */
+  /** Deadline of one request, and of etcd's confirmation of a new watch stream (default 5,000 ms). */
   readonly requestTimeoutMs?: number;
   /** Longest wait between two attempts to re-establish a lost watch (default 2,000 ms). */
   readonly maxReconnectDelayMs?: number;
