@@ -56,7 +56,7 @@ export function changeLog(notices: readonly WatchNotice[]): string[] {
   );
 }
 
-/** What a listener knows after applying `notices` in order: key → value text. */
+/** What a listener knows after applying `notices` in order: key → value text, sorted by key. */
 export function viewOf(notices: readonly WatchNotice[]): Map<string, string> {
   const view = new Map<string, string>();
   for (const notice of notices) {
@@ -70,5 +70,5 @@ export function viewOf(notices: readonly WatchNotice[]): Map<string, string> {
       else view.delete(event.key);
     }
   }
-  return view;
+  return new Map([...view].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
