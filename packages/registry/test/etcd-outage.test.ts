@@ -1,15 +1,24 @@
-// Kill the etcd server under a live watch: the watcher is told, resumes when etcd is back, and
-// never misses or repeats a change.
+// Cut a live watch off from etcd: kill the server, or kill a gRPC proxy between the watcher and
+// etcd while a second client, connected directly, changes the store behind the watcher. The
+// watcher is told once, gets the state it missed before `restored`, and never sees a state the
+// store did not have. close() ends while etcd is frozen.
 import { expect, test, vi } from 'vitest';
-import { connectEtcdDiscovery, DiscoveryUnavailableError } from '../src/index.js';
-import { etcdRuns, useEtcdStore } from './etcd-server.js';
-import { changeLog, recordWatch } from './watch-recorder.js';
+import {
+  connectEtcdDiscovery,
+  DiscoveryClosedError,
+  type DiscoveryStore,
+  DiscoveryUnavailableError,
+  type EtcdDiscoveryStore,
+} from '../src/index.js';
+import { EtcdProxy, etcdRuns, useEtcdStore } from './etcd-server.js';
+import { changeLog, describeNotice, recordWatch, viewOf } from './watch-recorder.js';
 
 vi.setConfig({ testTimeout: 90_000 });
 
 const etcd = useEtcdStore();
+const options = { requestTimeoutMs: 2_000, maxReconnectDelayMs: 500 };
 
-test.skipIf(!etcdRuns)('a watch reports the outage, resumes after a restart and misses nothing', async () => {
+test.skipIf(!etcdRuns)('a watch reports the outage, resyncs and says restored after a restart, then follows every change', async () => {
   const recorder = await recordWatch(etcd.store, '/outage/');
   await etcd.store.put('/outage/before', '1');
   await recorder.until('the first put', (n) => changeLog(n).length === 1);
@@ -24,7 +33,6 @@ test.skipIf(!etcdRuns)('a watch reports the outage, resumes after a restart and 
 
   await etcd.server.restart();
   await recorder.until('the restored notice', (n) => n.some((notice) => notice.type === 'restored'));
-  // A second client writes while ours re-attaches; the watch resumes from its own revision.
   const writer = connectEtcdDiscovery({ hosts: etcd.server.url });
   await writer.put('/outage/after-1', '2');
   await writer.commit([
@@ -33,53 +41,113 @@ test.skipIf(!etcdRuns)('a watch reports the outage, resumes after a restart and 
   ]);
   await writer.close();
   await recorder.until('the changes after the restart', (n) => changeLog(n).length === 4);
+  await recorder.watch.close();
 
-  expect(recorder.notices.map((n) => n.type)).toEqual(['changes', 'outage', 'restored', 'changes', 'changes']);
+  expect(recorder.notices.map((n) => n.type)).toEqual(['changes', 'outage', 'resync', 'restored', 'changes', 'changes']);
+  const resync = recorder.notices[2];
+  expect(resync?.type === 'resync' && resync.snapshot.entries.map((e) => e.key)).toEqual(['/outage/before']);
   expect(changeLog(recorder.notices)).toEqual([
     'put /outage/before',
     'put /outage/after-1',
     'delete /outage/before',
     'put /outage/after-2',
   ]);
-  expect(await etcd.store.get('/outage/after-2')).toBeDefined();
+  expect([...viewOf(recorder.notices).keys()]).toEqual(['/outage/after-1', '/outage/after-2']);
 });
 
-test.skipIf(!etcdRuns)('after an outage with writes and a compaction, the watcher view equals the store', async () => {
-  const recorder = await recordWatch(etcd.store, '/resync/');
-  await etcd.store.put('/resync/a', '1');
-  await recorder.until('the first put', (n) => changeLog(n).length === 1);
+/** The writer's changes, with the whole state under `prefix` after each of them, by revision. */
+class StateLog {
+  readonly states = new Map<number, [string, string][]>();
 
-  await etcd.server.kill();
-  await recorder.until('an outage notice', (n) => n.some((notice) => notice.type === 'outage'));
-  await etcd.server.restart();
-  // Another client changes and compacts past what the watch saw, racing its re-attachment: the
-  // watch either replays the changes in order or is told to resync; both must end in the truth.
-  const writer = connectEtcdDiscovery({ hosts: etcd.server.url });
-  await writer.put('/resync/b', '2');
-  await writer.put('/resync/c', '3');
-  const latest = await writer.delete('/resync/a').then(() => writer.put('/resync/d', '4'));
-  await writer.compact(latest);
-  await writer.close();
+  constructor(
+    private readonly writer: DiscoveryStore,
+    private readonly prefix: string,
+  ) {}
 
-  await recorder.until('the last write', (n) => n.some((notice) =>
-    (notice.type === 'changes' && notice.revision >= latest) ||
-    (notice.type === 'resync' && notice.snapshot.revision >= latest),
-  ));
-  const view = new Map<string, string>();
-  for (const notice of recorder.notices) {
-    if (notice.type === 'resync') {
-      view.clear();
-      for (const entry of notice.snapshot.entries) view.set(entry.key, Buffer.from(entry.value).toString());
-    }
-    if (notice.type !== 'changes') continue;
-    for (const event of notice.events) {
-      if (event.type === 'put') view.set(event.entry.key, Buffer.from(event.entry.value).toString());
-      else view.delete(event.key);
-    }
+  /** Runs one write (nothing else writes meanwhile) and records the state it left. */
+  async write(change: (store: DiscoveryStore) => Promise<unknown>): Promise<number> {
+    await change(this.writer);
+    const snapshot = await this.writer.list(this.prefix);
+    this.states.set(snapshot.revision, snapshot.entries.map((e) => [e.key, Buffer.from(e.value).toString()]));
+    return snapshot.revision;
   }
-  const truth = await etcd.store.list('/resync/');
-  expect([...view]).toEqual(truth.entries.map((e) => [e.key, Buffer.from(e.value).toString()]));
-  expect([...view.keys()]).toEqual(['/resync/b', '/resync/c', '/resync/d']);
+}
+
+test.skipIf(!etcdRuns)('changes and a compaction made while the watcher is cut off reach it as one resync, before restored', async () => {
+  const proxy = await EtcdProxy.start(etcd.server);
+  const watcher = connectEtcdDiscovery({ ...options, hosts: proxy.url });
+  try {
+    const log = new StateLog(etcd.store, '/cut/');
+    const recorder = await recordWatch(watcher, '/cut/');
+    await log.write((s) => s.put('/cut/a', 'a1'));
+    await log.write((s) => s.put('/cut/b', 'b1'));
+    await recorder.until('the first puts', (n) => changeLog(n).length === 2);
+
+    await proxy.kill();
+    await recorder.until('an outage notice', (n) => n.some((notice) => notice.type === 'outage'));
+    // Behind the watcher: a delete, a new key, an overwrite, a key that comes and goes, a compaction.
+    await log.write((s) => s.delete('/cut/a'));
+    await log.write((s) => s.put('/cut/c', 'c1'));
+    await log.write((s) => s.put('/cut/b', 'b2'));
+    await log.write((s) => s.put('/cut/z', 'z1'));
+    const behind = await log.write((s) => s.delete('/cut/z'));
+    await etcd.store.compact(behind);
+
+    await proxy.restart();
+    await recorder.until('the restored notice', (n) => n.some((notice) => notice.type === 'restored'));
+    const after = await log.write((s) => s.put('/cut/d', 'd1'));
+    await recorder.until('a change after the restore', (n) => n.some((notice) => notice.type === 'changes' && notice.revision === after));
+    await recorder.watch.close();
+
+    expect(recorder.notices.map((n) => n.type)).toEqual(['changes', 'changes', 'outage', 'resync', 'restored', 'changes']);
+    const resync = recorder.notices[3];
+    expect(resync?.type === 'resync' && resync.snapshot.revision).toBe(behind);
+    // After every notice that states something, the watcher's view is the store's state at that revision.
+    recorder.notices.forEach((notice, i) => {
+      const revision = notice.type === 'changes' ? notice.revision : notice.type === 'resync' ? notice.snapshot.revision : undefined;
+      if (revision === undefined) return;
+      expect([...viewOf(recorder.notices.slice(0, i + 1))], `after ${describeNotice(notice)}`).toEqual(log.states.get(revision));
+    });
+    expect([...viewOf(recorder.notices)]).toEqual([['/cut/b', 'b2'], ['/cut/c', 'c1'], ['/cut/d', 'd1']]);
+  } finally {
+    await watcher.close();
+    await proxy.stop();
+  }
+});
+
+test.skipIf(!etcdRuns)('close() ends while etcd is frozen, with a live watch and a watch still starting; closing again is a no-op', async () => {
+  const store: EtcdDiscoveryStore = connectEtcdDiscovery({ ...options, hosts: etcd.server.url });
+  const recorder = await recordWatch(store, '/frozen/');
+  await etcd.store.put('/frozen/a', '1');
+  await recorder.until('the put', (n) => changeLog(n).length === 1);
+
+  etcd.server.pause();
+  try {
+    const starting = store.watch('/frozen/', () => {}, { fromRevision: 1 });
+    await store.close();
+    await expect(starting).rejects.toBeInstanceOf(DiscoveryClosedError);
+    await store.close();
+    await recorder.watch.close();
+    await expect(store.get('/frozen/a')).rejects.toBeInstanceOf(DiscoveryClosedError);
+  } finally {
+    etcd.server.resume();
+  }
+  expect(recorder.notices.map((n) => n.type)).toEqual(['changes']);
+  expect(await etcd.store.get('/frozen/a')).toBeDefined();
+});
+
+test.skipIf(!etcdRuns)('a watch that a frozen etcd never confirms is refused with a typed error', async () => {
+  const store = connectEtcdDiscovery({ ...options, hosts: etcd.server.url });
+  etcd.server.pause();
+  try {
+    await expect(store.watch('/unconfirmed/', () => {}, { fromRevision: 1 })).rejects.toMatchObject({
+      code: 'DISCOVERY_UNAVAILABLE',
+      key: '/unconfirmed/',
+    });
+  } finally {
+    etcd.server.resume();
+    await store.close();
+  }
 });
 
 if (!etcdRuns) test.skip('etcd outage: etcd is not installed (in CI this fails instead)', () => {});

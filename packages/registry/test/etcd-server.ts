@@ -28,48 +28,20 @@ function freePort(): Promise<number> {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export class EtcdServer {
+/** An etcd process (the server or a gRPC proxy) that the test starts, kills and restarts. */
+abstract class EtcdProcess {
   private process: ChildProcess | undefined;
   private log = '';
 
-  private constructor(
-    readonly clientPort: number,
-    readonly peerPort: number,
-    readonly dataDir: string,
-  ) {}
+  constructor(readonly dataDir: string) {}
 
-  get url(): string {
-    return `http://127.0.0.1:${this.clientPort}`;
-  }
+  /** Where clients connect. */
+  abstract get url(): string;
+  protected abstract args(): string[];
 
-  static async start(): Promise<EtcdServer> {
-    if (etcdBinary === undefined) throw new Error('etcd is not installed (apt-get install etcd-server)');
-    const clientPort = await freePort();
-    let peerPort = await freePort();
-    while (peerPort === clientPort) peerPort = await freePort();
-    const server = new EtcdServer(clientPort, peerPort, mkdtempSync(join(tmpdir(), 'kvreuse-etcd-')));
-    await server.restart();
-    return server;
-  }
-
-  /** Starts etcd (again) on the same ports and data dir, and waits until it serves. */
+  /** Starts the process (again) with the same ports and data, and waits until it serves. */
   async restart(): Promise<void> {
-    const peer = `http://127.0.0.1:${this.peerPort}`;
-    const child = spawn(
-      etcdBinary!,
-      [
-        '--name=kvreuse-test',
-        `--data-dir=${this.dataDir}`,
-        `--listen-client-urls=${this.url}`,
-        `--advertise-client-urls=${this.url}`,
-        `--listen-peer-urls=${peer}`,
-        `--initial-advertise-peer-urls=${peer}`,
-        `--initial-cluster=kvreuse-test=${peer}`,
-        '--logger=zap',
-        '--log-level=error',
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    const child = spawn(etcdBinary!, this.args(), { stdio: ['ignore', 'ignore', 'pipe'] });
     this.process = child;
     child.stderr?.on('data', (chunk: Buffer) => {
       this.log = (this.log + chunk.toString()).slice(-4000);
@@ -87,7 +59,7 @@ export class EtcdServer {
     throw new Error(`etcd did not become healthy on ${this.url}: ${this.log}`);
   }
 
-  /** Kills the server at once (SIGKILL), as a crash would. */
+  /** Kills the process at once (SIGKILL), as a crash would. */
   async kill(): Promise<void> {
     const child = this.process;
     this.process = undefined;
@@ -97,9 +69,92 @@ export class EtcdServer {
     await exited;
   }
 
+  /** Freezes the process (SIGSTOP): its connections stay open and nothing answers. */
+  pause(): void {
+    this.process?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.process?.kill('SIGCONT');
+  }
+
   async stop(): Promise<void> {
     await this.kill();
     rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+export class EtcdServer extends EtcdProcess {
+  private constructor(
+    readonly clientPort: number,
+    readonly peerPort: number,
+    dataDir: string,
+  ) {
+    super(dataDir);
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.clientPort}`;
+  }
+
+  static async start(): Promise<EtcdServer> {
+    if (etcdBinary === undefined) throw new Error('etcd is not installed (apt-get install etcd-server)');
+    const clientPort = await freePort();
+    let peerPort = await freePort();
+    while (peerPort === clientPort) peerPort = await freePort();
+    const server = new EtcdServer(clientPort, peerPort, mkdtempSync(join(tmpdir(), 'kvreuse-etcd-')));
+    await server.restart();
+    return server;
+  }
+
+  protected args(): string[] {
+    const peer = `http://127.0.0.1:${this.peerPort}`;
+    return [
+      '--name=kvreuse-test',
+      `--data-dir=${this.dataDir}`,
+      `--listen-client-urls=${this.url}`,
+      `--advertise-client-urls=${this.url}`,
+      `--listen-peer-urls=${peer}`,
+      `--initial-advertise-peer-urls=${peer}`,
+      `--initial-cluster=kvreuse-test=${peer}`,
+      '--logger=zap',
+      '--log-level=error',
+    ];
+  }
+}
+
+/**
+ * `etcd grpc-proxy` in front of a server: a client that connects through it is cut off from etcd
+ * when the proxy is killed, while clients connected to the server directly go on changing it.
+ */
+export class EtcdProxy extends EtcdProcess {
+  private constructor(
+    private readonly server: EtcdServer,
+    readonly port: number,
+    dataDir: string,
+  ) {
+    super(dataDir);
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  static async start(server: EtcdServer): Promise<EtcdProxy> {
+    const proxy = new EtcdProxy(server, await freePort(), mkdtempSync(join(tmpdir(), 'kvreuse-etcd-proxy-')));
+    await proxy.restart();
+    return proxy;
+  }
+
+  protected args(): string[] {
+    return [
+      'grpc-proxy',
+      'start',
+      `--endpoints=127.0.0.1:${this.server.clientPort}`,
+      `--listen-addr=127.0.0.1:${this.port}`,
+      `--advertise-client-url=127.0.0.1:${this.port}`,
+      `--data-dir=${this.dataDir}`,
+    ];
   }
 }
 

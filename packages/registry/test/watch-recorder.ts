@@ -55,3 +55,20 @@ export function changeLog(notices: readonly WatchNotice[]): string[] {
       : [],
   );
 }
+
+/** What a listener knows after applying `notices` in order: key → value text, sorted by key. */
+export function viewOf(notices: readonly WatchNotice[]): Map<string, string> {
+  const view = new Map<string, string>();
+  for (const notice of notices) {
+    if (notice.type === 'resync') {
+      view.clear();
+      for (const entry of notice.snapshot.entries) view.set(entry.key, Buffer.from(entry.value).toString());
+    }
+    if (notice.type !== 'changes') continue;
+    for (const event of notice.events) {
+      if (event.type === 'put') view.set(event.entry.key, Buffer.from(event.entry.value).toString());
+      else view.delete(event.key);
+    }
+  }
+  return new Map([...view].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}

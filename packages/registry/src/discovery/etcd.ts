@@ -1,5 +1,12 @@
-import { ExponentialBackoff, noop } from 'cockatiel';
-import { Etcd3, EtcdLeaseInvalidError, type IKeyValue, type IWatchResponse, Range, type Watcher } from 'etcd3';
+import { noop } from 'cockatiel';
+import {
+  Etcd3,
+  EtcdLeaseInvalidError,
+  type IDuplexStream,
+  type IKeyValue,
+  type IWatchRequest,
+  type IWatchResponse,
+} from 'etcd3';
 import {
   DiscoveryArgumentError,
   DiscoveryClosedError,
@@ -44,7 +51,7 @@ import type {
 export interface EtcdDiscoveryOptions {
   /** etcd client URLs, e.g. `http://127.0.0.1:2379`. */
   readonly hosts: string | readonly string[];
-  /** Deadline of one request (default 5,000 ms). */
+  /** Deadline of one request, and of etcd's confirmation of a new watch stream (default 5,000 ms). */
   readonly requestTimeoutMs?: number;
   /** Longest wait between two attempts to re-establish a lost watch (default 2,000 ms). */
   readonly maxReconnectDelayMs?: number;
@@ -100,11 +107,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     this.client = new Etcd3({
       hosts: [...hosts],
       grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1_000 },
-      faultHandling: {
-        host: () => noop,
-        global: noop,
-        watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: this.maxReconnectDelayMs }).next(),
-      },
+      faultHandling: { host: () => noop, global: noop },
     });
   }
 
@@ -198,18 +201,19 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     ];
     for (let attempt = 0; attempt < this.commitAttempts; attempt++) {
       const read = await Promise.all(prefixes.map((prefix) => this.list(prefix)));
-      const readRevision = Math.max(0, ...read.map((snapshot) => snapshot.revision));
       const existing = new Map(prefixes.map((prefix, i) => [prefix, read[i]!.entries.map((entry) => entry.key)]));
       const writes = resolveCommit(backend, operations, (prefix) => existing.get(prefix) ?? [], () => true);
       const response = await this.call('commit', undefined, (deadline) =>
         this.client.kv.txn(
           {
+            // The prefixes were read concurrently, each at its own revision: a key written under
+            // one prefix after its read is caught only by a compare against that read's revision.
             compare: [
-              ...prefixes.map((prefix) => ({
+              ...prefixes.map((prefix, i) => ({
                 ...prefixRange(prefix),
                 target: 'Mod' as const,
                 result: 'Less' as const,
-                mod_revision: String(readRevision + 1),
+                mod_revision: String(read[i]!.revision + 1),
               })),
               ...compares.map(({ key, modRevision }) => ({
                 key: keyBytes(key),
@@ -258,7 +262,8 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       );
       fromRevision = Number(current.header.revision) + 1;
     }
-    const watch = new EtcdWatch(this, prefix, listener, fromRevision - 1, this.maxReconnectDelayMs, (w) =>
+    if (this.closed) throw new DiscoveryClosedError(backend, 'watch');
+    const watch = new EtcdWatch(this, prefix, listener, fromRevision - 1, this.requestTimeoutMs, this.maxReconnectDelayMs, (w) =>
       this.watches.delete(w),
     );
     this.watches.add(watch);
@@ -266,6 +271,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       await watch.start();
     } catch (error) {
       await watch.close();
+      if (error instanceof RegistryError) throw error;
       throw new DiscoveryUnavailableError(backend, 'watch', prefix, { cause: error });
     }
     return watch;
@@ -278,14 +284,10 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     this.client.close();
   }
 
-  /** @internal A raw etcd3 watcher over a prefix, starting at a revision. */
-  rawWatcher(prefix: string, startRevision: number): Watcher {
-    const range = prefixRange(prefix);
-    return this.client
-      .watch()
-      .inRange(new Range(range.key, range.range_end))
-      .startRevision(String(startRevision))
-      .watcher();
+  /** @internal A new gRPC watch stream of its own (no deadline: it lives as long as its watch). */
+  async openWatchStream(): Promise<IDuplexStream<IWatchRequest, IWatchResponse>> {
+    if (this.closed) throw new DiscoveryClosedError(backend, 'watch');
+    return this.client.watchClient.watch();
   }
 
   /** Runs one request with a deadline; maps etcd3 failures to the package's typed errors. */
@@ -309,38 +311,47 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   }
 }
 
+type WatchStream = IDuplexStream<IWatchRequest, IWatchResponse>;
+
+/** Why a watch stream is being (re)opened: the view the listener holds decides what it is told first. */
+type Reopen = { readonly resync: false } | { readonly resync: true; readonly reason: string };
+
 /**
- * One watch over etcd. It tracks the last revision it delivered itself: when the stream is lost
- * it reports an outage, drops the etcd3 watcher (whose own resumption revision can skip history)
- * and re-creates one from its own revision + 1 until etcd answers; if etcd cancels the watch
- * (history compacted) it lists the prefix and hands the listener a resync.
+ * One watch over etcd, on a gRPC watch stream of its own (not the etcd3 client's shared watch
+ * manager, whose handlers outlive the streams they belong to). Everything a stream says is
+ * ignored once that stream is no longer this watch's current one, so a stale answer cannot reach
+ * the listener or throw. When the stream is lost the listener is told `outage` once; the watch
+ * then lists the prefix and opens a new stream after that listing, and only when etcd confirms
+ * the new stream does the listener get `resync` (the state at the listing) and then `restored`.
+ * etcd 3.4 cannot say when a replay from an older revision is complete, so a `restored` that
+ * followed a replay could come before the missed changes did. If etcd cancels the watch because
+ * its start revision was compacted, the same listing hands the listener a `resync`.
  */
 class EtcdWatch implements DiscoveryWatch {
-  private inner: Watcher | undefined;
+  private stream: WatchStream | undefined;
   private outage = false;
-  private started = false;
   private closed = false;
   private reconnectDelayMs = 100;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private confirmTimer: NodeJS.Timeout | undefined;
+  /** The caller of `start`, until etcd accepted the first stream or refused it. */
+  private starting: { resolve(): void; reject(error: Error): void } | undefined;
 
   constructor(
     private readonly store: EtcdDiscoveryStore,
     readonly prefix: string,
     private readonly listener: WatchListener,
     public revision: number,
+    private readonly requestTimeoutMs: number,
     private readonly maxReconnectDelayMs: number,
     private readonly onClose: (watch: EtcdWatch) => void,
   ) {}
 
-  /** Resolves when etcd accepted the first watcher; rejects if it could not be reached. */
+  /** Resolves when etcd accepted the first stream; rejects if it could not be reached. */
   start(): Promise<void> {
     return new Promise((resolve, reject) => {
-      const watcher = this.attach();
-      watcher.once('connected', () => {
-        this.started = true;
-        resolve();
-      });
-      watcher.once('disconnected', (error: Error) => reject(error));
+      this.starting = { resolve, reject };
+      void this.open({ resync: false });
     });
   }
 
@@ -349,40 +360,90 @@ class EtcdWatch implements DiscoveryWatch {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
     this.onClose(this);
-    await this.detach();
+    this.drop();
+    this.starting?.reject(new DiscoveryClosedError(backend, 'watch'));
+    this.starting = undefined;
   }
 
-  private attach(): Watcher {
-    const watcher = this.store.rawWatcher(this.prefix, this.revision + 1);
-    this.inner = watcher;
-    watcher.on('connected', () => {
-      if (watcher !== this.inner || !this.outage) return;
-      this.outage = false;
-      this.reconnectDelayMs = 100;
-      this.notify({ type: 'restored' });
-    });
-    watcher.on('data', (response: IWatchResponse) => {
-      if (watcher === this.inner) this.deliver(response);
-    });
-    watcher.on('disconnected', (error: Error) => {
-      if (watcher === this.inner && this.started) this.lost(error);
-    });
-    watcher.on('error', (error: Error) => {
-      if (watcher === this.inner) void this.resync(error);
-    });
-    return watcher;
-  }
-
-  /** Drops the current etcd3 watcher; one that etcd cancelled itself needs no cancel request. */
-  private async detach(cancelledByEtcd = false): Promise<void> {
-    const watcher = this.inner;
-    this.inner = undefined;
-    if (watcher === undefined || cancelledByEtcd) return;
+  /** Opens a stream from `revision + 1`, after listing the prefix if the listener's view must be replaced. */
+  private async open(reopen: Reopen): Promise<void> {
+    let snapshot: DiscoverySnapshot | undefined;
+    let stream: WatchStream;
     try {
-      await watcher.cancel();
-    } catch {
-      // The stream is gone already; nothing is left to cancel.
+      if (reopen.resync) snapshot = await this.store.list(this.prefix);
+      stream = await this.store.openWatchStream();
+    } catch (error) {
+      if (!this.closed) this.failed(asError(error));
+      return;
     }
+    if (this.closed) {
+      discard(stream);
+      return;
+    }
+    this.stream = stream;
+    const current = () => stream === this.stream;
+    // A stream etcd never confirms (etcd stopped, not gone) counts as lost.
+    this.confirmTimer = setTimeout(() => {
+      if (current()) this.failed(new Error(`etcd did not confirm the watch within ${this.requestTimeoutMs} ms`));
+    }, this.requestTimeoutMs);
+    stream.on('error', (error: Error) => {
+      if (current()) this.failed(error);
+    });
+    stream.on('end', () => {
+      if (current()) this.failed(new Error('etcd ended the watch stream'));
+    });
+    stream.on('data', (response: IWatchResponse) => {
+      if (!current()) return;
+      clearTimeout(this.confirmTimer);
+      if (response.canceled) {
+        this.cancelled(response);
+      } else if (response.created) {
+        if (snapshot !== undefined && reopen.resync) this.replace(snapshot, reopen.reason);
+        this.established();
+      } else {
+        this.deliver(response);
+      }
+    });
+    stream.write({
+      create_request: {
+        ...prefixRange(this.prefix),
+        start_revision: String((snapshot?.revision ?? this.revision) + 1),
+      },
+    });
+  }
+
+  /** etcd cancelled the watch: its start revision was compacted (resync), or it refused it. */
+  private cancelled(response: IWatchResponse): void {
+    this.drop();
+    const compactedTo = Number(response.compact_revision);
+    if (compactedTo > 0) {
+      const reason = `revision ${this.revision + 1} was compacted (etcd keeps history from revision ${compactedTo})`;
+      void this.open({ resync: true, reason });
+    } else {
+      this.failed(new Error(`etcd cancelled the watch: ${response.cancel_reason || 'no reason given'}`));
+    }
+  }
+
+  private established(): void {
+    this.starting?.resolve();
+    this.starting = undefined;
+    this.reconnectDelayMs = 100;
+    if (!this.outage) return;
+    this.outage = false;
+    this.notify({ type: 'restored' });
+  }
+
+  private replace(snapshot: DiscoverySnapshot, reason: string): void {
+    this.revision = snapshot.revision;
+    this.notify({ type: 'resync', reason, snapshot });
+  }
+
+  /** Cancels the current stream locally; etcd is not waited for (it may be the thing that is gone). */
+  private drop(): void {
+    const stream = this.stream;
+    this.stream = undefined;
+    clearTimeout(this.confirmTimer);
+    if (stream !== undefined) discard(stream);
   }
 
   private deliver(response: IWatchResponse): void {
@@ -391,12 +452,9 @@ class EtcdWatch implements DiscoveryWatch {
       if (batch !== undefined) this.notify({ type: 'changes', ...batch });
       batch = undefined;
     };
-    // Events already delivered (a replay after re-attaching) are skipped; one revision never
-    // spans two responses, since fragmentation is off.
-    const delivered = this.revision;
+    // One revision never spans two responses, since fragmentation is off.
     for (const event of response.events) {
       const revision = Number(event.kv.mod_revision);
-      if (revision <= delivered) continue;
       if (batch !== undefined && batch.revision !== revision) flush();
       batch ??= { revision, events: [] };
       batch.events.push(
@@ -409,8 +467,20 @@ class EtcdWatch implements DiscoveryWatch {
     flush();
   }
 
+  /** A stream failed: before the watch started, `start` rejects; after, the watch is in an outage. */
+  private failed(error: Error): void {
+    const starting = this.starting;
+    this.starting = undefined;
+    if (starting === undefined) this.lost(error);
+    else {
+      this.drop();
+      starting.reject(error);
+    }
+  }
+
   private lost(error: Error): void {
-    void this.detach();
+    this.drop();
+    if (this.closed) return;
     if (!this.outage) {
       this.outage = true;
       this.notify({
@@ -420,36 +490,31 @@ class EtcdWatch implements DiscoveryWatch {
         }),
       });
     }
-    this.scheduleReattach();
-  }
-
-  private scheduleReattach(): void {
-    if (this.closed) return;
     clearTimeout(this.reconnectTimer);
     this.reconnectTimer = setTimeout(() => {
-      if (!this.closed) this.attach();
+      const reason = `the watch was cut off from etcd (${error.message}); this is the state when it was re-established`;
+      if (!this.closed) void this.open({ resync: true, reason });
     }, this.reconnectDelayMs);
     this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, this.maxReconnectDelayMs);
-  }
-
-  /** etcd cancelled the watch (its start revision was compacted): hand over the current state. */
-  private async resync(error: Error): Promise<void> {
-    await this.detach(true);
-    if (this.closed) return;
-    try {
-      const snapshot = await this.store.list(this.prefix);
-      if (this.closed) return;
-      this.revision = snapshot.revision;
-      this.notify({ type: 'resync', reason: error.message, snapshot });
-      this.attach();
-    } catch (listError) {
-      this.lost(listError instanceof Error ? listError : error);
-    }
   }
 
   private notify(notice: WatchNotice): void {
     notifyListener(this.listener, notice);
   }
+}
+
+/**
+ * Cancels a stream on this side. Its write side is ended first: the etcd3 client treats an error
+ * on a stream still open for writing (the CANCELLED that follows) as a failed host and closes its
+ * channels to it, so every later request would open a new connection.
+ */
+function discard(stream: WatchStream): void {
+  stream.end();
+  stream.cancel();
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
 }
 
 export function connectEtcdDiscovery(options: EtcdDiscoveryOptions): EtcdDiscoveryStore {

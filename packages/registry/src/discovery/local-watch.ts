@@ -106,9 +106,15 @@ export class LocalWatchHub {
     }
   }
 
-  /** Tells every watcher something about the store itself (an outage, or that it is back). */
+  /**
+   * Tells every watcher something about the store itself (an outage, or that it is back), after
+   * the batches and resyncs queued before it: `restored` never overtakes what was missed.
+   */
   broadcast(notice: Extract<WatchNotice, { type: 'outage' | 'restored' }>): void {
-    for (const watch of this.watches) watch.tell(notice);
+    const watches = [...this.watches];
+    queueMicrotask(() => {
+      for (const watch of watches) watch.tell(notice);
+    });
   }
 
   closeAll(): void {

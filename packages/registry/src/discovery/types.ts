@@ -65,12 +65,15 @@ export type DiscoveryEvent =
  * What a watcher is told, in order:
  * - `changes`: every event of one revision under the prefix (one `commit` is one revision, so a
  *   reader never sees half of it);
- * - `resync`: the history the watcher needed is gone (compacted, or missed while disconnected and
- *   no longer available); `snapshot` is the whole current state under the prefix, and changes
- *   continue after `snapshot.revision`. Replace what you knew, do not merge;
+ * - `resync`: the watcher cannot be given the changes it missed (its history was compacted, or it
+ *   was cut off from the backend); `snapshot` is the whole state under the prefix at
+ *   `snapshot.revision`, and changes continue after it. Replace what you knew, do not merge;
  * - `outage`: the backend cannot be reached; what you knew may be stale until `restored`;
- * - `restored`: the backend is reachable again and the watch resumed where it stopped (or a
- *   `resync` follows).
+ * - `restored`: the backend is reachable again and the view is current again: everything missed
+ *   during the outage was delivered before it (as `changes`, or as one `resync`).
+ *
+ * Every notice states something the store held: the view after a `changes` or `resync` notice is
+ * the store's state under the prefix at that notice's revision.
  */
 export type WatchNotice =
   | { readonly type: 'changes'; readonly revision: number; readonly events: readonly DiscoveryEvent[] }
