@@ -148,6 +148,9 @@ enum {
 #define KVT_MAX_NAME 255u
 #define KVT_MAX_REGIONS 65536u
 #define KVT_MAX_PENDING_NOTIFICATIONS 65536u
+/* UCX: the most bytes one get or put request moves. Merged descriptors are issued in pieces of at most
+ * this, so what a stopped operation leaves in flight is bounded, and a cancel that waits for it ends. */
+#define KVT_MAX_REQUEST_BYTES (1u << 20)
 
 /**
  * Fills values[i] for i < min(capacity, KVT_CAP_COUNT) with capability KVT_CAP_i and sets
@@ -437,7 +440,11 @@ enum {
     /* KVT_COUNTER_ERRORS_FIRST + (-code - 1): cumulative count of failing calls and of operations
      * that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY). */
     KVT_COUNTER_ERRORS_FIRST = 14,
-    KVT_COUNTER_COUNT = KVT_COUNTER_ERRORS_FIRST + KVT_ERROR_CODE_COUNT,
+    /* Requests the backend issued for gets and puts (UCX: ucp_get_nbx / ucp_put_nbx calls, each at most
+     * KVT_MAX_REQUEST_BYTES; direct copies and loopback issue none), cumulative; and those in flight. */
+    KVT_COUNTER_REQUESTS_ISSUED = KVT_COUNTER_ERRORS_FIRST + KVT_ERROR_CODE_COUNT,
+    KVT_COUNTER_INFLIGHT_REQUESTS,
+    KVT_COUNTER_COUNT,
 };
 
 /**

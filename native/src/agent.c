@@ -56,6 +56,8 @@ static const char *const counter_names[KVT_COUNTER_COUNT] = {
     "errors.KVT_ERR_CANCELED",
     "errors.KVT_ERR_TIMEOUT",
     "errors.KVT_ERR_NO_MEMORY",
+    "requests_issued",
+    "inflight_requests",
 };
 
 const char *kvt_counter_name(uint32_t index) { return index < KVT_COUNTER_COUNT ? counter_names[index] : NULL; }

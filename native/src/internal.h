@@ -33,17 +33,6 @@ uint64_t kvt_now_ns(void);
 uint32_t kvt_crc32(const uint8_t *data, size_t length);
 uint64_t kvt_random64(void);
 
-/* Identifies a process on a host: pid, kernel boot id, start time (so a reused pid is not it). */
-typedef struct {
-    uint64_t pid;
-    uint8_t boot_id[16]; /* all zero: unknown */
-    uint64_t start_time;
-} kvt_process_identity;
-void kvt_process_identity_self(kvt_process_identity *out);
-/* True only when the process is known to be gone: same host (boot id), and no process with that pid
- * and start time is alive (a zombie counts as gone). */
-bool kvt_process_gone(const kvt_process_identity *identity);
-
 /* ---- copies (copy.c) -------------------------------------------------------------------------- */
 
 /* Bytes beyond which a batch's destination does not stay in the cache (3/4 of the last-level cache). */
@@ -83,6 +72,23 @@ void *kvt_map_get(const kvt_map *map, uint64_t key);
 bool kvt_map_put(kvt_map *map, uint64_t key, void *value); /* false when out of memory */
 void kvt_map_remove(kvt_map *map, uint64_t key);
 void kvt_map_free(kvt_map *map);
+
+/* ---- liveness (liveness.c) ----------------------------------------------------------------------- */
+
+/* Identifies a process: pid, pid namespace (inode of /proc/<pid>/ns/pid; 0 unknown), kernel boot id
+ * (all zero: unknown) and start time (so a reused pid is not it). */
+typedef struct {
+    uint64_t pid;
+    uint64_t pid_namespace;
+    uint8_t boot_id[16];
+    uint64_t start_time;
+} kvt_process_identity;
+void kvt_process_identity_self(kvt_process_identity *out);
+/* Whether a process can be judged by its pid from here: same host (boot id) and same pid namespace. */
+bool kvt_process_checkable(const kvt_process_identity *identity);
+/* True only when the process is checkable and no process with that pid and start time is alive (a
+ * zombie counts as gone). Peers elsewhere are never judged gone here: the transport reports them. */
+bool kvt_process_gone(const kvt_process_identity *identity);
 
 /* ---- objects ---------------------------------------------------------------------------------- */
 
@@ -135,8 +141,8 @@ typedef struct kvt_metadata {
 typedef struct kvt_conn {
     kvt_metadata meta;
     uint32_t refs;
-    _Atomic bool failed; /* the backend saw the peer go away */
-    void *backend;       /* UCX: ucp_ep_h */
+    _Atomic bool failed; /* the peer went away, or its endpoint was force-closed: reload to use it again */
+    void *backend;       /* UCX: the endpoint (ucx.c) */
     struct kvt_conn *next_dead;
 } kvt_conn;
 
@@ -204,6 +210,8 @@ typedef struct kvt_op {
     uint64_t next_offset; /* bytes of descs[next] already issued (loopback chunking) */
     uint32_t outstanding; /* backend requests in flight */
     uint64_t outstanding_bytes;
+    void *requests;            /* UCX: the outstanding requests, linked through their request space */
+    uint64_t stop_deadline_ns; /* UCX: stopping with requests outstanding; when to force-close (0: not yet) */
     bool flushed;         /* WRITE: remote completion confirmed (UCX) */
     kvt_status error;     /* first error, KVT_OK if none */
     _Atomic bool cancel_requested;
@@ -365,6 +373,10 @@ void kvt_metadata_free(kvt_metadata *meta);
 /* Frees closed connections on the dead list (progress thread). */
 void kvt_reap_dead_conns(kvt_agent *agent);
 void kvt_peers_free_all(kvt_agent *agent);
+
+/* (P, liveness.c) At most every 100 ms: calls `on_gone` for each not yet failed connection of an active operation
+ * whose process is gone (kvt_process_gone). */
+void kvt_liveness_check(kvt_agent *agent, uint64_t *next_check_ns, void (*on_gone)(kvt_agent *, kvt_conn *));
 
 /* ---- metadata (metadata.c) ------------------------------------------------------------------------ */
 

@@ -3,7 +3,8 @@
  * Layout (little-endian):
  *   "KVTM" | u16 format version | u16 backend | u64 incarnation | u64 metadata generation
  *   | u16 name length | name | u32 worker address length | worker address
- *   | u64 pid | 16-byte kernel boot id | u64 process start time (the process identity) | u32 region count
+ *   | u64 pid | 16-byte kernel boot id | u64 process start time | u64 pid namespace (the process identity)
+ *   | u32 region count
  *   | per region: u32 id | u32 kind | u32 device | u64 base | u64 length | u32 rkey length | rkey
  *   | u32 CRC-32 of everything before it
  */
@@ -13,7 +14,7 @@
 #include <string.h>
 
 #define KVT_METADATA_MAGIC "KVTM"
-#define KVT_METADATA_VERSION 1u
+#define KVT_METADATA_VERSION 2u /* 2: the process identity names its pid namespace */
 #define KVT_MAX_WORKER_ADDRESS (1u << 20)
 #define KVT_MAX_RKEY (1u << 16)
 
@@ -49,6 +50,7 @@ static void encode(kvt_agent *agent, writer *w) {
     put_u(w, agent->process.pid, 8);
     put_bytes(w, agent->process.boot_id, sizeof agent->process.boot_id);
     put_u(w, agent->process.start_time, 8);
+    put_u(w, agent->process.pid_namespace, 8);
     put_u(w, agent->region_count, 4);
     for (uint32_t i = 0; i < agent->region_count; i++) {
         const kvt_region *region = agent->regions[i];
@@ -188,7 +190,7 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
     reader r = {.data = blob, .length = length - 4, .offset = 4};
     uint64_t version = get_u(&r, 2, "version");
     if (!r.failure && version != KVT_METADATA_VERSION)
-        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 1)", version, 4);
+        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 2)", version, 4);
     out->backend = (uint32_t)get_u(&r, 2, "backend");
     out->incarnation = get_u(&r, 8, "incarnation");
     out->generation = get_u(&r, 8, "generation");
@@ -213,6 +215,7 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
     if (take(&r, sizeof out->process.boot_id, "boot id", &boot_id))
         memcpy(out->process.boot_id, boot_id, sizeof out->process.boot_id);
     out->process.start_time = get_u(&r, 8, "process start time");
+    out->process.pid_namespace = get_u(&r, 8, "pid namespace");
     uint64_t region_count = get_u(&r, 4, "region count");
     if (!r.failure && region_count > KVT_MAX_REGIONS)
         return refuse(out, KVT_ERR_INVALID_PARAM, "region count", "exceeds 65536", region_count, r.offset);

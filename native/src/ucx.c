@@ -18,7 +18,13 @@
                                           inside ucp_get_nbx, so this bounds how long one operation keeps
                                           the thread from commands, cancellation and other operations */
 #define IDLE_PROGRESS_MS 50      /* progress at least this often even when no event arrives */
-#define LIVENESS_PERIOD_NS 100000000ull /* how often peers with operations in flight are checked */
+/* How long an operation that stops (canceled, or a request failed) waits for its outstanding requests
+ * before their endpoint is force-closed: UCX 1.13 does not end get/put requests on ucp_request_cancel,
+ * and a stopped or unreachable peer never answers them. */
+#define STOP_GRACE_NS 200000000ull
+#define CLOSE_DRAIN_NS 1000000000ull /* at agent stop: how long force-closes may take to finish */
+
+typedef struct ucx_endpoint ucx_endpoint;
 
 typedef struct {
     ucp_context_h context;
@@ -27,21 +33,38 @@ typedef struct {
     uint8_t *address;
     uint32_t address_length;
     uint64_t next_liveness_check_ns;
+    ucx_endpoint *failed; /* endpoints UCX reported as failed, to force-close after progress */
+    uint32_t closing;     /* force-closes not yet finished */
 } ucx_state;
+
+/* A connection's endpoint. `ep` is NULL once it was closed. */
+struct ucx_endpoint {
+    ucp_ep_h ep;
+    ucx_state *state;
+    kvt_conn *conn;
+    bool listed; /* on state->failed */
+    ucx_endpoint *next_failed;
+};
 
 enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY };
 
 /* Lives in the space UCX reserves in every request (ucp_params.request_size). */
-typedef struct {
+typedef struct ucx_request {
     enum ucx_request_kind kind;
     kvt_agent *agent;
     kvt_op *op;       /* NULL for a standalone notification */
     kvt_conn *conn;
     uint64_t length;  /* bytes the request moves */
     uint8_t *buffer;  /* notification header + payload, freed on completion */
+    struct ucx_request *prev, *next; /* RMA: the op's outstanding requests (op->requests) */
 } ucx_request;
 
 static ucx_state *state_of(kvt_agent *agent) { return agent->backend_state; }
+
+static ucp_ep_h ep_of(const kvt_conn *conn) {
+    const ucx_endpoint *endpoint = conn->backend;
+    return endpoint ? endpoint->ep : NULL;
+}
 
 static kvt_status map_ucs_status(ucs_status_t status, kvt_conn *conn) {
     /* Requests of a dead peer's force-closed endpoint end CANCELED: report why. */
@@ -103,6 +126,8 @@ static kvt_status ucx_fail(char *detail, size_t detail_size, const char *what, u
 static void ucx_stop(kvt_agent *agent) {
     ucx_state *state = state_of(agent);
     if (!state) return;
+    uint64_t deadline = kvt_now_ns() + CLOSE_DRAIN_NS;
+    while (state->closing > 0 && kvt_now_ns() < deadline) ucp_worker_progress(state->worker);
     if (state->worker) ucp_worker_destroy(state->worker);
     if (state->context) ucp_cleanup(state->context);
     free(state->address);
@@ -275,11 +300,34 @@ static const uint8_t *ucx_address(kvt_agent *agent, uint32_t *length) {
 
 /* ---- connections ------------------------------------------------------------------------------- */
 
+/* UCX reported the endpoint failed (inside progress): mark it, and force-close it once progress returns. */
 static void on_endpoint_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
     (void)ep;
     (void)status;
-    kvt_conn *conn = arg;
-    atomic_store(&conn->failed, true);
+    ucx_endpoint *endpoint = arg;
+    atomic_store(&endpoint->conn->failed, true);
+    if (endpoint->listed) return;
+    endpoint->listed = true;
+    endpoint->next_failed = endpoint->state->failed;
+    endpoint->state->failed = endpoint;
+}
+
+static void unlist_failed(ucx_state *state, ucx_endpoint *endpoint) {
+    if (!endpoint->listed) return;
+    for (ucx_endpoint **link = &state->failed; *link; link = &(*link)->next_failed) {
+        if (*link == endpoint) {
+            *link = endpoint->next_failed;
+            break;
+        }
+    }
+    endpoint->listed = false;
+}
+
+static void on_close_done(void *request, ucs_status_t status, void *user_data) {
+    (void)status;
+    ucx_state *state = user_data;
+    state->closing--;
+    ucp_request_free(request);
 }
 
 /* Progresses until `request` completes, then frees it. */
@@ -289,17 +337,42 @@ static void wait_request(ucx_state *state, void *request) {
     ucp_request_free(request);
 }
 
-/* Closes the endpoint; FORCE completes its outstanding requests with an error at once. */
-static void close_endpoint(ucx_state *state, kvt_conn *conn) {
-    if (!conn->backend) return;
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                 .flags = atomic_load(&conn->failed) ? UCP_EP_CLOSE_FLAG_FORCE : 0};
-    wait_request(state, ucp_ep_close_nbx(conn->backend, &param));
-    conn->backend = NULL;
+/*
+ * Marks the connection failed and force-closes its endpoint, which ends its outstanding requests
+ * (UCS_ERR_CANCELED: the operations end KVT_ERR_REMOTE_DISCONNECT, unless they stopped for another
+ * reason first). Does not wait: the close finishes in later progress. Posts are refused until the
+ * peer is loaded again, which connects a new endpoint.
+ */
+static void force_close(ucx_state *state, kvt_conn *conn) {
+    atomic_store(&conn->failed, true);
+    ucx_endpoint *endpoint = conn->backend;
+    if (!endpoint || !endpoint->ep) return;
+    unlist_failed(state, endpoint);
+    ucp_request_param_t param = {.op_attr_mask =
+                                     UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                                 .flags = UCP_EP_CLOSE_FLAG_FORCE,
+                                 .cb = {.send = on_close_done},
+                                 .user_data = state};
+    void *request = ucp_ep_close_nbx(endpoint->ep, &param);
+    endpoint->ep = NULL;
+    if (request != NULL && !UCS_PTR_IS_ERR(request)) state->closing++;
+}
+
+static void close_failed_endpoints(ucx_state *state) {
+    while (state->failed) force_close(state, state->failed->conn);
 }
 
 static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
-    close_endpoint(state_of(agent), conn);
+    ucx_state *state = state_of(agent);
+    ucx_endpoint *endpoint = conn->backend;
+    if (endpoint && endpoint->ep && atomic_load(&conn->failed)) force_close(state, conn);
+    if (endpoint && endpoint->ep) {
+        ucp_request_param_t param = {.op_attr_mask = 0};
+        wait_request(state, ucp_ep_close_nbx(endpoint->ep, &param));
+    }
+    if (endpoint) unlist_failed(state, endpoint);
+    free(endpoint);
+    conn->backend = NULL;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         if (conn->meta.regions[i].backend) ucp_rkey_destroy(conn->meta.regions[i].backend);
         conn->meta.regions[i].backend = NULL;
@@ -310,22 +383,10 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
 /*
  * UCX 1.13 does not notice a killed peer on shared memory: a get that needs the peer's progress
  * (caller memory is read through active messages) waits forever, even with keepalive. So peers with
- * operations in flight are checked against the process identity in their metadata; a peer whose
- * process is gone gets its endpoint force-closed, which ends the outstanding requests.
+ * operations in flight are checked against the process identity in their metadata (liveness.c); a
+ * peer whose process is gone gets its endpoint force-closed, which ends the outstanding requests.
  */
-static void fail_if_gone(ucx_state *state, kvt_conn *conn) {
-    if (atomic_load(&conn->failed) || !kvt_process_gone(&conn->meta.process)) return;
-    atomic_store(&conn->failed, true);
-    close_endpoint(state, conn);
-}
-
-static void check_liveness(kvt_agent *agent) {
-    ucx_state *state = state_of(agent);
-    uint64_t now = kvt_now_ns();
-    if (now < state->next_liveness_check_ns) return;
-    state->next_liveness_check_ns = now + LIVENESS_PERIOD_NS;
-    for (kvt_op *op = agent->active; op; op = op->next_active) fail_if_gone(state, op->conn);
-}
+static void on_process_gone(kvt_agent *agent, kvt_conn *conn) { force_close(state_of(agent), conn); }
 
 /*
  * Where this process maps the peer's whole region, when a shared-memory transport attached it while
@@ -349,22 +410,30 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
                  (unsigned long long)conn->meta.process.pid, conn->meta.name);
         return KVT_ERR_REMOTE_DISCONNECT;
     }
+    ucx_endpoint *endpoint = calloc(1, sizeof *endpoint);
+    if (!endpoint) {
+        snprintf(detail, detail_size, "kvt_peer_load: out of memory");
+        return KVT_ERR_NO_MEMORY;
+    }
+    *endpoint = (ucx_endpoint){.state = state, .conn = conn};
     ucp_ep_params_t params = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = (const ucp_address_t *)conn->meta.worker_address,
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = on_endpoint_error, .arg = conn},
+        .err_handler = {.cb = on_endpoint_error, .arg = endpoint},
     };
     ucp_ep_h ep;
     ucs_status_t status = ucp_ep_create(state->worker, &params, &ep);
     if (status != UCS_OK) {
+        free(endpoint);
         snprintf(detail, detail_size, "kvt_peer_load: ucp_ep_create to peer '%s' failed: %s", conn->meta.name,
                  ucs_status_string(status));
         return map_ucs_status(status, NULL) == KVT_ERR_REMOTE_DISCONNECT ? KVT_ERR_REMOTE_DISCONNECT
                                                                           : KVT_ERR_BACKEND;
     }
-    conn->backend = ep;
+    endpoint->ep = ep;
+    conn->backend = endpoint;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         kvt_remote_region *region = &conn->meta.regions[i];
         ucp_rkey_h rkey;
@@ -388,6 +457,12 @@ static void on_request_done(void *request, ucs_status_t status, void *user_data)
     kvt_op *op = r->op;
     kvt_status mapped = map_ucs_status(status, r->conn);
     if (r->kind == UCX_REQ_RMA) {
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            op->requests = r->next;
+        if (r->next) r->next->prev = r->prev;
+        kvt_counter_add(r->agent, KVT_COUNTER_INFLIGHT_REQUESTS, -1);
         op->outstanding--;
         op->outstanding_bytes -= r->length;
         if (mapped == KVT_OK)
@@ -408,11 +483,22 @@ static ucp_request_param_t request_param(void) {
     return (ucp_request_param_t){.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK, .cb = {.send = on_request_done}};
 }
 
-/* Handles what a non-blocking call returned: done now, failed, or a request to track. */
+/* Handles what a non-blocking call returned: done now, failed, or a request to track (an operation's
+ * get, put or flush joins its outstanding requests). */
 static kvt_status track(void *returned, ucx_request setup) {
     if (returned == NULL) return KVT_OK;
     if (UCS_PTR_IS_ERR(returned)) return map_ucs_status(UCS_PTR_STATUS(returned), setup.conn);
-    *(ucx_request *)returned = setup;
+    ucx_request *r = returned;
+    *r = setup;
+    if (setup.kind == UCX_REQ_RMA) {
+        kvt_op *op = setup.op;
+        r->next = op->requests;
+        if (r->next) r->next->prev = r;
+        op->requests = r;
+        op->outstanding++;
+        op->outstanding_bytes += setup.length;
+        kvt_counter_add(setup.agent, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
+    }
     return KVT_IN_PROGRESS;
 }
 
@@ -444,38 +530,65 @@ static uint64_t copy_direct(kvt_op *op, kvt_copier *copier, const kvt_remote_reg
     return n;
 }
 
-/* Issues the next descriptor through UCX; false when it failed (op->error says why). */
-static bool issue_request(kvt_agent *agent, kvt_op *op, uint64_t *completed_now) {
+/* Issues the next piece (at most KVT_MAX_REQUEST_BYTES) of the next descriptor through UCX and returns
+ * its bytes; 0 when it failed (op->error says why). */
+static uint64_t issue_request(kvt_agent *agent, kvt_op *op, uint64_t *completed_now) {
     kvt_conn *conn = op->conn;
     const kvt_desc *d = &op->descs[op->next];
+    uint64_t length = d->length - op->next_offset;
+    if (length > KVT_MAX_REQUEST_BYTES) length = KVT_MAX_REQUEST_BYTES;
     ucp_request_param_t param = request_param();
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
     param.memh = op->locals[d->local_slot]->backend;
     ucp_rkey_h rkey = conn->meta.regions[d->remote_slot].backend;
-    void *local = (void *)(uintptr_t)d->local_address;
-    void *returned = op->direction == KVT_XFER_READ
-                         ? ucp_get_nbx(conn->backend, local, d->length, d->remote_address, rkey, &param)
-                         : ucp_put_nbx(conn->backend, local, d->length, d->remote_address, rkey, &param);
+    void *local = (void *)(uintptr_t)(d->local_address + op->next_offset);
+    uint64_t remote = d->remote_address + op->next_offset;
+    void *returned = op->direction == KVT_XFER_READ ? ucp_get_nbx(ep_of(conn), local, length, remote, rkey, &param)
+                                                    : ucp_put_nbx(ep_of(conn), local, length, remote, rkey, &param);
+    kvt_counter_add(agent, KVT_COUNTER_REQUESTS_ISSUED, 1);
     kvt_status status =
-        track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = d->length});
-    if (status == KVT_OK) *completed_now += d->length;
-    if (status == KVT_IN_PROGRESS) {
-        op->outstanding++;
-        op->outstanding_bytes += d->length;
-    }
+        track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = length});
+    if (status == KVT_OK) *completed_now += length;
     if (status != KVT_OK && status != KVT_IN_PROGRESS) {
         op->error = status;
-        return false;
+        return 0;
     }
-    op->next++;
-    return true;
+    op->next_offset += length;
+    if (op->next_offset == d->length) {
+        op->next++;
+        op->next_offset = 0;
+    }
+    return length;
+}
+
+/*
+ * An operation that stops (canceled, or a request failed) with requests outstanding: asks UCX to
+ * cancel them, and force-closes the endpoint when some are still outstanding STOP_GRACE_NS later,
+ * which ends them. The operation becomes terminal once none is outstanding, so its memory is then
+ * quiescent and may be deregistered.
+ */
+static void stop_outstanding(kvt_agent *agent, kvt_op *op) {
+    ucx_state *state = state_of(agent);
+    uint64_t now = kvt_now_ns();
+    if (op->stop_deadline_ns == 0) {
+        op->stop_deadline_ns = now + STOP_GRACE_NS;
+        for (ucx_request *r = op->requests, *next; r; r = next) {
+            next = r->next;
+            ucp_request_cancel(state->worker, r);
+        }
+    } else if (now >= op->stop_deadline_ns) {
+        force_close(state, op->conn);
+    }
 }
 
 static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     kvt_conn *conn = op->conn;
-    ucp_ep_h ep = conn->backend;
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
+    if (op->error != KVT_OK && op->outstanding > 0) {
+        stop_outstanding(agent, op);
+        return;
+    }
     uint64_t issued = 0, completed_now = 0;
     kvt_copier copier = {.streaming = op->streaming};
     bool copied = false;
@@ -490,35 +603,34 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
             continue;
         }
         if (op->outstanding >= OP_WINDOW || (op->outstanding > 0 && op->outstanding_bytes >= OP_WINDOW_BYTES)) break;
-        uint64_t length = op->descs[op->next].length;
-        if (!issue_request(agent, op, &completed_now)) break;
+        uint64_t length = issue_request(agent, op, &completed_now);
+        if (length == 0) break;
         issued += length;
     }
     kvt_copier_flush(&copier);
     if (copied) kvt_copy_fence();
     kvt_op_add_bytes_done(op, completed_now);
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
+    if (op->error != KVT_OK && op->outstanding > 0) stop_outstanding(agent, op);
     if (op->outstanding > 0 || (op->error == KVT_OK && op->next < op->count)) return;
     if (op->error == KVT_OK && op->direction == KVT_XFER_WRITE && !op->flushed) {
         /* A put completes locally before it lands; the flush confirms remote completion. */
         op->flushed = true;
         ucp_request_param_t param = request_param();
-        kvt_status status = track(ucp_ep_flush_nbx(ep, &param),
+        kvt_status status = track(ucp_ep_flush_nbx(ep_of(conn), &param),
                                   (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn});
-        if (status == KVT_IN_PROGRESS) {
-            op->outstanding++;
-            return;
-        }
+        if (status == KVT_IN_PROGRESS) return;
         if (status != KVT_OK) op->error = status;
     }
     /* Fail closed: bytes read from a peer that died meanwhile are not trusted. */
-    if (op->error == KVT_OK) fail_if_gone(state_of(agent), conn);
+    if (op->error == KVT_OK && !atomic_load(&conn->failed) && kvt_process_gone(&conn->meta.process))
+        force_close(state_of(agent), conn);
     if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
     op->phase = KVT_PHASE_MOVED;
 }
 
 static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length) {
-    if (atomic_load(&conn->failed)) return KVT_ERR_REMOTE_DISCONNECT;
+    if (atomic_load(&conn->failed) || !ep_of(conn)) return KVT_ERR_REMOTE_DISCONNECT;
     size_t name_length = strlen(agent->name);
     size_t header_length = NOTIFY_HEADER_FIXED + name_length;
     uint8_t *buffer = malloc(header_length + length);
@@ -533,7 +645,7 @@ static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_EAGER;
     void *returned =
-        ucp_am_send_nbx(conn->backend, KVT_AM_NOTIFY, buffer, header_length, buffer + header_length, length, &param);
+        ucp_am_send_nbx(ep_of(conn), KVT_AM_NOTIFY, buffer, header_length, buffer + header_length, length, &param);
     kvt_status status = track(
         returned, (ucx_request){.kind = UCX_REQ_NOTIFY, .agent = agent, .op = op, .conn = conn, .buffer = buffer});
     if (status != KVT_IN_PROGRESS) free(buffer);
@@ -543,8 +655,8 @@ static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const
 
 static void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
     (void)agent;
-    if (conn->backend) {
-        ucp_ep_print_info(conn->backend, out);
+    if (ep_of(conn)) {
+        ucp_ep_print_info(ep_of(conn), out);
         for (uint32_t i = 0; i < conn->meta.region_count; i++)
             fprintf(out, "kvreuse: region %u of '%s': %s\n", conn->meta.regions[i].id, conn->meta.name,
                     conn->meta.regions[i].mapped ? "mapped through shared memory, copied directly (no UCX request)"
@@ -558,8 +670,10 @@ static void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
 static bool ucx_progress(kvt_agent *agent) {
     ucp_worker_h worker = state_of(agent)->worker;
     bool worked = false;
+    ucx_state *state = state_of(agent);
     for (int round = 0; round < 64 && ucp_worker_progress(worker) != 0; round++) worked = true;
-    if (agent->active) check_liveness(agent);
+    close_failed_endpoints(state);
+    if (agent->active) kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);
     return worked;
 }
 

@@ -1,7 +1,14 @@
 #include "harness.h"
 
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 uint32_t test_backend = KVT_BACKEND_LOOPBACK;
 bool test_under_valgrind = false;
@@ -32,7 +39,7 @@ static void check_process_clean(void) {
                                       KVT_COUNTER_REGISTERED_BYTES,  KVT_COUNTER_LIVE_ALLOCATIONS,
                                       KVT_COUNTER_ALLOCATED_BYTES,   KVT_COUNTER_LIVE_PEERS,
                                       KVT_COUNTER_LIVE_OPERATIONS,   KVT_COUNTER_INFLIGHT_OPERATIONS,
-                                      KVT_COUNTER_PENDING_NOTIFICATIONS};
+                                      KVT_COUNTER_PENDING_NOTIFICATIONS, KVT_COUNTER_INFLIGHT_REQUESTS};
     for (size_t i = 0; i < sizeof gauges / sizeof gauges[0]; i++)
         CHECK(counter(0, gauges[i]) == 0, "after the case, process counter %s is %llu, expected 0",
               kvt_counter_name(gauges[i]), (unsigned long long)counter(0, gauges[i]));
@@ -144,4 +151,181 @@ bool check_pattern(const uint8_t *memory, uint64_t length, uint64_t seed) {
     for (uint64_t i = 0; i < length; i++)
         if (memory[i] != pattern_byte(i, seed)) return false;
     return true;
+}
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int32_t wait_op_within(uint32_t agent, uint64_t op, uint32_t deadline_ms, uint64_t *out_bytes) {
+    uint64_t deadline = now_ms() + (uint64_t)deadline_ms * (test_under_valgrind ? 10u : 1u);
+    for (;;) {
+        int32_t status = KVT_IN_PROGRESS;
+        CHECK_OK(kvt_xfer_status(agent, op, &status, out_bytes, NULL));
+        if (status != KVT_IN_PROGRESS) {
+            uint64_t ids[64], bytes[64];
+            int32_t statuses[64];
+            uint32_t n = 0;
+            CHECK_OK(kvt_agent_poll(agent, 64, ids, statuses, bytes, &n));
+            return status;
+        }
+        if (now_ms() >= deadline) return KVT_IN_PROGRESS;
+        kvt_status waited = kvt_agent_wait(agent, 5);
+        CHECK(waited == KVT_OK || waited == KVT_ERR_TIMEOUT, "kvt_agent_wait: %s", kvt_status_name(waited));
+    }
+}
+
+void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value) {
+    uint64_t deadline = now_ms() + 10000u * (test_under_valgrind ? 10u : 1u);
+    while (counter(agent, index) < value) {
+        CHECK(now_ms() < deadline, "counter %s of agent %u stayed below %llu for 10 s (it is %llu)",
+              kvt_counter_name(index), agent, (unsigned long long)value, (unsigned long long)counter(agent, index));
+        usleep(1000);
+    }
+}
+
+/* ---- source processes ------------------------------------------------------------------------- */
+
+static void write_all(int fd, const void *data, size_t length) {
+    const uint8_t *bytes = data;
+    for (size_t done = 0; done < length;) {
+        ssize_t n = write(fd, bytes + done, length - done);
+        CHECK(n > 0, "write to the test process: %s", strerror(errno));
+        done += (size_t)n;
+    }
+}
+
+static void read_all(int fd, void *data, size_t length) {
+    uint8_t *bytes = data;
+    for (size_t done = 0; done < length;) {
+        ssize_t n = read(fd, bytes + done, length - done);
+        CHECK(n > 0, "read from the source process (it exited?)");
+        done += (size_t)n;
+    }
+}
+
+/* The source's life: register, publish, wait until the test process closes the pipe or kills it. */
+static void __attribute__((noreturn)) run_source(const source_options *options, int up, int down) {
+    uint32_t agent = make_agent("source-process");
+    uint64_t address = 0;
+    if (options->caller_memory)
+        address = (uint64_t)(uintptr_t)malloc(options->length);
+    else
+        CHECK_OK(kvt_mem_alloc(agent, options->length, 0, &address));
+    CHECK(address != 0, "source: out of memory");
+    fill_pattern((uint8_t *)(uintptr_t)address, options->length, options->seed);
+    uint32_t region;
+    CHECK_OK(kvt_mem_register(agent, address, options->length, KVT_MEM_DRAM, 0, &region));
+    uint64_t blob_length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));
+    uint8_t *blob = malloc(blob_length);
+    CHECK_OK(kvt_agent_metadata(agent, blob, blob_length, &blob_length));
+    int32_t pid = getpid();
+    write_all(up, &pid, sizeof pid);
+    write_all(up, &blob_length, sizeof blob_length);
+    write_all(up, blob, blob_length);
+    char byte;
+    while (read(down, &byte, 1) > 0) {
+    }
+    _exit(0);
+}
+
+/* In a new pid namespace (and mount namespace, for its own /proc) the first child is pid 1. */
+static bool enter_pid_namespace(void) {
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) return false;
+    return mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
+}
+
+bool source_spawn(const source_options *options, source_process *out) {
+    int up[2], down[2], probe[2];
+    CHECK(pipe(up) == 0 && pipe(down) == 0 && pipe(probe) == 0, "pipe");
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork");
+    if (child == 0) {
+        close(up[0]);
+        close(down[1]);
+        close(probe[0]);
+        if (!options->new_pid_namespace) run_source(options, up[1], down[0]);
+        char entered = enter_pid_namespace() ? 1 : 0;
+        write_all(probe[1], &entered, 1);
+        if (!entered) _exit(0);
+        pid_t init = fork(); /* as `unshare --fork`: pid 1 of the new namespace */
+        CHECK(init >= 0, "fork into the namespace");
+        if (init == 0) {
+            CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0, "mount /proc: %s",
+                  strerror(errno));
+            run_source(options, up[1], down[0]);
+        }
+        /* Tell the test process the pid it can signal, then wait for the source like `unshare` does. */
+        int32_t outside = init;
+        write_all(probe[1], &outside, sizeof outside);
+        int status = 0;
+        waitpid(init, &status, 0);
+        _exit(0);
+    }
+    close(up[1]);
+    close(down[0]);
+    close(probe[1]);
+    *out = (source_process){.pid = child, .child = child, .to_child = down[1]};
+    if (options->new_pid_namespace) {
+        char entered = 0;
+        read_all(probe[0], &entered, 1);
+        if (!entered) {
+            close(probe[0]);
+            close(up[0]);
+            close(down[1]);
+            waitpid(child, NULL, 0);
+            test_skip_reason = "a new pid namespace needs CAP_SYS_ADMIN (run as root)";
+            return false;
+        }
+        int32_t outside = 0;
+        read_all(probe[0], &outside, sizeof outside);
+        out->pid = outside;
+    }
+    close(probe[0]);
+    int32_t inside = 0;
+    read_all(up[0], &inside, sizeof inside);
+    CHECK(!options->new_pid_namespace || inside == 1, "the source in a new pid namespace is pid %d there, not 1",
+          inside);
+    read_all(up[0], &out->length, sizeof out->length);
+    out->blob = malloc(out->length);
+    CHECK(out->blob != NULL, "out of memory");
+    read_all(up[0], out->blob, out->length);
+    close(up[0]);
+    return true;
+}
+
+void source_signal(const source_process *source, int signal) {
+    CHECK(kill(source->pid, signal) == 0, "kill(%d, %d): %s", source->pid, signal, strerror(errno));
+}
+
+static char process_state(int pid) {
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *file = fopen(path, "r");
+    if (!file) return '?';
+    bool ok = fgets(line, sizeof line, file) != NULL;
+    fclose(file);
+    const char *after_name = ok ? strrchr(line, ')') : NULL;
+    return after_name && after_name[1] == ' ' ? after_name[2] : '?';
+}
+
+void source_wait_stopped(const source_process *source) {
+    uint64_t deadline = now_ms() + 10000u;
+    while (process_state(source->pid) != 'T') {
+        CHECK(now_ms() < deadline, "the source (pid %d) did not stop within 10 s", source->pid);
+        usleep(1000);
+    }
+}
+
+void source_end(source_process *source) {
+    kill(source->pid, SIGKILL);
+    kill(source->pid, SIGCONT);
+    close(source->to_child);
+    waitpid(source->child, NULL, 0);
+    free(source->blob);
+    source->blob = NULL;
 }

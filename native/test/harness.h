@@ -74,6 +74,36 @@ kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t 
                     uint64_t local_offset, uint32_t remote_region, uint64_t remote_offset, uint64_t length,
                     uint64_t *out_op);
 uint64_t counter(uint32_t agent, uint32_t index);
+/* Waits (kvt_agent_wait) until `op` is terminal or `deadline_ms` passed (scaled by 10 under valgrind);
+ * returns its status, KVT_IN_PROGRESS when the deadline passed first. Consumes its completion. */
+/* Waits until counter `index` of `agent` is at least `value` (fails after 10 s). */
+void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
+int32_t wait_op_within(uint32_t agent, uint64_t op, uint32_t deadline_ms, uint64_t *out_bytes);
+
+/* A source agent in another process: it allocates (kvt_mem_alloc, or malloc with `caller_memory`),
+ * fills with the pattern of `seed` and registers `length` bytes, sends its metadata back and waits.
+ * With `new_pid_namespace` it runs as `unshare --pid --fork --mount-proc` would run it: pid 1 of a new
+ * pid namespace with its own /proc. */
+typedef struct {
+    uint64_t length;
+    bool caller_memory;
+    bool new_pid_namespace;
+    uint64_t seed;
+} source_options;
+typedef struct {
+    int pid;    /* the source process, as this process sees it (signal this one) */
+    int child;  /* this process's child (the source, or the process that entered the namespace) */
+    int to_child;
+    uint8_t *blob; /* its metadata */
+    uint64_t length;
+} source_process;
+/* False (with test_skip_reason set) when a new pid namespace cannot be made here (not root). */
+bool source_spawn(const source_options *options, source_process *out);
+void source_signal(const source_process *source, int signal);
+/* Waits until the source shows as stopped (T in /proc/<pid>/stat). */
+void source_wait_stopped(const source_process *source);
+/* SIGKILLs the source (resuming it first if stopped), reaps it and frees the blob. */
+void source_end(source_process *source);
 void fill_pattern(uint8_t *memory, uint64_t length, uint64_t seed);
 bool check_pattern(const uint8_t *memory, uint64_t length, uint64_t seed);
 

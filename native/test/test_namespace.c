@@ -1,0 +1,95 @@
+/* A peer in another pid namespace (a pod next to this one, as `unshare --pid --fork --mount-proc`
+ * starts it): it is a live peer, read and verified; killed, its operations end with
+ * KVT_ERR_REMOTE_DISCONNECT within 2 s — reported by the transport, since its pid means nothing here. */
+#include "harness.h"
+
+#include <signal.h>
+
+#define LENGTH (8u << 20)
+#define SEED 5u
+
+typedef struct {
+    source_process source;
+    uint32_t reader, region, peer;
+    uint8_t *memory;
+    uint64_t generation;
+} namespace_pair;
+
+/* Starts a source in a new pid namespace and loads it into a reader here; false when skipped. */
+static bool pair_open(namespace_pair *p, bool caller_memory) {
+    source_options options = {.length = LENGTH, .caller_memory = caller_memory, .new_pid_namespace = true, .seed = SEED};
+    if (!source_spawn(&options, &p->source)) return false;
+    p->reader = make_agent("root-namespace-reader");
+    p->region = alloc_region(p->reader, LENGTH, &p->memory);
+    CHECK_OK(kvt_peer_load(p->reader, p->source.blob, p->source.length, &p->peer, &p->generation));
+    return true;
+}
+
+static void pair_close(namespace_pair *p) {
+    source_end(&p->source);
+    CHECK_OK(kvt_peer_unload(p->reader, p->peer));
+    free_region(p->reader, p->region, p->memory);
+    CHECK_OK(kvt_agent_destroy(p->reader));
+}
+
+static void read_and_verify(const namespace_pair *p) {
+    memset(p->memory, 0, LENGTH);
+    uint64_t op;
+    CHECK_OK(post_one(p->reader, KVT_XFER_READ, p->peer, p->generation, p->region, 0, 1, 0, LENGTH, &op));
+    CHECK(wait_op(p->reader, op, NULL) == KVT_OK, "the read from the other namespace ended OK");
+    CHECK_OK(kvt_xfer_release(p->reader, op));
+    CHECK(check_pattern(p->memory, LENGTH, SEED), "the bytes read are the source's");
+}
+
+static bool transport_mentions(const namespace_pair *p, const char *needle) {
+    char text[8192];
+    uint32_t length = 0;
+    CHECK_OK(kvt_peer_transport(p->reader, p->peer, text, sizeof text, &length));
+    return strstr(text, needle) != NULL;
+}
+
+/* Shared memory (the default transports): kvreuse-owned memory is mapped and read directly. */
+static void another_namespace_read_through_shared_memory(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    namespace_pair p;
+    if (!pair_open(&p, false)) return;
+    CHECK(transport_mentions(&p, "mapped through shared memory"), "the region is mapped here");
+    read_and_verify(&p);
+    pair_close(&p);
+}
+
+/* Over tcp (a peer the pid check cannot judge): a read the stopped source cannot serve is in flight
+ * when the source is killed; the transport's error ends it within 2 s, and the peer is disconnected. */
+static void killed_in_another_namespace(bool caller_memory) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    setenv("UCX_TLS", "tcp", 1);
+    namespace_pair p;
+    bool opened = pair_open(&p, caller_memory);
+    unsetenv("UCX_TLS");
+    if (!opened) return;
+    CHECK(transport_mentions(&p, "gets and puts through UCX"), "the region is read through UCX requests");
+    read_and_verify(&p);
+
+    source_signal(&p.source, SIGSTOP);
+    source_wait_stopped(&p.source);
+    uint64_t op;
+    CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, LENGTH, &op));
+    wait_counter_at_least(p.reader, KVT_COUNTER_INFLIGHT_REQUESTS, 1); /* a request to the stopped source */
+    source_signal(&p.source, SIGKILL);
+    int32_t status = wait_op_within(p.reader, op, 2000, NULL);
+    CHECK(status == KVT_ERR_REMOTE_DISCONNECT, "the read from the killed source ended %s (expected it to end with "
+          "REMOTE_DISCONNECT within 2 s)", kvt_status_name(status));
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    uint32_t state;
+    CHECK_OK(kvt_peer_info(p.reader, p.peer, NULL, &state, NULL));
+    CHECK(state == KVT_PEER_DISCONNECTED, "the peer shows as disconnected (state %u)", state);
+    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT,
+                 post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, LENGTH, &op));
+    pair_close(&p);
+}
+
+static void killed_in_another_namespace_kvreuse_memory(void) { killed_in_another_namespace(false); }
+static void killed_in_another_namespace_caller_memory(void) { killed_in_another_namespace(true); }
+
+TEST_MAIN("namespace", TEST(another_namespace_read_through_shared_memory),
+          TEST(killed_in_another_namespace_kvreuse_memory), TEST(killed_in_another_namespace_caller_memory))
