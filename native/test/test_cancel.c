@@ -1,0 +1,146 @@
+/* Bounded cancellation over UCX's tcp transport (the path two hosts take), against a source process:
+ * an operation cancelled while the source is stopped with requests in flight becomes terminal within
+ * 1 s and its memory deregisters; UCX requests never exceed KVT_MAX_REQUEST_BYTES. */
+#include "harness.h"
+
+#include <signal.h>
+
+#define PIECES 2352u
+#define SEED 9u
+
+static uint64_t piece_bytes(void) { return test_under_valgrind ? 16u << 10 : 128u << 10; }
+
+typedef struct {
+    source_process source;
+    uint32_t agent, region, peer;
+    uint8_t *memory;
+    uint64_t generation, length;
+} tcp_pair;
+
+static void pair_open(tcp_pair *p, uint64_t length) {
+    setenv("UCX_TLS", "tcp", 1);
+    source_options options = {.length = length, .seed = SEED};
+    CHECK(source_spawn(&options, &p->source), "spawn the source");
+    p->length = length;
+    p->agent = make_agent("tcp-destination");
+    unsetenv("UCX_TLS");
+    p->region = alloc_region(p->agent, length, &p->memory);
+    CHECK_OK(kvt_peer_load(p->agent, p->source.blob, p->source.length, &p->peer, &p->generation));
+}
+
+static void pair_close(tcp_pair *p) {
+    source_end(&p->source);
+    CHECK_OK(kvt_peer_unload(p->agent, p->peer));
+    free_region(p->agent, p->region, p->memory);
+    CHECK_OK(kvt_agent_destroy(p->agent));
+}
+
+/* `count` pieces of `piece` bytes at the same offsets on both sides, in descending order (so none
+ * merge) or ascending (so all merge into one descriptor). */
+static uint64_t post_pieces(const tcp_pair *p, uint32_t direction, uint32_t count, uint64_t piece, bool descending) {
+    uint32_t *index = calloc(count, sizeof *index);
+    uint64_t *offset = calloc(count, sizeof *offset), *length = calloc(count, sizeof *length);
+    CHECK(index && offset && length, "out of memory");
+    for (uint32_t i = 0; i < count; i++) {
+        offset[i] = (uint64_t)(descending ? count - 1 - i : i) * piece;
+        length[i] = piece;
+    }
+    uint64_t op;
+    const uint32_t remote_region = 1;
+    CHECK_OK(kvt_xfer_post(p->agent, direction, p->peer, p->generation, count, index, offset, index, offset, length, 1,
+                           &p->region, 1, &remote_region, NULL, 0, &op));
+    free(index);
+    free(offset);
+    free(length);
+    return op;
+}
+
+static uint64_t bytes_done(const tcp_pair *p, uint64_t op, int32_t *status) {
+    uint64_t done = 0;
+    CHECK_OK(kvt_xfer_status(p->agent, op, status, &done, NULL));
+    return done;
+}
+
+/* A batch moves while the source runs; once bytes arrived the source is stopped, with requests in
+ * flight, and the batch is cancelled: terminal within 1 s, its memory deregisters, and the peer
+ * (its endpoint force-closed) is usable again after a reload. */
+static void cancel_with_the_source_stopped(uint32_t direction) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process to stop");
+    tcp_pair p;
+    uint64_t total = (uint64_t)PIECES * piece_bytes();
+    pair_open(&p, total);
+    uint64_t op = post_pieces(&p, direction, PIECES, piece_bytes(), true);
+    int32_t status = KVT_IN_PROGRESS;
+    for (uint64_t waited = 0; bytes_done(&p, op, &status) == 0; waited++) {
+        CHECK(status == KVT_IN_PROGRESS && waited < 10000, "no byte moved within 10 s (status %s)",
+              kvt_status_name(status));
+        usleep(1000);
+    }
+    source_signal(&p.source, SIGSTOP);
+    source_wait_stopped(&p.source);
+    uint64_t before = bytes_done(&p, op, &status);
+    CHECK(status == KVT_IN_PROGRESS && before < total,
+          "the batch (%llu bytes) was still moving when the source stopped (%llu done, status %s)",
+          (unsigned long long)total, (unsigned long long)before, kvt_status_name(status));
+    wait_counter_at_least(p.agent, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
+
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.agent, op));
+    status = wait_op_within(p.agent, op, 1000, NULL);
+    CHECK(status == KVT_ERR_CANCELED, "the cancelled batch ended %s (expected CANCELED within 1 s)",
+          kvt_status_name(status));
+    CHECK(counter(p.agent, KVT_COUNTER_INFLIGHT_REQUESTS) == 0, "no request is left in flight");
+    CHECK_OK(kvt_xfer_release(p.agent, op));
+    /* Quiescent: the memory it named deregisters (and is registered again for what follows). */
+    CHECK_OK(kvt_mem_deregister(p.agent, p.region));
+    CHECK_OK(kvt_mem_register(p.agent, (uint64_t)(uintptr_t)p.memory, total, KVT_MEM_DRAM, 0, &p.region));
+
+    /* The endpoint was force-closed: posts are refused until the peer is loaded again. */
+    uint32_t state;
+    CHECK_OK(kvt_peer_info(p.agent, p.peer, NULL, &state, NULL));
+    CHECK(state == KVT_PEER_DISCONNECTED, "the peer is disconnected (state %u)", state);
+    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, post_one(p.agent, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0,
+                                                     piece_bytes(), &op));
+    source_signal(&p.source, SIGCONT);
+    uint64_t old_generation = p.generation;
+    CHECK_OK(kvt_peer_load(p.agent, p.source.blob, p.source.length, &p.peer, &p.generation));
+    CHECK(p.generation > old_generation, "the reload is a new generation");
+    memset(p.memory, 0, piece_bytes());
+    CHECK_OK(post_one(p.agent, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, piece_bytes(), &op));
+    CHECK(wait_op(p.agent, op, NULL) == KVT_OK, "a read over the new endpoint");
+    CHECK_OK(kvt_xfer_release(p.agent, op));
+    if (direction == KVT_XFER_READ) CHECK(check_pattern(p.memory, piece_bytes(), SEED), "the bytes are the source's");
+    pair_close(&p);
+}
+
+static void cancel_read_from_a_stopped_source(void) { cancel_with_the_source_stopped(KVT_XFER_READ); }
+static void cancel_write_to_a_stopped_source(void) { cancel_with_the_source_stopped(KVT_XFER_WRITE); }
+
+/* One merged descriptor of several KVT_MAX_REQUEST_BYTES is issued as that many requests, both ways. */
+static void merged_descriptors_are_issued_in_capped_requests(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend issues no requests");
+    tcp_pair p;
+    const uint32_t requests = 3;
+    uint64_t total = (uint64_t)requests * KVT_MAX_REQUEST_BYTES, piece = 64u << 10;
+    pair_open(&p, total);
+    for (uint32_t direction = KVT_XFER_READ; direction <= KVT_XFER_WRITE; direction++) {
+        if (direction == KVT_XFER_WRITE) fill_pattern(p.memory, total, SEED + 1);
+        uint64_t issued = counter(p.agent, KVT_COUNTER_REQUESTS_ISSUED);
+        uint64_t op = post_pieces(&p, direction, (uint32_t)(total / piece), piece, false);
+        CHECK(wait_op(p.agent, op, NULL) == KVT_OK, "the merged batch moved");
+        CHECK_OK(kvt_xfer_release(p.agent, op));
+        CHECK(counter(p.agent, KVT_COUNTER_REQUESTS_ISSUED) - issued == requests,
+              "%llu requests for %llu bytes in one merged descriptor (expected %u of at most %u bytes)",
+              (unsigned long long)(counter(p.agent, KVT_COUNTER_REQUESTS_ISSUED) - issued), (unsigned long long)total,
+              requests, KVT_MAX_REQUEST_BYTES);
+    }
+    /* What was written is what the source now holds: read it back into a cleared buffer. */
+    memset(p.memory, 0, total);
+    uint64_t op = post_pieces(&p, KVT_XFER_READ, (uint32_t)(total / piece), piece, false);
+    CHECK(wait_op(p.agent, op, NULL) == KVT_OK, "the read back");
+    CHECK_OK(kvt_xfer_release(p.agent, op));
+    CHECK(check_pattern(p.memory, total, SEED + 1), "the bytes written arrived");
+    pair_close(&p);
+}
+
+TEST_MAIN("cancel", TEST(merged_descriptors_are_issued_in_capped_requests), TEST(cancel_read_from_a_stopped_source),
+          TEST(cancel_write_to_a_stopped_source))
