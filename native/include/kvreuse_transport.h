@@ -34,8 +34,14 @@
  *   Endpoints use UCP_ERR_HANDLING_MODE_PEER; the library sets UCX's MM_ERROR_HANDLING=y (unless
  *   UCX_MM_ERROR_HANDLING is set) so that shared-memory transports stay usable under it. Because UCX
  *   1.13 does not detect a killed peer on shared memory, metadata carries the process identity
- *   (pid, kernel boot id, start time) and peers with operations in flight are checked every 100 ms:
- *   a dead peer's endpoint is force-closed, so its operations end with KVT_ERR_REMOTE_DISCONNECT.
+ *   (pid, pid namespace, kernel boot id, start time) and peers with operations in flight that share
+ *   this process's host and pid namespace are checked every 100 ms: a dead peer's endpoint is
+ *   force-closed, so its operations end with KVT_ERR_REMOTE_DISCONNECT. A peer in another pid
+ *   namespace (another container) or on another host is live until the transport reports otherwise:
+ *   an endpoint UCX reports as failed is force-closed at once, with the same outcome.
+ *   Each UCX get or put moves at most KVT_MAX_REQUEST_BYTES; an operation that stops (cancelled, or a
+ *   request failed) with requests outstanding asks UCX to cancel them and, when they are still
+ *   outstanding 200 ms later, force-closes the endpoint, which ends them.
  *   A peer region that a shared-memory transport maps into this process (kvt_mem_alloc banks on the
  *   same host: UCX attaches them while unpacking the remote key, ucp_rkey_ptr) is read and written
  *   by the progress thread's own copy, with no UCX request per descriptor; other regions go through
@@ -298,7 +304,8 @@ KVT_API kvt_status kvt_peer_find(uint32_t agent, const char *name, uint32_t *out
 enum {
     KVT_PEER_READY = 0,        /* loaded and usable */
     KVT_PEER_INVALIDATED = 1,  /* kvt_peer_invalidate was called; reload to use it again */
-    KVT_PEER_DISCONNECTED = 2, /* the backend saw the peer go away; reload a new incarnation */
+    KVT_PEER_DISCONNECTED = 2, /* the peer went away, or its endpoint was force-closed to end a cancelled
+                                  operation: load its metadata again (the same blob reconnects a live peer) */
 };
 
 /** Generation, state (KVT_PEER_*) and number of advertised regions of a peer. Any out pointer may be NULL. */
@@ -386,7 +393,11 @@ KVT_API kvt_status kvt_xfer_status(uint32_t agent, uint64_t op, int32_t *out_sta
  * Requests cancellation. Returns KVT_OK when the operation is already terminal (nothing changes) and
  * KVT_IN_PROGRESS when the request was accepted: the operation becomes terminal (normally with
  * KVT_ERR_CANCELED) only once the backend confirms that nothing of it is still in flight, and is
- * then reported by kvt_agent_poll like any other completion.
+ * then reported by kvt_agent_poll like any other completion. That takes at most about a second
+ * whatever the peer does (stopped, unreachable, slow): UCX requests still outstanding 200 ms after
+ * the cancel are ended by force-closing the peer's endpoint, which also ends the peer's other
+ * operations (KVT_ERR_REMOTE_DISCONNECT) and leaves it KVT_PEER_DISCONNECTED until it is loaded again.
+ * Once terminal, the operation's memory is quiescent: deregistration succeeds.
  */
 KVT_API kvt_status kvt_xfer_cancel(uint32_t agent, uint64_t op);
 

@@ -20,7 +20,14 @@ const counterFields = [
   ['notificationsDropped', 'notifications_dropped'],
 ] as const;
 
-type CounterField = (typeof counterFields)[number][0];
+/** The native counters that follow the error counters. */
+const trailingCounterFields = [
+  // UCX get/put requests issued (each moves at most 1 MiB; direct copies and loopback issue none), and those in flight.
+  ['requestsIssued', 'requests_issued'],
+  ['inflightRequests', 'inflight_requests'],
+] as const;
+
+type CounterField = (typeof counterFields)[number][0] | (typeof trailingCounterFields)[number][0];
 
 /**
  * What the native library counts, for one agent or the whole process. Live figures go back to zero
@@ -31,13 +38,14 @@ export type Counters = { readonly [K in CounterField]: number } & {
   readonly errors: { readonly [K in StatusCodeName]: number };
 };
 
-const COUNTER_COUNT = counterFields.length + statusCodeNames.length;
+const COUNTER_COUNT = counterFields.length + statusCodeNames.length + trailingCounterFields.length;
 
 /** Refuses a library whose counters are not the ones this facade names. */
 export function checkCounterNames(library: NativeLibrary): void {
   const expected = [
     ...counterFields.map(([, native]) => native),
     ...statusCodeNames.map((code) => `errors.KVT_ERR_${code}`),
+    ...trailingCounterFields.map(([, native]) => native),
   ];
   expected.forEach((name, index) => {
     const actual = library.api.kvt_counter_name(index);
@@ -58,5 +66,8 @@ export function readCounters(library: NativeLibrary, agent: number): Counters {
     errors[code] = Number(values[counterFields.length + index]);
   });
   counters['errors'] = errors;
+  trailingCounterFields.forEach(([field], index) => {
+    counters[field] = Number(values[counterFields.length + statusCodeNames.length + index]);
+  });
   return counters as Counters;
 }

@@ -101,7 +101,10 @@ export class Operation {
 
   /**
    * Asks the backend to stop. `requested`: the operation ends (normally with CANCELED) once nothing of
-   * it is in flight any more, and `done` settles then. `already-terminal`: nothing changed.
+   * it is in flight any more, and `done` settles then — within about a second whatever the peer does:
+   * over UCX, requests still outstanding 200 ms after the cancel are ended by force-closing the
+   * endpoint, and the peer is then `disconnected` until its metadata is loaded again.
+   * `already-terminal`: nothing changed.
    */
   cancel(): CancelOutcome {
     this.#state.assertOpen('cancel an operation');

@@ -1,7 +1,9 @@
 // The destination of the ucx process tests: pulls the 308 MB prefix through the ledger; the parent
 // kills (or stops) the source mid-pull. Reports how the operation ended, what happened to its bank
-// meanwhile, the shutdown result, and — for a quarantined operation — whether the native layer ended
-// it within an observation window, then exits.
+// meanwhile and the shutdown result, then exits. The parent picks the deadlines, which force the
+// ordering under test: `native-first` (the operation timeout is far beyond anything the native layer
+// takes, so the native layer ends the operation) or `timeout-first` (the timeout cancels the
+// operation, and the abandon deadline is far beyond the native layer's bounded cancellation).
 import { Bank, kvreuseOwner, registerRank } from '@kvreuse/registry';
 import { DrainController, type LedgerOperation, OperationLedger, PeerBook } from '../../src/index.js';
 import { hear, tell } from '../support/child.js';
@@ -10,15 +12,14 @@ import { transport } from '../support/loopback-world.js';
 const PIECE_BYTES = 131_072;
 const PIECES = 2_352;
 const BYTES = PIECE_BYTES * PIECES;
-export const TIMEOUTS = { operationTimeoutMs: 1_000, abandonTimeoutMs: 3_000, shutdownDeadlineMs: 6_000 };
-const [name = 'sigkill-destination', sourceName = 'sigkill-source', watchLate = 'window'] = process.argv.slice(2);
-/**
- * How long a quarantined operation is watched after shutdown for the native layer to end it: briefly
- * when that may never happen (a killed source); for a source the parent resumes (`until-released`),
- * long enough for the native layer to finish, yet bounded so that the test reports what it saw
- * instead of timing out.
- */
-const OBSERVATION_MS = watchLate === 'until-released' ? 45_000 : 5_000;
+const ORDERINGS = {
+  'native-first': { operationTimeoutMs: 60_000, abandonTimeoutMs: 61_000 },
+  'timeout-first': { operationTimeoutMs: 1_000, abandonTimeoutMs: 30_000 },
+} as const;
+const [name = 'sigkill-destination', sourceName = 'sigkill-source', ordering = 'native-first'] = process.argv.slice(2);
+const TIMEOUTS = ORDERINGS[ordering as keyof typeof ORDERINGS];
+if (!TIMEOUTS) throw new Error(`ucx-destination: unknown ordering '${ordering}' (native-first | timeout-first)`);
+const SHUTDOWN_DEADLINE_MS = 6_000;
 
 const published = await hear();
 const agent = transport.createAgent({ name, backend: 'ucx' });
@@ -32,7 +33,7 @@ const peers = new PeerBook();
 const peer = agent.loadPeer(Buffer.from(String(published['metadata']), 'base64'));
 const ticket = peers.track(sourceName, 'source-incarnation', peer);
 const ledger = new OperationLedger({ agent, peers, timeouts: TIMEOUTS });
-const controller = new DrainController({ ledger, shutdownDeadlineMs: TIMEOUTS.shutdownDeadlineMs, agent });
+const controller = new DrainController({ ledger, shutdownDeadlineMs: SHUTDOWN_DEADLINE_MS, agent });
 controller.addRank(rank);
 
 const offsets = BigUint64Array.from({ length: PIECES }, (_, i) => BigInt(i * PIECE_BYTES));
@@ -52,7 +53,6 @@ const operation: LedgerOperation = ledger.post(
   },
   { ticket, banks: [bank] },
 );
-const quarantined = new Promise<void>((resolve) => ledger.on('quarantined', () => resolve()));
 
 // Tell the parent once bytes are arriving (and the operation is still in flight).
 const arriving = setInterval(() => {
@@ -65,28 +65,15 @@ const arriving = setInterval(() => {
 
 await hear(); // the source was cut off
 const outcome = await operation.outcome;
-// The operation ends — natively, or by quarantine at the abandon deadline.
-await Promise.race([operation.quiescence, quarantined]);
+const quiescence = await operation.quiescence;
 const afterEnd = { phase: operation.phase, bankState: bank.state, references: bank.references, health: peers.health(sourceName) };
-
-const released = new Promise<void>((resolve) => controller.on('released', () => resolve()));
 const result = await controller.shutdown();
-tell({ event: 'shut-down', quarantined: result.quarantined.length, bankState: bank.state });
-let late: Record<string, unknown> | undefined;
-if (result.quarantined.length > 0) {
-  // Retained until the native layer says terminal — which it may never do before the process exits.
-  const shutdownBankState = bank.state;
-  const window = new Promise<'still-quarantined'>((resolve) => setTimeout(() => resolve('still-quarantined'), OBSERVATION_MS));
-  const ended = await Promise.race([released.then(() => 'released' as const), window]);
-  const quiescence = ended === 'released' ? await operation.quiescence : undefined;
-  late = { shutdownBankState, ended, quiescence, bankState: bank.state, references: bank.references, agentOpen: agent.isOpen, watchedMs: OBSERVATION_MS };
-}
 tell({
   event: 'done',
   outcome: outcome.ok ? { ok: true } : { ok: false, code: outcome.error.code, message: outcome.error.message },
+  quiescence,
   afterEnd,
-  shutdown: { retained: result.retained, steps: result.steps, report: result.report, banksRetained: result.banksRetained },
-  late,
+  shutdown: { retained: result.retained, quarantined: result.quarantined.length, banksRetained: result.banksRetained },
   finalBankState: bank.state,
   counters: transport.counters(),
   ledger: ledger.counts(),

@@ -65,6 +65,7 @@ export function liveCounters() {
     liveOperations: c.liveOperations,
     inflightOperations: c.inflightOperations,
     pendingNotifications: c.pendingNotifications,
+    inflightRequests: c.inflightRequests,
   };
 }
 
@@ -78,6 +79,7 @@ export const allZero = {
   liveOperations: 0,
   inflightOperations: 0,
   pendingNotifications: 0,
+  inflightRequests: 0,
 };
 
 /** A READ by the pair's reader of `descriptors`, bank 0 on both sides. */
