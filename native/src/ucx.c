@@ -37,12 +37,14 @@ typedef struct {
     uint32_t closing;     /* force-closes not yet finished */
 } ucx_state;
 
-/* A connection's endpoint. `ep` is NULL once it was closed. */
+/* A connection's endpoint. `ep` is NULL once it was closed; `conn` is NULL once the connection was
+ * freed while a force-close was still finishing (on_close_done frees it then). */
 struct ucx_endpoint {
     ucp_ep_h ep;
     ucx_state *state;
     kvt_conn *conn;
-    bool listed; /* on state->failed */
+    bool listed;  /* on state->failed */
+    bool closing; /* a force-close is finishing */
     ucx_endpoint *next_failed;
 };
 
@@ -305,6 +307,7 @@ static void on_endpoint_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
     (void)ep;
     (void)status;
     ucx_endpoint *endpoint = arg;
+    if (!endpoint->conn || !endpoint->ep) return; /* closed already */
     atomic_store(&endpoint->conn->failed, true);
     if (endpoint->listed) return;
     endpoint->listed = true;
@@ -325,8 +328,10 @@ static void unlist_failed(ucx_state *state, ucx_endpoint *endpoint) {
 
 static void on_close_done(void *request, ucs_status_t status, void *user_data) {
     (void)status;
-    ucx_state *state = user_data;
-    state->closing--;
+    ucx_endpoint *endpoint = user_data;
+    endpoint->state->closing--;
+    endpoint->closing = false;
+    if (!endpoint->conn) free(endpoint);
     ucp_request_free(request);
 }
 
@@ -352,14 +357,21 @@ static void force_close(ucx_state *state, kvt_conn *conn) {
                                      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                                  .flags = UCP_EP_CLOSE_FLAG_FORCE,
                                  .cb = {.send = on_close_done},
-                                 .user_data = state};
+                                 .user_data = endpoint};
     void *request = ucp_ep_close_nbx(endpoint->ep, &param);
     endpoint->ep = NULL;
-    if (request != NULL && !UCS_PTR_IS_ERR(request)) state->closing++;
+    if (request != NULL && !UCS_PTR_IS_ERR(request)) {
+        endpoint->closing = true;
+        state->closing++;
+    }
 }
 
 static void close_failed_endpoints(ucx_state *state) {
-    while (state->failed) force_close(state, state->failed->conn);
+    while (state->failed) {
+        ucx_endpoint *endpoint = state->failed;
+        unlist_failed(state, endpoint);
+        force_close(state, endpoint->conn);
+    }
 }
 
 static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
@@ -370,8 +382,13 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
         ucp_request_param_t param = {.op_attr_mask = 0};
         wait_request(state, ucp_ep_close_nbx(endpoint->ep, &param));
     }
-    if (endpoint) unlist_failed(state, endpoint);
-    free(endpoint);
+    if (endpoint) {
+        unlist_failed(state, endpoint);
+        if (endpoint->closing)
+            endpoint->conn = NULL; /* on_close_done frees it */
+        else
+            free(endpoint);
+    }
     conn->backend = NULL;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         if (conn->meta.regions[i].backend) ucp_rkey_destroy(conn->meta.regions[i].backend);

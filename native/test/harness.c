@@ -45,7 +45,10 @@ static void check_process_clean(void) {
               kvt_counter_name(gauges[i]), (unsigned long long)counter(0, gauges[i]));
 }
 
-int test_main(const char *suite, const struct test_entry *cases, size_t count) {
+static void __attribute__((noreturn)) source_main(int argc, char **argv);
+
+int test_main(const char *suite, const struct test_entry *cases, size_t count, int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--source") == 0) source_main(argc, argv);
     const char *backend = getenv("KVT_TEST_BACKEND");
     if (backend && strcmp(backend, "ucx") == 0) test_backend = KVT_BACKEND_UCX;
     test_under_valgrind = getenv("KVT_TEST_UNDER_VALGRIND") != NULL;
@@ -232,6 +235,34 @@ static void __attribute__((noreturn)) run_source(const source_options *options, 
     _exit(0);
 }
 
+/* argv: --source <up fd> <down fd> <length> <caller memory 0|1> <seed> */
+static void source_main(int argc, char **argv) {
+    CHECK(argc == 7, "--source takes 5 arguments (got %d)", argc - 2);
+    source_options options = {.length = strtoull(argv[4], NULL, 10),
+                              .caller_memory = strcmp(argv[5], "1") == 0,
+                              .seed = strtoull(argv[6], NULL, 10)};
+    const char *backend = getenv("KVT_TEST_BACKEND");
+    if (backend && strcmp(backend, "ucx") == 0) test_backend = KVT_BACKEND_UCX;
+    run_source(&options, atoi(argv[2]), atoi(argv[3]));
+}
+
+/* Replaces this (forked) process with a fresh run of this executable as a source. Under valgrind the
+ * source runs natively: it is not what is under test. */
+static void __attribute__((noreturn)) exec_source(const source_options *options, int up, int down) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
+    self[n] = '\0';
+    char up_text[16], down_text[16], length[32], seed[32];
+    snprintf(up_text, sizeof up_text, "%d", up);
+    snprintf(down_text, sizeof down_text, "%d", down);
+    snprintf(length, sizeof length, "%llu", (unsigned long long)options->length);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)options->seed);
+    char *const args[] = {self, "--source", up_text, down_text, length, options->caller_memory ? "1" : "0", seed, NULL};
+    execv(self, args);
+    test_fail(__FILE__, __LINE__, "execv %s: %s", self, strerror(errno));
+}
+
 /* In a new pid namespace (and mount namespace, for its own /proc) the first child is pid 1. */
 static bool enter_pid_namespace(void) {
     if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) return false;
@@ -248,7 +279,7 @@ bool source_spawn(const source_options *options, source_process *out) {
         close(up[0]);
         close(down[1]);
         close(probe[0]);
-        if (!options->new_pid_namespace) run_source(options, up[1], down[0]);
+        if (!options->new_pid_namespace) exec_source(options, up[1], down[0]);
         char entered = enter_pid_namespace() ? 1 : 0;
         write_all(probe[1], &entered, 1);
         if (!entered) _exit(0);
@@ -257,7 +288,8 @@ bool source_spawn(const source_options *options, source_process *out) {
         if (init == 0) {
             CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0, "mount /proc: %s",
                   strerror(errno));
-            run_source(options, up[1], down[0]);
+            close(probe[1]);
+            exec_source(options, up[1], down[0]);
         }
         /* Tell the test process the pid it can signal, then wait for the source like `unshare` does. */
         int32_t outside = init;

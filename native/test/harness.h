@@ -52,11 +52,12 @@ typedef struct test_entry {
     const char *name;
     test_case run;
 } test_entry;
-int test_main(const char *suite, const test_entry *cases, size_t count);
+/* With arguments `--source ...` the executable is a source process (source_spawn), not a test run. */
+int test_main(const char *suite, const test_entry *cases, size_t count, int argc, char **argv);
 #define TEST_MAIN(suite, ...)                                                                                         \
-    int main(void) {                                                                                                  \
-        static const test_entry cases_[] = {__VA_ARGS__};                                                      \
-        return test_main(suite, cases_, sizeof cases_ / sizeof cases_[0]);                                            \
+    int main(int argc, char **argv) {                                                                                 \
+        static const test_entry cases_[] = {__VA_ARGS__};                                                             \
+        return test_main(suite, cases_, sizeof cases_ / sizeof cases_[0], argc, argv);                                \
     }
 #define TEST(fn) {#fn, fn}
 
@@ -80,7 +81,8 @@ uint64_t counter(uint32_t agent, uint32_t index);
 void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
 int32_t wait_op_within(uint32_t agent, uint64_t op, uint32_t deadline_ms, uint64_t *out_bytes);
 
-/* A source agent in another process: it allocates (kvt_mem_alloc, or malloc with `caller_memory`),
+/* A source agent in another process — this executable started afresh (exec), so that nothing of this
+ * process's UCX state carries over: it allocates (kvt_mem_alloc, or malloc with `caller_memory`),
  * fills with the pattern of `seed` and registers `length` bytes, sends its metadata back and waits.
  * With `new_pid_namespace` it runs as `unshare --pid --fork --mount-proc` would run it: pid 1 of a new
  * pid namespace with its own /proc. */

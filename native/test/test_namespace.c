@@ -88,8 +88,32 @@ static void killed_in_another_namespace(bool caller_memory) {
     pair_close(&p);
 }
 
+/* Shared memory (the default transports) and caller memory: UCX requests over sysv active messages.
+ * With the source stopped they cannot finish; a cancel ends the read within 1 s all the same (its
+ * endpoint force-closed), and the memory deregisters. */
+static void cancel_a_read_from_a_stopped_source_in_another_namespace(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    namespace_pair p;
+    if (!pair_open(&p, true)) return;
+    CHECK(transport_mentions(&p, "gets and puts through UCX"), "the region is read through UCX requests");
+    source_signal(&p.source, SIGSTOP);
+    source_wait_stopped(&p.source);
+    uint64_t op;
+    CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, LENGTH, &op));
+    wait_counter_at_least(p.reader, KVT_COUNTER_INFLIGHT_REQUESTS, 1); /* a request to the stopped source */
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.reader, op));
+    int32_t status = wait_op_within(p.reader, op, 1000, NULL);
+    CHECK(status == KVT_ERR_CANCELED, "the cancelled read ended %s (expected CANCELED within 1 s)",
+          kvt_status_name(status));
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    CHECK_OK(kvt_mem_deregister(p.reader, p.region));
+    CHECK_OK(kvt_mem_register(p.reader, (uint64_t)(uintptr_t)p.memory, LENGTH, KVT_MEM_DRAM, 0, &p.region));
+    pair_close(&p);
+}
+
 static void killed_in_another_namespace_kvreuse_memory(void) { killed_in_another_namespace(false); }
 static void killed_in_another_namespace_caller_memory(void) { killed_in_another_namespace(true); }
 
 TEST_MAIN("namespace", TEST(another_namespace_read_through_shared_memory),
+          TEST(cancel_a_read_from_a_stopped_source_in_another_namespace),
           TEST(killed_in_another_namespace_kvreuse_memory), TEST(killed_in_another_namespace_caller_memory))
