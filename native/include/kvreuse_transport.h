@@ -247,8 +247,8 @@ KVT_API kvt_status kvt_mem_free(uint32_t agent, uint64_t address);
  * Registers [address, address + length) of memory kind `kind` (KVT_MEM_*) on `device` with the
  * agent and returns the region id (unique in the agent, never reused). The caller keeps ownership
  * of the memory and must keep it valid until kvt_mem_deregister succeeds.
- * Refuses: INVALID_PARAM for address 0, length 0, an address range that wraps, an unknown kind, or
- * dram with device != 0; INVALID_PARAM naming the other region when the range overlaps a region
+ * Refuses: INVALID_PARAM for address 0, length 0, an address range that wraps, a dram range with a
+ * page that is not mapped in this process, an unknown kind, or dram with device != 0; INVALID_PARAM naming the other region when the range overlaps a region
  * already registered on the same (kind, device) on this agent; NOT_SUPPORTED for vram (with the
  * reason); NOT_ALLOWED past KVT_MAX_REGIONS; BACKEND when the backend cannot map it.
  * Bumps the agent's metadata generation.

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 static const char *kind_name(uint32_t kind) { return kind == KVT_MEM_DRAM ? "dram" : "vram"; }
 
@@ -165,6 +166,23 @@ static void region_free(kvt_region *region) {
     free(region);
 }
 
+/* Whether every page of [address, +length) is mapped in this process: mincore answers ENOMEM for a
+ * range with an unmapped page (asked in chunks, so its vector stays small). */
+static bool range_mapped(uint64_t address, uint64_t length, uint64_t *out_unmapped) {
+    static const uint64_t chunk_pages = 4096;
+    unsigned char vector[4096];
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t start = address & ~(page - 1), end = address + length;
+    for (uint64_t at = start; at < end; at += chunk_pages * page) {
+        uint64_t span = end - at < chunk_pages * page ? end - at : chunk_pages * page;
+        if (mincore((void *)(uintptr_t)at, span, vector) != 0 && errno == ENOMEM) {
+            *out_unmapped = at;
+            return false;
+        }
+    }
+    return true;
+}
+
 static kvt_status check_register_params(uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
                                         const uint32_t *out_region) {
     if (!out_region) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: out_region is NULL");
@@ -175,6 +193,12 @@ static kvt_status check_register_params(uint64_t address, uint64_t length, uint3
     if (address + length < address)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: [0x%llx, +%llu) wraps around the address space",
                         (unsigned long long)address, (unsigned long long)length);
+    uint64_t unmapped = 0;
+    if (kind == KVT_MEM_DRAM && !range_mapped(address, length, &unmapped))
+        return kvt_fail(KVT_ERR_INVALID_PARAM,
+                        "kvt_mem_register: [0x%llx, +%llu) is not mapped in this process (no mapping in the chunk at "
+                        "0x%llx); register memory this process allocated",
+                        (unsigned long long)address, (unsigned long long)length, (unsigned long long)unmapped);
     if (kind == KVT_MEM_VRAM)
         return kvt_fail(KVT_ERR_NOT_SUPPORTED,
                         "kvt_mem_register: vram (device %u) cannot be registered: this library is built without GPU "

@@ -1,6 +1,7 @@
 /* Memory: allocation, registration refusals, overlap, deregistration and their counters. */
 #include "harness.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 static void alloc_is_page_aligned_and_counted(void) {
@@ -91,6 +92,30 @@ static void register_refusals(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* Memory this process never mapped (or unmapped since), wholly or in part, is refused before the
+ * backend sees it: nothing is registered. */
+static void register_refuses_unmapped_memory(void) {
+    uint32_t agent = make_agent("unmapped");
+    uint32_t region = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, 12345, 4096, KVT_MEM_DRAM, 0, &region));
+    CHECK_DETAIL("is not mapped in this process");
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *two = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(two != MAP_FAILED, "mmap");
+    CHECK(munmap(two + page, (size_t)page) == 0, "munmap");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_register(agent, (uint64_t)(uintptr_t)two, 2 * (uint64_t)page, KVT_MEM_DRAM, 0, &region));
+    CHECK_DETAIL("is not mapped in this process");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, (uint64_t)(uintptr_t)(two + page), (uint64_t)page,
+                                                         KVT_MEM_DRAM, 0, &region));
+    CHECK(counter(agent, KVT_COUNTER_LIVE_REGISTRATIONS) == 0, "nothing was registered");
+    /* The page still mapped registers, even from an unaligned address inside it. */
+    CHECK_OK(kvt_mem_register(agent, (uint64_t)(uintptr_t)two + 100, (uint64_t)page - 100, KVT_MEM_DRAM, 0, &region));
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK(munmap(two, (size_t)page) == 0, "munmap");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 static void overlap_is_per_agent(void) {
     uint32_t a = make_agent("overlap-a");
     uint32_t b = make_agent("overlap-b");
@@ -136,4 +161,4 @@ static void many_regions(void) {
 }
 
 TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlock), TEST(register_refusals),
-          TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions))
+          TEST(register_refuses_unmapped_memory), TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions))

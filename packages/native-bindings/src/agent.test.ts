@@ -40,6 +40,15 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     expect(() => transport.createAgent({ name: agentName('x'), backend: 'rdma' as 'ucx' })).toThrow(InvalidArgumentError);
   });
 
+  it('refuses missing or wrongly shaped options with a typed error before calling the library', () => {
+    const create = transport.createAgent.bind(transport) as (options?: unknown) => unknown;
+    expect(() => create()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
+    expect(() => create(null)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
+    expect(() => create('agent')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
+    expect(() => create({ backend })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'name' }));
+    expect(liveCounters().liveAgents).toBe(0);
+  });
+
   it('refuses every use after close with HandleClosedError; a second close does nothing', () => {
     const agent = transport.createAgent({ name: agentName('closed'), backend });
     const before = transport.counters().liveAgents;

@@ -77,6 +77,7 @@ export class Agent {
 
   /** @internal Use transport.createAgent. */
   static create(library: NativeLibrary, options: AgentOptions): Agent {
+    if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { name, backend }');
     if (typeof options.name !== 'string') throw new InvalidArgumentError('name', options.name, 'must be a string');
     if (!Object.hasOwn(backendIds, options.backend)) {
       throw new InvalidArgumentError('backend', options.backend, `must be one of ${Object.keys(backendIds).join(', ')}`);
@@ -107,9 +108,10 @@ export class Agent {
   allocate(bytes: number | bigint, options: AllocateOptions = {}): Allocation {
     this.#state.assertOpen('allocate memory');
     const length = toUint64(bytes);
-    if (length === undefined || length > BigInt(Number.MAX_SAFE_INTEGER)) {
-      throw new InvalidArgumentError('bytes', bytes, 'must be a non-negative safe integer');
+    if (length === undefined || length === 0n || length > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new InvalidArgumentError('bytes', bytes, 'must be a positive safe integer');
     }
+    if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { mlock? }');
     const out = new BigUint64Array(1);
     check(this.#library, 'kvt_mem_alloc', this.#library.api.kvt_mem_alloc(this.#id, length, options.mlock === true ? ALLOC_MLOCK : 0, out));
     return new Allocation(this.#context, out[0] ?? 0n, Number(length));
@@ -121,6 +123,7 @@ export class Agent {
    */
   register(memory: MemoryRange | Allocation): Region {
     this.#state.assertOpen('register memory');
+    if (!isObject(memory)) throw new InvalidArgumentError('memory', memory, 'must be an Allocation or { address, bytes, kind?, device? }');
     if (memory instanceof Allocation) {
       if (!memory.isOpen) throw new HandleClosedError('Allocation', `0x${memory.address.toString(16)}`, 'register memory');
       return registerMemory(this.#context, { address: memory.address, bytes: memory.bytes });
@@ -252,4 +255,8 @@ export class Agent {
     if (this.#pending.size > 0 || this.#notifications.hasWaiters) this.#wake.ref();
     else this.#wake.unref();
   }
+}
+
+function isObject(value: unknown): value is object {
+  return typeof value === 'object' && value !== null;
 }

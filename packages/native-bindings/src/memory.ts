@@ -110,8 +110,8 @@ export function registerMemory(agent: AgentContext, range: MemoryRange): Region 
   const address = toUint64(range.address);
   if (address === undefined) throw new InvalidArgumentError('address', range.address, 'must be a non-negative integer below 2^64');
   const bytes = toUint64(range.bytes);
-  if (bytes === undefined || bytes > BigInt(Number.MAX_SAFE_INTEGER)) {
-    throw new InvalidArgumentError('bytes', range.bytes, 'must be a non-negative safe integer');
+  if (bytes === undefined || bytes === 0n || bytes > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new InvalidArgumentError('bytes', range.bytes, 'must be a positive safe integer');
   }
   const kind = range.kind ?? 'dram';
   const kindId = memoryKinds.indexOf(kind);
