@@ -34,6 +34,13 @@ uint64_t counter(uint32_t agent, uint32_t index) {
     return values[index];
 }
 
+bool peer_transport_mentions(uint32_t agent, uint32_t peer, const char *needle) {
+    char text[8192];
+    uint32_t length = 0;
+    CHECK_OK(kvt_peer_transport(agent, peer, text, sizeof text, &length));
+    return strstr(text, needle) != NULL;
+}
+
 static void check_process_clean(void) {
     static const uint32_t gauges[] = {KVT_COUNTER_LIVE_AGENTS,       KVT_COUNTER_LIVE_REGISTRATIONS,
                                       KVT_COUNTER_REGISTERED_BYTES,  KVT_COUNTER_LIVE_ALLOCATIONS,

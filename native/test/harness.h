@@ -75,6 +75,8 @@ kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t 
                     uint64_t local_offset, uint32_t remote_region, uint64_t remote_offset, uint64_t length,
                     uint64_t *out_op);
 uint64_t counter(uint32_t agent, uint32_t index);
+/* Whether kvt_peer_transport's description of the path to `peer` mentions `needle`. */
+bool peer_transport_mentions(uint32_t agent, uint32_t peer, const char *needle);
 /* Waits (kvt_agent_wait) until `op` is terminal or `deadline_ms` passed (scaled by 10 under valgrind);
  * returns its status, KVT_IN_PROGRESS when the deadline passed first. Consumes its completion. */
 /* Waits until counter `index` of `agent` is at least `value` (fails after 10 s). */

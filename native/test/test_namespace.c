@@ -41,19 +41,12 @@ static void read_and_verify(const namespace_pair *p) {
     CHECK(check_pattern(p->memory, LENGTH, SEED), "the bytes read are the source's");
 }
 
-static bool transport_mentions(const namespace_pair *p, const char *needle) {
-    char text[8192];
-    uint32_t length = 0;
-    CHECK_OK(kvt_peer_transport(p->reader, p->peer, text, sizeof text, &length));
-    return strstr(text, needle) != NULL;
-}
-
 /* Shared memory (the default transports): kvreuse-owned memory is mapped and read directly. */
 static void another_namespace_read_through_shared_memory(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     namespace_pair p;
     if (!pair_open(&p, false)) return;
-    CHECK(transport_mentions(&p, "mapped through shared memory"), "the region is mapped here");
+    CHECK(peer_transport_mentions(p.reader, p.peer, "mapped through shared memory"), "the region is mapped here");
     read_and_verify(&p);
     pair_close(&p);
 }
@@ -67,7 +60,7 @@ static void killed_in_another_namespace(bool caller_memory) {
     bool opened = pair_open(&p, caller_memory);
     unsetenv("UCX_TLS");
     if (!opened) return;
-    CHECK(transport_mentions(&p, "gets and puts through UCX"), "the region is read through UCX requests");
+    CHECK(peer_transport_mentions(p.reader, p.peer, "gets and puts through UCX"), "the region is read through UCX requests");
     read_and_verify(&p);
 
     source_signal(&p.source, SIGSTOP);
@@ -95,7 +88,7 @@ static void cancel_a_read_from_a_stopped_source_in_another_namespace(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     namespace_pair p;
     if (!pair_open(&p, true)) return;
-    CHECK(transport_mentions(&p, "gets and puts through UCX"), "the region is read through UCX requests");
+    CHECK(peer_transport_mentions(p.reader, p.peer, "gets and puts through UCX"), "the region is read through UCX requests");
     source_signal(&p.source, SIGSTOP);
     source_wait_stopped(&p.source);
     uint64_t op;

@@ -127,13 +127,6 @@ static void read_then_write_verifies_every_byte(void) {
     pair_close(&p);
 }
 
-static bool path_mentions(const pair *p, const char *needle) {
-    char path[8192];
-    uint32_t length = 0;
-    CHECK_OK(kvt_peer_transport(p->reader, p->peer, path, sizeof path, &length));
-    return strstr(path, needle) != NULL;
-}
-
 /* Caller memory (malloc): over UCX no shared-memory segment, so it moves with gets, not direct copies. */
 static void caller_memory_reads_every_byte(void) {
     enum { LENGTH = 1 << 20, PIECE = 8192 };
@@ -149,7 +142,7 @@ static void caller_memory_reads_every_byte(void) {
     p.reader_memory = reader_memory;
     p.peer = load_peer(reader, source, &p.generation);
     if (test_backend == KVT_BACKEND_UCX)
-        CHECK(path_mentions(&p, "through UCX") && !path_mentions(&p, "copied directly"), "caller memory uses requests");
+        CHECK(peer_transport_mentions(p.reader, p.peer, "through UCX") && !peer_transport_mentions(p.reader, p.peer, "copied directly"), "caller memory uses requests");
     batch b = scrambled_batch(LENGTH, PIECE);
     /* READ only: over UCX the source's progress thread answers from this memory, through shared memory
      * ThreadSanitizer cannot see, so the test must not write it again before deregistering. */
@@ -200,7 +193,7 @@ static void a_batch_past_the_cache_verifies_every_byte(void) {
     uint64_t length = (kvt_streaming_threshold() / (1u << 20) + 2) * (1u << 20);
     pair p = pair_open("stream-source", "stream-reader", length);
     if (test_backend == KVT_BACKEND_UCX)
-        CHECK(path_mentions(&p, "copied directly"), "a kvt_mem_alloc bank on this host is mapped and copied directly");
+        CHECK(peer_transport_mentions(p.reader, p.peer, "copied directly"), "a kvt_mem_alloc bank on this host is mapped and copied directly");
     fill_pattern(p.source_memory, length, 5);
     batch b = scrambled_batch(length, piece);
     move_mirrored(&p, KVT_XFER_READ, &b, piece);
