@@ -84,10 +84,9 @@ typedef struct {
     uint64_t start_time;
 } kvt_process_identity;
 void kvt_process_identity_self(kvt_process_identity *out);
-/* Whether a process can be judged by its pid from here: same host (boot id) and same pid namespace. */
-bool kvt_process_checkable(const kvt_process_identity *identity);
-/* True only when the process is checkable and no process with that pid and start time is alive (a
- * zombie counts as gone). Peers elsewhere are never judged gone here: the transport reports them. */
+/* True only when the process shares this process's host (boot id) and pid namespace and no process
+ * with that pid and start time is alive (a zombie counts as gone). Peers elsewhere are never judged
+ * gone here: the transport reports them. */
 bool kvt_process_gone(const kvt_process_identity *identity);
 
 /* ---- objects ---------------------------------------------------------------------------------- */

@@ -74,7 +74,8 @@ static pthread_once_t own_once = PTHREAD_ONCE_INIT;
 
 static void read_own_identity(void) { kvt_process_identity_self(&own); }
 
-bool kvt_process_checkable(const kvt_process_identity *identity) {
+/* Whether a process can be judged by its pid from here: same host (boot id) and same pid namespace. */
+static bool process_checkable(const kvt_process_identity *identity) {
     static const uint8_t unknown[16];
     pthread_once(&own_once, read_own_identity);
     return memcmp(identity->boot_id, unknown, sizeof unknown) != 0 &&
@@ -83,7 +84,7 @@ bool kvt_process_checkable(const kvt_process_identity *identity) {
 }
 
 bool kvt_process_gone(const kvt_process_identity *identity) {
-    if (!kvt_process_checkable(identity)) return false;
+    if (!process_checkable(identity)) return false;
     uint64_t start_time;
     char state;
     if (!read_process_stat(identity->pid, &start_time, &state)) return true;

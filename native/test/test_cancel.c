@@ -1,6 +1,7 @@
 /* Bounded cancellation over UCX's tcp transport (the path two hosts take), against a source process:
  * an operation cancelled while the source is stopped with requests in flight becomes terminal within
- * 1 s and its memory deregisters; UCX requests never exceed KVT_MAX_REQUEST_BYTES. */
+ * 1 s and its memory deregisters; requests that cannot end get their endpoint force-closed; UCX
+ * requests never exceed KVT_MAX_REQUEST_BYTES. */
 #include "harness.h"
 
 #include <signal.h>
@@ -61,10 +62,34 @@ static uint64_t bytes_done(const tcp_pair *p, uint64_t op, int32_t *status) {
     return done;
 }
 
+/* After the source resumes, loading its metadata again (a no-op when the endpoint still stands, a new
+ * endpoint when it was force-closed) gives a peer that reads. */
+static void reload_and_read(tcp_pair *p) {
+    source_signal(&p->source, SIGCONT);
+    CHECK_OK(kvt_peer_load(p->agent, p->source.blob, p->source.length, &p->peer, &p->generation));
+    memset(p->memory, 0, piece_bytes());
+    uint64_t op;
+    CHECK_OK(post_one(p->agent, KVT_XFER_READ, p->peer, p->generation, p->region, 0, 1, 0, piece_bytes(), &op));
+    CHECK(wait_op(p->agent, op, NULL) == KVT_OK, "a read after the reload");
+    CHECK_OK(kvt_xfer_release(p->agent, op));
+}
+
+/* Cancels `op`: terminal with CANCELED within 1 s, nothing left in flight, and its memory deregisters
+ * (it is registered again for what follows). */
+static void cancel_within_a_second(tcp_pair *p, uint64_t op) {
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p->agent, op));
+    int32_t status = wait_op_within(p->agent, op, 1000, NULL);
+    CHECK(status == KVT_ERR_CANCELED, "the cancelled batch ended %s (expected CANCELED within 1 s)",
+          kvt_status_name(status));
+    CHECK(counter(p->agent, KVT_COUNTER_INFLIGHT_REQUESTS) == 0, "no request is left in flight");
+    CHECK_OK(kvt_xfer_release(p->agent, op));
+    CHECK_OK(kvt_mem_deregister(p->agent, p->region));
+    CHECK_OK(kvt_mem_register(p->agent, (uint64_t)(uintptr_t)p->memory, p->length, KVT_MEM_DRAM, 0, &p->region));
+}
+
 /* A batch moves while the source runs; once bytes arrived the source is stopped, with requests in
- * flight, and the batch is cancelled: terminal within 1 s, its memory deregisters, and the peer
- * (its endpoint force-closed) is usable again after a reload. */
-static void cancel_with_the_source_stopped(uint32_t direction) {
+ * flight, and the batch is cancelled: terminal within 1 s, and its memory deregisters. */
+static void cancel_with_the_source_stopped_mid_batch(uint32_t direction) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process to stop");
     tcp_pair p;
     uint64_t total = (uint64_t)PIECES * piece_bytes();
@@ -83,37 +108,39 @@ static void cancel_with_the_source_stopped(uint32_t direction) {
           "the batch (%llu bytes) was still moving when the source stopped (%llu done, status %s)",
           (unsigned long long)total, (unsigned long long)before, kvt_status_name(status));
     wait_counter_at_least(p.agent, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
-
-    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.agent, op));
-    status = wait_op_within(p.agent, op, 1000, NULL);
-    CHECK(status == KVT_ERR_CANCELED, "the cancelled batch ended %s (expected CANCELED within 1 s)",
-          kvt_status_name(status));
-    CHECK(counter(p.agent, KVT_COUNTER_INFLIGHT_REQUESTS) == 0, "no request is left in flight");
-    CHECK_OK(kvt_xfer_release(p.agent, op));
-    /* Quiescent: the memory it named deregisters (and is registered again for what follows). */
-    CHECK_OK(kvt_mem_deregister(p.agent, p.region));
-    CHECK_OK(kvt_mem_register(p.agent, (uint64_t)(uintptr_t)p.memory, total, KVT_MEM_DRAM, 0, &p.region));
-
-    /* The endpoint was force-closed: posts are refused until the peer is loaded again. */
-    uint32_t state;
-    CHECK_OK(kvt_peer_info(p.agent, p.peer, NULL, &state, NULL));
-    CHECK(state == KVT_PEER_DISCONNECTED, "the peer is disconnected (state %u)", state);
-    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, post_one(p.agent, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0,
-                                                     piece_bytes(), &op));
-    source_signal(&p.source, SIGCONT);
-    uint64_t old_generation = p.generation;
-    CHECK_OK(kvt_peer_load(p.agent, p.source.blob, p.source.length, &p.peer, &p.generation));
-    CHECK(p.generation > old_generation, "the reload is a new generation");
-    memset(p.memory, 0, piece_bytes());
-    CHECK_OK(post_one(p.agent, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, piece_bytes(), &op));
-    CHECK(wait_op(p.agent, op, NULL) == KVT_OK, "a read over the new endpoint");
-    CHECK_OK(kvt_xfer_release(p.agent, op));
+    cancel_within_a_second(&p, op);
+    reload_and_read(&p);
     if (direction == KVT_XFER_READ) CHECK(check_pattern(p.memory, piece_bytes(), SEED), "the bytes are the source's");
     pair_close(&p);
 }
 
-static void cancel_read_from_a_stopped_source(void) { cancel_with_the_source_stopped(KVT_XFER_READ); }
-static void cancel_write_to_a_stopped_source(void) { cancel_with_the_source_stopped(KVT_XFER_WRITE); }
+static void cancel_read_from_a_stopped_source(void) { cancel_with_the_source_stopped_mid_batch(KVT_XFER_READ); }
+static void cancel_write_to_a_stopped_source(void) { cancel_with_the_source_stopped_mid_batch(KVT_XFER_WRITE); }
+
+/* Gets issued after the source stopped can never complete, and ucp_request_cancel does not end them:
+ * the cancel force-closes the endpoint. The peer is then disconnected (posts refused) until its
+ * metadata is loaded again, which connects a new endpoint. */
+static void cancel_force_closes_the_endpoint_of_requests_that_cannot_end(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process to stop");
+    tcp_pair p;
+    pair_open(&p, (uint64_t)PIECES * piece_bytes());
+    source_signal(&p.source, SIGSTOP);
+    source_wait_stopped(&p.source);
+    uint64_t op = post_pieces(&p, KVT_XFER_READ, PIECES, piece_bytes(), true);
+    wait_counter_at_least(p.agent, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
+    cancel_within_a_second(&p, op);
+    uint32_t state;
+    CHECK_OK(kvt_peer_info(p.agent, p.peer, NULL, &state, NULL));
+    CHECK(state == KVT_PEER_DISCONNECTED, "the peer is disconnected (state %u)", state);
+    CHECK(peer_transport_mentions(p.agent, p.peer, "is closed"), "its endpoint was closed");
+    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, post_one(p.agent, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0,
+                                                     piece_bytes(), &op));
+    uint64_t old_generation = p.generation;
+    reload_and_read(&p);
+    CHECK(p.generation > old_generation, "the reload is a new generation");
+    CHECK(check_pattern(p.memory, piece_bytes(), SEED), "the bytes are the source's");
+    pair_close(&p);
+}
 
 /* One merged descriptor of several KVT_MAX_REQUEST_BYTES is issued as that many requests, both ways. */
 static void merged_descriptors_are_issued_in_capped_requests(void) {
@@ -143,4 +170,4 @@ static void merged_descriptors_are_issued_in_capped_requests(void) {
 }
 
 TEST_MAIN("cancel", TEST(merged_descriptors_are_issued_in_capped_requests), TEST(cancel_read_from_a_stopped_source),
-          TEST(cancel_write_to_a_stopped_source))
+          TEST(cancel_write_to_a_stopped_source), TEST(cancel_force_closes_the_endpoint_of_requests_that_cannot_end))

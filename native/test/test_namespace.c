@@ -76,6 +76,7 @@ static void killed_in_another_namespace(bool caller_memory) {
     uint32_t state;
     CHECK_OK(kvt_peer_info(p.reader, p.peer, NULL, &state, NULL));
     CHECK(state == KVT_PEER_DISCONNECTED, "the peer shows as disconnected (state %u)", state);
+    CHECK(peer_transport_mentions(p.reader, p.peer, "is closed"), "the failed endpoint was closed");
     CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT,
                  post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, LENGTH, &op));
     pair_close(&p);
