@@ -273,7 +273,7 @@ static void __attribute__((noreturn)) exec_source(const source_options *options,
 /* In a new pid namespace (and mount namespace, for its own /proc) the first child is pid 1. */
 static bool enter_pid_namespace(void) {
     if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) return false;
-    return mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
+    return mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0; /* type ignored: a propagation change */
 }
 
 bool source_spawn(const source_options *options, source_process *out) {

@@ -55,6 +55,8 @@ describe.runIf(ucxAvailable || inCi)('a 308 MB ucx pull whose source is cut off'
       const { source, destination } = await cutMidPull('sigkill', 'SIGKILL', 'native-first');
       try {
         expect(await source.exit).toEqual({ code: null, signal: 'SIGKILL' });
+        await destination.message('quiescent');
+        destination.send({ event: 'shut-down' });
         const done = await destination.message<Record<string, any>>('done');
         expect(done['outcome']).toMatchObject({ ok: false, code: 'OPERATION_FAILED' });
         expect(done['outcome'].message).toContain('REMOTE_DISCONNECT');
@@ -73,12 +75,15 @@ describe.runIf(ucxAvailable || inCi)('a 308 MB ucx pull whose source is cut off'
     async () => {
       const { source, destination } = await cutMidPull('sigstop', 'SIGSTOP', 'timeout-first');
       try {
+        // The operation ends while the source is still stopped; it runs again before the shutdown.
+        await destination.message('quiescent');
+        source.child.kill('SIGCONT');
+        destination.send({ event: 'shut-down' });
         const done = await destination.message<Record<string, any>>('done');
         expect(done['outcome']).toMatchObject({ ok: false, code: 'OPERATION_TIMED_OUT' });
         expect(done['quiescence']).toMatchObject({ terminal: 'cancelled', code: 'CANCELED', late: false, quarantined: false });
         expectReleased(done);
         expect(await destination.exit).toEqual({ code: 0, signal: null });
-        source.child.kill('SIGCONT');
       } catch (error) {
         throw withStderr(error, source, destination);
       }

@@ -67,6 +67,10 @@ await hear(); // the source was cut off
 const outcome = await operation.outcome;
 const quiescence = await operation.quiescence;
 const afterEnd = { phase: operation.phase, bankState: bank.state, references: bank.references, health: peers.health(sourceName) };
+tell({ event: 'quiescent' });
+// Shutdown closes the endpoint to the source, which waits for a stopped source to run again (the
+// native close is not bounded yet): the parent resumes it first.
+await hear();
 const result = await controller.shutdown();
 tell({
   event: 'done',
