@@ -3,9 +3,12 @@ import { RankPartPublicationError } from '../errors.js';
 import { checkFunction, checkOptionsObject } from '../options.js';
 import type { TransportMetadata } from './publish.js';
 
-/** The blob header this reader knows (native/src/metadata.c, little-endian): "KVTM" | u16 version | u16 backend | u64 incarnation | u64 generation. */
+/**
+ * The blob header this reader knows (native/src/metadata.c, little-endian): "KVTM" | u16 version | u16 backend | u64 incarnation | u64 generation.
+ * Version 2 (the process identity names its pid namespace) kept this header.
+ */
 const MAGIC = 'KVTM';
-const FORMAT_VERSION = 1;
+const FORMAT_VERSION = 2;
 const GENERATION_OFFSET = 16;
 
 /**
