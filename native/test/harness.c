@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -283,6 +284,7 @@ bool source_spawn(const source_options *options, source_process *out) {
     pid_t child = fork();
     CHECK(child >= 0, "fork");
     if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test exits at once: its sources (stopped or not) go too */
         close(up[0]);
         close(down[1]);
         close(probe[0]);
@@ -293,6 +295,7 @@ bool source_spawn(const source_options *options, source_process *out) {
         pid_t init = fork(); /* as `unshare --fork`: pid 1 of the new namespace */
         CHECK(init >= 0, "fork into the namespace");
         if (init == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0, "mount /proc: %s",
                   strerror(errno));
             close(probe[1]);
