@@ -1,7 +1,7 @@
 // Benchmarks of the native transport through the TypeScript facade, each beside its anchor measured
 // in the same run: ucx_perftest -t ucp_get for cross-process READ bandwidth, a single-thread memcpy
 // (Buffer.copy) for the 42-block pull and for the per-descriptor overhead.
-// Writes /work/main/bench/parts/native-bindings.json.
+// Writes bench/parts/native-bindings.json at the repository root.
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
