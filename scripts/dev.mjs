@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readReports, testProjects, testTasksOf, testTotals, totalsLine } from './test-totals.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const task = process.argv[2];
@@ -20,16 +21,21 @@ if (!(task in tasks)) {
 
 const env = { ...process.env, TURBO_TELEMETRY_DISABLED: '1', DO_NOT_TRACK: '1', TURBO_NO_UPDATE_NOTIFIER: '1' };
 
-function run(command, args, options = {}) {
+/** Runs a command to its end; returns its exit status (a signal's name if it was killed). */
+function runToEnd(command, args, options = {}) {
   const result = spawnSync(command, args, { stdio: 'inherit', cwd: root, env, ...options });
   if (result.error) {
     console.error(`kvreuse: could not start ${command}: ${result.error.message}`);
     process.exit(1);
   }
-  if (result.status !== 0) {
-    console.error(`kvreuse: ${[command, ...args].join(' ')} exited with ${result.status ?? result.signal}`);
-    process.exit(result.status ?? 1);
-  }
+  if (result.status !== 0) console.error(`kvreuse: ${[command, ...args].join(' ')} exited with ${result.status ?? result.signal}`);
+  return result.status ?? result.signal;
+}
+
+/** Runs a command; exits this script when the command fails. */
+function run(command, args, options = {}) {
+  const status = runToEnd(command, args, options);
+  if (status !== 0) process.exit(typeof status === 'number' ? status : 1);
 }
 
 function commandExists(command) {
@@ -74,6 +80,11 @@ function pnpm(args) {
   run(command, [...prefix, ...args]);
 }
 
+function pnpmToEnd(args) {
+  const [command, ...prefix] = pnpmCommand();
+  return runToEnd(command, [...prefix, ...args]);
+}
+
 function install() {
   ensureSystemPackages();
   pnpm(['install', '--frozen-lockfile', '--reporter=append-only']);
@@ -82,26 +93,32 @@ function install() {
 function runTests() {
   install();
   const resultsDir = join(root, '.test-results');
+  const summariesDir = join(root, '.turbo', 'runs');
   rmSync(resultsDir, { recursive: true, force: true });
+  rmSync(summariesDir, { recursive: true, force: true });
   // --force: a cached "test" would replay old output without running anything. One task at a time:
   // the process tests (UCX pulls, leases, killed peers) then have the machine's two cores to themselves.
-  pnpm(['exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test', '--concurrency=1', '--output-logs=full', '--force', '--continue']);
-  printTestTotals(resultsDir);
+  // --continue=dependencies-successful: every task runs whatever else failed, except tasks whose own
+  // build failed. --summarize: the run summary says which test tasks ran and how they ended.
+  const status = pnpmToEnd([
+    'exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test',
+    '--concurrency=1', '--output-logs=full', '--force', '--continue=dependencies-successful', '--summarize',
+  ]);
+  const passed = printTestTotals(resultsDir, summariesDir);
+  process.exit(status === 0 && passed ? 0 : 1);
 }
 
-// Every package's vitest writes a JSON report; one closing line says what the whole run did.
-function printTestTotals(resultsDir) {
-  const reports = existsSync(resultsDir) ? readdirSync(resultsDir).filter((f) => f.endsWith('.json')) : [];
-  const totals = { passed: 0, failed: 0, skipped: 0 };
-  for (const file of reports) {
-    const report = JSON.parse(readFileSync(join(resultsDir, file), 'utf8'));
-    totals.passed += report.numPassedTests;
-    totals.failed += report.numFailedTests;
-    totals.skipped += report.numPendingTests + (report.numTodoTests ?? 0);
-  }
-  console.log(`\nkvreuse: ${reports.length} test projects`);
-  console.log(`${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
-  if (reports.length === 0 || totals.passed === 0 || totals.failed > 0) process.exit(1);
+// Every package's vitest writes a JSON report; one closing line says what the whole run did. It is
+// printed whatever failed before it.
+function printTestTotals(resultsDir, summariesDir) {
+  const reports = readReports(resultsDir);
+  const summaries = existsSync(summariesDir) ? readdirSync(summariesDir).filter((f) => f.endsWith('.json')) : [];
+  const summary = summaries.length === 1 ? JSON.parse(readFileSync(join(summariesDir, summaries[0]), 'utf8')) : { tasks: [] };
+  const totals = testTotals(reports, testTasksOf(summary, testProjects(root)));
+  console.log(`\nkvreuse: ${reports.size} test projects reported`);
+  for (const problem of totals.problems) console.log(`kvreuse: counted as failed: ${problem}`);
+  console.log(totalsLine(totals));
+  return totals.passed > 0 && totals.failed === 0;
 }
 
 function runDemo() {

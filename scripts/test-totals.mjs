@@ -1,0 +1,82 @@
+// The closing line of `npm test`: what every package's tests did, from vitest's JSON reports and
+// turbo's run summary. A failure counts wherever it shows: a failed test, a test file that failed
+// without a failing test (it did not load, or a hook failed), and a test task that failed or never
+// ran although its report (if any) shows no failure (a crash, an unhandled error, a failed build).
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+
+/** Counts one vitest JSON report; `problems` names each file that failed without a failing test. */
+export function countReport(report) {
+  const problems = [];
+  for (const file of report.testResults ?? []) {
+    const failedTests = (file.assertionResults ?? []).filter((test) => test.status === 'failed').length;
+    if (file.status === 'failed' && failedTests === 0) {
+      const reason = (file.message ?? '').split('\n')[0] || 'no message';
+      problems.push(`${file.name} failed outside its tests: ${reason}`);
+    }
+  }
+  return {
+    passed: report.numPassedTests ?? 0,
+    failed: (report.numFailedTests ?? 0) + problems.length,
+    skipped: (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0),
+    problems,
+  };
+}
+
+/**
+ * Totals over the reports (project name → report) and the run's test tasks ({ project, exitCode },
+ * exitCode undefined when the task never ran). A task that did not succeed although its report
+ * counted no failure adds one failure, named in `problems`.
+ */
+export function testTotals(reports, testTasks) {
+  const totals = { passed: 0, failed: 0, skipped: 0, problems: [] };
+  const counted = new Map();
+  for (const [project, report] of reports) {
+    const count = countReport(report);
+    counted.set(project, count);
+    totals.passed += count.passed;
+    totals.failed += count.failed;
+    totals.skipped += count.skipped;
+    totals.problems.push(...count.problems.map((problem) => `${project}: ${problem}`));
+  }
+  for (const { project, exitCode } of testTasks) {
+    if (exitCode === 0 || (counted.get(project)?.failed ?? 0) > 0) continue;
+    totals.failed += 1;
+    if (exitCode === undefined) totals.problems.push(`${project}: its test task did not run (a task it depends on failed)`);
+    else if (!counted.has(project)) totals.problems.push(`${project}: its test task exited with ${exitCode} and wrote no report`);
+    else totals.problems.push(`${project}: its test task exited with ${exitCode} although no test failed (see its log)`);
+  }
+  return totals;
+}
+
+/** The line CI reads; it stays alone on its line, in exactly this form. */
+export function totalsLine(totals) {
+  return `${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`;
+}
+
+/** Every `<project>.json` vitest report in `dir`, by project name. */
+export function readReports(dir) {
+  const files = existsSync(dir) ? readdirSync(dir).filter((file) => file.endsWith('.json')) : [];
+  return new Map(files.map((file) => [basename(file, '.json'), JSON.parse(readFileSync(join(dir, file), 'utf8'))]));
+}
+
+/**
+ * The outcome of each project's test task in a turbo run summary (`turbo run --summarize`): its exit
+ * code, or undefined when the summary does not list it (turbo skipped it after a failed dependency).
+ * A project is named by its package's folder, as its vitest project is.
+ */
+export function testTasksOf(summary, projects) {
+  const exitCodes = new Map(
+    summary.tasks.filter((task) => task.task === 'test').map((task) => [basename(task.directory), task.execution?.exitCode]),
+  );
+  return projects.map((project) => ({ project, exitCode: exitCodes.get(project) }));
+}
+
+/** The workspace packages (folders under `packages/` and `tools/`) that have a `test` script. */
+export function testProjects(root) {
+  return ['packages', 'tools'].flatMap((group) =>
+    readdirSync(join(root, group))
+      .filter((dir) => existsSync(join(root, group, dir, 'package.json')))
+      .filter((dir) => JSON.parse(readFileSync(join(root, group, dir, 'package.json'), 'utf8')).scripts?.test !== undefined),
+  );
+}
