@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import koffi, { type LibraryHandle } from 'koffi';
 import { LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, NativeTransportError } from './errors.js';
 import { statusCodeName, statusOf } from './status.js';
+import { applyUcxDefaults } from './ucx-defaults.js';
 
 /** The library file name; the one place that knows it. */
 export const LIBRARY_FILE = 'libkvreuse_transport.so';
@@ -200,6 +201,10 @@ export function openLibrary(path: string | undefined): NativeLibrary {
   const cached = loaded.get(found);
   if (cached !== undefined) return cached;
 
+  // The one place library code touches process.env: UCX reads its settings from the environment when
+  // libucs loads (with this library), and its defaults do not suit a Node process (see ucx-defaults.ts).
+  // Settings the user made are kept.
+  applyUcxDefaults(process.env);
   let handle: LibraryHandle;
   try {
     handle = koffi.load(found);

@@ -1,0 +1,30 @@
+// One process of the start-up stress (see stress.ts): `cycles` times over, two ucx agents are created,
+// each allocates and registers a bank, the reader loads the source as a peer, reads the source's bank
+// in 16 pieces, verifies every byte, and everything is closed again. A line per cycle tells the parent
+// how far it got. Usage: cycles.ts <backend> <cycles>
+import type { Backend } from '@kvreuse/native-bindings';
+import { emit } from '../support/child.js';
+import { findPatternMismatch, piecewiseDescriptors } from '../support/content.js';
+import { openPair, readRequest } from '../support/pair.js';
+
+const backend = process.argv[2] as Backend;
+const cycles = Number(process.argv[3]);
+if (!Number.isSafeInteger(cycles) || cycles < 1) throw new Error(`usage: cycles.ts <backend> <cycles> (got ${process.argv.slice(2).join(' ')})`);
+
+const PIECES = 16;
+const PIECE_BYTES = 64 * 1024;
+
+emit({ event: 'started', pid: process.pid });
+for (let cycle = 1; cycle <= cycles; cycle++) {
+  const pair = openPair(backend, PIECES * PIECE_BYTES, cycle);
+  const operation = pair.reader.post(readRequest(pair, piecewiseDescriptors(PIECES, PIECE_BYTES)));
+  const result = await operation.done;
+  operation.release();
+  const mismatch = findPatternMismatch(pair.readerBank.view(), cycle);
+  pair.close();
+  if (result.bytesDone !== PIECES * PIECE_BYTES || mismatch !== -1) {
+    throw new Error(`cycle ${cycle}: read ${result.bytesDone} bytes, first wrong byte at ${mismatch}`);
+  }
+  emit({ event: 'cycle', cycle });
+}
+emit({ event: 'done', cycles });
