@@ -252,6 +252,7 @@ static void *progress_main(void *arg) {
 
     /* The hot path (operations in flight) takes no lock and makes no system call per round. */
     for (;;) {
+        if (atomic_load_explicit(&agent->abandoned, memory_order_acquire)) return NULL;
         bool worked = false;
         if (!run_commands(agent, &worked)) break;
         worked |= agent->backend->progress(agent);
@@ -480,6 +481,29 @@ kvt_status kvt_agent_destroy(uint32_t agent_id) {
     kvt_counter_add(NULL, KVT_COUNTER_PENDING_NOTIFICATIONS, -(int64_t)agent->notification_count);
     agent_free(agent);
     return KVT_OK;
+}
+
+/* ---- library unload ------------------------------------------------------------------------------ */
+
+/* Agents may still be open when the library goes away: Node's koffi unloads it when Node tears its
+ * environment down, and a process may exit without closing them. Their progress threads must not run
+ * this library's code once it is unmapped, nor UCX's once UCX's own destructors ran (they run after
+ * this one): stop each thread where it is and wait for it. Nothing is freed; the process is going. An
+ * agent whose destroy is under way is left to that destroy, which joins its thread. */
+__attribute__((destructor)) static void abandon_agents_at_unload(void) {
+    pthread_mutex_lock(&agents_lock);
+    uint32_t count = 0;
+    pthread_t *threads = agent_count ? calloc(agent_count, sizeof *threads) : NULL;
+    for (uint32_t i = 0; threads && i < agent_count; i++) {
+        kvt_agent *agent = agents[i];
+        if (!agent->ready || agent->closing) continue;
+        atomic_store_explicit(&agent->abandoned, true, memory_order_release);
+        kvt_agent_kick(agent);
+        threads[count++] = agent->thread;
+    }
+    pthread_mutex_unlock(&agents_lock);
+    for (uint32_t i = 0; i < count; i++) pthread_join(threads[i], NULL);
+    free(threads);
 }
 
 /* ---- completion delivery -------------------------------------------------------------------------- */

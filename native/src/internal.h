@@ -283,6 +283,7 @@ struct kvt_agent {
     _Atomic bool commands_pending;
     int command_fd; /* eventfd the progress thread sleeps on */
     pthread_t thread;
+    _Atomic bool abandoned; /* the library is being unloaded: the progress thread returns at once */
 
     kvt_fault faults[3];
     uint32_t delay_ms;

@@ -1,7 +1,8 @@
 // One process of the start-up stress (see stress.ts): `cycles` times over, two ucx agents are created,
 // each allocates and registers a bank, the reader loads the source as a peer, reads the source's bank
-// in 16 pieces, verifies every byte, and everything is closed again. A line per cycle tells the parent
-// how far it got. Usage: cycles.ts <backend> <cycles>
+// in 16 pieces, verifies every byte, and everything is closed again. Each cycle also leaves JavaScript
+// garbage behind, so that V8's collector threads map and unmap memory alongside, as in a real worker.
+// A line per cycle tells the parent how far it got. Usage: cycles.ts <backend> <cycles>
 import type { Backend } from '@kvreuse/native-bindings';
 import { emit } from '../support/child.js';
 import { findPatternMismatch, piecewiseDescriptors } from '../support/content.js';
@@ -14,8 +15,11 @@ if (!Number.isSafeInteger(cycles) || cycles < 1) throw new Error(`usage: cycles.
 const PIECES = 16;
 const PIECE_BYTES = 64 * 1024;
 
+let garbage: unknown[] = [];
+
 emit({ event: 'started', pid: process.pid });
 for (let cycle = 1; cycle <= cycles; cycle++) {
+  garbage = Array.from({ length: 50_000 }, (_, index) => ({ cycle, index, label: `cycle ${cycle} item ${index}` }));
   const pair = openPair(backend, PIECES * PIECE_BYTES, cycle);
   const operation = pair.reader.post(readRequest(pair, piecewiseDescriptors(PIECES, PIECE_BYTES)));
   const result = await operation.done;
@@ -25,6 +29,6 @@ for (let cycle = 1; cycle <= cycles; cycle++) {
   if (result.bytesDone !== PIECES * PIECE_BYTES || mismatch !== -1) {
     throw new Error(`cycle ${cycle}: read ${result.bytesDone} bytes, first wrong byte at ${mismatch}`);
   }
-  emit({ event: 'cycle', cycle });
+  emit({ event: 'cycle', cycle, garbage: garbage.length });
 }
 emit({ event: 'done', cycles });

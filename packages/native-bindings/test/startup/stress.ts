@@ -2,7 +2,9 @@
 // create → allocate → register → load a peer → read → close (cycles.ts), while `victims` more such
 // processes at a time are SIGKILLed at random moments and replaced. Every process runs with core dumps
 // enabled in a directory of its own; a process that dies any other way is a crash, reported with its
-// stderr and, when it left a core and gdb is installed, every thread's backtrace.
+// stderr and, when it left a core and gdb is installed, every thread's backtrace. A process that makes
+// no progress for `stallMs` (default 120 s: a hang, not slowness) is a crash too, reported with the
+// backtraces gdb takes of it alive before it is killed.
 //
 // By hand (from packages/native-bindings):
 //   tsx --conditions=@kvreuse/source test/startup/stress.ts --workers 4 --cycles 250 --victims 2 [--env UCX_X=y ...]
@@ -20,6 +22,8 @@ export interface StressOptions {
   readonly victims: number;
   /** Environment added to every process (e.g. UCX settings to compare). */
   readonly env?: Readonly<Record<string, string>>;
+  /** How long a process may go without finishing a cycle before it counts as hung (default 120 s). */
+  readonly stallMs?: number;
 }
 
 export interface Crash {
@@ -27,11 +31,13 @@ export interface Crash {
   readonly pid: number | undefined;
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;
+  /** Whether it stopped making progress and was killed for it. */
+  readonly hung: boolean;
   readonly cyclesDone: number;
   readonly stderr: string;
   /** The core file, kept for examination, when the process left one. */
   readonly core?: string;
-  /** gdb's `thread apply all bt` of the core. */
+  /** gdb's `thread apply all bt` of the core, or of the hung process. */
   readonly backtrace?: string;
 }
 
@@ -54,6 +60,8 @@ interface Running {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   cyclesDone: number;
   stderr: string;
+  lastProgress: number;
+  hang?: string;
 }
 
 /** Starts cycles.ts in a directory of its own (where its core lands) with `ulimit -c unlimited`. */
@@ -72,9 +80,11 @@ function startCycles(cycles: number, env: Readonly<Record<string, string>>): Run
     exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
     cyclesDone: 0,
     stderr: '',
+    lastProgress: Date.now(),
   };
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (running.stderr = (running.stderr + chunk).slice(-8000)));
   createInterface({ input: child.stdout! }).on('line', (line) => {
+    running.lastProgress = Date.now();
     if (line.includes('"event":"started"')) markStarted();
     if (line.includes('"event":"cycle"')) running.cyclesDone += 1;
   });
@@ -85,13 +95,18 @@ function startCycles(cycles: number, env: Readonly<Record<string, string>>): Run
 /** The crash record of a process that ended other than expected; keeps its directory when it left a core. */
 function crashOf(role: Crash['role'], running: Running, exit: { code: number | null; signal: NodeJS.Signals | null }): Crash {
   const core = join(running.dir, 'core');
-  const base = { role, pid: running.child.pid, ...exit, cyclesDone: running.cyclesDone, stderr: running.stderr };
+  const base = { role, pid: running.child.pid, ...exit, hung: running.hang !== undefined, cyclesDone: running.cyclesDone, stderr: running.stderr };
+  if (running.hang !== undefined) return { ...base, backtrace: running.hang };
   if (!existsSync(core)) return base;
-  const gdb = spawnSync('gdb', ['-batch', '-ex', 'info threads', '-ex', 'thread apply all bt 30', process.execPath, core], {
+  return { ...base, core, backtrace: backtraces(`${process.execPath} ${core}`) };
+}
+
+function backtraces(target: string): string {
+  const gdb = spawnSync('gdb', ['-batch', '-ex', 'info threads', '-ex', 'thread apply all bt 30', ...target.split(' ')], {
     encoding: 'utf8',
     maxBuffer: 64 << 20,
   });
-  return { ...base, core, backtrace: gdb.error === undefined ? gdb.stdout : `gdb could not run: ${gdb.error.message}` };
+  return gdb.error === undefined ? gdb.stdout : `gdb could not run: ${gdb.error.message}`;
 }
 
 const randomDelayMs = (maxMs: number) => new Promise((resolve) => setTimeout(resolve, Math.random() * maxMs));
@@ -103,6 +118,21 @@ export async function runStartupStress(options: StressOptions): Promise<StressOu
   let victimCycles = 0;
   let victimsKilled = 0;
   let workersRunning = options.workers;
+  const stallMs = options.stallMs ?? 120_000;
+  const live = new Set<Running>();
+  const watchdog = setInterval(() => {
+    for (const running of live) {
+      if (running.hang !== undefined || Date.now() - running.lastProgress < stallMs) continue;
+      running.hang = backtraces(`-p ${running.child.pid}`);
+      running.child.kill('SIGKILL');
+    }
+  }, 1_000);
+  const start = (cycles: number) => {
+    const running = startCycles(cycles, env);
+    live.add(running);
+    void running.exited.then(() => live.delete(running));
+    return running;
+  };
 
   const settle = (role: Crash['role'], running: Running, exit: { code: number | null; signal: NodeJS.Signals | null }, expected: boolean) => {
     if (expected) rmSync(running.dir, { recursive: true, force: true });
@@ -114,24 +144,24 @@ export async function runStartupStress(options: StressOptions): Promise<StressOu
   };
 
   const worker = async () => {
-    const running = startCycles(options.cycles, env);
+    const running = start(options.cycles);
     const exit = await running.exited;
     workersRunning -= 1;
     workerCycles += running.cyclesDone;
-    settle('worker', running, exit, exit.code === 0 && running.cyclesDone === options.cycles);
+    settle('worker', running, exit, exit.code === 0 && running.cyclesDone === options.cycles && running.hang === undefined);
   };
 
   // Each victim slot keeps one process running until the workers are done, killing it at a random
   // moment of its cycles (up to 1.5 s after it started them) and starting the next.
   const victimSlot = async () => {
     while (workersRunning > 0) {
-      const running = startCycles(1_000_000, env);
+      const running = start(1_000_000);
       await running.started;
       await randomDelayMs(1_500);
       running.child.kill('SIGKILL');
       const exit = await running.exited;
       victimCycles += running.cyclesDone;
-      const killed = exit.signal === 'SIGKILL';
+      const killed = exit.signal === 'SIGKILL' && running.hang === undefined;
       if (killed) victimsKilled += 1;
       settle('victim', running, exit, killed);
     }
@@ -141,6 +171,7 @@ export async function runStartupStress(options: StressOptions): Promise<StressOu
     ...Array.from({ length: options.workers }, worker),
     ...Array.from({ length: options.victims }, victimSlot),
   ]);
+  clearInterval(watchdog);
   return { workerCycles, victimCycles, victimsKilled, crashes };
 }
 
