@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ucxAvailable } from './support/backends.js';
+import { ucxTestsRun } from './support/backends.js';
 import { spawnScript } from './support/child.js';
 import { allZero } from './support/pair.js';
 import { QWEN3_PREFIX_BYTES, QWEN3_PREFIX_PIECES } from './support/qwen3.js';
@@ -7,7 +7,7 @@ import { QWEN3_PREFIX_BYTES, QWEN3_PREFIX_PIECES } from './support/qwen3.js';
 const live = (counters: Record<string, unknown>) =>
   Object.fromEntries(Object.keys(allZero).map((key) => [key, counters[key]]));
 
-describe.runIf(ucxAvailable)('two processes on ucx', () => {
+describe.runIf(ucxTestsRun)('two processes on ucx', () => {
   it(
     'B reads A’s 42-block Qwen3-0.6B prefix as 2,352 × 128 KiB descriptors, with every guard holding',
     async () => {

@@ -1,12 +1,12 @@
 // UCX inside Node as users run it: the facade's UCX defaults (src/ucx-defaults.ts) are in effect in a
 // process that loads the library, and a user's own settings win.
 import { describe, expect, it } from 'vitest';
-import { ucxAvailable } from './support/backends.js';
+import { ucxTestsRun } from './support/backends.js';
 import { spawnScript } from './support/child.js';
 
 const UNSET = { UCX_MEM_MALLOC_HOOKS: undefined, UCX_MEM_MMAP_HOOK_MODE: undefined, UCX_HANDLE_ERRORS: undefined };
 
-describe.runIf(ucxAvailable)('UCX settings of a Node process that loaded the library', () => {
+describe.runIf(ucxTestsRun)('UCX settings of a Node process that loaded the library', () => {
   it('leaves libc unpatched and WebAssembly bounds checks to V8 by default', async () => {
     const child = spawnScript('test/ucx-environment/probe.ts', { env: UNSET });
     expect(await child.next('report')).toEqual({

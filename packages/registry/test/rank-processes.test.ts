@@ -1,4 +1,5 @@
-// A worker whose ranks are separate processes, meeting in one SQLite discovery file: ready once
+// A worker whose ranks are separate processes, each registering its banks with a ucx agent (UCX inside
+// Node, as in production), meeting in one SQLite discovery file: ready once
 // every rank published; a rank killed with SIGKILL withdraws readiness when its lease expires; a
 // restart with a new incarnation replaces the old parts (while an old rank still runs) and becomes
 // ready without ever mixing incarnations; a graceful stop withdraws everything.
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, expect, test, vi } from 'vitest';
 import { openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
+import { ucxTestsRun } from './helpers/ucx.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -54,7 +56,7 @@ function stop(child: ChildProcessWithoutNullStreams, signal: 'SIGTERM' | 'SIGKIL
 const summary = (readiness: WorkerReadiness): string =>
   readiness.ready ? `ready ${readiness.incarnation}` : `${readiness.reasons[0]!.kind} ${readiness.incarnation ?? '-'}`;
 
-test('rank processes: ready when whole, crash withdraws via lease expiry, restart replaces atomically, stop withdraws', async () => {
+test.runIf(ucxTestsRun)('rank processes on ucx: ready when whole, crash withdraws via lease expiry, restart replaces atomically, stop withdraws', async () => {
   const store = openSqliteDiscovery(path, { pollIntervalMs: 5 });
   const seen: string[] = [];
   const watch = await watchWorkerReadiness(store, workerId, { onChange: (readiness) => seen.push(summary(readiness)) });

@@ -17,7 +17,10 @@ const wasm = new Uint8Array([
   0x03, 0x01, 0x00, 0x01, 0x07, 0x08, 0x01, 0x04, 0x6c, 0x6f, 0x61, 0x64, 0x00, 0x00, 0x0a, 0x09, 0x01, 0x07, 0x00, 0x20, 0x00,
   0x28, 0x02, 0x00, 0x0b,
 ]);
-const load = (await WebAssembly.instantiate(wasm)).instance.exports['load'] as (address: number) => number;
+// Node has WebAssembly; the project's TypeScript lib (es2023, no DOM) does not declare it.
+const webAssembly = (globalThis as unknown as { WebAssembly: { instantiate(bytes: Uint8Array): Promise<{ instance: { exports: Record<string, unknown> } }> } })
+  .WebAssembly;
+const load = (await webAssembly.instantiate(wasm)).instance.exports['load'] as (address: number) => number;
 let outOfBounds: string;
 try {
   outOfBounds = `returned ${load(1 << 20)}`;

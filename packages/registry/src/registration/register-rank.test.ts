@@ -1,6 +1,7 @@
 import { type Agent, type Allocation, loadTransport, type Region } from '@kvreuse/native-bindings';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { frameworkBanks, kvreuseBanks, PAGE } from '../../test/helpers/rank-memory.js';
+import { ucxTestsRun } from '../../test/helpers/ucx.js';
 import { Bank } from '../banks/bank.js';
 import { frameworkOwner, kvreuseOwner } from '../banks/owner.js';
 import {
@@ -629,9 +630,7 @@ describe('releaseBanks', () => {
   });
 });
 
-const ucxBuilt = transport.capabilities().backends.includes('ucx');
-
-describe.skipIf(!ucxBuilt)('registerRank on the UCX agent (key cases)', () => {
+describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
   it.each([
     { source: 'kvreuse', failing: 0, code: 'BACKEND' },
     { source: 'kvreuse', failing: 2, code: 'TIMEOUT' },

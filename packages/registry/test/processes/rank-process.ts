@@ -13,10 +13,7 @@ if (leaseTtlMs === undefined) throw new Error('usage: rank-process <sqlite path>
 const transport = loadTransport();
 const setup: WorkerSetup = {
   transport,
-  // What crosses processes here is discovery; each rank's registration is real but needs no peer, so
-  // the in-process loopback backend serves. (Once in a clean-clone run a ucx rank process died with
-  // SIGSEGV during start-up; that is a native-layer question, tracked in the issue note, not this test's.)
-  backend: 'loopback',
+  backend: 'ucx',
   workerId: workerId!,
   incarnation: incarnation!,
   geometry: referenceGeometries['qwen3-0.6b'],
