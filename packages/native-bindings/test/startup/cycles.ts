@@ -1,7 +1,8 @@
 // One process of the start-up stress (see stress.ts): `cycles` times over, two ucx agents are created,
 // each allocates and registers a bank, the reader loads the source as a peer, reads the source's bank
 // in 16 pieces, verifies every byte, and everything is closed again. Each cycle also leaves JavaScript
-// garbage behind, so that V8's collector threads map and unmap memory alongside, as in a real worker.
+// garbage behind and forces a full collection while the new agents start (run with --expose-gc), so that
+// V8's collector threads allocate, map and unmap memory alongside, as in a busy worker.
 // A line per cycle tells the parent how far it got. Usage: cycles.ts <backend> <cycles>
 import type { Backend } from '@kvreuse/native-bindings';
 import { emit } from '../support/child.js';
@@ -16,11 +17,14 @@ const PIECES = 16;
 const PIECE_BYTES = 64 * 1024;
 
 let garbage: unknown[] = [];
+const collect = globalThis.gc;
+if (collect === undefined) throw new Error('cycles.ts needs node --expose-gc');
 
 emit({ event: 'started', pid: process.pid });
 for (let cycle = 1; cycle <= cycles; cycle++) {
   garbage = Array.from({ length: 50_000 }, (_, index) => ({ cycle, index, label: `cycle ${cycle} item ${index}` }));
   const pair = openPair(backend, PIECES * PIECE_BYTES, cycle);
+  collect();
   const operation = pair.reader.post(readRequest(pair, piecewiseDescriptors(PIECES, PIECE_BYTES)));
   const result = await operation.done;
   operation.release();

@@ -69,7 +69,7 @@ function startCycles(cycles: number, env: Readonly<Record<string, string>>): Run
   const dir = mkdtempSync(join(tmpdir(), 'kvreuse-startup-'));
   const child = spawn(
     '/bin/sh',
-    ['-c', 'ulimit -c unlimited && exec "$0" "$@"', process.execPath, '--import', tsx, '--conditions=@kvreuse/source', cyclesScript, 'ucx', String(cycles)],
+    ['-c', 'ulimit -c unlimited && exec "$0" "$@"', process.execPath, '--expose-gc', '--import', tsx, '--conditions=@kvreuse/source', cyclesScript, 'ucx', String(cycles)],
     { cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let markStarted: () => void = () => {};
