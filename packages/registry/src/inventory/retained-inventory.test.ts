@@ -204,18 +204,52 @@ describe('RetainedInventory', () => {
   test('the table grows a few slots per operation, and answers the same while it does', () => {
     const time = clock();
     const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16, rehashStep: 3 });
-    const chains = Array.from({ length: 60 }, (_, c) => hashBlockChain(tokens(100 + c, 64 * 4), scheme64));
+    const chains = Array.from({ length: 250 }, (_, c) => hashBlockChain(tokens(100 + c, 64 * 4), scheme64));
     const expiresAt = time.at() + 60_000;
     let sawGrowing = 0;
     chains.forEach((chain, c) => {
       inventory.apply({ workerId: `w${c % 3}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 3), events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] });
       if (growing(inventory)) sawGrowing++;
+      // Every block on its own, after every apply: each goes through the table (a chain's later
+      // blocks are found along the worker's records), so blocks whose probe wrapped past the end of
+      // the previous table are looked up while that table empties from the end down.
       for (let d = 0; d <= c; d++) {
-        expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([{ workerId: `w${d % 3}`, incarnation: 'i', blocks: 4, gpuBlocks: 4, hostBlocks: 0, expiresAt }]);
+        for (let block = 0; block < 4; block++) {
+          expect(inventory.longestRetainedPrefix(chains[d]!.subarray(block, block + 1))).toEqual([
+            { workerId: `w${d % 3}`, incarnation: 'i', blocks: 1, gpuBlocks: 1, hostBlocks: 0, expiresAt },
+          ]);
+        }
       }
     });
     expect(sawGrowing).toBeGreaterThan(0);
-    expect(inventory.size).toBe(240);
+    expect(inventory.size).toBe(1_000);
+  });
+
+  test('a large table empties its previous one from the end, handing memory back as it goes, and answers the same', () => {
+    const time = clock();
+    // 32,000 blocks in 4-block chains: the table grows to 29,070 then 43,605 slots, and each
+    // previous table (116,280 and 174,420 words) is cut back 65,536 words at a time while it empties.
+    const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16 });
+    const previousBytes = () => (inventory as unknown as { previous: Int32Array }).previous.byteLength;
+    const chains = Array.from({ length: 8_000 }, (_, c) => hashBlockChain(tokens(1_000 + c, 4 * 4), scheme4));
+    const expiresAt = time.at() + 60_000;
+    let cutBack = 0;
+    chains.forEach((chain, c) => {
+      const before = previousBytes();
+      inventory.apply({ workerId: `w${c % 5}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 5), events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }] });
+      if (growing(inventory) && previousBytes() < before) {
+        cutBack++;
+        // Mid-move, every block stored so far is found, moved or not.
+        for (let d = 0; d <= c; d += 3) {
+          expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, expiresAt }]);
+        }
+      }
+    });
+    expect(cutBack).toBeGreaterThan(1);
+    expect(inventory.size).toBe(32_000);
+    chains.forEach((chain, d) => {
+      expect(inventory.longestRetainedPrefix(chain)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, expiresAt }]);
+    });
   });
 
   test('refuses malformed options with a typed error naming the option', () => {

@@ -2,6 +2,7 @@ import { InvalidRegistryOptionError, InventoryEventError } from '../errors.js';
 import { checkFunction, checkOptionsObject } from '../options.js';
 import { checkExpiresAt, type InventoryBatch, type InventoryEvent, type RetentionTier, retentionTiers } from './events.js';
 import { PreparedArray } from './prepared-array.js';
+import { type ResizableWords, resizableWords, resizedWords } from './resizable-words.js';
 
 /**
  * One worker's retained prefix of a hash chain. Advisory: the blocks may already be evicted, the
@@ -83,10 +84,16 @@ const minRehashStep = 3;
 const prepareLoad = 0.8;
 const touchEvery = 4;
 const recordGrowth = 1.25; // of a worker's record slab
+// Arrays grow in place within their reservation (address space only); past it they are copied
+// once into one `reservation` times larger.
+const reservation = 8;
+// While the previous table empties, its emptied end is handed back to the kernel this many words
+// at a time (256 KiB), instead of all of it at once when the table is dropped.
+const releaseWords = 65_536;
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-const noRecords = new Int32Array(0);
+const noRecords = resizableWords(0);
 
 const holderBit = (worker: number): number => 1 << (worker & 31);
 
@@ -145,29 +152,29 @@ function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
  * grows without a pause: the previous table's blocks move over a few per operation.
  */
 export class RetainedInventory {
-  private table: Int32Array;
+  private table: ResizableWords;
   private slots = 0;
   // home(h) = ((mix(h) >>> homeShift) × homeScale) | 0: a multiply instead of a modulo, exact in
   // a double because (mix(h) >>> homeShift) × slots stays below 2^53.
   private homeShift = 0;
   private homeScale = 0;
   private distinctHashes = 0; // in both tables
-  // While the table grows, the previous table: its blocks move to `table` a few slots per operation
-  // (slots below `moved` have moved) and whenever an operation touches them. A moved slot is marked
-  // `movedSlot`, so that probing goes on past it; nothing else changes in the previous table.
-  private previous: Int32Array = noRecords;
+  // While the table grows, the previous table: its blocks move to `table` a few slots per operation,
+  // from its end down (slots from `unmoved` on have moved, and the array is cut back behind them),
+  // and whenever an operation touches them. A moved slot is marked `movedSlot`, so that probing goes
+  // on past it; nothing else changes in the previous table.
+  private previous: ResizableWords = noRecords;
   private previousSlots = 0;
   private previousHomeShift = 0;
   private previousHomeScale = 0;
-  private moved = 0;
+  private unmoved = 0;
   private readonly rehashStep: number;
   private readonly nextTable = new PreparedArray();
-  private readonly nextMore = new PreparedArray();
   // The expiry sweep's next record.
   private sweepWorker = 0;
   private sweepRecord = 0;
   private readonly pruneStep: number;
-  private more: Int32Array<ArrayBuffer> = new Int32Array(64 * moreWords);
+  private more: ResizableWords = resizableWords(64 * moreWords, 65_536 * moreWords);
   private moreUsed = 0;
   private moreFree = 0; // free overflow entry + 1
   private liveEntries = 0;
@@ -178,7 +185,7 @@ export class RetainedInventory {
   private readonly epochs: number[] = [];
   private readonly lastSeq: number[] = [];
   private readonly freeWorkers: number[] = [];
-  private readonly records: Int32Array<ArrayBuffer>[] = [];
+  private readonly records: ResizableWords[] = [];
   private readonly recordsUsed: number[] = [];
   private readonly recordsDead: number[] = [];
 
@@ -227,7 +234,7 @@ export class RetainedInventory {
   get indexBytes(): number {
     return this.records.reduce(
       (bytes, records) => bytes + records.byteLength,
-      this.table.byteLength + this.previous.byteLength + this.nextTable.byteLength + this.more.byteLength + this.nextMore.byteLength,
+      this.table.byteLength + this.previous.byteLength + this.nextTable.byteLength + this.more.byteLength,
     );
   }
 
@@ -572,13 +579,22 @@ export class RetainedInventory {
   /** The previous table's slot holding a hash, or −1. */
   private previousSlotOf(lo: number, hi: number): number {
     const previous = this.previous;
+    // Slots from `unmoved` on have all moved (and may be cut off): a probe passes over them to slot 0.
+    const unmoved = this.unmoved;
     let slot = ((mix(lo, hi) >>> this.previousHomeShift) * this.previousHomeScale) | 0;
+    let wrapped = false;
     for (;;) {
+      if (slot >= unmoved) {
+        if (wrapped) return -1;
+        wrapped = true;
+        slot = 0;
+        continue;
+      }
       const base = slot * slotWords;
       const worker = previous[base + slotWorker]!;
       if (worker === 0) return -1;
       if (worker !== movedSlot && previous[base + slotLo] === lo && previous[base + slotHi] === hi) return slot;
-      if (++slot === this.previousSlots) slot = 0;
+      slot++;
     }
   }
 
@@ -589,20 +605,25 @@ export class RetainedInventory {
     this.previous[base + slotWorker] = movedSlot;
   }
 
-  /** Moves the next `count` slots of the previous table; drops it once every slot has moved. */
+  /**
+   * Moves the next `count` slots of the previous table, from its end down, cutting the array back
+   * behind them a step at a time; drops it once every slot has moved.
+   */
   private migrate(count: number): void {
     if (this.previousSlots === 0) return;
     const previous = this.previous;
-    const end = Math.min(this.previousSlots, this.moved + count);
-    for (let slot = this.moved; slot < end; slot++) {
+    const end = Math.max(0, this.unmoved - count);
+    for (let slot = this.unmoved - 1; slot >= end; slot--) {
       const base = slot * slotWords;
       if (previous[base + slotWorker]! > 0) this.move(slot, -1 - this.probe(previous[base + slotLo]!, previous[base + slotHi]!));
     }
-    this.moved = end;
-    if (end === this.previousSlots) {
+    this.unmoved = end;
+    if (end === 0) {
+      resizedWords(previous, 0, reservation);
       this.previous = noRecords;
       this.previousSlots = 0;
-      this.moved = 0;
+    } else if (previous.length - end * slotWords >= releaseWords) {
+      resizedWords(previous, end * slotWords, reservation);
     }
   }
 
@@ -614,7 +635,7 @@ export class RetainedInventory {
     this.previousSlots = this.slots;
     this.previousHomeShift = this.homeShift;
     this.previousHomeScale = this.homeScale;
-    this.moved = 0;
+    this.unmoved = this.slots;
     this.resize(Math.ceil(this.slots * growth));
   }
 
@@ -670,7 +691,7 @@ export class RetainedInventory {
     const needed = (this.recordsUsed[worker]! + count) * recordWords;
     const records = this.records[worker]!;
     if (needed <= records.length) return;
-    this.records[worker] = grown(records, Math.max(needed, Math.ceil((records.length * recordGrowth) / recordWords) * recordWords));
+    this.records[worker] = resizedWords(records, Math.max(needed, Math.ceil((records.length * recordGrowth) / recordWords) * recordWords), reservation);
   }
 
   private appendRecord(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): number {
@@ -818,19 +839,19 @@ export class RetainedInventory {
     const used = this.recordsUsed[worker]!;
     const dead = this.recordsDead[worker]!;
     if (dead === 0 || dead * 2 < used) return;
-    const old = this.records[worker]!;
+    const records = this.records[worker]!;
     const live = used - dead;
-    const records = live === 0 ? noRecords : new Int32Array(live * recordWords);
     let kept = 0;
     let sweepRecord = live; // where the sweep goes on if it is in this slab
+    // In place: a kept record only ever moves down.
     for (let record = 0; record < used; record++) {
       if (record === this.sweepRecord) sweepRecord = kept;
       const at = record * recordWords;
-      if (old[at + recordGpu] === 0 && old[at + recordGpu + 1] === 0) continue;
-      records.set(old.subarray(at, at + recordWords), kept * recordWords);
-      this.repoint(worker, old[at + recordLo]!, old[at + recordHi]!, kept++);
+      if (records[at + recordGpu] === 0 && records[at + recordGpu + 1] === 0) continue;
+      if (kept !== record) records.copyWithin(kept * recordWords, at, at + recordWords);
+      this.repoint(worker, records[at + recordLo]!, records[at + recordHi]!, kept++);
     }
-    this.records[worker] = records;
+    this.records[worker] = live === 0 ? noRecords : resizedWords(records, live * recordWords, reservation);
     this.recordsUsed[worker] = live;
     this.recordsDead[worker] = 0;
     if (worker === this.sweepWorker) this.sweepRecord = sweepRecord;
@@ -874,13 +895,7 @@ export class RetainedInventory {
       return m;
     }
     const capacity = this.more.length / moreWords;
-    if (this.moreUsed === capacity) {
-      const more = this.nextMore.take(Math.ceil(capacity * growth) * moreWords);
-      more.set(this.more);
-      this.more = more;
-    } else if (this.moreUsed > capacity * prepareLoad && this.moreUsed % touchEvery === 0) {
-      this.nextMore.touch(Math.ceil(capacity * growth) * moreWords);
-    }
+    if (this.moreUsed === capacity) this.more = resizedWords(this.more, Math.ceil(capacity * growth) * moreWords, reservation);
     return ++this.moreUsed;
   }
 

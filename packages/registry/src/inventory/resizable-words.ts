@@ -1,0 +1,31 @@
+/**
+ * Int32 arrays that grow and shrink in place: a length-tracking view over a resizable
+ * `ArrayBuffer`, which reserves address space up front and commits pages as it grows. Growing in
+ * place copies nothing, and shrinking hands pages back to the kernel a step at a time, so the
+ * inventory never drops a large buffer whose release (an `munmap` of hundreds of MB, milliseconds
+ * of kernel time with the address space locked) would land on whichever operation comes next.
+ */
+export type ResizableWords = Int32Array<ArrayBuffer>;
+
+const bytesPerWord = 4;
+
+/** A zeroed array of `words` words that can grow in place up to `reserveWords`. */
+export function resizableWords(words: number, reserveWords: number = words): ResizableWords {
+  return new Int32Array(new ArrayBuffer(words * bytesPerWord, { maxByteLength: Math.max(words, reserveWords) * bytesPerWord }));
+}
+
+/**
+ * `array` made `words` long, keeping its first words (new words are zero). In place when the
+ * reservation allows (the same array is returned); otherwise a copy whose reservation is
+ * `headroom` times the new length.
+ */
+export function resizedWords(array: ResizableWords, words: number, headroom: number): ResizableWords {
+  const buffer = array.buffer;
+  if (words * bytesPerWord <= buffer.maxByteLength) {
+    buffer.resize(words * bytesPerWord);
+    return array;
+  }
+  const copy = resizableWords(words, Math.ceil(words * headroom));
+  copy.set(array);
+  return copy;
+}
