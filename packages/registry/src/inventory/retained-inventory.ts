@@ -93,7 +93,8 @@ const releaseWords = 65_536;
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-const noRecords = resizableWords(0);
+const noTable = resizableWords(0);
+const noRecords = new Int32Array(0);
 
 const holderBit = (worker: number): number => 1 << (worker & 31);
 
@@ -163,7 +164,7 @@ export class RetainedInventory {
   // from its end down (slots from `unmoved` on have moved, and the array is cut back behind them),
   // and whenever an operation touches them. A moved slot is marked `movedSlot`, so that probing goes
   // on past it; nothing else changes in the previous table.
-  private previous: ResizableWords = noRecords;
+  private previous: ResizableWords = noTable;
   private previousSlots = 0;
   private previousHomeShift = 0;
   private previousHomeScale = 0;
@@ -185,7 +186,7 @@ export class RetainedInventory {
   private readonly epochs: number[] = [];
   private readonly lastSeq: number[] = [];
   private readonly freeWorkers: number[] = [];
-  private readonly records: ResizableWords[] = [];
+  private readonly records: Int32Array<ArrayBuffer>[] = [];
   private readonly recordsUsed: number[] = [];
   private readonly recordsDead: number[] = [];
 
@@ -217,7 +218,7 @@ export class RetainedInventory {
     if (!Number.isFinite(this.epochMs)) throw new InvalidRegistryOptionError('options.now', this.epochMs, 'must return milliseconds since the Unix epoch');
     this.rehashStep = wholeAtLeast('rehashStep', rehashStep, minRehashStep);
     this.pruneStep = wholeAtLeast('pruneStep', pruneStep, 0);
-    this.table = noRecords;
+    this.table = noTable;
     this.resize(Math.ceil(Math.max(16, wholeAtLeast('expectedBlocks', expectedBlocks, 0)) / maxLoad));
   }
 
@@ -620,7 +621,7 @@ export class RetainedInventory {
     this.unmoved = end;
     if (end === 0) {
       resizedWords(previous, 0, reservation);
-      this.previous = noRecords;
+      this.previous = noTable;
       this.previousSlots = 0;
     } else if (previous.length - end * slotWords >= releaseWords) {
       resizedWords(previous, end * slotWords, reservation);
@@ -691,7 +692,7 @@ export class RetainedInventory {
     const needed = (this.recordsUsed[worker]! + count) * recordWords;
     const records = this.records[worker]!;
     if (needed <= records.length) return;
-    this.records[worker] = resizedWords(records, Math.max(needed, Math.ceil((records.length * recordGrowth) / recordWords) * recordWords), reservation);
+    this.records[worker] = grown(records, Math.max(needed, Math.ceil((records.length * recordGrowth) / recordWords) * recordWords));
   }
 
   private appendRecord(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): number {
@@ -851,7 +852,7 @@ export class RetainedInventory {
       if (kept !== record) records.copyWithin(kept * recordWords, at, at + recordWords);
       this.repoint(worker, records[at + recordLo]!, records[at + recordHi]!, kept++);
     }
-    this.records[worker] = live === 0 ? noRecords : resizedWords(records, live * recordWords, reservation);
+    this.records[worker] = live === 0 ? noRecords : records.slice(0, live * recordWords);
     this.recordsUsed[worker] = live;
     this.recordsDead[worker] = 0;
     if (worker === this.sweepWorker) this.sweepRecord = sweepRecord;
