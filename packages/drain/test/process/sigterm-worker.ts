@@ -7,9 +7,11 @@
 //   held operations are cancelled) or `{ release: true }` (the held completions are let go);
 // - every operation that ends is followed by a new post, as a request loop would post its next one,
 //   and each of those is refused with DRAINING (intake stopped before any operation could end).
+// With `--refusing-owner`, a ninth bank (rank tp 2) belongs to a framework that refuses it back.
 // Prints the shutdown result and exits with shutdownOnSignals' exit code.
 import { createInterface } from 'node:readline';
 import { resolveSettings } from '@kvreuse/config';
+import { Bank, frameworkOwner, registerRank } from '@kvreuse/registry';
 import { DrainingError, type LedgerOperation, type OperationOutcome, OperationTimedOutError, shutdownOnSignals } from '../../src/index.js';
 import { tell } from '../support/child.js';
 import { openLoopbackWorld } from '../support/loopback-world.js';
@@ -35,6 +37,14 @@ const world = await openLoopbackWorld({
     },
   },
 });
+if (process.argv.includes('--refusing-owner')) {
+  const memory = world.reader.allocate(1 << 16);
+  const bank = Bank.adopt(
+    { tpRank: 2, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
+    frameworkOwner('engine-block-pool', () => Promise.reject(new Error('framework busy'))),
+  );
+  world.controller.addRank(await registerRank({ agent: world.reader, banks: [bank] }));
+}
 world.reader.faults.delayCompletions('forever');
 
 let refused = 0;
