@@ -4,6 +4,7 @@ import {
   describeProvenance,
   InvalidSettingError,
   isSettingsError,
+  ResolveOptionsError,
   SettingsFileError,
   UnknownSettingError,
 } from './errors.js';
@@ -63,6 +64,26 @@ describe('errors', () => {
     expect(error.message).toContain('2 invalid setting(s):');
     expect(error.message).toContain(
       'transport.abandonTimeoutMs = 5000 from the default, transport.operationTimeoutMs = 3000 from file k.yaml: the merged values break the rule',
+    );
+  });
+
+  it('render NaN, ±Infinity, bigints and nested values as they are, not as JSON null', () => {
+    const fromFile = { source: 'file', path: 'k.yaml' } as const;
+    const invalid = {
+      setting: 'transport.operationTimeoutMs',
+      value: Number.NaN,
+      source: fromFile,
+      rule: 'transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms',
+      reason: 'the merged values break the rule',
+      related: [{ setting: 'transport.abandonTimeoutMs', value: Number.POSITIVE_INFINITY, source: fromFile }],
+    } as const;
+    expect(describeInvalidSetting(invalid)).toBe(
+      'transport.operationTimeoutMs = NaN from file k.yaml, transport.abandonTimeoutMs = Infinity from file k.yaml: the merged values break the rule (rule: transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms)',
+    );
+    expect(describeInvalidSetting({ ...invalid, value: Number.NEGATIVE_INFINITY, related: [] })).toContain('transport.operationTimeoutMs = -Infinity from file k.yaml');
+    expect(describeInvalidSetting({ ...invalid, value: 5n, related: [] })).toContain('transport.operationTimeoutMs = 5n from file k.yaml');
+    expect(new ResolveOptionsError('env', { KVREUSE_A: Number.NaN, KVREUSE_B: [5n] }, 'an object of strings').message).toBe(
+      'resolveSettings: env must be an object of strings; got {"KVREUSE_A":NaN,"KVREUSE_B":[5n]}',
     );
   });
 

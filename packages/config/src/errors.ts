@@ -1,4 +1,5 @@
 import type { SettingPath } from './catalog.js';
+import { describeValue } from './describe-value.js';
 
 /** Where a value came from. */
 export type Provenance =
@@ -21,10 +22,6 @@ export function describeProvenance(provenance: Provenance): string {
     case 'argv':
       return `argv ${provenance.flag}`;
   }
-}
-
-function show(value: unknown): string {
-  return JSON.stringify(value) ?? String(value);
 }
 
 export interface UnknownSetting {
@@ -74,7 +71,7 @@ export interface InvalidSetting {
 
 export function describeInvalidSetting({ setting, value, source, rule, reason, related }: InvalidSetting): string {
   const values = [{ setting, value, source }, ...related].map(
-    (given) => `${given.setting} = ${show(given.value)} from ${describeProvenance(given.source)}`,
+    (given) => `${given.setting} = ${describeValue(given.value)} from ${describeProvenance(given.source)}`,
   );
   return `${values.join(', ')}: ${reason} (rule: ${rule})`;
 }
@@ -113,7 +110,7 @@ export class ResolveOptionsError extends TypeError {
   readonly value: unknown;
 
   constructor(option: 'env' | 'argv', value: unknown, rule: string) {
-    super(`resolveSettings: ${option} must be ${rule}; got ${show(value)}`);
+    super(`resolveSettings: ${option} must be ${rule}; got ${describeValue(value)}`);
     this.name = 'ResolveOptionsError';
     this.option = option;
     this.value = value;

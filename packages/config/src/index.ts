@@ -10,6 +10,7 @@ export {
   type ValueJsonSchema,
 } from './descriptions.js';
 export { COERCION_RULES } from './coerce.js';
+export { describeValue } from './describe-value.js';
 export { DOCS_COMMAND, renderConfigDocs } from './docs.js';
 export {
   describeInvalidSetting,

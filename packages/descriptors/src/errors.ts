@@ -1,3 +1,4 @@
+import { describeValue } from '@kvreuse/config';
 import type { IncompatibilityReason } from './compatibility.js';
 
 /** A rank of a worker, named by its tensor- and pipeline-parallel ranks. */
@@ -34,18 +35,8 @@ export function formatRank(rank: RankId): string {
   return `tp ${rank.tpRank}, pp ${rank.ppRank}`;
 }
 
-export function formatValue(value: unknown): string {
-  if (typeof value === 'bigint') return `${value}n`;
-  if (value === undefined) return 'undefined';
-  try {
-    return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
-
 function formatIssues(issues: readonly FieldIssue[]): string {
-  return issues.map((issue) => `${issue.field} = ${formatValue(issue.value)}: ${issue.rule}`).join('; ');
+  return issues.map((issue) => `${issue.field} = ${describeValue(issue.value)}: ${issue.rule}`).join('; ');
 }
 
 export class InvalidGeometryError extends DescriptorError {
@@ -69,7 +60,7 @@ export class InvalidRankPartError extends DescriptorError {
 
   constructor(workerId: string | undefined, rank: RankId | undefined, issues: readonly FieldIssue[]) {
     const who = [
-      workerId === undefined ? undefined : `worker ${formatValue(workerId)}`,
+      workerId === undefined ? undefined : `worker ${describeValue(workerId)}`,
       rank === undefined ? undefined : `rank (${formatRank(rank)})`,
     ].filter((s) => s !== undefined);
     super(`invalid rank part${who.length > 0 ? ` of ${who.join(' ')}` : ''}: ${formatIssues(issues)}`);
@@ -112,7 +103,7 @@ export class InvalidBlockListError extends DescriptorError {
   readonly value: unknown;
 
   constructor(index: number | undefined, value: unknown, rule: string) {
-    super(`invalid block list${index === undefined ? '' : ` at index ${index}`}: ${formatValue(value)}: ${rule}`);
+    super(`invalid block list${index === undefined ? '' : ` at index ${index}`}: ${describeValue(value)}: ${rule}`);
     this.index = index;
     this.value = value;
   }

@@ -94,6 +94,6 @@ describe('layoutRankBanks', () => {
   it('rejects options that cannot make valid banks, naming each', () => {
     const attempt = () => layoutRankBanks(qwen, whole, { address: [0n], blocks: 0, blockStride: 10, alignment: 3 });
     expect(attempt).toThrow(InvalidBankLayoutError);
-    expect(attempt).toThrow(/blocks = 0: must be a positive integer; blockStride = 10: must be an integer ≥ 131072; alignment = 3: must be a power of two; address = \["0n"\]: must hold one address per bank \(56\)/);
+    expect(attempt).toThrow(/blocks = 0: must be a positive integer; blockStride = 10: must be an integer ≥ 131072; alignment = 3: must be a power of two; address = \[0n\]: must hold one address per bank \(56\)/);
   });
 });

@@ -1,4 +1,4 @@
-import { formatValue, type RankId } from './errors.js';
+import type { RankId } from './errors.js';
 import { type Geometry, geometryFields } from './geometry.js';
 import { geometryDigest } from './digest.js';
 import { checkedRankPart, type RankPart, type Role } from './rank-part.js';
@@ -55,11 +55,16 @@ const sharedFields: readonly { field: string; read: (part: RankPart) => unknown 
 
 const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank });
 
+/** Equal field values give equal keys (parsed parts hold JSON values and bigints; nothing is cut, unlike in messages). */
+function valueKey(value: unknown): string {
+  return JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'bigint' ? `${inner}n` : inner)) ?? String(value);
+}
+
 /** The value most parts hold (the first seen on a tie), so that one odd part is the one reported. */
 function majority(values: readonly unknown[]): unknown {
   const tally = new Map<string, { value: unknown; count: number }>();
   for (const value of values) {
-    const key = formatValue(value);
+    const key = valueKey(value);
     const entry = tally.get(key);
     if (entry === undefined) tally.set(key, { value, count: 1 });
     else entry.count++;
@@ -93,7 +98,7 @@ export function assembleWorker(given: readonly RankPart[]): AssembleResult {
     const value = majority(values);
     expected.set(field, value);
     parts.forEach((part, index) => {
-      if (formatValue(values[index]) !== formatValue(value)) {
+      if (valueKey(values[index]) !== valueKey(value)) {
         conflicts.push({ rank: rankOf(part), field, expected: value, actual: values[index] });
       }
     });

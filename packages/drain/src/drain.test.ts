@@ -27,7 +27,10 @@ import { InvalidDrainOptionError } from './errors.js';
 import { OperationLedger } from './ledger.js';
 import { PeerBook } from './peer-book.js';
 
-const { world, refusedBank } = loopbackWorlds();
+const worlds = loopbackWorlds();
+const { refusedBank } = worlds;
+/** Every world's ledger runs on a manual clock: no deadline fires unless the test advances it. */
+const world = (overrides: { clock?: ManualClock } = {}) => worlds.world({ clock: new ManualClock(), ...overrides });
 
 const firstCall = (spy: MockInstance) => Math.min(...spy.mock.invocationCallOrder);
 const lastCall = (spy: MockInstance) => Math.max(...spy.mock.invocationCallOrder);
@@ -40,7 +43,7 @@ describe('DrainController', () => {
     const bank = await refusedBank(w);
     const controller = new DrainController({
       ledger: w.ledger,
-      shutdownDeadlineMs: 100,
+      shutdownDeadlineMs: 10_000,
       withdrawRankParts: () => Promise.reject(new Error('etcd unavailable')),
     });
     controller.addRank(w.ranks[0]!);
@@ -199,7 +202,7 @@ describe('DrainController', () => {
 
   it('records the shutdown steps after an earlier drain() once, in the order they ran', async () => {
     const w = await world();
-    const report = await w.controller.drain({ deadlineMs: 100 });
+    const report = await w.controller.drain({ deadlineMs: 10_000 });
     const invalidateAll = vi.spyOn(w.book, 'invalidateAll');
     const result = await w.controller.shutdown();
     expect(result.report).toBe(report);
@@ -239,7 +242,8 @@ describe.each(stores)('shutdown order, source side first, on %s discovery and a 
     const inventoryLease = await store.grantLease(60_000);
     const inventory = new InventoryPublisher(store, { workerId: identity.workerId, incarnation: identity.incarnation, epoch: publication.epoch, lease: inventoryLease.id });
     await inventory.publish([{ type: 'stored', tier: 'gpu', blocks: [1n, 2n, 3n], expiresAt: Date.now() + 600_000 }]);
-    const ledger = new OperationLedger<PostRequest>({ agent, peers: new PeerBook(), timeouts: { operationTimeoutMs: 1_000, abandonTimeoutMs: 5_000 } });
+    // A manual clock: the drain's deadlines never fire, so the readers' wait ends only when the reader saw the worker go.
+    const ledger = new OperationLedger<PostRequest>({ agent, peers: new PeerBook(), timeouts: { operationTimeoutMs: 1_000, abandonTimeoutMs: 5_000 }, clock: new ManualClock() });
 
     // A reader follows the worker's readiness and its inventory key.
     const deregistrations = banks.map((bank) => vi.spyOn(bank.region!, 'deregister'));

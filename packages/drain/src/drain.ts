@@ -1,4 +1,5 @@
-import { type Bank, type BankLabel, deregisterBanks, describeValue, type RegisteredRank, type RetainedBank, returnBanks } from '@kvreuse/registry';
+import { describeValue } from '@kvreuse/config';
+import { type Bank, type BankLabel, deregisterBanks, type RegisteredRank, type RetainedBank, returnBanks } from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
 import { type LedgerOperation, type LedgerPostRequest, OperationLedger, type QuarantinedOperation } from './ledger.js';
 import { Listeners } from './listeners.js';

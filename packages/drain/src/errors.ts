@@ -1,6 +1,7 @@
 // Typed errors of @kvreuse/drain. Each carries a stable `code` and names the operation, peer, bank,
 // setting or option involved, and the value that was refused.
-import { type BankLabel, describeValue, formatBank } from '@kvreuse/registry';
+import { describeValue } from '@kvreuse/config';
+import { type BankLabel, formatBank } from '@kvreuse/registry';
 
 export type DrainErrorCode =
   | 'DRAINING'

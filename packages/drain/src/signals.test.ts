@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';
+import { ManualClock } from '../test/support/manual-clock.js';
 import { shutdownOnSignals, type SignalTarget } from './signals.js';
 
-const { world, refusedBank } = loopbackWorlds();
+// A manual clock that is never advanced: no shutdown deadline fires.
+const { world, refusedBank } = loopbackWorlds({ ranks: 1, banksPerRank: 2, clock: new ManualClock() });
 
 function fakeProcess() {
   const handlers = new Map<string, () => void>();

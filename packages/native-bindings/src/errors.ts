@@ -1,3 +1,4 @@
+import { describeValue } from '@kvreuse/config';
 import type { StatusCodeName } from './status.js';
 
 /** The kinds of handle the facade hands out; each names itself in errors. */
@@ -10,17 +11,6 @@ export type FacadeErrorCode =
   | 'HANDLE_CLOSED'
   | 'FOREIGN_HANDLE'
   | 'INVALID_ARGUMENT';
-
-function show(value: unknown): string {
-  if (typeof value === 'bigint') return `${value}n`;
-  if (value === undefined) return 'undefined';
-  if (ArrayBuffer.isView(value)) return `${value.constructor.name}(${value.byteLength} bytes)`;
-  try {
-    return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
 
 /**
  * A call into libkvreuse_transport returned an error status. `code` is the status name without its
@@ -89,7 +79,7 @@ export class LibraryMismatchError extends TransportUsageError {
   readonly actual: unknown;
 
   constructor(path: string, what: string, expected: unknown, actual: unknown) {
-    super(`${JSON.stringify(path)}: ${what} is ${show(actual)}, this facade needs ${show(expected)}`);
+    super(`${JSON.stringify(path)}: ${what} is ${describeValue(actual)}, this facade needs ${describeValue(expected)}`);
     this.path = path;
     this.what = what;
     this.expected = expected;
@@ -138,7 +128,7 @@ export class InvalidArgumentError extends TransportUsageError {
   readonly rule: string;
 
   constructor(argument: string, value: unknown, rule: string) {
-    super(`${argument} = ${show(value)}: ${rule}`);
+    super(`${argument} = ${describeValue(value)}: ${rule}`);
     this.argument = argument;
     this.value = value;
     this.rule = rule;

@@ -1,5 +1,6 @@
 // Typed errors of @kvreuse/registry. Every error carries a stable `code` and names the offending
 // thing (key, lease, backend, worker, block) and the value that was refused.
+import { describeValue as describe } from '@kvreuse/config';
 
 export type DiscoveryBackend = 'memory' | 'sqlite' | 'etcd';
 
@@ -40,25 +41,6 @@ export abstract class RegistryError extends Error {
     this.name = new.target.name;
   }
 }
-
-/** Renders a refused value for a message: strings quoted, bigints with `n`, NaN and ±Infinity as themselves (JSON would print null). */
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
-  if (value instanceof Uint8Array) return `${value.byteLength} bytes`;
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'number' || value === undefined) return String(value);
-  if (typeof value === 'function') return 'a function';
-  try {
-    const text = JSON.stringify(value, (_key, inner: unknown) =>
-      typeof inner === 'bigint' ? `${inner}n` : typeof inner === 'number' && !Number.isFinite(inner) ? String(inner) : inner,
-    );
-    return text ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
-
-const describe = describeValue;
 
 /** A key or prefix that discovery refuses: not a string, empty where a key is needed, or too long. */
 export class DiscoveryKeyError extends RegistryError {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
+import { describeValue } from '@kvreuse/config';
 import { type RankPart, rankPartVersions, safeParseRankPart } from '@kvreuse/descriptors';
-import { describeValue, RankPartRefusedError } from '../errors.js';
+import { RankPartRefusedError } from '../errors.js';
 import { isEpoch } from './incarnation-epoch.js';
 import { parseRankPartKey } from './rank-part-keys.js';
 

@@ -1,0 +1,29 @@
+/** Longer strings are cut to this many characters (a key or a path can be huge). */
+const MAX_STRING_LENGTH = 80;
+
+/**
+ * Renders a value for an error message, as it is: strings quoted (cut at 80 characters), bigints with
+ * `n` (`5n`), NaN and ±Infinity as themselves (JSON would print `null`), byte arrays by their size
+ * (`Uint8Array(16 bytes)`), functions as `a function`, and arrays and objects like JSON with the same
+ * rules inside (`{"at":NaN,"blocks":[1n]}`, a property that is `undefined` included). Every kvreuse
+ * package renders refused values with it.
+ */
+export function describeValue(value: unknown): string {
+  return render(value, []);
+}
+
+function render(value: unknown, ancestors: readonly object[]): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > MAX_STRING_LENGTH ? `${value.slice(0, MAX_STRING_LENGTH)}…` : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'function') return 'a function';
+  if (typeof value !== 'object' || value === null) return String(value);
+  if (ArrayBuffer.isView(value)) return `${value.constructor.name}(${value.byteLength} bytes)`;
+  if (ancestors.includes(value)) return '[circular]';
+  const inside = [...ancestors, value];
+  if (Array.isArray(value)) return `[${value.map((element: unknown) => render(element, inside)).join(',')}]`;
+  const toJSON: unknown = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') return render(toJSON.call(value), inside);
+  return `{${Object.entries(value)
+    .map(([key, property]) => `${JSON.stringify(key)}:${render(property, inside)}`)
+    .join(',')}}`;
+}
