@@ -1,20 +1,34 @@
 // Process tests on ucx: the source is cut off in the middle of a 308 MB pull — killed with SIGKILL,
-// or stopped with SIGSTOP. Each case forces one ordering through the ledger's deadlines and asserts
+// or stopped with SIGSTOP. The source is stopped before the pull is posted (after a warm-up read), so
+// the pull is in flight when the cut lands, however fast the machine. Each case forces one ordering
+// through the ledger's deadlines and asserts
 // its one outcome: the native layer ends the operation (bounded: a killed peer is noticed, a cancel
 // ends within about a second), the bank stays retained until then and is handed back after, drain
 // completes, and nothing is quarantined, crashes or hangs.
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { killChildren, runScript, type ScriptProcess } from './support/child.js';
 import { ucxTestsRun } from './support/loopback-world.js';
 
-// TCP keeps the pull long enough to be cut in the middle on a fast shared-memory machine.
+// Over tcp a get needs the source's progress, so a stopped source holds the pull in flight.
 const SLOW_PATH = { UCX_TLS: 'tcp' };
 const ALL_RELEASED = { liveAgents: 0, liveRegistrations: 0, liveAllocations: 0, liveOperations: 0, inflightRequests: 0 };
 
 afterEach(killChildren);
 
+/** Resolves once the kernel reports the process stopped (state T in /proc/<pid>/stat). */
+async function stoppedState(pid: number): Promise<void> {
+  for (let polls = 0; ; polls++) {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return;
+    if (polls > 60_000) throw new Error(`process ${pid} did not stop: ${stat}`);
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}
+
 /**
- * Starts a pull of the prefix, cuts the source off with `signal` once bytes arrive, and returns both
+ * Connects the destination, stops the source, starts the pull of the prefix and, once its UCX
+ * requests are in flight, cuts the source off with `signal` (SIGSTOP: it stays stopped); returns both
  * processes. `ordering` picks the destination's deadlines (see test/process/ucx-destination.ts).
  */
 async function cutMidPull(
@@ -26,8 +40,12 @@ async function cutMidPull(
   const source = runScript('test/process/ucx-source.ts', [sourceName], SLOW_PATH);
   const destination = runScript('test/process/ucx-destination.ts', [`${label}-destination-${process.pid}`, sourceName, ordering], SLOW_PATH);
   destination.send(await source.message('ready'));
-  expect(await destination.message('pulling')).toEqual({ event: 'pulling', phase: 'in-flight' });
-  source.child.kill(signal);
+  await destination.message('connected');
+  source.child.kill('SIGSTOP');
+  await stoppedState(source.child.pid!);
+  destination.send({ event: 'source-stopped' });
+  expect(await destination.message('pulling')).toEqual({ event: 'pulling', phase: 'in-flight', inflightRequests: true });
+  if (signal === 'SIGKILL') source.child.kill('SIGKILL');
   destination.send({ event: 'cut' });
   return { source, destination };
 }

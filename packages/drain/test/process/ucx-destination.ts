@@ -1,5 +1,6 @@
-// The destination of the ucx process tests: pulls the 308 MB prefix through the ledger; the parent
-// kills (or stops) the source mid-pull. Reports how the operation ended, what happened to its bank
+// The destination of the ucx process tests: pulls the 308 MB prefix through the ledger from a source
+// the parent has stopped, so that the pull cannot finish (over tcp a get needs the source's
+// progress); the parent then kills the source or keeps it stopped. Reports how the operation ended, what happened to its bank
 // meanwhile and the shutdown result, then exits. The parent picks the deadlines, which force the
 // ordering under test: `native-first` (the operation timeout is far beyond anything the native layer
 // takes, so the native layer ends the operation) or `timeout-first` (the timeout cancels the
@@ -36,30 +37,42 @@ const ledger = new OperationLedger({ agent, peers, timeouts: TIMEOUTS });
 const controller = new DrainController({ ledger, shutdownDeadlineMs: SHUTDOWN_DEADLINE_MS, agent });
 controller.addRank(rank);
 
-const offsets = BigUint64Array.from({ length: PIECES }, (_, i) => BigInt(i * PIECE_BYTES));
-const operation: LedgerOperation = ledger.post(
-  {
-    direction: 'read',
-    peer,
-    descriptors: {
-      sourceBank: new Uint32Array(PIECES),
-      sourceOffset: offsets,
-      destinationBank: new Uint32Array(PIECES),
-      destinationOffset: offsets,
-      length: new BigUint64Array(PIECES).fill(BigInt(PIECE_BYTES)),
+/** Reads the first `pieces` pieces of the source's region into the bank. */
+function pull(pieces: number): LedgerOperation {
+  const offsets = BigUint64Array.from({ length: pieces }, (_, i) => BigInt(i * PIECE_BYTES));
+  return ledger.post(
+    {
+      direction: 'read',
+      peer,
+      descriptors: {
+        sourceBank: new Uint32Array(pieces),
+        sourceOffset: offsets,
+        destinationBank: new Uint32Array(pieces),
+        destinationOffset: offsets,
+        length: new BigUint64Array(pieces).fill(BigInt(PIECE_BYTES)),
+      },
+      localRegions: [bank.region!],
+      remoteRegions: [Number(published['region'])],
     },
-    localRegions: [bank.region!],
-    remoteRegions: [Number(published['region'])],
-  },
-  { ticket, banks: [bank] },
-);
+    { ticket, banks: [bank] },
+  );
+}
 
-// Tell the parent once bytes are arriving (and the operation is still in flight).
-const arriving = setInterval(() => {
-  const moved = memory.view().readUInt8(0) === 0x3c;
-  if (moved || operation.phase !== 'in-flight') {
-    clearInterval(arriving);
-    tell({ event: 'pulling', phase: operation.phase });
+// One piece first, so that the endpoint is wired up and reads work before the source is stopped.
+const warmUp = pull(1);
+const warmed = await warmUp.outcome;
+if (!warmed.ok) throw warmed.error;
+await warmUp.quiescence;
+if (memory.view().readUInt8(0) !== 0x3c) throw new Error('ucx-destination: the warm-up read did not bring the source pattern');
+tell({ event: 'connected' });
+
+await hear(); // the source is stopped
+const operation = pull(PIECES);
+// Tell the parent once UCX requests of the pull are really in flight (the stopped source answers none).
+const issued = setInterval(() => {
+  if (transport.counters().inflightRequests > 0 || operation.phase !== 'in-flight') {
+    clearInterval(issued);
+    tell({ event: 'pulling', phase: operation.phase, inflightRequests: transport.counters().inflightRequests > 0 });
   }
 }, 1);
 
