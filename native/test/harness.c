@@ -195,6 +195,36 @@ int32_t wait_op(uint32_t agent, uint64_t op, uint64_t *out_bytes) {
 }
 
 typedef struct {
+    uint32_t agent, expected, seen;
+    uint64_t bytes_each;
+    bool release;
+} completions_wait;
+
+static bool completions_seen(void *context) {
+    completions_wait *wait = context;
+    uint64_t ids[256], bytes[256];
+    int32_t statuses[256];
+    uint32_t n = 0;
+    CHECK_OK(kvt_agent_poll(wait->agent, 256, ids, statuses, bytes, &n));
+    for (uint32_t i = 0; i < n; i++) {
+        CHECK(statuses[i] == KVT_OK && bytes[i] == wait->bytes_each, "op %llu: %s, %llu bytes (expected OK, %llu)",
+              (unsigned long long)ids[i], kvt_status_name(statuses[i]), (unsigned long long)bytes[i],
+              (unsigned long long)wait->bytes_each);
+        if (wait->release) CHECK_OK(kvt_xfer_release(wait->agent, ids[i]));
+    }
+    wait->seen += n;
+    CHECK(wait->seen <= wait->expected, "%u completions reported, expected %u", wait->seen, wait->expected);
+    return wait->seen == wait->expected;
+}
+
+void wait_completions_ok(uint32_t agent, uint32_t count, uint64_t bytes_each, bool release) {
+    completions_wait wait = {.agent = agent, .expected = count, .bytes_each = bytes_each, .release = release};
+    char what[64];
+    snprintf(what, sizeof what, "%u completions", count);
+    wait_until(agent, completions_seen, &wait, what, WAIT_DEADLINE_MS);
+}
+
+typedef struct {
     uint32_t agent, index;
     uint64_t value;
 } counter_wait;

@@ -78,6 +78,9 @@ typedef bool (*wait_condition)(void *context);
 void wait_until(uint32_t agent, wait_condition condition, void *context, const char *what, uint32_t deadline_ms);
 /* Waits until `op` is terminal; returns its status and bytes done. Consumes its completion. */
 int32_t wait_op(uint32_t agent, uint64_t op, uint64_t *out_bytes);
+/* Collects `count` completions through kvt_agent_poll, checking that each ended KVT_OK having moved
+ * `bytes_each` bytes; releases each one reported when `release`. */
+void wait_completions_ok(uint32_t agent, uint32_t count, uint64_t bytes_each, bool release);
 /* Posts a single-descriptor transfer. */
 kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t generation, uint32_t local_region,
                     uint64_t local_offset, uint32_t remote_region, uint64_t remote_offset, uint64_t length,

@@ -67,23 +67,6 @@ static void destroy_refuses_while_memory_or_operations_remain(void) {
     CHECK(counter(0, KVT_COUNTER_ERRORS_FIRST + 5) >= 3, "BUSY refusals are counted");
 }
 
-typedef struct {
-    uint32_t agent, seen;
-} batched_poll;
-
-static bool three_completions_seen(void *context) {
-    batched_poll *poll = context;
-    uint64_t ids[8], bytes[8];
-    int32_t statuses[8];
-    uint32_t n = 0;
-    CHECK_OK(kvt_agent_poll(poll->agent, 8, ids, statuses, bytes, &n));
-    for (uint32_t i = 0; i < n; i++)
-        CHECK(statuses[i] == KVT_OK && bytes[i] == 4096, "op %llu: %s, %llu bytes", (unsigned long long)ids[i],
-              kvt_status_name(statuses[i]), (unsigned long long)bytes[i]);
-    poll->seen += n;
-    return poll->seen == 3;
-}
-
 static void wake_fd_signals_completions(void) {
     uint32_t agent = make_agent("waker");
     int32_t fd = -1;
@@ -103,8 +86,7 @@ static void wake_fd_signals_completions(void) {
     char buffer[16];
     CHECK(read(fd, buffer, sizeof buffer) >= 1, "a wake byte");
     /* Collect all three completions through the batched poll. */
-    batched_poll seen = {.agent = agent};
-    wait_until(agent, three_completions_seen, &seen, "three completions", WAIT_DEADLINE_MS);
+    wait_completions_ok(agent, 3, 4096, false);
     uint32_t n = 7;
     CHECK_OK(kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n));
     CHECK(n == 0, "each completion is reported once");

@@ -324,28 +324,6 @@ static void one_bad_descriptor_refuses_the_batch(void) {
     pair_close(&p);
 }
 
-typedef struct {
-    uint32_t reader, expected;
-    uint64_t piece;
-    uint32_t completed;
-} completions;
-
-/* Checks and releases every completion reported so far (each moved one piece); true once all are in. */
-static bool all_completed(void *context) {
-    completions *c = context;
-    uint64_t ids[256], bytes[256];
-    int32_t statuses[256];
-    uint32_t n = 0;
-    CHECK_OK(kvt_agent_poll(c->reader, 256, ids, statuses, bytes, &n));
-    for (uint32_t i = 0; i < n; i++) {
-        CHECK(statuses[i] == KVT_OK && bytes[i] == c->piece, "op %llu: %s, %llu bytes", (unsigned long long)ids[i],
-              kvt_status_name(statuses[i]), (unsigned long long)bytes[i]);
-        CHECK_OK(kvt_xfer_release(c->reader, ids[i]));
-    }
-    c->completed += n;
-    return c->completed == c->expected;
-}
-
 static void a_thousand_concurrent_operations(void) {
     enum { OPS = 1000 };
     uint64_t piece = 4096;
@@ -355,8 +333,7 @@ static void a_thousand_concurrent_operations(void) {
     for (uint32_t i = 0; i < OPS; i++)
         CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, i * piece, p.source_region,
                           i * piece, piece, &ops[i]));
-    completions c = {.reader = p.reader, .expected = OPS, .piece = piece};
-    wait_until(p.reader, all_completed, &c, "a thousand operations to complete", WAIT_DEADLINE_MS);
+    wait_completions_ok(p.reader, OPS, piece, true);
     CHECK(memcmp(p.reader_memory, p.source_memory, OPS * piece) == 0, "all bytes");
     CHECK(counter(p.reader, KVT_COUNTER_OPERATIONS_POSTED) == OPS, "posted");
     free(ops);
