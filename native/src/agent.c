@@ -582,9 +582,11 @@ kvt_status kvt_agent_wait(uint32_t agent_id, uint32_t timeout_ms) {
         deadline.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&agent->lock);
+    agent->blocked_waits++;
     while (!anything_pending_locked(agent) && !agent->closing) {
         if (pthread_cond_timedwait(&agent->pending_cond, &agent->lock, &deadline) == ETIMEDOUT) break;
     }
+    agent->blocked_waits--;
     bool pending = anything_pending_locked(agent);
     pthread_mutex_unlock(&agent->lock);
     kvt_agent_release(agent);
@@ -593,6 +595,16 @@ kvt_status kvt_agent_wait(uint32_t agent_id, uint32_t timeout_ms) {
         return kvt_fail(KVT_ERR_TIMEOUT, "kvt_agent_wait: nothing pending on agent %u after %u ms", agent_id,
                         timeout_ms);
     return KVT_OK;
+}
+
+kvt_status kvt_agent_blocked_waits(uint32_t agent_id, uint32_t *out_count) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_agent_blocked_waits", &agent);
+    if (status != KVT_OK) return status;
+    pthread_mutex_lock(&agent->lock);
+    *out_count = agent->blocked_waits;
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, KVT_OK);
 }
 
 /* ---- notifications (receiving side) ---------------------------------------------------------------- */

@@ -278,6 +278,7 @@ struct kvt_agent {
     size_t notification_head, notification_count;
     int wake_pipe[2];
     bool wake_signaled;
+    uint32_t blocked_waits; /* kvt_agent_wait callers between their checks (for kvt_agent_blocked_waits) */
 
     kvt_command *commands, *commands_tail;
     _Atomic bool commands_pending;
@@ -363,6 +364,9 @@ kvt_status kvt_fault_take_locked(kvt_agent *agent, uint32_t point);
 kvt_agent *kvt_agent_find_live(const char *name, uint64_t incarnation);
 /* Queues a received notification (takes agent->lock). */
 void kvt_agent_deliver_notification(kvt_agent *agent, const char *sender, const uint8_t *data, uint32_t length);
+/* Test hook: how many kvt_agent_wait callers are blocked on the agent (read under its lock, where a counted
+ * caller can only be inside its condition wait), so tests can order a call after a wait has begun. */
+kvt_status kvt_agent_blocked_waits(uint32_t agent_id, uint32_t *out_count);
 
 /* ---- peers (peer.c) ------------------------------------------------------------------------------- */
 

@@ -109,37 +109,6 @@ uint32_t load_peer(uint32_t into, uint32_t source, uint64_t *out_generation) {
     return peer;
 }
 
-int32_t wait_op(uint32_t agent, uint64_t op, uint64_t *out_bytes) {
-    for (int rounds = 0; rounds < 6000; rounds++) {
-        kvt_status waited = kvt_agent_wait(agent, 10);
-        CHECK(waited == KVT_OK || waited == KVT_ERR_TIMEOUT, "kvt_agent_wait: %s", kvt_status_name(waited));
-        uint64_t ids[64], bytes[64];
-        int32_t statuses[64];
-        uint32_t n = 0;
-        CHECK_OK(kvt_agent_poll(agent, 64, ids, statuses, bytes, &n));
-        int32_t status = KVT_IN_PROGRESS;
-        uint64_t done = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            if (ids[i] == op) {
-                status = statuses[i];
-                done = bytes[i];
-            }
-        }
-        if (status != KVT_IN_PROGRESS) {
-            if (out_bytes) *out_bytes = done;
-            return status;
-        }
-        int32_t current = KVT_IN_PROGRESS;
-        CHECK_OK(kvt_xfer_status(agent, op, &current, NULL, NULL));
-        if (current != KVT_IN_PROGRESS && n == 0) {
-            /* Reported to an earlier poll that consumed it: take the status directly. */
-            CHECK_OK(kvt_xfer_status(agent, op, &current, out_bytes, NULL));
-            return current;
-        }
-    }
-    test_fail(__FILE__, __LINE__, "operation %llu did not finish within 60 s", (unsigned long long)op);
-}
-
 kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t generation, uint32_t local_region,
                     uint64_t local_offset, uint32_t remote_region, uint64_t remote_offset, uint64_t length,
                     uint64_t *out_op) {
@@ -170,31 +139,107 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-int32_t wait_op_within(uint32_t agent, uint64_t op, uint32_t deadline_ms, uint64_t *out_bytes) {
-    uint64_t deadline = now_ms() + (uint64_t)deadline_ms * (test_under_valgrind ? 10u : 1u);
-    for (;;) {
-        int32_t status = KVT_IN_PROGRESS;
-        CHECK_OK(kvt_xfer_status(agent, op, &status, out_bytes, NULL));
-        if (status != KVT_IN_PROGRESS) {
-            uint64_t ids[64], bytes[64];
-            int32_t statuses[64];
-            uint32_t n = 0;
-            CHECK_OK(kvt_agent_poll(agent, 64, ids, statuses, bytes, &n));
-            return status;
+enum { WAIT_SLICE_MS = 10 };
+
+void wait_until(uint32_t agent, wait_condition condition, void *context, const char *what, uint32_t deadline_ms) {
+    uint64_t scaled = (uint64_t)deadline_ms * (test_under_valgrind ? 10u : 1u);
+    uint64_t deadline = now_ms() + scaled;
+    bool left_pending = false; /* the last slice woke on something the condition leaves queued */
+    while (!condition(context)) {
+        if (now_ms() >= deadline)
+            test_fail(__FILE__, __LINE__, "waited %llu ms for %s: it did not happen", (unsigned long long)scaled, what);
+        if (agent == 0 || left_pending) {
+            usleep(WAIT_SLICE_MS * 1000);
+            left_pending = false;
+            continue;
         }
-        if (now_ms() >= deadline) return KVT_IN_PROGRESS;
-        kvt_status waited = kvt_agent_wait(agent, 5);
-        CHECK(waited == KVT_OK || waited == KVT_ERR_TIMEOUT, "kvt_agent_wait: %s", kvt_status_name(waited));
+        kvt_status waited = kvt_agent_wait(agent, WAIT_SLICE_MS);
+        switch (waited) {
+        case KVT_OK: /* something is pending: the condition may hold now */
+            left_pending = true;
+            break;
+        case KVT_ERR_TIMEOUT: /* nothing pending yet */
+            break;
+        default:
+            test_fail(__FILE__, __LINE__, "waiting for %s: kvt_agent_wait(%u) answered %s (%s)", what, agent,
+                      kvt_status_name(waited), kvt_last_error_detail());
+        }
     }
 }
 
-void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value) {
-    uint64_t deadline = now_ms() + 10000u * (test_under_valgrind ? 10u : 1u);
-    while (counter(agent, index) < value) {
-        CHECK(now_ms() < deadline, "counter %s of agent %u stayed below %llu for 10 s (it is %llu)",
-              kvt_counter_name(index), agent, (unsigned long long)value, (unsigned long long)counter(agent, index));
-        usleep(1000);
+typedef struct {
+    uint32_t agent;
+    uint64_t op;
+    int32_t status;
+    uint64_t bytes;
+} op_wait;
+
+/* Reads the status first: a terminal one has its completion queued already, so the poll consumes it. */
+static bool op_terminal(void *context) {
+    op_wait *wait = context;
+    CHECK_OK(kvt_xfer_status(wait->agent, wait->op, &wait->status, &wait->bytes, NULL));
+    uint64_t ids[64], bytes[64];
+    int32_t statuses[64];
+    uint32_t n = 0;
+    CHECK_OK(kvt_agent_poll(wait->agent, 64, ids, statuses, bytes, &n));
+    return wait->status != KVT_IN_PROGRESS;
+}
+
+int32_t wait_op(uint32_t agent, uint64_t op, uint64_t *out_bytes) {
+    op_wait wait = {.agent = agent, .op = op};
+    char what[64];
+    snprintf(what, sizeof what, "operation %llu to end", (unsigned long long)op);
+    wait_until(agent, op_terminal, &wait, what, WAIT_DEADLINE_MS);
+    if (out_bytes) *out_bytes = wait.bytes;
+    return wait.status;
+}
+
+typedef struct {
+    uint32_t agent, expected, seen;
+    uint64_t bytes_each;
+    bool release;
+} completions_wait;
+
+static bool completions_seen(void *context) {
+    completions_wait *wait = context;
+    uint64_t ids[256], bytes[256];
+    int32_t statuses[256];
+    uint32_t n = 0;
+    CHECK_OK(kvt_agent_poll(wait->agent, 256, ids, statuses, bytes, &n));
+    for (uint32_t i = 0; i < n; i++) {
+        CHECK(statuses[i] == KVT_OK && bytes[i] == wait->bytes_each, "op %llu: %s, %llu bytes (expected OK, %llu)",
+              (unsigned long long)ids[i], kvt_status_name(statuses[i]), (unsigned long long)bytes[i],
+              (unsigned long long)wait->bytes_each);
+        if (wait->release) CHECK_OK(kvt_xfer_release(wait->agent, ids[i]));
     }
+    wait->seen += n;
+    CHECK(wait->seen <= wait->expected, "%u completions reported, expected %u", wait->seen, wait->expected);
+    return wait->seen == wait->expected;
+}
+
+void wait_completions_ok(uint32_t agent, uint32_t count, uint64_t bytes_each, bool release) {
+    completions_wait wait = {.agent = agent, .expected = count, .bytes_each = bytes_each, .release = release};
+    char what[64];
+    snprintf(what, sizeof what, "%u completions", count);
+    wait_until(agent, completions_seen, &wait, what, WAIT_DEADLINE_MS);
+}
+
+typedef struct {
+    uint32_t agent, index;
+    uint64_t value;
+} counter_wait;
+
+static bool counter_reached(void *context) {
+    const counter_wait *wait = context;
+    return counter(wait->agent, wait->index) >= wait->value;
+}
+
+void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value) {
+    counter_wait wait = {.agent = agent, .index = index, .value = value};
+    char what[128];
+    snprintf(what, sizeof what, "counter %s of agent %u to reach %llu", kvt_counter_name(index), agent,
+             (unsigned long long)value);
+    wait_until(agent, counter_reached, &wait, what, WAIT_DEADLINE_MS);
 }
 
 /* ---- source processes ------------------------------------------------------------------------- */
@@ -355,12 +400,15 @@ static char process_state(int pid) {
     return after_name && after_name[1] == ' ' ? after_name[2] : '?';
 }
 
+static bool source_stopped(void *context) {
+    const source_process *source = context;
+    return process_state(source->pid) == 'T';
+}
+
 void source_wait_stopped(const source_process *source) {
-    uint64_t deadline = now_ms() + 10000u;
-    while (process_state(source->pid) != 'T') {
-        CHECK(now_ms() < deadline, "the source (pid %d) did not stop within 10 s", source->pid);
-        usleep(1000);
-    }
+    char what[64];
+    snprintf(what, sizeof what, "the source (pid %d) to stop", source->pid);
+    wait_until(0, source_stopped, (void *)source, what, WAIT_DEADLINE_MS);
 }
 
 void source_end(source_process *source) {

@@ -68,8 +68,19 @@ uint32_t alloc_region(uint32_t agent, uint64_t length, uint8_t **out_memory);
 void free_region(uint32_t agent, uint32_t region, uint8_t *memory);
 /* Loads `source`'s metadata into `into`; returns the peer id and generation. */
 uint32_t load_peer(uint32_t into, uint32_t source, uint64_t *out_generation);
-/* Waits (kvt_agent_wait + kvt_agent_poll) until `op` is reported; returns its status and bytes done. */
+/* Waits until `condition(context)` holds. Between checks it blocks in short kvt_agent_wait slices on
+ * `agent` (so a completion or notification wakes it at once), or sleeps a slice when `agent` is 0 (nothing to
+ * wake on). `deadline_ms` only guards against a hang (scaled by 10 under valgrind): when it passes first, or
+ * when kvt_agent_wait answers anything but "something pending" or "nothing yet", the test fails naming `what`.
+ * A condition that waits for something pending should consume it (poll), or the slices return at once. */
+typedef bool (*wait_condition)(void *context);
+#define WAIT_DEADLINE_MS 60000u
+void wait_until(uint32_t agent, wait_condition condition, void *context, const char *what, uint32_t deadline_ms);
+/* Waits until `op` is terminal; returns its status and bytes done. Consumes its completion. */
 int32_t wait_op(uint32_t agent, uint64_t op, uint64_t *out_bytes);
+/* Collects `count` completions through kvt_agent_poll, checking that each ended KVT_OK having moved
+ * `bytes_each` bytes; releases each one reported when `release`. */
+void wait_completions_ok(uint32_t agent, uint32_t count, uint64_t bytes_each, bool release);
 /* Posts a single-descriptor transfer. */
 kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t generation, uint32_t local_region,
                     uint64_t local_offset, uint32_t remote_region, uint64_t remote_offset, uint64_t length,
@@ -77,11 +88,8 @@ kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t 
 uint64_t counter(uint32_t agent, uint32_t index);
 /* Whether kvt_peer_transport's description of the path to `peer` mentions `needle`. */
 bool peer_transport_mentions(uint32_t agent, uint32_t peer, const char *needle);
-/* Waits (kvt_agent_wait) until `op` is terminal or `deadline_ms` passed (scaled by 10 under valgrind);
- * returns its status, KVT_IN_PROGRESS when the deadline passed first. Consumes its completion. */
-/* Waits until counter `index` of `agent` is at least `value` (fails after 10 s). */
+/* Waits until counter `index` of `agent` is at least `value`. */
 void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
-int32_t wait_op_within(uint32_t agent, uint64_t op, uint32_t deadline_ms, uint64_t *out_bytes);
 
 /* A source agent in another process — this executable started afresh (exec), so that nothing of this
  * process's UCX state carries over: it allocates (kvt_mem_alloc, or malloc with `caller_memory`),

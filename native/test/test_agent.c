@@ -1,5 +1,6 @@
 /* Agent lifecycle: names, backends, destroy refusals, the wake-up fd and waiting. */
 #include "harness.h"
+#include "internal.h" /* kvt_agent_blocked_waits */
 
 #include <poll.h>
 #include <pthread.h>
@@ -85,19 +86,7 @@ static void wake_fd_signals_completions(void) {
     char buffer[16];
     CHECK(read(fd, buffer, sizeof buffer) >= 1, "a wake byte");
     /* Collect all three completions through the batched poll. */
-    uint32_t seen = 0;
-    while (seen < 3) {
-        CHECK_OK(kvt_agent_wait(agent, 60000));
-        uint64_t ids[8], bytes[8];
-        int32_t statuses[8];
-        uint32_t n = 0;
-        CHECK_OK(kvt_agent_poll(agent, 8, ids, statuses, bytes, &n));
-        for (uint32_t i = 0; i < n; i++) {
-            CHECK(statuses[i] == KVT_OK && bytes[i] == 4096, "op %llu: %s, %llu bytes", (unsigned long long)ids[i],
-                  kvt_status_name(statuses[i]), (unsigned long long)bytes[i]);
-            seen++;
-        }
-    }
+    wait_completions_ok(agent, 3, 4096, false);
     uint32_t n = 7;
     CHECK_OK(kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n));
     CHECK(n == 0, "each completion is reported once");
@@ -125,7 +114,8 @@ typedef struct {
     _Atomic int registered;
 } churn_args;
 
-/* Registers and deregisters until the agent is gone. */
+/* Registers and deregisters until the agent is gone. Its destroy lands anywhere in this loop: a call
+ * that finds the agent gone ends the loop, and every other answer is the one a live agent gives. */
 static void *churn(void *arg) {
     churn_args *args = arg;
     for (;;) {
@@ -134,38 +124,103 @@ static void *churn(void *arg) {
         if (status == KVT_ERR_NOT_FOUND) return NULL;
         CHECK(status == KVT_OK, "register: %s (%s)", kvt_status_name(status), kvt_last_error_detail());
         args->registered++;
-        CHECK_OK(kvt_mem_deregister(args->agent, region));
-        if (kvt_agent_wait(args->agent, 0) == KVT_ERR_NOT_FOUND) return NULL;
+        CHECK_OK(kvt_mem_deregister(args->agent, region)); /* the destroy is refused while the region lives */
+        uint32_t n = 0;
+        status = kvt_agent_poll(args->agent, 0, NULL, NULL, NULL, &n);
+        if (status == KVT_ERR_NOT_FOUND) return NULL;
+        CHECK(status == KVT_OK, "poll: %s (%s)", kvt_status_name(status), kvt_last_error_detail());
     }
 }
 
-static void *wait_long(void *arg) {
-    kvt_status *status = arg;
-    uint32_t agent = (uint32_t)(uintptr_t)status[1];
-    status[0] = kvt_agent_wait(agent, 600000); /* destroy cuts it short */
-    return NULL;
+static bool churned_fifty_times(void *context) {
+    const churn_args *args = context;
+    return args->registered >= 50;
 }
 
 static void destroy_races_other_calls(void) {
     uint32_t agent = make_agent("racer");
     churn_args args = {.agent = agent, .memory = malloc(4096)};
-    kvt_status waited[2] = {KVT_IN_PROGRESS, (kvt_status)agent};
-    pthread_t churner, waiter;
+    pthread_t churner;
     CHECK(pthread_create(&churner, NULL, churn, &args) == 0, "thread");
-    CHECK(pthread_create(&waiter, NULL, wait_long, waited) == 0, "thread");
-    while (args.registered < 50) usleep(100);
+    wait_until(agent, churned_fifty_times, &args, "fifty registrations by the churning thread", WAIT_DEADLINE_MS);
     for (;;) { /* BUSY while the churner holds a registration */
         kvt_status status = kvt_agent_destroy(agent);
         if (status == KVT_OK) break;
         CHECK(status == KVT_ERR_BUSY, "destroy: %s", kvt_status_name(status));
     }
     pthread_join(churner, NULL);
-    pthread_join(waiter, NULL);
-    CHECK(waited[0] == KVT_ERR_TIMEOUT || waited[0] == KVT_ERR_NOT_FOUND,
-          "the long wait ended when the agent closed (%s)", kvt_status_name(waited[0]));
     free(args.memory);
+}
+
+typedef struct {
+    uint32_t agent, timeout_ms;
+    kvt_status waited;
+} long_wait;
+
+static void *wait_long(void *arg) {
+    long_wait *wait = arg;
+    wait->waited = kvt_agent_wait(wait->agent, wait->timeout_ms);
+    return NULL;
+}
+
+typedef struct {
+    uint32_t agent, count;
+} blocked_waits;
+
+static bool waits_blocked(void *context) {
+    const blocked_waits *expected = context;
+    uint32_t count = 0;
+    CHECK_OK(kvt_agent_blocked_waits(expected->agent, &count));
+    return count == expected->count;
+}
+
+/* Starts a thread that waits on `agent` and returns once that wait is blocked. */
+static pthread_t start_blocked_wait(long_wait *wait) {
+    pthread_t waiter;
+    CHECK(pthread_create(&waiter, NULL, wait_long, wait) == 0, "thread");
+    blocked_waits one = {.agent = wait->agent, .count = 1};
+    wait_until(wait->agent, waits_blocked, &one, "the waiting thread to block in kvt_agent_wait", WAIT_DEADLINE_MS);
+    return waiter;
+}
+
+/* The test hook the next case orders its calls by: it counts a wait while it blocks, and only then. */
+static void blocked_waits_are_counted(void) {
+    uint32_t agent = make_agent("blocked-waits");
+    uint32_t count = 7;
+    CHECK_OK(kvt_agent_blocked_waits(agent, &count));
+    CHECK(count == 0, "no wait at first (%u)", count);
+    uint8_t *memory;
+    uint32_t region = alloc_region(agent, 8192, &memory);
+    uint64_t generation;
+    uint32_t self = load_peer(agent, agent, &generation);
+    long_wait wait = {.agent = agent, .timeout_ms = 600000, .waited = KVT_IN_PROGRESS};
+    pthread_t waiter = start_blocked_wait(&wait);
+    uint64_t op;
+    CHECK_OK(post_one(agent, KVT_XFER_WRITE, self, generation, region, 0, region, 4096, 4096, &op));
+    pthread_join(waiter, NULL);
+    CHECK(wait.waited == KVT_OK, "the blocked wait ended on the completion (%s)", kvt_status_name(wait.waited));
+    CHECK_OK(kvt_agent_blocked_waits(agent, &count));
+    CHECK(count == 0, "no wait is counted once it returned (%u)", count);
+    CHECK(wait_op(agent, op, NULL) == KVT_OK, "the write");
+    CHECK_OK(kvt_xfer_release(agent, op));
+    free_region(agent, region, memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_blocked_waits(agent, &count));
+}
+
+/* A wait already blocked when the destroy starts is cut short: nothing pending, so KVT_ERR_TIMEOUT long
+ * before its 600 s. A wait that starts after the destroy finds no agent. */
+static void destroy_cuts_a_blocked_wait_short(void) {
+    uint32_t agent = make_agent("cut-short");
+    long_wait wait = {.agent = agent, .timeout_ms = 600000, .waited = KVT_IN_PROGRESS};
+    pthread_t waiter = start_blocked_wait(&wait);
+    CHECK_OK(kvt_agent_destroy(agent));
+    pthread_join(waiter, NULL);
+    CHECK(wait.waited == KVT_ERR_TIMEOUT, "the blocked wait ended %s, expected TIMEOUT", kvt_status_name(wait.waited));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_wait(agent, 600000));
 }
 
 TEST_MAIN("agent", TEST(create_and_destroy), TEST(refuses_bad_names_flags_backends),
           TEST(destroy_refuses_while_memory_or_operations_remain), TEST(wake_fd_signals_completions),
-          TEST(stale_handles_are_not_found), TEST(destroy_races_other_calls))
+          TEST(stale_handles_are_not_found), TEST(destroy_races_other_calls), TEST(blocked_waits_are_counted),
+          TEST(destroy_cuts_a_blocked_wait_short))

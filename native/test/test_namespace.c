@@ -1,6 +1,6 @@
 /* A peer in another pid namespace (a pod next to this one, as `unshare --pid --fork --mount-proc`
  * starts it): it is a live peer, read and verified; killed, its operations end with
- * KVT_ERR_REMOTE_DISCONNECT within 2 s — reported by the transport, since its pid means nothing here. */
+ * KVT_ERR_REMOTE_DISCONNECT — reported by the transport, since its pid means nothing here. */
 #include "harness.h"
 
 #include <signal.h>
@@ -52,7 +52,7 @@ static void another_namespace_read_through_shared_memory(void) {
 }
 
 /* Over tcp (a peer the pid check cannot judge): a read the stopped source cannot serve is in flight
- * when the source is killed; the transport's error ends it within 2 s, and the peer is disconnected. */
+ * when the source is killed; the transport's error ends it, and the peer is disconnected. */
 static void killed_in_another_namespace(bool caller_memory) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     setenv("UCX_TLS", "tcp", 1);
@@ -69,9 +69,9 @@ static void killed_in_another_namespace(bool caller_memory) {
     CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, LENGTH, &op));
     wait_counter_at_least(p.reader, KVT_COUNTER_INFLIGHT_REQUESTS, 1); /* a request to the stopped source */
     source_signal(&p.source, SIGKILL);
-    int32_t status = wait_op_within(p.reader, op, 2000, NULL);
-    CHECK(status == KVT_ERR_REMOTE_DISCONNECT, "the read from the killed source ended %s (expected it to end with "
-          "REMOTE_DISCONNECT within 2 s)", kvt_status_name(status));
+    int32_t status = wait_op(p.reader, op, NULL);
+    CHECK(status == KVT_ERR_REMOTE_DISCONNECT, "the read from the killed source ended %s, expected REMOTE_DISCONNECT",
+          kvt_status_name(status));
     CHECK_OK(kvt_xfer_release(p.reader, op));
     uint32_t state;
     CHECK_OK(kvt_peer_info(p.reader, p.peer, NULL, &state, NULL));
@@ -83,7 +83,7 @@ static void killed_in_another_namespace(bool caller_memory) {
 }
 
 /* Shared memory (the default transports) and caller memory: UCX requests over sysv active messages.
- * With the source stopped they cannot finish; a cancel ends the read within 1 s all the same (its
+ * With the source stopped they cannot finish; a cancel ends the read all the same (its
  * endpoint force-closed), and the memory deregisters. */
 static void cancel_a_read_from_a_stopped_source_in_another_namespace(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
@@ -96,9 +96,8 @@ static void cancel_a_read_from_a_stopped_source_in_another_namespace(void) {
     CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, LENGTH, &op));
     wait_counter_at_least(p.reader, KVT_COUNTER_INFLIGHT_REQUESTS, 1); /* a request to the stopped source */
     CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.reader, op));
-    int32_t status = wait_op_within(p.reader, op, 1000, NULL);
-    CHECK(status == KVT_ERR_CANCELED, "the cancelled read ended %s (expected CANCELED within 1 s)",
-          kvt_status_name(status));
+    int32_t status = wait_op(p.reader, op, NULL);
+    CHECK(status == KVT_ERR_CANCELED, "the cancelled read ended %s, expected CANCELED", kvt_status_name(status));
     CHECK_OK(kvt_xfer_release(p.reader, op));
     CHECK_OK(kvt_mem_deregister(p.reader, p.region));
     CHECK_OK(kvt_mem_register(p.reader, (uint64_t)(uintptr_t)p.memory, LENGTH, KVT_MEM_DRAM, 0, &p.region));

@@ -2,18 +2,26 @@
 #include "harness.h"
 
 #include <poll.h>
-#include <unistd.h>
+
+typedef struct {
+    uint32_t agent;
+    char *sender;
+    uint8_t *data;
+    uint32_t length;
+} receipt;
+
+static bool notification_received(void *context) {
+    receipt *r = context;
+    uint32_t got = 0;
+    CHECK_OK(kvt_notify_poll(r->agent, r->sender, KVT_MAX_NAME + 1, r->data, KVT_MAX_NOTIFICATION, &r->length, &got));
+    return got == 1;
+}
 
 /* Waits until `agent` has a notification and returns it. */
 static uint32_t receive(uint32_t agent, char *sender, uint8_t *data) {
-    uint32_t length = 0, got = 0;
-    for (int i = 0; i < 6000 && !got; i++) {
-        kvt_status waited = kvt_agent_wait(agent, 10);
-        CHECK(waited == KVT_OK || waited == KVT_ERR_TIMEOUT, "wait: %s", kvt_status_name(waited));
-        CHECK_OK(kvt_notify_poll(agent, sender, KVT_MAX_NAME + 1, data, KVT_MAX_NOTIFICATION, &length, &got));
-    }
-    CHECK(got == 1, "no notification arrived within 60 s");
-    return length;
+    receipt r = {.agent = agent, .sender = sender, .data = data};
+    wait_until(agent, notification_received, &r, "a notification", WAIT_DEADLINE_MS);
+    return r.length;
 }
 
 static void send_and_poll(void) {
@@ -47,7 +55,7 @@ static void send_and_poll(void) {
     CHECK_OK(kvt_notify_send(a, peer, generation, data, KVT_MAX_NOTIFICATION));
     static uint8_t received[KVT_MAX_NOTIFICATION];
     /* A too-small buffer is refused and keeps the message queued. */
-    for (int i = 0; i < 6000 && counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS) == 0; i++) kvt_agent_wait(b, 10);
+    wait_counter_at_least(b, KVT_COUNTER_PENDING_NOTIFICATIONS, 1);
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_notify_poll(b, sender, sizeof sender, received, 100, &length, &got));
     CHECK_DETAIL("stays queued");
     length = receive(b, sender, received);
@@ -102,7 +110,7 @@ static void queued_notifications_are_dropped_with_the_agent(void) {
     uint64_t generation;
     uint32_t peer = load_peer(a, b, &generation);
     for (int i = 0; i < 5; i++) CHECK_OK(kvt_notify_send(a, peer, generation, (const uint8_t *)"hello", 5));
-    for (int i = 0; i < 60000 && counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS) < 5; i++) usleep(1000);
+    wait_counter_at_least(b, KVT_COUNTER_PENDING_NOTIFICATIONS, 5);
     CHECK(counter(0, KVT_COUNTER_PENDING_NOTIFICATIONS) == 5, "five pending process-wide");
     CHECK_OK(kvt_agent_destroy(b));
     CHECK_OK(kvt_agent_destroy(a));
@@ -125,6 +133,18 @@ static void wait_sent(ucp_worker_h worker, void *request) {
     if (!request) return;
     while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker);
     ucp_request_free(request);
+}
+
+typedef struct {
+    uint32_t agent;
+    ucp_worker_h worker;
+} raw_sender;
+
+/* Progresses the raw sender's worker while the agent waits for its message. */
+static bool raw_notification_pending(void *context) {
+    const raw_sender *sending = context;
+    ucp_worker_progress(sending->worker);
+    return counter(sending->agent, KVT_COUNTER_PENDING_NOTIFICATIONS) > 0;
 }
 
 /* A raw UCX sender (not an agent) sends malformed notifications: the agent drops and counts them. */
@@ -169,10 +189,8 @@ static void malformed_notifications_are_dropped(void) {
     wait_sent(worker, ucp_am_send_nbx(ep, 7, good_header, sizeof good_header, (const uint8_t *)"fine", 4, &eager));
     char sender[KVT_MAX_NAME + 1];
     static uint8_t data[KVT_MAX_NOTIFICATION];
-    for (int i = 0; i < 60000 && counter(agent, KVT_COUNTER_PENDING_NOTIFICATIONS) == 0; i++) {
-        ucp_worker_progress(worker);
-        usleep(1000);
-    }
+    raw_sender sending = {.agent = agent, .worker = worker};
+    wait_until(agent, raw_notification_pending, &sending, "the raw sender's notification", WAIT_DEADLINE_MS);
     uint32_t length = receive(agent, sender, data);
     CHECK(strcmp(sender, "raw") == 0 && length == 4 && memcmp(data, "fine", 4) == 0, "the well-formed one arrives");
     CHECK(counter(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED) == 5, "five malformed ones dropped (got %llu)",

@@ -333,19 +333,7 @@ static void a_thousand_concurrent_operations(void) {
     for (uint32_t i = 0; i < OPS; i++)
         CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, i * piece, p.source_region,
                           i * piece, piece, &ops[i]));
-    uint32_t completed = 0;
-    uint64_t ids[256], bytes[256];
-    int32_t statuses[256];
-    while (completed < OPS) {
-        CHECK_OK(kvt_agent_wait(p.reader, 60000));
-        uint32_t n = 0;
-        CHECK_OK(kvt_agent_poll(p.reader, 256, ids, statuses, bytes, &n));
-        for (uint32_t i = 0; i < n; i++) {
-            CHECK(statuses[i] == KVT_OK && bytes[i] == piece, "op %llu", (unsigned long long)ids[i]);
-            CHECK_OK(kvt_xfer_release(p.reader, ids[i]));
-        }
-        completed += n;
-    }
+    wait_completions_ok(p.reader, OPS, piece, true);
     CHECK(memcmp(p.reader_memory, p.source_memory, OPS * piece) == 0, "all bytes");
     CHECK(counter(p.reader, KVT_COUNTER_OPERATIONS_POSTED) == OPS, "posted");
     free(ops);
@@ -367,14 +355,69 @@ static void cancel_and_release(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_xfer_cancel(p.reader, op));
     CHECK(counter(p.reader, KVT_COUNTER_ERRORS_FIRST + 8) == 1, "one canceled operation counted");
     CHECK_OK(kvt_fault_clear(p.reader));
+    pair_close(&p);
+}
 
-    /* Cancel racing a running batch: it ends either done or canceled, never stuck. */
-    batch b = scrambled_batch(1u << 20, 4096);
+typedef struct {
+    uint32_t agent;
+    uint64_t op;
+} held_op;
+
+/* True once the backend moved every byte of an operation whose completion is held. */
+static bool every_byte_moved(void *context) {
+    const held_op *held = context;
+    int32_t status = KVT_OK;
+    uint64_t done = 0, total = 0;
+    CHECK_OK(kvt_xfer_status(held->agent, held->op, &status, &done, &total));
+    CHECK(status == KVT_IN_PROGRESS, "the held operation ended %s", kvt_status_name(status));
+    return done == total;
+}
+
+/* A batch whose bytes all moved but whose completion is held in flight: the cancel is accepted and the
+ * batch ends CANCELED, with every byte it moved counted and in place. */
+static void cancel_a_batch_held_in_flight(void) {
+    uint64_t length = 1u << 20, piece = 4096;
+    pair p = pair_open("held-cancel-source", "held-cancel-reader", length);
+    fill_pattern(p.source_memory, length, 17);
+    CHECK_OK(kvt_fault_delay_completions(p.reader, KVT_DELAY_FOREVER));
+    batch b = scrambled_batch(length, piece);
+    uint64_t op = 0, done = 0;
     CHECK_OK(batch_post(&p, KVT_XFER_READ, &b, NULL, 0, &op));
-    kvt_status cancel = kvt_xfer_cancel(p.reader, op);
-    CHECK(cancel == KVT_OK || cancel == KVT_IN_PROGRESS, "cancel: %s", kvt_status_name(cancel));
-    int32_t end = wait_op(p.reader, op, NULL);
-    CHECK(end == KVT_OK || end == KVT_ERR_CANCELED, "ended with %s", kvt_status_name(end));
+    held_op held = {.agent = p.reader, .op = op};
+    wait_until(p.reader, every_byte_moved, &held, "the held batch's bytes to move", WAIT_DEADLINE_MS);
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.reader, op));
+    int32_t end = wait_op(p.reader, op, &done);
+    CHECK(end == KVT_ERR_CANCELED, "the held batch ended %s, expected CANCELED", kvt_status_name(end));
+    CHECK(done == length, "the canceled batch counts the %llu bytes it moved (got %llu)", (unsigned long long)length,
+          (unsigned long long)done);
+    CHECK(mirrored_equal(p.reader_memory, p.source_memory, length, piece), "the bytes it moved are in place");
+    CHECK(counter(p.reader, KVT_COUNTER_ERRORS_FIRST + 8) == 1, "one canceled operation counted");
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    CHECK_OK(kvt_fault_clear(p.reader));
+    batch_free(&b);
+    pair_close(&p);
+}
+
+/* A cancel after the batch completed has nothing to do: the batch stays done with every byte. */
+static void cancel_after_the_batch_completed(void) {
+    uint64_t length = 1u << 20, piece = 4096;
+    pair p = pair_open("done-cancel-source", "done-cancel-reader", length);
+    fill_pattern(p.source_memory, length, 19);
+    batch b = scrambled_batch(length, piece);
+    uint64_t op = 0, done = 0;
+    CHECK_OK(batch_post(&p, KVT_XFER_READ, &b, NULL, 0, &op));
+    CHECK(wait_op(p.reader, op, &done) == KVT_OK && done == length, "the batch completes with every byte");
+    CHECK_OK(kvt_xfer_cancel(p.reader, op));
+    int32_t status = KVT_IN_PROGRESS;
+    uint64_t total = 0;
+    CHECK_OK(kvt_xfer_status(p.reader, op, &status, &done, &total));
+    CHECK(status == KVT_OK && done == length && total == length, "after the cancel: %s, %llu of %llu bytes",
+          kvt_status_name(status), (unsigned long long)done, (unsigned long long)total);
+    uint32_t reported = 7;
+    CHECK_OK(kvt_agent_poll(p.reader, 0, NULL, NULL, NULL, &reported));
+    CHECK(reported == 0, "the cancel reports nothing new");
+    CHECK(mirrored_equal(p.reader_memory, p.source_memory, length, piece), "every byte in place");
+    CHECK(counter(p.reader, KVT_COUNTER_ERRORS_FIRST + 8) == 0, "no canceled operation counted");
     CHECK_OK(kvt_xfer_release(p.reader, op));
     batch_free(&b);
     pair_close(&p);
@@ -414,4 +457,5 @@ static void withdrawn_or_destroyed_source(void) {
 TEST_MAIN("xfer", TEST(read_then_write_verifies_every_byte), TEST(a_batch_past_the_cache_verifies_every_byte),
           TEST(caller_memory_reads_every_byte), TEST(overlapping_ranges_move_like_memmove), TEST(contiguous_descriptors_and_region_tables),
           TEST(one_bad_descriptor_refuses_the_batch), TEST(a_thousand_concurrent_operations), TEST(cancel_and_release),
+          TEST(cancel_a_batch_held_in_flight), TEST(cancel_after_the_batch_completed),
           TEST(withdrawn_or_destroyed_source))
