@@ -1,6 +1,7 @@
 /* Metadata blobs and peers: export, load, generations, invalidation, replacement, and a fuzzer
  * (every truncation, random byte flips and random garbage) that must be refused without crashing. */
 #include "harness.h"
+#include "internal.h" /* kvt_crc32, kvt_metadata_parse: mutations are resealed and parsed directly */
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -216,6 +217,64 @@ static void fuzzed_blobs_are_refused(void) {
     CHECK_OK(kvt_agent_destroy(source));
 }
 
+/* Writes a blob's checksum again after a mutation, so that the mutation reaches the parser. */
+static void reseal(uint8_t *blob, uint64_t length) {
+    uint32_t crc = kvt_crc32(blob, length - 4);
+    for (int i = 0; i < 4; i++) blob[length - 4 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+/* The checksum refuses every random mutation before the parser sees it (above); here each mutation past
+ * the magic is resealed first, so the parser itself meets it. Whatever it gets, it parses the blob or refuses it with a
+ * detail naming the field and the byte (never the checksum), and frees everything (ASan, valgrind); the
+ * refusals must come from many different fields, which shows the mutations get past the header. */
+static void resealed_mutations_reach_the_parser(void) {
+    uint32_t source = make_agent("reseal-source");
+    uint8_t *m1, *m2;
+    uint32_t r1 = alloc_region(source, 8192, &m1), r2 = alloc_region(source, 4096, &m2);
+    uint64_t length;
+    uint8_t *blob = export_blob(source, &length);
+    uint8_t *copy = malloc(length);
+    char seen[32][128];
+    int distinct = 0, parsed = 0, refused = 0;
+    int rounds = test_under_valgrind ? 500 : 5000;
+    for (int i = 0; i < rounds; i++) {
+        memcpy(copy, blob, length);
+        int flips = 1 + (int)(next_random() % 4);
+        for (int f = 0; f < flips; f++) copy[4 + next_random() % (length - 8)] ^= (uint8_t)(1u << (next_random() % 8));
+        reseal(copy, length);
+        kvt_metadata meta;
+        kvt_status status = kvt_metadata_parse(copy, length, &meta);
+        if (status == KVT_OK) {
+            parsed++;
+            kvt_metadata_free(&meta);
+            continue;
+        }
+        refused++;
+        const char *detail = kvt_last_error_detail();
+        CHECK(status == KVT_ERR_INVALID_PARAM || status == KVT_ERR_MISMATCH, "a parser refusal is INVALID_PARAM or MISMATCH, got %s (%s)",
+              kvt_status_name(status), detail);
+        CHECK(strstr(detail, "checksum") == NULL, "a resealed blob passes the checksum: %s", detail);
+        CHECK(strstr(detail, " at byte ") != NULL || strstr(detail, "format version") != NULL, "the refusal names where: %s", detail);
+        const char *what = strstr(detail, "blob: ");
+        what = what ? what + 6 : detail;
+        size_t n = strcspn(what, "(");
+        if (n >= sizeof seen[0]) n = sizeof seen[0] - 1;
+        bool known = false;
+        for (int k = 0; k < distinct && !known; k++) known = strncmp(seen[k], what, n) == 0 && seen[k][n] == '\0';
+        if (!known && distinct < 32) {
+            memcpy(seen[distinct], what, n);
+            seen[distinct++][n] = '\0';
+        }
+    }
+    CHECK(refused > 0 && parsed > 0, "both parsed (%d) and refused (%d) blobs: flips land in values and in structure", parsed, refused);
+    CHECK(distinct >= 6, "refusals from %d kinds of problem only (at least 6 expected)", distinct);
+    free(copy);
+    free(blob);
+    free_region(source, r1, m1);
+    free_region(source, r2, m2);
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
 static void unload_refuses_while_in_use(void) {
     uint32_t agent = make_agent("unload-busy");
     uint8_t *memory;
@@ -273,4 +332,4 @@ static void loopback_blob_from_another_process(void) {
 }
 
 TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),
-          TEST(fuzzed_blobs_are_refused), TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process))
+          TEST(fuzzed_blobs_are_refused), TEST(resealed_mutations_reach_the_parser), TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process))
