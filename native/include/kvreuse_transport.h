@@ -493,7 +493,17 @@ KVT_API kvt_status kvt_fault_fail(uint32_t agent, uint32_t point, uint32_t nth, 
  */
 KVT_API kvt_status kvt_fault_delay_completions(uint32_t agent, uint32_t ms);
 
-/** Disarms every fault and delay of the agent; held operations complete promptly. */
+/** No pause of issuing: the default, and what kvt_fault_clear restores. */
+#define KVT_ISSUE_UNLIMITED UINT64_MAX
+/**
+ * UCX backend: issues at most `bytes` of each of this agent's operations (rounded up to the end of the
+ * request that reaches it), then holds the rest back until the limit is raised or cleared. The bytes
+ * issued complete as usual, so a test can have part of a batch moved and the rest not yet issued, and
+ * then stop the peer before the rest goes out. The loopback backend ignores it.
+ */
+KVT_API kvt_status kvt_fault_pause_issue(uint32_t agent, uint64_t bytes);
+
+/** Disarms every fault, delay and issue pause of the agent; held operations complete promptly. */
 KVT_API kvt_status kvt_fault_clear(uint32_t agent);
 
 #ifdef __cplusplus

@@ -383,6 +383,7 @@ kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, 
     kvt_agent *agent = calloc(1, sizeof *agent);
     if (!agent) return kvt_count_result(NULL, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_agent_create: out of memory"));
     agent->backend = impl;
+    atomic_init(&agent->issue_limit, KVT_ISSUE_UNLIMITED);
     status = agent_init(agent, name, backend);
 
     /* Reserve the name, so two creations with one name cannot both succeed. */
@@ -707,6 +708,18 @@ kvt_status kvt_fault_delay_completions(uint32_t agent_id, uint32_t ms) {
     return KVT_OK;
 }
 
+kvt_status kvt_fault_pause_issue(uint32_t agent_id, uint64_t bytes) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_fault_pause_issue", &agent);
+    if (status != KVT_OK) return status;
+    pthread_mutex_lock(&agent->lock);
+    atomic_store(&agent->issue_limit, bytes);
+    kvt_agent_kick(agent);
+    pthread_mutex_unlock(&agent->lock);
+    kvt_agent_release(agent);
+    return KVT_OK;
+}
+
 kvt_status kvt_fault_clear(uint32_t agent_id) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_fault_clear", &agent);
@@ -714,6 +727,7 @@ kvt_status kvt_fault_clear(uint32_t agent_id) {
     pthread_mutex_lock(&agent->lock);
     memset(agent->faults, 0, sizeof agent->faults);
     agent->delay_ms = 0;
+    atomic_store(&agent->issue_limit, KVT_ISSUE_UNLIMITED);
     kvt_agent_kick(agent);
     pthread_mutex_unlock(&agent->lock);
     kvt_agent_release(agent);

@@ -207,6 +207,7 @@ typedef struct kvt_op {
     enum kvt_op_phase phase;
     uint32_t next;        /* next descriptor to issue */
     uint64_t next_offset; /* bytes of descs[next] already issued (loopback chunking) */
+    uint64_t bytes_issued; /* UCX: bytes handed to requests or copied so far */
     uint32_t outstanding; /* backend requests in flight */
     uint64_t outstanding_bytes;
     void *requests;            /* UCX: the outstanding requests, linked through their request space */
@@ -288,6 +289,7 @@ struct kvt_agent {
 
     kvt_fault faults[3];
     uint32_t delay_ms;
+    _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
 
     _Atomic uint64_t counters[KVT_COUNTER_COUNT];
 

@@ -609,13 +609,15 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     uint64_t issued = 0, completed_now = 0;
     kvt_copier copier = {.streaming = op->streaming};
     bool copied = false;
-    while (op->error == KVT_OK && op->next < op->count && issued < ISSUE_BUDGET_BYTES &&
+    uint64_t issue_limit = atomic_load_explicit(&agent->issue_limit, memory_order_relaxed);
+    while (op->error == KVT_OK && op->next < op->count && issued < ISSUE_BUDGET_BYTES && op->bytes_issued < issue_limit &&
            !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
         const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
         if (remote->mapped) {
             uint64_t n = copy_direct(op, &copier, remote, ISSUE_BUDGET_BYTES - issued);
             completed_now += n;
             issued += n;
+            op->bytes_issued += n;
             copied = true;
             continue;
         }
@@ -623,6 +625,7 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
         uint64_t length = issue_request(agent, op, &completed_now);
         if (length == 0) break;
         issued += length;
+        op->bytes_issued += length;
     }
     kvt_copier_flush(&copier);
     if (copied) kvt_copy_fence();

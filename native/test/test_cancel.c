@@ -64,15 +64,21 @@ static uint64_t bytes_done(const tcp_pair *p, uint64_t op, int32_t *status) {
 
 typedef struct {
     const tcp_pair *pair;
-    uint64_t op;
+    uint64_t op, bytes;
 } moving_batch;
 
+static bool no_request_in_flight(void *context) {
+    const tcp_pair *p = context;
+    return counter(p->agent, KVT_COUNTER_INFLIGHT_REQUESTS) == 0;
+}
+
+/* The batch has `bytes` done and is still in progress (the rest is held back by kvt_fault_pause_issue). */
 static bool first_bytes_moved(void *context) {
     const moving_batch *moving = context;
     int32_t status = KVT_IN_PROGRESS;
     uint64_t done = bytes_done(moving->pair, moving->op, &status);
-    CHECK(status == KVT_IN_PROGRESS, "the batch ended %s before the test stopped its source", kvt_status_name(status));
-    return done > 0;
+    CHECK(status == KVT_IN_PROGRESS, "the batch ended %s while the rest was held back", kvt_status_name(status));
+    return done >= moving->bytes;
 }
 
 /* After the source resumes, loading its metadata again (a no-op when the endpoint still stands, a new
@@ -99,24 +105,31 @@ static void cancel_ends_the_batch(tcp_pair *p, uint64_t op) {
     CHECK_OK(kvt_mem_register(p->agent, (uint64_t)(uintptr_t)p->memory, p->length, KVT_MEM_DRAM, 0, &p->region));
 }
 
-/* A batch moves while the source runs; once bytes arrived the source is stopped, with requests in
- * flight, and the batch is cancelled: it ends CANCELED, and its memory deregisters. */
+/* A batch moves while the source runs; once its first pieces are done the source is stopped, the rest
+ * goes out as requests the stopped source never answers, and the batch is cancelled: it ends CANCELED,
+ * and its memory deregisters. */
 static void cancel_with_the_source_stopped_mid_batch(uint32_t direction) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process to stop");
     tcp_pair p;
     uint64_t total = (uint64_t)PIECES * piece_bytes();
     pair_open(&p, total);
+    /* The first pieces go out and complete; the rest is held back until the source is stopped, so the
+     * batch is mid-way, with requests in flight that the stopped source never answers, whatever the
+     * machine's speed. */
+    uint64_t first = 4 * piece_bytes();
+    CHECK_OK(kvt_fault_pause_issue(p.agent, first));
     uint64_t op = post_pieces(&p, direction, PIECES, piece_bytes(), true);
-    moving_batch moving = {.pair = &p, .op = op};
-    wait_until(p.agent, first_bytes_moved, &moving, "the batch's first bytes to move", WAIT_DEADLINE_MS);
-    int32_t status = KVT_IN_PROGRESS;
+    moving_batch moving = {.pair = &p, .op = op, .bytes = first};
+    wait_until(p.agent, first_bytes_moved, &moving, "the batch's first pieces to complete", WAIT_DEADLINE_MS);
     source_signal(&p.source, SIGSTOP);
     source_wait_stopped(&p.source);
-    uint64_t before = bytes_done(&p, op, &status);
-    CHECK(status == KVT_IN_PROGRESS && before < total,
-          "the batch (%llu bytes) was still moving when the source stopped (%llu done, status %s)",
-          (unsigned long long)total, (unsigned long long)before, kvt_status_name(status));
+    CHECK_OK(kvt_fault_clear(p.agent));
     wait_counter_at_least(p.agent, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
+    int32_t status = KVT_IN_PROGRESS;
+    uint64_t before = bytes_done(&p, op, &status);
+    CHECK(status == KVT_IN_PROGRESS && before >= first && before < total,
+          "the batch (%llu bytes) is mid-way when the source stopped (%llu done, status %s)", (unsigned long long)total,
+          (unsigned long long)before, kvt_status_name(status));
     cancel_ends_the_batch(&p, op);
     reload_and_read(&p);
     if (direction == KVT_XFER_READ) CHECK(check_pattern(p.memory, piece_bytes(), SEED), "the bytes are the source's");
@@ -125,6 +138,33 @@ static void cancel_with_the_source_stopped_mid_batch(uint32_t direction) {
 
 static void cancel_read_from_a_stopped_source(void) { cancel_with_the_source_stopped_mid_batch(KVT_XFER_READ); }
 static void cancel_write_to_a_stopped_source(void) { cancel_with_the_source_stopped_mid_batch(KVT_XFER_WRITE); }
+
+/* kvt_fault_pause_issue: the pieces up to the limit are issued and complete, then nothing more is issued
+ * (nothing in flight, the batch still in progress) until the pause is cleared; then the rest moves. */
+static void a_paused_issue_holds_the_rest_of_a_batch(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no issue to pause");
+    tcp_pair p;
+    uint64_t total = 64 * piece_bytes(), first = 4 * piece_bytes();
+    pair_open(&p, total);
+    uint64_t issued = counter(p.agent, KVT_COUNTER_REQUESTS_ISSUED);
+    CHECK_OK(kvt_fault_pause_issue(p.agent, first));
+    uint64_t op = post_pieces(&p, KVT_XFER_READ, 64, piece_bytes(), true);
+    moving_batch moving = {.pair = &p, .op = op, .bytes = first};
+    wait_until(p.agent, first_bytes_moved, &moving, "the pieces before the pause to complete", WAIT_DEADLINE_MS);
+    wait_until(p.agent, no_request_in_flight, &p, "the issued requests to end", WAIT_DEADLINE_MS);
+    int32_t status = KVT_IN_PROGRESS;
+    CHECK(bytes_done(&p, op, &status) == first && status == KVT_IN_PROGRESS, "paused at %llu of %llu bytes (status %s)",
+          (unsigned long long)first, (unsigned long long)total, kvt_status_name(status));
+    CHECK(counter(p.agent, KVT_COUNTER_REQUESTS_ISSUED) - issued == 4, "4 requests before the pause, not %llu",
+          (unsigned long long)(counter(p.agent, KVT_COUNTER_REQUESTS_ISSUED) - issued));
+    CHECK_OK(kvt_fault_clear(p.agent));
+    uint64_t done = 0;
+    CHECK(wait_op(p.agent, op, &done) == KVT_OK && done == total, "the rest moved after the pause (%llu bytes)",
+          (unsigned long long)done);
+    CHECK_OK(kvt_xfer_release(p.agent, op));
+    CHECK(check_pattern(p.memory, total, SEED), "the bytes are the source's");
+    pair_close(&p);
+}
 
 /* Gets issued after the source stopped can never complete, and ucp_request_cancel does not end them:
  * the cancel force-closes the endpoint. The peer is then disconnected (posts refused) until its
@@ -178,5 +218,5 @@ static void merged_descriptors_are_issued_in_capped_requests(void) {
     pair_close(&p);
 }
 
-TEST_MAIN("cancel", TEST(merged_descriptors_are_issued_in_capped_requests), TEST(cancel_read_from_a_stopped_source),
+TEST_MAIN("cancel", TEST(merged_descriptors_are_issued_in_capped_requests), TEST(a_paused_issue_holds_the_rest_of_a_batch), TEST(cancel_read_from_a_stopped_source),
           TEST(cancel_write_to_a_stopped_source), TEST(cancel_force_closes_the_endpoint_of_requests_that_cannot_end))
