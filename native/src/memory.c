@@ -248,6 +248,8 @@ kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length
 
     pthread_mutex_lock(&agent->config_lock); /* allocations cannot change until we are done */
     const kvt_allocation *exact = NULL;
+    /* Growing moves the region table, which other agents' loopback reads walk holding region_lock. */
+    pthread_rwlock_wrlock(&agent->region_lock);
     pthread_mutex_lock(&agent->lock);
     status = check_register_locked(agent, address, length, kind, device, &exact);
     if (status == KVT_OK && agent->region_count == agent->region_capacity) {
@@ -261,6 +263,7 @@ kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length
         }
     }
     pthread_mutex_unlock(&agent->lock);
+    pthread_rwlock_unlock(&agent->region_lock);
 
     kvt_region *region = NULL;
     if (status == KVT_OK) {

@@ -1,6 +1,9 @@
 /* Memory: allocation, registration refusals, overlap, deregistration and their counters. */
 #include "harness.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include <errno.h>
 #include <linux/capability.h>
 #include <sys/mman.h>
@@ -78,8 +81,8 @@ static void alloc_with_mlock_within_the_limit(void) {
 /* Past the limit (soft limit 0, CAP_IPC_LOCK dropped from this thread) the lock is refused with a detail
  * naming the limit, and the memory allocated for it is freed again. */
 static void alloc_with_mlock_refused_by_the_limit(void) {
-#ifdef __SANITIZE_ADDRESS__
-    test_skip_reason = "AddressSanitizer's mlock does nothing and succeeds; the valgrind run covers the refusal";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    test_skip_reason = "the sanitizers' mlock does nothing and succeeds; the valgrind run covers the refusal";
     return;
 #endif
     uint32_t agent = make_agent("mlock-refused");
@@ -219,6 +222,58 @@ static void many_regions(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+typedef struct {
+    uint32_t reader, peer, local, remote;
+    uint64_t generation;
+    _Atomic bool stop;
+    uint32_t reads;
+} reading;
+
+static void *read_until_stopped(void *context) {
+    reading *r = context;
+    while (!atomic_load(&r->stop)) {
+        uint64_t op;
+        CHECK_OK(post_one(r->reader, KVT_XFER_READ, r->peer, r->generation, r->local, 0, r->remote, 0, 4096, &op));
+        CHECK(wait_op(r->reader, op, NULL) == KVT_OK, "a read while the source's table grows");
+        CHECK_OK(kvt_xfer_release(r->reader, op));
+        r->reads++;
+    }
+    return NULL;
+}
+
+/* Registrations grow an agent's region table (16, 32, 64, 128, 256 entries) while another agent's
+ * loopback reads look regions up in it from that agent's progress thread: the table moves only under
+ * the region lock those readers hold (ThreadSanitizer reports the race, ASan the read of the freed
+ * table, when it moves under another lock). */
+static void the_table_grows_under_loopback_reads(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "only loopback reads look regions up in another agent's table");
+    uint32_t source = make_agent("growing-source");
+    reading r = {.reader = make_agent("growing-reader")};
+    uint8_t *source_memory, *reader_memory;
+    r.remote = alloc_region(source, 4096, &source_memory);
+    r.local = alloc_region(r.reader, 4096, &reader_memory);
+    r.peer = load_peer(r.reader, source, &r.generation);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, read_until_stopped, &r) == 0, "reader thread");
+    enum { N = 200 };
+    uint8_t *memory = malloc(N * 4096);
+    uint32_t regions[N];
+    for (int i = 0; i < N; i++)
+        CHECK_OK(kvt_mem_register(source, (uint64_t)(uintptr_t)memory + (uint64_t)i * 4096, 4096, KVT_MEM_DRAM, 0,
+                                  &regions[i]));
+    atomic_store(&r.stop, true);
+    CHECK(pthread_join(thread, NULL) == 0, "reader thread joined");
+    CHECK(r.reads > 0, "reads ran while the table grew");
+    for (int i = N - 1; i >= 0; i--) CHECK_OK(kvt_mem_deregister(source, regions[i]));
+    free(memory);
+    CHECK_OK(kvt_peer_unload(r.reader, r.peer));
+    free_region(r.reader, r.local, reader_memory);
+    free_region(source, r.remote, source_memory);
+    CHECK_OK(kvt_agent_destroy(r.reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
 TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlock_within_the_limit),
           TEST(alloc_with_mlock_refused_by_the_limit), TEST(register_refusals),
-          TEST(register_refuses_unmapped_memory), TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions))
+          TEST(register_refuses_unmapped_memory), TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions),
+          TEST(the_table_grows_under_loopback_reads))
