@@ -39,13 +39,14 @@ function whyNamespacesCannotBeMade(): string | undefined {
   return undefined;
 }
 
-const unavailable = whyNamespacesCannotBeMade();
+/** Why network namespaces cannot be made here (not root, no `ip`), or undefined where they can. */
+export const namespacesUnavailable = whyNamespacesCannotBeMade();
 
 /** Whether the network-namespace tests run: namespaces can be made here, or CI requires them (and they fail without). */
-export const namespaceTestsRun = unavailable === undefined || inCi;
+export const namespaceTestsRun = namespacesUnavailable === undefined || inCi;
 
-if (unavailable !== undefined) {
-  const message = `native-bindings: ${unavailable}`;
+if (namespacesUnavailable !== undefined) {
+  const message = `native-bindings: ${namespacesUnavailable}`;
   if (inCi) console.error(`${message}; CI requires the network-namespace tests, so they will FAIL`);
   else console.warn(`${message}; the network-namespace tests are SKIPPED here`);
 }
@@ -102,7 +103,7 @@ process.on('exit', () => {
  * those of a process that was killed are deleted by the next pair opened on the machine.
  */
 export function openVethPair(): VethPair {
-  if (unavailable !== undefined) throw new Error(`two network namespaces joined by a veth pair cannot be made: ${unavailable}`);
+  if (namespacesUnavailable !== undefined) throw new Error(`two network namespaces joined by a veth pair cannot be made: ${namespacesUnavailable}`);
   removeLeftovers();
   sequence += 1;
   const names = { a: `${PREFIX}${process.pid}-${sequence}-a`, b: `${PREFIX}${process.pid}-${sequence}-b` };
