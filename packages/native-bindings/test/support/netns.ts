@@ -33,9 +33,13 @@ export interface VethPair {
 }
 
 function whyNamespacesCannotBeMade(): string | undefined {
-  if (process.getuid?.() !== 0) return 'creating network namespaces needs root';
-  const probe = spawnSync('ip', ['-V'], { encoding: 'utf8' });
-  if (probe.error !== undefined) return `iproute2's ip cannot be run (${probe.error.message})`;
+  const ipVersion = spawnSync('ip', ['-V'], { encoding: 'utf8' });
+  if (ipVersion.error !== undefined) return `iproute2's ip cannot be run (${ipVersion.error.message})`;
+  // A container may run as root without the capability; try one namespace that vanishes with `true`.
+  const probe = spawnSync('unshare', ['--net', 'true'], { encoding: 'utf8' });
+  if (probe.error !== undefined || probe.status !== 0) {
+    return `creating a network namespace is not permitted here (it needs root, CAP_SYS_ADMIN): ${probe.error?.message ?? probe.stderr.trim()}`;
+  }
   return undefined;
 }
 
