@@ -2,7 +2,7 @@
 // in the same run: ucx_perftest -t ucp_get for cross-process READ bandwidth, a single-thread memcpy
 // (Buffer.copy) for the 42-block pull and for the per-descriptor overhead.
 // Writes bench/parts/native-bindings.json at the repository root.
-import { spawn } from 'node:child_process';
+import { type SpawnOptions, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,8 +10,10 @@ import type { Agent, Allocation, Peer, Region, TransferDescriptors } from '@kvre
 import { agentName, transport } from '../test/support/backends.js';
 import { spawnScript } from '../test/support/child.js';
 import { findPatternMismatch } from '../test/support/content.js';
+import { namespacesUnavailable, openVethPair, tcpOverVeth } from '../test/support/netns.js';
 import { openPair } from '../test/support/pair.js';
 import { QWEN3_PIECE_BYTES, QWEN3_PREFIX_BYTES, QWEN3_PREFIX_PIECES } from '../test/support/qwen3.js';
+import { descriptors, seconds, timeReads } from './reads.js';
 
 const REPEATS = 5;
 const GB = 1e9;
@@ -33,26 +35,6 @@ const figures: Record<string, Figure> = {};
  */
 const best = (values: number[]): number => Math.min(...values);
 const bestRate = (values: number[]): number => Math.max(...values);
-
-function seconds(start: bigint): number {
-  return Number(process.hrtime.bigint() - start) / 1e9;
-}
-
-/** The same `count` descriptors of `bytes` each, at the offsets `offsetOf(i)` on both sides. */
-function descriptors(
-  count: number,
-  bytes: number,
-  offsetOf: (i: number) => number,
-  destinationOffsetOf: (i: number) => number = offsetOf,
-): TransferDescriptors {
-  return {
-    sourceBank: new Uint32Array(count),
-    sourceOffset: BigUint64Array.from({ length: count }, (_, i) => BigInt(offsetOf(i))),
-    destinationBank: new Uint32Array(count),
-    destinationOffset: BigUint64Array.from({ length: count }, (_, i) => BigInt(destinationOffsetOf(i))),
-    length: new BigUint64Array(count).fill(BigInt(bytes)),
-  };
-}
 
 /** Single-thread memcpy of `bytes` between two pre-faulted native banks, via Buffer.copy (memmove). */
 function memcpySeconds(from: Buffer, to: Buffer, bytes: number): number {
@@ -102,27 +84,13 @@ async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
 }
 
 /** Seconds from posting `batches` batches (at most `window` in flight) to the last completion. */
-async function timeReads(setup: RemoteSetup, batch: TransferDescriptors, batches: number, window: number): Promise<number> {
-  const request = {
-    direction: 'read' as const,
-    peer: setup.peer,
-    descriptors: batch,
-    localRegions: [setup.region],
-    remoteRegions: [setup.remoteRegion],
-  };
-  const start = process.hrtime.bigint();
-  const inFlight = new Set<Promise<void>>();
-  for (let b = 0; b < batches; b++) {
-    if (inFlight.size >= window) await Promise.race(inFlight);
-    const operation = setup.agent.post(request);
-    const settled: Promise<void> = operation.done.then(() => {
-      operation.release();
-      inFlight.delete(settled);
-    });
-    inFlight.add(settled);
-  }
-  await Promise.all(inFlight);
-  return seconds(start);
+function timeRemoteReads(setup: RemoteSetup, batch: TransferDescriptors, batches: number, window: number): Promise<number> {
+  return timeReads(
+    setup.agent,
+    { direction: 'read', peer: setup.peer, descriptors: batch, localRegions: [setup.region], remoteRegions: [setup.remoteRegion] },
+    batches,
+    window,
+  );
 }
 
 /** The lanes UCX reports for its endpoints in `output` (written with UCX_LOG_LEVEL=info). */
@@ -134,23 +102,54 @@ function lanesIn(output: string): string {
   return lanes.length === 0 ? 'not reported' : [...new Set(lanes)].join('; ');
 }
 
-/** ucx_perftest -t ucp_get between a server and a client process on 127.0.0.1. */
-async function ucxPerftest(size: number, iterations: number): Promise<{ bytesPerSecond: number; lanes: string }> {
+/** Where the two ucx_perftest processes run, and with which settings. */
+interface PerftestPlacement {
+  /** Command prefixes that run the server and the client (e.g. in a network namespace). */
+  readonly serverLauncher: readonly string[];
+  readonly clientLauncher: readonly string[];
+  /** The server's address, as the client reaches it. */
+  readonly serverAddress: string;
+  readonly env: NodeJS.ProcessEnv;
+}
+
+const ON_THIS_HOST: PerftestPlacement = { serverLauncher: [], clientLauncher: [], serverAddress: '127.0.0.1', env: {} };
+
+/** Spawns `command` behind `launcher` (nothing, or a command that runs it, such as `ip netns exec`). */
+function spawnLaunched(launcher: readonly string[], command: string[], options: SpawnOptions) {
+  const [program, ...args] = [...launcher, ...command] as [string, ...string[]];
+  return spawn(program, args, options);
+}
+
+/**
+ * ucx_perftest -t ucp_get between a server and a client process, `outstanding` gets in flight
+ * (ucx_perftest's -O; its default, 0, waits for each get before the next).
+ */
+async function ucxPerftest(
+  size: number,
+  iterations: number,
+  { placement = ON_THIS_HOST, outstanding = 0 }: { placement?: PerftestPlacement; outstanding?: number } = {},
+): Promise<{ bytesPerSecond: number; lanes: string }> {
   const port = UCX_PERFTEST_PORT;
-  const server = spawn('ucx_perftest', ['-p', String(port)], { stdio: 'ignore' });
+  const env = { ...process.env, ...placement.env };
+  const server = spawnLaunched(placement.serverLauncher, ['ucx_perftest', '-p', String(port)], { stdio: 'ignore', env });
   try {
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const client = spawn(
-      'ucx_perftest',
-      ['127.0.0.1', '-p', String(port), '-t', 'ucp_get', '-s', String(size), '-n', String(iterations), '-w', '100'],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, UCX_LOG_LEVEL: 'info' } },
+    const client = spawnLaunched(
+      placement.clientLauncher,
+      [
+        'ucx_perftest',
+        placement.serverAddress,
+        ...['-p', String(port), '-t', 'ucp_get', '-s', String(size), '-n', String(iterations), '-w', '100'],
+        ...(outstanding > 0 ? ['-O', String(outstanding)] : []),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, UCX_LOG_LEVEL: 'info' } },
     );
     let output = '';
     const collect = (chunk: string) => {
       output += chunk;
     };
-    client.stdout.setEncoding('utf8').on('data', collect);
-    client.stderr.setEncoding('utf8').on('data', collect);
+    client.stdout?.setEncoding('utf8').on('data', collect);
+    client.stderr?.setEncoding('utf8').on('data', collect);
     const code = await new Promise<number | null>((resolve) => client.on('exit', resolve));
     const final = output.split('\n').find((line) => line.trim().startsWith('Final:'));
     if (code !== 0 || final === undefined) throw new Error(`ucx_perftest exited with ${code}:\n${output}`);
@@ -164,8 +163,7 @@ async function ucxPerftest(size: number, iterations: number): Promise<{ bytesPer
 }
 
 /** The lanes and get protocol of the facade's endpoint, from the library's own report (ucp_ep_print_info). */
-function describePath(setup: RemoteSetup): string {
-  const text = setup.peer.transport();
+function describePath(text: string): string {
   const lanes = [...text.matchAll(/lane\[\d+\]:\s+\d+:([\w-]+\/[\w-]+)/g)].map((match) => match[1]);
   const gets = [...text.matchAll(/get\[\d+\]:\s+(\S+)/g)].map((match) => match[1]);
   const direct = /copied directly/.test(text) ? '; the source region is mapped through shared memory and copied directly' : '';
@@ -176,17 +174,17 @@ async function readVsPerftest(name: string, size: number, iterations: number, ba
   const setup = await remoteSource(size, 7);
   const batch = descriptors(batchSize, size, () => 0);
   const batches = Math.ceil(iterations / batchSize);
-  await timeReads(setup, batch, Math.ceil(100 / batchSize), window); // warm-up, as ucx_perftest -w 100
+  await timeRemoteReads(setup, batch, Math.ceil(100 / batchSize), window); // warm-up, as ucx_perftest -w 100
   const facade: number[] = [];
   const perftest: number[] = [];
   let perftestLanes = '';
   for (let r = 0; r < REPEATS; r++) {
-    facade.push((batches * batchSize * size) / (await timeReads(setup, batch, batches, window)));
+    facade.push((batches * batchSize * size) / (await timeRemoteReads(setup, batch, batches, window)));
     const anchorRun = await ucxPerftest(size, batches * batchSize);
     perftest.push(anchorRun.bytesPerSecond);
     perftestLanes = anchorRun.lanes;
   }
-  const path = describePath(setup);
+  const path = describePath(setup.peer.transport());
   await setup.close();
   const value = bestRate(facade) / GB;
   const anchor = bestRate(perftest) / GB;
@@ -206,11 +204,11 @@ async function readVsPerftest(name: string, size: number, iterations: number, ba
 async function pullQwen3Prefix(): Promise<void> {
   const setup = await remoteSource(QWEN3_PREFIX_BYTES, 42);
   const batch = descriptors(QWEN3_PREFIX_PIECES, QWEN3_PIECE_BYTES, (i) => i * QWEN3_PIECE_BYTES);
-  await timeReads(setup, batch, 1, 1);
+  await timeRemoteReads(setup, batch, 1, 1);
   const mismatch = findPatternMismatch(setup.bank.view(), 42);
   if (mismatch !== -1) throw new Error(`pull: byte ${mismatch} of the prefix differs from the source`);
   const times: number[] = [];
-  for (let r = 0; r < REPEATS; r++) times.push(await timeReads(setup, batch, 1, 1));
+  for (let r = 0; r < REPEATS; r++) times.push(await timeRemoteReads(setup, batch, 1, 1));
   const pull = QWEN3_PREFIX_BYTES / best(times);
 
   const copyTarget = setup.agent.allocate(QWEN3_PREFIX_BYTES);
@@ -231,6 +229,72 @@ async function pullQwen3Prefix(): Promise<void> {
     note: `anchor: single-thread memcpy (Buffer.copy) of the same ${QWEN3_PREFIX_BYTES} bytes between two pre-faulted banks, GB/s`,
   };
   console.log(`pull: ${(pull / GB).toFixed(2)} GB/s, memcpy ${(memcpy / GB).toFixed(2)} GB/s`);
+}
+
+/**
+ * The library keeps 8 MiB of requests in flight per operation (native/README.md, "Posting"): 64 gets
+ * of 128 KiB, the depth ucx_perftest is given for the same gets.
+ */
+const FACADE_GETS_IN_FLIGHT = (8 << 20) / QWEN3_PIECE_BYTES;
+/** A pull over tcp here takes a few hundred ms and moves with the machine's load, so more runs than REPEATS. */
+const TCP_REPEATS = 10;
+
+/**
+ * The 42-block prefix pulled across a network: source and reader in two network namespaces joined by
+ * a veth pair, both held to tcp over it, beside ucx_perftest's gets of the same size and number between
+ * the same namespaces with the same settings, interleaved.
+ */
+async function pullOverTcpBetweenNamespaces(): Promise<void> {
+  const pair = openVethPair();
+  try {
+    const env = tcpOverVeth(pair);
+    const source = spawnScript('bench/source.ts', {
+      args: [agentName('tcp-source'), String(QWEN3_PREFIX_BYTES), '42'],
+      launcher: pair.a.launcher,
+      env,
+    });
+    const reader = spawnScript('bench/reader.ts', {
+      args: [agentName('tcp-reader'), String(QWEN3_PREFIX_PIECES), String(QWEN3_PIECE_BYTES), '42'],
+      launcher: pair.b.launcher,
+      env,
+    });
+    reader.send(await source.next('ready'));
+    const ready = await reader.next<{ path: string; mismatch: number }>('ready');
+    if (ready.mismatch !== -1) throw new Error(`tcp pull: byte ${ready.mismatch} of the prefix differs from the source`);
+    const placement = { serverLauncher: pair.a.launcher, clientLauncher: pair.b.launcher, serverAddress: pair.a.address, env };
+    const pulls: number[] = [];
+    const perftest: number[] = [];
+    let perftestLanes = '';
+    for (let r = 0; r < TCP_REPEATS; r++) {
+      reader.send({ command: 'pull' });
+      pulls.push(QWEN3_PREFIX_BYTES / (await reader.next<{ seconds: number }>('pulled')).seconds);
+      const anchorRun = await ucxPerftest(QWEN3_PIECE_BYTES, QWEN3_PREFIX_PIECES, { placement, outstanding: FACADE_GETS_IN_FLIGHT });
+      perftest.push(anchorRun.bytesPerSecond);
+      perftestLanes = anchorRun.lanes;
+    }
+    for (const child of [reader, source]) {
+      child.send({ command: 'close' });
+      await child.next('closed');
+      await child.exited;
+    }
+    const value = bestRate(pulls) / GB;
+    const anchor = bestRate(perftest) / GB;
+    figures['pull.tcp_netns.vs_ucx_perftest'] = {
+      value: value / anchor,
+      unit: 'ratio',
+      anchor,
+      ratio: value / anchor,
+      goal: '≥ 0.9',
+      note:
+        `anchor: ucx_perftest GB/s. Two network namespaces joined by a veth pair, UCX_TLS=tcp, UCX_NET_DEVICES=${pair.device}: ` +
+        `the ${QWEN3_PREFIX_BYTES}-byte prefix READ as one batch of ${QWEN3_PREFIX_PIECES} × ${QWEN3_PIECE_BYTES} B ${value.toFixed(3)} GB/s ` +
+        `vs ucx_perftest -t ucp_get -s ${QWEN3_PIECE_BYTES} -n ${QWEN3_PREFIX_PIECES} -O ${FACADE_GETS_IN_FLIGHT} ${anchor.toFixed(3)} GB/s ` +
+        `(best of ${TCP_REPEATS} interleaved runs each; facade's endpoint: ${describePath(ready.path)}; ucx_perftest's lanes: ${perftestLanes})`,
+    };
+    console.log(`pull.tcp_netns.vs_ucx_perftest: ${figures['pull.tcp_netns.vs_ucx_perftest'].note}`);
+  } finally {
+    pair.close();
+  }
 }
 
 const OVERHEAD_COUNT = 100_000;
@@ -256,13 +320,13 @@ async function postOverhead(setup: RemoteSetup): Promise<Overhead> {
   // merge them and every one is posted on its own.
   const batch = descriptors(OVERHEAD_COUNT, OVERHEAD_PIECE, (i) => i * OVERHEAD_PIECE, (i) => (OVERHEAD_COUNT - 1 - i) * OVERHEAD_PIECE);
   const single = descriptors(1, OVERHEAD_BYTES, () => 0);
-  await timeReads(setup, batch, 1, 1);
-  await timeReads(setup, single, 1, 1);
+  await timeRemoteReads(setup, batch, 1, 1);
+  await timeRemoteReads(setup, single, 1, 1);
   const batchTimes: number[] = [];
   const singleTimes: number[] = [];
   for (let r = 0; r < REPEATS; r++) {
-    batchTimes.push(await timeReads(setup, batch, 1, 1));
-    singleTimes.push(await timeReads(setup, single, 1, 1));
+    batchTimes.push(await timeRemoteReads(setup, batch, 1, 1));
+    singleTimes.push(await timeRemoteReads(setup, single, 1, 1));
   }
   const scratch = setup.agent.allocate(OVERHEAD_BYTES);
   const memcpyS = memcpySeconds(setup.bank.view(), scratch.view(), OVERHEAD_BYTES);
@@ -312,6 +376,8 @@ if (caps.backends.includes('ucx')) {
   await readVsPerftest('read.128k.vs_ucx_perftest', 131_072, 20_000, 256, 2);
   await readVsPerftest('read.4m.vs_ucx_perftest', 4 << 20, 2_000, 4, 2);
   await pullQwen3Prefix();
+  if (namespacesUnavailable === undefined) await pullOverTcpBetweenNamespaces();
+  else console.warn(`native-bindings bench: ${namespacesUnavailable}, so pull.tcp_netns.vs_ucx_perftest is not measured`);
 } else {
   figures['post.per_descriptor_ns'] = {
     value: loopback.perDescriptorNs,

@@ -21,11 +21,15 @@ export interface ScriptOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** Extra flags for node itself, e.g. `--expose-gc`. */
   readonly nodeFlags?: readonly string[];
+  /** A command that runs node in turn, e.g. `ip netns exec <name>` (it must exec node, not fork it). */
+  readonly launcher?: readonly string[];
 }
 
 export function spawnScript(script: string, options: ScriptOptions = {}): Child {
-  const { args = [], env = {}, nodeFlags = [] } = options;
-  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', '--conditions=@kvreuse/source', script, ...args], {
+  const { args = [], env = {}, nodeFlags = [], launcher = [] } = options;
+  const nodeArgs = [...nodeFlags, '--import', 'tsx', '--conditions=@kvreuse/source', script, ...args];
+  const [command, ...commandArgs] = [...launcher, process.execPath, ...nodeArgs] as [string, ...string[]];
+  const child = spawn(command, commandArgs, {
     cwd: packageDir,
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],

@@ -1,0 +1,39 @@
+// Timing READs through the facade, shared by the benchmark and the readers it runs in other processes.
+import type { Agent, PostRequest, TransferDescriptors } from '@kvreuse/native-bindings';
+
+export function seconds(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e9;
+}
+
+/** The same `count` descriptors of `bytes` each, at the offsets `offsetOf(i)` on both sides. */
+export function descriptors(
+  count: number,
+  bytes: number,
+  offsetOf: (i: number) => number,
+  destinationOffsetOf: (i: number) => number = offsetOf,
+): TransferDescriptors {
+  return {
+    sourceBank: new Uint32Array(count),
+    sourceOffset: BigUint64Array.from({ length: count }, (_, i) => BigInt(offsetOf(i))),
+    destinationBank: new Uint32Array(count),
+    destinationOffset: BigUint64Array.from({ length: count }, (_, i) => BigInt(destinationOffsetOf(i))),
+    length: new BigUint64Array(count).fill(BigInt(bytes)),
+  };
+}
+
+/** Seconds from posting `batches` copies of `request` (at most `window` in flight) to the last completion. */
+export async function timeReads(agent: Agent, request: PostRequest, batches: number, window: number): Promise<number> {
+  const start = process.hrtime.bigint();
+  const inFlight = new Set<Promise<void>>();
+  for (let b = 0; b < batches; b++) {
+    if (inFlight.size >= window) await Promise.race(inFlight);
+    const operation = agent.post(request);
+    const settled: Promise<void> = operation.done.then(() => {
+      operation.release();
+      inFlight.delete(settled);
+    });
+    inFlight.add(settled);
+  }
+  await Promise.all(inFlight);
+  return seconds(start);
+}
