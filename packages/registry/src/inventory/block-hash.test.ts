@@ -2,7 +2,7 @@ import { catalog } from '@kvreuse/config';
 import { geometryDigest, InvalidGeometryError, referenceGeometries } from '@kvreuse/descriptors';
 import { describe, expect, test } from 'vitest';
 import { BlockHashError } from '../errors.js';
-import { blockHashFromHex, blockHashSalt, blockHashScheme, blockHashToHex, fnv1a64, hashBlockChain } from './block-hash.js';
+import { blockHashFromHex, blockHashFunction, blockHashSalt, blockHashScheme, blockHashToHex, fnv1a64, hashBlockChain } from './block-hash.js';
 
 const mask = (1n << 64n) - 1n;
 const fnvReference = (bytes: readonly number[]): bigint => {
@@ -46,6 +46,10 @@ describe('blockHashSalt and blockHashScheme', () => {
       fnvReference([...new TextEncoder().encode(`kvreuse.block-hash.v2:${qwenDigest}:qwen3-0.6b@main`)]),
     );
     expect(blockHashScheme(qwen, 'qwen3-0.6b@main')).toEqual({ salt: 0xb503311779829240n, blockTokens: 64 });
+  });
+
+  test('blockHashFunction names the function these vectors pin', () => {
+    expect(blockHashFunction).toBe('kvreuse.block-hash.v2');
   });
 
   test('two models never share a salt: another geometry or another seed gives another one', () => {

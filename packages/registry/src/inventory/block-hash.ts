@@ -48,8 +48,13 @@ export function fnv1a64(bytes: Uint8Array): bigint {
 
 const maxHash = (1n << 64n) - 1n;
 const hexDigest = /^[0-9a-f]{64}$/;
-/** Prefix of the string a salt is the hash of; the version names this hash function. */
-const saltContext = 'kvreuse.block-hash.v2:';
+/**
+ * The name of the block hash function this package implements (salt, chain and byte order together);
+ * it changes whenever any of them does, so that a deployment profile can pin it.
+ */
+export const blockHashFunction = 'kvreuse.block-hash.v2';
+/** Prefix of the string a salt is the hash of: the function's name. */
+const saltContext = `${blockHashFunction}:`;
 
 /**
  * A model's block salt: FNV-1a 64 over the ASCII string `kvreuse.block-hash.v2:<geometryDigest>:<hashSeed>`

@@ -1,5 +1,6 @@
 export {
   blockHashFromHex,
+  blockHashFunction,
   blockHashSalt,
   type BlockHashScheme,
   blockHashScheme,
