@@ -215,6 +215,28 @@ export const catalog = {
       }),
     },
   },
+  profile: {
+    description:
+      'The deployment profile this process declares (see `@kvreuse/profile-admission`): GPU reuse activates ' +
+      'only once a declared profile is admitted against the running facts.',
+    settings: {
+      name: setting({
+        schema: z
+          .string()
+          .regex(/^([a-z0-9][a-z0-9._-]{0,127})?$/, { message: 'a profile name: up to 128 of a-z, 0-9, ".", "_" and "-"' })
+          .meta({ description: 'a profile name, or empty' }),
+        default: '',
+        description: 'A built-in deployment profile to declare, by name (`qwen3-0.6b-bf16-b64`, …). Empty declares none.',
+      }),
+      file: setting({
+        schema: z.string(),
+        default: '',
+        description:
+          'A JSON file holding the deployment profile to declare. Empty declares none. A relative path resolves ' +
+          "against the process's working directory.",
+      }),
+    },
+  },
 } as const satisfies Readonly<Record<string, GroupDeclaration>>;
 
 type Catalog = typeof catalog;
@@ -256,6 +278,13 @@ export const crossFieldRules: readonly CrossFieldRule[] = [
     rule: 'router.enable_decode_to_prefill_gpu_reuse requires router.enable_decode_to_prefill_reuse',
     why: 'GPU reuse is a kind of reuse; turning it on alone would silently do nothing.',
     holds: ({ router }) => !router.enableDecodeToPrefillGpuReuse || router.enableDecodeToPrefillReuse,
+  },
+  {
+    setting: 'profile.file',
+    related: ['profile.name'],
+    rule: 'profile.file and profile.name are not both set',
+    why: 'a process declares one deployment profile; two would leave which one is admitted ambiguous.',
+    holds: ({ profile }) => profile.file === '' || profile.name === '',
   },
   {
     setting: 'transport.abandonTimeoutMs',

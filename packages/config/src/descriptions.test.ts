@@ -4,7 +4,7 @@ import { describeSetting, describeValueRule, formatValue, settingDescriptions, s
 
 describe('settingDescriptions', () => {
   it('holds the groups in catalog order, with the router settings the issue lists', () => {
-    expect(settingGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'inventory']);
+    expect(settingGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'inventory', 'profile']);
     const router = settingDescriptions
       .filter((setting) => setting.group === 'router')
       .map(({ key, type, default: value }) => [key, type, value]);
@@ -73,6 +73,8 @@ describe('settingDescriptions', () => {
       type: 'up to 128 printable ASCII characters',
       default: '',
     });
+    expect(describeSetting('profile.name')).toMatchObject({ flag: '--profile-name', env: 'KVREUSE_PROFILE_NAME', type: 'a profile name, or empty', default: '' });
+    expect(describeSetting('profile.file')).toMatchObject({ flag: '--profile-file', env: 'KVREUSE_PROFILE_FILE', type: 'string', default: '' });
   });
 
   it('refuses a path that is not in the catalog', () => {

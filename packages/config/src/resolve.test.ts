@@ -31,6 +31,7 @@ const DEFAULTS = {
   frontend: { rejectMediaStatusCode: 415 },
   drain: { failedLoadPolicy: 'recompute' },
   inventory: { hashSeed: '' },
+  profile: { name: '', file: '' },
 };
 
 function invalidOf(options: ResolveSettingsOptions): readonly InvalidSetting[] {
@@ -212,6 +213,7 @@ describe('resolveSettings: invalid values', () => {
     ['frontend.rejectMediaStatusCode', 600, 'integer 400–599'],
     ['drain.failedLoadPolicy', 'retry', 'one of fail | recompute'],
     ['inventory.hashSeed', 'qwen3 main', 'up to 128 printable ASCII characters'],
+    ['profile.name', 'Qwen3 0.6B', 'a profile name, or empty'],
   ];
 
   it.each(badValues)('refuses %s = %j from a file, naming setting, source, value and rule', (path, value, rule) => {
@@ -324,6 +326,17 @@ describe('resolveSettings: rules between settings', () => {
       value: 4000,
       rule: 'transport.shutdown_deadline_ms ≥ transport.abandon_timeout_ms',
       related: [{ setting: 'transport.abandonTimeoutMs', value: 5000 }],
+    });
+  });
+
+  it('declares one deployment profile at most: a name or a file', () => {
+    expect(resolveSettings({ argv: ['--profile-name=qwen3-0.6b-bf16-b64'] }).settings.profile).toEqual({ name: 'qwen3-0.6b-bf16-b64', file: '' });
+    const [issue] = invalidOf({ argv: ['--profile-name=qwen3-0.6b-bf16-b64'], env: { KVREUSE_PROFILE_FILE: 'deploy/qwen.json' } });
+    expect(issue).toMatchObject({
+      setting: 'profile.file',
+      value: 'deploy/qwen.json',
+      rule: 'profile.file and profile.name are not both set',
+      related: [{ setting: 'profile.name', value: 'qwen3-0.6b-bf16-b64', source: { source: 'argv', flag: '--profile-name' } }],
     });
   });
 
