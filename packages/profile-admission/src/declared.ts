@@ -1,0 +1,26 @@
+import type { Settings } from '@kvreuse/config';
+import { checkSettings } from './admit.js';
+import { builtInProfile, type BuiltInProfileName } from './built-in.js';
+import { InvalidAdmissionInputError } from './errors.js';
+import type { Profile } from './profile.js';
+import { loadProfileFile } from './profile-file.js';
+
+/**
+ * The profile the settings declare: the built-in profile `profile.name`, the file `profile.file`, or
+ * undefined when both are empty. Throws `UnknownProfileError`, `ProfileFileError` or
+ * `InvalidProfileError` for a name or file that does not hold a valid profile.
+ */
+export function declaredProfile(settings: Settings): Profile | undefined {
+  checkSettings(settings, 'settings');
+  const declared: unknown = settings.profile;
+  if (typeof declared !== 'object' || declared === null) {
+    throw new InvalidAdmissionInputError('settings.profile', declared, 'must be the resolved profile group { name, file } (resolveSettings of @kvreuse/config)');
+  }
+  const { name, file } = settings.profile;
+  if (name !== '' && file !== '') {
+    throw new InvalidAdmissionInputError('settings.profile', { name, file }, 'declares two profiles: set profile.name or profile.file, not both');
+  }
+  if (name !== '') return builtInProfile(name as BuiltInProfileName);
+  if (file !== '') return loadProfileFile(file);
+  return undefined;
+}

@@ -1,0 +1,37 @@
+import type { Settings } from '@kvreuse/config';
+import type { ReadinessGate } from '@kvreuse/registry';
+import { admit, checkCapabilities, checkSettings, type NativeCapabilities } from './admit.js';
+import { InvalidAdmissionInputError } from './errors.js';
+import { checkedProfile, type Profile } from './profile.js';
+
+/** The process-wide facts a gate admits each worker with. */
+export interface AdmissionGateContext {
+  readonly capabilities: NativeCapabilities;
+  readonly settings: Settings;
+  /** As in `AdmissionFacts`: by default the installed `@kvreuse/registry`'s `blockHashFunction`. */
+  readonly blockHashFunction?: string;
+}
+
+/**
+ * The declared profile as a readiness gate of `@kvreuse/registry`: install it as
+ * `watchWorkerReadiness`'s `admissionGate`. A complete worker passes only when `admit(profile,
+ * { workers: [worker], ...context })` admits it; otherwise the gate's reason lists every admission
+ * reason. The profile and the context are checked when the gate is made.
+ */
+export function admissionGate(profile: Profile, context: AdmissionGateContext): ReadinessGate {
+  const checked = checkedProfile(profile);
+  if (typeof context !== 'object' || context === null) {
+    throw new InvalidAdmissionInputError('context', context, 'must be { capabilities, settings }');
+  }
+  checkCapabilities(context.capabilities, 'context.capabilities');
+  checkSettings(context.settings, 'context.settings');
+  const { capabilities, settings, blockHashFunction } = context;
+  return {
+    name: `profile ${checked.name}`,
+    evaluate(worker) {
+      const result = admit(checked, { workers: [worker], capabilities, settings, ...(blockHashFunction === undefined ? {} : { blockHashFunction }) });
+      if (result.admitted) return { pass: true };
+      return { pass: false, reason: result.reasons.map((reason) => reason.message).join('; ') };
+    },
+  };
+}

@@ -1,0 +1,35 @@
+export {
+  InvalidAdmissionInputError,
+  InvalidProfileError,
+  ProfileAdmissionError,
+  type ProfileAdmissionErrorCode,
+  ProfileFileError,
+  type ProfileIssue,
+  UnknownProfileError,
+} from './errors.js';
+export {
+  nativeCapabilityNames,
+  type NativeCapabilityName,
+  parseProfile,
+  type Profile,
+  type ProfileInput,
+  type ProfileRole,
+  profileSchema,
+  profileSchemaVersions,
+  safeParseProfile,
+  type SafeParseProfileResult,
+} from './profile.js';
+export { loadProfileFile } from './profile-file.js';
+export { declaredProfile } from './declared.js';
+export { builtInProfile, type BuiltInProfileName, builtInProfileNames, builtInProfiles } from './built-in.js';
+export { admit, type AdmissionFacts, type AdmissionReason, type AdmissionResult, type NativeCapabilities } from './admit.js';
+export {
+  type Activation,
+  type ActivationCondition,
+  type ActivationConditionName,
+  activationConditions,
+  type ActivationFacts,
+  type ActivationMode,
+  explainActivation,
+} from './activation.js';
+export { admissionGate, type AdmissionGateContext } from './gate.js';

@@ -1,0 +1,24 @@
+import { readFileSync } from 'node:fs';
+import { ProfileFileError } from './errors.js';
+import { parseProfile, type Profile } from './profile.js';
+
+/**
+ * Reads a profile from a JSON file and checks it like `parseProfile`. Throws `ProfileFileError` when the
+ * file cannot be read or is not JSON, `InvalidProfileError` (naming the file) when the profile is malformed.
+ */
+export function loadProfileFile(file: string | URL): Profile {
+  const name = file instanceof URL ? file.pathname : file;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ProfileFileError(name, error instanceof Error ? error.message : String(error), { cause: error });
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    throw new ProfileFileError(name, `not JSON: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  return parseProfile(data, { source: name });
+}

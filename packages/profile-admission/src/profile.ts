@@ -1,0 +1,218 @@
+import { isDeepStrictEqual } from 'node:util';
+import { catalog, settingDescriptions, type SettingPath } from '@kvreuse/config';
+import { geometryDigest, geometrySchema, memKinds, type Role, roles, shardSplitIssue } from '@kvreuse/descriptors';
+import { z } from 'zod';
+import { InvalidProfileError, type ProfileIssue } from './errors.js';
+
+/** The profile schema versions this package reads. */
+export const profileSchemaVersions = [1] as const;
+
+/** Native capabilities a profile may require: GPU memory registration, or a transport backend built in. */
+export const nativeCapabilityNames = ['vram', 'ucx', 'loopback'] as const;
+export type NativeCapabilityName = (typeof nativeCapabilityNames)[number];
+
+const positiveInteger = z.int().min(1).max(2 ** 31 - 1);
+
+const roleSchema = z.strictObject({
+  tpSize: positiveInteger,
+  ppSize: positiveInteger,
+  /** Where this role's KV banks may live: `dram` (host memory) and/or `vram` (GPU memory). */
+  memoryKinds: z.array(z.enum(memKinds)).min(1),
+});
+
+const settingsByPath = new Map(settingDescriptions.map((setting) => [setting.path as string, setting]));
+
+/** A declared deployment profile, schema version 1 (see the package README for every field). */
+export const profileSchema = z
+  .strictObject({
+    schemaVersion: z.literal(profileSchemaVersions),
+    /** How operators name it (`profile.name`): lowercase letters, digits, `.`, `_` and `-`. */
+    name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/, 'must be 1–128 of a-z, 0-9, ".", "_" and "-", starting with a letter or digit'),
+    /** The profile's own revision, raised whenever its content changes. */
+    version: positiveInteger,
+    description: z.string().optional(),
+    /** The model served, as its hub names it (`Qwen/Qwen3-0.6B`). */
+    modelId: z.string().min(1),
+    geometry: geometrySchema,
+    /** `geometryDigest(geometry)` of `@kvreuse/descriptors`: stated so that a reader sees which digest workers must publish. */
+    geometryDigest: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits'),
+    blockHash: z.strictObject({
+      /** The block hash function every worker and router hashes with (`blockHashFunction` of `@kvreuse/registry`). */
+      function: z.string().min(1),
+      /** The `inventory.hash_seed` every worker and router of this deployment uses. */
+      seed: catalog.inventory.settings.hashSeed.schema,
+    }),
+    /** The roles of the deployment, each with its parallelism and the memory its banks may live in. */
+    roles: z
+      .strictObject({ prefill: roleSchema.optional(), decode: roleSchema.optional(), aggregated: roleSchema.optional() })
+      .refine((declared) => Object.values(declared).some((role) => role !== undefined), 'must declare at least one of prefill, decode, aggregated'),
+    transport: z.strictObject({ backend: catalog.transport.settings.backend.schema }),
+    nativeCapabilities: z.array(z.enum(nativeCapabilityNames)).default([]),
+    settings: z
+      .strictObject({
+        /** Settings that must have exactly these values, by their code path (`router.enableDecodeToPrefillReuse`). */
+        required: z.record(z.string(), z.unknown()).default({}),
+        /** Settings that must not have any of these values. */
+        forbidden: z.record(z.string(), z.array(z.unknown()).min(1)).default({}),
+      })
+      .default({ required: {}, forbidden: {} }),
+  })
+  // The rules between fields read parsed values, so they wait until every field has parsed.
+  .superRefine(
+    (profile, ctx) => {
+      for (const { path, value, message } of profileRuleViolations(profile)) ctx.addIssue({ code: 'custom', path, message, input: value });
+    },
+    { when: (payload) => payload.issues.length === 0 },
+  );
+
+export type Profile = z.output<typeof profileSchema>;
+/** A profile as written in a file. */
+export type ProfileInput = z.input<typeof profileSchema>;
+export type ProfileRole = z.output<typeof roleSchema>;
+
+/** The roles a profile declares, in a fixed order, with their declarations. */
+export function declaredRoles(profile: Profile): { role: Role; declaration: ProfileRole }[] {
+  return roles.flatMap((role) => {
+    const declaration = profile.roles[role];
+    return declaration === undefined ? [] : [{ role, declaration }];
+  });
+}
+
+/** A setting a profile pins, the value it must have, and the profile field that says so. */
+export interface PinnedSetting {
+  readonly setting: SettingPath;
+  readonly value: unknown;
+  readonly field: string;
+}
+
+/**
+ * Every setting the profile fixes: those its other fields imply (`blockHash.seed` is
+ * `inventory.hashSeed`, `transport.backend` is `transport.backend`), then `settings.required`.
+ */
+export function pinnedSettings(profile: Profile): PinnedSetting[] {
+  const implied: PinnedSetting[] = [
+    { setting: 'inventory.hashSeed', value: profile.blockHash.seed, field: 'blockHash.seed' },
+    { setting: 'transport.backend', value: profile.transport.backend, field: 'transport.backend' },
+  ];
+  const required = Object.entries(profile.settings.required).map(([setting, value]) => ({
+    setting: setting as SettingPath,
+    value,
+    field: settingField('required', setting),
+  }));
+  return [...implied, ...required];
+}
+
+/** The profile field of a required or forbidden setting: `settings.required["router.enableDecodeToPrefillReuse"]`. */
+export function settingField(list: 'required' | 'forbidden', setting: string): string {
+  return `settings.${list}[${JSON.stringify(setting)}]`;
+}
+
+interface RuleViolation {
+  readonly path: PropertyKey[];
+  readonly value: unknown;
+  readonly message: string;
+}
+
+function profileRuleViolations(profile: Profile): RuleViolation[] {
+  const violations: RuleViolation[] = [];
+  const report = (path: PropertyKey[], value: unknown, message: string): void => {
+    violations.push({ path, value, message });
+  };
+  const digest = geometryDigest(profile.geometry);
+  if (profile.geometryDigest !== digest) report(['geometryDigest'], profile.geometryDigest, `must be the digest of geometry (geometryDigest of @kvreuse/descriptors): ${digest}`);
+  for (const { role, declaration } of declaredRoles(profile)) {
+    const issue = shardSplitIssue(profile.geometry, declaration);
+    if (issue !== undefined) report(['roles', role, issue.field.replace('parallel.', '')], issue.value, issue.rule);
+    const repeated = declaration.memoryKinds.find((kind, index) => declaration.memoryKinds.indexOf(kind) !== index);
+    if (repeated !== undefined) report(['roles', role, 'memoryKinds'], declaration.memoryKinds, `lists ${repeated} twice`);
+  }
+  const { decode, prefill } = profile.roles;
+  if (decode !== undefined && prefill !== undefined && Math.max(decode.tpSize, prefill.tpSize) % Math.min(decode.tpSize, prefill.tpSize) !== 0) {
+    // checkCompatibility of @kvreuse/descriptors refuses such a pair (TP_SIZES_NOT_DIVISIBLE): no decode worker could serve a prefill worker.
+    report(['roles', 'prefill', 'tpSize'], prefill.tpSize, `must divide roles.decode.tpSize (${decode.tpSize}) or be a multiple of it, so that decode ranks map onto prefill ranks`);
+  }
+  const repeatedCapability = profile.nativeCapabilities.find((name, index) => profile.nativeCapabilities.indexOf(name) !== index);
+  if (repeatedCapability !== undefined) report(['nativeCapabilities'], profile.nativeCapabilities, `lists ${repeatedCapability} twice`);
+
+  const pinned = new Map<string, PinnedSetting>();
+  for (const entry of pinnedSettings(profile)) {
+    const list = entry.field.startsWith('settings.') ? ['settings', 'required', entry.setting] : [];
+    const setting = settingsByPath.get(entry.setting);
+    if (setting === undefined) {
+      report(list, entry.value, `is not a setting of @kvreuse/config (settings are named by their code path, such as router.enableDecodeToPrefillReuse)`);
+      continue;
+    }
+    const parsed = setting.schema.safeParse(entry.value);
+    if (!parsed.success) report(list, entry.value, `is not a valid value of ${entry.setting} (${setting.type})`);
+    const earlier = pinned.get(entry.setting);
+    if (earlier !== undefined && !isDeepStrictEqual(earlier.value, entry.value)) {
+      report(list, entry.value, `contradicts ${earlier.field}, which pins ${entry.setting} to ${JSON.stringify(earlier.value)}`);
+    }
+    if (earlier === undefined) pinned.set(entry.setting, entry);
+  }
+  for (const [name, values] of Object.entries(profile.settings.forbidden)) {
+    const setting = settingsByPath.get(name);
+    if (setting === undefined) {
+      report(['settings', 'forbidden', name], values, 'is not a setting of @kvreuse/config (settings are named by their code path, such as transport.backend)');
+      continue;
+    }
+    values.forEach((value, index) => {
+      if (!setting.schema.safeParse(value).success) report(['settings', 'forbidden', name, index], value, `is not a valid value of ${name} (${setting.type})`);
+    });
+    const required = pinned.get(name);
+    if (required !== undefined && values.some((value) => isDeepStrictEqual(value, required.value))) {
+      report(['settings', 'forbidden', name], values, `forbids the value ${JSON.stringify(required.value)} that ${required.field} requires`);
+    }
+  }
+  return violations;
+}
+
+/** Every issue as the path of the problem (`roles.decode.tpSize`, `settings.required["router.x"]`), its value and the rule. */
+function profileIssues(error: z.ZodError): ProfileIssue[] {
+  const pathOf = (path: readonly PropertyKey[]): string => (path.length === 0 ? '(root)' : z.core.toDotPath(path));
+  return error.issues.flatMap((issue) =>
+    // An unrecognized key is reported on its parent object; name each key itself.
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((key) => ({ path: pathOf([...issue.path, key]), value: (issue.input as Record<string, unknown>)[key], rule: 'unknown field' }))
+      : [{ path: pathOf(issue.path), value: issue.input, rule: issue.message }],
+  );
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Every profile the parser produced: frozen, so it still holds what was checked. */
+const parsedProfiles = new WeakSet<Profile>();
+
+export type SafeParseProfileResult = { readonly success: true; readonly data: Profile } | { readonly success: false; readonly error: InvalidProfileError };
+
+/**
+ * Checks a profile against the schema and its rules (the digest is its geometry's, each role's split
+ * divides the geometry, every pinned setting exists and has a valid value, nothing is both required and
+ * forbidden). The profile returned is frozen; the error lists the path of every problem.
+ */
+export function safeParseProfile(input: unknown, options: { readonly source?: string } = {}): SafeParseProfileResult {
+  const result = profileSchema.safeParse(input, { reportInput: true });
+  if (result.success) {
+    parsedProfiles.add(deepFreeze(result.data));
+    return { success: true, data: result.data };
+  }
+  return { success: false, error: new InvalidProfileError(profileIssues(result.error), options.source) };
+}
+
+/** `safeParseProfile` that throws its `InvalidProfileError`. */
+export function parseProfile(input: unknown, options: { readonly source?: string } = {}): Profile {
+  const result = safeParseProfile(input, options);
+  if (!result.success) throw result.error;
+  return result.data;
+}
+
+/** `profile` itself when the parser produced it; otherwise it is checked like any input (throws `InvalidProfileError`). */
+export function checkedProfile(profile: Profile): Profile {
+  return parsedProfiles.has(profile) ? profile : parseProfile(profile);
+}
