@@ -5,8 +5,8 @@ const MAX_STRING_LENGTH = 80;
  * Renders a value for an error message, as it is: strings quoted (cut at 80 characters), bigints with
  * `n` (`5n`), NaN and ±Infinity as themselves (JSON would print `null`), byte arrays by their size
  * (`Uint8Array(16 bytes)`), functions as `a function`, and arrays and objects like JSON with the same
- * rules inside (`{"at":NaN,"blocks":[1n]}`, a property that is `undefined` included). Every kvreuse
- * package renders refused values with it.
+ * rules inside (`{"at":NaN,"blocks":[1n]}`, a property that is `undefined` included). The kvreuse
+ * packages' errors render refused input with it.
  */
 export function describeValue(value: unknown): string {
   return render(value, []);
