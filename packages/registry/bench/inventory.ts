@@ -62,8 +62,7 @@ const pool = Array.from({ length: pooled }, () => freshChain(chainBlocks));
 const expiresAt = Date.now() + 3_600_000;
 
 // Worker w's conversation c: the first ones are the pool's, 5 % continue a pool conversation, the
-// rest are fresh. Made a round at a time between the timed applies and dropped after them, so that
-// the heap holds little besides the inventory.
+// rest are fresh.
 const conversations = Math.ceil(blocksPerWorker / chainBlocks);
 function conversationOf(c: number, w: number): BigUint64Array {
   const length = Math.min(chainBlocks, blocksPerWorker - c * chainBlocks);
@@ -121,15 +120,16 @@ function build(pass: number): RetainedInventory {
   const inventory = new RetainedInventory();
   let apply = 0;
   for (let c = 0; c < conversations; c++) {
-    // One round of batches, one per worker, made before the round's applies.
-    const round = workerIds.map((workerId, w) => ({
-      workerId,
-      incarnation: 'bench',
-      epoch: 1,
-      seq: c,
-      events: [{ type: 'stored' as const, tier: below(4) === 0 ? ('host' as const) : ('gpu' as const), blocks: conversationOf(c, w), expiresAt }],
-    }));
-    for (const batch of round) {
+    for (let w = 0; w < workers; w++) {
+      // Each batch is made just before its apply (outside the timed span) and dropped after it, as
+      // batches arrive one at a time from the discovery feed: the heap holds little besides the inventory.
+      const batch = {
+        workerId: workerIds[w]!,
+        incarnation: 'bench',
+        epoch: 1,
+        seq: c,
+        events: [{ type: 'stored' as const, tier: below(4) === 0 ? ('host' as const) : ('gpu' as const), blocks: conversationOf(c, w), expiresAt }],
+      };
       const start = process.hrtime.bigint();
       const cpuStart = threadCpuNs();
       inventory.apply(batch);
