@@ -87,6 +87,11 @@ const recordGrowth = 1.25; // of a worker's record slab
 // Arrays grow in place within their reservation (address space only); past it they are copied
 // once into one `reservation` times larger.
 const reservation = 8;
+// The overflow entries reserve address space for this many up front (192 MiB, none of it committed
+// until used) and grow in place by `moreStepEntries` at a time: the kernel faults in a grown
+// buffer's new pages when it grows (tens of µs a page here), so small steps keep that to 16 pages.
+const moreReservedEntries = 1 << 24;
+const moreStepEntries = 5_461; // × 12 bytes = 64 KiB
 // While the previous table empties, its emptied end is handed back to the kernel this many words
 // at a time (256 KiB), instead of all of it at once when the table is dropped.
 const releaseWords = 65_536;
@@ -175,7 +180,7 @@ export class RetainedInventory {
   private sweepWorker = 0;
   private sweepRecord = 0;
   private readonly pruneStep: number;
-  private more: ResizableWords = resizableWords(64 * moreWords, 65_536 * moreWords);
+  private more: ResizableWords = resizableWords(64 * moreWords, moreReservedEntries * moreWords);
   private moreUsed = 0;
   private moreFree = 0; // free overflow entry + 1
   private liveEntries = 0;
@@ -896,7 +901,7 @@ export class RetainedInventory {
       return m;
     }
     const capacity = this.more.length / moreWords;
-    if (this.moreUsed === capacity) this.more = resizedWords(this.more, Math.ceil(capacity * growth) * moreWords, reservation);
+    if (this.moreUsed === capacity) this.more = resizedWords(this.more, (capacity + Math.min(capacity, moreStepEntries)) * moreWords, reservation);
     return ++this.moreUsed;
   }
 
