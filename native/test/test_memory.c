@@ -226,7 +226,7 @@ typedef struct {
     uint32_t reader, peer, local, remote;
     uint64_t generation;
     _Atomic bool stop;
-    uint32_t reads;
+    _Atomic uint32_t reads;
 } reading;
 
 static void *read_until_stopped(void *context) {
@@ -236,9 +236,19 @@ static void *read_until_stopped(void *context) {
         CHECK_OK(post_one(r->reader, KVT_XFER_READ, r->peer, r->generation, r->local, 0, r->remote, 0, 4096, &op));
         CHECK(wait_op(r->reader, op, NULL) == KVT_OK, "a read while the source's table grows");
         CHECK_OK(kvt_xfer_release(r->reader, op));
-        r->reads++;
+        atomic_fetch_add(&r->reads, 1);
     }
     return NULL;
+}
+
+typedef struct {
+    const reading *r;
+    uint32_t after;
+} reads_past;
+
+static bool a_read_ended_since(void *context) {
+    const reads_past *past = context;
+    return atomic_load(&past->r->reads) > past->after;
 }
 
 /* Registrations grow an agent's region table (16, 32, 64, 128, 256 entries) while another agent's
@@ -258,12 +268,16 @@ static void the_table_grows_under_loopback_reads(void) {
     enum { N = 200 };
     uint8_t *memory = malloc(N * 4096);
     uint32_t regions[N];
-    for (int i = 0; i < N; i++)
+    /* After each registration a read ends before the next: reads run all through the growth. */
+    for (int i = 0; i < N; i++) {
+        reads_past past = {.r = &r, .after = atomic_load(&r.reads)};
         CHECK_OK(kvt_mem_register(source, (uint64_t)(uintptr_t)memory + (uint64_t)i * 4096, 4096, KVT_MEM_DRAM, 0,
                                   &regions[i]));
+        wait_until(0, a_read_ended_since, &past, "a read after the registration", WAIT_DEADLINE_MS);
+    }
     atomic_store(&r.stop, true);
     CHECK(pthread_join(thread, NULL) == 0, "reader thread joined");
-    CHECK(r.reads > 0, "reads ran while the table grew");
+    CHECK(atomic_load(&r.reads) >= N, "a read ended after each of the %d registrations (%u reads)", N, atomic_load(&r.reads));
     for (int i = N - 1; i >= 0; i--) CHECK_OK(kvt_mem_deregister(source, regions[i]));
     free(memory);
     CHECK_OK(kvt_peer_unload(r.reader, r.peer));
