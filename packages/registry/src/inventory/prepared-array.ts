@@ -1,14 +1,12 @@
-import { type ResizableWords, resizableWords } from './resizable-words.js';
-
 const pageWords = 1024; // 4 KiB of int32
 
 /**
- * A zeroed resizable `Int32Array` allocated before it is needed, one 4 KiB page written per `touch`, so that
+ * A zeroed `Int32Array` allocated before it is needed, one 4 KiB page written per `touch`, so that
  * the kernel's page faults (tens of µs each on a virtual machine) are spread over many operations
  * instead of all landing on the one that first needs the array.
  */
 export class PreparedArray {
-  private array: ResizableWords = resizableWords(0);
+  private array = new Int32Array(0);
   private touched = 0;
 
   /** Bytes allocated ahead, touched or not. */
@@ -19,7 +17,7 @@ export class PreparedArray {
   /** Writes the next untouched page of an array of `length` words, allocating it first if need be. */
   touch(length: number): void {
     if (this.array.length !== length) {
-      this.array = resizableWords(length);
+      this.array = new Int32Array(length);
       this.touched = 0;
     }
     if (this.touched < length) {
@@ -29,9 +27,9 @@ export class PreparedArray {
   }
 
   /** A zeroed array of `length` words: the prepared one if it has that length, else a new one. */
-  take(length: number): ResizableWords {
-    const array = this.array.length === length ? this.array : resizableWords(length);
-    this.array = resizableWords(0);
+  take(length: number): Int32Array {
+    const array = this.array.length === length ? this.array : new Int32Array(length);
+    this.array = new Int32Array(0);
     this.touched = 0;
     return array;
   }

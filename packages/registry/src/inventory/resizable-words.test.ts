@@ -20,14 +20,4 @@ describe('resizable words', () => {
     expect(grown.buffer.maxByteLength).toBe(5 * 4 * 4);
     expect([...words]).toEqual([7, 8]);
   });
-
-  test('shrink in place: the words past the new length are gone, and zero when grown back', () => {
-    const words = resizableWords(6, 6);
-    words.set([1, 2, 3, 4, 5, 6]);
-    expect(resizedWords(words, 2, 8)).toBe(words);
-    expect([...words]).toEqual([1, 2]);
-    expect(words[4]).toBeUndefined();
-    resizedWords(words, 4, 8);
-    expect([...words]).toEqual([1, 2, 0, 0]);
-  });
 });

@@ -1,9 +1,6 @@
 /**
- * Int32 arrays that grow and shrink in place: a length-tracking view over a resizable
- * `ArrayBuffer`, which reserves address space up front and commits pages as it grows. Growing in
- * place copies nothing, and shrinking hands pages back to the kernel a step at a time, so the
- * inventory never drops a large buffer whose release (an `munmap` of hundreds of MB, milliseconds
- * of kernel time with the address space locked) would land on whichever operation comes next.
+ * Int32 arrays that grow in place: a length-tracking view over a resizable `ArrayBuffer`, which
+ * reserves address space up front and commits pages as it grows, so growing copies nothing.
  */
 export type ResizableWords = Int32Array<ArrayBuffer>;
 

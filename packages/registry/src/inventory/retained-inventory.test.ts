@@ -225,27 +225,32 @@ describe('RetainedInventory', () => {
     expect(inventory.size).toBe(1_000);
   });
 
-  test('a large table empties its previous one from the end, handing memory back as it goes, and answers the same', () => {
+  test('a large table empties its previous one from the end, answers the same mid-move, and drops it once empty', () => {
     const time = clock();
-    // 32,000 blocks in 4-block chains: the table grows to 29,070 then 43,605 slots, and each
-    // previous table (116,280 and 174,420 words) is cut back 65,536 words at a time while it empties.
+    // 32,000 blocks in 4-block chains: the table grows to 29,070 then 43,605 slots.
     const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16 });
     const previousBytes = () => (inventory as unknown as { previous: Int32Array }).previous.byteLength;
     const chains = Array.from({ length: 8_000 }, (_, c) => hashBlockChain(tokens(1_000 + c, 4 * 4), scheme4));
     const expiresAt = time.at() + 60_000;
-    let cutBack = 0;
+    let checkedMidMove = 0;
+    let dropped = 0;
     chains.forEach((chain, c) => {
-      const before = previousBytes();
+      const wasGrowing = growing(inventory);
       inventory.apply({ workerId: `w${c % 5}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 5), events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }] });
-      if (growing(inventory) && previousBytes() < before) {
-        cutBack++;
+      if (wasGrowing && !growing(inventory)) {
+        dropped++;
+        expect(previousBytes()).toBe(0);
+      }
+      if (growing(inventory) && c % 97 === 0) {
+        checkedMidMove++;
         // Mid-move, every block stored so far is found, moved or not.
         for (let d = 0; d <= c; d += 3) {
           expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, expiresAt }]);
         }
       }
     });
-    expect(cutBack).toBeGreaterThan(1);
+    expect(checkedMidMove).toBeGreaterThan(1);
+    expect(dropped).toBeGreaterThan(1);
     expect(inventory.size).toBe(32_000);
     chains.forEach((chain, d) => {
       expect(inventory.longestRetainedPrefix(chain)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, expiresAt }]);

@@ -3,6 +3,7 @@ import { checkFunction, checkOptionsObject } from '../options.js';
 import { checkExpiresAt, type InventoryBatch, type InventoryEvent, type RetentionTier, retentionTiers } from './events.js';
 import { PreparedArray } from './prepared-array.js';
 import { type ResizableWords, resizableWords, resizedWords } from './resizable-words.js';
+import { sharedWords } from './shared-words.js';
 
 /**
  * One worker's retained prefix of a hash chain. Advisory: the blocks may already be evicted, the
@@ -92,13 +93,10 @@ const reservation = 8;
 // buffer's new pages when it grows (tens of µs a page here), so small steps keep that to 16 pages.
 const moreReservedEntries = 1 << 24;
 const moreStepEntries = 5_461; // × 12 bytes = 64 KiB
-// While the previous table empties, its emptied end is handed back to the kernel this many words
-// at a time (256 KiB), instead of all of it at once when the table is dropped.
-const releaseWords = 65_536;
 /** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
 const followEachLimit = 32;
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-const noTable = resizableWords(0);
+const noTable = new Int32Array(0);
 const noRecords = new Int32Array(0);
 
 const holderBit = (worker: number): number => 1 << (worker & 31);
@@ -147,6 +145,14 @@ function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
   return next;
 }
 
+/** A worker's records in a slab of `words` words: its used records, the rest unwritten. */
+function slabOf(records: Int32Array, used: number, words: number): Int32Array {
+  if (words === 0) return noRecords;
+  const slab = sharedWords(words);
+  slab.set(records.subarray(0, used * recordWords));
+  return slab;
+}
+
 /**
  * The advisory retained inventory: which block hashes each worker retains, on which tier, until
  * when. Compact, in typed arrays: a 16-byte record per (block, worker) in the worker's own slab,
@@ -158,7 +164,7 @@ function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
  * grows without a pause: the previous table's blocks move over a few per operation.
  */
 export class RetainedInventory {
-  private table: ResizableWords;
+  private table: Int32Array;
   private slots = 0;
   // home(h) = ((mix(h) >>> homeShift) × homeScale) | 0: a multiply instead of a modulo, exact in
   // a double because (mix(h) >>> homeShift) × slots stays below 2^53.
@@ -166,10 +172,9 @@ export class RetainedInventory {
   private homeScale = 0;
   private distinctHashes = 0; // in both tables
   // While the table grows, the previous table: its blocks move to `table` a few slots per operation,
-  // from its end down (slots from `unmoved` on have moved, and the array is cut back behind them),
-  // and whenever an operation touches them. A moved slot is marked `movedSlot`, so that probing goes
+  // from its end down (slots from `unmoved` on have moved), and whenever an operation touches them. A moved slot is marked `movedSlot`, so that probing goes
   // on past it; nothing else changes in the previous table.
-  private previous: ResizableWords = noTable;
+  private previous: Int32Array = noTable;
   private previousSlots = 0;
   private previousHomeShift = 0;
   private previousHomeScale = 0;
@@ -191,7 +196,7 @@ export class RetainedInventory {
   private readonly epochs: number[] = [];
   private readonly lastSeq: number[] = [];
   private readonly freeWorkers: number[] = [];
-  private readonly records: Int32Array<ArrayBuffer>[] = [];
+  private readonly records: Int32Array[] = [];
   private readonly recordsUsed: number[] = [];
   private readonly recordsDead: number[] = [];
 
@@ -606,14 +611,21 @@ export class RetainedInventory {
 
   /** Moves a slot of the previous table to an empty slot of the current one. */
   private move(from: number, to: number): void {
-    const base = from * slotWords;
-    this.table.set(this.previous.subarray(base, base + slotWords), to * slotWords);
-    this.previous[base + slotWorker] = movedSlot;
+    const previous = this.previous;
+    const table = this.table;
+    const source = from * slotWords;
+    const target = to * slotWords;
+    // Word by word: `subarray` would allocate a view per moved slot, 2 GB of them while the table
+    // grows to 10 M blocks, and the collections that frees them pause whichever apply they meet.
+    for (let word = 0; word < slotWords; word++) table[target + word] = previous[source + word]!;
+    previous[source + slotWorker] = movedSlot;
   }
 
   /**
-   * Moves the next `count` slots of the previous table, from its end down, cutting the array back
-   * behind them a step at a time; drops it once every slot has moved.
+   * Moves the next `count` slots of the previous table, from its end down; drops it once every
+   * slot has moved. It is not cut back as it empties: the first shrink of a resizable buffer of
+   * hundreds of MB took 10–20 ms inside one apply, while dropping it whole costs no apply anything
+   * (the collector frees it).
    */
   private migrate(count: number): void {
     if (this.previousSlots === 0) return;
@@ -625,11 +637,8 @@ export class RetainedInventory {
     }
     this.unmoved = end;
     if (end === 0) {
-      resizedWords(previous, 0, reservation);
       this.previous = noTable;
       this.previousSlots = 0;
-    } else if (previous.length - end * slotWords >= releaseWords) {
-      resizedWords(previous, end * slotWords, reservation);
     }
   }
 
@@ -697,7 +706,8 @@ export class RetainedInventory {
     const needed = (this.recordsUsed[worker]! + count) * recordWords;
     const records = this.records[worker]!;
     if (needed <= records.length) return;
-    this.records[worker] = grown(records, Math.max(needed, Math.ceil((records.length * recordGrowth) / recordWords) * recordWords));
+    const words = Math.max(needed, Math.ceil((records.length * recordGrowth) / recordWords) * recordWords);
+    this.records[worker] = slabOf(records, this.recordsUsed[worker]!, words);
   }
 
   private appendRecord(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): number {
@@ -857,7 +867,7 @@ export class RetainedInventory {
       if (kept !== record) records.copyWithin(kept * recordWords, at, at + recordWords);
       this.repoint(worker, records[at + recordLo]!, records[at + recordHi]!, kept++);
     }
-    this.records[worker] = live === 0 ? noRecords : records.slice(0, live * recordWords);
+    this.records[worker] = slabOf(records, live, live * recordWords);
     this.recordsUsed[worker] = live;
     this.recordsDead[worker] = 0;
     if (worker === this.sweepWorker) this.sweepRecord = sweepRecord;
