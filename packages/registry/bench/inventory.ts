@@ -178,14 +178,14 @@ const slowestInEachBuild = cpuMs
     return `${pass[slowestApply]!.toFixed(2)}${inside.length > 0 ? ` (${inside.join(', ')})` : ''}`;
   })
   .join(', ');
-const duringBuilds = ({ start }: { start: number }) =>
-  startedAt.some((pass, p) => start >= pass[0]! && start < pass[applies - 1]! + wallMs[p]![applies - 1]!);
-const majorCollections = collections.filter((collection) => collection.major && duringBuilds(collection));
+// The build a collection started in: from its first apply's start to its last apply's end, or −1.
+const buildAt = (start: number) => startedAt.findIndex((pass, p) => start >= pass[0]! && start < pass[applies - 1]! + wallMs[p]![applies - 1]!);
+const majorCollections = collections.filter((collection) => collection.major && buildAt(collection.start) >= 0);
 const majorPerBuild = (majorCollections.length / builds).toFixed(0);
 const longestMajor = majorCollections.reduce((longest, collection) => (collection.ms > longest.ms ? collection : longest), { start: 0, ms: 0, major: true });
 // The apply a collection started in (or just before), and in which build.
 function applyAt(start: number): string {
-  const pass = startedAt.findIndex((started) => start >= started[0]! && start < started[applies - 1]! + 1_000);
+  const pass = buildAt(start);
   if (pass < 0) return 'outside the builds';
   const started = startedAt[pass]!;
   let low = 0;
@@ -261,7 +261,7 @@ const figures = {
     value: leastCpuMs[applies - 1]!,
     unit: 'ms',
     goal: '≤ 5',
-    note: `the longest of ${applies} applies (one conversation of ≤ ${chainBlocks} blocks each) while the table grows to ${inventory.size} blocks, in the main thread's CPU time, each apply's least over ${builds} identical builds (apply ${slowestApply}, at ${Math.round((slowestApply / applies) * 10_000)} blocks per worker, took ${slowestInEachBuild} ms in them; each build's own maximum: ${buildMaxima} ms; ${majorPerBuild} major collections per build, the longest ${longestMajor.ms.toFixed(2)} ms, at ${applyAt(longestMajor.start)}); p99.9 ${quantile(leastCpuMs, 0.999).toFixed(3)} ms, p50 ${quantile(leastCpuMs, 0.5).toFixed(3)} ms; ${leastCpuMs.filter((ms) => ms > 5).length} over 5 ms. Control, a loop of the same length that cannot pause, timed as often: max ${control[applies - 1]!.toFixed(2)} ms, p99.9 ${quantile(control, 0.999).toFixed(3)} ms, p50 ${quantile(control, 0.5).toFixed(3)} ms`,
+    note: `the longest of ${applies} applies (one conversation of ≤ ${chainBlocks} blocks each) while the table grows to ${inventory.size} blocks, in the main thread's CPU time, each apply's least over ${builds} identical builds (apply ${slowestApply}, at ${Math.round((slowestApply / applies) * blocksPerWorker)} blocks per worker, took ${slowestInEachBuild} ms in them; each build's own maximum: ${buildMaxima} ms; ${majorPerBuild} major collections per build, the longest ${longestMajor.ms.toFixed(2)} ms, at ${applyAt(longestMajor.start)}); p99.9 ${quantile(leastCpuMs, 0.999).toFixed(3)} ms, p50 ${quantile(leastCpuMs, 0.5).toFixed(3)} ms; ${leastCpuMs.filter((ms) => ms > 5).length} over 5 ms. Control, a loop of the same length that cannot pause, timed as often: max ${control[applies - 1]!.toFixed(2)} ms, p99.9 ${quantile(control, 0.999).toFixed(3)} ms, p50 ${quantile(control, 0.5).toFixed(3)} ms`,
   },
   'inventory.apply.max_wall_ms': {
     value: lastWallMs[applies - 1]!,

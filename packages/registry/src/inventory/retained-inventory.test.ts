@@ -225,7 +225,7 @@ describe('RetainedInventory', () => {
     expect(inventory.size).toBe(1_000);
   });
 
-  test('a large table empties its previous one from the end, answers the same mid-move, and drops it once empty', () => {
+  test('a large table empties its previous one from the end, answers the same mid-move, keeps it whole until then, and drops it once empty', () => {
     const time = clock();
     // 32,000 blocks in 4-block chains: the table grows to 29,070 then 43,605 slots.
     const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16 });
@@ -234,6 +234,7 @@ describe('RetainedInventory', () => {
     const expiresAt = time.at() + 60_000;
     let checkedMidMove = 0;
     let dropped = 0;
+    let bytesAtGrowth = 0;
     chains.forEach((chain, c) => {
       const wasGrowing = growing(inventory);
       inventory.apply({ workerId: `w${c % 5}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 5), events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }] });
@@ -241,6 +242,9 @@ describe('RetainedInventory', () => {
         dropped++;
         expect(previousBytes()).toBe(0);
       }
+      // Never cut back while it empties: the first shrink of a large resizable buffer paused applies.
+      if (!wasGrowing && growing(inventory)) bytesAtGrowth = previousBytes();
+      if (wasGrowing && growing(inventory)) expect(previousBytes()).toBe(bytesAtGrowth);
       if (growing(inventory) && c % 97 === 0) {
         checkedMidMove++;
         // Mid-move, every block stored so far is found, moved or not.
@@ -255,6 +259,17 @@ describe('RetainedInventory', () => {
     chains.forEach((chain, d) => {
       expect(inventory.longestRetainedPrefix(chain)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, expiresAt }]);
     });
+  });
+
+  test("keeps each worker's records on shared buffers, which do not count towards the collector's triggers", () => {
+    const inventory = new RetainedInventory({ expectedBlocks: 16 });
+    const expiresAt = Date.now() + 60_000;
+    for (let c = 0; c < 200; c++) {
+      inventory.apply({ workerId: `w${c % 2}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 2), events: [{ type: 'stored', tier: 'host', blocks: hashBlockChain(tokens(c, 4 * 4), scheme4), expiresAt }] });
+    }
+    const slabs = (inventory as unknown as { records: Int32Array[] }).records.filter((slab) => slab.length > 0);
+    expect(slabs).toHaveLength(2);
+    for (const slab of slabs) expect(slab.buffer).toBeInstanceOf(SharedArrayBuffer);
   });
 
   test('refuses malformed options with a typed error naming the option', () => {

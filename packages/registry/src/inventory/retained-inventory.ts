@@ -172,8 +172,9 @@ export class RetainedInventory {
   private homeScale = 0;
   private distinctHashes = 0; // in both tables
   // While the table grows, the previous table: its blocks move to `table` a few slots per operation,
-  // from its end down (slots from `unmoved` on have moved), and whenever an operation touches them. A moved slot is marked `movedSlot`, so that probing goes
-  // on past it; nothing else changes in the previous table.
+  // from its end down (slots from `unmoved` on have moved), and whenever an operation touches them.
+  // A moved slot is marked `movedSlot`, so that probing goes on past it; nothing else changes in the
+  // previous table.
   private previous: Int32Array = noTable;
   private previousSlots = 0;
   private previousHomeShift = 0;
@@ -590,7 +591,7 @@ export class RetainedInventory {
   /** The previous table's slot holding a hash, or −1. */
   private previousSlotOf(lo: number, hi: number): number {
     const previous = this.previous;
-    // Slots from `unmoved` on have all moved (and may be cut off): a probe passes over them to slot 0.
+    // Slots from `unmoved` on have all moved: a probe passes over them to slot 0.
     const unmoved = this.unmoved;
     let slot = ((mix(lo, hi) >>> this.previousHomeShift) * this.previousHomeScale) | 0;
     let wrapped = false;
