@@ -179,13 +179,33 @@ static void load_is_refused(uint32_t reader, const uint8_t *blob, uint64_t lengt
     CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 0, "the refused blob left a peer");
 }
 
-static void fuzzed_blobs_are_refused(void) {
-    uint32_t source = make_agent("fuzz-source");
-    uint32_t reader = make_agent("fuzz-reader");
-    uint8_t *m1, *m2;
-    uint32_t r1 = alloc_region(source, 8192, &m1), r2 = alloc_region(source, 4096, &m2);
+/* An agent with two allocated regions, and its exported blob: what both fuzzers mutate. */
+typedef struct {
+    uint32_t agent, regions[2];
+    uint8_t *memory[2];
+    uint8_t *blob;
     uint64_t length;
-    uint8_t *blob = export_blob(source, &length);
+} fuzz_source;
+
+static fuzz_source open_fuzz_source(const char *name) {
+    fuzz_source source = {.agent = make_agent(name)};
+    source.regions[0] = alloc_region(source.agent, 8192, &source.memory[0]);
+    source.regions[1] = alloc_region(source.agent, 4096, &source.memory[1]);
+    source.blob = export_blob(source.agent, &source.length);
+    return source;
+}
+
+static void close_fuzz_source(fuzz_source *source) {
+    free(source->blob);
+    for (int i = 0; i < 2; i++) free_region(source->agent, source->regions[i], source->memory[i]);
+    CHECK_OK(kvt_agent_destroy(source->agent));
+}
+
+static void fuzzed_blobs_are_refused(void) {
+    fuzz_source source = open_fuzz_source("fuzz-source");
+    uint32_t reader = make_agent("fuzz-reader");
+    const uint8_t *blob = source.blob;
+    uint64_t length = source.length;
     uint8_t *copy = malloc(length);
     for (uint64_t cut = 0; cut < length; cut++) load_is_refused(reader, blob, cut);
     int rounds = test_under_valgrind ? 300 : 3000;
@@ -210,11 +230,8 @@ static void fuzzed_blobs_are_refused(void) {
     CHECK_OK(kvt_peer_unload(reader, peer));
     CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 0, "nothing left loaded");
     free(copy);
-    free(blob);
-    free_region(source, r1, m1);
-    free_region(source, r2, m2);
     CHECK_OK(kvt_agent_destroy(reader));
-    CHECK_OK(kvt_agent_destroy(source));
+    close_fuzz_source(&source);
 }
 
 /* Writes a blob's checksum again after a mutation, so that the mutation reaches the parser. */
@@ -228,11 +245,9 @@ static void reseal(uint8_t *blob, uint64_t length) {
  * detail naming the field and the byte (never the checksum), and frees everything (ASan, valgrind); the
  * refusals must come from many different fields, which shows the mutations get past the header. */
 static void resealed_mutations_reach_the_parser(void) {
-    uint32_t source = make_agent("reseal-source");
-    uint8_t *m1, *m2;
-    uint32_t r1 = alloc_region(source, 8192, &m1), r2 = alloc_region(source, 4096, &m2);
-    uint64_t length;
-    uint8_t *blob = export_blob(source, &length);
+    fuzz_source source = open_fuzz_source("reseal-source");
+    const uint8_t *blob = source.blob;
+    uint64_t length = source.length;
     uint8_t *copy = malloc(length);
     char seen[32][128];
     int distinct = 0, parsed = 0, refused = 0;
@@ -271,10 +286,7 @@ static void resealed_mutations_reach_the_parser(void) {
     CHECK(refused > 0 && parsed > 0, "both parsed (%d) and refused (%d) blobs: flips land in values and in structure", parsed, refused);
     CHECK(distinct >= 6, "refusals from %d kinds of problem only (at least 6 expected)", distinct);
     free(copy);
-    free(blob);
-    free_region(source, r1, m1);
-    free_region(source, r2, m2);
-    CHECK_OK(kvt_agent_destroy(source));
+    close_fuzz_source(&source);
 }
 
 static void unload_refuses_while_in_use(void) {
