@@ -1,4 +1,4 @@
-import { referenceGeometries } from '@kvreuse/descriptors';
+import { deriveShard, pieceBytes, referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it, vi } from 'vitest';
 import { buildRankPart, claimIncarnationEpoch, publishRankParts, registerRank, transportMetadataOf, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
@@ -36,6 +36,32 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     await store.revokeLease(lease.id);
     await vi.waitFor(() => expect(watch.current.ready).toBe(false), { timeout: 20_000, interval: 5 });
     await watch.close();
+    await tearDownWorker(prepared, ranks);
+    expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0 });
+    await dispose();
+  });
+
+  it("a worker laid out as vLLM lays it out (K and V interleaved per block) publishes version 2 parts with each bank's plane stride, and becomes ready", async () => {
+    const { store, dispose } = backend.open();
+    const geometry = referenceGeometries['qwen3-0.6b'];
+    const piece = pieceBytes(geometry, deriveShard(geometry, { tpRank: 0, tpSize: 2, ppRank: 0, ppSize: 1 }));
+    const setup: WorkerSetup = { transport, backend: 'loopback', workerId: `vllm-${backend.name}`, incarnation: 'inc-1', geometry, tpSize: 2, blocks: 3, planeStride: piece };
+    const watch = await watchWorkerReadiness(store, setup.workerId, { onChange: () => {} });
+    const prepared = prepareWorker(setup);
+    const lease = await store.grantLease(60_000);
+    const ranks = await registerAndPublish(setup, prepared, store, lease.id);
+
+    await vi.waitFor(() => expect(watch.current.ready).toBe(true), { timeout: 20_000, interval: 5 });
+    const readiness = watch.current;
+    if (!readiness.ready) throw new Error('unreachable');
+    for (const part of readiness.worker.ranks) {
+      expect(part.version).toBe(2);
+      expect(part.banks).toHaveLength(geometry.numLayers); // one bank per layer, both planes in it
+      for (const bank of part.banks) expect(bank).toMatchObject({ planeStride: BigInt(piece), blockStride: BigInt(2 * piece), bytes: BigInt(3 * 2 * piece) });
+    }
+
+    await watch.close();
+    await store.revokeLease(lease.id);
     await tearDownWorker(prepared, ranks);
     expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0 });
     await dispose();

@@ -76,6 +76,8 @@ describe('Bank.adopt', () => {
     ['blocks', { blocks: 17 }],
     ['blocks', { blocks: 0 }],
     ['blockStride', { blockStride: 0n }],
+    ['planeStride', { planeStride: 0n }],
+    ['planeStride', { planeStride: 2048 }],
     ['memKind', { memKind: 'hbm' }],
     ['deviceId', { deviceId: -1 }],
     ['index', { index: -1 }],
@@ -85,6 +87,11 @@ describe('Bank.adopt', () => {
     const error = captureError(() => Bank.adopt({ ...spec, ...patch } as BankSpec, frameworkOwner(1, () => {})));
     expect(error).toBeInstanceOf(InvalidBankError);
     expect((error as InvalidBankError).field).toBe(field);
+  });
+
+  it('keeps a plane stride when given, and has none otherwise', () => {
+    expect(Bank.adopt({ ...spec, planeStride: 2048n }, frameworkOwner(1, () => {})).planeStride).toBe(2048n);
+    expect('planeStride' in Bank.adopt(spec, frameworkOwner(1, () => {}))).toBe(false);
   });
 
   it('refuses owners that cannot take memory back', () => {

@@ -29,6 +29,12 @@ export interface BankSpec {
   readonly bytes: bigint;
   readonly blocks: number;
   readonly blockStride: bigint;
+  /**
+   * Layer-separate banks that hold every plane of their layer (K and V interleaved per block, as vLLM
+   * lays them out): plane p of block b is at `b × blockStride + p × planeStride`. Published in rank
+   * part version 2. Absent (or undefined) for one bank per (layer, plane).
+   */
+  readonly planeStride?: bigint | undefined;
 }
 
 /** A hold on a registered bank (an operation that may touch it); the bank cannot be released while any is held. */
@@ -70,8 +76,9 @@ export class Bank implements BankLabel {
   #handingBack = false;
 
   private constructor(spec: BankSpec, owner: BankOwner) {
-    const { tpRank, ppRank, index, memKind, deviceId, address, bytes, blocks, blockStride } = spec;
+    const { tpRank, ppRank, index, memKind, deviceId, address, bytes, blocks, blockStride, planeStride } = spec;
     Object.assign(this, { tpRank, ppRank, index, memKind, deviceId, address, bytes, blocks, blockStride, owner });
+    if (planeStride !== undefined) Object.assign(this, { planeStride });
   }
 
   /** Takes a bank into kvreuse's care, in state `owned`. Registers nothing. */
@@ -266,6 +273,10 @@ function validateSpec(spec: BankSpec): void {
   for (const field of ['address', 'bytes', 'blockStride'] as const) {
     const value: unknown = spec[field];
     if (typeof value !== 'bigint' || value <= 0n) throw new InvalidBankError(field, value, 'must be a positive bigint');
+  }
+  const planeStride: unknown = spec.planeStride;
+  if (planeStride !== undefined && (typeof planeStride !== 'bigint' || planeStride <= 0n)) {
+    throw new InvalidBankError('planeStride', planeStride, 'must be a positive bigint when given');
   }
   if (spec.address + spec.bytes > ADDRESS_LIMIT) {
     throw new InvalidBankError('bytes', spec.bytes, `address 0x${spec.address.toString(16)} + bytes passes the end of the 64-bit address space`);

@@ -28,7 +28,9 @@ export interface TransportMetadata {
 
 /**
  * Builds the rank part of a registered rank and validates it with the descriptors schema (shard
- * split, bank count and layout). Refuses a rank whose banks are not all registered.
+ * split, bank count and layout). Refuses a rank whose banks are not all registered. A rank whose
+ * banks carry a `planeStride` is published as rank part version 2, any other as version 1, which
+ * older readers still read.
  */
 export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, transport: TransportMetadata): RankPart {
   checkOptionsObject('worker', worker);
@@ -40,8 +42,9 @@ export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, tran
       throw new RankPartPublicationError(`banks[${index}].state`, bank.state, 'only a rank whose every bank is registered can be published');
     }
   });
+  const planeStrided = rank.banks.some((bank) => bank.planeStride !== undefined);
   return parseRankPart({
-    version: 1,
+    version: planeStrided ? 2 : 1,
     workerId: worker.workerId,
     incarnation: worker.incarnation,
     role: worker.role,
@@ -54,6 +57,7 @@ export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, tran
       bytes: bank.bytes.toString(),
       blocks: bank.blocks,
       blockStride: bank.blockStride.toString(),
+      ...(bank.planeStride === undefined ? {} : { planeStride: bank.planeStride.toString() }),
     })),
     transport: {
       agentName: transport.agentName,

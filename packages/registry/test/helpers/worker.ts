@@ -24,6 +24,8 @@ export interface WorkerSetup {
   readonly tpSize: number;
   /** Blocks per bank. */
   readonly blocks: number;
+  /** One bank per layer holding both planes this far apart (vLLM's layout), instead of one per (layer, plane). */
+  readonly planeStride?: number;
 }
 
 export interface PreparedRank {
@@ -35,7 +37,11 @@ export interface PreparedRank {
 /** What happens before a rank registers: its agent (one per rank, as one process per rank would have) and its kvreuse-owned banks. */
 export function prepareRank(setup: WorkerSetup, tpRank: number): PreparedRank {
   const agent = setup.transport.createAgent({ name: `${setup.workerId}-${setup.incarnation}-tp${tpRank}`, backend: setup.backend });
-  const layout = layoutRankBanks(setup.geometry, { tpRank, tpSize: setup.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: setup.blocks });
+  const layout = layoutRankBanks(setup.geometry, { tpRank, tpSize: setup.tpSize, ppRank: 0, ppSize: 1 }, {
+    address: 0n,
+    blocks: setup.blocks,
+    ...(setup.planeStride === undefined ? {} : { planeStride: setup.planeStride }),
+  });
   const allocations = layout.map((bank) => agent.allocate(bank.bytes));
   const banks = layout.map((bank, index) =>
     Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocations[index]!.address }, kvreuseOwner(allocations[index]!)),
