@@ -1,9 +1,7 @@
-// Writes docs/config.md and schema/settings.schema.json from the catalog: `pnpm --filter @kvreuse/config docs`.
+// Writes docs/config.md and schema/settings.schema.json from every kvreuse group: `pnpm --filter @kvreuse/config docs`.
 import { writeFileSync } from 'node:fs';
-import { renderConfigDocs, settingsJsonSchema } from '../src/index.js';
+import { docsPath, renderRepositoryDocs, renderRepositorySchema, schemaPath } from './config-docs.js';
 
-const docsPath = new URL('../../../docs/config.md', import.meta.url);
-const schemaPath = new URL('../schema/settings.schema.json', import.meta.url);
-writeFileSync(docsPath, renderConfigDocs());
-writeFileSync(schemaPath, `${JSON.stringify(settingsJsonSchema, null, 2)}\n`);
+writeFileSync(docsPath, renderRepositoryDocs());
+writeFileSync(schemaPath, renderRepositorySchema());
 console.log(`wrote ${docsPath.pathname} and ${schemaPath.pathname}`);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { catalog, type GroupName, type SettingPath } from './catalog.js';
+import type { SettingsGroup } from './group.js';
 import { kebabCase, snakeCase, upperSnakeCase } from './names.js';
 
 /** The JSON Schema (draft 2020-12) of one setting's value, as zod generates it. */
@@ -7,14 +7,14 @@ export type ValueJsonSchema = Readonly<Record<string, unknown>>;
 
 /** Everything known about one setting, for resolution, help and docs. */
 export interface SettingDescription {
-  readonly group: GroupName;
+  readonly group: string;
   /** camelCase name inside its group: `minimumTransferPrefixBlocks`. */
   readonly name: string;
   /** `router.minimumTransferPrefixBlocks`: how code names it. */
-  readonly path: SettingPath;
+  readonly path: string;
   /** `minimum_transfer_prefix_blocks`: its key inside the group section of a settings file. */
   readonly key: string;
-  /** `router.minimum_transfer_prefix_blocks`: how the docs name it. */
+  /** `router.minimum_transfer_prefix_blocks`: how the docs and file errors name it. */
   readonly fileKey: string;
   readonly flag: string;
   readonly env: string;
@@ -27,10 +27,19 @@ export interface SettingDescription {
   readonly jsonSchema: ValueJsonSchema;
 }
 
+/** A rule between settings of one group, by the settings' code paths. */
+export interface RuleDescription {
+  readonly setting: string;
+  readonly related: readonly string[];
+  readonly rule: string;
+  readonly why: string;
+}
+
 export interface GroupDescription {
-  readonly name: GroupName;
+  readonly name: string;
   readonly description: string;
   readonly settings: readonly SettingDescription[];
+  readonly rules: readonly RuleDescription[];
 }
 
 export const ENV_PREFIX = 'KVREUSE_';
@@ -83,57 +92,34 @@ export function describeValueRule(schema: ValueJsonSchema): string {
   }
 }
 
-function describeGroups(): readonly GroupDescription[] {
-  return Object.entries(catalog).map(([groupName, group]) => {
-    const name = groupName as GroupName;
-    const settings = Object.entries(group.settings).map(([settingName, declaration]): SettingDescription => {
-      const jsonSchema = valueJsonSchema(declaration.schema);
-      return Object.freeze({
-        group: name,
-        name: settingName,
-        path: `${name}.${settingName}` as SettingPath,
-        key: snakeCase(settingName),
-        fileKey: `${snakeCase(name)}.${snakeCase(settingName)}`,
-        flag: `--${kebabCase(name)}-${kebabCase(settingName)}`,
-        env: `${ENV_PREFIX}${upperSnakeCase(name)}_${upperSnakeCase(settingName)}`,
-        type: describeValueRule(jsonSchema),
-        default: Array.isArray(declaration.default) ? Object.freeze([...declaration.default]) : declaration.default,
-        unit: 'unit' in declaration ? declaration.unit : undefined,
-        description: declaration.description,
-        schema: declaration.schema,
-        jsonSchema,
-      });
+/** A group's settings with every name derived from the declaration, and its rules by code path. */
+export function describeGroup(group: SettingsGroup): GroupDescription {
+  const settings = Object.entries(group.settings).map(([settingName, declaration]): SettingDescription => {
+    const jsonSchema = valueJsonSchema(declaration.schema);
+    return Object.freeze({
+      group: group.name,
+      name: settingName,
+      path: `${group.name}.${settingName}`,
+      key: snakeCase(settingName),
+      fileKey: `${group.name}.${snakeCase(settingName)}`,
+      flag: `--${group.name}-${kebabCase(settingName)}`,
+      env: `${ENV_PREFIX}${group.name.toUpperCase()}_${upperSnakeCase(settingName)}`,
+      type: describeValueRule(jsonSchema),
+      default: Array.isArray(declaration.default) ? Object.freeze([...declaration.default]) : declaration.default,
+      unit: declaration.unit,
+      description: declaration.description,
+      schema: declaration.schema,
+      jsonSchema,
     });
-    return Object.freeze({ name, description: group.description, settings: Object.freeze(settings) });
   });
+  const rules = group.rules.map(({ setting, related, rule, why }) =>
+    Object.freeze({ setting: `${group.name}.${setting}`, related: Object.freeze(related.map((name) => `${group.name}.${name}`)), rule, why }),
+  );
+  return Object.freeze({ name: group.name, description: group.description, settings: Object.freeze(settings), rules: Object.freeze(rules) });
 }
-
-/** Every group with its settings, in catalog order. */
-export const settingGroups: readonly GroupDescription[] = Object.freeze(describeGroups());
-
-/** Every setting, in catalog order. */
-export const settingDescriptions: readonly SettingDescription[] = Object.freeze(
-  settingGroups.flatMap((group) => group.settings),
-);
-
-function indexBy(field: 'path' | 'fileKey' | 'flag' | 'env'): ReadonlyMap<string, SettingDescription> {
-  return new Map(settingDescriptions.map((description) => [description[field], description]));
-}
-
-export const settingsByPath = indexBy('path');
-export const settingsByFileKey = indexBy('fileKey');
-export const settingsByFlag = indexBy('flag');
-export const settingsByEnv = indexBy('env');
 
 /** A value as it is written in env and argv: lists comma-separated, the empty string as `""`, everything else as text. */
 export function formatValue(value: unknown): string {
   if (value === '') return '""';
   return Array.isArray(value) ? value.join(',') : String(value);
-}
-
-/** The description of one setting by its code name, e.g. `describeSetting('router.minimumTransferPrefixBlocks')`. */
-export function describeSetting(path: SettingPath): SettingDescription {
-  const description = settingsByPath.get(path);
-  if (description === undefined) throw new RangeError(`no setting ${path} in the catalog`);
-  return description;
 }

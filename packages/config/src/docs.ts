@@ -1,9 +1,11 @@
-import { crossFieldRules } from './catalog.js';
 import { COERCION_RULES } from './coerce.js';
-import { formatValue, settingGroups, type SettingDescription } from './descriptions.js';
+import type { Composition } from './composition.js';
+import { formatValue, type SettingDescription } from './descriptions.js';
 
-/** The command that regenerates docs/config.md; stale-docs failures quote it. */
-export const DOCS_COMMAND = 'pnpm --filter @kvreuse/config docs';
+export interface DocsOptions {
+  /** Markdown placed right under the title, e.g. a note that the page is generated. */
+  readonly preface?: string;
+}
 
 function code(text: string): string {
   return `\`${text}\``;
@@ -24,33 +26,44 @@ function cell(text: string): string {
   return text.replaceAll('|', '\\|');
 }
 
-function summaryTable(): string {
-  const rows = settingGroups.flatMap((group) =>
-    group.settings.map(
-      (setting) =>
-        `| ${code(setting.fileKey)} | ${cell(setting.type)} | ${code(formatValue(setting.default))} | ${setting.unit ?? ''} |`,
-    ),
+function summaryTable(composition: Composition): string {
+  const rows = composition.settings.map(
+    (setting) => `| ${code(setting.fileKey)} | ${cell(setting.type)} | ${code(formatValue(setting.default))} | ${setting.unit ?? ''} |`,
   );
   return ['| setting | type | default | unit |', '|---|---|---|---|', ...rows].join('\n');
 }
 
-/** docs/config.md, generated from the catalog: every setting with its names, type, default, unit and rules. */
-export function renderConfigDocs(): string {
-  const groups = settingGroups.map((group) =>
+function foreignGroupsSection(composition: Composition): string {
+  const shapes = 'a file section `<group>:`, a variable\n`KVREUSE_<GROUP>_…`, a flag `--<group>-…` or `--no-<group>-…`';
+  return composition.foreignGroups === 'ignore'
+    ? `A setting of a group this composition does not hold — known by its shape: ${shapes} — is ignored, and
+listed in the resolution's \`ignored\` (the name as written, its source and its group), so that this
+process can share one settings file and one environment with processes that compose other or newer
+groups. A name inside a composed group that no setting has is still an error.`
+    : `A setting of a group this composition does not hold — known by its shape: ${shapes} — is refused like any
+unknown name (\`foreignGroups: 'error'\`, the default). A process that shares its settings file and
+environment with processes that compose other groups resolves with \`foreignGroups: 'ignore'\`.`;
+}
+
+/** A settings reference for one composition: every setting with its names, type, default, unit and rules. */
+export function renderDocs(composition: Composition, options: DocsOptions = {}): string {
+  const groups = composition.groups.map((group) =>
     [`## ${code(group.name)}`, '', group.description, '', group.settings.map(settingSection).join('\n\n')].join('\n'),
   );
-  const rules = crossFieldRules.map(({ rule, why }) => `- ${code(rule)}: ${why}`);
+  const rules = composition.rules.map(({ description: { rule, why } }) => `- ${code(rule)}: ${why}`);
+  const preface = options.preface === undefined ? '' : `${options.preface}\n\n`;
   return `# Settings
 
-<!-- Generated from packages/config/src/catalog.ts by \`${DOCS_COMMAND}\`; do not edit by hand. -->
+${preface}Groups: ${composition.groups.map((group) => code(group.name)).join(', ')}.
 
-Every kvreuse setting is declared once, in the catalog of \`@kvreuse/config\`: its name, group, type,
-default, unit and description. Its settings-file key, flag, environment variable, validation, help
-text, JSON Schema and this page all come from that one declaration.
+Each group is declared once, by the layer that owns it (\`defineGroup\` of \`@kvreuse/config\`): every setting's name, type, default,
+unit and description. A process composes the groups it uses (\`defineSettings(groups)\`), and the
+settings-file keys, flags, environment variables, validation, help text, JSON Schema and this page all
+come from those declarations.
 
 ## Where values come from
 
-\`resolveSettings({ file, env, argv })\` merges four sources; a later one wins:
+\`resolve({ file, env, argv })\` merges four sources; a later one wins:
 
 1. the **default** below;
 2. the **settings file**: YAML or JSON, a mapping of group sections with snake_case keys;
@@ -60,8 +73,8 @@ text, JSON Schema and this page all come from that one declaration.
    \`true\`, \`--no-<group>-<name>\` means \`false\`, and a boolean never takes the next argument.
 
 The result is grouped and camelCase (\`settings.router.minimumTransferPrefixBlocks\`), and its
-\`provenance\` says where each value came from: \`default\`, \`file\` (with the path), \`env\` (with the
-variable) or \`argv\` (with the flag).
+\`provenance\` says where each value came from: \`default\`, \`file\` (with the path, and the line of
+the key when the file was read from text), \`env\` (with the variable) or \`argv\` (with the flag).
 
 \`\`\`yaml
 router:
@@ -76,9 +89,15 @@ ${COERCION_RULES}.
 Values in a settings file are typed already and are not converted: \`"8"\` is not a number there. A
 section left empty (\`router:\` with nothing under it) and an empty file set nothing.
 
+## Settings of other groups
+
+${foreignGroupsSection(composition)}
+
 ## What fails
 
-Resolution is all or nothing:
+Resolution is all or nothing, and every error names a setting the way it was written: the file key
+with the file and line (\`router.minimum_transfer_prefix_blocks in file kvreuse.yaml:3\`), the variable,
+or the flag.
 
 - a name no setting has — a file key or section, a \`KVREUSE_*\` variable, a flag, or any argv
   argument that is not a setting flag or its value — fails with one \`UnknownSettingError\`
@@ -94,11 +113,11 @@ values that are valid on their own.
 
 ## Rules between settings
 
-${rules.join('\n')}
+${rules.length === 0 ? 'None.' : rules.join('\n')}
 
 ## All settings
 
-${summaryTable()}
+${summaryTable(composition)}
 
 ${groups.join('\n\n')}
 `;

@@ -1,22 +1,22 @@
-import type { SettingPath } from './catalog.js';
 import { describeValue } from './describe-value.js';
 
-/** Where a value came from. */
+/** Where a value came from; a file value with the line of its key when the file was read from text. */
 export type Provenance =
   | { readonly source: 'default' }
-  | { readonly source: 'file'; readonly path: string }
+  | { readonly source: 'file'; readonly path: string; readonly line?: number }
   | { readonly source: 'env'; readonly variable: string }
   | { readonly source: 'argv'; readonly flag: string };
 
 /** A source the caller gave: anything but the defaults. */
 export type SettingSource = Exclude<Provenance, { readonly source: 'default' }>;
 
+/** `file k.yaml:3`, `env KVREUSE_X`, `argv --x`, `the default`. */
 export function describeProvenance(provenance: Provenance): string {
   switch (provenance.source) {
     case 'default':
       return 'the default';
     case 'file':
-      return `file ${provenance.path}`;
+      return `file ${provenance.path}${provenance.line === undefined ? '' : `:${provenance.line}`}`;
     case 'env':
       return `env ${provenance.variable}`;
     case 'argv':
@@ -24,26 +24,63 @@ export function describeProvenance(provenance: Provenance): string {
   }
 }
 
-export interface UnknownSetting {
-  /** The name as given: a dotted file key (`router.minimum_transfer_prefix_block`), a section, a variable or a flag. */
-  readonly name: string;
-  readonly source: SettingSource;
-  /** The known name closest to it; absent for an argument that is not a flag at all. */
-  readonly closest?: string;
+/** `in file k.yaml:3`, `in env`, `in argv`, `by default`: where a name was written. */
+function describeWhere(source: Provenance | { readonly source: 'code' }): string {
+  switch (source.source) {
+    case 'default':
+      return 'by default';
+    case 'file':
+      return `in ${describeProvenance(source)}`;
+    case 'code':
+      return 'in code';
+    default:
+      return `in ${source.source}`;
+  }
 }
 
-/** Names no setting has; the whole resolution fails, and every unknown name is listed. */
+/** Every error of this package carries it, so that `isConfigError` recognises errors of any installed copy. */
+const CONFIG_ERROR: unique symbol = Symbol.for('@kvreuse/config/error');
+
+/** Every error code of this package. */
+export type ConfigErrorCode =
+  | 'UNKNOWN_SETTING'
+  | 'INVALID_SETTING'
+  | 'SETTINGS_FILE'
+  | 'INVALID_RESOLVE_OPTIONS'
+  | 'INVALID_GROUP'
+  | 'INVALID_COMPOSITION';
+
+export interface UnknownSetting {
+  /**
+   * The name as written: a dotted file key (`router.minimum_transfer_prefix_block`) or a section, a
+   * variable, a flag, or a code path given to `describeSetting`.
+   */
+  readonly name: string;
+  readonly source: SettingSource | { readonly source: 'code' };
+  /** The known name closest to it; absent for an argument that is not a flag at all, or a group nothing composed is close to. */
+  readonly closest?: string;
+  /** For a name of a group the process did not compose (`foreignGroups: 'error'`): that group. */
+  readonly foreignGroup?: string;
+}
+
+function describeUnknown({ name, source, closest, foreignGroup }: UnknownSetting): string {
+  const hint =
+    foreignGroup !== undefined
+      ? ` (group ${foreignGroup} is not composed by this process${closest === undefined ? '' : `; did you mean ${closest}?`})`
+      : closest === undefined
+        ? ' (not a setting flag)'
+        : ` (did you mean ${closest}?)`;
+  return `  - ${name} ${describeWhere(source)}${hint}`;
+}
+
+/** Names no composed setting has; the whole resolution fails, and every unknown name is listed. */
 export class UnknownSettingError extends Error {
+  readonly [CONFIG_ERROR] = true;
   readonly code = 'UNKNOWN_SETTING';
   readonly unknown: readonly UnknownSetting[];
 
   constructor(unknown: readonly UnknownSetting[]) {
-    const lines = unknown.map(({ name, source, closest }) => {
-      const where = source.source === 'file' ? ` in file ${source.path}` : source.source === 'env' ? ' in env' : ' in argv';
-      const hint = closest === undefined ? ' (not a setting flag)' : ` (did you mean ${closest}?)`;
-      return `  - ${name}${where}${hint}`;
-    });
-    super(`${unknown.length} unknown setting name(s):\n${lines.join('\n')}`);
+    super(`${unknown.length} unknown setting name(s):\n${unknown.map(describeUnknown).join('\n')}`);
     this.name = 'UnknownSettingError';
     this.unknown = unknown;
   }
@@ -51,16 +88,17 @@ export class UnknownSettingError extends Error {
 
 /** A value a rule refers to, next to the one it constrains. */
 export interface RelatedSetting {
-  readonly setting: SettingPath;
+  /** The setting's code path: `transport.operationTimeoutMs`. */
+  readonly setting: string;
+  /** The name as written where the value came from: file key, variable or flag (the file key for a default). */
+  readonly name: string;
   readonly value: unknown;
   readonly source: Provenance;
 }
 
-export interface InvalidSetting {
-  readonly setting: SettingPath;
+export interface InvalidSetting extends RelatedSetting {
   /** The value as given: a string when it came from env or argv. */
   readonly value: unknown;
-  readonly source: Provenance;
   /** The rule it breaks, in words: `integer ≥ 1`, `transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms`. */
   readonly rule: string;
   /** What exactly went wrong. */
@@ -69,15 +107,15 @@ export interface InvalidSetting {
   readonly related: readonly RelatedSetting[];
 }
 
-export function describeInvalidSetting({ setting, value, source, rule, reason, related }: InvalidSetting): string {
-  const values = [{ setting, value, source }, ...related].map(
-    (given) => `${given.setting} = ${describeValue(given.value)} from ${describeProvenance(given.source)}`,
-  );
+/** `router.minimum_transfer_prefix_blocks = 0 in file k.yaml:3: Too small… (rule: integer ≥ 1)` */
+export function describeInvalidSetting({ name, value, source, rule, reason, related }: InvalidSetting): string {
+  const values = [{ name, value, source }, ...related].map((given) => `${given.name} = ${describeValue(given.value)} ${describeWhere(given.source)}`);
   return `${values.join(', ')}: ${reason} (rule: ${rule})`;
 }
 
 /** Values that break their rules; every bad value of every source is listed, nothing is applied. */
 export class InvalidSettingError extends Error {
+  readonly [CONFIG_ERROR] = true;
   readonly code = 'INVALID_SETTING';
   readonly invalid: readonly InvalidSetting[];
 
@@ -88,8 +126,9 @@ export class InvalidSettingError extends Error {
   }
 }
 
-/** A settings file that cannot be read or is not a mapping of group sections. */
+/** A settings file that cannot be read or parsed, or is not a mapping of group sections. */
 export class SettingsFileError extends Error {
+  readonly [CONFIG_ERROR] = true;
   readonly code = 'SETTINGS_FILE';
   readonly path: string;
 
@@ -101,25 +140,97 @@ export class SettingsFileError extends Error {
 }
 
 /**
- * `resolveSettings` called with options of the wrong shape (a programmer error, so it is thrown even
- * by `safeResolveSettings`); names the option and the value given.
+ * `resolve` called with options of the wrong shape: an unknown option (named with the closest one), or
+ * an option of the wrong type. A programmer error, so it is thrown even by `safeResolve`.
  */
 export class ResolveOptionsError extends TypeError {
+  readonly [CONFIG_ERROR] = true;
   readonly code = 'INVALID_RESOLVE_OPTIONS';
-  readonly option: 'env' | 'argv';
+  /** The option as written (`args`, `file.format`, `env.KVREUSE_X`), or `options` for the whole argument. */
+  readonly option: string;
   readonly value: unknown;
+  /** For an unknown option: the closest known one. */
+  readonly closest?: string;
 
-  constructor(option: 'env' | 'argv', value: unknown, rule: string) {
-    super(`resolveSettings: ${option} must be ${rule}; got ${describeValue(value)}`);
+  constructor(option: string, value: unknown, problem: { readonly rule: string } | { readonly closest: string }) {
+    super(
+      'closest' in problem
+        ? `resolve: unknown option ${option} (did you mean ${problem.closest}?)`
+        : `resolve: ${option} must be ${problem.rule}; got ${describeValue(value)}`,
+    );
     this.name = 'ResolveOptionsError';
     this.option = option;
     this.value = value;
+    if ('closest' in problem) this.closest = problem.closest;
   }
 }
 
-/** Every error resolution reports. */
+/** A `defineGroup` declaration that cannot make a group; every problem is listed. */
+export class InvalidGroupError extends TypeError {
+  readonly [CONFIG_ERROR] = true;
+  readonly code = 'INVALID_GROUP';
+  readonly group: string;
+  readonly problems: readonly string[];
+
+  constructor(group: string, problems: readonly string[]) {
+    super(`defineGroup ${group}: ${problems.join('; ')}`);
+    this.name = 'InvalidGroupError';
+    this.group = group;
+    this.problems = problems;
+  }
+}
+
+/** `defineSettings` given something that is not a composition of distinct groups, or options it does not take. */
+export class InvalidCompositionError extends TypeError {
+  readonly [CONFIG_ERROR] = true;
+  readonly code = 'INVALID_COMPOSITION';
+  readonly problems: readonly string[];
+
+  constructor(problems: readonly string[]) {
+    super(`defineSettings: ${problems.join('; ')}`);
+    this.name = 'InvalidCompositionError';
+    this.problems = problems;
+  }
+}
+
+/** Every error of this package. */
+export type ConfigError =
+  | UnknownSettingError
+  | InvalidSettingError
+  | SettingsFileError
+  | ResolveOptionsError
+  | InvalidGroupError
+  | InvalidCompositionError;
+
+/** Every error resolution reports (as `safeResolve`'s `error`). */
 export type SettingsError = UnknownSettingError | InvalidSettingError | SettingsFileError;
 
+const CODES: ReadonlySet<string> = new Set<ConfigErrorCode>([
+  'UNKNOWN_SETTING',
+  'INVALID_SETTING',
+  'SETTINGS_FILE',
+  'INVALID_RESOLVE_OPTIONS',
+  'INVALID_GROUP',
+  'INVALID_COMPOSITION',
+]);
+const RESOLUTION_CODES: ReadonlySet<string> = new Set<ConfigErrorCode>(['UNKNOWN_SETTING', 'INVALID_SETTING', 'SETTINGS_FILE']);
+
+function codeOf(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null || (error as { [CONFIG_ERROR]?: unknown })[CONFIG_ERROR] !== true) return undefined;
+  const { code } = error as { code?: unknown };
+  return typeof code === 'string' && CODES.has(code) ? code : undefined;
+}
+
+/**
+ * Whether `error` is an error of `@kvreuse/config`, thrown by this copy of the package or by any other
+ * installed copy (it checks the `Symbol.for('@kvreuse/config/error')` brand and the `code`, not `instanceof`).
+ */
+export function isConfigError(error: unknown): error is ConfigError {
+  return codeOf(error) !== undefined;
+}
+
+/** Whether `error` is one resolution reports (`UNKNOWN_SETTING`, `INVALID_SETTING`, `SETTINGS_FILE`), from any installed copy. */
 export function isSettingsError(error: unknown): error is SettingsError {
-  return error instanceof UnknownSettingError || error instanceof InvalidSettingError || error instanceof SettingsFileError;
+  const code = codeOf(error);
+  return code !== undefined && RESOLUTION_CODES.has(code);
 }

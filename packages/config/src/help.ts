@@ -1,5 +1,6 @@
 import { COERCION_RULES } from './coerce.js';
-import { formatValue, settingGroups, type SettingDescription } from './descriptions.js';
+import type { Composition } from './composition.js';
+import { formatValue, type SettingDescription } from './descriptions.js';
 
 export interface HelpOptions {
   /** Columns to wrap at; 100 by default. */
@@ -33,10 +34,10 @@ function settingHelp(setting: SettingDescription, width: number): string[] {
   ];
 }
 
-/** Help text for a CLI: every setting flag, grouped, with its variable, file key, type and default. */
-export function renderSettingsHelp(options: HelpOptions = {}): string {
+/** Help text for a CLI: every composed setting's flag, grouped, with its variable, file key, type and default. */
+export function renderHelp(composition: Composition, options: HelpOptions = {}): string {
   const width = options.width ?? 100;
-  const sections = settingGroups.map((group) =>
+  const sections = composition.groups.map((group) =>
     [`${group.name}:`, ...wrap(group.description, '  ', width), '', ...group.settings.flatMap((setting) => [...settingHelp(setting, width), ''])].join('\n'),
   );
   const intro = wrap(

@@ -1,25 +1,46 @@
-export { catalog, crossFieldRules } from './catalog.js';
-export type { CrossFieldRule, GroupName, SettingDeclaration, SettingPath, Settings } from './catalog.js';
 export {
-  describeSetting,
-  formatValue,
+  allGroups,
+  catalog,
+  defaultSettings,
+  kvreuseSettings,
+  resolveSettings,
+  safeResolveSettings,
   settingDescriptions,
-  settingGroups,
-  type GroupDescription,
-  type SettingDescription,
-  type ValueJsonSchema,
-} from './descriptions.js';
+  type GroupName,
+  type ResolvedSettings,
+  type SafeResolveResult,
+  type SettingPath,
+  type Settings,
+  type SettingsProvenance,
+} from './all-settings.js';
 export { COERCION_RULES } from './coerce.js';
+export type { ForeignGroupsPolicy } from './composition.js';
+export {
+  defineSettings,
+  type DefineSettingsOptions,
+  type ProvenanceOf,
+  type Resolved,
+  type SafeResolved,
+  type SettingPathOf,
+  type SettingsDefinition,
+  type SettingsOf,
+} from './define-settings.js';
 export { describeValue } from './describe-value.js';
-export { DOCS_COMMAND, renderConfigDocs } from './docs.js';
+export { formatValue, type GroupDescription, type RuleDescription, type SettingDescription, type ValueJsonSchema } from './descriptions.js';
+export type { DocsOptions } from './docs.js';
 export {
   describeInvalidSetting,
   describeProvenance,
+  InvalidCompositionError,
+  InvalidGroupError,
   InvalidSettingError,
+  isConfigError,
   isSettingsError,
   ResolveOptionsError,
   SettingsFileError,
   UnknownSettingError,
+  type ConfigError,
+  type ConfigErrorCode,
   type InvalidSetting,
   type Provenance,
   type RelatedSetting,
@@ -28,17 +49,25 @@ export {
   type UnknownSetting,
 } from './errors.js';
 export { exampleSettingsPath } from './example.js';
-export { renderSettingsHelp, type HelpOptions } from './help.js';
-export { settingsJsonSchema } from './json-schema.js';
-export { renderSettingsReport } from './settings-report.js';
 export {
-  defaultSettings,
-  resolveSettings,
-  safeResolveSettings,
-  type ResolvedSettings,
-  type ResolveSettingsOptions,
-  type SafeResolveResult,
-  type SettingsEnv,
-  type SettingsProvenance,
-} from './resolve.js';
-export { loadSettingsFile, type LoadedSettingsFile, type SettingsFileFormat, type SettingsFileInput } from './settings-file.js';
+  defineGroup,
+  isSettingsGroup,
+  type GroupDeclaration,
+  type GroupRule,
+  type GroupValues,
+  type SettingDeclaration,
+  type SettingDeclarations,
+  type SettingsGroup,
+} from './group.js';
+export { discoveryGroup } from './groups/discovery.js';
+export { drainGroup } from './groups/drain.js';
+export { frontendGroup } from './groups/frontend.js';
+export { inventoryGroup } from './groups/inventory.js';
+export { profileGroup } from './groups/profile.js';
+export { routerGroup } from './groups/router.js';
+export { transportGroup } from './groups/transport.js';
+export type { HelpOptions } from './help.js';
+export type { ResolveOptions, SettingsEnv } from './resolve-options.js';
+export { renderSettingsReport, type ResolutionToReport } from './settings-report.js';
+export { loadSettingsFile, type LoadedSettingsFile, type SectionLines, type SettingsFileFormat, type SettingsFileInput } from './settings-file.js';
+export type { IgnoredSetting } from './sources.js';

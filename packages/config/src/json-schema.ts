@@ -1,10 +1,15 @@
-import { settingGroups } from './descriptions.js';
-import { snakeCase } from './names.js';
+import type { Composition } from './composition.js';
+import { GROUP_NAME } from './group.js';
 
-function buildSettingsJsonSchema(): Readonly<Record<string, unknown>> {
+/**
+ * The JSON Schema (draft 2020-12) of a settings file for one composition: every composed group section
+ * and key, each value's type, bounds, default and description. Under `foreignGroups: 'ignore'` other
+ * group sections are allowed (and not checked). Editors use it for completion and checking.
+ */
+export function settingsFileJsonSchema(composition: Composition): Readonly<Record<string, unknown>> {
   const groups = Object.fromEntries(
-    settingGroups.map((group) => [
-      snakeCase(group.name),
+    composition.groups.map((group) => [
+      group.name,
       {
         type: ['object', 'null'],
         description: group.description,
@@ -22,19 +27,17 @@ function buildSettingsJsonSchema(): Readonly<Record<string, unknown>> {
       },
     ]),
   );
+  const foreign =
+    composition.foreignGroups === 'ignore'
+      ? { patternProperties: { [GROUP_NAME.source]: { description: 'A group this process does not compose: ignored, and reported.' } } }
+      : {};
   return {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     title: 'kvreuse settings file',
-    description:
-      'Group sections with snake_case keys. Rules between settings (see docs/config.md) are checked by resolveSettings only.',
+    description: 'Group sections with snake_case keys. Rules between settings (see the settings docs) are checked by resolution only.',
     type: ['object', 'null'],
     additionalProperties: false,
     properties: groups,
+    ...foreign,
   };
 }
-
-/**
- * The JSON Schema (draft 2020-12) of a settings file, from the catalog: every group section and key,
- * each value's type, bounds, default and description. Editors use it for completion and checking.
- */
-export const settingsJsonSchema: Readonly<Record<string, unknown>> = buildSettingsJsonSchema();

@@ -33,14 +33,14 @@ function editDistance(left: string, right: string): number {
 
 /**
  * The known name closest to `unknown` by edit distance, ignoring case and separators; ties go to the
- * earlier candidate. `undefined` only when there are no candidates.
+ * earlier candidate. `undefined` when there are no candidates, or none within `maxDistance` edits.
  */
-export function closestName(unknown: string, candidates: Iterable<string>): string | undefined {
+export function closestName(unknown: string, candidates: Iterable<string>, maxDistance = Number.POSITIVE_INFINITY): string | undefined {
   const target = normalized(unknown);
   let best: { name: string; distance: number } | undefined;
   for (const candidate of candidates) {
     const distance = editDistance(target, normalized(candidate));
-    if (best === undefined || distance < best.distance) best = { name: candidate, distance };
+    if (distance <= maxDistance && (best === undefined || distance < best.distance)) best = { name: candidate, distance };
   }
   return best?.name;
 }

@@ -1,18 +1,31 @@
-import { formatValue, settingDescriptions } from './descriptions.js';
+import { formatValue } from './descriptions.js';
 import { describeProvenance, type Provenance } from './errors.js';
-import type { ResolvedSettings } from './resolve.js';
+import { snakeCase } from './names.js';
+import type { IgnoredSetting } from './sources.js';
+
+/** A resolution of any composition, as `resolve` returns it. */
+export interface ResolutionToReport {
+  readonly settings: object;
+  readonly provenance: object;
+  readonly ignored: readonly IgnoredSetting[];
+}
 
 /**
  * Every resolved setting on one line, with where its value came from, e.g.
- * `router.minimum_transfer_prefix_blocks  8  argv --router-minimum-transfer-prefix-blocks`.
+ * `router.minimum_transfer_prefix_blocks  8  argv --router-minimum-transfer-prefix-blocks`; then every
+ * ignored setting of a group not composed, e.g. `ignored  transport.backend  file kvreuse.yaml:4 (group transport)`.
  */
-export function renderSettingsReport({ settings, provenance }: ResolvedSettings): string {
-  const rows = settingDescriptions.map((setting) => {
-    const value = (settings[setting.group] as Readonly<Record<string, unknown>>)[setting.name];
-    const from = (provenance[setting.group] as Readonly<Record<string, Provenance>>)[setting.name];
-    return [setting.fileKey, formatValue(value), from === undefined ? '' : describeProvenance(from)] as const;
-  });
-  const keyWidth = Math.max(...rows.map(([key]) => key.length));
-  const valueWidth = Math.max(...rows.map(([, value]) => value.length));
-  return `${rows.map(([key, value, from]) => `${key.padEnd(keyWidth)}  ${value.padEnd(valueWidth)}  ${from}`.trimEnd()).join('\n')}\n`;
+export function renderSettingsReport({ settings, provenance, ignored }: ResolutionToReport): string {
+  const rows = Object.entries(settings as Readonly<Record<string, Readonly<Record<string, unknown>>>>).flatMap(([group, values]) =>
+    Object.entries(values).map(([name, value]) => {
+      const from = (provenance as Readonly<Record<string, Readonly<Record<string, Provenance>>>>)[group]?.[name];
+      const key = `${group}.${snakeCase(name)}`;
+      return [key, formatValue(value), from === undefined ? '' : describeProvenance(from)] as const;
+    }),
+  );
+  const keyWidth = Math.max(0, ...rows.map(([key]) => key.length));
+  const valueWidth = Math.max(0, ...rows.map(([, value]) => value.length));
+  const lines = rows.map(([key, value, from]) => `${key.padEnd(keyWidth)}  ${value.padEnd(valueWidth)}  ${from}`.trimEnd());
+  const ignoredLines = ignored.map(({ name, source, group }) => `ignored  ${name}  ${describeProvenance(source)} (group ${group} not composed)`);
+  return `${[...lines, ...ignoredLines].join('\n')}\n`;
 }

@@ -1,65 +1,101 @@
-import {
-  ENV_PREFIX,
-  settingDescriptions,
-  settingGroups,
-  settingsByEnv,
-  settingsByFileKey,
-  settingsByFlag,
-  type SettingDescription,
-} from './descriptions.js';
+import type { Composition } from './composition.js';
+import { ENV_PREFIX, type SettingDescription } from './descriptions.js';
 import { SettingsFileError, type InvalidSetting, type SettingSource, type UnknownSetting } from './errors.js';
+import { GROUP_NAME } from './group.js';
+import { closestName } from './names.js';
 import type { LoadedSettingsFile } from './settings-file.js';
-import { closestName, snakeCase } from './names.js';
 
 /** One value one source gives for one setting, not yet validated. */
 export interface SourceValue {
   readonly setting: SettingDescription;
   readonly source: SettingSource;
+  /** The setting's name as the source wrote it: file key, variable or flag. */
+  readonly name: string;
   readonly value: unknown;
   /** Env and argv give strings, which are coerced per the setting's type before validation. */
   readonly isText: boolean;
 }
 
+/** A setting of a group the process did not compose, skipped under `foreignGroups: 'ignore'`. */
+export interface IgnoredSetting {
+  /** The name as written: a dotted file key (or a section), a variable or a flag. */
+  readonly name: string;
+  readonly source: SettingSource;
+  /** The group its name belongs to. */
+  readonly group: string;
+}
+
 export interface SourceReading {
   readonly values: SourceValue[];
   readonly unknown: UnknownSetting[];
+  readonly ignored: IgnoredSetting[];
   /** Problems found while reading the source itself, e.g. a flag without its value. */
   readonly invalid: InvalidSetting[];
 }
 
 export function emptyReading(): SourceReading {
-  return { values: [], unknown: [], invalid: [] };
+  return { values: [], unknown: [], ignored: [], invalid: [] };
 }
 
-function unknownSetting(name: string, source: SettingSource, candidates: Iterable<string>): UnknownSetting {
+/** A group nothing composed is this close to is suggested as a typo of a composed one. */
+const GROUP_TYPO_DISTANCE = 2;
+
+/**
+ * A name no composed setting has: a setting of a foreign group (its group named by the name's shape)
+ * is ignored or refused per the policy; any other is unknown, with the closest composed name.
+ */
+function reportUnmatched(
+  reading: SourceReading,
+  composition: Composition,
+  { name, source, group, candidates }: { name: string; source: SettingSource; group: string | undefined; candidates: Iterable<string> },
+): void {
+  if (group !== undefined && GROUP_NAME.test(group) && !composition.groupNames.has(group)) {
+    if (composition.foreignGroups === 'ignore') {
+      reading.ignored.push({ name, source, group });
+      return;
+    }
+    const closest = closestName(group, composition.groupNames, GROUP_TYPO_DISTANCE);
+    reading.unknown.push(closest === undefined ? { name, source, foreignGroup: group } : { name, source, foreignGroup: group, closest });
+    return;
+  }
   const closest = closestName(name, candidates);
-  return closest === undefined ? { name, source } : { name, source, closest };
+  reading.unknown.push(closest === undefined ? { name, source } : { name, source, closest });
 }
 
 function isMapping(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-const groupKeys = settingGroups.map((group) => snakeCase(group.name));
-
-/** Bare setting keys, so that `minimum_transfer_prefix_blocks:` at the top suggests `router.minimum_transfer_prefix_blocks`. */
-const fileKeysByKey = new Map(settingDescriptions.map((setting) => [setting.key, setting.fileKey]));
-
-function unknownSection(name: string, source: SettingSource): UnknownSetting {
-  const closest = closestName(name, [...groupKeys, ...fileKeysByKey.keys()]) ?? name;
-  return { name, source, closest: fileKeysByKey.get(closest) ?? closest };
+function fileSource(origin: string, line: number | undefined): SettingSource {
+  return line === undefined ? { source: 'file', path: origin } : { source: 'file', path: origin, line };
 }
 
-export function readFile({ origin, data }: LoadedSettingsFile): SourceReading {
+/** A top-level key that is no group: bare setting keys suggest their section (`lease_ttl_ms` → `discovery.lease_ttl_ms`). */
+function unknownTopLevelKey(reading: SourceReading, composition: Composition, name: string, source: SettingSource): void {
+  const fileKeysByKey = new Map(composition.settings.map((setting) => [setting.key, setting.fileKey]));
+  const closest = closestName(name, [...composition.groupNames, ...fileKeysByKey.keys()]);
+  reading.unknown.push(closest === undefined ? { name, source } : { name, source, closest: fileKeysByKey.get(closest) ?? closest });
+}
+
+export function readFile(composition: Composition, { origin, data, lines }: LoadedSettingsFile): SourceReading {
   const reading = emptyReading();
-  const source: SettingSource = { source: 'file', path: origin };
   if (data === null || data === undefined) return reading;
   if (!isMapping(data)) {
     throw new SettingsFileError(origin, 'must be a mapping of group sections (router:, transport:, …)');
   }
   for (const [sectionKey, section] of Object.entries(data)) {
-    if (!groupKeys.includes(sectionKey)) {
-      reading.unknown.push(unknownSection(sectionKey, source));
+    const sectionLines = lines.get(sectionKey);
+    const sectionSource = fileSource(origin, sectionLines?.line);
+    if (!composition.groupNames.has(sectionKey)) {
+      if (!GROUP_NAME.test(sectionKey)) {
+        unknownTopLevelKey(reading, composition, sectionKey, sectionSource);
+      } else if (composition.foreignGroups === 'ignore' && isMapping(section) && Object.keys(section).length > 0) {
+        for (const key of Object.keys(section)) {
+          reading.ignored.push({ name: `${sectionKey}.${key}`, source: fileSource(origin, sectionLines?.keys.get(key)), group: sectionKey });
+        }
+      } else {
+        reportUnmatched(reading, composition, { name: sectionKey, source: sectionSource, group: sectionKey, candidates: [] });
+      }
       continue;
     }
     if (section === null) continue;
@@ -67,29 +103,36 @@ export function readFile({ origin, data }: LoadedSettingsFile): SourceReading {
       throw new SettingsFileError(origin, `section ${sectionKey} must be a mapping of settings, not ${JSON.stringify(section)}`);
     }
     for (const [key, value] of Object.entries(section)) {
-      const fileKey = `${sectionKey}.${key}`;
-      const setting = settingsByFileKey.get(fileKey);
+      const name = `${sectionKey}.${key}`;
+      const source = fileSource(origin, sectionLines?.keys.get(key));
+      const setting = composition.byFileKey.get(name);
       if (setting === undefined) {
-        reading.unknown.push(unknownSetting(fileKey, source, settingsByFileKey.keys()));
+        reading.unknown.push({ name, source, closest: closestName(name, composition.byFileKey.keys()) ?? sectionKey });
       } else {
-        reading.values.push({ setting, source, value, isText: false });
+        reading.values.push({ setting, source, name, value, isText: false });
       }
     }
   }
   return reading;
 }
 
-/** Only `KVREUSE_*` variables are read; every one of them must name a setting. Unset (`undefined`) ones are skipped. */
-export function readEnv(env: Readonly<Record<string, string | undefined>>): SourceReading {
+const ENV_GROUP = /^KVREUSE_([A-Z]+)_./;
+
+/**
+ * Only `KVREUSE_*` variables are read; every one of them must name a composed setting, or (by its
+ * `KVREUSE_<GROUP>_` shape) one of a group the policy ignores. Unset (`undefined`) ones are skipped.
+ */
+export function readEnv(composition: Composition, env: Readonly<Record<string, string | undefined>>): SourceReading {
   const reading = emptyReading();
   for (const [variable, value] of Object.entries(env)) {
     if (!variable.startsWith(ENV_PREFIX) || value === undefined) continue;
     const source: SettingSource = { source: 'env', variable };
-    const setting = settingsByEnv.get(variable);
+    const setting = composition.byEnv.get(variable);
     if (setting === undefined) {
-      reading.unknown.push(unknownSetting(variable, source, settingsByEnv.keys()));
+      const group = ENV_GROUP.exec(variable)?.[1]?.toLowerCase();
+      reportUnmatched(reading, composition, { name: variable, source, group, candidates: composition.byEnv.keys() });
     } else {
-      reading.values.push({ setting, source, value, isText: true });
+      reading.values.push({ setting, source, name: variable, value, isText: true });
     }
   }
   return reading;
@@ -99,12 +142,18 @@ function isBoolean(setting: SettingDescription): boolean {
   return setting.jsonSchema['type'] === 'boolean';
 }
 
+/** The group a flag's shape names: `--<group>-…`, `--no-<group>-…`. */
+function groupOfFlag(flag: string): string | undefined {
+  const [first, second] = flag.slice(2).split('-');
+  return first === 'no' ? second : first;
+}
+
 /**
  * `--flag value`, `--flag=value`; boolean flags also bare (`--flag` is true, `--no-flag` false) and never
- * take the next argument. Every argument must be a known setting flag or its value; a flag given twice
- * is an error.
+ * take the next argument. Every argument must be a composed setting's flag or its value (or a flag of a
+ * group the policy ignores, with its value); a flag given twice is an error.
  */
-export function readArgv(argv: readonly string[]): SourceReading {
+export function readArgv(composition: Composition, argv: readonly string[]): SourceReading {
   const reading = emptyReading();
   const flagsSeen = new Map<string, string>();
   for (let index = 0; index < argv.length; index++) {
@@ -116,13 +165,13 @@ export function readArgv(argv: readonly string[]): SourceReading {
     const equals = argument.indexOf('=');
     const written = equals === -1 ? argument : argument.slice(0, equals);
     const inline = equals === -1 ? undefined : argument.slice(equals + 1);
-    const negated = written.startsWith('--no-') ? settingsByFlag.get(`--${written.slice('--no-'.length)}`) : undefined;
-    const setting = settingsByFlag.get(written) ?? (negated !== undefined && isBoolean(negated) ? negated : undefined);
+    const negated = written.startsWith('--no-') ? composition.byFlag.get(`--${written.slice('--no-'.length)}`) : undefined;
+    const setting = composition.byFlag.get(written) ?? (negated !== undefined && isBoolean(negated) ? negated : undefined);
     const source: SettingSource = { source: 'argv', flag: written };
     const next = argv[index + 1];
     const nextIsValue = inline === undefined && next !== undefined && !next.startsWith('--');
     if (setting === undefined) {
-      reading.unknown.push(unknownSetting(written, source, settingsByFlag.keys()));
+      reportUnmatched(reading, composition, { name: written, source, group: groupOfFlag(written), candidates: composition.byFlag.keys() });
       if (nextIsValue) index++;
       continue;
     }
@@ -143,9 +192,9 @@ export function readArgv(argv: readonly string[]): SourceReading {
     flagsSeen.set(setting.path, written);
     const problem = earlier === undefined ? given.problem : `given more than once in argv (${earlier}, then ${written})`;
     if (problem === undefined) {
-      reading.values.push({ setting, source, value: given.value, isText: given.isText });
+      reading.values.push({ setting, source, name: written, value: given.value, isText: given.isText });
     } else {
-      reading.invalid.push({ setting: setting.path, value: given.value, source, rule: setting.type, reason: problem, related: [] });
+      reading.invalid.push({ setting: setting.path, name: written, value: given.value, source, rule: setting.type, reason: problem, related: [] });
     }
   }
   return reading;

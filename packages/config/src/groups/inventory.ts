@@ -1,0 +1,21 @@
+import { z } from 'zod';
+import { defineGroup } from '../group.js';
+
+/** How the retained inventory names blocks. */
+export const inventoryGroup = defineGroup('inventory', {
+  description: 'The retained inventory: how decode workers and routers name the KV blocks a worker retains.',
+  settings: {
+    hashSeed: {
+      schema: z
+        .string()
+        .regex(/^[!-~]{0,128}$/, { message: 'at most 128 printable ASCII characters, without spaces' })
+        .meta({ description: 'up to 128 printable ASCII characters' }),
+      default: '',
+      description:
+        "Salts every block hash, together with the model's geometry digest, so that two models never share " +
+        'hashes. Models of different KV geometry differ already; give models that share a geometry (a ' +
+        'fine-tune of the same base, two revisions) different seeds, e.g. the model name and revision. ' +
+        'Every worker and router of one model must use the same seed.',
+    },
+  },
+});

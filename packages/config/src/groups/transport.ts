@@ -1,0 +1,65 @@
+import { z } from 'zod';
+import { defineGroup } from '../group.js';
+
+/** The native transport and its deadlines. */
+export const transportGroup = defineGroup('transport', {
+  description: 'The native transport that moves KV blocks between workers, and its deadlines.',
+  settings: {
+    backend: {
+      schema: z.enum(['ucx', 'loopback']),
+      default: 'ucx',
+      description:
+        '`ucx` moves bytes through UCX (shared memory, TCP or RDMA, whatever the machine offers); ' +
+        '`loopback` moves them inside one process, for tests and single-process demos.',
+    },
+    library: {
+      schema: z.string(),
+      default: '',
+      description:
+        'Path of the native transport library (libkvreuse_transport) to load; empty loads the one ' +
+        '`@kvreuse/native-bindings` finds by default.',
+    },
+    operationTimeoutMs: {
+      schema: z.int().positive(),
+      default: 1000,
+      unit: 'ms',
+      description:
+        'A transfer not complete by then fails its request, which recomputes instead. The operation keeps ' +
+        'its memory until it is quiescent.',
+    },
+    abandonTimeoutMs: {
+      schema: z.int().positive(),
+      default: 5000,
+      unit: 'ms',
+      description:
+        'A transfer still not terminal this long after it was posted is abandoned: quarantined, its banks ' +
+        'retained until the native layer proves it terminal or the process exits. At least twice ' +
+        '`operation_timeout_ms`.',
+    },
+    shutdownDeadlineMs: {
+      schema: z.int().positive(),
+      default: 10_000,
+      unit: 'ms',
+      description:
+        'How long shutdown waits for in-flight transfers to become quiescent before it reports the rest ' +
+        'as quarantined and completes. At least `abandon_timeout_ms`, so that every transfer reaches its ' +
+        'abandon deadline before shutdown gives up on it.',
+    },
+  },
+  rules: [
+    {
+      setting: 'abandonTimeoutMs',
+      related: ['operationTimeoutMs'],
+      rule: 'transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms',
+      why: 'a transfer that timed out gets at least as long again to become terminal before it is quarantined.',
+      holds: (transport) => transport.abandonTimeoutMs >= 2 * transport.operationTimeoutMs,
+    },
+    {
+      setting: 'shutdownDeadlineMs',
+      related: ['abandonTimeoutMs'],
+      rule: 'transport.shutdown_deadline_ms ≥ transport.abandon_timeout_ms',
+      why: 'every in-flight transfer reaches its abandon deadline before shutdown gives up on it.',
+      holds: (transport) => transport.shutdownDeadlineMs >= transport.abandonTimeoutMs,
+    },
+  ],
+});
