@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { catalog } from './catalog.js';
-import { describeSetting, describeValueRule, formatValue, settingDescriptions, settingGroups } from './descriptions.js';
+import { kvreuseSettings, settingDescriptions } from './all-settings.js';
+import { describeGroup, describeValueRule, formatValue } from './descriptions.js';
+import { transportGroup } from './groups/transport.js';
+
+const settingGroups = kvreuseSettings.describe();
+const describeSetting = kvreuseSettings.describeSetting;
 
 describe('settingDescriptions', () => {
   it('holds the groups in catalog order, with the router settings the issue lists', () => {
@@ -48,7 +52,7 @@ describe('settingDescriptions', () => {
       expect(setting.env).toMatch(/^KVREUSE_[A-Z]+(_[A-Z0-9]+)+$/);
       expect(setting.description.length).toBeGreaterThan(20);
     }
-    for (const group of Object.keys(catalog)) expect(group).toMatch(/^[a-z]+$/);
+    for (const group of settingGroups) expect(group.name).toMatch(/^[a-z]+$/);
   });
 
   it('declares defaults that pass their own schemas', () => {
@@ -77,8 +81,11 @@ describe('settingDescriptions', () => {
     expect(describeSetting('profile.file')).toMatchObject({ flag: '--profile-file', env: 'KVREUSE_PROFILE_FILE', type: 'string', default: '' });
   });
 
-  it('refuses a path that is not in the catalog', () => {
-    expect(() => describeSetting('router.nope' as never)).toThrow(RangeError);
+  it('describes a group\'s rules by the settings\' code paths', () => {
+    expect(describeGroup(transportGroup).rules.map(({ setting, related }) => [setting, related])).toEqual([
+      ['transport.abandonTimeoutMs', ['transport.operationTimeoutMs']],
+      ['transport.shutdownDeadlineMs', ['transport.abandonTimeoutMs']],
+    ]);
   });
 });
 

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { settingDescriptions, settingGroups } from './descriptions.js';
-import { renderSettingsHelp } from './help.js';
+import { allGroups } from './all-settings.js';
+import { compose } from './composition.js';
+import { routerGroup } from './groups/router.js';
+import { renderHelp } from './help.js';
+
+const every = compose(allGroups, 'error');
+const settingGroups = every.groups;
+const settingDescriptions = every.settings;
+const renderSettingsHelp = (options?: { width: number }) => renderHelp(every, options);
 
 describe('renderSettingsHelp', () => {
   it('lists every group and every flag with its variable, file key and default', () => {
@@ -15,6 +22,12 @@ describe('renderSettingsHelp', () => {
     expect(help).toContain('--router-minimum-transfer-prefix-blocks <value>');
     expect(help).toContain('integer ≥ 1 blocks; default 4');
     expect(help).toContain('default http://127.0.0.1:2379');
+  });
+
+  it('lists the composed groups only', () => {
+    const help = renderHelp(compose([routerGroup], 'ignore'));
+    expect(help).toContain('--router-minimum-transfer-prefix-blocks <value>');
+    expect(help).not.toContain('transport');
   });
 
   it('wraps at the width asked for, except for a single word longer than the width', () => {

@@ -3,9 +3,13 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { routerFixtureJson, routerFixtureYaml } from '../test/router-fixture.js';
-import { settingDescriptions } from './descriptions.js';
+import { allGroups, settingDescriptions } from './all-settings.js';
+import { compose } from './composition.js';
 import { exampleSettingsPath } from './example.js';
-import { settingsJsonSchema } from './json-schema.js';
+import { routerGroup } from './groups/router.js';
+import { settingsFileJsonSchema } from './json-schema.js';
+
+const settingsJsonSchema = settingsFileJsonSchema(compose(allGroups, 'error'));
 
 const validate = new Ajv2020({ strict: true, allErrors: true }).compile(settingsJsonSchema);
 
@@ -38,5 +42,17 @@ describe('settingsJsonSchema', () => {
     ]) {
       expect(validate(data), JSON.stringify(data)).toBe(false);
     }
+  });
+});
+
+describe('settingsFileJsonSchema of one composition', () => {
+  it('holds the composed groups only, and allows other groups under foreignGroups: ignore', () => {
+    const refusing = new Ajv2020({ strict: true }).compile(settingsFileJsonSchema(compose([routerGroup], 'error')));
+    const ignoring = new Ajv2020({ strict: true }).compile(settingsFileJsonSchema(compose([routerGroup], 'ignore')));
+    const shared = { router: { minimum_transfer_prefix_blocks: 8 }, transport: { heartbeat_interval_ms: 500 } };
+    expect(refusing(shared)).toBe(false);
+    expect(ignoring(shared)).toBe(true);
+    expect(ignoring({ router: { minimum_transfer_prefix_block: 8 } })).toBe(false);
+    expect(ignoring({ lease_ttl_ms: 1000 })).toBe(false);
   });
 });

@@ -2,11 +2,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { temporaryDirectory } from '../test/temporary-directory.js';
 import { routerFixture, routerFixtureArgv, routerFixtureEnv, routerFixtureJson, routerFixtureYaml } from '../test/router-fixture.js';
-import type { SettingPath } from './catalog.js';
-import { settingDescriptions } from './descriptions.js';
+import { defaultSettings, resolveSettings, safeResolveSettings, settingDescriptions, type SettingPath } from './all-settings.js';
 import { InvalidSettingError, SettingsFileError, UnknownSettingError, type InvalidSetting } from './errors.js';
 import { exampleSettingsPath } from './example.js';
-import { defaultSettings, resolveSettings, safeResolveSettings, type ResolveSettingsOptions } from './resolve.js';
+import type { ResolveOptions as ResolveSettingsOptions } from './resolve-options.js';
 
 const { path: directory, write } = temporaryDirectory('kvreuse-config-resolve-');
 
@@ -167,10 +166,10 @@ describe('resolveSettings: unknown names', () => {
     expect(error).toBeInstanceOf(UnknownSettingError);
     expect(error.code).toBe('UNKNOWN_SETTING');
     expect(error.unknown).toEqual([
-      { name: 'routr', source: { source: 'file', path: 'k.yaml' }, closest: 'router' },
+      { name: 'routr', source: { source: 'file', path: 'k.yaml', line: 1 }, foreignGroup: 'routr', closest: 'router' },
       {
         name: 'router.minimum_transfer_prefix_block',
-        source: { source: 'file', path: 'k.yaml' },
+        source: { source: 'file', path: 'k.yaml', line: 4 },
         closest: 'router.minimum_transfer_prefix_blocks',
       },
       {
@@ -181,7 +180,8 @@ describe('resolveSettings: unknown names', () => {
       { name: '--transport-bakend', source: { source: 'argv', flag: '--transport-bakend' }, closest: '--transport-backend' },
       { name: 'serve', source: { source: 'argv', flag: 'serve' } },
     ]);
-    expect(error.message).toContain('routr in file k.yaml (did you mean router?)');
+    expect(error.message).toContain('routr in file k.yaml:1 (group routr is not composed by this process; did you mean router?)');
+    expect(error.message).toContain('router.minimum_transfer_prefix_block in file k.yaml:4 (did you mean router.minimum_transfer_prefix_blocks?)');
     expect(error.message).toContain('--transport-bakend in argv (did you mean --transport-backend?)');
     expect(error.message).toContain('serve in argv (not a setting flag)');
   });
@@ -221,7 +221,7 @@ describe('resolveSettings: invalid values', () => {
     if (setting === undefined) throw new Error(path);
     const invalid = invalidOf({ file: { data: { [setting.group]: { [setting.key]: value } }, origin: 'bad.yaml' } });
     expect(invalid).toHaveLength(1);
-    expect(invalid[0]).toMatchObject({ setting: path, value, source: { source: 'file', path: 'bad.yaml' }, rule, related: [] });
+    expect(invalid[0]).toMatchObject({ setting: path, name: setting.fileKey, value, source: { source: 'file', path: 'bad.yaml' }, rule, related: [] });
     expect(invalid[0]?.reason).not.toBe('');
   });
 
@@ -286,11 +286,12 @@ describe('resolveSettings: rules between settings', () => {
     expect(invalid).toEqual([
       {
         setting: 'router.enableDecodeToPrefillGpuReuse',
+        name: 'KVREUSE_ROUTER_ENABLE_DECODE_TO_PREFILL_GPU_REUSE',
         value: true,
         source: { source: 'env', variable: 'KVREUSE_ROUTER_ENABLE_DECODE_TO_PREFILL_GPU_REUSE' },
         rule: 'router.enable_decode_to_prefill_gpu_reuse requires router.enable_decode_to_prefill_reuse',
         reason: 'the merged values break the rule',
-        related: [{ setting: 'router.enableDecodeToPrefillReuse', value: false, source: { source: 'default' } }],
+        related: [{ setting: 'router.enableDecodeToPrefillReuse', name: 'router.enable_decode_to_prefill_reuse', value: false, source: { source: 'default' } }],
       },
     ]);
     const both = ['--router-enable-decode-to-prefill-reuse', '--router-enable-decode-to-prefill-gpu-reuse'];
@@ -302,6 +303,7 @@ describe('resolveSettings: rules between settings', () => {
     expect(resolveSettings({ file }).settings.router.enableDecodeToPrefillGpuReuse).toBe(true);
     expect(invalidOf({ file, argv: ['--no-router-enable-decode-to-prefill-reuse'] })[0]?.related[0]).toEqual({
       setting: 'router.enableDecodeToPrefillReuse',
+      name: '--no-router-enable-decode-to-prefill-reuse',
       value: false,
       source: { source: 'argv', flag: '--no-router-enable-decode-to-prefill-reuse' },
     });
@@ -357,7 +359,8 @@ describe('safeResolveSettings and the example file', () => {
     expect(result.success).toBe(true);
     if (result.success) {
       expect(result.data.settings.router.enableDecodeToPrefillReuse).toBe(true);
-      expect(result.data.provenance.router.enableDecodeToPrefillReuse).toEqual({ source: 'file', path: exampleSettingsPath });
+      // The example file says it on line 7.
+      expect(result.data.provenance.router.enableDecodeToPrefillReuse).toEqual({ source: 'file', path: exampleSettingsPath, line: 7 });
     }
   });
 

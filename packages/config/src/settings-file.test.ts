@@ -21,8 +21,8 @@ describe('loadSettingsFile', () => {
     const yamlPath = write('a.yaml', 'router:\n  minimum_transfer_prefix_blocks: 8\n');
     const jsonPath = write('a.json', '{ "router": { "minimum_transfer_prefix_blocks": 8 } }');
     const expected = { router: { minimum_transfer_prefix_blocks: 8 } };
-    expect(loadSettingsFile(yamlPath)).toEqual({ origin: yamlPath, data: expected });
-    expect(loadSettingsFile({ path: jsonPath })).toEqual({ origin: jsonPath, data: expected });
+    expect(loadSettingsFile(yamlPath)).toMatchObject({ origin: yamlPath, data: expected });
+    expect(loadSettingsFile({ path: jsonPath })).toMatchObject({ origin: jsonPath, data: expected });
     expect(formatOfPath('/x/settings.JSON')).toBe('json');
     expect(formatOfPath('/x/settings.yml')).toBe('yaml');
     expect(formatOfPath('/x/settings')).toBe('yaml');
@@ -34,13 +34,21 @@ describe('loadSettingsFile', () => {
   });
 
   it('takes text and data already loaded, named by origin', () => {
-    expect(loadSettingsFile({ text: 'drain:\n  failed_load_policy: fail\n' })).toEqual({
+    expect(loadSettingsFile({ text: 'drain:\n  failed_load_policy: fail\n' })).toMatchObject({
       origin: '<inline>',
       data: { drain: { failed_load_policy: 'fail' } },
     });
     expect(loadSettingsFile({ text: '{"drain": {}}', format: 'json', origin: 'from-configmap' }).origin).toBe('from-configmap');
     const data = { router: {} };
-    expect(loadSettingsFile({ data, origin: 'object' })).toEqual({ origin: 'object', data });
+    expect(loadSettingsFile({ data, origin: 'object' })).toEqual({ origin: 'object', data, lines: new Map() });
+  });
+
+  it('keeps the line of every section and key, in YAML and in JSON', () => {
+    const yaml = loadSettingsFile({ text: '# kvreuse\nrouter:\n  # the floor\n  minimum_transfer_prefix_blocks: 8\n\ntransport:\n  backend: ucx\n' });
+    expect(yaml.lines.get('router')).toEqual({ line: 2, keys: new Map([['minimum_transfer_prefix_blocks', 4]]) });
+    expect(yaml.lines.get('transport')).toEqual({ line: 6, keys: new Map([['backend', 7]]) });
+    const json = loadSettingsFile(write('lines.json', '{\n  "drain": {\n    "failed_load_policy": "fail"\n  }\n}\n'));
+    expect(json.lines.get('drain')).toEqual({ line: 2, keys: new Map([['failed_load_policy', 3]]) });
   });
 
   it('reads an empty document as null (no settings)', () => {

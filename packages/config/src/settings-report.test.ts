@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { settingDescriptions } from './descriptions.js';
-import { resolveSettings } from './resolve.js';
+import { resolveSettings, settingDescriptions } from './all-settings.js';
+import { defineSettings } from './define-settings.js';
+import { routerGroup } from './groups/router.js';
 import { renderSettingsReport } from './settings-report.js';
 
 describe('renderSettingsReport', () => {
@@ -20,5 +21,19 @@ describe('renderSettingsReport', () => {
     expect(line('discovery.etcd_endpoints')).toEqual(['discovery.etcd_endpoints', 'http://a:1,http://b:2', 'env KVREUSE_DISCOVERY_ETCD_ENDPOINTS']);
     expect(line('transport.library')).toEqual(['transport.library', '""', 'the default']);
     expect(line('frontend.reject_media_status_code')).toEqual(['frontend.reject_media_status_code', '415', 'the default']);
+  });
+});
+
+describe('renderSettingsReport of one composition', () => {
+  it('shows the composed settings, then every ignored setting of another group with where it was written', () => {
+    const router = defineSettings([routerGroup], { foreignGroups: 'ignore' });
+    const resolved = router.resolve({ file: { text: 'transport:\n  backend: loopback\n', origin: 'shared.yaml' }, env: { KVREUSE_DRAIN_FAILED_LOAD_POLICY: 'fail' } });
+    const lines = renderSettingsReport(resolved).trimEnd().split('\n');
+    expect(lines).toHaveLength(Object.keys(routerGroup.settings).length + 2);
+    expect(lines[0]).toMatch(/^router\.enable_decode_to_prefill_reuse\s+false\s+the default$/);
+    expect(lines.slice(-2)).toEqual([
+      'ignored  transport.backend  file shared.yaml:2 (group transport not composed)',
+      'ignored  KVREUSE_DRAIN_FAILED_LOAD_POLICY  env KVREUSE_DRAIN_FAILED_LOAD_POLICY (group drain not composed)',
+    ]);
   });
 });

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { readArgv, readEnv, readFile } from './sources.js';
+import { allGroups } from './all-settings.js';
+import { compose } from './composition.js';
 import { SettingsFileError } from './errors.js';
+import { readArgv as readArgvOf, readEnv as readEnvOf, readFile as readFileOf } from './sources.js';
+import type { LoadedSettingsFile } from './settings-file.js';
+
+const every = compose(allGroups, 'error');
+const readArgv = (argv: readonly string[]) => readArgvOf(every, argv);
+const readEnv = (env: Readonly<Record<string, string | undefined>>) => readEnvOf(every, env);
+const readFile = (file: Omit<LoadedSettingsFile, 'lines'>) => readFileOf(every, { ...file, lines: new Map() });
 
 function givenValues(argv: readonly string[]): [string, unknown, boolean][] {
   return readArgv(argv).values.map(({ setting, value, isText }) => [setting.path, value, isText]);
@@ -101,7 +109,7 @@ describe('readFile', () => {
       data: { routr: { a: 1 }, router: { minimumTransferPrefixBlocks: 3 }, lease_ttl_ms: 2000 },
     });
     expect(reading.unknown).toEqual([
-      { name: 'routr', source, closest: 'router' },
+      { name: 'routr', source, foreignGroup: 'routr', closest: 'router' },
       { name: 'router.minimumTransferPrefixBlocks', source, closest: 'router.minimum_transfer_prefix_blocks' },
       { name: 'lease_ttl_ms', source, closest: 'discovery.lease_ttl_ms' },
     ]);
