@@ -1,0 +1,186 @@
+import { describe, expect, it } from 'vitest';
+import { allGroups } from './all-settings.js';
+import { defineSettings } from './define-settings.js';
+import { InvalidCompositionError, InvalidSettingError, ResolveOptionsError, UnknownSettingError } from './errors.js';
+import { frontendGroup } from './groups/frontend.js';
+import { routerGroup } from './groups/router.js';
+import { transportGroup } from './groups/transport.js';
+
+/** What a newer process writes into the shared file, environment and argv: a group this one has never heard of. */
+const SHARED_FILE = `router:
+  minimum_transfer_prefix_blocks: 8
+transport:
+  backend: loopback
+  heartbeat_interval_ms: 250
+`;
+
+function thrown<T extends Error>(run: () => unknown, type: new (...args: never[]) => T): T {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(type);
+    return error as T;
+  }
+  throw new Error(`expected ${type.name}`);
+}
+
+describe('defineSettings: one composition', () => {
+  const frontend = defineSettings([frontendGroup]);
+
+  it('resolves the composed groups only, with their defaults, provenance and nothing ignored', () => {
+    const { settings, provenance, ignored } = frontend.resolve({ argv: ['--frontend-reject-media-status-code=422'] });
+    expect(settings).toEqual({ frontend: { rejectMediaStatusCode: 422 } });
+    expect(provenance).toEqual({ frontend: { rejectMediaStatusCode: { source: 'argv', flag: '--frontend-reject-media-status-code' } } });
+    expect(ignored).toEqual([]);
+    expect(frontend.defaults).toEqual({ frontend: { rejectMediaStatusCode: 415 } });
+  });
+
+  it('describes, documents and helps with the composed settings only', () => {
+    expect(frontend.describe().map((group) => group.name)).toEqual(['frontend']);
+    expect(frontend.describeSetting('frontend.rejectMediaStatusCode')).toMatchObject({ env: 'KVREUSE_FRONTEND_REJECT_MEDIA_STATUS_CODE' });
+    expect(Object.keys(frontend.jsonSchema['properties'] as object)).toEqual(['frontend']);
+    expect(frontend.renderHelp()).toContain('--frontend-reject-media-status-code <value>');
+    expect(frontend.renderHelp()).not.toContain('--router-');
+    const docs = frontend.renderDocs({ preface: 'For the front end.' });
+    expect(docs).toContain('### `frontend.reject_media_status_code`');
+    expect(docs).toContain('For the front end.');
+    expect(docs).not.toContain('router.minimum_transfer_prefix_blocks`');
+    expect(docs).toContain('## Rules between settings\n\nNone.');
+  });
+
+  it('refuses describeSetting of a path it does not compose with a typed UNKNOWN_SETTING naming the closest path', () => {
+    const error = thrown(() => frontend.describeSetting('router.nope' as never), UnknownSettingError);
+    expect(error.code).toBe('UNKNOWN_SETTING');
+    expect(error.unknown).toEqual([{ name: 'router.nope', source: { source: 'code' }, closest: 'frontend.rejectMediaStatusCode' }]);
+    const every = defineSettings(allGroups);
+    expect(thrown(() => every.describeSetting('router.minimumTransferPrefixBlock' as never), UnknownSettingError).unknown[0]?.closest).toBe(
+      'router.minimumTransferPrefixBlocks',
+    );
+  });
+
+  it('refuses what is not a composition of distinct groups, and options it does not take', () => {
+    expect(thrown(() => defineSettings([]), InvalidCompositionError).code).toBe('INVALID_COMPOSITION');
+    expect(thrown(() => defineSettings([routerGroup, routerGroup]), InvalidCompositionError).problems).toEqual(['group router is composed twice']);
+    expect(thrown(() => defineSettings([{ name: 'router', settings: {} }] as never), InvalidCompositionError).problems).toEqual([
+      'groups[0] is not a group made by defineGroup',
+    ]);
+    expect(thrown(() => defineSettings([routerGroup], { foreignGroup: 'ignore' } as never), InvalidCompositionError).problems).toEqual([
+      'unknown option foreignGroup (did you mean foreignGroups?)',
+    ]);
+    expect(thrown(() => defineSettings([routerGroup], { foreignGroups: 'warn' } as never), InvalidCompositionError).problems).toEqual([
+      `foreignGroups must be 'error' or 'ignore', not "warn"`,
+    ]);
+  });
+});
+
+describe('defineSettings: settings of groups not composed', () => {
+  const env = { KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS: '250', KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS: '6' };
+  const argv = ['--transport-heartbeat-misses', '3', '--no-transport-heartbeat', '--router-minimum-estimated-ttft-saving-ms=7'];
+  const options = { file: { text: SHARED_FILE, origin: 'shared.yaml' }, env, argv };
+
+  it("refuses them by default, naming each as written with its group", () => {
+    const error = thrown(() => defineSettings([routerGroup]).resolve(options), UnknownSettingError);
+    expect(error.unknown).toEqual([
+      { name: 'transport', source: { source: 'file', path: 'shared.yaml', line: 3 }, foreignGroup: 'transport' },
+      { name: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS', source: { source: 'env', variable: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS' }, foreignGroup: 'transport' },
+      { name: '--transport-heartbeat-misses', source: { source: 'argv', flag: '--transport-heartbeat-misses' }, foreignGroup: 'transport' },
+      { name: '--no-transport-heartbeat', source: { source: 'argv', flag: '--no-transport-heartbeat' }, foreignGroup: 'transport' },
+    ]);
+    expect(error.message).toContain('transport in file shared.yaml:3 (group transport is not composed by this process)');
+  });
+
+  it("ignores them under foreignGroups: 'ignore', listing each with its name as written, source and group", () => {
+    const { settings, ignored } = defineSettings([routerGroup], { foreignGroups: 'ignore' }).resolve(options);
+    expect(settings.router).toMatchObject({ minimumTransferPrefixBlocks: 6, minimumEstimatedTtftSavingMs: 7 });
+    expect(ignored).toEqual([
+      { name: 'transport.backend', source: { source: 'file', path: 'shared.yaml', line: 4 }, group: 'transport' },
+      { name: 'transport.heartbeat_interval_ms', source: { source: 'file', path: 'shared.yaml', line: 5 }, group: 'transport' },
+      { name: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS', source: { source: 'env', variable: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS' }, group: 'transport' },
+      { name: '--transport-heartbeat-misses', source: { source: 'argv', flag: '--transport-heartbeat-misses' }, group: 'transport' },
+      { name: '--no-transport-heartbeat', source: { source: 'argv', flag: '--no-transport-heartbeat' }, group: 'transport' },
+    ]);
+  });
+
+  it('still refuses, under ignore, a name inside a composed group that no setting has, with the closest name', () => {
+    const router = defineSettings([routerGroup], { foreignGroups: 'ignore' });
+    const error = thrown(
+      () =>
+        router.resolve({
+          file: { text: 'router:\n  minimum_transfer_prefix_block: 8\nlease_ttl_ms: 1000\n', origin: 'k.yaml' },
+          env: { KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS: '1', KVREUSE_NOPE: '1' },
+          argv: ['--router-minimum-transfer-prefix-block=3', 'serve'],
+        }),
+      UnknownSettingError,
+    );
+    expect(error.unknown).toEqual([
+      { name: 'router.minimum_transfer_prefix_block', source: { source: 'file', path: 'k.yaml', line: 2 }, closest: 'router.minimum_transfer_prefix_blocks' },
+      { name: 'lease_ttl_ms', source: { source: 'file', path: 'k.yaml', line: 3 }, closest: 'router' },
+      {
+        name: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS',
+        source: { source: 'env', variable: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS' },
+        closest: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS',
+      },
+      { name: 'KVREUSE_NOPE', source: { source: 'env', variable: 'KVREUSE_NOPE' }, closest: 'KVREUSE_ROUTER_ENABLE_DECODE_TO_PREFILL_REUSE' },
+      { name: '--router-minimum-transfer-prefix-block', source: { source: 'argv', flag: '--router-minimum-transfer-prefix-block' }, closest: '--router-minimum-transfer-prefix-blocks' },
+      { name: 'serve', source: { source: 'argv', flag: 'serve' } },
+    ]);
+  });
+
+  it('resolves the newer group where it is composed', () => {
+    const { settings, ignored } = defineSettings([routerGroup, transportGroup]).resolve({ file: { text: 'router:\n  minimum_transfer_prefix_blocks: 8\ntransport:\n  backend: loopback\n' } });
+    expect(settings.transport.backend).toBe('loopback');
+    expect(ignored).toEqual([]);
+  });
+});
+
+describe('resolve: errors name each setting as it was written', () => {
+  it('names a bad file value by its file key and line, an env value by its variable, an argv value by its flag', () => {
+    const error = thrown(
+      () =>
+        defineSettings([routerGroup]).resolve({
+          file: { text: '# ops\nrouter:\n  minimum_transfer_prefix_blocks: 0\n', origin: 'ops.yaml' },
+          env: { KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US: '-1' },
+          argv: ['--router-minimum-estimated-ttft-saving-ms', 'soon'],
+        }),
+      InvalidSettingError,
+    );
+    expect(error.invalid.map(({ setting, name, source }) => [setting, name, source])).toEqual([
+      ['router.minimumTransferPrefixBlocks', 'router.minimum_transfer_prefix_blocks', { source: 'file', path: 'ops.yaml', line: 3 }],
+      ['router.transferSourceEstimatedBlockUs', 'KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US', { source: 'env', variable: 'KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US' }],
+      ['router.minimumEstimatedTtftSavingMs', '--router-minimum-estimated-ttft-saving-ms', { source: 'argv', flag: '--router-minimum-estimated-ttft-saving-ms' }],
+    ]);
+    expect(error.message).toContain('  - router.minimum_transfer_prefix_blocks = 0 in file ops.yaml:3: ');
+    expect(error.message).toContain('  - KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US = "-1" in env: ');
+    expect(error.message).toContain('  - --router-minimum-estimated-ttft-saving-ms = "soon" in argv: ');
+    expect(error.message).not.toContain('router.minimumTransferPrefixBlocks');
+  });
+});
+
+describe('resolve: options checked whole', () => {
+  const router = defineSettings([routerGroup]);
+
+  it('refuses a misspelt option naming the closest, and options of the wrong type, naming the option', () => {
+    const cases: [unknown, string, string][] = [
+      [{ args: ['--router-minimum-transfer-prefix-blocks=8'] }, 'args', 'resolve: unknown option args (did you mean argv?)'],
+      [{ enviroment: {} }, 'enviroment', 'resolve: unknown option enviroment (did you mean env?)'],
+      [{ file: 42 }, 'file', 'resolve: file must be a path, { path }, { text, format?, origin? } or { data, origin? }; got 42'],
+      [{ file: { path: 'k.yaml', format: 'json' } }, 'file.format', 'resolve: unknown option file.format (did you mean file.path?)'],
+      [{ file: { text: 'router: {}', fromat: 'json' } }, 'file.fromat', 'resolve: unknown option file.fromat (did you mean file.format?)'],
+      [{ file: { text: 'router: {}', format: 'toml' } }, 'file.format', `resolve: file.format must be 'yaml' or 'json'; got "toml"`],
+      [{ file: { path: 7 } }, 'file.path', 'resolve: file.path must be a string; got 7'],
+      [{ env: { KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS: 8 } }, 'env.KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS', 'resolve: env.KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS must be a string (or undefined, for unset); got 8'],
+      [{ argv: '--router-minimum-transfer-prefix-blocks=8' }, 'argv', 'resolve: argv must be an array of strings; got "--router-minimum-transfer-prefix-blocks=8"'],
+      ['kvreuse.yaml', 'options', 'resolve: options must be an object { file?, env?, argv? }; got "kvreuse.yaml"'],
+    ];
+    for (const [options, option, message] of cases) {
+      const error = thrown(() => router.safeResolve(options as never), ResolveOptionsError);
+      expect([error.code, error.option, error.message]).toEqual(['INVALID_RESOLVE_OPTIONS', option, message]);
+    }
+  });
+
+  it('takes every documented form', () => {
+    expect(router.resolve({ file: { data: { router: { minimum_transfer_prefix_blocks: 9 } }, origin: 'mem' }, env: { KVREUSE_X: undefined, HOME: '/root' }, argv: [] }).settings.router.minimumTransferPrefixBlocks).toBe(9);
+    expect(router.resolve({ file: { text: '{"router": {}}', format: 'json', origin: 'cm' } }).settings.router.minimumTransferPrefixBlocks).toBe(4);
+    expect(router.resolve(undefined).ignored).toEqual([]);
+  });
+});
