@@ -1,0 +1,72 @@
+import { z } from 'zod';
+import { describe, expect, it } from 'vitest';
+import { InvalidGroupError } from './errors.js';
+import { defineGroup, isSettingsGroup } from './group.js';
+
+function groupError(run: () => unknown): InvalidGroupError {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(InvalidGroupError);
+    return error as InvalidGroupError;
+  }
+  throw new Error('expected an InvalidGroupError');
+}
+
+describe('defineGroup', () => {
+  it('makes a frozen group of settings and rules that any copy of the package recognises', () => {
+    const group = defineGroup('cache', {
+      description: 'A cache.',
+      settings: {
+        sizeBlocks: { schema: z.int().min(1), default: 64, unit: 'blocks', description: 'How many blocks the cache holds.' },
+        highWaterBlocks: { schema: z.int().min(1), default: 48, unit: 'blocks', description: 'When eviction starts.' },
+      },
+      rules: [{ setting: 'highWaterBlocks', related: ['sizeBlocks'], rule: 'cache.high_water_blocks ≤ cache.size_blocks', why: 'eviction starts before the cache is full.', holds: (cache) => cache.highWaterBlocks <= cache.sizeBlocks }],
+    });
+    expect(group.name).toBe('cache');
+    expect(Object.keys(group.settings)).toEqual(['sizeBlocks', 'highWaterBlocks']);
+    expect(Object.isFrozen(group)).toBe(true);
+    expect(isSettingsGroup(group)).toBe(true);
+    expect(isSettingsGroup({ ...group })).toBe(true);
+    expect(isSettingsGroup({ name: 'cache', settings: {} })).toBe(false);
+  });
+
+  it('lists every problem of a declaration at once', () => {
+    const error = groupError(() =>
+      defineGroup('Cache-2', {
+        description: '',
+        settings: {
+          size_blocks: { schema: z.int().min(1), default: 0, description: 'Size.' },
+          mode: { schema: 'fast', default: 'fast', description: 'Mode.' } as never,
+        },
+        rules: [{ setting: 'nope' as never, related: [], rule: 'r', why: 'w', holds: () => true }],
+        extra: true,
+      } as never),
+    );
+    expect(error.code).toBe('INVALID_GROUP');
+    expect(error.problems).toEqual([
+      'the name must be one lowercase word (a-z), not "no"',
+      'unknown field extra (fields: description, settings, rules)',
+      'description must be a non-empty string',
+      'setting size_blocks: the name must be camelCase (a-z, A-Z, 0-9, starting with a-z)',
+      'setting size_blocks: the default does not pass its schema',
+      'setting mode: must have a zod schema',
+      'rule 0 (r): nope is not a setting of the group',
+    ]);
+  });
+
+  it('refuses the name no (it would read as a negated flag), no settings, and defaults that break a rule', () => {
+    expect(groupError(() => defineGroup('no', { description: 'd', settings: { a: { schema: z.boolean(), default: false, description: 'a' } } })).problems).toEqual([
+      'the name must be one lowercase word (a-z), not "no"',
+    ]);
+    expect(groupError(() => defineGroup('empty', { description: 'd', settings: {} })).problems).toEqual(['settings must be an object of at least one setting']);
+    const broken = groupError(() =>
+      defineGroup('pair', {
+        description: 'd',
+        settings: { low: { schema: z.int(), default: 5, description: 'low' }, high: { schema: z.int(), default: 1, description: 'high' } },
+        rules: [{ setting: 'high', related: ['low'], rule: 'pair.high ≥ pair.low', why: 'w', holds: ({ low, high }) => high >= low }],
+      }),
+    );
+    expect(broken.problems).toEqual(['the defaults break rule pair.high ≥ pair.low']);
+  });
+});
