@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../test/thrown.js';
 import { allGroups } from './all-settings.js';
 import { defineSettings } from './define-settings.js';
 import { InvalidCompositionError, InvalidSettingError, ResolveOptionsError, UnknownSettingError } from './errors.js';
@@ -13,16 +14,6 @@ transport:
   backend: loopback
   heartbeat_interval_ms: 250
 `;
-
-function thrown<T extends Error>(run: () => unknown, type: new (...args: never[]) => T): T {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(type);
-    return error as T;
-  }
-  throw new Error(`expected ${type.name}`);
-}
 
 describe('defineSettings: one composition', () => {
   const frontend = defineSettings([frontendGroup]);

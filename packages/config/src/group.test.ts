@@ -1,17 +1,10 @@
 import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../test/thrown.js';
 import { InvalidGroupError } from './errors.js';
 import { defineGroup, isSettingsGroup } from './group.js';
 
-function groupError(run: () => unknown): InvalidGroupError {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(InvalidGroupError);
-    return error as InvalidGroupError;
-  }
-  throw new Error('expected an InvalidGroupError');
-}
+const groupError = (run: () => unknown): InvalidGroupError => thrown(run, InvalidGroupError);
 
 describe('defineGroup', () => {
   it('makes a frozen group of settings and rules that any copy of the package recognises', () => {

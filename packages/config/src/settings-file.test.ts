@@ -1,20 +1,13 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { temporaryDirectory } from '../test/temporary-directory.js';
+import { thrown } from '../test/thrown.js';
 import { SettingsFileError } from './errors.js';
 import { formatOfPath, loadSettingsFile } from './settings-file.js';
 
 const { path: directory, write } = temporaryDirectory('kvreuse-config-file-');
 
-function fileError(run: () => unknown): SettingsFileError {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(SettingsFileError);
-    return error as SettingsFileError;
-  }
-  throw new Error('expected a SettingsFileError');
-}
+const fileError = (run: () => unknown): SettingsFileError => thrown(run, SettingsFileError);
 
 describe('loadSettingsFile', () => {
   it('reads YAML and JSON paths by extension, as a string or { path }', () => {
