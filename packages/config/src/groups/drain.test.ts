@@ -1,0 +1,13 @@
+import { describe, expect, it } from 'vitest';
+import { defineSettings } from '../define-settings.js';
+import { InvalidSettingError } from '../errors.js';
+import { drainGroup } from './drain.js';
+
+describe('drainGroup', () => {
+  const drain = defineSettings([drainGroup]);
+
+  it('resolves alone, to its defaults, and refuses a value that breaks its type', () => {
+    expect(drain.defaults).toEqual({ drain: { failedLoadPolicy: 'recompute' } });
+    expect(() => drain.resolve({ argv: ['--drain-failed-load-policy=retry'] })).toThrow(InvalidSettingError);
+  });
+});

@@ -1,0 +1,13 @@
+import { describe, expect, it } from 'vitest';
+import { defineSettings } from '../define-settings.js';
+import { InvalidSettingError } from '../errors.js';
+import { frontendGroup } from './frontend.js';
+
+describe('frontendGroup', () => {
+  const frontend = defineSettings([frontendGroup]);
+
+  it('resolves alone, to its defaults, and refuses a value that breaks its type', () => {
+    expect(frontend.defaults).toEqual({ frontend: { rejectMediaStatusCode: 415 } });
+    expect(() => frontend.resolve({ argv: ['--frontend-reject-media-status-code=200'] })).toThrow(InvalidSettingError);
+  });
+});

@@ -1,0 +1,13 @@
+import { describe, expect, it } from 'vitest';
+import { defineSettings } from '../define-settings.js';
+import { InvalidSettingError } from '../errors.js';
+import { inventoryGroup } from './inventory.js';
+
+describe('inventoryGroup', () => {
+  const inventory = defineSettings([inventoryGroup]);
+
+  it('resolves alone, to its defaults, and refuses a value that breaks its type', () => {
+    expect(inventory.defaults).toEqual({ inventory: { hashSeed: '' } });
+    expect(() => inventory.resolve({ argv: ['--inventory-hash-seed=with space'] })).toThrow(InvalidSettingError);
+  });
+});

@@ -1,0 +1,18 @@
+import { describe, expect, it } from 'vitest';
+import { defineSettings } from '../define-settings.js';
+import { InvalidSettingError } from '../errors.js';
+import { transportGroup } from './transport.js';
+
+describe('transportGroup', () => {
+  const transport = defineSettings([transportGroup]);
+
+  it('defaults to UCX with deadlines that keep their rules', () => {
+    expect(transport.defaults.transport).toEqual({ backend: 'ucx', library: '', operationTimeoutMs: 1000, abandonTimeoutMs: 5000, shutdownDeadlineMs: 10_000 });
+  });
+
+  it('keeps abandon ≥ 2 × operation timeout and shutdown ≥ abandon', () => {
+    expect(() => transport.resolve({ argv: ['--transport-operation-timeout-ms=2501'] })).toThrow(InvalidSettingError);
+    expect(() => transport.resolve({ argv: ['--transport-shutdown-deadline-ms=4999'] })).toThrow(InvalidSettingError);
+    expect(transport.resolve({ argv: ['--transport-operation-timeout-ms=2500'] }).settings.transport.operationTimeoutMs).toBe(2500);
+  });
+});
