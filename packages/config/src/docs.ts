@@ -34,15 +34,17 @@ function summaryTable(composition: Composition): string {
 }
 
 function foreignGroupsSection(composition: Composition): string {
-  const shapes = 'a file section `<group>:`, a variable\n`KVREUSE_<GROUP>_…`, a flag `--<group>-…` or `--no-<group>-…`';
+  const shape = `A setting of a group this composition does not hold, known by its shape — a file section
+\`<group>:\`, a variable \`KVREUSE_<GROUP>_…\`, a flag \`--<group>-…\` or \`--no-<group>-…\` —`;
   return composition.foreignGroups === 'ignore'
-    ? `A setting of a group this composition does not hold — known by its shape: ${shapes} — is ignored, and
-listed in the resolution's \`ignored\` (the name as written, its source and its group), so that this
-process can share one settings file and one environment with processes that compose other or newer
-groups. A name inside a composed group that no setting has is still an error.`
-    : `A setting of a group this composition does not hold — known by its shape: ${shapes} — is refused like any
-unknown name (\`foreignGroups: 'error'\`, the default). A process that shares its settings file and
-environment with processes that compose other groups resolves with \`foreignGroups: 'ignore'\`.`;
+    ? `${shape}
+is ignored, and listed in the resolution's \`ignored\` (the name as written, its source and
+its group), so that this process can share one settings file and one environment with processes that
+compose other or newer groups. A name inside a composed group that no setting has is still an error.`
+    : `${shape}
+is refused like any unknown name (\`foreignGroups: 'error'\`, the default). A process that shares
+its settings file and environment with processes that compose other groups resolves with
+\`foreignGroups: 'ignore'\`.`;
 }
 
 /** A settings reference for one composition: every setting with its names, type, default, unit and rules. */
@@ -56,10 +58,10 @@ export function renderDocs(composition: Composition, options: DocsOptions = {}):
 
 ${preface}Groups: ${composition.groups.map((group) => code(group.name)).join(', ')}.
 
-Each group is declared once, by the layer that owns it (\`defineGroup\` of \`@kvreuse/config\`): every setting's name, type, default,
-unit and description. A process composes the groups it uses (\`defineSettings(groups)\`), and the
-settings-file keys, flags, environment variables, validation, help text, JSON Schema and this page all
-come from those declarations.
+Each group is declared once, by the layer that owns it (\`defineGroup\` of \`@kvreuse/config\`): every
+setting's name, type, default, unit and description. A process composes the groups it uses
+(\`defineSettings(groups)\`), and the settings-file keys, flags, environment variables, validation, help
+text, JSON Schema and this page all come from those declarations.
 
 ## Where values come from
 
