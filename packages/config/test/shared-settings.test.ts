@@ -67,7 +67,7 @@ describe('two processes sharing one settings file and one environment', () => {
     expect(newer.exitCode).toBe(0);
     expect(newer.report['event']).toBe('resolved');
     expect(newer.report['settings'].router).toMatchObject({ minimumTransferPrefixBlocks: 8, minimumEstimatedTtftSavingMs: 7.5 });
-    expect(newer.report['settings'].transport).toEqual({ backend: 'loopback', library: '', operationTimeoutMs: 1500, abandonTimeoutMs: 6000, shutdownDeadlineMs: 10_000 });
+    expect(newer.report['settings'].transport).toMatchObject({ backend: 'loopback', library: '', operationTimeoutMs: 1500, abandonTimeoutMs: 6000, shutdownDeadlineMs: 10_000 });
     expect(newer.report['ignored']).toEqual([]);
   });
 

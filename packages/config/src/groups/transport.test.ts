@@ -7,7 +7,7 @@ describe('transportGroup', () => {
   const transport = defineSettings([transportGroup]);
 
   it('defaults to UCX with deadlines that keep their rules', () => {
-    expect(transport.defaults.transport).toEqual({ backend: 'ucx', library: '', operationTimeoutMs: 1000, abandonTimeoutMs: 5000, shutdownDeadlineMs: 10_000 });
+    expect(transport.defaults.transport).toMatchObject({ backend: 'ucx', library: '', operationTimeoutMs: 1000, abandonTimeoutMs: 5000, shutdownDeadlineMs: 10_000 });
   });
 
   it('keeps abandon ≥ 2 × operation timeout and shutdown ≥ abandon', () => {
