@@ -5,11 +5,13 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { temporaryDirectory } from './temporary-directory.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
+// Starting Node with tsx takes seconds on a loaded machine; no assertion here depends on how long.
+vi.setConfig({ testTimeout: 120_000 });
 const { write } = temporaryDirectory('kvreuse-config-shared-');
 
 const SHARED_FILE = `# one file for every service of the deployment
