@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { allGroups, catalog, defaultSettings, kvreuseSettings, resolveSettings, safeResolveSettings, settingDescriptions } from './all-settings.js';
+import { allGroups, catalog, defaultSettings, describeSetting, kvreuseSettings, resolveSettings, safeResolveSettings, settingDescriptions } from './all-settings.js';
 
 describe('every kvreuse setting', () => {
   it('composes every group, in order, each also by name in the catalog', () => {
@@ -15,5 +15,10 @@ describe('every kvreuse setting', () => {
     expect(resolveSettings(options)).toEqual(kvreuseSettings.resolve(options));
     expect(safeResolveSettings(options)).toEqual({ success: true, data: kvreuseSettings.resolve(options) });
     expect(defaultSettings).toBe(kvreuseSettings.defaults);
+  });
+
+  it('describes one setting by its code path, refusing an unknown path with a typed UNKNOWN_SETTING', () => {
+    expect(describeSetting('router.minimumTransferPrefixBlocks').flag).toBe('--router-minimum-transfer-prefix-blocks');
+    expect(() => describeSetting('router.nope' as never)).toThrow(expect.objectContaining({ code: 'UNKNOWN_SETTING', unknown: [{ name: 'router.nope', source: { source: 'code' }, closest: 'router.enableDecodeToPrefillReuse' }] }));
   });
 });

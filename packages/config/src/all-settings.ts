@@ -46,6 +46,11 @@ export function safeResolveSettings(options?: ResolveOptions): SafeResolveResult
   return kvreuseSettings.safeResolve(options);
 }
 
+/** One kvreuse setting by its code path (`kvreuseSettings.describeSetting`); `UnknownSettingError` for a path no setting has. */
+export function describeSetting(path: SettingPath): SettingDescription {
+  return kvreuseSettings.describeSetting(path);
+}
+
 /** Every kvreuse setting's default. */
 export const defaultSettings: Settings = kvreuseSettings.defaults;
 

@@ -130,7 +130,9 @@ export function defineSettings<const Groups extends readonly AnyGroup[]>(groups:
       const description = composition.byPath.get(path);
       if (description !== undefined) return description;
       const name = String(path);
-      const closest = closestName(name, composition.byPath.keys());
+      // Within the group it names, when that group is composed: `router.nope` suggests a router setting.
+      const inGroup = composition.settings.filter((setting) => name.startsWith(`${setting.group}.`)).map((setting) => setting.path);
+      const closest = closestName(name, inGroup.length > 0 ? inGroup : composition.byPath.keys());
       throw new UnknownSettingError([closest === undefined ? { name, source: { source: 'code' } } : { name, source: { source: 'code' }, closest }]);
     },
     jsonSchema: settingsFileJsonSchema(composition),

@@ -2,6 +2,7 @@ export {
   allGroups,
   catalog,
   defaultSettings,
+  describeSetting,
   kvreuseSettings,
   resolveSettings,
   safeResolveSettings,
