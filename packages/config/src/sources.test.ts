@@ -78,6 +78,17 @@ describe('readArgv', () => {
   });
 });
 
+describe('suggestions', () => {
+  it('come from the group a name names, when that group is composed', () => {
+    const closest = [
+      readArgv(['--transport-nope']).unknown[0]?.closest,
+      readEnv({ KVREUSE_DISCOVERY_NOPE: '1' }).unknown[0]?.closest,
+      readFile({ origin: 'k.yaml', data: { drain: { nope: 1 } } }).unknown[0]?.closest,
+    ];
+    expect(closest).toEqual(['--transport-backend', 'KVREUSE_DISCOVERY_BACKEND', 'drain.failed_load_policy']);
+  });
+});
+
 describe('readEnv', () => {
   it('reads only KVREUSE_ variables, skips unset ones and reports unknown ones with the closest variable', () => {
     const reading = readEnv({

@@ -47,7 +47,7 @@ const GROUP_TYPO_DISTANCE = 2;
 function reportUnmatched(
   reading: SourceReading,
   composition: Composition,
-  { name, source, group, candidates }: { name: string; source: SettingSource; group: string | undefined; candidates: Iterable<string> },
+  { name, source, group, field }: { name: string; source: SettingSource; group: string | undefined; field: NameField },
 ): void {
   if (group !== undefined && GROUP_NAME.test(group) && !composition.groupNames.has(group)) {
     if (composition.foreignGroups === 'ignore') {
@@ -58,8 +58,16 @@ function reportUnmatched(
     reading.unknown.push(closest === undefined ? { name, source, foreignGroup: group } : { name, source, foreignGroup: group, closest });
     return;
   }
-  const closest = closestName(name, candidates);
+  const closest = closestName(name, candidateNames(composition, group, field));
   reading.unknown.push(closest === undefined ? { name, source } : { name, source, closest });
+}
+
+type NameField = 'fileKey' | 'flag' | 'env';
+
+/** The names to suggest from: those of the group a name names, when it is composed, else every composed one. */
+function candidateNames(composition: Composition, group: string | undefined, field: NameField): string[] {
+  const inGroup = composition.settings.filter((setting) => setting.group === group);
+  return (inGroup.length > 0 ? inGroup : composition.settings).map((setting) => setting[field]);
 }
 
 function isMapping(value: unknown): value is Record<string, unknown> {
@@ -94,7 +102,7 @@ export function readFile(composition: Composition, { origin, data, lines }: Load
           reading.ignored.push({ name: `${sectionKey}.${key}`, source: fileSource(origin, sectionLines?.keys.get(key)), group: sectionKey });
         }
       } else {
-        reportUnmatched(reading, composition, { name: sectionKey, source: sectionSource, group: sectionKey, candidates: [] });
+        reportUnmatched(reading, composition, { name: sectionKey, source: sectionSource, group: sectionKey, field: 'fileKey' });
       }
       continue;
     }
@@ -107,7 +115,7 @@ export function readFile(composition: Composition, { origin, data, lines }: Load
       const source = fileSource(origin, sectionLines?.keys.get(key));
       const setting = composition.byFileKey.get(name);
       if (setting === undefined) {
-        reading.unknown.push({ name, source, closest: closestName(name, composition.byFileKey.keys()) ?? sectionKey });
+        reportUnmatched(reading, composition, { name, source, group: sectionKey, field: 'fileKey' });
       } else {
         reading.values.push({ setting, source, name, value, isText: false });
       }
@@ -130,7 +138,7 @@ export function readEnv(composition: Composition, env: Readonly<Record<string, s
     const setting = composition.byEnv.get(variable);
     if (setting === undefined) {
       const group = ENV_GROUP.exec(variable)?.[1]?.toLowerCase();
-      reportUnmatched(reading, composition, { name: variable, source, group, candidates: composition.byEnv.keys() });
+      reportUnmatched(reading, composition, { name: variable, source, group, field: 'env' });
     } else {
       reading.values.push({ setting, source, name: variable, value, isText: true });
     }
@@ -171,7 +179,7 @@ export function readArgv(composition: Composition, argv: readonly string[]): Sou
     const next = argv[index + 1];
     const nextIsValue = inline === undefined && next !== undefined && !next.startsWith('--');
     if (setting === undefined) {
-      reportUnmatched(reading, composition, { name: written, source, group: groupOfFlag(written), candidates: composition.byFlag.keys() });
+      reportUnmatched(reading, composition, { name: written, source, group: groupOfFlag(written), field: 'flag' });
       if (nextIsValue) index++;
       continue;
     }
