@@ -1,7 +1,7 @@
 import type { Settings } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Activation } from '@kvreuse/profile-admission';
-import { type AdvisoryRetainedPrefix, blockHashFunction, RetainedInventory } from '@kvreuse/registry';
+import { type AdvisoryRetainedPrefix, blockHashFunction, InventoryEventError, RetainedInventory } from '@kvreuse/registry';
 import type { SourceTier, TransferCalibration } from './calibration.js';
 import { type EstimateKind, estimatePull } from './cost-model.js';
 import { RouteRequestError, RouterOptionError } from './errors.js';
@@ -171,7 +171,7 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
       rejected,
     );
   if (overBudget()) return exceeded(0, []);
-  const prefixes = inventory.longestRetainedPrefix(chain);
+  const prefixes = lookUp(inventory, chain);
   if (overBudget()) return exceeded(prefixes.length, []);
 
   const rejected: RejectedSource[] = [];
@@ -298,6 +298,15 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     candidatesConsidered: considered,
     rejected,
   };
+}
+
+function lookUp(inventory: RetainedInventory, chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
+  try {
+    return inventory.longestRetainedPrefix(chain);
+  } catch (error) {
+    if (!(error instanceof InventoryEventError)) throw error;
+    throw new RouteRequestError(error.path, error.value, error.reason, { cause: error });
+  }
 }
 
 function pricing(candidate: Priced): Pick<RouteDecision, 'extent' | 'savingMs' | 'costMs' | 'estimate' | 'prefillEstimate'> {

@@ -29,7 +29,12 @@ export function promptChain(prompt: PromptInput, destination: Worker, hashSeed: 
   if (hasChain === hasTokens) {
     throw new RouteRequestError('chain / tokens', hasChain ? 'both' : 'neither', 'give exactly one: the block-hash chain or the token ids');
   }
-  if ('chain' in prompt) return prompt.chain;
+  if ('chain' in prompt) {
+    if (!(prompt.chain instanceof BigUint64Array || Array.isArray(prompt.chain))) {
+      throw new RouteRequestError('chain', prompt.chain, 'a BigUint64Array or an array of bigint block hashes');
+    }
+    return prompt.chain;
+  }
   try {
     return hashBlockChain(prompt.tokens, { salt: saltOf(destination, hashSeed), blockTokens: destination.geometry.blockTokens });
   } catch (error) {
