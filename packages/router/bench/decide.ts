@@ -2,7 +2,8 @@
 // each, 64-block prompts. Each decision is timed on its own (p99 over the queries, each counted with its
 // least time over the rounds); the same decisions are then made by a straightforward scan of every
 // worker's inventory (a Set of its block hashes per worker, walked along the chain, priced with the
-// same cost model) in the same run, and every decision is checked to agree.
+// same cost model) in the same run, each counted with its least time over two rounds, and every decision
+// is checked to agree (decisions over the lookup budget excepted).
 //
 // Workload: each worker retains 156 conversations of 64 blocks plus one of 16, in host memory; 5 % of
 // conversations continue a prefix (8–64 blocks) of a pooled conversation, so some prefixes are held by
@@ -23,7 +24,7 @@ const chainBlocks = 64;
 const pooled = 2_000;
 const queries = 20_000;
 const rounds = 3;
-const scanQueries = 2_000;
+const scanQueries = 1_000;
 
 let state = 0x2545f491;
 function random32(): number {
@@ -132,31 +133,39 @@ function scanDecide(chain: BigUint64Array): { workerId: string; extent: number }
   return chosen;
 }
 
-let scanMs = 0;
-let decideMs = 0;
+// The scan against decide on the same queries, each counted with its least time over the rounds,
+// as decide's own figures are (the machine is shared: a burst does not come back at the same query).
+const scanBest = new Float64Array(scanQueries).fill(Infinity);
 let disagreements = 0;
 let overBudget = 0;
 let fetches = 0;
-for (let q = 0; q < scanQueries; q++) {
-  const chain = prompts[q]!;
-  let start = performance.now();
-  const scanned = scanDecide(chain);
-  scanMs += performance.now() - start;
-  start = performance.now();
-  const decision = decide(request(chain), context);
-  decideMs += performance.now() - start;
-  if (decision.reason === 'budget-exceeded') {
-    overBudget++;
-    continue;
+for (let round = 0; round < 2; round++) {
+  for (let q = 0; q < scanQueries; q++) {
+    const start = performance.now();
+    const scanned = scanDecide(prompts[q]!);
+    const us = (performance.now() - start) * 1000;
+    if (us < scanBest[q]!) scanBest[q] = us;
+    if (round > 0) continue;
+    const decision = decisions[q]!;
+    if (decision.reason === 'budget-exceeded') {
+      overBudget++;
+      continue;
+    }
+    if (decision.action === 'fetch') fetches++;
+    if (decision.source?.workerId !== scanned?.workerId || (scanned !== undefined && decision.extent !== scanned.extent)) disagreements++;
   }
-  if (decision.action === 'fetch') fetches++;
-  if (decision.source?.workerId !== scanned?.workerId || (scanned !== undefined && decision.extent !== scanned.extent)) disagreements++;
 }
-const ratio = scanMs / decideMs;
+let scanUs = 0;
+let decideUs = 0;
+for (let q = 0; q < scanQueries; q++) {
+  scanUs += scanBest[q]!;
+  decideUs += best[q]!;
+}
+const ratio = scanUs / decideUs;
 console.log(
   `route.decide: p50 ${p50.toFixed(2)} µs, p99 ${p99.toFixed(2)} µs over ${queries} decisions (least of ${rounds} rounds); ` +
-    `scan ${((scanMs / scanQueries) * 1000).toFixed(1)} µs vs decide ${((decideMs / scanQueries) * 1000).toFixed(2)} µs per decision = ${ratio.toFixed(1)}× ` +
-    `(${fetches} fetches of ${scanQueries}, ${disagreements} disagreements, ${overBudget} over budget); load ${loadavg()[0]!.toFixed(1)}`,
+    `scan ${(scanUs / scanQueries).toFixed(1)} µs vs decide ${(decideUs / scanQueries).toFixed(2)} µs per decision = ${ratio.toFixed(1)}× ` +
+    `(${fetches} fetches of ${scanQueries}, ${disagreements} disagreements, ${overBudget} over budget in the first round); load ${loadavg()[0]!.toFixed(1)}`,
 );
 if (disagreements > 0) throw new Error(`the scan and decide disagree on ${disagreements} decisions`);
 
@@ -164,6 +173,6 @@ const partPath = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/p
 mkdirSync(dirname(partPath), { recursive: true });
 const figures = {
   'route.decide.p99_us': { value: Number(p99.toFixed(3)), unit: 'µs', goal: '≤ 50', note: `p50 ${p50.toFixed(2)} µs` },
-  'route.decide.vs_scan': { value: Number(ratio.toFixed(2)), unit: 'ratio', anchor: Number(((scanMs / scanQueries) * 1000).toFixed(1)), ratio: Number(ratio.toFixed(2)), goal: '≥ 20' },
+  'route.decide.vs_scan': { value: Number(ratio.toFixed(2)), unit: 'ratio', anchor: Number((scanUs / scanQueries).toFixed(1)), ratio: Number(ratio.toFixed(2)), goal: '≥ 20' },
 };
 writeFileSync(partPath, `${JSON.stringify({ figures }, null, 2)}\n`);

@@ -119,7 +119,7 @@ describe('decide: the fetch hint', () => {
       incarnation: 'decode-1-a',
       epoch: 7,
       blocks: { start: 3, count: 9 },
-      hashes: Array.from(s.chain.slice(3, 12)),
+      hashes: s.chain.slice(3, 12),
       blockTokens: 64,
       tier: 'host',
       linkClass: 'network',

@@ -87,8 +87,8 @@ export interface FetchHint {
   readonly epoch: number;
   /** Block positions in the prompt's chain: `[start, start + count)`. */
   readonly blocks: { readonly start: number; readonly count: number };
-  /** The hashes of those blocks, to name them in the pin. */
-  readonly hashes: readonly bigint[];
+  /** The hashes of those blocks, to name them in the pin (a copy). */
+  readonly hashes: BigUint64Array;
   readonly blockTokens: number;
   readonly tier: SourceTier;
   readonly linkClass: LinkClass;
@@ -290,7 +290,7 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
       incarnation: state.incarnation,
       epoch: state.epoch,
       blocks: { start: local, count: extent },
-      hashes: Array.from(chain.slice(local, local + extent)),
+      hashes: chain instanceof BigUint64Array ? chain.slice(local, local + extent) : BigUint64Array.from(chain.slice(local, local + extent)),
       blockTokens,
       tier,
       linkClass,
