@@ -87,8 +87,8 @@ export interface FetchHint {
   readonly epoch: number;
   /** Block positions in the prompt's chain: `[start, start + count)`. */
   readonly blocks: { readonly start: number; readonly count: number };
-  /** The hashes of those blocks, to name them in the pin (a copy). */
-  readonly hashes: BigUint64Array;
+  /** The hashes of those blocks, to name them in the pin: a view of the request's chain when it was a `BigUint64Array` (no copy). */
+  readonly hashes: BigUint64Array | readonly bigint[];
   readonly blockTokens: number;
   readonly tier: SourceTier;
   readonly linkClass: LinkClass;
@@ -290,7 +290,7 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
       incarnation: state.incarnation,
       epoch: state.epoch,
       blocks: { start: local, count: extent },
-      hashes: chain instanceof BigUint64Array ? chain.slice(local, local + extent) : BigUint64Array.from(chain.slice(local, local + extent)),
+      hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
       blockTokens,
       tier,
       linkClass,
@@ -314,7 +314,8 @@ function pricing(candidate: Priced): Pick<RouteDecision, 'extent' | 'savingMs' |
   return { extent, savingMs, costMs, estimate, prefillEstimate };
 }
 
-const round = (ms: number): number => Number(ms.toPrecision(6));
+/** To the microsecond: enough for an explanation, and much cheaper than `toPrecision`. */
+const round = (ms: number): number => Math.round(ms * 1000) / 1000;
 
 function describeNet(candidate: Priced): string {
   return `saves ${round(candidate.savingMs)} ms for ${round(candidate.costMs)} ms (${candidate.estimate} estimate), net ${round(candidate.net)} ms`;
