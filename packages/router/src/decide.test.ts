@@ -109,6 +109,16 @@ describe('decide: every router setting changes the decision where it should', ()
   });
 });
 
+describe('decide: activation', () => {
+  it('is disabled when profile admission turns reuse off (the declared profile is refused for the whole process)', () => {
+    const s = scenario(['--inventory-hash-seed=another-model']);
+    hostSource(s);
+    const activation = s.activation();
+    expect(activation.mode).toBe('off');
+    expect(route(s, 0, { activation })).toMatchObject({ action: 'recompute', reason: 'disabled', detail: expect.stringContaining('reuse is off: profile llama-3.1-8b-bf16-b64 is refused'), candidatesConsidered: 0 });
+  });
+});
+
 describe('decide: the fetch hint', () => {
   it('names the source incarnation and its epoch, the block range beyond the local prefix, the hashes and the tier, and reserves nothing', () => {
     const s = scenario();
