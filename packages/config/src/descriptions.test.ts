@@ -21,6 +21,7 @@ describe('settingDescriptions', () => {
       ['transfer_source_gpu_estimated_block_us', 'number > 0', 40],
       ['transfer_source_lookup_budget_ms', 'number ≥ 0', 2],
       ['transfer_source_prefill_token_us', 'number > 0', 50],
+      ['max_concurrent_pulls_per_source', 'integer ≥ 1', 4],
     ]);
   });
 

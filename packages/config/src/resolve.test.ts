@@ -19,6 +19,7 @@ const DEFAULTS = {
     transferSourceGpuEstimatedBlockUs: 40,
     transferSourceLookupBudgetMs: 2,
     transferSourcePrefillTokenUs: 50,
+    maxConcurrentPullsPerSource: 4,
   },
   transport: { backend: 'ucx', library: '', operationTimeoutMs: 1000, abandonTimeoutMs: 5000, shutdownDeadlineMs: 10_000 },
   discovery: {

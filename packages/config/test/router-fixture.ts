@@ -1,4 +1,4 @@
-// All eight router settings with non-default values, written out by hand in every source's syntax.
+// All router settings with non-default values, written out by hand in every source's syntax.
 import type { Settings } from '../src/index.js';
 
 export const routerFixture: Settings['router'] = {
@@ -10,6 +10,7 @@ export const routerFixture: Settings['router'] = {
   transferSourceGpuEstimatedBlockUs: 35.5,
   transferSourceLookupBudgetMs: 0.75,
   transferSourcePrefillTokenUs: 62,
+  maxConcurrentPullsPerSource: 3,
 };
 
 export const routerFixtureYaml = `router:
@@ -21,6 +22,7 @@ export const routerFixtureYaml = `router:
   transfer_source_gpu_estimated_block_us: 35.5
   transfer_source_lookup_budget_ms: 0.75
   transfer_source_prefill_token_us: 62
+  max_concurrent_pulls_per_source: 3
 `;
 
 export const routerFixtureJson = `{
@@ -32,7 +34,8 @@ export const routerFixtureJson = `{
     "transfer_source_estimated_block_us": 180,
     "transfer_source_gpu_estimated_block_us": 35.5,
     "transfer_source_lookup_budget_ms": 0.75,
-    "transfer_source_prefill_token_us": 62
+    "transfer_source_prefill_token_us": 62,
+    "max_concurrent_pulls_per_source": 3
   }
 }
 `;
@@ -46,6 +49,7 @@ export const routerFixtureEnv: Readonly<Record<string, string>> = {
   KVREUSE_ROUTER_TRANSFER_SOURCE_GPU_ESTIMATED_BLOCK_US: '35.5',
   KVREUSE_ROUTER_TRANSFER_SOURCE_LOOKUP_BUDGET_MS: '0.75',
   KVREUSE_ROUTER_TRANSFER_SOURCE_PREFILL_TOKEN_US: '62',
+  KVREUSE_ROUTER_MAX_CONCURRENT_PULLS_PER_SOURCE: '3',
 };
 
 export const routerFixtureArgv: readonly string[] = [
@@ -60,4 +64,6 @@ export const routerFixtureArgv: readonly string[] = [
   '--router-transfer-source-lookup-budget-ms',
   '0.75',
   '--router-transfer-source-prefill-token-us=62',
+  '--router-max-concurrent-pulls-per-source',
+  '3',
 ];

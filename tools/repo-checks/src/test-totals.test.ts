@@ -77,6 +77,6 @@ describe('testTotals', () => {
   });
 
   it('finds every workspace package with a test script', () => {
-    expect(testProjects(repoRoot).sort()).toEqual(['config', 'demo', 'descriptors', 'drain', 'native-bindings', 'profile-admission', 'registry', 'repo-checks']);
+    expect(testProjects(repoRoot).sort()).toEqual(['config', 'demo', 'descriptors', 'drain', 'native-bindings', 'profile-admission', 'registry', 'repo-checks', 'router']);
   });
 });

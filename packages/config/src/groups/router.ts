@@ -63,6 +63,14 @@ export const routerGroup = defineGroup('router', {
       unit: 'µs per token',
       description: 'Estimated prefill time per prompt token: what recomputing a prefix costs.',
     },
+    maxConcurrentPullsPerSource: {
+      schema: z.int().min(1),
+      default: 4,
+      unit: 'pulls',
+      description:
+        'How many pulls one decode worker may serve at once; the router skips a source already serving ' +
+        'this many and looks for another or recomputes.',
+    },
   },
   rules: [
     {

@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock, settingsOf } from '../test/support.js';
+import { TransferCalibration } from './calibration.js';
+import { estimatePull } from './cost-model.js';
+
+const router = settingsOf([
+  '--router-transfer-source-prefill-token-us=62.5',
+  '--router-transfer-source-estimated-block-us=500',
+  '--router-transfer-source-gpu-estimated-block-us=250',
+  '--router-transfer-source-lookup-budget-ms=1',
+]).router;
+
+describe('estimatePull', () => {
+  it.each([
+    ['host', 10, 5 + 1],
+    ['gpu', 10, 2.5 + 1],
+    ['mixed', 10, 5 + 1],
+  ] as const)('prices %s blocks at the prior: %i blocks cost %f ms', (tier, extent, costMs) => {
+    expect(estimatePull({ extent, blockTokens: 64, tier, linkClass: 'network' }, router, undefined)).toEqual({
+      savingMs: 40,
+      costMs,
+      estimate: 'prior',
+      prefillEstimate: 'prior',
+    });
+  });
+
+  it('prices a mixed prefix at the slower tier even when GPU blocks are the dearer ones', () => {
+    const dearGpu = { ...router, transferSourceGpuEstimatedBlockUs: 750 };
+    expect(estimatePull({ extent: 4, blockTokens: 64, tier: 'mixed', linkClass: 'network' }, dearGpu, undefined).costMs).toBe(4);
+  });
+
+  it('uses the confident calibration: its fixed cost, its µs per block and the measured prefill time', () => {
+    const calibration = new TransferCalibration({ now: new ManualClock().now });
+    for (let blocks = 1; blocks <= 8; blocks++) calibration.record({ linkClass: 'same-host', tier: 'host', blocks, bytes: 1, transferMs: 0.5 + blocks * 0.25, prefillTokenUs: 25 });
+    const estimate = estimatePull({ extent: 10, blockTokens: 64, tier: 'host', linkClass: 'same-host' }, router, calibration);
+    expect(estimate.estimate).toBe('calibrated');
+    expect(estimate.prefillEstimate).toBe('calibrated');
+    expect(estimate.costMs).toBeCloseTo(0.5 + 2.5 + 1, 9);
+    expect(estimate.savingMs).toBeCloseTo(16, 9);
+    // Another link class has no receipts: its prior.
+    expect(estimatePull({ extent: 10, blockTokens: 64, tier: 'host', linkClass: 'network' }, router, calibration).estimate).toBe('prior');
+  });
+});

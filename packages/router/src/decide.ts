@@ -1,0 +1,373 @@
+import type { Settings } from '@kvreuse/config';
+import type { Worker } from '@kvreuse/descriptors';
+import type { Activation } from '@kvreuse/profile-admission';
+import { type AdvisoryRetainedPrefix, blockHashFunction, InventoryEventError, RetainedInventory } from '@kvreuse/registry';
+import type { SourceTier, TransferCalibration } from './calibration.js';
+import { type EstimateKind, estimatePull } from './cost-model.js';
+import { RouteRequestError, RouterOptionError } from './errors.js';
+import { type PromptInput, promptChain } from './prompt-chain.js';
+import { type LinkClass, linkClassOf, SourceBook, type SourceState } from './sources.js';
+
+/** The prefill worker the request goes to, and what it holds already. */
+export interface RouteDestination {
+  /** Its complete descriptor (a ready `WorkerReadiness`'s `worker`). */
+  readonly worker: Worker;
+  /** How many leading blocks of the prompt it already holds. */
+  readonly localBlocks: number;
+  /** The machine it runs on, to tell `same-host` sources from `network` ones. */
+  readonly host?: string;
+}
+
+export type RouteRequest = PromptInput & { readonly destination: RouteDestination };
+
+export interface RouteContext {
+  /** The resolved settings (`resolveSettings` of @kvreuse/config); the `router` and `inventory` groups are read. */
+  readonly settings: Pick<Settings, 'router' | 'inventory'>;
+  /** The retained inventory, followed from discovery (`followInventory`). */
+  readonly inventory: RetainedInventory;
+  readonly sources: SourceBook;
+  /** Which reuse runs (`explainActivation` of @kvreuse/profile-admission): GPU-tier sources only in `gpu` mode. */
+  readonly activation: Pick<Activation, 'mode' | 'reasons'>;
+  /** Receipts' estimates, used instead of the priors once confident. */
+  readonly calibration?: TransferCalibration;
+  /** Monotonic milliseconds (default `performance.now`) against which the lookup budget runs. */
+  readonly clock?: () => number;
+}
+
+/** Why a decision is what it is. Stable codes. */
+export type DecisionReason = 'worth-it' | 'disabled' | 'no-candidate' | 'too-short' | 'not-worth-it' | 'budget-exceeded';
+export const decisionReasons: readonly DecisionReason[] = ['worth-it', 'disabled', 'no-candidate', 'too-short', 'not-worth-it', 'budget-exceeded'];
+
+/** Why one worker that retains part of the prompt is not the source. Stable codes. */
+export type RejectionReason =
+  | 'destination'
+  | 'not-ready'
+  | 'stale-incarnation'
+  | 'not-decode'
+  | 'unhealthy'
+  | 'source-warming'
+  | 'source-busy'
+  | 'incompatible'
+  | 'no-extension'
+  | 'gpu-not-admitted'
+  | 'too-short'
+  | 'not-worth-it'
+  | 'outbid';
+export const rejectionReasons: readonly RejectionReason[] = [
+  'destination',
+  'not-ready',
+  'stale-incarnation',
+  'not-decode',
+  'unhealthy',
+  'source-warming',
+  'source-busy',
+  'incompatible',
+  'no-extension',
+  'gpu-not-admitted',
+  'too-short',
+  'not-worth-it',
+  'outbid',
+];
+
+export interface RejectedSource {
+  readonly worker: string;
+  readonly reason: RejectionReason;
+  /** The same in words, with the values. */
+  readonly detail: string;
+}
+
+/**
+ * Where to pull from. Advisory like the inventory it comes from: it reserves nothing; the endpoint pins
+ * the blocks at the source, and only the pin proves they are there.
+ */
+export interface FetchHint {
+  readonly workerId: string;
+  readonly incarnation: string;
+  /** The source incarnation's epoch: a pin for another epoch must be refused. */
+  readonly epoch: number;
+  /** Block positions in the prompt's chain: `[start, start + count)`. */
+  readonly blocks: { readonly start: number; readonly count: number };
+  /** The hashes of those blocks, to name them in the pin: a view of the request's chain when it was a `BigUint64Array` (no copy). */
+  readonly hashes: BigUint64Array | readonly bigint[];
+  readonly blockTokens: number;
+  readonly tier: SourceTier;
+  readonly linkClass: LinkClass;
+}
+
+export interface RouteDecision {
+  readonly action: 'fetch' | 'recompute';
+  readonly reason: DecisionReason;
+  /** The reason in words, with the settings and values that decided it. */
+  readonly detail: string;
+  /** Present only when fetching. */
+  readonly source?: FetchHint;
+  /** Blocks the best candidate would supply beyond the destination's own (0 without one). */
+  readonly extent: number;
+  readonly savingMs: number;
+  readonly costMs: number;
+  /** Which transfer estimate priced the best candidate. */
+  readonly estimate: EstimateKind;
+  /** Which prefill estimate priced the saving. */
+  readonly prefillEstimate: EstimateKind;
+  /** Workers the inventory named as retaining the prompt's first block, looked at before deciding. */
+  readonly candidatesConsidered: number;
+  readonly rejected: readonly RejectedSource[];
+}
+
+interface Priced {
+  readonly state: SourceState;
+  readonly prefix: AdvisoryRetainedPrefix;
+  readonly extent: number;
+  readonly tier: SourceTier;
+  readonly linkClass: LinkClass;
+  readonly savingMs: number;
+  readonly costMs: number;
+  readonly net: number;
+  readonly estimate: EstimateKind;
+  readonly prefillEstimate: EstimateKind;
+}
+
+const defaultClock = (): number => performance.now();
+
+/**
+ * Decides whether the destination pulls the prompt's prefix from a decode worker that retains it, and
+ * from which, or recomputes; and says why. See the package README for the rules.
+ */
+export function decide(request: RouteRequest, context: RouteContext): RouteDecision {
+  checkContext(context);
+  const destination = checkDestination(request);
+  const { settings, inventory, sources, activation, calibration } = context;
+  const router = settings.router;
+  const clock = context.clock ?? defaultClock;
+  const blockTokens = destination.worker.geometry.blockTokens;
+  const local = destination.localBlocks;
+  const none = (reason: DecisionReason, detail: string, considered = 0, rejected: readonly RejectedSource[] = []): RouteDecision => ({
+    action: 'recompute',
+    reason,
+    detail,
+    extent: 0,
+    savingMs: 0,
+    costMs: 0,
+    estimate: 'prior',
+    prefillEstimate: 'prior',
+    candidatesConsidered: considered,
+    rejected,
+  });
+
+  if (!router.enableDecodeToPrefillReuse) return none('disabled', 'router.enable_decode_to_prefill_reuse is off');
+  if (activation.mode === 'off') return none('disabled', `reuse is off: ${activation.reasons.join('; ')}`);
+  const started = clock();
+  const budgetMs = router.transferSourceLookupBudgetMs;
+  const overBudget = (): boolean => clock() - started > budgetMs;
+  const chain = promptChain(request, destination.worker, settings.inventory.hashSeed);
+  if (chain.length <= local) {
+    return none('no-candidate', `the destination holds ${local} of the prompt's ${chain.length} blocks already: nothing to pull`);
+  }
+  const exceeded = (considered: number, rejected: readonly RejectedSource[]): RouteDecision =>
+    none(
+      'budget-exceeded',
+      `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budgetMs} ms: no source, the prefix is recomputed`,
+      considered,
+      rejected,
+    );
+  if (overBudget()) return exceeded(0, []);
+  const prefixes = lookUp(inventory, chain);
+  if (overBudget()) return exceeded(prefixes.length, []);
+
+  const rejected: RejectedSource[] = [];
+  const reject = (worker: string, reason: RejectionReason, detail: string): void => {
+    rejected.push({ worker, reason, detail });
+  };
+  const priced: Priced[] = [];
+  const destinationWorker = destination.worker;
+  const seed = settings.inventory.hashSeed;
+  const gpu = activation.mode === 'gpu';
+  for (let i = 0; i < prefixes.length; i++) {
+    if (i > 0 && overBudget()) return exceeded(i, rejected);
+    const prefix = prefixes[i]!;
+    const id = prefix.workerId;
+    if (id === destinationWorker.workerId) {
+      reject(id, 'destination', 'the destination itself');
+      continue;
+    }
+    const state = sources.get(id);
+    if (state === undefined) {
+      reject(id, 'not-ready', `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`);
+      continue;
+    }
+    if (state.incarnation !== prefix.incarnation) {
+      reject(id, 'stale-incarnation', `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`);
+      continue;
+    }
+    if (state.worker.role !== 'decode') {
+      reject(id, 'not-decode', `${id} is a ${state.worker.role} worker; sources are decode workers`);
+      continue;
+    }
+    if (!state.health.healthy) {
+      reject(id, 'unhealthy', `${id} is unhealthy: ${state.health.reason}`);
+      continue;
+    }
+    if (state.warming) {
+      reject(id, 'source-warming', `${id} (epoch ${state.epoch}) has not yet published its complete inventory`);
+      continue;
+    }
+    if (state.activePulls >= router.maxConcurrentPullsPerSource) {
+      reject(id, 'source-busy', `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${router.maxConcurrentPullsPerSource}`);
+      continue;
+    }
+    const incompatible = incompatibility(sources, state, destinationWorker, seed);
+    if (incompatible !== undefined) {
+      reject(id, 'incompatible', incompatible);
+      continue;
+    }
+    if (prefix.blocks <= local) {
+      reject(id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${local} already`);
+      continue;
+    }
+    const tier = tierOf(prefix, gpu);
+    if (tier === undefined) {
+      reject(
+        id,
+        'gpu-not-admitted',
+        `${prefix.blocks - prefix.hostBlocks} of the ${prefix.blocks} retained blocks are in GPU memory only, and GPU reuse is not active: ${activation.reasons.join('; ')}`,
+      );
+      continue;
+    }
+    const extent = prefix.blocks - local;
+    const linkClass = linkClassOf(state, destination.host);
+    const estimate = estimatePull({ extent, blockTokens, tier, linkClass }, router, calibration);
+    priced.push({ state, prefix, extent, tier, linkClass, ...estimate, net: estimate.savingMs - estimate.costMs });
+  }
+  if (overBudget()) return exceeded(prefixes.length, rejected);
+
+  // Best net saving first; ties go to the longer extent, then to the smaller worker id.
+  priced.sort((a, b) => b.net - a.net || b.extent - a.extent || (a.state.workerId < b.state.workerId ? -1 : 1));
+  const minBlocks = router.minimumTransferPrefixBlocks;
+  const margin = router.minimumEstimatedTtftSavingMs;
+  let chosen: Priced | undefined;
+  for (const candidate of priced) {
+    const id = candidate.state.workerId;
+    if (candidate.extent < minBlocks) {
+      reject(id, 'too-short', `${candidate.extent} blocks beyond the destination's ${local}; router.minimum_transfer_prefix_blocks = ${minBlocks}`);
+    } else if (candidate.net < margin) {
+      reject(id, 'not-worth-it', `${describeNet(candidate)}; router.minimum_estimated_ttft_saving_ms = ${margin}`);
+    } else if (chosen === undefined) {
+      chosen = candidate;
+    } else {
+      reject(id, 'outbid', `${describeNet(candidate)}, less than ${chosen.state.workerId}'s ${round(chosen.net)} ms`);
+    }
+  }
+  const considered = prefixes.length;
+  if (chosen === undefined) {
+    const best = priced[0];
+    if (best === undefined) {
+      const detail = considered === 0 ? 'no worker retains the first block of the prompt' : `none of the ${considered} workers that retain part of the prompt can serve it`;
+      return none('no-candidate', detail, considered, rejected);
+    }
+    // The best candidate decides the reason: too short if even it is, otherwise not worth it.
+    const longest = priced.reduce((a, b) => (b.extent > a.extent ? b : a));
+    const tooShort = longest.extent < minBlocks;
+    const shown = tooShort ? longest : best;
+    return {
+      ...pricing(shown),
+      action: 'recompute',
+      reason: tooShort ? 'too-short' : 'not-worth-it',
+      detail: tooShort
+        ? `the longest retained prefix adds ${longest.extent} blocks; router.minimum_transfer_prefix_blocks = ${minBlocks}`
+        : `the best source, ${best.state.workerId}: ${describeNet(best)}; router.minimum_estimated_ttft_saving_ms = ${margin}`,
+      candidatesConsidered: considered,
+      rejected,
+    };
+  }
+  const { state, extent, tier, linkClass } = chosen;
+  return {
+    ...pricing(chosen),
+    action: 'fetch',
+    reason: 'worth-it',
+    detail: `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}`,
+    source: {
+      workerId: state.workerId,
+      incarnation: state.incarnation,
+      epoch: state.epoch,
+      blocks: { start: local, count: extent },
+      hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
+      blockTokens,
+      tier,
+      linkClass,
+    },
+    candidatesConsidered: considered,
+    rejected,
+  };
+}
+
+function lookUp(inventory: RetainedInventory, chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
+  try {
+    return inventory.longestRetainedPrefix(chain);
+  } catch (error) {
+    if (!(error instanceof InventoryEventError)) throw error;
+    throw new RouteRequestError(error.path, error.value, error.reason, { cause: error });
+  }
+}
+
+function pricing(candidate: Priced): Pick<RouteDecision, 'extent' | 'savingMs' | 'costMs' | 'estimate' | 'prefillEstimate'> {
+  const { extent, savingMs, costMs, estimate, prefillEstimate } = candidate;
+  return { extent, savingMs, costMs, estimate, prefillEstimate };
+}
+
+/** To the microsecond: enough for an explanation, and much cheaper than `toPrecision`. */
+const round = (ms: number): number => Math.round(ms * 1000) / 1000;
+
+function describeNet(candidate: Priced): string {
+  return `saves ${round(candidate.savingMs)} ms for ${round(candidate.costMs)} ms (${candidate.estimate} estimate), net ${round(candidate.net)} ms`;
+}
+
+/**
+ * The tier a prefix is pulled from: with GPU reuse active, `gpu` if every block is on the GPU, `host`
+ * if every block is in host memory, `mixed` otherwise; without it, `host` only if every block is in host
+ * memory (the inventory counts blocks per tier but not which, so a partly GPU-only prefix is refused).
+ */
+function tierOf(prefix: AdvisoryRetainedPrefix, gpu: boolean): SourceTier | undefined {
+  if (gpu && prefix.gpuBlocks === prefix.blocks) return 'gpu';
+  if (prefix.hostBlocks === prefix.blocks) return 'host';
+  return gpu ? 'mixed' : undefined;
+}
+
+/** Why blocks cannot move from the source to the destination, or undefined if they can. */
+function incompatibility(sources: SourceBook, state: SourceState, destination: Worker, seed: string): string | undefined {
+  const declared = state.blockHash;
+  if (declared !== undefined && (declared.function !== blockHashFunction || declared.seed !== seed)) {
+    return `${state.workerId} hashes blocks with ${declared.function} seeded ${JSON.stringify(declared.seed)}; the router with ${blockHashFunction} seeded ${JSON.stringify(seed)}`;
+  }
+  // The block salt covers the geometry digest: another digest means hashes that never match.
+  if (state.worker.geometryDigest !== destination.geometryDigest) {
+    const because = sources.incompatibility(state, destination) ?? `their geometries differ (bank layout ${state.worker.geometry.bankLayout} → ${destination.geometry.bankLayout})`;
+    return `${state.workerId} salts its block hashes with geometry digest ${state.worker.geometryDigest.slice(0, 12)}…, the destination with ${destination.geometryDigest.slice(0, 12)}…: ${because}`;
+  }
+  return sources.incompatibility(state, destination);
+}
+
+function checkContext(context: RouteContext): void {
+  if (context === null || typeof context !== 'object') throw new RouterOptionError('context', context, 'an object');
+  const { settings, inventory, sources, activation, clock } = context;
+  if (settings?.router === undefined || settings.inventory === undefined) {
+    throw new RouterOptionError('context.settings', settings, 'the resolved settings (resolveSettings of @kvreuse/config)');
+  }
+  if (!(inventory instanceof RetainedInventory)) throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/registry');
+  if (!(sources instanceof SourceBook)) throw new RouterOptionError('context.sources', sources, 'a SourceBook');
+  if (activation === null || typeof activation !== 'object' || !['off', 'host-only', 'gpu'].includes(activation.mode)) {
+    throw new RouterOptionError('context.activation', activation, 'an Activation (explainActivation of @kvreuse/profile-admission)');
+  }
+  if (clock !== undefined && typeof clock !== 'function') throw new RouterOptionError('context.clock', clock, 'a function returning monotonic milliseconds');
+}
+
+function checkDestination(request: RouteRequest): RouteDestination {
+  if (request === null || typeof request !== 'object') throw new RouteRequestError('request', request, 'an object');
+  const { destination } = request;
+  if (destination === null || typeof destination !== 'object') throw new RouteRequestError('destination', destination, 'an object');
+  const { worker, localBlocks } = destination;
+  if (worker === null || typeof worker !== 'object' || typeof worker.geometryDigest !== 'string' || typeof worker.geometry !== 'object') {
+    throw new RouteRequestError('destination.worker', worker, 'a complete worker descriptor (Worker of @kvreuse/descriptors)');
+  }
+  if (!Number.isSafeInteger(localBlocks) || localBlocks < 0) throw new RouteRequestError('destination.localBlocks', localBlocks, 'a whole number ≥ 0');
+  return destination;
+}

@@ -1,0 +1,36 @@
+export { PullNotStartedError, ReceiptError, RouteRequestError, RouterError, type RouterErrorCode, RouterOptionError } from './errors.js';
+export {
+  type DeclaredBlockHash,
+  type LinkClass,
+  linkClasses,
+  linkClassOf,
+  type ObserveOptions,
+  SourceBook,
+  type SourceHealth,
+  type SourceState,
+} from './sources.js';
+export {
+  type CalibrationOptions,
+  type PrefillFit,
+  type SourceTier,
+  sourceTiers,
+  TransferCalibration,
+  type TransferFit,
+  type TransferReceipt,
+} from './calibration.js';
+export { type EstimateKind, estimatePull, type PullEstimate, type PullShape } from './cost-model.js';
+export { type PromptInput, promptChain } from './prompt-chain.js';
+export {
+  decide,
+  type DecisionReason,
+  decisionReasons,
+  type FetchHint,
+  type RejectedSource,
+  type RejectionReason,
+  rejectionReasons,
+  type RouteContext,
+  type RouteDecision,
+  type RouteDestination,
+  type RouteRequest,
+} from './decide.js';
+export { SavingReport, type SavingRow } from './saving-report.js';

@@ -1,0 +1,43 @@
+import type { Worker } from '@kvreuse/descriptors';
+import { blockHashSalt, hashBlockChain } from '@kvreuse/registry';
+import { RouteRequestError } from './errors.js';
+
+/** A prompt as the router takes it: its block-hash chain, or its token ids to hash. */
+export type PromptInput = { readonly chain: BigUint64Array | readonly bigint[] } | { readonly tokens: ArrayLike<number> };
+
+const salts = new Map<string, bigint>();
+
+/** The block salt of a model as served: `blockHashSalt` of @kvreuse/registry over its geometry digest and the hash seed, remembered. */
+export function saltOf(worker: Worker, hashSeed: string): bigint {
+  const key = `${worker.geometryDigest}:${hashSeed}`;
+  let salt = salts.get(key);
+  if (salt === undefined) {
+    salt = blockHashSalt(worker.geometryDigest, hashSeed);
+    salts.set(key, salt);
+  }
+  return salt;
+}
+
+/**
+ * The prompt's block-hash chain: the chain given, or the token ids hashed with the registry's
+ * model-salted function (`hashBlockChain`) for the destination's geometry and `inventory.hash_seed`,
+ * exactly as workers hash what they retain. A partial last block is not hashed.
+ */
+export function promptChain(prompt: PromptInput, destination: Worker, hashSeed: string): BigUint64Array | readonly bigint[] {
+  const hasChain = 'chain' in prompt && prompt.chain !== undefined;
+  const hasTokens = 'tokens' in prompt && prompt.tokens !== undefined;
+  if (hasChain === hasTokens) {
+    throw new RouteRequestError('chain / tokens', hasChain ? 'both' : 'neither', 'give exactly one: the block-hash chain or the token ids');
+  }
+  if ('chain' in prompt) {
+    if (!(prompt.chain instanceof BigUint64Array || Array.isArray(prompt.chain))) {
+      throw new RouteRequestError('chain', prompt.chain, 'a BigUint64Array or an array of bigint block hashes');
+    }
+    return prompt.chain;
+  }
+  try {
+    return hashBlockChain(prompt.tokens, { salt: saltOf(destination, hashSeed), blockTokens: destination.geometry.blockTokens });
+  } catch (error) {
+    throw new RouteRequestError('tokens', prompt.tokens, error instanceof Error ? error.message : String(error), { cause: error });
+  }
+}

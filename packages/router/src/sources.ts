@@ -1,0 +1,177 @@
+import { checkCompatibility, type Worker } from '@kvreuse/descriptors';
+import type { WorkerReadiness } from '@kvreuse/registry';
+import { PullNotStartedError, RouterOptionError } from './errors.js';
+
+/** How far the bytes travel between a source and the destination. */
+export type LinkClass = 'same-host' | 'network';
+export const linkClasses: readonly LinkClass[] = ['same-host', 'network'];
+
+/** How a source hashes its blocks, when it says so (for instance from its deployment profile). */
+export interface DeclaredBlockHash {
+  readonly function: string;
+  readonly seed: string;
+}
+
+export type SourceHealth = { readonly healthy: true } | { readonly healthy: false; readonly reason: string };
+
+export interface ObserveOptions {
+  /** The machine the worker runs on; sources on the destination's machine are `same-host`, others (or unknown) `network`. */
+  readonly host?: string;
+  /** The block hash function and seed the worker declares, checked against the router's own. */
+  readonly blockHash?: DeclaredBlockHash;
+}
+
+/** What the router knows about one ready worker incarnation. */
+export interface SourceState {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly epoch: number;
+  readonly worker: Worker;
+  readonly host: string | undefined;
+  readonly blockHash: DeclaredBlockHash | undefined;
+  /** True until the incarnation says it has published its complete inventory (`inventoryComplete`). */
+  readonly warming: boolean;
+  readonly health: SourceHealth;
+  /** Pulls from this incarnation started and not yet ended. */
+  readonly activePulls: number;
+}
+
+type MutableSource = { -readonly [Key in keyof SourceState]: SourceState[Key] };
+
+interface Entry {
+  /** The ready incarnation, or undefined while the worker is not ready. */
+  source: MutableSource | undefined;
+  /** The largest epoch seen: an older incarnation never comes back. */
+  epoch: number;
+  /** Compatibility verdicts of the ready incarnation, by destination incarnation. */
+  compatibility: Map<string, string | undefined>;
+}
+
+const healthy: SourceHealth = Object.freeze({ healthy: true });
+
+/**
+ * The router's view of the workers that may serve a pull: which incarnation of each is ready (from
+ * `watchWorkerReadiness`), whether it is still warming (it (re)joined and has not yet published its
+ * complete inventory), its health and how many pulls it is serving. Fed by the caller; read by `decide`.
+ * A new incarnation (a larger epoch) replaces everything known of the previous one and starts warming;
+ * an older incarnation is ignored.
+ */
+export class SourceBook {
+  private readonly entries = new Map<string, Entry>();
+  /** The epoch whose complete inventory each worker last announced. */
+  private readonly completed = new Map<string, number>();
+
+  /**
+   * Takes a worker's readiness as `watchWorkerReadiness` reports it. Returns false when it is about an
+   * incarnation older than one already seen (ignored).
+   */
+  observe(readiness: WorkerReadiness, options: ObserveOptions = {}): boolean {
+    if (readiness === null || typeof readiness !== 'object' || typeof readiness.workerId !== 'string') {
+      throw new RouterOptionError('readiness', readiness, 'a WorkerReadiness of @kvreuse/registry');
+    }
+    if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
+    const entry = this.entries.get(readiness.workerId) ?? { source: undefined, epoch: 0, compatibility: new Map() };
+    this.entries.set(readiness.workerId, entry);
+    if (!readiness.ready) {
+      // Not ready says nothing of its epoch: the ready incarnation stops serving, the fence stays.
+      // A worker that comes back ready has (re)joined: it warms again until it announces its inventory.
+      if (readiness.incarnation === undefined || readiness.incarnation === entry.source?.incarnation) {
+        entry.source = undefined;
+        this.completed.delete(readiness.workerId);
+      }
+      return true;
+    }
+    if (readiness.epoch < entry.epoch) return false;
+    const current = entry.source;
+    if (current !== undefined && readiness.epoch === current.epoch && readiness.incarnation === current.incarnation) {
+      if (current.worker !== readiness.worker) entry.compatibility.clear();
+      current.worker = readiness.worker;
+      current.host = options.host;
+      current.blockHash = options.blockHash;
+      return true;
+    }
+    entry.compatibility.clear();
+    entry.epoch = readiness.epoch;
+    entry.source = {
+      workerId: readiness.workerId,
+      incarnation: readiness.incarnation,
+      epoch: readiness.epoch,
+      worker: readiness.worker,
+      host: options.host,
+      blockHash: options.blockHash,
+      warming: this.completed.get(readiness.workerId) !== readiness.epoch,
+      health: healthy,
+      activePulls: 0,
+    };
+    return true;
+  }
+
+  /**
+   * The incarnation of this epoch has published its complete inventory: it stops warming. Said before
+   * the incarnation is ready, it applies once it is. Returns false for an older incarnation's.
+   */
+  inventoryComplete(workerId: string, epoch: number): boolean {
+    const entry = this.entries.get(workerId);
+    if (entry !== undefined && epoch < entry.epoch) return false;
+    this.completed.set(workerId, epoch);
+    if (entry?.source !== undefined && entry.source.epoch === epoch) entry.source.warming = false;
+    return true;
+  }
+
+  /** The peer health of a worker's ready incarnation (healthy until said otherwise). Returns false if none is ready. */
+  setHealth(workerId: string, health: SourceHealth): boolean {
+    if (health === null || typeof health !== 'object' || typeof health.healthy !== 'boolean') {
+      throw new RouterOptionError('health', health, '{ healthy: true } or { healthy: false, reason }');
+    }
+    const source = this.entries.get(workerId)?.source;
+    if (source === undefined) return false;
+    source.health = health;
+    return true;
+  }
+
+  /** A pull from the incarnation of this epoch started. Returns false (nothing counted) for an incarnation that is not the ready one. */
+  pullStarted(workerId: string, epoch: number): boolean {
+    const source = this.entries.get(workerId)?.source;
+    if (source === undefined || source.epoch !== epoch) return false;
+    source.activePulls++;
+    return true;
+  }
+
+  /** A pull started with `pullStarted` ended. Returns false for an incarnation no longer ready (its count is gone with it). */
+  pullEnded(workerId: string, epoch: number): boolean {
+    const source = this.entries.get(workerId)?.source;
+    if (source === undefined || source.epoch !== epoch) return false;
+    if (source.activePulls === 0) throw new PullNotStartedError(workerId, epoch);
+    source.activePulls--;
+    return true;
+  }
+
+  /** The worker's ready incarnation, or undefined. */
+  get(workerId: string): SourceState | undefined {
+    return this.entries.get(workerId)?.source;
+  }
+
+  /** Every ready incarnation, by worker id. */
+  ready(): SourceState[] {
+    return [...this.entries.values()].flatMap((entry) => (entry.source === undefined ? [] : [entry.source])).sort((a, b) => (a.workerId < b.workerId ? -1 : 1));
+  }
+
+  /**
+   * Whether the ready incarnation's blocks can move to `destination`: undefined if they can, else why
+   * not (`checkCompatibility` of @kvreuse/descriptors, in words). Remembered per destination incarnation.
+   */
+  incompatibility(source: SourceState, destination: Worker): string | undefined {
+    const entry = this.entries.get(source.workerId);
+    const key = `${destination.workerId}\u0000${destination.incarnation}`;
+    if (entry?.source === source && entry.compatibility.has(key)) return entry.compatibility.get(key);
+    const result = checkCompatibility(source.worker, destination);
+    const verdict = result.ok ? undefined : result.reasons.map((reason) => reason.message).join('; ');
+    if (entry?.source === source) entry.compatibility.set(key, verdict);
+    return verdict;
+  }
+}
+
+/** The link class between a source and the destination's host. */
+export function linkClassOf(source: SourceState, destinationHost: string | undefined): LinkClass {
+  return source.host !== undefined && source.host === destinationHost ? 'same-host' : 'network';
+}
