@@ -6,13 +6,13 @@ import {
   buildTransferTemplate,
   type Geometry,
   layoutRankBanks,
-  parseRankPart,
   referenceGeometries,
   type TransferTemplate,
   type Worker,
 } from '@kvreuse/descriptors';
 import type { Agent, Peer, RegisteredTemplate } from '@kvreuse/native-bindings';
 import { QWEN3_PREFIX_BLOCKS, QWEN3_PREFIX_BYTES } from '../test/support/qwen3.js';
+import { parsedRankPart } from '../test/support/ranks.js';
 import { seconds } from './reads.js';
 
 const geometry: Geometry = { ...referenceGeometries['qwen3-0.6b'], bankLayout: 'fully-contiguous' };
@@ -22,16 +22,7 @@ const parallel = { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 };
 function workerAt(workerId: string, role: 'decode' | 'prefill', address: bigint, agentName: string, metadata: string): Worker {
   const [bank] = layoutRankBanks(geometry, parallel, { blocks: QWEN3_PREFIX_BLOCKS, address });
   if (bank === undefined || bank.bytes !== BigInt(QWEN3_PREFIX_BYTES)) throw new Error('the prefix bank does not match the benchmark bank');
-  const part = parseRankPart({
-    version: 1,
-    workerId,
-    incarnation: '0123456789abcdef',
-    role,
-    geometry,
-    parallel: { ...parallel, dpRank: 0 },
-    banks: [{ ...bank, address: String(bank.address), bytes: String(bank.bytes), blockStride: String(bank.blockStride) }],
-    transport: { agentName, generation: 1, metadata },
-  });
+  const part = parsedRankPart({ workerId, role, geometry, parallel, banks: [bank], agentName, metadata });
   const assembled = assembleWorker([part]);
   if (!assembled.complete) throw new Error('prefix worker incomplete');
   return assembled.worker;

@@ -21,15 +21,20 @@ export interface RankSpec {
   readonly backend: Backend;
 }
 
-export function openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend }: RankSpec): RankSide {
-  const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1 };
-  const agent = transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
-  const extent = layoutRankBanks(geometry, parallel, { blocks, address: 0n }).at(-1);
-  if (extent === undefined) throw new Error('no banks');
-  const allocation = agent.allocate(Number(extent.address + extent.bytes));
-  const banks = layoutRankBanks(geometry, parallel, { blocks, address: allocation.address });
-  const regions = banks.map((bank) => agent.register({ address: bank.address, bytes: bank.bytes }));
-  const part = parseRankPart({
+export interface RankPartSpec {
+  readonly workerId: string;
+  readonly role: 'decode' | 'prefill';
+  readonly geometry: Geometry;
+  readonly parallel: { tpRank: number; tpSize: number; ppRank: number; ppSize: number };
+  readonly banks: ReturnType<typeof layoutRankBanks>;
+  readonly agentName: string;
+  /** The rank's agent's metadata blob, base64. */
+  readonly metadata: string;
+}
+
+/** The rank part of `banks`, through the parser (as a worker would publish it). */
+export function parsedRankPart({ workerId, role, geometry, parallel, banks, agentName, metadata }: RankPartSpec): RankPart {
+  return parseRankPart({
     version: 1,
     workerId,
     incarnation: '0123456789abcdef',
@@ -44,8 +49,19 @@ export function openRank({ workerId, role, geometry, tpRank, tpSize, blocks, bac
       blocks: bank.blocks,
       blockStride: String(bank.blockStride),
     })),
-    transport: { agentName: agent.name, generation: 1, metadata: agent.metadata().toString('base64') },
+    transport: { agentName, generation: 1, metadata },
   });
+}
+
+export function openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend }: RankSpec): RankSide {
+  const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1 };
+  const agent = transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
+  const extent = layoutRankBanks(geometry, parallel, { blocks, address: 0n }).at(-1);
+  if (extent === undefined) throw new Error('no banks');
+  const allocation = agent.allocate(Number(extent.address + extent.bytes));
+  const banks = layoutRankBanks(geometry, parallel, { blocks, address: allocation.address });
+  const regions = banks.map((bank) => agent.register({ address: bank.address, bytes: bank.bytes }));
+  const part = parsedRankPart({ workerId, role, geometry, parallel, banks, agentName: agent.name, metadata: agent.metadata().toString('base64') });
   return { agent, allocation, regions, part };
 }
 
