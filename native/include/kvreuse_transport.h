@@ -533,7 +533,7 @@ KVT_API const char *kvt_counter_name(uint32_t index);
 
 enum {
     KVT_FAULT_REGISTER = 0,   /* kvt_mem_register fails before mapping anything */
-    KVT_FAULT_POST = 1,       /* kvt_xfer_post fails after validation, before any byte moves */
+    KVT_FAULT_POST = 1,       /* kvt_xfer_post / kvt_xfer_post_blocks fail after validation, before any byte moves */
     KVT_FAULT_COMPLETION = 2, /* an operation moves its bytes, then ends with the code instead of KVT_OK */
 };
 
