@@ -405,6 +405,66 @@ KVT_API kvt_status kvt_xfer_cancel(uint32_t agent, uint64_t op);
 KVT_API kvt_status kvt_xfer_release(uint32_t agent, uint64_t op);
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Transfer templates: plan once per peer generation, post by block lists                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+/**
+ * Registers a transfer template against `peer` at `peer_generation` (KVT_PEER_READY, else
+ * KVT_ERR_NOT_FOUND) and returns its id (unique in the agent, never reused).
+ *
+ * A template is `route_count` (1..KVT_MAX_DESCRIPTORS) routes as parallel arrays, the rank-pair slice
+ * of the TransferTemplate `buildTransferTemplate` (@kvreuse/descriptors) builds, in local/remote terms.
+ * For route r and a block pair (local block lb, remote block rb), rows k = 0 .. rows[r] - 1 each move
+ * row_bytes[r] bytes between
+ *     local:  region local_regions[local_index[r]],
+ *             offset local_base[r]  + lb * local_block_stride[r]  + k * local_row_stride[r]
+ *     remote: region remote_regions[remote_index[r]],
+ *             offset remote_base[r] + rb * remote_block_stride[r] + k * remote_row_stride[r]
+ * Valid blocks are 0 .. local_block_limit - 1 and 0 .. remote_block_limit - 1. Every route is
+ * bounds-checked once here, at the largest block of each side: one route past the end of its region
+ * (or overflowing 64 bits) refuses the template with KVT_ERR_INVALID_PARAM, the detail naming the route,
+ * the side, the region and the bound. The arrays are copied.
+ *
+ * The template dies with the peer generation: once the peer is reloaded or invalidated, posting on it
+ * answers KVT_ERR_NOT_FOUND (register it again against the new generation), as does a post after one
+ * of its local regions was deregistered.
+ */
+KVT_API kvt_status kvt_template_register(uint32_t agent, uint32_t peer, uint64_t peer_generation,
+                                         uint32_t route_count, const uint32_t *local_index,
+                                         const uint32_t *remote_index, const uint64_t *local_base,
+                                         const uint64_t *remote_base, const uint64_t *local_block_stride,
+                                         const uint64_t *remote_block_stride, const uint32_t *rows,
+                                         const uint64_t *row_bytes, const uint64_t *local_row_stride,
+                                         const uint64_t *remote_row_stride, uint32_t local_region_count,
+                                         const uint32_t *local_regions, uint32_t remote_region_count,
+                                         const uint32_t *remote_regions, uint32_t local_block_limit,
+                                         uint32_t remote_block_limit, uint32_t *out_template);
+
+/**
+ * Posts `count` (1..KVT_MAX_DESCRIPTORS) block pairs on a template as ONE operation: pair i moves every
+ * route's segment of local block local_blocks[i] and remote block remote_blocks[i], in `direction`
+ * (KVT_XFER_READ: remote → local; KVT_XFER_WRITE: local → remote). Each block is checked against the
+ * template's limits, O(count), before anything moves (KVT_ERR_INVALID_PARAM naming the index); the
+ * lists are copied. The operation's pieces are never built as a whole: the progress thread expands the
+ * segments into a small window of descriptors as it issues them (neighbours contiguous on both sides
+ * merged, as kvt_xfer_post merges them), within KVT_MAX_REQUEST_BYTES per UCX request, and stops
+ * between pieces when cancelled. Routes on one local and one remote region go block by block (every
+ * route of a block pair, then the next pair); others route by route. Otherwise exactly kvt_xfer_post:
+ * the same paths (direct copy through a shared mapping, or ucp_get_nbx / ucp_put_nbx), notification,
+ * status, cancel, poll and release.
+ */
+KVT_API kvt_status kvt_xfer_post_blocks(uint32_t agent, uint32_t template_id, uint32_t direction, uint32_t count,
+                                        const uint32_t *local_blocks, const uint32_t *remote_blocks,
+                                        const uint8_t *notification, uint32_t notification_length,
+                                        uint64_t *out_op);
+
+/**
+ * Releases a template and its id. Operations already posted on it run to their end (they hold their
+ * own reference). A destroyed agent releases its templates.
+ */
+KVT_API kvt_status kvt_template_release(uint32_t agent, uint32_t template_id);
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Notifications                                                                                    */
 /* ---------------------------------------------------------------------------------------------- */
 
@@ -473,7 +533,7 @@ KVT_API const char *kvt_counter_name(uint32_t index);
 
 enum {
     KVT_FAULT_REGISTER = 0,   /* kvt_mem_register fails before mapping anything */
-    KVT_FAULT_POST = 1,       /* kvt_xfer_post fails after validation, before any byte moves */
+    KVT_FAULT_POST = 1,       /* kvt_xfer_post / kvt_xfer_post_blocks fail after validation, before any byte moves */
     KVT_FAULT_COMPLETION = 2, /* an operation moves its bytes, then ends with the code instead of KVT_OK */
 };
 

@@ -298,6 +298,7 @@ static void agent_free(kvt_agent *agent) {
     free(agent->regions);
     free(agent->peers);
     kvt_map_free(&agent->ops);
+    kvt_templates_free_all(agent);
     pthread_mutex_destroy(&agent->config_lock);
     pthread_mutex_destroy(&agent->lock);
     pthread_cond_destroy(&agent->command_done);
@@ -314,6 +315,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     agent->metadata_generation = 1;
     agent->next_region_id = agent->next_peer_id = 1;
     agent->next_op_id = 1;
+    agent->next_template_id = 1;
     agent->wake_pipe[0] = agent->wake_pipe[1] = agent->command_fd = -1;
     pthread_mutex_init(&agent->config_lock, NULL);
     pthread_mutex_init(&agent->lock, NULL);

@@ -186,6 +186,8 @@ enum kvt_op_phase {
     KVT_PHASE_TERMINAL,
 };
 
+struct kvt_expansion;
+
 typedef struct kvt_op {
     uint64_t id;
     uint32_t direction;
@@ -193,6 +195,9 @@ typedef struct kvt_op {
     kvt_conn *conn;
     uint32_t count;
     kvt_desc *descs;
+    /* A template post (template.c): descs is a window the progress thread refills from the template's
+     * segments as it issues them (kvt_op_more); NULL for an explicit post. */
+    struct kvt_expansion *expansion;
     uint32_t local_count;
     kvt_region **locals;
     uint8_t notification[KVT_MAX_NOTIFICATION];
@@ -292,6 +297,10 @@ struct kvt_agent {
     _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
 
     _Atomic uint64_t counters[KVT_COUNTER_COUNT];
+
+    /* Registered transfer templates by id (template.c); under `lock`. */
+    kvt_map templates;
+    uint32_t next_template_id;
 
     /* Progress thread only. */
     kvt_op *active;  /* ops in QUEUED..NOTIFYING */
@@ -399,6 +408,29 @@ int kvt_ops_next_timeout_ms(kvt_agent *agent);
 void kvt_op_notified(kvt_agent *agent, kvt_op *op, kvt_status status);
 void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op);
 void kvt_op_free(kvt_op *op);
+/* A queued op with room for `desc_capacity` descriptors and `local_count` local regions; NULL when out of memory. */
+kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, const uint8_t *notification,
+                   uint32_t notification_length);
+/* Peer `peer_id` when it is usable at `generation` (agent->lock held): NOT_FOUND when stale, invalidated or
+ * unknown, REMOTE_DISCONNECT when its connection failed. */
+kvt_status kvt_resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,
+                                   kvt_peer **out);
+/* Hands a fully built op to the progress thread (agent->lock held): the post fault, its id, the references
+ * on its regions, peer and connection, the counters. On failure nothing was taken. */
+kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_peer *peer, kvt_op *op);
+
+/* ---- templates (template.c) ---------------------------------------------------------------------- */
+
+/* (P) Refills op->descs with the next pieces of a template post; false when every piece was issued. */
+bool kvt_expansion_refill(kvt_op *op);
+void kvt_expansion_free(struct kvt_expansion *expansion);
+/* Frees every registered template of a destroyed agent. */
+void kvt_templates_free_all(kvt_agent *agent);
+
+/* (P) Whether the op has a descriptor left to issue at op->descs[op->next] (refilling a template post's window). */
+static inline bool kvt_op_more(kvt_op *op) {
+    return op->next < op->count || (op->expansion && kvt_expansion_refill(op));
+}
 /* (P) Adds to op->bytes_done with a plain load and store: the progress thread is its only writer, and a
  * locked add right after a copy stalls until every store of that copy has drained (measured: ~14% of a
  * batch of 4 KiB gets). Backends add once per round, not per descriptor. */

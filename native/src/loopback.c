@@ -110,7 +110,7 @@ static void copy_piece(kvt_copier *copier, uint8_t *destination, const uint8_t *
 static void loopback_advance(kvt_agent *agent, kvt_op *op) {
     (void)agent;
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
-    if (op->error == KVT_OK && op->next < op->count) {
+    if (op->error == KVT_OK && kvt_op_more(op)) {
         kvt_agent *target = kvt_agent_find_live(op->conn->meta.name, op->conn->meta.incarnation);
         if (!target) {
             atomic_store(&op->conn->failed, true);
@@ -120,7 +120,7 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
             uint64_t budget = LOOPBACK_CHUNK_BYTES;
             uint64_t moved = 0;
             kvt_copier copier = {.streaming = op->streaming};
-            while (budget > 0 && op->next < op->count) {
+            while (budget > 0 && kvt_op_more(op)) {
                 const kvt_desc *d = &op->descs[op->next];
                 uint64_t n = d->length - op->next_offset;
                 if (n > budget) n = budget;
@@ -151,7 +151,7 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
             kvt_op_add_bytes_done(op, moved);
         }
     }
-    if (op->error != KVT_OK || op->next == op->count) op->phase = KVT_PHASE_MOVED;
+    if (op->error != KVT_OK || !kvt_op_more(op)) op->phase = KVT_PHASE_MOVED;
 }
 
 static kvt_status loopback_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data,

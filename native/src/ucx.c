@@ -610,7 +610,7 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     kvt_copier copier = {.streaming = op->streaming};
     bool copied = false;
     uint64_t issue_limit = atomic_load_explicit(&agent->issue_limit, memory_order_relaxed);
-    while (op->error == KVT_OK && op->next < op->count && issued < ISSUE_BUDGET_BYTES && op->bytes_issued < issue_limit &&
+    while (op->error == KVT_OK && kvt_op_more(op) && issued < ISSUE_BUDGET_BYTES && op->bytes_issued < issue_limit &&
            !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
         const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
         if (remote->mapped) {
@@ -632,7 +632,7 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     kvt_op_add_bytes_done(op, completed_now);
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error != KVT_OK && op->outstanding > 0) stop_outstanding(agent, op);
-    if (op->outstanding > 0 || (op->error == KVT_OK && op->next < op->count)) return;
+    if (op->outstanding > 0 || (op->error == KVT_OK && kvt_op_more(op))) return;
     if (op->error == KVT_OK && op->direction == KVT_XFER_WRITE && !op->flushed) {
         /* A put completes locally before it lands; the flush confirms remote completion. */
         op->flushed = true;

@@ -39,8 +39,8 @@ static kvt_status check_post_shape(const post_request *req, const uint64_t *out_
     return KVT_OK;
 }
 
-static kvt_status resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,
-                                      kvt_peer **out) {
+kvt_status kvt_resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,
+                                   kvt_peer **out) {
     kvt_peer *peer = NULL;
     kvt_status status = kvt_peer_lookup_locked(agent, call, peer_id, &peer);
     if (status != KVT_OK) return status;
@@ -134,40 +134,36 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
 
 void kvt_op_free(kvt_op *op) {
     if (!op) return;
+    kvt_expansion_free(op->expansion);
     free(op->descs);
     free(op->locals);
     free(op);
 }
 
-static kvt_op *op_new(const post_request *req) {
+kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, const uint8_t *notification,
+                   uint32_t notification_length) {
     kvt_op *op = calloc(1, sizeof *op);
     if (!op) return NULL;
-    op->descs = malloc((size_t)req->count * sizeof *op->descs);
-    op->locals = malloc((size_t)req->local_region_count * sizeof *op->locals);
+    op->descs = malloc((size_t)desc_capacity * sizeof *op->descs);
+    op->locals = malloc((size_t)local_count * sizeof *op->locals);
     if (!op->descs || !op->locals) {
         kvt_op_free(op);
         return NULL;
     }
-    op->direction = req->direction;
-    op->local_count = req->local_region_count;
+    op->direction = direction;
+    op->local_count = local_count;
     op->status = KVT_IN_PROGRESS;
     op->phase = KVT_PHASE_QUEUED;
-    op->notification_length = req->notification_length;
-    if (req->notification_length) memcpy(op->notification, req->notification, req->notification_length);
+    op->notification_length = notification_length;
+    if (notification_length) memcpy(op->notification, notification, notification_length);
     return op;
 }
 
-static kvt_status post_locked(kvt_agent *agent, uint32_t peer_id, uint64_t generation, const post_request *req,
-                              kvt_op *op, uint32_t *remote_slots) {
-    kvt_peer *peer = NULL;
-    kvt_status status = resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
-    if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
-    if (status == KVT_OK) status = build_descriptors(req, peer->conn, op->locals, remote_slots, op);
-    if (status != KVT_OK) return status;
+kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_peer *peer, kvt_op *op) {
     kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_POST);
-    if (fault != KVT_OK) return kvt_fail(fault, "kvt_xfer_post: injected fault (post) on agent '%s'", agent->name);
+    if (fault != KVT_OK) return kvt_fail(fault, "%s: injected fault (post) on agent '%s'", call, agent->name);
     op->id = agent->next_op_id;
-    if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory");
+    if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
     agent->next_op_id++;
     for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy++;
     op->peer = peer;
@@ -180,6 +176,16 @@ static kvt_status post_locked(kvt_agent *agent, uint32_t peer_id, uint64_t gener
     op->command = (kvt_command){.kind = KVT_CMD_POST, .op = op};
     kvt_command_submit_locked(agent, &op->command);
     return KVT_OK;
+}
+
+static kvt_status post_locked(kvt_agent *agent, uint32_t peer_id, uint64_t generation, const post_request *req,
+                              kvt_op *op, uint32_t *remote_slots) {
+    kvt_peer *peer = NULL;
+    kvt_status status = kvt_resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
+    if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
+    if (status == KVT_OK) status = build_descriptors(req, peer->conn, op->locals, remote_slots, op);
+    if (status != KVT_OK) return status;
+    return kvt_op_start_locked(agent, "kvt_xfer_post", peer, op);
 }
 
 kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id, uint64_t peer_generation,
@@ -206,7 +212,7 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
                               .notification_length = notification_length};
     status = check_post_shape(&req, out_op);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
-    kvt_op *op = op_new(&req);
+    kvt_op *op = kvt_op_new(direction, count, local_region_count, notification, notification_length);
     uint32_t *remote_slots = malloc((size_t)remote_region_count * sizeof *remote_slots);
     if (!op || !remote_slots) {
         free(remote_slots);
@@ -437,7 +443,7 @@ kvt_status kvt_notify_send(uint32_t agent_id, uint32_t peer_id, uint64_t peer_ge
                                                 KVT_MAX_NOTIFICATION, length, data ? "given" : "NULL"));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
-    status = resolve_peer_locked(agent, "kvt_notify_send", peer_id, peer_generation, &peer);
+    status = kvt_resolve_peer_locked(agent, "kvt_notify_send", peer_id, peer_generation, &peer);
     kvt_conn *conn = status == KVT_OK ? peer->conn : NULL;
     if (conn) conn->refs++;
     pthread_mutex_unlock(&agent->lock);

@@ -9,6 +9,7 @@ import { Allocation, type MemoryRange, type Region, registerMemory } from './mem
 import { Notifications, type Notification } from './notifications.js';
 import { Operation } from './operation.js';
 import { Peer } from './peer.js';
+import { type PostBlocksRequest, RegisteredTemplate, type RegisterTemplateRequest } from './template.js';
 import { postTransfer, type PostRequest } from './transfer.js';
 
 export interface AgentOptions {
@@ -48,6 +49,7 @@ export class Agent {
   /** Posted operations whose outcome has not been reported yet, by id. */
   readonly #pending = new Map<bigint, Operation>();
   readonly #peers = new Map<number, Peer>();
+  readonly #templates = new Set<RegisteredTemplate>();
   readonly #opIds = new BigUint64Array(POLL_CAPACITY);
   readonly #statuses = new Int32Array(POLL_CAPACITY);
   readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
@@ -172,6 +174,39 @@ export class Agent {
     return operation;
   }
 
+  /**
+   * Registers one rank pair of a transfer template (`buildTransferTemplate` of `@kvreuse/descriptors`)
+   * against the peer's current generation. Every route is bounds-checked once, natively, at the largest
+   * block of each side (INVALID_PARAM naming the route, region and bound); posts then carry only block lists.
+   */
+  registerTemplate(request: RegisterTemplateRequest): RegisteredTemplate {
+    this.#state.assertOpen('register a transfer template');
+    if (!isObject(request)) throw new InvalidArgumentError('request', request, 'must be an object { peer, template, direction, localRegions, remoteRegions, pair? }');
+    const registered = RegisteredTemplate.register(this.#context, request, (released) => this.#templates.delete(released));
+    this.#templates.add(registered);
+    return registered;
+  }
+
+  /**
+   * Posts one request by block lists on a registered template, as one operation: the lists are checked
+   * (`prepareTransfer`) and handed to the native layer as they are; no descriptor is built in JavaScript.
+   * The operation's `descriptorCount` is the number of block pairs.
+   */
+  postBlocks(request: PostBlocksRequest): Operation {
+    this.#state.assertOpen('post a transfer');
+    if (!isObject(request)) throw new InvalidArgumentError('request', request, 'must be an object { template, sourceBlocks, destinationBlocks }');
+    const { template } = request;
+    if (!(template instanceof RegisteredTemplate)) {
+      throw new InvalidArgumentError('template', template, 'must be a RegisteredTemplate from agent.registerTemplate');
+    }
+    if (!template.belongsTo(this.#context)) throw new ForeignHandleError('RegisteredTemplate', 'template', this.name);
+    const id = template.post(request);
+    const operation = new Operation(this.#context, id, request.sourceBlocks.length, (released) => this.#pending.delete(released.id));
+    this.#pending.set(id, operation);
+    this.#updateRef();
+    return operation;
+  }
+
   /** Sends 1..maxNotificationBytes bytes (a string is sent as UTF-8) to a peer; returns once it has left. */
   sendNotification(peer: Peer, data: Uint8Array | string): void {
     this.#state.assertOpen('send a notification');
@@ -221,6 +256,8 @@ export class Agent {
     this.#wake.destroy();
     for (const peer of this.#peers.values()) peer.closedWithAgent();
     this.#peers.clear();
+    for (const template of this.#templates) template.closedWithAgent();
+    this.#templates.clear();
     this.#notifications.close(new HandleClosedError('Agent', JSON.stringify(this.name), 'wait for a notification'));
   }
 

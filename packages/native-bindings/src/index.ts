@@ -20,5 +20,6 @@ export type { Notification } from './notifications.js';
 export { type CancelOutcome, Operation, type OperationResult, type OperationStatus } from './operation.js';
 export { Peer, type PeerInfo, type PeerRegion, type PeerState } from './peer.js';
 export { type StatusCodeName, statusCodeNames } from './status.js';
+export { type PostBlocksRequest, RegisteredTemplate, type RegisterTemplateRequest } from './template.js';
 export type { PostRequest, TransferDescriptors, TransferDirection } from './transfer.js';
 export { type Capabilities, type LoadTransportOptions, loadTransport, Transport } from './transport.js';

@@ -98,6 +98,41 @@ export interface NativeApi {
     notificationLength: number,
     outOp: BigUint64Array,
   ): number;
+  kvt_template_register(
+    agent: number,
+    peer: number,
+    peerGeneration: bigint,
+    routeCount: number,
+    localIndex: Uint32Array,
+    remoteIndex: Uint32Array,
+    localBase: BigUint64Array,
+    remoteBase: BigUint64Array,
+    localBlockStride: BigUint64Array,
+    remoteBlockStride: BigUint64Array,
+    rows: Uint32Array,
+    rowBytes: BigUint64Array,
+    localRowStride: BigUint64Array,
+    remoteRowStride: BigUint64Array,
+    localRegionCount: number,
+    localRegions: Uint32Array,
+    remoteRegionCount: number,
+    remoteRegions: Uint32Array,
+    localBlockLimit: number,
+    remoteBlockLimit: number,
+    outTemplate: Uint32Array,
+  ): number;
+  kvt_xfer_post_blocks(
+    agent: number,
+    templateId: number,
+    direction: number,
+    count: number,
+    localBlocks: Uint32Array,
+    remoteBlocks: Uint32Array,
+    notification: Uint8Array | null,
+    notificationLength: number,
+    outOp: BigUint64Array,
+  ): number;
+  kvt_template_release(agent: number, templateId: number): number;
   kvt_xfer_status(
     agent: number,
     op: bigint,
@@ -158,6 +193,17 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'const uint32_t *local_index, const uint64_t *local_offset, const uint32_t *remote_index, const uint64_t *remote_offset, ' +
     'const uint64_t *length, uint32_t local_region_count, const uint32_t *local_regions, uint32_t remote_region_count, ' +
     'const uint32_t *remote_regions, const uint8_t *notification, uint32_t notification_length, uint64_t *out_op)',
+  kvt_template_register:
+    'int32_t kvt_template_register(uint32_t agent, uint32_t peer, uint64_t peer_generation, uint32_t route_count, ' +
+    'const uint32_t *local_index, const uint32_t *remote_index, const uint64_t *local_base, const uint64_t *remote_base, ' +
+    'const uint64_t *local_block_stride, const uint64_t *remote_block_stride, const uint32_t *rows, const uint64_t *row_bytes, ' +
+    'const uint64_t *local_row_stride, const uint64_t *remote_row_stride, uint32_t local_region_count, const uint32_t *local_regions, ' +
+    'uint32_t remote_region_count, const uint32_t *remote_regions, uint32_t local_block_limit, uint32_t remote_block_limit, ' +
+    'uint32_t *out_template)',
+  kvt_xfer_post_blocks:
+    'int32_t kvt_xfer_post_blocks(uint32_t agent, uint32_t template_id, uint32_t direction, uint32_t count, ' +
+    'const uint32_t *local_blocks, const uint32_t *remote_blocks, const uint8_t *notification, uint32_t notification_length, uint64_t *out_op)',
+  kvt_template_release: 'int32_t kvt_template_release(uint32_t agent, uint32_t template_id)',
   kvt_xfer_status:
     'int32_t kvt_xfer_status(uint32_t agent, uint64_t op, int32_t *out_status, uint64_t *out_bytes_done, uint64_t *out_bytes_total)',
   kvt_xfer_cancel: 'int32_t kvt_xfer_cancel(uint32_t agent, uint64_t op)',

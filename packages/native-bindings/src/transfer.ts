@@ -33,9 +33,10 @@ export interface PostRequest {
   readonly notification?: Uint8Array | string;
 }
 
-const directionIds: { readonly [D in TransferDirection]: number } = { read: 0, write: 1 };
+export const directionIds: { readonly [D in TransferDirection]: number } = { read: 0, write: 1 };
 
-function regionTable(agent: AgentContext, regions: readonly Region[]): Uint32Array {
+/** The ids of this agent's `regions`, checked open and its own. */
+export function regionTable(agent: AgentContext, regions: readonly Region[]): Uint32Array {
   const ids = new Uint32Array(regions.length);
   regions.forEach((region, index) => {
     if (!region.belongsTo(agent)) throw new ForeignHandleError('Region', `${region.id} (localRegions[${index}])`, agent.name);
@@ -45,7 +46,8 @@ function regionTable(agent: AgentContext, regions: readonly Region[]): Uint32Arr
   return ids;
 }
 
-function remoteRegionTable(regions: readonly number[] | Uint32Array): Uint32Array {
+/** Region ids the peer advertised, checked to be uint32s. */
+export function remoteRegionTable(regions: readonly number[] | Uint32Array): Uint32Array {
   if (regions instanceof Uint32Array) return regions;
   regions.forEach((id, index) => {
     if (!Number.isInteger(id) || id < 0 || id > 0xffff_ffff) {
@@ -53,6 +55,11 @@ function remoteRegionTable(regions: readonly number[] | Uint32Array): Uint32Arra
     }
   });
   return Uint32Array.from(regions);
+}
+
+/** A notification as bytes (a string as UTF-8), or null for none. */
+export function notificationBytes(notification: Uint8Array | string | undefined): Uint8Array | null {
+  return typeof notification === 'string' ? Buffer.from(notification, 'utf8') : (notification ?? null);
 }
 
 function checkDescriptorArrays(descriptors: TransferDescriptors): number {
@@ -88,8 +95,7 @@ export function postTransfer(agent: AgentContext, request: PostRequest): { id: b
   const count = checkDescriptorArrays(descriptors);
   const localRegions = regionTable(agent, request.localRegions);
   const remoteRegions = remoteRegionTable(request.remoteRegions);
-  const notification =
-    typeof request.notification === 'string' ? Buffer.from(request.notification, 'utf8') : (request.notification ?? null);
+  const notification = notificationBytes(request.notification);
   const read = direction === 'read';
   const out = new BigUint64Array(1);
   check(

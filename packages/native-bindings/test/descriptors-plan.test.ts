@@ -1,17 +1,9 @@
-import {
-  assembleWorker,
-  type Geometry,
-  layoutRankBanks,
-  parseRankPart,
-  planTransfer,
-  type RankPart,
-  type Worker,
-} from '@kvreuse/descriptors';
+import { type Geometry, planTransfer } from '@kvreuse/descriptors';
 import { describe, expect, it } from 'vitest';
-import type { Agent, Allocation, Region } from '@kvreuse/native-bindings';
-import { agentName, testedBackends, transport } from './support/backends.js';
+import { testedBackends } from './support/backends.js';
 import { fillPattern } from './support/content.js';
 import { allZero, liveCounters } from './support/pair.js';
+import { closeRank, openRank, type RankSide, workerOf } from './support/ranks.js';
 
 // Qwen3-0.6B (DESIGN.md), layer-separate banks of a few blocks each to keep the test small.
 const geometry: Geometry = {
@@ -26,63 +18,14 @@ const geometry: Geometry = {
 };
 const BLOCKS = 4;
 
-interface RankSide {
-  readonly agent: Agent;
-  readonly allocation: Allocation;
-  /** One region per bank, in the rank part's bank order. */
-  readonly regions: Region[];
-  readonly part: RankPart;
-}
-
-/** An agent for one rank: its banks laid out in one allocation, each bank registered as its own region. */
-function openRank(workerId: string, role: 'decode' | 'prefill', tpRank: number, tpSize: number, backend: 'loopback' | 'ucx'): RankSide {
-  const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1 };
-  const agent = transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
-  const extent = layoutRankBanks(geometry, parallel, { blocks: BLOCKS, address: 0n }).at(-1);
-  if (extent === undefined) throw new Error('no banks');
-  const allocation = agent.allocate(Number(extent.address + extent.bytes));
-  const banks = layoutRankBanks(geometry, parallel, { blocks: BLOCKS, address: allocation.address });
-  const regions = banks.map((bank) => agent.register({ address: bank.address, bytes: bank.bytes }));
-  const part = parseRankPart({
-    version: 1,
-    workerId,
-    incarnation: '0123456789abcdef',
-    role,
-    geometry,
-    parallel: { ...parallel, dpRank: 0 },
-    banks: banks.map((bank) => ({
-      memKind: bank.memKind,
-      deviceId: bank.deviceId,
-      address: String(bank.address),
-      bytes: String(bank.bytes),
-      blocks: bank.blocks,
-      blockStride: String(bank.blockStride),
-    })),
-    transport: { agentName: agent.name, generation: 1, metadata: agent.metadata().toString('base64') },
-  });
-  return { agent, allocation, regions, part };
-}
-
-function worker(ranks: readonly RankSide[]): Worker {
-  const assembled = assembleWorker(ranks.map((rank) => rank.part));
-  if (!assembled.complete) throw new Error('worker incomplete');
-  return assembled.worker;
-}
-
-function closeRank(rank: RankSide): void {
-  for (const region of rank.regions) region.deregister();
-  rank.allocation.free();
-  rank.agent.close();
-}
-
 describe.each(testedBackends)('planTransfer output posted as is on %s', (backend) => {
   it('pulls blocks from a TP 2 decode worker into a TP 1 prefill worker, byte for byte as planned', async () => {
-    const decode = [0, 1].map((tpRank) => openRank('decode-0', 'decode', tpRank, 2, backend));
-    const prefill = openRank('prefill-0', 'prefill', 0, 1, backend);
+    const decode = [0, 1].map((tpRank) => openRank({ workerId: 'decode-0', role: 'decode', geometry, tpRank, tpSize: 2, blocks: BLOCKS, backend }));
+    const prefill = openRank({ workerId: 'prefill-0', role: 'prefill', geometry, tpRank: 0, tpSize: 1, blocks: BLOCKS, backend });
     decode.forEach((rank, tpRank) => fillPattern(rank.allocation.view(), 100 + tpRank));
     prefill.allocation.view().fill(0);
 
-    const plan = planTransfer(worker(decode), worker([prefill]), [
+    const plan = planTransfer(workerOf(decode), workerOf([prefill]), [
       [0, 3],
       [1, 2],
       [2, 1],
