@@ -34,6 +34,7 @@ void kvt_peers_free_all(kvt_agent *agent) {
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
+        kvt_heartbeat_peer_removed_locked(agent, peer);
         free(peer);
         kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
     }
@@ -226,6 +227,7 @@ kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
         for (uint32_t i = 0; i < agent->peer_count; i++)
             if (agent->peers[i] == peer) agent->peers[i] = agent->peers[--agent->peer_count];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
+        kvt_heartbeat_peer_removed_locked(agent, peer);
         free(peer);
         kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
     }
