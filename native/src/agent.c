@@ -215,6 +215,7 @@ static bool run_commands(kvt_agent *agent, bool *worked) {
         switch (command->kind) {
         case KVT_CMD_POST:
             kvt_ops_run(agent, command);
+            kvt_heartbeat_wake(agent);
             break;
         case KVT_CMD_CALL:
             command->detail[0] = '\0';

@@ -61,9 +61,15 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
     return count;
 }
 
+void kvt_heartbeat_wake(kvt_agent *agent) { atomic_store_explicit(&agent->heartbeat_woken, true, memory_order_relaxed); }
+
 void kvt_heartbeat_tick(kvt_agent *agent) {
     uint64_t now = kvt_now_ns();
-    if (now < atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed)) return;
+    /* A round is due on time, or at once when probing may start (a post or a watch while nothing was probed);
+     * never earlier while probing, since each round counts a miss. */
+    bool start = atomic_exchange_explicit(&agent->heartbeat_woken, false, memory_order_relaxed) &&
+                 !agent->heartbeat_probing;
+    if (!start && now < atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed)) return;
     pthread_mutex_lock(&agent->lock);
     atomic_store_explicit(&agent->next_heartbeat_ns, now + agent->heartbeat_interval_ms * NS_PER_MS,
                           memory_order_relaxed);
@@ -143,7 +149,7 @@ kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched)
     status = kvt_peer_lookup_locked(agent, "kvt_peer_watch", peer_id, &peer);
     if (status == KVT_OK) {
         peer->heartbeat.watched = watched == 1;
-        atomic_store(&agent->next_heartbeat_ns, 0); /* an idle progress thread starts probing at once */
+        kvt_heartbeat_wake(agent);
         kvt_agent_kick(agent);
     }
     pthread_mutex_unlock(&agent->lock);

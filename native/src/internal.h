@@ -301,8 +301,9 @@ struct kvt_agent {
 
     uint32_t heartbeat_interval_ms, heartbeat_misses;
     uint64_t peer_events_pending; /* heartbeat transitions not yet polled */
-    _Atomic uint64_t next_heartbeat_ns; /* the next probe round (0: at once); progress thread, reset by API calls */
+    _Atomic uint64_t next_heartbeat_ns; /* the next probe round (0: at once); progress thread, reset by settings */
     bool heartbeat_probing; /* progress thread: the last round probed a peer */
+    _Atomic bool heartbeat_woken; /* kvt_heartbeat_wake */
 
     kvt_fault faults[3];
     _Atomic bool progress_stalled; /* kvt_fault_stall_progress */
@@ -416,6 +417,8 @@ void kvt_liveness_check(kvt_agent *agent, uint64_t *next_check_ns, void (*on_gon
 /* (P) When a round is due: probes every peer with operations in flight or watched, and reports the ones
  * that answered nothing for the agent's miss count. */
 void kvt_heartbeat_tick(kvt_agent *agent);
+/* Something may start probing (a post, a watch): an idle progress thread runs a round at its next turn. */
+void kvt_heartbeat_wake(kvt_agent *agent);
 /* (P) Milliseconds until the next round while peers are being probed, else -1. */
 int kvt_heartbeat_next_timeout_ms(kvt_agent *agent);
 /* (P) A probe of peer `peer_id` was answered. */
