@@ -369,6 +369,12 @@ enum {
                                   operation: load its metadata again (the same blob reconnects a live peer) */
 };
 
+/**
+ * The agent name of a loaded peer, NUL-terminated, into `name` (capacity at least KVT_MAX_NAME + 1 always
+ * suffices; a smaller one that does not hold the name is INVALID_PARAM).
+ */
+KVT_API kvt_status kvt_peer_name(uint32_t agent, uint32_t peer, char *name, uint32_t capacity);
+
 /** Generation, state (KVT_PEER_*) and number of advertised regions of a peer. Any out pointer may be NULL. */
 KVT_API kvt_status kvt_peer_info(uint32_t agent, uint32_t peer, uint64_t *out_generation, uint32_t *out_state,
                                  uint32_t *out_region_count);

@@ -168,6 +168,9 @@ static void stopped_source_is_reported_then_responsive_again(const char *tls, bo
     wait_events(&log, 1, "the stopped source to be reported unresponsive");
     CHECK(log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE, "report of peer %u, kind %u",
           log.peers[0], log.kinds[0]);
+    char name[KVT_MAX_NAME + 1];
+    CHECK_OK(kvt_peer_name(agent, log.peers[0], name, sizeof name));
+    CHECK(strcmp(name, test_backend == KVT_BACKEND_UCX ? "source-process" : "heartbeat-source") == 0, "peer '%s'", name);
     CHECK(log.silences[0] >= (uint64_t)interval_ms * misses, "silent %llu ms when reported (%u intervals of %u ms)",
           (unsigned long long)log.silences[0], misses, interval_ms);
     CHECK(counter(agent, KVT_COUNTER_UNRESPONSIVE_PEERS) == 1, "one unresponsive peer counted");
@@ -340,6 +343,8 @@ static void bad_settings_are_refused(void) {
     CHECK_DETAIL("misses 0 is outside 1..1000");
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_set_heartbeat(agent, 100, KVT_HEARTBEAT_MAX_MISSES + 1));
     CHECK_OK(kvt_agent_set_heartbeat(agent, KVT_HEARTBEAT_MIN_INTERVAL_MS, KVT_HEARTBEAT_MAX_MISSES));
+    char name[KVT_MAX_NAME + 1];
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_name(agent, 7, name, sizeof name));
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_watch(agent, 7, 1));
     CHECK_DETAIL("has no peer 7");
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_watch(agent, 7, 2));
