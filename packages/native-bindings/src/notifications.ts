@@ -2,6 +2,7 @@ import { InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { check } from './library.js';
 import type { Peer } from './peer.js';
+import { WaitQueue } from './wait-queue.js';
 
 /** A message received from a peer. */
 export interface Notification {
@@ -13,17 +14,11 @@ export interface Notification {
 const MAX_NAME = 255;
 const MAX_NOTIFICATION = 4096;
 
-interface Waiter {
-  readonly resolve: (notification: Notification) => void;
-  readonly reject: (error: Error) => void;
-}
-
 /** An agent's received notifications: drained from the native queue on every wake-up, handed out in order. */
 export class Notifications {
   readonly #agent: AgentContext;
   readonly #onWaitersChanged: () => void;
-  readonly #queue: Notification[] = [];
-  readonly #waiters: Waiter[] = [];
+  readonly #queue = new WaitQueue<Notification>();
   readonly #sender = Buffer.alloc(MAX_NAME + 1);
   readonly #data = Buffer.alloc(MAX_NOTIFICATION);
   readonly #length = new Uint32Array(1);
@@ -35,7 +30,7 @@ export class Notifications {
   }
 
   get hasWaiters(): boolean {
-    return this.#waiters.length > 0;
+    return this.#queue.hasWaiters;
   }
 
   send(peer: Peer, data: Uint8Array | string): void {
@@ -61,30 +56,22 @@ export class Notifications {
         sender: this.#sender.toString('latin1', 0, nameEnd === -1 ? this.#sender.length : nameEnd),
         data: Buffer.from(this.#data.subarray(0, this.#length[0] ?? 0)),
       };
-      const waiter = this.#waiters.shift();
-      if (waiter === undefined) this.#queue.push(notification);
-      else waiter.resolve(notification);
+      this.#queue.push(notification);
     }
     this.#onWaitersChanged();
   }
 
   takeAll(): Notification[] {
     this.drain();
-    return this.#queue.splice(0);
+    return this.#queue.takeAll();
   }
 
   next(): Promise<Notification> {
     this.drain();
-    const queued = this.#queue.shift();
-    if (queued !== undefined) return Promise.resolve(queued);
-    return new Promise<Notification>((resolve, reject) => {
-      this.#waiters.push({ resolve, reject });
-      this.#onWaitersChanged();
-    });
+    return this.#queue.next(this.#onWaitersChanged);
   }
 
   close(error: Error): void {
-    for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
-    this.#queue.length = 0;
+    this.#queue.close(error);
   }
 }
