@@ -38,7 +38,8 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
     'reports a SIGSTOPped peer with a read in flight over tcp as unresponsive, and as responsive once it resumes; the read then completes',
     async () => {
       const sourceName = agentName('heartbeat-source');
-      const source = spawnScript('test/heartbeat/source.ts', { args: [sourceName, String(SEED), String(BYTES)], env: { UCX_TLS: 'tcp' } });
+      // The benchmarks' source process: one patterned bank, published; closes on request.
+      const source = spawnScript('bench/source.ts', { args: [sourceName, String(BYTES), String(SEED)], env: { UCX_TLS: 'tcp' } });
       const pid = source.process.pid ?? 0;
       const heartbeat = { heartbeatIntervalMs: 50, heartbeatMisses: 3 };
       const reader = withTls('tcp', () => transport.createAgent({ name: agentName('heartbeat-reader'), backend: 'ucx', heartbeat }));
