@@ -247,6 +247,7 @@ static bool stalled(kvt_agent *agent) {
     if (!atomic_load(&agent->progress_stalled) || atomic_load(&agent->closing)) return false;
     struct pollfd fd = {.fd = agent->command_fd, .events = POLLIN};
     poll(&fd, 1, STALL_POLL_MS);
+    drain_command_fd(agent); /* commands stay queued (commands_pending) for after the stall */
     return true;
 }
 

@@ -67,8 +67,8 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
     uint64_t now = kvt_now_ns();
     /* A round is due on time, or at once when probing may start (a post or a watch while nothing was probed);
      * never earlier while probing, since each round counts a miss. */
-    bool start = atomic_exchange_explicit(&agent->heartbeat_woken, false, memory_order_relaxed) &&
-                 !agent->heartbeat_probing;
+    bool start = !agent->heartbeat_probing && atomic_load_explicit(&agent->heartbeat_woken, memory_order_relaxed) &&
+                 atomic_exchange_explicit(&agent->heartbeat_woken, false, memory_order_relaxed);
     if (!start && now < atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed)) return;
     pthread_mutex_lock(&agent->lock);
     atomic_store_explicit(&agent->next_heartbeat_ns, now + agent->heartbeat_interval_ms * NS_PER_MS,

@@ -358,7 +358,15 @@ static void bad_settings_are_refused(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_set_heartbeat(agent, 100, 3));
 }
 
+/* A stalled agent is destroyed all the same: the destroy resumes its progress thread. */
+static void destroy_resumes_a_stalled_agent(void) {
+    uint32_t agent = make_agent("heartbeat-stalled");
+    CHECK_OK(kvt_fault_stall_progress(agent, 1));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(stopped_source_over_tcp),
           TEST(stopped_source_over_shared_memory),
           TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
-          TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along))
+          TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
+          TEST(destroy_resumes_a_stalled_agent))
