@@ -101,6 +101,7 @@ void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
         kvt_peer *peer = agent->peers[i];
         if (peer->id != peer_id) continue;
         kvt_peer_heartbeat *hb = &peer->heartbeat;
+        kvt_counter_add(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
         if (hb->unresponsive) transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
         hb->awaiting = false;
         hb->missed = 0;

@@ -28,7 +28,8 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
 
   it('reports a watched peer whose progress stalls as unresponsive, once, and as responsive once it answers again', async () => {
     const source = transport.createAgent({ name: agentName('heartbeat-source'), backend });
-    const heartbeat = { heartbeatIntervalMs: 20, heartbeatMisses: 3 };
+    // Ten intervals of grace: a live source answers well within them, however loaded the machine.
+    const heartbeat = { heartbeatIntervalMs: 50, heartbeatMisses: 10 };
     const reader = transport.createAgent({ name: agentName('heartbeat-reader'), backend, heartbeat });
     const peer = reader.loadPeer(source.metadata());
     expect(peer.name).toBe(source.name);
@@ -44,10 +45,12 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
     const responsive = await reader.nextPeerEvent();
     expect(responsive).toMatchObject({ type: 'peer-responsive', peer, peerName: source.name });
     expect(responsive.silentMs).toBeGreaterThanOrEqual(unresponsive.silentMs);
-    expect(reader.pollPeerEvents()).toEqual([]);
-    expect(reader.counters().unresponsivePeers).toBe(0);
-    expect(reader.counters().heartbeatsSent).toBeGreaterThan(heartbeat.heartbeatMisses);
     peer.unwatch();
+    expect(reader.pollPeerEvents()).toEqual([]);
+    const counters = reader.counters();
+    expect(counters.unresponsivePeers).toBe(0);
+    expect(counters.heartbeatsSent).toBeGreaterThan(heartbeat.heartbeatMisses);
+    expect(counters.heartbeatAnswers).toBeGreaterThanOrEqual(1);
 
     const iteration = reader.peerEvents()[Symbol.asyncIterator]().next();
     const waiting = reader.nextPeerEvent();
