@@ -3,7 +3,7 @@ import { InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { check } from './library.js';
 import type { Peer } from './peer.js';
-import { WaitQueue } from './wait-queue.js';
+import { PolledQueue } from './polled-queue.js';
 
 /**
  * How an agent probes its peers (the `transport.heartbeat*` settings; `settings.transport` fits): every
@@ -53,27 +53,21 @@ const EVENT_UNRESPONSIVE = 1;
 const POLL_CAPACITY = 256;
 
 /** An agent's heartbeat reports: drained from the native library on every wake-up, handed out in order. */
-export class PeerEvents {
+export class PeerEvents extends PolledQueue<PeerEvent> {
   readonly #agent: AgentContext;
   readonly #peerOf: (id: number) => Peer | undefined;
-  readonly #onWaitersChanged: () => void;
-  readonly #queue = new WaitQueue<PeerEvent>();
   readonly #peerIds = new Uint32Array(POLL_CAPACITY);
   readonly #kinds = new Uint32Array(POLL_CAPACITY);
   readonly #silences = new BigUint64Array(POLL_CAPACITY);
   readonly #count = new Uint32Array(1);
 
   constructor(agent: AgentContext, peerOf: (id: number) => Peer | undefined, onWaitersChanged: () => void) {
+    super(onWaitersChanged);
     this.#agent = agent;
     this.#peerOf = peerOf;
-    this.#onWaitersChanged = onWaitersChanged;
   }
 
-  get hasWaiters(): boolean {
-    return this.#queue.hasWaiters;
-  }
-
-  drain(): void {
+  protected fill(push: (event: PeerEvent) => void): void {
     const { library, id } = this.#agent;
     for (;;) {
       check(
@@ -85,7 +79,7 @@ export class PeerEvents {
       for (let i = 0; i < count; i++) {
         const peer = this.#peerOf(this.#peerIds[i] ?? 0);
         if (peer === undefined) continue;
-        this.#queue.push({
+        push({
           type: this.#kinds[i] === EVENT_UNRESPONSIVE ? 'peer-unresponsive' : 'peer-responsive',
           peer,
           peerName: peer.name,
@@ -94,20 +88,5 @@ export class PeerEvents {
       }
       if (count < POLL_CAPACITY) break;
     }
-    this.#onWaitersChanged();
-  }
-
-  takeAll(): PeerEvent[] {
-    this.drain();
-    return this.#queue.takeAll();
-  }
-
-  next(): Promise<PeerEvent> {
-    this.drain();
-    return this.#queue.next(this.#onWaitersChanged);
-  }
-
-  close(error: Error): void {
-    this.#queue.close(error);
   }
 }

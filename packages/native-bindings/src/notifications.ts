@@ -2,7 +2,7 @@ import { InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { check } from './library.js';
 import type { Peer } from './peer.js';
-import { WaitQueue } from './wait-queue.js';
+import { PolledQueue } from './polled-queue.js';
 
 /** A message received from a peer. */
 export interface Notification {
@@ -15,22 +15,16 @@ const MAX_NAME = 255;
 const MAX_NOTIFICATION = 4096;
 
 /** An agent's received notifications: drained from the native queue on every wake-up, handed out in order. */
-export class Notifications {
+export class Notifications extends PolledQueue<Notification> {
   readonly #agent: AgentContext;
-  readonly #onWaitersChanged: () => void;
-  readonly #queue = new WaitQueue<Notification>();
   readonly #sender = Buffer.alloc(MAX_NAME + 1);
   readonly #data = Buffer.alloc(MAX_NOTIFICATION);
   readonly #length = new Uint32Array(1);
   readonly #got = new Uint32Array(1);
 
   constructor(agent: AgentContext, onWaitersChanged: () => void) {
+    super(onWaitersChanged);
     this.#agent = agent;
-    this.#onWaitersChanged = onWaitersChanged;
-  }
-
-  get hasWaiters(): boolean {
-    return this.#queue.hasWaiters;
   }
 
   send(peer: Peer, data: Uint8Array | string): void {
@@ -41,8 +35,7 @@ export class Notifications {
     check(library, 'kvt_notify_send', library.api.kvt_notify_send(id, peer.id, peer.generation, bytes, bytes.length));
   }
 
-  /** Moves every notification the native library holds to waiters, then to the queue. */
-  drain(): void {
+  protected fill(push: (notification: Notification) => void): void {
     const { library, id } = this.#agent;
     for (;;) {
       check(
@@ -56,22 +49,7 @@ export class Notifications {
         sender: this.#sender.toString('latin1', 0, nameEnd === -1 ? this.#sender.length : nameEnd),
         data: Buffer.from(this.#data.subarray(0, this.#length[0] ?? 0)),
       };
-      this.#queue.push(notification);
+      push(notification);
     }
-    this.#onWaitersChanged();
-  }
-
-  takeAll(): Notification[] {
-    this.drain();
-    return this.#queue.takeAll();
-  }
-
-  next(): Promise<Notification> {
-    this.drain();
-    return this.#queue.next(this.#onWaitersChanged);
-  }
-
-  close(error: Error): void {
-    this.#queue.close(error);
   }
 }
