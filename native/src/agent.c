@@ -286,9 +286,9 @@ static void *progress_main(void *arg) {
         bool worked = false;
         if (!run_commands(agent, &worked)) break;
         worked |= agent->backend->progress(agent);
-        kvt_heartbeat_tick(agent); /* right after progress: a round sees every answer that has arrived */
         kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
+        kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         if (agent->active) continue; /* operations in flight: keep the backend busy */
         if (worked || atomic_load_explicit(&agent->commands_pending, memory_order_acquire)) continue;
         agent->backend->sleep(agent, earliest_timeout_ms(kvt_ops_next_timeout_ms(agent),
