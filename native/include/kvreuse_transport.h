@@ -226,7 +226,10 @@ KVT_API kvt_status kvt_agent_wait(uint32_t agent, uint32_t timeout_ms);
  * answers nothing for `misses` intervals in a row is reported UNRESPONSIVE; when it answers again it is
  * reported RESPONSIVE. This covers what UCX's keepalive does not: a stopped process (SIGSTOP), or one
  * whose progress thread no longer runs, on tcp and on shared memory alike. Idle, unwatched peers are
- * not probed. A probe lost for lack of memory counts as unanswered.
+ * not probed. A probe lost for lack of memory counts as unanswered. A peer is judged only once it has
+ * answered a probe on its current connection: UCX 1.13 delivers no answer from a peer in another pid
+ * namespace over shared memory (the same one-way limit that keeps gets of its caller memory from
+ * completing), so such a peer is never reported (and its endpoint is force-closed when unloaded).
  *
  * A report changes nothing by itself: the peer stays KVT_PEER_READY and its operations keep going (a
  * peer that resumes finishes them). The layers above decide: cancel its operations (terminal within

@@ -44,7 +44,9 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
             continue;
         }
         if (hb->awaiting) {
-            hb->missed++;
+            /* A peer is judged only once it answered on this connection: one that never did may have no
+             * way to answer (UCX 1.13 across pid namespaces over shared memory), not be stopped. */
+            if (atomic_load(&peer->conn->answered)) hb->missed++;
             if (!hb->unresponsive && hb->missed >= agent->heartbeat_misses)
                 transition_locked(agent, peer, true, now - hb->silent_since_ns);
         } else {
@@ -80,6 +82,7 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
     agent->heartbeat_probing = count > 0;
     if (!targets) return; /* no memory: this round's probes are lost and count as unanswered */
     for (uint32_t i = 0; i < count; i++) {
+        atomic_store(&targets[i].conn->probed, true);
         agent->backend->probe(agent, targets[i].conn, targets[i].peer_id);
         kvt_counter_add(agent, KVT_COUNTER_HEARTBEATS_SENT, 1);
     }
@@ -102,6 +105,7 @@ void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
         if (peer->id != peer_id) continue;
         kvt_peer_heartbeat *hb = &peer->heartbeat;
         kvt_counter_add(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
+        if (peer->conn) atomic_store(&peer->conn->answered, true);
         if (hb->unresponsive) transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
         hb->awaiting = false;
         hb->missed = 0;

@@ -141,6 +141,7 @@ typedef struct kvt_conn {
     kvt_metadata meta;
     uint32_t refs;
     _Atomic bool failed; /* the peer went away, or its endpoint was force-closed: reload to use it again */
+    _Atomic bool probed, answered; /* heartbeat: a probe was sent on it / an answer came back on it */
     void *backend;       /* UCX: the endpoint (ucx.c) */
     struct kvt_conn *next_dead;
 } kvt_conn;

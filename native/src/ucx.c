@@ -438,7 +438,10 @@ static void close_failed_endpoints(ucx_state *state) {
 static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     ucx_state *state = state_of(agent);
     ucx_endpoint *endpoint = conn->backend;
-    if (endpoint && endpoint->ep && atomic_load(&conn->failed)) force_close(state, conn);
+    /* A probe never answered may still wait in UCX for the peer's endpoint id (UCP_AM_SEND_FLAG_REPLY: across
+     * pid namespaces over shared memory it never comes), and a graceful close would wait for it. */
+    bool never_answered = atomic_load(&conn->probed) && !atomic_load(&conn->answered);
+    if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || never_answered)) force_close(state, conn);
     if (endpoint && endpoint->ep) {
         ucp_request_param_t param = {.op_attr_mask = 0};
         wait_request(state, ucp_ep_close_nbx(endpoint->ep, &param));

@@ -132,6 +132,7 @@ static uint64_t read_in_flight_then_stop(uint32_t agent, uint32_t peer, uint64_t
     if (test_backend == KVT_BACKEND_LOOPBACK) {
         CHECK_OK(kvt_fault_delay_completions(agent, KVT_DELAY_FOREVER));
         uint64_t op = post_pieces(agent, peer, generation, region);
+        wait_counter_at_least(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1); /* judged once it answered */
         source_stop(source);
         return op;
     }
@@ -140,6 +141,7 @@ static uint64_t read_in_flight_then_stop(uint32_t agent, uint32_t peer, uint64_t
     uint64_t op = post_pieces(agent, peer, generation, region);
     moving_read moving = {.agent = agent, .op = op, .bytes = first};
     wait_until(agent, first_bytes_moved, &moving, "the read's first pieces", WAIT_DEADLINE_MS);
+    wait_counter_at_least(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1); /* judged once it answered */
     source_stop(source);
     CHECK_OK(kvt_fault_clear(agent));
     wait_counter_at_least(agent, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
@@ -323,8 +325,9 @@ static void an_unloaded_peer_takes_its_reports_along(void) {
     uint32_t peer;
     uint64_t generation;
     CHECK_OK(kvt_peer_load(agent, source.blob, source.blob_length, &peer, &generation));
-    source_stop(&source);
     CHECK_OK(kvt_peer_watch(agent, peer, 1));
+    wait_counter_at_least(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
+    source_stop(&source);
     wait_counter_at_least(agent, KVT_COUNTER_UNRESPONSIVE_PEERS, 1);
     CHECK_STATUS(KVT_OK, kvt_agent_wait(agent, 0)); /* the report is pending */
     CHECK_OK(kvt_peer_unload(agent, peer));
@@ -362,6 +365,33 @@ static void bad_settings_are_refused(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_set_heartbeat(agent, 100, 3));
 }
 
+/* A live, watched source in another pid namespace over shared memory: UCX 1.13 delivers none of its
+ * answers, so it is never judged (not reported, however many probes go unanswered), and unloading it
+ * force-closes the endpoint its probes still wait in (a graceful close would wait for them), also once
+ * it is killed. */
+static void a_peer_that_never_answered_is_not_judged(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    source_options options = {.length = piece_bytes(), .new_pid_namespace = true, .seed = SEED};
+    source_process source;
+    if (!source_spawn(&options, &source)) return;
+    uint32_t agent = make_agent("heartbeat-namespace");
+    CHECK_OK(kvt_agent_set_heartbeat(agent, 20, 10));
+    uint32_t peer;
+    uint64_t generation;
+    CHECK_OK(kvt_peer_load(agent, source.blob, source.length, &peer, &generation));
+    CHECK(peer_transport_mentions(agent, peer, "sysv/memory"), "active messages over shared memory");
+    CHECK_OK(kvt_peer_watch(agent, peer, 1));
+    wait_probes(agent, 50); /* five times the miss count */
+    CHECK(counter(agent, KVT_COUNTER_HEARTBEAT_ANSWERS) == 0, "%llu answers across the namespaces",
+          (unsigned long long)counter(agent, KVT_COUNTER_HEARTBEAT_ANSWERS));
+    event_log log = {.agent = agent};
+    events_seen(&log);
+    CHECK(log.count == 0, "a peer that never answered was reported (%u reports)", log.count);
+    source_end(&source);
+    CHECK_OK(kvt_peer_unload(agent, peer));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* A stalled agent is destroyed all the same: the destroy resumes its progress thread. */
 static void destroy_resumes_a_stalled_agent(void) {
     uint32_t agent = make_agent("heartbeat-stalled");
@@ -373,4 +403,4 @@ TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(stopped_source_over_
           TEST(stopped_source_over_shared_memory),
           TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
           TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
-          TEST(destroy_resumes_a_stalled_agent))
+          TEST(a_peer_that_never_answered_is_not_judged), TEST(destroy_resumes_a_stalled_agent))

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultSettings } from '@kvreuse/config';
 import { describe, expect, it } from 'vitest';
 import { agentName, testedBackends, transport } from '../test/support/backends.js';
@@ -33,8 +34,10 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
     const reader = transport.createAgent({ name: agentName('heartbeat-reader'), backend, heartbeat });
     const peer = reader.loadPeer(source.metadata());
     expect(peer.name).toBe(source.name);
-    source.faults.stallProgress(true);
     peer.watch();
+    // A peer is judged once it has answered (one that never did may have no way to answer).
+    while (reader.counters().heartbeatAnswers === 0) await sleep(10);
+    source.faults.stallProgress(true);
     const unresponsive = await reader.nextPeerEvent();
     expect(unresponsive).toMatchObject({ type: 'peer-unresponsive', peer, peerName: source.name });
     expect(unresponsive.silentMs).toBeGreaterThanOrEqual(heartbeat.heartbeatIntervalMs * heartbeat.heartbeatMisses);

@@ -50,6 +50,9 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
         const ready = await source.next<{ metadata: string; region: number }>('ready');
         const peer = reader.loadPeer(Buffer.from(ready.metadata, 'base64'));
         expect(peer.transport()).toMatch(/tcp/);
+        // Watched, it is probed; it is judged once it has answered.
+        peer.watch();
+        while (reader.counters().heartbeatAnswers === 0) await sleep(10);
 
         process.kill(pid, 'SIGSTOP');
         await untilStopped(pid);
@@ -75,6 +78,7 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
         expect(findPatternMismatch(bank.view(), SEED)).toBe(-1);
         expect(reader.pollPeerEvents()).toEqual([]);
         operation.release();
+        peer.unwatch();
         peer.unload();
 
         source.send({ command: 'close' });
