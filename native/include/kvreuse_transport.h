@@ -52,11 +52,13 @@
  *
  * Completion delivery (designed for Node.js)
  *   kvt_agent_wake_fd() returns the read end of a non-blocking pipe. The library writes one byte
- *   when the agent goes from "nothing pending" to "completions or notifications pending", and again
- *   after every kvt_agent_poll / kvt_notify_poll call that leaves something pending. The consumer
- *   reads and discards the bytes (Node: new net.Socket({ fd, readable: true, writable: false })),
- *   then calls kvt_agent_poll, which returns every completed operation at once into caller arrays,
- *   and kvt_notify_poll for received notifications. kvt_agent_wait blocks instead (C callers, tests).
+ *   when the agent goes from "nothing pending" to "completions, notifications or peer reports
+ *   pending", and again after every kvt_agent_poll / kvt_notify_poll / kvt_peer_events_poll call that
+ *   leaves something pending. The consumer reads and discards the bytes (Node: new net.Socket({ fd,
+ *   readable: true, writable: false })), then calls kvt_agent_poll, which returns every completed
+ *   operation at once into caller arrays, kvt_notify_poll for received notifications and
+ *   kvt_peer_events_poll for heartbeat reports (peers unresponsive or responsive again, see
+ *   "Heartbeat"). kvt_agent_wait blocks instead (C callers, tests).
  *
  * Trust model of one-sided READ/WRITE
  *   A READ or WRITE is executed by the initiator alone; the remote agent's code does not see it and
@@ -206,11 +208,73 @@ KVT_API kvt_status kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *o
                                   uint64_t *bytes_done, uint32_t *out_count);
 
 /**
- * Blocks the caller until a completion or notification is pending for the agent, `timeout_ms`
+ * Blocks the caller until a completion, notification or peer report is pending for the agent, `timeout_ms`
  * elapses, or kvt_agent_destroy is called on the agent. Returns KVT_OK when something is pending,
  * KVT_ERR_TIMEOUT otherwise (an ordinary answer, not counted in the error counters). Does not dequeue.
  */
 KVT_API kvt_status kvt_agent_wait(uint32_t agent, uint32_t timeout_ms);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Heartbeat: peers that answer nothing                                                             */
+/* ---------------------------------------------------------------------------------------------- */
+
+/*
+ * Every interval, the agent probes each loaded peer that has operations in flight or is watched
+ * (kvt_peer_watch: the layers above watch the peers they hold pins on): UCX sends an active message
+ * that the peer's progress thread answers (it progresses for as long as the peer lives, even when the
+ * peer is otherwise idle); loopback hands the probe to the target agent's progress thread. A peer that
+ * answers nothing for `misses` intervals in a row is reported UNRESPONSIVE; when it answers again it is
+ * reported RESPONSIVE. This covers what UCX's keepalive does not: a stopped process (SIGSTOP), or one
+ * whose progress thread no longer runs, on tcp and on shared memory alike. Idle, unwatched peers are
+ * not probed. A probe lost for lack of memory counts as unanswered. A peer is judged only once it has
+ * answered a probe on its current connection: UCX 1.13 delivers no answer from a peer in another pid
+ * namespace over shared memory (the same one-way limit that keeps gets of its caller memory from
+ * completing), so such a peer is never reported (and its endpoint is force-closed when unloaded).
+ *
+ * A report changes nothing by itself: the peer stays KVT_PEER_READY and its operations keep going (a
+ * peer that resumes finishes them). The layers above decide: cancel its operations (terminal within
+ * about a second, see kvt_xfer_cancel), quarantine, route around it. Reports are announced through the
+ * wake-up pipe like completions and read with kvt_peer_events_poll, each transition exactly once and in
+ * order. A peer that is unloaded takes its unread reports with it.
+ */
+
+#define KVT_HEARTBEAT_DEFAULT_INTERVAL_MS 500u
+#define KVT_HEARTBEAT_DEFAULT_MISSES 3u
+#define KVT_HEARTBEAT_MIN_INTERVAL_MS 10u
+#define KVT_HEARTBEAT_MAX_INTERVAL_MS 60000u
+#define KVT_HEARTBEAT_MAX_MISSES 1000u
+
+/**
+ * Sets the agent's probe interval (KVT_HEARTBEAT_MIN_INTERVAL_MS..KVT_HEARTBEAT_MAX_INTERVAL_MS) and how
+ * many intervals without an answer make a peer unresponsive (1..KVT_HEARTBEAT_MAX_MISSES). New agents use
+ * KVT_HEARTBEAT_DEFAULT_INTERVAL_MS and KVT_HEARTBEAT_DEFAULT_MISSES. Applies from the next probe on;
+ * peers already reported keep their state. INVALID_PARAM (nothing changes) names a value out of range.
+ */
+KVT_API kvt_status kvt_agent_set_heartbeat(uint32_t agent, uint32_t interval_ms, uint32_t misses);
+
+/**
+ * Watches a peer (`watched` 1) or stops watching it (0): a watched peer is probed even while no operation
+ * of this agent uses it. Watching survives reloads of the peer's metadata; an invalidated peer is not
+ * probed. INVALID_PARAM for `watched` other than 0 or 1.
+ */
+KVT_API kvt_status kvt_peer_watch(uint32_t agent, uint32_t peer, uint32_t watched);
+
+enum {
+    KVT_PEER_EVENT_UNRESPONSIVE = 1, /* answered nothing for `misses` intervals */
+    KVT_PEER_EVENT_RESPONSIVE = 2,   /* answered again after an UNRESPONSIVE report */
+};
+
+/**
+ * Dequeues up to `capacity` peer reports, oldest first per peer: peer_ids[i], kinds[i]
+ * (KVT_PEER_EVENT_*) and silence_ms[i] for i < *out_count. silence_ms is how long the peer had answered
+ * nothing, counted from the first probe it left unanswered: when it was declared unresponsive, or (for
+ * RESPONSIVE) when its answer arrived. Each transition is reported exactly once; reports left over
+ * (capacity too small) re-signal the wake-up pipe. A peer that flaps several times between two polls
+ * has each transition reported; the silences of all but its latest two are those of the latest two.
+ * Any array may be NULL when capacity is 0.
+ */
+KVT_API kvt_status kvt_peer_events_poll(uint32_t agent, uint32_t capacity, uint32_t *peer_ids, uint32_t *kinds,
+                                        uint64_t *silence_ms, uint32_t *out_count);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Memory: allocation of kvreuse-owned banks and registration of any memory                         */
@@ -307,6 +371,12 @@ enum {
     KVT_PEER_DISCONNECTED = 2, /* the peer went away, or its endpoint was force-closed to end a cancelled
                                   operation: load its metadata again (the same blob reconnects a live peer) */
 };
+
+/**
+ * The agent name of a loaded peer, NUL-terminated, into `name` (capacity at least KVT_MAX_NAME + 1 always
+ * suffices; a smaller one that does not hold the name is INVALID_PARAM).
+ */
+KVT_API kvt_status kvt_peer_name(uint32_t agent, uint32_t peer, char *name, uint32_t capacity);
 
 /** Generation, state (KVT_PEER_*) and number of advertised regions of a peer. Any out pointer may be NULL. */
 KVT_API kvt_status kvt_peer_info(uint32_t agent, uint32_t peer, uint64_t *out_generation, uint32_t *out_state,
@@ -515,6 +585,10 @@ enum {
      * KVT_MAX_REQUEST_BYTES; direct copies and loopback issue none), cumulative; and those in flight. */
     KVT_COUNTER_REQUESTS_ISSUED = KVT_COUNTER_ERRORS_FIRST + KVT_ERROR_CODE_COUNT,
     KVT_COUNTER_INFLIGHT_REQUESTS,
+    KVT_COUNTER_HEARTBEATS_SENT,     /* probes this agent sent to its peers, cumulative */
+    KVT_COUNTER_HEARTBEATS_ANSWERED, /* probes of other agents this agent answered, cumulative */
+    KVT_COUNTER_UNRESPONSIVE_PEERS,  /* loaded peers reported UNRESPONSIVE and not (yet) RESPONSIVE again */
+    KVT_COUNTER_HEARTBEAT_ANSWERS,   /* answers to this agent's probes received from loaded peers, cumulative */
     KVT_COUNTER_COUNT,
 };
 
@@ -563,7 +637,16 @@ KVT_API kvt_status kvt_fault_delay_completions(uint32_t agent, uint32_t ms);
  */
 KVT_API kvt_status kvt_fault_pause_issue(uint32_t agent, uint64_t bytes);
 
-/** Disarms every fault, delay and issue pause of the agent; held operations complete promptly. */
+/**
+ * Stalls the agent's progress thread (`stalled` 1) as a stopped process would be: it runs no command,
+ * no backend progress and no operation, and answers no probe, until called with 0, kvt_fault_clear, or
+ * kvt_agent_destroy (which resumes it). Calls that wait for the progress thread (peer load, registration
+ * on UCX, notification send) wait meanwhile. The loopback heartbeat tests use it to make a peer
+ * unresponsive.
+ */
+KVT_API kvt_status kvt_fault_stall_progress(uint32_t agent, uint32_t stalled);
+
+/** Disarms every fault, delay, issue pause and stall of the agent; held operations complete promptly. */
 KVT_API kvt_status kvt_fault_clear(uint32_t agent);
 
 #ifdef __cplusplus

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@ static kvt_agent **agents;
 static uint32_t agent_count, agent_capacity;
 static uint32_t next_agent_id = 1;
 static _Atomic uint64_t process_counters[KVT_COUNTER_COUNT];
+
+#define STALL_POLL_MS 50 /* a stalled progress thread looks for the end of the stall this often */
 
 /* ---- counters ------------------------------------------------------------------------------------ */
 
@@ -58,6 +61,10 @@ static const char *const counter_names[KVT_COUNTER_COUNT] = {
     "errors.KVT_ERR_NO_MEMORY",
     "requests_issued",
     "inflight_requests",
+    "heartbeats_sent",
+    "heartbeats_answered",
+    "unresponsive_peers",
+    "heartbeat_answers",
 };
 
 const char *kvt_counter_name(uint32_t index) { return index < KVT_COUNTER_COUNT ? counter_names[index] : NULL; }
@@ -167,20 +174,24 @@ kvt_status kvt_agent_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void
     return command.result;
 }
 
-void kvt_agent_call_async(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), const void *arg,
-                          size_t arg_size) {
+bool kvt_agent_try_call_async(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t),
+                              const void *arg, size_t arg_size) {
     /* One block: the command, then a copy of the argument (suitably aligned after it). */
     size_t offset = (sizeof(kvt_command) + 15u) & ~(size_t)15u;
     kvt_command *command = malloc(offset + arg_size);
-    if (!command) {
-        kvt_agent_call(agent, call, (void *)(uintptr_t)arg); /* no memory: wait for it instead */
-        return;
-    }
+    if (!command) return false;
     *command = (kvt_command){.kind = KVT_CMD_CALL, .call = call, .arg = (char *)command + offset};
     memcpy(command->arg, arg, arg_size);
     pthread_mutex_lock(&agent->lock);
     kvt_command_submit_locked(agent, command);
     pthread_mutex_unlock(&agent->lock);
+    return true;
+}
+
+void kvt_agent_call_async(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), const void *arg,
+                          size_t arg_size) {
+    if (!kvt_agent_try_call_async(agent, call, arg, arg_size))
+        kvt_agent_call(agent, call, (void *)(uintptr_t)arg); /* no memory: wait for it instead */
 }
 
 static void complete_command(kvt_agent *agent, kvt_command *command) {
@@ -205,6 +216,7 @@ static bool run_commands(kvt_agent *agent, bool *worked) {
         switch (command->kind) {
         case KVT_CMD_POST:
             kvt_ops_run(agent, command);
+            kvt_heartbeat_wake(agent);
             break;
         case KVT_CMD_CALL:
             command->detail[0] = '\0';
@@ -230,6 +242,23 @@ static void drain_command_fd(kvt_agent *agent) {
     (void)got;
 }
 
+/* kvt_fault_stall_progress: while stalled (and no destroy is under way), the thread does nothing but
+ * wait for a kick, as a stopped process would. */
+static bool stalled(kvt_agent *agent) {
+    if (!atomic_load(&agent->progress_stalled) || atomic_load(&agent->closing)) return false;
+    struct pollfd fd = {.fd = agent->command_fd, .events = POLLIN};
+    poll(&fd, 1, STALL_POLL_MS);
+    drain_command_fd(agent); /* commands stay queued (commands_pending) for after the stall */
+    return true;
+}
+
+/* The sooner of two timeouts in ms, -1 meaning none. */
+static int earliest_timeout_ms(int a, int b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return a < b ? a : b;
+}
+
 typedef struct {
     kvt_agent *agent;
     pthread_mutex_t lock;
@@ -253,14 +282,17 @@ static void *progress_main(void *arg) {
     /* The hot path (operations in flight) takes no lock and makes no system call per round. */
     for (;;) {
         if (atomic_load_explicit(&agent->abandoned, memory_order_acquire)) return NULL;
+        if (stalled(agent)) continue;
         bool worked = false;
         if (!run_commands(agent, &worked)) break;
         worked |= agent->backend->progress(agent);
         kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
+        kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         if (agent->active) continue; /* operations in flight: keep the backend busy */
         if (worked || atomic_load_explicit(&agent->commands_pending, memory_order_acquire)) continue;
-        agent->backend->sleep(agent, kvt_ops_next_timeout_ms(agent));
+        agent->backend->sleep(agent, earliest_timeout_ms(kvt_ops_next_timeout_ms(agent),
+                                                         kvt_heartbeat_next_timeout_ms(agent)));
         drain_command_fd(agent);
     }
     kvt_peers_free_all(agent);
@@ -316,6 +348,8 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     agent->next_region_id = agent->next_peer_id = 1;
     agent->next_op_id = 1;
     agent->next_template_id = 1;
+    agent->heartbeat_interval_ms = KVT_HEARTBEAT_DEFAULT_INTERVAL_MS;
+    agent->heartbeat_misses = KVT_HEARTBEAT_DEFAULT_MISSES;
     agent->wake_pipe[0] = agent->wake_pipe[1] = agent->command_fd = -1;
     pthread_mutex_init(&agent->config_lock, NULL);
     pthread_mutex_init(&agent->lock, NULL);
@@ -521,11 +555,10 @@ void kvt_signal_pending_locked(kvt_agent *agent) {
 }
 
 static bool anything_pending_locked(const kvt_agent *agent) {
-    return agent->completion_count > 0 || agent->notification_count > 0;
+    return agent->completion_count > 0 || agent->notification_count > 0 || agent->peer_events_pending > 0;
 }
 
-/* After a poll: re-arm the wake-up edge, and fire it again if something is still pending. */
-static void rearm_wake_locked(kvt_agent *agent) {
+void kvt_rearm_wake_locked(kvt_agent *agent) {
     agent->wake_signaled = false;
     if (anything_pending_locked(agent)) kvt_signal_pending_locked(agent);
 }
@@ -565,7 +598,7 @@ kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids
         bytes_done[n] = atomic_load_explicit(&op->bytes_done, memory_order_relaxed);
         n++;
     }
-    rearm_wake_locked(agent);
+    kvt_rearm_wake_locked(agent);
     pthread_mutex_unlock(&agent->lock);
     *out_count = n;
     kvt_agent_release(agent);
@@ -665,7 +698,7 @@ kvt_status kvt_notify_poll(uint32_t agent_id, char *sender, uint32_t sender_capa
             free(note);
         }
     }
-    rearm_wake_locked(agent);
+    kvt_rearm_wake_locked(agent);
     pthread_mutex_unlock(&agent->lock);
     return kvt_agent_finish(agent, status);
 }
@@ -722,6 +755,18 @@ kvt_status kvt_fault_pause_issue(uint32_t agent_id, uint64_t bytes) {
     return KVT_OK;
 }
 
+kvt_status kvt_fault_stall_progress(uint32_t agent_id, uint32_t stall) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_fault_stall_progress", &agent);
+    if (status != KVT_OK) return status;
+    if (stall > 1)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                                "kvt_fault_stall_progress: stalled must be 0 or 1 (got %u)", stall));
+    atomic_store(&agent->progress_stalled, stall == 1);
+    kvt_agent_kick(agent);
+    return kvt_agent_finish(agent, KVT_OK);
+}
+
 kvt_status kvt_fault_clear(uint32_t agent_id) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_fault_clear", &agent);
@@ -730,6 +775,7 @@ kvt_status kvt_fault_clear(uint32_t agent_id) {
     memset(agent->faults, 0, sizeof agent->faults);
     agent->delay_ms = 0;
     atomic_store(&agent->issue_limit, KVT_ISSUE_UNLIMITED);
+    atomic_store(&agent->progress_stalled, false);
     kvt_agent_kick(agent);
     pthread_mutex_unlock(&agent->lock);
     kvt_agent_release(agent);

@@ -141,9 +141,21 @@ typedef struct kvt_conn {
     kvt_metadata meta;
     uint32_t refs;
     _Atomic bool failed; /* the peer went away, or its endpoint was force-closed: reload to use it again */
+    _Atomic bool probed, answered; /* heartbeat: a probe was sent on it / an answer came back on it */
     void *backend;       /* UCX: the endpoint (ucx.c) */
     struct kvt_conn *next_dead;
 } kvt_conn;
+
+/* A peer's heartbeat state (heartbeat.c), under the agent lock. */
+typedef struct {
+    bool watched;
+    bool awaiting;     /* a probe is unanswered */
+    bool unresponsive; /* the last transition reported */
+    uint32_t missed;   /* probe ticks since the first unanswered probe */
+    uint64_t silent_since_ns; /* when the first unanswered probe was sent */
+    uint64_t transitions, reported; /* odd: UNRESPONSIVE; reports polled so far */
+    uint64_t unresponsive_silence_ns, responsive_silence_ns; /* of the latest transition of each kind */
+} kvt_peer_heartbeat;
 
 typedef struct kvt_peer {
     uint32_t id;
@@ -152,6 +164,7 @@ typedef struct kvt_peer {
     uint32_t state; /* KVT_PEER_* (DISCONNECTED is derived from conn->failed) */
     uint32_t busy;  /* non-terminal operations */
     kvt_conn *conn; /* NULL once invalidated */
+    kvt_peer_heartbeat heartbeat;
 } kvt_peer;
 
 enum kvt_command_kind {
@@ -292,7 +305,14 @@ struct kvt_agent {
     pthread_t thread;
     _Atomic bool abandoned; /* the library is being unloaded: the progress thread returns at once */
 
+    uint32_t heartbeat_interval_ms, heartbeat_misses;
+    uint64_t peer_events_pending; /* heartbeat transitions not yet polled */
+    _Atomic uint64_t next_heartbeat_ns; /* the next probe round (0: at once); progress thread, reset by settings */
+    bool heartbeat_probing; /* progress thread: the last round probed a peer */
+    _Atomic bool heartbeat_woken; /* kvt_heartbeat_wake */
+
     kvt_fault faults[3];
+    _Atomic bool progress_stalled; /* kvt_fault_stall_progress */
     uint32_t delay_ms;
     _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
 
@@ -331,6 +351,9 @@ struct kvt_backend {
     /* (P) sends a notification. With op != NULL it may answer KVT_IN_PROGRESS and report the end through
      * kvt_op_notified; with op == NULL it copies `data` if it needs it after returning. */
     kvt_status (*notify)(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length);
+    /* (P) sends a heartbeat probe to the connection's peer; its answer reaches kvt_heartbeat_answered on this
+     * agent's progress thread with `peer_id`. Nothing when it cannot be sent (it counts as unanswered). */
+    void (*probe)(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id);
     /* (P) writes a description of the path to the peer (UCX: the endpoint's lanes). */
     void (*describe)(kvt_agent *agent, kvt_conn *conn, FILE *out);
     /* Whether alloc/free_allocation/map/unmap may run on any thread (no progress-thread round trip). */
@@ -362,13 +385,19 @@ void kvt_counter_add(kvt_agent *agent, uint32_t index, int64_t delta);
 void kvt_command_submit_locked(kvt_agent *agent, kvt_command *command);
 /* Runs `call` on the progress thread and returns its status, copying its detail. Lock not held. */
 kvt_status kvt_agent_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), void *arg);
-/* Queues `call` with a copy of `arg` for the progress thread and returns at once (its status is dropped). */
+/* Queues `call` with a copy of `arg` for the progress thread and returns at once (its status is dropped);
+ * false (nothing queued) when out of memory. */
+bool kvt_agent_try_call_async(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t),
+                              const void *arg, size_t arg_size);
+/* As kvt_agent_try_call_async, but waits for the call instead when out of memory. */
 void kvt_agent_call_async(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), const void *arg,
                           size_t arg_size);
 /* Wakes the progress thread. */
 void kvt_agent_kick(kvt_agent *agent);
 /* Signals the wake pipe / pending condition (agent->lock held). */
 void kvt_signal_pending_locked(kvt_agent *agent);
+/* After a poll: re-arms the wake-up edge, and fires it again if something is still pending (agent->lock held). */
+void kvt_rearm_wake_locked(kvt_agent *agent);
 /* Consumes a one-shot fault at `point` (agent->lock held): its code, or KVT_OK. */
 kvt_status kvt_fault_take_locked(kvt_agent *agent, uint32_t point);
 /* Finds a live agent by name and incarnation and pins it (loopback peers). NULL when gone. */
@@ -392,6 +421,20 @@ void kvt_peers_free_all(kvt_agent *agent);
 /* (P, liveness.c) At most every 100 ms: calls `on_gone` for each not yet failed connection of an active operation
  * whose process is gone (kvt_process_gone). */
 void kvt_liveness_check(kvt_agent *agent, uint64_t *next_check_ns, void (*on_gone)(kvt_agent *, kvt_conn *));
+
+/* ---- heartbeat (heartbeat.c) ---------------------------------------------------------------------- */
+
+/* (P) When a round is due: probes every peer with operations in flight or watched, and reports the ones
+ * that answered nothing for the agent's miss count. */
+void kvt_heartbeat_tick(kvt_agent *agent);
+/* Something may start probing (a post, a watch): an idle progress thread runs a round at its next turn. */
+void kvt_heartbeat_wake(kvt_agent *agent);
+/* (P) Milliseconds until the next round while peers are being probed, else -1. */
+int kvt_heartbeat_next_timeout_ms(kvt_agent *agent);
+/* (P) A probe of peer `peer_id` was answered. */
+void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id);
+/* A peer is being forgotten: drops its unread reports and its unresponsive count (agent->lock held). */
+void kvt_heartbeat_peer_removed_locked(kvt_agent *agent, kvt_peer *peer);
 
 /* ---- metadata (metadata.c) ------------------------------------------------------------------------ */
 

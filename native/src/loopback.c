@@ -167,6 +167,42 @@ static kvt_status loopback_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, 
     return KVT_OK;
 }
 
+/* A heartbeat probe travels as a command to the target agent's progress thread, which answers with a
+ * command to the prober's: answered only while both threads run, as over UCX. */
+typedef struct {
+    char prober[KVT_MAX_NAME + 1];
+    uint64_t prober_incarnation;
+    uint32_t peer_id; /* the prober's id of the target */
+} loopback_probe_message;
+
+static kvt_status take_answer(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    kvt_heartbeat_answered(agent, ((const loopback_probe_message *)arg)->peer_id);
+    return KVT_OK;
+}
+
+static kvt_status answer_probe(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    const loopback_probe_message *probe = arg;
+    kvt_counter_add(agent, KVT_COUNTER_HEARTBEATS_ANSWERED, 1);
+    kvt_agent *prober = kvt_agent_find_live(probe->prober, probe->prober_incarnation);
+    if (!prober) return KVT_OK;
+    kvt_agent_try_call_async(prober, take_answer, probe, sizeof *probe);
+    kvt_agent_release(prober);
+    return KVT_OK;
+}
+
+static void loopback_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id) {
+    kvt_agent *target = kvt_agent_find_live(conn->meta.name, conn->meta.incarnation);
+    if (!target) return;
+    loopback_probe_message probe = {.prober_incarnation = agent->incarnation, .peer_id = peer_id};
+    strcpy(probe.prober, agent->name);
+    kvt_agent_try_call_async(target, answer_probe, &probe, sizeof probe);
+    kvt_agent_release(target);
+}
+
 static void loopback_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
     fprintf(out, "loopback: memmove inside process %llu, from agent '%s' to agent '%s'\n",
             (unsigned long long)agent->process.pid, conn->meta.name, agent->name);
@@ -194,6 +230,7 @@ const kvt_backend kvt_loopback_backend = {
     .disconnect = loopback_disconnect,
     .advance = loopback_advance,
     .notify = loopback_notify,
+    .probe = loopback_probe,
     .describe = loopback_describe,
     .memory_on_any_thread = true,
     .progress = loopback_progress,

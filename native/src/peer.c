@@ -34,6 +34,7 @@ void kvt_peers_free_all(kvt_agent *agent) {
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
+        kvt_heartbeat_peer_removed_locked(agent, peer);
         free(peer);
         kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
     }
@@ -178,6 +179,23 @@ kvt_status kvt_peer_find(uint32_t agent_id, const char *name, uint32_t *out_peer
     return kvt_agent_finish(agent, status);
 }
 
+kvt_status kvt_peer_name(uint32_t agent_id, uint32_t peer_id, char *name, uint32_t capacity) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_name", &agent);
+    if (status != KVT_OK) return status;
+    if (!name) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_name: name is NULL"));
+    pthread_mutex_lock(&agent->lock);
+    kvt_peer *peer = NULL;
+    status = kvt_peer_lookup_locked(agent, "kvt_peer_name", peer_id, &peer);
+    size_t length = status == KVT_OK ? strlen(peer->name) : 0;
+    if (status == KVT_OK && capacity <= length)
+        status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_name: the name of peer %u needs capacity %zu (got %u)",
+                          peer_id, length + 1, capacity);
+    if (status == KVT_OK) memcpy(name, peer->name, length + 1);
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
 kvt_status kvt_peer_info(uint32_t agent_id, uint32_t peer_id, uint64_t *out_generation, uint32_t *out_state,
                          uint32_t *out_region_count) {
     kvt_agent *agent;
@@ -226,6 +244,7 @@ kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
         for (uint32_t i = 0; i < agent->peer_count; i++)
             if (agent->peers[i] == peer) agent->peers[i] = agent->peers[--agent->peer_count];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
+        kvt_heartbeat_peer_removed_locked(agent, peer);
         free(peer);
         kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
     }

@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #define KVT_AM_NOTIFY 7u
+#define KVT_AM_PROBE 8u  /* heartbeat probe: u32 peer id + u64 prober incarnation, little-endian */
+#define KVT_AM_ANSWER 9u /* the probe's bytes, sent back */
+#define PROBE_BYTES 12u
 #define NOTIFY_MAGIC 0x4E54564Bu /* "KVTN" */
 #define NOTIFY_HEADER_FIXED 6u   /* u32 magic + u16 name length */
 #define OP_WINDOW 256u           /* requests in flight per operation */
@@ -48,7 +51,7 @@ struct ucx_endpoint {
     ucx_endpoint *next_failed;
 };
 
-enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY };
+enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY, UCX_REQ_HEARTBEAT };
 
 /* Lives in the space UCX reserves in every request (ucp_params.request_size). */
 typedef struct ucx_request {
@@ -57,7 +60,7 @@ typedef struct ucx_request {
     kvt_op *op;       /* NULL for a standalone notification */
     kvt_conn *conn;
     uint64_t length;  /* bytes the request moves */
-    uint8_t *buffer;  /* notification header + payload, freed on completion */
+    uint8_t *buffer;  /* notification header + payload, or heartbeat message, freed on completion */
     struct ucx_request *prev, *next; /* RMA: the op's outstanding requests (op->requests) */
 } ucx_request;
 
@@ -115,6 +118,58 @@ static ucs_status_t on_notification(void *arg, const void *header, size_t header
     }
     sender[name_length] = '\0';
     kvt_agent_deliver_notification(agent, sender, data, (uint32_t)length);
+    return UCS_OK;
+}
+
+/* ---- heartbeat -------------------------------------------------------------------------------------- */
+
+static kvt_status track(void *returned, ucx_request setup);
+static void on_request_done(void *request, ucs_status_t status, void *user_data);
+
+/* Sends `message` (PROBE_BYTES, copied) on `ep`; a failure leaves the probe unanswered. */
+static void send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_t *message, uint32_t flags) {
+    uint8_t *buffer = malloc(PROBE_BYTES);
+    if (!buffer) return;
+    memcpy(buffer, message, PROBE_BYTES);
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
+                                 .cb = {.send = on_request_done},
+                                 .flags = UCP_AM_SEND_FLAG_EAGER | flags};
+    void *returned = ucp_am_send_nbx(ep, id, NULL, 0, buffer, PROBE_BYTES, &param);
+    if (track(returned, (ucx_request){.kind = UCX_REQ_HEARTBEAT, .agent = agent, .buffer = buffer}) != KVT_IN_PROGRESS)
+        free(buffer);
+}
+
+/* A peer probes this agent: the answer goes back on the endpoint the probe came through. That this runs
+ * at all is the answer's meaning: this agent's progress thread is alive. */
+static ucs_status_t on_probe(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                             const ucp_am_recv_param_t *param) {
+    (void)header;
+    (void)header_length;
+    kvt_agent *agent = arg;
+    if (length != PROBE_BYTES || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+        return UCS_OK;
+    kvt_counter_add(agent, KVT_COUNTER_HEARTBEATS_ANSWERED, 1);
+    send_heartbeat(agent, param->reply_ep, KVT_AM_ANSWER, data, 0);
+    return UCS_OK;
+}
+
+static uint64_t read_le(const uint8_t *bytes, unsigned count) {
+    uint64_t value = 0;
+    for (unsigned i = 0; i < count; i++) value |= (uint64_t)bytes[i] << (8 * i);
+    return value;
+}
+
+static ucs_status_t on_answer(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                              const ucp_am_recv_param_t *param) {
+    (void)header;
+    (void)header_length;
+    kvt_agent *agent = arg;
+    const uint8_t *message = data;
+    if (length != PROBE_BYTES || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        read_le(message + 4, 8) != agent->incarnation)
+        return UCS_OK;
+    kvt_heartbeat_answered(agent, (uint32_t)read_le(message, 4));
     return UCS_OK;
 }
 
@@ -199,6 +254,12 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
         .arg = agent,
     };
     status = ucp_worker_set_am_recv_handler(state->worker, &handler);
+    handler.id = KVT_AM_PROBE;
+    handler.cb = on_probe;
+    if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(state->worker, &handler);
+    handler.id = KVT_AM_ANSWER;
+    handler.cb = on_answer;
+    if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(state->worker, &handler);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
     return KVT_OK;
 }
@@ -377,7 +438,10 @@ static void close_failed_endpoints(ucx_state *state) {
 static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     ucx_state *state = state_of(agent);
     ucx_endpoint *endpoint = conn->backend;
-    if (endpoint && endpoint->ep && atomic_load(&conn->failed)) force_close(state, conn);
+    /* A probe never answered may still wait in UCX for the peer's endpoint id (UCP_AM_SEND_FLAG_REPLY: across
+     * pid namespaces over shared memory it never comes), and a graceful close would wait for it. */
+    bool never_answered = atomic_load(&conn->probed) && !atomic_load(&conn->answered);
+    if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || never_answered)) force_close(state, conn);
     if (endpoint && endpoint->ep) {
         ucp_request_param_t param = {.op_attr_mask = 0};
         wait_request(state, ucp_ep_close_nbx(endpoint->ep, &param));
@@ -486,6 +550,8 @@ static void on_request_done(void *request, ucs_status_t status, void *user_data)
             kvt_op_add_bytes_done(op, r->length);
         else if (op->error == KVT_OK)
             op->error = mapped;
+    } else if (r->kind == UCX_REQ_HEARTBEAT) {
+        free(r->buffer); /* a probe or answer that failed is a missed answer, nothing more */
     } else {
         free(r->buffer);
         if (op)
@@ -673,6 +739,14 @@ static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const
     return status;
 }
 
+static void ucx_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id) {
+    if (atomic_load(&conn->failed) || !ep_of(conn)) return;
+    uint8_t message[PROBE_BYTES];
+    for (unsigned i = 0; i < 4; i++) message[i] = (uint8_t)(peer_id >> (8 * i));
+    for (unsigned i = 0; i < 8; i++) message[4 + i] = (uint8_t)(agent->incarnation >> (8 * i));
+    send_heartbeat(agent, ep_of(conn), KVT_AM_PROBE, message, UCP_AM_SEND_FLAG_REPLY);
+}
+
 static void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
     (void)agent;
     if (ep_of(conn)) {
@@ -718,6 +792,7 @@ const kvt_backend kvt_ucx_backend = {
     .disconnect = ucx_disconnect,
     .advance = ucx_advance,
     .notify = ucx_notify,
+    .probe = ucx_probe,
     .describe = ucx_describe,
     .memory_on_any_thread = false,
     .progress = ucx_progress,

@@ -47,7 +47,8 @@ static void check_process_clean(void) {
                                       KVT_COUNTER_REGISTERED_BYTES,  KVT_COUNTER_LIVE_ALLOCATIONS,
                                       KVT_COUNTER_ALLOCATED_BYTES,   KVT_COUNTER_LIVE_PEERS,
                                       KVT_COUNTER_LIVE_OPERATIONS,   KVT_COUNTER_INFLIGHT_OPERATIONS,
-                                      KVT_COUNTER_PENDING_NOTIFICATIONS, KVT_COUNTER_INFLIGHT_REQUESTS};
+                                      KVT_COUNTER_PENDING_NOTIFICATIONS, KVT_COUNTER_INFLIGHT_REQUESTS,
+                                      KVT_COUNTER_UNRESPONSIVE_PEERS};
     for (size_t i = 0; i < sizeof gauges / sizeof gauges[0]; i++)
         CHECK(counter(0, gauges[i]) == 0, "after the case, process counter %s is %llu, expected 0",
               kvt_counter_name(gauges[i]), (unsigned long long)counter(0, gauges[i]));

@@ -21,7 +21,15 @@ const DEFAULTS = {
     transferSourcePrefillTokenUs: 50,
     maxConcurrentPullsPerSource: 4,
   },
-  transport: { backend: 'ucx', library: '', operationTimeoutMs: 1000, abandonTimeoutMs: 5000, shutdownDeadlineMs: 10_000 },
+  transport: {
+    backend: 'ucx',
+    library: '',
+    operationTimeoutMs: 1000,
+    abandonTimeoutMs: 5000,
+    heartbeatIntervalMs: 500,
+    heartbeatMisses: 3,
+    shutdownDeadlineMs: 10_000,
+  },
   discovery: {
     backend: 'sqlite',
     sqlitePath: 'kvreuse-discovery.sqlite',
@@ -115,6 +123,8 @@ describe('resolveSettings: precedence', () => {
       library: '',
       operationTimeoutMs: 2000,
       abandonTimeoutMs: 6000,
+      heartbeatIntervalMs: 500,
+      heartbeatMisses: 3,
       shutdownDeadlineMs: 10_000,
     });
     expect(settings.discovery).toMatchObject({ backend: 'memory', leaseTtlMs: 5000 });
@@ -123,6 +133,8 @@ describe('resolveSettings: precedence', () => {
       library: { source: 'default' },
       operationTimeoutMs: { source: 'env', variable: 'KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS' },
       abandonTimeoutMs: { source: 'file', path: 'ops.yaml' },
+      heartbeatIntervalMs: { source: 'default' },
+      heartbeatMisses: { source: 'default' },
       shutdownDeadlineMs: { source: 'default' },
     });
     expect(provenance.discovery.backend).toEqual({ source: 'file', path: 'ops.yaml' });
@@ -203,6 +215,10 @@ describe('resolveSettings: invalid values', () => {
     ['transport.operationTimeoutMs', 0, 'integer > 0'],
     ['transport.abandonTimeoutMs', 4999.5, 'integer > 0'],
     ['transport.shutdownDeadlineMs', null, 'integer > 0'],
+    ['transport.heartbeatIntervalMs', 9, 'integer 10–60000'],
+    ['transport.heartbeatIntervalMs', 60_001, 'integer 10–60000'],
+    ['transport.heartbeatMisses', 0, 'integer 1–1000'],
+    ['transport.heartbeatMisses', 2.5, 'integer 1–1000'],
     ['discovery.backend', 'redis', 'one of memory | sqlite | etcd'],
     ['discovery.sqlitePath', '', 'non-empty string'],
     ['discovery.etcdEndpoints', [], 'list (at least 1) of http://host:port or https://host:port'],

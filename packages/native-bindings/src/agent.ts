@@ -3,6 +3,7 @@ import { type Backend, backendIds } from './backend.js';
 import { type Counters, readCounters } from './counters.js';
 import { ForeignHandleError, HandleClosedError, InvalidArgumentError } from './errors.js';
 import { Faults } from './faults.js';
+import { type HeartbeatOptions, type PeerEvent, PeerEvents, validateHeartbeat } from './heartbeat.js';
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
 import { check, duplicateFd, type NativeLibrary } from './library.js';
 import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
@@ -16,6 +17,8 @@ export interface AgentOptions {
   /** 1–255 printable ASCII bytes without spaces, unique among this process's live agents. */
   readonly name: string;
   readonly backend: Backend;
+  /** Probe interval and miss count of the heartbeat (`settings.transport` fits); the library's defaults (500 ms, 3) without it. */
+  readonly heartbeat?: HeartbeatOptions;
 }
 
 export interface AllocateOptions {
@@ -46,6 +49,7 @@ export class Agent {
   readonly #context: AgentContext;
   readonly #wake: Socket;
   readonly #notifications: Notifications;
+  readonly #peerEvents: PeerEvents;
   /** Posted operations whose outcome has not been reported yet, by id. */
   readonly #pending = new Map<bigint, Operation>();
   readonly #peers = new Map<number, Peer>();
@@ -70,6 +74,7 @@ export class Agent {
     };
     this.faults = new Faults(this.#context);
     this.#notifications = new Notifications(this.#context, () => this.#updateRef());
+    this.#peerEvents = new PeerEvents(this.#context, (id) => this.#peers.get(id), () => this.#updateRef());
     // Node owns (and closes) its own duplicate of the pipe; the library closes the original on destroy.
     this.#wake = new Socket({ fd: wakeFd, readable: true, writable: false });
     this.#wake.on('data', () => this.#onWake());
@@ -84,10 +89,15 @@ export class Agent {
     if (!Object.hasOwn(backendIds, options.backend)) {
       throw new InvalidArgumentError('backend', options.backend, `must be one of ${Object.keys(backendIds).join(', ')}`);
     }
+    const heartbeat = options.heartbeat === undefined ? undefined : validateHeartbeat(options.heartbeat);
     const out = new Uint32Array(1);
     check(library, 'kvt_agent_create', library.api.kvt_agent_create(options.name, backendIds[options.backend], 0, out));
     const id = out[0] ?? 0;
     try {
+      if (heartbeat !== undefined) {
+        const { heartbeatIntervalMs, heartbeatMisses } = heartbeat;
+        check(library, 'kvt_agent_set_heartbeat', library.api.kvt_agent_set_heartbeat(id, heartbeatIntervalMs, heartbeatMisses));
+      }
       const fd = new Int32Array(1);
       check(library, 'kvt_agent_wake_fd', library.api.kvt_agent_wake_fd(id, fd));
       return new Agent(library, id, options, duplicateFd(library, fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
@@ -227,10 +237,35 @@ export class Agent {
   }
 
   /** Every notification as it arrives, until the agent closes (then the iteration ends). */
-  async *notifications(): AsyncGenerator<Notification, void, undefined> {
+  notifications(): AsyncGenerator<Notification, void, undefined> {
+    return this.#untilClosed(() => this.nextNotification());
+  }
+
+  /** Every heartbeat report (`peer-unresponsive`, `peer-responsive`) received and not yet taken, oldest first. */
+  pollPeerEvents(): PeerEvent[] {
+    this.#state.assertOpen('poll peer events');
+    return this.#peerEvents.takeAll();
+  }
+
+  /** The next heartbeat report, waiting for one (rejects with HandleClosedError if the agent closes first). */
+  nextPeerEvent(): Promise<PeerEvent> {
+    this.#state.assertOpen('wait for a peer event');
+    return this.#peerEvents.next();
+  }
+
+  /**
+   * Every heartbeat report as it arrives, until the agent closes: `peer-unresponsive` when a peer with
+   * transfers in flight or watched (`peer.watch()`) answered nothing for the heartbeat's miss count of
+   * intervals, `peer-responsive` when it answers again. A report changes nothing by itself.
+   */
+  peerEvents(): AsyncGenerator<PeerEvent, void, undefined> {
+    return this.#untilClosed(() => this.nextPeerEvent());
+  }
+
+  async *#untilClosed<T>(next: () => Promise<T>): AsyncGenerator<T, void, undefined> {
     while (this.#state.isOpen) {
       try {
-        yield await this.nextNotification();
+        yield await next();
       } catch (error) {
         if (error instanceof HandleClosedError && !this.#state.isOpen) return;
         throw error;
@@ -259,12 +294,14 @@ export class Agent {
     for (const template of this.#templates) template.closedWithAgent();
     this.#templates.clear();
     this.#notifications.close(new HandleClosedError('Agent', JSON.stringify(this.name), 'wait for a notification'));
+    this.#peerEvents.close(new HandleClosedError('Agent', JSON.stringify(this.name), 'wait for a peer event'));
   }
 
   #onWake(): void {
     if (!this.#state.isOpen) return;
     this.#pollCompletions();
     this.#notifications.drain();
+    this.#peerEvents.drain();
   }
 
   #pollCompletions(): void {
@@ -289,7 +326,7 @@ export class Agent {
   }
 
   #updateRef(): void {
-    if (this.#pending.size > 0 || this.#notifications.hasWaiters) this.#wake.ref();
+    if (this.#pending.size > 0 || this.#notifications.hasWaiters || this.#peerEvents.hasWaiters) this.#wake.ref();
     else this.#wake.unref();
   }
 }

@@ -25,6 +25,12 @@ const trailingCounterFields = [
   // UCX get/put requests issued (each moves at most 1 MiB; direct copies and loopback issue none), and those in flight.
   ['requestsIssued', 'requests_issued'],
   ['inflightRequests', 'inflight_requests'],
+  // Heartbeat probes this agent sent, probes of other agents it answered, peers reported unresponsive now,
+  // and answers to its own probes received.
+  ['heartbeatsSent', 'heartbeats_sent'],
+  ['heartbeatsAnswered', 'heartbeats_answered'],
+  ['unresponsivePeers', 'unresponsive_peers'],
+  ['heartbeatAnswers', 'heartbeat_answers'],
 ] as const;
 
 type CounterField = (typeof counterFields)[number][0] | (typeof trailingCounterFields)[number][0];

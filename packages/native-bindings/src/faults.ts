@@ -42,7 +42,19 @@ export class Faults {
     check(library, 'kvt_fault_delay_completions', library.api.kvt_fault_delay_completions(id, ms === 'forever' ? DELAY_FOREVER : ms));
   }
 
-  /** Disarms every fault and delay; held operations complete promptly. */
+  /**
+   * Stalls this agent's progress thread (`true`) as a stopped process would be: it answers no heartbeat
+   * probe and moves nothing until `stallProgress(false)`, `clear()` or `close()`. Calls that need the
+   * progress thread (loading a peer, registering on UCX, sending a notification) wait meanwhile.
+   */
+  stallProgress(stalled: boolean): void {
+    this.#agent.assertOpen('stall progress');
+    if (typeof stalled !== 'boolean') throw new InvalidArgumentError('stalled', stalled, 'must be a boolean');
+    const { library, id } = this.#agent;
+    check(library, 'kvt_fault_stall_progress', library.api.kvt_fault_stall_progress(id, stalled ? 1 : 0));
+  }
+
+  /** Disarms every fault, delay and stall; held operations complete promptly. */
   clear(): void {
     this.#agent.assertOpen('clear faults');
     const { library, id } = this.#agent;

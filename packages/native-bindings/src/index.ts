@@ -14,6 +14,7 @@ export {
   TransportUsageError,
 } from './errors.js';
 export { type FaultPoint, Faults } from './faults.js';
+export { type HeartbeatOptions, heartbeatLimits, type PeerEvent } from './heartbeat.js';
 export { defaultLibraryPaths, LIBRARY_FILE } from './library.js';
 export { Allocation, type MemoryKind, type MemoryRange, memoryKinds, Region } from './memory.js';
 export type { Notification } from './notifications.js';

@@ -31,6 +31,7 @@ export interface NativeApi {
   kvt_agent_create(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
   kvt_agent_destroy(agent: number): number;
   kvt_agent_wake_fd(agent: number, outFd: Int32Array): number;
+  kvt_agent_set_heartbeat(agent: number, intervalMs: number, misses: number): number;
   kvt_agent_poll(
     agent: number,
     capacity: number,
@@ -77,6 +78,16 @@ export interface NativeApi {
     outCount: Uint32Array,
   ): number;
   kvt_peer_transport(agent: number, peer: number, text: Uint8Array, capacity: number, outLength: Uint32Array): number;
+  kvt_peer_name(agent: number, peer: number, name: Uint8Array, capacity: number): number;
+  kvt_peer_watch(agent: number, peer: number, watched: number): number;
+  kvt_peer_events_poll(
+    agent: number,
+    capacity: number,
+    peerIds: Uint32Array,
+    kinds: Uint32Array,
+    silenceMs: BigUint64Array,
+    outCount: Uint32Array,
+  ): number;
   kvt_peer_invalidate(agent: number, peer: number): number;
   kvt_peer_unload(agent: number, peer: number): number;
   kvt_xfer_post(
@@ -156,6 +167,7 @@ export interface NativeApi {
   kvt_counter_name(index: number): string | null;
   kvt_fault_fail(agent: number, point: number, nth: number, code: number): number;
   kvt_fault_delay_completions(agent: number, ms: number): number;
+  kvt_fault_stall_progress(agent: number, stalled: number): number;
   kvt_fault_clear(agent: number): number;
 }
 
@@ -169,6 +181,7 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_agent_create: 'int32_t kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
   kvt_agent_destroy: 'int32_t kvt_agent_destroy(uint32_t agent)',
   kvt_agent_wake_fd: 'int32_t kvt_agent_wake_fd(uint32_t agent, int32_t *out_fd)',
+  kvt_agent_set_heartbeat: 'int32_t kvt_agent_set_heartbeat(uint32_t agent, uint32_t interval_ms, uint32_t misses)',
   kvt_agent_poll:
     'int32_t kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *op_ids, int32_t *statuses, uint64_t *bytes_done, uint32_t *out_count)',
   kvt_mem_alloc: 'int32_t kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address)',
@@ -186,6 +199,10 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'uint64_t *lengths, uint32_t *kinds, uint32_t *devices, uint32_t *out_count)',
   kvt_peer_transport:
     'int32_t kvt_peer_transport(uint32_t agent, uint32_t peer, char *text, uint32_t capacity, uint32_t *out_length)',
+  kvt_peer_name: 'int32_t kvt_peer_name(uint32_t agent, uint32_t peer, char *name, uint32_t capacity)',
+  kvt_peer_watch: 'int32_t kvt_peer_watch(uint32_t agent, uint32_t peer, uint32_t watched)',
+  kvt_peer_events_poll:
+    'int32_t kvt_peer_events_poll(uint32_t agent, uint32_t capacity, uint32_t *peer_ids, uint32_t *kinds, uint64_t *silence_ms, uint32_t *out_count)',
   kvt_peer_invalidate: 'int32_t kvt_peer_invalidate(uint32_t agent, uint32_t peer)',
   kvt_peer_unload: 'int32_t kvt_peer_unload(uint32_t agent, uint32_t peer)',
   kvt_xfer_post:
@@ -216,6 +233,7 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_counter_name: 'const char *kvt_counter_name(uint32_t index)',
   kvt_fault_fail: 'int32_t kvt_fault_fail(uint32_t agent, uint32_t point, uint32_t nth, int32_t code)',
   kvt_fault_delay_completions: 'int32_t kvt_fault_delay_completions(uint32_t agent, uint32_t ms)',
+  kvt_fault_stall_progress: 'int32_t kvt_fault_stall_progress(uint32_t agent, uint32_t stalled)',
   kvt_fault_clear: 'int32_t kvt_fault_clear(uint32_t agent)',
 };
 

@@ -2,6 +2,7 @@ import { InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { check } from './library.js';
 import type { Peer } from './peer.js';
+import { PolledQueue } from './polled-queue.js';
 
 /** A message received from a peer. */
 export interface Notification {
@@ -13,29 +14,17 @@ export interface Notification {
 const MAX_NAME = 255;
 const MAX_NOTIFICATION = 4096;
 
-interface Waiter {
-  readonly resolve: (notification: Notification) => void;
-  readonly reject: (error: Error) => void;
-}
-
 /** An agent's received notifications: drained from the native queue on every wake-up, handed out in order. */
-export class Notifications {
+export class Notifications extends PolledQueue<Notification> {
   readonly #agent: AgentContext;
-  readonly #onWaitersChanged: () => void;
-  readonly #queue: Notification[] = [];
-  readonly #waiters: Waiter[] = [];
   readonly #sender = Buffer.alloc(MAX_NAME + 1);
   readonly #data = Buffer.alloc(MAX_NOTIFICATION);
   readonly #length = new Uint32Array(1);
   readonly #got = new Uint32Array(1);
 
   constructor(agent: AgentContext, onWaitersChanged: () => void) {
+    super(onWaitersChanged);
     this.#agent = agent;
-    this.#onWaitersChanged = onWaitersChanged;
-  }
-
-  get hasWaiters(): boolean {
-    return this.#waiters.length > 0;
   }
 
   send(peer: Peer, data: Uint8Array | string): void {
@@ -46,8 +35,7 @@ export class Notifications {
     check(library, 'kvt_notify_send', library.api.kvt_notify_send(id, peer.id, peer.generation, bytes, bytes.length));
   }
 
-  /** Moves every notification the native library holds to waiters, then to the queue. */
-  drain(): void {
+  protected fill(push: (notification: Notification) => void): void {
     const { library, id } = this.#agent;
     for (;;) {
       check(
@@ -61,30 +49,7 @@ export class Notifications {
         sender: this.#sender.toString('latin1', 0, nameEnd === -1 ? this.#sender.length : nameEnd),
         data: Buffer.from(this.#data.subarray(0, this.#length[0] ?? 0)),
       };
-      const waiter = this.#waiters.shift();
-      if (waiter === undefined) this.#queue.push(notification);
-      else waiter.resolve(notification);
+      push(notification);
     }
-    this.#onWaitersChanged();
-  }
-
-  takeAll(): Notification[] {
-    this.drain();
-    return this.#queue.splice(0);
-  }
-
-  next(): Promise<Notification> {
-    this.drain();
-    const queued = this.#queue.shift();
-    if (queued !== undefined) return Promise.resolve(queued);
-    return new Promise<Notification>((resolve, reject) => {
-      this.#waiters.push({ resolve, reject });
-      this.#onWaitersChanged();
-    });
-  }
-
-  close(error: Error): void {
-    for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
-    this.#queue.length = 0;
   }
 }

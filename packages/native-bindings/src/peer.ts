@@ -23,6 +23,7 @@ export interface PeerRegion {
 }
 
 const TRANSPORT_TEXT_BYTES = 4096;
+const MAX_NAME = 255;
 
 /**
  * A remote agent whose metadata was loaded. Operations and notifications name the generation the
@@ -31,6 +32,8 @@ const TRANSPORT_TEXT_BYTES = 4096;
  */
 export class Peer {
   readonly id: number;
+  /** The peer agent's name (from its metadata). */
+  readonly name: string;
   readonly #agent: AgentContext;
   readonly #state: HandleState;
   readonly #onUnload: (peer: Peer) => void;
@@ -43,6 +46,9 @@ export class Peer {
     this.#generation = generation;
     this.#onUnload = onUnload;
     this.#state = new HandleState(this, 'Peer', `${id} of agent ${agent.name}`);
+    const name = Buffer.alloc(MAX_NAME + 1);
+    check(agent.library, 'kvt_peer_name', agent.library.api.kvt_peer_name(agent.id, id, name, name.length));
+    this.name = name.toString('latin1', 0, name.indexOf(0));
   }
 
   /** The generation this handle uses for posts and notifications. */
@@ -140,6 +146,25 @@ export class Peer {
       check(library, 'kvt_peer_transport', library.api.kvt_peer_transport(agent, this.id, text, text.length, length));
     }
     return text.toString('utf8', 0, Math.min(length[0] ?? 0, text.length - 1));
+  }
+
+  /**
+   * Has the agent probe this peer on its heartbeat interval even while no transfer uses it (the layers
+   * above watch the peers they hold pins on), so that it is reported (`peer-unresponsive` from
+   * `agent.peerEvents()`) when it stops answering. Watching survives reloads; calling it again does nothing.
+   */
+  watch(): void {
+    this.#setWatched(true);
+  }
+
+  /** Stops watching the peer: it is probed only while transfers use it. */
+  unwatch(): void {
+    this.#setWatched(false);
+  }
+
+  #setWatched(watched: boolean): void {
+    this.assertOpen(watched ? 'watch a peer' : 'unwatch a peer');
+    check(this.#agent.library, 'kvt_peer_watch', this.#agent.library.api.kvt_peer_watch(this.#agent.id, this.id, watched ? 1 : 0));
   }
 
   /**

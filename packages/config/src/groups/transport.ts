@@ -36,6 +36,24 @@ export const transportGroup = defineGroup('transport', {
         'retained until the native layer proves it terminal or the process exits. At least twice ' +
         '`operation_timeout_ms`.',
     },
+    heartbeatIntervalMs: {
+      schema: z.int().min(10).max(60_000),
+      default: 500,
+      unit: 'ms',
+      description:
+        'How often the native transport probes each peer that has transfers in flight or holds pins; the ' +
+        "peer's progress thread answers. Catches a peer that is stopped or hung, which the transport's own " +
+        'keepalive misses over tcp.',
+    },
+    heartbeatMisses: {
+      schema: z.int().min(1).max(1000),
+      default: 3,
+      unit: 'intervals',
+      description:
+        'A peer that answers no probe for this many `heartbeat_interval_ms` in a row is reported unresponsive, ' +
+        'so that its transfers can be cancelled and it can be routed around; it is reported responsive again ' +
+        'once it answers.',
+    },
     shutdownDeadlineMs: {
       schema: z.int().positive(),
       default: 10_000,

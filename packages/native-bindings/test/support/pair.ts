@@ -66,6 +66,7 @@ export function liveCounters() {
     inflightOperations: c.inflightOperations,
     pendingNotifications: c.pendingNotifications,
     inflightRequests: c.inflightRequests,
+    unresponsivePeers: c.unresponsivePeers,
   };
 }
 
@@ -80,6 +81,7 @@ export const allZero = {
   inflightOperations: 0,
   pendingNotifications: 0,
   inflightRequests: 0,
+  unresponsivePeers: 0,
 };
 
 /** A READ by the pair's reader of `descriptors`, bank 0 on both sides. */

@@ -1,0 +1,194 @@
+/* Heartbeat: peers with operations in flight or watched are probed every interval; one that answers
+ * nothing for the agent's miss count is reported UNRESPONSIVE, and RESPONSIVE once it answers again.
+ * Probes and answers go through the backend (UCX: active messages answered by the peer's progress
+ * thread; loopback: commands run by the target agent's progress thread). Reports are queued per peer as
+ * a count of transitions, so none is ever dropped, and read with kvt_peer_events_poll. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+#define NS_PER_MS 1000000ull
+
+typedef struct {
+    kvt_conn *conn;
+    uint32_t peer_id;
+} probe_target;
+
+static bool probed(const kvt_peer *peer) {
+    return peer->conn && !atomic_load(&peer->conn->failed) && (peer->busy > 0 || peer->heartbeat.watched);
+}
+
+static void transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
+    kvt_peer_heartbeat *hb = &peer->heartbeat;
+    hb->unresponsive = unresponsive;
+    hb->transitions++;
+    if (unresponsive)
+        hb->unresponsive_silence_ns = silence_ns;
+    else
+        hb->responsive_silence_ns = silence_ns;
+    agent->peer_events_pending++;
+    kvt_counter_add(agent, KVT_COUNTER_UNRESPONSIVE_PEERS, unresponsive ? 1 : -1);
+    kvt_signal_pending_locked(agent);
+}
+
+/* Counts a missed round for each probed peer still awaiting an answer, reports the ones past the miss
+ * count, and lists every probed peer (with a reference on its connection) for a new probe. */
+static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targets) {
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < agent->peer_count; i++) {
+        kvt_peer *peer = agent->peers[i];
+        kvt_peer_heartbeat *hb = &peer->heartbeat;
+        if (!probed(peer)) {
+            hb->awaiting = false; /* a later round starts counting afresh */
+            hb->missed = 0;
+            continue;
+        }
+        if (hb->awaiting) {
+            /* A peer is judged only once it answered on this connection: one that never did may have no
+             * way to answer (UCX 1.13 across pid namespaces over shared memory), not be stopped. */
+            if (atomic_load(&peer->conn->answered)) hb->missed++;
+            if (!hb->unresponsive && hb->missed >= agent->heartbeat_misses)
+                transition_locked(agent, peer, true, now - hb->silent_since_ns);
+        } else {
+            hb->awaiting = true;
+            hb->missed = 0;
+            hb->silent_since_ns = now;
+        }
+        if (targets) {
+            peer->conn->refs++;
+            targets[count] = (probe_target){.conn = peer->conn, .peer_id = peer->id};
+        }
+        count++;
+    }
+    return count;
+}
+
+void kvt_heartbeat_wake(kvt_agent *agent) { atomic_store_explicit(&agent->heartbeat_woken, true, memory_order_relaxed); }
+
+void kvt_heartbeat_tick(kvt_agent *agent) {
+    uint64_t now = kvt_now_ns();
+    /* A round is due on time, or at once when probing may start (a post or a watch while nothing was probed);
+     * never earlier while probing, since each round counts a miss. */
+    bool start = !agent->heartbeat_probing && atomic_load_explicit(&agent->heartbeat_woken, memory_order_relaxed) &&
+                 atomic_exchange_explicit(&agent->heartbeat_woken, false, memory_order_relaxed);
+    if (!start && now < atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed)) return;
+    pthread_mutex_lock(&agent->lock);
+    atomic_store_explicit(&agent->next_heartbeat_ns, now + agent->heartbeat_interval_ms * NS_PER_MS,
+                          memory_order_relaxed);
+    /* Probes go out after the lock is released: a loopback probe takes the target agent's lock. */
+    probe_target *targets = agent->peer_count ? malloc(agent->peer_count * sizeof *targets) : NULL;
+    uint32_t count = round_locked(agent, now, targets);
+    pthread_mutex_unlock(&agent->lock);
+    agent->heartbeat_probing = count > 0;
+    if (!targets) return; /* no memory: this round's probes are lost and count as unanswered */
+    for (uint32_t i = 0; i < count; i++) {
+        atomic_store(&targets[i].conn->probed, true);
+        agent->backend->probe(agent, targets[i].conn, targets[i].peer_id);
+        kvt_counter_add(agent, KVT_COUNTER_HEARTBEATS_SENT, 1);
+    }
+    pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; i < count; i++) kvt_conn_unref_locked(agent, targets[i].conn);
+    pthread_mutex_unlock(&agent->lock);
+    free(targets);
+}
+
+int kvt_heartbeat_next_timeout_ms(kvt_agent *agent) {
+    if (!agent->heartbeat_probing) return -1;
+    uint64_t now = kvt_now_ns(), due = atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed);
+    return due <= now ? 0 : (int)((due - now + NS_PER_MS - 1) / NS_PER_MS);
+}
+
+void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
+    pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; i < agent->peer_count; i++) {
+        kvt_peer *peer = agent->peers[i];
+        if (peer->id != peer_id) continue;
+        kvt_peer_heartbeat *hb = &peer->heartbeat;
+        kvt_counter_add(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
+        if (peer->conn) atomic_store(&peer->conn->answered, true);
+        if (hb->unresponsive) transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
+        hb->awaiting = false;
+        hb->missed = 0;
+        break;
+    }
+    pthread_mutex_unlock(&agent->lock);
+}
+
+void kvt_heartbeat_peer_removed_locked(kvt_agent *agent, kvt_peer *peer) {
+    agent->peer_events_pending -= peer->heartbeat.transitions - peer->heartbeat.reported;
+    if (peer->heartbeat.unresponsive) kvt_counter_add(agent, KVT_COUNTER_UNRESPONSIVE_PEERS, -1);
+}
+
+/* ---- API ------------------------------------------------------------------------------------------ */
+
+kvt_status kvt_agent_set_heartbeat(uint32_t agent_id, uint32_t interval_ms, uint32_t misses) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_agent_set_heartbeat", &agent);
+    if (status != KVT_OK) return status;
+    if (interval_ms < KVT_HEARTBEAT_MIN_INTERVAL_MS || interval_ms > KVT_HEARTBEAT_MAX_INTERVAL_MS)
+        status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_set_heartbeat: interval_ms %u is outside %u..%u",
+                          interval_ms, KVT_HEARTBEAT_MIN_INTERVAL_MS, KVT_HEARTBEAT_MAX_INTERVAL_MS);
+    else if (misses < 1 || misses > KVT_HEARTBEAT_MAX_MISSES)
+        status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_set_heartbeat: misses %u is outside 1..%u", misses,
+                          KVT_HEARTBEAT_MAX_MISSES);
+    if (status == KVT_OK) {
+        pthread_mutex_lock(&agent->lock);
+        agent->heartbeat_interval_ms = interval_ms;
+        agent->heartbeat_misses = misses;
+        atomic_store(&agent->next_heartbeat_ns, 0);
+        kvt_agent_kick(agent);
+        pthread_mutex_unlock(&agent->lock);
+    }
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_watch", &agent);
+    if (status != KVT_OK) return status;
+    if (watched > 1)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                                "kvt_peer_watch: watched must be 0 or 1 (got %u)", watched));
+    pthread_mutex_lock(&agent->lock);
+    kvt_peer *peer = NULL;
+    status = kvt_peer_lookup_locked(agent, "kvt_peer_watch", peer_id, &peer);
+    if (status == KVT_OK) {
+        peer->heartbeat.watched = watched == 1;
+        kvt_heartbeat_wake(agent);
+        kvt_agent_kick(agent);
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *peer_ids, uint32_t *kinds,
+                                uint64_t *silence_ms, uint32_t *out_count) {
+    kvt_detail_clear();
+    if (!out_count || (capacity > 0 && (!peer_ids || !kinds || !silence_ms)))
+        return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                               "kvt_peer_events_poll: out_count and (capacity %u > 0) the arrays must "
+                                               "not be NULL",
+                                               capacity));
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_events_poll", &agent);
+    if (status != KVT_OK) return status;
+    uint32_t n = 0;
+    pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; i < agent->peer_count && n < capacity; i++) {
+        kvt_peer *peer = agent->peers[i];
+        kvt_peer_heartbeat *hb = &peer->heartbeat;
+        while (n < capacity && hb->reported < hb->transitions) {
+            hb->reported++;
+            bool unresponsive = hb->reported % 2 == 1;
+            peer_ids[n] = peer->id;
+            kinds[n] = unresponsive ? KVT_PEER_EVENT_UNRESPONSIVE : KVT_PEER_EVENT_RESPONSIVE;
+            silence_ms[n] = (unresponsive ? hb->unresponsive_silence_ns : hb->responsive_silence_ns) / NS_PER_MS;
+            agent->peer_events_pending--;
+            n++;
+        }
+    }
+    kvt_rearm_wake_locked(agent);
+    pthread_mutex_unlock(&agent->lock);
+    *out_count = n;
+    return kvt_agent_finish(agent, KVT_OK);
+}

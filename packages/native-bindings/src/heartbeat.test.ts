@@ -1,0 +1,67 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { defaultSettings } from '@kvreuse/config';
+import { describe, expect, it } from 'vitest';
+import { agentName, testedBackends, transport } from '../test/support/backends.js';
+import { allZero, liveCounters } from '../test/support/pair.js';
+import { HandleClosedError } from './errors.js';
+import { heartbeatLimits } from './heartbeat.js';
+
+describe.each(testedBackends)('heartbeat on %s', (backend) => {
+  it('refuses a wrongly shaped or out-of-range heartbeat with a typed error before creating the agent', () => {
+    const create = (heartbeat: unknown) => () =>
+      transport.createAgent({ name: agentName('heartbeat-bad'), backend, heartbeat } as Parameters<typeof transport.createAgent>[0]);
+    expect(create(null)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat' }));
+    const field = (heartbeatIntervalMs: unknown, heartbeatMisses: unknown) => create({ heartbeatIntervalMs, heartbeatMisses });
+    for (const interval of [heartbeatLimits.minIntervalMs - 1, heartbeatLimits.maxIntervalMs + 1, 50.5, '50']) {
+      expect(field(interval, 3)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatIntervalMs' }));
+    }
+    for (const misses of [0, heartbeatLimits.maxMisses + 1, 2.5, undefined]) {
+      expect(field(50, misses)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatMisses' }));
+    }
+    expect(liveCounters().liveAgents).toBe(0);
+  });
+
+  it('takes the transport settings as they resolve', () => {
+    const agent = transport.createAgent({ name: agentName('heartbeat-settings'), backend, heartbeat: defaultSettings.transport });
+    agent.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
+  it('reports a watched peer whose progress stalls as unresponsive, once, and as responsive once it answers again', async () => {
+    const source = transport.createAgent({ name: agentName('heartbeat-source'), backend });
+    // Ten intervals of grace: a live source answers well within them, however loaded the machine.
+    const heartbeat = { heartbeatIntervalMs: 50, heartbeatMisses: 10 };
+    const reader = transport.createAgent({ name: agentName('heartbeat-reader'), backend, heartbeat });
+    const peer = reader.loadPeer(source.metadata());
+    expect(peer.name).toBe(source.name);
+    peer.watch();
+    // A peer is judged once it has answered (one that never did may have no way to answer).
+    while (reader.counters().heartbeatAnswers === 0) await sleep(10);
+    source.faults.stallProgress(true);
+    const unresponsive = await reader.nextPeerEvent();
+    expect(unresponsive).toMatchObject({ type: 'peer-unresponsive', peer, peerName: source.name });
+    expect(unresponsive.silentMs).toBeGreaterThanOrEqual(heartbeat.heartbeatIntervalMs * heartbeat.heartbeatMisses);
+    expect(reader.counters()).toMatchObject({ unresponsivePeers: 1 });
+    expect(peer.info().state).toBe('ready');
+
+    source.faults.stallProgress(false);
+    const responsive = await reader.nextPeerEvent();
+    expect(responsive).toMatchObject({ type: 'peer-responsive', peer, peerName: source.name });
+    expect(responsive.silentMs).toBeGreaterThanOrEqual(unresponsive.silentMs);
+    peer.unwatch();
+    expect(reader.pollPeerEvents()).toEqual([]);
+    const counters = reader.counters();
+    expect(counters.unresponsivePeers).toBe(0);
+    expect(counters.heartbeatsSent).toBeGreaterThan(heartbeat.heartbeatMisses);
+    expect(counters.heartbeatAnswers).toBeGreaterThanOrEqual(1);
+
+    const iteration = reader.peerEvents()[Symbol.asyncIterator]().next();
+    const waiting = reader.nextPeerEvent();
+    reader.close();
+    await expect(iteration).resolves.toEqual({ done: true, value: undefined });
+    await expect(waiting).rejects.toBeInstanceOf(HandleClosedError);
+    expect(() => peer.watch()).toThrow(HandleClosedError);
+    source.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+});
