@@ -81,19 +81,23 @@ kvt_status kvt_counters(uint32_t agent_id, uint64_t *values, uint32_t capacity, 
 
 /* ---- the agent table ----------------------------------------------------------------------------- */
 
-static kvt_agent *find_agent_locked(uint32_t id) {
-    for (uint32_t i = 0; i < agent_count; i++)
-        if (agents[i]->id == id && agents[i]->ready) return agents[i];
+/* A live agent, or (with `shutting_down`) also one whose shutdown was accepted and not yet destroyed. */
+static kvt_agent *find_agent_locked(uint32_t id, bool shutting_down) {
+    for (uint32_t i = 0; i < agent_count; i++) {
+        kvt_agent *agent = agents[i];
+        if (agent->id == id && !agent->destroying && (agent->ready || (shutting_down && agent->shutting_down)))
+            return agent;
+    }
     return NULL;
 }
 
-/* While a destroy is deciding (it may still refuse with BUSY), new calls wait for its outcome. */
-kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out) {
+/* While a shutdown is deciding (it may still refuse with BUSY), new calls wait for its outcome. */
+static kvt_status acquire(uint32_t id, const char *call, bool shutting_down, kvt_agent **out) {
     pthread_mutex_lock(&agents_lock);
-    kvt_agent *agent = find_agent_locked(id);
+    kvt_agent *agent = find_agent_locked(id, shutting_down);
     while (agent && agent->closing) {
         pthread_cond_wait(&agents_cond, &agents_lock);
-        agent = find_agent_locked(id);
+        agent = find_agent_locked(id, shutting_down);
     }
     if (agent) agent->api_refs++;
     pthread_mutex_unlock(&agents_lock);
@@ -101,6 +105,8 @@ kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out) {
     *out = agent;
     return KVT_OK;
 }
+
+kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out) { return acquire(id, call, false, out); }
 
 kvt_status kvt_enter(uint32_t id, const char *call, kvt_agent **out) {
     kvt_detail_clear();
@@ -215,8 +221,7 @@ static bool run_commands(kvt_agent *agent, bool *worked) {
                 free(command); /* asynchronous calls are heap blocks owned by the queue */
             break;
         case KVT_CMD_STOP:
-            keep_running = false;
-            complete_command(agent, command);
+            keep_running = false; /* agent->stop_command: nobody waits on it */
             break;
         }
         command = next;
@@ -238,6 +243,41 @@ typedef struct {
     kvt_status status;
     char detail[512];
 } start_context;
+
+static int ms_until(uint64_t deadline_ns) {
+    uint64_t now = kvt_now_ns();
+    if (now >= deadline_ns) return 0;
+    uint64_t ms = (deadline_ns - now + 999999u) / 1000000u;
+    return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/* The progress thread's end: closes every connection (gracefully until the shutdown's deadline, then by
+ * force), stops the backend, records the outcome and wakes the consumer through the wake-up pipe. */
+static void shut_down(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->lock);
+    uint64_t deadline_ns = agent->shutdown_deadline_ns;
+    pthread_mutex_unlock(&agent->lock);
+    kvt_peers_free_all(agent);
+    kvt_reap_dead_conns(agent);
+    char forced[512] = "";
+    while (agent->backend->closing && agent->backend->closing(agent, deadline_ns, forced, sizeof forced)) {
+        if (atomic_load_explicit(&agent->abandoned, memory_order_acquire)) return;
+        if (!agent->backend->progress(agent)) agent->backend->sleep(agent, ms_until(deadline_ns));
+        drain_command_fd(agent);
+    }
+    agent->backend->stop(agent);
+    pthread_mutex_lock(&agent->lock);
+    agent->shutdown_status = forced[0] ? KVT_ERR_TIMEOUT : KVT_OK;
+    if (forced[0])
+        snprintf(agent->shutdown_detail, sizeof agent->shutdown_detail,
+                 "agent '%s': the shutdown's deadline passed before the peer(s) %.512s acknowledged the close; their "
+                 "endpoints were force-closed",
+                 agent->name, forced);
+    agent->shutdown_done = true;
+    agent->wake_signaled = false; /* wake the consumer even when completions were left unpolled */
+    kvt_signal_pending_locked(agent);
+    pthread_mutex_unlock(&agent->lock);
+}
 
 static void *progress_main(void *arg) {
     start_context *start = arg;
@@ -263,9 +303,7 @@ static void *progress_main(void *arg) {
         agent->backend->sleep(agent, kvt_ops_next_timeout_ms(agent));
         drain_command_fd(agent);
     }
-    kvt_peers_free_all(agent);
-    kvt_reap_dead_conns(agent);
-    agent->backend->stop(agent);
+    shut_down(agent);
     return NULL;
 }
 
@@ -437,14 +475,22 @@ static void wait_for_other_calls_locked(kvt_agent *agent) {
     while (agent->api_refs > 1) pthread_cond_wait(&agents_cond, &agents_lock);
 }
 
-kvt_status kvt_agent_destroy(uint32_t agent_id) {
-    kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_agent_destroy", &agent);
-    if (status != KVT_OK) return status;
+/*
+ * Decides a shutdown of an acquired agent: refused (BUSY) while registrations, allocations or operations
+ * remain; else the agent is hidden from every call but its shutdown status and destroy, and the progress
+ * thread is told to close its connections by `deadline_ms` from now. KVT_IN_PROGRESS when accepted (also
+ * when a shutdown was accepted before: the first deadline stays).
+ */
+static kvt_status begin_shutdown(kvt_agent *agent, const char *call, uint32_t deadline_ms) {
     /* Close the door to new calls and let running ones finish, so the check below stays true. */
     pthread_mutex_lock(&agents_lock);
-    agent->closing = true;
+    bool begun = agent->shutting_down, deciding = agent->closing;
+    if (!begun && !deciding) agent->closing = true;
     pthread_mutex_unlock(&agents_lock);
+    if (begun) return KVT_IN_PROGRESS;
+    if (deciding)
+        return kvt_fail(KVT_ERR_NOT_ALLOWED, "%s: another thread is deciding a shutdown of agent '%s'", call,
+                        agent->name);
     pthread_mutex_lock(&agent->lock);
     pthread_cond_broadcast(&agent->pending_cond); /* kvt_agent_wait returns early */
     pthread_mutex_unlock(&agent->lock);
@@ -452,29 +498,84 @@ kvt_status kvt_agent_destroy(uint32_t agent_id) {
     wait_for_other_calls_locked(agent);
     pthread_mutex_unlock(&agents_lock);
 
+    kvt_status status = KVT_IN_PROGRESS;
     pthread_mutex_lock(&agent->lock);
     if (agent->region_count || agent->allocation_count || agent->ops.size)
         status = kvt_fail(KVT_ERR_BUSY,
-                          "kvt_agent_destroy: agent '%s' still has %u registration(s), %u allocation(s) and %zu "
-                          "operation(s) not released",
-                          agent->name, agent->region_count, agent->allocation_count, agent->ops.size);
+                          "%s: agent '%s' still has %u registration(s), %u allocation(s) and %zu operation(s) not "
+                          "released",
+                          call, agent->name, agent->region_count, agent->allocation_count, agent->ops.size);
     pthread_mutex_unlock(&agent->lock);
     pthread_mutex_lock(&agents_lock);
     pthread_cond_broadcast(&agents_cond); /* calls waiting for the outcome */
-    if (status != KVT_OK) {
-        agent->closing = false;
-    } else {
+    agent->closing = false;
+    if (status == KVT_IN_PROGRESS) {
         agent->ready = false; /* loopback peers see it gone */
-        for (uint32_t i = 0; i < agent_count; i++)
-            if (agents[i] == agent) agents[i] = agents[--agent_count];
+        agent->shutting_down = true;
         wait_for_other_calls_locked(agent); /* loopback copies that found it just before */
     }
     pthread_mutex_unlock(&agents_lock);
-    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+    if (status != KVT_IN_PROGRESS) return status;
 
-    kvt_command stop = {.kind = KVT_CMD_STOP, .sync = true};
     pthread_mutex_lock(&agent->lock);
-    kvt_command_submit_locked(agent, &stop);
+    agent->shutdown_deadline_ns = kvt_now_ns() + (uint64_t)deadline_ms * 1000000u;
+    agent->stop_command = (kvt_command){.kind = KVT_CMD_STOP};
+    kvt_command_submit_locked(agent, &agent->stop_command);
+    pthread_mutex_unlock(&agent->lock);
+    return KVT_IN_PROGRESS;
+}
+
+kvt_status kvt_agent_shutdown(uint32_t agent_id, uint32_t deadline_ms) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_shutdown", true, &agent));
+    if (status != KVT_OK) return status;
+    if (deadline_ms > KVT_MAX_SHUTDOWN_MS)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                                "kvt_agent_shutdown: deadline_ms %u of agent '%s' exceeds %u", deadline_ms,
+                                                agent->name, KVT_MAX_SHUTDOWN_MS));
+    return kvt_agent_finish(agent, begin_shutdown(agent, "kvt_agent_shutdown", deadline_ms));
+}
+
+kvt_status kvt_agent_shutdown_status(uint32_t agent_id) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_shutdown_status", true, &agent));
+    if (status != KVT_OK) return status;
+    pthread_mutex_lock(&agent->lock);
+    if (!agent->shutting_down)
+        status = kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_agent_shutdown_status: agent '%s' is not shutting down", agent->name);
+    else if (!agent->shutdown_done)
+        status = KVT_IN_PROGRESS;
+    else if (agent->shutdown_status != KVT_OK)
+        status = kvt_fail(agent->shutdown_status, "%s", agent->shutdown_detail);
+    pthread_mutex_unlock(&agent->lock);
+    kvt_agent_release(agent); /* the outcome is an answer, not a failing call: not counted */
+    return status;
+}
+
+kvt_status kvt_agent_destroy(uint32_t agent_id) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_destroy", true, &agent));
+    if (status != KVT_OK) return status;
+    status = begin_shutdown(agent, "kvt_agent_destroy", KVT_DEFAULT_SHUTDOWN_MS);
+    if (status != KVT_IN_PROGRESS) return kvt_agent_finish(agent, status);
+    pthread_mutex_lock(&agents_lock);
+    bool raced = agent->destroying;
+    agent->destroying = true;
+    if (!raced) {
+        wait_for_other_calls_locked(agent);
+        for (uint32_t i = 0; i < agent_count; i++)
+            if (agents[i] == agent) agents[i] = agents[--agent_count];
+    }
+    pthread_mutex_unlock(&agents_lock);
+    if (raced)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_FOUND, "kvt_agent_destroy: agent %u is being destroyed by "
+                                                                   "another thread",
+                                                agent_id));
+    pthread_mutex_lock(&agent->lock);
+    while (!agent->shutdown_done) pthread_cond_wait(&agent->pending_cond, &agent->lock);
     pthread_mutex_unlock(&agent->lock);
     pthread_join(agent->thread, NULL);
     kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, -1);
@@ -497,7 +598,7 @@ __attribute__((destructor)) static void abandon_agents_at_unload(void) {
     pthread_t *threads = agent_count ? calloc(agent_count, sizeof *threads) : NULL;
     for (uint32_t i = 0; threads && i < agent_count; i++) {
         kvt_agent *agent = agents[i];
-        if (!agent->ready || agent->closing) continue;
+        if (!(agent->ready || agent->shutting_down) || agent->closing || agent->destroying) continue;
         atomic_store_explicit(&agent->abandoned, true, memory_order_release);
         kvt_agent_kick(agent);
         threads[count++] = agent->thread;
