@@ -70,7 +70,7 @@ describe('DrainController', () => {
     await expect(w.controller.drain({ deadlineMs: 0 })).resolves.toBe(first.report);
     expect(close).toHaveBeenCalledTimes(1);
     // The agent itself may be closed again too: nothing happens.
-    expect(w.reader.close()).toBeUndefined();
+    await expect(w.reader.close()).resolves.toEqual({ forced: undefined });
   });
 
   it('refuses options of the wrong shape with a typed error naming the option', async () => {

@@ -172,7 +172,7 @@ describe('OperationLedger on the loopback backend', () => {
     expect(w.ledger.counts().posted).toBe(0);
     expect(w.reader.counters().operationsPosted).toBe(0);
     await releaseRank(foreignRank);
-    other.close();
+    await other.close();
   });
 
   it('refuses options of the wrong shape with a typed error naming the option', async () => {

@@ -37,6 +37,6 @@ for (;;) {
 }
 region.deregister();
 bank.free();
-agent.close();
+await agent.close();
 emit({ event: 'closed' });
 process.exit(0);

@@ -16,6 +16,6 @@ emit({ event: 'ready', metadata: agent.metadata().toString('base64'), region: re
 await untilParentSays('close');
 region.deregister();
 bank.free();
-agent.close();
+await agent.close();
 emit({ event: 'closed' });
 process.exit(0);

@@ -4,17 +4,17 @@ import { allZero, liveCounters } from '../test/support/pair.js';
 import { HandleClosedError, InvalidArgumentError, NativeTransportError } from './errors.js';
 
 describe.each(testedBackends)('Agent on %s', (backend) => {
-  it('creates and closes an agent, leaving no live state', () => {
+  it('creates and closes an agent, leaving no live state', async () => {
     const agent = transport.createAgent({ name: agentName('lifecycle'), backend });
     expect(agent.isOpen).toBe(true);
     expect(agent.counters()).toMatchObject({ liveRegistrations: 0, liveOperations: 0 });
     expect(liveCounters().liveAgents).toBe(1);
-    agent.close();
+    await expect(agent.close()).resolves.toEqual({ forced: undefined });
     expect(agent.isOpen).toBe(false);
     expect(liveCounters()).toEqual(allZero);
   });
 
-  it('refuses a duplicate name with NOT_ALLOWED and a bad name with INVALID_PARAM', () => {
+  it('refuses a duplicate name with NOT_ALLOWED and a bad name with INVALID_PARAM', async () => {
     const name = agentName('unique');
     const agent = transport.createAgent({ name, backend });
     try {
@@ -32,7 +32,7 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
       expect(spaced).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_agent_create' });
       expect((spaced as NativeTransportError).detail).not.toBe('');
     } finally {
-      agent.close();
+      await agent.close();
     }
   });
 
@@ -49,11 +49,15 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     expect(liveCounters().liveAgents).toBe(0);
   });
 
-  it('refuses every use after close with HandleClosedError; a second close does nothing', () => {
+  it('refuses every use after close with HandleClosedError; a second close resolves as the first', async () => {
     const agent = transport.createAgent({ name: agentName('closed'), backend });
     const before = transport.counters().liveAgents;
-    agent.close();
-    expect(agent.close()).toBeUndefined();
+    const closing = agent.close();
+    expect(agent.isOpen).toBe(false);
+    expect(() => agent.allocate(4096)).toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
+    expect(agent.close()).toBe(closing);
+    await expect(closing).resolves.toEqual({ forced: undefined });
+    await expect(agent.close()).resolves.toEqual({ forced: undefined });
     expect([agent.isOpen, transport.counters().liveAgents]).toEqual([false, before - 1]);
     expect(() => agent.allocate(4096)).toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
     expect(() => agent.metadata()).toThrow(HandleClosedError);
@@ -61,13 +65,13 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     expect(() => agent.faults.clear()).toThrow(HandleClosedError);
   });
 
-  it('refuses to close while memory is allocated (BUSY), then closes once it is freed', () => {
+  it('refuses to close while memory is allocated (BUSY), then closes once it is freed', async () => {
     const agent = transport.createAgent({ name: agentName('busy'), backend });
     const bank = agent.allocate(1 << 16);
-    expect(() => agent.close()).toThrow(expect.objectContaining({ code: 'BUSY', call: 'kvt_agent_destroy' }));
+    await expect(agent.close()).rejects.toMatchObject({ code: 'BUSY', call: 'kvt_agent_shutdown' });
     expect(agent.isOpen).toBe(true);
     bank.free();
-    agent.close();
+    await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });
 });

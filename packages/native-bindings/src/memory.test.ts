@@ -7,7 +7,7 @@ import type { Allocation } from './memory.js';
 const PAGE = 4096;
 
 describe.each(testedBackends)('memory on %s', (backend) => {
-  it('allocates page-aligned memory that can be filled through its view', () => {
+  it('allocates page-aligned memory that can be filled through its view', async () => {
     const agent = transport.createAgent({ name: agentName('alloc'), backend });
     const bank = agent.allocate(3 * PAGE + 5);
     expect(bank.address % BigInt(PAGE)).toBe(0n);
@@ -19,10 +19,10 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     bank.free();
     expect(() => bank.view()).toThrow(HandleClosedError);
     expect(() => bank.free()).toThrow(HandleClosedError);
-    agent.close();
+    await agent.close();
   });
 
-  it('registers and deregisters, counting registrations and bytes', () => {
+  it('registers and deregisters, counting registrations and bytes', async () => {
     const agent = transport.createAgent({ name: agentName('register'), backend });
     const bank = agent.allocate(16 * PAGE);
     const whole = agent.register(bank);
@@ -35,11 +35,11 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 2 * PAGE });
     part.deregister();
     bank.free();
-    agent.close();
+    await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });
 
-  it('refuses zero sizes and malformed ranges before calling the library', () => {
+  it('refuses zero sizes and malformed ranges before calling the library', async () => {
     const agent = transport.createAgent({ name: agentName('zero'), backend });
     const nativeRefusals = () => transport.counters().errors.INVALID_PARAM;
     const before = nativeRefusals();
@@ -52,11 +52,11 @@ describe.each(testedBackends)('memory on %s', (backend) => {
       expect(nativeRefusals()).toBe(before);
       expect(agent.counters()).toMatchObject({ liveAllocations: 0, liveRegistrations: 0 });
     } finally {
-      agent.close();
+      await agent.close();
     }
   });
 
-  it('refuses to register memory this process never mapped, naming the range', () => {
+  it('refuses to register memory this process never mapped, naming the range', async () => {
     const agent = transport.createAgent({ name: agentName('unmapped'), backend });
     try {
       expect(() => agent.register({ address: 12345, bytes: 4096 })).toThrow(
@@ -64,11 +64,11 @@ describe.each(testedBackends)('memory on %s', (backend) => {
       );
       expect(agent.counters().liveRegistrations).toBe(0);
     } finally {
-      agent.close();
+      await agent.close();
     }
   });
 
-  it('refuses overlap and vram, naming the problem', () => {
+  it('refuses overlap and vram, naming the problem', async () => {
     const agent = transport.createAgent({ name: agentName('refuse'), backend });
     const bank = agent.allocate(8 * PAGE);
     const first = agent.register({ address: bank.address, bytes: 4 * PAGE });
@@ -87,11 +87,11 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     } finally {
       first.deregister();
       bank.free();
-      agent.close();
+      await agent.close();
     }
   });
 
-  it('allocates locked memory or refuses with NOT_ALLOWED naming the limit', () => {
+  it('allocates locked memory or refuses with NOT_ALLOWED naming the limit', async () => {
     const agent = transport.createAgent({ name: agentName('mlock'), backend });
     try {
       const bank = agent.allocate(PAGE, { mlock: true });
@@ -99,7 +99,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     } catch (error) {
       expect(error).toMatchObject({ code: 'NOT_ALLOWED', call: 'kvt_mem_alloc' });
     } finally {
-      agent.close();
+      await agent.close();
     }
   });
 });

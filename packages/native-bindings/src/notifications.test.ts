@@ -22,10 +22,10 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
     const waiting = pair.reader.nextNotification();
     pair.source.sendNotification(pair.readerPeer, 'reply');
     await expect(waiting).resolves.toEqual({ sender: pair.source.name, data: Buffer.from('reply') });
-    pair.close();
+    await pair.close();
   });
 
-  it('refuses empty and oversized messages with INVALID_PARAM', () => {
+  it('refuses empty and oversized messages with INVALID_PARAM', async () => {
     const pair = openPair(backend, 4096, 72);
     const max = transport.capabilities().limits.maxNotificationBytes;
     expect(() => pair.reader.sendNotification(pair.sourcePeer, new Uint8Array(0))).toThrow(
@@ -35,7 +35,7 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
       expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_notify_send' }),
     );
     pair.reader.sendNotification(pair.sourcePeer, new Uint8Array(max));
-    pair.close();
+    await pair.close();
   });
 
   it('iterates over arriving notifications until the agent closes', async () => {
@@ -47,7 +47,7 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
     pair.reader.sendNotification(pair.sourcePeer, 'one');
     pair.reader.sendNotification(pair.sourcePeer, 'two');
     while (received.length < 2) await new Promise((resolve) => setImmediate(resolve));
-    pair.close();
+    await pair.close();
     await iteration;
     expect(received).toEqual(['one', 'two']);
   });
@@ -55,7 +55,7 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
   it('rejects a pending wait when the agent closes', async () => {
     const pair = openPair(backend, 4096, 73);
     const waiting = pair.reader.nextNotification();
-    pair.close();
+    await pair.close();
     await expect(waiting).rejects.toBeInstanceOf(HandleClosedError);
   });
 });

@@ -36,11 +36,11 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     expect(findPatternMismatch(source.subarray(42 * PIECE), 11, 42 * PIECE)).toBe(-1);
     // kvreuse banks in one process are copied directly (UCX: through the mapping): no get/put request.
     expect(pair.reader.counters()).toMatchObject({ bytesMoved: 66 * PIECE, requestsIssued: 0, inflightRequests: 0 });
-    pair.close();
+    await pair.close();
     expect(liveCounters()).toEqual(allZero);
   });
 
-  it('refuses a batch with one descriptor past the end of either region, moving nothing', () => {
+  it('refuses a batch with one descriptor past the end of either region, moving nothing', async () => {
     const pair = openPair(backend, 16 * PIECE, 21);
     const request = (offsetField: 'sourceOffset' | 'destinationOffset') => {
       const descriptors = piecewiseDescriptors(16, PIECE);
@@ -60,10 +60,10 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     }
     expect(isFilledWith(pair.readerBank.view(), 0)).toBe(true);
     expect(pair.reader.counters()).toMatchObject({ bytesMoved: 0, liveOperations: 0 });
-    pair.close();
+    await pair.close();
   });
 
-  it('refuses malformed requests before calling the library', () => {
+  it('refuses malformed requests before calling the library', async () => {
     const pair = openPair(backend, 4 * PIECE, 31);
     const good = readRequest(pair, piecewiseDescriptors(4, PIECE));
     expect(() => pair.reader.post({ ...good, descriptors: piecewiseDescriptors(0, PIECE) })).toThrow(InvalidArgumentError);
@@ -77,7 +77,7 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     expect(() => pair.reader.post({ ...good, direction: 'copy' as 'read' })).toThrow(InvalidArgumentError);
     expect(() => pair.reader.post({ ...good, localRegions: [pair.sourceRegion] })).toThrow(ForeignHandleError);
     expect(() => pair.reader.post({ ...good, peer: pair.readerPeer })).toThrow(ForeignHandleError);
-    pair.close();
+    await pair.close();
   });
 
   it('completes a thousand concurrent operations from one process, every one verified', async () => {
@@ -91,7 +91,7 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     expect(findPatternMismatch(pair.readerBank.view(), 41)).toBe(-1);
     for (const operation of operations) operation.release();
     expect(pair.reader.counters()).toMatchObject({ liveOperations: 0, inflightOperations: 0, operationsPosted: count });
-    pair.close();
+    await pair.close();
     expect(liveCounters()).toEqual(allZero);
   });
 
@@ -103,6 +103,6 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     expect(notification.data.toString()).toBe('read 4 pieces');
     await operation.done;
     operation.release();
-    pair.close();
+    await pair.close();
   });
 });

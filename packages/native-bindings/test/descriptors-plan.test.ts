@@ -69,10 +69,10 @@ function worker(ranks: readonly RankSide[]): Worker {
   return assembled.worker;
 }
 
-function closeRank(rank: RankSide): void {
+async function closeRank(rank: RankSide): Promise<void> {
   for (const region of rank.regions) region.deregister();
   rank.allocation.free();
-  rank.agent.close();
+  await rank.agent.close();
 }
 
 describe.each(testedBackends)('planTransfer output posted as is on %s', (backend) => {
@@ -123,8 +123,8 @@ describe.each(testedBackends)('planTransfer output posted as is on %s', (backend
     expect(plan.totalBytes).toBe(BigInt(prefill.regions.reduce((sum, region) => sum + region.bytes, 0)));
 
     for (const operation of operations) operation.release();
-    closeRank(prefill);
-    decode.forEach(closeRank);
+    await closeRank(prefill);
+    await Promise.all(decode.map(closeRank));
     expect(liveCounters()).toEqual(allZero);
   });
 });

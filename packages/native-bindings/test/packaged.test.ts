@@ -29,7 +29,7 @@ describe('the packed package', () => {
         `const { loadTransport } = await import(${JSON.stringify(join(installed, 'dist/index.js'))});
          const transport = loadTransport();
          const agent = transport.createAgent({ name: 'packaged', backend: 'loopback' });
-         agent.close();
+         await agent.close();
          console.log(JSON.stringify({ path: transport.libraryPath, backends: transport.capabilities().backends }));`,
       ],
       { encoding: 'utf8' },

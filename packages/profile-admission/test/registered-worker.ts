@@ -34,7 +34,7 @@ export async function publishHostWorker(transport: Transport, shape: HostWorkerS
   const release = async (): Promise<void> => {
     for (const rank of ranks) await releaseRank(rank);
     for (const allocation of allocations.filter((each) => each.isOpen)) allocation.free();
-    for (const agent of agents) agent.close();
+    for (const agent of agents) await agent.close();
   };
   try {
     for (let tpRank = 0; tpRank < tpSize; tpRank++) {

@@ -31,7 +31,7 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     expect(part.transport).toMatchObject({ agentName: prepared[1]!.agent.name, generation: 57 });
     expect(part.banks.map((bank) => bank.address)).toEqual(prepared[1]!.banks.map((bank) => bank.address));
     peer.unload();
-    reader.close();
+    await reader.close();
 
     await store.revokeLease(lease.id);
     await vi.waitFor(() => expect(watch.current.ready).toBe(false), { timeout: 20_000, interval: 5 });

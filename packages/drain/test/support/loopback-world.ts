@@ -42,7 +42,7 @@ export interface LoopbackWorld {
   /** Reads `PIECE_BYTES` from the source into each bank (one descriptor per bank), as one operation. */
   request(banks: readonly Bank[]): PostRequest;
   /** Closes the source agent (the reader is closed by shutdown). */
-  closeSource(): void;
+  closeSource(): Promise<void>;
 }
 
 export async function openLoopbackWorld(options: {
@@ -116,10 +116,10 @@ export async function openLoopbackWorld(options: {
         remoteRegions: [sourceRegion.id],
       };
     },
-    closeSource() {
+    async closeSource() {
       sourceRegion.deregister();
       sourceMemory.free();
-      source.close();
+      await source.close();
     },
   };
 }

@@ -20,6 +20,6 @@ emit({ event: 'notified', sender: notification.sender, data: notification.data.t
 await untilParentSays('close');
 region.deregister();
 bank.free();
-agent.close();
+await agent.close();
 emit({ event: 'closed', counters: transport.counters() });
 process.exit(0);

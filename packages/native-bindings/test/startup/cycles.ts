@@ -29,7 +29,7 @@ for (let cycle = 1; cycle <= cycles; cycle++) {
   const result = await operation.done;
   operation.release();
   const mismatch = findPatternMismatch(pair.readerBank.view(), cycle);
-  pair.close();
+  await pair.close();
   if (result.bytesDone !== PIECES * PIECE_BYTES || mismatch !== -1) {
     throw new Error(`cycle ${cycle}: read ${result.bytesDone} bytes, first wrong byte at ${mismatch}`);
   }

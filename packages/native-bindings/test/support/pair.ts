@@ -18,7 +18,7 @@ export interface AgentPair {
   /** The reader, as the source knows it. */
   readonly readerPeer: Peer;
   /** Deregisters, frees and closes everything (operations must be released first). */
-  close(): void;
+  close(): Promise<void>;
 }
 
 export function openPair(backend: Backend, bytes: number, seed: number): AgentPair {
@@ -41,13 +41,13 @@ export function openPair(backend: Backend, bytes: number, seed: number): AgentPa
     readerRegion,
     sourcePeer,
     readerPeer,
-    close() {
+    async close() {
       readerRegion.deregister();
       sourceRegion.deregister();
       readerBank.free();
       sourceBank.free();
-      reader.close();
-      source.close();
+      await reader.close();
+      await source.close();
     },
   };
 }

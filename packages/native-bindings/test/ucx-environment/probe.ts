@@ -28,7 +28,7 @@ try {
   outOfBounds = String(error);
 }
 
-agent.close();
+await agent.close();
 emit({
   event: 'report',
   settings: Object.fromEntries(['UCX_MEM_MALLOC_HOOKS', 'UCX_MEM_MMAP_HOOK_MODE', 'UCX_HANDLE_ERRORS'].map((name) => [name, process.env[name]])),

@@ -25,13 +25,13 @@ function newAgent(backend: 'loopback' | 'ucx' = 'loopback'): Agent {
   return agent;
 }
 
-function closeAgent(agent: Agent): void {
-  agent.close();
+async function closeAgent(agent: Agent): Promise<void> {
   openAgents.delete(agent);
+  await agent.close();
 }
 
-afterAll(() => {
-  for (const agent of openAgents) agent.close();
+afterAll(async () => {
+  await Promise.all([...openAgents].map((agent) => agent.close()));
 });
 
 const shape = { bytes: 4 * PAGE, blockStride: PAGE };
@@ -84,7 +84,7 @@ function holdReadInto(agent: Agent, region: Region): { finish(): Promise<void> }
       peer.unload();
       sourceRegion.deregister();
       sourceMemory.free();
-      closeAgent(source);
+      await closeAgent(source);
     },
   };
 }
@@ -129,7 +129,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + count);
     await releaseRank(registered);
     memory.dispose();
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it.each(matrix)('re-registration after an incarnation change: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
@@ -138,7 +138,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     const first = rankMemory(source, previous, count);
     await releaseRank(await registerRank({ agent: previous, banks: first.banks }));
     expect(first.banks.every((bank) => bank.state === 'returned')).toBe(true);
-    closeAgent(previous);
+    await closeAgent(previous);
 
     // Incarnation 2: a new agent, the banks adopted again (the framework's pool, or fresh kvreuse memory).
     const agent = newAgent();
@@ -151,7 +151,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     expect(snapshot(agent, again.banks)).toEqual(before);
     expect(again.ownersKeptTheirMemory()).toBe(true);
     again.dispose();
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -167,7 +167,7 @@ describe('registerRank against real native refusals', () => {
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, overlapping)).toEqual(before);
     expect(pool.length).toBeGreaterThan(0);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('rolls back when a vram bank is not supported (NOT_SUPPORTED, with the reason)', async () => {
@@ -180,7 +180,7 @@ describe('registerRank against real native refusals', () => {
     expect(error).toMatchObject({ nativeCode: 'NOT_SUPPORTED', bank: { index: 2 } });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, all)).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('rolls back when aborted between banks (a deadline)', async () => {
@@ -201,7 +201,7 @@ describe('registerRank against real native refusals', () => {
     expect(error).toMatchObject({ nativeCode: 'ABORTED', bank: undefined, detail: 'registration deadline of 50 ms passed' });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('rolls back when the deadline passes between banks', async () => {
@@ -228,7 +228,7 @@ describe('registerRank against real native refusals', () => {
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
     await expect(registerRank({ agent, banks, timeoutMs: -1 })).rejects.toThrow(InvalidRegistryOptionError);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('retains, without deregistering, a bank someone referenced while the call waited between banks', async () => {
@@ -256,7 +256,7 @@ describe('registerRank against real native refusals', () => {
     lent!.release();
     await releaseRank({ ...rank, agent, banks: [banks[0]!] });
     expect(banks[0]!.state).toBe('returned');
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('retains a bank whose rollback the native layer refuses (BUSY under an in-flight read), and reports it', async () => {
@@ -298,7 +298,7 @@ describe('registerRank against real native refusals', () => {
     await retained.completeRelease();
     expect([retained.state, returned]).toEqual(['returned', [1]]);
     expect(snapshot(agent, [])).toMatchObject({ agent: before.agent });
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -394,7 +394,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
       }
     }
     memory.dispose();
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -419,7 +419,7 @@ describe('registerRank when the bank changes during its own native registration'
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([0]);
     expect(snapshot(agent, banks)).toEqual(before);
     expect(returned).toEqual([]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('rolls back after a throw that is not a native error (the error name is the code)', async () => {
@@ -438,7 +438,7 @@ describe('registerRank when the bank changes during its own native registration'
     expect(error).toMatchObject({ nativeCode: 'RangeError', detail: 'the engine moved its pool', bank: { index: 2 } });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -472,7 +472,7 @@ describe('registerRank, releaseRank and releaseBanks refuse options of the wrong
     await expect(releaseRank({ ...rank, agent, banks: [spec as never] })).rejects.toMatchObject({ code: 'INVALID_RANK_BANKS', field: 'rank.banks[0]' });
     await expect(releaseRank(undefined as never)).rejects.toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option: 'rank' });
     expect(agent.counters().liveRegistrations).toBe(0);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -490,7 +490,7 @@ describe('registerRank refuses what is not one owned rank, before anything nativ
     expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + 2);
     await releaseRank(registered);
     expect(snapshot(agent, [])).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -504,7 +504,7 @@ describe('releaseRank', () => {
     expect(banks.map((bank) => bank.state)).toEqual(['returned', 'returned', 'returned']);
     expect(allocations.map((allocation: Allocation) => allocation.isOpen)).toEqual([false, false, false]);
     expect(snapshot(agent, [])).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('refuses, changing nothing, while a bank is referenced', async () => {
@@ -517,7 +517,7 @@ describe('releaseRank', () => {
     reference.release();
     await releaseRank(registered);
     expect(returned).toEqual([1, 0]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('keeps a bank releasing when its owner refuses it back, hands the others back, and lets the caller retry', async () => {
@@ -540,7 +540,7 @@ describe('releaseRank', () => {
     expect(agent.counters().liveRegistrations).toBe(0);
     await picky[1]!.completeRelease();
     expect(returned).toEqual([0, 1]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('retains a bank the native layer refuses to deregister and still hands the others back', async () => {
@@ -559,7 +559,7 @@ describe('releaseRank', () => {
     banks[1]!.markDeregistered();
     await banks[1]!.completeRelease();
     expect(returned).toEqual([2, 0, 1]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -587,7 +587,7 @@ describe('releaseBanks', () => {
     reference.release();
     expect((await releaseBanks(tracked)).returned.map((bank) => bank.index)).toEqual([2]);
     expect(agent.counters().liveRegistrations).toBe(0);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('splits into deregisterBanks (no owner is called) and returnBanks (hands back only what was deregistered)', async () => {
@@ -614,7 +614,7 @@ describe('releaseBanks', () => {
     expect(returned).toEqual([2, 0]);
     reference.release();
     await releaseBanks([banks[1]!]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('releaseRank refuses, changing nothing, a rank with a bank already released', async () => {
@@ -626,7 +626,7 @@ describe('releaseBanks', () => {
     expect(banks.map((bank) => bank.state)).toEqual(['registered', 'returned']);
     await releaseBanks([banks[0]!]);
     expect(returned).toEqual([1, 0]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -649,6 +649,6 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     await releaseRank(await registerRank({ agent, banks: memory.banks }));
     expect(snapshot(agent, [])).toMatchObject({ agent: { liveRegistrations: 0, registeredBytes: 0 } });
     memory.dispose();
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });

@@ -73,6 +73,6 @@ export async function tearDownWorker(prepared: readonly PreparedRank[], ranks: r
   for (const rank of ranks) await releaseRank(rank);
   for (const { agent, allocations } of prepared) {
     for (const allocation of allocations) if (allocation.isOpen) allocation.free();
-    agent.close();
+    await agent.close();
   }
 }

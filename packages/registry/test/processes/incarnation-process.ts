@@ -70,7 +70,7 @@ process.once('SIGTERM', () => {
     const writes = writesAfterSuperseded;
     await publication.withdraw();
     await releaseRank(rank);
-    prepared.agent.close();
+    await prepared.agent.close();
     await store.close();
     say(`stopped ${writes}`);
     process.exit(0);

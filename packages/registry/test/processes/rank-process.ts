@@ -37,7 +37,7 @@ process.once('SIGTERM', () => {
     clearInterval(alive);
     await publication.withdraw();
     await releaseRank(rank);
-    prepared.agent.close();
+    await prepared.agent.close();
     await store.close();
     process.exit(0);
   })();
