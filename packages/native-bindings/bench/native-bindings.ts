@@ -59,7 +59,7 @@ interface RemoteSetup {
 }
 
 async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
-  const child = spawnScript('bench/source.ts', { args: [agentName('bench-source'), String(bytes), String(seed)] });
+  const child = spawnScript('test/support/source-process.ts', { args: [agentName('bench-source'), String(bytes), String(seed)] });
   const published = await child.next<{ metadata: string; region: number }>('ready');
   const agent = transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
   const bank = agent.allocate(bytes);
@@ -248,7 +248,7 @@ async function pullOverTcpBetweenNamespaces(): Promise<void> {
   const pair = openVethPair();
   try {
     const env = tcpOverVeth(pair);
-    const source = spawnScript('bench/source.ts', {
+    const source = spawnScript('test/support/source-process.ts', {
       args: [agentName('tcp-source'), String(QWEN3_PREFIX_BYTES), '42'],
       launcher: pair.a.launcher,
       env,

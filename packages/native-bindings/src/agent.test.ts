@@ -65,6 +65,15 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     expect(() => agent.faults.clear()).toThrow(HandleClosedError);
   });
 
+  it('refuses a close deadline that is not an integer from 0 to an hour before calling the library', async () => {
+    const agent = transport.createAgent({ name: agentName('deadline'), backend });
+    for (const deadlineMs of [-1, 1.5, 3_600_001, '10' as unknown as number]) {
+      await expect(agent.close({ deadlineMs })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'deadlineMs' });
+    }
+    expect(agent.isOpen).toBe(true);
+    await expect(agent.close({ deadlineMs: 0 })).resolves.toEqual({ forced: undefined });
+  });
+
   it('refuses to close while memory is allocated (BUSY), then closes once it is freed', async () => {
     const agent = transport.createAgent({ name: agentName('busy'), backend });
     const bank = agent.allocate(1 << 16);

@@ -54,8 +54,8 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
 
   it('rejects a pending wait when the agent closes', async () => {
     const pair = openPair(backend, 4096, 73);
-    const waiting = pair.reader.nextNotification();
+    const rejected = expect(pair.reader.nextNotification()).rejects.toBeInstanceOf(HandleClosedError);
     await pair.close();
-    await expect(waiting).rejects.toBeInstanceOf(HandleClosedError);
+    await rejected;
   });
 });

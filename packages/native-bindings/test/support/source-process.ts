@@ -1,9 +1,9 @@
-// The remote side of the cross-process benchmarks: a ucx agent with one registered bank holding the
-// test pattern. It publishes its metadata, keeps its agent (and progress thread) alive, and closes on
-// request.
-import { transport } from '../test/support/backends.js';
-import { emit, exitWithParent, untilParentSays } from '../test/support/child.js';
-import { fillPattern } from '../test/support/content.js';
+// A ucx agent in a process of its own with one registered bank holding the test pattern (the remote side
+// of the cross-process benchmarks and of the close tests). It publishes its metadata, keeps its agent
+// (and progress thread) alive, and closes on request.
+import { transport } from './backends.js';
+import { emit, exitWithParent, untilParentSays } from './child.js';
+import { fillPattern } from './content.js';
 
 exitWithParent();
 
