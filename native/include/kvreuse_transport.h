@@ -181,8 +181,26 @@ KVT_API const char *kvt_capability_detail(uint32_t cap);
  * be 0 (reserved). Starts the agent's progress thread. Each agent gets a random 64-bit incarnation.
  * Errors: INVALID_PARAM (name, flags), NOT_SUPPORTED (backend not built), NOT_ALLOWED (duplicate
  * name), BACKEND (UCX context/worker creation failed).
+ * Waits for the backend to start (UCX: tens of milliseconds); kvt_agent_create_begin does not.
  */
 KVT_API kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
+
+/**
+ * Creates an agent like kvt_agent_create, without waiting for its backend to start: refuses what
+ * kvt_agent_create refuses before starting it, else returns KVT_IN_PROGRESS with the agent id. The
+ * progress thread starts the backend, then writes a byte to the wake-up pipe (kvt_agent_wake_fd
+ * answers at once) and kvt_agent_start_status answers the outcome. Until it started, only
+ * kvt_agent_wake_fd, kvt_agent_start_status and kvt_agent_destroy find the agent (the others answer
+ * KVT_ERR_NOT_FOUND); an agent whose start failed must still be destroyed (kvt_agent_destroy: only a join).
+ */
+KVT_API kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
+
+/**
+ * Whether an agent of kvt_agent_create_begin started: KVT_IN_PROGRESS while its backend starts, KVT_OK
+ * once it did, or the error it failed with (e.g. BACKEND, the detail saying what UCX refused). Not
+ * counted as a failing call.
+ */
+KVT_API kvt_status kvt_agent_start_status(uint32_t agent);
 
 /* The shutdown deadline kvt_agent_destroy uses when no kvt_agent_shutdown came first, and the most
  * kvt_agent_shutdown accepts. */

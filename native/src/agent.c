@@ -81,23 +81,23 @@ kvt_status kvt_counters(uint32_t agent_id, uint64_t *values, uint32_t capacity, 
 
 /* ---- the agent table ----------------------------------------------------------------------------- */
 
-/* A live agent, or (with `shutting_down`) also one whose shutdown was accepted and not yet destroyed. */
-static kvt_agent *find_agent_locked(uint32_t id, bool shutting_down) {
+/* A live agent, or (with `any_state`) also one still starting, whose start failed, or whose shutdown was
+ * accepted: any agent not yet destroyed. */
+static kvt_agent *find_agent_locked(uint32_t id, bool any_state) {
     for (uint32_t i = 0; i < agent_count; i++) {
         kvt_agent *agent = agents[i];
-        if (agent->id == id && !agent->destroying && (agent->ready || (shutting_down && agent->shutting_down)))
-            return agent;
+        if (agent->id == id && !agent->destroying && (agent->ready || any_state)) return agent;
     }
     return NULL;
 }
 
 /* While a shutdown is deciding (it may still refuse with BUSY), new calls wait for its outcome. */
-static kvt_status acquire(uint32_t id, const char *call, bool shutting_down, kvt_agent **out) {
+static kvt_status acquire(uint32_t id, const char *call, bool any_state, kvt_agent **out) {
     pthread_mutex_lock(&agents_lock);
-    kvt_agent *agent = find_agent_locked(id, shutting_down);
+    kvt_agent *agent = find_agent_locked(id, any_state);
     while (agent && agent->closing) {
         pthread_cond_wait(&agents_cond, &agents_lock);
-        agent = find_agent_locked(id, shutting_down);
+        agent = find_agent_locked(id, any_state);
     }
     if (agent) agent->api_refs++;
     pthread_mutex_unlock(&agents_lock);
@@ -235,14 +235,6 @@ static void drain_command_fd(kvt_agent *agent) {
     (void)got;
 }
 
-typedef struct {
-    kvt_agent *agent;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool ready;
-    kvt_status status;
-    char detail[512];
-} start_context;
 
 static int ms_until(uint64_t deadline_ns) {
     uint64_t now = kvt_now_ns();
@@ -279,16 +271,29 @@ static void shut_down(kvt_agent *agent) {
     pthread_mutex_unlock(&agent->lock);
 }
 
+/* Starts the backend (for UCX, context and worker: tens of milliseconds), then makes the agent visible to
+ * every call, records the outcome and wakes the consumer through the wake-up pipe. */
+static bool start_backend(kvt_agent *agent) {
+    char detail[sizeof agent->start_detail];
+    detail[0] = '\0';
+    kvt_status status = agent->backend->start(agent, detail, sizeof detail);
+    if (status == KVT_OK) kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, 1);
+    pthread_mutex_lock(&agents_lock);
+    agent->ready = status == KVT_OK;
+    pthread_cond_broadcast(&agents_cond);
+    pthread_mutex_unlock(&agents_lock);
+    pthread_mutex_lock(&agent->lock);
+    agent->start_status = status;
+    snprintf(agent->start_detail, sizeof agent->start_detail, "%s", detail);
+    agent->start_done = true;
+    kvt_signal_pending_locked(agent);
+    pthread_mutex_unlock(&agent->lock);
+    return status == KVT_OK;
+}
+
 static void *progress_main(void *arg) {
-    start_context *start = arg;
-    kvt_agent *agent = start->agent;
-    kvt_status status = agent->backend->start(agent, start->detail, sizeof start->detail);
-    pthread_mutex_lock(&start->lock);
-    start->status = status;
-    start->ready = true;
-    pthread_cond_signal(&start->cond);
-    pthread_mutex_unlock(&start->lock); /* `start` is gone after this */
-    if (status != KVT_OK) return NULL;
+    kvt_agent *agent = arg;
+    if (!start_backend(agent)) return NULL;
 
     /* The hot path (operations in flight) takes no lock and makes no system call per round. */
     for (;;) {
@@ -372,33 +377,26 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     return KVT_OK;
 }
 
-static kvt_status start_progress_thread(kvt_agent *agent) {
-    start_context start = {.agent = agent};
-    pthread_mutex_init(&start.lock, NULL);
-    pthread_cond_init(&start.cond, NULL);
-    int rc = pthread_create(&agent->thread, NULL, progress_main, &start);
-    kvt_status status = KVT_OK;
-    if (rc != 0) {
-        status = kvt_fail(KVT_ERR_BACKEND, "kvt_agent_create: pthread_create failed: %s", strerror(rc));
-    } else {
-        pthread_mutex_lock(&start.lock);
-        while (!start.ready) pthread_cond_wait(&start.cond, &start.lock);
-        pthread_mutex_unlock(&start.lock);
-        if (start.status != KVT_OK) {
-            pthread_join(agent->thread, NULL);
-            status = kvt_fail(start.status, "kvt_agent_create: %s", start.detail);
-        }
-    }
-    pthread_mutex_destroy(&start.lock);
-    pthread_cond_destroy(&start.cond);
-    return status;
+/* Waits until the agent's backend started or failed to (agent->lock not held). */
+static void wait_for_start(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->lock);
+    while (!agent->start_done) pthread_cond_wait(&agent->pending_cond, &agent->lock);
+    pthread_mutex_unlock(&agent->lock);
 }
 
-kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
-    kvt_detail_clear();
+/* Removes the agent from the table (it was never started, or its start failed). */
+static void forget_agent(kvt_agent *agent) {
+    pthread_mutex_lock(&agents_lock);
+    for (uint32_t i = 0; i < agent_count; i++)
+        if (agents[i] == agent) agents[i] = agents[--agent_count];
+    pthread_mutex_unlock(&agents_lock);
+}
+
+/* Creates the agent and its progress thread, which starts the backend; *out holds it, not yet started. */
+static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flags, kvt_agent **out) {
     kvt_status status = validate_name(name);
     if (status != KVT_OK) return kvt_count_result(NULL, status);
-    if (!out_agent)
+    if (!out)
         return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_create: out_agent is NULL"));
     if (flags != 0)
         return kvt_count_result(NULL,
@@ -450,24 +448,60 @@ kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, 
             agent_free(agent);
             return kvt_count_result(NULL, status);
         }
-        status = start_progress_thread(agent);
+        int rc = pthread_create(&agent->thread, NULL, progress_main, agent);
+        if (rc != 0) status = kvt_fail(KVT_ERR_BACKEND, "kvt_agent_create: pthread_create failed: %s", strerror(rc));
+        pthread_mutex_lock(&agents_lock);
+        agent->thread_started = rc == 0;
+        pthread_mutex_unlock(&agents_lock);
     }
-
-    pthread_mutex_lock(&agents_lock);
-    if (status == KVT_OK) {
-        agent->ready = true;
-    } else {
-        for (uint32_t i = 0; i < agent_count; i++)
-            if (agents[i] == agent) agents[i] = agents[--agent_count];
-    }
-    pthread_mutex_unlock(&agents_lock);
     if (status != KVT_OK) {
+        forget_agent(agent);
         agent_free(agent);
         return kvt_count_result(NULL, status);
     }
-    kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, 1);
+    *out = agent;
+    return KVT_OK;
+}
+
+kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = create_agent(name, backend, flags, &agent);
+    if (status != KVT_OK) return status;
+    *out_agent = agent->id;
+    return KVT_IN_PROGRESS;
+}
+
+kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = create_agent(name, backend, flags, &agent);
+    if (status != KVT_OK) return status;
+    wait_for_start(agent);
+    if (agent->start_status != KVT_OK) {
+        status = kvt_fail(agent->start_status, "kvt_agent_create: %s", agent->start_detail);
+        pthread_join(agent->thread, NULL);
+        forget_agent(agent);
+        agent_free(agent);
+        return kvt_count_result(NULL, status);
+    }
     *out_agent = agent->id;
     return KVT_OK;
+}
+
+kvt_status kvt_agent_start_status(uint32_t agent_id) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_start_status", true, &agent));
+    if (status != KVT_OK) return status;
+    pthread_mutex_lock(&agent->lock);
+    if (!agent->start_done)
+        status = KVT_IN_PROGRESS;
+    else if (agent->start_status != KVT_OK)
+        status = kvt_fail(agent->start_status, "kvt_agent_create_begin: %s", agent->start_detail);
+    pthread_mutex_unlock(&agent->lock);
+    kvt_agent_release(agent); /* the outcome is an answer, not a failing call: not counted */
+    return status;
 }
 
 /* Waits until no other thread is inside an API call on the agent (agents_lock held). */
@@ -534,6 +568,11 @@ kvt_status kvt_agent_shutdown(uint32_t agent_id, uint32_t deadline_ms) {
         return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
                                                 "kvt_agent_shutdown: deadline_ms %u of agent '%s' exceeds %u", deadline_ms,
                                                 agent->name, KVT_MAX_SHUTDOWN_MS));
+    wait_for_start(agent);
+    if (agent->start_status != KVT_OK)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_ALLOWED,
+                                                "kvt_agent_shutdown: agent '%s' did not start (%s); destroy it",
+                                                agent->name, kvt_status_name(agent->start_status)));
     return kvt_agent_finish(agent, begin_shutdown(agent, "kvt_agent_shutdown", deadline_ms));
 }
 
@@ -559,8 +598,10 @@ kvt_status kvt_agent_destroy(uint32_t agent_id) {
     kvt_agent *agent;
     kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_destroy", true, &agent));
     if (status != KVT_OK) return status;
-    status = begin_shutdown(agent, "kvt_agent_destroy", KVT_DEFAULT_SHUTDOWN_MS);
-    if (status != KVT_IN_PROGRESS) return kvt_agent_finish(agent, status);
+    wait_for_start(agent);
+    bool started = agent->start_status == KVT_OK;
+    if (started) status = begin_shutdown(agent, "kvt_agent_destroy", KVT_DEFAULT_SHUTDOWN_MS);
+    if (started && status != KVT_IN_PROGRESS) return kvt_agent_finish(agent, status);
     pthread_mutex_lock(&agents_lock);
     bool raced = agent->destroying;
     agent->destroying = true;
@@ -575,10 +616,10 @@ kvt_status kvt_agent_destroy(uint32_t agent_id) {
                                                                    "another thread",
                                                 agent_id));
     pthread_mutex_lock(&agent->lock);
-    while (!agent->shutdown_done) pthread_cond_wait(&agent->pending_cond, &agent->lock);
+    while (started && !agent->shutdown_done) pthread_cond_wait(&agent->pending_cond, &agent->lock);
     pthread_mutex_unlock(&agent->lock);
     pthread_join(agent->thread, NULL);
-    kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, -1);
+    if (started) kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, -1);
     /* Per-agent gauges die with the agent; the process-wide ones were adjusted as things went. */
     kvt_counter_add(NULL, KVT_COUNTER_PENDING_NOTIFICATIONS, -(int64_t)agent->notification_count);
     agent_free(agent);
@@ -598,7 +639,7 @@ __attribute__((destructor)) static void abandon_agents_at_unload(void) {
     pthread_t *threads = agent_count ? calloc(agent_count, sizeof *threads) : NULL;
     for (uint32_t i = 0; threads && i < agent_count; i++) {
         kvt_agent *agent = agents[i];
-        if (!(agent->ready || agent->shutting_down) || agent->closing || agent->destroying) continue;
+        if (!agent->thread_started || agent->closing || agent->destroying) continue;
         atomic_store_explicit(&agent->abandoned, true, memory_order_release);
         kvt_agent_kick(agent);
         threads[count++] = agent->thread;
@@ -633,7 +674,7 @@ kvt_status kvt_agent_wake_fd(uint32_t agent_id, int32_t *out_fd) {
     kvt_detail_clear();
     if (!out_fd) return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_wake_fd: out_fd is NULL"));
     kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_agent_wake_fd", &agent);
+    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_wake_fd", true, &agent));
     if (status != KVT_OK) return status;
     *out_fd = agent->wake_pipe[0];
     kvt_agent_release(agent);

@@ -247,10 +247,16 @@ struct kvt_agent {
 
     /* Registry bookkeeping (agents_lock in agent.c). */
     uint32_t api_refs;
-    bool ready;   /* started; visible to loopback peers */
+    bool ready;   /* started (and not shutting down): visible to every call and to loopback peers */
     _Atomic bool closing; /* a shutdown is deciding: new API calls wait for its outcome */
     bool shutting_down;   /* a shutdown was accepted: only its status and destroy find the agent */
     bool destroying;      /* a destroy owns the agent: nothing finds it */
+    bool thread_started;  /* the progress thread exists (to join) */
+
+    /* The start of the backend on the progress thread (agent->lock). */
+    bool start_done;
+    kvt_status start_status;
+    char start_detail[512];
 
     /* The shutdown (agent->lock): its deadline, and its outcome once the progress thread finished it. */
     uint64_t shutdown_deadline_ns;

@@ -55,26 +55,30 @@ static void open_stopped_pair(stopped_pair *p, const char *tls, bool used) {
     CHECK_OK(kvt_notify_send(p->agent, p->peer, p->generation, (const uint8_t *)"after", 5));
 }
 
-/* Shuts the agent down with DEADLINE_MS, waits for the wake-up pipe, and returns the shutdown's outcome
- * (its detail stays readable). The agent is refused to every other call meanwhile. */
-static kvt_status shut_down(uint32_t agent) {
+/* Waits (on the wake-up pipe, within GENEROUS_BOUND_MS) until `outcome(agent)` is not KVT_IN_PROGRESS. */
+static kvt_status wait_on_wake_pipe(uint32_t agent, kvt_status (*outcome)(uint32_t)) {
     int32_t fd = -1;
     CHECK_OK(kvt_agent_wake_fd(agent, &fd));
     double started = now_ms();
-    CHECK_STATUS(KVT_IN_PROGRESS, kvt_agent_shutdown(agent, DEADLINE_MS));
-    uint64_t length = 0;
-    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_metadata(agent, NULL, 0, &length));
-    kvt_status status = KVT_IN_PROGRESS;
+    kvt_status status = outcome(agent);
     while (status == KVT_IN_PROGRESS) {
         struct pollfd wake = {.fd = fd, .events = POLLIN};
         int left = GENEROUS_BOUND_MS - (int)(now_ms() - started);
-        CHECK(left > 0 && poll(&wake, 1, left) == 1, "the shutdown of agent %u did not end within %d ms", agent,
-              GENEROUS_BOUND_MS);
+        CHECK(left > 0 && poll(&wake, 1, left) == 1, "agent %u did not report within %d ms", agent, GENEROUS_BOUND_MS);
         char bytes[16];
         CHECK(read(fd, bytes, sizeof bytes) > 0, "the wake-up pipe has a byte");
-        status = kvt_agent_shutdown_status(agent);
+        status = outcome(agent);
     }
     return status;
+}
+
+/* Shuts the agent down with DEADLINE_MS, waits for the wake-up pipe, and returns the shutdown's outcome
+ * (its detail stays readable). The agent is refused to every other call meanwhile. */
+static kvt_status shut_down(uint32_t agent) {
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_agent_shutdown(agent, DEADLINE_MS));
+    uint64_t length = 0;
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_metadata(agent, NULL, 0, &length));
+    return wait_on_wake_pipe(agent, kvt_agent_shutdown_status);
 }
 
 static void a_stopped_tcp_peer_is_force_closed_at_the_deadline(bool used) {
@@ -136,6 +140,38 @@ static void shutdown_refusals_and_repeats(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_shutdown(agent, DEADLINE_MS));
 }
 
-TEST_MAIN("shutdown", TEST(shutdown_refusals_and_repeats), TEST(shutdown_with_a_stopped_tcp_peer_it_read_from),
+/* An agent created without waiting reports its start through the wake-up pipe, then works. */
+static void create_begin_reports_the_start_through_the_wake_pipe(void) {
+    uint32_t agent = 0;
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_agent_create_begin("begun", test_backend, 0, &agent));
+    CHECK_OK(wait_on_wake_pipe(agent, kvt_agent_start_status));
+    CHECK(counter(0, KVT_COUNTER_LIVE_AGENTS) == 1, "the started agent is live");
+    uint64_t length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &length));
+    CHECK_OK(shut_down(agent));
+    CHECK_OK(kvt_agent_destroy(agent));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_start_status(agent));
+}
+
+/* A backend that cannot start (UCX with no usable transport) is reported by kvt_agent_start_status with
+ * UCX's reason; the agent is refused to other calls, and destroying it frees its name. */
+static void create_begin_reports_a_failed_start(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend always starts");
+    setenv("UCX_TLS", "rc", 1); /* InfiniBand reliable connections: no device here */
+    uint32_t agent = 0;
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_agent_create_begin("cannot-start", test_backend, 0, &agent));
+    unsetenv("UCX_TLS");
+    CHECK_STATUS(KVT_ERR_BACKEND, wait_on_wake_pipe(agent, kvt_agent_start_status));
+    CHECK_DETAIL("ucp_init");
+    uint64_t length = 0;
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_metadata(agent, NULL, 0, &length));
+    CHECK_STATUS(KVT_ERR_NOT_ALLOWED, kvt_agent_shutdown(agent, DEADLINE_MS));
+    CHECK_OK(kvt_agent_destroy(agent));
+    uint32_t again = make_agent("cannot-start");
+    CHECK(again != agent, "ids are never reused");
+    CHECK_OK(kvt_agent_destroy(again));
+}
+
+TEST_MAIN("shutdown", TEST(create_begin_reports_the_start_through_the_wake_pipe), TEST(create_begin_reports_a_failed_start), TEST(shutdown_refusals_and_repeats), TEST(shutdown_with_a_stopped_tcp_peer_it_read_from),
           TEST(shutdown_with_a_stopped_tcp_peer_only_loaded), TEST(shutdown_with_a_stopped_shared_memory_peer),
           TEST(destroy_alone_ends_with_a_stopped_tcp_peer))
