@@ -286,7 +286,13 @@ static bool start_backend(kvt_agent *agent) {
     agent->start_status = status;
     snprintf(agent->start_detail, sizeof agent->start_detail, "%s", detail);
     agent->start_done = true;
-    kvt_signal_pending_locked(agent);
+    pthread_cond_broadcast(&agent->pending_cond);
+    if (agent->announce_start) {
+        /* A byte of its own: the completion edge (wake_signaled) stays armed for what comes next. */
+        const char byte = 1;
+        ssize_t written = write(agent->wake_pipe[1], &byte, 1);
+        (void)written; /* EAGAIN: the pipe is full, so the reader is already woken */
+    }
     pthread_mutex_unlock(&agent->lock);
     return status == KVT_OK;
 }
@@ -393,10 +399,11 @@ static void forget_agent(kvt_agent *agent) {
 }
 
 /* Creates the agent and its progress thread, which starts the backend; *out holds it, not yet started. */
-static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flags, kvt_agent **out) {
+static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flags, const uint32_t *out_agent,
+                               bool announce_start, kvt_agent **out) {
     kvt_status status = validate_name(name);
     if (status != KVT_OK) return kvt_count_result(NULL, status);
-    if (!out)
+    if (!out_agent)
         return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_create: out_agent is NULL"));
     if (flags != 0)
         return kvt_count_result(NULL,
@@ -448,6 +455,7 @@ static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flag
             agent_free(agent);
             return kvt_count_result(NULL, status);
         }
+        agent->announce_start = announce_start;
         int rc = pthread_create(&agent->thread, NULL, progress_main, agent);
         if (rc != 0) status = kvt_fail(KVT_ERR_BACKEND, "kvt_agent_create: pthread_create failed: %s", strerror(rc));
         pthread_mutex_lock(&agents_lock);
@@ -466,7 +474,7 @@ static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flag
 kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
     kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = create_agent(name, backend, flags, &agent);
+    kvt_status status = create_agent(name, backend, flags, out_agent, true, &agent);
     if (status != KVT_OK) return status;
     *out_agent = agent->id;
     return KVT_IN_PROGRESS;
@@ -475,7 +483,7 @@ kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t f
 kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
     kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = create_agent(name, backend, flags, &agent);
+    kvt_status status = create_agent(name, backend, flags, out_agent, false, &agent);
     if (status != KVT_OK) return status;
     wait_for_start(agent);
     if (agent->start_status != KVT_OK) {

@@ -254,6 +254,7 @@ struct kvt_agent {
     bool thread_started;  /* the progress thread exists (to join) */
 
     /* The start of the backend on the progress thread (agent->lock). */
+    bool announce_start; /* kvt_agent_create_begin: the start is announced on the wake-up pipe */
     bool start_done;
     kvt_status start_status;
     char start_detail[512];

@@ -160,8 +160,9 @@ static void create_begin_reports_a_failed_start(void) {
     setenv("UCX_TLS", "rc", 1); /* InfiniBand reliable connections: no device here */
     uint32_t agent = 0;
     CHECK_STATUS(KVT_IN_PROGRESS, kvt_agent_create_begin("cannot-start", test_backend, 0, &agent));
+    kvt_status started = wait_on_wake_pipe(agent, kvt_agent_start_status); /* the progress thread reads UCX_TLS */
     unsetenv("UCX_TLS");
-    CHECK_STATUS(KVT_ERR_BACKEND, wait_on_wake_pipe(agent, kvt_agent_start_status));
+    CHECK_STATUS(KVT_ERR_BACKEND, started);
     CHECK_DETAIL("ucp_init");
     uint64_t length = 0;
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_metadata(agent, NULL, 0, &length));

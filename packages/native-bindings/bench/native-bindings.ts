@@ -61,7 +61,7 @@ interface RemoteSetup {
 async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
   const child = spawnScript('test/support/source-process.ts', { args: [agentName('bench-source'), String(bytes), String(seed)] });
   const published = await child.next<{ metadata: string; region: number }>('ready');
-  const agent = transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
+  const agent = await transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
   const bank = agent.allocate(bytes);
   bank.view().fill(0);
   const region = agent.register(bank);
@@ -349,7 +349,7 @@ function describeOverhead(where: string, o: Overhead): string {
 const blockingCalls = monitorBlockingCalls();
 const caps = transport.capabilities();
 console.log(`library: ${caps.version} at ${caps.libraryPath}`);
-const loopbackPair = openPair('loopback', OVERHEAD_BYTES, 5);
+const loopbackPair = await openPair('loopback', OVERHEAD_BYTES, 5);
 const loopback = await postOverhead({
   agent: loopbackPair.reader,
   bank: loopbackPair.readerBank,

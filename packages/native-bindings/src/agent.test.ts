@@ -5,7 +5,7 @@ import { HandleClosedError, InvalidArgumentError, NativeTransportError } from '.
 
 describe.each(testedBackends)('Agent on %s', (backend) => {
   it('creates and closes an agent, leaving no live state', async () => {
-    const agent = transport.createAgent({ name: agentName('lifecycle'), backend });
+    const agent = await transport.createAgent({ name: agentName('lifecycle'), backend });
     expect(agent.isOpen).toBe(true);
     expect(agent.counters()).toMatchObject({ liveRegistrations: 0, liveOperations: 0 });
     expect(liveCounters().liveAgents).toBe(1);
@@ -16,41 +16,33 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
 
   it('refuses a duplicate name with NOT_ALLOWED and a bad name with INVALID_PARAM', async () => {
     const name = agentName('unique');
-    const agent = transport.createAgent({ name, backend });
+    const agent = await transport.createAgent({ name, backend });
     try {
-      expect(() => transport.createAgent({ name, backend })).toThrow(
-        expect.objectContaining({ code: 'NOT_ALLOWED', call: 'kvt_agent_create' }),
-      );
-      const spaced = (() => {
-        try {
-          transport.createAgent({ name: 'has space', backend });
-        } catch (e) {
-          return e;
-        }
-      })();
+      await expect(transport.createAgent({ name, backend })).rejects.toMatchObject({ code: 'NOT_ALLOWED', call: 'kvt_agent_create_begin' });
+      const spaced: unknown = await transport.createAgent({ name: 'has space', backend }).catch((error: unknown) => error);
       expect(spaced).toBeInstanceOf(NativeTransportError);
-      expect(spaced).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_agent_create' });
+      expect(spaced).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_agent_create_begin' });
       expect((spaced as NativeTransportError).detail).not.toBe('');
     } finally {
       await agent.close();
     }
   });
 
-  it('refuses an unknown backend before calling the library', () => {
-    expect(() => transport.createAgent({ name: agentName('x'), backend: 'rdma' as 'ucx' })).toThrow(InvalidArgumentError);
+  it('refuses an unknown backend before calling the library', async () => {
+    await expect(transport.createAgent({ name: agentName('x'), backend: 'rdma' as 'ucx' })).rejects.toBeInstanceOf(InvalidArgumentError);
   });
 
-  it('refuses missing or wrongly shaped options with a typed error before calling the library', () => {
-    const create = transport.createAgent.bind(transport) as (options?: unknown) => unknown;
-    expect(() => create()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
-    expect(() => create(null)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
-    expect(() => create('agent')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
-    expect(() => create({ backend })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'name' }));
+  it('refuses missing or wrongly shaped options with a typed error before calling the library', async () => {
+    const create = transport.createAgent.bind(transport) as (options?: unknown) => Promise<unknown>;
+    await expect(create()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'options' });
+    await expect(create(null)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'options' });
+    await expect(create('agent')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'options' });
+    await expect(create({ backend })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'name' });
     expect(liveCounters().liveAgents).toBe(0);
   });
 
   it('refuses every use after close with HandleClosedError; a second close resolves as the first', async () => {
-    const agent = transport.createAgent({ name: agentName('closed'), backend });
+    const agent = await transport.createAgent({ name: agentName('closed'), backend });
     const before = transport.counters().liveAgents;
     const closing = agent.close();
     expect(agent.isOpen).toBe(false);
@@ -66,7 +58,7 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
   });
 
   it('refuses a close deadline that is not an integer from 0 to an hour before calling the library', async () => {
-    const agent = transport.createAgent({ name: agentName('deadline'), backend });
+    const agent = await transport.createAgent({ name: agentName('deadline'), backend });
     for (const deadlineMs of [-1, 1.5, 3_600_001, '10' as unknown as number]) {
       await expect(agent.close({ deadlineMs })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'deadlineMs' });
     }
@@ -75,7 +67,7 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
   });
 
   it('refuses to close while memory is allocated (BUSY), then closes once it is freed', async () => {
-    const agent = transport.createAgent({ name: agentName('busy'), backend });
+    const agent = await transport.createAgent({ name: agentName('busy'), backend });
     const bank = agent.allocate(1 << 16);
     await expect(agent.close()).rejects.toMatchObject({ code: 'BUSY', call: 'kvt_agent_shutdown' });
     expect(agent.isOpen).toBe(true);

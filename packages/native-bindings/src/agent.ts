@@ -73,6 +73,9 @@ export class Agent {
   readonly #statuses = new Int32Array(POLL_CAPACITY);
   readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
   readonly #count = new Uint32Array(1);
+  /** Settles once the native agent reported its start (see create). */
+  readonly #started: Promise<void>;
+  #startEnded: ((error?: unknown) => void) | undefined;
   /** The close under way or done, once close() was accepted. */
   #closed: Promise<CloseOutcome> | undefined;
   #shutdownEnded: ((outcome: CloseOutcome) => void) | undefined;
@@ -97,27 +100,36 @@ export class Agent {
     this.#wake = new Socket({ fd: wakeFd, readable: true, writable: false });
     this.#wake.on('data', () => this.#onWake());
     this.#wake.on('error', (error) => process.emitWarning(`agent ${this.name}: wake-up pipe failed: ${error.message}`));
-    this.#wake.unref();
+    this.#started = new Promise<void>((resolve, reject) => {
+      this.#startEnded = (error) => (error === undefined ? resolve() : reject(error));
+    });
+    this.#checkStart();
   }
 
-  /** @internal Use transport.createAgent. */
-  static create(library: NativeLibrary, options: AgentOptions): Agent {
+  /**
+   * @internal Use transport.createAgent. The backend starts on the agent's own thread (UCX: tens of
+   * milliseconds); the agent is handed out once it reported its start through the wake-up pipe.
+   */
+  static async create(library: NativeLibrary, options: AgentOptions): Promise<Agent> {
     if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { name, backend }');
     if (typeof options.name !== 'string') throw new InvalidArgumentError('name', options.name, 'must be a string');
     if (!Object.hasOwn(backendIds, options.backend)) {
       throw new InvalidArgumentError('backend', options.backend, `must be one of ${Object.keys(backendIds).join(', ')}`);
     }
     const out = new Uint32Array(1);
-    check(library, 'kvt_agent_create', library.api.kvt_agent_create(options.name, backendIds[options.backend], 0, out));
+    check(library, 'kvt_agent_create_begin', library.api.kvt_agent_create_begin(options.name, backendIds[options.backend], 0, out));
     const id = out[0] ?? 0;
+    let agent: Agent;
     try {
       const fd = new Int32Array(1);
       check(library, 'kvt_agent_wake_fd', library.api.kvt_agent_wake_fd(id, fd));
-      return new Agent(library, id, options, duplicateFd(library, fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
+      agent = new Agent(library, id, options, duplicateFd(library, fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
     } catch (error) {
       library.api.kvt_agent_destroy(id);
       throw error;
     }
+    await agent.#started;
+    return agent;
   }
 
   /** The native agent id (process-wide). */
@@ -264,7 +276,30 @@ export class Agent {
     return this.#closed;
   }
 
+  /** Until the start is reported: once it is, the agent is usable, or (its start failed) destroyed. */
+  #checkStart(): void {
+    const ended = this.#startEnded;
+    if (ended === undefined) return;
+    const status = this.#library.api.kvt_agent_start_status(this.#id);
+    if (status === STATUS_IN_PROGRESS) return;
+    this.#startEnded = undefined;
+    if (status >= 0) {
+      this.#updateRef();
+      ended();
+      return;
+    }
+    const error = nativeError(this.#library, 'kvt_agent_create_begin', status);
+    this.#state.markClosed();
+    this.#wake.destroy();
+    this.#library.api.kvt_agent_destroy(this.#id); // only a join: the thread ended with the failed start
+    ended(error);
+  }
+
   #onWake(): void {
+    if (this.#startEnded !== undefined) {
+      this.#checkStart();
+      return;
+    }
     if (this.#closed !== undefined) {
       this.#checkShutdown();
       return;

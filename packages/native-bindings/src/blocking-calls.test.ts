@@ -10,7 +10,7 @@ describe('monitorBlockingCalls', () => {
     const monitor = monitorBlockingCalls();
     expect(monitor.isRunning).toBe(true);
     expect(library.api.kvt_agent_poll).not.toBe(unmonitored);
-    const agent = transport.createAgent({ name: agentName('monitored'), backend: 'loopback' });
+    const agent = await transport.createAgent({ name: agentName('monitored'), backend: 'loopback' });
     await agent.close();
     monitor.stop();
     const seen = monitor.calls;

@@ -12,7 +12,7 @@ function readAll(pair: AgentPair, pieces: number) {
 
 describe.each(testedBackends)('fault injection and in-flight guards on %s', (backend) => {
   it('keeps memory, operation and agent BUSY while a read is held in flight, and frees them after', async () => {
-    const pair = openPair(backend, 8 * PIECE, 61);
+    const pair = await openPair(backend, 8 * PIECE, 61);
     pair.reader.faults.delayCompletions('forever');
     const operation = readAll(pair, 8);
     expect(operation.status().state).toBe('in-progress');
@@ -30,7 +30,7 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
   });
 
   it('cancels a held operation: it ends with CANCELED and can then be released', async () => {
-    const pair = openPair(backend, 4 * PIECE, 62);
+    const pair = await openPair(backend, 4 * PIECE, 62);
     pair.reader.faults.delayCompletions('forever');
     const operation = readAll(pair, 4);
     expect(operation.cancel()).toBe('requested');
@@ -43,7 +43,7 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
   });
 
   it('fails the nth registration, post or completion with the chosen code', async () => {
-    const pair = openPair(backend, 4 * PIECE, 63);
+    const pair = await openPair(backend, 4 * PIECE, 63);
     const spare = pair.reader.allocate(PIECE);
     pair.reader.faults.failNth('register', 1, 'BACKEND');
     expect(() => pair.reader.register(spare)).toThrow(expect.objectContaining({ code: 'BACKEND', call: 'kvt_mem_register' }));
@@ -76,7 +76,7 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
   });
 
   it('refuses bad fault arguments before calling the library', async () => {
-    const pair = openPair(backend, PIECE, 64);
+    const pair = await openPair(backend, PIECE, 64);
     expect(() => pair.reader.faults.failNth('free' as 'post', 1, 'BUSY')).toThrow(InvalidArgumentError);
     expect(() => pair.reader.faults.failNth('post', 0, 'BUSY')).toThrow(InvalidArgumentError);
     expect(() => pair.reader.faults.failNth('post', 1, 'OOPS' as 'BUSY')).toThrow(InvalidArgumentError);
@@ -85,7 +85,7 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
   });
 
   it('settles an operation released after it ended but before the wake-up was read', async () => {
-    const pair = openPair(backend, PIECE, 65);
+    const pair = await openPair(backend, PIECE, 65);
     const operation = readAll(pair, 1);
     // Wait without yielding to the event loop, so the wake-up is not read before release().
     const pause = new Int32Array(new SharedArrayBuffer(4));

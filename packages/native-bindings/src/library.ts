@@ -30,6 +30,8 @@ export interface NativeApi {
   kvt_capabilities(values: BigUint64Array, capacity: number, outCount: Uint32Array): number;
   kvt_capability_detail(capability: number): string | null;
   kvt_agent_create(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
+  kvt_agent_create_begin(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
+  kvt_agent_start_status(agent: number): number;
   kvt_agent_destroy(agent: number): number;
   kvt_agent_shutdown(agent: number, deadlineMs: number): number;
   kvt_agent_shutdown_status(agent: number): number;
@@ -135,6 +137,9 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_capabilities: 'int32_t kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count)',
   kvt_capability_detail: 'const char *kvt_capability_detail(uint32_t cap)',
   kvt_agent_create: 'int32_t kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
+  kvt_agent_create_begin:
+    'int32_t kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
+  kvt_agent_start_status: 'int32_t kvt_agent_start_status(uint32_t agent)',
   kvt_agent_destroy: 'int32_t kvt_agent_destroy(uint32_t agent)',
   kvt_agent_shutdown: 'int32_t kvt_agent_shutdown(uint32_t agent, uint32_t deadline_ms)',
   kvt_agent_shutdown_status: 'int32_t kvt_agent_shutdown_status(uint32_t agent)',

@@ -8,7 +8,7 @@ const PAGE = 4096;
 
 describe.each(testedBackends)('memory on %s', (backend) => {
   it('allocates page-aligned memory that can be filled through its view', async () => {
-    const agent = transport.createAgent({ name: agentName('alloc'), backend });
+    const agent = await transport.createAgent({ name: agentName('alloc'), backend });
     const bank = agent.allocate(3 * PAGE + 5);
     expect(bank.address % BigInt(PAGE)).toBe(0n);
     const view = bank.view();
@@ -23,7 +23,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
   });
 
   it('registers and deregisters, counting registrations and bytes', async () => {
-    const agent = transport.createAgent({ name: agentName('register'), backend });
+    const agent = await transport.createAgent({ name: agentName('register'), backend });
     const bank = agent.allocate(16 * PAGE);
     const whole = agent.register(bank);
     expect(whole).toMatchObject({ address: bank.address, bytes: 16 * PAGE, kind: 'dram', device: 0 });
@@ -40,7 +40,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
   });
 
   it('refuses zero sizes and malformed ranges before calling the library', async () => {
-    const agent = transport.createAgent({ name: agentName('zero'), backend });
+    const agent = await transport.createAgent({ name: agentName('zero'), backend });
     const nativeRefusals = () => transport.counters().errors.INVALID_PARAM;
     const before = nativeRefusals();
     try {
@@ -57,7 +57,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
   });
 
   it('refuses to register memory this process never mapped, naming the range', async () => {
-    const agent = transport.createAgent({ name: agentName('unmapped'), backend });
+    const agent = await transport.createAgent({ name: agentName('unmapped'), backend });
     try {
       expect(() => agent.register({ address: 12345, bytes: 4096 })).toThrow(
         expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_mem_register', detail: expect.stringContaining('is not mapped') }),
@@ -69,7 +69,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
   });
 
   it('refuses overlap and vram, naming the problem', async () => {
-    const agent = transport.createAgent({ name: agentName('refuse'), backend });
+    const agent = await transport.createAgent({ name: agentName('refuse'), backend });
     const bank = agent.allocate(8 * PAGE);
     const first = agent.register({ address: bank.address, bytes: 4 * PAGE });
     try {
@@ -92,7 +92,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
   });
 
   it('allocates locked memory or refuses with NOT_ALLOWED naming the limit', async () => {
-    const agent = transport.createAgent({ name: agentName('mlock'), backend });
+    const agent = await transport.createAgent({ name: agentName('mlock'), backend });
     try {
       const bank = agent.allocate(PAGE, { mlock: true });
       bank.free();

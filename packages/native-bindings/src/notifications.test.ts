@@ -5,7 +5,7 @@ import { HandleClosedError } from './errors.js';
 
 describe.each(testedBackends)('notifications on %s', (backend) => {
   it('delivers messages in order with the sender name, by poll and by await', async () => {
-    const pair = openPair(backend, 4096, 71);
+    const pair = await openPair(backend, 4096, 71);
     pair.reader.sendNotification(pair.sourcePeer, 'first');
     pair.reader.sendNotification(pair.sourcePeer, Uint8Array.of(1, 2, 3));
     const next = await pair.source.nextNotification();
@@ -26,7 +26,7 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
   });
 
   it('refuses empty and oversized messages with INVALID_PARAM', async () => {
-    const pair = openPair(backend, 4096, 72);
+    const pair = await openPair(backend, 4096, 72);
     const max = transport.capabilities().limits.maxNotificationBytes;
     expect(() => pair.reader.sendNotification(pair.sourcePeer, new Uint8Array(0))).toThrow(
       expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_notify_send' }),
@@ -39,7 +39,7 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
   });
 
   it('iterates over arriving notifications until the agent closes', async () => {
-    const pair = openPair(backend, 4096, 74);
+    const pair = await openPair(backend, 4096, 74);
     const received: string[] = [];
     const iteration = (async () => {
       for await (const notification of pair.source.notifications()) received.push(notification.data.toString());
@@ -53,7 +53,7 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
   });
 
   it('rejects a pending wait when the agent closes', async () => {
-    const pair = openPair(backend, 4096, 73);
+    const pair = await openPair(backend, 4096, 73);
     const rejected = expect(pair.reader.nextNotification()).rejects.toBeInstanceOf(HandleClosedError);
     await pair.close();
     await rejected;

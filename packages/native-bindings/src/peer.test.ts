@@ -8,7 +8,7 @@ const BYTES = 1 << 16;
 
 describe.each(testedBackends)('metadata and peers on %s', (backend) => {
   it('loads a peer from its metadata and reports its regions', async () => {
-    const pair = openPair(backend, BYTES, 1);
+    const pair = await openPair(backend, BYTES, 1);
     expect(pair.sourcePeer.info()).toEqual({ generation: pair.sourcePeer.generation, state: 'ready', regionCount: 1 });
     // Loading the same metadata again is the same peer.
     expect(pair.reader.loadPeer(pair.source.metadata())).toBe(pair.sourcePeer);
@@ -17,7 +17,7 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
   });
 
   it('lists the regions a peer advertises and names the path to it', async () => {
-    const pair = openPair(backend, BYTES, 4);
+    const pair = await openPair(backend, BYTES, 4);
     expect(pair.sourcePeer.regions()).toEqual([
       { id: pair.sourceRegion.id, address: pair.sourceRegion.address, bytes: BYTES, kind: 'dram', device: 0 },
     ]);
@@ -31,8 +31,8 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
   });
 
   it('refuses truncated, corrupted and empty blobs without crashing', async () => {
-    const source = transport.createAgent({ name: agentName('blob-source'), backend });
-    const reader = transport.createAgent({ name: agentName('blob-reader'), backend });
+    const source = await transport.createAgent({ name: agentName('blob-source'), backend });
+    const reader = await transport.createAgent({ name: agentName('blob-reader'), backend });
     try {
       const blob = source.metadata();
       for (const cut of [0, 1, 8, blob.length >> 1, blob.length - 1]) {
@@ -52,7 +52,7 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
   });
 
   it('refuses posts against an invalidated peer with NOT_FOUND until its metadata is loaded again', async () => {
-    const pair = openPair(backend, BYTES, 2);
+    const pair = await openPair(backend, BYTES, 2);
     const before = pair.sourcePeer.generation;
     pair.sourcePeer.invalidate();
     expect(pair.sourcePeer.info()).toMatchObject({ state: 'invalidated' });
@@ -67,7 +67,7 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
   });
 
   it('unloads a peer, after which its handle is closed', async () => {
-    const pair = openPair(backend, BYTES, 3);
+    const pair = await openPair(backend, BYTES, 3);
     pair.sourcePeer.unload();
     expect(() => pair.sourcePeer.info()).toThrow(HandleClosedError);
     expect(pair.reader.counters().livePeers).toBe(0);

@@ -8,7 +8,7 @@ const PIECE = 4096;
 
 describe.each(testedBackends)('transfers on %s', (backend) => {
   it('READs a batch and WRITEs one back, moving exactly the described bytes', async () => {
-    const pair = openPair(backend, 64 * PIECE, 11);
+    const pair = await openPair(backend, 64 * PIECE, 11);
     const read = pair.reader.post(readRequest(pair, piecewiseDescriptors(64, PIECE)));
     await expect(read.done).resolves.toEqual({ bytesDone: 64 * PIECE });
     expect(read.status()).toEqual({ state: 'done', bytesDone: 64 * PIECE, bytesTotal: 64 * PIECE });
@@ -41,7 +41,7 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
   });
 
   it('refuses a batch with one descriptor past the end of either region, moving nothing', async () => {
-    const pair = openPair(backend, 16 * PIECE, 21);
+    const pair = await openPair(backend, 16 * PIECE, 21);
     const request = (offsetField: 'sourceOffset' | 'destinationOffset') => {
       const descriptors = piecewiseDescriptors(16, PIECE);
       descriptors[offsetField][7] = BigInt(16 * PIECE - PIECE / 2); // half of it past the end
@@ -64,7 +64,7 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
   });
 
   it('refuses malformed requests before calling the library', async () => {
-    const pair = openPair(backend, 4 * PIECE, 31);
+    const pair = await openPair(backend, 4 * PIECE, 31);
     const good = readRequest(pair, piecewiseDescriptors(4, PIECE));
     expect(() => pair.reader.post({ ...good, descriptors: piecewiseDescriptors(0, PIECE) })).toThrow(InvalidArgumentError);
     expect(() =>
@@ -82,7 +82,7 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
 
   it('completes a thousand concurrent operations from one process, every one verified', async () => {
     const count = 1000;
-    const pair = openPair(backend, count * PIECE, 41);
+    const pair = await openPair(backend, count * PIECE, 41);
     const operations = Array.from({ length: count }, (_, i) =>
       pair.reader.post(readRequest(pair, piecewiseDescriptors(1, PIECE, i * PIECE))),
     );
@@ -96,7 +96,7 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
   });
 
   it('sends the notification of a post once its bytes have moved', async () => {
-    const pair = openPair(backend, 4 * PIECE, 51);
+    const pair = await openPair(backend, 4 * PIECE, 51);
     const operation = pair.reader.post({ ...readRequest(pair, piecewiseDescriptors(4, PIECE)), notification: 'read 4 pieces' });
     const notification = await pair.source.nextNotification();
     expect(notification.sender).toBe(pair.reader.name);

@@ -38,7 +38,7 @@ async function readerOfAStoppedSource(tls: string | undefined) {
   const published = await child.next<{ metadata: string; region: number }>('ready');
   const previous = process.env['UCX_TLS'];
   if (tls !== undefined) process.env['UCX_TLS'] = tls;
-  const reader = transport.createAgent({ name: agentName('closing-reader'), backend: 'ucx' });
+  const reader = await transport.createAgent({ name: agentName('closing-reader'), backend: 'ucx' });
   if (previous === undefined) delete process.env['UCX_TLS'];
   else process.env['UCX_TLS'] = previous;
   const bank = reader.allocate(BYTES);

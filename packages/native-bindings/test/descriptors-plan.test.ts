@@ -35,9 +35,9 @@ interface RankSide {
 }
 
 /** An agent for one rank: its banks laid out in one allocation, each bank registered as its own region. */
-function openRank(workerId: string, role: 'decode' | 'prefill', tpRank: number, tpSize: number, backend: 'loopback' | 'ucx'): RankSide {
+async function openRank(workerId: string, role: 'decode' | 'prefill', tpRank: number, tpSize: number, backend: 'loopback' | 'ucx'): Promise<RankSide> {
   const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1 };
-  const agent = transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
+  const agent = await transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
   const extent = layoutRankBanks(geometry, parallel, { blocks: BLOCKS, address: 0n }).at(-1);
   if (extent === undefined) throw new Error('no banks');
   const allocation = agent.allocate(Number(extent.address + extent.bytes));
@@ -77,8 +77,8 @@ async function closeRank(rank: RankSide): Promise<void> {
 
 describe.each(testedBackends)('planTransfer output posted as is on %s', (backend) => {
   it('pulls blocks from a TP 2 decode worker into a TP 1 prefill worker, byte for byte as planned', async () => {
-    const decode = [0, 1].map((tpRank) => openRank('decode-0', 'decode', tpRank, 2, backend));
-    const prefill = openRank('prefill-0', 'prefill', 0, 1, backend);
+    const decode = await Promise.all([0, 1].map((tpRank) => openRank('decode-0', 'decode', tpRank, 2, backend)));
+    const prefill = await openRank('prefill-0', 'prefill', 0, 1, backend);
     decode.forEach((rank, tpRank) => fillPattern(rank.allocation.view(), 100 + tpRank));
     prefill.allocation.view().fill(0);
 

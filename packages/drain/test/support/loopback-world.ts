@@ -58,11 +58,11 @@ export async function openLoopbackWorld(options: {
 }): Promise<LoopbackWorld> {
   const backend = options.backend ?? 'loopback';
   const bankBytes = options.bankBytes ?? 1 << 16;
-  const source = transport.createAgent({ name: agentName('source'), backend });
+  const source = await transport.createAgent({ name: agentName('source'), backend });
   const sourceMemory = source.allocate(SOURCE_BYTES);
   sourceMemory.view().fill(0xab);
   const sourceRegion = source.register(sourceMemory);
-  const reader = transport.createAgent({ name: agentName('reader'), backend });
+  const reader = await transport.createAgent({ name: agentName('reader'), backend });
   const peer = reader.loadPeer(source.metadata());
   const book = new PeerBook(options.clock === undefined ? undefined : () => options.clock!.now());
   book.track(source.name, 'incarnation-1', peer);

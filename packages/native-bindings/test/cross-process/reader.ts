@@ -34,7 +34,7 @@ async function asyncRefusal(attempt: () => Promise<unknown>): Promise<Refusal> {
 const [name = 'reader', seedText = '1'] = process.argv.slice(2);
 const published = await nextMessageFromParent();
 
-const agent: Agent = transport.createAgent({ name, backend: 'ucx' });
+const agent: Agent = await transport.createAgent({ name, backend: 'ucx' });
 const bank = agent.allocate(QWEN3_PREFIX_BYTES);
 bank.view().fill(SENTINEL);
 const region = agent.register(bank);

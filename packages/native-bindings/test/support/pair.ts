@@ -21,9 +21,9 @@ export interface AgentPair {
   close(): Promise<void>;
 }
 
-export function openPair(backend: Backend, bytes: number, seed: number): AgentPair {
-  const source = transport.createAgent({ name: agentName(`${backend}-source`), backend });
-  const reader = transport.createAgent({ name: agentName(`${backend}-reader`), backend });
+export async function openPair(backend: Backend, bytes: number, seed: number): Promise<AgentPair> {
+  const source = await transport.createAgent({ name: agentName(`${backend}-source`), backend });
+  const reader = await transport.createAgent({ name: agentName(`${backend}-reader`), backend });
   const sourceBank = source.allocate(bytes);
   const readerBank = reader.allocate(bytes);
   fillPattern(sourceBank.view(), seed);

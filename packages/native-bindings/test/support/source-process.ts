@@ -8,7 +8,7 @@ import { fillPattern } from './content.js';
 exitWithParent();
 
 const [name = 'bench-source', bytesText = '4096', seedText = '1'] = process.argv.slice(2);
-const agent = transport.createAgent({ name, backend: 'ucx' });
+const agent = await transport.createAgent({ name, backend: 'ucx' });
 const bank = agent.allocate(Number(bytesText));
 fillPattern(bank.view(), Number(seedText));
 const region = agent.register(bank);

@@ -19,8 +19,8 @@ const transport = loadTransport();
 const openAgents = new Set<Agent>();
 let agentCount = 0;
 
-function newAgent(backend: 'loopback' | 'ucx' = 'loopback'): Agent {
-  const agent = transport.createAgent({ name: `registry-${process.pid}-${agentCount++}`, backend });
+async function newAgent(backend: 'loopback' | 'ucx' = 'loopback'): Promise<Agent> {
+  const agent = await transport.createAgent({ name: `registry-${process.pid}-${agentCount++}`, backend });
   openAgents.add(agent);
   return agent;
 }
@@ -53,12 +53,11 @@ function snapshot(agent: Agent, banks: readonly Bank[]) {
 }
 
 /**
- * Starts a read by `agent` into `region` from a second agent and holds it in flight (completion
+ * Starts a read by `agent` into `region` from a second agent (`source`, closed by `finish`) and holds it in flight (completion
  * delay), so the native layer refuses to deregister `region` with BUSY. `finish` lets it complete
  * and closes everything it opened.
  */
-function holdReadInto(agent: Agent, region: Region): { finish(): Promise<void> } {
-  const source = newAgent();
+function holdReadInto(agent: Agent, region: Region, source: Agent): { finish(): Promise<void> } {
   const sourceMemory = source.allocate(PAGE);
   const sourceRegion = source.register(sourceMemory);
   const peer = agent.loadPeer(source.metadata());
@@ -107,7 +106,7 @@ const matrix = rankSizes.flatMap((count) => Array.from({ length: count }, (_, fa
 
 describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned memory on the loopback agent', (source) => {
   it.each(matrix)('first registration: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const memory = rankMemory(source, agent, count);
     const before = snapshot(agent, memory.banks);
     agent.faults.failNth('register', failing + 1, code);
@@ -134,14 +133,14 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
 
   it.each(matrix)('re-registration after an incarnation change: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
     // Incarnation 1 registers and hands its banks back; its agent goes away.
-    const previous = newAgent();
+    const previous = await newAgent();
     const first = rankMemory(source, previous, count);
     await releaseRank(await registerRank({ agent: previous, banks: first.banks }));
     expect(first.banks.every((bank) => bank.state === 'returned')).toBe(true);
     await closeAgent(previous);
 
     // Incarnation 2: a new agent, the banks adopted again (the framework's pool, or fresh kvreuse memory).
-    const agent = newAgent();
+    const agent = await newAgent();
     const again = rankMemory(source, agent, count);
     const before = snapshot(agent, again.banks);
     agent.faults.failNth('register', failing + 1, code);
@@ -157,7 +156,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
 
 describe('registerRank against real native refusals', () => {
   it('rolls back when a bank overlaps an earlier one (INVALID_PARAM from the native layer)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, pool } = frameworkBanks(rank, 3, shape);
     const overlapping = [banks[0]!, banks[1]!, Bank.adopt({ ...rank, index: 2, memKind: 'dram', deviceId: 0, address: banks[1]!.address + BigInt(PAGE), bytes: BigInt(shape.bytes), blocks: 4, blockStride: BigInt(PAGE) }, banks[1]!.owner)];
     const before = snapshot(agent, overlapping);
@@ -171,7 +170,7 @@ describe('registerRank against real native refusals', () => {
   });
 
   it('rolls back when a vram bank is not supported (NOT_SUPPORTED, with the reason)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 2, shape);
     const vram = Bank.adopt({ ...rank, index: 2, memKind: 'vram', deviceId: 0, address: 0x7000_0000_0000n, bytes: BigInt(shape.bytes), blocks: 4, blockStride: BigInt(PAGE) }, banks[0]!.owner);
     const all = [...banks, vram];
@@ -184,7 +183,7 @@ describe('registerRank against real native refusals', () => {
   });
 
   it('rolls back when aborted between banks (a deadline)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 4, shape);
     const before = snapshot(agent, banks);
     const deadline = new AbortController();
@@ -205,7 +204,7 @@ describe('registerRank against real native refusals', () => {
   });
 
   it('rolls back when the deadline passes between banks', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 4, shape);
     const before = snapshot(agent, banks);
     // The clock is the test's: the second registration stalls (as a blocked native call would) for
@@ -232,7 +231,7 @@ describe('registerRank against real native refusals', () => {
   });
 
   it('retains, without deregistering, a bank someone referenced while the call waited between banks', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 3, shape);
     const abort = new AbortController();
     let registrations = 0;
@@ -260,7 +259,7 @@ describe('registerRank against real native refusals', () => {
   });
 
   it('retains a bank whose rollback the native layer refuses (BUSY under an in-flight read), and reports it', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 4, shape);
     const before = snapshot(agent, banks);
 
@@ -269,11 +268,12 @@ describe('registerRank against real native refusals', () => {
     agent.faults.failNth('register', 4, 'BACKEND');
     let held: { finish(): Promise<void> } | undefined;
     let registrations = 0;
+    const source = await newAgent();
     const busyAgent: RegistrationAgent = {
       name: agent.name,
       register(memory) {
         const region = agent.register(memory);
-        if (++registrations === 2) held = holdReadInto(agent, region);
+        if (++registrations === 2) held = holdReadInto(agent, region, source);
         return region;
       },
     };
@@ -336,7 +336,7 @@ function refusingRankMemory(source: MemorySource, agent: Agent, count: number) {
 
 describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted between banks, %s-owned memory', (source) => {
   it.each(interleavings)('$count banks, at await point $point: $interference → no registration left, every owner as before', async ({ count, point, interference }) => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const memory = refusingRankMemory(source, agent, count);
     const { banks } = memory;
     const before = snapshot(agent, banks);
@@ -400,7 +400,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
 
 describe('registerRank when the bank changes during its own native registration', () => {
   it('deregisters the region it was just given and rolls back the others (STATE_CHANGED)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     const before = snapshot(agent, banks);
     let registrations = 0;
@@ -423,7 +423,7 @@ describe('registerRank when the bank changes during its own native registration'
   });
 
   it('rolls back after a throw that is not a native error (the error name is the code)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 3, shape);
     const before = snapshot(agent, banks);
     let registrations = 0;
@@ -465,7 +465,7 @@ describe('registerRank, releaseRank and releaseBanks refuse options of the wrong
   });
 
   it('refuses banks that are not Banks, in every function that takes banks', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const spec = frameworkBanks(rank, 1, shape).banks[0]!.label();
     await expect(registerRank({ agent, banks: [spec as never] })).rejects.toMatchObject({ code: 'INVALID_RANK_BANKS', field: 'banks[0]' });
     await expect(releaseBanks(undefined as never)).rejects.toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option: 'banks' });
@@ -478,7 +478,7 @@ describe('registerRank, releaseRank and releaseBanks refuse options of the wrong
 
 describe('registerRank refuses what is not one owned rank, before anything native', () => {
   it('refuses an empty rank, mixed ranks, banks out of order and banks already registered', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const before = snapshot(agent, []);
     const { banks } = frameworkBanks(rank, 2, shape);
     const other = frameworkBanks({ tpRank: 3, ppRank: 0 }, 2, shape).banks;
@@ -496,7 +496,7 @@ describe('registerRank refuses what is not one owned rank, before anything nativ
 
 describe('releaseRank', () => {
   it('deregisters in reverse order and hands every bank back to its owner, kvreuse memory freed', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const before = snapshot(agent, []);
     const { banks, allocations } = kvreuseBanks(agent, rank, 3, shape);
     const registered = await registerRank({ agent, banks });
@@ -508,7 +508,7 @@ describe('releaseRank', () => {
   });
 
   it('refuses, changing nothing, while a bank is referenced', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 2, shape);
     const registered = await registerRank({ agent, banks });
     const reference = banks[1]!.acquire();
@@ -521,7 +521,7 @@ describe('releaseRank', () => {
   });
 
   it('keeps a bank releasing when its owner refuses it back, hands the others back, and lets the caller retry', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 2, shape);
     let refusals = 1;
     const returned: number[] = [];
@@ -544,10 +544,10 @@ describe('releaseRank', () => {
   });
 
   it('retains a bank the native layer refuses to deregister and still hands the others back', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     const registered = await registerRank({ agent, banks });
-    const held = holdReadInto(agent, banks[1]!.region!);
+    const held = holdReadInto(agent, banks[1]!.region!, await newAgent());
     const error = await releaseRank(registered).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RankReleaseError);
     expect((error as RankReleaseError).retained).toMatchObject([{ bank: { index: 1 }, code: 'BUSY' }]);
@@ -565,7 +565,7 @@ describe('releaseRank', () => {
 
 describe('releaseBanks', () => {
   it('deregisters every bank before handing any back, skips returned banks and leaves referenced ones untouched', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const events: string[] = [];
     const { banks } = frameworkBanks(rank, 4, shape);
     const tracked = banks.map((bank) => Bank.adopt(bank, frameworkOwner(`pool ${bank.index}`, () => void events.push(`return ${bank.index}`))));
@@ -591,7 +591,7 @@ describe('releaseBanks', () => {
   });
 
   it('splits into deregisterBanks (no owner is called) and returnBanks (hands back only what was deregistered)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     await registerRank({ agent, banks });
     const reference = banks[1]!.acquire();
@@ -618,7 +618,7 @@ describe('releaseBanks', () => {
   });
 
   it('releaseRank refuses, changing nothing, a rank with a bank already released', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 2, shape);
     const registered = await registerRank({ agent, banks });
     await releaseBanks([banks[1]!]);
@@ -637,7 +637,7 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     { source: 'framework', failing: 4, code: 'NOT_SUPPORTED' },
     { source: 'framework', failing: 1, code: 'NO_MEMORY' },
   ] as const)('$source memory: bank $failing of 5 fails with $code → everything as before', async ({ source, failing, code }) => {
-    const agent = newAgent('ucx');
+    const agent = await newAgent('ucx');
     const memory = rankMemory(source, agent, 5);
     const before = snapshot(agent, memory.banks);
     agent.faults.failNth('register', failing + 1, code);
