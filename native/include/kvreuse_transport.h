@@ -19,8 +19,9 @@
  *     notifications are queued and announced through a per-agent wake-up file descriptor.
  *   - kvt_agent_shutdown / kvt_agent_destroy first let the calls already running on the agent finish;
  *     calls made while they decide wait for the outcome (they then proceed, or answer KVT_ERR_NOT_FOUND).
- *   - No call waits on a peer without bound: closing endpoints, shutting an agent down and connecting
- *     all have deadlines; kvt_agent_shutdown does not wait at all.
+ *   - No call waits on a peer without bound: closing an endpoint and shutting an agent down have
+ *     deadlines, loading a peer does not wait for it (UCX wires the endpoint up later), and
+ *     kvt_agent_create_begin / kvt_agent_shutdown do not wait at all.
  *
  * Threading model
  *   Each agent owns one progress thread, started by kvt_agent_create, ended by kvt_agent_shutdown (or
