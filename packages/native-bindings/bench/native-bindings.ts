@@ -401,7 +401,12 @@ figures['facade.max_blocking_call_ms'] = {
   note:
     `the longest synchronous native call of the ${blockingCalls.calls} this bench's process made through the facade ` +
     `(agent create and close, allocation, registration, metadata, peer loads, posts, polls, on loopback and ucx): ` +
-    `${slowest === undefined ? 'none' : `${slowest.call}, ${slowest.ms.toFixed(2)} ms`}; the source processes' calls are not counted`,
+    `${slowest === undefined ? 'none' : `${slowest.call}, ${slowest.ms.toFixed(2)} ms`} (next: ` +
+    `${blockingCalls
+      .slowest(4)
+      .slice(1)
+      .map(({ call, ms }) => `${call} ${ms.toFixed(2)} ms`)
+      .join(', ')}); the source processes' calls are not counted`,
 };
 console.log(`facade.max_blocking_call_ms: ${figures['facade.max_blocking_call_ms'].note}`);
 

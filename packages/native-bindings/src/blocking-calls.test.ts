@@ -33,5 +33,6 @@ describe('monitorBlockingCalls', () => {
     outer.stop();
     expect([outer.calls, inner.calls]).toEqual([3, 1]);
     expect(inner.longest?.call).toBe('kvt_counters');
+    expect(inner.slowest(3)).toEqual([inner.longest]);
   });
 });

@@ -24,6 +24,7 @@ const running = new Set<BlockingCallMonitor>();
 export class BlockingCallMonitor {
   #longest: BlockingCall | undefined;
   #calls = 0;
+  readonly #longestByCall = new Map<string, number>();
 
   /** The longest call seen so far, or undefined before the first. */
   get longest(): BlockingCall | undefined {
@@ -35,6 +36,14 @@ export class BlockingCallMonitor {
     return this.#calls;
   }
 
+  /** The `count` native functions with the longest calls, longest first (each with its longest call). */
+  slowest(count: number): BlockingCall[] {
+    return [...this.#longestByCall]
+      .map(([call, ms]) => ({ call, ms }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, count);
+  }
+
   get isRunning(): boolean {
     return running.has(this);
   }
@@ -43,6 +52,7 @@ export class BlockingCallMonitor {
   record(call: string, ms: number): void {
     this.#calls++;
     if (this.#longest === undefined || ms > this.#longest.ms) this.#longest = { call, ms };
+    if (ms > (this.#longestByCall.get(call) ?? -1)) this.#longestByCall.set(call, ms);
   }
 
   /** Stops recording (what was recorded stays readable). Stopping a stopped monitor does nothing. */
