@@ -108,6 +108,12 @@ static kvt_status acquire(uint32_t id, const char *call, bool any_state, kvt_age
 
 kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out) { return acquire(id, call, false, out); }
 
+/* kvt_enter for the calls that also find an agent still starting, whose start failed, or shutting down. */
+static kvt_status enter_any_state(uint32_t id, const char *call, kvt_agent **out) {
+    kvt_detail_clear();
+    return kvt_count_result(NULL, acquire(id, call, true, out));
+}
+
 kvt_status kvt_enter(uint32_t id, const char *call, kvt_agent **out) {
     kvt_detail_clear();
     return kvt_count_result(NULL, kvt_agent_acquire(id, call, out));
@@ -475,9 +481,8 @@ kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t f
     kvt_detail_clear();
     kvt_agent *agent;
     kvt_status status = create_agent(name, backend, flags, out_agent, true, &agent);
-    if (status != KVT_OK) return status;
-    *out_agent = agent->id;
-    return KVT_IN_PROGRESS;
+    if (status == KVT_OK) *out_agent = agent->id;
+    return status == KVT_OK ? KVT_IN_PROGRESS : status;
 }
 
 kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
@@ -485,7 +490,7 @@ kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, 
     kvt_agent *agent;
     kvt_status status = create_agent(name, backend, flags, out_agent, false, &agent);
     if (status != KVT_OK) return status;
-    wait_for_start(agent);
+    wait_for_start(agent); /* the backend starts on the progress thread: wait for its outcome */
     if (agent->start_status != KVT_OK) {
         status = kvt_fail(agent->start_status, "kvt_agent_create: %s", agent->start_detail);
         pthread_join(agent->thread, NULL);
@@ -497,19 +502,21 @@ kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, 
     return KVT_OK;
 }
 
-kvt_status kvt_agent_start_status(uint32_t agent_id) {
-    kvt_detail_clear();
-    kvt_agent *agent;
-    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_start_status", true, &agent));
-    if (status != KVT_OK) return status;
+/* The outcome of a phase the progress thread reports through the wake-up pipe (start, shutdown):
+ * KVT_IN_PROGRESS until it is done, then its status, with its detail when it failed. */
+static kvt_status phase_outcome(kvt_agent *agent, const bool *done, const kvt_status *result, const char *detail) {
     pthread_mutex_lock(&agent->lock);
-    if (!agent->start_done)
-        status = KVT_IN_PROGRESS;
-    else if (agent->start_status != KVT_OK)
-        status = kvt_fail(agent->start_status, "kvt_agent_create_begin: %s", agent->start_detail);
+    kvt_status status = !*done ? KVT_IN_PROGRESS : *result == KVT_OK ? KVT_OK : kvt_fail(*result, "%s", detail);
     pthread_mutex_unlock(&agent->lock);
     kvt_agent_release(agent); /* the outcome is an answer, not a failing call: not counted */
     return status;
+}
+
+kvt_status kvt_agent_start_status(uint32_t agent_id) {
+    kvt_agent *agent;
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_start_status", &agent);
+    if (status != KVT_OK) return status;
+    return phase_outcome(agent, &agent->start_done, &agent->start_status, agent->start_detail);
 }
 
 /* Waits until no other thread is inside an API call on the agent (agents_lock held). */
@@ -568,9 +575,8 @@ static kvt_status begin_shutdown(kvt_agent *agent, const char *call, uint32_t de
 }
 
 kvt_status kvt_agent_shutdown(uint32_t agent_id, uint32_t deadline_ms) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_shutdown", true, &agent));
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_shutdown", &agent);
     if (status != KVT_OK) return status;
     if (deadline_ms > KVT_MAX_SHUTDOWN_MS)
         return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
@@ -585,26 +591,21 @@ kvt_status kvt_agent_shutdown(uint32_t agent_id, uint32_t deadline_ms) {
 }
 
 kvt_status kvt_agent_shutdown_status(uint32_t agent_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_shutdown_status", true, &agent));
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_shutdown_status", &agent);
     if (status != KVT_OK) return status;
-    pthread_mutex_lock(&agent->lock);
-    if (!agent->shutting_down)
-        status = kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_agent_shutdown_status: agent '%s' is not shutting down", agent->name);
-    else if (!agent->shutdown_done)
-        status = KVT_IN_PROGRESS;
-    else if (agent->shutdown_status != KVT_OK)
-        status = kvt_fail(agent->shutdown_status, "%s", agent->shutdown_detail);
-    pthread_mutex_unlock(&agent->lock);
-    kvt_agent_release(agent); /* the outcome is an answer, not a failing call: not counted */
-    return status;
+    pthread_mutex_lock(&agents_lock);
+    bool shutting_down = agent->shutting_down;
+    pthread_mutex_unlock(&agents_lock);
+    if (!shutting_down)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_ALLOWED,
+                                                "kvt_agent_shutdown_status: agent '%s' is not shutting down", agent->name));
+    return phase_outcome(agent, &agent->shutdown_done, &agent->shutdown_status, agent->shutdown_detail);
 }
 
 kvt_status kvt_agent_destroy(uint32_t agent_id) {
-    kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_destroy", true, &agent));
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_destroy", &agent);
     if (status != KVT_OK) return status;
     wait_for_start(agent);
     bool started = agent->start_status == KVT_OK;
@@ -682,7 +683,7 @@ kvt_status kvt_agent_wake_fd(uint32_t agent_id, int32_t *out_fd) {
     kvt_detail_clear();
     if (!out_fd) return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_wake_fd: out_fd is NULL"));
     kvt_agent *agent;
-    kvt_status status = kvt_count_result(NULL, acquire(agent_id, "kvt_agent_wake_fd", true, &agent));
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_wake_fd", &agent);
     if (status != KVT_OK) return status;
     *out_fd = agent->wake_pipe[0];
     kvt_agent_release(agent);

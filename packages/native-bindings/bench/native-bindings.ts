@@ -4,6 +4,7 @@
 // Writes bench/parts/native-bindings.json at the repository root.
 import { type SpawnOptions, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Agent, type Allocation, monitorBlockingCalls, type Peer, type Region, type TransferDescriptors } from '@kvreuse/native-bindings';
@@ -406,7 +407,9 @@ figures['facade.max_blocking_call_ms'] = {
       .slowest(4)
       .slice(1)
       .map(({ call, ms }) => `${call} ${ms.toFixed(2)} ms`)
-      .join(', ')}); the source processes' calls are not counted`,
+      .join(', ')}); wall-clock time, so preemption counts: load average ${loadavg()
+      .map((load) => load.toFixed(1))
+      .join(', ')} on ${cpus().length} cores at the end; the source processes' calls are not counted`,
 };
 console.log(`facade.max_blocking_call_ms: ${figures['facade.max_blocking_call_ms'].note}`);
 
