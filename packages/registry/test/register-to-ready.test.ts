@@ -47,7 +47,7 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     const piece = pieceBytes(geometry, deriveShard(geometry, { tpRank: 0, tpSize: 2, ppRank: 0, ppSize: 1 }));
     const setup: WorkerSetup = { transport, backend: 'loopback', workerId: `vllm-${backend.name}`, incarnation: 'inc-1', geometry, tpSize: 2, blocks: 3, planeStride: piece };
     const watch = await watchWorkerReadiness(store, setup.workerId, { onChange: () => {} });
-    const prepared = prepareWorker(setup);
+    const prepared = await prepareWorker(setup);
     const lease = await store.grantLease(60_000);
     const ranks = await registerAndPublish(setup, prepared, store, lease.id);
 
