@@ -81,8 +81,7 @@ const outcome = await operation.outcome;
 const quiescence = await operation.quiescence;
 const afterEnd = { phase: operation.phase, bankState: bank.state, references: bank.references, health: peers.health(sourceName) };
 tell({ event: 'quiescent' });
-// Shutdown closes the endpoint to the source, which waits for a stopped source to run again (the
-// native close is not bounded yet): the parent resumes it first.
+// Shutdown closes the endpoint to the source by the shutdown's deadline, also when the source is stopped.
 await hear();
 const result = await controller.shutdown();
 tell({
