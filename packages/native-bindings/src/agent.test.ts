@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { agentName, testedBackends, transport } from '../test/support/backends.js';
+import { agentName, testedBackends, transport, ucxTestsRun } from '../test/support/backends.js';
 import { allZero, liveCounters } from '../test/support/pair.js';
 import { HandleClosedError, InvalidArgumentError, NativeTransportError } from './errors.js';
 
@@ -73,6 +73,23 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     expect(agent.isOpen).toBe(true);
     bank.free();
     await agent.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+});
+
+describe.runIf(ucxTestsRun)('Agent start on ucx', () => {
+  it('rejects with the start failure when the backend cannot start, leaving no agent', async () => {
+    const previous = process.env['UCX_TLS'];
+    process.env['UCX_TLS'] = 'rc'; // InfiniBand reliable connections only: no such device here
+    try {
+      // The agent's thread reads the setting while starting: it is restored once the start is reported.
+      const failed: unknown = await transport.createAgent({ name: agentName('cannot-start'), backend: 'ucx' }).catch((error: unknown) => error);
+      expect(failed).toBeInstanceOf(NativeTransportError);
+      expect(failed).toMatchObject({ code: 'BACKEND', call: 'kvt_agent_create_begin', detail: expect.stringContaining('ucp_init') });
+    } finally {
+      if (previous === undefined) delete process.env['UCX_TLS'];
+      else process.env['UCX_TLS'] = previous;
+    }
     expect(liveCounters()).toEqual(allZero);
   });
 });
