@@ -17,12 +17,15 @@
  *   - Memory addresses are passed as uint64_t.
  *   - All calls are thread-safe. The library never calls back into the caller: completions and
  *     notifications are queued and announced through a per-agent wake-up file descriptor.
- *   - kvt_agent_destroy first lets the calls already running on the agent finish; calls made while it
- *     decides wait for its outcome (they then proceed, or answer KVT_ERR_NOT_FOUND).
+ *   - kvt_agent_shutdown / kvt_agent_destroy first let the calls already running on the agent finish;
+ *     calls made while they decide wait for the outcome (they then proceed, or answer KVT_ERR_NOT_FOUND).
+ *   - No call waits on a peer without bound: closing an endpoint and shutting an agent down have
+ *     deadlines, loading a peer does not wait for it (UCX wires the endpoint up later), and
+ *     kvt_agent_create_begin / kvt_agent_shutdown do not wait at all.
  *
  * Threading model
- *   Each agent owns one progress thread, started by kvt_agent_create and joined by
- *   kvt_agent_destroy. For the UCX backend that thread alone owns the ucp worker
+ *   Each agent owns one progress thread, started by kvt_agent_create, ended by kvt_agent_shutdown (or
+ *   destroy) and joined by kvt_agent_destroy. For the UCX backend that thread alone owns the ucp worker
  *   (UCS_THREAD_MODE_SINGLE): it creates and closes endpoints, unpacks remote keys, issues gets and
  *   puts, sends and receives active messages, and keeps the worker progressing for as long as the
  *   agent lives — also when the agent has no operation of its own, because readers of this agent's
@@ -181,14 +184,63 @@ KVT_API const char *kvt_capability_detail(uint32_t cap);
  * be 0 (reserved). Starts the agent's progress thread. Each agent gets a random 64-bit incarnation.
  * Errors: INVALID_PARAM (name, flags), NOT_SUPPORTED (backend not built), NOT_ALLOWED (duplicate
  * name), BACKEND (UCX context/worker creation failed).
+ * Waits for the backend to start (UCX: tens of milliseconds); kvt_agent_create_begin does not.
  */
 KVT_API kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
 
 /**
- * Destroys the agent: stops and joins its progress thread, closes its endpoints, forgets its peers
- * and drops queued notifications. Refuses with KVT_ERR_BUSY (nothing changed) while registrations,
- * allocations or operations (posted and not yet released, terminal or not) remain; the detail
- * says how many of each.
+ * Creates an agent like kvt_agent_create, without waiting for its backend to start: refuses what
+ * kvt_agent_create refuses before starting it, else returns KVT_IN_PROGRESS with the agent id. The
+ * progress thread starts the backend, then writes a byte to the wake-up pipe (kvt_agent_wake_fd
+ * answers at once) and kvt_agent_start_status answers the outcome. Until it started, only
+ * kvt_agent_wake_fd, kvt_agent_start_status and kvt_agent_destroy find the agent (the others answer
+ * KVT_ERR_NOT_FOUND); an agent whose start failed must still be destroyed (kvt_agent_destroy: only a join).
+ */
+KVT_API kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
+
+/**
+ * Whether an agent of kvt_agent_create_begin started: KVT_IN_PROGRESS while its backend starts, KVT_OK
+ * once it did, or the error it failed with (e.g. BACKEND, the detail saying what UCX refused). Not
+ * counted as a failing call.
+ */
+KVT_API kvt_status kvt_agent_start_status(uint32_t agent);
+
+/* The shutdown deadline kvt_agent_destroy uses when no kvt_agent_shutdown came first, and the most
+ * kvt_agent_shutdown accepts. */
+#define KVT_DEFAULT_SHUTDOWN_MS 2000u
+#define KVT_MAX_SHUTDOWN_MS 3600000u
+
+/**
+ * Begins shutting the agent down without waiting (for callers that must not block, e.g. Node's thread).
+ * Refuses with KVT_ERR_BUSY (nothing changed) while registrations, allocations or operations (posted
+ * and not yet released, terminal or not) remain; the detail says how many of each. INVALID_PARAM for
+ * deadline_ms > KVT_MAX_SHUTDOWN_MS.
+ * Returns KVT_IN_PROGRESS once accepted (again, with the first deadline kept, when a shutdown was
+ * accepted before). From then on every call on the agent answers KVT_ERR_NOT_FOUND except
+ * kvt_agent_shutdown, kvt_agent_shutdown_status and kvt_agent_destroy; loopback peers see it gone.
+ * The progress thread forgets the peers, drops queued notifications and closes each endpoint
+ * gracefully (UCX: flushes what it still carries, then closes it) until `deadline_ms` from now, then
+ * force-closes the endpoints of peers that did not acknowledge (a stopped or unreachable peer never
+ * does), gives those force-closes at most a second to finish, and stops the backend. When it is done
+ * it writes a byte to the wake-up pipe, and kvt_agent_shutdown_status answers its outcome. Call
+ * kvt_agent_destroy then: it only joins the finished thread and frees the agent.
+ */
+KVT_API kvt_status kvt_agent_shutdown(uint32_t agent, uint32_t deadline_ms);
+
+/**
+ * The outcome of the agent's shutdown: KVT_IN_PROGRESS while it runs; KVT_OK when every endpoint
+ * closed gracefully; KVT_ERR_TIMEOUT when the deadline passed first, the detail naming the peers
+ * whose endpoints were force-closed (the shutdown is complete either way). NOT_ALLOWED when no
+ * shutdown was begun; NOT_FOUND once destroyed. The outcome is not counted as a failing call.
+ */
+KVT_API kvt_status kvt_agent_shutdown_status(uint32_t agent);
+
+/**
+ * Destroys the agent: shuts it down (kvt_agent_shutdown with KVT_DEFAULT_SHUTDOWN_MS unless a
+ * shutdown was begun), waits for the shutdown to finish — bounded by its deadline plus the second
+ * force-closes may take, and immediate after kvt_agent_shutdown_status answered something other
+ * than KVT_IN_PROGRESS — then joins the progress thread and frees the agent and its wake-up pipe.
+ * Refuses like kvt_agent_shutdown when no shutdown was begun (BUSY: nothing changed).
  */
 KVT_API kvt_status kvt_agent_destroy(uint32_t agent);
 

@@ -88,25 +88,37 @@ kvt_status kvt_counters(uint32_t agent_id, uint64_t *values, uint32_t capacity, 
 
 /* ---- the agent table ----------------------------------------------------------------------------- */
 
-static kvt_agent *find_agent_locked(uint32_t id) {
-    for (uint32_t i = 0; i < agent_count; i++)
-        if (agents[i]->id == id && agents[i]->ready) return agents[i];
+/* A live agent, or (with `any_state`) also one still starting, whose start failed, or whose shutdown was
+ * accepted: any agent not yet destroyed. */
+static kvt_agent *find_agent_locked(uint32_t id, bool any_state) {
+    for (uint32_t i = 0; i < agent_count; i++) {
+        kvt_agent *agent = agents[i];
+        if (agent->id == id && !agent->destroying && (agent->ready || any_state)) return agent;
+    }
     return NULL;
 }
 
-/* While a destroy is deciding (it may still refuse with BUSY), new calls wait for its outcome. */
-kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out) {
+/* While a shutdown is deciding (it may still refuse with BUSY), new calls wait for its outcome. */
+static kvt_status acquire(uint32_t id, const char *call, bool any_state, kvt_agent **out) {
     pthread_mutex_lock(&agents_lock);
-    kvt_agent *agent = find_agent_locked(id);
+    kvt_agent *agent = find_agent_locked(id, any_state);
     while (agent && agent->closing) {
         pthread_cond_wait(&agents_cond, &agents_lock);
-        agent = find_agent_locked(id);
+        agent = find_agent_locked(id, any_state);
     }
     if (agent) agent->api_refs++;
     pthread_mutex_unlock(&agents_lock);
     if (!agent) return kvt_fail(KVT_ERR_NOT_FOUND, "%s: no live agent with id %u", call, id);
     *out = agent;
     return KVT_OK;
+}
+
+kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out) { return acquire(id, call, false, out); }
+
+/* kvt_enter for the calls that also find an agent still starting, whose start failed, or shutting down. */
+static kvt_status enter_any_state(uint32_t id, const char *call, kvt_agent **out) {
+    kvt_detail_clear();
+    return kvt_count_result(NULL, acquire(id, call, true, out));
 }
 
 kvt_status kvt_enter(uint32_t id, const char *call, kvt_agent **out) {
@@ -227,8 +239,7 @@ static bool run_commands(kvt_agent *agent, bool *worked) {
                 free(command); /* asynchronous calls are heap blocks owned by the queue */
             break;
         case KVT_CMD_STOP:
-            keep_running = false;
-            complete_command(agent, command);
+            keep_running = false; /* agent->stop_command: nobody waits on it */
             break;
         }
         command = next;
@@ -259,25 +270,71 @@ static int earliest_timeout_ms(int a, int b) {
     return a < b ? a : b;
 }
 
-typedef struct {
-    kvt_agent *agent;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool ready;
-    kvt_status status;
-    char detail[512];
-} start_context;
+
+static int ms_until(uint64_t deadline_ns) {
+    uint64_t now = kvt_now_ns();
+    if (now >= deadline_ns) return 0;
+    uint64_t ms = (deadline_ns - now + 999999u) / 1000000u;
+    return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/* The progress thread's end: closes every connection (gracefully until the shutdown's deadline, then by
+ * force), stops the backend, records the outcome and wakes the consumer through the wake-up pipe. */
+static void shut_down(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->lock);
+    uint64_t deadline_ns = agent->shutdown_deadline_ns;
+    pthread_mutex_unlock(&agent->lock);
+    kvt_peers_free_all(agent);
+    kvt_reap_dead_conns(agent);
+    char forced[512] = "";
+    while (agent->backend->closing && agent->backend->closing(agent, deadline_ns, forced, sizeof forced)) {
+        if (atomic_load_explicit(&agent->abandoned, memory_order_acquire)) return;
+        if (!agent->backend->progress(agent)) agent->backend->sleep(agent, ms_until(deadline_ns));
+        drain_command_fd(agent);
+    }
+    agent->backend->stop(agent);
+    pthread_mutex_lock(&agent->lock);
+    agent->shutdown_status = forced[0] ? KVT_ERR_TIMEOUT : KVT_OK;
+    if (forced[0])
+        snprintf(agent->shutdown_detail, sizeof agent->shutdown_detail,
+                 "agent '%s': the shutdown's deadline passed before the peer(s) %.512s acknowledged the close; their "
+                 "endpoints were force-closed",
+                 agent->name, forced);
+    agent->shutdown_done = true;
+    agent->wake_signaled = false; /* wake the consumer even when completions were left unpolled */
+    kvt_signal_pending_locked(agent);
+    pthread_mutex_unlock(&agent->lock);
+}
+
+/* Starts the backend (for UCX, context and worker: tens of milliseconds), then makes the agent visible to
+ * every call, records the outcome and wakes the consumer through the wake-up pipe. */
+static bool start_backend(kvt_agent *agent) {
+    char detail[sizeof agent->start_detail];
+    detail[0] = '\0';
+    kvt_status status = agent->backend->start(agent, detail, sizeof detail);
+    if (status == KVT_OK) kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, 1);
+    pthread_mutex_lock(&agents_lock);
+    agent->ready = status == KVT_OK;
+    pthread_cond_broadcast(&agents_cond);
+    pthread_mutex_unlock(&agents_lock);
+    pthread_mutex_lock(&agent->lock);
+    agent->start_status = status;
+    snprintf(agent->start_detail, sizeof agent->start_detail, "%s", detail);
+    agent->start_done = true;
+    pthread_cond_broadcast(&agent->pending_cond);
+    if (agent->announce_start) {
+        /* A byte of its own: the completion edge (wake_signaled) stays armed for what comes next. */
+        const char byte = 1;
+        ssize_t written = write(agent->wake_pipe[1], &byte, 1);
+        (void)written; /* EAGAIN: the pipe is full, so the reader is already woken */
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return status == KVT_OK;
+}
 
 static void *progress_main(void *arg) {
-    start_context *start = arg;
-    kvt_agent *agent = start->agent;
-    kvt_status status = agent->backend->start(agent, start->detail, sizeof start->detail);
-    pthread_mutex_lock(&start->lock);
-    start->status = status;
-    start->ready = true;
-    pthread_cond_signal(&start->cond);
-    pthread_mutex_unlock(&start->lock); /* `start` is gone after this */
-    if (status != KVT_OK) return NULL;
+    kvt_agent *agent = arg;
+    if (!start_backend(agent)) return NULL;
 
     /* The hot path (operations in flight) takes no lock and makes no system call per round. */
     for (;;) {
@@ -295,9 +352,7 @@ static void *progress_main(void *arg) {
                                                          kvt_heartbeat_next_timeout_ms(agent)));
         drain_command_fd(agent);
     }
-    kvt_peers_free_all(agent);
-    kvt_reap_dead_conns(agent);
-    agent->backend->stop(agent);
+    shut_down(agent);
     return NULL;
 }
 
@@ -370,30 +425,24 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     return KVT_OK;
 }
 
-static kvt_status start_progress_thread(kvt_agent *agent) {
-    start_context start = {.agent = agent};
-    pthread_mutex_init(&start.lock, NULL);
-    pthread_cond_init(&start.cond, NULL);
-    int rc = pthread_create(&agent->thread, NULL, progress_main, &start);
-    kvt_status status = KVT_OK;
-    if (rc != 0) {
-        status = kvt_fail(KVT_ERR_BACKEND, "kvt_agent_create: pthread_create failed: %s", strerror(rc));
-    } else {
-        pthread_mutex_lock(&start.lock);
-        while (!start.ready) pthread_cond_wait(&start.cond, &start.lock);
-        pthread_mutex_unlock(&start.lock);
-        if (start.status != KVT_OK) {
-            pthread_join(agent->thread, NULL);
-            status = kvt_fail(start.status, "kvt_agent_create: %s", start.detail);
-        }
-    }
-    pthread_mutex_destroy(&start.lock);
-    pthread_cond_destroy(&start.cond);
-    return status;
+/* Waits until the agent's backend started or failed to (agent->lock not held). */
+static void wait_for_start(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->lock);
+    while (!agent->start_done) pthread_cond_wait(&agent->pending_cond, &agent->lock);
+    pthread_mutex_unlock(&agent->lock);
 }
 
-kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
-    kvt_detail_clear();
+/* Removes the agent from the table (it was never started, or its start failed). */
+static void forget_agent(kvt_agent *agent) {
+    pthread_mutex_lock(&agents_lock);
+    for (uint32_t i = 0; i < agent_count; i++)
+        if (agents[i] == agent) agents[i] = agents[--agent_count];
+    pthread_mutex_unlock(&agents_lock);
+}
+
+/* Creates the agent and its progress thread, which starts the backend; *out holds it, not yet started. */
+static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flags, const uint32_t *out_agent,
+                               bool announce_start, kvt_agent **out) {
     kvt_status status = validate_name(name);
     if (status != KVT_OK) return kvt_count_result(NULL, status);
     if (!out_agent)
@@ -448,24 +497,62 @@ kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, 
             agent_free(agent);
             return kvt_count_result(NULL, status);
         }
-        status = start_progress_thread(agent);
+        agent->announce_start = announce_start;
+        int rc = pthread_create(&agent->thread, NULL, progress_main, agent);
+        if (rc != 0) status = kvt_fail(KVT_ERR_BACKEND, "kvt_agent_create: pthread_create failed: %s", strerror(rc));
+        pthread_mutex_lock(&agents_lock);
+        agent->thread_started = rc == 0;
+        pthread_mutex_unlock(&agents_lock);
     }
-
-    pthread_mutex_lock(&agents_lock);
-    if (status == KVT_OK) {
-        agent->ready = true;
-    } else {
-        for (uint32_t i = 0; i < agent_count; i++)
-            if (agents[i] == agent) agents[i] = agents[--agent_count];
-    }
-    pthread_mutex_unlock(&agents_lock);
     if (status != KVT_OK) {
+        forget_agent(agent);
         agent_free(agent);
         return kvt_count_result(NULL, status);
     }
-    kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, 1);
+    *out = agent;
+    return KVT_OK;
+}
+
+kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = create_agent(name, backend, flags, out_agent, true, &agent);
+    if (status == KVT_OK) *out_agent = agent->id;
+    return status == KVT_OK ? KVT_IN_PROGRESS : status;
+}
+
+kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
+    kvt_detail_clear();
+    kvt_agent *agent;
+    kvt_status status = create_agent(name, backend, flags, out_agent, false, &agent);
+    if (status != KVT_OK) return status;
+    wait_for_start(agent); /* the backend starts on the progress thread: wait for its outcome */
+    if (agent->start_status != KVT_OK) {
+        status = kvt_fail(agent->start_status, "kvt_agent_create: %s", agent->start_detail);
+        pthread_join(agent->thread, NULL);
+        forget_agent(agent);
+        agent_free(agent);
+        return kvt_count_result(NULL, status);
+    }
     *out_agent = agent->id;
     return KVT_OK;
+}
+
+/* The outcome of a phase the progress thread reports through the wake-up pipe (start, shutdown):
+ * KVT_IN_PROGRESS until it is done, then its status, with its detail when it failed. */
+static kvt_status phase_outcome(kvt_agent *agent, const bool *done, const kvt_status *result, const char *detail) {
+    pthread_mutex_lock(&agent->lock);
+    kvt_status status = !*done ? KVT_IN_PROGRESS : *result == KVT_OK ? KVT_OK : kvt_fail(*result, "%s", detail);
+    pthread_mutex_unlock(&agent->lock);
+    kvt_agent_release(agent); /* the outcome is an answer, not a failing call: not counted */
+    return status;
+}
+
+kvt_status kvt_agent_start_status(uint32_t agent_id) {
+    kvt_agent *agent;
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_start_status", &agent);
+    if (status != KVT_OK) return status;
+    return phase_outcome(agent, &agent->start_done, &agent->start_status, agent->start_detail);
 }
 
 /* Waits until no other thread is inside an API call on the agent (agents_lock held). */
@@ -473,14 +560,22 @@ static void wait_for_other_calls_locked(kvt_agent *agent) {
     while (agent->api_refs > 1) pthread_cond_wait(&agents_cond, &agents_lock);
 }
 
-kvt_status kvt_agent_destroy(uint32_t agent_id) {
-    kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_agent_destroy", &agent);
-    if (status != KVT_OK) return status;
+/*
+ * Decides a shutdown of an acquired agent: refused (BUSY) while registrations, allocations or operations
+ * remain; else the agent is hidden from every call but its shutdown status and destroy, and the progress
+ * thread is told to close its connections by `deadline_ms` from now. KVT_IN_PROGRESS when accepted (also
+ * when a shutdown was accepted before: the first deadline stays).
+ */
+static kvt_status begin_shutdown(kvt_agent *agent, const char *call, uint32_t deadline_ms) {
     /* Close the door to new calls and let running ones finish, so the check below stays true. */
     pthread_mutex_lock(&agents_lock);
-    agent->closing = true;
+    bool begun = agent->shutting_down, deciding = agent->closing;
+    if (!begun && !deciding) agent->closing = true;
     pthread_mutex_unlock(&agents_lock);
+    if (begun) return KVT_IN_PROGRESS;
+    if (deciding)
+        return kvt_fail(KVT_ERR_NOT_ALLOWED, "%s: another thread is deciding a shutdown of agent '%s'", call,
+                        agent->name);
     pthread_mutex_lock(&agent->lock);
     pthread_cond_broadcast(&agent->pending_cond); /* kvt_agent_wait returns early */
     pthread_mutex_unlock(&agent->lock);
@@ -488,32 +583,89 @@ kvt_status kvt_agent_destroy(uint32_t agent_id) {
     wait_for_other_calls_locked(agent);
     pthread_mutex_unlock(&agents_lock);
 
+    kvt_status status = KVT_IN_PROGRESS;
     pthread_mutex_lock(&agent->lock);
     if (agent->region_count || agent->allocation_count || agent->ops.size)
         status = kvt_fail(KVT_ERR_BUSY,
-                          "kvt_agent_destroy: agent '%s' still has %u registration(s), %u allocation(s) and %zu "
-                          "operation(s) not released",
-                          agent->name, agent->region_count, agent->allocation_count, agent->ops.size);
+                          "%s: agent '%s' still has %u registration(s), %u allocation(s) and %zu operation(s) not "
+                          "released",
+                          call, agent->name, agent->region_count, agent->allocation_count, agent->ops.size);
     pthread_mutex_unlock(&agent->lock);
     pthread_mutex_lock(&agents_lock);
     pthread_cond_broadcast(&agents_cond); /* calls waiting for the outcome */
-    if (status != KVT_OK) {
-        agent->closing = false;
-    } else {
+    agent->closing = false;
+    if (status == KVT_IN_PROGRESS) {
         agent->ready = false; /* loopback peers see it gone */
-        for (uint32_t i = 0; i < agent_count; i++)
-            if (agents[i] == agent) agents[i] = agents[--agent_count];
+        agent->shutting_down = true;
         wait_for_other_calls_locked(agent); /* loopback copies that found it just before */
     }
     pthread_mutex_unlock(&agents_lock);
-    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+    if (status != KVT_IN_PROGRESS) return status;
 
-    kvt_command stop = {.kind = KVT_CMD_STOP, .sync = true};
+    atomic_store(&agent->progress_stalled, false); /* a shutdown ends kvt_fault_stall_progress */
     pthread_mutex_lock(&agent->lock);
-    kvt_command_submit_locked(agent, &stop);
+    agent->shutdown_deadline_ns = kvt_now_ns() + (uint64_t)deadline_ms * 1000000u;
+    agent->stop_command = (kvt_command){.kind = KVT_CMD_STOP};
+    kvt_command_submit_locked(agent, &agent->stop_command);
+    pthread_mutex_unlock(&agent->lock);
+    return KVT_IN_PROGRESS;
+}
+
+kvt_status kvt_agent_shutdown(uint32_t agent_id, uint32_t deadline_ms) {
+    kvt_agent *agent;
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_shutdown", &agent);
+    if (status != KVT_OK) return status;
+    if (deadline_ms > KVT_MAX_SHUTDOWN_MS)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                                "kvt_agent_shutdown: deadline_ms %u of agent '%s' exceeds %u", deadline_ms,
+                                                agent->name, KVT_MAX_SHUTDOWN_MS));
+    wait_for_start(agent);
+    if (agent->start_status != KVT_OK)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_ALLOWED,
+                                                "kvt_agent_shutdown: agent '%s' did not start (%s); destroy it",
+                                                agent->name, kvt_status_name(agent->start_status)));
+    return kvt_agent_finish(agent, begin_shutdown(agent, "kvt_agent_shutdown", deadline_ms));
+}
+
+kvt_status kvt_agent_shutdown_status(uint32_t agent_id) {
+    kvt_agent *agent;
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_shutdown_status", &agent);
+    if (status != KVT_OK) return status;
+    pthread_mutex_lock(&agents_lock);
+    bool shutting_down = agent->shutting_down;
+    pthread_mutex_unlock(&agents_lock);
+    if (!shutting_down)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_ALLOWED,
+                                                "kvt_agent_shutdown_status: agent '%s' is not shutting down", agent->name));
+    return phase_outcome(agent, &agent->shutdown_done, &agent->shutdown_status, agent->shutdown_detail);
+}
+
+kvt_status kvt_agent_destroy(uint32_t agent_id) {
+    kvt_agent *agent;
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_destroy", &agent);
+    if (status != KVT_OK) return status;
+    wait_for_start(agent);
+    bool started = agent->start_status == KVT_OK;
+    if (started) status = begin_shutdown(agent, "kvt_agent_destroy", KVT_DEFAULT_SHUTDOWN_MS);
+    if (started && status != KVT_IN_PROGRESS) return kvt_agent_finish(agent, status);
+    pthread_mutex_lock(&agents_lock);
+    bool raced = agent->destroying;
+    agent->destroying = true;
+    if (!raced) {
+        wait_for_other_calls_locked(agent);
+        for (uint32_t i = 0; i < agent_count; i++)
+            if (agents[i] == agent) agents[i] = agents[--agent_count];
+    }
+    pthread_mutex_unlock(&agents_lock);
+    if (raced)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_FOUND, "kvt_agent_destroy: agent %u is being destroyed by "
+                                                                   "another thread",
+                                                agent_id));
+    pthread_mutex_lock(&agent->lock);
+    while (started && !agent->shutdown_done) pthread_cond_wait(&agent->pending_cond, &agent->lock);
     pthread_mutex_unlock(&agent->lock);
     pthread_join(agent->thread, NULL);
-    kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, -1);
+    if (started) kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, -1);
     /* Per-agent gauges die with the agent; the process-wide ones were adjusted as things went. */
     kvt_counter_add(NULL, KVT_COUNTER_PENDING_NOTIFICATIONS, -(int64_t)agent->notification_count);
     agent_free(agent);
@@ -533,7 +685,7 @@ __attribute__((destructor)) static void abandon_agents_at_unload(void) {
     pthread_t *threads = agent_count ? calloc(agent_count, sizeof *threads) : NULL;
     for (uint32_t i = 0; threads && i < agent_count; i++) {
         kvt_agent *agent = agents[i];
-        if (!agent->ready || agent->closing) continue;
+        if (!agent->thread_started || agent->closing || agent->destroying) continue;
         atomic_store_explicit(&agent->abandoned, true, memory_order_release);
         kvt_agent_kick(agent);
         threads[count++] = agent->thread;
@@ -567,7 +719,7 @@ kvt_status kvt_agent_wake_fd(uint32_t agent_id, int32_t *out_fd) {
     kvt_detail_clear();
     if (!out_fd) return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_wake_fd: out_fd is NULL"));
     kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_agent_wake_fd", &agent);
+    kvt_status status = enter_any_state(agent_id, "kvt_agent_wake_fd", &agent);
     if (status != KVT_OK) return status;
     *out_fd = agent->wake_pipe[0];
     kvt_agent_release(agent);

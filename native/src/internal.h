@@ -170,7 +170,7 @@ typedef struct kvt_peer {
 enum kvt_command_kind {
     KVT_CMD_POST,     /* op */
     KVT_CMD_CALL,     /* run `call(agent, arg)` on the progress thread and report its status */
-    KVT_CMD_STOP,
+    KVT_CMD_STOP,     /* shut down: close the connections (by agent->shutdown_deadline_ns), stop the backend */
 };
 
 typedef struct kvt_command {
@@ -265,8 +265,24 @@ struct kvt_agent {
 
     /* Registry bookkeeping (agents_lock in agent.c). */
     uint32_t api_refs;
-    bool ready;   /* started; visible to loopback peers */
-    _Atomic bool closing; /* a destroy is under way: no new API calls */
+    bool ready;   /* started (and not shutting down): visible to every call and to loopback peers */
+    _Atomic bool closing; /* a shutdown is deciding: new API calls wait for its outcome */
+    bool shutting_down;   /* a shutdown was accepted: only its status and destroy find the agent */
+    bool destroying;      /* a destroy owns the agent: nothing finds it */
+    bool thread_started;  /* the progress thread exists (to join) */
+
+    /* The start of the backend on the progress thread (agent->lock). */
+    bool announce_start; /* kvt_agent_create_begin: the start is announced on the wake-up pipe */
+    bool start_done;
+    kvt_status start_status;
+    char start_detail[512];
+
+    /* The shutdown (agent->lock): its deadline, and its outcome once the progress thread finished it. */
+    uint64_t shutdown_deadline_ns;
+    bool shutdown_done;
+    kvt_status shutdown_status;
+    char shutdown_detail[1024];
+    kvt_command stop_command;
 
     /* Serialises calls that change registrations, allocations and peers. */
     pthread_mutex_t config_lock;
@@ -345,6 +361,10 @@ struct kvt_backend {
     /* (P) connections. */
     kvt_status (*connect)(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size);
     void (*disconnect)(kvt_agent *agent, kvt_conn *conn);
+    /* (P) agent shutdown, after every connection was disconnected: whether closes are still finishing.
+     * At `deadline_ns` it force-closes what is left, naming those peers in `forced`, and answers false.
+     * NULL when disconnect finishes at once. */
+    bool (*closing)(kvt_agent *agent, uint64_t deadline_ns, char *forced, size_t forced_size);
     /* (P) moves a KVT_PHASE_MOVING op forward; sets op->error on failure and op->phase = KVT_PHASE_MOVED
      * once nothing of it is in flight any more (all moved, failed, or canceled: op->cancel_requested). */
     void (*advance)(kvt_agent *agent, kvt_op *op);

@@ -132,11 +132,9 @@ kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
     pthread_mutex_unlock(&agent->lock);
     if (status == KVT_OK) {
         if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, allocation.length);
-        /* Nobody can reach the allocation through this agent any more: no need to wait for the unmap. */
-        if (agent->backend->memory_on_any_thread)
-            free_call(agent, &allocation, NULL, 0);
-        else
-            kvt_agent_call_async(agent, free_call, &allocation, sizeof allocation);
+        /* Nobody can reach the allocation through this agent any more: no need to wait for the unmap, which
+         * takes tens of milliseconds for hundreds of megabytes of touched pages (measured: 29 ms, 409.6 MB). */
+        kvt_agent_call_async(agent, free_call, &allocation, sizeof allocation);
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);

@@ -26,6 +26,9 @@
  * and a stopped or unreachable peer never answers them. */
 #define STOP_GRACE_NS 200000000ull
 #define CLOSE_DRAIN_NS 1000000000ull /* at agent stop: how long force-closes may take to finish */
+/* How long a graceful close (a flush of what the endpoint still carries, e.g. notifications sent without
+ * waiting) may take before the endpoint is force-closed: a stopped peer never acknowledges the flush. */
+#define GRACEFUL_CLOSE_NS 1000000000ull
 
 typedef struct ucx_endpoint ucx_endpoint;
 
@@ -36,19 +39,25 @@ typedef struct {
     uint8_t *address;
     uint32_t address_length;
     uint64_t next_liveness_check_ns;
-    ucx_endpoint *failed; /* endpoints UCX reported as failed, to force-close after progress */
+    ucx_endpoint *failed; /* endpoints to force-close after progress: UCX reported them failed, or flushed */
     uint32_t closing;     /* force-closes not yet finished */
+    ucx_endpoint *detached; /* endpoints whose connection is gone, until their closes finish */
+    bool stopping;          /* the worker is being destroyed */
 } ucx_state;
 
 /* A connection's endpoint. `ep` is NULL once it was closed; `conn` is NULL once the connection was
- * freed while a force-close was still finishing (on_close_done frees it then). */
+ * freed (disconnect): the endpoint then lives on while its graceful close (a flush, then a force-close)
+ * or a force-close finishes, and is freed by whichever callback ends last. */
 struct ucx_endpoint {
     ucp_ep_h ep;
     ucx_state *state;
     kvt_conn *conn;
     bool listed;  /* on state->failed */
     bool closing; /* a force-close is finishing */
-    ucx_endpoint *next_failed;
+    void *flush;  /* the graceful close's flush request, while outstanding */
+    uint64_t flush_deadline_ns; /* when the flush is given up and the endpoint force-closed */
+    char peer[KVT_MAX_NAME + 1]; /* for the shutdown's detail */
+    ucx_endpoint *next_failed, *next_detached;
 };
 
 enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY, UCX_REQ_HEARTBEAT };
@@ -185,7 +194,13 @@ static void ucx_stop(kvt_agent *agent) {
     if (!state) return;
     uint64_t deadline = kvt_now_ns() + CLOSE_DRAIN_NS;
     while (state->closing > 0 && kvt_now_ns() < deadline) ucp_worker_progress(state->worker);
+    state->stopping = true; /* what the worker's destruction still completes frees nothing: freed below */
     if (state->worker) ucp_worker_destroy(state->worker);
+    while (state->detached) {
+        ucx_endpoint *endpoint = state->detached;
+        state->detached = endpoint->next_detached;
+        free(endpoint);
+    }
     if (state->context) ucp_cleanup(state->context);
     free(state->address);
     free(state);
@@ -368,8 +383,8 @@ static void on_endpoint_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
     (void)ep;
     (void)status;
     ucx_endpoint *endpoint = arg;
-    if (!endpoint->conn || !endpoint->ep) return; /* closed already */
-    atomic_store(&endpoint->conn->failed, true);
+    if (!endpoint->ep) return; /* closed already */
+    if (endpoint->conn) atomic_store(&endpoint->conn->failed, true);
     if (endpoint->listed) return;
     endpoint->listed = true;
     endpoint->next_failed = endpoint->state->failed;
@@ -387,33 +402,36 @@ static void unlist_failed(ucx_state *state, ucx_endpoint *endpoint) {
     endpoint->listed = false;
 }
 
+static void unlist_detached(ucx_state *state, ucx_endpoint *endpoint) {
+    for (ucx_endpoint **link = &state->detached; *link; link = &(*link)->next_detached) {
+        if (*link == endpoint) {
+            *link = endpoint->next_detached;
+            return;
+        }
+    }
+}
+
+/* Frees a detached endpoint once nothing of UCX refers to it any more. */
+static void free_if_finished(ucx_endpoint *endpoint) {
+    if (endpoint->conn || endpoint->ep || endpoint->closing || endpoint->flush || endpoint->state->stopping) return;
+    unlist_detached(endpoint->state, endpoint);
+    free(endpoint);
+}
+
 static void on_close_done(void *request, ucs_status_t status, void *user_data) {
     (void)status;
     ucx_endpoint *endpoint = user_data;
     endpoint->state->closing--;
     endpoint->closing = false;
-    if (!endpoint->conn) free(endpoint);
     ucp_request_free(request);
+    free_if_finished(endpoint);
 }
 
-/* Progresses until `request` completes, then frees it. */
-static void wait_request(ucx_state *state, void *request) {
-    if (request == NULL || UCS_PTR_IS_ERR(request)) return;
-    while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(state->worker);
-    ucp_request_free(request);
-}
-
-/*
- * Marks the connection failed and force-closes its endpoint, which ends its outstanding requests
- * (UCS_ERR_CANCELED: the operations end KVT_ERR_REMOTE_DISCONNECT, unless they stopped for another
- * reason first). Does not wait: the close finishes in later progress. Posts are refused until the
- * peer is loaded again, which connects a new endpoint.
- */
-static void force_close(ucx_state *state, kvt_conn *conn) {
-    atomic_store(&conn->failed, true);
-    ucx_endpoint *endpoint = conn->backend;
-    if (!endpoint || !endpoint->ep) return;
+/* Force-closes the endpoint (which ends its outstanding requests) without waiting: the close finishes in
+ * later progress. */
+static void close_endpoint(ucx_state *state, ucx_endpoint *endpoint) {
     unlist_failed(state, endpoint);
+    if (!endpoint->ep) return;
     ucp_request_param_t param = {.op_attr_mask =
                                      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                                  .flags = UCP_EP_CLOSE_FLAG_FORCE,
@@ -427,14 +445,60 @@ static void force_close(ucx_state *state, kvt_conn *conn) {
     }
 }
 
-static void close_failed_endpoints(ucx_state *state) {
-    while (state->failed) {
-        ucx_endpoint *endpoint = state->failed;
-        unlist_failed(state, endpoint);
-        force_close(state, endpoint->conn);
-    }
+/*
+ * Marks the connection failed and force-closes its endpoint, which ends its outstanding requests
+ * (UCS_ERR_CANCELED: the operations end KVT_ERR_REMOTE_DISCONNECT, unless they stopped for another
+ * reason first). Does not wait. Posts are refused until the peer is loaded again, which connects a new
+ * endpoint.
+ */
+static void force_close(ucx_state *state, kvt_conn *conn) {
+    atomic_store(&conn->failed, true);
+    ucx_endpoint *endpoint = conn->backend;
+    if (endpoint) close_endpoint(state, endpoint);
 }
 
+static void close_failed_endpoints(ucx_state *state) {
+    while (state->failed) close_endpoint(state, state->failed);
+}
+
+/* The graceful close's flush ended: force-close the endpoint after progress (not inside UCX's callback).
+ * A flush ended by the force-close itself (the deadline passed) has nothing left to do. */
+static void on_flush_done(void *request, ucs_status_t status, void *user_data) {
+    (void)status;
+    ucx_endpoint *endpoint = user_data;
+    endpoint->flush = NULL;
+    ucp_request_free(request);
+    if (endpoint->ep && !endpoint->listed) {
+        endpoint->listed = true;
+        endpoint->next_failed = endpoint->state->failed;
+        endpoint->state->failed = endpoint;
+    }
+    free_if_finished(endpoint);
+}
+
+/* Force-closes every detached endpoint whose flush is still outstanding at `now_ns` past its deadline
+ * (all of them with UINT64_MAX); appends their peers' names to `forced` when it is not NULL. Returns how
+ * many it force-closed. */
+static uint32_t close_overdue_endpoints(ucx_state *state, uint64_t now_ns, char *forced, size_t forced_size) {
+    uint32_t count = 0;
+    for (ucx_endpoint *endpoint = state->detached, *next; endpoint; endpoint = next) {
+        next = endpoint->next_detached;
+        if (!endpoint->ep || !endpoint->flush || now_ns < endpoint->flush_deadline_ns) continue;
+        if (forced) {
+            size_t used = strlen(forced);
+            snprintf(forced + used, forced_size - used, "%s'%s'", count ? ", " : "", endpoint->peer);
+        }
+        count++;
+        close_endpoint(state, endpoint);
+    }
+    return count;
+}
+
+/*
+ * Closes the connection's endpoint without waiting: a failed one is force-closed; a live one first
+ * flushes what it still carries (e.g. notifications sent without waiting) and is force-closed when the
+ * flush ends or GRACEFUL_CLOSE_NS passed (a stopped peer never acknowledges it), whichever is first.
+ */
 static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     ucx_state *state = state_of(agent);
     ucx_endpoint *endpoint = conn->backend;
@@ -442,16 +506,24 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
      * pid namespaces over shared memory it never comes), and a graceful close would wait for it. */
     bool never_answered = atomic_load(&conn->probed) && !atomic_load(&conn->answered);
     if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || never_answered)) force_close(state, conn);
-    if (endpoint && endpoint->ep) {
-        ucp_request_param_t param = {.op_attr_mask = 0};
-        wait_request(state, ucp_ep_close_nbx(endpoint->ep, &param));
-    }
     if (endpoint) {
-        unlist_failed(state, endpoint);
-        if (endpoint->closing)
-            endpoint->conn = NULL; /* on_close_done frees it */
-        else
-            free(endpoint);
+        endpoint->conn = NULL;
+        snprintf(endpoint->peer, sizeof endpoint->peer, "%s", conn->meta.name);
+        endpoint->next_detached = state->detached;
+        state->detached = endpoint;
+        if (endpoint->ep) {
+            ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                                         .cb = {.send = on_flush_done},
+                                         .user_data = endpoint};
+            void *request = ucp_ep_flush_nbx(endpoint->ep, &param);
+            if (request != NULL && !UCS_PTR_IS_ERR(request)) {
+                endpoint->flush = request;
+                endpoint->flush_deadline_ns = kvt_now_ns() + GRACEFUL_CLOSE_NS;
+            } else {
+                close_endpoint(state, endpoint);
+            }
+        }
+        free_if_finished(endpoint);
     }
     conn->backend = NULL;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
@@ -459,6 +531,15 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
         conn->meta.regions[i].backend = NULL;
         conn->meta.regions[i].mapped = NULL;
     }
+}
+
+/* Agent shutdown (progress thread): whether endpoint closes are still finishing. At `deadline_ns` every
+ * graceful close still flushing is force-closed and named in `forced`. */
+static bool ucx_closing(kvt_agent *agent, uint64_t deadline_ns, char *forced, size_t forced_size) {
+    ucx_state *state = state_of(agent);
+    if (kvt_now_ns() < deadline_ns) return state->detached != NULL;
+    close_overdue_endpoints(state, UINT64_MAX, forced, forced_size);
+    return false; /* ucx_stop gives the force-closes CLOSE_DRAIN_NS to finish */
 }
 
 /*
@@ -767,6 +848,7 @@ static bool ucx_progress(kvt_agent *agent) {
     ucx_state *state = state_of(agent);
     for (int round = 0; round < 64 && ucp_worker_progress(worker) != 0; round++) worked = true;
     close_failed_endpoints(state);
+    if (state->detached) close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
     if (agent->active) kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);
     return worked;
 }
@@ -790,6 +872,7 @@ const kvt_backend kvt_ucx_backend = {
     .address = ucx_address,
     .connect = ucx_connect,
     .disconnect = ucx_disconnect,
+    .closing = ucx_closing,
     .advance = ucx_advance,
     .notify = ucx_notify,
     .probe = ucx_probe,

@@ -60,7 +60,7 @@ async function once(): Promise<Sample> {
     throw new Error(`unexpected drain report: ${report.completed} completed, ${report.banksReturned.length} banks returned`);
   }
   await world.controller.shutdown();
-  world.closeSource();
+  await world.closeSource();
   return { overheadMs: end - last, ledgerMs: deregistering - last, deliveryMs: last - first };
 }
 

@@ -70,7 +70,7 @@ describe('DrainController', () => {
     await expect(w.controller.drain({ deadlineMs: 0 })).resolves.toBe(first.report);
     expect(close).toHaveBeenCalledTimes(1);
     // The agent itself may be closed again too: nothing happens.
-    expect(w.reader.close()).toBeUndefined();
+    await expect(w.reader.close()).resolves.toEqual({ forced: undefined });
   });
 
   it('refuses options of the wrong shape with a typed error naming the option', async () => {
@@ -230,7 +230,7 @@ describe.each(stores)('shutdown order, source side first, on %s discovery and a 
     const identity = { workerId: agentName('decode'), incarnation: 'inc-1', role: 'decode', geometry, tpSize: 1, ppSize: 1, dpRank: 0 } as const;
 
     // The source worker: one rank of real loopback memory, registered, published, with inventory.
-    const agent = transport.createAgent({ name: agentName('source'), backend: 'loopback' });
+    const agent = await transport.createAgent({ name: agentName('source'), backend: 'loopback' });
     const layout = layoutRankBanks(geometry, { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 1 });
     const banks = layout.map((spec, index) => {
       const allocation = agent.allocate(spec.bytes);

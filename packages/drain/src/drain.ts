@@ -93,12 +93,20 @@ export interface DrainEvents {
   'agent-destroyed': () => void;
 }
 
+/** What the drain needs of the native agent: `Agent.close` of `@kvreuse/native-bindings`. */
+export interface ClosableAgent {
+  close(options: { readonly deadlineMs: number }): Promise<unknown>;
+}
+
 export interface DrainControllerOptions<Request extends LedgerPostRequest> {
   readonly ledger: OperationLedger<Request>;
   /** Default deadline of `shutdown()`: `transport.shutdownDeadlineMs`. */
   readonly shutdownDeadlineMs: number;
-  /** Destroyed last by `shutdown()` (the native `Agent`). */
-  readonly agent?: { close(): void };
+  /**
+   * Closed last by `shutdown()` (the native `Agent`), with what is left of the shutdown's deadline for
+   * its peers to acknowledge the closing of their endpoints.
+   */
+  readonly agent?: ClosableAgent;
   /**
    * Withdraws this worker's rank parts from discovery, first thing (e.g. `withdraw()` of
    * `startRankPublication`, or `withdrawRankParts` of `@kvreuse/registry`): the worker turns not ready.
@@ -180,7 +188,7 @@ const skipped = (reason: string): ShutdownStepOutcome => ({ outcome: 'skipped', 
 export class DrainController<Request extends LedgerPostRequest = LedgerPostRequest> {
   readonly #ledger: OperationLedger<Request>;
   readonly #shutdownDeadlineMs: number;
-  readonly #agent: { close(): void } | undefined;
+  readonly #agent: ClosableAgent | undefined;
   readonly #withdrawRankParts: (() => Promise<unknown>) | undefined;
   readonly #withdrawInventory: (() => Promise<unknown>) | undefined;
   readonly #waitForReaders: WaitForReaders | undefined;
@@ -231,6 +239,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   }
 
   async #runShutdown(deadlineMs: number): Promise<ShutdownResult> {
+    const shutdownDeadlineAt = this.#ledger.clock.now() + deadlineMs;
     const drainDeadlineAt = this.#ledger.clock.now() + deadlineMs - Math.min(Math.floor(deadlineMs / 10), POST_DRAIN_RESERVE_CAP_MS);
     let peersInvalidated = false;
     const invalidatePeers = () => {
@@ -245,7 +254,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     const report = await (this.#drain ??= this.#run(drainDeadlineAt, invalidatePeers));
     if (!peersInvalidated) invalidatePeers();
     const live = this.#ledger.counts().live;
-    const destroyed = this.#runStep('destroy-agent', () => this.#destroyAgent(live));
+    const destroyed = await this.#awaitStep('destroy-agent', () => this.#destroyAgent(live, shutdownDeadlineAt));
     const banksRetained = this.#ranks.flatMap((rank) => rank.banks).flatMap((bank) => retentionOf(bank) ?? []);
     return {
       steps: [...this.#steps],
@@ -257,14 +266,14 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     };
   }
 
-  #destroyAgent(liveOperations: number): ShutdownStepOutcome {
+  async #destroyAgent(liveOperations: number, deadlineAt: number): Promise<ShutdownStepOutcome> {
     if (this.#agent === undefined) return skipped('no agent was given');
     if (liveOperations > 0) {
       this.#agentPending = true;
       return failed(`kept: ${liveOperations} quarantined operations are not terminal`);
     }
     try {
-      this.#agent.close();
+      await this.#agent.close({ deadlineMs: Math.max(0, Math.ceil(deadlineAt - this.#ledger.clock.now())) });
       return ok('destroyed');
     } catch (error) {
       this.#agentPending = true;
@@ -364,7 +373,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   }
 
   /** Runs an asynchronous step and records it once it ended; a rejection is the step's failure. */
-  async #awaitStep(step: ShutdownStep, run: () => Promise<ShutdownStepOutcome>): Promise<void> {
+  async #awaitStep(step: ShutdownStep, run: () => Promise<ShutdownStepOutcome>): Promise<ShutdownStepOutcome> {
     const startedAt = this.#ledger.clock.now();
     let outcome: ShutdownStepOutcome;
     try {
@@ -373,6 +382,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       outcome = failed(messageOf(error));
     }
     this.#steps.push({ step, startedAt, durationMs: this.#ledger.clock.now() - startedAt, ...outcome });
+    return outcome;
   }
 
   /** Calls the readers' hook with its deadline, aborts its signal then, and checks what it resolved with. */
@@ -410,13 +420,13 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     void handBanksBack([...operation.banks].reverse()).then(({ returned, retained }) => {
       this.#listeners.emit('released', operation, returned, retained);
       if (this.#agentPending && this.#agent !== undefined && this.#ledger.counts().live === 0) {
-        try {
-          this.#agent.close();
-          this.#agentPending = false;
-          this.#listeners.emit('agent-destroyed');
-        } catch {
-          // Still busy (another retained bank's registration): kept until the process exits.
-        }
+        this.#agentPending = false;
+        this.#agent.close({ deadlineMs: this.#shutdownDeadlineMs }).then(
+          () => this.#listeners.emit('agent-destroyed'),
+          () => {
+            this.#agentPending = true; // still busy (another retained bank's registration): kept until the process exits
+          },
+        );
       }
     });
   }

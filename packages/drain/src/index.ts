@@ -33,6 +33,7 @@ export {
   type TerminalState,
 } from './ledger.js';
 export {
+  type ClosableAgent,
   DrainController,
   type DrainControllerOptions,
   type DrainEvents,

@@ -147,7 +147,7 @@ describe('OperationLedger on the loopback backend', () => {
     const { world: w } = await world();
     // Another agent of this process registers one bank; region ids are per agent, so its region has
     // the id of the reader's bank 0.
-    const other = transport.createAgent({ name: agentName('other'), backend: 'loopback' });
+    const other = await transport.createAgent({ name: agentName('other'), backend: 'loopback' });
     const memory = other.allocate(1 << 16);
     const foreign = Bank.adopt(
       { tpRank: 0, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
@@ -172,7 +172,7 @@ describe('OperationLedger on the loopback backend', () => {
     expect(w.ledger.counts().posted).toBe(0);
     expect(w.reader.counters().operationsPosted).toBe(0);
     await releaseRank(foreignRank);
-    other.close();
+    await other.close();
   });
 
   it('refuses options of the wrong shape with a typed error naming the option', async () => {

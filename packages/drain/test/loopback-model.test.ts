@@ -171,7 +171,7 @@ describe('ledger and drain against the loopback native layer', () => {
               world.reader.faults.clear();
               await world.controller.shutdown();
             }
-            world.closeSource();
+            await world.closeSource();
           }
           expect(liveCounters()).toEqual(before);
         }),

@@ -4,9 +4,10 @@
 // Writes bench/parts/native-bindings.json at the repository root.
 import { type SpawnOptions, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Agent, Allocation, Peer, Region, TransferDescriptors } from '@kvreuse/native-bindings';
+import { type Agent, type Allocation, monitorBlockingCalls, type Peer, type Region, type TransferDescriptors } from '@kvreuse/native-bindings';
 import { agentName, transport } from '../test/support/backends.js';
 import { spawnScript } from '../test/support/child.js';
 import { findPatternMismatch } from '../test/support/content.js';
@@ -62,10 +63,10 @@ interface RemoteSetup {
 }
 
 async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
-  const child = spawnScript('bench/source.ts', { args: [agentName('bench-source'), String(bytes), String(seed)] });
+  const child = spawnScript('test/support/source-process.ts', { args: [agentName('bench-source'), String(bytes), String(seed)] });
   const published = await child.next<{ metadata: string; region: number }>('ready');
   const metadata = published.metadata;
-  const agent = transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
+  const agent = await transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
   const bank = agent.allocate(bytes);
   bank.view().fill(0);
   const region = agent.register(bank);
@@ -80,7 +81,7 @@ async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
     async close() {
       region.deregister();
       bank.free();
-      agent.close();
+      await agent.close();
       child.send({ command: 'close' });
       await child.next('closed');
       await child.exited;
@@ -282,7 +283,7 @@ async function pullOverTcpBetweenNamespaces(): Promise<void> {
   const pair = openVethPair();
   try {
     const env = tcpOverVeth(pair);
-    const source = spawnScript('bench/source.ts', {
+    const source = spawnScript('test/support/source-process.ts', {
       args: [agentName('tcp-source'), String(QWEN3_PREFIX_BYTES), '42'],
       launcher: pair.a.launcher,
       env,
@@ -378,9 +379,12 @@ function describeOverhead(where: string, o: Overhead): string {
   );
 }
 
+// Every synchronous native call this process makes from here on holds the JavaScript thread: the longest
+// one is a figure of its own.
+const blockingCalls = monitorBlockingCalls();
 const caps = transport.capabilities();
 console.log(`library: ${caps.version} at ${caps.libraryPath}`);
-const loopbackPair = openPair('loopback', OVERHEAD_BYTES, 5);
+const loopbackPair = await openPair('loopback', OVERHEAD_BYTES, 5);
 const loopback = await postOverhead({
   agent: loopbackPair.reader,
   bank: loopbackPair.readerBank,
@@ -422,6 +426,26 @@ if (caps.backends.includes('ucx')) {
   };
   console.warn('native-bindings bench: ucx backend not built; the cross-process figures are not measured');
 }
+
+blockingCalls.stop();
+const slowest = blockingCalls.longest;
+figures['facade.max_blocking_call_ms'] = {
+  value: slowest?.ms ?? 0,
+  unit: 'ms',
+  goal: '≤ 5',
+  note:
+    `the longest synchronous native call of the ${blockingCalls.calls} this bench's process made through the facade ` +
+    `(agent create and close, allocation, registration, metadata, peer loads, posts, polls, on loopback and ucx): ` +
+    `${slowest === undefined ? 'none' : `${slowest.call}, ${slowest.ms.toFixed(2)} ms`} (next: ` +
+    `${blockingCalls
+      .slowest(4)
+      .slice(1)
+      .map(({ call, ms }) => `${call} ${ms.toFixed(2)} ms`)
+      .join(', ')}); wall-clock time, so preemption counts: load average ${loadavg()
+      .map((load) => load.toFixed(1))
+      .join(', ')} on ${cpus().length} cores at the end; the source processes' calls are not counted`,
+};
+console.log(`facade.max_blocking_call_ms: ${figures['facade.max_blocking_call_ms'].note}`);
 
 const out = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/native-bindings.json');
 mkdirSync(dirname(out), { recursive: true });

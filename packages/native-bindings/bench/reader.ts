@@ -15,7 +15,7 @@ const count = Number(countText);
 const pieceBytes = Number(pieceText);
 const published = await nextMessageFromParent();
 
-const agent = transport.createAgent({ name, backend: 'ucx' });
+const agent = await transport.createAgent({ name, backend: 'ucx' });
 const bank = agent.allocate(count * pieceBytes);
 bank.view().fill(0);
 const region = agent.register(bank);
@@ -37,6 +37,6 @@ for (;;) {
 }
 region.deregister();
 bank.free();
-agent.close();
+await agent.close();
 emit({ event: 'closed' });
 process.exit(0);

@@ -1,11 +1,11 @@
 import { Socket } from 'node:net';
 import { type Backend, backendIds } from './backend.js';
 import { type Counters, readCounters } from './counters.js';
-import { ForeignHandleError, HandleClosedError, InvalidArgumentError } from './errors.js';
+import { ForeignHandleError, HandleClosedError, InvalidArgumentError, type NativeTransportError } from './errors.js';
 import { Faults } from './faults.js';
 import { type HeartbeatOptions, type PeerEvent, PeerEvents, validateHeartbeat } from './heartbeat.js';
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
-import { check, duplicateFd, type NativeLibrary } from './library.js';
+import { check, duplicateFd, type NativeLibrary, nativeError } from './library.js';
 import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
 import { Notifications, type Notification } from './notifications.js';
 import { Operation } from './operation.js';
@@ -26,7 +26,28 @@ export interface AllocateOptions {
   readonly mlock?: boolean;
 }
 
+export interface CloseOptions {
+  /**
+   * Milliseconds the peers get to acknowledge the closing of their endpoints (0..3,600,000; default
+   * 2,000). Endpoints of peers that did not (a stopped or unreachable peer never does) are then
+   * force-closed; the close still ends, within about a second after the deadline.
+   */
+  readonly deadlineMs?: number;
+}
+
+/** How a close ended. The agent is closed either way. */
+export interface CloseOutcome {
+  /**
+   * Undefined when every endpoint closed gracefully; otherwise the NativeTransportError (code
+   * `TIMEOUT`) whose detail names the agent and the peers whose endpoints were force-closed at the deadline.
+   */
+  readonly forced: NativeTransportError | undefined;
+}
+
 const ALLOC_MLOCK = 1;
+const DEFAULT_CLOSE_DEADLINE_MS = 2000;
+const MAX_CLOSE_DEADLINE_MS = 3_600_000;
+const STATUS_IN_PROGRESS = 1;
 /** Completions dequeued per kvt_agent_poll call; a wake-up loops until the queue is empty. */
 const POLL_CAPACITY = 1024;
 
@@ -58,6 +79,13 @@ export class Agent {
   readonly #statuses = new Int32Array(POLL_CAPACITY);
   readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
   readonly #count = new Uint32Array(1);
+  /** Settles once the native agent reported its start (see create). */
+  readonly #started: Promise<void>;
+  #startEnded: ((error?: unknown) => void) | undefined;
+  /** The close under way or done, once close() was accepted. */
+  #closed: Promise<CloseOutcome> | undefined;
+  #shutdownEnded: ((outcome: CloseOutcome) => void) | undefined;
+  #shutdownFailed: ((error: unknown) => void) | undefined;
 
   private constructor(library: NativeLibrary, id: number, options: AgentOptions, wakeFd: number) {
     this.#library = library;
@@ -79,11 +107,17 @@ export class Agent {
     this.#wake = new Socket({ fd: wakeFd, readable: true, writable: false });
     this.#wake.on('data', () => this.#onWake());
     this.#wake.on('error', (error) => process.emitWarning(`agent ${this.name}: wake-up pipe failed: ${error.message}`));
-    this.#wake.unref();
+    this.#started = new Promise<void>((resolve, reject) => {
+      this.#startEnded = (error) => (error === undefined ? resolve() : reject(error));
+    });
+    this.#checkStart();
   }
 
-  /** @internal Use transport.createAgent. */
-  static create(library: NativeLibrary, options: AgentOptions): Agent {
+  /**
+   * @internal Use transport.createAgent. The backend starts on the agent's own thread (UCX: tens of
+   * milliseconds); the agent is handed out once it reported its start through the wake-up pipe.
+   */
+  static async create(library: NativeLibrary, options: AgentOptions): Promise<Agent> {
     if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { name, backend }');
     if (typeof options.name !== 'string') throw new InvalidArgumentError('name', options.name, 'must be a string');
     if (!Object.hasOwn(backendIds, options.backend)) {
@@ -91,8 +125,9 @@ export class Agent {
     }
     const heartbeat = options.heartbeat === undefined ? undefined : validateHeartbeat(options.heartbeat);
     const out = new Uint32Array(1);
-    check(library, 'kvt_agent_create', library.api.kvt_agent_create(options.name, backendIds[options.backend], 0, out));
+    check(library, 'kvt_agent_create_begin', library.api.kvt_agent_create_begin(options.name, backendIds[options.backend], 0, out));
     const id = out[0] ?? 0;
+    let agent: Agent;
     try {
       if (heartbeat !== undefined) {
         const { heartbeatIntervalMs, heartbeatMisses } = heartbeat;
@@ -100,11 +135,13 @@ export class Agent {
       }
       const fd = new Int32Array(1);
       check(library, 'kvt_agent_wake_fd', library.api.kvt_agent_wake_fd(id, fd));
-      return new Agent(library, id, options, duplicateFd(library, fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
+      agent = new Agent(library, id, options, duplicateFd(library, fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
     } catch (error) {
       library.api.kvt_agent_destroy(id);
       throw error;
     }
+    await agent.#started;
+    return agent;
   }
 
   /** The native agent id (process-wide). */
@@ -280,28 +317,89 @@ export class Agent {
   }
 
   /**
-   * Destroys the agent and its progress thread. Refused with BUSY (and nothing changes) while
-   * registrations, allocations or unreleased operations remain. Loaded peers are forgotten.
-   * Closing a closed agent does nothing.
+   * Closes the agent: its peers are forgotten, their endpoints closed (gracefully until the deadline,
+   * then by force), its progress thread ends and the agent is destroyed. Nothing of it blocks the
+   * JavaScript thread: the native side works on the agent's own thread and reports through the
+   * wake-up pipe. Refused with BUSY (and nothing changes) while registrations, allocations or
+   * unreleased operations remain. Once accepted the agent is closed to every other call. Closing a
+   * closed agent resolves as the first close did.
    */
-  close(): void {
-    if (!this.#state.isOpen) return;
-    check(this.#library, 'kvt_agent_destroy', this.#library.api.kvt_agent_destroy(this.#id));
+  close(options: CloseOptions = {}): Promise<CloseOutcome> {
+    if (this.#closed !== undefined) return this.#closed;
+    if (!this.#state.isOpen) return Promise.resolve({ forced: undefined });
+    try {
+      const deadlineMs = closeDeadline(options);
+      check(this.#library, 'kvt_agent_shutdown', this.#library.api.kvt_agent_shutdown(this.#id, deadlineMs));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.#closed = new Promise<CloseOutcome>((resolve, reject) => {
+      this.#shutdownEnded = resolve;
+      this.#shutdownFailed = reject;
+    });
     this.#state.markClosed();
-    this.#wake.destroy();
     for (const peer of this.#peers.values()) peer.closedWithAgent();
     this.#peers.clear();
     for (const template of this.#templates) template.closedWithAgent();
     this.#templates.clear();
     this.#notifications.close(new HandleClosedError('Agent', JSON.stringify(this.name), 'wait for a notification'));
     this.#peerEvents.close(new HandleClosedError('Agent', JSON.stringify(this.name), 'wait for a peer event'));
+    this.#wake.ref(); // the close keeps the process alive until it ends
+    this.#checkShutdown();
+    return this.#closed;
+  }
+
+  /** Until the start is reported: once it is, the agent is usable, or (its start failed) destroyed. */
+  #checkStart(): void {
+    const ended = this.#startEnded;
+    if (ended === undefined) return;
+    const status = this.#library.api.kvt_agent_start_status(this.#id);
+    if (status === STATUS_IN_PROGRESS) return;
+    this.#startEnded = undefined;
+    if (status >= 0) {
+      this.#updateRef();
+      ended();
+      return;
+    }
+    const error = nativeError(this.#library, 'kvt_agent_create_begin', status);
+    this.#state.markClosed();
+    this.#wake.destroy();
+    this.#library.api.kvt_agent_destroy(this.#id); // only a join: the thread ended with the failed start
+    ended(error);
   }
 
   #onWake(): void {
+    if (this.#startEnded !== undefined) {
+      this.#checkStart();
+      return;
+    }
+    if (this.#closed !== undefined) {
+      this.#checkShutdown();
+      return;
+    }
     if (!this.#state.isOpen) return;
     this.#pollCompletions();
     this.#notifications.drain();
     this.#peerEvents.drain();
+  }
+
+  /** After a wake-up during a close: once the shutdown ended, destroys the agent (only a join now). */
+  #checkShutdown(): void {
+    const resolve = this.#shutdownEnded;
+    const reject = this.#shutdownFailed;
+    if (resolve === undefined || reject === undefined) return;
+    const status = this.#library.api.kvt_agent_shutdown_status(this.#id);
+    if (status === STATUS_IN_PROGRESS) return;
+    const forced = status < 0 ? nativeError(this.#library, 'kvt_agent_shutdown', status) : undefined;
+    this.#shutdownEnded = this.#shutdownFailed = undefined;
+    this.#wake.destroy();
+    try {
+      if (forced !== undefined && forced.code !== 'TIMEOUT') throw forced;
+      check(this.#library, 'kvt_agent_destroy', this.#library.api.kvt_agent_destroy(this.#id));
+      resolve({ forced });
+    } catch (error) {
+      reject(error);
+    }
   }
 
   #pollCompletions(): void {
@@ -329,6 +427,15 @@ export class Agent {
     if (this.#pending.size > 0 || this.#notifications.hasWaiters || this.#peerEvents.hasWaiters) this.#wake.ref();
     else this.#wake.unref();
   }
+}
+
+function closeDeadline(options: CloseOptions): number {
+  if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { deadlineMs? }');
+  const deadlineMs = options.deadlineMs ?? DEFAULT_CLOSE_DEADLINE_MS;
+  if (!Number.isSafeInteger(deadlineMs) || deadlineMs < 0 || deadlineMs > MAX_CLOSE_DEADLINE_MS) {
+    throw new InvalidArgumentError('deadlineMs', deadlineMs, `must be an integer from 0 to ${MAX_CLOSE_DEADLINE_MS}`);
+  }
+  return deadlineMs;
 }
 
 function isObject(value: unknown): value is object {

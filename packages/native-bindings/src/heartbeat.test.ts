@@ -7,31 +7,31 @@ import { HandleClosedError } from './errors.js';
 import { heartbeatLimits } from './heartbeat.js';
 
 describe.each(testedBackends)('heartbeat on %s', (backend) => {
-  it('refuses a wrongly shaped or out-of-range heartbeat with a typed error before creating the agent', () => {
-    const create = (heartbeat: unknown) => () =>
+  it('refuses a wrongly shaped or out-of-range heartbeat with a typed error before creating the agent', async () => {
+    const create = (heartbeat: unknown) =>
       transport.createAgent({ name: agentName('heartbeat-bad'), backend, heartbeat } as Parameters<typeof transport.createAgent>[0]);
-    expect(create(null)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat' }));
+    await expect(create(null)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat' }));
     const field = (heartbeatIntervalMs: unknown, heartbeatMisses: unknown) => create({ heartbeatIntervalMs, heartbeatMisses });
     for (const interval of [heartbeatLimits.minIntervalMs - 1, heartbeatLimits.maxIntervalMs + 1, 50.5, '50']) {
-      expect(field(interval, 3)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatIntervalMs' }));
+      await expect(field(interval, 3)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatIntervalMs' }));
     }
     for (const misses of [0, heartbeatLimits.maxMisses + 1, 2.5, undefined]) {
-      expect(field(50, misses)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatMisses' }));
+      await expect(field(50, misses)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatMisses' }));
     }
     expect(liveCounters().liveAgents).toBe(0);
   });
 
-  it('takes the transport settings as they resolve', () => {
-    const agent = transport.createAgent({ name: agentName('heartbeat-settings'), backend, heartbeat: defaultSettings.transport });
-    agent.close();
+  it('takes the transport settings as they resolve', async () => {
+    const agent = await transport.createAgent({ name: agentName('heartbeat-settings'), backend, heartbeat: defaultSettings.transport });
+    await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });
 
   it('reports a watched peer whose progress stalls as unresponsive, once, and as responsive once it answers again', async () => {
-    const source = transport.createAgent({ name: agentName('heartbeat-source'), backend });
+    const source = await transport.createAgent({ name: agentName('heartbeat-source'), backend });
     // Ten intervals of grace: a live source answers well within them, however loaded the machine.
     const heartbeat = { heartbeatIntervalMs: 50, heartbeatMisses: 10 };
-    const reader = transport.createAgent({ name: agentName('heartbeat-reader'), backend, heartbeat });
+    const reader = await transport.createAgent({ name: agentName('heartbeat-reader'), backend, heartbeat });
     const peer = reader.loadPeer(source.metadata());
     expect(peer.name).toBe(source.name);
     peer.watch();
@@ -57,11 +57,11 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
 
     const iteration = reader.peerEvents()[Symbol.asyncIterator]().next();
     const waiting = reader.nextPeerEvent();
-    reader.close();
+    await reader.close();
     await expect(iteration).resolves.toEqual({ done: true, value: undefined });
     await expect(waiting).rejects.toBeInstanceOf(HandleClosedError);
     expect(() => peer.watch()).toThrow(HandleClosedError);
-    source.close();
+    await source.close();
     expect(liveCounters()).toEqual(allZero);
   });
 });

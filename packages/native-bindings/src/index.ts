@@ -1,4 +1,5 @@
-export { Agent, type AgentOptions, type AllocateOptions } from './agent.js';
+export { Agent, type AgentOptions, type AllocateOptions, type CloseOptions, type CloseOutcome } from './agent.js';
+export { type BlockingCall, BlockingCallMonitor, monitorBlockingCalls } from './blocking-calls.js';
 export type { Backend } from './backend.js';
 export type { Counters } from './counters.js';
 export {

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi, { type LibraryHandle } from 'koffi';
+import { registerApi } from './blocking-calls.js';
 import { LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, NativeTransportError } from './errors.js';
 import { statusCodeName, statusOf } from './status.js';
 import { applyUcxDefaults } from './ucx-defaults.js';
@@ -29,7 +30,11 @@ export interface NativeApi {
   kvt_capabilities(values: BigUint64Array, capacity: number, outCount: Uint32Array): number;
   kvt_capability_detail(capability: number): string | null;
   kvt_agent_create(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
+  kvt_agent_create_begin(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
+  kvt_agent_start_status(agent: number): number;
   kvt_agent_destroy(agent: number): number;
+  kvt_agent_shutdown(agent: number, deadlineMs: number): number;
+  kvt_agent_shutdown_status(agent: number): number;
   kvt_agent_wake_fd(agent: number, outFd: Int32Array): number;
   kvt_agent_set_heartbeat(agent: number, intervalMs: number, misses: number): number;
   kvt_agent_poll(
@@ -179,7 +184,12 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_capabilities: 'int32_t kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count)',
   kvt_capability_detail: 'const char *kvt_capability_detail(uint32_t cap)',
   kvt_agent_create: 'int32_t kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
+  kvt_agent_create_begin:
+    'int32_t kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
+  kvt_agent_start_status: 'int32_t kvt_agent_start_status(uint32_t agent)',
   kvt_agent_destroy: 'int32_t kvt_agent_destroy(uint32_t agent)',
+  kvt_agent_shutdown: 'int32_t kvt_agent_shutdown(uint32_t agent, uint32_t deadline_ms)',
+  kvt_agent_shutdown_status: 'int32_t kvt_agent_shutdown_status(uint32_t agent)',
   kvt_agent_wake_fd: 'int32_t kvt_agent_wake_fd(uint32_t agent, int32_t *out_fd)',
   kvt_agent_set_heartbeat: 'int32_t kvt_agent_set_heartbeat(uint32_t agent, uint32_t interval_ms, uint32_t misses)',
   kvt_agent_poll:
@@ -283,6 +293,7 @@ export function openLibrary(path: string | undefined): NativeLibrary {
       throw new LibraryMismatchError(found, `symbol ${name}`, 'present', `missing (${String(cause)})`);
     }
   }
+  registerApi(api, { ...api });
   const library: NativeLibrary = { path: found, api: api as unknown as NativeApi, dup: loadLibc().dup };
   const major = new Uint32Array(1);
   library.api.kvt_version(major, new Uint32Array(1), new Uint32Array(1));

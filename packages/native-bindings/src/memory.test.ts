@@ -7,8 +7,8 @@ import type { Allocation } from './memory.js';
 const PAGE = 4096;
 
 describe.each(testedBackends)('memory on %s', (backend) => {
-  it('allocates page-aligned memory that can be filled through its view', () => {
-    const agent = transport.createAgent({ name: agentName('alloc'), backend });
+  it('allocates page-aligned memory that can be filled through its view', async () => {
+    const agent = await transport.createAgent({ name: agentName('alloc'), backend });
     const bank = agent.allocate(3 * PAGE + 5);
     expect(bank.address % BigInt(PAGE)).toBe(0n);
     const view = bank.view();
@@ -19,11 +19,11 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     bank.free();
     expect(() => bank.view()).toThrow(HandleClosedError);
     expect(() => bank.free()).toThrow(HandleClosedError);
-    agent.close();
+    await agent.close();
   });
 
-  it('registers and deregisters, counting registrations and bytes', () => {
-    const agent = transport.createAgent({ name: agentName('register'), backend });
+  it('registers and deregisters, counting registrations and bytes', async () => {
+    const agent = await transport.createAgent({ name: agentName('register'), backend });
     const bank = agent.allocate(16 * PAGE);
     const whole = agent.register(bank);
     expect(whole).toMatchObject({ address: bank.address, bytes: 16 * PAGE, kind: 'dram', device: 0 });
@@ -35,12 +35,12 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 2 * PAGE });
     part.deregister();
     bank.free();
-    agent.close();
+    await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });
 
-  it('refuses zero sizes and malformed ranges before calling the library', () => {
-    const agent = transport.createAgent({ name: agentName('zero'), backend });
+  it('refuses zero sizes and malformed ranges before calling the library', async () => {
+    const agent = await transport.createAgent({ name: agentName('zero'), backend });
     const nativeRefusals = () => transport.counters().errors.INVALID_PARAM;
     const before = nativeRefusals();
     try {
@@ -52,24 +52,24 @@ describe.each(testedBackends)('memory on %s', (backend) => {
       expect(nativeRefusals()).toBe(before);
       expect(agent.counters()).toMatchObject({ liveAllocations: 0, liveRegistrations: 0 });
     } finally {
-      agent.close();
+      await agent.close();
     }
   });
 
-  it('refuses to register memory this process never mapped, naming the range', () => {
-    const agent = transport.createAgent({ name: agentName('unmapped'), backend });
+  it('refuses to register memory this process never mapped, naming the range', async () => {
+    const agent = await transport.createAgent({ name: agentName('unmapped'), backend });
     try {
       expect(() => agent.register({ address: 12345, bytes: 4096 })).toThrow(
         expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_mem_register', detail: expect.stringContaining('is not mapped') }),
       );
       expect(agent.counters().liveRegistrations).toBe(0);
     } finally {
-      agent.close();
+      await agent.close();
     }
   });
 
-  it('refuses overlap and vram, naming the problem', () => {
-    const agent = transport.createAgent({ name: agentName('refuse'), backend });
+  it('refuses overlap and vram, naming the problem', async () => {
+    const agent = await transport.createAgent({ name: agentName('refuse'), backend });
     const bank = agent.allocate(8 * PAGE);
     const first = agent.register({ address: bank.address, bytes: 4 * PAGE });
     try {
@@ -87,19 +87,19 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     } finally {
       first.deregister();
       bank.free();
-      agent.close();
+      await agent.close();
     }
   });
 
-  it('allocates locked memory or refuses with NOT_ALLOWED naming the limit', () => {
-    const agent = transport.createAgent({ name: agentName('mlock'), backend });
+  it('allocates locked memory or refuses with NOT_ALLOWED naming the limit', async () => {
+    const agent = await transport.createAgent({ name: agentName('mlock'), backend });
     try {
       const bank = agent.allocate(PAGE, { mlock: true });
       bank.free();
     } catch (error) {
       expect(error).toMatchObject({ code: 'NOT_ALLOWED', call: 'kvt_mem_alloc' });
     } finally {
-      agent.close();
+      await agent.close();
     }
   });
 });

@@ -5,7 +5,7 @@ import { HandleClosedError } from './errors.js';
 
 describe.each(testedBackends)('notifications on %s', (backend) => {
   it('delivers messages in order with the sender name, by poll and by await', async () => {
-    const pair = openPair(backend, 4096, 71);
+    const pair = await openPair(backend, 4096, 71);
     pair.reader.sendNotification(pair.sourcePeer, 'first');
     pair.reader.sendNotification(pair.sourcePeer, Uint8Array.of(1, 2, 3));
     const next = await pair.source.nextNotification();
@@ -22,11 +22,11 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
     const waiting = pair.reader.nextNotification();
     pair.source.sendNotification(pair.readerPeer, 'reply');
     await expect(waiting).resolves.toEqual({ sender: pair.source.name, data: Buffer.from('reply') });
-    pair.close();
+    await pair.close();
   });
 
-  it('refuses empty and oversized messages with INVALID_PARAM', () => {
-    const pair = openPair(backend, 4096, 72);
+  it('refuses empty and oversized messages with INVALID_PARAM', async () => {
+    const pair = await openPair(backend, 4096, 72);
     const max = transport.capabilities().limits.maxNotificationBytes;
     expect(() => pair.reader.sendNotification(pair.sourcePeer, new Uint8Array(0))).toThrow(
       expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_notify_send' }),
@@ -35,11 +35,11 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
       expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_notify_send' }),
     );
     pair.reader.sendNotification(pair.sourcePeer, new Uint8Array(max));
-    pair.close();
+    await pair.close();
   });
 
   it('iterates over arriving notifications until the agent closes', async () => {
-    const pair = openPair(backend, 4096, 74);
+    const pair = await openPair(backend, 4096, 74);
     const received: string[] = [];
     const iteration = (async () => {
       for await (const notification of pair.source.notifications()) received.push(notification.data.toString());
@@ -47,15 +47,15 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
     pair.reader.sendNotification(pair.sourcePeer, 'one');
     pair.reader.sendNotification(pair.sourcePeer, 'two');
     while (received.length < 2) await new Promise((resolve) => setImmediate(resolve));
-    pair.close();
+    await pair.close();
     await iteration;
     expect(received).toEqual(['one', 'two']);
   });
 
   it('rejects a pending wait when the agent closes', async () => {
-    const pair = openPair(backend, 4096, 73);
-    const waiting = pair.reader.nextNotification();
-    pair.close();
-    await expect(waiting).rejects.toBeInstanceOf(HandleClosedError);
+    const pair = await openPair(backend, 4096, 73);
+    const rejected = expect(pair.reader.nextNotification()).rejects.toBeInstanceOf(HandleClosedError);
+    await pair.close();
+    await rejected;
   });
 });

@@ -7,17 +7,17 @@ import { HandleClosedError, InvalidArgumentError } from './errors.js';
 const BYTES = 1 << 16;
 
 describe.each(testedBackends)('metadata and peers on %s', (backend) => {
-  it('loads a peer from its metadata and reports its regions', () => {
-    const pair = openPair(backend, BYTES, 1);
+  it('loads a peer from its metadata and reports its regions', async () => {
+    const pair = await openPair(backend, BYTES, 1);
     expect(pair.sourcePeer.info()).toEqual({ generation: pair.sourcePeer.generation, state: 'ready', regionCount: 1 });
     // Loading the same metadata again is the same peer.
     expect(pair.reader.loadPeer(pair.source.metadata())).toBe(pair.sourcePeer);
-    pair.close();
+    await pair.close();
     expect(liveCounters()).toEqual(allZero);
   });
 
-  it('lists the regions a peer advertises and names the path to it', () => {
-    const pair = openPair(backend, BYTES, 4);
+  it('lists the regions a peer advertises and names the path to it', async () => {
+    const pair = await openPair(backend, BYTES, 4);
     expect(pair.sourcePeer.regions()).toEqual([
       { id: pair.sourceRegion.id, address: pair.sourceRegion.address, bytes: BYTES, kind: 'dram', device: 0 },
     ]);
@@ -27,12 +27,12 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
     pair.sourcePeer.invalidate();
     expect(pair.sourcePeer.regions()).toEqual([]);
     expect(() => pair.sourcePeer.transport()).toThrow(expect.objectContaining({ code: 'NOT_FOUND', call: 'kvt_peer_transport' }));
-    pair.close();
+    await pair.close();
   });
 
-  it('refuses truncated, corrupted and empty blobs without crashing', () => {
-    const source = transport.createAgent({ name: agentName('blob-source'), backend });
-    const reader = transport.createAgent({ name: agentName('blob-reader'), backend });
+  it('refuses truncated, corrupted and empty blobs without crashing', async () => {
+    const source = await transport.createAgent({ name: agentName('blob-source'), backend });
+    const reader = await transport.createAgent({ name: agentName('blob-reader'), backend });
     try {
       const blob = source.metadata();
       for (const cut of [0, 1, 8, blob.length >> 1, blob.length - 1]) {
@@ -46,13 +46,13 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
       expect(() => reader.loadPeer('blob' as unknown as Uint8Array)).toThrow(InvalidArgumentError);
       expect(reader.counters().livePeers).toBe(0);
     } finally {
-      reader.close();
-      source.close();
+      await reader.close();
+      await source.close();
     }
   });
 
   it('refuses posts against an invalidated peer with NOT_FOUND until its metadata is loaded again', async () => {
-    const pair = openPair(backend, BYTES, 2);
+    const pair = await openPair(backend, BYTES, 2);
     const before = pair.sourcePeer.generation;
     pair.sourcePeer.invalidate();
     expect(pair.sourcePeer.info()).toMatchObject({ state: 'invalidated' });
@@ -63,15 +63,15 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
     const operation = pair.reader.post(request);
     await expect(operation.done).resolves.toEqual({ bytesDone: BYTES });
     operation.release();
-    pair.close();
+    await pair.close();
   });
 
-  it('unloads a peer, after which its handle is closed', () => {
-    const pair = openPair(backend, BYTES, 3);
+  it('unloads a peer, after which its handle is closed', async () => {
+    const pair = await openPair(backend, BYTES, 3);
     pair.sourcePeer.unload();
     expect(() => pair.sourcePeer.info()).toThrow(HandleClosedError);
     expect(pair.reader.counters().livePeers).toBe(0);
-    pair.close();
+    await pair.close();
     expect(() => pair.readerPeer.info()).toThrow(HandleClosedError);
   });
 });

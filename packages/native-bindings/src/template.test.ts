@@ -70,19 +70,19 @@ interface Workers {
   readonly template: TransferTemplate;
 }
 
-function openWorkers(backend: Backend, geometry: Geometry, sourceTp: number, destinationTp: number): Workers {
+async function openWorkers(backend: Backend, geometry: Geometry, sourceTp: number, destinationTp: number): Promise<Workers> {
   const ranks = (workerId: string, role: 'decode' | 'prefill', tpSize: number, blocks: number) =>
-    Array.from({ length: tpSize }, (_, tpRank) => openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend }));
-  const source = ranks('decode-0', 'decode', sourceTp, SOURCE_BLOCKS);
-  const byTemplate = ranks('prefill-0', 'prefill', destinationTp, DESTINATION_BLOCKS);
-  const explicit = ranks('prefill-twin', 'prefill', destinationTp, DESTINATION_BLOCKS);
+    Promise.all(Array.from({ length: tpSize }, (_, tpRank) => openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend })));
+  const source = await ranks('decode-0', 'decode', sourceTp, SOURCE_BLOCKS);
+  const byTemplate = await ranks('prefill-0', 'prefill', destinationTp, DESTINATION_BLOCKS);
+  const explicit = await ranks('prefill-twin', 'prefill', destinationTp, DESTINATION_BLOCKS);
   source.forEach((rank, tpRank) => fillPattern(rank.allocation.view(), 40 + tpRank));
   for (const rank of [...byTemplate, ...explicit]) rank.allocation.view().fill(0);
   return { source, byTemplate, explicit, template: buildTransferTemplate(workerOf(source), workerOf(byTemplate)) };
 }
 
-function closeWorkers(workers: Workers): void {
-  for (const rank of [...workers.source, ...workers.byTemplate, ...workers.explicit]) closeRank(rank);
+async function closeWorkers(workers: Workers): Promise<void> {
+  for (const rank of [...workers.source, ...workers.byTemplate, ...workers.explicit]) await closeRank(rank);
 }
 
 const regionIds = (rank: RankSide) => rank.regions.map((region) => region.id);
@@ -134,7 +134,7 @@ describe.each(testedBackends)('transfer templates on %s', (backend) => {
     for (let seed = 1; seed <= 8; seed++) {
       const random = randomSource(seed);
       const geometry = randomGeometry(random);
-      const workers = openWorkers(backend, geometry, pick(random, [1, 2]), pick(random, [1, 2]));
+      const workers = await openWorkers(backend, geometry, pick(random, [1, 2]), pick(random, [1, 2]));
       const direction = pick<TransferDirection>(random, ['read', 'write']);
       const blocks = randomBlocks(random, 1 + random(Math.min(SOURCE_BLOCKS, DESTINATION_BLOCKS)));
       const moved = await moveBothWays(workers, direction, blocks);
@@ -145,7 +145,7 @@ describe.each(testedBackends)('transfer templates on %s', (backend) => {
         expect(rank.allocation.view().equals(twin), `${context}: destination rank ${d}`).toBe(true);
       });
       expect(workers.byTemplate.some((rank) => rank.allocation.view().some((byte) => byte !== 0)), context).toBe(true);
-      closeWorkers(workers);
+      await closeWorkers(workers);
     }
     expect(liveCounters()).toEqual(allZero);
   });
@@ -163,8 +163,8 @@ const geometry: Geometry = {
 };
 
 describe('registering and posting on a template refuses bad input with typed errors', () => {
-  const open = () => {
-    const workers = openWorkers('loopback', geometry, 2, 1);
+  const open = async () => {
+    const workers = await openWorkers('loopback', geometry, 2, 1);
     const destination = workers.byTemplate[0] as RankSide;
     const sources = workers.source.map((rank) => destination.agent.loadPeer(rank.agent.metadata()));
     const request = (p: number) => ({
@@ -178,8 +178,8 @@ describe('registering and posting on a template refuses bad input with typed err
     return { workers, destination, request };
   };
 
-  it('names the pair, the template, foreign regions and routes out of bounds', () => {
-    const { workers, destination, request } = open();
+  it('names the pair, the template, foreign regions and routes out of bounds', async () => {
+    const { workers, destination, request } = await open();
     const { pair: _, ...withoutPair } = request(0);
     expect(() => destination.agent.registerTemplate(withoutPair)).toThrow(InvalidArgumentError);
     expect(() => destination.agent.registerTemplate({ ...request(0), pair: 2 })).toThrow(/pair/);
@@ -202,12 +202,12 @@ describe('registering and posting on a template refuses bad input with typed err
     expect(error).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_template_register', detail: expect.stringMatching(/route 0: local region \d+: .* exceeds region length 64/) });
     tiny.deregister();
     scratch.free();
-    closeWorkers(workers);
+    await closeWorkers(workers);
     expect(liveCounters()).toEqual(allZero);
   });
 
   it('checks block lists before posting (nothing posted), and a template dies with its peer generation', async () => {
-    const { workers, destination, request } = open();
+    const { workers, destination, request } = await open();
     const handle = destination.agent.registerTemplate(request(1));
     expect(handle).toMatchObject({ pair: 1, direction: 'read', generation: request(1).peer.generation });
     const post = (sourceBlocks: number[], destinationBlocks: number[]) =>
@@ -245,7 +245,7 @@ describe('registering and posting on a template refuses bad input with typed err
     expect(() => post([0], [0])).toThrow(HandleClosedError);
     extra.deregister();
     extraBank.free();
-    closeWorkers(workers);
+    await closeWorkers(workers);
     expect(again.isOpen).toBe(false); // destroyed with its agent
     expect(liveCounters()).toEqual(allZero);
   });

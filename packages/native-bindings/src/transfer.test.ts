@@ -8,7 +8,7 @@ const PIECE = 4096;
 
 describe.each(testedBackends)('transfers on %s', (backend) => {
   it('READs a batch and WRITEs one back, moving exactly the described bytes', async () => {
-    const pair = openPair(backend, 64 * PIECE, 11);
+    const pair = await openPair(backend, 64 * PIECE, 11);
     const read = pair.reader.post(readRequest(pair, piecewiseDescriptors(64, PIECE)));
     await expect(read.done).resolves.toEqual({ bytesDone: 64 * PIECE });
     expect(read.status()).toEqual({ state: 'done', bytesDone: 64 * PIECE, bytesTotal: 64 * PIECE });
@@ -36,12 +36,12 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     expect(findPatternMismatch(source.subarray(42 * PIECE), 11, 42 * PIECE)).toBe(-1);
     // kvreuse banks in one process are copied directly (UCX: through the mapping): no get/put request.
     expect(pair.reader.counters()).toMatchObject({ bytesMoved: 66 * PIECE, requestsIssued: 0, inflightRequests: 0 });
-    pair.close();
+    await pair.close();
     expect(liveCounters()).toEqual(allZero);
   });
 
-  it('refuses a batch with one descriptor past the end of either region, moving nothing', () => {
-    const pair = openPair(backend, 16 * PIECE, 21);
+  it('refuses a batch with one descriptor past the end of either region, moving nothing', async () => {
+    const pair = await openPair(backend, 16 * PIECE, 21);
     const request = (offsetField: 'sourceOffset' | 'destinationOffset') => {
       const descriptors = piecewiseDescriptors(16, PIECE);
       descriptors[offsetField][7] = BigInt(16 * PIECE - PIECE / 2); // half of it past the end
@@ -60,11 +60,11 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     }
     expect(isFilledWith(pair.readerBank.view(), 0)).toBe(true);
     expect(pair.reader.counters()).toMatchObject({ bytesMoved: 0, liveOperations: 0 });
-    pair.close();
+    await pair.close();
   });
 
-  it('refuses malformed requests before calling the library', () => {
-    const pair = openPair(backend, 4 * PIECE, 31);
+  it('refuses malformed requests before calling the library', async () => {
+    const pair = await openPair(backend, 4 * PIECE, 31);
     const good = readRequest(pair, piecewiseDescriptors(4, PIECE));
     expect(() => pair.reader.post({ ...good, descriptors: piecewiseDescriptors(0, PIECE) })).toThrow(InvalidArgumentError);
     expect(() =>
@@ -77,12 +77,12 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     expect(() => pair.reader.post({ ...good, direction: 'copy' as 'read' })).toThrow(InvalidArgumentError);
     expect(() => pair.reader.post({ ...good, localRegions: [pair.sourceRegion] })).toThrow(ForeignHandleError);
     expect(() => pair.reader.post({ ...good, peer: pair.readerPeer })).toThrow(ForeignHandleError);
-    pair.close();
+    await pair.close();
   });
 
   it('completes a thousand concurrent operations from one process, every one verified', async () => {
     const count = 1000;
-    const pair = openPair(backend, count * PIECE, 41);
+    const pair = await openPair(backend, count * PIECE, 41);
     const operations = Array.from({ length: count }, (_, i) =>
       pair.reader.post(readRequest(pair, piecewiseDescriptors(1, PIECE, i * PIECE))),
     );
@@ -91,18 +91,18 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     expect(findPatternMismatch(pair.readerBank.view(), 41)).toBe(-1);
     for (const operation of operations) operation.release();
     expect(pair.reader.counters()).toMatchObject({ liveOperations: 0, inflightOperations: 0, operationsPosted: count });
-    pair.close();
+    await pair.close();
     expect(liveCounters()).toEqual(allZero);
   });
 
   it('sends the notification of a post once its bytes have moved', async () => {
-    const pair = openPair(backend, 4 * PIECE, 51);
+    const pair = await openPair(backend, 4 * PIECE, 51);
     const operation = pair.reader.post({ ...readRequest(pair, piecewiseDescriptors(4, PIECE)), notification: 'read 4 pieces' });
     const notification = await pair.source.nextNotification();
     expect(notification.sender).toBe(pair.reader.name);
     expect(notification.data.toString()).toBe('read 4 pieces');
     await operation.done;
     operation.release();
-    pair.close();
+    await pair.close();
   });
 });

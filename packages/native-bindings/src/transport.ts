@@ -80,8 +80,12 @@ export class Transport {
     return readCounters(this.#library, 0);
   }
 
-  /** Creates an agent and starts its native progress thread. Close it with `agent.close()`. */
-  createAgent(options: AgentOptions): Agent {
+  /**
+   * Creates an agent and starts its native progress thread, which starts the backend (UCX: tens of
+   * milliseconds) without holding the JavaScript thread; resolves once it started. Close it with
+   * `agent.close()`.
+   */
+  createAgent(options: AgentOptions): Promise<Agent> {
     return Agent.create(this.#library, options);
   }
 }

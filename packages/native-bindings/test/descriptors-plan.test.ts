@@ -20,8 +20,8 @@ const BLOCKS = 4;
 
 describe.each(testedBackends)('planTransfer output posted as is on %s', (backend) => {
   it('pulls blocks from a TP 2 decode worker into a TP 1 prefill worker, byte for byte as planned', async () => {
-    const decode = [0, 1].map((tpRank) => openRank({ workerId: 'decode-0', role: 'decode', geometry, tpRank, tpSize: 2, blocks: BLOCKS, backend }));
-    const prefill = openRank({ workerId: 'prefill-0', role: 'prefill', geometry, tpRank: 0, tpSize: 1, blocks: BLOCKS, backend });
+    const decode = await Promise.all([0, 1].map((tpRank) => openRank({ workerId: 'decode-0', role: 'decode', geometry, tpRank, tpSize: 2, blocks: BLOCKS, backend })));
+    const prefill = await openRank({ workerId: 'prefill-0', role: 'prefill', geometry, tpRank: 0, tpSize: 1, blocks: BLOCKS, backend });
     decode.forEach((rank, tpRank) => fillPattern(rank.allocation.view(), 100 + tpRank));
     prefill.allocation.view().fill(0);
 
@@ -66,8 +66,8 @@ describe.each(testedBackends)('planTransfer output posted as is on %s', (backend
     expect(plan.totalBytes).toBe(BigInt(prefill.regions.reduce((sum, region) => sum + region.bytes, 0)));
 
     for (const operation of operations) operation.release();
-    closeRank(prefill);
-    decode.forEach(closeRank);
+    await closeRank(prefill);
+    await Promise.all(decode.map(closeRank));
     expect(liveCounters()).toEqual(allZero);
   });
 });

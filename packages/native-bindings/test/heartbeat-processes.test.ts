@@ -22,11 +22,11 @@ async function untilStopped(pid: number): Promise<void> {
 }
 
 /** UCX reads UCX_TLS when an agent's context is created: `tls` for the agents created inside `create`. */
-function withTls<T>(tls: string, create: () => T): T {
+async function withTls<T>(tls: string, create: () => Promise<T>): Promise<T> {
   const before = process.env['UCX_TLS'];
   process.env['UCX_TLS'] = tls;
   try {
-    return create();
+    return await create();
   } finally {
     if (before === undefined) delete process.env['UCX_TLS'];
     else process.env['UCX_TLS'] = before;
@@ -39,11 +39,11 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
     async () => {
       const sourceName = agentName('heartbeat-source');
       // The benchmarks' source process: one patterned bank, published; closes on request.
-      const source = spawnScript('bench/source.ts', { args: [sourceName, String(BYTES), String(SEED)], env: { UCX_TLS: 'tcp' } });
+      const source = spawnScript('test/support/source-process.ts', { args: [sourceName, String(BYTES), String(SEED)], env: { UCX_TLS: 'tcp' } });
       const pid = source.process.pid ?? 0;
       // Ten intervals of grace: the live source answers well within them, however loaded the machine.
       const heartbeat = { heartbeatIntervalMs: 50, heartbeatMisses: 10 };
-      const reader = withTls('tcp', () => transport.createAgent({ name: agentName('heartbeat-reader'), backend: 'ucx', heartbeat }));
+      const reader = await withTls('tcp', () => transport.createAgent({ name: agentName('heartbeat-reader'), backend: 'ucx', heartbeat }));
       const bank = reader.allocate(BYTES);
       const region = reader.register(bank);
       try {
@@ -89,7 +89,7 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
         source.process.kill();
         region.deregister();
         bank.free();
-        reader.close();
+        await reader.close();
       }
       expect(liveCounters()).toEqual(allZero);
     },

@@ -28,8 +28,8 @@ describe('the packed package', () => {
         '-e',
         `const { loadTransport } = await import(${JSON.stringify(join(installed, 'dist/index.js'))});
          const transport = loadTransport();
-         const agent = transport.createAgent({ name: 'packaged', backend: 'loopback' });
-         agent.close();
+         const agent = await transport.createAgent({ name: 'packaged', backend: 'loopback' });
+         await agent.close();
          console.log(JSON.stringify({ path: transport.libraryPath, backends: transport.capabilities().backends }));`,
       ],
       { encoding: 'utf8' },

@@ -34,11 +34,11 @@ export async function publishHostWorker(transport: Transport, shape: HostWorkerS
   const release = async (): Promise<void> => {
     for (const rank of ranks) await releaseRank(rank);
     for (const allocation of allocations.filter((each) => each.isOpen)) allocation.free();
-    for (const agent of agents) agent.close();
+    for (const agent of agents) await agent.close();
   };
   try {
     for (let tpRank = 0; tpRank < tpSize; tpRank++) {
-      const agent = transport.createAgent({ name: `${workerId}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
+      const agent = await transport.createAgent({ name: `${workerId}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
       agents.push(agent);
       const layout = layoutRankBanks(geometry, { tpRank, tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks });
       const owned = layout.map((spec) => ({ spec, allocation: agent.allocate(spec.bytes) }));

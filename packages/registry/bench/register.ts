@@ -30,7 +30,7 @@ async function once(run: number): Promise<number> {
     tpSize: 8,
     blocks: blocksPerBank,
   };
-  const prepared = prepareWorker(setup);
+  const prepared = await prepareWorker(setup);
   let resolveReady: () => void = () => {};
   const ready = new Promise<void>((resolve) => (resolveReady = resolve));
   const watch = await watchWorkerReadiness(reader, setup.workerId, {

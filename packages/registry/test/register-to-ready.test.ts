@@ -13,7 +13,7 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     const setup: WorkerSetup = { transport, backend: 'loopback', workerId: `decode-${backend.name}`, incarnation: 'inc-1', geometry: referenceGeometries['qwen3-0.6b'], tpSize: 2, blocks: 2 };
     const seen: WorkerReadiness[] = [];
     const watch = await watchWorkerReadiness(store, setup.workerId, { onChange: (readiness) => seen.push(readiness) });
-    const prepared = prepareWorker(setup);
+    const prepared = await prepareWorker(setup);
     const lease = await store.grantLease(60_000);
     const ranks = await registerAndPublish(setup, prepared, store, lease.id);
 
@@ -24,14 +24,14 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     expect(seen.map((change) => change.ready)).toEqual([false, true]);
 
     // The published transport metadata is the agent's real blob: another agent loads it and sees 56 regions.
-    const reader = transport.createAgent({ name: `reader-${backend.name}-${process.pid}`, backend: 'loopback' });
+    const reader = await transport.createAgent({ name: `reader-${backend.name}-${process.pid}`, backend: 'loopback' });
     const part = readiness.worker.ranks[1]!;
     const peer = reader.loadPeer(Buffer.from(part.transport.metadata, 'base64'));
     expect(peer.info().regionCount).toBe(56);
     expect(part.transport).toMatchObject({ agentName: prepared[1]!.agent.name, generation: 57 });
     expect(part.banks.map((bank) => bank.address)).toEqual(prepared[1]!.banks.map((bank) => bank.address));
     peer.unload();
-    reader.close();
+    await reader.close();
 
     await store.revokeLease(lease.id);
     await vi.waitFor(() => expect(watch.current.ready).toBe(false), { timeout: 20_000, interval: 5 });
@@ -47,7 +47,7 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     const piece = pieceBytes(geometry, deriveShard(geometry, { tpRank: 0, tpSize: 2, ppRank: 0, ppSize: 1 }));
     const setup: WorkerSetup = { transport, backend: 'loopback', workerId: `vllm-${backend.name}`, incarnation: 'inc-1', geometry, tpSize: 2, blocks: 3, planeStride: piece };
     const watch = await watchWorkerReadiness(store, setup.workerId, { onChange: () => {} });
-    const prepared = prepareWorker(setup);
+    const prepared = await prepareWorker(setup);
     const lease = await store.grantLease(60_000);
     const ranks = await registerAndPublish(setup, prepared, store, lease.id);
 
@@ -71,7 +71,7 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     const { store, dispose } = backend.open();
     const setup: WorkerSetup = { transport, backend: 'loopback', workerId: `failing-${backend.name}`, incarnation: 'inc-1', geometry: referenceGeometries['qwen3-0.6b'], tpSize: 2, blocks: 2 };
     const watch = await watchWorkerReadiness(store, setup.workerId, { onChange: () => {} });
-    const [rank0, rank1] = prepareWorker(setup) as [PreparedRank, PreparedRank];
+    const [rank0, rank1] = (await prepareWorker(setup)) as [PreparedRank, PreparedRank];
     const lease = await store.grantLease(60_000);
     const { epoch } = await claimIncarnationEpoch(store, setup);
     // Each rank registers and publishes on its own, as its own process would.

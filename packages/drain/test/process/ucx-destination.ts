@@ -23,7 +23,7 @@ if (!TIMEOUTS) throw new Error(`ucx-destination: unknown ordering '${ordering}' 
 const SHUTDOWN_DEADLINE_MS = 6_000;
 
 const published = await hear();
-const agent = transport.createAgent({ name, backend: 'ucx' });
+const agent = await transport.createAgent({ name, backend: 'ucx' });
 const memory = agent.allocate(BYTES);
 const bank = Bank.adopt(
   { tpRank: 0, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: BigInt(BYTES), blocks: 42, blockStride: BigInt(BYTES / 42) },
@@ -81,8 +81,7 @@ const outcome = await operation.outcome;
 const quiescence = await operation.quiescence;
 const afterEnd = { phase: operation.phase, bankState: bank.state, references: bank.references, health: peers.health(sourceName) };
 tell({ event: 'quiescent' });
-// Shutdown closes the endpoint to the source, which waits for a stopped source to run again (the
-// native close is not bounded yet): the parent resumes it first.
+// Shutdown closes the endpoint to the source by the shutdown's deadline, also when the source is stopped.
 await hear();
 const result = await controller.shutdown();
 tell({

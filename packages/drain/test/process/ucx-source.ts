@@ -6,7 +6,7 @@ import { transport } from '../support/loopback-world.js';
 export const QWEN3_PREFIX_BYTES = 308_281_344;
 
 const [name = 'sigkill-source'] = process.argv.slice(2);
-const agent = transport.createAgent({ name, backend: 'ucx' });
+const agent = await transport.createAgent({ name, backend: 'ucx' });
 const memory = agent.allocate(QWEN3_PREFIX_BYTES);
 memory.view().fill(0x3c);
 const region = agent.register(memory);

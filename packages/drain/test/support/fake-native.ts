@@ -111,7 +111,7 @@ export class FakeNative {
 
   readonly agent: LedgerAgent<FakeRequest> & {
     register(range: { address: bigint | number; bytes: bigint | number }): FakeRegion;
-    close(): void;
+    close(): Promise<void>;
   } = {
     name: 'fake',
     post: (request) => {
@@ -147,7 +147,7 @@ export class FakeNative {
       this.regions.push(region);
       return region;
     },
-    close: () => {
+    close: async () => {
       if (this.counters().liveRegistrations > 0 || this.counters().liveOperations > 0) {
         throw new NativeError('BUSY', 'agent has registrations or operations');
       }

@@ -42,7 +42,7 @@ export interface LoopbackWorld {
   /** Reads `PIECE_BYTES` from the source into each bank (one descriptor per bank), as one operation. */
   request(banks: readonly Bank[]): PostRequest;
   /** Closes the source agent (the reader is closed by shutdown). */
-  closeSource(): void;
+  closeSource(): Promise<void>;
 }
 
 export async function openLoopbackWorld(options: {
@@ -58,11 +58,11 @@ export async function openLoopbackWorld(options: {
 }): Promise<LoopbackWorld> {
   const backend = options.backend ?? 'loopback';
   const bankBytes = options.bankBytes ?? 1 << 16;
-  const source = transport.createAgent({ name: agentName('source'), backend });
+  const source = await transport.createAgent({ name: agentName('source'), backend });
   const sourceMemory = source.allocate(SOURCE_BYTES);
   sourceMemory.view().fill(0xab);
   const sourceRegion = source.register(sourceMemory);
-  const reader = transport.createAgent({ name: agentName('reader'), backend });
+  const reader = await transport.createAgent({ name: agentName('reader'), backend });
   const peer = reader.loadPeer(source.metadata());
   const book = new PeerBook(options.clock === undefined ? undefined : () => options.clock!.now());
   book.track(source.name, 'incarnation-1', peer);
@@ -116,10 +116,10 @@ export async function openLoopbackWorld(options: {
         remoteRegions: [sourceRegion.id],
       };
     },
-    closeSource() {
+    async closeSource() {
       sourceRegion.deregister();
       sourceMemory.free();
-      source.close();
+      await source.close();
     },
   };
 }

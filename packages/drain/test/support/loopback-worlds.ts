@@ -18,8 +18,8 @@ export function loopbackWorlds(options: WorldOptions = { ranks: 1, banksPerRank:
     for (const created of open) {
       if (created.reader.isOpen) created.reader.faults.clear();
       await created.controller.shutdown({ deadlineMs: 0 });
-      if (created.reader.isOpen) created.reader.close();
-      created.closeSource();
+      if (created.reader.isOpen) await created.reader.close();
+      await created.closeSource();
     }
     open = [];
     expect(liveCounters()).toEqual(ALL_CLOSED);

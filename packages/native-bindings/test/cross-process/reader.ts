@@ -11,20 +11,30 @@ exitWithParent();
 
 const SENTINEL = 0x5a;
 
-function refusal(attempt: () => unknown): { code: string; call: string; detail: string } | 'accepted' {
+type Refusal = { code: string; call: string; detail: string } | 'accepted';
+
+function refusalOf(error: unknown): Refusal {
+  if (!(error instanceof NativeTransportError)) throw error;
+  return { code: error.code, call: error.call, detail: error.detail };
+}
+
+function refusal(attempt: () => unknown): Refusal {
   try {
     attempt();
     return 'accepted';
   } catch (error) {
-    if (!(error instanceof NativeTransportError)) throw error;
-    return { code: error.code, call: error.call, detail: error.detail };
+    return refusalOf(error);
   }
+}
+
+async function asyncRefusal(attempt: () => Promise<unknown>): Promise<Refusal> {
+  return attempt().then(() => 'accepted' as const, refusalOf);
 }
 
 const [name = 'reader', seedText = '1'] = process.argv.slice(2);
 const published = await nextMessageFromParent();
 
-const agent: Agent = transport.createAgent({ name, backend: 'ucx' });
+const agent: Agent = await transport.createAgent({ name, backend: 'ucx' });
 const bank = agent.allocate(QWEN3_PREFIX_BYTES);
 bank.view().fill(SENTINEL);
 const region = agent.register(bank);
@@ -59,7 +69,7 @@ const whileInFlight = {
   state: operation.status().state,
   deregister: refusal(() => region.deregister()),
   release: refusal(() => operation.release()),
-  destroy: refusal(() => agent.close()),
+  destroy: await asyncRefusal(() => agent.close()),
 };
 agent.faults.clear();
 const result = await operation.done;
@@ -68,7 +78,7 @@ const bytesMoved = agent.counters().bytesMoved;
 operation.release();
 region.deregister();
 bank.free();
-agent.close();
+await agent.close();
 emit({
   event: 'done',
   advertised: advertised.map(({ id, bytes, kind }) => ({ id, bytes, kind })),

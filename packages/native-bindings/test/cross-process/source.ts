@@ -8,7 +8,7 @@ import { QWEN3_PREFIX_BYTES } from '../support/qwen3.js';
 exitWithParent();
 
 const [name = 'source', seedText = '1'] = process.argv.slice(2);
-const agent = transport.createAgent({ name, backend: 'ucx' });
+const agent = await transport.createAgent({ name, backend: 'ucx' });
 const bank = agent.allocate(QWEN3_PREFIX_BYTES);
 fillPattern(bank.view(), Number(seedText));
 const region = agent.register(bank);
@@ -20,6 +20,6 @@ emit({ event: 'notified', sender: notification.sender, data: notification.data.t
 await untilParentSays('close');
 region.deregister();
 bank.free();
-agent.close();
+await agent.close();
 emit({ event: 'closed', counters: transport.counters() });
 process.exit(0);

@@ -6,7 +6,7 @@ import { emit } from '../support/child.js';
 import { piecewiseDescriptors } from '../support/content.js';
 import { openPair, readRequest } from '../support/pair.js';
 
-const pair = openPair((process.argv[2] ?? 'loopback') as Backend, 4096, 9);
+const pair = await openPair((process.argv[2] ?? 'loopback') as Backend, 4096, 9);
 pair.reader.faults.delayCompletions(300);
 const operation = pair.reader.post(readRequest(pair, piecewiseDescriptors(1, 4096)));
 void operation.done.then((result) => {

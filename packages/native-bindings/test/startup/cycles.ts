@@ -23,13 +23,13 @@ if (collect === undefined) throw new Error('cycles.ts needs node --expose-gc');
 emit({ event: 'started', pid: process.pid });
 for (let cycle = 1; cycle <= cycles; cycle++) {
   garbage = Array.from({ length: 50_000 }, (_, index) => ({ cycle, index, label: `cycle ${cycle} item ${index}` }));
-  const pair = openPair(backend, PIECES * PIECE_BYTES, cycle);
+  const pair = await openPair(backend, PIECES * PIECE_BYTES, cycle);
   collect();
   const operation = pair.reader.post(readRequest(pair, piecewiseDescriptors(PIECES, PIECE_BYTES)));
   const result = await operation.done;
   operation.release();
   const mismatch = findPatternMismatch(pair.readerBank.view(), cycle);
-  pair.close();
+  await pair.close();
   if (result.bytesDone !== PIECES * PIECE_BYTES || mismatch !== -1) {
     throw new Error(`cycle ${cycle}: read ${result.bytesDone} bytes, first wrong byte at ${mismatch}`);
   }

@@ -18,12 +18,12 @@ export interface AgentPair {
   /** The reader, as the source knows it. */
   readonly readerPeer: Peer;
   /** Deregisters, frees and closes everything (operations must be released first). */
-  close(): void;
+  close(): Promise<void>;
 }
 
-export function openPair(backend: Backend, bytes: number, seed: number): AgentPair {
-  const source = transport.createAgent({ name: agentName(`${backend}-source`), backend });
-  const reader = transport.createAgent({ name: agentName(`${backend}-reader`), backend });
+export async function openPair(backend: Backend, bytes: number, seed: number): Promise<AgentPair> {
+  const source = await transport.createAgent({ name: agentName(`${backend}-source`), backend });
+  const reader = await transport.createAgent({ name: agentName(`${backend}-reader`), backend });
   const sourceBank = source.allocate(bytes);
   const readerBank = reader.allocate(bytes);
   fillPattern(sourceBank.view(), seed);
@@ -41,13 +41,13 @@ export function openPair(backend: Backend, bytes: number, seed: number): AgentPa
     readerRegion,
     sourcePeer,
     readerPeer,
-    close() {
+    async close() {
       readerRegion.deregister();
       sourceRegion.deregister();
       readerBank.free();
       sourceBank.free();
-      reader.close();
-      source.close();
+      await reader.close();
+      await source.close();
     },
   };
 }

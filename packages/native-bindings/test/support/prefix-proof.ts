@@ -43,7 +43,7 @@ export async function provePrefixPull(label: string, sides: { source?: ProofSide
       state: 'in-progress',
       deregister: { code: 'BUSY', call: 'kvt_mem_deregister' },
       release: { code: 'BUSY' },
-      destroy: { code: 'BUSY', call: 'kvt_agent_destroy' },
+      destroy: { code: 'BUSY', call: 'kvt_agent_shutdown' },
     });
 
     expect(live(done.counters ?? {})).toEqual(allZero);

@@ -53,9 +53,9 @@ export function parsedRankPart({ workerId, role, geometry, parallel, banks, agen
   });
 }
 
-export function openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend }: RankSpec): RankSide {
+export async function openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend }: RankSpec): Promise<RankSide> {
   const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1 };
-  const agent = transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
+  const agent = await transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
   const extent = layoutRankBanks(geometry, parallel, { blocks, address: 0n }).at(-1);
   if (extent === undefined) throw new Error('no banks');
   const allocation = agent.allocate(Number(extent.address + extent.bytes));
@@ -72,8 +72,8 @@ export function workerOf(ranks: readonly RankSide[]): Worker {
   return assembled.worker;
 }
 
-export function closeRank(rank: RankSide): void {
+export async function closeRank(rank: RankSide): Promise<void> {
   for (const region of rank.regions) region.deregister();
   rank.allocation.free();
-  rank.agent.close();
+  await rank.agent.close();
 }

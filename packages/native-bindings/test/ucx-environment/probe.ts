@@ -5,7 +5,7 @@ import koffi from 'koffi';
 import { agentName, transport } from '../support/backends.js';
 import { emit } from '../support/child.js';
 
-const agent = transport.createAgent({ name: agentName('ucx-environment'), backend: 'ucx' });
+const agent = await transport.createAgent({ name: agentName('ucx-environment'), backend: 'ucx' });
 
 const dlsym = koffi.load('libc.so.6').func('void *dlsym(void *handle, const char *symbol)');
 const mmapEntry = new Uint8Array(koffi.view(koffi.address(dlsym(null, 'mmap')), 1));
@@ -28,7 +28,7 @@ try {
   outOfBounds = String(error);
 }
 
-agent.close();
+await agent.close();
 emit({
   event: 'report',
   settings: Object.fromEntries(['UCX_MEM_MALLOC_HOOKS', 'UCX_MEM_MMAP_HOOK_MODE', 'UCX_HANDLE_ERRORS'].map((name) => [name, process.env[name]])),

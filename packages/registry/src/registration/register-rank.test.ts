@@ -19,19 +19,19 @@ const transport = loadTransport();
 const openAgents = new Set<Agent>();
 let agentCount = 0;
 
-function newAgent(backend: 'loopback' | 'ucx' = 'loopback'): Agent {
-  const agent = transport.createAgent({ name: `registry-${process.pid}-${agentCount++}`, backend });
+async function newAgent(backend: 'loopback' | 'ucx' = 'loopback'): Promise<Agent> {
+  const agent = await transport.createAgent({ name: `registry-${process.pid}-${agentCount++}`, backend });
   openAgents.add(agent);
   return agent;
 }
 
-function closeAgent(agent: Agent): void {
-  agent.close();
+async function closeAgent(agent: Agent): Promise<void> {
   openAgents.delete(agent);
+  await agent.close();
 }
 
-afterAll(() => {
-  for (const agent of openAgents) agent.close();
+afterAll(async () => {
+  await Promise.all([...openAgents].map((agent) => agent.close()));
 });
 
 const shape = { bytes: 4 * PAGE, blockStride: PAGE };
@@ -53,12 +53,11 @@ function snapshot(agent: Agent, banks: readonly Bank[]) {
 }
 
 /**
- * Starts a read by `agent` into `region` from a second agent and holds it in flight (completion
+ * Starts a read by `agent` into `region` from a second agent (`source`, closed by `finish`) and holds it in flight (completion
  * delay), so the native layer refuses to deregister `region` with BUSY. `finish` lets it complete
  * and closes everything it opened.
  */
-function holdReadInto(agent: Agent, region: Region): { finish(): Promise<void> } {
-  const source = newAgent();
+function holdReadInto(agent: Agent, region: Region, source: Agent): { finish(): Promise<void> } {
   const sourceMemory = source.allocate(PAGE);
   const sourceRegion = source.register(sourceMemory);
   const peer = agent.loadPeer(source.metadata());
@@ -84,7 +83,7 @@ function holdReadInto(agent: Agent, region: Region): { finish(): Promise<void> }
       peer.unload();
       sourceRegion.deregister();
       sourceMemory.free();
-      closeAgent(source);
+      await closeAgent(source);
     },
   };
 }
@@ -107,7 +106,7 @@ const matrix = rankSizes.flatMap((count) => Array.from({ length: count }, (_, fa
 
 describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned memory on the loopback agent', (source) => {
   it.each(matrix)('first registration: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const memory = rankMemory(source, agent, count);
     const before = snapshot(agent, memory.banks);
     agent.faults.failNth('register', failing + 1, code);
@@ -129,19 +128,19 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + count);
     await releaseRank(registered);
     memory.dispose();
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it.each(matrix)('re-registration after an incarnation change: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
     // Incarnation 1 registers and hands its banks back; its agent goes away.
-    const previous = newAgent();
+    const previous = await newAgent();
     const first = rankMemory(source, previous, count);
     await releaseRank(await registerRank({ agent: previous, banks: first.banks }));
     expect(first.banks.every((bank) => bank.state === 'returned')).toBe(true);
-    closeAgent(previous);
+    await closeAgent(previous);
 
     // Incarnation 2: a new agent, the banks adopted again (the framework's pool, or fresh kvreuse memory).
-    const agent = newAgent();
+    const agent = await newAgent();
     const again = rankMemory(source, agent, count);
     const before = snapshot(agent, again.banks);
     agent.faults.failNth('register', failing + 1, code);
@@ -151,13 +150,13 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     expect(snapshot(agent, again.banks)).toEqual(before);
     expect(again.ownersKeptTheirMemory()).toBe(true);
     again.dispose();
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
 describe('registerRank against real native refusals', () => {
   it('rolls back when a bank overlaps an earlier one (INVALID_PARAM from the native layer)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, pool } = frameworkBanks(rank, 3, shape);
     const overlapping = [banks[0]!, banks[1]!, Bank.adopt({ ...rank, index: 2, memKind: 'dram', deviceId: 0, address: banks[1]!.address + BigInt(PAGE), bytes: BigInt(shape.bytes), blocks: 4, blockStride: BigInt(PAGE) }, banks[1]!.owner)];
     const before = snapshot(agent, overlapping);
@@ -167,11 +166,11 @@ describe('registerRank against real native refusals', () => {
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, overlapping)).toEqual(before);
     expect(pool.length).toBeGreaterThan(0);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('rolls back when a vram bank is not supported (NOT_SUPPORTED, with the reason)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 2, shape);
     const vram = Bank.adopt({ ...rank, index: 2, memKind: 'vram', deviceId: 0, address: 0x7000_0000_0000n, bytes: BigInt(shape.bytes), blocks: 4, blockStride: BigInt(PAGE) }, banks[0]!.owner);
     const all = [...banks, vram];
@@ -180,11 +179,11 @@ describe('registerRank against real native refusals', () => {
     expect(error).toMatchObject({ nativeCode: 'NOT_SUPPORTED', bank: { index: 2 } });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, all)).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('rolls back when aborted between banks (a deadline)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 4, shape);
     const before = snapshot(agent, banks);
     const deadline = new AbortController();
@@ -201,11 +200,11 @@ describe('registerRank against real native refusals', () => {
     expect(error).toMatchObject({ nativeCode: 'ABORTED', bank: undefined, detail: 'registration deadline of 50 ms passed' });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('rolls back when the deadline passes between banks', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 4, shape);
     const before = snapshot(agent, banks);
     // The clock is the test's: the second registration stalls (as a blocked native call would) for
@@ -228,11 +227,11 @@ describe('registerRank against real native refusals', () => {
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
     await expect(registerRank({ agent, banks, timeoutMs: -1 })).rejects.toThrow(InvalidRegistryOptionError);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('retains, without deregistering, a bank someone referenced while the call waited between banks', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 3, shape);
     const abort = new AbortController();
     let registrations = 0;
@@ -256,11 +255,11 @@ describe('registerRank against real native refusals', () => {
     lent!.release();
     await releaseRank({ ...rank, agent, banks: [banks[0]!] });
     expect(banks[0]!.state).toBe('returned');
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('retains a bank whose rollback the native layer refuses (BUSY under an in-flight read), and reports it', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 4, shape);
     const before = snapshot(agent, banks);
 
@@ -269,11 +268,12 @@ describe('registerRank against real native refusals', () => {
     agent.faults.failNth('register', 4, 'BACKEND');
     let held: { finish(): Promise<void> } | undefined;
     let registrations = 0;
+    const source = await newAgent();
     const busyAgent: RegistrationAgent = {
       name: agent.name,
       register(memory) {
         const region = agent.register(memory);
-        if (++registrations === 2) held = holdReadInto(agent, region);
+        if (++registrations === 2) held = holdReadInto(agent, region, source);
         return region;
       },
     };
@@ -298,7 +298,7 @@ describe('registerRank against real native refusals', () => {
     await retained.completeRelease();
     expect([retained.state, returned]).toEqual(['returned', [1]]);
     expect(snapshot(agent, [])).toMatchObject({ agent: before.agent });
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -336,7 +336,7 @@ function refusingRankMemory(source: MemorySource, agent: Agent, count: number) {
 
 describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted between banks, %s-owned memory', (source) => {
   it.each(interleavings)('$count banks, at await point $point: $interference → no registration left, every owner as before', async ({ count, point, interference }) => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const memory = refusingRankMemory(source, agent, count);
     const { banks } = memory;
     const before = snapshot(agent, banks);
@@ -394,13 +394,13 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
       }
     }
     memory.dispose();
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
 describe('registerRank when the bank changes during its own native registration', () => {
   it('deregisters the region it was just given and rolls back the others (STATE_CHANGED)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     const before = snapshot(agent, banks);
     let registrations = 0;
@@ -419,11 +419,11 @@ describe('registerRank when the bank changes during its own native registration'
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([0]);
     expect(snapshot(agent, banks)).toEqual(before);
     expect(returned).toEqual([]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('rolls back after a throw that is not a native error (the error name is the code)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 3, shape);
     const before = snapshot(agent, banks);
     let registrations = 0;
@@ -438,7 +438,7 @@ describe('registerRank when the bank changes during its own native registration'
     expect(error).toMatchObject({ nativeCode: 'RangeError', detail: 'the engine moved its pool', bank: { index: 2 } });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -465,20 +465,20 @@ describe('registerRank, releaseRank and releaseBanks refuse options of the wrong
   });
 
   it('refuses banks that are not Banks, in every function that takes banks', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const spec = frameworkBanks(rank, 1, shape).banks[0]!.label();
     await expect(registerRank({ agent, banks: [spec as never] })).rejects.toMatchObject({ code: 'INVALID_RANK_BANKS', field: 'banks[0]' });
     await expect(releaseBanks(undefined as never)).rejects.toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option: 'banks' });
     await expect(releaseRank({ ...rank, agent, banks: [spec as never] })).rejects.toMatchObject({ code: 'INVALID_RANK_BANKS', field: 'rank.banks[0]' });
     await expect(releaseRank(undefined as never)).rejects.toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option: 'rank' });
     expect(agent.counters().liveRegistrations).toBe(0);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
 describe('registerRank refuses what is not one owned rank, before anything native', () => {
   it('refuses an empty rank, mixed ranks, banks out of order and banks already registered', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const before = snapshot(agent, []);
     const { banks } = frameworkBanks(rank, 2, shape);
     const other = frameworkBanks({ tpRank: 3, ppRank: 0 }, 2, shape).banks;
@@ -490,13 +490,13 @@ describe('registerRank refuses what is not one owned rank, before anything nativ
     expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + 2);
     await releaseRank(registered);
     expect(snapshot(agent, [])).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
 describe('releaseRank', () => {
   it('deregisters in reverse order and hands every bank back to its owner, kvreuse memory freed', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const before = snapshot(agent, []);
     const { banks, allocations } = kvreuseBanks(agent, rank, 3, shape);
     const registered = await registerRank({ agent, banks });
@@ -504,11 +504,11 @@ describe('releaseRank', () => {
     expect(banks.map((bank) => bank.state)).toEqual(['returned', 'returned', 'returned']);
     expect(allocations.map((allocation: Allocation) => allocation.isOpen)).toEqual([false, false, false]);
     expect(snapshot(agent, [])).toEqual(before);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('refuses, changing nothing, while a bank is referenced', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 2, shape);
     const registered = await registerRank({ agent, banks });
     const reference = banks[1]!.acquire();
@@ -517,11 +517,11 @@ describe('releaseRank', () => {
     reference.release();
     await releaseRank(registered);
     expect(returned).toEqual([1, 0]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('keeps a bank releasing when its owner refuses it back, hands the others back, and lets the caller retry', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 2, shape);
     let refusals = 1;
     const returned: number[] = [];
@@ -540,14 +540,14 @@ describe('releaseRank', () => {
     expect(agent.counters().liveRegistrations).toBe(0);
     await picky[1]!.completeRelease();
     expect(returned).toEqual([0, 1]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('retains a bank the native layer refuses to deregister and still hands the others back', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     const registered = await registerRank({ agent, banks });
-    const held = holdReadInto(agent, banks[1]!.region!);
+    const held = holdReadInto(agent, banks[1]!.region!, await newAgent());
     const error = await releaseRank(registered).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RankReleaseError);
     expect((error as RankReleaseError).retained).toMatchObject([{ bank: { index: 1 }, code: 'BUSY' }]);
@@ -559,13 +559,13 @@ describe('releaseRank', () => {
     banks[1]!.markDeregistered();
     await banks[1]!.completeRelease();
     expect(returned).toEqual([2, 0, 1]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
 describe('releaseBanks', () => {
   it('deregisters every bank before handing any back, skips returned banks and leaves referenced ones untouched', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const events: string[] = [];
     const { banks } = frameworkBanks(rank, 4, shape);
     const tracked = banks.map((bank) => Bank.adopt(bank, frameworkOwner(`pool ${bank.index}`, () => void events.push(`return ${bank.index}`))));
@@ -587,11 +587,11 @@ describe('releaseBanks', () => {
     reference.release();
     expect((await releaseBanks(tracked)).returned.map((bank) => bank.index)).toEqual([2]);
     expect(agent.counters().liveRegistrations).toBe(0);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('splits into deregisterBanks (no owner is called) and returnBanks (hands back only what was deregistered)', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     await registerRank({ agent, banks });
     const reference = banks[1]!.acquire();
@@ -614,11 +614,11 @@ describe('releaseBanks', () => {
     expect(returned).toEqual([2, 0]);
     reference.release();
     await releaseBanks([banks[1]!]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 
   it('releaseRank refuses, changing nothing, a rank with a bank already released', async () => {
-    const agent = newAgent();
+    const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 2, shape);
     const registered = await registerRank({ agent, banks });
     await releaseBanks([banks[1]!]);
@@ -626,7 +626,7 @@ describe('releaseBanks', () => {
     expect(banks.map((bank) => bank.state)).toEqual(['registered', 'returned']);
     await releaseBanks([banks[0]!]);
     expect(returned).toEqual([1, 0]);
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });
 
@@ -637,7 +637,7 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     { source: 'framework', failing: 4, code: 'NOT_SUPPORTED' },
     { source: 'framework', failing: 1, code: 'NO_MEMORY' },
   ] as const)('$source memory: bank $failing of 5 fails with $code → everything as before', async ({ source, failing, code }) => {
-    const agent = newAgent('ucx');
+    const agent = await newAgent('ucx');
     const memory = rankMemory(source, agent, 5);
     const before = snapshot(agent, memory.banks);
     agent.faults.failNth('register', failing + 1, code);
@@ -649,6 +649,6 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     await releaseRank(await registerRank({ agent, banks: memory.banks }));
     expect(snapshot(agent, [])).toMatchObject({ agent: { liveRegistrations: 0, registeredBytes: 0 } });
     memory.dispose();
-    closeAgent(agent);
+    await closeAgent(agent);
   });
 });

@@ -35,8 +35,8 @@ export interface PreparedRank {
 }
 
 /** What happens before a rank registers: its agent (one per rank, as one process per rank would have) and its kvreuse-owned banks. */
-export function prepareRank(setup: WorkerSetup, tpRank: number): PreparedRank {
-  const agent = setup.transport.createAgent({ name: `${setup.workerId}-${setup.incarnation}-tp${tpRank}`, backend: setup.backend });
+export async function prepareRank(setup: WorkerSetup, tpRank: number): Promise<PreparedRank> {
+  const agent = await setup.transport.createAgent({ name: `${setup.workerId}-${setup.incarnation}-tp${tpRank}`, backend: setup.backend });
   const layout = layoutRankBanks(setup.geometry, { tpRank, tpSize: setup.tpSize, ppRank: 0, ppSize: 1 }, {
     address: 0n,
     blocks: setup.blocks,
@@ -49,8 +49,8 @@ export function prepareRank(setup: WorkerSetup, tpRank: number): PreparedRank {
   return { agent, banks, allocations };
 }
 
-export function prepareWorker(setup: WorkerSetup): PreparedRank[] {
-  return Array.from({ length: setup.tpSize }, (_, tpRank) => prepareRank(setup, tpRank));
+export function prepareWorker(setup: WorkerSetup): Promise<PreparedRank[]> {
+  return Promise.all(Array.from({ length: setup.tpSize }, (_, tpRank) => prepareRank(setup, tpRank)));
 }
 
 /** The identity a rank of this worker publishes. */
@@ -73,6 +73,6 @@ export async function tearDownWorker(prepared: readonly PreparedRank[], ranks: r
   for (const rank of ranks) await releaseRank(rank);
   for (const { agent, allocations } of prepared) {
     for (const allocation of allocations) if (allocation.isOpen) allocation.free();
-    agent.close();
+    await agent.close();
   }
 }

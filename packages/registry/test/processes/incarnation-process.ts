@@ -49,7 +49,7 @@ const setup: WorkerSetup = {
   tpSize: 1,
   blocks: 2,
 };
-const prepared = prepareRank(setup, 0);
+const prepared = await prepareRank(setup, 0);
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
 const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent));
 const publication = await startRankPublication(store, [part], {
@@ -70,7 +70,7 @@ process.once('SIGTERM', () => {
     const writes = writesAfterSuperseded;
     await publication.withdraw();
     await releaseRank(rank);
-    prepared.agent.close();
+    await prepared.agent.close();
     await store.close();
     say(`stopped ${writes}`);
     process.exit(0);

@@ -21,7 +21,7 @@ const setup: WorkerSetup = {
   blocks: 2,
 };
 const store = openSqliteDiscovery(path!);
-const prepared = prepareRank(setup, Number(tpRank));
+const prepared = await prepareRank(setup, Number(tpRank));
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
 const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent));
 const publication = await startRankPublication(store, [part], {
@@ -37,7 +37,7 @@ process.once('SIGTERM', () => {
     clearInterval(alive);
     await publication.withdraw();
     await releaseRank(rank);
-    prepared.agent.close();
+    await prepared.agent.close();
     await store.close();
     process.exit(0);
   })();
