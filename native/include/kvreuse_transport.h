@@ -57,6 +57,8 @@
  *   reads and discards the bytes (Node: new net.Socket({ fd, readable: true, writable: false })),
  *   then calls kvt_agent_poll, which returns every completed operation at once into caller arrays,
  *   and kvt_notify_poll for received notifications. kvt_agent_wait blocks instead (C callers, tests).
+ *   An operation is its own completion record, allocated at kvt_xfer_post (which refuses with
+ *   KVT_ERR_NO_MEMORY when it cannot): delivering a completion allocates nothing and cannot fail.
  *
  * Trust model of one-sided READ/WRITE
  *   A READ or WRITE is executed by the initiator alone; the remote agent's code does not see it and
@@ -475,6 +477,7 @@ enum {
     KVT_FAULT_REGISTER = 0,   /* kvt_mem_register fails before mapping anything */
     KVT_FAULT_POST = 1,       /* kvt_xfer_post fails after validation, before any byte moves */
     KVT_FAULT_COMPLETION = 2, /* an operation moves its bytes, then ends with the code instead of KVT_OK */
+    KVT_FAULT_ALLOCATION = 3, /* kvt_xfer_post cannot allocate the operation's record (as if out of memory) */
 };
 
 /**

@@ -219,6 +219,10 @@ typedef struct kvt_op {
     kvt_status backend_status;
     struct kvt_op *next_active;
     kvt_command command; /* the KVT_CMD_POST that hands it to the progress thread */
+    /* The op is its own completion record: once terminal it is linked on the agent's completion queue
+     * (under the agent lock) until polled or released, so delivering it cannot fail. */
+    bool completion_queued;
+    struct kvt_op *completion_prev, *completion_next;
 } kvt_op;
 
 /* ---- the agent ------------------------------------------------------------------------------- */
@@ -273,8 +277,8 @@ struct kvt_agent {
     kvt_conn *dead_conns;
     _Atomic bool dead_conns_pending; /* lets the progress thread skip the lock when there are none */
 
-    uint64_t *completions; /* ring of op ids */
-    size_t completion_head, completion_count, completion_capacity;
+    kvt_op *completions_first, *completions_last; /* terminal ops not yet polled, oldest first */
+    size_t completion_count;
     kvt_notification **notifications; /* ring */
     size_t notification_head, notification_count;
     int wake_pipe[2];
@@ -287,7 +291,7 @@ struct kvt_agent {
     pthread_t thread;
     _Atomic bool abandoned; /* the library is being unloaded: the progress thread returns at once */
 
-    kvt_fault faults[3];
+    kvt_fault faults[KVT_FAULT_ALLOCATION + 1];
     uint32_t delay_ms;
     _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
 
@@ -362,6 +366,9 @@ void kvt_agent_kick(kvt_agent *agent);
 void kvt_signal_pending_locked(kvt_agent *agent);
 /* Consumes a one-shot fault at `point` (agent->lock held): its code, or KVT_OK. */
 kvt_status kvt_fault_take_locked(kvt_agent *agent, uint32_t point);
+/* Queues a terminal op's completion / takes it off the queue (agent->lock held; allocates nothing). */
+void kvt_completion_push_locked(kvt_agent *agent, kvt_op *op);
+void kvt_completion_remove_locked(kvt_agent *agent, kvt_op *op);
 /* Finds a live agent by name and incarnation and pins it (loopback peers). NULL when gone. */
 kvt_agent *kvt_agent_find_live(const char *name, uint64_t incarnation);
 /* Queues a received notification (takes agent->lock). */
