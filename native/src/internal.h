@@ -73,6 +73,15 @@ bool kvt_map_put(kvt_map *map, uint64_t key, void *value); /* false when out of 
 void kvt_map_remove(kvt_map *map, uint64_t key);
 void kvt_map_free(kvt_map *map);
 
+/* ---- mappings (mapping.c) ------------------------------------------------------------------------ */
+
+/* What backs `address` as /proc/self/maps names it ("/dev/shm/ucx_shm_posix_… (deleted)" for UCX's posix
+ * segments, "/SYSV00000000 (deleted)" for SysV shared memory, "anonymous memory"), and whether the mapping
+ * is shared with other processes. False (and "no mapping") when nothing is mapped there. */
+bool kvt_mapping_describe(uint64_t address, char *out, size_t size, bool *out_shared);
+/* Bytes free in /dev/shm (0 when it cannot be asked). */
+uint64_t kvt_shm_free_bytes(void);
+
 /* ---- liveness (liveness.c) ----------------------------------------------------------------------- */
 
 /* Identifies a process: pid, pid namespace (inode of /proc/<pid>/ns/pid; 0 unknown), kernel boot id

@@ -229,8 +229,10 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     ucp_mem_h memh;
     ucs_status_t status = ucp_mem_map(state->context, &params, &memh);
     if (status != UCS_OK) {
-        snprintf(detail, detail_size, "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s",
-                 (unsigned long long)allocation->length, ucs_status_string(status));
+        snprintf(detail, detail_size,
+                 "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s (/dev/shm has %llu bytes free)",
+                 (unsigned long long)allocation->length, ucs_status_string(status),
+                 (unsigned long long)kvt_shm_free_bytes());
         return status == UCS_ERR_NO_MEMORY ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND;
     }
     ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
@@ -241,6 +243,20 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
         snprintf(detail, detail_size, "kvt_mem_alloc: UCX returned unusable memory (%s, %zu bytes at %p)",
                  ucs_status_string(status), attr.length, attr.address);
         return KVT_ERR_BACKEND;
+    }
+    /* UCX tries SysV shared memory, then a /dev/shm segment (written through first, so a full /dev/shm
+     * refuses it), then falls back to private memory that no other process can map: readers would take
+     * the slow path, and the allocation is not what it promises. Refuse it instead. */
+    char backing[256];
+    bool shared = false;
+    kvt_mapping_describe((uint64_t)(uintptr_t)attr.address, backing, sizeof backing, &shared);
+    if (!shared) {
+        ucp_mem_unmap(state->context, memh);
+        snprintf(detail, detail_size,
+                 "kvt_mem_alloc: no shared memory for %llu bytes: SysV shared memory refused it and /dev/shm has "
+                 "%llu bytes free, so UCX fell back to private memory (%s) that readers cannot map",
+                 (unsigned long long)allocation->length, (unsigned long long)kvt_shm_free_bytes(), backing);
+        return KVT_ERR_NO_MEMORY;
     }
     allocation->address = (uint64_t)(uintptr_t)attr.address;
     allocation->backend = memh;
