@@ -246,11 +246,12 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     }
     /* UCX tries SysV shared memory, then a /dev/shm segment (written through first, so a full /dev/shm
      * refuses it), then falls back to private memory that no other process can map: readers would take
-     * the slow path, and the allocation is not what it promises. Refuse it instead. */
+     * the slow path, and the allocation is not what it promises. Refuse it instead — unless UCX_TLS
+     * leaves the shared-memory transports out, where private memory is all UCX allocates. */
     char backing[256];
     bool shared = false;
     kvt_mapping_describe((uint64_t)(uintptr_t)attr.address, backing, sizeof backing, &shared);
-    if (!shared) {
+    if (!shared && tls_may_use_shared_memory(getenv("UCX_TLS"))) {
         ucp_mem_unmap(state->context, memh);
         snprintf(detail, detail_size,
                  "kvt_mem_alloc: no shared memory for %llu bytes: SysV shared memory refused it and /dev/shm has "
