@@ -631,6 +631,15 @@ kvt_status kvt_agent_blocked_waits(uint32_t agent_id, uint32_t *out_count) {
     return kvt_agent_finish(agent, KVT_OK);
 }
 
+kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_test_hold_serving", &agent);
+    if (status != KVT_OK) return status;
+    atomic_store(&agent->serving_held, hold);
+    kvt_agent_kick(agent);
+    return kvt_agent_finish(agent, KVT_OK);
+}
+
 /* ---- notifications (receiving side) ---------------------------------------------------------------- */
 
 void kvt_agent_deliver_notification(kvt_agent *agent, const char *sender, const uint8_t *data, uint32_t length) {

@@ -273,6 +273,9 @@ struct kvt_agent {
     pthread_rwlock_t region_lock;
 
     uint64_t metadata_generation;
+    /* Highest region id in metadata exported since the backend last fenced (0: none): deregistering a
+     * region at or below it needs a fence, since readers may hold its remote key. */
+    uint32_t exported_region_high;
     uint32_t next_region_id, next_peer_id;
     uint64_t next_op_id;
 
@@ -303,6 +306,7 @@ struct kvt_agent {
     kvt_fault faults[KVT_FAULT_ALLOCATION + 1];
     uint32_t delay_ms;
     _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
+    _Atomic bool serving_held;    /* kvt_test_hold_serving: UCX does not progress the serving worker */
 
     _Atomic uint64_t counters[KVT_COUNTER_COUNT];
 
@@ -324,6 +328,9 @@ struct kvt_backend {
     kvt_status (*map)(kvt_agent *agent, kvt_region *region, const kvt_allocation *exact, char *detail,
                       size_t detail_size);
     void (*unmap)(kvt_agent *agent, kvt_region *region);
+    /* (P) stops serving requests of readers that may hold metadata exported so far (NULL: the backend
+     * checks every remote access against the live regions itself, as loopback does). */
+    void (*fence)(kvt_agent *agent);
     /* Worker address for the metadata blob (any thread; stable after start). */
     const uint8_t *(*address)(kvt_agent *agent, uint32_t *length);
     /* (P) connections. */
@@ -382,6 +389,9 @@ void kvt_completion_remove_locked(kvt_agent *agent, kvt_op *op);
 kvt_agent *kvt_agent_find_live(const char *name, uint64_t incarnation);
 /* Queues a received notification (takes agent->lock). */
 void kvt_agent_deliver_notification(kvt_agent *agent, const char *sender, const uint8_t *data, uint32_t length);
+/* Test hook (UCX): stops (hold) or resumes progressing the agent's serving worker, so requests of readers of
+ * its memory wait unanswered — a test can then have them in flight while the agent deregisters. */
+kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold);
 /* Test hook: how many kvt_agent_wait callers are blocked on the agent (read under its lock, where a counted
  * caller can only be inside its condition wait), so tests can order a call after a wait has begun. */
 kvt_status kvt_agent_blocked_waits(uint32_t agent_id, uint32_t *out_count);

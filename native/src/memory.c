@@ -192,6 +192,14 @@ static kvt_status unmap_call(kvt_agent *agent, void *arg, char *detail, size_t d
     return KVT_OK;
 }
 
+static kvt_status fence_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)arg;
+    (void)detail;
+    (void)detail_size;
+    agent->backend->fence(agent);
+    return KVT_OK;
+}
+
 static void region_free(kvt_region *region) {
     free(region->rkey);
     free(region);
@@ -348,6 +356,7 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     for (uint32_t i = 0; i < agent->region_count; i++)
         if (agent->regions[i]->id == region_id) index = i;
     kvt_region *region = NULL;
+    bool fence = false;
     if (index == agent->region_count) {
         status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_deregister: agent '%s' has no region %u", agent->name,
                           region_id);
@@ -361,6 +370,7 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
         region = NULL;
     } else {
         region = agent->regions[index];
+        fence = agent->backend->fence && region->id <= agent->exported_region_high;
         agent->regions[index] = agent->regions[--agent->region_count];
         agent->metadata_generation++;
         kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, -1);
@@ -369,6 +379,8 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     pthread_mutex_unlock(&agent->lock);
     pthread_rwlock_unlock(&agent->region_lock);
     if (region) {
+        /* Before the memory may go: readers holding metadata that names it are no longer answered. */
+        if (fence) memory_call(agent, fence_call, NULL);
         if (region->backend && !region->backend_borrowed) memory_call(agent, unmap_call, region);
         region_free(region);
     }
