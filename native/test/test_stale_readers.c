@@ -24,6 +24,17 @@ typedef struct {
     uint8_t *owner_memory, *local_memory;
 } stale_pair;
 
+/* The reader reads the owner's region whole, and finds the pattern of `seed`. */
+static void reader_reads(stale_pair *p, uint64_t seed) {
+    uint64_t op;
+    CHECK_OK(post_one(p->reader, KVT_XFER_READ, p->peer, p->generation, p->local_region, 0, p->owner_region, 0,
+                      LENGTH, &op));
+    CHECK(wait_op(p->reader, op, NULL) == KVT_OK, "a read of the owner's region");
+    CHECK_OK(kvt_xfer_release(p->reader, op));
+    CHECK(check_pattern(p->local_memory, LENGTH, seed), "the read found the pattern of seed %llu",
+          (unsigned long long)seed);
+}
+
 /* The owner registers caller memory (served through UCX's software path on either transport); the
  * reader loads its metadata and reads it once, so the connection is wired up. */
 static void pair_open(stale_pair *p, transport over) {
@@ -41,12 +52,7 @@ static void pair_open(stale_pair *p, transport over) {
     p->peer = load_peer(p->reader, p->owner, &p->generation);
     CHECK(!peer_transport_mentions(p->reader, p->peer, "mapped through shared memory"),
           "caller memory goes through UCX requests");
-    uint64_t op;
-    CHECK_OK(post_one(p->reader, KVT_XFER_READ, p->peer, p->generation, p->local_region, 0, p->owner_region, 0,
-                      LENGTH, &op));
-    CHECK(wait_op(p->reader, op, NULL) == KVT_OK, "the first read");
-    CHECK_OK(kvt_xfer_release(p->reader, op));
-    CHECK(check_pattern(p->local_memory, LENGTH, OLD_SEED), "the first read's bytes");
+    reader_reads(p, OLD_SEED);
 }
 
 /* The owner withdraws its memory: deregisters it, unmaps it and — for a write to land on — maps new
@@ -103,12 +109,7 @@ static void owner_serves_again(stale_pair *p) {
                               &p->owner_region));
     uint32_t peer = load_peer(p->reader, p->owner, &p->generation);
     CHECK(peer == p->peer, "the same peer, reloaded");
-    uint64_t op;
-    CHECK_OK(post_one(p->reader, KVT_XFER_READ, p->peer, p->generation, p->local_region, 0, p->owner_region, 0,
-                      LENGTH, &op));
-    CHECK(wait_op(p->reader, op, NULL) == KVT_OK, "a read after the reload");
-    CHECK_OK(kvt_xfer_release(p->reader, op));
-    CHECK(check_pattern(p->local_memory, LENGTH, NEW_SEED), "the reload reads the new memory");
+    reader_reads(p, NEW_SEED);
 }
 
 static void pair_close(stale_pair *p) {
@@ -160,30 +161,22 @@ static void request_issued_after_the_owner_withdrew(transport over, uint32_t dir
     pair_close(&p);
 }
 
-static void read_waiting_at_an_owner_that_unmaps_over_shared_memory(void) {
-    request_waiting_at_the_owner(OVER_SHARED_MEMORY, KVT_XFER_READ, WITHDRAW_UNMAPS);
-}
-static void read_waiting_at_an_owner_that_unmaps_over_tcp(void) {
-    request_waiting_at_the_owner(OVER_TCP, KVT_XFER_READ, WITHDRAW_UNMAPS);
-}
-static void write_waiting_at_an_owner_that_remaps_over_shared_memory(void) {
-    request_waiting_at_the_owner(OVER_SHARED_MEMORY, KVT_XFER_WRITE, WITHDRAW_REMAPS);
-}
-static void write_waiting_at_an_owner_that_remaps_over_tcp(void) {
-    request_waiting_at_the_owner(OVER_TCP, KVT_XFER_WRITE, WITHDRAW_REMAPS);
-}
-static void read_issued_after_an_unmap_over_shared_memory(void) {
-    request_issued_after_the_owner_withdrew(OVER_SHARED_MEMORY, KVT_XFER_READ, WITHDRAW_UNMAPS);
-}
-static void read_issued_after_an_unmap_over_tcp(void) {
-    request_issued_after_the_owner_withdrew(OVER_TCP, KVT_XFER_READ, WITHDRAW_UNMAPS);
-}
-static void write_issued_after_a_remap_over_shared_memory(void) {
-    request_issued_after_the_owner_withdrew(OVER_SHARED_MEMORY, KVT_XFER_WRITE, WITHDRAW_REMAPS);
-}
-static void write_issued_after_a_remap_over_tcp(void) {
-    request_issued_after_the_owner_withdrew(OVER_TCP, KVT_XFER_WRITE, WITHDRAW_REMAPS);
-}
+/* Each ordering, with a read into memory the owner unmaps and a write into memory it maps anew, over each transport. */
+#define STALE_CASES(X)                                                                                                \
+    X(read_waiting_at_an_owner_that_unmaps_over_shared_memory, request_waiting_at_the_owner, OVER_SHARED_MEMORY, READ)  \
+    X(read_waiting_at_an_owner_that_unmaps_over_tcp, request_waiting_at_the_owner, OVER_TCP, READ)                        \
+    X(write_waiting_at_an_owner_that_remaps_over_shared_memory, request_waiting_at_the_owner, OVER_SHARED_MEMORY, WRITE) \
+    X(write_waiting_at_an_owner_that_remaps_over_tcp, request_waiting_at_the_owner, OVER_TCP, WRITE)                      \
+    X(read_issued_after_an_unmap_over_shared_memory, request_issued_after_the_owner_withdrew, OVER_SHARED_MEMORY, READ)  \
+    X(read_issued_after_an_unmap_over_tcp, request_issued_after_the_owner_withdrew, OVER_TCP, READ)                      \
+    X(write_issued_after_a_remap_over_shared_memory, request_issued_after_the_owner_withdrew, OVER_SHARED_MEMORY, WRITE) \
+    X(write_issued_after_a_remap_over_tcp, request_issued_after_the_owner_withdrew, OVER_TCP, WRITE)
+#define READ KVT_XFER_READ, WITHDRAW_UNMAPS
+#define WRITE KVT_XFER_WRITE, WITHDRAW_REMAPS
+#define DEFINE_CASE(name, scenario, over, ...) \
+    static void name(void) { scenario(over, __VA_ARGS__); }
+STALE_CASES(DEFINE_CASE)
+#define LIST_CASE(name, ...) TEST(name),
 
 /* A bank the reader maps through shared memory (kvt_mem_alloc, same host) is copied by the reader itself:
  * after the owner freed it and allocated a new bank, a stale write lands in the old segment, which the
@@ -213,9 +206,4 @@ static void mapped_bank_write_after_free_stays_in_the_old_segment(void) {
     CHECK_OK(kvt_agent_destroy(owner));
 }
 
-TEST_MAIN("stale_readers", TEST(read_waiting_at_an_owner_that_unmaps_over_shared_memory),
-          TEST(read_waiting_at_an_owner_that_unmaps_over_tcp),
-          TEST(write_waiting_at_an_owner_that_remaps_over_shared_memory),
-          TEST(write_waiting_at_an_owner_that_remaps_over_tcp), TEST(read_issued_after_an_unmap_over_shared_memory),
-          TEST(read_issued_after_an_unmap_over_tcp), TEST(write_issued_after_a_remap_over_shared_memory),
-          TEST(write_issued_after_a_remap_over_tcp), TEST(mapped_bank_write_after_free_stays_in_the_old_segment))
+TEST_MAIN("stale_readers", STALE_CASES(LIST_CASE) TEST(mapped_bank_write_after_free_stays_in_the_old_segment))
