@@ -25,9 +25,9 @@
  *
  * Threading model
  *   Each agent owns one progress thread, started by kvt_agent_create, ended by kvt_agent_shutdown (or
- *   destroy) and joined by kvt_agent_destroy. For the UCX backend that thread alone owns the ucp worker
+ *   destroy) and joined by kvt_agent_destroy. For the UCX backend that thread alone owns the ucp workers
  *   (UCS_THREAD_MODE_SINGLE): it creates and closes endpoints, unpacks remote keys, issues gets and
- *   puts, sends and receives active messages, and keeps the worker progressing for as long as the
+ *   puts, sends and receives active messages, and keeps the workers progressing for as long as the
  *   agent lives — also when the agent has no operation of its own, because readers of this agent's
  *   memory stall when its worker does not progress. When idle it sleeps on the worker's event fd
  *   (UCP_FEATURE_WAKEUP) instead of spinning. API calls validate their arguments on the calling
@@ -62,13 +62,25 @@
  *   operation at once into caller arrays, kvt_notify_poll for received notifications and
  *   kvt_peer_events_poll for heartbeat reports (peers unresponsive or responsive again, see
  *   "Heartbeat"). kvt_agent_wait blocks instead (C callers, tests).
+ *   An operation is its own completion record, allocated at kvt_xfer_post (which refuses with
+ *   KVT_ERR_NO_MEMORY when it cannot): delivering a completion allocates nothing and cannot fail.
  *
  * Trust model of one-sided READ/WRITE
  *   A READ or WRITE is executed by the initiator alone; the remote agent's code does not see it and
  *   cannot refuse it. The remote side's memory is protected by what it chose to register (only
  *   registered regions are advertised, and every descriptor is bounds-checked against those advertised
  *   bounds before any byte moves) and, in the layers above, by pins that stop the owner from reusing
- *   blocks while a reader holds them. A malicious initiator holding a remote key is outside this model.
+ *   blocks while a reader holds them.
+ *   Stale readers (metadata loaded before a deregistration): UCX answers software gets and puts (caller
+ *   memory, tcp) at whatever address the request names, so a UCX agent serves readers from a worker of
+ *   its own — the one its metadata advertises — and kvt_mem_deregister of a region that exported
+ *   metadata named replaces that worker before it returns (a "fence"): requests of readers holding
+ *   older metadata then reach nothing, and the caller may free or reuse the memory. Such readers must
+ *   load the newer metadata (over tcp their operations end KVT_ERR_REMOTE_DISCONNECT; over shared
+ *   memory their requests go unanswered until cancelled). A reader that maps a kvt_mem_alloc bank
+ *   through shared memory copies to and from its own mapping, which keeps the old segment alive.
+ *   Outside this model: an initiator that is not this library (malicious or buggy) holding a remote
+ *   key, and a stale blob loaded after the owner freed a /dev/shm bank whose descriptor number it reused.
  */
 #ifndef KVREUSE_TRANSPORT_H
 #define KVREUSE_TRANSPORT_H
@@ -350,6 +362,13 @@ enum {
  * Measured with UCX 1.13 on one host: other processes read such memory ~10x faster than caller
  * memory (malloc, framework banks), which they can only read through active messages answered by
  * this agent's progress thread.
+ * Every page is backed before the call returns (prefaulted with MADV_POPULATE_WRITE on the calling
+ * thread, ~0.25 ms per MiB here; kernels before 5.14 leave pages to their first touch), so memory the
+ * system cannot provide is refused here, not at a later first touch.
+ * Errors: INVALID_PARAM (length, flags), NO_MEMORY when no shared memory can hold `length` bytes (UCX
+ * tries SysV shared memory, then /dev/shm; its fallback to private memory is refused, since readers
+ * could not map it) or the pages cannot be backed — the detail names the size, the backing and the
+ * bytes free in /dev/shm —, NOT_ALLOWED (mlock limit), BACKEND. A refusal leaves nothing allocated.
  */
 KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
 
@@ -362,7 +381,8 @@ KVT_API kvt_status kvt_mem_free(uint32_t agent, uint64_t address);
 /**
  * Registers [address, address + length) of memory kind `kind` (KVT_MEM_*) on `device` with the
  * agent and returns the region id (unique in the agent, never reused). The caller keeps ownership
- * of the memory and must keep it valid until kvt_mem_deregister succeeds.
+ * of the memory and must keep it valid until kvt_mem_deregister succeeds; from then on no peer reaches
+ * it through this agent (see "Stale readers" above).
  * Refuses: INVALID_PARAM for address 0, length 0, an address range that wraps, a dram range with a
  * page that is not mapped in this process, an unknown kind, or dram with device != 0; INVALID_PARAM naming the other region when the range overlaps a region
  * already registered on the same (kind, device) on this agent; NOT_SUPPORTED for vram (with the
@@ -376,9 +396,12 @@ KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t l
  * Deregisters a region. Refuses KVT_ERR_BUSY (naming an operation) while any non-terminal operation
  * of THIS agent references it. Bumps the agent's metadata generation. Peers that loaded older
  * metadata still hold the region's bounds and remote key: loopback peers then fail with
- * KVT_ERR_REMOTE_DISCONNECT, but a UCX peer may still reach the memory one-sidedly (e.g. through a
- * shared-memory segment it already attached). That is the trust model: the layers above stop
- * remote readers (pins, drain, peer invalidation) before memory is deregistered or handed back.
+ * KVT_ERR_REMOTE_DISCONNECT; for UCX, when exported metadata named the region, the agent's serving
+ * worker is replaced before this returns (see "Stale readers" above; ~55-70 ms here, once per export),
+ * so no peer's request reaches the memory afterwards and every reader of this agent must load its newer
+ * metadata. A UCX peer that attached a kvt_mem_alloc bank through shared memory keeps its own view of
+ * the old segment. The layers above still stop readers (pins, drain, peer invalidation) before memory
+ * is deregistered, so none sees its reads fail.
  */
 KVT_API kvt_status kvt_mem_deregister(uint32_t agent, uint32_t region);
 
@@ -661,6 +684,7 @@ enum {
     KVT_FAULT_REGISTER = 0,   /* kvt_mem_register fails before mapping anything */
     KVT_FAULT_POST = 1,       /* kvt_xfer_post / kvt_xfer_post_blocks fail after validation, before any byte moves */
     KVT_FAULT_COMPLETION = 2, /* an operation moves its bytes, then ends with the code instead of KVT_OK */
+    KVT_FAULT_ALLOCATION = 3, /* kvt_xfer_post cannot allocate the operation's record (as if out of memory) */
 };
 
 /**

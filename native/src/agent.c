@@ -380,7 +380,6 @@ static void agent_free(kvt_agent *agent) {
     for (size_t i = 0; i < agent->notification_count; i++)
         free(agent->notifications[(agent->notification_head + i) % KVT_MAX_PENDING_NOTIFICATIONS]);
     free(agent->notifications);
-    free(agent->completions);
     free(agent->allocations);
     free(agent->regions);
     free(agent->peers);
@@ -706,6 +705,33 @@ void kvt_signal_pending_locked(kvt_agent *agent) {
     (void)written; /* EAGAIN: the pipe is full, so the reader is already woken */
 }
 
+void kvt_completion_push_locked(kvt_agent *agent, kvt_op *op) {
+    op->completion_queued = true;
+    op->completion_next = NULL;
+    op->completion_prev = agent->completions_last;
+    if (agent->completions_last)
+        agent->completions_last->completion_next = op;
+    else
+        agent->completions_first = op;
+    agent->completions_last = op;
+    agent->completion_count++;
+}
+
+void kvt_completion_remove_locked(kvt_agent *agent, kvt_op *op) {
+    if (!op->completion_queued) return;
+    if (op->completion_prev)
+        op->completion_prev->completion_next = op->completion_next;
+    else
+        agent->completions_first = op->completion_next;
+    if (op->completion_next)
+        op->completion_next->completion_prev = op->completion_prev;
+    else
+        agent->completions_last = op->completion_prev;
+    op->completion_queued = false;
+    op->completion_prev = op->completion_next = NULL;
+    agent->completion_count--;
+}
+
 static bool anything_pending_locked(const kvt_agent *agent) {
     return agent->completion_count > 0 || agent->notification_count > 0 || agent->peer_events_pending > 0;
 }
@@ -739,13 +765,10 @@ kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids
     if (status != KVT_OK) return status;
     uint32_t n = 0;
     pthread_mutex_lock(&agent->lock);
-    while (n < capacity && agent->completion_count > 0) {
-        uint64_t id = agent->completions[agent->completion_head];
-        agent->completion_head = (agent->completion_head + 1) % agent->completion_capacity;
-        agent->completion_count--;
-        kvt_op *op = kvt_map_get(&agent->ops, id);
-        if (!op) continue; /* released before it was polled */
-        op_ids[n] = id;
+    while (n < capacity && agent->completions_first) {
+        kvt_op *op = agent->completions_first;
+        kvt_completion_remove_locked(agent, op);
+        op_ids[n] = op->id;
         statuses[n] = op->status;
         bytes_done[n] = atomic_load_explicit(&op->bytes_done, memory_order_relaxed);
         n++;
@@ -792,6 +815,15 @@ kvt_status kvt_agent_blocked_waits(uint32_t agent_id, uint32_t *out_count) {
     pthread_mutex_lock(&agent->lock);
     *out_count = agent->blocked_waits;
     pthread_mutex_unlock(&agent->lock);
+    return kvt_agent_finish(agent, KVT_OK);
+}
+
+kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_test_hold_serving", &agent);
+    if (status != KVT_OK) return status;
+    atomic_store(&agent->serving_held, hold);
+    kvt_agent_kick(agent);
     return kvt_agent_finish(agent, KVT_OK);
 }
 
@@ -868,9 +900,9 @@ kvt_status kvt_fault_fail(uint32_t agent_id, uint32_t point, uint32_t nth, kvt_s
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_fault_fail", &agent);
     if (status != KVT_OK) return status;
-    if (point > KVT_FAULT_COMPLETION)
-        status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_fault_fail: unknown point %u (register 0, post 1, completion 2)",
-                          point);
+    if (point > KVT_FAULT_ALLOCATION)
+        status = kvt_fail(KVT_ERR_INVALID_PARAM,
+                          "kvt_fault_fail: unknown point %u (register 0, post 1, completion 2, allocation 3)", point);
     else if (nth == 0)
         status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_fault_fail: nth must be >= 1 (1 = the next call)");
     else if (!kvt_is_error_code(code))

@@ -73,6 +73,15 @@ bool kvt_map_put(kvt_map *map, uint64_t key, void *value); /* false when out of 
 void kvt_map_remove(kvt_map *map, uint64_t key);
 void kvt_map_free(kvt_map *map);
 
+/* ---- mappings (mapping.c) ------------------------------------------------------------------------ */
+
+/* What backs `address` as /proc/self/maps names it ("/dev/shm/ucx_shm_posix_… (deleted)" for UCX's posix
+ * segments, "/SYSV00000000 (deleted)" for SysV shared memory, "anonymous memory"), and whether the mapping
+ * is shared with other processes. False (and "no mapping") when nothing is mapped there. */
+bool kvt_mapping_describe(uint64_t address, char *out, size_t size, bool *out_shared);
+/* Bytes free in /dev/shm (0 when it cannot be asked). */
+uint64_t kvt_shm_free_bytes(void);
+
 /* ---- liveness (liveness.c) ----------------------------------------------------------------------- */
 
 /* Identifies a process: pid, pid namespace (inode of /proc/<pid>/ns/pid; 0 unknown), kernel boot id
@@ -237,6 +246,10 @@ typedef struct kvt_op {
     kvt_status backend_status;
     struct kvt_op *next_active;
     kvt_command command; /* the KVT_CMD_POST that hands it to the progress thread */
+    /* The op is its own completion record: once terminal it is linked on the agent's completion queue
+     * (under the agent lock) until polled or released, so delivering it cannot fail. */
+    bool completion_queued;
+    struct kvt_op *completion_prev, *completion_next;
 } kvt_op;
 
 /* ---- the agent ------------------------------------------------------------------------------- */
@@ -294,6 +307,9 @@ struct kvt_agent {
     pthread_rwlock_t region_lock;
 
     uint64_t metadata_generation;
+    /* Highest region id in metadata exported since the backend last fenced (0: none): deregistering a
+     * region at or below it needs a fence, since readers may hold its remote key. */
+    uint32_t exported_region_high;
     uint32_t next_region_id, next_peer_id;
     uint64_t next_op_id;
 
@@ -307,8 +323,8 @@ struct kvt_agent {
     kvt_conn *dead_conns;
     _Atomic bool dead_conns_pending; /* lets the progress thread skip the lock when there are none */
 
-    uint64_t *completions; /* ring of op ids */
-    size_t completion_head, completion_count, completion_capacity;
+    kvt_op *completions_first, *completions_last; /* terminal ops not yet polled, oldest first */
+    size_t completion_count;
     kvt_notification **notifications; /* ring */
     size_t notification_head, notification_count;
     int wake_pipe[2];
@@ -327,10 +343,11 @@ struct kvt_agent {
     bool heartbeat_probing; /* progress thread: the last round probed a peer */
     _Atomic bool heartbeat_woken; /* kvt_heartbeat_wake */
 
-    kvt_fault faults[3];
+    kvt_fault faults[KVT_FAULT_ALLOCATION + 1];
     _Atomic bool progress_stalled; /* kvt_fault_stall_progress */
     uint32_t delay_ms;
     _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
+    _Atomic bool serving_held;    /* kvt_test_hold_serving: UCX does not progress the serving worker */
 
     _Atomic uint64_t counters[KVT_COUNTER_COUNT];
 
@@ -356,6 +373,9 @@ struct kvt_backend {
     kvt_status (*map)(kvt_agent *agent, kvt_region *region, const kvt_allocation *exact, char *detail,
                       size_t detail_size);
     void (*unmap)(kvt_agent *agent, kvt_region *region);
+    /* (P) stops serving requests of readers that may hold metadata exported so far (NULL: the backend
+     * checks every remote access against the live regions itself, as loopback does). */
+    void (*fence)(kvt_agent *agent);
     /* Worker address for the metadata blob (any thread; stable after start). */
     const uint8_t *(*address)(kvt_agent *agent, uint32_t *length);
     /* (P) connections. */
@@ -420,10 +440,16 @@ void kvt_signal_pending_locked(kvt_agent *agent);
 void kvt_rearm_wake_locked(kvt_agent *agent);
 /* Consumes a one-shot fault at `point` (agent->lock held): its code, or KVT_OK. */
 kvt_status kvt_fault_take_locked(kvt_agent *agent, uint32_t point);
+/* Queues a terminal op's completion / takes it off the queue (agent->lock held; allocates nothing). */
+void kvt_completion_push_locked(kvt_agent *agent, kvt_op *op);
+void kvt_completion_remove_locked(kvt_agent *agent, kvt_op *op);
 /* Finds a live agent by name and incarnation and pins it (loopback peers). NULL when gone. */
 kvt_agent *kvt_agent_find_live(const char *name, uint64_t incarnation);
 /* Queues a received notification (takes agent->lock). */
 void kvt_agent_deliver_notification(kvt_agent *agent, const char *sender, const uint8_t *data, uint32_t length);
+/* Test hook (UCX): stops (hold) or resumes progressing the agent's serving worker, so requests of readers of
+ * its memory wait unanswered — a test can then have them in flight while the agent deregisters. */
+kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold);
 /* Test hook: how many kvt_agent_wait callers are blocked on the agent (read under its lock, where a counted
  * caller can only be inside its condition wait), so tests can order a call after a wait has begun. */
 kvt_status kvt_agent_blocked_waits(uint32_t agent_id, uint32_t *out_count);
@@ -471,9 +497,10 @@ int kvt_ops_next_timeout_ms(kvt_agent *agent);
 void kvt_op_notified(kvt_agent *agent, kvt_op *op, kvt_status status);
 void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op);
 void kvt_op_free(kvt_op *op);
-/* A queued op with room for `desc_capacity` descriptors and `local_count` local regions; NULL when out of memory. */
-kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, const uint8_t *notification,
-                   uint32_t notification_length);
+/* A queued op with room for `desc_capacity` descriptors, `local_count` local regions and (at
+ * *out_remote_slots, when given) `remote_slot_count` scratch slots, all in one allocation; NULL when out of memory. */
+kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, uint32_t remote_slot_count,
+                   const uint8_t *notification, uint32_t notification_length, uint32_t **out_remote_slots);
 /* Peer `peer_id` when it is usable at `generation` (agent->lock held): NOT_FOUND when stale, invalidated or
  * unknown, REMOTE_DISCONNECT when its connection failed. */
 kvt_status kvt_resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,

@@ -9,6 +9,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 static const char *kind_name(uint32_t kind) { return kind == KVT_MEM_DRAM ? "dram" : "vram"; }
 
 /* Memory work runs on the calling thread when the backend allows it (loopback), else on the
@@ -39,6 +43,29 @@ static kvt_status free_call(kvt_agent *agent, void *arg, char *detail, size_t de
     return KVT_OK;
 }
 
+/*
+ * Backs every page of a fresh allocation now (MADV_POPULATE_WRITE), so that memory the system cannot
+ * provide — a full /dev/shm under UCX's posix segments, or no memory left — is refused here, instead of
+ * raising SIGBUS (or waking the OOM killer) at the first touch in whatever code touches it first.
+ * Kernels before 5.14 do not know the advice (EINVAL): there the pages are left to their first touch.
+ */
+static kvt_status prefault(const kvt_allocation *allocation) {
+    int result;
+    do
+        result = madvise((void *)(uintptr_t)allocation->address, allocation->length, MADV_POPULATE_WRITE);
+    while (result != 0 && errno == EINTR);
+    if (result == 0 || errno == EINVAL) return KVT_OK;
+    int error = errno;
+    char backing[256];
+    bool shared;
+    kvt_mapping_describe(allocation->address, backing, sizeof backing, &shared);
+    return kvt_fail(error == EFAULT || error == ENOMEM ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND,
+                    "kvt_mem_alloc: the system cannot back %llu bytes (%s; prefaulting failed: %s); /dev/shm has %llu "
+                    "bytes free",
+                    (unsigned long long)allocation->length, backing, strerror(error),
+                    (unsigned long long)kvt_shm_free_bytes());
+}
+
 kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uint64_t *out_address) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_mem_alloc", &agent);
@@ -56,6 +83,10 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
     kvt_allocation allocation = {.length = length};
     alloc_call_args args = {.allocation = &allocation};
     status = memory_call(agent, alloc_call, &args);
+    if (status == KVT_OK) {
+        status = prefault(&allocation);
+        if (status != KVT_OK) memory_call(agent, free_call, &allocation);
+    }
     if (status == KVT_OK && (flags & KVT_ALLOC_MLOCK)) {
         if (mlock((void *)(uintptr_t)allocation.address, length) != 0) {
             int error = errno;
@@ -156,6 +187,14 @@ static kvt_status unmap_call(kvt_agent *agent, void *arg, char *detail, size_t d
     (void)detail;
     (void)detail_size;
     agent->backend->unmap(agent, arg);
+    return KVT_OK;
+}
+
+static kvt_status fence_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)arg;
+    (void)detail;
+    (void)detail_size;
+    agent->backend->fence(agent);
     return KVT_OK;
 }
 
@@ -315,6 +354,7 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     for (uint32_t i = 0; i < agent->region_count; i++)
         if (agent->regions[i]->id == region_id) index = i;
     kvt_region *region = NULL;
+    bool fence = false;
     if (index == agent->region_count) {
         status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_deregister: agent '%s' has no region %u", agent->name,
                           region_id);
@@ -328,6 +368,7 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
         region = NULL;
     } else {
         region = agent->regions[index];
+        fence = agent->backend->fence && region->id <= agent->exported_region_high;
         agent->regions[index] = agent->regions[--agent->region_count];
         agent->metadata_generation++;
         kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, -1);
@@ -336,6 +377,8 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     pthread_mutex_unlock(&agent->lock);
     pthread_rwlock_unlock(&agent->region_lock);
     if (region) {
+        /* Before the memory may go: readers holding metadata that names it are no longer answered. */
+        if (fence) memory_call(agent, fence_call, NULL);
         if (region->backend && !region->backend_borrowed) memory_call(agent, unmap_call, region);
         region_free(region);
     }

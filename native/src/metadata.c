@@ -76,6 +76,7 @@ kvt_status kvt_metadata_encode_locked(kvt_agent *agent, uint8_t *buffer, uint64_
                         (unsigned long long)capacity, (unsigned long long)measure.length);
     writer out = {.data = buffer};
     encode(agent, &out);
+    agent->exported_region_high = agent->next_region_id - 1;
     return KVT_OK;
 }
 

@@ -381,7 +381,7 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     kvt_expansion *x = calloc(1, sizeof *x);
-    kvt_op *op = kvt_op_new(direction, EXPANSION_WINDOW, t->local_region_count, notification, notification_length);
+    kvt_op *op = kvt_op_new(direction, EXPANSION_WINDOW, t->local_region_count, 0, notification, notification_length, NULL);
     if (x) {
         x->template = t;
         x->count = count;

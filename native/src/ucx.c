@@ -32,11 +32,27 @@
 
 typedef struct ucx_endpoint ucx_endpoint;
 
+/*
+ * Two workers per agent. `worker` is the initiator's: this agent's endpoints, gets, puts and
+ * notifications sent. `serving` is the one the metadata advertises: readers of this agent's memory
+ * connect to it, and its progress answers their software gets and puts (UCX 1.13 copies to and from
+ * whatever address such a request names; rma_sw.c checks no remote key) and receives notifications.
+ * Deregistering a region that metadata already advertised replaces the serving worker (ucx_fence):
+ * destroying it is what stops UCX from answering requests of readers that still hold the old
+ * metadata, and the initiator's own connections are untouched by it.
+ */
+typedef struct {
+    ucp_worker_h worker;
+    int event_fd; /* -1 when the worker has none: then poll with a short timeout */
+} ucx_worker;
+
 typedef struct {
     ucp_context_h context;
     ucp_worker_h worker;
     int event_fd; /* -1 when the worker has none: then poll with a short timeout */
-    uint8_t *address;
+    ucx_worker serving; /* .worker NULL when replacing it failed */
+    bool shared_memory; /* UCX_TLS at ucp_init left the shared-memory transports in */
+    uint8_t *address; /* the serving worker's (agent->lock held to change it, as metadata reads it) */
     uint32_t address_length;
     uint64_t next_liveness_check_ns;
     ucx_endpoint *failed; /* endpoints to force-close after progress: UCX reported them failed, or flushed */
@@ -195,6 +211,7 @@ static void ucx_stop(kvt_agent *agent) {
     uint64_t deadline = kvt_now_ns() + CLOSE_DRAIN_NS;
     while (state->closing > 0 && kvt_now_ns() < deadline) ucp_worker_progress(state->worker);
     state->stopping = true; /* what the worker's destruction still completes frees nothing: freed below */
+    if (state->serving.worker) ucp_worker_destroy(state->serving.worker);
     if (state->worker) ucp_worker_destroy(state->worker);
     while (state->detached) {
         ucx_endpoint *endpoint = state->detached;
@@ -216,6 +233,54 @@ static bool tls_may_use_shared_memory(const char *tls) {
     return false;
 }
 
+static ucs_status_t open_worker(ucx_state *state, ucp_worker_h *out, int *out_event_fd) {
+    ucp_worker_params_t worker_params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                         .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucs_status_t status = ucp_worker_create(state->context, &worker_params, out);
+    if (status != UCS_OK) return status;
+    if (ucp_worker_get_efd(*out, out_event_fd) != UCS_OK) *out_event_fd = -1;
+    return UCS_OK;
+}
+
+/* Creates a serving worker with the notification and probe handlers, and a copy of its address. */
+static kvt_status open_serving(kvt_agent *agent, ucx_worker *out, uint8_t **out_address, uint32_t *out_length,
+                               char *detail, size_t detail_size) {
+    ucx_state *state = state_of(agent);
+    *out = (ucx_worker){.event_fd = -1};
+    ucs_status_t status = open_worker(state, &out->worker, &out->event_fd);
+    if (status != UCS_OK) {
+        out->worker = NULL;
+        return ucx_fail(detail, detail_size, "ucp_worker_create (serving)", status);
+    }
+    ucp_am_handler_param_t handler = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = KVT_AM_NOTIFY,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = on_notification,
+        .arg = agent,
+    };
+    status = ucp_worker_set_am_recv_handler(out->worker, &handler);
+    /* Peers probe the address the metadata advertises: this worker answers, on the probe's reply endpoint. */
+    handler.id = KVT_AM_PROBE;
+    handler.cb = on_probe;
+    if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(out->worker, &handler);
+    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
+    ucp_address_t *address;
+    size_t address_length;
+    status = ucp_worker_get_address(out->worker, &address, &address_length);
+    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_get_address", status);
+    *out_address = malloc(address_length);
+    if (*out_address) memcpy(*out_address, address, address_length);
+    *out_length = (uint32_t)address_length;
+    ucp_worker_release_address(out->worker, address);
+    if (!*out_address) {
+        snprintf(detail, detail_size, "out of memory");
+        return KVT_ERR_NO_MEMORY;
+    }
+    return KVT_OK;
+}
+
 static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, size_t detail_size) {
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
@@ -224,7 +289,8 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
      * 1.13 keeps the shared-memory transports out of such endpoints unless they expose error handling,
      * which leaves tcp: four orders of magnitude slower for small gets on one machine. Expose it,
      * unless the user configured it explicitly. */
-    if (!getenv("UCX_MM_ERROR_HANDLING") && tls_may_use_shared_memory(getenv("UCX_TLS"))) {
+    state->shared_memory = tls_may_use_shared_memory(getenv("UCX_TLS"));
+    if (!getenv("UCX_MM_ERROR_HANDLING") && state->shared_memory) {
         status = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
         if (status != UCS_OK) {
             ucp_config_release(config);
@@ -241,42 +307,24 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
     ucp_config_release(config);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_init", status);
 
-    ucp_worker_params_t worker_params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                                         .thread_mode = UCS_THREAD_MODE_SINGLE};
-    status = ucp_worker_create(state->context, &worker_params, &state->worker);
+    status = open_worker(state, &state->worker, &state->event_fd);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_create", status);
-    if (ucp_worker_get_efd(state->worker, &state->event_fd) != UCS_OK) state->event_fd = -1;
-
-    ucp_address_t *address;
-    size_t address_length;
-    status = ucp_worker_get_address(state->worker, &address, &address_length);
-    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_get_address", status);
-    state->address = malloc(address_length);
-    if (state->address) memcpy(state->address, address, address_length);
-    state->address_length = (uint32_t)address_length;
-    ucp_worker_release_address(state->worker, address);
-    if (!state->address) {
-        snprintf(detail, detail_size, "out of memory");
-        return KVT_ERR_NO_MEMORY;
-    }
-
-    ucp_am_handler_param_t handler = {
+    ucp_am_handler_param_t answers = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
                       UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
-        .id = KVT_AM_NOTIFY,
+        .id = KVT_AM_ANSWER, /* answers to this agent's probes come back to the worker that sent them */
         .flags = UCP_AM_FLAG_WHOLE_MSG,
-        .cb = on_notification,
+        .cb = on_answer,
         .arg = agent,
     };
-    status = ucp_worker_set_am_recv_handler(state->worker, &handler);
-    handler.id = KVT_AM_PROBE;
-    handler.cb = on_probe;
-    if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(state->worker, &handler);
-    handler.id = KVT_AM_ANSWER;
-    handler.cb = on_answer;
-    if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(state->worker, &handler);
+    status = ucp_worker_set_am_recv_handler(state->worker, &answers);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
-    return KVT_OK;
+    uint8_t *address = NULL;
+    uint32_t address_length = 0;
+    kvt_status opened = open_serving(agent, &state->serving, &address, &address_length, detail, detail_size);
+    state->address = address;
+    state->address_length = address_length;
+    return opened;
 }
 
 static kvt_status ucx_start(kvt_agent *agent, char *detail, size_t detail_size) {
@@ -286,6 +334,7 @@ static kvt_status ucx_start(kvt_agent *agent, char *detail, size_t detail_size) 
         return KVT_ERR_NO_MEMORY;
     }
     state->event_fd = -1;
+    state->serving.event_fd = -1;
     agent->backend_state = state;
     kvt_status status = ucx_open(agent, state, detail, detail_size);
     if (status != KVT_OK) ucx_stop(agent);
@@ -305,8 +354,10 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
     ucp_mem_h memh;
     ucs_status_t status = ucp_mem_map(state->context, &params, &memh);
     if (status != UCS_OK) {
-        snprintf(detail, detail_size, "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s",
-                 (unsigned long long)allocation->length, ucs_status_string(status));
+        snprintf(detail, detail_size,
+                 "kvt_mem_alloc: ucp_mem_map(ALLOCATE, %llu bytes) failed: %s (/dev/shm has %llu bytes free)",
+                 (unsigned long long)allocation->length, ucs_status_string(status),
+                 (unsigned long long)kvt_shm_free_bytes());
         return status == UCS_ERR_NO_MEMORY ? KVT_ERR_NO_MEMORY : KVT_ERR_BACKEND;
     }
     ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
@@ -317,6 +368,21 @@ static kvt_status ucx_alloc(kvt_agent *agent, kvt_allocation *allocation, char *
         snprintf(detail, detail_size, "kvt_mem_alloc: UCX returned unusable memory (%s, %zu bytes at %p)",
                  ucs_status_string(status), attr.length, attr.address);
         return KVT_ERR_BACKEND;
+    }
+    /* UCX tries SysV shared memory, then a /dev/shm segment (written through first, so a full /dev/shm
+     * refuses it), then falls back to private memory that no other process can map: readers would take
+     * the slow path, and the allocation is not what it promises. Refuse it instead — unless UCX_TLS
+     * leaves the shared-memory transports out, where private memory is all UCX allocates. */
+    char backing[256];
+    bool shared = false;
+    kvt_mapping_describe((uint64_t)(uintptr_t)attr.address, backing, sizeof backing, &shared);
+    if (!shared && state->shared_memory) {
+        ucp_mem_unmap(state->context, memh);
+        snprintf(detail, detail_size,
+                 "kvt_mem_alloc: no shared memory for %llu bytes: SysV shared memory refused it and /dev/shm has "
+                 "%llu bytes free, so UCX fell back to private memory (%s) that readers cannot map",
+                 (unsigned long long)allocation->length, (unsigned long long)kvt_shm_free_bytes(), backing);
+        return KVT_ERR_NO_MEMORY;
     }
     allocation->address = (uint64_t)(uintptr_t)attr.address;
     allocation->backend = memh;
@@ -375,6 +441,37 @@ static const uint8_t *ucx_address(kvt_agent *agent, uint32_t *length) {
     *length = state_of(agent)->address_length;
     return state_of(agent)->address;
 }
+
+/*
+ * Stops answering readers that may hold metadata naming memory about to be withdrawn: destroys the
+ * serving worker — with its endpoints, its tcp connections and shared-memory receive queues, and the
+ * replies it had not sent yet — and opens a new one, whose address the next metadata export carries.
+ * Requests still on their way to the old worker, or sent to it later, reach nothing. Readers over tcp
+ * see their connection reset (REMOTE_DISCONNECT); over shared memory their requests go unanswered
+ * until they cancel. Either way they reload the metadata to read again.
+ */
+static void ucx_fence(kvt_agent *agent) {
+    ucx_state *state = state_of(agent);
+    if (state->serving.worker) ucp_worker_destroy(state->serving.worker);
+    char detail[256] = "";
+    uint8_t *address = NULL;
+    uint32_t address_length = 0;
+    if (open_serving(agent, &state->serving, &address, &address_length, detail, sizeof detail) != KVT_OK) {
+        if (state->serving.worker) ucp_worker_destroy(state->serving.worker);
+        state->serving = (ucx_worker){.event_fd = -1}; /* unreachable until the agent is recreated */
+        free(address);
+        address = NULL;
+        address_length = 0;
+    }
+    pthread_mutex_lock(&agent->lock);
+    uint8_t *old = state->address;
+    state->address = address;
+    state->address_length = address_length;
+    agent->exported_region_high = 0; /* nobody knows the new worker yet */
+    pthread_mutex_unlock(&agent->lock);
+    free(old);
+}
+
 
 /* ---- connections ------------------------------------------------------------------------------- */
 
@@ -847,6 +944,8 @@ static bool ucx_progress(kvt_agent *agent) {
     bool worked = false;
     ucx_state *state = state_of(agent);
     for (int round = 0; round < 64 && ucp_worker_progress(worker) != 0; round++) worked = true;
+    if (state->serving.worker && !atomic_load_explicit(&agent->serving_held, memory_order_relaxed))
+        for (int round = 0; round < 64 && ucp_worker_progress(state->serving.worker) != 0; round++) worked = true;
     close_failed_endpoints(state);
     if (state->detached) close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
     if (agent->active) kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);
@@ -855,11 +954,21 @@ static bool ucx_progress(kvt_agent *agent) {
 
 static void ucx_sleep(kvt_agent *agent, int timeout_ms) {
     ucx_state *state = state_of(agent);
-    int cap = state->event_fd >= 0 ? IDLE_PROGRESS_MS : 1;
+    bool serving = state->serving.worker && !atomic_load_explicit(&agent->serving_held, memory_order_relaxed);
+    bool evented = state->event_fd >= 0 && (!serving || state->serving.event_fd >= 0);
+    int cap = evented ? IDLE_PROGRESS_MS : 1;
     int timeout = (timeout_ms < 0 || timeout_ms > cap) ? cap : timeout_ms;
-    struct pollfd fds[2] = {{.fd = agent->command_fd, .events = POLLIN}, {.fd = state->event_fd, .events = POLLIN}};
-    if (state->event_fd >= 0 && ucp_worker_arm(state->worker) == UCS_ERR_BUSY) return; /* events pending */
-    poll(fds, state->event_fd >= 0 ? 2 : 1, timeout);
+    struct pollfd fds[3] = {{.fd = agent->command_fd, .events = POLLIN}};
+    nfds_t count = 1;
+    if (evented) {
+        if (ucp_worker_arm(state->worker) == UCS_ERR_BUSY) return; /* events pending */
+        fds[count++] = (struct pollfd){.fd = state->event_fd, .events = POLLIN};
+        if (serving) {
+            if (ucp_worker_arm(state->serving.worker) == UCS_ERR_BUSY) return;
+            fds[count++] = (struct pollfd){.fd = state->serving.event_fd, .events = POLLIN};
+        }
+    }
+    poll(fds, count, timeout);
 }
 
 const kvt_backend kvt_ucx_backend = {
@@ -877,6 +986,7 @@ const kvt_backend kvt_ucx_backend = {
     .notify = ucx_notify,
     .probe = ucx_probe,
     .describe = ucx_describe,
+    .fence = ucx_fence,
     .memory_on_any_thread = false,
     .progress = ucx_progress,
     .sleep = ucx_sleep,

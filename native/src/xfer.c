@@ -135,21 +135,24 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
 void kvt_op_free(kvt_op *op) {
     if (!op) return;
     kvt_expansion_free(op->expansion);
-    free(op->descs);
-    free(op->locals);
     free(op);
 }
 
-kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, const uint8_t *notification,
-                   uint32_t notification_length) {
-    kvt_op *op = calloc(1, sizeof *op);
-    if (!op) return NULL;
-    op->descs = malloc((size_t)desc_capacity * sizeof *op->descs);
-    op->locals = malloc((size_t)local_count * sizeof *op->locals);
-    if (!op->descs || !op->locals) {
-        kvt_op_free(op);
-        return NULL;
-    }
+/* One block holds the op (its own completion record), its descriptors, its local region table and the
+ * scratch table of remote slots, so that an op is refused whole at post when memory is short and
+ * nothing after the post allocates on its behalf. */
+kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, uint32_t remote_slot_count,
+                   const uint8_t *notification, uint32_t notification_length, uint32_t **out_remote_slots) {
+    size_t descs_at = (sizeof(kvt_op) + _Alignof(kvt_desc) - 1) / _Alignof(kvt_desc) * _Alignof(kvt_desc);
+    size_t locals_at = descs_at + (size_t)desc_capacity * sizeof(kvt_desc);
+    locals_at = (locals_at + _Alignof(kvt_region *) - 1) / _Alignof(kvt_region *) * _Alignof(kvt_region *);
+    size_t slots_at = locals_at + (size_t)local_count * sizeof(kvt_region *);
+    uint8_t *block = calloc(1, slots_at + (size_t)remote_slot_count * sizeof(uint32_t));
+    if (!block) return NULL;
+    kvt_op *op = (kvt_op *)block;
+    op->descs = (kvt_desc *)(block + descs_at);
+    op->locals = (kvt_region **)(block + locals_at);
+    if (out_remote_slots) *out_remote_slots = (uint32_t *)(block + slots_at);
     op->direction = direction;
     op->local_count = local_count;
     op->status = KVT_IN_PROGRESS;
@@ -212,40 +215,26 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
                               .notification_length = notification_length};
     status = check_post_shape(&req, out_op);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
-    kvt_op *op = kvt_op_new(direction, count, local_region_count, notification, notification_length);
-    uint32_t *remote_slots = malloc((size_t)remote_region_count * sizeof *remote_slots);
-    if (!op || !remote_slots) {
-        free(remote_slots);
-        kvt_op_free(op);
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory for %u descriptors",
-                                                count));
-    }
+    pthread_mutex_lock(&agent->lock);
+    kvt_status injected = kvt_fault_take_locked(agent, KVT_FAULT_ALLOCATION);
+    pthread_mutex_unlock(&agent->lock);
+    uint32_t *remote_slots = NULL;
+    kvt_op *op = injected == KVT_OK ? kvt_op_new(direction, count, local_region_count, remote_region_count, notification,
+                                                 notification_length, &remote_slots)
+                                    : NULL;
+    if (!op)
+        return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
+                                                "kvt_xfer_post: out of memory for an operation of %u descriptors%s",
+                                                count, injected != KVT_OK ? ": injected fault (allocation)" : ""));
     pthread_mutex_lock(&agent->lock);
     status = post_locked(agent, peer_id, peer_generation, &req, op, remote_slots);
     if (status == KVT_OK) *out_op = op->id;
     pthread_mutex_unlock(&agent->lock);
-    free(remote_slots);
     if (status != KVT_OK) kvt_op_free(op);
     return kvt_agent_finish(agent, status);
 }
 
 /* ---- the state machine (progress thread) ---------------------------------------------------------- */
-
-static void push_completion_locked(kvt_agent *agent, uint64_t id) {
-    if (agent->completion_count == agent->completion_capacity) {
-        size_t capacity = agent->completion_capacity ? agent->completion_capacity * 2 : 64;
-        uint64_t *grown = malloc(capacity * sizeof *grown);
-        if (!grown) return; /* the operation stays visible through kvt_xfer_status */
-        for (size_t i = 0; i < agent->completion_count; i++)
-            grown[i] = agent->completions[(agent->completion_head + i) % agent->completion_capacity];
-        free(agent->completions);
-        agent->completions = grown;
-        agent->completion_capacity = capacity;
-        agent->completion_head = 0;
-    }
-    agent->completions[(agent->completion_head + agent->completion_count) % agent->completion_capacity] = id;
-    agent->completion_count++;
-}
 
 static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
     pthread_mutex_lock(&agent->lock);
@@ -262,7 +251,7 @@ static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
     kvt_counter_add(agent, KVT_COUNTER_BYTES_MOVED,
                     (int64_t)atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
     kvt_count_result(agent, status);
-    push_completion_locked(agent, op->id);
+    kvt_completion_push_locked(agent, op);
     kvt_signal_pending_locked(agent);
     pthread_mutex_unlock(&agent->lock);
 }
@@ -408,6 +397,7 @@ kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
                           (unsigned long long)atomic_load_explicit(&op->bytes_done, memory_order_relaxed),
                           (unsigned long long)op->bytes_total);
     } else if (status == KVT_OK) {
+        kvt_completion_remove_locked(agent, op); /* released before it was polled: not reported */
         kvt_map_remove(&agent->ops, op_id);
         kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, -1);
     }

@@ -61,7 +61,9 @@ int test_main(const char *suite, const struct test_entry *cases, size_t count, i
     const char *backend = getenv("KVT_TEST_BACKEND");
     if (backend && strcmp(backend, "ucx") == 0) test_backend = KVT_BACKEND_UCX;
     test_under_valgrind = getenv("KVT_TEST_UNDER_VALGRIND") != NULL;
+    const char *only = argc > 2 && strcmp(argv[1], "--case") == 0 ? argv[2] : NULL;
     for (size_t i = 0; i < count; i++) {
+        if (only && strcmp(cases[i].name, only) != 0) continue;
         current_case = cases[i].name;
         test_skip_reason = NULL;
         cases[i].run();

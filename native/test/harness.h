@@ -52,7 +52,8 @@ typedef struct test_entry {
     const char *name;
     test_case run;
 } test_entry;
-/* With arguments `--source ...` the executable is a source process (source_spawn), not a test run. */
+/* With arguments `--source ...` the executable is a source process (source_spawn), not a test run; with
+ * `--case NAME` it runs that case alone. */
 int test_main(const char *suite, const test_entry *cases, size_t count, int argc, char **argv);
 #define TEST_MAIN(suite, ...)                                                                                         \
     int main(int argc, char **argv) {                                                                                 \

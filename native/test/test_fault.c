@@ -53,7 +53,7 @@ static void fail_nth_post_and_completion(void) {
     CHECK_OK(kvt_xfer_release(agent, first));
     CHECK_OK(kvt_xfer_release(agent, second));
 
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_fault_fail(agent, 7, 1, KVT_ERR_BACKEND));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_fault_fail(agent, KVT_FAULT_ALLOCATION + 1, 1, KVT_ERR_BACKEND));
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_fault_fail(agent, KVT_FAULT_POST, 0, KVT_ERR_BACKEND));
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_fault_fail(agent, KVT_FAULT_POST, 1, KVT_OK));
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_fault_fail(agent, KVT_FAULT_POST, 1, -77));
@@ -113,5 +113,66 @@ static void finite_delay_completes(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+static bool nothing_in_flight(void *context) { return counter(*(uint32_t *)context, KVT_COUNTER_INFLIGHT_OPERATIONS) == 0; }
+
+/* An operation is its own completion record: the only allocation is its record at post (refused whole
+ * when it fails), so every posted operation is reported exactly once, however many end before a poll. */
+static void completions_are_never_dropped(void) {
+    enum { POSTS = 200, REFUSED = 150, RELEASED_UNPOLLED = 7 };
+    uint32_t agent = make_agent("fault-allocation");
+    uint8_t *memory;
+    uint32_t region = alloc_region(agent, 2 * 4096, &memory);
+    uint64_t generation;
+    uint32_t self = load_peer(agent, agent, &generation);
+    CHECK_OK(kvt_fault_delay_completions(agent, KVT_DELAY_FOREVER)); /* all end together, before any poll */
+    CHECK_OK(kvt_fault_fail(agent, KVT_FAULT_ALLOCATION, REFUSED, KVT_ERR_NO_MEMORY));
+    CHECK_OK(kvt_fault_fail(agent, KVT_FAULT_COMPLETION, 10, KVT_ERR_TIMEOUT));
+    uint64_t ops[POSTS];
+    uint32_t posted = 0;
+    for (uint32_t i = 1; i <= POSTS; i++) {
+        uint64_t op = 0;
+        kvt_status status = post_one(agent, KVT_XFER_READ, self, generation, region, 4096, region, 0, 64, &op);
+        if (i == REFUSED) {
+            CHECK(status == KVT_ERR_NO_MEMORY, "post %u: %s, expected the injected NO_MEMORY", i, kvt_status_name(status));
+            CHECK_DETAIL("injected fault (allocation)");
+            CHECK(counter(agent, KVT_COUNTER_LIVE_OPERATIONS) == posted, "the refused post left nothing behind");
+            continue;
+        }
+        CHECK(status == KVT_OK, "post %u: %s (%s)", i, kvt_status_name(status), kvt_last_error_detail());
+        ops[posted++] = op;
+    }
+    CHECK(counter(agent, KVT_COUNTER_ERRORS_FIRST + (uint32_t)(-KVT_ERR_NO_MEMORY - 1)) == 1, "one refusal counted");
+    CHECK_OK(kvt_fault_delay_completions(agent, 0));
+    wait_until(0, nothing_in_flight, &agent, "every operation to end", WAIT_DEADLINE_MS);
+    CHECK_OK(kvt_xfer_release(agent, ops[RELEASED_UNPOLLED]));
+
+    uint32_t seen[POSTS] = {0}, failed = 0, total = 0, n = 0;
+    do {
+        uint64_t ids[7], bytes[7];
+        int32_t statuses[7];
+        CHECK_OK(kvt_agent_poll(agent, 7, ids, statuses, bytes, &n));
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t index = posted;
+            for (uint32_t i = 0; i < posted; i++)
+                if (ops[i] == ids[k]) index = i;
+            CHECK(index < posted, "polled an unknown operation %llu", (unsigned long long)ids[k]);
+            seen[index]++;
+            total++;
+            if (statuses[k] == KVT_ERR_TIMEOUT) failed++;
+            else CHECK(statuses[k] == KVT_OK && bytes[k] == 64, "op %llu: %s after %llu bytes",
+                       (unsigned long long)ids[k], kvt_status_name(statuses[k]), (unsigned long long)bytes[k]);
+        }
+    } while (n > 0);
+    for (uint32_t i = 0; i < posted; i++)
+        CHECK(seen[i] == (i == RELEASED_UNPOLLED ? 0u : 1u), "operation %llu reported %u times",
+              (unsigned long long)ops[i], seen[i]);
+    CHECK(total == posted - 1 && failed == 1, "%u reports, %u with the injected completion fault", total, failed);
+    for (uint32_t i = 0; i < posted; i++)
+        if (i != RELEASED_UNPOLLED) CHECK_OK(kvt_xfer_release(agent, ops[i]));
+    CHECK(counter(agent, KVT_COUNTER_LIVE_OPERATIONS) == 0, "every operation released");
+    free_region(agent, region, memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 TEST_MAIN("fault", TEST(fail_nth_registration), TEST(fail_nth_post_and_completion),
-          TEST(held_read_keeps_everything_busy), TEST(finite_delay_completes))
+          TEST(held_read_keeps_everything_busy), TEST(finite_delay_completes), TEST(completions_are_never_dropped))

@@ -5,11 +5,18 @@
 #include <stdatomic.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static void alloc_is_page_aligned_and_counted(void) {
     uint32_t agent = make_agent("alloc");
@@ -287,7 +294,123 @@ static void the_table_grows_under_loopback_reads(void) {
     CHECK_OK(kvt_agent_destroy(source));
 }
 
+/* Every page of an allocation is backed by the time kvt_mem_alloc returns (prefaulted). */
+static void allocations_are_prefaulted(void) {
+    uint32_t agent = make_agent("prefault");
+    uint64_t length = 4u << 20, address = 0;
+    CHECK_OK(kvt_mem_alloc(agent, length, 0, &address));
+    size_t pages = length / (uint64_t)sysconf(_SC_PAGESIZE), resident = 0;
+    unsigned char *vector = malloc(pages);
+    CHECK(vector && mincore((void *)(uintptr_t)address, length, vector) == 0, "mincore: %s", strerror(errno));
+    for (size_t i = 0; i < pages; i++) resident += vector[i] & 1u;
+    free(vector);
+    CHECK(resident == pages, "%zu of %zu pages resident right after kvt_mem_alloc", resident, pages);
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+#define SMALL_SHM_OPTIONS "size=24m"
+/* kernel.shmmax of the child's IPC namespace: SysV refuses anything larger (UCX's own receive pools fit) */
+#define SYSV_LIMIT "8388608"
+#define TOO_LARGE (64u << 20)
+#define FITS_SHM_ONLY (12u << 20)
+
+static uint64_t shm_free_bytes(void) {
+    struct statvfs shm;
+    CHECK(statvfs("/dev/shm", &shm) == 0, "statvfs /dev/shm: %s", strerror(errno));
+    return (uint64_t)shm.f_bavail * shm.f_frsize;
+}
+
+static bool mapped_from(uint64_t address, const char *needle) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    CHECK(maps != NULL, "open /proc/self/maps");
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, maps)) {
+        unsigned long long start, end;
+        if (sscanf(line, "%llx-%llx", &start, &end) == 2 && address >= start && address < end)
+            found = strstr(line, needle) != NULL;
+    }
+    fclose(maps);
+    return found;
+}
+
+/* Inside full_dev_shm_is_a_typed_refusal's namespaces: /dev/shm is a 24 MiB tmpfs and SysV shared memory
+ * takes at most 8 MiB, so a 64 MiB allocation has no shared memory to go to. */
+static void allocation_in_a_small_shm(void) {
+    if (!getenv("KVT_TEST_SMALL_SHM")) {
+        test_skip_reason = "runs inside the namespaces full_dev_shm_is_a_typed_refusal makes";
+        return;
+    }
+    uint32_t agent = make_agent("small-shm");
+    uint64_t room = shm_free_bytes(), address = 0;
+    CHECK(room < TOO_LARGE && room >= FITS_SHM_ONLY, "/dev/shm is the small tmpfs (%llu bytes free)",
+          (unsigned long long)room);
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc(agent, TOO_LARGE, 0, &address));
+    CHECK_DETAIL("67108864 bytes");
+    char expected[64];
+    snprintf(expected, sizeof expected, "/dev/shm has %llu bytes free", (unsigned long long)room);
+    CHECK_DETAIL(expected);
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the refusal left no allocation");
+    CHECK(shm_free_bytes() == room, "the refusal left nothing in /dev/shm (%llu bytes free, %llu before)",
+          (unsigned long long)shm_free_bytes(), (unsigned long long)room);
+
+    /* The agent goes on: 12 MiB fits in /dev/shm (too large for SysV here), and is backed there at once. */
+    CHECK_OK(kvt_mem_alloc(agent, FITS_SHM_ONLY, 0, &address));
+    CHECK(mapped_from(address, "/dev/shm/"), "the 12 MiB allocation is a /dev/shm segment");
+    CHECK(shm_free_bytes() == room - FITS_SHM_ONLY, "its pages are in /dev/shm (%llu bytes free)",
+          (unsigned long long)shm_free_bytes());
+    memset((void *)(uintptr_t)address, 0x5A, FITS_SHM_ONLY);
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* A full /dev/shm (and SysV shared memory too small) is a typed refusal naming the size and /dev/shm,
+ * not a SIGBUS at first touch nor a silent private fallback. The case runs in a child process this test
+ * puts into a new mount and IPC namespace (as `unshare --mount --ipc` would), with an 8 MiB tmpfs over
+ * /dev/shm. */
+static void full_dev_shm_is_a_typed_refusal(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend allocates private memory, not shared memory");
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
+    self[n] = '\0';
+    size_t count = 0;
+    while (environ[count]) count++;
+    char **env = calloc(count + 2, sizeof *env);
+    CHECK(env != NULL, "out of memory");
+    memcpy(env, environ, count * sizeof *env);
+    env[count] = "KVT_TEST_SMALL_SHM=1";
+    char *const args[] = {self, "--case", "allocation_in_a_small_shm", NULL};
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork");
+    if (child == 0) {
+        if (unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) _exit(77);
+        if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("tmpfs", "/dev/shm", "tmpfs", 0, SMALL_SHM_OPTIONS) != 0)
+            _exit(78);
+        int fd = open("/proc/sys/kernel/shmmax", O_WRONLY);
+        if (fd < 0 || write(fd, SYSV_LIMIT, sizeof SYSV_LIMIT - 1) != (ssize_t)(sizeof SYSV_LIMIT - 1)) _exit(79);
+        close(fd);
+        execve(self, args, env);
+        _exit(80);
+    }
+    free(env);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid");
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        test_skip_reason = "a mount and IPC namespace need CAP_SYS_ADMIN (run as root)";
+        return;
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the allocations in a small /dev/shm failed (exit %d, signal %d; 78: mount, 79: shmmax, 80: exec)",
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
 TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlock_within_the_limit),
           TEST(alloc_with_mlock_refused_by_the_limit), TEST(register_refusals),
           TEST(register_refuses_unmapped_memory), TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions),
-          TEST(the_table_grows_under_loopback_reads))
+          TEST(the_table_grows_under_loopback_reads), TEST(allocations_are_prefaulted),
+          TEST(full_dev_shm_is_a_typed_refusal), TEST(allocation_in_a_small_shm))
