@@ -129,10 +129,6 @@ export class Agent {
     const id = out[0] ?? 0;
     let agent: Agent;
     try {
-      if (heartbeat !== undefined) {
-        const { heartbeatIntervalMs, heartbeatMisses } = heartbeat;
-        check(library, 'kvt_agent_set_heartbeat', library.api.kvt_agent_set_heartbeat(id, heartbeatIntervalMs, heartbeatMisses));
-      }
       const fd = new Int32Array(1);
       check(library, 'kvt_agent_wake_fd', library.api.kvt_agent_wake_fd(id, fd));
       agent = new Agent(library, id, options, duplicateFd(library, fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
@@ -141,6 +137,16 @@ export class Agent {
       throw error;
     }
     await agent.#started;
+    if (heartbeat !== undefined) {
+      // Once started: until then the agent is not live to the library's calls.
+      const { heartbeatIntervalMs, heartbeatMisses } = heartbeat;
+      try {
+        check(library, 'kvt_agent_set_heartbeat', library.api.kvt_agent_set_heartbeat(id, heartbeatIntervalMs, heartbeatMisses));
+      } catch (error) {
+        await agent.close();
+        throw error;
+      }
+    }
     return agent;
   }
 

@@ -56,10 +56,10 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
     expect(counters.heartbeatAnswers).toBeGreaterThanOrEqual(1);
 
     const iteration = reader.peerEvents()[Symbol.asyncIterator]().next();
-    const waiting = reader.nextPeerEvent();
+    const waiting = expect(reader.nextPeerEvent()).rejects.toBeInstanceOf(HandleClosedError);
     await reader.close();
     await expect(iteration).resolves.toEqual({ done: true, value: undefined });
-    await expect(waiting).rejects.toBeInstanceOf(HandleClosedError);
+    await waiting;
     expect(() => peer.watch()).toThrow(HandleClosedError);
     await source.close();
     expect(liveCounters()).toEqual(allZero);
