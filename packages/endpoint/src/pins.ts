@@ -1,0 +1,36 @@
+// What a reader holds once a source granted its pin: the contract between the pin protocol (which
+// obtains, renews and releases pins) and the fetch (which reads the pinned blocks and verifies them).
+import type { RankId } from '@kvreuse/descriptors';
+
+/** Why a source took back, or stopped answering for, a pin its reader still held. */
+export type PinLossReason = 'evicted' | 'shutting-down' | 'superseded' | 'lease-lapsed' | 'source-unresponsive' | 'source-disconnected';
+
+export interface PinLoss {
+  readonly reason: PinLossReason;
+  /** The loss in words, naming the source rank and the pin. */
+  readonly detail: string;
+}
+
+/**
+ * One pin granted by one source rank. The source holds the blocks (no eviction, overwrite,
+ * deregistration or hand-back) until the reader releases the pin or its lease lapses; the reader's
+ * client renews the lease on its own while the pin is held.
+ */
+export interface HeldPin {
+  readonly pinId: string;
+  readonly source: { readonly workerId: string; readonly incarnation: string; readonly epoch: number; readonly rank: RankId };
+  /** The granted blocks: the first `count` of the requested positions, `[start, start + count)` of the prompt's chain. */
+  readonly positions: { readonly start: number; readonly count: number };
+  /** Per granted block, in position order: its block index in the source rank's banks (what a template post names). */
+  readonly sourceBlocks: Uint32Array;
+  /**
+   * Per granted block, the source's checksum of the bytes this reader's rank will read from it: CRC-32 of
+   * the block's rows over the template routes of the (source rank, reader rank) pair, in route order.
+   * Absent when the reader asked for no verification.
+   */
+  readonly checksums?: Uint32Array;
+  /** Settles, once, when the source revokes the pin or stops answering for it; never rejects. */
+  readonly lost: Promise<PinLoss>;
+  /** Gives the pin back. Call only once every operation reading its blocks is quiescent. */
+  release(): Promise<void>;
+}
