@@ -3,6 +3,7 @@
 //   node scripts/dev.mjs test   install everything, then typecheck, lint and run every test
 //   node scripts/dev.mjs demo   install everything, build, run the main job
 //   node scripts/dev.mjs bench  install everything, build, run every benchmark and merge the figures
+//                               (--write-docs: also into the table of docs/benchmarks.md)
 // It installs the system packages the native layer and the tests need (UCX, etcd, valgrind) with apt
 // when it runs as root on Debian, pins pnpm through npx, and installs from the frozen lockfile.
 import { spawnSync } from 'node:child_process';
@@ -130,7 +131,7 @@ function runDemo() {
 function runBench() {
   install();
   pnpm(['exec', 'turbo', 'run', 'bench', '--concurrency=1', '--output-logs=full']);
-  run(process.execPath, [join(root, 'scripts/merge-bench.mjs')]);
+  run(process.execPath, [join(root, 'scripts/merge-bench.mjs'), ...process.argv.slice(3)]);
 }
 
 tasks[task]();

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Merges the figures each package's benchmark wrote to bench/parts/<package>.json into
-// bench/results.json, and rewrites the table between the markers in docs/benchmarks.md.
+// bench/results.json (git-ignored). With --write-docs it also rewrites the table between the markers in
+// the tracked docs/benchmarks.md; without it, measuring never dirties a checkout.
 // A part is { "figures": { "<name>": { "value", "unit", "anchor"?, "ratio"?, "goal"?, "note"? } } }.
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { arch, cpus, totalmem } from 'node:os';
@@ -55,6 +56,11 @@ const table = [
   '|---|---|---|---|---|---|---|',
   ...rows,
 ].join('\n');
+
+if (!process.argv.includes('--write-docs')) {
+  console.log(`merge-bench: ${Object.keys(figures).length} figures from ${parts.length} packages → bench/results.json (docs/benchmarks.md untouched; --write-docs rewrites its table)`);
+  process.exit(0);
+}
 
 const docPath = join(root, 'docs/benchmarks.md');
 const start = '<!-- figures:start -->';
