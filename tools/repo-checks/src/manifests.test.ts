@@ -16,6 +16,7 @@ describe('checkManifests', () => {
     const copy = mkdtempSync(join(tmpdir(), 'kvreuse-manifests-'));
     try {
       cpSync(join(repoRoot, 'tsconfig.json'), join(copy, 'tsconfig.json'));
+      writeFileSync(join(copy, 'LICENSE'), 'another licence\n');
       cpSync(join(repoRoot, 'packages/config'), join(copy, 'packages/config'), {
         recursive: true,
         filter: (src) => !src.includes('node_modules') && !src.includes('/dist'),
@@ -23,11 +24,17 @@ describe('checkManifests', () => {
       const manifestPath = join(copy, 'packages/config/package.json');
       const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
       manifest.sideEffects = true;
-      manifest.dependencies = { ...manifest.dependencies, zod: '^4.6.0', '@kvreuse/descriptors': '*' };
+      manifest.dependencies = { ...manifest.dependencies, zod: '^4.6.0', yaml: '2.9.1', '@kvreuse/descriptors': '*' };
+      manifest.devDependencies = { ...manifest.devDependencies, ajv: '^8.20.0' };
+      manifest.publishConfig = { access: 'public' };
       writeFileSync(manifestPath, JSON.stringify(manifest));
       const messages = checkManifests(copy).map((p) => `${p.packageDir}: ${p.message}`);
       expect(messages).toContain('config: sideEffects must be false');
-      expect(messages).toContain('config: dependencies.zod must pin an exact version, is "^4.6.0"');
+      expect(messages).toContain('config: zod must be a peerDependency, not a dependency: schemas cross package boundaries, so there must be one copy');
+      expect(messages).toContain('config: dependencies.yaml must be a caret range (^x.y.z), is "2.9.1"');
+      expect(messages).toContain('config: devDependencies.ajv must be an exact version, is "^8.20.0"');
+      expect(messages).toContain('config: publishConfig.exports must be exports without the "@kvreuse/source" condition (what npm users resolve)');
+      expect(messages).toContain("config: LICENSE must be a copy of the repository's LICENSE (each package ships its own)");
       expect(messages).toContain('config: dependencies.@kvreuse/descriptors must be "workspace:^", is "*"');
       expect(messages.some((m) => m.startsWith('config: tsconfig.build.json references []'))).toBe(true);
     } finally {

@@ -12,8 +12,27 @@ interface ProjectConfig {
 }
 
 const exactVersion = /^\d+\.\d+\.\d+(-[\w.]+)?$/;
+const caretRange = /^\^\d+\.\d+\.\d+(-[\w.]+)?$/;
 
-function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>): string[] {
+// What a package installed from npm needs: its own dependencies as ranges, so that it deduplicates with
+// the user's; the tools of the repository pinned exactly (the lockfile keeps the repo reproducible).
+const rangeRules = {
+  dependencies: { pattern: caretRange, rule: 'a caret range (^x.y.z)' },
+  peerDependencies: { pattern: caretRange, rule: 'a caret range (^x.y.z)' },
+  devDependencies: { pattern: exactVersion, rule: 'an exact version' },
+} as const;
+
+/** The exports a published package has: the in-repo source condition stripped. */
+function publishedExports(exports: Record<string, unknown> | undefined): unknown {
+  return Object.fromEntries(
+    Object.entries(exports ?? {}).map(([key, entry]) => [
+      key,
+      typeof entry === 'object' && entry !== null ? Object.fromEntries(Object.entries(entry).filter(([condition]) => condition !== '@kvreuse/source')) : entry,
+    ]),
+  );
+}
+
+function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license: string): string[] {
   const { manifest: m, dir } = pkg;
   const problems: string[] = [];
   const expect = (ok: boolean, message: string): void => {
@@ -25,6 +44,12 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>): string[
   expect(m.license === 'Apache-2.0', `license is ${JSON.stringify(m.license)}, expected "Apache-2.0"`);
   expect(m.publishConfig?.access === 'public', 'publishConfig.access must be "public"');
   expect(m.files?.includes('dist') === true, 'files must include "dist"');
+  expect(JSON.stringify(m.publishConfig?.exports) === JSON.stringify(publishedExports(m.exports)),
+    'publishConfig.exports must be exports without the "@kvreuse/source" condition (what npm users resolve)');
+  expect(existsSync(join(pkg.path, 'LICENSE')) && readFileSync(join(pkg.path, 'LICENSE'), 'utf8') === license,
+    'LICENSE must be a copy of the repository\'s LICENSE (each package ships its own)');
+  expect(m.dependencies?.['zod'] === undefined,
+    'zod must be a peerDependency, not a dependency: schemas cross package boundaries, so there must be one copy');
 
   const entry = m.exports?.['.'] as Record<string, unknown> | undefined;
   expect(entry?.['@kvreuse/source'] === './src/index.ts', 'exports["."]["@kvreuse/source"] must be "./src/index.ts"');
@@ -47,7 +72,8 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>): string[
         internal.push(name.slice('@kvreuse/'.length));
         expect(range === 'workspace:^', `${field}.${name} must be "workspace:^", is ${JSON.stringify(range)}`);
       } else {
-        expect(exactVersion.test(range), `${field}.${name} must pin an exact version, is ${JSON.stringify(range)}`);
+        const { pattern, rule } = rangeRules[field];
+        expect(pattern.test(range), `${field}.${name} must be ${rule}, is ${JSON.stringify(range)}`);
       }
     }
   }
@@ -65,7 +91,8 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>): string[
 export function checkManifests(repoRoot: string): ManifestProblem[] {
   const root = readJson<ProjectConfig>(join(repoRoot, 'tsconfig.json'));
   const rootReferences = new Set((root.references ?? []).map((r) => r.path));
+  const license = readFileSync(join(repoRoot, 'LICENSE'), 'utf8');
   return listPackages(repoRoot).flatMap((pkg) =>
-    problemsOf(pkg, rootReferences).map((message) => ({ packageDir: pkg.dir, message })),
+    problemsOf(pkg, rootReferences, license).map((message) => ({ packageDir: pkg.dir, message })),
   );
 }

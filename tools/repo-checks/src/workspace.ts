@@ -9,7 +9,7 @@ export interface PackageManifest {
   files?: string[];
   exports?: Record<string, unknown>;
   scripts?: Record<string, string>;
-  publishConfig?: { access?: string };
+  publishConfig?: { access?: string; exports?: Record<string, unknown> };
   dependencies?: Record<string, string>;
   devDependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
