@@ -1,2 +1,3 @@
-export { EndpointError, type EndpointErrorCode, EndpointOptionError } from './errors.js';
+export { EndpointError, type EndpointErrorCode, EndpointOptionError, EndpointStateError } from './errors.js';
+export { EndpointLifecycle, type EndpointState, endpointStates, type EndpointTransition } from './lifecycle.js';
 export type { HeldPin, PinLoss, PinLossReason } from './pins.js';

@@ -1,0 +1,74 @@
+// The endpoint's explicit lifecycle: which state it is in, which calls each state allows, and an event for
+// every transition, so a caller (and the metrics) always knows where an endpoint stands.
+import { EndpointStateError } from './errors.js';
+
+export type EndpointState =
+  | 'created'
+  | 'registering'
+  | 'registered'
+  | 'publishing'
+  | 'published'
+  | 'ready'
+  | 'draining'
+  | 'drained'
+  | 'closing'
+  | 'closed';
+
+/** The states each state may move to. A failed step goes back to where it started, so it can be retried. */
+const next: Readonly<Record<EndpointState, readonly EndpointState[]>> = {
+  created: ['registering', 'closing'],
+  registering: ['registered', 'created'],
+  registered: ['publishing', 'draining'],
+  publishing: ['published', 'registered'],
+  // Readiness comes and goes with the other ranks' parts and the gates.
+  published: ['ready', 'draining'],
+  ready: ['published', 'draining'],
+  draining: ['drained'],
+  drained: ['closing'],
+  closing: ['closed'],
+  closed: [],
+};
+
+export const endpointStates = Object.keys(next) as readonly EndpointState[];
+
+export interface EndpointTransition {
+  readonly from: EndpointState;
+  readonly to: EndpointState;
+  /** Why, in words: the call that moved it, or the readiness reason. */
+  readonly reason: string;
+}
+
+export class EndpointLifecycle {
+  #state: EndpointState = 'created';
+  readonly #listeners = new Set<(transition: EndpointTransition) => void>();
+
+  get state(): EndpointState {
+    return this.#state;
+  }
+
+  /** Calls `listener` after every transition; the returned function removes it. A throwing listener is reported as a warning and does not stop the others. */
+  onTransition(listener: (transition: EndpointTransition) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Throws `EndpointStateError` unless the endpoint is in one of `allowed`: `operation` names the call refused. */
+  require(operation: string, allowed: readonly EndpointState[]): void {
+    if (!allowed.includes(this.#state)) throw new EndpointStateError(operation, this.#state, allowed);
+  }
+
+  /** Moves to `to`; throws `EndpointStateError` (nothing changes) when the current state does not lead there. */
+  move(to: EndpointState, reason: string): void {
+    const from = this.#state;
+    if (!next[from].includes(to)) throw new EndpointStateError(`move to ${to}`, from, endpointStates.filter((state) => next[state].includes(to)));
+    this.#state = to;
+    const transition = { from, to, reason };
+    for (const listener of this.#listeners) {
+      try {
+        listener(transition);
+      } catch (error) {
+        process.emitWarning(`endpoint: a transition listener threw: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
+  }
+}
