@@ -73,7 +73,8 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
     for (const file of listSourceFiles(pkg.path)) {
       const text = readFileSync(join(pkg.path, file), 'utf8');
       const shipped = isShippedSource(file);
-      for (const { fileName: specifier } of ts.preProcessFile(text, true, true).importedFiles) {
+      // require() calls are looked for in JavaScript only: in ESM TypeScript a method named `require` is no import.
+      for (const { fileName: specifier } of ts.preProcessFile(text, true, /\.[cm]?js$/.test(file)).importedFiles) {
         if (specifier.startsWith('.')) {
           const target = resolve(dirname(join(pkg.path, file)), specifier);
           if (target !== pkg.path && !target.startsWith(pkg.path + sep)) {

@@ -1,0 +1,93 @@
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type Bump, bumped, checkChangesets, readChangesets } from './changesets.js';
+import { listPackages } from './workspace.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
+const changesetBin = join(repoRoot, 'node_modules/@changesets/cli/bin.js');
+const scratchDirs: string[] = [];
+afterAll(() => scratchDirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+/** A copy of what `changeset version` reads and writes: the workspace's manifests and the pending changesets. */
+function scratchCopy(): string {
+  const copy = mkdtempSync(join(tmpdir(), 'kvreuse-changesets-'));
+  scratchDirs.push(copy);
+  for (const file of ['package.json', 'pnpm-workspace.yaml']) cpSync(join(repoRoot, file), join(copy, file));
+  cpSync(join(repoRoot, '.changeset'), join(copy, '.changeset'), { recursive: true });
+  for (const group of ['packages', 'tools']) {
+    for (const dir of readdirSync(join(repoRoot, group))) {
+      const manifest = join(repoRoot, group, dir, 'package.json');
+      if (!existsSync(manifest)) continue;
+      mkdirSync(join(copy, group, dir), { recursive: true });
+      cpSync(manifest, join(copy, group, dir, 'package.json'));
+    }
+  }
+  return copy;
+}
+
+function version(copy: string): void {
+  const result = spawnSync(process.execPath, [changesetBin, 'version'], { cwd: copy, encoding: 'utf8' });
+  expect(result.status, result.stderr).toBe(0);
+}
+
+function manifestOf(copy: string, dir: string): { version: string; dependencies?: Record<string, string> } {
+  return JSON.parse(readFileSync(join(copy, 'packages', dir, 'package.json'), 'utf8'));
+}
+
+describe('changesets', () => {
+  it('every pending changeset names real packages with a known bump and speaks to users', () => {
+    expect(checkChangesets(repoRoot)).toEqual([]);
+  });
+
+  it('names each problem with its file', () => {
+    const copy = scratchCopy();
+    mkdirSync(join(copy, 'packages/config'), { recursive: true });
+    writeFileSync(join(copy, '.changeset/bad.md'), "---\n'@kvreuse/nope': minor\n'@kvreuse/config': huge\n---\n\nReview: the test is faster.\n");
+    writeFileSync(join(copy, '.changeset/bare.md'), 'no frontmatter\n');
+    const problems = checkChangesets(copy).map(({ file, message }) => `${file}: ${message}`);
+    expect(problems).toEqual([
+      'bad.md: names @kvreuse/nope, which is not a package of the repository',
+      'bad.md: gives @kvreuse/config the bump "huge" (major, minor or patch)',
+      'bad.md: reads like a review note ("Review"): say what changed for the package\'s users',
+      'bare.md: has no frontmatter naming the packages and their bumps',
+    ]);
+  });
+
+  it('changeset version turns a stacked series into the right versions and changelogs, round after round', () => {
+    const copy = scratchCopy();
+    const pending = readChangesets(repoRoot);
+    const packages = listPackages(repoRoot);
+    const before = new Map(packages.map((pkg) => [pkg.dir, pkg.manifest]));
+
+    version(copy);
+    const firstRound = new Map<string, string>();
+    for (const { dir, manifest } of packages) {
+      const bumps = pending.flatMap((changeset) => changeset.releases.filter((r) => r.name === manifest.name).map((r) => r.bump as Bump));
+      const after = manifestOf(copy, dir);
+      expect(after.version, manifest.name).toBe(bumped((before.get(dir) as { version?: string }).version ?? '0.0.0', bumps));
+      firstRound.set(dir, after.version);
+      // Inside the repository, packages keep depending on each other through the workspace.
+      for (const [name, range] of Object.entries(after.dependencies ?? {})) if (name.startsWith('@kvreuse/')) expect(range, `${manifest.name} → ${name}`).toBe('workspace:^');
+      if (bumps.length > 0) {
+        const changelog = readFileSync(join(copy, 'packages', dir, 'CHANGELOG.md'), 'utf8');
+        expect(changelog.startsWith(`# ${manifest.name}\n\n## ${after.version}\n`)).toBe(true);
+        for (const changeset of pending.filter((c) => c.releases.some((r) => r.name === manifest.name))) {
+          expect(changelog, `${changeset.file} in ${manifest.name}'s changelog`).toContain((changeset.summary.split('\n')[0] ?? '').trim());
+        }
+      }
+    }
+    expect(readdirSync(join(copy, '.changeset')).sort()).toEqual(['README.md', 'config.json']);
+
+    // The next change of the series: a patch to the descriptors, on top of the released versions.
+    writeFileSync(join(copy, '.changeset/next.md'), "---\n'@kvreuse/descriptors': patch\n---\n\nA fix users can read about.\n");
+    version(copy);
+    expect(manifestOf(copy, 'descriptors').version).toBe(bumped(firstRound.get('descriptors') ?? '', ['patch']));
+    expect(manifestOf(copy, 'config').version).toBe(firstRound.get('config'));
+    const changelog = readFileSync(join(copy, 'packages/descriptors/CHANGELOG.md'), 'utf8');
+    expect(changelog.indexOf('A fix users can read about.')).toBeLessThan(changelog.indexOf(`## ${firstRound.get('descriptors')}`));
+  });
+});
