@@ -64,6 +64,8 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
   const readme = join(pkg.path, 'README.md');
   expect(existsSync(readme) && /```(ts|typescript)\n/.test(readFileSync(readme, 'utf8')),
     'README.md must exist and hold a usage example in a ```ts block');
+  expect(existsSync(readme) && readFileSync(readme, 'utf8').includes('](../../docs/glossary.md)'),
+    'README.md must link the glossary (../../docs/glossary.md)');
 
   const internal: string[] = [];
   for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
