@@ -89,5 +89,5 @@ describe('changesets', () => {
     expect(manifestOf(copy, 'config').version).toBe(firstRound.get('config'));
     const changelog = readFileSync(join(copy, 'packages/descriptors/CHANGELOG.md'), 'utf8');
     expect(changelog.indexOf('A fix users can read about.')).toBeLessThan(changelog.indexOf(`## ${firstRound.get('descriptors')}`));
-  });
+  }, 120_000); // two `changeset version` runs, several seconds each on a loaded machine
 });
