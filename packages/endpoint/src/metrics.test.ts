@@ -1,0 +1,106 @@
+import { createServer } from 'node:http';
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { EndpointOptionError } from './errors.js';
+import { EndpointMetrics } from './metrics.js';
+
+/** The value of the series `name{labels}` in Prometheus' text format, whatever order its labels are written in. */
+function sample(text: string, series: string): number | undefined {
+  const parse = (written: string): { name: string; labels: string } => {
+    const open = written.indexOf('{');
+    if (open < 0) return { name: written, labels: '' };
+    const labels = written.slice(open + 1, written.lastIndexOf('}')).match(/[a-z_]+="[^"]*"/g) ?? [];
+    return { name: written.slice(0, open), labels: [...labels].sort().join(',') };
+  };
+  const wanted = parse(series);
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line === '') continue;
+    const space = line.lastIndexOf(' ');
+    const found = parse(line.slice(0, space));
+    if (found.name === wanted.name && found.labels === wanted.labels) return Number(line.slice(space + 1));
+  }
+  return undefined;
+}
+
+describe('EndpointMetrics', () => {
+  it('counts transfers, bytes, blocks and durations by side, tier and link class', async () => {
+    const metrics = new EndpointMetrics({ labels: { worker: 'prefill-0' } });
+    metrics.transferCompleted({ side: 'pull', blocks: 42, bytes: 308_281_344, durationMs: 35, tier: 'host', linkClass: 'same-host' });
+    metrics.transferCompleted({ side: 'pull', blocks: 2, bytes: 14_680_064, durationMs: 2, tier: 'host', linkClass: 'same-host' });
+    const text = await metrics.text();
+    const labels = 'side="pull",tier="host",link_class="same-host",worker="prefill-0"';
+    expect(sample(text, `kvreuse_transfers_total{${labels}}`)).toBe(2);
+    expect(sample(text, `kvreuse_transfer_bytes_total{${labels}}`)).toBe(322_961_408);
+    expect(sample(text, `kvreuse_transfer_blocks_total{${labels}}`)).toBe(44);
+    expect(sample(text, `kvreuse_transfer_duration_seconds_count{${labels}}`)).toBe(2);
+    expect(sample(text, `kvreuse_transfer_duration_seconds_bucket{le="0.0025",${labels}}`)).toBe(1);
+    expect(sample(text, `kvreuse_transfer_duration_seconds_bucket{le="0.05",${labels}}`)).toBe(2);
+  });
+
+  it('reports failures by code, pins, banks, the lifecycle state and decisions', async () => {
+    const metrics = new EndpointMetrics();
+    metrics.transferFailed('pull', 'REMOTE_DISCONNECT');
+    metrics.transferFailed('pull', 'REMOTE_DISCONNECT');
+    metrics.pinsHeld('serve', 3);
+    metrics.banks({ registered: 56, retained: 2, quarantined: 1 });
+    metrics.state('ready');
+    metrics.decision('recompute', 'too-short');
+    const text = await metrics.text();
+    expect(sample(text, 'kvreuse_transfer_failures_total{side="pull",code="REMOTE_DISCONNECT"}')).toBe(2);
+    expect(sample(text, 'kvreuse_pins_held{side="serve"}')).toBe(3);
+    expect(sample(text, 'kvreuse_pins_held{side="pull"}')).toBe(0);
+    expect(sample(text, 'kvreuse_banks{state="quarantined"}')).toBe(1);
+    expect(sample(text, 'kvreuse_endpoint_state{state="ready"}')).toBe(1);
+    expect(sample(text, 'kvreuse_endpoint_state{state="created"}')).toBe(0);
+    expect(sample(text, 'kvreuse_route_decisions_total{action="recompute",reason="too-short"}')).toBe(1);
+  });
+
+  it('refuses values that would corrupt a series, naming them, and records nothing', async () => {
+    const metrics = new EndpointMetrics();
+    expect(() => metrics.transferCompleted({ side: 'pull', blocks: 1, bytes: Number.NaN, durationMs: 1, tier: 'host', linkClass: 'network' })).toThrow(
+      new EndpointOptionError('transfer.bytes', Number.NaN, 'a finite number ≥ 0'),
+    );
+    expect(() => metrics.pinsHeld('pull', -1)).toThrow('endpoint option pinsHeld.pull = -1 is refused: a whole number ≥ 0');
+    expect(() => metrics.state('sleeping' as never)).toThrow(EndpointOptionError);
+    expect(() => new EndpointMetrics({ labels: { 'bad-name': 'x' } })).toThrow('metrics.labels.bad-name');
+    expect(() => new EndpointMetrics({ registry: {} as Registry })).toThrow('metrics.registry');
+    expect(await metrics.text()).not.toContain('kvreuse_transfers_total{');
+  });
+
+  it('registers into a registry the caller owns', async () => {
+    const registry = new Registry();
+    new EndpointMetrics({ registry }).decision('fetch', 'worth-it');
+    expect(await registry.metrics()).toContain('kvreuse_route_decisions_total{action="fetch",reason="worth-it"} 1');
+  });
+
+  it('serves GET /metrics on 127.0.0.1, 404 elsewhere, and closes', async () => {
+    const metrics = new EndpointMetrics();
+    metrics.decision('fetch', 'worth-it');
+    const listener = await metrics.listen(0);
+    try {
+      const ok = await fetch(`http://127.0.0.1:${listener.port}/metrics`);
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get('content-type')).toContain('text/plain');
+      expect(await ok.text()).toContain('kvreuse_route_decisions_total{action="fetch",reason="worth-it"} 1');
+      const missing = await fetch(`http://127.0.0.1:${listener.port}/other`);
+      expect(missing.status).toBe(404);
+      await missing.text();
+    } finally {
+      await listener.close();
+    }
+    await expect(fetch(`http://127.0.0.1:${listener.port}/metrics`)).rejects.toThrow();
+  });
+
+  it('a port in use rejects with the system error and a bad port is refused before listening', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const address = taken.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    try {
+      await expect(new EndpointMetrics().listen(port)).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+    expect(() => new EndpointMetrics().listen(70_000)).toThrow('endpoint option metrics.port = 70000 is refused');
+  });
+});
