@@ -14,5 +14,5 @@ export function oneLine(error: unknown): string {
     const items = problemLines(error);
     return items.length === 1 && items[0] === head ? head : `${head} ${items.join('; ')}`;
   }
-  return message.replace(/\s*\n\s*/g, ' ');
+  return message.replace(/\s+/g, ' ').trim();
 }
