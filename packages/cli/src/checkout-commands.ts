@@ -41,6 +41,8 @@ export const demo: Command = {
   help: () => `The setting flags and KVREUSE_* variables go to the main job, on top of its bundled example settings file.\n\n${settingsHelp(kvreuseSettings)}`,
   async run(args, context) {
     if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    // The flags and variables are checked here first, so that a mistake is one line and exit 2, as everywhere.
+    kvreuseSettings.resolve({ env: context.env, argv: args.settingsArgv });
     const root = requireCheckout(this.name, context);
     const tsx = join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs');
     runOrShow(root, [process.execPath, tsx, '--conditions=@kvreuse/source', join(root, 'tools', 'demo', 'src', 'demo.ts'), ...args.settingsArgv], args, context);
