@@ -9,12 +9,17 @@ function noPositionals(command: string, positionals: readonly string[]): void {
   if (positionals.length > 0) throw new UsageError(command, `unexpected argument ${JSON.stringify(positionals[0])}`);
 }
 
-export const configShow: Command = {
-  name: 'config show',
-  summary: 'Every resolved setting and where its value came from: a file line, a KVREUSE_* variable, a flag, or the default.',
+/** The usage, options and help of a command that resolves every setting from a file, the environment and flags. */
+const readsEverySetting = {
   usage: '[--config <file>] [--json] [setting flags]',
   options: [configOption, jsonOption],
   help: () => settingsHelp(kvreuseSettings),
+} as const;
+
+export const configShow: Command = {
+  name: 'config show',
+  summary: 'Every resolved setting and where its value came from: a file line, a KVREUSE_* variable, a flag, or the default.',
+  ...readsEverySetting,
   async run(args, context) {
     noPositionals(this.name, args.positionals);
     const resolved = resolveCommandSettings(args, context);
@@ -29,9 +34,7 @@ export const configShow: Command = {
 export const configValidate: Command = {
   name: 'config validate',
   summary: 'Checks a settings file together with the KVREUSE_* environment and the setting flags, and prints every problem.',
-  usage: '[--config <file>] [--json] [setting flags]',
-  options: [configOption, jsonOption],
-  help: () => settingsHelp(kvreuseSettings),
+  ...readsEverySetting,
   async run(args, context) {
     noPositionals(this.name, args.positionals);
     const file = settingsFileOf(args, context);
