@@ -20,15 +20,16 @@ function runOrShow(root: string, argv: readonly string[], args: CommandArgs, con
 export const bench: Command = {
   name: 'bench',
   summary: "Runs every benchmark of the repository with its anchors (the checkout's `npm run bench`) and merges the figures; runs from a checkout.",
-  usage: '[--dry-run]',
-  options: [dryRunOption],
+  usage: '[--write-docs] [--dry-run]',
+  options: [{ name: 'write-docs', description: 'also rewrite the figures table of docs/benchmarks.md' }, dryRunOption],
   help: () =>
-    'It installs what the benchmarks need, builds, runs each package\'s benchmarks one at a time and merges their figures into bench/results.json and docs/benchmarks.md.\n',
+    "It installs what the benchmarks need, builds, runs each package's benchmarks one at a time and merges their figures into bench/results.json (git-ignored).\n",
   async run(args, context) {
     const extra = [...args.positionals, ...args.settingsArgv];
     if (extra.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(extra[0])}`);
     const root = requireCheckout(this.name, context);
-    runOrShow(root, [process.execPath, join(root, 'scripts', 'dev.mjs'), 'bench'], args, context);
+    const writeDocs = args.options.has('write-docs') ? ['--write-docs'] : [];
+    runOrShow(root, [process.execPath, join(root, 'scripts', 'dev.mjs'), 'bench', ...writeDocs], args, context);
   },
 };
 

@@ -23,6 +23,11 @@ describe('kvreuse bench in a checkout', () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toBe(`in ${repoRoot}: ${process.execPath} ${join(repoRoot, 'scripts/dev.mjs')} bench\n`);
   });
+
+  it('--write-docs is passed on to the merge of the figures', async () => {
+    const run = await runBinary(['bench', '--write-docs', '--dry-run'], { cwd: repoRoot });
+    expect(run.stdout).toBe(`in ${repoRoot}: ${process.execPath} ${join(repoRoot, 'scripts/dev.mjs')} bench --write-docs\n`);
+  });
 });
 
 describe('kvreuse demo in a checkout', () => {
