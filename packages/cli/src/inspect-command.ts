@@ -1,5 +1,4 @@
 import type { Settings } from '@kvreuse/config';
-import { loadTransport } from '@kvreuse/native-bindings';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import {
   defaultInventoryPrefix,
@@ -18,6 +17,7 @@ import { UsageError } from './errors.js';
 import { inspectGroupsHelp } from './help-groups.js';
 import { summarizeInventoryBatch, type InventorySummary } from './inventory-summary.js';
 import { jsonOption, wantsJson } from './json.js';
+import { nativeCapabilities } from './native.js';
 import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
 
 /** One published rank part, as inspect reports it. */
@@ -86,14 +86,14 @@ async function inventoryOf(store: DiscoveryStore, now: number): Promise<{ summar
 }
 
 /** The declared profile as the admission gate readiness uses, as a worker's own process would install it. */
-function gateOf(settings: Settings): ReadinessGate | undefined {
+function gateOf(settings: Settings, cwd: string): ReadinessGate | undefined {
   const profile = declaredProfile(settings);
-  return profile === undefined ? undefined : admissionGate(profile, { capabilities: loadTransport().capabilities(), settings });
+  return profile === undefined ? undefined : admissionGate(profile, { capabilities: nativeCapabilities(settings, cwd), settings });
 }
 
 /** Everything discovery holds about workers: readiness with its reasons, rank parts, inventory. */
-export async function inspectDiscovery(store: DiscoveryStore, settings: Settings, now: number): Promise<{ workers: InspectedWorker[]; refusedInventory: string[] }> {
-  const admission = gateOf(settings);
+export async function inspectDiscovery(store: DiscoveryStore, settings: Settings, cwd: string, now: number): Promise<{ workers: InspectedWorker[]; refusedInventory: string[] }> {
+  const admission = gateOf(settings, cwd);
   const { summaries, refused } = await inventoryOf(store, now);
   const ids = [...new Set([...(await listWorkerIds(store, defaultKeyPrefix)), ...summaries.keys()])].sort();
   const workers: InspectedWorker[] = [];
@@ -150,7 +150,7 @@ export const inspect: Command = {
     const { settings } = resolveCommandSettings(args, context);
     const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
     try {
-      const result = await inspectDiscovery(store, settings, Date.now());
+      const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
       const where = settings.discovery.backend === 'sqlite' ? `sqlite ${settings.discovery.sqlitePath}` : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
       if (wantsJson(args)) {
         context.stdout(`${JSON.stringify({ discovery: where, ...result }, null, 2)}\n`);

@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type Settings } from '@kvreuse/config';
 import { assembleWorker, safeParseRankPart, type Worker } from '@kvreuse/descriptors';
-import { loadTransport } from '@kvreuse/native-bindings';
 import { admit, builtInProfile, type BuiltInProfileName, builtInProfileNames, builtInProfiles, declaredProfile, loadProfileFile, type Profile } from '@kvreuse/profile-admission';
 import { defaultKeyPrefix, watchWorkerReadiness } from '@kvreuse/registry';
 import type { CliContext, Command } from './command.js';
@@ -10,6 +9,7 @@ import { openPublishedDiscovery } from './discovery.js';
 import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
 import { profileGroupsHelp } from './help-groups.js';
 import { jsonOption, wantsJson } from './json.js';
+import { nativeCapabilities } from './native.js';
 import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
 
 function rolesOf(profile: Profile): string {
@@ -131,7 +131,7 @@ export const profilesCheck: Command = {
       ...(args.options.get('worker') ?? []).map((file) => workerFromFile(resolve(context.cwd, file))),
       ...(await workersFromDiscovery(args.options.get('worker-id') ?? [], settings, context)),
     ];
-    const capabilities = loadTransport().capabilities();
+    const capabilities = nativeCapabilities(settings, context.cwd);
     const result = admit(profile, { workers, capabilities, settings });
     const reasons = result.admitted ? [] : result.reasons;
     if (wantsJson(args)) {

@@ -65,6 +65,17 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(run.stdout).toContain('worker decode-half: not ready (incarnation inc-1)\n  not ready because (incomplete): missing ranks (tp 0, pp 0)\n');
   });
 
+  it('with a declared profile installed as the admission gate, a worker it refuses is not ready, with the gate\'s reasons', async () => {
+    const run = await runBinary(['inspect', '--json', '--profile-name', 'llama-3.1-8b-bf16-b64'], { env });
+    expect(run.status).toBe(0);
+    const report = JSON.parse(run.stdout) as { workers: { workerId: string; ready: boolean; reasons: { kind: string; gate?: string; message: string }[] }[] };
+    const [refused] = report.workers;
+    expect(refused).toMatchObject({ workerId: 'decode-0', ready: false });
+    expect(refused!.reasons).toEqual([
+      expect.objectContaining({ kind: 'gate', gate: 'profile llama-3.1-8b-bf16-b64', message: expect.stringContaining('worker decode-0: geometry.numLayers: expected 32, actual 28') }),
+    ]);
+  });
+
   it('profiles check --worker-id admits the worker found in discovery against the Qwen3-0.6B profile', async () => {
     const run = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker-id', 'decode-0', '--inventory-hash-seed', 'Qwen/Qwen3-0.6B'], { env });
     expect(run.stderr).toBe('');

@@ -68,6 +68,12 @@ describe('kvreuse profiles check', () => {
     expect(run.stderrLines).toEqual([`kvreuse: profile llama-3.1-8b-bf16-b64 refuses these facts (${reasons.length} reasons) [ADMISSION_REFUSED]`]);
   });
 
+  it('a native library that is not where transport.library says: one line naming where it looked, exit 1', async () => {
+    const run = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--transport-library', join(dir, 'libnone.so')]);
+    expect(run).toMatchObject({ status: 1, stdout: '' });
+    expect(run.stderrLines).toEqual([expect.stringMatching(new RegExp(`^kvreuse: libkvreuse_transport not found; looked at "${join(dir, 'libnone.so')}"\\. .*\\[LIBRARY_NOT_FOUND\\]$`))]);
+  });
+
   it('without a profile named or declared: usage error, exit 2', async () => {
     const run = await runBinary(['profiles', 'check', '--worker', decodeWorker]);
     expect(run.status).toBe(2);
