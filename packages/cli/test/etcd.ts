@@ -17,6 +17,9 @@ export async function closedPort(): Promise<number> {
 
 export interface RunningEtcd {
   readonly url: string;
+  /** SIGSTOP: its connections stay open and nothing answers. */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -49,7 +52,7 @@ export async function startEtcd(): Promise<RunningEtcd> {
       async (response) => response.ok && ((await response.json()) as { health?: string }).health === 'true',
       () => false,
     );
-    if (healthy) return { url, stop };
+    if (healthy) return { url, stop, pause: () => child.kill('SIGSTOP'), resume: () => child.kill('SIGCONT') };
     await delay(50);
   }
 }

@@ -29,6 +29,17 @@ describe('kvreuse inspect on a real etcd', () => {
     expect(run.stdout).toMatch(/worker decode-etcd: ready \(incarnation inc-1, epoch \d+\)\n  rank tp0\/pp0: decode, incarnation inc-1, epoch \d+, 56 banks \(dram\) 3,670,016 bytes, agent decode-etcd-tp0-\d+ generation 57\n/);
     expect(run.stdout).toContain('  inventory: gpu 0 blocks, host 3 blocks (advisory; incarnation inc-1, batch 0)\n');
   });
+
+  it('an etcd that accepts connections and never answers (SIGSTOP): exit 1 and one line once the request deadline passes, never a hang', async () => {
+    etcd.pause();
+    try {
+      const run = await runBinary(['inspect', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url]);
+      expect(run).toMatchObject({ status: 1, stdout: '' });
+      expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: etcd discovery: .*\[DISCOVERY_UNAVAILABLE\]$/)]);
+    } finally {
+      etcd.resume();
+    }
+  }, 60_000);
 });
 
 describe('kvreuse inspect against an etcd that nothing listens on', () => {
