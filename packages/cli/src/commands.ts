@@ -1,0 +1,8 @@
+import { bench, demo } from './checkout-commands.js';
+import type { Command } from './command.js';
+import { configSchema, configShow, configValidate } from './config-commands.js';
+import { inspect } from './inspect-command.js';
+import { profilesCheck, profilesList, profilesShow } from './profiles-commands.js';
+
+/** Every command of the binary, in the order `kvreuse --help` lists them. */
+export const commands: readonly Command[] = [configShow, configValidate, configSchema, profilesList, profilesShow, profilesCheck, inspect, bench, demo];

@@ -1,0 +1,17 @@
+import { describe, expect, it } from 'vitest';
+import { AdmissionRefusedError, ChildCommandError, CliError, DiscoveryNotFoundError, InputFileError, NotACheckoutError, UnknownCommandError, UsageError } from './errors.js';
+
+describe('the errors of @kvreuse/cli', () => {
+  it.each([
+    [new UsageError('inspect', 'unexpected argument "x"'), 'USAGE', 2, 'inspect: unexpected argument "x" (see kvreuse inspect --help)'],
+    [new UnknownCommandError('dump', ['show', 'schema'], 'config'), 'UNKNOWN_COMMAND', 2, 'unknown command "dump" of kvreuse config: expected one of show, schema (see kvreuse config --help)'],
+    [new InputFileError('/w.json', 'must hold a JSON array of rank parts'), 'INPUT_FILE', 2, '/w.json: must hold a JSON array of rank parts'],
+    [new DiscoveryNotFoundError('/d.sqlite'), 'DISCOVERY_NOT_FOUND', 2, 'discovery.sqlite_path = /d.sqlite: no such file (no worker has published to it; set --discovery-sqlite-path)'],
+    [new AdmissionRefusedError('p', 1), 'ADMISSION_REFUSED', 1, 'profile p refuses these facts (1 reason)'],
+    [new NotACheckoutError('bench', '/tmp'), 'NOT_A_CHECKOUT', 1, 'bench runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run bench); /tmp is not inside one'],
+    [new ChildCommandError('node x', 3), 'CHILD_FAILED', 1, 'node x exited with 3'],
+  ])('%s: code, exit status and message', (error, code, exitCode, message) => {
+    expect(error).toBeInstanceOf(CliError);
+    expect(error).toMatchObject({ code, exitCode, message, name: error.constructor.name });
+  });
+});

@@ -1,0 +1,98 @@
+// Typed errors of @kvreuse/cli. Each carries a stable `code` and the exit status the binary ends with:
+// 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
+
+export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND';
+
+export abstract class CliError extends Error {
+  abstract readonly code: CliErrorCode;
+  abstract readonly exitCode: 1 | 2;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A command line the command does not take: an unknown option, a missing or extra argument. */
+export class UsageError extends CliError {
+  readonly code = 'USAGE';
+  readonly exitCode = 2;
+  constructor(
+    readonly command: string,
+    problem: string,
+  ) {
+    super(`${command}: ${problem} (see kvreuse ${command} --help)`);
+  }
+}
+
+/** A command or subcommand that does not exist; names the closest one when there is one. */
+export class UnknownCommandError extends CliError {
+  readonly code = 'UNKNOWN_COMMAND';
+  readonly exitCode = 2;
+  constructor(
+    readonly command: string,
+    readonly known: readonly string[],
+    parent = '',
+  ) {
+    const where = parent === '' ? 'kvreuse' : `kvreuse ${parent}`;
+    super(`unknown command ${JSON.stringify(command)} of ${where}: expected one of ${known.join(', ')} (see ${where} --help)`);
+  }
+}
+
+/** A file the user named that cannot be read or does not hold what the command expects. */
+export class InputFileError extends CliError {
+  readonly code = 'INPUT_FILE';
+  readonly exitCode = 2;
+  constructor(
+    readonly path: string,
+    problem: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${path}: ${problem}`, options);
+  }
+}
+
+/** The SQLite discovery file the settings name does not exist: inspecting it would create an empty one. */
+export class DiscoveryNotFoundError extends CliError {
+  readonly code = 'DISCOVERY_NOT_FOUND';
+  readonly exitCode = 2;
+  constructor(readonly path: string) {
+    super(`discovery.sqlite_path = ${path}: no such file (no worker has published to it; set --discovery-sqlite-path)`);
+  }
+}
+
+/** A command that only runs from a kvreuse repository checkout (bench, demo) was run outside one. */
+export class NotACheckoutError extends CliError {
+  readonly code = 'NOT_A_CHECKOUT';
+  readonly exitCode = 1;
+  constructor(
+    readonly command: string,
+    readonly from: string,
+  ) {
+    super(`${command} runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run ${command}); ${from} is not inside one`);
+  }
+}
+
+/** A command this one delegates to (the benchmark runner, the main job) failed or could not start. */
+export class ChildCommandError extends CliError {
+  readonly code = 'CHILD_FAILED';
+  readonly exitCode = 1;
+  constructor(
+    readonly commandLine: string,
+    readonly status: number | string,
+  ) {
+    super(`${commandLine} exited with ${status}`);
+  }
+}
+
+/** `profiles check`: the profile refuses the facts; the reasons are on stdout. */
+export class AdmissionRefusedError extends CliError {
+  readonly code = 'ADMISSION_REFUSED';
+  readonly exitCode = 1;
+  constructor(
+    readonly profile: string,
+    readonly reasons: number,
+  ) {
+    super(`profile ${profile} refuses these facts (${reasons} reason${reasons === 1 ? '' : 's'})`);
+  }
+}

@@ -1,0 +1,14 @@
+export type { CliContext } from './command.js';
+export {
+  AdmissionRefusedError,
+  ChildCommandError,
+  CliError,
+  type CliErrorCode,
+  DiscoveryNotFoundError,
+  InputFileError,
+  NotACheckoutError,
+  UnknownCommandError,
+  UsageError,
+} from './errors.js';
+export { cliVersion, exitCodeOf, runCli } from './run.js';
+export { type InventorySummary, summarizeInventoryBatch } from './inventory-summary.js';

@@ -1,0 +1,167 @@
+import type { Settings } from '@kvreuse/config';
+import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
+import {
+  defaultInventoryPrefix,
+  defaultKeyPrefix,
+  type DiscoveryStore,
+  type NotReadyReason,
+  type ReadinessGate,
+  safeDecodeRankPartRecord,
+  safeParseInventoryBatch,
+  watchWorkerReadiness,
+  workerPartsPrefix,
+} from '@kvreuse/registry';
+import type { CliContext, Command } from './command.js';
+import { listWorkerIds, openPublishedDiscovery } from './discovery.js';
+import { UsageError } from './errors.js';
+import { inspectGroupsHelp } from './help-groups.js';
+import { summarizeInventoryBatch, type InventorySummary } from './inventory-summary.js';
+import { jsonOption, wantsJson } from './json.js';
+import { nativeCapabilities } from './native.js';
+import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
+
+/** One published rank part, as inspect reports it. */
+export interface InspectedRankPart {
+  readonly tpRank: number;
+  readonly ppRank: number;
+  readonly incarnation: string;
+  readonly epoch: number;
+  readonly role: string;
+  readonly banks: number;
+  readonly memoryKinds: readonly string[];
+  readonly bytes: string;
+  readonly agentName: string;
+  readonly generation: number;
+}
+
+export interface InspectedWorker {
+  readonly workerId: string;
+  readonly ready: boolean;
+  readonly incarnation: string | undefined;
+  readonly epoch: number | undefined;
+  readonly reasons: readonly NotReadyReason[];
+  readonly rankParts: readonly InspectedRankPart[];
+  /** Refused parts (malformed, or under a key they do not match): the key and why. */
+  readonly refusedParts: readonly { readonly key: string; readonly reason: string }[];
+  readonly inventory: InventorySummary | undefined;
+}
+
+async function rankPartsOf(store: DiscoveryStore, workerId: string): Promise<Pick<InspectedWorker, 'rankParts' | 'refusedParts'>> {
+  const { entries } = await store.list(workerPartsPrefix(workerId, defaultKeyPrefix));
+  const rankParts: InspectedRankPart[] = [];
+  const refusedParts: { key: string; reason: string }[] = [];
+  for (const entry of entries) {
+    const decoded = safeDecodeRankPartRecord(entry.key, entry.value, defaultKeyPrefix);
+    if (!decoded.success) {
+      refusedParts.push({ key: entry.key, reason: decoded.error.message });
+      continue;
+    }
+    const { part, epoch } = decoded.data;
+    rankParts.push({
+      tpRank: part.parallel.tpRank,
+      ppRank: part.parallel.ppRank,
+      incarnation: part.incarnation,
+      epoch,
+      role: part.role,
+      banks: part.banks.length,
+      memoryKinds: [...new Set(part.banks.map((bank) => bank.memKind))],
+      bytes: part.banks.reduce((sum, bank) => sum + bank.bytes, 0n).toString(),
+      agentName: part.transport.agentName,
+      generation: part.transport.generation,
+    });
+  }
+  return { rankParts, refusedParts };
+}
+
+async function inventoryOf(store: DiscoveryStore, now: number): Promise<{ summaries: Map<string, InventorySummary>; refused: string[] }> {
+  const { entries } = await store.list(defaultInventoryPrefix);
+  const summaries = new Map<string, InventorySummary>();
+  const refused: string[] = [];
+  for (const entry of entries) {
+    const parsed = safeParseInventoryBatch(entry.value);
+    if (parsed.success) summaries.set(parsed.data.workerId, summarizeInventoryBatch(parsed.data, now));
+    else refused.push(`${entry.key}: ${parsed.error.message}`);
+  }
+  return { summaries, refused };
+}
+
+/** The declared profile as the admission gate readiness uses, as a worker's own process would install it. */
+function gateOf(settings: Settings, cwd: string): ReadinessGate | undefined {
+  const profile = declaredProfile(settings);
+  return profile === undefined ? undefined : admissionGate(profile, { capabilities: nativeCapabilities(settings, cwd), settings });
+}
+
+/** Everything discovery holds about workers: readiness with its reasons, rank parts, inventory. */
+export async function inspectDiscovery(store: DiscoveryStore, settings: Settings, cwd: string, now: number): Promise<{ workers: InspectedWorker[]; refusedInventory: string[] }> {
+  const admission = gateOf(settings, cwd);
+  const { summaries, refused } = await inventoryOf(store, now);
+  const ids = [...new Set([...(await listWorkerIds(store, defaultKeyPrefix)), ...summaries.keys()])].sort();
+  const workers: InspectedWorker[] = [];
+  for (const workerId of ids) {
+    const watch = await watchWorkerReadiness(store, workerId, {
+      ...(admission === undefined ? {} : { admissionGate: admission }),
+      onChange: () => {},
+      logger: { warn: () => {} },
+    });
+    const readiness = watch.current;
+    await watch.close();
+    workers.push({
+      workerId,
+      ready: readiness.ready,
+      incarnation: readiness.incarnation,
+      epoch: readiness.ready ? readiness.epoch : undefined,
+      reasons: readiness.ready ? [] : readiness.reasons,
+      ...(await rankPartsOf(store, workerId)),
+      inventory: summaries.get(workerId),
+    });
+  }
+  return { workers, refusedInventory: refused };
+}
+
+function renderWorker(worker: InspectedWorker): string[] {
+  const head = worker.ready
+    ? `worker ${worker.workerId}: ready (incarnation ${worker.incarnation}, epoch ${worker.epoch})`
+    : `worker ${worker.workerId}: not ready${worker.incarnation === undefined ? '' : ` (incarnation ${worker.incarnation})`}`;
+  const lines = [head, ...worker.reasons.map((reason) => `  not ready because (${reason.kind}): ${reason.message}`)];
+  for (const part of worker.rankParts) {
+    lines.push(
+      `  rank tp${part.tpRank}/pp${part.ppRank}: ${part.role}, incarnation ${part.incarnation}, epoch ${part.epoch}, ` +
+        `${part.banks} banks (${part.memoryKinds.join(', ')}) ${BigInt(part.bytes).toLocaleString('en-US')} bytes, agent ${part.agentName} generation ${part.generation}`,
+    );
+  }
+  for (const refused of worker.refusedParts) lines.push(`  refused part ${refused.key}: ${refused.reason}`);
+  const inventory = worker.inventory;
+  lines.push(
+    inventory === undefined
+      ? '  inventory: none published'
+      : `  inventory: ${Object.entries(inventory.blocks).map(([tier, blocks]) => `${tier} ${blocks} blocks`).join(', ')} (advisory; incarnation ${inventory.incarnation}, batch ${inventory.seq})`,
+  );
+  return lines;
+}
+
+export const inspect: Command = {
+  name: 'inspect',
+  summary: 'What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts, and its retained inventory per tier.',
+  usage: '[--config <file>] [--json] [setting flags]',
+  options: [configOption, jsonOption],
+  help: () => `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
+  async run(args, context) {
+    if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    const { settings } = resolveCommandSettings(args, context);
+    const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
+    try {
+      const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
+      const where = settings.discovery.backend === 'sqlite' ? `sqlite ${settings.discovery.sqlitePath}` : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
+      if (wantsJson(args)) {
+        context.stdout(`${JSON.stringify({ discovery: where, ...result }, null, 2)}\n`);
+        return;
+      }
+      const ready = result.workers.filter((worker) => worker.ready).length;
+      const lines = [`discovery ${where}: ${result.workers.length} workers, ${ready} ready`, ...result.workers.flatMap(renderWorker)];
+      for (const refused of result.refusedInventory) lines.push(`refused inventory ${refused}`);
+      context.stdout(`${lines.join('\n')}\n`);
+    } finally {
+      await store.close();
+    }
+  },
+};

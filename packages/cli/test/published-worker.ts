@@ -1,0 +1,65 @@
+// A real worker published to real discovery, as a decode worker's process does it: loopback agents,
+// kvreuse-owned banks registered per rank, rank parts under a lease, and a retained inventory batch.
+import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
+import { type Agent, type Allocation, loadTransport } from '@kvreuse/native-bindings';
+import {
+  Bank,
+  buildRankPart,
+  claimIncarnationEpoch,
+  type DiscoveryStore,
+  type InventoryEvent,
+  InventoryPublisher,
+  kvreuseOwner,
+  publishRankParts,
+  registerRank,
+  type RegisteredRank,
+  releaseRank,
+  transportMetadataOf,
+} from '@kvreuse/registry';
+
+const transport = loadTransport();
+
+export interface PublishedWorker {
+  withdraw(): Promise<void>;
+}
+
+export interface WorkerPublication {
+  readonly workerId: string;
+  /** Ranks of a TP 2 Qwen3-0.6B decode worker that register and publish (both by default). */
+  readonly tpRanks?: readonly number[];
+  readonly inventory?: readonly InventoryEvent[];
+}
+
+export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks = [0, 1], inventory }: WorkerPublication): Promise<PublishedWorker> {
+  const geometry = referenceGeometries['qwen3-0.6b'];
+  const identity = { workerId, incarnation: 'inc-1', role: 'decode', geometry, tpSize: 2, ppSize: 1, dpRank: 0 } as const;
+  const agents: Agent[] = [];
+  const allocations: Allocation[] = [];
+  const ranks: RegisteredRank[] = [];
+  for (const tpRank of tpRanks) {
+    const agent = await transport.createAgent({ name: `${workerId}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
+    agents.push(agent);
+    const layout = layoutRankBanks(geometry, { tpRank, tpSize: 2, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 1 });
+    const banks = layout.map((bank, index) => {
+      const allocation = agent.allocate(bank.bytes);
+      allocations.push(allocation);
+      return Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
+    });
+    ranks.push(await registerRank({ agent, banks }));
+  }
+  const lease = await store.grantLease(60_000);
+  const { epoch } = await claimIncarnationEpoch(store, identity);
+  const parts = ranks.map((rank, index) => buildRankPart(identity, rank, transportMetadataOf(agents[index]!)));
+  await publishRankParts(store, parts, { lease: lease.id, epoch });
+  const publisher = new InventoryPublisher(store, { workerId, incarnation: identity.incarnation, epoch, lease: lease.id });
+  if (inventory !== undefined) await publisher.publish(inventory);
+  return {
+    async withdraw() {
+      await publisher.withdraw();
+      await store.revokeLease(lease.id);
+      for (const rank of ranks) await releaseRank(rank);
+      for (const allocation of allocations) if (allocation.isOpen) allocation.free();
+      for (const agent of agents) await agent.close();
+    },
+  };
+}
