@@ -1,0 +1,135 @@
+import { defaultSettings } from '@kvreuse/config';
+import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
+import { type Agent, loadTransport } from '@kvreuse/native-bindings';
+import { Bank, kvreuseOwner, MemoryDiscoveryStore, type WorkerIdentity } from '@kvreuse/registry';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { EndpointOptionError, EndpointStateError } from './errors.js';
+import type { EndpointTransition } from './lifecycle.js';
+import { EndpointMetrics } from './metrics.js';
+import { ReuseEndpoint } from './reuse-endpoint.js';
+
+const transport = loadTransport();
+const geometry = referenceGeometries['qwen3-0.6b'];
+const settings = defaultSettings;
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0 });
+});
+
+const worker = (incarnation = 'inc-1'): WorkerIdentity => ({ workerId: 'decode-0', incarnation, role: 'decode', geometry, tpSize: 2, ppSize: 1, dpRank: 0 });
+
+/** One rank as its process would set it up: its agent and its kvreuse-owned banks, not yet registered. */
+async function rankEndpoint(store: MemoryDiscoveryStore, tpRank: number, extra: { metrics?: EndpointMetrics; incarnation?: string } = {}): Promise<{ endpoint: ReuseEndpoint; agent: Agent; transitions: EndpointTransition[] }> {
+  const identity = worker(extra.incarnation);
+  const agent = await transport.createAgent({ name: `${identity.workerId}-${identity.incarnation}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
+  const layout = layoutRankBanks(geometry, { tpRank, tpSize: 2, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 2 });
+  const banks = await Promise.all(
+    layout.map(async (bank, index) => {
+      const allocation = await agent.allocate(bank.bytes);
+      return Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
+    }),
+  );
+  const endpoint = new ReuseEndpoint({ agent, discovery: store, worker: identity, rank: { tpRank, ppRank: 0 }, banks, settings, ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }) });
+  const transitions: EndpointTransition[] = [];
+  endpoint.onTransition((transition) => transitions.push(transition));
+  cleanups.push(() => endpoint.close());
+  return { endpoint, agent, transitions };
+}
+
+function openStore(): MemoryDiscoveryStore {
+  const store = new MemoryDiscoveryStore();
+  cleanups.unshift(() => store.close());
+  return store;
+}
+
+describe('ReuseEndpoint', () => {
+  it('a TP 2 worker: each rank registers and publishes; both are ready only once both are published; a drained rank makes the other not ready', async () => {
+    const store = openStore();
+    const metrics = new EndpointMetrics();
+    const rank0 = await rankEndpoint(store, 0, { metrics });
+    const rank1 = await rankEndpoint(store, 1);
+
+    await rank0.endpoint.register();
+    expect(rank0.endpoint.registered?.banks).toHaveLength(56);
+    await rank0.endpoint.publish();
+    expect(rank0.endpoint.state).toBe('published');
+    expect(rank0.endpoint.readiness).toMatchObject({ ready: false });
+
+    await rank1.endpoint.register();
+    await rank1.endpoint.publish();
+    await vi.waitFor(() => expect(rank0.endpoint.state).toBe('ready'), { timeout: 20_000, interval: 5 });
+    expect(rank1.endpoint.state).toBe('ready');
+    expect(await metrics.text()).toContain('kvreuse_endpoint_state{state="ready"} 1');
+
+    const report = await rank1.endpoint.drain({ deadlineMs: 5_000 });
+    expect(report.banksReturned).toHaveLength(56);
+    expect(report.banksRetained).toEqual([]);
+    expect(rank1.endpoint.state).toBe('drained');
+    await vi.waitFor(() => expect(rank0.endpoint.state).toBe('published'), { timeout: 20_000, interval: 5 });
+    expect(rank0.transitions.at(-1)?.reason).toMatch(/^worker not ready: missing ranks \(tp 1/);
+
+    expect(rank1.transitions.map(({ to }) => to)).toEqual(['registering', 'registered', 'publishing', 'published', 'ready', 'draining', 'drained']);
+    const closed = await rank1.endpoint.close();
+    expect(closed.agentDestroyed).toBe(true);
+    expect(rank1.endpoint.state).toBe('closed');
+    // close() without drain() drains first, in the same order.
+    const result = await rank0.endpoint.close();
+    expect(result.report.banksReturned).toHaveLength(56);
+    expect(rank0.transitions.slice(-4).map(({ to }) => to)).toEqual(['draining', 'drained', 'closing', 'closed']);
+  });
+
+  it('a failed registration leaves every bank with its owner and the endpoint created; a retry succeeds', async () => {
+    const store = openStore();
+    const { endpoint, agent, transitions } = await rankEndpoint(store, 0);
+    agent.faults.failNth('register', 30, 'NO_MEMORY');
+    await expect(endpoint.register()).rejects.toThrow(/NO_MEMORY/);
+    expect(endpoint.state).toBe('created');
+    expect(endpoint.registered).toBeUndefined();
+    expect(transport.counters().liveRegistrations).toBe(0);
+    expect(transitions.map(({ to }) => to)).toEqual(['registering', 'created']);
+    expect(transitions[1]?.reason).toMatch(/^registration failed: .*NO_MEMORY/);
+
+    await endpoint.register();
+    expect(endpoint.state).toBe('registered');
+    expect(transport.counters().liveRegistrations).toBe(56);
+  });
+
+  it('refuses calls its state does not allow, naming the call and the state, and changes nothing', async () => {
+    const store = openStore();
+    const { endpoint, transitions } = await rankEndpoint(store, 0);
+    await expect(endpoint.publish()).rejects.toThrow(new EndpointStateError('publish', 'created', ['registered']));
+    await expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow('drain is not allowed while the endpoint is created (only while registered, published, ready)');
+    await endpoint.register();
+    await expect(endpoint.register()).rejects.toThrow('register is not allowed while the endpoint is registered (only while created)');
+    expect(transitions.map(({ to }) => to)).toEqual(['registering', 'registered']);
+    await endpoint.close();
+    expect(() => endpoint.close()).not.toThrow();
+    await expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow('drain is not allowed while the endpoint is closed');
+  });
+
+  it('a newer incarnation superseding this one: the old endpoint is never ready again, the new one is', async () => {
+    const store = openStore();
+    const old0 = await rankEndpoint(store, 0, { incarnation: 'inc-1' });
+    const old1 = await rankEndpoint(store, 1, { incarnation: 'inc-1' });
+    for (const { endpoint } of [old0, old1]) {
+      await endpoint.register();
+      await endpoint.publish();
+    }
+    await vi.waitFor(() => expect(old0.endpoint.state).toBe('ready'), { timeout: 20_000, interval: 5 });
+    const new0 = await rankEndpoint(store, 0, { incarnation: 'inc-2' });
+    const new1 = await rankEndpoint(store, 1, { incarnation: 'inc-2' });
+    for (const { endpoint } of [new0, new1]) {
+      await endpoint.register();
+      await endpoint.publish();
+    }
+    await vi.waitFor(() => expect(new0.endpoint.state).toBe('ready'), { timeout: 20_000, interval: 5 });
+    await vi.waitFor(() => expect(old0.endpoint.state).toBe('published'), { timeout: 20_000, interval: 5 });
+    expect(new0.endpoint.epoch).toBeGreaterThan(old0.endpoint.epoch as number);
+  });
+
+  it('checks its options before touching anything', () => {
+    expect(() => new ReuseEndpoint(undefined as never)).toThrow(EndpointOptionError);
+    expect(() => new ReuseEndpoint({ banks: [] } as never)).toThrow('endpoint option agent = undefined is refused: an object');
+  });
+});

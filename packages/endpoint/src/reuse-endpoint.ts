@@ -1,0 +1,231 @@
+// One rank's reuse endpoint: its banks registered with its agent, its rank part published under a lease,
+// its worker's readiness followed, its operations recorded in a ledger, and its drain and shutdown in
+// the drain package's source-first order — each step a lifecycle transition.
+import type { Settings } from '@kvreuse/config';
+import type { RankId } from '@kvreuse/descriptors';
+import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
+import type { Agent, PostRequest } from '@kvreuse/native-bindings';
+import {
+  type Bank,
+  buildRankPart,
+  type DiscoveryStore,
+  type RankPublication,
+  type ReadinessGate,
+  registerRank,
+  type RegisteredRank,
+  startRankPublication,
+  transportMetadataOf,
+  watchWorkerReadiness,
+  type WorkerIdentity,
+  type WorkerReadiness,
+  type WorkerReadinessWatch,
+} from '@kvreuse/registry';
+import { EndpointOptionError } from './errors.js';
+import { EndpointLifecycle, type EndpointState, type EndpointTransition } from './lifecycle.js';
+import type { EndpointMetrics } from './metrics.js';
+
+export interface ReuseEndpointOptions {
+  /** This rank's native agent, started (`await transport.createAgent(...)`); the endpoint closes it at shutdown. */
+  readonly agent: Agent;
+  readonly discovery: DiscoveryStore;
+  readonly worker: WorkerIdentity;
+  readonly rank: RankId;
+  /** This rank's banks, adopted and not yet registered, in the order the rank part lists them. */
+  readonly banks: readonly Bank[];
+  /** The resolved `transport` and `discovery` settings: deadlines, the abandon timeout, the lease TTL. */
+  readonly settings: Pick<Settings, 'transport' | 'discovery'>;
+  /** Readiness gates of this worker, and the profile-admission gate (required for `vram` banks). */
+  readonly gates?: readonly ReadinessGate[];
+  readonly admissionGate?: ReadinessGate;
+  /** Waits for readers' pins during a drain (the pin server's); without it, no reader is waited for. */
+  readonly waitForReaders?: WaitForReaders;
+  /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
+  readonly withdrawInventory?: () => Promise<unknown>;
+  readonly metrics?: EndpointMetrics;
+  readonly keyPrefix?: string;
+  readonly clock?: Clock;
+}
+
+const optionalFunctions = ['waitForReaders', 'withdrawInventory'] as const;
+
+function checkOptions(options: ReuseEndpointOptions): void {
+  if (typeof options !== 'object' || options === null) throw new EndpointOptionError('options', options, 'an options object');
+  for (const name of ['agent', 'discovery', 'worker', 'rank', 'settings'] as const) {
+    if (typeof options[name] !== 'object' || options[name] === null) throw new EndpointOptionError(name, options[name], 'an object');
+  }
+  if (!Array.isArray(options.banks) || options.banks.length === 0) throw new EndpointOptionError('banks', options.banks, "a non-empty array of this rank's banks");
+  for (const name of optionalFunctions) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') throw new EndpointOptionError(name, options[name], 'a function');
+  }
+  const { transport, discovery } = options.settings;
+  if (typeof transport !== 'object' || transport === null) throw new EndpointOptionError('settings.transport', transport, 'the resolved transport settings');
+  if (typeof discovery !== 'object' || discovery === null) throw new EndpointOptionError('settings.discovery', discovery, 'the resolved discovery settings');
+}
+
+/**
+ * One rank of a worker, as its own process runs it: `register()` → `publish()` → ready (when every rank
+ * of the worker is published and every gate passes) → `drain()` → `close()`. Every transition is
+ * reported (`onTransition`); a call the state does not allow throws `EndpointStateError` and changes
+ * nothing. A failed registration leaves every bank with its owner and the endpoint `created`; a failed
+ * publication leaves it `registered`; both can be retried.
+ */
+export class ReuseEndpoint {
+  readonly #options: ReuseEndpointOptions;
+  readonly #lifecycle = new EndpointLifecycle();
+  readonly #clock: Clock;
+  /** Peers this rank reads from; the fetch records each with the incarnation it announced. */
+  readonly peers: PeerBook;
+  /** Every native operation this rank posts; drains wait for them, quarantine the ones that never end. */
+  readonly ledger: OperationLedger<PostRequest>;
+  readonly #drain: DrainController<PostRequest>;
+  #registered: RegisteredRank | undefined;
+  #publication: RankPublication | undefined;
+  #readiness: WorkerReadinessWatch | undefined;
+  #shutdown: Promise<ShutdownResult> | undefined;
+
+  constructor(options: ReuseEndpointOptions) {
+    checkOptions(options);
+    this.#options = options;
+    this.#clock = options.clock ?? systemClock;
+    this.peers = new PeerBook(() => this.#clock.now());
+    this.ledger = new OperationLedger<PostRequest>({ agent: options.agent, peers: this.peers, timeouts: options.settings.transport, clock: this.#clock });
+    this.#drain = new DrainController<PostRequest>({
+      ledger: this.ledger,
+      shutdownDeadlineMs: options.settings.transport.shutdownDeadlineMs,
+      agent: options.agent,
+      withdrawRankParts: () => this.#withdrawPublication(),
+      ...(options.withdrawInventory === undefined ? {} : { withdrawInventory: options.withdrawInventory }),
+      ...(options.waitForReaders === undefined ? {} : { waitForReaders: options.waitForReaders }),
+    });
+    if (options.metrics !== undefined) {
+      const { metrics } = options;
+      this.#lifecycle.onTransition(({ to }) => metrics.state(to));
+    }
+  }
+
+  get state(): EndpointState {
+    return this.#lifecycle.state;
+  }
+
+  /** The registered rank, once `register()` succeeded. */
+  get registered(): RegisteredRank | undefined {
+    return this.#registered;
+  }
+
+  /** The worker's readiness as last seen, once published. */
+  get readiness(): WorkerReadiness | undefined {
+    return this.#readiness?.current;
+  }
+
+  /** The epoch discovery handed this incarnation, once published. */
+  get epoch(): number | undefined {
+    return this.#publication?.epoch;
+  }
+
+  onTransition(listener: (transition: EndpointTransition) => void): () => void {
+    return this.#lifecycle.onTransition(listener);
+  }
+
+  /** Registers every bank with the agent, all or nothing (`registerRank`). */
+  async register(options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {}): Promise<RegisteredRank> {
+    this.#lifecycle.require('register', ['created']);
+    this.#lifecycle.move('registering', 'register()');
+    try {
+      const { agent, banks } = this.#options;
+      this.#registered = await registerRank({ agent, banks, ...options });
+    } catch (error) {
+      this.#lifecycle.move('created', `registration failed: ${error instanceof Error ? error.message : String(error)}`);
+      throw error;
+    }
+    this.#drain.addRank(this.#registered);
+    this.#options.metrics?.banks({ registered: this.#registered.banks.length, retained: 0, quarantined: 0 });
+    this.#lifecycle.move('registered', `${this.#registered.banks.length} banks registered with ${this.#options.agent.name}`);
+    return this.#registered;
+  }
+
+  /**
+   * Publishes this rank's part under a lease (`startRankPublication`) and follows the worker's readiness:
+   * the endpoint is `ready` while every rank of this incarnation is published and every gate passes.
+   */
+  async publish(): Promise<void> {
+    this.#lifecycle.require('publish', ['registered']);
+    const registered = this.#registered as RegisteredRank;
+    const { discovery, worker, agent, settings, keyPrefix } = this.#options;
+    this.#lifecycle.move('publishing', 'publish()');
+    try {
+      const part = buildRankPart(worker, registered, transportMetadataOf(agent));
+      const prefix = keyPrefix === undefined ? {} : { keyPrefix };
+      this.#publication = await startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix });
+      this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {
+        onChange: (readiness) => this.#onReadiness(readiness),
+        ...(this.#options.gates === undefined ? {} : { gates: this.#options.gates }),
+        ...(this.#options.admissionGate === undefined ? {} : { admissionGate: this.#options.admissionGate }),
+        ...prefix,
+      });
+    } catch (error) {
+      await this.#publication?.withdraw().catch(() => undefined);
+      this.#publication = undefined;
+      this.#lifecycle.move('registered', `publication failed: ${error instanceof Error ? error.message : String(error)}`);
+      throw error;
+    }
+    this.#lifecycle.move('published', `rank part of tp${this.#options.rank.tpRank}/pp${this.#options.rank.ppRank} published at epoch ${this.#publication.epoch}`);
+    this.#onReadiness(this.#readiness.current);
+  }
+
+  #onReadiness(readiness: WorkerReadiness): void {
+    const state = this.#lifecycle.state;
+    // Only this incarnation's readiness counts, and only while published (not before, not once draining).
+    const ready = readiness.ready && readiness.incarnation === this.#options.worker.incarnation;
+    if (ready && state === 'published') this.#lifecycle.move('ready', `worker ${readiness.workerId} is ready at epoch ${readiness.epoch}`);
+    else if (!ready && state === 'ready') {
+      const why = readiness.ready ? `incarnation ${readiness.incarnation} is the ready one` : readiness.reasons.map((reason) => reason.message).join('; ');
+      this.#lifecycle.move('published', `worker not ready: ${why}`);
+    }
+  }
+
+  async #withdrawPublication(): Promise<void> {
+    await this.#readiness?.close();
+    await this.#publication?.withdraw();
+  }
+
+  /**
+   * Drains this rank, source side first: withdraws its part (the worker turns not ready) and its
+   * inventory, waits for readers' pins, stops intake, waits for its own operations (cancelling, then
+   * quarantining, those that outlive the deadline), deregisters and hands banks back. Once only.
+   */
+  async drain(options: { readonly deadlineMs: number }): Promise<DrainReport> {
+    this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
+    this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
+    const report = await this.#drain.drain(options);
+    this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
+    this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
+    return report;
+  }
+
+  /**
+   * Shuts down: drains first if that was not done, invalidates peers, closes the agent (with what is
+   * left of `deadlineMs`, `transport.shutdownDeadlineMs` by default). Idempotent: later calls return the first result.
+   */
+  close(options: { readonly deadlineMs?: number } = {}): Promise<ShutdownResult> {
+    if (this.#shutdown !== undefined) return this.#shutdown;
+    this.#lifecycle.require('close', ['created', 'registered', 'published', 'ready', 'drained']);
+    this.#shutdown = this.#close(options);
+    return this.#shutdown;
+  }
+
+  async #close(options: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
+    const state = this.#lifecycle.state;
+    if (state === 'registered' || state === 'published' || state === 'ready') this.#lifecycle.move('draining', 'close() before drain()');
+    if (this.#lifecycle.state === 'draining') {
+      const result = await this.#drain.shutdown(options);
+      this.#lifecycle.move('drained', `${result.report.banksReturned.length} banks returned, ${result.banksRetained.length} retained`);
+      this.#lifecycle.move('closing', 'close()');
+      this.#lifecycle.move('closed', result.agentDestroyed ? 'agent closed' : 'agent kept for quarantined operations');
+      return result;
+    }
+    this.#lifecycle.move('closing', 'close()');
+    const result = await this.#drain.shutdown(options);
+    this.#lifecycle.move('closed', result.agentDestroyed ? 'agent closed' : 'agent kept for quarantined operations');
+    return result;
+  }
+}
