@@ -1,6 +1,7 @@
-import { blockHashFunction } from '@kvreuse/registry';
+import { checkCompatibility } from '@kvreuse/descriptors';
+import { blockHashFunction, blockHashScheme, hashBlockChain } from '@kvreuse/registry';
 import { describe, expect, it } from 'vitest';
-import { readyOf, Scenario, settingsOf, workerOf } from '../test/support.js';
+import { profile, readyOf, Scenario, settingsOf, workerOf } from '../test/support.js';
 import { TransferCalibration } from './calibration.js';
 import { decide, type RouteDecision } from './decide.js';
 import { RouteRequestError, RouterOptionError } from './errors.js';
@@ -213,7 +214,7 @@ describe('decide: candidates', () => {
     ['a warming source', (s: Scenario) => s.addSource(workerOf('decode-1'), 1, { blocks: 8 }, { complete: false }), 'source-warming'],
     ['a busy source', (s: Scenario) => busy(s, 4), 'source-busy'],
     ['a source of another block size', (s: Scenario) => s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, blockTokens: 16 } }), 1, { blocks: 8 }), 'incompatible'],
-    ['a source of another bank layout (another salt)', (s: Scenario) => s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, bankLayout: 'fully-contiguous' } }), 1, { blocks: 8 }), 'incompatible'],
+    ['a source of another head order (same hashes, blocks that cannot move as they are)', (s: Scenario) => s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, headOrder: 'NHD' } }), 1, { blocks: 8 }), 'incompatible'],
     ['a source that retains no more than the destination holds', (s: Scenario) => s.addSource(workerOf('decode-1'), 1, { blocks: 2 }), 'no-extension'],
     ['a GPU-only source without GPU reuse', gpuSource, 'gpu-not-admitted'],
   ] as const)('rejects %s, and recomputes with no candidate', (_name, setup, reason) => {
@@ -222,6 +223,17 @@ describe('decide: candidates', () => {
     const decision = route(s, 2);
     expect(decision).toMatchObject({ action: 'recompute', reason: 'no-candidate', candidatesConsidered: 1 });
     expect(decision.rejected.map((rejection) => rejection.reason)).toEqual([reason]);
+  });
+
+  it("pulls from a compatible source that lays its banks out differently: its hashes are the destination's", () => {
+    const s = scenario();
+    const contiguous = workerOf('decode-1', { geometry: { ...workerOf('x').geometry, bankLayout: 'fully-contiguous' } });
+    expect(contiguous.geometryDigest).not.toBe(s.destination.geometryDigest);
+    expect(checkCompatibility(contiguous, s.destination).ok).toBe(true);
+    // The source hashes what it retains with its own geometry: the same chain as the destination's.
+    expect(hashBlockChain(s.tokens, blockHashScheme(contiguous.geometry, profile.blockHash.seed))).toEqual(s.chain);
+    s.addSource(contiguous, 1, { blocks: 8 });
+    expect(route(s, 2)).toMatchObject({ action: 'fetch', source: { workerId: 'decode-1', blocks: { start: 2, count: 6 } } });
   });
 
   it('rejects a source that declares another block hash function or seed', () => {

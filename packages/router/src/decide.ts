@@ -334,14 +334,11 @@ function tierOf(prefix: AdvisoryRetainedPrefix, gpu: boolean): SourceTier | unde
 
 /** Why blocks cannot move from the source to the destination, or undefined if they can. */
 function incompatibility(sources: SourceBook, state: SourceState, destination: Worker, seed: string): string | undefined {
+  // The block salt covers the KV content only: workers that lay their banks out differently share hashes
+  // and meet here, where checkCompatibility says whether the blocks can move.
   const declared = state.blockHash;
   if (declared !== undefined && (declared.function !== blockHashFunction || declared.seed !== seed)) {
     return `${state.workerId} hashes blocks with ${declared.function} seeded ${JSON.stringify(declared.seed)}; the router with ${blockHashFunction} seeded ${JSON.stringify(seed)}`;
-  }
-  // The block salt covers the geometry digest: another digest means hashes that never match.
-  if (state.worker.geometryDigest !== destination.geometryDigest) {
-    const because = sources.incompatibility(state, destination) ?? `their geometries differ (bank layout ${state.worker.geometry.bankLayout} → ${destination.geometry.bankLayout})`;
-    return `${state.workerId} salts its block hashes with geometry digest ${state.worker.geometryDigest.slice(0, 12)}…, the destination with ${destination.geometryDigest.slice(0, 12)}…: ${because}`;
   }
   return sources.incompatibility(state, destination);
 }

@@ -3,7 +3,7 @@
 import { resolveSettings, type Settings } from '@kvreuse/config';
 import { assembleWorker, type Geometry, layoutRankBanks, type MemKind, parseRankPart, referenceGeometries, type Role, serializeRankPart, type Worker } from '@kvreuse/descriptors';
 import { builtInProfile, explainActivation, type NativeCapabilities } from '@kvreuse/profile-admission';
-import { blockHashSalt, hashBlockChain, type RetentionTier, RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain, type RetentionTier, RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
 import { type RouteContext, SourceBook, type TransferCalibration } from '@kvreuse/router';
 
 export const profile = builtInProfile('llama-3.1-8b-bf16-b64');
@@ -136,5 +136,5 @@ export class Scenario {
 }
 
 function saltFor(worker: Worker): bigint {
-  return blockHashSalt(worker.geometryDigest, profile.blockHash.seed);
+  return blockHashScheme(worker.geometry, profile.blockHash.seed).salt;
 }
