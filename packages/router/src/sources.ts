@@ -1,5 +1,5 @@
 import { checkCompatibility, type Worker } from '@kvreuse/descriptors';
-import type { WorkerReadiness } from '@kvreuse/registry';
+import { RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
 import { PullNotStartedError, RouterOptionError } from './errors.js';
 
 /** How far the bytes travel between a source and the destination. */
@@ -29,7 +29,10 @@ export interface SourceState {
   readonly worker: Worker;
   readonly host: string | undefined;
   readonly blockHash: DeclaredBlockHash | undefined;
-  /** True until the incarnation says it has published its complete inventory (`inventoryComplete`). */
+  /**
+   * True until the incarnation has published its complete inventory: its batches say so in the followed
+   * inventory (`SourceBookOptions.inventory`), or `inventoryComplete` was called.
+   */
   readonly warming: boolean;
   readonly health: SourceHealth;
   /** Pulls from this incarnation started and not yet ended. */
@@ -49,6 +52,14 @@ interface Entry {
 
 const healthy: SourceHealth = Object.freeze({ healthy: true });
 
+export interface SourceBookOptions {
+  /**
+   * The inventory followed from discovery (`followInventory`): a source stops warming by itself once
+   * its incarnation's batches say its inventory is complete (`RetainedInventory.completeEpoch`).
+   */
+  readonly inventory?: RetainedInventory;
+}
+
 /**
  * The router's view of the workers that may serve a pull: which incarnation of each is ready (from
  * `watchWorkerReadiness`), whether it is still warming (it (re)joined and has not yet published its
@@ -60,6 +71,15 @@ export class SourceBook {
   private readonly entries = new Map<string, Entry>();
   /** The epoch whose complete inventory each worker last announced. */
   private readonly completed = new Map<string, number>();
+  private readonly inventory: RetainedInventory | undefined;
+
+  constructor(options: SourceBookOptions = {}) {
+    if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
+    if (options.inventory !== undefined && !(options.inventory instanceof RetainedInventory)) {
+      throw new RouterOptionError('options.inventory', options.inventory, 'a RetainedInventory of @kvreuse/registry');
+    }
+    this.inventory = options.inventory;
+  }
 
   /**
    * Takes a worker's readiness as `watchWorkerReadiness` reports it. Returns false when it is about an
@@ -148,12 +168,23 @@ export class SourceBook {
 
   /** The worker's ready incarnation, or undefined. */
   get(workerId: string): SourceState | undefined {
-    return this.entries.get(workerId)?.source;
+    const source = this.entries.get(workerId)?.source;
+    if (source?.warming === true) this.warmUp(source);
+    return source;
   }
 
   /** Every ready incarnation, by worker id. */
   ready(): SourceState[] {
-    return [...this.entries.values()].flatMap((entry) => (entry.source === undefined ? [] : [entry.source])).sort((a, b) => (a.workerId < b.workerId ? -1 : 1));
+    const sources = [...this.entries.values()].flatMap((entry) => (entry.source === undefined ? [] : [entry.source]));
+    for (const source of sources) if (source.warming) this.warmUp(source);
+    return sources.sort((a, b) => (a.workerId < b.workerId ? -1 : 1));
+  }
+
+  /** Ends a source's warming once the followed inventory says its incarnation's inventory is complete. */
+  private warmUp(source: MutableSource): void {
+    if (this.inventory === undefined || this.inventory.completeEpoch(source.workerId) !== source.epoch) return;
+    this.completed.set(source.workerId, source.epoch);
+    source.warming = false;
   }
 
   /**

@@ -304,6 +304,33 @@ describe('RetainedInventory', () => {
     expect(inventory.workerCount).toBe(0);
   });
 
+  test('remembers which incarnation said its inventory is complete, until a newer one replaces it', () => {
+    const inventory = new RetainedInventory();
+    const chain = hashBlockChain(tokens(6, 64 * 2), scheme64);
+    const expiresAt = Date.now() + 60_000;
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 0, events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }] });
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    // A stale batch (its seq already applied) says nothing, complete or not.
+    expect(inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 0, events: [], complete: true })).toBe(false);
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 1, events: [], complete: true });
+    expect(inventory.completeEpoch('w')).toBe(3);
+    // Later batches without the flag do not take it back (the flag is the incarnation's, not the batch's).
+    inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 2, events: [{ type: 'cleared', tier: 'host' }] });
+    expect(inventory.completeEpoch('w')).toBe(3);
+    // A restart (a newer epoch) warms again until it says so in turn.
+    inventory.apply({ workerId: 'w', incarnation: 'b', epoch: 4, seq: 0, events: [] });
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    inventory.apply({ workerId: 'w', incarnation: 'b', epoch: 4, seq: 1, events: [], complete: true });
+    expect(inventory.completeEpoch('w')).toBe(4);
+    inventory.removeWorker('w');
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    expect(() => inventory.apply({ workerId: 'w', incarnation: 'c', epoch: 5, seq: 0, events: [], complete: 'yes' as never })).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'complete', value: 'yes' }),
+    );
+  });
+
   test('refuses malformed batches with a typed error naming the path', () => {
     const inventory = new RetainedInventory();
     const bad = (batch: unknown) => () => inventory.apply(batch as never);

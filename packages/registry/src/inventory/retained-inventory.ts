@@ -196,6 +196,8 @@ export class RetainedInventory {
   private readonly incarnations: string[] = [];
   private readonly epochs: number[] = [];
   private readonly lastSeq: number[] = [];
+  /** Whether the worker's incarnation has said its inventory is complete (`InventoryBatch.complete`). */
+  private readonly complete: boolean[] = [];
   private readonly freeWorkers: number[] = [];
   private readonly records: Int32Array[] = [];
   private readonly recordsUsed: number[] = [];
@@ -269,6 +271,9 @@ export class RetainedInventory {
     if (!Number.isSafeInteger(epoch) || epoch < 1) throw new InventoryEventError('epoch', epoch, 'an epoch is a whole number ≥ 1');
     if (!Number.isSafeInteger(seq) || seq < 0) throw new InventoryEventError('seq', seq, 'seq is a whole number ≥ 0');
     if (!Array.isArray(events as unknown)) throw new InventoryEventError('events', events, 'events are an array');
+    if (batch.complete !== undefined && typeof batch.complete !== 'boolean') {
+      throw new InventoryEventError('complete', batch.complete, 'complete is a boolean when given');
+    }
     events.forEach((event: InventoryEvent, i) => this.checkEvent(`events.${i}`, event));
 
     let worker = this.workerIndex.get(workerId);
@@ -283,9 +288,11 @@ export class RetainedInventory {
       this.incarnations[worker] = incarnation;
       this.epochs[worker] = epoch;
       this.lastSeq[worker] = -1;
+      this.complete[worker] = false;
     }
     if (seq <= this.lastSeq[worker]!) return false;
     this.lastSeq[worker] = seq;
+    if (batch.complete === true) this.complete[worker] = true;
     const nowTick = this.tickOf(this.now());
     let blocks = 0;
     for (const event of events) {
@@ -321,6 +328,16 @@ export class RetainedInventory {
 
   workers(): string[] {
     return [...this.workerIndex.keys()];
+  }
+
+  /**
+   * The epoch of the worker's incarnation once one of its applied batches said its inventory is
+   * complete (`InventoryBatch.complete`); undefined before that, for an unknown worker, and again for a
+   * newer incarnation until it says so in turn.
+   */
+  completeEpoch(workerId: string): number | undefined {
+    const worker = this.workerIndex.get(workerId);
+    return worker !== undefined && this.complete[worker] === true ? this.epochs[worker] : undefined;
   }
 
   /**
@@ -543,6 +560,7 @@ export class RetainedInventory {
     this.incarnations[worker] = incarnation;
     this.epochs[worker] = epoch;
     this.lastSeq[worker] = -1;
+    this.complete[worker] = false;
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;
     this.recordsDead[worker] = 0;
