@@ -186,11 +186,35 @@ describe('decide: candidates', () => {
     gpu.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks: 8, tier: 'split' });
     expect(route(gpu)).toMatchObject({ action: 'fetch', costMs: 5, source: { tier: 'mixed' } });
 
+  });
+
+  it('without GPU reuse, cuts a prefix split across tiers to its leading host run, and says so', () => {
+    // Blocks 0–3 in host memory, 4–7 on the GPU only.
     const hostOnly = scenario();
     hostOnly.addSource(workerOf('decode-1'), 1, { blocks: 8, tier: 'split' });
+    const cut = { retainedBlocks: 8, usableBlocks: 4, reason: 'gpu-not-admitted', detail: expect.stringContaining('only the first 4 are in host memory, block 4 is in GPU memory only') };
     const decision = route(hostOnly);
-    expect(decision).toMatchObject({ action: 'recompute', reason: 'no-candidate' });
-    expect(decision.rejected).toEqual([{ worker: 'decode-1', reason: 'gpu-not-admitted', detail: expect.stringContaining('4 of the 8 retained blocks are in GPU memory only') }]);
+    expect(decision).toMatchObject({ action: 'fetch', extent: 4, savingMs: 16, costMs: 3, cut, source: { tier: 'host', blocks: { start: 0, count: 4 } } });
+    expect(decision.detail).toContain('only the first 4 are in host memory');
+    // The cut prefix is priced and judged as such: 3 blocks beyond a destination holding 1 are too short.
+    expect(route(hostOnly, 1)).toMatchObject({ action: 'recompute', reason: 'too-short', extent: 3, cut });
+    // A destination holding the whole host run: nothing on an allowed tier extends it.
+    const covered = route(hostOnly, 4);
+    expect(covered).toMatchObject({ action: 'recompute', reason: 'no-candidate' });
+    expect(covered).not.toHaveProperty('cut');
+    expect(covered.rejected).toEqual([
+      { worker: 'decode-1', reason: 'gpu-not-admitted', detail: expect.stringContaining('retains 8 leading blocks, only the first 4 are in host memory and the destination holds 4 already') },
+    ]);
+  });
+
+  it('without GPU reuse, takes nothing from a prefix whose first block is on the GPU only', () => {
+    const s = scenario();
+    gpuSource(s);
+    expect(route(s).rejected).toEqual([{ worker: 'decode-1', reason: 'gpu-not-admitted', detail: expect.stringContaining('none of them is in host memory') }]);
+    // A whole host prefix is not cut.
+    const host = scenario();
+    hostSource(host);
+    expect(route(host)).not.toHaveProperty('cut');
   });
 
   it('uses a host copy of GPU blocks when GPU reuse is not active', () => {

@@ -94,6 +94,18 @@ export interface FetchHint {
   readonly linkClass: LinkClass;
 }
 
+/** How a source's retained prefix was cut to the part a pull may take. */
+export interface PrefixCut {
+  /** The leading blocks the source retains, on any tier. */
+  readonly retainedBlocks: number;
+  /** The leading blocks it retains on a tier the pull may read: the prefix priced. */
+  readonly usableBlocks: number;
+  /** Why the rest is left out: its blocks lie in GPU memory only, and GPU reuse is not active. */
+  readonly reason: 'gpu-not-admitted';
+  /** The same in words, with the values. */
+  readonly detail: string;
+}
+
 export interface RouteDecision {
   readonly action: 'fetch' | 'recompute';
   readonly reason: DecisionReason;
@@ -103,6 +115,8 @@ export interface RouteDecision {
   readonly source?: FetchHint;
   /** Blocks the best candidate would supply beyond the destination's own (0 without one). */
   readonly extent: number;
+  /** Present when the best candidate's retained prefix was cut to its leading run on an allowed tier. */
+  readonly cut?: PrefixCut;
   readonly savingMs: number;
   readonly costMs: number;
   /** Which transfer estimate priced the best candidate. */
@@ -119,6 +133,7 @@ interface Priced {
   readonly prefix: AdvisoryRetainedPrefix;
   readonly extent: number;
   readonly tier: SourceTier;
+  readonly cut: PrefixCut | undefined;
   readonly linkClass: LinkClass;
   readonly savingMs: number;
   readonly costMs: number;
@@ -224,19 +239,22 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
       reject(id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${local} already`);
       continue;
     }
-    const tier = tierOf(prefix, gpu);
-    if (tier === undefined) {
+    const usable = usablePrefix(prefix, gpu);
+    if (usable.blocks <= local) {
+      const hostRun = usable.blocks === 0 ? 'none of them is' : `only the first ${usable.blocks} are`;
       reject(
         id,
         'gpu-not-admitted',
-        `${prefix.blocks - prefix.hostBlocks} of the ${prefix.blocks} retained blocks are in GPU memory only, and GPU reuse is not active: ${activation.reasons.join('; ')}`,
+        `${id} retains ${prefix.blocks} leading blocks, ${hostRun} in host memory and the destination holds ${local} already; the rest are in GPU memory only, and GPU reuse is not active: ${activation.reasons.join('; ')}`,
       );
       continue;
     }
-    const extent = prefix.blocks - local;
+    const tier = usable.tier;
+    const cut = usable.blocks < prefix.blocks ? prefixCut(prefix, usable.blocks, activation.reasons) : undefined;
+    const extent = usable.blocks - local;
     const linkClass = linkClassOf(state, destination.host);
     const estimate = estimatePull({ extent, blockTokens, tier, linkClass }, router, calibration);
-    priced.push({ state, prefix, extent, tier, linkClass, ...estimate, net: estimate.savingMs - estimate.costMs });
+    priced.push({ state, prefix, extent, tier, cut, linkClass, ...estimate, net: estimate.savingMs - estimate.costMs });
   }
   if (overBudget()) return exceeded(prefixes.length, rejected);
 
@@ -284,7 +302,7 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     ...pricing(chosen),
     action: 'fetch',
     reason: 'worth-it',
-    detail: `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}`,
+    detail: `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}${chosen.cut === undefined ? '' : `; ${chosen.cut.detail}`}`,
     source: {
       workerId: state.workerId,
       incarnation: state.incarnation,
@@ -309,9 +327,9 @@ function lookUp(inventory: RetainedInventory, chain: BigUint64Array | readonly b
   }
 }
 
-function pricing(candidate: Priced): Pick<RouteDecision, 'extent' | 'savingMs' | 'costMs' | 'estimate' | 'prefillEstimate'> {
-  const { extent, savingMs, costMs, estimate, prefillEstimate } = candidate;
-  return { extent, savingMs, costMs, estimate, prefillEstimate };
+function pricing(candidate: Priced): Pick<RouteDecision, 'extent' | 'cut' | 'savingMs' | 'costMs' | 'estimate' | 'prefillEstimate'> {
+  const { extent, cut, savingMs, costMs, estimate, prefillEstimate } = candidate;
+  return { extent, ...(cut === undefined ? {} : { cut }), savingMs, costMs, estimate, prefillEstimate };
 }
 
 /** To the microsecond: enough for an explanation, and much cheaper than `toPrecision`. */
@@ -322,14 +340,23 @@ function describeNet(candidate: Priced): string {
 }
 
 /**
- * The tier a prefix is pulled from: with GPU reuse active, `gpu` if every block is on the GPU, `host`
- * if every block is in host memory, `mixed` otherwise; without it, `host` only if every block is in host
- * memory (the inventory counts blocks per tier but not which, so a partly GPU-only prefix is refused).
+ * The prefix a pull may take, and its tier. With GPU reuse active, the whole retained prefix: `gpu` if
+ * every block is on the GPU, `host` if every block is in host memory, `mixed` otherwise. Without it,
+ * the leading run of blocks in host memory (`leadingHostBlocks`), from `host`.
  */
-function tierOf(prefix: AdvisoryRetainedPrefix, gpu: boolean): SourceTier | undefined {
-  if (gpu && prefix.gpuBlocks === prefix.blocks) return 'gpu';
-  if (prefix.hostBlocks === prefix.blocks) return 'host';
-  return gpu ? 'mixed' : undefined;
+function usablePrefix(prefix: AdvisoryRetainedPrefix, gpu: boolean): { readonly tier: SourceTier; readonly blocks: number } {
+  if (!gpu) return { tier: 'host', blocks: prefix.leadingHostBlocks };
+  const tier = prefix.gpuBlocks === prefix.blocks ? 'gpu' : prefix.hostBlocks === prefix.blocks ? 'host' : 'mixed';
+  return { tier, blocks: prefix.blocks };
+}
+
+function prefixCut(prefix: AdvisoryRetainedPrefix, usableBlocks: number, reasons: readonly string[]): PrefixCut {
+  return {
+    retainedBlocks: prefix.blocks,
+    usableBlocks,
+    reason: 'gpu-not-admitted',
+    detail: `${prefix.workerId} retains ${prefix.blocks} leading blocks; only the first ${usableBlocks} are in host memory, block ${usableBlocks} is in GPU memory only, and GPU reuse is not active: ${reasons.join('; ')}`,
+  };
 }
 
 /** Why blocks cannot move from the source to the destination, or undefined if they can. */

@@ -25,6 +25,7 @@ export {
   type DecisionReason,
   decisionReasons,
   type FetchHint,
+  type PrefixCut,
   type RejectedSource,
   type RejectionReason,
   rejectionReasons,
