@@ -156,93 +156,70 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
   const clock = context.clock ?? defaultClock;
   const blockTokens = destination.worker.geometry.blockTokens;
   const local = destination.localBlocks;
-  const none = (reason: DecisionReason, detail: string, considered = 0, rejected: readonly RejectedSource[] = []): RouteDecision => ({
-    action: 'recompute',
-    reason,
-    detail,
-    extent: 0,
-    savingMs: 0,
-    costMs: 0,
-    estimate: 'prior',
-    prefillEstimate: 'prior',
-    candidatesConsidered: considered,
-    rejected,
-  });
-
-  if (!router.enableDecodeToPrefillReuse) return none('disabled', 'router.enable_decode_to_prefill_reuse is off');
-  if (activation.mode === 'off') return none('disabled', `reuse is off: ${activation.reasons.join('; ')}`);
+  if (!router.enableDecodeToPrefillReuse) return recompute('disabled', 'router.enable_decode_to_prefill_reuse is off');
+  if (activation.mode === 'off') return recompute('disabled', `reuse is off: ${activation.reasons.join('; ')}`);
   const started = clock();
   const budgetMs = router.transferSourceLookupBudgetMs;
-  const overBudget = (): boolean => clock() - started > budgetMs;
   const chain = promptChain(request, destination.worker, settings.inventory.hashSeed);
   if (chain.length <= local) {
-    return none('no-candidate', `the destination holds ${local} of the prompt's ${chain.length} blocks already: nothing to pull`);
+    return recompute('no-candidate', `the destination holds ${local} of the prompt's ${chain.length} blocks already: nothing to pull`);
   }
-  const exceeded = (considered: number, rejected: readonly RejectedSource[]): RouteDecision =>
-    none(
-      'budget-exceeded',
-      `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budgetMs} ms: no source, the prefix is recomputed`,
-      considered,
-      rejected,
-    );
-  if (overBudget()) return exceeded(0, []);
+  if (clock() - started > budgetMs) return exceeded(budgetMs, 0, []);
   const prefixes = lookUp(inventory, chain);
-  if (overBudget()) return exceeded(prefixes.length, []);
+  if (clock() - started > budgetMs) return exceeded(budgetMs, prefixes.length, []);
 
   const rejected: RejectedSource[] = [];
-  const reject = (worker: string, reason: RejectionReason, detail: string): void => {
-    rejected.push({ worker, reason, detail });
-  };
   const priced: Priced[] = [];
   const destinationWorker = destination.worker;
   const seed = settings.inventory.hashSeed;
   const gpu = activation.mode === 'gpu';
   for (let i = 0; i < prefixes.length; i++) {
-    if (i > 0 && overBudget()) return exceeded(i, rejected);
+    if (i > 0 && clock() - started > budgetMs) return exceeded(budgetMs, i, rejected);
     const prefix = prefixes[i]!;
     const id = prefix.workerId;
     if (id === destinationWorker.workerId) {
-      reject(id, 'destination', 'the destination itself');
+      reject(rejected, id, 'destination', 'the destination itself');
       continue;
     }
     const state = sources.get(id);
     if (state === undefined) {
-      reject(id, 'not-ready', `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`);
+      reject(rejected, id, 'not-ready', `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`);
       continue;
     }
     if (state.incarnation !== prefix.incarnation) {
-      reject(id, 'stale-incarnation', `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`);
+      reject(rejected, id, 'stale-incarnation', `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`);
       continue;
     }
     if (state.worker.role !== 'decode') {
-      reject(id, 'not-decode', `${id} is a ${state.worker.role} worker; sources are decode workers`);
+      reject(rejected, id, 'not-decode', `${id} is a ${state.worker.role} worker; sources are decode workers`);
       continue;
     }
     if (!state.health.healthy) {
-      reject(id, 'unhealthy', `${id} is unhealthy: ${state.health.reason}`);
+      reject(rejected, id, 'unhealthy', `${id} is unhealthy: ${state.health.reason}`);
       continue;
     }
     if (state.warming) {
-      reject(id, 'source-warming', `${id} (epoch ${state.epoch}) has not yet published its complete inventory`);
+      reject(rejected, id, 'source-warming', `${id} (epoch ${state.epoch}) has not yet published its complete inventory`);
       continue;
     }
     if (state.activePulls >= router.maxConcurrentPullsPerSource) {
-      reject(id, 'source-busy', `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${router.maxConcurrentPullsPerSource}`);
+      reject(rejected, id, 'source-busy', `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${router.maxConcurrentPullsPerSource}`);
       continue;
     }
     const incompatible = incompatibility(sources, state, destinationWorker, seed);
     if (incompatible !== undefined) {
-      reject(id, 'incompatible', incompatible);
+      reject(rejected, id, 'incompatible', incompatible);
       continue;
     }
     if (prefix.blocks <= local) {
-      reject(id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${local} already`);
+      reject(rejected, id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${local} already`);
       continue;
     }
     const usable = usablePrefix(prefix, gpu);
     if (usable.blocks <= local) {
       const hostRun = usable.blocks === 0 ? 'none of them is' : `only the first ${usable.blocks} are`;
       reject(
+        rejected,
         id,
         'gpu-not-admitted',
         `${id} retains ${prefix.blocks} leading blocks, ${hostRun} in host memory and the destination holds ${local} already; the rest are in GPU memory only, and GPU reuse is not active: ${activation.reasons.join('; ')}`,
@@ -254,25 +231,28 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     const extent = usable.blocks - local;
     const linkClass = linkClassOf(state, destination.host);
     const estimate = estimatePull({ extent, blockTokens, tier, linkClass }, router, calibration);
-    priced.push({ state, prefix, extent, tier, cut, linkClass, ...estimate, net: estimate.savingMs - estimate.costMs });
+    const { savingMs, costMs } = estimate;
+    priced.push({ state, prefix, extent, tier, cut, linkClass, savingMs, costMs, net: savingMs - costMs, estimate: estimate.estimate, prefillEstimate: estimate.prefillEstimate });
   }
-  if (overBudget()) return exceeded(prefixes.length, rejected);
+  if (clock() - started > budgetMs) return exceeded(budgetMs, prefixes.length, rejected);
 
   // Best net saving first; ties go to the longer extent, then to the smaller worker id.
   priced.sort((a, b) => b.net - a.net || b.extent - a.extent || (a.state.workerId < b.state.workerId ? -1 : 1));
   const minBlocks = router.minimumTransferPrefixBlocks;
   const margin = router.minimumEstimatedTtftSavingMs;
   let chosen: Priced | undefined;
+  let chosenNet = '';
   for (const candidate of priced) {
     const id = candidate.state.workerId;
     if (candidate.extent < minBlocks) {
-      reject(id, 'too-short', `${candidate.extent} blocks beyond the destination's ${local}; router.minimum_transfer_prefix_blocks = ${minBlocks}`);
+      reject(rejected, id, 'too-short', `${candidate.extent} blocks beyond the destination's ${local}; router.minimum_transfer_prefix_blocks = ${minBlocks}`);
     } else if (candidate.net < margin) {
-      reject(id, 'not-worth-it', `${describeNet(candidate)}; router.minimum_estimated_ttft_saving_ms = ${margin}`);
+      reject(rejected, id, 'not-worth-it', `${describeNet(candidate)}; router.minimum_estimated_ttft_saving_ms = ${margin}`);
     } else if (chosen === undefined) {
       chosen = candidate;
+      chosenNet = `, less than ${id}'s ${round(candidate.net)} ms`;
     } else {
-      reject(id, 'outbid', `${describeNet(candidate)}, less than ${chosen.state.workerId}'s ${round(chosen.net)} ms`);
+      reject(rejected, id, 'outbid', describeNet(candidate) + chosenNet);
     }
   }
   const considered = prefixes.length;
@@ -280,42 +260,61 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     const best = priced[0];
     if (best === undefined) {
       const detail = considered === 0 ? 'no worker retains the first block of the prompt' : `none of the ${considered} workers that retain part of the prompt can serve it`;
-      return none('no-candidate', detail, considered, rejected);
+      return recompute('no-candidate', detail, considered, rejected);
     }
     // The best candidate decides the reason: too short if even it is, otherwise not worth it.
     const longest = priced.reduce((a, b) => (b.extent > a.extent ? b : a));
     const tooShort = longest.extent < minBlocks;
     const shown = tooShort ? longest : best;
-    return {
-      ...pricing(shown),
-      action: 'recompute',
-      reason: tooShort ? 'too-short' : 'not-worth-it',
-      detail: tooShort
-        ? `the longest retained prefix adds ${longest.extent} blocks; router.minimum_transfer_prefix_blocks = ${minBlocks}`
-        : `the best source, ${best.state.workerId}: ${describeNet(best)}; router.minimum_estimated_ttft_saving_ms = ${margin}`,
-      candidatesConsidered: considered,
-      rejected,
-    };
+    const detail = tooShort
+      ? `the longest retained prefix adds ${longest.extent} blocks; router.minimum_transfer_prefix_blocks = ${minBlocks}`
+      : `the best source, ${best.state.workerId}: ${describeNet(best)}; router.minimum_estimated_ttft_saving_ms = ${margin}`;
+    return pricedDecision(shown, 'recompute', tooShort ? 'too-short' : 'not-worth-it', detail, considered, rejected);
   }
   const { state, extent, tier, linkClass } = chosen;
+  const detail = `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}${chosen.cut === undefined ? '' : `; ${chosen.cut.detail}`}`;
+  const decision = pricedDecision(chosen, 'fetch', 'worth-it', detail, considered, rejected);
+  decision.source = {
+    workerId: state.workerId,
+    incarnation: state.incarnation,
+    epoch: state.epoch,
+    blocks: { start: local, count: extent },
+    hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
+    blockTokens,
+    tier,
+    linkClass,
+  };
+  return decision;
+}
+
+const noRejections: readonly RejectedSource[] = Object.freeze([]);
+
+function recompute(reason: DecisionReason, detail: string, considered = 0, rejected: readonly RejectedSource[] = noRejections): RouteDecision {
   return {
-    ...pricing(chosen),
-    action: 'fetch',
-    reason: 'worth-it',
-    detail: `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}${chosen.cut === undefined ? '' : `; ${chosen.cut.detail}`}`,
-    source: {
-      workerId: state.workerId,
-      incarnation: state.incarnation,
-      epoch: state.epoch,
-      blocks: { start: local, count: extent },
-      hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
-      blockTokens,
-      tier,
-      linkClass,
-    },
+    action: 'recompute',
+    reason,
+    detail,
+    extent: 0,
+    savingMs: 0,
+    costMs: 0,
+    estimate: 'prior',
+    prefillEstimate: 'prior',
     candidatesConsidered: considered,
     rejected,
   };
+}
+
+function exceeded(budgetMs: number, considered: number, rejected: readonly RejectedSource[]): RouteDecision {
+  return recompute(
+    'budget-exceeded',
+    `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budgetMs} ms: no source, the prefix is recomputed`,
+    considered,
+    rejected,
+  );
+}
+
+function reject(rejected: RejectedSource[], worker: string, reason: RejectionReason, detail: string): void {
+  rejected.push({ worker, reason, detail });
 }
 
 function lookUp(inventory: RetainedInventory, chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
@@ -327,9 +326,31 @@ function lookUp(inventory: RetainedInventory, chain: BigUint64Array | readonly b
   }
 }
 
-function pricing(candidate: Priced): Pick<RouteDecision, 'extent' | 'cut' | 'savingMs' | 'costMs' | 'estimate' | 'prefillEstimate'> {
-  const { extent, cut, savingMs, costMs, estimate, prefillEstimate } = candidate;
-  return { extent, ...(cut === undefined ? {} : { cut }), savingMs, costMs, estimate, prefillEstimate };
+type DecisionDraft = { -readonly [Key in keyof RouteDecision]: RouteDecision[Key] };
+
+/** A decision priced by `candidate` (built field by field: object spreads cost more than the rest of a decision). */
+function pricedDecision(
+  candidate: Priced,
+  action: RouteDecision['action'],
+  reason: DecisionReason,
+  detail: string,
+  considered: number,
+  rejected: readonly RejectedSource[],
+): DecisionDraft {
+  const decision: DecisionDraft = {
+    action,
+    reason,
+    detail,
+    extent: candidate.extent,
+    savingMs: candidate.savingMs,
+    costMs: candidate.costMs,
+    estimate: candidate.estimate,
+    prefillEstimate: candidate.prefillEstimate,
+    candidatesConsidered: considered,
+    rejected,
+  };
+  if (candidate.cut !== undefined) decision.cut = candidate.cut;
+  return decision;
 }
 
 /** To the microsecond: enough for an explanation, and much cheaper than `toPrecision`. */
@@ -370,6 +391,8 @@ function incompatibility(sources: SourceBook, state: SourceState, destination: W
   return sources.incompatibility(state, destination);
 }
 
+const activationModes: ReadonlySet<string> = new Set(['off', 'host-only', 'gpu']);
+
 function checkContext(context: RouteContext): void {
   if (context === null || typeof context !== 'object') throw new RouterOptionError('context', context, 'an object');
   const { settings, inventory, sources, activation, clock } = context;
@@ -378,7 +401,7 @@ function checkContext(context: RouteContext): void {
   }
   if (!(inventory instanceof RetainedInventory)) throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/registry');
   if (!(sources instanceof SourceBook)) throw new RouterOptionError('context.sources', sources, 'a SourceBook');
-  if (activation === null || typeof activation !== 'object' || !['off', 'host-only', 'gpu'].includes(activation.mode)) {
+  if (activation === null || typeof activation !== 'object' || !activationModes.has(activation.mode)) {
     throw new RouterOptionError('context.activation', activation, 'an Activation (explainActivation of @kvreuse/profile-admission)');
   }
   if (clock !== undefined && typeof clock !== 'function') throw new RouterOptionError('context.clock', clock, 'a function returning monotonic milliseconds');

@@ -48,6 +48,9 @@ interface Entry {
   epoch: number;
   /** Compatibility verdicts of the ready incarnation, by destination incarnation. */
   compatibility: Map<string, string | undefined>;
+  /** The destination descriptor last asked about, and its verdict: most decisions ask about the same one. */
+  lastDestination: Worker | undefined;
+  lastVerdict: string | undefined;
 }
 
 const healthy: SourceHealth = Object.freeze({ healthy: true });
@@ -90,7 +93,7 @@ export class SourceBook {
       throw new RouterOptionError('readiness', readiness, 'a WorkerReadiness of @kvreuse/registry');
     }
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
-    const entry = this.entries.get(readiness.workerId) ?? { source: undefined, epoch: 0, compatibility: new Map() };
+    const entry: Entry = this.entries.get(readiness.workerId) ?? { source: undefined, epoch: 0, compatibility: new Map(), lastDestination: undefined, lastVerdict: undefined };
     this.entries.set(readiness.workerId, entry);
     if (!readiness.ready) {
       // Not ready says nothing of its epoch: the ready incarnation stops serving, the fence stays.
@@ -104,13 +107,13 @@ export class SourceBook {
     if (readiness.epoch < entry.epoch) return false;
     const current = entry.source;
     if (current !== undefined && readiness.epoch === current.epoch && readiness.incarnation === current.incarnation) {
-      if (current.worker !== readiness.worker) entry.compatibility.clear();
+      if (current.worker !== readiness.worker) forgetVerdicts(entry);
       current.worker = readiness.worker;
       current.host = options.host;
       current.blockHash = options.blockHash;
       return true;
     }
-    entry.compatibility.clear();
+    forgetVerdicts(entry);
     entry.epoch = readiness.epoch;
     entry.source = {
       workerId: readiness.workerId,
@@ -193,13 +196,28 @@ export class SourceBook {
    */
   incompatibility(source: SourceState, destination: Worker): string | undefined {
     const entry = this.entries.get(source.workerId);
+    const current = entry?.source === source ? entry : undefined;
+    if (current !== undefined && current.lastDestination === destination) return current.lastVerdict;
     const key = `${destination.workerId}\u0000${destination.incarnation}`;
-    if (entry?.source === source && entry.compatibility.has(key)) return entry.compatibility.get(key);
-    const result = checkCompatibility(source.worker, destination);
-    const verdict = result.ok ? undefined : result.reasons.map((reason) => reason.message).join('; ');
-    if (entry?.source === source) entry.compatibility.set(key, verdict);
+    let verdict: string | undefined;
+    if (current !== undefined && current.compatibility.has(key)) verdict = current.compatibility.get(key);
+    else {
+      const result = checkCompatibility(source.worker, destination);
+      verdict = result.ok ? undefined : result.reasons.map((reason) => reason.message).join('; ');
+      current?.compatibility.set(key, verdict);
+    }
+    if (current !== undefined) {
+      current.lastDestination = destination;
+      current.lastVerdict = verdict;
+    }
     return verdict;
   }
+}
+
+function forgetVerdicts(entry: Entry): void {
+  entry.compatibility.clear();
+  entry.lastDestination = undefined;
+  entry.lastVerdict = undefined;
 }
 
 /** The link class between a source and the destination's host. */
