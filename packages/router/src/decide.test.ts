@@ -260,6 +260,17 @@ describe('decide: candidates', () => {
     expect(route(s, 2)).toMatchObject({ action: 'fetch', source: { workerId: 'decode-1', blocks: { start: 2, count: 6 } } });
   });
 
+  it("takes the link class from the hosts the rank parts publish, not the destination's given host", () => {
+    const destination = workerOf('prefill-h', { role: 'prefill', host: 'node-a' });
+    const linkFrom = (host: string) => {
+      const s = scenario();
+      s.addSource(workerOf('decode-1', { host }), 1, { blocks: 8 });
+      return decide({ tokens: s.tokens, destination: { worker: destination, localBlocks: 0, host: 'given-elsewhere' } }, s.context()).source?.linkClass;
+    };
+    expect(linkFrom('node-a')).toBe('same-host');
+    expect(linkFrom('node-b')).toBe('network');
+  });
+
   it('rejects a source that declares another block hash function or seed', () => {
     for (const blockHash of [
       { function: 'vllm.sha256', seed: 'meta-llama/Llama-3.1-8B-Instruct' },

@@ -6,7 +6,7 @@ import type { SourceTier, TransferCalibration } from './calibration.js';
 import { type EstimateKind, estimatePull } from './cost-model.js';
 import { RouteRequestError, RouterOptionError } from './errors.js';
 import { type PromptInput, promptChain } from './prompt-chain.js';
-import { type LinkClass, linkClassOf, SourceBook, type SourceState } from './sources.js';
+import { type LinkClass, linkClassBetween, SourceBook, type SourceState } from './sources.js';
 
 /** The prefill worker the request goes to, and what it holds already. */
 export interface RouteDestination {
@@ -14,7 +14,10 @@ export interface RouteDestination {
   readonly worker: Worker;
   /** How many leading blocks of the prompt it already holds. */
   readonly localBlocks: number;
-  /** The machine it runs on, to tell `same-host` sources from `network` ones. */
+  /**
+   * The machine it runs on, to tell `same-host` sources from `network` ones when the workers' rank parts
+   * do not name their host (rank part version 3 `host`, which is used first).
+   */
   readonly host?: string;
 }
 
@@ -229,7 +232,7 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     const tier = usable.tier;
     const cut = usable.blocks < prefix.blocks ? prefixCut(prefix, usable.blocks, activation.reasons) : undefined;
     const extent = usable.blocks - local;
-    const linkClass = linkClassOf(state, destination.host);
+    const linkClass = linkClassBetween(state, destinationWorker, destination.host);
     const estimate = estimatePull({ extent, blockTokens, tier, linkClass }, router, calibration);
     const { savingMs, costMs } = estimate;
     priced.push({ state, prefix, extent, tier, cut, linkClass, savingMs, costMs, net: savingMs - costMs, estimate: estimate.estimate, prefillEstimate: estimate.prefillEstimate });

@@ -3,9 +3,12 @@ export {
   type DeclaredBlockHash,
   type LinkClass,
   linkClasses,
+  linkClassBetween,
   linkClassOf,
   type ObserveOptions,
+  publishedHost,
   SourceBook,
+  type SourceBookOptions,
   type SourceHealth,
   type SourceState,
 } from './sources.js';

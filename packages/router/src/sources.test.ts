@@ -5,7 +5,7 @@ import { claimIncarnationEpoch, followInventory, hashBlockChain, InventoryPublis
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { readyOf, workerOf } from '../test/support.js';
 import { PullNotStartedError, RouterOptionError } from './errors.js';
-import { linkClassOf, SourceBook } from './sources.js';
+import { linkClassBetween, linkClassOf, publishedHost, SourceBook } from './sources.js';
 
 describe('SourceBook', () => {
   it('knows a ready incarnation, warming until it announces its complete inventory', () => {
@@ -78,6 +78,29 @@ describe('SourceBook', () => {
     expect(linkClassOf(source, 'node-a')).toBe('same-host');
     expect(linkClassOf(source, 'node-b')).toBe('network');
     expect(linkClassOf(source, undefined)).toBe('network');
+  });
+
+  it('derives the link class from the hosts the rank parts publish, before the hosts the caller gives', () => {
+    const book = new SourceBook();
+    const sourceOn = (workerId: string, host: string | readonly string[] | undefined, given?: string) => {
+      book.observe(readyOf(workerOf(workerId, { tpSize: 2, ...(host === undefined ? {} : { host }) }), 1), given === undefined ? {} : { host: given });
+      return book.get(workerId)!;
+    };
+    const destinationOn = (host: string | undefined) => workerOf('prefill-0', { role: 'prefill', ...(host === undefined ? {} : { host }) });
+    const onA = sourceOn('decode-a', 'node-a', 'caller-says-b');
+    expect(publishedHost(onA.worker)).toBe('node-a');
+    expect(linkClassBetween(onA, destinationOn('node-a'), 'caller-says-b')).toBe('same-host');
+    expect(linkClassBetween(onA, destinationOn('node-b'), 'caller-says-b')).toBe('network');
+    // A worker whose ranks span machines is never on the destination's host.
+    const spanning = sourceOn('decode-s', ['node-a', 'node-b']);
+    expect(publishedHost(spanning.worker)).toBeNull();
+    expect(linkClassBetween(spanning, destinationOn('node-a'), undefined)).toBe('network');
+    // Parts that name no host (versions 1 and 2): the hosts the caller gave decide.
+    const unnamed = sourceOn('decode-u', undefined, 'node-c');
+    expect(publishedHost(unnamed.worker)).toBeUndefined();
+    expect(linkClassBetween(unnamed, destinationOn('node-a'), 'node-c')).toBe('same-host');
+    expect(linkClassBetween(onA, destinationOn(undefined), 'caller-says-b')).toBe('same-host');
+    expect(linkClassBetween(onA, destinationOn(undefined), 'node-a')).toBe('network');
   });
 
   it('refuses readiness, options and health of the wrong shape', () => {

@@ -224,3 +224,30 @@ function forgetVerdicts(entry: Entry): void {
 export function linkClassOf(source: SourceState, destinationHost: string | undefined): LinkClass {
   return source.host !== undefined && source.host === destinationHost ? 'same-host' : 'network';
 }
+
+const publishedHosts = new WeakMap<Worker, string | null | undefined>();
+
+/**
+ * The machine a worker's rank parts name (rank part version 3 `host`): the host when every rank names
+ * the same one, `null` when they name several (the worker spans machines), undefined when a rank names
+ * none. Remembered per descriptor.
+ */
+export function publishedHost(worker: Worker): string | null | undefined {
+  if (publishedHosts.has(worker)) return publishedHosts.get(worker);
+  const hosts = new Set(worker.ranks.map((rank) => rank.host));
+  const host = hosts.has(undefined) ? undefined : hosts.size === 1 ? ([...hosts][0] as string) : null;
+  publishedHosts.set(worker, host);
+  return host;
+}
+
+/**
+ * The link class between a source and the destination, from the hosts their rank parts publish
+ * (`publishedHost`): `same-host` when both run on one machine, `network` when they name different
+ * machines or span several. When either names none, from the hosts the caller gave (`linkClassOf`).
+ */
+export function linkClassBetween(source: SourceState, destination: Worker, destinationHost: string | undefined): LinkClass {
+  const from = publishedHost(source.worker);
+  const to = publishedHost(destination);
+  if (from === undefined || to === undefined) return linkClassOf(source, destinationHost);
+  return from !== null && from === to ? 'same-host' : 'network';
+}

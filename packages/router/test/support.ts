@@ -17,16 +17,20 @@ export interface WorkerShape {
   readonly geometry?: Geometry;
   readonly tpSize?: number;
   readonly memKind?: MemKind;
+  /** The host every rank part names (a version 3 part), or one per TP rank. */
+  readonly host?: string | readonly string[];
 }
 
 /** The complete descriptor of a worker: one rank part per TP rank, through the wire form and back. */
 export function workerOf(workerId: string, shape: WorkerShape = {}): Worker {
-  const { role = 'decode', incarnation = `${workerId}-a`, geometry = llama, tpSize = 1, memKind = 'dram' } = shape;
+  const { role = 'decode', incarnation = `${workerId}-a`, geometry = llama, tpSize = 1, memKind = 'dram', host } = shape;
   const parts = Array.from({ length: tpSize }, (_, tpRank) => {
     const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1, dpRank: 0 };
     const banks = layoutRankBanks(geometry, parallel, { address: BigInt(tpRank + 1) << 36n, blocks: 4, memKind });
     const transport = { agentName: `${workerId}-${tpRank}`, generation: 1, metadata: Buffer.from(workerId).toString('base64') };
-    return parseRankPart(serializeRankPart({ version: 1, workerId, incarnation, role, geometry, parallel, banks, transport }));
+    const named = typeof host === 'string' ? host : host?.[tpRank];
+    const identity = named === undefined ? { version: 1 as const } : { version: 3 as const, host: named };
+    return parseRankPart(serializeRankPart({ ...identity, workerId, incarnation, role, geometry, parallel, banks, transport }));
   });
   const assembled = assembleWorker(parts);
   if (!assembled.complete) throw new Error(`test worker ${workerId} is incomplete`);
