@@ -2,6 +2,20 @@ import { describe, expect, it } from 'vitest';
 import { canonicalGeometry, canonicalKvContent, type Geometry, geometryDigest, InvalidGeometryError, kvContentDigest, kvContentFields, referenceGeometries } from './index.js';
 
 const qwen = referenceGeometries['qwen3-0.6b'];
+/** One variant per fact that decides a block's KV values. */
+const contentVariants: Geometry[] = [
+  { ...qwen, numLayers: 29 },
+  { ...qwen, kvPlanes: 1 },
+  { ...qwen, blockTokens: 32 },
+  { ...qwen, numKvHeads: 4 },
+  { ...qwen, headDim: 64 },
+  { ...qwen, dtype: 'fp16' },
+];
+/** One variant per fact that only places those values in memory. */
+const layoutVariants: Geometry[] = [
+  { ...qwen, bankLayout: 'fully-contiguous' },
+  { ...qwen, headOrder: 'NHD' },
+];
 
 describe('geometryDigest', () => {
   it('is SHA-256 hex of the canonical form, whatever the key order', () => {
@@ -12,16 +26,7 @@ describe('geometryDigest', () => {
   });
 
   it('changes with every field', () => {
-    const variants: Geometry[] = [
-      { ...qwen, numLayers: 29 },
-      { ...qwen, kvPlanes: 1 },
-      { ...qwen, blockTokens: 32 },
-      { ...qwen, numKvHeads: 4 },
-      { ...qwen, headDim: 64 },
-      { ...qwen, dtype: 'fp16' },
-      { ...qwen, bankLayout: 'fully-contiguous' },
-      { ...qwen, headOrder: 'NHD' },
-    ];
+    const variants = [...contentVariants, ...layoutVariants];
     const digests = new Set([qwen, ...variants].map(geometryDigest));
     expect(digests.size).toBe(variants.length + 1);
   });
@@ -42,16 +47,9 @@ describe('kvContentDigest', () => {
     expect(kvContentFields).toEqual(['numLayers', 'kvPlanes', 'blockTokens', 'numKvHeads', 'headDim', 'dtype']);
   });
 
-  it('changes with every KV content field', () => {
-    const variants: Geometry[] = [
-      { ...qwen, numLayers: 29 },
-      { ...qwen, kvPlanes: 1 },
-      { ...qwen, blockTokens: 32 },
-      { ...qwen, numKvHeads: 4 },
-      { ...qwen, headDim: 64 },
-      { ...qwen, dtype: 'fp16' },
-    ];
-    expect(new Set([qwen, ...variants].map(kvContentDigest)).size).toBe(variants.length + 1);
+  it('changes with every KV content field, and with no layout field', () => {
+    expect(new Set([qwen, ...contentVariants].map(kvContentDigest)).size).toBe(contentVariants.length + 1);
+    for (const variant of layoutVariants) expect(kvContentDigest(variant)).toBe(kvContentDigest(qwen));
   });
 
   it('refuses an invalid geometry', () => {
