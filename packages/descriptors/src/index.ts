@@ -56,7 +56,7 @@ export {
   safeParseRankPart,
   serializeRankPart,
 } from './rank-part.js';
-export { canonicalGeometry, geometryDigest } from './digest.js';
+export { canonicalGeometry, canonicalKvContent, geometryDigest, kvContentDigest, kvContentFields } from './digest.js';
 export {
   type AssembleResult,
   assembleWorker,

@@ -101,7 +101,16 @@ describe('rank parts', () => {
   });
 
   it('rejects other schema versions', () => {
-    expect(issuesOf({ ...wire(), version: 3 })).toEqual([['version', 3]]);
+    expect(issuesOf({ ...wire(), version: 4 })).toEqual([['version', 4]]);
+    expect(issuesOf({ ...wire(), version: 0 })).toEqual([['version', 0]]);
+  });
+
+  it('reads the host a version 3 part names, and refuses one in an older part', () => {
+    expect(parseRankPart({ ...wire(), version: 3, host: 'node-a' }).host).toBe('node-a');
+    expect(parseRankPart({ ...wire(), version: 3 }).host).toBeUndefined();
+    expect(serializeRankPart(parseRankPart({ ...wire(), version: 3, host: 'node-a' })).host).toBe('node-a');
+    expect(safeParseRankPart({ ...wire(), version: 2, host: 'node-a' })).toMatchObject({ error: { message: expect.stringMatching(/host.*needs rank part version 3/) } });
+    expect(issuesOf({ ...wire(), version: 3, host: '' })).toEqual([['host', '']]);
   });
 
   it('returns frozen parts', () => {

@@ -61,7 +61,7 @@ interface RuleViolation {
 }
 
 /** The rules between fields: ranks within sizes, a dividing shard split, and the bank rules. */
-function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'parallel' | 'banks'>): RuleViolation[] {
+function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'parallel' | 'banks' | 'host'>): RuleViolation[] {
   const { geometry, parallel, banks } = part;
   const violations: RuleViolation[] = [];
   const report = (path: PropertyKey[], message: string): void => {
@@ -76,6 +76,7 @@ function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'paral
   const shard = deriveShard(geometry, parallel);
   const layerSeparate = geometry.bankLayout === 'layer-separate';
   const planeStrided = banks[0]?.planeStride !== undefined;
+  if (part.host !== undefined && part.version < 3) report(['host'], 'needs rank part version 3');
   banks.forEach((bank, index) => {
     const path = ['banks', index, 'planeStride'];
     if (bank.planeStride !== undefined && part.version < 2) report(path, 'needs rank part version 2');
@@ -132,11 +133,12 @@ function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'paral
   return violations;
 }
 
-/** The rank part versions this package reads; version 2 adds `planeStride` to banks. */
-export const rankPartVersions = [1, 2] as const;
+/** The rank part versions this package reads; version 2 adds `planeStride` to banks, version 3 `host`. */
+export const rankPartVersions = [1, 2, 3] as const;
 
 /**
- * What one rank publishes. Version 2 adds `planeStride` to banks; a version 1 part is read as before.
+ * What one rank publishes. Version 2 adds `planeStride` to banks, version 3 the rank's `host`; older
+ * parts are read as before.
  * Parsing also checks the shard split and the bank rules.
  */
 export const rankPartSchema = z
@@ -149,6 +151,11 @@ export const rankPartSchema = z
     parallel: parallelSchema,
     banks: z.array(bankSchema).min(1),
     transport: transportSchema,
+    /**
+     * Version 3: the machine the rank runs on, named as the deployment names machines (a hostname, a
+     * node name, a kernel boot id): ranks that publish the same host share a machine.
+     */
+    host: z.string().min(1).max(255).optional(),
   })
   // The rank rules read decoded values, so they wait until every field has parsed.
   .superRefine(

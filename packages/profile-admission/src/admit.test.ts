@@ -79,7 +79,7 @@ describe('admit: every refusal names the profile field, the expected and the act
   });
 
   it('fails closed on the block hash: another function or another seed never matches', () => {
-    expect(refusals(qwen, factsFor(qwen, { blockHashFunction: 'kvreuse.block-hash.v1' }))).toEqual(['* blockHash.function: "kvreuse.block-hash.v2" → "kvreuse.block-hash.v1"']);
+    expect(refusals(qwen, factsFor(qwen, { blockHashFunction: 'kvreuse.block-hash.v1' }))).toEqual(['* blockHash.function: "kvreuse.block-hash.v3" → "kvreuse.block-hash.v1"']);
     expect(refusals(qwen, factsFor(qwen, { settings: settingsFor(qwen, {}, ['--inventory-hash-seed=qwen3@other']) }))).toEqual(['* blockHash.seed: "Qwen/Qwen3-0.6B" → "qwen3@other"']);
   });
 

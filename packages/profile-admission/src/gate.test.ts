@@ -25,7 +25,7 @@ describe('admissionGate', () => {
   it('fails every worker when a process-wide fact contradicts the profile: another hash function, or no vram', async () => {
     const [decode] = workersOf(qwen);
     const otherHash = admissionGate(qwen, { capabilities: machineCapabilities, settings: settingsFor(qwen), blockHashFunction: 'kvreuse.block-hash.v1' });
-    expect(await otherHash.evaluate(decode!)).toMatchObject({ pass: false, reason: expect.stringMatching(/^blockHash\.function: expected "kvreuse\.block-hash\.v2", actual "kvreuse\.block-hash\.v1"/) });
+    expect(await otherHash.evaluate(decode!)).toMatchObject({ pass: false, reason: expect.stringMatching(/^blockHash\.function: expected "kvreuse\.block-hash\.v3", actual "kvreuse\.block-hash\.v1"/) });
     const [gpuDecode] = workersOf(llama70b);
     const gpu = admissionGate(llama70b, { capabilities: machineCapabilities, settings: settingsFor(llama70b) });
     expect(await gpu.evaluate(gpuDecode!)).toMatchObject({ pass: false, reason: expect.stringContaining('nativeCapabilities: expected "vram", actual "no: this library is built without GPU memory support') });

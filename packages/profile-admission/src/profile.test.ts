@@ -12,7 +12,7 @@ const valid = (): ProfileInput => ({
   modelId: 'Qwen/Qwen3-0.6B',
   geometry,
   geometryDigest: geometryDigest(geometry),
-  blockHash: { function: 'kvreuse.block-hash.v2', seed: 'qwen3@main' },
+  blockHash: { function: 'kvreuse.block-hash.v3', seed: 'qwen3@main' },
   roles: { decode: { tpSize: 2, ppSize: 1, memoryKinds: ['dram'] }, prefill: { tpSize: 1, ppSize: 1, memoryKinds: ['dram'] } },
   transport: { backend: 'ucx' },
   nativeCapabilities: ['ucx'],

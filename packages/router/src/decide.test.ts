@@ -1,6 +1,7 @@
-import { blockHashFunction } from '@kvreuse/registry';
+import { checkCompatibility } from '@kvreuse/descriptors';
+import { blockHashFunction, blockHashScheme, hashBlockChain } from '@kvreuse/registry';
 import { describe, expect, it } from 'vitest';
-import { readyOf, Scenario, settingsOf, workerOf } from '../test/support.js';
+import { profile, readyOf, Scenario, settingsOf, workerOf } from '../test/support.js';
 import { TransferCalibration } from './calibration.js';
 import { decide, type RouteDecision } from './decide.js';
 import { RouteRequestError, RouterOptionError } from './errors.js';
@@ -185,11 +186,35 @@ describe('decide: candidates', () => {
     gpu.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks: 8, tier: 'split' });
     expect(route(gpu)).toMatchObject({ action: 'fetch', costMs: 5, source: { tier: 'mixed' } });
 
+  });
+
+  it('without GPU reuse, cuts a prefix split across tiers to its leading host run, and says so', () => {
+    // Blocks 0–3 in host memory, 4–7 on the GPU only.
     const hostOnly = scenario();
     hostOnly.addSource(workerOf('decode-1'), 1, { blocks: 8, tier: 'split' });
+    const cut = { retainedBlocks: 8, usableBlocks: 4, reason: 'gpu-not-admitted', detail: expect.stringContaining('only the first 4 are in host memory, block 4 is in GPU memory only') };
     const decision = route(hostOnly);
-    expect(decision).toMatchObject({ action: 'recompute', reason: 'no-candidate' });
-    expect(decision.rejected).toEqual([{ worker: 'decode-1', reason: 'gpu-not-admitted', detail: expect.stringContaining('4 of the 8 retained blocks are in GPU memory only') }]);
+    expect(decision).toMatchObject({ action: 'fetch', extent: 4, savingMs: 16, costMs: 3, cut, source: { tier: 'host', blocks: { start: 0, count: 4 } } });
+    expect(decision.detail).toContain('only the first 4 are in host memory');
+    // The cut prefix is priced and judged as such: 3 blocks beyond a destination holding 1 are too short.
+    expect(route(hostOnly, 1)).toMatchObject({ action: 'recompute', reason: 'too-short', extent: 3, cut });
+    // A destination holding the whole host run: nothing on an allowed tier extends it.
+    const covered = route(hostOnly, 4);
+    expect(covered).toMatchObject({ action: 'recompute', reason: 'no-candidate' });
+    expect(covered).not.toHaveProperty('cut');
+    expect(covered.rejected).toEqual([
+      { worker: 'decode-1', reason: 'gpu-not-admitted', detail: expect.stringContaining('retains 8 leading blocks, only the first 4 are in host memory and the destination holds 4 already') },
+    ]);
+  });
+
+  it('without GPU reuse, takes nothing from a prefix whose first block is on the GPU only', () => {
+    const s = scenario();
+    gpuSource(s);
+    expect(route(s).rejected).toEqual([{ worker: 'decode-1', reason: 'gpu-not-admitted', detail: expect.stringContaining('none of them is in host memory') }]);
+    // A whole host prefix is not cut.
+    const host = scenario();
+    hostSource(host);
+    expect(route(host)).not.toHaveProperty('cut');
   });
 
   it('uses a host copy of GPU blocks when GPU reuse is not active', () => {
@@ -213,7 +238,7 @@ describe('decide: candidates', () => {
     ['a warming source', (s: Scenario) => s.addSource(workerOf('decode-1'), 1, { blocks: 8 }, { complete: false }), 'source-warming'],
     ['a busy source', (s: Scenario) => busy(s, 4), 'source-busy'],
     ['a source of another block size', (s: Scenario) => s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, blockTokens: 16 } }), 1, { blocks: 8 }), 'incompatible'],
-    ['a source of another bank layout (another salt)', (s: Scenario) => s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, bankLayout: 'fully-contiguous' } }), 1, { blocks: 8 }), 'incompatible'],
+    ['a source of another head order (same hashes, blocks that cannot move as they are)', (s: Scenario) => s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, headOrder: 'NHD' } }), 1, { blocks: 8 }), 'incompatible'],
     ['a source that retains no more than the destination holds', (s: Scenario) => s.addSource(workerOf('decode-1'), 1, { blocks: 2 }), 'no-extension'],
     ['a GPU-only source without GPU reuse', gpuSource, 'gpu-not-admitted'],
   ] as const)('rejects %s, and recomputes with no candidate', (_name, setup, reason) => {
@@ -222,6 +247,28 @@ describe('decide: candidates', () => {
     const decision = route(s, 2);
     expect(decision).toMatchObject({ action: 'recompute', reason: 'no-candidate', candidatesConsidered: 1 });
     expect(decision.rejected.map((rejection) => rejection.reason)).toEqual([reason]);
+  });
+
+  it("pulls from a compatible source that lays its banks out differently: its hashes are the destination's", () => {
+    const s = scenario();
+    const contiguous = workerOf('decode-1', { geometry: { ...workerOf('x').geometry, bankLayout: 'fully-contiguous' } });
+    expect(contiguous.geometryDigest).not.toBe(s.destination.geometryDigest);
+    expect(checkCompatibility(contiguous, s.destination).ok).toBe(true);
+    // The source hashes what it retains with its own geometry: the same chain as the destination's.
+    expect(hashBlockChain(s.tokens, blockHashScheme(contiguous.geometry, profile.blockHash.seed))).toEqual(s.chain);
+    s.addSource(contiguous, 1, { blocks: 8 });
+    expect(route(s, 2)).toMatchObject({ action: 'fetch', source: { workerId: 'decode-1', blocks: { start: 2, count: 6 } } });
+  });
+
+  it("takes the link class from the hosts the rank parts publish, not the destination's given host", () => {
+    const destination = workerOf('prefill-h', { role: 'prefill', host: 'node-a' });
+    const linkFrom = (host: string) => {
+      const s = scenario();
+      s.addSource(workerOf('decode-1', { host }), 1, { blocks: 8 });
+      return decide({ tokens: s.tokens, destination: { worker: destination, localBlocks: 0, host: 'given-elsewhere' } }, s.context()).source?.linkClass;
+    };
+    expect(linkFrom('node-a')).toBe('same-host');
+    expect(linkFrom('node-b')).toBe('network');
   });
 
   it('rejects a source that declares another block hash function or seed', () => {

@@ -6,7 +6,7 @@ import type { SourceTier, TransferCalibration } from './calibration.js';
 import { type EstimateKind, estimatePull } from './cost-model.js';
 import { RouteRequestError, RouterOptionError } from './errors.js';
 import { type PromptInput, promptChain } from './prompt-chain.js';
-import { type LinkClass, linkClassOf, SourceBook, type SourceState } from './sources.js';
+import { type LinkClass, linkClassBetween, SourceBook, type SourceState } from './sources.js';
 
 /** The prefill worker the request goes to, and what it holds already. */
 export interface RouteDestination {
@@ -14,7 +14,10 @@ export interface RouteDestination {
   readonly worker: Worker;
   /** How many leading blocks of the prompt it already holds. */
   readonly localBlocks: number;
-  /** The machine it runs on, to tell `same-host` sources from `network` ones. */
+  /**
+   * The machine it runs on, to tell `same-host` sources from `network` ones when the workers' rank parts
+   * do not name their host (rank part version 3 `host`, which is used first).
+   */
   readonly host?: string;
 }
 
@@ -94,6 +97,18 @@ export interface FetchHint {
   readonly linkClass: LinkClass;
 }
 
+/** How a source's retained prefix was cut to the part a pull may take. */
+export interface PrefixCut {
+  /** The leading blocks the source retains, on any tier. */
+  readonly retainedBlocks: number;
+  /** The leading blocks it retains on a tier the pull may read: the prefix priced. */
+  readonly usableBlocks: number;
+  /** Why the rest is left out: its blocks lie in GPU memory only, and GPU reuse is not active. */
+  readonly reason: 'gpu-not-admitted';
+  /** The same in words, with the values. */
+  readonly detail: string;
+}
+
 export interface RouteDecision {
   readonly action: 'fetch' | 'recompute';
   readonly reason: DecisionReason;
@@ -103,6 +118,8 @@ export interface RouteDecision {
   readonly source?: FetchHint;
   /** Blocks the best candidate would supply beyond the destination's own (0 without one). */
   readonly extent: number;
+  /** Present when the best candidate's retained prefix was cut to its leading run on an allowed tier. */
+  readonly cut?: PrefixCut;
   readonly savingMs: number;
   readonly costMs: number;
   /** Which transfer estimate priced the best candidate. */
@@ -119,6 +136,7 @@ interface Priced {
   readonly prefix: AdvisoryRetainedPrefix;
   readonly extent: number;
   readonly tier: SourceTier;
+  readonly cut: PrefixCut | undefined;
   readonly linkClass: LinkClass;
   readonly savingMs: number;
   readonly costMs: number;
@@ -141,7 +159,141 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
   const clock = context.clock ?? defaultClock;
   const blockTokens = destination.worker.geometry.blockTokens;
   const local = destination.localBlocks;
-  const none = (reason: DecisionReason, detail: string, considered = 0, rejected: readonly RejectedSource[] = []): RouteDecision => ({
+  if (!router.enableDecodeToPrefillReuse) return recompute('disabled', 'router.enable_decode_to_prefill_reuse is off');
+  if (activation.mode === 'off') return recompute('disabled', `reuse is off: ${activation.reasons.join('; ')}`);
+  const started = clock();
+  const budgetMs = router.transferSourceLookupBudgetMs;
+  const chain = promptChain(request, destination.worker, settings.inventory.hashSeed);
+  if (chain.length <= local) {
+    return recompute('no-candidate', `the destination holds ${local} of the prompt's ${chain.length} blocks already: nothing to pull`);
+  }
+  if (clock() - started > budgetMs) return exceeded(budgetMs, 0, []);
+  const prefixes = lookUp(inventory, chain);
+  if (clock() - started > budgetMs) return exceeded(budgetMs, prefixes.length, []);
+
+  const rejected: RejectedSource[] = [];
+  const priced: Priced[] = [];
+  const destinationWorker = destination.worker;
+  const seed = settings.inventory.hashSeed;
+  const gpu = activation.mode === 'gpu';
+  for (let i = 0; i < prefixes.length; i++) {
+    if (i > 0 && clock() - started > budgetMs) return exceeded(budgetMs, i, rejected);
+    const prefix = prefixes[i]!;
+    const id = prefix.workerId;
+    if (id === destinationWorker.workerId) {
+      reject(rejected, id, 'destination', 'the destination itself');
+      continue;
+    }
+    const state = sources.get(id);
+    if (state === undefined) {
+      reject(rejected, id, 'not-ready', `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`);
+      continue;
+    }
+    if (state.incarnation !== prefix.incarnation) {
+      reject(rejected, id, 'stale-incarnation', `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`);
+      continue;
+    }
+    if (state.worker.role !== 'decode') {
+      reject(rejected, id, 'not-decode', `${id} is a ${state.worker.role} worker; sources are decode workers`);
+      continue;
+    }
+    if (!state.health.healthy) {
+      reject(rejected, id, 'unhealthy', `${id} is unhealthy: ${state.health.reason}`);
+      continue;
+    }
+    if (state.warming) {
+      reject(rejected, id, 'source-warming', `${id} (epoch ${state.epoch}) has not yet published its complete inventory`);
+      continue;
+    }
+    if (state.activePulls >= router.maxConcurrentPullsPerSource) {
+      reject(rejected, id, 'source-busy', `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${router.maxConcurrentPullsPerSource}`);
+      continue;
+    }
+    const incompatible = incompatibility(sources, state, destinationWorker, seed);
+    if (incompatible !== undefined) {
+      reject(rejected, id, 'incompatible', incompatible);
+      continue;
+    }
+    if (prefix.blocks <= local) {
+      reject(rejected, id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${local} already`);
+      continue;
+    }
+    const usable = usablePrefix(prefix, gpu);
+    if (usable.blocks <= local) {
+      const hostRun = usable.blocks === 0 ? 'none of them is' : `only the first ${usable.blocks} are`;
+      reject(
+        rejected,
+        id,
+        'gpu-not-admitted',
+        `${id} retains ${prefix.blocks} leading blocks, ${hostRun} in host memory and the destination holds ${local} already; the rest are in GPU memory only, and GPU reuse is not active: ${activation.reasons.join('; ')}`,
+      );
+      continue;
+    }
+    const tier = usable.tier;
+    const cut = usable.blocks < prefix.blocks ? prefixCut(prefix, usable.blocks, activation.reasons) : undefined;
+    const extent = usable.blocks - local;
+    const linkClass = linkClassBetween(state, destinationWorker, destination.host);
+    const estimate = estimatePull({ extent, blockTokens, tier, linkClass }, router, calibration);
+    const { savingMs, costMs } = estimate;
+    priced.push({ state, prefix, extent, tier, cut, linkClass, savingMs, costMs, net: savingMs - costMs, estimate: estimate.estimate, prefillEstimate: estimate.prefillEstimate });
+  }
+  if (clock() - started > budgetMs) return exceeded(budgetMs, prefixes.length, rejected);
+
+  // Best net saving first; ties go to the longer extent, then to the smaller worker id.
+  priced.sort((a, b) => b.net - a.net || b.extent - a.extent || (a.state.workerId < b.state.workerId ? -1 : 1));
+  const minBlocks = router.minimumTransferPrefixBlocks;
+  const margin = router.minimumEstimatedTtftSavingMs;
+  let chosen: Priced | undefined;
+  let chosenNet = '';
+  for (const candidate of priced) {
+    const id = candidate.state.workerId;
+    if (candidate.extent < minBlocks) {
+      reject(rejected, id, 'too-short', `${candidate.extent} blocks beyond the destination's ${local}; router.minimum_transfer_prefix_blocks = ${minBlocks}`);
+    } else if (candidate.net < margin) {
+      reject(rejected, id, 'not-worth-it', `${describeNet(candidate)}; router.minimum_estimated_ttft_saving_ms = ${margin}`);
+    } else if (chosen === undefined) {
+      chosen = candidate;
+      chosenNet = `, less than ${id}'s ${round(candidate.net)} ms`;
+    } else {
+      reject(rejected, id, 'outbid', describeNet(candidate) + chosenNet);
+    }
+  }
+  const considered = prefixes.length;
+  if (chosen === undefined) {
+    const best = priced[0];
+    if (best === undefined) {
+      const detail = considered === 0 ? 'no worker retains the first block of the prompt' : `none of the ${considered} workers that retain part of the prompt can serve it`;
+      return recompute('no-candidate', detail, considered, rejected);
+    }
+    // The best candidate decides the reason: too short if even it is, otherwise not worth it.
+    const longest = priced.reduce((a, b) => (b.extent > a.extent ? b : a));
+    const tooShort = longest.extent < minBlocks;
+    const shown = tooShort ? longest : best;
+    const detail = tooShort
+      ? `the longest retained prefix adds ${longest.extent} blocks; router.minimum_transfer_prefix_blocks = ${minBlocks}`
+      : `the best source, ${best.state.workerId}: ${describeNet(best)}; router.minimum_estimated_ttft_saving_ms = ${margin}`;
+    return pricedDecision(shown, 'recompute', tooShort ? 'too-short' : 'not-worth-it', detail, considered, rejected);
+  }
+  const { state, extent, tier, linkClass } = chosen;
+  const detail = `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}${chosen.cut === undefined ? '' : `; ${chosen.cut.detail}`}`;
+  const decision = pricedDecision(chosen, 'fetch', 'worth-it', detail, considered, rejected);
+  decision.source = {
+    workerId: state.workerId,
+    incarnation: state.incarnation,
+    epoch: state.epoch,
+    blocks: { start: local, count: extent },
+    hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
+    blockTokens,
+    tier,
+    linkClass,
+  };
+  return decision;
+}
+
+const noRejections: readonly RejectedSource[] = Object.freeze([]);
+
+function recompute(reason: DecisionReason, detail: string, considered = 0, rejected: readonly RejectedSource[] = noRejections): RouteDecision {
+  return {
     action: 'recompute',
     reason,
     detail,
@@ -152,152 +304,20 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     prefillEstimate: 'prior',
     candidatesConsidered: considered,
     rejected,
-  });
-
-  if (!router.enableDecodeToPrefillReuse) return none('disabled', 'router.enable_decode_to_prefill_reuse is off');
-  if (activation.mode === 'off') return none('disabled', `reuse is off: ${activation.reasons.join('; ')}`);
-  const started = clock();
-  const budgetMs = router.transferSourceLookupBudgetMs;
-  const overBudget = (): boolean => clock() - started > budgetMs;
-  const chain = promptChain(request, destination.worker, settings.inventory.hashSeed);
-  if (chain.length <= local) {
-    return none('no-candidate', `the destination holds ${local} of the prompt's ${chain.length} blocks already: nothing to pull`);
-  }
-  const exceeded = (considered: number, rejected: readonly RejectedSource[]): RouteDecision =>
-    none(
-      'budget-exceeded',
-      `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budgetMs} ms: no source, the prefix is recomputed`,
-      considered,
-      rejected,
-    );
-  if (overBudget()) return exceeded(0, []);
-  const prefixes = lookUp(inventory, chain);
-  if (overBudget()) return exceeded(prefixes.length, []);
-
-  const rejected: RejectedSource[] = [];
-  const reject = (worker: string, reason: RejectionReason, detail: string): void => {
-    rejected.push({ worker, reason, detail });
   };
-  const priced: Priced[] = [];
-  const destinationWorker = destination.worker;
-  const seed = settings.inventory.hashSeed;
-  const gpu = activation.mode === 'gpu';
-  for (let i = 0; i < prefixes.length; i++) {
-    if (i > 0 && overBudget()) return exceeded(i, rejected);
-    const prefix = prefixes[i]!;
-    const id = prefix.workerId;
-    if (id === destinationWorker.workerId) {
-      reject(id, 'destination', 'the destination itself');
-      continue;
-    }
-    const state = sources.get(id);
-    if (state === undefined) {
-      reject(id, 'not-ready', `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`);
-      continue;
-    }
-    if (state.incarnation !== prefix.incarnation) {
-      reject(id, 'stale-incarnation', `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`);
-      continue;
-    }
-    if (state.worker.role !== 'decode') {
-      reject(id, 'not-decode', `${id} is a ${state.worker.role} worker; sources are decode workers`);
-      continue;
-    }
-    if (!state.health.healthy) {
-      reject(id, 'unhealthy', `${id} is unhealthy: ${state.health.reason}`);
-      continue;
-    }
-    if (state.warming) {
-      reject(id, 'source-warming', `${id} (epoch ${state.epoch}) has not yet published its complete inventory`);
-      continue;
-    }
-    if (state.activePulls >= router.maxConcurrentPullsPerSource) {
-      reject(id, 'source-busy', `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${router.maxConcurrentPullsPerSource}`);
-      continue;
-    }
-    const incompatible = incompatibility(sources, state, destinationWorker, seed);
-    if (incompatible !== undefined) {
-      reject(id, 'incompatible', incompatible);
-      continue;
-    }
-    if (prefix.blocks <= local) {
-      reject(id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${local} already`);
-      continue;
-    }
-    const tier = tierOf(prefix, gpu);
-    if (tier === undefined) {
-      reject(
-        id,
-        'gpu-not-admitted',
-        `${prefix.blocks - prefix.hostBlocks} of the ${prefix.blocks} retained blocks are in GPU memory only, and GPU reuse is not active: ${activation.reasons.join('; ')}`,
-      );
-      continue;
-    }
-    const extent = prefix.blocks - local;
-    const linkClass = linkClassOf(state, destination.host);
-    const estimate = estimatePull({ extent, blockTokens, tier, linkClass }, router, calibration);
-    priced.push({ state, prefix, extent, tier, linkClass, ...estimate, net: estimate.savingMs - estimate.costMs });
-  }
-  if (overBudget()) return exceeded(prefixes.length, rejected);
+}
 
-  // Best net saving first; ties go to the longer extent, then to the smaller worker id.
-  priced.sort((a, b) => b.net - a.net || b.extent - a.extent || (a.state.workerId < b.state.workerId ? -1 : 1));
-  const minBlocks = router.minimumTransferPrefixBlocks;
-  const margin = router.minimumEstimatedTtftSavingMs;
-  let chosen: Priced | undefined;
-  for (const candidate of priced) {
-    const id = candidate.state.workerId;
-    if (candidate.extent < minBlocks) {
-      reject(id, 'too-short', `${candidate.extent} blocks beyond the destination's ${local}; router.minimum_transfer_prefix_blocks = ${minBlocks}`);
-    } else if (candidate.net < margin) {
-      reject(id, 'not-worth-it', `${describeNet(candidate)}; router.minimum_estimated_ttft_saving_ms = ${margin}`);
-    } else if (chosen === undefined) {
-      chosen = candidate;
-    } else {
-      reject(id, 'outbid', `${describeNet(candidate)}, less than ${chosen.state.workerId}'s ${round(chosen.net)} ms`);
-    }
-  }
-  const considered = prefixes.length;
-  if (chosen === undefined) {
-    const best = priced[0];
-    if (best === undefined) {
-      const detail = considered === 0 ? 'no worker retains the first block of the prompt' : `none of the ${considered} workers that retain part of the prompt can serve it`;
-      return none('no-candidate', detail, considered, rejected);
-    }
-    // The best candidate decides the reason: too short if even it is, otherwise not worth it.
-    const longest = priced.reduce((a, b) => (b.extent > a.extent ? b : a));
-    const tooShort = longest.extent < minBlocks;
-    const shown = tooShort ? longest : best;
-    return {
-      ...pricing(shown),
-      action: 'recompute',
-      reason: tooShort ? 'too-short' : 'not-worth-it',
-      detail: tooShort
-        ? `the longest retained prefix adds ${longest.extent} blocks; router.minimum_transfer_prefix_blocks = ${minBlocks}`
-        : `the best source, ${best.state.workerId}: ${describeNet(best)}; router.minimum_estimated_ttft_saving_ms = ${margin}`,
-      candidatesConsidered: considered,
-      rejected,
-    };
-  }
-  const { state, extent, tier, linkClass } = chosen;
-  return {
-    ...pricing(chosen),
-    action: 'fetch',
-    reason: 'worth-it',
-    detail: `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}`,
-    source: {
-      workerId: state.workerId,
-      incarnation: state.incarnation,
-      epoch: state.epoch,
-      blocks: { start: local, count: extent },
-      hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
-      blockTokens,
-      tier,
-      linkClass,
-    },
-    candidatesConsidered: considered,
+function exceeded(budgetMs: number, considered: number, rejected: readonly RejectedSource[]): RouteDecision {
+  return recompute(
+    'budget-exceeded',
+    `finding a source took longer than router.transfer_source_lookup_budget_ms = ${budgetMs} ms: no source, the prefix is recomputed`,
+    considered,
     rejected,
-  };
+  );
+}
+
+function reject(rejected: RejectedSource[], worker: string, reason: RejectionReason, detail: string): void {
+  rejected.push({ worker, reason, detail });
 }
 
 function lookUp(inventory: RetainedInventory, chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
@@ -309,9 +329,31 @@ function lookUp(inventory: RetainedInventory, chain: BigUint64Array | readonly b
   }
 }
 
-function pricing(candidate: Priced): Pick<RouteDecision, 'extent' | 'savingMs' | 'costMs' | 'estimate' | 'prefillEstimate'> {
-  const { extent, savingMs, costMs, estimate, prefillEstimate } = candidate;
-  return { extent, savingMs, costMs, estimate, prefillEstimate };
+type DecisionDraft = { -readonly [Key in keyof RouteDecision]: RouteDecision[Key] };
+
+/** A decision priced by `candidate` (built field by field: object spreads cost more than the rest of a decision). */
+function pricedDecision(
+  candidate: Priced,
+  action: RouteDecision['action'],
+  reason: DecisionReason,
+  detail: string,
+  considered: number,
+  rejected: readonly RejectedSource[],
+): DecisionDraft {
+  const decision: DecisionDraft = {
+    action,
+    reason,
+    detail,
+    extent: candidate.extent,
+    savingMs: candidate.savingMs,
+    costMs: candidate.costMs,
+    estimate: candidate.estimate,
+    prefillEstimate: candidate.prefillEstimate,
+    candidatesConsidered: considered,
+    rejected,
+  };
+  if (candidate.cut !== undefined) decision.cut = candidate.cut;
+  return decision;
 }
 
 /** To the microsecond: enough for an explanation, and much cheaper than `toPrecision`. */
@@ -322,29 +364,37 @@ function describeNet(candidate: Priced): string {
 }
 
 /**
- * The tier a prefix is pulled from: with GPU reuse active, `gpu` if every block is on the GPU, `host`
- * if every block is in host memory, `mixed` otherwise; without it, `host` only if every block is in host
- * memory (the inventory counts blocks per tier but not which, so a partly GPU-only prefix is refused).
+ * The prefix a pull may take, and its tier. With GPU reuse active, the whole retained prefix: `gpu` if
+ * every block is on the GPU, `host` if every block is in host memory, `mixed` otherwise. Without it,
+ * the leading run of blocks in host memory (`leadingHostBlocks`), from `host`.
  */
-function tierOf(prefix: AdvisoryRetainedPrefix, gpu: boolean): SourceTier | undefined {
-  if (gpu && prefix.gpuBlocks === prefix.blocks) return 'gpu';
-  if (prefix.hostBlocks === prefix.blocks) return 'host';
-  return gpu ? 'mixed' : undefined;
+function usablePrefix(prefix: AdvisoryRetainedPrefix, gpu: boolean): { readonly tier: SourceTier; readonly blocks: number } {
+  if (!gpu) return { tier: 'host', blocks: prefix.leadingHostBlocks };
+  const tier = prefix.gpuBlocks === prefix.blocks ? 'gpu' : prefix.hostBlocks === prefix.blocks ? 'host' : 'mixed';
+  return { tier, blocks: prefix.blocks };
+}
+
+function prefixCut(prefix: AdvisoryRetainedPrefix, usableBlocks: number, reasons: readonly string[]): PrefixCut {
+  return {
+    retainedBlocks: prefix.blocks,
+    usableBlocks,
+    reason: 'gpu-not-admitted',
+    detail: `${prefix.workerId} retains ${prefix.blocks} leading blocks; only the first ${usableBlocks} are in host memory, block ${usableBlocks} is in GPU memory only, and GPU reuse is not active: ${reasons.join('; ')}`,
+  };
 }
 
 /** Why blocks cannot move from the source to the destination, or undefined if they can. */
 function incompatibility(sources: SourceBook, state: SourceState, destination: Worker, seed: string): string | undefined {
+  // The block salt covers the KV content only: workers that lay their banks out differently share hashes
+  // and meet here, where checkCompatibility says whether the blocks can move.
   const declared = state.blockHash;
   if (declared !== undefined && (declared.function !== blockHashFunction || declared.seed !== seed)) {
     return `${state.workerId} hashes blocks with ${declared.function} seeded ${JSON.stringify(declared.seed)}; the router with ${blockHashFunction} seeded ${JSON.stringify(seed)}`;
   }
-  // The block salt covers the geometry digest: another digest means hashes that never match.
-  if (state.worker.geometryDigest !== destination.geometryDigest) {
-    const because = sources.incompatibility(state, destination) ?? `their geometries differ (bank layout ${state.worker.geometry.bankLayout} → ${destination.geometry.bankLayout})`;
-    return `${state.workerId} salts its block hashes with geometry digest ${state.worker.geometryDigest.slice(0, 12)}…, the destination with ${destination.geometryDigest.slice(0, 12)}…: ${because}`;
-  }
   return sources.incompatibility(state, destination);
 }
+
+const activationModes: ReadonlySet<string> = new Set(['off', 'host-only', 'gpu']);
 
 function checkContext(context: RouteContext): void {
   if (context === null || typeof context !== 'object') throw new RouterOptionError('context', context, 'an object');
@@ -354,7 +404,7 @@ function checkContext(context: RouteContext): void {
   }
   if (!(inventory instanceof RetainedInventory)) throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/registry');
   if (!(sources instanceof SourceBook)) throw new RouterOptionError('context.sources', sources, 'a SourceBook');
-  if (activation === null || typeof activation !== 'object' || !['off', 'host-only', 'gpu'].includes(activation.mode)) {
+  if (activation === null || typeof activation !== 'object' || !activationModes.has(activation.mode)) {
     throw new RouterOptionError('context.activation', activation, 'an Activation (explainActivation of @kvreuse/profile-admission)');
   }
   if (clock !== undefined && typeof clock !== 'function') throw new RouterOptionError('context.clock', clock, 'a function returning monotonic milliseconds');

@@ -1,5 +1,5 @@
 import type { Worker } from '@kvreuse/descriptors';
-import { blockHashSalt, hashBlockChain } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/registry';
 import { RouteRequestError } from './errors.js';
 
 /** A prompt as the router takes it: its block-hash chain, or its token ids to hash. */
@@ -7,12 +7,15 @@ export type PromptInput = { readonly chain: BigUint64Array | readonly bigint[] }
 
 const salts = new Map<string, bigint>();
 
-/** The block salt of a model as served: `blockHashSalt` of @kvreuse/registry over its geometry digest and the hash seed, remembered. */
+/**
+ * The block salt of a model as served (`blockHashScheme` of @kvreuse/registry: its KV content and the hash
+ * seed), remembered by geometry digest and seed.
+ */
 export function saltOf(worker: Worker, hashSeed: string): bigint {
   const key = `${worker.geometryDigest}:${hashSeed}`;
   let salt = salts.get(key);
   if (salt === undefined) {
-    salt = blockHashSalt(worker.geometryDigest, hashSeed);
+    salt = blockHashScheme(worker.geometry, hashSeed).salt;
     salts.set(key, salt);
   }
   return salt;

@@ -1,7 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { claimIncarnationEpoch, followInventory, hashBlockChain, InventoryPublisher, RetainedInventory, SqliteDiscoveryStore } from '@kvreuse/registry';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { readyOf, workerOf } from '../test/support.js';
 import { PullNotStartedError, RouterOptionError } from './errors.js';
-import { linkClassOf, SourceBook } from './sources.js';
+import { linkClassBetween, linkClassOf, publishedHost, SourceBook } from './sources.js';
 
 describe('SourceBook', () => {
   it('knows a ready incarnation, warming until it announces its complete inventory', () => {
@@ -76,11 +80,103 @@ describe('SourceBook', () => {
     expect(linkClassOf(source, undefined)).toBe('network');
   });
 
+  it('derives the link class from the hosts the rank parts publish, before the hosts the caller gives', () => {
+    const book = new SourceBook();
+    const sourceOn = (workerId: string, host: string | readonly string[] | undefined, given?: string) => {
+      book.observe(readyOf(workerOf(workerId, { tpSize: 2, ...(host === undefined ? {} : { host }) }), 1), given === undefined ? {} : { host: given });
+      return book.get(workerId)!;
+    };
+    const destinationOn = (host: string | undefined) => workerOf('prefill-0', { role: 'prefill', ...(host === undefined ? {} : { host }) });
+    const onA = sourceOn('decode-a', 'node-a', 'caller-says-b');
+    expect(publishedHost(onA.worker)).toBe('node-a');
+    expect(linkClassBetween(onA, destinationOn('node-a'), 'caller-says-b')).toBe('same-host');
+    expect(linkClassBetween(onA, destinationOn('node-b'), 'caller-says-b')).toBe('network');
+    // A worker whose ranks span machines is never on the destination's host.
+    const spanning = sourceOn('decode-s', ['node-a', 'node-b']);
+    expect(publishedHost(spanning.worker)).toBeNull();
+    expect(linkClassBetween(spanning, destinationOn('node-a'), undefined)).toBe('network');
+    // Parts that name no host (versions 1 and 2): the hosts the caller gave decide.
+    const unnamed = sourceOn('decode-u', undefined, 'node-c');
+    expect(publishedHost(unnamed.worker)).toBeUndefined();
+    expect(linkClassBetween(unnamed, destinationOn('node-a'), 'node-c')).toBe('same-host');
+    expect(linkClassBetween(onA, destinationOn(undefined), 'caller-says-b')).toBe('same-host');
+    expect(linkClassBetween(onA, destinationOn(undefined), 'node-a')).toBe('network');
+  });
+
   it('refuses readiness, options and health of the wrong shape', () => {
     const book = new SourceBook();
     expect(() => book.observe(null as never)).toThrow(RouterOptionError);
     expect(() => book.observe(readyOf(workerOf('decode-1'), 1), null as never)).toThrow(/options/);
     expect(() => book.setHealth('decode-1', { healthy: 'yes' } as never)).toThrow(/health/);
     expect(book.setHealth('nobody', { healthy: true })).toBe(false);
+  });
+});
+
+describe('SourceBook following the inventory over sqlite discovery', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvreuse-router-warming-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** The completions a follower reports, awaited one at a time. */
+  function completions() {
+    const seen: { workerId: string; incarnation: string; epoch: number }[] = [];
+    const waiting: ((value: (typeof seen)[number]) => void)[] = [];
+    return {
+      onComplete: (worker: (typeof seen)[number]) => {
+        const resolve = waiting.shift();
+        if (resolve === undefined) seen.push(worker);
+        else resolve(worker);
+      },
+      next: () => (seen.length > 0 ? Promise.resolve(seen.shift()!) : new Promise<(typeof seen)[number]>((resolve) => waiting.push(resolve))),
+    };
+  }
+
+  it('warms each incarnation until its own batches say its inventory is complete, across a restart', async () => {
+    const path = join(dir, 'discovery.db');
+    // The decode worker and the router are separate clients of one discovery database.
+    const workerSide = new SqliteDiscoveryStore(path, { pollIntervalMs: 5 });
+    const routerSide = new SqliteDiscoveryStore(path, { pollIntervalMs: 5 });
+    const inventory = new RetainedInventory();
+    const completed = completions();
+    const follower = await followInventory(routerSide, inventory, { onComplete: completed.onComplete });
+    const book = new SourceBook({ inventory });
+    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), { salt: 7n, blockTokens: 64 });
+    const expiresAt = Date.now() + 600_000;
+    const lease = await workerSide.grantLease(600_000);
+
+    const start = async (incarnation: string) => {
+      const claim = await claimIncarnationEpoch(workerSide, { workerId: 'decode-1', incarnation });
+      book.observe(readyOf(workerOf('decode-1', { incarnation }), claim.epoch));
+      const publisher = new InventoryPublisher(workerSide, { ...claim, lease: lease.id });
+      await publisher.publish([{ type: 'stored', tier: 'host', blocks: chain, expiresAt }]);
+      await vi.waitFor(() => expect(inventory.longestRetainedPrefix(chain)).toEqual([expect.objectContaining({ incarnation, blocks: 4 })]));
+      expect(book.get('decode-1')).toMatchObject({ incarnation, epoch: claim.epoch, warming: true });
+      await publisher.publish([], { complete: true });
+      expect(await completed.next()).toEqual({ workerId: 'decode-1', incarnation, epoch: claim.epoch });
+      expect(book.get('decode-1')).toMatchObject({ incarnation, warming: false });
+      // Later batches of the incarnation still say so.
+      await publisher.publish([{ type: 'removed', tier: 'host', blocks: chain.subarray(3) }]);
+      expect(publisher.complete).toBe(true);
+      return claim.epoch;
+    };
+    const first = await start('decode-1-a');
+    const second = await start('decode-1-b');
+    expect(second).toBeGreaterThan(first);
+
+    // A router that starts later learns it from the latest batch it finds.
+    const lateSide = new SqliteDiscoveryStore(path, { pollIntervalMs: 5 });
+    const lateInventory = new RetainedInventory();
+    const lateCompleted = completions();
+    const late = await followInventory(lateSide, lateInventory, { onComplete: lateCompleted.onComplete });
+    expect(await lateCompleted.next()).toEqual({ workerId: 'decode-1', incarnation: 'decode-1-b', epoch: second });
+    const lateBook = new SourceBook({ inventory: lateInventory });
+    lateBook.observe(readyOf(workerOf('decode-1', { incarnation: 'decode-1-b' }), second));
+    expect(lateBook.get('decode-1')?.warming).toBe(false);
+
+    await Promise.all([follower.close(), late.close()]);
+    await Promise.all([workerSide.close(), routerSide.close(), lateSide.close()]);
+  });
+
+  it('refuses an inventory option that is not a RetainedInventory', () => {
+    expect(() => new SourceBook({ inventory: {} as never })).toThrow(expect.objectContaining({ code: 'INVALID_ROUTER_OPTION', option: 'options.inventory' }));
   });
 });

@@ -1,5 +1,5 @@
 import { checkCompatibility, type Worker } from '@kvreuse/descriptors';
-import type { WorkerReadiness } from '@kvreuse/registry';
+import { RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
 import { PullNotStartedError, RouterOptionError } from './errors.js';
 
 /** How far the bytes travel between a source and the destination. */
@@ -29,7 +29,10 @@ export interface SourceState {
   readonly worker: Worker;
   readonly host: string | undefined;
   readonly blockHash: DeclaredBlockHash | undefined;
-  /** True until the incarnation says it has published its complete inventory (`inventoryComplete`). */
+  /**
+   * True until the incarnation has published its complete inventory: its batches say so in the followed
+   * inventory (`SourceBookOptions.inventory`), or `inventoryComplete` was called.
+   */
   readonly warming: boolean;
   readonly health: SourceHealth;
   /** Pulls from this incarnation started and not yet ended. */
@@ -45,9 +48,20 @@ interface Entry {
   epoch: number;
   /** Compatibility verdicts of the ready incarnation, by destination incarnation. */
   compatibility: Map<string, string | undefined>;
+  /** The destination descriptor last asked about, and its verdict: most decisions ask about the same one. */
+  lastDestination: Worker | undefined;
+  lastVerdict: string | undefined;
 }
 
 const healthy: SourceHealth = Object.freeze({ healthy: true });
+
+export interface SourceBookOptions {
+  /**
+   * The inventory followed from discovery (`followInventory`): a source stops warming by itself once
+   * its incarnation's batches say its inventory is complete (`RetainedInventory.completeEpoch`).
+   */
+  readonly inventory?: RetainedInventory;
+}
 
 /**
  * The router's view of the workers that may serve a pull: which incarnation of each is ready (from
@@ -60,6 +74,15 @@ export class SourceBook {
   private readonly entries = new Map<string, Entry>();
   /** The epoch whose complete inventory each worker last announced. */
   private readonly completed = new Map<string, number>();
+  private readonly inventory: RetainedInventory | undefined;
+
+  constructor(options: SourceBookOptions = {}) {
+    if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
+    if (options.inventory !== undefined && !(options.inventory instanceof RetainedInventory)) {
+      throw new RouterOptionError('options.inventory', options.inventory, 'a RetainedInventory of @kvreuse/registry');
+    }
+    this.inventory = options.inventory;
+  }
 
   /**
    * Takes a worker's readiness as `watchWorkerReadiness` reports it. Returns false when it is about an
@@ -70,7 +93,7 @@ export class SourceBook {
       throw new RouterOptionError('readiness', readiness, 'a WorkerReadiness of @kvreuse/registry');
     }
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
-    const entry = this.entries.get(readiness.workerId) ?? { source: undefined, epoch: 0, compatibility: new Map() };
+    const entry: Entry = this.entries.get(readiness.workerId) ?? { source: undefined, epoch: 0, compatibility: new Map(), lastDestination: undefined, lastVerdict: undefined };
     this.entries.set(readiness.workerId, entry);
     if (!readiness.ready) {
       // Not ready says nothing of its epoch: the ready incarnation stops serving, the fence stays.
@@ -84,13 +107,13 @@ export class SourceBook {
     if (readiness.epoch < entry.epoch) return false;
     const current = entry.source;
     if (current !== undefined && readiness.epoch === current.epoch && readiness.incarnation === current.incarnation) {
-      if (current.worker !== readiness.worker) entry.compatibility.clear();
+      if (current.worker !== readiness.worker) forgetVerdicts(entry);
       current.worker = readiness.worker;
       current.host = options.host;
       current.blockHash = options.blockHash;
       return true;
     }
-    entry.compatibility.clear();
+    forgetVerdicts(entry);
     entry.epoch = readiness.epoch;
     entry.source = {
       workerId: readiness.workerId,
@@ -148,12 +171,23 @@ export class SourceBook {
 
   /** The worker's ready incarnation, or undefined. */
   get(workerId: string): SourceState | undefined {
-    return this.entries.get(workerId)?.source;
+    const source = this.entries.get(workerId)?.source;
+    if (source?.warming === true) this.warmUp(source);
+    return source;
   }
 
   /** Every ready incarnation, by worker id. */
   ready(): SourceState[] {
-    return [...this.entries.values()].flatMap((entry) => (entry.source === undefined ? [] : [entry.source])).sort((a, b) => (a.workerId < b.workerId ? -1 : 1));
+    const sources = [...this.entries.values()].flatMap((entry) => (entry.source === undefined ? [] : [entry.source]));
+    for (const source of sources) if (source.warming) this.warmUp(source);
+    return sources.sort((a, b) => (a.workerId < b.workerId ? -1 : 1));
+  }
+
+  /** Ends a source's warming once the followed inventory says its incarnation's inventory is complete. */
+  private warmUp(source: MutableSource): void {
+    if (this.inventory === undefined || this.inventory.completeEpoch(source.workerId) !== source.epoch) return;
+    this.completed.set(source.workerId, source.epoch);
+    source.warming = false;
   }
 
   /**
@@ -162,16 +196,58 @@ export class SourceBook {
    */
   incompatibility(source: SourceState, destination: Worker): string | undefined {
     const entry = this.entries.get(source.workerId);
+    const current = entry?.source === source ? entry : undefined;
+    if (current !== undefined && current.lastDestination === destination) return current.lastVerdict;
     const key = `${destination.workerId}\u0000${destination.incarnation}`;
-    if (entry?.source === source && entry.compatibility.has(key)) return entry.compatibility.get(key);
-    const result = checkCompatibility(source.worker, destination);
-    const verdict = result.ok ? undefined : result.reasons.map((reason) => reason.message).join('; ');
-    if (entry?.source === source) entry.compatibility.set(key, verdict);
+    let verdict: string | undefined;
+    if (current !== undefined && current.compatibility.has(key)) verdict = current.compatibility.get(key);
+    else {
+      const result = checkCompatibility(source.worker, destination);
+      verdict = result.ok ? undefined : result.reasons.map((reason) => reason.message).join('; ');
+      current?.compatibility.set(key, verdict);
+    }
+    if (current !== undefined) {
+      current.lastDestination = destination;
+      current.lastVerdict = verdict;
+    }
     return verdict;
   }
+}
+
+function forgetVerdicts(entry: Entry): void {
+  entry.compatibility.clear();
+  entry.lastDestination = undefined;
+  entry.lastVerdict = undefined;
 }
 
 /** The link class between a source and the destination's host. */
 export function linkClassOf(source: SourceState, destinationHost: string | undefined): LinkClass {
   return source.host !== undefined && source.host === destinationHost ? 'same-host' : 'network';
+}
+
+const publishedHosts = new WeakMap<Worker, string | null | undefined>();
+
+/**
+ * The machine a worker's rank parts name (rank part version 3 `host`): the host when every rank names
+ * the same one, `null` when they name several (the worker spans machines), undefined when a rank names
+ * none. Remembered per descriptor.
+ */
+export function publishedHost(worker: Worker): string | null | undefined {
+  if (publishedHosts.has(worker)) return publishedHosts.get(worker);
+  const hosts = new Set(worker.ranks.map((rank) => rank.host));
+  const host = hosts.has(undefined) ? undefined : hosts.size === 1 ? ([...hosts][0] as string) : null;
+  publishedHosts.set(worker, host);
+  return host;
+}
+
+/**
+ * The link class between a source and the destination, from the hosts their rank parts publish
+ * (`publishedHost`): `same-host` when both run on one machine, `network` when they name different
+ * machines or span several. When either names none, from the hosts the caller gave (`linkClassOf`).
+ */
+export function linkClassBetween(source: SourceState, destination: Worker, destinationHost: string | undefined): LinkClass {
+  const from = publishedHost(source.worker);
+  const to = publishedHost(destination);
+  if (from === undefined || to === undefined) return linkClassOf(source, destinationHost);
+  return from !== null && from === to ? 'same-host' : 'network';
 }

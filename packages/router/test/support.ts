@@ -3,7 +3,7 @@
 import { resolveSettings, type Settings } from '@kvreuse/config';
 import { assembleWorker, type Geometry, layoutRankBanks, type MemKind, parseRankPart, referenceGeometries, type Role, serializeRankPart, type Worker } from '@kvreuse/descriptors';
 import { builtInProfile, explainActivation, type NativeCapabilities } from '@kvreuse/profile-admission';
-import { blockHashSalt, hashBlockChain, type RetentionTier, RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain, type RetentionTier, RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
 import { type RouteContext, SourceBook, type TransferCalibration } from '@kvreuse/router';
 
 export const profile = builtInProfile('llama-3.1-8b-bf16-b64');
@@ -17,16 +17,20 @@ export interface WorkerShape {
   readonly geometry?: Geometry;
   readonly tpSize?: number;
   readonly memKind?: MemKind;
+  /** The host every rank part names (a version 3 part), or one per TP rank. */
+  readonly host?: string | readonly string[];
 }
 
 /** The complete descriptor of a worker: one rank part per TP rank, through the wire form and back. */
 export function workerOf(workerId: string, shape: WorkerShape = {}): Worker {
-  const { role = 'decode', incarnation = `${workerId}-a`, geometry = llama, tpSize = 1, memKind = 'dram' } = shape;
+  const { role = 'decode', incarnation = `${workerId}-a`, geometry = llama, tpSize = 1, memKind = 'dram', host } = shape;
   const parts = Array.from({ length: tpSize }, (_, tpRank) => {
     const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1, dpRank: 0 };
     const banks = layoutRankBanks(geometry, parallel, { address: BigInt(tpRank + 1) << 36n, blocks: 4, memKind });
     const transport = { agentName: `${workerId}-${tpRank}`, generation: 1, metadata: Buffer.from(workerId).toString('base64') };
-    return parseRankPart(serializeRankPart({ version: 1, workerId, incarnation, role, geometry, parallel, banks, transport }));
+    const named = typeof host === 'string' ? host : host?.[tpRank];
+    const identity = named === undefined ? { version: 1 as const } : { version: 3 as const, host: named };
+    return parseRankPart(serializeRankPart({ ...identity, workerId, incarnation, role, geometry, parallel, banks, transport }));
   });
   const assembled = assembleWorker(parts);
   if (!assembled.complete) throw new Error(`test worker ${workerId} is incomplete`);
@@ -136,5 +140,5 @@ export class Scenario {
 }
 
 function saltFor(worker: Worker): bigint {
-  return blockHashSalt(worker.geometryDigest, profile.blockHash.seed);
+  return blockHashScheme(worker.geometry, profile.blockHash.seed).salt;
 }

@@ -11,6 +11,8 @@ import {
   type RankId,
   type Worker,
 } from '@kvreuse/descriptors';
+import { blockHashScheme, hashBlockChain, RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
+import { decide, type RouteDecision, SourceBook } from '@kvreuse/router';
 
 const examplesDir = join(dirname(fileURLToPath(import.meta.url)), '../examples');
 export const exampleWorkerFiles = {
@@ -24,6 +26,8 @@ export const demoPrefixBlocks = 42;
 export interface MainJobOptions {
   env?: SettingsEnv;
   argv?: readonly string[];
+  /** The router's monotonic clock, against which its lookup budget runs (default `performance.now`). */
+  clock?: () => number;
 }
 
 const rank = (r: RankId): string => `tp${r.tpRank}/pp${r.ppRank}`;
@@ -52,12 +56,12 @@ function loadWorker(label: string, path: string): { report: string[]; worker?: W
 
 /**
  * The main job until the end-to-end demo lands: resolve the bundled example settings, check the bundled
- * Qwen3-0.6B example workers (decode TP=2, prefill TP=1) for completeness and compatibility, and plan
- * the pull of a 42-block prefix from decode to prefill.
+ * Qwen3-0.6B example workers (decode TP=2, prefill TP=1) for completeness and compatibility, ask the
+ * router whether the prefill worker should pull a 42-block prefix the decode worker retains, and plan
+ * the pull it decides.
  */
 export function runMainJob(options: MainJobOptions = {}): string {
   const resolved = resolveSettings({ file: exampleSettingsPath, env: options.env ?? {}, argv: options.argv ?? [] });
-  const { router } = resolved.settings;
   const out = ['== settings (bundled example, then environment, then argv)', renderSettingsReport(resolved).trimEnd(), ''];
 
   out.push('== workers');
@@ -80,23 +84,44 @@ export function runMainJob(options: MainJobOptions = {}): string {
   }
   out.push('');
 
-  out.push(`== plan: pull a ${demoPrefixBlocks}-block prefix`);
-  if (!router.enableDecodeToPrefillReuse) {
-    out.push('reuse is off (router.enable_decode_to_prefill_reuse = false): the prefill worker recomputes');
-    return `${out.join('\n')}\n`;
-  }
-  if (demoPrefixBlocks < router.minimumTransferPrefixBlocks) {
-    out.push(`prefix of ${demoPrefixBlocks} blocks is below router.minimum_transfer_prefix_blocks = ${router.minimumTransferPrefixBlocks}: recompute`);
-    return `${out.join('\n')}\n`;
-  }
-  const blocks = Array.from({ length: demoPrefixBlocks }, (_, i) => [i, i] as const);
+  out.push(`== decision: a ${demoPrefixBlocks}-block prompt the decode worker retains in host memory`);
+  const decision = routeDemoPrompt(resolved.settings, decode.worker, prefill.worker, options.clock);
+  out.push(`  ${decision.action} (${decision.reason}): ${decision.detail}`);
+  for (const rejection of decision.rejected) out.push(`  - ${rejection.worker} ${rejection.reason}: ${rejection.detail}`);
+  if (decision.action !== 'fetch' || decision.source === undefined) return `${out.join('\n')}\n`;
+  out.push('');
+
+  const { start, count } = decision.source.blocks;
+  out.push(`== plan: pull blocks ${start}..${start + count - 1} (${count} blocks)`);
+  const blocks = Array.from({ length: count }, (_, i) => [start + i, start + i] as const);
   const plan = planTransfer(decode.worker, prefill.worker, blocks);
   for (const pair of plan.pairs) {
     out.push(`  ${rank(pair.sourceRank)} → ${rank(pair.destinationRank)}: ${pair.count} descriptors, ${bytes(pair.bytes)}`);
   }
   out.push(`  total: ${plan.descriptorCount} descriptors, ${bytes(plan.totalBytes)}`);
-  const transferMs = (demoPrefixBlocks * router.transferSourceEstimatedBlockUs) / 1000;
-  const recomputeMs = (demoPrefixBlocks * prefill.worker.geometry.blockTokens * router.transferSourcePrefillTokenUs) / 1000;
-  out.push(`  estimate: transfer ${transferMs.toFixed(1)} ms vs recompute ${recomputeMs.toFixed(1)} ms (router settings)`);
   return `${out.join('\n')}\n`;
+}
+
+/**
+ * The router's decision for a prompt of `demoPrefixBlocks` blocks that the decode worker retains in host
+ * memory (GPU reuse needs an admitted profile, which the demo does not declare), the prefill worker
+ * holding none of it.
+ */
+function routeDemoPrompt(settings: ReturnType<typeof resolveSettings>['settings'], decode: Worker, prefill: Worker, clock: (() => number) | undefined): RouteDecision {
+  const tokens = Array.from({ length: demoPrefixBlocks * decode.geometry.blockTokens }, (_, i) => (i * 7919) % 151_936);
+  const chain = hashBlockChain(tokens, blockHashScheme(decode.geometry, settings.inventory.hashSeed));
+  const inventory = new RetainedInventory();
+  inventory.apply({
+    workerId: decode.workerId,
+    incarnation: decode.incarnation,
+    epoch: 1,
+    seq: 0,
+    events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt: Date.now() + 60_000 }],
+    complete: true,
+  });
+  const sources = new SourceBook({ inventory });
+  const readiness: WorkerReadiness = { ready: true, workerId: decode.workerId, incarnation: decode.incarnation, epoch: 1, worker: decode };
+  sources.observe(readiness);
+  const activation = { mode: 'host-only', reasons: ['the demo declares no deployment profile: host memory only'] } as const;
+  return decide({ tokens, destination: { worker: prefill, localBlocks: 0 } }, { settings, inventory, sources, activation, ...(clock === undefined ? {} : { clock }) });
 }

@@ -12,9 +12,10 @@ export const inventoryGroup = defineGroup('inventory', {
         .meta({ description: 'up to 128 printable ASCII characters' }),
       default: '',
       description:
-        "Salts every block hash, together with the model's geometry digest, so that two models never share " +
-        'hashes. Models of different KV geometry differ already; give models that share a geometry (a ' +
-        'fine-tune of the same base, two revisions) different seeds, e.g. the model name and revision. ' +
+        "Salts every block hash, together with the model's KV content facts (layers, planes, tokens per block, " +
+        'KV heads, head dim, dtype; not the bank layout), so that two models never share hashes. Models whose ' +
+        'facts differ differ already; give models that share them (a fine-tune of the same base, two ' +
+        'revisions) different seeds, e.g. the model name and revision. ' +
         'Every worker and router of one model must use the same seed.',
     },
   },

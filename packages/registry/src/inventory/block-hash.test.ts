@@ -1,5 +1,5 @@
 import { catalog } from '@kvreuse/config';
-import { geometryDigest, InvalidGeometryError, referenceGeometries } from '@kvreuse/descriptors';
+import { type Geometry, InvalidGeometryError, kvContentDigest, referenceGeometries } from '@kvreuse/descriptors';
 import { describe, expect, test } from 'vitest';
 import { BlockHashError } from '../errors.js';
 import { blockHashFromHex, blockHashFunction, blockHashSalt, blockHashScheme, blockHashToHex, fnv1a64, hashBlockChain } from './block-hash.js';
@@ -25,7 +25,7 @@ function referenceChain(tokens: readonly number[], salt: bigint, blockTokens: nu
 }
 
 const qwen = referenceGeometries['qwen3-0.6b'];
-const qwenDigest = '34be7cf5dfd09f379c55be4e0bc2a9a29d1b7280a4194002eba8683234c1cf9f';
+const qwenDigest = '28a6b7b5aa166631e515428e407f5f9e60283548ddb9dd4f084dfda21621fe3a';
 const hex = (chain: BigUint64Array) => Array.from(chain, blockHashToHex);
 
 describe('fnv1a64', () => {
@@ -39,17 +39,17 @@ describe('fnv1a64', () => {
 
 describe('blockHashSalt and blockHashScheme', () => {
   test('test vectors (computed independently in Python; the README lists them)', () => {
-    expect(geometryDigest(qwen)).toBe(qwenDigest);
-    expect(blockHashToHex(blockHashSalt(qwenDigest, ''))).toBe('0ab5cc58d95af0a6');
-    expect(blockHashToHex(blockHashSalt(qwenDigest, 'qwen3-0.6b@main'))).toBe('b503311779829240');
+    expect(kvContentDigest(qwen)).toBe(qwenDigest);
+    expect(blockHashToHex(blockHashSalt(qwenDigest, ''))).toBe('5e30afe2094fcff1');
+    expect(blockHashToHex(blockHashSalt(qwenDigest, 'qwen3-0.6b@main'))).toBe('e3dcdee2c488b585');
     expect(blockHashSalt(qwenDigest, 'qwen3-0.6b@main')).toBe(
-      fnvReference([...new TextEncoder().encode(`kvreuse.block-hash.v2:${qwenDigest}:qwen3-0.6b@main`)]),
+      fnvReference([...new TextEncoder().encode(`kvreuse.block-hash.v3:${qwenDigest}:qwen3-0.6b@main`)]),
     );
-    expect(blockHashScheme(qwen, 'qwen3-0.6b@main')).toEqual({ salt: 0xb503311779829240n, blockTokens: 64 });
+    expect(blockHashScheme(qwen, 'qwen3-0.6b@main')).toEqual({ salt: 0xe3dcdee2c488b585n, blockTokens: 64 });
   });
 
   test('blockHashFunction names the function these vectors pin', () => {
-    expect(blockHashFunction).toBe('kvreuse.block-hash.v2');
+    expect(blockHashFunction).toBe('kvreuse.block-hash.v3');
   });
 
   test('two models never share a salt: another geometry or another seed gives another one', () => {
@@ -64,8 +64,29 @@ describe('blockHashSalt and blockHashScheme', () => {
     expect(hashBlockChain(tokens, blockHashScheme(qwen, ''))[0]).not.toBe(hashBlockChain(tokens, blockHashScheme(llama, ''))[0]);
   });
 
+  test('workers that only lay their banks out differently share hashes; workers whose blocks mean different things do not', () => {
+    const tokens = Array.from({ length: 64 * 3 }, (_, i) => (i * 2654435761) % 151936);
+    const chainOf = (geometry: Geometry) => [...hashBlockChain(tokens, blockHashScheme(geometry, 'qwen3-0.6b@main'))];
+    const reference = chainOf(qwen);
+    // checkCompatibility accepts another bank layout: a fully-contiguous source serves a layer-separate destination.
+    expect(chainOf({ ...qwen, bankLayout: 'fully-contiguous' })).toEqual(reference);
+    // Another head order holds the same values: the router finds such a source and names why it cannot
+    // serve (checkCompatibility's HEAD_ORDER_MISMATCH) instead of never finding it.
+    expect(chainOf({ ...qwen, headOrder: 'NHD' })).toEqual(reference);
+    for (const other of [
+      { ...qwen, dtype: 'fp16' },
+      { ...qwen, headDim: 64 },
+      { ...qwen, numLayers: 29 },
+      { ...qwen, numKvHeads: 4 },
+      { ...qwen, kvPlanes: 1 },
+    ] satisfies Geometry[]) {
+      const chain = chainOf(other);
+      for (let i = 0; i < reference.length; i++) expect(chain[i]).not.toBe(reference[i]);
+    }
+  });
+
   test('refuses a digest or seed it cannot salt with, naming it', () => {
-    expect(() => blockHashSalt(qwenDigest.toUpperCase(), '')).toThrow(expect.objectContaining({ argument: 'geometryDigest' }));
+    expect(() => blockHashSalt(qwenDigest.toUpperCase(), '')).toThrow(expect.objectContaining({ argument: 'kvContentDigest' }));
     expect(() => blockHashSalt(qwenDigest, 'with space')).toThrow(
       expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT', argument: 'hashSeed', value: 'with space' }),
     );
@@ -80,16 +101,16 @@ describe('blockHashSalt and blockHashScheme', () => {
 });
 
 describe('hashBlockChain', () => {
-  const salt = 0x0ab5cc58d95af0a6n; // Qwen3-0.6B's salt with the default (empty) seed
+  const salt = 0x5e30afe2094fcff1n; // Qwen3-0.6B's salt with the default (empty) seed
 
   test('test vectors (computed independently in Python; the README lists them)', () => {
     expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual(referenceChain([1, 2, 3, 4], salt, 2).map(blockHashToHex));
-    expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual(['d5861b3dfe27f2a6', '98c66d338d5fae12']);
-    expect(hex(hashBlockChain([151643, 4294967295, 0, 42], { salt, blockTokens: 4 }))).toEqual(['5bdda886ce48b8d2']);
-    expect(hex(hashBlockChain([7], { salt, blockTokens: 1 }, 0x0123456789abcdefn))).toEqual(['aa332710b0c9c8b2']);
+    expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual(['7ca7d2167c1ae47b', '60e99242405056a9']);
+    expect(hex(hashBlockChain([151643, 4294967295, 0, 42], { salt, blockTokens: 4 }))).toEqual(['829ff4198fdeeb17']);
+    expect(hex(hashBlockChain([7], { salt, blockTokens: 1 }, 0x0123456789abcdefn))).toEqual(['ba56802877525daf']);
     const tokens = Array.from({ length: 128 }, (_, i) => i);
-    expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, '')))).toEqual(['812a4e087c416b05', '73b375979fdfc0c7']);
-    expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, 'qwen3-0.6b@main')))).toEqual(['778a9b4db78d728a', '8ea09cf5db022f4d']);
+    expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, '')))).toEqual(['9e098063efecbc38', '0ebfbf79606f33a9']);
+    expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, 'qwen3-0.6b@main')))).toEqual(['fb452d125f988746', '3e61b1d7b3441abd']);
   });
 
   test('equals the BigInt reference on Qwen3-sized blocks, and chains through the parent', () => {

@@ -1,5 +1,5 @@
 import { catalog } from '@kvreuse/config';
-import { type Geometry, geometryDigest } from '@kvreuse/descriptors';
+import { type Geometry, kvContentDigest } from '@kvreuse/descriptors';
 import { BlockHashError } from '../errors.js';
 
 // FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3 = 2^40 + 0x1b3), computed on two
@@ -52,21 +52,22 @@ const hexDigest = /^[0-9a-f]{64}$/;
  * The name of the block hash function this package implements (salt, chain and byte order together);
  * it changes whenever any of them does, so that a deployment profile can pin it.
  */
-export const blockHashFunction = 'kvreuse.block-hash.v2';
+export const blockHashFunction = 'kvreuse.block-hash.v3';
 /** Prefix of the string a salt is the hash of: the function's name. */
 const saltContext = `${blockHashFunction}:`;
 
 /**
- * A model's block salt: FNV-1a 64 over the ASCII string `kvreuse.block-hash.v2:<geometryDigest>:<hashSeed>`
- * (the digest as 64 lowercase hex digits, the seed as given).
+ * A model's block salt: FNV-1a 64 over the ASCII string `kvreuse.block-hash.v3:<kvContentDigest>:<hashSeed>`
+ * (the KV content digest — `kvContentDigest` of @kvreuse/descriptors — as 64 lowercase hex digits, the
+ * seed as given).
  */
-export function blockHashSalt(geometryDigestHex: string, hashSeed: string): bigint {
-  if (typeof geometryDigestHex !== 'string' || !hexDigest.test(geometryDigestHex)) {
-    throw new BlockHashError('geometryDigest', geometryDigestHex, 'a geometry digest is 64 lowercase hex digits (geometryDigest of @kvreuse/descriptors)');
+export function blockHashSalt(kvContentDigestHex: string, hashSeed: string): bigint {
+  if (typeof kvContentDigestHex !== 'string' || !hexDigest.test(kvContentDigestHex)) {
+    throw new BlockHashError('kvContentDigest', kvContentDigestHex, 'a KV content digest is 64 lowercase hex digits (kvContentDigest of @kvreuse/descriptors)');
   }
   const seed = catalog.inventory.settings.hashSeed.schema.safeParse(hashSeed);
   if (!seed.success) throw new BlockHashError('hashSeed', hashSeed, `a hash seed is ${seed.error.issues[0]?.message ?? 'a string'}`);
-  return fnv1a64(new TextEncoder().encode(`${saltContext}${geometryDigestHex}:${seed.data}`));
+  return fnv1a64(new TextEncoder().encode(`${saltContext}${kvContentDigestHex}:${seed.data}`));
 }
 
 /** How one model's blocks are hashed: its salt and its tokens per block. */
@@ -76,11 +77,13 @@ export interface BlockHashScheme {
 }
 
 /**
- * The block hash scheme of a model as served: salted by its geometry's digest and the deployment's
- * `inventory.hash_seed`, so that models of different geometry, or of different seeds, never share hashes.
+ * The block hash scheme of a model as served: salted by the facts that decide its blocks' KV content
+ * (`kvContentDigest`: layers, planes, tokens per block, KV heads, head dim, dtype) and the deployment's
+ * `inventory.hash_seed`, so that models whose blocks mean different things, or of different seeds, never
+ * share hashes, while workers that only lay their banks out differently (bank layout, head order) do.
  */
 export function blockHashScheme(geometry: Geometry, hashSeed: string): BlockHashScheme {
-  return Object.freeze({ salt: blockHashSalt(geometryDigest(geometry), hashSeed), blockTokens: geometry.blockTokens });
+  return Object.freeze({ salt: blockHashSalt(kvContentDigest(geometry), hashSeed), blockTokens: geometry.blockTokens });
 }
 
 function checkScheme(scheme: BlockHashScheme): void {

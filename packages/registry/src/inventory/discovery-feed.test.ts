@@ -26,6 +26,10 @@ test('publishers and followers refuse arguments of the wrong shape, naming the a
   expect(() => new InventoryPublisher(undefined as never, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' })).toThrow(option('store'));
   await expect(followInventory(store, {} as never)).rejects.toThrow(option('inventory'));
   await expect(followInventory(store, new RetainedInventory(), { onRejected: true } as never)).rejects.toThrow(option('options.onRejected'));
+  await expect(followInventory(store, new RetainedInventory(), { onComplete: 1 } as never)).rejects.toThrow(option('options.onComplete'));
+  const publisher = new InventoryPublisher(store, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' });
+  await expect(publisher.publish([], { complete: 'yes' } as never)).rejects.toThrow(option('options.complete'));
+  expect(publisher.complete).toBe(false);
   await store.close();
 });
 

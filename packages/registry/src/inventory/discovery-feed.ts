@@ -4,7 +4,8 @@
 // re-announce what they retain before it expires (the inventory is advisory: it catches up within
 // one expiry period). When a worker's key disappears (its lease ended) it is forgotten. Every batch
 // carries its incarnation's epoch and is written fenced by it, so a superseded incarnation (a
-// zombie) never replaces a newer one's batch.
+// zombie) never replaces a newer one's batch. Once a worker has published its complete inventory it
+// says so in that batch and in every later one of the incarnation (the follower may see only the latest).
 import { DiscoveryCompareError, InvalidRegistryOptionError, InventoryEventError, InventoryWithdrawnError, SupersededError } from '../errors.js';
 import { checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from '../options.js';
 import type { DiscoveryEntry, DiscoveryStore, DiscoveryWatch, LeaseId, WatchNotice } from '../discovery/types.js';
@@ -26,6 +27,11 @@ export interface InventoryPublisherOptions {
   readonly keyPrefix?: string;
 }
 
+export interface InventoryPublishOptions {
+  /** This batch completes the incarnation's inventory (it stays complete: later batches say so too). */
+  readonly complete?: boolean;
+}
+
 /**
  * Publishes one worker incarnation's inventory events, numbered in order, each batch fenced by the
  * incarnation's epoch, until withdrawn. Once a newer incarnation has superseded it, `publish`
@@ -33,6 +39,7 @@ export interface InventoryPublisherOptions {
  */
 export class InventoryPublisher {
   private seq = 0;
+  private completed = false;
   private withdrawn = false;
   private supersededBy: SupersededError | undefined;
   private lastWrite: Promise<unknown> = Promise.resolve();
@@ -57,12 +64,26 @@ export class InventoryPublisher {
     return this.supersededBy;
   }
 
-  /** Writes the events as the worker's next batch; returns the discovery revision. Refused once withdrawn or superseded. */
-  publish(events: readonly InventoryEvent[]): Promise<number> {
+  /** Whether a batch said this incarnation's inventory is complete (`publish(events, { complete: true })`). */
+  get complete(): boolean {
+    return this.completed;
+  }
+
+  /**
+   * Writes the events as the worker's next batch; returns the discovery revision. Refused once withdrawn
+   * or superseded. With `complete: true` — once the worker has announced everything it retained when it
+   * (re)joined — the batch and every later one say the incarnation's inventory is complete, and routers
+   * stop treating it as warming.
+   */
+  publish(events: readonly InventoryEvent[], options: InventoryPublishOptions = {}): Promise<number> {
     const { workerId, incarnation, epoch, lease, keyPrefix } = this.options;
+    if (options === null || typeof options !== 'object' || (options.complete !== undefined && typeof options.complete !== 'boolean')) {
+      return Promise.reject(new InvalidRegistryOptionError('options.complete', options?.complete, 'options are { complete?: boolean }'));
+    }
     if (this.withdrawn) return Promise.reject(new InventoryWithdrawnError(workerId, incarnation));
     if (this.supersededBy !== undefined) return Promise.reject(this.supersededBy);
-    const value = encodeInventoryBatch({ workerId, incarnation, epoch, seq: this.seq++, events });
+    if (options.complete === true) this.completed = true;
+    const value = encodeInventoryBatch({ workerId, incarnation, epoch, seq: this.seq++, events, ...(this.completed ? { complete: true } : {}) });
     const write = commitFenced(
       this.store,
       { workerId, incarnation, epoch },
@@ -105,6 +126,11 @@ export interface InventoryFollowerOptions {
   readonly prefix?: string;
   /** A batch that failed validation (it is not applied). */
   readonly onRejected?: (key: string, error: InventoryEventError) => void;
+  /**
+   * A worker incarnation's inventory became complete in the followed inventory (`completeEpoch`): once
+   * per incarnation, from the batch that first says so (or the first one a late follower sees).
+   */
+  readonly onComplete?: (worker: { readonly workerId: string; readonly incarnation: string; readonly epoch: number }) => void;
   /** Outage and restored notices of the underlying watch, for the layers that act on them. */
   readonly onStatus?: (notice: Extract<WatchNotice, { type: 'outage' | 'restored' }>) => void;
 }
@@ -124,7 +150,7 @@ export async function followInventory(
   if (!(inventory instanceof RetainedInventory)) throw new InvalidRegistryOptionError('inventory', inventory, 'must be a RetainedInventory');
   checkOptionsObject('options', options);
   checkOptionalString('options.prefix', options.prefix);
-  for (const callback of ['onRejected', 'onStatus'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
+  for (const callback of ['onRejected', 'onComplete', 'onStatus'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
   const prefix = options.prefix ?? defaultInventoryPrefix;
   const applyEntry = (entry: DiscoveryEntry) => {
     const parsed = safeParseInventoryBatch(entry.value);
@@ -136,13 +162,16 @@ export async function followInventory(
         new InventoryEventError('workerId', parsed.data.workerId, `the batch is published under worker ${expectedWorker}`),
       );
     }
+    const { workerId, incarnation, epoch } = parsed.data;
+    const wasComplete = inventory.completeEpoch(workerId) === epoch;
     try {
       inventory.apply(parsed.data);
     } catch (error) {
       // A batch that claims another incarnation's epoch: refused like any bad batch, never thrown into the watch.
       if (!(error instanceof InventoryEventError)) throw error;
-      options.onRejected?.(entry.key, error);
+      return options.onRejected?.(entry.key, error);
     }
+    if (!wasComplete && inventory.completeEpoch(workerId) === epoch) options.onComplete?.({ workerId, incarnation, epoch });
   };
   const replaceWith = (entries: readonly DiscoveryEntry[]) => {
     const present = new Set(entries.map((entry) => entry.key.slice(prefix.length)));

@@ -55,3 +55,22 @@ describe('inventory batch wire form', () => {
     expect(() => parseInventoryBatch(new Uint8Array([0xff, 0xfe]))).toThrow(InventoryEventError);
   });
 });
+
+describe('the complete-inventory flag', () => {
+  test('travels as version 3; a batch without it stays version 2, which every follower reads', () => {
+    const complete = encodeInventoryBatch({ ...batch, complete: true });
+    expect(JSON.parse(complete)).toMatchObject({ version: 3, complete: true });
+    expect(parseInventoryBatch(complete).complete).toBe(true);
+    const plain = encodeInventoryBatch({ ...batch, complete: false });
+    expect(JSON.parse(plain)).not.toHaveProperty('complete');
+    expect(JSON.parse(plain).version).toBe(2);
+    expect(parseInventoryBatch(plain)).not.toHaveProperty('complete');
+    expect(parseInventoryBatch(JSON.stringify({ ...JSON.parse(plain), version: 3 })).complete).toBeUndefined();
+  });
+
+  test('is refused on a version 2 batch, or with any value but true', () => {
+    const wire = JSON.parse(encodeInventoryBatch(batch));
+    expect(safeParseInventoryBatch(JSON.stringify({ ...wire, complete: true }))).toMatchObject({ success: false, error: { path: 'complete', value: true, reason: 'needs inventory wire version 3' } });
+    expect(safeParseInventoryBatch(JSON.stringify({ ...wire, version: 3, complete: false }))).toMatchObject({ success: false, error: { path: 'complete', value: false } });
+  });
+});

@@ -33,9 +33,18 @@ export interface InventoryBatch {
   readonly epoch: number;
   readonly seq: number;
   readonly events: readonly InventoryEvent[];
+  /**
+   * The incarnation has published its complete inventory, with this batch or before it: a router stops
+   * treating it as warming. Once set, every later batch of the incarnation carries it too, so a follower
+   * that sees only the latest batch learns it as well.
+   */
+  readonly complete?: boolean;
 }
 
-export const inventoryWireVersion = 2;
+/** The wire version written for a batch that says its incarnation's inventory is complete; others are written as version 2. */
+export const inventoryWireVersion = 3;
+/** The wire versions this package reads: version 3 adds `complete`. */
+export const inventoryWireVersions = [2, 3] as const;
 
 /**
  * The smallest `expiresAt` accepted: 10^11 ms since the Unix epoch is March 1973. Anything smaller
@@ -56,7 +65,7 @@ export function checkExpiresAt(path: string, expiresAt: unknown): void {
 const blockList = z.array(z.string().regex(/^[0-9a-f]{16}$/, 'a block hash is 16 lowercase hex digits'));
 const tier = z.enum(['gpu', 'host']);
 const wireBatch = z.strictObject({
-  version: z.literal(inventoryWireVersion),
+  version: z.literal(inventoryWireVersions),
   workerId: z.string().min(1).max(256),
   incarnation: z.string().min(1).max(256),
   epoch: z.number().int().positive(),
@@ -68,15 +77,19 @@ const wireBatch = z.strictObject({
       z.strictObject({ type: z.literal('cleared'), tier }),
     ]),
   ),
-});
+  complete: z.literal(true, 'complete is true when given').optional(),
+}).refine((batch) => batch.complete === undefined || batch.version >= 3, { path: ['complete'], message: 'needs inventory wire version 3' });
 
 const toBlocks = (hex: readonly string[]): BigUint64Array =>
   BigUint64Array.from(hex, (text) => blockHashFromHex(text) ?? 0n);
 
-/** The wire form: JSON with block hashes as 16 hex digits. */
+/**
+ * The wire form: JSON with block hashes as 16 hex digits; version 2 (which followers of every release
+ * read) unless the batch says its inventory is complete, which needs version 3.
+ */
 export function encodeInventoryBatch(batch: InventoryBatch): string {
   return JSON.stringify({
-    version: inventoryWireVersion,
+    version: batch.complete === true ? inventoryWireVersion : 2,
     workerId: batch.workerId,
     incarnation: batch.incarnation,
     epoch: batch.epoch,
@@ -84,6 +97,7 @@ export function encodeInventoryBatch(batch: InventoryBatch): string {
     events: batch.events.map((event) =>
       event.type === 'cleared' ? event : { ...event, blocks: Array.from(event.blocks, blockHashToHex) },
     ),
+    ...(batch.complete === true ? { complete: true } : {}),
   });
 }
 
@@ -108,7 +122,7 @@ export function safeParseInventoryBatch(input: string | Uint8Array): SafeParseRe
     );
     return { success: false, error: new InventoryEventError(path, value, issue.message) };
   }
-  const { workerId, incarnation, epoch, seq, events } = parsed.data;
+  const { workerId, incarnation, epoch, seq, events, complete } = parsed.data;
   return {
     success: true,
     data: {
@@ -117,6 +131,7 @@ export function safeParseInventoryBatch(input: string | Uint8Array): SafeParseRe
       epoch,
       seq,
       events: events.map((event) => (event.type === 'cleared' ? event : { ...event, blocks: toBlocks(event.blocks) })),
+      ...(complete === undefined ? {} : { complete }),
     },
   };
 }

@@ -13,6 +13,7 @@ export {
   type InventoryBatch,
   type InventoryEvent,
   inventoryWireVersion,
+  inventoryWireVersions,
   parseInventoryBatch,
   type RetentionTier,
   retentionTiers,
@@ -31,4 +32,5 @@ export {
   type InventoryFollowerOptions,
   InventoryPublisher,
   type InventoryPublisherOptions,
+  type InventoryPublishOptions,
 } from './discovery-feed.js';

@@ -48,8 +48,8 @@ describe('RetainedInventory', () => {
       events: [{ type: 'stored', tier: 'gpu', blocks: chain.slice(1, 10), expiresAt }],
     });
     expect(inventory.longestRetainedPrefix(chain)).toEqual([
-      { workerId: 'decode-a', incarnation: 'i1', blocks: 8, gpuBlocks: 6, hostBlocks: 4, expiresAt },
-      { workerId: 'decode-b', incarnation: 'i1', blocks: 3, gpuBlocks: 0, hostBlocks: 3, expiresAt },
+      { workerId: 'decode-a', incarnation: 'i1', blocks: 8, gpuBlocks: 6, hostBlocks: 4, leadingHostBlocks: 0, expiresAt },
+      { workerId: 'decode-b', incarnation: 'i1', blocks: 3, gpuBlocks: 0, hostBlocks: 3, leadingHostBlocks: 3, expiresAt },
     ]);
     expect(inventory.longestRetainedPrefix(chain.slice(1))).toEqual([
       expect.objectContaining({ workerId: 'decode-c', blocks: 9 }),
@@ -77,7 +77,7 @@ describe('RetainedInventory', () => {
         seq: 0,
         events: [{ type: 'stored', tier, blocks: [...chain.slice(0, w + 1), ...chain.slice(w + 2)], expiresAt }],
       });
-      expected.push({ workerId: `w${String(w).padStart(2, '0')}`, incarnation: 'i', blocks: w + 1, gpuBlocks: tier === 'gpu' ? w + 1 : 0, hostBlocks: tier === 'host' ? w + 1 : 0, expiresAt });
+      expected.push({ workerId: `w${String(w).padStart(2, '0')}`, incarnation: 'i', blocks: w + 1, gpuBlocks: tier === 'gpu' ? w + 1 : 0, hostBlocks: tier === 'host' ? w + 1 : 0, leadingHostBlocks: tier === 'host' ? w + 1 : 0, expiresAt });
     }
     expect(inventory.longestRetainedPrefix(chain)).toEqual(expected.reverse());
     // Past w05's expiry, workers 0–5 no longer count.
@@ -96,7 +96,7 @@ describe('RetainedInventory', () => {
     ]);
     batch(1, [{ type: 'removed', tier: 'gpu', blocks: [chain[1]!] }]);
     // Block 1 is still on the host tier, so the prefix goes on through the GPU blocks after it.
-    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 4, gpuBlocks: 3, hostBlocks: 2 }]);
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 4, gpuBlocks: 3, hostBlocks: 2, leadingHostBlocks: 2 }]);
     batch(2, [{ type: 'cleared', tier: 'host' }]);
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 1, gpuBlocks: 1, hostBlocks: 0 }]);
     batch(3, [{ type: 'cleared', tier: 'gpu' }]);
@@ -216,7 +216,7 @@ describe('RetainedInventory', () => {
       for (let d = 0; d <= c; d++) {
         for (let block = 0; block < 4; block++) {
           expect(inventory.longestRetainedPrefix(chains[d]!.subarray(block, block + 1))).toEqual([
-            { workerId: `w${d % 3}`, incarnation: 'i', blocks: 1, gpuBlocks: 1, hostBlocks: 0, expiresAt },
+            { workerId: `w${d % 3}`, incarnation: 'i', blocks: 1, gpuBlocks: 1, hostBlocks: 0, leadingHostBlocks: 0, expiresAt },
           ]);
         }
       }
@@ -249,7 +249,7 @@ describe('RetainedInventory', () => {
         checkedMidMove++;
         // Mid-move, every block stored so far is found, moved or not.
         for (let d = 0; d <= c; d += 3) {
-          expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, expiresAt }]);
+          expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, leadingHostBlocks: 4, expiresAt }]);
         }
       }
     });
@@ -257,7 +257,7 @@ describe('RetainedInventory', () => {
     expect(dropped).toBeGreaterThan(1);
     expect(inventory.size).toBe(32_000);
     chains.forEach((chain, d) => {
-      expect(inventory.longestRetainedPrefix(chain)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, expiresAt }]);
+      expect(inventory.longestRetainedPrefix(chain)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, leadingHostBlocks: 4, expiresAt }]);
     });
   });
 
@@ -302,6 +302,33 @@ describe('RetainedInventory', () => {
     expect(inventory.removeWorker('w')).toBe(false);
     expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
     expect(inventory.workerCount).toBe(0);
+  });
+
+  test('remembers which incarnation said its inventory is complete, until a newer one replaces it', () => {
+    const inventory = new RetainedInventory();
+    const chain = hashBlockChain(tokens(6, 64 * 2), scheme64);
+    const expiresAt = Date.now() + 60_000;
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 0, events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }] });
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    // A stale batch (its seq already applied) says nothing, complete or not.
+    expect(inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 0, events: [], complete: true })).toBe(false);
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 1, events: [], complete: true });
+    expect(inventory.completeEpoch('w')).toBe(3);
+    // Later batches without the flag do not take it back (the flag is the incarnation's, not the batch's).
+    inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 2, events: [{ type: 'cleared', tier: 'host' }] });
+    expect(inventory.completeEpoch('w')).toBe(3);
+    // A restart (a newer epoch) warms again until it says so in turn.
+    inventory.apply({ workerId: 'w', incarnation: 'b', epoch: 4, seq: 0, events: [] });
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    inventory.apply({ workerId: 'w', incarnation: 'b', epoch: 4, seq: 1, events: [], complete: true });
+    expect(inventory.completeEpoch('w')).toBe(4);
+    inventory.removeWorker('w');
+    expect(inventory.completeEpoch('w')).toBeUndefined();
+    expect(() => inventory.apply({ workerId: 'w', incarnation: 'c', epoch: 5, seq: 0, events: [], complete: 'yes' as never })).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'complete', value: 'yes' }),
+    );
   });
 
   test('refuses malformed batches with a typed error naming the path', () => {
@@ -385,17 +412,19 @@ describe('RetainedInventory', () => {
               let blocks = 0;
               let gpuBlocks = 0;
               let hostBlocks = 0;
+              let leadingHostBlocks = 0;
               while (from + blocks < chain.length && (alive(w, 'gpu', from + blocks) || alive(w, 'host', from + blocks))) {
                 gpuBlocks += alive(w, 'gpu', from + blocks) ? 1 : 0;
                 hostBlocks += alive(w, 'host', from + blocks) ? 1 : 0;
+                if (leadingHostBlocks === blocks && alive(w, 'host', from + blocks)) leadingHostBlocks++;
                 blocks++;
               }
-              if (blocks > 0) expected.push({ workerId: `w${w}`, blocks, gpuBlocks, hostBlocks });
+              if (blocks > 0) expected.push({ workerId: `w${w}`, blocks, gpuBlocks, hostBlocks, leadingHostBlocks });
             }
             expected.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
             const actual = inventory
               .longestRetainedPrefix(chain.subarray(from))
-              .map(({ workerId, blocks, gpuBlocks, hostBlocks }) => ({ workerId, blocks, gpuBlocks, hostBlocks }));
+              .map(({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }) => ({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }));
             expect(actual).toEqual(expected);
           };
           // The entries counted: never fewer than those alive, never more than those not withdrawn.

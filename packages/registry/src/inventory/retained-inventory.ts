@@ -18,6 +18,11 @@ export interface AdvisoryRetainedPrefix {
   readonly gpuBlocks: number;
   /** How many of those blocks it retains in host memory. */
   readonly hostBlocks: number;
+  /**
+   * How many leading blocks of the chain it retains in host memory, without a gap: the prefix a reader
+   * that may not touch GPU memory can take (`hostBlocks` counts host blocks anywhere in the prefix).
+   */
+  readonly leadingHostBlocks: number;
   /** The earliest expiry among those blocks (ms since the Unix epoch, to the inventory's 100 ms tick). */
   readonly expiresAt: number;
 }
@@ -196,6 +201,8 @@ export class RetainedInventory {
   private readonly incarnations: string[] = [];
   private readonly epochs: number[] = [];
   private readonly lastSeq: number[] = [];
+  /** Whether the worker's incarnation has said its inventory is complete (`InventoryBatch.complete`). */
+  private readonly complete: boolean[] = [];
   private readonly freeWorkers: number[] = [];
   private readonly records: Int32Array[] = [];
   private readonly recordsUsed: number[] = [];
@@ -209,6 +216,7 @@ export class RetainedInventory {
   private candidateDepth = new Int32Array(16);
   private candidateGpu = new Int32Array(16);
   private candidateHost = new Int32Array(16);
+  private candidateLeadingHost = new Int32Array(16);
   private candidateExpiry = new Int32Array(16);
   private bases = new Int32Array(64);
   private touched = 0; // written so that the touching loads are not optimised away
@@ -269,6 +277,9 @@ export class RetainedInventory {
     if (!Number.isSafeInteger(epoch) || epoch < 1) throw new InventoryEventError('epoch', epoch, 'an epoch is a whole number ≥ 1');
     if (!Number.isSafeInteger(seq) || seq < 0) throw new InventoryEventError('seq', seq, 'seq is a whole number ≥ 0');
     if (!Array.isArray(events as unknown)) throw new InventoryEventError('events', events, 'events are an array');
+    if (batch.complete !== undefined && typeof batch.complete !== 'boolean') {
+      throw new InventoryEventError('complete', batch.complete, 'complete is a boolean when given');
+    }
     events.forEach((event: InventoryEvent, i) => this.checkEvent(`events.${i}`, event));
 
     let worker = this.workerIndex.get(workerId);
@@ -283,9 +294,11 @@ export class RetainedInventory {
       this.incarnations[worker] = incarnation;
       this.epochs[worker] = epoch;
       this.lastSeq[worker] = -1;
+      this.complete[worker] = false;
     }
     if (seq <= this.lastSeq[worker]!) return false;
     this.lastSeq[worker] = seq;
+    if (batch.complete === true) this.complete[worker] = true;
     const nowTick = this.tickOf(this.now());
     let blocks = 0;
     for (const event of events) {
@@ -321,6 +334,16 @@ export class RetainedInventory {
 
   workers(): string[] {
     return [...this.workerIndex.keys()];
+  }
+
+  /**
+   * The epoch of the worker's incarnation once one of its applied batches said its inventory is
+   * complete (`InventoryBatch.complete`); undefined before that, for an unknown worker, and again for a
+   * newer incarnation until it says so in turn.
+   */
+  completeEpoch(workerId: string): number | undefined {
+    const worker = this.workerIndex.get(workerId);
+    return worker !== undefined && this.complete[worker] === true ? this.epochs[worker] : undefined;
   }
 
   /**
@@ -386,6 +409,7 @@ export class RetainedInventory {
     let depth = 0;
     let gpuBlocks = 0;
     let hostBlocks = 0;
+    let leadingHost = 0;
     let expiry = maxTick;
     for (;;) {
       const gpuExpiry = records[at + recordGpu]!;
@@ -399,6 +423,7 @@ export class RetainedInventory {
       }
       if (host) {
         hostBlocks++;
+        if (leadingHost === depth) leadingHost++;
         if (hostExpiry < expiry) expiry = hostExpiry;
       }
       if (++depth === blocks) break;
@@ -414,7 +439,7 @@ export class RetainedInventory {
       if (record < 0) break;
       at = record * recordWords;
     }
-    if (depth > 0) answer.push(this.prefix(worker, depth, gpuBlocks, hostBlocks, expiry));
+    if (depth > 0) answer.push(this.prefix(worker, depth, gpuBlocks, hostBlocks, leadingHost, expiry));
   }
 
   /**
@@ -449,7 +474,7 @@ export class RetainedInventory {
     }
     for (let c = 0; c < candidates; c++) {
       answer.push(
-        this.prefix(this.candidateWorker[c]!, this.candidateDepth[c]!, this.candidateGpu[c]!, this.candidateHost[c]!, this.candidateExpiry[c]!),
+        this.prefix(this.candidateWorker[c]!, this.candidateDepth[c]!, this.candidateGpu[c]!, this.candidateHost[c]!, this.candidateLeadingHost[c]!, this.candidateExpiry[c]!),
       );
     }
   }
@@ -474,6 +499,7 @@ export class RetainedInventory {
       this.candidateWorker[c] = worker;
       this.candidateGpu[c] = 0;
       this.candidateHost[c] = 0;
+      this.candidateLeadingHost[c] = 0;
       this.candidateExpiry[c] = maxTick;
     } else {
       if (this.mark[worker] !== stamp) return 0;
@@ -487,18 +513,20 @@ export class RetainedInventory {
     }
     if (host) {
       this.candidateHost[c]!++;
+      if (this.candidateLeadingHost[c] === depth) this.candidateLeadingHost[c]!++;
       if (hostExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = hostExpiry;
     }
     return 1;
   }
 
-  private prefix(worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, expiryTick: number): AdvisoryRetainedPrefix {
+  private prefix(worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, leadingHostBlocks: number, expiryTick: number): AdvisoryRetainedPrefix {
     return {
       workerId: this.workerIds[worker]!,
       incarnation: this.incarnations[worker]!,
       blocks,
       gpuBlocks,
       hostBlocks,
+      leadingHostBlocks,
       expiresAt: this.epochMs + expiryTick * tickMs,
     };
   }
@@ -543,6 +571,7 @@ export class RetainedInventory {
     this.incarnations[worker] = incarnation;
     this.epochs[worker] = epoch;
     this.lastSeq[worker] = -1;
+    this.complete[worker] = false;
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;
     this.recordsDead[worker] = 0;
@@ -554,6 +583,7 @@ export class RetainedInventory {
       this.candidateDepth = grown(this.candidateDepth, size);
       this.candidateGpu = grown(this.candidateGpu, size);
       this.candidateHost = grown(this.candidateHost, size);
+      this.candidateLeadingHost = grown(this.candidateLeadingHost, size);
       this.candidateExpiry = grown(this.candidateExpiry, size);
     }
     return worker;

@@ -72,17 +72,20 @@ describe('rank-part records', () => {
 
   it('refuses a part of a version the descriptors package does not know, even with a matching checksum', async () => {
     const { createHash } = await import('node:crypto');
-    const wire = { ...serializeRankPart(part), version: 3 };
+    const wire = { ...serializeRankPart(part), version: 4 };
     const text = JSON.stringify(wire);
     const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
-    expect(refusalOf(value)).toMatchObject({ refusal: 'wrong-version', message: expect.stringMatching(/rank part version 3; this reader knows versions 1, 2/) });
+    expect(refusalOf(value)).toMatchObject({ refusal: 'wrong-version', message: expect.stringMatching(/rank part version 4; this reader knows versions 1, 2, 3/) });
   });
 
-  it('reads a version 2 part', async () => {
+  it.each([
+    [2, {}],
+    [3, { host: 'node-a' }],
+  ] as const)('reads a version %i part', async (version, extra) => {
     const { createHash } = await import('node:crypto');
-    const text = JSON.stringify({ ...serializeRankPart(part), version: 2 });
+    const text = JSON.stringify({ ...serializeRankPart(part), version, ...extra });
     const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
-    expect(decodeRankPartRecord(key, value)).toMatchObject({ epoch: 7, part: { version: 2 } });
+    expect(decodeRankPartRecord(key, value)).toMatchObject({ epoch: 7, part: { version, ...extra } });
   });
 
   it('refuses a part the descriptors schema refuses, with the schema reason', async () => {
