@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { defaultSettings } from '@kvreuse/config';
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, loadTransport } from '@kvreuse/native-bindings';
@@ -60,6 +61,11 @@ describe('ReuseEndpoint', () => {
     await rank1.endpoint.publish();
     await vi.waitFor(() => expect(rank0.endpoint.state).toBe('ready'), { timeout: 20_000, interval: 5 });
     expect(rank1.endpoint.state).toBe('ready');
+    // Each rank names its machine by the kernel's boot id, so routers see both ranks on this host.
+    const readiness = rank0.endpoint.readiness;
+    if (readiness?.ready !== true) throw new Error('unreachable: the worker is ready');
+    const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    expect(readiness.worker.ranks.map((part) => [part.version, part.host])).toEqual([[3, bootId], [3, bootId]]);
     expect(await metrics.text()).toContain('kvreuse_endpoint_state{state="ready"} 1');
 
     const report = await rank1.endpoint.drain({ deadlineMs: 5_000 });

@@ -1,6 +1,7 @@
 // One rank's reuse endpoint: its banks registered with its agent, its rank part published under a lease,
 // its worker's readiness followed, its operations recorded in a ledger, and its drain and shutdown in
 // the drain package's source-first order — each step a lifecycle transition.
+import { readFileSync } from 'node:fs';
 import type { Settings } from '@kvreuse/config';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
@@ -42,11 +43,26 @@ export interface ReuseEndpointOptions {
   /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
   readonly withdrawInventory?: () => Promise<unknown>;
   readonly metrics?: EndpointMetrics;
+  /**
+   * The machine this rank runs on, published in its rank part so routers tell same-host sources from
+   * network ones. By default the kernel's boot id, which every container on one machine shares; give a
+   * name of your own (1–255 characters) or `null` to publish none.
+   */
+  readonly host?: string | null;
   readonly keyPrefix?: string;
   readonly clock?: Clock;
 }
 
 const optionalFunctions = ['waitForReaders', 'withdrawInventory'] as const;
+
+/** The kernel's boot id: the same for every process and container on one machine, new at every boot. */
+function kernelBootId(): string | undefined {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 function checkOptions(options: ReuseEndpointOptions): void {
   if (typeof options !== 'object' || options === null) throw new EndpointOptionError('options', options, 'an options object');
@@ -153,7 +169,8 @@ export class ReuseEndpoint {
     const { discovery, worker, agent, settings, keyPrefix } = this.#options;
     this.#lifecycle.move('publishing', 'publish()');
     try {
-      const part = buildRankPart(worker, registered, transportMetadataOf(agent));
+      const host = this.#options.host === undefined ? kernelBootId() : (this.#options.host ?? undefined);
+      const part = buildRankPart(worker, registered, transportMetadataOf(agent), host === undefined ? {} : { host });
       const prefix = keyPrefix === undefined ? {} : { keyPrefix };
       this.#publication = await startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix });
       this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {

@@ -124,6 +124,10 @@ describe('publishing refuses arguments of the wrong shape, naming the argument, 
     expect(() => buildRankPart({} as never, rank, { ...transport, metadata: 'blob' } as never)).toThrow(
       expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', field: 'transport.metadata' }),
     );
+    expect(() => buildRankPart({} as never, rank, transport, null as never)).toThrow(option('options'));
+    expect(() => buildRankPart({} as never, rank, transport, { host: '' })).toThrow(
+      expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', field: 'options.host' }),
+    );
     expect(() => transportMetadataOf({ name: 'a' } as never)).toThrow(option('agent.metadata'));
   });
 });

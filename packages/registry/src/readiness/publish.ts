@@ -30,9 +30,14 @@ export interface TransportMetadata {
  * Builds the rank part of a registered rank and validates it with the descriptors schema (shard
  * split, bank count and layout). Refuses a rank whose banks are not all registered. A rank whose
  * banks carry a `planeStride` is published as rank part version 2, any other as version 1, which
- * older readers still read.
+ * older readers still read; a rank that names its `host` (what routers compare to tell a same-host
+ * source from one across the network) is published as version 3.
  */
-export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, transport: TransportMetadata): RankPart {
+export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, transport: TransportMetadata, options: { readonly host?: string } = {}): RankPart {
+  checkOptionsObject('options', options);
+  if (options.host !== undefined && (typeof options.host !== 'string' || options.host === '' || options.host.length > 255)) {
+    throw new RankPartPublicationError('options.host', options.host, 'must be a string of 1 to 255 characters naming the machine');
+  }
   checkOptionsObject('worker', worker);
   checkArray('rank.banks', checkOptionsObject('rank', rank).banks, (bank, option) => checkOptionsObject(option, bank));
   checkOptionsObject('transport', transport);
@@ -44,7 +49,7 @@ export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, tran
   });
   const planeStrided = rank.banks.some((bank) => bank.planeStride !== undefined);
   return parseRankPart({
-    version: planeStrided ? 2 : 1,
+    version: options.host !== undefined ? 3 : planeStrided ? 2 : 1,
     workerId: worker.workerId,
     incarnation: worker.incarnation,
     role: worker.role,
@@ -64,6 +69,7 @@ export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, tran
       generation: transport.generation,
       metadata: Buffer.from(transport.metadata.buffer, transport.metadata.byteOffset, transport.metadata.byteLength).toString('base64'),
     },
+    ...(options.host === undefined ? {} : { host: options.host }),
   });
 }
 
