@@ -1,7 +1,7 @@
 // Typed errors of @kvreuse/cli. Each carries a stable `code` and the exit status the binary ends with:
 // 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
 
-export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND';
+export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED';
 
 export abstract class CliError extends Error {
   abstract readonly code: CliErrorCode;
@@ -94,5 +94,18 @@ export class AdmissionRefusedError extends CliError {
     readonly reasons: number,
   ) {
     super(`profile ${profile} refuses these facts (${reasons} reason${reasons === 1 ? '' : 's'})`);
+  }
+}
+
+/** A process of the demo failed: it reported a failure, exited, or did not report in time. Carries the last lines of its stderr. */
+export class DemoProcessError extends CliError {
+  readonly code = 'DEMO_PROCESS_FAILED';
+  readonly exitCode = 1;
+  constructor(
+    readonly process: string,
+    readonly what: string,
+    readonly stderr: readonly string[],
+  ) {
+    super(`demo process ${process} ${what}`);
   }
 }

@@ -1,0 +1,178 @@
+// Starts the demo's ranks as separate OS processes (a decode worker of TP 2, a prefill worker of TP 1),
+// follows what each reports, and stops them with SIGTERM, collecting each process's drain report.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Backend } from '@kvreuse/native-bindings';
+import { DemoProcessError } from '../errors.js';
+import { type DrainSummary, parseRankMessage, type RankMessage, type RankRole } from './rank-messages.js';
+
+export interface RankSpec {
+  readonly role: RankRole;
+  readonly workerId: string;
+  readonly tpRank: number;
+  readonly tpSize: number;
+}
+
+export interface RankProcessesOptions {
+  readonly ranks: readonly RankSpec[];
+  /** The SQLite discovery file every rank publishes to (created if missing). */
+  readonly sqlitePath: string;
+  readonly backend: Backend;
+  /** Blocks per bank. */
+  readonly blocks: number;
+  /** How long every rank gets to become ready; a rank that takes longer fails the start. */
+  readonly readyTimeoutMs: number;
+  readonly onMessage?: (rank: RankSpec, message: RankMessage) => void;
+}
+
+export interface RankProcess {
+  readonly spec: RankSpec;
+  readonly pid: number;
+  readonly messages: readonly RankMessage[];
+}
+
+export interface RankDrain {
+  readonly process: string;
+  readonly pid: number;
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  /** What the process reported after its drain; absent when it died without reporting. */
+  readonly drain?: DrainSummary;
+}
+
+const label = (spec: RankSpec): string => `${spec.workerId}/tp${spec.tpRank}`;
+
+// From the sources (tests, tsx) the rank process runs through tsx; from dist it is plain JavaScript.
+const self = fileURLToPath(import.meta.url);
+const fromSource = self.endsWith('.ts');
+const entry = join(dirname(self), `rank-process.${fromSource ? 'ts' : 'js'}`);
+const nodeArgs = fromSource ? ['--conditions=@kvreuse/source', '--import', 'tsx'] : [];
+
+interface Tracked {
+  readonly spec: RankSpec;
+  readonly child: ChildProcess;
+  readonly messages: RankMessage[];
+  readonly stderr: string[];
+  readonly exited: Promise<{ code: number | null; signal: string | null }>;
+  readonly listeners: Set<(message: RankMessage) => void>;
+}
+
+function track(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
+  const args = [...nodeArgs, entry, spec.role, spec.workerId, incarnation, String(spec.tpRank), String(spec.tpSize), options.sqlitePath, options.backend, String(options.blocks)];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const tracked: Tracked = {
+    spec,
+    child,
+    messages: [],
+    stderr: [],
+    exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
+    listeners: new Set(),
+  };
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+    const message = parseRankMessage(line);
+    if (message === undefined) return;
+    tracked.messages.push(message);
+    options.onMessage?.(spec, message);
+    for (const listener of tracked.listeners) listener(message);
+  });
+  createInterface({ input: child.stderr as NodeJS.ReadableStream }).on('line', (line) => {
+    tracked.stderr.push(line);
+    if (tracked.stderr.length > 20) tracked.stderr.shift();
+  });
+  return tracked;
+}
+
+/** Resolves with the first message of `type`, or rejects when the process exits first or the time runs out. */
+function waitForMessage(tracked: Tracked, type: RankMessage['type'], timeoutMs: number): Promise<RankMessage> {
+  const seen = tracked.messages.find((message) => message.type === type);
+  if (seen !== undefined) return Promise.resolve(seen);
+  return new Promise((resolve, reject) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      tracked.listeners.delete(listener);
+    };
+    const listener = (message: RankMessage): void => {
+      if (message.type === 'failed') {
+        done();
+        reject(new DemoProcessError(label(tracked.spec), `failed before reporting "${type}": ${message.message}`, tracked.stderr));
+        return;
+      }
+      if (message.type !== type) return;
+      done();
+      resolve(message);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new DemoProcessError(label(tracked.spec), `did not report "${type}" within ${timeoutMs} ms`, tracked.stderr));
+    }, timeoutMs);
+    tracked.listeners.add(listener);
+    void tracked.exited.then(({ code, signal }) => {
+      if (!tracked.listeners.has(listener)) return;
+      done();
+      reject(new DemoProcessError(label(tracked.spec), `exited (${signal ?? `code ${code}`}) before reporting "${type}"`, tracked.stderr));
+    });
+  });
+}
+
+export class RankProcesses {
+  readonly #tracked: Tracked[];
+  readonly #options: RankProcessesOptions;
+
+  private constructor(tracked: Tracked[], options: RankProcessesOptions) {
+    this.#tracked = tracked;
+    this.#options = options;
+  }
+
+  /** Starts every rank and resolves once all are ready; if one fails, the others are stopped and the error names it. */
+  static async start(options: RankProcessesOptions): Promise<RankProcesses> {
+    const incarnations = new Map<string, string>();
+    const tracked = options.ranks.map((spec) => {
+      if (!incarnations.has(spec.workerId)) incarnations.set(spec.workerId, randomUUID());
+      return track(spec, options, incarnations.get(spec.workerId) as string);
+    });
+    const processes = new RankProcesses(tracked, options);
+    try {
+      await Promise.all(tracked.map((rank) => waitForMessage(rank, 'ready', options.readyTimeoutMs)));
+    } catch (error) {
+      await processes.stop();
+      throw error;
+    }
+    return processes;
+  }
+
+  get ranks(): readonly RankProcess[] {
+    return this.#tracked.map(({ spec, child, messages }) => ({ spec, pid: child.pid as number, messages }));
+  }
+
+  /** Kills one rank with SIGKILL (no drain: what a crash looks like to the others). */
+  kill(workerId: string, tpRank: number): void {
+    const rank = this.#tracked.find(({ spec }) => spec.workerId === workerId && spec.tpRank === tpRank);
+    if (rank === undefined) throw new DemoProcessError(`${workerId}/tp${tpRank}`, 'is not one of the demo ranks', []);
+    rank.child.kill('SIGKILL');
+  }
+
+  /** SIGTERM to every rank still running; resolves with each process's drain report (or how it ended without one). */
+  async stop(): Promise<RankDrain[]> {
+    return Promise.all(
+      this.#tracked.map(async (rank) => {
+        if (rank.child.exitCode === null && rank.child.signalCode === null) rank.child.kill('SIGTERM');
+        const { code, signal } = await rank.exited;
+        const drained = rank.messages.find((message) => message.type === 'drained');
+        return {
+          process: label(rank.spec),
+          pid: rank.child.pid as number,
+          exitCode: code,
+          signal,
+          ...(drained?.type === 'drained' ? { drain: drained.drain } : {}),
+        };
+      }),
+    );
+  }
+
+  get options(): RankProcessesOptions {
+    return this.#options;
+  }
+}
