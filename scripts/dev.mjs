@@ -97,14 +97,20 @@ function runTests() {
   const summariesDir = join(root, '.turbo', 'runs');
   rmSync(resultsDir, { recursive: true, force: true });
   rmSync(summariesDir, { recursive: true, force: true });
-  // --force: a cached "test" would replay old output without running anything. One task at a time:
-  // the process tests (UCX pulls, leases, killed peers) then have the machine's two cores to themselves.
+  // --force: a cached task would replay old output without running anything. Building, type checking
+  // and linting run two at a time (they only compute); the tests then run one task at a time, so the
+  // process tests (UCX pulls, leases, killed peers) have the machine's two cores to themselves.
   // --continue=dependencies-successful: every task runs whatever else failed, except tasks whose own
-  // build failed. --summarize: the run summary says which test tasks ran and how they ended.
-  const status = pnpmToEnd([
-    'exec', 'turbo', 'run', 'build', 'typecheck', 'lint', 'test',
-    '--concurrency=1', '--output-logs=full', '--force', '--continue=dependencies-successful', '--summarize',
+  // build failed. --summarize (tests only): the run summary says which test tasks ran and how they ended.
+  const checked = pnpmToEnd([
+    'exec', 'turbo', 'run', 'build', 'typecheck', 'lint',
+    '--concurrency=2', '--output-logs=full', '--force', '--continue=dependencies-successful',
   ]);
+  const tested = pnpmToEnd([
+    'exec', 'turbo', 'run', 'test', '--only',
+    '--concurrency=1', '--output-logs=full', '--force', '--continue', '--summarize',
+  ]);
+  const status = checked === 0 ? tested : checked;
   const passed = printTestTotals(resultsDir, summariesDir);
   process.exit(status === 0 && passed ? 0 : 1);
 }
