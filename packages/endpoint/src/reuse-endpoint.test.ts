@@ -116,19 +116,18 @@ describe('ReuseEndpoint', () => {
 
   it('a newer incarnation superseding this one: the old endpoint is never ready again, the new one is', async () => {
     const store = openStore();
-    const old0 = await rankEndpoint(store, 0, { incarnation: 'inc-1' });
-    const old1 = await rankEndpoint(store, 1, { incarnation: 'inc-1' });
-    for (const { endpoint } of [old0, old1]) {
-      await endpoint.register();
-      await endpoint.publish();
-    }
+    /** Both ranks of one incarnation, registered and published; resolves with rank 0. */
+    const startIncarnation = async (incarnation: string) => {
+      const ranks = [await rankEndpoint(store, 0, { incarnation }), await rankEndpoint(store, 1, { incarnation })];
+      for (const { endpoint } of ranks) {
+        await endpoint.register();
+        await endpoint.publish();
+      }
+      return ranks[0] as Awaited<ReturnType<typeof rankEndpoint>>;
+    };
+    const old0 = await startIncarnation('inc-1');
     await vi.waitFor(() => expect(old0.endpoint.state).toBe('ready'), { timeout: 20_000, interval: 5 });
-    const new0 = await rankEndpoint(store, 0, { incarnation: 'inc-2' });
-    const new1 = await rankEndpoint(store, 1, { incarnation: 'inc-2' });
-    for (const { endpoint } of [new0, new1]) {
-      await endpoint.register();
-      await endpoint.publish();
-    }
+    const new0 = await startIncarnation('inc-2');
     await vi.waitFor(() => expect(new0.endpoint.state).toBe('ready'), { timeout: 20_000, interval: 5 });
     await vi.waitFor(() => expect(old0.endpoint.state).toBe('published'), { timeout: 20_000, interval: 5 });
     expect(new0.endpoint.epoch).toBeGreaterThan(old0.endpoint.epoch as number);
