@@ -36,7 +36,7 @@ describe('kvreuse demo in a checkout', () => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^router\.minimum_transfer_prefix_blocks +8 +argv --router-minimum-transfer-prefix-blocks$/m);
-    expect(run.stdout).toContain('== plan: pull a 42-block prefix');
+    expect(run.stdout).toContain('== plan: pull blocks 0..41 (42 blocks)');
     expect(run.stdout).toContain('308,281,344 bytes');
   });
 
