@@ -60,7 +60,8 @@ describe('blockChecksums', () => {
         const i = flip[2] % destinationBlocks.length;
         const banks = destinationBytes[template.pairDestinationRank[p]!]!;
         const offset = Number(template.destinationBase[r]! + BigInt(destinationBlocks[i]!) * template.destinationBlockStride[r]!);
-        banks[template.destinationBank[r]!]![offset] ^= 0x5a;
+        const bank = banks[template.destinationBank[r]!]!;
+        bank[offset] = bank[offset]! ^ 0x5a;
         const after = blockChecksums(template, p, 'destination', banks, destinationBlocks);
         after.forEach((sum, j) => (j === i ? expect(sum).not.toBe(sums[p]![j]) : expect(sum).toBe(sums[p]![j])));
       }),
