@@ -136,4 +136,29 @@ describe('fetchPrefix on loopback agents', () => {
     expect(receipt).toMatchObject({ blocks: 0, recomputed: { reasons: [{ kind: 'operation-failed', code: 'OPERATION_TIMED_OUT' }, { kind: 'operation-failed', code: 'OPERATION_TIMED_OUT' }] } });
     pull.destination.faults.clear();
   });
+
+  it('under sampled verification checks every n-th block and the last; off checks none', async () => {
+    const { pull, options, sourceBlocks } = await tp2to1();
+    // Change block 1 at the source after its checksum was taken: sampling blocks 0, 2, 4 and 5 misses it.
+    const route = pull.template.pairRouteStart[0]!;
+    const sourceRank = pull.template.pairSourceRank[0]!;
+    const bank = pull.sourceBytes(sourceRank)[pull.template.sourceBank[route]!]!;
+    bank[Number(pull.template.sourceBase[route]! + BigInt(sourceBlocks[1]!) * pull.template.sourceBlockStride[route]!)]! ^= 0xff;
+    expect(await fetchPrefix({ ...options, verify: 'sampled', sampleEvery: 2 })).toMatchObject({ blocks: PREFIX, checkedBlocks: 4, verify: 'sampled' });
+    expect(await fetchPrefix({ ...options, verify: 'sampled', sampleEvery: 1 })).toMatchObject({ blocks: 1, checkedBlocks: 1, recomputed: { reasons: [{ kind: 'checksum-mismatch', fromBlock: 1 }] } });
+    expect(await fetchPrefix({ ...options, verify: 'off' })).toMatchObject({ blocks: PREFIX, checkedBlocks: 0, verify: 'off' });
+  });
+
+  it('refuses bad options before posting anything, naming the option', async () => {
+    const { pull, pins, options } = await tp2to1();
+    const refused = (changed: Partial<FetchOptions>, option: RegExp) => expect(fetchPrefix({ ...options, ...changed })).rejects.toThrow(option);
+    await refused({ verify: 'most' as never }, /verify = .*must be 'full', 'sampled' or 'off'/);
+    await refused({ policy: 'retry' as never }, /policy = /);
+    await refused({ pins: [pins[0]!] }, /pairs\[1\] = 1 is refused: has no pin from its source rank/);
+    await refused({ pins: pins.map(({ checksums: _, ...pin }) => pin as never) }, /carry no checksums, yet verify is 'full'/);
+    await refused({ sampleEvery: 0, verify: 'sampled' }, /sampleEvery = 0/);
+    await refused({ destinationBlocks: [0] as never }, /destinationBlocks = /);
+    expect(pull.ledger.counts().posted).toBe(0);
+    expect(pins.map((pin) => pin.releases)).toEqual([0, 0]);
+  });
 });
