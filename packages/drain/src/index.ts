@@ -17,10 +17,12 @@ export { type Deadline, DeadlineScheduler } from './deadline-scheduler.js';
 export { type PeerHealth, PeerBook, type PeerTicket, type TrackedPeer } from './peer-book.js';
 export {
   type LedgerAgent,
+  type LedgerBlocksRequest,
   type LedgerCounts,
   type LedgerEvents,
   type LedgerOperation,
   type LedgerPostRequest,
+  type LedgerTemplate,
   type LedgerTimeouts,
   type NativeOperation,
   OperationLedger,

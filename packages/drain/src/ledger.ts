@@ -1,4 +1,5 @@
 import type { Settings } from '@kvreuse/config';
+import type { TransferTemplate } from '@kvreuse/descriptors';
 import { type Bank, type BankLabel, type BankReference, formatBank } from '@kvreuse/registry';
 import { type Clock, systemClock } from './clock.js';
 import { type Deadline, DeadlineScheduler } from './deadline-scheduler.js';
@@ -35,17 +36,35 @@ export interface LedgerPostRequest {
   readonly remoteRegions: readonly number[] | Uint32Array;
 }
 
+/** What the ledger reads of a registered template (`RegisteredTemplate` of `@kvreuse/native-bindings`). */
+export interface LedgerTemplate {
+  readonly peer: object;
+  readonly template: Pick<TransferTemplate, 'pairs' | 'pairRouteStart' | 'sourceBank' | 'destinationBank'>;
+  readonly pair: number;
+  /** `read`: the ledger's agent holds the pair's destination rank; `write`: its source rank. */
+  readonly direction: 'read' | 'write';
+}
+
+/** What the ledger reads of a post by block lists (`PostBlocksRequest` of `@kvreuse/native-bindings`). */
+export interface LedgerBlocksRequest {
+  readonly template: LedgerTemplate;
+  readonly sourceBlocks: Uint32Array;
+  readonly destinationBlocks: Uint32Array;
+}
+
 /** The part of a native agent (`Agent` of `@kvreuse/native-bindings`) the ledger posts through. */
-export interface LedgerAgent<Request extends LedgerPostRequest> {
+export interface LedgerAgent<Request extends LedgerPostRequest, BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest> {
   readonly name: string;
   post(request: Request): NativeOperation;
+  /** Needed only for `OperationLedger.postBlocks`. */
+  postBlocks?(request: BlocksRequest): NativeOperation;
 }
 
 /** The deadlines of `transport.*` settings (a `Settings['transport']` fits). */
 export type LedgerTimeouts = Pick<Settings['transport'], 'operationTimeoutMs' | 'abandonTimeoutMs'>;
 
-export interface OperationLedgerOptions<Request extends LedgerPostRequest> {
-  readonly agent: LedgerAgent<Request>;
+export interface OperationLedgerOptions<Request extends LedgerPostRequest, BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest> {
+  readonly agent: LedgerAgent<Request, BlocksRequest>;
   readonly peers: PeerBook;
   readonly timeouts: LedgerTimeouts;
   readonly clock?: Clock;
@@ -94,7 +113,10 @@ export interface LedgerOperation {
   readonly peer: string;
   readonly banks: readonly Bank[];
   readonly localRegions: readonly number[];
+  /** The request's remote regions; empty for a template post (its native template holds them). */
   readonly remoteRegions: readonly number[];
+  /** Block pairs of a template post; undefined for an explicit post. */
+  readonly blockPairs: number | undefined;
   readonly postedAt: number;
   readonly phase: OperationPhase;
   /** Why it was quarantined, while it is. */
@@ -136,7 +158,7 @@ export interface LedgerCounts {
   readonly lateSuccesses: number;
 }
 
-type EntryFields = Pick<LedgerOperation, 'id' | 'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'postedAt'>;
+type EntryFields = Pick<LedgerOperation, 'id' | 'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'blockPairs' | 'postedAt'>;
 
 // The class carries the recorded fields of LedgerOperation (declared once, there).
 interface Entry extends EntryFields {}
@@ -156,8 +178,8 @@ class Entry implements LedgerOperation {
   #resolveQuiescence!: (quiescence: Quiescence) => void;
 
   constructor(fields: EntryFields, native: NativeOperation, references: BankReference[]) {
-    const { id, peer, banks, localRegions, remoteRegions, postedAt } = fields;
-    Object.assign(this, { id, peer, banks, localRegions, remoteRegions, postedAt });
+    const { id, peer, banks, localRegions, remoteRegions, blockPairs, postedAt } = fields;
+    Object.assign(this, { id, peer, banks, localRegions, remoteRegions, blockPairs, postedAt });
     this.native = native;
     this.nativeId = native.id;
     this.references = references;
@@ -214,8 +236,8 @@ function checkTimeouts(timeouts: LedgerTimeouts): void {
  * All deadlines share one timer (`DeadlineScheduler`); completions arrive through the native agent's
  * batched wake-up, as each operation's `done` settling.
  */
-export class OperationLedger<Request extends LedgerPostRequest = LedgerPostRequest> {
-  readonly agent: LedgerAgent<Request>;
+export class OperationLedger<Request extends LedgerPostRequest = LedgerPostRequest, BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest> {
+  readonly agent: LedgerAgent<Request, BlocksRequest>;
   readonly peers: PeerBook;
   readonly timeouts: LedgerTimeouts;
   readonly clock: Clock;
@@ -226,7 +248,7 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
   #intakeStopped = false;
   #counts = { posted: 0, completed: 0, cancelled: 0, failed: 0, timedOut: 0, lateSuccesses: 0 };
 
-  constructor(options: OperationLedgerOptions<Request>) {
+  constructor(options: OperationLedgerOptions<Request, BlocksRequest>) {
     checkOptionsObject('options', options);
     const agent = checkOptionsObject('agent', options.agent);
     checkNonEmptyString('agent.name', agent.name);
@@ -273,35 +295,65 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
    */
   post(request: Request, options: PostOptions): LedgerOperation {
     checkPost(request, options);
+    const peer = this.#admit(request.peer, options);
+    const banks = [...options.banks];
+    checkBanks(banks, this.agent.name);
+    checkRegionsCovered(banks, request.localRegions, this.agent.name);
+    return this.#record(options, banks, { localRegions: request.localRegions.map((region) => region.id), remoteRegions: Array.from(request.remoteRegions), blockPairs: undefined }, () =>
+      this.agent.post(request),
+    );
+  }
+
+  /**
+   * Posts one request by block lists on a registered template (`agent.postBlocks`) with the same
+   * checks, references, deadlines, quarantine and quiescence as `post`. `options.banks` must hold every
+   * bank of the ledger agent's rank that the template's pair touches (by rank and bank number).
+   */
+  postBlocks(request: BlocksRequest, options: PostOptions): LedgerOperation {
+    const postBlocks = this.agent.postBlocks;
+    if (typeof postBlocks !== 'function') throw new OperationRefusedError('agent.postBlocks', undefined, 'the ledger\'s agent cannot post on templates');
+    checkOptionsObject('request', request);
+    const template = checkOptionsObject('request.template', request.template);
+    checkPostOptions(options);
+    this.#admit(template.peer, options);
+    const banks = [...options.banks];
+    checkBanks(banks, this.agent.name);
+    checkTemplateBanksCovered(banks, template);
+    return this.#record(
+      options,
+      banks,
+      { localRegions: banks.map((bank) => (bank.region as { id: number }).id), remoteRegions: [], blockPairs: request.sourceBlocks?.length ?? 0 },
+      () => postBlocks.call(this.agent, request),
+    );
+  }
+
+  /** Checks intake and the ticket; returns the native peer the ticket admits after checking it is the request's. */
+  #admit(requestPeer: object, options: PostOptions): object {
     if (this.#intakeStopped) throw new DrainingError('post an operation');
     const peer = this.peers.admit(options.ticket);
-    if (request.peer !== peer) {
+    if (requestPeer !== peer) {
       throw new OperationRefusedError('request.peer', options.ticket.name, 'is not the native peer the ticket names');
     }
-    const banks = [...options.banks];
-    checkBanks(banks, request.localRegions, this.agent.name);
-    const localRegions = request.localRegions.map((region) => region.id);
+    return peer;
+  }
+
+  /** Takes a reference on every bank, posts, and records the operation; a refused post releases the references again. */
+  #record(
+    options: PostOptions,
+    banks: Bank[],
+    regions: Pick<EntryFields, 'localRegions' | 'remoteRegions' | 'blockPairs'>,
+    postNative: () => NativeOperation,
+  ): LedgerOperation {
     const references = banks.map((bank) => bank.acquire());
     let native: NativeOperation;
     try {
-      native = this.agent.post(request);
+      native = postNative();
     } catch (error) {
       for (const reference of references) reference.release();
       if (nativeCodeOf(error) === 'REMOTE_DISCONNECT') this.peers.markUnhealthy(options.ticket.name, 'a post failed with REMOTE_DISCONNECT');
       throw error;
     }
-    const entry = new Entry(
-      {
-        id: `${this.agent.name}#${native.id}`,
-        peer: options.ticket.name,
-        banks,
-        localRegions,
-        remoteRegions: Array.from(request.remoteRegions),
-        postedAt: this.clock.now(),
-      },
-      native,
-      references,
-    );
+    const entry = new Entry({ id: `${this.agent.name}#${native.id}`, peer: options.ticket.name, banks, ...regions, postedAt: this.clock.now() }, native, references);
     this.#live.add(entry);
     this.#counts.posted += 1;
     entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.operationTimeoutMs, () => this.#timeOut(entry));
@@ -473,6 +525,10 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
 function checkPost(request: LedgerPostRequest, options: PostOptions): void {
   checkOptionsObject('request', request);
   if (!Array.isArray(request.localRegions)) throw new InvalidDrainOptionError('request.localRegions', request.localRegions, 'must be an array of Regions');
+  checkPostOptions(options);
+}
+
+function checkPostOptions(options: PostOptions): void {
   checkOptionsObject('options', options);
   const ticket = checkOptionsObject('options.ticket', options.ticket);
   checkNonEmptyString('options.ticket.name', ticket.name);
@@ -481,13 +537,8 @@ function checkPost(request: LedgerPostRequest, options: PostOptions): void {
   checkBankList('options.banks', options.banks);
 }
 
-/**
- * Refuses banks that are not in service, repeated, registered with another agent than the ledger's,
- * or that leave a local region of the request uncovered. A region is covered only by the bank that
- * holds that very region: region ids are per agent, so a bank of another agent (or another
- * registration) whose region has the same id covers nothing.
- */
-function checkBanks(banks: readonly Bank[], localRegions: LedgerPostRequest['localRegions'], agentName: string): void {
+/** Refuses banks that are not in service, repeated, or registered with another agent than the ledger's. */
+function checkBanks(banks: readonly Bank[], agentName: string): void {
   if (banks.length === 0) throw new OperationRefusedError('banks', [], 'an operation touches at least one local bank');
   banks.forEach((bank, index) => {
     if (banks.indexOf(bank) !== index) throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), 'appears twice');
@@ -498,6 +549,14 @@ function checkBanks(banks: readonly Bank[], localRegions: LedgerPostRequest['loc
       throw new ForeignBankError(`banks[${index}]`, bank.label(), bank.agentName, agentName, bank.region.id, `is registered with another agent than the ledger's (${agentName})`);
     }
   });
+}
+
+/**
+ * Refuses a request whose local regions the banks do not all hold. A region is covered only by the
+ * bank that holds that very region: region ids are per agent, so a bank of another agent (or another
+ * registration) whose region has the same id covers nothing.
+ */
+function checkRegionsCovered(banks: readonly Bank[], localRegions: LedgerPostRequest['localRegions'], agentName: string): void {
   localRegions.forEach((region, index) => {
     if (banks.some((bank) => bank.region === region)) return;
     const namesake = banks.find((bank) => bank.region?.id === region?.id);
@@ -513,4 +572,24 @@ function checkBanks(banks: readonly Bank[], localRegions: LedgerPostRequest['loc
     }
     throw new OperationRefusedError(`localRegions[${index}]`, region?.id, 'is the region of none of the banks given; every touched region must be referenced');
   });
+}
+
+/** Refuses a template post unless the banks hold every bank of the local rank the template's pair touches. */
+function checkTemplateBanksCovered(banks: readonly Bank[], registered: LedgerTemplate): void {
+  const { template, pair, direction } = registered;
+  const route = template.pairs[pair];
+  if (route === undefined) throw new OperationRefusedError('request.template.pair', pair, `is not one of the template's ${template.pairs.length} rank pairs`);
+  const read = direction === 'read';
+  const rank = read ? route.destinationRank : route.sourceRank;
+  const bankNumbers = read ? template.destinationBank : template.sourceBank;
+  const end = template.pairRouteStart[pair + 1] as number;
+  for (let r = template.pairRouteStart[pair] as number; r < end; r++) {
+    const index = bankNumbers[r] as number;
+    if (banks.some((bank) => bank.tpRank === rank.tpRank && bank.ppRank === rank.ppRank && bank.index === index)) continue;
+    throw new OperationRefusedError(
+      'banks',
+      banks.map((bank) => formatBank(bank)),
+      `hold no bank ${index} of rank (tp ${rank.tpRank}, pp ${rank.ppRank}), which route ${r} of the template's pair ${pair} ${read ? 'writes' : 'reads'}; every touched bank must be referenced`,
+    );
+  }
 }

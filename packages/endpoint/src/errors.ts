@@ -1,8 +1,9 @@
 // Typed errors of @kvreuse/endpoint. Each carries a stable `code` and names what was refused.
+import type { FetchReceipt } from './fetch-receipt.js';
 import type { EndpointState } from './lifecycle.js';
 import { describeValue } from '@kvreuse/config';
 
-export type EndpointErrorCode = 'INVALID_ENDPOINT_OPTION' | 'ILLEGAL_ENDPOINT_STATE';
+export type EndpointErrorCode = 'INVALID_ENDPOINT_OPTION' | 'ILLEGAL_ENDPOINT_STATE' | 'FETCH_SHORTFALL';
 
 export abstract class EndpointError extends Error {
   abstract readonly code: EndpointErrorCode;
@@ -34,5 +35,17 @@ export class EndpointStateError extends EndpointError {
     readonly allowed: readonly EndpointState[],
   ) {
     super(`${operation} is not allowed while the endpoint is ${state}${allowed.length === 0 ? '' : ` (only while ${allowed.join(', ')})`}`);
+  }
+}
+
+/**
+ * A fetch under the `fail` policy verified fewer blocks than it asked for. The pins were released
+ * (or will be, once a quarantined operation turns quiescent); `receipt` says what verified and why the rest did not.
+ */
+export class FetchShortfallError extends EndpointError {
+  readonly code = 'FETCH_SHORTFALL';
+  constructor(readonly receipt: FetchReceipt) {
+    const first = receipt.recomputed.reasons[0];
+    super(`fetch verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
   }
 }

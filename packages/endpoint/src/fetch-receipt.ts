@@ -1,0 +1,42 @@
+// What a fetch reports: the verified prefix it committed, what is left to recompute and why, and the
+// figures the router calibrates on.
+import type { RankId } from '@kvreuse/descriptors';
+import type { TransferReceipt } from '@kvreuse/router';
+import type { PinLossReason } from './pins.js';
+
+/** Why blocks from `fromBlock` on (positions in the requested prefix) must be recomputed. */
+export type RecomputeReason =
+  | { readonly kind: 'pin-granted-fewer'; readonly fromBlock: number; readonly sourceRank: RankId; readonly granted: number }
+  | { readonly kind: 'pin-lost'; readonly fromBlock: number; readonly sourceRank: RankId; readonly reason: PinLossReason; readonly detail: string }
+  /** `code`: the native code of a failed post or operation (`REMOTE_DISCONNECT`, …), or `OPERATION_TIMED_OUT`. */
+  | { readonly kind: 'operation-failed'; readonly fromBlock: number; readonly pair: number; readonly code: string; readonly detail: string }
+  | { readonly kind: 'checksum-mismatch'; readonly fromBlock: number; readonly pair: number; readonly expected: number; readonly actual: number };
+
+/** The router's predicted saving for this pull against what the receipt measured (the same formula as the router's `SavingReport`). */
+export interface SavingComparison {
+  readonly predictedMs: number;
+  readonly measuredMs: number;
+}
+
+export interface FetchReceipt {
+  /** Blocks asked for. */
+  readonly requested: number;
+  /** The verified prefix the destination may commit: blocks `0 … blocks − 1`. */
+  readonly blocks: number;
+  /** Bytes of the committed prefix (all rank pairs). */
+  readonly bytes: number;
+  /** Bytes the operations reported moved, committed or not. */
+  readonly bytesMoved: number;
+  /** From the first post to the last operation's quiescence. */
+  readonly ms: number;
+  /** `bytesMoved` over `ms`, in GB/s (10⁹ bytes per second); 0 when nothing was posted. */
+  readonly gbps: number;
+  readonly verify: 'full' | 'sampled' | 'off';
+  /** Blocks whose checksums were compared on every pair (all of the prefix under `full`, none under `off`). */
+  readonly checkedBlocks: number;
+  /** Blocks `blocks … requested − 1`, to be recomputed, and every reason found (ordered by `fromBlock`). */
+  readonly recomputed: { readonly fromBlock: number; readonly blocks: number; readonly reasons: readonly RecomputeReason[] };
+  /** The router's calibration input (`TransferCalibration.record`, `SavingReport.add`). */
+  readonly calibration: TransferReceipt;
+  readonly saving?: SavingComparison;
+}

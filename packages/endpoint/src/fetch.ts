@@ -1,0 +1,218 @@
+// The destination side of a pull: one template post per rank pair on pinned source blocks, wait for
+// quiescence, verify each block per pair, commit the longest verified prefix, release the pins.
+import { type LedgerOperation, type LedgerPostRequest, OperationFailedError, type OperationLedger, type PeerTicket } from '@kvreuse/drain';
+import type { RankId } from '@kvreuse/descriptors';
+import type { PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
+import type { Bank } from '@kvreuse/registry';
+import type { LinkClass, SourceTier } from '@kvreuse/router';
+import { blockChecksums, type RankBankBytes } from './block-checksum.js';
+import { EndpointOptionError, FetchShortfallError } from './errors.js';
+import type { FetchReceipt, RecomputeReason } from './fetch-receipt.js';
+import type { HeldPin, PinLoss } from './pins.js';
+
+export type VerifyMode = 'full' | 'sampled' | 'off';
+export type ShortfallPolicy = 'fail' | 'recompute';
+
+/** One rank pair of the pull, as the destination rank holding it sees it. */
+export interface FetchPair {
+  /** The pair's template, registered on the ledger's agent for reading from the pair's source rank. */
+  readonly template: RegisteredTemplate;
+  /** The source rank's peer, as the work was prepared for it. */
+  readonly ticket: PeerTicket;
+  /** The destination banks the pair writes (each referenced by the ledger while the operation runs). */
+  readonly banks: readonly Bank[];
+  /** The destination rank's bank bytes, indexed by bank number, to verify what arrived. */
+  readonly bytes: RankBankBytes;
+}
+
+/** The router's prediction for this pull, to compare with what it measured. */
+export interface SavingPrediction {
+  /** `savingMs − costMs` of the router's decision. */
+  readonly predictedMs: number;
+  readonly blockTokens: number;
+  /** Prefill time per token (measured at the destination, or the router's prior). */
+  readonly prefillTokenUs: number;
+  /** The router's lookup budget (`router.transferSourceLookupBudgetMs`). */
+  readonly lookupBudgetMs: number;
+}
+
+export interface FetchOptions {
+  readonly ledger: OperationLedger<LedgerPostRequest, PostBlocksRequest>;
+  readonly pairs: readonly FetchPair[];
+  /** The pin granted by each source rank the pairs read from. */
+  readonly pins: readonly HeldPin[];
+  /** Where each block of the prefix goes, in prefix order. */
+  readonly destinationBlocks: Uint32Array;
+  readonly verify: VerifyMode;
+  /** Under `sampled`: check every `sampleEvery`-th block and the last one (default 8). */
+  readonly sampleEvery?: number;
+  readonly policy: ShortfallPolicy;
+  readonly link: { readonly linkClass: LinkClass; readonly tier: SourceTier };
+  readonly prediction?: SavingPrediction;
+  /** Milliseconds, for the receipt's time (default `performance.now`). */
+  readonly now?: () => number;
+}
+
+const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
+
+interface Posted {
+  readonly pair: number;
+  readonly operation: LedgerOperation;
+}
+
+function checkOptions(options: FetchOptions): { pins: HeldPin[]; sampleEvery: number } {
+  if (options === null || typeof options !== 'object') throw new EndpointOptionError('options', options, 'must be an object');
+  if (!['full', 'sampled', 'off'].includes(options.verify)) throw new EndpointOptionError('verify', options.verify, "must be 'full', 'sampled' or 'off'");
+  if (!['fail', 'recompute'].includes(options.policy)) throw new EndpointOptionError('policy', options.policy, "must be 'fail' or 'recompute'");
+  if (!(options.destinationBlocks instanceof Uint32Array)) throw new EndpointOptionError('destinationBlocks', options.destinationBlocks, 'must be a Uint32Array');
+  if (!Array.isArray(options.pairs) || options.pairs.length === 0) throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');
+  const sampleEvery = options.sampleEvery ?? 8;
+  if (!Number.isSafeInteger(sampleEvery) || sampleEvery < 1) throw new EndpointOptionError('sampleEvery', sampleEvery, 'must be a positive integer');
+  const pins = options.pairs.map(({ template }, index) => {
+    const route = template.template.pairs[template.pair];
+    const pin = route === undefined ? undefined : options.pins.find((held) => sameRank(held.source.rank, route.sourceRank));
+    if (route === undefined || pin === undefined) {
+      throw new EndpointOptionError(`pairs[${index}]`, template.pair, 'has no pin from its source rank among options.pins');
+    }
+    if (options.verify !== 'off' && !(pin.checksums instanceof Uint32Array)) {
+      throw new EndpointOptionError(`pins (${pin.pinId})`, undefined, `carry no checksums, yet verify is '${options.verify}'`);
+    }
+    return pin;
+  });
+  return { pins, sampleEvery };
+}
+
+/** The blocks of `0 … count − 1` to check under `mode`. */
+function checkedPositions(mode: VerifyMode, count: number, sampleEvery: number): number[] {
+  if (mode === 'off' || count === 0) return [];
+  const all = Array.from({ length: count }, (_, i) => i);
+  return mode === 'full' ? all : all.filter((i) => i % sampleEvery === 0 || i === count - 1);
+}
+
+/** Resolves once the operation is quiescent, or quarantined (then its quiescence comes later, if ever). */
+function quiescentOrQuarantined(ledger: FetchOptions['ledger'], operation: LedgerOperation): Promise<'quiescent' | 'quarantined'> {
+  return new Promise((resolve) => {
+    const stop = ledger.on('quarantined', (quarantined) => {
+      if (quarantined !== operation) return;
+      stop();
+      resolve('quarantined');
+    });
+    void operation.quiescence.then(() => {
+      stop();
+      resolve('quiescent');
+    });
+  });
+}
+
+/**
+ * Pulls the pinned prefix: posts one template operation per rank pair through the ledger, waits until
+ * every operation is quiescent (or quarantined), verifies each block's checksum per pair and returns
+ * the longest prefix whose every earlier block and every pair's piece verified, with what to recompute
+ * and why. The pins are released once nothing reads them — after a failure too; a quarantined
+ * operation's pins are released only when it turns quiescent. Under `fail` a shortfall throws
+ * `FetchShortfallError` carrying the receipt.
+ */
+export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> {
+  const { pins, sampleEvery } = checkOptions(options);
+  const { ledger, pairs, destinationBlocks } = options;
+  const now = options.now ?? (() => performance.now());
+  const requested = destinationBlocks.length;
+  const reasons: RecomputeReason[] = [];
+  const uniquePins = [...new Set(pins)];
+  const losses = new Map<HeldPin, PinLoss>();
+  for (const pin of uniquePins) void pin.lost.then((loss) => losses.set(pin, loss));
+
+  let granted = requested;
+  for (const pin of uniquePins) {
+    if (pin.positions.count >= requested) continue;
+    granted = Math.min(granted, pin.positions.count);
+    reasons.push({ kind: 'pin-granted-fewer', fromBlock: pin.positions.count, sourceRank: pin.source.rank, granted: pin.positions.count });
+  }
+
+  const started = now();
+  const posted: Posted[] = [];
+  if (granted > 0) {
+    for (const [index, pair] of pairs.entries()) {
+      const pin = pins[index] as HeldPin;
+      try {
+        const operation = ledger.postBlocks(
+          { template: pair.template, sourceBlocks: pin.sourceBlocks.subarray(0, granted), destinationBlocks: destinationBlocks.subarray(0, granted) },
+          { ticket: pair.ticket, banks: pair.banks },
+        );
+        posted.push({ pair: index, operation });
+      } catch (error) {
+        const code = (error as { code?: unknown }).code;
+        reasons.push({ kind: 'operation-failed', fromBlock: 0, pair: index, code: typeof code === 'string' ? code : 'UNKNOWN', detail: (error as Error).message });
+        break;
+      }
+    }
+  }
+
+  const endings = await Promise.all(posted.map(({ operation }) => quiescentOrQuarantined(ledger, operation)));
+  const ms = now() - started;
+  const quarantined = posted.filter((_, i) => endings[i] === 'quarantined').map(({ operation }) => operation.quiescence);
+  // Every reading operation is quiescent (or, if quarantined, released later on its quiescence).
+  const released = Promise.all(quarantined).then(() => Promise.allSettled(uniquePins.map((pin) => pin.release())));
+  if (quarantined.length === 0) await released;
+
+  let bytesMoved = 0;
+  const okPairs = new Set<number>();
+  for (const { pair, operation } of posted) {
+    const outcome = await operation.outcome;
+    if (outcome.ok) {
+      bytesMoved += outcome.bytesDone;
+      okPairs.add(pair);
+    } else {
+      const { error } = outcome;
+      const code = error instanceof OperationFailedError ? error.nativeCode : error.code;
+      reasons.push({ kind: 'operation-failed', fromBlock: 0, pair, code, detail: error.message });
+    }
+  }
+  for (const pin of uniquePins) {
+    const loss = losses.get(pin);
+    if (loss !== undefined) reasons.push({ kind: 'pin-lost', fromBlock: 0, sourceRank: pin.source.rank, reason: loss.reason, detail: loss.detail });
+  }
+
+  const checked = checkedPositions(options.verify, reasons.some((reason) => reason.fromBlock === 0) ? 0 : granted, sampleEvery);
+  let checkedBlocks = checked.length;
+  if (checked.length > 0) {
+    const positions = Uint32Array.from(checked);
+    const blocks = positions.map((position) => destinationBlocks[position] as number);
+    for (const [index, pair] of pairs.entries()) {
+      const expected = (pins[index] as HeldPin).checksums as Uint32Array;
+      const actual = blockChecksums(pair.template.template, pair.template.pair, 'destination', pair.bytes, blocks);
+      const bad = actual.findIndex((sum, i) => sum !== expected[positions[i] as number]);
+      if (bad < 0) continue;
+      const fromBlock = positions[bad] as number;
+      reasons.push({ kind: 'checksum-mismatch', fromBlock, pair: index, expected: expected[fromBlock] as number, actual: actual[bad] as number });
+    }
+    const firstBad = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
+    checkedBlocks = checked.filter((position) => position < firstBad).length;
+  }
+
+  reasons.sort((a, b) => a.fromBlock - b.fromBlock);
+  const blocks = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
+  const blockBytes = Number(pairs[0]?.template.template.blockBytes ?? 0n);
+  const receipt: FetchReceipt = {
+    requested,
+    blocks,
+    bytes: blocks * blockBytes,
+    bytesMoved,
+    ms,
+    gbps: ms > 0 ? bytesMoved / (ms * 1e6) : 0,
+    verify: options.verify,
+    checkedBlocks,
+    recomputed: { fromBlock: blocks, blocks: requested - blocks, reasons },
+    calibration: { linkClass: options.link.linkClass, tier: options.link.tier, blocks, bytes: blocks * blockBytes, transferMs: ms },
+    ...(options.prediction === undefined ? {} : { saving: savingOf(options.prediction, blocks, ms) }),
+  };
+  if (options.policy === 'fail' && blocks < requested) throw new FetchShortfallError(receipt);
+  return receipt;
+}
+
+function savingOf(prediction: SavingPrediction, blocks: number, ms: number): { predictedMs: number; measuredMs: number } {
+  return {
+    predictedMs: prediction.predictedMs,
+    measuredMs: (blocks * prediction.blockTokens * prediction.prefillTokenUs) / 1000 - ms - prediction.lookupBudgetMs,
+  };
+}
