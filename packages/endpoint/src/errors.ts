@@ -2,7 +2,14 @@
 import type { EndpointState } from './lifecycle.js';
 import { describeValue } from '@kvreuse/config';
 
-export type EndpointErrorCode = 'INVALID_ENDPOINT_OPTION' | 'ILLEGAL_ENDPOINT_STATE';
+export type EndpointErrorCode =
+  | 'INVALID_ENDPOINT_OPTION'
+  | 'ILLEGAL_ENDPOINT_STATE'
+  | 'ALL_BLOCKS_PINNED'
+  | 'INVALID_PIN_MESSAGE'
+  | 'PIN_TOO_LARGE'
+  | 'PIN_REFUSED'
+  | 'PIN_TIMEOUT';
 
 export abstract class EndpointError extends Error {
   abstract readonly code: EndpointErrorCode;
@@ -34,5 +41,55 @@ export class EndpointStateError extends EndpointError {
     readonly allowed: readonly EndpointState[],
   ) {
     super(`${operation} is not allowed while the endpoint is ${state}${allowed.length === 0 ? '' : ` (only while ${allowed.join(', ')})`}`);
+  }
+}
+
+/** The block pool needed a slot and every block in it is pinned: nothing may be evicted. Nothing was committed. */
+export class AllBlocksPinnedError extends EndpointError {
+  readonly code = 'ALL_BLOCKS_PINNED';
+  constructor(readonly slotCount: number) {
+    super(`block pool has no slot to give: all ${slotCount} blocks are pinned by readers`);
+  }
+}
+
+/** Bytes that are not a pin message of a version this build reads; `problem` says what is wrong. */
+export class PinMessageError extends EndpointError {
+  readonly code = 'INVALID_PIN_MESSAGE';
+  constructor(readonly problem: string) {
+    super(`invalid pin message: ${problem}`);
+  }
+}
+
+/** A pin that names more blocks than one notification can carry. Nothing was sent. */
+export class PinTooLargeError extends EndpointError {
+  readonly code = 'PIN_TOO_LARGE';
+  constructor(
+    readonly blocks: number,
+    readonly limitBlocks: number,
+  ) {
+    super(`a pin of ${blocks} blocks does not fit one pin message: at most ${limitBlocks} blocks per pin`);
+  }
+}
+
+/** The source rank refused a pin; `reason` is the source's refusal code. */
+export class PinRefusedError extends EndpointError {
+  readonly code = 'PIN_REFUSED';
+  constructor(
+    readonly sourceRank: number,
+    readonly reason: string,
+  ) {
+    super(`source rank ${sourceRank} refused the pin: ${reason}`);
+  }
+}
+
+/** The source rank did not answer a pin request, renewal or release in time. */
+export class PinTimeoutError extends EndpointError {
+  readonly code = 'PIN_TIMEOUT';
+  constructor(
+    readonly operation: 'pin' | 'release',
+    readonly sourceRank: number,
+    readonly timeoutMs: number,
+  ) {
+    super(`source rank ${sourceRank} did not answer the ${operation} within ${timeoutMs} ms`);
   }
 }
