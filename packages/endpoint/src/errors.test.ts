@@ -17,8 +17,8 @@ describe('endpoint errors', () => {
     [new AllBlocksPinnedError(4), 'ALL_BLOCKS_PINNED', 'block pool has no slot to give: all 4 blocks are pinned by readers'],
     [new PinMessageError('truncated'), 'INVALID_PIN_MESSAGE', 'invalid pin message: truncated'],
     [new PinTooLargeError(600, 400), 'PIN_TOO_LARGE', 'a pin of 600 blocks does not fit one pin message: at most 400 blocks per pin'],
-    [new PinRefusedError(1, 'evicted'), 'PIN_REFUSED', 'source rank 1 refused the pin: evicted'],
-    [new PinTimeoutError('release', 2, 500), 'PIN_TIMEOUT', 'source rank 2 did not answer the release within 500 ms'],
+    [new PinRefusedError({ tpRank: 1, ppRank: 0 }, 'evicted'), 'PIN_REFUSED', 'source rank tp 1 pp 0 refused the pin: evicted'],
+    [new PinTimeoutError('release', { tpRank: 2, ppRank: 1 }, 500), 'PIN_TIMEOUT', 'source rank tp 2 pp 1 did not answer the release within 500 ms'],
   ])(
     '%s carries its code and names the value',
     (error, code, message) => {

@@ -1,6 +1,7 @@
 // Typed errors of @kvreuse/endpoint. Each carries a stable `code` and names what was refused.
 import type { EndpointState } from './lifecycle.js';
 import { describeValue } from '@kvreuse/config';
+import type { RankId } from '@kvreuse/descriptors';
 
 export type EndpointErrorCode =
   | 'INVALID_ENDPOINT_OPTION'
@@ -75,10 +76,10 @@ export class PinTooLargeError extends EndpointError {
 export class PinRefusedError extends EndpointError {
   readonly code = 'PIN_REFUSED';
   constructor(
-    readonly sourceRank: number,
+    readonly sourceRank: RankId,
     readonly reason: string,
   ) {
-    super(`source rank ${sourceRank} refused the pin: ${reason}`);
+    super(`source rank ${describeRank(sourceRank)} refused the pin: ${reason}`);
   }
 }
 
@@ -87,9 +88,14 @@ export class PinTimeoutError extends EndpointError {
   readonly code = 'PIN_TIMEOUT';
   constructor(
     readonly operation: 'pin' | 'release',
-    readonly sourceRank: number,
+    readonly sourceRank: RankId,
     readonly timeoutMs: number,
   ) {
-    super(`source rank ${sourceRank} did not answer the ${operation} within ${timeoutMs} ms`);
+    super(`source rank ${describeRank(sourceRank)} did not answer the ${operation} within ${timeoutMs} ms`);
   }
+}
+
+/** A rank as errors and losses name it: `tp 1 pp 0`. */
+export function describeRank(rank: RankId): string {
+  return `tp ${rank.tpRank} pp ${rank.ppRank}`;
 }
