@@ -1,12 +1,10 @@
-import { type Agent, loadTransport } from '@kvreuse/native-bindings';
+import type { Agent, HeartbeatOptions } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../test/support/manual-clock.js';
-import { BlockPool } from './block-pool.js';
+import { loopbackPins } from '../test/support/loopback-pins.js';
 import { PinRefusedError, PinTimeoutError } from './errors.js';
 import { PinClient } from './pin-client.js';
 import { PinServer } from './pin-server.js';
 
-const transport = loadTransport();
 const agents: Agent[] = [];
 afterEach(async () => {
   await Promise.all(agents.splice(0).map((agent) => agent.close()));
@@ -15,15 +13,8 @@ afterEach(async () => {
 const sourceIdentity = { workerId: 'src', incarnation: 'inc-1', epoch: 1, rank: { tpRank: 1, ppRank: 0 } };
 
 /** A source rank serving pins from a block pool and a reader pinning on it, on two loopback agents; each side's messages are handed over one at a time. */
-async function pair(heartbeat?: { heartbeatIntervalMs: number; heartbeatMisses: number }) {
-  const sourceAgent = await transport.createAgent({ name: `pin-client-source-${process.pid}-${agents.length}`, backend: 'loopback' });
-  const readerAgent = await transport.createAgent({ name: `pin-client-reader-${process.pid}-${agents.length + 1}`, backend: 'loopback', ...(heartbeat === undefined ? {} : { heartbeat }) });
-  agents.push(sourceAgent, readerAgent);
-  const readerPeer = sourceAgent.loadPeer(readerAgent.metadata());
-  const sourcePeer = readerAgent.loadPeer(sourceAgent.metadata());
-  const pool = new BlockPool(4);
-  for (const hash of [10n, 11n, 12n]) pool.commit(pool.allocate(), hash);
-  const clock = new ManualClock();
+async function pair(heartbeat?: HeartbeatOptions) {
+  const { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock } = await loopbackPins('pin-client', agents, heartbeat);
   const server = new PinServer({ agent: sourceAgent, adapter: pool, source: sourceIdentity, resolvePeer: () => Promise.resolve(readerPeer), checksums: (_request, blocks) => blocks.map((block) => block * 7), leaseMs: 900, clock });
   const client = new PinClient({ agent: readerAgent, reader: { workerId: 'dst', incarnation: 'r-1', rank: { tpRank: 0, ppRank: 0 } }, answerTimeoutMs: 500, clock });
   const toSource = async () => expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);

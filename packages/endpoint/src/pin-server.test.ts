@@ -1,12 +1,10 @@
-import { type Agent, loadTransport, type Peer } from '@kvreuse/native-bindings';
+import type { Agent } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../test/support/manual-clock.js';
-import { BlockPool } from './block-pool.js';
+import { loopbackPins } from '../test/support/loopback-pins.js';
 import { EndpointOptionError } from './errors.js';
 import { encodePinMessage, type PinMessage, type PinRequestMessage, parsePinMessage } from './pin-messages.js';
 import { PinServer, type PinServerOptions } from './pin-server.js';
 
-const transport = loadTransport();
 const agents: Agent[] = [];
 afterEach(async () => {
   await Promise.all(agents.splice(0).map((agent) => agent.close()));
@@ -15,14 +13,7 @@ afterEach(async () => {
 const source = { workerId: 'src', incarnation: 'inc-1', epoch: 3, rank: { tpRank: 0, ppRank: 0 } };
 
 async function setup(options: Partial<PinServerOptions> = {}) {
-  const sourceAgent = await transport.createAgent({ name: `pin-server-source-${process.pid}-${agents.length}`, backend: 'loopback' });
-  const readerAgent = await transport.createAgent({ name: `pin-server-reader-${process.pid}-${agents.length + 1}`, backend: 'loopback' });
-  agents.push(sourceAgent, readerAgent);
-  const readerPeer = sourceAgent.loadPeer(readerAgent.metadata());
-  const sourcePeer = readerAgent.loadPeer(sourceAgent.metadata());
-  const pool = new BlockPool(4);
-  for (const hash of [10n, 11n, 12n]) pool.commit(pool.allocate(), hash);
-  const clock = new ManualClock();
+  const { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock } = await loopbackPins('pin-server', agents);
   const server = new PinServer({
     agent: sourceAgent,
     adapter: pool,
