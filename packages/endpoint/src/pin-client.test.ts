@@ -65,6 +65,18 @@ describe('PinClient', () => {
     await expect(pinning).rejects.toThrow('source rank tp 1 pp 0 did not answer the pin within 500 ms');
   });
 
+  it('gives back a grant that arrives after its request timed out', async () => {
+    const { client, clock, sourcePeer, pool, toSource, toReader } = await pair();
+    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    clock.advance(500);
+    await expect(pinning).rejects.toThrow(PinTimeoutError);
+    await toSource();
+    expect(pool.pinsOn(0)).toBe(1);
+    await toReader();
+    await toSource();
+    expect(pool.pinsOn(0)).toBe(0);
+  });
+
   it('times out a release the source does not acknowledge', async () => {
     const { clock, pin } = await pair();
     const held = await pin([10n]);

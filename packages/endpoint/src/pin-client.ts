@@ -79,6 +79,8 @@ export class PinClient {
   readonly #clock: Clock;
   readonly #waiters = new Map<string, Waiter>();
   readonly #pins = new Map<string, ClientPin>();
+  /** Pins whose request timed out, by pin id: a grant arriving late is given straight back. */
+  readonly #abandoned = new Map<string, Peer>();
   #sequence = 0;
   #malformed = 0;
 
@@ -109,7 +111,10 @@ export class PinClient {
     const { reader } = this.#options;
     const message: PinMessage = { kind: 'request', pinId, reader, source: { incarnation: request.source.incarnation, epoch: request.source.epoch }, start: request.start, hashes: request.hashes, wantsChecksums: request.wantsChecksums };
     const answer = await this.#exchange(request.peer, message, pinAnswers);
-    if (answer === undefined) throw new PinTimeoutError('pin', request.source.rank, this.#options.answerTimeoutMs);
+    if (answer === undefined) {
+      this.#abandoned.set(pinId, request.peer);
+      throw new PinTimeoutError('pin', request.source.rank, this.#options.answerTimeoutMs);
+    }
     if (answer.kind !== 'grant') throw new PinRefusedError(request.source.rank, answer.kind === 'refuse' ? answer.reason : answer.kind);
     const pin = new ClientPin(this, request, answer, this.#clock.now());
     this.#pins.set(pinId, pin);
@@ -130,6 +135,12 @@ export class PinClient {
     const waiter = this.#waiters.get(message.pinId);
     if (waiter?.answers.has(message.kind) === true) {
       waiter.settle(message);
+      return true;
+    }
+    const abandoned = this.#abandoned.get(message.pinId);
+    if (abandoned !== undefined) {
+      this.#abandoned.delete(message.pinId);
+      if (message.kind === 'grant') this.#options.agent.sendNotification(abandoned, encodePinMessage({ kind: 'release', pinId: message.pinId }));
       return true;
     }
     const pin = this.#pins.get(message.pinId);
