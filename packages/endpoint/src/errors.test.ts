@@ -1,10 +1,24 @@
 import { describe, expect, it } from 'vitest';
-import { EndpointError, EndpointOptionError, EndpointStateError } from './errors.js';
+import {
+  AllBlocksPinnedError,
+  EndpointError,
+  EndpointOptionError,
+  EndpointStateError,
+  PinMessageError,
+  PinRefusedError,
+  PinTimeoutError,
+  PinTooLargeError,
+} from './errors.js';
 
 describe('endpoint errors', () => {
   it.each([
     [new EndpointOptionError('leaseMs', 0, 'a whole number of milliseconds ≥ 1'), 'INVALID_ENDPOINT_OPTION', 'endpoint option leaseMs = 0 is refused: a whole number of milliseconds ≥ 1'],
     [new EndpointStateError('fetch', 'created', ['ready']), 'ILLEGAL_ENDPOINT_STATE', 'fetch is not allowed while the endpoint is created (only while ready)'],
+    [new AllBlocksPinnedError(4), 'ALL_BLOCKS_PINNED', 'block pool has no slot to give: all 4 blocks are pinned by readers'],
+    [new PinMessageError('truncated'), 'INVALID_PIN_MESSAGE', 'invalid pin message: truncated'],
+    [new PinTooLargeError(600, 400), 'PIN_TOO_LARGE', 'a pin of 600 blocks does not fit one pin message: at most 400 blocks per pin'],
+    [new PinRefusedError({ tpRank: 1, ppRank: 0 }, 'evicted'), 'PIN_REFUSED', 'source rank tp 1 pp 0 refused the pin: evicted'],
+    [new PinTimeoutError('release', { tpRank: 2, ppRank: 1 }, 500), 'PIN_TIMEOUT', 'source rank tp 2 pp 1 did not answer the release within 500 ms'],
   ])(
     '%s carries its code and names the value',
     (error, code, message) => {

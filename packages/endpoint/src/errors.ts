@@ -2,8 +2,17 @@
 import type { FetchReceipt } from './fetch-receipt.js';
 import type { EndpointState } from './lifecycle.js';
 import { describeValue } from '@kvreuse/config';
+import type { RankId } from '@kvreuse/descriptors';
 
-export type EndpointErrorCode = 'INVALID_ENDPOINT_OPTION' | 'ILLEGAL_ENDPOINT_STATE' | 'FETCH_SHORTFALL';
+export type EndpointErrorCode =
+  | 'INVALID_ENDPOINT_OPTION'
+  | 'ILLEGAL_ENDPOINT_STATE'
+  | 'ALL_BLOCKS_PINNED'
+  | 'INVALID_PIN_MESSAGE'
+  | 'PIN_TOO_LARGE'
+  | 'PIN_REFUSED'
+  | 'PIN_TIMEOUT'
+  | 'FETCH_SHORTFALL';
 
 export abstract class EndpointError extends Error {
   abstract readonly code: EndpointErrorCode;
@@ -48,4 +57,58 @@ export class FetchShortfallError extends EndpointError {
     const first = receipt.recomputed.reasons[0];
     super(`fetch verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
   }
+}
+/** The block pool needed a slot and every block in it is pinned: nothing may be evicted. Nothing was committed. */
+export class AllBlocksPinnedError extends EndpointError {
+  readonly code = 'ALL_BLOCKS_PINNED';
+  constructor(readonly slotCount: number) {
+    super(`block pool has no slot to give: all ${slotCount} blocks are pinned by readers`);
+  }
+}
+
+/** Bytes that are not a pin message of a version this build reads; `problem` says what is wrong. */
+export class PinMessageError extends EndpointError {
+  readonly code = 'INVALID_PIN_MESSAGE';
+  constructor(readonly problem: string) {
+    super(`invalid pin message: ${problem}`);
+  }
+}
+
+/** A pin that names more blocks than one notification can carry. Nothing was sent. */
+export class PinTooLargeError extends EndpointError {
+  readonly code = 'PIN_TOO_LARGE';
+  constructor(
+    readonly blocks: number,
+    readonly limitBlocks: number,
+  ) {
+    super(`a pin of ${blocks} blocks does not fit one pin message: at most ${limitBlocks} blocks per pin`);
+  }
+}
+
+/** The source rank refused a pin; `reason` is the source's refusal code. */
+export class PinRefusedError extends EndpointError {
+  readonly code = 'PIN_REFUSED';
+  constructor(
+    readonly sourceRank: RankId,
+    readonly reason: string,
+  ) {
+    super(`source rank ${describeRank(sourceRank)} refused the pin: ${reason}`);
+  }
+}
+
+/** The source rank did not answer a pin request, renewal or release in time. */
+export class PinTimeoutError extends EndpointError {
+  readonly code = 'PIN_TIMEOUT';
+  constructor(
+    readonly operation: 'pin' | 'release',
+    readonly sourceRank: RankId,
+    readonly timeoutMs: number,
+  ) {
+    super(`source rank ${describeRank(sourceRank)} did not answer the ${operation} within ${timeoutMs} ms`);
+  }
+}
+
+/** A rank as errors and losses name it: `tp 1 pp 0`. */
+export function describeRank(rank: RankId): string {
+  return `tp ${rank.tpRank} pp ${rank.ppRank}`;
 }

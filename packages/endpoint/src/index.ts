@@ -1,4 +1,15 @@
-export { EndpointError, type EndpointErrorCode, EndpointOptionError, EndpointStateError, FetchShortfallError } from './errors.js';
+export {
+  AllBlocksPinnedError,
+  EndpointError,
+  type EndpointErrorCode,
+  EndpointOptionError,
+  EndpointStateError,
+  FetchShortfallError,
+  PinMessageError,
+  PinRefusedError,
+  PinTimeoutError,
+  PinTooLargeError,
+} from './errors.js';
 export { EndpointLifecycle, type EndpointState, endpointStates, type EndpointTransition } from './lifecycle.js';
 export type { HeldPin, PinLoss, PinLossReason } from './pins.js';
 export { type BankCounts, EndpointMetrics, type EndpointMetricsOptions, type MetricsListener, type TransferRecord, type TransferSide } from './metrics.js';
@@ -6,3 +17,29 @@ export { ReuseEndpoint, type ReuseEndpointOptions } from './reuse-endpoint.js';
 export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } from './block-checksum.js';
 export { type FetchOptions, type FetchPair, fetchPrefix, type SavingPrediction, type ShortfallPolicy, type VerifyMode } from './fetch.js';
 export type { FetchReceipt, RecomputeReason, SavingComparison } from './fetch-receipt.js';
+export type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
+export { BlockPool } from './block-pool.js';
+export {
+  encodePinMessage,
+  maxPinBlocks,
+  maxPinMessageBytes,
+  maxPinNameBytes,
+  type PinGrantMessage,
+  type PinIdOnlyMessage,
+  type PinMessage,
+  type PinMessageKind,
+  pinMessageVersion,
+  type PinRefusalReason,
+  pinRefusalReasons,
+  type PinRefuseMessage,
+  type PinRenewedMessage,
+  type PinRequestMessage,
+  type PinRevocationReason,
+  pinRevocationReasons,
+  type PinRevokeMessage,
+  parsePinMessage,
+  safeParsePinMessage,
+  type SafeParsedPinMessage,
+} from './pin-messages.js';
+export { type PinEnd, type PinReadersOutcome, PinServer, type PinServerOptions, type PinSourceIdentity, type ServedPin } from './pin-server.js';
+export { PinClient, type PinClientOptions, type PinRequest } from './pin-client.js';

@@ -1,0 +1,118 @@
+import type { Agent, HeartbeatOptions } from '@kvreuse/native-bindings';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loopbackPins } from '../test/support/loopback-pins.js';
+import { PinRefusedError, PinTimeoutError } from './errors.js';
+import { PinClient } from './pin-client.js';
+import { PinServer } from './pin-server.js';
+
+const agents: Agent[] = [];
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((agent) => agent.close()));
+});
+
+const sourceIdentity = { workerId: 'src', incarnation: 'inc-1', epoch: 1, rank: { tpRank: 1, ppRank: 0 } };
+
+/** A source rank serving pins from a block pool and a reader pinning on it, on two loopback agents; each side's messages are handed over one at a time. */
+async function pair(heartbeat?: HeartbeatOptions) {
+  const { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock } = await loopbackPins('pin-client', agents, heartbeat);
+  const server = new PinServer({ agent: sourceAgent, adapter: pool, source: sourceIdentity, resolvePeer: () => Promise.resolve(readerPeer), checksums: (_request, blocks) => blocks.map((block) => block * 7), leaseMs: 900, clock });
+  const client = new PinClient({ agent: readerAgent, reader: { workerId: 'dst', incarnation: 'r-1', rank: { tpRank: 0, ppRank: 0 } }, answerTimeoutMs: 500, clock });
+  const toSource = async () => expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+  const toReader = async () => expect(client.receive(await readerAgent.nextNotification())).toBe(true);
+  const pin = async (hashes: bigint[]) => {
+    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.from(hashes), wantsChecksums: true });
+    await toSource();
+    await toReader();
+    return pinning;
+  };
+  return { sourceAgent, readerAgent, sourcePeer, pool, clock, server, client, toSource, toReader, pin };
+}
+
+describe('PinClient', () => {
+  it('pins the held prefix, renews it on its clock past the lease, and releases it with an acknowledgement', async () => {
+    const { pool, clock, client, server, toSource, toReader, pin } = await pair();
+    const held = await pin([10n, 11n, 99n]);
+    expect(held).toMatchObject({ pinId: 'pin-1', source: sourceIdentity, positions: { start: 0, count: 2 }, sourceBlocks: Uint32Array.of(0, 1), checksums: Uint32Array.of(0, 7) });
+    for (let round = 0; round < 4; round++) {
+      clock.advance(300);
+      await toSource();
+      await toReader();
+    }
+    expect(clock.now()).toBeGreaterThan(900);
+    expect(pool.pinsOn(0)).toBe(1);
+    expect(server.heldPins).toBe(1);
+    const releasing = held.release();
+    await toSource();
+    await toReader();
+    await releasing;
+    expect(pool.pinsOn(0)).toBe(0);
+    expect(client.heldPins).toBe(0);
+    await held.release();
+  });
+
+  it('rejects with the source rank refusal when nothing is held', async () => {
+    const { pin } = await pair();
+    const refused = pin([99n]);
+    await expect(refused).rejects.toBeInstanceOf(PinRefusedError);
+    await expect(refused).rejects.toThrow('source rank tp 1 pp 0 refused the pin: evicted');
+  });
+
+  it('rejects with a timeout naming the source rank when the source does not answer', async () => {
+    const { client, clock, sourcePeer } = await pair();
+    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    clock.advance(500);
+    await expect(pinning).rejects.toThrow(PinTimeoutError);
+    await expect(pinning).rejects.toThrow('source rank tp 1 pp 0 did not answer the pin within 500 ms');
+  });
+
+  it('gives back a grant that arrives after its request timed out', async () => {
+    const { client, clock, sourcePeer, pool, toSource, toReader } = await pair();
+    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    clock.advance(500);
+    await expect(pinning).rejects.toThrow(PinTimeoutError);
+    await toSource();
+    expect(pool.pinsOn(0)).toBe(1);
+    await toReader();
+    await toSource();
+    expect(pool.pinsOn(0)).toBe(0);
+  });
+
+  it('times out a release the source does not acknowledge', async () => {
+    const { clock, pin } = await pair();
+    const held = await pin([10n]);
+    const releasing = held.release();
+    clock.advance(500);
+    await expect(releasing).rejects.toThrow('did not answer the release within 500 ms');
+  });
+
+  it('settles lost when the source revokes the pin at its shutdown deadline', async () => {
+    const { server, pin, toReader } = await pair();
+    const held = await pin([10n]);
+    const controller = new AbortController();
+    controller.abort();
+    await server.waitForReaders({ deadlineAt: 0, timeoutMs: 0, signal: controller.signal });
+    await toReader();
+    expect(await held.lost).toEqual({ reason: 'shutting-down', detail: 'pin pin-1 on source rank tp 1 pp 0 of src: revoked by the source (shutting-down)' });
+  });
+
+  it('settles lost when no renewal is confirmed within the lease', async () => {
+    const { clock, pin, toSource } = await pair();
+    const held = await pin([10n]);
+    clock.advance(300);
+    await toSource();
+    clock.advance(600);
+    expect(await held.lost).toMatchObject({ reason: 'lease-lapsed' });
+  });
+
+  it('settles lost when the heartbeat reports the source unresponsive', async () => {
+    const { pin, readerAgent, sourceAgent, client } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
+    const held = await pin([10n]);
+    // Judged only once the source has answered a probe; a live source answers within the ten intervals of grace.
+    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    sourceAgent.faults.stallProgress(true);
+    client.peerEvent(await readerAgent.nextPeerEvent());
+    expect(await held.lost).toMatchObject({ reason: 'source-unresponsive', detail: expect.stringContaining(`its agent ${sourceAgent.name} answered nothing`) });
+    expect(client.heldPins).toBe(0);
+    sourceAgent.faults.stallProgress(false);
+  });
+});

@@ -1,0 +1,221 @@
+// One source rank's side of the pin protocol: grants pins on the blocks its framework still holds, as
+// leases its readers renew, and takes them back only at shutdown past its deadline.
+import type { RankId } from '@kvreuse/descriptors';
+import { type Clock, type ReadersOutcome, type ReaderWait, systemClock } from '@kvreuse/drain';
+import type { Agent, Notification, Peer } from '@kvreuse/native-bindings';
+import { type Deferred, deferred } from './deferred.js';
+import { EndpointOptionError } from './errors.js';
+import type { PinAdapter } from './pin-adapter.js';
+import { encodePinMessage, type PinMessage, type PinRefusalReason, type PinRequestMessage, safeParsePinMessage } from './pin-messages.js';
+
+export interface PinSourceIdentity {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly epoch: number;
+  readonly rank: RankId;
+}
+
+export interface PinServerOptions {
+  readonly agent: Pick<Agent, 'sendNotification'>;
+  readonly adapter: PinAdapter;
+  readonly source: PinSourceIdentity;
+  /** The peer to answer a reader's agent on (loaded from its published metadata). */
+  readonly resolvePeer: (senderAgentName: string) => Promise<Peer>;
+  /** Per granted block, the checksum of what the requesting reader's rank will read from it. */
+  readonly checksums: (request: PinRequestMessage, sourceBlocks: Uint32Array) => Uint32Array;
+  /** How long a pin lives without a renewal. */
+  readonly leaseMs: number;
+  readonly clock?: Clock;
+}
+
+export type PinEnd = 'released' | 'lapsed' | 'revoked';
+
+/** One pin the source held, and how it ended (absent while held). */
+export interface ServedPin {
+  readonly pinId: string;
+  readonly readerAgent: string;
+  readonly blocks: number;
+  readonly ended?: PinEnd;
+}
+
+/** `ReadersOutcome` with each pin held when the wait began and how it ended (`revoked`: still held at the deadline). */
+export interface PinReadersOutcome extends ReadersOutcome {
+  readonly pins: readonly ServedPin[];
+}
+
+interface HeldServedPin {
+  readonly pinId: string;
+  readonly readerAgent: string;
+  readonly adapterPinId: string;
+  readonly peer: Peer;
+  readonly blocks: number;
+  timer: unknown;
+  ended?: PinEnd;
+  readonly ending: Deferred<PinEnd>;
+}
+
+const serverKinds = new Set<PinMessage['kind']>(['request', 'renew', 'release']);
+
+export class PinServer {
+  readonly #options: PinServerOptions;
+  readonly #clock: Clock;
+  readonly #pins = new Map<string, HeldServedPin>();
+  #refusing = false;
+  #malformed = 0;
+  #unanswered = 0;
+
+  constructor(options: PinServerOptions) {
+    if (!Number.isSafeInteger(options.leaseMs) || options.leaseMs < 1 || options.leaseMs > 0xffffffff) {
+      throw new EndpointOptionError('leaseMs', options.leaseMs, 'a whole number of milliseconds, 1 to 2^32 - 1');
+    }
+    this.#options = options;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Messages that were not pin messages of this version (ignored). */
+  get malformedMessages(): number {
+    return this.#malformed;
+  }
+
+  /** Answers that could not be sent (the reader's peer could not be resolved or reached). */
+  get unansweredMessages(): number {
+    return this.#unanswered;
+  }
+
+  /** Pins held now. */
+  get heldPins(): number {
+    return this.#pins.size;
+  }
+
+  /** From now on every pin request is refused as `shutting-down`; held pins stay held. */
+  refuseNewPins(): void {
+    this.#refusing = true;
+  }
+
+  /**
+   * Handles one notification; false when it is not for a source (a reader's message, or malformed:
+   * counted and ignored). Never throws.
+   */
+  async receive(notification: Notification): Promise<boolean> {
+    const parsed = safeParsePinMessage(notification.data);
+    if (!parsed.success) {
+      this.#malformed++;
+      return false;
+    }
+    const message = parsed.data;
+    if (!serverKinds.has(message.kind)) return false;
+    try {
+      if (message.kind === 'request') await this.#request(notification.sender, message);
+      else if (message.kind === 'renew') await this.#renew(notification.sender, message.pinId);
+      else await this.#release(notification.sender, message.pinId);
+    } catch {
+      this.#unanswered++;
+    }
+    return true;
+  }
+
+  /**
+   * Refuses new pins, then resolves once every pin held now is released or has lapsed; at
+   * `wait.signal` (the deadline) the pins still held are revoked and reported as outstanding.
+   */
+  async waitForReaders(wait: ReaderWait): Promise<PinReadersOutcome> {
+    this.refuseNewPins();
+    const pins = [...this.#pins.values()];
+    const deadline = deferred<void>();
+    if (wait.signal.aborted) deadline.resolve();
+    else wait.signal.addEventListener('abort', () => deadline.resolve(), { once: true });
+    await Promise.race([Promise.all(pins.map((pin) => pin.ending.promise)), deadline.promise]);
+    for (const pin of pins) if (pin.ended === undefined) await this.#revoke(pin);
+    const count = (end: PinEnd): number => pins.filter((pin) => pin.ended === end).length;
+    return {
+      released: count('released'),
+      lapsed: count('lapsed'),
+      outstanding: count('revoked'),
+      pins: pins.map((pin) => ({ pinId: pin.pinId, readerAgent: pin.readerAgent, blocks: pin.blocks, ...(pin.ended === undefined ? {} : { ended: pin.ended }) })),
+    };
+  }
+
+  async #request(sender: string, request: PinRequestMessage): Promise<void> {
+    const peer = await this.#options.resolvePeer(sender);
+    const refusal = this.#refusalOf(request);
+    if (refusal !== undefined) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: refusal });
+    const key = pinKey(sender, request.pinId);
+    if (this.#pins.has(key)) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'unknown-pin' });
+    const { blocks } = await this.#options.adapter.requestPin(key, Array.from(request.hashes));
+    if (blocks.length === 0) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'evicted' });
+    const pin: HeldServedPin = { pinId: request.pinId, readerAgent: sender, adapterPinId: key, peer, blocks: blocks.length, timer: undefined, ending: deferred<PinEnd>() };
+    this.#pins.set(key, pin);
+    this.#extend(pin);
+    const { leaseMs } = this.#options;
+    const grant = request.wantsChecksums
+      ? { kind: 'grant' as const, pinId: request.pinId, sourceBlocks: blocks, checksums: this.#options.checksums(request, blocks), leaseMs }
+      : { kind: 'grant' as const, pinId: request.pinId, sourceBlocks: blocks, leaseMs };
+    this.#send(peer, grant);
+  }
+
+  #refusalOf(request: PinRequestMessage): PinRefusalReason | undefined {
+    if (this.#refusing) return 'shutting-down';
+    if (request.source.incarnation !== this.#options.source.incarnation) return 'stale-incarnation';
+    if (request.source.epoch !== this.#options.source.epoch) return 'stale-epoch';
+    return undefined;
+  }
+
+  async #renew(sender: string, pinId: string): Promise<void> {
+    const pin = this.#pins.get(pinKey(sender, pinId));
+    const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
+    if (pin === undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: 'unknown-pin' });
+    if (!(await this.#options.adapter.renewPin(pin.adapterPinId))) {
+      this.#end(pin, 'revoked');
+      return this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' });
+    }
+    this.#extend(pin);
+    this.#send(peer, { kind: 'renewed', pinId, leaseMs: this.#options.leaseMs });
+  }
+
+  async #release(sender: string, pinId: string): Promise<void> {
+    const pin = this.#pins.get(pinKey(sender, pinId));
+    const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
+    if (pin !== undefined) {
+      await this.#options.adapter.releasePin(pin.adapterPinId);
+      this.#end(pin, 'released');
+    }
+    this.#send(peer, { kind: 'released', pinId });
+  }
+
+  async #revoke(pin: HeldServedPin): Promise<void> {
+    await this.#options.adapter.cancelPin(pin.adapterPinId);
+    this.#end(pin, 'revoked');
+    try {
+      this.#send(pin.peer, { kind: 'revoke', pinId: pin.pinId, reason: 'shutting-down' });
+    } catch {
+      this.#unanswered++;
+    }
+  }
+
+  #extend(pin: HeldServedPin): void {
+    if (pin.timer !== undefined) this.#clock.clearTimer(pin.timer);
+    pin.timer = this.#clock.setTimer(() => void this.#lapse(pin), this.#options.leaseMs);
+  }
+
+  async #lapse(pin: HeldServedPin): Promise<void> {
+    if (pin.ended !== undefined) return;
+    this.#end(pin, 'lapsed');
+    await this.#options.adapter.releasePin(pin.adapterPinId);
+  }
+
+  #end(pin: HeldServedPin, end: PinEnd): void {
+    if (pin.ended !== undefined) return;
+    pin.ended = end;
+    if (pin.timer !== undefined) this.#clock.clearTimer(pin.timer);
+    this.#pins.delete(pin.adapterPinId);
+    pin.ending.resolve(end);
+  }
+
+  #send(peer: Peer, message: PinMessage): void {
+    this.#options.agent.sendNotification(peer, encodePinMessage(message));
+  }
+}
+
+function pinKey(sender: string, pinId: string): string {
+  return `${sender}\u0000${pinId}`;
+}

@@ -1,0 +1,20 @@
+import { type Agent, type HeartbeatOptions, loadTransport } from '@kvreuse/native-bindings';
+import { BlockPool } from '../../src/block-pool.js';
+import { ManualClock } from './manual-clock.js';
+
+const transport = loadTransport();
+
+/**
+ * A source agent and a reader agent on loopback, each with the other loaded as a peer, a block pool
+ * holding blocks 10n, 11n and 12n in slots 0 to 2 (of 4), and a manual clock. The agents go into `agents` for closing.
+ */
+export async function loopbackPins(prefix: string, agents: Agent[], heartbeat?: HeartbeatOptions) {
+  const sourceAgent = await transport.createAgent({ name: `${prefix}-source-${process.pid}-${agents.length}`, backend: 'loopback' });
+  const readerAgent = await transport.createAgent({ name: `${prefix}-reader-${process.pid}-${agents.length + 1}`, backend: 'loopback', ...(heartbeat === undefined ? {} : { heartbeat }) });
+  agents.push(sourceAgent, readerAgent);
+  const readerPeer = sourceAgent.loadPeer(readerAgent.metadata());
+  const sourcePeer = readerAgent.loadPeer(sourceAgent.metadata());
+  const pool = new BlockPool(4);
+  for (const hash of [10n, 11n, 12n]) pool.commit(pool.allocate(), hash);
+  return { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock: new ManualClock() };
+}
