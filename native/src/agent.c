@@ -253,8 +253,8 @@ static void drain_command_fd(kvt_agent *agent) {
     (void)got;
 }
 
-/* kvt_fault_stall_progress: while stalled (and no destroy is under way), the thread does nothing but
- * wait for a kick, as a stopped process would. */
+/* kvt_fault_stall_progress: while stalled (until a shutdown is accepted, which clears the stall, or a
+ * destroy is under way), the thread does nothing but wait for a kick, as a stopped process would. */
 static bool stalled(kvt_agent *agent) {
     if (!atomic_load(&agent->progress_stalled) || atomic_load(&agent->closing)) return false;
     struct pollfd fd = {.fd = agent->command_fd, .events = POLLIN};
