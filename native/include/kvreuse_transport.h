@@ -684,7 +684,8 @@ enum {
     KVT_FAULT_REGISTER = 0,   /* kvt_mem_register fails before mapping anything */
     KVT_FAULT_POST = 1,       /* kvt_xfer_post / kvt_xfer_post_blocks fail after validation, before any byte moves */
     KVT_FAULT_COMPLETION = 2, /* an operation moves its bytes, then ends with the code instead of KVT_OK */
-    KVT_FAULT_ALLOCATION = 3, /* kvt_xfer_post cannot allocate the operation's record (as if out of memory) */
+    KVT_FAULT_ALLOCATION = 3, /* kvt_xfer_post / kvt_xfer_post_blocks cannot allocate the operation's record (as if
+                                 out of memory) */
 };
 
 /**
