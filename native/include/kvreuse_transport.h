@@ -24,10 +24,10 @@
  *     kvt_agent_create_begin / kvt_agent_shutdown do not wait at all.
  *
  * Threading model
- *   Each agent owns one progress thread, started by kvt_agent_create, ended by kvt_agent_shutdown (or
- *   destroy) and joined by kvt_agent_destroy. For the UCX backend that thread alone owns the ucp workers
- *   (UCS_THREAD_MODE_SINGLE): it creates and closes endpoints, unpacks remote keys, issues gets and
- *   puts, sends and receives active messages, and keeps the workers progressing for as long as the
+ *   Each agent owns one progress thread, started by kvt_agent_create (or kvt_agent_create_begin), ended
+ *   by kvt_agent_shutdown (or destroy) and joined by kvt_agent_destroy. For the UCX backend that
+ *   thread alone owns the ucp workers (UCS_THREAD_MODE_SINGLE): it creates and closes endpoints,
+ *   unpacks remote keys, issues gets and puts, sends and receives active messages, and keeps the workers progressing for as long as the
  *   agent lives — also when the agent has no operation of its own, because readers of this agent's
  *   memory stall when its worker does not progress. When idle it sleeps on the worker's event fd
  *   (UCP_FEATURE_WAKEUP) instead of spinning. API calls validate their arguments on the calling
@@ -684,7 +684,8 @@ enum {
     KVT_FAULT_REGISTER = 0,   /* kvt_mem_register fails before mapping anything */
     KVT_FAULT_POST = 1,       /* kvt_xfer_post / kvt_xfer_post_blocks fail after validation, before any byte moves */
     KVT_FAULT_COMPLETION = 2, /* an operation moves its bytes, then ends with the code instead of KVT_OK */
-    KVT_FAULT_ALLOCATION = 3, /* kvt_xfer_post cannot allocate the operation's record (as if out of memory) */
+    KVT_FAULT_ALLOCATION = 3, /* kvt_xfer_post / kvt_xfer_post_blocks cannot allocate the operation's record (as if
+                                 out of memory) */
 };
 
 /**

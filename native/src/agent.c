@@ -126,6 +126,12 @@ kvt_status kvt_enter(uint32_t id, const char *call, kvt_agent **out) {
     return kvt_count_result(NULL, kvt_agent_acquire(id, call, out));
 }
 
+kvt_status kvt_poll_enter(uint32_t id, const char *call, bool arguments_present, const char *requirement,
+                          kvt_agent **out) {
+    if (!arguments_present) return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "%s: %s", call, requirement));
+    return kvt_enter(id, call, out);
+}
+
 kvt_status kvt_agent_finish(kvt_agent *agent, kvt_status status) {
     kvt_count_result(agent, status);
     kvt_agent_release(agent);
@@ -253,8 +259,8 @@ static void drain_command_fd(kvt_agent *agent) {
     (void)got;
 }
 
-/* kvt_fault_stall_progress: while stalled (and no destroy is under way), the thread does nothing but
- * wait for a kick, as a stopped process would. */
+/* kvt_fault_stall_progress: while stalled (until a shutdown is accepted, which clears the stall, or a
+ * destroy is under way), the thread does nothing but wait for a kick, as a stopped process would. */
 static bool stalled(kvt_agent *agent) {
     if (!atomic_load(&agent->progress_stalled) || atomic_load(&agent->closing)) return false;
     struct pollfd fd = {.fd = agent->command_fd, .events = POLLIN};
@@ -754,14 +760,10 @@ kvt_status kvt_agent_wake_fd(uint32_t agent_id, int32_t *out_fd) {
 
 kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids, int32_t *statuses,
                           uint64_t *bytes_done, uint32_t *out_count) {
-    kvt_detail_clear();
-    if (!out_count || (capacity > 0 && (!op_ids || !statuses || !bytes_done)))
-        return kvt_count_result(
-            NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_poll: out_count and (capacity %u > 0) the arrays must "
-                                                  "not be NULL",
-                           capacity));
     kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_agent_poll", &agent);
+    kvt_status status =
+        kvt_poll_enter(agent_id, "kvt_agent_poll", out_count && (capacity == 0 || (op_ids && statuses && bytes_done)),
+                       "out_count and (capacity > 0) the arrays must not be NULL", &agent);
     if (status != KVT_OK) return status;
     uint32_t n = 0;
     pthread_mutex_lock(&agent->lock);
@@ -853,12 +855,9 @@ void kvt_agent_deliver_notification(kvt_agent *agent, const char *sender, const 
 
 kvt_status kvt_notify_poll(uint32_t agent_id, char *sender, uint32_t sender_capacity, uint8_t *data,
                            uint32_t data_capacity, uint32_t *out_length, uint32_t *out_got) {
-    kvt_detail_clear();
-    if (!sender || !data || !out_length || !out_got)
-        return kvt_count_result(
-            NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_notify_poll: sender, data, out_length and out_got must not be NULL"));
     kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_notify_poll", &agent);
+    kvt_status status = kvt_poll_enter(agent_id, "kvt_notify_poll", sender && data && out_length && out_got,
+                                       "sender, data, out_length and out_got must not be NULL", &agent);
     if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
     *out_got = 0;

@@ -163,14 +163,10 @@ kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched)
 
 kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *peer_ids, uint32_t *kinds,
                                 uint64_t *silence_ms, uint32_t *out_count) {
-    kvt_detail_clear();
-    if (!out_count || (capacity > 0 && (!peer_ids || !kinds || !silence_ms)))
-        return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                               "kvt_peer_events_poll: out_count and (capacity %u > 0) the arrays must "
-                                               "not be NULL",
-                                               capacity));
     kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_peer_events_poll", &agent);
+    kvt_status status =
+        kvt_poll_enter(agent_id, "kvt_peer_events_poll", out_count && (capacity == 0 || (peer_ids && kinds && silence_ms)),
+                       "out_count and (capacity > 0) the arrays must not be NULL", &agent);
     if (status != KVT_OK) return status;
     uint32_t n = 0;
     pthread_mutex_lock(&agent->lock);

@@ -416,6 +416,10 @@ kvt_status kvt_agent_acquire(uint32_t id, const char *call, kvt_agent **out);
 void kvt_agent_release(kvt_agent *agent);
 /* Starts an API call on an agent: clears the thread's detail and acquires it (a failure is counted). */
 kvt_status kvt_enter(uint32_t id, const char *call, kvt_agent **out);
+/* A poll's arguments: INVALID_PARAM "<call>: <requirement>" (counted) unless `arguments_present`,
+ * then kvt_enter. */
+kvt_status kvt_poll_enter(uint32_t id, const char *call, bool arguments_present, const char *requirement,
+                          kvt_agent **out);
 /* Counts `status` if it is an error, releases the agent and returns `status`. */
 kvt_status kvt_agent_finish(kvt_agent *agent, kvt_status status);
 /* Counts `status` when it is an error (for the agent, if any, and process-wide) and returns it. */

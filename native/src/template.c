@@ -377,11 +377,14 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
     kvt_template *t = NULL;
     status = find_template_locked(agent, "kvt_xfer_post_blocks", template_id, &t);
     if (status == KVT_OK) atomic_fetch_add(&t->refs, 1);
+    kvt_status injected = status == KVT_OK ? kvt_fault_take_locked(agent, KVT_FAULT_ALLOCATION) : KVT_OK;
     pthread_mutex_unlock(&agent->lock);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
-    kvt_expansion *x = calloc(1, sizeof *x);
-    kvt_op *op = kvt_op_new(direction, EXPANSION_WINDOW, t->local_region_count, 0, notification, notification_length, NULL);
+    kvt_expansion *x = injected == KVT_OK ? calloc(1, sizeof *x) : NULL;
+    kvt_op *op = injected == KVT_OK ? kvt_op_new(direction, EXPANSION_WINDOW, t->local_region_count, 0, notification,
+                                                 notification_length, NULL)
+                                    : NULL;
     if (x) {
         x->template = t;
         x->count = count;
@@ -392,8 +395,9 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
         if (x) kvt_expansion_free(x);
         else template_unref(t);
         kvt_op_free(op);
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post_blocks: out of memory for %u blocks",
-                                                count));
+        return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
+                                                "kvt_xfer_post_blocks: out of memory for %u blocks%s", count,
+                                                injected != KVT_OK ? ": injected fault (allocation)" : ""));
     }
     op->expansion = x;
     uint32_t lowest, highest;

@@ -503,7 +503,33 @@ static void deregistered_local_region_is_not_found(void) {
     small_close(&s);
 }
 
+/* The allocation fault (as for kvt_xfer_post): the refused post leaves no operation behind and the
+ * template stays usable; the next post reads every byte. */
+static void refused_allocation_leaves_nothing_behind(void) {
+    small_pair s;
+    small_open(&s);
+    small_routes t = small_template();
+    uint32_t id = 0, local[2] = {0, 3}, remote[2] = {5, 1};
+    uint64_t op = 0;
+    CHECK_OK(register_small(&s, &t, &id));
+    CHECK_OK(kvt_fault_fail(s.reader, KVT_FAULT_ALLOCATION, 1, KVT_ERR_NO_MEMORY));
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 2, local, remote, NULL, 0, &op));
+    CHECK_DETAIL("injected fault (allocation)");
+    CHECK(counter(s.reader, KVT_COUNTER_LIVE_OPERATIONS) == 0, "the refused post left no operation");
+    CHECK_OK(kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 2, local, remote, NULL, 0, &op));
+    uint64_t bytes = 0;
+    CHECK_OK(wait_op(s.reader, op, &bytes));
+    CHECK(bytes == 2 * 4096, "2 blocks of 4 KiB read (got %llu bytes)", (unsigned long long)bytes);
+    for (uint32_t i = 0; i < 2; i++)
+        CHECK(memcmp(s.reader_memory + local[i] * 4096, s.source_memory + remote[i] * 4096, 4096) == 0,
+              "block %u read", i);
+    CHECK_OK(kvt_xfer_release(s.reader, op));
+    CHECK_OK(kvt_template_release(s.reader, id));
+    small_close(&s);
+}
+
 TEST_MAIN("template", TEST(template_post_equals_explicit_post),
           TEST(template_post_from_source_process_equals_explicit_post), TEST(routes_out_of_bounds_are_refused),
           TEST(blocks_past_the_limits_are_refused), TEST(template_dies_with_its_peer_generation),
-          TEST(cancel_mid_expansion_ends_terminal), TEST(deregistered_local_region_is_not_found))
+          TEST(cancel_mid_expansion_ends_terminal), TEST(deregistered_local_region_is_not_found),
+          TEST(refused_allocation_leaves_nothing_behind))
