@@ -132,23 +132,28 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
 
 /* ---- post ---------------------------------------------------------------------------------------- */
 
-void kvt_op_free(kvt_op *op) {
+void kvt_op_free(kvt_agent *agent, kvt_op *op) {
     if (!op) return;
-    kvt_expansion_free(op->expansion);
-    free(op);
+    kvt_expansion_free(agent, op->expansion);
+    kvt_block_give(agent, op);
 }
 
 /* One block holds the op (its own completion record), its descriptors, its local region table and the
  * scratch table of remote slots, so that an op is refused whole at post when memory is short and
- * nothing after the post allocates on its behalf. */
-kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, uint32_t remote_slot_count,
-                   const uint8_t *notification, uint32_t notification_length, uint32_t **out_remote_slots) {
+ * nothing after the post allocates on its behalf. The block is a warm one (blocks.c): everything but the
+ * descriptors, which the post writes in full, is zeroed here. */
+kvt_op *kvt_op_new(kvt_agent *agent, uint32_t direction, uint32_t desc_capacity, uint32_t local_count,
+                   uint32_t remote_slot_count, const uint8_t *notification, uint32_t notification_length,
+                   uint32_t **out_remote_slots) {
     size_t descs_at = (sizeof(kvt_op) + _Alignof(kvt_desc) - 1) / _Alignof(kvt_desc) * _Alignof(kvt_desc);
     size_t locals_at = descs_at + (size_t)desc_capacity * sizeof(kvt_desc);
     locals_at = (locals_at + _Alignof(kvt_region *) - 1) / _Alignof(kvt_region *) * _Alignof(kvt_region *);
     size_t slots_at = locals_at + (size_t)local_count * sizeof(kvt_region *);
-    uint8_t *block = calloc(1, slots_at + (size_t)remote_slot_count * sizeof(uint32_t));
+    size_t end = slots_at + (size_t)remote_slot_count * sizeof(uint32_t);
+    uint8_t *block = kvt_block_take(agent, end);
     if (!block) return NULL;
+    memset(block, 0, descs_at);
+    memset(block + locals_at, 0, end - locals_at);
     kvt_op *op = (kvt_op *)block;
     op->descs = (kvt_desc *)(block + descs_at);
     op->locals = (kvt_region **)(block + locals_at);
@@ -219,8 +224,8 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
     kvt_status injected = kvt_fault_take_locked(agent, KVT_FAULT_ALLOCATION);
     pthread_mutex_unlock(&agent->lock);
     uint32_t *remote_slots = NULL;
-    kvt_op *op = injected == KVT_OK ? kvt_op_new(direction, count, local_region_count, remote_region_count, notification,
-                                                 notification_length, &remote_slots)
+    kvt_op *op = injected == KVT_OK ? kvt_op_new(agent, direction, count, local_region_count, remote_region_count,
+                                                 notification, notification_length, &remote_slots)
                                     : NULL;
     if (!op)
         return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
@@ -230,7 +235,7 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
     status = post_locked(agent, peer_id, peer_generation, &req, op, remote_slots);
     if (status == KVT_OK) *out_op = op->id;
     pthread_mutex_unlock(&agent->lock);
-    if (status != KVT_OK) kvt_op_free(op);
+    if (status != KVT_OK) kvt_op_free(agent, op);
     return kvt_agent_finish(agent, status);
 }
 
@@ -402,7 +407,7 @@ kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
         kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, -1);
     }
     pthread_mutex_unlock(&agent->lock);
-    if (status == KVT_OK) kvt_op_free(op);
+    if (status == KVT_OK) kvt_op_free(agent, op);
     return kvt_agent_finish(agent, status);
 }
 
