@@ -520,9 +520,14 @@ kvt_op *kvt_op_new(kvt_agent *agent, uint32_t direction, uint32_t desc_capacity,
  * unknown, REMOTE_DISCONNECT when its connection failed. */
 kvt_status kvt_resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,
                                    kvt_peer **out);
-/* Hands a fully built op to the progress thread (agent->lock held): the post fault, its id, the references
- * on its regions, peer and connection, the counters. On failure nothing was taken. */
-kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_peer *peer, kvt_op *op);
+/* Takes the op's references on its local regions (op->locals), `peer` and the peer's connection, which
+ * becomes op->conn (agent->lock held); kvt_op_unhold_locked drops them. While held, the regions cannot be
+ * deregistered (BUSY) and the connection's metadata stays. */
+void kvt_op_hold_locked(kvt_peer *peer, kvt_op *op);
+void kvt_op_unhold_locked(kvt_agent *agent, kvt_op *op);
+/* Hands a fully built, held op to the progress thread (agent->lock held): the post fault, its id, the
+ * counters. On failure nothing was started (the op is still held). */
+kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op);
 
 /* ---- warm blocks (blocks.c) ---------------------------------------------------------------------- */
 

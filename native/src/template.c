@@ -409,8 +409,14 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
         kvt_peer *peer = NULL;
         status = kvt_resolve_peer_locked(agent, "kvt_xfer_post_blocks", t->peer, t->generation, &peer);
         if (status == KVT_OK) status = prepare_op_locked(agent, t, peer->conn, op, lowest, highest);
-        if (status == KVT_OK) status = kvt_op_start_locked(agent, "kvt_xfer_post_blocks", peer, op);
-        if (status == KVT_OK) *out_op = op->id;
+        if (status == KVT_OK) {
+            kvt_op_hold_locked(peer, op);
+            status = kvt_op_start_locked(agent, "kvt_xfer_post_blocks", op);
+            if (status == KVT_OK)
+                *out_op = op->id;
+            else
+                kvt_op_unhold_locked(agent, op);
+        }
         pthread_mutex_unlock(&agent->lock);
     }
     if (status != KVT_OK) kvt_op_free(agent, op);

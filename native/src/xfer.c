@@ -167,17 +167,28 @@ kvt_op *kvt_op_new(kvt_agent *agent, uint32_t direction, uint32_t desc_capacity,
     return op;
 }
 
-kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_peer *peer, kvt_op *op) {
-    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_POST);
-    if (fault != KVT_OK) return kvt_fail(fault, "%s: injected fault (post) on agent '%s'", call, agent->name);
-    op->id = agent->next_op_id;
-    if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
-    agent->next_op_id++;
+void kvt_op_hold_locked(kvt_peer *peer, kvt_op *op) {
     for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy++;
     op->peer = peer;
     peer->busy++;
     op->conn = peer->conn;
     op->conn->refs++;
+}
+
+void kvt_op_unhold_locked(kvt_agent *agent, kvt_op *op) {
+    for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy--;
+    op->peer->busy--;
+    kvt_conn_unref_locked(agent, op->conn);
+    op->peer = NULL;
+    op->conn = NULL;
+}
+
+kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op) {
+    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_POST);
+    if (fault != KVT_OK) return kvt_fail(fault, "%s: injected fault (post) on agent '%s'", call, agent->name);
+    op->id = agent->next_op_id;
+    if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
+    agent->next_op_id++;
     kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, 1);
     kvt_counter_add(agent, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
     kvt_counter_add(agent, KVT_COUNTER_OPERATIONS_POSTED, 1);
@@ -186,14 +197,16 @@ kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_peer *pee
     return KVT_OK;
 }
 
-static kvt_status post_locked(kvt_agent *agent, uint32_t peer_id, uint64_t generation, const post_request *req,
+/* Resolves the peer and the region tables and holds them for the op (agent->lock held), so that the
+ * descriptors can be checked and built without the lock: held, the regions stay registered and the
+ * connection's metadata stays as loaded. */
+static kvt_status hold_locked(kvt_agent *agent, uint32_t peer_id, uint64_t generation, const post_request *req,
                               kvt_op *op, uint32_t *remote_slots) {
     kvt_peer *peer = NULL;
     kvt_status status = kvt_resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
     if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
-    if (status == KVT_OK) status = build_descriptors(req, peer->conn, op->locals, remote_slots, op);
-    if (status != KVT_OK) return status;
-    return kvt_op_start_locked(agent, "kvt_xfer_post", peer, op);
+    if (status == KVT_OK) kvt_op_hold_locked(peer, op);
+    return status;
 }
 
 kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id, uint64_t peer_generation,
@@ -232,9 +245,19 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
                                                 "kvt_xfer_post: out of memory for an operation of %u descriptors%s",
                                                 count, injected != KVT_OK ? ": injected fault (allocation)" : ""));
     pthread_mutex_lock(&agent->lock);
-    status = post_locked(agent, peer_id, peer_generation, &req, op, remote_slots);
-    if (status == KVT_OK) *out_op = op->id;
+    status = hold_locked(agent, peer_id, peer_generation, &req, op, remote_slots);
     pthread_mutex_unlock(&agent->lock);
+    if (status == KVT_OK) {
+        /* O(count), without the lock: the progress thread and other calls go on meanwhile. */
+        status = build_descriptors(&req, op->conn, op->locals, remote_slots, op);
+        pthread_mutex_lock(&agent->lock);
+        if (status == KVT_OK) status = kvt_op_start_locked(agent, "kvt_xfer_post", op);
+        if (status == KVT_OK)
+            *out_op = op->id;
+        else
+            kvt_op_unhold_locked(agent, op);
+        pthread_mutex_unlock(&agent->lock);
+    }
     if (status != KVT_OK) kvt_op_free(agent, op);
     return kvt_agent_finish(agent, status);
 }
@@ -247,11 +270,7 @@ static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
     if (fault != KVT_OK) status = fault;
     op->status = status;
     op->phase = KVT_PHASE_TERMINAL;
-    for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy--;
-    op->peer->busy--;
-    kvt_conn_unref_locked(agent, op->conn);
-    op->peer = NULL;
-    op->conn = NULL;
+    kvt_op_unhold_locked(agent, op);
     kvt_counter_add(agent, KVT_COUNTER_INFLIGHT_OPERATIONS, -1);
     kvt_counter_add(agent, KVT_COUNTER_BYTES_MOVED,
                     (int64_t)atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
