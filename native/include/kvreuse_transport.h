@@ -146,6 +146,12 @@ KVT_API const char *kvt_status_name(kvt_status status);
  */
 KVT_API const char *kvt_last_error_detail(void);
 
+/**
+ * CPU time the calling thread has used, in nanoseconds (CLOCK_THREAD_CPUTIME_ID; 0 when it cannot be
+ * read). Read around a call, it tells a call that worked from one whose thread waited or was preempted.
+ */
+KVT_API uint64_t kvt_thread_cpu_ns(void);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Capabilities and limits                                                                          */
 /* ---------------------------------------------------------------------------------------------- */

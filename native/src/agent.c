@@ -318,6 +318,7 @@ static bool start_backend(kvt_agent *agent) {
     char detail[sizeof agent->start_detail];
     detail[0] = '\0';
     kvt_status status = agent->backend->start(agent, detail, sizeof detail);
+    if (status == KVT_OK) kvt_blocks_reserve(agent); /* the first post's memory, before anyone can post */
     if (status == KVT_OK) kvt_counter_add(NULL, KVT_COUNTER_LIVE_AGENTS, 1);
     pthread_mutex_lock(&agents_lock);
     agent->ready = status == KVT_OK;
@@ -353,6 +354,7 @@ static void *progress_main(void *arg) {
         kvt_reap_dead_conns(agent);
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         if (agent->active) continue; /* operations in flight: keep the backend busy */
+        worked |= kvt_blocks_prepare(agent); /* idle: the next post's memory */
         if (worked || atomic_load_explicit(&agent->commands_pending, memory_order_acquire)) continue;
         agent->backend->sleep(agent, earliest_timeout_ms(kvt_ops_next_timeout_ms(agent),
                                                          kvt_heartbeat_next_timeout_ms(agent)));
@@ -391,6 +393,7 @@ static void agent_free(kvt_agent *agent) {
     free(agent->peers);
     kvt_map_free(&agent->ops);
     kvt_templates_free_all(agent);
+    kvt_blocks_free_all(agent);
     pthread_mutex_destroy(&agent->config_lock);
     pthread_mutex_destroy(&agent->lock);
     pthread_cond_destroy(&agent->command_done);
@@ -420,6 +423,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     pthread_cond_init(&agent->pending_cond, &attr);
     pthread_condattr_destroy(&attr);
     pthread_rwlock_init(&agent->region_lock, NULL);
+    kvt_blocks_init(agent);
     agent->notifications = calloc(KVT_MAX_PENDING_NOTIFICATIONS, sizeof *agent->notifications);
     if (!agent->notifications) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_agent_create: out of memory");
     if (pipe2(agent->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0)

@@ -351,6 +351,16 @@ struct kvt_agent {
 
     _Atomic uint64_t counters[KVT_COUNTER_COUNT];
 
+    /* Warm blocks for operations (blocks.c), under blocks_lock: a leaf lock, nothing else is taken
+     * while it is held. */
+    pthread_mutex_t blocks_lock;
+    struct kvt_block *blocks_cached;
+    uint32_t blocks_cached_count;
+    size_t blocks_cached_bytes;
+    _Atomic size_t blocks_wanted; /* a block of this many bytes for the progress thread to prepare (0: none) */
+    struct kvt_block *blocks_preparing; /* progress thread: the block being written, and how far */
+    size_t blocks_prepared;
+
     /* Registered transfer templates by id (template.c); under `lock`. */
     kvt_map templates;
     uint32_t next_template_id;
@@ -500,24 +510,58 @@ int kvt_ops_next_timeout_ms(kvt_agent *agent);
 /* Backend callback (progress thread): the op's notification was sent, or failed with `status`. */
 void kvt_op_notified(kvt_agent *agent, kvt_op *op, kvt_status status);
 void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op);
-void kvt_op_free(kvt_op *op);
+void kvt_op_free(kvt_agent *agent, kvt_op *op);
 /* A queued op with room for `desc_capacity` descriptors, `local_count` local regions and (at
- * *out_remote_slots, when given) `remote_slot_count` scratch slots, all in one allocation; NULL when out of memory. */
-kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, uint32_t remote_slot_count,
+ * *out_remote_slots, when given) `remote_slot_count` scratch slots, all in one of the agent's warm blocks;
+ * NULL when out of memory. The descriptors are not zeroed. */
+kvt_op *kvt_op_new(kvt_agent *agent, uint32_t direction, uint32_t desc_capacity, uint32_t local_count, uint32_t remote_slot_count,
                    const uint8_t *notification, uint32_t notification_length, uint32_t **out_remote_slots);
 /* Peer `peer_id` when it is usable at `generation` (agent->lock held): NOT_FOUND when stale, invalidated or
  * unknown, REMOTE_DISCONNECT when its connection failed. */
 kvt_status kvt_resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,
                                    kvt_peer **out);
-/* Hands a fully built op to the progress thread (agent->lock held): the post fault, its id, the references
- * on its regions, peer and connection, the counters. On failure nothing was taken. */
-kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_peer *peer, kvt_op *op);
+/* Takes the op's references on its local regions (op->locals), `peer` and the peer's connection, which
+ * becomes op->conn (agent->lock held); kvt_op_unhold_locked drops them. While held, the regions cannot be
+ * deregistered (BUSY) and the connection's metadata stays. */
+void kvt_op_hold_locked(kvt_peer *peer, kvt_op *op);
+void kvt_op_unhold_locked(kvt_agent *agent, kvt_op *op);
+/* Hands a fully built, held op to the progress thread (agent->lock held): the post fault, its id, the
+ * counters. On failure nothing was started (the op is still held). */
+kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op);
+
+/* ---- warm blocks (blocks.c) ---------------------------------------------------------------------- */
+
+/* Blocks of at least this many bytes are kept for reuse (smaller ones come warm from malloc's heap). */
+#define KVT_BLOCK_CACHED_MIN ((size_t)64 << 10)
+/* At most this many blocks and bytes are kept per agent (the smallest are freed first). */
+#define KVT_BLOCK_CACHE_COUNT 4u
+#define KVT_BLOCK_CACHE_BYTES ((size_t)128 << 20)
+/* Prepared when the agent starts: an operation of up to ~130,000 descriptors. */
+#define KVT_BLOCK_RESERVE_BYTES ((size_t)4 << 20)
+/* Bytes the progress thread writes of a block it prepares per round (commands are served between). */
+#define KVT_BLOCK_PREPARE_SLICE ((size_t)256 << 10)
+
+void kvt_blocks_init(kvt_agent *agent);
+/* `bytes` of memory that is not zeroed (any thread): a cached block when one is large enough, else
+ * fresh; NULL when out of memory. A large take asks the progress thread to prepare another of its size. */
+void *kvt_block_take(kvt_agent *agent, size_t bytes);
+/* Returns a block from kvt_block_take (NULL: nothing) to the cache, or frees it. */
+void kvt_block_give(kvt_agent *agent, void *block);
+/* (P) Prepares the reserve block, whole (at start, before any call can wait on the progress thread). */
+void kvt_blocks_reserve(kvt_agent *agent);
+/* (P) Prepares a slice of the block asked for (unless one as large is cached), writing it once so that
+ * its pages are in place; cached once whole. True while it works. */
+bool kvt_blocks_prepare(kvt_agent *agent);
+/* Bytes cached (for tests). */
+size_t kvt_blocks_cached_bytes(kvt_agent *agent);
+/* Frees every cached block of a destroyed agent. */
+void kvt_blocks_free_all(kvt_agent *agent);
 
 /* ---- templates (template.c) ---------------------------------------------------------------------- */
 
 /* (P) Refills op->descs with the next pieces of a template post; false when every piece was issued. */
 bool kvt_expansion_refill(kvt_op *op);
-void kvt_expansion_free(struct kvt_expansion *expansion);
+void kvt_expansion_free(kvt_agent *agent, struct kvt_expansion *expansion);
 /* Frees every registered template of a destroyed agent. */
 void kvt_templates_free_all(kvt_agent *agent);
 

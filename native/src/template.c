@@ -53,11 +53,10 @@ static void template_unref(kvt_template *t) {
     free(t);
 }
 
-void kvt_expansion_free(kvt_expansion *x) {
+void kvt_expansion_free(kvt_agent *agent, kvt_expansion *x) {
     if (!x) return;
     template_unref(x->template);
-    free(x->local_blocks);
-    free(x->remote_blocks);
+    kvt_block_give(agent, x->local_blocks); /* remote_blocks share its block */
     free(x);
 }
 
@@ -382,19 +381,19 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     kvt_expansion *x = injected == KVT_OK ? calloc(1, sizeof *x) : NULL;
-    kvt_op *op = injected == KVT_OK ? kvt_op_new(direction, EXPANSION_WINDOW, t->local_region_count, 0, notification,
-                                                 notification_length, NULL)
+    kvt_op *op = injected == KVT_OK ? kvt_op_new(agent, direction, EXPANSION_WINDOW, t->local_region_count, 0,
+                                                 notification, notification_length, NULL)
                                     : NULL;
     if (x) {
         x->template = t;
         x->count = count;
-        x->local_blocks = malloc(count * sizeof *x->local_blocks);
-        x->remote_blocks = malloc(count * sizeof *x->remote_blocks);
+        x->local_blocks = kvt_block_take(agent, 2 * (size_t)count * sizeof *x->local_blocks);
+        if (x->local_blocks) x->remote_blocks = x->local_blocks + count;
     }
-    if (!x || !op || !x->local_blocks || !x->remote_blocks) {
-        if (x) kvt_expansion_free(x);
+    if (!x || !op || !x->local_blocks) {
+        if (x) kvt_expansion_free(agent, x);
         else template_unref(t);
-        kvt_op_free(op);
+        kvt_op_free(agent, op);
         return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
                                                 "kvt_xfer_post_blocks: out of memory for %u blocks%s", count,
                                                 injected != KVT_OK ? ": injected fault (allocation)" : ""));
@@ -410,11 +409,17 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
         kvt_peer *peer = NULL;
         status = kvt_resolve_peer_locked(agent, "kvt_xfer_post_blocks", t->peer, t->generation, &peer);
         if (status == KVT_OK) status = prepare_op_locked(agent, t, peer->conn, op, lowest, highest);
-        if (status == KVT_OK) status = kvt_op_start_locked(agent, "kvt_xfer_post_blocks", peer, op);
-        if (status == KVT_OK) *out_op = op->id;
+        if (status == KVT_OK) {
+            kvt_op_hold_locked(peer, op);
+            status = kvt_op_start_locked(agent, "kvt_xfer_post_blocks", op);
+            if (status == KVT_OK)
+                *out_op = op->id;
+            else
+                kvt_op_unhold_locked(agent, op);
+        }
         pthread_mutex_unlock(&agent->lock);
     }
-    if (status != KVT_OK) kvt_op_free(op);
+    if (status != KVT_OK) kvt_op_free(agent, op);
     return kvt_agent_finish(agent, status);
 }
 

@@ -132,23 +132,28 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
 
 /* ---- post ---------------------------------------------------------------------------------------- */
 
-void kvt_op_free(kvt_op *op) {
+void kvt_op_free(kvt_agent *agent, kvt_op *op) {
     if (!op) return;
-    kvt_expansion_free(op->expansion);
-    free(op);
+    kvt_expansion_free(agent, op->expansion);
+    kvt_block_give(agent, op);
 }
 
 /* One block holds the op (its own completion record), its descriptors, its local region table and the
  * scratch table of remote slots, so that an op is refused whole at post when memory is short and
- * nothing after the post allocates on its behalf. */
-kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_count, uint32_t remote_slot_count,
-                   const uint8_t *notification, uint32_t notification_length, uint32_t **out_remote_slots) {
+ * nothing after the post allocates on its behalf. The block is a warm one (blocks.c): everything but the
+ * descriptors, which the post writes in full, is zeroed here. */
+kvt_op *kvt_op_new(kvt_agent *agent, uint32_t direction, uint32_t desc_capacity, uint32_t local_count,
+                   uint32_t remote_slot_count, const uint8_t *notification, uint32_t notification_length,
+                   uint32_t **out_remote_slots) {
     size_t descs_at = (sizeof(kvt_op) + _Alignof(kvt_desc) - 1) / _Alignof(kvt_desc) * _Alignof(kvt_desc);
     size_t locals_at = descs_at + (size_t)desc_capacity * sizeof(kvt_desc);
     locals_at = (locals_at + _Alignof(kvt_region *) - 1) / _Alignof(kvt_region *) * _Alignof(kvt_region *);
     size_t slots_at = locals_at + (size_t)local_count * sizeof(kvt_region *);
-    uint8_t *block = calloc(1, slots_at + (size_t)remote_slot_count * sizeof(uint32_t));
+    size_t end = slots_at + (size_t)remote_slot_count * sizeof(uint32_t);
+    uint8_t *block = kvt_block_take(agent, end);
     if (!block) return NULL;
+    memset(block, 0, descs_at);
+    memset(block + locals_at, 0, end - locals_at);
     kvt_op *op = (kvt_op *)block;
     op->descs = (kvt_desc *)(block + descs_at);
     op->locals = (kvt_region **)(block + locals_at);
@@ -162,17 +167,28 @@ kvt_op *kvt_op_new(uint32_t direction, uint32_t desc_capacity, uint32_t local_co
     return op;
 }
 
-kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_peer *peer, kvt_op *op) {
-    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_POST);
-    if (fault != KVT_OK) return kvt_fail(fault, "%s: injected fault (post) on agent '%s'", call, agent->name);
-    op->id = agent->next_op_id;
-    if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
-    agent->next_op_id++;
+void kvt_op_hold_locked(kvt_peer *peer, kvt_op *op) {
     for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy++;
     op->peer = peer;
     peer->busy++;
     op->conn = peer->conn;
     op->conn->refs++;
+}
+
+void kvt_op_unhold_locked(kvt_agent *agent, kvt_op *op) {
+    for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy--;
+    op->peer->busy--;
+    kvt_conn_unref_locked(agent, op->conn);
+    op->peer = NULL;
+    op->conn = NULL;
+}
+
+kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op) {
+    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_POST);
+    if (fault != KVT_OK) return kvt_fail(fault, "%s: injected fault (post) on agent '%s'", call, agent->name);
+    op->id = agent->next_op_id;
+    if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
+    agent->next_op_id++;
     kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, 1);
     kvt_counter_add(agent, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
     kvt_counter_add(agent, KVT_COUNTER_OPERATIONS_POSTED, 1);
@@ -181,14 +197,16 @@ kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_peer *pee
     return KVT_OK;
 }
 
-static kvt_status post_locked(kvt_agent *agent, uint32_t peer_id, uint64_t generation, const post_request *req,
+/* Resolves the peer and the region tables and holds them for the op (agent->lock held), so that the
+ * descriptors can be checked and built without the lock: held, the regions stay registered and the
+ * connection's metadata stays as loaded. */
+static kvt_status hold_locked(kvt_agent *agent, uint32_t peer_id, uint64_t generation, const post_request *req,
                               kvt_op *op, uint32_t *remote_slots) {
     kvt_peer *peer = NULL;
     kvt_status status = kvt_resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
     if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
-    if (status == KVT_OK) status = build_descriptors(req, peer->conn, op->locals, remote_slots, op);
-    if (status != KVT_OK) return status;
-    return kvt_op_start_locked(agent, "kvt_xfer_post", peer, op);
+    if (status == KVT_OK) kvt_op_hold_locked(peer, op);
+    return status;
 }
 
 kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id, uint64_t peer_generation,
@@ -219,18 +237,28 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
     kvt_status injected = kvt_fault_take_locked(agent, KVT_FAULT_ALLOCATION);
     pthread_mutex_unlock(&agent->lock);
     uint32_t *remote_slots = NULL;
-    kvt_op *op = injected == KVT_OK ? kvt_op_new(direction, count, local_region_count, remote_region_count, notification,
-                                                 notification_length, &remote_slots)
+    kvt_op *op = injected == KVT_OK ? kvt_op_new(agent, direction, count, local_region_count, remote_region_count,
+                                                 notification, notification_length, &remote_slots)
                                     : NULL;
     if (!op)
         return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
                                                 "kvt_xfer_post: out of memory for an operation of %u descriptors%s",
                                                 count, injected != KVT_OK ? ": injected fault (allocation)" : ""));
     pthread_mutex_lock(&agent->lock);
-    status = post_locked(agent, peer_id, peer_generation, &req, op, remote_slots);
-    if (status == KVT_OK) *out_op = op->id;
+    status = hold_locked(agent, peer_id, peer_generation, &req, op, remote_slots);
     pthread_mutex_unlock(&agent->lock);
-    if (status != KVT_OK) kvt_op_free(op);
+    if (status == KVT_OK) {
+        /* O(count), without the lock: the progress thread and other calls go on meanwhile. */
+        status = build_descriptors(&req, op->conn, op->locals, remote_slots, op);
+        pthread_mutex_lock(&agent->lock);
+        if (status == KVT_OK) status = kvt_op_start_locked(agent, "kvt_xfer_post", op);
+        if (status == KVT_OK)
+            *out_op = op->id;
+        else
+            kvt_op_unhold_locked(agent, op);
+        pthread_mutex_unlock(&agent->lock);
+    }
+    if (status != KVT_OK) kvt_op_free(agent, op);
     return kvt_agent_finish(agent, status);
 }
 
@@ -242,11 +270,7 @@ static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
     if (fault != KVT_OK) status = fault;
     op->status = status;
     op->phase = KVT_PHASE_TERMINAL;
-    for (uint32_t k = 0; k < op->local_count; k++) op->locals[k]->busy--;
-    op->peer->busy--;
-    kvt_conn_unref_locked(agent, op->conn);
-    op->peer = NULL;
-    op->conn = NULL;
+    kvt_op_unhold_locked(agent, op);
     kvt_counter_add(agent, KVT_COUNTER_INFLIGHT_OPERATIONS, -1);
     kvt_counter_add(agent, KVT_COUNTER_BYTES_MOVED,
                     (int64_t)atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
@@ -402,7 +426,7 @@ kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
         kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, -1);
     }
     pthread_mutex_unlock(&agent->lock);
-    if (status == KVT_OK) kvt_op_free(op);
+    if (status == KVT_OK) kvt_op_free(agent, op);
     return kvt_agent_finish(agent, status);
 }
 

@@ -320,6 +320,9 @@ static void one_bad_descriptor_refuses_the_batch(void) {
     CHECK(wait_op(p.reader, op, NULL) == KVT_OK, "valid batch");
     CHECK_OK(kvt_xfer_release(p.reader, op));
     CHECK(mirrored_equal(p.reader_memory, p.source_memory, length, 4096), "bytes");
+    /* A post holds the peer and its regions while it checks the descriptors: the refused ones let go
+     * (the peer unloads and the regions deregister, in pair_close). */
+    CHECK_OK(kvt_peer_unload(p.reader, p.peer));
     batch_free(&b);
     pair_close(&p);
 }

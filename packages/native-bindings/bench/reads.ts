@@ -12,10 +12,12 @@ export function descriptors(
   offsetOf: (i: number) => number,
   destinationOffsetOf: (i: number) => number = offsetOf,
 ): TransferDescriptors {
+  // Every element written, banks included, as planTransfer's writer does: a zero-filled array that was
+  // never written is untouched memory, and the post reading it would pay its page faults.
   return {
-    sourceBank: new Uint32Array(count),
+    sourceBank: Uint32Array.from({ length: count }, () => 0),
     sourceOffset: BigUint64Array.from({ length: count }, (_, i) => BigInt(offsetOf(i))),
-    destinationBank: new Uint32Array(count),
+    destinationBank: Uint32Array.from({ length: count }, () => 0),
     destinationOffset: BigUint64Array.from({ length: count }, (_, i) => BigInt(destinationOffsetOf(i))),
     length: new BigUint64Array(count).fill(BigInt(bytes)),
   };

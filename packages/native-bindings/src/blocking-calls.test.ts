@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { agentName, transport } from '../test/support/backends.js';
-import { monitorBlockingCalls } from './blocking-calls.js';
+import { describeBlockingCall, monitorBlockingCalls, registerApi } from './blocking-calls.js';
 import { openLibrary } from './library.js';
 
 describe('monitorBlockingCalls', () => {
@@ -34,5 +34,31 @@ describe('monitorBlockingCalls', () => {
     expect([outer.calls, inner.calls]).toEqual([3, 1]);
     expect(inner.longest?.call).toBe('kvt_counters');
     expect(inner.slowest(3)).toEqual([inner.longest]);
+  });
+
+  it('reads the CPU time of calls longer than cpuTimeAboveMs only, so a waiting call shows as one', () => {
+    openLibrary(transport.libraryPath); // binds kvt_thread_cpu_ns, the monitor's CPU clock
+    const cell = new Int32Array(new SharedArrayBuffer(4));
+    // A stand-in for a native call whose thread waits: 30 ms of wall-clock time, no CPU time to speak of.
+    const waiting = () => Atomics.wait(cell, 0, 0, 30);
+    const api: Record<string, unknown> = { kvt_waits: waiting };
+    registerApi(api, { kvt_waits: waiting });
+    const everyCall = monitorBlockingCalls({ cpuTimeAboveMs: 0 });
+    const longCalls = monitorBlockingCalls();
+    const noCalls = monitorBlockingCalls({ cpuTimeAboveMs: Number.POSITIVE_INFINITY });
+    transport.counters();
+    (api.kvt_waits as () => void)();
+    for (const monitor of [everyCall, longCalls, noCalls]) monitor.stop();
+
+    const waited = longCalls.longest;
+    expect(waited).toMatchObject({ call: 'kvt_waits', cpuMs: expect.any(Number) });
+    expect(waited?.cpuMs).toBeLessThan(waited?.ms ?? 0);
+    expect(everyCall.slowest(2).map((call) => [call.call, call.cpuMs !== undefined])).toEqual([
+      ['kvt_waits', true],
+      ['kvt_counters', true],
+    ]);
+    expect(noCalls.slowest(2).map((call) => call.cpuMs)).toEqual([undefined, undefined]);
+    expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 0.4 })).toBe('kvt_x 7.10 ms wall, 0.40 ms cpu');
+    expect(describeBlockingCall({ call: 'kvt_x', ms: 0.5 })).toBe('kvt_x 0.50 ms wall');
   });
 });

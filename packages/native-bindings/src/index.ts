@@ -1,5 +1,11 @@
 export { Agent, type AgentOptions, type AllocateOptions, type CloseOptions, type CloseOutcome } from './agent.js';
-export { type BlockingCall, BlockingCallMonitor, monitorBlockingCalls } from './blocking-calls.js';
+export {
+  type BlockingCall,
+  BlockingCallMonitor,
+  type BlockingCallMonitorOptions,
+  describeBlockingCall,
+  monitorBlockingCalls,
+} from './blocking-calls.js';
 export type { Backend } from './backend.js';
 export type { Counters } from './counters.js';
 export {
