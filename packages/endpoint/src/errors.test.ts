@@ -4,6 +4,7 @@ import {
   EndpointError,
   EndpointOptionError,
   EndpointStateError,
+  FetchRefusedError,
   PinMessageError,
   PinRefusedError,
   PinTimeoutError,
@@ -18,6 +19,7 @@ describe('endpoint errors', () => {
     [new PinMessageError('truncated'), 'INVALID_PIN_MESSAGE', 'invalid pin message: truncated'],
     [new PinTooLargeError(600, 400), 'PIN_TOO_LARGE', 'a pin of 600 blocks does not fit one pin message: at most 400 blocks per pin'],
     [new PinRefusedError({ tpRank: 1, ppRank: 0 }, 'evicted'), 'PIN_REFUSED', 'source rank tp 1 pp 0 refused the pin: evicted'],
+    [new FetchRefusedError('admission', 'source bank 3 is vram and no admission gate is installed'), 'FETCH_REFUSED', 'fetch refused (admission): source bank 3 is vram and no admission gate is installed'],
     [new PinTimeoutError('release', { tpRank: 2, ppRank: 1 }, 500), 'PIN_TIMEOUT', 'source rank tp 2 pp 1 did not answer the release within 500 ms'],
   ])(
     '%s carries its code and names the value',

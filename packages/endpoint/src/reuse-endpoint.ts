@@ -11,6 +11,7 @@ import {
   buildRankPart,
   type DiscoveryStore,
   type RankPublication,
+  type RetentionTier,
   type ReadinessGate,
   registerRank,
   type RegisteredRank,
@@ -21,9 +22,35 @@ import {
   type WorkerReadiness,
   type WorkerReadinessWatch,
 } from '@kvreuse/registry';
+import type { RankBankBytes } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
+import type { FetchReceipt } from './fetch-receipt.js';
+import type { FetchRequest } from './fetch-request.js';
+import { NotificationRouter } from './notification-router.js';
+import type { PinAdapter } from './pin-adapter.js';
+import type { ServedPin } from './pin-server.js';
 import { EndpointLifecycle, type EndpointState, type EndpointTransition } from './lifecycle.js';
 import type { EndpointMetrics } from './metrics.js';
+
+/** The source side of a rank (see `ReuseEndpointOptions.serve`). */
+export interface ServeOptions {
+  /** The serving framework's pins on this rank's blocks (e.g. the reference `BlockPool`). */
+  readonly adapter: PinAdapter;
+  /** How long a granted pin lives without its reader renewing it (default: the `discovery.leaseTtlMs` setting). */
+  readonly leaseMs?: number;
+  /**
+   * The retained inventory this rank publishes for its worker (one rank per worker publishes it, e.g.
+   * tp 0 pp 0): at `publish()`, every hash `retained()` returns as `stored` on `tier` until `ttlMs` from
+   * then, marked `complete`; every block the adapter reports evicted as `removed`. Withdrawn first at drain.
+   */
+  readonly inventory?: { readonly tier: RetentionTier; readonly retained: () => readonly bigint[]; readonly ttlMs: number; readonly prefix?: string };
+}
+
+/** The drain's report, with each pin this rank's readers held when the drain began waiting and how it ended. */
+export interface EndpointDrainReport extends DrainReport {
+  /** Empty when this rank does not serve or no pin was held. */
+  readonly pins: readonly ServedPin[];
+}
 
 export interface ReuseEndpointOptions {
   /** This rank's native agent, started (`await transport.createAgent(...)`); the endpoint closes it at shutdown. */
@@ -33,12 +60,29 @@ export interface ReuseEndpointOptions {
   readonly rank: RankId;
   /** This rank's banks, adopted and not yet registered, in the order the rank part lists them. */
   readonly banks: readonly Bank[];
-  /** The resolved `transport` and `discovery` settings: deadlines, the abandon timeout, the lease TTL. */
-  readonly settings: Pick<Settings, 'transport' | 'discovery'>;
-  /** Readiness gates of this worker, and the profile-admission gate (required for `vram` banks). */
+  /**
+   * The resolved `transport` and `discovery` settings (deadlines, the abandon timeout, the lease TTL),
+   * and `drain` for a fetch's default shortfall policy (`recompute` without it).
+   */
+  readonly settings: Pick<Settings, 'transport' | 'discovery'> & Partial<Pick<Settings, 'drain'>>;
+  /**
+   * This rank's bank bytes, indexed by bank number (e.g. `allocation.view()` of each bank): what a
+   * serving rank checksums for its readers and what a fetching rank verifies. Required with `serve`, and
+   * for a fetch that verifies.
+   */
+  readonly bankBytes?: RankBankBytes;
+  /**
+   * Makes this rank a source: once published it answers pin requests arriving on its agent's
+   * notifications (a `PinServer` over `serve.adapter`), publishes its retained inventory when
+   * `serve.inventory` is given, and its drain withdraws the inventory with its rank part, refuses new
+   * pins and waits for the held ones (released, or lapsed past their lease) before it drains its own
+   * operations, deregisters and hands back.
+   */
+  readonly serve?: ServeOptions;
+  /** Readiness gates of this worker, and the profile-admission gate (required for `vram` banks, also for fetching from or into them). */
   readonly gates?: readonly ReadinessGate[];
   readonly admissionGate?: ReadinessGate;
-  /** Waits for readers' pins during a drain (the pin server's); without it, no reader is waited for. */
+  /** Waits for readers' pins during a drain when this rank does not `serve` (then its pin server waits); without either, no reader is waited for. */
   readonly waitForReaders?: WaitForReaders;
   /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
   readonly withdrawInventory?: () => Promise<unknown>;
@@ -94,6 +138,7 @@ export class ReuseEndpoint {
   /** Every native operation this rank posts; drains wait for them, quarantine the ones that never end. */
   readonly ledger: OperationLedger<PostRequest>;
   readonly #drain: DrainController<PostRequest>;
+  readonly #notifications = new NotificationRouter();
   #registered: RegisteredRank | undefined;
   #publication: RankPublication | undefined;
   #readiness: WorkerReadinessWatch | undefined;
@@ -136,6 +181,27 @@ export class ReuseEndpoint {
   /** The epoch discovery handed this incarnation, once published. */
   get epoch(): number | undefined {
     return this.#publication?.epoch;
+  }
+
+  /**
+   * Pulls the prefix the router chose from its source into this rank's banks and returns the receipt.
+   * Before anything is pinned or posted it refuses, with `FetchRefusedError` naming the reason, when this
+   * endpoint is not ready (`not-ready`), the source is not ready in discovery under the hinted
+   * incarnation and epoch (`source-not-ready`), the two workers are not compatible (`incompatible`), or
+   * a `vram` bank takes part without the admission gate passing (`admission`). Then it loads the source
+   * ranks' peers, pins at every source rank this rank reads from (renewed while it runs), posts the
+   * prepared template of each rank pair (registered once per source incarnation), waits, verifies,
+   * keeps the longest verified prefix and releases the pins once the operations are quiescent. A
+   * refused or lost pin, a failed operation or a checksum mismatch ends in the policy's outcome:
+   * `recompute` returns the receipt with what to recompute and why; `fail` throws `FetchShortfallError` carrying it.
+   */
+  fetch(request: FetchRequest): Promise<FetchReceipt> {
+    return Promise.reject(new Error(`fetch of ${request.hint.blocks.count} blocks: not built yet`));
+  }
+
+  /** The one consumer of this rank's agent notifications (started at `publish()`); other message kinds may add handlers. */
+  get notifications(): NotificationRouter {
+    return this.#notifications;
   }
 
   onTransition(listener: (transition: EndpointTransition) => void): () => void {
@@ -210,13 +276,13 @@ export class ReuseEndpoint {
    * inventory, waits for readers' pins, stops intake, waits for its own operations (cancelling, then
    * quarantining, those that outlive the deadline), deregisters and hands banks back. Once only.
    */
-  async drain(options: { readonly deadlineMs: number }): Promise<DrainReport> {
+  async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
     this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
     const report = await this.#drain.drain(options);
     this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
     this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
-    return report;
+    return { ...report, pins: [] };
   }
 
   /**
