@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import type { Settings } from '@kvreuse/config';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
-import type { Agent, PostRequest } from '@kvreuse/native-bindings';
+import type { Agent, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import {
   type Bank,
   buildRankPart,
@@ -26,9 +26,12 @@ import type { RankBankBytes } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
 import type { FetchReceipt } from './fetch-receipt.js';
 import type { FetchRequest } from './fetch-request.js';
+import { FetchSide } from './fetch-side.js';
 import { NotificationRouter } from './notification-router.js';
 import type { PinAdapter } from './pin-adapter.js';
-import type { ServedPin } from './pin-server.js';
+import { PinClient } from './pin-client.js';
+import type { PinServer, ServedPin } from './pin-server.js';
+import { SourceSide } from './source-side.js';
 import { EndpointLifecycle, type EndpointState, type EndpointTransition } from './lifecycle.js';
 import type { EndpointMetrics } from './metrics.js';
 
@@ -117,6 +120,14 @@ function checkOptions(options: ReuseEndpointOptions): void {
   for (const name of optionalFunctions) {
     if (options[name] !== undefined && typeof options[name] !== 'function') throw new EndpointOptionError(name, options[name], 'a function');
   }
+  if (options.serve !== undefined) {
+    const { serve } = options;
+    if (typeof serve !== 'object' || serve === null || typeof serve.adapter !== 'object' || serve.adapter === null) {
+      throw new EndpointOptionError('serve', serve, '{ adapter, leaseMs?, inventory? } with the framework\'s PinAdapter');
+    }
+    if (options.waitForReaders !== undefined) throw new EndpointOptionError('waitForReaders', options.waitForReaders, 'left out when the endpoint serves: its pin server waits for the readers');
+    if (!Array.isArray(options.bankBytes)) throw new EndpointOptionError('bankBytes', options.bankBytes, "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read");
+  }
   const { transport, discovery } = options.settings;
   if (typeof transport !== 'object' || transport === null) throw new EndpointOptionError('settings.transport', transport, 'the resolved transport settings');
   if (typeof discovery !== 'object' || discovery === null) throw new EndpointOptionError('settings.discovery', discovery, 'the resolved discovery settings');
@@ -136,9 +147,13 @@ export class ReuseEndpoint {
   /** Peers this rank reads from; the fetch records each with the incarnation it announced. */
   readonly peers: PeerBook;
   /** Every native operation this rank posts; drains wait for them, quarantine the ones that never end. */
-  readonly ledger: OperationLedger<PostRequest>;
+  readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
   readonly #drain: DrainController<PostRequest>;
   readonly #notifications = new NotificationRouter();
+  readonly #pinClient: PinClient;
+  readonly #fetchSide: FetchSide;
+  #sourceSide: SourceSide | undefined;
+  #stopServing: (() => void) | undefined;
   #registered: RegisteredRank | undefined;
   #publication: RankPublication | undefined;
   #readiness: WorkerReadinessWatch | undefined;
@@ -149,14 +164,39 @@ export class ReuseEndpoint {
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
     this.peers = new PeerBook(() => this.#clock.now());
-    this.ledger = new OperationLedger<PostRequest>({ agent: options.agent, peers: this.peers, timeouts: options.settings.transport, clock: this.#clock });
+    this.ledger = new OperationLedger<PostRequest, PostBlocksRequest>({ agent: options.agent, peers: this.peers, timeouts: options.settings.transport, clock: this.#clock });
+    const { withdrawInventory, waitForReaders } = options;
     this.#drain = new DrainController<PostRequest>({
       ledger: this.ledger,
       shutdownDeadlineMs: options.settings.transport.shutdownDeadlineMs,
       agent: options.agent,
       withdrawRankParts: () => this.#withdrawPublication(),
-      ...(options.withdrawInventory === undefined ? {} : { withdrawInventory: options.withdrawInventory }),
-      ...(options.waitForReaders === undefined ? {} : { waitForReaders: options.waitForReaders }),
+      withdrawInventory: async () => {
+        await this.#sourceSide?.withdrawInventory();
+        await withdrawInventory?.();
+      },
+      ...(options.serve !== undefined
+        ? { waitForReaders: (wait) => this.#sourceSide?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) }
+        : waitForReaders === undefined
+          ? {}
+          : { waitForReaders }),
+    });
+    const { worker, rank, agent, discovery, keyPrefix, admissionGate, bankBytes, metrics } = options;
+    this.#pinClient = new PinClient({ agent, reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank }, answerTimeoutMs: options.settings.transport.abandonTimeoutMs, clock: this.#clock });
+    this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
+    this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
+    this.#fetchSide = new FetchSide({
+      agent,
+      discovery,
+      rank,
+      ledger: this.ledger,
+      peers: this.peers,
+      pins: this.#pinClient,
+      defaultPolicy: options.settings.drain?.failedLoadPolicy ?? 'recompute',
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+      ...(admissionGate === undefined ? {} : { admissionGate }),
+      ...(bankBytes === undefined ? {} : { bankBytes }),
+      ...(metrics === undefined ? {} : { metrics }),
     });
     if (options.metrics !== undefined) {
       const { metrics } = options;
@@ -196,7 +236,13 @@ export class ReuseEndpoint {
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `FetchShortfallError` carrying it.
    */
   fetch(request: FetchRequest): Promise<FetchReceipt> {
-    return Promise.reject(new Error(`fetch of ${request.hint.blocks.count} blocks: not built yet`));
+    const ready = this.#lifecycle.state === 'ready' && this.#registered !== undefined && this.#readiness !== undefined;
+    return this.#fetchSide.fetch(request, ready ? { registered: this.#registered as RegisteredRank, readiness: (this.#readiness as WorkerReadinessWatch).current } : undefined);
+  }
+
+  /** The pin server, once a serving rank is published. */
+  get pinServer(): PinServer | undefined {
+    return this.#sourceSide?.server;
   }
 
   /** The one consumer of this rank's agent notifications (started at `publish()`); other message kinds may add handlers. */
@@ -245,14 +291,39 @@ export class ReuseEndpoint {
         ...(this.#options.admissionGate === undefined ? {} : { admissionGate: this.#options.admissionGate }),
         ...prefix,
       });
+      if (this.#options.serve !== undefined) await this.#serve(this.#options.serve, this.#publication);
     } catch (error) {
+      this.#stopServing?.();
+      this.#sourceSide = undefined;
+      await this.#readiness?.close().catch(() => undefined);
+      this.#readiness = undefined;
       await this.#publication?.withdraw().catch(() => undefined);
       this.#publication = undefined;
       this.#lifecycle.move('registered', `publication failed: ${error instanceof Error ? error.message : String(error)}`);
       throw error;
     }
+    this.#notifications.start(agent);
     this.#lifecycle.move('published', `rank part of tp${this.#options.rank.tpRank}/pp${this.#options.rank.ppRank} published at epoch ${this.#publication.epoch}`);
     this.#onReadiness(this.#readiness.current);
+  }
+
+  /** Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing served). */
+  async #serve(serve: ServeOptions, publication: RankPublication): Promise<void> {
+    const { agent, discovery, keyPrefix, worker, rank, settings } = this.#options;
+    const source = new SourceSide({
+      agent,
+      discovery,
+      serve,
+      source: { workerId: worker.workerId, incarnation: worker.incarnation, epoch: publication.epoch, rank },
+      bankBytes: this.#options.bankBytes as RankBankBytes,
+      leaseMs: serve.leaseMs ?? settings.discovery.leaseTtlMs,
+      lease: publication.lease.id,
+      clock: this.#clock,
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+    });
+    this.#sourceSide = source;
+    this.#stopServing = this.#notifications.addHandler((notification) => source.server.receive(notification));
+    await source.publishInventory();
   }
 
   #onReadiness(readiness: WorkerReadiness): void {
@@ -279,10 +350,11 @@ export class ReuseEndpoint {
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
     this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
+    await this.#fetchSide.close();
     const report = await this.#drain.drain(options);
     this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
     this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
-    return { ...report, pins: [] };
+    return { ...report, pins: this.#sourceSide?.waitedPins ?? [] };
   }
 
   /**
@@ -297,6 +369,7 @@ export class ReuseEndpoint {
   }
 
   async #close(options: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
+    await this.#fetchSide.close();
     const state = this.#lifecycle.state;
     if (state === 'registered' || state === 'published' || state === 'ready') this.#lifecycle.move('draining', 'close() before drain()');
     if (this.#lifecycle.state === 'draining') {
