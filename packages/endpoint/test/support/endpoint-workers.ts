@@ -3,10 +3,10 @@
 // hold the same blocks in a BlockPool whose slots are the banks' block indices.
 import type { Settings } from '@kvreuse/config';
 import { defaultSettings } from '@kvreuse/config';
-import { type Geometry, layoutRankBanks } from '@kvreuse/descriptors';
+import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, loadTransport } from '@kvreuse/native-bindings';
 import type { FetchHint } from '@kvreuse/router';
-import { Bank, kvreuseOwner, type DiscoveryStore, type ReadinessGate, type Role, type WorkerIdentity } from '@kvreuse/registry';
+import { Bank, type DiscoveryStore, kvreuseOwner, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
 import type { EndpointTransition } from '../../src/lifecycle.js';
 import { ReuseEndpoint } from '../../src/reuse-endpoint.js';
