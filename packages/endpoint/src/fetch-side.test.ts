@@ -1,8 +1,10 @@
 // ReuseEndpoint.fetch between real loopback agents in this process, over a memory discovery store: a
 // serving decode worker of TP 2 and a prefill worker of TP 1, each rank its own ReuseEndpoint.
-import { MemoryDiscoveryStore } from '@kvreuse/registry';
+import type { RankPart } from '@kvreuse/descriptors';
+import { MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { hintFor, openWorker, start, type TestWorker, transport } from '../test/support/endpoint-workers.js';
+import { hintFor, openWorker, start, type TestWorker, testGeometry, transport } from '../test/support/endpoint-workers.js';
+import { testWorker } from '../test/workers.js';
 import { FetchRefusedError, FetchShortfallError } from './errors.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -25,6 +27,15 @@ async function pair() {
   const reader = prefill.ranks[0]!;
   const pinsHeld = () => decode.ranks.map(({ endpoint }) => endpoint.pinServer?.heldPins);
   return { store, decode, prefill, reader, pinsHeld };
+}
+
+/** A GPU source as discovery shows it: rank parts whose banks are `vram` (a stand-in: loopback agents register no GPU memory). */
+async function publishVramSource(store: MemoryDiscoveryStore): Promise<{ workerId: string; incarnation: string; epoch: number }> {
+  const worker = testWorker(testGeometry, 1, 8, 'decode-gpu');
+  const parts = worker.ranks.map((part): RankPart => ({ ...part, banks: part.banks.map((bank) => ({ ...bank, memKind: 'vram' as const })) }));
+  const publication = await startRankPublication(store, parts, { leaseTtlMs: 600_000 });
+  cleanups.push(() => publication.withdraw());
+  return { workerId: 'decode-gpu', incarnation: parts[0]!.incarnation, epoch: publication.epoch };
 }
 
 const destinationBlocks = (count: number) => Uint32Array.from({ length: count }, (_, i) => i);
@@ -81,6 +92,38 @@ describe('ReuseEndpoint.fetch', () => {
     expect((incompatible as Error).message).toMatch(/headDim/);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
     expect(other.ranks[0]!.endpoint.pinServer?.heldPins).toBe(0);
+
+    const gpu = await publishVramSource(store);
+    const hint = { ...hintFor(other, 2), ...gpu, tier: 'gpu' as const };
+    const noGate = await reader.endpoint.fetch({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(noGate).toMatchObject({ code: 'FETCH_REFUSED', reason: 'admission' });
+    expect((noGate as Error).message).toMatch(/4 vram banks .* none is installed/);
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+  });
+
+  it('refuses a vram source its admission gate refuses, naming the gate and its reason', async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const admissionGate: ReadinessGate = { name: 'profile-admission', evaluate: (worker) => (worker.workerId === 'decode-gpu' ? { pass: false, reason: 'profile host-only admits no GPU memory' } : { pass: true }) };
+    const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, admissionGate }, cleanups);
+    await start(prefill);
+    await waitReady(prefill);
+    const gpu = await publishVramSource(store);
+    const hint = { ...hintFor(prefill, 2), ...gpu, tier: 'gpu' as const };
+    const refused = await prefill.ranks[0]!.endpoint.fetch({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'FETCH_REFUSED', reason: 'admission' });
+    expect((refused as Error).message).toMatch(/profile host-only admits no GPU memory/);
+    expect(prefill.ranks[0]!.endpoint.ledger.counts().posted).toBe(0);
+  });
+
+  it('refuses a malformed request and an aborted one before pinning', async () => {
+    const { decode, reader, pinsHeld } = await pair();
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
+    const controller = new AbortController();
+    controller.abort(new Error('the request was cancelled'));
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), signal: controller.signal })).rejects.toThrow('the request was cancelled');
+    expect(pinsHeld()).toEqual([0, 0]);
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
   it('a source that revokes its pins while the reads run: the receipt recomputes everything and says why', async () => {

@@ -164,7 +164,8 @@ export class FetchSide {
     await watch.settled();
     const readiness = watch.current;
     if (!readiness.ready) {
-      const admission = readiness.reasons.find((reason) => reason.kind === 'no-admission-gate');
+      const gateName = this.#options.admissionGate?.name;
+      const admission = readiness.reasons.find((reason) => reason.kind === 'no-admission-gate' || (reason.kind === 'gate' && reason.gate === gateName));
       if (admission !== undefined) throw new FetchRefusedError('admission', admission.message);
       throw new FetchRefusedError('source-not-ready', `${hint.workerId}: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
     }
