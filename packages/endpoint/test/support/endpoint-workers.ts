@@ -4,7 +4,7 @@
 import type { Settings } from '@kvreuse/config';
 import { defaultSettings } from '@kvreuse/config';
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
-import { type Agent, type Allocation, loadTransport } from '@kvreuse/native-bindings';
+import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
 import type { FetchHint } from '@kvreuse/router';
 import { Bank, type DiscoveryStore, kvreuseOwner, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
@@ -45,6 +45,8 @@ export interface WorkerSpec {
   readonly serve?: boolean;
   readonly admissionGate?: ReadinessGate;
   readonly settings?: Settings;
+  /** `loopback` by default. */
+  readonly backend?: Backend;
 }
 
 /** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
@@ -55,7 +57,7 @@ export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanu
   const clock = new ManualClock();
   const ranks: EndpointRank[] = [];
   for (let tpRank = 0; tpRank < spec.tpSize; tpRank++) {
-    const agent = await transport.createAgent({ name: `${spec.workerId}-tp${tpRank}-${process.pid}-${sequence}`, backend: 'loopback' });
+    const agent = await transport.createAgent({ name: `${spec.workerId}-tp${tpRank}-${process.pid}-${sequence}`, backend: spec.backend ?? 'loopback' });
     const layout = layoutRankBanks(geometry, { tpRank, tpSize: spec.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: BLOCKS });
     const allocations: Allocation[] = [];
     const banks = await Promise.all(
@@ -89,23 +91,41 @@ export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanu
   return { identity, ranks, clock };
 }
 
+/** Resolves once every rank of `worker` is ready. */
+export function allReady(worker: TestWorker): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => {
+      if (worker.ranks.every(({ endpoint }) => endpoint.state === 'ready')) resolve();
+    };
+    for (const { endpoint } of worker.ranks) endpoint.onTransition(check);
+    check();
+  });
+}
+
 /** Registers and publishes every rank. */
 export async function start(worker: TestWorker): Promise<void> {
   for (const { endpoint } of worker.ranks) await endpoint.register();
   for (const { endpoint } of worker.ranks) await endpoint.publish();
 }
 
-/** The router's hint for the first `count` blocks of the chain from `source`. */
-export function hintFor(source: TestWorker, count: number, change: Partial<FetchHint> = {}): FetchHint {
-  const epoch = source.ranks[0]?.endpoint.epoch;
-  if (epoch === undefined) throw new Error(`${source.identity.workerId} is not published`);
+/** A source as a hint names it: a worker incarnation and its epoch. */
+export interface HintSource {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly epoch: number;
+}
+
+/** The router's hint for the first `count` blocks of the chain from `source` (a test worker here, or one named). */
+export function hintFor(source: TestWorker | HintSource, count: number, change: Partial<FetchHint> = {}): FetchHint {
+  const named = 'ranks' in source ? { workerId: source.identity.workerId, incarnation: source.identity.incarnation, epoch: source.ranks[0]?.endpoint.epoch } : source;
+  if (named.epoch === undefined) throw new Error(`${named.workerId} is not published`);
   return {
-    workerId: source.identity.workerId,
-    incarnation: source.identity.incarnation,
-    epoch,
+    workerId: named.workerId,
+    incarnation: named.incarnation,
+    epoch: named.epoch,
     blocks: { start: 0, count },
     hashes: BigUint64Array.from(chain.slice(0, count)),
-    blockTokens: source.identity.geometry.blockTokens,
+    blockTokens: testGeometry.blockTokens,
     tier: 'host',
     linkClass: 'same-host',
     ...change,
