@@ -13,7 +13,8 @@ export type EndpointErrorCode =
   | 'PIN_REFUSED'
   | 'PIN_TIMEOUT'
   | 'FETCH_SHORTFALL'
-  | 'FETCH_REFUSED';
+  | 'FETCH_REFUSED'
+  | 'UNKNOWN_READER';
 
 export abstract class EndpointError extends Error {
   abstract readonly code: EndpointErrorCode;
@@ -75,6 +76,17 @@ export class FetchRefusedError extends EndpointError {
     readonly detail: string,
   ) {
     super(`fetch refused (${reason}): ${detail}`);
+  }
+}
+
+/** A pin message from a reader agent the source cannot answer: `why` says what discovery lacked. The message is left unanswered. */
+export class UnknownReaderError extends EndpointError {
+  readonly code = 'UNKNOWN_READER';
+  constructor(
+    readonly agentName: string,
+    readonly why: string,
+  ) {
+    super(`cannot answer reader agent ${agentName}: ${why}`);
   }
 }
 

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { hintFor, openWorker, start, type TestWorker, testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { testWorker } from '../test/workers.js';
 import { FetchRefusedError, FetchShortfallError } from './errors.js';
+import { EndpointMetrics } from './metrics.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -18,15 +19,16 @@ const waitReady = (worker: TestWorker) => vi.waitFor(() => expect(worker.ranks.m
 async function pair() {
   const store = new MemoryDiscoveryStore();
   cleanups.push(() => store.close());
+  const metrics = new EndpointMetrics();
   const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
-  const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1 }, cleanups);
+  const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, metrics }, cleanups);
   await start(decode);
   await start(prefill);
   await waitReady(decode);
   await waitReady(prefill);
   const reader = prefill.ranks[0]!;
   const pinsHeld = () => decode.ranks.map(({ endpoint }) => endpoint.pinServer?.heldPins);
-  return { store, decode, prefill, reader, pinsHeld };
+  return { store, decode, prefill, reader, pinsHeld, metrics };
 }
 
 /** A GPU source as discovery shows it: rank parts whose banks are `vram` (a stand-in: loopback agents register no GPU memory). */
@@ -42,7 +44,7 @@ const destinationBlocks = (count: number) => Uint32Array.from({ length: count },
 
 describe('ReuseEndpoint.fetch', () => {
   it('pulls 6 blocks from both ranks of a TP 2 source, verifies each and releases the pins', async () => {
-    const { decode, reader, pinsHeld } = await pair();
+    const { decode, reader, pinsHeld, metrics } = await pair();
     const receipt = await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
     const blockBytes = 2 * 2 * 4 * 2 * 8 * 2;
     expect(receipt).toMatchObject({ requested: 6, blocks: 6, bytes: 6 * blockBytes, bytesMoved: 6 * blockBytes, verify: 'full', checkedBlocks: 6, recomputed: { blocks: 0, reasons: [] } });
@@ -51,6 +53,9 @@ describe('ReuseEndpoint.fetch', () => {
     const again = await reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: Uint32Array.of(5, 6, 7), verify: 'sampled', sampleEvery: 2 });
     expect(again).toMatchObject({ blocks: 3, checkedBlocks: 2 });
     expect(reader.endpoint.ledger.counts().posted).toBe(4);
+    const text = await metrics.text();
+    expect(text).toMatch(/kvreuse_transfer_blocks_total\{[^}]*side="pull"[^}]*\} 9/);
+    expect(text).toContain('kvreuse_pins_held{side="pull"} 0');
   });
 
   it('refuses before pinning or posting: not ready, a source not ready under the hinted epoch, a shortfall policy of fail on a refused pin', async () => {

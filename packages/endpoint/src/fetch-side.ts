@@ -94,6 +94,7 @@ export class FetchSide {
       ),
     );
     const pins = pinned.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    this.#options.metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     const refusals = pinned.flatMap((result, index): RecomputeReason[] => {
       if (result.status === 'fulfilled') return [];
       const error = result.reason as Error & { code?: string; reason?: string };
@@ -141,6 +142,7 @@ export class FetchSide {
 
   #finish(receipt: FetchReceipt, policy: ShortfallPolicy): FetchReceipt {
     const { metrics } = this.#options;
+    metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     if (receipt.blocks > 0) metrics?.transferCompleted({ side: 'pull', blocks: receipt.blocks, bytes: receipt.bytes, durationMs: receipt.ms, tier: receipt.calibration.tier, linkClass: receipt.calibration.linkClass });
     for (const reason of receipt.recomputed.reasons) metrics?.transferFailed('pull', reason.kind);
     if (policy === 'fail' && receipt.blocks < receipt.requested) throw new FetchShortfallError(receipt);

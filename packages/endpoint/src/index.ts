@@ -11,6 +11,7 @@ export {
   PinRefusedError,
   PinTimeoutError,
   PinTooLargeError,
+  UnknownReaderError,
 } from './errors.js';
 export { EndpointLifecycle, type EndpointState, endpointStates, type EndpointTransition } from './lifecycle.js';
 export type { HeldPin, PinLoss, PinLossReason } from './pins.js';

@@ -125,6 +125,13 @@ function checkOptions(options: ReuseEndpointOptions): void {
     if (typeof serve !== 'object' || serve === null || typeof serve.adapter !== 'object' || serve.adapter === null) {
       throw new EndpointOptionError('serve', serve, '{ adapter, leaseMs?, inventory? } with the framework\'s PinAdapter');
     }
+    if (serve.leaseMs !== undefined && (!Number.isSafeInteger(serve.leaseMs) || serve.leaseMs < 1 || serve.leaseMs > 0xffffffff)) {
+      throw new EndpointOptionError('serve.leaseMs', serve.leaseMs, 'a whole number of milliseconds, 1 to 2^32 - 1');
+    }
+    const { inventory } = serve;
+    if (inventory !== undefined && (typeof inventory !== 'object' || inventory === null || !['gpu', 'host'].includes(inventory.tier) || typeof inventory.retained !== 'function' || !Number.isSafeInteger(inventory.ttlMs) || inventory.ttlMs < 1)) {
+      throw new EndpointOptionError('serve.inventory', inventory, "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1 }");
+    }
     if (options.waitForReaders !== undefined) throw new EndpointOptionError('waitForReaders', options.waitForReaders, 'left out when the endpoint serves: its pin server waits for the readers');
     if (!Array.isArray(options.bankBytes)) throw new EndpointOptionError('bankBytes', options.bankBytes, "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read");
   }
@@ -322,7 +329,12 @@ export class ReuseEndpoint {
       ...(keyPrefix === undefined ? {} : { keyPrefix }),
     });
     this.#sourceSide = source;
-    this.#stopServing = this.#notifications.addHandler((notification) => source.server.receive(notification));
+    const { metrics } = this.#options;
+    this.#stopServing = this.#notifications.addHandler(async (notification) => {
+      const taken = await source.server.receive(notification);
+      metrics?.pinsHeld('serve', source.server.heldPins);
+      return taken;
+    });
     await source.publishInventory();
   }
 

@@ -6,6 +6,7 @@ import type { Agent, Peer } from '@kvreuse/native-bindings';
 import { type DiscoveryStore, InventoryPublisher, type LeaseId } from '@kvreuse/registry';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
 import { loadRankPeer, readWorkerIncarnation } from './discovered-workers.js';
+import { describeRank, UnknownReaderError } from './errors.js';
 import type { PinRequestMessage } from './pin-messages.js';
 import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
 import type { ServeOptions } from './reuse-endpoint.js';
@@ -97,7 +98,7 @@ export class SourceSide {
   async #prepareReader(sender: string, reader: Reader | undefined): Promise<Peer> {
     const known = this.#readerPeers.get(sender);
     if (reader === undefined) {
-      if (known === undefined) throw new Error(`reader agent ${sender} is not known here: no pin request came from it`);
+      if (known === undefined) throw new UnknownReaderError(sender, 'no pin request came from it');
       return known;
     }
     const key = `${reader.workerId}/${reader.incarnation}`;
@@ -106,9 +107,9 @@ export class SourceSide {
     this.#worker ??= await readWorkerIncarnation(discovery, source, keyPrefix);
     const readerWorker = await readWorkerIncarnation(discovery, reader, keyPrefix);
     const part = readerWorker?.ranks.find((rank) => rank.parallel.tpRank === reader.rank.tpRank && rank.parallel.ppRank === reader.rank.ppRank);
-    if (this.#worker === undefined) throw new Error(`${source.workerId} (${source.incarnation}) is not published complete`);
+    if (this.#worker === undefined) throw new UnknownReaderError(sender, `this worker ${source.workerId} (${source.incarnation}) is not published complete`);
     if (readerWorker === undefined || part?.transport.agentName !== sender) {
-      throw new Error(`reader ${reader.workerId} (${reader.incarnation}) is not published with agent ${sender}`);
+      throw new UnknownReaderError(sender, `reader ${reader.workerId} (${reader.incarnation}) ${describeRank(reader.rank)} is not published complete with this agent`);
     }
     if (!this.#templates.has(key)) this.#templates.set(key, buildTransferTemplate(this.#worker, readerWorker));
     const peer = loadRankPeer(this.#options.agent, part);

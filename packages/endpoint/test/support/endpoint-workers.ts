@@ -9,6 +9,7 @@ import type { FetchHint } from '@kvreuse/router';
 import { Bank, type DiscoveryStore, kvreuseOwner, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
 import type { EndpointTransition } from '../../src/lifecycle.js';
+import type { EndpointMetrics } from '../../src/metrics.js';
 import { ReuseEndpoint } from '../../src/reuse-endpoint.js';
 import { fillDeterministic } from '../workers.js';
 import { ManualClock } from './manual-clock.js';
@@ -45,6 +46,7 @@ export interface WorkerSpec {
   readonly serve?: boolean;
   readonly admissionGate?: ReadinessGate;
   readonly settings?: Settings;
+  readonly metrics?: EndpointMetrics;
   /** `loopback` by default. */
   readonly backend?: Backend;
 }
@@ -82,6 +84,7 @@ export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanu
       host: 'test-host',
       ...(spec.serve === true ? { serve: { adapter: pool, ...(tpRank === 0 ? { inventory: { tier: 'host' as const, retained: () => pool.retained(), ttlMs: 3_600_000 } } : {}) } } : {}),
       ...(spec.admissionGate === undefined ? {} : { admissionGate: spec.admissionGate }),
+      ...(spec.metrics === undefined ? {} : { metrics: spec.metrics }),
     });
     const transitions: EndpointTransition[] = [];
     endpoint.onTransition((transition) => transitions.push(transition));
