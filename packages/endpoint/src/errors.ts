@@ -60,6 +60,7 @@ export class FetchShortfallError extends EndpointError {
     super(`fetch verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
   }
 }
+
 /**
  * Why a fetch was refused before anything was pinned or posted: this endpoint is not ready
  * (`not-ready`), the source worker is not ready in discovery or is another incarnation or epoch than the

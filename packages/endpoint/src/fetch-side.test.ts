@@ -3,7 +3,7 @@
 import type { RankPart } from '@kvreuse/descriptors';
 import { MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { hintFor, openWorker, start, type TestWorker, testGeometry, transport } from '../test/support/endpoint-workers.js';
+import { allReady, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { testWorker } from '../test/workers.js';
 import { FetchRefusedError, FetchShortfallError } from './errors.js';
 import { EndpointMetrics } from './metrics.js';
@@ -14,21 +14,9 @@ afterEach(async () => {
   expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0, liveOperations: 0 });
 });
 
-const waitReady = (worker: TestWorker) => vi.waitFor(() => expect(worker.ranks.map(({ endpoint }) => endpoint.state)).toEqual(worker.ranks.map(() => 'ready')), { timeout: 20_000, interval: 5 });
-
 async function pair() {
-  const store = new MemoryDiscoveryStore();
-  cleanups.push(() => store.close());
   const metrics = new EndpointMetrics();
-  const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
-  const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, metrics }, cleanups);
-  await start(decode);
-  await start(prefill);
-  await waitReady(decode);
-  await waitReady(prefill);
-  const reader = prefill.ranks[0]!;
-  const pinsHeld = () => decode.ranks.map(({ endpoint }) => endpoint.pinServer?.heldPins);
-  return { store, decode, prefill, reader, pinsHeld, metrics };
+  return { ...(await servingPair(cleanups, metrics)), metrics };
 }
 
 /** A GPU source as discovery shows it: rank parts whose banks are `vram` (a stand-in: loopback agents register no GPU memory). */
@@ -91,7 +79,7 @@ describe('ReuseEndpoint.fetch', () => {
     const { reader, store } = await pair();
     const other = await openWorker(store, { workerId: 'decode-wide', role: 'decode', tpSize: 1, serve: true, geometry: { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 16, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' } }, cleanups);
     await start(other);
-    await waitReady(other);
+    await allReady(other);
     const incompatible = await reader.endpoint.fetch({ hint: hintFor(other, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
     expect(incompatible).toMatchObject({ code: 'FETCH_REFUSED', reason: 'incompatible' });
     expect((incompatible as Error).message).toMatch(/headDim/);
@@ -112,7 +100,7 @@ describe('ReuseEndpoint.fetch', () => {
     const admissionGate: ReadinessGate = { name: 'profile-admission', evaluate: (worker) => (worker.workerId === 'decode-gpu' ? { pass: false, reason: 'profile host-only admits no GPU memory' } : { pass: true }) };
     const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, admissionGate }, cleanups);
     await start(prefill);
-    await waitReady(prefill);
+    await allReady(prefill);
     const gpu = await publishVramSource(store);
     const hint = { ...hintFor(prefill, 2), ...gpu, tier: 'gpu' as const };
     const refused = await prefill.ranks[0]!.endpoint.fetch({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);

@@ -1,8 +1,8 @@
 // A serving ReuseEndpoint's source side between real loopback agents in this process: its inventory,
 // and its shutdown while a reader holds pins and reads (the ordering forced by held completions).
-import { defaultInventoryPrefix, MemoryDiscoveryStore, safeParseInventoryBatch, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/registry';
+import { defaultInventoryPrefix, safeParseInventoryBatch, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { chain, hintFor, openWorker, start, type TestWorker, transport } from '../test/support/endpoint-workers.js';
+import { chain, hintFor, servingPair, transport } from '../test/support/endpoint-workers.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -10,23 +10,9 @@ afterEach(async () => {
   expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0, liveOperations: 0 });
 });
 
-const waitReady = (worker: TestWorker) => vi.waitFor(() => expect(worker.ranks.map(({ endpoint }) => endpoint.state)).toEqual(worker.ranks.map(() => 'ready')), { timeout: 20_000, interval: 5 });
-
-async function pair() {
-  const store = new MemoryDiscoveryStore();
-  cleanups.push(() => store.close());
-  const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
-  const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1 }, cleanups);
-  await start(decode);
-  await start(prefill);
-  await waitReady(decode);
-  await waitReady(prefill);
-  return { store, decode, reader: prefill.ranks[0]! };
-}
-
 describe('ReuseEndpoint serving pins', () => {
   it('publishes its retained inventory, complete, once published, and withdraws it first at drain', async () => {
-    const { store, decode } = await pair();
+    const { store, decode } = await servingPair(cleanups);
     const key = `${defaultInventoryPrefix}decode-0`;
     const entry = await store.get(key);
     const batch = safeParseInventoryBatch(entry!.value);
@@ -38,7 +24,7 @@ describe('ReuseEndpoint serving pins', () => {
   });
 
   it('a source shutting down while a reader holds pins and reads: not ready before its first deregistration, nothing deregistered until the pins are released, and the bytes verify', async () => {
-    const { store, decode, reader } = await pair();
+    const { store, decode, reader } = await servingPair(cleanups);
     const source = decode.ranks[0]!;
     const registrations = () => source.agent.counters().liveRegistrations;
     const banks = registrations();

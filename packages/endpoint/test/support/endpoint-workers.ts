@@ -6,7 +6,7 @@ import { defaultSettings } from '@kvreuse/config';
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
 import type { FetchHint } from '@kvreuse/router';
-import { Bank, type DiscoveryStore, kvreuseOwner, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
+import { Bank, type DiscoveryStore, kvreuseOwner, MemoryDiscoveryStore, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
 import type { EndpointTransition } from '../../src/lifecycle.js';
 import type { EndpointMetrics } from '../../src/metrics.js';
@@ -103,6 +103,23 @@ export function allReady(worker: TestWorker): Promise<void> {
     for (const { endpoint } of worker.ranks) endpoint.onTransition(check);
     check();
   });
+}
+
+/**
+ * A serving decode worker of TP 2 and a prefill worker of TP 1 over a new memory store, both ready;
+ * `metrics` goes to the prefill rank, the reader.
+ */
+export async function servingPair(cleanups: (() => Promise<unknown>)[], metrics?: EndpointMetrics) {
+  const store = new MemoryDiscoveryStore();
+  cleanups.push(() => store.close());
+  const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
+  const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, ...(metrics === undefined ? {} : { metrics }) }, cleanups);
+  await start(decode);
+  await start(prefill);
+  await allReady(decode);
+  await allReady(prefill);
+  const pinsHeld = () => decode.ranks.map(({ endpoint }) => endpoint.pinServer?.heldPins);
+  return { store, decode, prefill, reader: prefill.ranks[0] as EndpointRank, pinsHeld };
 }
 
 /** Registers and publishes every rank. */
