@@ -44,7 +44,8 @@ export interface ServeOptions {
   /**
    * The retained inventory this rank publishes for its worker (one rank per worker publishes it, e.g.
    * tp 0 pp 0): at `publish()`, every hash `retained()` returns as `stored` on `tier` until `ttlMs` from
-   * then, marked `complete`; every block the adapter reports evicted as `removed`. Withdrawn first at drain.
+   * then, marked `complete`, and again every `ttlMs / 2`; every block the adapter reports evicted as
+   * `removed`. Withdrawn first at drain.
    */
   readonly inventory?: { readonly tier: RetentionTier; readonly retained: () => readonly bigint[]; readonly ttlMs: number; readonly prefix?: string };
 }

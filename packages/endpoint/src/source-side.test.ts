@@ -11,12 +11,23 @@ afterEach(async () => {
 });
 
 describe('ReuseEndpoint serving pins', () => {
-  it('publishes its retained inventory, complete, once published, and withdraws it first at drain', async () => {
+  it('publishes its retained inventory, complete, once published, follows evictions, renews it, and withdraws it first at drain', async () => {
     const { store, decode } = await servingPair(cleanups);
     const key = `${defaultInventoryPrefix}decode-0`;
     const entry = await store.get(key);
     const batch = safeParseInventoryBatch(entry!.value);
     expect(batch.success && batch.data).toMatchObject({ workerId: 'decode-0', incarnation: decode.identity.incarnation, complete: true, events: [{ type: 'stored', tier: 'host', blocks: BigUint64Array.from(chain) }] });
+    // An evicted block is announced removed; at half the TTL everything retained is announced again.
+    const pool = decode.ranks[0]!.pool;
+    pool.commit(pool.allocate(), 0x2000n);
+    const latest = async () => {
+      const stored = safeParseInventoryBatch((await store.get(key))!.value);
+      return stored.success ? stored.data : undefined;
+    };
+    await vi.waitFor(async () => expect(await latest()).toMatchObject({ seq: 1, complete: true, events: [{ type: 'removed', tier: 'host', blocks: BigUint64Array.of(chain[0]!) }] }), { timeout: 20_000, interval: 5 });
+    decode.clock.advance(1_800_000);
+    await vi.waitFor(async () => expect(await latest()).toMatchObject({ seq: 2, complete: true, events: [{ type: 'stored', blocks: BigUint64Array.from([...chain.slice(1), 0x2000n]) }] }), { timeout: 20_000, interval: 5 });
+
     const report = await decode.ranks[0]!.endpoint.drain({ deadlineMs: 60_000 });
     expect(await store.get(key)).toBeUndefined();
     expect(report.steps.slice(0, 2).map(({ step }) => step)).toEqual(['withdraw-rank-parts', 'withdraw-inventory']);

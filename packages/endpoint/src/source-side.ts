@@ -39,6 +39,8 @@ export class SourceSide {
   #worker: Worker | undefined;
   #inventory: InventoryPublisher | undefined;
   #stopEvictions: (() => void) | undefined;
+  #reannounce: unknown;
+  #withdrawing = false;
   #waited: readonly ServedPin[] = [];
 
   constructor(options: SourceSideOptions) {
@@ -73,16 +75,27 @@ export class SourceSide {
       ...(keyPrefix === undefined ? {} : { keyPrefix }),
     });
     this.#inventory = publisher;
-    const blocks = [...inventory.retained()];
-    await publisher.publish(blocks.length === 0 ? [] : [{ type: 'stored', tier: inventory.tier, blocks, expiresAt: Date.now() + inventory.ttlMs }], { complete: true });
+    await this.#announce(publisher, inventory, { complete: true });
     this.#stopEvictions = this.#options.serve.adapter.onEvicted((evicted) => {
       // Advisory: a batch lost to a closing store is caught up by the next one or the key's withdrawal.
       publisher.publish([{ type: 'removed', tier: inventory.tier, blocks: evicted.map(({ hash }) => hash) }]).catch(() => undefined);
     });
   }
 
+  /** Announces every retained block until `ttlMs` from now, and again at half that (the inventory is advisory: it expires unless renewed). */
+  async #announce(publisher: InventoryPublisher, inventory: NonNullable<ServeOptions['inventory']>, options: { complete?: boolean } = {}): Promise<void> {
+    const blocks = [...inventory.retained()];
+    await publisher.publish(blocks.length === 0 ? [] : [{ type: 'stored', tier: inventory.tier, blocks, expiresAt: Date.now() + inventory.ttlMs }], options);
+    if (this.#withdrawing) return;
+    const { clock } = this.#options;
+    this.#reannounce = clock.setTimer(() => void this.#announce(publisher, inventory).catch(() => undefined), Math.max(1, Math.floor(inventory.ttlMs / 2)));
+  }
+
   /** Withdraws the inventory (the drain's step right after the rank part). */
   async withdrawInventory(): Promise<void> {
+    this.#withdrawing = true;
+    if (this.#reannounce !== undefined) this.#options.clock.clearTimer(this.#reannounce);
+    this.#reannounce = undefined;
     this.#stopEvictions?.();
     this.#stopEvictions = undefined;
     await this.#inventory?.withdraw();
