@@ -112,6 +112,8 @@ describe('ReuseEndpoint.fetch', () => {
   it('refuses a malformed request and an aborted one before pinning', async () => {
     const { decode, reader, pinsHeld } = await pair();
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'most' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.verify' });
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), policy: 'retry' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.policy' });
     const controller = new AbortController();
     controller.abort(new Error('the request was cancelled'));
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), signal: controller.signal })).rejects.toThrow('the request was cancelled');

@@ -45,7 +45,10 @@ function checkRequest(request: FetchRequest): { verify: VerifyMode } {
   if (!(destinationBlocks instanceof Uint32Array) || destinationBlocks.length !== hint.blocks.count || hint.hashes.length !== hint.blocks.count) {
     throw new EndpointOptionError('request.destinationBlocks', destinationBlocks, `a Uint32Array of one block per hinted block (${hint.blocks.count}, with as many hashes)`);
   }
-  return { verify: request.verify ?? 'full' };
+  const verify = request.verify ?? 'full';
+  if (!['full', 'sampled', 'off'].includes(verify)) throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
+  if (request.policy !== undefined && !['fail', 'recompute'].includes(request.policy)) throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
+  return { verify };
 }
 
 export class FetchSide {
@@ -61,6 +64,9 @@ export class FetchSide {
 
   async fetch(request: FetchRequest, rank: FetchingRank | undefined): Promise<FetchReceipt> {
     const { verify } = checkRequest(request);
+    if (verify !== 'off' && this.#options.bankBytes === undefined) {
+      throw new EndpointOptionError('bankBytes', undefined, `this rank's bank bytes, to verify what arrives (verify is '${verify}'); or fetch with verify 'off'`);
+    }
     const { hint } = request;
     const policy = request.policy ?? this.#options.defaultPolicy;
     if (rank === undefined || !rank.readiness.ready) throw new FetchRefusedError('not-ready', 'this endpoint is not ready');
