@@ -1,5 +1,6 @@
 // ReuseEndpoint.fetch between real loopback agents in this process, over a memory discovery store: a
 // serving decode worker of TP 2 and a prefill worker of TP 1, each rank its own ReuseEndpoint.
+import { defaultSettings } from '@kvreuse/config';
 import type { RankPart } from '@kvreuse/descriptors';
 import { MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -134,5 +135,27 @@ describe('ReuseEndpoint.fetch', () => {
     const receipt = await fetching;
     expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-lost', reason: 'shutting-down', sourceRank: { tpRank: 1 } }] } });
     expect(pinsHeld()).toEqual([0, 0]);
+  });
+
+  it('a source rank that stops answering while the reads run: the heartbeat ends its pin and the receipt recomputes, saying why', async () => {
+    const { decode, reader, pinsHeld } = await pair();
+    reader.agent.faults.delayCompletions('forever');
+    const fetching = reader.endpoint.fetch({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
+    expect(pinsHeld()).toEqual([1, 1]);
+    // Judged only once the source has answered a probe; then its progress stops (as a hung process's would).
+    await vi.waitFor(() => expect(reader.agent.counters().heartbeatAnswers).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
+    const stalled = decode.ranks[0]!;
+    const unresponsive = new Promise((resolve) => reader.endpoint.notifications.addPeerEventHandler((event) => event.type === 'peer-unresponsive' && resolve(event.peerName)));
+    stalled.agent.faults.stallProgress(true);
+    cleanups.push(async () => stalled.agent.faults.stallProgress(false));
+    expect(await unresponsive).toBe(stalled.agent.name);
+    reader.agent.faults.clear();
+    expect(await fetching).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-lost', reason: 'source-unresponsive', sourceRank: { tpRank: 0 } }] } });
+    // The reader gave up on that pin without releasing it: the source holds it until its lease lapses.
+    stalled.agent.faults.stallProgress(false);
+    expect(pinsHeld()).toEqual([1, 0]);
+    decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
+    await vi.waitFor(() => expect(pinsHeld()).toEqual([0, 0]), { timeout: 20_000, interval: 5 });
   });
 });
