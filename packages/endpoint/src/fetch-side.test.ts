@@ -137,15 +137,15 @@ describe('ReuseEndpoint.fetch', () => {
     expect(pinsHeld()).toEqual([0, 0]);
   });
 
-  it('a source rank that stops answering while the reads run: the heartbeat ends its pin and the receipt recomputes, saying why', async () => {
+  it('a source rank that stops answering while the reads run: the heartbeat ends its pin and the receipt recomputes, saying why', { timeout: 60_000 }, async () => {
     const { decode, reader, pinsHeld } = await pair();
     reader.agent.faults.delayCompletions('forever');
     const fetching = reader.endpoint.fetch({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
     expect(pinsHeld()).toEqual([1, 1]);
-    // Judged only once the source has answered a probe; then its progress stops (as a hung process's would).
-    await vi.waitFor(() => expect(reader.agent.counters().heartbeatAnswers).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
+    // Judged only once the source rank has answered a probe (only the reader probes it); then its progress stops (as a hung process's would).
     const stalled = decode.ranks[0]!;
+    await vi.waitFor(() => expect(stalled.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
     const unresponsive = new Promise((resolve) => reader.endpoint.notifications.addPeerEventHandler((event) => event.type === 'peer-unresponsive' && resolve(event.peerName)));
     stalled.agent.faults.stallProgress(true);
     cleanups.push(async () => stalled.agent.faults.stallProgress(false));
