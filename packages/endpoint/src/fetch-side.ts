@@ -55,6 +55,7 @@ export class FetchSide {
   readonly #options: FetchSideOptions;
   /** Readiness watches of the sources fetched from, by worker id. */
   readonly #sources = new Map<string, Promise<WorkerReadinessWatch>>();
+  readonly #transferTemplates = new Map<string, TransferTemplate>();
   /** Templates registered per source incarnation, peer generation and pair. */
   readonly #templates = new Map<string, RegisteredTemplate>();
 
@@ -77,7 +78,7 @@ export class FetchSide {
     await this.#checkAdmission(source, destination);
     request.signal?.throwIfAborted();
 
-    const template = buildTransferTemplate(source, destination);
+    const template = this.#transferTemplate(source, destination);
     const pairIndexes = template.pairs.flatMap((route, pair) => (sameRank(route.destinationRank, this.#options.rank) ? [pair] : []));
     const sourceParts = pairIndexes.map((pair) => source.ranks.find((part) => sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank)) as RankPart);
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
@@ -113,12 +114,12 @@ export class FetchSide {
       return this.#finish(refusedReceipt(hint.blocks.count, refusals, verify, link), policy);
     }
 
-    const pairs = pairIndexes.map((pair, index): FetchPair => {
-      const part = sourceParts[index] as RankPart;
-      const { peer, ticket } = sources.get(part) as { peer: Peer; ticket: PeerTicket };
-      return { template: this.#template(template, pair, part, peer, rank.registered), ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
-    });
     try {
+      const pairs = pairIndexes.map((pair, index): FetchPair => {
+        const part = sourceParts[index] as RankPart;
+        const { peer, ticket } = sources.get(part) as { peer: Peer; ticket: PeerTicket };
+        return { template: this.#template(template, pair, part, peer, rank.registered), ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
+      });
       const receipt = await fetchPrefix({
         ledger: this.#options.ledger,
         pairs,
@@ -197,6 +198,16 @@ export class FetchSide {
         .catch((error: unknown) => ({ pass: false as const, reason: error instanceof Error ? error.message : String(error) }));
       if (!verdict.pass) throw new FetchRefusedError('admission', `${gate.name} refused ${worker.workerId}: ${verdict.reason}`);
     }
+  }
+
+  /** The transfer template from the source incarnation to this worker, built once per source incarnation. */
+  #transferTemplate(source: Worker, destination: Worker): TransferTemplate {
+    const key = `${source.workerId}/${source.ranks[0]?.incarnation}`;
+    const known = this.#transferTemplates.get(key);
+    if (known !== undefined) return known;
+    const built = buildTransferTemplate(source, destination);
+    this.#transferTemplates.set(key, built);
+    return built;
   }
 
   /** The pair's template on this agent, registered once per source incarnation and peer generation. */
