@@ -202,7 +202,7 @@ export class FetchSide {
 
   /** The transfer template from the source incarnation to this worker, built once per source incarnation. */
   #transferTemplate(source: Worker, destination: Worker): TransferTemplate {
-    const key = `${source.workerId}/${source.ranks[0]?.incarnation}`;
+    const key = `${source.workerId}/${source.incarnation}`;
     const known = this.#transferTemplates.get(key);
     if (known !== undefined) return known;
     const built = buildTransferTemplate(source, destination);
