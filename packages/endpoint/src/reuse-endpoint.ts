@@ -302,6 +302,7 @@ export class ReuseEndpoint {
       if (this.#options.serve !== undefined) await this.#serve(this.#options.serve, this.#publication);
     } catch (error) {
       this.#stopServing?.();
+      await this.#sourceSide?.withdrawInventory().catch(() => undefined);
       this.#sourceSide = undefined;
       await this.#readiness?.close().catch(() => undefined);
       this.#readiness = undefined;
