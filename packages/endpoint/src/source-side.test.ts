@@ -1,8 +1,8 @@
 // A serving ReuseEndpoint's source side between real loopback agents in this process: its inventory,
 // and its shutdown while a reader holds pins and reads (the ordering forced by held completions).
-import { defaultInventoryPrefix, safeParseInventoryBatch, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/registry';
+import { defaultInventoryPrefix, MemoryDiscoveryStore, safeParseInventoryBatch, watchWorkerReadiness, type WorkerReadiness, workerPartsPrefix } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { chain, hintFor, servingPair, transport } from '../test/support/endpoint-workers.js';
+import { allReady, chain, hintFor, openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -32,6 +32,26 @@ describe('ReuseEndpoint serving pins', () => {
     expect(await store.get(key)).toBeUndefined();
     expect(report.steps.slice(0, 2).map(({ step }) => step)).toEqual(['withdraw-rank-parts', 'withdraw-inventory']);
     expect(report.pins).toEqual([]);
+  });
+
+  it('a publication that fails while it starts serving leaves the rank registered with nothing published, and can be retried', async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 1, serve: true }, cleanups);
+    const rank = decode.ranks[0]!;
+    await rank.endpoint.register();
+    const retained = rank.pool.retained.bind(rank.pool);
+    rank.pool.retained = () => {
+      throw new Error('the framework lost its block table');
+    };
+    await expect(rank.endpoint.publish()).rejects.toThrow('the framework lost its block table');
+    expect(rank.endpoint.state).toBe('registered');
+    expect((await store.list(workerPartsPrefix('decode-0'))).entries).toEqual([]);
+    expect(await store.get(`${defaultInventoryPrefix}decode-0`)).toBeUndefined();
+    rank.pool.retained = retained;
+    await rank.endpoint.publish();
+    await allReady(decode);
+    expect(await store.get(`${defaultInventoryPrefix}decode-0`)).toBeDefined();
   });
 
   it('a source shutting down while a reader holds pins and reads: not ready before its first deregistration, nothing deregistered until the pins are released, and the bytes verify', async () => {
