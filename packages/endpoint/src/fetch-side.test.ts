@@ -48,7 +48,7 @@ describe('ReuseEndpoint.fetch', () => {
   });
 
   it('refuses before pinning or posting: not ready, a source not ready under the hinted epoch, a shortfall policy of fail on a refused pin', async () => {
-    const { decode, prefill, reader, pinsHeld } = await pair();
+    const { decode, prefill, reader, pinsHeld, metrics } = await pair();
     const store = new MemoryDiscoveryStore();
     cleanups.push(() => store.close());
     const unpublished = await openWorker(store, { workerId: 'prefill-1', role: 'prefill', tpSize: 1 }, cleanups);
@@ -72,6 +72,7 @@ describe('ReuseEndpoint.fetch', () => {
     const failed = await reader.endpoint.fetch({ hint: unknown, destinationBlocks: destinationBlocks(2), policy: 'fail' }).catch((error: unknown) => error);
     expect(failed).toBeInstanceOf(FetchShortfallError);
     expect(failed).toMatchObject({ message: 'fetch verified 0 of 2 blocks: pin-refused at block 0' });
+    expect(await metrics.text()).toContain('kvreuse_transfer_failures_total{side="pull",code="pin-refused"} 4');
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
     expect(prefill.ranks[0]!.endpoint.state).toBe('ready');
   });

@@ -151,7 +151,7 @@ export class FetchSide {
     const { metrics } = this.#options;
     metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     if (receipt.blocks > 0) metrics?.transferCompleted({ side: 'pull', blocks: receipt.blocks, bytes: receipt.bytes, durationMs: receipt.ms, tier: receipt.calibration.tier, linkClass: receipt.calibration.linkClass });
-    for (const reason of receipt.recomputed.reasons) metrics?.transferFailed('pull', reason.kind);
+    for (const reason of receipt.recomputed.reasons) metrics?.transferFailed('pull', reason.kind === 'operation-failed' ? reason.code : reason.kind);
     if (policy === 'fail' && receipt.blocks < receipt.requested) throw new FetchShortfallError(receipt);
     return receipt;
   }
