@@ -179,10 +179,14 @@ export class ReuseEndpoint {
       shutdownDeadlineMs: options.settings.transport.shutdownDeadlineMs,
       agent: options.agent,
       withdrawRankParts: () => this.#withdrawPublication(),
-      withdrawInventory: async () => {
-        await this.#sourceSide?.withdrawInventory();
-        await withdrawInventory?.();
-      },
+      ...(options.serve?.inventory === undefined && withdrawInventory === undefined
+        ? {}
+        : {
+            withdrawInventory: async () => {
+              await this.#sourceSide?.withdrawInventory();
+              await withdrawInventory?.();
+            },
+          }),
       ...(options.serve !== undefined
         ? { waitForReaders: (wait) => this.#sourceSide?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) }
         : waitForReaders === undefined
