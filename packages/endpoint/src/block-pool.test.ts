@@ -27,6 +27,8 @@ describe('BlockPool', () => {
     expect([...pool.lookup([11n])]).toEqual([]);
     pool.commit(slot, 20n);
     expect([...pool.lookup([20n])]).toEqual([1]);
+    // What the inventory announces: every held hash, least recently used first.
+    expect(pool.retained()).toEqual([12n, 10n, 20n]);
   });
 
   it('a pin makes its blocks the most recently used', () => {

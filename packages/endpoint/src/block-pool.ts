@@ -51,6 +51,11 @@ export class BlockPool implements PinAdapter {
     return slot;
   }
 
+  /** The hashes of every block the pool holds, least recently used first (what its inventory announces). */
+  retained(): bigint[] {
+    return [...this.#recency.keys()].map((slot) => this.#hashOfSlot.get(slot) as bigint);
+  }
+
   /** The slots of the longest prefix of `hashes` the pool holds, in order. */
   lookup(hashes: readonly bigint[]): Uint32Array {
     const slots: number[] = [];

@@ -4,10 +4,12 @@ import {
   EndpointError,
   EndpointOptionError,
   EndpointStateError,
+  FetchRefusedError,
   PinMessageError,
   PinRefusedError,
   PinTimeoutError,
   PinTooLargeError,
+  UnknownReaderError,
 } from './errors.js';
 
 describe('endpoint errors', () => {
@@ -18,6 +20,8 @@ describe('endpoint errors', () => {
     [new PinMessageError('truncated'), 'INVALID_PIN_MESSAGE', 'invalid pin message: truncated'],
     [new PinTooLargeError(600, 400), 'PIN_TOO_LARGE', 'a pin of 600 blocks does not fit one pin message: at most 400 blocks per pin'],
     [new PinRefusedError({ tpRank: 1, ppRank: 0 }, 'evicted'), 'PIN_REFUSED', 'source rank tp 1 pp 0 refused the pin: evicted'],
+    [new FetchRefusedError('admission', 'source bank 3 is vram and no admission gate is installed'), 'FETCH_REFUSED', 'fetch refused (admission): source bank 3 is vram and no admission gate is installed'],
+    [new UnknownReaderError('prefill-0-tp0', 'no pin request came from it'), 'UNKNOWN_READER', 'cannot answer reader agent prefill-0-tp0: no pin request came from it'],
     [new PinTimeoutError('release', { tpRank: 2, ppRank: 1 }, 500), 'PIN_TIMEOUT', 'source rank tp 2 pp 1 did not answer the release within 500 ms'],
   ])(
     '%s carries its code and names the value',

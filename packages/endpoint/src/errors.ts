@@ -12,7 +12,9 @@ export type EndpointErrorCode =
   | 'PIN_TOO_LARGE'
   | 'PIN_REFUSED'
   | 'PIN_TIMEOUT'
-  | 'FETCH_SHORTFALL';
+  | 'FETCH_SHORTFALL'
+  | 'FETCH_REFUSED'
+  | 'UNKNOWN_READER';
 
 export abstract class EndpointError extends Error {
   abstract readonly code: EndpointErrorCode;
@@ -58,6 +60,37 @@ export class FetchShortfallError extends EndpointError {
     super(`fetch verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
   }
 }
+
+/**
+ * Why a fetch was refused before anything was pinned or posted: this endpoint is not ready
+ * (`not-ready`), the source worker is not ready in discovery or is another incarnation or epoch than the
+ * hint names (`source-not-ready`), the two workers' rank parts are not compatible (`incompatible`), or
+ * a `vram` bank takes part without the profile admission gate passing (`admission`).
+ */
+export type FetchRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission';
+
+/** A fetch refused before anything was pinned or posted; `reason` is the stable code, the message says it with the values. */
+export class FetchRefusedError extends EndpointError {
+  readonly code = 'FETCH_REFUSED';
+  constructor(
+    readonly reason: FetchRefusal,
+    readonly detail: string,
+  ) {
+    super(`fetch refused (${reason}): ${detail}`);
+  }
+}
+
+/** A pin message from a reader agent the source cannot answer: `why` says what discovery lacked. The message is left unanswered. */
+export class UnknownReaderError extends EndpointError {
+  readonly code = 'UNKNOWN_READER';
+  constructor(
+    readonly agentName: string,
+    readonly why: string,
+  ) {
+    super(`cannot answer reader agent ${agentName}: ${why}`);
+  }
+}
+
 /** The block pool needed a slot and every block in it is pinned: nothing may be evicted. Nothing was committed. */
 export class AllBlocksPinnedError extends EndpointError {
   readonly code = 'ALL_BLOCKS_PINNED';

@@ -4,16 +4,21 @@ export {
   type EndpointErrorCode,
   EndpointOptionError,
   EndpointStateError,
+  type FetchRefusal,
+  FetchRefusedError,
   FetchShortfallError,
   PinMessageError,
   PinRefusedError,
   PinTimeoutError,
   PinTooLargeError,
+  UnknownReaderError,
 } from './errors.js';
 export { EndpointLifecycle, type EndpointState, endpointStates, type EndpointTransition } from './lifecycle.js';
 export type { HeldPin, PinLoss, PinLossReason } from './pins.js';
 export { type BankCounts, EndpointMetrics, type EndpointMetricsOptions, type MetricsListener, type TransferRecord, type TransferSide } from './metrics.js';
-export { ReuseEndpoint, type ReuseEndpointOptions } from './reuse-endpoint.js';
+export { type EndpointDrainReport, ReuseEndpoint, type ReuseEndpointOptions, type ServeOptions } from './reuse-endpoint.js';
+export type { FetchRequest } from './fetch-request.js';
+export { type NotificationHandler, NotificationRouter, type PeerEventHandler } from './notification-router.js';
 export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } from './block-checksum.js';
 export { type FetchOptions, type FetchPair, fetchPrefix, type SavingPrediction, type ShortfallPolicy, type VerifyMode } from './fetch.js';
 export type { FetchReceipt, RecomputeReason, SavingComparison } from './fetch-receipt.js';

@@ -19,8 +19,11 @@ export interface PinServerOptions {
   readonly agent: Pick<Agent, 'sendNotification'>;
   readonly adapter: PinAdapter;
   readonly source: PinSourceIdentity;
-  /** The peer to answer a reader's agent on (loaded from its published metadata). */
-  readonly resolvePeer: (senderAgentName: string) => Promise<Peer>;
+  /**
+   * The peer to answer a reader's agent on (loaded from its published metadata). A pin request passes
+   * the reader it names; a renewal or release of a pin this server does not hold passes none.
+   */
+  readonly resolvePeer: (senderAgentName: string, reader?: PinRequestMessage['reader']) => Promise<Peer>;
   /** Per granted block, the checksum of what the requesting reader's rank will read from it. */
   readonly checksums: (request: PinRequestMessage, sourceBlocks: Uint32Array) => Uint32Array;
   /** How long a pin lives without a renewal. */
@@ -136,7 +139,7 @@ export class PinServer {
   }
 
   async #request(sender: string, request: PinRequestMessage): Promise<void> {
-    const peer = await this.#options.resolvePeer(sender);
+    const peer = await this.#options.resolvePeer(sender, request.reader);
     const refusal = this.#refusalOf(request);
     if (refusal !== undefined) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: refusal });
     const key = pinKey(sender, request.pinId);

@@ -4,6 +4,7 @@ import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, loadTransport } from '@kvreuse/native-bindings';
 import { Bank, kvreuseOwner, MemoryDiscoveryStore, type WorkerIdentity } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { BlockPool } from './block-pool.js';
 import { EndpointOptionError, EndpointStateError } from './errors.js';
 import type { EndpointTransition } from './lifecycle.js';
 import { EndpointMetrics } from './metrics.js';
@@ -136,5 +137,19 @@ describe('ReuseEndpoint', () => {
   it('checks its options before touching anything', () => {
     expect(() => new ReuseEndpoint(undefined as never)).toThrow(EndpointOptionError);
     expect(() => new ReuseEndpoint({ banks: [] } as never)).toThrow('endpoint option agent = undefined is refused: an object');
+  });
+
+  it('checks the serve options: an adapter, the bank bytes, a lease, an inventory, and no waitForReaders of its own', async () => {
+    const agent = await transport.createAgent({ name: `serve-options-${process.pid}`, backend: 'loopback' });
+    cleanups.push(() => agent.close());
+    const base = { agent, discovery: new MemoryDiscoveryStore(), worker: worker(), rank: { tpRank: 0, ppRank: 0 }, banks: [{}] as never, settings, bankBytes: [] };
+    const adapter = new BlockPool(2);
+    const refused = (change: object, message: string) => expect(() => new ReuseEndpoint({ ...base, ...change })).toThrow(message);
+    refused({ serve: {} }, 'endpoint option serve = ');
+    refused({ serve: { adapter }, bankBytes: undefined }, "endpoint option bankBytes = undefined is refused: this rank's bank bytes");
+    refused({ serve: { adapter, leaseMs: 0 } }, 'endpoint option serve.leaseMs = 0 is refused');
+    refused({ serve: { adapter, inventory: { tier: 'disk', retained: () => [], ttlMs: 1 } } }, 'endpoint option serve.inventory = ');
+    refused({ serve: { adapter }, waitForReaders: () => Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) }, 'its pin server waits for the readers');
+    await base.discovery.close();
   });
 });

@@ -5,12 +5,13 @@ import { readFileSync } from 'node:fs';
 import type { Settings } from '@kvreuse/config';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
-import type { Agent, PostRequest } from '@kvreuse/native-bindings';
+import type { Agent, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import {
   type Bank,
   buildRankPart,
   type DiscoveryStore,
   type RankPublication,
+  type RetentionTier,
   type ReadinessGate,
   registerRank,
   type RegisteredRank,
@@ -21,9 +22,39 @@ import {
   type WorkerReadiness,
   type WorkerReadinessWatch,
 } from '@kvreuse/registry';
+import type { RankBankBytes } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
+import type { FetchReceipt } from './fetch-receipt.js';
+import type { FetchRequest } from './fetch-request.js';
+import { FetchSide } from './fetch-side.js';
+import { NotificationRouter } from './notification-router.js';
+import type { PinAdapter } from './pin-adapter.js';
+import { PinClient } from './pin-client.js';
+import type { PinServer, ServedPin } from './pin-server.js';
+import { SourceSide } from './source-side.js';
 import { EndpointLifecycle, type EndpointState, type EndpointTransition } from './lifecycle.js';
 import type { EndpointMetrics } from './metrics.js';
+
+/** The source side of a rank (see `ReuseEndpointOptions.serve`). */
+export interface ServeOptions {
+  /** The serving framework's pins on this rank's blocks (e.g. the reference `BlockPool`). */
+  readonly adapter: PinAdapter;
+  /** How long a granted pin lives without its reader renewing it (default: the `discovery.leaseTtlMs` setting). */
+  readonly leaseMs?: number;
+  /**
+   * The retained inventory this rank publishes for its worker (one rank per worker publishes it, e.g.
+   * tp 0 pp 0): at `publish()`, every hash `retained()` returns as `stored` on `tier` until `ttlMs` from
+   * then, marked `complete`, and again every `ttlMs / 2`; every block the adapter reports evicted as
+   * `removed`. Withdrawn first at drain.
+   */
+  readonly inventory?: { readonly tier: RetentionTier; readonly retained: () => readonly bigint[]; readonly ttlMs: number; readonly prefix?: string };
+}
+
+/** The drain's report, with each pin this rank's readers held when the drain began waiting and how it ended. */
+export interface EndpointDrainReport extends DrainReport {
+  /** Empty when this rank does not serve or no pin was held. */
+  readonly pins: readonly ServedPin[];
+}
 
 export interface ReuseEndpointOptions {
   /** This rank's native agent, started (`await transport.createAgent(...)`); the endpoint closes it at shutdown. */
@@ -33,12 +64,29 @@ export interface ReuseEndpointOptions {
   readonly rank: RankId;
   /** This rank's banks, adopted and not yet registered, in the order the rank part lists them. */
   readonly banks: readonly Bank[];
-  /** The resolved `transport` and `discovery` settings: deadlines, the abandon timeout, the lease TTL. */
-  readonly settings: Pick<Settings, 'transport' | 'discovery'>;
-  /** Readiness gates of this worker, and the profile-admission gate (required for `vram` banks). */
+  /**
+   * The resolved `transport` and `discovery` settings (deadlines, the abandon timeout, the lease TTL),
+   * and `drain` for a fetch's default shortfall policy (`recompute` without it).
+   */
+  readonly settings: Pick<Settings, 'transport' | 'discovery'> & Partial<Pick<Settings, 'drain'>>;
+  /**
+   * This rank's bank bytes, indexed by bank number (e.g. `allocation.view()` of each bank): what a
+   * serving rank checksums for its readers and what a fetching rank verifies. Required with `serve`, and
+   * for a fetch that verifies.
+   */
+  readonly bankBytes?: RankBankBytes;
+  /**
+   * Makes this rank a source: once published it answers pin requests arriving on its agent's
+   * notifications (a `PinServer` over `serve.adapter`), publishes its retained inventory when
+   * `serve.inventory` is given, and its drain withdraws the inventory with its rank part, refuses new
+   * pins and waits for the held ones (released, or lapsed past their lease) before it drains its own
+   * operations, deregisters and hands back.
+   */
+  readonly serve?: ServeOptions;
+  /** Readiness gates of this worker, and the profile-admission gate (required for `vram` banks, also for fetching from or into them). */
   readonly gates?: readonly ReadinessGate[];
   readonly admissionGate?: ReadinessGate;
-  /** Waits for readers' pins during a drain (the pin server's); without it, no reader is waited for. */
+  /** Waits for readers' pins during a drain when this rank does not `serve` (then its pin server waits); without either, no reader is waited for. */
   readonly waitForReaders?: WaitForReaders;
   /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
   readonly withdrawInventory?: () => Promise<unknown>;
@@ -73,6 +121,21 @@ function checkOptions(options: ReuseEndpointOptions): void {
   for (const name of optionalFunctions) {
     if (options[name] !== undefined && typeof options[name] !== 'function') throw new EndpointOptionError(name, options[name], 'a function');
   }
+  if (options.serve !== undefined) {
+    const { serve } = options;
+    if (typeof serve !== 'object' || serve === null || typeof serve.adapter !== 'object' || serve.adapter === null) {
+      throw new EndpointOptionError('serve', serve, '{ adapter, leaseMs?, inventory? } with the framework\'s PinAdapter');
+    }
+    if (serve.leaseMs !== undefined && (!Number.isSafeInteger(serve.leaseMs) || serve.leaseMs < 1 || serve.leaseMs > 0xffffffff)) {
+      throw new EndpointOptionError('serve.leaseMs', serve.leaseMs, 'a whole number of milliseconds, 1 to 2^32 - 1');
+    }
+    const { inventory } = serve;
+    if (inventory !== undefined && (typeof inventory !== 'object' || inventory === null || !['gpu', 'host'].includes(inventory.tier) || typeof inventory.retained !== 'function' || !Number.isSafeInteger(inventory.ttlMs) || inventory.ttlMs < 1)) {
+      throw new EndpointOptionError('serve.inventory', inventory, "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1 }");
+    }
+    if (options.waitForReaders !== undefined) throw new EndpointOptionError('waitForReaders', options.waitForReaders, 'left out when the endpoint serves: its pin server waits for the readers');
+    if (!Array.isArray(options.bankBytes)) throw new EndpointOptionError('bankBytes', options.bankBytes, "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read");
+  }
   const { transport, discovery } = options.settings;
   if (typeof transport !== 'object' || transport === null) throw new EndpointOptionError('settings.transport', transport, 'the resolved transport settings');
   if (typeof discovery !== 'object' || discovery === null) throw new EndpointOptionError('settings.discovery', discovery, 'the resolved discovery settings');
@@ -92,8 +155,13 @@ export class ReuseEndpoint {
   /** Peers this rank reads from; the fetch records each with the incarnation it announced. */
   readonly peers: PeerBook;
   /** Every native operation this rank posts; drains wait for them, quarantine the ones that never end. */
-  readonly ledger: OperationLedger<PostRequest>;
+  readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
   readonly #drain: DrainController<PostRequest>;
+  readonly #notifications = new NotificationRouter();
+  readonly #pinClient: PinClient;
+  readonly #fetchSide: FetchSide;
+  #sourceSide: SourceSide | undefined;
+  #stopServing: (() => void) | undefined;
   #registered: RegisteredRank | undefined;
   #publication: RankPublication | undefined;
   #readiness: WorkerReadinessWatch | undefined;
@@ -104,14 +172,43 @@ export class ReuseEndpoint {
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
     this.peers = new PeerBook(() => this.#clock.now());
-    this.ledger = new OperationLedger<PostRequest>({ agent: options.agent, peers: this.peers, timeouts: options.settings.transport, clock: this.#clock });
+    this.ledger = new OperationLedger<PostRequest, PostBlocksRequest>({ agent: options.agent, peers: this.peers, timeouts: options.settings.transport, clock: this.#clock });
+    const { withdrawInventory, waitForReaders } = options;
     this.#drain = new DrainController<PostRequest>({
       ledger: this.ledger,
       shutdownDeadlineMs: options.settings.transport.shutdownDeadlineMs,
       agent: options.agent,
       withdrawRankParts: () => this.#withdrawPublication(),
-      ...(options.withdrawInventory === undefined ? {} : { withdrawInventory: options.withdrawInventory }),
-      ...(options.waitForReaders === undefined ? {} : { waitForReaders: options.waitForReaders }),
+      ...(options.serve?.inventory === undefined && withdrawInventory === undefined
+        ? {}
+        : {
+            withdrawInventory: async () => {
+              await this.#sourceSide?.withdrawInventory();
+              await withdrawInventory?.();
+            },
+          }),
+      ...(options.serve !== undefined
+        ? { waitForReaders: (wait) => this.#sourceSide?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) }
+        : waitForReaders === undefined
+          ? {}
+          : { waitForReaders }),
+    });
+    const { worker, rank, agent, discovery, keyPrefix, admissionGate, bankBytes, metrics } = options;
+    this.#pinClient = new PinClient({ agent, reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank }, answerTimeoutMs: options.settings.transport.abandonTimeoutMs, clock: this.#clock });
+    this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
+    this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
+    this.#fetchSide = new FetchSide({
+      agent,
+      discovery,
+      rank,
+      ledger: this.ledger,
+      peers: this.peers,
+      pins: this.#pinClient,
+      defaultPolicy: options.settings.drain?.failedLoadPolicy ?? 'recompute',
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+      ...(admissionGate === undefined ? {} : { admissionGate }),
+      ...(bankBytes === undefined ? {} : { bankBytes }),
+      ...(metrics === undefined ? {} : { metrics }),
     });
     if (options.metrics !== undefined) {
       const { metrics } = options;
@@ -136,6 +233,33 @@ export class ReuseEndpoint {
   /** The epoch discovery handed this incarnation, once published. */
   get epoch(): number | undefined {
     return this.#publication?.epoch;
+  }
+
+  /**
+   * Pulls the prefix the router chose from its source into this rank's banks and returns the receipt.
+   * Before anything is pinned or posted it refuses, with `FetchRefusedError` naming the reason, when this
+   * endpoint is not ready (`not-ready`), the source is not ready in discovery under the hinted
+   * incarnation and epoch (`source-not-ready`), the two workers are not compatible (`incompatible`), or
+   * a `vram` bank takes part without the admission gate passing (`admission`). Then it loads the source
+   * ranks' peers, pins at every source rank this rank reads from (renewed while it runs), posts the
+   * prepared template of each rank pair (registered once per source incarnation), waits, verifies,
+   * keeps the longest verified prefix and releases the pins once the operations are quiescent. A
+   * refused or lost pin, a failed operation or a checksum mismatch ends in the policy's outcome:
+   * `recompute` returns the receipt with what to recompute and why; `fail` throws `FetchShortfallError` carrying it.
+   */
+  fetch(request: FetchRequest): Promise<FetchReceipt> {
+    const ready = this.#lifecycle.state === 'ready' && this.#registered !== undefined && this.#readiness !== undefined;
+    return this.#fetchSide.fetch(request, ready ? { registered: this.#registered as RegisteredRank, readiness: (this.#readiness as WorkerReadinessWatch).current } : undefined);
+  }
+
+  /** The pin server, once a serving rank is published. */
+  get pinServer(): PinServer | undefined {
+    return this.#sourceSide?.server;
+  }
+
+  /** The one consumer of this rank's agent notifications (started at `publish()`); other message kinds may add handlers. */
+  get notifications(): NotificationRouter {
+    return this.#notifications;
   }
 
   onTransition(listener: (transition: EndpointTransition) => void): () => void {
@@ -179,14 +303,45 @@ export class ReuseEndpoint {
         ...(this.#options.admissionGate === undefined ? {} : { admissionGate: this.#options.admissionGate }),
         ...prefix,
       });
+      if (this.#options.serve !== undefined) await this.#serve(this.#options.serve, this.#publication);
     } catch (error) {
+      this.#stopServing?.();
+      await this.#sourceSide?.withdrawInventory().catch(() => undefined);
+      this.#sourceSide = undefined;
+      await this.#readiness?.close().catch(() => undefined);
+      this.#readiness = undefined;
       await this.#publication?.withdraw().catch(() => undefined);
       this.#publication = undefined;
       this.#lifecycle.move('registered', `publication failed: ${error instanceof Error ? error.message : String(error)}`);
       throw error;
     }
+    this.#notifications.start(agent);
     this.#lifecycle.move('published', `rank part of tp${this.#options.rank.tpRank}/pp${this.#options.rank.ppRank} published at epoch ${this.#publication.epoch}`);
     this.#onReadiness(this.#readiness.current);
+  }
+
+  /** Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing served). */
+  async #serve(serve: ServeOptions, publication: RankPublication): Promise<void> {
+    const { agent, discovery, keyPrefix, worker, rank, settings } = this.#options;
+    const source = new SourceSide({
+      agent,
+      discovery,
+      serve,
+      source: { workerId: worker.workerId, incarnation: worker.incarnation, epoch: publication.epoch, rank },
+      bankBytes: this.#options.bankBytes as RankBankBytes,
+      leaseMs: serve.leaseMs ?? settings.discovery.leaseTtlMs,
+      lease: publication.lease.id,
+      clock: this.#clock,
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+    });
+    this.#sourceSide = source;
+    const { metrics } = this.#options;
+    this.#stopServing = this.#notifications.addHandler(async (notification) => {
+      const taken = await source.server.receive(notification);
+      metrics?.pinsHeld('serve', source.server.heldPins);
+      return taken;
+    });
+    await source.publishInventory();
   }
 
   #onReadiness(readiness: WorkerReadiness): void {
@@ -210,13 +365,14 @@ export class ReuseEndpoint {
    * inventory, waits for readers' pins, stops intake, waits for its own operations (cancelling, then
    * quarantining, those that outlive the deadline), deregisters and hands banks back. Once only.
    */
-  async drain(options: { readonly deadlineMs: number }): Promise<DrainReport> {
+  async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
     this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
+    await this.#fetchSide.close();
     const report = await this.#drain.drain(options);
     this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
     this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
-    return report;
+    return { ...report, pins: this.#sourceSide?.waitedPins ?? [] };
   }
 
   /**
@@ -231,6 +387,7 @@ export class ReuseEndpoint {
   }
 
   async #close(options: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
+    await this.#fetchSide.close();
     const state = this.#lifecycle.state;
     if (state === 'registered' || state === 'published' || state === 'ready') this.#lifecycle.move('draining', 'close() before drain()');
     if (this.#lifecycle.state === 'draining') {

@@ -1,0 +1,25 @@
+// What a destination rank's `ReuseEndpoint.fetch` is asked to do: the router's decision, where the
+// blocks go here, and how to verify and what to do with a shortfall.
+import type { FetchHint } from '@kvreuse/router';
+import type { SavingPrediction, ShortfallPolicy, VerifyMode } from './fetch.js';
+
+export interface FetchRequest {
+  /**
+   * The router's fetch hint (`RouteDecision.source`): the source worker, its incarnation and epoch,
+   * the positions and block hashes of the prefix in order, its tier and link class. The endpoint finds
+   * the source's ranks in discovery (their rank parts as published) and refuses a source that is not
+   * ready there under exactly that incarnation and epoch.
+   */
+  readonly hint: FetchHint;
+  /** Where each block of the prefix goes in this rank's banks, in prefix order: one per hinted block. */
+  readonly destinationBlocks: Uint32Array;
+  /** Per-block verification: `full` (the default) checks every block, `sampled` every `sampleEvery`-th and the last, `off` none. */
+  readonly verify?: VerifyMode;
+  readonly sampleEvery?: number;
+  /** What a shortfall gives: `fail` throws `FetchShortfallError`, `recompute` returns the receipt. Default: the `drain.failedLoadPolicy` setting. */
+  readonly policy?: ShortfallPolicy;
+  /** The router's predicted saving, for the receipt's comparison. */
+  readonly prediction?: SavingPrediction;
+  /** Aborting before the posts refuses the fetch (pins already taken are released); after, the posts run to quiescence. */
+  readonly signal?: AbortSignal;
+}

@@ -1,0 +1,162 @@
+// ReuseEndpoint.fetch between real loopback agents in this process, over a memory discovery store: a
+// serving decode worker of TP 2 and a prefill worker of TP 1, each rank its own ReuseEndpoint.
+import { defaultSettings } from '@kvreuse/config';
+import type { RankPart } from '@kvreuse/descriptors';
+import { MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { allReady, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
+import { testWorker } from '../test/workers.js';
+import { FetchRefusedError, FetchShortfallError } from './errors.js';
+import { EndpointMetrics } from './metrics.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0, liveOperations: 0 });
+});
+
+async function pair() {
+  const metrics = new EndpointMetrics();
+  return { ...(await servingPair(cleanups, metrics)), metrics };
+}
+
+/** A GPU source as discovery shows it: rank parts whose banks are `vram` (a stand-in: loopback agents register no GPU memory). */
+async function publishVramSource(store: MemoryDiscoveryStore): Promise<{ workerId: string; incarnation: string; epoch: number }> {
+  const worker = testWorker(testGeometry, 1, 8, 'decode-gpu');
+  const parts = worker.ranks.map((part): RankPart => ({ ...part, banks: part.banks.map((bank) => ({ ...bank, memKind: 'vram' as const })) }));
+  const publication = await startRankPublication(store, parts, { leaseTtlMs: 600_000 });
+  cleanups.push(() => publication.withdraw());
+  return { workerId: 'decode-gpu', incarnation: parts[0]!.incarnation, epoch: publication.epoch };
+}
+
+const destinationBlocks = (count: number) => Uint32Array.from({ length: count }, (_, i) => i);
+
+describe('ReuseEndpoint.fetch', () => {
+  it('pulls 6 blocks from both ranks of a TP 2 source, verifies each and releases the pins', async () => {
+    const { decode, reader, pinsHeld, metrics } = await pair();
+    const receipt = await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
+    const blockBytes = 2 * 2 * 4 * 2 * 8 * 2;
+    expect(receipt).toMatchObject({ requested: 6, blocks: 6, bytes: 6 * blockBytes, bytesMoved: 6 * blockBytes, verify: 'full', checkedBlocks: 6, recomputed: { blocks: 0, reasons: [] } });
+    expect(pinsHeld()).toEqual([0, 0]);
+    // A second pull reuses the registered templates and pins again.
+    const again = await reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: Uint32Array.of(5, 6, 7), verify: 'sampled', sampleEvery: 2 });
+    expect(again).toMatchObject({ blocks: 3, checkedBlocks: 2 });
+    expect(reader.endpoint.ledger.counts().posted).toBe(4);
+    const text = await metrics.text();
+    expect(text).toMatch(/kvreuse_transfer_blocks_total\{[^}]*side="pull"[^}]*\} 9/);
+    expect(text).toContain('kvreuse_pins_held{side="pull"} 0');
+  });
+
+  it('refuses before pinning or posting: not ready, a source not ready under the hinted epoch, a shortfall policy of fail on a refused pin', async () => {
+    const { decode, prefill, reader, pinsHeld, metrics } = await pair();
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const unpublished = await openWorker(store, { workerId: 'prefill-1', role: 'prefill', tpSize: 1 }, cleanups);
+    await unpublished.ranks[0]!.endpoint.register();
+    const notReady = await unpublished.ranks[0]!.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(notReady).toBeInstanceOf(FetchRefusedError);
+    expect(notReady).toMatchObject({ code: 'FETCH_REFUSED', reason: 'not-ready' });
+
+    const stale = await reader.endpoint.fetch({ hint: hintFor(decode, 2, { epoch: 999 }), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(stale).toMatchObject({ code: 'FETCH_REFUSED', reason: 'source-not-ready' });
+    expect((stale as Error).message).toMatch(/not the hinted .* at epoch 999/);
+    const absent = await reader.endpoint.fetch({ hint: hintFor(decode, 2, { workerId: 'decode-9' }), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(absent).toMatchObject({ code: 'FETCH_REFUSED', reason: 'source-not-ready' });
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+    expect(pinsHeld()).toEqual([0, 0]);
+
+    // Hashes the source does not hold: each rank refuses the pin (evicted); nothing is posted.
+    const unknown = hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) });
+    const recomputed = await reader.endpoint.fetch({ hint: unknown, destinationBlocks: destinationBlocks(2) });
+    expect(recomputed).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 2, reasons: [{ kind: 'pin-refused', reason: 'evicted', sourceRank: { tpRank: 0 } }, { kind: 'pin-refused', reason: 'evicted', sourceRank: { tpRank: 1 } }] } });
+    const failed = await reader.endpoint.fetch({ hint: unknown, destinationBlocks: destinationBlocks(2), policy: 'fail' }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(FetchShortfallError);
+    expect(failed).toMatchObject({ message: 'fetch verified 0 of 2 blocks: pin-refused at block 0' });
+    expect(await metrics.text()).toContain('kvreuse_transfer_failures_total{side="pull",code="pin-refused"} 4');
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+    expect(prefill.ranks[0]!.endpoint.state).toBe('ready');
+  });
+
+  it('refuses an incompatible source and a vram source without an admission gate, nothing posted', async () => {
+    const { reader, store } = await pair();
+    const other = await openWorker(store, { workerId: 'decode-wide', role: 'decode', tpSize: 1, serve: true, geometry: { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 16, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' } }, cleanups);
+    await start(other);
+    await allReady(other);
+    const incompatible = await reader.endpoint.fetch({ hint: hintFor(other, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(incompatible).toMatchObject({ code: 'FETCH_REFUSED', reason: 'incompatible' });
+    expect((incompatible as Error).message).toMatch(/headDim/);
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+    expect(other.ranks[0]!.endpoint.pinServer?.heldPins).toBe(0);
+
+    const gpu = await publishVramSource(store);
+    const hint = { ...hintFor(other, 2), ...gpu, tier: 'gpu' as const };
+    const noGate = await reader.endpoint.fetch({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(noGate).toMatchObject({ code: 'FETCH_REFUSED', reason: 'admission' });
+    expect((noGate as Error).message).toMatch(/4 vram banks .* none is installed/);
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+  });
+
+  it('refuses a vram source its admission gate refuses, naming the gate and its reason', async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const admissionGate: ReadinessGate = { name: 'profile-admission', evaluate: (worker) => (worker.workerId === 'decode-gpu' ? { pass: false, reason: 'profile host-only admits no GPU memory' } : { pass: true }) };
+    const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, admissionGate }, cleanups);
+    await start(prefill);
+    await allReady(prefill);
+    const gpu = await publishVramSource(store);
+    const hint = { ...hintFor(prefill, 2), ...gpu, tier: 'gpu' as const };
+    const refused = await prefill.ranks[0]!.endpoint.fetch({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'FETCH_REFUSED', reason: 'admission' });
+    expect((refused as Error).message).toMatch(/profile host-only admits no GPU memory/);
+    expect(prefill.ranks[0]!.endpoint.ledger.counts().posted).toBe(0);
+  });
+
+  it('refuses a malformed request and an aborted one before pinning', async () => {
+    const { decode, reader, pinsHeld } = await pair();
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'most' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.verify' });
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), policy: 'retry' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.policy' });
+    const controller = new AbortController();
+    controller.abort(new Error('the request was cancelled'));
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), signal: controller.signal })).rejects.toThrow('the request was cancelled');
+    expect(pinsHeld()).toEqual([0, 0]);
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+  });
+
+  it('a source that revokes its pins while the reads run: the receipt recomputes everything and says why', async () => {
+    const { decode, reader, pinsHeld } = await pair();
+    reader.agent.faults.delayCompletions('forever');
+    const fetching = reader.endpoint.fetch({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
+    expect(pinsHeld()).toEqual([1, 1]);
+    // The source's shutdown past its deadline takes the pins back (an already-passed deadline).
+    const revoked = await decode.ranks[1]!.endpoint.pinServer!.waitForReaders({ deadlineAt: 0, timeoutMs: 0, signal: AbortSignal.abort() });
+    expect(revoked).toMatchObject({ outstanding: 1, pins: [{ ended: 'revoked' }] });
+    reader.agent.faults.clear();
+    const receipt = await fetching;
+    expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-lost', reason: 'shutting-down', sourceRank: { tpRank: 1 } }] } });
+    expect(pinsHeld()).toEqual([0, 0]);
+  });
+
+  it('a source rank that stops answering while the reads run: the heartbeat ends its pin and the receipt recomputes, saying why', { timeout: 60_000 }, async () => {
+    const { decode, reader, pinsHeld } = await pair();
+    reader.agent.faults.delayCompletions('forever');
+    const fetching = reader.endpoint.fetch({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
+    expect(pinsHeld()).toEqual([1, 1]);
+    // Judged only once the source rank has answered a probe (only the reader probes it); then its progress stops (as a hung process's would).
+    const stalled = decode.ranks[0]!;
+    await vi.waitFor(() => expect(stalled.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
+    const unresponsive = new Promise((resolve) => reader.endpoint.notifications.addPeerEventHandler((event) => event.type === 'peer-unresponsive' && resolve(event.peerName)));
+    stalled.agent.faults.stallProgress(true);
+    cleanups.push(async () => stalled.agent.faults.stallProgress(false));
+    expect(await unresponsive).toBe(stalled.agent.name);
+    reader.agent.faults.clear();
+    expect(await fetching).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-lost', reason: 'source-unresponsive', sourceRank: { tpRank: 0 } }] } });
+    // The reader gave up on that pin without releasing it: the source holds it until its lease lapses.
+    stalled.agent.faults.stallProgress(false);
+    expect(pinsHeld()).toEqual([1, 0]);
+    decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
+    await vi.waitFor(() => expect(pinsHeld()).toEqual([0, 0]), { timeout: 20_000, interval: 5 });
+  });
+});

@@ -1,0 +1,73 @@
+// The one consumer of an agent's notifications and heartbeat reports: each notification goes to the
+// handlers in turn until one takes it (the pin server takes a source's messages, the pin client a
+// reader's; other kinds may be added), and each peer event goes to every peer-event handler.
+import type { Agent, Notification, PeerEvent } from '@kvreuse/native-bindings';
+
+/** Takes a notification meant for it (returns or resolves true); false passes it on to the next handler. */
+export type NotificationHandler = (notification: Notification) => boolean | Promise<boolean>;
+export type PeerEventHandler = (event: PeerEvent) => void;
+
+export class NotificationRouter {
+  readonly #handlers: NotificationHandler[] = [];
+  readonly #peerHandlers: PeerEventHandler[] = [];
+  #unclaimed = 0;
+  #running: Promise<void> | undefined;
+
+  /** Adds a handler; handlers are asked in the order they were added. Returns the removal function. */
+  addHandler(handler: NotificationHandler): () => void {
+    this.#handlers.push(handler);
+    return () => removeFrom(this.#handlers, handler);
+  }
+
+  addPeerEventHandler(handler: PeerEventHandler): () => void {
+    this.#peerHandlers.push(handler);
+    return () => removeFrom(this.#peerHandlers, handler);
+  }
+
+  /** Notifications no handler took. */
+  get unclaimedNotifications(): number {
+    return this.#unclaimed;
+  }
+
+  /**
+   * Starts consuming `agent`'s notifications and peer events (once); both loops end when the agent
+   * closes. Notifications are dispatched in arrival order, each one's handler finishing first.
+   */
+  start(agent: Pick<Agent, 'notifications' | 'peerEvents'>): void {
+    if (this.#running !== undefined) return;
+    this.#running = Promise.all([this.#consume(agent.notifications()), this.#consumePeerEvents(agent.peerEvents())]).then(() => undefined);
+  }
+
+  /** Resolves once both loops ended (after the agent closed); at once when never started. */
+  stopped(): Promise<void> {
+    return this.#running ?? Promise.resolve();
+  }
+
+  async #consume(notifications: AsyncIterable<Notification>): Promise<void> {
+    try {
+      for await (const notification of notifications) await this.dispatch(notification);
+    } catch {
+      // The agent closed while a notification was awaited: nothing more will arrive.
+    }
+  }
+
+  async #consumePeerEvents(events: AsyncIterable<PeerEvent>): Promise<void> {
+    try {
+      for await (const event of events) for (const handler of [...this.#peerHandlers]) handler(event);
+    } catch {
+      // The agent closed while an event was awaited.
+    }
+  }
+
+  /** Hands one notification to the handlers in order until one takes it. */
+  async dispatch(notification: Notification): Promise<boolean> {
+    for (const handler of [...this.#handlers]) if (await handler(notification)) return true;
+    this.#unclaimed++;
+    return false;
+  }
+}
+
+function removeFrom<T>(list: T[], item: T): void {
+  const index = list.indexOf(item);
+  if (index >= 0) list.splice(index, 1);
+}

@@ -1,0 +1,99 @@
+// ReuseEndpoint across OS processes on ucx: a serving decode worker of TP 2 in a child process
+// (test/process/ucx-serving-worker.ts), a prefill worker of TP 1 here, one SQLite discovery file.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface, type Interface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/registry';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { allReady, BLOCKS, hintFor, openWorker, start, transport } from '../test/support/endpoint-workers.js';
+
+// Like fetch-ucx.test.ts: skipped where UCX is not built, except under CI, which requires it.
+const inCi = !['', '0', 'false', undefined].includes(process.env['CI']);
+const ucxTestsRun = inCi || transport.capabilities().backends.includes('ucx');
+const packageDir = fileURLToPath(new URL('..', import.meta.url));
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+interface ChildLine {
+  readonly event: 'ready' | 'draining' | 'drained';
+  readonly incarnation?: string;
+  readonly epoch?: number;
+  readonly drained?: { pins: { readerAgent: string; blocks: number; ended?: string }[]; readers: unknown; banksReturned: number; banksRetained: number }[];
+}
+
+/** Starts the serving worker; `next(event)` resolves with its next line of that event (rejects with its stderr if it exits first). */
+function startServingWorker(path: string): { child: ChildProcess; next: (event: ChildLine['event']) => Promise<ChildLine> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/ucx-serving-worker.ts', path], { cwd: packageDir, stdio: ['ignore', 'pipe', 'pipe'] });
+  cleanups.push(() => child.kill('SIGKILL'));
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const lines: Interface = createInterface({ input: child.stdout! });
+  const seen: ChildLine[] = [];
+  const waiters: { event: ChildLine['event']; resolve: (line: ChildLine) => void; reject: (error: Error) => void }[] = [];
+  lines.on('line', (text) => {
+    const line = JSON.parse(text) as ChildLine;
+    const waiter = waiters.find((candidate) => candidate.event === line.event);
+    if (waiter === undefined) seen.push(line);
+    else waiters.splice(waiters.indexOf(waiter), 1)[0]!.resolve(line);
+  });
+  child.once('exit', (code) => {
+    for (const waiter of waiters.splice(0)) waiter.reject(new Error(`the serving worker exited (${code}) before '${waiter.event}': ${stderr}`));
+  });
+  return {
+    child,
+    next: (event) => {
+      const early = seen.findIndex((line) => line.event === event);
+      if (early >= 0) return Promise.resolve(seen.splice(early, 1)[0]!);
+      return new Promise((resolve, reject) => waiters.push({ event, resolve, reject }));
+    },
+  };
+}
+
+describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
+  it('a prefill rank pulls and verifies from both ranks of a serving process; the source’s SIGTERM drain waits for the reader’s pins', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'kvreuse-endpoint-ucx-'));
+    cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
+    const path = join(directory, 'discovery.sqlite');
+    const store = openSqliteDiscovery(path);
+    cleanups.push(() => store.close());
+    const serving = startServingWorker(path);
+    const prefillCleanups: (() => Promise<unknown>)[] = [];
+    cleanups.push(async () => {
+      for (const cleanup of prefillCleanups.reverse()) await cleanup();
+    });
+    const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, backend: 'ucx' }, prefillCleanups);
+    await start(prefill);
+    await allReady(prefill);
+    const ready = await serving.next('ready');
+    const source = { workerId: 'decode-0', incarnation: ready.incarnation!, epoch: ready.epoch! };
+    const reader = prefill.ranks[0]!;
+
+    const receipt = await reader.endpoint.fetch({ hint: hintFor(source, BLOCKS), destinationBlocks: Uint32Array.from({ length: BLOCKS }, (_, i) => BLOCKS - 1 - i) });
+    const blockBytes = 2 * 2 * 4 * 2 * 8 * 2;
+    expect(receipt).toMatchObject({ requested: BLOCKS, blocks: BLOCKS, bytesMoved: BLOCKS * blockBytes, checkedBlocks: BLOCKS, recomputed: { reasons: [] } });
+
+    // The reader holds its pins while its reads are held in flight; the source is told to stop.
+    const seen: WorkerReadiness[] = [];
+    const watch = await watchWorkerReadiness(store, 'decode-0', { onChange: (readiness) => seen.push(readiness) });
+    cleanups.push(() => watch.close());
+    reader.agent.faults.delayCompletions('forever');
+    const fetching = reader.endpoint.fetch({ hint: hintFor(source, 4), destinationBlocks: Uint32Array.of(0, 1, 2, 3) });
+    await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(4), { timeout: 60_000, interval: 10 });
+    serving.child.kill('SIGTERM');
+    await serving.next('draining');
+    await vi.waitFor(() => expect(seen.at(-1)?.ready).toBe(false), { timeout: 60_000, interval: 10 });
+    reader.agent.faults.clear();
+    expect(await fetching).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
+    const { drained } = await serving.next('drained');
+    expect(drained).toHaveLength(2);
+    for (const rank of drained!) {
+      expect(rank).toMatchObject({ readers: { released: 1, lapsed: 0, outstanding: 0 }, pins: [{ readerAgent: reader.agent.name, blocks: 4, ended: 'released' }], banksRetained: 0 });
+      expect(rank.banksReturned).toBeGreaterThan(0);
+    }
+  }, 180_000);
+});

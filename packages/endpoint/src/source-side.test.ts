@@ -1,0 +1,103 @@
+// A serving ReuseEndpoint's source side between real loopback agents in this process: its inventory,
+// and its shutdown while a reader holds pins and reads (the ordering forced by held completions).
+import { defaultInventoryPrefix, MemoryDiscoveryStore, safeParseInventoryBatch, watchWorkerReadiness, type WorkerReadiness, workerPartsPrefix } from '@kvreuse/registry';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { allReady, chain, hintFor, openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0, liveOperations: 0 });
+});
+
+describe('ReuseEndpoint serving pins', () => {
+  it('publishes its retained inventory, complete, once published, follows evictions, renews it, and withdraws it first at drain', async () => {
+    const { store, decode } = await servingPair(cleanups);
+    const key = `${defaultInventoryPrefix}decode-0`;
+    const entry = await store.get(key);
+    const batch = safeParseInventoryBatch(entry!.value);
+    expect(batch.success && batch.data).toMatchObject({ workerId: 'decode-0', incarnation: decode.identity.incarnation, complete: true, events: [{ type: 'stored', tier: 'host', blocks: BigUint64Array.from(chain) }] });
+    // An evicted block is announced removed; at half the TTL everything retained is announced again.
+    const pool = decode.ranks[0]!.pool;
+    pool.commit(pool.allocate(), 0x2000n);
+    const latest = async () => {
+      const stored = safeParseInventoryBatch((await store.get(key))!.value);
+      return stored.success ? stored.data : undefined;
+    };
+    await vi.waitFor(async () => expect(await latest()).toMatchObject({ seq: 1, complete: true, events: [{ type: 'removed', tier: 'host', blocks: BigUint64Array.of(chain[0]!) }] }), { timeout: 20_000, interval: 5 });
+    decode.clock.advance(1_800_000);
+    await vi.waitFor(async () => expect(await latest()).toMatchObject({ seq: 2, complete: true, events: [{ type: 'stored', blocks: BigUint64Array.from([...chain.slice(1), 0x2000n]) }] }), { timeout: 20_000, interval: 5 });
+
+    const report = await decode.ranks[0]!.endpoint.drain({ deadlineMs: 60_000 });
+    expect(await store.get(key)).toBeUndefined();
+    expect(report.steps.slice(0, 2).map(({ step }) => step)).toEqual(['withdraw-rank-parts', 'withdraw-inventory']);
+    expect(report.pins).toEqual([]);
+  });
+
+  it('a publication that fails while it starts serving leaves the rank registered with nothing published, and can be retried', async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 1, serve: true }, cleanups);
+    const rank = decode.ranks[0]!;
+    await rank.endpoint.register();
+    const retained = rank.pool.retained.bind(rank.pool);
+    rank.pool.retained = () => {
+      throw new Error('the framework lost its block table');
+    };
+    await expect(rank.endpoint.publish()).rejects.toThrow('the framework lost its block table');
+    expect(rank.endpoint.state).toBe('registered');
+    expect((await store.list(workerPartsPrefix('decode-0'))).entries).toEqual([]);
+    expect(await store.get(`${defaultInventoryPrefix}decode-0`)).toBeUndefined();
+    rank.pool.retained = retained;
+    await rank.endpoint.publish();
+    await allReady(decode);
+    expect(await store.get(`${defaultInventoryPrefix}decode-0`)).toBeDefined();
+  });
+
+  it('a source shutting down while a reader holds pins and reads: not ready before its first deregistration, nothing deregistered until the pins are released, and the bytes verify', async () => {
+    const { store, decode, reader } = await servingPair(cleanups);
+    const source = decode.ranks[0]!;
+    const registrations = () => source.agent.counters().liveRegistrations;
+    const banks = registrations();
+    expect(banks).toBeGreaterThan(0);
+    const seen: { readiness: WorkerReadiness; registrations: number }[] = [];
+    const watch = await watchWorkerReadiness(store, 'decode-0', { onChange: (readiness) => seen.push({ readiness, registrations: registrations() }) });
+    cleanups.push(() => watch.close());
+    const releases: number[] = [];
+    const releasePin = source.pool.releasePin.bind(source.pool);
+    source.pool.releasePin = (pinId) => {
+      releases.push(registrations());
+      releasePin(pinId);
+    };
+
+    reader.agent.faults.delayCompletions('forever');
+    const fetching = reader.endpoint.fetch({ hint: hintFor(decode, 4), destinationBlocks: Uint32Array.of(0, 1, 2, 3) });
+    await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
+    expect(source.endpoint.pinServer?.heldPins).toBe(1);
+
+    let drained = false;
+    const draining = source.endpoint.drain({ deadlineMs: 600_000 }).finally(() => (drained = true));
+    // The worker turns not ready (its rank part withdrawn) while every bank is still registered.
+    await vi.waitFor(() => expect(seen.at(-1)?.readiness.ready).toBe(false), { timeout: 20_000, interval: 5 });
+    expect(seen.at(-1)).toMatchObject({ readiness: { ready: false, workerId: 'decode-0' }, registrations: banks });
+    await vi.waitFor(() => expect(source.transitions.at(-1)?.to).toBe('draining'), { timeout: 20_000, interval: 5 });
+    // While the reader's pin is held the drain waits: nothing deregistered, the drain not done.
+    await watch.settled();
+    expect(registrations()).toBe(banks);
+    expect(drained).toBe(false);
+    expect(source.endpoint.pinServer?.heldPins).toBe(1);
+
+    reader.agent.faults.clear();
+    const receipt = await fetching;
+    expect(receipt).toMatchObject({ requested: 4, blocks: 4, checkedBlocks: 4, recomputed: { blocks: 0, reasons: [] } });
+    const report = await draining;
+    expect(releases).toEqual([banks]);
+    expect(registrations()).toBe(0);
+    expect(report.readers).toEqual({ released: 1, lapsed: 0, outstanding: 0 });
+    expect(report.pins).toMatchObject([{ readerAgent: reader.agent.name, blocks: 4, ended: 'released' }]);
+    expect(report.banksReturned).toHaveLength(banks);
+    const steps = report.steps.map(({ step }) => step);
+    expect(steps.indexOf('withdraw-rank-parts')).toBeLessThan(steps.indexOf('wait-for-readers'));
+    expect(steps.indexOf('wait-for-readers')).toBeLessThan(steps.indexOf('deregister'));
+  });
+});

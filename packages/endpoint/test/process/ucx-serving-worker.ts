@@ -1,0 +1,27 @@
+// The serving side of the two-process endpoint test, as its own process: a decode worker of TP 2 (one
+// ucx agent per rank, each a serving ReuseEndpoint) publishing to the SQLite discovery file it is
+// given. It reports its incarnation and epoch once ready; on SIGTERM it drains both ranks and reports
+// each drain (pins waited for, banks returned), then exits.
+import { openSqliteDiscovery } from '@kvreuse/registry';
+import { allReady, openWorker, start } from '../support/endpoint-workers.js';
+
+const [path = ''] = process.argv.slice(2);
+const store = await openSqliteDiscovery(path);
+const cleanups: (() => Promise<unknown>)[] = [];
+const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true, backend: 'ucx' }, cleanups);
+await start(decode);
+await allReady(decode);
+const epoch = decode.ranks[0]?.endpoint.epoch;
+process.stdout.write(`${JSON.stringify({ event: 'ready', incarnation: decode.identity.incarnation, epoch })}\n`);
+const alive = setInterval(() => {}, 1 << 30);
+process.once('SIGTERM', () => {
+  void (async () => {
+    process.stdout.write(`${JSON.stringify({ event: 'draining' })}\n`);
+    const reports = await Promise.all(decode.ranks.map(({ endpoint }) => endpoint.drain({ deadlineMs: 600_000 })));
+    const drained = reports.map((report) => ({ pins: report.pins, readers: report.readers, banksReturned: report.banksReturned.length, banksRetained: report.banksRetained.length }));
+    for (const cleanup of cleanups) await cleanup();
+    await store.close();
+    process.stdout.write(`${JSON.stringify({ event: 'drained', drained })}\n`);
+    clearInterval(alive);
+  })();
+});

@@ -1,0 +1,153 @@
+// Workers of ReuseEndpoints on real loopback agents in this process, over one memory discovery store:
+// each rank its own agent with allocated banks of deterministic bytes; a serving worker's ranks each
+// hold the same blocks in a BlockPool whose slots are the banks' block indices.
+import type { Settings } from '@kvreuse/config';
+import { defaultSettings } from '@kvreuse/config';
+import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
+import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
+import type { FetchHint } from '@kvreuse/router';
+import { Bank, type DiscoveryStore, kvreuseOwner, MemoryDiscoveryStore, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
+import { BlockPool } from '../../src/block-pool.js';
+import type { EndpointTransition } from '../../src/lifecycle.js';
+import type { EndpointMetrics } from '../../src/metrics.js';
+import { ReuseEndpoint } from '../../src/reuse-endpoint.js';
+import { fillDeterministic } from '../workers.js';
+import { ManualClock } from './manual-clock.js';
+
+export const transport = loadTransport();
+
+export const testGeometry: Geometry = { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 8, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' };
+export const BLOCKS = 8;
+/** The hashes a serving worker holds: block `i` of the chain in slot (bank block) `i`. */
+export const chain = Array.from({ length: BLOCKS }, (_, i) => 0x1000n + BigInt(i));
+
+export interface EndpointRank {
+  readonly endpoint: ReuseEndpoint;
+  readonly agent: Agent;
+  readonly allocations: Allocation[];
+  readonly pool: BlockPool;
+  readonly transitions: EndpointTransition[];
+}
+
+export interface TestWorker {
+  readonly identity: WorkerIdentity;
+  readonly ranks: EndpointRank[];
+  readonly clock: ManualClock;
+}
+
+let sequence = 0;
+
+export interface WorkerSpec {
+  readonly workerId: string;
+  readonly role: Role;
+  readonly tpSize: number;
+  readonly geometry?: Geometry;
+  /** Serve pins on the chain (every rank holds it). */
+  readonly serve?: boolean;
+  readonly admissionGate?: ReadinessGate;
+  readonly settings?: Settings;
+  readonly metrics?: EndpointMetrics;
+  /** `loopback` by default. */
+  readonly backend?: Backend;
+}
+
+/** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
+export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanups: (() => Promise<unknown>)[]): Promise<TestWorker> {
+  sequence += 1;
+  const geometry = spec.geometry ?? testGeometry;
+  const identity: WorkerIdentity = { workerId: spec.workerId, incarnation: `${spec.workerId}-inc-${sequence}`, role: spec.role, geometry, tpSize: spec.tpSize, ppSize: 1, dpRank: 0 };
+  const clock = new ManualClock();
+  const ranks: EndpointRank[] = [];
+  for (let tpRank = 0; tpRank < spec.tpSize; tpRank++) {
+    const agent = await transport.createAgent({ name: `${spec.workerId}-tp${tpRank}-${process.pid}-${sequence}`, backend: spec.backend ?? 'loopback' });
+    const layout = layoutRankBanks(geometry, { tpRank, tpSize: spec.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: BLOCKS });
+    const allocations: Allocation[] = [];
+    const banks = await Promise.all(
+      layout.map(async (bank, index) => {
+        const allocation = await agent.allocate(bank.bytes);
+        fillDeterministic(allocation.view(), tpRank + (spec.serve === true ? 0 : 7), index);
+        allocations[index] = allocation;
+        return Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
+      }),
+    );
+    const pool = new BlockPool(BLOCKS);
+    for (const hash of chain) pool.commit(pool.allocate(), hash);
+    const endpoint = new ReuseEndpoint({
+      agent,
+      discovery: store,
+      worker: identity,
+      rank: { tpRank, ppRank: 0 },
+      banks,
+      settings: spec.settings ?? defaultSettings,
+      bankBytes: allocations.map((allocation) => allocation.view()),
+      clock,
+      host: 'test-host',
+      ...(spec.serve === true ? { serve: { adapter: pool, ...(tpRank === 0 ? { inventory: { tier: 'host' as const, retained: () => pool.retained(), ttlMs: 3_600_000 } } : {}) } } : {}),
+      ...(spec.admissionGate === undefined ? {} : { admissionGate: spec.admissionGate }),
+      ...(spec.metrics === undefined ? {} : { metrics: spec.metrics }),
+    });
+    const transitions: EndpointTransition[] = [];
+    endpoint.onTransition((transition) => transitions.push(transition));
+    cleanups.push(() => endpoint.close());
+    ranks.push({ endpoint, agent, allocations, pool, transitions });
+  }
+  return { identity, ranks, clock };
+}
+
+/** Resolves once every rank of `worker` is ready. */
+export function allReady(worker: TestWorker): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => {
+      if (worker.ranks.every(({ endpoint }) => endpoint.state === 'ready')) resolve();
+    };
+    for (const { endpoint } of worker.ranks) endpoint.onTransition(check);
+    check();
+  });
+}
+
+/**
+ * A serving decode worker of TP 2 and a prefill worker of TP 1 over a new memory store, both ready;
+ * `metrics` goes to the prefill rank, the reader.
+ */
+export async function servingPair(cleanups: (() => Promise<unknown>)[], metrics?: EndpointMetrics) {
+  const store = new MemoryDiscoveryStore();
+  cleanups.push(() => store.close());
+  const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
+  const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, ...(metrics === undefined ? {} : { metrics }) }, cleanups);
+  await start(decode);
+  await start(prefill);
+  await allReady(decode);
+  await allReady(prefill);
+  const pinsHeld = () => decode.ranks.map(({ endpoint }) => endpoint.pinServer?.heldPins);
+  return { store, decode, prefill, reader: prefill.ranks[0] as EndpointRank, pinsHeld };
+}
+
+/** Registers and publishes every rank. */
+export async function start(worker: TestWorker): Promise<void> {
+  for (const { endpoint } of worker.ranks) await endpoint.register();
+  for (const { endpoint } of worker.ranks) await endpoint.publish();
+}
+
+/** A source as a hint names it: a worker incarnation and its epoch. */
+export interface HintSource {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly epoch: number;
+}
+
+/** The router's hint for the first `count` blocks of the chain from `source` (a test worker here, or one named). */
+export function hintFor(source: TestWorker | HintSource, count: number, change: Partial<FetchHint> = {}): FetchHint {
+  const named = 'ranks' in source ? { workerId: source.identity.workerId, incarnation: source.identity.incarnation, epoch: source.ranks[0]?.endpoint.epoch } : source;
+  if (named.epoch === undefined) throw new Error(`${named.workerId} is not published`);
+  return {
+    workerId: named.workerId,
+    incarnation: named.incarnation,
+    epoch: named.epoch,
+    blocks: { start: 0, count },
+    hashes: BigUint64Array.from(chain.slice(0, count)),
+    blockTokens: testGeometry.blockTokens,
+    tier: 'host',
+    linkClass: 'same-host',
+    ...change,
+  };
+}
