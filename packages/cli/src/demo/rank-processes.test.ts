@@ -10,9 +10,9 @@ const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-processes-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const ranks: readonly RankSpec[] = [
-  { role: 'decode', workerId: 'decode-0', tpRank: 0, tpSize: 2 },
-  { role: 'decode', workerId: 'decode-0', tpRank: 1, tpSize: 2 },
-  { role: 'prefill', workerId: 'prefill-0', tpRank: 0, tpSize: 1 },
+  { role: 'decode', workerId: 'decode-0', tpRank: 0, tpSize: 2, peerWorkerId: 'prefill-0' },
+  { role: 'decode', workerId: 'decode-0', tpRank: 1, tpSize: 2, peerWorkerId: 'prefill-0' },
+  { role: 'prefill', workerId: 'prefill-0', tpRank: 0, tpSize: 1, peerWorkerId: 'decode-0' },
 ];
 
 describe('the demo ranks as OS processes over UCX with SQLite discovery', () => {
@@ -37,7 +37,7 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
         exitCode: 0,
         signal: null,
         // Qwen3-0.6B: 28 layers × 2 planes, one bank each, whatever the rank.
-        drain: { banksReturned: 56, banksRetained: 0, quarantined: 0, agentDestroyed: true, steps: expect.arrayContaining(['withdraw-rank-parts: ok', 'deregister: ok', 'hand-back: ok']) },
+        drain: { banksReturned: 56, banksRetained: 0, quarantined: 0, agentDestroyed: true, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 }, steps: expect.arrayContaining(['withdraw-rank-parts: ok', 'deregister: ok', 'hand-back: ok']) },
       })),
     );
     expect(seen.filter((line) => line.endsWith(' drained'))).toHaveLength(3);
@@ -53,7 +53,7 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
 
   it('a rank that cannot start fails the start with its own error line, and the others are stopped', async () => {
     // TP rank 3 of a TP 1 worker has no shard: that process fails while laying out its banks.
-    const impossible: readonly RankSpec[] = [ranks[0] as RankSpec, { role: 'prefill', workerId: 'prefill-0', tpRank: 3, tpSize: 1 }];
+    const impossible: readonly RankSpec[] = [ranks[0] as RankSpec, { role: 'prefill', workerId: 'prefill-0', tpRank: 3, tpSize: 1, peerWorkerId: 'decode-0' }];
     const start = RankProcesses.start({ ranks: impossible, sqlitePath: join(dir, 'failing.sqlite'), backend: 'ucx', blocks: 2, readyTimeoutMs: 60_000 });
     await expect(start).rejects.toBeInstanceOf(DemoProcessError);
     await expect(start).rejects.toThrow(/^demo process prefill-0\/tp3 failed before reporting "ready": \w+Error: .*tpRank/);

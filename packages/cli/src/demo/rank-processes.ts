@@ -7,13 +7,15 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Backend } from '@kvreuse/native-bindings';
 import { DemoProcessError } from '../errors.js';
-import { type DrainSummary, parseRankMessage, type RankMessage, type RankRole } from './rank-messages.js';
+import { type DrainSummary, encodeRankCommand, parseRankMessage, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
 export interface RankSpec {
   readonly role: RankRole;
   readonly workerId: string;
   readonly tpRank: number;
   readonly tpSize: number;
+  /** The demo's other worker, whose ranks this one sends to or reads from. */
+  readonly peerWorkerId: string;
 }
 
 export interface RankProcessesOptions {
@@ -61,8 +63,10 @@ interface Tracked {
 }
 
 function track(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
-  const args = [...nodeArgs, entry, spec.role, spec.workerId, incarnation, String(spec.tpRank), String(spec.tpSize), options.sqlitePath, options.backend, String(options.blocks)];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = [...nodeArgs, entry, spec.role, spec.workerId, incarnation, String(spec.tpRank), String(spec.tpSize), spec.peerWorkerId, options.sqlitePath, options.backend, String(options.blocks)];
+  const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  // A rank killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
+  child.stdin?.on('error', () => undefined);
   const tracked: Tracked = {
     spec,
     child,
@@ -72,7 +76,12 @@ function track(spec: RankSpec, options: RankProcessesOptions, incarnation: strin
     listeners: new Set(),
   };
   createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-    const message = parseRankMessage(line);
+    let message: RankMessage | undefined;
+    try {
+      message = parseRankMessage(line);
+    } catch (error) {
+      message = { type: 'failed', role: spec.role, tpRank: spec.tpRank, message: (error as Error).message };
+    }
     if (message === undefined) return;
     tracked.messages.push(message);
     options.onMessage?.(spec, message);
@@ -85,10 +94,14 @@ function track(spec: RankSpec, options: RankProcessesOptions, incarnation: strin
   return tracked;
 }
 
-/** Resolves with the first message of `type`, or rejects when the process exits first or the time runs out. */
-function waitForMessage(tracked: Tracked, type: RankMessage['type'], timeoutMs: number): Promise<RankMessage> {
-  const seen = tracked.messages.find((message) => message.type === type);
-  if (seen !== undefined) return Promise.resolve(seen);
+/**
+ * Resolves with the first message of `type` from the `from`-th message on, or rejects when the process
+ * reports a failure or exits first, or the time runs out.
+ */
+function waitForMessage<T extends RankMessage['type']>(tracked: Tracked, type: T, timeoutMs: number, from = 0): Promise<Extract<RankMessage, { type: T }>> {
+  const seen = tracked.messages.slice(from).find((message) => message.type === type || message.type === 'failed');
+  if (seen?.type === 'failed') return Promise.reject(new DemoProcessError(label(tracked.spec), `failed before reporting "${type}": ${seen.message}`, tracked.stderr));
+  if (seen !== undefined) return Promise.resolve(seen as Extract<RankMessage, { type: T }>);
   return new Promise((resolve, reject) => {
     const done = (): void => {
       clearTimeout(timer);
@@ -102,7 +115,7 @@ function waitForMessage(tracked: Tracked, type: RankMessage['type'], timeoutMs: 
       }
       if (message.type !== type) return;
       done();
-      resolve(message);
+      resolve(message as Extract<RankMessage, { type: T }>);
     };
     const timer = setTimeout(() => {
       done();
@@ -126,7 +139,7 @@ export class RankProcesses {
     this.#options = options;
   }
 
-  /** Starts every rank and resolves once all are ready; if one fails, the others are stopped and the error names it. */
+  /** Starts every rank and resolves once all are published (`published` carries its region ids) and ready; if one fails, the others are stopped and the error names it. */
   static async start(options: RankProcessesOptions): Promise<RankProcesses> {
     const incarnations = new Map<string, string>();
     const tracked = options.ranks.map((spec) => {
@@ -135,12 +148,37 @@ export class RankProcesses {
     });
     const processes = new RankProcesses(tracked, options);
     try {
-      await Promise.all(tracked.map((rank) => waitForMessage(rank, 'ready', options.readyTimeoutMs)));
+      await Promise.all(tracked.flatMap((rank) => [waitForMessage(rank, 'published', options.readyTimeoutMs), waitForMessage(rank, 'ready', options.readyTimeoutMs)]));
     } catch (error) {
       await processes.stop();
       throw error;
     }
     return processes;
+  }
+
+  #find(workerId: string, tpRank: number): Tracked {
+    const rank = this.#tracked.find(({ spec }) => spec.workerId === workerId && spec.tpRank === tpRank);
+    if (rank === undefined) throw new DemoProcessError(`${workerId}/tp${tpRank}`, 'is not one of the demo ranks', []);
+    return rank;
+  }
+
+  /** Sends `command` to one rank and resolves with its next `reply` message (rejects if it fails or exits first). */
+  request<T extends RankMessage['type']>(workerId: string, tpRank: number, command: RankCommand, reply: T, timeoutMs: number): Promise<Extract<RankMessage, { type: T }>> {
+    const rank = this.#find(workerId, tpRank);
+    const from = rank.messages.length;
+    const answer = waitForMessage(rank, reply, timeoutMs, from);
+    rank.child.stdin?.write(encodeRankCommand(command));
+    return answer;
+  }
+
+  /** Sends `command` to one rank, expecting no answer. */
+  send(workerId: string, tpRank: number, command: RankCommand): void {
+    this.#find(workerId, tpRank).child.stdin?.write(encodeRankCommand(command));
+  }
+
+  /** Resolves once the rank's process has exited. */
+  async exited(workerId: string, tpRank: number): Promise<{ code: number | null; signal: string | null }> {
+    return this.#find(workerId, tpRank).exited;
   }
 
   get ranks(): readonly RankProcess[] {
@@ -149,9 +187,7 @@ export class RankProcesses {
 
   /** Kills one rank with SIGKILL (no drain: what a crash looks like to the others). */
   kill(workerId: string, tpRank: number): void {
-    const rank = this.#tracked.find(({ spec }) => spec.workerId === workerId && spec.tpRank === tpRank);
-    if (rank === undefined) throw new DemoProcessError(`${workerId}/tp${tpRank}`, 'is not one of the demo ranks', []);
-    rank.child.kill('SIGKILL');
+    this.#find(workerId, tpRank).child.kill('SIGKILL');
   }
 
   /** SIGTERM to every rank still running; resolves with each process's drain report (or how it ended without one). */

@@ -1,0 +1,268 @@
+// One rank of the demo's workers: a native agent, kvreuse-owned banks laid out for Qwen3-0.6B and
+// registered by a ReuseEndpoint that publishes the rank part to discovery, and a BlockPool (the reference
+// pin adapter) standing in for the serving framework's block table. A decode rank serves pins on what
+// it retains; the prefill rank hands turn 1 off with WRITEs and pulls turn 2's prefix back.
+import { defaultSettings, type Settings } from '@kvreuse/config';
+import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometries, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
+import type { PeerTicket, ShutdownResult } from '@kvreuse/drain';
+import { BlockPool, blockChecksums, PinClient, PinServer, ReuseEndpoint } from '@kvreuse/endpoint';
+import { type Agent, type Allocation, type Backend, loadTransport, type Peer } from '@kvreuse/native-bindings';
+import {
+  Bank,
+  blockHashFromHex,
+  type DiscoveryStore,
+  InventoryPublisher,
+  kvreuseOwner,
+  type Lease,
+  openSqliteDiscovery,
+  watchWorkerReadiness,
+} from '@kvreuse/registry';
+import { DemoMessageError } from '../errors.js';
+import { handOff } from './hand-off.js';
+import { holdsBlockContent, writeBlockContent } from './kv-content.js';
+import { pullPrefix } from './pull.js';
+import type { RankCommand, RankMessage, RankRole } from './rank-messages.js';
+
+export interface DemoRankOptions {
+  readonly role: RankRole;
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly tpRank: number;
+  readonly tpSize: number;
+  /** The other worker of the demo (the prefill worker for a decode rank, and the reverse). */
+  readonly peerWorkerId: string;
+  readonly sqlitePath: string;
+  readonly backend: Backend;
+  /** Blocks per bank: the pool's slots. */
+  readonly blocks: number;
+  readonly settings?: Settings;
+}
+
+/** A message without the rank's own `role` and `tpRank`, which `say` adds. */
+type Said = RankMessage extends infer M ? (M extends RankMessage ? Omit<M, 'role' | 'tpRank'> : never) : never;
+
+const geometry = referenceGeometries['qwen3-0.6b'];
+const hashesOf = (hex: readonly string[]): bigint[] => hex.map((text) => blockHashFromHex(text) as bigint);
+
+/** The other worker, once every rank of it is published (it is: the parent asks only then). */
+async function readyWorker(discovery: DiscoveryStore, workerId: string): Promise<Worker> {
+  const watch = await watchWorkerReadiness(discovery, workerId, { onChange: () => undefined });
+  const readiness = watch.current;
+  await watch.close();
+  if (!readiness.ready) throw new DemoMessageError(`worker ${workerId}`, `is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
+  return readiness.worker;
+}
+
+export class DemoRank {
+  readonly options: DemoRankOptions;
+  readonly agent: Agent;
+  readonly endpoint: ReuseEndpoint;
+  readonly discovery: DiscoveryStore;
+  /** Each bank's bytes, by bank number. */
+  readonly views: readonly Uint8Array[];
+  readonly pool: BlockPool;
+  readonly #say: (message: Said) => void;
+  readonly #settings: Settings;
+  #ownWorker: Worker | undefined;
+  #peerWorker: Worker | undefined;
+  #pinServer: PinServer | undefined;
+  #pinClient: PinClient | undefined;
+  #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
+  #resume: (() => void) | undefined;
+  readonly #peers = new Map<string, { readonly peer: Peer; readonly ticket: PeerTicket }>();
+
+  private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, allocations: Allocation[], banks: Bank[], say: (message: Said) => void) {
+    this.options = options;
+    this.agent = agent;
+    this.discovery = discovery;
+    this.#say = say;
+    this.#settings = options.settings ?? defaultSettings;
+    this.views = allocations.map((allocation) => allocation.view());
+    this.pool = new BlockPool(options.blocks);
+    const { role, workerId, incarnation, tpRank, tpSize } = options;
+    this.endpoint = new ReuseEndpoint({
+      agent,
+      discovery,
+      worker: { workerId, incarnation, role, geometry, tpSize, ppSize: 1, dpRank: 0 },
+      rank: { tpRank, ppRank: 0 },
+      banks,
+      settings: this.#settings,
+      waitForReaders: (wait) => this.#pinServer?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }),
+      withdrawInventory: () => this.#withdrawInventory(),
+    });
+    this.endpoint.onTransition(({ to }) => {
+      if (to === 'ready') say({ type: 'ready' });
+    });
+    void this.#routeNotifications();
+    void this.#routePeerEvents();
+  }
+
+  /** Opens discovery, starts the agent, allocates and adopts the rank's banks; `register()` and `publish()` come next. */
+  static async open(options: DemoRankOptions, say: (message: Said) => void): Promise<DemoRank> {
+    const discovery = openSqliteDiscovery(options.sqlitePath);
+    const agent = await loadTransport().createAgent({ name: `${options.workerId}-tp${options.tpRank}-${options.incarnation}`, backend: options.backend });
+    const layout = layoutRankBanks(geometry, { tpRank: options.tpRank, tpSize: options.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: options.blocks });
+    const allocations = await Promise.all(layout.map((bank) => agent.allocate(bank.bytes)));
+    const banks = layout.map((bank, index) => {
+      const allocation = allocations[index] as Allocation;
+      return Bank.adopt({ ...bank, tpRank: options.tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
+    });
+    return new DemoRank(options, agent, discovery, allocations, banks, say);
+  }
+
+  /** Registers the banks and publishes the rank part; says `published` with the region ids peers address. */
+  async publish(): Promise<void> {
+    const registered = await this.endpoint.register({ timeoutMs: 30_000 });
+    await this.endpoint.publish();
+    const regionIds = registered.banks.map((bank) => bank.region?.id as number);
+    this.#say({ type: 'published', agentName: this.agent.name, epoch: this.endpoint.epoch as number, regionIds });
+  }
+
+  /** This rank's part of its worker. */
+  get part(): RankPart {
+    return (this.#ownWorker as Worker).ranks[this.options.tpRank] as RankPart;
+  }
+
+  /** The peer of another worker's rank, loaded once from its published metadata and tracked by the endpoint (its drain invalidates it). */
+  peerOf(worker: Worker, part: RankPart): { readonly peer: Peer; readonly ticket: PeerTicket } {
+    const name = part.transport.agentName;
+    let known = this.#peers.get(name);
+    if (known === undefined) {
+      const peer = this.agent.loadPeer(Buffer.from(part.transport.metadata, 'base64'));
+      known = { peer, ticket: this.endpoint.peers.track(name, worker.incarnation, peer) };
+      this.#peers.set(name, known);
+    }
+    return known;
+  }
+
+  async handle(command: RankCommand): Promise<void> {
+    if (command.type === 'resume') {
+      this.#resume?.();
+      return;
+    }
+    this.#ownWorker ??= await readyWorker(this.discovery, this.options.workerId);
+    this.#peerWorker ??= await readyWorker(this.discovery, this.options.peerWorkerId);
+    const expected = command.type === 'hand-off' || command.type === 'pull' ? 'prefill' : 'decode';
+    if (this.options.role !== expected) throw new DemoMessageError(`command "${command.type}"`, `is for a ${expected} rank, not a ${this.options.role} rank`);
+    switch (command.type) {
+      case 'allocate':
+        this.#say({ type: 'allocated', slots: Array.from({ length: command.count }, () => this.pool.allocate()) });
+        return;
+      case 'retain':
+        await this.#retain(command);
+        return;
+      case 'hand-off': {
+        const hashes = hashesOf(command.hashes);
+        const template = buildTransferTemplate(this.#ownWorker, this.#peerWorker);
+        const handed = await handOff({ rank: this, template, decode: this.#peerWorker, hashes, destinationSlots: command.destinationSlots, regionIds: command.regionIds });
+        this.#say({ type: 'handed-off', ...handed });
+        return;
+      }
+      case 'pull': {
+        const template = buildTransferTemplate(this.#peerWorker, this.#ownWorker);
+        this.#pinClient ??= new PinClient({
+          agent: this.agent,
+          reader: { workerId: this.options.workerId, incarnation: this.options.incarnation, rank: { tpRank: this.options.tpRank, ppRank: 0 } },
+          answerTimeoutMs: this.#settings.transport.operationTimeoutMs,
+        });
+        const holdAfterPins = command.holdAfterPins
+          ? (blocks: readonly number[]) =>
+              new Promise<void>((resolve) => {
+                this.#resume = resolve;
+                this.#say({ type: 'pinned', blocks: [...blocks] });
+              })
+          : undefined;
+        const pull = await pullPrefix({
+          rank: this,
+          client: this.#pinClient,
+          template,
+          decode: this.#peerWorker,
+          hashes: hashesOf(command.hashes),
+          source: command.source,
+          regionIds: command.regionIds,
+          ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
+          ...(holdAfterPins === undefined ? {} : { holdAfterPins }),
+        });
+        this.#say({ type: 'pulled', pull });
+        return;
+      }
+    }
+  }
+
+  /** Decode: checks each handed-off block byte for byte, retains it, decodes the appended blocks, announces them all. */
+  async #retain(command: Extract<RankCommand, { type: 'retain' }>): Promise<void> {
+    const hashes = hashesOf(command.hashes);
+    let verified = 0;
+    for (const [index, slot] of command.slots.entries()) {
+      const hash = hashes[index] as bigint;
+      if (holdsBlockContent(this.part, this.views, slot, hash)) verified++;
+      this.pool.commit(slot, hash);
+    }
+    const appended = hashesOf(command.append);
+    for (const hash of appended) {
+      const slot = this.pool.allocate();
+      writeBlockContent(this.part, this.views, slot, hash);
+      this.pool.commit(slot, hash);
+    }
+    this.#pinServer ??= this.#servePins();
+    if (command.publishInventory) await this.#announce([...hashes, ...appended]);
+    this.#say({ type: 'retained', blocks: hashes.length + appended.length, verified, appended: appended.length });
+  }
+
+  /** The source side of pins: grants on the pool's blocks, with checksums of what the prefill rank reads. */
+  #servePins(): PinServer {
+    const prefill = this.#peerWorker as Worker;
+    const template: TransferTemplate = buildTransferTemplate(this.#ownWorker as Worker, prefill);
+    const prefillPart = prefill.ranks[0] as RankPart;
+    const prefillPeer = this.peerOf(prefill, prefillPart).peer;
+    return new PinServer({
+      agent: this.agent,
+      adapter: this.pool,
+      source: { workerId: this.options.workerId, incarnation: this.options.incarnation, epoch: this.endpoint.epoch as number, rank: { tpRank: this.options.tpRank, ppRank: 0 } },
+      resolvePeer: (name) =>
+        name === prefillPart.transport.agentName ? Promise.resolve(prefillPeer) : Promise.reject(new DemoMessageError('pin request sender', `${name} is not the prefill rank`)),
+      checksums: (request, sourceBlocks) => {
+        const pair = template.pairs.findIndex((route) => route.sourceRank.tpRank === this.options.tpRank && route.destinationRank.tpRank === request.reader.rank.tpRank);
+        return blockChecksums(template, pair, 'source', this.views, sourceBlocks);
+      },
+      leaseMs: this.#settings.discovery.leaseTtlMs,
+    });
+  }
+
+  /** Publishes the retained blocks as the decode worker's host-tier inventory, under a lease of their own. */
+  async #announce(blocks: bigint[]): Promise<void> {
+    const ttlMs = this.#settings.discovery.leaseTtlMs;
+    if (this.#inventory === undefined) {
+      const lease = await this.discovery.grantLease(Math.max(ttlMs, 600_000));
+      const publisher = new InventoryPublisher(this.discovery, { workerId: this.options.workerId, incarnation: this.options.incarnation, epoch: this.endpoint.epoch as number, lease: lease.id });
+      this.#inventory = { publisher, lease };
+    }
+    await this.#inventory.publisher.publish([{ type: 'stored', tier: 'host', blocks, expiresAt: Date.now() + 600_000 }], { complete: true });
+  }
+
+  async #withdrawInventory(): Promise<void> {
+    if (this.#inventory === undefined) return;
+    await this.#inventory.publisher.withdraw();
+    await this.discovery.revokeLease(this.#inventory.lease.id);
+  }
+
+  /** Every notification to the pin side this rank has (source or reader), until the agent closes. */
+  async #routeNotifications(): Promise<void> {
+    for await (const notification of this.agent.notifications()) {
+      if (this.#pinServer !== undefined) await this.#pinServer.receive(notification);
+      else this.#pinClient?.receive(notification);
+    }
+  }
+
+  /** Heartbeat reports to the reader side: a source rank that dies or stops answering loses its pins at once. */
+  async #routePeerEvents(): Promise<void> {
+    for await (const event of this.agent.peerEvents()) this.#pinClient?.peerEvent(event);
+  }
+
+  /** SIGTERM: the endpoint's shutdown, source side first (pins waited for), then discovery closed. */
+  async close(): Promise<ShutdownResult> {
+    const result = await this.endpoint.close();
+    await this.discovery.close();
+    return result;
+  }
+}

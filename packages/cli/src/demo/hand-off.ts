@@ -1,0 +1,54 @@
+// Turn 1's disaggregated hand-off, on the prefill rank: it computes the prompt's blocks (the demo's KV
+// content, in its real layout) and WRITEs them into the decode worker's blocks, one prepared template
+// per rank pair (TP 1 → TP 2: each decode rank receives its half of the KV heads).
+import type { TransferTemplate, Worker } from '@kvreuse/descriptors';
+import type { Region } from '@kvreuse/native-bindings';
+import type { RegisteredRank } from '@kvreuse/registry';
+import { DemoTransferError } from '../errors.js';
+import type { DemoRank } from './demo-rank.js';
+import { writeBlockContent } from './kv-content.js';
+
+export interface HandOffOptions {
+  readonly rank: DemoRank;
+  /** Prefill worker → decode worker. */
+  readonly template: TransferTemplate;
+  readonly decode: Worker;
+  readonly hashes: readonly bigint[];
+  /** Where block `i` goes in every decode rank. */
+  readonly destinationSlots: readonly number[];
+  /** Each decode rank's region ids by bank number, by TP rank. */
+  readonly regionIds: readonly (readonly number[])[];
+}
+
+/** The registered rank's regions by bank number. */
+export const regionsOf = (registered: RegisteredRank): Region[] => registered.banks.map((bank) => bank.region as Region);
+
+export async function handOff(options: HandOffOptions): Promise<{ blocks: number; bytes: number; ms: number }> {
+  const { rank, template, decode, hashes } = options;
+  if (options.destinationSlots.length !== hashes.length) {
+    throw new DemoTransferError('hand-off', `names ${options.destinationSlots.length} destination slots for ${hashes.length} blocks`);
+  }
+  // The prefill computes block i into its own slot i.
+  hashes.forEach((hash, slot) => writeBlockContent(rank.part, rank.views, slot, hash));
+  const registered = rank.endpoint.registered as RegisteredRank;
+  const sourceBlocks = Uint32Array.from(hashes, (_, slot) => slot);
+  const destinationBlocks = Uint32Array.from(options.destinationSlots);
+  const started = performance.now();
+  const posts = template.pairs.map((_, pair) => {
+    const decodeRank = template.pairDestinationRank[pair] as number;
+    const { peer, ticket } = rank.peerOf(decode, decode.ranks[decodeRank] as Worker['ranks'][number]);
+    const prepared = rank.agent.registerTemplate({ peer, template, pair, direction: 'write', localRegions: regionsOf(registered), remoteRegions: options.regionIds[decodeRank] ?? [] });
+    const operation = rank.endpoint.ledger.postBlocks({ template: prepared, sourceBlocks, destinationBlocks }, { ticket, banks: registered.banks });
+    return { prepared, operation };
+  });
+  const outcomes = await Promise.all(posts.map(({ operation }) => operation.outcome));
+  await Promise.all(posts.map(({ operation }) => operation.quiescence));
+  const ms = performance.now() - started;
+  for (const { prepared } of posts) prepared.release();
+  let bytes = 0;
+  for (const outcome of outcomes) {
+    if (!outcome.ok) throw new DemoTransferError('hand-off', `WRITE failed: ${outcome.error.message}`);
+    bytes += outcome.bytesDone;
+  }
+  return { blocks: hashes.length, bytes, ms };
+}
