@@ -164,11 +164,15 @@ export class RankProcesses {
 
   /** Sends `command` to one rank and resolves with its next `reply` message (rejects if it fails or exits first). */
   request<T extends RankMessage['type']>(workerId: string, tpRank: number, command: RankCommand, reply: T, timeoutMs: number): Promise<Extract<RankMessage, { type: T }>> {
-    const rank = this.#find(workerId, tpRank);
-    const from = rank.messages.length;
-    const answer = waitForMessage(rank, reply, timeoutMs, from);
-    rank.child.stdin?.write(encodeRankCommand(command));
+    const answer = this.next(workerId, tpRank, reply, timeoutMs);
+    this.send(workerId, tpRank, command);
     return answer;
+  }
+
+  /** Resolves with the rank's next `type` message from now on (rejects if it fails or exits first). */
+  next<T extends RankMessage['type']>(workerId: string, tpRank: number, type: T, timeoutMs: number): Promise<Extract<RankMessage, { type: T }>> {
+    const rank = this.#find(workerId, tpRank);
+    return waitForMessage(rank, type, timeoutMs, rank.messages.length);
   }
 
   /** Sends `command` to one rank, expecting no answer. */

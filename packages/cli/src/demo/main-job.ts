@@ -1,0 +1,220 @@
+// The main job, in the parent: starts a decode worker of TP 2 and a prefill worker of TP 1 as OS
+// processes, hands turn 1 off from prefill to decode with WRITEs, routes turn 2 (and a request too
+// short to be worth it) with the router on discovery and the retained inventory, has the prefill rank
+// pull and verify the 42-block prefix, shows GPU reuse refused by profile admission and a decode rank
+// killed mid-pull, then stops everything with SIGTERM and collects each process's drain report.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Settings } from '@kvreuse/config';
+import type { Worker } from '@kvreuse/descriptors';
+import type { Backend, Capabilities } from '@kvreuse/native-bindings';
+import { builtInProfile, declaredProfile, explainActivation } from '@kvreuse/profile-admission';
+import {
+  blockHashScheme,
+  blockHashToHex,
+  type DiscoveryStore,
+  followInventory,
+  hashBlockChain,
+  openSqliteDiscovery,
+  RetainedInventory,
+  watchWorkerReadiness,
+} from '@kvreuse/registry';
+import { decide, type RouteDecision, SourceBook } from '@kvreuse/router';
+import { DemoProcessError } from '../errors.js';
+import { type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
+import type { RankMessage } from './rank-messages.js';
+import { RankProcesses, type RankSpec } from './rank-processes.js';
+
+export interface MainJobOptions {
+  readonly settings: Settings;
+  readonly capabilities: Capabilities;
+  readonly backend: Backend;
+  /** Each line of progress, as it happens. */
+  readonly progress: (line: string) => void;
+  /** The router's monotonic clock, against which its lookup budget runs (default `performance.now`). */
+  readonly clock?: () => number;
+  /** How long each rank gets to start, and each step to answer. */
+  readonly stepTimeoutMs?: number;
+}
+
+const decodeId = 'qwen3-0.6b-decode-0';
+const prefillId = 'qwen3-0.6b-prefill-0';
+const ranks: readonly RankSpec[] = [
+  { role: 'decode', workerId: decodeId, tpRank: 0, tpSize: 2, peerWorkerId: prefillId },
+  { role: 'decode', workerId: decodeId, tpRank: 1, tpSize: 2, peerWorkerId: prefillId },
+  { role: 'prefill', workerId: prefillId, tpRank: 0, tpSize: 1, peerWorkerId: decodeId },
+];
+
+/** Turn 1: the prompt the prefill computes and hands off, and the blocks decoding appends; 42 stay retained. */
+export const handedOffBlocks = 40;
+export const appendedBlocks = 2;
+export const retainedBlocks = handedOffBlocks + appendedBlocks;
+/** Blocks per bank on every rank: room for the retained prefix and a little more. */
+const bankBlocks = 48;
+/** The short request shares this many leading blocks (a system prompt) with the conversation. */
+const sharedSystemBlocks = 2;
+
+const vocabulary = 151_936;
+const conversationToken = (i: number): number => (i * 7919 + 17) % vocabulary;
+const otherToken = (i: number): number => (i * 104_729 + 3) % vocabulary;
+
+const hex = (hashes: ArrayLike<bigint>): string[] => Array.from(hashes, blockHashToHex);
+const ms = (value: number): string => `${value.toFixed(1)} ms`;
+const bytes = (value: number): string => `${value.toLocaleString('en-US')} bytes`;
+
+async function readyWorker(discovery: DiscoveryStore, workerId: string): Promise<Worker> {
+  const watch = await watchWorkerReadiness(discovery, workerId, { onChange: () => undefined });
+  const readiness = watch.current;
+  await watch.close();
+  if (!readiness.ready) throw new DemoProcessError(workerId, `is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`, []);
+  return readiness.worker;
+}
+
+function describeDecision(request: string, decision: RouteDecision): DemoDecision {
+  return {
+    request,
+    action: decision.action,
+    reason: decision.reason,
+    detail: decision.detail,
+    blocks: decision.source?.blocks.count ?? decision.extent,
+    savingMs: decision.savingMs,
+    costMs: decision.costMs,
+    rejected: decision.rejected.map((rejection) => `${rejection.worker} ${rejection.reason}: ${rejection.detail}`),
+  };
+}
+
+/** Runs the main job to its end (every process stopped), and returns its summary. */
+export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> {
+  const { settings, progress } = options;
+  const timeoutMs = options.stepTimeoutMs ?? 120_000;
+  const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-'));
+  const sqlitePath = join(dir, 'discovery.sqlite');
+  const discovery = openSqliteDiscovery(sqlitePath);
+  const inventory = new RetainedInventory();
+  let inventoryComplete!: () => void;
+  const decodeInventoryComplete = new Promise<void>((resolve) => (inventoryComplete = resolve));
+  const follower = await followInventory(discovery, inventory, { onComplete: ({ workerId }) => workerId === decodeId && inventoryComplete() });
+  let processes: RankProcesses | undefined;
+  try {
+    progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} as OS processes (${options.backend}, SQLite discovery at ${sqlitePath})`);
+    processes = await RankProcesses.start({
+      ranks,
+      sqlitePath,
+      backend: options.backend,
+      blocks: bankBlocks,
+      readyTimeoutMs: timeoutMs,
+      onMessage: (rank, message: RankMessage) => {
+        if (message.type === 'ready') progress(`  ${rank.workerId}/tp${rank.tpRank} (pid) ready`);
+      },
+    });
+    const started = processes;
+    const regionIds = ranks
+      .filter((rank) => rank.role === 'decode')
+      .map((rank) => (started.ranks.find((p) => p.spec === rank)?.messages.find((m) => m.type === 'published') as Extract<RankMessage, { type: 'published' }>).regionIds);
+    const decode = await readyWorker(discovery, decodeId);
+    const prefill = await readyWorker(discovery, prefillId);
+
+    // Turn 1: the conversation's prompt, prefilled and handed off; decoding appends the reply's blocks.
+    const scheme = blockHashScheme(decode.geometry, settings.inventory.hashSeed);
+    const blockTokens = decode.geometry.blockTokens;
+    const conversation = Array.from({ length: retainedBlocks * blockTokens }, (_, i) => conversationToken(i));
+    const chain = hashBlockChain(conversation, scheme);
+    progress(`turn 1: prefill computes ${handedOffBlocks} blocks and WRITEs them to both decode ranks (TP 1 → TP 2)`);
+    const slots = await Promise.all([0, 1].map((tpRank) => started.request(decodeId, tpRank, { type: 'allocate', count: handedOffBlocks }, 'allocated', timeoutMs)));
+    const destinationSlots = slots[0]?.slots ?? [];
+    if (slots.some((answer) => answer.slots.join() !== destinationSlots.join())) throw new DemoProcessError(decodeId, 'ranks allocated different blocks for one hand-off', []);
+    const handOff = await started.request(prefillId, 0, { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots, regionIds }, 'handed-off', timeoutMs);
+    progress(`  handed off ${handOff.blocks} blocks, ${bytes(handOff.bytes)} in ${ms(handOff.ms)}`);
+    const retained = await Promise.all(
+      [0, 1].map((tpRank) =>
+        started.request(
+          decodeId,
+          tpRank,
+          { type: 'retain', slots: destinationSlots, hashes: hex(chain.subarray(0, handedOffBlocks)), append: hex(chain.subarray(handedOffBlocks)), publishInventory: tpRank === 0 },
+          'retained',
+          timeoutMs,
+        ),
+      ),
+    );
+    for (const [tpRank, answer] of retained.entries()) {
+      progress(`  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`);
+    }
+    await decodeInventoryComplete;
+
+    // Turn 2: the router in this process decides, on discovery and the retained inventory.
+    const sources = new SourceBook({ inventory });
+    const watch = await watchWorkerReadiness(discovery, decodeId, { onChange: (readiness) => sources.observe(readiness) });
+    sources.observe(watch.current);
+    const activation = explainActivation({ settings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
+    const context = { settings, inventory, sources, activation, ...(options.clock === undefined ? {} : { clock: options.clock }) };
+    const destination = { worker: prefill, localBlocks: 0 };
+    const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
+    const shortRequest = [...conversation.slice(0, sharedSystemBlocks * blockTokens), ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1))];
+    const fetch = decide({ tokens: turn2, destination }, context);
+    const decisions = [describeDecision('turn 2', fetch), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
+    await watch.close();
+    progress('turn 2: the router decides');
+    for (const decision of decisions) progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
+    if (fetch.action !== 'fetch' || fetch.source === undefined) throw new DemoProcessError('router', `did not route turn 2 to a pull: ${fetch.reason}: ${fetch.detail}`, []);
+    const hint = fetch.source;
+    const pullCommand = {
+      type: 'pull',
+      hashes: hex(chain.subarray(hint.blocks.start, hint.blocks.start + hint.blocks.count)),
+      source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch },
+      regionIds,
+      prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
+    } as const;
+
+    progress(`pull: ${prefillId} pulls ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1) and verifies every byte`);
+    const pulled = await started.request(prefillId, 0, { ...pullCommand, holdAfterPins: false }, 'pulled', timeoutMs);
+    const pull = pullSummary(pulled.pull);
+    progress(
+      `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.verified ? 'every byte verified' : 'NOT verified'}, ${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; ` +
+        `estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
+    );
+
+    // GPU reuse: asked for, with the example's deployment profile declared; admission says why not.
+    const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
+    const gpuActivation = explainActivation({ settings: gpuSettings, capabilities: options.capabilities, workers: [decode, prefill], profile: builtInProfile('qwen3-0.6b-bf16-b64') });
+    const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
+    progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
+
+    // A decode rank killed mid-pull: once both pins are granted, before any read is posted.
+    progress(`killed rank: ${decodeId}/tp1 is killed (SIGKILL) once the prefill holds its pins`);
+    const held = started.request(prefillId, 0, { ...pullCommand, holdAfterPins: true }, 'pinned', timeoutMs);
+    const after = started.next(prefillId, 0, 'pulled', timeoutMs);
+    await held;
+    started.kill(decodeId, 1);
+    const killed = await started.exited(decodeId, 1);
+    started.send(prefillId, 0, { type: 'resume' });
+    const recomputed = (await after).pull;
+    const killedRank = {
+      process: `${decodeId}/tp1`,
+      signal: killed.signal,
+      recomputed: recomputed.recomputed.blocks,
+      committedBlocks: recomputed.blocks,
+      verified: recomputed.verified,
+      reasons: recomputed.recomputed.reasons,
+    };
+    progress(`  committed ${killedRank.committedBlocks} blocks, recomputed ${killedRank.recomputed}: ${killedRank.reasons.join('; ')}`);
+
+    progress('shutdown: SIGTERM to every process');
+    const drains = await started.stop();
+    processes = undefined;
+    const drain = drains.map(drainRow);
+    for (const row of drain) {
+      progress(
+        row.pins === null
+          ? `  ${row.process}: ended by ${row.signal} without a drain report`
+          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pins waited for (${row.pins.released} released, ${row.pins.lapsed} lapsed)`,
+      );
+    }
+    return { pull, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, killedRank, drain };
+  } finally {
+    await processes?.stop();
+    await follower.close();
+    await discovery.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
