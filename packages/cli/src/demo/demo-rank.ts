@@ -2,7 +2,7 @@
 // registered by a ReuseEndpoint that publishes the rank part to discovery, and a BlockPool (the reference
 // pin adapter) standing in for the serving framework's block table. A decode rank serves pins on what
 // it retains; the prefill rank hands turn 1 off with WRITEs and pulls turn 2's prefix back.
-import { defaultSettings, type Settings } from '@kvreuse/config';
+import type { Settings } from '@kvreuse/config';
 import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometries, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
 import type { PeerTicket, ShutdownResult } from '@kvreuse/drain';
 import { BlockPool, blockChecksums, PinClient, PinServer, ReuseEndpoint } from '@kvreuse/endpoint';
@@ -35,7 +35,7 @@ export interface DemoRankOptions {
   readonly backend: Backend;
   /** Blocks per bank: the pool's slots. */
   readonly blocks: number;
-  readonly settings?: Settings;
+  readonly settings: Settings;
 }
 
 /** A message without the rank's own `role` and `tpRank`, which `say` adds. */
@@ -76,7 +76,7 @@ export class DemoRank {
     this.agent = agent;
     this.discovery = discovery;
     this.#say = say;
-    this.#settings = options.settings ?? defaultSettings;
+    this.#settings = options.settings;
     this.views = allocations.map((allocation) => allocation.view());
     this.pool = new BlockPool(options.blocks);
     const { role, workerId, incarnation, tpRank, tpSize } = options;
@@ -103,6 +103,8 @@ export class DemoRank {
     const agent = await loadTransport().createAgent({ name: `${options.workerId}-tp${options.tpRank}-${options.incarnation}`, backend: options.backend });
     const layout = layoutRankBanks(geometry, { tpRank: options.tpRank, tpSize: options.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: options.blocks });
     const allocations = await Promise.all(layout.map((bank) => agent.allocate(bank.bytes)));
+    // A serving framework's KV cache is resident: touch every page now, not in the first transfer's time.
+    for (const allocation of allocations) allocation.view().fill(0);
     const banks = layout.map((bank, index) => {
       const allocation = allocations[index] as Allocation;
       return Bank.adopt({ ...bank, tpRank: options.tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));

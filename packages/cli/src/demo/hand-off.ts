@@ -33,22 +33,34 @@ export async function handOff(options: HandOffOptions): Promise<{ blocks: number
   const registered = rank.endpoint.registered as RegisteredRank;
   const sourceBlocks = Uint32Array.from(hashes, (_, slot) => slot);
   const destinationBlocks = Uint32Array.from(options.destinationSlots);
-  const started = performance.now();
-  const posts = template.pairs.map((_, pair) => {
+  const prepared = template.pairs.map((_, pair) => {
     const decodeRank = template.pairDestinationRank[pair] as number;
     const { peer, ticket } = rank.peerOf(decode, decode.ranks[decodeRank] as Worker['ranks'][number]);
-    const prepared = rank.agent.registerTemplate({ peer, template, pair, direction: 'write', localRegions: regionsOf(registered), remoteRegions: options.regionIds[decodeRank] ?? [] });
-    const operation = rank.endpoint.ledger.postBlocks({ template: prepared, sourceBlocks, destinationBlocks }, { ticket, banks: registered.banks });
-    return { prepared, operation };
+    const write = rank.agent.registerTemplate({ peer, template, pair, direction: 'write', localRegions: regionsOf(registered), remoteRegions: options.regionIds[decodeRank] ?? [] });
+    return { write, ticket };
   });
-  const outcomes = await Promise.all(posts.map(({ operation }) => operation.outcome));
-  await Promise.all(posts.map(({ operation }) => operation.quiescence));
-  const ms = performance.now() - started;
-  for (const { prepared } of posts) prepared.release();
+  const started = performance.now();
   let bytes = 0;
-  for (const outcome of outcomes) {
-    if (!outcome.ok) throw new DemoTransferError('hand-off', `WRITE failed: ${outcome.error.message}`);
-    bytes += outcome.bytesDone;
+  try {
+    // One post per block and rank pair, a block at a time: UCX WRITEs of this shape run far slower than
+    // READs here, and a whole prompt in one post would outlive transport.operation_timeout_ms.
+    for (let block = 0; block < hashes.length; block++) {
+      const posts = prepared.map(({ write, ticket }) =>
+        rank.endpoint.ledger.postBlocks(
+          { template: write, sourceBlocks: sourceBlocks.subarray(block, block + 1), destinationBlocks: destinationBlocks.subarray(block, block + 1) },
+          { ticket, banks: registered.banks },
+        ),
+      );
+      const outcomes = await Promise.all(posts.map((operation) => operation.outcome));
+      await Promise.all(posts.map((operation) => operation.quiescence));
+      for (const outcome of outcomes) {
+        if (!outcome.ok) throw new DemoTransferError('hand-off', `WRITE of block ${block} failed: ${outcome.error.message}`);
+        bytes += outcome.bytesDone;
+      }
+    }
+  } finally {
+    for (const { write } of prepared) write.release();
   }
+  const ms = performance.now() - started;
   return { blocks: hashes.length, bytes, ms };
 }

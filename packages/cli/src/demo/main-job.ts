@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Settings } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Backend, Capabilities } from '@kvreuse/native-bindings';
-import { builtInProfile, declaredProfile, explainActivation } from '@kvreuse/profile-admission';
+import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
 import {
   blockHashScheme,
   blockHashToHex,
@@ -103,9 +103,10 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       sqlitePath,
       backend: options.backend,
       blocks: bankBlocks,
+      settings,
       readyTimeoutMs: timeoutMs,
       onMessage: (rank, message: RankMessage) => {
-        if (message.type === 'ready') progress(`  ${rank.workerId}/tp${rank.tpRank} (pid) ready`);
+        if (message.type === 'ready') progress(`  ${rank.workerId}/tp${rank.tpRank} ready`);
       },
     });
     const started = processes;
@@ -174,9 +175,9 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
         `estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
     );
 
-    // GPU reuse: asked for, with the example's deployment profile declared; admission says why not.
+    // GPU reuse, asked for with the settings' declared profile (if any): profile admission says why not.
     const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
-    const gpuActivation = explainActivation({ settings: gpuSettings, capabilities: options.capabilities, workers: [decode, prefill], profile: builtInProfile('qwen3-0.6b-bf16-b64') });
+    const gpuActivation = explainActivation({ settings: gpuSettings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
     const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
     progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
 

@@ -2,15 +2,16 @@
 // from stdin and reports on stdout (rank-messages.ts); on SIGTERM it drains source side first (waiting
 // for readers' pins), hands every bank back, closes its agent, reports the drain and exits (1 if
 // anything stayed retained).
-// Arguments: <role> <workerId> <incarnation> <tpRank> <tpSize> <peer workerId> <sqlite path> <backend> <blocks per bank>
+// Arguments: <role> <workerId> <incarnation> <tpRank> <tpSize> <peer workerId> <sqlite path> <backend> <blocks per bank> <settings JSON>
 import { createInterface } from 'node:readline';
+import type { Settings } from '@kvreuse/config';
 import { shutdownOnSignals } from '@kvreuse/drain';
 import type { Backend } from '@kvreuse/native-bindings';
 import { DemoRank } from './demo-rank.js';
 import { drainSummary, encodeRankMessage, parseRankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
-const [role, workerId, incarnation, tpRankText, tpSizeText, peerWorkerId, sqlitePath, backend, blocksText] = process.argv.slice(2);
-if (blocksText === undefined) throw new Error('usage: rank-process <role> <workerId> <incarnation> <tpRank> <tpSize> <peer workerId> <sqlite path> <backend> <blocks per bank>');
+const [role, workerId, incarnation, tpRankText, tpSizeText, peerWorkerId, sqlitePath, backend, blocksText, settingsJson] = process.argv.slice(2);
+if (settingsJson === undefined) throw new Error('usage: rank-process <role> <workerId> <incarnation> <tpRank> <tpSize> <peer workerId> <sqlite path> <backend> <blocks per bank> <settings JSON>');
 const tpRank = Number(tpRankText);
 const said = { role: role as RankRole, tpRank };
 const say = (message: object): void => {
@@ -30,6 +31,7 @@ try {
       sqlitePath: sqlitePath as string,
       backend: backend as Backend,
       blocks: Number(blocksText),
+      settings: JSON.parse(settingsJson) as Settings,
     },
     say,
   );

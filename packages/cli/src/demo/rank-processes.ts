@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { Settings } from '@kvreuse/config';
 import type { Backend } from '@kvreuse/native-bindings';
 import { DemoProcessError } from '../errors.js';
 import { type DrainSummary, encodeRankCommand, parseRankMessage, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
@@ -25,6 +26,8 @@ export interface RankProcessesOptions {
   readonly backend: Backend;
   /** Blocks per bank. */
   readonly blocks: number;
+  /** The resolved settings every rank runs with (the parent resolved and validated them). */
+  readonly settings: Settings;
   /** How long every rank gets to become ready; a rank that takes longer fails the start. */
   readonly readyTimeoutMs: number;
   readonly onMessage?: (rank: RankSpec, message: RankMessage) => void;
@@ -63,7 +66,7 @@ interface Tracked {
 }
 
 function track(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
-  const args = [...nodeArgs, entry, spec.role, spec.workerId, incarnation, String(spec.tpRank), String(spec.tpSize), spec.peerWorkerId, options.sqlitePath, options.backend, String(options.blocks)];
+  const args = [...nodeArgs, entry, spec.role, spec.workerId, incarnation, String(spec.tpRank), String(spec.tpSize), spec.peerWorkerId, options.sqlitePath, options.backend, String(options.blocks), JSON.stringify(options.settings)];
   const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   // A rank killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
   child.stdin?.on('error', () => undefined);
