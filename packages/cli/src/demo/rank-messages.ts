@@ -103,7 +103,7 @@ const list =
     if (!Array.isArray(value)) return 'must be an array';
     for (const [index, element] of value.entries()) {
       const why = item(element);
-      if (why !== undefined) return `[${index}] ${why}`;
+      if (why !== undefined) return `[${index}]${/^[.[]/.test(why) ? '' : ' '}${why}`;
     }
     return undefined;
   };
@@ -115,7 +115,7 @@ const object =
       const field = (value as Record<string, unknown>)[name];
       if (field === undefined && optional.includes(name)) continue;
       const why = check(field);
-      if (why !== undefined) return `.${name} ${why}`;
+      if (why !== undefined) return `.${name}${/^[.[]/.test(why) ? '' : ' '}${why}`;
     }
     return undefined;
   };

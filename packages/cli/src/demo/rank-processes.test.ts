@@ -57,6 +57,6 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
     const impossible: readonly RankSpec[] = [ranks[0] as RankSpec, { role: 'prefill', workerId: 'prefill-0', tpRank: 3, tpSize: 1, peerWorkerId: 'decode-0' }];
     const start = RankProcesses.start({ ranks: impossible, sqlitePath: join(dir, 'failing.sqlite'), backend: 'ucx', settings: defaultSettings, blocks: 2, readyTimeoutMs: 60_000 });
     await expect(start).rejects.toBeInstanceOf(DemoProcessError);
-    await expect(start).rejects.toThrow(/^demo process prefill-0\/tp3 failed before reporting "ready": \w+Error: .*tpRank/);
+    await expect(start).rejects.toThrow(/^demo process prefill-0\/tp3 failed before reporting "published": InvalidShardError: .*tpRank = 3/);
   }, 120_000);
 });
