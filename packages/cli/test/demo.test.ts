@@ -13,7 +13,7 @@ afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
 const lastLine = (stdout: string): string => stdout.trimEnd().split('\n').at(-1) as string;
 
 describe('kvreuse demo', () => {
-  it.each(['ucx'])(
+  it.each(['ucx', 'loopback'])(
     'on %s: hands turn 1 off, routes turn 2, pulls and verifies 42 blocks from both decode ranks, recomputes after a killed rank, drains every process',
     async (backend) => {
       const run = await runBinary(['demo', '--backend', backend, '--json'], { cwd: anywhere });

@@ -15,6 +15,7 @@ import {
   kvreuseOwner,
   type Lease,
   openSqliteDiscovery,
+  releaseRank,
   watchWorkerReadiness,
 } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
@@ -259,6 +260,17 @@ export class DemoRank {
   /** Heartbeat reports to the reader side: a source rank that dies or stops answering loses its pins at once. */
   async #routePeerEvents(): Promise<void> {
     for await (const event of this.agent.peerEvents()) this.#pinClient?.peerEvent(event);
+  }
+
+  /**
+   * In-process stand-in for SIGKILL (the loopback host's): no drain, no pin released, no publication
+   * withdrawn; the regions go away under any reader and the agent closes.
+   */
+  async crash(): Promise<void> {
+    const registered = this.endpoint.registered;
+    if (registered !== undefined) await releaseRank(registered);
+    await this.agent.close();
+    await this.discovery.close();
   }
 
   /** SIGTERM: the endpoint's shutdown, source side first (pins waited for), then discovery closed. */

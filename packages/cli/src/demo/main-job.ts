@@ -97,7 +97,8 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
   const follower = await followInventory(discovery, inventory, { onComplete: ({ workerId }) => workerId === decodeId && inventoryComplete() });
   let processes: RankProcesses | undefined;
   try {
-    progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} as OS processes (${options.backend}, SQLite discovery at ${sqlitePath})`);
+    const where = options.backend === 'loopback' ? 'in this process (loopback agents reach only agents of their own process)' : 'as OS processes';
+    progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, SQLite discovery at ${sqlitePath})`);
     processes = await RankProcesses.start({
       ranks,
       sqlitePath,
@@ -182,7 +183,8 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
 
     // A decode rank killed mid-pull: once both pins are granted, before any read is posted.
-    progress(`killed rank: ${decodeId}/tp1 is killed (SIGKILL) once the prefill holds its pins`);
+    const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader' : 'is killed (SIGKILL)';
+    progress(`killed rank: ${decodeId}/tp1 ${crash} once the prefill holds its pins`);
     const held = started.request(prefillId, 0, { ...pullCommand, holdAfterPins: true }, 'pinned', timeoutMs);
     const after = started.next(prefillId, 0, 'pulled', timeoutMs);
     await held;

@@ -2,39 +2,23 @@
 // from stdin and reports on stdout (rank-messages.ts); on SIGTERM it drains source side first (waiting
 // for readers' pins), hands every bank back, closes its agent, reports the drain and exits (1 if
 // anything stayed retained).
-// Arguments: <role> <workerId> <incarnation> <tpRank> <tpSize> <peer workerId> <sqlite path> <backend> <blocks per bank> <settings JSON>
+// Argument: its DemoRankOptions as JSON (the parent resolved and validated the settings in them).
 import { createInterface } from 'node:readline';
-import type { Settings } from '@kvreuse/config';
 import { shutdownOnSignals } from '@kvreuse/drain';
-import type { Backend } from '@kvreuse/native-bindings';
-import { DemoRank } from './demo-rank.js';
-import { drainSummary, encodeRankMessage, parseRankCommand, type RankMessage, type RankRole } from './rank-messages.js';
+import { DemoRank, type DemoRankOptions } from './demo-rank.js';
+import { drainSummary, encodeRankMessage, parseRankCommand, type RankMessage } from './rank-messages.js';
 
-const [role, workerId, incarnation, tpRankText, tpSizeText, peerWorkerId, sqlitePath, backend, blocksText, settingsJson] = process.argv.slice(2);
-if (settingsJson === undefined) throw new Error('usage: rank-process <role> <workerId> <incarnation> <tpRank> <tpSize> <peer workerId> <sqlite path> <backend> <blocks per bank> <settings JSON>');
-const tpRank = Number(tpRankText);
-const said = { role: role as RankRole, tpRank };
+const [optionsJson] = process.argv.slice(2);
+if (optionsJson === undefined) throw new Error('usage: rank-process <DemoRankOptions as JSON>');
+const options = JSON.parse(optionsJson) as DemoRankOptions;
+const said = { role: options.role, tpRank: options.tpRank };
 const say = (message: object): void => {
   process.stdout.write(encodeRankMessage({ ...said, ...message } as RankMessage));
 };
 const fail = (error: unknown): void => say({ type: 'failed', message: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
 
 try {
-  const rank = await DemoRank.open(
-    {
-      role: role as RankRole,
-      workerId: workerId as string,
-      incarnation: incarnation as string,
-      tpRank,
-      tpSize: Number(tpSizeText),
-      peerWorkerId: peerWorkerId as string,
-      sqlitePath: sqlitePath as string,
-      backend: backend as Backend,
-      blocks: Number(blocksText),
-      settings: JSON.parse(settingsJson) as Settings,
-    },
-    say,
-  );
+  const rank = await DemoRank.open(options, say);
   shutdownOnSignals(
     { shutdown: () => rank.close() },
     {

@@ -1,6 +1,6 @@
 // Starts the demo's ranks as separate OS processes (a decode worker of TP 2, a prefill worker of TP 1),
 // follows what each reports, and stops them with SIGTERM, collecting each process's drain report.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url';
 import type { Settings } from '@kvreuse/config';
 import type { Backend } from '@kvreuse/native-bindings';
 import { DemoProcessError } from '../errors.js';
-import { type DrainSummary, encodeRankCommand, parseRankMessage, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
+import { DemoRank, type DemoRankOptions } from './demo-rank.js';
+import { type DrainSummary, drainSummary, encodeRankCommand, encodeRankMessage, parseRankCommand, parseRankMessage, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
 export interface RankSpec {
   readonly role: RankRole;
@@ -58,27 +59,22 @@ const nodeArgs = fromSource ? ['--conditions=@kvreuse/source', '--import', 'tsx'
 
 interface Tracked {
   readonly spec: RankSpec;
-  readonly child: ChildProcess;
+  readonly pid: number;
   readonly messages: RankMessage[];
   readonly stderr: string[];
   readonly exited: Promise<{ code: number | null; signal: string | null }>;
   readonly listeners: Set<(message: RankMessage) => void>;
+  readonly running: () => boolean;
+  readonly deliver: (command: RankCommand) => void;
+  readonly terminate: (signal: 'SIGTERM' | 'SIGKILL') => void;
 }
 
-function track(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
-  const args = [...nodeArgs, entry, spec.role, spec.workerId, incarnation, String(spec.tpRank), String(spec.tpSize), spec.peerWorkerId, options.sqlitePath, options.backend, String(options.blocks), JSON.stringify(options.settings)];
-  const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-  // A rank killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
-  child.stdin?.on('error', () => undefined);
-  const tracked: Tracked = {
-    spec,
-    child,
-    messages: [],
-    stderr: [],
-    exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
-    listeners: new Set(),
-  };
-  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+type Exit = { code: number | null; signal: string | null };
+
+/** The tracking both hosts share: messages recorded and handed to the listeners. */
+function tracking(spec: RankSpec, options: RankProcessesOptions, host: Omit<Tracked, 'spec' | 'messages' | 'stderr' | 'listeners'>): { tracked: Tracked; receive: (line: string) => void } {
+  const tracked: Tracked = { spec, messages: [], stderr: [], listeners: new Set(), ...host };
+  const receive = (line: string): void => {
     let message: RankMessage | undefined;
     try {
       message = parseRankMessage(line);
@@ -89,12 +85,83 @@ function track(spec: RankSpec, options: RankProcessesOptions, incarnation: strin
     tracked.messages.push(message);
     options.onMessage?.(spec, message);
     for (const listener of tracked.listeners) listener(message);
+  };
+  return { tracked, receive };
+}
+
+function rankOptions(spec: RankSpec, options: RankProcessesOptions, incarnation: string): DemoRankOptions {
+  const { role, workerId, tpRank, tpSize, peerWorkerId } = spec;
+  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, sqlitePath: options.sqlitePath, backend: options.backend, blocks: options.blocks, settings: options.settings };
+}
+
+/** A rank as its own OS process (rank-process.ts), commands on its stdin, messages on its stdout. */
+function spawnRank(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
+  const child = spawn(process.execPath, [...nodeArgs, entry, JSON.stringify(rankOptions(spec, options, incarnation))], { stdio: ['pipe', 'pipe', 'pipe'] });
+  // A rank killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
+  child.stdin?.on('error', () => undefined);
+  const { tracked, receive } = tracking(spec, options, {
+    pid: child.pid as number,
+    exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
+    running: () => child.exitCode === null && child.signalCode === null,
+    deliver: (command) => child.stdin?.write(encodeRankCommand(command)),
+    terminate: (signal) => child.kill(signal),
   });
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', receive);
   createInterface({ input: child.stderr as NodeJS.ReadableStream }).on('line', (line) => {
     tracked.stderr.push(line);
     if (tracked.stderr.length > 20) tracked.stderr.shift();
   });
   return tracked;
+}
+
+/**
+ * A rank in this process (loopback agents reach only agents of their own process), through the same
+ * codec. SIGTERM is its drain and shutdown; SIGKILL is the nearest one process can come to a crash:
+ * the rank stops without a drain, its agent closes under its readers (`DemoRank.crash`).
+ */
+function hostRank(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
+  let exit!: (outcome: Exit) => void;
+  const exited = new Promise<Exit>((resolve) => (exit = resolve));
+  let running = true;
+  const ended = (outcome: Exit): void => {
+    running = false;
+    exit(outcome);
+  };
+  let receive: (line: string) => void = () => undefined;
+  const say = (message: object): void => receive(encodeRankMessage({ role: spec.role, tpRank: spec.tpRank, ...message } as RankMessage));
+  const fail = (error: unknown): void => say({ type: 'failed', message: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+  const opening = DemoRank.open(rankOptions(spec, options, incarnation), say);
+  const published = opening.then(async (rank) => {
+    await rank.publish();
+    return rank;
+  });
+  published.catch((error: unknown) => {
+    fail(error);
+    ended({ code: 1, signal: null });
+  });
+  const hosted = tracking(spec, options, {
+    pid: process.pid,
+    exited,
+    running: () => running,
+    deliver: (command) => {
+      const line = encodeRankCommand(command).trimEnd();
+      void published.then((rank) => rank.handle(parseRankCommand(line))).catch(fail);
+    },
+    terminate: (signal) => {
+      void opening.then(async (rank) => {
+        if (signal === 'SIGKILL') {
+          await rank.crash();
+          ended({ code: null, signal });
+          return;
+        }
+        const result = await rank.close();
+        say({ type: 'drained', drain: drainSummary(result.report, result.agentDestroyed) });
+        ended({ code: result.retained ? 1 : 0, signal: null });
+      }).catch(fail);
+    },
+  });
+  receive = hosted.receive;
+  return hosted.tracked;
 }
 
 /**
@@ -147,7 +214,8 @@ export class RankProcesses {
     const incarnations = new Map<string, string>();
     const tracked = options.ranks.map((spec) => {
       if (!incarnations.has(spec.workerId)) incarnations.set(spec.workerId, randomUUID());
-      return track(spec, options, incarnations.get(spec.workerId) as string);
+      const incarnation = incarnations.get(spec.workerId) as string;
+      return options.backend === 'loopback' ? hostRank(spec, options, incarnation) : spawnRank(spec, options, incarnation);
     });
     const processes = new RankProcesses(tracked, options);
     try {
@@ -180,7 +248,7 @@ export class RankProcesses {
 
   /** Sends `command` to one rank, expecting no answer. */
   send(workerId: string, tpRank: number, command: RankCommand): void {
-    this.#find(workerId, tpRank).child.stdin?.write(encodeRankCommand(command));
+    this.#find(workerId, tpRank).deliver(command);
   }
 
   /** Resolves once the rank's process has exited. */
@@ -189,24 +257,24 @@ export class RankProcesses {
   }
 
   get ranks(): readonly RankProcess[] {
-    return this.#tracked.map(({ spec, child, messages }) => ({ spec, pid: child.pid as number, messages }));
+    return this.#tracked.map(({ spec, pid, messages }) => ({ spec, pid, messages }));
   }
 
   /** Kills one rank with SIGKILL (no drain: what a crash looks like to the others). */
   kill(workerId: string, tpRank: number): void {
-    this.#find(workerId, tpRank).child.kill('SIGKILL');
+    this.#find(workerId, tpRank).terminate('SIGKILL');
   }
 
   /** SIGTERM to every rank still running; resolves with each process's drain report (or how it ended without one). */
   async stop(): Promise<RankDrain[]> {
     return Promise.all(
       this.#tracked.map(async (rank) => {
-        if (rank.child.exitCode === null && rank.child.signalCode === null) rank.child.kill('SIGTERM');
+        if (rank.running()) rank.terminate('SIGTERM');
         const { code, signal } = await rank.exited;
         const drained = rank.messages.find((message) => message.type === 'drained');
         return {
           process: label(rank.spec),
-          pid: rank.child.pid as number,
+          pid: rank.pid,
           exitCode: code,
           signal,
           ...(drained?.type === 'drained' ? { drain: drained.drain } : {}),
