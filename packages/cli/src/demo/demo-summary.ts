@@ -39,8 +39,10 @@ export interface DemoDrainRow {
 export interface DemoSummary {
   readonly handOff: { readonly blocks: number; readonly bytes: number; readonly ms: number };
   readonly decisions: readonly DemoDecision[];
-  readonly pull: DemoPull;
+  /** Null when the router did not route turn 2 to a pull. */
+  readonly pull: DemoPull | null;
   readonly gpu: { readonly active: boolean; readonly mode: string; readonly reason: string };
+  /** Null when there was no pull. */
   readonly killedRank: {
     readonly process: string;
     readonly signal: string | null;
@@ -48,7 +50,7 @@ export interface DemoSummary {
     readonly committedBlocks: number;
     readonly verified: boolean;
     readonly reasons: readonly string[];
-  };
+  } | null;
   readonly drain: readonly DemoDrainRow[];
 }
 
@@ -81,10 +83,13 @@ export function summaryLine(summary: DemoSummary): string {
   const drained = summary.drain.filter((row) => row.banksReturned !== null);
   const returned = drained.reduce((sum, row) => sum + (row.banksReturned ?? 0), 0);
   const retained = drained.reduce((sum, row) => sum + (row.banksRetained ?? 0), 0);
+  const pulled =
+    pull === null
+      ? 'no pull'
+      : `pulled ${pull.blocks} blocks (${pull.bytes.toLocaleString('en-US')} bytes, ${pull.verified ? 'verified' : 'NOT verified'}) in ${pull.ms.toFixed(1)} ms at ${pull.gbps.toFixed(2)} Gbit/s`;
+  const killed = killedRank === null ? '' : `killed rank: ${killedRank.recomputed} blocks recomputed, ${killedRank.committedBlocks} committed; `;
   return (
-    `kvreuse demo: pulled ${pull.blocks} blocks (${pull.bytes.toLocaleString('en-US')} bytes, ${pull.verified ? 'verified' : 'NOT verified'}) ` +
-    `in ${pull.ms.toFixed(1)} ms at ${pull.gbps.toFixed(2)} Gbit/s; ${summary.decisions.map((d) => `${d.request} ${d.action} (${d.reason})`).join(', ')}; ` +
-    `gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; killed rank: ${killedRank.recomputed} blocks recomputed, ${killedRank.committedBlocks} committed; ` +
-    `${drained.length} processes drained, ${returned} banks returned, ${retained} retained`
+    `kvreuse demo: ${pulled}; ${summary.decisions.map((d) => `${d.request} ${d.action} (${d.reason})`).join(', ')}; ` +
+    `gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; ${killed}${drained.length} processes drained, ${returned} banks returned, ${retained} retained`
   );
 }

@@ -20,7 +20,7 @@ import {
   RetainedInventory,
   watchWorkerReadiness,
 } from '@kvreuse/registry';
-import { decide, type RouteDecision, SourceBook } from '@kvreuse/router';
+import { decide, type FetchHint, type RouteDecision, SourceBook } from '@kvreuse/router';
 import { DemoProcessError } from '../errors.js';
 import { type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
 import type { RankMessage } from './rank-messages.js';
@@ -82,6 +82,54 @@ function describeDecision(request: string, decision: RouteDecision): DemoDecisio
     costMs: decision.costMs,
     rejected: decision.rejected.map((rejection) => `${rejection.worker} ${rejection.reason}: ${rejection.detail}`),
   };
+}
+
+/**
+ * Turn 2's pull as the router decided it, then the same pull with a decode rank killed once the prefill
+ * holds its pins and before any read is posted: the prefill recomputes and commits nothing unverified.
+ */
+async function pullTurn2(
+  started: RankProcesses,
+  fetch: RouteDecision,
+  options: MainJobOptions & { readonly chain: BigUint64Array; readonly regionIds: readonly (readonly number[])[]; readonly timeoutMs: number },
+): Promise<Pick<DemoSummary, 'pull' | 'killedRank'>> {
+  const { progress, settings, timeoutMs } = options;
+  const hint = fetch.source as FetchHint;
+  const pullCommand = {
+    type: 'pull',
+    hashes: hex(options.chain.subarray(hint.blocks.start, hint.blocks.start + hint.blocks.count)),
+    source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch },
+    regionIds: options.regionIds,
+    prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
+  } as const;
+
+  progress(`pull: ${prefillId} pulls ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1) and verifies every byte`);
+  const pulled = await started.request(prefillId, 0, { ...pullCommand, holdAfterPins: false }, 'pulled', timeoutMs);
+  const pull = pullSummary(pulled.pull);
+  progress(
+    `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.verified ? 'every byte verified' : 'NOT verified'}, ${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; ` +
+      `estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
+  );
+
+  const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader' : 'is killed (SIGKILL)';
+  progress(`killed rank: ${decodeId}/tp1 ${crash} once the prefill holds its pins`);
+  const held = started.request(prefillId, 0, { ...pullCommand, holdAfterPins: true }, 'pinned', timeoutMs);
+  const after = started.next(prefillId, 0, 'pulled', timeoutMs);
+  await held;
+  started.kill(decodeId, 1);
+  const killed = await started.exited(decodeId, 1);
+  started.send(prefillId, 0, { type: 'resume' });
+  const recomputed = (await after).pull;
+  const killedRank = {
+    process: `${decodeId}/tp1`,
+    signal: killed.signal,
+    recomputed: recomputed.recomputed.blocks,
+    committedBlocks: recomputed.blocks,
+    verified: recomputed.verified,
+    reasons: recomputed.recomputed.reasons,
+  };
+  progress(`  committed ${killedRank.committedBlocks} blocks, recomputed ${killedRank.recomputed}: ${killedRank.reasons.join('; ')}`);
+  return { pull, killedRank };
 }
 
 /** Runs the main job to its end (every process stopped), and returns its summary. */
@@ -158,23 +206,6 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     await watch.close();
     progress('turn 2: the router decides');
     for (const decision of decisions) progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
-    if (fetch.action !== 'fetch' || fetch.source === undefined) throw new DemoProcessError('router', `did not route turn 2 to a pull: ${fetch.reason}: ${fetch.detail}`, []);
-    const hint = fetch.source;
-    const pullCommand = {
-      type: 'pull',
-      hashes: hex(chain.subarray(hint.blocks.start, hint.blocks.start + hint.blocks.count)),
-      source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch },
-      regionIds,
-      prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
-    } as const;
-
-    progress(`pull: ${prefillId} pulls ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1) and verifies every byte`);
-    const pulled = await started.request(prefillId, 0, { ...pullCommand, holdAfterPins: false }, 'pulled', timeoutMs);
-    const pull = pullSummary(pulled.pull);
-    progress(
-      `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.verified ? 'every byte verified' : 'NOT verified'}, ${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; ` +
-        `estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
-    );
 
     // GPU reuse, asked for with the settings' declared profile (if any): profile admission says why not.
     const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
@@ -182,25 +213,8 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
     progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
 
-    // A decode rank killed mid-pull: once both pins are granted, before any read is posted.
-    const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader' : 'is killed (SIGKILL)';
-    progress(`killed rank: ${decodeId}/tp1 ${crash} once the prefill holds its pins`);
-    const held = started.request(prefillId, 0, { ...pullCommand, holdAfterPins: true }, 'pinned', timeoutMs);
-    const after = started.next(prefillId, 0, 'pulled', timeoutMs);
-    await held;
-    started.kill(decodeId, 1);
-    const killed = await started.exited(decodeId, 1);
-    started.send(prefillId, 0, { type: 'resume' });
-    const recomputed = (await after).pull;
-    const killedRank = {
-      process: `${decodeId}/tp1`,
-      signal: killed.signal,
-      recomputed: recomputed.recomputed.blocks,
-      committedBlocks: recomputed.blocks,
-      verified: recomputed.verified,
-      reasons: recomputed.recomputed.reasons,
-    };
-    progress(`  committed ${killedRank.committedBlocks} blocks, recomputed ${killedRank.recomputed}: ${killedRank.reasons.join('; ')}`);
+    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, { ...options, chain, regionIds, timeoutMs }) : { pull: null, killedRank: null };
+    if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
     progress('shutdown: SIGTERM to every process');
     const drains = await started.stop();
@@ -213,7 +227,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
           : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pins waited for (${row.pins.released} released, ${row.pins.lapsed} lapsed)`,
       );
     }
-    return { pull, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, killedRank, drain };
+    return { ...pulls, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, drain };
   } finally {
     await processes?.stop();
     await follower.close();
