@@ -15,7 +15,7 @@ const lastLine = (stdout: string): string => stdout.trimEnd().split('\n').at(-1)
 describe('kvreuse demo', () => {
   // The router's decision depends on no clock when reuse is off: the job runs to its end without a pull.
   it('with reuse off, --json prints the summary last: both requests recomputed, no pull, every process drained', async () => {
-    const run = await runBinary(['demo', '--json', '--router-enable-decode-to-prefill-reuse', 'false'], { cwd: anywhere });
+    const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)\n');
@@ -33,7 +33,7 @@ describe('kvreuse demo', () => {
   }, 120_000);
 
   it('without --json, the last line is the one-line summary', async () => {
-    const run = await runBinary(['demo', '--router-enable-decode-to-prefill-reuse', 'false'], { cwd: anywhere });
+    const run = await runBinary(['demo', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
     expect(run.status).toBe(0);
     expect(lastLine(run.stdout)).toBe(
       'kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained',
