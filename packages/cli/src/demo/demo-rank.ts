@@ -88,7 +88,10 @@ export class DemoRank {
       rank: { tpRank, ppRank: 0 },
       banks,
       settings: this.#settings,
-      waitForReaders: (wait) => this.#pinServer?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }),
+      waitForReaders: (wait) => {
+        say({ type: 'waiting-for-readers', pins: this.#pinServer?.heldPins ?? 0 });
+        return this.#pinServer?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 });
+      },
       withdrawInventory: () => this.#withdrawInventory(),
     });
     this.endpoint.onTransition(({ to }) => {

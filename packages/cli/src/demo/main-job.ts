@@ -85,8 +85,9 @@ function describeDecision(request: string, decision: RouteDecision): DemoDecisio
 }
 
 /**
- * Turn 2's pull as the router decided it, then the same pull with a decode rank killed once the prefill
- * holds its pins and before any read is posted: the prefill recomputes and commits nothing unverified.
+ * Turn 2's pull as the router decided it, then the same pull with decode rank 1 killed once the prefill
+ * holds its pins and before any read is posted (the prefill recomputes and commits nothing unverified),
+ * while decode rank 0 shuts down and its drain waits for the prefill's pin.
  */
 async function pullTurn2(
   started: RankProcesses,
@@ -112,12 +113,16 @@ async function pullTurn2(
   );
 
   const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader' : 'is killed (SIGKILL)';
-  progress(`killed rank: ${decodeId}/tp1 ${crash} once the prefill holds its pins`);
+  progress(`killed rank: once the prefill holds its pins, ${decodeId}/tp1 ${crash} and ${decodeId}/tp0 is told to shut down (SIGTERM)`);
   const held = started.request(prefillId, 0, { ...pullCommand, holdAfterPins: true }, 'pinned', timeoutMs);
   const after = started.next(prefillId, 0, 'pulled', timeoutMs);
   await held;
   started.kill(decodeId, 1);
   const killed = await started.exited(decodeId, 1);
+  // The source's drain must wait for the pin the prefill holds: the prefill goes on only once it does.
+  const waiting = started.next(decodeId, 0, 'waiting-for-readers', timeoutMs);
+  started.kill(decodeId, 0, 'SIGTERM');
+  progress(`  ${decodeId}/tp0 drains and waits for ${(await waiting).pins} pin(s) before it deregisters anything`);
   started.send(prefillId, 0, { type: 'resume' });
   const recomputed = (await after).pull;
   const killedRank = {
@@ -201,6 +206,9 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const destination = { worker: prefill, localBlocks: 0 };
     const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
     const shortRequest = [...conversation.slice(0, sharedSystemBlocks * blockTokens), ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1))];
+    // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
+    // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
+    for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
     const fetch = decide({ tokens: turn2, destination }, context);
     const decisions = [describeDecision('turn 2', fetch), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
     await watch.close();

@@ -48,6 +48,8 @@ export type RankMessage = RankSaid &
     | { readonly type: 'retained'; readonly blocks: number; readonly verified: number; readonly appended: number }
     | { readonly type: 'pinned'; readonly blocks: readonly number[] }
     | { readonly type: 'pulled'; readonly pull: PullReport }
+    /** A draining source rank began waiting for its readers' pins (`pins` held then). */
+    | { readonly type: 'waiting-for-readers'; readonly pins: number }
     | { readonly type: 'drained'; readonly drain: DrainSummary }
     | { readonly type: 'failed'; readonly message: string }
   );
@@ -145,6 +147,7 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
       ['saving'],
     ),
   },
+  'waiting-for-readers': { ...said, pins: count },
   drained: {
     ...said,
     drain: object({

@@ -260,9 +260,9 @@ export class RankProcesses {
     return this.#tracked.map(({ spec, pid, messages }) => ({ spec, pid, messages }));
   }
 
-  /** Kills one rank with SIGKILL (no drain: what a crash looks like to the others). */
-  kill(workerId: string, tpRank: number): void {
-    this.#find(workerId, tpRank).terminate('SIGKILL');
+  /** Signals one rank: SIGKILL (no drain: what a crash looks like to the others) or SIGTERM (its drain and shutdown). */
+  kill(workerId: string, tpRank: number, signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): void {
+    this.#find(workerId, tpRank).terminate(signal);
   }
 
   /** SIGTERM to every rank still running; resolves with each process's drain report (or how it ended without one). */
