@@ -16,12 +16,12 @@ import {
   type Lease,
   openSqliteDiscovery,
   releaseRank,
-  watchWorkerReadiness,
 } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
 import { handOff } from './hand-off.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
 import { pullPrefix } from './pull.js';
+import { readyWorker } from './ready-worker.js';
 import type { RankCommand, RankMessage, RankRole } from './rank-messages.js';
 
 export interface DemoRankOptions {
@@ -39,20 +39,19 @@ export interface DemoRankOptions {
   readonly settings: Settings;
 }
 
+/** Another worker's rank as this one addresses it. */
+export interface RemoteRank {
+  readonly peer: Peer;
+  readonly ticket: PeerTicket;
+  /** The region id of each of its banks, by bank number. */
+  readonly regionIds: readonly number[];
+}
+
 /** A message without the rank's own `role` and `tpRank`, which `say` adds. */
 type Said = RankMessage extends infer M ? (M extends RankMessage ? Omit<M, 'role' | 'tpRank'> : never) : never;
 
 const geometry = referenceGeometries['qwen3-0.6b'];
 const hashesOf = (hex: readonly string[]): bigint[] => hex.map((text) => blockHashFromHex(text) as bigint);
-
-/** The other worker, once every rank of it is published (it is: the parent asks only then). */
-async function readyWorker(discovery: DiscoveryStore, workerId: string): Promise<Worker> {
-  const watch = await watchWorkerReadiness(discovery, workerId, { onChange: () => undefined });
-  const readiness = watch.current;
-  await watch.close();
-  if (!readiness.ready) throw new DemoMessageError(`worker ${workerId}`, `is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
-  return readiness.worker;
-}
 
 export class DemoRank {
   readonly options: DemoRankOptions;
@@ -70,7 +69,7 @@ export class DemoRank {
   #pinClient: PinClient | undefined;
   #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
   #resume: (() => void) | undefined;
-  readonly #peers = new Map<string, { readonly peer: Peer; readonly ticket: PeerTicket }>();
+  readonly #peers = new Map<string, RemoteRank>();
 
   private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, allocations: Allocation[], banks: Bank[], say: (message: Said) => void) {
     this.options = options;
@@ -116,12 +115,11 @@ export class DemoRank {
     return new DemoRank(options, agent, discovery, allocations, banks, say);
   }
 
-  /** Registers the banks and publishes the rank part; says `published` with the region ids peers address. */
+  /** Registers the banks and publishes the rank part; says `published`. */
   async publish(): Promise<void> {
-    const registered = await this.endpoint.register({ timeoutMs: 30_000 });
+    await this.endpoint.register({ timeoutMs: 30_000 });
     await this.endpoint.publish();
-    const regionIds = registered.banks.map((bank) => bank.region?.id as number);
-    this.#say({ type: 'published', agentName: this.agent.name, epoch: this.endpoint.epoch as number, regionIds });
+    this.#say({ type: 'published', agentName: this.agent.name, epoch: this.endpoint.epoch as number });
   }
 
   /** This rank's part of its worker. */
@@ -129,13 +127,22 @@ export class DemoRank {
     return (this.#ownWorker as Worker).ranks[this.options.tpRank] as RankPart;
   }
 
-  /** The peer of another worker's rank, loaded once from its published metadata and tracked by the endpoint (its drain invalidates it). */
-  peerOf(worker: Worker, part: RankPart): { readonly peer: Peer; readonly ticket: PeerTicket } {
+  /**
+   * The peer of another worker's rank, loaded once from its published metadata and tracked by the
+   * endpoint (its drain invalidates it), with the region id it advertises for each of its banks.
+   */
+  peerOf(worker: Worker, part: RankPart): RemoteRank {
     const name = part.transport.agentName;
     let known = this.#peers.get(name);
     if (known === undefined) {
       const peer = this.agent.loadPeer(Buffer.from(part.transport.metadata, 'base64'));
-      known = { peer, ticket: this.endpoint.peers.track(name, worker.incarnation, peer) };
+      const advertised = peer.regions();
+      const regionIds = part.banks.map((bank, index) => {
+        const region = advertised.find((candidate) => candidate.address === BigInt(bank.address));
+        if (region === undefined) throw new DemoMessageError(`rank part of ${name}`, `lists bank ${index}, for which the agent advertises no region`);
+        return region.id;
+      });
+      known = { peer, ticket: this.endpoint.peers.track(name, worker.incarnation, peer), regionIds };
       this.#peers.set(name, known);
     }
     return known;
@@ -160,7 +167,7 @@ export class DemoRank {
       case 'hand-off': {
         const hashes = hashesOf(command.hashes);
         const template = buildTransferTemplate(this.#ownWorker, this.#peerWorker);
-        const handed = await handOff({ rank: this, template, decode: this.#peerWorker, hashes, destinationSlots: command.destinationSlots, regionIds: command.regionIds });
+        const handed = await handOff({ rank: this, template, decode: this.#peerWorker, hashes, destinationSlots: command.destinationSlots });
         this.#say({ type: 'handed-off', ...handed });
         return;
       }
@@ -185,7 +192,6 @@ export class DemoRank {
           decode: this.#peerWorker,
           hashes: hashesOf(command.hashes),
           source: command.source,
-          regionIds: command.regionIds,
           ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
           ...(holdAfterPins === undefined ? {} : { holdAfterPins }),
         });

@@ -16,8 +16,6 @@ export interface HandOffOptions {
   readonly hashes: readonly bigint[];
   /** Where block `i` goes in every decode rank. */
   readonly destinationSlots: readonly number[];
-  /** Each decode rank's region ids by bank number, by TP rank. */
-  readonly regionIds: readonly (readonly number[])[];
 }
 
 /** The registered rank's regions by bank number. */
@@ -35,8 +33,8 @@ export async function handOff(options: HandOffOptions): Promise<{ blocks: number
   const destinationBlocks = Uint32Array.from(options.destinationSlots);
   const prepared = template.pairs.map((_, pair) => {
     const decodeRank = template.pairDestinationRank[pair] as number;
-    const { peer, ticket } = rank.peerOf(decode, decode.ranks[decodeRank] as Worker['ranks'][number]);
-    const write = rank.agent.registerTemplate({ peer, template, pair, direction: 'write', localRegions: regionsOf(registered), remoteRegions: options.regionIds[decodeRank] ?? [] });
+    const { peer, ticket, regionIds } = rank.peerOf(decode, decode.ranks[decodeRank] as Worker['ranks'][number]);
+    const write = rank.agent.registerTemplate({ peer, template, pair, direction: 'write', localRegions: regionsOf(registered), remoteRegions: regionIds });
     return { write, ticket };
   });
   const started = performance.now();

@@ -25,6 +25,7 @@ import { DemoProcessError } from '../errors.js';
 import { type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
 import type { RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
+import { readyWorker } from './ready-worker.js';
 
 export interface MainJobOptions {
   readonly settings: Settings;
@@ -63,14 +64,6 @@ const hex = (hashes: ArrayLike<bigint>): string[] => Array.from(hashes, blockHas
 const ms = (value: number): string => `${value.toFixed(1)} ms`;
 const bytes = (value: number): string => `${value.toLocaleString('en-US')} bytes`;
 
-async function readyWorker(discovery: DiscoveryStore, workerId: string): Promise<Worker> {
-  const watch = await watchWorkerReadiness(discovery, workerId, { onChange: () => undefined });
-  const readiness = watch.current;
-  await watch.close();
-  if (!readiness.ready) throw new DemoProcessError(workerId, `is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`, []);
-  return readiness.worker;
-}
-
 function describeDecision(request: string, decision: RouteDecision): DemoDecision {
   return {
     request,
@@ -92,7 +85,7 @@ function describeDecision(request: string, decision: RouteDecision): DemoDecisio
 async function pullTurn2(
   started: RankProcesses,
   fetch: RouteDecision,
-  options: MainJobOptions & { readonly chain: BigUint64Array; readonly regionIds: readonly (readonly number[])[]; readonly timeoutMs: number },
+  options: MainJobOptions & { readonly chain: BigUint64Array; readonly timeoutMs: number },
 ): Promise<Pick<DemoSummary, 'pull' | 'killedRank'>> {
   const { progress, settings, timeoutMs } = options;
   const hint = fetch.source as FetchHint;
@@ -100,7 +93,6 @@ async function pullTurn2(
     type: 'pull',
     hashes: hex(options.chain.subarray(hint.blocks.start, hint.blocks.start + hint.blocks.count)),
     source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch },
-    regionIds: options.regionIds,
     prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
   } as const;
 
@@ -164,9 +156,6 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       },
     });
     const started = processes;
-    const regionIds = ranks
-      .filter((rank) => rank.role === 'decode')
-      .map((rank) => (started.ranks.find((p) => p.spec === rank)?.messages.find((m) => m.type === 'published') as Extract<RankMessage, { type: 'published' }>).regionIds);
     const decode = await readyWorker(discovery, decodeId);
     const prefill = await readyWorker(discovery, prefillId);
 
@@ -179,7 +168,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const slots = await Promise.all([0, 1].map((tpRank) => started.request(decodeId, tpRank, { type: 'allocate', count: handedOffBlocks }, 'allocated', timeoutMs)));
     const destinationSlots = slots[0]?.slots ?? [];
     if (slots.some((answer) => answer.slots.join() !== destinationSlots.join())) throw new DemoProcessError(decodeId, 'ranks allocated different blocks for one hand-off', []);
-    const handOff = await started.request(prefillId, 0, { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots, regionIds }, 'handed-off', timeoutMs);
+    const handOff = await started.request(prefillId, 0, { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots }, 'handed-off', timeoutMs);
     progress(`  handed off ${handOff.blocks} blocks, ${bytes(handOff.bytes)} in ${ms(handOff.ms)}`);
     const retained = await Promise.all(
       [0, 1].map((tpRank) =>
@@ -221,7 +210,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
     progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
 
-    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, { ...options, chain, regionIds, timeoutMs }) : { pull: null, killedRank: null };
+    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, { ...options, chain, timeoutMs }) : { pull: null, killedRank: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
     progress('shutdown: SIGTERM to every process');

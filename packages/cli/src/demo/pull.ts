@@ -19,8 +19,6 @@ export interface PullOptions {
   readonly decode: Worker;
   readonly hashes: readonly bigint[];
   readonly source: { readonly workerId: string; readonly incarnation: string; readonly epoch: number };
-  /** Each decode rank's region ids by bank number, by TP rank. */
-  readonly regionIds: readonly (readonly number[])[];
   readonly prediction?: PullPrediction;
   /** Called once every pin is granted, before anything is posted (the demo kills a rank there). */
   readonly holdAfterPins?: (granted: readonly number[]) => Promise<void>;
@@ -72,8 +70,8 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
   if (refused.length === 0) {
     const pairs = template.pairs.map((_, pair): FetchPair => {
       const sourceRank = template.pairSourceRank[pair] as number;
-      const { peer, ticket } = rank.peerOf(decode, decode.ranks[sourceRank] as RankPart);
-      const read = rank.agent.registerTemplate({ peer, template, pair, direction: 'read', localRegions: regionsOf(registered), remoteRegions: options.regionIds[sourceRank] ?? [] });
+      const { peer, ticket, regionIds } = rank.peerOf(decode, decode.ranks[sourceRank] as RankPart);
+      const read = rank.agent.registerTemplate({ peer, template, pair, direction: 'read', localRegions: regionsOf(registered), remoteRegions: regionIds });
       prepared.push(read);
       return { template: read, ticket, banks: registered.banks, bytes: rank.views };
     });

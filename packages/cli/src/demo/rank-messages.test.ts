@@ -7,10 +7,10 @@ const hash = '00000000deadbeef';
 describe('the demo messages between the parent and its ranks', () => {
   it.each<RankCommand>([
     { type: 'allocate', count: 40 },
-    { type: 'hand-off', hashes: [hash], destinationSlots: [7], regionIds: [[1, 2], [3, 4]] },
+    { type: 'hand-off', hashes: [hash], destinationSlots: [7] },
     { type: 'retain', slots: [7], hashes: [hash], append: [hash], publishInventory: true },
-    { type: 'pull', hashes: [hash], source: { workerId: 'd', incarnation: 'i', epoch: 2 }, regionIds: [[1]], holdAfterPins: false },
-    { type: 'pull', hashes: [hash], source: { workerId: 'd', incarnation: 'i', epoch: 2 }, regionIds: [[1]], prediction: { predictedMs: 1, prefillTokenUs: 50, lookupBudgetMs: 2 }, holdAfterPins: true },
+    { type: 'pull', hashes: [hash], source: { workerId: 'd', incarnation: 'i', epoch: 2 }, holdAfterPins: false },
+    { type: 'pull', hashes: [hash], source: { workerId: 'd', incarnation: 'i', epoch: 2 }, prediction: { predictedMs: 1, prefillTokenUs: 50, lookupBudgetMs: 2 }, holdAfterPins: true },
     { type: 'resume' },
   ])('a %j command goes through its codec unchanged', (command) => {
     expect(parseRankCommand(encodeRankCommand(command).trimEnd())).toEqual(command);
@@ -19,7 +19,7 @@ describe('the demo messages between the parent and its ranks', () => {
   it.each<[string, string]>([
     ['{"type":"allocate","count":-1}', 'demo message: command "allocate" .count must be a whole number ≥ 0'],
     ['{"type":"retain","slots":[1],"hashes":["xyz"],"append":[],"publishInventory":true}', 'demo message: command "retain" .hashes[0] must be a 16-digit hex block hash'],
-    ['{"type":"pull","hashes":[],"source":{"workerId":"d","incarnation":"i"},"regionIds":[],"holdAfterPins":false}', 'demo message: command "pull" .source.epoch must be a whole number ≥ 0'],
+    ['{"type":"pull","hashes":[],"source":{"workerId":"d","incarnation":"i"},"holdAfterPins":false}', 'demo message: command "pull" .source.epoch must be a whole number ≥ 0'],
     ['{"type":"evict"}', 'demo message: command type must be one of allocate, hand-off, retain, pull, resume; got "evict"'],
     ['not json', 'demo message: command line is not JSON: "not json"'],
   ])('refuses the command %s, naming the field', (line, message) => {

@@ -41,7 +41,7 @@ interface RankSaid {
 
 export type RankMessage = RankSaid &
   (
-    | { readonly type: 'published'; readonly agentName: string; readonly epoch: number; readonly regionIds: readonly number[] }
+    | { readonly type: 'published'; readonly agentName: string; readonly epoch: number }
     | { readonly type: 'ready' }
     | { readonly type: 'allocated'; readonly slots: readonly number[] }
     | { readonly type: 'handed-off'; readonly blocks: number; readonly bytes: number; readonly ms: number }
@@ -64,8 +64,8 @@ export interface PullPrediction {
 export type RankCommand =
   /** Decode: take `count` free blocks of the pool for a hand-off. */
   | { readonly type: 'allocate'; readonly count: number }
-  /** Prefill: compute the blocks of `hashes` and WRITE them into `destinationSlots` of every decode rank (`regionIds[tpRank]`). */
-  | { readonly type: 'hand-off'; readonly hashes: readonly string[]; readonly destinationSlots: readonly number[]; readonly regionIds: readonly (readonly number[])[] }
+  /** Prefill: compute the blocks of `hashes` and WRITE them into `destinationSlots` of every decode rank. */
+  | { readonly type: 'hand-off'; readonly hashes: readonly string[]; readonly destinationSlots: readonly number[] }
   /** Decode: check the handed-off blocks, retain them, decode `append` more blocks; the inventory publisher announces all of them. */
   | { readonly type: 'retain'; readonly slots: readonly number[]; readonly hashes: readonly string[]; readonly append: readonly string[]; readonly publishInventory: boolean }
   /** Prefill: pull the prefix of `hashes` from the decode worker's ranks, verify, commit the verified prefix, recompute the rest. */
@@ -73,12 +73,16 @@ export type RankCommand =
       readonly type: 'pull';
       readonly hashes: readonly string[];
       readonly source: { readonly workerId: string; readonly incarnation: string; readonly epoch: number };
-      readonly regionIds: readonly (readonly number[])[];
       readonly prediction?: PullPrediction;
       /** Report `pinned` and wait for `resume` before posting (so the parent can act mid-pull). */
       readonly holdAfterPins: boolean;
     }
   | { readonly type: 'resume' };
+
+/** What a rank says when something it was doing failed. */
+export function failure(error: unknown): { readonly type: 'failed'; readonly message: string } {
+  return { type: 'failed', message: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
+}
 
 export function drainSummary(report: DrainReport, agentDestroyed: boolean): DrainSummary {
   const { released = 0, lapsed = 0, outstanding = 0 } = report.readers ?? {};
@@ -125,7 +129,7 @@ const role: Check = (value) => (value === 'decode' || value === 'prefill' ? unde
 
 const said = { role, tpRank: count };
 const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
-  published: { ...said, agentName: text, epoch: count, regionIds: list(count) },
+  published: { ...said, agentName: text, epoch: count },
   ready: said,
   allocated: { ...said, slots: list(count) },
   'handed-off': { ...said, blocks: count, bytes: count, ms: number },
@@ -163,12 +167,11 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
 };
 const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
   allocate: { count },
-  'hand-off': { hashes: list(hex), destinationSlots: list(count), regionIds: list(list(count)) },
+  'hand-off': { hashes: list(hex), destinationSlots: list(count) },
   retain: { slots: list(count), hashes: list(hex), append: list(hex), publishInventory: flag },
   pull: {
     hashes: list(hex),
     source: object({ workerId: text, incarnation: text, epoch: count }),
-    regionIds: list(list(count)),
     prediction: (value) => (value === undefined ? undefined : object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })(value)),
     holdAfterPins: flag,
   },

@@ -6,7 +6,7 @@
 import { createInterface } from 'node:readline';
 import { shutdownOnSignals } from '@kvreuse/drain';
 import { DemoRank, type DemoRankOptions } from './demo-rank.js';
-import { drainSummary, encodeRankMessage, parseRankCommand, type RankMessage } from './rank-messages.js';
+import { drainSummary, encodeRankMessage, failure, parseRankCommand, type RankMessage } from './rank-messages.js';
 
 const [optionsJson] = process.argv.slice(2);
 if (optionsJson === undefined) throw new Error('usage: rank-process <DemoRankOptions as JSON>');
@@ -15,7 +15,7 @@ const said = { role: options.role, tpRank: options.tpRank };
 const say = (message: object): void => {
   process.stdout.write(encodeRankMessage({ ...said, ...message } as RankMessage));
 };
-const fail = (error: unknown): void => say({ type: 'failed', message: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+const fail = (error: unknown): void => say(failure(error));
 
 try {
   const rank = await DemoRank.open(options, say);

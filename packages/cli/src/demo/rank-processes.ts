@@ -9,7 +9,7 @@ import type { Settings } from '@kvreuse/config';
 import type { Backend } from '@kvreuse/native-bindings';
 import { DemoProcessError } from '../errors.js';
 import { DemoRank, type DemoRankOptions } from './demo-rank.js';
-import { type DrainSummary, drainSummary, encodeRankCommand, encodeRankMessage, parseRankCommand, parseRankMessage, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
+import { type DrainSummary, drainSummary, encodeRankCommand, encodeRankMessage, failure, parseRankCommand, parseRankMessage, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
 export interface RankSpec {
   readonly role: RankRole;
@@ -129,7 +129,7 @@ function hostRank(spec: RankSpec, options: RankProcessesOptions, incarnation: st
   };
   let receive: (line: string) => void = () => undefined;
   const say = (message: object): void => receive(encodeRankMessage({ role: spec.role, tpRank: spec.tpRank, ...message } as RankMessage));
-  const fail = (error: unknown): void => say({ type: 'failed', message: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+  const fail = (error: unknown): void => say(failure(error));
   const opening = DemoRank.open(rankOptions(spec, options, incarnation), say);
   const published = opening.then(async (rank) => {
     await rank.publish();
