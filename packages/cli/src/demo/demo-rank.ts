@@ -192,6 +192,7 @@ export class DemoRank {
           decode: this.#peerWorker,
           hashes: hashesOf(command.hashes),
           source: command.source,
+          link: command.link,
           ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
           ...(holdAfterPins === undefined ? {} : { holdAfterPins }),
         });

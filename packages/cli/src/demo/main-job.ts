@@ -93,6 +93,7 @@ async function pullTurn2(
     type: 'pull',
     hashes: hex(options.chain.subarray(hint.blocks.start, hint.blocks.start + hint.blocks.count)),
     source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch },
+    link: { linkClass: hint.linkClass, tier: hint.tier },
     prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
   } as const;
 

@@ -3,7 +3,7 @@
 // (fetchPrefix), then check every committed byte against the demo's KV content and recompute the rest.
 // The one module to swap for `ReuseEndpoint.fetch` once the endpoint offers it.
 import type { RankPart, TransferTemplate, Worker } from '@kvreuse/descriptors';
-import { type FetchPair, fetchPrefix, type HeldPin, type PinClient, type RecomputeReason } from '@kvreuse/endpoint';
+import { type FetchOptions, type FetchPair, fetchPrefix, type HeldPin, type PinClient, type RecomputeReason } from '@kvreuse/endpoint';
 import type { RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { RegisteredRank } from '@kvreuse/registry';
 import type { DemoRank } from './demo-rank.js';
@@ -19,6 +19,7 @@ export interface PullOptions {
   readonly decode: Worker;
   readonly hashes: readonly bigint[];
   readonly source: { readonly workerId: string; readonly incarnation: string; readonly epoch: number };
+  readonly link: FetchOptions['link'];
   readonly prediction?: PullPrediction;
   /** Called once every pin is granted, before anything is posted (the demo kills a rank there). */
   readonly holdAfterPins?: (granted: readonly number[]) => Promise<void>;
@@ -82,7 +83,7 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
       destinationBlocks,
       verify: 'full',
       policy: 'recompute',
-      link: { linkClass: 'same-host', tier: 'host' },
+      link: options.link,
       ...(options.prediction === undefined ? {} : { prediction: { ...options.prediction, blockTokens: part.geometry.blockTokens } }),
     });
   } else {

@@ -9,8 +9,8 @@ describe('the demo messages between the parent and its ranks', () => {
     { type: 'allocate', count: 40 },
     { type: 'hand-off', hashes: [hash], destinationSlots: [7] },
     { type: 'retain', slots: [7], hashes: [hash], append: [hash], publishInventory: true },
-    { type: 'pull', hashes: [hash], source: { workerId: 'd', incarnation: 'i', epoch: 2 }, holdAfterPins: false },
-    { type: 'pull', hashes: [hash], source: { workerId: 'd', incarnation: 'i', epoch: 2 }, prediction: { predictedMs: 1, prefillTokenUs: 50, lookupBudgetMs: 2 }, holdAfterPins: true },
+    { type: 'pull', hashes: [hash], source: { workerId: 'd', incarnation: 'i', epoch: 2 }, link: { linkClass: 'same-host', tier: 'host' }, holdAfterPins: false },
+    { type: 'pull', hashes: [hash], source: { workerId: 'd', incarnation: 'i', epoch: 2 }, link: { linkClass: 'network', tier: 'gpu' }, prediction: { predictedMs: 1, prefillTokenUs: 50, lookupBudgetMs: 2 }, holdAfterPins: true },
     { type: 'resume' },
   ])('a %j command goes through its codec unchanged', (command) => {
     expect(parseRankCommand(encodeRankCommand(command).trimEnd())).toEqual(command);

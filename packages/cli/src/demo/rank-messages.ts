@@ -2,6 +2,7 @@
 // writes commands to a rank's stdin, the rank reports on its stdout. Both directions are validated
 // field by field; a line of a known type with a bad field is a DemoMessageError naming the field.
 import type { DrainReport } from '@kvreuse/drain';
+import { type LinkClass, linkClasses, type SourceTier, sourceTiers } from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
 
 export type RankRole = 'decode' | 'prefill';
@@ -73,6 +74,8 @@ export type RankCommand =
       readonly type: 'pull';
       readonly hashes: readonly string[];
       readonly source: { readonly workerId: string; readonly incarnation: string; readonly epoch: number };
+      /** The router's view of the source: its link class and the tier the blocks are read from. */
+      readonly link: { readonly linkClass: LinkClass; readonly tier: SourceTier };
       readonly prediction?: PullPrediction;
       /** Report `pinned` and wait for `resume` before posting (so the parent can act mid-pull). */
       readonly holdAfterPins: boolean;
@@ -125,6 +128,10 @@ const object =
     }
     return undefined;
   };
+const oneOf =
+  (values: readonly string[]): Check =>
+  (value) =>
+    values.includes(value as string) ? undefined : `must be one of ${values.join(', ')}`;
 const role: Check = (value) => (value === 'decode' || value === 'prefill' ? undefined : "must be 'decode' or 'prefill'");
 
 const said = { role, tpRank: count };
@@ -172,6 +179,7 @@ const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
   pull: {
     hashes: list(hex),
     source: object({ workerId: text, incarnation: text, epoch: count }),
+    link: object({ linkClass: oneOf(linkClasses), tier: oneOf(sourceTiers) }),
     prediction: (value) => (value === undefined ? undefined : object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })(value)),
     holdAfterPins: flag,
   },
