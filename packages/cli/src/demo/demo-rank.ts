@@ -1,11 +1,12 @@
 // One rank of the demo's workers: a native agent, kvreuse-owned banks laid out for Qwen3-0.6B and
 // registered by a ReuseEndpoint that publishes the rank part to discovery, and a BlockPool (the reference
 // pin adapter) standing in for the serving framework's block table. A decode rank serves pins on what
-// it retains; the prefill rank hands turn 1 off with WRITEs and pulls turn 2's prefix back.
+// it retains (`serve`) and announces it as the worker's inventory; the prefill rank hands turn 1 off
+// with WRITEs and fetches turn 2's prefix back (`fetch`).
 import type { Settings } from '@kvreuse/config';
-import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometries, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
+import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometries, type Worker } from '@kvreuse/descriptors';
 import type { PeerTicket, ShutdownResult } from '@kvreuse/drain';
-import { BlockPool, blockChecksums, PinClient, PinServer, ReuseEndpoint } from '@kvreuse/endpoint';
+import { BlockPool, ReuseEndpoint } from '@kvreuse/endpoint';
 import { type Agent, type Allocation, type Backend, loadTransport, type Peer } from '@kvreuse/native-bindings';
 import {
   Bank,
@@ -18,11 +19,12 @@ import {
   releaseRank,
 } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
+import { CrashOnPin } from './crash-on-pin.js';
 import { handOff } from './hand-off.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
 import { pullPrefix } from './pull.js';
 import { readyWorker } from './ready-worker.js';
-import type { RankCommand, RankMessage, RankRole } from './rank-messages.js';
+import { hintOf, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
 export interface DemoRankOptions {
   readonly role: RankRole;
@@ -61,17 +63,16 @@ export class DemoRank {
   /** Each bank's bytes, by bank number. */
   readonly views: readonly Uint8Array[];
   readonly pool: BlockPool;
+  /** The decode rank's pin adapter over the pool. */
+  readonly adapter: CrashOnPin;
   readonly #say: (message: Said) => void;
   readonly #settings: Settings;
   #ownWorker: Worker | undefined;
   #peerWorker: Worker | undefined;
-  #pinServer: PinServer | undefined;
-  #pinClient: PinClient | undefined;
   #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
-  #resume: (() => void) | undefined;
   readonly #peers = new Map<string, RemoteRank>();
 
-  private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, allocations: Allocation[], banks: Bank[], say: (message: Said) => void) {
+  private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, allocations: Allocation[], banks: Bank[], say: (message: Said) => void, crash: () => void) {
     this.options = options;
     this.agent = agent;
     this.discovery = discovery;
@@ -79,6 +80,7 @@ export class DemoRank {
     this.#settings = options.settings;
     this.views = allocations.map((allocation) => allocation.view());
     this.pool = new BlockPool(options.blocks);
+    this.adapter = new CrashOnPin(this.pool, crash);
     const { role, workerId, incarnation, tpRank, tpSize } = options;
     this.endpoint = new ReuseEndpoint({
       agent,
@@ -87,21 +89,20 @@ export class DemoRank {
       rank: { tpRank, ppRank: 0 },
       banks,
       settings: this.#settings,
-      waitForReaders: (wait) => {
-        say({ type: 'waiting-for-readers', pins: this.#pinServer?.heldPins ?? 0 });
-        return this.#pinServer?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 });
-      },
+      bankBytes: this.views,
+      ...(role === 'decode' ? { serve: { adapter: this.adapter } } : {}),
       withdrawInventory: () => this.#withdrawInventory(),
     });
     this.endpoint.onTransition(({ to }) => {
       if (to === 'ready') say({ type: 'ready' });
     });
-    void this.#routeNotifications();
-    void this.#routePeerEvents();
   }
 
-  /** Opens discovery, starts the agent, allocates and adopts the rank's banks; `register()` and `publish()` come next. */
-  static async open(options: DemoRankOptions, say: (message: Said) => void): Promise<DemoRank> {
+  /**
+   * Opens discovery, starts the agent, allocates and adopts the rank's banks; `publish()` comes next.
+   * `crash` ends the rank without a drain (the host's SIGKILL), for `crash-on-pin`.
+   */
+  static async open(options: DemoRankOptions, say: (message: Said) => void, crash: () => void): Promise<DemoRank> {
     const discovery = openSqliteDiscovery(options.sqlitePath);
     const agent = await loadTransport().createAgent({ name: `${options.workerId}-tp${options.tpRank}-${options.incarnation}`, backend: options.backend });
     const layout = layoutRankBanks(geometry, { tpRank: options.tpRank, tpSize: options.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: options.blocks });
@@ -112,7 +113,7 @@ export class DemoRank {
       const allocation = allocations[index] as Allocation;
       return Bank.adopt({ ...bank, tpRank: options.tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
     });
-    return new DemoRank(options, agent, discovery, allocations, banks, say);
+    return new DemoRank(options, agent, discovery, allocations, banks, say, crash);
   }
 
   /** Registers the banks and publishes the rank part; says `published`. */
@@ -149,10 +150,6 @@ export class DemoRank {
   }
 
   async handle(command: RankCommand): Promise<void> {
-    if (command.type === 'resume') {
-      this.#resume?.();
-      return;
-    }
     this.#ownWorker ??= await readyWorker(this.discovery, this.options.workerId);
     this.#peerWorker ??= await readyWorker(this.discovery, this.options.peerWorkerId);
     const expected = command.type === 'hand-off' || command.type === 'pull' ? 'prefill' : 'decode';
@@ -164,6 +161,10 @@ export class DemoRank {
       case 'retain':
         await this.#retain(command);
         return;
+      case 'crash-on-pin':
+        this.adapter.arm();
+        this.#say({ type: 'armed' });
+        return;
       case 'hand-off': {
         const hashes = hashesOf(command.hashes);
         const template = buildTransferTemplate(this.#ownWorker, this.#peerWorker);
@@ -172,30 +173,7 @@ export class DemoRank {
         return;
       }
       case 'pull': {
-        const template = buildTransferTemplate(this.#peerWorker, this.#ownWorker);
-        this.#pinClient ??= new PinClient({
-          agent: this.agent,
-          reader: { workerId: this.options.workerId, incarnation: this.options.incarnation, rank: { tpRank: this.options.tpRank, ppRank: 0 } },
-          answerTimeoutMs: this.#settings.transport.operationTimeoutMs,
-        });
-        const holdAfterPins = command.holdAfterPins
-          ? (blocks: readonly number[]) =>
-              new Promise<void>((resolve) => {
-                this.#resume = resolve;
-                this.#say({ type: 'pinned', blocks: [...blocks] });
-              })
-          : undefined;
-        const pull = await pullPrefix({
-          rank: this,
-          client: this.#pinClient,
-          template,
-          decode: this.#peerWorker,
-          hashes: hashesOf(command.hashes),
-          source: command.source,
-          link: command.link,
-          ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
-          ...(holdAfterPins === undefined ? {} : { holdAfterPins }),
-        });
+        const pull = await pullPrefix({ rank: this, hint: hintOf(command.hint), ...(command.prediction === undefined ? {} : { prediction: command.prediction }) });
         this.#say({ type: 'pulled', pull });
         return;
       }
@@ -217,29 +195,8 @@ export class DemoRank {
       writeBlockContent(this.part, this.views, slot, hash);
       this.pool.commit(slot, hash);
     }
-    this.#pinServer ??= this.#servePins();
     if (command.publishInventory) await this.#announce([...hashes, ...appended]);
     this.#say({ type: 'retained', blocks: hashes.length + appended.length, verified, appended: appended.length });
-  }
-
-  /** The source side of pins: grants on the pool's blocks, with checksums of what the prefill rank reads. */
-  #servePins(): PinServer {
-    const prefill = this.#peerWorker as Worker;
-    const template: TransferTemplate = buildTransferTemplate(this.#ownWorker as Worker, prefill);
-    const prefillPart = prefill.ranks[0] as RankPart;
-    const prefillPeer = this.peerOf(prefill, prefillPart).peer;
-    return new PinServer({
-      agent: this.agent,
-      adapter: this.pool,
-      source: { workerId: this.options.workerId, incarnation: this.options.incarnation, epoch: this.endpoint.epoch as number, rank: { tpRank: this.options.tpRank, ppRank: 0 } },
-      resolvePeer: (name) =>
-        name === prefillPart.transport.agentName ? Promise.resolve(prefillPeer) : Promise.reject(new DemoMessageError('pin request sender', `${name} is not the prefill rank`)),
-      checksums: (request, sourceBlocks) => {
-        const pair = template.pairs.findIndex((route) => route.sourceRank.tpRank === this.options.tpRank && route.destinationRank.tpRank === request.reader.rank.tpRank);
-        return blockChecksums(template, pair, 'source', this.views, sourceBlocks);
-      },
-      leaseMs: this.#settings.discovery.leaseTtlMs,
-    });
   }
 
   /** Publishes the retained blocks as the decode worker's host-tier inventory, under a lease of their own. */
@@ -257,19 +214,6 @@ export class DemoRank {
     if (this.#inventory === undefined) return;
     await this.#inventory.publisher.withdraw();
     await this.discovery.revokeLease(this.#inventory.lease.id);
-  }
-
-  /** Every notification to the pin side this rank has (source or reader), until the agent closes. */
-  async #routeNotifications(): Promise<void> {
-    for await (const notification of this.agent.notifications()) {
-      if (this.#pinServer !== undefined) await this.#pinServer.receive(notification);
-      else this.#pinClient?.receive(notification);
-    }
-  }
-
-  /** Heartbeat reports to the reader side: a source rank that dies or stops answering loses its pins at once. */
-  async #routePeerEvents(): Promise<void> {
-    for await (const event of this.agent.peerEvents()) this.#pinClient?.peerEvent(event);
   }
 
   /**

@@ -23,7 +23,7 @@ import {
 import { decide, type FetchHint, type RouteDecision, SourceBook } from '@kvreuse/router';
 import { DemoProcessError } from '../errors.js';
 import { type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
-import type { RankMessage } from './rank-messages.js';
+import { hintLine, type RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
 import { readyWorker } from './ready-worker.js';
 
@@ -78,46 +78,32 @@ function describeDecision(request: string, decision: RouteDecision): DemoDecisio
 }
 
 /**
- * Turn 2's pull as the router decided it, then the same pull with decode rank 1 killed once the prefill
- * holds its pins and before any read is posted (the prefill recomputes and commits nothing unverified),
- * while decode rank 0 shuts down and its drain waits for the prefill's pin.
+ * Turn 2's pull as the router decided it; then the same pull with decode rank 1 armed to crash (SIGKILL)
+ * at the pin request it receives, before answering: the prefill recomputes and commits nothing unverified.
  */
-async function pullTurn2(
-  started: RankProcesses,
-  fetch: RouteDecision,
-  options: MainJobOptions & { readonly chain: BigUint64Array; readonly timeoutMs: number },
-): Promise<Pick<DemoSummary, 'pull' | 'killedRank'>> {
+async function pullTurn2(started: RankProcesses, fetch: RouteDecision, options: MainJobOptions & { readonly timeoutMs: number }): Promise<Pick<DemoSummary, 'pull' | 'killedRank'>> {
   const { progress, settings, timeoutMs } = options;
   const hint = fetch.source as FetchHint;
   const pullCommand = {
     type: 'pull',
-    hashes: hex(options.chain.subarray(hint.blocks.start, hint.blocks.start + hint.blocks.count)),
-    source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch },
-    link: { linkClass: hint.linkClass, tier: hint.tier },
+    hint: hintLine(hint),
     prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
   } as const;
 
-  progress(`pull: ${prefillId} pulls ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1) and verifies every byte`);
-  const pulled = await started.request(prefillId, 0, { ...pullCommand, holdAfterPins: false }, 'pulled', timeoutMs);
+  progress(`pull: ${prefillId} fetches ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1) and verifies every byte`);
+  const pulled = await started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
   const pull = pullSummary(pulled.pull);
   progress(
     `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.verified ? 'every byte verified' : 'NOT verified'}, ${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; ` +
       `estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
   );
 
-  const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader' : 'is killed (SIGKILL)';
-  progress(`killed rank: once the prefill holds its pins, ${decodeId}/tp1 ${crash} and ${decodeId}/tp0 is told to shut down (SIGTERM)`);
-  const held = started.request(prefillId, 0, { ...pullCommand, holdAfterPins: true }, 'pinned', timeoutMs);
-  const after = started.next(prefillId, 0, 'pulled', timeoutMs);
-  await held;
-  started.kill(decodeId, 1);
+  const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader,' : 'is killed (SIGKILL)';
+  progress(`killed rank: the same pull, and ${decodeId}/tp1 ${crash} when the prefill's pin request reaches it`);
+  await started.request(decodeId, 1, { type: 'crash-on-pin' }, 'armed', timeoutMs);
+  const again = started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
   const killed = await started.exited(decodeId, 1);
-  // The source's drain must wait for the pin the prefill holds: the prefill goes on only once it does.
-  const waiting = started.next(decodeId, 0, 'waiting-for-readers', timeoutMs);
-  started.kill(decodeId, 0, 'SIGTERM');
-  progress(`  ${decodeId}/tp0 drains and waits for ${(await waiting).pins} pin(s) before it deregisters anything`);
-  started.send(prefillId, 0, { type: 'resume' });
-  const recomputed = (await after).pull;
+  const recomputed = (await again).pull;
   const killedRank = {
     process: `${decodeId}/tp1`,
     signal: killed.signal,
@@ -211,7 +197,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
     progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
 
-    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, { ...options, chain, timeoutMs }) : { pull: null, killedRank: null };
+    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, { ...options, timeoutMs }) : { pull: null, killedRank: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
     progress('shutdown: SIGTERM to every process');

@@ -2,7 +2,8 @@
 // writes commands to a rank's stdin, the rank reports on its stdout. Both directions are validated
 // field by field; a line of a known type with a bad field is a DemoMessageError naming the field.
 import type { DrainReport } from '@kvreuse/drain';
-import { type LinkClass, linkClasses, type SourceTier, sourceTiers } from '@kvreuse/router';
+import { blockHashFromHex, blockHashToHex } from '@kvreuse/registry';
+import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers } from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
 
 export type RankRole = 'decode' | 'prefill';
@@ -47,10 +48,8 @@ export type RankMessage = RankSaid &
     | { readonly type: 'allocated'; readonly slots: readonly number[] }
     | { readonly type: 'handed-off'; readonly blocks: number; readonly bytes: number; readonly ms: number }
     | { readonly type: 'retained'; readonly blocks: number; readonly verified: number; readonly appended: number }
-    | { readonly type: 'pinned'; readonly blocks: readonly number[] }
+    | { readonly type: 'armed' }
     | { readonly type: 'pulled'; readonly pull: PullReport }
-    /** A draining source rank began waiting for its readers' pins (`pins` held then). */
-    | { readonly type: 'waiting-for-readers'; readonly pins: number }
     | { readonly type: 'drained'; readonly drain: DrainSummary }
     | { readonly type: 'failed'; readonly message: string }
   );
@@ -69,18 +68,33 @@ export type RankCommand =
   | { readonly type: 'hand-off'; readonly hashes: readonly string[]; readonly destinationSlots: readonly number[] }
   /** Decode: check the handed-off blocks, retain them, decode `append` more blocks; the inventory publisher announces all of them. */
   | { readonly type: 'retain'; readonly slots: readonly number[]; readonly hashes: readonly string[]; readonly append: readonly string[]; readonly publishInventory: boolean }
-  /** Prefill: pull the prefix of `hashes` from the decode worker's ranks, verify, commit the verified prefix, recompute the rest. */
-  | {
-      readonly type: 'pull';
-      readonly hashes: readonly string[];
-      readonly source: { readonly workerId: string; readonly incarnation: string; readonly epoch: number };
-      /** The router's view of the source: its link class and the tier the blocks are read from. */
-      readonly link: { readonly linkClass: LinkClass; readonly tier: SourceTier };
-      readonly prediction?: PullPrediction;
-      /** Report `pinned` and wait for `resume` before posting (so the parent can act mid-pull). */
-      readonly holdAfterPins: boolean;
-    }
-  | { readonly type: 'resume' };
+  /** Prefill: fetch the prefix the router's hint names, verify, commit the verified prefix, recompute the rest. */
+  | { readonly type: 'pull'; readonly hint: HintLine; readonly prediction?: PullPrediction }
+  /** Decode: crash (SIGKILL) at the next pin request, before answering it. */
+  | { readonly type: 'crash-on-pin' };
+
+/** The router's `FetchHint` on a line: the hashes as hex. */
+export interface HintLine {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly epoch: number;
+  readonly start: number;
+  readonly hashes: readonly string[];
+  readonly blockTokens: number;
+  readonly linkClass: LinkClass;
+  readonly tier: SourceTier;
+}
+
+export function hintLine(hint: FetchHint): HintLine {
+  const { workerId, incarnation, epoch, blockTokens, linkClass, tier } = hint;
+  return { workerId, incarnation, epoch, start: hint.blocks.start, hashes: Array.from(hint.hashes, blockHashToHex), blockTokens, linkClass, tier };
+}
+
+export function hintOf(line: HintLine): FetchHint {
+  const hashes = BigUint64Array.from(line.hashes, (hex) => blockHashFromHex(hex) as bigint);
+  const { workerId, incarnation, epoch, blockTokens, linkClass, tier } = line;
+  return { workerId, incarnation, epoch, blocks: { start: line.start, count: hashes.length }, hashes, blockTokens, linkClass, tier };
+}
 
 /** What a rank says when something it was doing failed. */
 export function failure(error: unknown): { readonly type: 'failed'; readonly message: string } {
@@ -141,7 +155,7 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
   allocated: { ...said, slots: list(count) },
   'handed-off': { ...said, blocks: count, bytes: count, ms: number },
   retained: { ...said, blocks: count, verified: count, appended: count },
-  pinned: { ...said, blocks: list(count) },
+  armed: said,
   pulled: {
     ...said,
     pull: object(
@@ -158,7 +172,6 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
       ['saving'],
     ),
   },
-  'waiting-for-readers': { ...said, pins: count },
   drained: {
     ...said,
     drain: object({
@@ -177,13 +190,19 @@ const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
   'hand-off': { hashes: list(hex), destinationSlots: list(count) },
   retain: { slots: list(count), hashes: list(hex), append: list(hex), publishInventory: flag },
   pull: {
-    hashes: list(hex),
-    source: object({ workerId: text, incarnation: text, epoch: count }),
-    link: object({ linkClass: oneOf(linkClasses), tier: oneOf(sourceTiers) }),
+    hint: object({
+      workerId: text,
+      incarnation: text,
+      epoch: count,
+      start: count,
+      hashes: list(hex),
+      blockTokens: count,
+      linkClass: oneOf(linkClasses),
+      tier: oneOf(sourceTiers),
+    }),
     prediction: (value) => (value === undefined ? undefined : object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })(value)),
-    holdAfterPins: flag,
   },
-  resume: {},
+  'crash-on-pin': {},
 };
 
 function validated<T>(value: Record<string, unknown>, fields: Record<string, Check>, what: string): T {

@@ -18,7 +18,7 @@ const say = (message: object): void => {
 const fail = (error: unknown): void => say(failure(error));
 
 try {
-  const rank = await DemoRank.open(options, say);
+  const rank = await DemoRank.open(options, say, () => process.kill(process.pid, 'SIGKILL'));
   shutdownOnSignals(
     { shutdown: () => rank.close() },
     {

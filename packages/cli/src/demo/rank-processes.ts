@@ -130,7 +130,7 @@ function hostRank(spec: RankSpec, options: RankProcessesOptions, incarnation: st
   let receive: (line: string) => void = () => undefined;
   const say = (message: object): void => receive(encodeRankMessage({ role: spec.role, tpRank: spec.tpRank, ...message } as RankMessage));
   const fail = (error: unknown): void => say(failure(error));
-  const opening = DemoRank.open(rankOptions(spec, options, incarnation), say);
+  const opening = DemoRank.open(rankOptions(spec, options, incarnation), say, () => terminate('SIGKILL'));
   const published = opening.then(async (rank) => {
     await rank.publish();
     return rank;
@@ -139,16 +139,9 @@ function hostRank(spec: RankSpec, options: RankProcessesOptions, incarnation: st
     fail(error);
     ended({ code: 1, signal: null });
   });
-  const hosted = tracking(spec, options, {
-    pid: process.pid,
-    exited,
-    running: () => running,
-    deliver: (command) => {
-      const line = encodeRankCommand(command).trimEnd();
-      void published.then((rank) => rank.handle(parseRankCommand(line))).catch(fail);
-    },
-    terminate: (signal) => {
-      void opening.then(async (rank) => {
+  function terminate(signal: 'SIGTERM' | 'SIGKILL'): void {
+    void opening
+      .then(async (rank) => {
         if (signal === 'SIGKILL') {
           await rank.crash();
           ended({ code: null, signal });
@@ -157,8 +150,18 @@ function hostRank(spec: RankSpec, options: RankProcessesOptions, incarnation: st
         const result = await rank.close();
         say({ type: 'drained', drain: drainSummary(result.report, result.agentDestroyed) });
         ended({ code: result.retained ? 1 : 0, signal: null });
-      }).catch(fail);
+      })
+      .catch(fail);
+  }
+  const hosted = tracking(spec, options, {
+    pid: process.pid,
+    exited,
+    running: () => running,
+    deliver: (command) => {
+      const line = encodeRankCommand(command).trimEnd();
+      void published.then((rank) => rank.handle(parseRankCommand(line))).catch(fail);
     },
+    terminate,
   });
   receive = hosted.receive;
   return hosted.tracked;
