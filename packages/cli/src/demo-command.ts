@@ -33,6 +33,9 @@ export const demo: Command = {
     const backend = backendOf(args);
     const file = settingsFileOf(args, context) ?? exampleSettingsPath;
     const { settings } = kvreuseSettings.resolve({ file, env: context.env, argv: args.settingsArgv });
+    if (settings.discovery.backend === 'memory') {
+      throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (with --discovery-etcd-endpoints)');
+    }
     const summary = await runMainJob({ settings, capabilities: nativeCapabilities(settings, context.cwd), backend, progress: (line) => context.stdout(`${line}\n`) });
     context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
   },

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
 import { runBinary } from './binary.js';
+import { startEtcd } from './etcd.js';
 
 const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-'));
 afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
@@ -39,6 +40,33 @@ describe('kvreuse demo', () => {
       'kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained',
     );
   }, 120_000);
+
+  it('with --discovery-backend etcd, the ranks and the router meet in etcd', async () => {
+    const etcd = await startEtcd();
+    try {
+      const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url], { cwd: anywhere });
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(run.stdout).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
+      const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+      expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
+      expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
+        ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
+        ['qwen3-0.6b-decode-0/tp1', 0, 56, 0],
+        ['qwen3-0.6b-prefill-0/tp0', 0, 56, 0],
+      ]);
+    } finally {
+      await etcd.stop();
+    }
+  }, 120_000);
+
+  it('memory discovery, which holds one process only, is a usage error: one line, exit 2', async () => {
+    const run = await runBinary(['demo', '--discovery-backend', 'memory'], { cwd: anywhere });
+    expect(run).toMatchObject({ status: 2, stdout: '' });
+    expect(run.stderrLines).toEqual([
+      'kvreuse: demo: discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (with --discovery-etcd-endpoints) (see kvreuse demo --help) [USAGE]',
+    ]);
+  });
 
   it('an unknown setting flag is refused before anything starts: one line, exit 2', async () => {
     const run = await runBinary(['demo', '--router-nope', '1'], { cwd: anywhere });

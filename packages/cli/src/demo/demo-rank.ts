@@ -15,7 +15,7 @@ import {
   InventoryPublisher,
   kvreuseOwner,
   type Lease,
-  openSqliteDiscovery,
+  openDiscovery,
   releaseRank,
 } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
@@ -34,10 +34,10 @@ export interface DemoRankOptions {
   readonly tpSize: number;
   /** The other worker of the demo (the prefill worker for a decode rank, and the reverse). */
   readonly peerWorkerId: string;
-  readonly sqlitePath: string;
   readonly backend: Backend;
   /** Blocks per bank: the pool's slots. */
   readonly blocks: number;
+  /** The resolved settings; `discovery` names the store every rank and the parent share (sqlite or etcd). */
   readonly settings: Settings;
 }
 
@@ -103,7 +103,7 @@ export class DemoRank {
    * `crash` ends the rank without a drain (the host's SIGKILL), for `crash-on-pin`.
    */
   static async open(options: DemoRankOptions, say: (message: Said) => void, crash: () => void): Promise<DemoRank> {
-    const discovery = openSqliteDiscovery(options.sqlitePath);
+    const discovery = openDiscovery(options.settings.discovery);
     const agent = await loadTransport().createAgent({ name: `${options.workerId}-tp${options.tpRank}-${options.incarnation}`, backend: options.backend });
     const layout = layoutRankBanks(geometry, { tpRank: options.tpRank, tpSize: options.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: options.blocks });
     const allocations = await Promise.all(layout.map((bank) => agent.allocate(bank.bytes)));

@@ -16,7 +16,7 @@ import {
   type DiscoveryStore,
   followInventory,
   hashBlockChain,
-  openSqliteDiscovery,
+  openDiscovery,
   RetainedInventory,
   watchWorkerReadiness,
 } from '@kvreuse/registry';
@@ -63,6 +63,10 @@ const otherToken = (i: number): number => (i * 104_729 + 3) % vocabulary;
 const hex = (hashes: ArrayLike<bigint>): string[] => Array.from(hashes, blockHashToHex);
 const ms = (value: number): string => `${value.toFixed(1)} ms`;
 const bytes = (value: number): string => `${value.toLocaleString('en-US')} bytes`;
+
+function describeDiscovery(discovery: Settings['discovery']): string {
+  return discovery.backend === 'etcd' ? `etcd discovery at ${discovery.etcdEndpoints.join(', ')}` : `SQLite discovery at ${discovery.sqlitePath}`;
+}
 
 function describeDecision(request: string, decision: RouteDecision): DemoDecision {
   return {
@@ -118,11 +122,13 @@ async function pullTurn2(started: RankProcesses, fetch: RouteDecision, options: 
 
 /** Runs the main job to its end (every process stopped), and returns its summary. */
 export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> {
-  const { settings, progress } = options;
+  const { progress } = options;
   const timeoutMs = options.stepTimeoutMs ?? 120_000;
   const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-'));
-  const sqlitePath = join(dir, 'discovery.sqlite');
-  const discovery = openSqliteDiscovery(sqlitePath);
+  // SQLite: a fresh file of this run's own; etcd: the endpoints the settings name.
+  const settings: Settings =
+    options.settings.discovery.backend === 'sqlite' ? { ...options.settings, discovery: { ...options.settings.discovery, sqlitePath: join(dir, 'discovery.sqlite') } } : options.settings;
+  const discovery = openDiscovery(settings.discovery);
   const inventory = new RetainedInventory();
   let inventoryComplete!: () => void;
   const decodeInventoryComplete = new Promise<void>((resolve) => (inventoryComplete = resolve));
@@ -130,10 +136,9 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
   let processes: RankProcesses | undefined;
   try {
     const where = options.backend === 'loopback' ? 'in this process (loopback agents reach only agents of their own process)' : 'as OS processes';
-    progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, SQLite discovery at ${sqlitePath})`);
+    progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`);
     processes = await RankProcesses.start({
       ranks,
-      sqlitePath,
       backend: options.backend,
       blocks: bankBlocks,
       settings,

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultSettings } from '@kvreuse/config';
+import { defaultSettings, type Settings } from '@kvreuse/config';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DemoProcessError } from '../errors.js';
 import type { RankMessage } from './rank-messages.js';
@@ -9,6 +9,7 @@ import { RankProcesses, type RankSpec } from './rank-processes.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-processes-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const sqliteSettings = (name: string): Settings => ({ ...defaultSettings, discovery: { ...defaultSettings.discovery, backend: 'sqlite', sqlitePath: join(dir, `${name}.sqlite`) } });
 
 const ranks: readonly RankSpec[] = [
   { role: 'decode', workerId: 'decode-0', tpRank: 0, tpSize: 2, peerWorkerId: 'prefill-0' },
@@ -21,8 +22,9 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
     const seen: string[] = [];
     const processes = await RankProcesses.start({
       ranks,
-      sqlitePath: join(dir, 'ready.sqlite'),
-      backend: 'ucx', settings: defaultSettings,
+      
+      backend: 'ucx',
+      settings: sqliteSettings('ready'),
       blocks: 4,
       readyTimeoutMs: 60_000,
       onMessage: (rank, message: RankMessage) => seen.push(`${rank.workerId}/tp${rank.tpRank} ${message.type}`),
@@ -45,7 +47,7 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
   }, 120_000);
 
   it('a rank killed with SIGKILL ends without a report; the others still drain and hand everything back', async () => {
-    const processes = await RankProcesses.start({ ranks, sqlitePath: join(dir, 'killed.sqlite'), backend: 'ucx', settings: defaultSettings, blocks: 2, readyTimeoutMs: 60_000 });
+    const processes = await RankProcesses.start({ ranks, backend: 'ucx', settings: sqliteSettings('killed'), blocks: 2, readyTimeoutMs: 60_000 });
     processes.kill('decode-0', 1);
     const drains = await processes.stop();
     expect(drains.find((drain) => drain.process === 'decode-0/tp1')).toEqual({ process: 'decode-0/tp1', pid: expect.any(Number), exitCode: null, signal: 'SIGKILL' });
@@ -55,7 +57,7 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
   it('a rank that cannot start fails the start with its own error line, and the others are stopped', async () => {
     // TP rank 3 of a TP 1 worker has no shard: that process fails while laying out its banks.
     const impossible: readonly RankSpec[] = [ranks[0] as RankSpec, { role: 'prefill', workerId: 'prefill-0', tpRank: 3, tpSize: 1, peerWorkerId: 'decode-0' }];
-    const start = RankProcesses.start({ ranks: impossible, sqlitePath: join(dir, 'failing.sqlite'), backend: 'ucx', settings: defaultSettings, blocks: 2, readyTimeoutMs: 60_000 });
+    const start = RankProcesses.start({ ranks: impossible, backend: 'ucx', settings: sqliteSettings('failing'), blocks: 2, readyTimeoutMs: 60_000 });
     await expect(start).rejects.toBeInstanceOf(DemoProcessError);
     await expect(start).rejects.toThrow(/^demo process prefill-0\/tp3 failed before reporting "published": InvalidShardError: .*tpRank = 3/);
   }, 120_000);

@@ -22,12 +22,10 @@ export interface RankSpec {
 
 export interface RankProcessesOptions {
   readonly ranks: readonly RankSpec[];
-  /** The SQLite discovery file every rank publishes to (created if missing). */
-  readonly sqlitePath: string;
   readonly backend: Backend;
   /** Blocks per bank. */
   readonly blocks: number;
-  /** The resolved settings every rank runs with (the parent resolved and validated them). */
+  /** The resolved settings every rank runs with (the parent resolved and validated them); `discovery` names the store they publish to. */
   readonly settings: Settings;
   /** How long every rank gets to become ready; a rank that takes longer fails the start. */
   readonly readyTimeoutMs: number;
@@ -91,7 +89,7 @@ function tracking(spec: RankSpec, options: RankProcessesOptions, host: Omit<Trac
 
 function rankOptions(spec: RankSpec, options: RankProcessesOptions, incarnation: string): DemoRankOptions {
   const { role, workerId, tpRank, tpSize, peerWorkerId } = spec;
-  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, sqlitePath: options.sqlitePath, backend: options.backend, blocks: options.blocks, settings: options.settings };
+  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, backend: options.backend, blocks: options.blocks, settings: options.settings };
 }
 
 /** A rank as its own OS process (rank-process.ts), commands on its stdin, messages on its stdout. */
