@@ -130,9 +130,15 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     options.settings.discovery.backend === 'sqlite' ? { ...options.settings, discovery: { ...options.settings.discovery, sqlitePath: join(dir, 'discovery.sqlite') } } : options.settings;
   const discovery = openDiscovery(settings.discovery);
   const inventory = new RetainedInventory();
-  let inventoryComplete!: () => void;
-  const decodeInventoryComplete = new Promise<void>((resolve) => (inventoryComplete = resolve));
-  const follower = await followInventory(discovery, inventory, { onComplete: ({ workerId }) => workerId === decodeId && inventoryComplete() });
+  // Incarnations whose inventory became complete (an earlier run's may still be in etcd: only this run's counts).
+  const complete = new Set<string>();
+  let onComplete = (): void => undefined;
+  const follower = await followInventory(discovery, inventory, {
+    onComplete: ({ incarnation }) => {
+      complete.add(incarnation);
+      onComplete();
+    },
+  });
   let processes: RankProcesses | undefined;
   try {
     const where = options.backend === 'loopback' ? 'in this process (loopback agents reach only agents of their own process)' : 'as OS processes';
@@ -176,7 +182,10 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     for (const [tpRank, answer] of retained.entries()) {
       progress(`  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`);
     }
-    await decodeInventoryComplete;
+    await new Promise<void>((resolve) => {
+      onComplete = () => complete.has(decode.incarnation) && resolve();
+      onComplete();
+    });
 
     // Turn 2: the router in this process decides, on discovery and the retained inventory.
     const sources = new SourceBook({ inventory });
