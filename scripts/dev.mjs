@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // One entry point for a fresh machine that has only Node and npm:
 //   node scripts/dev.mjs test   install everything, then typecheck, lint and run every test
-//   node scripts/dev.mjs demo   install everything, build, run the main job
+//   node scripts/dev.mjs demo   install everything, build, run the main job (`kvreuse demo`; later
+//                               arguments go to it: npm run demo -- --json)
 //   node scripts/dev.mjs bench  install everything, build, run every benchmark and merge the figures
 //                               (--write-docs: also into the table of docs/benchmarks.md)
 // It installs the system packages the native layer and the tests need (UCX, etcd, valgrind) with apt
@@ -131,7 +132,7 @@ function printTestTotals(resultsDir, summariesDir) {
 function runDemo() {
   install();
   pnpm(['exec', 'turbo', 'run', 'build', '--output-logs=errors-only']);
-  pnpm(['--filter', '@kvreuse-internal/demo', 'run', 'demo']);
+  run(process.execPath, [join(root, 'packages/cli/dist/bin.js'), 'demo', ...process.argv.slice(3)]);
 }
 
 function runBench() {

@@ -1,6 +1,7 @@
-import { bench, demo } from './checkout-commands.js';
+import { bench } from './checkout-commands.js';
 import type { Command } from './command.js';
 import { configSchema, configShow, configValidate } from './config-commands.js';
+import { demo } from './demo-command.js';
 import { inspect } from './inspect-command.js';
 import { profilesCheck, profilesList, profilesShow } from './profiles-commands.js';
 

@@ -1,7 +1,7 @@
 // Typed errors of @kvreuse/cli. Each carries a stable `code` and the exit status the binary ends with:
 // 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
 
-export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED';
+export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER';
 
 export abstract class CliError extends Error {
   abstract readonly code: CliErrorCode;
@@ -107,5 +107,29 @@ export class DemoProcessError extends CliError {
     readonly stderr: readonly string[],
   ) {
     super(`demo process ${process} ${what}`);
+  }
+}
+
+/** A line between the demo's parent and a rank process that is not a well-formed message of the demo: names the field and why. */
+export class DemoMessageError extends CliError {
+  readonly code = 'DEMO_MESSAGE';
+  readonly exitCode = 1;
+  constructor(
+    readonly field: string,
+    readonly why: string,
+  ) {
+    super(`demo message: ${field} ${why}`);
+  }
+}
+
+/** A transfer of the demo's own (the turn-1 hand-off) failed. */
+export class DemoTransferError extends CliError {
+  readonly code = 'DEMO_TRANSFER';
+  readonly exitCode = 1;
+  constructor(
+    readonly transfer: string,
+    readonly why: string,
+  ) {
+    super(`demo ${transfer} ${why}`);
   }
 }

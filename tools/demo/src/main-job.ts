@@ -55,7 +55,7 @@ function loadWorker(label: string, path: string): { report: string[]; worker?: W
 }
 
 /**
- * The main job until the end-to-end demo lands: resolve the bundled example settings, check the bundled
+ * The static check of the example workers (the main job itself is `kvreuse demo`): resolve the bundled example settings, check the bundled
  * Qwen3-0.6B example workers (decode TP=2, prefill TP=1) for completeness and compatibility, ask the
  * router whether the prefill worker should pull a 42-block prefix the decode worker retains, and plan
  * the pull it decides.

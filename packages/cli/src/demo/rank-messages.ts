@@ -1,13 +1,29 @@
-// What a demo rank process tells its parent: one JSON object per line on stdout.
+// The demo's messages between the parent and its rank processes, one JSON object per line: the parent
+// writes commands to a rank's stdin, the rank reports on its stdout. Both directions are validated
+// field by field; a line of a known type with a bad field is a DemoMessageError naming the field.
 import type { DrainReport } from '@kvreuse/drain';
+import { blockHashFromHex, blockHashToHex } from '@kvreuse/registry';
+import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers } from '@kvreuse/router';
+import { DemoMessageError } from '../errors.js';
 
 export type RankRole = 'decode' | 'prefill';
 
-export type RankMessage =
-  | { readonly type: 'published'; readonly role: RankRole; readonly tpRank: number; readonly agentName: string; readonly epoch: number }
-  | { readonly type: 'ready'; readonly role: RankRole; readonly tpRank: number }
-  | { readonly type: 'drained'; readonly role: RankRole; readonly tpRank: number; readonly drain: DrainSummary }
-  | { readonly type: 'failed'; readonly role: RankRole; readonly tpRank: number; readonly message: string };
+/** What the prefill rank measured and checked of one pull. */
+export interface PullReport {
+  readonly requested: number;
+  /** The verified prefix it committed. */
+  readonly blocks: number;
+  readonly bytes: number;
+  /** Every committed byte equals the KV content the prefix's hashes stand for. */
+  readonly verified: boolean;
+  readonly ms: number;
+  /** Gbit/s over the pull's bytes moved. */
+  readonly gbps: number;
+  /** Blocks recomputed (written from the prompt, not pulled), and why, in words. */
+  readonly recomputed: { readonly blocks: number; readonly reasons: readonly string[] };
+  /** The router's predicted TTFT saving against the one this pull measured. */
+  readonly saving?: { readonly predictedMs: number; readonly measuredMs: number };
+}
 
 /** The part of a drain report the demo prints per process. */
 export interface DrainSummary {
@@ -15,32 +31,221 @@ export interface DrainSummary {
   readonly banksRetained: number;
   readonly quarantined: number;
   readonly agentDestroyed: boolean;
+  /** Readers' pins the drain waited for, and how they ended (all zero for a rank that serves none). */
+  readonly pins: { readonly waitedFor: number; readonly released: number; readonly lapsed: number; readonly outstanding: number };
   readonly steps: readonly string[];
 }
 
+interface RankSaid {
+  readonly role: RankRole;
+  readonly tpRank: number;
+}
+
+export type RankMessage = RankSaid &
+  (
+    | { readonly type: 'published'; readonly agentName: string; readonly epoch: number }
+    | { readonly type: 'ready' }
+    | { readonly type: 'allocated'; readonly slots: readonly number[] }
+    | { readonly type: 'handed-off'; readonly blocks: number; readonly bytes: number; readonly ms: number }
+    | { readonly type: 'retained'; readonly blocks: number; readonly verified: number; readonly appended: number }
+    | { readonly type: 'armed' }
+    | { readonly type: 'pulled'; readonly pull: PullReport }
+    | { readonly type: 'drained'; readonly drain: DrainSummary }
+    | { readonly type: 'failed'; readonly message: string }
+  );
+
+/** The router's prediction the prefill rank compares its pull with. */
+export interface PullPrediction {
+  readonly predictedMs: number;
+  readonly prefillTokenUs: number;
+  readonly lookupBudgetMs: number;
+}
+
+export type RankCommand =
+  /** Decode: take `count` free blocks of the pool for a hand-off. */
+  | { readonly type: 'allocate'; readonly count: number }
+  /** Prefill: compute the blocks of `hashes` and WRITE them into `destinationSlots` of every decode rank. */
+  | { readonly type: 'hand-off'; readonly hashes: readonly string[]; readonly destinationSlots: readonly number[] }
+  /** Decode: check the handed-off blocks, retain them, decode `append` more blocks; the inventory publisher announces all of them. */
+  | { readonly type: 'retain'; readonly slots: readonly number[]; readonly hashes: readonly string[]; readonly append: readonly string[]; readonly publishInventory: boolean }
+  /** Prefill: fetch the prefix the router's hint names, verify, commit the verified prefix, recompute the rest. */
+  | { readonly type: 'pull'; readonly hint: HintLine; readonly prediction?: PullPrediction }
+  /** Decode: crash (SIGKILL) at the next pin request, before answering it. */
+  | { readonly type: 'crash-on-pin' };
+
+/** The router's `FetchHint` on a line: the hashes as hex. */
+export interface HintLine {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly epoch: number;
+  readonly start: number;
+  readonly hashes: readonly string[];
+  readonly blockTokens: number;
+  readonly linkClass: LinkClass;
+  readonly tier: SourceTier;
+}
+
+export function hintLine(hint: FetchHint): HintLine {
+  const { workerId, incarnation, epoch, blockTokens, linkClass, tier } = hint;
+  return { workerId, incarnation, epoch, start: hint.blocks.start, hashes: Array.from(hint.hashes, blockHashToHex), blockTokens, linkClass, tier };
+}
+
+export function hintOf(line: HintLine): FetchHint {
+  const hashes = BigUint64Array.from(line.hashes, (hex) => blockHashFromHex(hex) as bigint);
+  const { workerId, incarnation, epoch, blockTokens, linkClass, tier } = line;
+  return { workerId, incarnation, epoch, blocks: { start: line.start, count: hashes.length }, hashes, blockTokens, linkClass, tier };
+}
+
+/** What a rank says when something it was doing failed. */
+export function failure(error: unknown): { readonly type: 'failed'; readonly message: string } {
+  return { type: 'failed', message: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
+}
+
 export function drainSummary(report: DrainReport, agentDestroyed: boolean): DrainSummary {
+  const { released = 0, lapsed = 0, outstanding = 0 } = report.readers ?? {};
   return {
     banksReturned: report.banksReturned.length,
     banksRetained: report.banksRetained.length,
     quarantined: report.quarantined.length,
     agentDestroyed,
+    pins: { waitedFor: released + lapsed + outstanding, released, lapsed, outstanding },
     steps: report.steps.map((step) => `${step.step}: ${step.outcome}`),
   };
+}
+
+// Field checks: each returns why the value is wrong, or undefined when it is right.
+type Check = (value: unknown) => string | undefined;
+const count: Check = (value) => (Number.isSafeInteger(value) && (value as number) >= 0 ? undefined : 'must be a whole number ≥ 0');
+const number: Check = (value) => (typeof value === 'number' && Number.isFinite(value) ? undefined : 'must be a finite number');
+const text: Check = (value) => (typeof value === 'string' ? undefined : 'must be a string');
+const flag: Check = (value) => (typeof value === 'boolean' ? undefined : 'must be a boolean');
+const hex: Check = (value) => (typeof value === 'string' && /^[0-9a-f]{16}$/.test(value) ? undefined : 'must be a 16-digit hex block hash');
+const list =
+  (item: Check): Check =>
+  (value) => {
+    if (!Array.isArray(value)) return 'must be an array';
+    for (const [index, element] of value.entries()) {
+      const why = item(element);
+      if (why !== undefined) return `[${index}]${/^[.[]/.test(why) ? '' : ' '}${why}`;
+    }
+    return undefined;
+  };
+const object =
+  (fields: Record<string, Check>, optional: readonly string[] = []): Check =>
+  (value) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'must be an object';
+    for (const [name, check] of Object.entries(fields)) {
+      const field = (value as Record<string, unknown>)[name];
+      if (field === undefined && optional.includes(name)) continue;
+      const why = check(field);
+      if (why !== undefined) return `.${name}${/^[.[]/.test(why) ? '' : ' '}${why}`;
+    }
+    return undefined;
+  };
+const oneOf =
+  (values: readonly string[]): Check =>
+  (value) =>
+    values.includes(value as string) ? undefined : `must be one of ${values.join(', ')}`;
+const role: Check = (value) => (value === 'decode' || value === 'prefill' ? undefined : "must be 'decode' or 'prefill'");
+
+const said = { role, tpRank: count };
+const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
+  published: { ...said, agentName: text, epoch: count },
+  ready: said,
+  allocated: { ...said, slots: list(count) },
+  'handed-off': { ...said, blocks: count, bytes: count, ms: number },
+  retained: { ...said, blocks: count, verified: count, appended: count },
+  armed: said,
+  pulled: {
+    ...said,
+    pull: object(
+      {
+        requested: count,
+        blocks: count,
+        bytes: count,
+        verified: flag,
+        ms: number,
+        gbps: number,
+        recomputed: object({ blocks: count, reasons: list(text) }),
+        saving: object({ predictedMs: number, measuredMs: number }),
+      },
+      ['saving'],
+    ),
+  },
+  drained: {
+    ...said,
+    drain: object({
+      banksReturned: count,
+      banksRetained: count,
+      quarantined: count,
+      agentDestroyed: flag,
+      pins: object({ waitedFor: count, released: count, lapsed: count, outstanding: count }),
+      steps: list(text),
+    }),
+  },
+  failed: { ...said, message: text },
+};
+const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
+  allocate: { count },
+  'hand-off': { hashes: list(hex), destinationSlots: list(count) },
+  retain: { slots: list(count), hashes: list(hex), append: list(hex), publishInventory: flag },
+  pull: {
+    hint: object({
+      workerId: text,
+      incarnation: text,
+      epoch: count,
+      start: count,
+      hashes: list(hex),
+      blockTokens: count,
+      linkClass: oneOf(linkClasses),
+      tier: oneOf(sourceTiers),
+    }),
+    prediction: (value) => (value === undefined ? undefined : object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })(value)),
+  },
+  'crash-on-pin': {},
+};
+
+function validated<T>(value: Record<string, unknown>, fields: Record<string, Check>, what: string): T {
+  const why = object(fields)(value);
+  if (why !== undefined) throw new DemoMessageError(`${what} "${String(value['type'])}"`, why);
+  return value as T;
 }
 
 export function encodeRankMessage(message: RankMessage): string {
   return `${JSON.stringify(message)}\n`;
 }
 
-const types = new Set(['published', 'ready', 'drained', 'failed']);
+export function encodeRankCommand(command: RankCommand): string {
+  return `${JSON.stringify(command)}\n`;
+}
 
-/** A line a rank process wrote, or undefined for a line that is not one of its messages. */
+/**
+ * A line a rank process wrote: its message, or undefined for a line that is not one (a log line of the
+ * process). A line of a message type with a bad field throws DemoMessageError.
+ */
 export function parseRankMessage(line: string): RankMessage | undefined {
+  let value: unknown;
   try {
-    const value: unknown = JSON.parse(line);
-    if (typeof value === 'object' && value !== null && types.has((value as { type?: unknown }).type as string)) return value as RankMessage;
+    value = JSON.parse(line);
   } catch {
-    // not a message: a log line of the process
+    return undefined;
   }
-  return undefined;
+  if (typeof value !== 'object' || value === null || !Object.hasOwn(messageFields, (value as { type?: unknown }).type as string)) return undefined;
+  const record = value as Record<string, unknown>;
+  return validated<RankMessage>(record, messageFields[record['type'] as RankMessage['type']], 'rank message');
+}
+
+/** A command line the parent wrote; DemoMessageError for anything else. */
+export function parseRankCommand(line: string): RankCommand {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    throw new DemoMessageError('command line', `is not JSON: ${JSON.stringify(line.slice(0, 80))}`);
+  }
+  const type = (value as { type?: unknown } | null)?.type;
+  if (typeof value !== 'object' || value === null || !Object.hasOwn(commandFields, type as string)) {
+    throw new DemoMessageError('command type', `must be one of ${Object.keys(commandFields).join(', ')}; got ${JSON.stringify(type)}`);
+  }
+  return validated<RankCommand>(value as Record<string, unknown>, commandFields[type as RankCommand['type']], 'command');
 }

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { defaultSettings, type Settings } from '@kvreuse/config';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DemoProcessError } from '../errors.js';
 import type { RankMessage } from './rank-messages.js';
@@ -8,11 +9,12 @@ import { RankProcesses, type RankSpec } from './rank-processes.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-processes-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const sqliteSettings = (name: string): Settings => ({ ...defaultSettings, discovery: { ...defaultSettings.discovery, backend: 'sqlite', sqlitePath: join(dir, `${name}.sqlite`) } });
 
 const ranks: readonly RankSpec[] = [
-  { role: 'decode', workerId: 'decode-0', tpRank: 0, tpSize: 2 },
-  { role: 'decode', workerId: 'decode-0', tpRank: 1, tpSize: 2 },
-  { role: 'prefill', workerId: 'prefill-0', tpRank: 0, tpSize: 1 },
+  { role: 'decode', workerId: 'decode-0', tpRank: 0, tpSize: 2, peerWorkerId: 'prefill-0' },
+  { role: 'decode', workerId: 'decode-0', tpRank: 1, tpSize: 2, peerWorkerId: 'prefill-0' },
+  { role: 'prefill', workerId: 'prefill-0', tpRank: 0, tpSize: 1, peerWorkerId: 'decode-0' },
 ];
 
 describe('the demo ranks as OS processes over UCX with SQLite discovery', () => {
@@ -20,8 +22,9 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
     const seen: string[] = [];
     const processes = await RankProcesses.start({
       ranks,
-      sqlitePath: join(dir, 'ready.sqlite'),
+      
       backend: 'ucx',
+      settings: sqliteSettings('ready'),
       blocks: 4,
       readyTimeoutMs: 60_000,
       onMessage: (rank, message: RankMessage) => seen.push(`${rank.workerId}/tp${rank.tpRank} ${message.type}`),
@@ -37,14 +40,14 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
         exitCode: 0,
         signal: null,
         // Qwen3-0.6B: 28 layers × 2 planes, one bank each, whatever the rank.
-        drain: { banksReturned: 56, banksRetained: 0, quarantined: 0, agentDestroyed: true, steps: expect.arrayContaining(['withdraw-rank-parts: ok', 'deregister: ok', 'hand-back: ok']) },
+        drain: { banksReturned: 56, banksRetained: 0, quarantined: 0, agentDestroyed: true, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 }, steps: expect.arrayContaining(['withdraw-rank-parts: ok', 'deregister: ok', 'hand-back: ok']) },
       })),
     );
     expect(seen.filter((line) => line.endsWith(' drained'))).toHaveLength(3);
   }, 120_000);
 
   it('a rank killed with SIGKILL ends without a report; the others still drain and hand everything back', async () => {
-    const processes = await RankProcesses.start({ ranks, sqlitePath: join(dir, 'killed.sqlite'), backend: 'ucx', blocks: 2, readyTimeoutMs: 60_000 });
+    const processes = await RankProcesses.start({ ranks, backend: 'ucx', settings: sqliteSettings('killed'), blocks: 2, readyTimeoutMs: 60_000 });
     processes.kill('decode-0', 1);
     const drains = await processes.stop();
     expect(drains.find((drain) => drain.process === 'decode-0/tp1')).toEqual({ process: 'decode-0/tp1', pid: expect.any(Number), exitCode: null, signal: 'SIGKILL' });
@@ -53,9 +56,9 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
 
   it('a rank that cannot start fails the start with its own error line, and the others are stopped', async () => {
     // TP rank 3 of a TP 1 worker has no shard: that process fails while laying out its banks.
-    const impossible: readonly RankSpec[] = [ranks[0] as RankSpec, { role: 'prefill', workerId: 'prefill-0', tpRank: 3, tpSize: 1 }];
-    const start = RankProcesses.start({ ranks: impossible, sqlitePath: join(dir, 'failing.sqlite'), backend: 'ucx', blocks: 2, readyTimeoutMs: 60_000 });
+    const impossible: readonly RankSpec[] = [ranks[0] as RankSpec, { role: 'prefill', workerId: 'prefill-0', tpRank: 3, tpSize: 1, peerWorkerId: 'decode-0' }];
+    const start = RankProcesses.start({ ranks: impossible, backend: 'ucx', settings: sqliteSettings('failing'), blocks: 2, readyTimeoutMs: 60_000 });
     await expect(start).rejects.toBeInstanceOf(DemoProcessError);
-    await expect(start).rejects.toThrow(/^demo process prefill-0\/tp3 failed before reporting "ready": \w+Error: .*tpRank/);
+    await expect(start).rejects.toThrow(/^demo process prefill-0\/tp3 failed before reporting "published": InvalidShardError: .*tpRank = 3/);
   }, 120_000);
 });

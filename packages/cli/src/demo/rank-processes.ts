@@ -1,28 +1,32 @@
 // Starts the demo's ranks as separate OS processes (a decode worker of TP 2, a prefill worker of TP 1),
 // follows what each reports, and stops them with SIGTERM, collecting each process's drain report.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { Settings } from '@kvreuse/config';
 import type { Backend } from '@kvreuse/native-bindings';
 import { DemoProcessError } from '../errors.js';
-import { type DrainSummary, parseRankMessage, type RankMessage, type RankRole } from './rank-messages.js';
+import { DemoRank, type DemoRankOptions } from './demo-rank.js';
+import { type DrainSummary, drainSummary, encodeRankCommand, encodeRankMessage, failure, parseRankCommand, parseRankMessage, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
 export interface RankSpec {
   readonly role: RankRole;
   readonly workerId: string;
   readonly tpRank: number;
   readonly tpSize: number;
+  /** The demo's other worker, whose ranks this one sends to or reads from. */
+  readonly peerWorkerId: string;
 }
 
 export interface RankProcessesOptions {
   readonly ranks: readonly RankSpec[];
-  /** The SQLite discovery file every rank publishes to (created if missing). */
-  readonly sqlitePath: string;
   readonly backend: Backend;
   /** Blocks per bank. */
   readonly blocks: number;
+  /** The resolved settings every rank runs with (the parent resolved and validated them); `discovery` names the store they publish to. */
+  readonly settings: Settings;
   /** How long every rank gets to become ready; a rank that takes longer fails the start. */
   readonly readyTimeoutMs: number;
   readonly onMessage?: (rank: RankSpec, message: RankMessage) => void;
@@ -53,31 +57,54 @@ const nodeArgs = fromSource ? ['--conditions=@kvreuse/source', '--import', 'tsx'
 
 interface Tracked {
   readonly spec: RankSpec;
-  readonly child: ChildProcess;
+  readonly pid: number;
   readonly messages: RankMessage[];
   readonly stderr: string[];
   readonly exited: Promise<{ code: number | null; signal: string | null }>;
   readonly listeners: Set<(message: RankMessage) => void>;
+  readonly running: () => boolean;
+  readonly deliver: (command: RankCommand) => void;
+  readonly terminate: (signal: 'SIGTERM' | 'SIGKILL') => void;
 }
 
-function track(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
-  const args = [...nodeArgs, entry, spec.role, spec.workerId, incarnation, String(spec.tpRank), String(spec.tpSize), options.sqlitePath, options.backend, String(options.blocks)];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const tracked: Tracked = {
-    spec,
-    child,
-    messages: [],
-    stderr: [],
-    exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
-    listeners: new Set(),
-  };
-  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-    const message = parseRankMessage(line);
+type Exit = { code: number | null; signal: string | null };
+
+/** The tracking both hosts share: messages recorded and handed to the listeners. */
+function tracking(spec: RankSpec, options: RankProcessesOptions, host: Omit<Tracked, 'spec' | 'messages' | 'stderr' | 'listeners'>): { tracked: Tracked; receive: (line: string) => void } {
+  const tracked: Tracked = { spec, messages: [], stderr: [], listeners: new Set(), ...host };
+  const receive = (line: string): void => {
+    let message: RankMessage | undefined;
+    try {
+      message = parseRankMessage(line);
+    } catch (error) {
+      message = { type: 'failed', role: spec.role, tpRank: spec.tpRank, message: (error as Error).message };
+    }
     if (message === undefined) return;
     tracked.messages.push(message);
     options.onMessage?.(spec, message);
     for (const listener of tracked.listeners) listener(message);
+  };
+  return { tracked, receive };
+}
+
+function rankOptions(spec: RankSpec, options: RankProcessesOptions, incarnation: string): DemoRankOptions {
+  const { role, workerId, tpRank, tpSize, peerWorkerId } = spec;
+  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, backend: options.backend, blocks: options.blocks, settings: options.settings };
+}
+
+/** A rank as its own OS process (rank-process.ts), commands on its stdin, messages on its stdout. */
+function spawnRank(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
+  const child = spawn(process.execPath, [...nodeArgs, entry, JSON.stringify(rankOptions(spec, options, incarnation))], { stdio: ['pipe', 'pipe', 'pipe'] });
+  // A rank killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
+  child.stdin?.on('error', () => undefined);
+  const { tracked, receive } = tracking(spec, options, {
+    pid: child.pid as number,
+    exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
+    running: () => child.exitCode === null && child.signalCode === null,
+    deliver: (command) => child.stdin?.write(encodeRankCommand(command)),
+    terminate: (signal) => child.kill(signal),
   });
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', receive);
   createInterface({ input: child.stderr as NodeJS.ReadableStream }).on('line', (line) => {
     tracked.stderr.push(line);
     if (tracked.stderr.length > 20) tracked.stderr.shift();
@@ -85,10 +112,67 @@ function track(spec: RankSpec, options: RankProcessesOptions, incarnation: strin
   return tracked;
 }
 
-/** Resolves with the first message of `type`, or rejects when the process exits first or the time runs out. */
-function waitForMessage(tracked: Tracked, type: RankMessage['type'], timeoutMs: number): Promise<RankMessage> {
-  const seen = tracked.messages.find((message) => message.type === type);
-  if (seen !== undefined) return Promise.resolve(seen);
+/**
+ * A rank in this process (loopback agents reach only agents of their own process), through the same
+ * codec. SIGTERM is its drain and shutdown; SIGKILL is the nearest one process can come to a crash:
+ * the rank stops without a drain, its agent closes under its readers (`DemoRank.crash`).
+ */
+function hostRank(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
+  let exit!: (outcome: Exit) => void;
+  const exited = new Promise<Exit>((resolve) => (exit = resolve));
+  let running = true;
+  const ended = (outcome: Exit): void => {
+    running = false;
+    exit(outcome);
+  };
+  let receive: (line: string) => void = () => undefined;
+  const say = (message: object): void => receive(encodeRankMessage({ role: spec.role, tpRank: spec.tpRank, ...message } as RankMessage));
+  const fail = (error: unknown): void => say(failure(error));
+  const opening = DemoRank.open(rankOptions(spec, options, incarnation), say, () => terminate('SIGKILL'));
+  const published = opening.then(async (rank) => {
+    await rank.publish();
+    return rank;
+  });
+  published.catch((error: unknown) => {
+    fail(error);
+    ended({ code: 1, signal: null });
+  });
+  function terminate(signal: 'SIGTERM' | 'SIGKILL'): void {
+    void opening
+      .then(async (rank) => {
+        if (signal === 'SIGKILL') {
+          await rank.crash();
+          ended({ code: null, signal });
+          return;
+        }
+        const result = await rank.close();
+        say({ type: 'drained', drain: drainSummary(result.report, result.agentDestroyed) });
+        ended({ code: result.retained ? 1 : 0, signal: null });
+      })
+      .catch(fail);
+  }
+  const hosted = tracking(spec, options, {
+    pid: process.pid,
+    exited,
+    running: () => running,
+    deliver: (command) => {
+      const line = encodeRankCommand(command).trimEnd();
+      void published.then((rank) => rank.handle(parseRankCommand(line))).catch(fail);
+    },
+    terminate,
+  });
+  receive = hosted.receive;
+  return hosted.tracked;
+}
+
+/**
+ * Resolves with the first message of `type` from the `from`-th message on, or rejects when the process
+ * reports a failure or exits first, or the time runs out.
+ */
+function waitForMessage<T extends RankMessage['type']>(tracked: Tracked, type: T, timeoutMs: number, from = 0): Promise<Extract<RankMessage, { type: T }>> {
+  const seen = tracked.messages.slice(from).find((message) => message.type === type || message.type === 'failed');
+  if (seen?.type === 'failed') return Promise.reject(new DemoProcessError(label(tracked.spec), `failed before reporting "${type}": ${seen.message}`, tracked.stderr));
+  if (seen !== undefined) return Promise.resolve(seen as Extract<RankMessage, { type: T }>);
   return new Promise((resolve, reject) => {
     const done = (): void => {
       clearTimeout(timer);
@@ -102,7 +186,7 @@ function waitForMessage(tracked: Tracked, type: RankMessage['type'], timeoutMs: 
       }
       if (message.type !== type) return;
       done();
-      resolve(message);
+      resolve(message as Extract<RankMessage, { type: T }>);
     };
     const timer = setTimeout(() => {
       done();
@@ -126,16 +210,17 @@ export class RankProcesses {
     this.#options = options;
   }
 
-  /** Starts every rank and resolves once all are ready; if one fails, the others are stopped and the error names it. */
+  /** Starts every rank and resolves once all are published (`published` carries its region ids) and ready; if one fails, the others are stopped and the error names it. */
   static async start(options: RankProcessesOptions): Promise<RankProcesses> {
     const incarnations = new Map<string, string>();
     const tracked = options.ranks.map((spec) => {
       if (!incarnations.has(spec.workerId)) incarnations.set(spec.workerId, randomUUID());
-      return track(spec, options, incarnations.get(spec.workerId) as string);
+      const incarnation = incarnations.get(spec.workerId) as string;
+      return options.backend === 'loopback' ? hostRank(spec, options, incarnation) : spawnRank(spec, options, incarnation);
     });
     const processes = new RankProcesses(tracked, options);
     try {
-      await Promise.all(tracked.map((rank) => waitForMessage(rank, 'ready', options.readyTimeoutMs)));
+      await Promise.all(tracked.flatMap((rank) => [waitForMessage(rank, 'published', options.readyTimeoutMs), waitForMessage(rank, 'ready', options.readyTimeoutMs)]));
     } catch (error) {
       await processes.stop();
       throw error;
@@ -143,27 +228,54 @@ export class RankProcesses {
     return processes;
   }
 
-  get ranks(): readonly RankProcess[] {
-    return this.#tracked.map(({ spec, child, messages }) => ({ spec, pid: child.pid as number, messages }));
-  }
-
-  /** Kills one rank with SIGKILL (no drain: what a crash looks like to the others). */
-  kill(workerId: string, tpRank: number): void {
+  #find(workerId: string, tpRank: number): Tracked {
     const rank = this.#tracked.find(({ spec }) => spec.workerId === workerId && spec.tpRank === tpRank);
     if (rank === undefined) throw new DemoProcessError(`${workerId}/tp${tpRank}`, 'is not one of the demo ranks', []);
-    rank.child.kill('SIGKILL');
+    return rank;
+  }
+
+  /** Sends `command` to one rank and resolves with its next `reply` message (rejects if it fails or exits first). */
+  request<T extends RankMessage['type']>(workerId: string, tpRank: number, command: RankCommand, reply: T, timeoutMs: number): Promise<Extract<RankMessage, { type: T }>> {
+    const answer = this.next(workerId, tpRank, reply, timeoutMs);
+    this.send(workerId, tpRank, command);
+    return answer;
+  }
+
+  /** Resolves with the rank's next `type` message from now on (rejects if it fails or exits first). */
+  next<T extends RankMessage['type']>(workerId: string, tpRank: number, type: T, timeoutMs: number): Promise<Extract<RankMessage, { type: T }>> {
+    const rank = this.#find(workerId, tpRank);
+    return waitForMessage(rank, type, timeoutMs, rank.messages.length);
+  }
+
+  /** Sends `command` to one rank, expecting no answer. */
+  send(workerId: string, tpRank: number, command: RankCommand): void {
+    this.#find(workerId, tpRank).deliver(command);
+  }
+
+  /** Resolves once the rank's process has exited. */
+  async exited(workerId: string, tpRank: number): Promise<{ code: number | null; signal: string | null }> {
+    return this.#find(workerId, tpRank).exited;
+  }
+
+  get ranks(): readonly RankProcess[] {
+    return this.#tracked.map(({ spec, pid, messages }) => ({ spec, pid, messages }));
+  }
+
+  /** Signals one rank: SIGKILL (no drain: what a crash looks like to the others) or SIGTERM (its drain and shutdown). */
+  kill(workerId: string, tpRank: number, signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): void {
+    this.#find(workerId, tpRank).terminate(signal);
   }
 
   /** SIGTERM to every rank still running; resolves with each process's drain report (or how it ended without one). */
   async stop(): Promise<RankDrain[]> {
     return Promise.all(
       this.#tracked.map(async (rank) => {
-        if (rank.child.exitCode === null && rank.child.signalCode === null) rank.child.kill('SIGTERM');
+        if (rank.running()) rank.terminate('SIGTERM');
         const { code, signal } = await rank.exited;
         const drained = rank.messages.find((message) => message.type === 'drained');
         return {
           process: label(rank.spec),
-          pid: rank.child.pid as number,
+          pid: rank.pid,
           exitCode: code,
           signal,
           ...(drained?.type === 'drained' ? { drain: drained.drain } : {}),

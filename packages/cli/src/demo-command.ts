@@ -1,0 +1,42 @@
+// `kvreuse demo`: the main job (src/demo/main-job.ts), with its progress live on stdout and its
+// summary last: one line, or with `--json` the summary object.
+import { exampleSettingsPath, kvreuseSettings } from '@kvreuse/config';
+import type { Backend } from '@kvreuse/native-bindings';
+import type { CommandArgs, OptionSpec } from './args.js';
+import type { CliContext, Command } from './command.js';
+import { runMainJob } from './demo/main-job.js';
+import { summaryLine } from './demo/demo-summary.js';
+import { UsageError } from './errors.js';
+import { jsonOption, wantsJson } from './json.js';
+import { nativeCapabilities } from './native.js';
+import { configOption, settingsFileOf, settingsHelp } from './settings.js';
+
+const backends: readonly Backend[] = ['ucx', 'loopback'];
+const backendOption: OptionSpec = { name: 'backend', value: '<ucx|loopback>', description: 'the transport of the ranks (default ucx)' };
+
+function backendOf(args: CommandArgs): Backend {
+  const [backend = 'ucx'] = args.options.get('backend') ?? [];
+  if (!(backends as readonly string[]).includes(backend)) throw new UsageError('demo', `--backend must be one of ${backends.join(', ')}; got ${JSON.stringify(backend)}`);
+  return backend as Backend;
+}
+
+export const demo: Command = {
+  name: 'demo',
+  summary:
+    'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, and every drain report.',
+  usage: '[--config <file>] [--backend <ucx|loopback>] [--json] [setting flags]',
+  options: [configOption, backendOption, jsonOption],
+  help: () =>
+    `Settings: the bundled example settings file (or --config <file>), then KVREUSE_* variables, then setting flags.\n\n${settingsHelp(kvreuseSettings)}`,
+  async run(args, context: CliContext) {
+    if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    const backend = backendOf(args);
+    const file = settingsFileOf(args, context) ?? exampleSettingsPath;
+    const { settings } = kvreuseSettings.resolve({ file, env: context.env, argv: args.settingsArgv });
+    if (settings.discovery.backend === 'memory') {
+      throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (with --discovery-etcd-endpoints)');
+    }
+    const summary = await runMainJob({ settings, capabilities: nativeCapabilities(settings, context.cwd), backend, progress: (line) => context.stdout(`${line}\n`) });
+    context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
+  },
+};

@@ -1,0 +1,95 @@
+// What the main job reports: the summary object `--json` prints last, and the one line printed last without it.
+import type { PullReport } from './rank-messages.js';
+import type { RankDrain } from './rank-processes.js';
+
+export interface DemoDecision {
+  readonly request: string;
+  readonly action: 'fetch' | 'recompute';
+  readonly reason: string;
+  readonly detail: string;
+  /** Blocks pulled (fetch), or the blocks the best candidate would have supplied. */
+  readonly blocks: number;
+  readonly savingMs: number;
+  readonly costMs: number;
+  readonly rejected: readonly string[];
+}
+
+export interface DemoPull {
+  readonly blocks: number;
+  readonly bytes: number;
+  readonly verified: boolean;
+  readonly ms: number;
+  /** Gbit/s. */
+  readonly gbps: number;
+  readonly recomputedBlocks: number;
+  /** The estimated TTFT saving the pull measured, and the router's prediction. */
+  readonly savingMs: { readonly predicted: number; readonly measured: number };
+}
+
+export interface DemoDrainRow {
+  readonly process: string;
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  /** Null for a process that ended without a drain report (the killed one). */
+  readonly banksReturned: number | null;
+  readonly banksRetained: number | null;
+  readonly pins: { readonly waitedFor: number; readonly released: number; readonly lapsed: number; readonly outstanding: number } | null;
+}
+
+export interface DemoSummary {
+  readonly handOff: { readonly blocks: number; readonly bytes: number; readonly ms: number };
+  readonly decisions: readonly DemoDecision[];
+  /** Null when the router did not route turn 2 to a pull. */
+  readonly pull: DemoPull | null;
+  readonly gpu: { readonly active: boolean; readonly mode: string; readonly reason: string };
+  /** Null when there was no pull. */
+  readonly killedRank: {
+    readonly process: string;
+    readonly signal: string | null;
+    readonly recomputed: number;
+    readonly committedBlocks: number;
+    readonly verified: boolean;
+    readonly reasons: readonly string[];
+  } | null;
+  readonly drain: readonly DemoDrainRow[];
+}
+
+export function pullSummary(report: PullReport): DemoPull {
+  return {
+    blocks: report.blocks,
+    bytes: report.bytes,
+    verified: report.verified,
+    ms: report.ms,
+    gbps: report.gbps,
+    recomputedBlocks: report.recomputed.blocks,
+    savingMs: { predicted: report.saving?.predictedMs ?? 0, measured: report.saving?.measuredMs ?? 0 },
+  };
+}
+
+export function drainRow(drain: RankDrain): DemoDrainRow {
+  return {
+    process: drain.process,
+    exitCode: drain.exitCode,
+    signal: drain.signal,
+    banksReturned: drain.drain?.banksReturned ?? null,
+    banksRetained: drain.drain?.banksRetained ?? null,
+    pins: drain.drain?.pins ?? null,
+  };
+}
+
+/** The last line without `--json`. */
+export function summaryLine(summary: DemoSummary): string {
+  const { pull, killedRank } = summary;
+  const drained = summary.drain.filter((row) => row.banksReturned !== null);
+  const returned = drained.reduce((sum, row) => sum + (row.banksReturned ?? 0), 0);
+  const retained = drained.reduce((sum, row) => sum + (row.banksRetained ?? 0), 0);
+  const pulled =
+    pull === null
+      ? 'no pull'
+      : `pulled ${pull.blocks} blocks (${pull.bytes.toLocaleString('en-US')} bytes, ${pull.verified ? 'verified' : 'NOT verified'}) in ${pull.ms.toFixed(1)} ms at ${pull.gbps.toFixed(2)} Gbit/s`;
+  const killed = killedRank === null ? '' : `killed rank: ${killedRank.recomputed} blocks recomputed, ${killedRank.committedBlocks} committed; `;
+  return (
+    `kvreuse demo: ${pulled}; ${summary.decisions.map((d) => `${d.request} ${d.action} (${d.reason})`).join(', ')}; ` +
+    `gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; ${killed}${drained.length} processes drained, ${returned} banks returned, ${retained} retained`
+  );
+}

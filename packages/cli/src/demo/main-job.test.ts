@@ -1,0 +1,59 @@
+// The main job end to end on each backend: its summary says what really happened. The router's clock
+// stands still, so its lookup budget never runs out whatever the machine's load.
+import { exampleSettingsPath, kvreuseSettings } from '@kvreuse/config';
+import { loadTransport } from '@kvreuse/native-bindings';
+import { describe, expect, it } from 'vitest';
+import { runMainJob } from './main-job.js';
+
+const { settings } = kvreuseSettings.resolve({ file: exampleSettingsPath, env: {}, argv: [] });
+const capabilities = loadTransport().capabilities();
+const clock = (): number => 0;
+
+describe('the main job', () => {
+  it.each(['ucx', 'loopback'] as const)(
+    'on %s: hands turn 1 off, routes turn 2, pulls and verifies 42 blocks from both decode ranks, recomputes after a killed rank, drains every process',
+    async (backend) => {
+      const progress: string[] = [];
+      const summary = await runMainJob({ settings, capabilities, backend, progress: (line) => progress.push(line), clock });
+      expect(progress).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)');
+      // Qwen3-0.6B bf16, 64-token blocks: 28 layers × 2 planes × 8 heads × 128 × 2 bytes × 64 tokens = 7,340,032 bytes a block.
+      expect(summary.pull).toMatchObject({ blocks: 42, bytes: 308_281_344, verified: true, recomputedBlocks: 0 });
+      expect(summary.pull?.ms).toBeGreaterThan(0);
+      expect(summary.pull?.gbps).toBeGreaterThan(0);
+      expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
+      expect(summary.decisions).toEqual([
+        expect.objectContaining({
+          request: 'turn 2',
+          action: 'fetch',
+          reason: 'worth-it',
+          blocks: 42,
+          detail: 'pull 42 blocks from qwen3-0.6b-decode-0: saves 134.4 ms for 6.2 ms (prior estimate), net 128.2 ms',
+        }),
+        expect.objectContaining({
+          request: 'short request',
+          action: 'recompute',
+          reason: 'too-short',
+          detail: 'the longest retained prefix adds 2 blocks; router.minimum_transfer_prefix_blocks = 4',
+        }),
+      ]);
+      expect(summary.gpu).toEqual({ active: false, mode: 'host-only', reason: expect.stringContaining('the native library cannot register vram') });
+      expect(summary.killedRank).toEqual({
+        process: 'qwen3-0.6b-decode-0/tp1',
+        signal: 'SIGKILL',
+        recomputed: 42,
+        committedBlocks: 0,
+        verified: true,
+        // Killed at the pin request it received: the pin is never answered.
+        reasons: [expect.stringMatching(/^from block 0: source rank tp1 gave no pin \(PIN_TIMEOUT\): /)],
+      });
+      const drained = { exitCode: 0, signal: null, banksReturned: 56, banksRetained: 0 };
+      expect(summary.drain).toEqual([
+        { process: 'qwen3-0.6b-decode-0/tp0', ...drained, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 } },
+        { process: 'qwen3-0.6b-decode-0/tp1', exitCode: null, signal: 'SIGKILL', banksReturned: null, banksRetained: null, pins: null },
+        { process: 'qwen3-0.6b-prefill-0/tp0', ...drained, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 } },
+      ]);
+    },
+    120_000,
+  );
+
+});

@@ -1,0 +1,235 @@
+// The main job, in the parent: starts a decode worker of TP 2 and a prefill worker of TP 1 as OS
+// processes, hands turn 1 off from prefill to decode with WRITEs, routes turn 2 (and a request too
+// short to be worth it) with the router on discovery and the retained inventory, has the prefill rank
+// pull and verify the 42-block prefix, shows GPU reuse refused by profile admission and a decode rank
+// killed mid-pull, then stops everything with SIGTERM and collects each process's drain report.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Settings } from '@kvreuse/config';
+import type { Worker } from '@kvreuse/descriptors';
+import type { Backend, Capabilities } from '@kvreuse/native-bindings';
+import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
+import {
+  blockHashScheme,
+  blockHashToHex,
+  type DiscoveryStore,
+  followInventory,
+  hashBlockChain,
+  openDiscovery,
+  RetainedInventory,
+  watchWorkerReadiness,
+} from '@kvreuse/registry';
+import { decide, type FetchHint, type RouteDecision, SourceBook } from '@kvreuse/router';
+import { DemoProcessError } from '../errors.js';
+import { type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
+import { hintLine, type RankMessage } from './rank-messages.js';
+import { RankProcesses, type RankSpec } from './rank-processes.js';
+import { readyWorker } from './ready-worker.js';
+
+export interface MainJobOptions {
+  readonly settings: Settings;
+  readonly capabilities: Capabilities;
+  readonly backend: Backend;
+  /** Each line of progress, as it happens. */
+  readonly progress: (line: string) => void;
+  /** The router's monotonic clock, against which its lookup budget runs (default `performance.now`). */
+  readonly clock?: () => number;
+  /** How long each rank gets to start, and each step to answer. */
+  readonly stepTimeoutMs?: number;
+}
+
+const decodeId = 'qwen3-0.6b-decode-0';
+const prefillId = 'qwen3-0.6b-prefill-0';
+const ranks: readonly RankSpec[] = [
+  { role: 'decode', workerId: decodeId, tpRank: 0, tpSize: 2, peerWorkerId: prefillId },
+  { role: 'decode', workerId: decodeId, tpRank: 1, tpSize: 2, peerWorkerId: prefillId },
+  { role: 'prefill', workerId: prefillId, tpRank: 0, tpSize: 1, peerWorkerId: decodeId },
+];
+
+/** Turn 1: the prompt the prefill computes and hands off, and the blocks decoding appends; 42 stay retained. */
+export const handedOffBlocks = 40;
+export const appendedBlocks = 2;
+export const retainedBlocks = handedOffBlocks + appendedBlocks;
+/** Blocks per bank on every rank: room for the retained prefix and a little more. */
+const bankBlocks = 48;
+/** The short request shares this many leading blocks (a system prompt) with the conversation. */
+const sharedSystemBlocks = 2;
+
+const vocabulary = 151_936;
+const conversationToken = (i: number): number => (i * 7919 + 17) % vocabulary;
+const otherToken = (i: number): number => (i * 104_729 + 3) % vocabulary;
+
+const hex = (hashes: ArrayLike<bigint>): string[] => Array.from(hashes, blockHashToHex);
+const ms = (value: number): string => `${value.toFixed(1)} ms`;
+const bytes = (value: number): string => `${value.toLocaleString('en-US')} bytes`;
+
+function describeDiscovery(discovery: Settings['discovery']): string {
+  return discovery.backend === 'etcd' ? `etcd discovery at ${discovery.etcdEndpoints.join(', ')}` : `SQLite discovery at ${discovery.sqlitePath}`;
+}
+
+function describeDecision(request: string, decision: RouteDecision): DemoDecision {
+  return {
+    request,
+    action: decision.action,
+    reason: decision.reason,
+    detail: decision.detail,
+    blocks: decision.source?.blocks.count ?? decision.extent,
+    savingMs: decision.savingMs,
+    costMs: decision.costMs,
+    rejected: decision.rejected.map((rejection) => `${rejection.worker} ${rejection.reason}: ${rejection.detail}`),
+  };
+}
+
+/**
+ * Turn 2's pull as the router decided it; then the same pull with decode rank 1 armed to crash (SIGKILL)
+ * at the pin request it receives, before answering: the prefill recomputes and commits nothing unverified.
+ */
+async function pullTurn2(started: RankProcesses, fetch: RouteDecision, options: MainJobOptions & { readonly timeoutMs: number }): Promise<Pick<DemoSummary, 'pull' | 'killedRank'>> {
+  const { progress, settings, timeoutMs } = options;
+  const hint = fetch.source as FetchHint;
+  const pullCommand = {
+    type: 'pull',
+    hint: hintLine(hint),
+    prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
+  } as const;
+
+  progress(`pull: ${prefillId} fetches ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1) and verifies every byte`);
+  const pulled = await started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
+  const pull = pullSummary(pulled.pull);
+  progress(
+    `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.verified ? 'every byte verified' : 'NOT verified'}, ${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; ` +
+      `estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
+  );
+
+  const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader,' : 'is killed (SIGKILL)';
+  progress(`killed rank: the same pull, and ${decodeId}/tp1 ${crash} when the prefill's pin request reaches it`);
+  await started.request(decodeId, 1, { type: 'crash-on-pin' }, 'armed', timeoutMs);
+  const again = started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
+  const killed = await started.exited(decodeId, 1);
+  const recomputed = (await again).pull;
+  const killedRank = {
+    process: `${decodeId}/tp1`,
+    signal: killed.signal,
+    recomputed: recomputed.recomputed.blocks,
+    committedBlocks: recomputed.blocks,
+    verified: recomputed.verified,
+    reasons: recomputed.recomputed.reasons,
+  };
+  progress(`  committed ${killedRank.committedBlocks} blocks, recomputed ${killedRank.recomputed}: ${killedRank.reasons.join('; ')}`);
+  return { pull, killedRank };
+}
+
+/** Runs the main job to its end (every process stopped), and returns its summary. */
+export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> {
+  const { progress } = options;
+  const timeoutMs = options.stepTimeoutMs ?? 120_000;
+  const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-'));
+  // SQLite: a fresh file of this run's own; etcd: the endpoints the settings name.
+  const settings: Settings =
+    options.settings.discovery.backend === 'sqlite' ? { ...options.settings, discovery: { ...options.settings.discovery, sqlitePath: join(dir, 'discovery.sqlite') } } : options.settings;
+  const discovery = openDiscovery(settings.discovery);
+  const inventory = new RetainedInventory();
+  // Incarnations whose inventory became complete (an earlier run's may still be in etcd: only this run's counts).
+  const complete = new Set<string>();
+  let onComplete = (): void => undefined;
+  const follower = await followInventory(discovery, inventory, {
+    onComplete: ({ incarnation }) => {
+      complete.add(incarnation);
+      onComplete();
+    },
+  });
+  let processes: RankProcesses | undefined;
+  try {
+    const where = options.backend === 'loopback' ? 'in this process (loopback agents reach only agents of their own process)' : 'as OS processes';
+    progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`);
+    processes = await RankProcesses.start({
+      ranks,
+      backend: options.backend,
+      blocks: bankBlocks,
+      settings,
+      readyTimeoutMs: timeoutMs,
+      onMessage: (rank, message: RankMessage) => {
+        if (message.type === 'ready') progress(`  ${rank.workerId}/tp${rank.tpRank} ready`);
+      },
+    });
+    const started = processes;
+    const decode = await readyWorker(discovery, decodeId);
+    const prefill = await readyWorker(discovery, prefillId);
+
+    // Turn 1: the conversation's prompt, prefilled and handed off; decoding appends the reply's blocks.
+    const scheme = blockHashScheme(decode.geometry, settings.inventory.hashSeed);
+    const blockTokens = decode.geometry.blockTokens;
+    const conversation = Array.from({ length: retainedBlocks * blockTokens }, (_, i) => conversationToken(i));
+    const chain = hashBlockChain(conversation, scheme);
+    progress(`turn 1: prefill computes ${handedOffBlocks} blocks and WRITEs them to both decode ranks (TP 1 → TP 2)`);
+    const slots = await Promise.all([0, 1].map((tpRank) => started.request(decodeId, tpRank, { type: 'allocate', count: handedOffBlocks }, 'allocated', timeoutMs)));
+    const destinationSlots = slots[0]?.slots ?? [];
+    if (slots.some((answer) => answer.slots.join() !== destinationSlots.join())) throw new DemoProcessError(decodeId, 'ranks allocated different blocks for one hand-off', []);
+    const handOff = await started.request(prefillId, 0, { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots }, 'handed-off', timeoutMs);
+    progress(`  handed off ${handOff.blocks} blocks, ${bytes(handOff.bytes)} in ${ms(handOff.ms)}`);
+    const retained = await Promise.all(
+      [0, 1].map((tpRank) =>
+        started.request(
+          decodeId,
+          tpRank,
+          { type: 'retain', slots: destinationSlots, hashes: hex(chain.subarray(0, handedOffBlocks)), append: hex(chain.subarray(handedOffBlocks)), publishInventory: tpRank === 0 },
+          'retained',
+          timeoutMs,
+        ),
+      ),
+    );
+    for (const [tpRank, answer] of retained.entries()) {
+      progress(`  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`);
+    }
+    await new Promise<void>((resolve) => {
+      onComplete = () => complete.has(decode.incarnation) && resolve();
+      onComplete();
+    });
+
+    // Turn 2: the router in this process decides, on discovery and the retained inventory.
+    const sources = new SourceBook({ inventory });
+    const watch = await watchWorkerReadiness(discovery, decodeId, { onChange: (readiness) => sources.observe(readiness) });
+    sources.observe(watch.current);
+    const activation = explainActivation({ settings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
+    const context = { settings, inventory, sources, activation, ...(options.clock === undefined ? {} : { clock: options.clock }) };
+    const destination = { worker: prefill, localBlocks: 0 };
+    const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
+    const shortRequest = [...conversation.slice(0, sharedSystemBlocks * blockTokens), ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1))];
+    // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
+    // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
+    for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
+    const fetch = decide({ tokens: turn2, destination }, context);
+    const decisions = [describeDecision('turn 2', fetch), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
+    await watch.close();
+    progress('turn 2: the router decides');
+    for (const decision of decisions) progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
+
+    // GPU reuse, asked for with the settings' declared profile (if any): profile admission says why not.
+    const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
+    const gpuActivation = explainActivation({ settings: gpuSettings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
+    const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
+    progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
+
+    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, { ...options, timeoutMs }) : { pull: null, killedRank: null };
+    if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
+
+    progress('shutdown: SIGTERM to every process');
+    const drains = await started.stop();
+    processes = undefined;
+    const drain = drains.map(drainRow);
+    for (const row of drain) {
+      progress(
+        row.pins === null
+          ? `  ${row.process}: ended by ${row.signal} without a drain report`
+          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pins waited for (${row.pins.released} released, ${row.pins.lapsed} lapsed)`,
+      );
+    }
+    return { ...pulls, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, drain };
+  } finally {
+    await processes?.stop();
+    await follower.close();
+    await discovery.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,67 @@
+// Turn 2's pull, on the prefill rank: `ReuseEndpoint.fetch` pins the prefix at every decode rank,
+// reads it with one prepared template per rank pair and verifies each block's checksum; then every
+// committed byte is checked against the demo's KV content, and the rest is recomputed.
+import type { RankPart } from '@kvreuse/descriptors';
+import type { RecomputeReason } from '@kvreuse/endpoint';
+import type { FetchHint } from '@kvreuse/router';
+import type { DemoRank } from './demo-rank.js';
+import { holdsBlockContent, writeBlockContent } from './kv-content.js';
+import type { PullPrediction, PullReport } from './rank-messages.js';
+
+export interface PullOptions {
+  readonly rank: DemoRank;
+  /** The router's decision: the source, its epoch, the prefix's positions and hashes, its tier and link. */
+  readonly hint: FetchHint;
+  readonly prediction?: PullPrediction;
+}
+
+export function describeReason(reason: RecomputeReason): string {
+  const from = `from block ${reason.fromBlock}`;
+  switch (reason.kind) {
+    case 'pin-granted-fewer':
+      return `${from}: source rank tp${reason.sourceRank.tpRank} pinned only ${reason.granted} blocks`;
+    case 'pin-refused':
+      return `${from}: source rank tp${reason.sourceRank.tpRank} gave no pin (${reason.reason}): ${reason.detail}`;
+    case 'pin-lost':
+      return `${from}: pin lost (${reason.reason}): ${reason.detail}`;
+    case 'operation-failed':
+      return `${from}: the read of rank pair ${reason.pair} failed (${reason.code}): ${reason.detail}`;
+    case 'checksum-mismatch':
+      return `${from}: checksum mismatch on rank pair ${reason.pair}`;
+  }
+}
+
+/** Zeroes blocks `0 … count − 1` of every bank: what is there after the pull must be the pull's. */
+function clearBlocks(part: RankPart, views: readonly Uint8Array[], count: number): void {
+  part.banks.forEach((bank, index) => (views[index] as Uint8Array).fill(0, 0, count * Number(bank.blockStride)));
+}
+
+export async function pullPrefix(options: PullOptions): Promise<PullReport> {
+  const { rank, hint, prediction } = options;
+  const part = rank.part;
+  const hashes = Array.from(hint.hashes);
+  // The prefix goes to this rank's blocks 0 … count − 1.
+  const destinationBlocks = Uint32Array.from(hashes, (_, slot) => slot);
+  clearBlocks(part, rank.views, hashes.length);
+  const receipt = await rank.endpoint.fetch({
+    hint,
+    destinationBlocks,
+    verify: 'full',
+    policy: 'recompute',
+    ...(prediction === undefined ? {} : { prediction: { ...prediction, blockTokens: hint.blockTokens } }),
+  });
+  let verified = true;
+  for (let slot = 0; slot < receipt.blocks; slot++) verified &&= holdsBlockContent(part, rank.views, slot, hashes[slot] as bigint);
+  // Recompute: the prefill computes what it could not take (and keeps nothing unverified of the pull).
+  for (let slot = receipt.blocks; slot < hashes.length; slot++) writeBlockContent(part, rank.views, slot, hashes[slot] as bigint);
+  return {
+    requested: receipt.requested,
+    blocks: receipt.blocks,
+    bytes: receipt.bytes,
+    verified,
+    ms: receipt.ms,
+    gbps: receipt.gbps * 8,
+    recomputed: { blocks: receipt.recomputed.blocks, reasons: receipt.recomputed.reasons.map(describeReason) },
+    ...(receipt.saving === undefined ? {} : { saving: receipt.saving }),
+  };
+}

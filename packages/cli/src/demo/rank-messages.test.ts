@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { DemoMessageError } from '../errors.js';
+import { encodeRankCommand, encodeRankMessage, hintLine, hintOf, parseRankCommand, parseRankMessage, type RankCommand, type RankMessage } from './rank-messages.js';
+
+const hash = '00000000deadbeef';
+
+describe('the demo messages between the parent and its ranks', () => {
+  it.each<RankCommand>([
+    { type: 'allocate', count: 40 },
+    { type: 'hand-off', hashes: [hash], destinationSlots: [7] },
+    { type: 'retain', slots: [7], hashes: [hash], append: [hash], publishInventory: true },
+    { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 0, hashes: [hash], blockTokens: 64, linkClass: 'same-host', tier: 'host' } },
+    { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 3, hashes: [hash], blockTokens: 16, linkClass: 'network', tier: 'gpu' }, prediction: { predictedMs: 1, prefillTokenUs: 50, lookupBudgetMs: 2 } },
+    { type: 'crash-on-pin' },
+  ])('a %j command goes through its codec unchanged', (command) => {
+    expect(parseRankCommand(encodeRankCommand(command).trimEnd())).toEqual(command);
+  });
+
+  it.each<[string, string]>([
+    ['{"type":"allocate","count":-1}', 'demo message: command "allocate" .count must be a whole number ≥ 0'],
+    ['{"type":"retain","slots":[1],"hashes":["xyz"],"append":[],"publishInventory":true}', 'demo message: command "retain" .hashes[0] must be a 16-digit hex block hash'],
+    ['{"type":"pull","hint":{"workerId":"d","incarnation":"i","start":0,"hashes":[],"blockTokens":64,"linkClass":"same-host","tier":"host"}}', 'demo message: command "pull" .hint.epoch must be a whole number ≥ 0'],
+    ['{"type":"pull","hint":{"workerId":"d","incarnation":"i","epoch":1,"start":0,"hashes":[],"blockTokens":64,"linkClass":"lan","tier":"host"}}', 'demo message: command "pull" .hint.linkClass must be one of same-host, network'],
+    ['{"type":"evict"}', 'demo message: command type must be one of allocate, hand-off, retain, pull, crash-on-pin; got "evict"'],
+    ['not json', 'demo message: command line is not JSON: "not json"'],
+  ])('refuses the command %s, naming the field', (line, message) => {
+    expect(() => parseRankCommand(line)).toThrow(DemoMessageError);
+    expect(() => parseRankCommand(line)).toThrow(message);
+  });
+
+  it('carries the router\'s fetch hint with its hashes as hex, and back', () => {
+    const hint = { workerId: 'd', incarnation: 'i', epoch: 2, blocks: { start: 1, count: 2 }, hashes: BigUint64Array.of(0xdeadbeefn, 0xffff_ffff_ffff_ffffn), blockTokens: 64, linkClass: 'same-host', tier: 'host' } as const;
+    const line = hintLine(hint);
+    expect(line.hashes).toEqual([hash, 'ffffffffffffffff']);
+    expect(hintOf(line)).toEqual(hint);
+  });
+
+  it('reads a rank message back, and takes a line that is no message for a log line', () => {
+    const message: RankMessage = { type: 'handed-off', role: 'prefill', tpRank: 0, blocks: 40, bytes: 293_601_280, ms: 63.7 };
+    expect(parseRankMessage(encodeRankMessage(message))).toEqual(message);
+    expect(parseRankMessage('[UCX] warning: something')).toBeUndefined();
+    expect(parseRankMessage('{"type":"log"}')).toBeUndefined();
+  });
+
+  it('refuses a rank message of a known type with a bad field', () => {
+    expect(() => parseRankMessage('{"type":"retained","role":"decode","tpRank":1,"blocks":42,"verified":"all","appended":2}')).toThrow(
+      'demo message: rank message "retained" .verified must be a whole number ≥ 0',
+    );
+    expect(() => parseRankMessage('{"type":"ready","role":"router","tpRank":0}')).toThrow("demo message: rank message \"ready\" .role must be 'decode' or 'prefill'");
+  });
+});

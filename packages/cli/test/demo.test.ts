@@ -1,0 +1,82 @@
+// `kvreuse demo` as a user runs it: the built binary, its output and its user errors. The pull itself is
+// checked in src/demo/main-job.test.ts, where the router's clock can stand still.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { DemoSummary } from '../src/demo/demo-summary.js';
+import { runBinary } from './binary.js';
+import { startEtcd } from './etcd.js';
+
+const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-'));
+afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
+
+const lastLine = (stdout: string): string => stdout.trimEnd().split('\n').at(-1) as string;
+
+describe('kvreuse demo', () => {
+  // The router's decision depends on no clock when reuse is off: the job runs to its end without a pull.
+  it('with reuse off, --json prints the summary last: both requests recomputed, no pull, every process drained', async () => {
+    const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)\n');
+    expect(run.stdout).toContain('pull: none, the router recomputes turn 2\n');
+    const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+    expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
+    expect(summary.decisions.map(({ request, action, reason, detail }) => ({ request, action, reason, detail }))).toEqual(
+      ['turn 2', 'short request'].map((request) => ({ request, action: 'recompute', reason: 'disabled', detail: 'router.enable_decode_to_prefill_reuse is off' })),
+    );
+    expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
+      ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
+      ['qwen3-0.6b-decode-0/tp1', 0, 56, 0],
+      ['qwen3-0.6b-prefill-0/tp0', 0, 56, 0],
+    ]);
+  }, 120_000);
+
+  it('without --json, the last line is the one-line summary', async () => {
+    const run = await runBinary(['demo', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
+    expect(run.status).toBe(0);
+    expect(lastLine(run.stdout)).toBe(
+      'kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained',
+    );
+  }, 120_000);
+
+  it('with --discovery-backend etcd, the ranks and the router meet in etcd', async () => {
+    const etcd = await startEtcd();
+    try {
+      const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url], { cwd: anywhere });
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(run.stdout).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
+      const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+      expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
+      expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
+        ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
+        ['qwen3-0.6b-decode-0/tp1', 0, 56, 0],
+        ['qwen3-0.6b-prefill-0/tp0', 0, 56, 0],
+      ]);
+    } finally {
+      await etcd.stop();
+    }
+  }, 120_000);
+
+  it('memory discovery, which holds one process only, is a usage error: one line, exit 2', async () => {
+    const run = await runBinary(['demo', '--discovery-backend', 'memory'], { cwd: anywhere });
+    expect(run).toMatchObject({ status: 2, stdout: '' });
+    expect(run.stderrLines).toEqual([
+      'kvreuse: demo: discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (with --discovery-etcd-endpoints) (see kvreuse demo --help) [USAGE]',
+    ]);
+  });
+
+  it('an unknown setting flag is refused before anything starts: one line, exit 2', async () => {
+    const run = await runBinary(['demo', '--router-nope', '1'], { cwd: anywhere });
+    expect(run).toMatchObject({ status: 2, stdout: '' });
+    expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): --router-nope in argv .*\[UNKNOWN_SETTING\]$/)]);
+  });
+
+  it('a backend it does not know is a usage error: one line, exit 2', async () => {
+    const run = await runBinary(['demo', '--backend', 'rdma'], { cwd: anywhere });
+    expect(run).toMatchObject({ status: 2, stdout: '' });
+    expect(run.stderrLines).toEqual(['kvreuse: demo: --backend must be one of ucx, loopback; got "rdma" (see kvreuse demo --help) [USAGE]']);
+  });
+});
