@@ -203,11 +203,9 @@ function waitForMessage<T extends RankMessage['type']>(tracked: Tracked, type: T
 
 export class RankProcesses {
   readonly #tracked: Tracked[];
-  readonly #options: RankProcessesOptions;
 
-  private constructor(tracked: Tracked[], options: RankProcessesOptions) {
+  private constructor(tracked: Tracked[]) {
     this.#tracked = tracked;
-    this.#options = options;
   }
 
   /** Starts every rank and resolves once all are published (`published` carries its region ids) and ready; if one fails, the others are stopped and the error names it. */
@@ -218,7 +216,7 @@ export class RankProcesses {
       const incarnation = incarnations.get(spec.workerId) as string;
       return options.backend === 'loopback' ? hostRank(spec, options, incarnation) : spawnRank(spec, options, incarnation);
     });
-    const processes = new RankProcesses(tracked, options);
+    const processes = new RankProcesses(tracked);
     try {
       await Promise.all(tracked.flatMap((rank) => [waitForMessage(rank, 'published', options.readyTimeoutMs), waitForMessage(rank, 'ready', options.readyTimeoutMs)]));
     } catch (error) {
@@ -282,9 +280,5 @@ export class RankProcesses {
         };
       }),
     );
-  }
-
-  get options(): RankProcessesOptions {
-    return this.#options;
   }
 }
