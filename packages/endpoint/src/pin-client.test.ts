@@ -174,4 +174,17 @@ describe('PinClient', () => {
     expect(clock.now()).toBe(0);
     expect(client.heldPins).toBe(0);
   });
+
+  it('ends a release at once when the heartbeat reports its source unresponsive before it acknowledges', async () => {
+    const { client, clock, readerAgent, sourceAgent, pin } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
+    const held = await pin([10n]);
+    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    const releasing = held.release();
+    sourceAgent.faults.stallProgress(true);
+    client.peerEvent(await readerAgent.nextPeerEvent());
+    await expect(releasing).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE', operation: 'release', peerName: sourceAgent.name });
+    expect(clock.now()).toBe(0);
+    expect(client.heldPins).toBe(0);
+    sourceAgent.faults.stallProgress(false);
+  });
 });
