@@ -9,6 +9,7 @@ import {
   PinRefusedError,
   PinTimeoutError,
   PinTooLargeError,
+  SourceUnresponsiveError,
   UnknownReaderError,
 } from './errors.js';
 
@@ -23,6 +24,7 @@ describe('endpoint errors', () => {
     [new FetchRefusedError('admission', 'source bank 3 is vram and no admission gate is installed'), 'FETCH_REFUSED', 'fetch refused (admission): source bank 3 is vram and no admission gate is installed'],
     [new UnknownReaderError('prefill-0-tp0', 'no pin request came from it'), 'UNKNOWN_READER', 'cannot answer reader agent prefill-0-tp0: no pin request came from it'],
     [new PinTimeoutError('release', { tpRank: 2, ppRank: 1 }, 500), 'PIN_TIMEOUT', 'source rank tp 2 pp 1 did not answer the release within 500 ms'],
+    [new SourceUnresponsiveError('pin', { tpRank: 1, ppRank: 0 }, 'decode-tp1', 1500.4), 'SOURCE_UNRESPONSIVE', 'source rank tp 1 pp 0 stopped answering before it answered the pin: its agent decode-tp1 answered no heartbeat for 1500 ms'],
   ])(
     '%s carries its code and names the value',
     (error, code, message) => {

@@ -12,6 +12,7 @@ export type EndpointErrorCode =
   | 'PIN_TOO_LARGE'
   | 'PIN_REFUSED'
   | 'PIN_TIMEOUT'
+  | 'SOURCE_UNRESPONSIVE'
   | 'FETCH_SHORTFALL'
   | 'FETCH_REFUSED'
   | 'UNKNOWN_READER';
@@ -138,6 +139,24 @@ export class PinTimeoutError extends EndpointError {
     readonly timeoutMs: number,
   ) {
     super(`source rank ${describeRank(sourceRank)} did not answer the ${operation} within ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * The source rank's agent stopped answering the heartbeat while a pin request or release awaited its
+ * answer, or had stopped (and not answered since) when the pin was asked for: the request ended at once,
+ * not at its timeout. `reason` is the recompute reason a fetch reports.
+ */
+export class SourceUnresponsiveError extends EndpointError {
+  readonly code = 'SOURCE_UNRESPONSIVE';
+  readonly reason = 'source-unresponsive';
+  constructor(
+    readonly operation: 'pin' | 'release',
+    readonly sourceRank: RankId,
+    readonly peerName: string,
+    readonly silentMs: number,
+  ) {
+    super(`source rank ${describeRank(sourceRank)} stopped answering before it answered the ${operation}: its agent ${peerName} answered no heartbeat for ${Math.round(silentMs)} ms`);
   }
 }
 

@@ -7,7 +7,10 @@ import type { PinLossReason } from './pins.js';
 /** Why blocks from `fromBlock` on (positions in the requested prefix) must be recomputed. */
 export type RecomputeReason =
   | { readonly kind: 'pin-granted-fewer'; readonly fromBlock: number; readonly sourceRank: RankId; readonly granted: number }
-  /** `reason`: the source's refusal (`evicted`, `shutting-down`, `stale-epoch`, …) or the error code when it did not answer (`PIN_TIMEOUT`). */
+  /**
+   * `reason`: the source's refusal (`evicted`, `shutting-down`, `stale-epoch`, …), `source-unresponsive` when the
+   * heartbeat found its agent unresponsive before it answered, or the error code when it did not answer (`PIN_TIMEOUT`).
+   */
   | { readonly kind: 'pin-refused'; readonly fromBlock: number; readonly sourceRank: RankId; readonly reason: string; readonly detail: string }
   | { readonly kind: 'pin-lost'; readonly fromBlock: number; readonly sourceRank: RankId; readonly reason: PinLossReason; readonly detail: string }
   /** `code`: the native code of a failed post or operation (`REMOTE_DISCONNECT`, …), or `OPERATION_TIMED_OUT`. */

@@ -159,4 +159,47 @@ describe('ReuseEndpoint.fetch', () => {
     decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
     await vi.waitFor(() => expect(pinsHeld()).toEqual([0, 0]), { timeout: 20_000, interval: 5 });
   });
+
+  /** A ready decode worker of TP 1 that serves no pins: its rank takes pin requests and never answers them. */
+  async function silentSource(store: MemoryDiscoveryStore) {
+    const silent = await openWorker(store, { workerId: 'decode-silent', role: 'decode', tpSize: 1 }, cleanups);
+    await start(silent);
+    await allReady(silent);
+    return silent;
+  }
+
+  it('a source rank that stalls before it answers the pin: the heartbeat ends the request, the receipt recomputes and a later fetch fails at once', { timeout: 60_000 }, async () => {
+    const { store, reader, prefill } = await pair();
+    const silent = await silentSource(store);
+    const source = silent.ranks[0]!;
+    const fetching = reader.endpoint.fetch({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4) });
+    // The pending pin request has the source probed; it is judged only once it has answered a probe. Then its progress stops.
+    await vi.waitFor(() => expect(source.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
+    source.agent.faults.stallProgress(true);
+    cleanups.push(async () => source.agent.faults.stallProgress(false));
+    const receipt = await fetching;
+    expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive', sourceRank: { tpRank: 0 } }] } });
+    expect(receipt.recomputed.reasons[0]).toMatchObject({ detail: expect.stringContaining(`its agent ${source.agent.name} answered no heartbeat`) });
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+    // Not by the reader's answer timeout: its manual clock never moved.
+    expect(prefill.clock.now()).toBe(0);
+    // Still unresponsive: the next fetch's pin fails at once, nothing sent to the source.
+    const failed = await reader.endpoint.fetch({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(FetchShortfallError);
+    expect(failed).toMatchObject({ message: 'fetch verified 0 of 4 blocks: pin-refused at block 0', receipt: { recomputed: { reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive' }] } } });
+  });
+
+  it('a source rank that closes before it answers the pin: the heartbeat ends the request and the fail policy throws the shortfall', { timeout: 60_000 }, async () => {
+    const { store, reader, prefill } = await pair();
+    const silent = await silentSource(store);
+    const source = silent.ranks[0]!;
+    const fetching = reader.endpoint.fetch({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' }).catch((error: unknown) => error);
+    await vi.waitFor(() => expect(source.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
+    await source.endpoint.close();
+    const failed = await fetching;
+    expect(failed).toBeInstanceOf(FetchShortfallError);
+    expect(failed).toMatchObject({ receipt: { blocks: 0, recomputed: { reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive', sourceRank: { tpRank: 0 }, detail: expect.stringContaining(source.agent.name) }] } } });
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+    expect(prefill.clock.now()).toBe(0);
+  });
 });

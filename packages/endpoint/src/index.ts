@@ -11,6 +11,7 @@ export {
   PinRefusedError,
   PinTimeoutError,
   PinTooLargeError,
+  SourceUnresponsiveError,
   UnknownReaderError,
 } from './errors.js';
 export { EndpointLifecycle, type EndpointState, endpointStates, type EndpointTransition } from './lifecycle.js';

@@ -1,7 +1,7 @@
 import type { Agent, HeartbeatOptions } from '@kvreuse/native-bindings';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loopbackPins } from '../test/support/loopback-pins.js';
-import { PinRefusedError, PinTimeoutError } from './errors.js';
+import { PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
 import { PinClient } from './pin-client.js';
 import { PinServer } from './pin-server.js';
 
@@ -112,6 +112,78 @@ describe('PinClient', () => {
     sourceAgent.faults.stallProgress(true);
     client.peerEvent(await readerAgent.nextPeerEvent());
     expect(await held.lost).toMatchObject({ reason: 'source-unresponsive', detail: expect.stringContaining(`its agent ${sourceAgent.name} answered nothing`) });
+    expect(client.heldPins).toBe(0);
+    sourceAgent.faults.stallProgress(false);
+  });
+
+  it('watches the source only while a request awaits its answer or a pin is held there', async () => {
+    const { sourcePeer, pin, toSource, toReader } = await pair();
+    const watch = vi.spyOn(sourcePeer, 'watch');
+    const unwatch = vi.spyOn(sourcePeer, 'unwatch');
+    await expect(pin([99n])).rejects.toThrow(PinRefusedError);
+    expect([watch.mock.calls.length, unwatch.mock.calls.length]).toEqual([1, 1]);
+    const held = await pin([10n]);
+    expect([watch.mock.calls.length, unwatch.mock.calls.length]).toEqual([2, 1]);
+    const releasing = held.release();
+    await toSource();
+    await toReader();
+    await releasing;
+    expect(unwatch.mock.invocationCallOrder.at(-1)).toBeGreaterThan(watch.mock.invocationCallOrder.at(-1) as number);
+  });
+
+  it('ends a pin request at once when the heartbeat reports its source unresponsive before it answers, and fails later pins at once until it answers again', async () => {
+    const { client, clock, readerAgent, sourceAgent, sourcePeer, pool, toSource, toReader, pin } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
+    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    // The pending request has the source probed; it is judged only once it has answered a probe.
+    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    sourceAgent.faults.stallProgress(true);
+    client.peerEvent(await readerAgent.nextPeerEvent());
+    const error = await pinning.catch((rejection: unknown) => rejection);
+    expect(error).toBeInstanceOf(SourceUnresponsiveError);
+    expect(error).toMatchObject({ code: 'SOURCE_UNRESPONSIVE', reason: 'source-unresponsive', operation: 'pin', sourceRank: sourceIdentity.rank, peerName: sourceAgent.name });
+    expect((error as Error).message).toContain(`source rank tp 1 pp 0 stopped answering before it answered the pin: its agent ${sourceAgent.name} answered no heartbeat for`);
+    // Not by the answer timeout: the client's clock never moved.
+    expect(clock.now()).toBe(0);
+    const sent = readerAgent.counters().notificationsSent;
+    await expect(client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false })).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE' });
+    expect(readerAgent.counters().notificationsSent).toBe(sent);
+
+    sourceAgent.faults.stallProgress(false);
+    const recovered = await readerAgent.nextPeerEvent();
+    expect(recovered.type).toBe('peer-responsive');
+    client.peerEvent(recovered);
+    // The abandoned request's late grant is given straight back.
+    await toSource();
+    expect(pool.pinsOn(0)).toBe(1);
+    await toReader();
+    await toSource();
+    expect(pool.pinsOn(0)).toBe(0);
+    await toReader();
+    expect(await pin([10n])).toMatchObject({ positions: { start: 0, count: 1 } });
+  });
+
+  it('ends a pin request at once when its source closes before it answers', async () => {
+    const { client, clock, readerAgent, sourceAgent, sourcePeer } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
+    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    await sourceAgent.close();
+    const event = await readerAgent.nextPeerEvent();
+    expect(event).toMatchObject({ type: 'peer-unresponsive', peerName: sourceAgent.name });
+    client.peerEvent(event);
+    await expect(pinning).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE', reason: 'source-unresponsive', operation: 'pin', peerName: sourceAgent.name });
+    expect(clock.now()).toBe(0);
+    expect(client.heldPins).toBe(0);
+  });
+
+  it('ends a release at once when the heartbeat reports its source unresponsive before it acknowledges', async () => {
+    const { client, clock, readerAgent, sourceAgent, pin } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
+    const held = await pin([10n]);
+    while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    const releasing = held.release();
+    sourceAgent.faults.stallProgress(true);
+    client.peerEvent(await readerAgent.nextPeerEvent());
+    await expect(releasing).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE', operation: 'release', peerName: sourceAgent.name });
+    expect(clock.now()).toBe(0);
     expect(client.heldPins).toBe(0);
     sourceAgent.faults.stallProgress(false);
   });

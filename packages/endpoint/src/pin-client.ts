@@ -1,10 +1,11 @@
 // A reader's side of the pin protocol: asks each source rank for a pin, renews it while held, hears
-// when the source takes it back or stops answering, and releases it once its reads are quiescent.
+// when the source takes it back or stops answering, and releases it once its reads are quiescent. The
+// source's peer is watched by the heartbeat while a request awaits its answer or a pin is held there.
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, systemClock } from '@kvreuse/drain';
 import type { Agent, Notification, Peer, PeerEvent } from '@kvreuse/native-bindings';
 import { type Deferred, deferred } from './deferred.js';
-import { describeRank, EndpointOptionError, PinRefusedError, PinTimeoutError } from './errors.js';
+import { describeRank, EndpointOptionError, PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
 import { encodePinMessage, type PinGrantMessage, type PinMessage, safeParsePinMessage } from './pin-messages.js';
 import type { HeldPin, PinLoss, PinLossReason } from './pins.js';
 
@@ -25,9 +26,13 @@ export interface PinRequest {
   readonly wantsChecksums: boolean;
 }
 
+/** How an exchange with a source ended: its answer, no answer in time, or the heartbeat's report that it stopped answering. */
+type Outcome = { readonly answer: PinMessage } | { readonly timedOut: true } | { readonly unresponsive: PeerEvent };
+
 interface Waiter {
+  readonly peer: Peer;
   readonly answers: ReadonlySet<PinMessage['kind']>;
-  readonly settle: (message: PinMessage | undefined) => void;
+  readonly settle: (outcome: Outcome) => void;
 }
 
 const clientKinds = new Set<PinMessage['kind']>(['grant', 'refuse', 'renewed', 'released', 'revoke']);
@@ -79,8 +84,10 @@ export class PinClient {
   readonly #clock: Clock;
   readonly #waiters = new Map<string, Waiter>();
   readonly #pins = new Map<string, ClientPin>();
-  /** Pins whose request timed out, by pin id: a grant arriving late is given straight back. */
+  /** Pins whose request timed out or whose source stopped answering, by pin id: a grant arriving late is given straight back. */
   readonly #abandoned = new Map<string, Peer>();
+  /** Peers the heartbeat reported unresponsive and not responsive since: a pin asked of them fails at once. */
+  readonly #unresponsive = new Map<Peer, PeerEvent>();
   #sequence = 0;
   #malformed = 0;
 
@@ -104,21 +111,34 @@ export class PinClient {
 
   /**
    * Pins the longest prefix of `request.hashes` the source rank holds. Rejects with PinRefusedError
-   * (nothing held), PinTimeoutError (no answer in time), PinTooLargeError (too many blocks for one message).
+   * (nothing held), SourceUnresponsiveError (the heartbeat found the source's agent unresponsive before it
+   * answered, or had found it so already), PinTimeoutError (no answer in time), PinTooLargeError (too many
+   * blocks for one message).
    */
   async pin(request: PinRequest): Promise<HeldPin> {
+    const silent = this.#unresponsive.get(request.peer);
+    if (silent !== undefined) {
+      // Still watched, so that its recovery is heard (`peer-responsive`).
+      request.peer.watch();
+      throw new SourceUnresponsiveError('pin', request.source.rank, silent.peerName, silent.silentMs);
+    }
     const pinId = `pin-${++this.#sequence}`;
     const { reader } = this.#options;
     const message: PinMessage = { kind: 'request', pinId, reader, source: { incarnation: request.source.incarnation, epoch: request.source.epoch }, start: request.start, hashes: request.hashes, wantsChecksums: request.wantsChecksums };
-    const answer = await this.#exchange(request.peer, message, pinAnswers);
-    if (answer === undefined) {
+    const outcome = await this.#exchange(request.peer, message, pinAnswers);
+    if (!('answer' in outcome)) {
       this.#abandoned.set(pinId, request.peer);
+      this.#unwatchIfUnused(request.peer);
+      if ('unresponsive' in outcome) throw new SourceUnresponsiveError('pin', request.source.rank, outcome.unresponsive.peerName, outcome.unresponsive.silentMs);
       throw new PinTimeoutError('pin', request.source.rank, this.#options.answerTimeoutMs);
     }
-    if (answer.kind !== 'grant') throw new PinRefusedError(request.source.rank, answer.kind === 'refuse' ? answer.reason : answer.kind);
+    const { answer } = outcome;
+    if (answer.kind !== 'grant') {
+      this.#unwatchIfUnused(request.peer);
+      throw new PinRefusedError(request.source.rank, answer.kind === 'refuse' ? answer.reason : answer.kind);
+    }
     const pin = new ClientPin(this, request, answer, this.#clock.now());
     this.#pins.set(pinId, pin);
-    request.peer.watch();
     this.#scheduleRenewal(pin);
     return pin;
   }
@@ -134,7 +154,7 @@ export class PinClient {
     if (!clientKinds.has(message.kind)) return false;
     const waiter = this.#waiters.get(message.pinId);
     if (waiter?.answers.has(message.kind) === true) {
-      waiter.settle(message);
+      waiter.settle({ answer: message });
       return true;
     }
     const abandoned = this.#abandoned.get(message.pinId);
@@ -151,9 +171,19 @@ export class PinClient {
     return true;
   }
 
-  /** A heartbeat report: every pin on a source that stopped answering is lost. */
+  /**
+   * A heartbeat report. On a source that stopped answering every pin is lost and every request awaiting
+   * its answer ends at once; later pins asked of it fail at once until it answers again.
+   */
   peerEvent(event: PeerEvent): void {
-    if (event.type !== 'peer-unresponsive') return;
+    if (event.type === 'peer-responsive') {
+      if (this.#unresponsive.delete(event.peer)) this.#unwatchIfUnused(event.peer);
+      return;
+    }
+    this.#unresponsive.set(event.peer, event);
+    for (const waiter of [...this.#waiters.values()]) {
+      if (waiter.peer === event.peer) waiter.settle({ unresponsive: event });
+    }
     for (const pin of [...this.#pins.values()]) {
       if (pin.peer === event.peer) pin.lose('source-unresponsive', `its agent ${event.peerName} answered nothing for ${Math.round(event.silentMs)} ms`);
     }
@@ -163,8 +193,10 @@ export class PinClient {
   async release(pin: ClientPin): Promise<void> {
     if (pin.ended) return;
     this.forget(pin);
-    const answer = await this.#exchange(pin.peer, { kind: 'release', pinId: pin.pinId }, releaseAnswers);
-    if (answer === undefined) throw new PinTimeoutError('release', pin.source.rank, this.#options.answerTimeoutMs);
+    const outcome = await this.#exchange(pin.peer, { kind: 'release', pinId: pin.pinId }, releaseAnswers);
+    this.#unwatchIfUnused(pin.peer);
+    if ('unresponsive' in outcome) throw new SourceUnresponsiveError('release', pin.source.rank, outcome.unresponsive.peerName, outcome.unresponsive.silentMs);
+    if ('timedOut' in outcome) throw new PinTimeoutError('release', pin.source.rank, this.#options.answerTimeoutMs);
   }
 
   /** @internal Stops renewing and watching for `pin`. */
@@ -173,26 +205,43 @@ export class PinClient {
     pin.ended = true;
     this.#clock.clearTimer(pin.renewTimer);
     this.#pins.delete(pin.pinId);
-    if (![...this.#pins.values()].some((other) => other.peer === pin.peer)) pin.peer.unwatch();
+    this.#unwatchIfUnused(pin.peer);
   }
 
-  /** Sends `message` and waits for the source's answer to its pin id; undefined when none came in time. */
-  #exchange(peer: Peer, message: PinMessage, answers: ReadonlySet<PinMessage['kind']>): Promise<PinMessage | undefined> {
-    const answered = deferred<PinMessage | undefined>();
-    const timer = this.#clock.setTimer(() => waiter.settle(undefined), this.#options.answerTimeoutMs);
+  /** Stops the heartbeat watching `peer` once no pin is held there, no request awaits its answer and it is not known unresponsive. */
+  #unwatchIfUnused(peer: Peer): void {
+    if (!peer.isOpen) {
+      this.#unresponsive.delete(peer);
+      return;
+    }
+    if (this.#unresponsive.has(peer)) return;
+    if ([...this.#pins.values()].some((pin) => pin.peer === peer) || [...this.#waiters.values()].some((waiter) => waiter.peer === peer)) return;
+    peer.unwatch();
+  }
+
+  /**
+   * Sends `message` and waits, with `peer` watched by the heartbeat, for the source's answer to its pin
+   * id, the end of the answer timeout, or the heartbeat's report that the source stopped answering.
+   */
+  #exchange(peer: Peer, message: PinMessage, answers: ReadonlySet<PinMessage['kind']>): Promise<Outcome> {
+    const answered = deferred<Outcome>();
+    const timer = this.#clock.setTimer(() => waiter.settle({ timedOut: true }), this.#options.answerTimeoutMs);
     const waiter: Waiter = {
+      peer,
       answers,
-      settle: (answer) => {
+      settle: (outcome) => {
         this.#waiters.delete(message.pinId);
         this.#clock.clearTimer(timer);
-        answered.resolve(answer);
+        answered.resolve(outcome);
       },
     };
     this.#waiters.set(message.pinId, waiter);
     try {
+      peer.watch();
       this.#options.agent.sendNotification(peer, encodePinMessage(message));
     } catch (error) {
-      waiter.settle(undefined);
+      waiter.settle({ timedOut: true });
+      this.#unwatchIfUnused(peer);
       throw error;
     }
     return answered.promise;

@@ -43,8 +43,8 @@ describe('the main job', () => {
         recomputed: 42,
         committedBlocks: 0,
         verified: true,
-        // Killed at the pin request it received: the pin is never answered.
-        reasons: [expect.stringMatching(/^from block 0: source rank tp1 gave no pin \(PIN_TIMEOUT\): /)],
+        // Killed at the pin request it received: the pin is never answered, and the reader's heartbeat (not the answer timeout) ends the request.
+        reasons: [expect.stringMatching(/^from block 0: source rank tp1 gave no pin \(source-unresponsive\): source rank tp 1 pp 0 stopped answering before it answered the pin: its agent qwen3-0\.6b-decode-0-tp1-\S+ answered no heartbeat for \d+ ms$/)],
       });
       const drained = { exitCode: 0, signal: null, banksReturned: 56, banksRetained: 0 };
       expect(summary.drain).toEqual([
