@@ -379,6 +379,25 @@ enum {
 KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
 
 /**
+ * Allocates like kvt_mem_alloc without backing the pages on the calling thread (for callers that must
+ * not block, e.g. Node's thread): refuses what kvt_mem_alloc refuses before backing the pages, else
+ * writes the address, counts the allocation and returns KVT_IN_PROGRESS. The progress thread then backs
+ * every page (and locks them with KVT_ALLOC_MLOCK), writes a byte to the wake-up pipe, and
+ * kvt_mem_alloc_status answers the outcome. Until then the allocation can be neither registered nor
+ * freed (BUSY), and the agent does not shut down (BUSY). A refused allocation is freed and uncounted
+ * before its outcome is announced.
+ */
+KVT_API kvt_status kvt_mem_alloc_begin(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
+
+/**
+ * The outcome of kvt_mem_alloc_begin at `address`: KVT_IN_PROGRESS while its pages are being backed,
+ * else KVT_OK or the error kvt_mem_alloc would have answered (NO_MEMORY, NOT_ALLOWED, BACKEND, with its
+ * detail), answered once: NOT_FOUND afterwards and for an address no kvt_mem_alloc_begin returned. The
+ * outcome is not counted as a failing call.
+ */
+KVT_API kvt_status kvt_mem_alloc_status(uint32_t agent, uint64_t address);
+
+/**
  * Frees an allocation made by kvt_mem_alloc on this agent (`address` must be its start).
  * Refuses KVT_ERR_BUSY while a registration lies inside it; KVT_ERR_NOT_FOUND for unknown addresses.
  */

@@ -389,6 +389,7 @@ static void agent_free(kvt_agent *agent) {
         free(agent->notifications[(agent->notification_head + i) % KVT_MAX_PENDING_NOTIFICATIONS]);
     free(agent->notifications);
     free(agent->allocations);
+    kvt_alloc_jobs_free(agent);
     free(agent->regions);
     free(agent->peers);
     kvt_map_free(&agent->ops);

@@ -66,58 +66,77 @@ static kvt_status prefault(const kvt_allocation *allocation) {
                     (unsigned long long)kvt_shm_free_bytes());
 }
 
+/* Backs the pages of a fresh allocation and locks them when asked (sets allocation->locked). */
+static kvt_status populate(kvt_allocation *allocation, uint32_t flags) {
+    kvt_status status = prefault(allocation);
+    if (status != KVT_OK || !(flags & KVT_ALLOC_MLOCK)) return status;
+    if (mlock((void *)(uintptr_t)allocation->address, allocation->length) != 0) {
+        int error = errno;
+        struct rlimit limit = {0};
+        getrlimit(RLIMIT_MEMLOCK, &limit);
+        return kvt_fail(error == ENOMEM || error == EPERM ? KVT_ERR_NOT_ALLOWED : KVT_ERR_BACKEND,
+                        "kvt_mem_alloc: mlock of %llu bytes failed: %s (RLIMIT_MEMLOCK soft limit %llu bytes)",
+                        (unsigned long long)allocation->length, strerror(error), (unsigned long long)limit.rlim_cur);
+    }
+    allocation->locked = true;
+    return KVT_OK;
+}
+
+static kvt_status check_alloc_params(uint64_t length, uint32_t flags, const uint64_t *out_address) {
+    if (!out_address) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: out_address is NULL");
+    if (length == 0) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: length must be > 0");
+    if (flags & ~(uint32_t)KVT_ALLOC_MLOCK)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: unknown flags 0x%x (KVT_ALLOC_MLOCK = 0x%x)", flags,
+                        KVT_ALLOC_MLOCK);
+    return KVT_OK;
+}
+
+/* Records an allocation in the agent's table and counters (agent->lock held). */
+static kvt_status record_allocation_locked(kvt_agent *agent, const kvt_allocation *allocation) {
+    if (agent->allocation_count == agent->allocation_capacity) {
+        uint32_t capacity = agent->allocation_capacity ? agent->allocation_capacity * 2 : 8;
+        kvt_allocation *grown = realloc(agent->allocations, capacity * sizeof *grown);
+        if (!grown) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_alloc: out of memory for bookkeeping");
+        agent->allocations = grown;
+        agent->allocation_capacity = capacity;
+    }
+    agent->allocations[agent->allocation_count++] = *allocation;
+    kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, 1);
+    kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, (int64_t)allocation->length);
+    return KVT_OK;
+}
+
+static uint32_t find_allocation_locked(const kvt_agent *agent, uint64_t address) {
+    for (uint32_t i = 0; i < agent->allocation_count; i++)
+        if (agent->allocations[i].address == address) return i;
+    return agent->allocation_count;
+}
+
+static void forget_allocation_locked(kvt_agent *agent, uint32_t index) {
+    kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, -1);
+    kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, -(int64_t)agent->allocations[index].length);
+    agent->allocations[index] = agent->allocations[--agent->allocation_count];
+}
+
 kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uint64_t *out_address) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_mem_alloc", &agent);
     if (status != KVT_OK) return status;
-    if (!out_address)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: out_address is NULL"));
-    if (length == 0)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: length must be > 0"));
-    if (flags & ~(uint32_t)KVT_ALLOC_MLOCK)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_mem_alloc: unknown flags 0x%x (KVT_ALLOC_MLOCK = 0x%x)", flags,
-                                                KVT_ALLOC_MLOCK));
+    status = check_alloc_params(length, flags, out_address);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     pthread_mutex_lock(&agent->config_lock);
     kvt_allocation allocation = {.length = length};
     alloc_call_args args = {.allocation = &allocation};
     status = memory_call(agent, alloc_call, &args);
     if (status == KVT_OK) {
-        status = prefault(&allocation);
+        status = populate(&allocation, flags);
         if (status != KVT_OK) memory_call(agent, free_call, &allocation);
-    }
-    if (status == KVT_OK && (flags & KVT_ALLOC_MLOCK)) {
-        if (mlock((void *)(uintptr_t)allocation.address, length) != 0) {
-            int error = errno;
-            struct rlimit limit = {0};
-            getrlimit(RLIMIT_MEMLOCK, &limit);
-            status = kvt_fail(error == ENOMEM || error == EPERM ? KVT_ERR_NOT_ALLOWED : KVT_ERR_BACKEND,
-                              "kvt_mem_alloc: mlock of %llu bytes failed: %s (RLIMIT_MEMLOCK soft limit %llu bytes)",
-                              (unsigned long long)length, strerror(error), (unsigned long long)limit.rlim_cur);
-            memory_call(agent, free_call, &allocation);
-        } else {
-            allocation.locked = true;
-        }
     }
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
-        if (agent->allocation_count == agent->allocation_capacity) {
-            uint32_t capacity = agent->allocation_capacity ? agent->allocation_capacity * 2 : 8;
-            kvt_allocation *grown = realloc(agent->allocations, capacity * sizeof *grown);
-            if (grown) {
-                agent->allocations = grown;
-                agent->allocation_capacity = capacity;
-            }
-        }
-        if (agent->allocation_count < agent->allocation_capacity) {
-            agent->allocations[agent->allocation_count++] = allocation;
-            kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, 1);
-            kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, (int64_t)length);
-            *out_address = allocation.address;
-        } else {
-            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_alloc: out of memory for bookkeeping");
-        }
+        status = record_allocation_locked(agent, &allocation);
+        if (status == KVT_OK) *out_address = allocation.address;
         pthread_mutex_unlock(&agent->lock);
         if (status != KVT_OK) {
             if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, length);
@@ -126,6 +145,122 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
+}
+
+/* ---- allocation off the calling thread ------------------------------------------------------------- */
+
+typedef struct kvt_alloc_job {
+    struct kvt_alloc_job *next;
+    uint64_t address;
+    uint32_t flags;
+    bool done;
+    kvt_status status;
+    char detail[512];
+} kvt_alloc_job;
+
+/* On the progress thread: backs the pages, then records the outcome and wakes the consumer. A refused
+ * allocation is freed before its outcome is announced, so nothing of it is left by then. */
+static kvt_status populate_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    kvt_alloc_job *job = *(kvt_alloc_job **)arg;
+    pthread_mutex_lock(&agent->lock);
+    kvt_allocation allocation = agent->allocations[find_allocation_locked(agent, job->address)];
+    pthread_mutex_unlock(&agent->lock);
+    kvt_status status = populate(&allocation, job->flags);
+    char failure[sizeof job->detail] = "";
+    if (status != KVT_OK) {
+        snprintf(failure, sizeof failure, "%s", kvt_last_error_detail());
+        agent->backend->free_allocation(agent, &allocation);
+    }
+    pthread_mutex_lock(&agent->lock);
+    uint32_t index = find_allocation_locked(agent, job->address);
+    if (status == KVT_OK) {
+        agent->allocations[index].populating = false;
+        agent->allocations[index].locked = allocation.locked;
+    } else {
+        forget_allocation_locked(agent, index);
+    }
+    job->status = status;
+    snprintf(job->detail, sizeof job->detail, "%s", failure);
+    job->done = true;
+    /* A byte of its own: the completion edge (wake_signaled) stays armed for what comes next. */
+    const char byte = 1;
+    ssize_t written = write(agent->wake_pipe[1], &byte, 1);
+    (void)written; /* EAGAIN: the pipe is full, so the reader is already woken */
+    pthread_mutex_unlock(&agent->lock);
+    return KVT_OK;
+}
+
+kvt_status kvt_mem_alloc_begin(uint32_t agent_id, uint64_t length, uint32_t flags, uint64_t *out_address) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_alloc_begin", &agent);
+    if (status != KVT_OK) return status;
+    status = check_alloc_params(length, flags, out_address);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+    kvt_alloc_job *job = calloc(1, sizeof *job);
+    if (!job) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_alloc_begin: out of memory"));
+
+    pthread_mutex_lock(&agent->config_lock);
+    kvt_allocation allocation = {.length = length, .populating = true};
+    alloc_call_args args = {.allocation = &allocation};
+    status = memory_call(agent, alloc_call, &args);
+    if (status == KVT_OK) {
+        pthread_mutex_lock(&agent->lock);
+        status = record_allocation_locked(agent, &allocation);
+        if (status == KVT_OK) {
+            *job = (kvt_alloc_job){.address = allocation.address, .flags = flags, .status = KVT_IN_PROGRESS};
+            kvt_alloc_job **tail = &agent->alloc_jobs;
+            while (*tail) tail = &(*tail)->next;
+            *tail = job;
+        }
+        pthread_mutex_unlock(&agent->lock);
+        if (status != KVT_OK) memory_call(agent, free_call, &allocation);
+    }
+    if (status == KVT_OK) {
+        *out_address = allocation.address;
+        kvt_agent_call_async(agent, populate_call, &job, sizeof job);
+        status = KVT_IN_PROGRESS;
+    } else {
+        free(job);
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_mem_alloc_status(uint32_t agent_id, uint64_t address) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_alloc_status", &agent);
+    if (status != KVT_OK) return status;
+    pthread_mutex_lock(&agent->lock);
+    kvt_alloc_job **link = &agent->alloc_jobs;
+    while (*link && (*link)->address != address) link = &(*link)->next;
+    kvt_alloc_job *job = *link;
+    if (!job) {
+        pthread_mutex_unlock(&agent->lock);
+        return kvt_agent_finish(
+            agent, kvt_fail(KVT_ERR_NOT_FOUND,
+                            "kvt_mem_alloc_status: agent '%s' has no allocation 0x%llx begun and not yet answered",
+                            agent->name, (unsigned long long)address));
+    }
+    if (job->done) {
+        *link = job->next;
+        status = job->status == KVT_OK ? KVT_OK : kvt_fail(job->status, "%s", job->detail);
+        free(job);
+    } else {
+        status = KVT_IN_PROGRESS;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    kvt_agent_release(agent); /* the outcome is an answer, not a failing call: not counted */
+    return status;
+}
+
+void kvt_alloc_jobs_free(kvt_agent *agent) {
+    while (agent->alloc_jobs) {
+        kvt_alloc_job *job = agent->alloc_jobs;
+        agent->alloc_jobs = job->next;
+        free(job);
+    }
 }
 
 kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
@@ -140,6 +275,9 @@ kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
     if (index == agent->allocation_count) {
         status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_free: 0x%llx is not the start of an allocation of agent '%s'",
                           (unsigned long long)address, agent->name);
+    } else if (agent->allocations[index].populating) {
+        status = kvt_fail(KVT_ERR_BUSY, "kvt_mem_free: allocation 0x%llx (%llu bytes) is still being populated",
+                          (unsigned long long)address, (unsigned long long)agent->allocations[index].length);
     } else {
         kvt_allocation *allocation = &agent->allocations[index];
         for (uint32_t i = 0; i < agent->region_count && status == KVT_OK; i++) {
@@ -265,13 +403,21 @@ static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint
     if (agent->region_count >= KVT_MAX_REGIONS)
         return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_mem_register: agent '%s' already has the maximum of %u regions",
                         agent->name, KVT_MAX_REGIONS);
+    *exact = NULL;
+    for (uint32_t i = 0; i < agent->allocation_count; i++) {
+        const kvt_allocation *allocation = &agent->allocations[i];
+        if (allocation->populating && allocation->address < address + length &&
+            address < allocation->address + allocation->length)
+            return kvt_fail(KVT_ERR_BUSY,
+                            "kvt_mem_register: [0x%llx, +%llu) lies in allocation 0x%llx (%llu bytes), still being "
+                            "populated",
+                            (unsigned long long)address, (unsigned long long)length,
+                            (unsigned long long)allocation->address, (unsigned long long)allocation->length);
+        if (allocation->address == address && allocation->length == length) *exact = allocation;
+    }
     kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_REGISTER);
     if (fault != KVT_OK)
         return kvt_fail(fault, "kvt_mem_register: injected fault (register) on agent '%s'", agent->name);
-    *exact = NULL;
-    for (uint32_t i = 0; i < agent->allocation_count; i++)
-        if (agent->allocations[i].address == address && agent->allocations[i].length == length)
-            *exact = &agent->allocations[i];
     return KVT_OK;
 }
 
@@ -289,6 +435,12 @@ kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length
     pthread_rwlock_wrlock(&agent->region_lock);
     pthread_mutex_lock(&agent->lock);
     status = check_register_locked(agent, address, length, kind, device, &exact);
+    /* A copy: an allocation refused on the progress thread leaves the table (moving another entry). */
+    kvt_allocation exact_copy;
+    if (status == KVT_OK && exact) {
+        exact_copy = *exact;
+        exact = &exact_copy;
+    }
     if (status == KVT_OK && agent->region_count == agent->region_capacity) {
         uint32_t capacity = agent->region_capacity ? agent->region_capacity * 2 : 16;
         kvt_region **grown = realloc(agent->regions, capacity * sizeof *grown);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -309,6 +310,48 @@ static void allocations_are_prefaulted(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* The outcome of kvt_mem_alloc_begin, once the wake-up pipe announced it. */
+static kvt_status alloc_outcome(uint32_t agent, uint64_t address) {
+    int fd = -1;
+    CHECK_OK(kvt_agent_wake_fd(agent, &fd));
+    kvt_status status;
+    while ((status = kvt_mem_alloc_status(agent, address)) == KVT_IN_PROGRESS) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        CHECK(poll(&p, 1, 60000) == 1, "the wake-up pipe announces the allocation's outcome");
+        char bytes[64];
+        while (read(fd, bytes, sizeof bytes) > 0) {}
+    }
+    return status;
+}
+
+/* kvt_mem_alloc_begin counts the allocation at once, backs it on the progress thread and answers once. */
+static void begun_allocations_are_populated_off_the_calling_thread(void) {
+    uint32_t agent = make_agent("alloc-begin");
+    uint64_t length = 4u << 20, address = 0;
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_alloc_begin(agent, length, 0, &address));
+    CHECK(address != 0 && counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 1 &&
+              counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == length,
+          "the allocation is counted while it is populated");
+    CHECK_OK(alloc_outcome(agent, address));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_alloc_status(agent, address));
+    CHECK_DETAIL("not yet answered");
+    size_t pages = length / (uint64_t)sysconf(_SC_PAGESIZE), resident = 0;
+    unsigned char *vector = malloc(pages);
+    CHECK(vector && mincore((void *)(uintptr_t)address, length, vector) == 0, "mincore: %s", strerror(errno));
+    for (size_t i = 0; i < pages; i++) resident += vector[i] & 1u;
+    free(vector);
+    CHECK(resident == pages, "%zu of %zu pages resident once the outcome is OK", resident, pages);
+    uint32_t region = 0;
+    CHECK_OK(kvt_mem_register(agent, address, length, KVT_MEM_DRAM, 0, &region));
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_begin(agent, 0, 0, &address));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_begin(agent, 4096, 0x80, &address));
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "nothing left allocated");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 #define SMALL_SHM_OPTIONS "size=24m"
 /* kernel.shmmax of the child's IPC namespace: SysV refuses anything larger (UCX's own receive pools fit) */
 #define SYSV_LIMIT "8388608"
@@ -350,6 +393,15 @@ static void allocation_in_a_small_shm(void) {
     CHECK_DETAIL("67108864 bytes");
     char expected[64];
     snprintf(expected, sizeof expected, "/dev/shm has %llu bytes free", (unsigned long long)room);
+    CHECK_DETAIL(expected);
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the refusal left no allocation");
+    CHECK(shm_free_bytes() == room, "the refusal left nothing in /dev/shm (%llu bytes free, %llu before)",
+          (unsigned long long)shm_free_bytes(), (unsigned long long)room);
+
+    /* Begun off the calling thread: UCX finds no shared memory before any page is backed, so the refusal
+     * comes at once, with nothing left behind. */
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc_begin(agent, TOO_LARGE, 0, &address));
     CHECK_DETAIL(expected);
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
           "the refusal left no allocation");
@@ -413,4 +465,5 @@ TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlo
           TEST(alloc_with_mlock_refused_by_the_limit), TEST(register_refusals),
           TEST(register_refuses_unmapped_memory), TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions),
           TEST(the_table_grows_under_loopback_reads), TEST(allocations_are_prefaulted),
+          TEST(begun_allocations_are_populated_off_the_calling_thread),
           TEST(full_dev_shm_is_a_typed_refusal), TEST(allocation_in_a_small_shm))

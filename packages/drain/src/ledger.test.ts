@@ -107,7 +107,7 @@ describe('OperationLedger on the loopback backend', () => {
   it('never reinstates a bank retained by a native refusal: a rollback that found it referenced', async () => {
     const { world: w } = await world();
     w.reader.faults.delayCompletions('forever');
-    const allocations = [0, 1, 2].map(() => w.reader.allocate(1 << 16));
+    const allocations = await Promise.all([0, 1, 2].map(() => w.reader.allocate(1 << 16)));
     const banks = allocations.map((allocation, index) =>
       Bank.adopt(
         { tpRank: 2, ppRank: 0, index, memKind: 'dram', deviceId: 0, address: allocation.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
@@ -148,7 +148,7 @@ describe('OperationLedger on the loopback backend', () => {
     // Another agent of this process registers one bank; region ids are per agent, so its region has
     // the id of the reader's bank 0.
     const other = await transport.createAgent({ name: agentName('other'), backend: 'loopback' });
-    const memory = other.allocate(1 << 16);
+    const memory = await other.allocate(1 << 16);
     const foreign = Bank.adopt(
       { tpRank: 0, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
       kvreuseOwner(memory),

@@ -16,7 +16,7 @@ const pieceBytes = Number(pieceText);
 const published = await nextMessageFromParent();
 
 const agent = await transport.createAgent({ name, backend: 'ucx' });
-const bank = agent.allocate(count * pieceBytes);
+const bank = await agent.allocate(count * pieceBytes);
 bank.view().fill(0);
 const region = agent.register(bank);
 const peer = agent.loadPeer(Buffer.from(String(published['metadata']), 'base64'));

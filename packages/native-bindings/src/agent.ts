@@ -75,6 +75,8 @@ export class Agent {
   readonly #pending = new Map<bigint, Operation>();
   readonly #peers = new Map<number, Peer>();
   readonly #templates = new Set<RegisteredTemplate>();
+  /** Allocations whose pages the agent's thread is still backing, oldest first. */
+  readonly #allocating: { readonly address: bigint; readonly ended: (error?: unknown) => void }[] = [];
   readonly #opIds = new BigUint64Array(POLL_CAPACITY);
   readonly #statuses = new Int32Array(POLL_CAPACITY);
   readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
@@ -159,8 +161,13 @@ export class Agent {
     return this.#state.isOpen;
   }
 
-  /** Allocates page-aligned DRAM owned by this agent (not registered yet). */
-  allocate(bytes: number | bigint, options: AllocateOptions = {}): Allocation {
+  /**
+   * Allocates page-aligned DRAM owned by this agent (not registered yet). Its pages are backed on the
+   * agent's own thread (hundreds of megabytes take a tenth of a second), not on the JavaScript thread:
+   * the allocation is handed out once they all are, or the promise rejects (NO_MEMORY when the system
+   * cannot back them) with nothing left allocated. Until then the agent refuses to close (BUSY).
+   */
+  async allocate(bytes: number | bigint, options: AllocateOptions = {}): Promise<Allocation> {
     this.#state.assertOpen('allocate memory');
     const length = toUint64(bytes);
     if (length === undefined || length === 0n || length > BigInt(Number.MAX_SAFE_INTEGER)) {
@@ -168,8 +175,16 @@ export class Agent {
     }
     if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { mlock? }');
     const out = new BigUint64Array(1);
-    check(this.#library, 'kvt_mem_alloc', this.#library.api.kvt_mem_alloc(this.#id, length, options.mlock === true ? ALLOC_MLOCK : 0, out));
-    return new Allocation(this.#context, out[0] ?? 0n, Number(length));
+    const status = this.#library.api.kvt_mem_alloc_begin(this.#id, length, options.mlock === true ? ALLOC_MLOCK : 0, out);
+    if (status !== STATUS_IN_PROGRESS) check(this.#library, 'kvt_mem_alloc_begin', status);
+    const address = out[0] ?? 0n;
+    const populated = new Promise<void>((resolve, reject) => {
+      this.#allocating.push({ address, ended: (error) => (error === undefined ? resolve() : reject(error)) });
+    });
+    this.#updateRef();
+    this.#checkAllocations();
+    await populated;
+    return new Allocation(this.#context, address, Number(length));
   }
 
   /**
@@ -384,6 +399,7 @@ export class Agent {
       return;
     }
     if (!this.#state.isOpen) return;
+    this.#checkAllocations();
     this.#pollCompletions();
     this.#notifications.drain();
     this.#peerEvents.drain();
@@ -408,6 +424,18 @@ export class Agent {
     }
   }
 
+  /** Settles the allocations whose pages the agent's thread finished backing (or refused). */
+  #checkAllocations(): void {
+    if (this.#allocating.length === 0) return;
+    for (const allocation of [...this.#allocating]) {
+      const status = this.#library.api.kvt_mem_alloc_status(this.#id, allocation.address);
+      if (status === STATUS_IN_PROGRESS) continue;
+      this.#allocating.splice(this.#allocating.indexOf(allocation), 1);
+      allocation.ended(status < 0 ? nativeError(this.#library, 'kvt_mem_alloc', status) : undefined);
+    }
+    this.#updateRef();
+  }
+
   #pollCompletions(): void {
     if (!this.#state.isOpen) return;
     for (;;) {
@@ -430,7 +458,8 @@ export class Agent {
   }
 
   #updateRef(): void {
-    if (this.#pending.size > 0 || this.#notifications.hasWaiters || this.#peerEvents.hasWaiters) this.#wake.ref();
+    const waiting = this.#pending.size > 0 || this.#allocating.length > 0;
+    if (waiting || this.#notifications.hasWaiters || this.#peerEvents.hasWaiters) this.#wake.ref();
     else this.#wake.unref();
   }
 }

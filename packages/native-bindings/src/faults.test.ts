@@ -44,7 +44,7 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
 
   it('fails the nth registration, post or completion with the chosen code', async () => {
     const pair = await openPair(backend, 4 * PIECE, 63);
-    const spare = pair.reader.allocate(PIECE);
+    const spare = await pair.reader.allocate(PIECE);
     pair.reader.faults.failNth('register', 1, 'BACKEND');
     expect(() => pair.reader.register(spare)).toThrow(expect.objectContaining({ code: 'BACKEND', call: 'kvt_mem_register' }));
     expect(pair.reader.counters().liveRegistrations).toBe(1);

@@ -46,7 +46,8 @@ export interface NativeApi {
     bytesDone: BigUint64Array,
     outCount: Uint32Array,
   ): number;
-  kvt_mem_alloc(agent: number, length: bigint, flags: number, outAddress: BigUint64Array): number;
+  kvt_mem_alloc_begin(agent: number, length: bigint, flags: number, outAddress: BigUint64Array): number;
+  kvt_mem_alloc_status(agent: number, address: bigint): number;
   kvt_mem_free(agent: number, address: bigint): number;
   kvt_mem_register(
     agent: number,
@@ -196,7 +197,8 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_agent_set_heartbeat: 'int32_t kvt_agent_set_heartbeat(uint32_t agent, uint32_t interval_ms, uint32_t misses)',
   kvt_agent_poll:
     'int32_t kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *op_ids, int32_t *statuses, uint64_t *bytes_done, uint32_t *out_count)',
-  kvt_mem_alloc: 'int32_t kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address)',
+  kvt_mem_alloc_begin: 'int32_t kvt_mem_alloc_begin(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address)',
+  kvt_mem_alloc_status: 'int32_t kvt_mem_alloc_status(uint32_t agent, uint64_t address)',
   kvt_mem_free: 'int32_t kvt_mem_free(uint32_t agent, uint64_t address)',
   kvt_mem_register:
     'int32_t kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device, uint32_t *out_region)',

@@ -9,7 +9,7 @@ const PAGE = 4096;
 describe.each(testedBackends)('memory on %s', (backend) => {
   it('allocates page-aligned memory that can be filled through its view', async () => {
     const agent = await transport.createAgent({ name: agentName('alloc'), backend });
-    const bank = agent.allocate(3 * PAGE + 5);
+    const bank = await agent.allocate(3 * PAGE + 5);
     expect(bank.address % BigInt(PAGE)).toBe(0n);
     const view = bank.view();
     expect(view.length).toBe(3 * PAGE + 5);
@@ -24,7 +24,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
 
   it('registers and deregisters, counting registrations and bytes', async () => {
     const agent = await transport.createAgent({ name: agentName('register'), backend });
-    const bank = agent.allocate(16 * PAGE);
+    const bank = await agent.allocate(16 * PAGE);
     const whole = agent.register(bank);
     expect(whole).toMatchObject({ address: bank.address, bytes: 16 * PAGE, kind: 'dram', device: 0 });
     expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 16 * PAGE });
@@ -44,9 +44,9 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     const nativeRefusals = () => transport.counters().errors.INVALID_PARAM;
     const before = nativeRefusals();
     try {
-      expect(() => agent.allocate(0)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes', value: 0 }));
-      expect(() => agent.allocate(0n)).toThrow(InvalidArgumentError);
-      expect(() => agent.allocate(PAGE, null as unknown as object)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
+      await expect(agent.allocate(0)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes', value: 0 }));
+      await expect(agent.allocate(0n)).rejects.toThrow(InvalidArgumentError);
+      await expect(agent.allocate(PAGE, null as unknown as object)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
       expect(() => agent.register({ address: 0x1000n, bytes: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes' }));
       expect(() => agent.register(undefined as unknown as Allocation)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'memory' }));
       expect(nativeRefusals()).toBe(before);
@@ -70,7 +70,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
 
   it('refuses overlap and vram, naming the problem', async () => {
     const agent = await transport.createAgent({ name: agentName('refuse'), backend });
-    const bank = agent.allocate(8 * PAGE);
+    const bank = await agent.allocate(8 * PAGE);
     const first = agent.register({ address: bank.address, bytes: 4 * PAGE });
     try {
       expect(() => agent.register({ address: bank.address + BigInt(3 * PAGE), bytes: 2 * PAGE })).toThrow(
@@ -94,7 +94,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
   it('allocates locked memory or refuses with NOT_ALLOWED naming the limit', async () => {
     const agent = await transport.createAgent({ name: agentName('mlock'), backend });
     try {
-      const bank = agent.allocate(PAGE, { mlock: true });
+      const bank = await agent.allocate(PAGE, { mlock: true });
       bank.free();
     } catch (error) {
       expect(error).toMatchObject({ code: 'NOT_ALLOWED', call: 'kvt_mem_alloc' });

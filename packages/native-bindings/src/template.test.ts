@@ -189,7 +189,7 @@ describe('registering and posting on a template refuses bad input with typed err
     const foreign = workers.explicit[0] as RankSide;
     expect(() => destination.agent.registerTemplate({ ...request(0), localRegions: foreign.regions })).toThrow(ForeignHandleError);
     // A 64-byte region as bank 0: route 0 cannot fit its largest block.
-    const scratch = destination.agent.allocate(4096);
+    const scratch = await destination.agent.allocate(4096);
     const tiny = destination.agent.register({ address: scratch.address, bytes: 64 });
     const error = (() => {
       try {
@@ -230,7 +230,7 @@ describe('registering and posting on a template refuses bad input with typed err
 
     // The source registers more memory: its metadata generation moves on, and so does the peer's.
     const source = workers.source[1] as RankSide;
-    const extraBank = source.agent.allocate(4096);
+    const extraBank = await source.agent.allocate(4096);
     const extra = source.agent.register(extraBank);
     const peer = destination.agent.loadPeer(source.agent.metadata());
     expect(peer.generation).toBeGreaterThan(handle.generation);

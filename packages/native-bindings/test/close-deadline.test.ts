@@ -41,7 +41,7 @@ async function readerOfAStoppedSource(tls: string | undefined) {
   const reader = await transport.createAgent({ name: agentName('closing-reader'), backend: 'ucx' });
   if (previous === undefined) delete process.env['UCX_TLS'];
   else process.env['UCX_TLS'] = previous;
-  const bank = reader.allocate(BYTES);
+  const bank = await reader.allocate(BYTES);
   const region = reader.register(bank);
   const peer = reader.loadPeer(Buffer.from(published.metadata, 'base64'));
   const operation = reader.post({

@@ -32,7 +32,7 @@ export function loopbackWorlds(options: WorldOptions = { ranks: 1, banksPerRank:
     },
     /** A framework-owned bank (in memory the reader allocated) whose owner refuses it back, registered as rank 1. */
     async refusedBank(world: LoopbackWorld): Promise<Bank> {
-      const memory = world.reader.allocate(1 << 16);
+      const memory = await world.reader.allocate(1 << 16);
       const bank = Bank.adopt(
         { tpRank: 1, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
         frameworkOwner('engine-block-pool', () => Promise.reject(new Error('framework busy'))),

@@ -35,7 +35,7 @@ const [name = 'reader', seedText = '1'] = process.argv.slice(2);
 const published = await nextMessageFromParent();
 
 const agent: Agent = await transport.createAgent({ name, backend: 'ucx' });
-const bank = agent.allocate(QWEN3_PREFIX_BYTES);
+const bank = await agent.allocate(QWEN3_PREFIX_BYTES);
 bank.view().fill(SENTINEL);
 const region = agent.register(bank);
 const peer = agent.loadPeer(Buffer.from(String(published['metadata']), 'base64'));

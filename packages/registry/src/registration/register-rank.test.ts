@@ -53,12 +53,11 @@ function snapshot(agent: Agent, banks: readonly Bank[]) {
 }
 
 /**
- * Starts a read by `agent` into `region` from a second agent (`source`, closed by `finish`) and holds it in flight (completion
- * delay), so the native layer refuses to deregister `region` with BUSY. `finish` lets it complete
- * and closes everything it opened.
+ * Starts a read by `agent` into `region` from a page of a second agent (`sourceMemory` of `source`, both
+ * closed by `finish`) and holds it in flight (completion delay), so the native layer refuses to
+ * deregister `region` with BUSY. `finish` lets it complete and closes everything it opened.
  */
-function holdReadInto(agent: Agent, region: Region, source: Agent): { finish(): Promise<void> } {
-  const sourceMemory = source.allocate(PAGE);
+function holdReadInto(agent: Agent, region: Region, source: Agent, sourceMemory: Allocation): { finish(): Promise<void> } {
   const sourceRegion = source.register(sourceMemory);
   const peer = agent.loadPeer(source.metadata());
   agent.faults.delayCompletions('forever');
@@ -91,9 +90,9 @@ function holdReadInto(agent: Agent, region: Region, source: Agent): { finish(): 
 type MemorySource = 'kvreuse' | 'framework';
 
 /** A rank of `count` banks on `agent`, and a check that no bank's memory went back to its owner. */
-function rankMemory(source: MemorySource, agent: Agent, count: number) {
+async function rankMemory(source: MemorySource, agent: Agent, count: number) {
   if (source === 'kvreuse') {
-    const { banks, allocations } = kvreuseBanks(agent, rank, count, shape);
+    const { banks, allocations } = await kvreuseBanks(agent, rank, count, shape);
     return { banks, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => allocations.forEach((a) => a.isOpen && a.free()) };
   }
   const { banks, returned } = frameworkBanks(rank, count, shape);
@@ -107,7 +106,7 @@ const matrix = rankSizes.flatMap((count) => Array.from({ length: count }, (_, fa
 describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned memory on the loopback agent', (source) => {
   it.each(matrix)('first registration: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
     const agent = await newAgent();
-    const memory = rankMemory(source, agent, count);
+    const memory = await rankMemory(source, agent, count);
     const before = snapshot(agent, memory.banks);
     agent.faults.failNth('register', failing + 1, code);
 
@@ -134,14 +133,14 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
   it.each(matrix)('re-registration after an incarnation change: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
     // Incarnation 1 registers and hands its banks back; its agent goes away.
     const previous = await newAgent();
-    const first = rankMemory(source, previous, count);
+    const first = await rankMemory(source, previous, count);
     await releaseRank(await registerRank({ agent: previous, banks: first.banks }));
     expect(first.banks.every((bank) => bank.state === 'returned')).toBe(true);
     await closeAgent(previous);
 
     // Incarnation 2: a new agent, the banks adopted again (the framework's pool, or fresh kvreuse memory).
     const agent = await newAgent();
-    const again = rankMemory(source, agent, count);
+    const again = await rankMemory(source, agent, count);
     const before = snapshot(agent, again.banks);
     agent.faults.failNth('register', failing + 1, code);
     const error = await registerRank({ agent, banks: again.banks }).catch((e: unknown) => e);
@@ -269,11 +268,12 @@ describe('registerRank against real native refusals', () => {
     let held: { finish(): Promise<void> } | undefined;
     let registrations = 0;
     const source = await newAgent();
+    const sourceMemory = await source.allocate(PAGE);
     const busyAgent: RegistrationAgent = {
       name: agent.name,
       register(memory) {
         const region = agent.register(memory);
-        if (++registrations === 2) held = holdReadInto(agent, region, source);
+        if (++registrations === 2) held = holdReadInto(agent, region, source, sourceMemory);
         return region;
       },
     };
@@ -320,12 +320,12 @@ const interleavings = interleavingSizes.flatMap((count) =>
 );
 
 /** A rank whose owners refuse their memory back (the framework's callback throws, kvreuse's free throws). */
-function refusingRankMemory(source: MemorySource, agent: Agent, count: number) {
+async function refusingRankMemory(source: MemorySource, agent: Agent, count: number) {
   const refusal = () => {
     throw new Error('the owner refuses its memory back');
   };
   if (source === 'kvreuse') {
-    const { banks, allocations } = kvreuseBanks(agent, rank, count, shape);
+    const { banks, allocations } = await kvreuseBanks(agent, rank, count, shape);
     const refusing = banks.map((bank, index) => Bank.adopt(bank, kvreuseOwner({ address: allocations[index]!.address, bytes: allocations[index]!.bytes, free: refusal })));
     return { banks: refusing, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => allocations.forEach((a) => a.isOpen && a.free()) };
   }
@@ -337,7 +337,7 @@ function refusingRankMemory(source: MemorySource, agent: Agent, count: number) {
 describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted between banks, %s-owned memory', (source) => {
   it.each(interleavings)('$count banks, at await point $point: $interference → no registration left, every owner as before', async ({ count, point, interference }) => {
     const agent = await newAgent();
-    const memory = refusingRankMemory(source, agent, count);
+    const memory = await refusingRankMemory(source, agent, count);
     const { banks } = memory;
     const before = snapshot(agent, banks);
     const abort = new AbortController();
@@ -498,7 +498,7 @@ describe('releaseRank', () => {
   it('deregisters in reverse order and hands every bank back to its owner, kvreuse memory freed', async () => {
     const agent = await newAgent();
     const before = snapshot(agent, []);
-    const { banks, allocations } = kvreuseBanks(agent, rank, 3, shape);
+    const { banks, allocations } = await kvreuseBanks(agent, rank, 3, shape);
     const registered = await registerRank({ agent, banks });
     await releaseRank(registered);
     expect(banks.map((bank) => bank.state)).toEqual(['returned', 'returned', 'returned']);
@@ -547,7 +547,8 @@ describe('releaseRank', () => {
     const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     const registered = await registerRank({ agent, banks });
-    const held = holdReadInto(agent, banks[1]!.region!, await newAgent());
+    const source = await newAgent();
+    const held = holdReadInto(agent, banks[1]!.region!, source, await source.allocate(PAGE));
     const error = await releaseRank(registered).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RankReleaseError);
     expect((error as RankReleaseError).retained).toMatchObject([{ bank: { index: 1 }, code: 'BUSY' }]);
@@ -638,7 +639,7 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     { source: 'framework', failing: 1, code: 'NO_MEMORY' },
   ] as const)('$source memory: bank $failing of 5 fails with $code → everything as before', async ({ source, failing, code }) => {
     const agent = await newAgent('ucx');
-    const memory = rankMemory(source, agent, 5);
+    const memory = await rankMemory(source, agent, 5);
     const before = snapshot(agent, memory.banks);
     agent.faults.failNth('register', failing + 1, code);
     const error = (await registerRank({ agent, banks: memory.banks }).catch((e: unknown) => e)) as RankRegistrationError;
