@@ -59,7 +59,7 @@ export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks =
       await publisher.withdraw();
       await store.revokeLease(lease.id);
       for (const rank of ranks) await releaseRank(rank);
-      for (const allocation of allocations) if (allocation.isOpen) allocation.free();
+      for (const allocation of allocations) if (allocation.isOpen) await allocation.free();
       for (const agent of agents) await agent.close();
     },
   };

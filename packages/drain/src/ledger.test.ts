@@ -38,7 +38,7 @@ describe('OperationLedger on the loopback backend', () => {
     expect(operation.peer).toBe(w.source.name);
     expect(banks.map((bank) => bank.references)).toEqual([1, 1]);
     // The native layer refuses to deregister memory of an operation in progress; the ledger never asks.
-    expect(() => banks[0]!.region!.deregister()).toThrow(NativeTransportError);
+    await expect(banks[0]!.region!.deregister()).rejects.toThrow(NativeTransportError);
     await nextTurn();
     expect(operation.phase).toBe('in-flight');
     w.reader.faults.clear();
@@ -140,7 +140,7 @@ describe('OperationLedger on the loopback backend', () => {
     expect(() => w.ledger.post(w.request([banks[0]!]), { ticket: w.ticket(), banks: [banks[0]!] })).toThrow(OperationRefusedError);
     await releaseRank({ tpRank: 2, ppRank: 0, agent, banks: [banks[0]!] });
     expect(banks[0]!.state).toBe('returned');
-    for (const allocation of allocations.slice(1)) allocation.free();
+    for (const allocation of allocations.slice(1)) await allocation.free();
   });
 
   it('refuses a bank of another agent whose region has the same id, and a request region that is not the bank\'s own', async () => {

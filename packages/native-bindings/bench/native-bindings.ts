@@ -79,8 +79,8 @@ async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
     remoteRegion: published.region,
     metadata,
     async close() {
-      region.deregister();
-      bank.free();
+      await region.deregister();
+      await bank.free();
       await agent.close();
       child.send({ command: 'close' });
       await child.next('closed');
@@ -237,7 +237,7 @@ async function pullQwen3Prefix(): Promise<void> {
 
   const copyTarget = await setup.agent.allocate(QWEN3_PREFIX_BYTES);
   const memcpy = QWEN3_PREFIX_BYTES / memcpySeconds(setup.bank.view(), copyTarget.view(), QWEN3_PREFIX_BYTES);
-  copyTarget.free();
+  await copyTarget.free();
   await setup.close();
   figures['pull.qwen3_42blocks.gbps'] = {
     value: pull / GB,
@@ -365,7 +365,7 @@ async function postOverhead(setup: RemoteSetup): Promise<Overhead> {
   }
   const scratch = await setup.agent.allocate(OVERHEAD_BYTES);
   const memcpyS = memcpySeconds(setup.bank.view(), scratch.view(), OVERHEAD_BYTES);
-  scratch.free();
+  await scratch.free();
   await setup.close();
   const batchS = best(batchTimes);
   const singleS = best(singleTimes);

@@ -35,8 +35,8 @@ for (;;) {
   if (message['command'] === 'close') break;
   emit({ event: 'pulled', seconds: await timeReads(agent, request, 1, 1) });
 }
-region.deregister();
-bank.free();
+await region.deregister();
+await bank.free();
 await agent.close();
 emit({ event: 'closed' });
 process.exit(0);

@@ -71,7 +71,7 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     const bank = await agent.allocate(1 << 16);
     await expect(agent.close()).rejects.toMatchObject({ code: 'BUSY', call: 'kvt_agent_shutdown' });
     expect(agent.isOpen).toBe(true);
-    bank.free();
+    await bank.free();
     await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });

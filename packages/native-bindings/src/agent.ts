@@ -7,6 +7,7 @@ import { type HeartbeatOptions, type PeerEvent, PeerEvents, validateHeartbeat } 
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
 import { check, duplicateFd, type NativeLibrary, nativeError } from './library.js';
 import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
+import { MemoryJobs } from './memory-jobs.js';
 import { Notifications, type Notification } from './notifications.js';
 import { Operation } from './operation.js';
 import { Peer } from './peer.js';
@@ -75,8 +76,7 @@ export class Agent {
   readonly #pending = new Map<bigint, Operation>();
   readonly #peers = new Map<number, Peer>();
   readonly #templates = new Set<RegisteredTemplate>();
-  /** Allocations whose pages the agent's thread is still backing, oldest first. */
-  readonly #allocating: { readonly address: bigint; readonly ended: (error?: unknown) => void }[] = [];
+  readonly #memoryJobs: MemoryJobs;
   readonly #opIds = new BigUint64Array(POLL_CAPACITY);
   readonly #statuses = new Int32Array(POLL_CAPACITY);
   readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
@@ -101,7 +101,9 @@ export class Agent {
       name: options.name,
       assertOpen: (action) => this.#state.assertOpen(action),
       pollCompletions: () => this.#pollCompletions(),
+      beginMemoryJob: (call, begin) => this.#memoryJobs.begin(call, begin),
     };
+    this.#memoryJobs = new MemoryJobs(library, id, () => this.#updateRef());
     this.faults = new Faults(this.#context);
     this.#notifications = new Notifications(this.#context, () => this.#updateRef());
     this.#peerEvents = new PeerEvents(this.#context, (id) => this.#peers.get(id), () => this.#updateRef());
@@ -174,17 +176,10 @@ export class Agent {
       throw new InvalidArgumentError('bytes', bytes, 'must be a positive safe integer');
     }
     if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { mlock? }');
-    const out = new BigUint64Array(1);
-    const status = this.#library.api.kvt_mem_alloc_begin(this.#id, length, options.mlock === true ? ALLOC_MLOCK : 0, out);
-    if (status !== STATUS_IN_PROGRESS) check(this.#library, 'kvt_mem_alloc_begin', status);
-    const address = out[0] ?? 0n;
-    const populated = new Promise<void>((resolve, reject) => {
-      this.#allocating.push({ address, ended: (error) => (error === undefined ? resolve() : reject(error)) });
-    });
-    this.#updateRef();
-    this.#checkAllocations();
-    await populated;
-    return new Allocation(this.#context, address, Number(length));
+    const address = new BigUint64Array(1);
+    const flags = options.mlock === true ? ALLOC_MLOCK : 0;
+    await this.#memoryJobs.begin('kvt_mem_alloc', (job) => this.#library.api.kvt_mem_alloc_begin(this.#id, length, flags, address, job));
+    return new Allocation(this.#context, address[0] ?? 0n, Number(length));
   }
 
   /**
@@ -342,8 +337,9 @@ export class Agent {
    * then by force), its progress thread ends and the agent is destroyed. Nothing of it blocks the
    * JavaScript thread: the native side works on the agent's own thread and reports through the
    * wake-up pipe. Refused with BUSY (and nothing changes) while registrations, allocations or
-   * unreleased operations remain. Once accepted the agent is closed to every other call. Closing a
-   * closed agent resolves as the first close did.
+   * unreleased operations remain. Deregistrations and frees still under way do not hold it back: the
+   * agent's thread finishes them first, and their promises resolve with the close. Once accepted the
+   * agent is closed to every other call. Closing a closed agent resolves as the first close did.
    */
   close(options: CloseOptions = {}): Promise<CloseOutcome> {
     if (this.#closed !== undefined) return this.#closed;
@@ -399,7 +395,7 @@ export class Agent {
       return;
     }
     if (!this.#state.isOpen) return;
-    this.#checkAllocations();
+    this.#memoryJobs.check();
     this.#pollCompletions();
     this.#notifications.drain();
     this.#peerEvents.drain();
@@ -414,6 +410,7 @@ export class Agent {
     if (status === STATUS_IN_PROGRESS) return;
     const forced = status < 0 ? nativeError(this.#library, 'kvt_agent_shutdown', status) : undefined;
     this.#shutdownEnded = this.#shutdownFailed = undefined;
+    this.#memoryJobs.settleAllDone();
     this.#wake.destroy();
     try {
       if (forced !== undefined && forced.code !== 'TIMEOUT') throw forced;
@@ -422,18 +419,6 @@ export class Agent {
     } catch (error) {
       reject(error);
     }
-  }
-
-  /** Settles the allocations whose pages the agent's thread finished backing (or refused). */
-  #checkAllocations(): void {
-    if (this.#allocating.length === 0) return;
-    for (const allocation of [...this.#allocating]) {
-      const status = this.#library.api.kvt_mem_alloc_status(this.#id, allocation.address);
-      if (status === STATUS_IN_PROGRESS) continue;
-      this.#allocating.splice(this.#allocating.indexOf(allocation), 1);
-      allocation.ended(status < 0 ? nativeError(this.#library, 'kvt_mem_alloc', status) : undefined);
-    }
-    this.#updateRef();
   }
 
   #pollCompletions(): void {
@@ -458,7 +443,7 @@ export class Agent {
   }
 
   #updateRef(): void {
-    const waiting = this.#pending.size > 0 || this.#allocating.length > 0;
+    const waiting = this.#pending.size > 0 || this.#memoryJobs.hasPending;
     if (waiting || this.#notifications.hasWaiters || this.#peerEvents.hasWaiters) this.#wake.ref();
     else this.#wake.unref();
   }

@@ -16,9 +16,9 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     view.fill(0xab);
     expect(bank.view()[3 * PAGE + 4]).toBe(0xab);
     expect(agent.counters()).toMatchObject({ liveAllocations: 1, allocatedBytes: 3 * PAGE + 5 });
-    bank.free();
+    await bank.free();
     expect(() => bank.view()).toThrow(HandleClosedError);
-    expect(() => bank.free()).toThrow(HandleClosedError);
+    await expect(bank.free()).rejects.toThrow(HandleClosedError);
     await agent.close();
   });
 
@@ -28,13 +28,14 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     const whole = agent.register(bank);
     expect(whole).toMatchObject({ address: bank.address, bytes: 16 * PAGE, kind: 'dram', device: 0 });
     expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 16 * PAGE });
-    expect(() => bank.free()).toThrow(expect.objectContaining({ code: 'BUSY', call: 'kvt_mem_free' }));
-    whole.deregister();
-    expect(() => whole.deregister()).toThrow(HandleClosedError);
+    await expect(bank.free()).rejects.toMatchObject({ code: 'BUSY', call: 'kvt_mem_free' });
+    expect(bank.isOpen).toBe(true);
+    await whole.deregister();
+    await expect(whole.deregister()).rejects.toThrow(HandleClosedError);
     const part = agent.register({ address: bank.address + BigInt(PAGE), bytes: 2 * PAGE });
     expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 2 * PAGE });
-    part.deregister();
-    bank.free();
+    await part.deregister();
+    await bank.free();
     await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });
@@ -85,8 +86,8 @@ describe.each(testedBackends)('memory on %s', (backend) => {
       expect(() => agent.register({ address: bank.address, bytes: PAGE, kind: 'hbm' as 'dram' })).toThrow(InvalidArgumentError);
       expect(agent.counters().errors.INVALID_PARAM).toBeGreaterThanOrEqual(1);
     } finally {
-      first.deregister();
-      bank.free();
+      await first.deregister();
+      await bank.free();
       await agent.close();
     }
   });
@@ -95,7 +96,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     const agent = await transport.createAgent({ name: agentName('mlock'), backend });
     try {
       const bank = await agent.allocate(PAGE, { mlock: true });
-      bank.free();
+      await bank.free();
     } catch (error) {
       expect(error).toMatchObject({ code: 'NOT_ALLOWED', call: 'kvt_mem_alloc' });
     } finally {

@@ -200,8 +200,8 @@ describe('registering and posting on a template refuses bad input with typed err
     })();
     expect(error).toBeInstanceOf(NativeTransportError);
     expect(error).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_template_register', detail: expect.stringMatching(/route 0: local region \d+: .* exceeds region length 64/) });
-    tiny.deregister();
-    scratch.free();
+    await tiny.deregister();
+    await scratch.free();
     await closeWorkers(workers);
     expect(liveCounters()).toEqual(allZero);
   });
@@ -243,8 +243,8 @@ describe('registering and posting on a template refuses bad input with typed err
     handle.release();
     handle.release();
     expect(() => post([0], [0])).toThrow(HandleClosedError);
-    extra.deregister();
-    extraBank.free();
+    await extra.deregister();
+    await extraBank.free();
     await closeWorkers(workers);
     expect(again.isOpen).toBe(false); // destroyed with its agent
     expect(liveCounters()).toEqual(allZero);

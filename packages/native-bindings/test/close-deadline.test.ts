@@ -59,8 +59,8 @@ async function readerOfAStoppedSource(tls: string | undefined) {
   });
   await expect(operation.done).resolves.toMatchObject({ bytesDone: 4096 });
   operation.release();
-  region.deregister();
-  bank.free();
+  await region.deregister();
+  await bank.free();
   reader.sendNotification(peer, 'before');
   const pid = child.process.pid ?? 0;
   process.kill(pid, 'SIGSTOP');

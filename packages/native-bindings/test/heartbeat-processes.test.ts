@@ -87,8 +87,8 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
       } finally {
         source.process.kill('SIGCONT');
         source.process.kill();
-        region.deregister();
-        bank.free();
+        await region.deregister();
+        await bank.free();
         await reader.close();
       }
       expect(liveCounters()).toEqual(allZero);

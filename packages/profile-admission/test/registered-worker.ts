@@ -33,7 +33,7 @@ export async function publishHostWorker(transport: Transport, shape: HostWorkerS
   const ranks: RegisteredRank[] = [];
   const release = async (): Promise<void> => {
     for (const rank of ranks) await releaseRank(rank);
-    for (const allocation of allocations.filter((each) => each.isOpen)) allocation.free();
+    for (const allocation of allocations.filter((each) => each.isOpen)) await allocation.free();
     for (const agent of agents) await agent.close();
   };
   try {

@@ -117,8 +117,8 @@ export async function openLoopbackWorld(options: {
       };
     },
     async closeSource() {
-      sourceRegion.deregister();
-      sourceMemory.free();
+      await sourceRegion.deregister();
+      await sourceMemory.free();
       await source.close();
     },
   };

@@ -12,9 +12,9 @@ const ALL_CLOSED = { liveAgents: 0, liveRegistrations: 0, liveAllocations: 0, li
  */
 export function loopbackWorlds(options: WorldOptions = { ranks: 1, banksPerRank: 2 }) {
   let open: LoopbackWorld[] = [];
-  const cleanups: (() => void)[] = [];
+  const cleanups: (() => Promise<void>)[] = [];
   afterEach(async () => {
-    for (const cleanup of cleanups.splice(0)) cleanup();
+    for (const cleanup of cleanups.splice(0)) await cleanup();
     for (const created of open) {
       if (created.reader.isOpen) created.reader.faults.clear();
       await created.controller.shutdown({ deadlineMs: 0 });

@@ -67,7 +67,7 @@ const operation = agent.post({
 });
 const whileInFlight = {
   state: operation.status().state,
-  deregister: refusal(() => region.deregister()),
+  deregister: await asyncRefusal(() => region.deregister()),
   release: refusal(() => operation.release()),
   destroy: await asyncRefusal(() => agent.close()),
 };
@@ -76,8 +76,8 @@ const result = await operation.done;
 const mismatch = findPatternMismatch(bank.view(), Number(seedText));
 const bytesMoved = agent.counters().bytesMoved;
 operation.release();
-region.deregister();
-bank.free();
+await region.deregister();
+await bank.free();
 await agent.close();
 emit({
   event: 'done',

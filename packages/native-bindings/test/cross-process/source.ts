@@ -18,8 +18,8 @@ const notification = await agent.nextNotification();
 emit({ event: 'notified', sender: notification.sender, data: notification.data.toString() });
 
 await untilParentSays('close');
-region.deregister();
-bank.free();
+await region.deregister();
+await bank.free();
 await agent.close();
 emit({ event: 'closed', counters: transport.counters() });
 process.exit(0);

@@ -14,6 +14,6 @@ try {
 const { liveAllocations, allocatedBytes } = agent.counters();
 const fits = await agent.allocate(12 << 20);
 fits.view().fill(0x5a);
-fits.free();
+await fits.free();
 await agent.close();
 emit({ event: 'report', refusal, afterRefusal: { liveAllocations, allocatedBytes }, fitsAllocated: true });

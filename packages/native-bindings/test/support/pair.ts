@@ -42,10 +42,10 @@ export async function openPair(backend: Backend, bytes: number, seed: number): P
     sourcePeer,
     readerPeer,
     async close() {
-      readerRegion.deregister();
-      sourceRegion.deregister();
-      readerBank.free();
-      sourceBank.free();
+      await readerRegion.deregister();
+      await sourceRegion.deregister();
+      await readerBank.free();
+      await sourceBank.free();
       await reader.close();
       await source.close();
     },

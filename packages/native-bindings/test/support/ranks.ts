@@ -73,7 +73,7 @@ export function workerOf(ranks: readonly RankSide[]): Worker {
 }
 
 export async function closeRank(rank: RankSide): Promise<void> {
-  for (const region of rank.regions) region.deregister();
-  rank.allocation.free();
+  for (const region of rank.regions) await region.deregister();
+  await rank.allocation.free();
   await rank.agent.close();
 }

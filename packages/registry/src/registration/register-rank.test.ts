@@ -80,8 +80,8 @@ function holdReadInto(agent: Agent, region: Region, source: Agent, sourceMemory:
       await operation.done;
       operation.release();
       peer.unload();
-      sourceRegion.deregister();
-      sourceMemory.free();
+      await sourceRegion.deregister();
+      await sourceMemory.free();
       await closeAgent(source);
     },
   };
@@ -89,14 +89,18 @@ function holdReadInto(agent: Agent, region: Region, source: Agent, sourceMemory:
 
 type MemorySource = 'kvreuse' | 'framework';
 
+async function freeOpen(allocations: readonly Allocation[]): Promise<void> {
+  for (const allocation of allocations) if (allocation.isOpen) await allocation.free();
+}
+
 /** A rank of `count` banks on `agent`, and a check that no bank's memory went back to its owner. */
 async function rankMemory(source: MemorySource, agent: Agent, count: number) {
   if (source === 'kvreuse') {
     const { banks, allocations } = await kvreuseBanks(agent, rank, count, shape);
-    return { banks, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => allocations.forEach((a) => a.isOpen && a.free()) };
+    return { banks, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => freeOpen(allocations) };
   }
   const { banks, returned } = frameworkBanks(rank, count, shape);
-  return { banks, ownersKeptTheirMemory: () => returned.length === 0, dispose: () => {} };
+  return { banks, ownersKeptTheirMemory: () => returned.length === 0, dispose: async () => {} };
 }
 
 const failureCodes = ['BACKEND', 'NOT_SUPPORTED', 'TIMEOUT', 'NO_MEMORY', 'NOT_ALLOWED'] as const;
@@ -126,7 +130,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     const registered = await registerRank({ agent, banks: memory.banks });
     expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + count);
     await releaseRank(registered);
-    memory.dispose();
+    await memory.dispose();
     await closeAgent(agent);
   });
 
@@ -148,7 +152,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     expect((error as RankRegistrationError).rolledBack).toHaveLength(failing);
     expect(snapshot(agent, again.banks)).toEqual(before);
     expect(again.ownersKeptTheirMemory()).toBe(true);
-    again.dispose();
+    await again.dispose();
     await closeAgent(agent);
   });
 });
@@ -293,7 +297,7 @@ describe('registerRank against real native refusals', () => {
     await held!.finish();
     const retained = banks[1]!;
     retained.beginRelease();
-    retained.region!.deregister();
+    await retained.region!.deregister();
     retained.markDeregistered();
     await retained.completeRelease();
     expect([retained.state, returned]).toEqual(['returned', [1]]);
@@ -327,11 +331,11 @@ async function refusingRankMemory(source: MemorySource, agent: Agent, count: num
   if (source === 'kvreuse') {
     const { banks, allocations } = await kvreuseBanks(agent, rank, count, shape);
     const refusing = banks.map((bank, index) => Bank.adopt(bank, kvreuseOwner({ address: allocations[index]!.address, bytes: allocations[index]!.bytes, free: refusal })));
-    return { banks: refusing, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => allocations.forEach((a) => a.isOpen && a.free()) };
+    return { banks: refusing, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => freeOpen(allocations) };
   }
   const { banks, returned } = frameworkBanks(rank, count, shape);
   const refusing = banks.map((bank) => Bank.adopt(bank, frameworkOwner(bank.owner.kind === 'framework' ? bank.owner.token : undefined, refusal)));
-  return { banks: refusing, ownersKeptTheirMemory: () => returned.length === 0, dispose: () => {} };
+  return { banks: refusing, ownersKeptTheirMemory: () => returned.length === 0, dispose: async () => {} };
 }
 
 describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted between banks, %s-owned memory', (source) => {
@@ -393,7 +397,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
         expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: point + 1 }, (_, i) => point - i));
       }
     }
-    memory.dispose();
+    await memory.dispose();
     await closeAgent(agent);
   });
 });
@@ -556,7 +560,7 @@ describe('releaseRank', () => {
     expect(returned).toEqual([2, 0]);
     await held.finish();
     banks[1]!.beginRelease();
-    banks[1]!.region!.deregister();
+    await banks[1]!.region!.deregister();
     banks[1]!.markDeregistered();
     await banks[1]!.completeRelease();
     expect(returned).toEqual([2, 0, 1]);
@@ -574,7 +578,12 @@ describe('releaseBanks', () => {
     for (const bank of tracked) {
       const region = bank.region!;
       const deregister = region.deregister.bind(region);
-      Object.defineProperty(region, 'deregister', { value: () => (deregister(), void events.push(`deregister ${bank.index}`)) });
+      Object.defineProperty(region, 'deregister', {
+        value: async () => {
+          await deregister();
+          events.push(`deregister ${bank.index}`);
+        },
+      });
     }
     const reference = tracked[2]!.acquire();
     const first = await releaseBanks([tracked[0]!]);
@@ -596,7 +605,7 @@ describe('releaseBanks', () => {
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     await registerRank({ agent, banks });
     const reference = banks[1]!.acquire();
-    const deregistration = deregisterBanks([...banks].reverse());
+    const deregistration = await deregisterBanks([...banks].reverse());
     // Compared by identity: a deep comparison walks every byte of the framework's pool Buffer.
     const { deregistered, referenced, retained } = deregistration;
     expect([deregistered.length, deregistered[0] === banks[2], deregistered[1] === banks[0], referenced.length, referenced[0] === banks[1], retained]).toEqual([
@@ -649,7 +658,7 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     expect(memory.ownersKeptTheirMemory()).toBe(true);
     await releaseRank(await registerRank({ agent, banks: memory.banks }));
     expect(snapshot(agent, [])).toMatchObject({ agent: { liveRegistrations: 0, registeredBytes: 0 } });
-    memory.dispose();
+    await memory.dispose();
     await closeAgent(agent);
   });
 });

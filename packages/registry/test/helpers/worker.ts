@@ -72,7 +72,7 @@ export async function registerAndPublish(setup: WorkerSetup, prepared: readonly 
 export async function tearDownWorker(prepared: readonly PreparedRank[], ranks: readonly RegisteredRank[]): Promise<void> {
   for (const rank of ranks) await releaseRank(rank);
   for (const { agent, allocations } of prepared) {
-    for (const allocation of allocations) if (allocation.isOpen) allocation.free();
+    for (const allocation of allocations) if (allocation.isOpen) await allocation.free();
     await agent.close();
   }
 }
