@@ -347,6 +347,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
     const abort = new AbortController();
     let interfered: Bank | undefined;
     let ownerRefusal: unknown;
+    let interferingRelease: Promise<unknown> | undefined;
     const inject = () => {
       if (interference === 'abort') return abort.abort(new Error('the worker is shutting down'));
       if (interference === 'pending bank registered elsewhere') {
@@ -359,7 +360,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
       }
       // Another caller releases a bank this call registered; its owner refuses the memory back.
       interfered = banks[point]!;
-      void releaseBanks([interfered]).then((release) => (ownerRefusal = release.unreturned[0]));
+      interferingRelease = releaseBanks([interfered]).then((release) => (ownerRefusal = release.unreturned[0]));
     };
     let registrations = 0;
     const interruptedAgent: RegistrationAgent = {
@@ -372,6 +373,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
     };
 
     const error = await registerRank({ agent: interruptedAgent, banks, signal: abort.signal }).catch((e: unknown) => e);
+    await interferingRelease; // its deregistration ends on the agent's thread
 
     expect(error).toBeInstanceOf(RankRegistrationError);
     const failure = error as RankRegistrationError;
@@ -544,6 +546,18 @@ describe('releaseRank', () => {
     expect(agent.counters().liveRegistrations).toBe(0);
     await picky[1]!.completeRelease();
     expect(returned).toEqual([0, 1]);
+    await closeAgent(agent);
+  });
+
+  it('deregisters a bank two callers release at once only once', async () => {
+    const agent = await newAgent();
+    const { banks, returned } = frameworkBanks(rank, 1, shape);
+    await registerRank({ agent, banks });
+    const bank = banks[0]!;
+    const [first, second] = await Promise.all([releaseBanks([bank]), releaseBanks([bank])]);
+    expect([first.returned, first.retained, second.retained]).toEqual([[bank.label()], [], []]);
+    expect([bank.state, bank.region, returned]).toEqual(['returned', undefined, [0]]);
+    expect(agent.counters()).toMatchObject({ liveRegistrations: 0, errors: { NOT_FOUND: 0 } });
     await closeAgent(agent);
   });
 

@@ -173,18 +173,32 @@ export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDere
     const region = bank.region;
     if (region !== undefined) {
       try {
-        await region.deregister();
+        await deregisterOnce(region);
       } catch (cause) {
         const [code, detail] = describeFailure(cause);
         bank.retain(`deregistration failed with ${code}: ${detail}`);
         retained.push({ bank: bank.label(), retainedBy: 'native-refusal', code, reason: bank.retainedReason ?? detail });
         continue;
       }
-      bank.markDeregistered();
+      // Another caller releasing the same bank may have marked it while both waited.
+      if (bank.region === region) bank.markDeregistered();
     }
     deregistered.push(bank);
   }
   return { deregistered, referenced, retained };
+}
+
+/** Deregistrations under way, so that a bank two callers release at once is deregistered once. */
+const deregistrations = new WeakMap<Region, Promise<void>>();
+
+/** Deregisters `region`, or joins the deregistration another caller began. */
+function deregisterOnce(region: Region): Promise<void> {
+  let deregistration = deregistrations.get(region);
+  if (deregistration === undefined) {
+    deregistration = region.deregister();
+    deregistrations.set(region, deregistration);
+  }
+  return deregistration;
 }
 
 /**
