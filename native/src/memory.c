@@ -220,6 +220,31 @@ static uint64_t job_start(kvt_agent *agent, kvt_mem_job *job,
     return id;
 }
 
+/* A *_begin call that takes something out of service at once (`take`: refuses, or moves it from the
+ * agent's tables into the job, config_lock held) and leaves the slow rest to `work` on the progress thread. */
+static kvt_status begin_withdrawal(uint32_t agent_id, const char *call,
+                                   kvt_status (*take)(kvt_agent *, const char *, const void *, kvt_mem_job *),
+                                   const void *key, kvt_status (*work)(kvt_agent *, kvt_mem_job *, char *, size_t),
+                                   uint64_t *out_job) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, call, &agent);
+    if (status != KVT_OK) return status;
+    if (!out_job) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "%s: out_job is NULL", call));
+    kvt_mem_job *job = NULL;
+    status = job_new(call, &job);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+    pthread_mutex_lock(&agent->config_lock);
+    status = take(agent, call, key, job);
+    if (status == KVT_OK) {
+        *out_job = job_start(agent, job, work);
+        status = KVT_IN_PROGRESS;
+    } else {
+        free(job);
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
 kvt_status kvt_mem_job_status(uint32_t agent_id, uint64_t job_id) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_mem_job_status", &agent);
@@ -368,26 +393,16 @@ kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
     return kvt_agent_finish(agent, status);
 }
 
-kvt_status kvt_mem_free_begin(uint32_t agent_id, uint64_t address, uint64_t *out_job) {
-    kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_mem_free_begin", &agent);
-    if (status != KVT_OK) return status;
-    if (!out_job) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_free_begin: out_job is NULL"));
-    kvt_mem_job *job = NULL;
-    status = job_new("kvt_mem_free_begin", &job);
-    if (status != KVT_OK) return kvt_agent_finish(agent, status);
-    pthread_mutex_lock(&agent->config_lock);
+/* Moves the allocation at *(uint64_t *)key out of the agent's table into the job, or refuses. */
+static kvt_status take_allocation(kvt_agent *agent, const char *call, const void *key, kvt_mem_job *job) {
     pthread_mutex_lock(&agent->lock);
-    status = withdraw_allocation_locked(agent, "kvt_mem_free_begin", address, &job->subject.allocation);
+    kvt_status status = withdraw_allocation_locked(agent, call, *(const uint64_t *)key, &job->subject.allocation);
     pthread_mutex_unlock(&agent->lock);
-    if (status == KVT_OK) {
-        *out_job = job_start(agent, job, release_work);
-        status = KVT_IN_PROGRESS;
-    } else {
-        free(job);
-    }
-    pthread_mutex_unlock(&agent->config_lock);
-    return kvt_agent_finish(agent, status);
+    return status;
+}
+
+kvt_status kvt_mem_free_begin(uint32_t agent_id, uint64_t address, uint64_t *out_job) {
+    return begin_withdrawal(agent_id, "kvt_mem_free_begin", take_allocation, &address, release_work, out_job);
 }
 
 /* ---- registration ---------------------------------------------------------------------------------- */
@@ -639,26 +654,14 @@ static kvt_status withdrawal_work(kvt_agent *agent, kvt_mem_job *job, char *deta
     return KVT_OK;
 }
 
+/* Moves the region *(uint32_t *)key out of the agent's table into the job, or refuses. */
+static kvt_status take_region(kvt_agent *agent, const char *call, const void *key, kvt_mem_job *job) {
+    return withdraw_region(agent, call, *(const uint32_t *)key, &job->subject.withdrawal.region,
+                           &job->subject.withdrawal.fence);
+}
+
 kvt_status kvt_mem_deregister_begin(uint32_t agent_id, uint32_t region_id, uint64_t *out_job) {
-    kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_mem_deregister_begin", &agent);
-    if (status != KVT_OK) return status;
-    if (!out_job)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_deregister_begin: out_job is NULL"));
-    kvt_mem_job *job = NULL;
-    status = job_new("kvt_mem_deregister_begin", &job);
-    if (status != KVT_OK) return kvt_agent_finish(agent, status);
-    pthread_mutex_lock(&agent->config_lock);
-    status = withdraw_region(agent, "kvt_mem_deregister_begin", region_id, &job->subject.withdrawal.region,
-                             &job->subject.withdrawal.fence);
-    if (status == KVT_OK) {
-        *out_job = job_start(agent, job, withdrawal_work);
-        status = KVT_IN_PROGRESS;
-    } else {
-        free(job);
-    }
-    pthread_mutex_unlock(&agent->config_lock);
-    return kvt_agent_finish(agent, status);
+    return begin_withdrawal(agent_id, "kvt_mem_deregister_begin", take_region, &region_id, withdrawal_work, out_job);
 }
 
 kvt_status kvt_region_info(uint32_t agent_id, uint32_t region_id, uint64_t *out_address, uint64_t *out_length,
