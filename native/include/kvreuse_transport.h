@@ -379,10 +379,42 @@ enum {
 KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
 
 /**
+ * Memory jobs: kvt_mem_alloc_begin, kvt_mem_free_begin and kvt_mem_deregister_begin do what their
+ * synchronous twin does, without the part that takes long (backing pages, fencing readers, unmapping)
+ * on the calling thread, for callers that must not block (e.g. Node's thread). Each refuses at once
+ * what its twin refuses before that part, with nothing changed; else it returns KVT_IN_PROGRESS and a
+ * job id (unique in the agent). The progress thread does the work in the order the jobs were begun,
+ * writes a byte to the wake-up pipe, and kvt_mem_job_status answers the outcome once. A shutdown
+ * accepted while a job runs waits for it (the job runs first); a destroy frees unanswered outcomes.
+ */
+
+/**
+ * The outcome of the memory job `job`: KVT_IN_PROGRESS while it runs, else KVT_OK or the error its
+ * synchronous twin would have answered (with its detail), answered once: NOT_FOUND afterwards and for
+ * an id no *_begin call returned. The outcome is not counted as a failing call.
+ */
+KVT_API kvt_status kvt_mem_job_status(uint32_t agent, uint64_t job);
+
+/**
+ * A memory job allocating like kvt_mem_alloc: writes the address and counts the allocation at once;
+ * the progress thread backs every page (and locks them with KVT_ALLOC_MLOCK). Until the outcome the
+ * allocation can be neither registered nor freed (BUSY), and the agent does not shut down (BUSY). A
+ * refused allocation is freed and uncounted before its outcome is announced.
+ */
+KVT_API kvt_status kvt_mem_alloc_begin(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address,
+                                       uint64_t *out_job);
+
+/**
  * Frees an allocation made by kvt_mem_alloc on this agent (`address` must be its start).
  * Refuses KVT_ERR_BUSY while a registration lies inside it; KVT_ERR_NOT_FOUND for unknown addresses.
  */
 KVT_API kvt_status kvt_mem_free(uint32_t agent, uint64_t address);
+
+/**
+ * A memory job freeing like kvt_mem_free: the allocation leaves the agent's table (and counters) at
+ * once; the progress thread unlocks and unmaps it, and the outcome (always KVT_OK) says it is gone.
+ */
+KVT_API kvt_status kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t *out_job);
 
 /**
  * Registers [address, address + length) of memory kind `kind` (KVT_MEM_*) on `device` with the
@@ -410,6 +442,14 @@ KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t l
  * is deregistered, so none sees its reads fail.
  */
 KVT_API kvt_status kvt_mem_deregister(uint32_t agent, uint32_t region);
+
+/**
+ * A memory job deregistering like kvt_mem_deregister: the region leaves the agent's table, metadata
+ * and counters at once (the metadata generation is bumped, no new operation may name it, and the
+ * allocation it lies in may be freed: that unmap runs after this job); the progress thread then fences
+ * readers (UCX, when exported metadata named it) and unmaps it. The outcome is always KVT_OK.
+ */
+KVT_API kvt_status kvt_mem_deregister_begin(uint32_t agent, uint32_t region, uint64_t *out_job);
 
 /** Address, length, kind and device of a live region. Any out pointer may be NULL. */
 KVT_API kvt_status kvt_region_info(uint32_t agent, uint32_t region, uint64_t *out_address, uint64_t *out_length,

@@ -389,6 +389,7 @@ static void agent_free(kvt_agent *agent) {
         free(agent->notifications[(agent->notification_head + i) % KVT_MAX_PENDING_NOTIFICATIONS]);
     free(agent->notifications);
     free(agent->allocations);
+    kvt_mem_jobs_free(agent);
     free(agent->regions);
     free(agent->peers);
     kvt_map_free(&agent->ops);
@@ -411,6 +412,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     agent->next_region_id = agent->next_peer_id = 1;
     agent->next_op_id = 1;
     agent->next_template_id = 1;
+    agent->next_mem_job_id = 1;
     agent->heartbeat_interval_ms = KVT_HEARTBEAT_DEFAULT_INTERVAL_MS;
     agent->heartbeat_misses = KVT_HEARTBEAT_DEFAULT_MISSES;
     agent->wake_pipe[0] = agent->wake_pipe[1] = agent->command_fd = -1;

@@ -106,6 +106,7 @@ typedef struct kvt_allocation {
     uint64_t address, length;
     void *backend; /* UCX: ucp_mem_h of the UCP_MEM_MAP_ALLOCATE mapping */
     bool locked;
+    bool populating; /* kvt_mem_alloc_begin: its pages are being backed on the progress thread */
 } kvt_allocation;
 
 typedef struct kvt_region {
@@ -315,6 +316,8 @@ struct kvt_agent {
 
     kvt_allocation *allocations;
     uint32_t allocation_count, allocation_capacity;
+    struct kvt_mem_job *mem_jobs; /* memory jobs (kvt_mem_*_begin) not yet answered, oldest first */
+    uint64_t next_mem_job_id;
     kvt_region **regions;
     uint32_t region_count, region_capacity;
     kvt_peer **peers;
@@ -452,6 +455,8 @@ void kvt_agent_kick(kvt_agent *agent);
 void kvt_signal_pending_locked(kvt_agent *agent);
 /* After a poll: re-arms the wake-up edge, and fires it again if something is still pending (agent->lock held). */
 void kvt_rearm_wake_locked(kvt_agent *agent);
+/* Frees the memory jobs whose outcome nobody asked for (destroy, after the progress thread ended). */
+void kvt_mem_jobs_free(kvt_agent *agent);
 /* Consumes a one-shot fault at `point` (agent->lock held): its code, or KVT_OK. */
 kvt_status kvt_fault_take_locked(kvt_agent *agent, uint32_t point);
 /* Queues a terminal op's completion / takes it off the queue (agent->lock held; allocates nothing). */

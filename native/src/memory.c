@@ -36,10 +36,16 @@ static kvt_status alloc_call(kvt_agent *agent, void *arg, char *detail, size_t d
     return agent->backend->alloc(agent, args->allocation, detail, detail_size);
 }
 
+/* Unlocks (when locked) and frees an allocation no longer in the agent's table. */
+static void release_allocation(kvt_agent *agent, kvt_allocation *allocation) {
+    if (allocation->locked) munlock((void *)(uintptr_t)allocation->address, allocation->length);
+    agent->backend->free_allocation(agent, allocation);
+}
+
 static kvt_status free_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
     (void)detail;
     (void)detail_size;
-    agent->backend->free_allocation(agent, arg);
+    release_allocation(agent, arg);
     return KVT_OK;
 }
 
@@ -66,66 +72,307 @@ static kvt_status prefault(const kvt_allocation *allocation) {
                     (unsigned long long)kvt_shm_free_bytes());
 }
 
+/* Backs the pages of a fresh allocation and locks them when asked (sets allocation->locked). */
+static kvt_status populate(kvt_allocation *allocation, uint32_t flags) {
+    kvt_status status = prefault(allocation);
+    if (status != KVT_OK || !(flags & KVT_ALLOC_MLOCK)) return status;
+    if (mlock((void *)(uintptr_t)allocation->address, allocation->length) != 0) {
+        int error = errno;
+        struct rlimit limit = {0};
+        getrlimit(RLIMIT_MEMLOCK, &limit);
+        return kvt_fail(error == ENOMEM || error == EPERM ? KVT_ERR_NOT_ALLOWED : KVT_ERR_BACKEND,
+                        "kvt_mem_alloc: mlock of %llu bytes failed: %s (RLIMIT_MEMLOCK soft limit %llu bytes)",
+                        (unsigned long long)allocation->length, strerror(error), (unsigned long long)limit.rlim_cur);
+    }
+    allocation->locked = true;
+    return KVT_OK;
+}
+
+static kvt_status check_alloc_params(uint64_t length, uint32_t flags, const uint64_t *out_address) {
+    if (!out_address) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: out_address is NULL");
+    if (length == 0) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: length must be > 0");
+    if (flags & ~(uint32_t)KVT_ALLOC_MLOCK)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: unknown flags 0x%x (KVT_ALLOC_MLOCK = 0x%x)", flags,
+                        KVT_ALLOC_MLOCK);
+    return KVT_OK;
+}
+
+/* Records an allocation in the agent's table and counters (agent->lock held). */
+static kvt_status record_allocation_locked(kvt_agent *agent, const kvt_allocation *allocation) {
+    if (agent->allocation_count == agent->allocation_capacity) {
+        uint32_t capacity = agent->allocation_capacity ? agent->allocation_capacity * 2 : 8;
+        kvt_allocation *grown = realloc(agent->allocations, capacity * sizeof *grown);
+        if (!grown) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_alloc: out of memory for bookkeeping");
+        agent->allocations = grown;
+        agent->allocation_capacity = capacity;
+    }
+    agent->allocations[agent->allocation_count++] = *allocation;
+    kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, 1);
+    kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, (int64_t)allocation->length);
+    return KVT_OK;
+}
+
+static uint32_t find_allocation_locked(const kvt_agent *agent, uint64_t address) {
+    for (uint32_t i = 0; i < agent->allocation_count; i++)
+        if (agent->allocations[i].address == address) return i;
+    return agent->allocation_count;
+}
+
+static void forget_allocation_locked(kvt_agent *agent, uint32_t index) {
+    kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, -1);
+    kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, -(int64_t)agent->allocations[index].length);
+    agent->allocations[index] = agent->allocations[--agent->allocation_count];
+}
+
 kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uint64_t *out_address) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_mem_alloc", &agent);
     if (status != KVT_OK) return status;
-    if (!out_address)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: out_address is NULL"));
-    if (length == 0)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc: length must be > 0"));
-    if (flags & ~(uint32_t)KVT_ALLOC_MLOCK)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_mem_alloc: unknown flags 0x%x (KVT_ALLOC_MLOCK = 0x%x)", flags,
-                                                KVT_ALLOC_MLOCK));
+    status = check_alloc_params(length, flags, out_address);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     pthread_mutex_lock(&agent->config_lock);
     kvt_allocation allocation = {.length = length};
     alloc_call_args args = {.allocation = &allocation};
     status = memory_call(agent, alloc_call, &args);
     if (status == KVT_OK) {
-        status = prefault(&allocation);
+        status = populate(&allocation, flags);
         if (status != KVT_OK) memory_call(agent, free_call, &allocation);
-    }
-    if (status == KVT_OK && (flags & KVT_ALLOC_MLOCK)) {
-        if (mlock((void *)(uintptr_t)allocation.address, length) != 0) {
-            int error = errno;
-            struct rlimit limit = {0};
-            getrlimit(RLIMIT_MEMLOCK, &limit);
-            status = kvt_fail(error == ENOMEM || error == EPERM ? KVT_ERR_NOT_ALLOWED : KVT_ERR_BACKEND,
-                              "kvt_mem_alloc: mlock of %llu bytes failed: %s (RLIMIT_MEMLOCK soft limit %llu bytes)",
-                              (unsigned long long)length, strerror(error), (unsigned long long)limit.rlim_cur);
-            memory_call(agent, free_call, &allocation);
-        } else {
-            allocation.locked = true;
-        }
     }
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
-        if (agent->allocation_count == agent->allocation_capacity) {
-            uint32_t capacity = agent->allocation_capacity ? agent->allocation_capacity * 2 : 8;
-            kvt_allocation *grown = realloc(agent->allocations, capacity * sizeof *grown);
-            if (grown) {
-                agent->allocations = grown;
-                agent->allocation_capacity = capacity;
-            }
-        }
-        if (agent->allocation_count < agent->allocation_capacity) {
-            agent->allocations[agent->allocation_count++] = allocation;
-            kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, 1);
-            kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, (int64_t)length);
-            *out_address = allocation.address;
-        } else {
-            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_alloc: out of memory for bookkeeping");
-        }
+        status = record_allocation_locked(agent, &allocation);
+        if (status == KVT_OK) *out_address = allocation.address;
         pthread_mutex_unlock(&agent->lock);
-        if (status != KVT_OK) {
-            if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, length);
-            memory_call(agent, free_call, &allocation);
-        }
+        if (status != KVT_OK) memory_call(agent, free_call, &allocation);
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
+}
+
+/* ---- memory jobs: work a *_begin call hands to the progress thread, answered by kvt_mem_job_status ---- */
+
+typedef struct kvt_mem_job kvt_mem_job;
+
+struct kvt_mem_job {
+    kvt_mem_job *next;
+    uint64_t id;
+    /* On the progress thread: does the job's work; a failure's detail goes into `detail`. */
+    kvt_status (*work)(kvt_agent *agent, kvt_mem_job *job, char *detail, size_t detail_size);
+    union {
+        struct {
+            uint64_t address;
+            uint32_t flags;
+        } populate;                /* kvt_mem_alloc_begin */
+        kvt_allocation allocation; /* kvt_mem_free_begin: no longer in the agent's table */
+        struct {
+            kvt_region *region; /* no longer in the agent's table */
+            bool fence;
+        } withdrawal; /* kvt_mem_deregister_begin */
+    } subject;
+    /* Under agent->lock: */
+    bool done;
+    kvt_status status;
+    char detail[512];
+};
+
+/* A job for `call`, not yet started: allocated before the call changes anything, so that running out of
+ * memory refuses the call with nothing done. */
+static kvt_status job_new(const char *call, kvt_mem_job **out) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
+    return KVT_OK;
+}
+
+/* On the progress thread: runs the job, then records its outcome and wakes the consumer. */
+static kvt_status run_job(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    kvt_mem_job *job = *(kvt_mem_job **)arg;
+    char failure[sizeof job->detail] = "";
+    kvt_status status = job->work(agent, job, failure, sizeof failure);
+    pthread_mutex_lock(&agent->lock);
+    job->status = status;
+    snprintf(job->detail, sizeof job->detail, "%s", failure);
+    job->done = true;
+    /* A byte of its own: the completion edge (wake_signaled) stays armed for what comes next. */
+    const char byte = 1;
+    ssize_t written = write(agent->wake_pipe[1], &byte, 1);
+    (void)written; /* EAGAIN: the pipe is full, so the reader is already woken */
+    pthread_mutex_unlock(&agent->lock);
+    return KVT_OK;
+}
+
+/* Queues the job on the progress thread, which runs commands in order: a shutdown accepted after this
+ * runs after the job. Returns its id for kvt_mem_job_status. */
+static uint64_t job_start(kvt_agent *agent, kvt_mem_job *job,
+                          kvt_status (*work)(kvt_agent *, kvt_mem_job *, char *, size_t)) {
+    job->work = work;
+    job->status = KVT_IN_PROGRESS;
+    pthread_mutex_lock(&agent->lock);
+    job->id = agent->next_mem_job_id++;
+    kvt_mem_job **tail = &agent->mem_jobs;
+    while (*tail) tail = &(*tail)->next;
+    *tail = job;
+    uint64_t id = job->id;
+    pthread_mutex_unlock(&agent->lock);
+    kvt_agent_call_async(agent, run_job, &job, sizeof job);
+    return id;
+}
+
+/* A *_begin call that takes something out of service at once (`take`: refuses, or moves it from the
+ * agent's tables into the job, config_lock held) and leaves the slow rest to `work` on the progress thread. */
+static kvt_status begin_withdrawal(uint32_t agent_id, const char *call,
+                                   kvt_status (*take)(kvt_agent *, const char *, const void *, kvt_mem_job *),
+                                   const void *key, kvt_status (*work)(kvt_agent *, kvt_mem_job *, char *, size_t),
+                                   uint64_t *out_job) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, call, &agent);
+    if (status != KVT_OK) return status;
+    if (!out_job) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "%s: out_job is NULL", call));
+    kvt_mem_job *job = NULL;
+    status = job_new(call, &job);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+    pthread_mutex_lock(&agent->config_lock);
+    status = take(agent, call, key, job);
+    if (status == KVT_OK) {
+        *out_job = job_start(agent, job, work);
+        status = KVT_IN_PROGRESS;
+    } else {
+        free(job);
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_mem_job_status(uint32_t agent_id, uint64_t job_id) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_job_status", &agent);
+    if (status != KVT_OK) return status;
+    pthread_mutex_lock(&agent->lock);
+    kvt_mem_job **link = &agent->mem_jobs;
+    while (*link && (*link)->id != job_id) link = &(*link)->next;
+    kvt_mem_job *job = *link;
+    if (!job) {
+        pthread_mutex_unlock(&agent->lock);
+        return kvt_agent_finish(
+            agent, kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_job_status: agent '%s' has no memory job %llu begun and not "
+                                               "yet answered",
+                            agent->name, (unsigned long long)job_id));
+    }
+    if (job->done) {
+        *link = job->next;
+        status = job->status == KVT_OK ? KVT_OK : kvt_fail(job->status, "%s", job->detail);
+        free(job);
+    } else {
+        status = KVT_IN_PROGRESS;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    kvt_agent_release(agent); /* the outcome is an answer, not a failing call: not counted */
+    return status;
+}
+
+void kvt_mem_jobs_free(kvt_agent *agent) {
+    while (agent->mem_jobs) {
+        kvt_mem_job *job = agent->mem_jobs;
+        agent->mem_jobs = job->next;
+        free(job);
+    }
+}
+
+/* ---- allocation off the calling thread ------------------------------------------------------------- */
+
+/* Backs the pages, then settles the allocation in the table. A refused allocation is freed before its
+ * outcome is announced, so nothing of it is left by then. */
+static kvt_status populate_work(kvt_agent *agent, kvt_mem_job *job, char *detail, size_t detail_size) {
+    uint64_t address = job->subject.populate.address;
+    pthread_mutex_lock(&agent->lock);
+    kvt_allocation allocation = agent->allocations[find_allocation_locked(agent, address)];
+    pthread_mutex_unlock(&agent->lock);
+    kvt_status status = populate(&allocation, job->subject.populate.flags);
+    if (status != KVT_OK) {
+        snprintf(detail, detail_size, "%s", kvt_last_error_detail());
+        agent->backend->free_allocation(agent, &allocation);
+    }
+    pthread_mutex_lock(&agent->lock);
+    uint32_t index = find_allocation_locked(agent, address);
+    if (status == KVT_OK) {
+        agent->allocations[index].populating = false;
+        agent->allocations[index].locked = allocation.locked;
+    } else {
+        forget_allocation_locked(agent, index);
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return status;
+}
+
+kvt_status kvt_mem_alloc_begin(uint32_t agent_id, uint64_t length, uint32_t flags, uint64_t *out_address,
+                               uint64_t *out_job) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_alloc_begin", &agent);
+    if (status != KVT_OK) return status;
+    status = check_alloc_params(length, flags, out_address);
+    if (status == KVT_OK && !out_job) status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc_begin: out_job is NULL");
+    kvt_mem_job *job = NULL;
+    if (status == KVT_OK) status = job_new("kvt_mem_alloc_begin", &job);
+    if (status != KVT_OK) return kvt_agent_finish(agent, status);
+
+    pthread_mutex_lock(&agent->config_lock);
+    kvt_allocation allocation = {.length = length, .populating = true};
+    alloc_call_args args = {.allocation = &allocation};
+    status = memory_call(agent, alloc_call, &args);
+    if (status == KVT_OK) {
+        pthread_mutex_lock(&agent->lock);
+        status = record_allocation_locked(agent, &allocation);
+        pthread_mutex_unlock(&agent->lock);
+        if (status != KVT_OK) memory_call(agent, free_call, &allocation);
+    }
+    if (status == KVT_OK) {
+        *out_address = allocation.address;
+        job->subject.populate.address = allocation.address;
+        job->subject.populate.flags = flags;
+        *out_job = job_start(agent, job, populate_work);
+        status = KVT_IN_PROGRESS;
+    } else {
+        free(job);
+    }
+    pthread_mutex_unlock(&agent->config_lock);
+    return kvt_agent_finish(agent, status);
+}
+
+/* ---- free ------------------------------------------------------------------------------------------ */
+
+/* Takes the allocation at `address` out of the agent's table into *out, or refuses: NOT_FOUND, or BUSY
+ * while it is being populated or a region lies inside it (agent->lock held). */
+static kvt_status withdraw_allocation_locked(kvt_agent *agent, const char *call, uint64_t address,
+                                             kvt_allocation *out) {
+    uint32_t index = find_allocation_locked(agent, address);
+    if (index == agent->allocation_count)
+        return kvt_fail(KVT_ERR_NOT_FOUND, "%s: 0x%llx is not the start of an allocation of agent '%s'", call,
+                        (unsigned long long)address, agent->name);
+    const kvt_allocation *allocation = &agent->allocations[index];
+    if (allocation->populating)
+        return kvt_fail(KVT_ERR_BUSY, "%s: allocation 0x%llx (%llu bytes) is still being populated", call,
+                        (unsigned long long)address, (unsigned long long)allocation->length);
+    for (uint32_t i = 0; i < agent->region_count; i++) {
+        const kvt_region *region = agent->regions[i];
+        if (region->address < allocation->address + allocation->length &&
+            allocation->address < region->address + region->length)
+            return kvt_fail(KVT_ERR_BUSY,
+                            "%s: region %u [0x%llx, +%llu) is still registered inside allocation 0x%llx (%llu bytes)",
+                            call, region->id, (unsigned long long)region->address, (unsigned long long)region->length,
+                            (unsigned long long)allocation->address, (unsigned long long)allocation->length);
+    }
+    *out = *allocation;
+    forget_allocation_locked(agent, index);
+    return KVT_OK;
+}
+
+static kvt_status release_work(kvt_agent *agent, kvt_mem_job *job, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    release_allocation(agent, &job->subject.allocation);
+    return KVT_OK;
 }
 
 kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
@@ -134,41 +381,28 @@ kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
     if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->config_lock);
     pthread_mutex_lock(&agent->lock);
-    uint32_t index = agent->allocation_count;
-    for (uint32_t i = 0; i < agent->allocation_count; i++)
-        if (agent->allocations[i].address == address) index = i;
-    if (index == agent->allocation_count) {
-        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_free: 0x%llx is not the start of an allocation of agent '%s'",
-                          (unsigned long long)address, agent->name);
-    } else {
-        kvt_allocation *allocation = &agent->allocations[index];
-        for (uint32_t i = 0; i < agent->region_count && status == KVT_OK; i++) {
-            const kvt_region *region = agent->regions[i];
-            if (region->address < allocation->address + allocation->length &&
-                allocation->address < region->address + region->length)
-                status = kvt_fail(KVT_ERR_BUSY,
-                                  "kvt_mem_free: region %u [0x%llx, +%llu) is still registered inside allocation "
-                                  "0x%llx (%llu bytes)",
-                                  region->id, (unsigned long long)region->address, (unsigned long long)region->length,
-                                  (unsigned long long)allocation->address, (unsigned long long)allocation->length);
-        }
-    }
-    kvt_allocation allocation = {0};
-    if (status == KVT_OK) {
-        allocation = agent->allocations[index];
-        agent->allocations[index] = agent->allocations[--agent->allocation_count];
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, -1);
-        kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, -(int64_t)allocation.length);
-    }
+    kvt_allocation allocation;
+    status = withdraw_allocation_locked(agent, "kvt_mem_free", address, &allocation);
     pthread_mutex_unlock(&agent->lock);
     if (status == KVT_OK) {
-        if (allocation.locked) munlock((void *)(uintptr_t)allocation.address, allocation.length);
         /* Nobody can reach the allocation through this agent any more: no need to wait for the unmap, which
          * takes tens of milliseconds for hundreds of megabytes of touched pages (measured: 29 ms, 409.6 MB). */
         kvt_agent_call_async(agent, free_call, &allocation, sizeof allocation);
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
+}
+
+/* Moves the allocation at *(uint64_t *)key out of the agent's table into the job, or refuses. */
+static kvt_status take_allocation(kvt_agent *agent, const char *call, const void *key, kvt_mem_job *job) {
+    pthread_mutex_lock(&agent->lock);
+    kvt_status status = withdraw_allocation_locked(agent, call, *(const uint64_t *)key, &job->subject.allocation);
+    pthread_mutex_unlock(&agent->lock);
+    return status;
+}
+
+kvt_status kvt_mem_free_begin(uint32_t agent_id, uint64_t address, uint64_t *out_job) {
+    return begin_withdrawal(agent_id, "kvt_mem_free_begin", take_allocation, &address, release_work, out_job);
 }
 
 /* ---- registration ---------------------------------------------------------------------------------- */
@@ -265,13 +499,21 @@ static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint
     if (agent->region_count >= KVT_MAX_REGIONS)
         return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_mem_register: agent '%s' already has the maximum of %u regions",
                         agent->name, KVT_MAX_REGIONS);
+    *exact = NULL;
+    for (uint32_t i = 0; i < agent->allocation_count; i++) {
+        const kvt_allocation *allocation = &agent->allocations[i];
+        if (allocation->populating && allocation->address < address + length &&
+            address < allocation->address + allocation->length)
+            return kvt_fail(KVT_ERR_BUSY,
+                            "kvt_mem_register: [0x%llx, +%llu) lies in allocation 0x%llx (%llu bytes), still being "
+                            "populated",
+                            (unsigned long long)address, (unsigned long long)length,
+                            (unsigned long long)allocation->address, (unsigned long long)allocation->length);
+        if (allocation->address == address && allocation->length == length) *exact = allocation;
+    }
     kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_REGISTER);
     if (fault != KVT_OK)
         return kvt_fail(fault, "kvt_mem_register: injected fault (register) on agent '%s'", agent->name);
-    *exact = NULL;
-    for (uint32_t i = 0; i < agent->allocation_count; i++)
-        if (agent->allocations[i].address == address && agent->allocations[i].length == length)
-            *exact = &agent->allocations[i];
     return KVT_OK;
 }
 
@@ -289,6 +531,12 @@ kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length
     pthread_rwlock_wrlock(&agent->region_lock);
     pthread_mutex_lock(&agent->lock);
     status = check_register_locked(agent, address, length, kind, device, &exact);
+    /* A copy: an allocation refused on the progress thread leaves the table (moving another entry). */
+    kvt_allocation exact_copy;
+    if (status == KVT_OK && exact) {
+        exact_copy = *exact;
+        exact = &exact_copy;
+    }
     if (status == KVT_OK && agent->region_count == agent->region_capacity) {
         uint32_t capacity = agent->region_capacity ? agent->region_capacity * 2 : 16;
         kvt_region **grown = realloc(agent->regions, capacity * sizeof *grown);
@@ -343,40 +591,51 @@ static uint64_t find_busy_op_locked(const kvt_agent *agent, const kvt_region *re
     return 0;
 }
 
+/* Takes the region out of the agent's table, so that no new operation, metadata or peer sees it, or
+ * refuses: NOT_FOUND, or BUSY while an operation references it (region_lock written, agent->lock held).
+ * *out_fence: whether exported metadata named it, so readers must be fenced before its memory goes. */
+static kvt_status withdraw_region_locked(kvt_agent *agent, const char *call, uint32_t region_id, kvt_region **out,
+                                         bool *out_fence) {
+    uint32_t index = agent->region_count;
+    for (uint32_t i = 0; i < agent->region_count; i++)
+        if (agent->regions[i]->id == region_id) index = i;
+    if (index == agent->region_count)
+        return kvt_fail(KVT_ERR_NOT_FOUND, "%s: agent '%s' has no region %u", call, agent->name, region_id);
+    kvt_region *region = agent->regions[index];
+    if (region->busy > 0)
+        return kvt_fail(KVT_ERR_BUSY,
+                        "%s: region %u [0x%llx, +%llu) is referenced by %u operation(s) in progress (e.g. operation "
+                        "%llu)",
+                        call, region_id, (unsigned long long)region->address, (unsigned long long)region->length,
+                        region->busy, (unsigned long long)find_busy_op_locked(agent, region));
+    *out_fence = agent->backend->fence && region->id <= agent->exported_region_high;
+    agent->regions[index] = agent->regions[--agent->region_count];
+    agent->metadata_generation++;
+    kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, -1);
+    kvt_counter_add(agent, KVT_COUNTER_REGISTERED_BYTES, -(int64_t)region->length);
+    *out = region;
+    return KVT_OK;
+}
+
+static kvt_status withdraw_region(kvt_agent *agent, const char *call, uint32_t region_id, kvt_region **out,
+                                  bool *out_fence) {
+    pthread_rwlock_wrlock(&agent->region_lock);
+    pthread_mutex_lock(&agent->lock);
+    kvt_status status = withdraw_region_locked(agent, call, region_id, out, out_fence);
+    pthread_mutex_unlock(&agent->lock);
+    pthread_rwlock_unlock(&agent->region_lock);
+    return status;
+}
+
 kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_mem_deregister", &agent);
     if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->config_lock);
-    pthread_rwlock_wrlock(&agent->region_lock);
-    pthread_mutex_lock(&agent->lock);
-    uint32_t index = agent->region_count;
-    for (uint32_t i = 0; i < agent->region_count; i++)
-        if (agent->regions[i]->id == region_id) index = i;
     kvt_region *region = NULL;
     bool fence = false;
-    if (index == agent->region_count) {
-        status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_deregister: agent '%s' has no region %u", agent->name,
-                          region_id);
-    } else if (agent->regions[index]->busy > 0) {
-        region = agent->regions[index];
-        status = kvt_fail(KVT_ERR_BUSY,
-                          "kvt_mem_deregister: region %u [0x%llx, +%llu) is referenced by %u operation(s) in "
-                          "progress (e.g. operation %llu)",
-                          region_id, (unsigned long long)region->address, (unsigned long long)region->length,
-                          region->busy, (unsigned long long)find_busy_op_locked(agent, region));
-        region = NULL;
-    } else {
-        region = agent->regions[index];
-        fence = agent->backend->fence && region->id <= agent->exported_region_high;
-        agent->regions[index] = agent->regions[--agent->region_count];
-        agent->metadata_generation++;
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, -1);
-        kvt_counter_add(agent, KVT_COUNTER_REGISTERED_BYTES, -(int64_t)region->length);
-    }
-    pthread_mutex_unlock(&agent->lock);
-    pthread_rwlock_unlock(&agent->region_lock);
-    if (region) {
+    status = withdraw_region(agent, "kvt_mem_deregister", region_id, &region, &fence);
+    if (status == KVT_OK) {
         /* Before the memory may go: readers holding metadata that names it are no longer answered. */
         if (fence) memory_call(agent, fence_call, NULL);
         if (region->backend && !region->backend_borrowed) memory_call(agent, unmap_call, region);
@@ -384,6 +643,25 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
+}
+
+/* Fences readers when exported metadata named the region, then unmaps and frees it. */
+static kvt_status withdrawal_work(kvt_agent *agent, kvt_mem_job *job, char *detail, size_t detail_size) {
+    kvt_region *region = job->subject.withdrawal.region;
+    if (job->subject.withdrawal.fence) fence_call(agent, NULL, detail, detail_size);
+    if (region->backend && !region->backend_borrowed) unmap_call(agent, region, detail, detail_size);
+    region_free(region);
+    return KVT_OK;
+}
+
+/* Moves the region *(uint32_t *)key out of the agent's table into the job, or refuses. */
+static kvt_status take_region(kvt_agent *agent, const char *call, const void *key, kvt_mem_job *job) {
+    return withdraw_region(agent, call, *(const uint32_t *)key, &job->subject.withdrawal.region,
+                           &job->subject.withdrawal.fence);
+}
+
+kvt_status kvt_mem_deregister_begin(uint32_t agent_id, uint32_t region_id, uint64_t *out_job) {
+    return begin_withdrawal(agent_id, "kvt_mem_deregister_begin", take_region, &region_id, withdrawal_work, out_job);
 }
 
 kvt_status kvt_region_info(uint32_t agent_id, uint32_t region_id, uint64_t *out_address, uint64_t *out_length,

@@ -81,11 +81,15 @@ static void held_read_keeps_everything_busy(void) {
     CHECK_STATUS(KVT_ERR_BUSY, kvt_xfer_release(reader, op));
     CHECK_STATUS(KVT_ERR_BUSY, kvt_agent_destroy(reader));
     CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_free(reader, (uint64_t)(uintptr_t)rm));
+    uint64_t job = 0;
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_deregister_begin(reader, rr, &job));
+    CHECK_DETAIL(expected);
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_free_begin(reader, (uint64_t)(uintptr_t)rm, &job));
     int32_t status = 0;
     CHECK_OK(kvt_xfer_status(reader, op, &status, NULL, NULL));
     CHECK(status == KVT_IN_PROGRESS, "held in progress");
     CHECK(counter(reader, KVT_COUNTER_INFLIGHT_OPERATIONS) == 1, "one in flight");
-    CHECK(errors(reader, KVT_ERR_BUSY) == 4, "four BUSY refusals counted on the agent");
+    CHECK(errors(reader, KVT_ERR_BUSY) == 6, "six BUSY refusals counted on the agent");
 
     CHECK_OK(kvt_fault_clear(reader));
     CHECK(wait_op(reader, op, NULL) == KVT_OK, "completes once released");

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -309,6 +310,125 @@ static void allocations_are_prefaulted(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* The outcome of a memory job, once the wake-up pipe announced it. */
+static kvt_status job_outcome(uint32_t agent, uint64_t job) {
+    int fd = -1;
+    CHECK_OK(kvt_agent_wake_fd(agent, &fd));
+    kvt_status status;
+    while ((status = kvt_mem_job_status(agent, job)) == KVT_IN_PROGRESS) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        CHECK(poll(&p, 1, 60000) == 1, "the wake-up pipe announces the job's outcome");
+        char bytes[64];
+        while (read(fd, bytes, sizeof bytes) > 0) {}
+    }
+    return status;
+}
+
+/* kvt_mem_alloc_begin counts the allocation at once, backs it on the progress thread and answers once. */
+static void begun_allocations_are_populated_off_the_calling_thread(void) {
+    uint32_t agent = make_agent("alloc-begin");
+    uint64_t length = 4u << 20, address = 0, job = 0;
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_alloc_begin(agent, length, 0, &address, &job));
+    CHECK(address != 0 && counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 1 &&
+              counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == length,
+          "the allocation is counted while it is populated");
+    CHECK_OK(job_outcome(agent, job));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, job));
+    CHECK_DETAIL("not yet answered");
+    size_t pages = length / (uint64_t)sysconf(_SC_PAGESIZE), resident = 0;
+    unsigned char *vector = malloc(pages);
+    CHECK(vector && mincore((void *)(uintptr_t)address, length, vector) == 0, "mincore: %s", strerror(errno));
+    for (size_t i = 0; i < pages; i++) resident += vector[i] & 1u;
+    free(vector);
+    CHECK(resident == pages, "%zu of %zu pages resident once the outcome is OK", resident, pages);
+    uint32_t region = 0;
+    CHECK_OK(kvt_mem_register(agent, address, length, KVT_MEM_DRAM, 0, &region));
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_begin(agent, 0, 0, &address, &job));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_begin(agent, 4096, 0x80, &address, &job));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_begin(agent, 4096, 0, &address, NULL));
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "nothing left allocated");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* Deregistration and free begun while the progress thread is stalled: the region and the allocation
+ * leave the tables at once, their outcomes wait for the thread, which runs them in the order begun. */
+static void begun_deregistration_and_free_leave_at_once_and_answer_once(void) {
+    uint32_t agent = make_agent("release-begin");
+    uint64_t length = 4u << 20, address = 0, deregistration = 0, release = 0;
+    CHECK_OK(kvt_mem_alloc(agent, length, 0, &address));
+    uint32_t region = 0;
+    CHECK_OK(kvt_mem_register(agent, address, length, KVT_MEM_DRAM, 0, &region));
+    uint64_t blob_length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));
+    uint8_t *blob = malloc(blob_length);
+    CHECK(blob != NULL, "out of memory");
+    CHECK_OK(kvt_agent_metadata(agent, blob, blob_length, &blob_length)); /* exported: UCX fences on the way out */
+    free(blob);
+
+    CHECK_OK(kvt_fault_stall_progress(agent, 1));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_deregister_begin(agent, region, &deregistration));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_region_info(agent, region, NULL, NULL, NULL, NULL));
+    CHECK(counter(agent, KVT_COUNTER_LIVE_REGISTRATIONS) == 0 && counter(agent, KVT_COUNTER_REGISTERED_BYTES) == 0,
+          "the region is uncounted at once");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_deregister_begin(agent, region, &deregistration));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_job_status(agent, deregistration));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_free_begin(agent, address, &release));
+    CHECK(release != deregistration, "each job has its own id");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the allocation is uncounted at once");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_free_begin(agent, address, &release));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_job_status(agent, release));
+
+    CHECK_OK(kvt_fault_stall_progress(agent, 0));
+    CHECK_OK(job_outcome(agent, release)); /* the later job answered first: the earlier one ran before it */
+    CHECK_OK(kvt_mem_job_status(agent, deregistration));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, deregistration));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, release));
+    CHECK_DETAIL("no memory job");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* What kvt_mem_deregister and kvt_mem_free refuse, the begun forms refuse at once, changing nothing. */
+static void begun_deregistration_and_free_refusals(void) {
+    uint32_t agent = make_agent("release-refusals");
+    uint64_t length = 1u << 20, address = 0, job = 0;
+    CHECK_OK(kvt_mem_alloc(agent, length, 0, &address));
+    uint32_t region = 0;
+    CHECK_OK(kvt_mem_register(agent, address, length, KVT_MEM_DRAM, 0, &region));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_deregister_begin(agent, region + 1, &job));
+    CHECK_DETAIL("has no region");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_deregister_begin(agent, region, NULL));
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_free_begin(agent, address, &job));
+    CHECK_DETAIL("still registered inside");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_free_begin(agent, address + 4096, &job));
+    CHECK_DETAIL("not the start of an allocation");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_free_begin(agent, address, NULL));
+    CHECK(counter(agent, KVT_COUNTER_LIVE_REGISTRATIONS) == 1 && counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 1,
+          "the refusals changed nothing");
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* A destroy while begun deregistrations and frees wait on a stalled thread: the shutdown runs them first
+ * (the region is unmapped before the backend stops), and the unanswered outcomes go with the agent. */
+static void destroy_waits_for_begun_deregistration_and_free(void) {
+    uint32_t agent = make_agent("release-destroy");
+    uint64_t length = 1u << 20, address = 0, deregistration = 0, release = 0;
+    CHECK_OK(kvt_mem_alloc(agent, length, 0, &address));
+    uint32_t region = 0;
+    CHECK_OK(kvt_mem_register(agent, address, length, KVT_MEM_DRAM, 0, &region));
+    CHECK_OK(kvt_fault_stall_progress(agent, 1));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_deregister_begin(agent, region, &deregistration));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_free_begin(agent, address, &release));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_job_status(agent, release));
+    CHECK_OK(kvt_agent_destroy(agent));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, release));
+}
+
 #define SMALL_SHM_OPTIONS "size=24m"
 /* kernel.shmmax of the child's IPC namespace: SysV refuses anything larger (UCX's own receive pools fit) */
 #define SYSV_LIMIT "8388608"
@@ -350,6 +470,16 @@ static void allocation_in_a_small_shm(void) {
     CHECK_DETAIL("67108864 bytes");
     char expected[64];
     snprintf(expected, sizeof expected, "/dev/shm has %llu bytes free", (unsigned long long)room);
+    CHECK_DETAIL(expected);
+    CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
+          "the refusal left no allocation");
+    CHECK(shm_free_bytes() == room, "the refusal left nothing in /dev/shm (%llu bytes free, %llu before)",
+          (unsigned long long)shm_free_bytes(), (unsigned long long)room);
+
+    /* Begun off the calling thread: UCX finds no shared memory before any page is backed, so the refusal
+     * comes at once, with nothing left behind. */
+    uint64_t job = 0;
+    CHECK_STATUS(KVT_ERR_NO_MEMORY, kvt_mem_alloc_begin(agent, TOO_LARGE, 0, &address, &job));
     CHECK_DETAIL(expected);
     CHECK(counter(agent, KVT_COUNTER_LIVE_ALLOCATIONS) == 0 && counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 0,
           "the refusal left no allocation");
@@ -413,4 +543,7 @@ TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlo
           TEST(alloc_with_mlock_refused_by_the_limit), TEST(register_refusals),
           TEST(register_refuses_unmapped_memory), TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions),
           TEST(the_table_grows_under_loopback_reads), TEST(allocations_are_prefaulted),
+          TEST(begun_allocations_are_populated_off_the_calling_thread),
+          TEST(begun_deregistration_and_free_leave_at_once_and_answer_once),
+          TEST(begun_deregistration_and_free_refusals), TEST(destroy_waits_for_begun_deregistration_and_free),
           TEST(full_dev_shm_is_a_typed_refusal), TEST(allocation_in_a_small_shm))

@@ -40,11 +40,12 @@ export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks =
     const agent = await transport.createAgent({ name: `${workerId}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
     agents.push(agent);
     const layout = layoutRankBanks(geometry, { tpRank, tpSize: 2, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 1 });
-    const banks = layout.map((bank, index) => {
-      const allocation = agent.allocate(bank.bytes);
+    const banks: Bank[] = [];
+    for (const [index, bank] of layout.entries()) {
+      const allocation = await agent.allocate(bank.bytes);
       allocations.push(allocation);
-      return Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
-    });
+      banks.push(Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation)));
+    }
     ranks.push(await registerRank({ agent, banks }));
   }
   const lease = await store.grantLease(60_000);
@@ -58,7 +59,7 @@ export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks =
       await publisher.withdraw();
       await store.revokeLease(lease.id);
       for (const rank of ranks) await releaseRank(rank);
-      for (const allocation of allocations) if (allocation.isOpen) allocation.free();
+      for (const allocation of allocations) if (allocation.isOpen) await allocation.free();
       for (const agent of agents) await agent.close();
     },
   };

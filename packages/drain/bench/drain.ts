@@ -45,7 +45,7 @@ async function once(): Promise<Sample> {
   const deregister = lastRegion.deregister.bind(lastRegion);
   lastRegion.deregister = () => {
     deregistering = performance.now();
-    deregister();
+    return deregister();
   };
   world.reader.faults.delayCompletions('forever');
   for (let i = 0; i < OPERATIONS; i++) {

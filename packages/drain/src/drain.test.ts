@@ -232,10 +232,12 @@ describe.each(stores)('shutdown order, source side first, on %s discovery and a 
     // The source worker: one rank of real loopback memory, registered, published, with inventory.
     const agent = await transport.createAgent({ name: agentName('source'), backend: 'loopback' });
     const layout = layoutRankBanks(geometry, { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 1 });
-    const banks = layout.map((spec, index) => {
-      const allocation = agent.allocate(spec.bytes);
-      return Bank.adopt({ ...spec, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
-    });
+    const banks = await Promise.all(
+      layout.map(async (spec, index) => {
+        const allocation = await agent.allocate(spec.bytes);
+        return Bank.adopt({ ...spec, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
+      }),
+    );
     const rank = await registerRank({ agent, banks });
     const publication = await startRankPublication(store, [buildRankPart(identity, rank, transportMetadataOf(agent))], { leaseTtlMs: 60_000 });
     // Its own lease, so that revoking the parts' lease does not take the inventory with it and both withdrawals act.

@@ -328,9 +328,9 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     beforeDeregistration();
     // From here on, a quarantined operation that quiesces releases its own banks.
     this.#drained = true;
-    let deregistration: ReturnType<typeof deregister> | undefined;
-    this.#runStep('deregister', () => {
-      deregistration = deregister(this.#ranks.flatMap((rank) => rank.banks).reverse());
+    let deregistration: Awaited<ReturnType<typeof deregister>> | undefined;
+    await this.#awaitStep('deregister', async () => {
+      deregistration = await deregister(this.#ranks.flatMap((rank) => rank.banks).reverse());
       const count = deregistration.deregistered.length;
       return deregistration.retained.length === 0
         ? ok(`${count} banks deregistered`)
@@ -437,7 +437,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
  * a live operation is first retained as a quarantine (never deregistered, never handed back); a bank
  * the native layer refuses to deregister is retained.
  */
-function deregister(banks: readonly Bank[]): { deregistered: readonly Bank[]; retained: RetainedBank[] } {
+async function deregister(banks: readonly Bank[]): Promise<{ deregistered: readonly Bank[]; retained: RetainedBank[] }> {
   // Retained before anything else, so that no quiescence can release them in between.
   const referenced = banks
     .filter((bank) => bank.state !== 'returned' && bank.references > 0)
@@ -445,13 +445,13 @@ function deregister(banks: readonly Bank[]): { deregistered: readonly Bank[]; re
       bank.retain(`still referenced by ${bank.references} live operations at drain`, 'quarantine');
       return { bank: bank.label(), retainedBy: 'quarantine', reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` };
     });
-  const { deregistered, retained } = deregisterBanks(banks);
+  const { deregistered, retained } = await deregisterBanks(banks);
   return { deregistered, retained: [...referenced, ...retained] };
 }
 
 /** Deregisters the given banks in order, then hands each back to its owner (for a late quiescence). */
 async function handBanksBack(banks: readonly Bank[]): Promise<{ returned: BankLabel[]; retained: RetainedBank[] }> {
-  const { deregistered, retained } = deregister(banks);
+  const { deregistered, retained } = await deregister(banks);
   const { returned, unreturned } = await returnBanks(deregistered);
   return { returned: [...returned], retained: [...retained, ...unreturned] };
 }

@@ -38,7 +38,7 @@ describe('OperationLedger on the loopback backend', () => {
     expect(operation.peer).toBe(w.source.name);
     expect(banks.map((bank) => bank.references)).toEqual([1, 1]);
     // The native layer refuses to deregister memory of an operation in progress; the ledger never asks.
-    expect(() => banks[0]!.region!.deregister()).toThrow(NativeTransportError);
+    await expect(banks[0]!.region!.deregister()).rejects.toThrow(NativeTransportError);
     await nextTurn();
     expect(operation.phase).toBe('in-flight');
     w.reader.faults.clear();
@@ -107,7 +107,7 @@ describe('OperationLedger on the loopback backend', () => {
   it('never reinstates a bank retained by a native refusal: a rollback that found it referenced', async () => {
     const { world: w } = await world();
     w.reader.faults.delayCompletions('forever');
-    const allocations = [0, 1, 2].map(() => w.reader.allocate(1 << 16));
+    const allocations = await Promise.all([0, 1, 2].map(() => w.reader.allocate(1 << 16)));
     const banks = allocations.map((allocation, index) =>
       Bank.adopt(
         { tpRank: 2, ppRank: 0, index, memKind: 'dram', deviceId: 0, address: allocation.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
@@ -140,7 +140,7 @@ describe('OperationLedger on the loopback backend', () => {
     expect(() => w.ledger.post(w.request([banks[0]!]), { ticket: w.ticket(), banks: [banks[0]!] })).toThrow(OperationRefusedError);
     await releaseRank({ tpRank: 2, ppRank: 0, agent, banks: [banks[0]!] });
     expect(banks[0]!.state).toBe('returned');
-    for (const allocation of allocations.slice(1)) allocation.free();
+    for (const allocation of allocations.slice(1)) await allocation.free();
   });
 
   it('refuses a bank of another agent whose region has the same id, and a request region that is not the bank\'s own', async () => {
@@ -148,7 +148,7 @@ describe('OperationLedger on the loopback backend', () => {
     // Another agent of this process registers one bank; region ids are per agent, so its region has
     // the id of the reader's bank 0.
     const other = await transport.createAgent({ name: agentName('other'), backend: 'loopback' });
-    const memory = other.allocate(1 << 16);
+    const memory = await other.allocate(1 << 16);
     const foreign = Bank.adopt(
       { tpRank: 0, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
       kvreuseOwner(memory),

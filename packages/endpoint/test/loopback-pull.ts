@@ -51,7 +51,7 @@ export interface DestinationRank {
 export async function openDestination(template: TransferTemplate, destinationPart: RankPart, backend: Backend, sources: readonly RemoteSource[]): Promise<DestinationRank> {
   sequence += 1;
   const destination = await transport.createAgent({ name: `fetch-destination-${process.pid}-${sequence}`, backend });
-  const destinationAllocations = destinationPart.banks.map((bank) => destination.allocate(Number(bank.bytes)));
+  const destinationAllocations = await Promise.all(destinationPart.banks.map((bank) => destination.allocate(Number(bank.bytes))));
   const banks = destinationPart.banks.map((bank, index) => {
     const allocation = destinationAllocations[index]!;
     return Bank.adopt({ ...bank, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
@@ -96,7 +96,7 @@ export async function openLoopbackPull(geometry: Geometry, sourceTp: number, blo
   const sources: LoopbackPull['sources'] = [];
   for (const [rank, part] of sourceWorker.ranks.entries()) {
     const agent = await transport.createAgent({ name: `fetch-source-${rank}-${process.pid}-${sequence}`, backend: 'loopback' });
-    const allocations = part.banks.map((bank) => agent.allocate(Number(bank.bytes)));
+    const allocations = await Promise.all(part.banks.map((bank) => agent.allocate(Number(bank.bytes))));
     allocations.forEach((allocation, bank) => fillDeterministic(allocation.view(), rank, bank));
     sources.push({ agent, allocations, regions: allocations.map((allocation) => agent.register(allocation)) });
   }
@@ -113,8 +113,8 @@ export async function openLoopbackPull(geometry: Geometry, sourceTp: number, blo
     async close() {
       await close();
       for (const source of sources) {
-        for (const region of source.regions) region.deregister();
-        for (const allocation of source.allocations) allocation.free();
+        for (const region of source.regions) await region.deregister();
+        for (const allocation of source.allocations) await allocation.free();
         await source.agent.close();
       }
     },

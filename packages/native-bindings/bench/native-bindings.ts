@@ -67,7 +67,7 @@ async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
   const published = await child.next<{ metadata: string; region: number }>('ready');
   const metadata = published.metadata;
   const agent = await transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
-  const bank = agent.allocate(bytes);
+  const bank = await agent.allocate(bytes);
   bank.view().fill(0);
   const region = agent.register(bank);
   const peer = agent.loadPeer(Buffer.from(published.metadata, 'base64'));
@@ -79,8 +79,8 @@ async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
     remoteRegion: published.region,
     metadata,
     async close() {
-      region.deregister();
-      bank.free();
+      await region.deregister();
+      await bank.free();
       await agent.close();
       child.send({ command: 'close' });
       await child.next('closed');
@@ -235,9 +235,9 @@ async function pullQwen3Prefix(): Promise<void> {
   const pull = QWEN3_PREFIX_BYTES / best(times);
   const prepared = QWEN3_PREFIX_BYTES / best(preparedTimes);
 
-  const copyTarget = setup.agent.allocate(QWEN3_PREFIX_BYTES);
+  const copyTarget = await setup.agent.allocate(QWEN3_PREFIX_BYTES);
   const memcpy = QWEN3_PREFIX_BYTES / memcpySeconds(setup.bank.view(), copyTarget.view(), QWEN3_PREFIX_BYTES);
-  copyTarget.free();
+  await copyTarget.free();
   await setup.close();
   figures['pull.qwen3_42blocks.gbps'] = {
     value: pull / GB,
@@ -363,9 +363,9 @@ async function postOverhead(setup: RemoteSetup): Promise<Overhead> {
     batchTimes.push(await timeRemoteReads(setup, batch, 1, 1));
     singleTimes.push(await timeRemoteReads(setup, single, 1, 1));
   }
-  const scratch = setup.agent.allocate(OVERHEAD_BYTES);
+  const scratch = await setup.agent.allocate(OVERHEAD_BYTES);
   const memcpyS = memcpySeconds(setup.bank.view(), scratch.view(), OVERHEAD_BYTES);
-  scratch.free();
+  await scratch.free();
   await setup.close();
   const batchS = best(batchTimes);
   const singleS = best(singleTimes);

@@ -16,7 +16,7 @@ const pieceBytes = Number(pieceText);
 const published = await nextMessageFromParent();
 
 const agent = await transport.createAgent({ name, backend: 'ucx' });
-const bank = agent.allocate(count * pieceBytes);
+const bank = await agent.allocate(count * pieceBytes);
 bank.view().fill(0);
 const region = agent.register(bank);
 const peer = agent.loadPeer(Buffer.from(String(published['metadata']), 'base64'));
@@ -35,8 +35,8 @@ for (;;) {
   if (message['command'] === 'close') break;
   emit({ event: 'pulled', seconds: await timeReads(agent, request, 1, 1) });
 }
-region.deregister();
-bank.free();
+await region.deregister();
+await bank.free();
 await agent.close();
 emit({ event: 'closed' });
 process.exit(0);

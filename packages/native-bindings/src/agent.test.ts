@@ -46,12 +46,12 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     const before = transport.counters().liveAgents;
     const closing = agent.close();
     expect(agent.isOpen).toBe(false);
-    expect(() => agent.allocate(4096)).toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
+    await expect(agent.allocate(4096)).rejects.toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
     expect(agent.close()).toBe(closing);
     await expect(closing).resolves.toEqual({ forced: undefined });
     await expect(agent.close()).resolves.toEqual({ forced: undefined });
     expect([agent.isOpen, transport.counters().liveAgents]).toEqual([false, before - 1]);
-    expect(() => agent.allocate(4096)).toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
+    await expect(agent.allocate(4096)).rejects.toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
     expect(() => agent.metadata()).toThrow(HandleClosedError);
     expect(() => agent.counters()).toThrow(HandleClosedError);
     expect(() => agent.faults.clear()).toThrow(HandleClosedError);
@@ -68,10 +68,10 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
 
   it('refuses to close while memory is allocated (BUSY), then closes once it is freed', async () => {
     const agent = await transport.createAgent({ name: agentName('busy'), backend });
-    const bank = agent.allocate(1 << 16);
+    const bank = await agent.allocate(1 << 16);
     await expect(agent.close()).rejects.toMatchObject({ code: 'BUSY', call: 'kvt_agent_shutdown' });
     expect(agent.isOpen).toBe(true);
-    bank.free();
+    await bank.free();
     await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });

@@ -7,6 +7,7 @@ import { type HeartbeatOptions, type PeerEvent, PeerEvents, validateHeartbeat } 
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
 import { check, duplicateFd, type NativeLibrary, nativeError } from './library.js';
 import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
+import { MemoryJobs } from './memory-jobs.js';
 import { Notifications, type Notification } from './notifications.js';
 import { Operation } from './operation.js';
 import { Peer } from './peer.js';
@@ -75,6 +76,7 @@ export class Agent {
   readonly #pending = new Map<bigint, Operation>();
   readonly #peers = new Map<number, Peer>();
   readonly #templates = new Set<RegisteredTemplate>();
+  readonly #memoryJobs: MemoryJobs;
   readonly #opIds = new BigUint64Array(POLL_CAPACITY);
   readonly #statuses = new Int32Array(POLL_CAPACITY);
   readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
@@ -99,7 +101,9 @@ export class Agent {
       name: options.name,
       assertOpen: (action) => this.#state.assertOpen(action),
       pollCompletions: () => this.#pollCompletions(),
+      beginMemoryJob: (call, begin) => this.#memoryJobs.begin(call, begin),
     };
+    this.#memoryJobs = new MemoryJobs(library, id, () => this.#updateRef());
     this.faults = new Faults(this.#context);
     this.#notifications = new Notifications(this.#context, () => this.#updateRef());
     this.#peerEvents = new PeerEvents(this.#context, (id) => this.#peers.get(id), () => this.#updateRef());
@@ -159,17 +163,23 @@ export class Agent {
     return this.#state.isOpen;
   }
 
-  /** Allocates page-aligned DRAM owned by this agent (not registered yet). */
-  allocate(bytes: number | bigint, options: AllocateOptions = {}): Allocation {
+  /**
+   * Allocates page-aligned DRAM owned by this agent (not registered yet). Its pages are backed on the
+   * agent's own thread (hundreds of megabytes take a tenth of a second), not on the JavaScript thread:
+   * the allocation is handed out once they all are, or the promise rejects (NO_MEMORY when the system
+   * cannot back them) with nothing left allocated. Until then the agent refuses to close (BUSY).
+   */
+  async allocate(bytes: number | bigint, options: AllocateOptions = {}): Promise<Allocation> {
     this.#state.assertOpen('allocate memory');
     const length = toUint64(bytes);
     if (length === undefined || length === 0n || length > BigInt(Number.MAX_SAFE_INTEGER)) {
       throw new InvalidArgumentError('bytes', bytes, 'must be a positive safe integer');
     }
     if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { mlock? }');
-    const out = new BigUint64Array(1);
-    check(this.#library, 'kvt_mem_alloc', this.#library.api.kvt_mem_alloc(this.#id, length, options.mlock === true ? ALLOC_MLOCK : 0, out));
-    return new Allocation(this.#context, out[0] ?? 0n, Number(length));
+    const address = new BigUint64Array(1);
+    const flags = options.mlock === true ? ALLOC_MLOCK : 0;
+    await this.#memoryJobs.begin('kvt_mem_alloc', (job) => this.#library.api.kvt_mem_alloc_begin(this.#id, length, flags, address, job));
+    return new Allocation(this.#context, address[0] ?? 0n, Number(length));
   }
 
   /**
@@ -327,8 +337,9 @@ export class Agent {
    * then by force), its progress thread ends and the agent is destroyed. Nothing of it blocks the
    * JavaScript thread: the native side works on the agent's own thread and reports through the
    * wake-up pipe. Refused with BUSY (and nothing changes) while registrations, allocations or
-   * unreleased operations remain. Once accepted the agent is closed to every other call. Closing a
-   * closed agent resolves as the first close did.
+   * unreleased operations remain. Deregistrations and frees still under way do not hold it back: the
+   * agent's thread finishes them first, and their promises resolve with the close. Once accepted the
+   * agent is closed to every other call. Closing a closed agent resolves as the first close did.
    */
   close(options: CloseOptions = {}): Promise<CloseOutcome> {
     if (this.#closed !== undefined) return this.#closed;
@@ -384,6 +395,7 @@ export class Agent {
       return;
     }
     if (!this.#state.isOpen) return;
+    this.#memoryJobs.check();
     this.#pollCompletions();
     this.#notifications.drain();
     this.#peerEvents.drain();
@@ -398,6 +410,7 @@ export class Agent {
     if (status === STATUS_IN_PROGRESS) return;
     const forced = status < 0 ? nativeError(this.#library, 'kvt_agent_shutdown', status) : undefined;
     this.#shutdownEnded = this.#shutdownFailed = undefined;
+    this.#memoryJobs.settleAllDone();
     this.#wake.destroy();
     try {
       if (forced !== undefined && forced.code !== 'TIMEOUT') throw forced;
@@ -430,7 +443,8 @@ export class Agent {
   }
 
   #updateRef(): void {
-    if (this.#pending.size > 0 || this.#notifications.hasWaiters || this.#peerEvents.hasWaiters) this.#wake.ref();
+    const waiting = this.#pending.size > 0 || this.#memoryJobs.hasPending;
+    if (waiting || this.#notifications.hasWaiters || this.#peerEvents.hasWaiters) this.#wake.ref();
     else this.#wake.unref();
   }
 }

@@ -16,7 +16,8 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
     pair.reader.faults.delayCompletions('forever');
     const operation = readAll(pair, 8);
     expect(operation.status().state).toBe('in-progress');
-    expect(() => pair.readerRegion.deregister()).toThrow(expect.objectContaining({ code: 'BUSY', call: 'kvt_mem_deregister' }));
+    await expect(pair.readerRegion.deregister()).rejects.toMatchObject({ code: 'BUSY', call: 'kvt_mem_deregister' });
+    expect(pair.readerRegion.isOpen).toBe(true);
     expect(() => operation.release()).toThrow(expect.objectContaining({ code: 'BUSY' }));
     await expect(pair.reader.close()).rejects.toMatchObject({ code: 'BUSY', call: 'kvt_agent_shutdown' });
     expect(pair.reader.counters()).toMatchObject({ inflightOperations: 1, liveOperations: 1 });
@@ -44,11 +45,11 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
 
   it('fails the nth registration, post or completion with the chosen code', async () => {
     const pair = await openPair(backend, 4 * PIECE, 63);
-    const spare = pair.reader.allocate(PIECE);
+    const spare = await pair.reader.allocate(PIECE);
     pair.reader.faults.failNth('register', 1, 'BACKEND');
     expect(() => pair.reader.register(spare)).toThrow(expect.objectContaining({ code: 'BACKEND', call: 'kvt_mem_register' }));
     expect(pair.reader.counters().liveRegistrations).toBe(1);
-    spare.free();
+    await spare.free();
 
     pair.reader.faults.failNth('post', 2, 'NOT_ALLOWED');
     const first = readAll(pair, 1);

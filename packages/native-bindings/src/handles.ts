@@ -11,6 +11,11 @@ export interface AgentContext {
   assertOpen(action: string): void;
   /** Dequeues every completed operation now and settles their `done` promises. */
   pollCompletions(): void;
+  /**
+   * Begins a memory job on the agent's thread (`begin` is a `kvt_mem_*_begin` call writing the job id):
+   * throws the refusal naming `call`, else returns a promise of the job's outcome.
+   */
+  beginMemoryJob(call: string, begin: (outJob: BigUint64Array) => number): Promise<void>;
 }
 
 /**

@@ -46,8 +46,9 @@ export interface NativeApi {
     bytesDone: BigUint64Array,
     outCount: Uint32Array,
   ): number;
-  kvt_mem_alloc(agent: number, length: bigint, flags: number, outAddress: BigUint64Array): number;
-  kvt_mem_free(agent: number, address: bigint): number;
+  kvt_mem_job_status(agent: number, job: bigint): number;
+  kvt_mem_alloc_begin(agent: number, length: bigint, flags: number, outAddress: BigUint64Array, outJob: BigUint64Array): number;
+  kvt_mem_free_begin(agent: number, address: bigint, outJob: BigUint64Array): number;
   kvt_mem_register(
     agent: number,
     address: bigint,
@@ -56,7 +57,7 @@ export interface NativeApi {
     device: number,
     outRegion: Uint32Array,
   ): number;
-  kvt_mem_deregister(agent: number, region: number): number;
+  kvt_mem_deregister_begin(agent: number, region: number, outJob: BigUint64Array): number;
   kvt_agent_metadata(agent: number, buffer: Uint8Array | null, capacity: bigint, outLength: BigUint64Array): number;
   kvt_peer_load(
     agent: number,
@@ -196,11 +197,13 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_agent_set_heartbeat: 'int32_t kvt_agent_set_heartbeat(uint32_t agent, uint32_t interval_ms, uint32_t misses)',
   kvt_agent_poll:
     'int32_t kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *op_ids, int32_t *statuses, uint64_t *bytes_done, uint32_t *out_count)',
-  kvt_mem_alloc: 'int32_t kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address)',
-  kvt_mem_free: 'int32_t kvt_mem_free(uint32_t agent, uint64_t address)',
+  kvt_mem_job_status: 'int32_t kvt_mem_job_status(uint32_t agent, uint64_t job)',
+  kvt_mem_alloc_begin:
+    'int32_t kvt_mem_alloc_begin(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address, uint64_t *out_job)',
+  kvt_mem_free_begin: 'int32_t kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t *out_job)',
   kvt_mem_register:
     'int32_t kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device, uint32_t *out_region)',
-  kvt_mem_deregister: 'int32_t kvt_mem_deregister(uint32_t agent, uint32_t region)',
+  kvt_mem_deregister_begin: 'int32_t kvt_mem_deregister_begin(uint32_t agent, uint32_t region, uint64_t *out_job)',
   kvt_agent_metadata: 'int32_t kvt_agent_metadata(uint32_t agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length)',
   kvt_peer_load:
     'int32_t kvt_peer_load(uint32_t agent, const uint8_t *blob, uint64_t length, uint32_t *out_peer, uint64_t *out_generation)',

@@ -9,32 +9,33 @@ const PAGE = 4096;
 describe.each(testedBackends)('memory on %s', (backend) => {
   it('allocates page-aligned memory that can be filled through its view', async () => {
     const agent = await transport.createAgent({ name: agentName('alloc'), backend });
-    const bank = agent.allocate(3 * PAGE + 5);
+    const bank = await agent.allocate(3 * PAGE + 5);
     expect(bank.address % BigInt(PAGE)).toBe(0n);
     const view = bank.view();
     expect(view.length).toBe(3 * PAGE + 5);
     view.fill(0xab);
     expect(bank.view()[3 * PAGE + 4]).toBe(0xab);
     expect(agent.counters()).toMatchObject({ liveAllocations: 1, allocatedBytes: 3 * PAGE + 5 });
-    bank.free();
+    await bank.free();
     expect(() => bank.view()).toThrow(HandleClosedError);
-    expect(() => bank.free()).toThrow(HandleClosedError);
+    await expect(bank.free()).rejects.toThrow(HandleClosedError);
     await agent.close();
   });
 
   it('registers and deregisters, counting registrations and bytes', async () => {
     const agent = await transport.createAgent({ name: agentName('register'), backend });
-    const bank = agent.allocate(16 * PAGE);
+    const bank = await agent.allocate(16 * PAGE);
     const whole = agent.register(bank);
     expect(whole).toMatchObject({ address: bank.address, bytes: 16 * PAGE, kind: 'dram', device: 0 });
     expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 16 * PAGE });
-    expect(() => bank.free()).toThrow(expect.objectContaining({ code: 'BUSY', call: 'kvt_mem_free' }));
-    whole.deregister();
-    expect(() => whole.deregister()).toThrow(HandleClosedError);
+    await expect(bank.free()).rejects.toMatchObject({ code: 'BUSY', call: 'kvt_mem_free' });
+    expect(bank.isOpen).toBe(true);
+    await whole.deregister();
+    await expect(whole.deregister()).rejects.toThrow(HandleClosedError);
     const part = agent.register({ address: bank.address + BigInt(PAGE), bytes: 2 * PAGE });
     expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 2 * PAGE });
-    part.deregister();
-    bank.free();
+    await part.deregister();
+    await bank.free();
     await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });
@@ -44,9 +45,9 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     const nativeRefusals = () => transport.counters().errors.INVALID_PARAM;
     const before = nativeRefusals();
     try {
-      expect(() => agent.allocate(0)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes', value: 0 }));
-      expect(() => agent.allocate(0n)).toThrow(InvalidArgumentError);
-      expect(() => agent.allocate(PAGE, null as unknown as object)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
+      await expect(agent.allocate(0)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes', value: 0 }));
+      await expect(agent.allocate(0n)).rejects.toThrow(InvalidArgumentError);
+      await expect(agent.allocate(PAGE, null as unknown as object)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
       expect(() => agent.register({ address: 0x1000n, bytes: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes' }));
       expect(() => agent.register(undefined as unknown as Allocation)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'memory' }));
       expect(nativeRefusals()).toBe(before);
@@ -70,7 +71,7 @@ describe.each(testedBackends)('memory on %s', (backend) => {
 
   it('refuses overlap and vram, naming the problem', async () => {
     const agent = await transport.createAgent({ name: agentName('refuse'), backend });
-    const bank = agent.allocate(8 * PAGE);
+    const bank = await agent.allocate(8 * PAGE);
     const first = agent.register({ address: bank.address, bytes: 4 * PAGE });
     try {
       expect(() => agent.register({ address: bank.address + BigInt(3 * PAGE), bytes: 2 * PAGE })).toThrow(
@@ -85,8 +86,8 @@ describe.each(testedBackends)('memory on %s', (backend) => {
       expect(() => agent.register({ address: bank.address, bytes: PAGE, kind: 'hbm' as 'dram' })).toThrow(InvalidArgumentError);
       expect(agent.counters().errors.INVALID_PARAM).toBeGreaterThanOrEqual(1);
     } finally {
-      first.deregister();
-      bank.free();
+      await first.deregister();
+      await bank.free();
       await agent.close();
     }
   });
@@ -94,8 +95,8 @@ describe.each(testedBackends)('memory on %s', (backend) => {
   it('allocates locked memory or refuses with NOT_ALLOWED naming the limit', async () => {
     const agent = await transport.createAgent({ name: agentName('mlock'), backend });
     try {
-      const bank = agent.allocate(PAGE, { mlock: true });
-      bank.free();
+      const bank = await agent.allocate(PAGE, { mlock: true });
+      await bank.free();
     } catch (error) {
       expect(error).toMatchObject({ code: 'NOT_ALLOWED', call: 'kvt_mem_alloc' });
     } finally {

@@ -40,13 +40,19 @@ export class Allocation {
     return this.#view;
   }
 
-  /** Frees the memory. Refused with BUSY while a registration lies inside it. */
-  free(): void {
+  /**
+   * Frees the memory. Rejects with BUSY while a registration lies inside it (nothing changes). Else the
+   * allocation is closed at once and the agent's thread unmaps it (tens of milliseconds for hundreds
+   * of megabytes, not on the JavaScript thread); the promise resolves once it is gone.
+   */
+  async free(): Promise<void> {
     this.#state.assertOpen('free an allocation');
     this.#agent.assertOpen('free an allocation');
-    check(this.#agent.library, 'kvt_mem_free', this.#agent.library.api.kvt_mem_free(this.#agent.id, this.address));
+    const library = this.#agent.library;
+    const freed = this.#agent.beginMemoryJob('kvt_mem_free', (job) => library.api.kvt_mem_free_begin(this.#agent.id, this.address, job));
     this.#view = undefined;
     this.#state.markClosed();
+    await freed;
   }
 }
 
@@ -96,12 +102,21 @@ export class Region {
     this.#state.assertOpen(action);
   }
 
-  /** Deregisters the region. Refused with BUSY while an operation that references it is not terminal. */
-  deregister(): void {
+  /**
+   * Deregisters the region. Rejects with BUSY while an operation that references it is not terminal
+   * (nothing changes). Else the region is closed and gone from the agent's metadata at once (its
+   * allocation may be freed); the agent's thread then stops readers that loaded metadata naming it
+   * and unmaps it (tens of milliseconds, not on the JavaScript thread): the promise resolves once done.
+   */
+  async deregister(): Promise<void> {
     this.#state.assertOpen('deregister a region');
     this.#agent.assertOpen('deregister a region');
-    check(this.#agent.library, 'kvt_mem_deregister', this.#agent.library.api.kvt_mem_deregister(this.#agent.id, this.id));
+    const library = this.#agent.library;
+    const deregistered = this.#agent.beginMemoryJob('kvt_mem_deregister', (job) =>
+      library.api.kvt_mem_deregister_begin(this.#agent.id, this.id, job),
+    );
     this.#state.markClosed();
+    await deregistered;
   }
 }
 

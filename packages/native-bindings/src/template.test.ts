@@ -189,7 +189,7 @@ describe('registering and posting on a template refuses bad input with typed err
     const foreign = workers.explicit[0] as RankSide;
     expect(() => destination.agent.registerTemplate({ ...request(0), localRegions: foreign.regions })).toThrow(ForeignHandleError);
     // A 64-byte region as bank 0: route 0 cannot fit its largest block.
-    const scratch = destination.agent.allocate(4096);
+    const scratch = await destination.agent.allocate(4096);
     const tiny = destination.agent.register({ address: scratch.address, bytes: 64 });
     const error = (() => {
       try {
@@ -200,8 +200,8 @@ describe('registering and posting on a template refuses bad input with typed err
     })();
     expect(error).toBeInstanceOf(NativeTransportError);
     expect(error).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_template_register', detail: expect.stringMatching(/route 0: local region \d+: .* exceeds region length 64/) });
-    tiny.deregister();
-    scratch.free();
+    await tiny.deregister();
+    await scratch.free();
     await closeWorkers(workers);
     expect(liveCounters()).toEqual(allZero);
   });
@@ -230,7 +230,7 @@ describe('registering and posting on a template refuses bad input with typed err
 
     // The source registers more memory: its metadata generation moves on, and so does the peer's.
     const source = workers.source[1] as RankSide;
-    const extraBank = source.agent.allocate(4096);
+    const extraBank = await source.agent.allocate(4096);
     const extra = source.agent.register(extraBank);
     const peer = destination.agent.loadPeer(source.agent.metadata());
     expect(peer.generation).toBeGreaterThan(handle.generation);
@@ -243,8 +243,8 @@ describe('registering and posting on a template refuses bad input with typed err
     handle.release();
     handle.release();
     expect(() => post([0], [0])).toThrow(HandleClosedError);
-    extra.deregister();
-    extraBank.free();
+    await extra.deregister();
+    await extraBank.free();
     await closeWorkers(workers);
     expect(again.isOpen).toBe(false); // destroyed with its agent
     expect(liveCounters()).toEqual(allZero);

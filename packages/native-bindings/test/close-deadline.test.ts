@@ -41,7 +41,7 @@ async function readerOfAStoppedSource(tls: string | undefined) {
   const reader = await transport.createAgent({ name: agentName('closing-reader'), backend: 'ucx' });
   if (previous === undefined) delete process.env['UCX_TLS'];
   else process.env['UCX_TLS'] = previous;
-  const bank = reader.allocate(BYTES);
+  const bank = await reader.allocate(BYTES);
   const region = reader.register(bank);
   const peer = reader.loadPeer(Buffer.from(published.metadata, 'base64'));
   const operation = reader.post({
@@ -59,8 +59,8 @@ async function readerOfAStoppedSource(tls: string | undefined) {
   });
   await expect(operation.done).resolves.toMatchObject({ bytesDone: 4096 });
   operation.release();
-  region.deregister();
-  bank.free();
+  await region.deregister();
+  await bank.free();
   reader.sendNotification(peer, 'before');
   const pid = child.process.pid ?? 0;
   process.kill(pid, 'SIGSTOP');

@@ -44,7 +44,7 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
       // Ten intervals of grace: the live source answers well within them, however loaded the machine.
       const heartbeat = { heartbeatIntervalMs: 50, heartbeatMisses: 10 };
       const reader = await withTls('tcp', () => transport.createAgent({ name: agentName('heartbeat-reader'), backend: 'ucx', heartbeat }));
-      const bank = reader.allocate(BYTES);
+      const bank = await reader.allocate(BYTES);
       const region = reader.register(bank);
       try {
         const ready = await source.next<{ metadata: string; region: number }>('ready');
@@ -87,8 +87,8 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
       } finally {
         source.process.kill('SIGCONT');
         source.process.kill();
-        region.deregister();
-        bank.free();
+        await region.deregister();
+        await bank.free();
         await reader.close();
       }
       expect(liveCounters()).toEqual(allZero);

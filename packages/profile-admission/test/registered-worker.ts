@@ -33,7 +33,7 @@ export async function publishHostWorker(transport: Transport, shape: HostWorkerS
   const ranks: RegisteredRank[] = [];
   const release = async (): Promise<void> => {
     for (const rank of ranks) await releaseRank(rank);
-    for (const allocation of allocations.filter((each) => each.isOpen)) allocation.free();
+    for (const allocation of allocations.filter((each) => each.isOpen)) await allocation.free();
     for (const agent of agents) await agent.close();
   };
   try {
@@ -41,7 +41,7 @@ export async function publishHostWorker(transport: Transport, shape: HostWorkerS
       const agent = await transport.createAgent({ name: `${workerId}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
       agents.push(agent);
       const layout = layoutRankBanks(geometry, { tpRank, tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks });
-      const owned = layout.map((spec) => ({ spec, allocation: agent.allocate(spec.bytes) }));
+      const owned = await Promise.all(layout.map(async (spec) => ({ spec, allocation: await agent.allocate(spec.bytes) })));
       allocations.push(...owned.map(({ allocation }) => allocation));
       const banks = owned.map(({ spec, allocation }, index) => Bank.adopt({ ...spec, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation)));
       ranks.push(await registerRank({ agent, banks }));

@@ -38,7 +38,7 @@ const world = await openLoopbackWorld({
   },
 });
 if (process.argv.includes('--refusing-owner')) {
-  const memory = world.reader.allocate(1 << 16);
+  const memory = await world.reader.allocate(1 << 16);
   const bank = Bank.adopt(
     { tpRank: 2, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
     frameworkOwner('engine-block-pool', () => Promise.reject(new Error('framework busy'))),

@@ -24,7 +24,7 @@ const SHUTDOWN_DEADLINE_MS = 6_000;
 
 const published = await hear();
 const agent = await transport.createAgent({ name, backend: 'ucx' });
-const memory = agent.allocate(BYTES);
+const memory = await agent.allocate(BYTES);
 const bank = Bank.adopt(
   { tpRank: 0, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: BigInt(BYTES), blocks: 42, blockStride: BigInt(BYTES / 42) },
   kvreuseOwner(memory),

@@ -7,7 +7,7 @@ export const QWEN3_PREFIX_BYTES = 308_281_344;
 
 const [name = 'sigkill-source'] = process.argv.slice(2);
 const agent = await transport.createAgent({ name, backend: 'ucx' });
-const memory = agent.allocate(QWEN3_PREFIX_BYTES);
+const memory = await agent.allocate(QWEN3_PREFIX_BYTES);
 memory.view().fill(0x3c);
 const region = agent.register(memory);
 tell({ event: 'ready', metadata: agent.metadata().toString('base64'), region: region.id });

@@ -9,7 +9,7 @@ export interface FakeRegion {
   readonly address: bigint;
   readonly bytes: number;
   deregistered: boolean;
-  deregister(): void;
+  deregister(): Promise<void>;
 }
 
 export interface FakePeer {
@@ -131,7 +131,7 @@ export class FakeNative {
         address: BigInt(range.address),
         bytes: Number(range.bytes),
         deregistered: false,
-        deregister() {
+        async deregister() {
           if (region.deregistered) {
             native.violations.push(`region ${region.id} deregistered twice`);
             throw new NativeError('NOT_FOUND', `region ${region.id}`);

@@ -59,7 +59,7 @@ export async function openLoopbackWorld(options: {
   const backend = options.backend ?? 'loopback';
   const bankBytes = options.bankBytes ?? 1 << 16;
   const source = await transport.createAgent({ name: agentName('source'), backend });
-  const sourceMemory = source.allocate(SOURCE_BYTES);
+  const sourceMemory = await source.allocate(SOURCE_BYTES);
   sourceMemory.view().fill(0xab);
   const sourceRegion = source.register(sourceMemory);
   const reader = await transport.createAgent({ name: agentName('reader'), backend });
@@ -77,7 +77,7 @@ export async function openLoopbackWorld(options: {
   for (let tpRank = 0; tpRank < options.ranks; tpRank++) {
     const banks: Bank[] = [];
     for (let index = 0; index < options.banksPerRank; index++) {
-      const allocation = reader.allocate(bankBytes);
+      const allocation = await reader.allocate(bankBytes);
       banks.push(
         Bank.adopt(
           { tpRank, ppRank: 0, index, memKind: 'dram', deviceId: 0, address: allocation.address, bytes: BigInt(bankBytes), blocks: 1, blockStride: BigInt(bankBytes) },
@@ -117,8 +117,8 @@ export async function openLoopbackWorld(options: {
       };
     },
     async closeSource() {
-      sourceRegion.deregister();
-      sourceMemory.free();
+      await sourceRegion.deregister();
+      await sourceMemory.free();
       await source.close();
     },
   };

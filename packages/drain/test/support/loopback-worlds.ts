@@ -12,9 +12,9 @@ const ALL_CLOSED = { liveAgents: 0, liveRegistrations: 0, liveAllocations: 0, li
  */
 export function loopbackWorlds(options: WorldOptions = { ranks: 1, banksPerRank: 2 }) {
   let open: LoopbackWorld[] = [];
-  const cleanups: (() => void)[] = [];
+  const cleanups: (() => Promise<void>)[] = [];
   afterEach(async () => {
-    for (const cleanup of cleanups.splice(0)) cleanup();
+    for (const cleanup of cleanups.splice(0)) await cleanup();
     for (const created of open) {
       if (created.reader.isOpen) created.reader.faults.clear();
       await created.controller.shutdown({ deadlineMs: 0 });
@@ -32,7 +32,7 @@ export function loopbackWorlds(options: WorldOptions = { ranks: 1, banksPerRank:
     },
     /** A framework-owned bank (in memory the reader allocated) whose owner refuses it back, registered as rank 1. */
     async refusedBank(world: LoopbackWorld): Promise<Bank> {
-      const memory = world.reader.allocate(1 << 16);
+      const memory = await world.reader.allocate(1 << 16);
       const bank = Bank.adopt(
         { tpRank: 1, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
         frameworkOwner('engine-block-pool', () => Promise.reject(new Error('framework busy'))),

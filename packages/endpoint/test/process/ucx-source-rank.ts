@@ -11,7 +11,7 @@ const [name = 'ucx-source', rankArgument = '0'] = process.argv.slice(2);
 const rank = Number(rankArgument);
 const { sourceWorker, template } = ucxPull();
 const agent = await transport.createAgent({ name, backend: 'ucx' });
-const allocations = (sourceWorker.ranks[rank] as RankPart).banks.map((bank) => agent.allocate(Number(bank.bytes)));
+const allocations = await Promise.all((sourceWorker.ranks[rank] as RankPart).banks.map((bank) => agent.allocate(Number(bank.bytes))));
 allocations.forEach((allocation, bank) => fillDeterministic(allocation.view(), rank, bank));
 const regions = allocations.map((allocation) => agent.register(allocation));
 const views = allocations.map((allocation) => allocation.view());

@@ -35,7 +35,7 @@ const [name = 'reader', seedText = '1'] = process.argv.slice(2);
 const published = await nextMessageFromParent();
 
 const agent: Agent = await transport.createAgent({ name, backend: 'ucx' });
-const bank = agent.allocate(QWEN3_PREFIX_BYTES);
+const bank = await agent.allocate(QWEN3_PREFIX_BYTES);
 bank.view().fill(SENTINEL);
 const region = agent.register(bank);
 const peer = agent.loadPeer(Buffer.from(String(published['metadata']), 'base64'));
@@ -67,7 +67,7 @@ const operation = agent.post({
 });
 const whileInFlight = {
   state: operation.status().state,
-  deregister: refusal(() => region.deregister()),
+  deregister: await asyncRefusal(() => region.deregister()),
   release: refusal(() => operation.release()),
   destroy: await asyncRefusal(() => agent.close()),
 };
@@ -76,8 +76,8 @@ const result = await operation.done;
 const mismatch = findPatternMismatch(bank.view(), Number(seedText));
 const bytesMoved = agent.counters().bytesMoved;
 operation.release();
-region.deregister();
-bank.free();
+await region.deregister();
+await bank.free();
 await agent.close();
 emit({
   event: 'done',

@@ -9,7 +9,7 @@ exitWithParent();
 
 const [name = 'source', seedText = '1'] = process.argv.slice(2);
 const agent = await transport.createAgent({ name, backend: 'ucx' });
-const bank = agent.allocate(QWEN3_PREFIX_BYTES);
+const bank = await agent.allocate(QWEN3_PREFIX_BYTES);
 fillPattern(bank.view(), Number(seedText));
 const region = agent.register(bank);
 emit({ event: 'ready', metadata: agent.metadata().toString('base64'), region: region.id, bytes: region.bytes });
@@ -18,8 +18,8 @@ const notification = await agent.nextNotification();
 emit({ event: 'notified', sender: notification.sender, data: notification.data.toString() });
 
 await untilParentSays('close');
-region.deregister();
-bank.free();
+await region.deregister();
+await bank.free();
 await agent.close();
 emit({ event: 'closed', counters: transport.counters() });
 process.exit(0);

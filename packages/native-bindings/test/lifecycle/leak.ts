@@ -17,8 +17,8 @@ process.on('warning', (warning) => {
 });
 
 const agent = await transport.createAgent({ name: agentName('leak'), backend: (process.argv[2] ?? 'loopback') as Backend });
-(() => {
-  agent.allocate(4096);
+await (async () => {
+  await agent.allocate(4096);
 })();
 const collect = globalThis.gc;
 if (collect === undefined) throw new Error('leak.ts needs node --expose-gc');

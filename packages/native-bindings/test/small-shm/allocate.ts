@@ -7,13 +7,13 @@ import { emit } from '../support/child.js';
 const agent = await transport.createAgent({ name: agentName('small-shm'), backend: 'ucx' });
 let refusal: Record<string, unknown> = {};
 try {
-  agent.allocate(64 << 20).free();
+  (await agent.allocate(64 << 20)).free();
 } catch (error) {
   refusal = { name: (error as Error).constructor.name, code: (error as { code?: string }).code, message: (error as Error).message };
 }
 const { liveAllocations, allocatedBytes } = agent.counters();
-const fits = agent.allocate(12 << 20);
+const fits = await agent.allocate(12 << 20);
 fits.view().fill(0x5a);
-fits.free();
+await fits.free();
 await agent.close();
 emit({ event: 'report', refusal, afterRefusal: { liveAllocations, allocatedBytes }, fitsAllocated: true });

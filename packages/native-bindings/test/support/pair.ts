@@ -24,8 +24,8 @@ export interface AgentPair {
 export async function openPair(backend: Backend, bytes: number, seed: number): Promise<AgentPair> {
   const source = await transport.createAgent({ name: agentName(`${backend}-source`), backend });
   const reader = await transport.createAgent({ name: agentName(`${backend}-reader`), backend });
-  const sourceBank = source.allocate(bytes);
-  const readerBank = reader.allocate(bytes);
+  const sourceBank = await source.allocate(bytes);
+  const readerBank = await reader.allocate(bytes);
   fillPattern(sourceBank.view(), seed);
   readerBank.view().fill(0);
   const sourceRegion = source.register(sourceBank);
@@ -42,10 +42,10 @@ export async function openPair(backend: Backend, bytes: number, seed: number): P
     sourcePeer,
     readerPeer,
     async close() {
-      readerRegion.deregister();
-      sourceRegion.deregister();
-      readerBank.free();
-      sourceBank.free();
+      await readerRegion.deregister();
+      await sourceRegion.deregister();
+      await readerBank.free();
+      await sourceBank.free();
       await reader.close();
       await source.close();
     },

@@ -58,7 +58,7 @@ export async function openRank({ workerId, role, geometry, tpRank, tpSize, block
   const agent = await transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
   const extent = layoutRankBanks(geometry, parallel, { blocks, address: 0n }).at(-1);
   if (extent === undefined) throw new Error('no banks');
-  const allocation = agent.allocate(Number(extent.address + extent.bytes));
+  const allocation = await agent.allocate(Number(extent.address + extent.bytes));
   const banks = layoutRankBanks(geometry, parallel, { blocks, address: allocation.address });
   const regions = banks.map((bank) => agent.register({ address: bank.address, bytes: bank.bytes }));
   const part = parsedRankPart({ workerId, role, geometry, parallel, banks, agentName: agent.name, metadata: agent.metadata().toString('base64') });
@@ -73,7 +73,7 @@ export function workerOf(ranks: readonly RankSide[]): Worker {
 }
 
 export async function closeRank(rank: RankSide): Promise<void> {
-  for (const region of rank.regions) region.deregister();
-  rank.allocation.free();
+  for (const region of rank.regions) await region.deregister();
+  await rank.allocation.free();
   await rank.agent.close();
 }

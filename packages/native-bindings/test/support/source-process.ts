@@ -9,13 +9,13 @@ exitWithParent();
 
 const [name = 'bench-source', bytesText = '4096', seedText = '1'] = process.argv.slice(2);
 const agent = await transport.createAgent({ name, backend: 'ucx' });
-const bank = agent.allocate(Number(bytesText));
+const bank = await agent.allocate(Number(bytesText));
 fillPattern(bank.view(), Number(seedText));
 const region = agent.register(bank);
 emit({ event: 'ready', metadata: agent.metadata().toString('base64'), region: region.id });
 await untilParentSays('close');
-region.deregister();
-bank.free();
+await region.deregister();
+await bank.free();
 await agent.close();
 emit({ event: 'closed' });
 process.exit(0);

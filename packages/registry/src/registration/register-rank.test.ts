@@ -53,12 +53,11 @@ function snapshot(agent: Agent, banks: readonly Bank[]) {
 }
 
 /**
- * Starts a read by `agent` into `region` from a second agent (`source`, closed by `finish`) and holds it in flight (completion
- * delay), so the native layer refuses to deregister `region` with BUSY. `finish` lets it complete
- * and closes everything it opened.
+ * Starts a read by `agent` into `region` from a page of a second agent (`sourceMemory` of `source`, both
+ * closed by `finish`) and holds it in flight (completion delay), so the native layer refuses to
+ * deregister `region` with BUSY. `finish` lets it complete and closes everything it opened.
  */
-function holdReadInto(agent: Agent, region: Region, source: Agent): { finish(): Promise<void> } {
-  const sourceMemory = source.allocate(PAGE);
+function holdReadInto(agent: Agent, region: Region, source: Agent, sourceMemory: Allocation): { finish(): Promise<void> } {
   const sourceRegion = source.register(sourceMemory);
   const peer = agent.loadPeer(source.metadata());
   agent.faults.delayCompletions('forever');
@@ -81,8 +80,8 @@ function holdReadInto(agent: Agent, region: Region, source: Agent): { finish(): 
       await operation.done;
       operation.release();
       peer.unload();
-      sourceRegion.deregister();
-      sourceMemory.free();
+      await sourceRegion.deregister();
+      await sourceMemory.free();
       await closeAgent(source);
     },
   };
@@ -90,14 +89,18 @@ function holdReadInto(agent: Agent, region: Region, source: Agent): { finish(): 
 
 type MemorySource = 'kvreuse' | 'framework';
 
+async function freeOpen(allocations: readonly Allocation[]): Promise<void> {
+  for (const allocation of allocations) if (allocation.isOpen) await allocation.free();
+}
+
 /** A rank of `count` banks on `agent`, and a check that no bank's memory went back to its owner. */
-function rankMemory(source: MemorySource, agent: Agent, count: number) {
+async function rankMemory(source: MemorySource, agent: Agent, count: number) {
   if (source === 'kvreuse') {
-    const { banks, allocations } = kvreuseBanks(agent, rank, count, shape);
-    return { banks, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => allocations.forEach((a) => a.isOpen && a.free()) };
+    const { banks, allocations } = await kvreuseBanks(agent, rank, count, shape);
+    return { banks, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => freeOpen(allocations) };
   }
   const { banks, returned } = frameworkBanks(rank, count, shape);
-  return { banks, ownersKeptTheirMemory: () => returned.length === 0, dispose: () => {} };
+  return { banks, ownersKeptTheirMemory: () => returned.length === 0, dispose: async () => {} };
 }
 
 const failureCodes = ['BACKEND', 'NOT_SUPPORTED', 'TIMEOUT', 'NO_MEMORY', 'NOT_ALLOWED'] as const;
@@ -107,7 +110,7 @@ const matrix = rankSizes.flatMap((count) => Array.from({ length: count }, (_, fa
 describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned memory on the loopback agent', (source) => {
   it.each(matrix)('first registration: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
     const agent = await newAgent();
-    const memory = rankMemory(source, agent, count);
+    const memory = await rankMemory(source, agent, count);
     const before = snapshot(agent, memory.banks);
     agent.faults.failNth('register', failing + 1, code);
 
@@ -127,21 +130,21 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     const registered = await registerRank({ agent, banks: memory.banks });
     expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + count);
     await releaseRank(registered);
-    memory.dispose();
+    await memory.dispose();
     await closeAgent(agent);
   });
 
   it.each(matrix)('re-registration after an incarnation change: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
     // Incarnation 1 registers and hands its banks back; its agent goes away.
     const previous = await newAgent();
-    const first = rankMemory(source, previous, count);
+    const first = await rankMemory(source, previous, count);
     await releaseRank(await registerRank({ agent: previous, banks: first.banks }));
     expect(first.banks.every((bank) => bank.state === 'returned')).toBe(true);
     await closeAgent(previous);
 
     // Incarnation 2: a new agent, the banks adopted again (the framework's pool, or fresh kvreuse memory).
     const agent = await newAgent();
-    const again = rankMemory(source, agent, count);
+    const again = await rankMemory(source, agent, count);
     const before = snapshot(agent, again.banks);
     agent.faults.failNth('register', failing + 1, code);
     const error = await registerRank({ agent, banks: again.banks }).catch((e: unknown) => e);
@@ -149,7 +152,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned mem
     expect((error as RankRegistrationError).rolledBack).toHaveLength(failing);
     expect(snapshot(agent, again.banks)).toEqual(before);
     expect(again.ownersKeptTheirMemory()).toBe(true);
-    again.dispose();
+    await again.dispose();
     await closeAgent(agent);
   });
 });
@@ -269,11 +272,12 @@ describe('registerRank against real native refusals', () => {
     let held: { finish(): Promise<void> } | undefined;
     let registrations = 0;
     const source = await newAgent();
+    const sourceMemory = await source.allocate(PAGE);
     const busyAgent: RegistrationAgent = {
       name: agent.name,
       register(memory) {
         const region = agent.register(memory);
-        if (++registrations === 2) held = holdReadInto(agent, region, source);
+        if (++registrations === 2) held = holdReadInto(agent, region, source, sourceMemory);
         return region;
       },
     };
@@ -293,7 +297,7 @@ describe('registerRank against real native refusals', () => {
     await held!.finish();
     const retained = banks[1]!;
     retained.beginRelease();
-    retained.region!.deregister();
+    await retained.region!.deregister();
     retained.markDeregistered();
     await retained.completeRelease();
     expect([retained.state, returned]).toEqual(['returned', [1]]);
@@ -320,29 +324,30 @@ const interleavings = interleavingSizes.flatMap((count) =>
 );
 
 /** A rank whose owners refuse their memory back (the framework's callback throws, kvreuse's free throws). */
-function refusingRankMemory(source: MemorySource, agent: Agent, count: number) {
+async function refusingRankMemory(source: MemorySource, agent: Agent, count: number) {
   const refusal = () => {
     throw new Error('the owner refuses its memory back');
   };
   if (source === 'kvreuse') {
-    const { banks, allocations } = kvreuseBanks(agent, rank, count, shape);
+    const { banks, allocations } = await kvreuseBanks(agent, rank, count, shape);
     const refusing = banks.map((bank, index) => Bank.adopt(bank, kvreuseOwner({ address: allocations[index]!.address, bytes: allocations[index]!.bytes, free: refusal })));
-    return { banks: refusing, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => allocations.forEach((a) => a.isOpen && a.free()) };
+    return { banks: refusing, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => freeOpen(allocations) };
   }
   const { banks, returned } = frameworkBanks(rank, count, shape);
   const refusing = banks.map((bank) => Bank.adopt(bank, frameworkOwner(bank.owner.kind === 'framework' ? bank.owner.token : undefined, refusal)));
-  return { banks: refusing, ownersKeptTheirMemory: () => returned.length === 0, dispose: () => {} };
+  return { banks: refusing, ownersKeptTheirMemory: () => returned.length === 0, dispose: async () => {} };
 }
 
 describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted between banks, %s-owned memory', (source) => {
   it.each(interleavings)('$count banks, at await point $point: $interference → no registration left, every owner as before', async ({ count, point, interference }) => {
     const agent = await newAgent();
-    const memory = refusingRankMemory(source, agent, count);
+    const memory = await refusingRankMemory(source, agent, count);
     const { banks } = memory;
     const before = snapshot(agent, banks);
     const abort = new AbortController();
     let interfered: Bank | undefined;
     let ownerRefusal: unknown;
+    let interferingRelease: Promise<unknown> | undefined;
     const inject = () => {
       if (interference === 'abort') return abort.abort(new Error('the worker is shutting down'));
       if (interference === 'pending bank registered elsewhere') {
@@ -355,7 +360,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
       }
       // Another caller releases a bank this call registered; its owner refuses the memory back.
       interfered = banks[point]!;
-      void releaseBanks([interfered]).then((release) => (ownerRefusal = release.unreturned[0]));
+      interferingRelease = releaseBanks([interfered]).then((release) => (ownerRefusal = release.unreturned[0]));
     };
     let registrations = 0;
     const interruptedAgent: RegistrationAgent = {
@@ -368,6 +373,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
     };
 
     const error = await registerRank({ agent: interruptedAgent, banks, signal: abort.signal }).catch((e: unknown) => e);
+    await interferingRelease; // its deregistration ends on the agent's thread
 
     expect(error).toBeInstanceOf(RankRegistrationError);
     const failure = error as RankRegistrationError;
@@ -393,7 +399,7 @@ describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted betwe
         expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: point + 1 }, (_, i) => point - i));
       }
     }
-    memory.dispose();
+    await memory.dispose();
     await closeAgent(agent);
   });
 });
@@ -498,7 +504,7 @@ describe('releaseRank', () => {
   it('deregisters in reverse order and hands every bank back to its owner, kvreuse memory freed', async () => {
     const agent = await newAgent();
     const before = snapshot(agent, []);
-    const { banks, allocations } = kvreuseBanks(agent, rank, 3, shape);
+    const { banks, allocations } = await kvreuseBanks(agent, rank, 3, shape);
     const registered = await registerRank({ agent, banks });
     await releaseRank(registered);
     expect(banks.map((bank) => bank.state)).toEqual(['returned', 'returned', 'returned']);
@@ -543,11 +549,24 @@ describe('releaseRank', () => {
     await closeAgent(agent);
   });
 
+  it('deregisters a bank two callers release at once only once', async () => {
+    const agent = await newAgent();
+    const { banks, returned } = frameworkBanks(rank, 1, shape);
+    await registerRank({ agent, banks });
+    const bank = banks[0]!;
+    const [first, second] = await Promise.all([releaseBanks([bank]), releaseBanks([bank])]);
+    expect([first.returned, first.retained, second.retained]).toEqual([[bank.label()], [], []]);
+    expect([bank.state, bank.region, returned]).toEqual(['returned', undefined, [0]]);
+    expect(agent.counters()).toMatchObject({ liveRegistrations: 0, errors: { NOT_FOUND: 0 } });
+    await closeAgent(agent);
+  });
+
   it('retains a bank the native layer refuses to deregister and still hands the others back', async () => {
     const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     const registered = await registerRank({ agent, banks });
-    const held = holdReadInto(agent, banks[1]!.region!, await newAgent());
+    const source = await newAgent();
+    const held = holdReadInto(agent, banks[1]!.region!, source, await source.allocate(PAGE));
     const error = await releaseRank(registered).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RankReleaseError);
     expect((error as RankReleaseError).retained).toMatchObject([{ bank: { index: 1 }, code: 'BUSY' }]);
@@ -555,7 +574,7 @@ describe('releaseRank', () => {
     expect(returned).toEqual([2, 0]);
     await held.finish();
     banks[1]!.beginRelease();
-    banks[1]!.region!.deregister();
+    await banks[1]!.region!.deregister();
     banks[1]!.markDeregistered();
     await banks[1]!.completeRelease();
     expect(returned).toEqual([2, 0, 1]);
@@ -573,7 +592,12 @@ describe('releaseBanks', () => {
     for (const bank of tracked) {
       const region = bank.region!;
       const deregister = region.deregister.bind(region);
-      Object.defineProperty(region, 'deregister', { value: () => (deregister(), void events.push(`deregister ${bank.index}`)) });
+      Object.defineProperty(region, 'deregister', {
+        value: async () => {
+          await deregister();
+          events.push(`deregister ${bank.index}`);
+        },
+      });
     }
     const reference = tracked[2]!.acquire();
     const first = await releaseBanks([tracked[0]!]);
@@ -595,7 +619,7 @@ describe('releaseBanks', () => {
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     await registerRank({ agent, banks });
     const reference = banks[1]!.acquire();
-    const deregistration = deregisterBanks([...banks].reverse());
+    const deregistration = await deregisterBanks([...banks].reverse());
     // Compared by identity: a deep comparison walks every byte of the framework's pool Buffer.
     const { deregistered, referenced, retained } = deregistration;
     expect([deregistered.length, deregistered[0] === banks[2], deregistered[1] === banks[0], referenced.length, referenced[0] === banks[1], retained]).toEqual([
@@ -638,7 +662,7 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     { source: 'framework', failing: 1, code: 'NO_MEMORY' },
   ] as const)('$source memory: bank $failing of 5 fails with $code → everything as before', async ({ source, failing, code }) => {
     const agent = await newAgent('ucx');
-    const memory = rankMemory(source, agent, 5);
+    const memory = await rankMemory(source, agent, 5);
     const before = snapshot(agent, memory.banks);
     agent.faults.failNth('register', failing + 1, code);
     const error = (await registerRank({ agent, banks: memory.banks }).catch((e: unknown) => e)) as RankRegistrationError;
@@ -648,7 +672,7 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     expect(memory.ownersKeptTheirMemory()).toBe(true);
     await releaseRank(await registerRank({ agent, banks: memory.banks }));
     expect(snapshot(agent, [])).toMatchObject({ agent: { liveRegistrations: 0, registeredBytes: 0 } });
-    memory.dispose();
+    await memory.dispose();
     await closeAgent(agent);
   });
 });

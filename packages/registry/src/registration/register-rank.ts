@@ -60,14 +60,14 @@ export async function registerRank(options: RegisterRankOptions): Promise<Regist
   try {
     for (const bank of banks) {
       checkpoint();
-      registered.set(bank, registerBank(agent, bank));
+      registered.set(bank, await registerBank(agent, bank));
       // Registration is a synchronous native call: give an abort (a timer, the caller) a turn of the event loop.
       if (signal !== undefined) await new Promise<void>((resolve) => setImmediate(resolve));
     }
     checkpoint();
   } catch (error) {
     const failure = error instanceof RegistrationFailure ? error : new RegistrationFailure(undefined, ...describeFailure(error), error);
-    throw rollBack(rank, registered, failure);
+    throw await rollBack(rank, registered, failure);
   }
   return { ...rank, agent, banks: [...banks] };
 }
@@ -83,7 +83,7 @@ class RegistrationFailure {
 }
 
 /** Registers one bank natively and records it; a bank someone changed meanwhile is refused (`STATE_CHANGED`). */
-function registerBank(agent: RegistrationAgent, bank: Bank): Region {
+async function registerBank(agent: RegistrationAgent, bank: Bank): Promise<Region> {
   try {
     bank.beginRegistration();
   } catch (cause) {
@@ -102,7 +102,7 @@ function registerBank(agent: RegistrationAgent, bank: Bank): Region {
   } catch (cause) {
     // The bank left `registering` during the native call: the registration is this call's alone to undo.
     try {
-      region.deregister();
+      await region.deregister();
     } catch {
       // Reported below through the failure; the native layer keeps refusing what it refused.
     }
@@ -149,7 +149,7 @@ export interface BanksDeregistration {
  * (`'native-refusal'`), a bank its owner refuses stays `releasing`; the result lists each.
  */
 export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease> {
-  const { deregistered, referenced, retained } = deregisterBanks(banks);
+  const { deregistered, referenced, retained } = await deregisterBanks(banks);
   const { returned, unreturned } = await returnBanks(deregistered);
   return { returned, referenced, retained, unreturned };
 }
@@ -158,7 +158,7 @@ export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease
  * The deregistration half of `releaseBanks`, for callers that do something between deregistering
  * and handing back (the drain layer reports them as separate steps). Never throws for one bank.
  */
-export function deregisterBanks(banks: readonly Bank[]): BanksDeregistration {
+export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDeregistration> {
   checkBanks('banks', banks);
   const referenced: Bank[] = [];
   const retained: RetainedBank[] = [];
@@ -173,18 +173,32 @@ export function deregisterBanks(banks: readonly Bank[]): BanksDeregistration {
     const region = bank.region;
     if (region !== undefined) {
       try {
-        region.deregister();
+        await deregisterOnce(region);
       } catch (cause) {
         const [code, detail] = describeFailure(cause);
         bank.retain(`deregistration failed with ${code}: ${detail}`);
         retained.push({ bank: bank.label(), retainedBy: 'native-refusal', code, reason: bank.retainedReason ?? detail });
         continue;
       }
-      bank.markDeregistered();
+      // Another caller releasing the same bank may have marked it while both waited.
+      if (bank.region === region) bank.markDeregistered();
     }
     deregistered.push(bank);
   }
   return { deregistered, referenced, retained };
+}
+
+/** Deregistrations under way, so that a bank two callers release at once is deregistered once. */
+const deregistrations = new WeakMap<Region, Promise<void>>();
+
+/** Deregisters `region`, or joins the deregistration another caller began. */
+function deregisterOnce(region: Region): Promise<void> {
+  let deregistration = deregistrations.get(region);
+  if (deregistration === undefined) {
+    deregistration = region.deregister();
+    deregistrations.set(region, deregistration);
+  }
+  return deregistration;
 }
 
 /**
@@ -224,7 +238,11 @@ export async function releaseRank(rank: RegisteredRank): Promise<void> {
   if (retained.length > 0 || unreturned.length > 0) throw new RankReleaseError(rank, retained, unreturned);
 }
 
-function rollBack(rank: { tpRank: number; ppRank: number }, registered: ReadonlyMap<Bank, Region>, failure: RegistrationFailure): RankRegistrationError {
+async function rollBack(
+  rank: { tpRank: number; ppRank: number },
+  registered: ReadonlyMap<Bank, Region>,
+  failure: RegistrationFailure,
+): Promise<RankRegistrationError> {
   const rolledBack: BankLabel[] = [];
   const retained: RetainedBank[] = [];
   for (const [bank, region] of [...registered].reverse()) {
@@ -233,7 +251,7 @@ function rollBack(rank: { tpRank: number; ppRank: number }, registered: Readonly
     try {
       // Someone took a reference while the call waited between banks: that bank cannot be undone.
       if (bank.references > 0) throw new BankInUseError(bank, bank.references, 'roll back its registration');
-      region.deregister();
+      await region.deregister();
     } catch (rollbackCause) {
       const [code, detail] = describeFailure(rollbackCause);
       bank.retain(`rollback of a failed rank registration could not deregister it: ${code}: ${detail}`);

@@ -20,8 +20,8 @@ const shapeOf = (shape: BankShape) => ({
 });
 
 /** Banks kvreuse owns: one native allocation per bank, freed when the bank is handed back. */
-export function kvreuseBanks(agent: Agent, rank: RankId, count: number, shape: BankShape): { banks: Bank[]; allocations: Allocation[] } {
-  const allocations = Array.from({ length: count }, () => agent.allocate(shape.bytes));
+export async function kvreuseBanks(agent: Agent, rank: RankId, count: number, shape: BankShape): Promise<{ banks: Bank[]; allocations: Allocation[] }> {
+  const allocations = await Promise.all(Array.from({ length: count }, () => agent.allocate(shape.bytes)));
   const banks = allocations.map((allocation, index) =>
     Bank.adopt({ ...rank, index, ...shapeOf(shape), address: allocation.address }, kvreuseOwner(allocation)),
   );

@@ -42,7 +42,7 @@ export async function prepareRank(setup: WorkerSetup, tpRank: number): Promise<P
     blocks: setup.blocks,
     ...(setup.planeStride === undefined ? {} : { planeStride: setup.planeStride }),
   });
-  const allocations = layout.map((bank) => agent.allocate(bank.bytes));
+  const allocations = await Promise.all(layout.map((bank) => agent.allocate(bank.bytes)));
   const banks = layout.map((bank, index) =>
     Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocations[index]!.address }, kvreuseOwner(allocations[index]!)),
   );
@@ -72,7 +72,7 @@ export async function registerAndPublish(setup: WorkerSetup, prepared: readonly 
 export async function tearDownWorker(prepared: readonly PreparedRank[], ranks: readonly RegisteredRank[]): Promise<void> {
   for (const rank of ranks) await releaseRank(rank);
   for (const { agent, allocations } of prepared) {
-    for (const allocation of allocations) if (allocation.isOpen) allocation.free();
+    for (const allocation of allocations) if (allocation.isOpen) await allocation.free();
     await agent.close();
   }
 }
