@@ -8,7 +8,7 @@ import { runMainJob } from './demo/main-job.js';
 import { summaryLine } from './demo/demo-summary.js';
 import { UsageError } from './errors.js';
 import { jsonOption, wantsJson } from './json.js';
-import { nativeCapabilities } from './native.js';
+import { nativeCapabilities, requireUcx } from './native.js';
 import { configOption, settingsFileOf, settingsHelp } from './settings.js';
 
 const backends: readonly Backend[] = ['ucx', 'loopback'];
@@ -36,7 +36,8 @@ export const demo: Command = {
     if (settings.discovery.backend === 'memory') {
       throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (with --discovery-etcd-endpoints)');
     }
-    const summary = await runMainJob({ settings, capabilities: nativeCapabilities(settings, context.cwd), backend, progress: (line) => context.stdout(`${line}\n`) });
+    const capabilities = backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
+    const summary = await runMainJob({ settings, capabilities, backend, progress: (line) => context.stdout(`${line}\n`) });
     context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
   },
 };
