@@ -32,6 +32,10 @@ export interface InspectedRankPart {
   readonly bytes: string;
   readonly agentName: string;
   readonly generation: number;
+  /** Bytes of the transport address and keys a reader loads this rank's peer from. */
+  readonly peerMetadataBytes: number;
+  /** The machine the rank runs on, when its part names it (rank parts of version 3). */
+  readonly host: string | undefined;
 }
 
 export interface InspectedWorker {
@@ -68,6 +72,8 @@ async function rankPartsOf(store: DiscoveryStore, workerId: string): Promise<Pic
       bytes: part.banks.reduce((sum, bank) => sum + bank.bytes, 0n).toString(),
       agentName: part.transport.agentName,
       generation: part.transport.generation,
+      peerMetadataBytes: Buffer.from(part.transport.metadata, 'base64').length,
+      host: part.host,
     });
   }
   return { rankParts, refusedParts };
@@ -126,7 +132,8 @@ function renderWorker(worker: InspectedWorker): string[] {
   for (const part of worker.rankParts) {
     lines.push(
       `  rank tp${part.tpRank}/pp${part.ppRank}: ${part.role}, incarnation ${part.incarnation}, epoch ${part.epoch}, ` +
-        `${part.banks} banks (${part.memoryKinds.join(', ')}) ${BigInt(part.bytes).toLocaleString('en-US')} bytes, agent ${part.agentName} generation ${part.generation}`,
+        `${part.banks} banks (${part.memoryKinds.join(', ')}) ${BigInt(part.bytes).toLocaleString('en-US')} bytes`,
+      `    peer: agent ${part.agentName} generation ${part.generation}, ${part.peerMetadataBytes}-byte address${part.host === undefined ? '' : `, host ${part.host}`}`,
     );
   }
   for (const refused of worker.refusedParts) lines.push(`  refused part ${refused.key}: ${refused.reason}`);
@@ -139,9 +146,15 @@ function renderWorker(worker: InspectedWorker): string[] {
   return lines;
 }
 
+/**
+ * Pins live in the processes that grant and hold them: no worker publishes them to discovery, so
+ * inspect says where they are instead of showing none.
+ */
+export const pinsWhere = 'pins: not published to discovery; each endpoint process counts the pins it serves and holds (kvreuse_pins_held{side="serve"|"pull"} at its /metrics)';
+
 export const inspect: Command = {
   name: 'inspect',
-  summary: 'What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts, and its retained inventory per tier.',
+  summary: "What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts with each rank's peer (agent, generation, address, host), and its retained inventory per tier; and where pins are counted.",
   usage: '[--config <file>] [--json] [setting flags]',
   options: [configOption, jsonOption],
   help: () => `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
@@ -153,12 +166,13 @@ export const inspect: Command = {
       const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
       const where = settings.discovery.backend === 'sqlite' ? `sqlite ${settings.discovery.sqlitePath}` : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
       if (wantsJson(args)) {
-        context.stdout(`${JSON.stringify({ discovery: where, ...result }, null, 2)}\n`);
+        context.stdout(`${JSON.stringify({ discovery: where, ...result, pins: { inDiscovery: false, note: pinsWhere } }, null, 2)}\n`);
         return;
       }
       const ready = result.workers.filter((worker) => worker.ready).length;
       const lines = [`discovery ${where}: ${result.workers.length} workers, ${ready} ready`, ...result.workers.flatMap(renderWorker)];
       for (const refused of result.refusedInventory) lines.push(`refused inventory ${refused}`);
+      lines.push(pinsWhere);
       context.stdout(`${lines.join('\n')}\n`);
     } finally {
       await store.close();

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/registry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pinsWhere } from '../src/inspect-command.js';
 import { runBinary } from './binary.js';
 import { type PublishedWorker, publishWorker } from './published-worker.js';
 
@@ -17,6 +18,7 @@ beforeAll(async () => {
   workers.push(
     await publishWorker(store, {
       workerId: 'decode-0',
+      host: 'node-a',
       inventory: [
         { type: 'stored', tier: 'gpu', blocks: [1n, 2n, 3n], expiresAt },
         { type: 'stored', tier: 'host', blocks: [4n, 5n], expiresAt },
@@ -40,7 +42,10 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     const run = await runBinary(['inspect', '--json'], { env });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    const report = JSON.parse(run.stdout) as { workers: { workerId: string; ready: boolean; reasons: { kind: string; message: string }[]; rankParts: { tpRank: number; banks: number; memoryKinds: string[]; bytes: string }[]; inventory?: { blocks: { gpu: number; host: number } } }[] };
+    const report = JSON.parse(run.stdout) as {
+      workers: { workerId: string; ready: boolean; reasons: { kind: string; message: string }[]; rankParts: { tpRank: number; banks: number; memoryKinds: string[]; bytes: string; agentName: string; peerMetadataBytes: number; host?: string }[]; inventory?: { blocks: { gpu: number; host: number } } }[];
+      pins: { inDiscovery: boolean; note: string };
+    };
     expect(report.workers.map((worker) => [worker.workerId, worker.ready])).toEqual([
       ['decode-0', true],
       ['decode-half', false],
@@ -51,7 +56,12 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
       [0, 56, ['dram'], String(56 * 65_536)],
       [1, 56, ['dram'], String(56 * 65_536)],
     ]);
+    expect(ready.rankParts.map((part) => [part.agentName, part.peerMetadataBytes, part.host])).toEqual(
+      [0, 1].map((tpRank) => [expect.stringMatching(new RegExp(`^decode-0-tp${tpRank}-\\d+$`)), workers[0]!.peerMetadataBytes[tpRank], 'node-a']),
+    );
+    expect(half.rankParts.map((part) => [part.tpRank, part.peerMetadataBytes, part.host])).toEqual([[1, workers[1]!.peerMetadataBytes[0], undefined]]);
     expect(ready.inventory?.blocks).toEqual({ gpu: 2, host: 2 });
+    expect(report.pins).toEqual({ inDiscovery: false, note: expect.stringContaining('not published to discovery') });
     expect(half.reasons).toEqual([expect.objectContaining({ kind: 'incomplete', message: 'missing ranks (tp 0, pp 0)' })]);
     expect(half.inventory).toBeUndefined();
   });
@@ -62,6 +72,9 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(run.stdout).toContain(`discovery sqlite ${sqlitePath}: 2 workers, 1 ready\n`);
     expect(run.stdout).toContain('worker decode-0: ready (incarnation inc-1, epoch ');
     expect(run.stdout).toContain('  inventory: gpu 2 blocks, host 2 blocks (advisory; incarnation inc-1, batch 0)\n');
+    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-0-tp1-\\d+ generation \\d+, ${workers[0]!.peerMetadataBytes[1]}-byte address, host node-a$`, 'm'));
+    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-half-tp1-\\d+ generation \\d+, ${workers[1]!.peerMetadataBytes[0]}-byte address$`, 'm'));
+    expect(run.stdout.trimEnd().split('\n').at(-1)).toBe(pinsWhere);
     expect(run.stdout).toContain('worker decode-half: not ready (incarnation inc-1)\n  not ready because (incomplete): missing ranks (tp 0, pp 0)\n');
   });
 
