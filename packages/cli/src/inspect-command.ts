@@ -11,6 +11,7 @@ import {
   watchWorkerReadiness,
   workerPartsPrefix,
 } from '@kvreuse/registry';
+import type { OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { listWorkerIds, openPublishedDiscovery } from './discovery.js';
 import { UsageError } from './errors.js';
@@ -18,6 +19,7 @@ import { inspectGroupsHelp } from './help-groups.js';
 import { summarizeInventoryBatch, type InventorySummary } from './inventory-summary.js';
 import { jsonOption, wantsJson } from './json.js';
 import { nativeCapabilities } from './native.js';
+import { type ProcessPins, readProcessPins } from './pin-metrics.js';
 import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
 
 /** One published rank part, as inspect reports it. */
@@ -148,15 +150,17 @@ function renderWorker(worker: InspectedWorker): string[] {
 
 /**
  * Pins live in the processes that grant and hold them: no worker publishes them to discovery, so
- * inspect says where they are instead of showing none.
+ * inspect says where they are, and reads them from the processes `--metrics` names.
  */
-export const pinsWhere = 'pins: not published to discovery; each endpoint process counts the pins it serves and holds (kvreuse_pins_held{side="serve"|"pull"} at its /metrics)';
+export const pinsWhere = 'pins: not published to discovery; each endpoint process counts the pins it serves and holds (kvreuse_pins_held{side="serve"|"pull"} at its /metrics; --metrics <url> reads them)';
+
+const metricsOption: OptionSpec = { name: 'metrics', value: '<url>', repeatable: true, description: "an endpoint process's metrics URL (http://host:port/metrics): also show the pins it serves and holds" };
 
 export const inspect: Command = {
   name: 'inspect',
   summary: "What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts with each rank's peer (agent, generation, address, host), and its retained inventory per tier; and where pins are counted.",
-  usage: '[--config <file>] [--json] [setting flags]',
-  options: [configOption, jsonOption],
+  usage: '[--config <file>] [--json] [--metrics <url>]… [setting flags]',
+  options: [configOption, jsonOption, metricsOption],
   help: () => `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
   async run(args, context) {
     if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
@@ -164,15 +168,17 @@ export const inspect: Command = {
     const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
     try {
       const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
+      const processes: ProcessPins[] = [];
+      for (const url of args.options.get('metrics') ?? []) processes.push(await readProcessPins(url));
       const where = settings.discovery.backend === 'sqlite' ? `sqlite ${settings.discovery.sqlitePath}` : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
       if (wantsJson(args)) {
-        context.stdout(`${JSON.stringify({ discovery: where, ...result, pins: { inDiscovery: false, note: pinsWhere } }, null, 2)}\n`);
+        context.stdout(`${JSON.stringify({ discovery: where, ...result, pins: { inDiscovery: false, note: pinsWhere, processes } }, null, 2)}\n`);
         return;
       }
       const ready = result.workers.filter((worker) => worker.ready).length;
       const lines = [`discovery ${where}: ${result.workers.length} workers, ${ready} ready`, ...result.workers.flatMap(renderWorker)];
       for (const refused of result.refusedInventory) lines.push(`refused inventory ${refused}`);
-      lines.push(pinsWhere);
+      lines.push(pinsWhere, ...processes.map((pins) => `  ${pins.url}: serving ${pins.serving} pins to readers, holding ${pins.holding} at sources`));
       context.stdout(`${lines.join('\n')}\n`);
     } finally {
       await store.close();
