@@ -5,10 +5,11 @@ import type { Backend } from '@kvreuse/native-bindings';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { runMainJob } from './demo/main-job.js';
-import { summaryLine } from './demo/demo-summary.js';
+import { type DemoSummary, summaryLine } from './demo/demo-summary.js';
 import { UsageError } from './errors.js';
 import { jsonOption, wantsJson } from './json.js';
-import { nativeCapabilities } from './native.js';
+import { nativeCapabilities, requireUcx } from './native.js';
+import { logOption, openRequestLog } from './request-log.js';
 import { configOption, settingsFileOf, settingsHelp } from './settings.js';
 
 const backends: readonly Backend[] = ['ucx', 'loopback'];
@@ -24,9 +25,10 @@ export const demo: Command = {
   name: 'demo',
   summary:
     'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, and every drain report.',
-  usage: '[--config <file>] [--backend <ucx|loopback>] [--json] [setting flags]',
-  options: [configOption, backendOption, jsonOption],
+  usage: '[--config <file>] [--backend <ucx|loopback>] [--json] [--log <file>] [setting flags]',
+  options: [configOption, backendOption, jsonOption, logOption],
   help: () =>
+    'Progress and the summary go to stdout; the request log (one pino JSON line per request with its receipt: blocks, bytes, ms, what was recomputed and why) to stderr, or to --log <file>.\n\n' +
     `Settings: the bundled example settings file (or --config <file>), then KVREUSE_* variables, then setting flags.\n\n${settingsHelp(kvreuseSettings)}`,
   async run(args, context: CliContext) {
     if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
@@ -36,7 +38,14 @@ export const demo: Command = {
     if (settings.discovery.backend === 'memory') {
       throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (with --discovery-etcd-endpoints)');
     }
-    const summary = await runMainJob({ settings, capabilities: nativeCapabilities(settings, context.cwd), backend, progress: (line) => context.stdout(`${line}\n`) });
+    const capabilities = backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
+    const requestLog = openRequestLog(args, context);
+    let summary: DemoSummary;
+    try {
+      summary = await runMainJob({ settings, capabilities, backend, progress: (line) => context.stdout(`${line}\n`), requestServed: requestLog.served });
+    } finally {
+      requestLog.close();
+    }
     context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
   },
 };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AdmissionRefusedError, ChildCommandError, CliError, DiscoveryNotFoundError, InputFileError, NotACheckoutError, UnknownCommandError, UsageError } from './errors.js';
+import { AdmissionRefusedError, ChildCommandError, CliError, DiscoveryNotFoundError, InputFileError, MetricsUnavailableError, NotACheckoutError, TransportUnavailableError, ucxInstallHint, UnknownCommandError, UsageError } from './errors.js';
 
 describe('the errors of @kvreuse/cli', () => {
   it.each([
@@ -10,6 +10,8 @@ describe('the errors of @kvreuse/cli', () => {
     [new AdmissionRefusedError('p', 1), 'ADMISSION_REFUSED', 1, 'profile p refuses these facts (1 reason)'],
     [new NotACheckoutError('bench', '/tmp'), 'NOT_A_CHECKOUT', 1, 'bench runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run bench); /tmp is not inside one'],
     [new ChildCommandError('node x', 3), 'CHILD_FAILED', 1, 'node x exited with 3'],
+    [new MetricsUnavailableError('http://h:1/metrics', 'HTTP 404'), 'METRICS_UNAVAILABLE', 1, 'metrics at http://h:1/metrics: HTTP 404'],
+    [new TransportUnavailableError('bench', 'no library'), 'TRANSPORT_UNAVAILABLE', 1, `bench needs the ucx transport: no library; ${ucxInstallHint}`],
   ])('%s: code, exit status and message', (error, code, exitCode, message) => {
     expect(error).toBeInstanceOf(CliError);
     expect(error).toMatchObject({ code, exitCode, message, name: error.constructor.name });

@@ -1,7 +1,7 @@
 // Typed errors of @kvreuse/cli. Each carries a stable `code` and the exit status the binary ends with:
 // 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
 
-export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER';
+export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER' | 'TRANSPORT_UNAVAILABLE' | 'METRICS_UNAVAILABLE';
 
 export abstract class CliError extends Error {
   abstract readonly code: CliErrorCode;
@@ -131,5 +131,35 @@ export class DemoTransferError extends CliError {
     readonly why: string,
   ) {
     super(`demo ${transfer} ${why}`);
+  }
+}
+
+/** How to get UCX and a native library built with it: the repository's install script, or the Debian packages by hand. */
+export const ucxInstallHint =
+  'get it with the repository install script (npm run demo or npm run bench installs libucx-dev and ucx-utils, then builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native';
+
+/** The native transport library, or the backend a command needs from it, is not available here. */
+export class TransportUnavailableError extends CliError {
+  readonly code = 'TRANSPORT_UNAVAILABLE';
+  readonly exitCode = 1;
+  constructor(
+    readonly command: string,
+    readonly missing: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${command} needs the ucx transport: ${missing}; ${ucxInstallHint}`, options);
+  }
+}
+
+/** `inspect --metrics <url>`: the endpoint process's metrics could not be read there, or hold no pins gauge. */
+export class MetricsUnavailableError extends CliError {
+  readonly code = 'METRICS_UNAVAILABLE';
+  readonly exitCode = 1;
+  constructor(
+    readonly url: string,
+    why: string,
+    options?: ErrorOptions,
+  ) {
+    super(`metrics at ${url}: ${why}`, options);
   }
 }

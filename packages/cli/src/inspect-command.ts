@@ -11,6 +11,7 @@ import {
   watchWorkerReadiness,
   workerPartsPrefix,
 } from '@kvreuse/registry';
+import type { OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { listWorkerIds, openPublishedDiscovery } from './discovery.js';
 import { UsageError } from './errors.js';
@@ -18,6 +19,7 @@ import { inspectGroupsHelp } from './help-groups.js';
 import { summarizeInventoryBatch, type InventorySummary } from './inventory-summary.js';
 import { jsonOption, wantsJson } from './json.js';
 import { nativeCapabilities } from './native.js';
+import { type ProcessPins, readProcessPins } from './pin-metrics.js';
 import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
 
 /** One published rank part, as inspect reports it. */
@@ -32,6 +34,10 @@ export interface InspectedRankPart {
   readonly bytes: string;
   readonly agentName: string;
   readonly generation: number;
+  /** Bytes of the transport address and keys a reader loads this rank's peer from. */
+  readonly peerMetadataBytes: number;
+  /** The machine the rank runs on, when its part names it (rank parts of version 3). */
+  readonly host: string | undefined;
 }
 
 export interface InspectedWorker {
@@ -68,6 +74,8 @@ async function rankPartsOf(store: DiscoveryStore, workerId: string): Promise<Pic
       bytes: part.banks.reduce((sum, bank) => sum + bank.bytes, 0n).toString(),
       agentName: part.transport.agentName,
       generation: part.transport.generation,
+      peerMetadataBytes: Buffer.from(part.transport.metadata, 'base64').length,
+      host: part.host,
     });
   }
   return { rankParts, refusedParts };
@@ -126,7 +134,8 @@ function renderWorker(worker: InspectedWorker): string[] {
   for (const part of worker.rankParts) {
     lines.push(
       `  rank tp${part.tpRank}/pp${part.ppRank}: ${part.role}, incarnation ${part.incarnation}, epoch ${part.epoch}, ` +
-        `${part.banks} banks (${part.memoryKinds.join(', ')}) ${BigInt(part.bytes).toLocaleString('en-US')} bytes, agent ${part.agentName} generation ${part.generation}`,
+        `${part.banks} banks (${part.memoryKinds.join(', ')}) ${BigInt(part.bytes).toLocaleString('en-US')} bytes`,
+      `    peer: agent ${part.agentName} generation ${part.generation}, ${part.peerMetadataBytes}-byte address${part.host === undefined ? '' : `, host ${part.host}`}`,
     );
   }
   for (const refused of worker.refusedParts) lines.push(`  refused part ${refused.key}: ${refused.reason}`);
@@ -139,11 +148,19 @@ function renderWorker(worker: InspectedWorker): string[] {
   return lines;
 }
 
+/**
+ * Pins live in the processes that grant and hold them: no worker publishes them to discovery, so
+ * inspect says where they are, and reads them from the processes `--metrics` names.
+ */
+export const pinsWhere = 'pins: not published to discovery; each endpoint process counts the pins it serves and holds (kvreuse_pins_held{side="serve"|"pull"} at its /metrics; --metrics <url> reads them)';
+
+const metricsOption: OptionSpec = { name: 'metrics', value: '<url>', repeatable: true, description: "an endpoint process's metrics URL (http://host:port/metrics): also show the pins it serves and holds" };
+
 export const inspect: Command = {
   name: 'inspect',
-  summary: 'What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts, and its retained inventory per tier.',
-  usage: '[--config <file>] [--json] [setting flags]',
-  options: [configOption, jsonOption],
+  summary: "What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts with each rank's peer (agent, generation, address, host), and its retained inventory per tier; and where pins are counted.",
+  usage: '[--config <file>] [--json] [--metrics <url>]… [setting flags]',
+  options: [configOption, jsonOption, metricsOption],
   help: () => `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
   async run(args, context) {
     if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
@@ -151,14 +168,17 @@ export const inspect: Command = {
     const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
     try {
       const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
+      const processes: ProcessPins[] = [];
+      for (const url of args.options.get('metrics') ?? []) processes.push(await readProcessPins(url));
       const where = settings.discovery.backend === 'sqlite' ? `sqlite ${settings.discovery.sqlitePath}` : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
       if (wantsJson(args)) {
-        context.stdout(`${JSON.stringify({ discovery: where, ...result }, null, 2)}\n`);
+        context.stdout(`${JSON.stringify({ discovery: where, ...result, pins: { inDiscovery: false, note: pinsWhere, processes } }, null, 2)}\n`);
         return;
       }
       const ready = result.workers.filter((worker) => worker.ready).length;
       const lines = [`discovery ${where}: ${result.workers.length} workers, ${ready} ready`, ...result.workers.flatMap(renderWorker)];
       for (const refused of result.refusedInventory) lines.push(`refused inventory ${refused}`);
+      lines.push(pinsWhere, ...processes.map((pins) => `  ${pins.url}: serving ${pins.serving} pins to readers, holding ${pins.holding} at sources`));
       context.stdout(`${lines.join('\n')}\n`);
     } finally {
       await store.close();

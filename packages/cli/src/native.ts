@@ -1,9 +1,34 @@
 import { resolve } from 'node:path';
 import type { Settings } from '@kvreuse/config';
-import { type Capabilities, loadTransport } from '@kvreuse/native-bindings';
+import { type Capabilities, LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, loadTransport } from '@kvreuse/native-bindings';
+import { TransportUnavailableError } from './errors.js';
 
 /** What the native library the settings name (`transport.library`, else the default one) can do. */
 export function nativeCapabilities(settings: Settings, cwd: string): Capabilities {
   const { library } = settings.transport;
   return loadTransport(library === '' ? {} : { libraryPath: resolve(cwd, library) }).capabilities();
+}
+
+/**
+ * The capabilities of the native library, for a command that needs its UCX backend; a
+ * `TransportUnavailableError` naming what is missing (the library, the UCX libraries it links, or the
+ * backend itself) and how to get it.
+ */
+export function requireUcx(command: string, settings: Settings, cwd: string): Capabilities {
+  let capabilities: Capabilities;
+  try {
+    capabilities = nativeCapabilities(settings, cwd);
+  } catch (error) {
+    if (error instanceof LibraryNotFoundError) {
+      throw new TransportUnavailableError(command, `the native library libkvreuse_transport is not at ${error.searched.map((path) => JSON.stringify(path)).join(' or ')}`, { cause: error });
+    }
+    if (error instanceof LibraryLoadError || error instanceof LibraryMismatchError) {
+      throw new TransportUnavailableError(command, `the native library ${JSON.stringify(error.path)} does not load (${error.message})`, { cause: error });
+    }
+    throw error;
+  }
+  if (!capabilities.backends.includes('ucx')) {
+    throw new TransportUnavailableError(command, `the native library ${JSON.stringify(capabilities.libraryPath)} was built without UCX (backends: ${capabilities.backends.join(', ')})`);
+  }
+  return capabilities;
 }

@@ -79,7 +79,7 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
   } catch (error) {
     const code = typeof error === 'object' && error !== null && 'code' in error ? ` [${String(error.code)}]` : '';
     context.stderr(`kvreuse: ${oneLine(error)}${code}\n`);
-    if (verbose && error instanceof Error && error.stack !== undefined) context.stderr(`${error.stack}\n`);
+    if (verbose) for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) context.stderr(`${cause === error ? '' : 'caused by: '}${cause.stack ?? cause.message}\n`);
     return exitCodeOf(error);
   }
 }

@@ -1,6 +1,6 @@
 // `kvreuse demo` as a user runs it: the built binary, its output and its user errors. The pull itself is
 // checked in src/demo/main-job.test.ts, where the router's clock can stand still.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,8 +17,13 @@ describe('kvreuse demo', () => {
   // The router's decision depends on no clock when reuse is off: the job runs to its end without a pull.
   it('with reuse off, --json prints the summary last: both requests recomputed, no pull, every process drained', async () => {
     const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
-    expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
+    // stderr holds the request log only: one pino line per request, each recomputed for the router's reason.
+    expect(run.stderrLines.map((line) => JSON.parse(line) as unknown)).toEqual(
+      ['turn 2', 'short request'].map((request) =>
+        expect.objectContaining({ level: 30, msg: 'request served', request, action: 'recompute', reason: 'disabled', pull: null, recomputed: { blocks: null, reasons: ['router.enable_decode_to_prefill_reuse is off'] } }),
+      ),
+    );
     expect(run.stdout).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)\n');
     expect(run.stdout).toContain('pull: none, the router recomputes turn 2\n');
     const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
@@ -44,9 +49,15 @@ describe('kvreuse demo', () => {
   it('with --discovery-backend etcd, the ranks and the router meet in etcd', async () => {
     const etcd = await startEtcd();
     try {
-      const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url], { cwd: anywhere });
+      const run = await runBinary(
+        ['demo', '--json', '--log', 'requests.log', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url],
+        { cwd: anywhere },
+      );
       expect(run.stderr).toBe('');
       expect(run.status).toBe(0);
+      // --log: the request log goes to the file, relative to the working directory.
+      const logged = readFileSync(join(anywhere, 'requests.log'), 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { request: string });
+      expect(logged.map((record) => record.request)).toEqual(['turn 2', 'short request']);
       expect(run.stdout).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
       const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
       expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });

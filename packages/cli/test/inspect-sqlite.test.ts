@@ -1,8 +1,10 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { EndpointMetrics } from '@kvreuse/endpoint';
 import { openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/registry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pinsWhere } from '../src/inspect-command.js';
 import { runBinary } from './binary.js';
 import { type PublishedWorker, publishWorker } from './published-worker.js';
 
@@ -17,6 +19,7 @@ beforeAll(async () => {
   workers.push(
     await publishWorker(store, {
       workerId: 'decode-0',
+      host: 'node-a',
       inventory: [
         { type: 'stored', tier: 'gpu', blocks: [1n, 2n, 3n], expiresAt },
         { type: 'stored', tier: 'host', blocks: [4n, 5n], expiresAt },
@@ -40,7 +43,10 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     const run = await runBinary(['inspect', '--json'], { env });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    const report = JSON.parse(run.stdout) as { workers: { workerId: string; ready: boolean; reasons: { kind: string; message: string }[]; rankParts: { tpRank: number; banks: number; memoryKinds: string[]; bytes: string }[]; inventory?: { blocks: { gpu: number; host: number } } }[] };
+    const report = JSON.parse(run.stdout) as {
+      workers: { workerId: string; ready: boolean; reasons: { kind: string; message: string }[]; rankParts: { tpRank: number; banks: number; memoryKinds: string[]; bytes: string; agentName: string; peerMetadataBytes: number; host?: string }[]; inventory?: { blocks: { gpu: number; host: number } } }[];
+      pins: { inDiscovery: boolean; note: string; processes: unknown[] };
+    };
     expect(report.workers.map((worker) => [worker.workerId, worker.ready])).toEqual([
       ['decode-0', true],
       ['decode-half', false],
@@ -51,7 +57,12 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
       [0, 56, ['dram'], String(56 * 65_536)],
       [1, 56, ['dram'], String(56 * 65_536)],
     ]);
+    expect(ready.rankParts.map((part) => [part.agentName, part.peerMetadataBytes, part.host])).toEqual(
+      [0, 1].map((tpRank) => [expect.stringMatching(new RegExp(`^decode-0-tp${tpRank}-\\d+$`)), workers[0]!.peerMetadataBytes[tpRank], 'node-a']),
+    );
+    expect(half.rankParts.map((part) => [part.tpRank, part.peerMetadataBytes, part.host])).toEqual([[1, workers[1]!.peerMetadataBytes[0], undefined]]);
     expect(ready.inventory?.blocks).toEqual({ gpu: 2, host: 2 });
+    expect(report.pins).toEqual({ inDiscovery: false, note: expect.stringContaining('not published to discovery'), processes: [] });
     expect(half.reasons).toEqual([expect.objectContaining({ kind: 'incomplete', message: 'missing ranks (tp 0, pp 0)' })]);
     expect(half.inventory).toBeUndefined();
   });
@@ -62,8 +73,30 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(run.stdout).toContain(`discovery sqlite ${sqlitePath}: 2 workers, 1 ready\n`);
     expect(run.stdout).toContain('worker decode-0: ready (incarnation inc-1, epoch ');
     expect(run.stdout).toContain('  inventory: gpu 2 blocks, host 2 blocks (advisory; incarnation inc-1, batch 0)\n');
+    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-0-tp1-\\d+ generation \\d+, ${workers[0]!.peerMetadataBytes[1]}-byte address, host node-a$`, 'm'));
+    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-half-tp1-\\d+ generation \\d+, ${workers[1]!.peerMetadataBytes[0]}-byte address$`, 'm'));
+    expect(run.stdout.trimEnd().split('\n').at(-1)).toBe(pinsWhere);
     expect(run.stdout).toContain('worker decode-half: not ready (incarnation inc-1)\n  not ready because (incomplete): missing ranks (tp 0, pp 0)\n');
   });
+
+  it('--metrics <url>: the pins each endpoint process serves and holds, read from its /metrics', async () => {
+    const metrics = new EndpointMetrics();
+    metrics.pinsHeld('serve', 2);
+    const listener = await metrics.listen(0);
+    try {
+      const url = `http://127.0.0.1:${listener.port}/metrics`;
+      const json = await runBinary(['inspect', '--json', '--metrics', url], { env });
+      expect(json.status).toBe(0);
+      expect((JSON.parse(json.stdout) as { pins: unknown }).pins).toEqual({ inDiscovery: false, note: pinsWhere, processes: [{ url, serving: 2, holding: 0 }] });
+      const words = await runBinary(['inspect', '--metrics', url], { env });
+      expect(words.stdout.endsWith(`${pinsWhere}\n  ${url}: serving 2 pins to readers, holding 0 at sources\n`)).toBe(true);
+    } finally {
+      await listener.close();
+    }
+    const gone = await runBinary(['inspect', '--metrics', `http://127.0.0.1:${listener.port}/metrics`], { env });
+    expect(gone).toMatchObject({ status: 1, stdout: '' });
+    expect(gone.stderrLines).toEqual([expect.stringMatching(/^kvreuse: metrics at http:\/\/127\.0\.0\.1:\d+\/metrics: fetch failed: .*ECONNREFUSED.* \[METRICS_UNAVAILABLE\]$/)]);
+  }, 60_000);
 
   it('with a declared profile installed as the admission gate, a worker it refuses is not ready, with the gate\'s reasons', async () => {
     const run = await runBinary(['inspect', '--json', '--profile-name', 'llama-3.1-8b-bf16-b64'], { env });

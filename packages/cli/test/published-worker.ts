@@ -20,6 +20,8 @@ import {
 const transport = loadTransport();
 
 export interface PublishedWorker {
+  /** The length of each published rank's transport metadata (its peer's address and keys), by rank. */
+  readonly peerMetadataBytes: readonly number[];
   withdraw(): Promise<void>;
 }
 
@@ -28,9 +30,11 @@ export interface WorkerPublication {
   /** Ranks of a TP 2 Qwen3-0.6B decode worker that register and publish (both by default). */
   readonly tpRanks?: readonly number[];
   readonly inventory?: readonly InventoryEvent[];
+  /** The machine its rank parts name; none by default. */
+  readonly host?: string;
 }
 
-export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks = [0, 1], inventory }: WorkerPublication): Promise<PublishedWorker> {
+export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks = [0, 1], inventory, host }: WorkerPublication): Promise<PublishedWorker> {
   const geometry = referenceGeometries['qwen3-0.6b'];
   const identity = { workerId, incarnation: 'inc-1', role: 'decode', geometry, tpSize: 2, ppSize: 1, dpRank: 0 } as const;
   const agents: Agent[] = [];
@@ -50,11 +54,13 @@ export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks =
   }
   const lease = await store.grantLease(60_000);
   const { epoch } = await claimIncarnationEpoch(store, identity);
-  const parts = ranks.map((rank, index) => buildRankPart(identity, rank, transportMetadataOf(agents[index]!)));
+  const metadata = agents.map((agent) => transportMetadataOf(agent));
+  const parts = ranks.map((rank, index) => buildRankPart(identity, rank, metadata[index]!, host === undefined ? {} : { host }));
   await publishRankParts(store, parts, { lease: lease.id, epoch });
   const publisher = new InventoryPublisher(store, { workerId, incarnation: identity.incarnation, epoch, lease: lease.id });
   if (inventory !== undefined) await publisher.publish(inventory);
   return {
+    peerMetadataBytes: metadata.map((entry) => entry.metadata.length),
     async withdraw() {
       await publisher.withdraw();
       await store.revokeLease(lease.id);

@@ -4,6 +4,7 @@ import { exampleSettingsPath, kvreuseSettings } from '@kvreuse/config';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it } from 'vitest';
 import { runMainJob } from './main-job.js';
+import type { PullReport } from './rank-messages.js';
 
 const { settings } = kvreuseSettings.resolve({ file: exampleSettingsPath, env: {}, argv: [] });
 const capabilities = loadTransport().capabilities();
@@ -14,7 +15,15 @@ describe('the main job', () => {
     'on %s: hands turn 1 off, routes turn 2, pulls and verifies 42 blocks from both decode ranks, recomputes after a killed rank, drains every process',
     async (backend) => {
       const progress: string[] = [];
-      const summary = await runMainJob({ settings, capabilities, backend, progress: (line) => progress.push(line), clock });
+      const served: { request: string; decision: string; receipt: PullReport | null }[] = [];
+      const summary = await runMainJob({
+        settings,
+        capabilities,
+        backend,
+        progress: (line) => progress.push(line),
+        requestServed: (request, decision, receipt) => served.push({ request, decision: decision.request, receipt }),
+        clock,
+      });
       expect(progress).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)');
       // Qwen3-0.6B bf16, 64-token blocks: 28 layers × 2 planes × 8 heads × 128 × 2 bytes × 64 tokens = 7,340,032 bytes a block.
       expect(summary.pull).toMatchObject({ blocks: 42, bytes: 308_281_344, verified: true, recomputedBlocks: 0 });
@@ -46,6 +55,16 @@ describe('the main job', () => {
         // Killed at the pin request it received: the pin is never answered, and the reader's heartbeat (not the answer timeout) ends the request.
         reasons: [expect.stringMatching(/^from block 0: source rank tp1 gave no pin \(source-unresponsive\): source rank tp 1 pp 0 stopped answering before it answered the pin: its agent qwen3-0\.6b-decode-0-tp1-\S+ answered no heartbeat for \d+ ms$/)],
       });
+      // Each request once, as it is served, with the prefill's receipt for the pulls.
+      expect(served).toEqual([
+        { request: 'short request', decision: 'short request', receipt: null },
+        { request: 'turn 2', decision: 'turn 2', receipt: expect.objectContaining({ blocks: 42, bytes: 308_281_344, verified: true, recomputed: { blocks: 0, reasons: [] } }) },
+        {
+          request: 'turn 2, qwen3-0.6b-decode-0/tp1 killed',
+          decision: 'turn 2',
+          receipt: expect.objectContaining({ blocks: 0, bytes: 0, verified: true, recomputed: { blocks: 42, reasons: summary.killedRank?.reasons } }),
+        },
+      ]);
       const drained = { exitCode: 0, signal: null, banksReturned: 56, banksRetained: 0 };
       expect(summary.drain).toEqual([
         { process: 'qwen3-0.6b-decode-0/tp0', ...drained, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 } },

@@ -23,7 +23,7 @@ import {
 import { decide, type FetchHint, type RouteDecision, SourceBook } from '@kvreuse/router';
 import { DemoProcessError } from '../errors.js';
 import { type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
-import { hintLine, type RankMessage } from './rank-messages.js';
+import { hintLine, type PullReport, type RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
 import { readyWorker } from './ready-worker.js';
 
@@ -33,6 +33,8 @@ export interface MainJobOptions {
   readonly backend: Backend;
   /** Each line of progress, as it happens. */
   readonly progress: (line: string) => void;
+  /** Each request once it is served: the router's decision, and the prefill's receipt when it pulled (null when it recomputed without one). */
+  readonly requestServed?: (request: string, decision: DemoDecision, receipt: PullReport | null) => void;
   /** The router's monotonic clock, against which its lookup budget runs (default `performance.now`). */
   readonly clock?: () => number;
   /** How long each rank gets to start, and each step to answer. */
@@ -85,8 +87,13 @@ function describeDecision(request: string, decision: RouteDecision): DemoDecisio
  * Turn 2's pull as the router decided it; then the same pull with decode rank 1 armed to crash (SIGKILL)
  * at the pin request it receives, before answering: the prefill recomputes and commits nothing unverified.
  */
-async function pullTurn2(started: RankProcesses, fetch: RouteDecision, options: MainJobOptions & { readonly timeoutMs: number }): Promise<Pick<DemoSummary, 'pull' | 'killedRank'>> {
-  const { progress, settings, timeoutMs } = options;
+async function pullTurn2(
+  started: RankProcesses,
+  fetch: RouteDecision,
+  decision: DemoDecision,
+  options: MainJobOptions & { readonly timeoutMs: number },
+): Promise<Pick<DemoSummary, 'pull' | 'killedRank'>> {
+  const { progress, settings, timeoutMs, requestServed } = options;
   const hint = fetch.source as FetchHint;
   const pullCommand = {
     type: 'pull',
@@ -96,6 +103,7 @@ async function pullTurn2(started: RankProcesses, fetch: RouteDecision, options: 
 
   progress(`pull: ${prefillId} fetches ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1) and verifies every byte`);
   const pulled = await started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
+  requestServed?.(decision.request, decision, pulled.pull);
   const pull = pullSummary(pulled.pull);
   progress(
     `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.verified ? 'every byte verified' : 'NOT verified'}, ${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; ` +
@@ -108,6 +116,7 @@ async function pullTurn2(started: RankProcesses, fetch: RouteDecision, options: 
   const again = started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
   const killed = await started.exited(decodeId, 1);
   const recomputed = (await again).pull;
+  requestServed?.(`${decision.request}, ${decodeId}/tp1 killed`, decision, recomputed);
   const killedRank = {
     process: `${decodeId}/tp1`,
     signal: killed.signal,
@@ -211,7 +220,8 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
     progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
 
-    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, { ...options, timeoutMs }) : { pull: null, killedRank: null };
+    for (const decision of decisions) if (decision.action !== 'fetch') options.requestServed?.(decision.request, decision, null);
+    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, decisions[0]!, { ...options, timeoutMs }) : { pull: null, killedRank: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
     progress('shutdown: SIGTERM to every process');
