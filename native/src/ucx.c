@@ -709,6 +709,7 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
     }
     endpoint->ep = ep;
     conn->backend = endpoint;
+    bool mapped = false;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         kvt_remote_region *region = &conn->meta.regions[i];
         ucp_rkey_h rkey;
@@ -720,11 +721,12 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
         }
         region->backend = rkey;
         region->mapped = shared_mapping(rkey, region);
-        if (region->mapped && !endpoint->warming) {
-            endpoint->warming = true;
-            endpoint->next_warming = state->warming;
-            state->warming = endpoint;
-        }
+        mapped |= region->mapped != NULL;
+    }
+    if (mapped) { /* listed only once every key is unpacked: a failed connect is never warmed */
+        endpoint->warming = true;
+        endpoint->next_warming = state->warming;
+        state->warming = endpoint;
     }
     return KVT_OK;
 }
