@@ -951,11 +951,17 @@ static void ucx_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id) {
 static void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
     (void)agent;
     if (ep_of(conn)) {
+        const ucx_endpoint *endpoint = conn->backend;
         ucp_ep_print_info(ep_of(conn), out);
-        for (uint32_t i = 0; i < conn->meta.region_count; i++)
-            fprintf(out, "kvreuse: region %u of '%s': %s\n", conn->meta.regions[i].id, conn->meta.name,
+        for (uint32_t i = 0; i < conn->meta.region_count; i++) {
+            bool touched = !endpoint->warming || i < endpoint->warm_region;
+            fprintf(out, "kvreuse: region %u of '%s': %s%s\n", conn->meta.regions[i].id, conn->meta.name,
                     conn->meta.regions[i].mapped ? "mapped through shared memory, copied directly (no UCX request)"
-                                                 : "gets and puts through UCX");
+                                                 : "gets and puts through UCX",
+                    !conn->meta.regions[i].mapped ? ""
+                    : touched                    ? "; every page touched once (warm)"
+                                                 : "; pages not all touched yet (the idle warm-up continues)");
+        }
     } else
         fprintf(out, "ucx: the endpoint to '%s' is closed (the peer disconnected)\n", conn->meta.name);
 }
