@@ -1,7 +1,9 @@
 /* Transfers: batched READ/WRITE with byte verification, bounds refusals that move nothing,
  * a thousand concurrent operations, cancel and release. */
 #include "harness.h"
-#include "internal.h" /* kvt_streaming_threshold */
+#include "internal.h" /* kvt_streaming_threshold, kvt_now_ns */
+
+#include <time.h>
 
 typedef struct {
     uint32_t source, reader;
@@ -180,6 +182,29 @@ static void overlapping_ranges_move_like_memmove(void) {
     CHECK_OK(kvt_agent_destroy(source));
     free(expected);
     free(memory);
+}
+
+/* An idle reader touches every page of a loaded peer's mapped bank once (so the first transfer does not
+ * pay the first-touch cost) and only reads it: the source's bytes are unchanged, and READs and WRITEs
+ * after the warm-up still land every byte. */
+static void idle_warm_up_reads_a_mapped_peer_and_changes_nothing(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "only UCX maps a peer's bank into this process");
+    uint64_t length = 4u << 20;
+    pair p = pair_open("warm-source", "warm-reader", length);
+    fill_pattern(p.source_memory, length, 9);
+    CHECK(peer_transport_mentions(p.reader, p.peer, "copied directly"), "a kvt_mem_alloc bank on this host is mapped");
+    /* Waits for the warm-up to report itself done; the bound only ends a hang, it times nothing. */
+    uint64_t deadline = kvt_now_ns() + 60000000000ull;
+    while (!peer_transport_mentions(p.reader, p.peer, "every page touched once") && kvt_now_ns() < deadline)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    CHECK(peer_transport_mentions(p.reader, p.peer, "every page touched once"), "the idle reader warmed the mapped bank");
+    CHECK(check_pattern(p.source_memory, length, 9), "the warm-up changed none of the source's bytes");
+    batch b = scrambled_batch(length, 65536);
+    move_mirrored(&p, KVT_XFER_READ, &b, 65536);
+    fill_pattern(p.reader_memory, length, 10);
+    move_mirrored(&p, KVT_XFER_WRITE, &b, 65536);
+    batch_free(&b);
+    pair_close(&p);
 }
 
 /* A batch larger than the cache, in 4 KiB pieces that cannot merge: UCX copies mapped regions with
@@ -458,6 +483,7 @@ static void withdrawn_or_destroyed_source(void) {
 }
 
 TEST_MAIN("xfer", TEST(read_then_write_verifies_every_byte), TEST(a_batch_past_the_cache_verifies_every_byte),
+          TEST(idle_warm_up_reads_a_mapped_peer_and_changes_nothing),
           TEST(caller_memory_reads_every_byte), TEST(overlapping_ranges_move_like_memmove), TEST(contiguous_descriptors_and_region_tables),
           TEST(one_bad_descriptor_refuses_the_batch), TEST(a_thousand_concurrent_operations), TEST(cancel_and_release),
           TEST(cancel_a_batch_held_in_flight), TEST(cancel_after_the_batch_completed),
