@@ -40,8 +40,9 @@ export async function handOff(options: HandOffOptions): Promise<{ blocks: number
   const started = performance.now();
   let bytes = 0;
   try {
-    // One post per block and rank pair, a block at a time: UCX WRITEs of this shape run far slower than
-    // READs here, and a whole prompt in one post would outlive transport.operation_timeout_ms.
+    // One post per block and rank pair, a block at a time: the first transfer to a freshly loaded peer
+    // touches each page of its mapping for the first time (slow on virtual machines; see the native
+    // README's "first touch"), and a whole prompt in one post would outlive transport.operation_timeout_ms.
     for (let block = 0; block < hashes.length; block++) {
       const posts = prepared.map(({ write, ticket }) =>
         rank.endpoint.ledger.postBlocks(
