@@ -163,6 +163,7 @@ export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDere
   const referenced: Bank[] = [];
   const retained: RetainedBank[] = [];
   const deregistered: Bank[] = [];
+  const releasing: { readonly bank: Bank; readonly region: Region | undefined }[] = [];
   for (const bank of banks) {
     if (bank.state === 'returned') continue;
     if (bank.references > 0) {
@@ -170,21 +171,23 @@ export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDere
       continue;
     }
     if (bank.state !== 'releasing') bank.beginRelease();
-    const region = bank.region;
-    if (region !== undefined) {
-      try {
-        await deregisterOnce(region);
-      } catch (cause) {
-        const [code, detail] = describeFailure(cause);
-        bank.retain(`deregistration failed with ${code}: ${detail}`);
-        retained.push({ bank: bank.label(), retainedBy: 'native-refusal', code, reason: bank.retainedReason ?? detail });
-        continue;
-      }
-      // Another caller releasing the same bank may have marked it while both waited.
-      if (bank.region === region) bank.markDeregistered();
-    }
-    deregistered.push(bank);
+    releasing.push({ bank, region: bank.region });
   }
+  // Every deregistration is begun before any is awaited: the agent's thread runs them in the order
+  // begun, and one wake-up can announce them all.
+  const outcomes = await Promise.allSettled(releasing.map(({ region }) => (region === undefined ? undefined : deregisterOnce(region))));
+  releasing.forEach(({ bank, region }, index) => {
+    const outcome = outcomes[index];
+    if (outcome?.status === 'rejected') {
+      const [code, detail] = describeFailure(outcome.reason);
+      bank.retain(`deregistration failed with ${code}: ${detail}`);
+      retained.push({ bank: bank.label(), retainedBy: 'native-refusal', code, reason: bank.retainedReason ?? detail });
+      return;
+    }
+    // Another caller releasing the same bank may have marked it while both waited.
+    if (region !== undefined && bank.region === region) bank.markDeregistered();
+    deregistered.push(bank);
+  });
   return { deregistered, referenced, retained };
 }
 
@@ -195,28 +198,37 @@ const deregistrations = new WeakMap<Region, Promise<void>>();
 function deregisterOnce(region: Region): Promise<void> {
   let deregistration = deregistrations.get(region);
   if (deregistration === undefined) {
-    deregistration = region.deregister();
+    try {
+      deregistration = region.deregister();
+    } catch (cause) {
+      deregistration = Promise.reject(cause);
+    }
     deregistrations.set(region, deregistration);
   }
   return deregistration;
 }
 
 /**
- * The hand-back half of `releaseBanks`: hands each deregistered bank back to its owner, in order.
+ * The hand-back half of `releaseBanks`: hands each deregistered bank back to its owner, in order
+ * (kvreuse's own allocations: every free begun at once, in that order).
  * A bank its owner refuses stays `releasing` and is listed in `unreturned`; never throws for one bank.
  */
 export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<BanksRelease, 'returned' | 'unreturned'>> {
   checkBanks('deregistered', deregistered);
   const returned: BankLabel[] = [];
   const unreturned: RetainedBank[] = [];
+  const handBack = (bank: Bank): Promise<unknown> => bank.completeRelease().then(() => undefined, (cause: unknown) => ({ cause }));
+  // kvreuse's own allocations are all freed at once (the agent's thread frees them in the order begun,
+  // and one wake-up can announce them all); framework owners are called one at a time, in order.
+  const frees = new Map(deregistered.filter((bank) => bank.owner.kind === 'kvreuse').map((bank) => [bank, handBack(bank)]));
   for (const bank of deregistered) {
-    try {
-      await bank.completeRelease();
+    const failure = await (frees.get(bank) ?? handBack(bank));
+    if (failure === undefined) {
       returned.push(bank.label());
-    } catch (cause) {
-      const [code, detail] = describeFailure(cause);
-      unreturned.push({ bank: bank.label(), retainedBy: 'owner-refusal', code, reason: `its owner refused it back: ${detail}` });
+      continue;
     }
+    const [code, detail] = describeFailure((failure as { cause: unknown }).cause);
+    unreturned.push({ bank: bank.label(), retainedBy: 'owner-refusal', code, reason: `its owner refused it back: ${detail}` });
   }
   return { returned, unreturned };
 }
