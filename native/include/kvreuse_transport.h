@@ -330,7 +330,7 @@ KVT_API kvt_status kvt_agent_set_heartbeat(uint32_t agent, uint32_t interval_ms,
 KVT_API kvt_status kvt_peer_watch(uint32_t agent, uint32_t peer, uint32_t watched);
 
 enum {
-    KVT_PEER_EVENT_UNRESPONSIVE = 1, /* answered nothing for `misses` intervals */
+    KVT_PEER_EVENT_UNRESPONSIVE = 1, /* answered nothing for `misses` intervals, or its connection failed */
     KVT_PEER_EVENT_RESPONSIVE = 2,   /* answered again after an UNRESPONSIVE report */
 };
 

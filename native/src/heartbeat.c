@@ -14,8 +14,9 @@ typedef struct {
     uint32_t peer_id;
 } probe_target;
 
-static bool probed(const kvt_peer *peer) {
-    return peer->conn && !atomic_load(&peer->conn->failed) && (peer->busy > 0 || peer->heartbeat.watched);
+/* Whether the layers above want to hear of the peer's silence: it has transfers in flight or is watched. */
+static bool followed(const kvt_peer *peer) {
+    return peer->conn && (peer->busy > 0 || peer->heartbeat.watched);
 }
 
 static void transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
@@ -38,7 +39,11 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
         kvt_peer_heartbeat *hb = &peer->heartbeat;
-        if (!probed(peer)) {
+        if (!followed(peer) || atomic_load(&peer->conn->failed)) {
+            /* A connection the transport failed (the process died, or its endpoint was force-closed) can
+             * answer no probe until the peer is loaded again: a followed peer is reported at once. */
+            if (followed(peer) && !hb->unresponsive)
+                transition_locked(agent, peer, true, hb->awaiting ? now - hb->silent_since_ns : 0);
             hb->awaiting = false; /* a later round starts counting afresh */
             hb->missed = 0;
             continue;

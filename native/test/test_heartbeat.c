@@ -392,6 +392,27 @@ static void a_peer_that_never_answered_is_not_judged(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* A watched peer whose connection the transport failed (here: a notification to its destroyed loopback
+ * agent) can answer no probe: it is reported at the next round, long before its misses would count
+ * (60 ms × 1000 misses is past the wait). */
+static void a_watched_peer_whose_connection_failed_is_reported(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "a notification to a destroyed loopback agent fails the connection at once");
+    uint32_t source = make_agent("heartbeat-failed-source");
+    uint32_t agent = make_agent("heartbeat-failed-reader");
+    CHECK_OK(kvt_agent_set_heartbeat(agent, 60, KVT_HEARTBEAT_MAX_MISSES));
+    uint64_t generation;
+    uint32_t peer = load_peer(agent, source, &generation);
+    CHECK_OK(kvt_peer_watch(agent, peer, 1));
+    CHECK_OK(kvt_agent_destroy(source));
+    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, kvt_notify_send(agent, peer, generation, (const uint8_t *)"x", 1));
+    event_log log = {.agent = agent};
+    wait_events(&log, 1, "the report of the peer whose connection failed");
+    CHECK(log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE, "report of peer %u, kind %u",
+          log.peers[0], log.kinds[0]);
+    CHECK_OK(kvt_peer_unload(agent, peer));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* A stalled agent is destroyed all the same: the destroy resumes its progress thread. */
 static void destroy_resumes_a_stalled_agent(void) {
     uint32_t agent = make_agent("heartbeat-stalled");
@@ -399,7 +420,7 @@ static void destroy_resumes_a_stalled_agent(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
-TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(stopped_source_over_tcp),
+TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose_connection_failed_is_reported), TEST(stopped_source_over_tcp),
           TEST(stopped_source_over_shared_memory),
           TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
           TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
