@@ -217,7 +217,11 @@ export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<B
   checkBanks('deregistered', deregistered);
   const returned: BankLabel[] = [];
   const unreturned: RetainedBank[] = [];
-  const handBack = (bank: Bank): Promise<unknown> => bank.completeRelease().then(() => undefined, (cause: unknown) => ({ cause }));
+  const handBack = (bank: Bank): Promise<{ readonly cause: unknown } | undefined> =>
+    bank.completeRelease().then(
+      () => undefined,
+      (cause: unknown) => ({ cause }),
+    );
   // kvreuse's own allocations are all freed at once (the agent's thread frees them in the order begun,
   // and one wake-up can announce them all); framework owners are called one at a time, in order.
   const frees = new Map(deregistered.filter((bank) => bank.owner.kind === 'kvreuse').map((bank) => [bank, handBack(bank)]));
@@ -227,7 +231,7 @@ export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<B
       returned.push(bank.label());
       continue;
     }
-    const [code, detail] = describeFailure((failure as { cause: unknown }).cause);
+    const [code, detail] = describeFailure(failure.cause);
     unreturned.push({ bank: bank.label(), retainedBy: 'owner-refusal', code, reason: `its owner refused it back: ${detail}` });
   }
   return { returned, unreturned };
