@@ -49,10 +49,14 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
             continue;
         }
         if (hb->awaiting) {
-            /* A peer is judged only once it answered on this connection: one that never did may have no
-             * way to answer (UCX 1.13 across pid namespaces over shared memory), not be stopped. */
+            /* A peer is judged by its misses only once it answered on this connection: one that never did
+             * may have no way to answer (UCX 1.13 across pid namespaces over shared memory), not be stopped.
+             * One whose process is gone (seen from here: same host and pid namespace) is reported at once,
+             * answered or not: over shared memory UCX sees no death, and a process killed before its first
+             * answer would otherwise never be reported. */
             if (atomic_load(&peer->conn->answered)) hb->missed++;
-            if (!hb->unresponsive && hb->missed >= agent->heartbeat_misses)
+            if (!hb->unresponsive &&
+                (hb->missed >= agent->heartbeat_misses || kvt_process_gone(&peer->conn->meta.process)))
                 transition_locked(agent, peer, true, now - hb->silent_since_ns);
         } else {
             hb->awaiting = true;

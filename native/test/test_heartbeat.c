@@ -413,6 +413,35 @@ static void a_watched_peer_whose_connection_failed_is_reported(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* A watched source whose process dies before it ever answered a probe on this connection (the demo's
+ * rank killed at a pin request it received while the probe was still on its way): the process is gone,
+ * so it is reported at once, although a peer that never answered is otherwise not judged. Over shared
+ * memory UCX 1.13 notices no such death by itself (probes sit unread in the dead process's queue). */
+static void a_killed_peer_that_never_answered_is_reported(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    source_options options = {.length = piece_bytes(), .seed = SEED};
+    source_process source;
+    CHECK(source_spawn(&options, &source), "spawn the source");
+    uint32_t agent = make_agent("heartbeat-killed");
+    CHECK_OK(kvt_agent_set_heartbeat(agent, 20, KVT_HEARTBEAT_MAX_MISSES));
+    uint32_t peer;
+    uint64_t generation;
+    CHECK_OK(kvt_peer_load(agent, source.blob, source.length, &peer, &generation));
+    source_signal(&source, SIGSTOP);
+    source_wait_stopped(&source);
+    CHECK_OK(kvt_peer_watch(agent, peer, 1));
+    wait_probes(agent, 3);
+    CHECK(counter(agent, KVT_COUNTER_HEARTBEAT_ANSWERS) == 0, "the stopped source answered");
+    source_end(&source);
+    /* Well within a pin's answer timeout (5 s), long before UCX's own keepalive would see the death. */
+    event_log log = {.agent = agent, .expected = 1};
+    wait_until(agent, events_seen, &log, "the report of the killed source", 10000);
+    CHECK(log.count == 1 && log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE,
+          "%u reports, the first of peer %u, kind %u", log.count, log.peers[0], log.kinds[0]);
+    CHECK_OK(kvt_peer_unload(agent, peer));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* A stalled agent is destroyed all the same: the destroy resumes its progress thread. */
 static void destroy_resumes_a_stalled_agent(void) {
     uint32_t agent = make_agent("heartbeat-stalled");
@@ -424,4 +453,5 @@ TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose
           TEST(stopped_source_over_shared_memory),
           TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
           TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
-          TEST(a_peer_that_never_answered_is_not_judged), TEST(destroy_resumes_a_stalled_agent))
+          TEST(a_peer_that_never_answered_is_not_judged),
+          TEST(a_killed_peer_that_never_answered_is_reported), TEST(destroy_resumes_a_stalled_agent))
