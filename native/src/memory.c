@@ -633,12 +633,15 @@ static kvt_status withdraw_region_locked(kvt_agent *agent, const char *call, uin
     if (index == agent->region_count)
         return kvt_fail(KVT_ERR_NOT_FOUND, "%s: agent '%s' has no region %u", call, agent->name, region_id);
     kvt_region *region = agent->regions[index];
-    if (region->busy > 0)
-        return kvt_fail(KVT_ERR_BUSY,
-                        "%s: region %u [0x%llx, +%llu) is referenced by %u operation(s) in progress (e.g. operation "
-                        "%llu)",
+    if (region->busy > 0) {
+        /* None listed: a post on another thread holds it while its descriptors are checked, before it has an id. */
+        uint64_t op = find_busy_op_locked(agent, region);
+        char example[48] = "a post still being checked";
+        if (op) snprintf(example, sizeof example, "e.g. operation %llu", (unsigned long long)op);
+        return kvt_fail(KVT_ERR_BUSY, "%s: region %u [0x%llx, +%llu) is referenced by %u operation(s) in progress (%s)",
                         call, region_id, (unsigned long long)region->address, (unsigned long long)region->length,
-                        region->busy, (unsigned long long)find_busy_op_locked(agent, region));
+                        region->busy, example);
+    }
     *out_fence = agent->backend->fence && region->id <= agent->exported_region_high;
     agent->regions[index] = agent->regions[--agent->region_count];
     agent->metadata_generation++;
