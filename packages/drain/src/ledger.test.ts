@@ -69,6 +69,39 @@ describe('OperationLedger on the loopback backend', () => {
     expect((await again.outcome).ok).toBe(true);
   });
 
+  it('cancel gives up on an operation before its timeout: the request fails naming why, the peer stays healthy, no timeout follows', async () => {
+    const { world: w, clock } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const operation = w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] });
+    w.ledger.cancel(operation, 'pin lost');
+    const outcome = await operation.outcome;
+    expect(!outcome.ok && outcome.error).toMatchObject({ code: 'OPERATION_TIMED_OUT', setting: 'pin lost' });
+    expect(await operation.quiescence).toMatchObject({ terminal: 'cancelled', code: 'CANCELED', quarantined: false });
+    expect(w.banks[1]!.references).toBe(0);
+    clock.advance(TIMEOUTS.abandonTimeoutMs);
+    expect(w.ledger.counts()).toMatchObject({ live: 0, timedOut: 0, cancelled: 1 });
+    expect(w.book.health(w.source.name)).toMatchObject({ healthy: true });
+    // Quiescent already: a second cancel changes nothing.
+    w.ledger.cancel(operation, 'again');
+    expect(w.ledger.counts()).toMatchObject({ live: 0, cancelled: 1 });
+  });
+
+  it('a cancelled operation the native layer never confirms is quarantined at its abandon deadline, its bank retained', async () => {
+    const { world: w, clock } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const operation = w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] });
+    w.reader.faults.stallProgress(true);
+    w.ledger.cancel(operation, 'pin lost');
+    expect((await operation.outcome).ok).toBe(false);
+    expect(operation.phase).toBe('timed-out');
+    clock.advance(TIMEOUTS.abandonTimeoutMs);
+    expect(operation.phase).toBe('quarantined');
+    expect(w.banks[1]!.references).toBe(1);
+    w.reader.faults.stallProgress(false);
+    w.reader.faults.clear();
+    expect(await operation.quiescence).toMatchObject({ quarantined: true });
+  });
+
   it('marks the peer unhealthy when an operation ends with REMOTE_DISCONNECT', async () => {
     const { world: w } = await world();
     w.reader.faults.failNth('completion', 1, 'REMOTE_DISCONNECT');

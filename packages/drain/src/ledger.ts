@@ -385,6 +385,20 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     for (const entry of [...this.#live]) this.#quarantine(entry, reason);
   }
 
+  /**
+   * Gives up on `operation` before its timeout, when its caller no longer wants its bytes (e.g. the pin
+   * on its source was lost): its outcome fails at once (`OperationTimedOutError` naming `why`), the
+   * native layer is asked to cancel, and, as after a timeout, it is quarantined if it is still not
+   * terminal `transport.abandonTimeoutMs` after it was posted. Its banks stay referenced until it is
+   * quiescent. An operation already quiescent, or not this ledger's, is left as it is.
+   */
+  cancel(operation: LedgerOperation, why: string): void {
+    if (!(operation instanceof Entry) || !this.#live.has(operation) || operation.phase !== 'in-flight') return;
+    operation.deadline?.cancel();
+    this.#cancel(operation, why);
+    this.#abandonLater(operation);
+  }
+
   /** Resolves once no operation is live except quarantined ones, or at `at`. */
   #idleOr(at: number): Promise<void> {
     if (!this.#hasUnquarantined() || at <= this.clock.now()) return Promise.resolve();
@@ -426,15 +440,19 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
       // A probe that cannot be answered says nothing more than the timeout already did.
     }
     this.#cancel(entry, 'transport.operationTimeoutMs');
-    // #cancel may have found it terminal already.
-    if ((entry.phase as OperationPhase) === 'quiescent') return;
+    if (this.#abandonLater(entry)) this.#listeners.emit('timed-out', entry);
+  }
+
+  /** After a cancel: quarantines `entry` if it is still not terminal at its abandon deadline. False when #cancel found it terminal already. */
+  #abandonLater(entry: Entry): boolean {
+    if (entry.phase === 'quiescent') return false;
     entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.abandonTimeoutMs, () =>
       this.#quarantine(
         entry,
         `operation ${entry.id} not terminal ${this.timeouts.abandonTimeoutMs} ms after it was posted (transport.abandonTimeoutMs)`,
       ),
     );
-    this.#listeners.emit('timed-out', entry);
+    return true;
   }
 
   /** Asks the native layer to cancel; if it is terminal already, quiesces it now from its status. */
@@ -442,7 +460,7 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     if (entry.phase === 'quiescent') return;
     if (entry.phase === 'in-flight') entry.phase = 'timed-out';
     if (!entry.outcomeSettled) {
-      entry.settleOutcome({ ok: false, error: new OperationTimedOutError(entry.id, entry.peer, this.clock.now() - entry.postedAt, why) });
+      entry.settleOutcome({ ok: false, error: new OperationTimedOutError(entry.id, entry.peer, Math.round(this.clock.now() - entry.postedAt), why) });
     }
     if (!entry.cancelRequested) {
       entry.cancelRequested = true;

@@ -123,6 +123,10 @@ describe('ReuseEndpoint.fetch', () => {
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
+  /** The reads of both rank pairs, given up on when a pin was lost (`why` is in its detail). */
+  const readsGivenUp = (why: string) =>
+    [0, 1].map((pair) => expect.objectContaining({ kind: 'operation-failed', fromBlock: 0, pair, code: 'OPERATION_TIMED_OUT', detail: expect.stringContaining(why) }));
+
   it('a source that revokes its pins while the reads run: the receipt recomputes everything and says why', async () => {
     const { decode, reader, pinsHeld } = await pair();
     reader.agent.faults.delayCompletions('forever');
@@ -132,9 +136,12 @@ describe('ReuseEndpoint.fetch', () => {
     // The source's shutdown past its deadline takes the pins back (an already-passed deadline).
     const revoked = await decode.ranks[1]!.endpoint.pinServer!.waitForReaders({ deadlineAt: 0, timeoutMs: 0, signal: AbortSignal.abort() });
     expect(revoked).toMatchObject({ outstanding: 1, pins: [{ ended: 'revoked' }] });
+    // The reads are still held when the revoke arrives: the reader gives both up at once.
+    await vi.waitFor(() => expect(reader.endpoint.ledger.counts().cancelled).toBe(2), { timeout: 20_000, interval: 5 });
     reader.agent.faults.clear();
     const receipt = await fetching;
-    expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-lost', reason: 'shutting-down', sourceRank: { tpRank: 1 } }] } });
+    expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
+    expect(receipt.recomputed.reasons).toEqual([...readsGivenUp('revoked by the source (shutting-down)'), expect.objectContaining({ kind: 'pin-lost', reason: 'shutting-down', sourceRank: { tpRank: 1, ppRank: 0 } })]);
     expect(pinsHeld()).toEqual([0, 0]);
   });
 
@@ -152,7 +159,12 @@ describe('ReuseEndpoint.fetch', () => {
     cleanups.push(async () => stalled.agent.faults.stallProgress(false));
     expect(await unresponsive).toBe(stalled.agent.name);
     reader.agent.faults.clear();
-    expect(await fetching).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-lost', reason: 'source-unresponsive', sourceRank: { tpRank: 0 } }] } });
+    const receipt = await fetching;
+    expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
+    expect(receipt.recomputed.reasons).toEqual([
+      ...readsGivenUp(`its agent ${stalled.agent.name} answered nothing for`),
+      expect.objectContaining({ kind: 'pin-lost', reason: 'source-unresponsive', sourceRank: { tpRank: 0, ppRank: 0 } }),
+    ]);
     // The reader gave up on that pin without releasing it: the source holds it until its lease lapses.
     stalled.agent.faults.stallProgress(false);
     expect(pinsHeld()).toEqual([1, 0]);

@@ -106,15 +106,25 @@ describe('fetchPrefix on loopback agents', () => {
     expect(pins.map((pin) => pin.releases)).toEqual([2, 2]);
   });
 
-  it('recomputes everything when a pin is lost while its blocks are read', async () => {
+  it('recomputes everything when a pin is lost while its blocks are read, giving up on the reads at once', async () => {
     const { pull, pins, options } = await tp2to1();
+    // The reads never complete by themselves: the fetch ends only because the lost pin cancels them.
     pull.destination.faults.delayCompletions('forever');
     const fetching = fetchPrefix(options);
     await expect.poll(() => pull.ledger.counts().posted).toBe(2);
     pins[0]!.lose({ reason: 'evicted', detail: 'source rank 0 evicted the blocks of pin-0' });
-    pull.destination.faults.clear();
     const receipt = await fetching;
-    expect(receipt).toMatchObject({ blocks: 0, checkedBlocks: 0, recomputed: { reasons: [{ kind: 'pin-lost', fromBlock: 0, reason: 'evicted', sourceRank: { tpRank: 0 } }] } });
+    const cancelled = (pair: number) =>
+      expect.objectContaining({ kind: 'operation-failed', fromBlock: 0, pair, code: 'OPERATION_TIMED_OUT', detail: expect.stringContaining('(pin lost: source rank 0 evicted the blocks of pin-0); cancelled') });
+    expect(receipt).toMatchObject({ blocks: 0, checkedBlocks: 0 });
+    expect(receipt.recomputed.reasons).toEqual([
+      cancelled(0),
+      cancelled(1),
+      expect.objectContaining({ kind: 'pin-lost', fromBlock: 0, reason: 'evicted', sourceRank: { tpRank: 0, ppRank: 0 } }),
+    ]);
+    expect(pull.ledger.counts()).toMatchObject({ live: 0, cancelled: 2, timedOut: 0 });
+    expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
+    pull.destination.faults.clear();
   });
 
   it('releases the pins only once every operation reading them is quiescent, after a timeout too', async () => {

@@ -120,7 +120,15 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   const reasons: RecomputeReason[] = [];
   const uniquePins = [...new Set(pins)];
   const losses = new Map<HeldPin, PinLoss>();
-  for (const pin of uniquePins) void pin.lost.then((loss) => losses.set(pin, loss));
+  const posted: Posted[] = [];
+  // A lost pin makes the whole prefix recomputed: the reads still running are given up on at once
+  // instead of being waited for (a stopped source's until the operation timeout).
+  for (const pin of uniquePins) {
+    void pin.lost.then((loss) => {
+      losses.set(pin, loss);
+      for (const { operation } of posted) ledger.cancel(operation, `pin lost: ${loss.detail}`);
+    });
+  }
 
   let granted = requested;
   for (const pin of uniquePins) {
@@ -130,7 +138,6 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   }
 
   const started = now();
-  const posted: Posted[] = [];
   if (granted > 0) {
     for (const [index, pair] of pairs.entries()) {
       const pin = pins[index] as HeldPin;
