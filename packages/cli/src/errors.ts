@@ -1,7 +1,7 @@
 // Typed errors of @kvreuse/cli. Each carries a stable `code` and the exit status the binary ends with:
 // 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
 
-export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER' | 'TRANSPORT_UNAVAILABLE' | 'METRICS_UNAVAILABLE';
+export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER' | 'TRANSPORT_UNAVAILABLE' | 'ETCD_UNAVAILABLE' | 'METRICS_UNAVAILABLE';
 
 export abstract class CliError extends Error {
   abstract readonly code: CliErrorCode;
@@ -148,6 +148,22 @@ export class TransportUnavailableError extends CliError {
     options?: ErrorOptions,
   ) {
     super(`${command} needs the ucx transport: ${missing}; ${ucxInstallHint}`, options);
+  }
+}
+
+/** How to get etcd for a local discovery, or do without starting one. */
+export const etcdInstallHint = 'install it with sudo apt-get install -y etcd-server, or name a running etcd with --discovery-etcd-endpoints <urls>';
+
+/** `demo` on etcd discovery without endpoints starts a local etcd for the run: the `etcd` binary is missing, or it did not start. */
+export class EtcdUnavailableError extends CliError {
+  readonly code = 'ETCD_UNAVAILABLE';
+  readonly exitCode = 1;
+  constructor(
+    readonly command: string,
+    readonly missing: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${command} needs etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints: ${missing}; ${etcdInstallHint}`, options);
   }
 }
 
