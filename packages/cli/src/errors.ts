@@ -138,16 +138,25 @@ export class DemoTransferError extends CliError {
 export const ucxInstallHint =
   'get it with the repository install script (npm run demo or npm run bench installs libucx-dev and ucx-utils, then builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native';
 
-/** The native transport library, or the backend a command needs from it, is not available here. */
-export class TransportUnavailableError extends CliError {
-  readonly code = 'TRANSPORT_UNAVAILABLE';
+/** Something a command needs on this machine is missing or does not work: says what, and how to get it. */
+abstract class PrerequisiteUnavailableError extends CliError {
   readonly exitCode = 1;
   constructor(
     readonly command: string,
+    need: string,
     readonly missing: string,
+    hint: string,
     options?: ErrorOptions,
   ) {
-    super(`${command} needs the ucx transport: ${missing}; ${ucxInstallHint}`, options);
+    super(`${command} needs ${need}: ${missing}; ${hint}`, options);
+  }
+}
+
+/** The native transport library, or the backend a command needs from it, is not available here. */
+export class TransportUnavailableError extends PrerequisiteUnavailableError {
+  readonly code = 'TRANSPORT_UNAVAILABLE';
+  constructor(command: string, missing: string, options?: ErrorOptions) {
+    super(command, 'the ucx transport', missing, ucxInstallHint, options);
   }
 }
 
@@ -155,15 +164,10 @@ export class TransportUnavailableError extends CliError {
 export const etcdInstallHint = 'install it with sudo apt-get install -y etcd-server, or name a running etcd with --discovery-etcd-endpoints <urls>';
 
 /** `demo` on etcd discovery without endpoints starts a local etcd for the run: the `etcd` binary is missing, or it did not start. */
-export class EtcdUnavailableError extends CliError {
+export class EtcdUnavailableError extends PrerequisiteUnavailableError {
   readonly code = 'ETCD_UNAVAILABLE';
-  readonly exitCode = 1;
-  constructor(
-    readonly command: string,
-    readonly missing: string,
-    options?: ErrorOptions,
-  ) {
-    super(`${command} needs etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints: ${missing}; ${etcdInstallHint}`, options);
+  constructor(command: string, missing: string, options?: ErrorOptions) {
+    super(command, 'etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints', missing, etcdInstallHint, options);
   }
 }
 
