@@ -1,5 +1,6 @@
 import type { SettingsEnv } from '@kvreuse/config';
 import { type CommandArgs, type OptionSpec, renderOptions } from './args.js';
+import type { WhenInterrupted } from './interrupts.js';
 
 /** What a command may touch of its process: given by the binary, so that commands read no globals. */
 export interface CliContext {
@@ -8,6 +9,8 @@ export interface CliContext {
   /** The environment (only `KVREUSE_*` variables are read as settings). */
   readonly env: SettingsEnv;
   readonly cwd: string;
+  /** Where a command registers what to undo if the process is interrupted (the binary's: SIGINT, SIGTERM); without it, an interruption undoes nothing. */
+  readonly whenInterrupted?: WhenInterrupted;
 }
 
 /** One command the binary runs: `config show`, `inspect`, … */

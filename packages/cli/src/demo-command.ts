@@ -1,15 +1,16 @@
 // `kvreuse demo`: the main job (src/demo/main-job.ts), with its progress live on stdout and its
 // summary last: one line, or with `--json` the summary object.
-import { exampleSettingsPath, kvreuseSettings } from '@kvreuse/config';
+import { exampleSettingsPath, kvreuseSettings, type ResolvedSettings, type Settings } from '@kvreuse/config';
 import type { Backend } from '@kvreuse/native-bindings';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { runMainJob } from './demo/main-job.js';
-import { type DemoSummary, summaryLine } from './demo/demo-summary.js';
+import { summaryLine } from './demo/demo-summary.js';
 import { UsageError } from './errors.js';
 import { jsonOption, wantsJson } from './json.js';
+import { type LocalEtcd, startLocalEtcd } from './local-etcd.js';
 import { nativeCapabilities, requireUcx } from './native.js';
-import { logOption, openRequestLog } from './request-log.js';
+import { logOption, openRequestLog, type RequestLog } from './request-log.js';
 import { configOption, settingsFileOf, settingsHelp } from './settings.js';
 
 const backends: readonly Backend[] = ['ucx', 'loopback'];
@@ -21,6 +22,15 @@ function backendOf(args: CommandArgs): Backend {
   return backend as Backend;
 }
 
+/** etcd discovery whose endpoints no file, variable or flag gave: the run gets an etcd of its own. */
+function wantsLocalEtcd({ settings, provenance }: ResolvedSettings): boolean {
+  return settings.discovery.backend === 'etcd' && provenance.discovery.etcdEndpoints.source === 'default';
+}
+
+function onLocalEtcd(settings: Settings, etcd: LocalEtcd | undefined): Settings {
+  return etcd === undefined ? settings : { ...settings, discovery: { ...settings.discovery, etcdEndpoints: [etcd.url] } };
+}
+
 export const demo: Command = {
   name: 'demo',
   summary:
@@ -29,23 +39,31 @@ export const demo: Command = {
   options: [configOption, backendOption, jsonOption, logOption],
   help: () =>
     'Progress and the summary go to stdout; the request log (one pino JSON line per request with its receipt: blocks, bytes, ms, what was recomputed and why) to stderr, or to --log <file>.\n\n' +
+    'Discovery: a fresh SQLite file per run by default. --discovery-backend etcd uses the etcd that --discovery-etcd-endpoints (or KVREUSE_DISCOVERY_ETCD_ENDPOINTS, or the settings file) names; ' +
+    'without endpoints, the demo starts a local etcd for the run on free loopback ports, with a temporary data dir, and stops it and removes its data when the run ends, fails or is interrupted (SIGINT, SIGTERM). ' +
+    'That needs the etcd binary on PATH (sudo apt-get install -y etcd-server).\n\n' +
     `Settings: the bundled example settings file (or --config <file>), then KVREUSE_* variables, then setting flags.\n\n${settingsHelp(kvreuseSettings)}`,
   async run(args, context: CliContext) {
     if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
     const backend = backendOf(args);
     const file = settingsFileOf(args, context) ?? exampleSettingsPath;
-    const { settings } = kvreuseSettings.resolve({ file, env: context.env, argv: args.settingsArgv });
+    const resolved = kvreuseSettings.resolve({ file, env: context.env, argv: args.settingsArgv });
+    const { settings } = resolved;
     if (settings.discovery.backend === 'memory') {
-      throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (with --discovery-etcd-endpoints)');
+      throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (a local one per run, or --discovery-etcd-endpoints)');
     }
     const capabilities = backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
-    const requestLog = openRequestLog(args, context);
-    let summary: DemoSummary;
+    const progress = (line: string): void => context.stdout(`${line}\n`);
+    const etcd = wantsLocalEtcd(resolved) ? await startLocalEtcd({ command: this.name, env: context.env, ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }) }) : undefined;
+    let requestLog: RequestLog | undefined;
     try {
-      summary = await runMainJob({ settings, capabilities, backend, progress: (line) => context.stdout(`${line}\n`), requestServed: requestLog.served });
+      if (etcd !== undefined) progress(`discovery: started a local etcd at ${etcd.url} for this run (data in ${etcd.dataDir}; stopped and removed when the run ends)`);
+      requestLog = openRequestLog(args, context);
+      const summary = await runMainJob({ settings: onLocalEtcd(settings, etcd), capabilities, backend, progress, requestServed: requestLog.served });
+      context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
     } finally {
-      requestLog.close();
+      requestLog?.close();
+      await etcd?.stop();
     }
-    context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
   },
 };

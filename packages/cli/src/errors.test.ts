@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AdmissionRefusedError, ChildCommandError, CliError, DiscoveryNotFoundError, InputFileError, MetricsUnavailableError, NotACheckoutError, TransportUnavailableError, ucxInstallHint, UnknownCommandError, UsageError } from './errors.js';
+import { AdmissionRefusedError, ChildCommandError, CliError, DiscoveryNotFoundError, etcdInstallHint, EtcdUnavailableError, InputFileError, MetricsUnavailableError, NotACheckoutError, TransportUnavailableError, ucxInstallHint, UnknownCommandError, UsageError } from './errors.js';
 
 describe('the errors of @kvreuse/cli', () => {
   it.each([
@@ -12,6 +12,12 @@ describe('the errors of @kvreuse/cli', () => {
     [new ChildCommandError('node x', 3), 'CHILD_FAILED', 1, 'node x exited with 3'],
     [new MetricsUnavailableError('http://h:1/metrics', 'HTTP 404'), 'METRICS_UNAVAILABLE', 1, 'metrics at http://h:1/metrics: HTTP 404'],
     [new TransportUnavailableError('bench', 'no library'), 'TRANSPORT_UNAVAILABLE', 1, `bench needs the ucx transport: no library; ${ucxInstallHint}`],
+    [
+      new EtcdUnavailableError('demo', 'no etcd executable on PATH'),
+      'ETCD_UNAVAILABLE',
+      1,
+      `demo needs etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints: no etcd executable on PATH; ${etcdInstallHint}`,
+    ],
   ])('%s: code, exit status and message', (error, code, exitCode, message) => {
     expect(error).toBeInstanceOf(CliError);
     expect(error).toMatchObject({ code, exitCode, message, name: error.constructor.name });

@@ -1,7 +1,7 @@
 // Typed errors of @kvreuse/cli. Each carries a stable `code` and the exit status the binary ends with:
 // 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
 
-export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER' | 'TRANSPORT_UNAVAILABLE' | 'METRICS_UNAVAILABLE';
+export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER' | 'TRANSPORT_UNAVAILABLE' | 'ETCD_UNAVAILABLE' | 'METRICS_UNAVAILABLE';
 
 export abstract class CliError extends Error {
   abstract readonly code: CliErrorCode;
@@ -138,16 +138,36 @@ export class DemoTransferError extends CliError {
 export const ucxInstallHint =
   'get it with the repository install script (npm run demo or npm run bench installs libucx-dev and ucx-utils, then builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native';
 
-/** The native transport library, or the backend a command needs from it, is not available here. */
-export class TransportUnavailableError extends CliError {
-  readonly code = 'TRANSPORT_UNAVAILABLE';
+/** Something a command needs on this machine is missing or does not work: says what, and how to get it. */
+abstract class PrerequisiteUnavailableError extends CliError {
   readonly exitCode = 1;
   constructor(
     readonly command: string,
+    need: string,
     readonly missing: string,
+    hint: string,
     options?: ErrorOptions,
   ) {
-    super(`${command} needs the ucx transport: ${missing}; ${ucxInstallHint}`, options);
+    super(`${command} needs ${need}: ${missing}; ${hint}`, options);
+  }
+}
+
+/** The native transport library, or the backend a command needs from it, is not available here. */
+export class TransportUnavailableError extends PrerequisiteUnavailableError {
+  readonly code = 'TRANSPORT_UNAVAILABLE';
+  constructor(command: string, missing: string, options?: ErrorOptions) {
+    super(command, 'the ucx transport', missing, ucxInstallHint, options);
+  }
+}
+
+/** How to get etcd for a local discovery, or do without starting one. */
+export const etcdInstallHint = 'install it with sudo apt-get install -y etcd-server, or name a running etcd with --discovery-etcd-endpoints <urls>';
+
+/** `demo` on etcd discovery without endpoints starts a local etcd for the run: the `etcd` binary is missing, or it did not start. */
+export class EtcdUnavailableError extends PrerequisiteUnavailableError {
+  readonly code = 'ETCD_UNAVAILABLE';
+  constructor(command: string, missing: string, options?: ErrorOptions) {
+    super(command, 'etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints', missing, etcdInstallHint, options);
   }
 }
 

@@ -1,4 +1,5 @@
 export type { CliContext } from './command.js';
+export { interruptCleanups, type SignalledProcess, type WhenInterrupted } from './interrupts.js';
 export {
   AdmissionRefusedError,
   ChildCommandError,

@@ -1,5 +1,5 @@
 // Runs the built `kvreuse` binary (the package's bin entry) as a child process, as a user would.
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,8 @@ export const binPath = join(packageDir, manifest.bin.kvreuse);
 
 export interface BinaryRun {
   readonly status: number | null;
+  /** The signal that ended it, when one did (then `status` is null). */
+  readonly signal: NodeJS.Signals | null;
   readonly stdout: string;
   readonly stderr: string;
   /** stderr split into lines, without the empty one after the last newline. */
@@ -23,18 +25,47 @@ export interface RunOptions {
   readonly env?: Readonly<Record<string, string>>;
 }
 
-export function runBinary(args: readonly string[], options: RunOptions = {}): Promise<BinaryRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [binPath, ...args], {
-      cwd: options.cwd ?? packageDir,
-      env: { PATH: process.env.PATH ?? '', ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once('error', reject);
-    child.once('close', (status) => resolve({ status, stdout, stderr, stderrLines: stderr.split('\n').filter((line) => line !== '') }));
+/** The binary while it runs: signal it once its output shows how far it got. */
+export interface StartedBinary {
+  readonly child: ChildProcess;
+  /** Resolves with the first line of stdout that matches, once it is printed; rejects if the binary ends without one. */
+  stdoutLine(pattern: RegExp): Promise<RegExpMatchArray>;
+  readonly finished: Promise<BinaryRun>;
+}
+
+export function startBinary(args: readonly string[], options: RunOptions = {}): StartedBinary {
+  const child = spawn(process.execPath, [binPath, ...args], {
+    cwd: options.cwd ?? packageDir,
+    env: { PATH: process.env.PATH ?? '', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const finished = new Promise<BinaryRun>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (status, signal) => resolve({ status, signal, stdout, stderr, stderrLines: stderr.split('\n').filter((line) => line !== '') }));
+  });
+  const stdoutLine = (pattern: RegExp): Promise<RegExpMatchArray> =>
+    new Promise((resolve, reject) => {
+      const look = (): boolean => {
+        const found = stdout.split('\n').slice(0, -1).map((line) => line.match(pattern)).find((match) => match !== null);
+        if (found !== undefined) resolve(found);
+        return found !== undefined;
+      };
+      if (look()) return;
+      const onData = (): void => {
+        if (look()) child.stdout.off('data', onData);
+      };
+      child.stdout.on('data', onData);
+      void finished.then(() => {
+        if (!look()) reject(new Error(`the binary ended without a line matching ${pattern} on stdout:\n${stdout}${stderr}`));
+      }, reject);
+    });
+  return { child, stdoutLine, finished };
+}
+
+export function runBinary(args: readonly string[], options: RunOptions = {}): Promise<BinaryRun> {
+  return startBinary(args, options).finished;
 }

@@ -1,17 +1,39 @@
 // `kvreuse demo` as a user runs it: the built binary, its output and its user errors. The pull itself is
 // checked in src/demo/main-job.test.ts, where the router's clock can stand still.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
-import { runBinary } from './binary.js';
+import { runBinary, startBinary } from './binary.js';
 import { startEtcd } from './etcd.js';
 
 const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-'));
 afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
 
 const lastLine = (stdout: string): string => stdout.trimEnd().split('\n').at(-1) as string;
+
+/** A temporary directory of the run's own (its TMPDIR), so that what the run leaves there can be listed. */
+function runTmpdir(): string {
+  return mkdtempSync(join(anywhere, 'tmp-'));
+}
+
+/** The pids of every process whose command line holds `--data-dir=<dataDir>`: the etcd serving from it. */
+function etcdProcessesOf(dataDir: string): number[] {
+  const flag = `--data-dir=${dataDir}`;
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(flag);
+      } catch {
+        return false; // it ended while the list was read
+      }
+    })
+    .map(Number);
+}
+
+const localEtcdLine = /^discovery: started a local etcd at (http:\/\/127\.0\.0\.1:\d+) for this run \(data in (\S+); stopped and removed when the run ends\)$/;
 
 describe('kvreuse demo', () => {
   // The router's decision depends on no clock when reuse is off: the job runs to its end without a pull.
@@ -71,11 +93,63 @@ describe('kvreuse demo', () => {
     }
   }, 120_000);
 
+  it('with --discovery-backend etcd and no endpoints, it starts a local etcd for the run, runs on it, then stops it and removes its data', async () => {
+    const tmp = runTmpdir();
+    const run = await runBinary(
+      ['demo', '--backend', 'loopback', '--json', '--log', 'local-etcd.log', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd'],
+      { cwd: anywhere, env: { TMPDIR: tmp } },
+    );
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    const [firstLine = ''] = run.stdout.split('\n');
+    const [, url, dataDir] = firstLine.match(localEtcdLine) ?? [];
+    expect(url).toBeDefined();
+    expect(dataDir?.startsWith(`${tmp}/`)).toBe(true);
+    expect(run.stdout).toContain(`(loopback, etcd discovery at ${url})\n`);
+    const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+    expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
+    expect(summary.decisions.map(({ request, action, reason }) => [request, action, reason])).toEqual([
+      ['turn 2', 'recompute', 'disabled'],
+      ['short request', 'recompute', 'disabled'],
+    ]);
+    expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
+      ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
+      ['qwen3-0.6b-decode-0/tp1', 0, 56, 0],
+      ['qwen3-0.6b-prefill-0/tp0', 0, 56, 0],
+    ]);
+    // Nothing of the run is left: no etcd serving its data, and its temporary directory holds nothing.
+    expect(etcdProcessesOf(dataDir!)).toEqual([]);
+    expect(readdirSync(tmp)).toEqual([]);
+  }, 60_000);
+
+  it.each(['SIGINT', 'SIGTERM'] as const)('interrupted (%s) while it runs on its local etcd, it stops the etcd and removes its data, then ends by the signal', async (signal) => {
+    const tmp = runTmpdir();
+    const started = startBinary(['demo', '--backend', 'loopback', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd'], { cwd: anywhere, env: { TMPDIR: tmp } });
+    const [, , dataDir] = await started.stdoutLine(localEtcdLine);
+    expect(etcdProcessesOf(dataDir!)).toHaveLength(1);
+    started.child.kill(signal);
+    const run = await started.finished;
+    expect([run.status, run.signal]).toEqual([null, signal]);
+    expect(etcdProcessesOf(dataDir!)).toEqual([]);
+    expect(existsSync(dataDir!)).toBe(false);
+  }, 60_000);
+
+  it('with --discovery-backend etcd, no endpoints and no etcd on PATH: one line naming what is missing and how to install it, exit 1, nothing left', async () => {
+    const tmp = runTmpdir();
+    const run = await runBinary(['demo', '--backend', 'loopback', '--discovery-backend', 'etcd'], { cwd: anywhere, env: { PATH: tmp, TMPDIR: tmp } });
+    expect(run).toMatchObject({ status: 1, stdout: '' });
+    expect(run.stderrLines).toEqual([
+      'kvreuse: demo needs etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints: no etcd executable on PATH; ' +
+        'install it with sudo apt-get install -y etcd-server, or name a running etcd with --discovery-etcd-endpoints <urls> [ETCD_UNAVAILABLE]',
+    ]);
+    expect(readdirSync(tmp)).toEqual([]);
+  });
+
   it('memory discovery, which holds one process only, is a usage error: one line, exit 2', async () => {
     const run = await runBinary(['demo', '--discovery-backend', 'memory'], { cwd: anywhere });
     expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
-      'kvreuse: demo: discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (with --discovery-etcd-endpoints) (see kvreuse demo --help) [USAGE]',
+      'kvreuse: demo: discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (a local one per run, or --discovery-etcd-endpoints) (see kvreuse demo --help) [USAGE]',
     ]);
   });
 

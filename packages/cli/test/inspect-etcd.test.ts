@@ -1,7 +1,8 @@
 import { connectEtcdDiscovery, type EtcdDiscoveryStore } from '@kvreuse/registry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freeLoopbackPort } from '../src/local-etcd.js';
 import { runBinary } from './binary.js';
-import { closedPort, type RunningEtcd, startEtcd } from './etcd.js';
+import { type RunningEtcd, startEtcd } from './etcd.js';
 import { type PublishedWorker, publishWorker } from './published-worker.js';
 
 describe('kvreuse inspect on a real etcd', () => {
@@ -44,7 +45,7 @@ describe('kvreuse inspect on a real etcd', () => {
 
 describe('kvreuse inspect against an etcd that nothing listens on', () => {
   it('fails with exit 1 and one line naming discovery as unavailable, within the request timeout', async () => {
-    const url = `http://127.0.0.1:${await closedPort()}`;
+    const url = `http://127.0.0.1:${await freeLoopbackPort()}`;
     const run = await runBinary(['inspect', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', url]);
     expect(run.status).toBe(1);
     expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: .*\[DISCOVERY_UNAVAILABLE\]$/)]);

@@ -1,0 +1,57 @@
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { interruptCleanups, type SignalledProcess } from './interrupts.js';
+
+/** A process whose signals the test emits; what it raises on itself is logged after the cleanups' steps. */
+function signalledProcess(log: string[]): SignalledProcess & { readonly emitter: EventEmitter; readonly raised: Promise<void>; listening(): number } {
+  const emitter = new EventEmitter();
+  let raise!: () => void;
+  const raised = new Promise<void>((resolve) => (raise = resolve));
+  return {
+    pid: 4242,
+    emitter,
+    raised,
+    on: (signal, listener) => emitter.on(signal, listener),
+    off: (signal, listener) => emitter.off(signal, listener),
+    kill: (pid, signal) => {
+      log.push(`raised ${signal} at ${pid}`);
+      raise();
+    },
+    listening: () => emitter.listenerCount('SIGINT') + emitter.listenerCount('SIGTERM'),
+  };
+}
+
+describe('interruptCleanups', () => {
+  it('listens for SIGINT and SIGTERM only while a cleanup is registered', () => {
+    const target = signalledProcess([]);
+    const whenInterrupted = interruptCleanups(target);
+    expect(target.listening()).toBe(0);
+    const first = whenInterrupted(async () => undefined);
+    const second = whenInterrupted(async () => undefined);
+    expect(target.listening()).toBe(2);
+    first();
+    first();
+    expect(target.listening()).toBe(2);
+    second();
+    expect(target.listening()).toBe(0);
+  });
+
+  it.each(['SIGINT', 'SIGTERM'] as const)('%s runs every registered cleanup, a failing one too, then raises the signal again with nobody listening', async (signal) => {
+    const log: string[] = [];
+    const target = signalledProcess(log);
+    const whenInterrupted = interruptCleanups(target);
+    let finishSlow = (): void => undefined;
+    whenInterrupted(() => new Promise<void>((resolve) => (finishSlow = resolve)).then(() => void log.push('slow cleanup done')));
+    whenInterrupted(() => {
+      log.push('failing cleanup');
+      throw new Error('cleanup failed');
+    });
+    const takenBack = whenInterrupted(async () => void log.push('taken back'));
+    takenBack();
+    target.emitter.emit(signal, signal);
+    expect(target.listening()).toBe(0);
+    finishSlow();
+    await target.raised;
+    expect(log).toEqual(['failing cleanup', 'slow cleanup done', `raised ${signal} at 4242`]);
+  });
+});
