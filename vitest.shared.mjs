@@ -17,6 +17,10 @@ export function kvreuseProject(name, test = {}) {
       include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
       // Forked workers: a native crash fails the file it happened in, not the run.
       pool: 'forks',
+      // Hang guards, not speed checks: on a shared 2-core machine under load a test that spawns a
+      // binary or a rank process can take several times its usual seconds.
+      testTimeout: 30_000,
+      hookTimeout: 30_000,
       // scripts/dev.mjs sums these into the run's closing "N passed, N failed" line.
       reporters: ['default', 'json'],
       outputFile: { json: join(resultsDir, `${name}.json`) },
