@@ -59,7 +59,14 @@ export const demo: Command = {
     try {
       if (etcd !== undefined) progress(`discovery: started a local etcd at ${etcd.url} for this run (data in ${etcd.dataDir}; stopped and removed when the run ends)`);
       requestLog = openRequestLog(args, context);
-      const summary = await runMainJob({ settings: onLocalEtcd(settings, etcd), capabilities, backend, progress, requestServed: requestLog.served });
+      const summary = await runMainJob({
+        settings: onLocalEtcd(settings, etcd),
+        capabilities,
+        backend,
+        progress,
+        requestServed: requestLog.served,
+        ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
+      });
       context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
     } finally {
       requestLog?.close();

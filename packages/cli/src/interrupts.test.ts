@@ -36,12 +36,18 @@ describe('interruptCleanups', () => {
     expect(target.listening()).toBe(0);
   });
 
-  it.each(['SIGINT', 'SIGTERM'] as const)('%s runs every registered cleanup, a failing one too, then raises the signal again with nobody listening', async (signal) => {
+  it.each(['SIGINT', 'SIGTERM'] as const)('%s runs every registered cleanup one after another, the last registered first, a failing one too, then raises the signal again with nobody listening', async (signal) => {
     const log: string[] = [];
     const target = signalledProcess(log);
     const whenInterrupted = interruptCleanups(target);
     let finishSlow = (): void => undefined;
-    whenInterrupted(() => new Promise<void>((resolve) => (finishSlow = resolve)).then(() => void log.push('slow cleanup done')));
+    const slowStarted = new Promise<void>((started) => {
+      whenInterrupted(async () => void log.push('first registered'));
+      whenInterrupted(() => {
+        started();
+        return new Promise<void>((resolve) => (finishSlow = resolve)).then(() => void log.push('slow cleanup done'));
+      });
+    });
     whenInterrupted(() => {
       log.push('failing cleanup');
       throw new Error('cleanup failed');
@@ -50,8 +56,12 @@ describe('interruptCleanups', () => {
     takenBack();
     target.emitter.emit(signal, signal);
     expect(target.listening()).toBe(0);
+    await slowStarted;
+    // The one registered before the slow one waits for it.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(log).toEqual(['failing cleanup']);
     finishSlow();
     await target.raised;
-    expect(log).toEqual(['failing cleanup', 'slow cleanup done', `raised ${signal} at 4242`]);
+    expect(log).toEqual(['failing cleanup', 'slow cleanup done', 'first registered', `raised ${signal} at 4242`]);
   });
 });

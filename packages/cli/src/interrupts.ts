@@ -16,7 +16,8 @@ const interruptions: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
 
 /**
  * Listens for SIGINT and SIGTERM only while a cleanup is registered, so that otherwise they end the
- * process as they always do. The first one runs every cleanup, then raises the same signal again with
+ * process as they always do. The first one runs every cleanup, one after another and the last registered
+ * first (a failing one does not stop the others), then raises the same signal again with
  * nobody listening: the process ends by it, and a second interruption during the cleanups ends it at once.
  */
 export function interruptCleanups(target: SignalledProcess): WhenInterrupted {
@@ -26,9 +27,14 @@ export function interruptCleanups(target: SignalledProcess): WhenInterrupted {
   };
   function interrupted(signal: NodeJS.Signals): void {
     listen(false);
-    const running = [...cleanups].map(async (cleanup) => cleanup());
+    // Last registered first, each to its end: what was started last may still use what was started before it
+    // (the demo's ranks drain through the local etcd it started first).
+    const pending = [...cleanups].reverse();
     cleanups.clear();
-    void Promise.allSettled(running).then(() => target.kill(target.pid, signal));
+    void (async () => {
+      for (const cleanup of pending) await Promise.resolve().then(cleanup).catch(() => undefined);
+      target.kill(target.pid, signal);
+    })();
   }
   return (cleanup) => {
     if (cleanups.size === 0) listen(true);

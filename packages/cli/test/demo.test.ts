@@ -3,7 +3,7 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
 import { runBinary, startBinary } from './binary.js';
 import { startEtcd } from './etcd.js';
@@ -18,20 +18,24 @@ function runTmpdir(): string {
   return mkdtempSync(join(anywhere, 'tmp-'));
 }
 
-/** The pids of every process whose command line holds `--data-dir=<dataDir>`: the etcd serving from it. */
-function etcdProcessesOf(dataDir: string): number[] {
-  const flag = `--data-dir=${dataDir}`;
+/** The pids of every process one of whose command-line arguments satisfies `matches`. */
+function processesWith(matches: (argument: string) => boolean): number[] {
   return readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
     .filter((pid) => {
       try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(flag);
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').some(matches);
       } catch {
         return false; // it ended while the list was read
       }
     })
     .map(Number);
 }
+
+/** The etcd serving from `dataDir`. */
+const etcdProcessesOf = (dataDir: string): number[] => processesWith((argument) => argument === `--data-dir=${dataDir}`);
+/** The demo's rank processes of a run whose TMPDIR is `tmp` (their options name its SQLite file there). */
+const rankProcessesIn = (tmp: string): number[] => processesWith((argument) => argument.startsWith('{') && argument.includes(`${tmp}/`));
 
 const localEtcdLine = /^discovery: started a local etcd at (http:\/\/127\.0\.0\.1:\d+) for this run \(data in (\S+); stopped and removed when the run ends\)$/;
 
@@ -132,6 +136,28 @@ describe('kvreuse demo', () => {
     expect([run.status, run.signal]).toEqual([null, signal]);
     expect(etcdProcessesOf(dataDir!)).toEqual([]);
     expect(existsSync(dataDir!)).toBe(false);
+  }, 60_000);
+
+  it('interrupted (SIGTERM) while its rank processes run, it drains them and removes its files, then ends by the signal', async () => {
+    const tmp = runTmpdir();
+    const started = startBinary(['demo'], { cwd: anywhere, env: { TMPDIR: tmp } });
+    await started.stdoutLine(/^turn 1: /);
+    expect(rankProcessesIn(tmp)).toHaveLength(3);
+    started.child.kill('SIGTERM');
+    const run = await started.finished;
+    expect([run.status, run.signal]).toEqual([null, 'SIGTERM']);
+    expect(rankProcessesIn(tmp)).toEqual([]);
+    expect(readdirSync(tmp)).toEqual([]);
+  }, 60_000);
+
+  it('killed (SIGKILL), the demo leaves no rank process behind: each drains once its parent is gone', async () => {
+    const tmp = runTmpdir();
+    const started = startBinary(['demo'], { cwd: anywhere, env: { TMPDIR: tmp } });
+    await started.stdoutLine(/^turn 1: /);
+    expect(rankProcessesIn(tmp)).toHaveLength(3);
+    started.child.kill('SIGKILL');
+    await started.finished;
+    await vi.waitFor(() => expect(rankProcessesIn(tmp)).toEqual([]), { timeout: 30_000, interval: 100 });
   }, 60_000);
 
   it('with --discovery-backend etcd, no endpoints and no etcd on PATH: one line naming what is missing and how to install it, exit 1, nothing left', async () => {

@@ -22,6 +22,7 @@ import {
 } from '@kvreuse/registry';
 import { decide, type FetchHint, type RouteDecision, SourceBook } from '@kvreuse/router';
 import { DemoProcessError } from '../errors.js';
+import type { WhenInterrupted } from '../interrupts.js';
 import { type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
 import { hintLine, type PullReport, type RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
@@ -39,6 +40,8 @@ export interface MainJobOptions {
   readonly clock?: () => number;
   /** How long each rank gets to start, and each step to answer. */
   readonly stepTimeoutMs?: number;
+  /** Where the job registers its own shutdown, to run if the process is interrupted (the CLI's SIGINT/SIGTERM handling). */
+  readonly whenInterrupted?: WhenInterrupted;
 }
 
 const decodeId = 'qwen3-0.6b-decode-0';
@@ -149,6 +152,16 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     },
   });
   let processes: RankProcesses | undefined;
+  let closing: Promise<void> | undefined;
+  // Once, whether the job ends or the process is interrupted: every rank drained, discovery closed, the run's files gone.
+  const closeAll = (): Promise<void> =>
+    (closing ??= (async () => {
+      await processes?.stop();
+      await follower.close();
+      await discovery.close();
+      rmSync(dir, { recursive: true, force: true });
+    })());
+  const takeBack = options.whenInterrupted?.(closeAll) ?? (() => undefined);
   try {
     const where = options.backend === 'loopback' ? 'in this process (loopback agents reach only agents of their own process)' : 'as OS processes';
     progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`);
@@ -237,9 +250,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     }
     return { ...pulls, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, drain };
   } finally {
-    await processes?.stop();
-    await follower.close();
-    await discovery.close();
-    rmSync(dir, { recursive: true, force: true });
+    takeBack();
+    await closeAll();
   }
 }
