@@ -210,8 +210,11 @@ const SWEEP: readonly SweepPoint[] = [
   { size: 1 << 20, gets: 4_000, batchSize: 16, window: 2 },
   { size: 4 << 20, gets: 2_000, batchSize: 4, window: 2, figure: 'read.4m.vs_ucx_perftest' },
 ];
-/** Bytes each memcpy run of the sweep copies, one size at a time: enough that a 4 KiB copy's call does not dominate. */
-const SWEEP_MEMCPY_BYTES = 256 << 20;
+/**
+ * Bytes each memcpy run of the sweep copies, one size over and over: about a millisecond, so that some
+ * of the runs fit between two preemptions on a loaded machine, and far above the clock's own cost.
+ */
+const SWEEP_MEMCPY_BYTES = 32 << 20;
 
 /** Best rates, in bytes per second, of a point's READs through the facade and of ucx_perftest's gets. */
 interface ReadRates {
