@@ -1,12 +1,16 @@
 #!/usr/bin/env node
 // Merges the figures each package's benchmark wrote to bench/parts/<package>.json into
 // bench/results.json (git-ignored). With --write-docs it also rewrites the table between the markers in
-// the tracked docs/benchmarks.md; without it, measuring never dirties a checkout.
-// A part is { "figures": { "<name>": { "value", "unit", "anchor"?, "ratio"?, "goal"?, "note"? } } }.
+// the tracked docs/benchmarks.md and draws each series into docs/bench-<series>.svg; without it,
+// measuring never dirties a checkout.
+// A part is { "figures": { "<name>": { "value", "unit", "anchor"?, "ratio"?, "goal"?, "note"? } },
+// "series"?: { "<series>": { "title", "sizes", "unit", "lines": [{ "label", "values" }], "loadAverage" } } }
+// (scripts/bench-chart.mjs says what a series holds).
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { arch, cpus, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BadSeriesError, checkSeries, renderSeriesChart } from './bench-chart.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const partsDir = join(root, 'bench/parts');
@@ -18,6 +22,8 @@ if (parts.length === 0) {
 
 const figures = {};
 const sourceOf = {};
+const series = {};
+const seriesSourceOf = {};
 for (const file of parts) {
   const part = JSON.parse(readFileSync(join(partsDir, file), 'utf8'));
   for (const [name, figure] of Object.entries(part.figures ?? {})) {
@@ -32,12 +38,31 @@ for (const file of parts) {
     figures[name] = figure;
     sourceOf[name] = file.replace(/\.json$/, '');
   }
+  for (const [name, drawn] of Object.entries(part.series ?? {})) {
+    if (name in series) {
+      console.error(`merge-bench: series ${name} is reported by both ${seriesSourceOf[name]} and ${file}`);
+      process.exit(1);
+    }
+    if (!/^[a-z0-9-]+$/.test(name)) {
+      console.error(`merge-bench: series ${name} in ${file} needs a name of lower-case letters, digits and dashes (it names docs/bench-<series>.svg)`);
+      process.exit(1);
+    }
+    try {
+      checkSeries(name, drawn);
+    } catch (error) {
+      if (!(error instanceof BadSeriesError)) throw error;
+      console.error(`merge-bench: ${error.message} (in ${file})`);
+      process.exit(1);
+    }
+    series[name] = drawn;
+    seriesSourceOf[name] = file.replace(/\.json$/, '');
+  }
 }
 
 const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'unknown cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, ${arch()}, Node ${process.versions.node}`;
 const measuredAt = new Date().toISOString();
 mkdirSync(join(root, 'bench'), { recursive: true });
-writeFileSync(join(root, 'bench/results.json'), `${JSON.stringify({ measuredAt, machine, figures }, null, 2)}\n`);
+writeFileSync(join(root, 'bench/results.json'), `${JSON.stringify({ measuredAt, machine, figures, series }, null, 2)}\n`);
 
 const format = (v) => {
   if (typeof v !== 'number') return v === undefined ? '' : String(v);
@@ -73,4 +98,9 @@ if (from < 0 || to < from) {
   process.exit(1);
 }
 writeFileSync(docPath, `${doc.slice(0, from + start.length)}\n${table}\n${doc.slice(to)}`);
-console.log(`merge-bench: ${Object.keys(figures).length} figures from ${parts.length} packages → bench/results.json, docs/benchmarks.md`);
+const charts = Object.entries(series).map(([name, drawn]) => {
+  const chart = `docs/bench-${name}.svg`;
+  writeFileSync(join(root, chart), renderSeriesChart(name, drawn, { measuredAt, machine }));
+  return chart;
+});
+console.log(`merge-bench: ${Object.keys(figures).length} figures from ${parts.length} packages → bench/results.json, ${['docs/benchmarks.md', ...charts].join(', ')}`);

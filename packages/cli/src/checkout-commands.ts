@@ -21,7 +21,7 @@ export const bench: Command = {
   name: 'bench',
   summary: "Runs every benchmark of the repository with its anchors (the checkout's `npm run bench`) and merges the figures; runs from a checkout.",
   usage: '[--write-docs] [--dry-run] [--transport-library <file>]',
-  options: [{ name: 'write-docs', description: 'also rewrite the figures table of docs/benchmarks.md' }, dryRunOption],
+  options: [{ name: 'write-docs', description: 'also rewrite the figures table of docs/benchmarks.md and the bandwidth chart docs/bench-bandwidth.svg' }, dryRunOption],
   help: () =>
     "It installs what the benchmarks need, builds, runs each package's benchmarks one at a time and merges their figures into bench/results.json (git-ignored).\n" +
     'The benchmarks run on UCX: it first checks that the native library (transport.library, else the built one) loads and has the ucx backend, and says what is missing otherwise.\n',

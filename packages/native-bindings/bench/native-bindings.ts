@@ -1,6 +1,6 @@
 // Benchmarks of the native transport through the TypeScript facade, each beside its anchor measured
-// in the same run: ucx_perftest -t ucp_get for cross-process READ bandwidth, a single-thread memcpy
-// (Buffer.copy) for the 42-block pull and for the per-descriptor overhead.
+// in the same run: ucx_perftest -t ucp_get for cross-process READ bandwidth by message size, a
+// single-thread memcpy (Buffer.copy) for the same sizes, the 42-block pull and the per-descriptor overhead.
 // Writes bench/parts/native-bindings.json at the repository root.
 import { type SpawnOptions, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -31,6 +31,17 @@ interface Figure {
 }
 const figures: Record<string, Figure> = {};
 
+/** Values measured at each of `sizes` (bytes), one line per thing measured; scripts/bench-chart.mjs draws them. */
+interface Series {
+  title: string;
+  sizes: number[];
+  unit: string;
+  lines: { label: string; values: (number | null)[] }[];
+  /** The machine's one-minute load average when the series' measurement started and ended. */
+  loadAverage: { start: number; end: number };
+}
+const series: Record<string, Series> = {};
+
 /**
  * The machine is shared with other work, so every figure is the best of REPEATS runs — for the facade
  * and for its anchor alike, interleaved where they can be.
@@ -38,13 +49,13 @@ const figures: Record<string, Figure> = {};
 const best = (values: number[]): number => Math.min(...values);
 const bestRate = (values: number[]): number => Math.max(...values);
 
-/** Single-thread memcpy of `bytes` between two pre-faulted native banks, via Buffer.copy (memmove). */
-function memcpySeconds(from: Buffer, to: Buffer, bytes: number): number {
+/** Single-thread memcpy of `bytes`, `copies` times over, between two pre-faulted native banks, via Buffer.copy (memmove). */
+function memcpySeconds(from: Buffer, to: Buffer, bytes: number, copies = 1): number {
   from.copy(to, 0, 0, bytes);
   const times: number[] = [];
   for (let r = 0; r < REPEATS; r++) {
     const start = process.hrtime.bigint();
-    from.copy(to, 0, 0, bytes);
+    for (let c = 0; c < copies; c++) from.copy(to, 0, 0, bytes);
     times.push(seconds(start));
   }
   return best(times);
@@ -176,10 +187,46 @@ function describePath(text: string): string {
   return `lanes ${lanes.join(', ') || 'not reported'}; get ${[...new Set(gets)].join(', ') || 'not reported'}${direct}`;
 }
 
-async function readVsPerftest(name: string, size: number, iterations: number, batchSize: number, window: number): Promise<void> {
-  const setup = await remoteSource(size, 7);
+/**
+ * A message size of the sweep: `gets` READs of it per run, posted in batches of `batchSize` descriptors,
+ * `window` batches in flight. Batches amortise the per-operation wake-up; large gets move fastest with
+ * few of them outstanding (measured: 4 MiB reads peak at 2–8 descriptors per operation, two operations
+ * in flight). Two of the sizes are figures of their own.
+ */
+interface SweepPoint {
+  readonly size: number;
+  readonly gets: number;
+  readonly batchSize: number;
+  readonly window: number;
+  readonly figure?: string;
+}
+
+const SWEEP: readonly SweepPoint[] = [
+  { size: 4 << 10, gets: 100_000, batchSize: 256, window: 2 },
+  { size: 16 << 10, gets: 50_000, batchSize: 256, window: 2 },
+  { size: 64 << 10, gets: 20_000, batchSize: 256, window: 2 },
+  { size: 128 << 10, gets: 20_000, batchSize: 256, window: 2, figure: 'read.128k.vs_ucx_perftest' },
+  { size: 256 << 10, gets: 10_000, batchSize: 64, window: 2 },
+  { size: 1 << 20, gets: 4_000, batchSize: 16, window: 2 },
+  { size: 4 << 20, gets: 2_000, batchSize: 4, window: 2, figure: 'read.4m.vs_ucx_perftest' },
+];
+/**
+ * Bytes each memcpy run of the sweep copies, one size over and over: about a millisecond, so that some
+ * of the runs fit between two preemptions on a loaded machine, and far above the clock's own cost.
+ */
+const SWEEP_MEMCPY_BYTES = 32 << 20;
+
+/** Best rates, in bytes per second, of a point's READs through the facade and of ucx_perftest's gets. */
+interface ReadRates {
+  readonly gets: number;
+  readonly facade: number;
+  readonly perftest: number;
+  readonly perftestLanes: string;
+}
+
+async function readRates(setup: RemoteSetup, { size, gets, batchSize, window }: SweepPoint): Promise<ReadRates> {
   const batch = descriptors(batchSize, size, () => 0);
-  const batches = Math.ceil(iterations / batchSize);
+  const batches = Math.ceil(gets / batchSize);
   await timeRemoteReads(setup, batch, Math.ceil(100 / batchSize), window); // warm-up, as ucx_perftest -w 100
   const facade: number[] = [];
   const perftest: number[] = [];
@@ -190,11 +237,13 @@ async function readVsPerftest(name: string, size: number, iterations: number, ba
     perftest.push(anchorRun.bytesPerSecond);
     perftestLanes = anchorRun.lanes;
   }
-  const path = describePath(setup.peer.transport());
-  await setup.close();
-  const value = bestRate(facade) / GB;
-  const anchor = bestRate(perftest) / GB;
-  figures[name] = {
+  return { gets: batches * batchSize, facade: bestRate(facade), perftest: bestRate(perftest), perftestLanes };
+}
+
+function readFigure({ size, batchSize, window }: SweepPoint, rates: ReadRates, facadePath: string): Figure {
+  const value = rates.facade / GB;
+  const anchor = rates.perftest / GB;
+  return {
     value: value / anchor,
     unit: 'ratio',
     anchor,
@@ -202,9 +251,56 @@ async function readVsPerftest(name: string, size: number, iterations: number, ba
     goal: '≥ 0.95',
     note:
       `anchor: ucx_perftest GB/s. Facade ${value.toFixed(2)} GB/s vs ucx_perftest -t ucp_get ${anchor.toFixed(2)} GB/s (${size} B, one reused buffer each side, ` +
-      `${batches * batchSize} gets; facade: batches of ${batchSize} descriptor(s), ${window} in flight; best of ${REPEATS} interleaved runs each; facade's endpoint: ${path}; ucx_perftest's lanes: ${perftestLanes})`,
+      `${rates.gets} gets; facade: batches of ${batchSize} descriptor(s), ${window} in flight; best of ${REPEATS} interleaved runs each; facade's endpoint: ${facadePath}; ucx_perftest's lanes: ${rates.perftestLanes})`,
   };
-  console.log(`${name}: ${figures[name].note}`);
+}
+
+/**
+ * READ bandwidth by message size from one source process: the facade and ucx_perftest interleaved at
+ * each size, then a memcpy of that size between two banks of the reader, all on one reused buffer each
+ * side. Written as the series `bandwidth`, which the merge draws into docs/bench-bandwidth.svg.
+ */
+async function readsBySize(): Promise<void> {
+  const started = process.hrtime.bigint();
+  const loadAtStart = loadavg()[0] ?? Number.NaN;
+  const largest = Math.max(...SWEEP.map((point) => point.size));
+  const setup = await remoteSource(largest, 7);
+  const copyTarget = await setup.agent.allocate(largest);
+  const facadePath = describePath(setup.peer.transport());
+  const facade: number[] = [];
+  const perftest: number[] = [];
+  const memcpy: number[] = [];
+  for (const point of SWEEP) {
+    const pointStarted = process.hrtime.bigint();
+    const rates = await readRates(setup, point);
+    const copies = Math.max(1, Math.round(SWEEP_MEMCPY_BYTES / point.size));
+    const copyRate = (copies * point.size) / memcpySeconds(setup.bank.view(), copyTarget.view(), point.size, copies);
+    facade.push(rates.facade / GB);
+    perftest.push(rates.perftest / GB);
+    memcpy.push(copyRate / GB);
+    console.log(
+      `read ${point.size} B: facade ${(rates.facade / GB).toFixed(2)} GB/s, ucx_perftest ${(rates.perftest / GB).toFixed(2)} GB/s, ` +
+        `memcpy ${(copyRate / GB).toFixed(2)} GB/s (${seconds(pointStarted).toFixed(1)} s)`,
+    );
+    if (point.figure !== undefined) {
+      figures[point.figure] = readFigure(point, rates, facadePath);
+      console.log(`${point.figure}: ${figures[point.figure]?.note}`);
+    }
+  }
+  await copyTarget.free();
+  await setup.close();
+  series.bandwidth = {
+    title: 'READ bandwidth by message size, two processes on one host',
+    sizes: SWEEP.map((point) => point.size),
+    unit: 'GB/s',
+    lines: [
+      { label: 'kvreuse read (facade)', values: facade },
+      { label: 'ucx_perftest -t ucp_get', values: perftest },
+      { label: 'memcpy (Buffer.copy, one thread)', values: memcpy },
+    ],
+    loadAverage: { start: loadAtStart, end: loadavg()[0] ?? Number.NaN },
+  };
+  console.log(`read sweep: ${SWEEP.length} sizes in ${seconds(started).toFixed(1)} s`);
 }
 
 async function pullQwen3Prefix(): Promise<void> {
@@ -409,10 +505,7 @@ if (caps.backends.includes('ucx')) {
       describeOverhead('loopback', loopback),
   };
   console.log(`post.per_descriptor_ns: ${describeOverhead('ucx, two processes', ucx)}`);
-  // Batches amortise the per-operation wake-up; large gets move fastest with few of them outstanding
-  // (measured: 4 MiB reads peak at 2–8 descriptors per operation, two operations in flight).
-  await readVsPerftest('read.128k.vs_ucx_perftest', 131_072, 20_000, 256, 2);
-  await readVsPerftest('read.4m.vs_ucx_perftest', 4 << 20, 2_000, 4, 2);
+  await readsBySize();
   await pullQwen3Prefix();
   if (namespacesUnavailable === undefined) await pullOverTcpBetweenNamespaces();
   else console.warn(`native-bindings bench: ${namespacesUnavailable}, so pull.tcp_netns.vs_ucx_perftest is not measured`);
@@ -452,5 +545,5 @@ console.log(`facade.max_blocking_call_ms: ${figures['facade.max_blocking_call_ms
 
 const out = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/native-bindings.json');
 mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, `${JSON.stringify({ figures }, null, 2)}\n`);
+writeFileSync(out, `${JSON.stringify({ figures, series }, null, 2)}\n`);
 console.log(`wrote ${out}`);
