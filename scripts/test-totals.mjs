@@ -72,11 +72,11 @@ export function testTasksOf(summary, projects) {
   return projects.map((project) => ({ project, exitCode: exitCodes.get(project) }));
 }
 
-/** The workspace packages (folders under `packages/` and `tools/`) that have a `test` script. */
+/** The workspace packages (folders under `packages/` and `tools/`, and `examples/`) that have a `test` script. */
 export function testProjects(root) {
-  return ['packages', 'tools'].flatMap((group) =>
-    readdirSync(join(root, group))
-      .filter((dir) => existsSync(join(root, group, dir, 'package.json')))
-      .filter((dir) => JSON.parse(readFileSync(join(root, group, dir, 'package.json'), 'utf8')).scripts?.test !== undefined),
-  );
+  const folders = [...['packages', 'tools'].flatMap((group) => readdirSync(join(root, group)).map((dir) => join(group, dir))), 'examples'];
+  return folders
+    .filter((folder) => existsSync(join(root, folder, 'package.json')))
+    .filter((folder) => JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8')).scripts?.test !== undefined)
+    .map((folder) => basename(folder));
 }

@@ -65,6 +65,25 @@ describe('checkLayering', () => {
     ]);
   });
 
+  it('holds the examples to the entry points and their own dependencies, their tests also to the root devDependencies', () => {
+    const root = writeTree({
+      'package.json': rootManifest,
+      'packages/config/package.json': { name: '@kvreuse/config' },
+      'packages/cli/package.json': { name: '@kvreuse/cli' },
+      'examples/package.json': { name: 'examples', dependencies: { '@kvreuse/config': 'workspace:^', '@kvreuse/cli': 'workspace:^' } },
+      'examples/serve.mjs': "import { defaultSettings } from '@kvreuse/config';\nimport { run } from '@kvreuse/cli';\nimport { shared } from './shared.mjs';\n",
+      'examples/deep.mjs': "import { catalog } from '@kvreuse/config/src/catalog.js';\nimport { it } from 'vitest';\nimport { plan } from '../packages/config/src/plan.js';\n",
+      'examples/test/run.test.ts': "import { it } from 'vitest';\nimport { defaultSettings } from '@kvreuse/config';\n",
+    });
+    const found = checkLayering(root);
+    expect(found.map((v) => [v.packageDir, v.file, v.rule, v.specifier])).toEqual([
+      ['examples', 'deep.mjs', 'deep-import', '@kvreuse/config/src/catalog.js'],
+      ['examples', 'deep.mjs', 'undeclared-import', 'vitest'],
+      ['examples', 'deep.mjs', 'relative-escape', '../packages/config/src/plan.js'],
+    ]);
+    expect(found[2]?.message).toBe('deep.mjs reaches out of examples to packages/config/src/plan.js: import another package by its name');
+  });
+
   it('refuses a dependency on a layer above and a package that is not a layer', () => {
     const root = writeTree({
       'package.json': rootManifest,

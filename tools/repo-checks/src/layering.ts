@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import ts from 'typescript';
 import { layerIndex, layerOrder } from './layers.js';
-import { isShippedSource, listPackages, listSourceFiles, readJson, type PackageManifest } from './workspace.js';
+import { isShippedSource, listExamples, listPackages, listSourceFiles, readJson, type PackageManifest, type WorkspacePackage } from './workspace.js';
 
 export type LayeringRule =
   | 'unknown-layer'
@@ -15,7 +15,7 @@ export type LayeringRule =
 
 export interface LayeringViolation {
   rule: LayeringRule;
-  /** The package folder under packages/. */
+  /** The package folder under packages/, or `examples`. */
   packageDir: string;
   /** The file, relative to the package, or package.json for a manifest problem. */
   file: string;
@@ -42,14 +42,19 @@ function declaredIn(manifest: PackageManifest, name: string, fields: (keyof Pack
  * entry points (`@kvreuse/<name>`, no deep paths; tests and benchmarks may also import their own package
  * that way), never reaches out of its folder with a relative path,
  * and declares every package it imports (shipped sources in `dependencies`/`peerDependencies`; tests,
- * benchmarks and scripts may also use the root's devDependencies).
+ * benchmarks and scripts may also use the root's devDependencies). The examples stand above every
+ * layer and are held to the same rules: a user's program sees only the entry points.
  */
 export function checkLayering(repoRoot: string): LayeringViolation[] {
   const rootManifest = readJson<PackageManifest>(join(repoRoot, 'package.json'));
   const violations: LayeringViolation[] = [];
+  // What each package ships to its users: a layer its src/ (not tests), the examples their programs (not test/).
+  const checked: { pkg: WorkspacePackage; ownIndex: number; name: string; ships: (file: string) => boolean }[] = [
+    ...listPackages(repoRoot).map((pkg) => ({ pkg, ownIndex: layerIndex(pkg.dir), name: `@kvreuse/${pkg.dir}`, ships: isShippedSource })),
+    ...listExamples(repoRoot).map((pkg) => ({ pkg, ownIndex: layerOrder.length, name: 'the examples', ships: (file: string) => !file.startsWith('test/') })),
+  ];
 
-  for (const pkg of listPackages(repoRoot)) {
-    const ownIndex = layerIndex(pkg.dir);
+  for (const { pkg, ownIndex, name: own, ships } of checked) {
     const report = (rule: LayeringRule, file: string, specifier: string, message: string): void => {
       violations.push({ rule, packageDir: pkg.dir, file, specifier, message });
     };
@@ -65,21 +70,21 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
         const target = name.slice('@kvreuse/'.length);
         if (layerIndex(target) < 0 || layerIndex(target) >= ownIndex) {
           report('upward-dependency', 'package.json', name,
-            `@kvreuse/${pkg.dir} (layer ${ownIndex}) lists ${name} in ${field}, which is not a layer below it`);
+            `${own} (layer ${ownIndex}) lists ${name} in ${field}, which is not a layer below it`);
         }
       }
     }
 
     for (const file of listSourceFiles(pkg.path)) {
       const text = readFileSync(join(pkg.path, file), 'utf8');
-      const shipped = isShippedSource(file);
+      const shipped = ships(file);
       // require() calls are looked for in JavaScript only: in ESM TypeScript a method named `require` is no import.
       for (const { fileName: specifier } of ts.preProcessFile(text, true, /\.[cm]?js$/.test(file)).importedFiles) {
         if (specifier.startsWith('.')) {
           const target = resolve(dirname(join(pkg.path, file)), specifier);
           if (target !== pkg.path && !target.startsWith(pkg.path + sep)) {
             report('relative-escape', file, specifier,
-              `${file} reaches out of packages/${pkg.dir} to ${relative(repoRoot, target)}: import another package by its name`);
+              `${file} reaches out of ${relative(repoRoot, pkg.path)} to ${relative(repoRoot, target)}: import another package by its name`);
           }
           continue;
         }
@@ -94,7 +99,7 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
           if (target === pkg.dir && !shipped) continue;
           if (layerIndex(target) < 0 || layerIndex(target) >= ownIndex) {
             report('upward-import', file, specifier,
-              `${file} imports ${name}, which is not a layer below @kvreuse/${pkg.dir}`);
+              `${file} imports ${name}, which is not a layer below ${own}`);
             continue;
           }
         }
@@ -104,7 +109,7 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
         const declared = declaredIn(pkg.manifest, name, fields) || (!shipped && declaredIn(rootManifest, name, ['devDependencies']));
         if (!declared) {
           report('undeclared-import', file, specifier,
-            `${file} imports ${name}, which @kvreuse/${pkg.dir} does not declare in ${fields.join(' or ')}${shipped ? '' : ' (nor the root devDependencies)'}`);
+            `${file} imports ${name}, which ${own} does not declare in ${fields.join(' or ')}${shipped ? '' : ' (nor the root devDependencies)'}`);
         }
       }
     }

@@ -16,7 +16,7 @@ export interface PackageManifest {
 }
 
 export interface WorkspacePackage {
-  /** Folder name under packages/, which is also the layer name. */
+  /** Folder name under packages/, which is also the layer name (`examples` for the examples). */
   dir: string;
   path: string;
   manifest: PackageManifest;
@@ -36,6 +36,12 @@ export function listPackages(repoRoot: string): WorkspacePackage[] {
       path: join(packagesDir, dir),
       manifest: readJson<PackageManifest>(join(packagesDir, dir, 'package.json')),
     }));
+}
+
+/** The examples (`examples/`), a workspace package of programs that use the layers as a user does; none in a tree without it. */
+export function listExamples(repoRoot: string): WorkspacePackage[] {
+  const path = join(repoRoot, 'examples');
+  return existsSync(join(path, 'package.json')) ? [{ dir: 'examples', path, manifest: readJson<PackageManifest>(join(path, 'package.json')) }] : [];
 }
 
 const sourceExtensions = /\.(ts|mts|cts|js|mjs|cjs)$/;
