@@ -710,6 +710,7 @@ enum {
     KVT_COUNTER_HEARTBEATS_ANSWERED, /* probes of other agents this agent answered, cumulative */
     KVT_COUNTER_UNRESPONSIVE_PEERS,  /* loaded peers reported UNRESPONSIVE and not (yet) RESPONSIVE again */
     KVT_COUNTER_HEARTBEAT_ANSWERS,   /* answers to this agent's probes received from loaded peers, cumulative */
+    KVT_COUNTER_READER_FENCES,       /* times readers of exported metadata were fenced off (UCX: serving worker replaced), cumulative */
     KVT_COUNTER_COUNT,
 };
 

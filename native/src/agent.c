@@ -65,6 +65,7 @@ static const char *const counter_names[KVT_COUNTER_COUNT] = {
     "heartbeats_answered",
     "unresponsive_peers",
     "heartbeat_answers",
+    "reader_fences",
 };
 
 const char *kvt_counter_name(uint32_t index) { return index < KVT_COUNTER_COUNT ? counter_names[index] : NULL; }

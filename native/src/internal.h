@@ -311,6 +311,8 @@ struct kvt_agent {
     /* Highest region id in metadata exported since the backend last fenced (0: none): deregistering a
      * region at or below it needs a fence, since readers may hold its remote key. */
     uint32_t exported_region_high;
+    /* Fences the backend made so far: a withdrawal whose fence another made after it was withdrawn needs none. */
+    uint64_t fences;
     uint32_t next_region_id, next_peer_id;
     uint64_t next_op_id;
 

@@ -199,6 +199,7 @@ struct kvt_mem_job {
         struct {
             kvt_region *region; /* no longer in the agent's table */
             bool fence;
+            uint64_t fences_before; /* agent->fences when it was withdrawn */
         } withdrawal; /* kvt_mem_deregister_begin */
     } subject;
     /* Under agent->lock: */
@@ -460,6 +461,10 @@ static kvt_status fence_call(kvt_agent *agent, void *arg, char *detail, size_t d
     (void)detail;
     (void)detail_size;
     agent->backend->fence(agent);
+    pthread_mutex_lock(&agent->lock);
+    agent->fences++;
+    kvt_counter_add(agent, KVT_COUNTER_READER_FENCES, 1);
+    pthread_mutex_unlock(&agent->lock);
     return KVT_OK;
 }
 
@@ -624,9 +629,10 @@ static uint64_t find_busy_op_locked(const kvt_agent *agent, const kvt_region *re
 
 /* Takes the region out of the agent's table, so that no new operation, metadata or peer sees it, or
  * refuses: NOT_FOUND, or BUSY while an operation references it (region_lock written, agent->lock held).
- * *out_fence: whether exported metadata named it, so readers must be fenced before its memory goes. */
+ * *out_fence: whether exported metadata named it, so readers must be fenced before its memory goes;
+ * *out_fences: the fences made until now. */
 static kvt_status withdraw_region_locked(kvt_agent *agent, const char *call, uint32_t region_id, kvt_region **out,
-                                         bool *out_fence) {
+                                         bool *out_fence, uint64_t *out_fences) {
     uint32_t index = agent->region_count;
     for (uint32_t i = 0; i < agent->region_count; i++)
         if (agent->regions[i]->id == region_id) index = i;
@@ -643,6 +649,7 @@ static kvt_status withdraw_region_locked(kvt_agent *agent, const char *call, uin
                         region->busy, example);
     }
     *out_fence = agent->backend->fence && region->id <= agent->exported_region_high;
+    *out_fences = agent->fences;
     agent->regions[index] = agent->regions[--agent->region_count];
     agent->metadata_generation++;
     kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, -1);
@@ -652,10 +659,10 @@ static kvt_status withdraw_region_locked(kvt_agent *agent, const char *call, uin
 }
 
 static kvt_status withdraw_region(kvt_agent *agent, const char *call, uint32_t region_id, kvt_region **out,
-                                  bool *out_fence) {
+                                  bool *out_fence, uint64_t *out_fences) {
     pthread_rwlock_wrlock(&agent->region_lock);
     pthread_mutex_lock(&agent->lock);
-    kvt_status status = withdraw_region_locked(agent, call, region_id, out, out_fence);
+    kvt_status status = withdraw_region_locked(agent, call, region_id, out, out_fence, out_fences);
     pthread_mutex_unlock(&agent->lock);
     pthread_rwlock_unlock(&agent->region_lock);
     return status;
@@ -668,7 +675,8 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     pthread_mutex_lock(&agent->config_lock);
     kvt_region *region = NULL;
     bool fence = false;
-    status = withdraw_region(agent, "kvt_mem_deregister", region_id, &region, &fence);
+    uint64_t fences;
+    status = withdraw_region(agent, "kvt_mem_deregister", region_id, &region, &fence, &fences);
     if (status == KVT_OK) {
         /* Before the memory may go: readers holding metadata that names it are no longer answered. */
         if (fence) memory_call(agent, fence_call, NULL);
@@ -679,10 +687,15 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     return kvt_agent_finish(agent, status);
 }
 
-/* Fences readers when exported metadata named the region, then unmaps and frees it. */
+/* Fences readers when exported metadata named the region, unless a fence came after its withdrawal
+ * (deregistrations begun together: the first one's fence covers them all, since every metadata naming
+ * them was exported before), then unmaps and frees it. */
 static kvt_status withdrawal_work(kvt_agent *agent, kvt_mem_job *job, char *detail, size_t detail_size) {
     kvt_region *region = job->subject.withdrawal.region;
-    if (job->subject.withdrawal.fence) fence_call(agent, NULL, detail, detail_size);
+    pthread_mutex_lock(&agent->lock);
+    bool fenced_since = agent->fences != job->subject.withdrawal.fences_before;
+    pthread_mutex_unlock(&agent->lock);
+    if (job->subject.withdrawal.fence && !fenced_since) fence_call(agent, NULL, detail, detail_size);
     if (region->backend && !region->backend_borrowed) unmap_call(agent, region, detail, detail_size);
     region_free(region);
     return KVT_OK;
@@ -691,7 +704,7 @@ static kvt_status withdrawal_work(kvt_agent *agent, kvt_mem_job *job, char *deta
 /* Moves the region *(uint32_t *)key out of the agent's table into the job, or refuses. */
 static kvt_status take_region(kvt_agent *agent, const char *call, const void *key, kvt_mem_job *job) {
     return withdraw_region(agent, call, *(const uint32_t *)key, &job->subject.withdrawal.region,
-                           &job->subject.withdrawal.fence);
+                           &job->subject.withdrawal.fence, &job->subject.withdrawal.fences_before);
 }
 
 kvt_status kvt_mem_deregister_begin(uint32_t agent_id, uint32_t region_id, uint64_t *out_job) {

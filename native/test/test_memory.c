@@ -391,6 +391,52 @@ static void begun_deregistration_and_free_leave_at_once_and_answer_once(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* Exports the agent's metadata, as publishing it does: readers may now hold its regions' keys. */
+static void export_metadata(uint32_t agent) {
+    uint64_t blob_length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));
+    uint8_t *blob = malloc(blob_length);
+    CHECK(blob != NULL, "out of memory");
+    CHECK_OK(kvt_agent_metadata(agent, blob, blob_length, &blob_length));
+    free(blob);
+}
+
+/* Exported regions deregistered together (begun before the first one ran, as a drain does) are fenced
+ * once: the first withdrawal's fence comes after every other withdrawal, so it cuts off every reader of
+ * them. A region exported after that fence needs one of its own; one never exported needs none. */
+static void deregistrations_begun_together_fence_readers_once(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback readers read through the owner's table: nothing to fence");
+    enum { REGIONS = 4 };
+    uint32_t agent = make_agent("fence-once");
+    uint64_t length = 1u << 20, addresses[REGIONS], jobs[REGIONS];
+    uint32_t regions[REGIONS];
+    for (uint32_t i = 0; i < REGIONS; i++) {
+        CHECK_OK(kvt_mem_alloc(agent, length, 0, &addresses[i]));
+        CHECK_OK(kvt_mem_register(agent, addresses[i], length, KVT_MEM_DRAM, 0, &regions[i]));
+    }
+    export_metadata(agent);
+    CHECK_OK(kvt_fault_stall_progress(agent, 1)); /* every deregistration is begun before the first one runs */
+    for (uint32_t i = 0; i < REGIONS; i++) CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_deregister_begin(agent, regions[i], &jobs[i]));
+    CHECK_OK(kvt_fault_stall_progress(agent, 0));
+    for (uint32_t i = 0; i < REGIONS; i++) CHECK_OK(job_outcome(agent, jobs[i]));
+    CHECK(counter(agent, KVT_COUNTER_READER_FENCES) == 1, "%llu fences for %u regions deregistered together",
+          (unsigned long long)counter(agent, KVT_COUNTER_READER_FENCES), REGIONS);
+
+    uint32_t unexported = 0, exported = 0;
+    CHECK_OK(kvt_mem_register(agent, addresses[0], length, KVT_MEM_DRAM, 0, &unexported));
+    uint64_t job = 0;
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_deregister_begin(agent, unexported, &job));
+    CHECK_OK(job_outcome(agent, job));
+    CHECK(counter(agent, KVT_COUNTER_READER_FENCES) == 1, "a region no metadata named is not fenced");
+    CHECK_OK(kvt_mem_register(agent, addresses[1], length, KVT_MEM_DRAM, 0, &exported));
+    export_metadata(agent);
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_deregister_begin(agent, exported, &job));
+    CHECK_OK(job_outcome(agent, job));
+    CHECK(counter(agent, KVT_COUNTER_READER_FENCES) == 2, "a region exported after the last fence is fenced");
+    for (uint32_t i = 0; i < REGIONS; i++) CHECK_OK(kvt_mem_free(agent, addresses[i]));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* What kvt_mem_deregister and kvt_mem_free refuse, the begun forms refuse at once, changing nothing. */
 static void begun_deregistration_and_free_refusals(void) {
     uint32_t agent = make_agent("release-refusals");
@@ -545,5 +591,6 @@ TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlo
           TEST(the_table_grows_under_loopback_reads), TEST(allocations_are_prefaulted),
           TEST(begun_allocations_are_populated_off_the_calling_thread),
           TEST(begun_deregistration_and_free_leave_at_once_and_answer_once),
-          TEST(begun_deregistration_and_free_refusals), TEST(destroy_waits_for_begun_deregistration_and_free),
+          TEST(begun_deregistration_and_free_refusals), TEST(deregistrations_begun_together_fence_readers_once),
+          TEST(destroy_waits_for_begun_deregistration_and_free),
           TEST(full_dev_shm_is_a_typed_refusal), TEST(allocation_in_a_small_shm))

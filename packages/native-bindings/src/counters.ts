@@ -31,6 +31,8 @@ const trailingCounterFields = [
   ['heartbeatsAnswered', 'heartbeats_answered'],
   ['unresponsivePeers', 'unresponsive_peers'],
   ['heartbeatAnswers', 'heartbeat_answers'],
+  // Times readers of exported metadata were cut off before memory they could name went (UCX: the serving worker replaced).
+  ['readerFences', 'reader_fences'],
 ] as const;
 
 type CounterField = (typeof counterFields)[number][0] | (typeof trailingCounterFields)[number][0];
