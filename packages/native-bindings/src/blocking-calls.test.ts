@@ -1,3 +1,6 @@
+import { PerformanceObserver } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { agentName, transport } from '../test/support/backends.js';
 import { describeBlockingCall, monitorBlockingCalls, registerApi } from './blocking-calls.js';
@@ -60,5 +63,35 @@ describe('monitorBlockingCalls', () => {
     expect(noCalls.slowest(2).map((call) => call.cpuMs)).toEqual([undefined, undefined]);
     expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 0.4 })).toBe('kvt_x 7.10 ms wall, 0.40 ms cpu');
     expect(describeBlockingCall({ call: 'kvt_x', ms: 0.5 })).toBe('kvt_x 0.50 ms wall');
+  });
+
+  it('adds to a long call the garbage collections Node reports during it', async () => {
+    setFlagsFromString('--expose-gc');
+    const collectGarbage = runInNewContext('gc') as () => void;
+    // Stand-ins for native calls: one during which V8 collects garbage, one during which it does not.
+    const collecting = () => collectGarbage();
+    const cell = new Int32Array(new SharedArrayBuffer(4));
+    const waiting = () => Atomics.wait(cell, 0, 0, 5);
+    const api: Record<string, unknown> = { kvt_collects: collecting, kvt_waits: waiting };
+    registerApi(api, { kvt_collects: collecting, kvt_waits: waiting });
+    const monitor = monitorBlockingCalls({ cpuTimeAboveMs: 0 });
+    const reported = new Promise<void>((resolve) => {
+      const observer = new PerformanceObserver(() => {
+        observer.disconnect();
+        resolve();
+      });
+      observer.observe({ type: 'gc' });
+    });
+    (api.kvt_collects as () => void)();
+    (api.kvt_waits as () => void)();
+    await reported;
+    monitor.stop();
+
+    const [collected, waited] = ['kvt_collects', 'kvt_waits'].map((name) => monitor.slowest(2).find(({ call }) => call === name));
+    expect(collected?.gcMs).toBeGreaterThan(0);
+    expect(collected?.gcMs).toBeLessThanOrEqual(collected?.ms ?? 0);
+    expect(waited).toBeDefined();
+    expect(waited?.gcMs).toBeUndefined();
+    expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 6.9, gcMs: 6.25 })).toBe('kvt_x 7.10 ms wall, 6.90 ms cpu, 6.25 ms gc');
   });
 });
