@@ -1,0 +1,97 @@
+// A project of a user's own, outside the workspace: `npm init -y`, ESM, and whatever it installs with npm.
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { basename, join } from 'node:path';
+import ts from 'typescript';
+import { runToSuccess } from './run.js';
+
+const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+const workspaceTypes = join(createRequire(import.meta.url).resolve('@types/node/package.json'), '../..');
+
+export interface BlankProjectOptions {
+  /** The npm cache every project of a run shares. */
+  npmCache: string;
+  /**
+   * Dependencies whose install scripts this project denies (`allowScripts: { name: false }`), as a
+   * user may; npm runs the others, as it does by default.
+   */
+  deniedInstallScripts?: string[];
+}
+
+export interface LockedPackage {
+  /** Its path in the project, e.g. `node_modules/@kvreuse/config`. */
+  location: string;
+  /** Where npm got it: `file:<tarball>` for a tarball, undefined for the registry (this machine's npm omits registry URLs). */
+  resolved: string | undefined;
+}
+
+export class BlankProject {
+  readonly dir: string;
+  readonly #npmCache: string;
+
+  constructor(dir: string, options: BlankProjectOptions) {
+    mkdirSync(dir, { recursive: true });
+    this.dir = dir;
+    this.#npmCache = options.npmCache;
+    runToSuccess('npm', ['init', '-y'], { cwd: dir });
+    const manifestPath = join(dir, 'package.json');
+    const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as Record<string, unknown>;
+    manifest['type'] = 'module';
+    const denied = options.deniedInstallScripts ?? [];
+    if (denied.length > 0) manifest['allowScripts'] = Object.fromEntries(denied.map((name) => [name, false]));
+    writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
+  }
+
+  /** `npm install`s the tarballs, and from the public registry what they depend on besides each other. */
+  install(tarballs: string[]): void {
+    runToSuccess('npm', ['install', '--cache', this.#npmCache, '--prefer-offline', '--no-audit', '--no-fund', ...tarballs], { cwd: this.dir });
+  }
+
+  /** Runs a binary the project installed, as `npx --no-install` does; returns its stdout. */
+  npx(binary: string, args: string[]): string {
+    return runToSuccess('npx', ['--no-install', binary, ...args], { cwd: this.dir });
+  }
+
+  /** The installed packages whose location starts with `prefix`, from package-lock.json. */
+  locked(prefix: string): LockedPackage[] {
+    const lock = JSON.parse(readFileSync(join(this.dir, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { resolved?: string }>;
+    };
+    return Object.entries(lock.packages)
+      .filter(([location]) => location.startsWith(prefix))
+      .map(([location, entry]) => ({ location, resolved: entry.resolved }));
+  }
+
+  /** Runs a TypeScript file with node in the project, its types stripped; returns its stdout. */
+  run(file: string): string {
+    const script = `${basename(file, '.ts')}.mjs`;
+    const { outputText } = ts.transpileModule(readFileSync(file, 'utf8'), {
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+    });
+    writeFileSync(join(this.dir, script), outputText);
+    return runToSuccess(process.execPath, [script], { cwd: this.dir });
+  }
+
+  /**
+   * Copies TypeScript files into the project and type-checks them together, strictly, as a user's code
+   * (node16 resolution, the libraries' declarations checked too; @types/node is the workspace's).
+   */
+  typecheck(files: string[]): void {
+    for (const file of files) copyFileSync(file, join(this.dir, basename(file)));
+    const tsconfig = {
+      compilerOptions: {
+        target: 'es2022',
+        module: 'node16',
+        moduleResolution: 'node16',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: false,
+        typeRoots: [workspaceTypes],
+        types: ['node'],
+      },
+      files: files.map((file) => basename(file)),
+    };
+    writeFileSync(join(this.dir, 'tsconfig.json'), `${JSON.stringify(tsconfig, null, 2)}\n`);
+    runToSuccess(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: this.dir });
+  }
+}

@@ -1,0 +1,162 @@
+// Every publishable package as an npm user gets it. Each is packed as a release publishes it (pnpm
+// pack), then installed with npm into a blank project outside the workspace (`npm init -y`, ESM)
+// together with the tarballs of the @kvreuse packages it depends on, so that nothing comes from the
+// workspace or from the public registry's @kvreuse scope; its other dependencies come from the public
+// registry. There usage/<package>.ts runs with node, its types stripped, and must print what
+// `expectedUsage` says.
+//
+// Projects: config, descriptors and native-bindings each have a project of their own. The packages
+// above them (registry and up) share one project that installs every tarball: each of them brings
+// etcd3's gRPC stack and better-sqlite3, and a project each would take minutes. A dependency that one
+// of those uses but only another declares goes unnoticed there. Types are checked once, in that
+// project, for every usage file together (`tsc --noEmit`, strict, the installed declarations checked
+// too, skipLibCheck off): one run takes 30 s or more here, one per package would take minutes. That project denies better-sqlite3's
+// install script (`allowScripts`), as a user may: where its prebuilt binary cannot be downloaded (here
+// nothing but the npm registry is reachable) it compiles SQLite, about four minutes on two cores. The
+// scripts use the memory discovery store; the SQLite store has its own tests in the registry package.
+//
+// @kvreuse/native-bindings ships the C library's sources and builds nothing at install: the user runs
+// `npx kvreuse-build-native` once (its README), and so do the projects here before they load the
+// transport. All installs share one npm cache, kept in this package's node_modules between runs.
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BlankProject } from './blank-project.js';
+import { packPackage, publishablePackages, type PublishablePackage } from './packed-packages.js';
+
+const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
+const usageDir = fileURLToPath(new URL('../usage', import.meta.url));
+const npmCache = fileURLToPath(new URL('../node_modules/.cache/pack-install-npm', import.meta.url));
+const work = mkdtempSync(join(tmpdir(), 'kvreuse-pack-install-'));
+const packages = publishablePackages(repoRoot);
+const installedAlone = ['config', 'descriptors', 'native-bindings'];
+const sharedProjectPackages = packages.filter((pkg) => !installedAlone.includes(pkg.dir));
+const tarballs = new Map<string, string>();
+
+const installTimeout = 600_000;
+const stepTimeout = 120_000;
+
+beforeAll(() => {
+  for (const pkg of packages) tarballs.set(pkg.name, packPackage(pkg, join(work, 'tarballs')));
+}, installTimeout);
+afterAll(() => rmSync(work, { recursive: true, force: true }), stepTimeout);
+
+function tarballOf(name: string): string {
+  const tarball = tarballs.get(name);
+  if (tarball === undefined) throw new Error(`${name} was not packed: it is not a publishable package of packages/`);
+  return tarball;
+}
+
+/** The @kvreuse packages the project holds, each with the tarball it came from. */
+function kvreuseSources(project: BlankProject): Record<string, string | undefined> {
+  return Object.fromEntries(
+    project.locked('node_modules/@kvreuse/').map(({ location, resolved }) => [
+      location.slice('node_modules/'.length),
+      resolved?.startsWith('file:') === true ? resolve(project.dir, resolved.slice('file:'.length)) : resolved,
+    ]),
+  );
+}
+
+/** The last line a usage script printed, as JSON. */
+function runUsage(project: BlankProject, pkg: PublishablePackage): unknown {
+  const lines = project.run(join(usageDir, `${pkg.dir}.ts`)).trim().split('\n');
+  return JSON.parse(lines[lines.length - 1] ?? '');
+}
+
+function buildNativeLibrary(project: BlankProject): void {
+  project.npx('kvreuse-build-native', ['-j2']);
+}
+
+/** Usage checks, by package folder: what running usage/<dir>.ts must print. */
+const expectedUsage: Record<string, (printed: unknown, project: BlankProject) => void> = {
+  config: (printed) =>
+    expect(printed).toEqual({ discoveryBackend: ['memory', 'env'], heartbeatIntervalMs: [250, 'argv'] }),
+  descriptors: (printed) =>
+    // Two Qwen3-0.6B blocks (7,340,032 bytes each) from a TP 1 worker to another: one rank pair, and one
+    // descriptor per block and (layer, plane) bank, the source blocks being too far apart to merge.
+    expect(printed).toEqual({ pairs: 1, descriptors: 2 * 28 * 2, totalBytes: String(2 * 7_340_032) }),
+  'native-bindings': (printed, project) =>
+    expect(printed).toEqual({
+      libraryPath: join(project.dir, 'node_modules/@kvreuse/native-bindings/native/build/libkvreuse_transport.so'),
+      backends: expect.arrayContaining(['loopback']),
+      registered: { bytes: 1 << 20, liveRegistrations: 1 },
+      forced: null,
+    }),
+  registry: (printed) =>
+    expect(printed).toEqual({
+      banks: 56,
+      registered: 56,
+      published: ['kvreuse/workers/decode-0/incarnations/decode-0-a/pp0-tp0'],
+      states: ['returned'],
+    }),
+  drain: (printed) => expect(printed).toMatchObject({ completed: 0, banksReturned: 0 }),
+  'profile-admission': (printed) => {
+    const { names, loaded } = printed as { names: string[]; loaded: string[] };
+    expect(names.length).toBeGreaterThan(0);
+    expect(loaded).toEqual(names);
+  },
+  router: (printed) => expect(printed).toMatchObject({ savingMs: (42 * 64 * 80) / 1000, prefillEstimate: 'prior', estimate: 'prior' }),
+  endpoint: (printed) => expect(printed).toEqual({ kind: 'grant', pinId: 'pin-1', sourceBlocks: [17, 18, 40], leaseMs: 5_000 }),
+  cli: (printed) => expect(printed).toEqual({ status: 0, discoveryBackend: ['memory', 'argv'] }),
+};
+
+it('has a usage script and its expectation for every publishable package, and only for them', () => {
+  const dirs = packages.map((pkg) => pkg.dir).sort();
+  expect(readdirSync(usageDir).filter((file) => file.endsWith('.ts')).map((file) => file.slice(0, -'.ts'.length)).sort()).toEqual(dirs);
+  expect(Object.keys(expectedUsage).sort()).toEqual(dirs);
+});
+
+/** Runs usage/<dir>.ts of one package in a project that installed it. */
+function usedFromItsInstall(pkg: PublishablePackage, project: () => BlankProject): void {
+  it(`${pkg.name}: its public entry does what usage/${pkg.dir}.ts asks`, () => {
+    expectedUsage[pkg.dir]?.(runUsage(project(), pkg), project());
+  }, stepTimeout);
+}
+
+for (const dir of installedAlone) {
+  const pkg = packages.find((candidate) => candidate.dir === dir);
+  if (pkg === undefined) throw new Error(`packages/${dir} is not a publishable package`);
+
+  describe(`${pkg.name}, installed alone`, () => {
+    let project: BlankProject;
+    beforeAll(() => {
+      project = new BlankProject(join(work, dir), { npmCache });
+      project.install([pkg.name, ...pkg.kvreuseDependencies].map(tarballOf));
+      if (dir === 'native-bindings') buildNativeLibrary(project);
+    }, installTimeout);
+
+    it('holds exactly its own tarball and those of the @kvreuse packages it depends on', () => {
+      expect(kvreuseSources(project)).toEqual(Object.fromEntries([pkg.name, ...pkg.kvreuseDependencies].map((name) => [name, tarballOf(name)])));
+    });
+
+    usedFromItsInstall(pkg, () => project);
+  });
+}
+
+describe('the packages above native-bindings, installed together', () => {
+  let project: BlankProject;
+  beforeAll(() => {
+    project = new BlankProject(join(work, 'shared'), { npmCache, deniedInstallScripts: ['better-sqlite3'] });
+    project.install(packages.map((pkg) => tarballOf(pkg.name)));
+    buildNativeLibrary(project);
+  }, installTimeout);
+
+  it('holds every package from its tarball', () => {
+    expect(kvreuseSources(project)).toEqual(Object.fromEntries(packages.map((pkg) => [pkg.name, tarballOf(pkg.name)])));
+  });
+
+  it("a strict TypeScript user's code type-checks against every package's declarations", () => {
+    project.typecheck(packages.map((pkg) => join(usageDir, `${pkg.dir}.ts`)));
+  }, stepTimeout);
+
+  for (const pkg of sharedProjectPackages) usedFromItsInstall(pkg, () => project);
+
+  it('@kvreuse/cli: `npx kvreuse --help` lists its commands', () => {
+    const help = project.npx('kvreuse', ['--help']);
+    expect(help).toMatch(/^usage: kvreuse <command>/);
+    expect(help).toContain('config show');
+    expect(help).toContain('demo');
+  }, stepTimeout);
+});

@@ -1,0 +1,55 @@
+// The publishable packages of the workspace, packed as a release publishes them: `pnpm pack` applies
+// `publishConfig` (the published `exports`) and turns `workspace:^` ranges into versions, as
+// `changeset publish` (pnpm publish) does; `npm pack` would do neither.
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runToSuccess } from './run.js';
+
+export interface PublishablePackage {
+  /** `@kvreuse/<dir>`. */
+  name: string;
+  dir: string;
+  path: string;
+  /** The `@kvreuse/*` packages it depends on at run time, directly or through another. */
+  kvreuseDependencies: string[];
+}
+
+interface Manifest {
+  name: string;
+  private?: boolean;
+  dependencies?: Record<string, string>;
+}
+
+/** Every package under `packages/` that is not private, in folder order. */
+export function publishablePackages(repoRoot: string): PublishablePackage[] {
+  const manifests = readdirSync(join(repoRoot, 'packages'))
+    .sort()
+    .map((dir) => ({ dir, manifest: JSON.parse(readFileSync(join(repoRoot, 'packages', dir, 'package.json'), 'utf8')) as Manifest }))
+    .filter(({ manifest }) => manifest.private !== true);
+  const direct = new Map(
+    manifests.map(({ manifest }) => [manifest.name, Object.keys(manifest.dependencies ?? {}).filter((name) => name.startsWith('@kvreuse/'))]),
+  );
+  const closure = (name: string, seen = new Set<string>()): Set<string> => {
+    for (const dependency of direct.get(name) ?? []) {
+      if (!seen.has(dependency)) closure(dependency, seen.add(dependency));
+    }
+    return seen;
+  };
+  return manifests.map(({ dir, manifest }) => ({
+    name: manifest.name,
+    dir,
+    path: join(repoRoot, 'packages', dir),
+    kvreuseDependencies: [...closure(manifest.name)].sort(),
+  }));
+}
+
+/** Packs one package into a folder of its own under `destination`; returns the tarball's path. */
+export function packPackage(pkg: PublishablePackage, destination: string): string {
+  const folder = join(destination, pkg.dir);
+  mkdirSync(folder, { recursive: true });
+  // Its own folder: a prepack script's output comes before pnpm's, so the tarball is found by looking.
+  runToSuccess('pnpm', ['pack', '--pack-destination', folder], { cwd: pkg.path });
+  const written = readdirSync(folder).filter((file) => file.endsWith('.tgz'));
+  if (written.length !== 1) throw new Error(`pnpm pack of ${pkg.name} wrote [${written.join(', ')}] into ${folder}, expected one tarball`);
+  return join(folder, written[0]!);
+}

@@ -1,0 +1,10 @@
+import { resolveSettings } from '@kvreuse/config';
+import { DrainController, OperationLedger, PeerBook } from '@kvreuse/drain';
+import { loadTransport } from '@kvreuse/native-bindings';
+
+const { settings } = resolveSettings({ env: {}, argv: [] });
+const agent = await loadTransport().createAgent({ name: 'drain-user', backend: 'loopback' });
+const ledger = new OperationLedger({ agent, peers: new PeerBook(), timeouts: settings.transport });
+const controller = new DrainController({ ledger, agent, shutdownDeadlineMs: settings.transport.shutdownDeadlineMs });
+const report = await controller.drain({ deadlineMs: 2_000 });
+console.log(JSON.stringify({ steps: report.steps, completed: report.completed, banksReturned: report.banksReturned.length }));

@@ -1,0 +1,5 @@
+import { builtInProfileNames, builtInProfiles } from '@kvreuse/profile-admission';
+
+// Each built-in profile is read from the package's profiles/ folder and checked against the schema.
+const profiles = builtInProfiles();
+console.log(JSON.stringify({ names: builtInProfileNames, loaded: profiles.map((profile) => profile.name) }));
