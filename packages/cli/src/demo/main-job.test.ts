@@ -95,7 +95,8 @@ describe('the main job', () => {
     expect(served[1]).toMatchObject({ verify: 'sampled', checkedBlocks: 7 });
     expect(progress).toContain('pull: qwen3-0.6b-prefill-0 fetches 42 blocks from both decode ranks (TP 2 → TP 1), checksums verified: sampled (endpoint.verify)');
     expect(progress).toContainEqual(expect.stringMatching(/^ {2}42 blocks, 308,281,344 bytes, 7 blocks' checksums compared \(sampled\), every byte verified, /));
-    expect(progress.filter((line) => line.includes('serves its metrics at'))).toEqual([
+    // The ranks start at once: each prints its URL when it has published, in whatever order they do.
+    expect(progress.filter((line) => line.includes('serves its metrics at')).sort()).toEqual([
       `  qwen3-0.6b-decode-0/tp0 serves its metrics at http://127.0.0.1:${first}/metrics`,
       `  qwen3-0.6b-decode-0/tp1 serves its metrics at http://127.0.0.1:${first + 1}/metrics`,
       `  qwen3-0.6b-prefill-0/tp0 serves its metrics at http://127.0.0.1:${first + 2}/metrics`,
