@@ -4,7 +4,7 @@ import { exampleSettingsPath, kvreuseSettings, type ResolvedSettings, type Setti
 import type { Backend } from '@kvreuse/native-bindings';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
-import { runMainJob } from './demo/main-job.js';
+import { demoProcesses, runMainJob } from './demo/main-job.js';
 import { summaryLine } from './demo/demo-summary.js';
 import { UsageError } from './errors.js';
 import { jsonOption, wantsJson } from './json.js';
@@ -14,6 +14,7 @@ import { logOption, openRequestLog, type RequestLog } from './request-log.js';
 import { configOption, settingsFileOf, settingsHelp } from './settings.js';
 
 const backends: readonly Backend[] = ['ucx', 'loopback'];
+const maxPort = 65_535;
 const backendOption: OptionSpec = { name: 'backend', value: '<ucx|loopback>', description: 'the transport of the ranks (default ucx)' };
 
 function backendOf(args: CommandArgs): Backend {
@@ -38,10 +39,12 @@ export const demo: Command = {
   usage: '[--config <file>] [--backend <ucx|loopback>] [--json] [--log <file>] [setting flags]',
   options: [configOption, backendOption, jsonOption, logOption],
   help: () =>
-    'Progress and the summary go to stdout; the request log (one pino JSON line per request with its receipt: blocks, bytes, ms, what was recomputed and why) to stderr, or to --log <file>.\n\n' +
+    'Progress and the summary go to stdout; the request log (one pino JSON line per request with its receipt: blocks, bytes, checksum verification, ms, what was recomputed and why) to stderr, or to --log <file>.\n\n' +
     'Discovery: a fresh SQLite file per run by default. --discovery-backend etcd uses the etcd that --discovery-etcd-endpoints (or KVREUSE_DISCOVERY_ETCD_ENDPOINTS, or the settings file) names; ' +
     'without endpoints, the demo starts a local etcd for the run on free loopback ports, with a temporary data dir, and stops it and removes its data when the run ends, fails or is interrupted (SIGINT, SIGTERM). ' +
     'That needs the etcd binary on PATH (sudo apt-get install -y etcd-server).\n\n' +
+    'The pull verifies checksums as --endpoint-verify <full|sampled|off> says. With --endpoint-metrics-port <port>, each demo process serves its metrics on a port of its own, ' +
+    'from <port> up, at the URL its progress line prints: `kvreuse inspect --metrics <url>` reads it while the demo runs.\n\n' +
     `Settings: the bundled example settings file (or --config <file>), then KVREUSE_* variables, then setting flags.\n\n${settingsHelp(kvreuseSettings)}`,
   async run(args, context: CliContext) {
     if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
@@ -51,6 +54,10 @@ export const demo: Command = {
     const { settings } = resolved;
     if (settings.discovery.backend === 'memory') {
       throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (a local one per run, or --discovery-etcd-endpoints)');
+    }
+    const { metricsPort } = settings.endpoint;
+    if (metricsPort + demoProcesses - 1 > maxPort) {
+      throw new UsageError(this.name, `endpoint.metrics_port = ${metricsPort} leaves no port for some of the ${demoProcesses} demo processes (each serves its metrics on the next port); at most ${maxPort - demoProcesses + 1}`);
     }
     const capabilities = backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
     const progress = (line: string): void => context.stdout(`${line}\n`);

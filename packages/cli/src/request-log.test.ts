@@ -12,7 +12,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const fetchDecision: DemoDecision = { request: 'turn 2', action: 'fetch', reason: 'worth-it', detail: 'pull 42 blocks', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] };
 const refused: DemoDecision = { request: 'short request', action: 'recompute', reason: 'too-short', detail: 'the longest retained prefix adds 2 blocks', blocks: 2, savingMs: 0, costMs: 0, rejected: [] };
-const receipt: PullReport = { requested: 42, blocks: 40, bytes: 40 * 7_340_032, verified: true, ms: 52.5, gbps: 44.7, recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] } };
+const receipt: PullReport = { requested: 42, blocks: 40, bytes: 40 * 7_340_032, verified: true, verify: 'sampled', checkedBlocks: 6, ms: 52.5, gbps: 44.7, recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] } };
 
 function context(cwd = dir) {
   const out = { stdout: '', stderr: '' };
@@ -25,7 +25,7 @@ describe('requestRecord', () => {
       request: 'turn 2',
       action: 'fetch',
       reason: 'worth-it',
-      pull: { blocks: 40, bytes: 293_601_280, verified: true, ms: 52.5, gbps: 44.7 },
+      pull: { blocks: 40, bytes: 293_601_280, verified: true, verify: 'sampled', checkedBlocks: 6, ms: 52.5, gbps: 44.7 },
       recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
     });
   });

@@ -17,7 +17,7 @@ export interface RequestRecord {
   readonly action: DemoDecision['action'];
   readonly reason: string;
   /** The verified prefix committed from the sources; null when the router sent the request to recompute. */
-  readonly pull: { readonly blocks: number; readonly bytes: number; readonly verified: boolean; readonly ms: number; readonly gbps: number } | null;
+  readonly pull: Pick<PullReport, 'blocks' | 'bytes' | 'verified' | 'verify' | 'checkedBlocks' | 'ms' | 'gbps'> | null;
   /** Blocks computed instead of pulled (null: the whole request), and why. */
   readonly recomputed: { readonly blocks: number | null; readonly reasons: readonly string[] };
 }
@@ -26,8 +26,14 @@ export function requestRecord(request: string, decision: DemoDecision, receipt: 
   if (receipt === null) {
     return { request, action: decision.action, reason: decision.reason, pull: null, recomputed: { blocks: null, reasons: [decision.detail] } };
   }
-  const { blocks, bytes, verified, ms, gbps, recomputed } = receipt;
-  return { request, action: decision.action, reason: decision.reason, pull: { blocks, bytes, verified, ms, gbps }, recomputed: { blocks: recomputed.blocks, reasons: recomputed.reasons } };
+  const { blocks, bytes, verified, verify, checkedBlocks, ms, gbps, recomputed } = receipt;
+  return {
+    request,
+    action: decision.action,
+    reason: decision.reason,
+    pull: { blocks, bytes, verified, verify, checkedBlocks, ms, gbps },
+    recomputed: { blocks: recomputed.blocks, reasons: recomputed.reasons },
+  };
 }
 
 export interface RequestLog {

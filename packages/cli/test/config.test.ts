@@ -101,6 +101,6 @@ describe('kvreuse config schema', () => {
     expect(run.status).toBe(0);
     const schema = JSON.parse(run.stdout) as { $schema: string; properties: Record<string, unknown> };
     expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
-    expect(Object.keys(schema.properties).sort()).toEqual(['discovery', 'drain', 'frontend', 'inventory', 'profile', 'router', 'transport']);
+    expect(Object.keys(schema.properties).sort()).toEqual(['discovery', 'drain', 'endpoint', 'frontend', 'inventory', 'profile', 'router', 'transport']);
   });
 });

@@ -171,6 +171,14 @@ describe('kvreuse demo', () => {
     expect(readdirSync(tmp)).toEqual([]);
   });
 
+  it('a metrics port that leaves no port for the last demo processes is a usage error naming the setting: one line, exit 2', async () => {
+    const run = await runBinary(['demo', '--endpoint-metrics-port', '65534'], { cwd: anywhere });
+    expect(run).toMatchObject({ status: 2, stdout: '' });
+    expect(run.stderrLines).toEqual([
+      'kvreuse: demo: endpoint.metrics_port = 65534 leaves no port for some of the 3 demo processes (each serves its metrics on the next port); at most 65533 (see kvreuse demo --help) [USAGE]',
+    ]);
+  });
+
   it('memory discovery, which holds one process only, is a usage error: one line, exit 2', async () => {
     const run = await runBinary(['demo', '--discovery-backend', 'memory'], { cwd: anywhere });
     expect(run).toMatchObject({ status: 2, stdout: '' });

@@ -3,7 +3,7 @@ import { allGroups, catalog, defaultSettings, describeSetting, kvreuseSettings, 
 
 describe('every kvreuse setting', () => {
   it('composes every group, in order, each also by name in the catalog', () => {
-    expect(allGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'inventory', 'profile']);
+    expect(allGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'endpoint', 'inventory', 'profile']);
     expect(Object.values(catalog)).toEqual([...allGroups]);
     expect(kvreuseSettings.groups).toBe(allGroups);
     expect(kvreuseSettings.foreignGroups).toBe('error');

@@ -2,6 +2,7 @@ import { defineSettings, type ProvenanceOf, type Resolved, type SafeResolved, ty
 import type { SettingDescription } from './descriptions.js';
 import { discoveryGroup } from './groups/discovery.js';
 import { drainGroup } from './groups/drain.js';
+import { endpointGroup } from './groups/endpoint.js';
 import { frontendGroup } from './groups/frontend.js';
 import { inventoryGroup } from './groups/inventory.js';
 import { profileGroup } from './groups/profile.js';
@@ -10,7 +11,7 @@ import { transportGroup } from './groups/transport.js';
 import type { ResolveOptions } from './resolve-options.js';
 
 /** Every group kvreuse declares, in the order help and docs list them. */
-export const allGroups = [routerGroup, transportGroup, discoveryGroup, frontendGroup, drainGroup, inventoryGroup, profileGroup] as const;
+export const allGroups = [routerGroup, transportGroup, discoveryGroup, frontendGroup, drainGroup, endpointGroup, inventoryGroup, profileGroup] as const;
 
 type AllGroups = typeof allGroups;
 
@@ -21,6 +22,7 @@ export const catalog = {
   discovery: discoveryGroup,
   frontend: frontendGroup,
   drain: drainGroup,
+  endpoint: endpointGroup,
   inventory: inventoryGroup,
   profile: profileGroup,
 } as const satisfies { readonly [Group in AllGroups[number] as Group['name']]: Group };

@@ -8,7 +8,7 @@ const describeSetting = kvreuseSettings.describeSetting;
 
 describe('settingDescriptions', () => {
   it('holds the groups in catalog order, with the router settings the issue lists', () => {
-    expect(settingGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'inventory', 'profile']);
+    expect(settingGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'endpoint', 'inventory', 'profile']);
     const router = settingDescriptions
       .filter((setting) => setting.group === 'router')
       .map(({ key, type, default: value }) => [key, type, value]);

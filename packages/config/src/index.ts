@@ -62,6 +62,7 @@ export {
 } from './group.js';
 export { discoveryGroup } from './groups/discovery.js';
 export { drainGroup } from './groups/drain.js';
+export { endpointGroup } from './groups/endpoint.js';
 export { frontendGroup } from './groups/frontend.js';
 export { inventoryGroup } from './groups/inventory.js';
 export { profileGroup } from './groups/profile.js';

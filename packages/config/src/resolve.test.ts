@@ -38,6 +38,7 @@ const DEFAULTS = {
   },
   frontend: { rejectMediaStatusCode: 415 },
   drain: { failedLoadPolicy: 'recompute' },
+  endpoint: { verify: 'full', metricsPort: 0, metricsHost: '127.0.0.1' },
   inventory: { hashSeed: '' },
   profile: { name: '', file: '' },
 };

@@ -2,6 +2,7 @@
 // figures the router calibrates on.
 import type { RankId } from '@kvreuse/descriptors';
 import type { TransferReceipt } from '@kvreuse/router';
+import type { VerifyMode } from './fetch.js';
 import type { PinLossReason } from './pins.js';
 
 /** Why blocks from `fromBlock` on (positions in the requested prefix) must be recomputed. */
@@ -36,7 +37,8 @@ export interface FetchReceipt {
   readonly ms: number;
   /** `bytesMoved` over `ms`, in GB/s (10⁹ bytes per second); 0 when nothing was posted. */
   readonly gbps: number;
-  readonly verify: 'full' | 'sampled' | 'off';
+  /** The verification that ran: the request's, or the endpoint's default (`endpoint.verify`). */
+  readonly verify: VerifyMode;
   /** Blocks whose checksums were compared on every pair (all of the prefix under `full`, none under `off`). */
   readonly checkedBlocks: number;
   /** Blocks `blocks … requested − 1`, to be recomputed, and every reason found (ordered by `fromBlock`). */

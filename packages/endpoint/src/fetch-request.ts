@@ -13,7 +13,10 @@ export interface FetchRequest {
   readonly hint: FetchHint;
   /** Where each block of the prefix goes in this rank's banks, in prefix order: one per hinted block. */
   readonly destinationBlocks: Uint32Array;
-  /** Per-block verification: `full` (the default) checks every block, `sampled` every `sampleEvery`-th and the last, `off` none. */
+  /**
+   * Per-block verification: `full` checks every block, `sampled` every `sampleEvery`-th and the last, `off`
+   * none. Default: the `endpoint.verify` setting (`full` without it). The receipt's `verify` says which ran.
+   */
   readonly verify?: VerifyMode;
   readonly sampleEvery?: number;
   /** What a shortfall gives: `fail` throws `FetchShortfallError`, `recompute` returns the receipt. Default: the `drain.failedLoadPolicy` setting. */

@@ -17,7 +17,7 @@ afterEach(async () => {
 
 async function pair() {
   const metrics = new EndpointMetrics();
-  return { ...(await servingPair(cleanups, metrics)), metrics };
+  return { ...(await servingPair(cleanups, { metrics })), metrics };
 }
 
 /** A GPU source as discovery shows it: rank parts whose banks are `vram` (a stand-in: loopback agents register no GPU memory). */
@@ -45,6 +45,17 @@ describe('ReuseEndpoint.fetch', () => {
     const text = await metrics.text();
     expect(text).toMatch(/kvreuse_transfer_blocks_total\{[^}]*side="pull"[^}]*\} 9/);
     expect(text).toContain('kvreuse_pins_held{side="pull"} 0');
+  });
+
+  it('verifies as the endpoint.verify setting says when the fetch names no mode; a mode the fetch names wins; the receipt says which ran', async () => {
+    const sampled = { ...defaultSettings, endpoint: { ...defaultSettings.endpoint, verify: 'sampled' as const } };
+    const { decode, reader } = await servingPair(cleanups, { settings: sampled });
+    // Sampled, every 8th block and the last: blocks 0 and 5 of 6.
+    expect(await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'sampled', checkedBlocks: 2 });
+    expect(await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6), verify: 'full' })).toMatchObject({ blocks: 6, verify: 'full', checkedBlocks: 6 });
+    const off = { ...defaultSettings, endpoint: { ...defaultSettings.endpoint, verify: 'off' as const } };
+    const unchecked = await servingPair(cleanups, { settings: off });
+    expect(await unchecked.reader.endpoint.fetch({ hint: hintFor(unchecked.decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'off', checkedBlocks: 0 });
   });
 
   it('refuses before pinning or posting: not ready, a source not ready under the hinted epoch, a shortfall policy of fail on a refused pin', async () => {

@@ -8,7 +8,7 @@ import { type DiscoveryStore, type ReadinessGate, type RegisteredRank, watchWork
 import type { RankBankBytes } from './block-checksum.js';
 import { loadRankPeer } from './discovered-workers.js';
 import { describeRank, EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
-import { type FetchPair, fetchPrefix, type ShortfallPolicy, type VerifyMode } from './fetch.js';
+import { type FetchPair, fetchPrefix, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch.js';
 import type { FetchReceipt, RecomputeReason } from './fetch-receipt.js';
 import type { FetchRequest } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
@@ -26,6 +26,8 @@ export interface FetchSideOptions {
   readonly admissionGate?: ReadinessGate;
   readonly bankBytes?: RankBankBytes;
   readonly defaultPolicy: ShortfallPolicy;
+  /** A request's verification when it names none (the `endpoint.verify` setting). */
+  readonly defaultVerify: VerifyMode;
   readonly metrics?: EndpointMetrics;
 }
 
@@ -38,15 +40,15 @@ export interface FetchingRank {
 const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
 const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank });
 
-function checkRequest(request: FetchRequest): { verify: VerifyMode } {
+function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verify: VerifyMode } {
   if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a fetch request { hint, destinationBlocks, … }');
   const { hint, destinationBlocks } = request;
   if (typeof hint !== 'object' || hint === null) throw new EndpointOptionError('request.hint', hint, "the router's fetch hint (RouteDecision.source)");
   if (!(destinationBlocks instanceof Uint32Array) || destinationBlocks.length !== hint.blocks.count || hint.hashes.length !== hint.blocks.count) {
     throw new EndpointOptionError('request.destinationBlocks', destinationBlocks, `a Uint32Array of one block per hinted block (${hint.blocks.count}, with as many hashes)`);
   }
-  const verify = request.verify ?? 'full';
-  if (!['full', 'sampled', 'off'].includes(verify)) throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
+  const verify = request.verify ?? defaultVerify;
+  if (!verifyModes.includes(verify)) throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
   if (request.policy !== undefined && !['fail', 'recompute'].includes(request.policy)) throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
   return { verify };
 }
@@ -64,7 +66,7 @@ export class FetchSide {
   }
 
   async fetch(request: FetchRequest, rank: FetchingRank | undefined): Promise<FetchReceipt> {
-    const { verify } = checkRequest(request);
+    const { verify } = checkRequest(request, this.#options.defaultVerify);
     if (verify !== 'off' && this.#options.bankBytes === undefined) {
       throw new EndpointOptionError('bankBytes', undefined, `this rank's bank bytes, to verify what arrives (verify is '${verify}'); or fetch with verify 'off'`);
     }

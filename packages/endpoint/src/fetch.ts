@@ -10,7 +10,9 @@ import { EndpointOptionError, FetchShortfallError } from './errors.js';
 import type { FetchReceipt, RecomputeReason } from './fetch-receipt.js';
 import type { HeldPin, PinLoss } from './pins.js';
 
-export type VerifyMode = 'full' | 'sampled' | 'off';
+/** How a pull checks what arrived: every block, every `sampleEvery`-th and the last, or none. */
+export const verifyModes = ['full', 'sampled', 'off'] as const;
+export type VerifyMode = (typeof verifyModes)[number];
 export type ShortfallPolicy = 'fail' | 'recompute';
 
 /** One rank pair of the pull, as the destination rank holding it sees it. */
@@ -62,7 +64,7 @@ interface Posted {
 
 function checkOptions(options: FetchOptions): { pins: HeldPin[]; sampleEvery: number } {
   if (options === null || typeof options !== 'object') throw new EndpointOptionError('options', options, 'must be an object');
-  if (!['full', 'sampled', 'off'].includes(options.verify)) throw new EndpointOptionError('verify', options.verify, "must be 'full', 'sampled' or 'off'");
+  if (!verifyModes.includes(options.verify)) throw new EndpointOptionError('verify', options.verify, "must be 'full', 'sampled' or 'off'");
   if (!['fail', 'recompute'].includes(options.policy)) throw new EndpointOptionError('policy', options.policy, "must be 'fail' or 'recompute'");
   if (!(options.destinationBlocks instanceof Uint32Array)) throw new EndpointOptionError('destinationBlocks', options.destinationBlocks, 'must be a Uint32Array');
   if (!Array.isArray(options.pairs) || options.pairs.length === 0) throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');

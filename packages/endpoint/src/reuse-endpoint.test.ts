@@ -152,4 +152,14 @@ describe('ReuseEndpoint', () => {
     refused({ serve: { adapter }, waitForReaders: () => Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) }, 'its pin server waits for the readers');
     await base.discovery.close();
   });
+
+  it('checks the endpoint settings it is given: the default verification must be a mode', async () => {
+    const agent = await transport.createAgent({ name: `endpoint-settings-${process.pid}`, backend: 'loopback' });
+    cleanups.push(() => agent.close());
+    const base = { agent, discovery: new MemoryDiscoveryStore(), worker: worker(), rank: { tpRank: 0, ppRank: 0 }, banks: [{}] as never };
+    const refused = (endpoint: unknown, message: string) => expect(() => new ReuseEndpoint({ ...base, settings: { ...settings, endpoint: endpoint as never } })).toThrow(message);
+    refused({ ...settings.endpoint, verify: 'some' }, `endpoint option settings.endpoint.verify = "some" is refused: 'full', 'sampled' or 'off'`);
+    refused(null, 'endpoint option settings.endpoint = null is refused: the resolved endpoint settings');
+    await base.discovery.close();
+  });
 });

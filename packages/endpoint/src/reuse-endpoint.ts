@@ -26,6 +26,7 @@ import type { RankBankBytes } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
 import type { FetchReceipt } from './fetch-receipt.js';
 import type { FetchRequest } from './fetch-request.js';
+import { verifyModes } from './fetch.js';
 import { FetchSide } from './fetch-side.js';
 import { NotificationRouter } from './notification-router.js';
 import type { PinAdapter } from './pin-adapter.js';
@@ -66,9 +67,10 @@ export interface ReuseEndpointOptions {
   readonly banks: readonly Bank[];
   /**
    * The resolved `transport` and `discovery` settings (deadlines, the abandon timeout, the lease TTL),
-   * and `drain` for a fetch's default shortfall policy (`recompute` without it).
+   * `drain` for a fetch's default shortfall policy (`recompute` without it) and `endpoint` for its
+   * default verification (`endpoint.verify`; `full` without it).
    */
-  readonly settings: Pick<Settings, 'transport' | 'discovery'> & Partial<Pick<Settings, 'drain'>>;
+  readonly settings: Pick<Settings, 'transport' | 'discovery'> & Partial<Pick<Settings, 'drain' | 'endpoint'>>;
   /**
    * This rank's bank bytes, indexed by bank number (e.g. `allocation.view()` of each bank): what a
    * serving rank checksums for its readers and what a fetching rank verifies. Required with `serve`, and
@@ -136,9 +138,13 @@ function checkOptions(options: ReuseEndpointOptions): void {
     if (options.waitForReaders !== undefined) throw new EndpointOptionError('waitForReaders', options.waitForReaders, 'left out when the endpoint serves: its pin server waits for the readers');
     if (!Array.isArray(options.bankBytes)) throw new EndpointOptionError('bankBytes', options.bankBytes, "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read");
   }
-  const { transport, discovery } = options.settings;
+  const { transport, discovery, endpoint } = options.settings;
   if (typeof transport !== 'object' || transport === null) throw new EndpointOptionError('settings.transport', transport, 'the resolved transport settings');
   if (typeof discovery !== 'object' || discovery === null) throw new EndpointOptionError('settings.discovery', discovery, 'the resolved discovery settings');
+  if (endpoint !== undefined) {
+    if (typeof endpoint !== 'object' || endpoint === null) throw new EndpointOptionError('settings.endpoint', endpoint, 'the resolved endpoint settings');
+    if (!verifyModes.includes(endpoint.verify)) throw new EndpointOptionError('settings.endpoint.verify', endpoint.verify, "'full', 'sampled' or 'off'");
+  }
 }
 
 /**
@@ -205,6 +211,7 @@ export class ReuseEndpoint {
       peers: this.peers,
       pins: this.#pinClient,
       defaultPolicy: options.settings.drain?.failedLoadPolicy ?? 'recompute',
+      defaultVerify: options.settings.endpoint?.verify ?? 'full',
       ...(keyPrefix === undefined ? {} : { keyPrefix }),
       ...(admissionGate === undefined ? {} : { admissionGate }),
       ...(bankBytes === undefined ? {} : { bankBytes }),

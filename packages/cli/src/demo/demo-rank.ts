@@ -2,11 +2,12 @@
 // registered by a ReuseEndpoint that publishes the rank part to discovery, and a BlockPool (the reference
 // pin adapter) standing in for the serving framework's block table. A decode rank serves pins on what
 // it retains (`serve`) and announces it as the worker's inventory; the prefill rank hands turn 1 off
-// with WRITEs and fetches turn 2's prefix back (`fetch`).
+// with WRITEs and fetches turn 2's prefix back (`fetch`). Given a metrics port, the rank serves its
+// endpoint's metrics there until it shuts down.
 import type { Settings } from '@kvreuse/config';
 import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometries, type Worker } from '@kvreuse/descriptors';
 import type { PeerTicket, ShutdownResult } from '@kvreuse/drain';
-import { BlockPool, ReuseEndpoint } from '@kvreuse/endpoint';
+import { BlockPool, EndpointMetrics, type MetricsListener, ReuseEndpoint } from '@kvreuse/endpoint';
 import { type Agent, type Allocation, type Backend, loadTransport, type Peer } from '@kvreuse/native-bindings';
 import {
   Bank,
@@ -39,6 +40,8 @@ export interface DemoRankOptions {
   readonly blocks: number;
   /** The resolved settings; `discovery` names the store every rank and the parent share (sqlite or etcd). */
   readonly settings: Settings;
+  /** Where this rank serves its endpoint's metrics (on `endpoint.metricsHost`); absent: nowhere. */
+  readonly metricsPort?: number;
 }
 
 /** Another worker's rank as this one addresses it. */
@@ -67,6 +70,8 @@ export class DemoRank {
   readonly adapter: CrashOnPin;
   readonly #say: (message: Said) => void;
   readonly #settings: Settings;
+  readonly #metrics: EndpointMetrics | undefined;
+  #metricsListener: MetricsListener | undefined;
   #ownWorker: Worker | undefined;
   #peerWorker: Worker | undefined;
   #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
@@ -82,6 +87,7 @@ export class DemoRank {
     this.pool = new BlockPool(options.blocks);
     this.adapter = new CrashOnPin(this.pool, crash);
     const { role, workerId, incarnation, tpRank, tpSize } = options;
+    this.#metrics = options.metricsPort === undefined ? undefined : new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } });
     this.endpoint = new ReuseEndpoint({
       agent,
       discovery,
@@ -92,6 +98,7 @@ export class DemoRank {
       bankBytes: this.views,
       ...(role === 'decode' ? { serve: { adapter: this.adapter } } : {}),
       withdrawInventory: () => this.#withdrawInventory(),
+      ...(this.#metrics === undefined ? {} : { metrics: this.#metrics }),
     });
     this.endpoint.onTransition(({ to }) => {
       if (to === 'ready') say({ type: 'ready' });
@@ -116,11 +123,20 @@ export class DemoRank {
     return new DemoRank(options, agent, discovery, allocations, banks, say, crash);
   }
 
-  /** Registers the banks and publishes the rank part; says `published`. */
+  /** Starts serving the metrics (given a port), registers the banks and publishes the rank part; says `published`, with the metrics URL. */
   async publish(): Promise<void> {
+    const metricsUrl = await this.#serveMetrics();
     await this.endpoint.register({ timeoutMs: 30_000 });
     await this.endpoint.publish();
-    this.#say({ type: 'published', agentName: this.agent.name, epoch: this.endpoint.epoch as number });
+    this.#say({ type: 'published', agentName: this.agent.name, epoch: this.endpoint.epoch as number, ...(metricsUrl === undefined ? {} : { metricsUrl }) });
+  }
+
+  async #serveMetrics(): Promise<string | undefined> {
+    const { metricsPort } = this.options;
+    if (this.#metrics === undefined || metricsPort === undefined) return undefined;
+    const host = this.#settings.endpoint.metricsHost;
+    this.#metricsListener = await this.#metrics.listen(metricsPort, host);
+    return `http://${host.includes(':') ? `[${host}]` : host}:${this.#metricsListener.port}/metrics`;
   }
 
   /** This rank's part of its worker. */
@@ -225,12 +241,14 @@ export class DemoRank {
     if (registered !== undefined) await releaseRank(registered);
     await this.agent.close();
     await this.discovery.close();
+    await this.#metricsListener?.close();
   }
 
-  /** SIGTERM: the endpoint's shutdown, source side first (pins waited for), then discovery closed. */
+  /** SIGTERM: the endpoint's shutdown, source side first (pins waited for), then discovery and the metrics listener closed. */
   async close(): Promise<ShutdownResult> {
     const result = await this.endpoint.close();
     await this.discovery.close();
+    await this.#metricsListener?.close();
     return result;
   }
 }

@@ -3,10 +3,12 @@ import { drainRow, pullSummary, type DemoSummary, summaryLine } from './demo-sum
 
 describe('the demo summary', () => {
   it('takes the pull report and each drain as the summary shows them', () => {
-    expect(pullSummary({ requested: 42, blocks: 42, bytes: 308_281_344, verified: true, ms: 80, gbps: 30.8, recomputed: { blocks: 0, reasons: [] }, saving: { predictedMs: 128.2, measuredMs: 52.4 } })).toEqual({
+    expect(pullSummary({ requested: 42, blocks: 42, bytes: 308_281_344, verified: true, verify: 'sampled', checkedBlocks: 7, ms: 80, gbps: 30.8, recomputed: { blocks: 0, reasons: [] }, saving: { predictedMs: 128.2, measuredMs: 52.4 } })).toEqual({
       blocks: 42,
       bytes: 308_281_344,
       verified: true,
+      verify: 'sampled',
+      checkedBlocks: 7,
       ms: 80,
       gbps: 30.8,
       recomputedBlocks: 0,
@@ -23,7 +25,7 @@ describe('the demo summary', () => {
         { request: 'turn 2', action: 'fetch', reason: 'worth-it', detail: '', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] },
         { request: 'short request', action: 'recompute', reason: 'too-short', detail: '', blocks: 2, savingMs: 6.4, costMs: 2.2, rejected: [] },
       ],
-      pull: { blocks: 42, bytes: 308_281_344, verified: true, ms: 79.56, gbps: 31, recomputedBlocks: 0, savingMs: { predicted: 128.2, measured: 52.8 } },
+      pull: { blocks: 42, bytes: 308_281_344, verified: true, verify: 'full', checkedBlocks: 42, ms: 79.56, gbps: 31, recomputedBlocks: 0, savingMs: { predicted: 128.2, measured: 52.8 } },
       gpu: { active: false, mode: 'host-only', reason: 'no vram' },
       killedRank: { process: 'd/tp1', signal: 'SIGKILL', recomputed: 42, committedBlocks: 0, verified: true, reasons: [] },
       drain: [

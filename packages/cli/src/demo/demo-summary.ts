@@ -1,4 +1,5 @@
 // What the main job reports: the summary object `--json` prints last, and the one line printed last without it.
+import type { VerifyMode } from '@kvreuse/endpoint';
 import type { PullReport } from './rank-messages.js';
 import type { RankDrain } from './rank-processes.js';
 
@@ -18,6 +19,9 @@ export interface DemoPull {
   readonly blocks: number;
   readonly bytes: number;
   readonly verified: boolean;
+  /** The endpoint's checksum verification (`endpoint.verify`), and the blocks it compared. */
+  readonly verify: VerifyMode;
+  readonly checkedBlocks: number;
   readonly ms: number;
   /** Gbit/s. */
   readonly gbps: number;
@@ -59,6 +63,8 @@ export function pullSummary(report: PullReport): DemoPull {
     blocks: report.blocks,
     bytes: report.bytes,
     verified: report.verified,
+    verify: report.verify,
+    checkedBlocks: report.checkedBlocks,
     ms: report.ms,
     gbps: report.gbps,
     recomputedBlocks: report.recomputed.blocks,

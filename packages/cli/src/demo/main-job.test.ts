@@ -3,6 +3,7 @@
 import { exampleSettingsPath, kvreuseSettings } from '@kvreuse/config';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it } from 'vitest';
+import { freePorts } from '../../test/free-ports.js';
 import { runMainJob } from './main-job.js';
 import type { PullReport } from './rank-messages.js';
 
@@ -27,6 +28,7 @@ describe('the main job', () => {
       expect(progress).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)');
       // Qwen3-0.6B bf16, 64-token blocks: 28 layers × 2 planes × 8 heads × 128 × 2 bytes × 64 tokens = 7,340,032 bytes a block.
       expect(summary.pull).toMatchObject({ blocks: 42, bytes: 308_281_344, verified: true, recomputedBlocks: 0 });
+      expect(summary.pull).toMatchObject({ verify: 'full', checkedBlocks: 42 });
       expect(summary.pull?.ms).toBeGreaterThan(0);
       expect(summary.pull?.gbps).toBeGreaterThan(0);
       expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
@@ -75,4 +77,29 @@ describe('the main job', () => {
     120_000,
   );
 
+  it('on loopback, with --endpoint-verify sampled and --endpoint-metrics-port: the pull compares every 8th block and the last, and each rank prints where it serves its metrics', async () => {
+    const first = await freePorts(3);
+    const sampled = kvreuseSettings.resolve({ file: exampleSettingsPath, env: {}, argv: ['--endpoint-verify', 'sampled', '--endpoint-metrics-port', String(first)] }).settings;
+    const progress: string[] = [];
+    const served: (PullReport | null)[] = [];
+    const summary = await runMainJob({
+      settings: sampled,
+      capabilities,
+      backend: 'loopback',
+      progress: (line) => progress.push(line),
+      requestServed: (_request, _decision, receipt) => served.push(receipt),
+      clock,
+    });
+    // Blocks 0, 8, 16, 24, 32, 40 and 41 of 42.
+    expect(summary.pull).toMatchObject({ blocks: 42, verified: true, verify: 'sampled', checkedBlocks: 7 });
+    expect(served[1]).toMatchObject({ verify: 'sampled', checkedBlocks: 7 });
+    expect(progress).toContain('pull: qwen3-0.6b-prefill-0 fetches 42 blocks from both decode ranks (TP 2 → TP 1), checksums verified: sampled (endpoint.verify)');
+    expect(progress).toContainEqual(expect.stringMatching(/^ {2}42 blocks, 308,281,344 bytes, 7 blocks' checksums compared \(sampled\), every byte verified, /));
+    // The ranks start at once: each prints its URL when it has published, in whatever order they do.
+    expect(progress.filter((line) => line.includes('serves its metrics at')).sort()).toEqual([
+      `  qwen3-0.6b-decode-0/tp0 serves its metrics at http://127.0.0.1:${first}/metrics`,
+      `  qwen3-0.6b-decode-0/tp1 serves its metrics at http://127.0.0.1:${first + 1}/metrics`,
+      `  qwen3-0.6b-prefill-0/tp0 serves its metrics at http://127.0.0.1:${first + 2}/metrics`,
+    ]);
+  }, 60_000);
 });

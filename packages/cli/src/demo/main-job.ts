@@ -2,7 +2,8 @@
 // processes, hands turn 1 off from prefill to decode with WRITEs, routes turn 2 (and a request too
 // short to be worth it) with the router on discovery and the retained inventory, has the prefill rank
 // pull and verify the 42-block prefix, shows GPU reuse refused by profile admission and a decode rank
-// killed mid-pull, then stops everything with SIGTERM and collects each process's drain report.
+// killed mid-pull, then stops everything with SIGTERM and collects each process's drain report. The
+// pull verifies as `endpoint.verify` says; with `endpoint.metrics_port` set every rank serves its metrics.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,6 +52,8 @@ const ranks: readonly RankSpec[] = [
   { role: 'decode', workerId: decodeId, tpRank: 1, tpSize: 2, peerWorkerId: prefillId },
   { role: 'prefill', workerId: prefillId, tpRank: 0, tpSize: 1, peerWorkerId: decodeId },
 ];
+/** The demo's rank processes: with `endpoint.metrics_port` set, each serves its metrics on a port of its own, from that one up. */
+export const demoProcesses = ranks.length;
 
 /** Turn 1: the prompt the prefill computes and hands off, and the blocks decoding appends; 42 stay retained. */
 export const handedOffBlocks = 40;
@@ -104,13 +107,13 @@ async function pullTurn2(
     prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
   } as const;
 
-  progress(`pull: ${prefillId} fetches ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1) and verifies every byte`);
+  progress(`pull: ${prefillId} fetches ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1), checksums verified: ${settings.endpoint.verify} (endpoint.verify)`);
   const pulled = await started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
   requestServed?.(decision.request, decision, pulled.pull);
   const pull = pullSummary(pulled.pull);
   progress(
-    `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.verified ? 'every byte verified' : 'NOT verified'}, ${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; ` +
-      `estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
+    `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.checkedBlocks} blocks' checksums compared (${pull.verify}), ${pull.verified ? 'every byte verified' : 'NOT verified'}, ` +
+      `${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
   );
 
   const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader,' : 'is killed (SIGKILL)';
@@ -172,6 +175,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       settings,
       readyTimeoutMs: timeoutMs,
       onMessage: (rank, message: RankMessage) => {
+        if (message.type === 'published' && message.metricsUrl !== undefined) progress(`  ${rank.workerId}/tp${rank.tpRank} serves its metrics at ${message.metricsUrl}`);
         if (message.type === 'ready') progress(`  ${rank.workerId}/tp${rank.tpRank} ready`);
       },
     });

@@ -1,6 +1,7 @@
 // Turn 2's pull, on the prefill rank: `ReuseEndpoint.fetch` pins the prefix at every decode rank,
-// reads it with one prepared template per rank pair and verifies each block's checksum; then every
-// committed byte is checked against the demo's KV content, and the rest is recomputed.
+// reads it with one prepared template per rank pair and verifies the blocks' checksums as the
+// `endpoint.verify` setting says; then every committed byte is checked against the demo's KV content,
+// and the rest is recomputed.
 import type { RankPart } from '@kvreuse/descriptors';
 import type { RecomputeReason } from '@kvreuse/endpoint';
 import type { FetchHint } from '@kvreuse/router';
@@ -46,7 +47,6 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
   const receipt = await rank.endpoint.fetch({
     hint,
     destinationBlocks,
-    verify: 'full',
     policy: 'recompute',
     ...(prediction === undefined ? {} : { prediction: { ...prediction, blockTokens: hint.blockTokens } }),
   });
@@ -59,6 +59,8 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
     blocks: receipt.blocks,
     bytes: receipt.bytes,
     verified,
+    verify: receipt.verify,
+    checkedBlocks: receipt.checkedBlocks,
     ms: receipt.ms,
     gbps: receipt.gbps * 8,
     recomputed: { blocks: receipt.recomputed.blocks, reasons: receipt.recomputed.reasons.map(describeReason) },

@@ -42,10 +42,21 @@ describe('the demo messages between the parent and its ranks', () => {
     expect(parseRankMessage('{"type":"log"}')).toBeUndefined();
   });
 
+  it.each<RankMessage>([
+    { type: 'published', role: 'decode', tpRank: 1, agentName: 'decode-0-tp1', epoch: 3 },
+    { type: 'published', role: 'decode', tpRank: 1, agentName: 'decode-0-tp1', epoch: 3, metricsUrl: 'http://127.0.0.1:9401/metrics' },
+    { type: 'pulled', role: 'prefill', tpRank: 0, pull: { requested: 42, blocks: 42, bytes: 308_281_344, verified: true, verify: 'sampled', checkedBlocks: 7, ms: 80, gbps: 30.8, recomputed: { blocks: 0, reasons: [] } } },
+  ])('a %j message goes through its codec unchanged', (message) => {
+    expect(parseRankMessage(encodeRankMessage(message))).toEqual(message);
+  });
+
   it('refuses a rank message of a known type with a bad field', () => {
     expect(() => parseRankMessage('{"type":"retained","role":"decode","tpRank":1,"blocks":42,"verified":"all","appended":2}')).toThrow(
       'demo message: rank message "retained" .verified must be a whole number ≥ 0',
     );
     expect(() => parseRankMessage('{"type":"ready","role":"router","tpRank":0}')).toThrow("demo message: rank message \"ready\" .role must be 'decode' or 'prefill'");
+    expect(() => parseRankMessage('{"type":"published","role":"decode","tpRank":0,"agentName":"a","epoch":1,"metricsUrl":9400}')).toThrow('demo message: rank message "published" .metricsUrl must be a string');
+    const pull = { requested: 1, blocks: 1, bytes: 1, verified: true, verify: 'most', checkedBlocks: 1, ms: 1, gbps: 1, recomputed: { blocks: 0, reasons: [] } };
+    expect(() => parseRankMessage(JSON.stringify({ type: 'pulled', role: 'prefill', tpRank: 0, pull }))).toThrow('demo message: rank message "pulled" .pull.verify must be one of full, sampled, off');
   });
 });

@@ -2,6 +2,7 @@
 // writes commands to a rank's stdin, the rank reports on its stdout. Both directions are validated
 // field by field; a line of a known type with a bad field is a DemoMessageError naming the field.
 import type { DrainReport } from '@kvreuse/drain';
+import { type VerifyMode, verifyModes } from '@kvreuse/endpoint';
 import { blockHashFromHex, blockHashToHex } from '@kvreuse/registry';
 import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers } from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
@@ -16,6 +17,9 @@ export interface PullReport {
   readonly bytes: number;
   /** Every committed byte equals the KV content the prefix's hashes stand for. */
   readonly verified: boolean;
+  /** The endpoint's checksum verification that ran (the `endpoint.verify` setting), and the blocks it compared. */
+  readonly verify: VerifyMode;
+  readonly checkedBlocks: number;
   readonly ms: number;
   /** Gbit/s over the pull's bytes moved. */
   readonly gbps: number;
@@ -43,7 +47,8 @@ interface RankSaid {
 
 export type RankMessage = RankSaid &
   (
-    | { readonly type: 'published'; readonly agentName: string; readonly epoch: number }
+    /** `metricsUrl`: where the rank serves its endpoint's metrics, when `endpoint.metrics_port` is set. */
+    | { readonly type: 'published'; readonly agentName: string; readonly epoch: number; readonly metricsUrl?: string }
     | { readonly type: 'ready' }
     | { readonly type: 'allocated'; readonly slots: readonly number[] }
     | { readonly type: 'handed-off'; readonly blocks: number; readonly bytes: number; readonly ms: number }
@@ -146,11 +151,15 @@ const oneOf =
   (values: readonly string[]): Check =>
   (value) =>
     values.includes(value as string) ? undefined : `must be one of ${values.join(', ')}`;
+const optional =
+  (check: Check): Check =>
+  (value) =>
+    value === undefined ? undefined : check(value);
 const role: Check = (value) => (value === 'decode' || value === 'prefill' ? undefined : "must be 'decode' or 'prefill'");
 
 const said = { role, tpRank: count };
 const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
-  published: { ...said, agentName: text, epoch: count },
+  published: { ...said, agentName: text, epoch: count, metricsUrl: optional(text) },
   ready: said,
   allocated: { ...said, slots: list(count) },
   'handed-off': { ...said, blocks: count, bytes: count, ms: number },
@@ -164,6 +173,8 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
         blocks: count,
         bytes: count,
         verified: flag,
+        verify: oneOf(verifyModes),
+        checkedBlocks: count,
         ms: number,
         gbps: number,
         recomputed: object({ blocks: count, reasons: list(text) }),
@@ -200,7 +211,7 @@ const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
       linkClass: oneOf(linkClasses),
       tier: oneOf(sourceTiers),
     }),
-    prediction: (value) => (value === undefined ? undefined : object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })(value)),
+    prediction: optional(object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })),
   },
   'crash-on-pin': {},
 };

@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultSettings, type Settings } from '@kvreuse/config';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freePorts, portIsFree } from '../../test/free-ports.js';
 import { DemoProcessError } from '../errors.js';
+import { readProcessPins } from '../pin-metrics.js';
 import type { RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
 
@@ -61,4 +63,55 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
     await expect(start).rejects.toBeInstanceOf(DemoProcessError);
     await expect(start).rejects.toThrow(/^demo process prefill-0\/tp3 failed before reporting "published": InvalidShardError: .*tpRank = 3/);
   }, 120_000);
+});
+
+const metricsOf = (processes: RankProcesses): (string | undefined)[] =>
+  processes.ranks.map((rank) => rank.messages.flatMap((message) => (message.type === 'published' ? [message.metricsUrl] : []))[0]);
+
+describe('the demo ranks serving their metrics (endpoint.metrics_port)', () => {
+  // A decode worker and a prefill worker of TP 1 each: each becomes ready on its own.
+  const pair: readonly RankSpec[] = [
+    { role: 'decode', workerId: 'decode-m', tpRank: 0, tpSize: 1, peerWorkerId: 'prefill-m' },
+    { role: 'prefill', workerId: 'prefill-m', tpRank: 0, tpSize: 1, peerWorkerId: 'decode-m' },
+  ];
+  const withMetricsPort = (name: string, metricsPort: number): Settings => {
+    const settings = sqliteSettings(name);
+    return { ...settings, endpoint: { ...settings.endpoint, metricsPort } };
+  };
+
+  it('over UCX: each rank process serves GET /metrics on its own port, the setting\'s first and the next, as inspect --metrics reads it', async () => {
+    const first = await freePorts(pair.length);
+    const processes = await RankProcesses.start({ ranks: pair, backend: 'ucx', settings: withMetricsPort('metrics-ucx', first), blocks: 2, readyTimeoutMs: 60_000 });
+    try {
+      const urls = metricsOf(processes);
+      expect(urls).toEqual([`http://127.0.0.1:${first}/metrics`, `http://127.0.0.1:${first + 1}/metrics`]);
+      for (const [index, url] of urls.entries()) {
+        const response = await fetch(url as string);
+        expect(response.status).toBe(200);
+        const text = await response.text();
+        // The endpoint's own gauge, labelled with the rank's worker: this process's endpoint, ready.
+        expect(text).toMatch(new RegExp(`^kvreuse_endpoint_state\\{(?=[^}]*state="ready")(?=[^}]*worker="${pair[index]!.workerId}")[^}]*\\} 1$`, 'm'));
+        expect(await readProcessPins(url as string)).toEqual({ url, serving: 0, holding: 0 });
+      }
+    } finally {
+      const drains = await processes.stop();
+      expect(drains.map((drain) => drain.exitCode)).toEqual([0, 0]);
+    }
+  }, 60_000);
+
+  it('on loopback, in this process: each rank closes its listener at its shutdown; without the setting no rank serves metrics', async () => {
+    const first = await freePorts(pair.length);
+    const processes = await RankProcesses.start({ ranks: pair, backend: 'loopback', settings: withMetricsPort('metrics-loopback', first), blocks: 2, readyTimeoutMs: 60_000 });
+    const urls = metricsOf(processes);
+    expect(urls).toEqual([`http://127.0.0.1:${first}/metrics`, `http://127.0.0.1:${first + 1}/metrics`]);
+    for (const url of urls) expect((await fetch(url as string)).status).toBe(200);
+    const drains = await processes.stop();
+    expect(drains.map((drain) => drain.exitCode)).toEqual([0, 0]);
+    for (const url of urls) await expect(fetch(url as string)).rejects.toThrow();
+    expect(await Promise.all([first, first + 1].map(portIsFree))).toEqual([true, true]);
+
+    const without = await RankProcesses.start({ ranks: pair, backend: 'loopback', settings: sqliteSettings('no-metrics'), blocks: 2, readyTimeoutMs: 60_000 });
+    expect(metricsOf(without)).toEqual([undefined, undefined]);
+    await without.stop();
+  }, 60_000);
 });

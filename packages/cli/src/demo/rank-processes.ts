@@ -87,14 +87,20 @@ function tracking(spec: RankSpec, options: RankProcessesOptions, host: Omit<Trac
   return { tracked, receive };
 }
 
-function rankOptions(spec: RankSpec, options: RankProcessesOptions, incarnation: string): DemoRankOptions {
+/** The metrics port of the `index`-th rank: `endpoint.metricsPort` for the first, the next port for each next one; none when it is 0. */
+function metricsPortOf(settings: Settings, index: number): { metricsPort?: number } {
+  const first = settings.endpoint.metricsPort;
+  return first === 0 ? {} : { metricsPort: first + index };
+}
+
+function rankOptions(spec: RankSpec, index: number, options: RankProcessesOptions, incarnation: string): DemoRankOptions {
   const { role, workerId, tpRank, tpSize, peerWorkerId } = spec;
-  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, backend: options.backend, blocks: options.blocks, settings: options.settings };
+  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, backend: options.backend, blocks: options.blocks, settings: options.settings, ...metricsPortOf(options.settings, index) };
 }
 
 /** A rank as its own OS process (rank-process.ts), commands on its stdin, messages on its stdout. */
-function spawnRank(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
-  const child = spawn(process.execPath, [...nodeArgs, entry, JSON.stringify(rankOptions(spec, options, incarnation))], { stdio: ['pipe', 'pipe', 'pipe'] });
+function spawnRank(spec: RankSpec, index: number, options: RankProcessesOptions, incarnation: string): Tracked {
+  const child = spawn(process.execPath, [...nodeArgs, entry, JSON.stringify(rankOptions(spec, index, options, incarnation))], { stdio: ['pipe', 'pipe', 'pipe'] });
   // A rank killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
   child.stdin?.on('error', () => undefined);
   const { tracked, receive } = tracking(spec, options, {
@@ -117,7 +123,7 @@ function spawnRank(spec: RankSpec, options: RankProcessesOptions, incarnation: s
  * codec. SIGTERM is its drain and shutdown; SIGKILL is the nearest one process can come to a crash:
  * the rank stops without a drain, its agent closes under its readers (`DemoRank.crash`).
  */
-function hostRank(spec: RankSpec, options: RankProcessesOptions, incarnation: string): Tracked {
+function hostRank(spec: RankSpec, index: number, options: RankProcessesOptions, incarnation: string): Tracked {
   let exit!: (outcome: Exit) => void;
   const exited = new Promise<Exit>((resolve) => (exit = resolve));
   let running = true;
@@ -128,7 +134,7 @@ function hostRank(spec: RankSpec, options: RankProcessesOptions, incarnation: st
   let receive: (line: string) => void = () => undefined;
   const say = (message: object): void => receive(encodeRankMessage({ role: spec.role, tpRank: spec.tpRank, ...message } as RankMessage));
   const fail = (error: unknown): void => say(failure(error));
-  const opening = DemoRank.open(rankOptions(spec, options, incarnation), say, () => terminate('SIGKILL'));
+  const opening = DemoRank.open(rankOptions(spec, index, options, incarnation), say, () => terminate('SIGKILL'));
   const published = opening.then(async (rank) => {
     await rank.publish();
     return rank;
@@ -211,10 +217,10 @@ export class RankProcesses {
   /** Starts every rank and resolves once all are published (`published` carries its region ids) and ready; if one fails, the others are stopped and the error names it. */
   static async start(options: RankProcessesOptions): Promise<RankProcesses> {
     const incarnations = new Map<string, string>();
-    const tracked = options.ranks.map((spec) => {
+    const tracked = options.ranks.map((spec, index) => {
       if (!incarnations.has(spec.workerId)) incarnations.set(spec.workerId, randomUUID());
       const incarnation = incarnations.get(spec.workerId) as string;
-      return options.backend === 'loopback' ? hostRank(spec, options, incarnation) : spawnRank(spec, options, incarnation);
+      return options.backend === 'loopback' ? hostRank(spec, index, options, incarnation) : spawnRank(spec, index, options, incarnation);
     });
     const processes = new RankProcesses(tracked);
     try {

@@ -107,13 +107,13 @@ export function allReady(worker: TestWorker): Promise<void> {
 
 /**
  * A serving decode worker of TP 2 and a prefill worker of TP 1 over a new memory store, both ready;
- * `metrics` goes to the prefill rank, the reader.
+ * `reader` (its metrics, its settings) goes to the prefill rank, the reader.
  */
-export async function servingPair(cleanups: (() => Promise<unknown>)[], metrics?: EndpointMetrics) {
+export async function servingPair(cleanups: (() => Promise<unknown>)[], reader: Pick<WorkerSpec, 'metrics' | 'settings'> = {}) {
   const store = new MemoryDiscoveryStore();
   cleanups.push(() => store.close());
   const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
-  const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, ...(metrics === undefined ? {} : { metrics }) }, cleanups);
+  const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, ...reader }, cleanups);
   await start(decode);
   await start(prefill);
   await allReady(decode);
