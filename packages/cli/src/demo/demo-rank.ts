@@ -42,6 +42,8 @@ export interface DemoRankOptions {
   readonly settings: Settings;
   /** Where this rank serves its endpoint's metrics (on `endpoint.metricsHost`); absent: nowhere. */
   readonly metricsPort?: number;
+  /** The native library to load (the parent's, which `transport.library` named); absent: the default one. */
+  readonly libraryPath?: string;
 }
 
 /** Another worker's rank as this one addresses it. */
@@ -111,7 +113,8 @@ export class DemoRank {
    */
   static async open(options: DemoRankOptions, say: (message: Said) => void, crash: () => void): Promise<DemoRank> {
     const discovery = openDiscovery(options.settings.discovery);
-    const agent = await loadTransport().createAgent({ name: `${options.workerId}-tp${options.tpRank}-${options.incarnation}`, backend: options.backend });
+    const transport = loadTransport(options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath });
+    const agent = await transport.createAgent({ name: `${options.workerId}-tp${options.tpRank}-${options.incarnation}`, backend: options.backend });
     const layout = layoutRankBanks(geometry, { tpRank: options.tpRank, tpSize: options.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: options.blocks });
     const allocations = await Promise.all(layout.map((bank) => agent.allocate(bank.bytes)));
     // A serving framework's KV cache is resident: touch every page now, not in the first transfer's time.

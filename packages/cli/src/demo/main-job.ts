@@ -173,6 +173,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       backend: options.backend,
       blocks: bankBlocks,
       settings,
+      libraryPath: options.capabilities.libraryPath,
       readyTimeoutMs: timeoutMs,
       onMessage: (rank, message: RankMessage) => {
         if (message.type === 'published' && message.metricsUrl !== undefined) progress(`  ${rank.workerId}/tp${rank.tpRank} serves its metrics at ${message.metricsUrl}`);

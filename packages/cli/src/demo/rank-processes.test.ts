@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultSettings, type Settings } from '@kvreuse/config';
+import { loadTransport } from '@kvreuse/native-bindings';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePorts, portIsFree } from '../../test/free-ports.js';
 import { DemoProcessError } from '../errors.js';
@@ -20,19 +21,23 @@ const ranks: readonly RankSpec[] = [
 ];
 
 describe('the demo ranks as OS processes over UCX with SQLite discovery', () => {
-  it('a decode worker of TP 2 and a prefill worker of TP 1 become ready; SIGTERM drains each and every bank goes back', async () => {
+  it('a decode worker of TP 2 and a prefill worker of TP 1 become ready on the native library named; SIGTERM drains each and every bank goes back', async () => {
     const seen: string[] = [];
+    // A copy of the library at a path of its own: each rank maps the one it was given, not the default one.
+    const libraryPath = join(dir, 'libkvreuse_transport.so');
+    copyFileSync(loadTransport().libraryPath, libraryPath);
     const processes = await RankProcesses.start({
       ranks,
-      
       backend: 'ucx',
       settings: sqliteSettings('ready'),
+      libraryPath,
       blocks: 4,
       readyTimeoutMs: 60_000,
       onMessage: (rank, message: RankMessage) => seen.push(`${rank.workerId}/tp${rank.tpRank} ${message.type}`),
     });
     expect(new Set(processes.ranks.map((rank) => rank.pid)).size).toBe(3);
     for (const rank of processes.ranks) expect(rank.messages.map((message) => message.type)).toContain('ready');
+    for (const rank of processes.ranks) expect(readFileSync(`/proc/${rank.pid}/maps`, 'utf8')).toContain(libraryPath);
 
     const drains = await processes.stop();
     expect(drains).toEqual(

@@ -27,6 +27,8 @@ export interface RankProcessesOptions {
   readonly blocks: number;
   /** The resolved settings every rank runs with (the parent resolved and validated them); `discovery` names the store they publish to. */
   readonly settings: Settings;
+  /** The native library every rank loads: the one the parent loaded for `transport.library` (default: the default one). */
+  readonly libraryPath?: string;
   /** How long every rank gets to become ready; a rank that takes longer fails the start. */
   readonly readyTimeoutMs: number;
   readonly onMessage?: (rank: RankSpec, message: RankMessage) => void;
@@ -95,7 +97,8 @@ function metricsPortOf(settings: Settings, index: number): { metricsPort?: numbe
 
 function rankOptions(spec: RankSpec, index: number, options: RankProcessesOptions, incarnation: string): DemoRankOptions {
   const { role, workerId, tpRank, tpSize, peerWorkerId } = spec;
-  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, backend: options.backend, blocks: options.blocks, settings: options.settings, ...metricsPortOf(options.settings, index) };
+  const library = options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath };
+  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, backend: options.backend, blocks: options.blocks, settings: options.settings, ...library, ...metricsPortOf(options.settings, index) };
 }
 
 /** A rank as its own OS process (rank-process.ts), commands on its stdin, messages on its stdout. */
