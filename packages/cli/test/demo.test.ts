@@ -138,11 +138,17 @@ describe('kvreuse demo', () => {
     expect(existsSync(dataDir!)).toBe(false);
   }, 60_000);
 
-  it('interrupted (SIGTERM) while its rank processes run, it drains them and removes its files, then ends by the signal', async () => {
+  /** The demo on UCX with a TMPDIR of its own, once its three rank processes run. */
+  async function demoWithRanksRunning() {
     const tmp = runTmpdir();
     const started = startBinary(['demo'], { cwd: anywhere, env: { TMPDIR: tmp } });
     await started.stdoutLine(/^turn 1: /);
     expect(rankProcessesIn(tmp)).toHaveLength(3);
+    return { tmp, started };
+  }
+
+  it('interrupted (SIGTERM) while its rank processes run, it drains them and removes its files, then ends by the signal', async () => {
+    const { tmp, started } = await demoWithRanksRunning();
     started.child.kill('SIGTERM');
     const run = await started.finished;
     expect([run.status, run.signal]).toEqual([null, 'SIGTERM']);
@@ -151,10 +157,7 @@ describe('kvreuse demo', () => {
   }, 60_000);
 
   it('killed (SIGKILL), the demo leaves no rank process behind: each drains once its parent is gone', async () => {
-    const tmp = runTmpdir();
-    const started = startBinary(['demo'], { cwd: anywhere, env: { TMPDIR: tmp } });
-    await started.stdoutLine(/^turn 1: /);
-    expect(rankProcessesIn(tmp)).toHaveLength(3);
+    const { tmp, started } = await demoWithRanksRunning();
     started.child.kill('SIGKILL');
     await started.finished;
     await vi.waitFor(() => expect(rankProcessesIn(tmp)).toEqual([]), { timeout: 30_000, interval: 100 });
