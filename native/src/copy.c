@@ -30,7 +30,6 @@ uint64_t kvt_streaming_threshold(void) {
 
 #if defined(__x86_64__)
 #define LINE 64u
-#define PAGE 4096u
 
 static inline void stream_line(uint8_t *d, const uint8_t *s) {
     __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16)),
@@ -41,22 +40,24 @@ static inline void stream_line(uint8_t *d, const uint8_t *s) {
     _mm_stream_si128((__m128i *)(d + 48), e);
 }
 
-/* Non-temporal copy; large spans read four pages at a time (more DRAM streams, as glibc's own). */
+/* Lines prefetched ahead of the one being copied, and of a piece about to be copied. */
+#define AHEAD 4u
+
+static void stream_lines(uint8_t *d, const uint8_t *s, size_t length) {
+    for (; length >= LINE; length -= LINE, d += LINE, s += LINE) {
+        _mm_prefetch((const char *)s + AHEAD * LINE, _MM_HINT_T0);
+        stream_line(d, s);
+    }
+}
+
+/* Non-temporal copy of one span, front to back: one stream, which the hardware prefetchers follow. */
 static void copy_streaming(uint8_t *d, const uint8_t *s, size_t length) {
     size_t head = (LINE - ((uintptr_t)d & (LINE - 1))) & (LINE - 1);
     if (head > length) head = length;
     memcpy(d, s, head);
-    d += head;
-    s += head;
-    length -= head;
-    for (; length >= 4 * PAGE; length -= 4 * PAGE, d += 4 * PAGE, s += 4 * PAGE)
-        for (size_t k = 0; k < PAGE; k += LINE)
-            for (size_t page = 0; page < 4 * PAGE; page += PAGE) {
-                _mm_prefetch((const char *)s + page + k + 4 * LINE, _MM_HINT_T0);
-                stream_line(d + page + k, s + page + k);
-            }
-    for (; length >= LINE; length -= LINE, d += LINE, s += LINE) stream_line(d, s);
-    memcpy(d, s, length);
+    stream_lines(d + head, s + head, length - head);
+    size_t tail = (length - head) % LINE;
+    memcpy(d + length - tail, s + length - tail, tail);
 }
 #endif
 
@@ -78,11 +79,11 @@ bool kvt_copy_groupable(const void *destination, size_t length) {
 
 void kvt_copy_group(uint8_t *const *destinations, const uint8_t *const *sources, unsigned count, size_t length) {
 #if defined(__x86_64__)
-    for (size_t k = 0; k < length; k += LINE)
-        for (unsigned i = 0; i < count; i++) {
-            _mm_prefetch((const char *)sources[i] + k + 4 * LINE, _MM_HINT_T0);
-            stream_line(destinations[i] + k, sources[i] + k);
-        }
+    for (unsigned i = 0; i < count; i++) {
+        if (i + 1 < count)
+            for (size_t k = 0; k < AHEAD * LINE && k < length; k += LINE) _mm_prefetch((const char *)sources[i + 1] + k, _MM_HINT_T0);
+        stream_lines(destinations[i], sources[i], length);
+    }
 #else
     for (unsigned i = 0; i < count; i++) memcpy(destinations[i], sources[i], length);
 #endif
