@@ -353,6 +353,16 @@ static void begun_allocations_are_populated_off_the_calling_thread(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* Exports the agent's metadata, as publishing it does: readers may now hold its regions' keys. */
+static void export_metadata(uint32_t agent) {
+    uint64_t blob_length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));
+    uint8_t *blob = malloc(blob_length);
+    CHECK(blob != NULL, "out of memory");
+    CHECK_OK(kvt_agent_metadata(agent, blob, blob_length, &blob_length));
+    free(blob);
+}
+
 /* Deregistration and free begun while the progress thread is stalled: the region and the allocation
  * leave the tables at once, their outcomes wait for the thread, which runs them in the order begun. */
 static void begun_deregistration_and_free_leave_at_once_and_answer_once(void) {
@@ -361,12 +371,7 @@ static void begun_deregistration_and_free_leave_at_once_and_answer_once(void) {
     CHECK_OK(kvt_mem_alloc(agent, length, 0, &address));
     uint32_t region = 0;
     CHECK_OK(kvt_mem_register(agent, address, length, KVT_MEM_DRAM, 0, &region));
-    uint64_t blob_length = 0;
-    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));
-    uint8_t *blob = malloc(blob_length);
-    CHECK(blob != NULL, "out of memory");
-    CHECK_OK(kvt_agent_metadata(agent, blob, blob_length, &blob_length)); /* exported: UCX fences on the way out */
-    free(blob);
+    export_metadata(agent); /* exported: UCX fences on the way out */
 
     CHECK_OK(kvt_fault_stall_progress(agent, 1));
     CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_deregister_begin(agent, region, &deregistration));
@@ -389,16 +394,6 @@ static void begun_deregistration_and_free_leave_at_once_and_answer_once(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, release));
     CHECK_DETAIL("no memory job");
     CHECK_OK(kvt_agent_destroy(agent));
-}
-
-/* Exports the agent's metadata, as publishing it does: readers may now hold its regions' keys. */
-static void export_metadata(uint32_t agent) {
-    uint64_t blob_length = 0;
-    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));
-    uint8_t *blob = malloc(blob_length);
-    CHECK(blob != NULL, "out of memory");
-    CHECK_OK(kvt_agent_metadata(agent, blob, blob_length, &blob_length));
-    free(blob);
 }
 
 /* Exported regions deregistered together (begun before the first one ran, as a drain does) are fenced
