@@ -196,7 +196,11 @@ static kvt_status answer_probe(kvt_agent *agent, void *arg, char *detail, size_t
 
 static void loopback_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id) {
     kvt_agent *target = kvt_agent_find_live(conn->meta.name, conn->meta.incarnation);
-    if (!target) return;
+    if (!target) {
+        /* The target is gone, as a dead process is over UCX: the heartbeat reports the peer at its next round. */
+        atomic_store(&conn->failed, true);
+        return;
+    }
     loopback_probe_message probe = {.prober_incarnation = agent->incarnation, .peer_id = peer_id};
     strcpy(probe.prober, agent->name);
     kvt_agent_try_call_async(target, answer_probe, &probe, sizeof probe);

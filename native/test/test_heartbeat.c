@@ -443,6 +443,27 @@ static void a_killed_peer_that_never_answered_is_reported(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* A watched loopback peer whose agent is destroyed before it ever answered a probe (the demo's rank
+ * closed by the pin request it read): the probe finds no target, which fails the connection, and the
+ * peer is reported at the next round (60 ms × 1000 misses is past the wait). */
+static void a_watched_peer_destroyed_before_answering_is_reported(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "over UCX a killed process is judged by its pid");
+    uint32_t source = make_agent("heartbeat-gone-source");
+    uint32_t agent = make_agent("heartbeat-gone-reader");
+    CHECK_OK(kvt_agent_set_heartbeat(agent, 60, KVT_HEARTBEAT_MAX_MISSES));
+    uint64_t generation;
+    uint32_t peer = load_peer(agent, source, &generation);
+    CHECK_OK(kvt_agent_destroy(source));
+    CHECK_OK(kvt_peer_watch(agent, peer, 1));
+    event_log log = {.agent = agent, .expected = 1};
+    wait_until(agent, events_seen, &log, "the report of the destroyed source", 10000);
+    CHECK(log.count == 1 && log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE,
+          "%u reports, the first of peer %u, kind %u", log.count, log.peers[0], log.kinds[0]);
+    CHECK(counter(agent, KVT_COUNTER_HEARTBEAT_ANSWERS) == 0, "the destroyed source answered");
+    CHECK_OK(kvt_peer_unload(agent, peer));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* A stalled agent is destroyed all the same: the destroy resumes its progress thread. */
 static void destroy_resumes_a_stalled_agent(void) {
     uint32_t agent = make_agent("heartbeat-stalled");
@@ -450,7 +471,8 @@ static void destroy_resumes_a_stalled_agent(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
-TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose_connection_failed_is_reported), TEST(stopped_source_over_tcp),
+TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose_connection_failed_is_reported),
+          TEST(a_watched_peer_destroyed_before_answering_is_reported), TEST(stopped_source_over_tcp),
           TEST(stopped_source_over_shared_memory),
           TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
           TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
