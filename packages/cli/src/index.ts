@@ -1,3 +1,9 @@
+/**
+ * The kvreuse binary: resolved settings with their sources, deployment profiles and their admission, what discovery holds, the benchmarks and the main job.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/cli
+ */
 export type { CliContext } from './command.js';
 export { interruptCleanups, type SignalledProcess, type WhenInterrupted } from './interrupts.js';
 export {

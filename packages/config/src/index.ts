@@ -1,3 +1,9 @@
+/**
+ * Settings catalog for kvreuse: every setting declared once, resolved explicitly from defaults, file, environment and argv.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/config
+ */
 export {
   allGroups,
   catalog,

@@ -1,3 +1,9 @@
+/**
+ * Geometry, rank descriptors, worker completeness, compatibility, geometry digest and transfer planning for kvreuse.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/descriptors
+ */
 export {
   BlockOutOfRangeError,
   DescriptorError,

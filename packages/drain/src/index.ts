@@ -1,3 +1,9 @@
+/**
+ * Operation ledger, quiescence, deadlines, quarantine, peer fencing and resilience, and ordered shutdown.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/drain
+ */
 export {
   DrainError,
   type DrainErrorCode,

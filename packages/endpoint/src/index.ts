@@ -1,3 +1,9 @@
+/**
+ * The reuse endpoint: pins as leases at the source, prepared pulls with per-block verification at the destination, receipts.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/endpoint
+ */
 export {
   AllBlocksPinnedError,
   EndpointError,

@@ -1,3 +1,9 @@
+/**
+ * Typed koffi facade over libkvreuse_transport, the native transport (UCX and loopback) every kvreuse byte moves through.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/native-bindings
+ */
 export { Agent, type AgentOptions, type AllocateOptions, type CloseOptions, type CloseOutcome } from './agent.js';
 export {
   type BlockingCall,

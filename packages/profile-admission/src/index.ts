@@ -1,3 +1,9 @@
+/**
+ * Declared deployment profiles, built-in public profiles, admission against the running facts, GPU-reuse activation, and admission as a readiness gate.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/profile-admission
+ */
 export {
   InvalidAdmissionInputError,
   InvalidProfileError,

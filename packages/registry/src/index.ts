@@ -1,3 +1,9 @@
+/**
+ * Banks and owners, explicit transactional registration, rank-descriptor publication, readiness, discovery stores and the retained inventory.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/registry
+ */
 export * from './errors.js';
 export * from './discovery/index.js';
 export { Bank, type BankReference, type BankSpec } from './banks/bank.js';

@@ -1,3 +1,9 @@
+/**
+ * Decode→prefill transfer-source selection: a cost model over the retained inventory that explains every decision and calibrates itself from transfer receipts.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/router
+ */
 export { PullNotStartedError, ReceiptError, RouteRequestError, RouterError, type RouterErrorCode, RouterOptionError } from './errors.js';
 export {
   type DeclaredBlockHash,
