@@ -23,8 +23,15 @@ describe('closestName', () => {
     expect(closestName('ROUTER-MINIMUM-ESTIMATED-TTFT-SAVING-MS', candidates)).toBe('router.minimum_estimated_ttft_saving_ms');
   });
 
-  it('always names the closest candidate, and nothing only when there are no candidates', () => {
+  it('always names the closest candidate, and nothing only when there are no candidates or the name is far too long to be a typo', () => {
     expect(closestName('zzz', candidates)).toBeDefined();
     expect(closestName('anything', [])).toBeUndefined();
+    expect(closestName(`transport.backend${'x'.repeat(112)}`, candidates)).toBe('transport.backend');
+    expect(closestName(`transport.backend${'x'.repeat(113)}`, candidates)).toBeUndefined();
+  });
+
+  it('prefers the earlier of two candidates at the same distance, whatever their lengths', () => {
+    expect(closestName('ab', ['abcd', 'a', 'b'])).toBe('a');
+    expect(closestName('abc', ['abd', 'ab', 'abcd'])).toBe('abd');
   });
 });

@@ -18,17 +18,21 @@ function normalized(name: string): string {
   return name.toLowerCase().replace(/[^a-z0-9]/g, '');
 }
 
+/** Names longer than this get no suggestion: no setting is named like that, and distance costs |a| × |b|. */
+const LONGEST_SUGGESTIBLE = 128;
+
 function editDistance(left: string, right: string): number {
-  let previous = Array.from({ length: right.length + 1 }, (_, index) => index);
+  let previous = new Int32Array(right.length + 1).map((_, index) => index);
+  let current = new Int32Array(right.length + 1);
   for (let i = 1; i <= left.length; i++) {
-    const current = [i];
+    current[0] = i;
     for (let j = 1; j <= right.length; j++) {
-      const substitution = (previous[j - 1] ?? 0) + (left[i - 1] === right[j - 1] ? 0 : 1);
-      current[j] = Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution);
+      const substitution = (previous[j - 1] as number) + (left[i - 1] === right[j - 1] ? 0 : 1);
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution);
     }
-    previous = current;
+    [previous, current] = [current, previous];
   }
-  return previous[right.length] ?? 0;
+  return previous[right.length] as number;
 }
 
 /**
@@ -37,9 +41,14 @@ function editDistance(left: string, right: string): number {
  */
 export function closestName(unknown: string, candidates: Iterable<string>, maxDistance = Number.POSITIVE_INFINITY): string | undefined {
   const target = normalized(unknown);
+  if (target.length > LONGEST_SUGGESTIBLE) return undefined;
   let best: { name: string; distance: number } | undefined;
   for (const candidate of candidates) {
-    const distance = editDistance(target, normalized(candidate));
+    const known = normalized(candidate);
+    // The length difference is a lower bound of the distance: a candidate that cannot do better is skipped.
+    const bound = Math.abs(known.length - target.length);
+    if (bound > maxDistance || (best !== undefined && bound >= best.distance)) continue;
+    const distance = editDistance(target, known);
     if (distance <= maxDistance && (best === undefined || distance < best.distance)) best = { name: candidate, distance };
   }
   return best?.name;

@@ -64,4 +64,10 @@ describe('loadSettingsFile', () => {
       /not valid JSON/,
     );
   });
+
+  it('refuses a YAML alias without its anchor, and an alias bomb, as broken YAML', () => {
+    expect(fileError(() => loadSettingsFile({ text: 'router: *missing\n' })).message).toMatch(/not valid YAML: Unresolved alias/);
+    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x, x]', ...'bcdefgh'.split('').map((name, index) => `${name}: &${name} [${`*${'abcdefgh'[index]}, `.repeat(10).slice(0, -2)}]`)];
+    expect(fileError(() => loadSettingsFile({ text: `${bomb.join('\n')}\n` })).message).toMatch(/not valid YAML: Excessive alias count/);
+  });
 });

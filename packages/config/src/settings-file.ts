@@ -62,7 +62,14 @@ function parseText(text: string, format: SettingsFileFormat, origin: string): Pi
   const document = parseDocument(text, { schema: format === 'json' ? 'json' : 'core', uniqueKeys: true, lineCounter });
   const [error] = document.errors;
   if (error !== undefined) throw new SettingsFileError(origin, `not valid ${format.toUpperCase()}: ${error.message}`, { cause: error });
-  return { data: document.toJS(), lines: linesOf(document.contents, lineCounter) };
+  let data: unknown;
+  try {
+    // Aliases are only resolved here: one without its anchor, or too many of them, throws.
+    data = document.toJS();
+  } catch (cause) {
+    throw new SettingsFileError(origin, `not valid ${format.toUpperCase()}: ${(cause as Error).message}`, { cause });
+  }
+  return { data, lines: linesOf(document.contents, lineCounter) };
 }
 
 /** Reads and parses a settings file, keeping the line of every key; throws `SettingsFileError` when it cannot be read or parsed. */
