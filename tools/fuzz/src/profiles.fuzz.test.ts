@@ -1,0 +1,23 @@
+import { InvalidProfileError, parseProfile, safeParseProfile } from '@kvreuse/profile-admission';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { fuzz } from './fuzz-run.js';
+import { mutatedJson } from './mutations.js';
+import { profileSamples } from './samples.js';
+
+describe('profiles', () => {
+  it('a profile read from discovery or a file parses to a profile that round-trips, or is refused naming its fields', () => {
+    fuzz('profile', fc.oneof(...profileSamples.map(mutatedJson)), (input) => {
+      const result = safeParseProfile(input, { source: 'fuzz' });
+      if (result.success) {
+        // Through JSON and back it is the same profile (compared as JSON: a `-0` read is the `0` written).
+        const written = JSON.stringify(result.data);
+        expect(JSON.stringify(parseProfile(JSON.parse(written)))).toBe(written);
+        return;
+      }
+      expect(result.error).toBeInstanceOf(InvalidProfileError);
+      expect(result.error.issues.length).toBeGreaterThan(0);
+      expect(() => parseProfile(input, { source: 'fuzz' })).toThrow(InvalidProfileError);
+    });
+  });
+});
