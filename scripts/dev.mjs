@@ -5,7 +5,7 @@
 //                               arguments go to it: npm run demo -- --json)
 //   node scripts/dev.mjs bench  install everything, build, run every benchmark and merge the figures
 //                               (--write-docs: also into the table of docs/benchmarks.md)
-// It installs the system packages the native layer and the tests need (UCX, etcd, valgrind) with apt
+// It installs the system packages the native layer and the tests need (UCX, etcd, valgrind, clang) with apt
 // when it runs as root on Debian, pins pnpm through npx, and installs from the frozen lockfile.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -51,6 +51,9 @@ const systemPackages = [
   { name: 'etcd-server', present: () => commandExists('etcd') },
   { name: 'valgrind', present: () => commandExists('valgrind') },
   { name: 'build-essential', present: () => commandExists('cc') && commandExists('make') },
+  // clang and libFuzzer's runtime, for the native fuzz targets (`make -C native fuzz`).
+  { name: 'clang', present: () => commandExists('clang') || commandExists('clang-14') },
+  { name: 'libclang-rt-14-dev', present: () => spawnSync('sh', ['-c', 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a'], { stdio: 'ignore' }).status === 0 },
 ];
 
 function ensureSystemPackages() {

@@ -33,6 +33,14 @@ uint64_t kvt_now_ns(void);
 uint32_t kvt_crc32(const uint8_t *data, size_t length);
 uint64_t kvt_random64(void);
 
+/* ---- notification headers (notify_header.c) ----------------------------------------------------- */
+
+#define KVT_NOTIFY_HEADER_FIXED 6u /* u32 magic + u16 name length */
+/* Writes the header naming `sender` (at most KVT_MAX_NAME bytes) into `buffer`; returns its size. */
+size_t kvt_notify_header_write(uint8_t *buffer, const char *sender);
+/* Whether `header` is a well-formed header, with its sender (printable ASCII) copied out. */
+bool kvt_notify_header_parse(const uint8_t *header, size_t header_length, char sender[KVT_MAX_NAME + 1]);
+
 /* ---- copies (copy.c) -------------------------------------------------------------------------- */
 
 /* Bytes beyond which a batch's destination does not stay in the cache (3/4 of the last-level cache). */

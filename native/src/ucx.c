@@ -13,8 +13,6 @@
 #define KVT_AM_PROBE 8u  /* heartbeat probe: u32 peer id + u64 prober incarnation, little-endian */
 #define KVT_AM_ANSWER 9u /* the probe's bytes, sent back */
 #define PROBE_BYTES 12u
-#define NOTIFY_MAGIC 0x4E54564Bu /* "KVTN" */
-#define NOTIFY_HEADER_FIXED 6u   /* u32 magic + u16 name length */
 #define OP_WINDOW 256u           /* requests in flight per operation */
 #define OP_WINDOW_BYTES (8u << 20) /* bytes in flight per operation (at least one request) */
 #define ISSUE_BUDGET_BYTES (16u << 20) /* per operation and progress round: shared-memory gets complete
@@ -127,27 +125,13 @@ static kvt_status map_ucs_status(ucs_status_t status, kvt_conn *conn) {
 static ucs_status_t on_notification(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                     const ucp_am_recv_param_t *param) {
     kvt_agent *agent = arg;
-    const uint8_t *h = header;
-    bool well_formed = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length >= NOTIFY_HEADER_FIXED &&
-                       length >= 1 && length <= KVT_MAX_NOTIFICATION;
-    uint32_t magic = 0, name_length = 0;
-    if (well_formed) {
-        magic = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
-        name_length = (uint32_t)h[4] | (uint32_t)h[5] << 8;
-        well_formed = magic == NOTIFY_MAGIC && name_length >= 1 && name_length <= KVT_MAX_NAME &&
-                      header_length == NOTIFY_HEADER_FIXED + name_length;
-    }
     char sender[KVT_MAX_NAME + 1];
-    for (uint32_t i = 0; well_formed && i < name_length; i++) {
-        uint8_t c = h[NOTIFY_HEADER_FIXED + i];
-        well_formed = c > 0x20 && c < 0x7F;
-        sender[i] = (char)c;
-    }
+    bool well_formed = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && length >= 1 &&
+                       length <= KVT_MAX_NOTIFICATION && kvt_notify_header_parse(header, header_length, sender);
     if (!well_formed) {
         kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED, 1);
         return UCS_OK;
     }
-    sender[name_length] = '\0';
     kvt_agent_deliver_notification(agent, sender, data, (uint32_t)length);
     return UCS_OK;
 }
@@ -918,15 +902,9 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
 
 static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length) {
     if (atomic_load(&conn->failed) || !ep_of(conn)) return KVT_ERR_REMOTE_DISCONNECT;
-    size_t name_length = strlen(agent->name);
-    size_t header_length = NOTIFY_HEADER_FIXED + name_length;
-    uint8_t *buffer = malloc(header_length + length);
+    uint8_t *buffer = malloc(KVT_NOTIFY_HEADER_FIXED + strlen(agent->name) + length);
     if (!buffer) return KVT_ERR_NO_MEMORY;
-    const uint32_t magic = NOTIFY_MAGIC;
-    for (unsigned i = 0; i < 4; i++) buffer[i] = (uint8_t)(magic >> (8 * i));
-    buffer[4] = (uint8_t)name_length;
-    buffer[5] = (uint8_t)(name_length >> 8);
-    memcpy(buffer + NOTIFY_HEADER_FIXED, agent->name, name_length);
+    size_t header_length = kvt_notify_header_write(buffer, agent->name);
     memcpy(buffer + header_length, data, length);
     ucp_request_param_t param = request_param();
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
