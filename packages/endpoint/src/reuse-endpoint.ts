@@ -23,7 +23,7 @@ import {
   type WorkerReadinessWatch,
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
-import { EndpointOptionError } from './errors.js';
+import { EndpointNotReadyError, EndpointOptionError } from './errors.js';
 import type { FetchReceipt } from './fetch-receipt.js';
 import type { FetchRequest } from './fetch-request.js';
 import { verifyModes } from './fetch.js';
@@ -34,7 +34,7 @@ import { PinClient } from './pin-client.js';
 import type { PinServer, ServedPin } from './pin-server.js';
 import { SourceSide } from './source-side.js';
 import { EndpointLifecycle, type EndpointState, type EndpointTransition } from './lifecycle.js';
-import type { EndpointMetrics } from './metrics.js';
+import type { EndpointMetrics, MetricsListener } from './metrics.js';
 
 /** The source side of a rank (see `ReuseEndpointOptions.serve`). */
 export interface ServeOptions {
@@ -57,6 +57,15 @@ export interface EndpointDrainReport extends DrainReport {
   readonly pins: readonly ServedPin[];
 }
 
+/** A ready endpoint: what `whenReady()` resolves with and `readyRank` returns. */
+export interface ReadyRank {
+  /** The epoch discovery handed this incarnation at `publish()`. */
+  readonly epoch: number;
+  readonly registered: RegisteredRank;
+  /** The worker's readiness: ready, as this incarnation. */
+  readonly readiness: Extract<WorkerReadiness, { readonly ready: true }>;
+}
+
 export interface ReuseEndpointOptions {
   /** This rank's native agent, started (`await transport.createAgent(...)`); the endpoint closes it at shutdown. */
   readonly agent: Agent;
@@ -68,7 +77,9 @@ export interface ReuseEndpointOptions {
   /**
    * The resolved `transport` and `discovery` settings (deadlines, the abandon timeout, the lease TTL),
    * `drain` for a fetch's default shortfall policy (`recompute` without it) and `endpoint` for its
-   * default verification (`endpoint.verify`; `full` without it).
+   * default verification (`endpoint.verify`; `full` without it) and its metrics listener: with
+   * `endpoint.metricsPort` set (not 0), `register()` first serves `metrics` at `GET /metrics` on
+   * `endpoint.metricsHost` and that port, until `close()`.
    */
   readonly settings: Pick<Settings, 'transport' | 'discovery'> & Partial<Pick<Settings, 'drain' | 'endpoint'>>;
   /**
@@ -92,6 +103,7 @@ export interface ReuseEndpointOptions {
   readonly waitForReaders?: WaitForReaders;
   /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
   readonly withdrawInventory?: () => Promise<unknown>;
+  /** Required when `settings.endpoint.metricsPort` is set: what the listener serves. */
   readonly metrics?: EndpointMetrics;
   /**
    * The machine this rank runs on, published in its rank part so routers tell same-host sources from
@@ -144,15 +156,18 @@ function checkOptions(options: ReuseEndpointOptions): void {
   if (endpoint !== undefined) {
     if (typeof endpoint !== 'object' || endpoint === null) throw new EndpointOptionError('settings.endpoint', endpoint, 'the resolved endpoint settings');
     if (!verifyModes.includes(endpoint.verify)) throw new EndpointOptionError('settings.endpoint.verify', endpoint.verify, "'full', 'sampled' or 'off'");
+    if (endpoint.metricsPort !== 0 && options.metrics === undefined) {
+      throw new EndpointOptionError('metrics', options.metrics, `an EndpointMetrics for the listener: settings.endpoint.metricsPort is ${endpoint.metricsPort}`);
+    }
   }
 }
 
 /**
  * One rank of a worker, as its own process runs it: `register()` → `publish()` → ready (when every rank
- * of the worker is published and every gate passes) → `drain()` → `close()`. Every transition is
- * reported (`onTransition`); a call the state does not allow throws `EndpointStateError` and changes
- * nothing. A failed registration leaves every bank with its owner and the endpoint `created`; a failed
- * publication leaves it `registered`; both can be retried.
+ * of the worker is published and every gate passes; `whenReady()`) → `drain()` → `close()`. Every
+ * transition is reported (`onTransition`); a call the state does not allow throws `EndpointStateError`
+ * and changes nothing. A failed registration leaves every bank with its owner and the endpoint
+ * `created`; a failed publication leaves it `registered`; both can be retried.
  */
 export class ReuseEndpoint {
   readonly #options: ReuseEndpointOptions;
@@ -172,6 +187,7 @@ export class ReuseEndpoint {
   #publication: RankPublication | undefined;
   #readiness: WorkerReadinessWatch | undefined;
   #shutdown: Promise<ShutdownResult> | undefined;
+  #metricsListener: MetricsListener | undefined;
 
   constructor(options: ReuseEndpointOptions) {
     checkOptions(options);
@@ -237,9 +253,43 @@ export class ReuseEndpoint {
     return this.#readiness?.current;
   }
 
-  /** The epoch discovery handed this incarnation, once published. */
+  /** The epoch discovery handed this incarnation, once published (`readyRank.epoch` once ready). */
   get epoch(): number | undefined {
     return this.#publication?.epoch;
+  }
+
+  /** The ready endpoint's epoch, registered rank and readiness; `EndpointStateError` naming the state unless it is `ready`. */
+  get readyRank(): ReadyRank {
+    this.#lifecycle.require('readyRank', ['ready']);
+    const readiness = (this.#readiness as WorkerReadinessWatch).current as ReadyRank['readiness'];
+    return { epoch: (this.#publication as RankPublication).epoch, registered: this.#registered as RegisteredRank, readiness };
+  }
+
+  /**
+   * Resolves with `readyRank` once the endpoint is ready (at once if it is). Rejects with
+   * `EndpointNotReadyError` naming the state and why if, first, its registration or publication fails or
+   * it drains or closes (at once if it already does): then only another call could make it ready.
+   */
+  whenReady(): Promise<ReadyRank> {
+    const state = this.#lifecycle.state;
+    if (state === 'ready') return Promise.resolve(this.readyRank);
+    if (!['created', 'registering', 'registered', 'publishing', 'published'].includes(state)) {
+      return Promise.reject(new EndpointNotReadyError(state, 'whenReady() once it no longer could be'));
+    }
+    return new Promise((resolve, reject) => {
+      const stop = this.#lifecycle.onTransition(({ from, to, reason }) => {
+        if (to === 'ready') resolve(this.readyRank);
+        else if (to === 'draining' || to === 'closing' || (from === 'registering' && to === 'created') || (from === 'publishing' && to === 'registered')) {
+          reject(new EndpointNotReadyError(to, reason));
+        } else return;
+        stop();
+      });
+    });
+  }
+
+  /** The metrics listener, from `register()` to `close()` when `settings.endpoint.metricsPort` is set: where it listens (`host`, `port`, `url`). */
+  get metricsListener(): MetricsListener | undefined {
+    return this.#metricsListener;
   }
 
   /**
@@ -255,8 +305,7 @@ export class ReuseEndpoint {
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `FetchShortfallError` carrying it.
    */
   fetch(request: FetchRequest): Promise<FetchReceipt> {
-    const ready = this.#lifecycle.state === 'ready' && this.#registered !== undefined && this.#readiness !== undefined;
-    return this.#fetchSide.fetch(request, ready ? { registered: this.#registered as RegisteredRank, readiness: (this.#readiness as WorkerReadinessWatch).current } : undefined);
+    return this.#fetchSide.fetch(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
   }
 
   /** The pin server, once a serving rank is published. */
@@ -273,12 +322,17 @@ export class ReuseEndpoint {
     return this.#lifecycle.onTransition(listener);
   }
 
-  /** Registers every bank with the agent, all or nothing (`registerRank`). */
+  /**
+   * Serves the metrics when `settings.endpoint.metricsPort` is set (once: a retry keeps the listener;
+   * `MetricsPortError` for a port in use), then registers every bank with the agent, all or nothing (`registerRank`).
+   */
   async register(options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {}): Promise<RegisteredRank> {
     this.#lifecycle.require('register', ['created']);
     this.#lifecycle.move('registering', 'register()');
     try {
-      const { agent, banks } = this.#options;
+      const { agent, banks, metrics, settings } = this.#options;
+      const port = settings.endpoint?.metricsPort ?? 0;
+      if (port !== 0) this.#metricsListener ??= await (metrics as EndpointMetrics).listen(port, settings.endpoint?.metricsHost);
       this.#registered = await registerRank({ agent, banks, ...options });
     } catch (error) {
       this.#lifecycle.move('created', `registration failed: ${error instanceof Error ? error.message : String(error)}`);
@@ -384,12 +438,13 @@ export class ReuseEndpoint {
 
   /**
    * Shuts down: drains first if that was not done, invalidates peers, closes the agent (with what is
-   * left of `deadlineMs`, `transport.shutdownDeadlineMs` by default). Idempotent: later calls return the first result.
+   * left of `deadlineMs`, `transport.shutdownDeadlineMs` by default), and last the metrics listener (so
+   * the drain can be watched). Idempotent: later calls return the first result.
    */
   close(options: { readonly deadlineMs?: number } = {}): Promise<ShutdownResult> {
     if (this.#shutdown !== undefined) return this.#shutdown;
     this.#lifecycle.require('close', ['created', 'registered', 'published', 'ready', 'drained']);
-    this.#shutdown = this.#close(options);
+    this.#shutdown = this.#close(options).finally(() => this.#metricsListener?.close());
     return this.#shutdown;
   }
 
