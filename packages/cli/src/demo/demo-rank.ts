@@ -2,12 +2,12 @@
 // registered by a ReuseEndpoint that publishes the rank part to discovery, and a BlockPool (the reference
 // pin adapter) standing in for the serving framework's block table. A decode rank serves pins on what
 // it retains (`serve`) and announces it as the worker's inventory; the prefill rank hands turn 1 off
-// with WRITEs and fetches turn 2's prefix back (`fetch`). Given a metrics port, the rank serves its
-// endpoint's metrics there until it shuts down.
+// with WRITEs and fetches turn 2's prefix back (`fetch`). Given a metrics port, the rank's endpoint
+// serves its metrics there until it shuts down.
 import type { Settings } from '@kvreuse/config';
 import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometries, type Worker } from '@kvreuse/descriptors';
 import type { PeerTicket, ShutdownResult } from '@kvreuse/drain';
-import { BlockPool, EndpointMetrics, type MetricsListener, ReuseEndpoint } from '@kvreuse/endpoint';
+import { BlockPool, EndpointMetrics, ReuseEndpoint } from '@kvreuse/endpoint';
 import { type Agent, type Allocation, type Backend, loadTransport, type Peer } from '@kvreuse/native-bindings';
 import {
   Bank,
@@ -72,8 +72,6 @@ export class DemoRank {
   readonly adapter: CrashOnPin;
   readonly #say: (message: Said) => void;
   readonly #settings: Settings;
-  readonly #metrics: EndpointMetrics | undefined;
-  #metricsListener: MetricsListener | undefined;
   #ownWorker: Worker | undefined;
   #peerWorker: Worker | undefined;
   #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
@@ -89,18 +87,19 @@ export class DemoRank {
     this.pool = new BlockPool(options.blocks);
     this.adapter = new CrashOnPin(this.pool, crash);
     const { role, workerId, incarnation, tpRank, tpSize } = options;
-    this.#metrics = options.metricsPort === undefined ? undefined : new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } });
+    const { metricsPort } = options;
     this.endpoint = new ReuseEndpoint({
       agent,
       discovery,
       worker: { workerId, incarnation, role, geometry, tpSize, ppSize: 1, dpRank: 0 },
       rank: { tpRank, ppRank: 0 },
       banks,
-      settings: this.#settings,
+      // Each rank serves its metrics on a port of its own (none without one).
+      settings: { ...this.#settings, endpoint: { ...this.#settings.endpoint, metricsPort: metricsPort ?? 0 } },
       bankBytes: this.views,
       ...(role === 'decode' ? { serve: { adapter: this.adapter } } : {}),
       withdrawInventory: () => this.#withdrawInventory(),
-      ...(this.#metrics === undefined ? {} : { metrics: this.#metrics }),
+      ...(metricsPort === undefined ? {} : { metrics: new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } }) }),
     });
     this.endpoint.onTransition(({ to }) => {
       if (to === 'ready') say({ type: 'ready' });
@@ -126,20 +125,16 @@ export class DemoRank {
     return new DemoRank(options, agent, discovery, allocations, banks, say, crash);
   }
 
-  /** Starts serving the metrics (given a port), registers the banks and publishes the rank part; says `published`, with the metrics URL. */
+  /**
+   * Registers the banks (the endpoint starts serving its metrics first, given a port) and publishes the
+   * rank part; once the worker is ready, says `published` with its epoch and the metrics URL.
+   */
   async publish(): Promise<void> {
-    const metricsUrl = await this.#serveMetrics();
     await this.endpoint.register({ timeoutMs: 30_000 });
     await this.endpoint.publish();
-    this.#say({ type: 'published', agentName: this.agent.name, epoch: this.endpoint.epoch as number, ...(metricsUrl === undefined ? {} : { metricsUrl }) });
-  }
-
-  async #serveMetrics(): Promise<string | undefined> {
-    const { metricsPort } = this.options;
-    if (this.#metrics === undefined || metricsPort === undefined) return undefined;
-    const host = this.#settings.endpoint.metricsHost;
-    this.#metricsListener = await this.#metrics.listen(metricsPort, host);
-    return `http://${host.includes(':') ? `[${host}]` : host}:${this.#metricsListener.port}/metrics`;
+    const { epoch } = await this.endpoint.whenReady();
+    const metricsUrl = this.endpoint.metricsListener?.url;
+    this.#say({ type: 'published', agentName: this.agent.name, epoch, ...(metricsUrl === undefined ? {} : { metricsUrl }) });
   }
 
   /** This rank's part of its worker. */
@@ -223,7 +218,7 @@ export class DemoRank {
     const ttlMs = this.#settings.discovery.leaseTtlMs;
     if (this.#inventory === undefined) {
       const lease = await this.discovery.grantLease(Math.max(ttlMs, 600_000));
-      const publisher = new InventoryPublisher(this.discovery, { workerId: this.options.workerId, incarnation: this.options.incarnation, epoch: this.endpoint.epoch as number, lease: lease.id });
+      const publisher = new InventoryPublisher(this.discovery, { workerId: this.options.workerId, incarnation: this.options.incarnation, epoch: this.endpoint.readyRank.epoch, lease: lease.id });
       this.#inventory = { publisher, lease };
     }
     await this.#inventory.publisher.publish([{ type: 'stored', tier: 'host', blocks, expiresAt: Date.now() + 600_000 }], { complete: true });
@@ -244,14 +239,13 @@ export class DemoRank {
     if (registered !== undefined) await releaseRank(registered);
     await this.agent.close();
     await this.discovery.close();
-    await this.#metricsListener?.close();
+    await this.endpoint.metricsListener?.close();
   }
 
-  /** SIGTERM: the endpoint's shutdown, source side first (pins waited for), then discovery and the metrics listener closed. */
+  /** SIGTERM: the endpoint's shutdown, source side first (pins waited for; its metrics listener closed last), then discovery closed. */
   async close(): Promise<ShutdownResult> {
     const result = await this.endpoint.close();
     await this.discovery.close();
-    await this.#metricsListener?.close();
     return result;
   }
 }
