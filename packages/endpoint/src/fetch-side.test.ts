@@ -3,6 +3,7 @@
 import { defaultSettings } from '@kvreuse/config';
 import type { RankPart } from '@kvreuse/descriptors';
 import { MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
+import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { testWorker } from '../test/workers.js';
@@ -45,6 +46,21 @@ describe('ReuseEndpoint.fetch', () => {
     const text = await metrics.text();
     expect(text).toMatch(/kvreuse_transfer_blocks_total\{[^}]*side="pull"[^}]*\} 9/);
     expect(text).toContain('kvreuse_pins_held{side="pull"} 0');
+  });
+
+  it("records each receipt that prices its blocks in the router's calibration: the next estimate is the pull's measured time", async () => {
+    const calibration = new TransferCalibration({ minReceipts: 1 });
+    const { decode, reader } = await servingPair(cleanups, { calibration });
+    expect(calibration.transferFit('same-host', 'host')).toBeUndefined();
+    const receipt = await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
+    expect(receipt.calibration).toMatchObject({ linkClass: 'same-host', tier: 'host', blocks: 6, transferMs: receipt.ms });
+    const fit = calibration.transferEstimate('same-host', 'host');
+    expect(fit).toMatchObject({ receipts: 1, fixedMs: 0 });
+    expect(fit?.blockUs).toBeCloseTo((receipt.ms * 1000) / 6, 6);
+    // Hashes the source does not hold: the pins are refused, nothing moves, nothing is recorded.
+    const refused = await reader.endpoint.fetch({ hint: hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) }), destinationBlocks: destinationBlocks(2) });
+    expect(refused.blocks).toBe(0);
+    expect(calibration.transferFit('same-host', 'host')?.receipts).toBe(1);
   });
 
   it('verifies as the endpoint.verify setting says when the fetch names no mode; a mode the fetch names wins; the receipt says which ran', async () => {

@@ -5,11 +5,12 @@ import { buildTransferTemplate, checkCompatibility, type RankId, type RankPart, 
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import { type DiscoveryStore, type ReadinessGate, type RegisteredRank, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/registry';
+import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import { loadRankPeer } from './discovered-workers.js';
 import { describeRank, EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
 import { type FetchPair, fetchPrefix, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch.js';
-import type { FetchReceipt, RecomputeReason } from './fetch-receipt.js';
+import { calibrationSample, type FetchReceipt, type RecomputeReason } from './fetch-receipt.js';
 import type { FetchRequest } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
 import type { PinClient } from './pin-client.js';
@@ -29,6 +30,8 @@ export interface FetchSideOptions {
   /** A request's verification when it names none (the `endpoint.verify` setting). */
   readonly defaultVerify: VerifyMode;
   readonly metrics?: EndpointMetrics;
+  /** Records each receipt that prices its blocks (`calibrationSample`). */
+  readonly calibration?: Pick<TransferCalibration, 'record'>;
 }
 
 /** What the endpoint is when a fetch arrives: its registered rank and its worker, once ready. */
@@ -150,8 +153,10 @@ export class FetchSide {
   }
 
   #finish(receipt: FetchReceipt, policy: ShortfallPolicy): FetchReceipt {
-    const { metrics } = this.#options;
+    const { metrics, calibration } = this.#options;
     metrics?.pinsHeld('pull', this.#options.pins.heldPins);
+    const sample = calibrationSample(receipt);
+    if (sample !== undefined) calibration?.record(sample);
     if (receipt.blocks > 0) metrics?.transferCompleted({ side: 'pull', blocks: receipt.blocks, bytes: receipt.bytes, durationMs: receipt.ms, tier: receipt.calibration.tier, linkClass: receipt.calibration.linkClass });
     for (const reason of receipt.recomputed.reasons) metrics?.transferFailed('pull', reason.kind === 'operation-failed' ? reason.code : reason.kind);
     if (policy === 'fail' && receipt.blocks < receipt.requested) throw new FetchShortfallError(receipt);

@@ -24,7 +24,7 @@ export type { FetchRequest } from './fetch-request.js';
 export { type NotificationHandler, NotificationRouter, type PeerEventHandler } from './notification-router.js';
 export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } from './block-checksum.js';
 export { type FetchOptions, type FetchPair, fetchPrefix, type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch.js';
-export type { FetchReceipt, RecomputeReason, SavingComparison } from './fetch-receipt.js';
+export { calibrationSample, type FetchReceipt, type RecomputeReason, type SavingComparison } from './fetch-receipt.js';
 export type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 export { BlockPool } from './block-pool.js';
 export {

@@ -250,6 +250,7 @@ describe('ReuseEndpoint', () => {
     refused({ ...settings.endpoint, verify: 'some' }, `endpoint option settings.endpoint.verify = "some" is refused: 'full', 'sampled' or 'off'`);
     refused(null, 'endpoint option settings.endpoint = null is refused: the resolved endpoint settings');
     refused({ ...settings.endpoint, metricsPort: 9400 }, 'endpoint option metrics = undefined is refused: an EndpointMetrics for the listener: settings.endpoint.metricsPort is 9400');
+    expect(() => new ReuseEndpoint({ ...base, settings, calibration: {} as never })).toThrow("endpoint option calibration = {} is refused: the router's TransferCalibration");
     await base.discovery.close();
   });
 });

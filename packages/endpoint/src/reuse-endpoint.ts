@@ -6,6 +6,7 @@ import type { Settings } from '@kvreuse/config';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
 import type { Agent, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
+import type { TransferCalibration } from '@kvreuse/router';
 import {
   type Bank,
   buildRankPart,
@@ -103,6 +104,11 @@ export interface ReuseEndpointOptions {
   readonly waitForReaders?: WaitForReaders;
   /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
   readonly withdrawInventory?: () => Promise<unknown>;
+  /**
+   * The calibration of a router in this process: every fetch whose receipt prices the blocks it
+   * committed (`calibrationSample`) is recorded there, so the router's next estimates follow what pulls measure.
+   */
+  readonly calibration?: Pick<TransferCalibration, 'record'>;
   /** Required when `settings.endpoint.metricsPort` is set: what the listener serves. */
   readonly metrics?: EndpointMetrics;
   /**
@@ -132,6 +138,9 @@ function checkOptions(options: ReuseEndpointOptions): void {
     if (typeof options[name] !== 'object' || options[name] === null) throw new EndpointOptionError(name, options[name], 'an object');
   }
   if (!Array.isArray(options.banks) || options.banks.length === 0) throw new EndpointOptionError('banks', options.banks, "a non-empty array of this rank's banks");
+  if (options.calibration !== undefined && typeof options.calibration?.record !== 'function') {
+    throw new EndpointOptionError('calibration', options.calibration, "the router's TransferCalibration (its record(receipt))");
+  }
   for (const name of optionalFunctions) {
     if (options[name] !== undefined && typeof options[name] !== 'function') throw new EndpointOptionError(name, options[name], 'a function');
   }
@@ -215,7 +224,7 @@ export class ReuseEndpoint {
           ? {}
           : { waitForReaders }),
     });
-    const { worker, rank, agent, discovery, keyPrefix, admissionGate, bankBytes, metrics } = options;
+    const { worker, rank, agent, discovery, keyPrefix, admissionGate, bankBytes, metrics, calibration } = options;
     this.#pinClient = new PinClient({ agent, reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank }, answerTimeoutMs: options.settings.transport.abandonTimeoutMs, clock: this.#clock });
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
@@ -232,6 +241,7 @@ export class ReuseEndpoint {
       ...(admissionGate === undefined ? {} : { admissionGate }),
       ...(bankBytes === undefined ? {} : { bankBytes }),
       ...(metrics === undefined ? {} : { metrics }),
+      ...(calibration === undefined ? {} : { calibration }),
     });
     if (options.metrics !== undefined) {
       const { metrics } = options;
