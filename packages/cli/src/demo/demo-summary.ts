@@ -30,6 +30,14 @@ export interface DemoPull {
   readonly savingMs: { readonly predicted: number; readonly measured: number };
 }
 
+/** What the turn 2 pull's receipt taught the router: its transfer estimate for the pulled blocks before and after, against the measured time. */
+export interface DemoCalibration {
+  readonly blocks: number;
+  readonly transferMs: { readonly prior: number; readonly measured: number; readonly calibrated: number };
+  /** Turn 2 decided again, on the calibrated estimate. */
+  readonly decision: DemoDecision;
+}
+
 export interface DemoDrainRow {
   readonly process: string;
   readonly exitCode: number | null;
@@ -45,6 +53,8 @@ export interface DemoSummary {
   readonly decisions: readonly DemoDecision[];
   /** Null when the router did not route turn 2 to a pull. */
   readonly pull: DemoPull | null;
+  /** Null without a pull whose receipt priced its blocks. */
+  readonly calibration: DemoCalibration | null;
   readonly gpu: { readonly active: boolean; readonly mode: string; readonly reason: string };
   /** Null when there was no pull. */
   readonly killedRank: {
@@ -94,8 +104,13 @@ export function summaryLine(summary: DemoSummary): string {
       ? 'no pull'
       : `pulled ${pull.blocks} blocks (${pull.bytes.toLocaleString('en-US')} bytes, ${pull.verified ? 'verified' : 'NOT verified'}) in ${pull.ms.toFixed(1)} ms at ${pull.gbps.toFixed(2)} Gbit/s`;
   const killed = killedRank === null ? '' : `killed rank: ${killedRank.recomputed} blocks recomputed, ${killedRank.committedBlocks} committed; `;
+  const { calibration } = summary;
+  const calibrated =
+    calibration === null
+      ? ''
+      : `transfer estimate ${calibration.transferMs.prior.toFixed(1)} ms (prior) → ${calibration.transferMs.calibrated.toFixed(1)} ms (calibrated, measured ${calibration.transferMs.measured.toFixed(1)} ms); `;
   return (
     `kvreuse demo: ${pulled}; ${summary.decisions.map((d) => `${d.request} ${d.action} (${d.reason})`).join(', ')}; ` +
-    `gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; ${killed}${drained.length} processes drained, ${returned} banks returned, ${retained} retained`
+    `${calibrated}gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; ${killed}${drained.length} processes drained, ${returned} banks returned, ${retained} retained`
   );
 }

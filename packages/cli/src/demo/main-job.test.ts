@@ -47,6 +47,13 @@ describe('the main job', () => {
           detail: 'the longest retained prefix adds 2 blocks; router.minimum_transfer_prefix_blocks = 4',
         }),
       ]);
+      // The pull's receipt calibrates the router: its next estimate for these 42 blocks is what the pull took, not the prior's 100 µs a block.
+      expect(summary.calibration?.blocks).toBe(42);
+      expect(summary.calibration?.transferMs.prior).toBeCloseTo(4.2, 9);
+      expect(summary.calibration?.transferMs.measured).toBe(summary.pull?.ms);
+      expect(summary.calibration?.transferMs.calibrated).toBeCloseTo(summary.pull?.ms ?? Number.NaN, 6);
+      expect(summary.calibration?.decision).toMatchObject({ request: 'turn 2, calibrated', blocks: 42, detail: expect.stringContaining('(calibrated estimate)') });
+      expect(progress).toContainEqual(expect.stringMatching(/^calibration: the router priced 42 blocks at 4\.2 ms \(prior\); the pull took [\d.]+ ms; from its receipt the router now prices them at [\d.]+ ms$/));
       expect(summary.gpu).toEqual({ active: false, mode: 'host-only', reason: expect.stringContaining('the native library cannot register vram') });
       expect(summary.killedRank).toEqual({
         process: 'qwen3-0.6b-decode-0/tp1',

@@ -3,7 +3,7 @@
 // `endpoint.verify` setting says; then every committed byte is checked against the demo's KV content,
 // and the rest is recomputed.
 import type { RankPart } from '@kvreuse/descriptors';
-import type { RecomputeReason } from '@kvreuse/endpoint';
+import { calibrationSample, type RecomputeReason } from '@kvreuse/endpoint';
 import type { FetchHint } from '@kvreuse/router';
 import type { DemoRank } from './demo-rank.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
@@ -50,6 +50,7 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
     policy: 'recompute',
     ...(prediction === undefined ? {} : { prediction: { ...prediction, blockTokens: hint.blockTokens } }),
   });
+  const calibration = calibrationSample(receipt);
   let verified = true;
   for (let slot = 0; slot < receipt.blocks; slot++) verified &&= holdsBlockContent(part, rank.views, slot, hashes[slot] as bigint);
   // Recompute: the prefill computes what it could not take (and keeps nothing unverified of the pull).
@@ -65,5 +66,6 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
     gbps: receipt.gbps * 8,
     recomputed: { blocks: receipt.recomputed.blocks, reasons: receipt.recomputed.reasons.map(describeReason) },
     ...(receipt.saving === undefined ? {} : { saving: receipt.saving }),
+    ...(calibration === undefined ? {} : { calibration }),
   };
 }

@@ -46,6 +46,23 @@ describe('the demo messages between the parent and its ranks', () => {
     { type: 'published', role: 'decode', tpRank: 1, agentName: 'decode-0-tp1', epoch: 3 },
     { type: 'published', role: 'decode', tpRank: 1, agentName: 'decode-0-tp1', epoch: 3, metricsUrl: 'http://127.0.0.1:9401/metrics' },
     { type: 'pulled', role: 'prefill', tpRank: 0, pull: { requested: 42, blocks: 42, bytes: 308_281_344, verified: true, verify: 'sampled', checkedBlocks: 7, ms: 80, gbps: 30.8, recomputed: { blocks: 0, reasons: [] } } },
+    {
+      type: 'pulled',
+      role: 'prefill',
+      tpRank: 0,
+      pull: {
+        requested: 42,
+        blocks: 42,
+        bytes: 308_281_344,
+        verified: true,
+        verify: 'full',
+        checkedBlocks: 42,
+        ms: 80,
+        gbps: 30.8,
+        recomputed: { blocks: 0, reasons: [] },
+        calibration: { linkClass: 'same-host', tier: 'host', blocks: 42, bytes: 308_281_344, transferMs: 80 },
+      },
+    },
   ])('a %j message goes through its codec unchanged', (message) => {
     expect(parseRankMessage(encodeRankMessage(message))).toEqual(message);
   });

@@ -4,7 +4,7 @@
 import type { DrainReport } from '@kvreuse/drain';
 import { type VerifyMode, verifyModes } from '@kvreuse/endpoint';
 import { blockHashFromHex, blockHashToHex } from '@kvreuse/registry';
-import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers } from '@kvreuse/router';
+import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers, type TransferReceipt } from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
 
 export type RankRole = 'decode' | 'prefill';
@@ -27,6 +27,8 @@ export interface PullReport {
   readonly recomputed: { readonly blocks: number; readonly reasons: readonly string[] };
   /** The router's predicted TTFT saving against the one this pull measured. */
   readonly saving?: { readonly predictedMs: number; readonly measuredMs: number };
+  /** The receipt's calibration input when its time prices the committed blocks (`calibrationSample`), for the router in the parent. */
+  readonly calibration?: TransferReceipt;
 }
 
 /** The part of a drain report the demo prints per process. */
@@ -179,8 +181,9 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
         gbps: number,
         recomputed: object({ blocks: count, reasons: list(text) }),
         saving: object({ predictedMs: number, measuredMs: number }),
+        calibration: object({ linkClass: oneOf(linkClasses), tier: oneOf(sourceTiers), blocks: count, bytes: count, transferMs: number }),
       },
-      ['saving'],
+      ['saving', 'calibration'],
     ),
   },
   drained: {
