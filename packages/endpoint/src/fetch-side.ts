@@ -14,7 +14,7 @@ import { calibrationSample, type FetchReceipt, type RecomputeReason } from './fe
 import type { FetchRequest } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
 import type { PinClient } from './pin-client.js';
-import type { HeldPin } from './pins.js';
+import { type HeldPin, releasePins } from './pins.js';
 
 export interface FetchSideOptions {
   readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate'>;
@@ -53,6 +53,7 @@ function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verif
   const verify = request.verify ?? defaultVerify;
   if (!verifyModes.includes(verify)) throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
   if (request.policy !== undefined && !['fail', 'recompute'].includes(request.policy)) throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
+  if (request.beforeRelease !== undefined && typeof request.beforeRelease !== 'function') throw new EndpointOptionError('request.beforeRelease', request.beforeRelease, 'a function (pins) => Promise');
   return { verify };
 }
 
@@ -114,7 +115,7 @@ export class FetchSide {
       return [{ kind: 'pin-refused', fromBlock: 0, sourceRank: rankOf(part), reason: error.reason ?? error.code ?? 'UNKNOWN', detail: error.message }];
     });
     if (refusals.length > 0 || request.signal?.aborted === true) {
-      await Promise.allSettled(pins.map((pin) => pin.release()));
+      await releasePins(pins, request.beforeRelease);
       request.signal?.throwIfAborted();
       return this.#finish(refusedReceipt(hint.blocks.count, refusals, verify, link), policy);
     }
@@ -135,10 +136,11 @@ export class FetchSide {
         link,
         ...(request.sampleEvery === undefined ? {} : { sampleEvery: request.sampleEvery }),
         ...(request.prediction === undefined ? {} : { prediction: request.prediction }),
+        ...(request.beforeRelease === undefined ? {} : { beforeRelease: request.beforeRelease }),
       });
       return this.#finish(receipt, policy);
     } catch (error) {
-      await Promise.allSettled(pins.map((pin) => pin.release()));
+      await releasePins(pins, request.beforeRelease);
       throw error;
     }
   }

@@ -17,7 +17,7 @@ export {
   UnknownReaderError,
 } from './errors.js';
 export { EndpointLifecycle, type EndpointState, endpointStates, type EndpointTransition } from './lifecycle.js';
-export type { HeldPin, PinLoss, PinLossReason } from './pins.js';
+export type { BeforeRelease, HeldPin, PinLoss, PinLossReason } from './pins.js';
 export { type BankCounts, EndpointMetrics, type EndpointMetricsOptions, type MetricsListener, type TransferRecord, type TransferSide } from './metrics.js';
 export { type EndpointDrainReport, type ReadyRank, ReuseEndpoint, type ReuseEndpointOptions, type ServeOptions } from './reuse-endpoint.js';
 export type { FetchRequest } from './fetch-request.js';
