@@ -49,7 +49,7 @@ describe('ReuseEndpoint.fetch', () => {
     expect(text).toContain('kvreuse_pins_held{side="pull"} 0');
   });
 
-  it("beforeRelease keeps the pins past the reads: a source's drain waits for them, and its report says they were released", async () => {
+  it("beforeRelease keeps the pins past the reads: a closing source's drain waits for them, and its report says they were released", async () => {
     const { decode, reader, pinsHeld } = await pair();
     const held: (readonly HeldPin[])[] = [];
     let letGo = (): void => undefined;
@@ -65,13 +65,14 @@ describe('ReuseEndpoint.fetch', () => {
     expect(held[0]?.map((pin) => pin.source.rank.tpRank).sort()).toEqual([0, 1]);
     expect(pinsHeld()).toEqual([1, 1]);
     const source = decode.ranks[0]!.endpoint;
-    const draining = source.drain({ deadlineMs: 60_000 });
+    // close() without drain(): it drains first, and its report lists the pins waited for as drain()'s does.
+    const closing = source.close({ deadlineMs: 60_000 });
     // The source refuses new pins once its drain waits for the held ones (its clock, a manual one, never reaches the deadline).
     await vi.waitFor(() => expect(source.pinServer?.refusing).toBe(true), { timeout: 20_000, interval: 5 });
     expect(source.state).toBe('draining');
     letGo();
     expect(await fetching).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
-    const report = await draining;
+    const { report } = await closing;
     expect(report.pins).toEqual([{ pinId: expect.any(String), readerAgent: reader.agent.name, blocks: 4, ended: 'released' }]);
     expect(report.readers).toEqual({ released: 1, lapsed: 0, outstanding: 0 });
   });

@@ -19,7 +19,7 @@ export {
 export { EndpointLifecycle, type EndpointState, endpointStates, type EndpointTransition } from './lifecycle.js';
 export type { BeforeRelease, HeldPin, PinLoss, PinLossReason } from './pins.js';
 export { type BankCounts, EndpointMetrics, type EndpointMetricsOptions, type MetricsListener, type TransferRecord, type TransferSide } from './metrics.js';
-export { type EndpointDrainReport, type ReadyRank, ReuseEndpoint, type ReuseEndpointOptions, type ServeOptions } from './reuse-endpoint.js';
+export { type EndpointDrainReport, type EndpointShutdownResult, type ReadyRank, ReuseEndpoint, type ReuseEndpointOptions, type ServeOptions } from './reuse-endpoint.js';
 export type { FetchRequest } from './fetch-request.js';
 export { type NotificationHandler, NotificationRouter, type PeerEventHandler } from './notification-router.js';
 export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } from './block-checksum.js';

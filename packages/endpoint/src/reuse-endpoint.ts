@@ -58,6 +58,11 @@ export interface EndpointDrainReport extends DrainReport {
   readonly pins: readonly ServedPin[];
 }
 
+/** What `close()` resolves with: the shutdown's result, its drain report listing the pins waited for. */
+export interface EndpointShutdownResult extends ShutdownResult {
+  readonly report: EndpointDrainReport;
+}
+
 /** A ready endpoint: what `whenReady()` resolves with and `readyRank` returns. */
 export interface ReadyRank {
   /** The epoch discovery handed this incarnation at `publish()`. */
@@ -195,7 +200,7 @@ export class ReuseEndpoint {
   #registered: RegisteredRank | undefined;
   #publication: RankPublication | undefined;
   #readiness: WorkerReadinessWatch | undefined;
-  #shutdown: Promise<ShutdownResult> | undefined;
+  #shutdown: Promise<EndpointShutdownResult> | undefined;
   #metricsListener: MetricsListener | undefined;
 
   constructor(options: ReuseEndpointOptions) {
@@ -443,18 +448,25 @@ export class ReuseEndpoint {
     const report = await this.#drain.drain(options);
     this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
     this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
+    return this.#withPins(report);
+  }
+
+  #withPins(report: DrainReport): EndpointDrainReport {
     return { ...report, pins: this.#sourceSide?.waitedPins ?? [] };
   }
 
   /**
    * Shuts down: drains first if that was not done, invalidates peers, closes the agent (with what is
    * left of `deadlineMs`, `transport.shutdownDeadlineMs` by default), and last the metrics listener (so
-   * the drain can be watched). Idempotent: later calls return the first result.
+   * the drain can be watched). Its report lists the pins waited for, as `drain()`'s does. Idempotent:
+   * later calls return the first result.
    */
-  close(options: { readonly deadlineMs?: number } = {}): Promise<ShutdownResult> {
+  close(options: { readonly deadlineMs?: number } = {}): Promise<EndpointShutdownResult> {
     if (this.#shutdown !== undefined) return this.#shutdown;
     this.#lifecycle.require('close', ['created', 'registered', 'published', 'ready', 'drained']);
-    this.#shutdown = this.#close(options).finally(() => this.#metricsListener?.close());
+    this.#shutdown = this.#close(options)
+      .then((result) => ({ ...result, report: this.#withPins(result.report) }))
+      .finally(() => this.#metricsListener?.close());
     return this.#shutdown;
   }
 
