@@ -6,8 +6,8 @@
 // serves its metrics there until it shuts down.
 import type { Settings } from '@kvreuse/config';
 import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometries, type Worker } from '@kvreuse/descriptors';
-import type { PeerTicket, ShutdownResult } from '@kvreuse/drain';
-import { BlockPool, EndpointMetrics, ReuseEndpoint } from '@kvreuse/endpoint';
+import type { PeerTicket } from '@kvreuse/drain';
+import { BlockPool, EndpointMetrics, type EndpointShutdownResult, type HeldPin, ReuseEndpoint } from '@kvreuse/endpoint';
 import { type Agent, type Allocation, type Backend, loadTransport, type Peer } from '@kvreuse/native-bindings';
 import {
   Bank,
@@ -75,6 +75,8 @@ export class DemoRank {
   #ownWorker: Worker | undefined;
   #peerWorker: Worker | undefined;
   #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
+  /** Lets go of the pins a `holdPins` pull holds. */
+  #releasePins: (() => void) | undefined;
   readonly #peers = new Map<string, RemoteRank>();
 
   private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, allocations: Allocation[], banks: Bank[], say: (message: Said) => void, crash: () => void) {
@@ -166,7 +168,7 @@ export class DemoRank {
   async handle(command: RankCommand): Promise<void> {
     this.#ownWorker ??= await readyWorker(this.discovery, this.options.workerId);
     this.#peerWorker ??= await readyWorker(this.discovery, this.options.peerWorkerId);
-    const expected = command.type === 'hand-off' || command.type === 'pull' ? 'prefill' : 'decode';
+    const expected = command.type === 'hand-off' || command.type === 'pull' || command.type === 'release-pins' ? 'prefill' : 'decode';
     if (this.options.role !== expected) throw new DemoMessageError(`command "${command.type}"`, `is for a ${expected} rank, not a ${this.options.role} rank`);
     switch (command.type) {
       case 'allocate':
@@ -187,11 +189,29 @@ export class DemoRank {
         return;
       }
       case 'pull': {
-        const pull = await pullPrefix({ rank: this, hint: hintOf(command.hint), ...(command.prediction === undefined ? {} : { prediction: command.prediction }) });
+        const pull = await pullPrefix({
+          rank: this,
+          hint: hintOf(command.hint),
+          ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
+          ...(command.holdPins === true ? { beforeRelease: (pins: readonly HeldPin[]) => this.#holdPins(pins) } : {}),
+        });
         this.#say({ type: 'pulled', pull });
         return;
       }
+      case 'release-pins': {
+        const release = this.#releasePins;
+        if (release === undefined) throw new DemoMessageError('command "release-pins"', 'no pull of this rank holds pins');
+        this.#releasePins = undefined;
+        release();
+        return;
+      }
     }
+  }
+
+  /** Prefill: says which sources' pins it holds, and holds them until `release-pins`. */
+  #holdPins(pins: readonly HeldPin[]): Promise<void> {
+    this.#say({ type: 'holding', sources: pins.map((pin) => `${pin.source.workerId}/tp${pin.source.rank.tpRank}`) });
+    return new Promise((resolve) => (this.#releasePins = resolve));
   }
 
   /** Decode: checks each handed-off block byte for byte, retains it, decodes the appended blocks, announces them all. */
@@ -224,10 +244,16 @@ export class DemoRank {
     await this.#inventory.publisher.publish([{ type: 'stored', tier: 'host', blocks, expiresAt: Date.now() + 600_000 }], { complete: true });
   }
 
+  /**
+   * The drain's step after the rank part's withdrawal. A serving rank's drain goes straight on to refuse
+   * new pins and wait for the held ones, so it says `waiting-for-readers` last: a pin released after that is waited for.
+   */
   async #withdrawInventory(): Promise<void> {
-    if (this.#inventory === undefined) return;
-    await this.#inventory.publisher.withdraw();
-    await this.discovery.revokeLease(this.#inventory.lease.id);
+    if (this.#inventory !== undefined) {
+      await this.#inventory.publisher.withdraw();
+      await this.discovery.revokeLease(this.#inventory.lease.id);
+    }
+    if (this.options.role === 'decode') this.#say({ type: 'waiting-for-readers' });
   }
 
   /**
@@ -243,7 +269,7 @@ export class DemoRank {
   }
 
   /** SIGTERM: the endpoint's shutdown, source side first (pins waited for; its metrics listener closed last), then discovery closed. */
-  async close(): Promise<ShutdownResult> {
+  async close(): Promise<EndpointShutdownResult> {
     const result = await this.endpoint.close();
     await this.discovery.close();
     return result;

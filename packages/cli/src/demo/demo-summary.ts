@@ -1,6 +1,6 @@
 // What the main job reports: the summary object `--json` prints last, and the one line printed last without it.
 import type { VerifyMode } from '@kvreuse/endpoint';
-import type { PullReport } from './rank-messages.js';
+import type { DrainSummary, PullReport } from './rank-messages.js';
 import type { RankDrain } from './rank-processes.js';
 
 export interface DemoDecision {
@@ -45,7 +45,8 @@ export interface DemoDrainRow {
   /** Null for a process that ended without a drain report (the killed one). */
   readonly banksReturned: number | null;
   readonly banksRetained: number | null;
-  readonly pins: { readonly waitedFor: number; readonly released: number; readonly lapsed: number; readonly outstanding: number } | null;
+  /** The pins its drain waited for (each with its reader, its blocks and how it ended); null without a drain report. */
+  readonly pins: DrainSummary['pins'] | null;
 }
 
 export interface DemoSummary {
@@ -99,6 +100,8 @@ export function summaryLine(summary: DemoSummary): string {
   const drained = summary.drain.filter((row) => row.banksReturned !== null);
   const returned = drained.reduce((sum, row) => sum + (row.banksReturned ?? 0), 0);
   const retained = drained.reduce((sum, row) => sum + (row.banksRetained ?? 0), 0);
+  const waited = drained.reduce((sum, row) => sum + (row.pins?.waitedFor ?? 0), 0);
+  const released = drained.reduce((sum, row) => sum + (row.pins?.released ?? 0), 0);
   const pulled =
     pull === null
       ? 'no pull'
@@ -111,6 +114,7 @@ export function summaryLine(summary: DemoSummary): string {
       : `transfer estimate ${calibration.transferMs.prior.toFixed(1)} ms (prior) → ${calibration.transferMs.calibrated.toFixed(1)} ms (calibrated, measured ${calibration.transferMs.measured.toFixed(1)} ms); `;
   return (
     `kvreuse demo: ${pulled}; ${summary.decisions.map((d) => `${d.request} ${d.action} (${d.reason})`).join(', ')}; ` +
-    `${calibrated}gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; ${killed}${drained.length} processes drained, ${returned} banks returned, ${retained} retained`
+    `${calibrated}gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; ${killed}${drained.length} processes drained, ${returned} banks returned, ${retained} retained, ` +
+    `${waited} pin${waited === 1 ? '' : 's'} waited for (${released} released)`
   );
 }

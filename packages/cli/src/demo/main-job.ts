@@ -2,7 +2,9 @@
 // processes, hands turn 1 off from prefill to decode with WRITEs, routes turn 2 (and a request too
 // short to be worth it) with the router on discovery and the retained inventory, has the prefill rank
 // pull and verify the 42-block prefix, shows GPU reuse refused by profile admission and a decode rank
-// killed mid-pull, then stops everything with SIGTERM and collects each process's drain report. The
+// killed mid-pull — the other decode rank then stopped with SIGTERM while the prefill still holds its pin
+// there, so its drain waits for the pin —, then stops everything with SIGTERM and collects each process's
+// drain report (the pins each waited for, and how each ended). The
 // pull verifies as `endpoint.verify` says, and its receipt calibrates the router, which decides turn 2
 // again on what the pull measured; with `endpoint.metrics_port` set every rank serves its metrics.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -113,7 +115,8 @@ function recalibrate(router: DemoRouter, before: RouteDecision, report: PullRepo
 /**
  * Turn 2's pull as the router decided it, whose receipt calibrates the router; then the same pull with
  * decode rank 1 armed to crash (SIGKILL) at the pin request it receives, before answering: the prefill
- * recomputes and commits nothing unverified.
+ * recomputes and commits nothing unverified. That pull holds the pin decode rank 0 granted it until
+ * rank 0, stopped with SIGTERM, has withdrawn its part and waits for its readers: its drain waits for it.
  */
 async function pullTurn2(
   started: RankProcesses,
@@ -148,9 +151,19 @@ async function pullTurn2(
   const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader,' : 'is killed (SIGKILL)';
   progress(`killed rank: the same pull, and ${decodeId}/tp1 ${crash} when the prefill's pin request reaches it`);
   await started.request(decodeId, 1, { type: 'crash-on-pin' }, 'armed', timeoutMs);
-  const again = started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
+  const holding = started.next(prefillId, 0, 'holding', timeoutMs);
+  const again = started.request(prefillId, 0, { ...pullCommand, holdPins: true }, 'pulled', timeoutMs);
   const killed = await started.exited(decodeId, 1);
+  const held = await holding;
+  progress(`  the prefill holds its pin at ${held.sources.join(', ')}; ${decodeId}/tp0 is stopped (SIGTERM) meanwhile`);
+  const waiting = started.next(decodeId, 0, 'waiting-for-readers', timeoutMs);
+  started.kill(decodeId, 0, 'SIGTERM');
+  await waiting;
+  progress(`  ${decodeId}/tp0 withdrew its rank part and waits for the pin; the prefill releases it`);
+  started.send(prefillId, 0, { type: 'release-pins' });
   const recomputed = (await again).pull;
+  // Its drain ends once the pin is released; the shutdown below collects its report.
+  await started.exited(decodeId, 0);
   requestServed?.(`${decision.request}, ${decodeId}/tp1 killed`, decision, recomputed);
   const killedRank = {
     process: `${decodeId}/tp1`,
@@ -274,7 +287,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const pulls = fetch.action === 'fetch' ? await pullTurn2(started, router, fetch, decisions[0]!, { ...options, timeoutMs }) : { pull: null, killedRank: null, calibration: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
-    progress('shutdown: SIGTERM to every process');
+    progress('shutdown: SIGTERM to every process still running');
     const drains = await started.stop();
     processes = undefined;
     const drain = drains.map(drainRow);
@@ -282,7 +295,8 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       progress(
         row.pins === null
           ? `  ${row.process}: ended by ${row.signal} without a drain report`
-          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pins waited for (${row.pins.released} released, ${row.pins.lapsed} lapsed)`,
+          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pins waited for` +
+              (row.pins.held.length === 0 ? '' : `: ${row.pins.held.map((pin) => `${pin.reader}'s pin of ${pin.blocks} blocks, ${pin.ended}`).join('; ')}`),
       );
     }
     return { ...pulls, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, drain };

@@ -47,7 +47,7 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
         exitCode: 0,
         signal: null,
         // Qwen3-0.6B: 28 layers × 2 planes, one bank each, whatever the rank.
-        drain: { banksReturned: 56, banksRetained: 0, quarantined: 0, agentDestroyed: true, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 }, steps: expect.arrayContaining(['withdraw-rank-parts: ok', 'deregister: ok', 'hand-back: ok']) },
+        drain: { banksReturned: 56, banksRetained: 0, quarantined: 0, agentDestroyed: true, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] }, steps: expect.arrayContaining(['withdraw-rank-parts: ok', 'deregister: ok', 'hand-back: ok']) },
       })),
     );
     expect(seen.filter((line) => line.endsWith(' drained'))).toHaveLength(3);
