@@ -84,7 +84,7 @@ describe('the main job', () => {
         { process: 'qwen3-0.6b-decode-0/tp1', exitCode: null, signal: 'SIGKILL', banksReturned: null, banksRetained: null, pins: null },
         { process: 'qwen3-0.6b-prefill-0/tp0', ...drained, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] } },
       ]);
-      expect(progress).toContainEqual(expect.stringMatching(/^ {2}qwen3-0\.6b-decode-0\/tp0: 56 banks returned, 0 retained, 1 pins waited for: qwen3-0\.6b-prefill-0-tp0-\S+'s pin of 42 blocks, released$/));
+      expect(progress).toContainEqual(expect.stringMatching(/^ {2}qwen3-0\.6b-decode-0\/tp0: 56 banks returned, 0 retained, 1 pin waited for: qwen3-0\.6b-prefill-0-tp0-\S+'s pin of 42 blocks, released$/));
     },
     120_000,
   );

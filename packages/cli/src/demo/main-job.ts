@@ -295,7 +295,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       progress(
         row.pins === null
           ? `  ${row.process}: ended by ${row.signal} without a drain report`
-          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pins waited for` +
+          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pin${row.pins.waitedFor === 1 ? '' : 's'} waited for` +
               (row.pins.held.length === 0 ? '' : `: ${row.pins.held.map((pin) => `${pin.reader}'s pin of ${pin.blocks} blocks, ${pin.ended}`).join('; ')}`),
       );
     }
