@@ -76,11 +76,8 @@ export async function openWorker({ workerId, role, backend, discovery, serve = f
  */
 export async function start(worker) {
   await worker.endpoint.register();
-  const ready = new Promise((resolve) => worker.endpoint.onTransition(({ to }) => to === 'ready' && resolve(to)));
   await worker.endpoint.publish();
-  await ready;
-  const { readiness } = worker.endpoint;
-  if (readiness?.ready !== true) throw new Error(`${worker.workerId} turned not ready while it started`);
+  const { readiness } = await worker.endpoint.whenReady();
   return readiness;
 }
 

@@ -35,7 +35,7 @@ function onLocalEtcd(settings: Settings, etcd: LocalEtcd | undefined): Settings 
 export const demo: Command = {
   name: 'demo',
   summary:
-    'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, and every drain report.',
+    'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks and its receipt calibrates the router; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, the other stopped while the prefill holds its pin, and every drain report with the pins it waited for.',
   usage: '[--config <file>] [--backend <ucx|loopback>] [--json] [--log <file>] [setting flags]',
   options: [configOption, backendOption, jsonOption, logOption],
   help: () =>

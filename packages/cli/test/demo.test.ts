@@ -68,7 +68,7 @@ describe('kvreuse demo', () => {
     const run = await runBinary(['demo', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
     expect(run.status).toBe(0);
     expect(lastLine(run.stdout)).toBe(
-      'kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained',
+      'kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained, 0 pins waited for (0 released)',
     );
   }, 120_000);
 

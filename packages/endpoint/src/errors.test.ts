@@ -2,9 +2,11 @@ import { describe, expect, it } from 'vitest';
 import {
   AllBlocksPinnedError,
   EndpointError,
+  EndpointNotReadyError,
   EndpointOptionError,
   EndpointStateError,
   FetchRefusedError,
+  MetricsPortError,
   PinMessageError,
   PinRefusedError,
   PinTimeoutError,
@@ -17,6 +19,8 @@ describe('endpoint errors', () => {
   it.each([
     [new EndpointOptionError('leaseMs', 0, 'a whole number of milliseconds ≥ 1'), 'INVALID_ENDPOINT_OPTION', 'endpoint option leaseMs = 0 is refused: a whole number of milliseconds ≥ 1'],
     [new EndpointStateError('fetch', 'created', ['ready']), 'ILLEGAL_ENDPOINT_STATE', 'fetch is not allowed while the endpoint is created (only while ready)'],
+    [new EndpointNotReadyError('draining', 'drain({ deadlineMs: 100 })'), 'ENDPOINT_NOT_READY', 'the endpoint did not become ready: it is draining (drain({ deadlineMs: 100 }))'],
+    [new MetricsPortError('127.0.0.1', 9400, 'EADDRINUSE'), 'METRICS_PORT_UNAVAILABLE', 'cannot serve metrics on 127.0.0.1:9400: the port is in use (EADDRINUSE; endpoint.metrics_port, endpoint.metrics_host)'],
     [new AllBlocksPinnedError(4), 'ALL_BLOCKS_PINNED', 'block pool has no slot to give: all 4 blocks are pinned by readers'],
     [new PinMessageError('truncated'), 'INVALID_PIN_MESSAGE', 'invalid pin message: truncated'],
     [new PinTooLargeError(600, 400), 'PIN_TOO_LARGE', 'a pin of 600 blocks does not fit one pin message: at most 400 blocks per pin'],

@@ -7,6 +7,8 @@ import type { RankId } from '@kvreuse/descriptors';
 export type EndpointErrorCode =
   | 'INVALID_ENDPOINT_OPTION'
   | 'ILLEGAL_ENDPOINT_STATE'
+  | 'ENDPOINT_NOT_READY'
+  | 'METRICS_PORT_UNAVAILABLE'
   | 'ALL_BLOCKS_PINNED'
   | 'INVALID_PIN_MESSAGE'
   | 'PIN_TOO_LARGE'
@@ -47,6 +49,34 @@ export class EndpointStateError extends EndpointError {
     readonly allowed: readonly EndpointState[],
   ) {
     super(`${operation} is not allowed while the endpoint is ${state}${allowed.length === 0 ? '' : ` (only while ${allowed.join(', ')})`}`);
+  }
+}
+
+/**
+ * `whenReady()` of an endpoint that cannot become ready without another call: its registration or
+ * publication failed (it is `created` or `registered` again), or it drains or closes. `reason` is the
+ * transition's reason.
+ */
+export class EndpointNotReadyError extends EndpointError {
+  readonly code = 'ENDPOINT_NOT_READY';
+  constructor(
+    readonly state: EndpointState,
+    readonly reason: string,
+  ) {
+    super(`the endpoint did not become ready: it is ${state} (${reason})`);
+  }
+}
+
+/** The metrics listener could not listen on `host:port`; `systemCode` is the system's (`EADDRINUSE` for a port in use). */
+export class MetricsPortError extends EndpointError {
+  readonly code = 'METRICS_PORT_UNAVAILABLE';
+  constructor(
+    readonly host: string,
+    readonly port: number,
+    readonly systemCode: string,
+    options?: ErrorOptions,
+  ) {
+    super(`cannot serve metrics on ${host}:${port}: ${systemCode === 'EADDRINUSE' ? 'the port is in use' : 'the address is refused'} (${systemCode}; endpoint.metrics_port, endpoint.metrics_host)`, options);
   }
 }
 

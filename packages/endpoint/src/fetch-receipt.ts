@@ -47,3 +47,12 @@ export interface FetchReceipt {
   readonly calibration: TransferReceipt;
   readonly saving?: SavingComparison;
 }
+
+/**
+ * The receipt's calibration input when its time prices the blocks it committed, else undefined: nothing
+ * was committed, or a read failed, a pin was lost or a block did not verify (then the time is that of
+ * another pull than the one counted). A pin granted fewer blocks still prices the blocks it moved.
+ */
+export function calibrationSample(receipt: FetchReceipt): TransferReceipt | undefined {
+  return receipt.blocks > 0 && receipt.recomputed.reasons.every((reason) => reason.kind === 'pin-granted-fewer') ? receipt.calibration : undefined;
+}

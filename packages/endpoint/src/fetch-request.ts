@@ -2,6 +2,7 @@
 // blocks go here, and how to verify and what to do with a shortfall.
 import type { FetchHint } from '@kvreuse/router';
 import type { SavingPrediction, ShortfallPolicy, VerifyMode } from './fetch.js';
+import type { BeforeRelease } from './pins.js';
 
 export interface FetchRequest {
   /**
@@ -25,4 +26,11 @@ export interface FetchRequest {
   readonly prediction?: SavingPrediction;
   /** Aborting before the posts refuses the fetch (pins already taken are released); after, the posts run to quiescence. */
   readonly signal?: AbortSignal;
+  /**
+   * Called with the pins this fetch holds once nothing reads their blocks (after a refusal or shortfall
+   * too), before it releases them: until it settles the sources keep the blocks, and a source's drain
+   * waits for these pins. E.g. a reader that copies the blocks on before the source may reuse them. The
+   * fetch resolves once the pins are released; a rejection is a process warning, the pins are released all the same.
+   */
+  readonly beforeRelease?: BeforeRelease;
 }

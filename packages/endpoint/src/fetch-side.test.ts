@@ -3,11 +3,13 @@
 import { defaultSettings } from '@kvreuse/config';
 import type { RankPart } from '@kvreuse/descriptors';
 import { MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
+import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { testWorker } from '../test/workers.js';
-import { FetchRefusedError, FetchShortfallError } from './errors.js';
+import { EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
 import { EndpointMetrics } from './metrics.js';
+import type { HeldPin } from './pins.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -45,6 +47,49 @@ describe('ReuseEndpoint.fetch', () => {
     const text = await metrics.text();
     expect(text).toMatch(/kvreuse_transfer_blocks_total\{[^}]*side="pull"[^}]*\} 9/);
     expect(text).toContain('kvreuse_pins_held{side="pull"} 0');
+  });
+
+  it("beforeRelease keeps the pins past the reads: a closing source's drain waits for them, and its report says they were released", async () => {
+    const { decode, reader, pinsHeld } = await pair();
+    const held: (readonly HeldPin[])[] = [];
+    let letGo = (): void => undefined;
+    const fetching = reader.endpoint.fetch({
+      hint: hintFor(decode, 4),
+      destinationBlocks: destinationBlocks(4),
+      beforeRelease: (pins) => {
+        held.push(pins);
+        return new Promise<void>((resolve) => (letGo = resolve));
+      },
+    });
+    await vi.waitFor(() => expect(held).toHaveLength(1), { timeout: 20_000, interval: 5 });
+    expect(held[0]?.map((pin) => pin.source.rank.tpRank).sort()).toEqual([0, 1]);
+    expect(pinsHeld()).toEqual([1, 1]);
+    const source = decode.ranks[0]!.endpoint;
+    // close() without drain(): it drains first, and its report lists the pins waited for as drain()'s does.
+    const closing = source.close({ deadlineMs: 60_000 });
+    // The source refuses new pins once its drain waits for the held ones (its clock, a manual one, never reaches the deadline).
+    await vi.waitFor(() => expect(source.pinServer?.refusing).toBe(true), { timeout: 20_000, interval: 5 });
+    expect(source.state).toBe('draining');
+    letGo();
+    expect(await fetching).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
+    const { report } = await closing;
+    expect(report.pins).toEqual([{ pinId: expect.any(String), readerAgent: reader.agent.name, blocks: 4, ended: 'released' }]);
+    expect(report.readers).toEqual({ released: 1, lapsed: 0, outstanding: 0 });
+  });
+
+  it("records each receipt that prices its blocks in the router's calibration: the next estimate is the pull's measured time", async () => {
+    const calibration = new TransferCalibration({ minReceipts: 1 });
+    const { decode, reader } = await servingPair(cleanups, { calibration });
+    expect(calibration.transferFit('same-host', 'host')).toBeUndefined();
+    const receipt = await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
+    expect(receipt.calibration).toMatchObject({ linkClass: 'same-host', tier: 'host', blocks: 6, transferMs: receipt.ms });
+    const fit = calibration.transferEstimate('same-host', 'host');
+    expect(fit).toMatchObject({ receipts: 1, fixedMs: 0 });
+    expect(fit?.blockUs).toBeCloseTo((receipt.ms * 1000) / 6, 6);
+    // Hashes the source does not hold: the pins are refused, nothing moves, nothing is recorded.
+    const refused = await reader.endpoint.fetch({ hint: hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) }), destinationBlocks: destinationBlocks(2) });
+    expect(refused.blocks).toBe(0);
+    expect(calibration.transferFit('same-host', 'host')?.receipts).toBe(1);
   });
 
   it('verifies as the endpoint.verify setting says when the fetch names no mode; a mode the fetch names wins; the receipt says which ran', async () => {
@@ -127,6 +172,9 @@ describe('ReuseEndpoint.fetch', () => {
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'most' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.verify' });
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), policy: 'retry' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.policy' });
+    const notAFunction = reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), beforeRelease: 'later' as never });
+    await expect(notAFunction).rejects.toBeInstanceOf(EndpointOptionError);
+    await expect(notAFunction).rejects.toThrow('endpoint option request.beforeRelease = "later" is refused: a function (pins) => Promise');
     const controller = new AbortController();
     controller.abort(new Error('the request was cancelled'));
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), signal: controller.signal })).rejects.toThrow('the request was cancelled');

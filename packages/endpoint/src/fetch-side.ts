@@ -5,15 +5,16 @@ import { buildTransferTemplate, checkCompatibility, type RankId, type RankPart, 
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import { type DiscoveryStore, type ReadinessGate, type RegisteredRank, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/registry';
+import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import { loadRankPeer } from './discovered-workers.js';
 import { describeRank, EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
 import { type FetchPair, fetchPrefix, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch.js';
-import type { FetchReceipt, RecomputeReason } from './fetch-receipt.js';
+import { calibrationSample, type FetchReceipt, type RecomputeReason } from './fetch-receipt.js';
 import type { FetchRequest } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
 import type { PinClient } from './pin-client.js';
-import type { HeldPin } from './pins.js';
+import { type HeldPin, releasePins } from './pins.js';
 
 export interface FetchSideOptions {
   readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate'>;
@@ -29,6 +30,8 @@ export interface FetchSideOptions {
   /** A request's verification when it names none (the `endpoint.verify` setting). */
   readonly defaultVerify: VerifyMode;
   readonly metrics?: EndpointMetrics;
+  /** Records each receipt that prices its blocks (`calibrationSample`). */
+  readonly calibration?: Pick<TransferCalibration, 'record'>;
 }
 
 /** What the endpoint is when a fetch arrives: its registered rank and its worker, once ready. */
@@ -50,6 +53,7 @@ function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verif
   const verify = request.verify ?? defaultVerify;
   if (!verifyModes.includes(verify)) throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
   if (request.policy !== undefined && !['fail', 'recompute'].includes(request.policy)) throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
+  if (request.beforeRelease !== undefined && typeof request.beforeRelease !== 'function') throw new EndpointOptionError('request.beforeRelease', request.beforeRelease, 'a function (pins) => Promise');
   return { verify };
 }
 
@@ -111,7 +115,7 @@ export class FetchSide {
       return [{ kind: 'pin-refused', fromBlock: 0, sourceRank: rankOf(part), reason: error.reason ?? error.code ?? 'UNKNOWN', detail: error.message }];
     });
     if (refusals.length > 0 || request.signal?.aborted === true) {
-      await Promise.allSettled(pins.map((pin) => pin.release()));
+      await releasePins(pins, request.beforeRelease);
       request.signal?.throwIfAborted();
       return this.#finish(refusedReceipt(hint.blocks.count, refusals, verify, link), policy);
     }
@@ -132,10 +136,11 @@ export class FetchSide {
         link,
         ...(request.sampleEvery === undefined ? {} : { sampleEvery: request.sampleEvery }),
         ...(request.prediction === undefined ? {} : { prediction: request.prediction }),
+        ...(request.beforeRelease === undefined ? {} : { beforeRelease: request.beforeRelease }),
       });
       return this.#finish(receipt, policy);
     } catch (error) {
-      await Promise.allSettled(pins.map((pin) => pin.release()));
+      await releasePins(pins, request.beforeRelease);
       throw error;
     }
   }
@@ -150,8 +155,10 @@ export class FetchSide {
   }
 
   #finish(receipt: FetchReceipt, policy: ShortfallPolicy): FetchReceipt {
-    const { metrics } = this.#options;
+    const { metrics, calibration } = this.#options;
     metrics?.pinsHeld('pull', this.#options.pins.heldPins);
+    const sample = calibrationSample(receipt);
+    if (sample !== undefined) calibration?.record(sample);
     if (receipt.blocks > 0) metrics?.transferCompleted({ side: 'pull', blocks: receipt.blocks, bytes: receipt.bytes, durationMs: receipt.ms, tier: receipt.calibration.tier, linkClass: receipt.calibration.linkClass });
     for (const reason of receipt.recomputed.reasons) metrics?.transferFailed('pull', reason.kind === 'operation-failed' ? reason.code : reason.kind);
     if (policy === 'fail' && receipt.blocks < receipt.requested) throw new FetchShortfallError(receipt);

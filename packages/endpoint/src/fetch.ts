@@ -8,7 +8,7 @@ import type { LinkClass, SourceTier } from '@kvreuse/router';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
 import { EndpointOptionError, FetchShortfallError } from './errors.js';
 import type { FetchReceipt, RecomputeReason } from './fetch-receipt.js';
-import type { HeldPin, PinLoss } from './pins.js';
+import { type BeforeRelease, type HeldPin, type PinLoss, releasePins } from './pins.js';
 
 /** How a pull checks what arrived: every block, every `sampleEvery`-th and the last, or none. */
 export const verifyModes = ['full', 'sampled', 'off'] as const;
@@ -51,6 +51,8 @@ export interface FetchOptions {
   readonly policy: ShortfallPolicy;
   readonly link: { readonly linkClass: LinkClass; readonly tier: SourceTier };
   readonly prediction?: SavingPrediction;
+  /** Called with the pins once nothing reads them, before they are released (`FetchRequest.beforeRelease`). */
+  readonly beforeRelease?: BeforeRelease;
   /** Milliseconds, for the receipt's time (default `performance.now`). */
   readonly now?: () => number;
 }
@@ -161,7 +163,7 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   const ms = now() - started;
   const quarantined = posted.filter((_, i) => endings[i] === 'quarantined').map(({ operation }) => operation.quiescence);
   // Every reading operation is quiescent (or, if quarantined, released later on its quiescence).
-  const released = Promise.all(quarantined).then(() => Promise.allSettled(uniquePins.map((pin) => pin.release())));
+  const released = Promise.all(quarantined).then(() => releasePins(uniquePins, options.beforeRelease));
   if (quarantined.length === 0) await released;
 
   let bytesMoved = 0;

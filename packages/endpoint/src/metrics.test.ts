@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { EndpointOptionError } from './errors.js';
+import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { EndpointMetrics } from './metrics.js';
 
 /** The value of the series `name{labels}` in Prometheus' text format, whatever order its labels are written in. */
@@ -78,7 +78,9 @@ describe('EndpointMetrics', () => {
     metrics.decision('fetch', 'worth-it');
     const listener = await metrics.listen(0);
     try {
-      const ok = await fetch(`http://127.0.0.1:${listener.port}/metrics`);
+      expect(listener.host).toBe('127.0.0.1');
+      expect(listener.url).toBe(`http://127.0.0.1:${listener.port}/metrics`);
+      const ok = await fetch(listener.url);
       expect(ok.status).toBe(200);
       expect(ok.headers.get('content-type')).toContain('text/plain');
       expect(await ok.text()).toContain('kvreuse_route_decisions_total{action="fetch",reason="worth-it"} 1');
@@ -91,13 +93,16 @@ describe('EndpointMetrics', () => {
     await expect(fetch(`http://127.0.0.1:${listener.port}/metrics`)).rejects.toThrow();
   });
 
-  it('a port in use rejects with the system error and a bad port is refused before listening', async () => {
+  it('a port in use rejects with MetricsPortError naming the host and port; a bad port is refused before listening', async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     const address = taken.address();
     const port = typeof address === 'object' && address !== null ? address.port : 0;
     try {
-      await expect(new EndpointMetrics().listen(port)).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      const refused = new EndpointMetrics().listen(port);
+      await expect(refused).rejects.toBeInstanceOf(MetricsPortError);
+      await expect(refused).rejects.toMatchObject({ code: 'METRICS_PORT_UNAVAILABLE', host: '127.0.0.1', port, systemCode: 'EADDRINUSE' });
+      await expect(refused).rejects.toThrow(`cannot serve metrics on 127.0.0.1:${port}: the port is in use (EADDRINUSE`);
     } finally {
       await new Promise((resolve) => taken.close(resolve));
     }

@@ -1,7 +1,7 @@
 // The endpoint's Prometheus metrics, and the optional HTTP listener that serves them at /metrics.
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { EndpointOptionError } from './errors.js';
+import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { type EndpointState, endpointStates } from './lifecycle.js';
 
 export type TransferSide = 'pull' | 'serve';
@@ -31,7 +31,12 @@ export interface EndpointMetricsOptions {
 }
 
 export interface MetricsListener {
+  /** The address it listens on, as given. */
+  readonly host: string;
+  /** The port it listens on (the one the system picked when asked for 0). */
   readonly port: number;
+  /** Where a scraper reads the metrics: `http://host:port/metrics` (an IPv6 host in brackets). */
+  readonly url: string;
   close(): Promise<void>;
 }
 
@@ -122,7 +127,8 @@ export class EndpointMetrics {
 
   /**
    * Serves the metrics at `GET /metrics` on `host` (127.0.0.1 unless given) and `port` (0 picks a free
-   * one); resolves once listening. Anything else gets 404. A port in use rejects with the system's error.
+   * one); resolves once listening. Anything else gets 404. A port in use (or an address that cannot be
+   * listened on) rejects with `MetricsPortError` naming the host, the port and the system's code.
    */
   listen(port: number, host = '127.0.0.1'): Promise<MetricsListener> {
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new EndpointOptionError('metrics.port', port, 'a whole number from 0 to 65535');
@@ -137,12 +143,16 @@ export class EndpointMetrics {
       );
     });
     return new Promise((resolve, reject) => {
-      server.once('error', reject);
+      const refused = (error: NodeJS.ErrnoException): void => reject(new MetricsPortError(host, port, error.code ?? 'UNKNOWN', { cause: error }));
+      server.once('error', refused);
       server.listen(port, host, () => {
-        server.off('error', reject);
+        server.off('error', refused);
         const address = server.address();
+        const listening = typeof address === 'object' && address !== null ? address.port : port;
         resolve({
-          port: typeof address === 'object' && address !== null ? address.port : port,
+          host,
+          port: listening,
+          url: `http://${host.includes(':') ? `[${host}]` : host}:${listening}/metrics`,
           close: () => new Promise<void>((done, fail) => server.close((error) => (error === undefined ? done() : fail(error)))),
         });
       });

@@ -92,7 +92,9 @@ describe('PinServer', () => {
     await exchange(request('released', [10n]));
     await exchange(request('lapsed', [11n]));
     const controller = new AbortController();
+    expect(server.refusing).toBe(false);
     const waiting = server.waitForReaders(readerWait(5000, controller));
+    expect(server.refusing).toBe(true);
     expect(await exchange(request('late', [12n]))).toMatchObject({ kind: 'refuse', reason: 'shutting-down' });
     await exchange({ kind: 'release', pinId: 'released' });
     clock.advance(1000);

@@ -90,6 +90,11 @@ export class PinServer {
     return this.#pins.size;
   }
 
+  /** Whether pin requests are refused as `shutting-down` (`refuseNewPins`, or a drain waiting for the held pins). */
+  get refusing(): boolean {
+    return this.#refusing;
+  }
+
   /** From now on every pin request is refused as `shutting-down`; held pins stay held. */
   refuseNewPins(): void {
     this.#refusing = true;

@@ -34,3 +34,17 @@ export interface HeldPin {
   /** Gives the pin back. Call only once every operation reading its blocks is quiescent. */
   release(): Promise<void>;
 }
+
+/** What a fetch calls, with the pins it holds, before it releases them (`FetchRequest.beforeRelease`). */
+export type BeforeRelease = (pins: readonly HeldPin[]) => Promise<unknown>;
+
+/**
+ * Releases `pins` (each whatever the others do) once `beforeRelease`, if given and any pin is held,
+ * settled; its rejection is reported as a process warning and the pins are released all the same.
+ */
+export async function releasePins(pins: readonly HeldPin[], beforeRelease: BeforeRelease | undefined): Promise<void> {
+  if (pins.length > 0 && beforeRelease !== undefined) {
+    await beforeRelease(pins).catch((error: unknown) => process.emitWarning(`endpoint: beforeRelease threw; releasing the pins: ${error instanceof Error ? error.message : String(error)}`));
+  }
+  await Promise.allSettled(pins.map((pin) => pin.release()));
+}

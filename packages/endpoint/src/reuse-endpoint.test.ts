@@ -1,11 +1,12 @@
 import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { defaultSettings } from '@kvreuse/config';
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, loadTransport } from '@kvreuse/native-bindings';
 import { Bank, kvreuseOwner, MemoryDiscoveryStore, type WorkerIdentity } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BlockPool } from './block-pool.js';
-import { EndpointOptionError, EndpointStateError } from './errors.js';
+import { EndpointNotReadyError, EndpointOptionError, EndpointStateError, MetricsPortError } from './errors.js';
 import type { EndpointTransition } from './lifecycle.js';
 import { EndpointMetrics } from './metrics.js';
 import { ReuseEndpoint } from './reuse-endpoint.js';
@@ -22,7 +23,11 @@ afterEach(async () => {
 const worker = (incarnation = 'inc-1'): WorkerIdentity => ({ workerId: 'decode-0', incarnation, role: 'decode', geometry, tpSize: 2, ppSize: 1, dpRank: 0 });
 
 /** One rank as its process would set it up: its agent and its kvreuse-owned banks, not yet registered. */
-async function rankEndpoint(store: MemoryDiscoveryStore, tpRank: number, extra: { metrics?: EndpointMetrics; incarnation?: string } = {}): Promise<{ endpoint: ReuseEndpoint; agent: Agent; transitions: EndpointTransition[] }> {
+async function rankEndpoint(
+  store: MemoryDiscoveryStore,
+  tpRank: number,
+  extra: { metrics?: EndpointMetrics; incarnation?: string; metricsPort?: number } = {},
+): Promise<{ endpoint: ReuseEndpoint; agent: Agent; transitions: EndpointTransition[] }> {
   const identity = worker(extra.incarnation);
   const agent = await transport.createAgent({ name: `${identity.workerId}-${identity.incarnation}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
   const layout = layoutRankBanks(geometry, { tpRank, tpSize: 2, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 2 });
@@ -32,11 +37,20 @@ async function rankEndpoint(store: MemoryDiscoveryStore, tpRank: number, extra: 
       return Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
     }),
   );
-  const endpoint = new ReuseEndpoint({ agent, discovery: store, worker: identity, rank: { tpRank, ppRank: 0 }, banks, settings, ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }) });
+  const rankSettings = extra.metricsPort === undefined ? settings : { ...settings, endpoint: { ...settings.endpoint, metricsPort: extra.metricsPort } };
+  const endpoint = new ReuseEndpoint({ agent, discovery: store, worker: identity, rank: { tpRank, ppRank: 0 }, banks, settings: rankSettings, ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }) });
   const transitions: EndpointTransition[] = [];
   endpoint.onTransition((transition) => transitions.push(transition));
   cleanups.push(() => endpoint.close());
   return { endpoint, agent, transitions };
+}
+
+/** An HTTP server holding a port the system picked on 127.0.0.1, closed after the test. */
+async function holdPort(): Promise<{ server: Server; port: number }> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+  return { server, port: (server.address() as { port: number }).port };
 }
 
 function openStore(): MemoryDiscoveryStore {
@@ -84,6 +98,81 @@ describe('ReuseEndpoint', () => {
     const result = await rank0.endpoint.close();
     expect(result.report.banksReturned).toHaveLength(56);
     expect(rank0.transitions.slice(-4).map(({ to }) => to)).toEqual(['draining', 'drained', 'closing', 'closed']);
+  });
+
+  it('whenReady() resolves once the worker is ready, with the epoch, the registered rank and the readiness; readyRank refuses before', async () => {
+    const store = openStore();
+    const rank0 = await rankEndpoint(store, 0);
+    const rank1 = await rankEndpoint(store, 1);
+    let settled = false;
+    const ready = rank0.endpoint.whenReady().finally(() => (settled = true));
+    expect(() => rank0.endpoint.readyRank).toThrow(new EndpointStateError('readyRank', 'created', ['ready']));
+    await rank0.endpoint.register();
+    await rank0.endpoint.publish();
+    expect(() => rank0.endpoint.readyRank).toThrow('readyRank is not allowed while the endpoint is published (only while ready)');
+    await rank1.endpoint.register();
+    // Rank 0 alone is not its worker: not ready until rank 1 is published too.
+    expect(settled).toBe(false);
+    await rank1.endpoint.publish();
+    const { epoch, registered, readiness } = await ready;
+    expect(epoch).toBe(rank0.endpoint.epoch);
+    expect(registered).toBe(rank0.endpoint.registered);
+    expect(readiness).toMatchObject({ ready: true, workerId: 'decode-0', incarnation: 'inc-1', epoch });
+    expect(readiness.worker.ranks).toHaveLength(2);
+    // Once ready, at once.
+    expect((await rank0.endpoint.whenReady()).epoch).toBe(epoch);
+    expect(rank0.endpoint.readyRank.epoch).toBe(epoch);
+  });
+
+  it('whenReady() rejects with EndpointNotReadyError when the registration fails or the endpoint drains first, and at once once it drained', async () => {
+    const store = openStore();
+    const failing = await rankEndpoint(store, 0);
+    failing.agent.faults.failNth('register', 3, 'NO_MEMORY');
+    const failed = expect(failing.endpoint.whenReady()).rejects.toMatchObject({ code: 'ENDPOINT_NOT_READY', state: 'created', reason: expect.stringMatching(/^registration failed: .*NO_MEMORY/) });
+    await expect(failing.endpoint.register()).rejects.toThrow(/NO_MEMORY/);
+    await failed;
+    await failing.endpoint.register(); // so that close() hands its banks back
+
+    // Rank 0 of a TP 2 worker whose rank 1 never comes: published, never ready, then drained.
+    const { endpoint } = await rankEndpoint(store, 0, { incarnation: 'inc-2' });
+    await endpoint.register();
+    await endpoint.publish();
+    const waiting = expect(endpoint.whenReady()).rejects.toThrow(new EndpointNotReadyError('draining', 'drain({ deadlineMs: 5000 })'));
+    await endpoint.drain({ deadlineMs: 5_000 });
+    await waiting;
+    await expect(endpoint.whenReady()).rejects.toMatchObject({ code: 'ENDPOINT_NOT_READY', state: 'drained' });
+  });
+
+  it('with endpoint.metricsPort set: serves its metrics at GET /metrics from register() until close()', async () => {
+    const store = openStore();
+    const held = await holdPort();
+    const port = held.port;
+    await new Promise((resolve) => held.server.close(resolve));
+    const { endpoint } = await rankEndpoint(store, 0, { metrics: new EndpointMetrics({ labels: { rank: 'tp0' } }), metricsPort: port });
+    expect(endpoint.metricsListener).toBeUndefined();
+    await endpoint.register();
+    expect(endpoint.metricsListener).toMatchObject({ host: '127.0.0.1', port, url: `http://127.0.0.1:${port}/metrics` });
+    const scraped = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain('kvreuse_endpoint_state{state="registered",rank="tp0"} 1');
+    await endpoint.close();
+    await expect(fetch(`http://127.0.0.1:${port}/metrics`)).rejects.toThrow();
+  });
+
+  it('with endpoint.metricsPort in use: register() rejects with MetricsPortError naming the port, registers nothing and can be retried', async () => {
+    const store = openStore();
+    const { server, port } = await holdPort();
+    const { endpoint, transitions } = await rankEndpoint(store, 0, { metrics: new EndpointMetrics(), metricsPort: port });
+    const refused = endpoint.register();
+    await expect(refused).rejects.toBeInstanceOf(MetricsPortError);
+    await expect(refused).rejects.toMatchObject({ code: 'METRICS_PORT_UNAVAILABLE', host: '127.0.0.1', port, systemCode: 'EADDRINUSE' });
+    expect(endpoint.state).toBe('created');
+    expect(endpoint.metricsListener).toBeUndefined();
+    expect(transport.counters().liveRegistrations).toBe(0);
+    expect(transitions.at(-1)?.reason).toContain(`cannot serve metrics on 127.0.0.1:${port}: the port is in use`);
+    await new Promise((resolve) => server.close(resolve));
+    await endpoint.register();
+    expect(endpoint.metricsListener?.port).toBe(port);
   });
 
   it('a failed registration leaves every bank with its owner and the endpoint created; a retry succeeds', async () => {
@@ -160,6 +249,8 @@ describe('ReuseEndpoint', () => {
     const refused = (endpoint: unknown, message: string) => expect(() => new ReuseEndpoint({ ...base, settings: { ...settings, endpoint: endpoint as never } })).toThrow(message);
     refused({ ...settings.endpoint, verify: 'some' }, `endpoint option settings.endpoint.verify = "some" is refused: 'full', 'sampled' or 'off'`);
     refused(null, 'endpoint option settings.endpoint = null is refused: the resolved endpoint settings');
+    refused({ ...settings.endpoint, metricsPort: 9400 }, 'endpoint option metrics = undefined is refused: an EndpointMetrics for the listener: settings.endpoint.metricsPort is 9400');
+    expect(() => new ReuseEndpoint({ ...base, settings, calibration: {} as never })).toThrow("endpoint option calibration = {} is refused: the router's TransferCalibration");
     await base.discovery.close();
   });
 });

@@ -6,6 +6,7 @@ import type { Settings } from '@kvreuse/config';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
 import type { Agent, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
+import type { TransferCalibration } from '@kvreuse/router';
 import {
   type Bank,
   buildRankPart,
@@ -23,7 +24,7 @@ import {
   type WorkerReadinessWatch,
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
-import { EndpointOptionError } from './errors.js';
+import { EndpointNotReadyError, EndpointOptionError } from './errors.js';
 import type { FetchReceipt } from './fetch-receipt.js';
 import type { FetchRequest } from './fetch-request.js';
 import { verifyModes } from './fetch.js';
@@ -34,7 +35,7 @@ import { PinClient } from './pin-client.js';
 import type { PinServer, ServedPin } from './pin-server.js';
 import { SourceSide } from './source-side.js';
 import { EndpointLifecycle, type EndpointState, type EndpointTransition } from './lifecycle.js';
-import type { EndpointMetrics } from './metrics.js';
+import type { EndpointMetrics, MetricsListener } from './metrics.js';
 
 /** The source side of a rank (see `ReuseEndpointOptions.serve`). */
 export interface ServeOptions {
@@ -57,6 +58,20 @@ export interface EndpointDrainReport extends DrainReport {
   readonly pins: readonly ServedPin[];
 }
 
+/** What `close()` resolves with: the shutdown's result, its drain report listing the pins waited for. */
+export interface EndpointShutdownResult extends ShutdownResult {
+  readonly report: EndpointDrainReport;
+}
+
+/** A ready endpoint: what `whenReady()` resolves with and `readyRank` returns. */
+export interface ReadyRank {
+  /** The epoch discovery handed this incarnation at `publish()`. */
+  readonly epoch: number;
+  readonly registered: RegisteredRank;
+  /** The worker's readiness: ready, as this incarnation. */
+  readonly readiness: Extract<WorkerReadiness, { readonly ready: true }>;
+}
+
 export interface ReuseEndpointOptions {
   /** This rank's native agent, started (`await transport.createAgent(...)`); the endpoint closes it at shutdown. */
   readonly agent: Agent;
@@ -68,7 +83,9 @@ export interface ReuseEndpointOptions {
   /**
    * The resolved `transport` and `discovery` settings (deadlines, the abandon timeout, the lease TTL),
    * `drain` for a fetch's default shortfall policy (`recompute` without it) and `endpoint` for its
-   * default verification (`endpoint.verify`; `full` without it).
+   * default verification (`endpoint.verify`; `full` without it) and its metrics listener: with
+   * `endpoint.metricsPort` set (not 0), `register()` first serves `metrics` at `GET /metrics` on
+   * `endpoint.metricsHost` and that port, until `close()`.
    */
   readonly settings: Pick<Settings, 'transport' | 'discovery'> & Partial<Pick<Settings, 'drain' | 'endpoint'>>;
   /**
@@ -92,6 +109,12 @@ export interface ReuseEndpointOptions {
   readonly waitForReaders?: WaitForReaders;
   /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
   readonly withdrawInventory?: () => Promise<unknown>;
+  /**
+   * The calibration of a router in this process: every fetch whose receipt prices the blocks it
+   * committed (`calibrationSample`) is recorded there, so the router's next estimates follow what pulls measure.
+   */
+  readonly calibration?: Pick<TransferCalibration, 'record'>;
+  /** Required when `settings.endpoint.metricsPort` is set: what the listener serves. */
   readonly metrics?: EndpointMetrics;
   /**
    * The machine this rank runs on, published in its rank part so routers tell same-host sources from
@@ -120,6 +143,9 @@ function checkOptions(options: ReuseEndpointOptions): void {
     if (typeof options[name] !== 'object' || options[name] === null) throw new EndpointOptionError(name, options[name], 'an object');
   }
   if (!Array.isArray(options.banks) || options.banks.length === 0) throw new EndpointOptionError('banks', options.banks, "a non-empty array of this rank's banks");
+  if (options.calibration !== undefined && typeof options.calibration?.record !== 'function') {
+    throw new EndpointOptionError('calibration', options.calibration, "the router's TransferCalibration (its record(receipt))");
+  }
   for (const name of optionalFunctions) {
     if (options[name] !== undefined && typeof options[name] !== 'function') throw new EndpointOptionError(name, options[name], 'a function');
   }
@@ -144,15 +170,18 @@ function checkOptions(options: ReuseEndpointOptions): void {
   if (endpoint !== undefined) {
     if (typeof endpoint !== 'object' || endpoint === null) throw new EndpointOptionError('settings.endpoint', endpoint, 'the resolved endpoint settings');
     if (!verifyModes.includes(endpoint.verify)) throw new EndpointOptionError('settings.endpoint.verify', endpoint.verify, "'full', 'sampled' or 'off'");
+    if (endpoint.metricsPort !== 0 && options.metrics === undefined) {
+      throw new EndpointOptionError('metrics', options.metrics, `an EndpointMetrics for the listener: settings.endpoint.metricsPort is ${endpoint.metricsPort}`);
+    }
   }
 }
 
 /**
  * One rank of a worker, as its own process runs it: `register()` → `publish()` → ready (when every rank
- * of the worker is published and every gate passes) → `drain()` → `close()`. Every transition is
- * reported (`onTransition`); a call the state does not allow throws `EndpointStateError` and changes
- * nothing. A failed registration leaves every bank with its owner and the endpoint `created`; a failed
- * publication leaves it `registered`; both can be retried.
+ * of the worker is published and every gate passes; `whenReady()`) → `drain()` → `close()`. Every
+ * transition is reported (`onTransition`); a call the state does not allow throws `EndpointStateError`
+ * and changes nothing. A failed registration leaves every bank with its owner and the endpoint
+ * `created`; a failed publication leaves it `registered`; both can be retried.
  */
 export class ReuseEndpoint {
   readonly #options: ReuseEndpointOptions;
@@ -171,7 +200,8 @@ export class ReuseEndpoint {
   #registered: RegisteredRank | undefined;
   #publication: RankPublication | undefined;
   #readiness: WorkerReadinessWatch | undefined;
-  #shutdown: Promise<ShutdownResult> | undefined;
+  #shutdown: Promise<EndpointShutdownResult> | undefined;
+  #metricsListener: MetricsListener | undefined;
 
   constructor(options: ReuseEndpointOptions) {
     checkOptions(options);
@@ -199,7 +229,7 @@ export class ReuseEndpoint {
           ? {}
           : { waitForReaders }),
     });
-    const { worker, rank, agent, discovery, keyPrefix, admissionGate, bankBytes, metrics } = options;
+    const { worker, rank, agent, discovery, keyPrefix, admissionGate, bankBytes, metrics, calibration } = options;
     this.#pinClient = new PinClient({ agent, reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank }, answerTimeoutMs: options.settings.transport.abandonTimeoutMs, clock: this.#clock });
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
@@ -216,6 +246,7 @@ export class ReuseEndpoint {
       ...(admissionGate === undefined ? {} : { admissionGate }),
       ...(bankBytes === undefined ? {} : { bankBytes }),
       ...(metrics === undefined ? {} : { metrics }),
+      ...(calibration === undefined ? {} : { calibration }),
     });
     if (options.metrics !== undefined) {
       const { metrics } = options;
@@ -237,9 +268,43 @@ export class ReuseEndpoint {
     return this.#readiness?.current;
   }
 
-  /** The epoch discovery handed this incarnation, once published. */
+  /** The epoch discovery handed this incarnation, once published (`readyRank.epoch` once ready). */
   get epoch(): number | undefined {
     return this.#publication?.epoch;
+  }
+
+  /** The ready endpoint's epoch, registered rank and readiness; `EndpointStateError` naming the state unless it is `ready`. */
+  get readyRank(): ReadyRank {
+    this.#lifecycle.require('readyRank', ['ready']);
+    const readiness = (this.#readiness as WorkerReadinessWatch).current as ReadyRank['readiness'];
+    return { epoch: (this.#publication as RankPublication).epoch, registered: this.#registered as RegisteredRank, readiness };
+  }
+
+  /**
+   * Resolves with `readyRank` once the endpoint is ready (at once if it is). Rejects with
+   * `EndpointNotReadyError` naming the state and why if, first, its registration or publication fails or
+   * it drains or closes (at once if it already does): then only another call could make it ready.
+   */
+  whenReady(): Promise<ReadyRank> {
+    const state = this.#lifecycle.state;
+    if (state === 'ready') return Promise.resolve(this.readyRank);
+    if (!['created', 'registering', 'registered', 'publishing', 'published'].includes(state)) {
+      return Promise.reject(new EndpointNotReadyError(state, 'whenReady() once it no longer could be'));
+    }
+    return new Promise((resolve, reject) => {
+      const stop = this.#lifecycle.onTransition(({ from, to, reason }) => {
+        if (to === 'ready') resolve(this.readyRank);
+        else if (to === 'draining' || to === 'closing' || (from === 'registering' && to === 'created') || (from === 'publishing' && to === 'registered')) {
+          reject(new EndpointNotReadyError(to, reason));
+        } else return;
+        stop();
+      });
+    });
+  }
+
+  /** The metrics listener, from `register()` to `close()` when `settings.endpoint.metricsPort` is set: where it listens (`host`, `port`, `url`). */
+  get metricsListener(): MetricsListener | undefined {
+    return this.#metricsListener;
   }
 
   /**
@@ -255,8 +320,7 @@ export class ReuseEndpoint {
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `FetchShortfallError` carrying it.
    */
   fetch(request: FetchRequest): Promise<FetchReceipt> {
-    const ready = this.#lifecycle.state === 'ready' && this.#registered !== undefined && this.#readiness !== undefined;
-    return this.#fetchSide.fetch(request, ready ? { registered: this.#registered as RegisteredRank, readiness: (this.#readiness as WorkerReadinessWatch).current } : undefined);
+    return this.#fetchSide.fetch(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
   }
 
   /** The pin server, once a serving rank is published. */
@@ -273,12 +337,17 @@ export class ReuseEndpoint {
     return this.#lifecycle.onTransition(listener);
   }
 
-  /** Registers every bank with the agent, all or nothing (`registerRank`). */
+  /**
+   * Serves the metrics when `settings.endpoint.metricsPort` is set (once: a retry keeps the listener;
+   * `MetricsPortError` for a port in use), then registers every bank with the agent, all or nothing (`registerRank`).
+   */
   async register(options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {}): Promise<RegisteredRank> {
     this.#lifecycle.require('register', ['created']);
     this.#lifecycle.move('registering', 'register()');
     try {
-      const { agent, banks } = this.#options;
+      const { agent, banks, metrics, settings } = this.#options;
+      const port = settings.endpoint?.metricsPort ?? 0;
+      if (port !== 0) this.#metricsListener ??= await (metrics as EndpointMetrics).listen(port, settings.endpoint?.metricsHost);
       this.#registered = await registerRank({ agent, banks, ...options });
     } catch (error) {
       this.#lifecycle.move('created', `registration failed: ${error instanceof Error ? error.message : String(error)}`);
@@ -379,17 +448,25 @@ export class ReuseEndpoint {
     const report = await this.#drain.drain(options);
     this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
     this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
+    return this.#withPins(report);
+  }
+
+  #withPins(report: DrainReport): EndpointDrainReport {
     return { ...report, pins: this.#sourceSide?.waitedPins ?? [] };
   }
 
   /**
    * Shuts down: drains first if that was not done, invalidates peers, closes the agent (with what is
-   * left of `deadlineMs`, `transport.shutdownDeadlineMs` by default). Idempotent: later calls return the first result.
+   * left of `deadlineMs`, `transport.shutdownDeadlineMs` by default), and last the metrics listener (so
+   * the drain can be watched). Its report lists the pins waited for, as `drain()`'s does. Idempotent:
+   * later calls return the first result.
    */
-  close(options: { readonly deadlineMs?: number } = {}): Promise<ShutdownResult> {
+  close(options: { readonly deadlineMs?: number } = {}): Promise<EndpointShutdownResult> {
     if (this.#shutdown !== undefined) return this.#shutdown;
     this.#lifecycle.require('close', ['created', 'registered', 'published', 'ready', 'drained']);
-    this.#shutdown = this.#close(options);
+    this.#shutdown = this.#close(options)
+      .then((result) => ({ ...result, report: this.#withPins(result.report) }))
+      .finally(() => this.#metricsListener?.close());
     return this.#shutdown;
   }
 

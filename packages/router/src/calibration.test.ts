@@ -83,7 +83,7 @@ describe('TransferCalibration', () => {
       expect(() => calibration.record(bad as TransferReceipt)).toThrow(`transfer receipt ${field} =`);
     }
     expect(calibration.transferFit('network', 'host')).toBeUndefined();
-    for (const options of [{ maxAgeMs: 0 }, { minReceipts: 1 }, { window: 4 }, { maxRelativeError: 0 }, { now: 5 }]) {
+    for (const options of [{ maxAgeMs: 0 }, { minReceipts: 0 }, { minReceipts: 1.5 }, { window: 4 }, { maxRelativeError: 0 }, { now: 5 }]) {
       expect(() => new TransferCalibration(options as never)).toThrow(RouterOptionError);
     }
   });

@@ -41,7 +41,10 @@ export interface CalibrationOptions {
   readonly maxAgeMs?: number;
   /** The newest receipts kept per link class and tier (default 64). */
   readonly window?: number;
-  /** Receipts needed before a fit is used (default 8). */
+  /**
+   * Receipts needed before a fit is used (default 8). 1 trusts a single receipt — its time per block,
+   * through the origin — e.g. a router that has seen one pull of a fleet whose pulls do not vary.
+   */
   readonly minReceipts?: number;
   /** The largest root-mean-square residual, relative to the mean, of a fit that is used (default 0.25). */
   readonly maxRelativeError?: number;
@@ -73,7 +76,7 @@ export class TransferCalibration {
     const { now = () => performance.now(), maxAgeMs = 60_000, window = 64, minReceipts = 8, maxRelativeError = 0.25 } = options;
     if (typeof now !== 'function') throw new RouterOptionError('options.now', now, 'a function returning monotonic milliseconds');
     if (!(typeof maxAgeMs === 'number' && maxAgeMs > 0)) throw new RouterOptionError('options.maxAgeMs', maxAgeMs, 'a number > 0');
-    if (!(Number.isSafeInteger(minReceipts) && minReceipts >= 2)) throw new RouterOptionError('options.minReceipts', minReceipts, 'a whole number ≥ 2');
+    if (!(Number.isSafeInteger(minReceipts) && minReceipts >= 1)) throw new RouterOptionError('options.minReceipts', minReceipts, 'a whole number ≥ 1');
     if (!(Number.isSafeInteger(window) && window >= minReceipts)) throw new RouterOptionError('options.window', window, `a whole number ≥ minReceipts (${minReceipts})`);
     if (!(typeof maxRelativeError === 'number' && maxRelativeError > 0)) throw new RouterOptionError('options.maxRelativeError', maxRelativeError, 'a number > 0');
     this.now = now;

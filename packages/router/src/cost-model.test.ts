@@ -29,6 +29,22 @@ describe('estimatePull', () => {
     expect(estimatePull({ extent: 4, blockTokens: 64, tier: 'mixed', linkClass: 'network' }, dearGpu, undefined).costMs).toBe(4);
   });
 
+  it('a receipt moves the estimate to what it measured: 42 blocks of 7.3 MB priced at the prior, then at the pull', () => {
+    const calibration = new TransferCalibration({ now: new ManualClock().now, minReceipts: 1 });
+    const shape = { extent: 42, blockTokens: 64, tier: 'host', linkClass: 'same-host' } as const;
+    const prior = estimatePull(shape, router, calibration);
+    expect(prior).toMatchObject({ estimate: 'prior', costMs: 42 * 0.5 + 1 });
+    // The pull took 31.5 ms, 750 µs a block, where the prior said 500.
+    calibration.record({ linkClass: 'same-host', tier: 'host', blocks: 42, bytes: 42 * 7_340_032, transferMs: 31.5 });
+    const calibrated = estimatePull(shape, router, calibration);
+    expect(calibrated.estimate).toBe('calibrated');
+    expect(calibrated.costMs).toBeCloseTo(31.5 + 1, 9);
+    // The same receipt under the default minReceipts (8) is not trusted yet: the prior still prices it.
+    const cautious = new TransferCalibration({ now: new ManualClock().now });
+    cautious.record({ linkClass: 'same-host', tier: 'host', blocks: 42, bytes: 42 * 7_340_032, transferMs: 31.5 });
+    expect(estimatePull(shape, router, cautious)).toEqual(prior);
+  });
+
   it('uses the confident calibration: its fixed cost, its µs per block and the measured prefill time', () => {
     const calibration = new TransferCalibration({ now: new ManualClock().now });
     for (let blocks = 1; blocks <= 8; blocks++) calibration.record({ linkClass: 'same-host', tier: 'host', blocks, bytes: 1, transferMs: 0.5 + blocks * 0.25, prefillTokenUs: 25 });

@@ -2,12 +2,12 @@
 // registered by a ReuseEndpoint that publishes the rank part to discovery, and a BlockPool (the reference
 // pin adapter) standing in for the serving framework's block table. A decode rank serves pins on what
 // it retains (`serve`) and announces it as the worker's inventory; the prefill rank hands turn 1 off
-// with WRITEs and fetches turn 2's prefix back (`fetch`). Given a metrics port, the rank serves its
-// endpoint's metrics there until it shuts down.
+// with WRITEs and fetches turn 2's prefix back (`fetch`). Given a metrics port, the rank's endpoint
+// serves its metrics there until it shuts down.
 import type { Settings } from '@kvreuse/config';
 import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometries, type Worker } from '@kvreuse/descriptors';
-import type { PeerTicket, ShutdownResult } from '@kvreuse/drain';
-import { BlockPool, EndpointMetrics, type MetricsListener, ReuseEndpoint } from '@kvreuse/endpoint';
+import type { PeerTicket } from '@kvreuse/drain';
+import { BlockPool, EndpointMetrics, type EndpointShutdownResult, type HeldPin, ReuseEndpoint } from '@kvreuse/endpoint';
 import { type Agent, type Allocation, type Backend, loadTransport, type Peer } from '@kvreuse/native-bindings';
 import {
   Bank,
@@ -72,11 +72,11 @@ export class DemoRank {
   readonly adapter: CrashOnPin;
   readonly #say: (message: Said) => void;
   readonly #settings: Settings;
-  readonly #metrics: EndpointMetrics | undefined;
-  #metricsListener: MetricsListener | undefined;
   #ownWorker: Worker | undefined;
   #peerWorker: Worker | undefined;
   #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
+  /** Lets go of the pins a `holdPins` pull holds. */
+  #releasePins: (() => void) | undefined;
   readonly #peers = new Map<string, RemoteRank>();
 
   private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, allocations: Allocation[], banks: Bank[], say: (message: Said) => void, crash: () => void) {
@@ -89,18 +89,19 @@ export class DemoRank {
     this.pool = new BlockPool(options.blocks);
     this.adapter = new CrashOnPin(this.pool, crash);
     const { role, workerId, incarnation, tpRank, tpSize } = options;
-    this.#metrics = options.metricsPort === undefined ? undefined : new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } });
+    const { metricsPort } = options;
     this.endpoint = new ReuseEndpoint({
       agent,
       discovery,
       worker: { workerId, incarnation, role, geometry, tpSize, ppSize: 1, dpRank: 0 },
       rank: { tpRank, ppRank: 0 },
       banks,
-      settings: this.#settings,
+      // Each rank serves its metrics on a port of its own (none without one).
+      settings: { ...this.#settings, endpoint: { ...this.#settings.endpoint, metricsPort: metricsPort ?? 0 } },
       bankBytes: this.views,
       ...(role === 'decode' ? { serve: { adapter: this.adapter } } : {}),
       withdrawInventory: () => this.#withdrawInventory(),
-      ...(this.#metrics === undefined ? {} : { metrics: this.#metrics }),
+      ...(metricsPort === undefined ? {} : { metrics: new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } }) }),
     });
     this.endpoint.onTransition(({ to }) => {
       if (to === 'ready') say({ type: 'ready' });
@@ -126,20 +127,16 @@ export class DemoRank {
     return new DemoRank(options, agent, discovery, allocations, banks, say, crash);
   }
 
-  /** Starts serving the metrics (given a port), registers the banks and publishes the rank part; says `published`, with the metrics URL. */
+  /**
+   * Registers the banks (the endpoint starts serving its metrics first, given a port) and publishes the
+   * rank part; once the worker is ready, says `published` with its epoch and the metrics URL.
+   */
   async publish(): Promise<void> {
-    const metricsUrl = await this.#serveMetrics();
     await this.endpoint.register({ timeoutMs: 30_000 });
     await this.endpoint.publish();
-    this.#say({ type: 'published', agentName: this.agent.name, epoch: this.endpoint.epoch as number, ...(metricsUrl === undefined ? {} : { metricsUrl }) });
-  }
-
-  async #serveMetrics(): Promise<string | undefined> {
-    const { metricsPort } = this.options;
-    if (this.#metrics === undefined || metricsPort === undefined) return undefined;
-    const host = this.#settings.endpoint.metricsHost;
-    this.#metricsListener = await this.#metrics.listen(metricsPort, host);
-    return `http://${host.includes(':') ? `[${host}]` : host}:${this.#metricsListener.port}/metrics`;
+    const { epoch } = await this.endpoint.whenReady();
+    const metricsUrl = this.endpoint.metricsListener?.url;
+    this.#say({ type: 'published', agentName: this.agent.name, epoch, ...(metricsUrl === undefined ? {} : { metricsUrl }) });
   }
 
   /** This rank's part of its worker. */
@@ -171,7 +168,7 @@ export class DemoRank {
   async handle(command: RankCommand): Promise<void> {
     this.#ownWorker ??= await readyWorker(this.discovery, this.options.workerId);
     this.#peerWorker ??= await readyWorker(this.discovery, this.options.peerWorkerId);
-    const expected = command.type === 'hand-off' || command.type === 'pull' ? 'prefill' : 'decode';
+    const expected = command.type === 'hand-off' || command.type === 'pull' || command.type === 'release-pins' ? 'prefill' : 'decode';
     if (this.options.role !== expected) throw new DemoMessageError(`command "${command.type}"`, `is for a ${expected} rank, not a ${this.options.role} rank`);
     switch (command.type) {
       case 'allocate':
@@ -192,11 +189,29 @@ export class DemoRank {
         return;
       }
       case 'pull': {
-        const pull = await pullPrefix({ rank: this, hint: hintOf(command.hint), ...(command.prediction === undefined ? {} : { prediction: command.prediction }) });
+        const pull = await pullPrefix({
+          rank: this,
+          hint: hintOf(command.hint),
+          ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
+          ...(command.holdPins === true ? { beforeRelease: (pins: readonly HeldPin[]) => this.#holdPins(pins) } : {}),
+        });
         this.#say({ type: 'pulled', pull });
         return;
       }
+      case 'release-pins': {
+        const release = this.#releasePins;
+        if (release === undefined) throw new DemoMessageError('command "release-pins"', 'no pull of this rank holds pins');
+        this.#releasePins = undefined;
+        release();
+        return;
+      }
     }
+  }
+
+  /** Prefill: says which sources' pins it holds, and holds them until `release-pins`. */
+  #holdPins(pins: readonly HeldPin[]): Promise<void> {
+    this.#say({ type: 'holding', sources: pins.map((pin) => `${pin.source.workerId}/tp${pin.source.rank.tpRank}`) });
+    return new Promise((resolve) => (this.#releasePins = resolve));
   }
 
   /** Decode: checks each handed-off block byte for byte, retains it, decodes the appended blocks, announces them all. */
@@ -223,16 +238,22 @@ export class DemoRank {
     const ttlMs = this.#settings.discovery.leaseTtlMs;
     if (this.#inventory === undefined) {
       const lease = await this.discovery.grantLease(Math.max(ttlMs, 600_000));
-      const publisher = new InventoryPublisher(this.discovery, { workerId: this.options.workerId, incarnation: this.options.incarnation, epoch: this.endpoint.epoch as number, lease: lease.id });
+      const publisher = new InventoryPublisher(this.discovery, { workerId: this.options.workerId, incarnation: this.options.incarnation, epoch: this.endpoint.readyRank.epoch, lease: lease.id });
       this.#inventory = { publisher, lease };
     }
     await this.#inventory.publisher.publish([{ type: 'stored', tier: 'host', blocks, expiresAt: Date.now() + 600_000 }], { complete: true });
   }
 
+  /**
+   * The drain's step after the rank part's withdrawal. A serving rank's drain goes straight on to refuse
+   * new pins and wait for the held ones, so it says `waiting-for-readers` last: a pin released after that is waited for.
+   */
   async #withdrawInventory(): Promise<void> {
-    if (this.#inventory === undefined) return;
-    await this.#inventory.publisher.withdraw();
-    await this.discovery.revokeLease(this.#inventory.lease.id);
+    if (this.#inventory !== undefined) {
+      await this.#inventory.publisher.withdraw();
+      await this.discovery.revokeLease(this.#inventory.lease.id);
+    }
+    if (this.options.role === 'decode') this.#say({ type: 'waiting-for-readers' });
   }
 
   /**
@@ -244,14 +265,13 @@ export class DemoRank {
     if (registered !== undefined) await releaseRank(registered);
     await this.agent.close();
     await this.discovery.close();
-    await this.#metricsListener?.close();
+    await this.endpoint.metricsListener?.close();
   }
 
-  /** SIGTERM: the endpoint's shutdown, source side first (pins waited for), then discovery and the metrics listener closed. */
-  async close(): Promise<ShutdownResult> {
+  /** SIGTERM: the endpoint's shutdown, source side first (pins waited for; its metrics listener closed last), then discovery closed. */
+  async close(): Promise<EndpointShutdownResult> {
     const result = await this.endpoint.close();
     await this.discovery.close();
-    await this.#metricsListener?.close();
     return result;
   }
 }

@@ -1,6 +1,6 @@
 // What the main job reports: the summary object `--json` prints last, and the one line printed last without it.
 import type { VerifyMode } from '@kvreuse/endpoint';
-import type { PullReport } from './rank-messages.js';
+import type { DrainSummary, PullReport } from './rank-messages.js';
 import type { RankDrain } from './rank-processes.js';
 
 export interface DemoDecision {
@@ -30,6 +30,14 @@ export interface DemoPull {
   readonly savingMs: { readonly predicted: number; readonly measured: number };
 }
 
+/** What the turn 2 pull's receipt taught the router: its transfer estimate for the pulled blocks before and after, against the measured time. */
+export interface DemoCalibration {
+  readonly blocks: number;
+  readonly transferMs: { readonly prior: number; readonly measured: number; readonly calibrated: number };
+  /** Turn 2 decided again, on the calibrated estimate. */
+  readonly decision: DemoDecision;
+}
+
 export interface DemoDrainRow {
   readonly process: string;
   readonly exitCode: number | null;
@@ -37,7 +45,8 @@ export interface DemoDrainRow {
   /** Null for a process that ended without a drain report (the killed one). */
   readonly banksReturned: number | null;
   readonly banksRetained: number | null;
-  readonly pins: { readonly waitedFor: number; readonly released: number; readonly lapsed: number; readonly outstanding: number } | null;
+  /** The pins its drain waited for (each with its reader, its blocks and how it ended); null without a drain report. */
+  readonly pins: DrainSummary['pins'] | null;
 }
 
 export interface DemoSummary {
@@ -45,6 +54,8 @@ export interface DemoSummary {
   readonly decisions: readonly DemoDecision[];
   /** Null when the router did not route turn 2 to a pull. */
   readonly pull: DemoPull | null;
+  /** Null without a pull whose receipt priced its blocks. */
+  readonly calibration: DemoCalibration | null;
   readonly gpu: { readonly active: boolean; readonly mode: string; readonly reason: string };
   /** Null when there was no pull. */
   readonly killedRank: {
@@ -89,13 +100,21 @@ export function summaryLine(summary: DemoSummary): string {
   const drained = summary.drain.filter((row) => row.banksReturned !== null);
   const returned = drained.reduce((sum, row) => sum + (row.banksReturned ?? 0), 0);
   const retained = drained.reduce((sum, row) => sum + (row.banksRetained ?? 0), 0);
+  const waited = drained.reduce((sum, row) => sum + (row.pins?.waitedFor ?? 0), 0);
+  const released = drained.reduce((sum, row) => sum + (row.pins?.released ?? 0), 0);
   const pulled =
     pull === null
       ? 'no pull'
       : `pulled ${pull.blocks} blocks (${pull.bytes.toLocaleString('en-US')} bytes, ${pull.verified ? 'verified' : 'NOT verified'}) in ${pull.ms.toFixed(1)} ms at ${pull.gbps.toFixed(2)} Gbit/s`;
   const killed = killedRank === null ? '' : `killed rank: ${killedRank.recomputed} blocks recomputed, ${killedRank.committedBlocks} committed; `;
+  const { calibration } = summary;
+  const calibrated =
+    calibration === null
+      ? ''
+      : `transfer estimate ${calibration.transferMs.prior.toFixed(1)} ms (prior) → ${calibration.transferMs.calibrated.toFixed(1)} ms (calibrated, measured ${calibration.transferMs.measured.toFixed(1)} ms); `;
   return (
     `kvreuse demo: ${pulled}; ${summary.decisions.map((d) => `${d.request} ${d.action} (${d.reason})`).join(', ')}; ` +
-    `gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; ${killed}${drained.length} processes drained, ${returned} banks returned, ${retained} retained`
+    `${calibrated}gpu reuse ${summary.gpu.active ? 'active' : 'refused'}; ${killed}${drained.length} processes drained, ${returned} banks returned, ${retained} retained, ` +
+    `${waited} pin${waited === 1 ? '' : 's'} waited for (${released} released)`
   );
 }

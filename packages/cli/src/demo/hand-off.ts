@@ -28,7 +28,7 @@ export async function handOff(options: HandOffOptions): Promise<{ blocks: number
   }
   // The prefill computes block i into its own slot i.
   hashes.forEach((hash, slot) => writeBlockContent(rank.part, rank.views, slot, hash));
-  const registered = rank.endpoint.registered as RegisteredRank;
+  const { registered } = rank.endpoint.readyRank;
   const sourceBlocks = Uint32Array.from(hashes, (_, slot) => slot);
   const destinationBlocks = Uint32Array.from(options.destinationSlots);
   const prepared = template.pairs.map((_, pair) => {

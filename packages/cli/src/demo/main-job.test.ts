@@ -47,6 +47,13 @@ describe('the main job', () => {
           detail: 'the longest retained prefix adds 2 blocks; router.minimum_transfer_prefix_blocks = 4',
         }),
       ]);
+      // The pull's receipt calibrates the router: its next estimate for these 42 blocks is what the pull took, not the prior's 100 µs a block.
+      expect(summary.calibration?.blocks).toBe(42);
+      expect(summary.calibration?.transferMs.prior).toBeCloseTo(4.2, 9);
+      expect(summary.calibration?.transferMs.measured).toBe(summary.pull?.ms);
+      expect(summary.calibration?.transferMs.calibrated).toBeCloseTo(summary.pull?.ms ?? Number.NaN, 6);
+      expect(summary.calibration?.decision).toMatchObject({ request: 'turn 2, calibrated', blocks: 42, detail: expect.stringContaining('(calibrated estimate)') });
+      expect(progress).toContainEqual(expect.stringMatching(/^calibration: the router priced 42 blocks at 4\.2 ms \(prior\); the pull took [\d.]+ ms; from its receipt the router now prices them at [\d.]+ ms$/));
       expect(summary.gpu).toEqual({ active: false, mode: 'host-only', reason: expect.stringContaining('the native library cannot register vram') });
       expect(summary.killedRank).toEqual({
         process: 'qwen3-0.6b-decode-0/tp1',
@@ -67,12 +74,17 @@ describe('the main job', () => {
           receipt: expect.objectContaining({ blocks: 0, bytes: 0, verified: true, recomputed: { blocks: 42, reasons: summary.killedRank?.reasons } }),
         },
       ]);
+      // Decode rank 0 was stopped while the prefill still held the pin it granted for the killed-rank pull: its drain waited for that pin until the prefill released it.
+      expect(progress).toContain('  the prefill holds its pin at qwen3-0.6b-decode-0/tp0; qwen3-0.6b-decode-0/tp0 is stopped (SIGTERM) meanwhile');
+      expect(progress).toContain('  qwen3-0.6b-decode-0/tp0 withdrew its rank part and waits for the pin; the prefill releases it');
       const drained = { exitCode: 0, signal: null, banksReturned: 56, banksRetained: 0 };
+      const heldPin = { reader: expect.stringMatching(/^qwen3-0\.6b-prefill-0-tp0-/), blocks: 42, ended: 'released' };
       expect(summary.drain).toEqual([
-        { process: 'qwen3-0.6b-decode-0/tp0', ...drained, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 } },
+        { process: 'qwen3-0.6b-decode-0/tp0', ...drained, pins: { waitedFor: 1, released: 1, lapsed: 0, outstanding: 0, held: [heldPin] } },
         { process: 'qwen3-0.6b-decode-0/tp1', exitCode: null, signal: 'SIGKILL', banksReturned: null, banksRetained: null, pins: null },
-        { process: 'qwen3-0.6b-prefill-0/tp0', ...drained, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 } },
+        { process: 'qwen3-0.6b-prefill-0/tp0', ...drained, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] } },
       ]);
+      expect(progress).toContainEqual(expect.stringMatching(/^ {2}qwen3-0\.6b-decode-0\/tp0: 56 banks returned, 0 retained, 1 pin waited for: qwen3-0\.6b-prefill-0-tp0-\S+'s pin of 42 blocks, released$/));
     },
     120_000,
   );

@@ -2,8 +2,11 @@
 // processes, hands turn 1 off from prefill to decode with WRITEs, routes turn 2 (and a request too
 // short to be worth it) with the router on discovery and the retained inventory, has the prefill rank
 // pull and verify the 42-block prefix, shows GPU reuse refused by profile admission and a decode rank
-// killed mid-pull, then stops everything with SIGTERM and collects each process's drain report. The
-// pull verifies as `endpoint.verify` says; with `endpoint.metrics_port` set every rank serves its metrics.
+// killed mid-pull — the other decode rank then stopped with SIGTERM while the prefill still holds its pin
+// there, so its drain waits for the pin —, then stops everything with SIGTERM and collects each process's
+// drain report (the pins each waited for, and how each ended). The
+// pull verifies as `endpoint.verify` says, and its receipt calibrates the router, which decides turn 2
+// again on what the pull measured; with `endpoint.metrics_port` set every rank serves its metrics.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,10 +24,10 @@ import {
   RetainedInventory,
   watchWorkerReadiness,
 } from '@kvreuse/registry';
-import { decide, type FetchHint, type RouteDecision, SourceBook } from '@kvreuse/router';
+import { decide, type FetchHint, type RouteContext, type RouteDecision, type RouteRequest, SourceBook, TransferCalibration } from '@kvreuse/router';
 import { DemoProcessError } from '../errors.js';
 import type { WhenInterrupted } from '../interrupts.js';
-import { type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
+import { type DemoCalibration, type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
 import { hintLine, type PullReport, type RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
 import { readyWorker } from './ready-worker.js';
@@ -89,16 +92,39 @@ function describeDecision(request: string, decision: RouteDecision): DemoDecisio
   };
 }
 
+/** The router in the parent, with the calibration the prefill's receipts feed. */
+interface DemoRouter {
+  readonly context: RouteContext;
+  readonly calibration: TransferCalibration;
+  readonly turn2: RouteRequest;
+}
+
+/** Records the pull's calibration sample and decides turn 2 again: the router's transfer estimate before, measured, and after. */
+function recalibrate(router: DemoRouter, before: RouteDecision, report: PullReport): DemoCalibration | null {
+  if (report.calibration === undefined) return null;
+  router.calibration.record(report.calibration);
+  const after = decide(router.turn2, router.context);
+  const lookupBudgetMs = router.context.settings.router.transferSourceLookupBudgetMs;
+  return {
+    blocks: report.calibration.blocks,
+    transferMs: { prior: before.costMs - lookupBudgetMs, measured: report.calibration.transferMs, calibrated: after.costMs - lookupBudgetMs },
+    decision: describeDecision('turn 2, calibrated', after),
+  };
+}
+
 /**
- * Turn 2's pull as the router decided it; then the same pull with decode rank 1 armed to crash (SIGKILL)
- * at the pin request it receives, before answering: the prefill recomputes and commits nothing unverified.
+ * Turn 2's pull as the router decided it, whose receipt calibrates the router; then the same pull with
+ * decode rank 1 armed to crash (SIGKILL) at the pin request it receives, before answering: the prefill
+ * recomputes and commits nothing unverified. That pull holds the pin decode rank 0 granted it until
+ * rank 0, stopped with SIGTERM, has withdrawn its part and waits for its readers: its drain waits for it.
  */
 async function pullTurn2(
   started: RankProcesses,
+  router: DemoRouter,
   fetch: RouteDecision,
   decision: DemoDecision,
   options: MainJobOptions & { readonly timeoutMs: number },
-): Promise<Pick<DemoSummary, 'pull' | 'killedRank'>> {
+): Promise<Pick<DemoSummary, 'pull' | 'killedRank' | 'calibration'>> {
   const { progress, settings, timeoutMs, requestServed } = options;
   const hint = fetch.source as FetchHint;
   const pullCommand = {
@@ -115,13 +141,29 @@ async function pullTurn2(
     `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.checkedBlocks} blocks' checksums compared (${pull.verify}), ${pull.verified ? 'every byte verified' : 'NOT verified'}, ` +
       `${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
   );
+  const calibration = recalibrate(router, fetch, pulled.pull);
+  if (calibration !== null) {
+    const { prior, measured, calibrated } = calibration.transferMs;
+    progress(`calibration: the router priced ${calibration.blocks} blocks at ${ms(prior)} (prior); the pull took ${ms(measured)}; from its receipt the router now prices them at ${ms(calibrated)}`);
+    progress(`  turn 2 again: ${calibration.decision.action} (${calibration.decision.reason}): ${calibration.decision.detail}`);
+  }
 
   const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader,' : 'is killed (SIGKILL)';
   progress(`killed rank: the same pull, and ${decodeId}/tp1 ${crash} when the prefill's pin request reaches it`);
   await started.request(decodeId, 1, { type: 'crash-on-pin' }, 'armed', timeoutMs);
-  const again = started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
+  const holding = started.next(prefillId, 0, 'holding', timeoutMs);
+  const again = started.request(prefillId, 0, { ...pullCommand, holdPins: true }, 'pulled', timeoutMs);
   const killed = await started.exited(decodeId, 1);
+  const held = await holding;
+  progress(`  the prefill holds its pin at ${held.sources.join(', ')}; ${decodeId}/tp0 is stopped (SIGTERM) meanwhile`);
+  const waiting = started.next(decodeId, 0, 'waiting-for-readers', timeoutMs);
+  started.kill(decodeId, 0, 'SIGTERM');
+  await waiting;
+  progress(`  ${decodeId}/tp0 withdrew its rank part and waits for the pin; the prefill releases it`);
+  started.send(prefillId, 0, { type: 'release-pins' });
   const recomputed = (await again).pull;
+  // Its drain ends once the pin is released; the shutdown below collects its report.
+  await started.exited(decodeId, 0);
   requestServed?.(`${decision.request}, ${decodeId}/tp1 killed`, decision, recomputed);
   const killedRank = {
     process: `${decodeId}/tp1`,
@@ -132,7 +174,7 @@ async function pullTurn2(
     reasons: recomputed.recomputed.reasons,
   };
   progress(`  committed ${killedRank.committedBlocks} blocks, recomputed ${killedRank.recomputed}: ${killedRank.reasons.join('; ')}`);
-  return { pull, killedRank };
+  return { pull, killedRank, calibration };
 }
 
 /** Runs the main job to its end (every process stopped), and returns its summary. */
@@ -219,7 +261,9 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const watch = await watchWorkerReadiness(discovery, decodeId, { onChange: (readiness) => sources.observe(readiness) });
     sources.observe(watch.current);
     const activation = explainActivation({ settings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
-    const context = { settings, inventory, sources, activation, ...(options.clock === undefined ? {} : { clock: options.clock }) };
+    // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
+    const calibration = new TransferCalibration({ minReceipts: 1 });
+    const context = { settings, inventory, sources, activation, calibration, ...(options.clock === undefined ? {} : { clock: options.clock }) };
     const destination = { worker: prefill, localBlocks: 0 };
     const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
     const shortRequest = [...conversation.slice(0, sharedSystemBlocks * blockTokens), ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1))];
@@ -239,10 +283,11 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
 
     for (const decision of decisions) if (decision.action !== 'fetch') options.requestServed?.(decision.request, decision, null);
-    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, fetch, decisions[0]!, { ...options, timeoutMs }) : { pull: null, killedRank: null };
+    const router = { context, calibration, turn2: { tokens: turn2, destination } };
+    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, router, fetch, decisions[0]!, { ...options, timeoutMs }) : { pull: null, killedRank: null, calibration: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
-    progress('shutdown: SIGTERM to every process');
+    progress('shutdown: SIGTERM to every process still running');
     const drains = await started.stop();
     processes = undefined;
     const drain = drains.map(drainRow);
@@ -250,7 +295,8 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       progress(
         row.pins === null
           ? `  ${row.process}: ended by ${row.signal} without a drain report`
-          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pins waited for (${row.pins.released} released, ${row.pins.lapsed} lapsed)`,
+          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pin${row.pins.waitedFor === 1 ? '' : 's'} waited for` +
+              (row.pins.held.length === 0 ? '' : `: ${row.pins.held.map((pin) => `${pin.reader}'s pin of ${pin.blocks} blocks, ${pin.ended}`).join('; ')}`),
       );
     }
     return { ...pulls, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, drain };

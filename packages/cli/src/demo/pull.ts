@@ -3,7 +3,7 @@
 // `endpoint.verify` setting says; then every committed byte is checked against the demo's KV content,
 // and the rest is recomputed.
 import type { RankPart } from '@kvreuse/descriptors';
-import type { RecomputeReason } from '@kvreuse/endpoint';
+import { type BeforeRelease, calibrationSample, type RecomputeReason } from '@kvreuse/endpoint';
 import type { FetchHint } from '@kvreuse/router';
 import type { DemoRank } from './demo-rank.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
@@ -14,6 +14,8 @@ export interface PullOptions {
   /** The router's decision: the source, its epoch, the prefix's positions and hashes, its tier and link. */
   readonly hint: FetchHint;
   readonly prediction?: PullPrediction;
+  /** Keeps the pins held once nothing reads them, until it settles (`FetchRequest.beforeRelease`). */
+  readonly beforeRelease?: BeforeRelease;
 }
 
 export function describeReason(reason: RecomputeReason): string {
@@ -38,7 +40,7 @@ function clearBlocks(part: RankPart, views: readonly Uint8Array[], count: number
 }
 
 export async function pullPrefix(options: PullOptions): Promise<PullReport> {
-  const { rank, hint, prediction } = options;
+  const { rank, hint, prediction, beforeRelease } = options;
   const part = rank.part;
   const hashes = Array.from(hint.hashes);
   // The prefix goes to this rank's blocks 0 … count − 1.
@@ -49,7 +51,9 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
     destinationBlocks,
     policy: 'recompute',
     ...(prediction === undefined ? {} : { prediction: { ...prediction, blockTokens: hint.blockTokens } }),
+    ...(beforeRelease === undefined ? {} : { beforeRelease }),
   });
+  const calibration = calibrationSample(receipt);
   let verified = true;
   for (let slot = 0; slot < receipt.blocks; slot++) verified &&= holdsBlockContent(part, rank.views, slot, hashes[slot] as bigint);
   // Recompute: the prefill computes what it could not take (and keeps nothing unverified of the pull).
@@ -65,5 +69,6 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
     gbps: receipt.gbps * 8,
     recomputed: { blocks: receipt.recomputed.blocks, reasons: receipt.recomputed.reasons.map(describeReason) },
     ...(receipt.saving === undefined ? {} : { saving: receipt.saving }),
+    ...(calibration === undefined ? {} : { calibration }),
   };
 }

@@ -11,6 +11,8 @@ describe('the demo messages between the parent and its ranks', () => {
     { type: 'retain', slots: [7], hashes: [hash], append: [hash], publishInventory: true },
     { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 0, hashes: [hash], blockTokens: 64, linkClass: 'same-host', tier: 'host' } },
     { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 3, hashes: [hash], blockTokens: 16, linkClass: 'network', tier: 'gpu' }, prediction: { predictedMs: 1, prefillTokenUs: 50, lookupBudgetMs: 2 } },
+    { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 0, hashes: [hash], blockTokens: 64, linkClass: 'same-host', tier: 'host' }, holdPins: true },
+    { type: 'release-pins' },
     { type: 'crash-on-pin' },
   ])('a %j command goes through its codec unchanged', (command) => {
     expect(parseRankCommand(encodeRankCommand(command).trimEnd())).toEqual(command);
@@ -21,7 +23,7 @@ describe('the demo messages between the parent and its ranks', () => {
     ['{"type":"retain","slots":[1],"hashes":["xyz"],"append":[],"publishInventory":true}', 'demo message: command "retain" .hashes[0] must be a 16-digit hex block hash'],
     ['{"type":"pull","hint":{"workerId":"d","incarnation":"i","start":0,"hashes":[],"blockTokens":64,"linkClass":"same-host","tier":"host"}}', 'demo message: command "pull" .hint.epoch must be a whole number ≥ 0'],
     ['{"type":"pull","hint":{"workerId":"d","incarnation":"i","epoch":1,"start":0,"hashes":[],"blockTokens":64,"linkClass":"lan","tier":"host"}}', 'demo message: command "pull" .hint.linkClass must be one of same-host, network'],
-    ['{"type":"evict"}', 'demo message: command type must be one of allocate, hand-off, retain, pull, crash-on-pin; got "evict"'],
+    ['{"type":"evict"}', 'demo message: command type must be one of allocate, hand-off, retain, pull, release-pins, crash-on-pin; got "evict"'],
     ['not json', 'demo message: command line is not JSON: "not json"'],
   ])('refuses the command %s, naming the field', (line, message) => {
     expect(() => parseRankCommand(line)).toThrow(DemoMessageError);
@@ -45,7 +47,39 @@ describe('the demo messages between the parent and its ranks', () => {
   it.each<RankMessage>([
     { type: 'published', role: 'decode', tpRank: 1, agentName: 'decode-0-tp1', epoch: 3 },
     { type: 'published', role: 'decode', tpRank: 1, agentName: 'decode-0-tp1', epoch: 3, metricsUrl: 'http://127.0.0.1:9401/metrics' },
+    { type: 'holding', role: 'prefill', tpRank: 0, sources: ['decode-0/tp0'] },
+    { type: 'waiting-for-readers', role: 'decode', tpRank: 0 },
+    {
+      type: 'drained',
+      role: 'decode',
+      tpRank: 0,
+      drain: {
+        banksReturned: 56,
+        banksRetained: 0,
+        quarantined: 0,
+        agentDestroyed: true,
+        pins: { waitedFor: 1, released: 1, lapsed: 0, outstanding: 0, held: [{ reader: 'prefill-0-tp0', blocks: 42, ended: 'released' }] },
+        steps: ['wait-for-readers: ok'],
+      },
+    },
     { type: 'pulled', role: 'prefill', tpRank: 0, pull: { requested: 42, blocks: 42, bytes: 308_281_344, verified: true, verify: 'sampled', checkedBlocks: 7, ms: 80, gbps: 30.8, recomputed: { blocks: 0, reasons: [] } } },
+    {
+      type: 'pulled',
+      role: 'prefill',
+      tpRank: 0,
+      pull: {
+        requested: 42,
+        blocks: 42,
+        bytes: 308_281_344,
+        verified: true,
+        verify: 'full',
+        checkedBlocks: 42,
+        ms: 80,
+        gbps: 30.8,
+        recomputed: { blocks: 0, reasons: [] },
+        calibration: { linkClass: 'same-host', tier: 'host', blocks: 42, bytes: 308_281_344, transferMs: 80 },
+      },
+    },
   ])('a %j message goes through its codec unchanged', (message) => {
     expect(parseRankMessage(encodeRankMessage(message))).toEqual(message);
   });

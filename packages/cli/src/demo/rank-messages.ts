@@ -2,9 +2,9 @@
 // writes commands to a rank's stdin, the rank reports on its stdout. Both directions are validated
 // field by field; a line of a known type with a bad field is a DemoMessageError naming the field.
 import type { DrainReport } from '@kvreuse/drain';
-import { type VerifyMode, verifyModes } from '@kvreuse/endpoint';
+import { type EndpointDrainReport, type VerifyMode, verifyModes } from '@kvreuse/endpoint';
 import { blockHashFromHex, blockHashToHex } from '@kvreuse/registry';
-import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers } from '@kvreuse/router';
+import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers, type TransferReceipt } from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
 
 export type RankRole = 'decode' | 'prefill';
@@ -27,6 +27,8 @@ export interface PullReport {
   readonly recomputed: { readonly blocks: number; readonly reasons: readonly string[] };
   /** The router's predicted TTFT saving against the one this pull measured. */
   readonly saving?: { readonly predictedMs: number; readonly measuredMs: number };
+  /** The receipt's calibration input when its time prices the committed blocks (`calibrationSample`), for the router in the parent. */
+  readonly calibration?: TransferReceipt;
 }
 
 /** The part of a drain report the demo prints per process. */
@@ -35,8 +37,17 @@ export interface DrainSummary {
   readonly banksRetained: number;
   readonly quarantined: number;
   readonly agentDestroyed: boolean;
-  /** Readers' pins the drain waited for, and how they ended (all zero for a rank that serves none). */
-  readonly pins: { readonly waitedFor: number; readonly released: number; readonly lapsed: number; readonly outstanding: number };
+  /**
+   * Readers' pins the drain waited for, and how they ended (all zero for a rank that serves none); `held`:
+   * each pin held when the drain began waiting — its reader's agent, its blocks, how it ended.
+   */
+  readonly pins: {
+    readonly waitedFor: number;
+    readonly released: number;
+    readonly lapsed: number;
+    readonly outstanding: number;
+    readonly held: readonly { readonly reader: string; readonly blocks: number; readonly ended: string }[];
+  };
   readonly steps: readonly string[];
 }
 
@@ -55,6 +66,10 @@ export type RankMessage = RankSaid &
     | { readonly type: 'retained'; readonly blocks: number; readonly verified: number; readonly appended: number }
     | { readonly type: 'armed' }
     | { readonly type: 'pulled'; readonly pull: PullReport }
+    /** Prefill, on a pull that holds its pins: nothing reads them any more; they stay held until `release-pins`. */
+    | { readonly type: 'holding'; readonly sources: readonly string[] }
+    /** Decode, draining: its part and inventory are withdrawn; next it refuses new pins and waits for the held ones. */
+    | { readonly type: 'waiting-for-readers' }
     | { readonly type: 'drained'; readonly drain: DrainSummary }
     | { readonly type: 'failed'; readonly message: string }
   );
@@ -73,8 +88,13 @@ export type RankCommand =
   | { readonly type: 'hand-off'; readonly hashes: readonly string[]; readonly destinationSlots: readonly number[] }
   /** Decode: check the handed-off blocks, retain them, decode `append` more blocks; the inventory publisher announces all of them. */
   | { readonly type: 'retain'; readonly slots: readonly number[]; readonly hashes: readonly string[]; readonly append: readonly string[]; readonly publishInventory: boolean }
-  /** Prefill: fetch the prefix the router's hint names, verify, commit the verified prefix, recompute the rest. */
-  | { readonly type: 'pull'; readonly hint: HintLine; readonly prediction?: PullPrediction }
+  /**
+   * Prefill: fetch the prefix the router's hint names, verify, commit the verified prefix, recompute the
+   * rest. With `holdPins`, the pins stay held once nothing reads them (`holding`) until `release-pins`.
+   */
+  | { readonly type: 'pull'; readonly hint: HintLine; readonly prediction?: PullPrediction; readonly holdPins?: boolean }
+  /** Prefill: release the pins a `holdPins` pull holds. */
+  | { readonly type: 'release-pins' }
   /** Decode: crash (SIGKILL) at the next pin request, before answering it. */
   | { readonly type: 'crash-on-pin' };
 
@@ -106,14 +126,16 @@ export function failure(error: unknown): { readonly type: 'failed'; readonly mes
   return { type: 'failed', message: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
 }
 
-export function drainSummary(report: DrainReport, agentDestroyed: boolean): DrainSummary {
+/** A drain's summary; `report.pins` is the endpoint's list of the pins waited for (`close()`'s report has it). */
+export function drainSummary(report: DrainReport & Partial<Pick<EndpointDrainReport, 'pins'>>, agentDestroyed: boolean): DrainSummary {
   const { released = 0, lapsed = 0, outstanding = 0 } = report.readers ?? {};
+  const held = (report.pins ?? []).map((pin) => ({ reader: pin.readerAgent, blocks: pin.blocks, ended: pin.ended ?? 'held' }));
   return {
     banksReturned: report.banksReturned.length,
     banksRetained: report.banksRetained.length,
     quarantined: report.quarantined.length,
     agentDestroyed,
-    pins: { waitedFor: released + lapsed + outstanding, released, lapsed, outstanding },
+    pins: { waitedFor: released + lapsed + outstanding, released, lapsed, outstanding, held },
     steps: report.steps.map((step) => `${step.step}: ${step.outcome}`),
   };
 }
@@ -165,6 +187,8 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
   'handed-off': { ...said, blocks: count, bytes: count, ms: number },
   retained: { ...said, blocks: count, verified: count, appended: count },
   armed: said,
+  holding: { ...said, sources: list(text) },
+  'waiting-for-readers': said,
   pulled: {
     ...said,
     pull: object(
@@ -179,8 +203,9 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
         gbps: number,
         recomputed: object({ blocks: count, reasons: list(text) }),
         saving: object({ predictedMs: number, measuredMs: number }),
+        calibration: object({ linkClass: oneOf(linkClasses), tier: oneOf(sourceTiers), blocks: count, bytes: count, transferMs: number }),
       },
-      ['saving'],
+      ['saving', 'calibration'],
     ),
   },
   drained: {
@@ -190,7 +215,7 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
       banksRetained: count,
       quarantined: count,
       agentDestroyed: flag,
-      pins: object({ waitedFor: count, released: count, lapsed: count, outstanding: count }),
+      pins: object({ waitedFor: count, released: count, lapsed: count, outstanding: count, held: list(object({ reader: text, blocks: count, ended: text })) }),
       steps: list(text),
     }),
   },
@@ -212,7 +237,9 @@ const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
       tier: oneOf(sourceTiers),
     }),
     prediction: optional(object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })),
+    holdPins: optional(flag),
   },
+  'release-pins': {},
   'crash-on-pin': {},
 };
 

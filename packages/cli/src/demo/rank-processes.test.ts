@@ -1,4 +1,5 @@
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultSettings, type Settings } from '@kvreuse/config';
@@ -47,7 +48,7 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
         exitCode: 0,
         signal: null,
         // Qwen3-0.6B: 28 layers × 2 planes, one bank each, whatever the rank.
-        drain: { banksReturned: 56, banksRetained: 0, quarantined: 0, agentDestroyed: true, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0 }, steps: expect.arrayContaining(['withdraw-rank-parts: ok', 'deregister: ok', 'hand-back: ok']) },
+        drain: { banksReturned: 56, banksRetained: 0, quarantined: 0, agentDestroyed: true, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] }, steps: expect.arrayContaining(['withdraw-rank-parts: ok', 'deregister: ok', 'hand-back: ok']) },
       })),
     );
     expect(seen.filter((line) => line.endsWith(' drained'))).toHaveLength(3);
@@ -101,6 +102,20 @@ describe('the demo ranks serving their metrics (endpoint.metrics_port)', () => {
     } finally {
       const drains = await processes.stop();
       expect(drains.map((drain) => drain.exitCode)).toEqual([0, 0]);
+    }
+  }, 60_000);
+
+  it('over UCX: a rank whose metrics port is in use fails the start with the error naming the port, and the others are stopped', async () => {
+    const first = await freePorts(pair.length);
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(first + 1, '127.0.0.1', resolve));
+    try {
+      const start = RankProcesses.start({ ranks: pair, backend: 'ucx', settings: withMetricsPort('metrics-taken', first), blocks: 2, readyTimeoutMs: 60_000 });
+      await expect(start).rejects.toBeInstanceOf(DemoProcessError);
+      await expect(start).rejects.toThrow(`demo process prefill-m/tp0 failed before reporting "published": MetricsPortError: cannot serve metrics on 127.0.0.1:${first + 1}: the port is in use (EADDRINUSE`);
+      expect(await portIsFree(first)).toBe(true);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
     }
   }, 60_000);
 

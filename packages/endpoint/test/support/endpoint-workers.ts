@@ -5,7 +5,7 @@ import type { Settings } from '@kvreuse/config';
 import { defaultSettings } from '@kvreuse/config';
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
-import type { FetchHint } from '@kvreuse/router';
+import type { FetchHint, TransferCalibration } from '@kvreuse/router';
 import { Bank, type DiscoveryStore, kvreuseOwner, MemoryDiscoveryStore, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
 import type { EndpointTransition } from '../../src/lifecycle.js';
@@ -47,6 +47,7 @@ export interface WorkerSpec {
   readonly admissionGate?: ReadinessGate;
   readonly settings?: Settings;
   readonly metrics?: EndpointMetrics;
+  readonly calibration?: TransferCalibration;
   /** `loopback` by default. */
   readonly backend?: Backend;
 }
@@ -85,6 +86,7 @@ export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanu
       ...(spec.serve === true ? { serve: { adapter: pool, ...(tpRank === 0 ? { inventory: { tier: 'host' as const, retained: () => pool.retained(), ttlMs: 3_600_000 } } : {}) } } : {}),
       ...(spec.admissionGate === undefined ? {} : { admissionGate: spec.admissionGate }),
       ...(spec.metrics === undefined ? {} : { metrics: spec.metrics }),
+      ...(spec.calibration === undefined ? {} : { calibration: spec.calibration }),
     });
     const transitions: EndpointTransition[] = [];
     endpoint.onTransition((transition) => transitions.push(transition));
@@ -107,9 +109,9 @@ export function allReady(worker: TestWorker): Promise<void> {
 
 /**
  * A serving decode worker of TP 2 and a prefill worker of TP 1 over a new memory store, both ready;
- * `reader` (its metrics, its settings) goes to the prefill rank, the reader.
+ * `reader` (its metrics, its settings, its calibration) goes to the prefill rank, the reader.
  */
-export async function servingPair(cleanups: (() => Promise<unknown>)[], reader: Pick<WorkerSpec, 'metrics' | 'settings'> = {}) {
+export async function servingPair(cleanups: (() => Promise<unknown>)[], reader: Pick<WorkerSpec, 'metrics' | 'settings' | 'calibration'> = {}) {
   const store = new MemoryDiscoveryStore();
   cleanups.push(() => store.close());
   const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
