@@ -191,6 +191,19 @@ describe('ReuseEndpoint', () => {
     expect(transport.counters().liveRegistrations).toBe(56);
   });
 
+  it('closed without ever registering (a registration that failed and was not retried): every bank goes back to its owner', async () => {
+    const store = openStore();
+    const { endpoint, agent, transitions } = await rankEndpoint(store, 0);
+    agent.faults.failNth('register', 30, 'NO_MEMORY');
+    await expect(endpoint.register()).rejects.toThrow(/NO_MEMORY/);
+    expect(transport.counters().liveAllocations).toBe(56);
+    const closed = await endpoint.close();
+    expect(closed.report.banksReturned).toHaveLength(56);
+    expect(closed).toMatchObject({ banksRetained: [], retained: false, agentDestroyed: true });
+    expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0 });
+    expect(transitions.map(({ to }) => to)).toEqual(['registering', 'created', 'closing', 'closed']);
+  });
+
   it('refuses calls its state does not allow, naming the call and the state, and changes nothing', async () => {
     const store = openStore();
     const { endpoint, transitions } = await rankEndpoint(store, 0);

@@ -16,6 +16,7 @@ import {
   type ReadinessGate,
   registerRank,
   type RegisteredRank,
+  releaseBanks,
   startRankPublication,
   transportMetadataOf,
   watchWorkerReadiness,
@@ -482,8 +483,17 @@ export class ReuseEndpoint {
       return result;
     }
     this.#lifecycle.move('closing', 'close()');
+    // Never registered (or its registration rolled back): the banks it was given go back to their owners.
+    const handedBack = state === 'created' ? await releaseBanks(this.#options.banks) : undefined;
     const result = await this.#drain.shutdown(options);
     this.#lifecycle.move('closed', result.agentDestroyed ? 'agent closed' : 'agent kept for quarantined operations');
-    return result;
+    if (handedBack === undefined) return result;
+    const notReturned = [...handedBack.retained, ...handedBack.unreturned];
+    return {
+      ...result,
+      report: { ...result.report, banksReturned: [...handedBack.returned, ...result.report.banksReturned], banksRetained: [...notReturned, ...result.report.banksRetained] },
+      banksRetained: [...notReturned, ...result.banksRetained],
+      retained: result.retained || notReturned.length > 0,
+    };
   }
 }
