@@ -19,7 +19,8 @@ static bool followed(const kvt_peer *peer) {
     return peer->conn && (peer->busy > 0 || peer->heartbeat.watched);
 }
 
-static void transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
+/* Records a transition; true when a byte is due on the wake-up pipe (kvt_signal_pending_locked). */
+static bool transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
     kvt_peer_heartbeat *hb = &peer->heartbeat;
     hb->unresponsive = unresponsive;
     hb->transitions++;
@@ -29,12 +30,13 @@ static void transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsiv
         hb->responsive_silence_ns = silence_ns;
     agent->peer_events_pending++;
     kvt_counter_add(agent, KVT_COUNTER_UNRESPONSIVE_PEERS, unresponsive ? 1 : -1);
-    kvt_signal_pending_locked(agent);
+    return kvt_signal_pending_locked(agent);
 }
 
 /* Counts a missed round for each probed peer still awaiting an answer, reports the ones past the miss
- * count, and lists every probed peer (with a reference on its connection) for a new probe. */
-static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targets) {
+ * count, and lists every probed peer (with a reference on its connection) for a new probe. Sets *wake when
+ * a byte is due on the wake-up pipe. */
+static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targets, bool *wake) {
     uint32_t count = 0;
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
@@ -43,7 +45,7 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
             /* A connection the transport failed (the process died, or its endpoint was force-closed) can
              * answer no probe until the peer is loaded again: a followed peer is reported at once. */
             if (followed(peer) && !hb->unresponsive)
-                transition_locked(agent, peer, true, hb->awaiting ? now - hb->silent_since_ns : 0);
+                *wake |= transition_locked(agent, peer, true, hb->awaiting ? now - hb->silent_since_ns : 0);
             hb->awaiting = false; /* a later round starts counting afresh */
             hb->missed = 0;
             continue;
@@ -57,7 +59,7 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
             if (atomic_load(&peer->conn->answered)) hb->missed++;
             if (!hb->unresponsive &&
                 (hb->missed >= agent->heartbeat_misses || kvt_process_gone(&peer->conn->meta.process)))
-                transition_locked(agent, peer, true, now - hb->silent_since_ns);
+                *wake |= transition_locked(agent, peer, true, now - hb->silent_since_ns);
         } else {
             hb->awaiting = true;
             hb->missed = 0;
@@ -86,8 +88,10 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
                           memory_order_relaxed);
     /* Probes go out after the lock is released: a loopback probe takes the target agent's lock. */
     probe_target *targets = agent->peer_count ? malloc(agent->peer_count * sizeof *targets) : NULL;
-    uint32_t count = round_locked(agent, now, targets);
+    bool wake = false;
+    uint32_t count = round_locked(agent, now, targets, &wake);
     pthread_mutex_unlock(&agent->lock);
+    if (wake) kvt_wake_consumer(agent);
     agent->heartbeat_probing = count > 0;
     if (!targets) return; /* no memory: this round's probes are lost and count as unanswered */
     for (uint32_t i = 0; i < count; i++) {
@@ -108,6 +112,7 @@ int kvt_heartbeat_next_timeout_ms(kvt_agent *agent) {
 }
 
 void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
+    bool wake = false;
     pthread_mutex_lock(&agent->lock);
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
@@ -115,12 +120,13 @@ void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
         kvt_peer_heartbeat *hb = &peer->heartbeat;
         kvt_counter_add(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
         if (peer->conn) atomic_store(&peer->conn->answered, true);
-        if (hb->unresponsive) transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
+        if (hb->unresponsive) wake = transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
         hb->awaiting = false;
         hb->missed = 0;
         break;
     }
     pthread_mutex_unlock(&agent->lock);
+    if (wake) kvt_wake_consumer(agent);
 }
 
 void kvt_heartbeat_peer_removed_locked(kvt_agent *agent, kvt_peer *peer) {
@@ -178,8 +184,10 @@ kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *
                        "out_count and (capacity > 0) the arrays must not be NULL", &agent);
     if (status != KVT_OK) return status;
     uint32_t n = 0;
-    pthread_mutex_lock(&agent->lock);
-    for (uint32_t i = 0; i < agent->peer_count && n < capacity; i++) {
+    /* Reports are rare and polled after every wake-up: only one that finds some takes the agent lock. */
+    bool any = atomic_load(&agent->peer_events_pending) > 0;
+    if (any) pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; any && i < agent->peer_count && n < capacity; i++) {
         kvt_peer *peer = agent->peers[i];
         kvt_peer_heartbeat *hb = &peer->heartbeat;
         while (n < capacity && hb->reported < hb->transitions) {
@@ -192,8 +200,8 @@ kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *
             n++;
         }
     }
-    kvt_rearm_wake_locked(agent);
-    pthread_mutex_unlock(&agent->lock);
+    if (any) pthread_mutex_unlock(&agent->lock);
+    if (kvt_rearm_wake(agent)) kvt_wake_consumer(agent);
     *out_count = n;
     return kvt_agent_finish(agent, KVT_OK);
 }

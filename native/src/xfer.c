@@ -276,8 +276,9 @@ static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
                     (int64_t)atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
     kvt_count_result(agent, status);
     kvt_completion_push_locked(agent, op);
-    kvt_signal_pending_locked(agent);
+    bool wake = kvt_signal_pending_locked(agent);
     pthread_mutex_unlock(&agent->lock);
+    if (wake) kvt_wake_consumer(agent);
 }
 
 void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op) {
