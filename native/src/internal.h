@@ -300,7 +300,9 @@ struct kvt_agent {
     char shutdown_detail[1024];
     kvt_command stop_command;
 
-    /* Lock order: config_lock, region_lock, lock, then at most one leaf lock (delivery_lock, blocks_lock). */
+    /* Lock order: config_lock, region_lock, lock, then at most one leaf lock (delivery_lock, blocks_lock).
+     * The progress thread takes `lock` for bookkeeping only, never across a backend call or a read of /proc:
+     * whatever it holds, a caller may be waiting for. */
     /* Serialises calls that change registrations, allocations and peers. */
     pthread_mutex_t config_lock;
     /* Protects everything below unless noted. */
