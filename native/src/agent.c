@@ -172,14 +172,17 @@ void kvt_agent_kick(kvt_agent *agent) {
 void kvt_command_submit_locked(kvt_agent *agent, kvt_command *command) {
     command->next = NULL;
     command->done = false;
+    bool sync = command->sync; /* an asynchronous command may be run and freed once it is queued */
+    pthread_mutex_lock(&agent->command_lock);
     if (agent->commands_tail)
         agent->commands_tail->next = command;
     else
         agent->commands = command;
     agent->commands_tail = command;
     atomic_store_explicit(&agent->commands_pending, true, memory_order_release);
+    pthread_mutex_unlock(&agent->command_lock);
     kvt_agent_kick(agent);
-    if (command->sync)
+    if (sync)
         while (!command->done) pthread_cond_wait(&agent->command_done, &agent->lock);
 }
 
@@ -223,11 +226,11 @@ static void complete_command(kvt_agent *agent, kvt_command *command) {
 /* Runs one batch of commands; returns false after KVT_CMD_STOP. */
 static bool run_commands(kvt_agent *agent, bool *worked) {
     if (!atomic_load_explicit(&agent->commands_pending, memory_order_acquire)) return true;
-    pthread_mutex_lock(&agent->lock);
+    pthread_mutex_lock(&agent->command_lock);
     kvt_command *command = agent->commands;
     agent->commands = agent->commands_tail = NULL;
     atomic_store_explicit(&agent->commands_pending, false, memory_order_relaxed);
-    pthread_mutex_unlock(&agent->lock);
+    pthread_mutex_unlock(&agent->command_lock);
     bool keep_running = true;
     while (command) {
         kvt_command *next = command->next; /* a completed sync command may vanish */
@@ -399,6 +402,7 @@ static void agent_free(kvt_agent *agent) {
     pthread_cond_destroy(&agent->pending_cond);
     pthread_rwlock_destroy(&agent->region_lock);
     pthread_mutex_destroy(&agent->delivery_lock);
+    pthread_mutex_destroy(&agent->command_lock);
     free(agent);
 }
 
@@ -425,6 +429,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     pthread_condattr_destroy(&attr);
     pthread_rwlock_init(&agent->region_lock, NULL);
     pthread_mutex_init(&agent->delivery_lock, NULL);
+    pthread_mutex_init(&agent->command_lock, NULL);
     kvt_blocks_init(agent);
     agent->notifications = calloc(KVT_MAX_PENDING_NOTIFICATIONS, sizeof *agent->notifications);
     if (!agent->notifications) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_agent_create: out of memory");
@@ -975,7 +980,7 @@ kvt_status kvt_fault_delay_completions(uint32_t agent_id, uint32_t ms) {
     kvt_status status = kvt_enter(agent_id, "kvt_fault_delay_completions", &agent);
     if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
-    agent->delay_ms = ms;
+    atomic_store(&agent->delay_ms, ms);
     kvt_agent_kick(agent);
     pthread_mutex_unlock(&agent->lock);
     kvt_agent_release(agent);
@@ -1012,7 +1017,7 @@ kvt_status kvt_fault_clear(uint32_t agent_id) {
     if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
     memset(agent->faults, 0, sizeof agent->faults);
-    agent->delay_ms = 0;
+    atomic_store(&agent->delay_ms, 0);
     atomic_store(&agent->issue_limit, KVT_ISSUE_UNLIMITED);
     atomic_store(&agent->progress_stalled, false);
     kvt_agent_kick(agent);

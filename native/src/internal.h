@@ -300,9 +300,9 @@ struct kvt_agent {
     char shutdown_detail[1024];
     kvt_command stop_command;
 
-    /* Lock order: config_lock, region_lock, lock, then at most one leaf lock (delivery_lock, blocks_lock).
-     * The progress thread takes `lock` for bookkeeping only, never across a backend call or a read of /proc:
-     * whatever it holds, a caller may be waiting for. */
+    /* Lock order: config_lock, region_lock, lock, then at most one leaf lock (delivery_lock, command_lock,
+     * blocks_lock). The progress thread takes `lock` for bookkeeping only, never across a backend call or a
+     * read of /proc: whatever it holds, a caller may be waiting for. */
     /* Serialises calls that change registrations, allocations and peers. */
     pthread_mutex_t config_lock;
     /* Protects everything below unless noted. */
@@ -346,6 +346,10 @@ struct kvt_agent {
     int wake_pipe[2];
     uint32_t blocked_waits; /* kvt_agent_wait callers between their checks (for kvt_agent_blocked_waits) */
 
+    /* Commands queued for the progress thread, under command_lock: a leaf lock, taken inside `lock` by
+     * kvt_command_submit_locked and alone by the progress thread, which so takes its commands without
+     * `lock`. */
+    pthread_mutex_t command_lock;
     kvt_command *commands, *commands_tail;
     _Atomic bool commands_pending;
     int command_fd; /* eventfd the progress thread sleeps on */
@@ -362,7 +366,7 @@ struct kvt_agent {
 
     kvt_fault faults[KVT_FAULT_ALLOCATION + 1];
     _Atomic bool progress_stalled; /* kvt_fault_stall_progress */
-    uint32_t delay_ms;
+    _Atomic uint32_t delay_ms; /* kvt_fault_delay_completions: read by the progress thread without the lock */
     _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
     _Atomic bool serving_held;    /* kvt_test_hold_serving: UCX does not progress the serving worker */
 

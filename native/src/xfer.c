@@ -335,9 +335,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
         }
     }
     if (!agent->held) return;
-    pthread_mutex_lock(&agent->lock);
-    uint32_t delay_ms = agent->delay_ms;
-    pthread_mutex_unlock(&agent->lock);
+    uint32_t delay_ms = atomic_load(&agent->delay_ms);
     uint64_t now = kvt_now_ns();
     for (kvt_op **link = &agent->held; *link;) {
         kvt_op *op = *link;
@@ -354,9 +352,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
 
 int kvt_ops_next_timeout_ms(kvt_agent *agent) {
     if (!agent->held) return -1;
-    pthread_mutex_lock(&agent->lock);
-    uint32_t delay_ms = agent->delay_ms;
-    pthread_mutex_unlock(&agent->lock);
+    uint32_t delay_ms = atomic_load(&agent->delay_ms);
     if (delay_ms == KVT_DELAY_FOREVER) return -1;
     uint64_t now = kvt_now_ns(), soonest = UINT64_MAX;
     for (const kvt_op *op = agent->held; op; op = op->next_active) {
