@@ -62,6 +62,10 @@
  *   operation at once into caller arrays, kvt_notify_poll for received notifications and
  *   kvt_peer_events_poll for heartbeat reports (peers unresponsive or responsive again, see
  *   "Heartbeat"). kvt_agent_wait blocks instead (C callers, tests).
+ *   The three polls never wait for the progress thread: completions and notifications are queued under
+ *   a lock of their own, held only to queue or dequeue one, and kvt_peer_events_poll takes the agent's
+ *   lock only when a report is pending. The wake-up byte is written after the progress thread released
+ *   its locks.
  *   An operation is its own completion record, allocated at kvt_xfer_post (which refuses with
  *   KVT_ERR_NO_MEMORY when it cannot): delivering a completion allocates nothing and cannot fail.
  *

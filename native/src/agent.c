@@ -172,14 +172,17 @@ void kvt_agent_kick(kvt_agent *agent) {
 void kvt_command_submit_locked(kvt_agent *agent, kvt_command *command) {
     command->next = NULL;
     command->done = false;
+    bool sync = command->sync; /* an asynchronous command may be run and freed once it is queued */
+    pthread_mutex_lock(&agent->command_lock);
     if (agent->commands_tail)
         agent->commands_tail->next = command;
     else
         agent->commands = command;
     agent->commands_tail = command;
     atomic_store_explicit(&agent->commands_pending, true, memory_order_release);
+    pthread_mutex_unlock(&agent->command_lock);
     kvt_agent_kick(agent);
-    if (command->sync)
+    if (sync)
         while (!command->done) pthread_cond_wait(&agent->command_done, &agent->lock);
 }
 
@@ -223,11 +226,11 @@ static void complete_command(kvt_agent *agent, kvt_command *command) {
 /* Runs one batch of commands; returns false after KVT_CMD_STOP. */
 static bool run_commands(kvt_agent *agent, bool *worked) {
     if (!atomic_load_explicit(&agent->commands_pending, memory_order_acquire)) return true;
-    pthread_mutex_lock(&agent->lock);
+    pthread_mutex_lock(&agent->command_lock);
     kvt_command *command = agent->commands;
     agent->commands = agent->commands_tail = NULL;
     atomic_store_explicit(&agent->commands_pending, false, memory_order_relaxed);
-    pthread_mutex_unlock(&agent->lock);
+    pthread_mutex_unlock(&agent->command_lock);
     bool keep_running = true;
     while (command) {
         kvt_command *next = command->next; /* a completed sync command may vanish */
@@ -308,9 +311,9 @@ static void shut_down(kvt_agent *agent) {
                  "endpoints were force-closed",
                  agent->name, forced);
     agent->shutdown_done = true;
-    agent->wake_signaled = false; /* wake the consumer even when completions were left unpolled */
-    kvt_signal_pending_locked(agent);
+    pthread_cond_broadcast(&agent->pending_cond);
     pthread_mutex_unlock(&agent->lock);
+    kvt_wake_consumer(agent); /* a byte of its own: the consumer is woken even when completions were left unpolled */
 }
 
 /* Starts the backend (for UCX, context and worker: tens of milliseconds), then makes the agent visible to
@@ -330,13 +333,10 @@ static bool start_backend(kvt_agent *agent) {
     snprintf(agent->start_detail, sizeof agent->start_detail, "%s", detail);
     agent->start_done = true;
     pthread_cond_broadcast(&agent->pending_cond);
-    if (agent->announce_start) {
-        /* A byte of its own: the completion edge (wake_signaled) stays armed for what comes next. */
-        const char byte = 1;
-        ssize_t written = write(agent->wake_pipe[1], &byte, 1);
-        (void)written; /* EAGAIN: the pipe is full, so the reader is already woken */
-    }
+    bool announce = agent->announce_start;
     pthread_mutex_unlock(&agent->lock);
+    /* A byte of its own: the completion edge (wake_signaled) stays armed for what comes next. */
+    if (announce) kvt_wake_consumer(agent);
     return status == KVT_OK;
 }
 
@@ -401,6 +401,8 @@ static void agent_free(kvt_agent *agent) {
     pthread_cond_destroy(&agent->command_done);
     pthread_cond_destroy(&agent->pending_cond);
     pthread_rwlock_destroy(&agent->region_lock);
+    pthread_mutex_destroy(&agent->delivery_lock);
+    pthread_mutex_destroy(&agent->command_lock);
     free(agent);
 }
 
@@ -426,6 +428,8 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     pthread_cond_init(&agent->pending_cond, &attr);
     pthread_condattr_destroy(&attr);
     pthread_rwlock_init(&agent->region_lock, NULL);
+    pthread_mutex_init(&agent->delivery_lock, NULL);
+    pthread_mutex_init(&agent->command_lock, NULL);
     kvt_blocks_init(agent);
     agent->notifications = calloc(KVT_MAX_PENDING_NOTIFICATIONS, sizeof *agent->notifications);
     if (!agent->notifications) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_agent_create: out of memory");
@@ -709,16 +713,29 @@ __attribute__((destructor)) static void abandon_agents_at_unload(void) {
 
 /* ---- completion delivery -------------------------------------------------------------------------- */
 
-void kvt_signal_pending_locked(kvt_agent *agent) {
-    pthread_cond_broadcast(&agent->pending_cond);
-    if (agent->wake_signaled) return;
-    agent->wake_signaled = true;
+void kvt_wake_consumer(kvt_agent *agent) {
     const char byte = 1;
     ssize_t written = write(agent->wake_pipe[1], &byte, 1);
     (void)written; /* EAGAIN: the pipe is full, so the reader is already woken */
 }
 
+/* Whether the wake-up edge fires now (delivery_lock held): the first time since the last poll. */
+static bool fire_wake_delivery_locked(kvt_agent *agent) {
+    if (agent->wake_signaled) return false;
+    agent->wake_signaled = true;
+    return true;
+}
+
+bool kvt_signal_pending_locked(kvt_agent *agent) {
+    pthread_cond_broadcast(&agent->pending_cond);
+    pthread_mutex_lock(&agent->delivery_lock);
+    bool wake = fire_wake_delivery_locked(agent);
+    pthread_mutex_unlock(&agent->delivery_lock);
+    return wake;
+}
+
 void kvt_completion_push_locked(kvt_agent *agent, kvt_op *op) {
+    pthread_mutex_lock(&agent->delivery_lock);
     op->completion_queued = true;
     op->completion_next = NULL;
     op->completion_prev = agent->completions_last;
@@ -728,9 +745,11 @@ void kvt_completion_push_locked(kvt_agent *agent, kvt_op *op) {
         agent->completions_first = op;
     agent->completions_last = op;
     agent->completion_count++;
+    pthread_mutex_unlock(&agent->delivery_lock);
 }
 
-void kvt_completion_remove_locked(kvt_agent *agent, kvt_op *op) {
+/* Takes a queued op off the completion queue (delivery_lock held). */
+static void completion_remove_delivery_locked(kvt_agent *agent, kvt_op *op) {
     if (!op->completion_queued) return;
     if (op->completion_prev)
         op->completion_prev->completion_next = op->completion_next;
@@ -745,13 +764,32 @@ void kvt_completion_remove_locked(kvt_agent *agent, kvt_op *op) {
     agent->completion_count--;
 }
 
-static bool anything_pending_locked(const kvt_agent *agent) {
-    return agent->completion_count > 0 || agent->notification_count > 0 || agent->peer_events_pending > 0;
+void kvt_completion_remove_locked(kvt_agent *agent, kvt_op *op) {
+    pthread_mutex_lock(&agent->delivery_lock);
+    completion_remove_delivery_locked(agent, op);
+    pthread_mutex_unlock(&agent->delivery_lock);
 }
 
-void kvt_rearm_wake_locked(kvt_agent *agent) {
+/* Peer reports are counted before they are signalled (kvt_signal_pending_locked takes delivery_lock), so a
+ * re-arm that reads none here is followed by that signal's byte. */
+static bool anything_pending_delivery_locked(const kvt_agent *agent) {
+    return agent->completion_count > 0 || agent->notification_count > 0 ||
+           atomic_load(&agent->peer_events_pending) > 0;
+}
+
+static bool anything_pending(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->delivery_lock);
+    bool pending = anything_pending_delivery_locked(agent);
+    pthread_mutex_unlock(&agent->delivery_lock);
+    return pending;
+}
+
+bool kvt_rearm_wake(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->delivery_lock);
     agent->wake_signaled = false;
-    if (anything_pending_locked(agent)) kvt_signal_pending_locked(agent);
+    bool wake = anything_pending_delivery_locked(agent) && fire_wake_delivery_locked(agent);
+    pthread_mutex_unlock(&agent->delivery_lock);
+    return wake;
 }
 
 kvt_status kvt_agent_wake_fd(uint32_t agent_id, int32_t *out_fd) {
@@ -773,17 +811,19 @@ kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids
                        "out_count and (capacity > 0) the arrays must not be NULL", &agent);
     if (status != KVT_OK) return status;
     uint32_t n = 0;
-    pthread_mutex_lock(&agent->lock);
+    /* Without the agent lock: a queued op's fields are final (it was terminal before it was queued) and it
+     * is not freed while queued (kvt_xfer_release takes it off the queue first). */
+    pthread_mutex_lock(&agent->delivery_lock);
     while (n < capacity && agent->completions_first) {
         kvt_op *op = agent->completions_first;
-        kvt_completion_remove_locked(agent, op);
+        completion_remove_delivery_locked(agent, op);
         op_ids[n] = op->id;
         statuses[n] = op->status;
         bytes_done[n] = atomic_load_explicit(&op->bytes_done, memory_order_relaxed);
         n++;
     }
-    kvt_rearm_wake_locked(agent);
-    pthread_mutex_unlock(&agent->lock);
+    pthread_mutex_unlock(&agent->delivery_lock);
+    if (kvt_rearm_wake(agent)) kvt_wake_consumer(agent);
     *out_count = n;
     kvt_agent_release(agent);
     return KVT_OK;
@@ -803,11 +843,11 @@ kvt_status kvt_agent_wait(uint32_t agent_id, uint32_t timeout_ms) {
     }
     pthread_mutex_lock(&agent->lock);
     agent->blocked_waits++;
-    while (!anything_pending_locked(agent) && !agent->closing) {
+    while (!anything_pending(agent) && !agent->closing) {
         if (pthread_cond_timedwait(&agent->pending_cond, &agent->lock, &deadline) == ETIMEDOUT) break;
     }
     agent->blocked_waits--;
-    bool pending = anything_pending_locked(agent);
+    bool pending = anything_pending(agent);
     pthread_mutex_unlock(&agent->lock);
     kvt_agent_release(agent);
     /* Not counted as an error: "nothing pending yet" is an ordinary answer of a wait. */
@@ -841,23 +881,28 @@ kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold) {
 void kvt_agent_deliver_notification(kvt_agent *agent, const char *sender, const uint8_t *data, uint32_t length) {
     kvt_notification *note = NULL;
     if (length <= KVT_MAX_NOTIFICATION) note = malloc(sizeof *note + length);
-    pthread_mutex_lock(&agent->lock);
-    if (!note || agent->notification_count >= KVT_MAX_PENDING_NOTIFICATIONS) {
-        kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED, 1);
-        pthread_mutex_unlock(&agent->lock);
-        free(note);
-        return;
+    if (note) {
+        snprintf(note->sender, sizeof note->sender, "%s", sender);
+        note->length = length;
+        if (length) memcpy(note->data, data, length);
     }
-    snprintf(note->sender, sizeof note->sender, "%s", sender);
-    note->length = length;
-    if (length) memcpy(note->data, data, length);
-    agent->notifications[(agent->notification_head + agent->notification_count) % KVT_MAX_PENDING_NOTIFICATIONS] =
-        note;
-    agent->notification_count++;
-    kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_RECEIVED, 1);
-    kvt_counter_add(agent, KVT_COUNTER_PENDING_NOTIFICATIONS, 1);
-    kvt_signal_pending_locked(agent);
+    pthread_mutex_lock(&agent->lock); /* kvt_agent_wait looks for it under the lock */
+    pthread_mutex_lock(&agent->delivery_lock);
+    bool queued = note && agent->notification_count < KVT_MAX_PENDING_NOTIFICATIONS;
+    if (queued) {
+        agent->notifications[(agent->notification_head + agent->notification_count) % KVT_MAX_PENDING_NOTIFICATIONS] =
+            note;
+        agent->notification_count++;
+        kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_RECEIVED, 1);
+        kvt_counter_add(agent, KVT_COUNTER_PENDING_NOTIFICATIONS, 1);
+    } else {
+        kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED, 1);
+    }
+    pthread_mutex_unlock(&agent->delivery_lock);
+    bool wake = queued && kvt_signal_pending_locked(agent);
     pthread_mutex_unlock(&agent->lock);
+    if (!queued) free(note);
+    if (wake) kvt_wake_consumer(agent);
 }
 
 kvt_status kvt_notify_poll(uint32_t agent_id, char *sender, uint32_t sender_capacity, uint8_t *data,
@@ -866,30 +911,39 @@ kvt_status kvt_notify_poll(uint32_t agent_id, char *sender, uint32_t sender_capa
     kvt_status status = kvt_poll_enter(agent_id, "kvt_notify_poll", sender && data && out_length && out_got,
                                        "sender, data, out_length and out_got must not be NULL", &agent);
     if (status != KVT_OK) return status;
-    pthread_mutex_lock(&agent->lock);
     *out_got = 0;
+    kvt_notification *taken = NULL;
+    size_t name_length = 0;
+    uint32_t needed_length = 0;
+    pthread_mutex_lock(&agent->delivery_lock); /* not the agent lock: see delivery_lock */
     if (agent->notification_count > 0) {
         kvt_notification *note = agent->notifications[agent->notification_head];
-        size_t name_length = strlen(note->sender);
-        if (sender_capacity <= name_length || data_capacity < note->length) {
-            status = kvt_fail(KVT_ERR_INVALID_PARAM,
-                              "kvt_notify_poll: the next notification needs sender capacity %zu and data capacity %u "
-                              "(got %u and %u); it stays queued",
-                              name_length + 1, note->length, sender_capacity, data_capacity);
-        } else {
-            memcpy(sender, note->sender, name_length + 1);
-            memcpy(data, note->data, note->length);
-            *out_length = note->length;
-            *out_got = 1;
+        name_length = strlen(note->sender);
+        needed_length = note->length;
+        if (sender_capacity > name_length && data_capacity >= note->length) {
+            taken = note;
             agent->notifications[agent->notification_head] = NULL;
             agent->notification_head = (agent->notification_head + 1) % KVT_MAX_PENDING_NOTIFICATIONS;
             agent->notification_count--;
             kvt_counter_add(agent, KVT_COUNTER_PENDING_NOTIFICATIONS, -1);
-            free(note);
+        } else {
+            status = KVT_ERR_INVALID_PARAM;
         }
     }
-    kvt_rearm_wake_locked(agent);
-    pthread_mutex_unlock(&agent->lock);
+    pthread_mutex_unlock(&agent->delivery_lock);
+    if (taken) {
+        memcpy(sender, taken->sender, name_length + 1);
+        memcpy(data, taken->data, taken->length);
+        *out_length = taken->length;
+        *out_got = 1;
+        free(taken);
+    } else if (status != KVT_OK) {
+        kvt_fail(status,
+                 "kvt_notify_poll: the next notification needs sender capacity %zu and data capacity %u (got %u and "
+                 "%u); it stays queued",
+                 name_length + 1, needed_length, sender_capacity, data_capacity);
+    }
+    if (kvt_rearm_wake(agent)) kvt_wake_consumer(agent);
     return kvt_agent_finish(agent, status);
 }
 
@@ -926,7 +980,7 @@ kvt_status kvt_fault_delay_completions(uint32_t agent_id, uint32_t ms) {
     kvt_status status = kvt_enter(agent_id, "kvt_fault_delay_completions", &agent);
     if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
-    agent->delay_ms = ms;
+    atomic_store(&agent->delay_ms, ms);
     kvt_agent_kick(agent);
     pthread_mutex_unlock(&agent->lock);
     kvt_agent_release(agent);
@@ -963,7 +1017,7 @@ kvt_status kvt_fault_clear(uint32_t agent_id) {
     if (status != KVT_OK) return status;
     pthread_mutex_lock(&agent->lock);
     memset(agent->faults, 0, sizeof agent->faults);
-    agent->delay_ms = 0;
+    atomic_store(&agent->delay_ms, 0);
     atomic_store(&agent->issue_limit, KVT_ISSUE_UNLIMITED);
     atomic_store(&agent->progress_stalled, false);
     kvt_agent_kick(agent);

@@ -14,12 +14,20 @@ typedef struct {
     uint32_t peer_id;
 } probe_target;
 
+/* A peer's connection whose process the round may judge gone, read before the round without the agent lock
+ * (kvt_process_gone reads /proc, which the progress thread must not do while it holds the lock). */
+typedef struct {
+    kvt_conn *conn;
+    bool gone;
+} suspect;
+
 /* Whether the layers above want to hear of the peer's silence: it has transfers in flight or is watched. */
 static bool followed(const kvt_peer *peer) {
     return peer->conn && (peer->busy > 0 || peer->heartbeat.watched);
 }
 
-static void transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
+/* Records a transition; true when a byte is due on the wake-up pipe (kvt_signal_pending_locked). */
+static bool transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
     kvt_peer_heartbeat *hb = &peer->heartbeat;
     hb->unresponsive = unresponsive;
     hb->transitions++;
@@ -29,12 +37,35 @@ static void transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsiv
         hb->responsive_silence_ns = silence_ns;
     agent->peer_events_pending++;
     kvt_counter_add(agent, KVT_COUNTER_UNRESPONSIVE_PEERS, unresponsive ? 1 : -1);
-    kvt_signal_pending_locked(agent);
+    return kvt_signal_pending_locked(agent);
+}
+
+/* Lists (with a reference on each connection) the peers awaiting an answer and not reported, whose process
+ * the round may find gone. */
+static uint32_t suspects_locked(kvt_agent *agent, suspect *suspects) {
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < agent->peer_count; i++) {
+        kvt_peer *peer = agent->peers[i];
+        if (!followed(peer) || atomic_load(&peer->conn->failed) || !peer->heartbeat.awaiting ||
+            peer->heartbeat.unresponsive)
+            continue;
+        peer->conn->refs++;
+        suspects[count++] = (suspect){.conn = peer->conn};
+    }
+    return count;
+}
+
+static bool suspect_gone(const suspect *suspects, uint32_t count, const kvt_conn *conn) {
+    for (uint32_t i = 0; i < count; i++)
+        if (suspects[i].conn == conn) return suspects[i].gone;
+    return false; /* loaded or followed since the suspects were listed: judged at the next round */
 }
 
 /* Counts a missed round for each probed peer still awaiting an answer, reports the ones past the miss
- * count, and lists every probed peer (with a reference on its connection) for a new probe. */
-static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targets) {
+ * count or found gone among `suspects`, and lists every probed peer (with a reference on its connection)
+ * for a new probe. Sets *wake when a byte is due on the wake-up pipe. */
+static uint32_t round_locked(kvt_agent *agent, uint64_t now, const suspect *suspects, uint32_t suspect_count,
+                             probe_target *targets, bool *wake) {
     uint32_t count = 0;
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
@@ -43,7 +74,7 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
             /* A connection the transport failed (the process died, or its endpoint was force-closed) can
              * answer no probe until the peer is loaded again: a followed peer is reported at once. */
             if (followed(peer) && !hb->unresponsive)
-                transition_locked(agent, peer, true, hb->awaiting ? now - hb->silent_since_ns : 0);
+                *wake |= transition_locked(agent, peer, true, hb->awaiting ? now - hb->silent_since_ns : 0);
             hb->awaiting = false; /* a later round starts counting afresh */
             hb->missed = 0;
             continue;
@@ -55,9 +86,9 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
              * answered or not: over shared memory UCX sees no death, and a process killed before its first
              * answer would otherwise never be reported. */
             if (atomic_load(&peer->conn->answered)) hb->missed++;
-            if (!hb->unresponsive &&
-                (hb->missed >= agent->heartbeat_misses || kvt_process_gone(&peer->conn->meta.process)))
-                transition_locked(agent, peer, true, now - hb->silent_since_ns);
+            if (!hb->unresponsive && (hb->missed >= agent->heartbeat_misses ||
+                                      suspect_gone(suspects, suspect_count, peer->conn)))
+                *wake |= transition_locked(agent, peer, true, now - hb->silent_since_ns);
         } else {
             hb->awaiting = true;
             hb->missed = 0;
@@ -84,10 +115,19 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
     pthread_mutex_lock(&agent->lock);
     atomic_store_explicit(&agent->next_heartbeat_ns, now + agent->heartbeat_interval_ms * NS_PER_MS,
                           memory_order_relaxed);
+    suspect *suspects = agent->peer_count ? malloc(agent->peer_count * sizeof *suspects) : NULL;
+    uint32_t suspect_count = suspects ? suspects_locked(agent, suspects) : 0; /* no memory: judged by misses */
+    pthread_mutex_unlock(&agent->lock);
+    for (uint32_t i = 0; i < suspect_count; i++) suspects[i].gone = kvt_process_gone(&suspects[i].conn->meta.process);
+    pthread_mutex_lock(&agent->lock);
     /* Probes go out after the lock is released: a loopback probe takes the target agent's lock. */
     probe_target *targets = agent->peer_count ? malloc(agent->peer_count * sizeof *targets) : NULL;
-    uint32_t count = round_locked(agent, now, targets);
+    bool wake = false;
+    uint32_t count = round_locked(agent, now, suspects, suspect_count, targets, &wake);
+    for (uint32_t i = 0; i < suspect_count; i++) kvt_conn_unref_locked(agent, suspects[i].conn);
     pthread_mutex_unlock(&agent->lock);
+    free(suspects);
+    if (wake) kvt_wake_consumer(agent);
     agent->heartbeat_probing = count > 0;
     if (!targets) return; /* no memory: this round's probes are lost and count as unanswered */
     for (uint32_t i = 0; i < count; i++) {
@@ -108,6 +148,7 @@ int kvt_heartbeat_next_timeout_ms(kvt_agent *agent) {
 }
 
 void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
+    bool wake = false;
     pthread_mutex_lock(&agent->lock);
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
@@ -115,12 +156,13 @@ void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
         kvt_peer_heartbeat *hb = &peer->heartbeat;
         kvt_counter_add(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
         if (peer->conn) atomic_store(&peer->conn->answered, true);
-        if (hb->unresponsive) transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
+        if (hb->unresponsive) wake = transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
         hb->awaiting = false;
         hb->missed = 0;
         break;
     }
     pthread_mutex_unlock(&agent->lock);
+    if (wake) kvt_wake_consumer(agent);
 }
 
 void kvt_heartbeat_peer_removed_locked(kvt_agent *agent, kvt_peer *peer) {
@@ -178,8 +220,10 @@ kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *
                        "out_count and (capacity > 0) the arrays must not be NULL", &agent);
     if (status != KVT_OK) return status;
     uint32_t n = 0;
-    pthread_mutex_lock(&agent->lock);
-    for (uint32_t i = 0; i < agent->peer_count && n < capacity; i++) {
+    /* Reports are rare and polled after every wake-up: only one that finds some takes the agent lock. */
+    bool any = atomic_load(&agent->peer_events_pending) > 0;
+    if (any) pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; any && i < agent->peer_count && n < capacity; i++) {
         kvt_peer *peer = agent->peers[i];
         kvt_peer_heartbeat *hb = &peer->heartbeat;
         while (n < capacity && hb->reported < hb->transitions) {
@@ -192,8 +236,8 @@ kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *
             n++;
         }
     }
-    kvt_rearm_wake_locked(agent);
-    pthread_mutex_unlock(&agent->lock);
+    if (any) pthread_mutex_unlock(&agent->lock);
+    if (kvt_rearm_wake(agent)) kvt_wake_consumer(agent);
     *out_count = n;
     return kvt_agent_finish(agent, KVT_OK);
 }

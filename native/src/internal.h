@@ -258,7 +258,7 @@ typedef struct kvt_op {
     struct kvt_op *next_active;
     kvt_command command; /* the KVT_CMD_POST that hands it to the progress thread */
     /* The op is its own completion record: once terminal it is linked on the agent's completion queue
-     * (under the agent lock) until polled or released, so delivering it cannot fail. */
+     * (under the agent's delivery_lock) until polled or released, so delivering it cannot fail. */
     bool completion_queued;
     struct kvt_op *completion_prev, *completion_next;
 } kvt_op;
@@ -308,6 +308,9 @@ struct kvt_agent {
     char shutdown_detail[1024];
     kvt_command stop_command;
 
+    /* Lock order: config_lock, region_lock, lock, then at most one leaf lock (delivery_lock, command_lock,
+     * blocks_lock). The progress thread takes `lock` for bookkeeping only, never across a backend call or a
+     * read of /proc: whatever it holds, a caller may be waiting for. */
     /* Serialises calls that change registrations, allocations and peers. */
     pthread_mutex_t config_lock;
     /* Protects everything below unless noted. */
@@ -316,6 +319,16 @@ struct kvt_agent {
     pthread_cond_t pending_cond; /* completions or notifications became pending */
     /* Held for reading while another agent's loopback copy touches this agent's regions. */
     pthread_rwlock_t region_lock;
+    /* What the consumer polls after a wake-up — completions, notifications — and the wake-up edge: a leaf
+     * lock, taken inside `lock` or alone. kvt_agent_poll and kvt_notify_poll take only this one, so they never
+     * wait for `lock`, which the progress thread takes while it works (and may be preempted holding: a poll
+     * waited 5.7 ms for it on a quiet 2-core machine). */
+    pthread_mutex_t delivery_lock;
+    kvt_op *completions_first, *completions_last; /* terminal ops not yet polled, oldest first */
+    size_t completion_count;
+    kvt_notification **notifications; /* ring */
+    size_t notification_head, notification_count;
+    bool wake_signaled; /* a byte was written to the wake-up pipe since the last poll */
 
     uint64_t metadata_generation;
     /* Highest region id in metadata exported since the backend last fenced (0: none): deregistering a
@@ -338,14 +351,13 @@ struct kvt_agent {
     kvt_conn *dead_conns;
     _Atomic bool dead_conns_pending; /* lets the progress thread skip the lock when there are none */
 
-    kvt_op *completions_first, *completions_last; /* terminal ops not yet polled, oldest first */
-    size_t completion_count;
-    kvt_notification **notifications; /* ring */
-    size_t notification_head, notification_count;
     int wake_pipe[2];
-    bool wake_signaled;
     uint32_t blocked_waits; /* kvt_agent_wait callers between their checks (for kvt_agent_blocked_waits) */
 
+    /* Commands queued for the progress thread, under command_lock: a leaf lock, taken inside `lock` by
+     * kvt_command_submit_locked and alone by the progress thread, which so takes its commands without
+     * `lock`. */
+    pthread_mutex_t command_lock;
     kvt_command *commands, *commands_tail;
     _Atomic bool commands_pending;
     int command_fd; /* eventfd the progress thread sleeps on */
@@ -353,14 +365,16 @@ struct kvt_agent {
     _Atomic bool abandoned; /* the library is being unloaded: the progress thread returns at once */
 
     uint32_t heartbeat_interval_ms, heartbeat_misses;
-    uint64_t peer_events_pending; /* heartbeat transitions not yet polled */
+    /* Heartbeat transitions not yet polled; changed under `lock`, read without it by a re-arm of the wake-up
+     * and by kvt_peer_events_poll, which takes `lock` only when there is one. */
+    _Atomic uint64_t peer_events_pending;
     _Atomic uint64_t next_heartbeat_ns; /* the next probe round (0: at once); progress thread, reset by settings */
     bool heartbeat_probing; /* progress thread: the last round probed a peer */
     _Atomic bool heartbeat_woken; /* kvt_heartbeat_wake */
 
     kvt_fault faults[KVT_FAULT_ALLOCATION + 1];
     _Atomic bool progress_stalled; /* kvt_fault_stall_progress */
-    uint32_t delay_ms;
+    _Atomic uint32_t delay_ms; /* kvt_fault_delay_completions: read by the progress thread without the lock */
     _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
     _Atomic bool serving_held;    /* kvt_test_hold_serving: UCX does not progress the serving worker */
 
@@ -463,15 +477,20 @@ void kvt_agent_call_async(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void
                           size_t arg_size);
 /* Wakes the progress thread. */
 void kvt_agent_kick(kvt_agent *agent);
-/* Signals the wake pipe / pending condition (agent->lock held). */
-void kvt_signal_pending_locked(kvt_agent *agent);
-/* After a poll: re-arms the wake-up edge, and fires it again if something is still pending (agent->lock held). */
-void kvt_rearm_wake_locked(kvt_agent *agent);
+/* Something became pending (agent->lock held): wakes kvt_agent_wait callers and arms the wake-up edge. True
+ * when a byte is due on the wake-up pipe: the caller writes it with kvt_wake_consumer once it released the
+ * lock, so the consumer it wakes does not find the lock held. */
+bool kvt_signal_pending_locked(kvt_agent *agent);
+/* After a poll: re-arms the wake-up edge; true when something is still pending, so a byte is due again. */
+bool kvt_rearm_wake(kvt_agent *agent);
+/* Writes a byte to the wake-up pipe (hold no lock of the agent). */
+void kvt_wake_consumer(kvt_agent *agent);
 /* Frees the memory jobs whose outcome nobody asked for (destroy, after the progress thread ended). */
 void kvt_mem_jobs_free(kvt_agent *agent);
 /* Consumes a one-shot fault at `point` (agent->lock held): its code, or KVT_OK. */
 kvt_status kvt_fault_take_locked(kvt_agent *agent, uint32_t point);
-/* Queues a terminal op's completion / takes it off the queue (agent->lock held; allocates nothing). */
+/* Queues a terminal op's completion / takes it off the queue (agent->lock held; takes delivery_lock;
+ * allocates nothing). */
 void kvt_completion_push_locked(kvt_agent *agent, kvt_op *op);
 void kvt_completion_remove_locked(kvt_agent *agent, kvt_op *op);
 /* Finds a live agent by name and incarnation and pins it (loopback peers). NULL when gone. */

@@ -227,11 +227,8 @@ static kvt_status run_job(kvt_agent *agent, void *arg, char *detail, size_t deta
     job->status = status;
     snprintf(job->detail, sizeof job->detail, "%s", failure);
     job->done = true;
-    /* A byte of its own: the completion edge (wake_signaled) stays armed for what comes next. */
-    const char byte = 1;
-    ssize_t written = write(agent->wake_pipe[1], &byte, 1);
-    (void)written; /* EAGAIN: the pipe is full, so the reader is already woken */
     pthread_mutex_unlock(&agent->lock);
+    kvt_wake_consumer(agent); /* a byte of its own: the completion edge (wake_signaled) stays armed */
     return KVT_OK;
 }
 

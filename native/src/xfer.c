@@ -276,8 +276,9 @@ static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
                     (int64_t)atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
     kvt_count_result(agent, status);
     kvt_completion_push_locked(agent, op);
-    kvt_signal_pending_locked(agent);
+    bool wake = kvt_signal_pending_locked(agent);
     pthread_mutex_unlock(&agent->lock);
+    if (wake) kvt_wake_consumer(agent);
 }
 
 void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op) {
@@ -334,9 +335,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
         }
     }
     if (!agent->held) return;
-    pthread_mutex_lock(&agent->lock);
-    uint32_t delay_ms = agent->delay_ms;
-    pthread_mutex_unlock(&agent->lock);
+    uint32_t delay_ms = atomic_load(&agent->delay_ms);
     uint64_t now = kvt_now_ns();
     for (kvt_op **link = &agent->held; *link;) {
         kvt_op *op = *link;
@@ -353,9 +352,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
 
 int kvt_ops_next_timeout_ms(kvt_agent *agent) {
     if (!agent->held) return -1;
-    pthread_mutex_lock(&agent->lock);
-    uint32_t delay_ms = agent->delay_ms;
-    pthread_mutex_unlock(&agent->lock);
+    uint32_t delay_ms = atomic_load(&agent->delay_ms);
     if (delay_ms == KVT_DELAY_FOREVER) return -1;
     uint64_t now = kvt_now_ns(), soonest = UINT64_MAX;
     for (const kvt_op *op = agent->held; op; op = op->next_active) {

@@ -1,6 +1,6 @@
 /* Agent lifecycle: names, backends, destroy refusals, the wake-up fd and waiting. */
 #include "harness.h"
-#include "internal.h" /* kvt_agent_blocked_waits */
+#include "internal.h" /* kvt_agent_blocked_waits, agent->lock */
 
 #include <poll.h>
 #include <pthread.h>
@@ -208,6 +208,84 @@ static void blocked_waits_are_counted(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_blocked_waits(agent, &count));
 }
 
+typedef struct {
+    uint32_t agent;
+    uint64_t op_id, bytes;
+    int32_t op_status;
+    uint32_t completions, notifications, peer_events;
+    char sender[KVT_MAX_NAME + 1];
+    uint8_t data[KVT_MAX_NOTIFICATION];
+    uint32_t data_length;
+    atomic_bool done;
+} consumer_polls;
+
+/* What a consumer does after a wake-up: every poll once. */
+static void *poll_everything(void *arg) {
+    consumer_polls *polls = arg;
+    CHECK_OK(kvt_agent_poll(polls->agent, 1, &polls->op_id, &polls->op_status, &polls->bytes, &polls->completions));
+    CHECK_OK(kvt_notify_poll(polls->agent, polls->sender, sizeof polls->sender, polls->data, sizeof polls->data,
+                             &polls->data_length, &polls->notifications));
+    uint32_t peer_id, kind;
+    uint64_t silence_ms;
+    CHECK_OK(kvt_peer_events_poll(polls->agent, 1, &peer_id, &kind, &silence_ms, &polls->peer_events));
+    atomic_store(&polls->done, true);
+    return NULL;
+}
+
+static bool polled(void *context) { return atomic_load(&((consumer_polls *)context)->done); }
+
+typedef struct {
+    uint32_t agent;
+    uint64_t op;
+} op_ref;
+
+/* Whether the op is terminal, read by status alone: its completion stays queued for the polls. */
+static bool op_ended(void *context) {
+    const op_ref *ref = context;
+    int32_t status;
+    uint64_t bytes;
+    CHECK_OK(kvt_xfer_status(ref->agent, ref->op, &status, &bytes, NULL));
+    return status != KVT_IN_PROGRESS;
+}
+
+/* The polls a consumer makes after a wake-up never wait for the agent lock, which the progress thread takes
+ * while it works (and may be preempted holding): here the test holds it through all of them. */
+static void polls_do_not_wait_for_the_agent_lock(void) {
+    uint32_t agent_id = make_agent("lock-free-polls");
+    uint8_t *memory;
+    uint32_t region = alloc_region(agent_id, 8192, &memory);
+    uint64_t generation;
+    uint32_t self = load_peer(agent_id, agent_id, &generation);
+    uint64_t op;
+    CHECK_OK(post_one(agent_id, KVT_XFER_WRITE, self, generation, region, 0, region, 4096, 4096, &op));
+    op_ref ref = {.agent = agent_id, .op = op};
+    wait_until(agent_id, op_ended, &ref, "the write to end", WAIT_DEADLINE_MS);
+    CHECK_OK(kvt_notify_send(agent_id, self, generation, (const uint8_t *)"ping", 4));
+    wait_counter_at_least(agent_id, KVT_COUNTER_NOTIFICATIONS_RECEIVED, 1);
+
+    kvt_agent *agent;
+    CHECK_OK(kvt_agent_acquire(agent_id, "test", &agent));
+    pthread_mutex_lock(&agent->lock);
+    consumer_polls polls = {.agent = agent_id};
+    pthread_t consumer;
+    CHECK(pthread_create(&consumer, NULL, poll_everything, &polls) == 0, "thread");
+    wait_until(0, polled, &polls, "the polls while the agent lock is held", WAIT_DEADLINE_MS);
+    pthread_mutex_unlock(&agent->lock);
+    kvt_agent_release(agent);
+    pthread_join(consumer, NULL);
+
+    CHECK(polls.completions == 1 && polls.op_id == op && polls.op_status == KVT_OK && polls.bytes == 4096,
+          "the completion (%u: op %llu, %s, %llu bytes)", polls.completions, (unsigned long long)polls.op_id,
+          kvt_status_name(polls.op_status), (unsigned long long)polls.bytes);
+    CHECK(polls.notifications == 1 && polls.data_length == 4 && memcmp(polls.data, "ping", 4) == 0 &&
+              strcmp(polls.sender, "lock-free-polls") == 0,
+          "the notification (%u, from '%s')", polls.notifications, polls.sender);
+    CHECK(polls.peer_events == 0, "no peer report (%u)", polls.peer_events);
+    CHECK_OK(kvt_xfer_release(agent_id, op));
+    free_region(agent_id, region, memory);
+    CHECK_OK(kvt_agent_destroy(agent_id));
+}
+
 /* A wait already blocked when the destroy starts is cut short: nothing pending, so KVT_ERR_TIMEOUT long
  * before its 600 s. A wait that starts after the destroy finds no agent. */
 static void destroy_cuts_a_blocked_wait_short(void) {
@@ -223,4 +301,4 @@ static void destroy_cuts_a_blocked_wait_short(void) {
 TEST_MAIN("agent", TEST(create_and_destroy), TEST(refuses_bad_names_flags_backends),
           TEST(destroy_refuses_while_memory_or_operations_remain), TEST(wake_fd_signals_completions),
           TEST(stale_handles_are_not_found), TEST(destroy_races_other_calls), TEST(blocked_waits_are_counted),
-          TEST(destroy_cuts_a_blocked_wait_short))
+          TEST(destroy_cuts_a_blocked_wait_short), TEST(polls_do_not_wait_for_the_agent_lock))
