@@ -56,7 +56,7 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
              * answer would otherwise never be reported. */
             if (atomic_load(&peer->conn->answered)) hb->missed++;
             if (!hb->unresponsive &&
-                (hb->missed >= agent->heartbeat_misses || kvt_process_gone(&peer->conn->meta.process)))
+                (hb->missed >= agent->heartbeat_misses || kvt_conn_process_gone(peer->conn)))
                 transition_locked(agent, peer, true, now - hb->silent_since_ns);
         } else {
             hb->awaiting = true;
