@@ -345,6 +345,7 @@ struct kvt_agent {
 
     kvt_command *commands, *commands_tail;
     _Atomic bool commands_pending;
+    _Atomic bool sleeping; /* the progress thread may be in backend->sleep: a queued command must kick it */
     int command_fd; /* eventfd the progress thread sleeps on */
     pthread_t thread;
     _Atomic bool abandoned; /* the library is being unloaded: the progress thread returns at once */
