@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,7 +376,10 @@ static void *progress_main(void *arg) {
         was_active = false;
         worked |= kvt_blocks_prepare(agent); /* idle: the next post's memory */
         if (worked || atomic_load_explicit(&agent->commands_pending, memory_order_acquire)) continue;
-        if (linger_until_ns != 0 && kvt_now_ns() < linger_until_ns) continue;
+        if (linger_until_ns != 0 && kvt_now_ns() < linger_until_ns) {
+            sched_yield(); /* a thread that waits for a core (Node's, to post the next one) goes first */
+            continue;
+        }
         linger_until_ns = 0;
         atomic_store(&agent->sleeping, true);
         if (!atomic_load(&agent->commands_pending))
