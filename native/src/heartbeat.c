@@ -14,13 +14,6 @@ typedef struct {
     uint32_t peer_id;
 } probe_target;
 
-/* A peer's connection whose process the round may judge gone, read before the round without the agent lock
- * (kvt_process_gone reads /proc, which the progress thread must not do while it holds the lock). */
-typedef struct {
-    kvt_conn *conn;
-    bool gone;
-} suspect;
-
 /* Whether the layers above want to hear of the peer's silence: it has transfers in flight or is watched. */
 static bool followed(const kvt_peer *peer) {
     return peer->conn && (peer->busy > 0 || peer->heartbeat.watched);
@@ -40,32 +33,11 @@ static bool transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsiv
     return kvt_signal_pending_locked(agent);
 }
 
-/* Lists (with a reference on each connection) the peers awaiting an answer and not reported, whose process
- * the round may find gone. */
-static uint32_t suspects_locked(kvt_agent *agent, suspect *suspects) {
-    uint32_t count = 0;
-    for (uint32_t i = 0; i < agent->peer_count; i++) {
-        kvt_peer *peer = agent->peers[i];
-        if (!followed(peer) || atomic_load(&peer->conn->failed) || !peer->heartbeat.awaiting ||
-            peer->heartbeat.unresponsive)
-            continue;
-        peer->conn->refs++;
-        suspects[count++] = (suspect){.conn = peer->conn};
-    }
-    return count;
-}
-
-static bool suspect_gone(const suspect *suspects, uint32_t count, const kvt_conn *conn) {
-    for (uint32_t i = 0; i < count; i++)
-        if (suspects[i].conn == conn) return suspects[i].gone;
-    return false; /* loaded or followed since the suspects were listed: judged at the next round */
-}
-
 /* Counts a missed round for each probed peer still awaiting an answer, reports the ones past the miss
- * count or found gone among `suspects`, and lists every probed peer (with a reference on its connection)
- * for a new probe. Sets *wake when a byte is due on the wake-up pipe. */
-static uint32_t round_locked(kvt_agent *agent, uint64_t now, const suspect *suspects, uint32_t suspect_count,
-                             probe_target *targets, bool *wake) {
+ * count or whose process is gone (kvt_conn_process_gone: after its first check, one poll of a pidfd), and
+ * lists every probed peer (with a reference on its connection) for a new probe. Sets *wake when a byte is
+ * due on the wake-up pipe. */
+static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targets, bool *wake) {
     uint32_t count = 0;
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
@@ -86,8 +58,8 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, const suspect *susp
              * answered or not: over shared memory UCX sees no death, and a process killed before its first
              * answer would otherwise never be reported. */
             if (atomic_load(&peer->conn->answered)) hb->missed++;
-            if (!hb->unresponsive && (hb->missed >= agent->heartbeat_misses ||
-                                      suspect_gone(suspects, suspect_count, peer->conn)))
+            if (!hb->unresponsive &&
+                (hb->missed >= agent->heartbeat_misses || kvt_conn_process_gone(peer->conn)))
                 *wake |= transition_locked(agent, peer, true, now - hb->silent_since_ns);
         } else {
             hb->awaiting = true;
@@ -115,18 +87,11 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
     pthread_mutex_lock(&agent->lock);
     atomic_store_explicit(&agent->next_heartbeat_ns, now + agent->heartbeat_interval_ms * NS_PER_MS,
                           memory_order_relaxed);
-    suspect *suspects = agent->peer_count ? malloc(agent->peer_count * sizeof *suspects) : NULL;
-    uint32_t suspect_count = suspects ? suspects_locked(agent, suspects) : 0; /* no memory: judged by misses */
-    pthread_mutex_unlock(&agent->lock);
-    for (uint32_t i = 0; i < suspect_count; i++) suspects[i].gone = kvt_process_gone(&suspects[i].conn->meta.process);
-    pthread_mutex_lock(&agent->lock);
     /* Probes go out after the lock is released: a loopback probe takes the target agent's lock. */
     probe_target *targets = agent->peer_count ? malloc(agent->peer_count * sizeof *targets) : NULL;
     bool wake = false;
-    uint32_t count = round_locked(agent, now, suspects, suspect_count, targets, &wake);
-    for (uint32_t i = 0; i < suspect_count; i++) kvt_conn_unref_locked(agent, suspects[i].conn);
+    uint32_t count = round_locked(agent, now, targets, &wake);
     pthread_mutex_unlock(&agent->lock);
-    free(suspects);
     if (wake) kvt_wake_consumer(agent);
     agent->heartbeat_probing = count > 0;
     if (!targets) return; /* no memory: this round's probes are lost and count as unanswered */

@@ -103,10 +103,6 @@ typedef struct {
     uint64_t start_time;
 } kvt_process_identity;
 void kvt_process_identity_self(kvt_process_identity *out);
-/* True only when the process shares this process's host (boot id) and pid namespace and no process
- * with that pid and start time is alive (a zombie counts as gone). Peers elsewhere are never judged
- * gone here: the transport reports them. */
-bool kvt_process_gone(const kvt_process_identity *identity);
 
 /* ---- objects ---------------------------------------------------------------------------------- */
 
@@ -163,8 +159,17 @@ typedef struct kvt_conn {
     _Atomic bool failed; /* the peer went away, or its endpoint was force-closed: reload to use it again */
     _Atomic bool probed, answered; /* heartbeat: a probe was sent on it / an answer came back on it */
     void *backend;       /* UCX: the endpoint (ucx.c) */
+    int process_fd;      /* a pidfd of the peer's process once a check opened it (liveness.c), else -1 */
+    bool process_fd_tried;
     struct kvt_conn *next_dead;
 } kvt_conn;
+
+/* True only when the peer's process shares this process's host (boot id) and pid namespace and no
+ * process with that pid and start time is alive (a zombie counts as gone). Peers elsewhere are never
+ * judged gone here: the transport reports them. Progress thread only. */
+bool kvt_conn_process_gone(kvt_conn *conn);
+/* Closes what kvt_conn_process_gone opened for `conn`. */
+void kvt_conn_forget_process(kvt_conn *conn);
 
 /* A peer's heartbeat state (heartbeat.c), under the agent lock. */
 typedef struct {
@@ -360,6 +365,7 @@ struct kvt_agent {
     pthread_mutex_t command_lock;
     kvt_command *commands, *commands_tail;
     _Atomic bool commands_pending;
+    _Atomic bool sleeping; /* the progress thread may be in backend->sleep: a queued command must kick it */
     int command_fd; /* eventfd the progress thread sleeps on */
     pthread_t thread;
     _Atomic bool abandoned; /* the library is being unloaded: the progress thread returns at once */
@@ -515,7 +521,7 @@ void kvt_reap_dead_conns(kvt_agent *agent);
 void kvt_peers_free_all(kvt_agent *agent);
 
 /* (P, liveness.c) At most every 100 ms: calls `on_gone` for each not yet failed connection of an active operation
- * whose process is gone (kvt_process_gone). */
+ * whose process is gone (kvt_conn_process_gone). */
 void kvt_liveness_check(kvt_agent *agent, uint64_t *next_check_ns, void (*on_gone)(kvt_agent *, kvt_conn *));
 
 /* ---- heartbeat (heartbeat.c) ---------------------------------------------------------------------- */

@@ -4,10 +4,12 @@
  * host) liveness comes from the transport (UCX endpoint errors). */
 #include "internal.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define LIVENESS_PERIOD_NS 100000000ull /* how often peers with operations in flight are checked */
@@ -83,12 +85,43 @@ static bool process_checkable(const kvt_process_identity *identity) {
            identity->pid_namespace == own.pid_namespace;
 }
 
-bool kvt_process_gone(const kvt_process_identity *identity) {
-    if (!process_checkable(identity)) return false;
+static bool process_stat_gone(const kvt_process_identity *identity) {
     uint64_t start_time;
     char state;
     if (!read_process_stat(identity->pid, &start_time, &state)) return true;
     return start_time != identity->start_time || state == 'Z' || state == 'X';
+}
+
+/* Whether the process behind a pidfd has exited (zombies included): one poll. */
+static bool pidfd_exited(int fd) {
+    struct pollfd exited = {.fd = fd, .events = POLLIN};
+    return poll(&exited, 1, 0) > 0; /* an interrupted poll (-1) says nothing */
+}
+
+/*
+ * Every operation is checked as it finishes moving, so the check must be cheap: reading
+ * /proc/<pid>/stat took 16-30 us here, a fifth of a 128 KiB read's round trip. The first check opens a
+ * pidfd and then reads the stat once: a start time that still matches means the pidfd is that process
+ * (a reused pid has another start time), and from then on one poll of it answers.
+ */
+bool kvt_conn_process_gone(kvt_conn *conn) {
+    const kvt_process_identity *identity = &conn->meta.process;
+    if (!process_checkable(identity)) return false;
+    if (conn->process_fd >= 0) return pidfd_exited(conn->process_fd);
+    bool first = !conn->process_fd_tried;
+    conn->process_fd_tried = true;
+    int fd = first ? (int)syscall(SYS_pidfd_open, (pid_t)identity->pid, 0) : -1;
+    if (process_stat_gone(identity)) {
+        if (fd >= 0) close(fd);
+        return true;
+    }
+    conn->process_fd = fd; /* -1 (no pidfds here, or none left): the stat is read at every check */
+    return false;
+}
+
+void kvt_conn_forget_process(kvt_conn *conn) {
+    if (conn->process_fd >= 0) close(conn->process_fd);
+    conn->process_fd = -1;
 }
 
 void kvt_liveness_check(kvt_agent *agent, uint64_t *next_check_ns, void (*on_gone)(kvt_agent *, kvt_conn *)) {
@@ -96,5 +129,5 @@ void kvt_liveness_check(kvt_agent *agent, uint64_t *next_check_ns, void (*on_gon
     if (now < *next_check_ns) return;
     *next_check_ns = now + LIVENESS_PERIOD_NS;
     for (kvt_op *op = agent->active; op; op = op->next_active)
-        if (!atomic_load(&op->conn->failed) && kvt_process_gone(&op->conn->meta.process)) on_gone(agent, op->conn);
+        if (!atomic_load(&op->conn->failed) && kvt_conn_process_gone(op->conn)) on_gone(agent, op->conn);
 }

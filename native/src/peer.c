@@ -23,6 +23,7 @@ void kvt_reap_dead_conns(kvt_agent *agent) {
     while (conn) {
         kvt_conn *next = conn->next_dead;
         agent->backend->disconnect(agent, conn);
+        kvt_conn_forget_process(conn);
         kvt_metadata_free(&conn->meta);
         free(conn);
         conn = next;
@@ -146,6 +147,7 @@ kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length
         } else {
             conn->meta = meta;
             conn->refs = 1;
+            conn->process_fd = -1;
             status = kvt_agent_call(agent, connect_call, conn);
             pthread_mutex_lock(&agent->lock);
             if (status == KVT_OK) status = install_conn_locked(agent, conn, &peer);

@@ -664,7 +664,7 @@ static uint8_t *shared_mapping(ucp_rkey_h rkey, const kvt_remote_region *region)
 
 static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size) {
     ucx_state *state = state_of(agent);
-    if (kvt_process_gone(&conn->meta.process)) {
+    if (kvt_conn_process_gone(conn)) {
         snprintf(detail, detail_size, "kvt_peer_load: the process (pid %llu) of peer '%s' is gone",
                  (unsigned long long)conn->meta.process.pid, conn->meta.name);
         return KVT_ERR_REMOTE_DISCONNECT;
@@ -894,7 +894,7 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
         if (status != KVT_OK) op->error = status;
     }
     /* Fail closed: bytes read from a peer that died meanwhile are not trusted. */
-    if (op->error == KVT_OK && !atomic_load(&conn->failed) && kvt_process_gone(&conn->meta.process))
+    if (op->error == KVT_OK && !atomic_load(&conn->failed) && kvt_conn_process_gone(conn))
         force_close(state_of(agent), conn);
     if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
     op->phase = KVT_PHASE_MOVED;

@@ -316,24 +316,8 @@ static bool release_due(const kvt_op *op, uint32_t delay_ms, uint64_t now) {
     return now >= op->backend_done_ns + (uint64_t)delay_ms * 1000000u;
 }
 
-void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
-    if (command) {
-        command->op->phase = KVT_PHASE_MOVING;
-        command->op->next_active = agent->active;
-        agent->active = command->op;
-        return;
-    }
-    for (kvt_op **link = &agent->active; *link;) {
-        kvt_op *op = *link;
-        step(agent, op);
-        if (op->phase == KVT_PHASE_HELD) {
-            *link = op->next_active;
-            op->next_active = agent->held;
-            agent->held = op;
-        } else {
-            link = &op->next_active;
-        }
-    }
+/* Ends every held operation whose completion delay (kvt_fault_delay_completions) is over. */
+static void release_held(kvt_agent *agent) {
     if (!agent->held) return;
     uint32_t delay_ms = atomic_load(&agent->delay_ms);
     uint64_t now = kvt_now_ns();
@@ -348,6 +332,30 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
         if (status == KVT_OK && atomic_load(&op->cancel_requested)) status = KVT_ERR_CANCELED;
         finalize(agent, op, status); /* `op` may be released and freed from here on */
     }
+}
+
+void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
+    if (command) {
+        command->op->phase = KVT_PHASE_MOVING;
+        command->op->next_active = agent->active;
+        agent->active = command->op;
+        return;
+    }
+    for (kvt_op **link = &agent->active; *link;) {
+        kvt_op *op = *link;
+        step(agent, op);
+        if (op->phase == KVT_PHASE_HELD) {
+            *link = op->next_active;
+            op->next_active = agent->held;
+            agent->held = op;
+            /* Completed now, not after the other operations' slices of this round: their copies take
+             * up to a millisecond each, in which the consumer can already post what comes next. */
+            release_held(agent);
+        } else {
+            link = &op->next_active;
+        }
+    }
+    release_held(agent);
 }
 
 int kvt_ops_next_timeout_ms(kvt_agent *agent) {

@@ -1,6 +1,7 @@
 // Benchmarks of the native transport through the TypeScript facade, each beside its anchor measured
 // in the same run: ucx_perftest -t ucp_get for cross-process READ bandwidth by message size, a
-// single-thread memcpy (Buffer.copy) for the same sizes, the 42-block pull and the per-descriptor overhead.
+// single-thread memcpy (Buffer.copy) for the same sizes, the 42-block pull (from kvreuse-owned memory and
+// from caller memory) and the per-descriptor overhead.
 // Writes bench/parts/native-bindings.json at the repository root.
 import { type SpawnOptions, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -73,8 +74,11 @@ interface RemoteSetup {
   close(): Promise<void>;
 }
 
-async function remoteSource(bytes: number, seed: number): Promise<RemoteSetup> {
-  const child = spawnScript('test/support/source-process.ts', { args: [agentName('bench-source'), String(bytes), String(seed)] });
+/** What the source's bank is: from the library's allocator, or caller memory it registers by address. */
+type SourceMemory = 'allocated' | 'caller';
+
+async function remoteSource(bytes: number, seed: number, memory: SourceMemory = 'allocated'): Promise<RemoteSetup> {
+  const child = spawnScript('test/support/source-process.ts', { args: [agentName('bench-source'), String(bytes), String(seed), memory] });
   const published = await child.next<{ metadata: string; region: number }>('ready');
   const metadata = published.metadata;
   const agent = await transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
@@ -303,12 +307,28 @@ async function readsBySize(): Promise<void> {
   console.log(`read sweep: ${SWEEP.length} sizes in ${seconds(started).toFixed(1)} s`);
 }
 
-async function pullQwen3Prefix(): Promise<void> {
-  const setup = await remoteSource(QWEN3_PREFIX_BYTES, 42);
-  const batch = descriptors(QWEN3_PREFIX_PIECES, QWEN3_PIECE_BYTES, (i) => i * QWEN3_PIECE_BYTES);
+/** The 42-block prefix as one batch of 2,352 × 128 KiB, the same offsets both sides. */
+const prefixBatch = (): TransferDescriptors => descriptors(QWEN3_PREFIX_PIECES, QWEN3_PIECE_BYTES, (i) => i * QWEN3_PIECE_BYTES);
+
+/** Pulls the prefix once from `setup`'s source (pattern seed 42) and checks every byte. */
+async function verifiedPrefixPull(setup: RemoteSetup, batch: TransferDescriptors, what: string): Promise<void> {
   await timeRemoteReads(setup, batch, 1, 1);
   const mismatch = findPatternMismatch(setup.bank.view(), 42);
-  if (mismatch !== -1) throw new Error(`pull: byte ${mismatch} of the prefix differs from the source`);
+  if (mismatch !== -1) throw new Error(`${what}: byte ${mismatch} of the prefix differs from the source`);
+}
+
+/** Bytes per second of a memcpy of the prefix between the reader's bank and a scratch bank. */
+async function prefixMemcpyRate(setup: RemoteSetup): Promise<number> {
+  const copyTarget = await setup.agent.allocate(QWEN3_PREFIX_BYTES);
+  const rate = QWEN3_PREFIX_BYTES / memcpySeconds(setup.bank.view(), copyTarget.view(), QWEN3_PREFIX_BYTES);
+  await copyTarget.free();
+  return rate;
+}
+
+async function pullQwen3Prefix(): Promise<void> {
+  const setup = await remoteSource(QWEN3_PREFIX_BYTES, 42);
+  const batch = prefixBatch();
+  await verifiedPrefixPull(setup, batch, 'pull');
   const template = setup.agent.registerTemplate({
     peer: setup.peer,
     template: prefixTemplate(setup.agent, setup.bank.address, setup.peer, setup.metadata ?? ''),
@@ -331,9 +351,7 @@ async function pullQwen3Prefix(): Promise<void> {
   const pull = QWEN3_PREFIX_BYTES / best(times);
   const prepared = QWEN3_PREFIX_BYTES / best(preparedTimes);
 
-  const copyTarget = await setup.agent.allocate(QWEN3_PREFIX_BYTES);
-  const memcpy = QWEN3_PREFIX_BYTES / memcpySeconds(setup.bank.view(), copyTarget.view(), QWEN3_PREFIX_BYTES);
-  await copyTarget.free();
+  const memcpy = await prefixMemcpyRate(setup);
   await setup.close();
   figures['pull.qwen3_42blocks.gbps'] = {
     value: pull / GB,
@@ -360,6 +378,41 @@ async function pullQwen3Prefix(): Promise<void> {
       `${(prepared / GB).toFixed(2)} GB/s; best of ${REPEATS}, interleaved with the explicit pull`,
   };
   console.log(`pull: ${(pull / GB).toFixed(2)} GB/s, prepared ${(prepared / GB).toFixed(2)} GB/s, memcpy ${(memcpy / GB).toFixed(2)} GB/s`);
+}
+
+/**
+ * The prefix READ from caller memory: the source registers a Node Buffer of its own (not from the
+ * library's allocator, as a framework's bank would be) by address, and the reader in this process pulls
+ * it over ucx as one batch, beside a memcpy of the same bytes measured in the same run. The note says
+ * which path the bytes took: the library's description of the peer, and the UCX requests it issued
+ * (none when a region is mapped and copied directly).
+ */
+async function pullFromCallerMemory(): Promise<void> {
+  const setup = await remoteSource(QWEN3_PREFIX_BYTES, 42, 'caller');
+  const path = describePath(setup.peer.transport());
+  const batch = prefixBatch();
+  await verifiedPrefixPull(setup, batch, 'caller memory pull');
+  const requestsBefore = setup.agent.counters().requestsIssued;
+  const times: number[] = [];
+  for (let r = 0; r < REPEATS; r++) times.push(await timeRemoteReads(setup, batch, 1, 1));
+  const requestsPerPull = (setup.agent.counters().requestsIssued - requestsBefore) / REPEATS;
+  const memcpy = await prefixMemcpyRate(setup);
+  await setup.close();
+  const pull = QWEN3_PREFIX_BYTES / best(times);
+  figures['read.caller_memory.vs_memcpy'] = {
+    value: pull / memcpy,
+    unit: 'ratio',
+    anchor: memcpy / GB,
+    ratio: pull / memcpy,
+    goal: '≥ 0.8',
+    note:
+      `anchor: single-thread memcpy (Buffer.copy) of the same ${QWEN3_PREFIX_BYTES} bytes between two pre-faulted banks, GB/s. ` +
+      `The source process registered a Node Buffer of its own (caller memory, register({ address, bytes })); this process READ it ` +
+      `as one batch of ${QWEN3_PREFIX_PIECES} × ${QWEN3_PIECE_BYTES} B at ${(pull / GB).toFixed(3)} GB/s, best of ${REPEATS}. ` +
+      `Path: ${path}; ${requestsPerPull} UCX get requests per pull (caller memory is not mapped into the reader: UCX 1.13 serves ` +
+      `the gets by its software RMA path, packed by the source's progress thread; native/README.md, "Caller memory at memory speed")`,
+  };
+  console.log(`read.caller_memory.vs_memcpy: ${figures['read.caller_memory.vs_memcpy'].note}`);
 }
 
 /**
@@ -515,6 +568,7 @@ if (caps.backends.includes('ucx')) {
   console.log(`post.per_descriptor_ns: ${describeOverhead('ucx, two processes', ucx)}`);
   await readsBySize();
   await pullQwen3Prefix();
+  await pullFromCallerMemory();
   if (namespacesUnavailable === undefined) await pullOverTcpBetweenNamespaces();
   else console.warn(`native-bindings bench: ${namespacesUnavailable}, so pull.tcp_netns.vs_ucx_perftest is not measured`);
 } else {
