@@ -6,7 +6,7 @@ import { defaultSettings } from '@kvreuse/config';
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
 import type { FetchHint } from '@kvreuse/router';
-import { Bank, type DiscoveryStore, kvreuseOwner, MemoryDiscoveryStore, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
+import { Bank, ClusterSecret, type DiscoveryStore, kvreuseOwner, MemoryDiscoveryStore, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
 import type { EndpointTransition } from '../../src/lifecycle.js';
 import type { EndpointMetrics } from '../../src/metrics.js';
@@ -49,6 +49,8 @@ export interface WorkerSpec {
   readonly metrics?: EndpointMetrics;
   /** `loopback` by default. */
   readonly backend?: Backend;
+  /** The process's own by default; workers in different processes need one they share. */
+  readonly secret?: ClusterSecret;
 }
 
 /** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
@@ -75,6 +77,7 @@ export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanu
     const endpoint = new ReuseEndpoint({
       agent,
       discovery: store,
+      secret: spec.secret ?? ClusterSecret.ofThisProcess(),
       worker: identity,
       rank: { tpRank, ppRank: 0 },
       banks,
