@@ -1,7 +1,7 @@
 // The cluster secret: the key every process publishing to and reading from one discovery store shares,
 // under which transport metadata is signed (see readiness/metadata-signature.ts).
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { closeSync, constants, fstatSync, linkSync, openSync, readSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, linkSync, openSync, readSync, unlinkSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Settings } from '@kvreuse/config';
 import { ClusterSecretError } from '../errors.js';
@@ -23,12 +23,15 @@ export class ClusterSecret {
     this.#key = key;
   }
 
-  /** Reads the secret file at `path`: a regular file of 32 to 4096 bytes, readable by its owner only. */
+  /**
+   * Reads the secret file at `path`: a regular file of 32 to 4096 bytes that only its owner can access. A
+   * symbolic link is followed (a Kubernetes secret volume links its files) and the file it names is checked.
+   */
   static read(path: string): ClusterSecret {
     const absolute = resolve(path);
     let fd: number;
     try {
-      fd = openSync(absolute, constants.O_RDONLY | constants.O_NOFOLLOW);
+      fd = openSync(absolute, 'r');
     } catch (cause) {
       throw new ClusterSecretError(absolute, `cannot be opened (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`, { cause });
     }
