@@ -112,7 +112,7 @@ export function allReady(worker: TestWorker): Promise<void> {
  * A serving decode worker of TP 2 and a prefill worker of TP 1 over a new memory store, both ready;
  * `reader` (its metrics, its settings) goes to the prefill rank, the reader.
  */
-export async function servingPair(cleanups: (() => Promise<unknown>)[], reader: Pick<WorkerSpec, 'metrics' | 'settings'> = {}) {
+export async function servingPair(cleanups: (() => Promise<unknown>)[], reader: Pick<WorkerSpec, 'metrics' | 'settings' | 'secret'> = {}) {
   const store = new MemoryDiscoveryStore();
   cleanups.push(() => store.close());
   const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
