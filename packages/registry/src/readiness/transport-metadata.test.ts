@@ -86,5 +86,6 @@ describe('transport metadata of a rank part', () => {
     expect(() => loadRankPeer(reader, part, { sign: () => Buffer.alloc(32), verifies: () => true } as never)).toThrow(option('secret'));
     expect(() => loadRankPeer({} as never, part, ours)).toThrow(option('agent.loadPeer'));
     expect(() => loadRankPeer(reader, {} as never, ours)).toThrow(option('part.transport'));
+    expect(() => loadRankPeer(reader, { transport: { agentName: 'a', metadata: 7 } } as never, ours)).toThrow(option('part.transport.metadata'));
   });
 });

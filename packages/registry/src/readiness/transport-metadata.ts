@@ -45,6 +45,7 @@ export function loadRankPeer(agent: Pick<Agent, 'loadPeer'>, part: Pick<RankPart
   checkFunction('agent.loadPeer', checkOptionsObject('agent', agent).loadPeer);
   checkSecret(secret);
   const { agentName, metadata } = checkOptionsObject('part.transport', checkOptionsObject('part', part).transport);
+  if (typeof metadata !== 'string') throw new InvalidRegistryOptionError('part.transport.metadata', metadata, 'must be the signed metadata in base64, as a rank part carries it');
   return agent.loadPeer(verifiedMetadata(secret, agentName, Buffer.from(metadata, 'base64')));
 }
 
