@@ -40,8 +40,9 @@ function kvContent(hash, bank, bytes) {
  * Opens the worker's one rank: its agent (`backend`: 'loopback' within a process, 'ucx' across them),
  * its banks (adopted, not registered yet), its block pool and its endpoint. The pool stands in for the
  * framework's block table (its slots are the banks' blocks); a decode worker `serve`s pins on it.
+ * `secret` is the cluster secret (`openClusterSecret`) its metadata is signed and its peers' checked with.
  */
-export async function openWorker({ workerId, role, backend, discovery, serve = false }) {
+export async function openWorker({ workerId, role, backend, discovery, secret, serve = false }) {
   const agent = await loadTransport().createAgent({ name: `${workerId}-tp0-${process.pid}`, backend });
   const parallel = { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 };
   const layout = layoutRankBanks(geometry, parallel, { address: 0n, blocks: slots });
@@ -56,6 +57,7 @@ export async function openWorker({ workerId, role, backend, discovery, serve = f
   const endpoint = new ReuseEndpoint({
     agent,
     discovery,
+    secret,
     // A new incarnation per process start: nothing an earlier start published is trusted for this one.
     worker: { workerId, incarnation: randomUUID(), role, geometry, tpSize: 1, ppSize: 1, dpRank: 0 },
     rank: { tpRank: 0, ppRank: 0 },

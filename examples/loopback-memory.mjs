@@ -4,13 +4,15 @@
 // recomputing it, verifies it, and both shut down cleanly.
 //
 //   node examples/loopback-memory.mjs
-import { MemoryDiscoveryStore } from '@kvreuse/registry';
-import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, start, stop } from './kv-worker.mjs';
+import { MemoryDiscoveryStore, openClusterSecret } from '@kvreuse/registry';
+import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, start, stop } from './kv-worker.mjs';
 
 // Discovery: where workers publish their rank parts and learn each other's readiness.
 const discovery = new MemoryDiscoveryStore();
-const decode = await openWorker({ workerId: 'decode-0', role: 'decode', backend: 'loopback', discovery, serve: true });
-const prefill = await openWorker({ workerId: 'prefill-0', role: 'prefill', backend: 'loopback', discovery });
+// The memory store serves one process, so its cluster secret is a random one of this process.
+const secret = openClusterSecret({ ...settings.discovery, backend: 'memory' });
+const decode = await openWorker({ workerId: 'decode-0', role: 'decode', backend: 'loopback', discovery, secret, serve: true });
+const prefill = await openWorker({ workerId: 'prefill-0', role: 'prefill', backend: 'loopback', discovery, secret });
 
 // Turn 1 was decoded: the decode worker holds its 6 blocks (its framework would have computed them).
 const turn1 = conversation(6);

@@ -9,8 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openSqliteDiscovery, watchWorkerReadiness } from '@kvreuse/registry';
-import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, start, stop } from './kv-worker.mjs';
+import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness } from '@kvreuse/registry';
+import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, start, stop } from './kv-worker.mjs';
 
 const retainedBlocks = 6;
 const [half, discoveryFile] = process.argv.slice(2);
@@ -20,7 +20,9 @@ else await runPrefill();
 /** The child: retains turn 1's blocks and serves them until SIGTERM, then drains (waiting for readers' pins) and exits. */
 async function runDecode(path) {
   const discovery = openSqliteDiscovery(path);
-  const decode = await openWorker({ workerId: 'decode-0', role: 'decode', backend: 'ucx', discovery, serve: true });
+  // Both processes sign with the cluster secret beside the SQLite file (created by whichever comes first).
+  const secret = openClusterSecret({ ...settings.discovery, sqlitePath: path });
+  const decode = await openWorker({ workerId: 'decode-0', role: 'decode', backend: 'ucx', discovery, secret, serve: true });
   retain(decode, blockHashes(conversation(retainedBlocks)));
   await start(decode);
   console.log(`decode-0 ready in process ${process.pid}`);
@@ -35,6 +37,7 @@ async function runDecode(path) {
 async function runPrefill() {
   const directory = mkdtempSync(join(tmpdir(), 'kvreuse-example-'));
   const discovery = openSqliteDiscovery(join(directory, 'discovery.sqlite'));
+  const secret = openClusterSecret({ ...settings.discovery, sqlitePath: join(directory, 'discovery.sqlite') });
   const child = spawn(process.execPath, [fileURLToPath(import.meta.url), 'decode', join(directory, 'discovery.sqlite')], { stdio: 'inherit' });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
   try {
@@ -46,7 +49,7 @@ async function runPrefill() {
     const source = await Promise.race([ready, gone]);
     await watch.close();
 
-    const prefill = await openWorker({ workerId: 'prefill-0', role: 'prefill', backend: 'ucx', discovery });
+    const prefill = await openWorker({ workerId: 'prefill-0', role: 'prefill', backend: 'ucx', discovery, secret });
     await start(prefill);
     console.log(`prefill-0 ready in process ${process.pid}; decode-0 is incarnation ${source.incarnation} at epoch ${source.epoch}`);
 

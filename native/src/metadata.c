@@ -17,6 +17,11 @@
 #define KVT_METADATA_VERSION 2u /* 2: the process identity names its pid namespace */
 #define KVT_MAX_WORKER_ADDRESS (1u << 20)
 #define KVT_MAX_RKEY (1u << 16)
+/* UCX reads a worker address and a packed remote key without a length: ucp_ep_create reads at least the
+ * address header byte and the 8-byte worker uuid, ucp_ep_rkey_unpack at least the 8-byte memory-domain map
+ * and the memory-type byte. A ucx blob holding less would make UCX read past the copy it is given. */
+#define KVT_MIN_UCX_WORKER_ADDRESS 9u
+#define KVT_MIN_UCX_RKEY 9u
 
 typedef struct {
     uint8_t *data; /* NULL: only measure */
@@ -167,6 +172,9 @@ static kvt_status parse_regions(reader *r, kvt_metadata *meta) {
             return refuse(meta, KVT_ERR_INVALID_PARAM, "region length", "is 0 or wraps", region->length, r->offset);
         if (region->rkey_length > KVT_MAX_RKEY)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "rkey length", "exceeds 65536", region->rkey_length, r->offset);
+        if (meta->backend == KVT_BACKEND_UCX && region->rkey_length < KVT_MIN_UCX_RKEY)
+            return refuse(meta, KVT_ERR_INVALID_PARAM, "rkey length", "is below the 9 bytes of a packed UCX key",
+                          region->rkey_length, r->offset);
         for (uint32_t k = 0; k < i; k++)
             if (meta->regions[k].id == region->id)
                 return refuse(meta, KVT_ERR_INVALID_PARAM, "region id", "appears twice", region->id, r->offset);
@@ -209,6 +217,9 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
     uint64_t address_length = get_u(&r, 4, "worker address length");
     if (!r.failure && address_length > KVT_MAX_WORKER_ADDRESS)
         return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length", "exceeds 1 MiB", address_length, r.offset);
+    if (!r.failure && out->backend == KVT_BACKEND_UCX && address_length < KVT_MIN_UCX_WORKER_ADDRESS)
+        return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length", "is below the 9 bytes of a UCX worker address",
+                      address_length, r.offset);
     out->worker_address = get_copy(&r, address_length, "worker address");
     out->worker_address_length = (uint32_t)address_length;
     out->process.pid = get_u(&r, 8, "pid");

@@ -289,6 +289,70 @@ static void resealed_mutations_reach_the_parser(void) {
     close_fuzz_source(&source);
 }
 
+static uint64_t put_le(uint8_t *blob, uint64_t at, uint64_t value, int size) {
+    for (int i = 0; i < size; i++) blob[at + i] = (uint8_t)(value >> (8 * i));
+    return at + size;
+}
+
+/* A ucx blob written field by field (see the layout in metadata.c): one region, the given address and
+ * rkey lengths (their bytes zero), sealed. */
+static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, uint64_t *out_length) {
+    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 + 4 + 8 + 8 + 4 +
+                      rkey_length + 4;
+    uint8_t *blob = calloc(1, length);
+    CHECK(blob != NULL, "out of memory");
+    memcpy(blob, "KVTM", 4);
+    uint64_t at = put_le(blob, 4, 2, 2);
+    at = put_le(blob, at, KVT_BACKEND_UCX, 2);
+    at = put_le(blob, at, 7, 8);                 /* incarnation */
+    at = put_le(blob, at, 1, 8);                 /* generation */
+    at = put_le(blob, at, 4, 2);                 /* name length */
+    memcpy(blob + at, "ucxa", 4);
+    at = put_le(blob, at + 4, address_length, 4) + address_length;
+    at = put_le(blob, at, (uint64_t)getpid(), 8) + 16; /* pid, boot id */
+    at = put_le(blob, at, 1, 8);                 /* start time */
+    at = put_le(blob, at, 1, 8);                 /* pid namespace */
+    at = put_le(blob, at, 1, 4);                 /* region count */
+    at = put_le(blob, at, 1, 4);                 /* id */
+    at = put_le(blob, at, KVT_MEM_DRAM, 4);
+    at = put_le(blob, at, 0, 4);                 /* device */
+    at = put_le(blob, at, 0x10000, 8);           /* base */
+    at = put_le(blob, at, 4096, 8);              /* length */
+    at = put_le(blob, at, rkey_length, 4) + rkey_length;
+    CHECK(at + 4 == length, "the blob is %llu bytes, written %llu", (unsigned long long)length, (unsigned long long)at);
+    reseal(blob, length);
+    *out_length = length;
+    return blob;
+}
+
+static void parses_ucx_blob(uint32_t address_length, uint32_t rkey_length, kvt_status expected, const char *field) {
+    uint64_t length;
+    uint8_t *blob = ucx_blob(address_length, rkey_length, &length);
+    kvt_metadata meta;
+    kvt_status status = kvt_metadata_parse(blob, length, &meta);
+    CHECK(status == expected, "address %u, rkey %u bytes: %s (%s), expected %s", address_length, rkey_length,
+          kvt_status_name(status), kvt_last_error_detail(), kvt_status_name(expected));
+    if (status == KVT_OK) {
+        CHECK(meta.worker_address_length == address_length && meta.regions[0].rkey_length == rkey_length, "the lengths");
+        kvt_metadata_free(&meta);
+    } else {
+        CHECK_DETAIL(field);
+    }
+    free(blob);
+}
+
+/* UCX is handed the worker address and every remote key without their length, so a ucx blob whose address
+ * or key is shorter than what UCX reads unconditionally is refused by the parser, as is one above the caps. */
+static void ucx_address_and_key_lengths_are_bounded(void) {
+    parses_ucx_blob(9, 9, KVT_OK, NULL);
+    parses_ucx_blob(0, 9, KVT_ERR_INVALID_PARAM, "worker address length");
+    parses_ucx_blob(8, 9, KVT_ERR_INVALID_PARAM, "worker address length");
+    parses_ucx_blob((1u << 20) + 1, 9, KVT_ERR_INVALID_PARAM, "worker address length");
+    parses_ucx_blob(9, 0, KVT_ERR_INVALID_PARAM, "rkey length");
+    parses_ucx_blob(9, 8, KVT_ERR_INVALID_PARAM, "rkey length");
+    parses_ucx_blob(9, (1u << 16) + 1, KVT_ERR_INVALID_PARAM, "rkey length");
+}
+
 static void unload_refuses_while_in_use(void) {
     uint32_t agent = make_agent("unload-busy");
     uint8_t *memory;
@@ -346,4 +410,5 @@ static void loopback_blob_from_another_process(void) {
 }
 
 TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),
-          TEST(fuzzed_blobs_are_refused), TEST(resealed_mutations_reach_the_parser), TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process))
+          TEST(fuzzed_blobs_are_refused), TEST(resealed_mutations_reach_the_parser),
+          TEST(ucx_address_and_key_lengths_are_bounded), TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process))

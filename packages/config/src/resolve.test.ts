@@ -34,6 +34,7 @@ const DEFAULTS = {
     backend: 'sqlite',
     sqlitePath: 'kvreuse-discovery.sqlite',
     etcdEndpoints: ['http://127.0.0.1:2379'],
+    secretFile: '',
     leaseTtlMs: 10_000,
   },
   frontend: { rejectMediaStatusCode: 415 },

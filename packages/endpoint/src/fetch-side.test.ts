@@ -1,8 +1,11 @@
 // ReuseEndpoint.fetch between real loopback agents in this process, over a memory discovery store: a
 // serving decode worker of TP 2 and a prefill worker of TP 1, each rank its own ReuseEndpoint.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { defaultSettings } from '@kvreuse/config';
 import type { RankPart } from '@kvreuse/descriptors';
-import { MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
+import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
 import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
@@ -101,6 +104,19 @@ describe('ReuseEndpoint.fetch', () => {
     const off = { ...defaultSettings, endpoint: { ...defaultSettings.endpoint, verify: 'off' as const } };
     const unchecked = await servingPair(cleanups, { settings: off });
     expect(await unchecked.reader.endpoint.fetch({ hint: hintFor(unchecked.decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'off', checkedBlocks: 0 });
+  });
+
+  it('refuses a source whose metadata another cluster secret signed before loading it: nothing loaded, pinned or posted', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvreuse-fetch-secret-'));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const { decode, reader, pinsHeld } = await servingPair(cleanups, { secret: ClusterSecret.readOrCreate(join(dir, 'another.secret')) });
+    const load = vi.spyOn(reader.agent, 'loadPeer');
+    const refused = await reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'TRANSPORT_METADATA_REFUSED', refusal: 'wrong-signature', agentName: decode.ranks[0]!.agent.name });
+    expect(load).not.toHaveBeenCalled();
+    expect(reader.agent.counters().livePeers).toBe(0);
+    expect(pinsHeld()).toEqual([0, 0]);
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
   it('refuses before pinning or posting: not ready, a source not ready under the hinted epoch, a shortfall policy of fail on a refused pin', async () => {

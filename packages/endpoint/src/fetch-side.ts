@@ -4,10 +4,18 @@
 import { buildTransferTemplate, checkCompatibility, type RankId, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
-import { type DiscoveryStore, type ReadinessGate, type RegisteredRank, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/registry';
+import {
+  type ClusterSecret,
+  type DiscoveryStore,
+  loadRankPeer,
+  type ReadinessGate,
+  type RegisteredRank,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+  type WorkerReadinessWatch,
+} from '@kvreuse/registry';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
-import { loadRankPeer } from './discovered-workers.js';
 import { describeRank, EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
 import { type FetchPair, fetchPrefix, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch.js';
 import { calibrationSample, type FetchReceipt, type RecomputeReason } from './fetch-receipt.js';
@@ -19,6 +27,8 @@ import { type HeldPin, releasePins } from './pins.js';
 export interface FetchSideOptions {
   readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate'>;
   readonly discovery: DiscoveryStore;
+  /** Sources' metadata is loaded only when signed under it. */
+  readonly secret: ClusterSecret;
   readonly keyPrefix?: string;
   readonly rank: RankId;
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
@@ -89,7 +99,7 @@ export class FetchSide {
     const sourceParts = pairIndexes.map((pair) => source.ranks.find((part) => sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank)) as RankPart);
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
     for (const part of new Set(sourceParts)) {
-      const peer = loadRankPeer(this.#options.agent, part);
+      const peer = loadRankPeer(this.#options.agent, part, this.#options.secret);
       sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
     }
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/registry';
+import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, BLOCKS, hintFor, openWorker, start, transport } from '../test/support/endpoint-workers.js';
 
@@ -66,7 +66,7 @@ describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
     cleanups.push(async () => {
       for (const cleanup of prefillCleanups.reverse()) await cleanup();
     });
-    const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, backend: 'ucx' }, prefillCleanups);
+    const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, backend: 'ucx', secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }) }, prefillCleanups);
     await start(prefill);
     await allReady(prefill);
     const ready = await serving.next('ready');

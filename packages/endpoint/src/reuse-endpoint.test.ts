@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { defaultSettings } from '@kvreuse/config';
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, loadTransport } from '@kvreuse/native-bindings';
-import { Bank, kvreuseOwner, MemoryDiscoveryStore, type WorkerIdentity } from '@kvreuse/registry';
+import { Bank, ClusterSecret, kvreuseOwner, MemoryDiscoveryStore, type WorkerIdentity } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BlockPool } from './block-pool.js';
 import { EndpointNotReadyError, EndpointOptionError, EndpointStateError, MetricsPortError } from './errors.js';
@@ -14,6 +14,7 @@ import { ReuseEndpoint } from './reuse-endpoint.js';
 const transport = loadTransport();
 const geometry = referenceGeometries['qwen3-0.6b'];
 const settings = defaultSettings;
+const secret = ClusterSecret.ofThisProcess();
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
@@ -38,7 +39,7 @@ async function rankEndpoint(
     }),
   );
   const rankSettings = extra.metricsPort === undefined ? settings : { ...settings, endpoint: { ...settings.endpoint, metricsPort: extra.metricsPort } };
-  const endpoint = new ReuseEndpoint({ agent, discovery: store, worker: identity, rank: { tpRank, ppRank: 0 }, banks, settings: rankSettings, ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }) });
+  const endpoint = new ReuseEndpoint({ agent, discovery: store, secret, worker: identity, rank: { tpRank, ppRank: 0 }, banks, settings: rankSettings, ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }) });
   const transitions: EndpointTransition[] = [];
   endpoint.onTransition((transition) => transitions.push(transition));
   cleanups.push(() => endpoint.close());
@@ -239,12 +240,16 @@ describe('ReuseEndpoint', () => {
   it('checks its options before touching anything', () => {
     expect(() => new ReuseEndpoint(undefined as never)).toThrow(EndpointOptionError);
     expect(() => new ReuseEndpoint({ banks: [] } as never)).toThrow('endpoint option agent = undefined is refused: an object');
+    const objects = { agent: {}, discovery: {}, worker: {}, rank: {}, settings: {}, banks: [{}] };
+    expect(() => new ReuseEndpoint({ ...objects, secret: 'cluster.secret' } as never)).toThrow(
+      'endpoint option secret = "cluster.secret" is refused: the ClusterSecret openClusterSecret(settings.discovery) returns',
+    );
   });
 
   it('checks the serve options: an adapter, the bank bytes, a lease, an inventory, and no waitForReaders of its own', async () => {
     const agent = await transport.createAgent({ name: `serve-options-${process.pid}`, backend: 'loopback' });
     cleanups.push(() => agent.close());
-    const base = { agent, discovery: new MemoryDiscoveryStore(), worker: worker(), rank: { tpRank: 0, ppRank: 0 }, banks: [{}] as never, settings, bankBytes: [] };
+    const base = { agent, discovery: new MemoryDiscoveryStore(), secret, worker: worker(), rank: { tpRank: 0, ppRank: 0 }, banks: [{}] as never, settings, bankBytes: [] };
     const adapter = new BlockPool(2);
     const refused = (change: object, message: string) => expect(() => new ReuseEndpoint({ ...base, ...change })).toThrow(message);
     refused({ serve: {} }, 'endpoint option serve = ');
@@ -258,7 +263,7 @@ describe('ReuseEndpoint', () => {
   it('checks the endpoint settings it is given: the default verification must be a mode', async () => {
     const agent = await transport.createAgent({ name: `endpoint-settings-${process.pid}`, backend: 'loopback' });
     cleanups.push(() => agent.close());
-    const base = { agent, discovery: new MemoryDiscoveryStore(), worker: worker(), rank: { tpRank: 0, ppRank: 0 }, banks: [{}] as never };
+    const base = { agent, discovery: new MemoryDiscoveryStore(), secret, worker: worker(), rank: { tpRank: 0, ppRank: 0 }, banks: [{}] as never };
     const refused = (endpoint: unknown, message: string) => expect(() => new ReuseEndpoint({ ...base, settings: { ...settings, endpoint: endpoint as never } })).toThrow(message);
     refused({ ...settings.endpoint, verify: 'some' }, `endpoint option settings.endpoint.verify = "some" is refused: 'full', 'sampled' or 'off'`);
     refused(null, 'endpoint option settings.endpoint = null is refused: the resolved endpoint settings');

@@ -10,6 +10,7 @@ import type { TransferCalibration } from '@kvreuse/router';
 import {
   type Bank,
   buildRankPart,
+  ClusterSecret,
   type DiscoveryStore,
   type RankPublication,
   type RetentionTier,
@@ -77,6 +78,11 @@ export interface ReuseEndpointOptions {
   /** This rank's native agent, started (`await transport.createAgent(...)`); the endpoint closes it at shutdown. */
   readonly agent: Agent;
   readonly discovery: DiscoveryStore;
+  /**
+   * The cluster secret (`openClusterSecret(settings.discovery)`): this rank's published transport metadata
+   * is signed under it, and a peer's is loaded only when signed under it.
+   */
+  readonly secret: ClusterSecret;
   readonly worker: WorkerIdentity;
   readonly rank: RankId;
   /** This rank's banks, adopted and not yet registered, in the order the rank part lists them. */
@@ -143,6 +149,7 @@ function checkOptions(options: ReuseEndpointOptions): void {
   for (const name of ['agent', 'discovery', 'worker', 'rank', 'settings'] as const) {
     if (typeof options[name] !== 'object' || options[name] === null) throw new EndpointOptionError(name, options[name], 'an object');
   }
+  if (!(options.secret instanceof ClusterSecret)) throw new EndpointOptionError('secret', options.secret, 'the ClusterSecret openClusterSecret(settings.discovery) returns');
   if (!Array.isArray(options.banks) || options.banks.length === 0) throw new EndpointOptionError('banks', options.banks, "a non-empty array of this rank's banks");
   if (options.calibration !== undefined && typeof options.calibration?.record !== 'function') {
     throw new EndpointOptionError('calibration', options.calibration, "the router's TransferCalibration (its record(receipt))");
@@ -230,13 +237,14 @@ export class ReuseEndpoint {
           ? {}
           : { waitForReaders }),
     });
-    const { worker, rank, agent, discovery, keyPrefix, admissionGate, bankBytes, metrics, calibration } = options;
+    const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } = options;
     this.#pinClient = new PinClient({ agent, reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank }, answerTimeoutMs: options.settings.transport.abandonTimeoutMs, clock: this.#clock });
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
     this.#fetchSide = new FetchSide({
       agent,
       discovery,
+      secret,
       rank,
       ledger: this.ledger,
       peers: this.peers,
@@ -367,11 +375,11 @@ export class ReuseEndpoint {
   async publish(): Promise<void> {
     this.#lifecycle.require('publish', ['registered']);
     const registered = this.#registered as RegisteredRank;
-    const { discovery, worker, agent, settings, keyPrefix } = this.#options;
+    const { discovery, secret, worker, agent, settings, keyPrefix } = this.#options;
     this.#lifecycle.move('publishing', 'publish()');
     try {
       const host = this.#options.host === undefined ? kernelBootId() : (this.#options.host ?? undefined);
-      const part = buildRankPart(worker, registered, transportMetadataOf(agent), host === undefined ? {} : { host });
+      const part = buildRankPart(worker, registered, transportMetadataOf(agent, secret), host === undefined ? {} : { host });
       const prefix = keyPrefix === undefined ? {} : { keyPrefix };
       this.#publication = await startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix });
       this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {
@@ -399,10 +407,11 @@ export class ReuseEndpoint {
 
   /** Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing served). */
   async #serve(serve: ServeOptions, publication: RankPublication): Promise<void> {
-    const { agent, discovery, keyPrefix, worker, rank, settings } = this.#options;
+    const { agent, discovery, secret, keyPrefix, worker, rank, settings } = this.#options;
     const source = new SourceSide({
       agent,
       discovery,
+      secret,
       serve,
       source: { workerId: worker.workerId, incarnation: worker.incarnation, epoch: publication.epoch, rank },
       bankBytes: this.#options.bankBytes as RankBankBytes,

@@ -3,9 +3,9 @@
 import { buildTransferTemplate, type RankId, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
 import type { Clock, ReaderWait } from '@kvreuse/drain';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
-import { type DiscoveryStore, InventoryPublisher, type LeaseId } from '@kvreuse/registry';
+import { type ClusterSecret, type DiscoveryStore, InventoryPublisher, type LeaseId, loadRankPeer } from '@kvreuse/registry';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
-import { loadRankPeer, readWorkerIncarnation } from './discovered-workers.js';
+import { readWorkerIncarnation } from './discovered-workers.js';
 import { describeRank, UnknownReaderError } from './errors.js';
 import type { PinRequestMessage } from './pin-messages.js';
 import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
@@ -14,6 +14,8 @@ import type { ServeOptions } from './reuse-endpoint.js';
 export interface SourceSideOptions {
   readonly agent: Pick<Agent, 'sendNotification' | 'loadPeer'>;
   readonly discovery: DiscoveryStore;
+  /** Readers' metadata is loaded only when signed under it. */
+  readonly secret: ClusterSecret;
   readonly keyPrefix?: string;
   readonly serve: ServeOptions;
   readonly source: PinSourceIdentity;
@@ -125,7 +127,7 @@ export class SourceSide {
       throw new UnknownReaderError(sender, `reader ${reader.workerId} (${reader.incarnation}) ${describeRank(reader.rank)} is not published complete with this agent`);
     }
     if (!this.#templates.has(key)) this.#templates.set(key, buildTransferTemplate(this.#worker, readerWorker));
-    const peer = loadRankPeer(this.#options.agent, part);
+    const peer = loadRankPeer(this.#options.agent, part, this.#options.secret);
     this.#readerPeers.set(sender, peer);
     return peer;
   }

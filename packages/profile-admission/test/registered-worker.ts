@@ -1,6 +1,6 @@
 import { assembleWorker, type Geometry, layoutRankBanks, type RankPart, type Role, type Worker } from '@kvreuse/descriptors';
 import type { Agent, Allocation, Transport } from '@kvreuse/native-bindings';
-import { Bank, buildRankPart, type DiscoveryStore, kvreuseOwner, registerRank, type RegisteredRank, releaseRank, startRankPublication, transportMetadataOf } from '@kvreuse/registry';
+import { Bank, buildRankPart, ClusterSecret, type DiscoveryStore, kvreuseOwner, registerRank, type RegisteredRank, releaseRank, startRankPublication, transportMetadataOf } from '@kvreuse/registry';
 
 export interface HostWorkerShape {
   readonly workerId: string;
@@ -46,7 +46,7 @@ export async function publishHostWorker(transport: Transport, shape: HostWorkerS
       const banks = owned.map(({ spec, allocation }, index) => Bank.adopt({ ...spec, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation)));
       ranks.push(await registerRank({ agent, banks }));
     }
-    const parts = ranks.map((rank, tpRank) => buildRankPart(identity, rank, transportMetadataOf(agents[tpRank]!)));
+    const parts = ranks.map((rank, tpRank) => buildRankPart(identity, rank, transportMetadataOf(agents[tpRank]!, ClusterSecret.ofThisProcess())));
     const published = await publishParts(store, parts);
     return { worker: published.worker, close: () => published.close().then(release) };
   } catch (error) {

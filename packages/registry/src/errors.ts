@@ -29,6 +29,8 @@ export type RegistryErrorCode =
   | 'INVALID_RANK_BANKS'
   | 'RANK_PART_REFUSED'
   | 'RANK_PART_PUBLICATION_REFUSED'
+  | 'CLUSTER_SECRET_REFUSED'
+  | 'TRANSPORT_METADATA_REFUSED'
   | 'DISCOVERY_COMPARE_FAILED'
   | 'SUPERSEDED'
   | 'INVALID_REGISTRY_OPTION';
@@ -417,6 +419,43 @@ export class RankPartPublicationError extends RegistryError {
     readonly reason: string,
   ) {
     super(`publishing rank parts: ${field} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
+/**
+ * The cluster secret cannot be used: `secret` is the secret file's absolute path (missing, not a
+ * regular file, open to its group or others, too short or too long) or the setting that fails to name
+ * one (`discovery.secret_file`).
+ */
+export class ClusterSecretError extends RegistryError {
+  readonly code = 'CLUSTER_SECRET_REFUSED';
+  constructor(
+    readonly secret: string,
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`cluster secret ${secret} ${reason}`, options);
+  }
+}
+
+/**
+ * Why a peer's transport metadata was refused before it reached the native layer: `unsigned` (a bare
+ * metadata blob, without signature), `truncated` (shorter than its signature header), `malformed`
+ * (not a signed metadata envelope this reader knows) or `wrong-signature` (signed with another
+ * cluster secret, or altered after signing).
+ */
+export type TransportMetadataRefusal = 'unsigned' | 'truncated' | 'malformed' | 'wrong-signature';
+
+/** A peer's transport metadata that is not signed under this process's cluster secret; nothing of it was loaded. */
+export class TransportMetadataRefusedError extends RegistryError {
+  readonly code = 'TRANSPORT_METADATA_REFUSED';
+  constructor(
+    /** Whose metadata: the agent name the rank part states. */
+    readonly agentName: string,
+    readonly refusal: TransportMetadataRefusal,
+    readonly reason: string,
+  ) {
+    super(`transport metadata of agent ${describe(agentName)} refused (${refusal}): ${reason}; no byte of it reached the transport`);
   }
 }
 

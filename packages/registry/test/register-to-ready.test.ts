@@ -1,7 +1,17 @@
 import { deriveShard, pieceBytes, referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it, vi } from 'vitest';
-import { buildRankPart, claimIncarnationEpoch, publishRankParts, registerRank, transportMetadataOf, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
+import {
+  buildRankPart,
+  ClusterSecret,
+  claimIncarnationEpoch,
+  loadRankPeer,
+  publishRankParts,
+  registerRank,
+  transportMetadataOf,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+} from '../src/index.js';
 import { localBackends } from './helpers/stores.js';
 import { identityOf, type PreparedRank, prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from './helpers/worker.js';
 
@@ -23,10 +33,10 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     expect(readiness.worker.ranks.map((part) => part.banks.length)).toEqual([56, 56]);
     expect(seen.map((change) => change.ready)).toEqual([false, true]);
 
-    // The published transport metadata is the agent's real blob: another agent loads it and sees 56 regions.
+    // The published transport metadata is the agent's real blob, signed: another agent loads it and sees 56 regions.
     const reader = await transport.createAgent({ name: `reader-${backend.name}-${process.pid}`, backend: 'loopback' });
     const part = readiness.worker.ranks[1]!;
-    const peer = reader.loadPeer(Buffer.from(part.transport.metadata, 'base64'));
+    const peer = loadRankPeer(reader, part, ClusterSecret.ofThisProcess());
     expect(peer.info().regionCount).toBe(56);
     expect(part.transport).toMatchObject({ agentName: prepared[1]!.agent.name, generation: 57 });
     expect(part.banks.map((bank) => bank.address)).toEqual(prepared[1]!.banks.map((bank) => bank.address));
@@ -77,7 +87,7 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     // Each rank registers and publishes on its own, as its own process would.
     const publishRank = async ({ agent, banks }: PreparedRank) => {
       const rank = await registerRank({ agent, banks });
-      await publishRankParts(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(agent))], { lease: lease.id, epoch });
+      await publishRankParts(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess()))], { lease: lease.id, epoch });
       return rank;
     };
     const registered0 = await publishRank(rank0);

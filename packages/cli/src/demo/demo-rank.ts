@@ -12,10 +12,13 @@ import { type Agent, type Allocation, type Backend, loadTransport, type Peer } f
 import {
   Bank,
   blockHashFromHex,
+  type ClusterSecret,
   type DiscoveryStore,
   InventoryPublisher,
   kvreuseOwner,
   type Lease,
+  loadRankPeer,
+  openClusterSecret,
   openDiscovery,
   releaseRank,
 } from '@kvreuse/registry';
@@ -72,6 +75,7 @@ export class DemoRank {
   readonly adapter: CrashOnPin;
   readonly #say: (message: Said) => void;
   readonly #settings: Settings;
+  readonly #secret: ClusterSecret;
   #ownWorker: Worker | undefined;
   #peerWorker: Worker | undefined;
   #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
@@ -79,12 +83,13 @@ export class DemoRank {
   #releasePins: (() => void) | undefined;
   readonly #peers = new Map<string, RemoteRank>();
 
-  private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, allocations: Allocation[], banks: Bank[], say: (message: Said) => void, crash: () => void) {
+  private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, secret: ClusterSecret, allocations: Allocation[], banks: Bank[], say: (message: Said) => void, crash: () => void) {
     this.options = options;
     this.agent = agent;
     this.discovery = discovery;
     this.#say = say;
     this.#settings = options.settings;
+    this.#secret = secret;
     this.views = allocations.map((allocation) => allocation.view());
     this.pool = new BlockPool(options.blocks);
     this.adapter = new CrashOnPin(this.pool, crash);
@@ -93,6 +98,7 @@ export class DemoRank {
     this.endpoint = new ReuseEndpoint({
       agent,
       discovery,
+      secret,
       worker: { workerId, incarnation, role, geometry, tpSize, ppSize: 1, dpRank: 0 },
       rank: { tpRank, ppRank: 0 },
       banks,
@@ -113,6 +119,7 @@ export class DemoRank {
    * `crash` ends the rank without a drain (the host's SIGKILL), for `crash-on-pin`.
    */
   static async open(options: DemoRankOptions, say: (message: Said) => void, crash: () => void): Promise<DemoRank> {
+    const secret = openClusterSecret(options.settings.discovery);
     const discovery = openDiscovery(options.settings.discovery);
     const transport = loadTransport(options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath });
     const agent = await transport.createAgent({ name: `${options.workerId}-tp${options.tpRank}-${options.incarnation}`, backend: options.backend });
@@ -124,7 +131,7 @@ export class DemoRank {
       const allocation = allocations[index] as Allocation;
       return Bank.adopt({ ...bank, tpRank: options.tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
     });
-    return new DemoRank(options, agent, discovery, allocations, banks, say, crash);
+    return new DemoRank(options, agent, discovery, secret, allocations, banks, say, crash);
   }
 
   /**
@@ -152,7 +159,7 @@ export class DemoRank {
     const name = part.transport.agentName;
     let known = this.#peers.get(name);
     if (known === undefined) {
-      const peer = this.agent.loadPeer(Buffer.from(part.transport.metadata, 'base64'));
+      const peer = loadRankPeer(this.agent, part, this.#secret);
       const advertised = peer.regions();
       const regionIds = part.banks.map((bank, index) => {
         const region = advertised.find((candidate) => candidate.address === BigInt(bank.address));

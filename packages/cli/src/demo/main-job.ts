@@ -17,6 +17,7 @@ import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
 import {
   blockHashScheme,
   blockHashToHex,
+  ClusterSecret,
   type DiscoveryStore,
   followInventory,
   hashBlockChain,
@@ -177,14 +178,26 @@ async function pullTurn2(
   return { pull, killedRank, calibration };
 }
 
+/**
+ * The discovery the ranks share. SQLite: a fresh file of this run's own, the cluster secret created
+ * beside it by the first rank. etcd: the endpoints the settings name, and the secret file they name or
+ * else one of this run's own, which every rank is given.
+ */
+function runSettings(settings: Settings, dir: string): Settings {
+  const { discovery } = settings;
+  if (discovery.backend === 'sqlite') return { ...settings, discovery: { ...discovery, sqlitePath: join(dir, 'discovery.sqlite') } };
+  if (discovery.secretFile !== '') return settings;
+  const secretFile = join(dir, 'cluster.secret');
+  ClusterSecret.readOrCreate(secretFile);
+  return { ...settings, discovery: { ...discovery, secretFile } };
+}
+
 /** Runs the main job to its end (every process stopped), and returns its summary. */
 export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> {
   const { progress } = options;
   const timeoutMs = options.stepTimeoutMs ?? 120_000;
   const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-'));
-  // SQLite: a fresh file of this run's own; etcd: the endpoints the settings name.
-  const settings: Settings =
-    options.settings.discovery.backend === 'sqlite' ? { ...options.settings, discovery: { ...options.settings.discovery, sqlitePath: join(dir, 'discovery.sqlite') } } : options.settings;
+  const settings = runSettings(options.settings, dir);
   const discovery = openDiscovery(settings.discovery);
   const inventory = new RetainedInventory();
   // Incarnations whose inventory became complete (an earlier run's may still be in etcd: only this run's counts).

@@ -35,6 +35,18 @@ export const discoveryGroup = defineGroup('discovery', {
       default: ['http://127.0.0.1:2379'],
       description: 'The etcd cluster of the `etcd` backend: one or more `http(s)://host:port` endpoints.',
     },
+    secretFile: {
+      schema: z.string(),
+      default: '',
+      description:
+        'The file holding the cluster secret that signs the transport metadata workers publish (HMAC-SHA256); ' +
+        'a worker loads no peer whose metadata another secret signed. At least 32 bytes, readable by its owner ' +
+        'only (mode 0600); every process of the cluster names the same secret. Empty: the `sqlite` backend uses ' +
+        '`<sqlite_path>.secret` beside its database, creating it (mode 0600) when absent; the `memory` backend ' +
+        'signs with a random secret of this process; the `etcd` backend refuses to start, since the machines ' +
+        'must share a secret that no default can create. A relative path resolves against the process\'s working ' +
+        'directory.',
+    },
     leaseTtlMs: {
       schema: z.int().min(1000).multipleOf(1000),
       default: 10_000,

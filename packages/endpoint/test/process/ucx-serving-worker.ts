@@ -2,13 +2,13 @@
 // ucx agent per rank, each a serving ReuseEndpoint) publishing to the SQLite discovery file it is
 // given. It reports its incarnation and epoch once ready; on SIGTERM it drains both ranks and reports
 // each drain (pins waited for, banks returned), then exits.
-import { openSqliteDiscovery } from '@kvreuse/registry';
+import { openClusterSecret, openSqliteDiscovery } from '@kvreuse/registry';
 import { allReady, openWorker, start } from '../support/endpoint-workers.js';
 
 const [path = ''] = process.argv.slice(2);
 const store = await openSqliteDiscovery(path);
 const cleanups: (() => Promise<unknown>)[] = [];
-const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true, backend: 'ucx' }, cleanups);
+const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true, backend: 'ucx', secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }) }, cleanups);
 await start(decode);
 await allReady(decode);
 const epoch = decode.ranks[0]?.endpoint.epoch;

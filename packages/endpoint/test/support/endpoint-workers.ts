@@ -6,7 +6,7 @@ import { defaultSettings } from '@kvreuse/config';
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
 import type { FetchHint, TransferCalibration } from '@kvreuse/router';
-import { Bank, type DiscoveryStore, kvreuseOwner, MemoryDiscoveryStore, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
+import { Bank, ClusterSecret, type DiscoveryStore, kvreuseOwner, MemoryDiscoveryStore, type ReadinessGate, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
 import type { EndpointTransition } from '../../src/lifecycle.js';
 import type { EndpointMetrics } from '../../src/metrics.js';
@@ -50,6 +50,8 @@ export interface WorkerSpec {
   readonly calibration?: TransferCalibration;
   /** `loopback` by default. */
   readonly backend?: Backend;
+  /** The process's own by default; workers in different processes need one they share. */
+  readonly secret?: ClusterSecret;
 }
 
 /** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
@@ -76,6 +78,7 @@ export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanu
     const endpoint = new ReuseEndpoint({
       agent,
       discovery: store,
+      secret: spec.secret ?? ClusterSecret.ofThisProcess(),
       worker: identity,
       rank: { tpRank, ppRank: 0 },
       banks,
@@ -111,7 +114,7 @@ export function allReady(worker: TestWorker): Promise<void> {
  * A serving decode worker of TP 2 and a prefill worker of TP 1 over a new memory store, both ready;
  * `reader` (its metrics, its settings, its calibration) goes to the prefill rank, the reader.
  */
-export async function servingPair(cleanups: (() => Promise<unknown>)[], reader: Pick<WorkerSpec, 'metrics' | 'settings' | 'calibration'> = {}) {
+export async function servingPair(cleanups: (() => Promise<unknown>)[], reader: Pick<WorkerSpec, 'metrics' | 'settings' | 'calibration' | 'secret'> = {}) {
   const store = new MemoryDiscoveryStore();
   cleanups.push(() => store.close());
   const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);

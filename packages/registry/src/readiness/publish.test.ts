@@ -4,6 +4,7 @@ import type { RankPart } from '@kvreuse/descriptors';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { rankPartsOf } from '../../test/helpers/rank-parts.js';
 import { localBackends, type StoreUnderTest } from '../../test/helpers/stores.js';
+import { ClusterSecret } from '../discovery/cluster-secret.js';
 import { MemoryDiscoveryStore } from '../discovery/memory.js';
 import type { DiscoverySnapshot, DiscoveryStore, LeaseId } from '../discovery/types.js';
 import { SupersededError } from '../errors.js';
@@ -128,6 +129,6 @@ describe('publishing refuses arguments of the wrong shape, naming the argument, 
     expect(() => buildRankPart({} as never, rank, transport, { host: '' })).toThrow(
       expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', field: 'options.host' }),
     );
-    expect(() => transportMetadataOf({ name: 'a' } as never)).toThrow(option('agent.metadata'));
+    expect(() => transportMetadataOf({ name: 'a' } as never, ClusterSecret.ofThisProcess())).toThrow(option('agent.metadata'));
   });
 });

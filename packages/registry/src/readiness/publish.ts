@@ -19,7 +19,7 @@ export interface WorkerIdentity {
   readonly dpRank: number;
 }
 
-/** The native agent's view that peers need: its name, metadata generation and metadata blob. */
+/** The native agent's view that peers need: its name, metadata generation and metadata blob (signed: `transportMetadataOf`). */
 export interface TransportMetadata {
   readonly agentName: string;
   readonly generation: number;

@@ -1,6 +1,9 @@
-import type { Agent } from '@kvreuse/native-bindings';
-import { RankPartPublicationError } from '../errors.js';
+import type { RankPart } from '@kvreuse/descriptors';
+import type { Agent, Peer } from '@kvreuse/native-bindings';
+import { ClusterSecret } from '../discovery/cluster-secret.js';
+import { InvalidRegistryOptionError, RankPartPublicationError } from '../errors.js';
 import { checkFunction, checkOptionsObject } from '../options.js';
+import { signMetadata, verifiedMetadata } from './metadata-signature.js';
 import type { TransportMetadata } from './publish.js';
 
 /**
@@ -12,11 +15,12 @@ const FORMAT_VERSION = 2;
 const GENERATION_OFFSET = 16;
 
 /**
- * Exports the agent's metadata blob and reads its metadata generation (bumped by every
- * registration and deregistration), for the rank part's `transport` field.
+ * Exports the agent's metadata blob, reads its metadata generation (bumped by every registration and
+ * deregistration) and signs the blob under the cluster secret, for the rank part's `transport` field.
  */
-export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>): TransportMetadata {
+export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>, secret: ClusterSecret): TransportMetadata {
   checkFunction('agent.metadata', checkOptionsObject('agent', agent).metadata);
+  checkSecret(secret);
   const metadata = agent.metadata();
   // The facade exposes the blob but not its generation; read it from the documented header.
   const view = new DataView(metadata.buffer, metadata.byteOffset, metadata.byteLength);
@@ -28,5 +32,23 @@ export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>): Tr
   if (generation > 0x7fff_ffffn) {
     throw new RankPartPublicationError('transport.generation', generation, 'exceeds what a rank part carries (2^31 - 1)');
   }
-  return { agentName: agent.name, generation: Number(generation), metadata };
+  return { agentName: agent.name, generation: Number(generation), metadata: signMetadata(secret, metadata) };
+}
+
+/**
+ * Loads (or refreshes: a newer generation replaces the older one) the agent of `part` as a peer of
+ * `agent`, once its metadata's signature under the cluster secret checks out: metadata unsigned, cut
+ * short or signed under another secret is refused (`TransportMetadataRefusedError`) before any byte of
+ * it reaches the native layer, which hands the worker address and remote keys to UCX without a length.
+ */
+export function loadRankPeer(agent: Pick<Agent, 'loadPeer'>, part: Pick<RankPart, 'transport'>, secret: ClusterSecret): Peer {
+  checkFunction('agent.loadPeer', checkOptionsObject('agent', agent).loadPeer);
+  checkSecret(secret);
+  const { agentName, metadata } = checkOptionsObject('part.transport', checkOptionsObject('part', part).transport);
+  if (typeof metadata !== 'string') throw new InvalidRegistryOptionError('part.transport.metadata', metadata, 'must be the signed metadata in base64, as a rank part carries it');
+  return agent.loadPeer(verifiedMetadata(secret, agentName, Buffer.from(metadata, 'base64')));
+}
+
+function checkSecret(secret: ClusterSecret): void {
+  if (!(secret instanceof ClusterSecret)) throw new InvalidRegistryOptionError('secret', secret, 'must be the ClusterSecret openClusterSecret returns');
 }

@@ -11,6 +11,7 @@ import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import {
   buildRankPart,
+  ClusterSecret,
   connectEtcdDiscovery,
   type DiscoveryStore,
   openSqliteDiscovery,
@@ -51,7 +52,7 @@ const setup: WorkerSetup = {
 };
 const prepared = await prepareRank(setup, 0);
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
-const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent));
+const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, ClusterSecret.ofThisProcess()));
 const publication = await startRankPublication(store, [part], {
   leaseTtlMs: Number(leaseTtlMs),
   onTrouble: (error) => process.stderr.write(`lease trouble: ${error.message}\n`),

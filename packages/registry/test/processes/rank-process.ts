@@ -4,7 +4,7 @@
 // Arguments: <sqlite path> <workerId> <incarnation> <tpRank> <tpSize> <leaseTtlMs>
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { buildRankPart, openSqliteDiscovery, registerRank, releaseRank, startRankPublication, transportMetadataOf } from '../../src/index.js';
+import { buildRankPart, openClusterSecret, openSqliteDiscovery, registerRank, releaseRank, startRankPublication, transportMetadataOf } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 
 const [path, workerId, incarnation, tpRank, tpSize, leaseTtlMs] = process.argv.slice(2);
@@ -23,7 +23,7 @@ const setup: WorkerSetup = {
 const store = openSqliteDiscovery(path!);
 const prepared = await prepareRank(setup, Number(tpRank));
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
-const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent));
+const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, openClusterSecret({ backend: 'sqlite', sqlitePath: path!, secretFile: '' })));
 const publication = await startRankPublication(store, [part], {
   leaseTtlMs: Number(leaseTtlMs),
   onTrouble: (error) => process.stderr.write(`lease trouble: ${error.message}\n`),

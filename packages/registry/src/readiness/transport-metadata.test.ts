@@ -1,0 +1,91 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Agent, type Allocation, loadTransport, type Region } from '@kvreuse/native-bindings';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ClusterSecret } from '../discovery/cluster-secret.js';
+import { loadRankPeer, transportMetadataOf } from './transport-metadata.js';
+
+const transport = loadTransport();
+const dir = mkdtempSync(join(tmpdir(), 'kvreuse-transport-metadata-'));
+
+function secret(name: string, fill: string): ClusterSecret {
+  writeFileSync(join(dir, name), fill.repeat(32), { mode: 0o600 });
+  return ClusterSecret.read(join(dir, name));
+}
+
+const ours = secret('ours', 'o');
+const theirs = secret('theirs', 't');
+let source: Agent;
+let reader: Agent;
+let allocation: Allocation;
+let region: Region;
+
+beforeAll(async () => {
+  source = await transport.createAgent({ name: `signed-source-${process.pid}`, backend: 'loopback' });
+  reader = await transport.createAgent({ name: `signed-reader-${process.pid}`, backend: 'loopback' });
+  allocation = await source.allocate(4096);
+  region = source.register(allocation);
+});
+
+afterAll(async () => {
+  await reader.close();
+  await region.deregister();
+  await allocation.free();
+  await source.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The rank part's `transport` field as a reader finds it in discovery. */
+function published(metadata: Uint8Array): { transport: { agentName: string; generation: number; metadata: string } } {
+  return { transport: { agentName: source.name, generation: 2, metadata: Buffer.from(metadata).toString('base64') } };
+}
+
+describe('transport metadata of a rank part', () => {
+  it('carries the agent blob signed under the cluster secret, and its generation', () => {
+    const signed = transportMetadataOf(source, ours);
+    expect(signed).toMatchObject({ agentName: source.name, generation: 2 });
+    expect(Buffer.from(signed.metadata.subarray(0, 4)).toString()).toBe('KVTS');
+    expect(Buffer.from(signed.metadata.subarray(40))).toEqual(source.metadata());
+  });
+
+  it('loads as a peer under the same secret', () => {
+    const peer = loadRankPeer(reader, published(transportMetadataOf(source, ours).metadata), ours);
+    expect(peer.name).toBe(source.name);
+    expect(peer.info().regionCount).toBe(1);
+    peer.unload();
+  });
+
+  it('unsigned, signed with another secret, cut short or altered: refused before the native load is called', () => {
+    const signed = transportMetadataOf(source, ours).metadata;
+    const altered = Buffer.from(signed);
+    altered[altered.length - 10]! ^= 0x01;
+    const cases: [string, Uint8Array][] = [
+      ['unsigned', source.metadata()],
+      ['wrong-signature', transportMetadataOf(source, theirs).metadata],
+      ['truncated', signed.subarray(0, 40)],
+      ['wrong-signature', signed.subarray(0, signed.length - 1)],
+      ['wrong-signature', altered],
+    ];
+    const load = vi.spyOn(reader, 'loadPeer');
+    const livePeers = reader.counters().livePeers;
+    for (const [refusal, metadata] of cases) {
+      expect(() => loadRankPeer(reader, published(metadata), ours)).toThrow(
+        expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', agentName: source.name, refusal }),
+      );
+    }
+    expect(load).not.toHaveBeenCalled();
+    expect(reader.counters().livePeers).toBe(livePeers);
+    load.mockRestore();
+  });
+
+  it('refuses arguments that are not an agent, a part or a ClusterSecret', () => {
+    const option = (name: string) => expect.objectContaining({ code: 'INVALID_REGISTRY_OPTION', option: name });
+    const part = published(transportMetadataOf(source, ours).metadata);
+    expect(() => transportMetadataOf(source, 'secret' as never)).toThrow(option('secret'));
+    expect(() => loadRankPeer(reader, part, { sign: () => Buffer.alloc(32), verifies: () => true } as never)).toThrow(option('secret'));
+    expect(() => loadRankPeer({} as never, part, ours)).toThrow(option('agent.loadPeer'));
+    expect(() => loadRankPeer(reader, {} as never, ours)).toThrow(option('part.transport'));
+    expect(() => loadRankPeer(reader, { transport: { agentName: 'a', metadata: 7 } } as never, ours)).toThrow(option('part.transport.metadata'));
+  });
+});
