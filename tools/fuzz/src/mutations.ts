@@ -23,7 +23,9 @@ function containerAt(root: unknown, path: Path): unknown {
   return path.reduce<unknown>((node, step) => (node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[step] : undefined), root);
 }
 
-function apply(root: unknown, mutation: Mutation): unknown {
+function apply(root: unknown, given: Mutation): unknown {
+  // A value of its own: one fast-check hands out twice (while shrinking) must not make the data cyclic, which JSON never is.
+  const mutation = given.kind === 'delete' ? given : { ...given, value: structuredClone(given.value) };
   if (mutation.kind === 'add') {
     const target = containerAt(root, mutation.path);
     if (Array.isArray(target)) target.push(mutation.value);
