@@ -1,0 +1,58 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CodeBlock } from './snippets.js';
+
+export interface SnippetRun {
+  /** The exit code, or the signal that ended the process. */
+  readonly exit: number | string;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+const toolDir = fileURLToPath(new URL('..', import.meta.url));
+const tsxCli = createRequire(import.meta.url).resolve('tsx/cli');
+// Inside this package, so that `@kvreuse/…` imports resolve as a user's would: to the packages' builds.
+const scratchDir = join(toolDir, '.snippets');
+// A hang guard, not a speed check: a snippet that never ends fails with what it printed.
+const hangGuardMs = 90_000;
+
+/** The environment of a user's shell: the caller's, without the KVREUSE_* variables of the test run. */
+function userEnvironment(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('KVREUSE_')));
+}
+
+/**
+ * Writes the snippet to a module of its own in a fresh folder and runs it there with tsx, as a user
+ * would run a file holding it; the folder (and whatever the snippet wrote to it) is removed after.
+ */
+export async function runSnippet(snippet: CodeBlock): Promise<SnippetRun> {
+  mkdirSync(scratchDir, { recursive: true });
+  const cwd = mkdtempSync(join(scratchDir, `${snippet.path.replaceAll('/', '-')}-${snippet.line}-`));
+  const extension = snippet.language.startsWith('t') ? 'ts' : 'mjs';
+  const file = join(cwd, `snippet.${extension}`);
+  writeFileSync(file, snippet.code);
+  try {
+    return await run(process.execPath, [tsxCli, file], cwd);
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+  }
+}
+
+function run(command: string, args: string[], cwd: string): Promise<SnippetRun> {
+  const child = spawn(command, args, { cwd, env: userEnvironment(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const guard = setTimeout(() => child.kill('SIGKILL'), hangGuardMs);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      clearTimeout(guard);
+      resolve({ exit: code ?? (signal as string), stdout, stderr });
+    });
+  });
+}
