@@ -14,3 +14,15 @@ export class UnclosedFenceError extends ReadmeSnippetError {
     this.name = 'UnclosedFenceError';
   }
 }
+
+/** A block marked `continues` with no runnable block before it in its file. */
+export class NothingToContinueError extends ReadmeSnippetError {
+  readonly code = 'NOTHING_TO_CONTINUE';
+  constructor(
+    readonly path: string,
+    readonly line: number,
+  ) {
+    super(`${path}:${line}: the block is marked "continues" but no ts or js block comes before it`);
+    this.name = 'NothingToContinueError';
+  }
+}

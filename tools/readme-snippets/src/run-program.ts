@@ -3,9 +3,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { CodeBlock } from './snippets.js';
+import type { Program } from './snippets.js';
 
-export interface SnippetRun {
+export interface ProgramRun {
   /** The exit code, or the signal that ended the process. */
   readonly exit: number | string;
   readonly stdout: string;
@@ -16,7 +16,7 @@ const toolDir = fileURLToPath(new URL('..', import.meta.url));
 const tsxCli = createRequire(import.meta.url).resolve('tsx/cli');
 // Inside this package, so that `@kvreuse/…` imports resolve as a user's would: to the packages' builds.
 const scratchDir = join(toolDir, '.snippets');
-// A hang guard, not a speed check: a snippet that never ends fails with what it printed.
+// A hang guard, not a speed check: a program that never ends fails with what it printed.
 const hangGuardMs = 90_000;
 
 /** The environment of a user's shell: the caller's, without the KVREUSE_* variables of the test run. */
@@ -25,15 +25,15 @@ function userEnvironment(): NodeJS.ProcessEnv {
 }
 
 /**
- * Writes the snippet to a module of its own in a fresh folder and runs it there with tsx, as a user
- * would run a file holding it; the folder (and whatever the snippet wrote to it) is removed after.
+ * Writes the program to a module of its own in a fresh folder and runs it there with tsx, as a user
+ * would run a file holding it; the folder (and whatever the program wrote to it) is removed after.
  */
-export async function runSnippet(snippet: CodeBlock): Promise<SnippetRun> {
+export async function runProgram(program: Program): Promise<ProgramRun> {
   mkdirSync(scratchDir, { recursive: true });
-  const cwd = mkdtempSync(join(scratchDir, `${snippet.path.replaceAll('/', '-')}-${snippet.line}-`));
-  const extension = snippet.language.startsWith('t') ? 'ts' : 'mjs';
+  const cwd = mkdtempSync(join(scratchDir, `${program.path.replaceAll('/', '-')}-${program.lines[0]}-`));
+  const extension = program.language.startsWith('t') ? 'ts' : 'mjs';
   const file = join(cwd, `snippet.${extension}`);
-  writeFileSync(file, snippet.code);
+  writeFileSync(file, program.code);
   try {
     return await run(process.execPath, [tsxCli, file], cwd);
   } finally {
@@ -41,7 +41,7 @@ export async function runSnippet(snippet: CodeBlock): Promise<SnippetRun> {
   }
 }
 
-function run(command: string, args: string[], cwd: string): Promise<SnippetRun> {
+function run(command: string, args: string[], cwd: string): Promise<ProgramRun> {
   const child = spawn(command, args, { cwd, env: userEnvironment(), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
