@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import type { Program } from './snippets.js';
 
 export interface ProgramRun {
@@ -13,7 +13,6 @@ export interface ProgramRun {
 }
 
 const toolDir = fileURLToPath(new URL('..', import.meta.url));
-const tsxCli = createRequire(import.meta.url).resolve('tsx/cli');
 // Inside this package, so that `@kvreuse/…` imports resolve as a user's would: to the packages' builds.
 const scratchDir = join(toolDir, '.snippets');
 // A hang guard, not a speed check: a program that never ends fails with what it printed.
@@ -25,20 +24,26 @@ function userEnvironment(): NodeJS.ProcessEnv {
 }
 
 /**
- * Writes the program to a module of its own in a fresh folder and runs it there with tsx, as a user
- * would run a file holding it; the folder (and whatever the program wrote to it) is removed after.
+ * Writes the program to a module of its own in a fresh folder and runs it there with node, as a user
+ * would run a file holding it; the folder (and whatever the program wrote to it) is removed after. A
+ * TypeScript program has its types stripped first, here (a loader such as tsx in every child costs
+ * seconds each on a loaded machine); the `typecheck` script checks the types.
  */
 export async function runProgram(program: Program): Promise<ProgramRun> {
   mkdirSync(scratchDir, { recursive: true });
   const cwd = mkdtempSync(join(scratchDir, `${program.path.replaceAll('/', '-')}-${program.lines[0]}-`));
-  const extension = program.language.startsWith('t') ? 'ts' : 'mjs';
-  const file = join(cwd, `snippet.${extension}`);
-  writeFileSync(file, program.code);
+  const file = join(cwd, 'snippet.mjs');
+  writeFileSync(file, program.language.startsWith('t') ? stripTypes(program.code) : program.code);
   try {
-    return await run(process.execPath, [tsxCli, file], cwd);
+    return await run(process.execPath, [file], cwd);
   } finally {
     rmSync(cwd, { recursive: true, force: true });
   }
+}
+
+function stripTypes(code: string): string {
+  const compilerOptions = { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2023 };
+  return ts.transpileModule(code, { compilerOptions }).outputText;
 }
 
 function run(command: string, args: string[], cwd: string): Promise<ProgramRun> {
