@@ -1,6 +1,6 @@
 // The start-up stress (test/startup/stress.ts) in a bounded form: 4 Node processes × 5 cycles of agent
 // create → allocate → register → load a peer → read → close on ucx, while another such process at a
-// time is SIGKILLed at random. The full 4 × 250 run is done by hand (see the README).
+// time is SIGKILLed at random. The full 4 × 250 run is done by hand (see docs/testing.md).
 import { describe, expect, it } from 'vitest';
 import { ucxTestsRun } from './support/backends.js';
 import { runStartupStress } from './startup/stress.js';

@@ -38,6 +38,26 @@ function manifestOf(copy: string, dir: string): { version: string; dependencies?
   return JSON.parse(readFileSync(join(copy, 'packages', dir, 'package.json'), 'utf8'));
 }
 
+/**
+ * The packages that depend on `name` at run time (dependencies or peer dependencies), directly or
+ * through others: with `updateInternalDependencies: "patch"`, each is released with at least a patch.
+ */
+function dependentsOf(name: string, packages: ReturnType<typeof listPackages>): Set<string> {
+  const dependents = new Set<string>();
+  const reached = [name];
+  while (reached.length > 0) {
+    const dependency = reached.pop() ?? '';
+    for (const { manifest } of packages) {
+      const runtime = { ...manifest.dependencies, ...manifest.peerDependencies };
+      if (manifest.name !== undefined && dependency in runtime && !dependents.has(manifest.name)) {
+        dependents.add(manifest.name);
+        reached.push(manifest.name);
+      }
+    }
+  }
+  return dependents;
+}
+
 describe('changesets', () => {
   it('every pending changeset names real packages with a known bump and speaks to users', () => {
     expect(checkChangesets(repoRoot)).toEqual([]);
@@ -68,7 +88,7 @@ describe('changesets', () => {
     for (const { dir, manifest } of packages) {
       const bumps = pending.flatMap((changeset) => changeset.releases.filter((r) => r.name === manifest.name).map((r) => r.bump as Bump));
       const after = manifestOf(copy, dir);
-      expect(after.version, manifest.name).toBe(bumped((before.get(dir) as { version?: string }).version ?? '0.0.0', bumps));
+      expect(after.version, manifest.name).toBe(bumped(before.get(dir)?.version ?? '0.0.0', bumps));
       firstRound.set(dir, after.version);
       // Inside the repository, packages keep depending on each other through the workspace.
       for (const [name, range] of Object.entries(after.dependencies ?? {})) if (name.startsWith('@kvreuse/')) expect(range, `${manifest.name} → ${name}`).toBe('workspace:^');
@@ -90,4 +110,50 @@ describe('changesets', () => {
     const changelog = readFileSync(join(copy, 'packages/descriptors/CHANGELOG.md'), 'utf8');
     expect(changelog.indexOf('A fix users can read about.')).toBeLessThan(changelog.indexOf(`## ${firstRound.get('descriptors')}`));
   }, 120_000); // two `changeset version` runs, several seconds each on a loaded machine
+
+  it('changeset version releases the dependents of each change of a series with a patch, and says which dependency moved', () => {
+    const copy = scratchCopy();
+    for (const { file } of readChangesets(repoRoot)) rmSync(join(copy, '.changeset', file));
+    const packages = listPackages(repoRoot);
+    const versions = new Map(packages.map(({ dir, manifest }) => [manifest.name ?? dir, { dir, version: manifest.version ?? '0.0.0' }]));
+    // A fix low in the stack, a feature in the middle, then a fix at the bottom, released one at a time.
+    const series: { name: string; bump: Bump; summary: string }[] = [
+      { name: '@kvreuse/descriptors', bump: 'patch', summary: 'Shards of one KV head are refused with the reason.' },
+      { name: '@kvreuse/registry', bump: 'minor', summary: 'Readiness names the bank a gate refused.' },
+      { name: '@kvreuse/config', bump: 'patch', summary: 'A misspelt flag names the closest one.' },
+    ];
+
+    series.forEach(({ name, bump, summary }, round) => {
+      writeFileSync(join(copy, `.changeset/change-${round}.md`), `---\n'${name}': ${bump}\n---\n\n${summary}\n`);
+      version(copy);
+      const dependents = dependentsOf(name, packages);
+      expect(dependents.size, `${name} has dependents`).toBeGreaterThan(0);
+      const before = new Map([...versions].map(([pkg, { version }]) => [pkg, version]));
+      const bumpsOf = (pkg: string): Bump[] => (pkg === name ? [bump] : dependents.has(pkg) ? ['patch'] : []);
+      for (const [pkg, entry] of versions) entry.version = bumped(entry.version, bumpsOf(pkg));
+      for (const [pkg, entry] of versions) {
+        const bumps = bumpsOf(pkg);
+        const after = manifestOf(copy, entry.dir);
+        expect(after.version, `${pkg} after ${name} ${bump}`).toBe(entry.version);
+        // The range stays the workspace protocol in the repository; publishing turns it into ^version.
+        for (const [dependency, range] of Object.entries(after.dependencies ?? {})) {
+          if (dependency.startsWith('@kvreuse/')) expect(range, `${pkg} → ${dependency}`).toBe('workspace:^');
+        }
+        if (bumps.length === 0) continue;
+        const changelog = readFileSync(join(copy, 'packages', entry.dir, 'CHANGELOG.md'), 'utf8');
+        const newest = changelog.slice(0, changelog.indexOf(`\n## ${before.get(pkg)}\n`) >>> 0);
+        expect(newest.startsWith(`# ${pkg}\n\n## ${entry.version}\n`), `${pkg}'s changelog opens with ${entry.version}`).toBe(true);
+        if (pkg === name) expect(newest).toContain(`### ${bump === 'minor' ? 'Minor' : 'Patch'} Changes\n\n- ${summary}\n`);
+        else expect(newest).toContain('### Patch Changes\n\n- Updated dependencies\n');
+        // Every internal dependency released in this round is named with its new version.
+        for (const dependency of [name, ...dependents]) {
+          if (dependency === pkg || !(dependency in { ...manifestOf(copy, entry.dir).dependencies })) continue;
+          expect(newest, `${pkg}'s changelog names ${dependency}`).toContain(`  - ${dependency}@${versions.get(dependency)?.version}\n`);
+        }
+      }
+    });
+    // Each round's entry sits above the one before it.
+    const registryLog = readFileSync(join(copy, 'packages/registry/CHANGELOG.md'), 'utf8');
+    expect(registryLog.indexOf(`## ${versions.get('@kvreuse/registry')?.version}`)).toBeLessThan(registryLog.indexOf('## 0.1.0\n'));
+  }, 60_000); // three `changeset version` runs, about two seconds each
 });

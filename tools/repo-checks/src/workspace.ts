@@ -3,6 +3,7 @@ import { join, relative } from 'node:path';
 
 export interface PackageManifest {
   name?: string;
+  version?: string;
   type?: string;
   license?: string;
   sideEffects?: boolean;

@@ -1,0 +1,24 @@
+// Every ```ts and ```js snippet of the READMEs runs as written, each program (a snippet, or a chain of
+// snippets that continue one another) in a process of its own: a reader who pastes it into a file of a
+// project that installed the packages sees it end with status 0.
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { runProgram } from './run-program.js';
+import { runnablePrograms } from './snippets.js';
+
+const root = fileURLToPath(new URL('../../..', import.meta.url));
+
+describe('README snippets', () => {
+  const programs = runnablePrograms(root);
+
+  it('finds the snippets of every package README', () => {
+    const readmes = new Set(programs.map((program) => program.path));
+    for (const path of ['packages/config/README.md', 'packages/registry/README.md', 'packages/endpoint/README.md']) expect(readmes).toContain(path);
+  });
+
+  it.concurrent.each(programs.map((program) => [`${program.path}:${program.lines.join(',')}`, program] as const))('%s runs as written', async (where, program) => {
+    const run = await runProgram(program);
+    expect(run.exit, `${join(root, where)}: the snippet exited with ${run.exit}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`).toBe(0);
+  }, 120_000);
+});
