@@ -33,6 +33,7 @@ export type RegistryErrorCode =
   | 'INVALID_RANK_BANKS'
   | 'RANK_PART_REFUSED'
   | 'RANK_PART_PUBLICATION_REFUSED'
+  | 'RANK_PART_WRONG_WORKER'
   | 'DISCOVERY_COMPARE_FAILED'
   | 'SUPERSEDED'
   | 'INVALID_REGISTRY_OPTION';
@@ -231,6 +232,25 @@ export class DiscoveryPermissionError extends RegistryError {
   ) {
     const who = user === undefined ? 'this client (no etcd user configured: etcd took its client certificate\'s name, if any)' : `user ${describe(user)}`;
     super(`${backend} discovery: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} denied: ${who} is not granted it`, options);
+  }
+}
+
+/**
+ * A write that would store one worker's rank part under another worker's key, refused by the store
+ * before anything of the put or commit was written.
+ */
+export class RankPartOwnerError extends RegistryError {
+  readonly code = 'RANK_PART_WRONG_WORKER';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly key: string,
+    readonly keyWorkerId: string,
+    readonly partWorkerId: unknown,
+  ) {
+    super(
+      `${backend} discovery: refused to write the rank part of worker ${describe(partWorkerId)} at ${describe(key)}, ` +
+        `a key of worker ${describe(keyWorkerId)}: a rank part is written only under its own worker's key; nothing was written`,
+    );
   }
 }
 
