@@ -7,19 +7,8 @@ describe('discoveryGroup', () => {
   const discovery = defineSettings([discoveryGroup]);
 
   it('resolves alone, to its defaults, and refuses a value that breaks its type', () => {
-    expect(discovery.defaults).toEqual({
-      discovery: {
-        backend: 'sqlite',
-        sqlitePath: 'kvreuse-discovery.sqlite',
-        etcdEndpoints: ['http://127.0.0.1:2379'],
-        etcdCaFile: '',
-        etcdCertFile: '',
-        etcdKeyFile: '',
-        etcdUsername: '',
-        etcdPasswordFile: '',
-        leaseTtlMs: 10_000,
-      },
-    });
+    const insecure = { etcdCaFile: '', etcdCertFile: '', etcdKeyFile: '', etcdUsername: '', etcdPasswordFile: '' };
+    expect(discovery.defaults).toEqual({ discovery: { backend: 'sqlite', sqlitePath: 'kvreuse-discovery.sqlite', etcdEndpoints: ['http://127.0.0.1:2379'], ...insecure, leaseTtlMs: 10_000 } });
     expect(() => discovery.resolve({ argv: ['--discovery-lease-ttl-ms=1500'] })).toThrow(InvalidSettingError);
   });
 
