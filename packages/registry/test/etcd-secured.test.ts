@@ -145,6 +145,11 @@ test.skipIf(!etcdRuns)("worker A cannot write worker B's rank parts or inventory
     message: expect.stringContaining('user "decode-a" is not granted it'),
   });
 
+  // Reading is granted under kvreuse/ only: a watch elsewhere is denied, not reported as an outage.
+  for (const options of [{}, { fromRevision: 1 }]) {
+    await expect(a.watch('elsewhere/', () => undefined, options)).rejects.toMatchObject({ code: 'DISCOVERY_PERMISSION_DENIED', operation: 'watch', key: 'elsewhere/', user: 'decode-a' });
+  }
+
   const after = await b.list(workerKeyPrefix('decode-b'));
   expect(after.entries).toEqual(before.entries);
   expect(await b.get(`${defaultInventoryPrefix}decode-b`)).toBeUndefined();
@@ -180,5 +185,26 @@ test.skipIf(!etcdRuns)('a wrong password fails every request and watch with Disc
     const failed = attempt();
     await expect(failed).rejects.toThrow(DiscoveryAuthenticationError);
     await expect(failed).rejects.toMatchObject({ code: 'DISCOVERY_AUTHENTICATION_FAILED', user: 'decode-a', message: expect.stringContaining('refused the credentials of user "decode-a"') });
+  }
+});
+
+test.skipIf(!etcdRuns)('without a user, a cluster with authentication on (and no client certificates) fails with DiscoveryAuthenticationError', async () => {
+  const plain = await EtcdServer.start();
+  try {
+    const admin = new Etcd3({ hosts: plain.url });
+    try {
+      await admin.user('root').create('root-password');
+      await admin.user('root').addRole('root');
+      await admin.auth.authEnable();
+    } finally {
+      admin.close();
+    }
+    const store = connectEtcdDiscovery({ hosts: plain.url });
+    stores.push(store);
+    const failed = store.put('kvreuse/x', 'v');
+    await expect(failed).rejects.toThrow(DiscoveryAuthenticationError);
+    await expect(failed).rejects.toMatchObject({ user: undefined, message: expect.stringContaining('requires authentication and no user is configured') });
+  } finally {
+    await plain.stop();
   }
 });

@@ -74,6 +74,8 @@ export function userPassword(user: EtcdUser): { username: string; password: stri
 
 /** etcd's answer when auth is enabled and a request carries no user. */
 const noUser = /user name is empty/;
+/** etcd's refusal of a request, and its reason for cancelling a watch the user may not read. */
+const permissionDenied = /etcdserver: permission denied/;
 /** How a failed TLS handshake surfaces through gRPC, on either side. */
 const handshake = /certificate|handshake|SSL|TLS|alert/i;
 
@@ -100,7 +102,9 @@ export class EtcdRefusals {
       return new DiscoveryAuthenticationError(backend, operation, this.username, { cause: error });
     }
     if (error instanceof Error && noUser.test(error.message)) return new DiscoveryAuthenticationError(backend, operation, undefined, { cause: error });
-    if (error instanceof EtcdPermissionDeniedError) return new DiscoveryPermissionError(backend, operation, key, this.username, { cause: error });
+    if (error instanceof EtcdPermissionDeniedError || (error instanceof Error && permissionDenied.test(error.message))) {
+      return new DiscoveryPermissionError(backend, operation, key, this.username, { cause: error });
+    }
     if (!(error instanceof GRPCUnavailableError)) return undefined;
     if (handshake.test(error.message)) this.handshakeFailure = error;
     return this.handshakeFailure === undefined ? undefined : new DiscoveryTlsError(backend, operation, this.hosts, { cause: this.handshakeFailure });
