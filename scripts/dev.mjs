@@ -49,6 +49,8 @@ const systemPackages = [
   { name: 'libucx-dev', present: () => existsSync('/usr/include/ucp/api/ucp.h') },
   { name: 'ucx-utils', present: () => commandExists('ucx_perftest') },
   { name: 'etcd-server', present: () => commandExists('etcd') },
+  // The secured-etcd tests make their certificates with it.
+  { name: 'openssl', present: () => commandExists('openssl') },
   { name: 'valgrind', present: () => commandExists('valgrind') },
   { name: 'build-essential', present: () => commandExists('cc') && commandExists('make') },
   // clang and libFuzzer's runtime, for the native fuzz targets (`make -C native fuzz`).

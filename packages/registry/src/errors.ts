@@ -13,6 +13,10 @@ export type RegistryErrorCode =
   | 'DISCOVERY_LEASE_NOT_FOUND'
   | 'DISCOVERY_CLOSED'
   | 'DISCOVERY_UNAVAILABLE'
+  | 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE'
+  | 'DISCOVERY_TLS_FAILED'
+  | 'DISCOVERY_AUTHENTICATION_FAILED'
+  | 'DISCOVERY_PERMISSION_DENIED'
   | 'INVENTORY_INVALID_BLOCK_INPUT'
   | 'INVENTORY_INVALID_EVENT'
   | 'INVENTORY_WITHDRAWN'
@@ -31,6 +35,7 @@ export type RegistryErrorCode =
   | 'RANK_PART_PUBLICATION_REFUSED'
   | 'CLUSTER_SECRET_REFUSED'
   | 'TRANSPORT_METADATA_REFUSED'
+  | 'RANK_PART_WRONG_WORKER'
   | 'DISCOVERY_COMPARE_FAILED'
   | 'SUPERSEDED'
   | 'INVALID_REGISTRY_OPTION';
@@ -157,6 +162,97 @@ export class DiscoveryUnavailableError extends RegistryError {
       options,
     );
     this.location = options?.location;
+  }
+}
+
+/** A file a store was told to read (a certificate, a private key, a password) is missing, unreadable or empty. */
+export class DiscoveryCredentialsFileError extends RegistryError {
+  readonly code = 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly option: string,
+    readonly path: string,
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${backend} discovery: ${option} ${describe(path)} cannot be used: ${reason}`, options);
+  }
+}
+
+/**
+ * The TLS handshake with the backend failed: this process does not trust the server's certificate
+ * (wrong `caFile`), or the server refused this process's client certificate (none, or one its
+ * authority did not sign). Retrying does not help; the certificate files must change.
+ */
+export class DiscoveryTlsError extends RegistryError {
+  readonly code = 'DISCOVERY_TLS_FAILED';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly operation: string,
+    readonly endpoints: readonly string[],
+    options?: ErrorOptions,
+  ) {
+    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super(`${backend} discovery: ${operation} failed: the TLS handshake with ${endpoints.join(', ')} failed${cause}`, options);
+  }
+}
+
+/**
+ * The backend refused to authenticate this process: a wrong user or password, or none given to a
+ * cluster that requires one. `user` is the user it tried (undefined: none was configured).
+ */
+export class DiscoveryAuthenticationError extends RegistryError {
+  readonly code = 'DISCOVERY_AUTHENTICATION_FAILED';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly operation: string,
+    readonly user: string | undefined,
+    options?: ErrorOptions,
+  ) {
+    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super(
+      `${backend} discovery: ${operation} failed: ` +
+        (user === undefined ? 'the server requires authentication and no user is configured' : `the server refused the credentials of user ${describe(user)}`) +
+        cause,
+      options,
+    );
+  }
+}
+
+/**
+ * The backend denied this process's user an operation on a key (or prefix) it is not granted; a
+ * commit so denied wrote nothing.
+ */
+export class DiscoveryPermissionError extends RegistryError {
+  readonly code = 'DISCOVERY_PERMISSION_DENIED';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly operation: string,
+    readonly key: string | undefined,
+    readonly user: string | undefined,
+    options?: ErrorOptions,
+  ) {
+    const who = user === undefined ? 'this client (no etcd user configured: etcd took its client certificate\'s name, if any)' : `user ${describe(user)}`;
+    super(`${backend} discovery: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} denied: ${who} is not granted it`, options);
+  }
+}
+
+/**
+ * A write that would store one worker's rank part under another worker's key, refused by the store
+ * before anything of the put or commit was written.
+ */
+export class RankPartOwnerError extends RegistryError {
+  readonly code = 'RANK_PART_WRONG_WORKER';
+  constructor(
+    readonly backend: DiscoveryBackend,
+    readonly key: string,
+    readonly keyWorkerId: string,
+    readonly partWorkerId: unknown,
+  ) {
+    super(
+      `${backend} discovery: refused to write the rank part of worker ${describe(partWorkerId)} at ${describe(key)}, ` +
+        `a key of worker ${describe(keyWorkerId)}: a rank part is written only under its own worker's key; nothing was written`,
+    );
   }
 }
 

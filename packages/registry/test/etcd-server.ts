@@ -1,11 +1,13 @@
 // Starts a real etcd (Debian's etcd-server) for a test: loopback only, free ports, a temp data dir.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { get } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { connectEtcdDiscovery, type EtcdDiscoveryOptions, type EtcdDiscoveryStore } from '../src/index.js';
+import type { CertificateFiles } from './helpers/certificates.js';
 
 export const etcdBinary = [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/local/bin']
   .filter((dir) => dir !== '')
@@ -39,6 +41,12 @@ abstract class EtcdProcess {
   abstract get url(): string;
   protected abstract args(): string[];
 
+  /** Whether the process answers `/health` with `true`. */
+  protected async healthy(): Promise<boolean> {
+    const response = await fetch(`${this.url}/health`);
+    return response.ok && ((await response.json()) as { health?: string }).health === 'true';
+  }
+
   /** Starts the process (again) with the same ports and data, and waits until it serves. */
   async restart(): Promise<void> {
     const child = spawn(etcdBinary!, this.args(), { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -49,8 +57,7 @@ abstract class EtcdProcess {
     for (let attempt = 0; attempt < 300; attempt++) {
       if (child.exitCode !== null) throw new Error(`etcd exited with ${child.exitCode}: ${this.log}`);
       try {
-        const response = await fetch(`${this.url}/health`);
-        if (response.ok && ((await response.json()) as { health?: string }).health === 'true') return;
+        if (await this.healthy()) return;
       } catch {
         // not listening yet
       }
@@ -84,31 +91,58 @@ abstract class EtcdProcess {
   }
 }
 
+/**
+ * A server that serves its clients over TLS with `server`'s certificate and, with `clientCa`,
+ * accepts only clients that present a certificate that authority signed.
+ */
+export interface EtcdServerTls {
+  readonly server: CertificateFiles;
+  readonly clientCa?: string;
+  /** The authority that signed `server`, and a client certificate: what the health check connects with. */
+  readonly probe: { readonly caFile: string; readonly client?: CertificateFiles };
+}
+
 export class EtcdServer extends EtcdProcess {
   private constructor(
     readonly clientPort: number,
     readonly peerPort: number,
     dataDir: string,
+    private readonly tls: EtcdServerTls | undefined,
   ) {
     super(dataDir);
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.clientPort}`;
+    return `${this.tls === undefined ? 'http' : 'https'}://127.0.0.1:${this.clientPort}`;
   }
 
-  static async start(): Promise<EtcdServer> {
+  static async start(tls?: EtcdServerTls): Promise<EtcdServer> {
     if (etcdBinary === undefined) throw new Error('etcd is not installed (apt-get install etcd-server)');
     const clientPort = await freePort();
     let peerPort = await freePort();
     while (peerPort === clientPort) peerPort = await freePort();
-    const server = new EtcdServer(clientPort, peerPort, mkdtempSync(join(tmpdir(), 'kvreuse-etcd-')));
+    const server = new EtcdServer(clientPort, peerPort, mkdtempSync(join(tmpdir(), 'kvreuse-etcd-')), tls);
     await server.restart();
     return server;
   }
 
+  protected override healthy(): Promise<boolean> {
+    const tls = this.tls;
+    if (tls === undefined) return super.healthy();
+    const { caFile, client } = tls.probe;
+    const files = { ca: readFileSync(caFile), ...(client === undefined ? {} : { cert: readFileSync(client.certFile), key: readFileSync(client.keyFile) }) };
+    return new Promise((resolve, reject) => {
+      get(`${this.url}/health`, files, (response) => {
+        let body = '';
+        response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        response.on('end', () => resolve(response.statusCode === 200 && (JSON.parse(body) as { health?: string }).health === 'true'));
+      }).on('error', reject);
+    });
+  }
+
   protected args(): string[] {
     const peer = `http://127.0.0.1:${this.peerPort}`;
+    const tls = this.tls;
     return [
       '--name=kvreuse-test',
       `--data-dir=${this.dataDir}`,
@@ -119,6 +153,8 @@ export class EtcdServer extends EtcdProcess {
       `--initial-cluster=kvreuse-test=${peer}`,
       '--logger=zap',
       '--log-level=error',
+      ...(tls === undefined ? [] : [`--cert-file=${tls.server.certFile}`, `--key-file=${tls.server.keyFile}`]),
+      ...(tls?.clientCa === undefined ? [] : ['--client-cert-auth', `--trusted-ca-file=${tls.clientCa}`]),
     ];
   }
 }

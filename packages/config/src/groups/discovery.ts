@@ -35,6 +35,41 @@ export const discoveryGroup = defineGroup('discovery', {
       default: ['http://127.0.0.1:2379'],
       description: 'The etcd cluster of the `etcd` backend: one or more `http(s)://host:port` endpoints.',
     },
+    etcdCaFile: {
+      schema: z.string(),
+      default: '',
+      description:
+        'A PEM file of the certificate authority that signed the etcd servers\' certificates, for `https://` ' +
+        'endpoints. Empty trusts the authorities Node.js trusts by default. A relative path resolves against ' +
+        "the process's working directory.",
+    },
+    etcdCertFile: {
+      schema: z.string(),
+      default: '',
+      description:
+        'A PEM file of the client certificate this process presents to etcd (with `etcd_key_file`), for a ' +
+        'cluster that requires client certificates. Empty presents none.',
+    },
+    etcdKeyFile: {
+      schema: z.string(),
+      default: '',
+      description: 'The PEM file of the private key of `etcd_cert_file`; set with it, or not at all.',
+    },
+    etcdUsername: {
+      schema: z.string(),
+      default: '',
+      description:
+        'The etcd user this process authenticates as, on a cluster with authentication enabled (its password ' +
+        'in `etcd_password_file`). Empty does not authenticate.',
+    },
+    etcdPasswordFile: {
+      schema: z.string(),
+      default: '',
+      description:
+        'A file whose content is the password of `etcd_username` (one trailing newline is ignored). A file, ' +
+        'so that the password appears in no command line, environment or settings file; keep it readable by ' +
+        'this process only.',
+    },
     secretFile: {
       schema: z.string(),
       default: '',
@@ -56,4 +91,29 @@ export const discoveryGroup = defineGroup('discovery', {
         'disappears after it. Whole seconds, because etcd leases are.',
     },
   },
+  rules: [
+    {
+      setting: 'etcdKeyFile',
+      related: ['etcdCertFile'],
+      rule: 'discovery.etcd_cert_file and discovery.etcd_key_file are set together',
+      why: 'a client certificate is presented with its private key; one without the other cannot be.',
+      holds: (discovery) => (discovery.etcdCertFile === '') === (discovery.etcdKeyFile === ''),
+    },
+    {
+      setting: 'etcdPasswordFile',
+      related: ['etcdUsername'],
+      rule: 'discovery.etcd_username and discovery.etcd_password_file are set together',
+      why: 'etcd authenticates a user by its password; one without the other cannot authenticate.',
+      holds: (discovery) => (discovery.etcdUsername === '') === (discovery.etcdPasswordFile === ''),
+    },
+    {
+      setting: 'etcdEndpoints',
+      related: ['etcdCaFile', 'etcdCertFile'],
+      rule: 'discovery.etcd_endpoints are all https:// when discovery.etcd_ca_file or etcd_cert_file is set',
+      why: 'certificates only take effect over TLS; an http:// endpoint would send everything in clear text.',
+      holds: (discovery) =>
+        (discovery.etcdCaFile === '' && discovery.etcdCertFile === '') ||
+        discovery.etcdEndpoints.every((endpoint) => endpoint.startsWith('https://')),
+    },
+  ],
 });

@@ -16,6 +16,7 @@ import type {
   WatchListener,
   WatchNotice,
 } from './types.js';
+import { checkRankPartOwner } from './rank-part-owner.js';
 
 /** etcd's default request limit is 1.5 MiB; keys are kept far below it. */
 export const maxKeyBytes = 4096;
@@ -43,10 +44,14 @@ function checkKeyText(backend: DiscoveryBackend, key: string): string {
   return key;
 }
 
+/** A value's bytes, as every backend stores them; a rank part under another worker's key is refused. */
 export function encodeValue(backend: DiscoveryBackend, key: string, value: unknown): Uint8Array {
-  if (typeof value === 'string') return utf8.encode(value);
-  if (value instanceof Uint8Array) return value.slice();
-  throw new DiscoveryValueError(backend, key, value, 'a value is a string or a Uint8Array');
+  let bytes: Uint8Array;
+  if (typeof value === 'string') bytes = utf8.encode(value);
+  else if (value instanceof Uint8Array) bytes = value.slice();
+  else throw new DiscoveryValueError(backend, key, value, 'a value is a string or a Uint8Array');
+  checkRankPartOwner(backend, key, bytes);
+  return bytes;
 }
 
 export function checkTtl(backend: DiscoveryBackend, ttlMs: unknown): number {

@@ -31,6 +31,7 @@ import {
   resolveCommit,
   wholeOption,
 } from './common.js';
+import { EtcdRefusals, type EtcdTlsFiles, type EtcdUser, tlsCredentials, userPassword } from './etcd-security.js';
 import type {
   CommitOptions,
   DiscoveryEntry,
@@ -57,6 +58,10 @@ export interface EtcdDiscoveryOptions {
   readonly maxReconnectDelayMs?: number;
   /** How often a commit re-reads and retries when a concurrent writer changed its prefix (default 16). */
   readonly commitAttempts?: number;
+  /** Certificates for TLS (every host `https://`); without it, `https://` hosts trust the authorities Node.js trusts. */
+  readonly tls?: EtcdTlsFiles;
+  /** The user this client authenticates as, on a cluster with authentication enabled. */
+  readonly auth?: EtcdUser;
 }
 
 const backend = 'etcd';
@@ -93,6 +98,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   private readonly requestTimeoutMs: number;
   private readonly maxReconnectDelayMs: number;
   private readonly commitAttempts: number;
+  private readonly refusals: EtcdRefusals;
   private readonly watches = new Set<EtcdWatch>();
   private closed = false;
 
@@ -104,10 +110,14 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     if (!Array.isArray(hosts) || hosts.length === 0 || hosts.some((host) => typeof host !== 'string' || !/^https?:\/\/./.test(host))) {
       throw new DiscoveryArgumentError(backend, 'hosts', options.hosts, 'hosts are one or more http(s):// client URLs');
     }
+    const user = options.auth === undefined ? undefined : userPassword(options.auth);
+    this.refusals = new EtcdRefusals(hosts, user?.username);
     this.client = new Etcd3({
       hosts: [...hosts],
       grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1_000 },
       faultHandling: { host: () => noop, global: noop },
+      ...(options.tls === undefined ? {} : { credentials: tlsCredentials(options.tls, hosts) }),
+      ...(user === undefined ? {} : { auth: { ...user, callOptions: () => ({ deadline: new Date(Date.now() + this.requestTimeoutMs) }) } }),
     });
   }
 
@@ -271,8 +281,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       await watch.start();
     } catch (error) {
       await watch.close();
-      if (error instanceof RegistryError) throw error;
-      throw new DiscoveryUnavailableError(backend, 'watch', prefix, { cause: error });
+      throw this.failure(error, 'watch', prefix);
     }
     return watch;
   }
@@ -299,15 +308,22 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   ): Promise<T> {
     if (this.closed) throw new DiscoveryClosedError(backend, operation);
     try {
-      return await request(new Date(Date.now() + this.requestTimeoutMs));
+      const response = await request(new Date(Date.now() + this.requestTimeoutMs));
+      this.refusals.succeeded();
+      return response;
     } catch (error) {
-      if (error instanceof RegistryError) throw error;
       if (error instanceof EtcdLeaseInvalidError) throw new DiscoveryLeaseError(backend, lease ?? 'unknown', key);
       if (error instanceof Error && /too many operations in txn/.test(error.message)) {
         throw new DiscoveryArgumentError(backend, 'operations', operation, `etcd refused the transaction: ${error.message}`);
       }
-      throw new DiscoveryUnavailableError(backend, operation, key, { cause: error });
+      throw this.failure(error, operation, key);
     }
+  }
+
+  /** A failed request or watch as the package's typed error: a refusal of this client's identity or rights, or an outage. */
+  private failure(error: unknown, operation: string, key: string | undefined): RegistryError {
+    if (error instanceof RegistryError) return error;
+    return this.refusals.refusal(error, operation, key) ?? new DiscoveryUnavailableError(backend, operation, key, { cause: error });
   }
 }
 

@@ -35,6 +35,15 @@ describe('openDiscovery', () => {
     await etcd.close();
   });
 
+  it("reads a secured etcd's files from the settings: a missing one is refused, naming its path", () => {
+    const missing = join(dir, 'missing-ca.pem');
+    const secured = ['--discovery-backend', 'etcd', '--discovery-etcd-endpoints', 'https://127.0.0.1:1', '--discovery-etcd-ca-file', missing];
+    expect(() => openDiscovery(discoveryFrom(secured))).toThrow(expect.objectContaining({ code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE', option: 'tls.caFile', path: missing }));
+    const password = join(dir, 'missing-password');
+    const user = ['--discovery-backend', 'etcd', '--discovery-etcd-username', 'decode-0', '--discovery-etcd-password-file', password];
+    expect(() => openDiscovery(discoveryFrom(user))).toThrow(expect.objectContaining({ option: 'auth.passwordFile', path: password }));
+  });
+
   it('refuses settings that name no store, naming the setting and its value', () => {
     const bad = { backend: 'zookeeper', sqlitePath: 'x', etcdEndpoints: [] } as never;
     expect(() => openDiscovery(bad)).toThrow(DiscoverySettingsError);

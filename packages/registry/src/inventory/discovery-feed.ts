@@ -13,7 +13,7 @@ import { commitFenced, isEpoch } from '../readiness/incarnation-epoch.js';
 import { encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
 import { RetainedInventory } from './retained-inventory.js';
 
-export const defaultInventoryPrefix = '/kvreuse/inventory/';
+export const defaultInventoryPrefix = 'kvreuse/inventory/';
 
 export interface InventoryPublisherOptions {
   readonly workerId: string;

@@ -63,3 +63,10 @@ export function parseRankPartKey(key: string, keyPrefix = defaultKeyPrefix): (Wo
   const [, workerId = '', incarnation = '', pp = '', tp = ''] = match;
   return { workerId, incarnation, tpRank: Number(tp), ppRank: Number(pp) };
 }
+
+const rankPartKeyTail = new RegExp(`workers/(${segment})/incarnations/${segment}/pp(0|[1-9][0-9]{0,8})-tp(0|[1-9][0-9]{0,8})$`);
+
+/** The worker whose rank-part key this is, under any key prefix, or `undefined` for a key that is not a rank-part key. */
+export function rankPartKeyWorker(key: string): string | undefined {
+  return rankPartKeyTail.exec(key)?.[1];
+}
