@@ -401,7 +401,8 @@ struct kvt_agent {
     uint32_t next_template_id;
 
     /* Progress thread only. */
-    kvt_op *active;  /* ops in QUEUED..NOTIFYING */
+    kvt_op *active;  /* ops in QUEUED..NOTIFYING, in the order posted */
+    kvt_op **active_tail; /* the link the next posted op goes to (&active when there is none) */
     kvt_op *held;    /* ops in HELD */
 };
 

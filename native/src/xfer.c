@@ -336,9 +336,13 @@ static void release_held(kvt_agent *agent) {
 
 void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
     if (command) {
+        /* Appended: operations are served in the order they were posted, so of two equal ones the first
+         * posted ends first. */
         command->op->phase = KVT_PHASE_MOVING;
-        command->op->next_active = agent->active;
-        agent->active = command->op;
+        command->op->next_active = NULL;
+        if (!agent->active) agent->active_tail = &agent->active;
+        *agent->active_tail = command->op;
+        agent->active_tail = &command->op->next_active;
         return;
     }
     for (kvt_op **link = &agent->active; *link;) {
@@ -346,6 +350,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
         step(agent, op);
         if (op->phase == KVT_PHASE_HELD) {
             *link = op->next_active;
+            if (!op->next_active) agent->active_tail = link;
             op->next_active = agent->held;
             agent->held = op;
             /* Completed now, not after the other operations' slices of this round: their copies take

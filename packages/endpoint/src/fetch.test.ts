@@ -96,7 +96,12 @@ describe('fetchPrefix on loopback agents', () => {
   it('recomputes everything with the native code when an operation fails, at its post or at its completion', async () => {
     const { pull, pins, options } = await tp2to1();
     pull.destination.faults.failNth('completion', 2, 'REMOTE_DISCONNECT');
-    const failed = await fetchPrefix(options);
+    // Both posts reach the progress thread in one batch (as on a loaded machine): it serves them in the
+    // order posted, so pair 1's operation is the second to complete.
+    pull.destination.faults.stallProgress(true);
+    const failing = fetchPrefix(options);
+    pull.destination.faults.stallProgress(false);
+    const failed = await failing;
     expect(failed).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: PREFIX, reasons: [{ kind: 'operation-failed', fromBlock: 0, pair: 1, code: 'REMOTE_DISCONNECT' }] } });
     expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
 
