@@ -1,4 +1,4 @@
-import { encodePinMessage, parsePinMessage, PinMessageError, safeParsePinMessage } from '@kvreuse/endpoint';
+import { encodePinMessage, PinMessageError, safeParsePinMessage } from '@kvreuse/endpoint';
 import { describe, expect, it } from 'vitest';
 import { fuzz } from './fuzz-run.js';
 import { mutatedBytes } from './mutations.js';
@@ -14,7 +14,6 @@ describe('pin messages', () => {
         return;
       }
       expect(result.error).toBeInstanceOf(PinMessageError);
-      expect(() => parsePinMessage(bytes)).toThrow(PinMessageError);
     });
   });
 });
