@@ -316,7 +316,14 @@ static bool release_due(const kvt_op *op, uint32_t delay_ms, uint64_t now) {
     return now >= op->backend_done_ns + (uint64_t)delay_ms * 1000000u;
 }
 
-/* Ends every held operation whose completion delay (kvt_fault_delay_completions) is over. */
+/* Ends an operation whose bytes moved and whose completion delay (kvt_fault_delay_completions) is over. */
+static void end_held(kvt_agent *agent, kvt_op *op) {
+    kvt_status status = op->backend_status;
+    if (status == KVT_OK && atomic_load(&op->cancel_requested)) status = KVT_ERR_CANCELED;
+    finalize(agent, op, status); /* `op` may be released and freed from here on */
+}
+
+/* Ends every held operation whose completion delay is over. */
 static void release_held(kvt_agent *agent) {
     if (!agent->held) return;
     uint32_t delay_ms = atomic_load(&agent->delay_ms);
@@ -328,9 +335,7 @@ static void release_held(kvt_agent *agent) {
             continue;
         }
         *link = op->next_active;
-        kvt_status status = op->backend_status;
-        if (status == KVT_OK && atomic_load(&op->cancel_requested)) status = KVT_ERR_CANCELED;
-        finalize(agent, op, status); /* `op` may be released and freed from here on */
+        end_held(agent, op);
     }
 }
 
@@ -351,11 +356,15 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
         if (op->phase == KVT_PHASE_HELD) {
             *link = op->next_active;
             if (!op->next_active) agent->active_tail = link;
-            op->next_active = agent->held;
-            agent->held = op;
             /* Completed now, not after the other operations' slices of this round: their copies take
-             * up to a millisecond each, in which the consumer can already post what comes next. */
-            release_held(agent);
+             * up to a millisecond each, in which the consumer can already post what comes next. Only
+             * this operation is looked at: the held ones wait for the end of the round. */
+            if (release_due(op, atomic_load(&agent->delay_ms), kvt_now_ns())) {
+                end_held(agent, op);
+            } else {
+                op->next_active = agent->held;
+                agent->held = op;
+            }
         } else {
             link = &op->next_active;
         }
