@@ -100,6 +100,7 @@ void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
 typedef struct {
     uint64_t length;
     bool caller_memory;
+    bool file_memory; /* caller memory that is a shared mapping of a sealed memfd, registered with kvt_mem_register_fd */
     bool new_pid_namespace;
     uint64_t seed;
 } source_options;
@@ -117,6 +118,8 @@ void source_signal(const source_process *source, int signal);
 void source_wait_stopped(const source_process *source);
 /* SIGKILLs the source (resuming it first if stopped), reaps it and frees the blob. */
 void source_end(source_process *source);
+/* `length` bytes of a new memfd (sealed against shrinking) mapped shared; its fd in *out_fd. */
+uint8_t *file_memory_map(uint64_t length, int *out_fd);
 void fill_pattern(uint8_t *memory, uint64_t length, uint64_t seed);
 bool check_pattern(const uint8_t *memory, uint64_t length, uint64_t seed);
 

@@ -297,12 +297,12 @@ static uint64_t put_le(uint8_t *blob, uint64_t at, uint64_t value, int size) {
 /* A ucx blob written field by field (see the layout in metadata.c): one region, the given address and
  * rkey lengths (their bytes zero), sealed. */
 static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, uint64_t *out_length) {
-    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 + 4 + 8 + 8 + 4 +
-                      rkey_length + 4;
+    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 8 + 8 +
+                      4 + 8 + 4 + 4 + rkey_length + 4;
     uint8_t *blob = calloc(1, length);
     CHECK(blob != NULL, "out of memory");
     memcpy(blob, "KVTM", 4);
-    uint64_t at = put_le(blob, 4, 2, 2);
+    uint64_t at = put_le(blob, 4, 3, 2);
     at = put_le(blob, at, KVT_BACKEND_UCX, 2);
     at = put_le(blob, at, 7, 8);                 /* incarnation */
     at = put_le(blob, at, 1, 8);                 /* generation */
@@ -312,12 +312,16 @@ static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, uint64_t
     at = put_le(blob, at, (uint64_t)getpid(), 8) + 16; /* pid, boot id */
     at = put_le(blob, at, 1, 8);                 /* start time */
     at = put_le(blob, at, 1, 8);                 /* pid namespace */
+    at = put_le(blob, at, UINT32_MAX, 4);        /* no liveness table */
     at = put_le(blob, at, 1, 4);                 /* region count */
     at = put_le(blob, at, 1, 4);                 /* id */
     at = put_le(blob, at, KVT_MEM_DRAM, 4);
     at = put_le(blob, at, 0, 4);                 /* device */
     at = put_le(blob, at, 0x10000, 8);           /* base */
     at = put_le(blob, at, 4096, 8);              /* length */
+    at = put_le(blob, at, UINT32_MAX, 4);        /* not file-backed: file fd, offset, liveness slot */
+    at = put_le(blob, at, 0, 8);
+    at = put_le(blob, at, 0, 4);
     at = put_le(blob, at, rkey_length, 4) + rkey_length;
     CHECK(at + 4 == length, "the blob is %llu bytes, written %llu", (unsigned long long)length, (unsigned long long)at);
     reseal(blob, length);
