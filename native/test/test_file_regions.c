@@ -57,67 +57,74 @@ static void registration_refuses_what_is_not_a_shared_mapping_of_the_file(void) 
     close(pipe_fds[1]);
 }
 
-/* A source process with file memory: READs are copied out of its file (no UCX request), WRITEs are not. */
-static void another_process_is_read_through_its_file(void) {
-    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process and are copied under their lock");
-    source_options options = {.length = LENGTH, .file_memory = true, .seed = OLD_SEED};
+/* A source process with file memory, and a reader here with a bank of the same size and the source loaded. */
+typedef struct {
     source_process source;
-    CHECK(source_spawn(&options, &source), "source");
-    uint32_t reader = make_agent("file-reader");
-    uint8_t *local;
-    uint32_t local_region = alloc_region(reader, LENGTH, &local);
-    uint32_t peer;
+    uint32_t reader, local_region, peer;
     uint64_t generation;
-    CHECK_OK(kvt_peer_load(reader, source.blob, source.length, &peer, &generation));
-    CHECK(peer_transport_mentions(reader, peer, "its file mapped"), "the source's file is mapped");
-    uint64_t requests = counter(reader, KVT_COUNTER_REQUESTS_ISSUED), op;
-    CHECK_OK(post_one(reader, KVT_XFER_READ, peer, generation, local_region, 0, 1, 0, LENGTH, &op));
-    uint64_t done = 0;
-    CHECK(wait_op(reader, op, &done) == KVT_OK && done == LENGTH, "the read moved %llu bytes", (unsigned long long)done);
-    CHECK_OK(kvt_xfer_release(reader, op));
-    CHECK(check_pattern(local, LENGTH, OLD_SEED), "the bytes read are the source's");
-    CHECK(counter(reader, KVT_COUNTER_FILE_READ_BYTES) == LENGTH, "every byte counted as read through the file");
-    CHECK(counter(reader, KVT_COUNTER_REQUESTS_ISSUED) == requests, "no UCX request for the read");
-    CHECK_OK(post_one(reader, KVT_XFER_WRITE, peer, generation, local_region, 0, 1, 0, 4096, &op));
-    CHECK(wait_op(reader, op, NULL) == KVT_OK, "the write");
-    CHECK_OK(kvt_xfer_release(reader, op));
-    CHECK(counter(reader, KVT_COUNTER_REQUESTS_ISSUED) > requests, "the write went through UCX");
-    CHECK(counter(reader, KVT_COUNTER_FILE_READ_BYTES) == LENGTH, "the write is not a file read");
-    CHECK_OK(kvt_peer_unload(reader, peer));
-    free_region(reader, local_region, local);
-    CHECK_OK(kvt_agent_destroy(reader));
-    source_end(&source);
+    uint8_t *local;
+} source_reader;
+
+/* False (skipped) when the source cannot be started as asked. */
+static bool source_reader_open(source_reader *s, const char *reader_name, bool new_pid_namespace) {
+    source_options options = {.length = LENGTH, .file_memory = true, .new_pid_namespace = new_pid_namespace, .seed = OLD_SEED};
+    /* UCX 1.13's software gets over shared memory are never answered across pid namespaces (test_namespace):
+     * such a source alone is given tcp, while the reader keeps its shared-memory transports. */
+    if (new_pid_namespace) setenv("UCX_TLS", "tcp", 1);
+    bool spawned = source_spawn(&options, &s->source);
+    unsetenv("UCX_TLS");
+    if (!spawned) return false;
+    s->reader = make_agent(reader_name);
+    s->local_region = alloc_region(s->reader, LENGTH, &s->local);
+    CHECK_OK(kvt_peer_load(s->reader, s->source.blob, s->source.length, &s->peer, &s->generation));
+    return true;
 }
 
-/* A source in another pid namespace: its pid names nothing here, so the reader (shared memory enabled) leaves
- * its fds alone and reads through UCX — over tcp, which the source alone is given: UCX 1.13's software gets
- * over shared memory are never answered across pid namespaces (test_namespace). */
+static void source_reader_close(source_reader *s) {
+    CHECK_OK(kvt_peer_unload(s->reader, s->peer));
+    free_region(s->reader, s->local_region, s->local);
+    CHECK_OK(kvt_agent_destroy(s->reader));
+    source_end(&s->source);
+}
+
+/* The reader reads the source's region whole and finds its pattern. */
+static void source_read_whole(source_reader *s) {
+    uint64_t op, done = 0;
+    CHECK_OK(post_one(s->reader, KVT_XFER_READ, s->peer, s->generation, s->local_region, 0, 1, 0, LENGTH, &op));
+    CHECK(wait_op(s->reader, op, &done) == KVT_OK && done == LENGTH, "the read moved %llu bytes", (unsigned long long)done);
+    CHECK_OK(kvt_xfer_release(s->reader, op));
+    CHECK(check_pattern(s->local, LENGTH, OLD_SEED), "the bytes read are the source's");
+}
+
+/* READs are copied out of the source's file (no UCX request), WRITEs are not. */
+static void another_process_is_read_through_its_file(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process and are copied under their lock");
+    source_reader s;
+    CHECK(source_reader_open(&s, "file-reader", false), "the source started");
+    CHECK(peer_transport_mentions(s.reader, s.peer, "its file mapped"), "the source's file is mapped");
+    uint64_t requests = counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED), op;
+    source_read_whole(&s);
+    CHECK(counter(s.reader, KVT_COUNTER_FILE_READ_BYTES) == LENGTH, "every byte counted as read through the file");
+    CHECK(counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED) == requests, "no UCX request for the read");
+    CHECK_OK(post_one(s.reader, KVT_XFER_WRITE, s.peer, s.generation, s.local_region, 0, 1, 0, 4096, &op));
+    CHECK(wait_op(s.reader, op, NULL) == KVT_OK, "the write");
+    CHECK_OK(kvt_xfer_release(s.reader, op));
+    CHECK(counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED) > requests, "the write went through UCX");
+    CHECK(counter(s.reader, KVT_COUNTER_FILE_READ_BYTES) == LENGTH, "the write is not a file read");
+    source_reader_close(&s);
+}
+
+/* A source in another pid namespace: its pid names nothing here, so the reader leaves its fds alone. */
 static void a_reader_that_cannot_open_the_fds_reads_through_ucx(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
-    source_options options = {.length = LENGTH, .file_memory = true, .new_pid_namespace = true, .seed = OLD_SEED};
-    source_process source;
-    setenv("UCX_TLS", "tcp", 1);
-    bool spawned = source_spawn(&options, &source);
-    unsetenv("UCX_TLS");
-    if (!spawned) return;
-    uint32_t reader = make_agent("file-reader-elsewhere");
-    uint8_t *local;
-    uint32_t local_region = alloc_region(reader, LENGTH, &local);
-    uint32_t peer;
-    uint64_t generation;
-    CHECK_OK(kvt_peer_load(reader, source.blob, source.length, &peer, &generation));
-    CHECK(!peer_transport_mentions(reader, peer, "its file mapped"), "the file is not mapped across pid namespaces");
-    uint64_t requests = counter(reader, KVT_COUNTER_REQUESTS_ISSUED), op;
-    CHECK_OK(post_one(reader, KVT_XFER_READ, peer, generation, local_region, 0, 1, 0, LENGTH, &op));
-    CHECK(wait_op(reader, op, NULL) == KVT_OK, "the read");
-    CHECK_OK(kvt_xfer_release(reader, op));
-    CHECK(check_pattern(local, LENGTH, OLD_SEED), "the bytes read are the source's");
-    CHECK(counter(reader, KVT_COUNTER_REQUESTS_ISSUED) > requests, "the read went through UCX");
-    CHECK(counter(reader, KVT_COUNTER_FILE_READ_BYTES) == 0, "nothing was read through the file");
-    CHECK_OK(kvt_peer_unload(reader, peer));
-    free_region(reader, local_region, local);
-    CHECK_OK(kvt_agent_destroy(reader));
-    source_end(&source);
+    source_reader s;
+    if (!source_reader_open(&s, "file-reader-elsewhere", true)) return;
+    CHECK(!peer_transport_mentions(s.reader, s.peer, "its file mapped"), "the file is not mapped across pid namespaces");
+    uint64_t requests = counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED);
+    source_read_whole(&s);
+    CHECK(counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED) > requests, "the read went through UCX");
+    CHECK(counter(s.reader, KVT_COUNTER_FILE_READ_BYTES) == 0, "nothing was read through the file");
+    source_reader_close(&s);
 }
 
 /* An owner and a reader in this process (the reader maps /proc/<own pid>/fd/<n>, as it would another's). */
@@ -191,13 +198,19 @@ static bool reader_waits_at_the_check(void *context) {
     return waiting;
 }
 
+/* A read of the whole region whose progress thread copied it and waits before checking the owner's table. */
+static uint64_t read_held_at_the_check(file_pair *p) {
+    CHECK_OK(kvt_test_hold_file_check(p->reader, true));
+    uint64_t op = post_read(p);
+    wait_until(0, reader_waits_at_the_check, p, "the reader to have copied, before its check", WAIT_DEADLINE_MS);
+    return op;
+}
+
 static void withdrawal_between_the_copy_and_the_check_fails_the_read(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback reads copy under the owner's lock");
     file_pair p;
     pair_open(&p);
-    CHECK_OK(kvt_test_hold_file_check(p.reader, true));
-    uint64_t op = post_read(&p);
-    wait_until(0, reader_waits_at_the_check, &p, "the reader to have copied, before its check", WAIT_DEADLINE_MS);
+    uint64_t op = read_held_at_the_check(&p);
     owner_withdraws_and_reuses(&p);
     CHECK_OK(kvt_test_hold_file_check(p.reader, false));
     read_fails_with_no_byte_reported(&p, op);
@@ -208,9 +221,7 @@ static void withdrawal_after_the_check_keeps_the_bytes_read(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback reads copy under the owner's lock");
     file_pair p;
     pair_open(&p);
-    CHECK_OK(kvt_test_hold_file_check(p.reader, true));
-    uint64_t op = post_read(&p);
-    wait_until(0, reader_waits_at_the_check, &p, "the reader to have copied, before its check", WAIT_DEADLINE_MS);
+    uint64_t op = read_held_at_the_check(&p);
     CHECK_OK(kvt_test_hold_file_check(p.reader, false));
     uint64_t done = 0;
     CHECK(wait_op(p.reader, op, &done) == KVT_OK && done == LENGTH, "the read moved %llu bytes", (unsigned long long)done);

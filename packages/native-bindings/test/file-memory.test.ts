@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentName, transport, ucxTestsRun } from './support/backends.js';
 import { type Child, spawnScript } from './support/child.js';
-import { findPatternMismatch } from './support/content.js';
+import { findPatternMismatch, piecewiseDescriptors } from './support/content.js';
 import { allZero, liveCounters } from './support/pair.js';
 
 const BYTES = 1 << 20;
@@ -31,13 +31,7 @@ describe.runIf(ucxTestsRun)('file-backed caller memory of another process', () =
     const operation = reader.post({
       direction: 'read',
       peer,
-      descriptors: {
-        sourceBank: Uint32Array.of(0),
-        sourceOffset: BigUint64Array.of(0n),
-        destinationBank: Uint32Array.of(0),
-        destinationOffset: BigUint64Array.of(0n),
-        length: BigUint64Array.of(BigInt(BYTES)),
-      },
+      descriptors: piecewiseDescriptors(1, BYTES),
       localRegions: [region],
       remoteRegions: [published.region],
     });
