@@ -82,9 +82,11 @@ void kvt_liveness_mark_live_locked(kvt_agent *agent, kvt_region *region) {
     atomic_store(&slots[slot], region->id);
 }
 
-/* Sequentially consistent: a reader's fence-then-load after its copy sees it unless the copy came first. */
+/* Sequentially consistent, and fenced so that no later store of the owner (its reuse of the memory) becomes
+ * visible before it: a reader that copied a rewritten byte then finds the slot cleared. */
 void kvt_liveness_mark_withdrawn_locked(kvt_agent *agent, const kvt_region *region) {
     atomic_store(&agent->liveness->words[LIVENESS_HEADER_WORDS + region->liveness_slot], 0);
+    atomic_thread_fence(memory_order_seq_cst);
 }
 
 kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file_offset) {
