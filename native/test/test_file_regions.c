@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define LENGTH (4u << 20)
+#define LENGTH (1u << 20)
 #define OLD_SEED 51u
 #define NEW_SEED 52u
 
@@ -29,7 +29,7 @@ static void registration_refuses_what_is_not_a_shared_mapping_of_the_file(void) 
     int pipe_fds[2];
     CHECK(pipe(pipe_fds) == 0, "pipe");
     refused(agent, address, LENGTH, pipe_fds[0], 0, "is not a regular file");
-    refused(agent, address, LENGTH, fd, 4096, "exceeds the 4194304 bytes of the file");
+    refused(agent, address, LENGTH, fd, 4096, "exceeds the 1048576 bytes of the file");
     refused(agent, address + 4096, 4096, fd, 0, "maps offset 4096");
     uint8_t *private_view = mmap(NULL, LENGTH, PROT_READ, MAP_PRIVATE, fd, 0);
     CHECK(private_view != MAP_FAILED, "mmap");
@@ -245,7 +245,7 @@ static bool first_bytes_read(void *context) {
     return done >= moving->bytes;
 }
 
-/* The owner's region in four 1 MiB pieces, each to the mirrored place here (so none merges with the next). */
+/* The owner's region in four pieces, each to the mirrored place here (so none merges with the next). */
 static uint64_t post_read_in_pieces(file_pair *p) {
     enum { PIECES = 4 };
     const uint64_t piece = LENGTH / PIECES;
@@ -270,7 +270,7 @@ static void a_cancelled_read_ends_at_once(void) {
     uint64_t first = LENGTH / 4;
     CHECK_OK(kvt_fault_pause_issue(p.reader, first));
     moving_read moving = {.pair = &p, .op = post_read_in_pieces(&p), .bytes = first};
-    wait_until(p.reader, first_bytes_read, &moving, "the first MiB to be read", WAIT_DEADLINE_MS);
+    wait_until(p.reader, first_bytes_read, &moving, "the first piece to be read", WAIT_DEADLINE_MS);
     CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.reader, moving.op));
     uint64_t done = 0;
     int32_t status = wait_op(p.reader, moving.op, &done);
