@@ -267,6 +267,16 @@ static void read_all(int fd, void *data, size_t length) {
     }
 }
 
+bool op_moved_while_in_progress(void *context) {
+    const op_progress *progress = context;
+    int32_t status = KVT_IN_PROGRESS;
+    uint64_t done = 0;
+    CHECK_OK(kvt_xfer_status(progress->agent, progress->op, &status, &done, NULL));
+    CHECK(status == KVT_IN_PROGRESS, "operation %llu ended %s while the rest was held back",
+          (unsigned long long)progress->op, kvt_status_name(status));
+    return done >= progress->bytes;
+}
+
 uint8_t *file_memory_map(uint64_t length, int *out_fd) {
     int fd = memfd_create("kvreuse-test-bank", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     CHECK(fd >= 0, "memfd_create: %s", strerror(errno));

@@ -89,6 +89,14 @@ kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t 
 uint64_t counter(uint32_t agent, uint32_t index);
 /* Whether kvt_peer_transport's description of the path to `peer` mentions `needle`. */
 bool peer_transport_mentions(uint32_t agent, uint32_t peer, const char *needle);
+/* An operation expected to have moved `bytes` while still in progress (the rest held back, e.g. by
+ * kvt_fault_pause_issue). op_moved_while_in_progress(&progress) is a wait_condition: true once it has, and
+ * the test fails if the operation ended meanwhile. */
+typedef struct {
+    uint32_t agent;
+    uint64_t op, bytes;
+} op_progress;
+bool op_moved_while_in_progress(void *context);
 /* Waits until counter `index` of `agent` is at least `value`. */
 void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
 

@@ -231,20 +231,6 @@ static void withdrawal_after_the_check_keeps_the_bytes_read(void) {
     pair_close(&p);
 }
 
-typedef struct {
-    const file_pair *pair;
-    uint64_t op, bytes;
-} moving_read;
-
-static bool first_bytes_read(void *context) {
-    const moving_read *moving = context;
-    int32_t status = KVT_IN_PROGRESS;
-    uint64_t done = 0;
-    CHECK_OK(kvt_xfer_status(moving->pair->reader, moving->op, &status, &done, NULL));
-    CHECK(status == KVT_IN_PROGRESS, "the read ended %s while the rest was held back", kvt_status_name(status));
-    return done >= moving->bytes;
-}
-
 /* The owner's region in four pieces, each to the mirrored place here (so none merges with the next). */
 static uint64_t post_read_in_pieces(file_pair *p) {
     enum { PIECES = 4 };
@@ -269,8 +255,8 @@ static void a_cancelled_read_ends_at_once(void) {
     pair_open(&p);
     uint64_t first = LENGTH / 4;
     CHECK_OK(kvt_fault_pause_issue(p.reader, first));
-    moving_read moving = {.pair = &p, .op = post_read_in_pieces(&p), .bytes = first};
-    wait_until(p.reader, first_bytes_read, &moving, "the first piece to be read", WAIT_DEADLINE_MS);
+    op_progress moving = {.agent = p.reader, .op = post_read_in_pieces(&p), .bytes = first};
+    wait_until(p.reader, op_moved_while_in_progress, &moving, "the first piece to be read", WAIT_DEADLINE_MS);
     CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.reader, moving.op));
     uint64_t done = 0;
     int32_t status = wait_op(p.reader, moving.op, &done);
