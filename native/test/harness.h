@@ -101,8 +101,9 @@ bool op_moved_while_in_progress(void *context);
 void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
 
 /* A source agent in another process — this executable started afresh (exec), so that nothing of this
- * process's UCX state carries over: it allocates (kvt_mem_alloc, or malloc with `caller_memory`),
- * fills with the pattern of `seed` and registers `length` bytes, sends its metadata back and waits.
+ * process's UCX state carries over: it allocates (kvt_mem_alloc, malloc with `caller_memory`, or a memfd
+ * mapping registered with kvt_mem_register_fd with `file_memory`), fills with the pattern of `seed` and
+ * registers `length` bytes, sends its metadata back and waits.
  * With `new_pid_namespace` it runs as `unshare --pid --fork --mount-proc` would run it: pid 1 of a new
  * pid namespace with its own /proc. */
 typedef struct {
