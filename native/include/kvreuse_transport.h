@@ -107,7 +107,7 @@ extern "C" {
 /* ---------------------------------------------------------------------------------------------- */
 
 #define KVT_VERSION_MAJOR 0
-#define KVT_VERSION_MINOR 1
+#define KVT_VERSION_MINOR 2
 #define KVT_VERSION_PATCH 0
 
 /** The library's version (may differ from the header's KVT_VERSION_* if mismatched). Any out pointer may be NULL. */
@@ -435,6 +435,23 @@ KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t l
                                     uint32_t device, uint32_t *out_region);
 
 /**
+ * Registers [address, address + length) like kvt_mem_register (dram, device 0), for memory that is a
+ * shared mapping of a file: `file_offset` is the offset in the file open as `fd` (a memfd, a /dev/shm
+ * file) of the byte at `address`. The library keeps its own duplicate of `fd` until the region is
+ * deregistered (the caller may close its own). Readers on the same host and in the same pid namespace
+ * map the file through /proc/<pid>/fd and copy READs themselves, at memory speed, instead of asking this
+ * agent's worker for 8 KiB fragments; WRITEs into the region, and readers elsewhere, still go through
+ * UCX. Such readers check the agent's liveness table after every copy: kvt_mem_deregister clears the
+ * region's entry before it returns, so a read that overlapped the withdrawal fails (NOT_FOUND) and never
+ * reports bytes the caller may already have rewritten.
+ * Refuses what kvt_mem_register refuses, and INVALID_PARAM naming what is wrong when `fd` is not an open
+ * regular file, when [file_offset, + length) is not inside it, or when the range is not one shared mapping
+ * of that file at that offset in this process. BACKEND when the liveness table cannot be made.
+ */
+KVT_API kvt_status kvt_mem_register_fd(uint32_t agent, uint64_t address, uint64_t length, int32_t fd,
+                                       uint64_t file_offset, uint32_t *out_region);
+
+/**
  * Deregisters a region. Refuses KVT_ERR_BUSY (naming an operation) while any non-terminal operation
  * of THIS agent references it. Bumps the agent's metadata generation. Peers that loaded older
  * metadata still hold the region's bounds and remote key: loopback peers then fail with
@@ -715,6 +732,7 @@ enum {
     KVT_COUNTER_UNRESPONSIVE_PEERS,  /* loaded peers reported UNRESPONSIVE and not (yet) RESPONSIVE again */
     KVT_COUNTER_HEARTBEAT_ANSWERS,   /* answers to this agent's probes received from loaded peers, cumulative */
     KVT_COUNTER_READER_FENCES,       /* times readers of exported metadata were fenced off (UCX: serving worker replaced), cumulative */
+    KVT_COUNTER_FILE_READ_BYTES,     /* bytes this agent READ by copying a peer's file-backed region it mapped, cumulative */
     KVT_COUNTER_COUNT,
 };
 

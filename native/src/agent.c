@@ -71,6 +71,7 @@ static const char *const counter_names[KVT_COUNTER_COUNT] = {
     "unresponsive_peers",
     "heartbeat_answers",
     "reader_fences",
+    "file_read_bytes",
 };
 
 const char *kvt_counter_name(uint32_t index) { return index < KVT_COUNTER_COUNT ? counter_names[index] : NULL; }
@@ -418,6 +419,7 @@ static void agent_free(kvt_agent *agent) {
     free(agent->allocations);
     kvt_mem_jobs_free(agent);
     free(agent->regions);
+    kvt_liveness_table_free(agent);
     free(agent->peers);
     kvt_map_free(&agent->ops);
     kvt_templates_free_all(agent);

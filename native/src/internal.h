@@ -89,6 +89,10 @@ void kvt_map_free(kvt_map *map);
  * segments, "/SYSV00000000 (deleted)" for SysV shared memory, "anonymous memory"), and whether the mapping
  * is shared with other processes. False (and "no mapping") when nothing is mapped there. */
 bool kvt_mapping_describe(uint64_t address, char *out, size_t size, bool *out_shared);
+/* Whether [address, +length) lies in one shared mapping of the file (device, inode) at `file_offset`; else
+ * false with why not in `why`. */
+bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uint64_t inode, uint64_t file_offset,
+                         char *why, size_t why_size);
 /* Bytes free in /dev/shm (0 when it cannot be asked). */
 uint64_t kvt_shm_free_bytes(void);
 
@@ -103,6 +107,8 @@ typedef struct {
     uint64_t start_time;
 } kvt_process_identity;
 void kvt_process_identity_self(kvt_process_identity *out);
+/* Whether a process can be judged by its pid from here: same host (boot id) and same pid namespace. */
+bool kvt_process_checkable(const kvt_process_identity *identity);
 
 /* ---- objects ---------------------------------------------------------------------------------- */
 
@@ -123,6 +129,9 @@ typedef struct kvt_region {
     bool backend_borrowed; /* the handle belongs to an allocation */
     uint8_t *rkey; /* packed remote key (may be empty) */
     uint32_t rkey_length;
+    int file_fd; /* kvt_mem_register_fd: the library's duplicate of the file's fd, else -1 */
+    uint64_t file_offset;
+    uint32_t liveness_slot; /* its slot in the agent's liveness table (file-backed regions) */
 } kvt_region;
 
 /* One region a peer advertised. */
@@ -133,7 +142,17 @@ typedef struct kvt_remote_region {
     uint32_t rkey_length;
     void *backend; /* UCX: ucp_rkey_h */
     uint8_t *mapped; /* UCX: where this process maps the whole region through shared memory, or NULL */
+    /* A file-backed region (kvt_mem_register_fd): the fd number in the peer's process (KVT_NO_FILE_FD when
+     * none), the region's offset in that file and its slot in the peer's liveness table. */
+    uint32_t file_fd;
+    uint64_t file_offset;
+    uint32_t liveness_slot;
+    uint8_t *file_view;     /* UCX: where this process maps the region's file for READs (file_regions.c), or NULL */
+    void *file_mapping;     /* the mapping file_view lies in (page-aligned), and its length */
+    uint64_t file_mapping_length;
 } kvt_remote_region;
+
+#define KVT_NO_FILE_FD UINT32_MAX
 
 /* A peer's parsed metadata blob. */
 typedef struct kvt_metadata {
@@ -143,6 +162,7 @@ typedef struct kvt_metadata {
     uint8_t *worker_address;
     uint32_t worker_address_length;
     kvt_process_identity process;
+    uint32_t liveness_fd; /* the fd number of its liveness table in its process, KVT_NO_FILE_FD when none */
     uint32_t region_count;
     kvt_remote_region *regions;
 } kvt_metadata;
@@ -160,6 +180,7 @@ typedef struct kvt_conn {
     _Atomic bool probed, answered; /* heartbeat: a probe was sent on it / an answer came back on it */
     void *backend;       /* UCX: the endpoint (ucx.c) */
     int process_fd;      /* a pidfd of the peer's process once a check opened it (liveness.c), else -1 */
+    const _Atomic uint64_t *liveness; /* the peer's liveness table, mapped read-only (file_regions.c), or NULL */
     bool process_fd_tried;
     struct kvt_conn *next_dead;
 } kvt_conn;
@@ -382,6 +403,8 @@ struct kvt_agent {
     _Atomic bool progress_stalled; /* kvt_fault_stall_progress */
     _Atomic uint32_t delay_ms; /* kvt_fault_delay_completions: read by the progress thread without the lock */
     _Atomic uint64_t issue_limit; /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
+    struct kvt_liveness_table *liveness; /* file_regions.c: NULL until the first file-backed registration */
+    _Atomic int file_check_hold;  /* kvt_test_hold_file_check: 0 off, 1 held, 2 the progress thread waits */
     _Atomic bool serving_held;    /* kvt_test_hold_serving: UCX does not progress the serving worker */
 
     _Atomic uint64_t counters[KVT_COUNTER_COUNT];
@@ -524,6 +547,35 @@ void kvt_peers_free_all(kvt_agent *agent);
 /* (P, liveness.c) At most every 100 ms: calls `on_gone` for each not yet failed connection of an active operation
  * whose process is gone (kvt_conn_process_gone). */
 void kvt_liveness_check(kvt_agent *agent, uint64_t *next_check_ns, void (*on_gone)(kvt_agent *, kvt_conn *));
+
+/* ---- file-backed regions (file_regions.c) --------------------------------------------------------- */
+
+/* The owner's liveness table: a sealed memfd of a header (magic, incarnation) and one 8-byte slot per live
+ * file-backed region, holding the region's id while it is registered and 0 once it was withdrawn. */
+typedef struct kvt_liveness_table kvt_liveness_table;
+/* Creates the agent's table unless it has one (config_lock held); BACKEND naming the failing call. */
+kvt_status kvt_liveness_table_ensure(kvt_agent *agent);
+/* Its fd number, or KVT_NO_FILE_FD when the agent has no table (agent->lock held). */
+uint32_t kvt_liveness_table_fd(const kvt_agent *agent);
+void kvt_liveness_table_free(kvt_agent *agent);
+/* Marks `region` (its id assigned) live in a free slot / withdrawn (agent->lock held). */
+void kvt_liveness_mark_live_locked(kvt_agent *agent, kvt_region *region);
+void kvt_liveness_mark_withdrawn_locked(kvt_agent *agent, const kvt_region *region);
+/* Checks `fd` and `file_offset` against the range and duplicates the fd into region->file_fd. */
+kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file_offset);
+
+/* (P) Maps the peer's file-backed regions for READs when its process is on this host, in this pid
+ * namespace and this process may open its fds (/proc/<pid>/fd); regions it cannot map stay on UCX. */
+void kvt_file_regions_map(kvt_conn *conn);
+void kvt_file_regions_unmap(kvt_conn *conn);
+/* (P) After copies out of file-backed regions of `conn`: a full fence, then whether each region's slot still
+ * holds its id — the owner withdrew none of them before every byte copied was read. */
+bool kvt_file_reads_live(kvt_agent *agent, const kvt_conn *conn, const kvt_remote_region *const *regions,
+                         unsigned count);
+/* Test hook: a held agent's progress thread waits between the copies and that check. */
+kvt_status kvt_test_hold_file_check(uint32_t agent_id, bool hold);
+/* Test hook: whether the progress thread is waiting there. */
+kvt_status kvt_test_file_check_waiting(uint32_t agent_id, bool *out_waiting);
 
 /* ---- heartbeat (heartbeat.c) ---------------------------------------------------------------------- */
 

@@ -76,8 +76,7 @@ static pthread_once_t own_once = PTHREAD_ONCE_INIT;
 
 static void read_own_identity(void) { kvt_process_identity_self(&own); }
 
-/* Whether a process can be judged by its pid from here: same host (boot id) and same pid namespace. */
-static bool process_checkable(const kvt_process_identity *identity) {
+bool kvt_process_checkable(const kvt_process_identity *identity) {
     static const uint8_t unknown[16];
     pthread_once(&own_once, read_own_identity);
     return memcmp(identity->boot_id, unknown, sizeof unknown) != 0 &&
@@ -106,7 +105,7 @@ static bool pidfd_exited(int fd) {
  */
 bool kvt_conn_process_gone(kvt_conn *conn) {
     const kvt_process_identity *identity = &conn->meta.process;
-    if (!process_checkable(identity)) return false;
+    if (!kvt_process_checkable(identity)) return false;
     if (conn->process_fd >= 0) return pidfd_exited(conn->process_fd);
     bool first = !conn->process_fd_tried;
     conn->process_fd_tried = true;

@@ -1,31 +1,77 @@
 /* What backs memory of this process: the mapping /proc/self/maps lists for an address, and the room
- * left in /dev/shm (where UCX's posix segments live). Used to explain refused allocations. */
+ * left in /dev/shm (where UCX's posix segments live). Used to explain refused allocations and to check
+ * that a file-backed registration is what it says. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 
-bool kvt_mapping_describe(uint64_t address, char *out, size_t size, bool *out_shared) {
-    snprintf(out, size, "no mapping");
-    *out_shared = false;
+typedef struct {
+    unsigned long long start, end, offset, inode;
+    unsigned device_major, device_minor;
+    bool shared;
+    char path[4096]; /* "" for anonymous memory */
+} mapping_line;
+
+/* The line of /proc/self/maps whose range holds `address`; false when nothing is mapped there. */
+static bool find_mapping(uint64_t address, mapping_line *out) {
     FILE *maps = fopen("/proc/self/maps", "r");
     if (!maps) return false;
-    char line[4096];
+    char line[4096 + 128];
     bool found = false;
     while (!found && fgets(line, sizeof line, maps)) {
-        unsigned long long start = 0, end = 0;
+        mapping_line m = {0};
         char perms[8] = "";
         int path_at = 0;
-        if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &start, &end, perms, &path_at) < 3) continue;
-        if (address < start || address >= end) continue;
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &m.start, &m.end, perms, &m.offset, &m.device_major,
+                   &m.device_minor, &m.inode, &path_at) < 7)
+            continue;
+        if (address < m.start || address >= m.end) continue;
         found = true;
-        *out_shared = perms[3] == 's';
+        m.shared = perms[3] == 's';
         line[strcspn(line, "\n")] = '\0';
-        snprintf(out, size, "%s", path_at > 0 && line[path_at] != '\0' ? line + path_at : "anonymous memory");
+        if (path_at > 0) snprintf(m.path, sizeof m.path, "%s", line + path_at);
+        *out = m;
     }
     fclose(maps);
     return found;
+}
+
+bool kvt_mapping_describe(uint64_t address, char *out, size_t size, bool *out_shared) {
+    mapping_line m;
+    snprintf(out, size, "no mapping");
+    *out_shared = false;
+    if (!find_mapping(address, &m)) return false;
+    *out_shared = m.shared;
+    snprintf(out, size, "%s", m.path[0] != '\0' ? m.path : "anonymous memory");
+    return true;
+}
+
+bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uint64_t inode, uint64_t file_offset,
+                         char *why, size_t why_size) {
+    mapping_line m;
+    if (!find_mapping(address, &m)) {
+        snprintf(why, why_size, "nothing is mapped at 0x%llx", (unsigned long long)address);
+        return false;
+    }
+    const char *what = m.path[0] != '\0' ? m.path : "anonymous memory";
+    if (m.inode != inode || makedev(m.device_major, m.device_minor) != device)
+        snprintf(why, why_size, "0x%llx is a mapping of %s, not of the file open as the fd", (unsigned long long)address,
+                 what);
+    else if (!m.shared)
+        snprintf(why, why_size, "the mapping of %s at 0x%llx is private (MAP_PRIVATE), not shared", what,
+                 (unsigned long long)address);
+    else if (m.offset + (address - m.start) != file_offset)
+        snprintf(why, why_size, "0x%llx maps offset %llu of %s, not file offset %llu", (unsigned long long)address,
+                 m.offset + (address - m.start), what, (unsigned long long)file_offset);
+    else if (address + length > m.end)
+        snprintf(why, why_size, "the mapping of %s at 0x%llx ends at 0x%llx, before the range's end 0x%llx", what,
+                 m.start, m.end, (unsigned long long)(address + length));
+    else
+        return true;
+    return false;
 }
 
 uint64_t kvt_shm_free_bytes(void) {

@@ -466,6 +466,7 @@ static kvt_status fence_call(kvt_agent *agent, void *arg, char *detail, size_t d
 }
 
 static void region_free(kvt_region *region) {
+    if (region->file_fd >= 0) close(region->file_fd);
     free(region->rkey);
     free(region);
 }
@@ -550,20 +551,28 @@ static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint
     return KVT_OK;
 }
 
-kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
-                            uint32_t *out_region) {
+/* Where a file-backed registration's file is (kvt_mem_register_fd). */
+typedef struct {
+    bool present;
+    int32_t fd;
+    uint64_t offset;
+} file_backing;
+
+static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t address, uint64_t length, uint32_t kind,
+                                 uint32_t device, file_backing file, uint32_t *out_region) {
     kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_mem_register", &agent);
+    kvt_status status = kvt_enter(agent_id, call, &agent);
     if (status != KVT_OK) return status;
     status = check_register_params(address, length, kind, device, out_region);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     pthread_mutex_lock(&agent->config_lock); /* allocations cannot change until we are done */
+    if (file.present) status = kvt_liveness_table_ensure(agent);
     const kvt_allocation *exact = NULL;
     /* Growing moves the region table, which other agents' loopback reads walk holding region_lock. */
     pthread_rwlock_wrlock(&agent->region_lock);
     pthread_mutex_lock(&agent->lock);
-    status = check_register_locked(agent, address, length, kind, device, &exact);
+    if (status == KVT_OK) status = check_register_locked(agent, address, length, kind, device, &exact);
     /* A copy: an allocation refused on the progress thread leaves the table (moving another entry). */
     kvt_allocation exact_copy;
     if (status == KVT_OK && exact) {
@@ -589,9 +598,10 @@ kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length
         if (!region) status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_register: out of memory");
     }
     if (status == KVT_OK) {
-        *region = (kvt_region){.kind = kind, .device = device, .address = address, .length = length};
+        *region = (kvt_region){.kind = kind, .device = device, .address = address, .length = length, .file_fd = -1};
+        if (file.present) status = kvt_file_region_prepare(region, file.fd, file.offset);
         map_call_args args = {.region = region, .exact = exact};
-        status = memory_call(agent, map_call, &args);
+        if (status == KVT_OK) status = memory_call(agent, map_call, &args);
         if (status != KVT_OK) {
             region_free(region);
             region = NULL;
@@ -601,6 +611,7 @@ kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length
         pthread_rwlock_wrlock(&agent->region_lock);
         pthread_mutex_lock(&agent->lock);
         region->id = agent->next_region_id++;
+        if (region->file_fd >= 0) kvt_liveness_mark_live_locked(agent, region);
         agent->regions[agent->region_count++] = region;
         agent->metadata_generation++;
         kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, 1);
@@ -611,6 +622,18 @@ kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
+}
+
+kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
+                            uint32_t *out_region) {
+    return register_range(agent_id, "kvt_mem_register", address, length, kind, device, (file_backing){0},
+                          out_region);
+}
+
+kvt_status kvt_mem_register_fd(uint32_t agent_id, uint64_t address, uint64_t length, int32_t fd, uint64_t file_offset,
+                               uint32_t *out_region) {
+    return register_range(agent_id, "kvt_mem_register_fd", address, length, KVT_MEM_DRAM, 0,
+                          (file_backing){.present = true, .fd = fd, .offset = file_offset}, out_region);
 }
 
 /* An operation that still references the region, for the refusal's detail. */
@@ -646,6 +669,8 @@ static kvt_status withdraw_region_locked(kvt_agent *agent, const char *call, uin
                         region->busy, example);
     }
     *out_fence = agent->backend->fence && region->id <= agent->exported_region_high;
+    /* Before the caller may reuse the memory: readers copying out of the file check this after every copy. */
+    if (region->file_fd >= 0) kvt_liveness_mark_withdrawn_locked(agent, region);
     *out_fences = agent->fences;
     agent->regions[index] = agent->regions[--agent->region_count];
     agent->metadata_generation++;

@@ -4,8 +4,11 @@
  *   "KVTM" | u16 format version | u16 backend | u64 incarnation | u64 metadata generation
  *   | u16 name length | name | u32 worker address length | worker address
  *   | u64 pid | 16-byte kernel boot id | u64 process start time | u64 pid namespace (the process identity)
+ *   | u32 liveness table fd (0xFFFFFFFF: none)
  *   | u32 region count
- *   | per region: u32 id | u32 kind | u32 device | u64 base | u64 length | u32 rkey length | rkey
+ *   | per region: u32 id | u32 kind | u32 device | u64 base | u64 length
+ *                 | u32 file fd (0xFFFFFFFF: not file-backed) | u64 file offset | u32 liveness slot
+ *                 | u32 rkey length | rkey
  *   | u32 CRC-32 of everything before it
  */
 #include "internal.h"
@@ -14,7 +17,7 @@
 #include <string.h>
 
 #define KVT_METADATA_MAGIC "KVTM"
-#define KVT_METADATA_VERSION 2u /* 2: the process identity names its pid namespace */
+#define KVT_METADATA_VERSION 3u /* 2: the process identity names its pid namespace; 3: file-backed regions */
 #define KVT_MAX_WORKER_ADDRESS (1u << 20)
 #define KVT_MAX_RKEY (1u << 16)
 /* UCX reads a worker address and a packed remote key without a length: ucp_ep_create reads at least the
@@ -56,6 +59,7 @@ static void encode(kvt_agent *agent, writer *w) {
     put_bytes(w, agent->process.boot_id, sizeof agent->process.boot_id);
     put_u(w, agent->process.start_time, 8);
     put_u(w, agent->process.pid_namespace, 8);
+    put_u(w, kvt_liveness_table_fd(agent), 4);
     put_u(w, agent->region_count, 4);
     for (uint32_t i = 0; i < agent->region_count; i++) {
         const kvt_region *region = agent->regions[i];
@@ -64,6 +68,9 @@ static void encode(kvt_agent *agent, writer *w) {
         put_u(w, region->device, 4);
         put_u(w, region->address, 8);
         put_u(w, region->length, 8);
+        put_u(w, region->file_fd >= 0 ? (uint32_t)region->file_fd : KVT_NO_FILE_FD, 4);
+        put_u(w, region->file_offset, 8);
+        put_u(w, region->liveness_slot, 4);
         put_u(w, region->rkey_length, 4);
         put_bytes(w, region->rkey, region->rkey_length);
     }
@@ -164,12 +171,21 @@ static kvt_status parse_regions(reader *r, kvt_metadata *meta) {
         region->device = (uint32_t)get_u(r, 4, "region device");
         region->address = get_u(r, 8, "region base");
         region->length = get_u(r, 8, "region length");
+        region->file_fd = (uint32_t)get_u(r, 4, "region file fd");
+        region->file_offset = get_u(r, 8, "region file offset");
+        region->liveness_slot = (uint32_t)get_u(r, 4, "region liveness slot");
         region->rkey_length = (uint32_t)get_u(r, 4, "rkey length");
         if (r->failure) break;
         if (region->kind > KVT_MEM_VRAM)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "region kind", "is unknown", region->kind, r->offset);
         if (region->length == 0 || region->address + region->length < region->address)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "region length", "is 0 or wraps", region->length, r->offset);
+        if (region->file_fd != KVT_NO_FILE_FD && meta->liveness_fd == KVT_NO_FILE_FD)
+            return refuse(meta, KVT_ERR_INVALID_PARAM, "region file fd", "is given without a liveness table",
+                          region->file_fd, r->offset);
+        if (region->file_fd != KVT_NO_FILE_FD && region->liveness_slot >= KVT_MAX_REGIONS)
+            return refuse(meta, KVT_ERR_INVALID_PARAM, "region liveness slot", "exceeds 65535", region->liveness_slot,
+                          r->offset);
         if (region->rkey_length > KVT_MAX_RKEY)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "rkey length", "exceeds 65536", region->rkey_length, r->offset);
         if (meta->backend == KVT_BACKEND_UCX && region->rkey_length < KVT_MIN_UCX_RKEY)
@@ -199,7 +215,7 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
     reader r = {.data = blob, .length = length - 4, .offset = 4};
     uint64_t version = get_u(&r, 2, "version");
     if (!r.failure && version != KVT_METADATA_VERSION)
-        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 2)", version, 4);
+        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 3)", version, 4);
     out->backend = (uint32_t)get_u(&r, 2, "backend");
     out->incarnation = get_u(&r, 8, "incarnation");
     out->generation = get_u(&r, 8, "generation");
@@ -228,6 +244,7 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
         memcpy(out->process.boot_id, boot_id, sizeof out->process.boot_id);
     out->process.start_time = get_u(&r, 8, "process start time");
     out->process.pid_namespace = get_u(&r, 8, "pid namespace");
+    out->liveness_fd = (uint32_t)get_u(&r, 4, "liveness table fd");
     uint64_t region_count = get_u(&r, 4, "region count");
     if (!r.failure && region_count > KVT_MAX_REGIONS)
         return refuse(out, KVT_ERR_INVALID_PARAM, "region count", "exceeds 65536", region_count, r.offset);

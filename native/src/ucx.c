@@ -628,6 +628,7 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
         conn->meta.regions[i].backend = NULL;
         conn->meta.regions[i].mapped = NULL;
     }
+    kvt_file_regions_unmap(conn);
 }
 
 /* Agent shutdown (progress thread): whether endpoint closes are still finishing. At `deadline_ns` every
@@ -707,6 +708,10 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
         region->mapped = shared_mapping(rkey, region);
         mapped |= region->mapped != NULL;
     }
+    if (state->shared_memory) { /* readers elsewhere, or without shared memory, stay on UCX */
+        kvt_file_regions_map(conn);
+        for (uint32_t i = 0; i < conn->meta.region_count; i++) mapped |= conn->meta.regions[i].file_view != NULL;
+    }
     if (mapped) { /* listed only once every key is unpacked: a failed connect is never warmed */
         endpoint->warming = true;
         endpoint->next_warming = state->warming;
@@ -770,25 +775,34 @@ static kvt_status track(void *returned, ucx_request setup) {
     return KVT_IN_PROGRESS;
 }
 
-/* Where a descriptor's bytes come from and go to through the region's shared mapping (READ: from the
- * peer's region into ours; WRITE: the other way). */
-static void direct_ends(const kvt_op *op, const kvt_desc *d, const kvt_remote_region *remote, uint8_t **destination,
-                        const uint8_t **source) {
-    uint8_t *far = remote->mapped + (d->remote_address - remote->address);
+/* Where this process copies a peer region's bytes itself: its shared mapping (kvt_mem_alloc banks), or for
+ * READs the mapping of its file (file-backed caller memory: a WRITE there could land in memory the owner
+ * already reused, which no check after the copy can undo, so WRITEs go through UCX); NULL: through UCX. */
+static uint8_t *direct_view(const kvt_op *op, const kvt_remote_region *remote) {
+    if (remote->mapped) return remote->mapped;
+    return op->direction == KVT_XFER_READ ? remote->file_view : NULL;
+}
+
+/* Where a descriptor's bytes come from and go to through the region's view (READ: from the peer's region
+ * into ours; WRITE: the other way). */
+static void direct_ends(const kvt_op *op, const kvt_desc *d, uint8_t *view, const kvt_remote_region *remote,
+                        uint8_t **destination, const uint8_t **source) {
+    uint8_t *far = view + (d->remote_address - remote->address);
     uint8_t *near = (uint8_t *)(uintptr_t)d->local_address;
     *destination = op->direction == KVT_XFER_READ ? near : far;
     *source = op->direction == KVT_XFER_READ ? far : near;
 }
 
-/* Copies (part of) the next descriptor through the region's shared mapping (by the time the copier is
- * flushed); returns the bytes. */
-static uint64_t copy_direct(kvt_op *op, kvt_copier *copier, const kvt_remote_region *remote, uint64_t budget) {
+/* Copies (part of) the next descriptor through the region's view (by the time the copier is flushed);
+ * returns the bytes. */
+static uint64_t copy_direct(kvt_op *op, kvt_copier *copier, uint8_t *view, const kvt_remote_region *remote,
+                            uint64_t budget) {
     const kvt_desc *d = &op->descs[op->next];
     uint64_t n = d->length - op->next_offset;
     if (n > budget) n = budget;
     uint8_t *destination;
     const uint8_t *source;
-    direct_ends(op, d, remote, &destination, &source);
+    direct_ends(op, d, view, remote, &destination, &source);
     kvt_copier_add(copier, destination + op->next_offset, source + op->next_offset, n);
     op->next_offset += n;
     if (op->next_offset == d->length) {
@@ -849,6 +863,33 @@ static void stop_outstanding(kvt_agent *agent, kvt_op *op) {
     }
 }
 
+#define FILE_READS_PER_CHECK 8u
+
+/* The file-backed regions copied from since their slots were last checked. */
+typedef struct {
+    const kvt_remote_region *regions[FILE_READS_PER_CHECK];
+    unsigned count;
+} file_reads;
+
+/* Finishes the copies, then whether the owner withdrew none of the regions read since the last check. */
+static bool file_reads_check(kvt_agent *agent, const kvt_op *op, kvt_copier *copier, file_reads *reads) {
+    kvt_copier_flush(copier);
+    bool live = reads->count == 0 || kvt_file_reads_live(agent, op->conn, reads->regions, reads->count);
+    reads->count = 0;
+    return live;
+}
+
+/* Notes that `remote` is about to be copied from (checking the ones before when the list is full); false
+ * when that check failed. */
+static bool file_reads_note(kvt_agent *agent, const kvt_op *op, kvt_copier *copier, file_reads *reads,
+                            const kvt_remote_region *remote) {
+    for (unsigned i = 0; i < reads->count; i++)
+        if (reads->regions[i] == remote) return true;
+    if (reads->count == FILE_READS_PER_CHECK && !file_reads_check(agent, op, copier, reads)) return false;
+    reads->regions[reads->count++] = remote;
+    return true;
+}
+
 static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     kvt_conn *conn = op->conn;
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
@@ -859,13 +900,22 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     }
     uint64_t issued = 0, completed_now = 0;
     kvt_copier copier = {.streaming = op->streaming};
-    bool copied = false;
+    bool copied = false, live = true;
+    file_reads reads = {.count = 0};
+    uint64_t file_bytes = 0;
     uint64_t issue_limit = atomic_load_explicit(&agent->issue_limit, memory_order_relaxed);
     while (op->error == KVT_OK && kvt_op_more(op) && issued < ISSUE_BUDGET_BYTES && op->bytes_issued < issue_limit &&
            !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
         const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
-        if (remote->mapped) {
-            uint64_t n = copy_direct(op, &copier, remote, ISSUE_BUDGET_BYTES - issued);
+        uint8_t *view = direct_view(op, remote);
+        if (view) {
+            bool file = view == remote->file_view;
+            if (file && !file_reads_note(agent, op, &copier, &reads, remote)) {
+                live = false;
+                break;
+            }
+            uint64_t n = copy_direct(op, &copier, view, remote, ISSUE_BUDGET_BYTES - issued);
+            if (file) file_bytes += n;
             completed_now += n;
             issued += n;
             op->bytes_issued += n;
@@ -878,9 +928,15 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
         issued += length;
         op->bytes_issued += length;
     }
-    kvt_copier_flush(&copier);
+    /* Bytes read out of a region its owner withdrew meanwhile may be ones it rewrote: none counts as read. */
+    if (!file_reads_check(agent, op, &copier, &reads)) live = false;
     if (copied) kvt_copy_fence();
-    kvt_op_add_bytes_done(op, completed_now);
+    if (live) {
+        kvt_op_add_bytes_done(op, completed_now);
+        if (file_bytes) kvt_counter_add(agent, KVT_COUNTER_FILE_READ_BYTES, (int64_t)file_bytes);
+    } else if (op->error == KVT_OK) {
+        op->error = KVT_ERR_NOT_FOUND; /* the peer withdrew a region read: reload it */
+    }
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error != KVT_OK && op->outstanding > 0) stop_outstanding(agent, op);
     if (op->outstanding > 0 || (op->error == KVT_OK && kvt_op_more(op))) return;
@@ -933,12 +989,15 @@ static void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
         ucp_ep_print_info(ep_of(conn), out);
         for (uint32_t i = 0; i < conn->meta.region_count; i++) {
             bool touched = !endpoint->warming || i < endpoint->warm_region;
-            fprintf(out, "kvreuse: region %u of '%s': %s%s\n", conn->meta.regions[i].id, conn->meta.name,
-                    conn->meta.regions[i].mapped ? "mapped through shared memory, copied directly (no UCX request)"
-                                                 : "gets and puts through UCX",
-                    !conn->meta.regions[i].mapped ? ""
-                    : touched                    ? "; every page touched once (warm)"
-                                                 : "; pages not all touched yet (the idle warm-up continues)");
+            const kvt_remote_region *region = &conn->meta.regions[i];
+            fprintf(out, "kvreuse: region %u of '%s': %s%s\n", region->id, conn->meta.name,
+                    region->mapped      ? "mapped through shared memory, copied directly (no UCX request)"
+                    : region->file_view ? "its file mapped, READs copied directly and checked against the owner's "
+                                          "liveness table; WRITEs through UCX"
+                                        : "gets and puts through UCX",
+                    !region->mapped && !region->file_view ? ""
+                    : touched                             ? "; every page touched once (warm)"
+                                                          : "; pages not all touched yet (the idle warm-up continues)");
         }
     } else
         fprintf(out, "ucx: the endpoint to '%s' is closed (the peer disconnected)\n", conn->meta.name);
@@ -961,10 +1020,11 @@ static bool warm_step(ucx_state *state) {
     uint64_t budget = WARM_SLICE_BYTES;
     while (budget > 0 && endpoint->warm_region < conn->meta.region_count) {
         const kvt_remote_region *region = &conn->meta.regions[endpoint->warm_region];
-        uint64_t end = region->mapped ? region->length : 0;
+        const uint8_t *view = region->mapped ? region->mapped : region->file_view;
+        uint64_t end = view ? region->length : 0;
         uint64_t stop = end - endpoint->warm_offset > budget ? endpoint->warm_offset + budget : end;
         for (uint64_t offset = endpoint->warm_offset; offset < stop; offset += WARM_STRIDE)
-            (void)*(volatile const uint8_t *)(region->mapped + offset);
+            (void)*(volatile const uint8_t *)(view + offset);
         budget -= stop - endpoint->warm_offset;
         endpoint->warm_offset = stop;
         if (stop == end) {

@@ -1,10 +1,12 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -265,18 +267,45 @@ static void read_all(int fd, void *data, size_t length) {
     }
 }
 
+bool op_moved_while_in_progress(void *context) {
+    const op_progress *progress = context;
+    int32_t status = KVT_IN_PROGRESS;
+    uint64_t done = 0;
+    CHECK_OK(kvt_xfer_status(progress->agent, progress->op, &status, &done, NULL));
+    CHECK(status == KVT_IN_PROGRESS, "operation %llu ended %s while the rest was held back",
+          (unsigned long long)progress->op, kvt_status_name(status));
+    return done >= progress->bytes;
+}
+
+uint8_t *file_memory_map(uint64_t length, int *out_fd) {
+    int fd = memfd_create("kvreuse-test-bank", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK(fd >= 0, "memfd_create: %s", strerror(errno));
+    CHECK(ftruncate(fd, (off_t)length) == 0, "ftruncate: %s", strerror(errno));
+    CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0, "F_ADD_SEALS: %s", strerror(errno));
+    void *memory = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(memory != MAP_FAILED, "mmap: %s", strerror(errno));
+    *out_fd = fd;
+    return memory;
+}
+
 /* The source's life: register, publish, wait until the test process closes the pipe or kills it. */
 static void __attribute__((noreturn)) run_source(const source_options *options, int up, int down) {
     uint32_t agent = make_agent("source-process");
     uint64_t address = 0;
-    if (options->caller_memory)
+    int fd = -1;
+    if (options->file_memory)
+        address = (uint64_t)(uintptr_t)file_memory_map(options->length, &fd);
+    else if (options->caller_memory)
         address = (uint64_t)(uintptr_t)malloc(options->length);
     else
         CHECK_OK(kvt_mem_alloc(agent, options->length, 0, &address));
     CHECK(address != 0, "source: out of memory");
     fill_pattern((uint8_t *)(uintptr_t)address, options->length, options->seed);
     uint32_t region;
-    CHECK_OK(kvt_mem_register(agent, address, options->length, KVT_MEM_DRAM, 0, &region));
+    if (options->file_memory)
+        CHECK_OK(kvt_mem_register_fd(agent, address, options->length, fd, 0, &region));
+    else
+        CHECK_OK(kvt_mem_register(agent, address, options->length, KVT_MEM_DRAM, 0, &region));
     uint64_t blob_length = 0;
     CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &blob_length));
     uint8_t *blob = malloc(blob_length);
@@ -291,11 +320,12 @@ static void __attribute__((noreturn)) run_source(const source_options *options, 
     _exit(0);
 }
 
-/* argv: --source <up fd> <down fd> <length> <caller memory 0|1> <seed> */
+/* argv: --source <up fd> <down fd> <length> <memory alloc|caller|file> <seed> */
 static void source_main(int argc, char **argv) {
     CHECK(argc == 7, "--source takes 5 arguments (got %d)", argc - 2);
     source_options options = {.length = strtoull(argv[4], NULL, 10),
-                              .caller_memory = strcmp(argv[5], "1") == 0,
+                              .caller_memory = strcmp(argv[5], "caller") == 0,
+                              .file_memory = strcmp(argv[5], "file") == 0,
                               .seed = strtoull(argv[6], NULL, 10)};
     const char *backend = getenv("KVT_TEST_BACKEND");
     if (backend && strcmp(backend, "ucx") == 0) test_backend = KVT_BACKEND_UCX;
@@ -314,7 +344,8 @@ static void __attribute__((noreturn)) exec_source(const source_options *options,
     snprintf(down_text, sizeof down_text, "%d", down);
     snprintf(length, sizeof length, "%llu", (unsigned long long)options->length);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)options->seed);
-    char *const args[] = {self, "--source", up_text, down_text, length, options->caller_memory ? "1" : "0", seed, NULL};
+    char *memory = options->file_memory ? "file" : options->caller_memory ? "caller" : "alloc";
+    char *const args[] = {self, "--source", up_text, down_text, length, memory, seed, NULL};
     execv(self, args);
     test_fail(__FILE__, __LINE__, "execv %s: %s", self, strerror(errno));
 }

@@ -89,17 +89,27 @@ kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t 
 uint64_t counter(uint32_t agent, uint32_t index);
 /* Whether kvt_peer_transport's description of the path to `peer` mentions `needle`. */
 bool peer_transport_mentions(uint32_t agent, uint32_t peer, const char *needle);
+/* An operation expected to have moved `bytes` while still in progress (the rest held back, e.g. by
+ * kvt_fault_pause_issue). op_moved_while_in_progress(&progress) is a wait_condition: true once it has, and
+ * the test fails if the operation ended meanwhile. */
+typedef struct {
+    uint32_t agent;
+    uint64_t op, bytes;
+} op_progress;
+bool op_moved_while_in_progress(void *context);
 /* Waits until counter `index` of `agent` is at least `value`. */
 void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
 
 /* A source agent in another process — this executable started afresh (exec), so that nothing of this
- * process's UCX state carries over: it allocates (kvt_mem_alloc, or malloc with `caller_memory`),
- * fills with the pattern of `seed` and registers `length` bytes, sends its metadata back and waits.
+ * process's UCX state carries over: it allocates (kvt_mem_alloc, malloc with `caller_memory`, or a memfd
+ * mapping registered with kvt_mem_register_fd with `file_memory`), fills with the pattern of `seed` and
+ * registers `length` bytes, sends its metadata back and waits.
  * With `new_pid_namespace` it runs as `unshare --pid --fork --mount-proc` would run it: pid 1 of a new
  * pid namespace with its own /proc. */
 typedef struct {
     uint64_t length;
     bool caller_memory;
+    bool file_memory; /* caller memory that is a shared mapping of a sealed memfd, registered with kvt_mem_register_fd */
     bool new_pid_namespace;
     uint64_t seed;
 } source_options;
@@ -117,6 +127,8 @@ void source_signal(const source_process *source, int signal);
 void source_wait_stopped(const source_process *source);
 /* SIGKILLs the source (resuming it first if stopped), reaps it and frees the blob. */
 void source_end(source_process *source);
+/* `length` bytes of a new memfd (sealed against shrinking) mapped shared; its fd in *out_fd. */
+uint8_t *file_memory_map(uint64_t length, int *out_fd);
 void fill_pattern(uint8_t *memory, uint64_t length, uint64_t seed);
 bool check_pattern(const uint8_t *memory, uint64_t length, uint64_t seed);
 

@@ -108,20 +108,6 @@ static uint64_t post_pieces(uint32_t agent, uint32_t peer, uint64_t generation, 
     return op;
 }
 
-typedef struct {
-    uint32_t agent;
-    uint64_t op, bytes;
-} moving_read;
-
-static bool first_bytes_moved(void *context) {
-    const moving_read *moving = context;
-    int32_t status = KVT_IN_PROGRESS;
-    uint64_t done = 0;
-    CHECK_OK(kvt_xfer_status(moving->agent, moving->op, &status, &done, NULL));
-    CHECK(status == KVT_IN_PROGRESS, "the read ended %s while the rest was held back", kvt_status_name(status));
-    return done >= moving->bytes;
-}
-
 /*
  * A read is in flight when the source stops answering: ucx issues its first pieces, the source is
  * SIGSTOPped, then the rest goes out as requests the stopped source never answers; loopback holds the
@@ -139,8 +125,8 @@ static uint64_t read_in_flight_then_stop(uint32_t agent, uint32_t peer, uint64_t
     uint64_t first = 4 * piece_bytes();
     CHECK_OK(kvt_fault_pause_issue(agent, first));
     uint64_t op = post_pieces(agent, peer, generation, region);
-    moving_read moving = {.agent = agent, .op = op, .bytes = first};
-    wait_until(agent, first_bytes_moved, &moving, "the read's first pieces", WAIT_DEADLINE_MS);
+    op_progress moving = {.agent = agent, .op = op, .bytes = first};
+    wait_until(agent, op_moved_while_in_progress, &moving, "the read's first pieces", WAIT_DEADLINE_MS);
     wait_counter_at_least(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1); /* judged once it answered */
     source_stop(source);
     CHECK_OK(kvt_fault_clear(agent));

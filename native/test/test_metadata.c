@@ -294,15 +294,21 @@ static uint64_t put_le(uint8_t *blob, uint64_t at, uint64_t value, int size) {
     return at + size;
 }
 
+/* The liveness table's fd and the region's file fd and liveness slot a blob carries. */
+typedef struct {
+    uint32_t liveness_fd, file_fd, liveness_slot;
+} file_fields;
+static const file_fields no_files = {UINT32_MAX, UINT32_MAX, 0};
+
 /* A ucx blob written field by field (see the layout in metadata.c): one region, the given address and
- * rkey lengths (their bytes zero), sealed. */
-static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, uint64_t *out_length) {
-    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 + 4 + 8 + 8 + 4 +
-                      rkey_length + 4;
+ * rkey lengths (their bytes zero) and file fields, sealed. */
+static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, file_fields files, uint64_t *out_length) {
+    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 8 + 8 +
+                      4 + 8 + 4 + 4 + rkey_length + 4;
     uint8_t *blob = calloc(1, length);
     CHECK(blob != NULL, "out of memory");
     memcpy(blob, "KVTM", 4);
-    uint64_t at = put_le(blob, 4, 2, 2);
+    uint64_t at = put_le(blob, 4, 3, 2);
     at = put_le(blob, at, KVT_BACKEND_UCX, 2);
     at = put_le(blob, at, 7, 8);                 /* incarnation */
     at = put_le(blob, at, 1, 8);                 /* generation */
@@ -312,12 +318,16 @@ static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, uint64_t
     at = put_le(blob, at, (uint64_t)getpid(), 8) + 16; /* pid, boot id */
     at = put_le(blob, at, 1, 8);                 /* start time */
     at = put_le(blob, at, 1, 8);                 /* pid namespace */
+    at = put_le(blob, at, files.liveness_fd, 4);
     at = put_le(blob, at, 1, 4);                 /* region count */
     at = put_le(blob, at, 1, 4);                 /* id */
     at = put_le(blob, at, KVT_MEM_DRAM, 4);
     at = put_le(blob, at, 0, 4);                 /* device */
     at = put_le(blob, at, 0x10000, 8);           /* base */
     at = put_le(blob, at, 4096, 8);              /* length */
+    at = put_le(blob, at, files.file_fd, 4);
+    at = put_le(blob, at, 0, 8);                 /* file offset */
+    at = put_le(blob, at, files.liveness_slot, 4);
     at = put_le(blob, at, rkey_length, 4) + rkey_length;
     CHECK(at + 4 == length, "the blob is %llu bytes, written %llu", (unsigned long long)length, (unsigned long long)at);
     reseal(blob, length);
@@ -327,7 +337,7 @@ static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, uint64_t
 
 static void parses_ucx_blob(uint32_t address_length, uint32_t rkey_length, kvt_status expected, const char *field) {
     uint64_t length;
-    uint8_t *blob = ucx_blob(address_length, rkey_length, &length);
+    uint8_t *blob = ucx_blob(address_length, rkey_length, no_files, &length);
     kvt_metadata meta;
     kvt_status status = kvt_metadata_parse(blob, length, &meta);
     CHECK(status == expected, "address %u, rkey %u bytes: %s (%s), expected %s", address_length, rkey_length,
@@ -351,6 +361,33 @@ static void ucx_address_and_key_lengths_are_bounded(void) {
     parses_ucx_blob(9, 0, KVT_ERR_INVALID_PARAM, "rkey length");
     parses_ucx_blob(9, 8, KVT_ERR_INVALID_PARAM, "rkey length");
     parses_ucx_blob(9, (1u << 16) + 1, KVT_ERR_INVALID_PARAM, "rkey length");
+}
+
+static void parses_file_fields(file_fields files, kvt_status expected, const char *field) {
+    uint64_t length;
+    uint8_t *blob = ucx_blob(9, 9, files, &length);
+    kvt_metadata meta;
+    kvt_status status = kvt_metadata_parse(blob, length, &meta);
+    CHECK(status == expected, "table fd %u, file fd %u, slot %u: %s (%s), expected %s", files.liveness_fd, files.file_fd,
+          files.liveness_slot, kvt_status_name(status), kvt_last_error_detail(), kvt_status_name(expected));
+    if (status == KVT_OK) {
+        CHECK(meta.liveness_fd == files.liveness_fd && meta.regions[0].file_fd == files.file_fd &&
+                  meta.regions[0].liveness_slot == files.liveness_slot,
+              "the file fields");
+        kvt_metadata_free(&meta);
+    } else {
+        CHECK_DETAIL(field);
+    }
+    free(blob);
+}
+
+/* A file-backed region names its slot in the owner's liveness table, which a reader indexes: a region's file
+ * without a table, or a slot past the table's end, is refused. */
+static void file_backed_regions_need_a_table_and_a_slot_in_it(void) {
+    parses_file_fields((file_fields){3, 5, 7}, KVT_OK, NULL);
+    parses_file_fields((file_fields){3, UINT32_MAX, 0}, KVT_OK, NULL);
+    parses_file_fields((file_fields){UINT32_MAX, 5, 7}, KVT_ERR_INVALID_PARAM, "region file fd is given without a liveness table");
+    parses_file_fields((file_fields){3, 5, KVT_MAX_REGIONS}, KVT_ERR_INVALID_PARAM, "region liveness slot exceeds 65535");
 }
 
 static void unload_refuses_while_in_use(void) {
@@ -411,4 +448,5 @@ static void loopback_blob_from_another_process(void) {
 
 TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),
           TEST(fuzzed_blobs_are_refused), TEST(resealed_mutations_reach_the_parser),
-          TEST(ucx_address_and_key_lengths_are_bounded), TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process))
+          TEST(ucx_address_and_key_lengths_are_bounded), TEST(file_backed_regions_need_a_table_and_a_slot_in_it),
+          TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process))

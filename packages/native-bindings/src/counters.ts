@@ -33,6 +33,8 @@ const trailingCounterFields = [
   ['heartbeatAnswers', 'heartbeat_answers'],
   // Times readers of exported metadata were cut off before memory they could name went (UCX: the serving worker replaced).
   ['readerFences', 'reader_fences'],
+  // Bytes this agent READ by copying a peer's file-backed region (Agent.register with `file`) that it mapped itself.
+  ['fileReadBytes', 'file_read_bytes'],
 ] as const;
 
 type CounterField = (typeof counterFields)[number][0] | (typeof trailingCounterFields)[number][0];

@@ -29,6 +29,7 @@ export {
 export { type FaultPoint, Faults } from './faults.js';
 export { type HeartbeatOptions, heartbeatLimits, type PeerEvent } from './heartbeat.js';
 export { defaultLibraryPaths, LIBRARY_FILE } from './library.js';
+export { FileMemory } from './file-memory.js';
 export { Allocation, type MemoryKind, type MemoryRange, memoryKinds, Region } from './memory.js';
 export type { Notification } from './notifications.js';
 export { type CancelOutcome, Operation, type OperationResult, type OperationStatus } from './operation.js';

@@ -58,6 +58,7 @@ export interface NativeApi {
     device: number,
     outRegion: Uint32Array,
   ): number;
+  kvt_mem_register_fd(agent: number, address: bigint, length: bigint, fd: number, fileOffset: bigint, outRegion: Uint32Array): number;
   kvt_mem_deregister_begin(agent: number, region: number, outJob: BigUint64Array): number;
   kvt_agent_metadata(agent: number, buffer: Uint8Array | null, capacity: bigint, outLength: BigUint64Array): number;
   kvt_peer_load(
@@ -204,6 +205,8 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_mem_free_begin: 'int32_t kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t *out_job)',
   kvt_mem_register:
     'int32_t kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device, uint32_t *out_region)',
+  kvt_mem_register_fd:
+    'int32_t kvt_mem_register_fd(uint32_t agent, uint64_t address, uint64_t length, int32_t fd, uint64_t file_offset, uint32_t *out_region)',
   kvt_mem_deregister_begin: 'int32_t kvt_mem_deregister_begin(uint32_t agent, uint32_t region, uint64_t *out_job)',
   kvt_agent_metadata: 'int32_t kvt_agent_metadata(uint32_t agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length)',
   kvt_peer_load:

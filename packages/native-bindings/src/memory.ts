@@ -64,6 +64,13 @@ export interface MemoryRange {
   readonly kind?: MemoryKind;
   /** GPU ordinal for vram; must be 0 for dram (the default). */
   readonly device?: number;
+  /**
+   * The file this dram range is a shared mapping of (a memfd sealed against shrinking, e.g. `FileMemory`):
+   * its descriptor and the file offset of `address`. Readers on the same host then map the file and copy
+   * READs themselves, at memory speed, instead of asking this agent's thread for 8 KiB fragments (WRITEs
+   * and readers elsewhere still go through UCX). The agent keeps its own duplicate of the descriptor.
+   */
+  readonly file?: { readonly fd: number; readonly offset?: bigint | number };
 }
 
 /** Registered memory: what peers may read or write once they load this agent's metadata. */
@@ -136,10 +143,23 @@ export function registerMemory(agent: AgentContext, range: MemoryRange): Region 
     throw new InvalidArgumentError('device', device, 'must be a uint32');
   }
   const out = new Uint32Array(1);
-  check(
-    agent.library,
-    'kvt_mem_register',
-    agent.library.api.kvt_mem_register(agent.id, address, bytes, kindId, device, out),
-  );
+  if (range.file === undefined) {
+    check(agent.library, 'kvt_mem_register', agent.library.api.kvt_mem_register(agent.id, address, bytes, kindId, device, out));
+  } else {
+    const { fd, offset } = checkFileBacking(range.file, kind, device);
+    check(agent.library, 'kvt_mem_register_fd', agent.library.api.kvt_mem_register_fd(agent.id, address, bytes, fd, offset, out));
+  }
   return new Region(agent, out[0] ?? 0, { address, bytes: Number(bytes), kind, device });
+}
+
+function checkFileBacking(file: unknown, kind: MemoryKind, device: number): { fd: number; offset: bigint } {
+  if (typeof file !== 'object' || file === null) throw new InvalidArgumentError('file', file, 'must be { fd, offset? }');
+  if (kind !== 'dram' || device !== 0) throw new InvalidArgumentError('file', file, 'is only for dram on device 0');
+  const { fd, offset = 0 } = file as { fd?: unknown; offset?: unknown };
+  if (typeof fd !== 'number' || !Number.isInteger(fd) || fd < 0 || fd > 0x7fff_ffff) {
+    throw new InvalidArgumentError('file.fd', fd, 'must be an open file descriptor (a non-negative int32)');
+  }
+  const fileOffset = typeof offset === 'number' || typeof offset === 'bigint' ? toUint64(offset) : undefined;
+  if (fileOffset === undefined) throw new InvalidArgumentError('file.offset', offset, 'must be a non-negative integer below 2^64');
+  return { fd, offset: fileOffset };
 }

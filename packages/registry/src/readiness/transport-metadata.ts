@@ -8,10 +8,10 @@ import type { TransportMetadata } from './publish.js';
 
 /**
  * The blob header this reader knows (native/src/metadata.c, little-endian): "KVTM" | u16 version | u16 backend | u64 incarnation | u64 generation.
- * Version 2 (the process identity names its pid namespace) kept this header.
+ * Version 2 (the process identity names its pid namespace) and version 3 (file-backed regions) kept this header.
  */
 const MAGIC = 'KVTM';
-const FORMAT_VERSION = 2;
+const FORMAT_VERSION = 3;
 const GENERATION_OFFSET = 16;
 
 /**
