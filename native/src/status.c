@@ -88,6 +88,16 @@ static bool ucx_usable(void) {
 #endif
 }
 
+#if KVT_HAVE_UCX
+static pthread_once_t ucx_detail_once = PTHREAD_ONCE_INIT;
+static char ucx_unavailable_detail[640];
+
+static void describe_ucx_unavailable(void) {
+    snprintf(ucx_unavailable_detail, sizeof ucx_unavailable_detail,
+             "loopback only: the ucx backend is built in, but %s", kvt_ucx_unavailable());
+}
+#endif
+
 kvt_status kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count) {
     kvt_detail_clear();
     if (!out_count || (capacity > 0 && !values))
@@ -111,9 +121,12 @@ const char *kvt_capability_detail(uint32_t cap) {
     switch (cap) {
     case KVT_CAP_BACKENDS:
         if (ucx_usable()) return "loopback (always) and ucx (built in; UCX's libucp.so.0 loaded at run time)";
-        return KVT_HAVE_UCX ? "loopback only: the ucx backend is built in, but UCX's libucp.so.0 could not be loaded "
-                              "(kvt_agent_create with the ucx backend says why)"
-                            : "loopback only: UCX headers (<ucp/api/ucp.h>) were not found at build time";
+#if KVT_HAVE_UCX
+        pthread_once(&ucx_detail_once, describe_ucx_unavailable);
+        return ucx_unavailable_detail;
+#else
+        return "loopback only: UCX headers (<ucp/api/ucp.h>) were not found at build time";
+#endif
     case KVT_CAP_VRAM:
         return "no: this library is built without GPU memory support (no CUDA/ROCm memory domain is used), so "
                "only dram can be registered";
