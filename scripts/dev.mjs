@@ -5,7 +5,7 @@
 //                               arguments go to it: npm run demo -- --json)
 //   node scripts/dev.mjs bench  install everything, build, run every benchmark and merge the figures
 //                               (--write-docs: also into the table of docs/benchmarks.md)
-// It installs the system packages the native layer and the tests need (UCX, etcd, valgrind, clang) with apt
+// It installs the system packages the native layer and the tests need (UCX, etcd, valgrind, clang, the arm64 cross compiler and qemu-user) with apt
 // when it runs as root on Debian, pins pnpm through npx, and installs from the frozen lockfile.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -53,6 +53,11 @@ const systemPackages = [
   { name: 'openssl', present: () => commandExists('openssl') },
   { name: 'valgrind', present: () => commandExists('valgrind') },
   { name: 'build-essential', present: () => commandExists('cc') && commandExists('make') },
+  // The platform packages' libraries: @kvreuse/native-linux-arm64-gnu is cross-built, and its test runs
+  // it under qemu-user.
+  { name: 'gcc-aarch64-linux-gnu', present: () => commandExists('aarch64-linux-gnu-gcc') },
+  { name: 'libc6-dev-arm64-cross', present: () => existsSync('/usr/aarch64-linux-gnu/include/stdio.h') },
+  { name: 'qemu-user', present: () => commandExists('qemu-aarch64') },
   // clang and libFuzzer's runtime, for the native fuzz targets (`make -C native fuzz`).
   { name: 'clang', present: () => commandExists('clang') || commandExists('clang-14') },
   { name: 'libclang-rt-14-dev', present: () => spawnSync('sh', ['-c', 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a'], { stdio: 'ignore' }).status === 0 },

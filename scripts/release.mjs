@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Publishes the packages whose versions `changeset version` raised, from a clean checkout: installs from
-// the frozen lockfile, builds every package (dist/ is not in git), checks what would be published, then
+// the frozen lockfile, builds every package (dist/ is not in git; the platform packages'
+// libkvreuse_transport.so, arm64 with gcc-aarch64-linux-gnu), checks what would be published, then
 // `changeset publish` with npm provenance. Needs NPM_TOKEN (or an npm login) and, for provenance, a CI
 // that issues OIDC tokens (see .github/workflows/release.yml).
 import { spawnSync } from 'node:child_process';

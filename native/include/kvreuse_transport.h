@@ -166,7 +166,7 @@ enum {
 };
 
 enum {
-    KVT_CAP_BACKENDS = 0,             /* bit mask of (1 << KVT_BACKEND_*) built into this library */
+    KVT_CAP_BACKENDS = 0,             /* bit mask of (1 << KVT_BACKEND_*) usable: ucx if built in and libucp.so.0 loads */
     KVT_CAP_VRAM = 1,                 /* 1 if vram registration is supported, else 0 */
     KVT_CAP_MAX_DESCRIPTORS = 2,      /* most descriptors in one kvt_xfer_post batch */
     KVT_CAP_MAX_NOTIFICATION = 3,     /* most bytes in one notification */

@@ -497,7 +497,15 @@ static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flag
     const kvt_backend *impl = NULL;
     if (backend == KVT_BACKEND_LOOPBACK) impl = &kvt_loopback_backend;
 #if KVT_HAVE_UCX
-    if (backend == KVT_BACKEND_UCX) impl = &kvt_ucx_backend;
+    if (backend == KVT_BACKEND_UCX) {
+        const char *unavailable = kvt_ucx_unavailable();
+        if (unavailable)
+            return kvt_count_result(NULL, kvt_fail(KVT_ERR_NOT_SUPPORTED,
+                                                   "kvt_agent_create: the ucx backend cannot run here: %s; "
+                                                   "install UCX (Debian: libucx0) or use the loopback backend",
+                                                   unavailable));
+        impl = &kvt_ucx_backend;
+    }
 #else
     if (backend == KVT_BACKEND_UCX)
         return kvt_count_result(NULL, kvt_fail(KVT_ERR_NOT_SUPPORTED,

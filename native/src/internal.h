@@ -476,6 +476,8 @@ struct kvt_backend {
 extern const kvt_backend kvt_loopback_backend;
 #if KVT_HAVE_UCX
 extern const kvt_backend kvt_ucx_backend;
+/* Loads UCX on the first call (ucx_api.c): NULL once it is loaded, else why it could not be (static). */
+const char *kvt_ucx_unavailable(void);
 #endif
 
 /* ---- agent helpers (agent.c) ------------------------------------------------------------------- */

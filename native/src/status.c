@@ -79,12 +79,31 @@ const char *kvt_version_string(void) {
 #endif
 }
 
+/* Whether the ucx backend is built in and UCX loads (the first call loads it). */
+static bool ucx_usable(void) {
+#if KVT_HAVE_UCX
+    return kvt_ucx_unavailable() == NULL;
+#else
+    return false;
+#endif
+}
+
+#if KVT_HAVE_UCX
+static pthread_once_t ucx_detail_once = PTHREAD_ONCE_INIT;
+static char ucx_unavailable_detail[640];
+
+static void describe_ucx_unavailable(void) {
+    snprintf(ucx_unavailable_detail, sizeof ucx_unavailable_detail,
+             "loopback only: the ucx backend is built in, but %s", kvt_ucx_unavailable());
+}
+#endif
+
 kvt_status kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count) {
     kvt_detail_clear();
     if (!out_count || (capacity > 0 && !values))
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_capabilities: values and out_count must not be NULL");
     const uint64_t all[KVT_CAP_COUNT] = {
-        [KVT_CAP_BACKENDS] = (1u << KVT_BACKEND_LOOPBACK) | (KVT_HAVE_UCX ? (1u << KVT_BACKEND_UCX) : 0u),
+        [KVT_CAP_BACKENDS] = (1u << KVT_BACKEND_LOOPBACK) | (ucx_usable() ? (1u << KVT_BACKEND_UCX) : 0u),
         [KVT_CAP_VRAM] = 0,
         [KVT_CAP_MAX_DESCRIPTORS] = KVT_MAX_DESCRIPTORS,
         [KVT_CAP_MAX_NOTIFICATION] = KVT_MAX_NOTIFICATION,
@@ -101,8 +120,13 @@ kvt_status kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_c
 const char *kvt_capability_detail(uint32_t cap) {
     switch (cap) {
     case KVT_CAP_BACKENDS:
-        return KVT_HAVE_UCX ? "loopback (always) and ucx (UCX headers were found at build time)"
-                            : "loopback only: UCX headers (<ucp/api/ucp.h>) were not found at build time";
+        if (ucx_usable()) return "loopback (always) and ucx (built in; UCX's libucp.so.0 loaded at run time)";
+#if KVT_HAVE_UCX
+        pthread_once(&ucx_detail_once, describe_ucx_unavailable);
+        return ucx_unavailable_detail;
+#else
+        return "loopback only: UCX headers (<ucp/api/ucp.h>) were not found at build time";
+#endif
     case KVT_CAP_VRAM:
         return "no: this library is built without GPU memory support (no CUDA/ROCm memory domain is used), so "
                "only dram can be registered";

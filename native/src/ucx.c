@@ -2,6 +2,7 @@
  * context and worker (UCS_THREAD_MODE_SINGLE): registration, endpoints, remote keys, gets and puts,
  * active-message notifications and progress. */
 #include "internal.h"
+#include "ucx_api.h"
 
 #include <poll.h>
 #include <stdio.h>

@@ -11,8 +11,8 @@ export function nativeCapabilities(settings: Settings, cwd: string): Capabilitie
 
 /**
  * The capabilities of the native library, for a command that needs its UCX backend; a
- * `TransportUnavailableError` naming what is missing (the library, the UCX libraries it links, or the
- * backend itself) and how to get it.
+ * `TransportUnavailableError` naming what is missing (the library, or its ucx backend: not built in, or
+ * UCX's libucp.so.0 not loadable) and how to get it.
  */
 export function requireUcx(command: string, settings: Settings, cwd: string): Capabilities {
   let capabilities: Capabilities;
@@ -28,7 +28,7 @@ export function requireUcx(command: string, settings: Settings, cwd: string): Ca
     throw error;
   }
   if (!capabilities.backends.includes('ucx')) {
-    throw new TransportUnavailableError(command, `the native library ${JSON.stringify(capabilities.libraryPath)} was built without UCX (backends: ${capabilities.backends.join(', ')})`);
+    throw new TransportUnavailableError(command, `the native library ${JSON.stringify(capabilities.libraryPath)} has no ucx backend here (${capabilities.backendsDetail})`);
   }
   return capabilities;
 }

@@ -48,14 +48,16 @@ export class LibraryNotFoundError extends TransportUsageError {
   constructor(searched: readonly string[]) {
     super(
       `libkvreuse_transport not found; looked at ${searched.map((p) => JSON.stringify(p)).join(', ')}. ` +
-        'Build it with `make -C native` in the kvreuse repository (or `npx kvreuse-build-native` from an ' +
-        'installed @kvreuse/native-bindings), or pass { libraryPath } to loadTransport.',
+        'On Linux with glibc on x64 or arm64, npm installs it prebuilt (@kvreuse/native-linux-<arch>-gnu, an ' +
+        'optional dependency: do not omit optional dependencies); elsewhere build it with ' +
+        '`npx kvreuse-build-native` from an installed @kvreuse/native-bindings (or `make -C native` in the ' +
+        'kvreuse repository), or pass { libraryPath } to loadTransport.',
     );
     this.searched = searched;
   }
 }
 
-/** The file exists but could not be loaded (not a shared library, missing UCX libraries, …). */
+/** The file exists but could not be loaded (not a shared library, another cpu, …). */
 export class LibraryLoadError extends TransportUsageError {
   readonly code = 'LIBRARY_LOAD_FAILED';
   override readonly name = 'LibraryLoadError';

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi, { type LibraryHandle } from 'koffi';
@@ -13,13 +14,40 @@ export const LIBRARY_FILE = 'libkvreuse_transport.so';
 const API_MAJOR = 0;
 
 /**
- * Where the library is looked for when no path is given, in order: a copy built inside the installed
- * package (`native/build`, see README), then the repository's `native/build` (two levels above the
- * package, for workspace use).
+ * The prebuilt package for this machine (an optional dependency npm installs only where its `os`, `cpu`
+ * and `libc` fit), or undefined where none is published: anything but Linux with glibc on x64 or arm64.
+ */
+export function platformPackageName(): string | undefined {
+  if (process.platform !== 'linux' || (process.arch !== 'x64' && process.arch !== 'arm64')) return undefined;
+  const { header } = process.report.getReport() as { header?: { glibcVersionRuntime?: string } };
+  return header?.glibcVersionRuntime === undefined ? undefined : `@kvreuse/native-linux-${process.arch}-gnu`;
+}
+
+/** The library inside the platform package, if that package is installed. */
+function platformPackageLibrary(): string | undefined {
+  const name = platformPackageName();
+  if (name === undefined) return undefined;
+  try {
+    return join(dirname(createRequire(import.meta.url).resolve(`${name}/package.json`)), LIBRARY_FILE);
+  } catch {
+    return undefined; // not installed: npm skipped it (--omit=optional) or this is not a platform it fits
+  }
+}
+
+/**
+ * Where the library is looked for when no path is given, in order: the repository's `native/build`
+ * (two levels above the package: in a kvreuse checkout, what `make -C native` rebuilds, so that tests
+ * never run a stale copy), the prebuilt platform package, then a copy built inside the installed package
+ * by `kvreuse-build-native` (`native/build`, see README).
  */
 export function defaultLibraryPaths(): string[] {
   const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-  return [join(packageDir, 'native', 'build', LIBRARY_FILE), resolve(packageDir, '..', '..', 'native', 'build', LIBRARY_FILE)];
+  const prebuilt = platformPackageLibrary();
+  return [
+    resolve(packageDir, '..', '..', 'native', 'build', LIBRARY_FILE),
+    ...(prebuilt === undefined ? [] : [prebuilt]),
+    join(packageDir, 'native', 'build', LIBRARY_FILE),
+  ];
 }
 
 /* Every out-parameter is a typed array: koffi hands its memory to C as is, with no conversion. */

@@ -8,8 +8,13 @@ export interface Capabilities {
   readonly version: string;
   /** The file that was loaded. */
   readonly libraryPath: string;
-  /** Backends compiled into the library; `ucx` only when UCX headers were present at build time. */
+  /**
+   * Backends usable in this process: `loopback` always, `ucx` when it is built in (UCX headers were
+   * present at build time) and UCX's `libucp.so.0` loads (asking loads it).
+   */
   readonly backends: readonly Backend[];
+  /** Why `backends` holds what it holds, in the library's words (e.g. the loader's error for libucp.so.0). */
+  readonly backendsDetail: string;
   /** Whether GPU memory (`vram`) can be registered, and if not, why. */
   readonly vram: { readonly supported: true } | { readonly supported: false; readonly reason: string };
   readonly limits: {
@@ -27,12 +32,15 @@ export interface Capabilities {
 }
 
 const CAPABILITY_COUNT = 7;
+const CAPABILITY_BACKENDS = 0;
 const CAPABILITY_VRAM = 1;
 
 export interface LoadTransportOptions {
   /**
-   * Path of libkvreuse_transport.so. Without it the facade looks in the installed package's
-   * `native/build/` and then in the kvreuse repository's `native/build/` (see README).
+   * Path of libkvreuse_transport.so. Without it the facade looks in the kvreuse repository's
+   * `native/build/` (in a checkout), then in the prebuilt platform package for this machine
+   * (`@kvreuse/native-linux-x64-gnu` or `-arm64-gnu`), then in the installed package's `native/build/`
+   * (`kvreuse-build-native`; see README).
    */
   readonly libraryPath?: string;
 }
@@ -61,6 +69,7 @@ export class Transport {
       backends: (Object.keys(backendIds) as Backend[]).filter(
         (backend) => (backendMask & (1n << BigInt(backendIds[backend]))) !== 0n,
       ),
+      backendsDetail: api.kvt_capability_detail(CAPABILITY_BACKENDS) ?? 'not reported by the library',
       vram:
         vram === 1n
           ? { supported: true }

@@ -1,5 +1,5 @@
 // A project of a user's own, outside the workspace: `npm init -y`, ESM, and whatever it installs with npm.
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, join } from 'node:path';
 import ts from 'typescript';
@@ -16,6 +16,13 @@ export interface BlankProjectOptions {
    * user may; npm runs the others, as it does by default.
    */
   deniedInstallScripts?: string[];
+  /** Installs run no install script at all (`npm install --ignore-scripts`). */
+  ignoreScripts?: boolean;
+  /**
+   * The only commands npm, npx and node find on PATH in this project (links in a folder of their own),
+   * e.g. no C compiler; default: this process's PATH.
+   */
+  commands?: string[];
 }
 
 export interface LockedPackage {
@@ -27,13 +34,20 @@ export interface LockedPackage {
 
 export class BlankProject {
   readonly dir: string;
+  /** The folder that alone is on PATH when `commands` was given. */
+  readonly path: string | undefined;
   readonly #npmCache: string;
+  readonly #ignoreScripts: boolean;
+  readonly #env: NodeJS.ProcessEnv;
 
   constructor(dir: string, options: BlankProjectOptions) {
     mkdirSync(dir, { recursive: true });
     this.dir = dir;
     this.#npmCache = options.npmCache;
-    runToSuccess('npm', ['init', '-y'], { cwd: dir });
+    this.#ignoreScripts = options.ignoreScripts ?? false;
+    this.path = options.commands === undefined ? undefined : commandFolder(`${dir}-path`, options.commands);
+    this.#env = this.path === undefined ? process.env : { ...process.env, PATH: this.path };
+    this.#run('npm', ['init', '-y']);
     const manifestPath = join(dir, 'package.json');
     const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as Record<string, unknown>;
     manifest['type'] = 'module';
@@ -44,12 +58,17 @@ export class BlankProject {
 
   /** `npm install`s the tarballs, and from the public registry what they depend on besides each other. */
   install(tarballs: string[]): void {
-    runToSuccess('npm', ['install', '--cache', this.#npmCache, '--prefer-offline', '--no-audit', '--no-fund', ...tarballs], { cwd: this.dir });
+    const ignoreScripts = this.#ignoreScripts ? ['--ignore-scripts'] : [];
+    this.#run('npm', ['install', '--cache', this.#npmCache, '--prefer-offline', '--no-audit', '--no-fund', ...ignoreScripts, ...tarballs]);
   }
 
   /** Runs a binary the project installed, as `npx --no-install` does; returns its stdout. */
   npx(binary: string, args: string[]): string {
-    return runToSuccess('npx', ['--no-install', binary, ...args], { cwd: this.dir });
+    return this.#run('npx', ['--no-install', binary, ...args]);
+  }
+
+  #run(command: string, args: string[]): string {
+    return runToSuccess(command, args, { cwd: this.dir, env: this.#env });
   }
 
   /** The installed packages whose location starts with `prefix`, from package-lock.json. */
@@ -69,7 +88,7 @@ export class BlankProject {
       compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
     });
     writeFileSync(join(this.dir, script), outputText);
-    return runToSuccess(process.execPath, [script], { cwd: this.dir });
+    return this.#run(process.execPath, [script]);
   }
 
   /**
@@ -94,4 +113,14 @@ export class BlankProject {
     writeFileSync(join(this.dir, 'tsconfig.json'), `${JSON.stringify(tsconfig, null, 2)}\n`);
     runToSuccess(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: this.dir });
   }
+}
+
+/** A folder holding links to `commands` as this process's PATH finds them (node: this process's node). */
+function commandFolder(folder: string, commands: string[]): string {
+  mkdirSync(folder, { recursive: true });
+  for (const command of commands) {
+    const target = command === 'node' ? process.execPath : runToSuccess('sh', ['-c', `command -v ${command}`], { cwd: folder }).trim();
+    symlinkSync(realpathSync(target), join(folder, command));
+  }
+  return folder;
 }

@@ -15,22 +15,27 @@
 // nothing but the npm registry is reachable) it compiles SQLite, about four minutes on two cores. The
 // scripts use the memory discovery store; the SQLite store has its own tests in the registry package.
 //
-// @kvreuse/native-bindings ships the C library's sources and builds nothing at install: the user runs
-// `npx kvreuse-build-native` once (its README), and so do the projects here before they load the
-// transport. All installs share one npm cache, kept in this package's node_modules between runs.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+// @kvreuse/native-bindings runs nothing at install. Its project installs it as a user of Linux on x64 or
+// arm64 does: with the platform package of this machine's cpu (the prebuilt library, an optional
+// dependency, its tarball given here as the others are), with `npm install --ignore-scripts` and no C
+// compiler or make on PATH, and its script moves bytes over loopback with that library. The shared
+// project installs no platform package and builds the library from the shipped C sources with
+// `npx kvreuse-build-native`, as users of other platforms do (its README). All installs share one npm
+// cache, kept in this package's node_modules between runs.
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BlankProject } from './blank-project.js';
-import { packPackage, publishablePackages, type PublishablePackage } from './packed-packages.js';
+import { packPackage, platformPackage, publishablePackages, type PublishablePackage } from './packed-packages.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const usageDir = fileURLToPath(new URL('../usage', import.meta.url));
 const npmCache = fileURLToPath(new URL('../node_modules/.cache/pack-install-npm', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'kvreuse-pack-install-'));
 const packages = publishablePackages(repoRoot);
+const prebuilt = platformPackage(repoRoot);
 const installedAlone = ['config', 'descriptors', 'native-bindings'];
 const sharedProjectPackages = packages.filter((pkg) => !installedAlone.includes(pkg.dir));
 const tarballs = new Map<string, string>();
@@ -39,7 +44,7 @@ const installTimeout = 600_000;
 const stepTimeout = 120_000;
 
 beforeAll(() => {
-  for (const pkg of packages) tarballs.set(pkg.name, packPackage(pkg, join(work, 'tarballs')));
+  for (const pkg of [...packages, prebuilt]) tarballs.set(pkg.name, packPackage(pkg, join(work, 'tarballs')));
 }, installTimeout);
 afterAll(() => rmSync(work, { recursive: true, force: true }), stepTimeout);
 
@@ -79,9 +84,9 @@ const expectedUsage: Record<string, (printed: unknown, project: BlankProject) =>
     expect(printed).toEqual({ pairs: 1, descriptors: 2 * 28 * 2, totalBytes: String(2 * 7_340_032) }),
   'native-bindings': (printed, project) =>
     expect(printed).toEqual({
-      libraryPath: join(project.dir, 'node_modules/@kvreuse/native-bindings/native/build/libkvreuse_transport.so'),
+      libraryPath: join(project.dir, 'node_modules', prebuilt.name, 'libkvreuse_transport.so'),
       backends: expect.arrayContaining(['loopback']),
-      registered: { bytes: 1 << 20, liveRegistrations: 1 },
+      read: { bytesDone: 1 << 20, sevens: 1 << 20 },
       forced: null,
     }),
   registry: (printed) =>
@@ -119,17 +124,26 @@ for (const dir of installedAlone) {
   const pkg = packages.find((candidate) => candidate.dir === dir);
   if (pkg === undefined) throw new Error(`packages/${dir} is not a publishable package`);
 
+  // native-bindings: with its platform package, no install script run and no compiler to run one with.
+  const native = dir === 'native-bindings';
+  const installed = [pkg.name, ...pkg.kvreuseDependencies, ...(native ? [prebuilt.name] : [])];
   describe(`${pkg.name}, installed alone`, () => {
     let project: BlankProject;
     beforeAll(() => {
-      project = new BlankProject(join(work, dir), { npmCache });
-      project.install([pkg.name, ...pkg.kvreuseDependencies].map(tarballOf));
-      if (dir === 'native-bindings') buildNativeLibrary(project);
+      project = new BlankProject(join(work, dir), native ? { npmCache, ignoreScripts: true, commands: ['node', 'npm', 'npx'] } : { npmCache });
+      project.install(installed.map(tarballOf));
     }, installTimeout);
 
     it('holds exactly its own tarball and those of the @kvreuse packages it depends on', () => {
-      expect(kvreuseSources(project)).toEqual(Object.fromEntries([pkg.name, ...pkg.kvreuseDependencies].map((name) => [name, tarballOf(name)])));
+      expect(kvreuseSources(project)).toEqual(Object.fromEntries(installed.map((name) => [name, tarballOf(name)])));
     });
+
+    if (native) {
+      it('was installed with no C compiler or make on PATH, and built nothing', () => {
+        expect(readdirSync(project.path ?? '').sort()).toEqual(['node', 'npm', 'npx']);
+        expect(existsSync(join(project.dir, 'node_modules/@kvreuse/native-bindings/native/build'))).toBe(false);
+      });
+    }
 
     usedFromItsInstall(pkg, () => project);
   });

@@ -17,15 +17,27 @@ export interface PublishablePackage {
 interface Manifest {
   name: string;
   private?: boolean;
+  cpu?: string[];
   dependencies?: Record<string, string>;
 }
 
-/** Every package under `packages/` that is not private, in folder order. */
-export function publishablePackages(repoRoot: string): PublishablePackage[] {
-  const manifests = readdirSync(join(repoRoot, 'packages'))
+function manifestsOf(repoRoot: string): { dir: string; manifest: Manifest }[] {
+  return readdirSync(join(repoRoot, 'packages'))
     .sort()
     .map((dir) => ({ dir, manifest: JSON.parse(readFileSync(join(repoRoot, 'packages', dir, 'package.json'), 'utf8')) as Manifest }))
     .filter(({ manifest }) => manifest.private !== true);
+}
+
+/** The platform package (the native library prebuilt for one cpu) that npm installs on this machine. */
+export function platformPackage(repoRoot: string): PublishablePackage {
+  const found = manifestsOf(repoRoot).find(({ manifest }) => manifest.cpu?.includes(process.arch) === true);
+  if (found === undefined) throw new Error(`no package of packages/ is prebuilt for cpu ${process.arch}`);
+  return { name: found.manifest.name, dir: found.dir, path: join(repoRoot, 'packages', found.dir), kvreuseDependencies: [] };
+}
+
+/** Every package under `packages/` that is not private and not a platform package, in folder order. */
+export function publishablePackages(repoRoot: string): PublishablePackage[] {
+  const manifests = manifestsOf(repoRoot).filter(({ manifest }) => manifest.cpu === undefined);
   const direct = new Map(
     manifests.map(({ manifest }) => [manifest.name, Object.keys(manifest.dependencies ?? {}).filter((name) => name.startsWith('@kvreuse/'))]),
   );

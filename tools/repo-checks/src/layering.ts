@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import ts from 'typescript';
 import { layerIndex, layerOrder } from './layers.js';
-import { isShippedSource, listExamples, listPackages, listSourceFiles, readJson, type PackageManifest, type WorkspacePackage } from './workspace.js';
+import { isPlatformPackage, isShippedSource, listExamples, listPackages, listSourceFiles, readJson, type PackageManifest, type WorkspacePackage } from './workspace.js';
 
 export type LayeringRule =
   | 'unknown-layer'
@@ -50,7 +50,7 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
   const violations: LayeringViolation[] = [];
   // What each package ships to its users: a layer its src/ (not tests), the examples their programs (not test/).
   const checked: { pkg: WorkspacePackage; ownIndex: number; name: string; ships: (file: string) => boolean }[] = [
-    ...listPackages(repoRoot).map((pkg) => ({ pkg, ownIndex: layerIndex(pkg.dir), name: `@kvreuse/${pkg.dir}`, ships: isShippedSource })),
+    ...listPackages(repoRoot).filter((pkg) => !isPlatformPackage(pkg.manifest)).map((pkg) => ({ pkg, ownIndex: layerIndex(pkg.dir), name: `@kvreuse/${pkg.dir}`, ships: isShippedSource })),
     ...listExamples(repoRoot).map((pkg) => ({ pkg, ownIndex: layerOrder.length, name: 'the examples', ships: (file: string) => !file.startsWith('test/') })),
   ];
 

@@ -41,4 +41,42 @@ describe('checkManifests', () => {
       rmSync(copy, { recursive: true, force: true });
     }
   });
+
+  it('holds a platform package to its own rules: its platform, the library alone, no install script', () => {
+    const copy = mkdtempSync(join(tmpdir(), 'kvreuse-manifests-'));
+    try {
+      cpSync(join(repoRoot, 'tsconfig.json'), join(copy, 'tsconfig.json'));
+      cpSync(join(repoRoot, 'LICENSE'), join(copy, 'LICENSE'));
+      for (const dir of ['native-bindings', 'native-linux-arm64-gnu']) {
+        cpSync(join(repoRoot, 'packages', dir), join(copy, 'packages', dir), {
+          recursive: true,
+          filter: (src) => !src.includes('node_modules') && !src.includes('/dist'),
+        });
+      }
+      const edit = (dir: string, change: (manifest: Record<string, any>) => void): void => {
+        const manifestPath = join(copy, 'packages', dir, 'package.json');
+        const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
+        change(manifest);
+        writeFileSync(manifestPath, JSON.stringify(manifest));
+      };
+      edit('native-linux-arm64-gnu', (manifest) => {
+        manifest.cpu = ['x64'];
+        manifest.files = ['libkvreuse_transport.so', 'src'];
+        manifest.scripts.postinstall = 'node build.js';
+      });
+      edit('native-bindings', (manifest) => {
+        manifest.scripts.postinstall = 'kvreuse-build-native';
+        manifest.optionalDependencies = {};
+      });
+      expect(checkManifests(copy).map((p) => `${p.packageDir}: ${p.message}`)).toEqual([
+        'native-bindings: scripts.postinstall must be absent: installing a package runs nothing (npm 11 asks users to approve install scripts)',
+        'native-linux-arm64-gnu: cpu must be ["arm64"]',
+        'native-linux-arm64-gnu: files must be ["libkvreuse_transport.so"], the library alone',
+        'native-linux-arm64-gnu: scripts must be "build" and "lint" alone (no install script)',
+        'native-linux-arm64-gnu: @kvreuse/native-bindings must list @kvreuse/native-linux-arm64-gnu in optionalDependencies as "workspace:^"',
+      ]);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
 });

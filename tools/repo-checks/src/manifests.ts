@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { listPackages, readJson, type WorkspacePackage } from './workspace.js';
+import { isPlatformPackage, listPackages, readJson, type WorkspacePackage } from './workspace.js';
 
 export interface ManifestProblem {
   packageDir: string;
@@ -57,6 +57,9 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
   expect(entry?.['default'] === './dist/index.js', 'exports["."].default must be "./dist/index.js"');
   expect(existsSync(join(pkg.path, 'src/index.ts')), 'src/index.ts, the public face, is missing');
 
+  for (const hook of ['preinstall', 'install', 'postinstall']) {
+    expect(m.scripts?.[hook] === undefined, `scripts.${hook} must be absent: installing a package runs nothing (npm 11 asks users to approve install scripts)`);
+  }
   for (const script of ['build', 'typecheck', 'lint', 'test']) {
     expect(typeof m.scripts?.[script] === 'string', `scripts.${script} is missing`);
   }
@@ -89,12 +92,52 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
   return problems;
 }
 
+/**
+ * What a platform package must be: the one library file for the `os`, `cpu` and `libc` it names, built by
+ * its `build` script, nothing to run at install, and an optional dependency of @kvreuse/native-bindings
+ * (`optionalDependencies`, so that npm skips it where it does not fit).
+ */
+function platformProblemsOf(pkg: WorkspacePackage, bindings: WorkspacePackage | undefined, license: string): string[] {
+  const { manifest: m, dir } = pkg;
+  const problems: string[] = [];
+  const expect = (ok: boolean, message: string): void => {
+    if (!ok) problems.push(message);
+  };
+  const platform = /^native-(linux)-(x64|arm64)-(gnu)$/.exec(dir);
+  expect(platform !== null, `packages/${dir} names a cpu, so it is a platform package, but is not named native-linux-<x64|arm64>-gnu`);
+  expect(m.name === `@kvreuse/${dir}`, `name is ${JSON.stringify(m.name)}, expected "@kvreuse/${dir}"`);
+  if (platform !== null) {
+    const [, os, cpu] = platform;
+    expect(JSON.stringify(m.os) === JSON.stringify([os]), `os must be ["${os}"]`);
+    expect(JSON.stringify(m.cpu) === JSON.stringify([cpu]), `cpu must be ["${cpu}"]`);
+    expect(JSON.stringify(m.libc) === JSON.stringify(['glibc']), 'libc must be ["glibc"]');
+  }
+  expect(JSON.stringify(m.files) === JSON.stringify(['libkvreuse_transport.so']), 'files must be ["libkvreuse_transport.so"], the library alone');
+  expect(m.license === 'Apache-2.0', `license is ${JSON.stringify(m.license)}, expected "Apache-2.0"`);
+  expect(m.publishConfig?.access === 'public', 'publishConfig.access must be "public"');
+  expect(m.repository?.directory === `packages/${dir}`, `repository.directory must be "packages/${dir}"`);
+  expect(existsSync(join(pkg.path, 'LICENSE')) && readFileSync(join(pkg.path, 'LICENSE'), 'utf8') === license,
+    'LICENSE must be a copy of the repository\'s LICENSE (each package ships its own)');
+  expect(JSON.stringify(Object.keys(m.scripts ?? {})) === JSON.stringify(['build', 'lint']), 'scripts must be "build" and "lint" alone (no install script)');
+  for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies'] as const) {
+    expect(m[field] === undefined, `${field} must be absent: the package holds a library and nothing else`);
+  }
+  expect(bindings?.manifest.optionalDependencies?.[m.name ?? ''] === 'workspace:^',
+    `@kvreuse/native-bindings must list ${m.name} in optionalDependencies as "workspace:^"`);
+  return problems;
+}
+
 /** What every published package must be: see DEVELOPERS.md and issue 2's "Every package". */
 export function checkManifests(repoRoot: string): ManifestProblem[] {
   const root = readJson<ProjectConfig>(join(repoRoot, 'tsconfig.json'));
   const rootReferences = new Set((root.references ?? []).map((r) => r.path));
   const license = readFileSync(join(repoRoot, 'LICENSE'), 'utf8');
-  return listPackages(repoRoot).flatMap((pkg) =>
-    problemsOf(pkg, rootReferences, license).map((message) => ({ packageDir: pkg.dir, message })),
+  const packages = listPackages(repoRoot);
+  const bindings = packages.find((pkg) => pkg.dir === 'native-bindings');
+  return packages.flatMap((pkg) =>
+    (isPlatformPackage(pkg.manifest) ? platformProblemsOf(pkg, bindings, license) : problemsOf(pkg, rootReferences, license)).map((message) => ({
+      packageDir: pkg.dir,
+      message,
+    })),
   );
 }

@@ -14,6 +14,11 @@ export interface PackageManifest {
   dependencies?: Record<string, string>;
   devDependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  os?: string[];
+  cpu?: string[];
+  libc?: string[];
+  repository?: { directory?: string };
 }
 
 export interface WorkspacePackage {
@@ -37,6 +42,15 @@ export function listPackages(repoRoot: string): WorkspacePackage[] {
       path: join(packagesDir, dir),
       manifest: readJson<PackageManifest>(join(packagesDir, dir, 'package.json')),
     }));
+}
+
+/**
+ * Whether a package is a platform package: the native library prebuilt for one `os`/`cpu`/`libc`
+ * (`@kvreuse/native-linux-x64-gnu`, …), no code and no layer, installed as an optional dependency of
+ * @kvreuse/native-bindings where it fits.
+ */
+export function isPlatformPackage(manifest: PackageManifest): boolean {
+  return manifest.cpu !== undefined;
 }
 
 /** The examples (`examples/`), a workspace package of programs that use the layers as a user does; none in a tree without it. */

@@ -18,9 +18,9 @@ export const testedBackends: Backend[] = inCi ? ['loopback', 'ucx'] : built.filt
 export const ucxTestsRun = built.includes('ucx') || inCi;
 
 if (!built.includes('ucx')) {
-  const message = `native-bindings: the ucx backend is not built into ${transport.libraryPath}`;
+  const message = `native-bindings: no ucx backend in ${transport.libraryPath} (${transport.capabilities().backendsDetail})`;
   if (inCi) console.error(`${message}; CI requires it, so the ucx tests will FAIL`);
-  else console.warn(`${message}; its tests are SKIPPED here (install libucx-dev and rebuild to run them)`);
+  else console.warn(`${message}; its tests are SKIPPED here (install libucx-dev, and rebuild if it was built without it)`);
 }
 
 let sequence = 0;
