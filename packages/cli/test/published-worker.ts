@@ -55,7 +55,7 @@ export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks =
   }
   const lease = await store.grantLease(60_000);
   const { epoch } = await claimIncarnationEpoch(store, identity);
-  const metadata = agents.map((agent) => transportMetadataOf(agent, ClusterSecret.ofThisProcess()));
+  const metadata = agents.map((agent, index) => transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...ranks[index]! }));
   const parts = ranks.map((rank, index) => buildRankPart(identity, rank, metadata[index]!, host === undefined ? {} : { host }));
   await publishRankParts(store, parts, { lease: lease.id, epoch });
   const publisher = new InventoryPublisher(store, { workerId, incarnation: identity.incarnation, epoch, lease: lease.id });

@@ -379,7 +379,7 @@ export class ReuseEndpoint {
     this.#lifecycle.move('publishing', 'publish()');
     try {
       const host = this.#options.host === undefined ? kernelBootId() : (this.#options.host ?? undefined);
-      const part = buildRankPart(worker, registered, transportMetadataOf(agent, secret), host === undefined ? {} : { host });
+      const part = buildRankPart(worker, registered, transportMetadataOf(agent, secret, { ...worker, ...registered }), host === undefined ? {} : { host });
       const prefix = keyPrefix === undefined ? {} : { keyPrefix };
       this.#publication = await startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix });
       this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {

@@ -537,10 +537,12 @@ export class ClusterSecretError extends RegistryError {
 /**
  * Why a peer's transport metadata was refused before it reached the native layer: `unsigned` (a bare
  * metadata blob, without signature), `truncated` (shorter than its signature header), `malformed`
- * (not a signed metadata envelope this reader knows) or `wrong-signature` (signed with another
- * cluster secret, or altered after signing).
+ * (not a signed metadata envelope this reader knows), `outdated-format` (signed in envelope version 1,
+ * whose signature does not cover the rank part it is published in), `wrong-signature` (signed with
+ * another cluster secret, or altered after signing) or `other-slot` (validly signed, but for another
+ * worker, incarnation, rank or agent than the rank part it is published in: a replayed blob).
  */
-export type TransportMetadataRefusal = 'unsigned' | 'truncated' | 'malformed' | 'wrong-signature';
+export type TransportMetadataRefusal = 'unsigned' | 'truncated' | 'malformed' | 'outdated-format' | 'wrong-signature' | 'other-slot';
 
 /** A peer's transport metadata that is not signed under this process's cluster secret; nothing of it was loaded. */
 export class TransportMetadataRefusedError extends RegistryError {
