@@ -21,8 +21,10 @@ import {
 const transport = loadTransport();
 
 export interface PublishedWorker {
-  /** The length of each published rank's transport metadata (its peer's address and keys), by rank. */
+  /** The length of each published rank's metadata blob (its peer's address and keys) as its agent exports it, by rank. */
   readonly peerMetadataBytes: readonly number[];
+  /** The length of each published rank's signed transport metadata (the blob in its signature envelope), by rank. */
+  readonly signedMetadataBytes: readonly number[];
   withdraw(): Promise<void>;
 }
 
@@ -61,7 +63,8 @@ export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks =
   const publisher = new InventoryPublisher(store, { workerId, incarnation: identity.incarnation, epoch, lease: lease.id });
   if (inventory !== undefined) await publisher.publish(inventory);
   return {
-    peerMetadataBytes: metadata.map((entry) => entry.metadata.length),
+    peerMetadataBytes: agents.map((agent) => agent.metadata().length),
+    signedMetadataBytes: metadata.map((entry) => entry.metadata.length),
     async withdraw() {
       await publisher.withdraw();
       await store.revokeLease(lease.id);

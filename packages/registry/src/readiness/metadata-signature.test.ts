@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ClusterSecret } from '../discovery/cluster-secret.js';
 import { TransportMetadataRefusedError } from '../errors.js';
-import { signMetadata, verifiedMetadata } from './metadata-signature.js';
+import { signedMetadataSizes, signMetadata, verifiedMetadata } from './metadata-signature.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-signature-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -84,5 +84,12 @@ describe('signed transport metadata', () => {
         expect(() => verifiedMetadata(ours, slot, tampered)).toThrow(refusal(expected, /./));
       }
     }
+  });
+
+  it('splits into blob and envelope sizes without the secret, and names no sizes for what is not a version 2 envelope', () => {
+    const signed = signMetadata(theirs, slot, blob);
+    expect(signedMetadataSizes(signed)).toEqual({ blobBytes: blob.length, envelopeBytes: 10 + 32 + '["worker-a","inc-1",0,1,"src-agent"]'.length });
+    expect(signedMetadataSizes(blob)).toBeUndefined();
+    expect(signedMetadataSizes(signed.subarray(0, signed.length - blob.length))).toBeUndefined();
   });
 });
