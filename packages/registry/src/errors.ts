@@ -94,8 +94,9 @@ export class DiscoverySettingsError extends RegistryError {
     readonly setting: string,
     readonly value: unknown,
     readonly reason: string,
+    options?: ErrorOptions,
   ) {
-    super(`discovery settings: ${setting} = ${describe(value)} is refused: ${reason}`);
+    super(`discovery settings: ${setting} = ${describe(value)} is refused: ${reason}`, options);
   }
 }
 
@@ -521,16 +522,18 @@ export class RankPartPublicationError extends RegistryError {
 /**
  * The cluster secret cannot be used: `secret` is the secret file's absolute path (missing, not a
  * regular file, open to its group or others, too short or too long) or the setting that fails to name
- * one (`discovery.secret_file`).
+ * one (`discovery.secret_file`). `setting` is the setting that named the file, when one did.
  */
 export class ClusterSecretError extends RegistryError {
   readonly code = 'CLUSTER_SECRET_REFUSED';
+  readonly setting: string | undefined;
   constructor(
     readonly secret: string,
     readonly reason: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { readonly setting?: string },
   ) {
-    super(`cluster secret ${secret} ${reason}`, options);
+    super(`cluster secret ${options?.setting === undefined ? '' : `${options.setting} = `}${secret} ${reason}`, options);
+    this.setting = options?.setting;
   }
 }
 
