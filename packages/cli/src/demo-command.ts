@@ -2,6 +2,7 @@
 // summary last: one line, or with `--json` the summary object.
 import { exampleSettingsPath, kvreuseSettings, type ResolvedSettings, type Settings } from '@kvreuse/config';
 import type { Backend } from '@kvreuse/native-bindings';
+import { openClusterSecret } from '@kvreuse/registry';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { demoProcesses, runMainJob } from './demo/main-job.js';
@@ -59,6 +60,8 @@ export const demo: Command = {
     if (metricsPort + demoProcesses - 1 > maxPort) {
       throw new UsageError(this.name, `endpoint.metrics_port = ${metricsPort} leaves no port for some of the ${demoProcesses} demo processes (each serves its metrics on the next port); at most ${maxPort - demoProcesses + 1}`);
     }
+    // A named secret file every rank would refuse is refused here, as the settings error it is.
+    if (settings.discovery.secretFile !== '') openClusterSecret(settings.discovery);
     const capabilities = backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
     const progress = (line: string): void => context.stdout(`${line}\n`);
     const etcd = wantsLocalEtcd(resolved) ? await startLocalEtcd({ command: this.name, env: context.env, ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }) }) : undefined;

@@ -8,6 +8,7 @@ import {
   type ReadinessGate,
   safeDecodeRankPartRecord,
   safeParseInventoryBatch,
+  signedMetadataSizes,
   watchWorkerReadiness,
   workerPartsPrefix,
 } from '@kvreuse/registry';
@@ -34,8 +35,13 @@ export interface InspectedRankPart {
   readonly bytes: string;
   readonly agentName: string;
   readonly generation: number;
-  /** Bytes of the transport address and keys a reader loads this rank's peer from. */
+  /**
+   * Bytes of the transport address and keys a reader loads this rank's peer from: the agent's metadata
+   * blob without its signature envelope (all the published bytes when they are not a signed envelope).
+   */
   readonly peerMetadataBytes: number;
+  /** Bytes of the signature envelope in front of the blob (header, HMAC, signed rank part); null when the metadata is not a signed envelope this kvreuse reads. */
+  readonly signatureBytes: number | null;
   /** The machine the rank runs on, when its part names it (rank parts of version 3). */
   readonly host: string | undefined;
 }
@@ -50,6 +56,11 @@ export interface InspectedWorker {
   /** Refused parts (malformed, or under a key they do not match): the key and why. */
   readonly refusedParts: readonly { readonly key: string; readonly reason: string }[];
   readonly inventory: InventorySummary | undefined;
+}
+
+function peerMetadataSizes(metadata: Buffer): Pick<InspectedRankPart, 'peerMetadataBytes' | 'signatureBytes'> {
+  const sizes = signedMetadataSizes(metadata);
+  return sizes === undefined ? { peerMetadataBytes: metadata.length, signatureBytes: null } : { peerMetadataBytes: sizes.blobBytes, signatureBytes: sizes.envelopeBytes };
 }
 
 async function rankPartsOf(store: DiscoveryStore, workerId: string): Promise<Pick<InspectedWorker, 'rankParts' | 'refusedParts'>> {
@@ -74,7 +85,7 @@ async function rankPartsOf(store: DiscoveryStore, workerId: string): Promise<Pic
       bytes: part.banks.reduce((sum, bank) => sum + bank.bytes, 0n).toString(),
       agentName: part.transport.agentName,
       generation: part.transport.generation,
-      peerMetadataBytes: Buffer.from(part.transport.metadata, 'base64').length,
+      ...peerMetadataSizes(Buffer.from(part.transport.metadata, 'base64')),
       host: part.host,
     });
   }
@@ -135,7 +146,8 @@ function renderWorker(worker: InspectedWorker): string[] {
     lines.push(
       `  rank tp${part.tpRank}/pp${part.ppRank}: ${part.role}, incarnation ${part.incarnation}, epoch ${part.epoch}, ` +
         `${part.banks} banks (${part.memoryKinds.join(', ')}) ${BigInt(part.bytes).toLocaleString('en-US')} bytes`,
-      `    peer: agent ${part.agentName} generation ${part.generation}, ${part.peerMetadataBytes}-byte address${part.host === undefined ? '' : `, host ${part.host}`}`,
+      `    peer: agent ${part.agentName} generation ${part.generation}, ${part.peerMetadataBytes}-byte address ` +
+        `(${part.signatureBytes === null ? 'not signed metadata this kvreuse reads' : `signed: ${part.signatureBytes}-byte signature envelope`})${part.host === undefined ? '' : `, host ${part.host}`}`,
     );
   }
   for (const refused of worker.refusedParts) lines.push(`  refused part ${refused.key}: ${refused.reason}`);

@@ -1,5 +1,6 @@
 import { InvalidSettingError } from '@kvreuse/config';
 import { UnknownProfileError } from '@kvreuse/profile-admission';
+import { ClusterSecretError, DiscoveryAuthenticationError, DiscoveryCredentialsFileError, DiscoverySettingsError, DiscoveryTlsError, DiscoveryUnavailableError } from '@kvreuse/registry';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from './errors.js';
 import { exitCodeOf, runCli } from './run.js';
@@ -29,6 +30,12 @@ describe('exitCodeOf', () => {
     expect(exitCodeOf(new UsageError('x', 'y'))).toBe(2);
     expect(exitCodeOf(new InvalidSettingError([]))).toBe(2);
     expect(exitCodeOf(new UnknownProfileError('p', []))).toBe(2);
+    expect(exitCodeOf(new ClusterSecretError('/s', 'is not a regular file', { setting: 'discovery.secret_file' }))).toBe(2);
+    expect(exitCodeOf(new DiscoveryCredentialsFileError('etcd', 'discovery.etcd_ca_file', '/ca.pem', 'the file is empty'))).toBe(2);
+    expect(exitCodeOf(new DiscoverySettingsError('discovery.etcd_password_file', '', 'is needed with discovery.etcd_username'))).toBe(2);
+    expect(exitCodeOf(new DiscoveryTlsError('etcd', 'get', ['https://127.0.0.1:2379']))).toBe(2);
+    expect(exitCodeOf(new DiscoveryAuthenticationError('etcd', 'get', 'decode-0'))).toBe(2);
+    expect(exitCodeOf(new DiscoveryUnavailableError('etcd', 'get', undefined))).toBe(1);
     expect(exitCodeOf(new Error('boom'))).toBe(1);
   });
 });

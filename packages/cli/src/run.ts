@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { isConfigError } from '@kvreuse/config';
 import { ProfileAdmissionError } from '@kvreuse/profile-admission';
+import { ClusterSecretError, DiscoveryAuthenticationError, DiscoveryCredentialsFileError, DiscoverySettingsError, DiscoveryTlsError } from '@kvreuse/registry';
 import { splitArgs } from './args.js';
 import { renderCommandHelp, type CliContext, type Command } from './command.js';
 import { commands } from './commands.js';
@@ -49,10 +50,14 @@ function findCommand(argv: readonly string[]): { command: Command; rest: readonl
   return { command, rest: argv.slice(2) };
 }
 
+/** Registry errors that a setting or a file it names causes: the cluster secret and etcd's certificates, user and password. */
+const settingsFileErrors = [ClusterSecretError, DiscoveryCredentialsFileError, DiscoverySettingsError, DiscoveryTlsError, DiscoveryAuthenticationError];
+
 /** The exit status of an error: 2 for what the user must fix (arguments, settings, files), 1 otherwise. */
 export function exitCodeOf(error: unknown): 1 | 2 {
   if (error instanceof CliError) return error.exitCode;
   if (isConfigError(error) || error instanceof ProfileAdmissionError) return 2;
+  if (settingsFileErrors.some((type) => error instanceof type)) return 2;
   return 1;
 }
 

@@ -27,7 +27,7 @@ describe('kvreuse inspect on a real etcd', () => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toContain(`discovery etcd ${etcd.url}: 1 workers, 1 ready\n`);
-    expect(run.stdout).toMatch(/worker decode-etcd: ready \(incarnation inc-1, epoch \d+\)\n  rank tp0\/pp0: decode, incarnation inc-1, epoch \d+, 56 banks \(dram\) 3,670,016 bytes\n {4}peer: agent decode-etcd-tp0-\d+ generation 57, \d+-byte address\n/);
+    expect(run.stdout).toMatch(/worker decode-etcd: ready \(incarnation inc-1, epoch \d+\)\n  rank tp0\/pp0: decode, incarnation inc-1, epoch \d+, 56 banks \(dram\) 3,670,016 bytes\n {4}peer: agent decode-etcd-tp0-\d+ generation 57, \d+-byte address \(signed: \d+-byte signature envelope\)\n/);
     expect(run.stdout).toContain('  inventory: gpu 0 blocks, host 3 blocks (advisory; incarnation inc-1, batch 0)\n');
   });
 

@@ -44,7 +44,7 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     const report = JSON.parse(run.stdout) as {
-      workers: { workerId: string; ready: boolean; reasons: { kind: string; message: string }[]; rankParts: { tpRank: number; banks: number; memoryKinds: string[]; bytes: string; agentName: string; peerMetadataBytes: number; host?: string }[]; inventory?: { blocks: { gpu: number; host: number } } }[];
+      workers: { workerId: string; ready: boolean; reasons: { kind: string; message: string }[]; rankParts: { tpRank: number; banks: number; memoryKinds: string[]; bytes: string; agentName: string; peerMetadataBytes: number; signatureBytes: number | null; host?: string }[]; inventory?: { blocks: { gpu: number; host: number } } }[];
       pins: { inDiscovery: boolean; note: string; processes: unknown[] };
     };
     expect(report.workers.map((worker) => [worker.workerId, worker.ready])).toEqual([
@@ -57,10 +57,12 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
       [0, 56, ['dram'], String(56 * 65_536)],
       [1, 56, ['dram'], String(56 * 65_536)],
     ]);
-    expect(ready.rankParts.map((part) => [part.agentName, part.peerMetadataBytes, part.host])).toEqual(
-      [0, 1].map((tpRank) => [expect.stringMatching(new RegExp(`^decode-0-tp${tpRank}-\\d+$`)), workers[0]!.peerMetadataBytes[tpRank], 'node-a']),
+    // The address is the agent's blob; the signature envelope in front of it is reported apart.
+    const envelopeBytes = (worker: PublishedWorker, rank: number) => worker.signedMetadataBytes[rank]! - worker.peerMetadataBytes[rank]!;
+    expect(ready.rankParts.map((part) => [part.agentName, part.peerMetadataBytes, part.signatureBytes, part.host])).toEqual(
+      [0, 1].map((tpRank) => [expect.stringMatching(new RegExp(`^decode-0-tp${tpRank}-\\d+$`)), workers[0]!.peerMetadataBytes[tpRank], envelopeBytes(workers[0]!, tpRank), 'node-a']),
     );
-    expect(half.rankParts.map((part) => [part.tpRank, part.peerMetadataBytes, part.host])).toEqual([[1, workers[1]!.peerMetadataBytes[0], undefined]]);
+    expect(half.rankParts.map((part) => [part.tpRank, part.peerMetadataBytes, part.signatureBytes, part.host])).toEqual([[1, workers[1]!.peerMetadataBytes[0], envelopeBytes(workers[1]!, 0), undefined]]);
     expect(ready.inventory?.blocks).toEqual({ gpu: 2, host: 2 });
     expect(report.pins).toEqual({ inDiscovery: false, note: expect.stringContaining('not published to discovery'), processes: [] });
     expect(half.reasons).toEqual([expect.objectContaining({ kind: 'incomplete', message: 'missing ranks (tp 0, pp 0)' })]);
@@ -73,8 +75,8 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(run.stdout).toContain(`discovery sqlite ${sqlitePath}: 2 workers, 1 ready\n`);
     expect(run.stdout).toContain('worker decode-0: ready (incarnation inc-1, epoch ');
     expect(run.stdout).toContain('  inventory: gpu 2 blocks, host 2 blocks (advisory; incarnation inc-1, batch 0)\n');
-    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-0-tp1-\\d+ generation \\d+, ${workers[0]!.peerMetadataBytes[1]}-byte address, host node-a$`, 'm'));
-    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-half-tp1-\\d+ generation \\d+, ${workers[1]!.peerMetadataBytes[0]}-byte address$`, 'm'));
+    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-0-tp1-\\d+ generation \\d+, ${workers[0]!.peerMetadataBytes[1]}-byte address \\(signed: ${workers[0]!.signedMetadataBytes[1]! - workers[0]!.peerMetadataBytes[1]!}-byte signature envelope\\), host node-a$`, 'm'));
+    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-half-tp1-\\d+ generation \\d+, ${workers[1]!.peerMetadataBytes[0]}-byte address \\(signed: \\d+-byte signature envelope\\)$`, 'm'));
     expect(run.stdout.trimEnd().split('\n').at(-1)).toBe(pinsWhere);
     expect(run.stdout).toContain('worker decode-half: not ready (incarnation inc-1)\n  not ready because (incomplete): missing ranks (tp 0, pp 0)\n');
   });

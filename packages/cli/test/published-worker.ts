@@ -21,8 +21,10 @@ import {
 const transport = loadTransport();
 
 export interface PublishedWorker {
-  /** The length of each published rank's transport metadata (its peer's address and keys), by rank. */
+  /** The length of each published rank's metadata blob (its peer's address and keys) as its agent exports it, by rank. */
   readonly peerMetadataBytes: readonly number[];
+  /** The length of each published rank's signed transport metadata (the blob in its signature envelope), by rank. */
+  readonly signedMetadataBytes: readonly number[];
   withdraw(): Promise<void>;
 }
 
@@ -55,13 +57,14 @@ export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks =
   }
   const lease = await store.grantLease(60_000);
   const { epoch } = await claimIncarnationEpoch(store, identity);
-  const metadata = agents.map((agent) => transportMetadataOf(agent, ClusterSecret.ofThisProcess()));
+  const metadata = agents.map((agent, index) => transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...ranks[index]! }));
   const parts = ranks.map((rank, index) => buildRankPart(identity, rank, metadata[index]!, host === undefined ? {} : { host }));
   await publishRankParts(store, parts, { lease: lease.id, epoch });
   const publisher = new InventoryPublisher(store, { workerId, incarnation: identity.incarnation, epoch, lease: lease.id });
   if (inventory !== undefined) await publisher.publish(inventory);
   return {
-    peerMetadataBytes: metadata.map((entry) => entry.metadata.length),
+    peerMetadataBytes: agents.map((agent) => agent.metadata().length),
+    signedMetadataBytes: metadata.map((entry) => entry.metadata.length),
     async withdraw() {
       await publisher.withdraw();
       await store.revokeLease(lease.id);

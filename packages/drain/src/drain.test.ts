@@ -240,7 +240,7 @@ describe.each(stores)('shutdown order, source side first, on %s discovery and a 
       }),
     );
     const rank = await registerRank({ agent, banks });
-    const publication = await startRankPublication(store, [buildRankPart(identity, rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess()))], { leaseTtlMs: 60_000 });
+    const publication = await startRankPublication(store, [buildRankPart(identity, rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...rank }))], { leaseTtlMs: 60_000 });
     // Its own lease, so that revoking the parts' lease does not take the inventory with it and both withdrawals act.
     const inventoryLease = await store.grantLease(60_000);
     const inventory = new InventoryPublisher(store, { workerId: identity.workerId, incarnation: identity.incarnation, epoch: publication.epoch, lease: inventoryLease.id });

@@ -95,19 +95,25 @@ export class FetchShortfallError extends EndpointError {
 /**
  * Why a fetch was refused before anything was pinned or posted: this endpoint is not ready
  * (`not-ready`), the source worker is not ready in discovery or is another incarnation or epoch than the
- * hint names (`source-not-ready`), the two workers' rank parts are not compatible (`incompatible`), or
- * a `vram` bank takes part without the profile admission gate passing (`admission`).
+ * hint names (`source-not-ready`), the two workers' rank parts are not compatible (`incompatible`),
+ * a `vram` bank takes part without the profile admission gate passing (`admission`), or a source rank's
+ * transport metadata is refused before loading it (`metadata-refused`: unsigned, signed with another
+ * cluster secret or for another rank part; the `TransportMetadataRefusedError` is the cause).
  */
-export type FetchRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission';
+export type FetchRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission' | 'metadata-refused';
 
-/** A fetch refused before anything was pinned or posted; `reason` is the stable code, the message says it with the values. */
+/**
+ * A fetch refused before anything was pinned or posted; `reason` is the stable code, the message says it
+ * with the values, and `cause` is the error behind it where there is one.
+ */
 export class FetchRefusedError extends EndpointError {
   readonly code = 'FETCH_REFUSED';
   constructor(
     readonly reason: FetchRefusal,
     readonly detail: string,
+    options?: ErrorOptions,
   ) {
-    super(`fetch refused (${reason}): ${detail}`);
+    super(`fetch refused (${reason}): ${detail}`, options);
   }
 }
 

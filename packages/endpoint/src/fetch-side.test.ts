@@ -112,7 +112,13 @@ describe('ReuseEndpoint.fetch', () => {
     const { decode, reader, pinsHeld } = await servingPair(cleanups, { secret: ClusterSecret.readOrCreate(join(dir, 'another.secret')) });
     const load = vi.spyOn(reader.agent, 'loadPeer');
     const refused = await reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(refused).toMatchObject({ code: 'TRANSPORT_METADATA_REFUSED', refusal: 'wrong-signature', agentName: decode.ranks[0]!.agent.name });
+    expect(refused).toBeInstanceOf(FetchRefusedError);
+    expect(refused).toMatchObject({
+      code: 'FETCH_REFUSED',
+      reason: 'metadata-refused',
+      message: expect.stringMatching(/^fetch refused \(metadata-refused\): decode-0 tp 0 pp 0: transport metadata of agent .* refused \(wrong-signature\)/),
+      cause: expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', refusal: 'wrong-signature', agentName: decode.ranks[0]!.agent.name }),
+    });
     expect(load).not.toHaveBeenCalled();
     expect(reader.agent.counters().livePeers).toBe(0);
     expect(pinsHeld()).toEqual([0, 0]);

@@ -10,6 +10,7 @@ import {
   loadRankPeer,
   type ReadinessGate,
   type RegisteredRank,
+  TransportMetadataRefusedError,
   watchWorkerReadiness,
   type WorkerReadiness,
   type WorkerReadinessWatch,
@@ -99,7 +100,7 @@ export class FetchSide {
     const sourceParts = pairIndexes.map((pair) => source.ranks.find((part) => sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank)) as RankPart);
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
     for (const part of new Set(sourceParts)) {
-      const peer = loadRankPeer(this.#options.agent, part, this.#options.secret);
+      const peer = this.#loadSourcePeer(part);
       sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
     }
 
@@ -176,6 +177,16 @@ export class FetchSide {
   }
 
   /** The source worker as ready in discovery under the hinted incarnation and epoch. */
+  /** The peer of a source rank, once its metadata's signature checks out; a refused one refuses the fetch (`metadata-refused`). */
+  #loadSourcePeer(part: RankPart): Peer {
+    try {
+      return loadRankPeer(this.#options.agent, part, this.#options.secret);
+    } catch (error) {
+      if (!(error instanceof TransportMetadataRefusedError)) throw error;
+      throw new FetchRefusedError('metadata-refused', `${part.workerId} ${describeRank(rankOf(part))}: ${error.message}`, { cause: error });
+    }
+  }
+
   async #sourceWorker(hint: FetchRequest['hint']): Promise<Worker> {
     let watching = this.#sources.get(hint.workerId);
     if (watching === undefined) {

@@ -320,8 +320,10 @@ export class ReuseEndpoint {
    * Pulls the prefix the router chose from its source into this rank's banks and returns the receipt.
    * Before anything is pinned or posted it refuses, with `FetchRefusedError` naming the reason, when this
    * endpoint is not ready (`not-ready`), the source is not ready in discovery under the hinted
-   * incarnation and epoch (`source-not-ready`), the two workers are not compatible (`incompatible`), or
-   * a `vram` bank takes part without the admission gate passing (`admission`). Then it loads the source
+   * incarnation and epoch (`source-not-ready`), the two workers are not compatible (`incompatible`),
+   * a `vram` bank takes part without the admission gate passing (`admission`), or a source rank's
+   * transport metadata is refused (`metadata-refused`, the `TransportMetadataRefusedError` as its cause:
+   * unsigned, signed with another cluster secret or for another rank part). Then it loads the source
    * ranks' peers, pins at every source rank this rank reads from (renewed while it runs), posts the
    * prepared template of each rank pair (registered once per source incarnation), waits, verifies,
    * keeps the longest verified prefix and releases the pins once the operations are quiescent. A
@@ -379,7 +381,7 @@ export class ReuseEndpoint {
     this.#lifecycle.move('publishing', 'publish()');
     try {
       const host = this.#options.host === undefined ? kernelBootId() : (this.#options.host ?? undefined);
-      const part = buildRankPart(worker, registered, transportMetadataOf(agent, secret), host === undefined ? {} : { host });
+      const part = buildRankPart(worker, registered, transportMetadataOf(agent, secret, { ...worker, ...registered }), host === undefined ? {} : { host });
       const prefix = keyPrefix === undefined ? {} : { keyPrefix };
       this.#publication = await startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix });
       this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {

@@ -46,7 +46,7 @@ export async function publishHostWorker(transport: Transport, shape: HostWorkerS
       const banks = owned.map(({ spec, allocation }, index) => Bank.adopt({ ...spec, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation)));
       ranks.push(await registerRank({ agent, banks }));
     }
-    const parts = ranks.map((rank, tpRank) => buildRankPart(identity, rank, transportMetadataOf(agents[tpRank]!, ClusterSecret.ofThisProcess())));
+    const parts = ranks.map((rank, tpRank) => buildRankPart(identity, rank, transportMetadataOf(agents[tpRank]!, ClusterSecret.ofThisProcess(), { ...identity, ...rank })));
     const published = await publishParts(store, parts);
     return { worker: published.worker, close: () => published.close().then(release) };
   } catch (error) {

@@ -94,8 +94,9 @@ export class DiscoverySettingsError extends RegistryError {
     readonly setting: string,
     readonly value: unknown,
     readonly reason: string,
+    options?: ErrorOptions,
   ) {
-    super(`discovery settings: ${setting} = ${describe(value)} is refused: ${reason}`);
+    super(`discovery settings: ${setting} = ${describe(value)} is refused: ${reason}`, options);
   }
 }
 
@@ -521,26 +522,30 @@ export class RankPartPublicationError extends RegistryError {
 /**
  * The cluster secret cannot be used: `secret` is the secret file's absolute path (missing, not a
  * regular file, open to its group or others, too short or too long) or the setting that fails to name
- * one (`discovery.secret_file`).
+ * one (`discovery.secret_file`). `setting` is the setting that named the file, when one did.
  */
 export class ClusterSecretError extends RegistryError {
   readonly code = 'CLUSTER_SECRET_REFUSED';
+  readonly setting: string | undefined;
   constructor(
     readonly secret: string,
     readonly reason: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { readonly setting?: string },
   ) {
-    super(`cluster secret ${secret} ${reason}`, options);
+    super(`cluster secret ${options?.setting === undefined ? '' : `${options.setting} = `}${secret} ${reason}`, options);
+    this.setting = options?.setting;
   }
 }
 
 /**
  * Why a peer's transport metadata was refused before it reached the native layer: `unsigned` (a bare
  * metadata blob, without signature), `truncated` (shorter than its signature header), `malformed`
- * (not a signed metadata envelope this reader knows) or `wrong-signature` (signed with another
- * cluster secret, or altered after signing).
+ * (not a signed metadata envelope this reader knows), `outdated-format` (signed in envelope version 1,
+ * whose signature does not cover the rank part it is published in), `wrong-signature` (signed with
+ * another cluster secret, or altered after signing) or `other-slot` (validly signed, but for another
+ * worker, incarnation, rank or agent than the rank part it is published in: a replayed blob).
  */
-export type TransportMetadataRefusal = 'unsigned' | 'truncated' | 'malformed' | 'wrong-signature';
+export type TransportMetadataRefusal = 'unsigned' | 'truncated' | 'malformed' | 'outdated-format' | 'wrong-signature' | 'other-slot';
 
 /** A peer's transport metadata that is not signed under this process's cluster secret; nothing of it was loaded. */
 export class TransportMetadataRefusedError extends RegistryError {

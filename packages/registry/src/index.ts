@@ -38,6 +38,7 @@ export {
   type WorkerIdentity,
 } from './readiness/publish.js';
 export { type RankPublication, type RankPublicationOptions, startRankPublication } from './readiness/publication.js';
+export { type SignedMetadataSizes, signedMetadataSizes } from './readiness/metadata-signature.js';
 export { loadRankPeer, transportMetadataOf } from './readiness/transport-metadata.js';
 export {
   checkKeySegment,

@@ -87,7 +87,7 @@ describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to read
     // Each rank registers and publishes on its own, as its own process would.
     const publishRank = async ({ agent, banks }: PreparedRank) => {
       const rank = await registerRank({ agent, banks });
-      await publishRankParts(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess()))], { lease: lease.id, epoch });
+      await publishRankParts(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...setup, ...rank }))], { lease: lease.id, epoch });
       return rank;
     };
     const registered0 = await publishRank(rank0);

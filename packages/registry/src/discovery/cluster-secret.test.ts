@@ -107,6 +107,13 @@ describe('openClusterSecret', () => {
     expect(readdirSync(dir)).not.toContain('unused.sqlite.secret');
   });
 
+  it('refuses a named secret file it cannot use, naming the setting and the file', () => {
+    const open = secretFile('group-readable', 'g'.repeat(32), 0o640);
+    expect(() => openClusterSecret({ backend: 'etcd', sqlitePath: 'unused', secretFile: open })).toThrow(
+      expect.objectContaining({ code: 'CLUSTER_SECRET_REFUSED', setting: 'discovery.secret_file', secret: open, message: `cluster secret discovery.secret_file = ${open} is open to its group or others (mode 0640); chmod 600 it` }),
+    );
+  });
+
   it('sqlite without a secret file: <sqlitePath>.secret beside the database, created once', () => {
     const sqlitePath = join(dir, 'discovery.sqlite');
     const first = openClusterSecret({ backend: 'sqlite', sqlitePath, secretFile: '' });

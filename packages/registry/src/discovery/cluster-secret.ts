@@ -111,7 +111,14 @@ export type ClusterSecretSettings = Pick<Settings['discovery'], 'backend' | 'sql
 export function openClusterSecret(settings: ClusterSecretSettings): ClusterSecret {
   const { backend, sqlitePath, secretFile } = settings;
   if (typeof secretFile !== 'string') throw new ClusterSecretError('discovery.secret_file', 'must be a path (a string; empty for the default)');
-  if (secretFile !== '') return ClusterSecret.read(secretFile);
+  if (secretFile !== '') {
+    try {
+      return ClusterSecret.read(secretFile);
+    } catch (error) {
+      if (!(error instanceof ClusterSecretError)) throw error;
+      throw new ClusterSecretError(error.secret, error.reason, { cause: error, setting: 'discovery.secret_file' });
+    }
+  }
   switch (backend) {
     case 'sqlite':
       return ClusterSecret.readOrCreate(`${sqlitePath}.secret`);

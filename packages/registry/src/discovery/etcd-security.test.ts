@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiscoveryArgumentError, DiscoveryCredentialsFileError } from '../errors.js';
+import { createCertificateAuthority } from '../../test/helpers/certificates.js';
 import { connectEtcdDiscovery } from './etcd.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-etcd-security-'));
@@ -41,5 +42,20 @@ describe('an etcd store given certificate and password files', () => {
     );
     expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: pem } })).toThrow(expect.objectContaining({ argument: 'tls.certFile' }));
     expect(() => connectEtcdDiscovery({ hosts, auth: { username: '', passwordFile: pem } })).toThrow(DiscoveryArgumentError);
+  });
+
+  it('refuses, naming the option and the path, a file that is not PEM and a key that is not the certificate\'s', async () => {
+    const ca = createCertificateAuthority(dir, 'security-ca');
+    const client = ca.issue('security-client', 'client');
+    const refused = (option: string, path: string, reason: RegExp) =>
+      expect.objectContaining({ code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE', option, path, reason: expect.stringMatching(reason) });
+    expect(() => connectEtcdDiscovery({ hosts, tls: { caFile: pem } })).toThrow(refused('tls.caFile', pem, /^not a PEM certificate/));
+    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: pem, keyFile: client.keyFile } })).toThrow(refused('tls.certFile', pem, /^not a PEM certificate/));
+    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: client.certFile, keyFile: pem } })).toThrow(refused('tls.keyFile', pem, /^not a PEM private key/));
+    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: client.certFile, keyFile: ca.keyFile } })).toThrow(
+      refused('tls.keyFile', ca.keyFile, new RegExp(`^not the private key of tls.certFile ${client.certFile}`)),
+    );
+    const store = connectEtcdDiscovery({ hosts, tls: { caFile: ca.certFile, ...client } });
+    await store.close();
   });
 });

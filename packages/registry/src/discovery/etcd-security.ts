@@ -1,7 +1,8 @@
 // What an etcd client presents to a secured cluster: TLS certificates and a user's password, read
 // from the files the options name, and what etcd's refusals of them mean.
 import { readFileSync } from 'node:fs';
-import { rootCertificates } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import { createSecureContext, rootCertificates } from 'node:tls';
 import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError, GRPCUnavailableError, type IOptions } from 'etcd3';
 import {
   DiscoveryArgumentError,
@@ -53,12 +54,31 @@ export function tlsCredentials(tls: EtcdTlsFiles, hosts: readonly string[]): Non
   if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) {
     throw new DiscoveryArgumentError(backend, tls.certFile === undefined ? 'tls.keyFile' : 'tls.certFile', tls.certFile ?? tls.keyFile, 'tls.certFile and tls.keyFile are given together');
   }
-  return {
+  const credentials = {
     rootCertificate: tls.caFile === undefined ? Buffer.from(rootCertificates.join('\n')) : readOptionFile('tls.caFile', tls.caFile),
     ...(tls.certFile === undefined
       ? {}
       : { certChain: readOptionFile('tls.certFile', tls.certFile), privateKey: readOptionFile('tls.keyFile', tls.keyFile) }),
   };
+  checkPem(tls, credentials);
+  return credentials;
+}
+
+/** Refuses, naming the file, what the TLS library would refuse as a bare error when the client is made (or, for a CA, at every handshake). */
+function checkPem(tls: EtcdTlsFiles, credentials: { rootCertificate: Buffer; certChain?: Buffer; privateKey?: Buffer }): void {
+  const refuse = (option: string, path: string | undefined, check: () => unknown, what: string): void => {
+    try {
+      check();
+    } catch (error) {
+      throw new DiscoveryCredentialsFileError(backend, option, path ?? '', `${what} (${(error as Error).message})`, { cause: error });
+    }
+  };
+  if (tls.caFile !== undefined) refuse('tls.caFile', tls.caFile, () => new X509Certificate(credentials.rootCertificate), 'not a PEM certificate');
+  const { certChain: cert, privateKey: key } = credentials;
+  if (cert === undefined) return;
+  refuse('tls.certFile', tls.certFile, () => createSecureContext({ cert }), 'not a PEM certificate');
+  refuse('tls.keyFile', tls.keyFile, () => createSecureContext({ key }), 'not a PEM private key');
+  refuse('tls.keyFile', tls.keyFile, () => createSecureContext({ cert, key }), `not the private key of tls.certFile ${tls.certFile}`);
 }
 
 /** The user name and password the etcd3 client authenticates with. */

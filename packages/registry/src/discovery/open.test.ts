@@ -35,13 +35,19 @@ describe('openDiscovery', () => {
     await etcd.close();
   });
 
-  it("reads a secured etcd's files from the settings: a missing one is refused, naming its path", () => {
+  it("reads a secured etcd's files from the settings: a missing one is refused, naming its setting and its path", () => {
     const missing = join(dir, 'missing-ca.pem');
     const secured = ['--discovery-backend', 'etcd', '--discovery-etcd-endpoints', 'https://127.0.0.1:1', '--discovery-etcd-ca-file', missing];
-    expect(() => openDiscovery(discoveryFrom(secured))).toThrow(expect.objectContaining({ code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE', option: 'tls.caFile', path: missing }));
+    expect(() => openDiscovery(discoveryFrom(secured))).toThrow(expect.objectContaining({ code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE', option: 'discovery.etcd_ca_file', path: missing }));
+    expect(() => openDiscovery(discoveryFrom(secured))).toThrow(`etcd discovery: discovery.etcd_ca_file "${missing}" cannot be used: ENOENT`);
     const password = join(dir, 'missing-password');
     const user = ['--discovery-backend', 'etcd', '--discovery-etcd-username', 'decode-0', '--discovery-etcd-password-file', password];
-    expect(() => openDiscovery(discoveryFrom(user))).toThrow(expect.objectContaining({ option: 'auth.passwordFile', path: password }));
+    expect(() => openDiscovery(discoveryFrom(user))).toThrow(expect.objectContaining({ option: 'discovery.etcd_password_file', path: password }));
+    // Settings resolution refuses this pair too; a caller handing openDiscovery its own object meets it here.
+    const withoutPassword = { backend: 'etcd', sqlitePath: '', etcdEndpoints: ['http://127.0.0.1:1'], etcdUsername: 'decode-0' } as const;
+    expect(() => openDiscovery(withoutPassword)).toThrow(
+      expect.objectContaining({ code: 'DISCOVERY_INVALID_SETTINGS', setting: 'discovery.etcd_password_file', message: expect.stringMatching(/^discovery settings: discovery.etcd_password_file = "" is refused/) }),
+    );
   });
 
   it('refuses settings that name no store, naming the setting and its value', () => {

@@ -1,5 +1,5 @@
 import type { Settings } from '@kvreuse/config';
-import { DiscoverySettingsError } from '../errors.js';
+import { DiscoveryArgumentError, DiscoveryCredentialsFileError, DiscoverySettingsError } from '../errors.js';
 import { connectEtcdDiscovery } from './etcd.js';
 import { MemoryDiscoveryStore } from './memory.js';
 import { openSqliteDiscovery } from './sqlite.js';
@@ -27,9 +27,34 @@ export function openDiscovery(settings: DiscoverySettings): DiscoveryStore {
     case 'sqlite':
       return openSqliteDiscovery(settings.sqlitePath);
     case 'etcd':
-      return connectEtcdDiscovery({ hosts: settings.etcdEndpoints, ...etcdSecurity(settings) });
+      return namingSettings(() => connectEtcdDiscovery({ hosts: settings.etcdEndpoints, ...etcdSecurity(settings) }));
     default:
       throw new DiscoverySettingsError('discovery.backend', backend, "must be 'memory', 'sqlite' or 'etcd'");
+  }
+}
+
+/** The setting each etcd store option comes from. */
+const etcdSettingOf: Readonly<Record<string, string>> = {
+  hosts: 'discovery.etcd_endpoints',
+  'tls.caFile': 'discovery.etcd_ca_file',
+  'tls.certFile': 'discovery.etcd_cert_file',
+  'tls.keyFile': 'discovery.etcd_key_file',
+  'auth.username': 'discovery.etcd_username',
+  'auth.passwordFile': 'discovery.etcd_password_file',
+};
+
+/** Runs `open`, its refusals of a store option naming the setting that option came from instead. */
+function namingSettings<T>(open: () => T): T {
+  try {
+    return open();
+  } catch (error) {
+    if (error instanceof DiscoveryCredentialsFileError && etcdSettingOf[error.option] !== undefined) {
+      throw new DiscoveryCredentialsFileError(error.backend, etcdSettingOf[error.option]!, error.path, error.reason, { cause: error });
+    }
+    if (error instanceof DiscoveryArgumentError && etcdSettingOf[error.argument] !== undefined) {
+      throw new DiscoverySettingsError(etcdSettingOf[error.argument]!, error.value, error.reason, { cause: error });
+    }
+    throw error;
   }
 }
 

@@ -129,6 +129,6 @@ describe('publishing refuses arguments of the wrong shape, naming the argument, 
     expect(() => buildRankPart({} as never, rank, transport, { host: '' })).toThrow(
       expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', field: 'options.host' }),
     );
-    expect(() => transportMetadataOf({ name: 'a' } as never, ClusterSecret.ofThisProcess())).toThrow(option('agent.metadata'));
+    expect(() => transportMetadataOf({ name: 'a' } as never, ClusterSecret.ofThisProcess(), { workerId: 'w', incarnation: 'i', ...rank })).toThrow(option('agent.metadata'));
   });
 });

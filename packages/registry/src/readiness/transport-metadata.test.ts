@@ -36,34 +36,41 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** The rank part's `transport` field as a reader finds it in discovery. */
-function published(metadata: Uint8Array): { transport: { agentName: string; generation: number; metadata: string } } {
-  return { transport: { agentName: source.name, generation: 2, metadata: Buffer.from(metadata).toString('base64') } };
+const rank = { workerId: 'worker-a', incarnation: 'inc-1', ppRank: 0, tpRank: 1 };
+
+/** The slot and `transport` field of a rank part of `rank` as a reader finds it in discovery. */
+function published(metadata: Uint8Array, where = rank) {
+  return {
+    workerId: where.workerId,
+    incarnation: where.incarnation,
+    parallel: { tpRank: where.tpRank, ppRank: where.ppRank },
+    transport: { agentName: source.name, generation: 2, metadata: Buffer.from(metadata).toString('base64') },
+  };
 }
 
 describe('transport metadata of a rank part', () => {
   it('carries the agent blob signed under the cluster secret, and its generation', () => {
-    const signed = transportMetadataOf(source, ours);
+    const signed = transportMetadataOf(source, ours, rank);
     expect(signed).toMatchObject({ agentName: source.name, generation: 2 });
     expect(Buffer.from(signed.metadata.subarray(0, 4)).toString()).toBe('KVTS');
-    expect(Buffer.from(signed.metadata.subarray(40))).toEqual(source.metadata());
+    expect(Buffer.from(signed.metadata.subarray(signed.metadata.length - source.metadata().length))).toEqual(source.metadata());
   });
 
   it('loads as a peer under the same secret', () => {
-    const peer = loadRankPeer(reader, published(transportMetadataOf(source, ours).metadata), ours);
+    const peer = loadRankPeer(reader, published(transportMetadataOf(source, ours, rank).metadata), ours);
     expect(peer.name).toBe(source.name);
     expect(peer.info().regionCount).toBe(1);
     peer.unload();
   });
 
   it('unsigned, signed with another secret, cut short or altered: refused before the native load is called', () => {
-    const signed = transportMetadataOf(source, ours).metadata;
+    const signed = transportMetadataOf(source, ours, rank).metadata;
     const altered = Buffer.from(signed);
     altered[altered.length - 10]! ^= 0x01;
     const cases: [string, Uint8Array][] = [
       ['unsigned', source.metadata()],
-      ['wrong-signature', transportMetadataOf(source, theirs).metadata],
-      ['truncated', signed.subarray(0, 40)],
+      ['wrong-signature', transportMetadataOf(source, theirs, rank).metadata],
+      ['truncated', signed.subarray(0, 42)],
       ['wrong-signature', signed.subarray(0, signed.length - 1)],
       ['wrong-signature', altered],
     ];
@@ -74,6 +81,10 @@ describe('transport metadata of a rank part', () => {
         expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', agentName: source.name, refusal }),
       );
     }
+    // Validly signed, but replayed in the part of another rank of the worker.
+    expect(() => loadRankPeer(reader, published(signed, { ...rank, tpRank: 0 }), ours)).toThrow(
+      expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', agentName: source.name, refusal: 'other-slot' }),
+    );
     expect(load).not.toHaveBeenCalled();
     expect(reader.counters().livePeers).toBe(livePeers);
     load.mockRestore();
@@ -81,11 +92,13 @@ describe('transport metadata of a rank part', () => {
 
   it('refuses arguments that are not an agent, a part or a ClusterSecret', () => {
     const option = (name: string) => expect.objectContaining({ code: 'INVALID_REGISTRY_OPTION', option: name });
-    const part = published(transportMetadataOf(source, ours).metadata);
-    expect(() => transportMetadataOf(source, 'secret' as never)).toThrow(option('secret'));
+    const part = published(transportMetadataOf(source, ours, rank).metadata);
+    expect(() => transportMetadataOf(source, 'secret' as never, rank)).toThrow(option('secret'));
     expect(() => loadRankPeer(reader, part, { sign: () => Buffer.alloc(32), verifies: () => true } as never)).toThrow(option('secret'));
     expect(() => loadRankPeer({} as never, part, ours)).toThrow(option('agent.loadPeer'));
-    expect(() => loadRankPeer(reader, {} as never, ours)).toThrow(option('part.transport'));
-    expect(() => loadRankPeer(reader, { transport: { agentName: 'a', metadata: 7 } } as never, ours)).toThrow(option('part.transport.metadata'));
+    expect(() => loadRankPeer(reader, { ...part, parallel: undefined } as never, ours)).toThrow(option('part.parallel'));
+    expect(() => loadRankPeer(reader, { ...part, transport: undefined } as never, ours)).toThrow(option('part.transport'));
+    expect(() => loadRankPeer(reader, { ...part, transport: { agentName: 'a', metadata: 7 } } as never, ours)).toThrow(option('part.transport.metadata'));
+    expect(() => transportMetadataOf(source, ours, undefined as never)).toThrow(option('rank'));
   });
 });

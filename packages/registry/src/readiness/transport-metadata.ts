@@ -1,10 +1,11 @@
-import type { RankPart } from '@kvreuse/descriptors';
+import type { RankId, RankPart } from '@kvreuse/descriptors';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
 import { ClusterSecret } from '../discovery/cluster-secret.js';
 import { InvalidRegistryOptionError, RankPartPublicationError } from '../errors.js';
 import { checkFunction, checkOptionsObject } from '../options.js';
 import { signMetadata, verifiedMetadata } from './metadata-signature.js';
 import type { TransportMetadata } from './publish.js';
+import type { WorkerIncarnation } from './rank-part-keys.js';
 
 /**
  * The blob header this reader knows (native/src/metadata.c, little-endian): "KVTM" | u16 version | u16 backend | u64 incarnation | u64 generation.
@@ -16,11 +17,13 @@ const GENERATION_OFFSET = 16;
 
 /**
  * Exports the agent's metadata blob, reads its metadata generation (bumped by every registration and
- * deregistration) and signs the blob under the cluster secret, for the rank part's `transport` field.
+ * deregistration) and signs the blob under the cluster secret for the rank part of `rank` (worker,
+ * incarnation and rank), for that part's `transport` field: readers refuse it in any other part.
  */
-export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>, secret: ClusterSecret): TransportMetadata {
+export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>, secret: ClusterSecret, rank: WorkerIncarnation & RankId): TransportMetadata {
   checkFunction('agent.metadata', checkOptionsObject('agent', agent).metadata);
   checkSecret(secret);
+  const { workerId, incarnation, ppRank, tpRank } = checkOptionsObject('rank', rank);
   const metadata = agent.metadata();
   // The facade exposes the blob but not its generation; read it from the documented header.
   const view = new DataView(metadata.buffer, metadata.byteOffset, metadata.byteLength);
@@ -32,21 +35,24 @@ export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>, sec
   if (generation > 0x7fff_ffffn) {
     throw new RankPartPublicationError('transport.generation', generation, 'exceeds what a rank part carries (2^31 - 1)');
   }
-  return { agentName: agent.name, generation: Number(generation), metadata: signMetadata(secret, metadata) };
+  return { agentName: agent.name, generation: Number(generation), metadata: signMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName: agent.name }, metadata) };
 }
 
 /**
  * Loads (or refreshes: a newer generation replaces the older one) the agent of `part` as a peer of
- * `agent`, once its metadata's signature under the cluster secret checks out: metadata unsigned, cut
- * short or signed under another secret is refused (`TransportMetadataRefusedError`) before any byte of
- * it reaches the native layer, which hands the worker address and remote keys to UCX without a length.
+ * `agent`, once its metadata's signature under the cluster secret for this very part (its worker,
+ * incarnation, rank and agent) checks out: metadata unsigned, cut short, signed under another secret
+ * or for another part is refused (`TransportMetadataRefusedError`) before any byte of it reaches the
+ * native layer, which hands the worker address and remote keys to UCX without a length.
  */
-export function loadRankPeer(agent: Pick<Agent, 'loadPeer'>, part: Pick<RankPart, 'transport'>, secret: ClusterSecret): Peer {
+export function loadRankPeer(agent: Pick<Agent, 'loadPeer'>, part: Pick<RankPart, 'workerId' | 'incarnation' | 'transport'> & { readonly parallel: RankId }, secret: ClusterSecret): Peer {
   checkFunction('agent.loadPeer', checkOptionsObject('agent', agent).loadPeer);
   checkSecret(secret);
-  const { agentName, metadata } = checkOptionsObject('part.transport', checkOptionsObject('part', part).transport);
+  const { workerId, incarnation, parallel, transport } = checkOptionsObject('part', part);
+  const { ppRank, tpRank } = checkOptionsObject('part.parallel', parallel);
+  const { agentName, metadata } = checkOptionsObject('part.transport', transport);
   if (typeof metadata !== 'string') throw new InvalidRegistryOptionError('part.transport.metadata', metadata, 'must be the signed metadata in base64, as a rank part carries it');
-  return agent.loadPeer(verifiedMetadata(secret, agentName, Buffer.from(metadata, 'base64')));
+  return agent.loadPeer(verifiedMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName }, Buffer.from(metadata, 'base64')));
 }
 
 function checkSecret(secret: ClusterSecret): void {

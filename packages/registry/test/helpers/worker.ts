@@ -63,7 +63,7 @@ export function identityOf(setup: WorkerSetup): WorkerIdentity {
 export async function registerAndPublish(setup: WorkerSetup, prepared: readonly PreparedRank[], store: DiscoveryStore, lease: LeaseId): Promise<RegisteredRank[]> {
   const ranks: RegisteredRank[] = [];
   for (const { agent, banks } of prepared) ranks.push(await registerRank({ agent, banks }));
-  const parts = ranks.map((rank, index) => buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared[index]!.agent, ClusterSecret.ofThisProcess())));
+  const parts = ranks.map((rank, index) => buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared[index]!.agent, ClusterSecret.ofThisProcess(), { ...setup, ...rank })));
   const { epoch } = await claimIncarnationEpoch(store, setup);
   await publishRankParts(store, parts, { lease, epoch });
   return ranks;

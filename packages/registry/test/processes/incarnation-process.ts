@@ -52,7 +52,7 @@ const setup: WorkerSetup = {
 };
 const prepared = await prepareRank(setup, 0);
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
-const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, ClusterSecret.ofThisProcess()));
+const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, ClusterSecret.ofThisProcess(), { ...setup, ...rank }));
 const publication = await startRankPublication(store, [part], {
   leaseTtlMs: Number(leaseTtlMs),
   onTrouble: (error) => process.stderr.write(`lease trouble: ${error.message}\n`),

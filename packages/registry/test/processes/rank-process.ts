@@ -23,7 +23,7 @@ const setup: WorkerSetup = {
 const store = openSqliteDiscovery(path!);
 const prepared = await prepareRank(setup, Number(tpRank));
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
-const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, openClusterSecret({ backend: 'sqlite', sqlitePath: path!, secretFile: '' })));
+const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, openClusterSecret({ backend: 'sqlite', sqlitePath: path!, secretFile: '' }), { ...setup, ...rank }));
 const publication = await startRankPublication(store, [part], {
   leaseTtlMs: Number(leaseTtlMs),
   onTrouble: (error) => process.stderr.write(`lease trouble: ${error.message}\n`),

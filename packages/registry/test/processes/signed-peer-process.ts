@@ -39,7 +39,7 @@ const setup: WorkerSetup = {
 };
 const prepared = await prepareRank(setup, 0);
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
-const publication = await startRankPublication(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, secret))], { leaseTtlMs: 60_000 });
+const publication = await startRankPublication(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, secret, { ...setup, ...rank }))], { leaseTtlMs: 60_000 });
 
 const loaded: Peer[] = [];
 // Handled from here on: the test may stop the process the moment it has read the last outcome.
