@@ -10,7 +10,7 @@ const allocations = await Promise.all(layout.map((bank) => agent.allocate(bank.b
 const banks = layout.map((bank, index) => Bank.adopt({ ...bank, tpRank: 0, ppRank: 0, index, address: allocations[index]!.address }, kvreuseOwner(allocations[index]!)));
 const rank = await registerRank({ agent, banks });
 const store = new MemoryDiscoveryStore();
-const publication = await startRankPublication(store, [buildRankPart(worker, rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess()))], { leaseTtlMs: 10_000 });
+const publication = await startRankPublication(store, [buildRankPart(worker, rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...worker, tpRank: 0, ppRank: 0 }))], { leaseTtlMs: 10_000 });
 const published = (await store.list('kvreuse/workers/decode-0/incarnations/')).entries.map((entry) => entry.key);
 const registered = agent.counters().liveRegistrations;
 await publication.withdraw();
