@@ -1,0 +1,34 @@
+// The tally of a series of runs: how many of each fault kind ended in each outcome, and which broke an invariant.
+import type { PullOutcome } from './run-scenario.js';
+import { type FaultKind, faultKinds } from './scenario.js';
+
+/** A run's class: its pull outcome, or `hang` / `invariant` when it failed a check. */
+export type RunClass = PullOutcome | 'hang' | 'invariant';
+
+export class OutcomeCounts {
+  readonly #counts = new Map<FaultKind, Map<RunClass, number>>();
+
+  add(kind: FaultKind, runClass: RunClass): void {
+    const row = this.#counts.get(kind) ?? new Map<RunClass, number>();
+    row.set(runClass, (row.get(runClass) ?? 0) + 1);
+    this.#counts.set(kind, row);
+  }
+
+  /** Runs that hung or broke an invariant. */
+  get failed(): number {
+    let failed = 0;
+    for (const row of this.#counts.values()) failed += (row.get('hang') ?? 0) + (row.get('invariant') ?? 0);
+    return failed;
+  }
+
+  /** One line per fault kind that ran: `kind  runs  class n, class n`. */
+  render(): string[] {
+    return faultKinds.flatMap((kind) => {
+      const row = this.#counts.get(kind);
+      if (row === undefined) return [];
+      const runs = [...row.values()].reduce((sum, n) => sum + n, 0);
+      const classes = [...row.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([runClass, n]) => `${runClass} ${n}`);
+      return [`${kind.padEnd(13)} ${String(runs).padStart(3)} runs: ${classes.join(', ')}`];
+    });
+  }
+}
