@@ -224,6 +224,28 @@ const sourceNotReady = 'FetchRefusedError: fetch refused (source-not-ready)';
 /** The refusals a pull meets while the endpoints are still recomputing readiness after a fault. */
 const notReadyYet = /^FetchRefusedError: fetch refused \((not-ready|source-not-ready)\)/;
 
+/** What a pull from a killed rank's peer meets before the prefill's own view of discovery has lapsed the rank's part. */
+const peerGone = /^NativeTransportError: kvt_peer_load failed with REMOTE_DISCONNECT: .* is gone$/;
+
+/**
+ * Pulls again from the worker that lost a rank until the prefill refuses with `source-not-ready`: its
+ * own view of discovery lapses the killed rank's part a little after the parent's, and until then the
+ * pull fails loading the dead peer (`NativeTransportError`, REMOTE_DISCONNECT). Anything else, or no
+ * refusal within `stepMs`, breaks the invariant.
+ */
+async function pullUntilRefused(seed: number, running: RankProcesses, hint: HintLine, stepMs: number): Promise<string> {
+  const until = performance.now() + stepMs;
+  let peerLoads = 0;
+  for (;;) {
+    const refused = await bounded(seed, 'second pull', 2 * stepMs, pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint }, 'pulled', stepMs)));
+    if (refused.detail.startsWith(sourceNotReady)) return `second pull refused (source-not-ready)${peerLoads === 0 ? '' : ` after ${peerLoads} failed loading the dead peer`}`;
+    if (!peerGone.test(refused.detail)) throw new ChaosInvariantError(seed, 'readiness is recomputed', `a second pull from the worker with a killed rank ended ${refused.outcome} (${refused.detail}), expected ${sourceNotReady}`);
+    if (performance.now() > until) throw new ChaosInvariantError(seed, 'readiness is recomputed', `${stepMs} ms after the decode worker turned not ready the prefill still loads its dead peer: ${refused.detail}`);
+    peerLoads++;
+    await delay(250);
+  }
+}
+
 /**
  * Pulls again until both endpoints accept the pull: while one has not yet become ready again it is
  * refused with a typed `not-ready` or `source-not-ready`. An accepted pull is held to `classifyPull`
@@ -296,9 +318,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
       await bounded(seed, `${decodeId}/tp${tpRank} answers`, stepMs, running.request(decodeId, tpRank, { type: 'allocate', count: 0 }, 'allocated', stepMs));
     }
     if (scenario.kind === 'kill-decode') {
-      const refused = await bounded(seed, 'second pull', 2 * stepMs, pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint: hintOf(before, hashes) }, 'pulled', stepMs)));
-      if (!refused.detail.startsWith(sourceNotReady)) throw new ChaosInvariantError(seed, 'readiness is recomputed', `a second pull from the worker with a killed rank ended ${refused.outcome} (${refused.detail}), expected ${sourceNotReady}`);
-      evidence.push('second pull refused (source-not-ready)');
+      evidence.push(await pullUntilRefused(seed, running, hintOf(before, hashes), stepMs));
     } else if (scenario.kind !== 'kill-prefill') {
       const again = await pullOnceReady(seed, running, decodeLog, hashes, stepMs);
       const flapped = decodeLog.seen.some((readiness) => !readiness.ready);
