@@ -10,7 +10,8 @@ describe('OutcomeCounts', () => {
     counts.add('kill-decode', 'recomputed');
     expect(counts.failed).toBe(0);
     counts.add('lock-sqlite', 'hang');
-    expect(counts.render()).toEqual(['kill-decode     3 runs: recomputed 2, typed-failure 1', 'lock-sqlite     2 runs: hang 1, verified-full 1']);
-    expect(counts.failed).toBe(1);
+    counts.add('kill-prefill', 'setup-failed');
+    expect(counts.render()).toEqual(['kill-decode     3 runs: recomputed 2, typed-failure 1', 'kill-prefill    1 runs: setup-failed 1', 'lock-sqlite     2 runs: hang 1, verified-full 1']);
+    expect(counts.failed).toBe(2);
   });
 });

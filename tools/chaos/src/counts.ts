@@ -2,8 +2,9 @@
 import type { PullOutcome } from './run-scenario.js';
 import { type FaultKind, faultKinds } from './scenario.js';
 
-/** A run's class: its pull outcome, or `hang` / `invariant` when it failed a check. */
-export type RunClass = PullOutcome | 'hang' | 'invariant';
+/** A run's class: its pull outcome; `hang` / `invariant` when it failed a check; `setup-failed` when its ranks did not start. */
+export type RunClass = PullOutcome | 'hang' | 'invariant' | 'setup-failed';
+const failedClasses: readonly RunClass[] = ['hang', 'invariant', 'setup-failed'];
 
 export class OutcomeCounts {
   readonly #counts = new Map<FaultKind, Map<RunClass, number>>();
@@ -14,10 +15,10 @@ export class OutcomeCounts {
     this.#counts.set(kind, row);
   }
 
-  /** Runs that hung or broke an invariant. */
+  /** Runs that hung, broke an invariant or could not be set up. */
   get failed(): number {
     let failed = 0;
-    for (const row of this.#counts.values()) failed += (row.get('hang') ?? 0) + (row.get('invariant') ?? 0);
+    for (const row of this.#counts.values()) for (const runClass of failedClasses) failed += row.get(runClass) ?? 0;
     return failed;
   }
 

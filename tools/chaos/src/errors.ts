@@ -1,6 +1,6 @@
 // The chaos runner's errors: every one names the seed that replays it.
 
-export type ChaosErrorCode = 'CHAOS_USAGE' | 'CHAOS_HANG' | 'CHAOS_INVARIANT';
+export type ChaosErrorCode = 'CHAOS_USAGE' | 'CHAOS_SETUP' | 'CHAOS_HANG' | 'CHAOS_INVARIANT';
 
 export abstract class ChaosError extends Error {
   abstract readonly code: ChaosErrorCode;
@@ -19,6 +19,18 @@ export class ChaosUsageError extends ChaosError {
     readonly why: string,
   ) {
     super(`chaos: ${option} ${why}`);
+  }
+}
+
+/** A run that could not be set up (its ranks did not start), before any fault: `step` names the step, `why` what failed. */
+export class ChaosSetupError extends ChaosError {
+  readonly code = 'CHAOS_SETUP';
+  constructor(
+    readonly seed: number,
+    readonly step: string,
+    readonly why: string,
+  ) {
+    super(`seed ${seed}: ${step} failed before any fault: ${why} (replay: pnpm chaos --seed ${seed})`);
   }
 }
 

@@ -1,8 +1,8 @@
 // `pnpm chaos [--seeds N] [--seed S]`: N seeded runs (default 50, seeds 1 … N), or the one run of seed S;
 // a line per run (its seed first, to replay it), then the counts per fault kind and outcome. Exits 1 if
-// any run hung or broke an invariant.
+// any run hung, broke an invariant or could not start its ranks.
 import { OutcomeCounts } from './counts.js';
-import { ChaosHangError } from './errors.js';
+import { ChaosHangError, ChaosSetupError } from './errors.js';
 import { chaosTransport, runScenario } from './run-scenario.js';
 import { describeScenario, scenarioOf } from './scenario.js';
 import { seedsOf } from './seeds.js';
@@ -24,7 +24,7 @@ for (const seed of seeds) {
     counts.add(scenario.kind, result.outcome);
     console.log(`${describeScenario(scenario)} → ${result.outcome} (${(result.ms / 1000).toFixed(1)} s): ${result.evidence.join('; ')}`);
   } catch (error) {
-    counts.add(scenario.kind, error instanceof ChaosHangError ? 'hang' : 'invariant');
+    counts.add(scenario.kind, error instanceof ChaosHangError ? 'hang' : error instanceof ChaosSetupError ? 'setup-failed' : 'invariant');
     console.log(`${describeScenario(scenario)} → FAILED: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
   }
 }

@@ -37,7 +37,8 @@ function generator(seed: number): () => number {
 
 /**
  * The scenario of `seed`. `abandonTimeoutMs` is the transport's: a stopped rank stays stopped longer
- * than it (by 0.5 to 2 s), so that the operations and pins it holds up reach their abandon deadline.
+ * than it (by 0.5 to 4.5 s), so that the operations and pins it holds up reach their abandon deadline,
+ * and some stops outlast the rank's lease too.
  */
 export function scenarioOf(seed: number, abandonTimeoutMs: number): Scenario {
   const next = generator(seed);
@@ -51,7 +52,7 @@ export function scenarioOf(seed: number, abandonTimeoutMs: number): Scenario {
       return { seed, kind, victim: { role: 'prefill', tpRank: 0 }, atMs, forMs: 0 };
     case 'stop-rank': {
       const victim: Victim = pick(3) === 2 ? { role: 'prefill', tpRank: 0 } : { role: 'decode', tpRank: pick(2) };
-      return { seed, kind, victim, atMs, forMs: abandonTimeoutMs + 500 + pick(1_500) };
+      return { seed, kind, victim, atMs, forMs: abandonTimeoutMs + 500 + pick(4_000) };
     }
     case 'restart-etcd':
       return { seed, kind, atMs, forMs: 500 + pick(2_500) };
