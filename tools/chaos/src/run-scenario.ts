@@ -232,16 +232,18 @@ const peerGone = /^NativeTransportError: kvt_peer_load failed with REMOTE_DISCON
 /**
  * Pulls again from the worker that lost a rank until the prefill refuses with `source-not-ready`: its
  * own view of discovery lapses the killed rank's part a little after the parent's, and until then the
- * pull fails loading the dead peer (`NativeTransportError`, REMOTE_DISCONNECT), or is refused `not-ready`
- * while the prefill's own readiness recovers. Anything else, or no refusal within `stepMs`, breaks the invariant.
+ * pull fails loading the dead peer (`NativeTransportError`, REMOTE_DISCONNECT), recomputes everything
+ * (the peer it loaded before answers no pin), or is refused `not-ready` while the prefill's own readiness
+ * recovers. Anything else, or no refusal within `stepMs`, breaks the invariant.
  */
 async function pullUntilRefused(seed: number, running: RankProcesses, hint: HintLine, stepMs: number): Promise<string> {
   const until = performance.now() + stepMs;
   let peerLoads = 0;
   for (;;) {
     const refused = await bounded(seed, 'second pull', 2 * stepMs, pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint }, 'pulled', stepMs)));
-    if (refused.detail.startsWith(sourceNotReady)) return `second pull refused (source-not-ready)${peerLoads === 0 ? '' : ` after ${peerLoads} failed loading the dead peer or while the prefill was not ready`}`;
-    if (!peerGone.test(refused.detail) && !refused.detail.startsWith(prefillNotReady)) throw new ChaosInvariantError(seed, 'readiness is recomputed', `a second pull from the worker with a killed rank ended ${refused.outcome} (${refused.detail}), expected ${sourceNotReady}`);
+    if (refused.detail.startsWith(sourceNotReady)) return `second pull refused (source-not-ready)${peerLoads === 0 ? '' : ` after ${peerLoads} pulls that met the dead peer or a prefill not ready`}`;
+    const interim = refused.outcome === 'recomputed' || peerGone.test(refused.detail) || refused.detail.startsWith(prefillNotReady);
+    if (!interim) throw new ChaosInvariantError(seed, 'readiness is recomputed', `a second pull from the worker with a killed rank ended ${refused.outcome} (${refused.detail}), expected ${sourceNotReady}`);
     if (performance.now() > until) throw new ChaosInvariantError(seed, 'readiness is recomputed', `${stepMs} ms after the decode worker turned not ready the prefill still loads its dead peer: ${refused.detail}`);
     peerLoads++;
     await delay(250);
