@@ -77,6 +77,6 @@ describe('testTotals', () => {
   });
 
   it('finds every workspace package with a test script', () => {
-    expect(testProjects(repoRoot).sort()).toEqual(['cli', 'config', 'demo', 'descriptors', 'drain', 'endpoint', 'examples', 'fuzz', 'native-bindings', 'pack-install', 'profile-admission', 'readme-snippets', 'registry', 'repo-checks', 'router']);
+    expect(testProjects(repoRoot).sort()).toEqual(['chaos', 'cli', 'config', 'demo', 'descriptors', 'drain', 'endpoint', 'examples', 'fuzz', 'native-bindings', 'pack-install', 'profile-admission', 'readme-snippets', 'registry', 'repo-checks', 'router']);
   });
 });

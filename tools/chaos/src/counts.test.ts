@@ -1,0 +1,17 @@
+import { describe, expect, it } from 'vitest';
+import { OutcomeCounts } from './counts.js';
+
+describe('OutcomeCounts', () => {
+  it('counts each fault kind’s outcomes, in the kinds’ order, and the runs that failed a check', () => {
+    const counts = new OutcomeCounts();
+    counts.add('lock-sqlite', 'verified-full');
+    counts.add('kill-decode', 'recomputed');
+    counts.add('kill-decode', 'typed-failure');
+    counts.add('kill-decode', 'recomputed');
+    expect(counts.failed).toBe(0);
+    counts.add('lock-sqlite', 'hang');
+    counts.add('kill-prefill', 'setup-failed');
+    expect(counts.render()).toEqual(['kill-decode     3 runs: recomputed 2, typed-failure 1', 'kill-prefill    1 runs: setup-failed 1', 'lock-sqlite     2 runs: hang 1, verified-full 1']);
+    expect(counts.failed).toBe(2);
+  });
+});

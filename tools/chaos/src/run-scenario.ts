@@ -1,0 +1,362 @@
+// One chaos run: the demo's decode worker (TP 2) and prefill worker (TP 1) as real rank processes over
+// UCX, discovery in SQLite (or in an etcd of the run's own for `restart-etcd`); the decode ranks retain a
+// demo-sized prefix, the prefill pulls it, and the scenario's fault strikes during the pull. Then the
+// invariants are checked on what the processes report: see `docs/chaos.md`.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { DemoProcessError, type HintLine, type PullReport, RankProcesses, type RankDrain, type RankSpec } from '@kvreuse/cli';
+import { defaultSettings, type Settings } from '@kvreuse/config';
+import { ClusterSecret, type DiscoveryStore, openDiscovery, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/registry';
+import Database from 'better-sqlite3';
+import { ChaosHangError, ChaosInvariantError, ChaosSetupError } from './errors.js';
+import { EtcdProcess } from './etcd-process.js';
+import type { Scenario, Victim } from './scenario.js';
+
+const decodeId = 'chaos-decode';
+const prefillId = 'chaos-prefill';
+const ranks: readonly RankSpec[] = [
+  { role: 'decode', workerId: decodeId, tpRank: 0, tpSize: 2, peerWorkerId: prefillId },
+  { role: 'decode', workerId: decodeId, tpRank: 1, tpSize: 2, peerWorkerId: prefillId },
+  { role: 'prefill', workerId: prefillId, tpRank: 0, tpSize: 1, peerWorkerId: decodeId },
+];
+const workerOf = (victim: Victim): string => (victim.role === 'decode' ? decodeId : prefillId);
+
+/** The demo's pull: 42 blocks of Qwen3-0.6B (308 MB across both decode ranks). */
+export const demoPrefixBlocks = 42;
+
+/**
+ * Short deadlines, so that a stopped peer reaches them within a run: an operation times out after 1 s
+ * and is abandoned (quarantined, its banks retained) after 2 s; a lease lapses after 5 s (3 s lapsed
+ * leases of ranks whose event loop a loaded machine held up, and failed their start).
+ */
+export const chaosTransport = { operationTimeoutMs: 1_000, abandonTimeoutMs: 2_000, shutdownDeadlineMs: 4_000 } as const;
+const leaseTtlMs = 5_000;
+
+/** How a run ended. */
+export type PullOutcome =
+  /** Every block pulled and verified byte for byte. */
+  | 'verified-full'
+  /** A verified prefix committed, the rest recomputed with its reasons. */
+  | 'verified-partial'
+  /** Nothing committed: every block recomputed, with its reasons. */
+  | 'recomputed'
+  /** The fetch refused or failed with a typed error, reported by the prefill. */
+  | 'typed-failure'
+  /** The prefill itself was killed before it reported. */
+  | 'destination-killed';
+
+export interface RunResult {
+  readonly scenario: Scenario;
+  readonly outcome: PullOutcome;
+  /** What the run saw, one clause each: the pull, readiness after the fault, the survivors' drains. */
+  readonly evidence: readonly string[];
+  readonly ms: number;
+}
+
+export interface RunOptions {
+  /** The bound on every step (start, pull, readiness, drain): one that takes longer is a hang. */
+  readonly stepTimeoutMs?: number;
+  /** Blocks of the pulled prefix (default: the demo's 42). */
+  readonly blocks?: number;
+}
+
+/** `promise`, or ChaosHangError naming `step` once `timeoutMs` has passed. */
+async function bounded<T>(seed: number, step: string, timeoutMs: number, promise: Promise<T>): Promise<T> {
+  const timer = new AbortController();
+  const timeout = delay(timeoutMs, undefined, { signal: timer.signal }).then(
+    () => Promise.reject(new ChaosHangError(seed, step, timeoutMs)),
+    () => new Promise<never>(() => undefined),
+  );
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    timer.abort();
+  }
+}
+
+/** The run's 16-hex-digit block hashes: the seed in the high half, so that no two runs share a block. */
+function prefixHashes(seed: number, blocks: number): string[] {
+  return Array.from({ length: blocks }, (_, i) => ((BigInt(seed >>> 0) << 32n) | BigInt(i + 1)).toString(16).padStart(16, '0'));
+}
+
+/** Follows one worker's readiness as discovery shows it, every change kept in order. */
+class ReadinessLog {
+  readonly seen: WorkerReadiness[] = [];
+  readonly #waiters = new Set<() => void>();
+  watch: WorkerReadinessWatch | undefined;
+
+  static async follow(discovery: DiscoveryStore, workerId: string): Promise<ReadinessLog> {
+    const log = new ReadinessLog();
+    log.watch = await watchWorkerReadiness(discovery, workerId, {
+      onChange: (readiness) => {
+        log.seen.push(readiness);
+        for (const waiter of log.#waiters) waiter();
+      },
+    });
+    return log;
+  }
+
+  get current(): WorkerReadiness {
+    return this.watch?.current as WorkerReadiness;
+  }
+
+  /** Resolves once the worker's readiness is `ready` (true or false), from the `from`-th change on. */
+  until(ready: boolean, from = 0): Promise<WorkerReadiness> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        const found = this.seen.slice(from).find((readiness) => readiness.ready === ready);
+        if (found === undefined) return;
+        this.#waiters.delete(check);
+        resolve(found);
+      };
+      this.#waiters.add(check);
+      check();
+    });
+  }
+}
+
+function hintOf(readiness: WorkerReadiness, hashes: readonly string[]): HintLine {
+  if (!readiness.ready) throw new Error(`${readiness.workerId} is not ready`);
+  return { workerId: readiness.workerId, incarnation: readiness.incarnation, epoch: readiness.epoch, start: 0, hashes, blockTokens: readiness.worker.geometry.blockTokens, linkClass: 'same-host', tier: 'host' };
+}
+
+/** The pull's outcome from what the prefill reported, and the invariant every committed byte is held to. */
+function classifyPull(seed: number, report: PullReport): PullOutcome {
+  if (!report.verified) throw new ChaosInvariantError(seed, 'no unverified byte reported as success', `the pull committed ${report.blocks} blocks and the prefill found bytes in them that are not the source's`);
+  if (report.blocks + report.recomputed.blocks !== report.requested) {
+    throw new ChaosInvariantError(seed, 'every requested block committed or recomputed', `${report.blocks} committed + ${report.recomputed.blocks} recomputed of ${report.requested}`);
+  }
+  if (report.blocks < report.requested && report.recomputed.reasons.length === 0) {
+    throw new ChaosInvariantError(seed, 'a shortfall names its reason', `${report.recomputed.blocks} blocks recomputed without a reason`);
+  }
+  if (report.blocks === report.requested) return 'verified-full';
+  return report.blocks > 0 ? 'verified-partial' : 'recomputed';
+}
+
+/** The pull as the prefill ended it: its report, a typed failure it reported, or its death. */
+async function pullEnd(seed: number, pulled: Promise<{ pull: PullReport }>): Promise<{ outcome: PullOutcome; detail: string }> {
+  try {
+    const { pull } = await pulled;
+    const outcome = classifyPull(seed, pull);
+    return { outcome, detail: `${pull.blocks}/${pull.requested} blocks committed and verified${pull.recomputed.reasons.length === 0 ? '' : `, recomputed: ${pull.recomputed.reasons[0]}`}` };
+  } catch (error) {
+    if (!(error instanceof DemoProcessError)) throw error;
+    if (error.what.startsWith('exited')) return { outcome: 'destination-killed', detail: error.what };
+    // A failure the prefill reported names the typed error it caught (`FetchRefusedError: …`).
+    const typed = /^failed before reporting "pulled": (\w+Error): /.exec(error.what);
+    if (typed === null) throw new ChaosInvariantError(seed, 'a failed pull ends in a typed error', error.what);
+    return { outcome: 'typed-failure', detail: error.what.slice('failed before reporting "pulled": '.length) };
+  }
+}
+
+/** The fault itself; resolves once it is over (the victim resumed, etcd back, the lock released). */
+async function inject(scenario: Scenario, processes: RankProcesses, discovery: { etcd?: EtcdProcess; sqlitePath?: string }, stepTimeoutMs: number): Promise<void> {
+  const { kind, victim, forMs } = scenario;
+  const pidOf = (target: Victim): number => processes.ranks.find((rank) => rank.spec.workerId === workerOf(target) && rank.spec.tpRank === target.tpRank)?.pid as number;
+  switch (kind) {
+    case 'kill-decode':
+    case 'kill-prefill':
+      processes.kill(workerOf(victim as Victim), (victim as Victim).tpRank, 'SIGKILL');
+      return;
+    case 'stop-rank': {
+      const pid = pidOf(victim as Victim);
+      process.kill(pid, 'SIGSTOP');
+      await delay(forMs);
+      process.kill(pid, 'SIGCONT');
+      return;
+    }
+    case 'restart-etcd':
+      await discovery.etcd?.kill();
+      await delay(forMs);
+      await discovery.etcd?.restart(stepTimeoutMs);
+      return;
+    case 'lock-sqlite': {
+      // Another connection takes the write lock and holds it; every rank's lease renewal waits behind it.
+      const db = new Database(discovery.sqlitePath as string, { timeout: stepTimeoutMs });
+      try {
+        db.exec('BEGIN IMMEDIATE');
+        await delay(forMs);
+        db.exec('COMMIT');
+      } finally {
+        db.close();
+      }
+      return;
+    }
+  }
+}
+
+/**
+ * The drains of the processes that were not killed: none crashed, and an operation that never became
+ * terminal (quarantined) kept its banks: a drain that quarantined returned its agent and banks to no one.
+ */
+function checkDrains(seed: number, drains: readonly RankDrain[], killed: string | undefined): string[] {
+  const evidence: string[] = [];
+  for (const drain of drains) {
+    if (drain.process === killed) {
+      if (drain.signal !== 'SIGKILL') throw new ChaosInvariantError(seed, 'the victim died of its SIGKILL', `${drain.process} ended with ${drain.signal ?? `code ${drain.exitCode}`}`);
+      continue;
+    }
+    if (drain.signal !== null || drain.drain === undefined) {
+      throw new ChaosInvariantError(seed, 'no survivor crashes', `${drain.process} ended by ${drain.signal ?? `code ${drain.exitCode}`} without a drain report`);
+    }
+    const { quarantined, banksRetained, banksReturned, agentDestroyed, pins } = drain.drain;
+    if (quarantined > 0 && (banksRetained === 0 || agentDestroyed)) {
+      throw new ChaosInvariantError(seed, 'banks touched by an unfinished operation stay retained', `${drain.process} quarantined ${quarantined} operations yet retained ${banksRetained} banks (agent destroyed: ${agentDestroyed})`);
+    }
+    if (quarantined === 0 && (banksRetained !== 0 || drain.exitCode !== 0)) {
+      throw new ChaosInvariantError(seed, 'a drain with nothing unfinished hands every bank back', `${drain.process} retained ${banksRetained} banks, exit code ${drain.exitCode}`);
+    }
+    evidence.push(`${drain.process} drained: ${banksReturned} returned, ${banksRetained} retained, ${quarantined} quarantined, pins ${pins.released} released/${pins.lapsed} lapsed`);
+  }
+  return evidence;
+}
+
+function discoverySettings(scenario: Scenario, dir: string, etcd: EtcdProcess | undefined): Settings['discovery'] {
+  const base = { ...defaultSettings.discovery, leaseTtlMs };
+  if (etcd === undefined) return { ...base, backend: 'sqlite', sqlitePath: join(dir, 'discovery.sqlite') };
+  const secretFile = join(dir, 'cluster.secret');
+  ClusterSecret.readOrCreate(secretFile);
+  return { ...base, backend: 'etcd', etcdEndpoints: [etcd.url], secretFile };
+}
+
+const sourceNotReady = 'FetchRefusedError: fetch refused (source-not-ready)';
+const prefillNotReady = 'FetchRefusedError: fetch refused (not-ready)';
+/** The refusals a pull meets while the endpoints are still recomputing readiness after a fault. */
+const notReadyYet = /^FetchRefusedError: fetch refused \((not-ready|source-not-ready)\)/;
+
+/** What a pull from a killed rank's peer meets before the prefill's own view of discovery has lapsed the rank's part. */
+const peerGone = /^NativeTransportError: kvt_peer_load failed with REMOTE_DISCONNECT: .* is gone$/;
+
+/**
+ * Pulls again from the worker that lost a rank until the prefill refuses with `source-not-ready`: its
+ * own view of discovery lapses the killed rank's part a little after the parent's, and until then the
+ * pull fails loading the dead peer (`NativeTransportError`, REMOTE_DISCONNECT), recomputes everything
+ * (the peer it loaded before answers no pin), or is refused `not-ready` while the prefill's own readiness
+ * recovers. Anything else, or no refusal within `stepMs`, breaks the invariant.
+ */
+async function pullUntilRefused(seed: number, running: RankProcesses, hint: HintLine, stepMs: number): Promise<string> {
+  const until = performance.now() + stepMs;
+  let peerLoads = 0;
+  for (;;) {
+    const refused = await bounded(seed, 'second pull', 2 * stepMs, pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint }, 'pulled', stepMs)));
+    if (refused.detail.startsWith(sourceNotReady)) return `second pull refused (source-not-ready)${peerLoads === 0 ? '' : ` after ${peerLoads} pulls that met the dead peer or a prefill not ready`}`;
+    const interim = refused.outcome === 'recomputed' || peerGone.test(refused.detail) || refused.detail.startsWith(prefillNotReady);
+    if (!interim) throw new ChaosInvariantError(seed, 'readiness is recomputed', `a second pull from the worker with a killed rank ended ${refused.outcome} (${refused.detail}), expected ${sourceNotReady}`);
+    if (performance.now() > until) throw new ChaosInvariantError(seed, 'readiness is recomputed', `${stepMs} ms after the decode worker turned not ready the prefill still loads its dead peer: ${refused.detail}`);
+    peerLoads++;
+    await delay(250);
+  }
+}
+
+/**
+ * Pulls again until both endpoints accept the pull: while one has not yet become ready again it is
+ * refused with a typed `not-ready` or `source-not-ready`. An accepted pull is held to `classifyPull`
+ * (it may still recompute, say when a first read from the reloaded peers outlasts the operation
+ * timeout); any other failure, or refusals past `stepMs`, breaks the invariant.
+ */
+async function pullOnceReady(seed: number, running: RankProcesses, decode: ReadinessLog, hashes: readonly string[], stepMs: number): Promise<{ epoch: number; pulled: string }> {
+  const until = performance.now() + stepMs;
+  let refusals = 0;
+  for (;;) {
+    const hint = hintOf(await bounded(seed, 'decode worker ready after the fault', stepMs, decode.until(true, decode.seen.length - 1)), hashes);
+    const again = await bounded(seed, 'second pull', 2 * stepMs, pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint }, 'pulled', stepMs)));
+    if (again.outcome !== 'typed-failure') {
+      const waited = refusals === 0 ? '' : ` after ${refusals} refused while not ready`;
+      return { epoch: hint.epoch, pulled: `second pull accepted${waited}: ${again.outcome}, ${again.detail}` };
+    }
+    if (!notReadyYet.test(again.detail)) throw new ChaosInvariantError(seed, 'readiness is recomputed', `after the fault a second pull failed: ${again.detail}`);
+    if (performance.now() > until) throw new ChaosInvariantError(seed, 'readiness is recomputed', `${stepMs} ms after the fault a pull is still refused: ${again.detail}`);
+    refusals++;
+    await delay(250);
+  }
+}
+
+/** Runs `scenario` to its end (every process and etcd stopped); throws ChaosHangError or ChaosInvariantError naming its seed. */
+export async function runScenario(scenario: Scenario, options: RunOptions = {}): Promise<RunResult> {
+  const { seed } = scenario;
+  const stepMs = options.stepTimeoutMs ?? 60_000;
+  const started = performance.now();
+  const dir = mkdtempSync(join(tmpdir(), 'kvreuse-chaos-'));
+  const etcd = scenario.kind === 'restart-etcd' ? await bounded(seed, 'etcd start', stepMs, EtcdProcess.start(stepMs)) : undefined;
+  const discoveryOf = discoverySettings(scenario, dir, etcd);
+  const settings: Settings = { ...defaultSettings, transport: { ...defaultSettings.transport, backend: 'ucx', ...chaosTransport }, discovery: discoveryOf };
+  const discovery = openDiscovery(settings.discovery);
+  let processes: RankProcesses | undefined;
+  const logs: ReadinessLog[] = [];
+  try {
+    const blocks = options.blocks ?? demoPrefixBlocks;
+    // Banks with room for the prefix and a little more, as the demo's.
+    processes = await bounded(seed, 'rank start', stepMs, RankProcesses.start({ ranks, backend: 'ucx', blocks: blocks + 6, settings, readyTimeoutMs: stepMs })).catch((error: unknown) => {
+      // Before any fault: the machine, not the fault, failed this run.
+      throw error instanceof DemoProcessError ? new ChaosSetupError(seed, 'rank start', error.message) : error;
+    });
+    const running = processes;
+    const [decode, prefill] = await Promise.all([ReadinessLog.follow(discovery, decodeId), ReadinessLog.follow(discovery, prefillId)]);
+    logs.push(decode as ReadinessLog, prefill as ReadinessLog);
+    const decodeLog = decode as ReadinessLog;
+    const hashes = prefixHashes(seed, blocks);
+    // Each decode rank computes the prefix's KV content into its banks and retains it.
+    await bounded(seed, 'retain', stepMs, Promise.all([0, 1].map((tpRank) => running.request(decodeId, tpRank, { type: 'retain', slots: [], hashes: [], append: hashes, publishInventory: false }, 'retained', stepMs))));
+    const before = await bounded(seed, 'decode ready', stepMs, decodeLog.until(true));
+
+    const pulled = running.request(prefillId, 0, { type: 'pull', hint: hintOf(before, hashes) }, 'pulled', stepMs);
+    const pull = pullEnd(seed, pulled);
+    const fault = delay(scenario.atMs).then(() => inject(scenario, running, { ...(etcd === undefined ? {} : { etcd }), sqlitePath: discoveryOf.sqlitePath }, stepMs));
+    const [ended] = await bounded(seed, 'pull and fault', 2 * stepMs, Promise.all([pull, fault]));
+    const evidence = [`pull ${ended.outcome}: ${ended.detail}`];
+    const killed = scenario.kind === 'kill-decode' || scenario.kind === 'kill-prefill' ? `${workerOf(scenario.victim as Victim)}/tp${(scenario.victim as Victim).tpRank}` : undefined;
+
+    // Readiness after the fault, as discovery recomputes it: a killed rank's worker turns not ready once its lease lapses.
+    if (scenario.kind === 'kill-prefill') {
+      const gone = await bounded(seed, 'prefill worker not ready', stepMs, (prefill as ReadinessLog).until(false));
+      evidence.push(`prefill not ready: ${gone.ready ? '' : gone.reasons[0]?.message}`);
+    } else if (scenario.kind === 'kill-decode') {
+      const gone = await bounded(seed, 'decode worker not ready', stepMs, decodeLog.until(false));
+      evidence.push(`decode not ready: ${gone.ready ? '' : gone.reasons[0]?.message}`);
+    }
+
+    // Every survivor answers: each decode rank a no-op allocation; the prefill a second pull, which must
+    // refuse a source whose worker lost a rank and, after any other fault, pull everything verified
+    // once the endpoints are ready again.
+    for (const tpRank of [0, 1]) {
+      if (killed === `${decodeId}/tp${tpRank}`) continue;
+      await bounded(seed, `${decodeId}/tp${tpRank} answers`, stepMs, running.request(decodeId, tpRank, { type: 'allocate', count: 0 }, 'allocated', stepMs));
+    }
+    if (scenario.kind === 'kill-decode') {
+      evidence.push(await pullUntilRefused(seed, running, hintOf(before, hashes), stepMs));
+    } else if (scenario.kind !== 'kill-prefill') {
+      const again = await pullOnceReady(seed, running, decodeLog, hashes, stepMs);
+      const flapped = decodeLog.seen.some((readiness) => !readiness.ready);
+      evidence.push(`decode ready at epoch ${again.epoch}${flapped ? ' (not ready during the fault)' : ''}`, again.pulled);
+    }
+
+    const drains = await bounded(seed, 'drain', 2 * stepMs, running.stop());
+    processes = undefined;
+    evidence.push(...checkDrains(seed, drains, killed));
+    return { scenario, outcome: ended.outcome, evidence, ms: performance.now() - started };
+  } finally {
+    await cleanUp(processes, logs, discovery, etcd, stepMs);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** After a failed run: every rank resumed and stopped (SIGKILL if its drain does not end in time), watches and discovery closed, etcd stopped. */
+async function cleanUp(processes: RankProcesses | undefined, logs: readonly ReadinessLog[], discovery: DiscoveryStore, etcd: EtcdProcess | undefined, stepMs: number): Promise<void> {
+  if (processes !== undefined) {
+    for (const rank of processes.ranks) {
+      try {
+        process.kill(rank.pid, 'SIGCONT');
+      } catch {
+        // already gone
+      }
+    }
+    const stopping = processes.stop();
+    const ended = await Promise.race([stopping.then(() => true), delay(2 * stepMs).then(() => false)]);
+    if (!ended) for (const rank of processes.ranks) processes.kill(rank.spec.workerId, rank.spec.tpRank, 'SIGKILL');
+  }
+  for (const log of logs) await log.watch?.close().catch(() => undefined);
+  await discovery.close().catch(() => undefined);
+  await etcd?.stop();
+}
