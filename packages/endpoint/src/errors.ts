@@ -98,9 +98,11 @@ export class FetchShortfallError extends EndpointError {
  * hint names (`source-not-ready`), the two workers' rank parts are not compatible (`incompatible`),
  * a `vram` bank takes part without the profile admission gate passing (`admission`), or a source rank's
  * transport metadata is refused before loading it (`metadata-refused`: unsigned, signed with another
- * cluster secret or for another rank part; the `TransportMetadataRefusedError` is the cause).
+ * cluster secret or for another rank part; the `TransportMetadataRefusedError` is the cause), or a source
+ * rank's agent cannot be reached although discovery still lists it, as when its process died and its
+ * lease has not lapsed yet (`source-unreachable`; the `NativeTransportError` is the cause).
  */
-export type FetchRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission' | 'metadata-refused';
+export type FetchRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission' | 'metadata-refused' | 'source-unreachable';
 
 /**
  * A fetch refused before anything was pinned or posted; `reason` is the stable code, the message says it

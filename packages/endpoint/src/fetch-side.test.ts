@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultSettings } from '@kvreuse/config';
 import type { RankPart } from '@kvreuse/descriptors';
+import { NativeTransportError, statusCodeNames } from '@kvreuse/native-bindings';
 import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
 import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -121,6 +122,24 @@ describe('ReuseEndpoint.fetch', () => {
     });
     expect(load).not.toHaveBeenCalled();
     expect(reader.agent.counters().livePeers).toBe(0);
+    expect(pinsHeld()).toEqual([0, 0]);
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+  });
+
+  it('refuses a source rank whose agent is gone while discovery still lists it (a dead process before its lease lapses): nothing pinned or posted', async () => {
+    const { decode, reader, pinsHeld } = await servingPair(cleanups);
+    // What kvt_peer_load reports over ucx for a source process that died (the chaos runs met it for real).
+    const gone = new NativeTransportError('REMOTE_DISCONNECT', -(statusCodeNames.indexOf('REMOTE_DISCONNECT') + 1), 'kvt_peer_load', `peer '${decode.ranks[0]!.agent.name}' is gone`);
+    vi.spyOn(reader.agent, 'loadPeer').mockImplementation(() => {
+      throw gone;
+    });
+    const refused = await reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(FetchRefusedError);
+    expect(refused).toMatchObject({
+      reason: 'source-unreachable',
+      message: expect.stringMatching(/^fetch refused \(source-unreachable\): decode-0 tp 0 pp 0: its agent cannot be reached \(kvt_peer_load failed with REMOTE_DISCONNECT/),
+      cause: gone,
+    });
     expect(pinsHeld()).toEqual([0, 0]);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });

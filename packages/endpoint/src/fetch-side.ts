@@ -3,7 +3,7 @@
 // source incarnation, and hands the pull to `fetchPrefix`.
 import { buildTransferTemplate, checkCompatibility, type RankId, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
-import type { Agent, Peer, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
+import { type Agent, NativeTransportError, type Peer, type PostBlocksRequest, type PostRequest, type RegisteredTemplate } from '@kvreuse/native-bindings';
 import {
   type ClusterSecret,
   type DiscoveryStore,
@@ -176,16 +176,25 @@ export class FetchSide {
     return receipt;
   }
 
-  /** The source worker as ready in discovery under the hinted incarnation and epoch. */
-  /** The peer of a source rank, once its metadata's signature checks out; a refused one refuses the fetch (`metadata-refused`). */
+  /**
+   * The peer of a source rank, once its metadata's signature checks out; a refused one refuses the fetch
+   * (`metadata-refused`), and so does a rank whose process is gone while discovery still lists its part
+   * (`source-unreachable`: its lease has not lapsed yet).
+   */
   #loadSourcePeer(part: RankPart): Peer {
     try {
       return loadRankPeer(this.#options.agent, part, this.#options.secret);
     } catch (error) {
-      if (!(error instanceof TransportMetadataRefusedError)) throw error;
-      throw new FetchRefusedError('metadata-refused', `${part.workerId} ${describeRank(rankOf(part))}: ${error.message}`, { cause: error });
+      const rank = `${part.workerId} ${describeRank(rankOf(part))}`;
+      if (error instanceof TransportMetadataRefusedError) throw new FetchRefusedError('metadata-refused', `${rank}: ${error.message}`, { cause: error });
+      if (error instanceof NativeTransportError && error.code === 'REMOTE_DISCONNECT') {
+        throw new FetchRefusedError('source-unreachable', `${rank}: its agent cannot be reached (${error.message})`, { cause: error });
+      }
+      throw error;
     }
   }
+
+  /** The source worker as ready in discovery under the hinted incarnation and epoch. */
 
   async #sourceWorker(hint: FetchRequest['hint']): Promise<Worker> {
     let watching = this.#sources.get(hint.workerId);

@@ -227,12 +227,12 @@ const prefillNotReady = 'FetchRefusedError: fetch refused (not-ready)';
 const notReadyYet = /^FetchRefusedError: fetch refused \((not-ready|source-not-ready)\)/;
 
 /** What a pull from a killed rank's peer meets before the prefill's own view of discovery has lapsed the rank's part. */
-const peerGone = /^NativeTransportError: kvt_peer_load failed with REMOTE_DISCONNECT: .* is gone$/;
+const peerGone = /^FetchRefusedError: fetch refused \(source-unreachable\): .*kvt_peer_load failed with REMOTE_DISCONNECT: .* is gone\)$/;
 
 /**
  * Pulls again from the worker that lost a rank until the prefill refuses with `source-not-ready`: its
  * own view of discovery lapses the killed rank's part a little after the parent's, and until then the
- * pull fails loading the dead peer (`NativeTransportError`, REMOTE_DISCONNECT), recomputes everything
+ * pull is refused loading the dead peer (`FetchRefusedError`, `source-unreachable`), recomputes everything
  * (the peer it loaded before answers no pin), or is refused `not-ready` while the prefill's own readiness
  * recovers. Anything else, or no refusal within `stepMs`, breaks the invariant.
  */
