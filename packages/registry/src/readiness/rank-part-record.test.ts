@@ -70,6 +70,18 @@ describe('rank-part records', () => {
     expect(error.refusal).toBe('tampered');
   });
 
+  it.each([
+    ['a -0 for a 0 (the fuzz target found it: JSON reads it as the same number, the checksum never saw it)', (text: string) => text.replace('"tpRank":0', '"tpRank":-0')],
+    ['a number written another way', (text: string) => text.replace('"epoch":7', '"epoch":7.0')],
+    ['a space', (text: string) => text.replace('"part":{', '"part": {')],
+    ['a character escaped', (text: string) => text.replace('"format":"kvreuse.rank-part"', '"format":"kvreuse.rank\\u002dpart"')],
+  ])('refuses a record whose bytes differ from what its writer encoded although they parse to the same values: %s', (_name, edit) => {
+    const written = encodeRankPartRecord(part, 7);
+    const changed = edit(written);
+    expect(changed).not.toBe(written);
+    expect(refusalOf(bytes(changed)).refusal).toBe('tampered');
+  });
+
   it('refuses a part of a version the descriptors package does not know, even with a matching checksum', async () => {
     const { createHash } = await import('node:crypto');
     const wire = { ...serializeRankPart(part), version: 4 };

@@ -35,8 +35,12 @@ export interface StoredRankPart {
  */
 export function encodeRankPartRecord(part: RankPart, epoch: number): string {
   const partText = JSON.stringify(part, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
-  // Spliced as text so that the checksum covers exactly the bytes a reader will see.
-  return `{"format":"${rankPartRecordFormat}","version":${rankPartRecordVersion},"epoch":${epoch},"sha256":"${sha256(partText)}","part":${partText}}`;
+  return recordText(epoch, sha256(partText), partText);
+}
+
+/** Spliced as text so that the checksum covers exactly the bytes a reader will see. */
+function recordText(epoch: number, checksum: string, partText: string): string {
+  return `{"format":"${rankPartRecordFormat}","version":${rankPartRecordVersion},"epoch":${epoch},"sha256":"${checksum}","part":${partText}}`;
 }
 
 export type RankPartRecordResult = { success: true; data: StoredRankPart } | { success: false; error: RankPartRefusedError };
@@ -73,8 +77,14 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
   if (typeof checksum !== 'string' || typeof part !== 'object' || part === null) {
     return refuse('malformed', 'the record lacks its sha256 or part');
   }
-  if (sha256(JSON.stringify(part)) !== checksum) {
+  const partText = JSON.stringify(part);
+  if (sha256(partText) !== checksum) {
     return refuse('tampered', `the part does not match its sha256 ${checksum}`);
+  }
+  // JSON reads bytes the checksum never saw as the same value (`-0` as 0's twin, `1.0`, spaces, escapes):
+  // the record must be the very text its writer encoded.
+  if (text !== recordText(epoch, checksum, partText)) {
+    return refuse('tampered', `the record's bytes are not those its writer encoded with sha256 ${checksum}`);
   }
   const partVersion = (part as { version?: unknown }).version;
   if (!(rankPartVersions as readonly unknown[]).includes(partVersion)) {
