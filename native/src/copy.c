@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #if defined(__x86_64__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 #define STREAMING_THRESHOLD_FALLBACK (8u << 20)
@@ -43,11 +43,42 @@ static inline void stream_line(uint8_t *d, const uint8_t *s) {
 /* Lines prefetched ahead of the one being copied, and of a piece about to be copied. */
 #define AHEAD 4u
 
-static void stream_lines(uint8_t *d, const uint8_t *s, size_t length) {
+static void stream_lines_sse2(uint8_t *d, const uint8_t *s, size_t length) {
     for (; length >= LINE; length -= LINE, d += LINE, s += LINE) {
         _mm_prefetch((const char *)s + AHEAD * LINE, _MM_HINT_T0);
         stream_line(d, s);
     }
+}
+
+/* Two lines per step in 32-byte stores, prefetching further ahead: glibc's memcpy copies large spans with
+ * AVX2 non-temporal stores where the CPU has them, and 16-byte stores trail it by 10-15% here. */
+#define AVX2_AHEAD (8u * LINE)
+
+__attribute__((target("avx2"))) static void stream_lines_avx2(uint8_t *d, const uint8_t *s, size_t length) {
+    for (; length >= 2 * LINE; length -= 2 * LINE, d += 2 * LINE, s += 2 * LINE) {
+        _mm_prefetch((const char *)s + AVX2_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)s + AVX2_AHEAD + LINE, _MM_HINT_T0);
+        __m256i a = _mm256_loadu_si256((const __m256i *)s), b = _mm256_loadu_si256((const __m256i *)(s + 32)),
+                c = _mm256_loadu_si256((const __m256i *)(s + 64)), e = _mm256_loadu_si256((const __m256i *)(s + 96));
+        _mm256_stream_si256((__m256i *)d, a);
+        _mm256_stream_si256((__m256i *)(d + 32), b);
+        _mm256_stream_si256((__m256i *)(d + 64), c);
+        _mm256_stream_si256((__m256i *)(d + 96), e);
+    }
+    if (length >= LINE) stream_line(d, s);
+}
+
+static bool has_avx2;
+static pthread_once_t avx2_once = PTHREAD_ONCE_INIT;
+
+static void avx2_init(void) { has_avx2 = __builtin_cpu_supports("avx2"); }
+
+static void stream_lines(uint8_t *d, const uint8_t *s, size_t length) {
+    pthread_once(&avx2_once, avx2_init);
+    if (has_avx2 && ((uintptr_t)d & 31u) == 0)
+        stream_lines_avx2(d, s, length);
+    else
+        stream_lines_sse2(d, s, length);
 }
 
 /* Non-temporal copy of one span, front to back: one stream, which the hardware prefetchers follow. */
