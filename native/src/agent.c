@@ -189,6 +189,7 @@ void kvt_command_submit_locked(kvt_agent *agent, kvt_command *command) {
      * `commands_pending`: one of the two sees the other, so an awake thread is not kicked (a system
      * call per post) and a sleeping one always is. */
     atomic_store(&agent->commands_pending, true);
+    if (sync) atomic_store_explicit(&agent->caller_waiting, true, memory_order_relaxed);
     pthread_mutex_unlock(&agent->command_lock);
     if (atomic_load(&agent->sleeping)) kvt_agent_kick(agent);
     if (sync)
@@ -239,6 +240,7 @@ static bool run_commands(kvt_agent *agent, bool *worked) {
     kvt_command *command = agent->commands;
     agent->commands = agent->commands_tail = NULL;
     atomic_store_explicit(&agent->commands_pending, false, memory_order_relaxed);
+    atomic_store_explicit(&agent->caller_waiting, false, memory_order_relaxed);
     pthread_mutex_unlock(&agent->command_lock);
     bool keep_running = true;
     while (command) {

@@ -386,6 +386,9 @@ struct kvt_agent {
     pthread_mutex_t command_lock;
     kvt_command *commands, *commands_tail;
     _Atomic bool commands_pending;
+    /* A caller waits on a queued command (it holds the JavaScript thread): the round of operations in
+     * progress stops after the operation it is at, rather than after every operation's slice. */
+    _Atomic bool caller_waiting;
     _Atomic bool sleeping; /* the progress thread may be in backend->sleep: a queued command must kick it */
     int command_fd; /* eventfd the progress thread sleeps on */
     pthread_t thread;

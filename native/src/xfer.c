@@ -339,6 +339,17 @@ static void release_held(kvt_agent *agent) {
     }
 }
 
+/* Moves the operations before *link behind the others: the next round starts with the first one this
+ * round did not reach. */
+static void rotate_active(kvt_agent *agent, kvt_op **link) {
+    if (link == &agent->active || !*link) return;
+    kvt_op *first = agent->active;
+    agent->active = *link;
+    *agent->active_tail = first;
+    *link = NULL;
+    agent->active_tail = link;
+}
+
 void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
     if (command) {
         /* Appended: operations are served in the order they were posted, so of two equal ones the first
@@ -367,6 +378,12 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
             }
         } else {
             link = &op->next_active;
+        }
+        /* Each operation's slice takes up to a few milliseconds (ISSUE_BUDGET_BYTES of copies): a caller
+         * waiting on a command waits for one slice, not for a slice of every operation in flight. */
+        if (*link && atomic_load_explicit(&agent->caller_waiting, memory_order_relaxed)) {
+            rotate_active(agent, link);
+            break;
         }
     }
     release_held(agent);
