@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Bump, bumped, checkChangesets, readChangesets } from './changesets.js';
+import { type Bump, bumped, checkChangesets, fixedGroups, readChangesets } from './changesets.js';
 import { listPackages } from './workspace.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -58,6 +58,19 @@ function dependentsOf(name: string, packages: ReturnType<typeof listPackages>): 
   return dependents;
 }
 
+/** Whether version `a` is at or above version `b` (x.y.z). */
+function newer(a: string, b: string): boolean {
+  const [x, y] = [a, b].map((version) => version.split('.').map(Number));
+  const at = (parts: number[] | undefined, i: number) => parts?.[i] ?? 0;
+  for (let i = 0; i < 3; i++) if (at(x, i) !== at(y, i)) return at(x, i) > at(y, i);
+  return true;
+}
+
+/** The packages released with `name` at one version (its `fixed` group), `name` included. */
+function releasedWith(name: string): string[] {
+  return fixedGroups(repoRoot).find((group) => group.includes(name)) ?? [name];
+}
+
 describe('changesets', () => {
   it('every pending changeset names real packages with a known bump and speaks to users', () => {
     expect(checkChangesets(repoRoot)).toEqual([]);
@@ -86,9 +99,16 @@ describe('changesets', () => {
     version(copy);
     const firstRound = new Map<string, string>();
     for (const { dir, manifest } of packages) {
-      const bumps = pending.flatMap((changeset) => changeset.releases.filter((r) => r.name === manifest.name).map((r) => r.bump as Bump));
+      const own = (name: string) => pending.flatMap((changeset) => changeset.releases.filter((r) => r.name === name).map((r) => r.bump as Bump));
+      const bumps = own(manifest.name ?? dir);
+      // A fixed group moves as one: the highest version among its packages, with the largest bump any of them has.
+      const group = releasedWith(manifest.name ?? dir);
+      const groupBumps = group.flatMap(own);
+      const groupVersion = group
+        .map((name) => packages.find((pkg) => pkg.manifest.name === name)?.manifest.version ?? '0.0.0')
+        .reduce((a, b) => (newer(a, b) ? a : b));
       const after = manifestOf(copy, dir);
-      expect(after.version, manifest.name).toBe(bumped(before.get(dir)?.version ?? '0.0.0', bumps));
+      expect(after.version, manifest.name).toBe(bumped(group.length > 1 ? groupVersion : (before.get(dir)?.version ?? '0.0.0'), groupBumps));
       firstRound.set(dir, after.version);
       // Inside the repository, packages keep depending on each other through the workspace.
       for (const [name, range] of Object.entries(after.dependencies ?? {})) if (name.startsWith('@kvreuse/')) expect(range, `${manifest.name} → ${name}`).toBe('workspace:^');
@@ -129,7 +149,9 @@ describe('changesets', () => {
       const dependents = dependentsOf(name, packages);
       expect(dependents.size, `${name} has dependents`).toBeGreaterThan(0);
       const before = new Map([...versions].map(([pkg, { version }]) => [pkg, version]));
-      const bumpsOf = (pkg: string): Bump[] => (pkg === name ? [bump] : dependents.has(pkg) ? ['patch'] : []);
+      const ownBumps = (pkg: string): Bump[] => (pkg === name ? [bump] : dependents.has(pkg) ? ['patch'] : []);
+      // A package of a fixed group is released with the largest bump of any package of its group.
+      const bumpsOf = (pkg: string): Bump[] => releasedWith(pkg).flatMap(ownBumps);
       for (const [pkg, entry] of versions) entry.version = bumped(entry.version, bumpsOf(pkg));
       for (const [pkg, entry] of versions) {
         const bumps = bumpsOf(pkg);
@@ -144,7 +166,7 @@ describe('changesets', () => {
         const newest = changelog.slice(0, changelog.indexOf(`\n## ${before.get(pkg)}\n`) >>> 0);
         expect(newest.startsWith(`# ${pkg}\n\n## ${entry.version}\n`), `${pkg}'s changelog opens with ${entry.version}`).toBe(true);
         if (pkg === name) expect(newest).toContain(`### ${bump === 'minor' ? 'Minor' : 'Patch'} Changes\n\n- ${summary}\n`);
-        else expect(newest).toContain('### Patch Changes\n\n- Updated dependencies\n');
+        else if (ownBumps(pkg).length > 0) expect(newest).toContain('### Patch Changes\n\n- Updated dependencies\n');
         // Every internal dependency released in this round is named with its new version.
         for (const dependency of [name, ...dependents]) {
           if (dependency === pkg || !(dependency in { ...manifestOf(copy, entry.dir).dependencies })) continue;

@@ -1,6 +1,6 @@
 // The pending changesets are what the changelogs will say: each names packages that exist with a bump
 // changesets knows, and speaks to the packages' users, not to the reviewers of the change.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { listPackages } from './workspace.js';
 
@@ -56,6 +56,14 @@ export function checkChangesets(repoRoot: string): ChangesetProblem[] {
     if (review !== null) problems.push(`reads like a review note ("${review[0]}"): say what changed for the package's users`);
     return problems.map((message) => ({ file, message }));
   });
+}
+
+/** The groups of packages that `changeset version` always releases together at one version (`fixed`). */
+export function fixedGroups(repoRoot: string): string[][] {
+  const path = join(repoRoot, '.changeset/config.json');
+  if (!existsSync(path)) return [];
+  const config = JSON.parse(readFileSync(path, 'utf8')) as { fixed?: string[][] };
+  return config.fixed ?? [];
 }
 
 const order: Record<Bump, number> = { patch: 0, minor: 1, major: 2 };

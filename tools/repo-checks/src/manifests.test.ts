@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,6 +47,9 @@ describe('checkManifests', () => {
     try {
       cpSync(join(repoRoot, 'tsconfig.json'), join(copy, 'tsconfig.json'));
       cpSync(join(repoRoot, 'LICENSE'), join(copy, 'LICENSE'));
+      const config = JSON.parse(readFileSync(join(repoRoot, '.changeset/config.json'), 'utf8'));
+      mkdirSync(join(copy, '.changeset'));
+      writeFileSync(join(copy, '.changeset/config.json'), JSON.stringify({ ...config, fixed: [] }));
       for (const dir of ['native-bindings', 'native-linux-arm64-gnu']) {
         cpSync(join(repoRoot, 'packages', dir), join(copy, 'packages', dir), {
           recursive: true,
@@ -73,7 +76,8 @@ describe('checkManifests', () => {
         'native-linux-arm64-gnu: cpu must be ["arm64"]',
         'native-linux-arm64-gnu: files must be ["libkvreuse_transport.so"], the library alone',
         'native-linux-arm64-gnu: scripts must be "build" and "lint" alone (no install script)',
-        'native-linux-arm64-gnu: @kvreuse/native-bindings must list @kvreuse/native-linux-arm64-gnu in optionalDependencies as "workspace:^"',
+        'native-linux-arm64-gnu: @kvreuse/native-bindings must list @kvreuse/native-linux-arm64-gnu in optionalDependencies as "workspace:*" (published as its exact version)',
+        'native-linux-arm64-gnu: .changeset/config.json must release @kvreuse/native-linux-arm64-gnu with @kvreuse/native-bindings in one "fixed" group (always the same version)',
       ]);
     } finally {
       rmSync(copy, { recursive: true, force: true });

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fixedGroups } from './changesets.js';
 import { isPlatformPackage, listPackages, readJson, type WorkspacePackage } from './workspace.js';
 
 export interface ManifestProblem {
@@ -97,7 +98,7 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
  * its `build` script, nothing to run at install, and an optional dependency of @kvreuse/native-bindings
  * (`optionalDependencies`, so that npm skips it where it does not fit).
  */
-function platformProblemsOf(pkg: WorkspacePackage, bindings: WorkspacePackage | undefined, license: string): string[] {
+function platformProblemsOf(pkg: WorkspacePackage, bindings: WorkspacePackage | undefined, license: string, fixed: string[][]): string[] {
   const { manifest: m, dir } = pkg;
   const problems: string[] = [];
   const expect = (ok: boolean, message: string): void => {
@@ -122,8 +123,11 @@ function platformProblemsOf(pkg: WorkspacePackage, bindings: WorkspacePackage | 
   for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies'] as const) {
     expect(m[field] === undefined, `${field} must be absent: the package holds a library and nothing else`);
   }
-  expect(bindings?.manifest.optionalDependencies?.[m.name ?? ''] === 'workspace:^',
-    `@kvreuse/native-bindings must list ${m.name} in optionalDependencies as "workspace:^"`);
+  // The JavaScript and the library it loads are one release: the exact version, never a range.
+  expect(bindings?.manifest.optionalDependencies?.[m.name ?? ''] === 'workspace:*',
+    `@kvreuse/native-bindings must list ${m.name} in optionalDependencies as "workspace:*" (published as its exact version)`);
+  expect(fixed.some((group) => group.includes(m.name ?? '') && group.includes('@kvreuse/native-bindings')),
+    `.changeset/config.json must release ${m.name} with @kvreuse/native-bindings in one "fixed" group (always the same version)`);
   return problems;
 }
 
@@ -134,8 +138,9 @@ export function checkManifests(repoRoot: string): ManifestProblem[] {
   const license = readFileSync(join(repoRoot, 'LICENSE'), 'utf8');
   const packages = listPackages(repoRoot);
   const bindings = packages.find((pkg) => pkg.dir === 'native-bindings');
+  const fixed = fixedGroups(repoRoot);
   return packages.flatMap((pkg) =>
-    (isPlatformPackage(pkg.manifest) ? platformProblemsOf(pkg, bindings, license) : problemsOf(pkg, rootReferences, license)).map((message) => ({
+    (isPlatformPackage(pkg.manifest) ? platformProblemsOf(pkg, bindings, license, fixed) : problemsOf(pkg, rootReferences, license)).map((message) => ({
       packageDir: pkg.dir,
       message,
     })),
