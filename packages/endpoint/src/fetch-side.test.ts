@@ -150,6 +150,26 @@ describe('ReuseEndpoint.fetch', () => {
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
+  it('a TP 2 source whose second rank is refused leaves no peer the fetch loaded: the first rank’s is unloaded, one loaded before the fetch is kept', async () => {
+    const { store, reader } = await pair();
+    const live = await transport.createAgent({ name: `fetch-live-${process.pid}`, backend: 'loopback' });
+    cleanups.push(() => live.close());
+    const gone = await transport.createAgent({ name: `fetch-gone-tp1-${process.pid}`, backend: 'loopback' });
+    const source = await publishAgentsSource(store, [live, gone]);
+    await gone.close();
+    const fetchFromSource = () => reader.endpoint.fetch({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(reader.agent.counters().livePeers).toBe(0);
+    expect(await fetchFromSource()).toMatchObject({ reason: 'source-unreachable', message: expect.stringContaining('decode-agents tp 1 pp 0: its agent cannot be reached') });
+    expect(reader.endpoint.peers.names()).toEqual([]);
+    expect(reader.agent.counters().livePeers).toBe(0);
+    // Loaded before the fetch (as the source side loads a reader that pins): the refused fetch leaves it loaded.
+    const loadedBefore = reader.agent.loadPeer(live.metadata());
+    expect(await fetchFromSource()).toMatchObject({ reason: 'source-unreachable' });
+    expect(loadedBefore.info().state).toBe('ready');
+    expect(reader.agent.counters().livePeers).toBe(1);
+    expect(reader.endpoint.peers.names()).toEqual([]);
+  });
+
   it('refuses before pinning or posting: not ready, a source not ready under the hinted epoch, a shortfall policy of fail on a refused pin', async () => {
     const { decode, prefill, reader, pinsHeld, metrics } = await pair();
     const store = new MemoryDiscoveryStore();

@@ -22,10 +22,10 @@ import type { FetchRequest } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
 import type { PinClient } from './pin-client.js';
 import { type HeldPin, releasePins } from './pins.js';
-import { loadSourcePeer } from './source-peer.js';
+import { loadSourcePeers } from './source-peer.js';
 
 export interface FetchSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate'>;
+  readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate' | 'counters'>;
   readonly discovery: DiscoveryStore;
   /** Sources' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
@@ -98,8 +98,7 @@ export class FetchSide {
     const pairIndexes = template.pairs.flatMap((route, pair) => (sameRank(route.destinationRank, this.#options.rank) ? [pair] : []));
     const sourceParts = pairIndexes.map((pair) => source.ranks.find((part) => sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank)) as RankPart);
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
-    for (const part of new Set(sourceParts)) {
-      const peer = loadSourcePeer(this.#options.agent, part, this.#options.secret);
+    for (const [part, peer] of loadSourcePeers(this.#options.agent, new Set(sourceParts), this.#options.secret)) {
       sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
     }
 

@@ -328,7 +328,8 @@ export class ReuseEndpoint {
    * cause), or a source rank's agent cannot be reached although discovery still lists it
    * (`source-unreachable`: its process died before its lease lapsed, or it is a loopback agent of another
    * process; the `NativeTransportError` as its cause). Then it loads the source
-   * ranks' peers, pins at every source rank this rank reads from (renewed while it runs), posts the
+   * ranks' peers (all or none: refused at one source rank, it unloads the peers it loaded itself and
+   * leaves those loaded before it), pins at every source rank this rank reads from (renewed while it runs), posts the
    * prepared template of each rank pair (registered once per source incarnation), waits, verifies,
    * keeps the longest verified prefix and releases the pins once the operations are quiescent. A
    * refused or lost pin, a failed operation or a checksum mismatch ends in the policy's outcome:

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { type AgentMetadata, signedTestParts } from '../test/workers.js';
 import { FetchRefusedError } from './errors.js';
-import { loadSourcePeer } from './source-peer.js';
+import { loadSourcePeer, loadSourcePeers } from './source-peer.js';
 
 // Like fetch-ucx.test.ts: the ucx cases are skipped where UCX is not built, except under CI, which requires it.
 const inCi = !['', '0', 'false', undefined].includes(process.env['CI']);
@@ -73,6 +73,16 @@ describe('loadSourcePeer', () => {
     const peer = loadSourcePeer(reader, partOf(source), secret);
     expect(peer.info().state).toBe('ready');
     expect(reader.counters().livePeers).toBe(1);
+  });
+
+  it('loads the peers of every rank of a source, by rank part', async () => {
+    const reader = await createAgent();
+    const sources = [await createAgent(), await createAgent()];
+    const parts = signedTestParts(testGeometry, 'source-0', sources, secret);
+    const peers = loadSourcePeers(reader, parts, secret);
+    expect([...peers.keys()]).toEqual(parts);
+    expect([...peers.values()].map((peer) => peer.info().state)).toEqual(['ready', 'ready']);
+    expect(reader.counters().livePeers).toBe(2);
   });
 
   it('refuses a source rank whose agent is gone while discovery still lists it (source-unreachable)', async () => {

@@ -1,6 +1,6 @@
-// Loading a source rank's peer for a fetch: what the native layer refuses because of the source (its
-// agent out of reach, its metadata not loadable here) refuses the fetch, naming the rank; what says this
-// agent itself failed is thrown as it is.
+// Loading the source ranks' peers for a fetch, all or none: what the native layer refuses because of the
+// source (its agent out of reach, its metadata not loadable here) refuses the fetch, naming the rank; what
+// says this agent itself failed is thrown as it is.
 import type { RankPart } from '@kvreuse/descriptors';
 import { type Agent, NativeTransportError, type Peer, type StatusCodeName } from '@kvreuse/native-bindings';
 import { type ClusterSecret, loadRankPeer, TransportMetadataRefusedError } from '@kvreuse/registry';
@@ -37,4 +37,28 @@ export function loadSourcePeer(agent: Pick<Agent, 'loadPeer'>, part: RankPart, s
     if (sourceFailure !== undefined) throw new FetchRefusedError(sourceFailure.reason, `${rank}: ${sourceFailure.what} (${(error as Error).message})`, { cause: error });
     throw error;
   }
+}
+
+/**
+ * The peers of `parts`, loaded all or none: when one is refused (or fails), the peers this call loaded
+ * anew are unloaded before the error is thrown, so a refused fetch leaves no peer of its own behind.
+ * Peers loaded before it — by an earlier fetch, or to answer a reader's pins — are left loaded.
+ */
+export function loadSourcePeers(agent: Pick<Agent, 'loadPeer' | 'counters'>, parts: Iterable<RankPart>, secret: ClusterSecret): Map<RankPart, Peer> {
+  const peers = new Map<RankPart, Peer>();
+  const loadedAnew: Peer[] = [];
+  try {
+    for (const part of parts) {
+      // loadPeer hands back the same Peer for one already loaded: only the agent's count of live peers
+      // says whether this load added it (nothing else runs between the two synchronous reads).
+      const livePeers = agent.counters().livePeers;
+      const peer = loadSourcePeer(agent, part, secret);
+      if (agent.counters().livePeers > livePeers) loadedAnew.push(peer);
+      peers.set(part, peer);
+    }
+  } catch (error) {
+    for (const peer of loadedAnew) peer.unload();
+    throw error;
+  }
+  return peers;
 }
