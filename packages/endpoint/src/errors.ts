@@ -97,10 +97,14 @@ export class FetchShortfallError extends EndpointError {
  * (`not-ready`), the source worker is not ready in discovery or is another incarnation or epoch than the
  * hint names (`source-not-ready`), the two workers' rank parts are not compatible (`incompatible`),
  * a `vram` bank takes part without the profile admission gate passing (`admission`), or a source rank's
- * transport metadata is refused before loading it (`metadata-refused`: unsigned, signed with another
- * cluster secret or for another rank part; the `TransportMetadataRefusedError` is the cause), or a source
- * rank's agent cannot be reached although discovery still lists it, as when its process died and its
- * lease has not lapsed yet (`source-unreachable`; the `NativeTransportError` is the cause).
+ * transport metadata is refused (`metadata-refused`): before loading it when unsigned, signed with another
+ * cluster secret or for another rank part (the `TransportMetadataRefusedError` is the cause), or by the
+ * native layer loading it, when it is for another backend, another metadata format, older than the
+ * generation loaded or malformed (the `NativeTransportError` is the cause: `MISMATCH` or `INVALID_PARAM`),
+ * or a source rank's agent cannot be reached although discovery still lists it (`source-unreachable`; the
+ * `NativeTransportError` is the cause): its process or agent is gone and its lease has not lapsed yet, UCX
+ * finds no path to it (`REMOTE_DISCONNECT`), or it is a loopback agent of another process (`NOT_SUPPORTED`).
+ * Other native failures loading a source's peer are this agent's own and are thrown as they are.
  */
 export type FetchRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission' | 'metadata-refused' | 'source-unreachable';
 

@@ -5,12 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultSettings } from '@kvreuse/config';
 import type { RankPart } from '@kvreuse/descriptors';
-import { NativeTransportError, statusCodeNames } from '@kvreuse/native-bindings';
 import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
 import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { allReady, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
-import { testWorker } from '../test/workers.js';
+import { allReady, type HintSource, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
+import { type AgentMetadata, signedTestParts, testWorker } from '../test/workers.js';
 import { EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
 import { EndpointMetrics } from './metrics.js';
 import type { HeldPin } from './pins.js';
@@ -26,13 +25,22 @@ async function pair() {
   return { ...(await servingPair(cleanups, { metrics })), metrics };
 }
 
-/** A GPU source as discovery shows it: rank parts whose banks are `vram` (a stand-in: loopback agents register no GPU memory). */
-async function publishVramSource(store: MemoryDiscoveryStore): Promise<{ workerId: string; incarnation: string; epoch: number }> {
-  const worker = testWorker(testGeometry, 1, 8, 'decode-gpu');
-  const parts = worker.ranks.map((part): RankPart => ({ ...part, banks: part.banks.map((bank) => ({ ...bank, memKind: 'vram' as const })) }));
+/** Publishes `parts` as a ready worker in discovery (no endpoint behind it) and returns it as a hint names it. */
+async function publish(store: MemoryDiscoveryStore, parts: RankPart[]): Promise<HintSource> {
   const publication = await startRankPublication(store, parts, { leaseTtlMs: 600_000 });
   cleanups.push(() => publication.withdraw());
-  return { workerId: 'decode-gpu', incarnation: parts[0]!.incarnation, epoch: publication.epoch };
+  return { workerId: parts[0]!.workerId, incarnation: parts[0]!.incarnation, epoch: publication.epoch };
+}
+
+/** A GPU source as discovery shows it: rank parts whose banks are `vram` (a stand-in: loopback agents register no GPU memory). */
+function publishVramSource(store: MemoryDiscoveryStore): Promise<HintSource> {
+  const worker = testWorker(testGeometry, 1, 8, 'decode-gpu');
+  return publish(store, worker.ranks.map((part): RankPart => ({ ...part, banks: part.banks.map((bank) => ({ ...bank, memKind: 'vram' as const })) })));
+}
+
+/** A source whose ranks are these agents (TP `agents.length`), their metadata signed with this process's secret: a fetch from it gets as far as loading their peers. */
+function publishAgentsSource(store: MemoryDiscoveryStore, agents: readonly AgentMetadata[]): Promise<HintSource> {
+  return publish(store, signedTestParts(testGeometry, 'decode-agents', agents, ClusterSecret.ofThisProcess()));
 }
 
 const destinationBlocks = (count: number) => Uint32Array.from({ length: count }, (_, i) => i);
@@ -126,22 +134,40 @@ describe('ReuseEndpoint.fetch', () => {
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
-  it('refuses a source rank whose agent is gone while discovery still lists it (a dead process before its lease lapses): nothing pinned or posted', async () => {
-    const { decode, reader, pinsHeld } = await servingPair(cleanups);
-    // What kvt_peer_load reports over ucx for a source process that died (the chaos runs met it for real).
-    const gone = new NativeTransportError('REMOTE_DISCONNECT', -(statusCodeNames.indexOf('REMOTE_DISCONNECT') + 1), 'kvt_peer_load', `peer '${decode.ranks[0]!.agent.name}' is gone`);
-    vi.spyOn(reader.agent, 'loadPeer').mockImplementation(() => {
-      throw gone;
-    });
-    const refused = await reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+  it('refuses a source rank whose agent is gone while discovery still lists it (its lease has not lapsed yet): nothing loaded, pinned or posted', async () => {
+    const { store, reader } = await pair();
+    const gone = await transport.createAgent({ name: `fetch-gone-${process.pid}`, backend: 'loopback' });
+    const source = await publishAgentsSource(store, [gone]);
+    await gone.close();
+    const refused = await reader.endpoint.fetch({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(FetchRefusedError);
     expect(refused).toMatchObject({
       reason: 'source-unreachable',
-      message: expect.stringMatching(/^fetch refused \(source-unreachable\): decode-0 tp 0 pp 0: its agent cannot be reached \(kvt_peer_load failed with REMOTE_DISCONNECT/),
-      cause: gone,
+      message: expect.stringMatching(/^fetch refused \(source-unreachable\): decode-agents tp 0 pp 0: its agent cannot be reached \(kvt_peer_load failed with REMOTE_DISCONNECT: .* is not alive\)$/),
+      cause: expect.objectContaining({ name: 'NativeTransportError', code: 'REMOTE_DISCONNECT', call: 'kvt_peer_load' }),
     });
-    expect(pinsHeld()).toEqual([0, 0]);
+    expect(reader.agent.counters().livePeers).toBe(0);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
+  });
+
+  it('a TP 2 source whose second rank is refused leaves no peer the fetch loaded: the first rank’s is unloaded, one loaded before the fetch is kept', async () => {
+    const { store, reader } = await pair();
+    const live = await transport.createAgent({ name: `fetch-live-${process.pid}`, backend: 'loopback' });
+    cleanups.push(() => live.close());
+    const gone = await transport.createAgent({ name: `fetch-gone-tp1-${process.pid}`, backend: 'loopback' });
+    const source = await publishAgentsSource(store, [live, gone]);
+    await gone.close();
+    const fetchFromSource = () => reader.endpoint.fetch({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(reader.agent.counters().livePeers).toBe(0);
+    expect(await fetchFromSource()).toMatchObject({ reason: 'source-unreachable', message: expect.stringContaining('decode-agents tp 1 pp 0: its agent cannot be reached') });
+    expect(reader.endpoint.peers.names()).toEqual([]);
+    expect(reader.agent.counters().livePeers).toBe(0);
+    // Loaded before the fetch (as the source side loads a reader that pins): the refused fetch leaves it loaded.
+    const loadedBefore = reader.agent.loadPeer(live.metadata());
+    expect(await fetchFromSource()).toMatchObject({ reason: 'source-unreachable' });
+    expect(loadedBefore.info().state).toBe('ready');
+    expect(reader.agent.counters().livePeers).toBe(1);
+    expect(reader.endpoint.peers.names()).toEqual([]);
   });
 
   it('refuses before pinning or posting: not ready, a source not ready under the hinted epoch, a shortfall policy of fail on a refused pin', async () => {

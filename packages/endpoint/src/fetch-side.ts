@@ -3,14 +3,12 @@
 // source incarnation, and hands the pull to `fetchPrefix`.
 import { buildTransferTemplate, checkCompatibility, type RankId, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
-import { type Agent, NativeTransportError, type Peer, type PostBlocksRequest, type PostRequest, type RegisteredTemplate } from '@kvreuse/native-bindings';
+import { type Agent, type Peer, type PostBlocksRequest, type PostRequest, type RegisteredTemplate } from '@kvreuse/native-bindings';
 import {
   type ClusterSecret,
   type DiscoveryStore,
-  loadRankPeer,
   type ReadinessGate,
   type RegisteredRank,
-  TransportMetadataRefusedError,
   watchWorkerReadiness,
   type WorkerReadiness,
   type WorkerReadinessWatch,
@@ -24,9 +22,10 @@ import type { FetchRequest } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
 import type { PinClient } from './pin-client.js';
 import { type HeldPin, releasePins } from './pins.js';
+import { loadSourcePeers } from './source-peer.js';
 
 export interface FetchSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate'>;
+  readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate' | 'counters'>;
   readonly discovery: DiscoveryStore;
   /** Sources' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
@@ -99,8 +98,7 @@ export class FetchSide {
     const pairIndexes = template.pairs.flatMap((route, pair) => (sameRank(route.destinationRank, this.#options.rank) ? [pair] : []));
     const sourceParts = pairIndexes.map((pair) => source.ranks.find((part) => sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank)) as RankPart);
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
-    for (const part of new Set(sourceParts)) {
-      const peer = this.#loadSourcePeer(part);
+    for (const [part, peer] of loadSourcePeers(this.#options.agent, new Set(sourceParts), this.#options.secret)) {
       sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
     }
 
@@ -174,24 +172,6 @@ export class FetchSide {
     for (const reason of receipt.recomputed.reasons) metrics?.transferFailed('pull', reason.kind === 'operation-failed' ? reason.code : reason.kind);
     if (policy === 'fail' && receipt.blocks < receipt.requested) throw new FetchShortfallError(receipt);
     return receipt;
-  }
-
-  /**
-   * The peer of a source rank, once its metadata's signature checks out; a refused one refuses the fetch
-   * (`metadata-refused`), and so does a rank whose process is gone while discovery still lists its part
-   * (`source-unreachable`: its lease has not lapsed yet).
-   */
-  #loadSourcePeer(part: RankPart): Peer {
-    try {
-      return loadRankPeer(this.#options.agent, part, this.#options.secret);
-    } catch (error) {
-      const rank = `${part.workerId} ${describeRank(rankOf(part))}`;
-      if (error instanceof TransportMetadataRefusedError) throw new FetchRefusedError('metadata-refused', `${rank}: ${error.message}`, { cause: error });
-      if (error instanceof NativeTransportError && error.code === 'REMOTE_DISCONNECT') {
-        throw new FetchRefusedError('source-unreachable', `${rank}: its agent cannot be reached (${error.message})`, { cause: error });
-      }
-      throw error;
-    }
   }
 
   /** The source worker as ready in discovery under the hinted incarnation and epoch. */

@@ -322,11 +322,14 @@ export class ReuseEndpoint {
    * endpoint is not ready (`not-ready`), the source is not ready in discovery under the hinted
    * incarnation and epoch (`source-not-ready`), the two workers are not compatible (`incompatible`),
    * a `vram` bank takes part without the admission gate passing (`admission`), or a source rank's
-   * transport metadata is refused (`metadata-refused`, the `TransportMetadataRefusedError` as its cause:
-   * unsigned, signed with another cluster secret or for another rank part), or a source rank's agent
-   * cannot be reached although discovery still lists it (`source-unreachable`: its process died before
-   * its lease lapsed; the `NativeTransportError` as its cause). Then it loads the source
-   * ranks' peers, pins at every source rank this rank reads from (renewed while it runs), posts the
+   * transport metadata is refused (`metadata-refused`: unsigned, signed with another cluster secret or
+   * for another rank part, the `TransportMetadataRefusedError` as its cause; or refused by the native
+   * layer — another backend or format, an older generation, malformed — the `NativeTransportError` as its
+   * cause), or a source rank's agent cannot be reached although discovery still lists it
+   * (`source-unreachable`: its process died before its lease lapsed, or it is a loopback agent of another
+   * process; the `NativeTransportError` as its cause). Then it loads the source
+   * ranks' peers (all or none: refused at one source rank, it unloads the peers it loaded itself and
+   * leaves those loaded before it), pins at every source rank this rank reads from (renewed while it runs), posts the
    * prepared template of each rank pair (registered once per source incarnation), waits, verifies,
    * keeps the longest verified prefix and releases the pins once the operations are quiescent. A
    * refused or lost pin, a failed operation or a checksum mismatch ends in the policy's outcome:

@@ -1,5 +1,6 @@
 // Test workers and simulated banks for the endpoint's tests.
 import { assembleWorker, type Geometry, layoutRankBanks, materialize, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
+import { type ClusterSecret, transportMetadataOf } from '@kvreuse/registry';
 
 /** A complete worker of `tpSize` ranks (PP 1) with `blocks` blocks per bank, laid out by `layoutRankBanks`. */
 export function testWorker(geometry: Geometry, tpSize: number, blocks: number, workerId: string): Worker {
@@ -20,6 +21,20 @@ export function testWorker(geometry: Geometry, tpSize: number, blocks: number, w
   const result = assembleWorker(parts);
   if (!result.complete) throw new Error(`test worker ${workerId} is incomplete`);
   return result.worker;
+}
+
+/** An agent as a rank part carries it: a name and a metadata blob (a live agent's, or what another process printed). */
+export interface AgentMetadata {
+  readonly name: string;
+  metadata(): Buffer;
+}
+
+/** The rank parts of test worker `workerId` of TP `agents.length`, each carrying its agent's metadata signed for it under `secret`. */
+export function signedTestParts(geometry: Geometry, workerId: string, agents: readonly AgentMetadata[], secret: ClusterSecret): RankPart[] {
+  return testWorker(geometry, agents.length, 8, workerId).ranks.map((part, tpRank) => {
+    const signed = transportMetadataOf(agents[tpRank] as AgentMetadata, secret, { workerId, incarnation: part.incarnation, tpRank, ppRank: 0 });
+    return { ...part, transport: { ...signed, metadata: Buffer.from(signed.metadata).toString('base64') } };
+  });
 }
 
 /** One simulated rank's banks, as `Uint8Array`s of each bank's size. */

@@ -5,7 +5,8 @@ import { ForeignHandleError, HandleClosedError, InvalidArgumentError, type Nativ
 import { Faults } from './faults.js';
 import { type HeartbeatOptions, type PeerEvent, PeerEvents, validateHeartbeat } from './heartbeat.js';
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
-import { check, duplicateFd, type NativeLibrary, nativeError } from './library.js';
+import { duplicateFd } from './libc.js';
+import { check, type NativeLibrary, nativeError } from './library.js';
 import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
 import { MemoryJobs } from './memory-jobs.js';
 import { Notifications, type Notification } from './notifications.js';
@@ -135,7 +136,7 @@ export class Agent {
     try {
       const fd = new Int32Array(1);
       check(library, 'kvt_agent_wake_fd', library.api.kvt_agent_wake_fd(id, fd));
-      agent = new Agent(library, id, options, duplicateFd(library, fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
+      agent = new Agent(library, id, options, duplicateFd(fd[0] ?? -1, `agent ${options.name}'s wake-up pipe`));
     } catch (error) {
       library.api.kvt_agent_destroy(id);
       throw error;

@@ -1,8 +1,8 @@
 import koffi from 'koffi';
-import { InvalidArgumentError, NativeTransportError } from './errors.js';
+import { InvalidArgumentError, type NativeTransportError } from './errors.js';
 import { HandleState } from './handles.js';
+import { libc, libcFailure } from './libc.js';
 import type { MemoryRange } from './memory.js';
-import { statusOf } from './status.js';
 
 const MFD_CLOEXEC = 0x1;
 const MFD_ALLOW_SEALING = 0x2;
@@ -10,36 +10,6 @@ const F_ADD_SEALS = 1033;
 const F_SEAL_SHRINK = 0x2;
 const PROT_READ_WRITE = 0x3;
 const MAP_SHARED = 0x1;
-
-interface Libc {
-  memfd_create(name: string, flags: number): number;
-  ftruncate(fd: number, length: bigint): number;
-  fcntl(fd: number, command: number, argument: number): number;
-  mmap(address: bigint, length: bigint, protection: number, flags: number, fd: number, offset: bigint): bigint | number;
-  munmap(address: bigint, length: bigint): number;
-  close(fd: number): number;
-}
-
-let libc: Libc | undefined;
-
-function loadLibc(): Libc {
-  if (libc === undefined) {
-    const library = koffi.load('libc.so.6');
-    libc = {
-      memfd_create: library.func('int memfd_create(const char *name, unsigned int flags)') as Libc['memfd_create'],
-      ftruncate: library.func('int ftruncate(int fd, int64_t length)') as Libc['ftruncate'],
-      fcntl: library.func('int fcntl(int fd, int cmd, int arg)') as Libc['fcntl'],
-      mmap: library.func('intptr_t mmap(uintptr_t addr, size_t length, int prot, int flags, int fd, int64_t offset)') as Libc['mmap'],
-      munmap: library.func('int munmap(uintptr_t addr, size_t length)') as Libc['munmap'],
-      close: library.func('int close(int fd)') as Libc['close'],
-    };
-  }
-  return libc;
-}
-
-function failed(call: string, what: string): NativeTransportError {
-  return new NativeTransportError('BACKEND', statusOf('BACKEND'), call, `${what} failed with errno ${koffi.errno()}`);
-}
 
 /**
  * Memory that is a shared mapping of a new memfd sealed against shrinking — the form of framework memory
@@ -64,16 +34,16 @@ export class FileMemory {
   /** `bytes` (a positive safe integer) of zeroed memory. Throws a BACKEND NativeTransportError naming the failing call. */
   static create(bytes: number): FileMemory {
     if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new InvalidArgumentError('bytes', bytes, 'must be a positive safe integer');
-    const c = loadLibc();
+    const c = libc();
     const fd = c.memfd_create('kvreuse-bank', MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) throw failed('memfd_create', `memfd_create of ${bytes} bytes`);
+    if (fd < 0) throw libcFailure('memfd_create', `memfd_create of ${bytes} bytes`);
     let address = -1n;
     let error: NativeTransportError | undefined;
-    if (c.ftruncate(fd, BigInt(bytes)) !== 0) error = failed('ftruncate', `ftruncate of memfd ${fd} to ${bytes} bytes`);
-    else if (c.fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) !== 0) error = failed('fcntl', `sealing memfd ${fd} against shrinking`);
+    if (c.ftruncate(fd, BigInt(bytes)) !== 0) error = libcFailure('ftruncate', `ftruncate of memfd ${fd} to ${bytes} bytes`);
+    else if (c.fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) !== 0) error = libcFailure('fcntl', `sealing memfd ${fd} against shrinking`);
     else {
       address = BigInt(c.mmap(0n, BigInt(bytes), PROT_READ_WRITE, MAP_SHARED, fd, 0n));
-      if (address === -1n) error = failed('mmap', `mmap of memfd ${fd} (${bytes} bytes)`);
+      if (address === -1n) error = libcFailure('mmap', `mmap of memfd ${fd} (${bytes} bytes)`);
     }
     if (error !== undefined) {
       c.close(fd);
@@ -104,7 +74,7 @@ export class FileMemory {
     this.#state.assertOpen('close file memory');
     this.#state.markClosed();
     this.#view = undefined;
-    const c = loadLibc();
+    const c = libc();
     c.munmap(this.address, BigInt(this.bytes));
     c.close(this.fd);
   }

@@ -6,7 +6,7 @@ import koffi, { type LibraryHandle } from 'koffi';
 import { registerApi } from './blocking-calls.js';
 import { LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, NativeTransportError } from './errors.js';
 import { withOffHeapArguments } from './off-heap-arguments.js';
-import { statusCodeName, statusOf } from './status.js';
+import { statusCodeName } from './status.js';
 import { applyUcxDefaults } from './ucx-defaults.js';
 
 /** The library file name; the one place that knows it. */
@@ -284,23 +284,12 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_fault_clear: 'int32_t kvt_fault_clear(uint32_t agent)',
 };
 
-/** libc's dup(2): the facade gives Node its own copy of each agent's wake-up fd (see agent.ts). */
-export type Dup = (fd: number) => number;
-
 export interface NativeLibrary {
   readonly path: string;
   readonly api: NativeApi;
-  readonly dup: Dup;
 }
 
 const loaded = new Map<string, NativeLibrary>();
-let libc: { dup: Dup } | undefined;
-
-function loadLibc(): { dup: Dup } {
-  libc ??= { dup: koffi.load('libc.so.6').func('int dup(int fd)') as Dup };
-  return libc;
-}
-
 /**
  * Opens the library at `path` (or the first default location that exists) once per process and
  * binds every function. Throws LibraryNotFoundError, LibraryLoadError or LibraryMismatchError.
@@ -331,7 +320,7 @@ export function openLibrary(path: string | undefined): NativeLibrary {
     }
   }
   registerApi(api, { ...api });
-  const library: NativeLibrary = { path: found, api: api as unknown as NativeApi, dup: loadLibc().dup };
+  const library: NativeLibrary = { path: found, api: api as unknown as NativeApi };
   const major = new Uint32Array(1);
   library.api.kvt_version(major, new Uint32Array(1), new Uint32Array(1));
   if (major[0] !== API_MAJOR) throw new LibraryMismatchError(found, 'kvt_version() major', API_MAJOR, major[0]);
@@ -353,13 +342,4 @@ export function nativeError(library: NativeLibrary, call: string, status: number
 /** Throws the NativeTransportError for `status` when it is an error. */
 export function check(library: NativeLibrary, call: string, status: number): void {
   if (status < 0) throw nativeError(library, call, status);
-}
-
-/** A duplicate of `fd` for Node to own; throws a BACKEND NativeTransportError naming errno on failure. */
-export function duplicateFd(library: NativeLibrary, fd: number, what: string): number {
-  const duplicate = library.dup(fd);
-  if (duplicate < 0) {
-    throw new NativeTransportError('BACKEND', statusOf('BACKEND'), 'dup', `dup(${fd}) of ${what} failed with errno ${koffi.errno()}`);
-  }
-  return duplicate;
 }
