@@ -25,7 +25,7 @@ import { type HeldPin, releasePins } from './pins.js';
 import { loadSourcePeers } from './source-peer.js';
 
 export interface FetchSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate' | 'counters'>;
+  readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate' | 'peers'>;
   readonly discovery: DiscoveryStore;
   /** Sources' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;

@@ -44,16 +44,15 @@ export function loadSourcePeer(agent: Pick<Agent, 'loadPeer'>, part: RankPart, s
  * anew are unloaded before the error is thrown, so a refused fetch leaves no peer of its own behind.
  * Peers loaded before it — by an earlier fetch, or to answer a reader's pins — are left loaded.
  */
-export function loadSourcePeers(agent: Pick<Agent, 'loadPeer' | 'counters'>, parts: Iterable<RankPart>, secret: ClusterSecret): Map<RankPart, Peer> {
+export function loadSourcePeers(agent: Pick<Agent, 'loadPeer' | 'peers'>, parts: Iterable<RankPart>, secret: ClusterSecret): Map<RankPart, Peer> {
   const peers = new Map<RankPart, Peer>();
+  const loadedBefore = new Set(agent.peers());
   const loadedAnew: Peer[] = [];
   try {
     for (const part of parts) {
-      // loadPeer hands back the same Peer for one already loaded: only the agent's count of live peers
-      // says whether this load added it (nothing else runs between the two synchronous reads).
-      const livePeers = agent.counters().livePeers;
+      // loadPeer hands back the same Peer for one already loaded (a newer generation updates it).
       const peer = loadSourcePeer(agent, part, secret);
-      if (agent.counters().livePeers > livePeers) loadedAnew.push(peer);
+      if (!loadedBefore.has(peer) && !loadedAnew.includes(peer)) loadedAnew.push(peer);
       peers.set(part, peer);
     }
   } catch (error) {

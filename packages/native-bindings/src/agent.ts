@@ -228,6 +228,11 @@ export class Agent {
     return peer;
   }
 
+  /** The peers loaded on this agent and not unloaded, in the order they were first loaded. */
+  peers(): Peer[] {
+    return [...this.#peers.values()];
+  }
+
   /** Posts one batch as one operation. Nothing moves when any descriptor is out of bounds (INVALID_PARAM). */
   post(request: PostRequest): Operation {
     this.#state.assertOpen('post a transfer');

@@ -12,6 +12,7 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
     expect(pair.sourcePeer.info()).toEqual({ generation: pair.sourcePeer.generation, state: 'ready', regionCount: 1 });
     // Loading the same metadata again is the same peer.
     expect(pair.reader.loadPeer(pair.source.metadata())).toBe(pair.sourcePeer);
+    expect(pair.reader.peers()).toEqual([pair.sourcePeer]);
     await pair.close();
     expect(liveCounters()).toEqual(allZero);
   });
@@ -68,9 +69,11 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
 
   it('unloads a peer, after which its handle is closed', async () => {
     const pair = await openPair(backend, BYTES, 3);
+    expect(pair.reader.peers()).toEqual([pair.sourcePeer]);
     pair.sourcePeer.unload();
     expect(() => pair.sourcePeer.info()).toThrow(HandleClosedError);
     expect(pair.reader.counters().livePeers).toBe(0);
+    expect(pair.reader.peers()).toEqual([]);
     await pair.close();
     expect(() => pair.readerPeer.info()).toThrow(HandleClosedError);
   });
