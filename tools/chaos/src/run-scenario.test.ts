@@ -22,9 +22,9 @@ describe('chaos runs (real rank processes over UCX, SQLite or etcd discovery)', 
   });
 
   it.each([
-    [6, 'stop-rank', 'decode/tp0 stopped past the abandon timeout, then resumed'],
+    [14, 'stop-rank', 'decode/tp0 stopped past the abandon timeout, then resumed'],
     [4, 'lock-sqlite', 'the SQLite write lock held'],
-    [1, 'restart-etcd', 'etcd killed and restarted'],
+    [2, 'restart-etcd', 'etcd killed and restarted'],
   ])('seed %i, %s (%s): the workers are ready again and accept a second pull; all drain', async (seed, kind) => {
     const result = await run(seed);
     expect(result.scenario.kind).toBe(kind);
