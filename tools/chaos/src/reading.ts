@@ -1,6 +1,8 @@
 // When the prefill is reading: its endpoint's `kvreuse_pins_held{side="pull"}` is set once its pins are
-// held, in the same synchronous step as its reads are posted, and goes back to 0 only once every read is
-// quiescent or quarantined. So a scrape that sees it above 0 was served while reads were in flight.
+// held, in the same synchronous step as its reads are posted, and goes back to 0 when the pull ends (its
+// reads quiescent or quarantined, then verified). So a scrape that sees it above 0 lands after the posts
+// and before the pull's end; on a 42-block pull over tcp the reads are nearly all of that window, on a
+// 4-block one they are over before a stop lands.
 import { ChaosInvariantError } from './errors.js';
 
 const pullPins = /^kvreuse_pins_held\{[^}]*\bside="pull"[^}]*\} (\d+)$/m;

@@ -362,6 +362,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
 
     const drains = await bounded(seed, 'drain', 2 * stepMs, running.stop());
     processes = undefined;
+    const drained = checkDrains(seed, drains, killed);
     const quarantine = { operations: 0, banksRetained: 0 };
     for (const drain of drains.filter((survivor) => survivor.process !== killed)) {
       const rank = running.ranks.find(({ spec }) => `${spec.workerId}/tp${spec.tpRank}` === drain.process);
@@ -371,7 +372,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
       quarantine.banksRetained += tally.banksRetained;
       evidence.push(`${drain.process} quarantined ${tally.operations} operations (${tally.banksRetained} banks retained), ${tally.provenTerminal} proven terminal later`);
     }
-    evidence.push(...checkDrains(seed, drains, killed));
+    evidence.push(...drained);
     return { scenario, outcome: ended.outcome, evidence, quarantine, ms: performance.now() - started };
   } finally {
     await cleanUp(processes, logs, discovery, etcd, stepMs);
