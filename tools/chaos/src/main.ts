@@ -1,4 +1,5 @@
-// `pnpm chaos [--seeds N] [--seed S]`: N seeded runs (default 50, seeds 1 … N), or the one run of seed S;
+// `pnpm chaos [--seeds N] [--seed S] [--kind K]`: N seeded runs (default 50, seeds 1 … N, or the first N
+// seeds of fault kind K), or the one run of seed S;
 // a line per run (its seed first, to replay it), then the counts per fault kind and outcome. Exits 1 if
 // any run hung, broke an invariant or could not start its ranks.
 import { OutcomeCounts } from './counts.js';
@@ -9,7 +10,7 @@ import { seedsOf } from './seeds.js';
 
 let seeds: number[];
 try {
-  seeds = seedsOf(process.argv.slice(2));
+  seeds = seedsOf(process.argv.slice(2), (seed) => scenarioOf(seed, chaosTransport.abandonTimeoutMs).kind);
 } catch (error) {
   console.error(error instanceof Error ? error.message : String(error));
   process.exit(2);
@@ -21,7 +22,7 @@ for (const seed of seeds) {
   const scenario = scenarioOf(seed, chaosTransport.abandonTimeoutMs);
   try {
     const result = await runScenario(scenario);
-    counts.add(scenario.kind, result.outcome);
+    counts.add(scenario.kind, result.outcome, result.quarantine);
     console.log(`${describeScenario(scenario)} → ${result.outcome} (${(result.ms / 1000).toFixed(1)} s): ${result.evidence.join('; ')}`);
   } catch (error) {
     counts.add(scenario.kind, error instanceof ChaosHangError ? 'hang' : error instanceof ChaosSetupError ? 'setup-failed' : 'invariant');

@@ -1,5 +1,5 @@
-// One run of each fault kind, with the seeds that pick them, on a short prefix (the demo's 42 blocks are
-// `pnpm chaos`'s): each run ends without a hang, and every invariant `runScenario` checks holds. Where
+// One run of each fault kind but `stop-over-tcp` (quarantine-run.test.ts, left out of `npm test`), with
+// the seeds that pick them, on a short prefix (the demo's 42 blocks are `pnpm chaos`'s): each run ends without a hang, and every invariant `runScenario` checks holds. Where
 // the fault lands in the pull is the machine's timing; what the runs must show whatever it is, is asserted here.
 import { describe, expect, it } from 'vitest';
 import { chaosTransport, runScenario } from './run-scenario.js';
@@ -22,9 +22,9 @@ describe('chaos runs (real rank processes over UCX, SQLite or etcd discovery)', 
   });
 
   it.each([
-    [6, 'stop-rank', 'decode/tp0 stopped past the abandon timeout, then resumed'],
+    [14, 'stop-rank', 'decode/tp0 stopped past the abandon timeout, then resumed'],
     [4, 'lock-sqlite', 'the SQLite write lock held'],
-    [1, 'restart-etcd', 'etcd killed and restarted'],
+    [2, 'restart-etcd', 'etcd killed and restarted'],
   ])('seed %i, %s (%s): the workers are ready again and accept a second pull; all drain', async (seed, kind) => {
     const result = await run(seed);
     expect(result.scenario.kind).toBe(kind);

@@ -12,6 +12,9 @@ import { ClusterSecret, type DiscoveryStore, openDiscovery, watchWorkerReadiness
 import Database from 'better-sqlite3';
 import { ChaosHangError, ChaosInvariantError, ChaosSetupError } from './errors.js';
 import { EtcdProcess } from './etcd-process.js';
+import { freePortRun } from './free-ports.js';
+import { checkQuarantines } from './quarantines.js';
+import { untilReading } from './reading.js';
 import type { Scenario, Victim } from './scenario.js';
 
 const decodeId = 'chaos-decode';
@@ -50,8 +53,10 @@ export type PullOutcome =
 export interface RunResult {
   readonly scenario: Scenario;
   readonly outcome: PullOutcome;
-  /** What the run saw, one clause each: the pull, readiness after the fault, the survivors' drains. */
+  /** What the run saw, one clause each: the pull, readiness after the fault, the survivors' quarantines and drains. */
   readonly evidence: readonly string[];
+  /** Operations the survivors quarantined (past their abandon deadline unfinished), and the banks those quarantines held back. */
+  readonly quarantine: { readonly operations: number; readonly banksRetained: number };
   readonly ms: number;
 }
 
@@ -151,27 +156,39 @@ async function pullEnd(seed: number, pulled: Promise<{ pull: PullReport }>): Pro
   }
 }
 
-/** The fault itself; resolves once it is over (the victim resumed, etcd back, the lock released). */
-async function inject(scenario: Scenario, processes: RankProcesses, discovery: { etcd?: EtcdProcess; sqlitePath?: string }, stepTimeoutMs: number): Promise<void> {
+/**
+ * The fault itself; resolves once it is over (the victim resumed, etcd back, the lock released): true,
+ * or false for a `stop-over-tcp` whose pull ended before the prefill was seen reading (nothing stopped).
+ */
+async function inject(scenario: Scenario, processes: RankProcesses, pullEnded: Promise<unknown>, discovery: { etcd?: EtcdProcess; sqlitePath?: string }, stepTimeoutMs: number): Promise<boolean> {
   const { kind, victim, forMs } = scenario;
   const pidOf = (target: Victim): number => processes.ranks.find((rank) => rank.spec.workerId === workerOf(target) && rank.spec.tpRank === target.tpRank)?.pid as number;
+  const stop = async (target: Victim): Promise<true> => {
+    const pid = pidOf(target);
+    process.kill(pid, 'SIGSTOP');
+    await delay(forMs);
+    process.kill(pid, 'SIGCONT');
+    return true;
+  };
   switch (kind) {
     case 'kill-decode':
     case 'kill-prefill':
       processes.kill(workerOf(victim as Victim), (victim as Victim).tpRank, 'SIGKILL');
-      return;
-    case 'stop-rank': {
-      const pid = pidOf(victim as Victim);
-      process.kill(pid, 'SIGSTOP');
-      await delay(forMs);
-      process.kill(pid, 'SIGCONT');
-      return;
+      return true;
+    case 'stop-rank':
+      return stop(victim as Victim);
+    case 'stop-over-tcp': {
+      const prefill = processes.ranks.find((rank) => rank.spec.workerId === prefillId);
+      const published = prefill?.messages.find((message) => message.type === 'published');
+      const metricsUrl = published?.type === 'published' ? published.metricsUrl : undefined;
+      if (metricsUrl === undefined) throw new ChaosInvariantError(scenario.seed, 'the prefill serves its metrics', 'it published no metrics URL');
+      return (await untilReading(scenario.seed, metricsUrl, pullEnded)) && stop(victim as Victim);
     }
     case 'restart-etcd':
       await discovery.etcd?.kill();
       await delay(forMs);
       await discovery.etcd?.restart(stepTimeoutMs);
-      return;
+      return true;
     case 'lock-sqlite': {
       // Another connection takes the write lock and holds it; every rank's lease renewal waits behind it.
       const db = new Database(discovery.sqlitePath as string, { timeout: stepTimeoutMs });
@@ -182,7 +199,7 @@ async function inject(scenario: Scenario, processes: RankProcesses, discovery: {
       } finally {
         db.close();
       }
-      return;
+      return true;
     }
   }
 }
@@ -211,6 +228,17 @@ function checkDrains(seed: number, drains: readonly RankDrain[], killed: string 
     evidence.push(`${drain.process} drained: ${banksReturned} returned, ${banksRetained} retained, ${quarantined} quarantined, pins ${pins.released} released/${pins.lapsed} lapsed`);
   }
   return evidence;
+}
+
+/**
+ * `stop-over-tcp` runs every rank over UCX's tcp transport alone: no reader maps the decode ranks' banks,
+ * so each get is served by the source's own progress and lasts long enough for a stop to land in it. The
+ * ranks serve their metrics, whose pull pins tell when the prefill is reading (reading.ts).
+ */
+async function overTcp(scenario: Scenario, settings: Settings): Promise<{ settings: Settings; env?: Record<string, string> }> {
+  if (scenario.kind !== 'stop-over-tcp') return { settings };
+  const metricsPort = await freePortRun(scenario.seed, ranks.length);
+  return { settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort } }, env: { UCX_TLS: 'tcp' } };
 }
 
 function discoverySettings(scenario: Scenario, dir: string, etcd: EtcdProcess | undefined): Settings['discovery'] {
@@ -288,7 +316,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
   try {
     const blocks = options.blocks ?? demoPrefixBlocks;
     // Banks with room for the prefix and a little more, as the demo's.
-    processes = await bounded(seed, 'rank start', stepMs, RankProcesses.start({ ranks, backend: 'ucx', blocks: blocks + 6, settings, readyTimeoutMs: stepMs })).catch((error: unknown) => {
+    processes = await bounded(seed, 'rank start', stepMs, RankProcesses.start({ ranks, backend: 'ucx', blocks: blocks + 6, readyTimeoutMs: stepMs, ...(await overTcp(scenario, settings)) })).catch((error: unknown) => {
       // Before any fault: the machine, not the fault, failed this run.
       throw error instanceof DemoProcessError ? new ChaosSetupError(seed, 'rank start', error.message) : error;
     });
@@ -303,9 +331,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
 
     const pulled = running.request(prefillId, 0, { type: 'pull', hint: hintOf(before, hashes) }, 'pulled', stepMs);
     const pull = pullEnd(seed, pulled);
-    const fault = delay(scenario.atMs).then(() => inject(scenario, running, { ...(etcd === undefined ? {} : { etcd }), sqlitePath: discoveryOf.sqlitePath }, stepMs));
-    const [ended] = await bounded(seed, 'pull and fault', 2 * stepMs, Promise.all([pull, fault]));
-    const evidence = [`pull ${ended.outcome}: ${ended.detail}`];
+    const fault = delay(scenario.atMs).then(() => inject(scenario, running, pull, { ...(etcd === undefined ? {} : { etcd }), sqlitePath: discoveryOf.sqlitePath }, stepMs));
+    const [ended, struck] = await bounded(seed, 'pull and fault', 2 * stepMs, Promise.all([pull, fault]));
+    const evidence = [`pull ${ended.outcome}: ${ended.detail}${struck ? '' : ' (it ended before the prefill was seen reading: nothing was stopped)'}`];
     const killed = scenario.kind === 'kill-decode' || scenario.kind === 'kill-prefill' ? `${workerOf(scenario.victim as Victim)}/tp${(scenario.victim as Victim).tpRank}` : undefined;
 
     // Readiness after the fault, as discovery recomputes it: a killed rank's worker turns not ready once its lease lapses.
@@ -334,8 +362,18 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
 
     const drains = await bounded(seed, 'drain', 2 * stepMs, running.stop());
     processes = undefined;
-    evidence.push(...checkDrains(seed, drains, killed));
-    return { scenario, outcome: ended.outcome, evidence, ms: performance.now() - started };
+    const drained = checkDrains(seed, drains, killed);
+    const quarantine = { operations: 0, banksRetained: 0 };
+    for (const drain of drains.filter((survivor) => survivor.process !== killed)) {
+      const rank = running.ranks.find(({ spec }) => `${spec.workerId}/tp${spec.tpRank}` === drain.process);
+      const tally = checkQuarantines(seed, rank?.messages ?? [], drain);
+      if (tally.operations === 0) continue;
+      quarantine.operations += tally.operations;
+      quarantine.banksRetained += tally.banksRetained;
+      evidence.push(`${drain.process} quarantined ${tally.operations} operations (${tally.banksRetained} banks retained), ${tally.provenTerminal} proven terminal later`);
+    }
+    evidence.push(...drained);
+    return { scenario, outcome: ended.outcome, evidence, quarantine, ms: performance.now() - started };
   } finally {
     await cleanUp(processes, logs, discovery, etcd, stepMs);
     rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,6 @@
 // A seed decides a run: the fault, its victim, when it strikes after the pull is sent, and how long it lasts.
 
-export const faultKinds = ['kill-decode', 'kill-prefill', 'stop-rank', 'restart-etcd', 'lock-sqlite'] as const;
+export const faultKinds = ['kill-decode', 'kill-prefill', 'stop-rank', 'stop-over-tcp', 'restart-etcd', 'lock-sqlite'] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
 /** A rank of the demo's workers: a decode rank (tp 0 or 1) or the prefill rank. */
@@ -14,7 +14,7 @@ export interface Scenario {
   readonly kind: FaultKind;
   /** The rank the fault hits (kill, stop); absent for faults of discovery (etcd, SQLite). */
   readonly victim?: Victim;
-  /** Milliseconds after the pull command is sent. */
+  /** Milliseconds after the pull command is sent; 0 for `stop-over-tcp`, which strikes once the prefill's reads are in flight. */
   readonly atMs: number;
   /** How long a stop, an etcd outage or a held lock lasts; 0 for a kill. */
   readonly forMs: number;
@@ -54,6 +54,10 @@ export function scenarioOf(seed: number, abandonTimeoutMs: number): Scenario {
       const victim: Victim = pick(3) === 2 ? { role: 'prefill', tpRank: 0 } : { role: 'decode', tpRank: pick(2) };
       return { seed, kind, victim, atMs, forMs: abandonTimeoutMs + 500 + pick(4_000) };
     }
+    case 'stop-over-tcp': {
+      const victim: Victim = pick(2) === 1 ? { role: 'prefill', tpRank: 0 } : { role: 'decode', tpRank: pick(2) };
+      return { seed, kind, victim, atMs: 0, forMs: abandonTimeoutMs + 500 + pick(4_000) };
+    }
     case 'restart-etcd':
       return { seed, kind, atMs, forMs: 500 + pick(2_500) };
     case 'lock-sqlite':
@@ -64,5 +68,6 @@ export function scenarioOf(seed: number, abandonTimeoutMs: number): Scenario {
 export function describeScenario(scenario: Scenario): string {
   const victim = scenario.victim === undefined ? '' : ` ${scenario.victim.role}/tp${scenario.victim.tpRank}`;
   const lasting = scenario.forMs === 0 ? '' : ` for ${scenario.forMs} ms`;
-  return `seed ${scenario.seed}: ${scenario.kind}${victim} at ${scenario.atMs} ms${lasting}`;
+  const when = scenario.kind === 'stop-over-tcp' ? 'once reading' : `at ${scenario.atMs} ms`;
+  return `seed ${scenario.seed}: ${scenario.kind}${victim} ${when}${lasting}`;
 }

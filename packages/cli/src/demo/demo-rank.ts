@@ -27,6 +27,7 @@ import { CrashOnPin } from './crash-on-pin.js';
 import { handOff } from './hand-off.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
 import { pullPrefix } from './pull.js';
+import { reportQuarantines } from './quarantine-report.js';
 import { readyWorker } from './ready-worker.js';
 import { hintOf, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
@@ -109,6 +110,7 @@ export class DemoRank {
       withdrawInventory: () => this.#withdrawInventory(),
       ...(metricsPort === undefined ? {} : { metrics: new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } }) }),
     });
+    reportQuarantines(this.endpoint.ledger, say);
     this.endpoint.onTransition(({ to }) => {
       if (to === 'ready') say({ type: 'ready' });
     });

@@ -49,6 +49,9 @@ describe('the demo messages between the parent and its ranks', () => {
     { type: 'published', role: 'decode', tpRank: 1, agentName: 'decode-0-tp1', epoch: 3, metricsUrl: 'http://127.0.0.1:9401/metrics' },
     { type: 'holding', role: 'prefill', tpRank: 0, sources: ['decode-0/tp0'] },
     { type: 'waiting-for-readers', role: 'decode', tpRank: 0 },
+    { type: 'quarantined', role: 'prefill', tpRank: 0, operation: 'prefill-0-tp0#1', banks: 56, banksRetained: 56 },
+    { type: 'quiesced', role: 'prefill', tpRank: 0, operation: 'prefill-0-tp0#1', terminal: 'cancelled', code: 'CANCELED', bytesDone: 0, banksRetained: 0 },
+    { type: 'quiesced', role: 'prefill', tpRank: 0, operation: 'prefill-0-tp0#2', terminal: 'done', bytesDone: 154_140_672, banksRetained: 56 },
     {
       type: 'drained',
       role: 'decode',
@@ -90,6 +93,9 @@ describe('the demo messages between the parent and its ranks', () => {
     );
     expect(() => parseRankMessage('{"type":"ready","role":"router","tpRank":0}')).toThrow("demo message: rank message \"ready\" .role must be 'decode' or 'prefill'");
     expect(() => parseRankMessage('{"type":"published","role":"decode","tpRank":0,"agentName":"a","epoch":1,"metricsUrl":9400}')).toThrow('demo message: rank message "published" .metricsUrl must be a string');
+    expect(() => parseRankMessage('{"type":"quiesced","role":"prefill","tpRank":0,"operation":"p#1","terminal":"quarantined","bytesDone":0,"banksRetained":0}')).toThrow(
+      'demo message: rank message "quiesced" .terminal must be one of done, cancelled, failed',
+    );
     const pull = { requested: 1, blocks: 1, bytes: 1, verified: true, verify: 'most', checkedBlocks: 1, ms: 1, gbps: 1, recomputed: { blocks: 0, reasons: [] } };
     expect(() => parseRankMessage(JSON.stringify({ type: 'pulled', role: 'prefill', tpRank: 0, pull }))).toThrow('demo message: rank message "pulled" .pull.verify must be one of full, sampled, off');
   });

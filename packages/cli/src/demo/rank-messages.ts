@@ -6,6 +6,7 @@ import { type EndpointDrainReport, type VerifyMode, verifyModes } from '@kvreuse
 import { blockHashFromHex, blockHashToHex } from '@kvreuse/registry';
 import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers, type TransferReceipt } from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
+import { type QuarantineMessage, terminalStates } from './quarantine-report.js';
 
 export type RankRole = 'decode' | 'prefill';
 
@@ -72,6 +73,8 @@ export type RankMessage = RankSaid &
     | { readonly type: 'waiting-for-readers' }
     | { readonly type: 'drained'; readonly drain: DrainSummary }
     | { readonly type: 'failed'; readonly message: string }
+    /** An operation past its abandon deadline unfinished, and its end once proven terminal (quarantine-report.ts). */
+    | QuarantineMessage
   );
 
 /** The router's prediction the prefill rank compares its pull with. */
@@ -220,6 +223,8 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
     }),
   },
   failed: { ...said, message: text },
+  quarantined: { ...said, operation: text, banks: count, banksRetained: count },
+  quiesced: { ...said, operation: text, terminal: oneOf(terminalStates), code: optional(text), bytesDone: count, banksRetained: count },
 };
 const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
   allocate: { count },

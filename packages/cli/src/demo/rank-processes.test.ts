@@ -22,7 +22,7 @@ const ranks: readonly RankSpec[] = [
 ];
 
 describe('the demo ranks as OS processes over UCX with SQLite discovery', () => {
-  it('a decode worker of TP 2 and a prefill worker of TP 1 become ready on the native library named; SIGTERM drains each and every bank goes back', async () => {
+  it('a decode worker of TP 2 and a prefill worker of TP 1 become ready on the native library named, with the environment added; SIGTERM drains each and every bank goes back', async () => {
     const seen: string[] = [];
     // A copy of the library at a path of its own: each rank maps the one it was given, not the default one.
     const libraryPath = join(dir, 'libkvreuse_transport.so');
@@ -34,11 +34,14 @@ describe('the demo ranks as OS processes over UCX with SQLite discovery', () => 
       libraryPath,
       blocks: 4,
       readyTimeoutMs: 60_000,
+      env: { KVREUSE_DEMO_TEST_MARK: 'added' },
       onMessage: (rank, message: RankMessage) => seen.push(`${rank.workerId}/tp${rank.tpRank} ${message.type}`),
     });
     expect(new Set(processes.ranks.map((rank) => rank.pid)).size).toBe(3);
     for (const rank of processes.ranks) expect(rank.messages.map((message) => message.type)).toContain('ready');
     for (const rank of processes.ranks) expect(readFileSync(`/proc/${rank.pid}/maps`, 'utf8')).toContain(libraryPath);
+    for (const rank of processes.ranks) expect(readFileSync(`/proc/${rank.pid}/environ`, 'utf8').split('\0')).toContain('KVREUSE_DEMO_TEST_MARK=added');
+    expect(process.env['KVREUSE_DEMO_TEST_MARK']).toBeUndefined();
 
     const drains = await processes.stop();
     expect(drains).toEqual(

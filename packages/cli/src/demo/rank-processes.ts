@@ -31,6 +31,8 @@ export interface RankProcessesOptions {
   readonly libraryPath?: string;
   /** How long every rank gets to become ready; a rank that takes longer fails the start. */
   readonly readyTimeoutMs: number;
+  /** Variables added to every rank process's environment (say `UCX_TLS`); this process's own are left alone. */
+  readonly env?: Readonly<Record<string, string>>;
   readonly onMessage?: (rank: RankSpec, message: RankMessage) => void;
 }
 
@@ -103,7 +105,10 @@ function rankOptions(spec: RankSpec, index: number, options: RankProcessesOption
 
 /** A rank as its own OS process (rank-process.ts), commands on its stdin, messages on its stdout. */
 function spawnRank(spec: RankSpec, index: number, options: RankProcessesOptions, incarnation: string): Tracked {
-  const child = spawn(process.execPath, [...nodeArgs, entry, JSON.stringify(rankOptions(spec, index, options, incarnation))], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeArgs, entry, JSON.stringify(rankOptions(spec, index, options, incarnation))], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, ...options.env },
+  });
   // A rank killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
   child.stdin?.on('error', () => undefined);
   const { tracked, receive } = tracking(spec, options, {

@@ -1,0 +1,21 @@
+// The one run that must take the quarantine branch: seed 6, `stop-over-tcp` with the prefill as victim,
+// on the demo's 42-block pull (a 4-block pull over tcp is read before a stop can land in it). About 20 s
+// with its ranks' start and drain, more than `npm test` affords, so it runs only when asked:
+// `pnpm --filter @kvreuse-internal/chaos test:quarantine` (KVREUSE_CHAOS_QUARANTINE=1).
+import { describe, expect, it } from 'vitest';
+import { chaosTransport, runScenario } from './run-scenario.js';
+import { scenarioOf } from './scenario.js';
+
+describe.runIf(process.env['KVREUSE_CHAOS_QUARANTINE'] === '1')('a quarantine in a chaos run (real rank processes over UCX tcp)', () => {
+  it('seed 6, the prefill stopped mid-read past the abandon timeout: its reads are quarantined with every bank retained, proven terminal later, and the pull commits nothing of them', async () => {
+    const scenario = scenarioOf(6, chaosTransport.abandonTimeoutMs);
+    expect(scenario).toMatchObject({ kind: 'stop-over-tcp', victim: { role: 'prefill', tpRank: 0 } });
+    const result = await runScenario(scenario, { stepTimeoutMs: 30_000 });
+    expect(result.outcome).toBe('recomputed');
+    expect(result.quarantine).toEqual({ operations: expect.any(Number), banksRetained: 56 });
+    const { operations } = result.quarantine;
+    expect(operations).toBeGreaterThan(0);
+    expect(result.evidence).toContain(`chaos-prefill/tp0 quarantined ${operations} operations (56 banks retained), ${operations} proven terminal later`);
+    expect(result.evidence).toContainEqual(expect.stringMatching(/^chaos-prefill\/tp0 drained: 56 returned, 0 retained, 0 quarantined, /));
+  });
+});
