@@ -128,11 +128,12 @@ async function runTests() {
 
 /**
  * Runs the `test` script of the package in `folder`; each line it prints goes out behind
- * `<package>:test: `, as turbo prints it. Resolves to its exit status (a signal's name if it was killed,
- * the error's code if it did not start).
+ * `<package>:test: `, as turbo prints it, and a last line says how it ended and after how long.
+ * Resolves to its exit status (a signal's name if it was killed, the error's code if it did not start).
  */
 function runTestScript(folder) {
   const { name } = JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8'));
+  const started = performance.now();
   const [command, ...prefix] = pnpmCommand();
   const child = spawn(command, [...prefix, 'run', 'test'], { cwd: join(root, folder), env, stdio: ['ignore', 'pipe', 'pipe'] });
   for (const [stream, out] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) {
@@ -141,7 +142,8 @@ function runTestScript(folder) {
   return new Promise((resolve) => {
     child.once('error', (error) => resolve(error.code ?? error.message));
     child.once('close', (status, signal) => {
-      if (status !== 0) console.error(`kvreuse: ${name}: test exited with ${status ?? signal}`);
+      const seconds = Math.round((performance.now() - started) / 1000);
+      console.log(`kvreuse: ${name}: test exited with ${status ?? signal} after ${seconds} s`);
       resolve(status ?? signal);
     });
   });
