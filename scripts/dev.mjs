@@ -7,11 +7,13 @@
 //                               (--write-docs: also into the table of docs/benchmarks.md)
 // It installs the system packages the native layer and the tests need (UCX, etcd, valgrind, clang, the arm64 cross compiler and qemu-user) with apt
 // when it runs as root on Debian, pins pnpm through npx, and installs from the frozen lockfile.
-import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { readReports, testProjects, testTasksOf, testTotals, totalsLine } from './test-totals.mjs';
+import { runQueue, startOrder } from './test-queue.mjs';
+import { readReports, testProjects, testTotals, totalsLine } from './test-totals.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const task = process.argv[2];
@@ -102,38 +104,56 @@ function install() {
   pnpm(['install', '--frozen-lockfile', '--reporter=append-only']);
 }
 
-function runTests() {
+async function runTests() {
   install();
   const resultsDir = join(root, '.test-results');
-  const summariesDir = join(root, '.turbo', 'runs');
   rmSync(resultsDir, { recursive: true, force: true });
-  rmSync(summariesDir, { recursive: true, force: true });
   // --force: a cached task would replay old output without running anything. Everything runs two
   // tasks at a time on the two cores: most test time is spent waiting on other processes (rank
   // processes, etcd, npm, valgrind), and no test asserts on timing, so two projects side by side halve
   // the suite's length without making it any less strict.
   // --continue=dependencies-successful: every task runs whatever else failed, except tasks whose own
-  // build failed. --summarize (tests only): the run summary says which test tasks ran and how they ended.
+  // build failed.
   const checked = pnpmToEnd([
     'exec', 'turbo', 'run', 'build', 'typecheck', 'lint',
     '--concurrency=2', '--output-logs=full', '--force', '--continue=dependencies-successful',
   ]);
-  const tested = pnpmToEnd([
-    'exec', 'turbo', 'run', 'test', '--only',
-    '--concurrency=2', '--output-logs=full', '--force', '--continue', '--summarize',
-  ]);
-  const status = checked === 0 ? tested : checked;
-  const passed = printTestTotals(resultsDir, summariesDir);
-  process.exit(status === 0 && passed ? 0 : 1);
+  // The tests, two projects at a time as well, whatever failed before them: not through turbo, which
+  // starts them in an order of its own; here the longest start first (scripts/test-queue.mjs).
+  const folders = new Map(testProjects(root).map((folder) => [basename(folder), folder]));
+  const testTasks = await runQueue(startOrder([...folders.keys()]), 2, (project) => runTestScript(folders.get(project)));
+  const passed = printTestTotals(resultsDir, testTasks);
+  process.exit(checked === 0 && testTasks.every((task) => task.exitCode === 0) && passed ? 0 : 1);
+}
+
+/**
+ * Runs the `test` script of the package in `folder`; each line it prints goes out behind
+ * `<package>:test: `, as turbo prints it, and a last line says how it ended and after how long.
+ * Resolves to its exit status (a signal's name if it was killed, the error's code if it did not start).
+ */
+function runTestScript(folder) {
+  const { name } = JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8'));
+  const started = performance.now();
+  const [command, ...prefix] = pnpmCommand();
+  const child = spawn(command, [...prefix, 'run', 'test'], { cwd: join(root, folder), env, stdio: ['ignore', 'pipe', 'pipe'] });
+  for (const [stream, out] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) {
+    createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => out.write(`${name}:test: ${line}\n`));
+  }
+  return new Promise((resolve) => {
+    child.once('error', (error) => resolve(error.code ?? error.message));
+    child.once('close', (status, signal) => {
+      const seconds = Math.round((performance.now() - started) / 1000);
+      console.log(`kvreuse: ${name}: test exited with ${status ?? signal} after ${seconds} s`);
+      resolve(status ?? signal);
+    });
+  });
 }
 
 // Every package's vitest writes a JSON report; one closing line says what the whole run did. It is
 // printed whatever failed before it.
-function printTestTotals(resultsDir, summariesDir) {
+function printTestTotals(resultsDir, testTasks) {
   const reports = readReports(resultsDir);
-  const summaries = existsSync(summariesDir) ? readdirSync(summariesDir).filter((f) => f.endsWith('.json')) : [];
-  const summary = summaries.length === 1 ? JSON.parse(readFileSync(join(summariesDir, summaries[0]), 'utf8')) : { tasks: [] };
-  const totals = testTotals(reports, testTasksOf(summary, testProjects(root)));
+  const totals = testTotals(reports, testTasks);
   console.log(`\nkvreuse: ${reports.size} test projects reported`);
   for (const problem of totals.problems) console.log(`kvreuse: counted as failed: ${problem}`);
   console.log(totalsLine(totals));
@@ -152,4 +172,4 @@ function runBench() {
   run(process.execPath, [join(root, 'scripts/merge-bench.mjs'), ...process.argv.slice(3)]);
 }
 
-tasks[task]();
+await tasks[task]();

@@ -14,14 +14,11 @@ export interface ReportCount {
 }
 export interface TestTask {
   project: string;
-  exitCode: number | undefined;
-}
-export interface TurboRunSummary {
-  tasks: { task: string; directory: string; execution?: { exitCode?: number } }[];
+  /** A signal's name when the run was killed, an error's code when it did not start. */
+  exitCode: number | string;
 }
 export function countReport(report: VitestReport): ReportCount;
 export function testTotals(reports: Map<string, VitestReport>, testTasks: readonly TestTask[]): ReportCount;
 export function totalsLine(totals: ReportCount): string;
 export function readReports(dir: string): Map<string, VitestReport>;
-export function testTasksOf(summary: TurboRunSummary, projects: readonly string[]): TestTask[];
 export function testProjects(root: string): string[];

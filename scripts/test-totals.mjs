@@ -1,7 +1,7 @@
 // The closing line of `npm test`: what every package's tests did, from vitest's JSON reports and
-// turbo's run summary. A failure counts wherever it shows: a failed test, a test file that failed
-// without a failing test (it did not load, or a hook failed), and a test task that failed or never
-// ran although its report (if any) shows no failure (a crash, an unhandled error, a failed build).
+// the exit status of each project's test run. A failure counts wherever it shows: a failed test, a
+// test file that failed without a failing test (it did not load, or a hook failed), and a test run
+// that failed although its report (if any) shows no failure (a crash, an unhandled error).
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
@@ -24,9 +24,9 @@ export function countReport(report) {
 }
 
 /**
- * Totals over the reports (project name → report) and the run's test tasks ({ project, exitCode },
- * exitCode undefined when the task never ran). A task that did not succeed although its report
- * counted no failure adds one failure, named in `problems`.
+ * Totals over the reports (project name → report) and the run's test tasks ({ project, exitCode }).
+ * A task that did not succeed although its report counted no failure adds one failure, named in
+ * `problems`.
  */
 export function testTotals(reports, testTasks) {
   const totals = { passed: 0, failed: 0, skipped: 0, problems: [] };
@@ -42,8 +42,7 @@ export function testTotals(reports, testTasks) {
   for (const { project, exitCode } of testTasks) {
     if (exitCode === 0 || (counted.get(project)?.failed ?? 0) > 0) continue;
     totals.failed += 1;
-    if (exitCode === undefined) totals.problems.push(`${project}: its test task did not run (a task it depends on failed)`);
-    else if (!counted.has(project)) totals.problems.push(`${project}: its test task exited with ${exitCode} and wrote no report`);
+    if (!counted.has(project)) totals.problems.push(`${project}: its test task exited with ${exitCode} and wrote no report`);
     else totals.problems.push(`${project}: its test task exited with ${exitCode} although no test failed (see its log)`);
   }
   return totals;
@@ -61,22 +60,12 @@ export function readReports(dir) {
 }
 
 /**
- * The outcome of each project's test task in a turbo run summary (`turbo run --summarize`): its exit
- * code, or undefined when the summary does not list it (turbo skipped it after a failed dependency).
- * A project is named by its package's folder, as its vitest project is.
+ * The folders (under `packages/` and `tools/`, and `examples/`) of the workspace packages that have a
+ * `test` script. A project is named by its folder's last part, as its vitest project is.
  */
-export function testTasksOf(summary, projects) {
-  const exitCodes = new Map(
-    summary.tasks.filter((task) => task.task === 'test').map((task) => [basename(task.directory), task.execution?.exitCode]),
-  );
-  return projects.map((project) => ({ project, exitCode: exitCodes.get(project) }));
-}
-
-/** The workspace packages (folders under `packages/` and `tools/`, and `examples/`) that have a `test` script. */
 export function testProjects(root) {
   const folders = [...['packages', 'tools'].flatMap((group) => readdirSync(join(root, group)).map((dir) => join(group, dir))), 'examples'];
   return folders
     .filter((folder) => existsSync(join(root, folder, 'package.json')))
-    .filter((folder) => JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8')).scripts?.test !== undefined)
-    .map((folder) => basename(folder));
+    .filter((folder) => JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8')).scripts?.test !== undefined);
 }
