@@ -1,12 +1,11 @@
 // The one run that must take the quarantine branch: seed 6, `stop-over-tcp` with the prefill as victim,
 // on the demo's 42-block pull (a 4-block pull over tcp is read before a stop can land in it). About 20 s
-// with its ranks' start and drain, more than `npm test` affords, so it runs only when asked:
-// `pnpm --filter @kvreuse-internal/chaos test:quarantine` (KVREUSE_CHAOS_QUARANTINE=1).
+// with its ranks' start and drain: the only place `npm test` reaches a quarantine with real processes.
 import { describe, expect, it } from 'vitest';
 import { chaosTransport, runScenario } from './run-scenario.js';
 import { scenarioOf } from './scenario.js';
 
-describe.runIf(process.env['KVREUSE_CHAOS_QUARANTINE'] === '1')('a quarantine in a chaos run (real rank processes over UCX tcp)', () => {
+describe('a quarantine in a chaos run (real rank processes over UCX tcp)', () => {
   it('seed 6, the prefill stopped mid-read past the abandon timeout: its reads are quarantined with every bank retained, proven terminal later, and the pull commits nothing of them', async () => {
     const scenario = scenarioOf(6, chaosTransport.abandonTimeoutMs);
     expect(scenario).toMatchObject({ kind: 'stop-over-tcp', victim: { role: 'prefill', tpRank: 0 } });
