@@ -155,6 +155,8 @@ function printTestTotals(resultsDir, testTasks) {
   const reports = readReports(resultsDir);
   const totals = testTotals(reports, testTasks);
   console.log(`\nkvreuse: ${reports.size} test projects reported`);
+  // The failures again at the end, where a reader of the log's tail sees them.
+  for (const failure of totals.failures) console.log(`kvreuse: failed: ${failure}`);
   for (const problem of totals.problems) console.log(`kvreuse: counted as failed: ${problem}`);
   console.log(totalsLine(totals));
   return totals.passed > 0 && totals.failed === 0;

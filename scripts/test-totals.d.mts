@@ -4,13 +4,15 @@ export interface VitestReport {
   numFailedTests?: number;
   numPendingTests?: number;
   numTodoTests?: number;
-  testResults?: { name: string; status: string; message?: string; assertionResults?: { status: string }[] }[];
+  testResults?: { name: string; status: string; message?: string; assertionResults?: { status: string; fullName?: string; title?: string; failureMessages?: string[] }[] }[];
 }
 export interface ReportCount {
   passed: number;
   failed: number;
   skipped: number;
   problems: string[];
+  /** Each failed test: `<file> > <full name>: <first line of its error>` (behind `<project>: ` in totals). */
+  failures: string[];
 }
 export interface TestTask {
   project: string;

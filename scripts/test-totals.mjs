@@ -5,14 +5,22 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
-/** Counts one vitest JSON report; `problems` names each file that failed without a failing test. */
+/** The first line of a failure message, without colour codes. */
+const firstLine = (message) => (message ?? '').replace(/\x1b\[[0-9;]*m/g, '').split('\n')[0] || 'no message';
+
+/**
+ * Counts one vitest JSON report; `failures` names each failed test (its file, its full name, the first
+ * line of its error), `problems` each file that failed without a failing test.
+ */
 export function countReport(report) {
   const problems = [];
+  const failures = [];
   for (const file of report.testResults ?? []) {
-    const failedTests = (file.assertionResults ?? []).filter((test) => test.status === 'failed').length;
+    const failed = (file.assertionResults ?? []).filter((test) => test.status === 'failed');
+    for (const test of failed) failures.push(`${file.name} > ${test.fullName ?? test.title}: ${firstLine(test.failureMessages?.[0])}`);
+    const failedTests = failed.length;
     if (file.status === 'failed' && failedTests === 0) {
-      const reason = (file.message ?? '').split('\n')[0] || 'no message';
-      problems.push(`${file.name} failed outside its tests: ${reason}`);
+      problems.push(`${file.name} failed outside its tests: ${firstLine(file.message)}`);
     }
   }
   return {
@@ -20,6 +28,7 @@ export function countReport(report) {
     failed: (report.numFailedTests ?? 0) + problems.length,
     skipped: (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0),
     problems,
+    failures,
   };
 }
 
@@ -29,7 +38,7 @@ export function countReport(report) {
  * `problems`.
  */
 export function testTotals(reports, testTasks) {
-  const totals = { passed: 0, failed: 0, skipped: 0, problems: [] };
+  const totals = { passed: 0, failed: 0, skipped: 0, problems: [], failures: [] };
   const counted = new Map();
   for (const [project, report] of reports) {
     const count = countReport(report);
@@ -38,6 +47,7 @@ export function testTotals(reports, testTasks) {
     totals.failed += count.failed;
     totals.skipped += count.skipped;
     totals.problems.push(...count.problems.map((problem) => `${project}: ${problem}`));
+    totals.failures.push(...count.failures.map((failure) => `${project}: ${failure}`));
   }
   for (const { project, exitCode } of testTasks) {
     if (exitCode === 0 || (counted.get(project)?.failed ?? 0) > 0) continue;

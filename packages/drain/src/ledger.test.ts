@@ -49,6 +49,22 @@ describe('OperationLedger on the loopback backend', () => {
     expect(w.ledger.counts()).toMatchObject({ live: 0, posted: 1, completed: 1 });
   });
 
+  it('says "posted" within the post, once the banks are referenced, and not for a refused post', async () => {
+    const { world: w } = await world();
+    w.reader.faults.delayCompletions('forever');
+    const seen: { id: string; references: number[] }[] = [];
+    const stop = w.ledger.on('posted', (posted) => seen.push({ id: posted.id, references: posted.banks.map((bank) => bank.references) }));
+    const banks = [w.banks[0]!, w.banks[1]!];
+    const operation = w.ledger.post(w.request(banks), { ticket: w.ticket(), banks });
+    expect(seen).toEqual([{ id: operation.id, references: [1, 1] }]);
+    w.ledger.stopIntake();
+    expect(() => w.ledger.post(w.request(banks), { ticket: w.ticket(), banks })).toThrow(DrainingError);
+    expect(seen).toHaveLength(1);
+    stop();
+    w.reader.faults.clear();
+    await operation.quiescence;
+  });
+
   it('at the operation timeout fails the request, cancels (confirmed natively) and marks the peer unhealthy', async () => {
     const { world: w, clock } = await world();
     w.reader.faults.delayCompletions('forever');

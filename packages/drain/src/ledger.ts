@@ -135,6 +135,8 @@ export interface QuarantinedOperation {
 }
 
 export interface LedgerEvents {
+  /** The operation was posted: its banks are referenced and its deadlines run. Called within `post` or `postBlocks`, before it returns. */
+  posted: (operation: LedgerOperation) => void;
   /** The operation's request failed by timeout; it was cancelled (and its peer probed). */
   'timed-out': (operation: LedgerOperation) => void;
   /** Past the abandon deadline without being terminal: its banks are retained. */
@@ -357,6 +359,7 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     this.#live.add(entry);
     this.#counts.posted += 1;
     entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.operationTimeoutMs, () => this.#timeOut(entry));
+    this.#listeners.emit('posted', entry);
     native.done.then(
       ({ bytesDone }) => this.#quiesce(entry, { terminal: 'done', bytesDone }),
       (error: unknown) => {

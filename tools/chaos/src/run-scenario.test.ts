@@ -1,4 +1,4 @@
-// One run of each fault kind but `stop-over-tcp` (quarantine-run.test.ts, left out of `npm test`), with
+// One run of each fault kind but `stop-over-tcp` (quarantine-run.test.ts has the one that matters), with
 // the seeds that pick them, on a short prefix (the demo's 42 blocks are `pnpm chaos`'s): each run ends without a hang, and every invariant `runScenario` checks holds. Where
 // the fault lands in the pull is the machine's timing; what the runs must show whatever it is, is asserted here.
 import { describe, expect, it } from 'vitest';

@@ -16,6 +16,7 @@ import { freePortRun } from './free-ports.js';
 import { checkQuarantines } from './quarantines.js';
 import { untilReading } from './reading.js';
 import type { Scenario, Victim } from './scenario.js';
+import { untilStopped } from './stopped.js';
 
 const decodeId = 'chaos-decode';
 const prefillId = 'chaos-prefill';
@@ -156,11 +157,45 @@ async function pullEnd(seed: number, pulled: Promise<{ pull: PullReport }>): Pro
   }
 }
 
+/** `stop-over-tcp` with the prefill as victim: its pull stops the prefill itself, right after posting its reads (`stopAfterPost`). */
+const stopsAfterPost = (scenario: Scenario): boolean => scenario.kind === 'stop-over-tcp' && scenario.victim?.role === 'prefill';
+
+const decodeRanks: readonly Victim[] = [
+  { role: 'decode', tpRank: 0 },
+  { role: 'decode', tpRank: 1 },
+];
+
+/**
+ * The prefill stopped with its reads in flight, in an order that leaves nothing to timing: the prefill
+ * stops itself right after posting its reads; then both decode ranks are stopped, so no read can end
+ * while it is stopped or when it resumes; after `forMs` the prefill resumes past both its deadlines and
+ * the decode ranks resume once it has quarantined its reads (or its pull has ended). False when the pull
+ * ended before posting any read.
+ */
+async function stopAfterPost(scenario: Scenario, processes: RankProcesses, pidOf: (target: Victim) => number, stopping: Promise<unknown>, pullEnded: Promise<unknown>, stepMs: number): Promise<boolean> {
+  const { seed } = scenario;
+  const posted = await Promise.race([stopping.then(() => true), pullEnded.then(() => false, () => false)]);
+  if (!posted) return false;
+  const prefill = pidOf({ role: 'prefill', tpRank: 0 });
+  await untilStopped(seed, 'the prefill stopping itself after its posts', prefill, stepMs);
+  for (const decode of decodeRanks) process.kill(pidOf(decode), 'SIGSTOP');
+  try {
+    await delay(scenario.forMs);
+    const quarantined = processes.next(prefillId, 0, 'quarantined', stepMs).catch(() => undefined);
+    process.kill(prefill, 'SIGCONT');
+    await bounded(seed, 'the prefill quarantining its reads', stepMs, Promise.race([quarantined, pullEnded.catch(() => undefined)]));
+  } finally {
+    for (const decode of decodeRanks) process.kill(pidOf(decode), 'SIGCONT');
+  }
+  return true;
+}
+
 /**
  * The fault itself; resolves once it is over (the victim resumed, etcd back, the lock released): true,
  * or false for a `stop-over-tcp` whose pull ended before the prefill was seen reading (nothing stopped).
+ * `stopping` is the prefill's `stopping-after-post` when its pull asked for it.
  */
-async function inject(scenario: Scenario, processes: RankProcesses, pullEnded: Promise<unknown>, discovery: { etcd?: EtcdProcess; sqlitePath?: string }, stepTimeoutMs: number): Promise<boolean> {
+async function inject(scenario: Scenario, processes: RankProcesses, pullEnded: Promise<unknown>, stopping: Promise<unknown> | undefined, discovery: { etcd?: EtcdProcess; sqlitePath?: string }, stepTimeoutMs: number): Promise<boolean> {
   const { kind, victim, forMs } = scenario;
   const pidOf = (target: Victim): number => processes.ranks.find((rank) => rank.spec.workerId === workerOf(target) && rank.spec.tpRank === target.tpRank)?.pid as number;
   const stop = async (target: Victim): Promise<true> => {
@@ -178,6 +213,7 @@ async function inject(scenario: Scenario, processes: RankProcesses, pullEnded: P
     case 'stop-rank':
       return stop(victim as Victim);
     case 'stop-over-tcp': {
+      if (stopping !== undefined) return stopAfterPost(scenario, processes, pidOf, stopping, pullEnded, stepTimeoutMs);
       const prefill = processes.ranks.find((rank) => rank.spec.workerId === prefillId);
       const published = prefill?.messages.find((message) => message.type === 'published');
       const metricsUrl = published?.type === 'published' ? published.metricsUrl : undefined;
@@ -329,9 +365,12 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
     await bounded(seed, 'retain', stepMs, Promise.all([0, 1].map((tpRank) => running.request(decodeId, tpRank, { type: 'retain', slots: [], hashes: [], append: hashes, publishInventory: false }, 'retained', stepMs))));
     const before = await bounded(seed, 'decode ready', stepMs, decodeLog.until(true));
 
-    const pulled = running.request(prefillId, 0, { type: 'pull', hint: hintOf(before, hashes) }, 'pulled', stepMs);
+    const forced = stopsAfterPost(scenario);
+    const stopping = forced ? running.next(prefillId, 0, 'stopping-after-post', 2 * stepMs) : undefined;
+    stopping?.catch(() => undefined);
+    const pulled = running.request(prefillId, 0, { type: 'pull', hint: hintOf(before, hashes), ...(forced ? { stopAfterPost: true } : {}) }, 'pulled', stepMs);
     const pull = pullEnd(seed, pulled);
-    const fault = delay(scenario.atMs).then(() => inject(scenario, running, pull, { ...(etcd === undefined ? {} : { etcd }), sqlitePath: discoveryOf.sqlitePath }, stepMs));
+    const fault = delay(scenario.atMs).then(() => inject(scenario, running, pull, stopping, { ...(etcd === undefined ? {} : { etcd }), sqlitePath: discoveryOf.sqlitePath }, stepMs));
     const [ended, struck] = await bounded(seed, 'pull and fault', 2 * stepMs, Promise.all([pull, fault]));
     const evidence = [`pull ${ended.outcome}: ${ended.detail}${struck ? '' : ' (it ended before the prefill was seen reading: nothing was stopped)'}`];
     const killed = scenario.kind === 'kill-decode' || scenario.kind === 'kill-prefill' ? `${workerOf(scenario.victim as Victim)}/tp${(scenario.victim as Victim).tpRank}` : undefined;

@@ -9,7 +9,8 @@ describe('scenarioOf', () => {
     expect(new Set(seeds.map((seed) => scenarioOf(seed, 2_000).kind))).toEqual(new Set(faultKinds));
     expect(describeScenario(scenarioOf(7, 2_000))).toBe('seed 7: kill-decode decode/tp1 at 92 ms');
     expect(describeScenario(scenarioOf(4, 2_000))).toBe('seed 4: lock-sqlite at 499 ms for 1275 ms');
-    expect(describeScenario(scenarioOf(6, 2_000))).toBe('seed 6: stop-over-tcp prefill/tp0 once reading for 3308 ms');
+    expect(describeScenario(scenarioOf(6, 2_000))).toBe('seed 6: stop-over-tcp prefill/tp0 right after its posts for 3308 ms');
+    expect(describeScenario(scenarioOf(13, 2_000))).toBe('seed 13: stop-over-tcp decode/tp0 once reading for 2647 ms');
   });
 
   it('strikes within the pull window (a stop over tcp once the prefill reads); a stop outlasts the abandon timeout; a kill has a victim and no duration', () => {

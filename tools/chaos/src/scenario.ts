@@ -14,7 +14,10 @@ export interface Scenario {
   readonly kind: FaultKind;
   /** The rank the fault hits (kill, stop); absent for faults of discovery (etcd, SQLite). */
   readonly victim?: Victim;
-  /** Milliseconds after the pull command is sent; 0 for `stop-over-tcp`, which strikes once the prefill's reads are in flight. */
+  /**
+   * Milliseconds after the pull command is sent; 0 for `stop-over-tcp`, which strikes once the prefill's
+   * reads are in flight (on a decode rank, once they are seen; on the prefill, right after it posts them).
+   */
   readonly atMs: number;
   /** How long a stop, an etcd outage or a held lock lasts; 0 for a kill. */
   readonly forMs: number;
@@ -68,6 +71,6 @@ export function scenarioOf(seed: number, abandonTimeoutMs: number): Scenario {
 export function describeScenario(scenario: Scenario): string {
   const victim = scenario.victim === undefined ? '' : ` ${scenario.victim.role}/tp${scenario.victim.tpRank}`;
   const lasting = scenario.forMs === 0 ? '' : ` for ${scenario.forMs} ms`;
-  const when = scenario.kind === 'stop-over-tcp' ? 'once reading' : `at ${scenario.atMs} ms`;
+  const when = scenario.kind !== 'stop-over-tcp' ? `at ${scenario.atMs} ms` : scenario.victim?.role === 'prefill' ? 'right after its posts' : 'once reading';
   return `seed ${scenario.seed}: ${scenario.kind}${victim} ${when}${lasting}`;
 }

@@ -29,6 +29,7 @@ describe('a vitest report of files that fail without a failing test', () => {
     expect(exitStatus).toBe(1);
     const count = countReport(readReports(resultsDir).get('fixture')!);
     expect({ passed: count.passed, failed: count.failed, skipped: count.skipped }).toEqual({ passed: 2, failed: 4, skipped: 1 });
+    expect(count.failures.map((failure) => failure.replace(`${fixture}/`, ''))).toEqual(['mixed.test.mjs > fails: AssertionError: expected 1 to be 2 // Object.is equality']);
     expect(count.problems.map((problem) => problem.replace(`${fixture}/`, ''))).toEqual([
       expect.stringMatching(/^failing-hook\.test\.mjs failed outside its tests: afterAll failed/),
       expect.stringMatching(/^missing-import\.test\.mjs failed outside its tests: .*no-such-module\.mjs/),
@@ -39,13 +40,32 @@ describe('a vitest report of files that fail without a failing test', () => {
 
 describe('testTotals', () => {
   const passing = { numPassedTests: 3, numFailedTests: 0, numPendingTests: 1, testResults: [] };
-  const failing = { numPassedTests: 1, numFailedTests: 2, numPendingTests: 0, testResults: [] };
+  const failing = {
+    numPassedTests: 1,
+    numFailedTests: 2,
+    numPendingTests: 0,
+    testResults: [
+      {
+        name: '/repo/b/src/x.test.ts',
+        status: 'failed',
+        assertionResults: [
+          { status: 'failed', fullName: 'x > times out', failureMessages: ['Error: Test timed out in 5000ms.\nIf this is a long-running test, …'] },
+          { status: 'passed', fullName: 'x > passes' },
+          { status: 'failed', fullName: 'x > compares', failureMessages: ['\x1b[31mAssertionError\x1b[39m: expected 1 to be 2'] },
+        ],
+      },
+    ],
+  };
 
   it('adds the reports and counts nothing more when every test task succeeded', () => {
     const reports = new Map([['a', passing], ['b', failing]]);
     const totals = testTotals(reports, [{ project: 'a', exitCode: 0 }, { project: 'b', exitCode: 1 }]);
     expect(totalsLine(totals)).toBe('4 passed, 2 failed, 1 skipped');
     expect(totals.problems).toEqual([]);
+    expect(totals.failures).toEqual([
+      'b: /repo/b/src/x.test.ts > x > times out: Error: Test timed out in 5000ms.',
+      'b: /repo/b/src/x.test.ts > x > compares: AssertionError: expected 1 to be 2',
+    ]);
   });
 
   it('counts a test task that failed with a clean report, without a report, or was killed', () => {

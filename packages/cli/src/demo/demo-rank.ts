@@ -61,6 +61,14 @@ export interface RemoteRank {
 /** A message without the rank's own `role` and `tpRank`, which `say` adds. */
 type Said = RankMessage extends infer M ? (M extends RankMessage ? Omit<M, 'role' | 'tpRank'> : never) : never;
 
+/** What the process hosting a rank does to it on the rank's own request. */
+export interface RankHost {
+  /** Ends the rank without a drain (the host's SIGKILL), for `crash-on-pin`. */
+  readonly crash: () => void;
+  /** Stops the rank's process until someone sends it SIGCONT, for a pull with `stopAfterPost`; absent where the rank shares its process with others. */
+  readonly stop?: () => void;
+}
+
 const geometry = referenceGeometries['qwen3-0.6b'];
 const hashesOf = (hex: readonly string[]): bigint[] => hex.map((text) => blockHashFromHex(text) as bigint);
 
@@ -77,6 +85,7 @@ export class DemoRank {
   readonly #say: (message: Said) => void;
   readonly #settings: Settings;
   readonly #secret: ClusterSecret;
+  readonly #host: RankHost;
   #ownWorker: Worker | undefined;
   #peerWorker: Worker | undefined;
   #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
@@ -84,8 +93,9 @@ export class DemoRank {
   #releasePins: (() => void) | undefined;
   readonly #peers = new Map<string, RemoteRank>();
 
-  private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, secret: ClusterSecret, allocations: Allocation[], banks: Bank[], say: (message: Said) => void, crash: () => void) {
+  private constructor(options: DemoRankOptions, agent: Agent, discovery: DiscoveryStore, secret: ClusterSecret, allocations: Allocation[], banks: Bank[], say: (message: Said) => void, host: RankHost) {
     this.options = options;
+    this.#host = host;
     this.agent = agent;
     this.discovery = discovery;
     this.#say = say;
@@ -93,7 +103,7 @@ export class DemoRank {
     this.#secret = secret;
     this.views = allocations.map((allocation) => allocation.view());
     this.pool = new BlockPool(options.blocks);
-    this.adapter = new CrashOnPin(this.pool, crash);
+    this.adapter = new CrashOnPin(this.pool, host.crash);
     const { role, workerId, incarnation, tpRank, tpSize } = options;
     const { metricsPort } = options;
     this.endpoint = new ReuseEndpoint({
@@ -118,9 +128,9 @@ export class DemoRank {
 
   /**
    * Opens discovery, starts the agent, allocates and adopts the rank's banks; `publish()` comes next.
-   * `crash` ends the rank without a drain (the host's SIGKILL), for `crash-on-pin`.
+   * `host` crashes or stops the rank's process when a command asks for it.
    */
-  static async open(options: DemoRankOptions, say: (message: Said) => void, crash: () => void): Promise<DemoRank> {
+  static async open(options: DemoRankOptions, say: (message: Said) => void, host: RankHost): Promise<DemoRank> {
     const secret = openClusterSecret(options.settings.discovery);
     const discovery = openDiscovery(options.settings.discovery);
     const transport = loadTransport(options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath });
@@ -133,7 +143,7 @@ export class DemoRank {
       const allocation = allocations[index] as Allocation;
       return Bank.adopt({ ...bank, tpRank: options.tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
     });
-    return new DemoRank(options, agent, discovery, secret, allocations, banks, say, crash);
+    return new DemoRank(options, agent, discovery, secret, allocations, banks, say, host);
   }
 
   /**
@@ -198,13 +208,18 @@ export class DemoRank {
         return;
       }
       case 'pull': {
-        const pull = await pullPrefix({
-          rank: this,
-          hint: hintOf(command.hint),
-          ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
-          ...(command.holdPins === true ? { beforeRelease: (pins: readonly HeldPin[]) => this.#holdPins(pins) } : {}),
-        });
-        this.#say({ type: 'pulled', pull });
+        const disarm = command.stopAfterPost === true ? this.#stopAfterPost() : undefined;
+        try {
+          const pull = await pullPrefix({
+            rank: this,
+            hint: hintOf(command.hint),
+            ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
+            ...(command.holdPins === true ? { beforeRelease: (pins: readonly HeldPin[]) => this.#holdPins(pins) } : {}),
+          });
+          this.#say({ type: 'pulled', pull });
+        } finally {
+          disarm?.();
+        }
         return;
       }
       case 'release-pins': {
@@ -215,6 +230,27 @@ export class DemoRank {
         return;
       }
     }
+  }
+
+  /**
+   * Prefill: once the pull posts its reads (one per rank pair, all in one synchronous step), says
+   * `stopping-after-post` and stops the process, every read still in flight. Returns the disarm, for a
+   * pull that ends without posting.
+   */
+  #stopAfterPost(): () => void {
+    const stop = this.#host.stop;
+    if (stop === undefined) throw new DemoMessageError('command "pull"', 'stopAfterPost needs a rank in a process of its own, which it stops');
+    let operations = 0;
+    const disarm = this.endpoint.ledger.on('posted', () => {
+      operations += 1;
+      if (operations > 1) return;
+      queueMicrotask(() => {
+        disarm();
+        this.#say({ type: 'stopping-after-post', operations });
+        stop();
+      });
+    });
+    return disarm;
   }
 
   /** Prefill: says which sources' pins it holds, and holds them until `release-pins`. */

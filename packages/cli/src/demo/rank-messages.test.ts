@@ -12,6 +12,7 @@ describe('the demo messages between the parent and its ranks', () => {
     { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 0, hashes: [hash], blockTokens: 64, linkClass: 'same-host', tier: 'host' } },
     { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 3, hashes: [hash], blockTokens: 16, linkClass: 'network', tier: 'gpu' }, prediction: { predictedMs: 1, prefillTokenUs: 50, lookupBudgetMs: 2 } },
     { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 0, hashes: [hash], blockTokens: 64, linkClass: 'same-host', tier: 'host' }, holdPins: true },
+    { type: 'pull', hint: { workerId: 'd', incarnation: 'i', epoch: 2, start: 0, hashes: [hash], blockTokens: 64, linkClass: 'same-host', tier: 'host' }, stopAfterPost: true },
     { type: 'release-pins' },
     { type: 'crash-on-pin' },
   ])('a %j command goes through its codec unchanged', (command) => {
@@ -24,6 +25,7 @@ describe('the demo messages between the parent and its ranks', () => {
     ['{"type":"pull","hint":{"workerId":"d","incarnation":"i","start":0,"hashes":[],"blockTokens":64,"linkClass":"same-host","tier":"host"}}', 'demo message: command "pull" .hint.epoch must be a whole number ≥ 0'],
     ['{"type":"pull","hint":{"workerId":"d","incarnation":"i","epoch":1,"start":0,"hashes":[],"blockTokens":64,"linkClass":"lan","tier":"host"}}', 'demo message: command "pull" .hint.linkClass must be one of same-host, network'],
     ['{"type":"evict"}', 'demo message: command type must be one of allocate, hand-off, retain, pull, release-pins, crash-on-pin; got "evict"'],
+    ['{"type":"pull","hint":{"workerId":"d","incarnation":"i","epoch":1,"start":0,"hashes":[],"blockTokens":64,"linkClass":"same-host","tier":"host"},"stopAfterPost":1}', 'demo message: command "pull" .stopAfterPost must be a boolean'],
     ['not json', 'demo message: command line is not JSON: "not json"'],
   ])('refuses the command %s, naming the field', (line, message) => {
     expect(() => parseRankCommand(line)).toThrow(DemoMessageError);
@@ -49,6 +51,7 @@ describe('the demo messages between the parent and its ranks', () => {
     { type: 'published', role: 'decode', tpRank: 1, agentName: 'decode-0-tp1', epoch: 3, metricsUrl: 'http://127.0.0.1:9401/metrics' },
     { type: 'holding', role: 'prefill', tpRank: 0, sources: ['decode-0/tp0'] },
     { type: 'waiting-for-readers', role: 'decode', tpRank: 0 },
+    { type: 'stopping-after-post', role: 'prefill', tpRank: 0, operations: 2 },
     { type: 'quarantined', role: 'prefill', tpRank: 0, operation: 'prefill-0-tp0#1', banks: 56, banksRetained: 56 },
     { type: 'quiesced', role: 'prefill', tpRank: 0, operation: 'prefill-0-tp0#1', terminal: 'cancelled', code: 'CANCELED', bytesDone: 0, banksRetained: 0 },
     { type: 'quiesced', role: 'prefill', tpRank: 0, operation: 'prefill-0-tp0#2', terminal: 'done', bytesDone: 154_140_672, banksRetained: 56 },

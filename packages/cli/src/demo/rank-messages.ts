@@ -69,6 +69,8 @@ export type RankMessage = RankSaid &
     | { readonly type: 'pulled'; readonly pull: PullReport }
     /** Prefill, on a pull that holds its pins: nothing reads them any more; they stay held until `release-pins`. */
     | { readonly type: 'holding'; readonly sources: readonly string[] }
+    /** Prefill, on a pull with `stopAfterPost`: its reads are posted (`operations` of them); it stops itself next. */
+    | { readonly type: 'stopping-after-post'; readonly operations: number }
     /** Decode, draining: its part and inventory are withdrawn; next it refuses new pins and waits for the held ones. */
     | { readonly type: 'waiting-for-readers' }
     | { readonly type: 'drained'; readonly drain: DrainSummary }
@@ -94,8 +96,11 @@ export type RankCommand =
   /**
    * Prefill: fetch the prefix the router's hint names, verify, commit the verified prefix, recompute the
    * rest. With `holdPins`, the pins stay held once nothing reads them (`holding`) until `release-pins`.
+   * With `stopAfterPost`, the rank process stops itself (SIGSTOP) right after posting the pull's reads,
+   * having said `stopping-after-post`: a fault that lands while every read is in flight, for whoever
+   * sends it SIGCONT.
    */
-  | { readonly type: 'pull'; readonly hint: HintLine; readonly prediction?: PullPrediction; readonly holdPins?: boolean }
+  | { readonly type: 'pull'; readonly hint: HintLine; readonly prediction?: PullPrediction; readonly holdPins?: boolean; readonly stopAfterPost?: boolean }
   /** Prefill: release the pins a `holdPins` pull holds. */
   | { readonly type: 'release-pins' }
   /** Decode: crash (SIGKILL) at the next pin request, before answering it. */
@@ -191,6 +196,7 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
   retained: { ...said, blocks: count, verified: count, appended: count },
   armed: said,
   holding: { ...said, sources: list(text) },
+  'stopping-after-post': { ...said, operations: count },
   'waiting-for-readers': said,
   pulled: {
     ...said,
@@ -243,6 +249,7 @@ const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
     }),
     prediction: optional(object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })),
     holdPins: optional(flag),
+    stopAfterPost: optional(flag),
   },
   'release-pins': {},
   'crash-on-pin': {},

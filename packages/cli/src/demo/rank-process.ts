@@ -20,7 +20,7 @@ const fail = (error: unknown): void => say(failure(error));
 process.stdout.on('error', () => undefined);
 
 try {
-  const rank = await DemoRank.open(options, say, () => process.kill(process.pid, 'SIGKILL'));
+  const rank = await DemoRank.open(options, say, { crash: () => process.kill(process.pid, 'SIGKILL'), stop: () => process.kill(process.pid, 'SIGSTOP') });
   shutdownOnSignals(
     { shutdown: () => rank.close() },
     {

@@ -137,4 +137,16 @@ describe('the demo ranks serving their metrics (endpoint.metrics_port)', () => {
     expect(metricsOf(without)).toEqual([undefined, undefined]);
     await without.stop();
   }, 60_000);
+
+  it('on loopback, in this process: a pull asking the rank to stop its own process is refused, naming the option', async () => {
+    const processes = await RankProcesses.start({ ranks: pair, backend: 'loopback', settings: sqliteSettings('stop-after-post'), blocks: 2, readyTimeoutMs: 60_000 });
+    try {
+      const hint = { workerId: 'decode-m', incarnation: 'any', epoch: 1, start: 0, hashes: ['00000000000000aa'], blockTokens: 16, linkClass: 'same-host', tier: 'host' } as const;
+      await expect(processes.request('prefill-m', 0, { type: 'pull', hint, stopAfterPost: true }, 'pulled', 30_000)).rejects.toThrow(
+        'failed before reporting "pulled": DemoMessageError: demo message: command "pull" stopAfterPost needs a rank in a process of its own, which it stops',
+      );
+    } finally {
+      await processes.stop();
+    }
+  }, 60_000);
 });

@@ -142,7 +142,7 @@ function hostRank(spec: RankSpec, index: number, options: RankProcessesOptions, 
   let receive: (line: string) => void = () => undefined;
   const say = (message: object): void => receive(encodeRankMessage({ role: spec.role, tpRank: spec.tpRank, ...message } as RankMessage));
   const fail = (error: unknown): void => say(failure(error));
-  const opening = DemoRank.open(rankOptions(spec, index, options, incarnation), say, () => terminate('SIGKILL'));
+  const opening = DemoRank.open(rankOptions(spec, index, options, incarnation), say, { crash: () => terminate('SIGKILL') });
   const published = opening.then(async (rank) => {
     await rank.publish();
     return rank;
