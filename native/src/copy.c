@@ -11,9 +11,13 @@
 #define STREAMING_THRESHOLD_FALLBACK (8u << 20)
 
 static uint64_t streaming_threshold;
+#if defined(__x86_64__)
+static bool has_avx2;
+#endif
 static pthread_once_t streaming_once = PTHREAD_ONCE_INIT;
 
-/* Three quarters of the last-level cache, as glibc's memcpy decides for one call. */
+/* Three quarters of the last-level cache, as glibc's memcpy decides for one call; and whether the CPU
+ * has the 32-byte stores the streaming copy prefers. */
 static void streaming_init(void) {
     long llc = -1;
 #ifdef _SC_LEVEL3_CACHE_SIZE
@@ -21,6 +25,9 @@ static void streaming_init(void) {
     if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
 #endif
     streaming_threshold = llc > 0 ? (uint64_t)llc / 4 * 3 : STREAMING_THRESHOLD_FALLBACK;
+#if defined(__x86_64__)
+    has_avx2 = __builtin_cpu_supports("avx2");
+#endif
 }
 
 uint64_t kvt_streaming_threshold(void) {
@@ -68,13 +75,8 @@ __attribute__((target("avx2"))) static void stream_lines_avx2(uint8_t *d, const 
     if (length >= LINE) stream_line(d, s);
 }
 
-static bool has_avx2;
-static pthread_once_t avx2_once = PTHREAD_ONCE_INIT;
-
-static void avx2_init(void) { has_avx2 = __builtin_cpu_supports("avx2"); }
-
 static void stream_lines(uint8_t *d, const uint8_t *s, size_t length) {
-    pthread_once(&avx2_once, avx2_init);
+    pthread_once(&streaming_once, streaming_init);
     if (has_avx2 && ((uintptr_t)d & 31u) == 0)
         stream_lines_avx2(d, s, length);
     else
