@@ -56,10 +56,14 @@ export class BlankProject {
     writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
   }
 
-  /** `npm install`s the tarballs, and from the public registry what they depend on besides each other. */
+  /**
+   * `npm install`s the tarballs, and from the public registry what they depend on besides each other. A
+   * registry request that fails is tried five times (npm's default is twice): a dropped connection to
+   * the registry is the network's failure, not the package's.
+   */
   install(tarballs: string[]): void {
     const ignoreScripts = this.#ignoreScripts ? ['--ignore-scripts'] : [];
-    this.#run('npm', ['install', '--cache', this.#npmCache, '--prefer-offline', '--no-audit', '--no-fund', ...ignoreScripts, ...tarballs]);
+    this.#run('npm', ['install', '--cache', this.#npmCache, '--prefer-offline', '--fetch-retries=5', '--no-audit', '--no-fund', ...ignoreScripts, ...tarballs]);
   }
 
   /** Runs a binary the project installed, as `npx --no-install` does; returns its stdout. */

@@ -1,0 +1,69 @@
+import { kvreuseSettings } from '@kvreuse/config';
+import { UsageError } from './errors.js';
+/** The options every command takes. */
+export const commonOptions = [
+    { name: 'help', description: 'show this help' },
+    { name: 'verbose', description: 'show the stack of an error' },
+];
+const booleanFlags = new Set(kvreuseSettings.describe().flatMap((group) => group.settings.filter((s) => s.jsonSchema['type'] === 'boolean').map((s) => s.flag)));
+/**
+ * Splits a command's arguments into its own options, its positionals and the setting flags, read the
+ * way `@kvreuse/config` reads argv: a setting flag other than a boolean takes the next argument as its
+ * value unless it is written `--flag=value`; so does a flag no setting has (config then names it).
+ */
+export function splitArgs(command, argv, specs) {
+    const own = new Map([...commonOptions, ...specs].map((spec) => [`--${spec.name}`, spec]));
+    const options = new Map();
+    const positionals = [];
+    const settingsArgv = [];
+    for (let index = 0; index < argv.length; index++) {
+        const argument = argv[index];
+        if (argument === '-h') {
+            options.set('help', []);
+            continue;
+        }
+        if (!argument.startsWith('--')) {
+            positionals.push(argument);
+            continue;
+        }
+        const equals = argument.indexOf('=');
+        const written = equals === -1 ? argument : argument.slice(0, equals);
+        const inline = equals === -1 ? undefined : argument.slice(equals + 1);
+        const next = argv[index + 1];
+        const spec = own.get(written);
+        if (spec !== undefined) {
+            const values = options.get(spec.name) ?? [];
+            if (values.length > 0 && spec.repeatable !== true)
+                throw new UsageError(command, `${written} is given more than once`);
+            if (spec.value === undefined) {
+                if (inline !== undefined)
+                    throw new UsageError(command, `${written} takes no value`);
+            }
+            else if (inline !== undefined) {
+                values.push(inline);
+            }
+            else if (next !== undefined && !next.startsWith('--')) {
+                values.push(next);
+                index++;
+            }
+            else {
+                throw new UsageError(command, `${written} needs a value: ${written} ${spec.value}`);
+            }
+            options.set(spec.name, values);
+            continue;
+        }
+        settingsArgv.push(argument);
+        const takesNext = inline === undefined && !booleanFlags.has(written) && !written.startsWith('--no-') && next !== undefined && !next.startsWith('--');
+        if (takesNext) {
+            settingsArgv.push(next);
+            index++;
+        }
+    }
+    return { options, positionals, settingsArgv };
+}
+/** Renders a command's own options for its help. */
+export function renderOptions(specs) {
+    return [...specs, ...commonOptions]
+        .map((spec) => `  --${spec.name}${spec.value === undefined ? '' : ` ${spec.value}`}${spec.repeatable === true ? ' (repeatable)' : ''}\n      ${spec.description}`)
+        .join('\n');
+}

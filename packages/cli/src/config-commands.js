@@ -1,0 +1,65 @@
+import { kvreuseSettings, renderSettingsReport } from '@kvreuse/config';
+import { UsageError } from './errors.js';
+import { jsonOption, wantsJson } from './json.js';
+import { configOption, resolveCommandSettings, settingsFileOf, settingsHelp } from './settings.js';
+import { problemLines } from './one-line.js';
+function noPositionals(command, positionals) {
+    if (positionals.length > 0)
+        throw new UsageError(command, `unexpected argument ${JSON.stringify(positionals[0])}`);
+}
+/** The usage, options and help of a command that resolves every setting from a file, the environment and flags. */
+const readsEverySetting = {
+    usage: '[--config <file>] [--json] [setting flags]',
+    options: [configOption, jsonOption],
+    help: () => settingsHelp(kvreuseSettings),
+};
+export const configShow = {
+    name: 'config show',
+    summary: 'Every resolved setting and where its value came from: a file line, a KVREUSE_* variable, a flag, or the default.',
+    ...readsEverySetting,
+    async run(args, context) {
+        noPositionals(this.name, args.positionals);
+        const resolved = resolveCommandSettings(args, context);
+        if (wantsJson(args)) {
+            context.stdout(`${JSON.stringify({ settings: resolved.settings, provenance: resolved.provenance, ignored: resolved.ignored }, null, 2)}\n`);
+        }
+        else {
+            context.stdout(renderSettingsReport(resolved));
+        }
+    },
+};
+export const configValidate = {
+    name: 'config validate',
+    summary: 'Checks a settings file together with the KVREUSE_* environment and the setting flags, and prints every problem.',
+    ...readsEverySetting,
+    async run(args, context) {
+        noPositionals(this.name, args.positionals);
+        const file = settingsFileOf(args, context);
+        const result = kvreuseSettings.safeResolve({ ...(file === undefined ? {} : { file }), env: context.env, argv: args.settingsArgv });
+        const problems = result.success ? [] : problemLines(result.error);
+        if (wantsJson(args)) {
+            context.stdout(`${JSON.stringify({ valid: result.success, ...(result.success ? {} : { code: result.error.code }), problems }, null, 2)}\n`);
+        }
+        else if (result.success) {
+            context.stdout(`valid: ${file === undefined ? 'no settings file' : file}, the environment and the flags\n`);
+        }
+        else {
+            context.stdout(`${problems.join('\n')}\n`);
+        }
+        if (!result.success)
+            throw result.error;
+    },
+};
+export const configSchema = {
+    name: 'config schema',
+    summary: 'The JSON Schema (draft 2020-12) of a settings file holding any kvreuse setting, for editors.',
+    usage: '',
+    options: [],
+    help: () => '',
+    async run(args, context) {
+        noPositionals(this.name, args.positionals);
+        if (args.settingsArgv.length > 0)
+            throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.settingsArgv[0])}`);
+        context.stdout(`${JSON.stringify(kvreuseSettings.jsonSchema, null, 2)}\n`);
+    },
+};

@@ -1,0 +1,81 @@
+// `kvreuse demo`: the main job (src/demo/main-job.ts), with its progress live on stdout and its
+// summary last: one line, or with `--json` the summary object.
+import { exampleSettingsPath, kvreuseSettings } from '@kvreuse/config';
+import { openClusterSecret } from '@kvreuse/registry';
+import { demoProcesses, runMainJob } from './demo/main-job.js';
+import { summaryLine } from './demo/demo-summary.js';
+import { UsageError } from './errors.js';
+import { jsonOption, wantsJson } from './json.js';
+import { startLocalEtcd } from './local-etcd.js';
+import { nativeCapabilities, requireUcx } from './native.js';
+import { logOption, openRequestLog } from './request-log.js';
+import { configOption, settingsFileOf, settingsHelp } from './settings.js';
+const backends = ['ucx', 'loopback'];
+const maxPort = 65_535;
+const backendOption = { name: 'backend', value: '<ucx|loopback>', description: 'the transport of the ranks (default ucx)' };
+function backendOf(args) {
+    const [backend = 'ucx'] = args.options.get('backend') ?? [];
+    if (!backends.includes(backend))
+        throw new UsageError('demo', `--backend must be one of ${backends.join(', ')}; got ${JSON.stringify(backend)}`);
+    return backend;
+}
+/** etcd discovery whose endpoints no file, variable or flag gave: the run gets an etcd of its own. */
+function wantsLocalEtcd({ settings, provenance }) {
+    return settings.discovery.backend === 'etcd' && provenance.discovery.etcdEndpoints.source === 'default';
+}
+function onLocalEtcd(settings, etcd) {
+    return etcd === undefined ? settings : { ...settings, discovery: { ...settings.discovery, etcdEndpoints: [etcd.url] } };
+}
+export const demo = {
+    name: 'demo',
+    summary: 'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks and its receipt calibrates the router; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, the other stopped while the prefill holds its pin, and every drain report with the pins it waited for.',
+    usage: '[--config <file>] [--backend <ucx|loopback>] [--json] [--log <file>] [setting flags]',
+    options: [configOption, backendOption, jsonOption, logOption],
+    help: () => 'Progress and the summary go to stdout; the request log (one pino JSON line per request with its receipt: blocks, bytes, checksum verification, ms, what was recomputed and why) to stderr, or to --log <file>.\n\n' +
+        'Discovery: a fresh SQLite file per run by default. --discovery-backend etcd uses the etcd that --discovery-etcd-endpoints (or KVREUSE_DISCOVERY_ETCD_ENDPOINTS, or the settings file) names; ' +
+        'without endpoints, the demo starts a local etcd for the run on free loopback ports, with a temporary data dir, and stops it and removes its data when the run ends, fails or is interrupted (SIGINT, SIGTERM). ' +
+        'That needs the etcd binary on PATH (sudo apt-get install -y etcd-server).\n\n' +
+        'The pull verifies checksums as --endpoint-verify <full|sampled|off> says. With --endpoint-metrics-port <port>, each demo process serves its metrics on a port of its own, ' +
+        'from <port> up, at the URL its progress line prints: `kvreuse inspect --metrics <url>` reads it while the demo runs.\n\n' +
+        `Settings: the bundled example settings file (or --config <file>), then KVREUSE_* variables, then setting flags.\n\n${settingsHelp(kvreuseSettings)}`,
+    async run(args, context) {
+        if (args.positionals.length > 0)
+            throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+        const backend = backendOf(args);
+        const file = settingsFileOf(args, context) ?? exampleSettingsPath;
+        const resolved = kvreuseSettings.resolve({ file, env: context.env, argv: args.settingsArgv });
+        const { settings } = resolved;
+        if (settings.discovery.backend === 'memory') {
+            throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (a local one per run, or --discovery-etcd-endpoints)');
+        }
+        const { metricsPort } = settings.endpoint;
+        if (metricsPort + demoProcesses - 1 > maxPort) {
+            throw new UsageError(this.name, `endpoint.metrics_port = ${metricsPort} leaves no port for some of the ${demoProcesses} demo processes (each serves its metrics on the next port); at most ${maxPort - demoProcesses + 1}`);
+        }
+        // A named secret file every rank would refuse is refused here, as the settings error it is.
+        if (settings.discovery.secretFile !== '')
+            openClusterSecret(settings.discovery);
+        const capabilities = backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
+        const progress = (line) => context.stdout(`${line}\n`);
+        const etcd = wantsLocalEtcd(resolved) ? await startLocalEtcd({ command: this.name, env: context.env, ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }) }) : undefined;
+        let requestLog;
+        try {
+            if (etcd !== undefined)
+                progress(`discovery: started a local etcd at ${etcd.url} for this run (data in ${etcd.dataDir}; stopped and removed when the run ends)`);
+            requestLog = openRequestLog(args, context);
+            const summary = await runMainJob({
+                settings: onLocalEtcd(settings, etcd),
+                capabilities,
+                backend,
+                progress,
+                requestServed: requestLog.served,
+                ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
+            });
+            context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
+        }
+        finally {
+            requestLog?.close();
+            await etcd?.stop();
+        }
+    },
+};

@@ -1,0 +1,257 @@
+// The main job, in the parent: starts a decode worker of TP 2 and a prefill worker of TP 1 as OS
+// processes, hands turn 1 off from prefill to decode with WRITEs, routes turn 2 (and a request too
+// short to be worth it) with the router on discovery and the retained inventory, has the prefill rank
+// pull and verify the 42-block prefix, shows GPU reuse refused by profile admission and a decode rank
+// killed mid-pull — the other decode rank then stopped with SIGTERM while the prefill still holds its pin
+// there, so its drain waits for the pin —, then stops everything with SIGTERM and collects each process's
+// drain report (the pins each waited for, and how each ended). The
+// pull verifies as `endpoint.verify` says, and its receipt calibrates the router, which decides turn 2
+// again on what the pull measured; with `endpoint.metrics_port` set every rank serves its metrics.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
+import { blockHashScheme, blockHashToHex, ClusterSecret, followInventory, hashBlockChain, openDiscovery, RetainedInventory, watchWorkerReadiness, } from '@kvreuse/registry';
+import { decide, SourceBook, TransferCalibration } from '@kvreuse/router';
+import { DemoProcessError } from '../errors.js';
+import { drainRow, pullSummary } from './demo-summary.js';
+import { hintLine } from './rank-messages.js';
+import { RankProcesses } from './rank-processes.js';
+import { readyWorker } from './ready-worker.js';
+const decodeId = 'qwen3-0.6b-decode-0';
+const prefillId = 'qwen3-0.6b-prefill-0';
+const ranks = [
+    { role: 'decode', workerId: decodeId, tpRank: 0, tpSize: 2, peerWorkerId: prefillId },
+    { role: 'decode', workerId: decodeId, tpRank: 1, tpSize: 2, peerWorkerId: prefillId },
+    { role: 'prefill', workerId: prefillId, tpRank: 0, tpSize: 1, peerWorkerId: decodeId },
+];
+/** The demo's rank processes: with `endpoint.metrics_port` set, each serves its metrics on a port of its own, from that one up. */
+export const demoProcesses = ranks.length;
+/** Turn 1: the prompt the prefill computes and hands off, and the blocks decoding appends; 42 stay retained. */
+export const handedOffBlocks = 40;
+export const appendedBlocks = 2;
+export const retainedBlocks = handedOffBlocks + appendedBlocks;
+/** Blocks per bank on every rank: room for the retained prefix and a little more. */
+const bankBlocks = 48;
+/** The short request shares this many leading blocks (a system prompt) with the conversation. */
+const sharedSystemBlocks = 2;
+const vocabulary = 151_936;
+const conversationToken = (i) => (i * 7919 + 17) % vocabulary;
+const otherToken = (i) => (i * 104_729 + 3) % vocabulary;
+const hex = (hashes) => Array.from(hashes, blockHashToHex);
+const ms = (value) => `${value.toFixed(1)} ms`;
+const bytes = (value) => `${value.toLocaleString('en-US')} bytes`;
+function describeDiscovery(discovery) {
+    return discovery.backend === 'etcd' ? `etcd discovery at ${discovery.etcdEndpoints.join(', ')}` : `SQLite discovery at ${discovery.sqlitePath}`;
+}
+function describeDecision(request, decision) {
+    return {
+        request,
+        action: decision.action,
+        reason: decision.reason,
+        detail: decision.detail,
+        blocks: decision.source?.blocks.count ?? decision.extent,
+        savingMs: decision.savingMs,
+        costMs: decision.costMs,
+        rejected: decision.rejected.map((rejection) => `${rejection.worker} ${rejection.reason}: ${rejection.detail}`),
+    };
+}
+/** Records the pull's calibration sample and decides turn 2 again: the router's transfer estimate before, measured, and after. */
+function recalibrate(router, before, report) {
+    if (report.calibration === undefined)
+        return null;
+    router.calibration.record(report.calibration);
+    const after = decide(router.turn2, router.context);
+    const lookupBudgetMs = router.context.settings.router.transferSourceLookupBudgetMs;
+    return {
+        blocks: report.calibration.blocks,
+        transferMs: { prior: before.costMs - lookupBudgetMs, measured: report.calibration.transferMs, calibrated: after.costMs - lookupBudgetMs },
+        decision: describeDecision('turn 2, calibrated', after),
+    };
+}
+/**
+ * Turn 2's pull as the router decided it, whose receipt calibrates the router; then the same pull with
+ * decode rank 1 armed to crash (SIGKILL) at the pin request it receives, before answering: the prefill
+ * recomputes and commits nothing unverified. That pull holds the pin decode rank 0 granted it until
+ * rank 0, stopped with SIGTERM, has withdrawn its part and waits for its readers: its drain waits for it.
+ */
+async function pullTurn2(started, router, fetch, decision, options) {
+    const { progress, settings, timeoutMs, requestServed } = options;
+    const hint = fetch.source;
+    const pullCommand = {
+        type: 'pull',
+        hint: hintLine(hint),
+        prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
+    };
+    progress(`pull: ${prefillId} fetches ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1), checksums verified: ${settings.endpoint.verify} (endpoint.verify)`);
+    const pulled = await started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
+    requestServed?.(decision.request, decision, pulled.pull);
+    const pull = pullSummary(pulled.pull);
+    progress(`  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.checkedBlocks} blocks' checksums compared (${pull.verify}), ${pull.verified ? 'every byte verified' : 'NOT verified'}, ` +
+        `${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`);
+    const calibration = recalibrate(router, fetch, pulled.pull);
+    if (calibration !== null) {
+        const { prior, measured, calibrated } = calibration.transferMs;
+        progress(`calibration: the router priced ${calibration.blocks} blocks at ${ms(prior)} (prior); the pull took ${ms(measured)}; from its receipt the router now prices them at ${ms(calibrated)}`);
+        progress(`  turn 2 again: ${calibration.decision.action} (${calibration.decision.reason}): ${calibration.decision.detail}`);
+    }
+    const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader,' : 'is killed (SIGKILL)';
+    progress(`killed rank: the same pull, and ${decodeId}/tp1 ${crash} when the prefill's pin request reaches it`);
+    await started.request(decodeId, 1, { type: 'crash-on-pin' }, 'armed', timeoutMs);
+    const holding = started.next(prefillId, 0, 'holding', timeoutMs);
+    const again = started.request(prefillId, 0, { ...pullCommand, holdPins: true }, 'pulled', timeoutMs);
+    const killed = await started.exited(decodeId, 1);
+    const held = await holding;
+    progress(`  the prefill holds its pin at ${held.sources.join(', ')}; ${decodeId}/tp0 is stopped (SIGTERM) meanwhile`);
+    const waiting = started.next(decodeId, 0, 'waiting-for-readers', timeoutMs);
+    started.kill(decodeId, 0, 'SIGTERM');
+    await waiting;
+    progress(`  ${decodeId}/tp0 withdrew its rank part and waits for the pin; the prefill releases it`);
+    started.send(prefillId, 0, { type: 'release-pins' });
+    const recomputed = (await again).pull;
+    // Its drain ends once the pin is released; the shutdown below collects its report.
+    await started.exited(decodeId, 0);
+    requestServed?.(`${decision.request}, ${decodeId}/tp1 killed`, decision, recomputed);
+    const killedRank = {
+        process: `${decodeId}/tp1`,
+        signal: killed.signal,
+        recomputed: recomputed.recomputed.blocks,
+        committedBlocks: recomputed.blocks,
+        verified: recomputed.verified,
+        reasons: recomputed.recomputed.reasons,
+    };
+    progress(`  committed ${killedRank.committedBlocks} blocks, recomputed ${killedRank.recomputed}: ${killedRank.reasons.join('; ')}`);
+    return { pull, killedRank, calibration };
+}
+/**
+ * The discovery the ranks share. SQLite: a fresh file of this run's own, the cluster secret created
+ * beside it by the first rank. etcd: the endpoints the settings name, and the secret file they name or
+ * else one of this run's own, which every rank is given.
+ */
+function runSettings(settings, dir) {
+    const { discovery } = settings;
+    if (discovery.backend === 'sqlite')
+        return { ...settings, discovery: { ...discovery, sqlitePath: join(dir, 'discovery.sqlite') } };
+    if (discovery.secretFile !== '')
+        return settings;
+    const secretFile = join(dir, 'cluster.secret');
+    ClusterSecret.readOrCreate(secretFile);
+    return { ...settings, discovery: { ...discovery, secretFile } };
+}
+/** Runs the main job to its end (every process stopped), and returns its summary. */
+export async function runMainJob(options) {
+    const { progress } = options;
+    const timeoutMs = options.stepTimeoutMs ?? 120_000;
+    const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-'));
+    const settings = runSettings(options.settings, dir);
+    const discovery = openDiscovery(settings.discovery);
+    const inventory = new RetainedInventory();
+    // Incarnations whose inventory became complete (an earlier run's may still be in etcd: only this run's counts).
+    const complete = new Set();
+    let onComplete = () => undefined;
+    const follower = await followInventory(discovery, inventory, {
+        onComplete: ({ incarnation }) => {
+            complete.add(incarnation);
+            onComplete();
+        },
+    });
+    let processes;
+    let closing;
+    // Once, whether the job ends or the process is interrupted: every rank drained, discovery closed, the run's files gone.
+    const closeAll = () => (closing ??= (async () => {
+        await processes?.stop();
+        await follower.close();
+        await discovery.close();
+        rmSync(dir, { recursive: true, force: true });
+    })());
+    const takeBack = options.whenInterrupted?.(closeAll) ?? (() => undefined);
+    try {
+        const where = options.backend === 'loopback' ? 'in this process (loopback agents reach only agents of their own process)' : 'as OS processes';
+        progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`);
+        processes = await RankProcesses.start({
+            ranks,
+            backend: options.backend,
+            blocks: bankBlocks,
+            settings,
+            libraryPath: options.capabilities.libraryPath,
+            readyTimeoutMs: timeoutMs,
+            onMessage: (rank, message) => {
+                if (message.type === 'published' && message.metricsUrl !== undefined)
+                    progress(`  ${rank.workerId}/tp${rank.tpRank} serves its metrics at ${message.metricsUrl}`);
+                if (message.type === 'ready')
+                    progress(`  ${rank.workerId}/tp${rank.tpRank} ready`);
+            },
+        });
+        const started = processes;
+        const decode = await readyWorker(discovery, decodeId);
+        const prefill = await readyWorker(discovery, prefillId);
+        // Turn 1: the conversation's prompt, prefilled and handed off; decoding appends the reply's blocks.
+        const scheme = blockHashScheme(decode.geometry, settings.inventory.hashSeed);
+        const blockTokens = decode.geometry.blockTokens;
+        const conversation = Array.from({ length: retainedBlocks * blockTokens }, (_, i) => conversationToken(i));
+        const chain = hashBlockChain(conversation, scheme);
+        progress(`turn 1: prefill computes ${handedOffBlocks} blocks and WRITEs them to both decode ranks (TP 1 → TP 2)`);
+        const slots = await Promise.all([0, 1].map((tpRank) => started.request(decodeId, tpRank, { type: 'allocate', count: handedOffBlocks }, 'allocated', timeoutMs)));
+        const destinationSlots = slots[0]?.slots ?? [];
+        if (slots.some((answer) => answer.slots.join() !== destinationSlots.join()))
+            throw new DemoProcessError(decodeId, 'ranks allocated different blocks for one hand-off', []);
+        const handOff = await started.request(prefillId, 0, { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots }, 'handed-off', timeoutMs);
+        progress(`  handed off ${handOff.blocks} blocks, ${bytes(handOff.bytes)} in ${ms(handOff.ms)}`);
+        const retained = await Promise.all([0, 1].map((tpRank) => started.request(decodeId, tpRank, { type: 'retain', slots: destinationSlots, hashes: hex(chain.subarray(0, handedOffBlocks)), append: hex(chain.subarray(handedOffBlocks)), publishInventory: tpRank === 0 }, 'retained', timeoutMs)));
+        for (const [tpRank, answer] of retained.entries()) {
+            progress(`  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`);
+        }
+        await new Promise((resolve) => {
+            onComplete = () => complete.has(decode.incarnation) && resolve();
+            onComplete();
+        });
+        // Turn 2: the router in this process decides, on discovery and the retained inventory.
+        const sources = new SourceBook({ inventory });
+        const watch = await watchWorkerReadiness(discovery, decodeId, { onChange: (readiness) => sources.observe(readiness) });
+        sources.observe(watch.current);
+        const activation = explainActivation({ settings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
+        // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
+        const calibration = new TransferCalibration({ minReceipts: 1 });
+        const context = { settings, inventory, sources, activation, calibration, ...(options.clock === undefined ? {} : { clock: options.clock }) };
+        const destination = { worker: prefill, localBlocks: 0 };
+        const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
+        const shortRequest = [...conversation.slice(0, sharedSystemBlocks * blockTokens), ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1))];
+        // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
+        // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
+        for (const tokens of [turn2, shortRequest])
+            decide({ tokens, destination }, context);
+        const fetch = decide({ tokens: turn2, destination }, context);
+        const decisions = [describeDecision('turn 2', fetch), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
+        await watch.close();
+        progress('turn 2: the router decides');
+        for (const decision of decisions)
+            progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
+        // GPU reuse, asked for with the settings' declared profile (if any): profile admission says why not.
+        const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
+        const gpuActivation = explainActivation({ settings: gpuSettings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
+        const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
+        progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
+        for (const decision of decisions)
+            if (decision.action !== 'fetch')
+                options.requestServed?.(decision.request, decision, null);
+        const router = { context, calibration, turn2: { tokens: turn2, destination } };
+        const pulls = fetch.action === 'fetch' ? await pullTurn2(started, router, fetch, decisions[0], { ...options, timeoutMs }) : { pull: null, killedRank: null, calibration: null };
+        if (pulls.pull === null)
+            progress('pull: none, the router recomputes turn 2');
+        progress('shutdown: SIGTERM to every process still running');
+        const drains = await started.stop();
+        processes = undefined;
+        const drain = drains.map(drainRow);
+        for (const row of drain) {
+            progress(row.pins === null
+                ? `  ${row.process}: ended by ${row.signal} without a drain report`
+                : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pin${row.pins.waitedFor === 1 ? '' : 's'} waited for` +
+                    (row.pins.held.length === 0 ? '' : `: ${row.pins.held.map((pin) => `${pin.reader}'s pin of ${pin.blocks} blocks, ${pin.ended}`).join('; ')}`));
+        }
+        return { ...pulls, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, drain };
+    }
+    finally {
+        takeBack();
+        await closeAll();
+    }
+}

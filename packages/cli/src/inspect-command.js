@@ -1,0 +1,143 @@
+import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
+import { defaultInventoryPrefix, defaultKeyPrefix, safeDecodeRankPartRecord, safeParseInventoryBatch, signedMetadataSizes, watchWorkerReadiness, workerPartsPrefix, } from '@kvreuse/registry';
+import { listWorkerIds, openPublishedDiscovery } from './discovery.js';
+import { UsageError } from './errors.js';
+import { inspectGroupsHelp } from './help-groups.js';
+import { summarizeInventoryBatch } from './inventory-summary.js';
+import { jsonOption, wantsJson } from './json.js';
+import { nativeCapabilities } from './native.js';
+import { readProcessPins } from './pin-metrics.js';
+import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
+function peerMetadataSizes(metadata) {
+    const sizes = signedMetadataSizes(metadata);
+    return sizes === undefined ? { peerMetadataBytes: metadata.length, signatureBytes: null } : { peerMetadataBytes: sizes.blobBytes, signatureBytes: sizes.envelopeBytes };
+}
+async function rankPartsOf(store, workerId) {
+    const { entries } = await store.list(workerPartsPrefix(workerId, defaultKeyPrefix));
+    const rankParts = [];
+    const refusedParts = [];
+    for (const entry of entries) {
+        const decoded = safeDecodeRankPartRecord(entry.key, entry.value, defaultKeyPrefix);
+        if (!decoded.success) {
+            refusedParts.push({ key: entry.key, reason: decoded.error.message });
+            continue;
+        }
+        const { part, epoch } = decoded.data;
+        rankParts.push({
+            tpRank: part.parallel.tpRank,
+            ppRank: part.parallel.ppRank,
+            incarnation: part.incarnation,
+            epoch,
+            role: part.role,
+            banks: part.banks.length,
+            memoryKinds: [...new Set(part.banks.map((bank) => bank.memKind))],
+            bytes: part.banks.reduce((sum, bank) => sum + bank.bytes, 0n).toString(),
+            agentName: part.transport.agentName,
+            generation: part.transport.generation,
+            ...peerMetadataSizes(Buffer.from(part.transport.metadata, 'base64')),
+            host: part.host,
+        });
+    }
+    return { rankParts, refusedParts };
+}
+async function inventoryOf(store, now) {
+    const { entries } = await store.list(defaultInventoryPrefix);
+    const summaries = new Map();
+    const refused = [];
+    for (const entry of entries) {
+        const parsed = safeParseInventoryBatch(entry.value);
+        if (parsed.success)
+            summaries.set(parsed.data.workerId, summarizeInventoryBatch(parsed.data, now));
+        else
+            refused.push(`${entry.key}: ${parsed.error.message}`);
+    }
+    return { summaries, refused };
+}
+/** The declared profile as the admission gate readiness uses, as a worker's own process would install it. */
+function gateOf(settings, cwd) {
+    const profile = declaredProfile(settings);
+    return profile === undefined ? undefined : admissionGate(profile, { capabilities: nativeCapabilities(settings, cwd), settings });
+}
+/** Everything discovery holds about workers: readiness with its reasons, rank parts, inventory. */
+export async function inspectDiscovery(store, settings, cwd, now) {
+    const admission = gateOf(settings, cwd);
+    const { summaries, refused } = await inventoryOf(store, now);
+    const ids = [...new Set([...(await listWorkerIds(store, defaultKeyPrefix)), ...summaries.keys()])].sort();
+    const workers = [];
+    for (const workerId of ids) {
+        const watch = await watchWorkerReadiness(store, workerId, {
+            ...(admission === undefined ? {} : { admissionGate: admission }),
+            onChange: () => { },
+            logger: { warn: () => { } },
+        });
+        const readiness = watch.current;
+        await watch.close();
+        workers.push({
+            workerId,
+            ready: readiness.ready,
+            incarnation: readiness.incarnation,
+            epoch: readiness.ready ? readiness.epoch : undefined,
+            reasons: readiness.ready ? [] : readiness.reasons,
+            ...(await rankPartsOf(store, workerId)),
+            inventory: summaries.get(workerId),
+        });
+    }
+    return { workers, refusedInventory: refused };
+}
+function renderWorker(worker) {
+    const head = worker.ready
+        ? `worker ${worker.workerId}: ready (incarnation ${worker.incarnation}, epoch ${worker.epoch})`
+        : `worker ${worker.workerId}: not ready${worker.incarnation === undefined ? '' : ` (incarnation ${worker.incarnation})`}`;
+    const lines = [head, ...worker.reasons.map((reason) => `  not ready because (${reason.kind}): ${reason.message}`)];
+    for (const part of worker.rankParts) {
+        lines.push(`  rank tp${part.tpRank}/pp${part.ppRank}: ${part.role}, incarnation ${part.incarnation}, epoch ${part.epoch}, ` +
+            `${part.banks} banks (${part.memoryKinds.join(', ')}) ${BigInt(part.bytes).toLocaleString('en-US')} bytes`, `    peer: agent ${part.agentName} generation ${part.generation}, ${part.peerMetadataBytes}-byte address ` +
+            `(${part.signatureBytes === null ? 'not signed metadata this kvreuse reads' : `signed: ${part.signatureBytes}-byte signature envelope`})${part.host === undefined ? '' : `, host ${part.host}`}`);
+    }
+    for (const refused of worker.refusedParts)
+        lines.push(`  refused part ${refused.key}: ${refused.reason}`);
+    const inventory = worker.inventory;
+    lines.push(inventory === undefined
+        ? '  inventory: none published'
+        : `  inventory: ${Object.entries(inventory.blocks).map(([tier, blocks]) => `${tier} ${blocks} blocks`).join(', ')} (advisory; incarnation ${inventory.incarnation}, batch ${inventory.seq})`);
+    return lines;
+}
+/**
+ * Pins live in the processes that grant and hold them: no worker publishes them to discovery, so
+ * inspect says where they are, and reads them from the processes `--metrics` names.
+ */
+export const pinsWhere = 'pins: not published to discovery; each endpoint process counts the pins it serves and holds (kvreuse_pins_held{side="serve"|"pull"} at its /metrics; --metrics <url> reads them)';
+const metricsOption = { name: 'metrics', value: '<url>', repeatable: true, description: "an endpoint process's metrics URL (http://host:port/metrics): also show the pins it serves and holds" };
+export const inspect = {
+    name: 'inspect',
+    summary: "What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts with each rank's peer (agent, generation, address, host), and its retained inventory per tier; and where pins are counted.",
+    usage: '[--config <file>] [--json] [--metrics <url>]… [setting flags]',
+    options: [configOption, jsonOption, metricsOption],
+    help: () => `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
+    async run(args, context) {
+        if (args.positionals.length > 0)
+            throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+        const { settings } = resolveCommandSettings(args, context);
+        const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
+        try {
+            const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
+            const processes = [];
+            for (const url of args.options.get('metrics') ?? [])
+                processes.push(await readProcessPins(url));
+            const where = settings.discovery.backend === 'sqlite' ? `sqlite ${settings.discovery.sqlitePath}` : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
+            if (wantsJson(args)) {
+                context.stdout(`${JSON.stringify({ discovery: where, ...result, pins: { inDiscovery: false, note: pinsWhere, processes } }, null, 2)}\n`);
+                return;
+            }
+            const ready = result.workers.filter((worker) => worker.ready).length;
+            const lines = [`discovery ${where}: ${result.workers.length} workers, ${ready} ready`, ...result.workers.flatMap(renderWorker)];
+            for (const refused of result.refusedInventory)
+                lines.push(`refused inventory ${refused}`);
+            lines.push(pinsWhere, ...processes.map((pins) => `  ${pins.url}: serving ${pins.serving} pins to readers, holding ${pins.holding} at sources`));
+            context.stdout(`${lines.join('\n')}\n`);
+        }
+        finally {
+            await store.close();
+        }
+    },
+};

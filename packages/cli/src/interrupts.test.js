@@ -1,0 +1,64 @@
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { interruptCleanups } from './interrupts.js';
+/** A process whose signals the test emits; what it raises on itself is logged after the cleanups' steps. */
+function signalledProcess(log) {
+    const emitter = new EventEmitter();
+    let raise;
+    const raised = new Promise((resolve) => (raise = resolve));
+    return {
+        pid: 4242,
+        emitter,
+        raised,
+        on: (signal, listener) => emitter.on(signal, listener),
+        off: (signal, listener) => emitter.off(signal, listener),
+        kill: (pid, signal) => {
+            log.push(`raised ${signal} at ${pid}`);
+            raise();
+        },
+        listening: () => emitter.listenerCount('SIGINT') + emitter.listenerCount('SIGTERM'),
+    };
+}
+describe('interruptCleanups', () => {
+    it('listens for SIGINT and SIGTERM only while a cleanup is registered', () => {
+        const target = signalledProcess([]);
+        const whenInterrupted = interruptCleanups(target);
+        expect(target.listening()).toBe(0);
+        const first = whenInterrupted(async () => undefined);
+        const second = whenInterrupted(async () => undefined);
+        expect(target.listening()).toBe(2);
+        first();
+        first();
+        expect(target.listening()).toBe(2);
+        second();
+        expect(target.listening()).toBe(0);
+    });
+    it.each(['SIGINT', 'SIGTERM'])('%s runs every registered cleanup one after another, the last registered first, a failing one too, then raises the signal again with nobody listening', async (signal) => {
+        const log = [];
+        const target = signalledProcess(log);
+        const whenInterrupted = interruptCleanups(target);
+        let finishSlow = () => undefined;
+        const slowStarted = new Promise((started) => {
+            whenInterrupted(async () => void log.push('first registered'));
+            whenInterrupted(() => {
+                started();
+                return new Promise((resolve) => (finishSlow = resolve)).then(() => void log.push('slow cleanup done'));
+            });
+        });
+        whenInterrupted(() => {
+            log.push('failing cleanup');
+            throw new Error('cleanup failed');
+        });
+        const takenBack = whenInterrupted(async () => void log.push('taken back'));
+        takenBack();
+        target.emitter.emit(signal, signal);
+        expect(target.listening()).toBe(0);
+        await slowStarted;
+        // The one registered before the slow one waits for it.
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(log).toEqual(['failing cleanup']);
+        finishSlow();
+        await target.raised;
+        expect(log).toEqual(['failing cleanup', 'slow cleanup done', 'first registered', `raised ${signal} at 4242`]);
+    });
+});

@@ -1,0 +1,67 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectEtcdDiscovery } from '@kvreuse/registry';
+import { afterAll, describe, expect, it } from 'vitest';
+import { EtcdUnavailableError } from './errors.js';
+import { startLocalEtcd } from './local-etcd.js';
+const emptyPath = mkdtempSync(join(tmpdir(), 'kvreuse-cli-no-etcd-'));
+afterAll(() => rmSync(emptyPath, { recursive: true, force: true }));
+/** Whether a process with this pid exists (signal 0 checks without signalling). */
+function alive(pid) {
+    try {
+        process.kill(pid, 0);
+        return true;
+    }
+    catch (error) {
+        if (error.code === 'ESRCH')
+            return false;
+        throw error;
+    }
+}
+/** Records what is registered for an interruption, and what is taken back. */
+function recordedInterrupts() {
+    const registered = new Set();
+    return {
+        registered,
+        whenInterrupted: (cleanup) => {
+            registered.add(cleanup);
+            return () => registered.delete(cleanup);
+        },
+    };
+}
+describe('startLocalEtcd', () => {
+    it('starts an etcd on loopback that serves discovery; stop ends the process, removes its data and takes back its interrupt cleanup', async () => {
+        const interrupts = recordedInterrupts();
+        const etcd = await startLocalEtcd({ command: 'demo', env: process.env, whenInterrupted: interrupts.whenInterrupted });
+        expect(etcd.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+        expect(interrupts.registered.size).toBe(1);
+        const store = connectEtcdDiscovery({ hosts: etcd.url });
+        try {
+            await store.put('kvreuse/test', 'served');
+            expect(new TextDecoder().decode((await store.get('kvreuse/test'))?.value)).toBe('served');
+        }
+        finally {
+            await store.close();
+        }
+        expect([alive(etcd.pid), existsSync(etcd.dataDir)]).toEqual([true, true]);
+        await etcd.stop();
+        expect([alive(etcd.pid), existsSync(etcd.dataDir)]).toEqual([false, false]);
+        expect(interrupts.registered.size).toBe(0);
+    }, 30_000);
+    it('an interruption runs the cleanup it registered: the process ends and its data is removed', async () => {
+        const interrupts = recordedInterrupts();
+        const etcd = await startLocalEtcd({ command: 'demo', env: process.env, whenInterrupted: interrupts.whenInterrupted });
+        const [cleanup] = interrupts.registered;
+        await cleanup();
+        expect([alive(etcd.pid), existsSync(etcd.dataDir)]).toEqual([false, false]);
+        await etcd.stop();
+    }, 30_000);
+    it('without etcd on PATH: EtcdUnavailableError naming the missing executable and how to install it, nothing left registered', async () => {
+        const interrupts = recordedInterrupts();
+        const starting = startLocalEtcd({ command: 'demo', env: { PATH: emptyPath }, whenInterrupted: interrupts.whenInterrupted });
+        await expect(starting).rejects.toThrow(EtcdUnavailableError);
+        await expect(starting).rejects.toMatchObject({ code: 'ETCD_UNAVAILABLE', exitCode: 1, message: expect.stringContaining(': no etcd executable on PATH; install it with sudo apt-get install -y etcd-server') });
+        expect(interrupts.registered.size).toBe(0);
+    });
+});

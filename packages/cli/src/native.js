@@ -1,0 +1,32 @@
+import { resolve } from 'node:path';
+import { LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, loadTransport } from '@kvreuse/native-bindings';
+import { TransportUnavailableError } from './errors.js';
+/** What the native library the settings name (`transport.library`, else the default one) can do. */
+export function nativeCapabilities(settings, cwd) {
+    const { library } = settings.transport;
+    return loadTransport(library === '' ? {} : { libraryPath: resolve(cwd, library) }).capabilities();
+}
+/**
+ * The capabilities of the native library, for a command that needs its UCX backend; a
+ * `TransportUnavailableError` naming what is missing (the library, or its ucx backend: not built in, or
+ * UCX's libucp.so.0 not loadable) and how to get it.
+ */
+export function requireUcx(command, settings, cwd) {
+    let capabilities;
+    try {
+        capabilities = nativeCapabilities(settings, cwd);
+    }
+    catch (error) {
+        if (error instanceof LibraryNotFoundError) {
+            throw new TransportUnavailableError(command, `the native library libkvreuse_transport is not at ${error.searched.map((path) => JSON.stringify(path)).join(' or ')}`, { cause: error });
+        }
+        if (error instanceof LibraryLoadError || error instanceof LibraryMismatchError) {
+            throw new TransportUnavailableError(command, `the native library ${JSON.stringify(error.path)} does not load (${error.message})`, { cause: error });
+        }
+        throw error;
+    }
+    if (!capabilities.backends.includes('ucx')) {
+        throw new TransportUnavailableError(command, `the native library ${JSON.stringify(capabilities.libraryPath)} has no ucx backend here (${capabilities.backendsDetail})`);
+    }
+    return capabilities;
+}

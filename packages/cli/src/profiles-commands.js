@@ -1,0 +1,149 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { assembleWorker, safeParseRankPart } from '@kvreuse/descriptors';
+import { admit, builtInProfile, builtInProfileNames, builtInProfiles, declaredProfile, loadProfileFile } from '@kvreuse/profile-admission';
+import { defaultKeyPrefix, watchWorkerReadiness } from '@kvreuse/registry';
+import { openPublishedDiscovery } from './discovery.js';
+import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
+import { profileGroupsHelp } from './help-groups.js';
+import { jsonOption, wantsJson } from './json.js';
+import { nativeCapabilities } from './native.js';
+import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
+function rolesOf(profile) {
+    return Object.entries(profile.roles)
+        .flatMap(([role, shape]) => (shape === undefined ? [] : [`${role} TP ${shape.tpSize} PP ${shape.ppSize} (${shape.memoryKinds.join(', ')})`]))
+        .join(', ');
+}
+/** A built-in profile by name, or a profile file (relative to the working directory). */
+function profileNamed(nameOrFile, cwd) {
+    if (builtInProfileNames.includes(nameOrFile))
+        return builtInProfile(nameOrFile);
+    return loadProfileFile(resolve(cwd, nameOrFile));
+}
+function atMostOne(command, positionals, what) {
+    if (positionals.length > 1)
+        throw new UsageError(command, `takes one ${what}, got ${positionals.length}: ${positionals.join(' ')}`);
+    return positionals[0];
+}
+export const profilesList = {
+    name: 'profiles list',
+    summary: 'The built-in deployment profiles: name, version, model and roles.',
+    usage: '[--json]',
+    options: [jsonOption],
+    help: () => '',
+    async run(args, context) {
+        if (args.positionals.length > 0 || args.settingsArgv.length > 0)
+            throw new UsageError(this.name, `unexpected argument ${[...args.positionals, ...args.settingsArgv][0]}`);
+        const profiles = builtInProfiles();
+        if (wantsJson(args)) {
+            context.stdout(`${JSON.stringify(profiles.map(({ name, version, modelId, roles }) => ({ name, version, modelId, roles })), null, 2)}\n`);
+            return;
+        }
+        const width = Math.max(...profiles.map((profile) => profile.name.length));
+        for (const profile of profiles)
+            context.stdout(`${profile.name.padEnd(width)}  v${profile.version}  ${profile.modelId}  ${rolesOf(profile)}\n`);
+    },
+};
+export const profilesShow = {
+    name: 'profiles show',
+    summary: 'One profile in full (JSON): a built-in profile by name, or a profile file.',
+    usage: '<name|file>',
+    options: [],
+    help: () => `built-in profiles: ${builtInProfileNames.join(', ')}\n`,
+    async run(args, context) {
+        const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
+        if (nameOrFile === undefined)
+            throw new UsageError(this.name, `name a profile: one of ${builtInProfileNames.join(', ')}, or a profile file`);
+        context.stdout(`${JSON.stringify(profileNamed(nameOrFile, context.cwd), null, 2)}\n`);
+    },
+};
+/** A worker from a file holding its rank parts (a JSON array, as discovery publishes them), assembled complete. */
+function workerFromFile(path) {
+    let json;
+    try {
+        json = JSON.parse(readFileSync(path, 'utf8'));
+    }
+    catch (error) {
+        throw new InputFileError(path, `cannot read a worker's rank parts: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+    if (!Array.isArray(json))
+        throw new InputFileError(path, 'must hold a JSON array of rank parts');
+    const parts = json.map((input, index) => {
+        const parsed = safeParseRankPart(input);
+        if (!parsed.success)
+            throw new InputFileError(path, `rank part ${index}: ${parsed.error.message}`, { cause: parsed.error });
+        return parsed.data;
+    });
+    const assembled = assembleWorker(parts);
+    if (!assembled.complete) {
+        const missing = assembled.missing.map((rank) => `(tp ${rank.tpRank}, pp ${rank.ppRank})`);
+        throw new InputFileError(path, `the rank parts do not make a complete worker${missing.length > 0 ? `: missing ranks ${missing.join(', ')}` : ' (duplicate or inconsistent ranks)'}`);
+    }
+    return assembled.worker;
+}
+/**
+ * A worker as readiness assembles it from discovery. The gate passes every worker: admission is what
+ * this command judges itself, and a worker with `vram` banks is only assembled behind a gate.
+ */
+async function workersFromDiscovery(ids, settings, context) {
+    if (ids.length === 0)
+        return [];
+    const store = openPublishedDiscovery('profiles check', settings.discovery, context.cwd);
+    try {
+        const workers = [];
+        for (const id of ids) {
+            const watch = await watchWorkerReadiness(store, id, {
+                admissionGate: { name: 'profiles check', evaluate: () => ({ pass: true }) },
+                onChange: () => { },
+                logger: { warn: (message) => context.stderr(`${message}\n`) },
+                keyPrefix: defaultKeyPrefix,
+            });
+            const readiness = watch.current;
+            await watch.close();
+            if (!readiness.ready)
+                throw new UsageError('profiles check', `worker ${id} is not complete in discovery: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
+            workers.push(readiness.worker);
+        }
+        return workers;
+    }
+    finally {
+        await store.close();
+    }
+}
+export const profilesCheck = {
+    name: 'profiles check',
+    summary: 'Admits a profile against the facts — the workers given as rank-part files or found in discovery, the native library, the settings — and prints the verdict with every reason.',
+    usage: '[<name|file>] [--worker <file>]… [--worker-id <id>]… [--config <file>] [--json] [setting flags]',
+    options: [
+        { name: 'worker', value: '<file>', repeatable: true, description: "a worker's rank parts: a JSON array of rank parts (as they are published)" },
+        { name: 'worker-id', value: '<id>', repeatable: true, description: 'a worker found in discovery (the discovery.* settings say where)' },
+        configOption,
+        jsonOption,
+    ],
+    help: () => `The profile is the one named (a built-in name or a profile file), else the one the settings declare (profile.name or profile.file).\n\n${settingsHelp(profileGroupsHelp)}`,
+    async run(args, context) {
+        const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
+        const { settings } = resolveCommandSettings(args, context);
+        const profile = nameOrFile === undefined ? declaredProfile(settings) : profileNamed(nameOrFile, context.cwd);
+        if (profile === undefined)
+            throw new UsageError(this.name, 'no profile: name one, or declare one with --profile-name or --profile-file');
+        const workers = [
+            ...(args.options.get('worker') ?? []).map((file) => workerFromFile(resolve(context.cwd, file))),
+            ...(await workersFromDiscovery(args.options.get('worker-id') ?? [], settings, context)),
+        ];
+        const capabilities = nativeCapabilities(settings, context.cwd);
+        const result = admit(profile, { workers, capabilities, settings });
+        const reasons = result.admitted ? [] : result.reasons;
+        if (wantsJson(args)) {
+            context.stdout(`${JSON.stringify({ profile: profile.name, version: profile.version, workers: workers.map((w) => w.workerId), admitted: result.admitted, reasons }, null, 2)}\n`);
+        }
+        else {
+            const against = workers.length === 0 ? 'no worker (process-wide facts only)' : `workers ${workers.map((w) => w.workerId).join(', ')}`;
+            context.stdout(`${result.admitted ? 'admitted' : 'refused'}: profile ${profile.name} v${profile.version} against ${against}, native ${capabilities.version}\n`);
+            for (const reason of reasons)
+                context.stdout(`  - ${reason.message}\n`);
+        }
+        if (!result.admitted)
+            throw new AdmissionRefusedError(profile.name, reasons.length);
+    },
+};

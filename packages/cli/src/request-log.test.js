@@ -1,0 +1,68 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { splitArgs } from './args.js';
+import { logOption, openRequestLog, requestRecord } from './request-log.js';
+const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-request-log-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const fetchDecision = { request: 'turn 2', action: 'fetch', reason: 'worth-it', detail: 'pull 42 blocks', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] };
+const refused = { request: 'short request', action: 'recompute', reason: 'too-short', detail: 'the longest retained prefix adds 2 blocks', blocks: 2, savingMs: 0, costMs: 0, rejected: [] };
+const receipt = { requested: 42, blocks: 40, bytes: 40 * 7_340_032, verified: true, verify: 'sampled', checkedBlocks: 6, ms: 52.5, gbps: 44.7, recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] } };
+function context(cwd = dir) {
+    const out = { stdout: '', stderr: '' };
+    return { out, context: { stdout: (text) => (out.stdout += text), stderr: (text) => (out.stderr += text), env: {}, cwd } };
+}
+describe('requestRecord', () => {
+    it('a pulled request: the receipt, and what was recomputed and why', () => {
+        expect(requestRecord('turn 2', fetchDecision, receipt)).toEqual({
+            request: 'turn 2',
+            action: 'fetch',
+            reason: 'worth-it',
+            pull: { blocks: 40, bytes: 293_601_280, verified: true, verify: 'sampled', checkedBlocks: 6, ms: 52.5, gbps: 44.7 },
+            recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
+        });
+    });
+    it('a request the router recomputes: no pull, the whole request recomputed for the router\'s reason', () => {
+        expect(requestRecord('short request', refused, null)).toEqual({
+            request: 'short request',
+            action: 'recompute',
+            reason: 'too-short',
+            pull: null,
+            recomputed: { blocks: null, reasons: ['the longest retained prefix adds 2 blocks'] },
+        });
+    });
+});
+describe('openRequestLog', () => {
+    it('without --log: one pino JSON line per request on stderr, nothing on stdout', () => {
+        const { out, context: ctx } = context();
+        const log = openRequestLog(splitArgs('demo', [], [logOption]), ctx);
+        log.served('turn 2', fetchDecision, receipt);
+        log.served('short request', refused, null);
+        log.close();
+        expect(out.stdout).toBe('');
+        const lines = out.stderr.split('\n');
+        expect(lines.at(-1)).toBe('');
+        expect(lines.slice(0, -1).map((line) => JSON.parse(line))).toEqual([
+            expect.objectContaining({ level: 30, name: 'kvreuse-demo', msg: 'request served', time: expect.any(Number), pid: process.pid, ...requestRecord('turn 2', fetchDecision, receipt) }),
+            expect.objectContaining({ level: 30, msg: 'request served', ...requestRecord('short request', refused, null) }),
+        ]);
+    });
+    it('--log <file>: appends the lines to the file (relative to the working directory), stderr stays empty', () => {
+        writeFileSync(join(dir, 'requests.log'), 'an earlier line\n');
+        const { out, context: ctx } = context();
+        const log = openRequestLog(splitArgs('demo', ['--log', 'requests.log'], [logOption]), ctx);
+        log.served('short request', refused, null);
+        log.close();
+        expect(out).toEqual({ stdout: '', stderr: '' });
+        const [earlier, line, end] = readFileSync(join(dir, 'requests.log'), 'utf8').split('\n');
+        expect(earlier).toBe('an earlier line');
+        expect(JSON.parse(line)).toEqual(expect.objectContaining({ msg: 'request served', request: 'short request', pull: null }));
+        expect(end).toBe('');
+    });
+    it('--log in a directory that does not exist: INPUT_FILE naming the file', () => {
+        const { context: ctx } = context();
+        const path = join(dir, 'missing', 'requests.log');
+        expect(() => openRequestLog(splitArgs('demo', ['--log', path], [logOption]), ctx)).toThrow(expect.objectContaining({ code: 'INPUT_FILE', message: expect.stringMatching(new RegExp(`^${path}: cannot be opened to append the request log \\(ENOENT`)) }));
+    });
+});

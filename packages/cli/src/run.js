@@ -1,0 +1,94 @@
+import { readFileSync } from 'node:fs';
+import { isConfigError } from '@kvreuse/config';
+import { ProfileAdmissionError } from '@kvreuse/profile-admission';
+import { ClusterSecretError, DiscoveryAuthenticationError, DiscoveryCredentialsFileError, DiscoverySettingsError, DiscoveryTlsError } from '@kvreuse/registry';
+import { splitArgs } from './args.js';
+import { renderCommandHelp } from './command.js';
+import { commands } from './commands.js';
+import { CliError, UnknownCommandError } from './errors.js';
+import { oneLine } from './one-line.js';
+/** The version of this package, as the binary's `--version` prints it. */
+export const cliVersion = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+/** Every command by its words: `config show` → configShow. */
+const byName = new Map(commands.map((command) => [command.name, command]));
+const topLevel = [...new Set(commands.map((command) => command.name.split(' ')[0]))];
+function renderTopHelp() {
+    const width = Math.max(...commands.map((command) => command.name.length));
+    return [
+        'usage: kvreuse <command> [options] [setting flags]',
+        '',
+        'commands:',
+        ...commands.map((command) => `  ${command.name.padEnd(width)}  ${command.summary}`),
+        '',
+        'Every command takes --help; setting flags, KVREUSE_* variables and --config <file> are described there.',
+        'kvreuse --version prints the version.',
+        '',
+    ].join('\n');
+}
+function renderGroupHelp(group) {
+    const members = commands.filter((command) => command.name.startsWith(`${group} `));
+    const width = Math.max(...members.map((command) => command.name.length));
+    return [`usage: kvreuse ${group} <${members.map((c) => c.name.slice(group.length + 1)).join('|')}> [options]`, '', ...members.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`), ''].join('\n');
+}
+/** Finds the command the leading words name; the rest of argv are its arguments. */
+function findCommand(argv) {
+    const [first, second] = argv;
+    if (first === undefined || first === '--help' || first === '-h')
+        return { help: renderTopHelp() };
+    if (first === '--version')
+        return { help: `${cliVersion}\n` };
+    const single = byName.get(first);
+    if (single !== undefined)
+        return { command: single, rest: argv.slice(1) };
+    if (!topLevel.includes(first))
+        throw new UnknownCommandError(first, topLevel);
+    const subcommands = commands.filter((command) => command.name.startsWith(`${first} `)).map((command) => command.name.slice(first.length + 1));
+    if (second === undefined || second === '--help' || second === '-h')
+        return { help: renderGroupHelp(first) };
+    const command = byName.get(`${first} ${second}`);
+    if (command === undefined)
+        throw new UnknownCommandError(second, subcommands, first);
+    return { command, rest: argv.slice(2) };
+}
+/** Registry errors that a setting or a file it names causes: the cluster secret and etcd's certificates, user and password. */
+const settingsFileErrors = [ClusterSecretError, DiscoveryCredentialsFileError, DiscoverySettingsError, DiscoveryTlsError, DiscoveryAuthenticationError];
+/** The exit status of an error: 2 for what the user must fix (arguments, settings, files), 1 otherwise. */
+export function exitCodeOf(error) {
+    if (error instanceof CliError)
+        return error.exitCode;
+    if (isConfigError(error) || error instanceof ProfileAdmissionError)
+        return 2;
+    if (settingsFileErrors.some((type) => error instanceof type))
+        return 2;
+    return 1;
+}
+/**
+ * Runs the kvreuse binary on `argv` (without the node and script paths) and returns its exit status.
+ * An error is one line on stderr (`kvreuse: …`), with its stack only under `--verbose`.
+ */
+export async function runCli(argv, context) {
+    const verbose = argv.includes('--verbose');
+    try {
+        const found = findCommand(argv);
+        if ('help' in found) {
+            context.stdout(found.help);
+            return 0;
+        }
+        const { command, rest } = found;
+        const args = splitArgs(command.name, rest, command.options);
+        if (args.options.has('help')) {
+            context.stdout(renderCommandHelp(command));
+            return 0;
+        }
+        await command.run(args, context);
+        return 0;
+    }
+    catch (error) {
+        const code = typeof error === 'object' && error !== null && 'code' in error ? ` [${String(error.code)}]` : '';
+        context.stderr(`kvreuse: ${oneLine(error)}${code}\n`);
+        if (verbose)
+            for (let cause = error; cause instanceof Error; cause = cause.cause)
+                context.stderr(`${cause === error ? '' : 'caused by: '}${cause.stack ?? cause.message}\n`);
+        return exitCodeOf(error);
+    }
+}

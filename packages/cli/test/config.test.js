@@ -1,0 +1,93 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runBinary } from './binary.js';
+const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+function file(name, text) {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+}
+const settingsFile = file('kvreuse.yaml', 'router:\n  enable_decode_to_prefill_reuse: true\n  minimum_transfer_prefix_blocks: 4\ntransport:\n  backend: loopback\n');
+describe('kvreuse config show', () => {
+    it('names where every value came from: the file line, the variable, the flag, the default', async () => {
+        const run = await runBinary(['config', 'show', '--config', settingsFile, '--transport-backend', 'ucx'], { env: { KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS: '8' } });
+        expect(run.stderr).toBe('');
+        expect(run.status).toBe(0);
+        const lines = run.stdout.split('\n');
+        expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^router\\.enable_decode_to_prefill_reuse +true +file ${settingsFile}:2$`)));
+        expect(lines).toContainEqual(expect.stringMatching(/^router\.minimum_transfer_prefix_blocks +8 +env KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS$/));
+        expect(lines).toContainEqual(expect.stringMatching(/^transport\.backend +ucx +argv --transport-backend$/));
+        expect(lines).toContainEqual(expect.stringMatching(/^discovery\.backend +sqlite +the default$/));
+    });
+    it('--json gives the settings and their provenance', async () => {
+        const run = await runBinary(['config', 'show', '--json', `--config=${settingsFile}`]);
+        expect(run.status).toBe(0);
+        const shown = JSON.parse(run.stdout);
+        expect(shown.settings.router.minimumTransferPrefixBlocks).toBe(4);
+        expect(shown.provenance.router['minimumTransferPrefixBlocks']).toEqual({ source: 'file', path: settingsFile, line: 3 });
+        expect(Object.values(shown.provenance.drain).every((from) => JSON.stringify(from) === '{"source":"default"}')).toBe(true);
+    });
+    it('an unknown setting flag: one line with the closest name, exit 2, nothing on stdout', async () => {
+        const run = await runBinary(['config', 'show', '--router-minimum-transfer-prefix-block', '3']);
+        expect(run.status).toBe(2);
+        expect(run.stdout).toBe('');
+        expect(run.stderrLines).toEqual([
+            'kvreuse: 1 unknown setting name(s): --router-minimum-transfer-prefix-block in argv (did you mean --router-minimum-transfer-prefix-blocks?) [UNKNOWN_SETTING]',
+        ]);
+    });
+    it('an unknown KVREUSE_* variable is refused the same way', async () => {
+        const run = await runBinary(['config', 'show'], { env: { KVREUSE_ROUTER_NOPE: '1' } });
+        expect(run.status).toBe(2);
+        expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): KVREUSE_ROUTER_NOPE in env .*\[UNKNOWN_SETTING\]$/)]);
+    });
+    it.each([
+        ['a missing file', join(dir, 'missing.yaml'), /^kvreuse: settings file .*missing\.yaml: .*\[SETTINGS_FILE\]$/],
+        ['malformed YAML', file('broken.yaml', 'router:\n  minimum_transfer_prefix_blocks: [4\n'), /^kvreuse: settings file .*broken\.yaml: .*\[SETTINGS_FILE\]$/],
+        ['malformed JSON', file('broken.json', '{"router": {"minimum_transfer_prefix_blocks": 4'), /^kvreuse: settings file .*broken\.json: .*\[SETTINGS_FILE\]$/],
+    ])('%s: one line naming the file, exit 2', async (_case, path, line) => {
+        const run = await runBinary(['config', 'show', '--config', path]);
+        expect(run.status).toBe(2);
+        expect(run.stdout).toBe('');
+        expect(run.stderrLines).toEqual([expect.stringMatching(line)]);
+    });
+    it('--config without its file is a usage error', async () => {
+        const run = await runBinary(['config', 'show', '--config']);
+        expect(run.status).toBe(2);
+        expect(run.stderrLines).toEqual(['kvreuse: config show: --config needs a value: --config <file> (see kvreuse config show --help) [USAGE]']);
+    });
+});
+describe('kvreuse config validate', () => {
+    it('a valid file, environment and flags: says so, exit 0', async () => {
+        const run = await runBinary(['config', 'validate', '--config', settingsFile]);
+        expect(run.status).toBe(0);
+        expect(run.stdout).toBe(`valid: ${settingsFile}, the environment and the flags\n`);
+    });
+    it('prints every problem of every source on stdout, one per line; one line on stderr; exit 2', async () => {
+        const bad = file('bad.yaml', 'router:\n  minimum_transfer_prefix_blocks: 0\ntransport:\n  backend: tcp\n');
+        const run = await runBinary(['config', 'validate', '--config', bad, '--discovery-lease-ttl-ms', '1500']);
+        expect(run.status).toBe(2);
+        expect(run.stdout.trimEnd().split('\n')).toEqual([
+            expect.stringMatching(new RegExp(`^router\\.minimum_transfer_prefix_blocks = 0 in file ${bad}:2: `)),
+            expect.stringMatching(new RegExp(`^transport\\.backend = "tcp" in file ${bad}:4: `)),
+            expect.stringMatching(/^--discovery-lease-ttl-ms = "1500" in argv: /),
+        ]);
+        expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: 3 invalid setting\(s\): .*\[INVALID_SETTING\]$/)]);
+    });
+    it('--json: the verdict, the code and the problems', async () => {
+        const run = await runBinary(['config', 'validate', '--json', '--transport-bakend', 'ucx']);
+        expect(run.status).toBe(2);
+        expect(JSON.parse(run.stdout)).toEqual({ valid: false, code: 'UNKNOWN_SETTING', problems: ['--transport-bakend in argv (did you mean --transport-backend?)'] });
+    });
+});
+describe('kvreuse config schema', () => {
+    it('prints the JSON Schema of a settings file', async () => {
+        const run = await runBinary(['config', 'schema']);
+        expect(run.status).toBe(0);
+        const schema = JSON.parse(run.stdout);
+        expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
+        expect(Object.keys(schema.properties).sort()).toEqual(['discovery', 'drain', 'endpoint', 'frontend', 'inventory', 'profile', 'router', 'transport']);
+    });
+});

@@ -1,0 +1,172 @@
+// `kvreuse demo` as a user runs it: the built binary, its output and its user errors. The pull itself is
+// checked in src/demo/main-job.test.ts, where the router's clock can stand still.
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { runBinary, startBinary } from './binary.js';
+import { startEtcd } from './etcd.js';
+const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-'));
+afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
+const lastLine = (stdout) => stdout.trimEnd().split('\n').at(-1);
+/** A temporary directory of the run's own (its TMPDIR), so that what the run leaves there can be listed. */
+function runTmpdir() {
+    return mkdtempSync(join(anywhere, 'tmp-'));
+}
+/** The pids of every process one of whose command-line arguments satisfies `matches`. */
+function processesWith(matches) {
+    return readdirSync('/proc')
+        .filter((entry) => /^\d+$/.test(entry))
+        .filter((pid) => {
+        try {
+            return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').some(matches);
+        }
+        catch {
+            return false; // it ended while the list was read
+        }
+    })
+        .map(Number);
+}
+/** The etcd serving from `dataDir`. */
+const etcdProcessesOf = (dataDir) => processesWith((argument) => argument === `--data-dir=${dataDir}`);
+/** The demo's rank processes of a run whose TMPDIR is `tmp` (their options name its SQLite file there). */
+const rankProcessesIn = (tmp) => processesWith((argument) => argument.startsWith('{') && argument.includes(`${tmp}/`));
+const localEtcdLine = /^discovery: started a local etcd at (http:\/\/127\.0\.0\.1:\d+) for this run \(data in (\S+); stopped and removed when the run ends\)$/;
+describe('kvreuse demo', () => {
+    // The router's decision depends on no clock when reuse is off: the job runs to its end without a pull.
+    it('with reuse off, --json prints the summary last: both requests recomputed, no pull, every process drained', async () => {
+        const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
+        expect(run.status).toBe(0);
+        // stderr holds the request log only: one pino line per request, each recomputed for the router's reason.
+        expect(run.stderrLines.map((line) => JSON.parse(line))).toEqual(['turn 2', 'short request'].map((request) => expect.objectContaining({ level: 30, msg: 'request served', request, action: 'recompute', reason: 'disabled', pull: null, recomputed: { blocks: null, reasons: ['router.enable_decode_to_prefill_reuse is off'] } })));
+        expect(run.stdout).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)\n');
+        expect(run.stdout).toContain('pull: none, the router recomputes turn 2\n');
+        const summary = JSON.parse(lastLine(run.stdout));
+        expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
+        expect(summary.decisions.map(({ request, action, reason, detail }) => ({ request, action, reason, detail }))).toEqual(['turn 2', 'short request'].map((request) => ({ request, action: 'recompute', reason: 'disabled', detail: 'router.enable_decode_to_prefill_reuse is off' })));
+        expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
+            ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
+            ['qwen3-0.6b-decode-0/tp1', 0, 56, 0],
+            ['qwen3-0.6b-prefill-0/tp0', 0, 56, 0],
+        ]);
+    }, 120_000);
+    it('without --json, the last line is the one-line summary', async () => {
+        const run = await runBinary(['demo', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
+        expect(run.status).toBe(0);
+        expect(lastLine(run.stdout)).toBe('kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained, 0 pins waited for (0 released)');
+    }, 120_000);
+    it('with --discovery-backend etcd, the ranks and the router meet in etcd', async () => {
+        const etcd = await startEtcd();
+        try {
+            const run = await runBinary(['demo', '--json', '--log', 'requests.log', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url], { cwd: anywhere });
+            expect(run.stderr).toBe('');
+            expect(run.status).toBe(0);
+            // --log: the request log goes to the file, relative to the working directory.
+            const logged = readFileSync(join(anywhere, 'requests.log'), 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line));
+            expect(logged.map((record) => record.request)).toEqual(['turn 2', 'short request']);
+            expect(run.stdout).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
+            const summary = JSON.parse(lastLine(run.stdout));
+            expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
+            expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
+                ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
+                ['qwen3-0.6b-decode-0/tp1', 0, 56, 0],
+                ['qwen3-0.6b-prefill-0/tp0', 0, 56, 0],
+            ]);
+        }
+        finally {
+            await etcd.stop();
+        }
+    }, 120_000);
+    it('with --discovery-backend etcd and no endpoints, it starts a local etcd for the run, runs on it, then stops it and removes its data', async () => {
+        const tmp = runTmpdir();
+        const run = await runBinary(['demo', '--backend', 'loopback', '--json', '--log', 'local-etcd.log', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd'], { cwd: anywhere, env: { TMPDIR: tmp } });
+        expect(run.stderr).toBe('');
+        expect(run.status).toBe(0);
+        const [firstLine = ''] = run.stdout.split('\n');
+        const [, url, dataDir] = firstLine.match(localEtcdLine) ?? [];
+        expect(url).toBeDefined();
+        expect(dataDir?.startsWith(`${tmp}/`)).toBe(true);
+        expect(run.stdout).toContain(`(loopback, etcd discovery at ${url})\n`);
+        const summary = JSON.parse(lastLine(run.stdout));
+        expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
+        expect(summary.decisions.map(({ request, action, reason }) => [request, action, reason])).toEqual([
+            ['turn 2', 'recompute', 'disabled'],
+            ['short request', 'recompute', 'disabled'],
+        ]);
+        expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
+            ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
+            ['qwen3-0.6b-decode-0/tp1', 0, 56, 0],
+            ['qwen3-0.6b-prefill-0/tp0', 0, 56, 0],
+        ]);
+        // Nothing of the run is left: no etcd serving its data, and its temporary directory holds nothing.
+        expect(etcdProcessesOf(dataDir)).toEqual([]);
+        expect(readdirSync(tmp)).toEqual([]);
+    }, 60_000);
+    it.each(['SIGINT', 'SIGTERM'])('interrupted (%s) while it runs on its local etcd, it stops the etcd and removes its data, then ends by the signal', async (signal) => {
+        const tmp = runTmpdir();
+        const started = startBinary(['demo', '--backend', 'loopback', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd'], { cwd: anywhere, env: { TMPDIR: tmp } });
+        const [, , dataDir] = await started.stdoutLine(localEtcdLine);
+        expect(etcdProcessesOf(dataDir)).toHaveLength(1);
+        started.child.kill(signal);
+        const run = await started.finished;
+        expect([run.status, run.signal]).toEqual([null, signal]);
+        expect(etcdProcessesOf(dataDir)).toEqual([]);
+        expect(existsSync(dataDir)).toBe(false);
+    }, 60_000);
+    /** The demo on UCX with a TMPDIR of its own, once its three rank processes run. */
+    async function demoWithRanksRunning() {
+        const tmp = runTmpdir();
+        const started = startBinary(['demo'], { cwd: anywhere, env: { TMPDIR: tmp } });
+        await started.stdoutLine(/^turn 1: /);
+        expect(rankProcessesIn(tmp)).toHaveLength(3);
+        return { tmp, started };
+    }
+    it('interrupted (SIGTERM) while its rank processes run, it drains them and removes its files, then ends by the signal', async () => {
+        const { tmp, started } = await demoWithRanksRunning();
+        started.child.kill('SIGTERM');
+        const run = await started.finished;
+        expect([run.status, run.signal]).toEqual([null, 'SIGTERM']);
+        expect(rankProcessesIn(tmp)).toEqual([]);
+        expect(readdirSync(tmp)).toEqual([]);
+    }, 60_000);
+    it('killed (SIGKILL), the demo leaves no rank process behind: each drains once its parent is gone', async () => {
+        const { tmp, started } = await demoWithRanksRunning();
+        started.child.kill('SIGKILL');
+        await started.finished;
+        await vi.waitFor(() => expect(rankProcessesIn(tmp)).toEqual([]), { timeout: 30_000, interval: 100 });
+    }, 60_000);
+    it('with --discovery-backend etcd, no endpoints and no etcd on PATH: one line naming what is missing and how to install it, exit 1, nothing left', async () => {
+        const tmp = runTmpdir();
+        const run = await runBinary(['demo', '--backend', 'loopback', '--discovery-backend', 'etcd'], { cwd: anywhere, env: { PATH: tmp, TMPDIR: tmp } });
+        expect(run).toMatchObject({ status: 1, stdout: '' });
+        expect(run.stderrLines).toEqual([
+            'kvreuse: demo needs etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints: no etcd executable on PATH; ' +
+                'install it with sudo apt-get install -y etcd-server, or name a running etcd with --discovery-etcd-endpoints <urls> [ETCD_UNAVAILABLE]',
+        ]);
+        expect(readdirSync(tmp)).toEqual([]);
+    });
+    it('a metrics port that leaves no port for the last demo processes is a usage error naming the setting: one line, exit 2', async () => {
+        const run = await runBinary(['demo', '--endpoint-metrics-port', '65534'], { cwd: anywhere });
+        expect(run).toMatchObject({ status: 2, stdout: '' });
+        expect(run.stderrLines).toEqual([
+            'kvreuse: demo: endpoint.metrics_port = 65534 leaves no port for some of the 3 demo processes (each serves its metrics on the next port); at most 65533 (see kvreuse demo --help) [USAGE]',
+        ]);
+    });
+    it('memory discovery, which holds one process only, is a usage error: one line, exit 2', async () => {
+        const run = await runBinary(['demo', '--discovery-backend', 'memory'], { cwd: anywhere });
+        expect(run).toMatchObject({ status: 2, stdout: '' });
+        expect(run.stderrLines).toEqual([
+            'kvreuse: demo: discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (a local one per run, or --discovery-etcd-endpoints) (see kvreuse demo --help) [USAGE]',
+        ]);
+    });
+    it('an unknown setting flag is refused before anything starts: one line, exit 2', async () => {
+        const run = await runBinary(['demo', '--router-nope', '1'], { cwd: anywhere });
+        expect(run).toMatchObject({ status: 2, stdout: '' });
+        expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): --router-nope in argv .*\[UNKNOWN_SETTING\]$/)]);
+    });
+    it('a backend it does not know is a usage error: one line, exit 2', async () => {
+        const run = await runBinary(['demo', '--backend', 'rdma'], { cwd: anywhere });
+        expect(run).toMatchObject({ status: 2, stdout: '' });
+        expect(run.stderrLines).toEqual(['kvreuse: demo: --backend must be one of ucx, loopback; got "rdma" (see kvreuse demo --help) [USAGE]']);
+    });
+});

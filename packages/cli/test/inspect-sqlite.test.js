@@ -1,0 +1,118 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EndpointMetrics } from '@kvreuse/endpoint';
+import { openSqliteDiscovery } from '@kvreuse/registry';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pinsWhere } from '../src/inspect-command.js';
+import { runBinary } from './binary.js';
+import { publishWorker } from './published-worker.js';
+const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-inspect-'));
+const sqlitePath = join(dir, 'discovery.sqlite');
+const expiresAt = Date.now() + 3_600_000;
+let store;
+const workers = [];
+beforeAll(async () => {
+    store = openSqliteDiscovery(sqlitePath);
+    workers.push(await publishWorker(store, {
+        workerId: 'decode-0',
+        host: 'node-a',
+        inventory: [
+            { type: 'stored', tier: 'gpu', blocks: [1n, 2n, 3n], expiresAt },
+            { type: 'stored', tier: 'host', blocks: [4n, 5n], expiresAt },
+            { type: 'removed', tier: 'gpu', blocks: [3n] },
+        ],
+    }), await publishWorker(store, { workerId: 'decode-half', tpRanks: [1] }));
+}, 60_000);
+afterAll(async () => {
+    for (const worker of workers)
+        await worker.withdraw();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+});
+describe('kvreuse inspect on a SQLite discovery file written by the registry', () => {
+    const env = { KVREUSE_DISCOVERY_BACKEND: 'sqlite', KVREUSE_DISCOVERY_SQLITE_PATH: sqlitePath };
+    it('--json: the complete worker ready with its two rank parts and inventory per tier; the half-published one not ready, naming the missing rank', async () => {
+        const run = await runBinary(['inspect', '--json'], { env });
+        expect(run.stderr).toBe('');
+        expect(run.status).toBe(0);
+        const report = JSON.parse(run.stdout);
+        expect(report.workers.map((worker) => [worker.workerId, worker.ready])).toEqual([
+            ['decode-0', true],
+            ['decode-half', false],
+        ]);
+        const [ready, half] = report.workers;
+        // Qwen3-0.6B at TP 2: 28 layers × 2 planes = 56 banks per rank, 4 KV heads × 128 × 64 tokens × 2 bytes each.
+        expect(ready.rankParts.map((part) => [part.tpRank, part.banks, part.memoryKinds, part.bytes])).toEqual([
+            [0, 56, ['dram'], String(56 * 65_536)],
+            [1, 56, ['dram'], String(56 * 65_536)],
+        ]);
+        // The address is the agent's blob; the signature envelope in front of it is reported apart.
+        const envelopeBytes = (worker, rank) => worker.signedMetadataBytes[rank] - worker.peerMetadataBytes[rank];
+        expect(ready.rankParts.map((part) => [part.agentName, part.peerMetadataBytes, part.signatureBytes, part.host])).toEqual([0, 1].map((tpRank) => [expect.stringMatching(new RegExp(`^decode-0-tp${tpRank}-\\d+$`)), workers[0].peerMetadataBytes[tpRank], envelopeBytes(workers[0], tpRank), 'node-a']));
+        expect(half.rankParts.map((part) => [part.tpRank, part.peerMetadataBytes, part.signatureBytes, part.host])).toEqual([[1, workers[1].peerMetadataBytes[0], envelopeBytes(workers[1], 0), undefined]]);
+        expect(ready.inventory?.blocks).toEqual({ gpu: 2, host: 2 });
+        expect(report.pins).toEqual({ inDiscovery: false, note: expect.stringContaining('not published to discovery'), processes: [] });
+        expect(half.reasons).toEqual([expect.objectContaining({ kind: 'incomplete', message: 'missing ranks (tp 0, pp 0)' })]);
+        expect(half.inventory).toBeUndefined();
+    });
+    it('prints the same in words', async () => {
+        const run = await runBinary(['inspect', '--discovery-sqlite-path', sqlitePath], { env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' } });
+        expect(run.status).toBe(0);
+        expect(run.stdout).toContain(`discovery sqlite ${sqlitePath}: 2 workers, 1 ready\n`);
+        expect(run.stdout).toContain('worker decode-0: ready (incarnation inc-1, epoch ');
+        expect(run.stdout).toContain('  inventory: gpu 2 blocks, host 2 blocks (advisory; incarnation inc-1, batch 0)\n');
+        expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-0-tp1-\\d+ generation \\d+, ${workers[0].peerMetadataBytes[1]}-byte address \\(signed: ${workers[0].signedMetadataBytes[1] - workers[0].peerMetadataBytes[1]}-byte signature envelope\\), host node-a$`, 'm'));
+        expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-half-tp1-\\d+ generation \\d+, ${workers[1].peerMetadataBytes[0]}-byte address \\(signed: \\d+-byte signature envelope\\)$`, 'm'));
+        expect(run.stdout.trimEnd().split('\n').at(-1)).toBe(pinsWhere);
+        expect(run.stdout).toContain('worker decode-half: not ready (incarnation inc-1)\n  not ready because (incomplete): missing ranks (tp 0, pp 0)\n');
+    });
+    it('--metrics <url>: the pins each endpoint process serves and holds, read from its /metrics', async () => {
+        const metrics = new EndpointMetrics();
+        metrics.pinsHeld('serve', 2);
+        const listener = await metrics.listen(0);
+        try {
+            const url = `http://127.0.0.1:${listener.port}/metrics`;
+            const json = await runBinary(['inspect', '--json', '--metrics', url], { env });
+            expect(json.status).toBe(0);
+            expect(JSON.parse(json.stdout).pins).toEqual({ inDiscovery: false, note: pinsWhere, processes: [{ url, serving: 2, holding: 0 }] });
+            const words = await runBinary(['inspect', '--metrics', url], { env });
+            expect(words.stdout.endsWith(`${pinsWhere}\n  ${url}: serving 2 pins to readers, holding 0 at sources\n`)).toBe(true);
+        }
+        finally {
+            await listener.close();
+        }
+        const gone = await runBinary(['inspect', '--metrics', `http://127.0.0.1:${listener.port}/metrics`], { env });
+        expect(gone).toMatchObject({ status: 1, stdout: '' });
+        expect(gone.stderrLines).toEqual([expect.stringMatching(/^kvreuse: metrics at http:\/\/127\.0\.0\.1:\d+\/metrics: fetch failed: .*ECONNREFUSED.* \[METRICS_UNAVAILABLE\]$/)]);
+    }, 60_000);
+    it('with a declared profile installed as the admission gate, a worker it refuses is not ready, with the gate\'s reasons', async () => {
+        const run = await runBinary(['inspect', '--json', '--profile-name', 'llama-3.1-8b-bf16-b64'], { env });
+        expect(run.status).toBe(0);
+        const report = JSON.parse(run.stdout);
+        const [refused] = report.workers;
+        expect(refused).toMatchObject({ workerId: 'decode-0', ready: false });
+        expect(refused.reasons).toEqual([
+            expect.objectContaining({ kind: 'gate', gate: 'profile llama-3.1-8b-bf16-b64', message: expect.stringContaining('worker decode-0: geometry.numLayers: expected 32, actual 28') }),
+        ]);
+    });
+    it('profiles check --worker-id admits the worker found in discovery against the Qwen3-0.6B profile', async () => {
+        const run = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker-id', 'decode-0', '--inventory-hash-seed', 'Qwen/Qwen3-0.6B'], { env });
+        expect(run.stderr).toBe('');
+        expect(run.status).toBe(0);
+        expect(run.stdout).toMatch(/^admitted: profile qwen3-0.6b-bf16-b64 v1 against workers decode-0, native /);
+    });
+    it('a SQLite file that does not exist is refused with exit 2, and not created', async () => {
+        const missing = join(dir, 'nothing-here.sqlite');
+        const run = await runBinary(['inspect', '--discovery-sqlite-path', missing], { env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' } });
+        expect(run.status).toBe(2);
+        expect(run.stderrLines).toEqual([`kvreuse: discovery.sqlite_path = ${missing}: no such file (no worker has published to it; set --discovery-sqlite-path) [DISCOVERY_NOT_FOUND]`]);
+        expect(run.stdout).toBe('');
+        expect(existsSync(missing)).toBe(false);
+    });
+    it('the memory backend is refused with exit 2: another process can never read it', async () => {
+        const run = await runBinary(['inspect', '--discovery-backend', 'memory']);
+        expect(run.status).toBe(2);
+        expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: inspect: discovery.backend = memory holds one process only; .* \[USAGE\]$/)]);
+    });
+});
