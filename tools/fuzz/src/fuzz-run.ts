@@ -27,9 +27,8 @@ function withoutStackTraces<T>(run: () => T): T {
 /**
  * Runs `check` on every case; a case that throws (anything but the assertion of a typed outcome) fails the target.
  *
- * Most cases end in typed errors, and capturing their stacks cost more than the rest of many targets' cases:
- * the cases run without stack traces, and a failing one is replayed with them, so that its report shows where
- * its check threw.
+ * Most cases end in typed errors, and capturing their stacks was a large share of a case's time: the cases run
+ * without stack traces, and a failing one is replayed with them, so that its report shows where its check threw.
  */
 export function fuzz<T>(target: string, cases: fc.Arbitrary<T>, check: (input: T) => void): void {
   const parameters = fuzzParameters(target);
