@@ -1,7 +1,8 @@
+import assert from 'node:assert/strict';
 import type { RankPart } from '@kvreuse/descriptors';
 import { encodeRankPartRecord, parseRankPartKey, RankPartRefusedError, rankPartKey, safeDecodeRankPartRecord } from '@kvreuse/registry';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { fuzz } from './fuzz-run.js';
 import { mutatedBytes, mutatedJson, mutatedText } from './mutations.js';
 import { decodeParts, rankPartSamples } from './samples.js';
@@ -14,11 +15,11 @@ function checkRecord(bytes: Uint8Array): void {
   const result = safeDecodeRankPartRecord(key, bytes);
   if (result.success) {
     const again = safeDecodeRankPartRecord(key, encoder.encode(encodeRankPartRecord(result.data.part, result.data.epoch)));
-    expect(again).toEqual(result);
+    assert.deepEqual(again, result);
     return;
   }
-  expect(result.error).toBeInstanceOf(RankPartRefusedError);
-  expect(result.error.key).toBe(key);
+  assert.ok(result.error instanceof RankPartRefusedError);
+  assert.equal(result.error.key, key);
 }
 
 describe('discovery records', () => {
@@ -34,7 +35,7 @@ describe('discovery records', () => {
     const written = encoder.encode(encodeRankPartRecord(part, 1));
     fuzz('rank part record (bytes)', mutatedBytes([written]), (bytes) => {
       // Only the bytes its writer encoded decode, even where a change parses to the same values (`-0`, spaces).
-      expect(safeDecodeRankPartRecord(key, bytes).success).toBe(Buffer.compare(bytes, written) === 0);
+      assert.equal(safeDecodeRankPartRecord(key, bytes).success, Buffer.compare(bytes, written) === 0);
       checkRecord(bytes);
     });
   });
@@ -42,7 +43,7 @@ describe('discovery records', () => {
   it('a key is a rank-part key only if it is exactly the key of the worker, incarnation and rank it names', () => {
     fuzz('rank part key', mutatedText([key, rankPartKey({ workerId: 'w', incarnation: 'i' }, { tpRank: 12, ppRank: 3 })]), (text) => {
       const named = parseRankPartKey(text);
-      if (named !== undefined) expect(rankPartKey(named, named)).toBe(text);
+      if (named !== undefined) assert.equal(rankPartKey(named, named), text);
     });
   });
 });

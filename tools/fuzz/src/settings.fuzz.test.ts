@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
   defaultSettings,
@@ -10,7 +11,7 @@ import {
   type Settings,
 } from '@kvreuse/config';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { fuzz } from './fuzz-run.js';
 import { type Json, mutatedJson, mutatedText } from './mutations.js';
 
@@ -38,11 +39,11 @@ function checkResolution(options: ResolveOptions): void {
   const result = safeResolveSettings(options);
   if (result.success) {
     // Resolved settings are valid settings: written back as a file, they resolve to themselves.
-    expect(resolveSettings({ file: { data: fileDataOf(result.data.settings) } }).settings).toEqual(result.data.settings);
+    assert.deepEqual(resolveSettings({ file: { data: fileDataOf(result.data.settings) } }).settings, result.data.settings);
     return;
   }
-  expect(isSettingsError(result.error), String(result.error)).toBe(true);
-  expect(result.error.message.length).toBeGreaterThan(0);
+  assert.ok(isSettingsError(result.error), String(result.error));
+  assert.ok(result.error.message.length > 0);
 }
 
 const flagValue = fc.oneof(
