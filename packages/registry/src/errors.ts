@@ -492,8 +492,9 @@ export type RankPartRefusal = 'malformed' | 'wrong-version' | 'tampered' | 'misp
 /**
  * A rank part read from discovery that is refused: `malformed` (not a rank-part record, or its part
  * fails the descriptors schema), `wrong-version` (a record or part version this reader does not
- * know), `tampered` (the checksum does not match the part) or `misplaced` (stored under another
- * worker's or rank's key). A refused part never contributes to readiness.
+ * know), `tampered` (the checksum does not match the epoch and part, or the bytes are not those its
+ * writer encoded) or `misplaced` (stored under another worker's or rank's key). A refused part never
+ * contributes to readiness.
  */
 export class RankPartRefusedError extends RegistryError {
   readonly code = 'RANK_PART_REFUSED';

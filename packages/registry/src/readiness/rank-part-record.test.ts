@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { serializeRankPart } from '@kvreuse/descriptors';
 import { describe, expect, it } from 'vitest';
 import { rankPartsOf } from '../../test/helpers/rank-parts.js';
@@ -9,6 +10,12 @@ const [part] = rankPartsOf({ workerId: 'decode-0', incarnation: 'inc-a', tpSize:
 if (part === undefined) throw new Error('fixture');
 const key = rankPartKey({ workerId: 'decode-0', incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 });
 const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+
+/** A record around `partText` as a writer of this version encodes it: epoch 7, the checksum over the epoch and the part. */
+function recordOf(partText: string): Uint8Array {
+  const checksum = createHash('sha256').update(`7\n${partText}`).digest('hex');
+  return bytes(`{"format":"kvreuse.rank-part","version":3,"epoch":7,"sha256":"${checksum}","part":${partText}}`);
+}
 
 function refusalOf(value: Uint8Array, at = key): RankPartRefusedError {
   const result = safeDecodeRankPartRecord(at, value);
@@ -52,22 +59,28 @@ describe('rank-part records', () => {
     ['not UTF-8', new Uint8Array([0xff, 0xfe])],
     ['not JSON', bytes('{"format":')],
     ['another format', bytes('{"format":"something-else","version":1}')],
-    ['a record without its part', bytes('{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"00"}')],
+    ['a record without its part', bytes('{"format":"kvreuse.rank-part","version":3,"epoch":7,"sha256":"00"}')],
     ['a record without its epoch', edited((record) => delete record.epoch)],
     ['a record whose epoch is not a whole number ≥ 1', edited((record) => (record.epoch = 0.5))],
   ])('refuses %s as malformed', (_name, value) => {
     expect(refusalOf(value).refusal).toBe('malformed');
   });
 
-  it('refuses a record version it does not know', () => {
-    const error = refusalOf(edited((record) => (record.version = 1)));
+  it.each([1, 2])('refuses a record version it does not know: %i (version 2 checksummed the part without its epoch)', (version) => {
+    const error = refusalOf(edited((record) => (record.version = version)));
     expect([error.refusal, error.code]).toEqual(['wrong-version', 'RANK_PART_REFUSED']);
-    expect(error.message).toMatch(/record version 1; this reader knows version 2/);
+    expect(error.message).toMatch(new RegExp(`record version ${version}; this reader knows version 3`));
   });
 
   it('refuses a part whose bytes changed after its checksum was taken', () => {
     const error = refusalOf(edited((record) => ((record.part['banks'] as { bytes: string }[])[0]!.bytes = '1')));
     expect(error.refusal).toBe('tampered');
+  });
+
+  it('refuses a record whose epoch changed after its checksum was taken (the fuzz target found it: one digit, 7 for 8)', () => {
+    const written = encodeRankPartRecord(part, 7);
+    const error = refusalOf(bytes(written.replace('"epoch":7,', '"epoch":8,')));
+    expect(error).toMatchObject({ refusal: 'tampered', message: expect.stringMatching(/the epoch and part do not match their sha256/) });
   });
 
   it.each([
@@ -82,28 +95,25 @@ describe('rank-part records', () => {
     expect(refusalOf(bytes(changed)).refusal).toBe('tampered');
   });
 
-  it('refuses a part of a version the descriptors package does not know, even with a matching checksum', async () => {
-    const { createHash } = await import('node:crypto');
+  it('refuses a part of a version the descriptors package does not know, even with a matching checksum', () => {
     const wire = { ...serializeRankPart(part), version: 4 };
     const text = JSON.stringify(wire);
-    const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
+    const value = recordOf(text);
     expect(refusalOf(value)).toMatchObject({ refusal: 'wrong-version', message: expect.stringMatching(/rank part version 4; this reader knows versions 1, 2, 3/) });
   });
 
   it.each([
     [2, {}],
     [3, { host: 'node-a' }],
-  ] as const)('reads a version %i part', async (version, extra) => {
-    const { createHash } = await import('node:crypto');
+  ] as const)('reads a version %i part', (version, extra) => {
     const text = JSON.stringify({ ...serializeRankPart(part), version, ...extra });
-    const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
+    const value = recordOf(text);
     expect(decodeRankPartRecord(key, value)).toMatchObject({ epoch: 7, part: { version, ...extra } });
   });
 
-  it('refuses a part the descriptors schema refuses, with the schema reason', async () => {
-    const { createHash } = await import('node:crypto');
+  it('refuses a part the descriptors schema refuses, with the schema reason', () => {
     const text = JSON.stringify({ ...serializeRankPart(part), banks: [] });
-    const value = bytes(`{"format":"kvreuse.rank-part","version":2,"epoch":7,"sha256":"${createHash('sha256').update(text).digest('hex')}","part":${text}}`);
+    const value = recordOf(text);
     const error = refusalOf(value);
     expect(error.refusal).toBe('malformed');
     expect(error.message).toMatch(/banks/);

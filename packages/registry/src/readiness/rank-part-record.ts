@@ -14,13 +14,14 @@ export interface RankPartRecord {
   readonly version: typeof rankPartRecordVersion;
   /** The incarnation's epoch (`claimIncarnationEpoch`): a part of a larger epoch is of a newer incarnation. */
   readonly epoch: number;
-  /** SHA-256 (hex) of the JSON text of `part` as stored. */
+  /** SHA-256 (hex) of the epoch in decimal, a newline, and the JSON text of `part` as stored: both are covered. */
   readonly sha256: string;
   readonly part: unknown;
 }
 
 export const rankPartRecordFormat = 'kvreuse.rank-part';
-export const rankPartRecordVersion = 2;
+/** Version 3: the checksum covers the epoch too (version 2's covered the part alone). */
+export const rankPartRecordVersion = 3;
 
 /** A rank part as read from discovery, with the epoch of the incarnation that published it. */
 export interface StoredRankPart {
@@ -35,7 +36,12 @@ export interface StoredRankPart {
  */
 export function encodeRankPartRecord(part: RankPart, epoch: number): string {
   const partText = JSON.stringify(part, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
-  return recordText(epoch, sha256(partText), partText);
+  return recordText(epoch, recordChecksum(epoch, partText), partText);
+}
+
+/** The record's checksum: over the epoch as well as the part, so that a changed epoch is caught as a changed part is. */
+function recordChecksum(epoch: number, partText: string): string {
+  return createHash('sha256').update(`${epoch}\n${partText}`).digest('hex');
 }
 
 /** Spliced as text so that the checksum covers exactly the bytes a reader will see. */
@@ -78,8 +84,8 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
     return refuse('malformed', 'the record lacks its sha256 or part');
   }
   const partText = JSON.stringify(part);
-  if (sha256(partText) !== checksum) {
-    return refuse('tampered', `the part does not match its sha256 ${checksum}`);
+  if (recordChecksum(epoch, partText) !== checksum) {
+    return refuse('tampered', `the epoch and part do not match their sha256 ${checksum}`);
   }
   // JSON reads bytes the checksum never saw as the same value (`-0` as 0's twin, `1.0`, spaces, escapes):
   // the record must be the very text its writer encoded.
@@ -113,8 +119,4 @@ export function decodeRankPartRecord(key: string, value: Uint8Array, keyPrefix?:
   const result = safeDecodeRankPartRecord(key, value, keyPrefix);
   if (!result.success) throw result.error;
   return result.data;
-}
-
-function sha256(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
 }
