@@ -48,7 +48,12 @@ export async function claimIncarnationEpoch(
   const fenceKey = workerEpochKey(worker.workerId, options.keyPrefix);
   const recordKey = incarnationEpochKey(worker, options.keyPrefix);
   for (let attempt = 0; attempt < claimAttempts; attempt++) {
-    const [fence, record] = await Promise.all([store.get(fenceKey), store.get(recordKey)]);
+    // The record first, then the fence: a claim commits both at once and the fence only moves on, so a
+    // fence read after the record is at least as new as it. Read together (or the fence first), another
+    // rank's claim committed between the two reads showed its record beside the fence from before it,
+    // and this rank took its own incarnation for superseded.
+    const record = await store.get(recordKey);
+    const fence = await store.get(fenceKey);
     if (record !== undefined) {
       const claimed = { ...worker, epoch: record.createRevision };
       if (fence?.modRevision !== claimed.epoch) {
