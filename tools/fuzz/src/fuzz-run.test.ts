@@ -18,8 +18,10 @@ describe('fuzz', () => {
         if (count >= 10) throw new RangeError(`${count} is too many`);
       }),
     );
+    // Whatever failing value the seed draws first, the report's counterexample is the least one, 10
+    // (drawn as the first failure, it is shrunk 0 times).
     expect(failure.message).toContain('Counterexample: [10]');
-    expect(failure.message).toMatch(/Shrunk [1-9]/);
+    expect(failure.message).toMatch(/Shrunk \d+ time/);
     expect(failure.message).toMatch(/seed: -?\d+/);
     expect(failure.cause).toBeInstanceOf(RangeError);
     expect((failure.cause as Error).message).toBe('10 is too many');
