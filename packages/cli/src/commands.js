@@ -1,7 +1,0 @@
-import { bench } from './checkout-commands.js';
-import { configSchema, configShow, configValidate } from './config-commands.js';
-import { demo } from './demo-command.js';
-import { inspect } from './inspect-command.js';
-import { profilesCheck, profilesList, profilesShow } from './profiles-commands.js';
-/** Every command of the binary, in the order `kvreuse --help` lists them. */
-export const commands = [configShow, configValidate, configSchema, profilesList, profilesShow, profilesCheck, inspect, bench, demo];

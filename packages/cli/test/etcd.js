@@ -1,7 +1,0 @@
-// A real etcd for the inspect and demo tests: the one `demo` starts for a run (src/local-etcd.ts), which
-// a test can also freeze.
-import { startLocalEtcd } from '../src/local-etcd.js';
-export async function startEtcd() {
-    const etcd = await startLocalEtcd({ command: 'test', env: process.env });
-    return { url: etcd.url, stop: etcd.stop, pause: () => process.kill(etcd.pid, 'SIGSTOP'), resume: () => process.kill(etcd.pid, 'SIGCONT') };
-}
