@@ -308,8 +308,11 @@ interface ReadRates {
   readonly perftestLanes: string;
 }
 
-/** Pairs of runs at the two sizes that are figures: single pairs' ratios spread over 0.7–1.4 on this machine. */
-const FIGURE_REPEATS = 31;
+/**
+ * Pairs of runs at the two sizes that are figures. Single pairs' ratios spread over 0.4–1.9 on this
+ * machine; the median of 31 still moved by ±0.05 from one run to the next.
+ */
+const FIGURE_REPEATS = 61;
 
 async function readRates(setup: RemoteSetup, { size, gets, batchSize, window, figure }: SweepPoint): Promise<ReadRates> {
   const repeats = figure === undefined ? REPEATS : FIGURE_REPEATS;
@@ -405,9 +408,10 @@ async function verifiedPrefixPull(setup: RemoteSetup, batch: TransferDescriptors
 /**
  * A pull of the prefix takes ~35 ms and the host's memory bandwidth moves by a third from one second to
  * the next, so the pulls and their memcpy anchor alternate, PREFIX_REPEATS times, and each ratio is
- * the median of the pairs' (pairedRatio).
+ * the median of the pairs' (pairedRatio): single pairs spread over 0.6–1.6, and the median of 25 moved
+ * by ±0.05 between runs.
  */
-const PREFIX_REPEATS = 25;
+const PREFIX_REPEATS = 61;
 
 const prefixRates = (times: readonly number[]): number[] => times.map((time) => QWEN3_PREFIX_BYTES / time);
 
