@@ -4,7 +4,7 @@
 // from caller memory) and the per-descriptor overhead.
 // Writes bench/parts/native-bindings.json at the repository root.
 import { type SpawnOptions, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,13 +56,6 @@ function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? (sorted[middle] ?? Number.NaN) : ((sorted[middle - 1] ?? Number.NaN) + (sorted[middle] ?? Number.NaN)) / 2;
 }
 
-/**
- * A ratio figure from rates measured in alternation, run i of each side one after the other: the median
- * of the runs' own ratios (`measured[i] / anchors[i]`). The host's memory bandwidth drifts by a third
- * over seconds; two runs side by side share their moment, so the drift cancels within each pair, and the
- * median passes over the pairs a preemption cut short on either side. (The ratio of each side's best run
- * compared two different moments, and moved by up to 15% between full runs of the same code.)
- */
 interface PairedRatio {
   readonly ratio: number;
   /** The lowest and highest of the pairs' ratios. */
@@ -70,6 +63,13 @@ interface PairedRatio {
   readonly pairs: number;
 }
 
+/**
+ * A ratio figure from rates measured in alternation, run i of each side one after the other: the median
+ * of the runs' own ratios (`measured[i] / anchors[i]`). The host's memory bandwidth drifts by a third
+ * over seconds; two runs side by side share their moment, so the drift cancels within each pair, and the
+ * median passes over the pairs a preemption cut short on either side. (The ratio of each side's best run
+ * compared two different moments, and moved by up to 15% between full runs of the same code.)
+ */
 function pairedRatio(measured: readonly number[], anchors: readonly number[]): PairedRatio {
   const ratios = measured.map((value, i) => value / (anchors[i] ?? Number.NaN));
   return { ratio: median(ratios), spread: [Math.min(...ratios), Math.max(...ratios)], pairs: ratios.length };
@@ -185,11 +185,14 @@ async function listening(pid: number | undefined, port: number): Promise<void> {
       return address?.endsWith(local) === true && state === '0A';
     });
   for (;;) {
+    if (pid === undefined || !existsSync(`/proc/${pid}`)) {
+      throw new Error(`ucx_perftest's server (pid ${pid ?? 'none: it did not start'}) exited before it listened on port ${port}`);
+    }
     for (const table of ['tcp', 'tcp6']) {
       try {
         if (listensIn(readFileSync(`/proc/${pid}/net/${table}`, 'utf8'))) return;
       } catch {
-        // not there yet (or the server is gone: the deadline says so)
+        // this kernel has no such table (tcp6 without IPv6), or the server just exited: checked above
       }
     }
     if (Date.now() > deadline) throw new Error(`ucx_perftest's server (pid ${pid}) did not listen on port ${port} within 10 s`);
