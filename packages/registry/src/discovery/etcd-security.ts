@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import { createSecureContext, rootCertificates } from 'node:tls';
-import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError, GRPCUnavailableError, type IOptions } from 'etcd3';
+import type { IOptions } from 'etcd3';
 import {
   DiscoveryArgumentError,
   DiscoveryAuthenticationError,
@@ -12,6 +12,7 @@ import {
   DiscoveryTlsError,
   type RegistryError,
 } from '../errors.js';
+import { etcd3 } from './etcd-client.js';
 
 /** PEM files for TLS to etcd (`https://` endpoints). */
 export interface EtcdTlsFiles {
@@ -118,6 +119,7 @@ export class EtcdRefusals {
 
   /** The typed error of a refusal of this client's certificate, credentials or rights, or undefined for any other failure. */
   refusal(error: unknown, operation: string, key: string | undefined): RegistryError | undefined {
+    const { EtcdAuthenticationFailedError, EtcdPermissionDeniedError, GRPCUnavailableError } = etcd3();
     if (error instanceof EtcdAuthenticationFailedError) {
       return new DiscoveryAuthenticationError(backend, operation, this.username, { cause: error });
     }

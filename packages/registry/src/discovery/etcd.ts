@@ -1,12 +1,4 @@
-import { noop } from 'cockatiel';
-import {
-  Etcd3,
-  EtcdLeaseInvalidError,
-  type IDuplexStream,
-  type IKeyValue,
-  type IWatchRequest,
-  type IWatchResponse,
-} from 'etcd3';
+import type { Etcd3, IDuplexStream, IKeyValue, IWatchRequest, IWatchResponse } from 'etcd3';
 import {
   DiscoveryArgumentError,
   DiscoveryClosedError,
@@ -31,6 +23,7 @@ import {
   resolveCommit,
   wholeOption,
 } from './common.js';
+import { etcd3, noRetries } from './etcd-client.js';
 import { EtcdRefusals, type EtcdTlsFiles, type EtcdUser, tlsCredentials, userPassword } from './etcd-security.js';
 import type {
   CommitOptions,
@@ -112,10 +105,10 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     }
     const user = options.auth === undefined ? undefined : userPassword(options.auth);
     this.refusals = new EtcdRefusals(hosts, user?.username);
-    this.client = new Etcd3({
+    this.client = new (etcd3().Etcd3)({
       hosts: [...hosts],
       grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1_000 },
-      faultHandling: { host: () => noop, global: noop },
+      faultHandling: { host: () => noRetries(), global: noRetries() },
       ...(options.tls === undefined ? {} : { credentials: tlsCredentials(options.tls, hosts) }),
       ...(user === undefined ? {} : { auth: { ...user, callOptions: () => ({ deadline: new Date(Date.now() + this.requestTimeoutMs) }) } }),
     });
@@ -312,7 +305,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       this.refusals.succeeded();
       return response;
     } catch (error) {
-      if (error instanceof EtcdLeaseInvalidError) throw new DiscoveryLeaseError(backend, lease ?? 'unknown', key);
+      if (error instanceof etcd3().EtcdLeaseInvalidError) throw new DiscoveryLeaseError(backend, lease ?? 'unknown', key);
       if (error instanceof Error && /too many operations in txn/.test(error.message)) {
         throw new DiscoveryArgumentError(backend, 'operations', operation, `etcd refused the transaction: ${error.message}`);
       }

@@ -1,0 +1,35 @@
+import { execFileSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Runs `body` in a new Node process that imported @kvreuse/registry; returns the CommonJS modules it then held, by package. */
+function packagesLoadedAfter(body: string): string[] {
+  const program = `
+    import { createRequire } from 'node:module';
+    import * as registry from '@kvreuse/registry';
+    ${body}
+    const packages = new Set(Object.keys(createRequire(import.meta.url).cache).map((path) => /node_modules\\/((@[^/]+\\/)?[^/]+)\\/(?!.*node_modules)/.exec(path)?.[1]).filter(Boolean));
+    console.log(JSON.stringify([...packages].sort()));
+  `;
+  const output = execFileSync(process.execPath, ['--conditions=@kvreuse/source', '--import', 'tsx', '--input-type=module', '-e', program], {
+    cwd: packageRoot,
+    encoding: 'utf8',
+  });
+  return JSON.parse(output.trim().split('\n').at(-1) ?? '[]') as string[];
+}
+
+describe('the etcd client library', () => {
+  it('is not loaded by importing the package, only by making an etcd store', () => {
+    const onImport = packagesLoadedAfter('void registry;');
+    expect(onImport).not.toContain('etcd3');
+    expect(onImport).not.toContain('@grpc/grpc-js');
+    expect(onImport).not.toContain('cockatiel');
+    const onConnect = packagesLoadedAfter("await registry.connectEtcdDiscovery({ hosts: 'http://127.0.0.1:9' }).close();");
+    expect(onConnect).toContain('etcd3');
+    expect(onConnect).toContain('@grpc/grpc-js');
+    expect(onConnect).toContain('cockatiel');
+  });
+});
