@@ -283,8 +283,9 @@ function describePath(text: string): string {
  * 16, four in flight 0.99. At 128 KiB × 256 two and four in flight were alike (1.005 and 1.001, 30
  * pairs each). Two of the sizes are figures of their own. The 128 KiB figure's runs are 100,000 gets
  * (13 GB, about 0.3 s each side): with 20,000 (70 ms) the median of 31 pairs ranged over 0.86–1.04
- * from one setup to the next (11 setups in a row), and one full run in three missed its goal; with
- * 100,000, six setups in a row gave 0.96–1.08.
+ * from one setup to the next (11 setups in a row); with 100,000, six setups in a row gave 0.96–1.08,
+ * and each pair's runs are longer than the host's short dips. It is no cure: three full runs after it
+ * still gave 1.01, 0.64 and 0.91 (docs/benchmarks.md says what was ruled out).
  */
 interface SweepPoint {
   readonly size: number;
