@@ -7,7 +7,7 @@
  * The projects whose tests take longest, longest first (their times are in docs/testing.md). Keep the
  * list in that order when those times change; projects not named here start after these.
  */
-export const longestProjects = ['fuzz', 'native-bindings', 'cli', 'registry', 'pack-install', 'drain', 'chaos', 'repo-checks'];
+export const longestProjects = ['native-bindings', 'fuzz', 'cli', 'pack-install', 'registry', 'chaos', 'drain', 'repo-checks'];
 
 /** `projects` in the order they start: those named in `longest`, in its order, then the others as given. */
 export function startOrder(projects, longest = longestProjects) {
