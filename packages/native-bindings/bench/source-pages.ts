@@ -5,20 +5,10 @@
 // property of the pages each buffer got that lasts as long as the buffer.
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import koffi from 'koffi';
+import { libc } from '../src/libc.js';
 
 const PROT_READ = 0x1;
 const MAP_SHARED = 0x1;
-
-const libc = koffi.load('libc.so.6');
-const mmap = libc.func('intptr_t mmap(uintptr_t addr, size_t length, int prot, int flags, int fd, int64_t offset)') as (
-  address: bigint,
-  length: bigint,
-  protection: number,
-  flags: number,
-  fd: number,
-  offset: bigint,
-) => bigint | number;
-const munmap = libc.func('int munmap(uintptr_t addr, size_t length)') as (address: bigint, length: bigint) => number;
 
 export interface SourcePages {
   /** The source's `bytes` from `address` on, read-only. Do not use it after `unmap()`. */
@@ -49,11 +39,11 @@ export function mapSourcePages(pid: number, address: bigint, bytes: number): Sou
     throw new Error(`cannot open process ${pid}'s mapping ${range} through /proc/${pid}/map_files (it needs CAP_SYS_ADMIN)`, { cause });
   }
   try {
-    const mapped = BigInt(mmap(0n, BigInt(bytes), PROT_READ, MAP_SHARED, fd, BigInt(`0x${fileOffset}`) + (address - start)));
+    const mapped = BigInt(libc().mmap(0n, BigInt(bytes), PROT_READ, MAP_SHARED, fd, BigInt(`0x${fileOffset}`) + (address - start)));
     if (mapped === -1n) throw new Error(`mmap of ${bytes} bytes of process ${pid}'s ${mapping.at(-1) ?? 'mapping'} failed with errno ${koffi.errno()}`);
     return {
       view: Buffer.from(koffi.view(mapped, bytes)),
-      unmap: () => void munmap(mapped, BigInt(bytes)),
+      unmap: () => void libc().munmap(mapped, BigInt(bytes)),
     };
   } finally {
     closeSync(fd);
