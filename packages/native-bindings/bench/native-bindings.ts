@@ -8,7 +8,16 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Agent, type Allocation, describeBlockingCall, monitorBlockingCalls, type Peer, type Region, type TransferDescriptors } from '@kvreuse/native-bindings';
+import {
+  type Agent,
+  type Allocation,
+  describeBlockingCall,
+  monitorBlockingCalls,
+  type Peer,
+  type PostRequest,
+  type Region,
+  type TransferDescriptors,
+} from '@kvreuse/native-bindings';
 import { agentName, transport } from '../test/support/backends.js';
 import { spawnScript } from '../test/support/child.js';
 import { findPatternMismatch } from '../test/support/content.js';
@@ -138,14 +147,16 @@ async function remoteSource(bytes: number, seed: number, memory: SourceMemory = 
   };
 }
 
-/** Seconds from posting `batches` batches (at most `window` in flight) to the last completion. */
-function timeRemoteReads(setup: RemoteSetup, batch: TransferDescriptors, batches: number, window: number): Promise<number> {
-  return timeReads(
-    setup.agent,
-    { direction: 'read', peer: setup.peer, descriptors: batch, localRegions: [setup.region], remoteRegions: [setup.remoteRegion] },
-    batches,
-    window,
-  );
+/** Seconds from posting `batches` batches (at most `window` in flight) to the last completion; given several, each for an equal run of them. */
+function timeRemoteReads(setup: RemoteSetup, batch: TransferDescriptors | readonly TransferDescriptors[], batches: number, window: number): Promise<number> {
+  const request = (descriptors: TransferDescriptors): PostRequest => ({
+    direction: 'read',
+    peer: setup.peer,
+    descriptors,
+    localRegions: [setup.region],
+    remoteRegions: [setup.remoteRegion],
+  });
+  return timeReads(setup.agent, Array.isArray(batch) ? batch.map(request) : request(batch as TransferDescriptors), batches, window);
 }
 
 /** The lanes UCX reports for its endpoints in `output` (written with UCX_LOG_LEVEL=info). */
@@ -284,8 +295,9 @@ function describePath(text: string): string {
  * pairs each). Two of the sizes are figures of their own. The 128 KiB figure's runs are 100,000 gets
  * (13 GB, about 0.3 s each side): with 20,000 (70 ms) the median of 31 pairs ranged over 0.86–1.04
  * from one setup to the next (11 setups in a row); with 100,000, six setups in a row gave 0.96–1.08,
- * and each pair's runs are longer than the host's short dips. It is no cure: three full runs after it
- * still gave 1.01, 0.64 and 0.91 (docs/benchmarks.md says what was ruled out).
+ * and each pair's runs are longer than the host's short dips. That alone still gave 1.01, 0.64 and
+ * 0.91 in three full runs: what was left was the buffers' placement (readRates). Reading four windows
+ * a run, five setups in a row gave 0.98–1.02.
  */
 interface SweepPoint {
   readonly size: number;
@@ -325,15 +337,43 @@ interface ReadRates {
  */
 const FIGURE_REPEATS = 61;
 
+/**
+ * The sweep's banks, each side: 128 windows of 128 KiB, so that the pairs of that figure's runs read from
+ * and into windows of their own (see readRates).
+ */
+const SWEEP_BANK_BYTES = 16 << 20;
+
+/** Windows each facade run of the sweep reads, one after the other (see readRates). */
+const WINDOWS_PER_RUN = 4;
+
+/**
+ * The facade, like ucx_perftest, reads one reused buffer each side, but moves its buffers between runs
+ * as ucx_perftest does: a buffer's speed at 128 KiB depends on the physical pages it got, and keeps it
+ * as long as the buffer lives. Each ucx_perftest run is a new process with new buffers, so its 61 runs
+ * drew 61 placements, while the facade's drew one for the whole point, and a setup whose buffers were
+ * slow lost every pair: 0.64 in one full run. Measured in one setup, 16 windows of 128 KiB read in turn
+ * 10 times over: medians 24–36 GB/s, and a window kept its speed from pass to pass (one at 26–29 GB/s in
+ * all ten, another at 33–41). How their pages spread over the L2's 16 page colours (512 KiB, 8-way)
+ * explains some of the slow windows, not all. So each facade run reads WINDOWS_PER_RUN windows of the
+ * banks, in turn, each for an equal share of its gets, and the next run the next ones: its placement
+ * luck is averaged within the run, where ucx_perftest's is drawn once per run. The run's rate is bytes
+ * over the whole time, which weighs a slow window more (conservative, by about 1%).
+ */
 async function readRates(setup: RemoteSetup, { size, gets, batchSize, window, figure }: SweepPoint): Promise<ReadRates> {
   const repeats = figure === undefined ? REPEATS : FIGURE_REPEATS;
-  const batch = descriptors(batchSize, size, () => 0);
+  const windows = Math.max(1, Math.floor(setup.bank.bytes / size)); // the source's bank is as large
+  const batchOf = (w: number): TransferDescriptors => {
+    const offset = (w % windows) * size;
+    return descriptors(batchSize, size, () => offset);
+  };
+  const runBatches = (r: number): TransferDescriptors[] => Array.from({ length: WINDOWS_PER_RUN }, (_, k) => batchOf(r * WINDOWS_PER_RUN + k));
   const batches = Math.ceil(gets / batchSize);
-  await timeRemoteReads(setup, batch, Math.ceil(100 / batchSize), window); // warm-up, as ucx_perftest -w 100
+  await timeRemoteReads(setup, batchOf(0), Math.ceil(100 / batchSize), window); // warm-up, as ucx_perftest -w 100
   const facade: number[] = [];
   const perftest: number[] = [];
   let perftestLanes = '';
   for (let r = 0; r < repeats; r++) {
+    const batch = runBatches(r);
     const anchorRun = await ucxPerftest(size, batches * batchSize, { beside: () => timeRemoteReads(setup, batch, batches, window) });
     facade.push((batches * batchSize * size) / (anchorRun.beside ?? Number.NaN));
     perftest.push(anchorRun.bytesPerSecond);
@@ -367,7 +407,7 @@ async function readsBySize(): Promise<void> {
   const started = process.hrtime.bigint();
   const loadAtStart = loadavg()[0] ?? Number.NaN;
   const largest = Math.max(...SWEEP.map((point) => point.size));
-  const setup = await remoteSource(largest, 7);
+  const setup = await remoteSource(SWEEP_BANK_BYTES, 7);
   const copyTarget = await setup.agent.allocate(largest);
   const facadePath = describePath(setup.peer.transport());
   const facade: number[] = [];
@@ -438,7 +478,8 @@ interface PrefixMemcpy {
  */
 function sourcePagesMemcpy(setup: RemoteSetup): PrefixMemcpy {
   const remote = setup.peer.regions().find((region) => region.id === setup.remoteRegion);
-  if (remote === undefined || setup.sourcePid === undefined) throw new Error('the source advertises no region, or has no pid');
+  if (remote === undefined) throw new Error(`the source advertises no region ${setup.remoteRegion}`);
+  if (setup.sourcePid === undefined) throw new Error('the source process has no pid: it did not start');
   const source = mapSourcePages(setup.sourcePid, remote.address, QWEN3_PREFIX_BYTES);
   return copier(source.view, setup.bank.view(), async () => source.unmap());
 }

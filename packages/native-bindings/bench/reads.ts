@@ -23,13 +23,17 @@ export function descriptors(
   };
 }
 
-/** Seconds from posting `batches` copies of `request` (at most `window` in flight) to the last completion. */
-export async function timeReads(agent: Agent, request: PostRequest, batches: number, window: number): Promise<number> {
+/**
+ * Seconds from posting `batches` copies of `request` (at most `window` in flight) to the last completion.
+ * Given several requests, each is posted for an equal run of the batches, in turn, with no pause between.
+ */
+export async function timeReads(agent: Agent, request: PostRequest | readonly PostRequest[], batches: number, window: number): Promise<number> {
+  const requests = Array.isArray(request) ? request : [request];
   const start = process.hrtime.bigint();
   const inFlight = new Set<Promise<void>>();
   for (let b = 0; b < batches; b++) {
     if (inFlight.size >= window) await Promise.race(inFlight);
-    const operation = agent.post(request);
+    const operation = agent.post(requests[Math.floor((b * requests.length) / batches)] as PostRequest);
     const settled: Promise<void> = operation.done.then(() => {
       operation.release();
       inFlight.delete(settled);

@@ -5,7 +5,7 @@
 // property of the pages each buffer got that lasts as long as the buffer.
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import koffi from 'koffi';
-import { libc } from '../src/libc.js';
+import { libc, libcFailure } from '../src/libc.js';
 
 const PROT_READ = 0x1;
 const MAP_SHARED = 0x1;
@@ -22,7 +22,13 @@ export interface SourcePages {
  * both shared mappings of a memfd. Throws naming what it could not find or map.
  */
 export function mapSourcePages(pid: number, address: bigint, bytes: number): SourcePages {
-  const mapping = readFileSync(`/proc/${pid}/maps`, 'utf8')
+  let maps: string;
+  try {
+    maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
+  } catch (cause) {
+    throw new Error(`cannot read the mappings of process ${pid} (/proc/${pid}/maps): it has exited, or never ran here`, { cause });
+  }
+  const mapping = maps
     .split('\n')
     .map((line) => line.split(/\s+/))
     .find(([range]) => {
@@ -40,7 +46,7 @@ export function mapSourcePages(pid: number, address: bigint, bytes: number): Sou
   }
   try {
     const mapped = BigInt(libc().mmap(0n, BigInt(bytes), PROT_READ, MAP_SHARED, fd, BigInt(`0x${fileOffset}`) + (address - start)));
-    if (mapped === -1n) throw new Error(`mmap of ${bytes} bytes of process ${pid}'s ${mapping.at(-1) ?? 'mapping'} failed with errno ${koffi.errno()}`);
+    if (mapped === -1n) throw libcFailure('mmap', `mmap of ${bytes} bytes of process ${pid}'s mapping ${range}`);
     return {
       view: Buffer.from(koffi.view(mapped, bytes)),
       unmap: () => void libc().munmap(mapped, BigInt(bytes)),
