@@ -297,7 +297,11 @@ function describePath(text: string): string {
  * from one setup to the next (11 setups in a row); with 100,000, six setups in a row gave 0.96–1.08,
  * and each pair's runs are longer than the host's short dips. That alone still gave 1.01, 0.64 and
  * 0.91 in three full runs: what was left was the buffers' placement (readRates). Reading four windows
- * a run, five setups in a row gave 0.98–1.02.
+ * a run, five setups in a row gave 0.98–1.02, and three full runs 0.99, 1.05 and 0.93: single pairs
+ * still spread over 0.65–2.1, so the median of 61 moves by about ±0.035 from run to run, hence 121 pairs
+ * at 128 KiB. Its batches are 512 descriptors (64 MiB, as from 256 KiB up): against 256, in two setups,
+ * 1.013 and 1.014 of the rate, since Node's thread, which wakes once a batch, then works half as often
+ * on the other core.
  */
 interface SweepPoint {
   readonly size: number;
@@ -305,16 +309,20 @@ interface SweepPoint {
   readonly batchSize: number;
   readonly window: number;
   readonly figure?: string;
+  /** Pairs of runs (facade, then ucx_perftest); REPEATS where none is given. */
+  readonly pairs?: number;
+  /** Windows of the banks each facade run reads in turn (see readRates); 1 where none is given. */
+  readonly windowsPerRun?: number;
 }
 
 const SWEEP: readonly SweepPoint[] = [
-  { size: 4 << 10, gets: 100_000, batchSize: 256, window: 4 },
-  { size: 16 << 10, gets: 50_000, batchSize: 256, window: 4 },
-  { size: 64 << 10, gets: 20_000, batchSize: 256, window: 4 },
-  { size: 128 << 10, gets: 100_000, batchSize: 256, window: 4, figure: 'read.128k.vs_ucx_perftest' },
-  { size: 256 << 10, gets: 10_000, batchSize: 256, window: 4 },
+  { size: 4 << 10, gets: 100_000, batchSize: 256, window: 4, windowsPerRun: 8 },
+  { size: 16 << 10, gets: 50_000, batchSize: 256, window: 4, windowsPerRun: 8 },
+  { size: 64 << 10, gets: 20_000, batchSize: 256, window: 4, windowsPerRun: 8 },
+  { size: 128 << 10, gets: 100_000, batchSize: 512, window: 4, figure: 'read.128k.vs_ucx_perftest', pairs: 121, windowsPerRun: 8 },
+  { size: 256 << 10, gets: 10_000, batchSize: 256, window: 4, windowsPerRun: 8 },
   { size: 1 << 20, gets: 4_000, batchSize: 64, window: 4 },
-  { size: 4 << 20, gets: 2_000, batchSize: 16, window: 4, figure: 'read.4m.vs_ucx_perftest' },
+  { size: 4 << 20, gets: 2_000, batchSize: 16, window: 4, figure: 'read.4m.vs_ucx_perftest', pairs: 61 },
 ];
 /**
  * Bytes each memcpy run of the sweep copies, one size over and over: about a millisecond, so that some
@@ -332,47 +340,41 @@ interface ReadRates {
 }
 
 /**
- * Pairs of runs at the two sizes that are figures. Single pairs' ratios spread over 0.4–1.9 on this
- * machine; the median of 31 still moved by ±0.05 from one run to the next.
- */
-const FIGURE_REPEATS = 61;
-
-/**
- * The sweep's banks, each side: 128 windows of 128 KiB, so that the pairs of that figure's runs read from
- * and into windows of their own (see readRates).
+ * The sweep's banks, each side: 128 windows of 128 KiB for the runs of that figure to move between (see
+ * readRates).
  */
 const SWEEP_BANK_BYTES = 16 << 20;
 
-/** Windows each facade run of the sweep reads, one after the other (see readRates). */
-const WINDOWS_PER_RUN = 4;
-
 /**
- * The facade, like ucx_perftest, reads one reused buffer each side, but moves its buffers between runs
- * as ucx_perftest does: a buffer's speed at 128 KiB depends on the physical pages it got, and keeps it
- * as long as the buffer lives. Each ucx_perftest run is a new process with new buffers, so its 61 runs
- * drew 61 placements, while the facade's drew one for the whole point, and a setup whose buffers were
- * slow lost every pair: 0.64 in one full run. Measured in one setup, 16 windows of 128 KiB read in turn
- * 10 times over: medians 24–36 GB/s, and a window kept its speed from pass to pass (one at 26–29 GB/s in
- * all ten, another at 33–41). How their pages spread over the L2's 16 page colours (512 KiB, 8-way)
- * explains some of the slow windows, not all. So each facade run reads WINDOWS_PER_RUN windows of the
- * banks, in turn, each for an equal share of its gets, and the next run the next ones: its placement
- * luck is averaged within the run, where ucx_perftest's is drawn once per run. The run's rate is bytes
- * over the whole time, which weighs a slow window more (conservative, by about 1%).
+ * The facade, like ucx_perftest, reads one reused buffer each side. Up to 256 KiB, where both buffers
+ * of a get fit in a core's L2 (512 KiB), it moves its buffers between runs as ucx_perftest does: there
+ * a buffer's speed depends on the physical pages it got, and keeps it as long as the buffer lives. Each
+ * ucx_perftest run is a new process with new buffers, so each of its runs drew a placement of its own,
+ * while the facade's drew one for the whole point, and a setup whose buffers were slow lost every pair
+ * (0.64 in one full run). Measured in one setup, 16 windows of 128 KiB read in turn 10 times over:
+ * medians 24–36 GB/s, and a window kept its speed from pass to pass (one at 26–29 GB/s in all ten,
+ * another at 33–41). How their pages spread over the L2's 16 page colours explains some of the slow
+ * windows, not all. So each facade run reads `windowsPerRun` windows of the banks in turn, each for an
+ * equal share of its gets with no pause between, and the next run the next ones: its placement luck is
+ * averaged within the run, where ucx_perftest's is drawn once per run. The run's rate is its bytes over
+ * its whole time, which weighs a slow window more (against the facade, by about 1%). Against the same
+ * facade reading one window, in three setups, eight windows a run read at 0.995, 1.037 and 1.010 of
+ * it at 128 KiB, but 0.91, 0.89 and 0.93 at 4 MiB (not understood), so the sizes whose two buffers do
+ * not fit in L2 (1 MiB, 4 MiB) read the banks' first window in every run.
  */
-async function readRates(setup: RemoteSetup, { size, gets, batchSize, window, figure }: SweepPoint): Promise<ReadRates> {
-  const repeats = figure === undefined ? REPEATS : FIGURE_REPEATS;
+async function readRates(setup: RemoteSetup, { size, gets, batchSize, window, pairs = REPEATS, windowsPerRun = 1 }: SweepPoint): Promise<ReadRates> {
   const windows = Math.max(1, Math.floor(setup.bank.bytes / size)); // the source's bank is as large
   const batchOf = (w: number): TransferDescriptors => {
     const offset = (w % windows) * size;
     return descriptors(batchSize, size, () => offset);
   };
-  const runBatches = (r: number): TransferDescriptors[] => Array.from({ length: WINDOWS_PER_RUN }, (_, k) => batchOf(r * WINDOWS_PER_RUN + k));
+  const runBatches = (r: number): TransferDescriptors[] => Array.from({ length: windowsPerRun }, (_, k) => batchOf(r * windowsPerRun + k));
   const batches = Math.ceil(gets / batchSize);
   await timeRemoteReads(setup, batchOf(0), Math.ceil(100 / batchSize), window); // warm-up, as ucx_perftest -w 100
   const facade: number[] = [];
   const perftest: number[] = [];
   let perftestLanes = '';
-  for (let r = 0; r < repeats; r++) {
+  for (let r = 0; r < pairs; r++) {
     const batch = runBatches(r);
     const anchorRun = await ucxPerftest(size, batches * batchSize, { beside: () => timeRemoteReads(setup, batch, batches, window) });
     facade.push((batches * batchSize * size) / (anchorRun.beside ?? Number.NaN));
