@@ -156,7 +156,7 @@ function timeRemoteReads(setup: RemoteSetup, batch: TransferDescriptors | readon
     localRegions: [setup.region],
     remoteRegions: [setup.remoteRegion],
   });
-  return timeReads(setup.agent, Array.isArray(batch) ? batch.map(request) : request(batch as TransferDescriptors), batches, window);
+  return timeReads(setup.agent, ([] as TransferDescriptors[]).concat(batch).map(request), batches, window);
 }
 
 /** The lanes UCX reports for its endpoints in `output` (written with UCX_LOG_LEVEL=info). */

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import koffi from 'koffi';
 import { describe, expect, it } from 'vitest';
 import { FileMemory } from '../src/index.js';
 import { mapSourcePages } from './source-pages.js';
@@ -26,6 +27,12 @@ describe('mapSourcePages', () => {
       new RegExp(`process ${process.pid} has no mapping that holds ${2 * PAGE} bytes at 0x${memory.address.toString(16)}`),
     );
     memory.close();
+  });
+
+  it('refuses memory that is not backed by a file, saying so', () => {
+    const anonymous = Buffer.alloc(8 * PAGE);
+    const address = BigInt(koffi.address(anonymous));
+    expect(() => mapSourcePages(process.pid, address, PAGE)).toThrow(/through \/proc\/\d+\/map_files: it is not backed by a file$/);
   });
 
   it('says so when the process is gone', async () => {

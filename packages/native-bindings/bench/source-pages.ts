@@ -42,7 +42,9 @@ export function mapSourcePages(pid: number, address: bigint, bytes: number): Sou
   try {
     fd = openSync(`/proc/${pid}/map_files/${range}`, 'r');
   } catch (cause) {
-    throw new Error(`cannot open process ${pid}'s mapping ${range} through /proc/${pid}/map_files (it needs CAP_SYS_ADMIN)`, { cause });
+    const code = (cause as NodeJS.ErrnoException).code ?? String(cause);
+    const why = code === 'ENOENT' ? 'it is not backed by a file' : code === 'EPERM' || code === 'EACCES' ? 'opening it needs CAP_SYS_ADMIN' : code;
+    throw new Error(`cannot open process ${pid}'s mapping ${range} through /proc/${pid}/map_files: ${why}`, { cause });
   }
   try {
     const mapped = BigInt(libc().mmap(0n, BigInt(bytes), PROT_READ, MAP_SHARED, fd, BigInt(`0x${fileOffset}`) + (address - start)));
