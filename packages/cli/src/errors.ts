@@ -1,16 +1,11 @@
 // Typed errors of @kvreuse/cli. Each carries a stable `code` and the exit status the binary ends with:
 // 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
 
+import { KvreuseError } from '@kvreuse/errors';
 export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER' | 'TRANSPORT_UNAVAILABLE' | 'ETCD_UNAVAILABLE' | 'METRICS_UNAVAILABLE';
 
-export abstract class CliError extends Error {
-  abstract readonly code: CliErrorCode;
+export abstract class CliError extends KvreuseError<CliErrorCode> {
   abstract readonly exitCode: 1 | 2;
-
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
 }
 
 /** A command line the command does not take: an unknown option, a missing or extra argument. */

@@ -1,4 +1,4 @@
-import { describeValue } from './describe-value.js';
+import { codeOf, describeValue, KvreuseError, KvreuseTypeError } from '@kvreuse/errors';
 
 /** Where a value came from; a file value with the line of its key when the file was read from text. */
 export type Provenance =
@@ -38,9 +38,6 @@ function describeWhere(source: Provenance | { readonly source: 'code' }): string
   }
 }
 
-/** Every error of this package carries it, so that `isConfigError` recognises errors of any installed copy. */
-const CONFIG_ERROR: unique symbol = Symbol.for('@kvreuse/config/error');
-
 /** Every error code of this package. */
 export type ConfigErrorCode =
   | 'UNKNOWN_SETTING'
@@ -74,8 +71,7 @@ function describeUnknown({ name, source, closest, foreignGroup }: UnknownSetting
 }
 
 /** Names no composed setting has; the whole resolution fails, and every unknown name is listed. */
-export class UnknownSettingError extends Error {
-  readonly [CONFIG_ERROR] = true;
+export class UnknownSettingError extends KvreuseError<ConfigErrorCode> {
   readonly code = 'UNKNOWN_SETTING';
   readonly unknown: readonly UnknownSetting[];
 
@@ -114,8 +110,7 @@ export function describeInvalidSetting({ name, value, source, rule, reason, rela
 }
 
 /** Values that break their rules; every bad value of every source is listed, nothing is applied. */
-export class InvalidSettingError extends Error {
-  readonly [CONFIG_ERROR] = true;
+export class InvalidSettingError extends KvreuseError<ConfigErrorCode> {
   readonly code = 'INVALID_SETTING';
   readonly invalid: readonly InvalidSetting[];
 
@@ -127,8 +122,7 @@ export class InvalidSettingError extends Error {
 }
 
 /** A settings file that cannot be read or parsed, or is not a mapping of group sections. */
-export class SettingsFileError extends Error {
-  readonly [CONFIG_ERROR] = true;
+export class SettingsFileError extends KvreuseError<ConfigErrorCode> {
   readonly code = 'SETTINGS_FILE';
   readonly path: string;
 
@@ -143,8 +137,7 @@ export class SettingsFileError extends Error {
  * `resolve` called with options of the wrong shape: an unknown option (named with the closest one), or
  * an option of the wrong type. A programmer error, so it is thrown even by `safeResolve`.
  */
-export class ResolveOptionsError extends TypeError {
-  readonly [CONFIG_ERROR] = true;
+export class ResolveOptionsError extends KvreuseTypeError<ConfigErrorCode> {
   readonly code = 'INVALID_RESOLVE_OPTIONS';
   /** The option as written (`args`, `file.format`, `env.KVREUSE_X`), or `options` for the whole argument. */
   readonly option: string;
@@ -166,8 +159,7 @@ export class ResolveOptionsError extends TypeError {
 }
 
 /** A `defineGroup` declaration that cannot make a group; every problem is listed. */
-export class InvalidGroupError extends TypeError {
-  readonly [CONFIG_ERROR] = true;
+export class InvalidGroupError extends KvreuseTypeError<ConfigErrorCode> {
   readonly code = 'INVALID_GROUP';
   readonly group: string;
   readonly problems: readonly string[];
@@ -181,8 +173,7 @@ export class InvalidGroupError extends TypeError {
 }
 
 /** `defineSettings` given something that is not a composition of distinct groups, or options it does not take. */
-export class InvalidCompositionError extends TypeError {
-  readonly [CONFIG_ERROR] = true;
+export class InvalidCompositionError extends KvreuseTypeError<ConfigErrorCode> {
   readonly code = 'INVALID_COMPOSITION';
   readonly problems: readonly string[];
 
@@ -215,22 +206,21 @@ const CODES: ReadonlySet<string> = new Set<ConfigErrorCode>([
 ]);
 const RESOLUTION_CODES: ReadonlySet<string> = new Set<ConfigErrorCode>(['UNKNOWN_SETTING', 'INVALID_SETTING', 'SETTINGS_FILE']);
 
-function codeOf(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null || (error as { [CONFIG_ERROR]?: unknown })[CONFIG_ERROR] !== true) return undefined;
-  const { code } = error as { code?: unknown };
-  return typeof code === 'string' && CODES.has(code) ? code : undefined;
+function configCodeOf(error: unknown): string | undefined {
+  const code = codeOf(error);
+  return code !== undefined && CODES.has(code) ? code : undefined;
 }
 
 /**
  * Whether `error` is an error of `@kvreuse/config`, thrown by this copy of the package or by any other
- * installed copy (it checks the `Symbol.for('@kvreuse/config/error')` brand and the `code`, not `instanceof`).
+ * installed copy (it checks the kvreuse error brand and the `code`, not `instanceof`).
  */
 export function isConfigError(error: unknown): error is ConfigError {
-  return codeOf(error) !== undefined;
+  return configCodeOf(error) !== undefined;
 }
 
 /** Whether `error` is one resolution reports (`UNKNOWN_SETTING`, `INVALID_SETTING`, `SETTINGS_FILE`), from any installed copy. */
 export function isSettingsError(error: unknown): error is SettingsError {
-  const code = codeOf(error);
+  const code = configCodeOf(error);
   return code !== undefined && RESOLUTION_CODES.has(code);
 }

@@ -32,7 +32,6 @@ export {
   type SettingsDefinition,
   type SettingsOf,
 } from './define-settings.js';
-export { describeValue } from './describe-value.js';
 export { formatValue, type GroupDescription, type RuleDescription, type SettingDescription, type ValueJsonSchema } from './descriptions.js';
 export type { DocsOptions } from './docs.js';
 export {

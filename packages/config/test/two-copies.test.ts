@@ -1,7 +1,7 @@
 // Two installed copies of @kvreuse/config in one process (an application and a library that pinned
 // another copy): errors of either are recognised by the other through their code and brand, where
 // `instanceof` cannot. The second copy is the built package copied to a directory of its own.
-import { cpSync, existsSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -11,13 +11,22 @@ import { temporaryDirectory } from './temporary-directory.js';
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const { path: copies } = temporaryDirectory('kvreuse-config-copy-');
 
+/** Copies a built workspace package as npm would install it: its files, and the manifest's published exports. */
+function installPackage(sourceDir: string, destination: string, parts: readonly string[]): void {
+  for (const part of parts) cpSync(join(sourceDir, part), join(destination, part), { recursive: true });
+  const manifest = JSON.parse(readFileSync(join(sourceDir, 'package.json'), 'utf8')) as { exports: unknown; publishConfig: { exports: unknown } };
+  writeFileSync(join(destination, 'package.json'), JSON.stringify({ ...manifest, exports: manifest.publishConfig.exports }));
+}
+
 async function installedCopy(): Promise<typeof here> {
   const built = join(packageDir, 'dist', 'index.js');
   if (!existsSync(built)) throw new Error(`${built} is missing: build the package first (pnpm exec turbo run build)`);
-  const copy = join(copies, 'node_modules', '@kvreuse', 'config');
-  for (const part of ['dist', 'examples', 'package.json']) cpSync(join(packageDir, part), join(copy, part), { recursive: true });
-  // Its own dependencies (zod, yaml) resolve through the package's node_modules.
-  symlinkSync(join(packageDir, 'node_modules'), join(copy, 'node_modules'), 'dir');
+  const modules = join(copies, 'node_modules');
+  const copy = join(modules, '@kvreuse', 'config');
+  installPackage(packageDir, copy, ['dist', 'examples']);
+  installPackage(join(packageDir, '..', 'errors'), join(modules, '@kvreuse', 'errors'), ['dist']);
+  // Its other dependencies (zod, yaml) resolve through the package's own node_modules.
+  for (const name of ['zod', 'yaml']) symlinkSync(join(packageDir, 'node_modules', name), join(modules, name), 'dir');
   return (await import(pathToFileURL(join(copy, 'dist', 'index.js')).href)) as typeof here;
 }
 

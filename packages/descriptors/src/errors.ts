@@ -1,4 +1,4 @@
-import { describeValue } from '@kvreuse/config';
+import { describeValue, KvreuseError } from '@kvreuse/errors';
 import type { IncompatibilityReason } from './compatibility.js';
 
 /** A rank of a worker, named by its tensor- and pipeline-parallel ranks. */
@@ -27,9 +27,7 @@ export type DescriptorErrorCode =
   | 'INCOMPATIBLE_WORKERS';
 
 /** Base of every error this package throws; `code` is stable across releases. */
-export abstract class DescriptorError extends Error {
-  abstract readonly code: DescriptorErrorCode;
-}
+export abstract class DescriptorError extends KvreuseError<DescriptorErrorCode> {}
 
 export function formatRank(rank: RankId): string {
   return `tp ${rank.tpRank}, pp ${rank.ppRank}`;

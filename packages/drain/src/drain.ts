@@ -1,4 +1,4 @@
-import { describeValue } from '@kvreuse/config';
+import { describeValue } from '@kvreuse/errors';
 import { type Bank, type BankLabel, deregisterBanks, type RegisteredRank, type RetainedBank, returnBanks } from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
 import { type LedgerOperation, type LedgerPostRequest, OperationLedger, type QuarantinedOperation } from './ledger.js';

@@ -1,6 +1,6 @@
 // Typed errors of @kvreuse/drain. Each carries a stable `code` and names the operation, peer, bank,
 // setting or option involved, and the value that was refused.
-import { describeValue } from '@kvreuse/config';
+import { describeValue, KvreuseError } from '@kvreuse/errors';
 import { type BankLabel, formatBank } from '@kvreuse/registry';
 
 export type DrainErrorCode =
@@ -15,14 +15,7 @@ export type DrainErrorCode =
   | 'LOAD_FAILED'
   | 'RETRIES_EXHAUSTED';
 
-export abstract class DrainError extends Error {
-  abstract readonly code: DrainErrorCode;
-
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
+export abstract class DrainError extends KvreuseError<DrainErrorCode> {}
 
 const show = describeValue;
 

@@ -1,7 +1,7 @@
 // Typed errors of @kvreuse/endpoint. Each carries a stable `code` and names what was refused.
 import type { FetchReceipt } from './fetch-receipt.js';
 import type { EndpointState } from './lifecycle.js';
-import { describeValue } from '@kvreuse/config';
+import { describeValue, KvreuseError } from '@kvreuse/errors';
 import type { RankId } from '@kvreuse/descriptors';
 
 export type EndpointErrorCode =
@@ -19,14 +19,7 @@ export type EndpointErrorCode =
   | 'FETCH_REFUSED'
   | 'UNKNOWN_READER';
 
-export abstract class EndpointError extends Error {
-  abstract readonly code: EndpointErrorCode;
-
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
+export abstract class EndpointError extends KvreuseError<EndpointErrorCode> {}
 
 /** An option of the endpoint or one of its parts that is missing, of the wrong shape or out of range. Nothing was started. */
 export class EndpointOptionError extends EndpointError {

@@ -1,4 +1,4 @@
-import { describeValue } from '@kvreuse/config';
+import { describeValue, KvreuseError } from '@kvreuse/errors';
 import type { StatusCodeName } from './status.js';
 
 /** The kinds of handle the facade hands out; each names itself in errors. */
@@ -18,7 +18,7 @@ export type FacadeErrorCode =
  * that reported the failure, for an operation that ended with an error), and `detail` the library's
  * own description, which names the region, descriptor, peer or value involved.
  */
-export class NativeTransportError extends Error {
+export class NativeTransportError extends KvreuseError<StatusCodeName | `UNKNOWN_STATUS_${number}`> {
   override readonly name = 'NativeTransportError';
   readonly code: StatusCodeName | `UNKNOWN_STATUS_${number}`;
   readonly status: number;
@@ -35,9 +35,7 @@ export class NativeTransportError extends Error {
 }
 
 /** Base of the errors the facade raises itself, before or instead of calling the native library. */
-export abstract class TransportUsageError extends Error {
-  abstract readonly code: FacadeErrorCode;
-}
+export abstract class TransportUsageError extends KvreuseError<FacadeErrorCode> {}
 
 /** No library file at the path given (or at any of the default locations, each listed). */
 export class LibraryNotFoundError extends TransportUsageError {

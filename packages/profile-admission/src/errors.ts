@@ -1,17 +1,10 @@
 // Typed errors of @kvreuse/profile-admission. Each carries a stable `code` and names the field, file,
 // profile or option involved, and the value that was refused.
-import { describeValue } from '@kvreuse/config';
+import { describeValue, KvreuseError } from '@kvreuse/errors';
 
 export type ProfileAdmissionErrorCode = 'INVALID_PROFILE' | 'PROFILE_FILE_UNREADABLE' | 'UNKNOWN_PROFILE' | 'INVALID_ADMISSION_INPUT';
 
-export abstract class ProfileAdmissionError extends Error {
-  abstract readonly code: ProfileAdmissionErrorCode;
-
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
+export abstract class ProfileAdmissionError extends KvreuseError<ProfileAdmissionErrorCode> {}
 
 /** One thing wrong with a profile: where (a dotted path such as `roles.decode.tpSize`), what was there, and the rule. */
 export interface ProfileIssue {

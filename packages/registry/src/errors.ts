@@ -1,6 +1,6 @@
 // Typed errors of @kvreuse/registry. Every error carries a stable `code` and names the offending
 // thing (key, lease, backend, worker, block) and the value that was refused.
-import { describeValue as describe } from '@kvreuse/config';
+import { describeValue as describe, KvreuseError } from '@kvreuse/errors';
 
 export type DiscoveryBackend = 'memory' | 'sqlite' | 'etcd';
 
@@ -40,14 +40,7 @@ export type RegistryErrorCode =
   | 'SUPERSEDED'
   | 'INVALID_REGISTRY_OPTION';
 
-export abstract class RegistryError extends Error {
-  abstract readonly code: RegistryErrorCode;
-
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
+export abstract class RegistryError extends KvreuseError<RegistryErrorCode> {}
 
 /** A key or prefix that discovery refuses: not a string, empty where a key is needed, or too long. */
 export class DiscoveryKeyError extends RegistryError {

@@ -1,17 +1,10 @@
 // Typed errors of @kvreuse/router. Each carries a stable `code` and names the field, option or
 // source involved, and the value that was refused.
-import { describeValue } from '@kvreuse/config';
+import { describeValue, KvreuseError } from '@kvreuse/errors';
 
 export type RouterErrorCode = 'INVALID_ROUTE_REQUEST' | 'INVALID_ROUTER_OPTION' | 'INVALID_RECEIPT' | 'PULL_NOT_STARTED';
 
-export abstract class RouterError extends Error {
-  abstract readonly code: RouterErrorCode;
-
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
+export abstract class RouterError extends KvreuseError<RouterErrorCode> {}
 
 /** A route request of the wrong shape: no chain and no tokens, a negative local prefix, a destination without a descriptor, … */
 export class RouteRequestError extends RouterError {

@@ -5,7 +5,7 @@ describe('runProgram', () => {
   it('runs a ts program with its types stripped, the packages imported by their names, in a folder of its own, without KVREUSE_* variables', async () => {
     const code = [
       "import { writeFileSync } from 'node:fs';",
-      "import { describeValue } from '@kvreuse/config';",
+      "import { describeValue } from '@kvreuse/errors';",
       "const value: number = Number.NaN;",
       "writeFileSync('left-behind.txt', 'x');",
       "console.log(describeValue(value), process.cwd().includes('.snippets'), process.env['KVREUSE_TRANSPORT_LIBRARY']);",

@@ -1,5 +1,6 @@
 // The layers of DESIGN.md, lowest first. A package may import only packages that stand before it here.
 export const layerOrder = [
+  'errors',
   'config',
   'descriptors',
   'native-bindings',

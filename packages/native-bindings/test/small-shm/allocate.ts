@@ -1,6 +1,7 @@
 // Run inside a mount and IPC namespace where /dev/shm is a 24 MiB tmpfs and SysV shared memory takes at most
 // 8 MiB (see small-shm.test.ts): allocates more than either can hold, then an allocation /dev/shm can hold,
 // and reports what happened.
+import { codeOf } from '@kvreuse/errors';
 import { agentName, transport } from '../support/backends.js';
 import { emit } from '../support/child.js';
 
@@ -9,7 +10,7 @@ let refusal: Record<string, unknown> = {};
 try {
   (await agent.allocate(64 << 20)).free();
 } catch (error) {
-  refusal = { name: (error as Error).constructor.name, code: (error as { code?: string }).code, message: (error as Error).message };
+  refusal = { name: (error as Error).constructor.name, code: codeOf(error), message: (error as Error).message };
 }
 const { liveAllocations, allocatedBytes } = agent.counters();
 const fits = await agent.allocate(12 << 20);

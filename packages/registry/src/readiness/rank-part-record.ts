@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { describeValue } from '@kvreuse/config';
+import { describeValue } from '@kvreuse/errors';
 import { type RankPart, rankPartVersions, safeParseRankPart } from '@kvreuse/descriptors';
 import { RankPartRefusedError } from '../errors.js';
 import { isEpoch } from './incarnation-epoch.js';

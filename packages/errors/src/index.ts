@@ -1,0 +1,10 @@
+/**
+ * The error vocabulary every kvreuse package shares: one base with a stable `code`, one shape for a
+ * refused option, and the rendering of refused values.
+ *
+ * @packageDocumentation
+ * @module \@kvreuse/errors
+ */
+export { describeValue } from './describe-value.js';
+export { codeOf, isKvreuseError, KvreuseError, KvreuseTypeError } from './kvreuse-error.js';
+export { OptionError } from './option-error.js';
