@@ -12,7 +12,7 @@ const changesetBin = join(repoRoot, 'node_modules/@changesets/cli/bin.js');
 const scratchDirs: string[] = [];
 afterAll(() => scratchDirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
-/** A copy of what `changeset version` reads and writes: the workspace's manifests and the pending changesets. */
+/** A copy of what `changeset version` reads and writes: the workspace's manifests and changelogs, and the pending changesets. */
 function scratchCopy(): string {
   const copy = mkdtempSync(join(tmpdir(), 'kvreuse-changesets-'));
   scratchDirs.push(copy);
@@ -24,6 +24,8 @@ function scratchCopy(): string {
       if (!existsSync(manifest)) continue;
       mkdirSync(join(copy, group, dir), { recursive: true });
       cpSync(manifest, join(copy, group, dir, 'package.json'));
+      const changelog = join(repoRoot, group, dir, 'CHANGELOG.md');
+      if (existsSync(changelog)) cpSync(changelog, join(copy, group, dir, 'CHANGELOG.md'));
     }
   }
   return copy;
@@ -40,7 +42,8 @@ function manifestOf(copy: string, dir: string): { version: string; dependencies?
 
 /**
  * The packages that depend on `name` at run time (dependencies or peer dependencies), directly or
- * through others: with `updateInternalDependencies: "patch"`, each is released with at least a patch.
+ * through others: with `updateInternalDependencies: "patch"`, each is released with at least a patch
+ * when the new version leaves the caret range of the one before.
  */
 function dependentsOf(name: string, packages: ReturnType<typeof listPackages>): Set<string> {
   const dependents = new Set<string>();
@@ -64,6 +67,15 @@ function newer(a: string, b: string): boolean {
   const at = (parts: number[] | undefined, i: number) => parts?.[i] ?? 0;
   for (let i = 0; i < 3; i++) if (at(x, i) !== at(y, i)) return at(x, i) > at(y, i);
   return true;
+}
+
+/** Whether `candidate` satisfies `^base`: the same major, or at 0.x the same minor, or at 0.0.x the same patch. */
+function inCaretRange(base: string, candidate: string): boolean {
+  const [b, c] = [base, candidate].map((version) => version.split('.').map(Number));
+  const leading = (b ?? []).findIndex((part) => part !== 0);
+  const fixedParts = leading === -1 ? 3 : leading + 1;
+  for (let i = 0; i < fixedParts; i++) if ((b ?? [])[i] !== (c ?? [])[i]) return false;
+  return newer(candidate, base);
 }
 
 /** The packages released with `name` at one version (its `fixed` group), `name` included. */
@@ -131,7 +143,7 @@ describe('changesets', () => {
     expect(changelog.indexOf('A fix users can read about.')).toBeLessThan(changelog.indexOf(`## ${firstRound.get('descriptors')}`));
   }, 120_000); // two `changeset version` runs, several seconds each on a loaded machine
 
-  it('changeset version releases the dependents of each change of a series with a patch, and says which dependency moved', () => {
+  it('changeset version releases the dependents of each change of a series that leaves their range with a patch, and says which dependency moved', () => {
     const copy = scratchCopy();
     for (const { file } of readChangesets(repoRoot)) rmSync(join(copy, '.changeset', file));
     const packages = listPackages(repoRoot);
@@ -146,9 +158,10 @@ describe('changesets', () => {
     series.forEach(({ name, bump, summary }, round) => {
       writeFileSync(join(copy, `.changeset/change-${round}.md`), `---\n'${name}': ${bump}\n---\n\n${summary}\n`);
       version(copy);
-      const dependents = dependentsOf(name, packages);
-      expect(dependents.size, `${name} has dependents`).toBeGreaterThan(0);
+      expect(dependentsOf(name, packages).size, `${name} has dependents`).toBeGreaterThan(0);
       const before = new Map([...versions].map(([pkg, { version }]) => [pkg, version]));
+      const ownVersion = before.get(name) ?? '0.0.0';
+      const dependents = inCaretRange(ownVersion, bumped(ownVersion, [bump])) ? new Set<string>() : dependentsOf(name, packages);
       const ownBumps = (pkg: string): Bump[] => (pkg === name ? [bump] : dependents.has(pkg) ? ['patch'] : []);
       // A package of a fixed group is released with the largest bump of any package of its group.
       const bumpsOf = (pkg: string): Bump[] => releasedWith(pkg).flatMap(ownBumps);
@@ -176,6 +189,7 @@ describe('changesets', () => {
     });
     // Each round's entry sits above the one before it.
     const registryLog = readFileSync(join(copy, 'packages/registry/CHANGELOG.md'), 'utf8');
-    expect(registryLog.indexOf(`## ${versions.get('@kvreuse/registry')?.version}`)).toBeLessThan(registryLog.indexOf('## 0.1.0\n'));
+    const registryFirst = packages.find(({ manifest }) => manifest.name === '@kvreuse/registry')?.manifest.version ?? '0.0.0';
+    expect(registryLog.indexOf(`## ${versions.get('@kvreuse/registry')?.version}`)).toBeLessThan(registryLog.indexOf(`## ${registryFirst}\n`));
   }, 60_000); // three `changeset version` runs, about two seconds each
 });
