@@ -10,7 +10,8 @@ import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, type HintSource, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { type AgentMetadata, signedTestParts, testWorker } from '../test/workers.js';
-import { EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
+import { EndpointOptionError, FetchRefusedError } from './errors.js';
+import { FetchShortfallError } from './fetch-receipt.js';
 import { EndpointMetrics } from './metrics.js';
 import type { HeldPin } from './pins.js';
 

@@ -1,39 +1,34 @@
 // A rank's destination side: checks a fetch before anything is pinned or posted, finds the source's
-// ranks in discovery, loads their peers, pins at each, registers the rank pairs' templates once per
-// source incarnation, and hands the pull to `fetchPrefix`.
-import { buildTransferTemplate, checkCompatibility, type RankId, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
+// ranks in discovery, loads their peers, pins at each, takes the rank pairs' templates from the
+// endpoint's one cache, and hands the pull to `fetchPrefix`.
+import { checkCompatibility, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
-import { type Agent, type Peer, type PostBlocksRequest, type PostRequest, type RegisteredTemplate } from '@kvreuse/native-bindings';
-import {
-  type ClusterSecret,
-  type DiscoveryStore,
-  type ReadinessGate,
-  type RegisteredRank,
-  watchWorkerReadiness,
-  type WorkerReadiness,
-  type WorkerReadinessWatch,
-} from '@kvreuse/registry';
+import type { Agent, Peer, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
+import type { ClusterSecret, ReadinessGate, RegisteredRank, WorkerReadiness } from '@kvreuse/registry';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
-import { describeRank, EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
-import { type FetchPair, fetchPrefix, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch.js';
-import { calibrationSample, type FetchReceipt, type RecomputeReason } from './fetch-receipt.js';
-import type { FetchRequest } from './fetch-request.js';
+import type { WorkerWatches } from './discovered-workers.js';
+import { describeRank, EndpointOptionError, FetchRefusedError } from './errors.js';
+import { type FetchPair, fetchPrefix } from './fetch.js';
+import { calibrationSample, type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
+import { type FetchRequest, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
+import type { PeerTemplates } from './peer-templates.js';
 import type { PinClient } from './pin-client.js';
 import { type HeldPin, releasePins } from './pins.js';
 import { loadSourcePeers } from './source-peer.js';
 
 export interface FetchSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate' | 'peers'>;
-  readonly discovery: DiscoveryStore;
+  readonly agent: Pick<Agent, 'loadPeer' | 'peers'>;
   /** Sources' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
-  readonly keyPrefix?: string;
   readonly rank: RankId;
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
   readonly peers: PeerBook;
   readonly pins: PinClient;
+  /** The endpoint's readiness watches: the sources' are followed from their first fetch. */
+  readonly workers: WorkerWatches;
+  readonly templates: PeerTemplates;
   readonly admissionGate?: ReadinessGate;
   readonly bankBytes?: RankBankBytes;
   readonly defaultPolicy: ShortfallPolicy;
@@ -52,6 +47,7 @@ export interface FetchingRank {
 
 const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
 const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank });
+const refuseSource = (why: string): Error => new FetchRefusedError('source-not-ready', why);
 
 function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verify: VerifyMode } {
   if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a fetch request { hint, destinationBlocks, … }');
@@ -69,11 +65,6 @@ function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verif
 
 export class FetchSide {
   readonly #options: FetchSideOptions;
-  /** Readiness watches of the sources fetched from, by worker id. */
-  readonly #sources = new Map<string, Promise<WorkerReadinessWatch>>();
-  readonly #transferTemplates = new Map<string, TransferTemplate>();
-  /** Templates registered per source incarnation, peer generation and pair. */
-  readonly #templates = new Map<string, RegisteredTemplate>();
 
   constructor(options: FetchSideOptions) {
     this.#options = options;
@@ -94,7 +85,7 @@ export class FetchSide {
     await this.#checkAdmission(source, destination);
     request.signal?.throwIfAborted();
 
-    const template = this.#transferTemplate(source, destination);
+    const template = this.#options.templates.between(source, destination);
     const pairIndexes = template.pairs.flatMap((route, pair) => (sameRank(route.destinationRank, this.#options.rank) ? [pair] : []));
     const sourceParts = pairIndexes.map((pair) => source.ranks.find((part) => sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank)) as RankPart);
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
@@ -133,7 +124,8 @@ export class FetchSide {
       const pairs = pairIndexes.map((pair, index): FetchPair => {
         const part = sourceParts[index] as RankPart;
         const { peer, ticket } = sources.get(part) as { peer: Peer; ticket: PeerTicket };
-        return { template: this.#template(template, pair, part, peer, rank.registered), ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
+        const registered = this.#options.templates.registered({ template, pair, direction: 'read', remote: part, peer, local: rank.registered, noRegion: refuseSource });
+        return { template: registered, ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
       });
       const receipt = await fetchPrefix({
         ledger: this.#options.ledger,
@@ -154,15 +146,6 @@ export class FetchSide {
     }
   }
 
-  /** Stops following sources and releases the registered templates (at drain: before any deregistration). */
-  async close(): Promise<void> {
-    for (const registered of this.#templates.values()) registered.release();
-    this.#templates.clear();
-    const watches = await Promise.allSettled(this.#sources.values());
-    this.#sources.clear();
-    for (const watch of watches) if (watch.status === 'fulfilled') await watch.value.close();
-  }
-
   #finish(receipt: FetchReceipt, policy: ShortfallPolicy): FetchReceipt {
     const { metrics, calibration } = this.#options;
     metrics?.pinsHeld('pull', this.#options.pins.heldPins);
@@ -175,22 +158,8 @@ export class FetchSide {
   }
 
   /** The source worker as ready in discovery under the hinted incarnation and epoch. */
-
   async #sourceWorker(hint: FetchRequest['hint']): Promise<Worker> {
-    let watching = this.#sources.get(hint.workerId);
-    if (watching === undefined) {
-      const { discovery, admissionGate, keyPrefix } = this.#options;
-      watching = watchWorkerReadiness(discovery, hint.workerId, {
-        onChange: () => undefined,
-        ...(admissionGate === undefined ? {} : { admissionGate }),
-        ...(keyPrefix === undefined ? {} : { keyPrefix }),
-      });
-      this.#sources.set(hint.workerId, watching);
-      watching.catch(() => this.#sources.delete(hint.workerId));
-    }
-    const watch = await watching;
-    await watch.settled();
-    const readiness = watch.current;
+    const readiness = await this.#options.workers.readiness(hint.workerId);
     if (!readiness.ready) {
       const gateName = this.#options.admissionGate?.name;
       const admission = readiness.reasons.find((reason) => reason.kind === 'no-admission-gate' || (reason.kind === 'gate' && reason.gate === gateName));
@@ -219,32 +188,6 @@ export class FetchSide {
     }
   }
 
-  /** The transfer template from the source incarnation to this worker, built once per source incarnation. */
-  #transferTemplate(source: Worker, destination: Worker): TransferTemplate {
-    const key = `${source.workerId}/${source.incarnation}`;
-    const known = this.#transferTemplates.get(key);
-    if (known !== undefined) return known;
-    const built = buildTransferTemplate(source, destination);
-    this.#transferTemplates.set(key, built);
-    return built;
-  }
-
-  /** The pair's template on this agent, registered once per source incarnation and peer generation. */
-  #template(template: TransferTemplate, pair: number, part: RankPart, peer: Peer, registered: RegisteredRank): RegisteredTemplate {
-    const key = `${part.workerId}/${part.incarnation}/${peer.generation}/${pair}`;
-    const known = this.#templates.get(key);
-    if (known !== undefined) return known;
-    const advertised = peer.regions();
-    const remoteRegions = part.banks.map((bank, index) => {
-      const region = advertised.find((candidate) => candidate.address === BigInt(bank.address));
-      if (region === undefined) throw new FetchRefusedError('source-not-ready', `${part.workerId} ${describeRank(rankOf(part))} advertises no region for its bank ${index}`);
-      return region.id;
-    });
-    const localRegions = registered.banks.map((bank) => bank.region as NonNullable<typeof bank.region>);
-    const created = this.#options.agent.registerTemplate({ peer, template, pair, direction: 'read', localRegions, remoteRegions });
-    this.#templates.set(key, created);
-    return created;
-  }
 }
 
 function refusedReceipt(requested: number, reasons: readonly RecomputeReason[], verify: VerifyMode, link: { linkClass: FetchReceipt['calibration']['linkClass']; tier: FetchReceipt['calibration']['tier'] }): FetchReceipt {

@@ -6,14 +6,10 @@ import type { PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bind
 import type { Bank } from '@kvreuse/registry';
 import type { LinkClass, SourceTier } from '@kvreuse/router';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
-import { EndpointOptionError, FetchShortfallError } from './errors.js';
-import type { FetchReceipt, RecomputeReason } from './fetch-receipt.js';
+import { EndpointOptionError } from './errors.js';
+import { type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
+import { type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
 import { type BeforeRelease, type HeldPin, type PinLoss, releasePins } from './pins.js';
-
-/** How a pull checks what arrived: every block, every `sampleEvery`-th and the last, or none. */
-export const verifyModes = ['full', 'sampled', 'off'] as const;
-export type VerifyMode = (typeof verifyModes)[number];
-export type ShortfallPolicy = 'fail' | 'recompute';
 
 /** One rank pair of the pull, as the destination rank holding it sees it. */
 export interface FetchPair {
@@ -25,17 +21,6 @@ export interface FetchPair {
   readonly banks: readonly Bank[];
   /** The destination rank's bank bytes, indexed by bank number, to verify what arrived. */
   readonly bytes: RankBankBytes;
-}
-
-/** The router's prediction for this pull, to compare with what it measured. */
-export interface SavingPrediction {
-  /** `savingMs − costMs` of the router's decision. */
-  readonly predictedMs: number;
-  readonly blockTokens: number;
-  /** Prefill time per token (measured at the destination, or the router's prior). */
-  readonly prefillTokenUs: number;
-  /** The router's lookup budget (`router.transferSourceLookupBudgetMs`). */
-  readonly lookupBudgetMs: number;
 }
 
 export interface FetchOptions {

@@ -3,17 +3,17 @@
 // the drain package's source-first order — each step a lifecycle transition.
 import { readFileSync } from 'node:fs';
 import type { Settings } from '@kvreuse/config';
-import type { RankId } from '@kvreuse/descriptors';
+import { layoutRankBanks, type RankId } from '@kvreuse/descriptors';
 import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
-import type { Agent, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
+import type { Agent, Allocation, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import type { TransferCalibration } from '@kvreuse/router';
 import {
-  type Bank,
+  Bank,
   buildRankPart,
   ClusterSecret,
   type DiscoveryStore,
+  kvreuseOwner,
   type RankPublication,
-  type RetentionTier,
   type ReadinessGate,
   registerRank,
   type RegisteredRank,
@@ -26,33 +26,20 @@ import {
   type WorkerReadinessWatch,
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
-import { EndpointNotReadyError, EndpointOptionError } from './errors.js';
+import { WorkerWatches } from './discovered-workers.js';
+import { EndpointOptionError } from './errors.js';
 import type { FetchReceipt } from './fetch-receipt.js';
 import type { FetchRequest } from './fetch-request.js';
-import { verifyModes } from './fetch.js';
+import { verifyModes } from './fetch-request.js';
 import { FetchSide } from './fetch-side.js';
 import { NotificationRouter } from './notification-router.js';
-import type { PinAdapter } from './pin-adapter.js';
+import { PeerTemplates } from './peer-templates.js';
 import { PinClient } from './pin-client.js';
+import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
 import type { PinServer, ServedPin } from './pin-server.js';
-import { SourceSide } from './source-side.js';
-import { EndpointLifecycle, type EndpointState, type EndpointTransition } from './lifecycle.js';
+import { type ServeOptions, SourceSide } from './source-side.js';
+import { EndpointLifecycle, EndpointNotReadyError, type EndpointState, type EndpointTransition } from './lifecycle.js';
 import type { EndpointMetrics, MetricsListener } from './metrics.js';
-
-/** The source side of a rank (see `ReuseEndpointOptions.serve`). */
-export interface ServeOptions {
-  /** The serving framework's pins on this rank's blocks (e.g. the reference `BlockPool`). */
-  readonly adapter: PinAdapter;
-  /** How long a granted pin lives without its reader renewing it (default: the `discovery.leaseTtlMs` setting). */
-  readonly leaseMs?: number;
-  /**
-   * The retained inventory this rank publishes for its worker (one rank per worker publishes it, e.g.
-   * tp 0 pp 0): at `publish()`, every hash `retained()` returns as `stored` on `tier` until `ttlMs` from
-   * then, marked `complete`, and again every `ttlMs / 2`; every block the adapter reports evicted as
-   * `removed`. Withdrawn first at drain.
-   */
-  readonly inventory?: { readonly tier: RetentionTier; readonly retained: () => readonly bigint[]; readonly ttlMs: number; readonly prefix?: string };
-}
 
 /** The drain's report, with each pin this rank's readers held when the drain began waiting and how it ended. */
 export interface EndpointDrainReport extends DrainReport {
@@ -133,6 +120,17 @@ export interface ReuseEndpointOptions {
   readonly clock?: Clock;
 }
 
+/**
+ * `ReuseEndpoint.open`'s options: the endpoint's, with the rank's banks either laid out from the worker's
+ * geometry and allocated by its agent (`blocks` per bank; kvreuse owns the memory and frees it when the
+ * banks are handed back) or adopted by the caller (`banks`, with their `bankBytes`).
+ */
+export type OpenRankOptions = Omit<ReuseEndpointOptions, 'banks' | 'bankBytes'> &
+  ({ readonly blocks: number } | Pick<ReuseEndpointOptions, 'banks' | 'bankBytes'>) & {
+    /** How long the registration may take (`register({ timeoutMs })`). */
+    readonly registerTimeoutMs?: number;
+  };
+
 const optionalFunctions = ['waitForReaders', 'withdrawInventory'] as const;
 
 /** The kernel's boot id: the same for every process and container on one machine, new at every boot. */
@@ -203,6 +201,10 @@ export class ReuseEndpoint {
   readonly #notifications = new NotificationRouter();
   readonly #pinClient: PinClient;
   readonly #fetchSide: FetchSide;
+  readonly #pushSide: PushSide;
+  /** The workers this rank transfers with, followed in discovery from the first transfer on. */
+  readonly #workers: WorkerWatches;
+  readonly #templates: PeerTemplates;
   #sourceSide: SourceSide | undefined;
   #stopServing: (() => void) | undefined;
   #registered: RegisteredRank | undefined;
@@ -241,17 +243,20 @@ export class ReuseEndpoint {
     this.#pinClient = new PinClient({ agent, reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank }, answerTimeoutMs: options.settings.transport.abandonTimeoutMs, clock: this.#clock });
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
+    this.#workers = new WorkerWatches(discovery, { ...(admissionGate === undefined ? {} : { admissionGate }), ...(keyPrefix === undefined ? {} : { keyPrefix }) });
+    this.#templates = new PeerTemplates(agent);
+    this.#pushSide = new PushSide({ agent, secret, rank, ledger: this.ledger, peers: this.peers, workers: this.#workers, templates: this.#templates });
     this.#fetchSide = new FetchSide({
       agent,
-      discovery,
       secret,
       rank,
       ledger: this.ledger,
       peers: this.peers,
       pins: this.#pinClient,
+      workers: this.#workers,
+      templates: this.#templates,
       defaultPolicy: options.settings.drain?.failedLoadPolicy ?? 'recompute',
       defaultVerify: options.settings.endpoint?.verify ?? 'full',
-      ...(keyPrefix === undefined ? {} : { keyPrefix }),
       ...(admissionGate === undefined ? {} : { admissionGate }),
       ...(bankBytes === undefined ? {} : { bankBytes }),
       ...(metrics === undefined ? {} : { metrics }),
@@ -263,8 +268,33 @@ export class ReuseEndpoint {
     }
   }
 
+  /**
+   * Opens a rank: lays out its banks from the worker's geometry and allocates them with its agent (or
+   * takes the adopted `banks`), registers them all or none, publishes its rank part and resolves with
+   * the published endpoint (`whenReady()` says when its worker is ready). A failed allocation frees
+   * what it allocated and leaves the agent open; a failure after it closes the endpoint: the banks go
+   * back to their owners and the agent closes.
+   */
+  static async open(options: OpenRankOptions): Promise<ReuseEndpoint> {
+    const { registerTimeoutMs, ...rest } = options;
+    const endpoint = 'blocks' in rest ? new ReuseEndpoint({ ...rest, ...(await allocateBanks(rest)) }) : new ReuseEndpoint(rest);
+    try {
+      await endpoint.register(registerTimeoutMs === undefined ? {} : { timeoutMs: registerTimeoutMs });
+      await endpoint.publish();
+    } catch (error) {
+      await endpoint.close().catch(() => undefined);
+      throw error;
+    }
+    return endpoint;
+  }
+
   get state(): EndpointState {
     return this.#lifecycle.state;
+  }
+
+  /** This rank's bank bytes, by bank number (the allocated banks' views when `open` allocated them). */
+  get bankBytes(): RankBankBytes | undefined {
+    return this.#options.bankBytes;
   }
 
   /** The registered rank, once `register()` succeeded. */
@@ -337,6 +367,19 @@ export class ReuseEndpoint {
    */
   fetch(request: FetchRequest): Promise<FetchReceipt> {
     return this.#fetchSide.fetch(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
+  }
+
+  /**
+   * Writes this rank's `sourceBlocks` into `destinationBlocks` of every rank of the ready worker
+   * `workerId` that this rank pairs with (the WRITE hand-off of a prompt's KV, e.g. prefill → decode),
+   * each rank pair's template registered once per destination incarnation, every post on the ledger (so
+   * a drain waits for it). Only while ready (`EndpointStateError`); `PushFailedError` when the
+   * destination is not ready or a WRITE fails.
+   */
+  push(request: PushRequest): Promise<PushReceipt> {
+    this.#lifecycle.require('push', ['ready']);
+    const { registered, readiness } = this.readyRank;
+    return this.#pushSide.push(request, { registered, worker: readiness.worker });
   }
 
   /** The pin server, once a serving rank is published. */
@@ -425,6 +468,7 @@ export class ReuseEndpoint {
       leaseMs: serve.leaseMs ?? settings.discovery.leaseTtlMs,
       lease: publication.lease.id,
       clock: this.#clock,
+      templates: this.#templates,
       ...(keyPrefix === undefined ? {} : { keyPrefix }),
     });
     this.#sourceSide = source;
@@ -461,11 +505,17 @@ export class ReuseEndpoint {
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
     this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
-    await this.#fetchSide.close();
+    await this.#stopTransfers();
     const report = await this.#drain.drain(options);
     this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
     this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
     return this.#withPins(report);
+  }
+
+  /** Stops following the workers transferred with and releases the registered templates (before any deregistration). */
+  async #stopTransfers(): Promise<void> {
+    this.#templates.release();
+    await this.#workers.close();
   }
 
   #withPins(report: DrainReport): EndpointDrainReport {
@@ -488,7 +538,7 @@ export class ReuseEndpoint {
   }
 
   async #close(options: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
-    await this.#fetchSide.close();
+    await this.#stopTransfers();
     const state = this.#lifecycle.state;
     if (state === 'registered' || state === 'published' || state === 'ready') this.#lifecycle.move('draining', 'close() before drain()');
     if (this.#lifecycle.state === 'draining') {
@@ -512,4 +562,25 @@ export class ReuseEndpoint {
       retained: result.retained || notReturned.length > 0,
     };
   }
+}
+
+/** The rank's banks laid out from its worker's geometry, allocated by its agent, their pages touched, adopted as kvreuse's. */
+async function allocateBanks(options: Pick<ReuseEndpointOptions, 'agent' | 'worker' | 'rank'> & { readonly blocks: number }): Promise<{ banks: Bank[]; bankBytes: Uint8Array[] }> {
+  const { agent, worker, rank, blocks } = options;
+  if (!Number.isSafeInteger(blocks) || blocks < 1) throw new EndpointOptionError('blocks', blocks, 'a whole number of blocks per bank, at least 1');
+  const layout = layoutRankBanks(worker.geometry, { ...rank, tpSize: worker.tpSize, ppSize: worker.ppSize }, { address: 0n, blocks });
+  const allocations: Allocation[] = [];
+  try {
+    for (const bank of layout) allocations.push(await agent.allocate(bank.bytes));
+  } catch (error) {
+    for (const allocation of allocations) await allocation.free();
+    throw error;
+  }
+  // A serving framework's KV cache is resident: touch every page now, not in the first transfer's time.
+  const bankBytes = allocations.map((allocation) => allocation.view().fill(0));
+  const banks = layout.map((bank, index) => {
+    const allocation = allocations[index] as Allocation;
+    return Bank.adopt({ ...bank, tpRank: rank.tpRank, ppRank: rank.ppRank, index, address: allocation.address }, kvreuseOwner(allocation));
+  });
+  return { banks, bankBytes };
 }
