@@ -271,13 +271,13 @@ export class ReuseEndpoint {
   /**
    * Opens a rank: lays out its banks from the worker's geometry and allocates them with its agent (or
    * takes the adopted `banks`), registers them all or none, publishes its rank part and resolves with
-   * the published endpoint (`whenReady()` says when its worker is ready). A failed allocation frees
-   * what it allocated and leaves the agent open; a failure after it closes the endpoint: the banks go
-   * back to their owners and the agent closes.
+   * the published endpoint (`whenReady()` says when its worker is ready). A refused option or a failed
+   * allocation leaves nothing allocated and the agent open; a failed registration or publication closes
+   * the endpoint: the banks go back to their owners and the agent closes.
    */
   static async open(options: OpenRankOptions): Promise<ReuseEndpoint> {
     const { registerTimeoutMs, ...rest } = options;
-    const endpoint = 'blocks' in rest ? new ReuseEndpoint({ ...rest, ...(await allocateBanks(rest)) }) : new ReuseEndpoint(rest);
+    const endpoint = 'blocks' in rest ? await ReuseEndpoint.#allocated(rest) : new ReuseEndpoint(rest);
     try {
       await endpoint.register(registerTimeoutMs === undefined ? {} : { timeoutMs: registerTimeoutMs });
       await endpoint.publish();
@@ -286,6 +286,19 @@ export class ReuseEndpoint {
       throw error;
     }
     return endpoint;
+  }
+
+  /** An endpoint over banks laid out and allocated for it; a refused option frees them again. */
+  static async #allocated(options: Omit<OpenRankOptions, 'registerTimeoutMs'> & { readonly blocks: number }): Promise<ReuseEndpoint> {
+    if ('banks' in options) throw new EndpointOptionError('banks', options.banks, 'left out when open() allocates the banks (blocks is given)');
+    const { blocks, ...rest } = options;
+    const allocated = await allocateBanks({ ...rest, blocks });
+    try {
+      return new ReuseEndpoint({ ...rest, ...allocated });
+    } catch (error) {
+      await releaseBanks(allocated.banks);
+      throw error;
+    }
   }
 
   get state(): EndpointState {
