@@ -5,10 +5,11 @@ import { checkCompatibility, type RankId, type RankPart, type Worker } from '@kv
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import type { ClusterSecret, ReadinessGate, RegisteredRank, WorkerReadiness } from '@kvreuse/registry';
+import { codeOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import type { WorkerWatches } from './discovered-workers.js';
-import { describeRank, EndpointOptionError, FetchRefusedError } from './errors.js';
+import { describeRank, EndpointOptionError, FetchRefusedError, PinRefusedError, SourceUnresponsiveError } from './errors.js';
 import { type FetchPair, fetchPrefix } from './fetch.js';
 import { calibrationSample, type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
 import { type FetchRequest, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
@@ -110,9 +111,10 @@ export class FetchSide {
     this.#options.metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     const refusals = pinned.flatMap((result, index): RecomputeReason[] => {
       if (result.status === 'fulfilled') return [];
-      const error = result.reason as Error & { code?: string; reason?: string };
+      const error: unknown = result.reason;
       const part = [...sources.keys()][index] as RankPart;
-      return [{ kind: 'pin-refused', fromBlock: 0, sourceRank: rankOf(part), reason: error.reason ?? error.code ?? 'UNKNOWN', detail: error.message }];
+      const reason = error instanceof PinRefusedError || error instanceof SourceUnresponsiveError ? error.reason : (codeOf(error) ?? 'UNKNOWN');
+      return [{ kind: 'pin-refused', fromBlock: 0, sourceRank: rankOf(part), reason, detail: error instanceof Error ? error.message : String(error) }];
     });
     if (refusals.length > 0 || request.signal?.aborted === true) {
       await releasePins(pins, request.beforeRelease);

@@ -2,6 +2,7 @@
 // quiescence, verify each block per pair, commit the longest verified prefix, release the pins.
 import { type LedgerOperation, type LedgerPostRequest, OperationFailedError, type OperationLedger, type PeerTicket } from '@kvreuse/drain';
 import type { RankId } from '@kvreuse/descriptors';
+import { codeOf } from '@kvreuse/errors';
 import type { PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { Bank } from '@kvreuse/registry';
 import type { LinkClass, SourceTier } from '@kvreuse/router';
@@ -127,22 +128,7 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   }
 
   const started = now();
-  if (granted > 0) {
-    for (const [index, pair] of pairs.entries()) {
-      const pin = pins[index] as HeldPin;
-      try {
-        const operation = ledger.postBlocks(
-          { template: pair.template, sourceBlocks: pin.sourceBlocks.subarray(0, granted), destinationBlocks: destinationBlocks.subarray(0, granted) },
-          { ticket: pair.ticket, banks: pair.banks },
-        );
-        posted.push({ pair: index, operation });
-      } catch (error) {
-        const code = (error as { code?: unknown }).code;
-        reasons.push({ kind: 'operation-failed', fromBlock: 0, pair: index, code: typeof code === 'string' ? code : 'UNKNOWN', detail: (error as Error).message });
-        break;
-      }
-    }
-  }
+  if (granted > 0) postPairs(options, pins, granted, posted, reasons);
 
   const endings = await Promise.all(posted.map(({ operation }) => quiescentOrQuarantined(ledger, operation)));
   const ms = now() - started;
@@ -170,21 +156,7 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   }
 
   const checked = checkedPositions(options.verify, reasons.some((reason) => reason.fromBlock === 0) ? 0 : granted, sampleEvery);
-  let checkedBlocks = checked.length;
-  if (checked.length > 0) {
-    const positions = Uint32Array.from(checked);
-    const blocks = positions.map((position) => destinationBlocks[position] as number);
-    for (const [index, pair] of pairs.entries()) {
-      const expected = (pins[index] as HeldPin).checksums as Uint32Array;
-      const actual = blockChecksums(pair.template.template, pair.template.pair, 'destination', pair.bytes, blocks);
-      const bad = actual.findIndex((sum, i) => sum !== expected[positions[i] as number]);
-      if (bad < 0) continue;
-      const fromBlock = positions[bad] as number;
-      reasons.push({ kind: 'checksum-mismatch', fromBlock, pair: index, expected: expected[fromBlock] as number, actual: actual[bad] as number });
-    }
-    const firstBad = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
-    checkedBlocks = checked.filter((position) => position < firstBad).length;
-  }
+  const checkedBlocks = checked.length === 0 ? 0 : verifyPairs(options, pins, checked, granted, reasons);
 
   reasons.sort((a, b) => a.fromBlock - b.fromBlock);
   const blocks = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
@@ -204,6 +176,43 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   };
   if (options.policy === 'fail' && blocks < requested) throw new FetchShortfallError(receipt);
   return receipt;
+}
+
+/** Posts one operation per rank pair on the first `granted` blocks; a refused post ends the posting, its reason recorded. */
+function postPairs(options: FetchOptions, pins: readonly HeldPin[], granted: number, posted: Posted[], reasons: RecomputeReason[]): void {
+  const { ledger, destinationBlocks } = options;
+  for (const [index, pair] of options.pairs.entries()) {
+    const pin = pins[index] as HeldPin;
+    try {
+      const operation = ledger.postBlocks(
+        { template: pair.template, sourceBlocks: pin.sourceBlocks.subarray(0, granted), destinationBlocks: destinationBlocks.subarray(0, granted) },
+        { ticket: pair.ticket, banks: pair.banks },
+      );
+      posted.push({ pair: index, operation });
+    } catch (error) {
+      reasons.push({ kind: 'operation-failed', fromBlock: 0, pair: index, code: codeOf(error) ?? 'UNKNOWN', detail: error instanceof Error ? error.message : String(error) });
+      break;
+    }
+  }
+}
+
+/**
+ * Compares the checksums of the `checked` positions on every pair with the source's, recording the
+ * first mismatch of each pair; returns how many checked positions come before the first bad block.
+ */
+function verifyPairs(options: FetchOptions, pins: readonly HeldPin[], checked: readonly number[], granted: number, reasons: RecomputeReason[]): number {
+  const positions = Uint32Array.from(checked);
+  const blocks = positions.map((position) => options.destinationBlocks[position] as number);
+  for (const [index, pair] of options.pairs.entries()) {
+    const expected = (pins[index] as HeldPin).checksums as Uint32Array;
+    const actual = blockChecksums(pair.template.template, pair.template.pair, 'destination', pair.bytes, blocks);
+    const bad = actual.findIndex((sum, i) => sum !== expected[positions[i] as number]);
+    if (bad < 0) continue;
+    const fromBlock = positions[bad] as number;
+    reasons.push({ kind: 'checksum-mismatch', fromBlock, pair: index, expected: expected[fromBlock] as number, actual: actual[bad] as number });
+  }
+  const firstBad = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
+  return checked.filter((position) => position < firstBad).length;
 }
 
 function savingOf(prediction: SavingPrediction, blocks: number, ms: number): { predictedMs: number; measuredMs: number } {
