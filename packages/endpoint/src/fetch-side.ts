@@ -1,6 +1,6 @@
 // A rank's destination side: checks a fetch before anything is pinned or posted, finds the source's
 // ranks in discovery, loads their peers, pins at each, takes the rank pairs' templates from the
-// endpoint's one cache, and hands the pull to `fetchPrefix`.
+// endpoint's one cache, and hands the pull to `pullPinned` (`fetchPrefix` without the checks its request passed).
 import { checkCompatibility, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
@@ -10,7 +10,7 @@ import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import type { WorkerWatches } from './discovered-workers.js';
 import { describeRank, EndpointOptionError, FetchRefusedError, PinRefusedError, SourceUnresponsiveError } from './errors.js';
-import { type FetchPair, fetchPrefix } from './fetch.js';
+import { type FetchPair, pullPinned } from './fetch.js';
 import { calibrationSample, type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
 import { type FetchRequest, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
@@ -50,6 +50,7 @@ const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.p
 const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank });
 const refuseSource = (why: string): Error => new FetchRefusedError('source-not-ready', why);
 
+/** The one check of a fetch request's shape and block list; `pullPinned` trusts it. */
 function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verify: VerifyMode } {
   if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a fetch request { hint, destinationBlocks, … }');
   const { hint, destinationBlocks } = request;
@@ -59,6 +60,9 @@ function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verif
   }
   const verify = request.verify ?? defaultVerify;
   if (!verifyModes.includes(verify)) throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
+  if (request.sampleEvery !== undefined && (!Number.isSafeInteger(request.sampleEvery) || request.sampleEvery < 1)) {
+    throw new EndpointOptionError('request.sampleEvery', request.sampleEvery, 'a positive integer');
+  }
   if (request.policy !== undefined && !['fail', 'recompute'].includes(request.policy)) throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
   if (request.beforeRelease !== undefined && typeof request.beforeRelease !== 'function') throw new EndpointOptionError('request.beforeRelease', request.beforeRelease, 'a function (pins) => Promise');
   return { verify };
@@ -129,7 +133,7 @@ export class FetchSide {
         const registered = this.#options.templates.registered({ template, pair, direction: 'read', remote: part, peer, local: rank.registered, noRegion: refuseSource });
         return { template: registered, ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
       });
-      const receipt = await fetchPrefix({
+      const receipt = await pullPinned({
         ledger: this.#options.ledger,
         pairs,
         pins: pins as HeldPin[],

@@ -44,21 +44,27 @@ export interface FetchOptions {
 }
 
 const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
+const defaultSampleEvery = 8;
 
 interface Posted {
   readonly pair: number;
   readonly operation: LedgerOperation;
 }
 
-function checkOptions(options: FetchOptions): { pins: HeldPin[]; sampleEvery: number } {
+/** The checks of the caller's own options, which a request to `ReuseEndpoint.fetch` has passed already. */
+function checkOptions(options: FetchOptions): void {
   if (options === null || typeof options !== 'object') throw new EndpointOptionError('options', options, 'must be an object');
   if (!verifyModes.includes(options.verify)) throw new EndpointOptionError('verify', options.verify, "must be 'full', 'sampled' or 'off'");
   if (!['fail', 'recompute'].includes(options.policy)) throw new EndpointOptionError('policy', options.policy, "must be 'fail' or 'recompute'");
   if (!(options.destinationBlocks instanceof Uint32Array)) throw new EndpointOptionError('destinationBlocks', options.destinationBlocks, 'must be a Uint32Array');
-  if (!Array.isArray(options.pairs) || options.pairs.length === 0) throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');
-  const sampleEvery = options.sampleEvery ?? 8;
+  const sampleEvery = options.sampleEvery ?? defaultSampleEvery;
   if (!Number.isSafeInteger(sampleEvery) || sampleEvery < 1) throw new EndpointOptionError('sampleEvery', sampleEvery, 'must be a positive integer');
-  const pins = options.pairs.map(({ template }, index) => {
+}
+
+/** The pin of each pair's source rank: every pair needs one, with checksums unless verification is off. */
+function pairPins(options: FetchOptions): HeldPin[] {
+  if (!Array.isArray(options.pairs) || options.pairs.length === 0) throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');
+  return options.pairs.map(({ template }, index) => {
     const route = template.template.pairs[template.pair];
     const pin = route === undefined ? undefined : options.pins.find((held) => sameRank(held.source.rank, route.sourceRank));
     if (route === undefined || pin === undefined) {
@@ -69,7 +75,6 @@ function checkOptions(options: FetchOptions): { pins: HeldPin[]; sampleEvery: nu
     }
     return pin;
   });
-  return { pins, sampleEvery };
 }
 
 /** The blocks of `0 … count − 1` to check under `mode`. */
@@ -102,8 +107,19 @@ function quiescentOrQuarantined(ledger: FetchOptions['ledger'], operation: Ledge
  * operation's pins are released only when it turns quiescent. Under `fail` a shortfall throws
  * `FetchShortfallError` carrying the receipt.
  */
-export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> {
-  const { pins, sampleEvery } = checkOptions(options);
+export function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> {
+  try {
+    checkOptions(options);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return pullPinned(options);
+}
+
+/** `fetchPrefix` for options checked already (`ReuseEndpoint.fetch` checks its request once, at its entry). */
+export async function pullPinned(options: FetchOptions): Promise<FetchReceipt> {
+  const pins = pairPins(options);
+  const sampleEvery = options.sampleEvery ?? defaultSampleEvery;
   const { ledger, pairs, destinationBlocks } = options;
   const now = options.now ?? (() => performance.now());
   const requested = destinationBlocks.length;
