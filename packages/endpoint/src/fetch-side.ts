@@ -18,6 +18,7 @@ import type { PeerTemplates } from './peer-templates.js';
 import type { PinClient } from './pin-client.js';
 import { type HeldPin, releasePins } from './pins.js';
 import { loadSourcePeers } from './source-peer.js';
+import { rankOf, sameRank } from './ranks.js';
 
 export interface FetchSideOptions {
   readonly agent: Pick<Agent, 'loadPeer' | 'peers'>;
@@ -46,8 +47,6 @@ export interface FetchingRank {
   readonly readiness: WorkerReadiness;
 }
 
-const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
-const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank });
 const refuseSource = (why: string): Error => new FetchRefusedError('source-not-ready', why);
 
 /** The one check of a fetch request's shape and block list; `pullPinned` trusts it. */

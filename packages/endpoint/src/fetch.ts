@@ -1,7 +1,6 @@
 // The destination side of a pull: one template post per rank pair on pinned source blocks, wait for
 // quiescence, verify each block per pair, commit the longest verified prefix, release the pins.
 import { type LedgerOperation, type LedgerPostRequest, OperationFailedError, type OperationLedger, type PeerTicket } from '@kvreuse/drain';
-import type { RankId } from '@kvreuse/descriptors';
 import { codeOf } from '@kvreuse/errors';
 import type { PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { Bank } from '@kvreuse/registry';
@@ -11,6 +10,7 @@ import { EndpointOptionError } from './errors.js';
 import { type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
 import { type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
 import { type BeforeRelease, type HeldPin, type PinLoss, releasePins } from './pins.js';
+import { sameRank } from './ranks.js';
 
 /** One rank pair of the pull, as the destination rank holding it sees it. */
 export interface FetchPair {
@@ -43,7 +43,6 @@ export interface FetchOptions {
   readonly now?: () => number;
 }
 
-const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
 const defaultSampleEvery = 8;
 
 interface Posted {

@@ -8,6 +8,7 @@ import { type ClusterSecret, loadRankPeer, type RegisteredRank } from '@kvreuse/
 import type { WorkerWatches } from './discovered-workers.js';
 import { EndpointError, EndpointOptionError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
+import { rankOf, sameRank } from './ranks.js';
 
 export interface PushRequest {
   /** The worker written to, as ready in discovery. */
@@ -47,8 +48,6 @@ export interface PushSideOptions {
   readonly templates: PeerTemplates;
 }
 
-const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
-const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank });
 
 /** The one check of a push's block lists. */
 function checkPushRequest(request: PushRequest): void {

@@ -1,6 +1,6 @@
 // A serving rank's source side: its pin server (reader peers and per-pair checksums prepared from the
 // reader's published rank parts), its retained inventory, and the pins its drain waited for.
-import type { RankId, Worker } from '@kvreuse/descriptors';
+import type { Worker } from '@kvreuse/descriptors';
 import type { Clock, ReaderWait } from '@kvreuse/drain';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
 import { type ClusterSecret, type DiscoveryStore, InventoryPublisher, type LeaseId, loadRankPeer, type RetentionTier } from '@kvreuse/registry';
@@ -11,6 +11,7 @@ import type { PeerTemplates } from './peer-templates.js';
 import type { PinRequestMessage } from './pin-messages.js';
 import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
 import type { PinAdapter } from './pin-adapter.js';
+import { sameRank } from './ranks.js';
 
 /** The source side of a rank (see `ReuseEndpointOptions.serve`). */
 export interface ServeOptions {
@@ -46,7 +47,6 @@ export interface SourceSideOptions {
 
 type Reader = PinRequestMessage['reader'];
 
-const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
 
 export class SourceSide {
   readonly server: PinServer;
