@@ -49,6 +49,6 @@ describe('ReuseEndpoint.push', () => {
     expect(codeOf(missing)).toBe('PUSH_FAILED');
     expect((missing as Error).message).toMatch(/^push to nobody failed: it is not ready: /);
     const idle = await openWorker(store, { workerId: 'prefill-1', role: 'prefill', tpSize: 1 }, cleanups);
-    expect(() => idle.ranks[0]!.endpoint.push({ workerId: 'decode-0', sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) })).toThrow(EndpointStateError);
+    await expect(idle.ranks[0]!.endpoint.push({ workerId: 'decode-0', sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) })).rejects.toThrow(EndpointStateError);
   });
 });

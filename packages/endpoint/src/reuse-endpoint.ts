@@ -13,6 +13,7 @@ import {
   ClusterSecret,
   type DiscoveryStore,
   kvreuseOwner,
+  type RetentionTier,
   type RankPublication,
   type ReadinessGate,
   registerRank,
@@ -225,7 +226,7 @@ export class ReuseEndpoint {
       shutdownDeadlineMs: options.settings.transport.shutdownDeadlineMs,
       agent: options.agent,
       withdrawRankParts: () => this.#withdrawPublication(),
-      ...(options.serve?.inventory === undefined && withdrawInventory === undefined
+      ...(options.serve === undefined && withdrawInventory === undefined
         ? {}
         : {
             withdrawInventory: async () => {
@@ -389,10 +390,27 @@ export class ReuseEndpoint {
    * a drain waits for it). Only while ready (`EndpointStateError`); `PushFailedError` when the
    * destination is not ready or a WRITE fails.
    */
-  push(request: PushRequest): Promise<PushReceipt> {
+  async push(request: PushRequest): Promise<PushReceipt> {
     this.#lifecycle.require('push', ['ready']);
     const { registered, readiness } = this.readyRank;
     return this.#pushSide.push(request, { registered, worker: readiness.worker });
+  }
+
+  /**
+   * Announces `blocks` as this worker's retained inventory on `tier`, complete, until `ttlMs` from now:
+   * for a serving rank without `serve.inventory` that retains blocks once it is ready (e.g. one rank per
+   * worker, after a hand-off). The announcement lives under a lease of its own and is withdrawn, its lease
+   * revoked, at the drain's inventory step. Only while ready (`EndpointStateError`).
+   */
+  async announceInventory(blocks: readonly bigint[], options: { readonly tier: RetentionTier; readonly ttlMs: number }): Promise<void> {
+    this.#lifecycle.require('announceInventory', ['ready']);
+    const { serve } = this.#options;
+    if (serve === undefined || serve.inventory !== undefined) throw new EndpointOptionError('serve', serve, 'a serving rank without serve.inventory: it publishes the inventory announceInventory would');
+    if (!Array.isArray(blocks) || blocks.some((hash) => typeof hash !== 'bigint')) throw new EndpointOptionError('blocks', blocks, 'an array of block hashes (bigint)');
+    if (!['gpu', 'host'].includes(options?.tier) || !Number.isSafeInteger(options.ttlMs) || options.ttlMs < 1) {
+      throw new EndpointOptionError('options', options, "{ tier: 'gpu' | 'host', ttlMs: whole milliseconds ≥ 1 }");
+    }
+    await (this.#sourceSide as SourceSide).announce(blocks, options);
   }
 
   /** The pin server, once a serving rank is published. */

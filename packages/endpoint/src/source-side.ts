@@ -3,7 +3,7 @@
 import type { Worker } from '@kvreuse/descriptors';
 import type { Clock, ReaderWait } from '@kvreuse/drain';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
-import { type ClusterSecret, type DiscoveryStore, InventoryPublisher, type LeaseId, loadRankPeer, type RetentionTier } from '@kvreuse/registry';
+import { type ClusterSecret, type DiscoveryStore, InventoryPublisher, type Lease, type LeaseId, loadRankPeer, type RetentionTier } from '@kvreuse/registry';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
 import { readWorkerIncarnation } from './discovered-workers.js';
 import { describeRank, UnknownReaderError } from './errors.js';
@@ -60,6 +60,8 @@ export class SourceSide {
   #inventory: InventoryPublisher | undefined;
   #stopEvictions: (() => void) | undefined;
   #reannounce: unknown;
+  /** The inventory `announce` publishes, under a lease of its own. */
+  #announced: { readonly publisher: InventoryPublisher; readonly lease: Lease } | undefined;
   #withdrawing = false;
   #waited: readonly ServedPin[] = [];
 
@@ -111,7 +113,21 @@ export class SourceSide {
     this.#reannounce = clock.setTimer(() => void this.#announce(publisher, inventory).catch(() => undefined), Math.max(1, Math.floor(inventory.ttlMs / 2)));
   }
 
-  /** Withdraws the inventory (the drain's step right after the rank part). */
+  /**
+   * Announces `blocks` as this worker's retained inventory on `tier`, complete, until `ttlMs` from now,
+   * under a lease of its own (granted at the first announcement for the longer of `ttlMs` and the pin lease).
+   */
+  async announce(blocks: readonly bigint[], announced: { readonly tier: RetentionTier; readonly ttlMs: number }): Promise<void> {
+    if (this.#announced === undefined) {
+      const { discovery, source, keyPrefix, leaseMs } = this.#options;
+      const lease = await discovery.grantLease(Math.max(leaseMs, announced.ttlMs));
+      const publisher = new InventoryPublisher(discovery, { workerId: source.workerId, incarnation: source.incarnation, epoch: source.epoch, lease: lease.id, ...(keyPrefix === undefined ? {} : { keyPrefix }) });
+      this.#announced = { publisher, lease };
+    }
+    await this.#announced.publisher.publish([{ type: 'stored', tier: announced.tier, blocks: [...blocks], expiresAt: Date.now() + announced.ttlMs }], { complete: true });
+  }
+
+  /** Withdraws the inventory, the announced one with its lease (the drain's step right after the rank part). */
   async withdrawInventory(): Promise<void> {
     this.#withdrawing = true;
     if (this.#reannounce !== undefined) this.#options.clock.clearTimer(this.#reannounce);
@@ -119,6 +135,12 @@ export class SourceSide {
     this.#stopEvictions?.();
     this.#stopEvictions = undefined;
     await this.#inventory?.withdraw();
+    const announced = this.#announced;
+    this.#announced = undefined;
+    if (announced !== undefined) {
+      await announced.publisher.withdraw();
+      await this.#options.discovery.revokeLease(announced.lease.id);
+    }
   }
 
   /** Refuses new pins and waits for the held ones (the drain's reader wait); keeps the pins for the report. */

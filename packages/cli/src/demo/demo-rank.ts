@@ -8,7 +8,7 @@ import type { Settings } from '@kvreuse/config';
 import { type RankPart, referenceGeometries } from '@kvreuse/descriptors';
 import { BlockPool, EndpointMetrics, type EndpointShutdownResult, type HeldPin, ReuseEndpoint } from '@kvreuse/endpoint';
 import { type Agent, type Backend, loadTransport } from '@kvreuse/native-bindings';
-import { blockHashFromHex, type DiscoveryStore, InventoryPublisher, type Lease, openClusterSecret, openDiscovery, releaseRank } from '@kvreuse/registry';
+import { blockHashFromHex, type DiscoveryStore, openClusterSecret, openDiscovery, releaseRank } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
 import { CrashOnPin } from './crash-on-pin.js';
 import { handOff } from './hand-off.js';
@@ -63,7 +63,6 @@ export class DemoRank {
   readonly #say: (message: Said) => void;
   readonly #host: RankHost;
   #part: RankPart | undefined;
-  #inventory: { publisher: InventoryPublisher; lease: Lease } | undefined;
   /** Lets go of the pins a `holdPins` pull holds. */
   #releasePins: (() => void) | undefined;
 
@@ -215,30 +214,17 @@ export class DemoRank {
       writeBlockContent(this.part, this.views, slot, hash);
       this.pool.commit(slot, hash);
     }
-    if (command.publishInventory) await this.#announce([...hashes, ...appended]);
+    // The endpoint announces them under a lease of their own, and withdraws them at its drain.
+    if (command.publishInventory) await this.endpoint.announceInventory([...hashes, ...appended], { tier: 'host', ttlMs: 600_000 });
     this.#say({ type: 'retained', blocks: hashes.length + appended.length, verified, appended: appended.length });
   }
 
-  /** Publishes the retained blocks as the decode worker's host-tier inventory, under a lease of their own. */
-  async #announce(blocks: bigint[]): Promise<void> {
-    const ttlMs = this.options.settings.discovery.leaseTtlMs;
-    if (this.#inventory === undefined) {
-      const lease = await this.discovery.grantLease(Math.max(ttlMs, 600_000));
-      const publisher = new InventoryPublisher(this.discovery, { workerId: this.options.workerId, incarnation: this.options.incarnation, epoch: this.endpoint.readyRank.epoch, lease: lease.id });
-      this.#inventory = { publisher, lease };
-    }
-    await this.#inventory.publisher.publish([{ type: 'stored', tier: 'host', blocks, expiresAt: Date.now() + 600_000 }], { complete: true });
-  }
-
   /**
-   * The drain's step after the rank part's withdrawal. A serving rank's drain goes straight on to refuse
-   * new pins and wait for the held ones, so it says `waiting-for-readers` last: a pin released after that is waited for.
+   * The drain's step after the rank part's and the announced inventory's withdrawal. A serving rank's
+   * drain goes straight on to refuse new pins and wait for the held ones, so it says
+   * `waiting-for-readers` last: a pin released after that is waited for.
    */
   async #withdrawInventory(): Promise<void> {
-    if (this.#inventory !== undefined) {
-      await this.#inventory.publisher.withdraw();
-      await this.discovery.revokeLease(this.#inventory.lease.id);
-    }
     if (this.options.role === 'decode') this.#say({ type: 'waiting-for-readers' });
   }
 
