@@ -1,6 +1,7 @@
-// One rank's reuse endpoint: its banks registered with its agent, its rank part published under a lease,
-// its worker's readiness followed, its operations recorded in a ledger, and its drain and shutdown in
-// the drain package's source-first order — each step a lifecycle transition.
+// One rank's reuse endpoint, the front door of a rank: its banks laid out, allocated and registered with
+// its agent, its rank part published under a lease, its worker's readiness followed, its pulls, pushes
+// and inventory, its operations recorded in a ledger, and its drain and shutdown in the drain package's
+// source-first order — each step a lifecycle transition.
 import { readFileSync } from 'node:fs';
 import type { Settings } from '@kvreuse/config';
 import { layoutRankBanks, type RankId } from '@kvreuse/descriptors';
@@ -13,12 +14,12 @@ import {
   ClusterSecret,
   type DiscoveryStore,
   kvreuseOwner,
-  type RetentionTier,
   type RankPublication,
   type ReadinessGate,
   registerRank,
   type RegisteredRank,
   releaseBanks,
+  type RetentionTier,
   startRankPublication,
   transportMetadataOf,
   watchWorkerReadiness,
@@ -30,14 +31,13 @@ import type { RankBankBytes } from './block-checksum.js';
 import { WorkerWatches } from './discovered-workers.js';
 import { EndpointOptionError } from './errors.js';
 import type { FetchReceipt } from './fetch-receipt.js';
-import type { FetchRequest } from './fetch-request.js';
-import { verifyModes } from './fetch-request.js';
+import { type FetchRequest, verifyModes } from './fetch-request.js';
 import { FetchSide } from './fetch-side.js';
 import { NotificationRouter } from './notification-router.js';
 import { PeerTemplates } from './peer-templates.js';
 import { PinClient } from './pin-client.js';
-import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
 import type { PinServer, ServedPin } from './pin-server.js';
+import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
 import { type ServeOptions, SourceSide } from './source-side.js';
 import { EndpointLifecycle, EndpointNotReadyError, type EndpointState, type EndpointTransition } from './lifecycle.js';
 import type { EndpointMetrics, MetricsListener } from './metrics.js';
