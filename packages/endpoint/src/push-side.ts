@@ -48,7 +48,6 @@ export interface PushSideOptions {
   readonly templates: PeerTemplates;
 }
 
-
 /** The one check of a push's block lists. */
 function checkPushRequest(request: PushRequest): void {
   if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a push request { workerId, sourceBlocks, destinationBlocks }');

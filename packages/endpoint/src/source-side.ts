@@ -9,8 +9,8 @@ import { readWorkerIncarnation } from './discovered-workers.js';
 import { describeRank, UnknownReaderError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
 import type { PinRequestMessage } from './pin-messages.js';
-import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
 import type { PinAdapter } from './pin-adapter.js';
+import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
 import { sameRank } from './ranks.js';
 
 /** The source side of a rank (see `ReuseEndpointOptions.serve`). */
@@ -46,7 +46,6 @@ export interface SourceSideOptions {
 }
 
 type Reader = PinRequestMessage['reader'];
-
 
 export class SourceSide {
   readonly server: PinServer;
