@@ -32,7 +32,7 @@ import { WorkerWatches } from './discovered-workers.js';
 import { EndpointOptionError } from './errors.js';
 import type { FetchReceipt } from './fetch-receipt.js';
 import { type FetchRequest, verifyModes } from './fetch-request.js';
-import { FetchSide } from './fetch-side.js';
+import { PullSide } from './pull-side.js';
 import { NotificationRouter } from './notification-router.js';
 import { PeerTemplates } from './peer-templates.js';
 import { PinClient } from './pin-client.js';
@@ -201,7 +201,7 @@ export class ReuseEndpoint {
   readonly #drain: DrainController<PostRequest>;
   readonly #notifications = new NotificationRouter();
   readonly #pinClient: PinClient;
-  readonly #fetchSide: FetchSide;
+  readonly #pullSide: PullSide;
   readonly #pushSide: PushSide;
   /** The workers this rank transfers with, followed in discovery from the first transfer on. */
   readonly #workers: WorkerWatches;
@@ -247,7 +247,7 @@ export class ReuseEndpoint {
     this.#workers = new WorkerWatches(discovery, { ...(admissionGate === undefined ? {} : { admissionGate }), ...(keyPrefix === undefined ? {} : { keyPrefix }) });
     this.#templates = new PeerTemplates(agent);
     this.#pushSide = new PushSide({ agent, secret, rank, ledger: this.ledger, peers: this.peers, workers: this.#workers, templates: this.#templates });
-    this.#fetchSide = new FetchSide({
+    this.#pullSide = new PullSide({
       agent,
       secret,
       rank,
@@ -380,7 +380,7 @@ export class ReuseEndpoint {
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `FetchShortfallError` carrying it.
    */
   fetch(request: FetchRequest): Promise<FetchReceipt> {
-    return this.#fetchSide.fetch(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
+    return this.#pullSide.pull(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
   }
 
   /**

@@ -1,4 +1,4 @@
-// A rank's destination side: checks a fetch before anything is pinned or posted, finds the source's
+// A rank's destination side: checks a pull before anything is pinned or posted, finds the source's
 // ranks in discovery, loads their peers, pins at each, takes the rank pairs' templates from the
 // endpoint's one cache, and hands the pull to `pullPinned` (`fetchPrefix` without the checks its request passed).
 import { checkCompatibility, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
@@ -20,7 +20,7 @@ import { type HeldPin, releasePins } from './pins.js';
 import { loadSourcePeers } from './source-peer.js';
 import { rankOf, sameRank } from './ranks.js';
 
-export interface FetchSideOptions {
+export interface PullSideOptions {
   readonly agent: Pick<Agent, 'loadPeer' | 'peers'>;
   /** Sources' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
@@ -41,8 +41,8 @@ export interface FetchSideOptions {
   readonly calibration?: Pick<TransferCalibration, 'record'>;
 }
 
-/** What the endpoint is when a fetch arrives: its registered rank and its worker, once ready. */
-export interface FetchingRank {
+/** What the endpoint is when a pull arrives: its registered rank and its worker, once ready. */
+export interface PullingRank {
   readonly registered: RegisteredRank;
   readonly readiness: WorkerReadiness;
 }
@@ -67,14 +67,14 @@ function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verif
   return { verify };
 }
 
-export class FetchSide {
-  readonly #options: FetchSideOptions;
+export class PullSide {
+  readonly #options: PullSideOptions;
 
-  constructor(options: FetchSideOptions) {
+  constructor(options: PullSideOptions) {
     this.#options = options;
   }
 
-  async fetch(request: FetchRequest, rank: FetchingRank | undefined): Promise<FetchReceipt> {
+  async pull(request: FetchRequest, rank: PullingRank | undefined): Promise<FetchReceipt> {
     const { verify } = checkRequest(request, this.#options.defaultVerify);
     if (verify !== 'off' && this.#options.bankBytes === undefined) {
       throw new EndpointOptionError('bankBytes', undefined, `this rank's bank bytes, to verify what arrives (verify is '${verify}'); or fetch with verify 'off'`);
