@@ -58,8 +58,8 @@ export async function openWorker({ workerId, role, backend, discovery, secret, s
     settings,
     ...(serve ? { serve: { adapter: pool } } : {}),
   });
-  // The banks' bytes: what the source checksums for its readers, and what the reader verifies.
-  const views = endpoint.bankBytes;
+  // The banks' bytes, every one allocated by open(): what the source checksums for its readers, and what the reader verifies.
+  const views = /** @type {Uint8Array[]} */ (endpoint.bankBytes);
   return { workerId, endpoint, pool, views, blockBytes: views[0].length / slots };
 }
 
