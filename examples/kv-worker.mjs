@@ -1,12 +1,13 @@
 // What both examples share: one worker of tensor-parallel size 1 as a serving framework would set it up
-// for kvreuse — a native agent, KV banks laid out for Qwen3-0.6B and allocated by kvreuse, and a
-// ReuseEndpoint over them — plus the conversation both workers hash and the KV content its blocks hold.
+// for kvreuse — a native agent and the ReuseEndpoint it opens (KV banks laid out for Qwen3-0.6B,
+// allocated by kvreuse, registered and published) — plus the conversation both workers hash and the KV
+// content its blocks hold.
 import { randomUUID } from 'node:crypto';
 import { defaultSettings } from '@kvreuse/config';
-import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
+import { referenceGeometries } from '@kvreuse/descriptors';
 import { BlockPool, ReuseEndpoint } from '@kvreuse/endpoint';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { Bank, blockHashScheme, hashBlockChain, kvreuseOwner } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/registry';
 
 export const geometry = referenceGeometries['qwen3-0.6b'];
 export const settings = defaultSettings;
@@ -37,48 +38,39 @@ function kvContent(hash, bank, bytes) {
 }
 
 /**
- * Opens the worker's one rank: its agent (`backend`: 'loopback' within a process, 'ucx' across them),
- * its banks (adopted, not registered yet), its block pool and its endpoint. The pool stands in for the
- * framework's block table (its slots are the banks' blocks); a decode worker `serve`s pins on it.
- * `secret` is the cluster secret (`openClusterSecret`) its metadata is signed and its peers' checked with.
+ * Opens the worker's one rank: its agent (`backend`: 'loopback' within a process, 'ucx' across them) and
+ * its endpoint, which lays out, allocates and registers its banks and publishes its rank part; and its
+ * block pool, which stands in for the framework's block table (its slots are the banks' blocks); a
+ * decode worker `serve`s pins on it. `secret` is the cluster secret (`openClusterSecret`) its metadata
+ * is signed and its peers' checked with.
  */
 export async function openWorker({ workerId, role, backend, discovery, secret, serve = false }) {
   const agent = await loadTransport().createAgent({ name: `${workerId}-tp0-${process.pid}`, backend });
-  const parallel = { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 };
-  const layout = layoutRankBanks(geometry, parallel, { address: 0n, blocks: slots });
-  const allocations = await Promise.all(layout.map((bank) => agent.allocate(bank.bytes)));
-  // kvreuse owns this memory: draining hands each bank back by freeing its allocation.
-  const banks = layout.map((bank, index) => {
-    const allocation = allocations[index];
-    return Bank.adopt({ ...bank, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
-  });
-  const views = allocations.map((allocation) => allocation.view());
   const pool = new BlockPool(slots);
-  const endpoint = new ReuseEndpoint({
+  const endpoint = await ReuseEndpoint.open({
     agent,
     discovery,
     secret,
     // A new incarnation per process start: nothing an earlier start published is trusted for this one.
     worker: { workerId, incarnation: randomUUID(), role, geometry, tpSize: 1, ppSize: 1, dpRank: 0 },
     rank: { tpRank: 0, ppRank: 0 },
-    banks,
+    blocks: slots, // kvreuse allocates the banks and owns them: draining hands each back by freeing it
     settings,
-    bankBytes: views, // what the source checksums for its readers, and what the reader verifies
     ...(serve ? { serve: { adapter: pool } } : {}),
   });
-  return { workerId, endpoint, pool, views, blockBytes: Number(layout[0].blockStride) };
+  // The banks' bytes, every one allocated by open(): what the source checksums for its readers, and what the reader verifies.
+  const views = /** @type {Uint8Array[]} */ (endpoint.bankBytes);
+  return { workerId, endpoint, pool, views, blockBytes: views[0].length / slots };
 }
 
 /** @typedef {Awaited<ReturnType<typeof openWorker>>} Worker */
 
 /**
- * Registers the worker's banks and publishes its rank part; resolves once discovery calls the worker
- * ready, with its readiness (the incarnation and the epoch discovery gave it).
+ * Resolves once discovery calls the worker ready, with its readiness (the incarnation and the epoch
+ * discovery gave it).
  * @param {Worker} worker
  */
-export async function start(worker) {
-  await worker.endpoint.register();
-  await worker.endpoint.publish();
+export async function whenReady(worker) {
   const { readiness } = await worker.endpoint.whenReady();
   return readiness;
 }

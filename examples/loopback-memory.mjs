@@ -5,7 +5,7 @@
 //
 //   node examples/loopback-memory.mjs
 import { MemoryDiscoveryStore, openClusterSecret } from '@kvreuse/registry';
-import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, start, stop } from './kv-worker.mjs';
+import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, stop, whenReady } from './kv-worker.mjs';
 
 // Discovery: where workers publish their rank parts and learn each other's readiness.
 const discovery = new MemoryDiscoveryStore();
@@ -17,8 +17,8 @@ const prefill = await openWorker({ workerId: 'prefill-0', role: 'prefill', backe
 // Turn 1 was decoded: the decode worker holds its 6 blocks (its framework would have computed them).
 const turn1 = conversation(6);
 retain(decode, blockHashes(turn1));
-const source = await start(decode);
-await start(prefill);
+const source = await whenReady(decode);
+await whenReady(prefill);
 console.log(`decode-0 and prefill-0 ready (epochs ${source.epoch} and ${prefill.endpoint.epoch})`);
 
 // Turn 2 repeats turn 1 and adds a block. Hashed the same way, its first 6 blocks name what decode-0 holds.

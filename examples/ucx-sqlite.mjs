@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness } from '@kvreuse/registry';
-import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, start, stop } from './kv-worker.mjs';
+import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, stop, whenReady } from './kv-worker.mjs';
 
 const retainedBlocks = 6;
 const [half, discoveryFile] = process.argv.slice(2);
@@ -24,7 +24,7 @@ async function runDecode(path) {
   const secret = openClusterSecret({ ...settings.discovery, sqlitePath: path });
   const decode = await openWorker({ workerId: 'decode-0', role: 'decode', backend: 'ucx', discovery, secret, serve: true });
   retain(decode, blockHashes(conversation(retainedBlocks)));
-  await start(decode);
+  await whenReady(decode);
   console.log(`decode-0 ready in process ${process.pid}`);
   const alive = setInterval(() => {}, 60_000); // the served agent works on its own thread: keep this process up
   await new Promise((resolve) => process.once('SIGTERM', resolve));
@@ -50,7 +50,7 @@ async function runPrefill() {
     await watch.close();
 
     const prefill = await openWorker({ workerId: 'prefill-0', role: 'prefill', backend: 'ucx', discovery, secret });
-    await start(prefill);
+    await whenReady(prefill);
     console.log(`prefill-0 ready in process ${process.pid}; decode-0 is incarnation ${source.incarnation} at epoch ${source.epoch}`);
 
     // Turn 2 repeats turn 1 and adds a block: its first blocks hash to what decode-0 retains.

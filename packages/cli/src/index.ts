@@ -21,6 +21,3 @@ export {
 } from './errors.js';
 export { cliVersion, exitCodeOf, runCli } from './run.js';
 export { type InventorySummary, summarizeInventoryBatch } from './inventory-summary.js';
-// The demo's rank processes, for tools that drive them through faults of their own (tools/chaos).
-export { RankProcesses, type RankDrain, type RankProcess, type RankProcessesOptions, type RankSpec } from './demo/rank-processes.js';
-export type { DrainSummary, HintLine, PullPrediction, PullReport, RankCommand, RankMessage, RankRole } from './demo/rank-messages.js';

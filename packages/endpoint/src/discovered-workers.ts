@@ -1,6 +1,16 @@
-// Workers as discovery publishes them: one incarnation's rank parts assembled into a worker.
+// Workers as discovery publishes them: one incarnation's rank parts assembled into a worker, and the
+// readiness of the workers a rank transfers with, followed from their first transfer on.
 import { assembleWorker, type Worker } from '@kvreuse/descriptors';
-import { decodeRankPartRecord, type DiscoveryStore, incarnationPartsPrefix, type WorkerIncarnation } from '@kvreuse/registry';
+import {
+  decodeRankPartRecord,
+  type DiscoveryStore,
+  incarnationPartsPrefix,
+  type ReadinessGate,
+  watchWorkerReadiness,
+  type WorkerIncarnation,
+  type WorkerReadiness,
+  type WorkerReadinessWatch,
+} from '@kvreuse/registry';
 
 /** The incarnation's worker, assembled from its published rank parts; undefined while incomplete or absent. */
 export async function readWorkerIncarnation(store: DiscoveryStore, worker: WorkerIncarnation, keyPrefix?: string): Promise<Worker | undefined> {
@@ -8,4 +18,41 @@ export async function readWorkerIncarnation(store: DiscoveryStore, worker: Worke
   if (entries.length === 0) return undefined;
   const assembled = assembleWorker(entries.map((entry) => decodeRankPartRecord(entry.key, entry.value, keyPrefix).part));
   return assembled.complete ? assembled.worker : undefined;
+}
+
+/** Readiness watches of the workers a rank transfers with, by worker id: opened at the first transfer, closed at drain. */
+export class WorkerWatches {
+  readonly #discovery: DiscoveryStore;
+  readonly #options: { readonly admissionGate?: ReadinessGate; readonly keyPrefix?: string };
+  readonly #watches = new Map<string, Promise<WorkerReadinessWatch>>();
+
+  constructor(discovery: DiscoveryStore, options: { readonly admissionGate?: ReadinessGate; readonly keyPrefix?: string }) {
+    this.#discovery = discovery;
+    this.#options = options;
+  }
+
+  /** The worker's readiness, once its watch has settled. */
+  async readiness(workerId: string): Promise<WorkerReadiness> {
+    let watching = this.#watches.get(workerId);
+    if (watching === undefined) {
+      const { admissionGate, keyPrefix } = this.#options;
+      watching = watchWorkerReadiness(this.#discovery, workerId, {
+        onChange: () => undefined,
+        ...(admissionGate === undefined ? {} : { admissionGate }),
+        ...(keyPrefix === undefined ? {} : { keyPrefix }),
+      });
+      this.#watches.set(workerId, watching);
+      watching.catch(() => this.#watches.delete(workerId));
+    }
+    const watch = await watching;
+    await watch.settled();
+    return watch.current;
+  }
+
+  /** Stops following every worker. */
+  async close(): Promise<void> {
+    const watches = await Promise.allSettled(this.#watches.values());
+    this.#watches.clear();
+    for (const watch of watches) if (watch.status === 'fulfilled') await watch.value.close();
+  }
 }

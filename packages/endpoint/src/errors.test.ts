@@ -2,9 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   AllBlocksPinnedError,
   EndpointError,
-  EndpointNotReadyError,
   EndpointOptionError,
-  EndpointStateError,
   FetchRefusedError,
   MetricsPortError,
   PinMessageError,
@@ -14,6 +12,8 @@ import {
   SourceUnresponsiveError,
   UnknownReaderError,
 } from './errors.js';
+import { EndpointNotReadyError, EndpointStateError } from './lifecycle.js';
+import { PushFailedError } from './push-side.js';
 
 describe('endpoint errors', () => {
   it.each([
@@ -27,6 +27,7 @@ describe('endpoint errors', () => {
     [new PinRefusedError({ tpRank: 1, ppRank: 0 }, 'evicted'), 'PIN_REFUSED', 'source rank tp 1 pp 0 refused the pin: evicted'],
     [new FetchRefusedError('admission', 'source bank 3 is vram and no admission gate is installed'), 'FETCH_REFUSED', 'fetch refused (admission): source bank 3 is vram and no admission gate is installed'],
     [new UnknownReaderError('prefill-0-tp0', 'no pin request came from it'), 'UNKNOWN_READER', 'cannot answer reader agent prefill-0-tp0: no pin request came from it'],
+    [new PushFailedError('decode-0', 'WRITE of block 2 failed: remote disconnect'), 'PUSH_FAILED', 'push to decode-0 failed: WRITE of block 2 failed: remote disconnect'],
     [new PinTimeoutError('release', { tpRank: 2, ppRank: 1 }, 500), 'PIN_TIMEOUT', 'source rank tp 2 pp 1 did not answer the release within 500 ms'],
     [new SourceUnresponsiveError('pin', { tpRank: 1, ppRank: 0 }, 'decode-tp1', 1500.4), 'SOURCE_UNRESPONSIVE', 'source rank tp 1 pp 0 stopped answering before it answered the pin: its agent decode-tp1 answered no heartbeat for 1500 ms'],
   ])(

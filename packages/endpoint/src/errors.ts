@@ -1,6 +1,5 @@
-// Typed errors of @kvreuse/endpoint. Each carries a stable `code` and names what was refused.
-import type { FetchReceipt } from './fetch-receipt.js';
-import type { EndpointState } from './lifecycle.js';
+// The endpoint's error base and the typed errors several of its modules share (the lifecycle's and the receipt's live
+// with them). Each carries a stable `code` and names what was refused.
 import { describeValue, KvreuseError } from '@kvreuse/errors';
 import type { RankId } from '@kvreuse/descriptors';
 
@@ -17,6 +16,7 @@ export type EndpointErrorCode =
   | 'SOURCE_UNRESPONSIVE'
   | 'FETCH_SHORTFALL'
   | 'FETCH_REFUSED'
+  | 'PUSH_FAILED'
   | 'UNKNOWN_READER';
 
 export abstract class EndpointError extends KvreuseError<EndpointErrorCode> {}
@@ -33,33 +33,6 @@ export class EndpointOptionError extends EndpointError {
   }
 }
 
-/** A call the endpoint's current state does not allow (e.g. `fetch` before `register`, or after `drain`). Nothing was done. */
-export class EndpointStateError extends EndpointError {
-  readonly code = 'ILLEGAL_ENDPOINT_STATE';
-  constructor(
-    readonly operation: string,
-    readonly state: EndpointState,
-    readonly allowed: readonly EndpointState[],
-  ) {
-    super(`${operation} is not allowed while the endpoint is ${state}${allowed.length === 0 ? '' : ` (only while ${allowed.join(', ')})`}`);
-  }
-}
-
-/**
- * `whenReady()` of an endpoint that cannot become ready without another call: its registration or
- * publication failed (it is `created` or `registered` again), or it drains or closes. `reason` is the
- * transition's reason.
- */
-export class EndpointNotReadyError extends EndpointError {
-  readonly code = 'ENDPOINT_NOT_READY';
-  constructor(
-    readonly state: EndpointState,
-    readonly reason: string,
-  ) {
-    super(`the endpoint did not become ready: it is ${state} (${reason})`);
-  }
-}
-
 /** The metrics listener could not listen on `host:port`; `systemCode` is the system's (`EADDRINUSE` for a port in use). */
 export class MetricsPortError extends EndpointError {
   readonly code = 'METRICS_PORT_UNAVAILABLE';
@@ -70,18 +43,6 @@ export class MetricsPortError extends EndpointError {
     options?: ErrorOptions,
   ) {
     super(`cannot serve metrics on ${host}:${port}: ${systemCode === 'EADDRINUSE' ? 'the port is in use' : 'the address is refused'} (${systemCode}; endpoint.metrics_port, endpoint.metrics_host)`, options);
-  }
-}
-
-/**
- * A fetch under the `fail` policy verified fewer blocks than it asked for. The pins were released
- * (or will be, once a quarantined operation turns quiescent); `receipt` says what verified and why the rest did not.
- */
-export class FetchShortfallError extends EndpointError {
-  readonly code = 'FETCH_SHORTFALL';
-  constructor(readonly receipt: FetchReceipt) {
-    const first = receipt.recomputed.reasons[0];
-    super(`fetch verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
   }
 }
 

@@ -2,7 +2,8 @@
 // figures the router calibrates on.
 import type { RankId } from '@kvreuse/descriptors';
 import type { TransferReceipt } from '@kvreuse/router';
-import type { VerifyMode } from './fetch.js';
+import { EndpointError } from './errors.js';
+import type { VerifyMode } from './fetch-request.js';
 import type { PinLossReason } from './pins.js';
 
 /** Why blocks from `fromBlock` on (positions in the requested prefix) must be recomputed. */
@@ -55,4 +56,16 @@ export interface FetchReceipt {
  */
 export function calibrationSample(receipt: FetchReceipt): TransferReceipt | undefined {
   return receipt.blocks > 0 && receipt.recomputed.reasons.every((reason) => reason.kind === 'pin-granted-fewer') ? receipt.calibration : undefined;
+}
+
+/**
+ * A fetch under the `fail` policy verified fewer blocks than it asked for. The pins were released
+ * (or will be, once a quarantined operation turns quiescent); `receipt` says what verified and why the rest did not.
+ */
+export class FetchShortfallError extends EndpointError {
+  readonly code = 'FETCH_SHORTFALL';
+  constructor(readonly receipt: FetchReceipt) {
+    const first = receipt.recomputed.reasons[0];
+    super(`fetch verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
+  }
 }

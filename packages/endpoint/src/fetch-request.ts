@@ -1,8 +1,23 @@
 // What a destination rank's `ReuseEndpoint.fetch` is asked to do: the router's decision, where the
 // blocks go here, and how to verify and what to do with a shortfall.
 import type { FetchHint } from '@kvreuse/router';
-import type { SavingPrediction, ShortfallPolicy, VerifyMode } from './fetch.js';
 import type { BeforeRelease } from './pins.js';
+
+/** How a pull checks what arrived: every block, every `sampleEvery`-th and the last, or none. */
+export const verifyModes = ['full', 'sampled', 'off'] as const;
+export type VerifyMode = (typeof verifyModes)[number];
+export type ShortfallPolicy = 'fail' | 'recompute';
+
+/** The router's prediction for this pull, to compare with what it measured. */
+export interface SavingPrediction {
+  /** `savingMs − costMs` of the router's decision. */
+  readonly predictedMs: number;
+  readonly blockTokens: number;
+  /** Prefill time per token (measured at the destination, or the router's prior). */
+  readonly prefillTokenUs: number;
+  /** The router's lookup budget (`router.transferSourceLookupBudgetMs`). */
+  readonly lookupBudgetMs: number;
+}
 
 export interface FetchRequest {
   /**

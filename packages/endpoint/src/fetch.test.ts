@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fakePin, type FakePin } from '../test/fake-pins.js';
 import { type LoopbackPull, openLoopbackPull, transport } from '../test/loopback-pull.js';
 import { blockChecksums } from './block-checksum.js';
-import { FetchShortfallError } from './errors.js';
+import { FetchShortfallError } from './fetch-receipt.js';
 import { type FetchOptions, fetchPrefix } from './fetch.js';
 
 const geometry: Geometry = { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 8, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' };

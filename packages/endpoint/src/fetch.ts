@@ -1,19 +1,16 @@
 // The destination side of a pull: one template post per rank pair on pinned source blocks, wait for
 // quiescence, verify each block per pair, commit the longest verified prefix, release the pins.
 import { type LedgerOperation, type LedgerPostRequest, OperationFailedError, type OperationLedger, type PeerTicket } from '@kvreuse/drain';
-import type { RankId } from '@kvreuse/descriptors';
+import { codeOf } from '@kvreuse/errors';
 import type { PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { Bank } from '@kvreuse/registry';
 import type { LinkClass, SourceTier } from '@kvreuse/router';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
-import { EndpointOptionError, FetchShortfallError } from './errors.js';
-import type { FetchReceipt, RecomputeReason } from './fetch-receipt.js';
+import { EndpointOptionError } from './errors.js';
+import { type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
+import { type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
 import { type BeforeRelease, type HeldPin, type PinLoss, releasePins } from './pins.js';
-
-/** How a pull checks what arrived: every block, every `sampleEvery`-th and the last, or none. */
-export const verifyModes = ['full', 'sampled', 'off'] as const;
-export type VerifyMode = (typeof verifyModes)[number];
-export type ShortfallPolicy = 'fail' | 'recompute';
+import { sameRank } from './ranks.js';
 
 /** One rank pair of the pull, as the destination rank holding it sees it. */
 export interface FetchPair {
@@ -25,17 +22,6 @@ export interface FetchPair {
   readonly banks: readonly Bank[];
   /** The destination rank's bank bytes, indexed by bank number, to verify what arrived. */
   readonly bytes: RankBankBytes;
-}
-
-/** The router's prediction for this pull, to compare with what it measured. */
-export interface SavingPrediction {
-  /** `savingMs − costMs` of the router's decision. */
-  readonly predictedMs: number;
-  readonly blockTokens: number;
-  /** Prefill time per token (measured at the destination, or the router's prior). */
-  readonly prefillTokenUs: number;
-  /** The router's lookup budget (`router.transferSourceLookupBudgetMs`). */
-  readonly lookupBudgetMs: number;
 }
 
 export interface FetchOptions {
@@ -57,22 +43,27 @@ export interface FetchOptions {
   readonly now?: () => number;
 }
 
-const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
+const defaultSampleEvery = 8;
 
 interface Posted {
   readonly pair: number;
   readonly operation: LedgerOperation;
 }
 
-function checkOptions(options: FetchOptions): { pins: HeldPin[]; sampleEvery: number } {
+/** The checks of the caller's own options, which a request to `ReuseEndpoint.fetch` has passed already. */
+function checkOptions(options: FetchOptions): void {
   if (options === null || typeof options !== 'object') throw new EndpointOptionError('options', options, 'must be an object');
   if (!verifyModes.includes(options.verify)) throw new EndpointOptionError('verify', options.verify, "must be 'full', 'sampled' or 'off'");
   if (!['fail', 'recompute'].includes(options.policy)) throw new EndpointOptionError('policy', options.policy, "must be 'fail' or 'recompute'");
   if (!(options.destinationBlocks instanceof Uint32Array)) throw new EndpointOptionError('destinationBlocks', options.destinationBlocks, 'must be a Uint32Array');
-  if (!Array.isArray(options.pairs) || options.pairs.length === 0) throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');
-  const sampleEvery = options.sampleEvery ?? 8;
+  const sampleEvery = options.sampleEvery ?? defaultSampleEvery;
   if (!Number.isSafeInteger(sampleEvery) || sampleEvery < 1) throw new EndpointOptionError('sampleEvery', sampleEvery, 'must be a positive integer');
-  const pins = options.pairs.map(({ template }, index) => {
+}
+
+/** The pin of each pair's source rank: every pair needs one, with checksums unless verification is off. */
+function pairPins(options: FetchOptions): HeldPin[] {
+  if (!Array.isArray(options.pairs) || options.pairs.length === 0) throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');
+  return options.pairs.map(({ template }, index) => {
     const route = template.template.pairs[template.pair];
     const pin = route === undefined ? undefined : options.pins.find((held) => sameRank(held.source.rank, route.sourceRank));
     if (route === undefined || pin === undefined) {
@@ -83,7 +74,6 @@ function checkOptions(options: FetchOptions): { pins: HeldPin[]; sampleEvery: nu
     }
     return pin;
   });
-  return { pins, sampleEvery };
 }
 
 /** The blocks of `0 … count − 1` to check under `mode`. */
@@ -116,8 +106,19 @@ function quiescentOrQuarantined(ledger: FetchOptions['ledger'], operation: Ledge
  * operation's pins are released only when it turns quiescent. Under `fail` a shortfall throws
  * `FetchShortfallError` carrying the receipt.
  */
-export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> {
-  const { pins, sampleEvery } = checkOptions(options);
+export function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> {
+  try {
+    checkOptions(options);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return pullPinned(options);
+}
+
+/** `fetchPrefix` for options checked already (`ReuseEndpoint.fetch` checks its request once, at its entry). */
+export async function pullPinned(options: FetchOptions): Promise<FetchReceipt> {
+  const pins = pairPins(options);
+  const sampleEvery = options.sampleEvery ?? defaultSampleEvery;
   const { ledger, pairs, destinationBlocks } = options;
   const now = options.now ?? (() => performance.now());
   const requested = destinationBlocks.length;
@@ -142,22 +143,7 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   }
 
   const started = now();
-  if (granted > 0) {
-    for (const [index, pair] of pairs.entries()) {
-      const pin = pins[index] as HeldPin;
-      try {
-        const operation = ledger.postBlocks(
-          { template: pair.template, sourceBlocks: pin.sourceBlocks.subarray(0, granted), destinationBlocks: destinationBlocks.subarray(0, granted) },
-          { ticket: pair.ticket, banks: pair.banks },
-        );
-        posted.push({ pair: index, operation });
-      } catch (error) {
-        const code = (error as { code?: unknown }).code;
-        reasons.push({ kind: 'operation-failed', fromBlock: 0, pair: index, code: typeof code === 'string' ? code : 'UNKNOWN', detail: (error as Error).message });
-        break;
-      }
-    }
-  }
+  if (granted > 0) postPairs(options, pins, granted, posted, reasons);
 
   const endings = await Promise.all(posted.map(({ operation }) => quiescentOrQuarantined(ledger, operation)));
   const ms = now() - started;
@@ -185,21 +171,7 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   }
 
   const checked = checkedPositions(options.verify, reasons.some((reason) => reason.fromBlock === 0) ? 0 : granted, sampleEvery);
-  let checkedBlocks = checked.length;
-  if (checked.length > 0) {
-    const positions = Uint32Array.from(checked);
-    const blocks = positions.map((position) => destinationBlocks[position] as number);
-    for (const [index, pair] of pairs.entries()) {
-      const expected = (pins[index] as HeldPin).checksums as Uint32Array;
-      const actual = blockChecksums(pair.template.template, pair.template.pair, 'destination', pair.bytes, blocks);
-      const bad = actual.findIndex((sum, i) => sum !== expected[positions[i] as number]);
-      if (bad < 0) continue;
-      const fromBlock = positions[bad] as number;
-      reasons.push({ kind: 'checksum-mismatch', fromBlock, pair: index, expected: expected[fromBlock] as number, actual: actual[bad] as number });
-    }
-    const firstBad = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
-    checkedBlocks = checked.filter((position) => position < firstBad).length;
-  }
+  const checkedBlocks = checked.length === 0 ? 0 : verifyPairs(options, pins, checked, granted, reasons);
 
   reasons.sort((a, b) => a.fromBlock - b.fromBlock);
   const blocks = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
@@ -219,6 +191,43 @@ export async function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> 
   };
   if (options.policy === 'fail' && blocks < requested) throw new FetchShortfallError(receipt);
   return receipt;
+}
+
+/** Posts one operation per rank pair on the first `granted` blocks; a refused post ends the posting, its reason recorded. */
+function postPairs(options: FetchOptions, pins: readonly HeldPin[], granted: number, posted: Posted[], reasons: RecomputeReason[]): void {
+  const { ledger, destinationBlocks } = options;
+  for (const [index, pair] of options.pairs.entries()) {
+    const pin = pins[index] as HeldPin;
+    try {
+      const operation = ledger.postBlocks(
+        { template: pair.template, sourceBlocks: pin.sourceBlocks.subarray(0, granted), destinationBlocks: destinationBlocks.subarray(0, granted) },
+        { ticket: pair.ticket, banks: pair.banks },
+      );
+      posted.push({ pair: index, operation });
+    } catch (error) {
+      reasons.push({ kind: 'operation-failed', fromBlock: 0, pair: index, code: codeOf(error) ?? 'UNKNOWN', detail: error instanceof Error ? error.message : String(error) });
+      break;
+    }
+  }
+}
+
+/**
+ * Compares the checksums of the `checked` positions on every pair with the source's, recording the
+ * first mismatch of each pair; returns how many checked positions come before the first bad block.
+ */
+function verifyPairs(options: FetchOptions, pins: readonly HeldPin[], checked: readonly number[], granted: number, reasons: RecomputeReason[]): number {
+  const positions = Uint32Array.from(checked);
+  const blocks = positions.map((position) => options.destinationBlocks[position] as number);
+  for (const [index, pair] of options.pairs.entries()) {
+    const expected = (pins[index] as HeldPin).checksums as Uint32Array;
+    const actual = blockChecksums(pair.template.template, pair.template.pair, 'destination', pair.bytes, blocks);
+    const bad = actual.findIndex((sum, i) => sum !== expected[positions[i] as number]);
+    if (bad < 0) continue;
+    const fromBlock = positions[bad] as number;
+    reasons.push({ kind: 'checksum-mismatch', fromBlock, pair: index, expected: expected[fromBlock] as number, actual: actual[bad] as number });
+  }
+  const firstBad = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
+  return checked.filter((position) => position < firstBad).length;
 }
 
 function savingOf(prediction: SavingPrediction, blocks: number, ms: number): { predictedMs: number; measuredMs: number } {

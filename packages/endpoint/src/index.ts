@@ -8,12 +8,9 @@ export {
   AllBlocksPinnedError,
   EndpointError,
   type EndpointErrorCode,
-  EndpointNotReadyError,
   EndpointOptionError,
-  EndpointStateError,
   type FetchRefusal,
   FetchRefusedError,
-  FetchShortfallError,
   MetricsPortError,
   PinMessageError,
   PinRefusedError,
@@ -22,15 +19,17 @@ export {
   SourceUnresponsiveError,
   UnknownReaderError,
 } from './errors.js';
-export { EndpointLifecycle, type EndpointState, endpointStates, type EndpointTransition } from './lifecycle.js';
+export { EndpointLifecycle, EndpointNotReadyError, type EndpointState, EndpointStateError, endpointStates, type EndpointTransition } from './lifecycle.js';
 export type { BeforeRelease, HeldPin, PinLoss, PinLossReason } from './pins.js';
 export { type BankCounts, EndpointMetrics, type EndpointMetricsOptions, type MetricsListener, type TransferRecord, type TransferSide } from './metrics.js';
-export { type EndpointDrainReport, type EndpointShutdownResult, type ReadyRank, ReuseEndpoint, type ReuseEndpointOptions, type ServeOptions } from './reuse-endpoint.js';
-export type { FetchRequest } from './fetch-request.js';
+export { type EndpointDrainReport, type EndpointShutdownResult, type OpenRankOptions, type ReadyRank, ReuseEndpoint, type ReuseEndpointOptions } from './reuse-endpoint.js';
+export type { ServeOptions } from './source-side.js';
+export { PushFailedError, type PushReceipt, type PushRequest } from './push-side.js';
+export { type FetchRequest, type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
 export { type NotificationHandler, NotificationRouter, type PeerEventHandler } from './notification-router.js';
 export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } from './block-checksum.js';
-export { type FetchOptions, type FetchPair, fetchPrefix, type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch.js';
-export { calibrationSample, type FetchReceipt, type RecomputeReason, type SavingComparison } from './fetch-receipt.js';
+export { type FetchOptions, type FetchPair, fetchPrefix } from './fetch.js';
+export { calibrationSample, type FetchReceipt, FetchShortfallError, type RecomputeReason, type SavingComparison } from './fetch-receipt.js';
 export type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 export { BlockPool } from './block-pool.js';
 export {

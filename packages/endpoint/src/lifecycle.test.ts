@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EndpointStateError } from './errors.js';
+import { EndpointStateError } from './lifecycle.js';
 import { EndpointLifecycle, type EndpointTransition } from './lifecycle.js';
 
 function recorded(): { lifecycle: EndpointLifecycle; transitions: EndpointTransition[] } {

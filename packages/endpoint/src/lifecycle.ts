@@ -1,6 +1,6 @@
 // The endpoint's explicit lifecycle: which state it is in, which calls each state allows, and an event for
 // every transition, so a caller (and the metrics) always knows where an endpoint stands.
-import { EndpointStateError } from './errors.js';
+import { EndpointError } from './errors.js';
 
 export type EndpointState =
   | 'created'
@@ -70,5 +70,32 @@ export class EndpointLifecycle {
         process.emitWarning(`endpoint: a transition listener threw: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
+  }
+}
+
+/** A call the endpoint's current state does not allow (e.g. `fetch` before `register`, or after `drain`). Nothing was done. */
+export class EndpointStateError extends EndpointError {
+  readonly code = 'ILLEGAL_ENDPOINT_STATE';
+  constructor(
+    readonly operation: string,
+    readonly state: EndpointState,
+    readonly allowed: readonly EndpointState[],
+  ) {
+    super(`${operation} is not allowed while the endpoint is ${state}${allowed.length === 0 ? '' : ` (only while ${allowed.join(', ')})`}`);
+  }
+}
+
+/**
+ * `whenReady()` of an endpoint that cannot become ready without another call: its registration or
+ * publication failed (it is `created` or `registered` again), or it drains or closes. `reason` is the
+ * transition's reason.
+ */
+export class EndpointNotReadyError extends EndpointError {
+  readonly code = 'ENDPOINT_NOT_READY';
+  constructor(
+    readonly state: EndpointState,
+    readonly reason: string,
+  ) {
+    super(`the endpoint did not become ready: it is ${state} (${reason})`);
   }
 }

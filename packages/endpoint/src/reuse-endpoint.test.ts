@@ -6,7 +6,8 @@ import { type Agent, loadTransport } from '@kvreuse/native-bindings';
 import { Bank, ClusterSecret, kvreuseOwner, MemoryDiscoveryStore, type WorkerIdentity } from '@kvreuse/registry';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BlockPool } from './block-pool.js';
-import { EndpointNotReadyError, EndpointOptionError, EndpointStateError, MetricsPortError } from './errors.js';
+import { EndpointOptionError, MetricsPortError } from './errors.js';
+import { EndpointNotReadyError, EndpointStateError } from './lifecycle.js';
 import type { EndpointTransition } from './lifecycle.js';
 import { EndpointMetrics } from './metrics.js';
 import { ReuseEndpoint } from './reuse-endpoint.js';
@@ -270,5 +271,34 @@ describe('ReuseEndpoint', () => {
     refused({ ...settings.endpoint, metricsPort: 9400 }, 'endpoint option metrics = undefined is refused: an EndpointMetrics for the listener: settings.endpoint.metricsPort is 9400');
     expect(() => new ReuseEndpoint({ ...base, settings, calibration: {} as never })).toThrow("endpoint option calibration = {} is refused: the router's TransferCalibration");
     await base.discovery.close();
+  });
+
+  it('open: lays the banks out from the worker, allocates, registers and publishes them in one call; close hands them back', async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const agent = await transport.createAgent({ name: `decode-0-open-${process.pid}`, backend: 'loopback' });
+    const endpoint = await ReuseEndpoint.open({ agent, discovery: store, secret, worker: { ...worker('inc-open'), tpSize: 1 }, rank: { tpRank: 0, ppRank: 0 }, blocks: 2, settings });
+    expect(endpoint.state).toBe('ready');
+    const { registered } = await endpoint.whenReady();
+    const layout = layoutRankBanks(geometry, { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 2 });
+    expect(registered.banks.map((bank) => bank.bytes)).toEqual(layout.map((bank) => bank.bytes));
+    expect(endpoint.bankBytes?.map((bytes) => BigInt(bytes?.length ?? 0))).toEqual(layout.map((bank) => bank.bytes));
+    const closed = await endpoint.close();
+    expect(closed.report.banksReturned).toHaveLength(layout.length);
+    expect(closed.agentDestroyed).toBe(true);
+  });
+
+  it('open: a refused option frees what it allocated and leaves the agent open; a failed publication closes the endpoint', async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const agent = await transport.createAgent({ name: `decode-0-open-refused-${process.pid}`, backend: 'loopback' });
+    cleanups.push(() => agent.close());
+    const options = { agent, discovery: store, secret, worker: { ...worker('inc-open-refused'), tpSize: 1 }, rank: { tpRank: 0, ppRank: 0 }, blocks: 2 };
+    await expect(ReuseEndpoint.open({ ...options, settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort: 9464 } } })).rejects.toThrow(EndpointOptionError);
+    await expect(ReuseEndpoint.open({ ...options, blocks: 0, settings })).rejects.toThrow(EndpointOptionError);
+    expect(transport.counters()).toMatchObject({ liveAllocations: 0, liveAgents: 1 });
+    vi.spyOn(store, 'grantLease').mockRejectedValueOnce(new Error('store is down'));
+    await expect(ReuseEndpoint.open({ ...options, settings })).rejects.toThrow('store is down');
+    expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0 });
   });
 });

@@ -1,23 +1,25 @@
-// One rank's reuse endpoint: its banks registered with its agent, its rank part published under a lease,
-// its worker's readiness followed, its operations recorded in a ledger, and its drain and shutdown in
-// the drain package's source-first order — each step a lifecycle transition.
+// One rank's reuse endpoint, the front door of a rank: its banks laid out, allocated and registered with
+// its agent, its rank part published under a lease, its worker's readiness followed, its pulls, pushes
+// and inventory, its operations recorded in a ledger, and its drain and shutdown in the drain package's
+// source-first order — each step a lifecycle transition.
 import { readFileSync } from 'node:fs';
 import type { Settings } from '@kvreuse/config';
-import type { RankId } from '@kvreuse/descriptors';
+import { layoutRankBanks, type RankId } from '@kvreuse/descriptors';
 import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
-import type { Agent, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
+import type { Agent, Allocation, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import type { TransferCalibration } from '@kvreuse/router';
 import {
-  type Bank,
+  Bank,
   buildRankPart,
   ClusterSecret,
   type DiscoveryStore,
+  kvreuseOwner,
   type RankPublication,
-  type RetentionTier,
   type ReadinessGate,
   registerRank,
   type RegisteredRank,
   releaseBanks,
+  type RetentionTier,
   startRankPublication,
   transportMetadataOf,
   watchWorkerReadiness,
@@ -26,33 +28,19 @@ import {
   type WorkerReadinessWatch,
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
-import { EndpointNotReadyError, EndpointOptionError } from './errors.js';
+import { WorkerWatches } from './discovered-workers.js';
+import { EndpointOptionError } from './errors.js';
 import type { FetchReceipt } from './fetch-receipt.js';
-import type { FetchRequest } from './fetch-request.js';
-import { verifyModes } from './fetch.js';
-import { FetchSide } from './fetch-side.js';
+import { type FetchRequest, verifyModes } from './fetch-request.js';
+import { PullSide } from './pull-side.js';
 import { NotificationRouter } from './notification-router.js';
-import type { PinAdapter } from './pin-adapter.js';
+import { PeerTemplates } from './peer-templates.js';
 import { PinClient } from './pin-client.js';
 import type { PinServer, ServedPin } from './pin-server.js';
-import { SourceSide } from './source-side.js';
-import { EndpointLifecycle, type EndpointState, type EndpointTransition } from './lifecycle.js';
+import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
+import { type ServeOptions, SourceSide } from './source-side.js';
+import { EndpointLifecycle, EndpointNotReadyError, type EndpointState, type EndpointTransition } from './lifecycle.js';
 import type { EndpointMetrics, MetricsListener } from './metrics.js';
-
-/** The source side of a rank (see `ReuseEndpointOptions.serve`). */
-export interface ServeOptions {
-  /** The serving framework's pins on this rank's blocks (e.g. the reference `BlockPool`). */
-  readonly adapter: PinAdapter;
-  /** How long a granted pin lives without its reader renewing it (default: the `discovery.leaseTtlMs` setting). */
-  readonly leaseMs?: number;
-  /**
-   * The retained inventory this rank publishes for its worker (one rank per worker publishes it, e.g.
-   * tp 0 pp 0): at `publish()`, every hash `retained()` returns as `stored` on `tier` until `ttlMs` from
-   * then, marked `complete`, and again every `ttlMs / 2`; every block the adapter reports evicted as
-   * `removed`. Withdrawn first at drain.
-   */
-  readonly inventory?: { readonly tier: RetentionTier; readonly retained: () => readonly bigint[]; readonly ttlMs: number; readonly prefix?: string };
-}
 
 /** The drain's report, with each pin this rank's readers held when the drain began waiting and how it ended. */
 export interface EndpointDrainReport extends DrainReport {
@@ -133,6 +121,17 @@ export interface ReuseEndpointOptions {
   readonly clock?: Clock;
 }
 
+/**
+ * `ReuseEndpoint.open`'s options: the endpoint's, with the rank's banks either laid out from the worker's
+ * geometry and allocated by its agent (`blocks` per bank; kvreuse owns the memory and frees it when the
+ * banks are handed back) or adopted by the caller (`banks`, with their `bankBytes`).
+ */
+export type OpenRankOptions = Omit<ReuseEndpointOptions, 'banks' | 'bankBytes'> &
+  ({ readonly blocks: number } | Pick<ReuseEndpointOptions, 'banks' | 'bankBytes'>) & {
+    /** How long the registration may take (`register({ timeoutMs })`). */
+    readonly registerTimeoutMs?: number;
+  };
+
 const optionalFunctions = ['waitForReaders', 'withdrawInventory'] as const;
 
 /** The kernel's boot id: the same for every process and container on one machine, new at every boot. */
@@ -202,7 +201,11 @@ export class ReuseEndpoint {
   readonly #drain: DrainController<PostRequest>;
   readonly #notifications = new NotificationRouter();
   readonly #pinClient: PinClient;
-  readonly #fetchSide: FetchSide;
+  readonly #pullSide: PullSide;
+  readonly #pushSide: PushSide;
+  /** The workers this rank transfers with, followed in discovery from the first transfer on. */
+  readonly #workers: WorkerWatches;
+  readonly #templates: PeerTemplates;
   #sourceSide: SourceSide | undefined;
   #stopServing: (() => void) | undefined;
   #registered: RegisteredRank | undefined;
@@ -223,7 +226,7 @@ export class ReuseEndpoint {
       shutdownDeadlineMs: options.settings.transport.shutdownDeadlineMs,
       agent: options.agent,
       withdrawRankParts: () => this.#withdrawPublication(),
-      ...(options.serve?.inventory === undefined && withdrawInventory === undefined
+      ...(options.serve === undefined && withdrawInventory === undefined
         ? {}
         : {
             withdrawInventory: async () => {
@@ -241,17 +244,20 @@ export class ReuseEndpoint {
     this.#pinClient = new PinClient({ agent, reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank }, answerTimeoutMs: options.settings.transport.abandonTimeoutMs, clock: this.#clock });
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
-    this.#fetchSide = new FetchSide({
+    this.#workers = new WorkerWatches(discovery, { ...(admissionGate === undefined ? {} : { admissionGate }), ...(keyPrefix === undefined ? {} : { keyPrefix }) });
+    this.#templates = new PeerTemplates(agent);
+    this.#pushSide = new PushSide({ agent, secret, rank, ledger: this.ledger, peers: this.peers, workers: this.#workers, templates: this.#templates });
+    this.#pullSide = new PullSide({
       agent,
-      discovery,
       secret,
       rank,
       ledger: this.ledger,
       peers: this.peers,
       pins: this.#pinClient,
+      workers: this.#workers,
+      templates: this.#templates,
       defaultPolicy: options.settings.drain?.failedLoadPolicy ?? 'recompute',
       defaultVerify: options.settings.endpoint?.verify ?? 'full',
-      ...(keyPrefix === undefined ? {} : { keyPrefix }),
       ...(admissionGate === undefined ? {} : { admissionGate }),
       ...(bankBytes === undefined ? {} : { bankBytes }),
       ...(metrics === undefined ? {} : { metrics }),
@@ -263,8 +269,46 @@ export class ReuseEndpoint {
     }
   }
 
+  /**
+   * Opens a rank: lays out its banks from the worker's geometry and allocates them with its agent (or
+   * takes the adopted `banks`), registers them all or none, publishes its rank part and resolves with
+   * the published endpoint (`whenReady()` says when its worker is ready). A refused option or a failed
+   * allocation leaves nothing allocated and the agent open; a failed registration or publication closes
+   * the endpoint: the banks go back to their owners and the agent closes.
+   */
+  static async open(options: OpenRankOptions): Promise<ReuseEndpoint> {
+    const { registerTimeoutMs, ...rest } = options;
+    const endpoint = 'blocks' in rest ? await ReuseEndpoint.#allocated(rest) : new ReuseEndpoint(rest);
+    try {
+      await endpoint.register(registerTimeoutMs === undefined ? {} : { timeoutMs: registerTimeoutMs });
+      await endpoint.publish();
+    } catch (error) {
+      await endpoint.close().catch(() => undefined);
+      throw error;
+    }
+    return endpoint;
+  }
+
+  /** An endpoint over banks laid out and allocated for it; a refused option frees them again. */
+  static async #allocated(options: Omit<OpenRankOptions, 'registerTimeoutMs'> & { readonly blocks: number }): Promise<ReuseEndpoint> {
+    if ('banks' in options) throw new EndpointOptionError('banks', options.banks, 'left out when open() allocates the banks (blocks is given)');
+    const { blocks, ...rest } = options;
+    const allocated = await allocateBanks({ ...rest, blocks });
+    try {
+      return new ReuseEndpoint({ ...rest, ...allocated });
+    } catch (error) {
+      await releaseBanks(allocated.banks);
+      throw error;
+    }
+  }
+
   get state(): EndpointState {
     return this.#lifecycle.state;
+  }
+
+  /** This rank's bank bytes, by bank number (the allocated banks' views when `open` allocated them). */
+  get bankBytes(): RankBankBytes | undefined {
+    return this.#options.bankBytes;
   }
 
   /** The registered rank, once `register()` succeeded. */
@@ -336,7 +380,37 @@ export class ReuseEndpoint {
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `FetchShortfallError` carrying it.
    */
   fetch(request: FetchRequest): Promise<FetchReceipt> {
-    return this.#fetchSide.fetch(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
+    return this.#pullSide.pull(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
+  }
+
+  /**
+   * Writes this rank's `sourceBlocks` into `destinationBlocks` of every rank of the ready worker
+   * `workerId` that this rank pairs with (the WRITE hand-off of a prompt's KV, e.g. prefill → decode),
+   * each rank pair's template registered once per destination incarnation, every post on the ledger (so
+   * a drain waits for it). Only while ready (`EndpointStateError`); `PushFailedError` when the
+   * destination is not ready or a WRITE fails.
+   */
+  async push(request: PushRequest): Promise<PushReceipt> {
+    this.#lifecycle.require('push', ['ready']);
+    const { registered, readiness } = this.readyRank;
+    return this.#pushSide.push(request, { registered, worker: readiness.worker });
+  }
+
+  /**
+   * Announces `blocks` as this worker's retained inventory on `tier`, complete, until `ttlMs` from now:
+   * for a serving rank without `serve.inventory` that retains blocks once it is ready (e.g. one rank per
+   * worker, after a hand-off). The announcement lives under a lease of its own and is withdrawn, its lease
+   * revoked, at the drain's inventory step. Only while ready (`EndpointStateError`).
+   */
+  async announceInventory(blocks: readonly bigint[], options: { readonly tier: RetentionTier; readonly ttlMs: number }): Promise<void> {
+    this.#lifecycle.require('announceInventory', ['ready']);
+    const { serve } = this.#options;
+    if (serve === undefined || serve.inventory !== undefined) throw new EndpointOptionError('serve', serve, 'a serving rank without serve.inventory: it publishes the inventory announceInventory would');
+    if (!Array.isArray(blocks) || blocks.some((hash) => typeof hash !== 'bigint')) throw new EndpointOptionError('blocks', blocks, 'an array of block hashes (bigint)');
+    if (!['gpu', 'host'].includes(options?.tier) || !Number.isSafeInteger(options.ttlMs) || options.ttlMs < 1) {
+      throw new EndpointOptionError('options', options, "{ tier: 'gpu' | 'host', ttlMs: whole milliseconds ≥ 1 }");
+    }
+    await (this.#sourceSide as SourceSide).announce(blocks, options);
   }
 
   /** The pin server, once a serving rank is published. */
@@ -425,6 +499,7 @@ export class ReuseEndpoint {
       leaseMs: serve.leaseMs ?? settings.discovery.leaseTtlMs,
       lease: publication.lease.id,
       clock: this.#clock,
+      templates: this.#templates,
       ...(keyPrefix === undefined ? {} : { keyPrefix }),
     });
     this.#sourceSide = source;
@@ -461,11 +536,17 @@ export class ReuseEndpoint {
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
     this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
-    await this.#fetchSide.close();
+    await this.#stopTransfers();
     const report = await this.#drain.drain(options);
     this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
     this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
     return this.#withPins(report);
+  }
+
+  /** Stops following the workers transferred with and releases the registered templates (before any deregistration). */
+  async #stopTransfers(): Promise<void> {
+    this.#templates.release();
+    await this.#workers.close();
   }
 
   #withPins(report: DrainReport): EndpointDrainReport {
@@ -488,7 +569,7 @@ export class ReuseEndpoint {
   }
 
   async #close(options: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
-    await this.#fetchSide.close();
+    await this.#stopTransfers();
     const state = this.#lifecycle.state;
     if (state === 'registered' || state === 'published' || state === 'ready') this.#lifecycle.move('draining', 'close() before drain()');
     if (this.#lifecycle.state === 'draining') {
@@ -512,4 +593,25 @@ export class ReuseEndpoint {
       retained: result.retained || notReturned.length > 0,
     };
   }
+}
+
+/** The rank's banks laid out from its worker's geometry, allocated by its agent, their pages touched, adopted as kvreuse's. */
+async function allocateBanks(options: Pick<ReuseEndpointOptions, 'agent' | 'worker' | 'rank'> & { readonly blocks: number }): Promise<{ banks: Bank[]; bankBytes: Uint8Array[] }> {
+  const { agent, worker, rank, blocks } = options;
+  if (!Number.isSafeInteger(blocks) || blocks < 1) throw new EndpointOptionError('blocks', blocks, 'a whole number of blocks per bank, at least 1');
+  const layout = layoutRankBanks(worker.geometry, { ...rank, tpSize: worker.tpSize, ppSize: worker.ppSize }, { address: 0n, blocks });
+  const allocations: Allocation[] = [];
+  try {
+    for (const bank of layout) allocations.push(await agent.allocate(bank.bytes));
+  } catch (error) {
+    for (const allocation of allocations) await allocation.free();
+    throw error;
+  }
+  // A serving framework's KV cache is resident: touch every page now, not in the first transfer's time.
+  const bankBytes = allocations.map((allocation) => allocation.view().fill(0));
+  const banks = layout.map((bank, index) => {
+    const allocation = allocations[index] as Allocation;
+    return Bank.adopt({ ...bank, tpRank: rank.tpRank, ppRank: rank.ppRank, index, address: allocation.address }, kvreuseOwner(allocation));
+  });
+  return { banks, bankBytes };
 }

@@ -34,6 +34,30 @@ describe('ReuseEndpoint serving pins', () => {
     expect(report.pins).toEqual([]);
   });
 
+  it('announces the inventory a ready serving rank retains, under a lease of its own, and withdraws it and revokes the lease at drain', async () => {
+    const store = new MemoryDiscoveryStore();
+    cleanups.push(() => store.close());
+    const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 1, serve: true, inventory: false }, cleanups);
+    const { endpoint } = decode.ranks[0]!;
+    await expect(endpoint.announceInventory([chain[0]!], { tier: 'host', ttlMs: 600_000 })).rejects.toMatchObject({ code: 'ILLEGAL_ENDPOINT_STATE' });
+    await endpoint.register();
+    await endpoint.publish();
+    await allReady(decode);
+    const key = `${defaultInventoryPrefix}decode-0`;
+    expect(await store.get(key)).toBeUndefined();
+    const grantLease = vi.spyOn(store, 'grantLease');
+    const revokeLease = vi.spyOn(store, 'revokeLease');
+    await endpoint.announceInventory(chain.slice(0, 3), { tier: 'host', ttlMs: 600_000 });
+    await endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 });
+    expect(grantLease).toHaveBeenCalledOnce();
+    const batch = safeParseInventoryBatch((await store.get(key))!.value);
+    expect(batch.success && batch.data).toMatchObject({ workerId: 'decode-0', incarnation: decode.identity.incarnation, epoch: endpoint.epoch, complete: true, events: [{ type: 'stored', tier: 'host', blocks: BigUint64Array.from(chain) }] });
+    await expect(endpoint.announceInventory([1 as never], { tier: 'host', ttlMs: 600_000 })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'blocks' });
+    await endpoint.drain({ deadlineMs: 60_000 });
+    expect(await store.get(key)).toBeUndefined();
+    expect(revokeLease).toHaveBeenCalledWith((await grantLease.mock.results[0]!.value).id);
+  });
+
   it('a publication that fails while it starts serving leaves the rank registered with nothing published, and can be retried', async () => {
     const store = new MemoryDiscoveryStore();
     cleanups.push(() => store.close());

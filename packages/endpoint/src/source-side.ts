@@ -1,15 +1,32 @@
 // A serving rank's source side: its pin server (reader peers and per-pair checksums prepared from the
 // reader's published rank parts), its retained inventory, and the pins its drain waited for.
-import { buildTransferTemplate, type RankId, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
+import type { Worker } from '@kvreuse/descriptors';
 import type { Clock, ReaderWait } from '@kvreuse/drain';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
-import { type ClusterSecret, type DiscoveryStore, InventoryPublisher, type LeaseId, loadRankPeer } from '@kvreuse/registry';
+import { type ClusterSecret, type DiscoveryStore, InventoryPublisher, type Lease, type LeaseId, loadRankPeer, type RetentionTier } from '@kvreuse/registry';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
 import { readWorkerIncarnation } from './discovered-workers.js';
 import { describeRank, UnknownReaderError } from './errors.js';
+import type { PeerTemplates } from './peer-templates.js';
 import type { PinRequestMessage } from './pin-messages.js';
+import type { PinAdapter } from './pin-adapter.js';
 import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
-import type { ServeOptions } from './reuse-endpoint.js';
+import { sameRank } from './ranks.js';
+
+/** The source side of a rank (see `ReuseEndpointOptions.serve`). */
+export interface ServeOptions {
+  /** The serving framework's pins on this rank's blocks (e.g. the reference `BlockPool`). */
+  readonly adapter: PinAdapter;
+  /** How long a granted pin lives without its reader renewing it (default: the `discovery.leaseTtlMs` setting). */
+  readonly leaseMs?: number;
+  /**
+   * The retained inventory this rank publishes for its worker (one rank per worker publishes it, e.g.
+   * tp 0 pp 0): at `publish()`, every hash `retained()` returns as `stored` on `tier` until `ttlMs` from
+   * then, marked `complete`, and again every `ttlMs / 2`; every block the adapter reports evicted as
+   * `removed`. Withdrawn first at drain.
+   */
+  readonly inventory?: { readonly tier: RetentionTier; readonly retained: () => readonly bigint[]; readonly ttlMs: number; readonly prefix?: string };
+}
 
 export interface SourceSideOptions {
   readonly agent: Pick<Agent, 'sendNotification' | 'loadPeer'>;
@@ -24,24 +41,26 @@ export interface SourceSideOptions {
   /** The lease this rank's part is published under: the inventory lives and dies with it. */
   readonly lease: LeaseId;
   readonly clock: Clock;
+  /** The endpoint's transfer templates: this worker → each reader's incarnation. */
+  readonly templates: PeerTemplates;
 }
 
 type Reader = PinRequestMessage['reader'];
-
-const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
 
 export class SourceSide {
   readonly server: PinServer;
   readonly #options: SourceSideOptions;
   /** Reader agents by name, as loaded from their rank parts. */
   readonly #readerPeers = new Map<string, Peer>();
-  /** This worker → reader incarnation templates, by `workerId/incarnation`. */
-  readonly #templates = new Map<string, TransferTemplate>();
+  /** The readers' workers as published, by `workerId/incarnation`. */
+  readonly #readers = new Map<string, Worker>();
   /** This worker as published (all its ranks): the source side of every reader's template. */
   #worker: Worker | undefined;
   #inventory: InventoryPublisher | undefined;
   #stopEvictions: (() => void) | undefined;
   #reannounce: unknown;
+  /** The inventory `announce` publishes, under a lease of its own. */
+  #announced: { readonly publisher: InventoryPublisher; readonly lease: Lease } | undefined;
   #withdrawing = false;
   #waited: readonly ServedPin[] = [];
 
@@ -93,7 +112,21 @@ export class SourceSide {
     this.#reannounce = clock.setTimer(() => void this.#announce(publisher, inventory).catch(() => undefined), Math.max(1, Math.floor(inventory.ttlMs / 2)));
   }
 
-  /** Withdraws the inventory (the drain's step right after the rank part). */
+  /**
+   * Announces `blocks` as this worker's retained inventory on `tier`, complete, until `ttlMs` from now,
+   * under a lease of its own (granted at the first announcement for the longer of `ttlMs` and the pin lease).
+   */
+  async announce(blocks: readonly bigint[], announced: { readonly tier: RetentionTier; readonly ttlMs: number }): Promise<void> {
+    if (this.#announced === undefined) {
+      const { discovery, source, keyPrefix, leaseMs } = this.#options;
+      const lease = await discovery.grantLease(Math.max(leaseMs, announced.ttlMs));
+      const publisher = new InventoryPublisher(discovery, { workerId: source.workerId, incarnation: source.incarnation, epoch: source.epoch, lease: lease.id, ...(keyPrefix === undefined ? {} : { keyPrefix }) });
+      this.#announced = { publisher, lease };
+    }
+    await this.#announced.publisher.publish([{ type: 'stored', tier: announced.tier, blocks: [...blocks], expiresAt: Date.now() + announced.ttlMs }], { complete: true });
+  }
+
+  /** Withdraws the inventory, the announced one with its lease (the drain's step right after the rank part). */
   async withdrawInventory(): Promise<void> {
     this.#withdrawing = true;
     if (this.#reannounce !== undefined) this.#options.clock.clearTimer(this.#reannounce);
@@ -101,6 +134,12 @@ export class SourceSide {
     this.#stopEvictions?.();
     this.#stopEvictions = undefined;
     await this.#inventory?.withdraw();
+    const announced = this.#announced;
+    this.#announced = undefined;
+    if (announced !== undefined) {
+      await announced.publisher.withdraw();
+      await this.#options.discovery.revokeLease(announced.lease.id);
+    }
   }
 
   /** Refuses new pins and waits for the held ones (the drain's reader wait); keeps the pins for the report. */
@@ -117,7 +156,7 @@ export class SourceSide {
       return known;
     }
     const key = `${reader.workerId}/${reader.incarnation}`;
-    if (known !== undefined && this.#templates.has(key)) return known;
+    if (known !== undefined && this.#readers.has(key)) return known;
     const { discovery, keyPrefix, source } = this.#options;
     this.#worker ??= await readWorkerIncarnation(discovery, source, keyPrefix);
     const readerWorker = await readWorkerIncarnation(discovery, reader, keyPrefix);
@@ -126,14 +165,15 @@ export class SourceSide {
     if (readerWorker === undefined || part?.transport.agentName !== sender) {
       throw new UnknownReaderError(sender, `reader ${reader.workerId} (${reader.incarnation}) ${describeRank(reader.rank)} is not published complete with this agent`);
     }
-    if (!this.#templates.has(key)) this.#templates.set(key, buildTransferTemplate(this.#worker, readerWorker));
+    this.#readers.set(key, readerWorker);
     const peer = loadRankPeer(this.#options.agent, part, this.#options.secret);
     this.#readerPeers.set(sender, peer);
     return peer;
   }
 
   #checksums(request: PinRequestMessage, blocks: Uint32Array): Uint32Array {
-    const template = this.#templates.get(`${request.reader.workerId}/${request.reader.incarnation}`) as TransferTemplate;
+    const reader = this.#readers.get(`${request.reader.workerId}/${request.reader.incarnation}`) as Worker;
+    const template = this.#options.templates.between(this.#worker as Worker, reader);
     const pair = template.pairs.findIndex((route) => sameRank(route.sourceRank, this.#options.source.rank) && sameRank(route.destinationRank, request.reader.rank));
     return blockChecksums(template, pair, 'source', this.#options.bankBytes, blocks);
   }

@@ -1,4 +1,4 @@
-import type { RankDrain, RankMessage } from '@kvreuse/cli';
+import type { RankDrain, RankMessage } from '@kvreuse/cli/internal';
 import { describe, expect, it } from 'vitest';
 import { ChaosInvariantError } from './errors.js';
 import { checkQuarantines } from './quarantines.js';

@@ -1,7 +1,7 @@
 // The invariant "banks touched by an unfinished operation stay retained until proven terminal", checked on
 // what a rank process reported: its `quarantined` and `quiesced` messages (an operation past its abandon
 // deadline unfinished, and its end once the native layer proved it terminal) and its drain report.
-import type { RankDrain, RankMessage } from '@kvreuse/cli';
+import type { RankDrain, RankMessage } from '@kvreuse/cli/internal';
 import { ChaosInvariantError } from './errors.js';
 
 /** What one process's quarantines came to. */

@@ -192,6 +192,86 @@ function runSettings(settings: Settings, dir: string): Settings {
   return { ...settings, discovery: { ...discovery, secretFile } };
 }
 
+/** Turn 1: the prefill rank computes the prompt's blocks and hands them off; each decode rank retains them and decodes the reply's. */
+async function handOffTurn1(started: RankProcesses, chain: BigUint64Array, progress: (line: string) => void, timeoutMs: number): Promise<Extract<RankMessage, { type: 'handed-off' }>> {
+  progress(`turn 1: prefill computes ${handedOffBlocks} blocks and WRITEs them to both decode ranks (TP 1 → TP 2)`);
+  const slots = await Promise.all([0, 1].map((tpRank) => started.request(decodeId, tpRank, { type: 'allocate', count: handedOffBlocks }, 'allocated', timeoutMs)));
+  const destinationSlots = slots[0]?.slots ?? [];
+  if (slots.some((answer) => answer.slots.join() !== destinationSlots.join())) throw new DemoProcessError(decodeId, 'ranks allocated different blocks for one hand-off', []);
+  const handOff = await started.request(prefillId, 0, { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots }, 'handed-off', timeoutMs);
+  progress(`  handed off ${handOff.blocks} blocks, ${bytes(handOff.bytes)} in ${ms(handOff.ms)}`);
+  const retained = await Promise.all(
+    [0, 1].map((tpRank) =>
+      started.request(
+        decodeId,
+        tpRank,
+        { type: 'retain', slots: destinationSlots, hashes: hex(chain.subarray(0, handedOffBlocks)), append: hex(chain.subarray(handedOffBlocks)), publishInventory: tpRank === 0 },
+        'retained',
+        timeoutMs,
+      ),
+    ),
+  );
+  for (const [tpRank, answer] of retained.entries()) {
+    progress(`  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`);
+  }
+  return handOff;
+}
+
+/** Each rank's drain as the summary lists it, each said as a line of progress. */
+function reportDrains(drains: Awaited<ReturnType<RankProcesses['stop']>>, progress: (line: string) => void): DemoSummary['drain'] {
+  const drain = drains.map(drainRow);
+  for (const row of drain) {
+    progress(
+      row.pins === null
+        ? `  ${row.process}: ended by ${row.signal} without a drain report`
+        : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pin${row.pins.waitedFor === 1 ? '' : 's'} waited for` +
+            (row.pins.held.length === 0 ? '' : `: ${row.pins.held.map((pin) => `${pin.reader}'s pin of ${pin.blocks} blocks, ${pin.ended}`).join('; ')}`),
+    );
+  }
+  return drain;
+}
+
+/** GPU reuse, asked for with the settings' declared profile (if any): profile admission says why not. */
+function gpuReuse(settings: Settings, capabilities: MainJobOptions['capabilities'], workers: readonly Worker[], progress: (line: string) => void): DemoSummary['gpu'] {
+  const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
+  const gpuActivation = explainActivation({ settings: gpuSettings, capabilities, workers, profile: declaredProfile(settings) });
+  const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
+  progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
+  return gpu;
+}
+
+/** Turn 2: the router in this process decides, on discovery and the retained inventory, for turn 2 and a short request. */
+async function decideTurn2(
+  discovery: DiscoveryStore,
+  inventory: RetainedInventory,
+  settings: Settings,
+  options: MainJobOptions,
+  { decode, prefill }: { readonly decode: Worker; readonly prefill: Worker },
+  conversation: readonly number[],
+  progress: (line: string) => void,
+): Promise<{ fetch: RouteDecision; decisions: DemoDecision[]; router: DemoRouter }> {
+  const sources = new SourceBook({ inventory });
+  const watch = await watchWorkerReadiness(discovery, decodeId, { onChange: (readiness) => sources.observe(readiness) });
+  sources.observe(watch.current);
+  const activation = explainActivation({ settings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
+  // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
+  const calibration = new TransferCalibration({ minReceipts: 1 });
+  const context = { settings, inventory, sources, activation, calibration, ...(options.clock === undefined ? {} : { clock: options.clock }) };
+  const destination = { worker: prefill, localBlocks: 0 };
+  const { blockTokens } = decode.geometry;
+  const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
+  const shortRequest = [...conversation.slice(0, sharedSystemBlocks * blockTokens), ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1))];
+  // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
+  // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
+  for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
+  const fetch = decide({ tokens: turn2, destination }, context);
+  const decisions = [describeDecision('turn 2', fetch), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
+  await watch.close();
+  progress('turn 2: the router decides');
+  for (const decision of decisions) progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
+  return { fetch, decisions, router: { context, calibration, turn2: { tokens: turn2, destination } } };
+}
+
 /** Runs the main job to its end (every process stopped), and returns its summary. */
 export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> {
   const { progress } = options;
@@ -244,74 +324,23 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const blockTokens = decode.geometry.blockTokens;
     const conversation = Array.from({ length: retainedBlocks * blockTokens }, (_, i) => conversationToken(i));
     const chain = hashBlockChain(conversation, scheme);
-    progress(`turn 1: prefill computes ${handedOffBlocks} blocks and WRITEs them to both decode ranks (TP 1 → TP 2)`);
-    const slots = await Promise.all([0, 1].map((tpRank) => started.request(decodeId, tpRank, { type: 'allocate', count: handedOffBlocks }, 'allocated', timeoutMs)));
-    const destinationSlots = slots[0]?.slots ?? [];
-    if (slots.some((answer) => answer.slots.join() !== destinationSlots.join())) throw new DemoProcessError(decodeId, 'ranks allocated different blocks for one hand-off', []);
-    const handOff = await started.request(prefillId, 0, { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots }, 'handed-off', timeoutMs);
-    progress(`  handed off ${handOff.blocks} blocks, ${bytes(handOff.bytes)} in ${ms(handOff.ms)}`);
-    const retained = await Promise.all(
-      [0, 1].map((tpRank) =>
-        started.request(
-          decodeId,
-          tpRank,
-          { type: 'retain', slots: destinationSlots, hashes: hex(chain.subarray(0, handedOffBlocks)), append: hex(chain.subarray(handedOffBlocks)), publishInventory: tpRank === 0 },
-          'retained',
-          timeoutMs,
-        ),
-      ),
-    );
-    for (const [tpRank, answer] of retained.entries()) {
-      progress(`  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`);
-    }
+    const handOff = await handOffTurn1(started, chain, progress, timeoutMs);
     await new Promise<void>((resolve) => {
       onComplete = () => complete.has(decode.incarnation) && resolve();
       onComplete();
     });
 
-    // Turn 2: the router in this process decides, on discovery and the retained inventory.
-    const sources = new SourceBook({ inventory });
-    const watch = await watchWorkerReadiness(discovery, decodeId, { onChange: (readiness) => sources.observe(readiness) });
-    sources.observe(watch.current);
-    const activation = explainActivation({ settings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
-    // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
-    const calibration = new TransferCalibration({ minReceipts: 1 });
-    const context = { settings, inventory, sources, activation, calibration, ...(options.clock === undefined ? {} : { clock: options.clock }) };
-    const destination = { worker: prefill, localBlocks: 0 };
-    const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
-    const shortRequest = [...conversation.slice(0, sharedSystemBlocks * blockTokens), ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1))];
-    // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
-    // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
-    for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
-    const fetch = decide({ tokens: turn2, destination }, context);
-    const decisions = [describeDecision('turn 2', fetch), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
-    await watch.close();
-    progress('turn 2: the router decides');
-    for (const decision of decisions) progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
-
-    // GPU reuse, asked for with the settings' declared profile (if any): profile admission says why not.
-    const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
-    const gpuActivation = explainActivation({ settings: gpuSettings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
-    const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
-    progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
+    const { fetch, decisions, router } = await decideTurn2(discovery, inventory, settings, options, { decode, prefill }, conversation, progress);
+    const gpu = gpuReuse(settings, options.capabilities, [decode, prefill], progress);
 
     for (const decision of decisions) if (decision.action !== 'fetch') options.requestServed?.(decision.request, decision, null);
-    const router = { context, calibration, turn2: { tokens: turn2, destination } };
     const pulls = fetch.action === 'fetch' ? await pullTurn2(started, router, fetch, decisions[0]!, { ...options, timeoutMs }) : { pull: null, killedRank: null, calibration: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
     progress('shutdown: SIGTERM to every process still running');
     const drains = await started.stop();
     processes = undefined;
-    const drain = drains.map(drainRow);
-    for (const row of drain) {
-      progress(
-        row.pins === null
-          ? `  ${row.process}: ended by ${row.signal} without a drain report`
-          : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pin${row.pins.waitedFor === 1 ? '' : 's'} waited for` +
-              (row.pins.held.length === 0 ? '' : `: ${row.pins.held.map((pin) => `${pin.reader}'s pin of ${pin.blocks} blocks, ${pin.ended}`).join('; ')}`),
-      );
-    }
+    const drain = reportDrains(drains, progress);
     return { ...pulls, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, drain };
   } finally {
     takeBack();

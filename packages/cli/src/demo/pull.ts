@@ -3,14 +3,16 @@
 // `endpoint.verify` setting says; then every committed byte is checked against the demo's KV content,
 // and the rest is recomputed.
 import type { RankPart } from '@kvreuse/descriptors';
-import { type BeforeRelease, calibrationSample, type RecomputeReason } from '@kvreuse/endpoint';
+import { type BeforeRelease, calibrationSample, type RecomputeReason, type ReuseEndpoint } from '@kvreuse/endpoint';
 import type { FetchHint } from '@kvreuse/router';
-import type { DemoRank } from './demo-rank.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
 import type { PullPrediction, PullReport } from './rank-messages.js';
 
 export interface PullOptions {
-  readonly rank: DemoRank;
+  /** The prefill rank's endpoint, ready. */
+  readonly endpoint: ReuseEndpoint;
+  /** The prefill rank's part, to lay its blocks out. */
+  readonly part: RankPart;
   /** The router's decision: the source, its epoch, the prefix's positions and hashes, its tier and link. */
   readonly hint: FetchHint;
   readonly prediction?: PullPrediction;
@@ -40,13 +42,13 @@ function clearBlocks(part: RankPart, views: readonly Uint8Array[], count: number
 }
 
 export async function pullPrefix(options: PullOptions): Promise<PullReport> {
-  const { rank, hint, prediction, beforeRelease } = options;
-  const part = rank.part;
+  const { endpoint, part, hint, prediction, beforeRelease } = options;
+  const views = endpoint.bankBytes as Uint8Array[];
   const hashes = Array.from(hint.hashes);
   // The prefix goes to this rank's blocks 0 … count − 1.
   const destinationBlocks = Uint32Array.from(hashes, (_, slot) => slot);
-  clearBlocks(part, rank.views, hashes.length);
-  const receipt = await rank.endpoint.fetch({
+  clearBlocks(part, views, hashes.length);
+  const receipt = await endpoint.fetch({
     hint,
     destinationBlocks,
     policy: 'recompute',
@@ -55,9 +57,9 @@ export async function pullPrefix(options: PullOptions): Promise<PullReport> {
   });
   const calibration = calibrationSample(receipt);
   let verified = true;
-  for (let slot = 0; slot < receipt.blocks; slot++) verified &&= holdsBlockContent(part, rank.views, slot, hashes[slot] as bigint);
+  for (let slot = 0; slot < receipt.blocks; slot++) verified &&= holdsBlockContent(part, views, slot, hashes[slot] as bigint);
   // Recompute: the prefill computes what it could not take (and keeps nothing unverified of the pull).
-  for (let slot = receipt.blocks; slot < hashes.length; slot++) writeBlockContent(part, rank.views, slot, hashes[slot] as bigint);
+  for (let slot = receipt.blocks; slot < hashes.length; slot++) writeBlockContent(part, views, slot, hashes[slot] as bigint);
   return {
     requested: receipt.requested,
     blocks: receipt.blocks,

@@ -42,7 +42,7 @@ try {
     .on('close', () => process.kill(process.pid, 'SIGTERM'));
   // The lease renewal timer does not keep a process alive; this does, until a signal ends it.
   setInterval(() => {}, 1 << 30);
-  await rank.publish();
+  await rank.reportReady();
 } catch (error) {
   fail(error);
   process.exit(1);

@@ -144,7 +144,7 @@ function hostRank(spec: RankSpec, index: number, options: RankProcessesOptions, 
   const fail = (error: unknown): void => say(failure(error));
   const opening = DemoRank.open(rankOptions(spec, index, options, incarnation), say, { crash: () => terminate('SIGKILL') });
   const published = opening.then(async (rank) => {
-    await rank.publish();
+    await rank.reportReady();
     return rank;
   });
   published.catch((error: unknown) => {

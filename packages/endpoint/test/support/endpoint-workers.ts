@@ -44,6 +44,8 @@ export interface WorkerSpec {
   readonly geometry?: Geometry;
   /** Serve pins on the chain (every rank holds it). */
   readonly serve?: boolean;
+  /** With `serve`: rank 0 publishes the retained inventory (`serve.inventory`); true by default. */
+  readonly inventory?: boolean;
   readonly admissionGate?: ReadinessGate;
   readonly settings?: Settings;
   readonly metrics?: EndpointMetrics;
@@ -86,7 +88,7 @@ export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanu
       bankBytes: allocations.map((allocation) => allocation.view()),
       clock,
       host: 'test-host',
-      ...(spec.serve === true ? { serve: { adapter: pool, ...(tpRank === 0 ? { inventory: { tier: 'host' as const, retained: () => pool.retained(), ttlMs: 3_600_000 } } : {}) } } : {}),
+      ...(spec.serve === true ? { serve: { adapter: pool, ...(tpRank === 0 && spec.inventory !== false ? { inventory: { tier: 'host' as const, retained: () => pool.retained(), ttlMs: 3_600_000 } } : {}) } } : {}),
       ...(spec.admissionGate === undefined ? {} : { admissionGate: spec.admissionGate }),
       ...(spec.metrics === undefined ? {} : { metrics: spec.metrics }),
       ...(spec.calibration === undefined ? {} : { calibration: spec.calibration }),

@@ -1,39 +1,36 @@
-// A rank's destination side: checks a fetch before anything is pinned or posted, finds the source's
-// ranks in discovery, loads their peers, pins at each, registers the rank pairs' templates once per
-// source incarnation, and hands the pull to `fetchPrefix`.
-import { buildTransferTemplate, checkCompatibility, type RankId, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
+// A rank's destination side: checks a pull before anything is pinned or posted, finds the source's
+// ranks in discovery, loads their peers, pins at each, takes the rank pairs' templates from the
+// endpoint's one cache, and hands the pull to `pullPinned` (`fetchPrefix` without the checks its request passed).
+import { checkCompatibility, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
-import { type Agent, type Peer, type PostBlocksRequest, type PostRequest, type RegisteredTemplate } from '@kvreuse/native-bindings';
-import {
-  type ClusterSecret,
-  type DiscoveryStore,
-  type ReadinessGate,
-  type RegisteredRank,
-  watchWorkerReadiness,
-  type WorkerReadiness,
-  type WorkerReadinessWatch,
-} from '@kvreuse/registry';
+import type { Agent, Peer, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
+import type { ClusterSecret, ReadinessGate, RegisteredRank, WorkerReadiness } from '@kvreuse/registry';
+import { codeOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
-import { describeRank, EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
-import { type FetchPair, fetchPrefix, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch.js';
-import { calibrationSample, type FetchReceipt, type RecomputeReason } from './fetch-receipt.js';
-import type { FetchRequest } from './fetch-request.js';
+import type { WorkerWatches } from './discovered-workers.js';
+import { describeRank, EndpointOptionError, FetchRefusedError, PinRefusedError, SourceUnresponsiveError } from './errors.js';
+import { type FetchPair, pullPinned } from './fetch.js';
+import { calibrationSample, type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
+import { type FetchRequest, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
 import type { EndpointMetrics } from './metrics.js';
+import type { PeerTemplates } from './peer-templates.js';
 import type { PinClient } from './pin-client.js';
 import { type HeldPin, releasePins } from './pins.js';
 import { loadSourcePeers } from './source-peer.js';
+import { rankOf, sameRank } from './ranks.js';
 
-export interface FetchSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer' | 'registerTemplate' | 'peers'>;
-  readonly discovery: DiscoveryStore;
+export interface PullSideOptions {
+  readonly agent: Pick<Agent, 'loadPeer' | 'peers'>;
   /** Sources' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
-  readonly keyPrefix?: string;
   readonly rank: RankId;
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
   readonly peers: PeerBook;
   readonly pins: PinClient;
+  /** The endpoint's readiness watches: the sources' are followed from their first fetch. */
+  readonly workers: WorkerWatches;
+  readonly templates: PeerTemplates;
   readonly admissionGate?: ReadinessGate;
   readonly bankBytes?: RankBankBytes;
   readonly defaultPolicy: ShortfallPolicy;
@@ -44,15 +41,15 @@ export interface FetchSideOptions {
   readonly calibration?: Pick<TransferCalibration, 'record'>;
 }
 
-/** What the endpoint is when a fetch arrives: its registered rank and its worker, once ready. */
-export interface FetchingRank {
+/** What the endpoint is when a pull arrives: its registered rank and its worker, once ready. */
+export interface PullingRank {
   readonly registered: RegisteredRank;
   readonly readiness: WorkerReadiness;
 }
 
-const sameRank = (a: RankId, b: RankId): boolean => a.tpRank === b.tpRank && a.ppRank === b.ppRank;
-const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank });
+const refuseSource = (why: string): Error => new FetchRefusedError('source-not-ready', why);
 
+/** The one check of a fetch request's shape and block list; `pullPinned` trusts it. */
 function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verify: VerifyMode } {
   if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a fetch request { hint, destinationBlocks, … }');
   const { hint, destinationBlocks } = request;
@@ -62,24 +59,22 @@ function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verif
   }
   const verify = request.verify ?? defaultVerify;
   if (!verifyModes.includes(verify)) throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
+  if (request.sampleEvery !== undefined && (!Number.isSafeInteger(request.sampleEvery) || request.sampleEvery < 1)) {
+    throw new EndpointOptionError('request.sampleEvery', request.sampleEvery, 'a positive integer');
+  }
   if (request.policy !== undefined && !['fail', 'recompute'].includes(request.policy)) throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
   if (request.beforeRelease !== undefined && typeof request.beforeRelease !== 'function') throw new EndpointOptionError('request.beforeRelease', request.beforeRelease, 'a function (pins) => Promise');
   return { verify };
 }
 
-export class FetchSide {
-  readonly #options: FetchSideOptions;
-  /** Readiness watches of the sources fetched from, by worker id. */
-  readonly #sources = new Map<string, Promise<WorkerReadinessWatch>>();
-  readonly #transferTemplates = new Map<string, TransferTemplate>();
-  /** Templates registered per source incarnation, peer generation and pair. */
-  readonly #templates = new Map<string, RegisteredTemplate>();
+export class PullSide {
+  readonly #options: PullSideOptions;
 
-  constructor(options: FetchSideOptions) {
+  constructor(options: PullSideOptions) {
     this.#options = options;
   }
 
-  async fetch(request: FetchRequest, rank: FetchingRank | undefined): Promise<FetchReceipt> {
+  async pull(request: FetchRequest, rank: PullingRank | undefined): Promise<FetchReceipt> {
     const { verify } = checkRequest(request, this.#options.defaultVerify);
     if (verify !== 'off' && this.#options.bankBytes === undefined) {
       throw new EndpointOptionError('bankBytes', undefined, `this rank's bank bytes, to verify what arrives (verify is '${verify}'); or fetch with verify 'off'`);
@@ -94,7 +89,7 @@ export class FetchSide {
     await this.#checkAdmission(source, destination);
     request.signal?.throwIfAborted();
 
-    const template = this.#transferTemplate(source, destination);
+    const template = this.#options.templates.between(source, destination);
     const pairIndexes = template.pairs.flatMap((route, pair) => (sameRank(route.destinationRank, this.#options.rank) ? [pair] : []));
     const sourceParts = pairIndexes.map((pair) => source.ranks.find((part) => sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank)) as RankPart);
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
@@ -119,9 +114,10 @@ export class FetchSide {
     this.#options.metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     const refusals = pinned.flatMap((result, index): RecomputeReason[] => {
       if (result.status === 'fulfilled') return [];
-      const error = result.reason as Error & { code?: string; reason?: string };
+      const error: unknown = result.reason;
       const part = [...sources.keys()][index] as RankPart;
-      return [{ kind: 'pin-refused', fromBlock: 0, sourceRank: rankOf(part), reason: error.reason ?? error.code ?? 'UNKNOWN', detail: error.message }];
+      const reason = error instanceof PinRefusedError || error instanceof SourceUnresponsiveError ? error.reason : (codeOf(error) ?? 'UNKNOWN');
+      return [{ kind: 'pin-refused', fromBlock: 0, sourceRank: rankOf(part), reason, detail: error instanceof Error ? error.message : String(error) }];
     });
     if (refusals.length > 0 || request.signal?.aborted === true) {
       await releasePins(pins, request.beforeRelease);
@@ -133,9 +129,10 @@ export class FetchSide {
       const pairs = pairIndexes.map((pair, index): FetchPair => {
         const part = sourceParts[index] as RankPart;
         const { peer, ticket } = sources.get(part) as { peer: Peer; ticket: PeerTicket };
-        return { template: this.#template(template, pair, part, peer, rank.registered), ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
+        const registered = this.#options.templates.registered({ template, pair, direction: 'read', remote: part, peer, local: rank.registered, noRegion: refuseSource });
+        return { template: registered, ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
       });
-      const receipt = await fetchPrefix({
+      const receipt = await pullPinned({
         ledger: this.#options.ledger,
         pairs,
         pins: pins as HeldPin[],
@@ -154,15 +151,6 @@ export class FetchSide {
     }
   }
 
-  /** Stops following sources and releases the registered templates (at drain: before any deregistration). */
-  async close(): Promise<void> {
-    for (const registered of this.#templates.values()) registered.release();
-    this.#templates.clear();
-    const watches = await Promise.allSettled(this.#sources.values());
-    this.#sources.clear();
-    for (const watch of watches) if (watch.status === 'fulfilled') await watch.value.close();
-  }
-
   #finish(receipt: FetchReceipt, policy: ShortfallPolicy): FetchReceipt {
     const { metrics, calibration } = this.#options;
     metrics?.pinsHeld('pull', this.#options.pins.heldPins);
@@ -175,22 +163,8 @@ export class FetchSide {
   }
 
   /** The source worker as ready in discovery under the hinted incarnation and epoch. */
-
   async #sourceWorker(hint: FetchRequest['hint']): Promise<Worker> {
-    let watching = this.#sources.get(hint.workerId);
-    if (watching === undefined) {
-      const { discovery, admissionGate, keyPrefix } = this.#options;
-      watching = watchWorkerReadiness(discovery, hint.workerId, {
-        onChange: () => undefined,
-        ...(admissionGate === undefined ? {} : { admissionGate }),
-        ...(keyPrefix === undefined ? {} : { keyPrefix }),
-      });
-      this.#sources.set(hint.workerId, watching);
-      watching.catch(() => this.#sources.delete(hint.workerId));
-    }
-    const watch = await watching;
-    await watch.settled();
-    const readiness = watch.current;
+    const readiness = await this.#options.workers.readiness(hint.workerId);
     if (!readiness.ready) {
       const gateName = this.#options.admissionGate?.name;
       const admission = readiness.reasons.find((reason) => reason.kind === 'no-admission-gate' || (reason.kind === 'gate' && reason.gate === gateName));
@@ -219,32 +193,6 @@ export class FetchSide {
     }
   }
 
-  /** The transfer template from the source incarnation to this worker, built once per source incarnation. */
-  #transferTemplate(source: Worker, destination: Worker): TransferTemplate {
-    const key = `${source.workerId}/${source.incarnation}`;
-    const known = this.#transferTemplates.get(key);
-    if (known !== undefined) return known;
-    const built = buildTransferTemplate(source, destination);
-    this.#transferTemplates.set(key, built);
-    return built;
-  }
-
-  /** The pair's template on this agent, registered once per source incarnation and peer generation. */
-  #template(template: TransferTemplate, pair: number, part: RankPart, peer: Peer, registered: RegisteredRank): RegisteredTemplate {
-    const key = `${part.workerId}/${part.incarnation}/${peer.generation}/${pair}`;
-    const known = this.#templates.get(key);
-    if (known !== undefined) return known;
-    const advertised = peer.regions();
-    const remoteRegions = part.banks.map((bank, index) => {
-      const region = advertised.find((candidate) => candidate.address === BigInt(bank.address));
-      if (region === undefined) throw new FetchRefusedError('source-not-ready', `${part.workerId} ${describeRank(rankOf(part))} advertises no region for its bank ${index}`);
-      return region.id;
-    });
-    const localRegions = registered.banks.map((bank) => bank.region as NonNullable<typeof bank.region>);
-    const created = this.#options.agent.registerTemplate({ peer, template, pair, direction: 'read', localRegions, remoteRegions });
-    this.#templates.set(key, created);
-    return created;
-  }
 }
 
 function refusedReceipt(requested: number, reasons: readonly RecomputeReason[], verify: VerifyMode, link: { linkClass: FetchReceipt['calibration']['linkClass']; tier: FetchReceipt['calibration']['tier'] }): FetchReceipt {

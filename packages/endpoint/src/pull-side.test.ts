@@ -10,7 +10,8 @@ import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, type HintSource, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { type AgentMetadata, signedTestParts, testWorker } from '../test/workers.js';
-import { EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';
+import { EndpointOptionError, FetchRefusedError } from './errors.js';
+import { FetchShortfallError } from './fetch-receipt.js';
 import { EndpointMetrics } from './metrics.js';
 import type { HeldPin } from './pins.js';
 
@@ -239,6 +240,7 @@ describe('ReuseEndpoint.fetch', () => {
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'most' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.verify' });
     await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), policy: 'retry' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.policy' });
+    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'sampled', sampleEvery: 0 })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.sampleEvery' });
     const notAFunction = reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), beforeRelease: 'later' as never });
     await expect(notAFunction).rejects.toBeInstanceOf(EndpointOptionError);
     await expect(notAFunction).rejects.toThrow('endpoint option request.beforeRelease = "later" is refused: a function (pins) => Promise');

@@ -1,0 +1,73 @@
+// The rank's one cache of transfer templates: the template between two worker incarnations, built once
+// for every rank pair of theirs, and each pair's template registered on this agent once per peer
+// generation and direction; and the one lookup of a peer's regions by its banks' addresses.
+import { buildTransferTemplate, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
+import type { Agent, Peer, RegisteredTemplate } from '@kvreuse/native-bindings';
+import type { RegisteredRank } from '@kvreuse/registry';
+import { describeRank } from './errors.js';
+
+/** One rank pair's template to register: `remote` is the other rank's part, loaded as `peer`. */
+export interface PairTemplate {
+  readonly template: TransferTemplate;
+  readonly pair: number;
+  readonly direction: 'read' | 'write';
+  readonly remote: RankPart;
+  readonly peer: Peer;
+  /** This rank, registered. */
+  readonly local: RegisteredRank;
+  /** The error to throw when the peer advertises no region for one of the remote rank's banks. */
+  readonly noRegion: (why: string) => Error;
+}
+
+/** The region id the peer advertises for each bank of its rank part, by bank number; `noRegion` names the first bank it lacks. */
+export function remoteRegionIds(peer: Peer, part: RankPart, noRegion: (why: string) => Error): number[] {
+  const advertised = peer.regions();
+  return part.banks.map((bank, index) => {
+    const region = advertised.find((candidate) => candidate.address === BigInt(bank.address));
+    if (region === undefined) throw noRegion(`${part.workerId} ${describeRank({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank })} advertises no region for its bank ${index}`);
+    return region.id;
+  });
+}
+
+export class PeerTemplates {
+  readonly #agent: Pick<Agent, 'registerTemplate'>;
+  /** Transfer templates by `source incarnation > destination incarnation`. */
+  readonly #built = new Map<string, TransferTemplate>();
+  /** Registered templates by direction, remote incarnation, peer generation and pair. */
+  readonly #registered = new Map<string, RegisteredTemplate>();
+
+  constructor(agent: Pick<Agent, 'registerTemplate'>) {
+    this.#agent = agent;
+  }
+
+  /** The template from `source` to `destination`, built once per pair of incarnations. */
+  between(source: Worker, destination: Worker): TransferTemplate {
+    const key = `${source.workerId}/${source.incarnation}>${destination.workerId}/${destination.incarnation}`;
+    let template = this.#built.get(key);
+    if (template === undefined) {
+      template = buildTransferTemplate(source, destination);
+      this.#built.set(key, template);
+    }
+    return template;
+  }
+
+  /** The pair's template on this agent, registered once per direction, remote incarnation and peer generation. */
+  registered(options: PairTemplate): RegisteredTemplate {
+    const { template, pair, direction, remote, peer, local } = options;
+    const key = `${direction}/${remote.workerId}/${remote.incarnation}/${peer.generation}/${pair}`;
+    let registered = this.#registered.get(key);
+    if (registered === undefined) {
+      const remoteRegions = remoteRegionIds(peer, remote, options.noRegion);
+      const localRegions = local.banks.map((bank) => bank.region as NonNullable<typeof bank.region>);
+      registered = this.#agent.registerTemplate({ peer, template, pair, direction, localRegions, remoteRegions });
+      this.#registered.set(key, registered);
+    }
+    return registered;
+  }
+
+  /** Releases every registered template (at drain: before any deregistration). */
+  release(): void {
+    for (const registered of this.#registered.values()) registered.release();
+    this.#registered.clear();
+  }
+}

@@ -1,0 +1,54 @@
+// ReuseEndpoint.push between real loopback agents in this process: a prefill worker of TP 1 writes its
+// blocks into both ranks of a decode worker of TP 2 (each receives its half of the KV heads).
+import { buildTransferTemplate } from '@kvreuse/descriptors';
+import { codeOf } from '@kvreuse/errors';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
+import { blockChecksums } from './block-checksum.js';
+import { EndpointOptionError } from './errors.js';
+import { EndpointStateError } from './lifecycle.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0, liveOperations: 0 });
+});
+
+describe('ReuseEndpoint.push', () => {
+  it("writes the blocks into every destination rank's places, each post on the ledger, one template per rank pair", async () => {
+    const { decode, reader } = await servingPair(cleanups);
+    const registerTemplate = vi.spyOn(reader.agent, 'registerTemplate');
+    const posted: unknown[] = [];
+    reader.endpoint.ledger.on('posted', (operation) => posted.push(operation));
+    const sourceBlocks = Uint32Array.of(0, 1, 2);
+    const destinationBlocks = Uint32Array.of(5, 6, 7);
+    const receipt = await reader.endpoint.push({ workerId: 'decode-0', sourceBlocks, destinationBlocks });
+    expect(receipt).toMatchObject({ blocks: 3 });
+    expect(receipt.bytes).toBeGreaterThan(0);
+    expect(posted).toHaveLength(3 * 2);
+
+    const prefillWorker = reader.endpoint.readyRank.readiness.worker;
+    const decodeWorker = decode.ranks[0]!.endpoint.readyRank.readiness.worker;
+    const template = buildTransferTemplate(prefillWorker, decodeWorker);
+    template.pairs.forEach((route, pair) => {
+      const destination = decode.ranks[route.destinationRank.tpRank]!;
+      const sent = blockChecksums(template, pair, 'source', reader.endpoint.bankBytes!, sourceBlocks);
+      expect(blockChecksums(template, pair, 'destination', destination.endpoint.bankBytes!, destinationBlocks)).toEqual(sent);
+    });
+    // The same pairs again: the templates registered for the first push are reused.
+    await reader.endpoint.push({ workerId: 'decode-0', sourceBlocks, destinationBlocks });
+    expect(registerTemplate).toHaveBeenCalledTimes(2);
+    expect(registerTemplate.mock.calls.every(([options]) => options.direction === 'write')).toBe(true);
+  });
+
+  it('validates the block lists once, refuses while not ready, and fails naming a destination that is not ready', async () => {
+    const { store, reader } = await servingPair(cleanups);
+    await expect(reader.endpoint.push({ workerId: 'decode-0', sourceBlocks: Uint32Array.of(0, 1), destinationBlocks: Uint32Array.of(0) })).rejects.toThrow(EndpointOptionError);
+    await expect(reader.endpoint.push({ workerId: 'decode-0', sourceBlocks: [0] as unknown as Uint32Array, destinationBlocks: Uint32Array.of(0) })).rejects.toThrow(EndpointOptionError);
+    const missing = await reader.endpoint.push({ workerId: 'nobody', sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) }).catch((error: unknown) => error);
+    expect(codeOf(missing)).toBe('PUSH_FAILED');
+    expect((missing as Error).message).toMatch(/^push to nobody failed: it is not ready: /);
+    const idle = await openWorker(store, { workerId: 'prefill-1', role: 'prefill', tpSize: 1 }, cleanups);
+    await expect(idle.ranks[0]!.endpoint.push({ workerId: 'decode-0', sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) })).rejects.toThrow(EndpointStateError);
+  });
+});

@@ -1,0 +1,108 @@
+// A rank's WRITE hand-off: this rank's blocks written into the same blocks' places at every rank of a
+// ready destination worker that it pairs with (e.g. a prefill worker handing a prompt's KV to its decode
+// worker), each rank pair's template taken from the endpoint's one cache and every post on its ledger.
+import type { RankId, RankPart, TransferTemplate, Worker } from '@kvreuse/descriptors';
+import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
+import type { Agent, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
+import { type ClusterSecret, loadRankPeer, type RegisteredRank } from '@kvreuse/registry';
+import type { WorkerWatches } from './discovered-workers.js';
+import { EndpointError, EndpointOptionError } from './errors.js';
+import type { PeerTemplates } from './peer-templates.js';
+import { rankOf, sameRank } from './ranks.js';
+
+export interface PushRequest {
+  /** The worker written to, as ready in discovery. */
+  readonly workerId: string;
+  /** This rank's blocks to write, in order. */
+  readonly sourceBlocks: Uint32Array;
+  /** Where each block goes in every destination rank this rank pairs with: one per source block. */
+  readonly destinationBlocks: Uint32Array;
+}
+
+/** What a push moved: its blocks, the bytes every rank pair wrote, and the time from the first post to the last quiescence. */
+export interface PushReceipt {
+  readonly blocks: number;
+  readonly bytes: number;
+  readonly ms: number;
+}
+
+/** A push that did not write every block: the destination is not ready or advertises no region for a bank, or a WRITE failed (`why` says which). */
+export class PushFailedError extends EndpointError {
+  readonly code = 'PUSH_FAILED';
+  constructor(
+    readonly workerId: string,
+    readonly why: string,
+  ) {
+    super(`push to ${workerId} failed: ${why}`);
+  }
+}
+
+export interface PushSideOptions {
+  readonly agent: Pick<Agent, 'loadPeer'>;
+  /** Destinations' metadata is loaded only when signed under it. */
+  readonly secret: ClusterSecret;
+  readonly rank: RankId;
+  readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
+  readonly peers: PeerBook;
+  readonly workers: WorkerWatches;
+  readonly templates: PeerTemplates;
+}
+
+/** The one check of a push's block lists. */
+function checkPushRequest(request: PushRequest): void {
+  if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a push request { workerId, sourceBlocks, destinationBlocks }');
+  if (typeof request.workerId !== 'string' || request.workerId === '') throw new EndpointOptionError('request.workerId', request.workerId, 'the destination worker id');
+  if (!(request.sourceBlocks instanceof Uint32Array)) throw new EndpointOptionError('request.sourceBlocks', request.sourceBlocks, "a Uint32Array of this rank's blocks");
+  if (!(request.destinationBlocks instanceof Uint32Array) || request.destinationBlocks.length !== request.sourceBlocks.length) {
+    throw new EndpointOptionError('request.destinationBlocks', request.destinationBlocks, `a Uint32Array of one block per source block (${request.sourceBlocks.length})`);
+  }
+}
+
+export class PushSide {
+  readonly #options: PushSideOptions;
+
+  constructor(options: PushSideOptions) {
+    this.#options = options;
+  }
+
+  /** Writes the blocks; `own` is this rank, registered, and its worker as ready. */
+  async push(request: PushRequest, own: { readonly registered: RegisteredRank; readonly worker: Worker }): Promise<PushReceipt> {
+    checkPushRequest(request);
+    const { workerId, sourceBlocks, destinationBlocks } = request;
+    const readiness = await this.#options.workers.readiness(workerId);
+    if (!readiness.ready) throw new PushFailedError(workerId, `it is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
+    const template = this.#options.templates.between(own.worker, readiness.worker);
+    const writes = template.pairs.flatMap((route, pair) => (sameRank(route.sourceRank, this.#options.rank) ? [this.#write(template, pair, readiness.worker, own.registered)] : []));
+    const started = performance.now();
+    let bytes = 0;
+    // One post per block and rank pair, a block at a time: the first transfer to a freshly loaded peer
+    // touches each page of its mapping for the first time (slow on virtual machines; see the native
+    // README's "first touch"), and a whole prompt in one post could outlive transport.operation_timeout_ms.
+    for (let block = 0; block < sourceBlocks.length; block++) {
+      const posts = writes.map(({ write, ticket }) =>
+        this.#options.ledger.postBlocks(
+          { template: write, sourceBlocks: sourceBlocks.subarray(block, block + 1), destinationBlocks: destinationBlocks.subarray(block, block + 1) },
+          { ticket, banks: own.registered.banks },
+        ),
+      );
+      const outcomes = await Promise.all(posts.map((operation) => operation.outcome));
+      await Promise.all(posts.map((operation) => operation.quiescence));
+      for (const outcome of outcomes) {
+        if (!outcome.ok) throw new PushFailedError(workerId, `WRITE of block ${block} failed: ${outcome.error.message}`);
+        bytes += outcome.bytesDone;
+      }
+    }
+    return { blocks: sourceBlocks.length, bytes, ms: performance.now() - started };
+  }
+
+  /** The pair's write template and the destination rank's peer, loaded and tracked for this push. */
+  #write(template: TransferTemplate, pair: number, destination: Worker, local: RegisteredRank): { write: RegisteredTemplate; ticket: PeerTicket } {
+    const { agent, secret, peers, templates } = this.#options;
+    const target = (template.pairs[pair] as (typeof template.pairs)[number]).destinationRank;
+    const part = destination.ranks.find((candidate) => sameRank(rankOf(candidate), target)) as RankPart;
+    const peer = loadRankPeer(agent, part, secret);
+    const ticket = peers.track(part.transport.agentName, destination.incarnation, peer);
+    const write = templates.registered({ template, pair, direction: 'write', remote: part, peer, local, noRegion: (why) => new PushFailedError(destination.workerId, why) });
+    return { write, ticket };
+  }
+}
