@@ -6,7 +6,8 @@ import { defaultSettings } from '@kvreuse/config';
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { BlockPool, ReuseEndpoint } from '@kvreuse/endpoint';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { Bank, blockHashScheme, hashBlockChain, kvreuseOwner } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
+import { Bank, kvreuseOwner } from '@kvreuse/registry';
 
 export const geometry = referenceGeometries['qwen3-0.6b'];
 export const settings = defaultSettings;

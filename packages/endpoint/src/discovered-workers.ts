@@ -1,6 +1,6 @@
 // Workers as discovery publishes them: one incarnation's rank parts assembled into a worker.
 import { assembleWorker, type Worker } from '@kvreuse/descriptors';
-import { decodeRankPartRecord, type DiscoveryStore, incarnationPartsPrefix, type WorkerIncarnation } from '@kvreuse/registry';
+import { decodeRankPartRecord, type DiscoveryStore, incarnationPartsPrefix, type WorkerIncarnation } from '@kvreuse/discovery';
 
 /** The incarnation's worker, assembled from its published rank parts; undefined while incomplete or absent. */
 export async function readWorkerIncarnation(store: DiscoveryStore, worker: WorkerIncarnation, keyPrefix?: string): Promise<Worker | undefined> {

@@ -8,11 +8,11 @@ import {
   type ClusterSecret,
   type DiscoveryStore,
   type ReadinessGate,
-  type RegisteredRank,
   watchWorkerReadiness,
   type WorkerReadiness,
   type WorkerReadinessWatch,
-} from '@kvreuse/registry';
+} from '@kvreuse/discovery';
+import { type RegisteredRank } from '@kvreuse/registry';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import { describeRank, EndpointOptionError, FetchRefusedError, FetchShortfallError } from './errors.js';

@@ -8,22 +8,24 @@ import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBoo
 import type { Agent, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import type { TransferCalibration } from '@kvreuse/router';
 import {
-  type Bank,
-  buildRankPart,
   ClusterSecret,
   type DiscoveryStore,
   type RankPublication,
-  type RetentionTier,
   type ReadinessGate,
-  registerRank,
-  type RegisteredRank,
-  releaseBanks,
   startRankPublication,
-  transportMetadataOf,
   watchWorkerReadiness,
-  type WorkerIdentity,
   type WorkerReadiness,
   type WorkerReadinessWatch,
+} from '@kvreuse/discovery';
+import { type RetentionTier } from '@kvreuse/inventory';
+import {
+  type Bank,
+  buildRankPart,
+  type RegisteredRank,
+  registerRank,
+  releaseBanks,
+  transportMetadataOf,
+  type WorkerIdentity,
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
 import { EndpointNotReadyError, EndpointOptionError } from './errors.js';

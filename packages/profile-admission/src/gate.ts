@@ -1,5 +1,5 @@
 import type { Settings } from '@kvreuse/config';
-import type { ReadinessGate } from '@kvreuse/registry';
+import type { ReadinessGate } from '@kvreuse/discovery';
 import { admit, checkCapabilities, checkSettings, type NativeCapabilities } from './admit.js';
 import { InvalidAdmissionInputError } from './errors.js';
 import { checkedProfile, type Profile } from './profile.js';

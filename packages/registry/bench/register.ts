@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { openSqliteDiscovery, watchWorkerReadiness, withdrawRankParts } from '../src/index.js';
+import { openSqliteDiscovery, watchWorkerReadiness } from '@kvreuse/discovery';
+import { withdrawRankParts } from '@kvreuse/discovery';
 import { prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from '../test/helpers/worker.js';
 import { recordFigures } from './figures.js';
 

@@ -1,5 +1,5 @@
 import type { Worker } from '@kvreuse/descriptors';
-import { blockHashScheme, hashBlockChain } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 import { RouteRequestError } from './errors.js';
 
 /** A prompt as the router takes it: its block-hash chain, or its token ids to hash. */

@@ -1,5 +1,6 @@
 import { checkCompatibility, type Worker } from '@kvreuse/descriptors';
-import { RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
+import { type WorkerReadiness } from '@kvreuse/discovery';
+import { RetainedInventory } from '@kvreuse/inventory';
 import { PullNotStartedError, RouterOptionError } from './errors.js';
 
 /** How far the bytes travel between a source and the destination. */

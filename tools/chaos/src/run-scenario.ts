@@ -8,7 +8,14 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { DemoProcessError, type HintLine, type PullReport, RankProcesses, type RankDrain, type RankSpec } from '@kvreuse/cli';
 import { defaultSettings, type Settings } from '@kvreuse/config';
-import { ClusterSecret, type DiscoveryStore, openDiscovery, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/registry';
+import {
+  ClusterSecret,
+  type DiscoveryStore,
+  openDiscovery,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+  type WorkerReadinessWatch,
+} from '@kvreuse/discovery';
 import Database from 'better-sqlite3';
 import { ChaosHangError, ChaosInvariantError, ChaosSetupError } from './errors.js';
 import { EtcdProcess } from './etcd-process.js';

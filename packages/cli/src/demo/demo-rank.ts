@@ -9,19 +9,9 @@ import { buildTransferTemplate, layoutRankBanks, type RankPart, referenceGeometr
 import type { PeerTicket } from '@kvreuse/drain';
 import { BlockPool, EndpointMetrics, type EndpointShutdownResult, type HeldPin, ReuseEndpoint } from '@kvreuse/endpoint';
 import { type Agent, type Allocation, type Backend, loadTransport, type Peer } from '@kvreuse/native-bindings';
-import {
-  Bank,
-  blockHashFromHex,
-  type ClusterSecret,
-  type DiscoveryStore,
-  InventoryPublisher,
-  kvreuseOwner,
-  type Lease,
-  loadRankPeer,
-  openClusterSecret,
-  openDiscovery,
-  releaseRank,
-} from '@kvreuse/registry';
+import { type ClusterSecret, type DiscoveryStore, type Lease, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
+import { blockHashFromHex, InventoryPublisher } from '@kvreuse/inventory';
+import { Bank, kvreuseOwner, loadRankPeer, releaseRank } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
 import { CrashOnPin } from './crash-on-pin.js';
 import { handOff } from './hand-off.js';

@@ -9,18 +9,9 @@
 // Arguments: <sqlite|etcd> <sqlite path | etcd url> <workerId> <incarnation> <leaseTtlMs>
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
-import {
-  buildRankPart,
-  ClusterSecret,
-  connectEtcdDiscovery,
-  type DiscoveryStore,
-  openSqliteDiscovery,
-  registerRank,
-  releaseRank,
-  startRankPublication,
-  type SupersededError,
-  transportMetadataOf,
-} from '../../src/index.js';
+import { ClusterSecret, connectEtcdDiscovery, type DiscoveryStore, openSqliteDiscovery, type SupersededError } from '@kvreuse/discovery';
+import { startRankPublication } from '@kvreuse/discovery';
+import { buildRankPart, registerRank, releaseRank, transportMetadataOf } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 
 const [backend, location, workerId, incarnation, leaseTtlMs] = process.argv.slice(2);
