@@ -5,8 +5,10 @@ import { hashBlockChain } from './block-hash.js';
 import type { InventoryEvent, RetentionTier } from './events.js';
 import { RetainedInventory } from './retained-inventory.js';
 
-/** Whether the table is moving its blocks to a grown one (a private field, read for the tests' sake). */
-const growing = (inventory: RetainedInventory): boolean => (inventory as unknown as { previousSlots: number }).previousSlots > 0;
+/** The inventory's table engine, whose private fields the tests read for their sake. */
+const engineOf = (inventory: RetainedInventory): Record<string, unknown> => (inventory as unknown as { index: Record<string, unknown> }).index;
+/** Whether the table is moving its blocks to a grown one. */
+const growing = (inventory: RetainedInventory): boolean => (engineOf(inventory).previousSlots as number) > 0;
 
 function clock(start = 1_750_000_000_000) {
   let now = start;
@@ -229,7 +231,7 @@ describe('RetainedInventory', () => {
     const time = clock();
     // 32,000 blocks in 4-block chains: the table grows to 29,070 then 43,605 slots.
     const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16 });
-    const previousBytes = () => (inventory as unknown as { previous: Int32Array }).previous.byteLength;
+    const previousBytes = () => (engineOf(inventory).previous as Int32Array).byteLength;
     const chains = Array.from({ length: 8_000 }, (_, c) => hashBlockChain(tokens(1_000 + c, 4 * 4), scheme4));
     const expiresAt = time.at() + 60_000;
     let checkedMidMove = 0;
@@ -267,7 +269,7 @@ describe('RetainedInventory', () => {
     for (let c = 0; c < 200; c++) {
       inventory.apply({ workerId: `w${c % 2}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 2), events: [{ type: 'stored', tier: 'host', blocks: hashBlockChain(tokens(c, 4 * 4), scheme4), expiresAt }] });
     }
-    const slabs = (inventory as unknown as { records: Int32Array[] }).records.filter((slab) => slab.length > 0);
+    const slabs = (engineOf(inventory).records as Int32Array[]).filter((slab) => slab.length > 0);
     expect(slabs).toHaveLength(2);
     for (const slab of slabs) expect(slab.buffer).toBeInstanceOf(SharedArrayBuffer);
   });
