@@ -5,11 +5,11 @@ import { describe, expect, it } from 'vitest';
 
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Runs `body` in a new Node process that imported @kvreuse/registry; returns the CommonJS modules it then held, by package. */
+/** Runs `body` in a new Node process that imported @kvreuse/discovery; returns the CommonJS modules it then held, by package. */
 function packagesLoadedAfter(body: string): string[] {
   const program = `
     import { createRequire } from 'node:module';
-    import * as registry from '@kvreuse/registry';
+    import * as discovery from '@kvreuse/discovery';
     ${body}
     const packages = new Set(Object.keys(createRequire(import.meta.url).cache).map((path) => /node_modules\\/((@[^/]+\\/)?[^/]+)\\/(?!.*node_modules)/.exec(path)?.[1]).filter(Boolean));
     console.log(JSON.stringify([...packages].sort()));
@@ -23,11 +23,11 @@ function packagesLoadedAfter(body: string): string[] {
 
 describe('the etcd client library', () => {
   it('is not loaded by importing the package, only by making an etcd store', () => {
-    const onImport = packagesLoadedAfter('void registry;');
+    const onImport = packagesLoadedAfter('void discovery;');
     expect(onImport).not.toContain('etcd3');
     expect(onImport).not.toContain('@grpc/grpc-js');
     expect(onImport).not.toContain('cockatiel');
-    const onConnect = packagesLoadedAfter("await registry.connectEtcdDiscovery({ hosts: 'http://127.0.0.1:9' }).close();");
+    const onConnect = packagesLoadedAfter("await discovery.connectEtcdDiscovery({ hosts: 'http://127.0.0.1:9' }).close();");
     expect(onConnect).toContain('etcd3');
     expect(onConnect).toContain('@grpc/grpc-js');
     expect(onConnect).toContain('cockatiel');

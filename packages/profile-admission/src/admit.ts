@@ -25,7 +25,7 @@ export interface AdmissionFacts {
   readonly settings: Settings;
   /**
    * The block hash function the workers and routers hash with; by default the one of the installed
-   * `@kvreuse/registry` (`blockHashFunction`), which is what this process hashes with.
+   * `@kvreuse/inventory` (`blockHashFunction`), which is what this process hashes with.
    */
   readonly blockHashFunction?: string;
 }

@@ -402,7 +402,7 @@ function checkContext(context: RouteContext): void {
   if (settings?.router === undefined || settings.inventory === undefined) {
     throw new RouterOptionError('context.settings', settings, 'the resolved settings (resolveSettings of @kvreuse/config)');
   }
-  if (!(inventory instanceof RetainedInventory)) throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/registry');
+  if (!(inventory instanceof RetainedInventory)) throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/inventory');
   if (!(sources instanceof SourceBook)) throw new RouterOptionError('context.sources', sources, 'a SourceBook');
   if (activation === null || typeof activation !== 'object' || !activationModes.has(activation.mode)) {
     throw new RouterOptionError('context.activation', activation, 'an Activation (explainActivation of @kvreuse/profile-admission)');

@@ -8,7 +8,7 @@ export type PromptInput = { readonly chain: BigUint64Array | readonly bigint[] }
 const salts = new Map<string, bigint>();
 
 /**
- * The block salt of a model as served (`blockHashScheme` of @kvreuse/registry: its KV content and the hash
+ * The block salt of a model as served (`blockHashScheme` of @kvreuse/inventory: its KV content and the hash
  * seed), remembered by geometry digest and seed.
  */
 export function saltOf(worker: Worker, hashSeed: string): bigint {
