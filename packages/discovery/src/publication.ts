@@ -40,6 +40,32 @@ export interface RankPublication {
   withdraw(): Promise<void>;
 }
 
+/** Checks what `startRankPublication` is given; returns how often it renews the lease. */
+function checkPublicationOptions(store: DiscoveryStore, parts: readonly RankPart[], options: RankPublicationOptions): number {
+  checkPublishing(store, parts, options);
+  for (const callback of ['onTrouble', 'onSuperseded'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
+  if (!Number.isSafeInteger(options.leaseTtlMs) || options.leaseTtlMs < 2) {
+    throw new RankPartPublicationError('leaseTtlMs', options.leaseTtlMs, 'must be a whole number of milliseconds, at least 2');
+  }
+  const renewEveryMs = options.renewEveryMs ?? Math.max(1, Math.floor(options.leaseTtlMs / 3));
+  if (!Number.isSafeInteger(renewEveryMs) || renewEveryMs < 1 || renewEveryMs >= options.leaseTtlMs) {
+    throw new RankPartPublicationError('renewEveryMs', renewEveryMs, `must be a whole number of milliseconds below the lease TTL (${options.leaseTtlMs})`);
+  }
+  return renewEveryMs;
+}
+
+/** Deletes the parts in one commit, then revokes their lease. */
+async function withdrawUnder(store: DiscoveryStore, parts: readonly RankPart[], lease: Lease, keyPrefix: string | undefined): Promise<void> {
+  try {
+    await store.commit(parts.map((part) => ({ type: 'delete', key: rankPartKey(part, part.parallel, keyPrefix) })));
+  } catch (error) {
+    // Revoking the lease withdraws the parts too; it is tried even so, and the first failure reported.
+    await store.revokeLease(lease.id).catch(() => undefined);
+    throw error;
+  }
+  await store.revokeLease(lease.id);
+}
+
 /**
  * Publishes rank parts of one worker incarnation under a lease and keeps the lease alive until
  * `withdraw()`. It first claims the incarnation's epoch (refused with `SupersededError` if a newer
@@ -51,15 +77,7 @@ export interface RankPublication {
  * not keep the process alive.
  */
 export async function startRankPublication(store: DiscoveryStore, parts: readonly RankPart[], options: RankPublicationOptions): Promise<RankPublication> {
-  checkPublishing(store, parts, options);
-  for (const callback of ['onTrouble', 'onSuperseded'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
-  if (!Number.isSafeInteger(options.leaseTtlMs) || options.leaseTtlMs < 2) {
-    throw new RankPartPublicationError('leaseTtlMs', options.leaseTtlMs, 'must be a whole number of milliseconds, at least 2');
-  }
-  const renewEveryMs = options.renewEveryMs ?? Math.max(1, Math.floor(options.leaseTtlMs / 3));
-  if (!Number.isSafeInteger(renewEveryMs) || renewEveryMs < 1 || renewEveryMs >= options.leaseTtlMs) {
-    throw new RankPartPublicationError('renewEveryMs', renewEveryMs, `must be a whole number of milliseconds below the lease TTL (${options.leaseTtlMs})`);
-  }
+  const renewEveryMs = checkPublicationOptions(store, parts, options);
   const keyOptions = options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix };
   const claimed: IncarnationEpoch = await claimIncarnationEpoch(store, checkPublishableParts(parts, options.keyPrefix), keyOptions);
   const publishUnderNewLease = async (): Promise<Lease> => {
@@ -113,14 +131,7 @@ export async function startRankPublication(store: DiscoveryStore, parts: readonl
     stopped = true;
     clearInterval(timer);
     await renewing;
-    try {
-      await store.commit(parts.map((part) => ({ type: 'delete', key: rankPartKey(part, part.parallel, options.keyPrefix) })));
-    } catch (error) {
-      // Revoking the lease withdraws the parts too; it is tried even so, and the first failure reported.
-      await store.revokeLease(lease.id).catch(() => undefined);
-      throw error;
-    }
-    await store.revokeLease(lease.id);
+    await withdrawUnder(store, parts, lease, options.keyPrefix);
   };
   let withdrawal: Promise<void> | undefined;
 
