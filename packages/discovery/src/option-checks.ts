@@ -2,10 +2,18 @@
 // with `optionChecks`, so that each refuses with that package's option error naming the option
 // (`agent`, `signal`, `options.timeoutMs`, …).
 
-/** Makes the error a check throws: which option, the value as given and the rule it breaks. */
+/**
+ * Makes the error a check throws: which option, the value as given and the rule it breaks.
+ *
+ * @internal
+ */
 export type OptionRefusal = (option: string, value: unknown, rule: string) => Error;
 
-/** The shape checks of one package, each refusing with that package's option error. */
+/**
+ * The shape checks of one package, each refusing with that package's option error.
+ *
+ * @internal
+ */
 export interface OptionChecks {
   /** Refuses anything but an object (`null`, a number, a string, …) where an options object is expected. */
   checkOptionsObject<T>(option: string, value: T): T;
