@@ -2,8 +2,14 @@
 // assumed, when it is back), and withdrawn when the worker's lease is revoked. A watcher cut off
 // from etcd while the parts change behind it never reports the state it knew before as current.
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
-import { claimIncarnationEpoch, connectEtcdDiscovery, type EtcdDiscoveryStore, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
-import { publishRankParts } from '../src/index.js';
+import {
+  claimIncarnationEpoch,
+  connectEtcdDiscovery,
+  type EtcdDiscoveryStore,
+  publishRankParts,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+} from '../src/index.js';
 import { EtcdProxy, EtcdServer, etcdBinary, etcdRequired } from './etcd-server.js';
 import { rankPartsOf } from './helpers/rank-parts.js';
 

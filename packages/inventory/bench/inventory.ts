@@ -11,10 +11,12 @@
 // tail, a quarter chains nobody retains. Block hashes are uniform random 64-bit values, which is
 // what FNV-1a 64 chains look like to the index; hashing tokens is not what this measures.
 import koffi from 'koffi';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
 import { PerformanceObserver, constants as perfConstants } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { RetainedInventory } from '../src/index.js';
-import { recordFigures } from './figures.js';
 
 const workers = 1_000;
 const blocksPerWorker = 10_000;
@@ -281,7 +283,9 @@ const figures = {
     note: `heap growth plus the index's typed arrays over ${inventory.size} retained blocks; typed arrays alone ${(inventory.indexBytes / inventory.size).toFixed(1)} B`,
   },
 };
-recordFigures(figures);
+const partPath = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/inventory.json');
+mkdirSync(dirname(partPath), { recursive: true });
+writeFileSync(partPath, `${JSON.stringify({ figures }, null, 2)}\n`);
 console.log(
   JSON.stringify(
     { ...figures, buildMs: Math.round(buildMs), retainedBlocks: inventory.size, answersPerQuery: found / queries },

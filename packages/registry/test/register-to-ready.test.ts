@@ -1,8 +1,7 @@
 import { deriveShard, pieceBytes, referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it, vi } from 'vitest';
-import { claimIncarnationEpoch, ClusterSecret, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
-import { publishRankParts } from '@kvreuse/discovery';
+import { claimIncarnationEpoch, ClusterSecret, publishRankParts, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
 import { buildRankPart, loadRankPeer, registerRank, transportMetadataOf } from '../src/index.js';
 import { localBackends } from './helpers/stores.js';
 import { identityOf, type PreparedRank, prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from './helpers/worker.js';

@@ -1,7 +1,6 @@
 import { type Geometry, layoutRankBanks } from '@kvreuse/descriptors';
 import type { Agent, Allocation, Backend, Transport } from '@kvreuse/native-bindings';
-import { claimIncarnationEpoch, ClusterSecret, type DiscoveryStore, type LeaseId } from '@kvreuse/discovery';
-import { publishRankParts } from '@kvreuse/discovery';
+import { claimIncarnationEpoch, ClusterSecret, type DiscoveryStore, type LeaseId, publishRankParts } from '@kvreuse/discovery';
 import {
   Bank,
   buildRankPart,

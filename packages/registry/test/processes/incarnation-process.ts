@@ -9,8 +9,14 @@
 // Arguments: <sqlite|etcd> <sqlite path | etcd url> <workerId> <incarnation> <leaseTtlMs>
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { ClusterSecret, connectEtcdDiscovery, type DiscoveryStore, openSqliteDiscovery, type SupersededError } from '@kvreuse/discovery';
-import { startRankPublication } from '@kvreuse/discovery';
+import {
+  ClusterSecret,
+  connectEtcdDiscovery,
+  type DiscoveryStore,
+  openSqliteDiscovery,
+  startRankPublication,
+  type SupersededError,
+} from '@kvreuse/discovery';
 import { buildRankPart, registerRank, releaseRank, transportMetadataOf } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 

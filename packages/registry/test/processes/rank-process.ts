@@ -4,8 +4,7 @@
 // Arguments: <sqlite path> <workerId> <incarnation> <tpRank> <tpSize> <leaseTtlMs>
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { openClusterSecret, openSqliteDiscovery } from '@kvreuse/discovery';
-import { startRankPublication } from '@kvreuse/discovery';
+import { openClusterSecret, openSqliteDiscovery, startRankPublication } from '@kvreuse/discovery';
 import { buildRankPart, registerRank, releaseRank, transportMetadataOf } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 

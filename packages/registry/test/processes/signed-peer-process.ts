@@ -11,10 +11,10 @@ import {
   type DiscoveryStore,
   openClusterSecret,
   openSqliteDiscovery,
+  startRankPublication,
   watchWorkerReadiness,
   type WorkerReadiness,
 } from '@kvreuse/discovery';
-import { startRankPublication } from '@kvreuse/discovery';
 import { buildRankPart, loadRankPeer, registerRank, type RegistryError, releaseRank, transportMetadataOf } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 
