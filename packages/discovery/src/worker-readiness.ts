@@ -212,7 +212,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
   }
 
   #logRefusal(error: RankPartRefusedError): void {
-    (this.#options.logger ?? console).warn(`kvreuse registry: worker ${this.#workerId}: ${error.message}; it does not count towards readiness`);
+    (this.#options.logger ?? console).warn(`kvreuse discovery: worker ${this.#workerId}: ${error.message}; it does not count towards readiness`);
   }
 
   /** Queues an evaluation of the state as it is now, so that every state is judged and reported in order. */
@@ -221,7 +221,7 @@ class ReadinessTracker implements WorkerReadinessWatch {
     this.#queue = this.#queue
       .then(() => this.#evaluate(state))
       .catch((error: unknown) => {
-        (this.#options.logger ?? console).warn(`kvreuse registry: worker ${this.#workerId}: a readiness listener threw: ${String(error)}`);
+        (this.#options.logger ?? console).warn(`kvreuse discovery: worker ${this.#workerId}: a readiness listener threw: ${String(error)}`);
       });
   }
 
