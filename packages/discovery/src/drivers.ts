@@ -13,7 +13,7 @@ import { DiscoveryDriverMissingError } from './errors.js';
 const require = createRequire(import.meta.url);
 
 /** `require(name)`, or a `DiscoveryDriverMissingError` naming the package to install when it is not installed. */
-function loadDriver<T>(backend: DiscoveryBackend, name: string): T {
+export function loadDriver<T>(backend: DiscoveryBackend, name: string): T {
   try {
     return require(name) as T;
   } catch (error) {

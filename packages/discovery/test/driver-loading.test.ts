@@ -2,6 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { DiscoveryDriverMissingError } from '../src/index.js';
+import { loadDriver } from '../src/drivers.js';
 
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -31,5 +33,34 @@ describe('the etcd client library', () => {
     expect(onConnect).toContain('etcd3');
     expect(onConnect).toContain('@grpc/grpc-js');
     expect(onConnect).toContain('cockatiel');
+  });
+});
+
+describe('the SQLite driver', () => {
+  it('is not loaded by importing the package, only by opening a SQLite store', () => {
+    expect(packagesLoadedAfter('void discovery;')).not.toContain('better-sqlite3');
+    const onOpen = packagesLoadedAfter(
+      "const dir = (await import('node:fs')).mkdtempSync((await import('node:path')).join((await import('node:os')).tmpdir(), 'kvreuse-driver-'));" +
+        " await discovery.openSqliteDiscovery(dir + '/d.sqlite').close(); (await import('node:fs')).rmSync(dir, { recursive: true });",
+    );
+    expect(onOpen).toContain('better-sqlite3');
+  });
+});
+
+describe('a driver that is not installed', () => {
+  it('is refused with DiscoveryDriverMissingError naming the package to install', () => {
+    const missing = (() => {
+      try {
+        loadDriver('sqlite', 'kvreuse-driver-that-is-not-installed');
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    })();
+    expect(missing).toBeInstanceOf(DiscoveryDriverMissingError);
+    expect(missing).toMatchObject({ code: 'DISCOVERY_DRIVER_MISSING', backend: 'sqlite', driver: 'kvreuse-driver-that-is-not-installed' });
+    expect((missing as Error).message).toBe(
+      'sqlite discovery needs the package kvreuse-driver-that-is-not-installed, which is not installed: install it next to @kvreuse/discovery (npm install kvreuse-driver-that-is-not-installed)',
+    );
   });
 });
