@@ -22,7 +22,7 @@ export function saltOf(worker: Worker, hashSeed: string): bigint {
 }
 
 /**
- * The prompt's block-hash chain: the chain given, or the token ids hashed with the registry's
+ * The prompt's block-hash chain: the chain given, or the token ids hashed with the inventory's
  * model-salted function (`hashBlockChain`) for the destination's geometry and `inventory.hash_seed`,
  * exactly as workers hash what they retain. A partial last block is not hashed.
  */
