@@ -7,7 +7,7 @@ import { defaultSettings } from '@kvreuse/config';
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { BlockPool, ReuseEndpoint } from '@kvreuse/endpoint';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { blockHashScheme, hashBlockChain } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 
 export const geometry = referenceGeometries['qwen3-0.6b'];
 export const settings = defaultSettings;

@@ -4,7 +4,7 @@
 // recomputing it, verifies it, and both shut down cleanly.
 //
 //   node examples/loopback-memory.mjs
-import { MemoryDiscoveryStore, openClusterSecret } from '@kvreuse/registry';
+import { MemoryDiscoveryStore, openClusterSecret } from '@kvreuse/discovery';
 import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, stop, whenReady } from './kv-worker.mjs';
 
 // Discovery: where workers publish their rank parts and learn each other's readiness.

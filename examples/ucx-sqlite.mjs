@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness } from '@kvreuse/registry';
+import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness } from '@kvreuse/discovery';
 import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, stop, whenReady } from './kv-worker.mjs';
 
 const retainedBlocks = 6;

@@ -2,7 +2,7 @@
 // summary last: one line, or with `--json` the summary object.
 import { exampleSettingsPath, kvreuseSettings, type ResolvedSettings, type Settings } from '@kvreuse/config';
 import type { Backend } from '@kvreuse/native-bindings';
-import { openClusterSecret } from '@kvreuse/registry';
+import { openClusterSecret } from '@kvreuse/discovery';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { demoProcesses, runMainJob } from './demo/main-job.js';

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Settings } from '@kvreuse/config';
-import { type DiscoveryStore, openDiscovery } from '@kvreuse/registry';
+import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { DiscoveryNotFoundError, UsageError } from './errors.js';
 
 /**

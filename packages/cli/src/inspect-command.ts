@@ -1,17 +1,16 @@
 import type { Settings } from '@kvreuse/config';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import {
-  defaultInventoryPrefix,
   defaultKeyPrefix,
   type DiscoveryStore,
   type NotReadyReason,
   type ReadinessGate,
   safeDecodeRankPartRecord,
-  safeParseInventoryBatch,
   signedMetadataSizes,
   watchWorkerReadiness,
   workerPartsPrefix,
-} from '@kvreuse/registry';
+} from '@kvreuse/discovery';
+import { defaultInventoryPrefix, safeParseInventoryBatch } from '@kvreuse/inventory';
 import type { OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { listWorkerIds, openPublishedDiscovery } from './discovery.js';

@@ -1,4 +1,4 @@
-import { type InventoryBatch, retentionTiers, type RetentionTier } from '@kvreuse/registry';
+import { type InventoryBatch, type RetentionTier, retentionTiers } from '@kvreuse/inventory';
 
 /** What one worker's latest inventory batch says it retains now, per tier. */
 export interface InventorySummary {

@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectEtcdDiscovery } from '@kvreuse/registry';
+import { connectEtcdDiscovery } from '@kvreuse/discovery';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EtcdUnavailableError } from './errors.js';
 import type { WhenInterrupted } from './interrupts.js';

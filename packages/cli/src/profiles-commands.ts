@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { type Settings } from '@kvreuse/config';
 import { assembleWorker, safeParseRankPart, type Worker } from '@kvreuse/descriptors';
 import { admit, builtInProfile, type BuiltInProfileName, builtInProfileNames, builtInProfiles, declaredProfile, loadProfileFile, type Profile } from '@kvreuse/profile-admission';
-import { defaultKeyPrefix, watchWorkerReadiness } from '@kvreuse/registry';
+import { defaultKeyPrefix, watchWorkerReadiness } from '@kvreuse/discovery';
 import type { CliContext, Command } from './command.js';
 import { openPublishedDiscovery } from './discovery.js';
 import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';

@@ -1,6 +1,13 @@
 import { InvalidSettingError } from '@kvreuse/config';
 import { UnknownProfileError } from '@kvreuse/profile-admission';
-import { ClusterSecretError, DiscoveryAuthenticationError, DiscoveryCredentialsFileError, DiscoverySettingsError, DiscoveryTlsError, DiscoveryUnavailableError } from '@kvreuse/registry';
+import {
+  ClusterSecretError,
+  DiscoveryAuthenticationError,
+  DiscoveryCredentialsFileError,
+  DiscoverySettingsError,
+  DiscoveryTlsError,
+  DiscoveryUnavailableError,
+} from '@kvreuse/discovery';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from './errors.js';
 import { exitCodeOf, runCli } from './run.js';

@@ -1,7 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { isConfigError } from '@kvreuse/config';
 import { ProfileAdmissionError } from '@kvreuse/profile-admission';
-import { ClusterSecretError, DiscoveryAuthenticationError, DiscoveryCredentialsFileError, DiscoverySettingsError, DiscoveryTlsError } from '@kvreuse/registry';
+import {
+  ClusterSecretError,
+  DiscoveryAuthenticationError,
+  DiscoveryCredentialsFileError,
+  DiscoverySettingsError,
+  DiscoveryTlsError,
+} from '@kvreuse/discovery';
 import { splitArgs } from './args.js';
 import { renderCommandHelp, type CliContext, type Command } from './command.js';
 import { commands } from './commands.js';

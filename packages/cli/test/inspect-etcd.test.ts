@@ -1,4 +1,4 @@
-import { connectEtcdDiscovery, type EtcdDiscoveryStore } from '@kvreuse/registry';
+import { connectEtcdDiscovery, type EtcdDiscoveryStore } from '@kvreuse/discovery';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freeLoopbackPort } from '../src/local-etcd.js';
 import { runBinary } from './binary.js';

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EndpointMetrics } from '@kvreuse/endpoint';
-import { openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/registry';
+import { openSqliteDiscovery, type SqliteDiscoveryStore } from '@kvreuse/discovery';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pinsWhere } from '../src/inspect-command.js';
 import { runBinary } from './binary.js';

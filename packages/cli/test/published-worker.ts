@@ -2,21 +2,9 @@
 // kvreuse-owned banks registered per rank, rank parts under a lease, and a retained inventory batch.
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, loadTransport } from '@kvreuse/native-bindings';
-import {
-  Bank,
-  buildRankPart,
-  ClusterSecret,
-  claimIncarnationEpoch,
-  type DiscoveryStore,
-  type InventoryEvent,
-  InventoryPublisher,
-  kvreuseOwner,
-  publishRankParts,
-  registerRank,
-  type RegisteredRank,
-  releaseRank,
-  transportMetadataOf,
-} from '@kvreuse/registry';
+import { claimIncarnationEpoch, ClusterSecret, type DiscoveryStore, publishRankParts } from '@kvreuse/discovery';
+import { type InventoryEvent, InventoryPublisher } from '@kvreuse/inventory';
+import { Bank, buildRankPart, kvreuseOwner, type RegisteredRank, registerRank, releaseRank, transportMetadataOf } from '@kvreuse/registry';
 
 const transport = loadTransport();
 

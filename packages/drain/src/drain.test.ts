@@ -4,21 +4,17 @@ import { join } from 'node:path';
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import type { PostRequest } from '@kvreuse/native-bindings';
 import {
-  Bank,
-  buildRankPart,
   ClusterSecret,
   type DiscoveryStore,
-  InventoryPublisher,
-  kvreuseOwner,
   MemoryDiscoveryStore,
   openSqliteDiscovery,
-  registerRank,
   startRankPublication,
-  transportMetadataOf,
   watchWorkerReadiness,
   workerPartsPrefix,
   type WorkerReadiness,
-} from '@kvreuse/registry';
+} from '@kvreuse/discovery';
+import { InventoryPublisher } from '@kvreuse/inventory';
+import { Bank, buildRankPart, kvreuseOwner, registerRank, transportMetadataOf } from '@kvreuse/registry';
 import { afterAll, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';
 import { agentName, liveCounters, nextTurn, transport } from '../test/support/loopback-world.js';

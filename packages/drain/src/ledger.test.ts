@@ -2,7 +2,7 @@
 // process) with real registry banks. Deadlines run on a manual clock; completions are held with the
 // native completion-delay fault and arrive through the agent's wake-up channel.
 import { NativeTransportError } from '@kvreuse/native-bindings';
-import { Bank, kvreuseOwner, RankRegistrationError, type RegistrationAgent, registerRank, releaseRank } from '@kvreuse/registry';
+import { Bank, kvreuseOwner, RankRegistrationError, registerRank, type RegistrationAgent, releaseRank } from '@kvreuse/registry';
 import { describe, expect, it } from 'vitest';
 import { agentName, nextTurn, transport } from '../test/support/loopback-world.js';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';

@@ -10,7 +10,7 @@ import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Counters } from '@kvreuse/native-bindings';
-import { MemoryDiscoveryStore } from '@kvreuse/registry';
+import { MemoryDiscoveryStore } from '@kvreuse/discovery';
 import { allReady, hintFor, openWorker, start, type TestWorker } from '../test/support/endpoint-workers.js';
 
 const PULLS = 10_000;

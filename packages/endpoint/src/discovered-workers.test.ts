@@ -1,4 +1,4 @@
-import { MemoryDiscoveryStore, startRankPublication } from '@kvreuse/registry';
+import { MemoryDiscoveryStore, startRankPublication } from '@kvreuse/discovery';
 import { describe, expect, it } from 'vitest';
 import { testGeometry } from '../test/support/endpoint-workers.js';
 import { testWorker } from '../test/workers.js';

@@ -10,7 +10,7 @@ import {
   type WorkerIncarnation,
   type WorkerReadiness,
   type WorkerReadinessWatch,
-} from '@kvreuse/registry';
+} from '@kvreuse/discovery';
 
 /** The incarnation's worker, assembled from its published rank parts; undefined while incomplete or absent. */
 export async function readWorkerIncarnation(store: DiscoveryStore, worker: WorkerIncarnation, keyPrefix?: string): Promise<Worker | undefined> {

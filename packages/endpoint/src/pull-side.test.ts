@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultSettings } from '@kvreuse/config';
 import type { RankPart } from '@kvreuse/descriptors';
-import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/registry';
+import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/discovery';
 import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, type HintSource, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';

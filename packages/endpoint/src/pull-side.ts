@@ -4,7 +4,8 @@
 import { checkCompatibility, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
-import type { ClusterSecret, ReadinessGate, RegisteredRank, WorkerReadiness } from '@kvreuse/registry';
+import type { ClusterSecret, ReadinessGate, WorkerReadiness } from '@kvreuse/discovery';
+import type { RegisteredRank } from '@kvreuse/registry';
 import { codeOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/registry';
+import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, BLOCKS, hintFor, openWorker, start, transport } from '../test/support/endpoint-workers.js';
 

@@ -9,23 +9,25 @@ import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBoo
 import type { Agent, Allocation, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import type { TransferCalibration } from '@kvreuse/router';
 import {
-  Bank,
-  buildRankPart,
   ClusterSecret,
   type DiscoveryStore,
-  kvreuseOwner,
   type RankPublication,
   type ReadinessGate,
-  registerRank,
-  type RegisteredRank,
-  releaseBanks,
-  type RetentionTier,
   startRankPublication,
-  transportMetadataOf,
   watchWorkerReadiness,
-  type WorkerIdentity,
   type WorkerReadiness,
   type WorkerReadinessWatch,
+} from '@kvreuse/discovery';
+import { type RetentionTier } from '@kvreuse/inventory';
+import {
+  Bank,
+  buildRankPart,
+  kvreuseOwner,
+  type RegisteredRank,
+  registerRank,
+  releaseBanks,
+  transportMetadataOf,
+  type WorkerIdentity,
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
 import { WorkerWatches } from './discovered-workers.js';

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { RankPart } from '@kvreuse/descriptors';
 import { type Agent, type Backend, HandleClosedError } from '@kvreuse/native-bindings';
-import { ClusterSecret } from '@kvreuse/registry';
+import { ClusterSecret } from '@kvreuse/discovery';
 import { afterEach, describe, expect, it } from 'vitest';
 import { testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { type AgentMetadata, signedTestParts } from '../test/workers.js';

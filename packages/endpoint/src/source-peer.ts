@@ -3,7 +3,8 @@
 // says this agent itself failed is thrown as it is.
 import type { RankPart } from '@kvreuse/descriptors';
 import { type Agent, NativeTransportError, type Peer, type StatusCodeName } from '@kvreuse/native-bindings';
-import { type ClusterSecret, loadRankPeer, TransportMetadataRefusedError } from '@kvreuse/registry';
+import { type ClusterSecret, TransportMetadataRefusedError } from '@kvreuse/discovery';
+import { loadRankPeer } from '@kvreuse/registry';
 import { describeRank, type FetchRefusal, FetchRefusedError } from './errors.js';
 
 /**

@@ -1,6 +1,7 @@
 // A serving ReuseEndpoint's source side between real loopback agents in this process: its inventory,
 // and its shutdown while a reader holds pins and reads (the ordering forced by held completions).
-import { defaultInventoryPrefix, MemoryDiscoveryStore, safeParseInventoryBatch, watchWorkerReadiness, type WorkerReadiness, workerPartsPrefix } from '@kvreuse/registry';
+import { MemoryDiscoveryStore, watchWorkerReadiness, workerPartsPrefix, type WorkerReadiness } from '@kvreuse/discovery';
+import { defaultInventoryPrefix, safeParseInventoryBatch } from '@kvreuse/inventory';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, chain, hintFor, openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
 

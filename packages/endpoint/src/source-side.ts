@@ -3,7 +3,9 @@
 import type { Worker } from '@kvreuse/descriptors';
 import type { Clock, ReaderWait } from '@kvreuse/drain';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
-import { type ClusterSecret, type DiscoveryStore, InventoryPublisher, type Lease, type LeaseId, loadRankPeer, type RetentionTier } from '@kvreuse/registry';
+import { type ClusterSecret, type DiscoveryStore, type Lease, type LeaseId } from '@kvreuse/discovery';
+import { InventoryPublisher, type RetentionTier } from '@kvreuse/inventory';
+import { loadRankPeer } from '@kvreuse/registry';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
 import { readWorkerIncarnation } from './discovered-workers.js';
 import { describeRank, UnknownReaderError } from './errors.js';

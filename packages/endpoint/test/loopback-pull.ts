@@ -4,7 +4,7 @@
 import { buildTransferTemplate, type Geometry, type RankPart, type TransferTemplate } from '@kvreuse/descriptors';
 import { OperationLedger, PeerBook } from '@kvreuse/drain';
 import { type Agent, type Allocation, type Backend, loadTransport, type Peer, type PostBlocksRequest, type PostRequest, type Region, type RegisteredTemplate } from '@kvreuse/native-bindings';
-import { Bank, kvreuseOwner, registerRank, releaseRank, type RegisteredRank } from '@kvreuse/registry';
+import { Bank, kvreuseOwner, type RegisteredRank, registerRank, releaseRank } from '@kvreuse/registry';
 import type { FetchPair } from '../src/fetch.js';
 import { fillDeterministic, testWorker } from './workers.js';
 

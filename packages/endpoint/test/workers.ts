@@ -1,6 +1,7 @@
 // Test workers and simulated banks for the endpoint's tests.
 import { assembleWorker, type Geometry, layoutRankBanks, materialize, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
-import { type ClusterSecret, transportMetadataOf } from '@kvreuse/registry';
+import { type ClusterSecret } from '@kvreuse/discovery';
+import { transportMetadataOf } from '@kvreuse/registry';
 
 /** A complete worker of `tpSize` ranks (PP 1) with `blocks` blocks per bank, laid out by `layoutRankBanks`. */
 export function testWorker(geometry: Geometry, tpSize: number, blocks: number, workerId: string): Worker {

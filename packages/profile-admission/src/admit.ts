@@ -1,13 +1,20 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { SettingPath, Settings } from '@kvreuse/config';
 import { geometryFields, type Worker } from '@kvreuse/descriptors';
-import type { Capabilities } from '@kvreuse/native-bindings';
-import { blockHashFunction } from '@kvreuse/registry';
+import { blockHashFunction } from '@kvreuse/inventory';
 import { InvalidAdmissionInputError } from './errors.js';
 import { checkedProfile, declaredRoles, type NativeCapabilityName, pinnedSettings, type Profile, settingField } from './profile.js';
 
-/** What admission reads of the native library: `Transport.capabilities()` of `@kvreuse/native-bindings`. */
-export type NativeCapabilities = Pick<Capabilities, 'backends' | 'vram'>;
+/**
+ * What admission reads of the native library, as plain facts: the part of `Transport.capabilities()` of
+ * `@kvreuse/native-bindings` it needs, which such a result is as it stands.
+ */
+export interface NativeCapabilities {
+  /** The backends usable in the process that reported them (`loopback`, `ucx`). */
+  readonly backends: readonly string[];
+  /** Whether GPU memory (`vram`) can be registered, and if not, why. */
+  readonly vram: { readonly supported: true } | { readonly supported: false; readonly reason: string };
+}
 
 /** The running facts a profile is admitted against. */
 export interface AdmissionFacts {
@@ -18,7 +25,7 @@ export interface AdmissionFacts {
   readonly settings: Settings;
   /**
    * The block hash function the workers and routers hash with; by default the one of the installed
-   * `@kvreuse/registry` (`blockHashFunction`), which is what this process hashes with.
+   * `@kvreuse/inventory` (`blockHashFunction`), which is what this process hashes with.
    */
   readonly blockHashFunction?: string;
 }

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { bytesPerElement, deriveShard, geometryDigest, rankBlockBytes } from '@kvreuse/descriptors';
-import { blockHashFunction } from '@kvreuse/registry';
+import { blockHashFunction } from '@kvreuse/inventory';
 import { describe, expect, it } from 'vitest';
 import { builtInProfile, builtInProfileNames, builtInProfiles } from './built-in.js';
 

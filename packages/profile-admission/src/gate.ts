@@ -1,5 +1,5 @@
 import type { Settings } from '@kvreuse/config';
-import type { ReadinessGate } from '@kvreuse/registry';
+import type { ReadinessGate } from '@kvreuse/discovery';
 import { admit, checkCapabilities, checkSettings, type NativeCapabilities } from './admit.js';
 import { InvalidAdmissionInputError } from './errors.js';
 import { checkedProfile, type Profile } from './profile.js';
@@ -8,12 +8,12 @@ import { checkedProfile, type Profile } from './profile.js';
 export interface AdmissionGateContext {
   readonly capabilities: NativeCapabilities;
   readonly settings: Settings;
-  /** As in `AdmissionFacts`: by default the installed `@kvreuse/registry`'s `blockHashFunction`. */
+  /** As in `AdmissionFacts`: by default the installed `@kvreuse/inventory`'s `blockHashFunction`. */
   readonly blockHashFunction?: string;
 }
 
 /**
- * The declared profile as a readiness gate of `@kvreuse/registry`: install it as
+ * The declared profile as a readiness gate of `@kvreuse/discovery`: install it as
  * `watchWorkerReadiness`'s `admissionGate`. A complete worker passes only when `admit(profile,
  * { workers: [worker], ...context })` admits it; otherwise the gate's reason lists every admission
  * reason. The profile and the context are checked when the gate is made.

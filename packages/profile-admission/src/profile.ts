@@ -37,7 +37,7 @@ export const profileSchema = z
     /** `geometryDigest(geometry)` of `@kvreuse/descriptors`: stated so that a reader sees which digest workers must publish. */
     geometryDigest: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits'),
     blockHash: z.strictObject({
-      /** The block hash function every worker and router hashes with (`blockHashFunction` of `@kvreuse/registry`). */
+      /** The block hash function every worker and router hashes with (`blockHashFunction` of `@kvreuse/inventory`). */
       function: z.string().min(1),
       /** The `inventory.hash_seed` every worker and router of this deployment uses. */
       seed: catalog.inventory.settings.hashSeed.schema,

@@ -12,7 +12,7 @@ import {
   type NativeCapabilities,
   type Profile,
 } from '@kvreuse/profile-admission';
-import { type DiscoveryStore, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/registry';
+import { type DiscoveryStore, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/discovery';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { publishHostWorker, publishParts, type PublishedWorker } from './registered-worker.js';
 import { machineCapabilities, type ReuseSwitches, settingsFor, vramCapabilities, workerOf } from './support.js';

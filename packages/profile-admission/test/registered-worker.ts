@@ -1,6 +1,7 @@
 import { assembleWorker, type Geometry, layoutRankBanks, type RankPart, type Role, type Worker } from '@kvreuse/descriptors';
 import type { Agent, Allocation, Transport } from '@kvreuse/native-bindings';
-import { Bank, buildRankPart, ClusterSecret, type DiscoveryStore, kvreuseOwner, registerRank, type RegisteredRank, releaseRank, startRankPublication, transportMetadataOf } from '@kvreuse/registry';
+import { ClusterSecret, type DiscoveryStore, startRankPublication } from '@kvreuse/discovery';
+import { Bank, buildRankPart, kvreuseOwner, type RegisteredRank, registerRank, releaseRank, transportMetadataOf } from '@kvreuse/registry';
 
 export interface HostWorkerShape {
   readonly workerId: string;

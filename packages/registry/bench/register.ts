@@ -3,14 +3,14 @@
 // watcher on a second connection to the same database file (as another process would see it).
 // Timed: from the first registerRank to the watcher reporting ready. Not timed: creating the agents
 // and allocating the memory, which exist before a worker registers.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { openSqliteDiscovery, watchWorkerReadiness, withdrawRankParts } from '../src/index.js';
+import { openSqliteDiscovery, watchWorkerReadiness, withdrawRankParts } from '@kvreuse/discovery';
 import { prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from '../test/helpers/worker.js';
-import { recordFigures } from './figures.js';
 
 const runs = 9;
 const blocksPerBank = 32;
@@ -64,7 +64,7 @@ const median = timings[Math.floor(timings.length / 2)]!;
 const banks = 8 * 56;
 const bankBytes = 32 * 16_384;
 console.log(`register.tp8.ms: median ${median.toFixed(1)} ms of ${runs} runs (${timings.map((t) => t.toFixed(1)).join(', ')}), ${backend}`);
-recordFigures({
+const figures = {
   'register.tp8.ms': {
     value: Number(median.toFixed(1)),
     unit: 'ms',
@@ -73,4 +73,7 @@ recordFigures({
       `TP=8 Qwen3-0.6B worker, ${banks} banks of ${bankBytes} bytes (kvreuse-allocated), ${backend} agents, registration → ` +
       `ready seen by a second SQLite connection (25 ms watch poll); median of ${runs} runs, min ${timings[0]!.toFixed(1)}, max ${timings.at(-1)!.toFixed(1)}`,
   },
-});
+};
+const partPath = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/registry.json');
+mkdirSync(dirname(partPath), { recursive: true });
+writeFileSync(partPath, `${JSON.stringify({ figures }, null, 2)}\n`);

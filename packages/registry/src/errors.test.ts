@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DiscoveryKeyError, InvalidRegistryOptionError } from './errors.js';
+import { DiscoveryKeyError } from '@kvreuse/discovery';
+import { InvalidRegistryOptionError } from './errors.js';
 
 describe('registry errors', () => {
   it('render refused values as they are: NaN, ±Infinity and bigints as themselves, nested values alike', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryDiscoveryStore } from './discovery/memory.js';
+import { MemoryDiscoveryStore } from '@kvreuse/discovery';
 import { InvalidRegistryOptionError } from './errors.js';
 import { checkArray, checkDurationMs, checkOptionsObject, checkSignal, checkStore } from './options.js';
 

@@ -12,20 +12,19 @@ import {
   claimIncarnationEpoch,
   connectEtcdDiscovery,
   decodeRankPartRecord,
-  defaultInventoryPrefix,
   defaultKeyPrefix,
   DiscoveryAuthenticationError,
   DiscoveryPermissionError,
   type DiscoveryStore,
   DiscoveryTlsError,
   type EtcdDiscoveryOptions,
-  InventoryPublisher,
   openDiscovery,
   publishRankParts,
   type WatchNotice,
   workerKeyPrefix,
   workerPartsPrefix,
-} from '../src/index.js';
+} from '@kvreuse/discovery';
+import { defaultInventoryPrefix, InventoryPublisher } from '@kvreuse/inventory';
 import { EtcdServer, etcdRuns } from './etcd-server.js';
 import { type CertificateAuthority, type CertificateFiles, createCertificateAuthority } from './helpers/certificates.js';
 import { rankPartsOf } from './helpers/rank-parts.js';

@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import { connectEtcdDiscovery, type EtcdDiscoveryOptions, type EtcdDiscoveryStore } from '../src/index.js';
+import { connectEtcdDiscovery, type EtcdDiscoveryOptions, type EtcdDiscoveryStore } from '@kvreuse/discovery';
 import type { CertificateFiles } from './helpers/certificates.js';
 
 export const etcdBinary = [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/local/bin']

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test, vi } from 'vitest';
-import { connectEtcdDiscovery, type DiscoveryStore, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
+import { connectEtcdDiscovery, type DiscoveryStore, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
 import { EtcdServer, etcdRuns } from './etcd-server.js';
 
 vi.setConfig({ testTimeout: 120_000 });

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, expect, test, vi } from 'vitest';
-import { openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '../src/index.js';
+import { openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
 import { ucxTestsRun } from './helpers/ucx.js';
 
 vi.setConfig({ testTimeout: 120_000 });

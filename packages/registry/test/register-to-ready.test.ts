@@ -1,17 +1,8 @@
 import { deriveShard, pieceBytes, referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it, vi } from 'vitest';
-import {
-  buildRankPart,
-  ClusterSecret,
-  claimIncarnationEpoch,
-  loadRankPeer,
-  publishRankParts,
-  registerRank,
-  transportMetadataOf,
-  watchWorkerReadiness,
-  type WorkerReadiness,
-} from '../src/index.js';
+import { claimIncarnationEpoch, ClusterSecret, publishRankParts, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
+import { buildRankPart, loadRankPeer, registerRank, transportMetadataOf } from '../src/index.js';
 import { localBackends } from './helpers/stores.js';
 import { identityOf, type PreparedRank, prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from './helpers/worker.js';
 

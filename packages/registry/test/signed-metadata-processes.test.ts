@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test, vi } from 'vitest';
-import { ClusterSecret } from '../src/index.js';
+import { ClusterSecret } from '@kvreuse/discovery';
 import { EtcdServer, etcdRuns } from './etcd-server.js';
 import { ucxTestsRun } from './helpers/ucx.js';
 

@@ -14,7 +14,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RetainedInventory } from '@kvreuse/registry';
+import { RetainedInventory } from '@kvreuse/inventory';
 import { decide, estimatePull, type RouteContext, type RouteDecision, SourceBook } from '../src/index.js';
 import { readyOf, settingsOf, workerOf } from '../test/support.js';
 

@@ -1,5 +1,5 @@
 import { checkCompatibility } from '@kvreuse/descriptors';
-import { blockHashFunction, blockHashScheme, hashBlockChain } from '@kvreuse/registry';
+import { blockHashFunction, blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 import { describe, expect, it } from 'vitest';
 import { profile, readyOf, Scenario, settingsOf, workerOf } from '../test/support.js';
 import { TransferCalibration } from './calibration.js';

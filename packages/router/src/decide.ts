@@ -1,7 +1,7 @@
 import type { Settings } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Activation } from '@kvreuse/profile-admission';
-import { type AdvisoryRetainedPrefix, blockHashFunction, InventoryEventError, RetainedInventory } from '@kvreuse/registry';
+import { type AdvisoryRetainedPrefix, blockHashFunction, InventoryEventError, RetainedInventory } from '@kvreuse/inventory';
 import type { SourceTier, TransferCalibration } from './calibration.js';
 import { type EstimateKind, estimatePull } from './cost-model.js';
 import { RouteRequestError, RouterOptionError } from './errors.js';
@@ -173,72 +173,111 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
 
   const rejected: RejectedSource[] = [];
   const priced: Priced[] = [];
-  const destinationWorker = destination.worker;
-  const seed = settings.inventory.hashSeed;
-  const gpu = activation.mode === 'gpu';
+  const pricing: Pricing = { sources, destination, router, calibration, activation, seed: settings.inventory.hashSeed, gpu: activation.mode === 'gpu', local, blockTokens };
   for (let i = 0; i < prefixes.length; i++) {
     if (i > 0 && clock() - started > budgetMs) return exceeded(budgetMs, i, rejected);
-    const prefix = prefixes[i]!;
-    const id = prefix.workerId;
-    if (id === destinationWorker.workerId) {
-      reject(rejected, id, 'destination', 'the destination itself');
-      continue;
-    }
-    const state = sources.get(id);
-    if (state === undefined) {
-      reject(rejected, id, 'not-ready', `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`);
-      continue;
-    }
-    if (state.incarnation !== prefix.incarnation) {
-      reject(rejected, id, 'stale-incarnation', `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`);
-      continue;
-    }
-    if (state.worker.role !== 'decode') {
-      reject(rejected, id, 'not-decode', `${id} is a ${state.worker.role} worker; sources are decode workers`);
-      continue;
-    }
-    if (!state.health.healthy) {
-      reject(rejected, id, 'unhealthy', `${id} is unhealthy: ${state.health.reason}`);
-      continue;
-    }
-    if (state.warming) {
-      reject(rejected, id, 'source-warming', `${id} (epoch ${state.epoch}) has not yet published its complete inventory`);
-      continue;
-    }
-    if (state.activePulls >= router.maxConcurrentPullsPerSource) {
-      reject(rejected, id, 'source-busy', `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${router.maxConcurrentPullsPerSource}`);
-      continue;
-    }
-    const incompatible = incompatibility(sources, state, destinationWorker, seed);
-    if (incompatible !== undefined) {
-      reject(rejected, id, 'incompatible', incompatible);
-      continue;
-    }
-    if (prefix.blocks <= local) {
-      reject(rejected, id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${local} already`);
-      continue;
-    }
-    const usable = usablePrefix(prefix, gpu);
-    if (usable.blocks <= local) {
-      const hostRun = usable.blocks === 0 ? 'none of them is' : `only the first ${usable.blocks} are`;
-      reject(
-        rejected,
-        id,
-        'gpu-not-admitted',
-        `${id} retains ${prefix.blocks} leading blocks, ${hostRun} in host memory and the destination holds ${local} already; the rest are in GPU memory only, and GPU reuse is not active: ${activation.reasons.join('; ')}`,
-      );
-      continue;
-    }
-    const tier = usable.tier;
-    const cut = usable.blocks < prefix.blocks ? prefixCut(prefix, usable.blocks, activation.reasons) : undefined;
-    const extent = usable.blocks - local;
-    const linkClass = linkClassBetween(state, destinationWorker, destination.host);
-    const estimate = estimatePull({ extent, blockTokens, tier, linkClass }, router, calibration);
-    const { savingMs, costMs } = estimate;
-    priced.push({ state, prefix, extent, tier, cut, linkClass, savingMs, costMs, net: savingMs - costMs, estimate: estimate.estimate, prefillEstimate: estimate.prefillEstimate });
+    const candidate = priceSource(prefixes[i]!, pricing, rejected);
+    if (candidate !== undefined) priced.push(candidate);
   }
   if (clock() - started > budgetMs) return exceeded(budgetMs, prefixes.length, rejected);
 
+  const considered = prefixes.length;
+  const chosen = choose(priced, router, local, rejected);
+  if (chosen === undefined) return declined(priced, router, considered, rejected);
+  const { state, extent, tier, linkClass } = chosen;
+  const detail = `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}${chosen.cut === undefined ? '' : `; ${chosen.cut.detail}`}`;
+  const decision = pricedDecision(chosen, 'fetch', 'worth-it', detail, considered, rejected);
+  decision.source = {
+    workerId: state.workerId,
+    incarnation: state.incarnation,
+    epoch: state.epoch,
+    blocks: { start: local, count: extent },
+    hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
+    blockTokens,
+    tier,
+    linkClass,
+  };
+  return decision;
+}
+
+/** What the checks of one source read, the same for every source of one decision. */
+interface Pricing {
+  readonly sources: SourceBook;
+  readonly destination: RouteDestination;
+  readonly router: RouteContext['settings']['router'];
+  readonly calibration: RouteContext['calibration'];
+  readonly activation: RouteContext['activation'];
+  readonly seed: string;
+  /** Whether GPU reuse is active. */
+  readonly gpu: boolean;
+  /** Blocks the destination holds already. */
+  readonly local: number;
+  readonly blockTokens: number;
+}
+
+/** Prices the pull of one retained prefix, or rejects its source (into `rejected`, returning undefined) and says why. */
+function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected: RejectedSource[]): Priced | undefined {
+  const id = prefix.workerId;
+  if (id === pricing.destination.worker.workerId) {
+    reject(rejected, id, 'destination', 'the destination itself');
+    return undefined;
+  }
+  const state = pricing.sources.get(id);
+  if (state === undefined) {
+    reject(rejected, id, 'not-ready', `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`);
+    return undefined;
+  }
+  if (state.incarnation !== prefix.incarnation) {
+    reject(rejected, id, 'stale-incarnation', `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`);
+    return undefined;
+  }
+  if (state.worker.role !== 'decode') {
+    reject(rejected, id, 'not-decode', `${id} is a ${state.worker.role} worker; sources are decode workers`);
+    return undefined;
+  }
+  if (!state.health.healthy) {
+    reject(rejected, id, 'unhealthy', `${id} is unhealthy: ${state.health.reason}`);
+    return undefined;
+  }
+  if (state.warming) {
+    reject(rejected, id, 'source-warming', `${id} (epoch ${state.epoch}) has not yet published its complete inventory`);
+    return undefined;
+  }
+  if (state.activePulls >= pricing.router.maxConcurrentPullsPerSource) {
+    reject(rejected, id, 'source-busy', `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${pricing.router.maxConcurrentPullsPerSource}`);
+    return undefined;
+  }
+  const incompatible = incompatibility(pricing.sources, state, pricing.destination.worker, pricing.seed);
+  if (incompatible !== undefined) {
+    reject(rejected, id, 'incompatible', incompatible);
+    return undefined;
+  }
+  if (prefix.blocks <= pricing.local) {
+    reject(rejected, id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${pricing.local} already`);
+    return undefined;
+  }
+  const usable = usablePrefix(prefix, pricing.gpu);
+  if (usable.blocks <= pricing.local) {
+    const hostRun = usable.blocks === 0 ? 'none of them is' : `only the first ${usable.blocks} are`;
+    reject(
+      rejected,
+      id,
+      'gpu-not-admitted',
+      `${id} retains ${prefix.blocks} leading blocks, ${hostRun} in host memory and the destination holds ${pricing.local} already; the rest are in GPU memory only, and GPU reuse is not active: ${pricing.activation.reasons.join('; ')}`,
+    );
+    return undefined;
+  }
+  const tier = usable.tier;
+  const cut = usable.blocks < prefix.blocks ? prefixCut(prefix, usable.blocks, pricing.activation.reasons) : undefined;
+  const extent = usable.blocks - pricing.local;
+  const linkClass = linkClassBetween(state, pricing.destination.worker, pricing.destination.host);
+  const estimate = estimatePull({ extent, blockTokens: pricing.blockTokens, tier, linkClass }, pricing.router, pricing.calibration);
+  const { savingMs, costMs } = estimate;
+  return { state, prefix, extent, tier, cut, linkClass, savingMs, costMs, net: savingMs - costMs, estimate: estimate.estimate, prefillEstimate: estimate.prefillEstimate };
+}
+
+/** Rejects the priced sources that fall short of the thresholds or are outbid; returns the best one left. */
+function choose(priced: Priced[], router: RouteContext['settings']['router'], local: number, rejected: RejectedSource[]): Priced | undefined {
   // Best net saving first; ties go to the longer extent, then to the smaller worker id.
   priced.sort((a, b) => b.net - a.net || b.extent - a.extent || (a.state.workerId < b.state.workerId ? -1 : 1));
   const minBlocks = router.minimumTransferPrefixBlocks;
@@ -258,36 +297,26 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
       reject(rejected, id, 'outbid', describeNet(candidate) + chosenNet);
     }
   }
-  const considered = prefixes.length;
-  if (chosen === undefined) {
-    const best = priced[0];
-    if (best === undefined) {
-      const detail = considered === 0 ? 'no worker retains the first block of the prompt' : `none of the ${considered} workers that retain part of the prompt can serve it`;
-      return recompute('no-candidate', detail, considered, rejected);
-    }
-    // The best candidate decides the reason: too short if even it is, otherwise not worth it.
-    const longest = priced.reduce((a, b) => (b.extent > a.extent ? b : a));
-    const tooShort = longest.extent < minBlocks;
-    const shown = tooShort ? longest : best;
-    const detail = tooShort
-      ? `the longest retained prefix adds ${longest.extent} blocks; router.minimum_transfer_prefix_blocks = ${minBlocks}`
-      : `the best source, ${best.state.workerId}: ${describeNet(best)}; router.minimum_estimated_ttft_saving_ms = ${margin}`;
-    return pricedDecision(shown, 'recompute', tooShort ? 'too-short' : 'not-worth-it', detail, considered, rejected);
+  return chosen;
+}
+
+/** The decision when no source is chosen: why, from the best candidate when there is one. */
+function declined(priced: readonly Priced[], router: RouteContext['settings']['router'], considered: number, rejected: readonly RejectedSource[]): RouteDecision {
+  const minBlocks = router.minimumTransferPrefixBlocks;
+  const margin = router.minimumEstimatedTtftSavingMs;
+  const best = priced[0];
+  if (best === undefined) {
+    const detail = considered === 0 ? 'no worker retains the first block of the prompt' : `none of the ${considered} workers that retain part of the prompt can serve it`;
+    return recompute('no-candidate', detail, considered, rejected);
   }
-  const { state, extent, tier, linkClass } = chosen;
-  const detail = `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}${chosen.cut === undefined ? '' : `; ${chosen.cut.detail}`}`;
-  const decision = pricedDecision(chosen, 'fetch', 'worth-it', detail, considered, rejected);
-  decision.source = {
-    workerId: state.workerId,
-    incarnation: state.incarnation,
-    epoch: state.epoch,
-    blocks: { start: local, count: extent },
-    hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
-    blockTokens,
-    tier,
-    linkClass,
-  };
-  return decision;
+  // The best candidate decides the reason: too short if even it is, otherwise not worth it.
+  const longest = priced.reduce((a, b) => (b.extent > a.extent ? b : a));
+  const tooShort = longest.extent < minBlocks;
+  const shown = tooShort ? longest : best;
+  const detail = tooShort
+    ? `the longest retained prefix adds ${longest.extent} blocks; router.minimum_transfer_prefix_blocks = ${minBlocks}`
+    : `the best source, ${best.state.workerId}: ${describeNet(best)}; router.minimum_estimated_ttft_saving_ms = ${margin}`;
+  return pricedDecision(shown, 'recompute', tooShort ? 'too-short' : 'not-worth-it', detail, considered, rejected);
 }
 
 const noRejections: readonly RejectedSource[] = Object.freeze([]);
@@ -402,7 +431,7 @@ function checkContext(context: RouteContext): void {
   if (settings?.router === undefined || settings.inventory === undefined) {
     throw new RouterOptionError('context.settings', settings, 'the resolved settings (resolveSettings of @kvreuse/config)');
   }
-  if (!(inventory instanceof RetainedInventory)) throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/registry');
+  if (!(inventory instanceof RetainedInventory)) throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/inventory');
   if (!(sources instanceof SourceBook)) throw new RouterOptionError('context.sources', sources, 'a SourceBook');
   if (activation === null || typeof activation !== 'object' || !activationModes.has(activation.mode)) {
     throw new RouterOptionError('context.activation', activation, 'an Activation (explainActivation of @kvreuse/profile-admission)');

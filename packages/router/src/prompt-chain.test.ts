@@ -1,4 +1,4 @@
-import { blockHashScheme, hashBlockChain } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 import { describe, expect, it } from 'vitest';
 import { llama, profile, promptTokens, workerOf } from '../test/support.js';
 import { RouteRequestError } from './errors.js';

@@ -1,5 +1,5 @@
 import type { Worker } from '@kvreuse/descriptors';
-import { blockHashScheme, hashBlockChain } from '@kvreuse/registry';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 import { RouteRequestError } from './errors.js';
 
 /** A prompt as the router takes it: its block-hash chain, or its token ids to hash. */
@@ -8,7 +8,7 @@ export type PromptInput = { readonly chain: BigUint64Array | readonly bigint[] }
 const salts = new Map<string, bigint>();
 
 /**
- * The block salt of a model as served (`blockHashScheme` of @kvreuse/registry: its KV content and the hash
+ * The block salt of a model as served (`blockHashScheme` of @kvreuse/inventory: its KV content and the hash
  * seed), remembered by geometry digest and seed.
  */
 export function saltOf(worker: Worker, hashSeed: string): bigint {
@@ -22,7 +22,7 @@ export function saltOf(worker: Worker, hashSeed: string): bigint {
 }
 
 /**
- * The prompt's block-hash chain: the chain given, or the token ids hashed with the registry's
+ * The prompt's block-hash chain: the chain given, or the token ids hashed with the inventory's
  * model-salted function (`hashBlockChain`) for the destination's geometry and `inventory.hash_seed`,
  * exactly as workers hash what they retain. A partial last block is not hashed.
  */

@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { claimIncarnationEpoch, followInventory, hashBlockChain, InventoryPublisher, RetainedInventory, SqliteDiscoveryStore } from '@kvreuse/registry';
+import { claimIncarnationEpoch, SqliteDiscoveryStore } from '@kvreuse/discovery';
+import { followInventory, hashBlockChain, InventoryPublisher, RetainedInventory } from '@kvreuse/inventory';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { readyOf, workerOf } from '../test/support.js';
 import { PullNotStartedError, RouterOptionError } from './errors.js';

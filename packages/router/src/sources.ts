@@ -1,5 +1,6 @@
 import { checkCompatibility, type Worker } from '@kvreuse/descriptors';
-import { RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
+import { type WorkerReadiness } from '@kvreuse/discovery';
+import { RetainedInventory } from '@kvreuse/inventory';
 import { PullNotStartedError, RouterOptionError } from './errors.js';
 
 /** How far the bytes travel between a source and the destination. */
@@ -79,7 +80,7 @@ export class SourceBook {
   constructor(options: SourceBookOptions = {}) {
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
     if (options.inventory !== undefined && !(options.inventory instanceof RetainedInventory)) {
-      throw new RouterOptionError('options.inventory', options.inventory, 'a RetainedInventory of @kvreuse/registry');
+      throw new RouterOptionError('options.inventory', options.inventory, 'a RetainedInventory of @kvreuse/inventory');
     }
     this.inventory = options.inventory;
   }
@@ -90,7 +91,7 @@ export class SourceBook {
    */
   observe(readiness: WorkerReadiness, options: ObserveOptions = {}): boolean {
     if (readiness === null || typeof readiness !== 'object' || typeof readiness.workerId !== 'string') {
-      throw new RouterOptionError('readiness', readiness, 'a WorkerReadiness of @kvreuse/registry');
+      throw new RouterOptionError('readiness', readiness, 'a WorkerReadiness of @kvreuse/discovery');
     }
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
     const entry: Entry = this.entries.get(readiness.workerId) ?? { source: undefined, epoch: 0, compatibility: new Map(), lastDestination: undefined, lastVerdict: undefined };

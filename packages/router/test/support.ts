@@ -3,7 +3,8 @@
 import { resolveSettings, type Settings } from '@kvreuse/config';
 import { assembleWorker, type Geometry, layoutRankBanks, type MemKind, parseRankPart, referenceGeometries, type Role, serializeRankPart, type Worker } from '@kvreuse/descriptors';
 import { builtInProfile, explainActivation, type NativeCapabilities } from '@kvreuse/profile-admission';
-import { blockHashScheme, hashBlockChain, type RetentionTier, RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
+import { type WorkerReadiness } from '@kvreuse/discovery';
+import { blockHashScheme, hashBlockChain, RetainedInventory, type RetentionTier } from '@kvreuse/inventory';
 import { type RouteContext, SourceBook, type TransferCalibration } from '@kvreuse/router';
 
 export const profile = builtInProfile('llama-3.1-8b-bf16-b64');

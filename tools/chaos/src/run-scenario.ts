@@ -9,7 +9,14 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { DemoProcessError } from '@kvreuse/cli';
 import { type HintLine, type PullReport, RankProcesses, type RankDrain, type RankSpec } from '@kvreuse/cli/internal';
 import { defaultSettings, type Settings } from '@kvreuse/config';
-import { ClusterSecret, type DiscoveryStore, openDiscovery, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/registry';
+import {
+  ClusterSecret,
+  type DiscoveryStore,
+  openDiscovery,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+  type WorkerReadinessWatch,
+} from '@kvreuse/discovery';
 import Database from 'better-sqlite3';
 import { ChaosHangError, ChaosInvariantError, ChaosSetupError } from './errors.js';
 import { EtcdProcess } from './etcd-process.js';

@@ -11,7 +11,8 @@ import {
   type RankId,
   type Worker,
 } from '@kvreuse/descriptors';
-import { blockHashScheme, hashBlockChain, RetainedInventory, type WorkerReadiness } from '@kvreuse/registry';
+import { type WorkerReadiness } from '@kvreuse/discovery';
+import { blockHashScheme, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import { decide, type RouteDecision, SourceBook } from '@kvreuse/router';
 
 const examplesDir = join(dirname(fileURLToPath(import.meta.url)), '../examples');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { RankPart } from '@kvreuse/descriptors';
-import { encodeRankPartRecord, parseRankPartKey, RankPartRefusedError, rankPartKey, safeDecodeRankPartRecord } from '@kvreuse/registry';
+import { encodeRankPartRecord, parseRankPartKey, rankPartKey, RankPartRefusedError, safeDecodeRankPartRecord } from '@kvreuse/discovery';
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { fuzz } from './fuzz-run.js';

@@ -1,6 +1,7 @@
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { Bank, buildRankPart, ClusterSecret, kvreuseOwner, MemoryDiscoveryStore, registerRank, releaseRank, startRankPublication, transportMetadataOf } from '@kvreuse/registry';
+import { ClusterSecret, MemoryDiscoveryStore, startRankPublication } from '@kvreuse/discovery';
+import { Bank, buildRankPart, kvreuseOwner, registerRank, releaseRank, transportMetadataOf } from '@kvreuse/registry';
 
 const geometry = referenceGeometries['qwen3-0.6b'];
 const worker = { workerId: 'decode-0', incarnation: 'decode-0-a', role: 'decode', geometry, tpSize: 1, ppSize: 1, dpRank: 0 } as const;

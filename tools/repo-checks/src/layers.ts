@@ -3,6 +3,8 @@ export const layerOrder = [
   'errors',
   'config',
   'descriptors',
+  'discovery',
+  'inventory',
   'native-bindings',
   'registry',
   'drain',

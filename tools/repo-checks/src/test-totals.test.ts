@@ -86,7 +86,7 @@ describe('testTotals', () => {
   it('finds the folder of every workspace package with a test script', () => {
     expect(testProjects(repoRoot).sort()).toEqual([
       'examples',
-      ...['cli', 'config', 'descriptors', 'drain', 'endpoint', 'errors', 'native-bindings', 'profile-admission', 'registry', 'router'].map((name) => `packages/${name}`),
+      ...['cli', 'config', 'descriptors', 'discovery', 'drain', 'endpoint', 'errors', 'inventory', 'native-bindings', 'profile-admission', 'registry', 'router'].map((name) => `packages/${name}`),
       ...['chaos', 'demo', 'fuzz', 'pack-install', 'readme-snippets', 'repo-checks'].map((name) => `tools/${name}`),
     ]);
   });

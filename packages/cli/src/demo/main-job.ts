@@ -14,17 +14,8 @@ import type { Settings } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Backend, Capabilities } from '@kvreuse/native-bindings';
 import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
-import {
-  blockHashScheme,
-  blockHashToHex,
-  ClusterSecret,
-  type DiscoveryStore,
-  followInventory,
-  hashBlockChain,
-  openDiscovery,
-  RetainedInventory,
-  watchWorkerReadiness,
-} from '@kvreuse/registry';
+import { ClusterSecret, type DiscoveryStore, openDiscovery, watchWorkerReadiness } from '@kvreuse/discovery';
+import { blockHashScheme, blockHashToHex, followInventory, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import { decide, type FetchHint, type RouteContext, type RouteDecision, type RouteRequest, SourceBook, TransferCalibration } from '@kvreuse/router';
 import { DemoProcessError } from '../errors.js';
 import type { WhenInterrupted } from '../interrupts.js';

@@ -3,7 +3,7 @@
 // field by field; a line of a known type with a bad field is a DemoMessageError naming the field.
 import type { DrainReport } from '@kvreuse/drain';
 import { type EndpointDrainReport, type VerifyMode, verifyModes } from '@kvreuse/endpoint';
-import { blockHashFromHex, blockHashToHex } from '@kvreuse/registry';
+import { blockHashFromHex, blockHashToHex } from '@kvreuse/inventory';
 import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers, type TransferReceipt } from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
 import { type QuarantineMessage, terminalStates } from './quarantine-report.js';

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openSqliteDiscovery } from '@kvreuse/registry';
+import { openSqliteDiscovery } from '@kvreuse/discovery';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DemoProcessError } from '../errors.js';
 import { readyWorker } from './ready-worker.js';

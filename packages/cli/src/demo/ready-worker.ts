@@ -1,6 +1,6 @@
 // A worker of the demo as discovery holds it, once every rank of it is published.
 import type { Worker } from '@kvreuse/descriptors';
-import { type DiscoveryStore, watchWorkerReadiness } from '@kvreuse/registry';
+import { type DiscoveryStore, watchWorkerReadiness } from '@kvreuse/discovery';
 import { DemoProcessError } from '../errors.js';
 
 /** The worker's descriptor from its published rank parts; DemoProcessError naming why when it is not ready. */

@@ -2,7 +2,7 @@
 // ucx agent per rank, each a serving ReuseEndpoint) publishing to the SQLite discovery file it is
 // given. It reports its incarnation and epoch once ready; on SIGTERM it drains both ranks and reports
 // each drain (pins waited for, banks returned), then exits.
-import { openClusterSecret, openSqliteDiscovery } from '@kvreuse/registry';
+import { openClusterSecret, openSqliteDiscovery } from '@kvreuse/discovery';
 import { allReady, openWorker, start } from '../support/endpoint-workers.js';
 
 const [path = ''] = process.argv.slice(2);

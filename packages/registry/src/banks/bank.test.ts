@@ -8,8 +8,8 @@ import {
   BankReinstateError,
   BankStateError,
   InvalidBankError,
-  type BankState,
 } from '../errors.js';
+import type { BankState } from './label.js';
 import type { Region } from '@kvreuse/native-bindings';
 import { Bank, type BankSpec } from './bank.js';
 import { frameworkOwner, kvreuseOwner } from './owner.js';

@@ -9,10 +9,8 @@ import {
   BankReinstateError,
   BankStateError,
   InvalidBankError,
-  type BankLabel,
-  type BankRetainedBy,
-  type BankState,
 } from '../errors.js';
+import type { BankLabel, BankRetainedBy, BankState } from './label.js';
 import type { BankOwner } from './owner.js';
 
 

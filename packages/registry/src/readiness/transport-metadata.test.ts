@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Agent, type Allocation, loadTransport, type Region } from '@kvreuse/native-bindings';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ClusterSecret } from '../discovery/cluster-secret.js';
+import { ClusterSecret } from '@kvreuse/discovery';
 import { loadRankPeer, transportMetadataOf } from './transport-metadata.js';
 
 const transport = loadTransport();

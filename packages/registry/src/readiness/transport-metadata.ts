@@ -1,11 +1,9 @@
 import type { RankId, RankPart } from '@kvreuse/descriptors';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
-import { ClusterSecret } from '../discovery/cluster-secret.js';
-import { InvalidRegistryOptionError, RankPartPublicationError } from '../errors.js';
+import { ClusterSecret, RankPartPublicationError, signMetadata, verifiedMetadata, type WorkerIncarnation } from '@kvreuse/discovery';
+import { InvalidRegistryOptionError } from '../errors.js';
 import { checkFunction, checkOptionsObject } from '../options.js';
-import { signMetadata, verifiedMetadata } from './metadata-signature.js';
-import type { TransportMetadata } from './publish.js';
-import type { WorkerIncarnation } from './rank-part-keys.js';
+import type { TransportMetadata } from './build-rank-part.js';
 
 /**
  * The blob header this reader knows (native/src/metadata.c, little-endian): "KVTM" | u16 version | u16 backend | u64 incarnation | u64 generation.

@@ -6,9 +6,8 @@ import {
   InvalidRankBanksError,
   RankRegistrationError,
   RankReleaseError,
-  type BankLabel,
-  type RetainedBank,
 } from '../errors.js';
+import type { BankLabel, RetainedBank } from '../banks/label.js';
 import { checkArray, checkDurationMs, checkFunction, checkNonEmptyString, checkOptionsObject, checkSignal } from '../options.js';
 
 /** The part of a native agent that registration uses. */

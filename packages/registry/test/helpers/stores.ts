@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type DiscoveryStore, MemoryDiscoveryStore, openSqliteDiscovery } from '../../src/index.js';
+import { type DiscoveryStore, MemoryDiscoveryStore, openSqliteDiscovery } from '@kvreuse/discovery';
 import { ManualClock } from './clock.js';
 
 export interface StoreUnderTest {

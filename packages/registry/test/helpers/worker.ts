@@ -1,16 +1,12 @@
 import { type Geometry, layoutRankBanks } from '@kvreuse/descriptors';
 import type { Agent, Allocation, Backend, Transport } from '@kvreuse/native-bindings';
+import { claimIncarnationEpoch, ClusterSecret, type DiscoveryStore, type LeaseId, publishRankParts } from '@kvreuse/discovery';
 import {
   Bank,
   buildRankPart,
-  ClusterSecret,
-  claimIncarnationEpoch,
-  type DiscoveryStore,
   kvreuseOwner,
-  type LeaseId,
-  publishRankParts,
-  registerRank,
   type RegisteredRank,
+  registerRank,
   releaseRank,
   transportMetadataOf,
   type WorkerIdentity,

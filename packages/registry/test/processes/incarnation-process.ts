@@ -10,17 +10,14 @@
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import {
-  buildRankPart,
   ClusterSecret,
   connectEtcdDiscovery,
   type DiscoveryStore,
   openSqliteDiscovery,
-  registerRank,
-  releaseRank,
   startRankPublication,
   type SupersededError,
-  transportMetadataOf,
-} from '../../src/index.js';
+} from '@kvreuse/discovery';
+import { buildRankPart, registerRank, releaseRank, transportMetadataOf } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 
 const [backend, location, workerId, incarnation, leaseTtlMs] = process.argv.slice(2);

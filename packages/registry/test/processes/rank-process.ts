@@ -4,7 +4,8 @@
 // Arguments: <sqlite path> <workerId> <incarnation> <tpRank> <tpSize> <leaseTtlMs>
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
-import { buildRankPart, openClusterSecret, openSqliteDiscovery, registerRank, releaseRank, startRankPublication, transportMetadataOf } from '../../src/index.js';
+import { openClusterSecret, openSqliteDiscovery, startRankPublication } from '@kvreuse/discovery';
+import { buildRankPart, registerRank, releaseRank, transportMetadataOf } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 
 const [path, workerId, incarnation, tpRank, tpSize, leaseTtlMs] = process.argv.slice(2);

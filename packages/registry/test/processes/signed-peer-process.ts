@@ -7,20 +7,15 @@
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport, type Peer } from '@kvreuse/native-bindings';
 import {
-  buildRankPart,
   connectEtcdDiscovery,
   type DiscoveryStore,
-  loadRankPeer,
   openClusterSecret,
   openSqliteDiscovery,
-  type RegistryError,
-  registerRank,
-  releaseRank,
   startRankPublication,
-  transportMetadataOf,
   watchWorkerReadiness,
   type WorkerReadiness,
-} from '../../src/index.js';
+} from '@kvreuse/discovery';
+import { buildRankPart, loadRankPeer, registerRank, type RegistryError, releaseRank, transportMetadataOf } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 
 const [backend, location, secretFile, workerId, peers] = process.argv.slice(2);

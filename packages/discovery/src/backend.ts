@@ -1,0 +1,2 @@
+/** The kind of store behind a `DiscoveryStore`. */
+export type DiscoveryBackend = 'memory' | 'sqlite' | 'etcd';

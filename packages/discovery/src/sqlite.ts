@@ -1,0 +1,446 @@
+import { readFileSync } from 'node:fs';
+import { uptime } from 'node:os';
+import { resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import {
+  DiscoveryArgumentError,
+  DiscoveryClosedError,
+  DiscoveryLeaseError,
+  DiscoveryUnavailableError,
+  DiscoveryError,
+} from './errors.js';
+import {
+  checkCompactRevision,
+  checkCompares,
+  checkFromRevision,
+  checkKey,
+  checkLeaseId,
+  checkPrefix,
+  checkTtl,
+  encodeValue,
+  failedCompare,
+  keyBytes,
+  prefixEnd,
+  type ResolvedWrite,
+  resolveCommit,
+  wholeOption,
+} from './common.js';
+import { betterSqlite3 } from './drivers.js';
+import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
+import type {
+  CommitOptions,
+  DiscoveryEntry,
+  DiscoveryEvent,
+  DiscoveryOperation,
+  DiscoverySnapshot,
+  DiscoveryStore,
+  DiscoveryValue,
+  DiscoveryWatch,
+  Lease,
+  LeaseId,
+  PutOptions,
+  WatchListener,
+  WatchOptions,
+} from './types.js';
+
+export interface SqliteDiscoveryOptions {
+  /** How often watchers poll the revision counter (default 25 ms). */
+  readonly pollIntervalMs?: number;
+  /** How many revisions of change history are kept for resuming watchers (default 10,000). */
+  readonly historyRevisions?: number;
+  /** How long a write waits for another process's write lock (default 5,000 ms). */
+  readonly busyTimeoutMs?: number;
+  /**
+   * The clock lease deadlines are kept in: monotonic milliseconds that every process using the file
+   * reads alike (default: the machine's CLOCK_MONOTONIC, through `process.hrtime`).
+   */
+  readonly now?: () => number;
+  /**
+   * Which clock `now` reads: leases recorded under another clock are dropped when the file is
+   * opened (default: the machine's boot id, so that a reboot, which restarts CLOCK_MONOTONIC,
+   * expires the leases of the processes it ended). Give your own with your own `now`.
+   */
+  readonly clockId?: string;
+}
+
+// Lease deadlines are CLOCK_MONOTONIC milliseconds, not wall-clock time. Every process on one
+// machine reads the same CLOCK_MONOTONIC (it counts from boot and nothing sets it), so a deadline
+// written by one process means the same instant to all the others, and a wall-clock step (NTP,
+// an administrator, a VM resume correcting its time) cannot expire live leases en masse, nor keep
+// dead ones alive. What the monotonic clock cannot survive is a reboot: it restarts near zero.
+// So the file records which clock its deadlines are in (the boot id), and opening it under
+// another clock drops every lease recorded under the old one — their processes did not survive
+// the reboot either. A process stopped (SIGSTOP) past its lease finds the lease gone when it
+// resumes, because the clock kept counting while it was stopped.
+const monotonicNow = (): number => Number(process.hrtime.bigint() / 1_000_000n);
+
+function bootClockId(): string {
+  try {
+    return `boot:${readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()}`;
+  } catch {
+    // No Linux boot id: the boot time to the minute stands in for it.
+    return `boot-time:${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
+  }
+}
+
+interface KvRow {
+  key: Buffer;
+  value: Buffer;
+  create_rev: number;
+  mod_rev: number;
+  lease: number | null;
+}
+
+interface EventRow extends KvRow {
+  revision: number;
+  deleted: number;
+}
+
+const schema = `
+  CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+  INSERT OR IGNORE INTO meta (name, value) VALUES ('revision', 0), ('compacted', 0);
+  CREATE TABLE IF NOT EXISTS kv (
+    key BLOB PRIMARY KEY, value BLOB NOT NULL, create_rev INTEGER NOT NULL, mod_rev INTEGER NOT NULL, lease INTEGER
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS kv_lease ON kv (lease) WHERE lease IS NOT NULL;
+  CREATE TABLE IF NOT EXISTS leases (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, ttl_ms INTEGER NOT NULL, expires_at INTEGER NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires_at);
+  CREATE TABLE IF NOT EXISTS clock (id TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS events (
+    revision INTEGER NOT NULL, seq INTEGER NOT NULL, deleted INTEGER NOT NULL, key BLOB NOT NULL,
+    value BLOB, create_rev INTEGER, mod_rev INTEGER, lease INTEGER, PRIMARY KEY (revision, seq)
+  ) WITHOUT ROWID;
+`;
+
+const toEntry = (row: KvRow): DiscoveryEntry => ({
+  key: row.key.toString('utf8'),
+  value: new Uint8Array(row.value.buffer, row.value.byteOffset, row.value.byteLength),
+  createRevision: row.create_rev,
+  modRevision: row.mod_rev,
+  lease: row.lease === null ? undefined : String(row.lease),
+});
+
+/**
+ * Discovery for several processes on one machine, in one SQLite file (WAL). Every write is an
+ * IMMEDIATE transaction that bumps one revision counter and appends its changes to an event log;
+ * leases are monotonic deadlines (see above), swept by whichever process touches the store next;
+ * watchers poll the revision counter (one indexed read per tick) and read the log only when it moved.
+ */
+export class SqliteDiscoveryStore implements DiscoveryStore {
+  readonly backend = 'sqlite';
+  private readonly db: Database.Database;
+  private readonly hub: LocalWatchHub;
+  private readonly now: () => number;
+  private readonly pollIntervalMs: number;
+  private readonly historyRevisions: number;
+  private readonly statements;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private polledRevision = 0;
+  private pollFailure: DiscoveryUnavailableError | undefined;
+  private closed = false;
+  /** The database file, resolved to an absolute path (relative paths are taken from the working directory). */
+  readonly path: string;
+  /** The clock the lease deadlines are in (`clockId`). */
+  readonly clockId: string;
+
+  constructor(path: string, options: SqliteDiscoveryOptions = {}) {
+    if (typeof path !== 'string' || path.length === 0) {
+      throw new DiscoveryArgumentError('sqlite', 'path', path, 'the database path is a non-empty string');
+    }
+    this.path = resolve(path);
+    this.now = options.now ?? monotonicNow;
+    if (options.clockId !== undefined && (typeof options.clockId !== 'string' || options.clockId.length === 0)) {
+      throw new DiscoveryArgumentError(this.backend, 'clockId', options.clockId, 'a clock id is a non-empty string');
+    }
+    this.clockId = options.clockId ?? bootClockId();
+    this.pollIntervalMs = wholeOption(this.backend, 'pollIntervalMs', options.pollIntervalMs, 25);
+    this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
+    const busyTimeoutMs = wholeOption(this.backend, 'busyTimeoutMs', options.busyTimeoutMs, 5_000);
+    const Driver = betterSqlite3();
+    try {
+      this.db = new Driver(this.path, { timeout: busyTimeoutMs });
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = NORMAL');
+      this.db.transaction(() => this.db.exec(schema)).immediate();
+    } catch (error) {
+      throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
+    }
+    const db = this.db;
+    this.statements = {
+      revision: db.prepare<[], number>("SELECT value FROM meta WHERE name = 'revision'").pluck(),
+      compacted: db.prepare<[], number>("SELECT value FROM meta WHERE name = 'compacted'").pluck(),
+      setMeta: db.prepare<[number, string]>('UPDATE meta SET value = ? WHERE name = ?'),
+      get: db.prepare<[Buffer], KvRow>('SELECT * FROM kv WHERE key = ?'),
+      range: db.prepare<[Buffer, Buffer], KvRow>('SELECT * FROM kv WHERE key >= ? AND key < ? ORDER BY key'),
+      rangeAll: db.prepare<[Buffer], KvRow>('SELECT * FROM kv WHERE key >= ? ORDER BY key'),
+      upsert: db.prepare<[Buffer, Buffer, number, number, number | null]>(
+        `INSERT INTO kv (key, value, create_rev, mod_rev, lease) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value, mod_rev = excluded.mod_rev, lease = excluded.lease`,
+      ),
+      remove: db.prepare<[Buffer]>('DELETE FROM kv WHERE key = ?'),
+      logEvent: db.prepare<[number, number, number, Buffer, Buffer | null, number | null, number | null, number | null]>(
+        'INSERT INTO events (revision, seq, deleted, key, value, create_rev, mod_rev, lease) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      ),
+      eventsFrom: db.prepare<[number], EventRow>('SELECT * FROM events WHERE revision >= ? ORDER BY revision, seq'),
+      compact: db.prepare<[number]>('DELETE FROM events WHERE revision <= ?'),
+      grant: db.prepare<[number, number]>('INSERT INTO leases (ttl_ms, expires_at) VALUES (?, ?)'),
+      leaseTtl: db.prepare<[number], number>('SELECT ttl_ms FROM leases WHERE id = ?').pluck(),
+      renew: db.prepare<[number, number]>('UPDATE leases SET expires_at = ? + ttl_ms WHERE id = ?'),
+      dropLease: db.prepare<[number]>('DELETE FROM leases WHERE id = ?'),
+      leaseKeys: db.prepare<[number], Buffer>('SELECT key FROM kv WHERE lease = ?').pluck(),
+      nextExpiry: db.prepare<[], number | null>('SELECT MIN(expires_at) FROM leases').pluck(),
+      expired: db.prepare<[number], number>('SELECT id FROM leases WHERE expires_at <= ?').pluck(),
+      allLeases: db.prepare<[], number>('SELECT id FROM leases').pluck(),
+      clock: db.prepare<[], string>('SELECT id FROM clock').pluck(),
+      clearClock: db.prepare('DELETE FROM clock'),
+      setClock: db.prepare<[string]>('INSERT INTO clock (id) VALUES (?)'),
+    };
+    try {
+      this.write(() => this.adoptClock());
+    } catch (error) {
+      this.db.close();
+      throw new DiscoveryUnavailableError(this.backend, 'open', undefined, { cause: error, location: this.path });
+    }
+    this.hub = new LocalWatchHub({
+      currentRevision: () => this.statements.revision.get() ?? 0,
+      batchesFrom: (from) => this.batchesFrom(from),
+      snapshot: (prefix) => this.snapshot(prefix),
+    });
+  }
+
+  async grantLease(ttlMs: number): Promise<Lease> {
+    checkTtl(this.backend, ttlMs);
+    return this.run('grantLease', undefined, () => {
+      const id = this.statements.grant.run(ttlMs, this.now() + ttlMs).lastInsertRowid;
+      return { id: String(id), ttlMs };
+    });
+  }
+
+  async keepAlive(lease: LeaseId): Promise<void> {
+    const id = Number(checkLeaseId(this.backend, lease));
+    this.run('keepAlive', undefined, () =>
+      this.write(() => {
+        if (this.statements.renew.run(this.now(), id).changes === 0) throw new DiscoveryLeaseError(this.backend, lease);
+      }),
+    );
+  }
+
+  async revokeLease(lease: LeaseId): Promise<void> {
+    const id = Number(checkLeaseId(this.backend, lease));
+    this.run('revokeLease', undefined, () => this.write(() => this.dropLeases([id])));
+  }
+
+  async put(key: string, value: DiscoveryValue, options: PutOptions = {}): Promise<number> {
+    checkKey(this.backend, key);
+    const lease = options.lease === undefined ? undefined : checkLeaseId(this.backend, options.lease);
+    const write: ResolvedWrite = { type: 'put', value: encodeValue(this.backend, key, value), lease };
+    return this.run('put', key, () => this.write(() => this.apply(new Map([[key, write]]))));
+  }
+
+  async get(key: string): Promise<DiscoveryEntry | undefined> {
+    checkKey(this.backend, key);
+    return this.run('get', key, () => {
+      const row = this.statements.get.get(keyBytes(key));
+      return row === undefined ? undefined : toEntry(row);
+    });
+  }
+
+  async list(prefix: string): Promise<DiscoverySnapshot> {
+    checkPrefix(this.backend, prefix);
+    return this.run('list', prefix, () => this.snapshot(prefix));
+  }
+
+  async delete(key: string): Promise<boolean> {
+    checkKey(this.backend, key);
+    return this.run('delete', key, () =>
+      this.write(() => {
+        if (this.statements.get.get(keyBytes(key)) === undefined) return false;
+        this.apply(new Map([[key, { type: 'delete' }]]));
+        return true;
+      }),
+    );
+  }
+
+  async commit(operations: readonly DiscoveryOperation[], options?: CommitOptions): Promise<number> {
+    const compares = checkCompares(this.backend, options);
+    return this.run('commit', undefined, () =>
+      this.write(() => {
+        const writes = resolveCommit(
+          this.backend,
+          operations,
+          (prefix) => this.rangeRows(prefix).map((row) => row.key.toString('utf8')),
+          (key) => this.statements.get.get(keyBytes(key)) !== undefined,
+        );
+        const refused = failedCompare(this.backend, compares, (key) => this.statements.get.get(keyBytes(key))?.mod_rev ?? 0);
+        if (refused !== undefined) throw refused;
+        return writes.size === 0 ? (this.statements.revision.get() ?? 0) : this.apply(writes);
+      }),
+    );
+  }
+
+  async compact(revision: number): Promise<void> {
+    this.run('compact', undefined, () =>
+      this.write(() => this.forgetBefore(checkCompactRevision(this.backend, revision, this.statements.revision.get() ?? 0))),
+    );
+  }
+
+  async watch(prefix: string, listener: WatchListener, options: WatchOptions = {}): Promise<DiscoveryWatch> {
+    checkPrefix(this.backend, prefix);
+    const fromRevision = checkFromRevision(this.backend, options.fromRevision);
+    return this.run('watch', prefix, () => {
+      if (this.pollTimer === undefined) {
+        this.polledRevision = this.statements.revision.get() ?? 0;
+        this.pollTimer = setInterval(() => this.poll(), this.pollIntervalMs);
+      }
+      return this.hub.add(prefix, listener, fromRevision);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.pollTimer);
+    this.hub.closeAll();
+    this.db.close();
+  }
+
+  /** Runs a step after sweeping expired leases; wraps SQLite failures as `DiscoveryUnavailableError`. */
+  private run<T>(operation: string, key: string | undefined, step: () => T): T {
+    if (this.closed) throw new DiscoveryClosedError(this.backend, operation);
+    try {
+      this.sweepExpired();
+      return step();
+    } catch (error) {
+      if (error instanceof DiscoveryError) throw error;
+      throw new DiscoveryUnavailableError(this.backend, operation, key, { cause: error, location: this.path });
+    }
+  }
+
+  private write<T>(step: () => T): T {
+    return this.db.transaction(step).immediate();
+  }
+
+  /** Drops the leases recorded under another clock (a previous boot) and records ours. Call inside a write transaction. */
+  private adoptClock(): void {
+    if (this.statements.clock.get() === this.clockId) return;
+    this.dropLeases(this.statements.allLeases.all());
+    this.statements.clearClock.run();
+    this.statements.setClock.run(this.clockId);
+  }
+
+  private sweepExpired(): void {
+    const next = this.statements.nextExpiry.get();
+    if (next === null || next === undefined || next > this.now()) return;
+    this.write(() => this.dropLeases(this.statements.expired.all(this.now())));
+  }
+
+  /** Deletes leases and, as one revision, every key they held. Call inside a write transaction. */
+  private dropLeases(ids: readonly number[]): void {
+    const writes = new Map<string, ResolvedWrite>();
+    for (const id of ids) {
+      for (const key of this.statements.leaseKeys.all(id)) writes.set(key.toString('utf8'), { type: 'delete' });
+      this.statements.dropLease.run(id);
+    }
+    if (writes.size > 0) this.apply(writes);
+  }
+
+  /** Applies writes as one revision and logs them. Call inside a write transaction. */
+  private apply(writes: ReadonlyMap<string, ResolvedWrite>): number {
+    const s = this.statements;
+    for (const [key, write] of writes) {
+      if (write.type === 'put' && write.lease !== undefined && s.leaseTtl.get(Number(write.lease)) === undefined) {
+        throw new DiscoveryLeaseError(this.backend, write.lease, key);
+      }
+    }
+    const revision = (s.revision.get() ?? 0) + 1;
+    let seq = 0;
+    for (const [key, write] of writes) {
+      const bytes = keyBytes(key);
+      if (write.type === 'delete') {
+        s.remove.run(bytes);
+        s.logEvent.run(revision, seq++, 1, bytes, null, null, null, null);
+        continue;
+      }
+      const value = Buffer.from(write.value.buffer, write.value.byteOffset, write.value.byteLength);
+      const lease = write.lease === undefined ? null : Number(write.lease);
+      const createRevision = s.get.get(bytes)?.create_rev ?? revision;
+      s.upsert.run(bytes, value, createRevision, revision, lease);
+      s.logEvent.run(revision, seq++, 0, bytes, value, createRevision, revision, lease);
+    }
+    s.setMeta.run(revision, 'revision');
+    this.forgetBefore(revision + 1 - this.historyRevisions);
+    return revision;
+  }
+
+  /** Drops the logged changes before `revision`. Call inside a write transaction. */
+  private forgetBefore(revision: number): void {
+    if (revision - 1 <= (this.statements.compacted.get() ?? 0)) return;
+    this.statements.compact.run(revision - 1);
+    this.statements.setMeta.run(revision - 1, 'compacted');
+  }
+
+  private rangeRows(prefix: string): KvRow[] {
+    const start = keyBytes(prefix);
+    const end = prefixEnd(start);
+    return end.length === 0 ? this.statements.rangeAll.all(start) : this.statements.range.all(start, end);
+  }
+
+  private snapshot(prefix: string): DiscoverySnapshot {
+    return this.db.transaction(() => ({
+      entries: this.rangeRows(prefix).map(toEntry),
+      revision: this.statements.revision.get() ?? 0,
+    }))();
+  }
+
+  private batchesFrom(from: number): ChangeBatch[] | undefined {
+    return this.db.transaction(() => {
+      if (from <= (this.statements.compacted.get() ?? 0)) return undefined;
+      const batches: { revision: number; events: DiscoveryEvent[] }[] = [];
+      for (const row of this.statements.eventsFrom.iterate(from)) {
+        const event: DiscoveryEvent =
+          row.deleted === 1
+            ? { type: 'delete', key: row.key.toString('utf8'), revision: row.revision }
+            : { type: 'put', entry: toEntry(row) };
+        const last = batches.at(-1);
+        if (last?.revision === row.revision) last.events.push(event);
+        else batches.push({ revision: row.revision, events: [event] });
+      }
+      return batches;
+    })();
+  }
+
+  private poll(): void {
+    if (this.closed) return;
+    if (this.hub.size === 0) {
+      clearInterval(this.pollTimer);
+      this.pollTimer = undefined;
+      return;
+    }
+    try {
+      this.sweepExpired();
+      const current = this.statements.revision.get() ?? 0;
+      if (current > this.polledRevision) {
+        const batches = this.batchesFrom(this.polledRevision + 1);
+        this.polledRevision = current;
+        if (batches === undefined) this.hub.resyncAll('the change history moved past this watcher between two polls');
+        else this.hub.publish(batches);
+      }
+      if (this.pollFailure !== undefined) {
+        this.pollFailure = undefined;
+        this.hub.broadcast({ type: 'restored' });
+      }
+    } catch (error) {
+      // The next tick tries again; watchers are told once that their view may be stale.
+      if (this.pollFailure === undefined) {
+        this.pollFailure = new DiscoveryUnavailableError(this.backend, 'watch poll', undefined, { cause: error, location: this.path });
+        this.hub.broadcast({ type: 'outage', error: this.pollFailure });
+      }
+    }
+  }
+}
+
+export function openSqliteDiscovery(path: string, options?: SqliteDiscoveryOptions): SqliteDiscoveryStore {
+  return new SqliteDiscoveryStore(path, options);
+}

@@ -1,0 +1,203 @@
+// Carries inventory batches through discovery: each worker writes its latest batch to one key,
+// `<prefix><workerId>`, under its lease; followers watch the prefix and apply every batch in order.
+// A follower that joins late or must resync sees only the latest batch of each worker, so workers
+// re-announce what they retain before it expires (the inventory is advisory: it catches up within
+// one expiry period). When a worker's key disappears (its lease ended) it is forgotten. Every batch
+// carries its incarnation's epoch and is written fenced by it, so a superseded incarnation (a
+// zombie) never replaces a newer one's batch. Once a worker has published its complete inventory it
+// says so in that batch and in every later one of the incarnation (the follower may see only the latest).
+import { commitFenced, DiscoveryCompareError, type DiscoveryEntry, type DiscoveryStore, type DiscoveryWatch, isEpoch, type LeaseId, SupersededError, type WatchNotice } from '@kvreuse/discovery';
+import { InvalidInventoryOptionError, InventoryEventError, InventoryWithdrawnError } from './errors.js';
+import { checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
+import { encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
+import { RetainedInventory } from './retained-inventory.js';
+
+export const defaultInventoryPrefix = 'kvreuse/inventory/';
+
+export interface InventoryPublisherOptions {
+  readonly workerId: string;
+  readonly incarnation: string;
+  /** The incarnation's epoch (`claimIncarnationEpoch`, or `RankPublication.epoch`). */
+  readonly epoch: number;
+  /** The worker's lease: its inventory disappears with it. */
+  readonly lease: LeaseId;
+  readonly prefix?: string;
+  /** Where the worker's epoch fence lives: the rank parts' key prefix (default `kvreuse/`). */
+  readonly keyPrefix?: string;
+}
+
+export interface InventoryPublishOptions {
+  /** This batch completes the incarnation's inventory (it stays complete: later batches say so too). */
+  readonly complete?: boolean;
+}
+
+/**
+ * Publishes one worker incarnation's inventory events, numbered in order, each batch fenced by the
+ * incarnation's epoch, until withdrawn. Once a newer incarnation has superseded it, `publish`
+ * writes nothing and throws `SupersededError`, then and on every later call.
+ */
+export class InventoryPublisher {
+  private seq = 0;
+  private completed = false;
+  private withdrawn = false;
+  private supersededBy: SupersededError | undefined;
+  private lastWrite: Promise<unknown> = Promise.resolve();
+  readonly key: string;
+
+  constructor(
+    private readonly store: DiscoveryStore,
+    private readonly options: InventoryPublisherOptions,
+  ) {
+    checkStore('store', store);
+    checkOptionsObject('options', options);
+    for (const field of ['workerId', 'incarnation', 'lease'] as const) checkNonEmptyString(`options.${field}`, options[field]);
+    for (const field of ['prefix', 'keyPrefix'] as const) checkOptionalString(`options.${field}`, options[field]);
+    if (!isEpoch(options.epoch)) {
+      throw new InventoryEventError('epoch', options.epoch, 'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out');
+    }
+    this.key = `${options.prefix ?? defaultInventoryPrefix}${options.workerId}`;
+  }
+
+  /** Why the publisher stopped for good, once a newer incarnation superseded it; otherwise undefined. */
+  get superseded(): SupersededError | undefined {
+    return this.supersededBy;
+  }
+
+  /** Whether a batch said this incarnation's inventory is complete (`publish(events, { complete: true })`). */
+  get complete(): boolean {
+    return this.completed;
+  }
+
+  /**
+   * Writes the events as the worker's next batch; returns the discovery revision. Refused once withdrawn
+   * or superseded. With `complete: true` — once the worker has announced everything it retained when it
+   * (re)joined — the batch and every later one say the incarnation's inventory is complete, and routers
+   * stop treating it as warming.
+   */
+  publish(events: readonly InventoryEvent[], options: InventoryPublishOptions = {}): Promise<number> {
+    const { workerId, incarnation, epoch, lease, keyPrefix } = this.options;
+    if (options === null || typeof options !== 'object' || (options.complete !== undefined && typeof options.complete !== 'boolean')) {
+      return Promise.reject(new InvalidInventoryOptionError('options.complete', options?.complete, 'options are { complete?: boolean }'));
+    }
+    if (this.withdrawn) return Promise.reject(new InventoryWithdrawnError(workerId, incarnation));
+    if (this.supersededBy !== undefined) return Promise.reject(this.supersededBy);
+    if (options.complete === true) this.completed = true;
+    const value = encodeInventoryBatch({ workerId, incarnation, epoch, seq: this.seq++, events, ...(this.completed ? { complete: true } : {}) });
+    const write = commitFenced(
+      this.store,
+      { workerId, incarnation, epoch },
+      [{ type: 'put', key: this.key, value, lease }],
+      'publishing an inventory batch',
+      keyPrefix === undefined ? {} : { keyPrefix },
+    ).catch((error: unknown) => {
+      if (error instanceof SupersededError) this.supersededBy = error;
+      throw error;
+    });
+    this.lastWrite = write.catch(() => undefined);
+    return write;
+  }
+
+  /**
+   * Stops publishing and deletes the worker's inventory key if it still holds this incarnation's
+   * batch (a newer incarnation's is left alone, even one written while this runs: the delete is
+   * conditional on the key being as read): followers forget the worker, and routers stop choosing
+   * it as a source. Waits for a write still in flight first, so that nothing re-creates the key
+   * afterwards. Resolves whether a batch was deleted; a later `publish()` is refused.
+   */
+  async withdraw(): Promise<boolean> {
+    this.withdrawn = true;
+    await this.lastWrite;
+    const entry = await this.store.get(this.key);
+    if (entry === undefined) return false;
+    const stored = safeParseInventoryBatch(entry.value);
+    if (!stored.success || stored.data.incarnation !== this.options.incarnation) return false;
+    try {
+      await this.store.commit([{ type: 'delete', key: this.key }], { compare: [{ key: this.key, modRevision: entry.modRevision }] });
+      return true;
+    } catch (error) {
+      if (error instanceof DiscoveryCompareError) return false;
+      throw error;
+    }
+  }
+}
+
+export interface InventoryFollowerOptions {
+  readonly prefix?: string;
+  /** A batch that failed validation (it is not applied). */
+  readonly onRejected?: (key: string, error: InventoryEventError) => void;
+  /**
+   * A worker incarnation's inventory became complete in the followed inventory (`completeEpoch`): once
+   * per incarnation, from the batch that first says so (or the first one a late follower sees).
+   */
+  readonly onComplete?: (worker: { readonly workerId: string; readonly incarnation: string; readonly epoch: number }) => void;
+  /** Outage and restored notices of the underlying watch, for the layers that act on them. */
+  readonly onStatus?: (notice: Extract<WatchNotice, { type: 'outage' | 'restored' }>) => void;
+}
+
+export interface InventoryFollower {
+  readonly watch: DiscoveryWatch;
+  close(): Promise<void>;
+}
+
+/** Loads every worker's latest batch into the inventory, then follows changes until closed. */
+export async function followInventory(
+  store: DiscoveryStore,
+  inventory: RetainedInventory,
+  options: InventoryFollowerOptions = {},
+): Promise<InventoryFollower> {
+  checkStore('store', store);
+  if (!(inventory instanceof RetainedInventory)) throw new InvalidInventoryOptionError('inventory', inventory, 'must be a RetainedInventory');
+  checkOptionsObject('options', options);
+  checkOptionalString('options.prefix', options.prefix);
+  for (const callback of ['onRejected', 'onComplete', 'onStatus'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
+  const prefix = options.prefix ?? defaultInventoryPrefix;
+  const applyEntry = (entry: DiscoveryEntry) => {
+    const parsed = safeParseInventoryBatch(entry.value);
+    if (!parsed.success) return options.onRejected?.(entry.key, parsed.error);
+    const expectedWorker = entry.key.slice(prefix.length);
+    if (parsed.data.workerId !== expectedWorker) {
+      return options.onRejected?.(
+        entry.key,
+        new InventoryEventError('workerId', parsed.data.workerId, `the batch is published under worker ${expectedWorker}`),
+      );
+    }
+    const { workerId, incarnation, epoch } = parsed.data;
+    const wasComplete = inventory.completeEpoch(workerId) === epoch;
+    try {
+      inventory.apply(parsed.data);
+    } catch (error) {
+      // A batch that claims another incarnation's epoch: refused like any bad batch, never thrown into the watch.
+      if (!(error instanceof InventoryEventError)) throw error;
+      return options.onRejected?.(entry.key, error);
+    }
+    if (!wasComplete && inventory.completeEpoch(workerId) === epoch) options.onComplete?.({ workerId, incarnation, epoch });
+  };
+  const replaceWith = (entries: readonly DiscoveryEntry[]) => {
+    const present = new Set(entries.map((entry) => entry.key.slice(prefix.length)));
+    for (const workerId of inventory.workers()) if (!present.has(workerId)) inventory.removeWorker(workerId);
+    entries.forEach(applyEntry);
+  };
+
+  const snapshot = await store.list(prefix);
+  replaceWith(snapshot.entries);
+  const watch = await store.watch(
+    prefix,
+    (notice) => {
+      switch (notice.type) {
+        case 'changes':
+          for (const event of notice.events) {
+            if (event.type === 'put') applyEntry(event.entry);
+            else inventory.removeWorker(event.key.slice(prefix.length));
+          }
+          return;
+        case 'resync':
+          replaceWith(notice.snapshot.entries);
+          return;
+        default:
+          options.onStatus?.(notice);
+      }
+    },
+    { fromRevision: snapshot.revision + 1 },
+  );
+  return { watch, close: () => watch.close() };
+}

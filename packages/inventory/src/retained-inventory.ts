@@ -1,0 +1,276 @@
+import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
+import { checkFunction, checkOptionsObject } from './options.js';
+import { checkExpiresAt, type InventoryBatch, type InventoryEvent, type RetentionTier, retentionTiers } from './events.js';
+import { hashWords, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
+
+/**
+ * One worker's retained prefix of a hash chain. Advisory: the blocks may already be evicted, the
+ * entries expire, and nothing is reserved — only a pin at the source proves the blocks are there.
+ */
+export interface AdvisoryRetainedPrefix {
+  readonly workerId: string;
+  readonly incarnation: string;
+  /** How many leading blocks of the chain the worker retains, on either tier. */
+  readonly blocks: number;
+  /** How many of those blocks it retains on the GPU (a block can be on both tiers). */
+  readonly gpuBlocks: number;
+  /** How many of those blocks it retains in host memory. */
+  readonly hostBlocks: number;
+  /**
+   * How many leading blocks of the chain it retains in host memory, without a gap: the prefix a reader
+   * that may not touch GPU memory can take (`hostBlocks` counts host blocks anywhere in the prefix).
+   */
+  readonly leadingHostBlocks: number;
+  /** The earliest expiry among those blocks (ms since the Unix epoch, to the inventory's 100 ms tick). */
+  readonly expiresAt: number;
+}
+
+export interface RetainedInventoryOptions {
+  /** Wall clock in ms since the Unix epoch (default `Date.now`); expiries are compared with it. */
+  readonly now?: () => number;
+  /** Blocks to make room for up front (default 1,024); the index grows as needed anyway. */
+  readonly expectedBlocks?: number;
+  /**
+   * While the table grows, how many slots of the previous table move to the new one per `apply`, per
+   * lookup and per newly stored block (default 8, at least 3 so that a move always ends before the
+   * next growth). Smaller spreads the move over more operations.
+   */
+  readonly rehashStep?: number;
+  /**
+   * How many records each `apply` (plus one per block in its batch) and each lookup checks for
+   * expiry, in turn over all workers, freeing what expired (default 32): nobody needs to call `prune`.
+   */
+  readonly pruneStep?: number;
+}
+
+const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
+const tickMs = 100;
+
+const maxHash = (1n << 64n) - 1n;
+
+function checkBlocks(path: string, blocks: unknown): BigUint64Array | readonly bigint[] {
+  if (blocks instanceof BigUint64Array) return blocks;
+  if (!Array.isArray(blocks)) throw new InventoryEventError(path, blocks, 'blocks are a BigUint64Array or an array of bigint');
+  blocks.forEach((hash: unknown, i) => {
+    if (typeof hash !== 'bigint' || hash < 0n || hash > maxHash) {
+      throw new InventoryEventError(`${path}.${i}`, hash, 'a block hash is a bigint from 0 to 2^64 − 1');
+    }
+  });
+  return blocks as readonly bigint[];
+}
+
+/**
+ * The advisory retained inventory: which block hashes each worker retains, on which tier, until
+ * when. Compact, in typed arrays: a 16-byte record per (block, worker) in the worker's own slab,
+ * a 24-byte table slot per distinct block (load 0.57–0.85) and a 12-byte overflow entry for each
+ * further worker of the same block: at most about 42 + 20 bytes per retained block while blocks
+ * are distinct, plus 12 per shared one. Lookups allocate only their answer. A `cleared` event, a new
+ * incarnation and `removeWorker` cost one pass over that worker's records; `prune` one pass over
+ * all records, though expired entries are also freed a few per operation without it. The table
+ * grows without a pause: the previous table's blocks move over a few per operation.
+ */
+export class RetainedInventory {
+  private readonly index: RetainedTable;
+  private readonly pruneStep: number;
+
+  private readonly workerIndex = new Map<string, number>();
+  private readonly workerIds: (string | undefined)[] = [];
+  private readonly incarnations: string[] = [];
+  private readonly epochs: number[] = [];
+  private readonly lastSeq: number[] = [];
+  /** Whether the worker's incarnation has said its inventory is complete (`InventoryBatch.complete`). */
+  private readonly complete: boolean[] = [];
+  private readonly freeWorkers: number[] = [];
+
+  private readonly now: () => number;
+  private readonly epochMs: number;
+
+  constructor(options: RetainedInventoryOptions = {}) {
+    checkOptionsObject('options', options);
+    const { now = Date.now, expectedBlocks = 1024, rehashStep = 8, pruneStep = 32 } = options;
+    checkFunction('options.now', now);
+    const wholeAtLeast = (option: string, value: number, min: number): number => {
+      if (!Number.isSafeInteger(value) || value < min) throw new InvalidInventoryOptionError(`options.${option}`, value, `must be a whole number ≥ ${min}`);
+      return value;
+    };
+    this.now = now;
+    this.epochMs = this.now();
+    if (!Number.isFinite(this.epochMs)) throw new InvalidInventoryOptionError('options.now', this.epochMs, 'must return milliseconds since the Unix epoch');
+    this.pruneStep = wholeAtLeast('pruneStep', pruneStep, 0);
+    this.index = new RetainedTable(wholeAtLeast('expectedBlocks', expectedBlocks, 0), wholeAtLeast('rehashStep', rehashStep, minRehashStep));
+  }
+
+  /** Retained (block, worker) entries, including expired ones not yet pruned. */
+  get size(): number {
+    return this.index.size;
+  }
+
+  get workerCount(): number {
+    return this.workerIndex.size;
+  }
+
+  /** Bytes held by the index's typed arrays. */
+  get indexBytes(): number {
+    return this.index.indexBytes;
+  }
+
+  /**
+   * Applies one worker's batch. A batch of a larger epoch (a newer incarnation) first drops
+   * everything the worker's previous incarnation retained; a batch of a smaller epoch (a superseded
+   * incarnation's) is ignored, as is a batch whose `seq` is not above the last applied one of the
+   * same incarnation (both return false).
+   */
+  apply(batch: InventoryBatch): boolean {
+    if (batch === null || typeof batch !== 'object') throw new InventoryEventError('', batch, 'a batch is an object');
+    const { workerId, incarnation, epoch, seq } = batch;
+    const events: readonly InventoryEvent[] = batch.events;
+    if (typeof workerId !== 'string' || workerId.length === 0) {
+      throw new InventoryEventError('workerId', workerId, 'a worker id is a non-empty string');
+    }
+    if (typeof incarnation !== 'string' || incarnation.length === 0) {
+      throw new InventoryEventError('incarnation', incarnation, 'an incarnation is a non-empty string');
+    }
+    if (!Number.isSafeInteger(epoch) || epoch < 1) throw new InventoryEventError('epoch', epoch, 'an epoch is a whole number ≥ 1');
+    if (!Number.isSafeInteger(seq) || seq < 0) throw new InventoryEventError('seq', seq, 'seq is a whole number ≥ 0');
+    if (!Array.isArray(events as unknown)) throw new InventoryEventError('events', events, 'events are an array');
+    if (batch.complete !== undefined && typeof batch.complete !== 'boolean') {
+      throw new InventoryEventError('complete', batch.complete, 'complete is a boolean when given');
+    }
+    events.forEach((event: InventoryEvent, i) => this.checkEvent(`events.${i}`, event));
+
+    let worker = this.workerIndex.get(workerId);
+    if (worker !== undefined && epoch === this.epochs[worker] && incarnation !== this.incarnations[worker]) {
+      throw new InventoryEventError('incarnation', incarnation, `epoch ${epoch} belongs to incarnation ${this.incarnations[worker]}`);
+    }
+    if (worker !== undefined && epoch < this.epochs[worker]!) return false;
+    if (worker === undefined) {
+      worker = this.addWorker(workerId, incarnation, epoch);
+    } else if (epoch > this.epochs[worker]!) {
+      this.index.dropRecords(worker);
+      this.incarnations[worker] = incarnation;
+      this.epochs[worker] = epoch;
+      this.lastSeq[worker] = -1;
+      this.complete[worker] = false;
+    }
+    if (seq <= this.lastSeq[worker]!) return false;
+    this.lastSeq[worker] = seq;
+    if (batch.complete === true) this.complete[worker] = true;
+    const nowTick = this.tickOf(this.now());
+    let blocks = 0;
+    for (const event of events) {
+      const tier = tierOffset[event.tier];
+      if (event.type === 'cleared') {
+        this.index.withdraw(worker, tier, maxTick);
+        continue;
+      }
+      const words = hashWords(event.blocks);
+      blocks += words.length / 2;
+      const expiry = event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
+      if (expiry > nowTick) this.index.reserveRecords(worker, words.length / 2);
+      for (let i = 0; i < words.length; i += 2) {
+        if (expiry > nowTick) this.index.store(worker, words[i]!, words[i + 1]!, tier, expiry);
+        else this.index.remove(worker, words[i]!, words[i + 1]!, tier);
+      }
+    }
+    this.index.compactIfSparse(worker);
+    this.index.maintain(this.pruneStep + blocks, nowTick);
+    return true;
+  }
+
+  /** Forgets a worker (its inventory lease ended, or it left). */
+  removeWorker(workerId: string): boolean {
+    const worker = this.workerIndex.get(workerId);
+    if (worker === undefined) return false;
+    this.index.releaseWorker(worker);
+    this.workerIndex.delete(workerId);
+    this.workerIds[worker] = undefined;
+    this.freeWorkers.push(worker);
+    return true;
+  }
+
+  workers(): string[] {
+    return [...this.workerIndex.keys()];
+  }
+
+  /**
+   * The epoch of the worker's incarnation once one of its applied batches said its inventory is
+   * complete (`InventoryBatch.complete`); undefined before that, for an unknown worker, and again for a
+   * newer incarnation until it says so in turn.
+   */
+  completeEpoch(workerId: string): number | undefined {
+    const worker = this.workerIndex.get(workerId);
+    return worker !== undefined && this.complete[worker] === true ? this.epochs[worker] : undefined;
+  }
+
+  /**
+   * Drops every expired entry at once and compacts; returns how many (block, worker) entries were
+   * freed. Not needed for correctness or memory: operations free expired entries a few at a time.
+   */
+  prune(): number {
+    return this.index.expireAll(this.tickOf(this.now()));
+  }
+
+  /**
+   * For each worker that retains at least the chain's first block: how many leading blocks of the
+   * chain it retains, on which tier, most blocks first. Advisory only: see `AdvisoryRetainedPrefix`.
+   */
+  longestRetainedPrefix(chain: BigUint64Array | readonly bigint[]): AdvisoryRetainedPrefix[] {
+    const words = hashWords(checkBlocks('chain', chain));
+    const nowTick = this.tickOf(this.now());
+    // Before the walk: sweeping may delete slots, which shifts others.
+    this.index.maintain(this.pruneStep, nowTick);
+    const answer: AdvisoryRetainedPrefix[] = [];
+    this.index.walk(words, nowTick, (worker, blocks, gpuBlocks, hostBlocks, leadingHostBlocks, expiryTick) =>
+      answer.push(this.prefix(worker, blocks, gpuBlocks, hostBlocks, leadingHostBlocks, expiryTick)),
+    );
+    return answer.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
+  }
+
+  private prefix(worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, leadingHostBlocks: number, expiryTick: number): AdvisoryRetainedPrefix {
+    return {
+      workerId: this.workerIds[worker]!,
+      incarnation: this.incarnations[worker]!,
+      blocks,
+      gpuBlocks,
+      hostBlocks,
+      leadingHostBlocks,
+      expiresAt: this.epochMs + expiryTick * tickMs,
+    };
+  }
+
+  private checkEvent(path: string, event: InventoryEvent): void {
+    if (event === null || typeof event !== 'object') throw new InventoryEventError(path, event, 'an event is an object');
+    if (!retentionTiers.includes(event.tier)) {
+      throw new InventoryEventError(`${path}.tier`, event.tier, "a tier is 'gpu' or 'host'");
+    }
+    switch (event.type) {
+      case 'stored':
+        checkExpiresAt(`${path}.expiresAt`, event.expiresAt);
+        checkBlocks(`${path}.blocks`, event.blocks);
+        return;
+      case 'removed':
+        checkBlocks(`${path}.blocks`, event.blocks);
+        return;
+      case 'cleared':
+        return;
+      default:
+        throw new InventoryEventError(`${path}.type`, (event as { type: unknown }).type, "a type is 'stored', 'removed' or 'cleared'");
+    }
+  }
+
+  private tickOf(ms: number): number {
+    return Math.max(0, Math.floor((ms - this.epochMs) / tickMs));
+  }
+
+  private addWorker(workerId: string, incarnation: string, epoch: number): number {
+    const worker = this.freeWorkers.pop() ?? this.workerIds.length;
+    this.workerIndex.set(workerId, worker);
+    this.workerIds[worker] = workerId;
+    this.incarnations[worker] = incarnation;
+    this.epochs[worker] = epoch;
+    this.lastSeq[worker] = -1;
+    this.complete[worker] = false;
+    this.index.addWorker(worker);
+    return worker;
+  }
+}

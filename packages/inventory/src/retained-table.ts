@@ -1,0 +1,737 @@
+// The table engine of the retained inventory: a hash table in typed arrays from block hashes to the
+// (worker slot, record) entries that retain them, each worker slot's records in its own slab, grown
+// and swept a few slots at a time. It knows worker slots, tiers (0 = GPU, 1 = host) and expiry ticks;
+// what a worker, an incarnation, an event or a millisecond is, is the inventory's rules
+// (retained-inventory.ts).
+import { PreparedArray } from './prepared-array.js';
+import { type ResizableWords, resizableWords, resizedWords } from './resizable-words.js';
+import { sharedWords } from './shared-words.js';
+
+// Layout. Each worker keeps its retained blocks as records in its own slab, in the order it
+// announced them, so a chain a worker stored in one go lies contiguous in memory: a lookup finds a
+// chain's first block through the table, then walks the worker's records while they continue the
+// chain, and goes back to the table only where they stop.
+//
+// Worker records, four int32 words: hash lo, hash hi, GPU expiry tick, host expiry tick (0 = not
+// on that tier; a record on no tier is dead and waits for compaction).
+const recordWords = 4;
+const recordLo = 0;
+const recordHi = 1;
+const recordGpu = 2;
+// Table: open addressing (linear probing) keyed by the 64-bit hash; a slot holds the hash and the
+// first worker that retains the block, further workers of the same block are overflow entries.
+const slotWords = 6;
+const slotLo = 0;
+const slotHi = 1;
+const slotWorker = 2; // worker index + 1; 0 = empty slot; −1 = moved (in the previous table only)
+const slotRecord = 3; // the record of this block in that worker's slab
+const slotMore = 4; // first overflow entry + 1; 0 = none
+const slotHolders = 5; // OR of holderBit(worker) over the block's workers: most "not here" answers need no list walk
+const moreWords = 3;
+const moreWorker = 0;
+const moreRecord = 1;
+const moreNext = 2; // next overflow entry + 1; 0 = none
+const movedSlot = -1;
+const inlineEntry = 0;
+const noEntry = -1;
+export const maxTick = 0x7fffffff; // ticks stay int32: 2^31 × 100 ms is 6.8 years
+const maxLoad = 0.85;
+const growth = 1.5; // of the table and the overflow slab
+// A grown table starts at load maxLoad / growth and grows again at maxLoad: at least
+// (maxLoad − maxLoad / growth) × growth = 0.425 × (previous slots) new blocks later. Moving 3 slots
+// per new block empties the previous table by then.
+export const minRehashStep = 3;
+// The next table (and the next overflow slab) is allocated at load `prepareLoad` and one of its pages
+// touched per `touchEvery` new blocks (overflow entries), so that the kernel's page faults are spread
+// out instead of hitting the first operations of a growth step at up to one per stored block. The
+// next table has growth × slotWords × 4 / 4096 = 0.0088 pages per current slot, and
+// (maxLoad − prepareLoad) / touchEvery = 0.0125 touches per slot come first, so it is all touched
+// before it is needed (the overflow slab: 0.0015 pages and 0.05 touches per entry).
+const prepareLoad = 0.8;
+const touchEvery = 4;
+const recordGrowth = 1.25; // of a worker's record slab
+// Arrays grow in place within their reservation (address space only); past it they are copied
+// once into one `reservation` times larger.
+const reservation = 8;
+// The overflow entries reserve address space for this many up front (192 MiB, none of it committed
+// until used) and grow in place by `moreStepEntries` at a time: the kernel faults in a grown
+// buffer's new pages when it grows (tens of µs a page here), so small steps keep that to 16 pages.
+const moreReservedEntries = 1 << 24;
+const moreStepEntries = 5_461; // × 12 bytes = 64 KiB
+/** Up to this many workers on a chain's first block, a lookup follows each one on its own. */
+const followEachLimit = 32;
+const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const noTable = new Int32Array(0);
+const noRecords = new Int32Array(0);
+
+const holderBit = (worker: number): number => 1 << (worker & 31);
+
+/** murmur3's 32-bit finaliser over both halves of a hash. */
+function mix(lo: number, hi: number): number {
+  let h = lo ^ Math.imul(hi, 0x9e3779b1);
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/**
+ * A chain's hashes as (lo, hi) pairs of 32-bit words, without copying on little-endian machines.
+ * Words are int32 everywhere in the index so that V8 never boxes a value above 2^31.
+ */
+export function hashWords(chain: BigUint64Array | readonly bigint[]): Int32Array {
+  if (littleEndian && chain instanceof BigUint64Array) {
+    return new Int32Array(chain.buffer, chain.byteOffset, chain.length * 2);
+  }
+  const words = new Int32Array(chain.length * 2);
+  for (let i = 0; i < chain.length; i++) {
+    const hash = chain[i]!;
+    words[2 * i] = Number(hash & 0xffffffffn);
+    words[2 * i + 1] = Number(hash >> 32n);
+  }
+  return words;
+}
+
+
+function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
+  const next = new Int32Array(length);
+  next.set(array.subarray(0, Math.min(array.length, length)));
+  return next;
+}
+
+/** A worker's records in a slab of `words` words: its used records, the rest unwritten. */
+function slabOf(records: Int32Array, used: number, words: number): Int32Array {
+  if (words === 0) return noRecords;
+  const slab = sharedWords(words);
+  slab.set(records.subarray(0, used * recordWords));
+  return slab;
+}
+
+/**
+ * Receives one worker slot's retained prefix from `RetainedTable.walk`: how many leading blocks, how many
+ * of them on each tier, how many leading ones on the host, and the earliest expiry tick among them.
+ */
+export type PrefixFound = (worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, leadingHostBlocks: number, expiryTick: number) => void;
+
+/** The retained (block, worker slot) entries of the inventory, and the longest-prefix walk over them. */
+export class RetainedTable {
+  private table: Int32Array;
+  private slots = 0;
+  // home(h) = ((mix(h) >>> homeShift) × homeScale) | 0: a multiply instead of a modulo, exact in
+  // a double because (mix(h) >>> homeShift) × slots stays below 2^53.
+  private homeShift = 0;
+  private homeScale = 0;
+  private distinctHashes = 0; // in both tables
+  // While the table grows, the previous table: its blocks move to `table` a few slots per operation,
+  // from its end down (slots from `unmoved` on have moved), and whenever an operation touches them.
+  // A moved slot is marked `movedSlot`, so that probing goes on past it; nothing else changes in the
+  // previous table.
+  private previous: Int32Array = noTable;
+  private previousSlots = 0;
+  private previousHomeShift = 0;
+  private previousHomeScale = 0;
+  private unmoved = 0;
+  private readonly rehashStep: number;
+  private readonly nextTable = new PreparedArray();
+  // The expiry sweep's next record.
+  private sweepWorker = 0;
+  private sweepRecord = 0;
+  private more: ResizableWords = resizableWords(64 * moreWords, moreReservedEntries * moreWords);
+  private moreUsed = 0;
+  private moreFree = 0; // free overflow entry + 1
+  private liveEntries = 0;
+  private readonly records: Int32Array[] = [];
+  private readonly recordsUsed: number[] = [];
+  private readonly recordsDead: number[] = [];
+  private readonly live: boolean[] = [];
+
+  // Lookup scratch, indexed by worker (mark, markPos) or by candidate (the rest).
+  private mark = new Int32Array(16);
+  private markPos = new Int32Array(16);
+  private stamp = 0;
+  private candidateWorker = new Int32Array(16);
+  private candidateDepth = new Int32Array(16);
+  private candidateGpu = new Int32Array(16);
+  private candidateHost = new Int32Array(16);
+  private candidateLeadingHost = new Int32Array(16);
+  private candidateExpiry = new Int32Array(16);
+  private bases = new Int32Array(64);
+  private touched = 0; // written so that the touching loads are not optimised away
+
+  constructor(expectedBlocks: number, rehashStep: number) {
+    this.rehashStep = rehashStep;
+    this.table = noTable;
+    this.resize(Math.ceil(Math.max(16, expectedBlocks) / maxLoad));
+  }
+
+  /** Retained (block, worker) entries, including expired ones not yet freed. */
+  get size(): number {
+    return this.liveEntries;
+  }
+
+  /** Bytes held by the index's typed arrays. */
+  get indexBytes(): number {
+    return this.records.reduce(
+      (bytes, records) => bytes + records.byteLength,
+      this.table.byteLength + this.previous.byteLength + this.nextTable.byteLength + this.more.byteLength,
+    );
+  }
+
+  /** Makes worker slot `worker` (a free one, or the next) ready to hold records. */
+  addWorker(worker: number): void {
+    this.live[worker] = true;
+    this.records[worker] = noRecords;
+    this.recordsUsed[worker] = 0;
+    this.recordsDead[worker] = 0;
+    if (worker >= this.mark.length) {
+      const size = Math.max(worker + 1, this.mark.length * 2);
+      this.mark = grown(this.mark, size);
+      this.markPos = grown(this.markPos, size);
+      this.candidateWorker = grown(this.candidateWorker, size);
+      this.candidateDepth = grown(this.candidateDepth, size);
+      this.candidateGpu = grown(this.candidateGpu, size);
+      this.candidateHost = grown(this.candidateHost, size);
+      this.candidateLeadingHost = grown(this.candidateLeadingHost, size);
+      this.candidateExpiry = grown(this.candidateExpiry, size);
+    }
+  }
+
+  /** Removes every record of worker slot `worker` and frees the slot. */
+  releaseWorker(worker: number): void {
+    this.dropRecords(worker);
+    this.live[worker] = false;
+  }
+
+  /** Frees every record that expired by `nowTick` and compacts; returns how many (block, worker) entries were freed. */
+  expireAll(nowTick: number): number {
+    const before = this.liveEntries;
+    for (let worker = 0; worker < this.records.length; worker++) {
+      if (this.live[worker] !== true) continue;
+      for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++) this.expire(worker, record, nowTick, nowTick);
+      this.compactIfSparse(worker);
+    }
+    return before - this.liveEntries;
+  }
+
+  /**
+   * Calls `report` once for each worker slot that retains at least the first block of `words` (a chain as
+   * (lo, hi) pairs) unexpired at `nowTick`, with how many leading blocks it retains, on which tier,
+   * and the earliest expiry tick among them.
+   */
+  walk(words: Int32Array, nowTick: number, report: PrefixFound): void {
+    const blocks = words.length / 2;
+    if (blocks === 0) return;
+    const first = this.slotOf(words[0]!, words[1]!);
+    if (first < 0) return;
+    const table = this.table;
+    const more = this.more;
+    const base = first * slotWords;
+    // Count the holders and touch each one's first record: those loads do not depend on each other,
+    // so their cache misses overlap before the walks begin (JavaScript has no prefetch instruction).
+    let holders = 1;
+    let touched = this.records[table[base + slotWorker]! - 1]![table[base + slotRecord]! * recordWords]!;
+    for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+      holders++;
+      touched ^= this.records[more[(m - 1) * moreWords + moreWorker]!]![more[(m - 1) * moreWords + moreRecord]! * recordWords]!;
+    }
+    this.touched = touched;
+    if (holders > followEachLimit) {
+      this.followTogether(words, blocks, nowTick, report);
+    } else {
+      this.followOne(table[base + slotWorker]! - 1, table[base + slotRecord]!, words, blocks, nowTick, report);
+      for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+        const at = (m - 1) * moreWords;
+        this.followOne(more[at + moreWorker]!, more[at + moreRecord]!, words, blocks, nowTick, report);
+      }
+    }
+  }
+
+  /**
+   * Follows one worker from its record of the chain's first block: along its own records while
+   * they continue the chain, through the table where they do not. Adds its prefix, if any.
+   */
+  private followOne(worker: number, start: number, words: Int32Array, blocks: number, nowTick: number, report: PrefixFound): void {
+    const records = this.records[worker]!;
+    const end = this.recordsUsed[worker]! * recordWords;
+    let at = start * recordWords;
+    let depth = 0;
+    let gpuBlocks = 0;
+    let hostBlocks = 0;
+    let leadingHost = 0;
+    let expiry = maxTick;
+    for (;;) {
+      const gpuExpiry = records[at + recordGpu]!;
+      const hostExpiry = records[at + recordGpu + 1]!;
+      const gpu = gpuExpiry > nowTick;
+      const host = hostExpiry > nowTick;
+      if (!gpu && !host) break;
+      if (gpu) {
+        gpuBlocks++;
+        if (gpuExpiry < expiry) expiry = gpuExpiry;
+      }
+      if (host) {
+        hostBlocks++;
+        if (leadingHost === depth) leadingHost++;
+        if (hostExpiry < expiry) expiry = hostExpiry;
+      }
+      if (++depth === blocks) break;
+      const lo = words[2 * depth]!;
+      const hi = words[2 * depth + 1]!;
+      at += recordWords;
+      // The worker's next record continues the chain (a dead one never does: the block may have
+      // been stored again elsewhere); otherwise ask the table.
+      if (at < end && records[at + recordLo] === lo && records[at + recordHi] === hi && (records[at + recordGpu]! | records[at + recordGpu + 1]!) !== 0) {
+        continue;
+      }
+      const record = this.recordOf(worker, lo, hi);
+      if (record < 0) break;
+      at = record * recordWords;
+    }
+    if (depth > 0) report(worker, depth, gpuBlocks, hostBlocks, leadingHost, expiry);
+  }
+
+  /**
+   * Many workers retain the first block: resolve every block's slot once, walk each block's
+   * entries once and advance every worker whose prefix reached it (marked per lookup), instead of
+   * searching each worker's entry in long lists.
+   */
+  private followTogether(words: Int32Array, blocks: number, nowTick: number, report: PrefixFound): void {
+    if (this.bases.length < blocks) this.bases = new Int32Array(blocks);
+    const bases = this.bases;
+    let found = 0;
+    while (found < blocks) {
+      const slot = this.slotOf(words[2 * found]!, words[2 * found + 1]!);
+      if (slot < 0) break;
+      bases[found++] = slot * slotWords;
+    }
+    const table = this.table;
+    const more = this.more;
+    const stamp = this.nextStamp();
+    let candidates = 0;
+    for (let depth = 0; depth < found; depth++) {
+      const base = bases[depth]!;
+      let advanced = this.visit(table[base + slotWorker]! - 1, table[base + slotRecord]!, depth, candidates, stamp, nowTick);
+      if (depth === 0) candidates += advanced;
+      for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
+        const at = (m - 1) * moreWords;
+        const step = this.visit(more[at + moreWorker]!, more[at + moreRecord]!, depth, candidates, stamp, nowTick);
+        if (depth === 0) candidates += step;
+        advanced += step;
+      }
+      if (advanced === 0) break;
+    }
+    for (let c = 0; c < candidates; c++) {
+      report(this.candidateWorker[c]!, this.candidateDepth[c]!, this.candidateGpu[c]!, this.candidateHost[c]!, this.candidateLeadingHost[c]!, this.candidateExpiry[c]!);
+    }
+  }
+
+  /**
+   * One (worker, block) entry met at `depth` by `followTogether`: at depth 0 it makes the worker
+   * a candidate, later it extends the worker's prefix if the prefix reached `depth`. Returns 1 if
+   * the worker's prefix grew.
+   */
+  private visit(worker: number, record: number, depth: number, candidates: number, stamp: number, nowTick: number): number {
+    const records = this.records[worker]!;
+    const gpuExpiry = records[record * recordWords + recordGpu]!;
+    const hostExpiry = records[record * recordWords + recordGpu + 1]!;
+    const gpu = gpuExpiry > nowTick;
+    const host = hostExpiry > nowTick;
+    if (!gpu && !host) return 0;
+    let c: number;
+    if (depth === 0) {
+      c = candidates;
+      this.mark[worker] = stamp;
+      this.markPos[worker] = c;
+      this.candidateWorker[c] = worker;
+      this.candidateGpu[c] = 0;
+      this.candidateHost[c] = 0;
+      this.candidateLeadingHost[c] = 0;
+      this.candidateExpiry[c] = maxTick;
+    } else {
+      if (this.mark[worker] !== stamp) return 0;
+      c = this.markPos[worker]!;
+      if (this.candidateDepth[c] !== depth) return 0;
+    }
+    this.candidateDepth[c] = depth + 1;
+    if (gpu) {
+      this.candidateGpu[c]!++;
+      if (gpuExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = gpuExpiry;
+    }
+    if (host) {
+      this.candidateHost[c]!++;
+      if (this.candidateLeadingHost[c] === depth) this.candidateLeadingHost[c]!++;
+      if (hostExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = hostExpiry;
+    }
+    return 1;
+  }
+
+  private nextStamp(): number {
+    this.stamp = (this.stamp + 1) % maxTick;
+    if (this.stamp === 0) {
+      this.mark.fill(0);
+      this.stamp = 1;
+    }
+    return this.stamp;
+  }
+
+  private home(lo: number, hi: number): number {
+    return ((mix(lo, hi) >>> this.homeShift) * this.homeScale) | 0;
+  }
+
+  /**
+   * The slot holding a hash, or the empty slot where it would go (as −1 − slot). A hash still in
+   * the previous table moves to that empty slot first, so callers see one table.
+   */
+  private slotOf(lo: number, hi: number): number {
+    const slot = this.probe(lo, hi);
+    if (slot >= 0 || this.previousSlots === 0) return slot;
+    const from = this.previousSlotOf(lo, hi);
+    if (from < 0) return slot;
+    this.move(from, -1 - slot);
+    return -1 - slot;
+  }
+
+  /** `slotOf` in the current table alone. */
+  private probe(lo: number, hi: number): number {
+    const table = this.table;
+    let slot = this.home(lo, hi);
+    for (;;) {
+      const base = slot * slotWords;
+      if (table[base + slotWorker] === 0) return -1 - slot;
+      if (table[base + slotLo] === lo && table[base + slotHi] === hi) return slot;
+      if (++slot === this.slots) slot = 0;
+    }
+  }
+
+  /** The previous table's slot holding a hash, or −1. */
+  private previousSlotOf(lo: number, hi: number): number {
+    const previous = this.previous;
+    // Slots from `unmoved` on have all moved: a probe passes over them to slot 0.
+    const unmoved = this.unmoved;
+    let slot = ((mix(lo, hi) >>> this.previousHomeShift) * this.previousHomeScale) | 0;
+    let wrapped = false;
+    for (;;) {
+      if (slot >= unmoved) {
+        if (wrapped) return -1;
+        wrapped = true;
+        slot = 0;
+        continue;
+      }
+      const base = slot * slotWords;
+      const worker = previous[base + slotWorker]!;
+      if (worker === 0) return -1;
+      if (worker !== movedSlot && previous[base + slotLo] === lo && previous[base + slotHi] === hi) return slot;
+      slot++;
+    }
+  }
+
+  /** Moves a slot of the previous table to an empty slot of the current one. */
+  private move(from: number, to: number): void {
+    const previous = this.previous;
+    const table = this.table;
+    const source = from * slotWords;
+    const target = to * slotWords;
+    // Word by word: `subarray` would allocate a view per moved slot, 2 GB of them while the table
+    // grows to 10 M blocks, and the collections that frees them pause whichever apply they meet.
+    for (let word = 0; word < slotWords; word++) table[target + word] = previous[source + word]!;
+    previous[source + slotWorker] = movedSlot;
+  }
+
+  /**
+   * Moves the next `count` slots of the previous table, from its end down; drops it once every
+   * slot has moved. It is not cut back as it empties: the first shrink of a resizable buffer of
+   * hundreds of MB took 10–20 ms inside one apply, while dropping it whole costs no apply anything
+   * (the collector frees it).
+   */
+  private migrate(count: number): void {
+    if (this.previousSlots === 0) return;
+    const previous = this.previous;
+    const end = Math.max(0, this.unmoved - count);
+    for (let slot = this.unmoved - 1; slot >= end; slot--) {
+      const base = slot * slotWords;
+      if (previous[base + slotWorker]! > 0) this.move(slot, -1 - this.probe(previous[base + slotLo]!, previous[base + slotHi]!));
+    }
+    this.unmoved = end;
+    if (end === 0) {
+      this.previous = noTable;
+      this.previousSlots = 0;
+    }
+  }
+
+  /** Starts growing the table: the current one becomes the previous one, emptied a few slots at a time. */
+  private grow(): void {
+    // At a step of at least `minRehashStep` the previous move has ended; this is the guarantee.
+    this.migrate(this.previousSlots);
+    this.previous = this.table;
+    this.previousSlots = this.slots;
+    this.previousHomeShift = this.homeShift;
+    this.previousHomeScale = this.homeScale;
+    this.unmoved = this.slots;
+    this.resize(Math.ceil(this.slots * growth));
+  }
+
+  /** Bounded background work of one operation: a step of the table's growth, a step of the expiry sweep. */
+  maintain(sweepRecords: number, nowTick: number): void {
+    this.migrate(this.rehashStep);
+    this.sweep(sweepRecords, nowTick);
+  }
+
+  /** Checks the next `count` records, in turn over every worker, and frees what expired. */
+  private sweep(count: number, nowTick: number): void {
+    const workers = this.records.length;
+    if (this.liveEntries === 0) return;
+    let worker = this.sweepWorker;
+    let record = this.sweepRecord;
+    for (let checked = 0; checked < count; checked++) {
+      if (worker >= workers || this.live[worker] !== true || record >= this.recordsUsed[worker]!) {
+        worker = worker + 1 >= workers ? 0 : worker + 1;
+        record = 0;
+        continue;
+      }
+      this.expire(worker, record++, nowTick, nowTick);
+    }
+    this.sweepWorker = worker;
+    this.sweepRecord = record;
+  }
+
+  /** The worker's record of a block, or −1. */
+  private recordOf(worker: number, lo: number, hi: number): number {
+    const slot = this.slotOf(lo, hi);
+    return slot < 0 ? -1 : this.recordIn(worker, slot * slotWords);
+  }
+
+  /** The worker's record among the entries of the slot at `base`, or −1. */
+  private recordIn(worker: number, base: number): number {
+    const entry = this.entryIn(worker, base);
+    if (entry === inlineEntry) return this.table[base + slotRecord]!;
+    return entry === noEntry ? -1 : this.more[(entry - 1) * moreWords + moreRecord]!;
+  }
+
+  /** Where the worker's entry of the slot at `base` is: inline, an overflow entry + 1, or none. */
+  private entryIn(worker: number, base: number): number {
+    if ((this.table[base + slotHolders]! & holderBit(worker)) === 0) return noEntry;
+    if (this.table[base + slotWorker] === worker + 1) return inlineEntry;
+    for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
+      if (this.more[(m - 1) * moreWords + moreWorker] === worker) return m;
+    }
+    return noEntry;
+  }
+
+  /** Makes room for `count` more records of a worker at once, so a stored chain stays contiguous. */
+  reserveRecords(worker: number, count: number): void {
+    const needed = (this.recordsUsed[worker]! + count) * recordWords;
+    const records = this.records[worker]!;
+    if (needed <= records.length) return;
+    const words = Math.max(needed, Math.ceil((records.length * recordGrowth) / recordWords) * recordWords);
+    this.records[worker] = slabOf(records, this.recordsUsed[worker]!, words);
+  }
+
+  private appendRecord(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): number {
+    this.reserveRecords(worker, 1);
+    const record = this.recordsUsed[worker]!++;
+    const records = this.records[worker]!;
+    const at = record * recordWords;
+    records[at + recordLo] = lo;
+    records[at + recordHi] = hi;
+    records[at + recordGpu] = tier === 0 ? expiry : 0;
+    records[at + recordGpu + 1] = tier === 1 ? expiry : 0;
+    this.liveEntries++;
+    return record;
+  }
+
+  store(worker: number, lo: number, hi: number, tier: 0 | 1, expiry: number): void {
+    const slot = this.slotOf(lo, hi);
+    if (slot < 0) {
+      const record = this.appendRecord(worker, lo, hi, tier, expiry);
+      const base = (-1 - slot) * slotWords;
+      const table = this.table;
+      table[base + slotLo] = lo;
+      table[base + slotHi] = hi;
+      table[base + slotWorker] = worker + 1;
+      table[base + slotRecord] = record;
+      table[base + slotMore] = 0;
+      table[base + slotHolders] = holderBit(worker);
+      if (++this.distinctHashes > this.slots * maxLoad) {
+        this.grow();
+      } else {
+        this.migrate(this.rehashStep);
+        if (this.distinctHashes > this.slots * prepareLoad && this.distinctHashes % touchEvery === 0) {
+          this.nextTable.touch(Math.ceil(this.slots * growth) * slotWords);
+        }
+      }
+      return;
+    }
+    const base = slot * slotWords;
+    const existing = this.recordIn(worker, base);
+    if (existing >= 0) {
+      this.records[worker]![existing * recordWords + recordGpu + tier] = expiry;
+      return;
+    }
+    const record = this.appendRecord(worker, lo, hi, tier, expiry);
+    const m = this.allocateMore();
+    const at = (m - 1) * moreWords;
+    this.more[at + moreWorker] = worker;
+    this.more[at + moreRecord] = record;
+    this.more[at + moreNext] = this.table[base + slotMore]!;
+    this.table[base + slotMore] = m;
+    this.table[base + slotHolders]! |= holderBit(worker);
+  }
+
+  remove(worker: number, lo: number, hi: number, tier: 0 | 1): void {
+    const record = this.recordOf(worker, lo, hi);
+    if (record < 0) return;
+    const records = this.records[worker]!;
+    records[record * recordWords + recordGpu + tier] = 0;
+    if (records[record * recordWords + recordGpu] === 0 && records[record * recordWords + recordGpu + 1] === 0) {
+      this.unindex(worker, lo, hi);
+    }
+  }
+
+  /**
+   * Clears one tier of every record of a worker whose expiry on it is ≤ `expiredBy` (every record
+   * with `maxTick`), and unindexes the records left on no tier. One pass over the worker's records.
+   */
+  withdraw(worker: number, tier: 0 | 1, expiredBy: number): void {
+    const gpuBy = tier === 0 ? expiredBy : 0;
+    const hostBy = tier === 1 ? expiredBy : 0;
+    for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++) this.expire(worker, record, gpuBy, hostBy);
+  }
+
+  /**
+   * Clears the record's GPU tier if its expiry is ≤ `gpuBy`, its host tier if ≤ `hostBy` (expiries
+   * are ≥ 1, so 0 keeps a tier), and unindexes the record once it is on no tier.
+   */
+  private expire(worker: number, record: number, gpuBy: number, hostBy: number): void {
+    const records = this.records[worker]!;
+    const at = record * recordWords;
+    const gpu = records[at + recordGpu]!;
+    const host = records[at + recordGpu + 1]!;
+    const gpuLeft = gpu <= gpuBy ? 0 : gpu;
+    const hostLeft = host <= hostBy ? 0 : host;
+    if (gpuLeft === gpu && hostLeft === host) return;
+    records[at + recordGpu] = gpuLeft;
+    records[at + recordGpu + 1] = hostLeft;
+    if ((gpuLeft | hostLeft) === 0) this.unindex(worker, records[at + recordLo]!, records[at + recordHi]!);
+  }
+
+  /** Removes every record of a worker from the index and drops its slab. */
+  dropRecords(worker: number): void {
+    this.withdraw(worker, 0, maxTick);
+    this.withdraw(worker, 1, maxTick);
+    this.records[worker] = noRecords;
+    this.recordsUsed[worker] = 0;
+    this.recordsDead[worker] = 0;
+    if (worker === this.sweepWorker) this.sweepRecord = 0;
+  }
+
+  /** A worker's record went dead: remove its table entry (the record stays until compaction). */
+  private unindex(worker: number, lo: number, hi: number): void {
+    const slot = this.slotOf(lo, hi);
+    const base = slot * slotWords;
+    const table = this.table;
+    const more = this.more;
+    this.liveEntries--;
+    this.recordsDead[worker]!++;
+    if (table[base + slotWorker] === worker + 1) {
+      const m = table[base + slotMore]!;
+      if (m === 0) {
+        this.deleteSlot(slot);
+        return;
+      }
+      const at = (m - 1) * moreWords;
+      table[base + slotWorker] = more[at + moreWorker]! + 1;
+      table[base + slotRecord] = more[at + moreRecord]!;
+      table[base + slotMore] = more[at + moreNext]!;
+      this.freeMore(m);
+      this.recountHolders(base);
+      return;
+    }
+    let previous = 0;
+    for (let m = table[base + slotMore]!; m !== 0; previous = m, m = more[(m - 1) * moreWords + moreNext]!) {
+      const at = (m - 1) * moreWords;
+      if (more[at + moreWorker] !== worker) continue;
+      if (previous === 0) table[base + slotMore] = more[at + moreNext]!;
+      else more[(previous - 1) * moreWords + moreNext] = more[at + moreNext]!;
+      this.freeMore(m);
+      this.recountHolders(base);
+      return;
+    }
+  }
+
+  private recountHolders(base: number): void {
+    let holders = holderBit(this.table[base + slotWorker]! - 1);
+    for (let m = this.table[base + slotMore]!; m !== 0; m = this.more[(m - 1) * moreWords + moreNext]!) {
+      holders |= holderBit(this.more[(m - 1) * moreWords + moreWorker]!);
+    }
+    this.table[base + slotHolders] = holders;
+  }
+
+  /** Rewrites a worker's slab without its dead records once they are the majority. */
+  compactIfSparse(worker: number): void {
+    const used = this.recordsUsed[worker]!;
+    const dead = this.recordsDead[worker]!;
+    if (dead === 0 || dead * 2 < used) return;
+    const records = this.records[worker]!;
+    const live = used - dead;
+    let kept = 0;
+    let sweepRecord = live; // where the sweep goes on if it is in this slab
+    // In place: a kept record only ever moves down.
+    for (let record = 0; record < used; record++) {
+      if (record === this.sweepRecord) sweepRecord = kept;
+      const at = record * recordWords;
+      if (records[at + recordGpu] === 0 && records[at + recordGpu + 1] === 0) continue;
+      if (kept !== record) records.copyWithin(kept * recordWords, at, at + recordWords);
+      this.repoint(worker, records[at + recordLo]!, records[at + recordHi]!, kept++);
+    }
+    this.records[worker] = slabOf(records, live, live * recordWords);
+    this.recordsUsed[worker] = live;
+    this.recordsDead[worker] = 0;
+    if (worker === this.sweepWorker) this.sweepRecord = sweepRecord;
+  }
+
+  /** Points the worker's table entry for a block at a moved record. */
+  private repoint(worker: number, lo: number, hi: number, record: number): void {
+    const base = this.slotOf(lo, hi) * slotWords;
+    const entry = this.entryIn(worker, base);
+    if (entry === inlineEntry) this.table[base + slotRecord] = record;
+    else this.more[(entry - 1) * moreWords + moreRecord] = record;
+  }
+
+  /** Backward-shift deletion, so that probing never needs tombstones. */
+  private deleteSlot(slot: number): void {
+    const table = this.table;
+    const slots = this.slots;
+    let hole = slot;
+    for (let i = slot + 1 === slots ? 0 : slot + 1; table[i * slotWords + slotWorker] !== 0; i = i + 1 === slots ? 0 : i + 1) {
+      const home = this.home(table[i * slotWords + slotLo]!, table[i * slotWords + slotHi]!);
+      if ((i - home + slots) % slots >= (i - hole + slots) % slots) {
+        table.copyWithin(hole * slotWords, i * slotWords, (i + 1) * slotWords);
+        hole = i;
+      }
+    }
+    table[hole * slotWords + slotWorker] = 0;
+    this.distinctHashes--;
+  }
+
+  private resize(slots: number): void {
+    this.homeShift = Math.max(0, Math.ceil(Math.log2(slots)) - 21);
+    this.homeScale = slots / 2 ** (32 - this.homeShift);
+    this.table = this.nextTable.take(slots * slotWords);
+    this.slots = slots;
+  }
+
+  private allocateMore(): number {
+    if (this.moreFree !== 0) {
+      const m = this.moreFree;
+      this.moreFree = this.more[(m - 1) * moreWords + moreNext]!;
+      return m;
+    }
+    const capacity = this.more.length / moreWords;
+    if (this.moreUsed === capacity) this.more = resizedWords(this.more, (capacity + Math.min(capacity, moreStepEntries)) * moreWords, reservation);
+    return ++this.moreUsed;
+  }
+
+  private freeMore(m: number): void {
+    this.more[(m - 1) * moreWords + moreNext] = this.moreFree;
+    this.moreFree = m;
+  }
+}
