@@ -68,18 +68,9 @@ void kvt_templates_free_all(kvt_agent *agent) {
 
 /* ---- registration ---------------------------------------------------------------------------------- */
 
-typedef struct {
-    uint32_t route_count;
-    const uint32_t *local_index, *remote_index, *rows;
-    const uint64_t *local_base, *remote_base, *local_block_stride, *remote_block_stride;
-    const uint64_t *row_bytes, *local_row_stride, *remote_row_stride;
-    uint32_t local_region_count, remote_region_count;
-    const uint32_t *local_regions, *remote_regions;
-    uint32_t local_block_limit, remote_block_limit;
-} template_request;
-
-static kvt_status check_template_shape(const template_request *req, const uint32_t *out_template) {
+static kvt_status check_template_shape(const kvt_template_routes *req, const uint32_t *out_template) {
     if (!out_template) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_template_register: out_template is NULL");
+    if (!req) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_template_register: routes is NULL");
     if (req->route_count == 0 || req->route_count > KVT_MAX_DESCRIPTORS)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_template_register: route count %u is outside 1..%u",
                         req->route_count, KVT_MAX_DESCRIPTORS);
@@ -124,7 +115,7 @@ static kvt_status check_route_side(uint32_t r, const char *side, uint32_t region
 }
 
 /* Checks every route against both regions at the largest blocks and fills the template (agent->lock held). */
-static kvt_status build_template_locked(const kvt_agent *agent, const template_request *req, const kvt_conn *conn,
+static kvt_status build_template_locked(const kvt_agent *agent, const kvt_template_routes *req, const kvt_conn *conn,
                                         kvt_template *t) {
     char owner[KVT_MAX_NAME + 32];
     snprintf(owner, sizeof owner, " of peer '%s'", conn->meta.name);
@@ -187,7 +178,7 @@ static kvt_status build_template_locked(const kvt_agent *agent, const template_r
     return status;
 }
 
-static kvt_template *template_new(const template_request *req) {
+static kvt_template *template_new(const kvt_template_routes *req) {
     kvt_template *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     atomic_init(&t->refs, 1);
@@ -219,42 +210,19 @@ static kvt_template *template_new(const template_request *req) {
     return t;
 }
 
-kvt_status kvt_template_register(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation, uint32_t route_count,
-                                 const uint32_t *local_index, const uint32_t *remote_index, const uint64_t *local_base,
-                                 const uint64_t *remote_base, const uint64_t *local_block_stride,
-                                 const uint64_t *remote_block_stride, const uint32_t *rows, const uint64_t *row_bytes,
-                                 const uint64_t *local_row_stride, const uint64_t *remote_row_stride,
-                                 uint32_t local_region_count, const uint32_t *local_regions,
-                                 uint32_t remote_region_count, const uint32_t *remote_regions,
-                                 uint32_t local_block_limit, uint32_t remote_block_limit, uint32_t *out_template) {
+kvt_status kvt_template_register(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation,
+                                 const kvt_template_routes *routes, uint32_t *out_template) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_template_register", &agent);
     if (status != KVT_OK) return status;
-    const template_request req = {.route_count = route_count,
-                                  .local_index = local_index,
-                                  .remote_index = remote_index,
-                                  .rows = rows,
-                                  .local_base = local_base,
-                                  .remote_base = remote_base,
-                                  .local_block_stride = local_block_stride,
-                                  .remote_block_stride = remote_block_stride,
-                                  .row_bytes = row_bytes,
-                                  .local_row_stride = local_row_stride,
-                                  .remote_row_stride = remote_row_stride,
-                                  .local_region_count = local_region_count,
-                                  .remote_region_count = remote_region_count,
-                                  .local_regions = local_regions,
-                                  .remote_regions = remote_regions,
-                                  .local_block_limit = local_block_limit,
-                                  .remote_block_limit = remote_block_limit};
-    status = check_template_shape(&req, out_template);
+    status = check_template_shape(routes, out_template);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
-    kvt_template *t = template_new(&req);
+    kvt_template *t = template_new(routes);
     if (!t) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_template_register: out of memory"));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
     status = kvt_resolve_peer_locked(agent, "kvt_template_register", peer_id, peer_generation, &peer);
-    if (status == KVT_OK) status = build_template_locked(agent, &req, peer->conn, t);
+    if (status == KVT_OK) status = build_template_locked(agent, routes, peer->conn, t);
     if (status == KVT_OK) {
         t->id = agent->next_template_id;
         t->peer = peer_id;

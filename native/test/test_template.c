@@ -74,15 +74,25 @@ typedef struct {
 static uint32_t register_template(const placement *p, const geometry *g) {
     bool read = p->direction == KVT_XFER_READ;
     uint32_t template_id = 0;
-    CHECK_OK(kvt_template_register(
-        p->agent, p->peer, p->generation, g->routes, read ? g->destination_bank : g->source_bank,
-        read ? g->source_bank : g->destination_bank, read ? g->destination_base : g->source_base,
-        read ? g->source_base : g->destination_base, read ? g->destination_block_stride : g->source_block_stride,
-        read ? g->source_block_stride : g->destination_block_stride, g->rows, g->row_bytes,
-        read ? g->destination_row_stride : g->source_row_stride, read ? g->source_row_stride : g->destination_row_stride,
-        read ? 2 : p->source_count, read ? p->template_regions : p->source_regions, read ? p->source_count : 2,
-        read ? p->source_regions : p->template_regions, read ? DESTINATION_BLOCKS : SOURCE_BLOCKS,
-        read ? SOURCE_BLOCKS : DESTINATION_BLOCKS, &template_id));
+    const kvt_template_routes routes = {
+        .route_count = g->routes,
+        .local_index = read ? g->destination_bank : g->source_bank,
+        .remote_index = read ? g->source_bank : g->destination_bank,
+        .local_base = read ? g->destination_base : g->source_base,
+        .remote_base = read ? g->source_base : g->destination_base,
+        .local_block_stride = read ? g->destination_block_stride : g->source_block_stride,
+        .remote_block_stride = read ? g->source_block_stride : g->destination_block_stride,
+        .rows = g->rows,
+        .row_bytes = g->row_bytes,
+        .local_row_stride = read ? g->destination_row_stride : g->source_row_stride,
+        .remote_row_stride = read ? g->source_row_stride : g->destination_row_stride,
+        .local_region_count = read ? 2 : p->source_count,
+        .local_regions = read ? p->template_regions : p->source_regions,
+        .remote_region_count = read ? p->source_count : 2,
+        .remote_regions = read ? p->source_regions : p->template_regions,
+        .local_block_limit = read ? DESTINATION_BLOCKS : SOURCE_BLOCKS,
+        .remote_block_limit = read ? SOURCE_BLOCKS : DESTINATION_BLOCKS};
+    CHECK_OK(kvt_template_register(p->agent, p->peer, p->generation, &routes, &template_id));
     return template_id;
 }
 
@@ -313,10 +323,24 @@ static small_routes small_template(void) {
 }
 
 static kvt_status register_small(const small_pair *s, const small_routes *t, uint32_t *out) {
-    return kvt_template_register(s->reader, s->peer, s->generation, 2, t->local_index, t->remote_index, t->local_base,
-                                 t->remote_base, t->local_block_stride, t->remote_block_stride, t->rows, t->row_bytes,
-                                 t->local_row_stride, t->remote_row_stride, 1, &s->reader_region, 1, &s->source_region,
-                                 t->local_limit, t->remote_limit, out);
+    const kvt_template_routes routes = {.route_count = 2,
+                                        .local_index = t->local_index,
+                                        .remote_index = t->remote_index,
+                                        .local_base = t->local_base,
+                                        .remote_base = t->remote_base,
+                                        .local_block_stride = t->local_block_stride,
+                                        .remote_block_stride = t->remote_block_stride,
+                                        .rows = t->rows,
+                                        .row_bytes = t->row_bytes,
+                                        .local_row_stride = t->local_row_stride,
+                                        .remote_row_stride = t->remote_row_stride,
+                                        .local_region_count = 1,
+                                        .local_regions = &s->reader_region,
+                                        .remote_region_count = 1,
+                                        .remote_regions = &s->source_region,
+                                        .local_block_limit = t->local_limit,
+                                        .remote_block_limit = t->remote_limit};
+    return kvt_template_register(s->reader, s->peer, s->generation, &routes, out);
 }
 
 static void routes_out_of_bounds_are_refused(void) {
