@@ -6,7 +6,9 @@
  * 4 MB of fresh memory 11–12 ms (MAP_POPULATE does not help: 0.5 ms, then 6 ms on the first write),
  * the same 4 MB reused 0.05 ms. A post of 100,000 descriptors builds a 3.2 MB table on the calling
  * thread, so without reuse the first posts of an agent held that thread for 10–20 ms. */
-#include "internal.h"
+#include "agent.h"
+
+#include "blocks.h"
 
 #include <stdlib.h>
 #include <string.h>

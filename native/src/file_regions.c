@@ -2,7 +2,11 @@
  * and keeps a liveness table; a reader on the same host maps the file through /proc/<pid>/fd and copies
  * READs itself, then checks the table, so that bytes the owner may have rewritten after withdrawing the
  * region are never reported as read (native/README.md, "Caller memory at memory speed"). */
-#include "internal.h"
+#include "agent.h"
+
+#include "file_regions.h"
+#include "services/mapping.h"
+#include "services/status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +55,7 @@ kvt_status kvt_liveness_table_ensure(kvt_agent *agent) {
                         strerror(error));
     }
     atomic_store(&table->words[0], LIVENESS_MAGIC);
-    atomic_store(&table->words[1], agent->incarnation);
+    atomic_store(&table->words[1], agent->entry.incarnation);
     pthread_mutex_lock(&agent->lock);
     agent->liveness = table;
     pthread_mutex_unlock(&agent->lock);

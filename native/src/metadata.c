@@ -11,7 +11,12 @@
  *                 | u32 rkey length | rkey
  *   | u32 CRC-32 of everything before it
  */
-#include "internal.h"
+#include "agent.h"
+
+#include "file_regions.h"
+#include "metadata.h"
+#include "services/status.h"
+#include "services/util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +53,7 @@ static void encode(kvt_agent *agent, writer *w) {
     put_bytes(w, KVT_METADATA_MAGIC, 4);
     put_u(w, KVT_METADATA_VERSION, 2);
     put_u(w, agent->backend_kind, 2);
-    put_u(w, agent->incarnation, 8);
+    put_u(w, agent->entry.incarnation, 8);
     put_u(w, agent->metadata_generation, 8);
     size_t name_length = strlen(agent->name);
     put_u(w, name_length, 2);

@@ -1,5 +1,10 @@
 /* Peers: loading metadata blobs, generations, invalidation, and the connections behind them. */
-#include "internal.h"
+#include "agent.h"
+
+#include "file_regions.h"
+#include "heartbeat.h"
+#include "peer.h"
+#include "services/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +15,7 @@ void kvt_conn_unref_locked(kvt_agent *agent, kvt_conn *conn) {
     conn->next_dead = agent->dead_conns;
     agent->dead_conns = conn;
     atomic_store_explicit(&agent->dead_conns_pending, true, memory_order_release);
-    kvt_agent_kick(agent);
+    kvt_command_kick(&agent->commands);
 }
 
 void kvt_reap_dead_conns(kvt_agent *agent) {
@@ -37,7 +42,7 @@ void kvt_peers_free_all(kvt_agent *agent) {
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
         kvt_heartbeat_peer_removed_locked(agent, peer);
         free(peer);
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_PEERS, -1);
     }
     agent->peer_count = 0;
     pthread_mutex_unlock(&agent->lock);
@@ -101,7 +106,7 @@ static kvt_status install_conn_locked(kvt_agent *agent, kvt_conn *conn, kvt_peer
         peer->id = agent->next_peer_id++;
         strcpy(peer->name, conn->meta.name);
         agent->peers[agent->peer_count++] = peer;
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, 1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_PEERS, 1);
     }
     if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
     peer->conn = conn;
@@ -148,7 +153,7 @@ kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length
             conn->meta = meta;
             conn->refs = 1;
             conn->process_fd = -1;
-            status = kvt_agent_call(agent, connect_call, conn);
+            status = kvt_command_call(&agent->commands, connect_call, conn);
             pthread_mutex_lock(&agent->lock);
             if (status == KVT_OK) status = install_conn_locked(agent, conn, &peer);
             if (status == KVT_OK) {
@@ -248,7 +253,7 @@ kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
         kvt_heartbeat_peer_removed_locked(agent, peer);
         free(peer);
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_PEERS, -1);
     }
     pthread_mutex_unlock(&agent->lock);
     pthread_mutex_unlock(&agent->config_lock);
@@ -319,7 +324,7 @@ kvt_status kvt_peer_transport(uint32_t agent_id, uint32_t peer_id, char *text, u
     if (args.conn) args.conn->refs++;
     pthread_mutex_unlock(&agent->lock);
     if (args.conn) {
-        status = kvt_agent_call(agent, describe_call, &args);
+        status = kvt_command_call(&agent->commands, describe_call, &args);
         if (status == KVT_OK) {
             *out_length = (uint32_t)args.length;
             if (capacity > 0) {

@@ -1,6 +1,11 @@
 /* Transfer templates: routes of block-indexed 2-D segments registered once against a peer generation,
  * then posts by block lists whose pieces the progress thread expands while it issues them. */
-#include "internal.h"
+#include "agent.h"
+
+#include "blocks.h"
+#include "services/copy.h"
+#include "services/status.h"
+#include "template.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -344,7 +349,7 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
     kvt_template *t = NULL;
     status = find_template_locked(agent, "kvt_xfer_post_blocks", template_id, &t);
     if (status == KVT_OK) atomic_fetch_add(&t->refs, 1);
-    kvt_status injected = status == KVT_OK ? kvt_fault_take_locked(agent, KVT_FAULT_ALLOCATION) : KVT_OK;
+    kvt_status injected = status == KVT_OK ? kvt_fault_take_locked(&agent->faults, KVT_FAULT_ALLOCATION) : KVT_OK;
     pthread_mutex_unlock(&agent->lock);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 

@@ -1,6 +1,6 @@
 /* Agent lifecycle: names, backends, destroy refusals, the wake-up fd and waiting. */
 #include "harness.h"
-#include "internal.h" /* kvt_agent_blocked_waits, agent->lock */
+#include "agent.h" /* kvt_agent_blocked_waits, agent->lock */
 
 #include <poll.h>
 #include <pthread.h>

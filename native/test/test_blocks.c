@@ -2,7 +2,8 @@
  * reused (the largest kept, within the count and byte bounds); a large take has the progress thread
  * prepare another; operations built in reused, dirty blocks move every byte and send their notification. */
 #include "harness.h"
-#include "internal.h"
+#include "agent.h"
+#include "blocks.h"
 
 static size_t cached_bytes(uint32_t agent_id) {
     kvt_agent *agent = NULL;

@@ -1,7 +1,7 @@
 /* The library's own copies (UCX regions mapped through shared memory): streaming copies at every
  * alignment and length, grouped pieces, and which pieces may be grouped. Backend-independent. */
 #include "harness.h"
-#include "internal.h"
+#include "services/copy.h"
 
 #define ARENA (5u * 4096u + 256u)
 

@@ -4,7 +4,7 @@
  * liveness check (a test hook holds the reader there) and after the check: the first two fail NOT_FOUND
  * with no byte reported, the last one keeps the bytes read before. */
 #include "harness.h"
-#include "internal.h" /* kvt_test_hold_file_check */
+#include "file_regions.h" /* kvt_test_hold_file_check */
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,7 +1,8 @@
 /* Metadata blobs and peers: export, load, generations, invalidation, replacement, and a fuzzer
  * (every truncation, random byte flips and random garbage) that must be refused without crashing. */
 #include "harness.h"
-#include "internal.h" /* kvt_crc32, kvt_metadata_parse: mutations are resealed and parsed directly */
+#include "metadata.h" /* kvt_metadata_parse: mutations are resealed and parsed directly */
+#include "services/util.h" /* kvt_crc32 */
 
 #include <sys/wait.h>
 #include <unistd.h>

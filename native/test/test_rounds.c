@@ -2,7 +2,7 @@
  * whose every advance is one slice that never finishes: which operations a round reaches, and in what
  * order, with and without a caller waiting on a command. Backend-independent. */
 #include "harness.h"
-#include "internal.h"
+#include "agent.h"
 
 enum { OPS = 4, ROUNDS = 3 };
 
@@ -50,14 +50,14 @@ static void every_operation_gets_a_slice_per_round_in_posting_order(void) {
 static void a_waiting_caller_ends_the_round_after_one_slice_and_the_next_round_goes_on_from_there(void) {
     round_world *world = world_with_ops();
     for (unsigned round = 0; round < OPS; round++) {
-        atomic_store(&world->agent.caller_waiting, true);
+        atomic_store(&world->agent.commands.caller_waiting, true);
         kvt_ops_run(&world->agent, NULL);
         CHECK(advances == round + 1, "round %u with a caller waiting: %u slices in all, expected one per round", round,
               advances);
         CHECK(advanced[round] == round + 1, "round %u went to operation %llu: each round goes on where the last stopped",
               round, (unsigned long long)advanced[round]);
     }
-    atomic_store(&world->agent.caller_waiting, false);
+    atomic_store(&world->agent.commands.caller_waiting, false);
     kvt_ops_run(&world->agent, NULL);
     CHECK(advances == 2 * OPS, "a round without a waiting caller reaches all %u operations (%u slices)", OPS,
           advances - OPS);

@@ -6,7 +6,7 @@
  * deregisters (the owner's serving worker held), and the request issued only after (the reader's issue
  * paused), over shared memory and over tcp. */
 #include "harness.h"
-#include "internal.h" /* kvt_test_hold_serving */
+#include "agent.h" /* kvt_test_hold_serving */
 
 #include <sys/mman.h>
 

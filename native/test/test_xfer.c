@@ -1,7 +1,8 @@
 /* Transfers: batched READ/WRITE with byte verification, bounds refusals that move nothing,
  * a thousand concurrent operations, cancel and release. */
 #include "harness.h"
-#include "internal.h" /* kvt_streaming_threshold, kvt_now_ns */
+#include "services/copy.h" /* kvt_streaming_threshold */
+#include "services/util.h"  /* kvt_now_ns */
 
 #include <time.h>
 

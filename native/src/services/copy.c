@@ -1,6 +1,11 @@
 /* Copies the library does itself (UCX regions it maps through shared memory): plain memcpy, or
  * non-temporal stores for batches whose destination will not stay in the cache anyway. */
-#include "internal.h"
+#include "services/copy.h"
+
+#include "services/status.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include <string.h>
 #include <unistd.h>

@@ -1,6 +1,8 @@
 /* The header a notification travels with between processes: "KVTN", the sender's name length (u16,
  * little-endian), the name. Written by the sender, checked by the receiver before anything is queued. */
-#include "internal.h"
+#include "services/notify_header.h"
+
+#include "services/status.h"
 
 #include <string.h>
 

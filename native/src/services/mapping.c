@@ -1,7 +1,9 @@
 /* What backs memory of this process: the mapping /proc/self/maps lists for an address, and the room
  * left in /dev/shm (where UCX's posix segments live). Used to explain refused allocations and to check
  * that a file-backed registration is what it says. */
-#include "internal.h"
+#include "services/mapping.h"
+
+#include "services/status.h"
 
 #include <stdio.h>
 #include <string.h>

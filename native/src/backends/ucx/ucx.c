@@ -1,8 +1,16 @@
 /* The UCX backend. Everything here runs on the agent's progress thread, which alone owns the ucp
  * context and worker (UCS_THREAD_MODE_SINGLE): registration, endpoints, remote keys, gets and puts,
  * active-message notifications and progress. */
-#include "internal.h"
-#include "ucx_api.h"
+#include "agent.h"
+
+#include "backend.h"
+#include "backends/ucx/ucx_api.h"
+#include "file_regions.h"
+#include "heartbeat.h"
+#include "services/copy.h"
+#include "services/mapping.h"
+#include "services/notify_header.h"
+#include "services/status.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -130,10 +138,10 @@ static ucs_status_t on_notification(void *arg, const void *header, size_t header
     bool well_formed = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && length >= 1 &&
                        length <= KVT_MAX_NOTIFICATION && kvt_notify_header_parse(header, header_length, sender);
     if (!well_formed) {
-        kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED, 1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_NOTIFICATIONS_DROPPED, 1);
         return UCS_OK;
     }
-    kvt_agent_deliver_notification(agent, sender, data, (uint32_t)length);
+    kvt_deliver_notification(&agent->delivery, sender, data, (uint32_t)length);
     return UCS_OK;
 }
 
@@ -165,7 +173,7 @@ static ucs_status_t on_probe(void *arg, const void *header, size_t header_length
     if (length != PROBE_BYTES || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
         !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
         return UCS_OK;
-    kvt_counter_add(agent, KVT_COUNTER_HEARTBEATS_ANSWERED, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_HEARTBEATS_ANSWERED, 1);
     send_heartbeat(agent, param->reply_ep, KVT_AM_ANSWER, data, 0);
     return UCS_OK;
 }
@@ -183,7 +191,7 @@ static ucs_status_t on_answer(void *arg, const void *header, size_t header_lengt
     kvt_agent *agent = arg;
     const uint8_t *message = data;
     if (length != PROBE_BYTES || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        read_le(message + 4, 8) != agent->incarnation)
+        read_le(message + 4, 8) != agent->entry.incarnation)
         return UCS_OK;
     kvt_heartbeat_answered(agent, (uint32_t)read_le(message, 4));
     return UCS_OK;
@@ -734,7 +742,7 @@ static void on_request_done(void *request, ucs_status_t status, void *user_data)
         else
             op->requests = r->next;
         if (r->next) r->next->prev = r->prev;
-        kvt_counter_add(r->agent, KVT_COUNTER_INFLIGHT_REQUESTS, -1);
+        kvt_counter_add(&r->agent->counters, KVT_COUNTER_INFLIGHT_REQUESTS, -1);
         op->outstanding--;
         op->outstanding_bytes -= r->length;
         if (mapped == KVT_OK)
@@ -748,7 +756,7 @@ static void on_request_done(void *request, ucs_status_t status, void *user_data)
         if (op)
             kvt_op_notified(r->agent, op, mapped);
         else
-            kvt_count_result(r->agent, mapped); /* a standalone send failed after it was accepted */
+            kvt_count_result(&r->agent->counters, mapped); /* a standalone send failed after it was accepted */
     }
     ucp_request_free(request);
 }
@@ -771,7 +779,7 @@ static kvt_status track(void *returned, ucx_request setup) {
         op->requests = r;
         op->outstanding++;
         op->outstanding_bytes += setup.length;
-        kvt_counter_add(setup.agent, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
+        kvt_counter_add(&setup.agent->counters, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
     }
     return KVT_IN_PROGRESS;
 }
@@ -828,7 +836,7 @@ static uint64_t issue_request(kvt_agent *agent, kvt_op *op, uint64_t *completed_
     uint64_t remote = d->remote_address + op->next_offset;
     void *returned = op->direction == KVT_XFER_READ ? ucp_get_nbx(ep_of(conn), local, length, remote, rkey, &param)
                                                     : ucp_put_nbx(ep_of(conn), local, length, remote, rkey, &param);
-    kvt_counter_add(agent, KVT_COUNTER_REQUESTS_ISSUED, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_REQUESTS_ISSUED, 1);
     kvt_status status =
         track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = length});
     if (status == KVT_OK) *completed_now += length;
@@ -904,7 +912,7 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     bool copied = false, live = true;
     file_reads reads = {.count = 0};
     uint64_t file_bytes = 0;
-    uint64_t issue_limit = atomic_load_explicit(&agent->issue_limit, memory_order_relaxed);
+    uint64_t issue_limit = atomic_load_explicit(&agent->faults.issue_limit, memory_order_relaxed);
     while (op->error == KVT_OK && kvt_op_more(op) && issued < ISSUE_BUDGET_BYTES && op->bytes_issued < issue_limit &&
            !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
         const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
@@ -934,7 +942,7 @@ static void ucx_advance(kvt_agent *agent, kvt_op *op) {
     if (copied) kvt_copy_fence();
     if (live) {
         kvt_op_add_bytes_done(op, completed_now);
-        if (file_bytes) kvt_counter_add(agent, KVT_COUNTER_FILE_READ_BYTES, (int64_t)file_bytes);
+        if (file_bytes) kvt_counter_add(&agent->counters, KVT_COUNTER_FILE_READ_BYTES, (int64_t)file_bytes);
     } else if (op->error == KVT_OK) {
         op->error = KVT_ERR_NOT_FOUND; /* the peer withdrew a region read: reload it */
     }
@@ -979,7 +987,7 @@ static void ucx_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id) {
     if (atomic_load(&conn->failed) || !ep_of(conn)) return;
     uint8_t message[PROBE_BYTES];
     for (unsigned i = 0; i < 4; i++) message[i] = (uint8_t)(peer_id >> (8 * i));
-    for (unsigned i = 0; i < 8; i++) message[4 + i] = (uint8_t)(agent->incarnation >> (8 * i));
+    for (unsigned i = 0; i < 8; i++) message[4 + i] = (uint8_t)(agent->entry.incarnation >> (8 * i));
     send_heartbeat(agent, ep_of(conn), KVT_AM_PROBE, message, UCP_AM_SEND_FLAG_REPLY);
 }
 
@@ -1059,7 +1067,7 @@ static void ucx_sleep(kvt_agent *agent, int timeout_ms) {
     bool evented = state->event_fd >= 0 && (!serving || state->serving.event_fd >= 0);
     int cap = evented ? IDLE_PROGRESS_MS : 1;
     int timeout = (timeout_ms < 0 || timeout_ms > cap) ? cap : timeout_ms;
-    struct pollfd fds[3] = {{.fd = agent->command_fd, .events = POLLIN}};
+    struct pollfd fds[3] = {{.fd = agent->commands.fd, .events = POLLIN}};
     nfds_t count = 1;
     if (evented) {
         if (ucp_worker_arm(state->worker) == UCS_ERR_BUSY) return; /* events pending */
