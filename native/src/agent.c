@@ -241,7 +241,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     kvt_blocks_init(agent);
     bool commands_ready = kvt_commands_init(&agent->commands, &agent->lock);
     int commands_error = errno;
-    kvt_status status = kvt_delivery_init(&agent->delivery, &agent->lock, &agent->counters);
+    kvt_status status = kvt_delivery_init(&agent->delivery, &agent->lock, &agent->counters, kvt_notify_peer);
     if (status == KVT_OK && !commands_ready)
         status = kvt_fail(KVT_ERR_BACKEND, "kvt_agent_create: eventfd failed: %s", strerror(commands_error));
     return status;

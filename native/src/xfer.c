@@ -492,18 +492,11 @@ static kvt_status notify_call(kvt_agent *agent, void *arg, char *detail, size_t 
     return status;
 }
 
-kvt_status kvt_notify_send(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
+kvt_status kvt_notify_peer(kvt_agent *agent, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
                            uint32_t length) {
-    kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_notify_send", &agent);
-    if (status != KVT_OK) return status;
-    if (length == 0 || length > KVT_MAX_NOTIFICATION || !data)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_notify_send: a notification has 1..%u bytes (got %u, data %s)",
-                                                KVT_MAX_NOTIFICATION, length, data ? "given" : "NULL"));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
-    status = kvt_resolve_peer_locked(agent, "kvt_notify_send", peer_id, peer_generation, &peer);
+    kvt_status status = kvt_resolve_peer_locked(agent, "kvt_notify_send", peer_id, peer_generation, &peer);
     kvt_conn *conn = status == KVT_OK ? peer->conn : NULL;
     if (conn) conn->refs++;
     pthread_mutex_unlock(&agent->lock);
@@ -511,10 +504,9 @@ kvt_status kvt_notify_send(uint32_t agent_id, uint32_t peer_id, uint64_t peer_ge
         notify_args args = {.conn = conn, .data = data, .length = length};
         status = kvt_command_call(&agent->commands, notify_call, &args);
         if (status == KVT_IN_PROGRESS) status = KVT_OK;
-        if (status == KVT_OK) kvt_counter_add(&agent->counters, KVT_COUNTER_NOTIFICATIONS_SENT, 1);
         pthread_mutex_lock(&agent->lock);
         kvt_conn_unref_locked(agent, conn);
         pthread_mutex_unlock(&agent->lock);
     }
-    return kvt_agent_finish(agent, status);
+    return status;
 }

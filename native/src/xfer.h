@@ -110,4 +110,8 @@ static inline void kvt_op_add_bytes_done(kvt_op *op, uint64_t n) {
     atomic_store_explicit(&op->bytes_done, done + n, memory_order_relaxed);
 }
 
+/* Sends a notification to peer `peer_id` at `peer_generation` (kvt_notify_send's sender, delivery.h). */
+kvt_status kvt_notify_peer(kvt_agent *agent, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
+                           uint32_t length);
+
 #endif

@@ -1,5 +1,5 @@
-/* Delivery to the consumer: completions and received notifications, the wake-up edge and pipe, and the
- * calls that poll and wait for them. */
+/* Delivery: completions and notifications received for the consumer, the wake-up edge and pipe, the calls
+ * that poll and wait for them, and notifications sent to peers. */
 #include "services/delivery.h"
 
 #include "services/entry.h"
@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-kvt_status kvt_delivery_init(kvt_delivery *delivery, pthread_mutex_t *owner_lock, kvt_counter_set *counters) {
+kvt_status kvt_delivery_init(kvt_delivery *delivery, pthread_mutex_t *owner_lock, kvt_counter_set *counters,
+                             kvt_notification_sender send) {
+    delivery->send = send;
     delivery->owner_lock = owner_lock;
     delivery->counters = counters;
     delivery->wake_pipe[0] = delivery->wake_pipe[1] = -1;
@@ -203,7 +205,22 @@ kvt_status kvt_agent_blocked_waits(uint32_t agent_id, uint32_t *out_count) {
     return kvt_entry_finish(entry, KVT_OK);
 }
 
-/* ---- notifications received ---------------------------------------------------------------------- */
+/* ---- notifications ---------------------------------------------------------------------- */
+
+kvt_status kvt_notify_send(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
+                           uint32_t length) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_notify_send", &agent);
+    if (status != KVT_OK) return status;
+    if (length == 0 || length > KVT_MAX_NOTIFICATION || !data)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                                                "kvt_notify_send: a notification has 1..%u bytes (got %u, data %s)",
+                                                KVT_MAX_NOTIFICATION, length, data ? "given" : "NULL"));
+    kvt_delivery *delivery = kvt_entry_of(agent)->delivery;
+    status = delivery->send(agent, peer_id, peer_generation, data, length);
+    if (status == KVT_OK) kvt_counter_add(delivery->counters, KVT_COUNTER_NOTIFICATIONS_SENT, 1);
+    return kvt_agent_finish(agent, status);
+}
 
 void kvt_deliver_notification(kvt_delivery *delivery, const char *sender, const uint8_t *data, uint32_t length) {
     kvt_notification *note = NULL;

@@ -1,4 +1,4 @@
-/* Delivery to the consumer: completions and received notifications, and the wake-up pipe (delivery.c). */
+/* Delivery: completions and notifications in and out, and the wake-up pipe (delivery.c). */
 #ifndef KVT_DELIVERY_H
 #define KVT_DELIVERY_H
 
@@ -27,7 +27,13 @@ typedef struct kvt_completion {
     uint64_t bytes_done;
 } kvt_completion;
 
+typedef struct kvt_agent kvt_agent;
+/* Sends a notification to a peer of the agent: the agent's way out, set at kvt_delivery_init. */
+typedef kvt_status (*kvt_notification_sender)(kvt_agent *agent, uint32_t peer, uint64_t peer_generation,
+                                              const uint8_t *data, uint32_t length);
+
 typedef struct kvt_delivery {
+    kvt_notification_sender send;
     pthread_mutex_t *owner_lock; /* the agent's lock, under which kvt_agent_wait waits on pending_cond */
     kvt_counter_set *counters;
     pthread_cond_t pending_cond; /* completions or notifications became pending */
@@ -49,7 +55,8 @@ typedef struct kvt_delivery {
 } kvt_delivery;
 
 /* Sets delivery up for the agent whose lock is `owner_lock` (kvt_agent_create's failures). */
-kvt_status kvt_delivery_init(kvt_delivery *delivery, pthread_mutex_t *owner_lock, kvt_counter_set *counters);
+kvt_status kvt_delivery_init(kvt_delivery *delivery, pthread_mutex_t *owner_lock, kvt_counter_set *counters,
+                             kvt_notification_sender send);
 /* Frees what was never polled (and takes its notifications off the process's pending gauge). */
 void kvt_delivery_destroy(kvt_delivery *delivery);
 /* Something became pending (owner's lock held): wakes kvt_agent_wait callers and arms the wake-up edge. True

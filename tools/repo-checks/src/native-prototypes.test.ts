@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { bindingFunctions, bindingsPath, checkNativePrototypes, compareNativePrototypes, headerFunctions } from './native-prototypes.js';
+import {
+  bindingFunctions,
+  bindingsPath,
+  checkNativePrototypes,
+  compareNativePrototypes,
+  headerFunctions,
+  headerPath,
+  readHeader,
+} from './native-prototypes.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -57,6 +65,13 @@ describe('compareNativePrototypes', () => {
   it('refuses a prototype bound under another name, or one it cannot read', () => {
     expect(() => bindings("  kvt_a: 'int32_t kvt_b(void)',")).toThrow('the prototype of kvt_a declares kvt_b');
     expect(() => bindings('  kvt_a: `int32_t kvt_a(void)`,')).toThrow('cannot read the prototypes of kvt_a');
+  });
+
+  it('reads the headers the C header includes', () => {
+    expect(headerFunctions(readHeader(join(repoRoot, headerPath))).get('kvt_fault_clear')).toEqual({
+      returns: 'int32_t',
+      parameters: ['uint32_t'],
+    });
   });
 
   it('reads every prototype of the repository', () => {

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 /** One C function: its return type and its parameters' types, each with spacing normalised. */
 export interface CFunction {
@@ -77,10 +77,20 @@ export function compareNativePrototypes(header: Map<string, CFunction>, bindings
   return problems;
 }
 
+/** The header's text followed by that of each header it includes with quotes (beside it), recursively. */
+export function readHeader(path: string, seen = new Set<string>()): string {
+  seen.add(path);
+  const text = readFileSync(path, 'utf8');
+  const included = [...text.matchAll(/^#include "([^"]+)"/gm)]
+    .map(([, name = '']) => join(dirname(path), name))
+    .filter((file) => !seen.has(file));
+  return [text, ...included.map((file) => readHeader(file, seen))].join('\n');
+}
+
 /** The repository's disagreements between the C header and the koffi prototypes. */
 export function checkNativePrototypes(repoRoot: string): string[] {
   return compareNativePrototypes(
-    headerFunctions(readFileSync(join(repoRoot, headerPath), 'utf8')),
+    headerFunctions(readHeader(join(repoRoot, headerPath))),
     bindingFunctions(readFileSync(join(repoRoot, bindingsPath), 'utf8')),
   );
 }
