@@ -20,6 +20,28 @@ static uint8_t *export_blob(uint32_t agent, uint64_t *out_length) {
     return blob;
 }
 
+/* The region `source` advertised to `reader`, and the path to the peer in words. */
+static void check_advertised(uint32_t reader, uint32_t peer, uint32_t region, const uint8_t *memory) {
+    uint32_t ids[4], kinds[4], devices[4], count = 0;
+    uint64_t addresses[4], lengths[4];
+    CHECK_OK(kvt_peer_regions(reader, peer, 4, ids, addresses, lengths, kinds, devices, &count));
+    CHECK(count == 1 && ids[0] == region && addresses[0] == (uint64_t)(uintptr_t)memory && lengths[0] == 65536 &&
+              kinds[0] == KVT_MEM_DRAM && devices[0] == 0,
+          "the advertised region");
+    CHECK_OK(kvt_peer_regions(reader, peer, 0, NULL, NULL, NULL, NULL, NULL, &count));
+    CHECK(count == 1, "count only");
+    char path[4096];
+    uint32_t path_length = 0;
+    CHECK_OK(kvt_peer_transport(reader, peer, path, sizeof path, &path_length));
+    CHECK(path_length > 0 && strlen(path) == (path_length < sizeof path ? path_length : sizeof path - 1),
+          "a description of %u bytes", path_length);
+    CHECK(strstr(path, test_backend == KVT_BACKEND_UCX ? "posix" : "loopback") != NULL, "the path: %s", path);
+    char small[8];
+    CHECK_OK(kvt_peer_transport(reader, peer, small, sizeof small, &path_length));
+    CHECK(strlen(small) == sizeof small - 1, "truncated and terminated");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_regions(reader, peer + 9, 4, ids, NULL, NULL, NULL, NULL, &count));
+}
+
 static void export_and_load(void) {
     uint32_t source = make_agent("meta-source");
     uint32_t reader = make_agent("meta-reader");
@@ -42,25 +64,7 @@ static void export_and_load(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_find(reader, "nobody", &found, NULL));
     CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 1, "one live peer");
 
-    /* The advertised regions, and the path to the peer in words. */
-    uint32_t ids[4], kinds[4], devices[4], count = 0;
-    uint64_t addresses[4], lengths[4];
-    CHECK_OK(kvt_peer_regions(reader, peer, 4, ids, addresses, lengths, kinds, devices, &count));
-    CHECK(count == 1 && ids[0] == region && addresses[0] == (uint64_t)(uintptr_t)memory && lengths[0] == 65536 &&
-              kinds[0] == KVT_MEM_DRAM && devices[0] == 0,
-          "the advertised region");
-    CHECK_OK(kvt_peer_regions(reader, peer, 0, NULL, NULL, NULL, NULL, NULL, &count));
-    CHECK(count == 1, "count only");
-    char path[4096];
-    uint32_t path_length = 0;
-    CHECK_OK(kvt_peer_transport(reader, peer, path, sizeof path, &path_length));
-    CHECK(path_length > 0 && strlen(path) == (path_length < sizeof path ? path_length : sizeof path - 1),
-          "a description of %u bytes", path_length);
-    CHECK(strstr(path, test_backend == KVT_BACKEND_UCX ? "posix" : "loopback") != NULL, "the path: %s", path);
-    char small[8];
-    CHECK_OK(kvt_peer_transport(reader, peer, small, sizeof small, &path_length));
-    CHECK(strlen(small) == sizeof small - 1, "truncated and terminated");
-    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_regions(reader, peer + 9, 4, ids, NULL, NULL, NULL, NULL, &count));
+    check_advertised(reader, peer, region, memory);
 
     /* The same blob again is a no-op. */
     uint64_t again = 0;
@@ -93,8 +97,11 @@ static void export_and_load(void) {
     uint64_t invalidated = 0;
     CHECK_OK(kvt_peer_info(reader, peer, &invalidated, &state, NULL));
     CHECK(invalidated == again + 1 && state == KVT_PEER_INVALIDATED, "invalidated at a new generation");
+    uint32_t ids[4], count = 0;
     CHECK_OK(kvt_peer_regions(reader, peer, 4, ids, NULL, NULL, NULL, NULL, &count));
     CHECK(count == 0, "an invalidated peer advertises nothing");
+    char path[64];
+    uint32_t path_length = 0;
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_transport(reader, peer, path, sizeof path, &path_length));
     CHECK_STATUS(KVT_ERR_NOT_FOUND,
                  post_one(reader, KVT_XFER_READ, peer, invalidated, local_region, 0, region, 0, 4096, &op));
