@@ -20,8 +20,13 @@ static uint8_t *export_blob(uint32_t agent, uint64_t *out_length) {
     return blob;
 }
 
-/* The region `source` advertised to `reader`, and the path to the peer in words. */
+/* The peer 'meta-source' as `reader` finds it: by name, its region, and the path to it in words. */
 static void check_advertised(uint32_t reader, uint32_t peer, uint32_t region, const uint8_t *memory) {
+    uint32_t found = 0;
+    CHECK_OK(kvt_peer_find(reader, "meta-source", &found, NULL));
+    CHECK(found == peer, "found by name");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_find(reader, "nobody", &found, NULL));
+    CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 1, "one live peer");
     uint32_t ids[4], kinds[4], devices[4], count = 0;
     uint64_t addresses[4], lengths[4];
     CHECK_OK(kvt_peer_regions(reader, peer, 4, ids, addresses, lengths, kinds, devices, &count));
@@ -58,13 +63,8 @@ static void export_and_load(void) {
     uint32_t state = 9, regions = 0;
     CHECK_OK(kvt_peer_info(reader, peer, &generation, &state, &regions));
     CHECK(state == KVT_PEER_READY && regions == 1, "ready with one region");
-    uint32_t found = 0;
-    CHECK_OK(kvt_peer_find(reader, "meta-source", &found, NULL));
-    CHECK(found == peer, "found by name");
-    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_find(reader, "nobody", &found, NULL));
-    CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 1, "one live peer");
-
     check_advertised(reader, peer, region, memory);
+    uint32_t found = 0;
 
     /* The same blob again is a no-op. */
     uint64_t again = 0;
