@@ -93,7 +93,16 @@ const structs: { readonly [name: string]: Readonly<Record<string, string>> } = {
     remote_block_limit: 'uint32_t',
   } satisfies Record<keyof TemplateRoutes, string>,
 };
-for (const [name, members] of Object.entries(structs)) koffi.struct(name, members);
+for (const [name, members] of Object.entries(structs)) declareStruct(name, members);
+
+/** Declares a struct to koffi unless another copy of this module (a second install) already did: koffi's type names are process-wide. */
+function declareStruct(name: string, members: Readonly<Record<string, string>>): void {
+  try {
+    koffi.type(name);
+  } catch {
+    koffi.struct(name, members);
+  }
+}
 
 /* Every out-parameter is a typed array: koffi hands its memory to C as is, with no conversion. */
 export interface NativeApi {
