@@ -73,7 +73,7 @@ static bool stalled(kvt_agent *agent) {
     atomic_store(&agent->commands.sleeping, true);
     poll(&fd, 1, STALL_POLL_MS);
     atomic_store(&agent->commands.sleeping, false);
-    kvt_commands_drain_fd(&agent->commands); /* commands stay queued (commands_pending) for after the stall */
+    kvt_commands_drain_fd(&agent->commands); /* commands stay queued (commands.pending) for after the stall */
     return true;
 }
 
