@@ -12,9 +12,9 @@
 #define PROBE_BYTES 12u
 #define OP_WINDOW 256u           /* requests in flight per operation */
 #define OP_WINDOW_BYTES (8u << 20) /* bytes in flight per operation (at least one request) */
-#define ISSUE_BUDGET_BYTES (16u << 20) /* per operation and progress round: shared-memory gets complete
-                                          inside ucp_get_nbx, so this bounds how long one operation keeps
-                                          the thread from commands, cancellation and other operations */
+/* Per operation and progress round: shared-memory gets complete inside ucp_get_nbx, so this bounds how
+ * long one operation keeps the thread from commands, cancellation and other operations. */
+#define ISSUE_BUDGET_BYTES (16u << 20)
 #define IDLE_PROGRESS_MS 50      /* progress at least this often even when no event arrives */
 #define WARM_SLICE_BYTES (1u << 20) /* of a peer's mapped regions touched per idle progress round (warm_step) */
 #define WARM_STRIDE 4096u           /* one read per (smallest) page */
