@@ -133,11 +133,6 @@ void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
     if (wake) kvt_wake_consumer(&agent->delivery);
 }
 
-void kvt_heartbeat_peer_removed_locked(kvt_agent *agent, kvt_peer *peer) {
-    agent->delivery.peer_events_pending -= peer->heartbeat.transitions - peer->heartbeat.reported;
-    if (peer->heartbeat.unresponsive) kvt_counter_add(&agent->counters, KVT_COUNTER_UNRESPONSIVE_PEERS, -1);
-}
-
 /* ---- API ------------------------------------------------------------------------------------------ */
 
 kvt_status kvt_agent_set_heartbeat(uint32_t agent_id, uint32_t interval_ms, uint32_t misses) {

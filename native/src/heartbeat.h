@@ -31,7 +31,5 @@ void kvt_heartbeat_wake(kvt_agent *agent);
 int kvt_heartbeat_next_timeout_ms(kvt_agent *agent);
 /* (P) A probe of peer `peer_id` was answered. */
 void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id);
-/* A peer is being forgotten: drops its unread reports and its unresponsive count (agent->lock held). */
-void kvt_heartbeat_peer_removed_locked(kvt_agent *agent, struct kvt_peer *peer);
 
 #endif

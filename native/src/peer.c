@@ -2,7 +2,6 @@
 #include "agent.h"
 
 #include "file_regions.h"
-#include "heartbeat.h"
 #include "peer.h"
 #include "services/status.h"
 
@@ -35,12 +34,19 @@ void kvt_reap_dead_conns(kvt_agent *agent) {
     }
 }
 
+/* A peer is being forgotten (agent->lock held): its heartbeat reports not yet polled and its unresponsive
+ * count go with it. */
+static void forget_locked(kvt_agent *agent, kvt_peer *peer) {
+    agent->delivery.peer_events_pending -= peer->heartbeat.transitions - peer->heartbeat.reported;
+    if (peer->heartbeat.unresponsive) kvt_counter_add(&agent->counters, KVT_COUNTER_UNRESPONSIVE_PEERS, -1);
+}
+
 void kvt_peers_free_all(kvt_agent *agent) {
     pthread_mutex_lock(&agent->lock);
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
-        kvt_heartbeat_peer_removed_locked(agent, peer);
+        forget_locked(agent, peer);
         free(peer);
         kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_PEERS, -1);
     }
@@ -251,7 +257,7 @@ kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
         for (uint32_t i = 0; i < agent->peer_count; i++)
             if (agent->peers[i] == peer) agent->peers[i] = agent->peers[--agent->peer_count];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
-        kvt_heartbeat_peer_removed_locked(agent, peer);
+        forget_locked(agent, peer);
         free(peer);
         kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_PEERS, -1);
     }

@@ -34,13 +34,17 @@ typedef struct kvt_template {
     bool blocks_outermost;
 } kvt_template;
 
+/* A post's descriptors, expanded from its template a window at a time. */
 typedef struct kvt_expansion {
+    kvt_desc_source source; /* first: op->source */
     kvt_template *template;
     uint32_t count;
     uint32_t *local_blocks, *remote_blocks;
     /* The next piece: outer and inner loop positions and the row within the segment. */
     uint32_t outer, inner, row;
 } kvt_expansion;
+
+static bool expansion_refill(kvt_op *op);
 
 static void template_unref(kvt_template *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
@@ -58,8 +62,8 @@ static void template_unref(kvt_template *t) {
     free(t);
 }
 
-void kvt_expansion_free(kvt_agent *agent, kvt_expansion *x) {
-    if (!x) return;
+static void expansion_free(kvt_agent *agent, kvt_desc_source *source) {
+    kvt_expansion *x = (kvt_expansion *)source;
     template_unref(x->template);
     kvt_block_give(agent, x->local_blocks); /* remote_blocks share its block */
     free(x);
@@ -358,20 +362,21 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
                                                  notification, notification_length, NULL)
                                     : NULL;
     if (x) {
+        x->source = (kvt_desc_source){.refill = expansion_refill, .free = expansion_free};
         x->template = t;
         x->count = count;
         x->local_blocks = kvt_block_take(agent, 2 * (size_t)count * sizeof *x->local_blocks);
         if (x->local_blocks) x->remote_blocks = x->local_blocks + count;
     }
     if (!x || !op || !x->local_blocks) {
-        if (x) kvt_expansion_free(agent, x);
+        if (x) expansion_free(agent, &x->source);
         else template_unref(t);
         kvt_op_free(agent, op);
         return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
                                                 "kvt_xfer_post_blocks: out of memory for %u blocks%s", count,
                                                 injected != KVT_OK ? ": injected fault (allocation)" : ""));
     }
-    op->expansion = x;
+    op->source = &x->source;
     uint32_t lowest, highest;
     status = copy_blocks(t, direction, count, local_blocks, remote_blocks, x, &lowest, &highest);
     if (status == KVT_OK && __builtin_mul_overflow((uint64_t)count, t->block_bytes, &op->bytes_total))
@@ -398,8 +403,8 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
 
 /* ---- expansion (progress thread) ------------------------------------------------------------------- */
 
-bool kvt_expansion_refill(kvt_op *op) {
-    kvt_expansion *x = op->expansion;
+static bool expansion_refill(kvt_op *op) {
+    kvt_expansion *x = (kvt_expansion *)op->source;
     const kvt_template *t = x->template;
     const kvt_remote_region *remotes = op->conn->meta.regions;
     uint32_t outer_count = t->blocks_outermost ? x->count : t->route_count;

@@ -9,12 +9,6 @@
 #include <stdint.h>
 
 typedef struct kvt_agent kvt_agent;
-struct kvt_op;
-struct kvt_expansion;
-
-/* (P) Refills op->descs with the next pieces of a template post; false when every piece was issued. */
-bool kvt_expansion_refill(struct kvt_op *op);
-void kvt_expansion_free(kvt_agent *agent, struct kvt_expansion *expansion);
 /* Frees every registered template of a destroyed agent. */
 void kvt_templates_free_all(kvt_agent *agent);
 

@@ -8,7 +8,6 @@
 #include "services/copy.h"
 #include "services/notify_header.h"
 #include "services/status.h"
-#include "template.h"
 #include "xfer.h"
 
 #include <stdio.h>
@@ -143,7 +142,7 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
 
 void kvt_op_free(kvt_agent *agent, kvt_op *op) {
     if (!op) return;
-    kvt_expansion_free(agent, op->expansion);
+    if (op->source) op->source->free(agent, op->source);
     kvt_block_give(agent, op);
 }
 

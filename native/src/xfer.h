@@ -11,7 +11,6 @@
 #include "peer.h"
 #include "services/commands.h"
 #include "services/delivery.h"
-#include "template.h"
 
 #include <stdatomic.h>
 
@@ -31,7 +30,16 @@ enum kvt_op_phase {
     KVT_PHASE_TERMINAL,
 };
 
-struct kvt_expansion;
+struct kvt_op;
+
+/* Where a post's descriptors come from when they are not built whole (a template post's expansion,
+ * template.c): the progress thread refills the op's window from it as it issues them (kvt_op_more), and it
+ * is freed with the op. */
+typedef struct kvt_desc_source {
+    /* (P) Refills op->descs with the next pieces; false when every piece was issued. */
+    bool (*refill)(struct kvt_op *op);
+    void (*free)(kvt_agent *agent, struct kvt_desc_source *source);
+} kvt_desc_source;
 
 typedef struct kvt_op {
     uint64_t id;
@@ -40,9 +48,9 @@ typedef struct kvt_op {
     kvt_conn *conn;
     uint32_t count;
     kvt_desc *descs;
-    /* A template post (template.c): descs is a window the progress thread refills from the template's
-     * segments as it issues them (kvt_op_more); NULL for an explicit post. */
-    struct kvt_expansion *expansion;
+    /* A template post: descs is a window the progress thread refills from `source` as it issues them
+     * (kvt_op_more); NULL for an explicit post. */
+    kvt_desc_source *source;
     uint32_t local_count;
     kvt_region **locals;
     uint8_t notification[KVT_MAX_NOTIFICATION];
@@ -100,7 +108,7 @@ kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op);
 
 /* (P) Whether the op has a descriptor left to issue at op->descs[op->next] (refilling a template post's window). */
 static inline bool kvt_op_more(kvt_op *op) {
-    return op->next < op->count || (op->expansion && kvt_expansion_refill(op));
+    return op->next < op->count || (op->source && op->source->refill(op));
 }
 /* (P) Adds to op->bytes_done with a plain load and store: the progress thread is its only writer, and a
  * locked add right after a copy stalls until every store of that copy has drained (measured: ~14% of a
