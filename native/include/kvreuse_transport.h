@@ -166,12 +166,12 @@ enum {
 };
 
 enum {
-    KVT_CAP_BACKENDS = 0,             /* bit mask of (1 << KVT_BACKEND_*) usable: ucx if built in and libucp.so.0 loads */
-    KVT_CAP_VRAM = 1,                 /* 1 if vram registration is supported, else 0 */
-    KVT_CAP_MAX_DESCRIPTORS = 2,      /* most descriptors in one kvt_xfer_post batch */
-    KVT_CAP_MAX_NOTIFICATION = 3,     /* most bytes in one notification */
-    KVT_CAP_MAX_NAME = 4,             /* most bytes in an agent name (without the terminating NUL) */
-    KVT_CAP_MAX_REGIONS = 5,          /* most live registrations per agent */
+    KVT_CAP_BACKENDS = 0,         /* bit mask of (1 << KVT_BACKEND_*) usable: ucx if built in and libucp.so.0 loads */
+    KVT_CAP_VRAM = 1,             /* 1 if vram registration is supported, else 0 */
+    KVT_CAP_MAX_DESCRIPTORS = 2,  /* most descriptors in one kvt_xfer_post batch */
+    KVT_CAP_MAX_NOTIFICATION = 3, /* most bytes in one notification */
+    KVT_CAP_MAX_NAME = 4,         /* most bytes in an agent name (without the terminating NUL) */
+    KVT_CAP_MAX_REGIONS = 5,      /* most live registrations per agent */
     KVT_CAP_MAX_PENDING_NOTIFICATIONS = 6, /* received notifications queued per agent before drops */
     KVT_CAP_COUNT = 7,
 };
@@ -431,8 +431,8 @@ KVT_API kvt_status kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t
  * reason); NOT_ALLOWED past KVT_MAX_REGIONS; BACKEND when the backend cannot map it.
  * Bumps the agent's metadata generation.
  */
-KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind,
-                                    uint32_t device, uint32_t *out_region);
+KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
+                                    uint32_t *out_region);
 
 /**
  * Registers [address, address + length) like kvt_mem_register (dram, device 0), for memory that is a
@@ -586,11 +586,10 @@ enum {
  */
 KVT_API kvt_status kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t peer_generation,
                                  uint32_t count, const uint32_t *local_index, const uint64_t *local_offset,
-                                 const uint32_t *remote_index, const uint64_t *remote_offset,
-                                 const uint64_t *length, uint32_t local_region_count,
-                                 const uint32_t *local_regions, uint32_t remote_region_count,
-                                 const uint32_t *remote_regions, const uint8_t *notification,
-                                 uint32_t notification_length, uint64_t *out_op);
+                                 const uint32_t *remote_index, const uint64_t *remote_offset, const uint64_t *length,
+                                 uint32_t local_region_count, const uint32_t *local_regions,
+                                 uint32_t remote_region_count, const uint32_t *remote_regions,
+                                 const uint8_t *notification, uint32_t notification_length, uint64_t *out_op);
 
 /**
  * Status of an operation: *out_status is KVT_IN_PROGRESS, KVT_OK (done) or the KVT_ERR_* it ended
@@ -681,8 +680,7 @@ KVT_API kvt_status kvt_template_register(uint32_t agent, uint32_t peer, uint64_t
  */
 KVT_API kvt_status kvt_xfer_post_blocks(uint32_t agent, uint32_t template_id, uint32_t direction, uint32_t count,
                                         const uint32_t *local_blocks, const uint32_t *remote_blocks,
-                                        const uint8_t *notification, uint32_t notification_length,
-                                        uint64_t *out_op);
+                                        const uint8_t *notification, uint32_t notification_length, uint64_t *out_op);
 
 /**
  * Releases a template and its id. Operations already posted on it run to their end (they hold their
@@ -720,20 +718,20 @@ KVT_API kvt_status kvt_notify_poll(uint32_t agent, char *sender, uint32_t sender
 /* ---------------------------------------------------------------------------------------------- */
 
 enum {
-    KVT_COUNTER_LIVE_AGENTS = 0,              /* process-wide only (0 per agent) */
+    KVT_COUNTER_LIVE_AGENTS = 0, /* process-wide only (0 per agent) */
     KVT_COUNTER_LIVE_REGISTRATIONS = 1,
     KVT_COUNTER_REGISTERED_BYTES = 2,
     KVT_COUNTER_LIVE_ALLOCATIONS = 3,
     KVT_COUNTER_ALLOCATED_BYTES = 4,
     KVT_COUNTER_LIVE_PEERS = 5,
-    KVT_COUNTER_LIVE_OPERATIONS = 6,          /* posted and not yet released */
-    KVT_COUNTER_INFLIGHT_OPERATIONS = 7,      /* not yet terminal */
-    KVT_COUNTER_OPERATIONS_POSTED = 8,        /* cumulative */
-    KVT_COUNTER_BYTES_MOVED = 9,              /* cumulative, by operations this side initiated */
-    KVT_COUNTER_NOTIFICATIONS_SENT = 10,      /* cumulative */
-    KVT_COUNTER_NOTIFICATIONS_RECEIVED = 11,  /* cumulative */
-    KVT_COUNTER_PENDING_NOTIFICATIONS = 12,   /* received, not yet polled */
-    KVT_COUNTER_NOTIFICATIONS_DROPPED = 13,   /* cumulative */
+    KVT_COUNTER_LIVE_OPERATIONS = 6,         /* posted and not yet released */
+    KVT_COUNTER_INFLIGHT_OPERATIONS = 7,     /* not yet terminal */
+    KVT_COUNTER_OPERATIONS_POSTED = 8,       /* cumulative */
+    KVT_COUNTER_BYTES_MOVED = 9,             /* cumulative, by operations this side initiated */
+    KVT_COUNTER_NOTIFICATIONS_SENT = 10,     /* cumulative */
+    KVT_COUNTER_NOTIFICATIONS_RECEIVED = 11, /* cumulative */
+    KVT_COUNTER_PENDING_NOTIFICATIONS = 12,  /* received, not yet polled */
+    KVT_COUNTER_NOTIFICATIONS_DROPPED = 13,  /* cumulative */
     /* KVT_COUNTER_ERRORS_FIRST + (-code - 1): cumulative count of failing calls and of operations
      * that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY). */
     KVT_COUNTER_ERRORS_FIRST = 14,
@@ -745,8 +743,8 @@ enum {
     KVT_COUNTER_HEARTBEATS_ANSWERED, /* probes of other agents this agent answered, cumulative */
     KVT_COUNTER_UNRESPONSIVE_PEERS,  /* loaded peers reported UNRESPONSIVE and not (yet) RESPONSIVE again */
     KVT_COUNTER_HEARTBEAT_ANSWERS,   /* answers to this agent's probes received from loaded peers, cumulative */
-    KVT_COUNTER_READER_FENCES,       /* times readers of exported metadata were fenced off (UCX: serving worker replaced), cumulative */
-    KVT_COUNTER_FILE_READ_BYTES,     /* bytes this agent READ by copying a peer's file-backed region it mapped, cumulative */
+    KVT_COUNTER_READER_FENCES, /* times readers of exported metadata were fenced off (UCX: serving worker replaced), cumulative */
+    KVT_COUNTER_FILE_READ_BYTES, /* bytes this agent READ by copying a peer's file-backed region it mapped, cumulative */
     KVT_COUNTER_COUNT,
 };
 

@@ -5,8 +5,8 @@
 #include "blocks.h"
 #include "file_regions.h"
 #include "heartbeat.h"
-#include "template.h"
 #include "services/status.h"
+#include "template.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +28,8 @@
 kvt_status kvt_counters(uint32_t agent_id, uint64_t *values, uint32_t capacity, uint32_t *out_count) {
     kvt_detail_clear();
     if (!out_count || (capacity > 0 && !values))
-        return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_counters: values and out_count must not be NULL"));
+        return kvt_count_result(NULL,
+                                kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_counters: values and out_count must not be NULL"));
     kvt_agent *agent = NULL;
     if (agent_id != 0) {
         kvt_status status = kvt_enter(agent_id, "kvt_counters", &agent);
@@ -84,7 +85,6 @@ static int earliest_timeout_ms(int a, int b) {
     return a < b ? a : b;
 }
 
-
 static int ms_until(uint64_t deadline_ns) {
     uint64_t now = kvt_now_ns();
     if (now >= deadline_ns) return 0;
@@ -117,7 +117,8 @@ static void shut_down(kvt_agent *agent) {
     agent->shutdown_done = true;
     pthread_cond_broadcast(&agent->delivery.pending_cond);
     pthread_mutex_unlock(&agent->lock);
-    kvt_wake_consumer(&agent->delivery); /* a byte of its own: the consumer is woken even when completions were left unpolled */
+    kvt_wake_consumer(
+        &agent->delivery); /* a byte of its own: the consumer is woken even when completions were left unpolled */
 }
 
 /* Starts the backend (for UCX, context and worker: tens of milliseconds), then makes the agent visible to
@@ -157,7 +158,7 @@ static void *progress_main(void *arg) {
         kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
-        if (agent->active) { /* operations in flight: keep the backend busy */
+        if (agent->active) {       /* operations in flight: keep the backend busy */
             was_active = true;
             continue;
         }
@@ -172,8 +173,8 @@ static void *progress_main(void *arg) {
         linger_until_ns = 0;
         atomic_store(&agent->commands.sleeping, true);
         if (!atomic_load(&agent->commands.pending))
-            agent->backend->sleep(agent, earliest_timeout_ms(kvt_ops_next_timeout_ms(agent),
-                                                             kvt_heartbeat_next_timeout_ms(agent)));
+            agent->backend->sleep(
+                agent, earliest_timeout_ms(kvt_ops_next_timeout_ms(agent), kvt_heartbeat_next_timeout_ms(agent)));
         atomic_store(&agent->commands.sleeping, false);
         kvt_commands_drain_fd(&agent->commands);
     }
@@ -194,7 +195,8 @@ static kvt_status validate_name(const char *name) {
         unsigned char c = (unsigned char)name[i];
         if (c <= 0x20 || c >= 0x7F)
             return kvt_fail(KVT_ERR_INVALID_PARAM,
-                            "kvt_agent_create: name byte %zu is 0x%02x; names are printable ASCII without spaces", i, c);
+                            "kvt_agent_create: name byte %zu is 0x%02x; names are printable ASCII without spaces", i,
+                            c);
     }
     return KVT_OK;
 }
@@ -380,8 +382,8 @@ kvt_status kvt_agent_shutdown(uint32_t agent_id, uint32_t deadline_ms) {
     if (status != KVT_OK) return status;
     if (deadline_ms > KVT_MAX_SHUTDOWN_MS)
         return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_agent_shutdown: deadline_ms %u of agent '%s' exceeds %u", deadline_ms,
-                                                agent->name, KVT_MAX_SHUTDOWN_MS));
+                                                "kvt_agent_shutdown: deadline_ms %u of agent '%s' exceeds %u",
+                                                deadline_ms, agent->name, KVT_MAX_SHUTDOWN_MS));
     wait_for_start(agent);
     if (agent->start_status != KVT_OK)
         return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_ALLOWED,
@@ -395,8 +397,9 @@ kvt_status kvt_agent_shutdown_status(uint32_t agent_id) {
     kvt_status status = kvt_enter_any_state(agent_id, "kvt_agent_shutdown_status", &agent);
     if (status != KVT_OK) return status;
     if (!kvt_entry_shutting_down(&agent->entry))
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_ALLOWED,
-                                                "kvt_agent_shutdown_status: agent '%s' is not shutting down", agent->name));
+        return kvt_agent_finish(
+            agent,
+            kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_agent_shutdown_status: agent '%s' is not shutting down", agent->name));
     return phase_outcome(agent, &agent->shutdown_done, &agent->shutdown_status, agent->shutdown_detail);
 }
 
@@ -410,8 +413,9 @@ kvt_status kvt_agent_destroy(uint32_t agent_id) {
     if (started && status != KVT_IN_PROGRESS) return kvt_agent_finish(agent, status);
     bool raced = !kvt_entry_begin_destroy(&agent->entry);
     if (raced)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_FOUND, "kvt_agent_destroy: agent %u is being destroyed by "
-                                                                   "another thread",
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_FOUND,
+                                                "kvt_agent_destroy: agent %u is being destroyed by "
+                                                "another thread",
                                                 agent_id));
     pthread_mutex_lock(&agent->lock);
     while (started && !agent->shutdown_done) pthread_cond_wait(&agent->delivery.pending_cond, &agent->lock);
@@ -430,4 +434,3 @@ kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold) {
     kvt_command_kick(&agent->commands);
     return kvt_agent_finish(agent, KVT_OK);
 }
-

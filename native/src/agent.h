@@ -2,8 +2,8 @@
 #ifndef KVT_AGENT_H
 #define KVT_AGENT_H
 
-#include "kvreuse_transport.h"
 #include "backend.h"
+#include "kvreuse_transport.h"
 #include "liveness.h"
 #include "memory.h"
 #include "peer.h"
@@ -79,12 +79,12 @@ struct kvt_agent {
 
     uint32_t heartbeat_interval_ms, heartbeat_misses;
     _Atomic uint64_t next_heartbeat_ns; /* the next probe round (0: at once); progress thread, reset by settings */
-    bool heartbeat_probing; /* progress thread: the last round probed a peer */
-    _Atomic bool heartbeat_woken; /* kvt_heartbeat_wake */
+    bool heartbeat_probing;             /* progress thread: the last round probed a peer */
+    _Atomic bool heartbeat_woken;       /* kvt_heartbeat_wake */
 
     struct kvt_liveness_table *liveness; /* file_regions.c: NULL until the first file-backed registration */
-    _Atomic int file_check_hold;  /* kvt_test_hold_file_check: 0 off, 1 held, 2 the progress thread waits */
-    _Atomic bool serving_held;    /* kvt_test_hold_serving: UCX does not progress the serving worker */
+    _Atomic int file_check_hold;         /* kvt_test_hold_file_check: 0 off, 1 held, 2 the progress thread waits */
+    _Atomic bool serving_held;           /* kvt_test_hold_serving: UCX does not progress the serving worker */
 
     /* Warm blocks for operations (blocks.c), under blocks_lock: a leaf lock, nothing else is taken
      * while it is held. */
@@ -92,7 +92,7 @@ struct kvt_agent {
     struct kvt_block *blocks_cached;
     uint32_t blocks_cached_count;
     size_t blocks_cached_bytes;
-    _Atomic size_t blocks_wanted; /* a block of this many bytes for the progress thread to prepare (0: none) */
+    _Atomic size_t blocks_wanted;       /* a block of this many bytes for the progress thread to prepare (0: none) */
     struct kvt_block *blocks_preparing; /* progress thread: the block being written, and how far */
     size_t blocks_prepared;
 
@@ -101,9 +101,9 @@ struct kvt_agent {
     uint32_t next_template_id;
 
     /* Progress thread only. */
-    kvt_op *active;  /* ops in QUEUED..NOTIFYING, in the order posted */
+    kvt_op *active;       /* ops in QUEUED..NOTIFYING, in the order posted */
     kvt_op **active_tail; /* the link the next posted op goes to (&active when there is none) */
-    kvt_op *held;    /* ops in HELD */
+    kvt_op *held;         /* ops in HELD */
 };
 
 _Static_assert(offsetof(struct kvt_agent, entry) == 0, "the services find an agent's parts through its entry");

@@ -9,12 +9,12 @@
 
 #include "kvreuse_transport.h"
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 #include "memory.h"
 #include "peer.h"
 #include "xfer.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include <stdio.h>
 

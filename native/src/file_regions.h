@@ -4,11 +4,11 @@
 
 #include "kvreuse_transport.h"
 
+#include "memory.h"
+#include "peer.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "memory.h"
-#include "peer.h"
 
 typedef struct kvt_agent kvt_agent;
 

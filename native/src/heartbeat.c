@@ -18,9 +18,7 @@ typedef struct {
 } probe_target;
 
 /* Whether the layers above want to hear of the peer's silence: it has transfers in flight or is watched. */
-static bool followed(const kvt_peer *peer) {
-    return peer->conn && (peer->busy > 0 || peer->heartbeat.watched);
-}
+static bool followed(const kvt_peer *peer) { return peer->conn && (peer->busy > 0 || peer->heartbeat.watched); }
 
 /* Records a transition; true when a byte is due on the wake-up pipe (kvt_signal_pending_locked). */
 static bool transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
@@ -61,8 +59,7 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
              * answered or not: over shared memory UCX sees no death, and a process killed before its first
              * answer would otherwise never be reported. */
             if (atomic_load(&peer->conn->answered)) hb->missed++;
-            if (!hb->unresponsive &&
-                (hb->missed >= agent->heartbeat_misses || kvt_conn_process_gone(peer->conn)))
+            if (!hb->unresponsive && (hb->missed >= agent->heartbeat_misses || kvt_conn_process_gone(peer->conn)))
                 *wake |= transition_locked(agent, peer, true, now - hb->silent_since_ns);
         } else {
             hb->awaiting = true;
@@ -78,7 +75,9 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
     return count;
 }
 
-void kvt_heartbeat_wake(kvt_agent *agent) { atomic_store_explicit(&agent->heartbeat_woken, true, memory_order_relaxed); }
+void kvt_heartbeat_wake(kvt_agent *agent) {
+    atomic_store_explicit(&agent->heartbeat_woken, true, memory_order_relaxed);
+}
 
 void kvt_heartbeat_tick(kvt_agent *agent) {
     uint64_t now = kvt_now_ns();
@@ -161,8 +160,8 @@ kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched)
     kvt_status status = kvt_enter(agent_id, "kvt_peer_watch", &agent);
     if (status != KVT_OK) return status;
     if (watched > 1)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_peer_watch: watched must be 0 or 1 (got %u)", watched));
+        return kvt_agent_finish(
+            agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_watch: watched must be 0 or 1 (got %u)", watched));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
     status = kvt_peer_lookup_locked(agent, "kvt_peer_watch", peer_id, &peer);
@@ -178,9 +177,9 @@ kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched)
 kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *peer_ids, uint32_t *kinds,
                                 uint64_t *silence_ms, uint32_t *out_count) {
     kvt_agent *agent;
-    kvt_status status =
-        kvt_poll_enter(agent_id, "kvt_peer_events_poll", out_count && (capacity == 0 || (peer_ids && kinds && silence_ms)),
-                       "out_count and (capacity > 0) the arrays must not be NULL", &agent);
+    kvt_status status = kvt_poll_enter(agent_id, "kvt_peer_events_poll",
+                                       out_count && (capacity == 0 || (peer_ids && kinds && silence_ms)),
+                                       "out_count and (capacity > 0) the arrays must not be NULL", &agent);
     if (status != KVT_OK) return status;
     uint32_t n = 0;
     /* Reports are rare and polled after every wake-up: only one that finds some takes the agent lock. */

@@ -14,11 +14,11 @@ struct kvt_peer;
 /* A peer's heartbeat state (heartbeat.c), under the agent lock. */
 typedef struct {
     bool watched;
-    bool awaiting;     /* a probe is unanswered */
-    bool unresponsive; /* the last transition reported */
-    uint32_t missed;   /* probe ticks since the first unanswered probe */
-    uint64_t silent_since_ns; /* when the first unanswered probe was sent */
-    uint64_t transitions, reported; /* odd: UNRESPONSIVE; reports polled so far */
+    bool awaiting;                                           /* a probe is unanswered */
+    bool unresponsive;                                       /* the last transition reported */
+    uint32_t missed;                                         /* probe ticks since the first unanswered probe */
+    uint64_t silent_since_ns;                                /* when the first unanswered probe was sent */
+    uint64_t transitions, reported;                          /* odd: UNRESPONSIVE; reports polled so far */
     uint64_t unresponsive_silence_ns, responsive_silence_ns; /* of the latest transition of each kind */
 } kvt_peer_heartbeat;
 

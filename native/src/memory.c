@@ -55,8 +55,7 @@ static int page_work_sliced(uint64_t address, uint64_t length, int (*work)(void 
     for (uint64_t at = 0; at < length; at += PAGE_WORK_SLICE_BYTES) {
         size_t span = (size_t)(length - at < PAGE_WORK_SLICE_BYTES ? length - at : PAGE_WORK_SLICE_BYTES);
         int result;
-        do
-            result = work((void *)(uintptr_t)(address + at), span, advice);
+        do result = work((void *)(uintptr_t)(address + at), span, advice);
         while (result != 0 && errno == EINTR);
         if (result != 0) return result;
     }
@@ -205,7 +204,7 @@ struct kvt_mem_job {
             kvt_region *region; /* no longer in the agent's table */
             bool fence;
             uint64_t fences_before; /* agent->fences when it was withdrawn */
-        } withdrawal; /* kvt_mem_deregister_begin */
+        } withdrawal;               /* kvt_mem_deregister_begin */
     } subject;
     /* Under agent->lock: */
     bool done;
@@ -289,10 +288,10 @@ kvt_status kvt_mem_job_status(uint32_t agent_id, uint64_t job_id) {
     kvt_mem_job *job = *link;
     if (!job) {
         pthread_mutex_unlock(&agent->lock);
-        return kvt_agent_finish(
-            agent, kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_job_status: agent '%s' has no memory job %llu begun and not "
-                                               "yet answered",
-                            agent->name, (unsigned long long)job_id));
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_FOUND,
+                                                "kvt_mem_job_status: agent '%s' has no memory job %llu begun and not "
+                                                "yet answered",
+                                                agent->name, (unsigned long long)job_id));
     }
     if (job->done) {
         *link = job->next;
@@ -532,8 +531,8 @@ static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint
                             "kvt_mem_register: [0x%llx, +%llu) overlaps region %u [0x%llx, +%llu) already registered "
                             "on %s device %u",
                             (unsigned long long)address, (unsigned long long)length, region->id,
-                            (unsigned long long)region->address, (unsigned long long)region->length,
-                            kind_name(kind), device);
+                            (unsigned long long)region->address, (unsigned long long)region->length, kind_name(kind),
+                            device);
     }
     if (agent->region_count >= KVT_MAX_REGIONS)
         return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_mem_register: agent '%s' already has the maximum of %u regions",
@@ -631,8 +630,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
 
 kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
                             uint32_t *out_region) {
-    return register_range(agent_id, "kvt_mem_register", address, length, kind, device, (file_backing){0},
-                          out_region);
+    return register_range(agent_id, "kvt_mem_register", address, length, kind, device, (file_backing){0}, out_region);
 }
 
 kvt_status kvt_mem_register_fd(uint32_t agent_id, uint64_t address, uint64_t length, int32_t fd, uint64_t file_offset,

@@ -20,10 +20,10 @@ typedef struct kvt_allocation {
 typedef struct kvt_region {
     uint32_t id, kind, device;
     uint64_t address, length;
-    uint32_t busy; /* references from non-terminal operations */
-    void *backend; /* UCX: ucp_mem_h */
+    uint32_t busy;         /* references from non-terminal operations */
+    void *backend;         /* UCX: ucp_mem_h */
     bool backend_borrowed; /* the handle belongs to an allocation */
-    uint8_t *rkey; /* packed remote key (may be empty) */
+    uint8_t *rkey;         /* packed remote key (may be empty) */
     uint32_t rkey_length;
     int file_fd; /* kvt_mem_register_fd: the library's duplicate of the file's fd, else -1 */
     uint64_t file_offset;

@@ -239,8 +239,8 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
     if (!r.failure && address_length > KVT_MAX_WORKER_ADDRESS)
         return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length", "exceeds 1 MiB", address_length, r.offset);
     if (!r.failure && out->backend == KVT_BACKEND_UCX && address_length < KVT_MIN_UCX_WORKER_ADDRESS)
-        return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length", "is below the 9 bytes of a UCX worker address",
-                      address_length, r.offset);
+        return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length",
+                      "is below the 9 bytes of a UCX worker address", address_length, r.offset);
     out->worker_address = get_copy(&r, address_length, "worker address");
     out->worker_address_length = (uint32_t)address_length;
     out->process.pid = get_u(&r, 8, "pid");

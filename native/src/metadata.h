@@ -4,10 +4,10 @@
 
 #include "kvreuse_transport.h"
 
+#include "liveness.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "liveness.h"
 
 typedef struct kvt_agent kvt_agent;
 
@@ -17,15 +17,15 @@ typedef struct kvt_remote_region {
     uint64_t address, length;
     uint8_t *rkey;
     uint32_t rkey_length;
-    void *backend; /* UCX: ucp_rkey_h */
+    void *backend;   /* UCX: ucp_rkey_h */
     uint8_t *mapped; /* UCX: where this process maps the whole region through shared memory, or NULL */
     /* A file-backed region (kvt_mem_register_fd): the fd number in the peer's process (KVT_NO_FILE_FD when
      * none), the region's offset in that file and its slot in the peer's liveness table. */
     uint32_t file_fd;
     uint64_t file_offset;
     uint32_t liveness_slot;
-    uint8_t *file_view;     /* UCX: where this process maps the region's file for READs (file_regions.c), or NULL */
-    void *file_mapping;     /* the mapping file_view lies in (page-aligned), and its length */
+    uint8_t *file_view; /* UCX: where this process maps the region's file for READs (file_regions.c), or NULL */
+    void *file_mapping; /* the mapping file_view lies in (page-aligned), and its length */
     uint64_t file_mapping_length;
 } kvt_remote_region;
 

@@ -127,14 +127,15 @@ kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length
     kvt_status status = kvt_enter(agent_id, "kvt_peer_load", &agent);
     if (status != KVT_OK) return status;
     if (!out_peer || !out_generation)
-        return kvt_agent_finish(agent,
-                                kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: out_peer and out_generation must not be NULL"));
+        return kvt_agent_finish(
+            agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: out_peer and out_generation must not be NULL"));
     kvt_metadata meta;
     status = kvt_metadata_parse(blob, length, &meta);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
     if (meta.backend != agent->backend_kind) {
-        status = kvt_fail(KVT_ERR_MISMATCH, "kvt_peer_load: blob of peer '%s' is for the %s backend; agent '%s' uses %s",
-                          meta.name, backend_name(meta.backend), agent->name, backend_name(agent->backend_kind));
+        status =
+            kvt_fail(KVT_ERR_MISMATCH, "kvt_peer_load: blob of peer '%s' is for the %s backend; agent '%s' uses %s",
+                     meta.name, backend_name(meta.backend), agent->name, backend_name(agent->backend_kind));
         kvt_metadata_free(&meta);
         return kvt_agent_finish(agent, status);
     }
@@ -266,9 +267,8 @@ kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
     return kvt_agent_finish(agent, status);
 }
 
-kvt_status kvt_peer_regions(uint32_t agent_id, uint32_t peer_id, uint32_t capacity, uint32_t *ids,
-                            uint64_t *addresses, uint64_t *lengths, uint32_t *kinds, uint32_t *devices,
-                            uint32_t *out_count) {
+kvt_status kvt_peer_regions(uint32_t agent_id, uint32_t peer_id, uint32_t capacity, uint32_t *ids, uint64_t *addresses,
+                            uint64_t *lengths, uint32_t *kinds, uint32_t *devices, uint32_t *out_count) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_peer_regions", &agent);
     if (status != KVT_OK) return status;
@@ -318,9 +318,9 @@ kvt_status kvt_peer_transport(uint32_t agent_id, uint32_t peer_id, char *text, u
     kvt_status status = kvt_enter(agent_id, "kvt_peer_transport", &agent);
     if (status != KVT_OK) return status;
     if (!out_length || (capacity > 0 && !text))
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_peer_transport: out_length and (capacity %u > 0) text must not be NULL",
-                                                capacity));
+        return kvt_agent_finish(
+            agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                            "kvt_peer_transport: out_length and (capacity %u > 0) text must not be NULL", capacity));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
     status = kvt_peer_lookup_locked(agent, "kvt_peer_transport", peer_id, &peer);

@@ -4,11 +4,11 @@
 
 #include "kvreuse_transport.h"
 
+#include "heartbeat.h"
+#include "metadata.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "heartbeat.h"
-#include "metadata.h"
 
 typedef struct kvt_agent kvt_agent;
 
@@ -21,10 +21,10 @@ typedef struct kvt_agent kvt_agent;
 typedef struct kvt_conn {
     kvt_metadata meta;
     uint32_t refs;
-    _Atomic bool failed; /* the peer went away, or its endpoint was force-closed: reload to use it again */
-    _Atomic bool probed, answered; /* heartbeat: a probe was sent on it / an answer came back on it */
-    void *backend;       /* UCX: the endpoint (ucx.c) */
-    int process_fd;      /* a pidfd of the peer's process once a check opened it (liveness.c), else -1 */
+    _Atomic bool failed;              /* the peer went away, or its endpoint was force-closed: reload to use it again */
+    _Atomic bool probed, answered;    /* heartbeat: a probe was sent on it / an answer came back on it */
+    void *backend;                    /* UCX: the endpoint (ucx.c) */
+    int process_fd;                   /* a pidfd of the peer's process once a check opened it (liveness.c), else -1 */
     const _Atomic uint64_t *liveness; /* the peer's liveness table, mapped read-only (file_regions.c), or NULL */
     bool process_fd_tried;
     struct kvt_conn *next_dead;

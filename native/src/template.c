@@ -130,7 +130,8 @@ static kvt_status build_template_locked(const kvt_agent *agent, const kvt_templa
     snprintf(owner, sizeof owner, " of peer '%s'", conn->meta.name);
     const kvt_region **locals = calloc(req->local_region_count, sizeof *locals);
     uint32_t *remote_slots = calloc(req->remote_region_count, sizeof *remote_slots);
-    kvt_status status = locals && remote_slots ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, "kvt_template_register: out of memory");
+    kvt_status status =
+        locals && remote_slots ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, "kvt_template_register: out of memory");
     for (uint32_t k = 0; status == KVT_OK && k < req->local_region_count; k++) {
         for (uint32_t i = 0; i < agent->region_count; i++)
             if (agent->regions[i]->id == req->local_regions[k]) locals[k] = agent->regions[i];
@@ -152,15 +153,16 @@ static kvt_status build_template_locked(const kvt_agent *agent, const kvt_templa
     for (uint32_t r = 0; status == KVT_OK && r < req->route_count; r++) {
         uint32_t li = req->local_index[r], ri = req->remote_index[r];
         if (li >= req->local_region_count || ri >= req->remote_region_count) {
-            status = kvt_fail(KVT_ERR_INVALID_PARAM,
-                              "kvt_template_register: route %u: local index %u (table %u) or remote index %u (table %u) "
-                              "out of range",
-                              r, li, req->local_region_count, ri, req->remote_region_count);
+            status =
+                kvt_fail(KVT_ERR_INVALID_PARAM,
+                         "kvt_template_register: route %u: local index %u (table %u) or remote index %u (table %u) "
+                         "out of range",
+                         r, li, req->local_region_count, ri, req->remote_region_count);
             break;
         }
         if (req->rows[r] == 0 || req->row_bytes[r] == 0) {
-            status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_template_register: route %u: %u rows of %" PRIu64
-                                                     " bytes (both must be at least 1)",
+            status = kvt_fail(KVT_ERR_INVALID_PARAM,
+                              "kvt_template_register: route %u: %u rows of %" PRIu64 " bytes (both must be at least 1)",
                               r, req->rows[r], req->row_bytes[r]);
             break;
         }
@@ -198,10 +200,11 @@ static kvt_template *template_new(const kvt_template_routes *req) {
     t->local_index = malloc(n * sizeof *t->local_index);
     t->remote_slot = malloc(n * sizeof *t->remote_slot);
     t->rows = malloc(n * sizeof *t->rows);
-    uint64_t **wide[] = {&t->local_base,       &t->remote_base, &t->local_block_stride, &t->remote_block_stride,
-                         &t->row_bytes,        &t->local_row_stride, &t->remote_row_stride};
-    const uint64_t *given[] = {req->local_base, req->remote_base,       req->local_block_stride, req->remote_block_stride,
-                               req->row_bytes,  req->local_row_stride, req->remote_row_stride};
+    uint64_t **wide[] = {&t->local_base, &t->remote_base,      &t->local_block_stride, &t->remote_block_stride,
+                         &t->row_bytes,  &t->local_row_stride, &t->remote_row_stride};
+    const uint64_t *given[] = {req->local_base,          req->remote_base, req->local_block_stride,
+                               req->remote_block_stride, req->row_bytes,   req->local_row_stride,
+                               req->remote_row_stride};
     bool ok = t->local_regions && t->local_index && t->remote_slot && t->rows;
     for (size_t k = 0; k < sizeof wide / sizeof wide[0]; k++) {
         *wide[k] = malloc(n * sizeof **wide[k]);
@@ -296,8 +299,9 @@ static kvt_status copy_blocks(const kvt_template *t, uint32_t direction, uint32_
     *highest = 0;
     for (uint32_t i = 0; i < count; i++) {
         if (local_blocks[i] >= t->local_block_limit)
-            return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post_blocks: local_blocks[%u] = %u >= limit %u of template %u",
-                            i, local_blocks[i], t->local_block_limit, t->id);
+            return kvt_fail(KVT_ERR_INVALID_PARAM,
+                            "kvt_xfer_post_blocks: local_blocks[%u] = %u >= limit %u of template %u", i,
+                            local_blocks[i], t->local_block_limit, t->id);
         if (remote_blocks[i] >= t->remote_block_limit)
             return kvt_fail(KVT_ERR_INVALID_PARAM,
                             "kvt_xfer_post_blocks: remote_blocks[%u] = %u >= limit %u of template %u", i,
@@ -320,13 +324,14 @@ static kvt_status prepare_op_locked(kvt_agent *agent, const kvt_template *t, con
             if (agent->regions[i]->id == t->local_regions[k]) op->locals[k] = agent->regions[i];
         if (!op->locals[k])
             return kvt_fail(KVT_ERR_NOT_FOUND,
-                            "kvt_xfer_post_blocks: local region %u of template %u is no longer registered", t->local_regions[k],
-                            t->id);
+                            "kvt_xfer_post_blocks: local region %u of template %u is no longer registered",
+                            t->local_regions[k], t->id);
     }
     bool read = op->direction == KVT_XFER_READ;
     uint64_t span_low = UINT64_MAX, span_high = 0;
     for (uint32_t r = 0; r < t->route_count; r++) {
-        uint64_t address = read ? op->locals[t->local_index[r]]->address : conn->meta.regions[t->remote_slot[r]].address;
+        uint64_t address =
+            read ? op->locals[t->local_index[r]]->address : conn->meta.regions[t->remote_slot[r]].address;
         uint64_t base = address + (read ? t->local_base[r] : t->remote_base[r]);
         uint64_t stride = read ? t->local_block_stride[r] : t->remote_block_stride[r];
         uint64_t row_stride = read ? t->local_row_stride[r] : t->remote_row_stride[r];
@@ -369,8 +374,10 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
         if (x->local_blocks) x->remote_blocks = x->local_blocks + count;
     }
     if (!x || !op || !x->local_blocks) {
-        if (x) expansion_free(agent, &x->source);
-        else template_unref(t);
+        if (x)
+            expansion_free(agent, &x->source);
+        else
+            template_unref(t);
         kvt_op_free(agent, op);
         return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
                                                 "kvt_xfer_post_blocks: out of memory for %u blocks%s", count,
@@ -380,8 +387,9 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
     uint32_t lowest, highest;
     status = copy_blocks(t, direction, count, local_blocks, remote_blocks, x, &lowest, &highest);
     if (status == KVT_OK && __builtin_mul_overflow((uint64_t)count, t->block_bytes, &op->bytes_total))
-        status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post_blocks: %u blocks of %" PRIu64 " bytes overflow 64 bits",
-                          count, t->block_bytes);
+        status =
+            kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post_blocks: %u blocks of %" PRIu64 " bytes overflow 64 bits",
+                     count, t->block_bytes);
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
         kvt_peer *peer = NULL;

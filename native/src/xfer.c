@@ -41,9 +41,8 @@ static kvt_status check_post_shape(const post_request *req, const uint64_t *out_
                         "kvt_xfer_post: the local (%u entries) and remote (%u entries) region tables must be non-empty",
                         req->local_region_count, req->remote_region_count);
     if (req->notification_length > KVT_MAX_NOTIFICATION || (req->notification_length && !req->notification))
-        return kvt_fail(KVT_ERR_INVALID_PARAM,
-                        "kvt_xfer_post: notification of %u bytes (limit %u, data %s)", req->notification_length,
-                        KVT_MAX_NOTIFICATION, req->notification ? "given" : "NULL");
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: notification of %u bytes (limit %u, data %s)",
+                        req->notification_length, KVT_MAX_NOTIFICATION, req->notification ? "given" : "NULL");
     return KVT_OK;
 }
 
@@ -104,10 +103,10 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
         const kvt_region *local = locals[li];
         const kvt_remote_region *remote = &conn->meta.regions[remote_slots[ri]];
         if (lo > local->length || len > local->length - lo)
-            return kvt_fail(KVT_ERR_INVALID_PARAM,
-                            "kvt_xfer_post: descriptor %u: local offset %llu + length %llu exceeds region %u length %llu",
-                            i, (unsigned long long)lo, (unsigned long long)len, local->id,
-                            (unsigned long long)local->length);
+            return kvt_fail(
+                KVT_ERR_INVALID_PARAM,
+                "kvt_xfer_post: descriptor %u: local offset %llu + length %llu exceeds region %u length %llu", i,
+                (unsigned long long)lo, (unsigned long long)len, local->id, (unsigned long long)local->length);
         if (ro > remote->length || len > remote->length - ro)
             return kvt_fail(KVT_ERR_INVALID_PARAM,
                             "kvt_xfer_post: descriptor %u: remote offset %llu + length %llu exceeds region %u length "
@@ -466,7 +465,8 @@ kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
                           (unsigned long long)atomic_load_explicit(&op->bytes_done, memory_order_relaxed),
                           (unsigned long long)op->bytes_total);
     } else if (status == KVT_OK) {
-        kvt_completion_remove_locked(&agent->delivery, &op->completion); /* released before it was polled: not reported */
+        kvt_completion_remove_locked(&agent->delivery,
+                                     &op->completion); /* released before it was polled: not reported */
         kvt_map_remove(&agent->ops, op_id);
         kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_OPERATIONS, -1);
     }

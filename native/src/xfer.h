@@ -4,13 +4,13 @@
 
 #include "kvreuse_transport.h"
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 #include "memory.h"
 #include "peer.h"
 #include "services/commands.h"
 #include "services/delivery.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include <stdatomic.h>
 
@@ -22,11 +22,11 @@ typedef struct kvt_desc {
 } kvt_desc;
 
 enum kvt_op_phase {
-    KVT_PHASE_QUEUED,   /* posted, not yet seen by the progress thread */
-    KVT_PHASE_MOVING,   /* descriptors being issued / in flight */
-    KVT_PHASE_MOVED,    /* the backend finished moving (or failed); op->error says which */
+    KVT_PHASE_QUEUED, /* posted, not yet seen by the progress thread */
+    KVT_PHASE_MOVING, /* descriptors being issued / in flight */
+    KVT_PHASE_MOVED,  /* the backend finished moving (or failed); op->error says which */
     KVT_PHASE_NOTIFYING,
-    KVT_PHASE_HELD,     /* backend done; held by a completion delay */
+    KVT_PHASE_HELD, /* backend done; held by a completion delay */
     KVT_PHASE_TERMINAL,
 };
 
@@ -60,23 +60,23 @@ typedef struct kvt_op {
      * non-temporal stores (the destination would not stay in the cache; regular stores also read it). */
     bool streaming;
     _Atomic uint64_t bytes_done; /* written by the progress thread only (kvt_op_add_bytes_done) */
-    int32_t status; /* KVT_IN_PROGRESS until terminal; under the agent lock */
+    int32_t status;              /* KVT_IN_PROGRESS until terminal; under the agent lock */
     /* Owned by the progress thread. */
     enum kvt_op_phase phase;
-    uint32_t next;        /* next descriptor to issue */
-    uint64_t next_offset; /* bytes of descs[next] already issued (loopback chunking) */
+    uint32_t next;         /* next descriptor to issue */
+    uint64_t next_offset;  /* bytes of descs[next] already issued (loopback chunking) */
     uint64_t bytes_issued; /* UCX: bytes handed to requests or copied so far */
-    uint32_t outstanding; /* backend requests in flight */
+    uint32_t outstanding;  /* backend requests in flight */
     uint64_t outstanding_bytes;
     void *requests;            /* UCX: the outstanding requests, linked through their request space */
     uint64_t stop_deadline_ns; /* UCX: stopping with requests outstanding; when to force-close (0: not yet) */
-    bool flushed;         /* WRITE: remote completion confirmed (UCX) */
-    kvt_status error;     /* first error, KVT_OK if none */
+    bool flushed;              /* WRITE: remote completion confirmed (UCX) */
+    kvt_status error;          /* first error, KVT_OK if none */
     _Atomic bool cancel_requested;
     uint64_t backend_done_ns;
     kvt_status backend_status;
     struct kvt_op *next_active;
-    kvt_command command; /* the KVT_CMD_POST that hands it to the progress thread */
+    kvt_command command;       /* the KVT_CMD_POST that hands it to the progress thread */
     kvt_completion completion; /* queued for kvt_agent_poll once terminal */
 } kvt_op;
 
@@ -91,8 +91,9 @@ void kvt_op_free(kvt_agent *agent, kvt_op *op);
 /* A queued op with room for `desc_capacity` descriptors, `local_count` local regions and (at
  * *out_remote_slots, when given) `remote_slot_count` scratch slots, all in one of the agent's warm blocks;
  * NULL when out of memory. The descriptors are not zeroed. */
-kvt_op *kvt_op_new(kvt_agent *agent, uint32_t direction, uint32_t desc_capacity, uint32_t local_count, uint32_t remote_slot_count,
-                   const uint8_t *notification, uint32_t notification_length, uint32_t **out_remote_slots);
+kvt_op *kvt_op_new(kvt_agent *agent, uint32_t direction, uint32_t desc_capacity, uint32_t local_count,
+                   uint32_t remote_slot_count, const uint8_t *notification, uint32_t notification_length,
+                   uint32_t **out_remote_slots);
 /* Peer `peer_id` when it is usable at `generation` (agent->lock held): NOT_FOUND when stale, invalidated or
  * unknown, REMOTE_DISCONNECT when its connection failed. */
 kvt_status kvt_resolve_peer_locked(kvt_agent *agent, const char *call, uint32_t peer_id, uint64_t generation,
@@ -107,9 +108,7 @@ void kvt_op_unhold_locked(kvt_agent *agent, kvt_op *op);
 kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op);
 
 /* (P) Whether the op has a descriptor left to issue at op->descs[op->next] (refilling a template post's window). */
-static inline bool kvt_op_more(kvt_op *op) {
-    return op->next < op->count || (op->source && op->source->refill(op));
-}
+static inline bool kvt_op_more(kvt_op *op) { return op->next < op->count || (op->source && op->source->refill(op)); }
 /* (P) Adds to op->bytes_done with a plain load and store: the progress thread is its only writer, and a
  * locked add right after a copy stalls until every store of that copy has drained (measured: ~14% of a
  * batch of 4 KiB gets). Backends add once per round, not per descriptor. */

@@ -37,7 +37,7 @@ kvt_status kvt_backend_select(uint32_t kind, const kvt_backend **out) {
                     KVT_BACKEND_LOOPBACK, KVT_BACKEND_UCX);
 }
 
-#define KVT_VERSION_TEXT                                                                                              \
+#define KVT_VERSION_TEXT                                                                                               \
     KVT_STRINGIFY(KVT_VERSION_MAJOR) "." KVT_STRINGIFY(KVT_VERSION_MINOR) "." KVT_STRINGIFY(KVT_VERSION_PATCH)
 
 const char *kvt_version_string(void) {

@@ -15,9 +15,9 @@ typedef struct kvt_agent kvt_agent;
 struct kvt_op;
 
 enum kvt_command_kind {
-    KVT_CMD_POST,     /* op */
-    KVT_CMD_CALL,     /* run `call(agent, arg)` on the progress thread and report its status */
-    KVT_CMD_STOP,     /* shut down: close the connections (by agent->shutdown_deadline_ns), stop the backend */
+    KVT_CMD_POST, /* op */
+    KVT_CMD_CALL, /* run `call(agent, arg)` on the progress thread and report its status */
+    KVT_CMD_STOP, /* shut down: close the connections (by agent->shutdown_deadline_ns), stop the backend */
 };
 
 typedef kvt_status (*kvt_command_call_fn)(kvt_agent *agent, void *arg, char *detail, size_t detail_size);

@@ -146,7 +146,9 @@ kvt_status kvt_entry_finish(kvt_registration *entry, kvt_status status) {
     return status;
 }
 
-kvt_status kvt_agent_finish(kvt_agent *agent, kvt_status status) { return kvt_entry_finish(kvt_entry_of(agent), status); }
+kvt_status kvt_agent_finish(kvt_agent *agent, kvt_status status) {
+    return kvt_entry_finish(kvt_entry_of(agent), status);
+}
 
 kvt_agent *kvt_agent_find_live(const char *name, uint64_t incarnation) {
     kvt_registration *found = NULL;

@@ -64,8 +64,8 @@ kvt_status kvt_fault_stall_progress(uint32_t agent_id, uint32_t stall) {
     kvt_status status = kvt_enter_entry(agent_id, "kvt_fault_stall_progress", &entry);
     if (status != KVT_OK) return status;
     if (stall > 1)
-        return kvt_entry_finish(entry, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_fault_stall_progress: stalled must be 0 or 1 (got %u)", stall));
+        return kvt_entry_finish(
+            entry, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_fault_stall_progress: stalled must be 0 or 1 (got %u)", stall));
     atomic_store(&entry->faults->progress_stalled, stall == 1);
     kvt_command_kick(entry->commands);
     return kvt_entry_finish(entry, KVT_OK);

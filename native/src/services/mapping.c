@@ -60,8 +60,8 @@ bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uin
     }
     const char *what = m.path[0] != '\0' ? m.path : "anonymous memory";
     if (m.inode != inode || makedev(m.device_major, m.device_minor) != device)
-        snprintf(why, why_size, "0x%llx is a mapping of %s, not of the file open as the fd", (unsigned long long)address,
-                 what);
+        snprintf(why, why_size, "0x%llx is a mapping of %s, not of the file open as the fd",
+                 (unsigned long long)address, what);
     else if (!m.shared)
         snprintf(why, why_size, "the mapping of %s at 0x%llx is private (MAP_PRIVATE), not shared", what,
                  (unsigned long long)address);

@@ -19,7 +19,8 @@ size_t kvt_notify_header_write(uint8_t *buffer, const char *sender) {
 
 bool kvt_notify_header_parse(const uint8_t *header, size_t header_length, char sender[KVT_MAX_NAME + 1]) {
     if (header_length < KVT_NOTIFY_HEADER_FIXED) return false;
-    uint32_t magic = (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 | (uint32_t)header[3] << 24;
+    uint32_t magic =
+        (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 | (uint32_t)header[3] << 24;
     uint32_t name_length = (uint32_t)header[4] | (uint32_t)header[5] << 8;
     if (magic != NOTIFY_MAGIC || name_length < 1 || name_length > KVT_MAX_NAME ||
         header_length != KVT_NOTIFY_HEADER_FIXED + name_length)

@@ -56,9 +56,7 @@ const char *kvt_status_name(kvt_status status) {
     return entry ? entry->name : "KVT_UNKNOWN_STATUS";
 }
 
-bool kvt_is_error_code(kvt_status status) {
-    return status <= KVT_ERR_INVALID_PARAM && status >= -KVT_ERROR_CODE_COUNT;
-}
+bool kvt_is_error_code(kvt_status status) { return status <= KVT_ERR_INVALID_PARAM && status >= -KVT_ERROR_CODE_COUNT; }
 
 int32_t kvt_version(uint32_t *major, uint32_t *minor, uint32_t *patch) {
     kvt_detail_clear();

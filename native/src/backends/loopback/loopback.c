@@ -160,8 +160,7 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
     if (op->error != KVT_OK || !kvt_op_more(op)) op->phase = KVT_PHASE_MOVED;
 }
 
-static kvt_status loopback_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data,
-                                  uint32_t length) {
+static kvt_status loopback_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length) {
     (void)op;
     kvt_agent *target = kvt_agent_find_live(conn->meta.name, conn->meta.incarnation);
     if (!target) {

@@ -43,7 +43,8 @@ void ucx_send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_
                                  .cb = {.send = ucx_on_request_done},
                                  .flags = UCP_AM_SEND_FLAG_EAGER | flags};
     void *returned = ucp_am_send_nbx(ep, id, NULL, 0, buffer, PROBE_BYTES, &param);
-    if (ucx_track(returned, (ucx_request){.kind = UCX_REQ_HEARTBEAT, .agent = agent, .buffer = buffer}) != KVT_IN_PROGRESS)
+    if (ucx_track(returned, (ucx_request){.kind = UCX_REQ_HEARTBEAT, .agent = agent, .buffer = buffer}) !=
+        KVT_IN_PROGRESS)
         free(buffer);
 }
 
@@ -356,7 +357,6 @@ static void ucx_fence(kvt_agent *agent) {
     free(old);
 }
 
-
 /* ---- connections ------------------------------------------------------------------------------- */
 
 /* UCX reported the endpoint failed (inside progress): mark it, and force-close it once progress returns. */
@@ -570,8 +570,8 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
     }
     *endpoint = (ucx_endpoint){.state = state, .conn = conn};
     ucp_ep_params_t params = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .field_mask =
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = (const ucp_address_t *)conn->meta.worker_address,
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = {.cb = on_endpoint_error, .arg = endpoint},
@@ -582,8 +582,7 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
         free(endpoint);
         snprintf(detail, detail_size, "kvt_peer_load: ucp_ep_create to peer '%s' failed: %s", conn->meta.name,
                  ucs_status_string(status));
-        return ucx_map_status(status, NULL) == KVT_ERR_REMOTE_DISCONNECT ? KVT_ERR_REMOTE_DISCONNECT
-                                                                          : KVT_ERR_BACKEND;
+        return ucx_map_status(status, NULL) == KVT_ERR_REMOTE_DISCONNECT ? KVT_ERR_REMOTE_DISCONNECT : KVT_ERR_BACKEND;
     }
     endpoint->ep = ep;
     conn->backend = endpoint;

@@ -10,12 +10,12 @@
 #define KVT_AM_PROBE 8u  /* heartbeat probe: u32 peer id + u64 prober incarnation, little-endian */
 #define KVT_AM_ANSWER 9u /* the probe's bytes, sent back */
 #define PROBE_BYTES 12u
-#define OP_WINDOW 256u           /* requests in flight per operation */
+#define OP_WINDOW 256u             /* requests in flight per operation */
 #define OP_WINDOW_BYTES (8u << 20) /* bytes in flight per operation (at least one request) */
 /* Per operation and progress round: shared-memory gets complete inside ucp_get_nbx, so this bounds how
  * long one operation keeps the thread from commands, cancellation and other operations. */
 #define ISSUE_BUDGET_BYTES (16u << 20)
-#define IDLE_PROGRESS_MS 50      /* progress at least this often even when no event arrives */
+#define IDLE_PROGRESS_MS 50         /* progress at least this often even when no event arrives */
 #define WARM_SLICE_BYTES (1u << 20) /* of a peer's mapped regions touched per idle progress round (warm_step) */
 #define WARM_STRIDE 4096u           /* one read per (smallest) page */
 /* How long an operation that stops (canceled, or a request failed) waits for its outstanding requests
@@ -46,14 +46,14 @@ typedef struct {
 typedef struct {
     ucp_context_h context;
     ucp_worker_h worker;
-    int event_fd; /* -1 when the worker has none: then poll with a short timeout */
+    int event_fd;       /* -1 when the worker has none: then poll with a short timeout */
     ucx_worker serving; /* .worker NULL when replacing it failed */
     bool shared_memory; /* UCX_TLS at ucp_init left the shared-memory transports in */
-    uint8_t *address; /* the serving worker's (agent->lock held to change it, as metadata reads it) */
+    uint8_t *address;   /* the serving worker's (agent->lock held to change it, as metadata reads it) */
     uint32_t address_length;
     uint64_t next_liveness_check_ns;
-    ucx_endpoint *failed; /* endpoints to force-close after progress: UCX reported them failed, or flushed */
-    uint32_t closing;     /* force-closes not yet finished */
+    ucx_endpoint *failed;   /* endpoints to force-close after progress: UCX reported them failed, or flushed */
+    uint32_t closing;       /* force-closes not yet finished */
     ucx_endpoint *detached; /* endpoints whose connection is gone, until their closes finish */
     ucx_endpoint *warming;  /* endpoints whose peer's mapped regions are not all touched yet (warm_step) */
     bool stopping;          /* the worker is being destroyed */
@@ -66,10 +66,10 @@ struct ucx_endpoint {
     ucp_ep_h ep;
     ucx_state *state;
     kvt_conn *conn;
-    bool listed;  /* on state->failed */
-    bool closing; /* a force-close is finishing */
-    void *flush;  /* the graceful close's flush request, while outstanding */
-    uint64_t flush_deadline_ns; /* when the flush is given up and the endpoint force-closed */
+    bool listed;                 /* on state->failed */
+    bool closing;                /* a force-close is finishing */
+    void *flush;                 /* the graceful close's flush request, while outstanding */
+    uint64_t flush_deadline_ns;  /* when the flush is given up and the endpoint force-closed */
     char peer[KVT_MAX_NAME + 1]; /* for the shutdown's detail */
     bool warming;                /* on state->warming */
     uint32_t warm_region;        /* the next region of conn->meta to touch, and the offset in it */
@@ -83,10 +83,10 @@ enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY, UCX_REQ_HEARTBEAT };
 typedef struct ucx_request {
     enum ucx_request_kind kind;
     kvt_agent *agent;
-    kvt_op *op;       /* NULL for a standalone notification */
+    kvt_op *op; /* NULL for a standalone notification */
     kvt_conn *conn;
-    uint64_t length;  /* bytes the request moves */
-    uint8_t *buffer;  /* notification header + payload, or heartbeat message, freed on completion */
+    uint64_t length;                 /* bytes the request moves */
+    uint8_t *buffer;                 /* notification header + payload, or heartbeat message, freed on completion */
     struct ucx_request *prev, *next; /* RMA: the op's outstanding requests (op->requests) */
 } ucx_request;
 

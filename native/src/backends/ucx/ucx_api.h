@@ -54,7 +54,8 @@ extern kvt_ucx_functions kvt_ucx;
 
 #ifndef KVT_UCX_API_LOADER
 /* ucp_init is an inline function of ucp.h that calls ucp_init_version with the headers' API version. */
-#define ucp_init(params, config, context) kvt_ucx.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, params, config, context)
+#define ucp_init(params, config, context)                                                                              \
+    kvt_ucx.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, params, config, context)
 #define ucp_am_send_nbx kvt_ucx.ucp_am_send_nbx
 #define ucp_cleanup kvt_ucx.ucp_cleanup
 #define ucp_config_modify kvt_ucx.ucp_config_modify

@@ -138,8 +138,8 @@ static uint64_t issue_request(kvt_agent *agent, kvt_op *op, uint64_t *completed_
     void *returned = op->direction == KVT_XFER_READ ? ucp_get_nbx(ep_of(conn), local, length, remote, rkey, &param)
                                                     : ucp_put_nbx(ep_of(conn), local, length, remote, rkey, &param);
     kvt_counter_add(&agent->counters, KVT_COUNTER_REQUESTS_ISSUED, 1);
-    kvt_status status =
-        ucx_track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = length});
+    kvt_status status = ucx_track(
+        returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = length});
     if (status == KVT_OK) *completed_now += length;
     if (status != KVT_OK && status != KVT_IN_PROGRESS) {
         op->error = status;
@@ -255,7 +255,7 @@ void ucx_advance(kvt_agent *agent, kvt_op *op) {
         op->flushed = true;
         ucp_request_param_t param = ucx_request_param();
         kvt_status status = ucx_track(ucp_ep_flush_nbx(ep_of(conn), &param),
-                                  (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn});
+                                      (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn});
         if (status == KVT_IN_PROGRESS) return;
         if (status != KVT_OK) op->error = status;
     }
@@ -312,4 +312,3 @@ void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
     } else
         fprintf(out, "ucx: the endpoint to '%s' is closed (the peer disconnected)\n", conn->meta.name);
 }
-
