@@ -63,6 +63,8 @@ const systemPackages = [
   // clang and libFuzzer's runtime, for the native fuzz targets (`make -C native fuzz`).
   { name: 'clang', present: () => commandExists('clang') || commandExists('clang-14') },
   { name: 'libclang-rt-14-dev', present: () => spawnSync('sh', ['-c', 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a'], { stdio: 'ignore' }).status === 0 },
+  // The native sources' formatting check (`make -C native format-check`, part of its `make test`).
+  { name: 'clang-format', present: () => commandExists('clang-format') },
 ];
 
 function ensureSystemPackages() {

@@ -3,7 +3,9 @@
  * every mutation reaches the parser instead of stopping at the checksum. A blob either parses into
  * metadata that holds the parser's promises, or is refused with everything it allocated freed (the
  * leak check runs after every input). */
-#include "internal.h"
+#include "metadata.h"
+#include "services/notify_header.h"
+#include "services/util.h"
 
 #include <stdlib.h>
 #include <string.h>

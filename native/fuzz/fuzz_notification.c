@@ -1,7 +1,7 @@
 /* libFuzzer target: the header of a notification received from another process (kvt_notify_header_parse).
  * A header is either refused, or names a printable sender and is exactly the header the sender's side
  * writes for that name. */
-#include "internal.h"
+#include "services/notify_header.h"
 
 #include <string.h>
 

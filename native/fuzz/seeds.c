@@ -1,6 +1,6 @@
 /* Writes the fuzzers' starting inputs: a real metadata blob (a loopback agent with two regions, without its
  * checksum, as fuzz_metadata takes it) and a real notification header. Usage: seeds METADATA_DIR NOTIFY_DIR */
-#include "internal.h"
+#include "services/notify_header.h"
 
 #include <stdio.h>
 #include <stdlib.h>

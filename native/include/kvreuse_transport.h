@@ -166,12 +166,12 @@ enum {
 };
 
 enum {
-    KVT_CAP_BACKENDS = 0,             /* bit mask of (1 << KVT_BACKEND_*) usable: ucx if built in and libucp.so.0 loads */
-    KVT_CAP_VRAM = 1,                 /* 1 if vram registration is supported, else 0 */
-    KVT_CAP_MAX_DESCRIPTORS = 2,      /* most descriptors in one kvt_xfer_post batch */
-    KVT_CAP_MAX_NOTIFICATION = 3,     /* most bytes in one notification */
-    KVT_CAP_MAX_NAME = 4,             /* most bytes in an agent name (without the terminating NUL) */
-    KVT_CAP_MAX_REGIONS = 5,          /* most live registrations per agent */
+    KVT_CAP_BACKENDS = 0,         /* bit mask of (1 << KVT_BACKEND_*) usable: ucx if built in and libucp.so.0 loads */
+    KVT_CAP_VRAM = 1,             /* 1 if vram registration is supported, else 0 */
+    KVT_CAP_MAX_DESCRIPTORS = 2,  /* most descriptors in one kvt_xfer_post batch */
+    KVT_CAP_MAX_NOTIFICATION = 3, /* most bytes in one notification */
+    KVT_CAP_MAX_NAME = 4,         /* most bytes in an agent name (without the terminating NUL) */
+    KVT_CAP_MAX_REGIONS = 5,      /* most live registrations per agent */
     KVT_CAP_MAX_PENDING_NOTIFICATIONS = 6, /* received notifications queued per agent before drops */
     KVT_CAP_COUNT = 7,
 };
@@ -431,8 +431,8 @@ KVT_API kvt_status kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t
  * reason); NOT_ALLOWED past KVT_MAX_REGIONS; BACKEND when the backend cannot map it.
  * Bumps the agent's metadata generation.
  */
-KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind,
-                                    uint32_t device, uint32_t *out_region);
+KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
+                                    uint32_t *out_region);
 
 /**
  * Registers [address, address + length) like kvt_mem_register (dram, device 0), for memory that is a
@@ -586,11 +586,10 @@ enum {
  */
 KVT_API kvt_status kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t peer_generation,
                                  uint32_t count, const uint32_t *local_index, const uint64_t *local_offset,
-                                 const uint32_t *remote_index, const uint64_t *remote_offset,
-                                 const uint64_t *length, uint32_t local_region_count,
-                                 const uint32_t *local_regions, uint32_t remote_region_count,
-                                 const uint32_t *remote_regions, const uint8_t *notification,
-                                 uint32_t notification_length, uint64_t *out_op);
+                                 const uint32_t *remote_index, const uint64_t *remote_offset, const uint64_t *length,
+                                 uint32_t local_region_count, const uint32_t *local_regions,
+                                 uint32_t remote_region_count, const uint32_t *remote_regions,
+                                 const uint8_t *notification, uint32_t notification_length, uint64_t *out_op);
 
 /**
  * Status of an operation: *out_status is KVT_IN_PROGRESS, KVT_OK (done) or the KVT_ERR_* it ended
@@ -621,36 +620,50 @@ KVT_API kvt_status kvt_xfer_release(uint32_t agent, uint64_t op);
 /* ---------------------------------------------------------------------------------------------- */
 
 /**
- * Registers a transfer template against `peer` at `peer_generation` (KVT_PEER_READY, else
- * KVT_ERR_NOT_FOUND) and returns its id (unique in the agent, never reused).
- *
- * A template is `route_count` (1..KVT_MAX_DESCRIPTORS) routes as parallel arrays, the rank-pair slice
- * of the TransferTemplate `buildTransferTemplate` (@kvreuse/descriptors) builds, in local/remote terms.
- * For route r and a block pair (local block lb, remote block rb), rows k = 0 .. rows[r] - 1 each move
- * row_bytes[r] bytes between
+ * A transfer template's route table: `route_count` (1..KVT_MAX_DESCRIPTORS) routes as parallel arrays
+ * (entry r of each array describes route r), the rank-pair slice of the TransferTemplate
+ * `buildTransferTemplate` (@kvreuse/descriptors) builds, in local/remote terms. For route r and a block
+ * pair (local block lb, remote block rb), rows k = 0 .. rows[r] - 1 each move row_bytes[r] bytes between
  *     local:  region local_regions[local_index[r]],
  *             offset local_base[r]  + lb * local_block_stride[r]  + k * local_row_stride[r]
  *     remote: region remote_regions[remote_index[r]],
  *             offset remote_base[r] + rb * remote_block_stride[r] + k * remote_row_stride[r]
- * Valid blocks are 0 .. local_block_limit - 1 and 0 .. remote_block_limit - 1. Every route is
- * bounds-checked once here, at the largest block of each side: one route past the end of its region
- * (or overflowing 64 bits) refuses the template with KVT_ERR_INVALID_PARAM, the detail naming the route,
- * the side, the region and the bound. The arrays are copied.
+ * Valid blocks are 0 .. local_block_limit - 1 and 0 .. remote_block_limit - 1.
+ */
+typedef struct kvt_template_routes {
+    uint32_t route_count;
+    const uint32_t *local_index;  /* route r's local region: an index into local_regions */
+    const uint32_t *remote_index; /* route r's remote region: an index into remote_regions */
+    const uint64_t *local_base;
+    const uint64_t *remote_base;
+    const uint64_t *local_block_stride;
+    const uint64_t *remote_block_stride;
+    const uint32_t *rows;
+    const uint64_t *row_bytes;
+    const uint64_t *local_row_stride;
+    const uint64_t *remote_row_stride;
+    uint32_t local_region_count;
+    const uint32_t *local_regions; /* region ids of this agent */
+    uint32_t remote_region_count;
+    const uint32_t *remote_regions; /* region ids the peer advertised */
+    uint32_t local_block_limit;
+    uint32_t remote_block_limit;
+} kvt_template_routes;
+
+/**
+ * Registers a transfer template of the routes in `routes` against `peer` at `peer_generation`
+ * (KVT_PEER_READY, else KVT_ERR_NOT_FOUND) and returns its id (unique in the agent, never reused).
+ *
+ * Every route is bounds-checked once here, at the largest block of each side: one route past the end of
+ * its region (or overflowing 64 bits) refuses the template with KVT_ERR_INVALID_PARAM, the detail naming
+ * the route, the side, the region and the bound. The table and its arrays are copied.
  *
  * The template dies with the peer generation: once the peer is reloaded or invalidated, posting on it
  * answers KVT_ERR_NOT_FOUND (register it again against the new generation), as does a post after one
  * of its local regions was deregistered.
  */
 KVT_API kvt_status kvt_template_register(uint32_t agent, uint32_t peer, uint64_t peer_generation,
-                                         uint32_t route_count, const uint32_t *local_index,
-                                         const uint32_t *remote_index, const uint64_t *local_base,
-                                         const uint64_t *remote_base, const uint64_t *local_block_stride,
-                                         const uint64_t *remote_block_stride, const uint32_t *rows,
-                                         const uint64_t *row_bytes, const uint64_t *local_row_stride,
-                                         const uint64_t *remote_row_stride, uint32_t local_region_count,
-                                         const uint32_t *local_regions, uint32_t remote_region_count,
-                                         const uint32_t *remote_regions, uint32_t local_block_limit,
-                                         uint32_t remote_block_limit, uint32_t *out_template);
+                                         const kvt_template_routes *routes, uint32_t *out_template);
 
 /**
  * Posts `count` (1..KVT_MAX_DESCRIPTORS) block pairs on a template as ONE operation: pair i moves every
@@ -667,8 +680,7 @@ KVT_API kvt_status kvt_template_register(uint32_t agent, uint32_t peer, uint64_t
  */
 KVT_API kvt_status kvt_xfer_post_blocks(uint32_t agent, uint32_t template_id, uint32_t direction, uint32_t count,
                                         const uint32_t *local_blocks, const uint32_t *remote_blocks,
-                                        const uint8_t *notification, uint32_t notification_length,
-                                        uint64_t *out_op);
+                                        const uint8_t *notification, uint32_t notification_length, uint64_t *out_op);
 
 /**
  * Releases a template and its id. Operations already posted on it run to their end (they hold their
@@ -706,20 +718,20 @@ KVT_API kvt_status kvt_notify_poll(uint32_t agent, char *sender, uint32_t sender
 /* ---------------------------------------------------------------------------------------------- */
 
 enum {
-    KVT_COUNTER_LIVE_AGENTS = 0,              /* process-wide only (0 per agent) */
+    KVT_COUNTER_LIVE_AGENTS = 0, /* process-wide only (0 per agent) */
     KVT_COUNTER_LIVE_REGISTRATIONS = 1,
     KVT_COUNTER_REGISTERED_BYTES = 2,
     KVT_COUNTER_LIVE_ALLOCATIONS = 3,
     KVT_COUNTER_ALLOCATED_BYTES = 4,
     KVT_COUNTER_LIVE_PEERS = 5,
-    KVT_COUNTER_LIVE_OPERATIONS = 6,          /* posted and not yet released */
-    KVT_COUNTER_INFLIGHT_OPERATIONS = 7,      /* not yet terminal */
-    KVT_COUNTER_OPERATIONS_POSTED = 8,        /* cumulative */
-    KVT_COUNTER_BYTES_MOVED = 9,              /* cumulative, by operations this side initiated */
-    KVT_COUNTER_NOTIFICATIONS_SENT = 10,      /* cumulative */
-    KVT_COUNTER_NOTIFICATIONS_RECEIVED = 11,  /* cumulative */
-    KVT_COUNTER_PENDING_NOTIFICATIONS = 12,   /* received, not yet polled */
-    KVT_COUNTER_NOTIFICATIONS_DROPPED = 13,   /* cumulative */
+    KVT_COUNTER_LIVE_OPERATIONS = 6,         /* posted and not yet released */
+    KVT_COUNTER_INFLIGHT_OPERATIONS = 7,     /* not yet terminal */
+    KVT_COUNTER_OPERATIONS_POSTED = 8,       /* cumulative */
+    KVT_COUNTER_BYTES_MOVED = 9,             /* cumulative, by operations this side initiated */
+    KVT_COUNTER_NOTIFICATIONS_SENT = 10,     /* cumulative */
+    KVT_COUNTER_NOTIFICATIONS_RECEIVED = 11, /* cumulative */
+    KVT_COUNTER_PENDING_NOTIFICATIONS = 12,  /* received, not yet polled */
+    KVT_COUNTER_NOTIFICATIONS_DROPPED = 13,  /* cumulative */
     /* KVT_COUNTER_ERRORS_FIRST + (-code - 1): cumulative count of failing calls and of operations
      * that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY). */
     KVT_COUNTER_ERRORS_FIRST = 14,
@@ -731,8 +743,8 @@ enum {
     KVT_COUNTER_HEARTBEATS_ANSWERED, /* probes of other agents this agent answered, cumulative */
     KVT_COUNTER_UNRESPONSIVE_PEERS,  /* loaded peers reported UNRESPONSIVE and not (yet) RESPONSIVE again */
     KVT_COUNTER_HEARTBEAT_ANSWERS,   /* answers to this agent's probes received from loaded peers, cumulative */
-    KVT_COUNTER_READER_FENCES,       /* times readers of exported metadata were fenced off (UCX: serving worker replaced), cumulative */
-    KVT_COUNTER_FILE_READ_BYTES,     /* bytes this agent READ by copying a peer's file-backed region it mapped, cumulative */
+    KVT_COUNTER_READER_FENCES, /* times readers of exported metadata were fenced off (UCX: serving worker replaced), cumulative */
+    KVT_COUNTER_FILE_READ_BYTES, /* bytes this agent READ by copying a peer's file-backed region it mapped, cumulative */
     KVT_COUNTER_COUNT,
 };
 
@@ -745,55 +757,7 @@ KVT_API kvt_status kvt_counters(uint32_t agent, uint64_t *values, uint32_t capac
 /** Name of counter `index` in snake case (e.g. "live_registrations", "errors.KVT_ERR_BUSY"), or NULL. */
 KVT_API const char *kvt_counter_name(uint32_t index);
 
-/* ---------------------------------------------------------------------------------------------- */
-/* Fault injection (off unless switched on here; per agent)                                         */
-/* ---------------------------------------------------------------------------------------------- */
-
-enum {
-    KVT_FAULT_REGISTER = 0,   /* kvt_mem_register fails before mapping anything */
-    KVT_FAULT_POST = 1,       /* kvt_xfer_post / kvt_xfer_post_blocks fail after validation, before any byte moves */
-    KVT_FAULT_COMPLETION = 2, /* an operation moves its bytes, then ends with the code instead of KVT_OK */
-    KVT_FAULT_ALLOCATION = 3, /* kvt_xfer_post / kvt_xfer_post_blocks cannot allocate the operation's record (as if
-                                 out of memory) */
-};
-
-/**
- * Arms a one-shot fault: the `nth` (1 = the next) call of `point` on this agent, counted from now,
- * fails with `code` (a KVT_ERR_*). Re-arming a point replaces its previous setting.
- */
-KVT_API kvt_status kvt_fault_fail(uint32_t agent, uint32_t point, uint32_t nth, kvt_status code);
-
-/** Keeps the operation in progress until KVT_DELAY_FOREVER is cleared (kvt_fault_clear). */
-#define KVT_DELAY_FOREVER UINT32_MAX
-/**
- * Delays every completion of this agent's operations by `ms` after the backend finished (the
- * operation stays KVT_IN_PROGRESS meanwhile; its bytes have moved). KVT_DELAY_FOREVER holds them
- * until the delay is changed or cleared. Changing the delay applies to operations already held.
- * Cancelling a held operation ends it at once with KVT_ERR_CANCELED (the backend is already done).
- */
-KVT_API kvt_status kvt_fault_delay_completions(uint32_t agent, uint32_t ms);
-
-/** No pause of issuing: the default, and what kvt_fault_clear restores. */
-#define KVT_ISSUE_UNLIMITED UINT64_MAX
-/**
- * UCX backend: issues at most `bytes` of each of this agent's operations (rounded up to the end of the
- * request that reaches it), then holds the rest back until the limit is raised or cleared. The bytes
- * issued complete as usual, so a test can have part of a batch moved and the rest not yet issued, and
- * then stop the peer before the rest goes out. The loopback backend ignores it.
- */
-KVT_API kvt_status kvt_fault_pause_issue(uint32_t agent, uint64_t bytes);
-
-/**
- * Stalls the agent's progress thread (`stalled` 1) as a stopped process would be: it runs no command,
- * no backend progress and no operation, and answers no probe, until called with 0, kvt_fault_clear, or
- * kvt_agent_destroy (which resumes it). Calls that wait for the progress thread (peer load, registration
- * on UCX, notification send) wait meanwhile. The loopback heartbeat tests use it to make a peer
- * unresponsive.
- */
-KVT_API kvt_status kvt_fault_stall_progress(uint32_t agent, uint32_t stalled);
-
-/** Disarms every fault, delay, issue pause and stall of the agent; held operations complete promptly. */
-KVT_API kvt_status kvt_fault_clear(uint32_t agent);
+#include "kvreuse_transport_faults.h"
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,9 @@
  * 4 MB of fresh memory 11–12 ms (MAP_POPULATE does not help: 0.5 ms, then 6 ms on the first write),
  * the same 4 MB reused 0.05 ms. A post of 100,000 descriptors builds a 3.2 MB table on the calling
  * thread, so without reuse the first posts of an agent held that thread for 10–20 ms. */
-#include "internal.h"
+#include "agent.h"
+
+#include "blocks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +19,9 @@ typedef struct kvt_block {
     _Alignas(max_align_t) unsigned char data[];
 } kvt_block;
 
-static kvt_block *block_of(void *data) {
-    return (kvt_block *)((unsigned char *)data - offsetof(kvt_block, data));
-}
+static kvt_block *block_of(void *data) { return (kvt_block *)((unsigned char *)data - offsetof(kvt_block, data)); }
 
-void kvt_blocks_init(kvt_agent *agent) {
-    pthread_mutex_init(&agent->blocks_lock, NULL);
-}
+void kvt_blocks_init(kvt_agent *agent) { pthread_mutex_init(&agent->blocks_lock, NULL); }
 
 /* Unlinks the smallest cached block of at least `bytes` (blocks_lock held), or NULL. */
 static kvt_block *take_cached_locked(kvt_agent *agent, size_t bytes) {
@@ -40,9 +38,8 @@ static kvt_block *take_cached_locked(kvt_agent *agent, size_t bytes) {
 
 static void want(kvt_agent *agent, size_t bytes) {
     size_t wanted = atomic_load_explicit(&agent->blocks_wanted, memory_order_relaxed);
-    while (wanted < bytes &&
-           !atomic_compare_exchange_weak_explicit(&agent->blocks_wanted, &wanted, bytes, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
+    while (wanted < bytes && !atomic_compare_exchange_weak_explicit(&agent->blocks_wanted, &wanted, bytes,
+                                                                    memory_order_relaxed, memory_order_relaxed)) {
     }
 }
 

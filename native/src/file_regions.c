@@ -2,7 +2,11 @@
  * and keeps a liveness table; a reader on the same host maps the file through /proc/<pid>/fd and copies
  * READs itself, then checks the table, so that bytes the owner may have rewritten after withdrawing the
  * region are never reported as read (native/README.md, "Caller memory at memory speed"). */
-#include "internal.h"
+#include "agent.h"
+
+#include "file_regions.h"
+#include "services/mapping.h"
+#include "services/status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,8 +44,10 @@ kvt_status kvt_liveness_table_ensure(kvt_agent *agent) {
         failed = "fcntl(F_ADD_SEALS)"; /* readers map it whole: it can never shrink under them */
     else {
         void *words = mmap(NULL, LIVENESS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, table->fd, 0);
-        if (words == MAP_FAILED) failed = "mmap";
-        else table->words = words;
+        if (words == MAP_FAILED)
+            failed = "mmap";
+        else
+            table->words = words;
     }
     if (failed) {
         int error = errno;
@@ -51,7 +57,7 @@ kvt_status kvt_liveness_table_ensure(kvt_agent *agent) {
                         strerror(error));
     }
     atomic_store(&table->words[0], LIVENESS_MAGIC);
-    atomic_store(&table->words[1], agent->incarnation);
+    atomic_store(&table->words[1], agent->entry.incarnation);
     pthread_mutex_lock(&agent->lock);
     agent->liveness = table;
     pthread_mutex_unlock(&agent->lock);
@@ -98,24 +104,26 @@ kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file
         return kvt_fail(KVT_ERR_INVALID_PARAM,
                         "kvt_mem_register_fd: fd %d is not a regular file (a memfd or a /dev/shm file is)", fd);
     if (file_offset > (uint64_t)file.st_size || region->length > (uint64_t)file.st_size - file_offset)
-        return kvt_fail(KVT_ERR_INVALID_PARAM,
-                        "kvt_mem_register_fd: file offset %llu + length %llu exceeds the %llu bytes of the file of fd %d",
-                        (unsigned long long)file_offset, (unsigned long long)region->length,
-                        (unsigned long long)file.st_size, fd);
+        return kvt_fail(
+            KVT_ERR_INVALID_PARAM,
+            "kvt_mem_register_fd: file offset %llu + length %llu exceeds the %llu bytes of the file of fd %d",
+            (unsigned long long)file_offset, (unsigned long long)region->length, (unsigned long long)file.st_size, fd);
     int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || !(seals & F_SEAL_SHRINK))
-        return kvt_fail(KVT_ERR_INVALID_PARAM,
-                        "kvt_mem_register_fd: the file of fd %d is not sealed against shrinking (F_SEAL_SHRINK): a "
-                        "reader's copy out of a file that shrank would fault; create it with memfd_create(MFD_ALLOW_SEALING) "
-                        "and seal it once sized",
-                        fd);
+        return kvt_fail(
+            KVT_ERR_INVALID_PARAM,
+            "kvt_mem_register_fd: the file of fd %d is not sealed against shrinking (F_SEAL_SHRINK): a "
+            "reader's copy out of a file that shrank would fault; create it with memfd_create(MFD_ALLOW_SEALING) "
+            "and seal it once sized",
+            fd);
     char why[256];
     if (!kvt_mapping_of_file(region->address, region->length, file.st_dev, file.st_ino, file_offset, why, sizeof why))
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register_fd: [0x%llx, +%llu) of fd %d: %s",
                         (unsigned long long)region->address, (unsigned long long)region->length, fd, why);
     region->file_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (region->file_fd < 0)
-        return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_mem_register_fd: fd %d cannot be duplicated: %s", fd, strerror(errno));
+        return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_mem_register_fd: fd %d cannot be duplicated: %s", fd,
+                        strerror(errno));
     region->file_offset = file_offset;
     return KVT_OK;
 }
@@ -135,8 +143,7 @@ static uint8_t *map_peer_file(uint64_t pid, uint32_t fd, uint64_t offset, uint64
     uint8_t *view = NULL;
     int seals = fcntl(file, F_GET_SEALS); /* a file that can shrink would fault the copy */
     if (seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(file, &info) == 0 && S_ISREG(info.st_mode) &&
-        offset <= (uint64_t)info.st_size &&
-        length <= (uint64_t)info.st_size - offset) {
+        offset <= (uint64_t)info.st_size && length <= (uint64_t)info.st_size - offset) {
         void *mapping = mmap(NULL, length + (offset - start), PROT_READ, MAP_SHARED, file, (off_t)start);
         if (mapping != MAP_FAILED) {
             *out_mapping = mapping;
@@ -153,9 +160,8 @@ void kvt_file_regions_map(kvt_conn *conn) {
     if (meta->liveness_fd == KVT_NO_FILE_FD || !kvt_process_checkable(&meta->process)) return;
     void *table = NULL;
     uint64_t table_length = 0;
-    const _Atomic uint64_t *words =
-        (const _Atomic uint64_t *)map_peer_file(meta->process.pid, meta->liveness_fd, 0, LIVENESS_BYTES, &table,
-                                                &table_length);
+    const _Atomic uint64_t *words = (const _Atomic uint64_t *)map_peer_file(meta->process.pid, meta->liveness_fd, 0,
+                                                                            LIVENESS_BYTES, &table, &table_length);
     if (!words) return;
     if (atomic_load(&words[0]) != LIVENESS_MAGIC || atomic_load(&words[1]) != meta->incarnation) {
         munmap(table, table_length); /* another file now has that fd number: the owner is not who it was */

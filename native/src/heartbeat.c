@@ -3,7 +3,10 @@
  * Probes and answers go through the backend (UCX: active messages answered by the peer's progress
  * thread; loopback: commands run by the target agent's progress thread). Reports are queued per peer as
  * a count of transitions, so none is ever dropped, and read with kvt_peer_events_poll. */
-#include "internal.h"
+#include "agent.h"
+
+#include "heartbeat.h"
+#include "services/status.h"
 
 #include <stdlib.h>
 
@@ -15,9 +18,7 @@ typedef struct {
 } probe_target;
 
 /* Whether the layers above want to hear of the peer's silence: it has transfers in flight or is watched. */
-static bool followed(const kvt_peer *peer) {
-    return peer->conn && (peer->busy > 0 || peer->heartbeat.watched);
-}
+static bool followed(const kvt_peer *peer) { return peer->conn && (peer->busy > 0 || peer->heartbeat.watched); }
 
 /* Records a transition; true when a byte is due on the wake-up pipe (kvt_signal_pending_locked). */
 static bool transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
@@ -28,9 +29,9 @@ static bool transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsiv
         hb->unresponsive_silence_ns = silence_ns;
     else
         hb->responsive_silence_ns = silence_ns;
-    agent->peer_events_pending++;
-    kvt_counter_add(agent, KVT_COUNTER_UNRESPONSIVE_PEERS, unresponsive ? 1 : -1);
-    return kvt_signal_pending_locked(agent);
+    agent->delivery.peer_events_pending++;
+    kvt_counter_add(&agent->counters, KVT_COUNTER_UNRESPONSIVE_PEERS, unresponsive ? 1 : -1);
+    return kvt_signal_pending_locked(&agent->delivery);
 }
 
 /* Counts a missed round for each probed peer still awaiting an answer, reports the ones past the miss
@@ -58,8 +59,7 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
              * answered or not: over shared memory UCX sees no death, and a process killed before its first
              * answer would otherwise never be reported. */
             if (atomic_load(&peer->conn->answered)) hb->missed++;
-            if (!hb->unresponsive &&
-                (hb->missed >= agent->heartbeat_misses || kvt_conn_process_gone(peer->conn)))
+            if (!hb->unresponsive && (hb->missed >= agent->heartbeat_misses || kvt_conn_process_gone(peer->conn)))
                 *wake |= transition_locked(agent, peer, true, now - hb->silent_since_ns);
         } else {
             hb->awaiting = true;
@@ -75,7 +75,9 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
     return count;
 }
 
-void kvt_heartbeat_wake(kvt_agent *agent) { atomic_store_explicit(&agent->heartbeat_woken, true, memory_order_relaxed); }
+void kvt_heartbeat_wake(kvt_agent *agent) {
+    atomic_store_explicit(&agent->heartbeat_woken, true, memory_order_relaxed);
+}
 
 void kvt_heartbeat_tick(kvt_agent *agent) {
     uint64_t now = kvt_now_ns();
@@ -92,13 +94,13 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
     bool wake = false;
     uint32_t count = round_locked(agent, now, targets, &wake);
     pthread_mutex_unlock(&agent->lock);
-    if (wake) kvt_wake_consumer(agent);
+    if (wake) kvt_wake_consumer(&agent->delivery);
     agent->heartbeat_probing = count > 0;
     if (!targets) return; /* no memory: this round's probes are lost and count as unanswered */
     for (uint32_t i = 0; i < count; i++) {
         atomic_store(&targets[i].conn->probed, true);
         agent->backend->probe(agent, targets[i].conn, targets[i].peer_id);
-        kvt_counter_add(agent, KVT_COUNTER_HEARTBEATS_SENT, 1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_HEARTBEATS_SENT, 1);
     }
     pthread_mutex_lock(&agent->lock);
     for (uint32_t i = 0; i < count; i++) kvt_conn_unref_locked(agent, targets[i].conn);
@@ -119,7 +121,7 @@ void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
         kvt_peer *peer = agent->peers[i];
         if (peer->id != peer_id) continue;
         kvt_peer_heartbeat *hb = &peer->heartbeat;
-        kvt_counter_add(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
         if (peer->conn) atomic_store(&peer->conn->answered, true);
         if (hb->unresponsive) wake = transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
         hb->awaiting = false;
@@ -127,12 +129,7 @@ void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
         break;
     }
     pthread_mutex_unlock(&agent->lock);
-    if (wake) kvt_wake_consumer(agent);
-}
-
-void kvt_heartbeat_peer_removed_locked(kvt_agent *agent, kvt_peer *peer) {
-    agent->peer_events_pending -= peer->heartbeat.transitions - peer->heartbeat.reported;
-    if (peer->heartbeat.unresponsive) kvt_counter_add(agent, KVT_COUNTER_UNRESPONSIVE_PEERS, -1);
+    if (wake) kvt_wake_consumer(&agent->delivery);
 }
 
 /* ---- API ------------------------------------------------------------------------------------------ */
@@ -152,7 +149,7 @@ kvt_status kvt_agent_set_heartbeat(uint32_t agent_id, uint32_t interval_ms, uint
         agent->heartbeat_interval_ms = interval_ms;
         agent->heartbeat_misses = misses;
         atomic_store(&agent->next_heartbeat_ns, 0);
-        kvt_agent_kick(agent);
+        kvt_command_kick(&agent->commands);
         pthread_mutex_unlock(&agent->lock);
     }
     return kvt_agent_finish(agent, status);
@@ -163,15 +160,15 @@ kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched)
     kvt_status status = kvt_enter(agent_id, "kvt_peer_watch", &agent);
     if (status != KVT_OK) return status;
     if (watched > 1)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_peer_watch: watched must be 0 or 1 (got %u)", watched));
+        return kvt_agent_finish(
+            agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_watch: watched must be 0 or 1 (got %u)", watched));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
     status = kvt_peer_lookup_locked(agent, "kvt_peer_watch", peer_id, &peer);
     if (status == KVT_OK) {
         peer->heartbeat.watched = watched == 1;
         kvt_heartbeat_wake(agent);
-        kvt_agent_kick(agent);
+        kvt_command_kick(&agent->commands);
     }
     pthread_mutex_unlock(&agent->lock);
     return kvt_agent_finish(agent, status);
@@ -180,13 +177,13 @@ kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched)
 kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *peer_ids, uint32_t *kinds,
                                 uint64_t *silence_ms, uint32_t *out_count) {
     kvt_agent *agent;
-    kvt_status status =
-        kvt_poll_enter(agent_id, "kvt_peer_events_poll", out_count && (capacity == 0 || (peer_ids && kinds && silence_ms)),
-                       "out_count and (capacity > 0) the arrays must not be NULL", &agent);
+    kvt_status status = kvt_poll_enter(agent_id, "kvt_peer_events_poll",
+                                       out_count && (capacity == 0 || (peer_ids && kinds && silence_ms)),
+                                       "out_count and (capacity > 0) the arrays must not be NULL", &agent);
     if (status != KVT_OK) return status;
     uint32_t n = 0;
     /* Reports are rare and polled after every wake-up: only one that finds some takes the agent lock. */
-    bool any = atomic_load(&agent->peer_events_pending) > 0;
+    bool any = atomic_load(&agent->delivery.peer_events_pending) > 0;
     if (any) pthread_mutex_lock(&agent->lock);
     for (uint32_t i = 0; any && i < agent->peer_count && n < capacity; i++) {
         kvt_peer *peer = agent->peers[i];
@@ -197,12 +194,12 @@ kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *
             peer_ids[n] = peer->id;
             kinds[n] = unresponsive ? KVT_PEER_EVENT_UNRESPONSIVE : KVT_PEER_EVENT_RESPONSIVE;
             silence_ms[n] = (unresponsive ? hb->unresponsive_silence_ns : hb->responsive_silence_ns) / NS_PER_MS;
-            agent->peer_events_pending--;
+            agent->delivery.peer_events_pending--;
             n++;
         }
     }
     if (any) pthread_mutex_unlock(&agent->lock);
-    if (kvt_rearm_wake(agent)) kvt_wake_consumer(agent);
+    if (kvt_rearm_wake(&agent->delivery)) kvt_wake_consumer(&agent->delivery);
     *out_count = n;
     return kvt_agent_finish(agent, KVT_OK);
 }

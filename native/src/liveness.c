@@ -2,7 +2,9 @@
  * start time. A pid means something only inside one pid namespace on one host, so a peer is judged by
  * its pid only when it shares both with this process; for every other peer (another container, another
  * host) liveness comes from the transport (UCX endpoint errors). */
-#include "internal.h"
+#include "agent.h"
+
+#include "liveness.h"
 
 #include <poll.h>
 #include <stdio.h>

@@ -1,5 +1,10 @@
 /* Memory: kvreuse-owned allocations and registration of caller memory as regions. */
-#include "internal.h"
+#include "agent.h"
+
+#include "file_regions.h"
+#include "memory.h"
+#include "services/mapping.h"
+#include "services/status.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,7 +23,7 @@ static const char *kind_name(uint32_t kind) { return kind == KVT_MEM_DRAM ? "dra
 /* Memory work runs on the calling thread when the backend allows it (loopback), else on the
  * progress thread (UCX: the ucp context is the progress thread's alone). */
 static kvt_status memory_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t), void *arg) {
-    if (!agent->backend->memory_on_any_thread) return kvt_agent_call(agent, call, arg);
+    if (!agent->backend->memory_on_any_thread) return kvt_command_call(&agent->commands, call, arg);
     char detail[512] = "";
     kvt_status status = call(agent, arg, detail, sizeof detail);
     if (status != KVT_OK) return kvt_fail(status, "%s", detail);
@@ -50,8 +55,7 @@ static int page_work_sliced(uint64_t address, uint64_t length, int (*work)(void 
     for (uint64_t at = 0; at < length; at += PAGE_WORK_SLICE_BYTES) {
         size_t span = (size_t)(length - at < PAGE_WORK_SLICE_BYTES ? length - at : PAGE_WORK_SLICE_BYTES);
         int result;
-        do
-            result = work((void *)(uintptr_t)(address + at), span, advice);
+        do result = work((void *)(uintptr_t)(address + at), span, advice);
         while (result != 0 && errno == EINTR);
         if (result != 0) return result;
     }
@@ -138,8 +142,8 @@ static kvt_status record_allocation_locked(kvt_agent *agent, const kvt_allocatio
         agent->allocation_capacity = capacity;
     }
     agent->allocations[agent->allocation_count++] = *allocation;
-    kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, 1);
-    kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, (int64_t)allocation->length);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_ALLOCATIONS, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_ALLOCATED_BYTES, (int64_t)allocation->length);
     return KVT_OK;
 }
 
@@ -150,8 +154,8 @@ static uint32_t find_allocation_locked(const kvt_agent *agent, uint64_t address)
 }
 
 static void forget_allocation_locked(kvt_agent *agent, uint32_t index) {
-    kvt_counter_add(agent, KVT_COUNTER_LIVE_ALLOCATIONS, -1);
-    kvt_counter_add(agent, KVT_COUNTER_ALLOCATED_BYTES, -(int64_t)agent->allocations[index].length);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_ALLOCATIONS, -1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_ALLOCATED_BYTES, -(int64_t)agent->allocations[index].length);
     agent->allocations[index] = agent->allocations[--agent->allocation_count];
 }
 
@@ -200,7 +204,7 @@ struct kvt_mem_job {
             kvt_region *region; /* no longer in the agent's table */
             bool fence;
             uint64_t fences_before; /* agent->fences when it was withdrawn */
-        } withdrawal; /* kvt_mem_deregister_begin */
+        } withdrawal;               /* kvt_mem_deregister_begin */
     } subject;
     /* Under agent->lock: */
     bool done;
@@ -228,7 +232,7 @@ static kvt_status run_job(kvt_agent *agent, void *arg, char *detail, size_t deta
     snprintf(job->detail, sizeof job->detail, "%s", failure);
     job->done = true;
     pthread_mutex_unlock(&agent->lock);
-    kvt_wake_consumer(agent); /* a byte of its own: the completion edge (wake_signaled) stays armed */
+    kvt_wake_consumer(&agent->delivery); /* a byte of its own: the completion edge (wake_signaled) stays armed */
     return KVT_OK;
 }
 
@@ -245,7 +249,7 @@ static uint64_t job_start(kvt_agent *agent, kvt_mem_job *job,
     *tail = job;
     uint64_t id = job->id;
     pthread_mutex_unlock(&agent->lock);
-    kvt_agent_call_async(agent, run_job, &job, sizeof job);
+    kvt_command_call_async(&agent->commands, run_job, &job, sizeof job);
     return id;
 }
 
@@ -284,10 +288,10 @@ kvt_status kvt_mem_job_status(uint32_t agent_id, uint64_t job_id) {
     kvt_mem_job *job = *link;
     if (!job) {
         pthread_mutex_unlock(&agent->lock);
-        return kvt_agent_finish(
-            agent, kvt_fail(KVT_ERR_NOT_FOUND, "kvt_mem_job_status: agent '%s' has no memory job %llu begun and not "
-                                               "yet answered",
-                            agent->name, (unsigned long long)job_id));
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_FOUND,
+                                                "kvt_mem_job_status: agent '%s' has no memory job %llu begun and not "
+                                                "yet answered",
+                                                agent->name, (unsigned long long)job_id));
     }
     if (job->done) {
         *link = job->next;
@@ -416,7 +420,7 @@ kvt_status kvt_mem_free(uint32_t agent_id, uint64_t address) {
     if (status == KVT_OK) {
         /* Nobody can reach the allocation through this agent any more: no need to wait for the unmap, which
          * takes tens of milliseconds for hundreds of megabytes of touched pages (measured: 29 ms, 409.6 MB). */
-        kvt_agent_call_async(agent, free_call, &allocation, sizeof allocation);
+        kvt_command_call_async(&agent->commands, free_call, &allocation, sizeof allocation);
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
@@ -460,7 +464,7 @@ static kvt_status fence_call(kvt_agent *agent, void *arg, char *detail, size_t d
     agent->backend->fence(agent);
     pthread_mutex_lock(&agent->lock);
     agent->fences++;
-    kvt_counter_add(agent, KVT_COUNTER_READER_FENCES, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_READER_FENCES, 1);
     pthread_mutex_unlock(&agent->lock);
     return KVT_OK;
 }
@@ -527,8 +531,8 @@ static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint
                             "kvt_mem_register: [0x%llx, +%llu) overlaps region %u [0x%llx, +%llu) already registered "
                             "on %s device %u",
                             (unsigned long long)address, (unsigned long long)length, region->id,
-                            (unsigned long long)region->address, (unsigned long long)region->length,
-                            kind_name(kind), device);
+                            (unsigned long long)region->address, (unsigned long long)region->length, kind_name(kind),
+                            device);
     }
     if (agent->region_count >= KVT_MAX_REGIONS)
         return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_mem_register: agent '%s' already has the maximum of %u regions",
@@ -545,7 +549,7 @@ static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint
                             (unsigned long long)allocation->address, (unsigned long long)allocation->length);
         if (allocation->address == address && allocation->length == length) *exact = allocation;
     }
-    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_REGISTER);
+    kvt_status fault = kvt_fault_take_locked(&agent->faults, KVT_FAULT_REGISTER);
     if (fault != KVT_OK)
         return kvt_fail(fault, "kvt_mem_register: injected fault (register) on agent '%s'", agent->name);
     return KVT_OK;
@@ -614,8 +618,8 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
         if (region->file_fd >= 0) kvt_liveness_mark_live_locked(agent, region);
         agent->regions[agent->region_count++] = region;
         agent->metadata_generation++;
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, 1);
-        kvt_counter_add(agent, KVT_COUNTER_REGISTERED_BYTES, (int64_t)length);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_REGISTRATIONS, 1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_REGISTERED_BYTES, (int64_t)length);
         *out_region = region->id;
         pthread_mutex_unlock(&agent->lock);
         pthread_rwlock_unlock(&agent->region_lock);
@@ -626,8 +630,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
 
 kvt_status kvt_mem_register(uint32_t agent_id, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
                             uint32_t *out_region) {
-    return register_range(agent_id, "kvt_mem_register", address, length, kind, device, (file_backing){0},
-                          out_region);
+    return register_range(agent_id, "kvt_mem_register", address, length, kind, device, (file_backing){0}, out_region);
 }
 
 kvt_status kvt_mem_register_fd(uint32_t agent_id, uint64_t address, uint64_t length, int32_t fd, uint64_t file_offset,
@@ -674,8 +677,8 @@ static kvt_status withdraw_region_locked(kvt_agent *agent, const char *call, uin
     *out_fences = agent->fences;
     agent->regions[index] = agent->regions[--agent->region_count];
     agent->metadata_generation++;
-    kvt_counter_add(agent, KVT_COUNTER_LIVE_REGISTRATIONS, -1);
-    kvt_counter_add(agent, KVT_COUNTER_REGISTERED_BYTES, -(int64_t)region->length);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_REGISTRATIONS, -1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_REGISTERED_BYTES, -(int64_t)region->length);
     *out = region;
     return KVT_OK;
 }

@@ -11,7 +11,12 @@
  *                 | u32 rkey length | rkey
  *   | u32 CRC-32 of everything before it
  */
-#include "internal.h"
+#include "agent.h"
+
+#include "file_regions.h"
+#include "metadata.h"
+#include "services/status.h"
+#include "services/util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +53,7 @@ static void encode(kvt_agent *agent, writer *w) {
     put_bytes(w, KVT_METADATA_MAGIC, 4);
     put_u(w, KVT_METADATA_VERSION, 2);
     put_u(w, agent->backend_kind, 2);
-    put_u(w, agent->incarnation, 8);
+    put_u(w, agent->entry.incarnation, 8);
     put_u(w, agent->metadata_generation, 8);
     size_t name_length = strlen(agent->name);
     put_u(w, name_length, 2);
@@ -234,8 +239,8 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
     if (!r.failure && address_length > KVT_MAX_WORKER_ADDRESS)
         return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length", "exceeds 1 MiB", address_length, r.offset);
     if (!r.failure && out->backend == KVT_BACKEND_UCX && address_length < KVT_MIN_UCX_WORKER_ADDRESS)
-        return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length", "is below the 9 bytes of a UCX worker address",
-                      address_length, r.offset);
+        return refuse(out, KVT_ERR_INVALID_PARAM, "worker address length",
+                      "is below the 9 bytes of a UCX worker address", address_length, r.offset);
     out->worker_address = get_copy(&r, address_length, "worker address");
     out->worker_address_length = (uint32_t)address_length;
     out->process.pid = get_u(&r, 8, "pid");

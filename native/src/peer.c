@@ -1,5 +1,9 @@
 /* Peers: loading metadata blobs, generations, invalidation, and the connections behind them. */
-#include "internal.h"
+#include "agent.h"
+
+#include "file_regions.h"
+#include "peer.h"
+#include "services/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +14,7 @@ void kvt_conn_unref_locked(kvt_agent *agent, kvt_conn *conn) {
     conn->next_dead = agent->dead_conns;
     agent->dead_conns = conn;
     atomic_store_explicit(&agent->dead_conns_pending, true, memory_order_release);
-    kvt_agent_kick(agent);
+    kvt_command_kick(&agent->commands);
 }
 
 void kvt_reap_dead_conns(kvt_agent *agent) {
@@ -30,14 +34,21 @@ void kvt_reap_dead_conns(kvt_agent *agent) {
     }
 }
 
+/* A peer is being forgotten (agent->lock held): its heartbeat reports not yet polled and its unresponsive
+ * count go with it. */
+static void forget_locked(kvt_agent *agent, kvt_peer *peer) {
+    agent->delivery.peer_events_pending -= peer->heartbeat.transitions - peer->heartbeat.reported;
+    if (peer->heartbeat.unresponsive) kvt_counter_add(&agent->counters, KVT_COUNTER_UNRESPONSIVE_PEERS, -1);
+}
+
 void kvt_peers_free_all(kvt_agent *agent) {
     pthread_mutex_lock(&agent->lock);
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
-        kvt_heartbeat_peer_removed_locked(agent, peer);
+        forget_locked(agent, peer);
         free(peer);
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_PEERS, -1);
     }
     agent->peer_count = 0;
     pthread_mutex_unlock(&agent->lock);
@@ -101,7 +112,7 @@ static kvt_status install_conn_locked(kvt_agent *agent, kvt_conn *conn, kvt_peer
         peer->id = agent->next_peer_id++;
         strcpy(peer->name, conn->meta.name);
         agent->peers[agent->peer_count++] = peer;
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, 1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_PEERS, 1);
     }
     if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
     peer->conn = conn;
@@ -116,14 +127,15 @@ kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length
     kvt_status status = kvt_enter(agent_id, "kvt_peer_load", &agent);
     if (status != KVT_OK) return status;
     if (!out_peer || !out_generation)
-        return kvt_agent_finish(agent,
-                                kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: out_peer and out_generation must not be NULL"));
+        return kvt_agent_finish(
+            agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: out_peer and out_generation must not be NULL"));
     kvt_metadata meta;
     status = kvt_metadata_parse(blob, length, &meta);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
     if (meta.backend != agent->backend_kind) {
-        status = kvt_fail(KVT_ERR_MISMATCH, "kvt_peer_load: blob of peer '%s' is for the %s backend; agent '%s' uses %s",
-                          meta.name, backend_name(meta.backend), agent->name, backend_name(agent->backend_kind));
+        status =
+            kvt_fail(KVT_ERR_MISMATCH, "kvt_peer_load: blob of peer '%s' is for the %s backend; agent '%s' uses %s",
+                     meta.name, backend_name(meta.backend), agent->name, backend_name(agent->backend_kind));
         kvt_metadata_free(&meta);
         return kvt_agent_finish(agent, status);
     }
@@ -148,7 +160,7 @@ kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length
             conn->meta = meta;
             conn->refs = 1;
             conn->process_fd = -1;
-            status = kvt_agent_call(agent, connect_call, conn);
+            status = kvt_command_call(&agent->commands, connect_call, conn);
             pthread_mutex_lock(&agent->lock);
             if (status == KVT_OK) status = install_conn_locked(agent, conn, &peer);
             if (status == KVT_OK) {
@@ -246,18 +258,17 @@ kvt_status kvt_peer_unload(uint32_t agent_id, uint32_t peer_id) {
         for (uint32_t i = 0; i < agent->peer_count; i++)
             if (agent->peers[i] == peer) agent->peers[i] = agent->peers[--agent->peer_count];
         if (peer->conn) kvt_conn_unref_locked(agent, peer->conn);
-        kvt_heartbeat_peer_removed_locked(agent, peer);
+        forget_locked(agent, peer);
         free(peer);
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_PEERS, -1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_PEERS, -1);
     }
     pthread_mutex_unlock(&agent->lock);
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
 }
 
-kvt_status kvt_peer_regions(uint32_t agent_id, uint32_t peer_id, uint32_t capacity, uint32_t *ids,
-                            uint64_t *addresses, uint64_t *lengths, uint32_t *kinds, uint32_t *devices,
-                            uint32_t *out_count) {
+kvt_status kvt_peer_regions(uint32_t agent_id, uint32_t peer_id, uint32_t capacity, uint32_t *ids, uint64_t *addresses,
+                            uint64_t *lengths, uint32_t *kinds, uint32_t *devices, uint32_t *out_count) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_peer_regions", &agent);
     if (status != KVT_OK) return status;
@@ -307,9 +318,9 @@ kvt_status kvt_peer_transport(uint32_t agent_id, uint32_t peer_id, char *text, u
     kvt_status status = kvt_enter(agent_id, "kvt_peer_transport", &agent);
     if (status != KVT_OK) return status;
     if (!out_length || (capacity > 0 && !text))
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_peer_transport: out_length and (capacity %u > 0) text must not be NULL",
-                                                capacity));
+        return kvt_agent_finish(
+            agent, kvt_fail(KVT_ERR_INVALID_PARAM,
+                            "kvt_peer_transport: out_length and (capacity %u > 0) text must not be NULL", capacity));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
     status = kvt_peer_lookup_locked(agent, "kvt_peer_transport", peer_id, &peer);
@@ -319,7 +330,7 @@ kvt_status kvt_peer_transport(uint32_t agent_id, uint32_t peer_id, char *text, u
     if (args.conn) args.conn->refs++;
     pthread_mutex_unlock(&agent->lock);
     if (args.conn) {
-        status = kvt_agent_call(agent, describe_call, &args);
+        status = kvt_command_call(&agent->commands, describe_call, &args);
         if (status == KVT_OK) {
             *out_length = (uint32_t)args.length;
             if (capacity > 0) {

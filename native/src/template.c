@@ -1,6 +1,11 @@
 /* Transfer templates: routes of block-indexed 2-D segments registered once against a peer generation,
  * then posts by block lists whose pieces the progress thread expands while it issues them. */
-#include "internal.h"
+#include "agent.h"
+
+#include "blocks.h"
+#include "services/copy.h"
+#include "services/status.h"
+#include "template.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -29,13 +34,17 @@ typedef struct kvt_template {
     bool blocks_outermost;
 } kvt_template;
 
+/* A post's descriptors, expanded from its template a window at a time. */
 typedef struct kvt_expansion {
+    kvt_desc_source source; /* first: op->source */
     kvt_template *template;
     uint32_t count;
     uint32_t *local_blocks, *remote_blocks;
     /* The next piece: outer and inner loop positions and the row within the segment. */
     uint32_t outer, inner, row;
 } kvt_expansion;
+
+static bool expansion_refill(kvt_op *op);
 
 static void template_unref(kvt_template *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
@@ -53,8 +62,8 @@ static void template_unref(kvt_template *t) {
     free(t);
 }
 
-void kvt_expansion_free(kvt_agent *agent, kvt_expansion *x) {
-    if (!x) return;
+static void expansion_free(kvt_agent *agent, kvt_desc_source *source) {
+    kvt_expansion *x = (kvt_expansion *)source;
     template_unref(x->template);
     kvt_block_give(agent, x->local_blocks); /* remote_blocks share its block */
     free(x);
@@ -68,18 +77,9 @@ void kvt_templates_free_all(kvt_agent *agent) {
 
 /* ---- registration ---------------------------------------------------------------------------------- */
 
-typedef struct {
-    uint32_t route_count;
-    const uint32_t *local_index, *remote_index, *rows;
-    const uint64_t *local_base, *remote_base, *local_block_stride, *remote_block_stride;
-    const uint64_t *row_bytes, *local_row_stride, *remote_row_stride;
-    uint32_t local_region_count, remote_region_count;
-    const uint32_t *local_regions, *remote_regions;
-    uint32_t local_block_limit, remote_block_limit;
-} template_request;
-
-static kvt_status check_template_shape(const template_request *req, const uint32_t *out_template) {
+static kvt_status check_template_shape(const kvt_template_routes *req, const uint32_t *out_template) {
     if (!out_template) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_template_register: out_template is NULL");
+    if (!req) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_template_register: routes is NULL");
     if (req->route_count == 0 || req->route_count > KVT_MAX_DESCRIPTORS)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_template_register: route count %u is outside 1..%u",
                         req->route_count, KVT_MAX_DESCRIPTORS);
@@ -124,13 +124,14 @@ static kvt_status check_route_side(uint32_t r, const char *side, uint32_t region
 }
 
 /* Checks every route against both regions at the largest blocks and fills the template (agent->lock held). */
-static kvt_status build_template_locked(const kvt_agent *agent, const template_request *req, const kvt_conn *conn,
+static kvt_status build_template_locked(const kvt_agent *agent, const kvt_template_routes *req, const kvt_conn *conn,
                                         kvt_template *t) {
     char owner[KVT_MAX_NAME + 32];
     snprintf(owner, sizeof owner, " of peer '%s'", conn->meta.name);
     const kvt_region **locals = calloc(req->local_region_count, sizeof *locals);
     uint32_t *remote_slots = calloc(req->remote_region_count, sizeof *remote_slots);
-    kvt_status status = locals && remote_slots ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, "kvt_template_register: out of memory");
+    kvt_status status =
+        locals && remote_slots ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, "kvt_template_register: out of memory");
     for (uint32_t k = 0; status == KVT_OK && k < req->local_region_count; k++) {
         for (uint32_t i = 0; i < agent->region_count; i++)
             if (agent->regions[i]->id == req->local_regions[k]) locals[k] = agent->regions[i];
@@ -152,15 +153,16 @@ static kvt_status build_template_locked(const kvt_agent *agent, const template_r
     for (uint32_t r = 0; status == KVT_OK && r < req->route_count; r++) {
         uint32_t li = req->local_index[r], ri = req->remote_index[r];
         if (li >= req->local_region_count || ri >= req->remote_region_count) {
-            status = kvt_fail(KVT_ERR_INVALID_PARAM,
-                              "kvt_template_register: route %u: local index %u (table %u) or remote index %u (table %u) "
-                              "out of range",
-                              r, li, req->local_region_count, ri, req->remote_region_count);
+            status =
+                kvt_fail(KVT_ERR_INVALID_PARAM,
+                         "kvt_template_register: route %u: local index %u (table %u) or remote index %u (table %u) "
+                         "out of range",
+                         r, li, req->local_region_count, ri, req->remote_region_count);
             break;
         }
         if (req->rows[r] == 0 || req->row_bytes[r] == 0) {
-            status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_template_register: route %u: %u rows of %" PRIu64
-                                                     " bytes (both must be at least 1)",
+            status = kvt_fail(KVT_ERR_INVALID_PARAM,
+                              "kvt_template_register: route %u: %u rows of %" PRIu64 " bytes (both must be at least 1)",
                               r, req->rows[r], req->row_bytes[r]);
             break;
         }
@@ -187,7 +189,7 @@ static kvt_status build_template_locked(const kvt_agent *agent, const template_r
     return status;
 }
 
-static kvt_template *template_new(const template_request *req) {
+static kvt_template *template_new(const kvt_template_routes *req) {
     kvt_template *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     atomic_init(&t->refs, 1);
@@ -198,10 +200,11 @@ static kvt_template *template_new(const template_request *req) {
     t->local_index = malloc(n * sizeof *t->local_index);
     t->remote_slot = malloc(n * sizeof *t->remote_slot);
     t->rows = malloc(n * sizeof *t->rows);
-    uint64_t **wide[] = {&t->local_base,       &t->remote_base, &t->local_block_stride, &t->remote_block_stride,
-                         &t->row_bytes,        &t->local_row_stride, &t->remote_row_stride};
-    const uint64_t *given[] = {req->local_base, req->remote_base,       req->local_block_stride, req->remote_block_stride,
-                               req->row_bytes,  req->local_row_stride, req->remote_row_stride};
+    uint64_t **wide[] = {&t->local_base, &t->remote_base,      &t->local_block_stride, &t->remote_block_stride,
+                         &t->row_bytes,  &t->local_row_stride, &t->remote_row_stride};
+    const uint64_t *given[] = {req->local_base,          req->remote_base, req->local_block_stride,
+                               req->remote_block_stride, req->row_bytes,   req->local_row_stride,
+                               req->remote_row_stride};
     bool ok = t->local_regions && t->local_index && t->remote_slot && t->rows;
     for (size_t k = 0; k < sizeof wide / sizeof wide[0]; k++) {
         *wide[k] = malloc(n * sizeof **wide[k]);
@@ -219,42 +222,19 @@ static kvt_template *template_new(const template_request *req) {
     return t;
 }
 
-kvt_status kvt_template_register(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation, uint32_t route_count,
-                                 const uint32_t *local_index, const uint32_t *remote_index, const uint64_t *local_base,
-                                 const uint64_t *remote_base, const uint64_t *local_block_stride,
-                                 const uint64_t *remote_block_stride, const uint32_t *rows, const uint64_t *row_bytes,
-                                 const uint64_t *local_row_stride, const uint64_t *remote_row_stride,
-                                 uint32_t local_region_count, const uint32_t *local_regions,
-                                 uint32_t remote_region_count, const uint32_t *remote_regions,
-                                 uint32_t local_block_limit, uint32_t remote_block_limit, uint32_t *out_template) {
+kvt_status kvt_template_register(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation,
+                                 const kvt_template_routes *routes, uint32_t *out_template) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_template_register", &agent);
     if (status != KVT_OK) return status;
-    const template_request req = {.route_count = route_count,
-                                  .local_index = local_index,
-                                  .remote_index = remote_index,
-                                  .rows = rows,
-                                  .local_base = local_base,
-                                  .remote_base = remote_base,
-                                  .local_block_stride = local_block_stride,
-                                  .remote_block_stride = remote_block_stride,
-                                  .row_bytes = row_bytes,
-                                  .local_row_stride = local_row_stride,
-                                  .remote_row_stride = remote_row_stride,
-                                  .local_region_count = local_region_count,
-                                  .remote_region_count = remote_region_count,
-                                  .local_regions = local_regions,
-                                  .remote_regions = remote_regions,
-                                  .local_block_limit = local_block_limit,
-                                  .remote_block_limit = remote_block_limit};
-    status = check_template_shape(&req, out_template);
+    status = check_template_shape(routes, out_template);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
-    kvt_template *t = template_new(&req);
+    kvt_template *t = template_new(routes);
     if (!t) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_template_register: out of memory"));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
     status = kvt_resolve_peer_locked(agent, "kvt_template_register", peer_id, peer_generation, &peer);
-    if (status == KVT_OK) status = build_template_locked(agent, &req, peer->conn, t);
+    if (status == KVT_OK) status = build_template_locked(agent, routes, peer->conn, t);
     if (status == KVT_OK) {
         t->id = agent->next_template_id;
         t->peer = peer_id;
@@ -319,8 +299,9 @@ static kvt_status copy_blocks(const kvt_template *t, uint32_t direction, uint32_
     *highest = 0;
     for (uint32_t i = 0; i < count; i++) {
         if (local_blocks[i] >= t->local_block_limit)
-            return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post_blocks: local_blocks[%u] = %u >= limit %u of template %u",
-                            i, local_blocks[i], t->local_block_limit, t->id);
+            return kvt_fail(KVT_ERR_INVALID_PARAM,
+                            "kvt_xfer_post_blocks: local_blocks[%u] = %u >= limit %u of template %u", i,
+                            local_blocks[i], t->local_block_limit, t->id);
         if (remote_blocks[i] >= t->remote_block_limit)
             return kvt_fail(KVT_ERR_INVALID_PARAM,
                             "kvt_xfer_post_blocks: remote_blocks[%u] = %u >= limit %u of template %u", i,
@@ -343,13 +324,14 @@ static kvt_status prepare_op_locked(kvt_agent *agent, const kvt_template *t, con
             if (agent->regions[i]->id == t->local_regions[k]) op->locals[k] = agent->regions[i];
         if (!op->locals[k])
             return kvt_fail(KVT_ERR_NOT_FOUND,
-                            "kvt_xfer_post_blocks: local region %u of template %u is no longer registered", t->local_regions[k],
-                            t->id);
+                            "kvt_xfer_post_blocks: local region %u of template %u is no longer registered",
+                            t->local_regions[k], t->id);
     }
     bool read = op->direction == KVT_XFER_READ;
     uint64_t span_low = UINT64_MAX, span_high = 0;
     for (uint32_t r = 0; r < t->route_count; r++) {
-        uint64_t address = read ? op->locals[t->local_index[r]]->address : conn->meta.regions[t->remote_slot[r]].address;
+        uint64_t address =
+            read ? op->locals[t->local_index[r]]->address : conn->meta.regions[t->remote_slot[r]].address;
         uint64_t base = address + (read ? t->local_base[r] : t->remote_base[r]);
         uint64_t stride = read ? t->local_block_stride[r] : t->remote_block_stride[r];
         uint64_t row_stride = read ? t->local_row_stride[r] : t->remote_row_stride[r];
@@ -376,7 +358,7 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
     kvt_template *t = NULL;
     status = find_template_locked(agent, "kvt_xfer_post_blocks", template_id, &t);
     if (status == KVT_OK) atomic_fetch_add(&t->refs, 1);
-    kvt_status injected = status == KVT_OK ? kvt_fault_take_locked(agent, KVT_FAULT_ALLOCATION) : KVT_OK;
+    kvt_status injected = status == KVT_OK ? kvt_fault_take_locked(&agent->faults, KVT_FAULT_ALLOCATION) : KVT_OK;
     pthread_mutex_unlock(&agent->lock);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
@@ -385,25 +367,29 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
                                                  notification, notification_length, NULL)
                                     : NULL;
     if (x) {
+        x->source = (kvt_desc_source){.refill = expansion_refill, .free = expansion_free};
         x->template = t;
         x->count = count;
         x->local_blocks = kvt_block_take(agent, 2 * (size_t)count * sizeof *x->local_blocks);
         if (x->local_blocks) x->remote_blocks = x->local_blocks + count;
     }
     if (!x || !op || !x->local_blocks) {
-        if (x) kvt_expansion_free(agent, x);
-        else template_unref(t);
+        if (x)
+            expansion_free(agent, &x->source);
+        else
+            template_unref(t);
         kvt_op_free(agent, op);
         return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
                                                 "kvt_xfer_post_blocks: out of memory for %u blocks%s", count,
                                                 injected != KVT_OK ? ": injected fault (allocation)" : ""));
     }
-    op->expansion = x;
+    op->source = &x->source;
     uint32_t lowest, highest;
     status = copy_blocks(t, direction, count, local_blocks, remote_blocks, x, &lowest, &highest);
     if (status == KVT_OK && __builtin_mul_overflow((uint64_t)count, t->block_bytes, &op->bytes_total))
-        status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post_blocks: %u blocks of %" PRIu64 " bytes overflow 64 bits",
-                          count, t->block_bytes);
+        status =
+            kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post_blocks: %u blocks of %" PRIu64 " bytes overflow 64 bits",
+                     count, t->block_bytes);
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
         kvt_peer *peer = NULL;
@@ -425,8 +411,8 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
 
 /* ---- expansion (progress thread) ------------------------------------------------------------------- */
 
-bool kvt_expansion_refill(kvt_op *op) {
-    kvt_expansion *x = op->expansion;
+static bool expansion_refill(kvt_op *op) {
+    kvt_expansion *x = (kvt_expansion *)op->source;
     const kvt_template *t = x->template;
     const kvt_remote_region *remotes = op->conn->meta.regions;
     uint32_t outer_count = t->blocks_outermost ? x->count : t->route_count;

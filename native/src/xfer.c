@@ -1,6 +1,14 @@
 /* Transfers: validating and posting batches, the operation state machine on the progress thread,
  * status, cancel, release — and standalone notifications. */
-#include "internal.h"
+#include "agent.h"
+
+#include "blocks.h"
+#include "file_regions.h"
+#include "heartbeat.h"
+#include "services/copy.h"
+#include "services/notify_header.h"
+#include "services/status.h"
+#include "xfer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +41,8 @@ static kvt_status check_post_shape(const post_request *req, const uint64_t *out_
                         "kvt_xfer_post: the local (%u entries) and remote (%u entries) region tables must be non-empty",
                         req->local_region_count, req->remote_region_count);
     if (req->notification_length > KVT_MAX_NOTIFICATION || (req->notification_length && !req->notification))
-        return kvt_fail(KVT_ERR_INVALID_PARAM,
-                        "kvt_xfer_post: notification of %u bytes (limit %u, data %s)", req->notification_length,
-                        KVT_MAX_NOTIFICATION, req->notification ? "given" : "NULL");
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: notification of %u bytes (limit %u, data %s)",
+                        req->notification_length, KVT_MAX_NOTIFICATION, req->notification ? "given" : "NULL");
     return KVT_OK;
 }
 
@@ -96,10 +103,10 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
         const kvt_region *local = locals[li];
         const kvt_remote_region *remote = &conn->meta.regions[remote_slots[ri]];
         if (lo > local->length || len > local->length - lo)
-            return kvt_fail(KVT_ERR_INVALID_PARAM,
-                            "kvt_xfer_post: descriptor %u: local offset %llu + length %llu exceeds region %u length %llu",
-                            i, (unsigned long long)lo, (unsigned long long)len, local->id,
-                            (unsigned long long)local->length);
+            return kvt_fail(
+                KVT_ERR_INVALID_PARAM,
+                "kvt_xfer_post: descriptor %u: local offset %llu + length %llu exceeds region %u length %llu", i,
+                (unsigned long long)lo, (unsigned long long)len, local->id, (unsigned long long)local->length);
         if (ro > remote->length || len > remote->length - ro)
             return kvt_fail(KVT_ERR_INVALID_PARAM,
                             "kvt_xfer_post: descriptor %u: remote offset %llu + length %llu exceeds region %u length "
@@ -134,7 +141,7 @@ static kvt_status build_descriptors(const post_request *req, const kvt_conn *con
 
 void kvt_op_free(kvt_agent *agent, kvt_op *op) {
     if (!op) return;
-    kvt_expansion_free(agent, op->expansion);
+    if (op->source) op->source->free(agent, op->source);
     kvt_block_give(agent, op);
 }
 
@@ -184,16 +191,16 @@ void kvt_op_unhold_locked(kvt_agent *agent, kvt_op *op) {
 }
 
 kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op) {
-    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_POST);
+    kvt_status fault = kvt_fault_take_locked(&agent->faults, KVT_FAULT_POST);
     if (fault != KVT_OK) return kvt_fail(fault, "%s: injected fault (post) on agent '%s'", call, agent->name);
     op->id = agent->next_op_id;
     if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
     agent->next_op_id++;
-    kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, 1);
-    kvt_counter_add(agent, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
-    kvt_counter_add(agent, KVT_COUNTER_OPERATIONS_POSTED, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_OPERATIONS, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_OPERATIONS_POSTED, 1);
     op->command = (kvt_command){.kind = KVT_CMD_POST, .op = op};
-    kvt_command_submit_locked(agent, &op->command);
+    kvt_command_submit_locked(&agent->commands, &op->command);
     return KVT_OK;
 }
 
@@ -234,7 +241,7 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
     status = check_post_shape(&req, out_op);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
     pthread_mutex_lock(&agent->lock);
-    kvt_status injected = kvt_fault_take_locked(agent, KVT_FAULT_ALLOCATION);
+    kvt_status injected = kvt_fault_take_locked(&agent->faults, KVT_FAULT_ALLOCATION);
     pthread_mutex_unlock(&agent->lock);
     uint32_t *remote_slots = NULL;
     kvt_op *op = injected == KVT_OK ? kvt_op_new(agent, direction, count, local_region_count, remote_region_count,
@@ -266,19 +273,20 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
 
 static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
     pthread_mutex_lock(&agent->lock);
-    kvt_status fault = kvt_fault_take_locked(agent, KVT_FAULT_COMPLETION);
+    kvt_status fault = kvt_fault_take_locked(&agent->faults, KVT_FAULT_COMPLETION);
     if (fault != KVT_OK) status = fault;
     op->status = status;
     op->phase = KVT_PHASE_TERMINAL;
     kvt_op_unhold_locked(agent, op);
-    kvt_counter_add(agent, KVT_COUNTER_INFLIGHT_OPERATIONS, -1);
-    kvt_counter_add(agent, KVT_COUNTER_BYTES_MOVED,
+    kvt_counter_add(&agent->counters, KVT_COUNTER_INFLIGHT_OPERATIONS, -1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_BYTES_MOVED,
                     (int64_t)atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
-    kvt_count_result(agent, status);
-    kvt_completion_push_locked(agent, op);
-    bool wake = kvt_signal_pending_locked(agent);
+    kvt_count_result(&agent->counters, status);
+    kvt_completion_push_locked(&agent->delivery, &op->completion, op->id, op->status,
+                               atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
+    bool wake = kvt_signal_pending_locked(&agent->delivery);
     pthread_mutex_unlock(&agent->lock);
-    if (wake) kvt_wake_consumer(agent);
+    if (wake) kvt_wake_consumer(&agent->delivery);
 }
 
 void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op) {
@@ -290,7 +298,7 @@ void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op) {
 
 void kvt_op_notified(kvt_agent *agent, kvt_op *op, kvt_status status) {
     if (status == KVT_OK)
-        kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_SENT, 1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_NOTIFICATIONS_SENT, 1);
     else if (op->error == KVT_OK)
         op->error = status;
     kvt_op_backend_finished(agent, op);
@@ -326,7 +334,7 @@ static void end_held(kvt_agent *agent, kvt_op *op) {
 /* Ends every held operation whose completion delay is over. */
 static void release_held(kvt_agent *agent) {
     if (!agent->held) return;
-    uint32_t delay_ms = atomic_load(&agent->delay_ms);
+    uint32_t delay_ms = atomic_load(&agent->faults.delay_ms);
     uint64_t now = kvt_now_ns();
     for (kvt_op **link = &agent->held; *link;) {
         kvt_op *op = *link;
@@ -370,7 +378,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
             /* Completed now, not after the other operations' slices of this round: their copies take
              * up to a millisecond each, in which the consumer can already post what comes next. Only
              * this operation is looked at: the held ones wait for the end of the round. */
-            if (release_due(op, atomic_load(&agent->delay_ms), kvt_now_ns())) {
+            if (release_due(op, atomic_load(&agent->faults.delay_ms), kvt_now_ns())) {
                 end_held(agent, op);
             } else {
                 op->next_active = agent->held;
@@ -381,7 +389,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
         }
         /* Each operation's slice takes up to a few milliseconds (ISSUE_BUDGET_BYTES of copies): a caller
          * waiting on a command waits for one slice, not for a slice of every operation in flight. */
-        if (*link && atomic_load_explicit(&agent->caller_waiting, memory_order_relaxed)) {
+        if (*link && atomic_load_explicit(&agent->commands.caller_waiting, memory_order_relaxed)) {
             rotate_active(agent, link);
             break;
         }
@@ -391,7 +399,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
 
 int kvt_ops_next_timeout_ms(kvt_agent *agent) {
     if (!agent->held) return -1;
-    uint32_t delay_ms = atomic_load(&agent->delay_ms);
+    uint32_t delay_ms = atomic_load(&agent->faults.delay_ms);
     if (delay_ms == KVT_DELAY_FOREVER) return -1;
     uint64_t now = kvt_now_ns(), soonest = UINT64_MAX;
     for (const kvt_op *op = agent->held; op; op = op->next_active) {
@@ -437,7 +445,7 @@ kvt_status kvt_xfer_cancel(uint32_t agent_id, uint64_t op_id) {
     status = find_op_locked(agent, "kvt_xfer_cancel", op_id, &op);
     if (status == KVT_OK && op->status == KVT_IN_PROGRESS) {
         atomic_store(&op->cancel_requested, true);
-        kvt_agent_kick(agent);
+        kvt_command_kick(&agent->commands);
         status = KVT_IN_PROGRESS;
     }
     pthread_mutex_unlock(&agent->lock);
@@ -457,9 +465,10 @@ kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
                           (unsigned long long)atomic_load_explicit(&op->bytes_done, memory_order_relaxed),
                           (unsigned long long)op->bytes_total);
     } else if (status == KVT_OK) {
-        kvt_completion_remove_locked(agent, op); /* released before it was polled: not reported */
+        kvt_completion_remove_locked(&agent->delivery,
+                                     &op->completion); /* released before it was polled: not reported */
         kvt_map_remove(&agent->ops, op_id);
-        kvt_counter_add(agent, KVT_COUNTER_LIVE_OPERATIONS, -1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_OPERATIONS, -1);
     }
     pthread_mutex_unlock(&agent->lock);
     if (status == KVT_OK) kvt_op_free(agent, op);
@@ -482,29 +491,21 @@ static kvt_status notify_call(kvt_agent *agent, void *arg, char *detail, size_t 
     return status;
 }
 
-kvt_status kvt_notify_send(uint32_t agent_id, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
+kvt_status kvt_notify_peer(kvt_agent *agent, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
                            uint32_t length) {
-    kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_notify_send", &agent);
-    if (status != KVT_OK) return status;
-    if (length == 0 || length > KVT_MAX_NOTIFICATION || !data)
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM,
-                                                "kvt_notify_send: a notification has 1..%u bytes (got %u, data %s)",
-                                                KVT_MAX_NOTIFICATION, length, data ? "given" : "NULL"));
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
-    status = kvt_resolve_peer_locked(agent, "kvt_notify_send", peer_id, peer_generation, &peer);
+    kvt_status status = kvt_resolve_peer_locked(agent, "kvt_notify_send", peer_id, peer_generation, &peer);
     kvt_conn *conn = status == KVT_OK ? peer->conn : NULL;
     if (conn) conn->refs++;
     pthread_mutex_unlock(&agent->lock);
     if (conn) {
         notify_args args = {.conn = conn, .data = data, .length = length};
-        status = kvt_agent_call(agent, notify_call, &args);
+        status = kvt_command_call(&agent->commands, notify_call, &args);
         if (status == KVT_IN_PROGRESS) status = KVT_OK;
-        if (status == KVT_OK) kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_SENT, 1);
         pthread_mutex_lock(&agent->lock);
         kvt_conn_unref_locked(agent, conn);
         pthread_mutex_unlock(&agent->lock);
     }
-    return kvt_agent_finish(agent, status);
+    return status;
 }

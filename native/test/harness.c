@@ -45,12 +45,11 @@ bool peer_transport_mentions(uint32_t agent, uint32_t peer, const char *needle) 
 }
 
 static void check_process_clean(void) {
-    static const uint32_t gauges[] = {KVT_COUNTER_LIVE_AGENTS,       KVT_COUNTER_LIVE_REGISTRATIONS,
-                                      KVT_COUNTER_REGISTERED_BYTES,  KVT_COUNTER_LIVE_ALLOCATIONS,
-                                      KVT_COUNTER_ALLOCATED_BYTES,   KVT_COUNTER_LIVE_PEERS,
-                                      KVT_COUNTER_LIVE_OPERATIONS,   KVT_COUNTER_INFLIGHT_OPERATIONS,
-                                      KVT_COUNTER_PENDING_NOTIFICATIONS, KVT_COUNTER_INFLIGHT_REQUESTS,
-                                      KVT_COUNTER_UNRESPONSIVE_PEERS};
+    static const uint32_t gauges[] = {
+        KVT_COUNTER_LIVE_AGENTS,       KVT_COUNTER_LIVE_REGISTRATIONS,  KVT_COUNTER_REGISTERED_BYTES,
+        KVT_COUNTER_LIVE_ALLOCATIONS,  KVT_COUNTER_ALLOCATED_BYTES,     KVT_COUNTER_LIVE_PEERS,
+        KVT_COUNTER_LIVE_OPERATIONS,   KVT_COUNTER_INFLIGHT_OPERATIONS, KVT_COUNTER_PENDING_NOTIFICATIONS,
+        KVT_COUNTER_INFLIGHT_REQUESTS, KVT_COUNTER_UNRESPONSIVE_PEERS};
     for (size_t i = 0; i < sizeof gauges / sizeof gauges[0]; i++)
         CHECK(counter(0, gauges[i]) == 0, "after the case, process counter %s is %llu, expected 0",
               kvt_counter_name(gauges[i]), (unsigned long long)counter(0, gauges[i]));
@@ -118,8 +117,8 @@ kvt_status post_one(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t 
                     uint64_t local_offset, uint32_t remote_region, uint64_t remote_offset, uint64_t length,
                     uint64_t *out_op) {
     const uint32_t zero = 0;
-    return kvt_xfer_post(agent, direction, peer, generation, 1, &zero, &local_offset, &zero, &remote_offset, &length,
-                         1, &local_region, 1, &remote_region, NULL, 0, out_op);
+    return kvt_xfer_post(agent, direction, peer, generation, 1, &zero, &local_offset, &zero, &remote_offset, &length, 1,
+                         &local_region, 1, &remote_region, NULL, 0, out_op);
 }
 
 static uint8_t pattern_byte(uint64_t position, uint64_t seed) {

@@ -10,40 +10,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern uint32_t test_backend;   /* KVT_BACKEND_* under test */
+extern uint32_t test_backend;    /* KVT_BACKEND_* under test */
 extern bool test_under_valgrind; /* keep sizes small */
 
 void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
 
-#define CHECK(cond, ...)                                                                                              \
-    do {                                                                                                              \
-        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);                                                      \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);                                                       \
     } while (0)
 
 /* Expects `call` to return `expected`; on mismatch prints both names and the library's detail. */
-#define CHECK_STATUS(expected, call)                                                                                  \
-    do {                                                                                                              \
-        kvt_status got_ = (call);                                                                                     \
-        if (got_ != (expected))                                                                                       \
+#define CHECK_STATUS(expected, call)                                                                                   \
+    do {                                                                                                               \
+        kvt_status got_ = (call);                                                                                      \
+        if (got_ != (expected))                                                                                        \
             test_fail(__FILE__, __LINE__, "%s returned %s, expected %s (detail: %s)", #call, kvt_status_name(got_),    \
-                      kvt_status_name(expected), kvt_last_error_detail());                                            \
+                      kvt_status_name(expected), kvt_last_error_detail());                                             \
     } while (0)
 
 #define CHECK_OK(call) CHECK_STATUS(KVT_OK, call)
 
 /* Skips the rest of the case on other backends; the run reports it as skipped, not passed. */
 extern const char *test_skip_reason;
-#define ONLY_ON_BACKEND(backend, reason)                                                                              \
-    do {                                                                                                              \
-        if (test_backend != (backend)) {                                                                              \
-            test_skip_reason = (reason);                                                                              \
-            return;                                                                                                   \
-        }                                                                                                             \
+#define ONLY_ON_BACKEND(backend, reason)                                                                               \
+    do {                                                                                                               \
+        if (test_backend != (backend)) {                                                                               \
+            test_skip_reason = (reason);                                                                               \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
 /* Expects the last error detail to contain `needle`. */
-#define CHECK_DETAIL(needle)                                                                                          \
-    CHECK(strstr(kvt_last_error_detail(), (needle)) != NULL, "detail '%s' does not mention '%s'",                    \
+#define CHECK_DETAIL(needle)                                                                                           \
+    CHECK(strstr(kvt_last_error_detail(), (needle)) != NULL, "detail '%s' does not mention '%s'",                      \
           kvt_last_error_detail(), (needle))
 
 typedef void (*test_case)(void);
@@ -55,12 +55,13 @@ typedef struct test_entry {
 /* With arguments `--source ...` the executable is a source process (source_spawn), not a test run; with
  * `--case NAME` it runs that case alone. */
 int test_main(const char *suite, const test_entry *cases, size_t count, int argc, char **argv);
-#define TEST_MAIN(suite, ...)                                                                                         \
-    int main(int argc, char **argv) {                                                                                 \
-        static const test_entry cases_[] = {__VA_ARGS__};                                                             \
-        return test_main(suite, cases_, sizeof cases_ / sizeof cases_[0], argc, argv);                                \
+#define TEST_MAIN(suite, ...)                                                                                          \
+    int main(int argc, char **argv) {                                                                                  \
+        static const test_entry cases_[] = {__VA_ARGS__};                                                              \
+        return test_main(suite, cases_, sizeof cases_ / sizeof cases_[0], argc, argv);                                 \
     }
-#define TEST(fn) {#fn, fn}
+#define TEST(fn)                                                                                                       \
+    { #fn, fn }
 
 /* Helpers. */
 uint32_t make_agent(const char *name);
@@ -109,13 +110,14 @@ void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
 typedef struct {
     uint64_t length;
     bool caller_memory;
-    bool file_memory; /* caller memory that is a shared mapping of a sealed memfd, registered with kvt_mem_register_fd */
+    bool
+        file_memory; /* caller memory that is a shared mapping of a sealed memfd, registered with kvt_mem_register_fd */
     bool new_pid_namespace;
     uint64_t seed;
 } source_options;
 typedef struct {
-    int pid;    /* the source process, as this process sees it (signal this one) */
-    int child;  /* this process's child (the source, or the process that entered the namespace) */
+    int pid;   /* the source process, as this process sees it (signal this one) */
+    int child; /* this process's child (the source, or the process that entered the namespace) */
     int to_child;
     uint8_t *blob; /* its metadata */
     uint64_t length;

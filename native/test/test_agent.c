@@ -1,6 +1,6 @@
 /* Agent lifecycle: names, backends, destroy refusals, the wake-up fd and waiting. */
+#include "agent.h" /* kvt_agent_blocked_waits, agent->lock */
 #include "harness.h"
-#include "internal.h" /* kvt_agent_blocked_waits, agent->lock */
 
 #include <poll.h>
 #include <pthread.h>
@@ -120,7 +120,8 @@ static void *churn(void *arg) {
     churn_args *args = arg;
     for (;;) {
         uint32_t region;
-        kvt_status status = kvt_mem_register(args->agent, (uint64_t)(uintptr_t)args->memory, 4096, KVT_MEM_DRAM, 0, &region);
+        kvt_status status =
+            kvt_mem_register(args->agent, (uint64_t)(uintptr_t)args->memory, 4096, KVT_MEM_DRAM, 0, &region);
         if (status == KVT_ERR_NOT_FOUND) return NULL;
         CHECK(status == KVT_OK, "register: %s (%s)", kvt_status_name(status), kvt_last_error_detail());
         args->registered++;

@@ -1,8 +1,9 @@
 /* Warm blocks for operations: an agent's reserve is written before its creation returns; blocks are
  * reused (the largest kept, within the count and byte bounds); a large take has the progress thread
  * prepare another; operations built in reused, dirty blocks move every byte and send their notification. */
+#include "agent.h"
+#include "blocks.h"
 #include "harness.h"
-#include "internal.h"
 
 static size_t cached_bytes(uint32_t agent_id) {
     kvt_agent *agent = NULL;
@@ -71,7 +72,8 @@ static void a_large_take_has_the_progress_thread_prepare_another(void) {
     CHECK_OK(kvt_agent_acquire(id, "test", &agent));
     size_t larger = KVT_BLOCK_RESERVE_BYTES + (1u << 20);
     uint8_t *taken = kvt_block_take(agent, larger);
-    CHECK(taken && kvt_blocks_cached_bytes(agent) == KVT_BLOCK_RESERVE_BYTES, "a take larger than any cached block is fresh");
+    CHECK(taken && kvt_blocks_cached_bytes(agent) == KVT_BLOCK_RESERVE_BYTES,
+          "a take larger than any cached block is fresh");
     memset(taken, 0xA5, larger); /* the caller's whole block is its own */
     CHECK_OK(kvt_fault_stall_progress(id, 0));
     cached_at_least wanted = {.agent = id, .bytes = KVT_BLOCK_RESERVE_BYTES + larger};
@@ -87,7 +89,8 @@ static void post_reversed(uint32_t reader, uint32_t peer, uint64_t generation, u
                           uint32_t remote_region, uint32_t count, uint64_t piece, const uint8_t *note,
                           uint32_t note_length, uint64_t *op) {
     uint32_t *index = calloc(count, sizeof *index);
-    uint64_t *local_offset = malloc(count * sizeof *local_offset), *remote_offset = malloc(count * sizeof *remote_offset);
+    uint64_t *local_offset = malloc(count * sizeof *local_offset),
+             *remote_offset = malloc(count * sizeof *remote_offset);
     uint64_t *length = malloc(count * sizeof *length);
     CHECK(index && local_offset && remote_offset && length, "out of memory");
     for (uint32_t i = 0; i < count; i++) {
@@ -141,5 +144,4 @@ static void operations_in_reused_blocks_move_every_byte(void) {
 }
 
 TEST_MAIN("blocks", TEST(the_reserve_is_written_before_create_returns), TEST(blocks_are_reused_within_the_bounds),
-          TEST(a_large_take_has_the_progress_thread_prepare_another),
-          TEST(operations_in_reused_blocks_move_every_byte))
+          TEST(a_large_take_has_the_progress_thread_prepare_another), TEST(operations_in_reused_blocks_move_every_byte))

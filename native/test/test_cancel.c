@@ -182,8 +182,8 @@ static void cancel_force_closes_the_endpoint_of_requests_that_cannot_end(void) {
     CHECK_OK(kvt_peer_info(p.agent, p.peer, NULL, &state, NULL));
     CHECK(state == KVT_PEER_DISCONNECTED, "the peer is disconnected (state %u)", state);
     CHECK(peer_transport_mentions(p.agent, p.peer, "is closed"), "its endpoint was closed");
-    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, post_one(p.agent, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0,
-                                                     piece_bytes(), &op));
+    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT,
+                 post_one(p.agent, KVT_XFER_READ, p.peer, p.generation, p.region, 0, 1, 0, piece_bytes(), &op));
     uint64_t old_generation = p.generation;
     reload_and_read(&p);
     CHECK(p.generation > old_generation, "the reload is a new generation");
@@ -218,5 +218,6 @@ static void merged_descriptors_are_issued_in_capped_requests(void) {
     pair_close(&p);
 }
 
-TEST_MAIN("cancel", TEST(merged_descriptors_are_issued_in_capped_requests), TEST(a_paused_issue_holds_the_rest_of_a_batch), TEST(cancel_read_from_a_stopped_source),
+TEST_MAIN("cancel", TEST(merged_descriptors_are_issued_in_capped_requests),
+          TEST(a_paused_issue_holds_the_rest_of_a_batch), TEST(cancel_read_from_a_stopped_source),
           TEST(cancel_write_to_a_stopped_source), TEST(cancel_force_closes_the_endpoint_of_requests_that_cannot_end))

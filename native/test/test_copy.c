@@ -1,7 +1,7 @@
 /* The library's own copies (UCX regions mapped through shared memory): streaming copies at every
  * alignment and length, grouped pieces, and which pieces may be grouped. Backend-independent. */
 #include "harness.h"
-#include "internal.h"
+#include "services/copy.h"
 
 #define ARENA (5u * 4096u + 256u)
 
@@ -13,7 +13,8 @@ static uint8_t *patterned(size_t length, uint8_t seed) {
 }
 
 static void streaming_and_plain_copies_match_memcpy(void) {
-    static const size_t lengths[] = {0, 1, 15, 63, 64, 65, 127, 3 * 64 + 1, 4096, 4096 + 64, 4 * 4096, 4 * 4096 + 17, 5 * 4096 + 3};
+    static const size_t lengths[] = {
+        0, 1, 15, 63, 64, 65, 127, 3 * 64 + 1, 4096, 4096 + 64, 4 * 4096, 4 * 4096 + 17, 5 * 4096 + 3};
     uint8_t *source = patterned(ARENA, 3);
     uint8_t *destination = malloc(ARENA);
     CHECK(destination != NULL, "out of memory");
@@ -57,8 +58,8 @@ static void grouped_pieces_land_in_their_own_destinations(void) {
                 kvt_copy_group(destinations, sources, count, length);
                 kvt_copy_fence();
                 for (unsigned i = 0; i < count; i++) {
-                    CHECK(memcmp(destinations[i], sources[i], length) == 0, "piece %u of %u (%zu bytes, misaligned by %zu)",
-                          i, count, length, misalign);
+                    CHECK(memcmp(destinations[i], sources[i], length) == 0,
+                          "piece %u of %u (%zu bytes, misaligned by %zu)", i, count, length, misalign);
                     for (size_t k = length; k < PIECE; k++)
                         CHECK(destinations[i][k] == 0, "piece %u: byte %zu past its %zu bytes untouched", i, k, length);
                 }
@@ -106,5 +107,6 @@ static void a_copier_copies_every_piece_it_was_given(void) {
     free(source);
 }
 
-TEST_MAIN("copy", TEST(a_copier_copies_every_piece_it_was_given), TEST(streaming_and_plain_copies_match_memcpy), TEST(grouped_pieces_land_in_their_own_destinations),
+TEST_MAIN("copy", TEST(a_copier_copies_every_piece_it_was_given), TEST(streaming_and_plain_copies_match_memcpy),
+          TEST(grouped_pieces_land_in_their_own_destinations),
           TEST(only_aligned_whole_lines_up_to_the_limit_are_groupable));

@@ -46,8 +46,8 @@ static void read_from_a_killed_source(bool caller_memory) {
     /* Once the process is gone, every read ends with REMOTE_DISCONNECT: a mapped region's bytes are
      * not trusted (fail closed), and once the peer is marked the post itself is refused. */
     CHECK(read_outcome(reader, peer, generation, region, length) == KVT_ERR_REMOTE_DISCONNECT, "a read after the kill");
-    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, post_one(reader, KVT_XFER_READ, peer, generation, region, 0, 1, 0, length,
-                                                     &(uint64_t){0}));
+    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT,
+                 post_one(reader, KVT_XFER_READ, peer, generation, region, 0, 1, 0, length, &(uint64_t){0}));
     uint32_t state;
     CHECK_OK(kvt_peer_info(reader, peer, NULL, &state, NULL));
     CHECK(state == KVT_PEER_DISCONNECTED, "the peer shows as disconnected (state %u)", state);

@@ -2,7 +2,9 @@
  * that busy memory, operations and agents refuse to go away. */
 #include "harness.h"
 
-static uint64_t errors(uint32_t agent, kvt_status code) { return counter(agent, KVT_COUNTER_ERRORS_FIRST + (uint32_t)(-code - 1)); }
+static uint64_t errors(uint32_t agent, kvt_status code) {
+    return counter(agent, KVT_COUNTER_ERRORS_FIRST + (uint32_t)(-code - 1));
+}
 
 static void fail_nth_registration(void) {
     uint32_t agent = make_agent("fault-register");
@@ -117,7 +119,9 @@ static void finite_delay_completes(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
-static bool nothing_in_flight(void *context) { return counter(*(uint32_t *)context, KVT_COUNTER_INFLIGHT_OPERATIONS) == 0; }
+static bool nothing_in_flight(void *context) {
+    return counter(*(uint32_t *)context, KVT_COUNTER_INFLIGHT_OPERATIONS) == 0;
+}
 
 /* An operation is its own completion record: the only allocation is its record at post (refused whole
  * when it fails), so every posted operation is reported exactly once, however many end before a poll. */
@@ -137,7 +141,8 @@ static void completions_are_never_dropped(void) {
         uint64_t op = 0;
         kvt_status status = post_one(agent, KVT_XFER_READ, self, generation, region, 4096, region, 0, 64, &op);
         if (i == REFUSED) {
-            CHECK(status == KVT_ERR_NO_MEMORY, "post %u: %s, expected the injected NO_MEMORY", i, kvt_status_name(status));
+            CHECK(status == KVT_ERR_NO_MEMORY, "post %u: %s, expected the injected NO_MEMORY", i,
+                  kvt_status_name(status));
             CHECK_DETAIL("injected fault (allocation)");
             CHECK(counter(agent, KVT_COUNTER_LIVE_OPERATIONS) == posted, "the refused post left nothing behind");
             continue;
@@ -162,9 +167,11 @@ static void completions_are_never_dropped(void) {
             CHECK(index < posted, "polled an unknown operation %llu", (unsigned long long)ids[k]);
             seen[index]++;
             total++;
-            if (statuses[k] == KVT_ERR_TIMEOUT) failed++;
-            else CHECK(statuses[k] == KVT_OK && bytes[k] == 64, "op %llu: %s after %llu bytes",
-                       (unsigned long long)ids[k], kvt_status_name(statuses[k]), (unsigned long long)bytes[k]);
+            if (statuses[k] == KVT_ERR_TIMEOUT)
+                failed++;
+            else
+                CHECK(statuses[k] == KVT_OK && bytes[k] == 64, "op %llu: %s after %llu bytes",
+                      (unsigned long long)ids[k], kvt_status_name(statuses[k]), (unsigned long long)bytes[k]);
         }
     } while (n > 0);
     for (uint32_t i = 0; i < posted; i++)

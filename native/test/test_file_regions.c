@@ -3,8 +3,8 @@
  * go through UCX, and a withdrawal by the owner is forced before the copy, between the copy and the
  * liveness check (a test hook holds the reader there) and after the check: the first two fail NOT_FOUND
  * with no byte reported, the last one keeps the bytes read before. */
+#include "file_regions.h" /* kvt_test_hold_file_check */
 #include "harness.h"
-#include "internal.h" /* kvt_test_hold_file_check */
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -67,7 +67,8 @@ typedef struct {
 
 /* False (skipped) when the source cannot be started as asked. */
 static bool source_reader_open(source_reader *s, const char *reader_name, bool new_pid_namespace) {
-    source_options options = {.length = LENGTH, .file_memory = true, .new_pid_namespace = new_pid_namespace, .seed = OLD_SEED};
+    source_options options = {
+        .length = LENGTH, .file_memory = true, .new_pid_namespace = new_pid_namespace, .seed = OLD_SEED};
     /* UCX 1.13's software gets over shared memory are never answered across pid namespaces (test_namespace):
      * such a source alone is given tcp, while the reader keeps its shared-memory transports. */
     if (new_pid_namespace) setenv("UCX_TLS", "tcp", 1);
@@ -91,7 +92,8 @@ static void source_reader_close(source_reader *s) {
 static void source_read_whole(source_reader *s) {
     uint64_t op, done = 0;
     CHECK_OK(post_one(s->reader, KVT_XFER_READ, s->peer, s->generation, s->local_region, 0, 1, 0, LENGTH, &op));
-    CHECK(wait_op(s->reader, op, &done) == KVT_OK && done == LENGTH, "the read moved %llu bytes", (unsigned long long)done);
+    CHECK(wait_op(s->reader, op, &done) == KVT_OK && done == LENGTH, "the read moved %llu bytes",
+          (unsigned long long)done);
     CHECK_OK(kvt_xfer_release(s->reader, op));
     CHECK(check_pattern(s->local, LENGTH, OLD_SEED), "the bytes read are the source's");
 }
@@ -119,7 +121,8 @@ static void a_reader_that_cannot_open_the_fds_reads_through_ucx(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     source_reader s;
     if (!source_reader_open(&s, "file-reader-elsewhere", true)) return;
-    CHECK(!peer_transport_mentions(s.reader, s.peer, "its file mapped"), "the file is not mapped across pid namespaces");
+    CHECK(!peer_transport_mentions(s.reader, s.peer, "its file mapped"),
+          "the file is not mapped across pid namespaces");
     uint64_t requests = counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED);
     source_read_whole(&s);
     CHECK(counter(s.reader, KVT_COUNTER_REQUESTS_ISSUED) > requests, "the read went through UCX");
@@ -224,7 +227,8 @@ static void withdrawal_after_the_check_keeps_the_bytes_read(void) {
     uint64_t op = read_held_at_the_check(&p);
     CHECK_OK(kvt_test_hold_file_check(p.reader, false));
     uint64_t done = 0;
-    CHECK(wait_op(p.reader, op, &done) == KVT_OK && done == LENGTH, "the read moved %llu bytes", (unsigned long long)done);
+    CHECK(wait_op(p.reader, op, &done) == KVT_OK && done == LENGTH, "the read moved %llu bytes",
+          (unsigned long long)done);
     CHECK_OK(kvt_xfer_release(p.reader, op));
     owner_withdraws_and_reuses(&p);
     CHECK(check_pattern(p.local_memory, LENGTH, OLD_SEED), "the bytes read are the old ones");
@@ -244,7 +248,8 @@ static uint64_t post_read_in_pieces(file_pair *p) {
     }
     uint64_t op;
     CHECK_OK(kvt_xfer_post(p->reader, KVT_XFER_READ, p->peer, p->generation, PIECES, local_index, local_offset,
-                           remote_index, remote_offset, length, 1, &p->local_region, 1, &p->owner_region, NULL, 0, &op));
+                           remote_index, remote_offset, length, 1, &p->local_region, 1, &p->owner_region, NULL, 0,
+                           &op));
     return op;
 }
 
@@ -271,5 +276,6 @@ static void a_cancelled_read_ends_at_once(void) {
 
 TEST_MAIN("file_regions", TEST(registration_refuses_what_is_not_a_shared_mapping_of_the_file),
           TEST(another_process_is_read_through_its_file), TEST(a_reader_that_cannot_open_the_fds_reads_through_ucx),
-          TEST(withdrawal_before_the_copy_fails_the_read), TEST(withdrawal_between_the_copy_and_the_check_fails_the_read),
+          TEST(withdrawal_before_the_copy_fails_the_read),
+          TEST(withdrawal_between_the_copy_and_the_check_fails_the_read),
           TEST(withdrawal_after_the_check_keeps_the_bytes_read), TEST(a_cancelled_read_ends_at_once))

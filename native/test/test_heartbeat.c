@@ -160,7 +160,8 @@ static void stopped_source_is_reported_then_responsive_again(const char *tls, bo
           log.peers[0], log.kinds[0]);
     char name[KVT_MAX_NAME + 1];
     CHECK_OK(kvt_peer_name(agent, log.peers[0], name, sizeof name));
-    CHECK(strcmp(name, test_backend == KVT_BACKEND_UCX ? "source-process" : "heartbeat-source") == 0, "peer '%s'", name);
+    CHECK(strcmp(name, test_backend == KVT_BACKEND_UCX ? "source-process" : "heartbeat-source") == 0, "peer '%s'",
+          name);
     CHECK(log.silences[0] >= (uint64_t)interval_ms * misses, "silent %llu ms when reported (%u intervals of %u ms)",
           (unsigned long long)log.silences[0], misses, interval_ms);
     CHECK(counter(agent, KVT_COUNTER_UNRESPONSIVE_PEERS) == 1, "one unresponsive peer counted");
@@ -174,8 +175,8 @@ static void stopped_source_is_reported_then_responsive_again(const char *tls, bo
 
     source_resume(&source);
     wait_events(&log, 2, "the resumed source to be reported responsive");
-    CHECK(log.peers[1] == peer && log.kinds[1] == KVT_PEER_EVENT_RESPONSIVE, "report of peer %u, kind %u",
-          log.peers[1], log.kinds[1]);
+    CHECK(log.peers[1] == peer && log.kinds[1] == KVT_PEER_EVENT_RESPONSIVE, "report of peer %u, kind %u", log.peers[1],
+          log.kinds[1]);
     CHECK(log.silences[1] >= log.silences[0], "silent %llu ms until it answered, %llu when reported",
           (unsigned long long)log.silences[1], (unsigned long long)log.silences[0]);
     CHECK(counter(agent, KVT_COUNTER_UNRESPONSIVE_PEERS) == 0, "no unresponsive peer counted");
@@ -459,8 +460,7 @@ static void destroy_resumes_a_stalled_agent(void) {
 
 TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose_connection_failed_is_reported),
           TEST(a_watched_peer_destroyed_before_answering_is_reported), TEST(stopped_source_over_tcp),
-          TEST(stopped_source_over_shared_memory),
-          TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
-          TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
-          TEST(a_peer_that_never_answered_is_not_judged),
+          TEST(stopped_source_over_shared_memory), TEST(stalled_loopback_source),
+          TEST(a_live_busy_peer_is_never_reported), TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not),
+          TEST(an_unloaded_peer_takes_its_reports_along), TEST(a_peer_that_never_answered_is_not_judged),
           TEST(a_killed_peer_that_never_answered_is_reported), TEST(destroy_resumes_a_stalled_agent))

@@ -6,8 +6,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -176,8 +176,8 @@ static void register_refuses_unmapped_memory(void) {
     CHECK_STATUS(KVT_ERR_INVALID_PARAM,
                  kvt_mem_register(agent, (uint64_t)(uintptr_t)two, 2 * (uint64_t)page, KVT_MEM_DRAM, 0, &region));
     CHECK_DETAIL("is not mapped in this process");
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, (uint64_t)(uintptr_t)(two + page), (uint64_t)page,
-                                                         KVT_MEM_DRAM, 0, &region));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_register(agent, (uint64_t)(uintptr_t)(two + page), (uint64_t)page, KVT_MEM_DRAM, 0, &region));
     CHECK(counter(agent, KVT_COUNTER_LIVE_REGISTRATIONS) == 0, "nothing was registered");
     /* The page still mapped registers, even from an unaligned address inside it. */
     CHECK_OK(kvt_mem_register(agent, (uint64_t)(uintptr_t)two + 100, (uint64_t)page - 100, KVT_MEM_DRAM, 0, &region));
@@ -285,7 +285,8 @@ static void the_table_grows_under_loopback_reads(void) {
     }
     atomic_store(&r.stop, true);
     CHECK(pthread_join(thread, NULL) == 0, "reader thread joined");
-    CHECK(atomic_load(&r.reads) >= N, "a read ended after each of the %d registrations (%u reads)", N, atomic_load(&r.reads));
+    CHECK(atomic_load(&r.reads) >= N, "a read ended after each of the %d registrations (%u reads)", N,
+          atomic_load(&r.reads));
     for (int i = N - 1; i >= 0; i--) CHECK_OK(kvt_mem_deregister(source, regions[i]));
     free(memory);
     CHECK_OK(kvt_peer_unload(r.reader, r.peer));
@@ -319,7 +320,8 @@ static kvt_status job_outcome(uint32_t agent, uint64_t job) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         CHECK(poll(&p, 1, 60000) == 1, "the wake-up pipe announces the job's outcome");
         char bytes[64];
-        while (read(fd, bytes, sizeof bytes) > 0) {}
+        while (read(fd, bytes, sizeof bytes) > 0) {
+        }
     }
     return status;
 }
@@ -411,7 +413,8 @@ static void deregistrations_begun_together_fence_readers_once(void) {
     }
     export_metadata(agent);
     CHECK_OK(kvt_fault_stall_progress(agent, 1)); /* every deregistration is begun before the first one runs */
-    for (uint32_t i = 0; i < REGIONS; i++) CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_deregister_begin(agent, regions[i], &jobs[i]));
+    for (uint32_t i = 0; i < REGIONS; i++)
+        CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_deregister_begin(agent, regions[i], &jobs[i]));
     CHECK_OK(kvt_fault_stall_progress(agent, 0));
     for (uint32_t i = 0; i < REGIONS; i++) CHECK_OK(job_outcome(agent, jobs[i]));
     CHECK(counter(agent, KVT_COUNTER_READER_FENCES) == 1, "%llu fences for %u regions deregistered together",
@@ -581,11 +584,11 @@ static void full_dev_shm_is_a_typed_refusal(void) {
 }
 
 TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlock_within_the_limit),
-          TEST(alloc_with_mlock_refused_by_the_limit), TEST(register_refusals),
-          TEST(register_refuses_unmapped_memory), TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions),
+          TEST(alloc_with_mlock_refused_by_the_limit), TEST(register_refusals), TEST(register_refuses_unmapped_memory),
+          TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions),
           TEST(the_table_grows_under_loopback_reads), TEST(allocations_are_prefaulted),
           TEST(begun_allocations_are_populated_off_the_calling_thread),
           TEST(begun_deregistration_and_free_leave_at_once_and_answer_once),
           TEST(begun_deregistration_and_free_refusals), TEST(deregistrations_begun_together_fence_readers_once),
-          TEST(destroy_waits_for_begun_deregistration_and_free),
-          TEST(full_dev_shm_is_a_typed_refusal), TEST(allocation_in_a_small_shm))
+          TEST(destroy_waits_for_begun_deregistration_and_free), TEST(full_dev_shm_is_a_typed_refusal),
+          TEST(allocation_in_a_small_shm))

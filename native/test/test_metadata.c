@@ -1,7 +1,8 @@
 /* Metadata blobs and peers: export, load, generations, invalidation, replacement, and a fuzzer
  * (every truncation, random byte flips and random garbage) that must be refused without crashing. */
 #include "harness.h"
-#include "internal.h" /* kvt_crc32, kvt_metadata_parse: mutations are resealed and parsed directly */
+#include "metadata.h"      /* kvt_metadata_parse: mutations are resealed and parsed directly */
+#include "services/util.h" /* kvt_crc32 */
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,29 +20,13 @@ static uint8_t *export_blob(uint32_t agent, uint64_t *out_length) {
     return blob;
 }
 
-static void export_and_load(void) {
-    uint32_t source = make_agent("meta-source");
-    uint32_t reader = make_agent("meta-reader");
-    uint8_t *memory;
-    uint32_t region = alloc_region(source, 65536, &memory);
-    uint64_t length;
-    uint8_t *blob = export_blob(source, &length);
-    CHECK(memcmp(blob, "KVTM", 4) == 0, "magic");
-    CHECK(memmem(blob, length, "meta-source", 11) != NULL, "the blob names its agent");
-    uint32_t peer = 0;
-    uint64_t generation = 0;
-    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
-    CHECK(generation == 1, "first generation is 1 (got %llu)", (unsigned long long)generation);
-    uint32_t state = 9, regions = 0;
-    CHECK_OK(kvt_peer_info(reader, peer, &generation, &state, &regions));
-    CHECK(state == KVT_PEER_READY && regions == 1, "ready with one region");
+/* The peer 'meta-source' as `reader` finds it: by name, its region, and the path to it in words. */
+static void check_advertised(uint32_t reader, uint32_t peer, uint32_t region, const uint8_t *memory) {
     uint32_t found = 0;
     CHECK_OK(kvt_peer_find(reader, "meta-source", &found, NULL));
     CHECK(found == peer, "found by name");
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_find(reader, "nobody", &found, NULL));
     CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 1, "one live peer");
-
-    /* The advertised regions, and the path to the peer in words. */
     uint32_t ids[4], kinds[4], devices[4], count = 0;
     uint64_t addresses[4], lengths[4];
     CHECK_OK(kvt_peer_regions(reader, peer, 4, ids, addresses, lengths, kinds, devices, &count));
@@ -60,6 +45,26 @@ static void export_and_load(void) {
     CHECK_OK(kvt_peer_transport(reader, peer, small, sizeof small, &path_length));
     CHECK(strlen(small) == sizeof small - 1, "truncated and terminated");
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_regions(reader, peer + 9, 4, ids, NULL, NULL, NULL, NULL, &count));
+}
+
+static void export_and_load(void) {
+    uint32_t source = make_agent("meta-source");
+    uint32_t reader = make_agent("meta-reader");
+    uint8_t *memory;
+    uint32_t region = alloc_region(source, 65536, &memory);
+    uint64_t length;
+    uint8_t *blob = export_blob(source, &length);
+    CHECK(memcmp(blob, "KVTM", 4) == 0, "magic");
+    CHECK(memmem(blob, length, "meta-source", 11) != NULL, "the blob names its agent");
+    uint32_t peer = 0;
+    uint64_t generation = 0;
+    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
+    CHECK(generation == 1, "first generation is 1 (got %llu)", (unsigned long long)generation);
+    uint32_t state = 9, regions = 0;
+    CHECK_OK(kvt_peer_info(reader, peer, &generation, &state, &regions));
+    CHECK(state == KVT_PEER_READY && regions == 1, "ready with one region");
+    check_advertised(reader, peer, region, memory);
+    uint32_t found = 0;
 
     /* The same blob again is a no-op. */
     uint64_t again = 0;
@@ -92,8 +97,11 @@ static void export_and_load(void) {
     uint64_t invalidated = 0;
     CHECK_OK(kvt_peer_info(reader, peer, &invalidated, &state, NULL));
     CHECK(invalidated == again + 1 && state == KVT_PEER_INVALIDATED, "invalidated at a new generation");
+    uint32_t ids[4], count = 0;
     CHECK_OK(kvt_peer_regions(reader, peer, 4, ids, NULL, NULL, NULL, NULL, &count));
     CHECK(count == 0, "an invalidated peer advertises nothing");
+    char path[64];
+    uint32_t path_length = 0;
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_transport(reader, peer, path, sizeof path, &path_length));
     CHECK_STATUS(KVT_ERR_NOT_FOUND,
                  post_one(reader, KVT_XFER_READ, peer, invalidated, local_region, 0, region, 0, 4096, &op));
@@ -145,7 +153,8 @@ static void refuses_other_backend_and_garbage(void) {
     uint64_t generation;
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_load(reader, NULL, 10, &peer, &generation));
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_load(reader, (const uint8_t *)"KVTM", 4, &peer, &generation));
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_load(reader, (const uint8_t *)"NOPE-NOPE-NOPE", 14, &peer, &generation));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_peer_load(reader, (const uint8_t *)"NOPE-NOPE-NOPE", 14, &peer, &generation));
     CHECK_DETAIL("bad magic");
     uint32_t other_backend = test_backend == KVT_BACKEND_UCX ? KVT_BACKEND_LOOPBACK : KVT_BACKEND_UCX;
     uint32_t other = 0;
@@ -270,7 +279,8 @@ static void resealed_mutations_reach_the_parser(void) {
         /* A changed format version is a MISMATCH; every other problem is INVALID_PARAM at a named byte. */
         bool version = strstr(detail, "format version") != NULL;
         kvt_status expected = version ? KVT_ERR_MISMATCH : KVT_ERR_INVALID_PARAM;
-        CHECK(status == expected, "refused with %s, expected %s (%s)", kvt_status_name(status), kvt_status_name(expected), detail);
+        CHECK(status == expected, "refused with %s, expected %s (%s)", kvt_status_name(status),
+              kvt_status_name(expected), detail);
         CHECK(strstr(detail, " at byte ") != NULL, "the refusal names the byte: %s", detail);
         const char *what = strstr(detail, "blob: ");
         what = what ? what + 6 : detail;
@@ -283,7 +293,8 @@ static void resealed_mutations_reach_the_parser(void) {
             seen[distinct++][n] = '\0';
         }
     }
-    CHECK(refused > 0 && parsed > 0, "both parsed (%d) and refused (%d) blobs: flips land in values and in structure", parsed, refused);
+    CHECK(refused > 0 && parsed > 0, "both parsed (%d) and refused (%d) blobs: flips land in values and in structure",
+          parsed, refused);
     CHECK(distinct >= 6, "refusals from %d kinds of problem only (at least 6 expected)", distinct);
     free(copy);
     close_fuzz_source(&source);
@@ -303,30 +314,30 @@ static const file_fields no_files = {UINT32_MAX, UINT32_MAX, 0};
 /* A ucx blob written field by field (see the layout in metadata.c): one region, the given address and
  * rkey lengths (their bytes zero) and file fields, sealed. */
 static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, file_fields files, uint64_t *out_length) {
-    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 8 + 8 +
-                      4 + 8 + 4 + 4 + rkey_length + 4;
+    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 +
+                      8 + 4 + 4 + rkey_length + 4;
     uint8_t *blob = calloc(1, length);
     CHECK(blob != NULL, "out of memory");
     memcpy(blob, "KVTM", 4);
     uint64_t at = put_le(blob, 4, 3, 2);
     at = put_le(blob, at, KVT_BACKEND_UCX, 2);
-    at = put_le(blob, at, 7, 8);                 /* incarnation */
-    at = put_le(blob, at, 1, 8);                 /* generation */
-    at = put_le(blob, at, 4, 2);                 /* name length */
+    at = put_le(blob, at, 7, 8); /* incarnation */
+    at = put_le(blob, at, 1, 8); /* generation */
+    at = put_le(blob, at, 4, 2); /* name length */
     memcpy(blob + at, "ucxa", 4);
     at = put_le(blob, at + 4, address_length, 4) + address_length;
     at = put_le(blob, at, (uint64_t)getpid(), 8) + 16; /* pid, boot id */
-    at = put_le(blob, at, 1, 8);                 /* start time */
-    at = put_le(blob, at, 1, 8);                 /* pid namespace */
+    at = put_le(blob, at, 1, 8);                       /* start time */
+    at = put_le(blob, at, 1, 8);                       /* pid namespace */
     at = put_le(blob, at, files.liveness_fd, 4);
-    at = put_le(blob, at, 1, 4);                 /* region count */
-    at = put_le(blob, at, 1, 4);                 /* id */
+    at = put_le(blob, at, 1, 4); /* region count */
+    at = put_le(blob, at, 1, 4); /* id */
     at = put_le(blob, at, KVT_MEM_DRAM, 4);
-    at = put_le(blob, at, 0, 4);                 /* device */
-    at = put_le(blob, at, 0x10000, 8);           /* base */
-    at = put_le(blob, at, 4096, 8);              /* length */
+    at = put_le(blob, at, 0, 4);       /* device */
+    at = put_le(blob, at, 0x10000, 8); /* base */
+    at = put_le(blob, at, 4096, 8);    /* length */
     at = put_le(blob, at, files.file_fd, 4);
-    at = put_le(blob, at, 0, 8);                 /* file offset */
+    at = put_le(blob, at, 0, 8); /* file offset */
     at = put_le(blob, at, files.liveness_slot, 4);
     at = put_le(blob, at, rkey_length, 4) + rkey_length;
     CHECK(at + 4 == length, "the blob is %llu bytes, written %llu", (unsigned long long)length, (unsigned long long)at);
@@ -343,7 +354,8 @@ static void parses_ucx_blob(uint32_t address_length, uint32_t rkey_length, kvt_s
     CHECK(status == expected, "address %u, rkey %u bytes: %s (%s), expected %s", address_length, rkey_length,
           kvt_status_name(status), kvt_last_error_detail(), kvt_status_name(expected));
     if (status == KVT_OK) {
-        CHECK(meta.worker_address_length == address_length && meta.regions[0].rkey_length == rkey_length, "the lengths");
+        CHECK(meta.worker_address_length == address_length && meta.regions[0].rkey_length == rkey_length,
+              "the lengths");
         kvt_metadata_free(&meta);
     } else {
         CHECK_DETAIL(field);
@@ -368,8 +380,9 @@ static void parses_file_fields(file_fields files, kvt_status expected, const cha
     uint8_t *blob = ucx_blob(9, 9, files, &length);
     kvt_metadata meta;
     kvt_status status = kvt_metadata_parse(blob, length, &meta);
-    CHECK(status == expected, "table fd %u, file fd %u, slot %u: %s (%s), expected %s", files.liveness_fd, files.file_fd,
-          files.liveness_slot, kvt_status_name(status), kvt_last_error_detail(), kvt_status_name(expected));
+    CHECK(status == expected, "table fd %u, file fd %u, slot %u: %s (%s), expected %s", files.liveness_fd,
+          files.file_fd, files.liveness_slot, kvt_status_name(status), kvt_last_error_detail(),
+          kvt_status_name(expected));
     if (status == KVT_OK) {
         CHECK(meta.liveness_fd == files.liveness_fd && meta.regions[0].file_fd == files.file_fd &&
                   meta.regions[0].liveness_slot == files.liveness_slot,
@@ -386,8 +399,10 @@ static void parses_file_fields(file_fields files, kvt_status expected, const cha
 static void file_backed_regions_need_a_table_and_a_slot_in_it(void) {
     parses_file_fields((file_fields){3, 5, 7}, KVT_OK, NULL);
     parses_file_fields((file_fields){3, UINT32_MAX, 0}, KVT_OK, NULL);
-    parses_file_fields((file_fields){UINT32_MAX, 5, 7}, KVT_ERR_INVALID_PARAM, "region file fd is given without a liveness table");
-    parses_file_fields((file_fields){3, 5, KVT_MAX_REGIONS}, KVT_ERR_INVALID_PARAM, "region liveness slot exceeds 65535");
+    parses_file_fields((file_fields){UINT32_MAX, 5, 7}, KVT_ERR_INVALID_PARAM,
+                       "region file fd is given without a liveness table");
+    parses_file_fields((file_fields){3, 5, KVT_MAX_REGIONS}, KVT_ERR_INVALID_PARAM,
+                       "region liveness slot exceeds 65535");
 }
 
 static void unload_refuses_while_in_use(void) {

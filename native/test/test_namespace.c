@@ -17,7 +17,8 @@ typedef struct {
 
 /* Starts a source in a new pid namespace and loads it into a reader here; false when skipped. */
 static bool pair_open(namespace_pair *p, bool caller_memory) {
-    source_options options = {.length = LENGTH, .caller_memory = caller_memory, .new_pid_namespace = true, .seed = SEED};
+    source_options options = {
+        .length = LENGTH, .caller_memory = caller_memory, .new_pid_namespace = true, .seed = SEED};
     if (!source_spawn(&options, &p->source)) return false;
     p->reader = make_agent("root-namespace-reader");
     p->region = alloc_region(p->reader, LENGTH, &p->memory);
@@ -60,7 +61,8 @@ static void killed_in_another_namespace(bool caller_memory) {
     bool opened = pair_open(&p, caller_memory);
     unsetenv("UCX_TLS");
     if (!opened) return;
-    CHECK(peer_transport_mentions(p.reader, p.peer, "gets and puts through UCX"), "the region is read through UCX requests");
+    CHECK(peer_transport_mentions(p.reader, p.peer, "gets and puts through UCX"),
+          "the region is read through UCX requests");
     read_and_verify(&p);
 
     source_signal(&p.source, SIGSTOP);
@@ -89,7 +91,8 @@ static void cancel_a_read_from_a_stopped_source_in_another_namespace(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     namespace_pair p;
     if (!pair_open(&p, true)) return;
-    CHECK(peer_transport_mentions(p.reader, p.peer, "gets and puts through UCX"), "the region is read through UCX requests");
+    CHECK(peer_transport_mentions(p.reader, p.peer, "gets and puts through UCX"),
+          "the region is read through UCX requests");
     source_signal(&p.source, SIGSTOP);
     source_wait_stopped(&p.source);
     uint64_t op;

@@ -124,7 +124,8 @@ static const uint8_t *blob_worker_address(const uint8_t *blob, size_t *length) {
     size_t offset = 4 + 2 + 2 + 8 + 8;
     size_t name_length = blob[offset] | (size_t)blob[offset + 1] << 8;
     offset += 2 + name_length;
-    *length = blob[offset] | (size_t)blob[offset + 1] << 8 | (size_t)blob[offset + 2] << 16 | (size_t)blob[offset + 3] << 24;
+    *length =
+        blob[offset] | (size_t)blob[offset + 1] << 8 | (size_t)blob[offset + 2] << 16 | (size_t)blob[offset + 3] << 24;
     return blob + offset + 4;
 }
 

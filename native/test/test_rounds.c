@@ -1,8 +1,8 @@
 /* The progress thread's rounds over the operations in flight (kvt_ops_run), on a backend of the test's own
  * whose every advance is one slice that never finishes: which operations a round reaches, and in what
  * order, with and without a caller waiting on a command. Backend-independent. */
+#include "agent.h"
 #include "harness.h"
-#include "internal.h"
 
 enum { OPS = 4, ROUNDS = 3 };
 
@@ -50,20 +50,21 @@ static void every_operation_gets_a_slice_per_round_in_posting_order(void) {
 static void a_waiting_caller_ends_the_round_after_one_slice_and_the_next_round_goes_on_from_there(void) {
     round_world *world = world_with_ops();
     for (unsigned round = 0; round < OPS; round++) {
-        atomic_store(&world->agent.caller_waiting, true);
+        atomic_store(&world->agent.commands.caller_waiting, true);
         kvt_ops_run(&world->agent, NULL);
         CHECK(advances == round + 1, "round %u with a caller waiting: %u slices in all, expected one per round", round,
               advances);
-        CHECK(advanced[round] == round + 1, "round %u went to operation %llu: each round goes on where the last stopped",
-              round, (unsigned long long)advanced[round]);
+        CHECK(advanced[round] == round + 1,
+              "round %u went to operation %llu: each round goes on where the last stopped", round,
+              (unsigned long long)advanced[round]);
     }
-    atomic_store(&world->agent.caller_waiting, false);
+    atomic_store(&world->agent.commands.caller_waiting, false);
     kvt_ops_run(&world->agent, NULL);
     CHECK(advances == 2 * OPS, "a round without a waiting caller reaches all %u operations (%u slices)", OPS,
           advances - OPS);
     for (unsigned i = OPS; i < 2 * OPS; i++)
-        CHECK(advanced[i] == i - OPS + 1, "after the rotations the order is the posting order again (slice %u: %llu)", i,
-              (unsigned long long)advanced[i]);
+        CHECK(advanced[i] == i - OPS + 1, "after the rotations the order is the posting order again (slice %u: %llu)",
+              i, (unsigned long long)advanced[i]);
     unsigned count = 0;
     for (kvt_op *op = world->agent.active; op; op = op->next_active) count++;
     CHECK(count == OPS, "%u operations still listed as active, expected %u", count, OPS);

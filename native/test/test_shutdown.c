@@ -94,9 +94,13 @@ static void a_stopped_tcp_peer_is_force_closed_at_the_deadline(bool used) {
     source_end(&p.source);
 }
 
-static void shutdown_with_a_stopped_tcp_peer_it_read_from(void) { a_stopped_tcp_peer_is_force_closed_at_the_deadline(true); }
+static void shutdown_with_a_stopped_tcp_peer_it_read_from(void) {
+    a_stopped_tcp_peer_is_force_closed_at_the_deadline(true);
+}
 /* Loading a stopped peer does not wait for it (UCX wires the endpoint up later); its close never ends. */
-static void shutdown_with_a_stopped_tcp_peer_only_loaded(void) { a_stopped_tcp_peer_is_force_closed_at_the_deadline(false); }
+static void shutdown_with_a_stopped_tcp_peer_only_loaded(void) {
+    a_stopped_tcp_peer_is_force_closed_at_the_deadline(false);
+}
 
 /* Over shared memory the flush completes without the peer (what was sent sits in its queue), so the
  * endpoint closes gracefully although the peer is stopped. */
@@ -104,8 +108,7 @@ static void shutdown_with_a_stopped_shared_memory_peer(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process to stop");
     stopped_pair p;
     open_stopped_pair(&p, NULL, true);
-    CHECK(peer_transport_mentions(p.agent, p.peer, "posix"),
-          "the path to the source is shared memory");
+    CHECK(peer_transport_mentions(p.agent, p.peer, "posix"), "the path to the source is shared memory");
     CHECK_OK(shut_down(p.agent));
     CHECK_OK(kvt_agent_destroy(p.agent));
     source_end(&p.source);
@@ -174,6 +177,7 @@ static void create_begin_reports_a_failed_start(void) {
     CHECK_OK(kvt_agent_destroy(again));
 }
 
-TEST_MAIN("shutdown", TEST(create_begin_reports_the_start_through_the_wake_pipe), TEST(create_begin_reports_a_failed_start), TEST(shutdown_refusals_and_repeats), TEST(shutdown_with_a_stopped_tcp_peer_it_read_from),
-          TEST(shutdown_with_a_stopped_tcp_peer_only_loaded), TEST(shutdown_with_a_stopped_shared_memory_peer),
-          TEST(destroy_alone_ends_with_a_stopped_tcp_peer))
+TEST_MAIN("shutdown", TEST(create_begin_reports_the_start_through_the_wake_pipe),
+          TEST(create_begin_reports_a_failed_start), TEST(shutdown_refusals_and_repeats),
+          TEST(shutdown_with_a_stopped_tcp_peer_it_read_from), TEST(shutdown_with_a_stopped_tcp_peer_only_loaded),
+          TEST(shutdown_with_a_stopped_shared_memory_peer), TEST(destroy_alone_ends_with_a_stopped_tcp_peer))

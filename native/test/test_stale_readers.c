@@ -5,8 +5,8 @@
  * its new memory (a write). Each ordering is forced: the reader's request waiting at the owner while it
  * deregisters (the owner's serving worker held), and the request issued only after (the reader's issue
  * paused), over shared memory and over tcp. */
+#include "agent.h" /* kvt_test_hold_serving */
 #include "harness.h"
-#include "internal.h" /* kvt_test_hold_serving */
 
 #include <sys/mman.h>
 
@@ -27,8 +27,8 @@ typedef struct {
 /* The reader reads the owner's region whole, and finds the pattern of `seed`. */
 static void reader_reads(stale_pair *p, uint64_t seed) {
     uint64_t op;
-    CHECK_OK(post_one(p->reader, KVT_XFER_READ, p->peer, p->generation, p->local_region, 0, p->owner_region, 0,
-                      LENGTH, &op));
+    CHECK_OK(post_one(p->reader, KVT_XFER_READ, p->peer, p->generation, p->local_region, 0, p->owner_region, 0, LENGTH,
+                      &op));
     CHECK(wait_op(p->reader, op, NULL) == KVT_OK, "a read of the owner's region");
     CHECK_OK(kvt_xfer_release(p->reader, op));
     CHECK(check_pattern(p->local_memory, LENGTH, seed), "the read found the pattern of seed %llu",
@@ -46,8 +46,8 @@ static void pair_open(stale_pair *p, transport over) {
     p->owner_memory = mmap(NULL, LENGTH, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(p->owner_memory != MAP_FAILED, "mmap");
     fill_pattern(p->owner_memory, LENGTH, OLD_SEED);
-    CHECK_OK(kvt_mem_register(p->owner, (uint64_t)(uintptr_t)p->owner_memory, LENGTH, KVT_MEM_DRAM, 0,
-                              &p->owner_region));
+    CHECK_OK(
+        kvt_mem_register(p->owner, (uint64_t)(uintptr_t)p->owner_memory, LENGTH, KVT_MEM_DRAM, 0, &p->owner_region));
     p->local_region = alloc_region(p->reader, LENGTH, &p->local_memory);
     p->peer = load_peer(p->reader, p->owner, &p->generation);
     CHECK(!peer_transport_mentions(p->reader, p->peer, "mapped through shared memory"),
@@ -64,8 +64,8 @@ static void owner_withdraws(stale_pair *p, withdrawal how) {
         p->owner_memory = NULL;
         return;
     }
-    uint8_t *again = mmap(p->owner_memory, LENGTH, PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    uint8_t *again =
+        mmap(p->owner_memory, LENGTH, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     CHECK(again == p->owner_memory, "new memory at the old address");
     fill_pattern(again, LENGTH, NEW_SEED);
 }
@@ -105,8 +105,8 @@ static void owner_serves_again(stale_pair *p) {
         fill_pattern(p->owner_memory, LENGTH, NEW_SEED);
     }
     CHECK(check_pattern(p->owner_memory, LENGTH, NEW_SEED), "the owner's new memory is untouched");
-    CHECK_OK(kvt_mem_register(p->owner, (uint64_t)(uintptr_t)p->owner_memory, LENGTH, KVT_MEM_DRAM, 0,
-                              &p->owner_region));
+    CHECK_OK(
+        kvt_mem_register(p->owner, (uint64_t)(uintptr_t)p->owner_memory, LENGTH, KVT_MEM_DRAM, 0, &p->owner_region));
     uint32_t peer = load_peer(p->reader, p->owner, &p->generation);
     CHECK(peer == p->peer, "the same peer, reloaded");
     reader_reads(p, NEW_SEED);
@@ -162,18 +162,21 @@ static void request_issued_after_the_owner_withdrew(transport over, uint32_t dir
 }
 
 /* Each ordering, with a read into memory the owner unmaps and a write into memory it maps anew, over each transport. */
-#define STALE_CASES(X)                                                                                                \
-    X(read_waiting_at_an_owner_that_unmaps_over_shared_memory, request_waiting_at_the_owner, OVER_SHARED_MEMORY, READ)  \
-    X(read_waiting_at_an_owner_that_unmaps_over_tcp, request_waiting_at_the_owner, OVER_TCP, READ)                        \
-    X(write_waiting_at_an_owner_that_remaps_over_shared_memory, request_waiting_at_the_owner, OVER_SHARED_MEMORY, WRITE) \
-    X(write_waiting_at_an_owner_that_remaps_over_tcp, request_waiting_at_the_owner, OVER_TCP, WRITE)                      \
-    X(read_issued_after_an_unmap_over_shared_memory, request_issued_after_the_owner_withdrew, OVER_SHARED_MEMORY, READ)  \
-    X(read_issued_after_an_unmap_over_tcp, request_issued_after_the_owner_withdrew, OVER_TCP, READ)                      \
-    X(write_issued_after_a_remap_over_shared_memory, request_issued_after_the_owner_withdrew, OVER_SHARED_MEMORY, WRITE) \
+#define STALE_CASES(X)                                                                                                 \
+    X(read_waiting_at_an_owner_that_unmaps_over_shared_memory, request_waiting_at_the_owner, OVER_SHARED_MEMORY, READ) \
+    X(read_waiting_at_an_owner_that_unmaps_over_tcp, request_waiting_at_the_owner, OVER_TCP, READ)                     \
+    X(write_waiting_at_an_owner_that_remaps_over_shared_memory, request_waiting_at_the_owner, OVER_SHARED_MEMORY,      \
+      WRITE)                                                                                                           \
+    X(write_waiting_at_an_owner_that_remaps_over_tcp, request_waiting_at_the_owner, OVER_TCP, WRITE)                   \
+    X(read_issued_after_an_unmap_over_shared_memory, request_issued_after_the_owner_withdrew, OVER_SHARED_MEMORY,      \
+      READ)                                                                                                            \
+    X(read_issued_after_an_unmap_over_tcp, request_issued_after_the_owner_withdrew, OVER_TCP, READ)                    \
+    X(write_issued_after_a_remap_over_shared_memory, request_issued_after_the_owner_withdrew, OVER_SHARED_MEMORY,      \
+      WRITE)                                                                                                           \
     X(write_issued_after_a_remap_over_tcp, request_issued_after_the_owner_withdrew, OVER_TCP, WRITE)
 #define READ KVT_XFER_READ, WITHDRAW_UNMAPS
 #define WRITE KVT_XFER_WRITE, WITHDRAW_REMAPS
-#define DEFINE_CASE(name, scenario, over, ...) \
+#define DEFINE_CASE(name, scenario, over, ...)                                                                         \
     static void name(void) { scenario(over, __VA_ARGS__); }
 STALE_CASES(DEFINE_CASE)
 #define LIST_CASE(name, ...) TEST(name),

@@ -67,22 +67,32 @@ typedef struct {
     uint32_t agent, peer;
     uint64_t generation;
     uint32_t direction;
-    uint32_t source_regions[2], source_count; /* region ids of the source side */
+    uint32_t source_regions[2], source_count;          /* region ids of the source side */
     uint32_t template_regions[2], explicit_regions[2]; /* the two destination copies */
 } placement;
 
 static uint32_t register_template(const placement *p, const geometry *g) {
     bool read = p->direction == KVT_XFER_READ;
     uint32_t template_id = 0;
-    CHECK_OK(kvt_template_register(
-        p->agent, p->peer, p->generation, g->routes, read ? g->destination_bank : g->source_bank,
-        read ? g->source_bank : g->destination_bank, read ? g->destination_base : g->source_base,
-        read ? g->source_base : g->destination_base, read ? g->destination_block_stride : g->source_block_stride,
-        read ? g->source_block_stride : g->destination_block_stride, g->rows, g->row_bytes,
-        read ? g->destination_row_stride : g->source_row_stride, read ? g->source_row_stride : g->destination_row_stride,
-        read ? 2 : p->source_count, read ? p->template_regions : p->source_regions, read ? p->source_count : 2,
-        read ? p->source_regions : p->template_regions, read ? DESTINATION_BLOCKS : SOURCE_BLOCKS,
-        read ? SOURCE_BLOCKS : DESTINATION_BLOCKS, &template_id));
+    const kvt_template_routes routes = {
+        .route_count = g->routes,
+        .local_index = read ? g->destination_bank : g->source_bank,
+        .remote_index = read ? g->source_bank : g->destination_bank,
+        .local_base = read ? g->destination_base : g->source_base,
+        .remote_base = read ? g->source_base : g->destination_base,
+        .local_block_stride = read ? g->destination_block_stride : g->source_block_stride,
+        .remote_block_stride = read ? g->source_block_stride : g->destination_block_stride,
+        .rows = g->rows,
+        .row_bytes = g->row_bytes,
+        .local_row_stride = read ? g->destination_row_stride : g->source_row_stride,
+        .remote_row_stride = read ? g->source_row_stride : g->destination_row_stride,
+        .local_region_count = read ? 2 : p->source_count,
+        .local_regions = read ? p->template_regions : p->source_regions,
+        .remote_region_count = read ? p->source_count : 2,
+        .remote_regions = read ? p->source_regions : p->template_regions,
+        .local_block_limit = read ? DESTINATION_BLOCKS : SOURCE_BLOCKS,
+        .remote_block_limit = read ? SOURCE_BLOCKS : DESTINATION_BLOCKS};
+    CHECK_OK(kvt_template_register(p->agent, p->peer, p->generation, &routes, &template_id));
     return template_id;
 }
 
@@ -91,9 +101,11 @@ static uint64_t post_explicit(const placement *p, const geometry *g, uint32_t co
                               const uint32_t *destination) {
     uint32_t pieces = 0;
     for (uint32_t r = 0; r < g->routes; r++) pieces += g->rows[r] * count;
-    uint32_t *source_index = malloc(pieces * sizeof *source_index), *destination_index = malloc(pieces * sizeof *destination_index);
+    uint32_t *source_index = malloc(pieces * sizeof *source_index),
+             *destination_index = malloc(pieces * sizeof *destination_index);
     uint64_t *source_offset = malloc(pieces * sizeof *source_offset),
-             *destination_offset = malloc(pieces * sizeof *destination_offset), *length = malloc(pieces * sizeof *length);
+             *destination_offset = malloc(pieces * sizeof *destination_offset),
+             *length = malloc(pieces * sizeof *length);
     CHECK(source_index && destination_index && source_offset && destination_offset && length, "out of memory");
     uint32_t n = 0;
     for (uint32_t r = 0; r < g->routes; r++)
@@ -101,18 +113,19 @@ static uint64_t post_explicit(const placement *p, const geometry *g, uint32_t co
             for (uint32_t k = 0; k < g->rows[r]; k++, n++) {
                 source_index[n] = g->source_bank[r];
                 destination_index[n] = g->destination_bank[r];
-                source_offset[n] = g->source_base[r] + source[b] * g->source_block_stride[r] + k * g->source_row_stride[r];
-                destination_offset[n] =
-                    g->destination_base[r] + destination[b] * g->destination_block_stride[r] + k * g->destination_row_stride[r];
+                source_offset[n] =
+                    g->source_base[r] + source[b] * g->source_block_stride[r] + k * g->source_row_stride[r];
+                destination_offset[n] = g->destination_base[r] + destination[b] * g->destination_block_stride[r] +
+                                        k * g->destination_row_stride[r];
                 length[n] = g->row_bytes[r];
             }
     bool read = p->direction == KVT_XFER_READ;
     uint64_t op = 0;
-    CHECK_OK(kvt_xfer_post(p->agent, p->direction, p->peer, p->generation, pieces, read ? destination_index : source_index,
-                           read ? destination_offset : source_offset, read ? source_index : destination_index,
-                           read ? source_offset : destination_offset, length, read ? 2 : p->source_count,
-                           read ? p->explicit_regions : p->source_regions, read ? p->source_count : 2,
-                           read ? p->source_regions : p->explicit_regions, NULL, 0, &op));
+    CHECK_OK(kvt_xfer_post(p->agent, p->direction, p->peer, p->generation, pieces,
+                           read ? destination_index : source_index, read ? destination_offset : source_offset,
+                           read ? source_index : destination_index, read ? source_offset : destination_offset, length,
+                           read ? 2 : p->source_count, read ? p->explicit_regions : p->source_regions,
+                           read ? p->source_count : 2, read ? p->source_regions : p->explicit_regions, NULL, 0, &op));
     free(source_index);
     free(destination_index);
     free(source_offset);
@@ -214,8 +227,10 @@ static void template_post_equals_explicit_post(void) {
     uint64_t generation = 0;
     uint32_t peer = load_peer(near, far, &generation);
     for (uint32_t direction = KVT_XFER_READ; direction <= KVT_XFER_WRITE; direction++) {
-        placement p = {.agent = near, .peer = peer, .generation = generation, .direction = direction, .source_count = 2};
-        memcpy(p.source_regions, direction == KVT_XFER_READ ? far_source_ids : near_source_ids, sizeof p.source_regions);
+        placement p = {
+            .agent = near, .peer = peer, .generation = generation, .direction = direction, .source_count = 2};
+        memcpy(p.source_regions, direction == KVT_XFER_READ ? far_source_ids : near_source_ids,
+               sizeof p.source_regions);
         for (uint32_t round = 0; round < rounds(); round++) {
             geometry g;
             random_geometry(&g, 2);
@@ -313,10 +328,24 @@ static small_routes small_template(void) {
 }
 
 static kvt_status register_small(const small_pair *s, const small_routes *t, uint32_t *out) {
-    return kvt_template_register(s->reader, s->peer, s->generation, 2, t->local_index, t->remote_index, t->local_base,
-                                 t->remote_base, t->local_block_stride, t->remote_block_stride, t->rows, t->row_bytes,
-                                 t->local_row_stride, t->remote_row_stride, 1, &s->reader_region, 1, &s->source_region,
-                                 t->local_limit, t->remote_limit, out);
+    const kvt_template_routes routes = {.route_count = 2,
+                                        .local_index = t->local_index,
+                                        .remote_index = t->remote_index,
+                                        .local_base = t->local_base,
+                                        .remote_base = t->remote_base,
+                                        .local_block_stride = t->local_block_stride,
+                                        .remote_block_stride = t->remote_block_stride,
+                                        .rows = t->rows,
+                                        .row_bytes = t->row_bytes,
+                                        .local_row_stride = t->local_row_stride,
+                                        .remote_row_stride = t->remote_row_stride,
+                                        .local_region_count = 1,
+                                        .local_regions = &s->reader_region,
+                                        .remote_region_count = 1,
+                                        .remote_regions = &s->source_region,
+                                        .local_block_limit = t->local_limit,
+                                        .remote_block_limit = t->remote_limit};
+    return kvt_template_register(s->reader, s->peer, s->generation, &routes, out);
 }
 
 static void routes_out_of_bounds_are_refused(void) {
@@ -378,16 +407,21 @@ static void blocks_past_the_limits_are_refused(void) {
     CHECK_OK(register_small(&s, &t, &id));
     uint32_t local[4] = {0, 1, 8, 2}, remote[4] = {3, 2, 1, 16};
     uint64_t op = 0;
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 4, local, remote, NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 4, local, remote, NULL, 0, &op));
     CHECK_DETAIL("local_blocks[2] = 8 >= limit 8");
     local[2] = 7;
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 4, local, remote, NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 4, local, remote, NULL, 0, &op));
     CHECK_DETAIL("remote_blocks[3] = 16 >= limit 16");
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 0, local, remote, NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 0, local, remote, NULL, 0, &op));
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post_blocks(s.reader, id, 2, 4, local, remote, NULL, 0, &op));
-    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_xfer_post_blocks(s.reader, id + 1, KVT_XFER_READ, 4, local, remote, NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND,
+                 kvt_xfer_post_blocks(s.reader, id + 1, KVT_XFER_READ, 4, local, remote, NULL, 0, &op));
     CHECK(counter(s.reader, KVT_COUNTER_OPERATIONS_POSTED) == 0, "a refused post was counted as posted");
-    for (uint64_t i = 0; i < SMALL; i++) CHECK(s.reader_memory[i] == 0, "a refused post moved byte %llu", (unsigned long long)i);
+    for (uint64_t i = 0; i < SMALL; i++)
+        CHECK(s.reader_memory[i] == 0, "a refused post moved byte %llu", (unsigned long long)i);
     remote[3] = 15;
     CHECK_OK(kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 4, local, remote, (const uint8_t *)"done", 4, &op));
     uint64_t done = 0;
@@ -478,7 +512,8 @@ static void cancel_mid_expansion_ends_terminal(void) {
     CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(s.reader, w.op));
     uint64_t done = 0;
     CHECK_STATUS(KVT_ERR_CANCELED, wait_op(s.reader, w.op, &done));
-    CHECK(done >= 4096 && done < (uint64_t)PAIRS * (8 * 64 + 2048), "cancelled after %llu bytes", (unsigned long long)done);
+    CHECK(done >= 4096 && done < (uint64_t)PAIRS * (8 * 64 + 2048), "cancelled after %llu bytes",
+          (unsigned long long)done);
     CHECK(counter(s.reader, KVT_COUNTER_INFLIGHT_REQUESTS) == 0, "requests left in flight");
     CHECK_OK(kvt_xfer_release(s.reader, w.op));
     CHECK_OK(kvt_fault_clear(s.reader));
@@ -499,7 +534,8 @@ static void deregistered_local_region_is_not_found(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_xfer_post_blocks(s.reader, id, KVT_XFER_READ, 1, local, remote, NULL, 0, &op));
     CHECK_DETAIL("local region");
     CHECK_DETAIL("is no longer registered");
-    CHECK_OK(kvt_mem_register(s.reader, (uint64_t)(uintptr_t)s.reader_memory, SMALL, KVT_MEM_DRAM, 0, &s.reader_region));
+    CHECK_OK(
+        kvt_mem_register(s.reader, (uint64_t)(uintptr_t)s.reader_memory, SMALL, KVT_MEM_DRAM, 0, &s.reader_region));
     small_close(&s);
 }
 
@@ -521,8 +557,8 @@ static void refused_allocation_leaves_nothing_behind(void) {
     CHECK_OK(wait_op(s.reader, op, &bytes));
     CHECK(bytes == 2 * 4096, "2 blocks of 4 KiB read (got %llu bytes)", (unsigned long long)bytes);
     for (uint32_t i = 0; i < 2; i++)
-        CHECK(memcmp(s.reader_memory + local[i] * 4096, s.source_memory + remote[i] * 4096, 4096) == 0,
-              "block %u read", i);
+        CHECK(memcmp(s.reader_memory + local[i] * 4096, s.source_memory + remote[i] * 4096, 4096) == 0, "block %u read",
+              i);
     CHECK_OK(kvt_xfer_release(s.reader, op));
     CHECK_OK(kvt_template_release(s.reader, id));
     small_close(&s);

@@ -1,7 +1,8 @@
 /* Transfers: batched READ/WRITE with byte verification, bounds refusals that move nothing,
  * a thousand concurrent operations, cancel and release. */
 #include "harness.h"
-#include "internal.h" /* kvt_streaming_threshold, kvt_now_ns */
+#include "services/copy.h" /* kvt_streaming_threshold */
+#include "services/util.h" /* kvt_now_ns */
 
 #include <time.h>
 
@@ -59,8 +60,8 @@ static void batch_free(batch *b) {
 static kvt_status batch_post(const pair *p, uint32_t direction, const batch *b, const uint8_t *note,
                              uint32_t note_length, uint64_t *op) {
     return kvt_xfer_post(p->reader, direction, p->peer, p->generation, b->count, b->local_index, b->local_offset,
-                         b->remote_index, b->remote_offset, b->length, 1, &p->reader_region, 1, &p->source_region,
-                         note, note_length, op);
+                         b->remote_index, b->remote_offset, b->length, 1, &p->reader_region, 1, &p->source_region, note,
+                         note_length, op);
 }
 
 /* Pieces of `piece` bytes in a scrambled order, so neighbours rarely coalesce; piece i of the
@@ -118,8 +119,8 @@ static void read_then_write_verifies_every_byte(void) {
     move_mirrored(&p, KVT_XFER_WRITE, &b, piece);
     /* One descriptor over the whole region (larger than the loopback copy chunk of 8 MiB). */
     fill_pattern(p.source_memory, length, 99);
-    CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, length,
-                      &op));
+    CHECK_OK(
+        post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, length, &op));
     CHECK(wait_op(p.reader, op, &done) == KVT_OK && done == length, "one large read completes");
     CHECK(memcmp(p.reader_memory, p.source_memory, length) == 0, "the large read arrived");
     CHECK_OK(kvt_xfer_release(p.reader, op));
@@ -138,13 +139,15 @@ static void caller_memory_reads_every_byte(void) {
     fill_pattern(memory, LENGTH, 12);
     uint32_t source_region = 0;
     CHECK_OK(kvt_mem_register(source, (uint64_t)(uintptr_t)memory, LENGTH, KVT_MEM_DRAM, 0, &source_region));
-    pair p = {.source = source, .reader = reader, .source_memory = memory, .source_region = source_region,
-              .length = LENGTH};
+    pair p = {
+        .source = source, .reader = reader, .source_memory = memory, .source_region = source_region, .length = LENGTH};
     p.reader_region = alloc_region(reader, LENGTH, &reader_memory);
     p.reader_memory = reader_memory;
     p.peer = load_peer(reader, source, &p.generation);
     if (test_backend == KVT_BACKEND_UCX)
-        CHECK(peer_transport_mentions(p.reader, p.peer, "through UCX") && !peer_transport_mentions(p.reader, p.peer, "copied directly"), "caller memory uses requests");
+        CHECK(peer_transport_mentions(p.reader, p.peer, "through UCX") &&
+                  !peer_transport_mentions(p.reader, p.peer, "copied directly"),
+              "caller memory uses requests");
     batch b = scrambled_batch(LENGTH, PIECE);
     /* READ only: over UCX the source's progress thread answers from this memory, through shared memory
      * ThreadSanitizer cannot see, so the test must not write it again before deregistering. */
@@ -197,7 +200,8 @@ static void idle_warm_up_reads_a_mapped_peer_and_changes_nothing(void) {
     uint64_t deadline = kvt_now_ns() + 60000000000ull;
     while (!peer_transport_mentions(p.reader, p.peer, "every page touched once") && kvt_now_ns() < deadline)
         nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
-    CHECK(peer_transport_mentions(p.reader, p.peer, "every page touched once"), "the idle reader warmed the mapped bank");
+    CHECK(peer_transport_mentions(p.reader, p.peer, "every page touched once"),
+          "the idle reader warmed the mapped bank");
     CHECK(check_pattern(p.source_memory, length, 9), "the warm-up changed none of the source's bytes");
     batch b = scrambled_batch(length, 65536);
     move_mirrored(&p, KVT_XFER_READ, &b, 65536);
@@ -218,7 +222,8 @@ static void a_batch_past_the_cache_verifies_every_byte(void) {
     uint64_t length = (kvt_streaming_threshold() / (1u << 20) + 2) * (1u << 20);
     pair p = pair_open("stream-source", "stream-reader", length);
     if (test_backend == KVT_BACKEND_UCX)
-        CHECK(peer_transport_mentions(p.reader, p.peer, "copied directly"), "a kvt_mem_alloc bank on this host is mapped and copied directly");
+        CHECK(peer_transport_mentions(p.reader, p.peer, "copied directly"),
+              "a kvt_mem_alloc bank on this host is mapped and copied directly");
     fill_pattern(p.source_memory, length, 5);
     batch b = scrambled_batch(length, piece);
     move_mirrored(&p, KVT_XFER_READ, &b, piece);
@@ -251,8 +256,8 @@ static void contiguous_descriptors_and_region_tables(void) {
         len[i] = 2048;
     }
     uint64_t op;
-    CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, N, li, lo, ri, ro, len, 2, rr, 2, rs, NULL, 0,
-                           &op));
+    CHECK_OK(
+        kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, N, li, lo, ri, ro, len, 2, rr, 2, rs, NULL, 0, &op));
     uint64_t done;
     CHECK(wait_op(reader, op, &done) == KVT_OK && done == 2 * 65536, "read through tables");
     CHECK(memcmp(r0, s1, 65536) == 0 && memcmp(r1, s0, 65536) == 0, "crossed regions arrived");
@@ -305,39 +310,33 @@ static void one_bad_descriptor_refuses_the_batch(void) {
     /* Table entries that are not regions, and malformed calls. */
     uint64_t op;
     uint32_t missing = 999;
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
-                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count, b.local_index, b.local_offset,
-                               b.remote_index, b.remote_offset, b.length, 1, &missing, 1, &p.source_region, NULL, 0,
-                               &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count,
+                                                      b.local_index, b.local_offset, b.remote_index, b.remote_offset,
+                                                      b.length, 1, &missing, 1, &p.source_region, NULL, 0, &op));
     CHECK_DETAIL("local_regions[0] = 999");
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
-                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count, b.local_index, b.local_offset,
-                               b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1, &missing, NULL, 0,
-                               &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count,
+                                                      b.local_index, b.local_offset, b.remote_index, b.remote_offset,
+                                                      b.length, 1, &p.reader_region, 1, &missing, NULL, 0, &op));
     CHECK_DETAIL("remote_regions[0] = 999 is not a region peer 'bounds-source' advertised");
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
-                 kvt_xfer_post(p.reader, 5, p.peer, p.generation, b.count, b.local_index, b.local_offset,
-                               b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1, &p.source_region,
-                               NULL, 0, &op));
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
-                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, 0, b.local_index, b.local_offset,
-                               b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1, &p.source_region,
-                               NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post(p.reader, 5, p.peer, p.generation, b.count, b.local_index,
+                                                      b.local_offset, b.remote_index, b.remote_offset, b.length, 1,
+                                                      &p.reader_region, 1, &p.source_region, NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, 0, b.local_index,
+                                                      b.local_offset, b.remote_index, b.remote_offset, b.length, 1,
+                                                      &p.reader_region, 1, &p.source_region, NULL, 0, &op));
     CHECK_STATUS(KVT_ERR_INVALID_PARAM,
                  kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, KVT_MAX_DESCRIPTORS + 1, b.local_index,
                                b.local_offset, b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1,
                                &p.source_region, NULL, 0, &op));
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
-                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count, NULL, b.local_offset,
-                               b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1, &p.source_region,
-                               NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer, p.generation, b.count, NULL,
+                                                      b.local_offset, b.remote_index, b.remote_offset, b.length, 1,
+                                                      &p.reader_region, 1, &p.source_region, NULL, 0, &op));
     static uint8_t big[KVT_MAX_NOTIFICATION + 1];
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, batch_post(&p, KVT_XFER_READ, &b, big, sizeof big, &op));
     CHECK_DETAIL("notification of 4097 bytes");
-    CHECK_STATUS(KVT_ERR_NOT_FOUND,
-                 kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer + 100, p.generation, b.count, b.local_index,
-                               b.local_offset, b.remote_index, b.remote_offset, b.length, 1, &p.reader_region, 1,
-                               &p.source_region, NULL, 0, &op));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_xfer_post(p.reader, KVT_XFER_READ, p.peer + 100, p.generation, b.count,
+                                                  b.local_index, b.local_offset, b.remote_index, b.remote_offset,
+                                                  b.length, 1, &p.reader_region, 1, &p.source_region, NULL, 0, &op));
     for (uint64_t i = 0; i < length; i++) CHECK(p.reader_memory[i] == 0, "byte %llu moved", (unsigned long long)i);
 
     /* The repaired batch goes through. */
@@ -372,8 +371,8 @@ static void cancel_and_release(void) {
     pair p = pair_open("cancel-source", "cancel-reader", 1u << 20);
     CHECK_OK(kvt_fault_delay_completions(p.reader, KVT_DELAY_FOREVER));
     uint64_t op;
-    CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, 1u << 20,
-                      &op));
+    CHECK_OK(
+        post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, 1u << 20, &op));
     CHECK_STATUS(KVT_ERR_BUSY, kvt_xfer_release(p.reader, op));
     CHECK_DETAIL("still in progress");
     CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(p.reader, op));
@@ -470,21 +469,22 @@ static void withdrawn_or_destroyed_source(void) {
     /* The source agent goes away entirely. */
     free_region(p.source, p.source_region, p.source_memory);
     CHECK_OK(kvt_agent_destroy(p.source));
-    CHECK_OK(post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, 4096, &op));
+    CHECK_OK(
+        post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0, p.source_region, 0, 4096, &op));
     CHECK(wait_op(p.reader, op, NULL) == KVT_ERR_REMOTE_DISCONNECT, "destroyed source");
     CHECK_OK(kvt_xfer_release(p.reader, op));
     uint32_t state;
     CHECK_OK(kvt_peer_info(p.reader, p.peer, NULL, &state, NULL));
     CHECK(state == KVT_PEER_DISCONNECTED, "the peer shows as disconnected");
-    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region,
-                                                     0, p.source_region, 0, 4096, &op));
+    CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, post_one(p.reader, KVT_XFER_READ, p.peer, p.generation, p.reader_region, 0,
+                                                     p.source_region, 0, 4096, &op));
     free_region(p.reader, p.reader_region, p.reader_memory);
     CHECK_OK(kvt_agent_destroy(p.reader));
 }
 
 TEST_MAIN("xfer", TEST(read_then_write_verifies_every_byte), TEST(a_batch_past_the_cache_verifies_every_byte),
-          TEST(idle_warm_up_reads_a_mapped_peer_and_changes_nothing),
-          TEST(caller_memory_reads_every_byte), TEST(overlapping_ranges_move_like_memmove), TEST(contiguous_descriptors_and_region_tables),
+          TEST(idle_warm_up_reads_a_mapped_peer_and_changes_nothing), TEST(caller_memory_reads_every_byte),
+          TEST(overlapping_ranges_move_like_memmove), TEST(contiguous_descriptors_and_region_tables),
           TEST(one_bad_descriptor_refuses_the_batch), TEST(a_thousand_concurrent_operations), TEST(cancel_and_release),
           TEST(cancel_a_batch_held_in_flight), TEST(cancel_after_the_batch_completed),
           TEST(withdrawn_or_destroyed_source))

@@ -50,6 +50,60 @@ export function defaultLibraryPaths(): string[] {
   ];
 }
 
+/** kvt_template_routes: a template's routes as parallel arrays (entry r of each describes route r). */
+export interface TemplateRoutes {
+  route_count: number;
+  local_index: Uint32Array;
+  remote_index: Uint32Array;
+  local_base: BigUint64Array;
+  remote_base: BigUint64Array;
+  local_block_stride: BigUint64Array;
+  remote_block_stride: BigUint64Array;
+  rows: Uint32Array;
+  row_bytes: BigUint64Array;
+  local_row_stride: BigUint64Array;
+  remote_row_stride: BigUint64Array;
+  local_region_count: number;
+  local_regions: Uint32Array;
+  remote_region_count: number;
+  remote_regions: Uint32Array;
+  local_block_limit: number;
+  remote_block_limit: number;
+}
+
+/* The structs the prototypes below name, declared to koffi before any function is bound. */
+const structs: { readonly [name: string]: Readonly<Record<string, string>> } = {
+  kvt_template_routes: {
+    route_count: 'uint32_t',
+    local_index: 'const uint32_t *',
+    remote_index: 'const uint32_t *',
+    local_base: 'const uint64_t *',
+    remote_base: 'const uint64_t *',
+    local_block_stride: 'const uint64_t *',
+    remote_block_stride: 'const uint64_t *',
+    rows: 'const uint32_t *',
+    row_bytes: 'const uint64_t *',
+    local_row_stride: 'const uint64_t *',
+    remote_row_stride: 'const uint64_t *',
+    local_region_count: 'uint32_t',
+    local_regions: 'const uint32_t *',
+    remote_region_count: 'uint32_t',
+    remote_regions: 'const uint32_t *',
+    local_block_limit: 'uint32_t',
+    remote_block_limit: 'uint32_t',
+  } satisfies Record<keyof TemplateRoutes, string>,
+};
+for (const [name, members] of Object.entries(structs)) declareStruct(name, members);
+
+/** Declares a struct to koffi unless another copy of this module (a second install) already did: koffi's type names are process-wide. */
+function declareStruct(name: string, members: Readonly<Record<string, string>>): void {
+  try {
+    koffi.type(name);
+  } catch {
+    koffi.struct(name, members);
+  }
+}
+
 /* Every out-parameter is a typed array: koffi hands its memory to C as is, with no conversion. */
 export interface NativeApi {
   kvt_version(major: Uint32Array, minor: Uint32Array, patch: Uint32Array): number;
@@ -146,29 +200,7 @@ export interface NativeApi {
     notificationLength: number,
     outOp: BigUint64Array,
   ): number;
-  kvt_template_register(
-    agent: number,
-    peer: number,
-    peerGeneration: bigint,
-    routeCount: number,
-    localIndex: Uint32Array,
-    remoteIndex: Uint32Array,
-    localBase: BigUint64Array,
-    remoteBase: BigUint64Array,
-    localBlockStride: BigUint64Array,
-    remoteBlockStride: BigUint64Array,
-    rows: Uint32Array,
-    rowBytes: BigUint64Array,
-    localRowStride: BigUint64Array,
-    remoteRowStride: BigUint64Array,
-    localRegionCount: number,
-    localRegions: Uint32Array,
-    remoteRegionCount: number,
-    remoteRegions: Uint32Array,
-    localBlockLimit: number,
-    remoteBlockLimit: number,
-    outTemplate: Uint32Array,
-  ): number;
+  kvt_template_register(agent: number, peer: number, peerGeneration: bigint, routes: TemplateRoutes, outTemplate: Uint32Array): number;
   kvt_xfer_post_blocks(
     agent: number,
     templateId: number,
@@ -258,11 +290,7 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'const uint64_t *length, uint32_t local_region_count, const uint32_t *local_regions, uint32_t remote_region_count, ' +
     'const uint32_t *remote_regions, const uint8_t *notification, uint32_t notification_length, uint64_t *out_op)',
   kvt_template_register:
-    'int32_t kvt_template_register(uint32_t agent, uint32_t peer, uint64_t peer_generation, uint32_t route_count, ' +
-    'const uint32_t *local_index, const uint32_t *remote_index, const uint64_t *local_base, const uint64_t *remote_base, ' +
-    'const uint64_t *local_block_stride, const uint64_t *remote_block_stride, const uint32_t *rows, const uint64_t *row_bytes, ' +
-    'const uint64_t *local_row_stride, const uint64_t *remote_row_stride, uint32_t local_region_count, const uint32_t *local_regions, ' +
-    'uint32_t remote_region_count, const uint32_t *remote_regions, uint32_t local_block_limit, uint32_t remote_block_limit, ' +
+    'int32_t kvt_template_register(uint32_t agent, uint32_t peer, uint64_t peer_generation, const kvt_template_routes *routes, ' +
     'uint32_t *out_template)',
   kvt_xfer_post_blocks:
     'int32_t kvt_xfer_post_blocks(uint32_t agent, uint32_t template_id, uint32_t direction, uint32_t count, ' +

@@ -1,7 +1,13 @@
 /* The loopback backend: agents in one process; bytes move with memmove on the initiator's progress
  * thread, in bounded chunks, while the target agent's region table is read-locked — so a region the
  * target deregistered is never touched. */
-#include "internal.h"
+#include "agent.h"
+
+#include "backend.h"
+#include "file_regions.h"
+#include "heartbeat.h"
+#include "services/copy.h"
+#include "services/status.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -154,15 +160,14 @@ static void loopback_advance(kvt_agent *agent, kvt_op *op) {
     if (op->error != KVT_OK || !kvt_op_more(op)) op->phase = KVT_PHASE_MOVED;
 }
 
-static kvt_status loopback_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data,
-                                  uint32_t length) {
+static kvt_status loopback_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length) {
     (void)op;
     kvt_agent *target = kvt_agent_find_live(conn->meta.name, conn->meta.incarnation);
     if (!target) {
         atomic_store(&conn->failed, true);
         return KVT_ERR_REMOTE_DISCONNECT;
     }
-    kvt_agent_deliver_notification(target, agent->name, data, length);
+    kvt_deliver_notification(&target->delivery, agent->name, data, length);
     kvt_agent_release(target);
     return KVT_OK;
 }
@@ -186,10 +191,10 @@ static kvt_status answer_probe(kvt_agent *agent, void *arg, char *detail, size_t
     (void)detail;
     (void)detail_size;
     const loopback_probe_message *probe = arg;
-    kvt_counter_add(agent, KVT_COUNTER_HEARTBEATS_ANSWERED, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_HEARTBEATS_ANSWERED, 1);
     kvt_agent *prober = kvt_agent_find_live(probe->prober, probe->prober_incarnation);
     if (!prober) return KVT_OK;
-    kvt_agent_try_call_async(prober, take_answer, probe, sizeof *probe);
+    kvt_command_try_call_async(&prober->commands, take_answer, probe, sizeof *probe);
     kvt_agent_release(prober);
     return KVT_OK;
 }
@@ -201,9 +206,9 @@ static void loopback_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id) {
         atomic_store(&conn->failed, true);
         return;
     }
-    loopback_probe_message probe = {.prober_incarnation = agent->incarnation, .peer_id = peer_id};
+    loopback_probe_message probe = {.prober_incarnation = agent->entry.incarnation, .peer_id = peer_id};
     strcpy(probe.prober, agent->name);
-    kvt_agent_try_call_async(target, answer_probe, &probe, sizeof probe);
+    kvt_command_try_call_async(&target->commands, answer_probe, &probe, sizeof probe);
     kvt_agent_release(target);
 }
 
@@ -218,7 +223,7 @@ static bool loopback_progress(kvt_agent *agent) {
 }
 
 static void loopback_sleep(kvt_agent *agent, int timeout_ms) {
-    struct pollfd fd = {.fd = agent->command_fd, .events = POLLIN};
+    struct pollfd fd = {.fd = agent->commands.fd, .events = POLLIN};
     poll(&fd, 1, timeout_ms);
 }
 

@@ -1,6 +1,8 @@
 /* The header a notification travels with between processes: "KVTN", the sender's name length (u16,
  * little-endian), the name. Written by the sender, checked by the receiver before anything is queued. */
-#include "internal.h"
+#include "services/notify_header.h"
+
+#include "services/status.h"
 
 #include <string.h>
 
@@ -17,7 +19,8 @@ size_t kvt_notify_header_write(uint8_t *buffer, const char *sender) {
 
 bool kvt_notify_header_parse(const uint8_t *header, size_t header_length, char sender[KVT_MAX_NAME + 1]) {
     if (header_length < KVT_NOTIFY_HEADER_FIXED) return false;
-    uint32_t magic = (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 | (uint32_t)header[3] << 24;
+    uint32_t magic =
+        (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 | (uint32_t)header[3] << 24;
     uint32_t name_length = (uint32_t)header[4] | (uint32_t)header[5] << 8;
     if (magic != NOTIFY_MAGIC || name_length < 1 || name_length > KVT_MAX_NAME ||
         header_length != KVT_NOTIFY_HEADER_FIXED + name_length)

@@ -1,6 +1,11 @@
 /* Copies the library does itself (UCX regions it maps through shared memory): plain memcpy, or
  * non-temporal stores for batches whose destination will not stay in the cache anyway. */
-#include "internal.h"
+#include "services/copy.h"
+
+#include "services/status.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include <string.h>
 #include <unistd.h>
@@ -114,7 +119,8 @@ void kvt_copy_group(uint8_t *const *destinations, const uint8_t *const *sources,
 #if defined(__x86_64__)
     for (unsigned i = 0; i < count; i++) {
         if (i + 1 < count)
-            for (size_t k = 0; k < AHEAD * LINE && k < length; k += LINE) _mm_prefetch((const char *)sources[i + 1] + k, _MM_HINT_T0);
+            for (size_t k = 0; k < AHEAD * LINE && k < length; k += LINE)
+                _mm_prefetch((const char *)sources[i + 1] + k, _MM_HINT_T0);
         stream_lines(destinations[i], sources[i], length);
     }
 #else

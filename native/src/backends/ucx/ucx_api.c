@@ -1,8 +1,9 @@
 /* Loads UCX for the ucx backend: dlopen of libucp.so.0 and dlsym of every function ucx.c calls, once
  * per process, on the first agent creation with the ucx backend (or kvt_capabilities). */
 #define KVT_UCX_API_LOADER
-#include "internal.h"
-#include "ucx_api.h"
+#include "backends/ucx/ucx_api.h"
+#include "backend.h"
+#include "services/status.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The UCX functions the ucx backend calls, resolved from libucp.so.0 when the backend is first used
  * (ucx_api.c), so that the library itself does not link UCX and its loopback backend runs where UCX is
- * not installed. Included by ucx.c only: each ucp_* / ucs_* name below becomes a call through the table,
+ * not installed. Included through ucx.h by the backend's files only: each ucp_* / ucs_* name below becomes a call through the table,
  * so the calls read as UCX's own. */
 #ifndef KVT_UCX_API_H
 #define KVT_UCX_API_H
@@ -54,7 +54,8 @@ extern kvt_ucx_functions kvt_ucx;
 
 #ifndef KVT_UCX_API_LOADER
 /* ucp_init is an inline function of ucp.h that calls ucp_init_version with the headers' API version. */
-#define ucp_init(params, config, context) kvt_ucx.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, params, config, context)
+#define ucp_init(params, config, context)                                                                              \
+    kvt_ucx.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, params, config, context)
 #define ucp_am_send_nbx kvt_ucx.ucp_am_send_nbx
 #define ucp_cleanup kvt_ucx.ucp_cleanup
 #define ucp_config_modify kvt_ucx.ucp_config_modify

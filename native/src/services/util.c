@@ -1,5 +1,9 @@
 /* Small helpers: clock, CRC-32, randomness and a uint64 → pointer map. */
-#include "internal.h"
+#include "services/util.h"
+
+#include "services/status.h"
+
+#include <pthread.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,9 @@
 /* What backs memory of this process: the mapping /proc/self/maps lists for an address, and the room
  * left in /dev/shm (where UCX's posix segments live). Used to explain refused allocations and to check
  * that a file-backed registration is what it says. */
-#include "internal.h"
+#include "services/mapping.h"
+
+#include "services/status.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -58,8 +60,8 @@ bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uin
     }
     const char *what = m.path[0] != '\0' ? m.path : "anonymous memory";
     if (m.inode != inode || makedev(m.device_major, m.device_minor) != device)
-        snprintf(why, why_size, "0x%llx is a mapping of %s, not of the file open as the fd", (unsigned long long)address,
-                 what);
+        snprintf(why, why_size, "0x%llx is a mapping of %s, not of the file open as the fd",
+                 (unsigned long long)address, what);
     else if (!m.shared)
         snprintf(why, why_size, "the mapping of %s at 0x%llx is private (MAP_PRIVATE), not shared", what,
                  (unsigned long long)address);

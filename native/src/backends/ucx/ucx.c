@@ -1,125 +1,21 @@
 /* The UCX backend. Everything here runs on the agent's progress thread, which alone owns the ucp
  * context and worker (UCS_THREAD_MODE_SINGLE): registration, endpoints, remote keys, gets and puts,
  * active-message notifications and progress. */
-#include "internal.h"
-#include "ucx_api.h"
+#include "backends/ucx/ucx.h"
+
+#include "backend.h"
+#include "file_regions.h"
+#include "heartbeat.h"
+#include "services/copy.h"
+#include "services/mapping.h"
+#include "services/notify_header.h"
+#include "services/status.h"
 
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define KVT_AM_NOTIFY 7u
-#define KVT_AM_PROBE 8u  /* heartbeat probe: u32 peer id + u64 prober incarnation, little-endian */
-#define KVT_AM_ANSWER 9u /* the probe's bytes, sent back */
-#define PROBE_BYTES 12u
-#define OP_WINDOW 256u           /* requests in flight per operation */
-#define OP_WINDOW_BYTES (8u << 20) /* bytes in flight per operation (at least one request) */
-#define ISSUE_BUDGET_BYTES (16u << 20) /* per operation and progress round: shared-memory gets complete
-                                          inside ucp_get_nbx, so this bounds how long one operation keeps
-                                          the thread from commands, cancellation and other operations */
-#define IDLE_PROGRESS_MS 50      /* progress at least this often even when no event arrives */
-#define WARM_SLICE_BYTES (1u << 20) /* of a peer's mapped regions touched per idle progress round (warm_step) */
-#define WARM_STRIDE 4096u           /* one read per (smallest) page */
-/* How long an operation that stops (canceled, or a request failed) waits for its outstanding requests
- * before their endpoint is force-closed: UCX 1.13 does not end get/put requests on ucp_request_cancel,
- * and a stopped or unreachable peer never answers them. */
-#define STOP_GRACE_NS 200000000ull
-#define CLOSE_DRAIN_NS 1000000000ull /* at agent stop: how long force-closes may take to finish */
-/* How long a graceful close (a flush of what the endpoint still carries, e.g. notifications sent without
- * waiting) may take before the endpoint is force-closed: a stopped peer never acknowledges the flush. */
-#define GRACEFUL_CLOSE_NS 1000000000ull
-
-typedef struct ucx_endpoint ucx_endpoint;
-
-/*
- * Two workers per agent. `worker` is the initiator's: this agent's endpoints, gets, puts and
- * notifications sent. `serving` is the one the metadata advertises: readers of this agent's memory
- * connect to it, and its progress answers their software gets and puts (UCX 1.13 copies to and from
- * whatever address such a request names; rma_sw.c checks no remote key) and receives notifications.
- * Deregistering a region that metadata already advertised replaces the serving worker (ucx_fence):
- * destroying it is what stops UCX from answering requests of readers that still hold the old
- * metadata, and the initiator's own connections are untouched by it.
- */
-typedef struct {
-    ucp_worker_h worker;
-    int event_fd; /* -1 when the worker has none: then poll with a short timeout */
-} ucx_worker;
-
-typedef struct {
-    ucp_context_h context;
-    ucp_worker_h worker;
-    int event_fd; /* -1 when the worker has none: then poll with a short timeout */
-    ucx_worker serving; /* .worker NULL when replacing it failed */
-    bool shared_memory; /* UCX_TLS at ucp_init left the shared-memory transports in */
-    uint8_t *address; /* the serving worker's (agent->lock held to change it, as metadata reads it) */
-    uint32_t address_length;
-    uint64_t next_liveness_check_ns;
-    ucx_endpoint *failed; /* endpoints to force-close after progress: UCX reported them failed, or flushed */
-    uint32_t closing;     /* force-closes not yet finished */
-    ucx_endpoint *detached; /* endpoints whose connection is gone, until their closes finish */
-    ucx_endpoint *warming;  /* endpoints whose peer's mapped regions are not all touched yet (warm_step) */
-    bool stopping;          /* the worker is being destroyed */
-} ucx_state;
-
-/* A connection's endpoint. `ep` is NULL once it was closed; `conn` is NULL once the connection was
- * freed (disconnect): the endpoint then lives on while its graceful close (a flush, then a force-close)
- * or a force-close finishes, and is freed by whichever callback ends last. */
-struct ucx_endpoint {
-    ucp_ep_h ep;
-    ucx_state *state;
-    kvt_conn *conn;
-    bool listed;  /* on state->failed */
-    bool closing; /* a force-close is finishing */
-    void *flush;  /* the graceful close's flush request, while outstanding */
-    uint64_t flush_deadline_ns; /* when the flush is given up and the endpoint force-closed */
-    char peer[KVT_MAX_NAME + 1]; /* for the shutdown's detail */
-    bool warming;                /* on state->warming */
-    uint32_t warm_region;        /* the next region of conn->meta to touch, and the offset in it */
-    uint64_t warm_offset;
-    ucx_endpoint *next_failed, *next_detached, *next_warming;
-};
-
-enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY, UCX_REQ_HEARTBEAT };
-
-/* Lives in the space UCX reserves in every request (ucp_params.request_size). */
-typedef struct ucx_request {
-    enum ucx_request_kind kind;
-    kvt_agent *agent;
-    kvt_op *op;       /* NULL for a standalone notification */
-    kvt_conn *conn;
-    uint64_t length;  /* bytes the request moves */
-    uint8_t *buffer;  /* notification header + payload, or heartbeat message, freed on completion */
-    struct ucx_request *prev, *next; /* RMA: the op's outstanding requests (op->requests) */
-} ucx_request;
-
-static ucx_state *state_of(kvt_agent *agent) { return agent->backend_state; }
-
-static ucp_ep_h ep_of(const kvt_conn *conn) {
-    const ucx_endpoint *endpoint = conn->backend;
-    return endpoint ? endpoint->ep : NULL;
-}
-
-static kvt_status map_ucs_status(ucs_status_t status, kvt_conn *conn) {
-    /* Requests of a dead peer's force-closed endpoint end CANCELED: report why. */
-    if (status != UCS_OK && conn && atomic_load(&conn->failed)) return KVT_ERR_REMOTE_DISCONNECT;
-    switch (status) {
-    case UCS_OK:
-        return KVT_OK;
-    case UCS_ERR_CANCELED:
-        return KVT_ERR_CANCELED;
-    case UCS_ERR_CONNECTION_RESET:
-    case UCS_ERR_ENDPOINT_TIMEOUT:
-    case UCS_ERR_UNREACHABLE:
-    case UCS_ERR_REJECTED:
-    case UCS_ERR_NOT_CONNECTED:
-        if (conn) atomic_store(&conn->failed, true);
-        return KVT_ERR_REMOTE_DISCONNECT;
-    default:
-        return KVT_ERR_BACKEND;
-    }
-}
 
 /* ---- notifications received ------------------------------------------------------------------ */
 
@@ -130,28 +26,25 @@ static ucs_status_t on_notification(void *arg, const void *header, size_t header
     bool well_formed = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && length >= 1 &&
                        length <= KVT_MAX_NOTIFICATION && kvt_notify_header_parse(header, header_length, sender);
     if (!well_formed) {
-        kvt_counter_add(agent, KVT_COUNTER_NOTIFICATIONS_DROPPED, 1);
+        kvt_counter_add(&agent->counters, KVT_COUNTER_NOTIFICATIONS_DROPPED, 1);
         return UCS_OK;
     }
-    kvt_agent_deliver_notification(agent, sender, data, (uint32_t)length);
+    kvt_deliver_notification(&agent->delivery, sender, data, (uint32_t)length);
     return UCS_OK;
 }
 
 /* ---- heartbeat -------------------------------------------------------------------------------------- */
 
-static kvt_status track(void *returned, ucx_request setup);
-static void on_request_done(void *request, ucs_status_t status, void *user_data);
-
-/* Sends `message` (PROBE_BYTES, copied) on `ep`; a failure leaves the probe unanswered. */
-static void send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_t *message, uint32_t flags) {
+void ucx_send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_t *message, uint32_t flags) {
     uint8_t *buffer = malloc(PROBE_BYTES);
     if (!buffer) return;
     memcpy(buffer, message, PROBE_BYTES);
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
-                                 .cb = {.send = on_request_done},
+                                 .cb = {.send = ucx_on_request_done},
                                  .flags = UCP_AM_SEND_FLAG_EAGER | flags};
     void *returned = ucp_am_send_nbx(ep, id, NULL, 0, buffer, PROBE_BYTES, &param);
-    if (track(returned, (ucx_request){.kind = UCX_REQ_HEARTBEAT, .agent = agent, .buffer = buffer}) != KVT_IN_PROGRESS)
+    if (ucx_track(returned, (ucx_request){.kind = UCX_REQ_HEARTBEAT, .agent = agent, .buffer = buffer}) !=
+        KVT_IN_PROGRESS)
         free(buffer);
 }
 
@@ -165,8 +58,8 @@ static ucs_status_t on_probe(void *arg, const void *header, size_t header_length
     if (length != PROBE_BYTES || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
         !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
         return UCS_OK;
-    kvt_counter_add(agent, KVT_COUNTER_HEARTBEATS_ANSWERED, 1);
-    send_heartbeat(agent, param->reply_ep, KVT_AM_ANSWER, data, 0);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_HEARTBEATS_ANSWERED, 1);
+    ucx_send_heartbeat(agent, param->reply_ep, KVT_AM_ANSWER, data, 0);
     return UCS_OK;
 }
 
@@ -183,7 +76,7 @@ static ucs_status_t on_answer(void *arg, const void *header, size_t header_lengt
     kvt_agent *agent = arg;
     const uint8_t *message = data;
     if (length != PROBE_BYTES || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        read_le(message + 4, 8) != agent->incarnation)
+        read_le(message + 4, 8) != agent->entry.incarnation)
         return UCS_OK;
     kvt_heartbeat_answered(agent, (uint32_t)read_le(message, 4));
     return UCS_OK;
@@ -464,7 +357,6 @@ static void ucx_fence(kvt_agent *agent) {
     free(old);
 }
 
-
 /* ---- connections ------------------------------------------------------------------------------- */
 
 /* UCX reported the endpoint failed (inside progress): mark it, and force-close it once progress returns. */
@@ -548,7 +440,7 @@ static void close_endpoint(ucx_state *state, ucx_endpoint *endpoint) {
  * reason first). Does not wait. Posts are refused until the peer is loaded again, which connects a new
  * endpoint.
  */
-static void force_close(ucx_state *state, kvt_conn *conn) {
+void ucx_force_close(ucx_state *state, kvt_conn *conn) {
     atomic_store(&conn->failed, true);
     ucx_endpoint *endpoint = conn->backend;
     if (endpoint) close_endpoint(state, endpoint);
@@ -602,7 +494,7 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     /* A probe never answered may still wait in UCX for the peer's endpoint id (UCP_AM_SEND_FLAG_REPLY: across
      * pid namespaces over shared memory it never comes), and a graceful close would wait for it. */
     bool never_answered = atomic_load(&conn->probed) && !atomic_load(&conn->answered);
-    if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || never_answered)) force_close(state, conn);
+    if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || never_answered)) ucx_force_close(state, conn);
     if (endpoint) {
         unlist_warming(state, endpoint); /* the mappings end with the remote keys below */
         endpoint->conn = NULL;
@@ -647,7 +539,7 @@ static bool ucx_closing(kvt_agent *agent, uint64_t deadline_ns, char *forced, si
  * operations in flight are checked against the process identity in their metadata (liveness.c); a
  * peer whose process is gone gets its endpoint force-closed, which ends the outstanding requests.
  */
-static void on_process_gone(kvt_agent *agent, kvt_conn *conn) { force_close(state_of(agent), conn); }
+static void on_process_gone(kvt_agent *agent, kvt_conn *conn) { ucx_force_close(state_of(agent), conn); }
 
 /*
  * Where this process maps the peer's whole region, when a shared-memory transport attached it while
@@ -678,8 +570,8 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
     }
     *endpoint = (ucx_endpoint){.state = state, .conn = conn};
     ucp_ep_params_t params = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .field_mask =
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = (const ucp_address_t *)conn->meta.worker_address,
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = {.cb = on_endpoint_error, .arg = endpoint},
@@ -690,8 +582,7 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
         free(endpoint);
         snprintf(detail, detail_size, "kvt_peer_load: ucp_ep_create to peer '%s' failed: %s", conn->meta.name,
                  ucs_status_string(status));
-        return map_ucs_status(status, NULL) == KVT_ERR_REMOTE_DISCONNECT ? KVT_ERR_REMOTE_DISCONNECT
-                                                                          : KVT_ERR_BACKEND;
+        return ucx_map_status(status, NULL) == KVT_ERR_REMOTE_DISCONNECT ? KVT_ERR_REMOTE_DISCONNECT : KVT_ERR_BACKEND;
     }
     endpoint->ep = ep;
     conn->backend = endpoint;
@@ -719,289 +610,6 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
         state->warming = endpoint;
     }
     return KVT_OK;
-}
-
-/* ---- transfers -------------------------------------------------------------------------------- */
-
-static void on_request_done(void *request, ucs_status_t status, void *user_data) {
-    (void)user_data;
-    ucx_request *r = request;
-    kvt_op *op = r->op;
-    kvt_status mapped = map_ucs_status(status, r->conn);
-    if (r->kind == UCX_REQ_RMA) {
-        if (r->prev)
-            r->prev->next = r->next;
-        else
-            op->requests = r->next;
-        if (r->next) r->next->prev = r->prev;
-        kvt_counter_add(r->agent, KVT_COUNTER_INFLIGHT_REQUESTS, -1);
-        op->outstanding--;
-        op->outstanding_bytes -= r->length;
-        if (mapped == KVT_OK)
-            kvt_op_add_bytes_done(op, r->length);
-        else if (op->error == KVT_OK)
-            op->error = mapped;
-    } else if (r->kind == UCX_REQ_HEARTBEAT) {
-        free(r->buffer); /* a probe or answer that failed is a missed answer, nothing more */
-    } else {
-        free(r->buffer);
-        if (op)
-            kvt_op_notified(r->agent, op, mapped);
-        else
-            kvt_count_result(r->agent, mapped); /* a standalone send failed after it was accepted */
-    }
-    ucp_request_free(request);
-}
-
-static ucp_request_param_t request_param(void) {
-    return (ucp_request_param_t){.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK, .cb = {.send = on_request_done}};
-}
-
-/* Handles what a non-blocking call returned: done now, failed, or a request to track (an operation's
- * get, put or flush joins its outstanding requests). */
-static kvt_status track(void *returned, ucx_request setup) {
-    if (returned == NULL) return KVT_OK;
-    if (UCS_PTR_IS_ERR(returned)) return map_ucs_status(UCS_PTR_STATUS(returned), setup.conn);
-    ucx_request *r = returned;
-    *r = setup;
-    if (setup.kind == UCX_REQ_RMA) {
-        kvt_op *op = setup.op;
-        r->next = op->requests;
-        if (r->next) r->next->prev = r;
-        op->requests = r;
-        op->outstanding++;
-        op->outstanding_bytes += setup.length;
-        kvt_counter_add(setup.agent, KVT_COUNTER_INFLIGHT_REQUESTS, 1);
-    }
-    return KVT_IN_PROGRESS;
-}
-
-/* Where this process copies a peer region's bytes itself: its shared mapping (kvt_mem_alloc banks), or for
- * READs the mapping of its file (file-backed caller memory: a WRITE there could land in memory the owner
- * already reused, which no check after the copy can undo, so WRITEs go through UCX); NULL: through UCX. */
-static uint8_t *direct_view(const kvt_op *op, const kvt_remote_region *remote) {
-    if (remote->mapped) return remote->mapped;
-    return op->direction == KVT_XFER_READ ? remote->file_view : NULL;
-}
-
-/* Where a descriptor's bytes come from and go to through the region's view (READ: from the peer's region
- * into ours; WRITE: the other way). */
-static void direct_ends(const kvt_op *op, const kvt_desc *d, uint8_t *view, const kvt_remote_region *remote,
-                        uint8_t **destination, const uint8_t **source) {
-    uint8_t *far = view + (d->remote_address - remote->address);
-    uint8_t *near = (uint8_t *)(uintptr_t)d->local_address;
-    *destination = op->direction == KVT_XFER_READ ? near : far;
-    *source = op->direction == KVT_XFER_READ ? far : near;
-}
-
-/* Copies (part of) the next descriptor through the region's view (by the time the copier is flushed);
- * returns the bytes. */
-static uint64_t copy_direct(kvt_op *op, kvt_copier *copier, uint8_t *view, const kvt_remote_region *remote,
-                            uint64_t budget) {
-    const kvt_desc *d = &op->descs[op->next];
-    uint64_t n = d->length - op->next_offset;
-    if (n > budget) n = budget;
-    uint8_t *destination;
-    const uint8_t *source;
-    direct_ends(op, d, view, remote, &destination, &source);
-    kvt_copier_add(copier, destination + op->next_offset, source + op->next_offset, n);
-    op->next_offset += n;
-    if (op->next_offset == d->length) {
-        op->next++;
-        op->next_offset = 0;
-    }
-    return n;
-}
-
-/* Issues the next piece (at most KVT_MAX_REQUEST_BYTES) of the next descriptor through UCX and returns
- * its bytes; 0 when it failed (op->error says why). */
-static uint64_t issue_request(kvt_agent *agent, kvt_op *op, uint64_t *completed_now) {
-    kvt_conn *conn = op->conn;
-    const kvt_desc *d = &op->descs[op->next];
-    uint64_t length = d->length - op->next_offset;
-    if (length > KVT_MAX_REQUEST_BYTES) length = KVT_MAX_REQUEST_BYTES;
-    ucp_request_param_t param = request_param();
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-    param.memh = op->locals[d->local_slot]->backend;
-    ucp_rkey_h rkey = conn->meta.regions[d->remote_slot].backend;
-    void *local = (void *)(uintptr_t)(d->local_address + op->next_offset);
-    uint64_t remote = d->remote_address + op->next_offset;
-    void *returned = op->direction == KVT_XFER_READ ? ucp_get_nbx(ep_of(conn), local, length, remote, rkey, &param)
-                                                    : ucp_put_nbx(ep_of(conn), local, length, remote, rkey, &param);
-    kvt_counter_add(agent, KVT_COUNTER_REQUESTS_ISSUED, 1);
-    kvt_status status =
-        track(returned, (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn, .length = length});
-    if (status == KVT_OK) *completed_now += length;
-    if (status != KVT_OK && status != KVT_IN_PROGRESS) {
-        op->error = status;
-        return 0;
-    }
-    op->next_offset += length;
-    if (op->next_offset == d->length) {
-        op->next++;
-        op->next_offset = 0;
-    }
-    return length;
-}
-
-/*
- * An operation that stops (canceled, or a request failed) with requests outstanding: asks UCX to
- * cancel them, and force-closes the endpoint when some are still outstanding STOP_GRACE_NS later,
- * which ends them. The operation becomes terminal once none is outstanding, so its memory is then
- * quiescent and may be deregistered.
- */
-static void stop_outstanding(kvt_agent *agent, kvt_op *op) {
-    ucx_state *state = state_of(agent);
-    uint64_t now = kvt_now_ns();
-    if (op->stop_deadline_ns == 0) {
-        op->stop_deadline_ns = now + STOP_GRACE_NS;
-        for (ucx_request *r = op->requests, *next; r; r = next) {
-            next = r->next;
-            ucp_request_cancel(state->worker, r);
-        }
-    } else if (now >= op->stop_deadline_ns) {
-        force_close(state, op->conn);
-    }
-}
-
-#define FILE_READS_PER_CHECK 8u
-
-/* The file-backed regions copied from since their slots were last checked. */
-typedef struct {
-    const kvt_remote_region *regions[FILE_READS_PER_CHECK];
-    unsigned count;
-} file_reads;
-
-/* Finishes the copies, then whether the owner withdrew none of the regions read since the last check. */
-static bool file_reads_check(kvt_agent *agent, const kvt_op *op, kvt_copier *copier, file_reads *reads) {
-    kvt_copier_flush(copier);
-    bool live = reads->count == 0 || kvt_file_reads_live(agent, op->conn, reads->regions, reads->count);
-    reads->count = 0;
-    return live;
-}
-
-/* Notes that `remote` is about to be copied from (checking the ones before when the list is full); false
- * when that check failed. */
-static bool file_reads_note(kvt_agent *agent, const kvt_op *op, kvt_copier *copier, file_reads *reads,
-                            const kvt_remote_region *remote) {
-    for (unsigned i = 0; i < reads->count; i++)
-        if (reads->regions[i] == remote) return true;
-    if (reads->count == FILE_READS_PER_CHECK && !file_reads_check(agent, op, copier, reads)) return false;
-    reads->regions[reads->count++] = remote;
-    return true;
-}
-
-static void ucx_advance(kvt_agent *agent, kvt_op *op) {
-    kvt_conn *conn = op->conn;
-    if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
-    if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
-    if (op->error != KVT_OK && op->outstanding > 0) {
-        stop_outstanding(agent, op);
-        return;
-    }
-    uint64_t issued = 0, completed_now = 0;
-    kvt_copier copier = {.streaming = op->streaming};
-    bool copied = false, live = true;
-    file_reads reads = {.count = 0};
-    uint64_t file_bytes = 0;
-    uint64_t issue_limit = atomic_load_explicit(&agent->issue_limit, memory_order_relaxed);
-    while (op->error == KVT_OK && kvt_op_more(op) && issued < ISSUE_BUDGET_BYTES && op->bytes_issued < issue_limit &&
-           !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
-        const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
-        uint8_t *view = direct_view(op, remote);
-        if (view) {
-            bool file = view == remote->file_view;
-            if (file && !file_reads_note(agent, op, &copier, &reads, remote)) {
-                live = false;
-                break;
-            }
-            uint64_t n = copy_direct(op, &copier, view, remote, ISSUE_BUDGET_BYTES - issued);
-            if (file) file_bytes += n;
-            completed_now += n;
-            issued += n;
-            op->bytes_issued += n;
-            copied = true;
-            continue;
-        }
-        if (op->outstanding >= OP_WINDOW || (op->outstanding > 0 && op->outstanding_bytes >= OP_WINDOW_BYTES)) break;
-        uint64_t length = issue_request(agent, op, &completed_now);
-        if (length == 0) break;
-        issued += length;
-        op->bytes_issued += length;
-    }
-    /* Bytes read out of a region its owner withdrew meanwhile may be ones it rewrote: none counts as read. */
-    if (!file_reads_check(agent, op, &copier, &reads)) live = false;
-    if (copied) kvt_copy_fence();
-    if (live) {
-        kvt_op_add_bytes_done(op, completed_now);
-        if (file_bytes) kvt_counter_add(agent, KVT_COUNTER_FILE_READ_BYTES, (int64_t)file_bytes);
-    } else if (op->error == KVT_OK) {
-        op->error = KVT_ERR_NOT_FOUND; /* the peer withdrew a region read: reload it */
-    }
-    if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
-    if (op->error != KVT_OK && op->outstanding > 0) stop_outstanding(agent, op);
-    if (op->outstanding > 0 || (op->error == KVT_OK && kvt_op_more(op))) return;
-    if (op->error == KVT_OK && op->direction == KVT_XFER_WRITE && !op->flushed) {
-        /* A put completes locally before it lands; the flush confirms remote completion. */
-        op->flushed = true;
-        ucp_request_param_t param = request_param();
-        kvt_status status = track(ucp_ep_flush_nbx(ep_of(conn), &param),
-                                  (ucx_request){.kind = UCX_REQ_RMA, .agent = agent, .op = op, .conn = conn});
-        if (status == KVT_IN_PROGRESS) return;
-        if (status != KVT_OK) op->error = status;
-    }
-    /* Fail closed: bytes read from a peer that died meanwhile are not trusted. */
-    if (op->error == KVT_OK && !atomic_load(&conn->failed) && kvt_conn_process_gone(conn))
-        force_close(state_of(agent), conn);
-    if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
-    op->phase = KVT_PHASE_MOVED;
-}
-
-static kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length) {
-    if (atomic_load(&conn->failed) || !ep_of(conn)) return KVT_ERR_REMOTE_DISCONNECT;
-    uint8_t *buffer = malloc(KVT_NOTIFY_HEADER_FIXED + strlen(agent->name) + length);
-    if (!buffer) return KVT_ERR_NO_MEMORY;
-    size_t header_length = kvt_notify_header_write(buffer, agent->name);
-    memcpy(buffer + header_length, data, length);
-    ucp_request_param_t param = request_param();
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_AM_SEND_FLAG_EAGER;
-    void *returned =
-        ucp_am_send_nbx(ep_of(conn), KVT_AM_NOTIFY, buffer, header_length, buffer + header_length, length, &param);
-    kvt_status status = track(
-        returned, (ucx_request){.kind = UCX_REQ_NOTIFY, .agent = agent, .op = op, .conn = conn, .buffer = buffer});
-    if (status != KVT_IN_PROGRESS) free(buffer);
-    if (status == KVT_IN_PROGRESS && !op) return KVT_OK; /* handed to UCX; it frees the buffer when done */
-    return status;
-}
-
-static void ucx_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id) {
-    if (atomic_load(&conn->failed) || !ep_of(conn)) return;
-    uint8_t message[PROBE_BYTES];
-    for (unsigned i = 0; i < 4; i++) message[i] = (uint8_t)(peer_id >> (8 * i));
-    for (unsigned i = 0; i < 8; i++) message[4 + i] = (uint8_t)(agent->incarnation >> (8 * i));
-    send_heartbeat(agent, ep_of(conn), KVT_AM_PROBE, message, UCP_AM_SEND_FLAG_REPLY);
-}
-
-static void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
-    (void)agent;
-    if (ep_of(conn)) {
-        const ucx_endpoint *endpoint = conn->backend;
-        ucp_ep_print_info(ep_of(conn), out);
-        for (uint32_t i = 0; i < conn->meta.region_count; i++) {
-            bool touched = !endpoint->warming || i < endpoint->warm_region;
-            const kvt_remote_region *region = &conn->meta.regions[i];
-            fprintf(out, "kvreuse: region %u of '%s': %s%s\n", region->id, conn->meta.name,
-                    region->mapped      ? "mapped through shared memory, copied directly (no UCX request)"
-                    : region->file_view ? "its file mapped, READs copied directly and checked against the owner's "
-                                          "liveness table; WRITEs through UCX"
-                                        : "gets and puts through UCX",
-                    !region->mapped && !region->file_view ? ""
-                    : touched                             ? "; every page touched once (warm)"
-                                                          : "; pages not all touched yet (the idle warm-up continues)");
-        }
-    } else
-        fprintf(out, "ucx: the endpoint to '%s' is closed (the peer disconnected)\n", conn->meta.name);
 }
 
 /* ---- progress and sleep ----------------------------------------------------------------------- */
@@ -1059,7 +667,7 @@ static void ucx_sleep(kvt_agent *agent, int timeout_ms) {
     bool evented = state->event_fd >= 0 && (!serving || state->serving.event_fd >= 0);
     int cap = evented ? IDLE_PROGRESS_MS : 1;
     int timeout = (timeout_ms < 0 || timeout_ms > cap) ? cap : timeout_ms;
-    struct pollfd fds[3] = {{.fd = agent->command_fd, .events = POLLIN}};
+    struct pollfd fds[3] = {{.fd = agent->commands.fd, .events = POLLIN}};
     nfds_t count = 1;
     if (evented) {
         if (ucp_worker_arm(state->worker) == UCS_ERR_BUSY) return; /* events pending */

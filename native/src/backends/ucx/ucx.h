@@ -1,0 +1,117 @@
+/* The UCX backend's state, shared by its files: ucx.c (start, memory, connections, progress) and
+ * ucx_transfer.c (requests: gets, puts, notifications and heartbeat messages). */
+#ifndef KVT_UCX_H
+#define KVT_UCX_H
+
+#include "agent.h"
+#include "backends/ucx/ucx_api.h"
+
+#define KVT_AM_NOTIFY 7u
+#define KVT_AM_PROBE 8u  /* heartbeat probe: u32 peer id + u64 prober incarnation, little-endian */
+#define KVT_AM_ANSWER 9u /* the probe's bytes, sent back */
+#define PROBE_BYTES 12u
+#define OP_WINDOW 256u             /* requests in flight per operation */
+#define OP_WINDOW_BYTES (8u << 20) /* bytes in flight per operation (at least one request) */
+/* Per operation and progress round: shared-memory gets complete inside ucp_get_nbx, so this bounds how
+ * long one operation keeps the thread from commands, cancellation and other operations. */
+#define ISSUE_BUDGET_BYTES (16u << 20)
+#define IDLE_PROGRESS_MS 50         /* progress at least this often even when no event arrives */
+#define WARM_SLICE_BYTES (1u << 20) /* of a peer's mapped regions touched per idle progress round (warm_step) */
+#define WARM_STRIDE 4096u           /* one read per (smallest) page */
+/* How long an operation that stops (canceled, or a request failed) waits for its outstanding requests
+ * before their endpoint is force-closed: UCX 1.13 does not end get/put requests on ucp_request_cancel,
+ * and a stopped or unreachable peer never answers them. */
+#define STOP_GRACE_NS 200000000ull
+#define CLOSE_DRAIN_NS 1000000000ull /* at agent stop: how long force-closes may take to finish */
+/* How long a graceful close (a flush of what the endpoint still carries, e.g. notifications sent without
+ * waiting) may take before the endpoint is force-closed: a stopped peer never acknowledges the flush. */
+#define GRACEFUL_CLOSE_NS 1000000000ull
+
+typedef struct ucx_endpoint ucx_endpoint;
+
+/*
+ * Two workers per agent. `worker` is the initiator's: this agent's endpoints, gets, puts and
+ * notifications sent. `serving` is the one the metadata advertises: readers of this agent's memory
+ * connect to it, and its progress answers their software gets and puts (UCX 1.13 copies to and from
+ * whatever address such a request names; rma_sw.c checks no remote key) and receives notifications.
+ * Deregistering a region that metadata already advertised replaces the serving worker (ucx_fence):
+ * destroying it is what stops UCX from answering requests of readers that still hold the old
+ * metadata, and the initiator's own connections are untouched by it.
+ */
+typedef struct {
+    ucp_worker_h worker;
+    int event_fd; /* -1 when the worker has none: then poll with a short timeout */
+} ucx_worker;
+
+typedef struct {
+    ucp_context_h context;
+    ucp_worker_h worker;
+    int event_fd;       /* -1 when the worker has none: then poll with a short timeout */
+    ucx_worker serving; /* .worker NULL when replacing it failed */
+    bool shared_memory; /* UCX_TLS at ucp_init left the shared-memory transports in */
+    uint8_t *address;   /* the serving worker's (agent->lock held to change it, as metadata reads it) */
+    uint32_t address_length;
+    uint64_t next_liveness_check_ns;
+    ucx_endpoint *failed;   /* endpoints to force-close after progress: UCX reported them failed, or flushed */
+    uint32_t closing;       /* force-closes not yet finished */
+    ucx_endpoint *detached; /* endpoints whose connection is gone, until their closes finish */
+    ucx_endpoint *warming;  /* endpoints whose peer's mapped regions are not all touched yet (warm_step) */
+    bool stopping;          /* the worker is being destroyed */
+} ucx_state;
+
+/* A connection's endpoint. `ep` is NULL once it was closed; `conn` is NULL once the connection was
+ * freed (disconnect): the endpoint then lives on while its graceful close (a flush, then a force-close)
+ * or a force-close finishes, and is freed by whichever callback ends last. */
+struct ucx_endpoint {
+    ucp_ep_h ep;
+    ucx_state *state;
+    kvt_conn *conn;
+    bool listed;                 /* on state->failed */
+    bool closing;                /* a force-close is finishing */
+    void *flush;                 /* the graceful close's flush request, while outstanding */
+    uint64_t flush_deadline_ns;  /* when the flush is given up and the endpoint force-closed */
+    char peer[KVT_MAX_NAME + 1]; /* for the shutdown's detail */
+    bool warming;                /* on state->warming */
+    uint32_t warm_region;        /* the next region of conn->meta to touch, and the offset in it */
+    uint64_t warm_offset;
+    ucx_endpoint *next_failed, *next_detached, *next_warming;
+};
+
+enum ucx_request_kind { UCX_REQ_RMA, UCX_REQ_NOTIFY, UCX_REQ_HEARTBEAT };
+
+/* Lives in the space UCX reserves in every request (ucp_params.request_size). */
+typedef struct ucx_request {
+    enum ucx_request_kind kind;
+    kvt_agent *agent;
+    kvt_op *op; /* NULL for a standalone notification */
+    kvt_conn *conn;
+    uint64_t length;                 /* bytes the request moves */
+    uint8_t *buffer;                 /* notification header + payload, or heartbeat message, freed on completion */
+    struct ucx_request *prev, *next; /* RMA: the op's outstanding requests (op->requests) */
+} ucx_request;
+
+static inline ucx_state *state_of(kvt_agent *agent) { return agent->backend_state; }
+
+static inline ucp_ep_h ep_of(const kvt_conn *conn) {
+    const ucx_endpoint *endpoint = conn->backend;
+    return endpoint ? endpoint->ep : NULL;
+}
+
+/* The kvt_status of a request's UCS status, marking the connection failed when the peer is gone. */
+kvt_status ucx_map_status(ucs_status_t status, kvt_conn *conn);
+/* Force-closes the connection's endpoint after this round of progress (its requests end). */
+void ucx_force_close(ucx_state *state, kvt_conn *conn);
+/* Tracks a request UCX returned (a pointer, an error, or NULL: done at once) with its setup. */
+kvt_status ucx_track(void *returned, ucx_request setup);
+/* The parameters of every request: its callback, and its space (ucx_request) as user data. */
+ucp_request_param_t ucx_request_param(void);
+void ucx_on_request_done(void *request, ucs_status_t status, void *user_data);
+
+void ucx_advance(kvt_agent *agent, kvt_op *op);
+kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length);
+void ucx_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id);
+void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out);
+/* Sends `message` (PROBE_BYTES, copied) on `ep`; a failure leaves the probe unanswered. */
+void ucx_send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_t *message, uint32_t flags);
+
+#endif

@@ -1,0 +1,42 @@
+/* File-backed regions: the owner's liveness table and readers' direct mappings (file_regions.c). */
+#ifndef KVT_FILE_REGIONS_H
+#define KVT_FILE_REGIONS_H
+
+#include "kvreuse_transport.h"
+
+#include "memory.h"
+#include "peer.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct kvt_agent kvt_agent;
+
+/* The owner's liveness table: a sealed memfd of a header (magic, incarnation) and one 8-byte slot per live
+ * file-backed region, holding the region's id while it is registered and 0 once it was withdrawn. */
+typedef struct kvt_liveness_table kvt_liveness_table;
+/* Creates the agent's table unless it has one (config_lock held); BACKEND naming the failing call. */
+kvt_status kvt_liveness_table_ensure(kvt_agent *agent);
+/* Its fd number, or KVT_NO_FILE_FD when the agent has no table (agent->lock held). */
+uint32_t kvt_liveness_table_fd(const kvt_agent *agent);
+void kvt_liveness_table_free(kvt_agent *agent);
+/* Marks `region` (its id assigned) live in a free slot / withdrawn (agent->lock held). */
+void kvt_liveness_mark_live_locked(kvt_agent *agent, kvt_region *region);
+void kvt_liveness_mark_withdrawn_locked(kvt_agent *agent, const kvt_region *region);
+/* Checks `fd` and `file_offset` against the range and duplicates the fd into region->file_fd. */
+kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file_offset);
+
+/* (P) Maps the peer's file-backed regions for READs when its process is on this host, in this pid
+ * namespace and this process may open its fds (/proc/<pid>/fd); regions it cannot map stay on UCX. */
+void kvt_file_regions_map(kvt_conn *conn);
+void kvt_file_regions_unmap(kvt_conn *conn);
+/* (P) After copies out of file-backed regions of `conn`: a full fence, then whether each region's slot still
+ * holds its id — the owner withdrew none of them before every byte copied was read. */
+bool kvt_file_reads_live(kvt_agent *agent, const kvt_conn *conn, const kvt_remote_region *const *regions,
+                         unsigned count);
+/* Test hook: a held agent's progress thread waits between the copies and that check. */
+kvt_status kvt_test_hold_file_check(uint32_t agent_id, bool hold);
+/* Test hook: whether the progress thread is waiting there. */
+kvt_status kvt_test_file_check_waiting(uint32_t agent_id, bool *out_waiting);
+
+#endif

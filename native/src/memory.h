@@ -1,0 +1,36 @@
+/* Allocations and registered regions (memory.c). */
+#ifndef KVT_MEMORY_H
+#define KVT_MEMORY_H
+
+#include "kvreuse_transport.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct kvt_agent kvt_agent;
+
+typedef struct kvt_allocation {
+    uint64_t address, length;
+    void *backend; /* UCX: ucp_mem_h of the UCP_MEM_MAP_ALLOCATE mapping */
+    bool locked;
+    bool populating; /* kvt_mem_alloc_begin: its pages are being backed on the progress thread */
+} kvt_allocation;
+
+typedef struct kvt_region {
+    uint32_t id, kind, device;
+    uint64_t address, length;
+    uint32_t busy;         /* references from non-terminal operations */
+    void *backend;         /* UCX: ucp_mem_h */
+    bool backend_borrowed; /* the handle belongs to an allocation */
+    uint8_t *rkey;         /* packed remote key (may be empty) */
+    uint32_t rkey_length;
+    int file_fd; /* kvt_mem_register_fd: the library's duplicate of the file's fd, else -1 */
+    uint64_t file_offset;
+    uint32_t liveness_slot; /* its slot in the agent's liveness table (file-backed regions) */
+} kvt_region;
+
+/* Frees the memory jobs whose outcome nobody asked for (destroy, after the progress thread ended). */
+void kvt_mem_jobs_free(kvt_agent *agent);
+
+#endif

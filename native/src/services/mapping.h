@@ -1,0 +1,22 @@
+/* What backs an address in this process (mapping.c). */
+#ifndef KVT_MAPPING_H
+#define KVT_MAPPING_H
+
+#include "kvreuse_transport.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What backs `address` as /proc/self/maps names it ("/dev/shm/ucx_shm_posix_… (deleted)" for UCX's posix
+ * segments, "/SYSV00000000 (deleted)" for SysV shared memory, "anonymous memory"), and whether the mapping
+ * is shared with other processes. False (and "no mapping") when nothing is mapped there. */
+bool kvt_mapping_describe(uint64_t address, char *out, size_t size, bool *out_shared);
+/* Whether [address, +length) lies in one shared mapping of the file (device, inode) at `file_offset`; else
+ * false with why not in `why`. */
+bool kvt_mapping_of_file(uint64_t address, uint64_t length, uint64_t device, uint64_t inode, uint64_t file_offset,
+                         char *why, size_t why_size);
+/* Bytes free in /dev/shm (0 when it cannot be asked). */
+uint64_t kvt_shm_free_bytes(void);
+
+#endif
