@@ -3,7 +3,9 @@
 #ifndef KVREUSE_TRANSPORT_FAULTS_H
 #define KVREUSE_TRANSPORT_FAULTS_H
 
-#include "kvreuse_transport.h"
+#ifndef KVREUSE_TRANSPORT_H
+#error "kvreuse_transport_faults.h is part of kvreuse_transport.h: include that header"
+#endif
 
 #ifdef __cplusplus
 extern "C" {
