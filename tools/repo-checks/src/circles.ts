@@ -174,16 +174,16 @@ export function checkImportCircles(repoRoot: string): Circle[] {
 
 // --- C: the includes of project headers, and the calls between the files of the library -------------
 
+/** The C files under each folder of native/, subfolders included (services/, backends/<name>/). */
 function cFiles(repoRoot: string, folders: string[]): string[] {
-  return folders.flatMap((folder) => {
+  const under = (folder: string): string[] => {
     const path = join(repoRoot, 'native', folder);
-    return existsSync(path)
-      ? readdirSync(path)
-          .filter((name) => /\.[ch]$/.test(name))
-          .sort()
-          .map((name) => `${folder}/${name}`)
-      : [];
-  });
+    if (!existsSync(path)) return [];
+    return readdirSync(path, { withFileTypes: true })
+      .sort((a, b) => a.name.localeCompare(b.name))
+      .flatMap((entry) => (entry.isDirectory() ? under(`${folder}/${entry.name}`) : /\.[ch]$/.test(entry.name) ? [`${folder}/${entry.name}`] : []));
+  };
+  return folders.flatMap(under);
 }
 
 /**

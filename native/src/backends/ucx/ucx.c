@@ -35,19 +35,6 @@ static ucs_status_t on_notification(void *arg, const void *header, size_t header
 
 /* ---- heartbeat -------------------------------------------------------------------------------------- */
 
-void ucx_send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_t *message, uint32_t flags) {
-    uint8_t *buffer = malloc(PROBE_BYTES);
-    if (!buffer) return;
-    memcpy(buffer, message, PROBE_BYTES);
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
-                                 .cb = {.send = ucx_on_request_done},
-                                 .flags = UCP_AM_SEND_FLAG_EAGER | flags};
-    void *returned = ucp_am_send_nbx(ep, id, NULL, 0, buffer, PROBE_BYTES, &param);
-    if (ucx_track(returned, (ucx_request){.kind = UCX_REQ_HEARTBEAT, .agent = agent, .buffer = buffer}) !=
-        KVT_IN_PROGRESS)
-        free(buffer);
-}
-
 /* A peer probes this agent: the answer goes back on the endpoint the probe came through. That this runs
  * at all is the answer's meaning: this agent's progress thread is alive. */
 static ucs_status_t on_probe(void *arg, const void *header, size_t header_length, void *data, size_t length,
@@ -359,130 +346,6 @@ static void ucx_fence(kvt_agent *agent) {
 
 /* ---- connections ------------------------------------------------------------------------------- */
 
-/* UCX reported the endpoint failed (inside progress): mark it, and force-close it once progress returns. */
-static void on_endpoint_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
-    (void)ep;
-    (void)status;
-    ucx_endpoint *endpoint = arg;
-    if (!endpoint->ep) return; /* closed already */
-    if (endpoint->conn) atomic_store(&endpoint->conn->failed, true);
-    if (endpoint->listed) return;
-    endpoint->listed = true;
-    endpoint->next_failed = endpoint->state->failed;
-    endpoint->state->failed = endpoint;
-}
-
-static void unlist_failed(ucx_state *state, ucx_endpoint *endpoint) {
-    if (!endpoint->listed) return;
-    for (ucx_endpoint **link = &state->failed; *link; link = &(*link)->next_failed) {
-        if (*link == endpoint) {
-            *link = endpoint->next_failed;
-            break;
-        }
-    }
-    endpoint->listed = false;
-}
-
-static void unlist_detached(ucx_state *state, ucx_endpoint *endpoint) {
-    for (ucx_endpoint **link = &state->detached; *link; link = &(*link)->next_detached) {
-        if (*link == endpoint) {
-            *link = endpoint->next_detached;
-            return;
-        }
-    }
-}
-
-/* Frees a detached endpoint once nothing of UCX refers to it any more. */
-static void unlist_warming(ucx_state *state, ucx_endpoint *endpoint) {
-    if (!endpoint->warming) return;
-    ucx_endpoint **link = &state->warming;
-    while (*link != endpoint) link = &(*link)->next_warming;
-    *link = endpoint->next_warming;
-    endpoint->warming = false;
-}
-
-static void free_if_finished(ucx_endpoint *endpoint) {
-    if (endpoint->conn || endpoint->ep || endpoint->closing || endpoint->flush || endpoint->state->stopping) return;
-    unlist_detached(endpoint->state, endpoint);
-    free(endpoint);
-}
-
-static void on_close_done(void *request, ucs_status_t status, void *user_data) {
-    (void)status;
-    ucx_endpoint *endpoint = user_data;
-    endpoint->state->closing--;
-    endpoint->closing = false;
-    ucp_request_free(request);
-    free_if_finished(endpoint);
-}
-
-/* Force-closes the endpoint (which ends its outstanding requests) without waiting: the close finishes in
- * later progress. */
-static void close_endpoint(ucx_state *state, ucx_endpoint *endpoint) {
-    unlist_failed(state, endpoint);
-    if (!endpoint->ep) return;
-    ucp_request_param_t param = {.op_attr_mask =
-                                     UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                                 .flags = UCP_EP_CLOSE_FLAG_FORCE,
-                                 .cb = {.send = on_close_done},
-                                 .user_data = endpoint};
-    void *request = ucp_ep_close_nbx(endpoint->ep, &param);
-    endpoint->ep = NULL;
-    if (request != NULL && !UCS_PTR_IS_ERR(request)) {
-        endpoint->closing = true;
-        state->closing++;
-    }
-}
-
-/*
- * Marks the connection failed and force-closes its endpoint, which ends its outstanding requests
- * (UCS_ERR_CANCELED: the operations end KVT_ERR_REMOTE_DISCONNECT, unless they stopped for another
- * reason first). Does not wait. Posts are refused until the peer is loaded again, which connects a new
- * endpoint.
- */
-void ucx_force_close(ucx_state *state, kvt_conn *conn) {
-    atomic_store(&conn->failed, true);
-    ucx_endpoint *endpoint = conn->backend;
-    if (endpoint) close_endpoint(state, endpoint);
-}
-
-static void close_failed_endpoints(ucx_state *state) {
-    while (state->failed) close_endpoint(state, state->failed);
-}
-
-/* The graceful close's flush ended: force-close the endpoint after progress (not inside UCX's callback).
- * A flush ended by the force-close itself (the deadline passed) has nothing left to do. */
-static void on_flush_done(void *request, ucs_status_t status, void *user_data) {
-    (void)status;
-    ucx_endpoint *endpoint = user_data;
-    endpoint->flush = NULL;
-    ucp_request_free(request);
-    if (endpoint->ep && !endpoint->listed) {
-        endpoint->listed = true;
-        endpoint->next_failed = endpoint->state->failed;
-        endpoint->state->failed = endpoint;
-    }
-    free_if_finished(endpoint);
-}
-
-/* Force-closes every detached endpoint whose flush is still outstanding at `now_ns` past its deadline
- * (all of them with UINT64_MAX); appends their peers' names to `forced` when it is not NULL. Returns how
- * many it force-closed. */
-static uint32_t close_overdue_endpoints(ucx_state *state, uint64_t now_ns, char *forced, size_t forced_size) {
-    uint32_t count = 0;
-    for (ucx_endpoint *endpoint = state->detached, *next; endpoint; endpoint = next) {
-        next = endpoint->next_detached;
-        if (!endpoint->ep || !endpoint->flush || now_ns < endpoint->flush_deadline_ns) continue;
-        if (forced) {
-            size_t used = strlen(forced);
-            snprintf(forced + used, forced_size - used, "%s'%s'", count ? ", " : "", endpoint->peer);
-        }
-        count++;
-        close_endpoint(state, endpoint);
-    }
-    return count;
-}
-
 /*
  * Closes the connection's endpoint without waiting: a failed one is force-closed; a live one first
  * flushes what it still carries (e.g. notifications sent without waiting) and is force-closed when the
@@ -496,24 +359,24 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     bool never_answered = atomic_load(&conn->probed) && !atomic_load(&conn->answered);
     if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || never_answered)) ucx_force_close(state, conn);
     if (endpoint) {
-        unlist_warming(state, endpoint); /* the mappings end with the remote keys below */
+        ucx_unlist_warming(state, endpoint); /* the mappings end with the remote keys below */
         endpoint->conn = NULL;
         snprintf(endpoint->peer, sizeof endpoint->peer, "%s", conn->meta.name);
         endpoint->next_detached = state->detached;
         state->detached = endpoint;
         if (endpoint->ep) {
             ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                                         .cb = {.send = on_flush_done},
+                                         .cb = {.send = ucx_on_flush_done},
                                          .user_data = endpoint};
             void *request = ucp_ep_flush_nbx(endpoint->ep, &param);
             if (request != NULL && !UCS_PTR_IS_ERR(request)) {
                 endpoint->flush = request;
                 endpoint->flush_deadline_ns = kvt_now_ns() + GRACEFUL_CLOSE_NS;
             } else {
-                close_endpoint(state, endpoint);
+                ucx_close_endpoint(state, endpoint);
             }
         }
-        free_if_finished(endpoint);
+        ucx_free_if_finished(endpoint);
     }
     conn->backend = NULL;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
@@ -529,7 +392,7 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
 static bool ucx_closing(kvt_agent *agent, uint64_t deadline_ns, char *forced, size_t forced_size) {
     ucx_state *state = state_of(agent);
     if (kvt_now_ns() < deadline_ns) return state->detached != NULL;
-    close_overdue_endpoints(state, UINT64_MAX, forced, forced_size);
+    ucx_close_overdue_endpoints(state, UINT64_MAX, forced, forced_size);
     return false; /* ucx_stop gives the force-closes CLOSE_DRAIN_NS to finish */
 }
 
@@ -574,7 +437,7 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
             UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = (const ucp_address_t *)conn->meta.worker_address,
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = on_endpoint_error, .arg = endpoint},
+        .err_handler = {.cb = ucx_on_endpoint_error, .arg = endpoint},
     };
     ucp_ep_h ep;
     ucs_status_t status = ucp_ep_create(state->worker, &params, &ep);
@@ -641,7 +504,7 @@ static bool warm_step(ucx_state *state) {
             endpoint->warm_offset = 0;
         }
     }
-    if (endpoint->warm_region == conn->meta.region_count) unlist_warming(state, endpoint);
+    if (endpoint->warm_region == conn->meta.region_count) ucx_unlist_warming(state, endpoint);
     return true;
 }
 
@@ -652,8 +515,8 @@ static bool ucx_progress(kvt_agent *agent) {
     for (int round = 0; round < 64 && ucp_worker_progress(worker) != 0; round++) worked = true;
     if (state->serving.worker && !atomic_load_explicit(&agent->serving_held, memory_order_relaxed))
         for (int round = 0; round < 64 && ucp_worker_progress(state->serving.worker) != 0; round++) worked = true;
-    close_failed_endpoints(state);
-    if (state->detached) close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
+    ucx_close_failed_endpoints(state);
+    if (state->detached) ucx_close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
     if (agent->active)
         kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);
     else

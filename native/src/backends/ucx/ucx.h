@@ -1,5 +1,6 @@
-/* The UCX backend's state, shared by its files: ucx.c (start, memory, connections, progress) and
- * ucx_transfer.c (requests: gets, puts, notifications and heartbeat messages). */
+/* The UCX backend's state, shared by its files: ucx.c (start, memory, connections, progress),
+ * ucx_transfer.c (requests: gets, puts, notifications and heartbeat messages) and ucx_endpoint.c (how
+ * endpoints fail, close and are freed). */
 #ifndef KVT_UCX_H
 #define KVT_UCX_H
 
@@ -99,8 +100,6 @@ static inline ucp_ep_h ep_of(const kvt_conn *conn) {
 
 /* The kvt_status of a request's UCS status, marking the connection failed when the peer is gone. */
 kvt_status ucx_map_status(ucs_status_t status, kvt_conn *conn);
-/* Force-closes the connection's endpoint after this round of progress (its requests end). */
-void ucx_force_close(ucx_state *state, kvt_conn *conn);
 /* Tracks a request UCX returned (a pointer, an error, or NULL: done at once) with its setup. */
 kvt_status ucx_track(void *returned, ucx_request setup);
 /* The parameters of every request: its callback, and its space (ucx_request) as user data. */
@@ -113,5 +112,19 @@ void ucx_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id);
 void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out);
 /* Sends `message` (PROBE_BYTES, copied) on `ep`; a failure leaves the probe unanswered. */
 void ucx_send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_t *message, uint32_t flags);
+
+/* Endpoints (ucx_endpoint.c). */
+/* Force-closes the connection's endpoint after this round of progress (its requests end). */
+void ucx_force_close(ucx_state *state, kvt_conn *conn);
+/* Force-closes the endpoint (which ends its outstanding requests) without waiting. */
+void ucx_close_endpoint(ucx_state *state, ucx_endpoint *endpoint);
+void ucx_close_failed_endpoints(ucx_state *state);
+/* Force-closes the detached endpoints whose flush is overdue at `now_ns`; names their peers in `forced`. */
+uint32_t ucx_close_overdue_endpoints(ucx_state *state, uint64_t now_ns, char *forced, size_t forced_size);
+void ucx_unlist_warming(ucx_state *state, ucx_endpoint *endpoint);
+void ucx_free_if_finished(ucx_endpoint *endpoint);
+/* UCX's callbacks: an endpoint failed (inside progress); a graceful close's flush ended. */
+void ucx_on_endpoint_error(void *arg, ucp_ep_h ep, ucs_status_t status);
+void ucx_on_flush_done(void *request, ucs_status_t status, void *user_data);
 
 #endif

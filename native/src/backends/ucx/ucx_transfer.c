@@ -312,3 +312,18 @@ void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
     } else
         fprintf(out, "ucx: the endpoint to '%s' is closed (the peer disconnected)\n", conn->meta.name);
 }
+
+/* ---- heartbeat -------------------------------------------------------------------------------------- */
+
+void ucx_send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_t *message, uint32_t flags) {
+    uint8_t *buffer = malloc(PROBE_BYTES);
+    if (!buffer) return;
+    memcpy(buffer, message, PROBE_BYTES);
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
+                                 .cb = {.send = ucx_on_request_done},
+                                 .flags = UCP_AM_SEND_FLAG_EAGER | flags};
+    void *returned = ucp_am_send_nbx(ep, id, NULL, 0, buffer, PROBE_BYTES, &param);
+    if (ucx_track(returned, (ucx_request){.kind = UCX_REQ_HEARTBEAT, .agent = agent, .buffer = buffer}) !=
+        KVT_IN_PROGRESS)
+        free(buffer);
+}
