@@ -3,7 +3,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { closeSync, fstatSync, linkSync, openSync, readSync, unlinkSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { Settings } from '@kvreuse/config';
+import type { discoveryGroup, SettingsOf } from '@kvreuse/config';
 import { ClusterSecretError } from './errors.js';
 
 /** A secret shorter than an HMAC-SHA256 key's block of entropy is refused. */
@@ -100,8 +100,8 @@ export class ClusterSecret {
 
 let processSecret: ClusterSecret | undefined;
 
-/** The `discovery.*` settings that locate the cluster secret (a resolved `Settings['discovery']` fits). */
-export type ClusterSecretSettings = Pick<Settings['discovery'], 'backend' | 'sqlitePath' | 'secretFile'>;
+/** The `discovery.*` settings that locate the cluster secret (a resolved `settings.discovery` fits). */
+export type ClusterSecretSettings = Pick<SettingsOf<[typeof discoveryGroup]>['discovery'], 'backend' | 'sqlitePath' | 'secretFile'>;
 
 /**
  * The cluster secret the settings name: `secretFile` when set; otherwise, for `sqlite`, the file

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { resolveSettings } from '@kvreuse/config';
+import { defineSettings, discoveryGroup } from '@kvreuse/config';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiscoverySettingsError } from './errors.js';
 import { EtcdDiscoveryStore } from './etcd.js';
@@ -12,7 +12,7 @@ import { SqliteDiscoveryStore } from './sqlite.js';
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-open-discovery-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const discoveryFrom = (argv: string[]) => resolveSettings({ argv }).settings.discovery;
+const discoveryFrom = (argv: string[]) => defineSettings([discoveryGroup]).resolve({ argv }).settings.discovery;
 
 describe('openDiscovery', () => {
   it('opens the store the resolved discovery settings name', async () => {

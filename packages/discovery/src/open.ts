@@ -1,4 +1,4 @@
-import type { Settings } from '@kvreuse/config';
+import type { discoveryGroup, SettingsOf } from '@kvreuse/config';
 import { DiscoveryArgumentError, DiscoveryCredentialsFileError, DiscoverySettingsError } from './errors.js';
 import { connectEtcdDiscovery } from './etcd.js';
 import { MemoryDiscoveryStore } from './memory.js';
@@ -8,10 +8,10 @@ import type { DiscoveryStore } from './types.js';
 
 /**
  * The `discovery.*` settings that choose and locate a store, and what it presents to a secured etcd
- * (a resolved `Settings['discovery']` fits; an absent or empty file setting means none).
+ * (a resolved `settings.discovery` fits; an absent or empty file setting means none).
  */
-export type DiscoverySettings = Pick<Settings['discovery'], 'backend' | 'sqlitePath' | 'etcdEndpoints'> &
-  Partial<Pick<Settings['discovery'], 'etcdCaFile' | 'etcdCertFile' | 'etcdKeyFile' | 'etcdUsername' | 'etcdPasswordFile'>>;
+export type DiscoverySettings = Pick<SettingsOf<[typeof discoveryGroup]>['discovery'], 'backend' | 'sqlitePath' | 'etcdEndpoints'> &
+  Partial<Pick<SettingsOf<[typeof discoveryGroup]>['discovery'], 'etcdCaFile' | 'etcdCertFile' | 'etcdKeyFile' | 'etcdUsername' | 'etcdPasswordFile'>>;
 
 /**
  * Opens the discovery store the settings name: `memory` (this process only), `sqlite` at

@@ -1,4 +1,4 @@
-import type { Settings } from '@kvreuse/config';
+import type { SettingsOf, transportGroup } from '@kvreuse/config';
 import type { TransferTemplate } from '@kvreuse/descriptors';
 import { type Bank, type BankLabel, type BankReference, formatBank } from '@kvreuse/registry';
 import { type Clock, systemClock } from './clock.js';
@@ -60,8 +60,8 @@ export interface LedgerAgent<Request extends LedgerPostRequest, BlocksRequest ex
   postBlocks?(request: BlocksRequest): NativeOperation;
 }
 
-/** The deadlines of `transport.*` settings (a `Settings['transport']` fits). */
-export type LedgerTimeouts = Pick<Settings['transport'], 'operationTimeoutMs' | 'abandonTimeoutMs'>;
+/** The deadlines of `transport.*` settings (a resolved `settings.transport` fits). */
+export type LedgerTimeouts = Pick<SettingsOf<[typeof transportGroup]>['transport'], 'operationTimeoutMs' | 'abandonTimeoutMs'>;
 
 export interface OperationLedgerOptions<Request extends LedgerPostRequest, BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest> {
   readonly agent: LedgerAgent<Request, BlocksRequest>;

@@ -1,9 +1,9 @@
-import type { Settings } from '@kvreuse/config';
+import type { drainGroup, SettingsOf } from '@kvreuse/config';
 import { InvalidDrainOptionError, LoadFailedError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
 import type { OperationOutcome, Quiescence } from './ledger.js';
 
-export type FailedLoadPolicy = Settings['drain']['failedLoadPolicy'];
+export type FailedLoadPolicy = SettingsOf<[typeof drainGroup]>['drain']['failedLoadPolicy'];
 
 /** One operation of a load, delivering the next `blocks` blocks of the prefix. */
 export interface LoadPart {

@@ -1,4 +1,4 @@
-import { catalog } from '@kvreuse/config';
+import { inventoryGroup } from '@kvreuse/config';
 import { type Geometry, InvalidGeometryError, kvContentDigest, referenceGeometries } from '@kvreuse/descriptors';
 import { describe, expect, test } from 'vitest';
 import { BlockHashError } from './errors.js';
@@ -95,7 +95,7 @@ describe('blockHashSalt and blockHashScheme', () => {
     expect(() => blockHashSalt(qwenDigest, 7 as never)).toThrow(expect.objectContaining({ argument: 'hashSeed' }));
     expect(() => blockHashScheme({ ...qwen, blockTokens: 0 }, '')).toThrow(InvalidGeometryError);
     // The seed's rule is the configuration setting's own.
-    expect(catalog.inventory.settings.hashSeed.schema.safeParse('x'.repeat(128)).success).toBe(true);
+    expect(inventoryGroup.settings.hashSeed.schema.safeParse('x'.repeat(128)).success).toBe(true);
     expect(blockHashSalt(qwenDigest, 'x'.repeat(128))).toBeTypeOf('bigint');
   });
 });

@@ -1,4 +1,4 @@
-import { catalog } from '@kvreuse/config';
+import { inventoryGroup } from '@kvreuse/config';
 import { type Geometry, kvContentDigest } from '@kvreuse/descriptors';
 import { BlockHashError } from './errors.js';
 
@@ -65,7 +65,7 @@ export function blockHashSalt(kvContentDigestHex: string, hashSeed: string): big
   if (typeof kvContentDigestHex !== 'string' || !hexDigest.test(kvContentDigestHex)) {
     throw new BlockHashError('kvContentDigest', kvContentDigestHex, 'a KV content digest is 64 lowercase hex digits (kvContentDigest of @kvreuse/descriptors)');
   }
-  const seed = catalog.inventory.settings.hashSeed.schema.safeParse(hashSeed);
+  const seed = inventoryGroup.settings.hashSeed.schema.safeParse(hashSeed);
   if (!seed.success) throw new BlockHashError('hashSeed', hashSeed, `a hash seed is ${seed.error.issues[0]?.message ?? 'a string'}`);
   return fnv1a64(new TextEncoder().encode(`${saltContext}${kvContentDigestHex}:${seed.data}`));
 }

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { defaultSettings } from '@kvreuse/config';
+import { defineSettings, transportGroup } from '@kvreuse/config';
 import { describe, expect, it } from 'vitest';
 import { agentName, testedBackends, transport } from '../test/support/backends.js';
 import { allZero, liveCounters } from '../test/support/pair.js';
@@ -22,7 +22,7 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
   });
 
   it('takes the transport settings as they resolve', async () => {
-    const agent = await transport.createAgent({ name: agentName('heartbeat-settings'), backend, heartbeat: defaultSettings.transport });
+    const agent = await transport.createAgent({ name: agentName('heartbeat-settings'), backend, heartbeat: defineSettings([transportGroup]).defaults.transport });
     await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });

@@ -1,4 +1,4 @@
-import type { Settings } from '@kvreuse/config';
+import type { SettingsOf, transportGroup } from '@kvreuse/config';
 import { InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { check } from './library.js';
@@ -10,7 +10,7 @@ import { PolledQueue } from './polled-queue.js';
  * `heartbeatIntervalMs`, each peer with transfers in flight or watched (`peer.watch()`) is probed; one that
  * answers no probe for `heartbeatMisses` intervals in a row is reported `peer-unresponsive`.
  */
-export type HeartbeatOptions = Pick<Settings['transport'], 'heartbeatIntervalMs' | 'heartbeatMisses'>;
+export type HeartbeatOptions = Pick<SettingsOf<[typeof transportGroup]>['transport'], 'heartbeatIntervalMs' | 'heartbeatMisses'>;
 
 /** The native library's bounds (KVT_HEARTBEAT_*), the same as the settings'. */
 export const heartbeatLimits = { minIntervalMs: 10, maxIntervalMs: 60_000, minMisses: 1, maxMisses: 1000 } as const;

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { catalog, settingDescriptions, type SettingPath } from '@kvreuse/config';
+import { inventoryGroup, settingDescriptions, type SettingPath, transportGroup } from '@kvreuse/config';
 import { geometryDigest, geometrySchema, memKinds, type Role, roles, shardSplitIssue } from '@kvreuse/descriptors';
 import { z } from 'zod';
 import { InvalidProfileError, type ProfileIssue } from './errors.js';
@@ -40,13 +40,13 @@ export const profileSchema = z
       /** The block hash function every worker and router hashes with (`blockHashFunction` of `@kvreuse/inventory`). */
       function: z.string().min(1),
       /** The `inventory.hash_seed` every worker and router of this deployment uses. */
-      seed: catalog.inventory.settings.hashSeed.schema,
+      seed: inventoryGroup.settings.hashSeed.schema,
     }),
     /** The roles of the deployment, each with its parallelism and the memory its banks may live in. */
     roles: z
       .strictObject({ prefill: roleSchema.optional(), decode: roleSchema.optional(), aggregated: roleSchema.optional() })
       .refine((declared) => Object.values(declared).some((role) => role !== undefined), 'must declare at least one of prefill, decode, aggregated'),
-    transport: z.strictObject({ backend: catalog.transport.settings.backend.schema }),
+    transport: z.strictObject({ backend: transportGroup.settings.backend.schema }),
     nativeCapabilities: z.array(z.enum(nativeCapabilityNames)).default([]),
     settings: z
       .strictObject({

@@ -2,7 +2,7 @@
 // and each worker's user granted write access to its own keys only. Certificates are made by the
 // test (openssl); the server runs on free loopback ports with its data in a temp dir.
 import type { RankPart } from '@kvreuse/descriptors';
-import { resolveSettings } from '@kvreuse/config';
+import { defineSettings, discoveryGroup } from '@kvreuse/config';
 import { Etcd3, Range } from 'etcd3';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -94,7 +94,7 @@ const [partOfB] = rankPartsOf({ workerId: 'decode-b', incarnation: 'inc-b', tpSi
 
 test.skipIf(!etcdRuns)('over TLS as its own user, a worker publishes its rank parts and inventory, and another worker watches them', async () => {
   // Worker A opens its store from settings, as the CLI does; worker B through the options.
-  const { settings } = resolveSettings({
+  const { settings } = defineSettings([discoveryGroup]).resolve({
     argv: [
       '--discovery-backend=etcd',
       `--discovery-etcd-endpoints=${etcd!.url}`,

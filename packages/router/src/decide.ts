@@ -1,4 +1,4 @@
-import type { Settings } from '@kvreuse/config';
+import type { inventoryGroup, routerGroup, SettingsOf } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Activation } from '@kvreuse/profile-admission';
 import { type AdvisoryRetainedPrefix, blockHashFunction, InventoryEventError, RetainedInventory } from '@kvreuse/inventory';
@@ -25,7 +25,7 @@ export type RouteRequest = PromptInput & { readonly destination: RouteDestinatio
 
 export interface RouteContext {
   /** The resolved settings (`resolveSettings` of @kvreuse/config); the `router` and `inventory` groups are read. */
-  readonly settings: Pick<Settings, 'router' | 'inventory'>;
+  readonly settings: SettingsOf<[typeof routerGroup, typeof inventoryGroup]>;
   /** The retained inventory, followed from discovery (`followInventory`). */
   readonly inventory: RetainedInventory;
   readonly sources: SourceBook;

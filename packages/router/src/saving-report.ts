@@ -1,4 +1,4 @@
-import type { Settings } from '@kvreuse/config';
+import type { routerGroup, SettingsOf } from '@kvreuse/config';
 import type { TransferReceipt } from './calibration.js';
 import type { EstimateKind } from './cost-model.js';
 import type { RouteDecision } from './decide.js';
@@ -24,7 +24,7 @@ export interface SavingRow {
 export class SavingReport {
   private readonly entries: SavingRow[] = [];
 
-  constructor(private readonly router: Settings['router']) {
+  constructor(private readonly router: SettingsOf<[typeof routerGroup]>['router']) {
     if (router === null || typeof router !== 'object') throw new RouterOptionError('router', router, "the resolved settings' router group");
   }
 
