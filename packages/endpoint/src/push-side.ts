@@ -4,7 +4,8 @@
 import type { RankId, RankPart, TransferTemplate, Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
-import { type ClusterSecret, loadRankPeer, type RegisteredRank } from '@kvreuse/registry';
+import type { ClusterSecret } from '@kvreuse/discovery';
+import { loadRankPeer, type RegisteredRank } from '@kvreuse/registry';
 import type { WorkerWatches } from './discovered-workers.js';
 import { EndpointError, EndpointOptionError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
