@@ -105,9 +105,9 @@ function holdsKvContent(worker, slot, hash) {
  * @param {{ workerId: string, incarnation: string, epoch: number }} source
  * @param {BigUint64Array} hashes
  * @param {'same-host' | 'network'} linkClass
- * @returns {import('@kvreuse/endpoint').FetchRequest['hint']}
+ * @returns {import('@kvreuse/endpoint').PullRequest['hint']}
  */
-export function fetchHint(source, hashes, linkClass) {
+export function pullHint(source, hashes, linkClass) {
   const { workerId, incarnation, epoch } = source;
   return { workerId, incarnation, epoch, blocks: { start: 0, count: hashes.length }, hashes, blockTokens: geometry.blockTokens, tier: 'host', linkClass };
 }
@@ -118,11 +118,11 @@ export function fetchHint(source, hashes, linkClass) {
  * pool; a framework would recompute the rest. Also checks each committed block byte for byte against
  * the KV content: returns the receipt and how many matched.
  * @param {Worker} worker
- * @param {import('@kvreuse/endpoint').FetchRequest['hint']} hint
+ * @param {import('@kvreuse/endpoint').PullRequest['hint']} hint
  */
 export async function pull(worker, hint) {
   const slots = Uint32Array.from(hint.hashes, () => worker.pool.allocate());
-  const receipt = await worker.endpoint.fetch({ hint, destinationBlocks: slots, verify: 'full', policy: 'recompute' });
+  const receipt = await worker.endpoint.pull({ hint, destinationBlocks: slots, verify: 'full', policy: 'recompute' });
   let matching = 0;
   for (let block = 0; block < receipt.blocks; block++) {
     if (holdsKvContent(worker, slots[block], hint.hashes[block])) matching++;

@@ -5,7 +5,7 @@
 //
 //   node examples/loopback-memory.mjs
 import { MemoryDiscoveryStore, openClusterSecret } from '@kvreuse/discovery';
-import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, stop, whenReady } from './kv-worker.mjs';
+import { blockHashes, conversation, describePull, openWorker, pull, pullHint, retain, settings, stop, whenReady } from './kv-worker.mjs';
 
 // Discovery: where workers publish their rank parts and learn each other's readiness.
 const discovery = new MemoryDiscoveryStore();
@@ -24,7 +24,7 @@ console.log(`decode-0 and prefill-0 ready (epochs ${source.epoch} and ${prefill.
 // Turn 2 repeats turn 1 and adds a block. Hashed the same way, its first 6 blocks name what decode-0 holds.
 const turn2 = [...turn1, ...conversation(7).slice(turn1.length)];
 const prefix = blockHashes(turn2).subarray(0, 6);
-const pulled = await pull(prefill, fetchHint(source, prefix, 'same-host'));
+const pulled = await pull(prefill, pullHint(source, prefix, 'same-host'));
 console.log(`prefill-0 ${describePull(pulled)}`);
 
 // The reader stops first, then the source; each drain hands every bank back to its owner.

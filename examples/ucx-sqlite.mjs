@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness } from '@kvreuse/discovery';
-import { blockHashes, conversation, describePull, fetchHint, openWorker, pull, retain, settings, stop, whenReady } from './kv-worker.mjs';
+import { blockHashes, conversation, describePull, openWorker, pull, pullHint, retain, settings, stop, whenReady } from './kv-worker.mjs';
 
 const retainedBlocks = 6;
 const [half, discoveryFile] = process.argv.slice(2);
@@ -56,7 +56,7 @@ async function runPrefill() {
     // Turn 2 repeats turn 1 and adds a block: its first blocks hash to what decode-0 retains.
     const turn2 = conversation(retainedBlocks + 1);
     const prefix = blockHashes(turn2).subarray(0, retainedBlocks);
-    const pulled = await pull(prefill, fetchHint(source, prefix, 'same-host'));
+    const pulled = await pull(prefill, pullHint(source, prefix, 'same-host'));
     console.log(`prefill-0 ${describePull(pulled)}`);
 
     // The reader stops first; then SIGTERM tells the decode process to drain and exit.

@@ -10,7 +10,7 @@ import { logOption, openRequestLog, requestRecord } from './request-log.js';
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-request-log-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const fetchDecision: DemoDecision = { request: 'turn 2', action: 'fetch', reason: 'worth-it', detail: 'pull 42 blocks', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] };
+const pullDecision: DemoDecision = { request: 'turn 2', action: 'pull', reason: 'worth-it', detail: 'pull 42 blocks', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] };
 const refused: DemoDecision = { request: 'short request', action: 'recompute', reason: 'too-short', detail: 'the longest retained prefix adds 2 blocks', blocks: 2, savingMs: 0, costMs: 0, rejected: [] };
 const receipt: PullReport = { requested: 42, blocks: 40, bytes: 40 * 7_340_032, verified: true, verify: 'sampled', checkedBlocks: 6, ms: 52.5, gbps: 44.7, recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] } };
 
@@ -21,9 +21,9 @@ function context(cwd = dir) {
 
 describe('requestRecord', () => {
   it('a pulled request: the receipt, and what was recomputed and why', () => {
-    expect(requestRecord('turn 2', fetchDecision, receipt)).toEqual({
+    expect(requestRecord('turn 2', pullDecision, receipt)).toEqual({
       request: 'turn 2',
-      action: 'fetch',
+      action: 'pull',
       reason: 'worth-it',
       pull: { blocks: 40, bytes: 293_601_280, verified: true, verify: 'sampled', checkedBlocks: 6, ms: 52.5, gbps: 44.7 },
       recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
@@ -45,14 +45,14 @@ describe('openRequestLog', () => {
   it('without --log: one pino JSON line per request on stderr, nothing on stdout', () => {
     const { out, context: ctx } = context();
     const log = openRequestLog(splitArgs('demo', [], [logOption]), ctx);
-    log.served('turn 2', fetchDecision, receipt);
+    log.served('turn 2', pullDecision, receipt);
     log.served('short request', refused, null);
     log.close();
     expect(out.stdout).toBe('');
     const lines = out.stderr.split('\n');
     expect(lines.at(-1)).toBe('');
     expect(lines.slice(0, -1).map((line) => JSON.parse(line) as unknown)).toEqual([
-      expect.objectContaining({ level: 30, name: 'kvreuse-demo', msg: 'request served', time: expect.any(Number), pid: process.pid, ...requestRecord('turn 2', fetchDecision, receipt) }),
+      expect.objectContaining({ level: 30, name: 'kvreuse-demo', msg: 'request served', time: expect.any(Number), pid: process.pid, ...requestRecord('turn 2', pullDecision, receipt) }),
       expect.objectContaining({ level: 30, msg: 'request served', ...requestRecord('short request', refused, null) }),
     ]);
   });

@@ -42,7 +42,7 @@ async function pullAll(count: number, latencies: number[]): Promise<void> {
       while (next < count) {
         next += 1;
         const started = performance.now();
-        const receipt = await endpoint.fetch({ hint, destinationBlocks, verify: 'full', policy: 'fail' });
+        const receipt = await endpoint.pull({ hint, destinationBlocks, verify: 'full', policy: 'fail' });
         latencies.push(performance.now() - started);
         if (receipt.blocks !== BLOCKS_PER_PULL || receipt.checkedBlocks !== BLOCKS_PER_PULL) {
           throw new Error(`a pull moved ${receipt.blocks} blocks and verified ${receipt.checkedBlocks}, not ${BLOCKS_PER_PULL}`);

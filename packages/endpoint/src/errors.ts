@@ -14,8 +14,8 @@ export type EndpointErrorCode =
   | 'PIN_REFUSED'
   | 'PIN_TIMEOUT'
   | 'SOURCE_UNRESPONSIVE'
-  | 'FETCH_SHORTFALL'
-  | 'FETCH_REFUSED'
+  | 'PULL_SHORTFALL'
+  | 'PULL_REFUSED'
   | 'PUSH_FAILED'
   | 'UNKNOWN_READER';
 
@@ -47,7 +47,7 @@ export class MetricsPortError extends EndpointError {
 }
 
 /**
- * Why a fetch was refused before anything was pinned or posted: this endpoint is not ready
+ * Why a pull was refused before anything was pinned or posted: this endpoint is not ready
  * (`not-ready`), the source worker is not ready in discovery or is another incarnation or epoch than the
  * hint names (`source-not-ready`), the two workers' rank parts are not compatible (`incompatible`),
  * a `vram` bank takes part without the profile admission gate passing (`admission`), or a source rank's
@@ -60,20 +60,20 @@ export class MetricsPortError extends EndpointError {
  * finds no path to it (`REMOTE_DISCONNECT`), or it is a loopback agent of another process (`NOT_SUPPORTED`).
  * Other native failures loading a source's peer are this agent's own and are thrown as they are.
  */
-export type FetchRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission' | 'metadata-refused' | 'source-unreachable';
+export type PullRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission' | 'metadata-refused' | 'source-unreachable';
 
 /**
- * A fetch refused before anything was pinned or posted; `reason` is the stable code, the message says it
+ * A pull refused before anything was pinned or posted; `reason` is the stable code, the message says it
  * with the values, and `cause` is the error behind it where there is one.
  */
-export class FetchRefusedError extends EndpointError {
-  readonly code = 'FETCH_REFUSED';
+export class PullRefusedError extends EndpointError {
+  readonly code = 'PULL_REFUSED';
   constructor(
-    readonly reason: FetchRefusal,
+    readonly reason: PullRefusal,
     readonly detail: string,
     options?: ErrorOptions,
   ) {
-    super(`fetch refused (${reason}): ${detail}`, options);
+    super(`pull refused (${reason}): ${detail}`, options);
   }
 }
 
@@ -141,7 +141,7 @@ export class PinTimeoutError extends EndpointError {
 /**
  * The source rank's agent stopped answering the heartbeat while a pin request or release awaited its
  * answer, or had stopped (and not answered since) when the pin was asked for: the request ended at once,
- * not at its timeout. `reason` is the recompute reason a fetch reports.
+ * not at its timeout. `reason` is the recompute reason a pull reports.
  */
 export class SourceUnresponsiveError extends EndpointError {
   readonly code = 'SOURCE_UNRESPONSIVE';

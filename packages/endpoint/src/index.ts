@@ -9,13 +9,13 @@ export {
   EndpointError,
   type EndpointErrorCode,
   EndpointOptionError,
-  type FetchRefusal,
-  FetchRefusedError,
   MetricsPortError,
   PinMessageError,
   PinRefusedError,
   PinTimeoutError,
   PinTooLargeError,
+  type PullRefusal,
+  PullRefusedError,
   SourceUnresponsiveError,
   UnknownReaderError,
 } from './errors.js';
@@ -25,11 +25,11 @@ export { type BankCounts, EndpointMetrics, type EndpointMetricsOptions, type Met
 export { type EndpointDrainReport, type EndpointShutdownResult, type OpenRankOptions, type ReadyRank, ReuseEndpoint, type ReuseEndpointOptions } from './reuse-endpoint.js';
 export type { ServeOptions } from './source-side.js';
 export { PushFailedError, type PushReceipt, type PushRequest } from './push-side.js';
-export { type FetchRequest, type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
+export { type PullRequest, type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './pull-request.js';
 export { type NotificationHandler, NotificationRouter, type PeerEventHandler } from './notification-router.js';
 export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } from './block-checksum.js';
-export { type FetchOptions, type FetchPair, fetchPrefix } from './fetch.js';
-export { calibrationSample, type FetchReceipt, FetchShortfallError, type RecomputeReason, type SavingComparison } from './fetch-receipt.js';
+export { type PullOptions, type PullPair, pullPrefix } from './pull.js';
+export { calibrationSample, type PullReceipt, PullShortfallError, type RecomputeReason, type SavingComparison } from './pull-receipt.js';
 export type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 export { BlockPool } from './block-pool.js';
 export {

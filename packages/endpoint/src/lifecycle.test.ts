@@ -62,8 +62,8 @@ describe('EndpointLifecycle', () => {
 
   it('require names the refused call, the state and the states that allow it', () => {
     const lifecycle = new EndpointLifecycle();
-    expect(() => lifecycle.require('fetch', ['registered', 'published', 'ready'])).toThrow(
-      'fetch is not allowed while the endpoint is created (only while registered, published, ready)',
+    expect(() => lifecycle.require('pull', ['registered', 'published', 'ready'])).toThrow(
+      'pull is not allowed while the endpoint is created (only while registered, published, ready)',
     );
     expect(() => lifecycle.require('close', ['created', 'drained'])).not.toThrow();
   });

@@ -73,7 +73,7 @@ export class EndpointLifecycle {
   }
 }
 
-/** A call the endpoint's current state does not allow (e.g. `fetch` before `register`, or after `drain`). Nothing was done. */
+/** A call the endpoint's current state does not allow (e.g. `pull` before `register`, or after `drain`). Nothing was done. */
 export class EndpointStateError extends EndpointError {
   readonly code = 'ILLEGAL_ENDPOINT_STATE';
   constructor(

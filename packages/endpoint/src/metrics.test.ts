@@ -69,13 +69,13 @@ describe('EndpointMetrics', () => {
 
   it('registers into a registry the caller owns', async () => {
     const registry = new Registry();
-    new EndpointMetrics({ registry }).decision('fetch', 'worth-it');
-    expect(await registry.metrics()).toContain('kvreuse_route_decisions_total{action="fetch",reason="worth-it"} 1');
+    new EndpointMetrics({ registry }).decision('pull', 'worth-it');
+    expect(await registry.metrics()).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 1');
   });
 
   it('serves GET /metrics on 127.0.0.1, 404 elsewhere, and closes', async () => {
     const metrics = new EndpointMetrics();
-    metrics.decision('fetch', 'worth-it');
+    metrics.decision('pull', 'worth-it');
     const listener = await metrics.listen(0);
     try {
       expect(listener.host).toBe('127.0.0.1');
@@ -83,7 +83,7 @@ describe('EndpointMetrics', () => {
       const ok = await fetch(listener.url);
       expect(ok.status).toBe(200);
       expect(ok.headers.get('content-type')).toContain('text/plain');
-      expect(await ok.text()).toContain('kvreuse_route_decisions_total{action="fetch",reason="worth-it"} 1');
+      expect(await ok.text()).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 1');
       const missing = await fetch(`http://127.0.0.1:${listener.port}/other`);
       expect(missing.status).toBe(404);
       await missing.text();

@@ -116,7 +116,7 @@ export class EndpointMetrics {
     for (const state of endpointStates) this.#state.set({ state }, state === current ? 1 : 0);
   }
 
-  decision(action: 'fetch' | 'recompute', reason: string): void {
+  decision(action: 'pull' | 'recompute', reason: string): void {
     this.#decisions.inc({ action, reason });
   }
 

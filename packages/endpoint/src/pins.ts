@@ -1,5 +1,5 @@
 // What a reader holds once a source granted its pin: the contract between the pin protocol (which
-// obtains, renews and releases pins) and the fetch (which reads the pinned blocks and verifies them).
+// obtains, renews and releases pins) and the pull (which reads the pinned blocks and verifies them).
 import type { RankId } from '@kvreuse/descriptors';
 
 /** Why a source took back, or stopped answering for, a pin its reader still held. */
@@ -35,7 +35,7 @@ export interface HeldPin {
   release(): Promise<void>;
 }
 
-/** What a fetch calls, with the pins it holds, before it releases them (`FetchRequest.beforeRelease`). */
+/** What a pull calls, with the pins it holds, before it releases them (`PullRequest.beforeRelease`). */
 export type BeforeRelease = (pins: readonly HeldPin[]) => Promise<unknown>;
 
 /**

@@ -1,4 +1,4 @@
-// ReuseEndpoint.fetch between real loopback agents in this process, over a memory discovery store: a
+// ReuseEndpoint.pull between real loopback agents in this process, over a memory discovery store: a
 // serving decode worker of TP 2 and a prefill worker of TP 1, each rank its own ReuseEndpoint.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,8 +10,8 @@ import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, type HintSource, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { type AgentMetadata, signedTestParts, testWorker } from '../test/workers.js';
-import { EndpointOptionError, FetchRefusedError } from './errors.js';
-import { FetchShortfallError } from './fetch-receipt.js';
+import { EndpointOptionError, PullRefusedError } from './errors.js';
+import { PullShortfallError } from './pull-receipt.js';
 import { EndpointMetrics } from './metrics.js';
 import type { HeldPin } from './pins.js';
 
@@ -39,22 +39,22 @@ function publishVramSource(store: MemoryDiscoveryStore): Promise<HintSource> {
   return publish(store, worker.ranks.map((part): RankPart => ({ ...part, banks: part.banks.map((bank) => ({ ...bank, memKind: 'vram' as const })) })));
 }
 
-/** A source whose ranks are these agents (TP `agents.length`), their metadata signed with this process's secret: a fetch from it gets as far as loading their peers. */
+/** A source whose ranks are these agents (TP `agents.length`), their metadata signed with this process's secret: a pull from it gets as far as loading their peers. */
 function publishAgentsSource(store: MemoryDiscoveryStore, agents: readonly AgentMetadata[]): Promise<HintSource> {
   return publish(store, signedTestParts(testGeometry, 'decode-agents', agents, ClusterSecret.ofThisProcess()));
 }
 
 const destinationBlocks = (count: number) => Uint32Array.from({ length: count }, (_, i) => i);
 
-describe('ReuseEndpoint.fetch', () => {
+describe('ReuseEndpoint.pull', () => {
   it('pulls 6 blocks from both ranks of a TP 2 source, verifies each and releases the pins', async () => {
     const { decode, reader, pinsHeld, metrics } = await pair();
-    const receipt = await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
+    const receipt = await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
     const blockBytes = 2 * 2 * 4 * 2 * 8 * 2;
     expect(receipt).toMatchObject({ requested: 6, blocks: 6, bytes: 6 * blockBytes, bytesMoved: 6 * blockBytes, verify: 'full', checkedBlocks: 6, recomputed: { blocks: 0, reasons: [] } });
     expect(pinsHeld()).toEqual([0, 0]);
     // A second pull reuses the registered templates and pins again.
-    const again = await reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: Uint32Array.of(5, 6, 7), verify: 'sampled', sampleEvery: 2 });
+    const again = await reader.endpoint.pull({ hint: hintFor(decode, 3), destinationBlocks: Uint32Array.of(5, 6, 7), verify: 'sampled', sampleEvery: 2 });
     expect(again).toMatchObject({ blocks: 3, checkedBlocks: 2 });
     expect(reader.endpoint.ledger.counts().posted).toBe(4);
     const text = await metrics.text();
@@ -66,7 +66,7 @@ describe('ReuseEndpoint.fetch', () => {
     const { decode, reader, pinsHeld } = await pair();
     const held: (readonly HeldPin[])[] = [];
     let letGo = (): void => undefined;
-    const fetching = reader.endpoint.fetch({
+    const pulling = reader.endpoint.pull({
       hint: hintFor(decode, 4),
       destinationBlocks: destinationBlocks(4),
       beforeRelease: (pins) => {
@@ -84,7 +84,7 @@ describe('ReuseEndpoint.fetch', () => {
     await vi.waitFor(() => expect(source.pinServer?.refusing).toBe(true), { timeout: 20_000, interval: 5 });
     expect(source.state).toBe('draining');
     letGo();
-    expect(await fetching).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
+    expect(await pulling).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
     const { report } = await closing;
     expect(report.pins).toEqual([{ pinId: expect.any(String), readerAgent: reader.agent.name, blocks: 4, ended: 'released' }]);
     expect(report.readers).toEqual({ released: 1, lapsed: 0, outstanding: 0 });
@@ -94,39 +94,39 @@ describe('ReuseEndpoint.fetch', () => {
     const calibration = new TransferCalibration({ minReceipts: 1 });
     const { decode, reader } = await servingPair(cleanups, { calibration });
     expect(calibration.transferFit('same-host', 'host')).toBeUndefined();
-    const receipt = await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
+    const receipt = await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
     expect(receipt.calibration).toMatchObject({ linkClass: 'same-host', tier: 'host', blocks: 6, transferMs: receipt.ms });
     const fit = calibration.transferEstimate('same-host', 'host');
     expect(fit).toMatchObject({ receipts: 1, fixedMs: 0 });
     expect(fit?.blockUs).toBeCloseTo((receipt.ms * 1000) / 6, 6);
     // Hashes the source does not hold: the pins are refused, nothing moves, nothing is recorded.
-    const refused = await reader.endpoint.fetch({ hint: hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) }), destinationBlocks: destinationBlocks(2) });
+    const refused = await reader.endpoint.pull({ hint: hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) }), destinationBlocks: destinationBlocks(2) });
     expect(refused.blocks).toBe(0);
     expect(calibration.transferFit('same-host', 'host')?.receipts).toBe(1);
   });
 
-  it('verifies as the endpoint.verify setting says when the fetch names no mode; a mode the fetch names wins; the receipt says which ran', async () => {
+  it('verifies as the endpoint.verify setting says when the pull names no mode; a mode the pull names wins; the receipt says which ran', async () => {
     const sampled = { ...defaultSettings, endpoint: { ...defaultSettings.endpoint, verify: 'sampled' as const } };
     const { decode, reader } = await servingPair(cleanups, { settings: sampled });
     // Sampled, every 8th block and the last: blocks 0 and 5 of 6.
-    expect(await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'sampled', checkedBlocks: 2 });
-    expect(await reader.endpoint.fetch({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6), verify: 'full' })).toMatchObject({ blocks: 6, verify: 'full', checkedBlocks: 6 });
+    expect(await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'sampled', checkedBlocks: 2 });
+    expect(await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6), verify: 'full' })).toMatchObject({ blocks: 6, verify: 'full', checkedBlocks: 6 });
     const off = { ...defaultSettings, endpoint: { ...defaultSettings.endpoint, verify: 'off' as const } };
     const unchecked = await servingPair(cleanups, { settings: off });
-    expect(await unchecked.reader.endpoint.fetch({ hint: hintFor(unchecked.decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'off', checkedBlocks: 0 });
+    expect(await unchecked.reader.endpoint.pull({ hint: hintFor(unchecked.decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'off', checkedBlocks: 0 });
   });
 
   it('refuses a source whose metadata another cluster secret signed before loading it: nothing loaded, pinned or posted', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'kvreuse-fetch-secret-'));
+    const dir = mkdtempSync(join(tmpdir(), 'kvreuse-pull-secret-'));
     cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
     const { decode, reader, pinsHeld } = await servingPair(cleanups, { secret: ClusterSecret.readOrCreate(join(dir, 'another.secret')) });
     const load = vi.spyOn(reader.agent, 'loadPeer');
-    const refused = await reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(FetchRefusedError);
+    const refused = await reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(PullRefusedError);
     expect(refused).toMatchObject({
-      code: 'FETCH_REFUSED',
+      code: 'PULL_REFUSED',
       reason: 'metadata-refused',
-      message: expect.stringMatching(/^fetch refused \(metadata-refused\): decode-0 tp 0 pp 0: transport metadata of agent .* refused \(wrong-signature\)/),
+      message: expect.stringMatching(/^pull refused \(metadata-refused\): decode-0 tp 0 pp 0: transport metadata of agent .* refused \(wrong-signature\)/),
       cause: expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', refusal: 'wrong-signature', agentName: decode.ranks[0]!.agent.name }),
     });
     expect(load).not.toHaveBeenCalled();
@@ -137,35 +137,35 @@ describe('ReuseEndpoint.fetch', () => {
 
   it('refuses a source rank whose agent is gone while discovery still lists it (its lease has not lapsed yet): nothing loaded, pinned or posted', async () => {
     const { store, reader } = await pair();
-    const gone = await transport.createAgent({ name: `fetch-gone-${process.pid}`, backend: 'loopback' });
+    const gone = await transport.createAgent({ name: `pull-gone-${process.pid}`, backend: 'loopback' });
     const source = await publishAgentsSource(store, [gone]);
     await gone.close();
-    const refused = await reader.endpoint.fetch({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(FetchRefusedError);
+    const refused = await reader.endpoint.pull({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(PullRefusedError);
     expect(refused).toMatchObject({
       reason: 'source-unreachable',
-      message: expect.stringMatching(/^fetch refused \(source-unreachable\): decode-agents tp 0 pp 0: its agent cannot be reached \(kvt_peer_load failed with REMOTE_DISCONNECT: .* is not alive\)$/),
+      message: expect.stringMatching(/^pull refused \(source-unreachable\): decode-agents tp 0 pp 0: its agent cannot be reached \(kvt_peer_load failed with REMOTE_DISCONNECT: .* is not alive\)$/),
       cause: expect.objectContaining({ name: 'NativeTransportError', code: 'REMOTE_DISCONNECT', call: 'kvt_peer_load' }),
     });
     expect(reader.agent.counters().livePeers).toBe(0);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
-  it('a TP 2 source whose second rank is refused leaves no peer the fetch loaded: the first rank’s is unloaded, one loaded before the fetch is kept', async () => {
+  it('a TP 2 source whose second rank is refused leaves no peer the pull loaded: the first rank’s is unloaded, one loaded before the pull is kept', async () => {
     const { store, reader } = await pair();
-    const live = await transport.createAgent({ name: `fetch-live-${process.pid}`, backend: 'loopback' });
+    const live = await transport.createAgent({ name: `pull-live-${process.pid}`, backend: 'loopback' });
     cleanups.push(() => live.close());
-    const gone = await transport.createAgent({ name: `fetch-gone-tp1-${process.pid}`, backend: 'loopback' });
+    const gone = await transport.createAgent({ name: `pull-gone-tp1-${process.pid}`, backend: 'loopback' });
     const source = await publishAgentsSource(store, [live, gone]);
     await gone.close();
-    const fetchFromSource = () => reader.endpoint.fetch({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const pullFromSource = () => reader.endpoint.pull({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
     expect(reader.agent.counters().livePeers).toBe(0);
-    expect(await fetchFromSource()).toMatchObject({ reason: 'source-unreachable', message: expect.stringContaining('decode-agents tp 1 pp 0: its agent cannot be reached') });
+    expect(await pullFromSource()).toMatchObject({ reason: 'source-unreachable', message: expect.stringContaining('decode-agents tp 1 pp 0: its agent cannot be reached') });
     expect(reader.endpoint.peers.names()).toEqual([]);
     expect(reader.agent.counters().livePeers).toBe(0);
-    // Loaded before the fetch (as the source side loads a reader that pins): the refused fetch leaves it loaded.
+    // Loaded before the pull (as the source side loads a reader that pins): the refused pull leaves it loaded.
     const loadedBefore = reader.agent.loadPeer(live.metadata());
-    expect(await fetchFromSource()).toMatchObject({ reason: 'source-unreachable' });
+    expect(await pullFromSource()).toMatchObject({ reason: 'source-unreachable' });
     expect(loadedBefore.info().state).toBe('ready');
     expect(reader.agent.counters().livePeers).toBe(1);
     expect(reader.endpoint.peers.names()).toEqual([]);
@@ -177,25 +177,25 @@ describe('ReuseEndpoint.fetch', () => {
     cleanups.push(() => store.close());
     const unpublished = await openWorker(store, { workerId: 'prefill-1', role: 'prefill', tpSize: 1 }, cleanups);
     await unpublished.ranks[0]!.endpoint.register();
-    const notReady = await unpublished.ranks[0]!.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(notReady).toBeInstanceOf(FetchRefusedError);
-    expect(notReady).toMatchObject({ code: 'FETCH_REFUSED', reason: 'not-ready' });
+    const notReady = await unpublished.ranks[0]!.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(notReady).toBeInstanceOf(PullRefusedError);
+    expect(notReady).toMatchObject({ code: 'PULL_REFUSED', reason: 'not-ready' });
 
-    const stale = await reader.endpoint.fetch({ hint: hintFor(decode, 2, { epoch: 999 }), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(stale).toMatchObject({ code: 'FETCH_REFUSED', reason: 'source-not-ready' });
+    const stale = await reader.endpoint.pull({ hint: hintFor(decode, 2, { epoch: 999 }), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(stale).toMatchObject({ code: 'PULL_REFUSED', reason: 'source-not-ready' });
     expect((stale as Error).message).toMatch(/not the hinted .* at epoch 999/);
-    const absent = await reader.endpoint.fetch({ hint: hintFor(decode, 2, { workerId: 'decode-9' }), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(absent).toMatchObject({ code: 'FETCH_REFUSED', reason: 'source-not-ready' });
+    const absent = await reader.endpoint.pull({ hint: hintFor(decode, 2, { workerId: 'decode-9' }), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(absent).toMatchObject({ code: 'PULL_REFUSED', reason: 'source-not-ready' });
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
     expect(pinsHeld()).toEqual([0, 0]);
 
     // Hashes the source does not hold: each rank refuses the pin (evicted); nothing is posted.
     const unknown = hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) });
-    const recomputed = await reader.endpoint.fetch({ hint: unknown, destinationBlocks: destinationBlocks(2) });
+    const recomputed = await reader.endpoint.pull({ hint: unknown, destinationBlocks: destinationBlocks(2) });
     expect(recomputed).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 2, reasons: [{ kind: 'pin-refused', reason: 'evicted', sourceRank: { tpRank: 0 } }, { kind: 'pin-refused', reason: 'evicted', sourceRank: { tpRank: 1 } }] } });
-    const failed = await reader.endpoint.fetch({ hint: unknown, destinationBlocks: destinationBlocks(2), policy: 'fail' }).catch((error: unknown) => error);
-    expect(failed).toBeInstanceOf(FetchShortfallError);
-    expect(failed).toMatchObject({ message: 'fetch verified 0 of 2 blocks: pin-refused at block 0' });
+    const failed = await reader.endpoint.pull({ hint: unknown, destinationBlocks: destinationBlocks(2), policy: 'fail' }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(PullShortfallError);
+    expect(failed).toMatchObject({ message: 'pull verified 0 of 2 blocks: pin-refused at block 0' });
     expect(await metrics.text()).toContain('kvreuse_transfer_failures_total{side="pull",code="pin-refused"} 4');
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
     expect(prefill.ranks[0]!.endpoint.state).toBe('ready');
@@ -206,16 +206,16 @@ describe('ReuseEndpoint.fetch', () => {
     const other = await openWorker(store, { workerId: 'decode-wide', role: 'decode', tpSize: 1, serve: true, geometry: { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 16, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' } }, cleanups);
     await start(other);
     await allReady(other);
-    const incompatible = await reader.endpoint.fetch({ hint: hintFor(other, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(incompatible).toMatchObject({ code: 'FETCH_REFUSED', reason: 'incompatible' });
+    const incompatible = await reader.endpoint.pull({ hint: hintFor(other, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(incompatible).toMatchObject({ code: 'PULL_REFUSED', reason: 'incompatible' });
     expect((incompatible as Error).message).toMatch(/headDim/);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
     expect(other.ranks[0]!.endpoint.pinServer?.heldPins).toBe(0);
 
     const gpu = await publishVramSource(store);
     const hint = { ...hintFor(other, 2), ...gpu, tier: 'gpu' as const };
-    const noGate = await reader.endpoint.fetch({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(noGate).toMatchObject({ code: 'FETCH_REFUSED', reason: 'admission' });
+    const noGate = await reader.endpoint.pull({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(noGate).toMatchObject({ code: 'PULL_REFUSED', reason: 'admission' });
     expect((noGate as Error).message).toMatch(/4 vram banks .* none is installed/);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
@@ -229,24 +229,24 @@ describe('ReuseEndpoint.fetch', () => {
     await allReady(prefill);
     const gpu = await publishVramSource(store);
     const hint = { ...hintFor(prefill, 2), ...gpu, tier: 'gpu' as const };
-    const refused = await prefill.ranks[0]!.endpoint.fetch({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
-    expect(refused).toMatchObject({ code: 'FETCH_REFUSED', reason: 'admission' });
+    const refused = await prefill.ranks[0]!.endpoint.pull({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'PULL_REFUSED', reason: 'admission' });
     expect((refused as Error).message).toMatch(/profile host-only admits no GPU memory/);
     expect(prefill.ranks[0]!.endpoint.ledger.counts().posted).toBe(0);
   });
 
   it('refuses a malformed request and an aborted one before pinning', async () => {
     const { decode, reader, pinsHeld } = await pair();
-    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
-    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'most' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.verify' });
-    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), policy: 'retry' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.policy' });
-    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'sampled', sampleEvery: 0 })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.sampleEvery' });
-    const notAFunction = reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), beforeRelease: 'later' as never });
+    await expect(reader.endpoint.pull({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
+    await expect(reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'most' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.verify' });
+    await expect(reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), policy: 'retry' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.policy' });
+    await expect(reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'sampled', sampleEvery: 0 })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.sampleEvery' });
+    const notAFunction = reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), beforeRelease: 'later' as never });
     await expect(notAFunction).rejects.toBeInstanceOf(EndpointOptionError);
     await expect(notAFunction).rejects.toThrow('endpoint option request.beforeRelease = "later" is refused: a function (pins) => Promise');
     const controller = new AbortController();
     controller.abort(new Error('the request was cancelled'));
-    await expect(reader.endpoint.fetch({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), signal: controller.signal })).rejects.toThrow('the request was cancelled');
+    await expect(reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), signal: controller.signal })).rejects.toThrow('the request was cancelled');
     expect(pinsHeld()).toEqual([0, 0]);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
@@ -258,7 +258,7 @@ describe('ReuseEndpoint.fetch', () => {
   it('a source that revokes its pins while the reads run: the receipt recomputes everything and says why', async () => {
     const { decode, reader, pinsHeld } = await pair();
     reader.agent.faults.delayCompletions('forever');
-    const fetching = reader.endpoint.fetch({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
     expect(pinsHeld()).toEqual([1, 1]);
     // The source's shutdown past its deadline takes the pins back (an already-passed deadline).
@@ -267,7 +267,7 @@ describe('ReuseEndpoint.fetch', () => {
     // The reads are still held when the revoke arrives: the reader gives both up at once.
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().cancelled).toBe(2), { timeout: 20_000, interval: 5 });
     reader.agent.faults.clear();
-    const receipt = await fetching;
+    const receipt = await pulling;
     expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
     expect(receipt.recomputed.reasons).toEqual([...readsGivenUp('revoked by the source (shutting-down)'), expect.objectContaining({ kind: 'pin-lost', reason: 'shutting-down', sourceRank: { tpRank: 1, ppRank: 0 } })]);
     expect(pinsHeld()).toEqual([0, 0]);
@@ -276,7 +276,7 @@ describe('ReuseEndpoint.fetch', () => {
   it('a source rank that stops answering while the reads run: the heartbeat ends its pin and the receipt recomputes, saying why', { timeout: 60_000 }, async () => {
     const { decode, reader, pinsHeld } = await pair();
     reader.agent.faults.delayCompletions('forever');
-    const fetching = reader.endpoint.fetch({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
     expect(pinsHeld()).toEqual([1, 1]);
     // Judged only once the source rank has answered a probe (only the reader probes it); then its progress stops (as a hung process's would).
@@ -287,7 +287,7 @@ describe('ReuseEndpoint.fetch', () => {
     cleanups.push(async () => stalled.agent.faults.stallProgress(false));
     expect(await unresponsive).toBe(stalled.agent.name);
     reader.agent.faults.clear();
-    const receipt = await fetching;
+    const receipt = await pulling;
     expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
     expect(receipt.recomputed.reasons).toEqual([
       ...readsGivenUp(`its agent ${stalled.agent.name} answered nothing for`),
@@ -308,36 +308,36 @@ describe('ReuseEndpoint.fetch', () => {
     return silent;
   }
 
-  it('a source rank that stalls before it answers the pin: the heartbeat ends the request, the receipt recomputes and a later fetch fails at once', { timeout: 60_000 }, async () => {
+  it('a source rank that stalls before it answers the pin: the heartbeat ends the request, the receipt recomputes and a later pull fails at once', { timeout: 60_000 }, async () => {
     const { store, reader, prefill } = await pair();
     const silent = await silentSource(store);
     const source = silent.ranks[0]!;
-    const fetching = reader.endpoint.fetch({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4) });
+    const pulling = reader.endpoint.pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4) });
     // The pending pin request has the source probed; it is judged only once it has answered a probe. Then its progress stops.
     await vi.waitFor(() => expect(source.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
     source.agent.faults.stallProgress(true);
     cleanups.push(async () => source.agent.faults.stallProgress(false));
-    const receipt = await fetching;
+    const receipt = await pulling;
     expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive', sourceRank: { tpRank: 0 } }] } });
     expect(receipt.recomputed.reasons[0]).toMatchObject({ detail: expect.stringContaining(`its agent ${source.agent.name} answered no heartbeat`) });
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
     // Not by the reader's answer timeout: its manual clock never moved.
     expect(prefill.clock.now()).toBe(0);
-    // Still unresponsive: the next fetch's pin fails at once, nothing sent to the source.
-    const failed = await reader.endpoint.fetch({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' }).catch((error: unknown) => error);
-    expect(failed).toBeInstanceOf(FetchShortfallError);
-    expect(failed).toMatchObject({ message: 'fetch verified 0 of 4 blocks: pin-refused at block 0', receipt: { recomputed: { reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive' }] } } });
+    // Still unresponsive: the next pull's pin fails at once, nothing sent to the source.
+    const failed = await reader.endpoint.pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(PullShortfallError);
+    expect(failed).toMatchObject({ message: 'pull verified 0 of 4 blocks: pin-refused at block 0', receipt: { recomputed: { reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive' }] } } });
   });
 
   it('a source rank that closes before it answers the pin: the heartbeat ends the request and the fail policy throws the shortfall', { timeout: 60_000 }, async () => {
     const { store, reader, prefill } = await pair();
     const silent = await silentSource(store);
     const source = silent.ranks[0]!;
-    const fetching = reader.endpoint.fetch({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' }).catch((error: unknown) => error);
+    const pulling = reader.endpoint.pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' }).catch((error: unknown) => error);
     await vi.waitFor(() => expect(source.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
     await source.endpoint.close();
-    const failed = await fetching;
-    expect(failed).toBeInstanceOf(FetchShortfallError);
+    const failed = await pulling;
+    expect(failed).toBeInstanceOf(PullShortfallError);
     expect(failed).toMatchObject({ receipt: { blocks: 0, recomputed: { reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive', sourceRank: { tpRank: 0 }, detail: expect.stringContaining(source.agent.name) }] } } });
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
     expect(prefill.clock.now()).toBe(0);

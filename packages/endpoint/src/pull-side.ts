@@ -1,6 +1,6 @@
 // A rank's destination side: checks a pull before anything is pinned or posted, finds the source's
 // ranks in discovery, loads their peers, pins at each, takes the rank pairs' templates from the
-// endpoint's one cache, and hands the pull to `pullPinned` (`fetchPrefix` without the checks its request passed).
+// endpoint's one cache, and hands the pull to `pullPinned` (`pullPrefix` without the checks its request passed).
 import { checkCompatibility, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
@@ -10,10 +10,10 @@ import { codeOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import type { WorkerWatches } from './discovered-workers.js';
-import { describeRank, EndpointOptionError, FetchRefusedError, PinRefusedError, SourceUnresponsiveError } from './errors.js';
-import { type FetchPair, pullPinned } from './fetch.js';
-import { calibrationSample, type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
-import { type FetchRequest, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
+import { describeRank, EndpointOptionError, PinRefusedError, PullRefusedError, SourceUnresponsiveError } from './errors.js';
+import { type PullPair, pullPinned } from './pull.js';
+import { calibrationSample, type PullReceipt, PullShortfallError, type RecomputeReason } from './pull-receipt.js';
+import { type PullRequest, type ShortfallPolicy, type VerifyMode, verifyModes } from './pull-request.js';
 import type { EndpointMetrics } from './metrics.js';
 import type { PeerTemplates } from './peer-templates.js';
 import type { PinClient } from './pin-client.js';
@@ -29,7 +29,7 @@ export interface PullSideOptions {
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
   readonly peers: PeerBook;
   readonly pins: PinClient;
-  /** The endpoint's readiness watches: the sources' are followed from their first fetch. */
+  /** The endpoint's readiness watches: the sources' are followed from their first pull. */
   readonly workers: WorkerWatches;
   readonly templates: PeerTemplates;
   readonly admissionGate?: ReadinessGate;
@@ -48,13 +48,13 @@ export interface PullingRank {
   readonly readiness: WorkerReadiness;
 }
 
-const refuseSource = (why: string): Error => new FetchRefusedError('source-not-ready', why);
+const refuseSource = (why: string): Error => new PullRefusedError('source-not-ready', why);
 
-/** The one check of a fetch request's shape and block list; `pullPinned` trusts it. */
-function checkRequest(request: FetchRequest, defaultVerify: VerifyMode): { verify: VerifyMode } {
-  if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a fetch request { hint, destinationBlocks, … }');
+/** The one check of a pull request's shape and block list; `pullPinned` trusts it. */
+function checkRequest(request: PullRequest, defaultVerify: VerifyMode): { verify: VerifyMode } {
+  if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a pull request { hint, destinationBlocks, … }');
   const { hint, destinationBlocks } = request;
-  if (typeof hint !== 'object' || hint === null) throw new EndpointOptionError('request.hint', hint, "the router's fetch hint (RouteDecision.source)");
+  if (typeof hint !== 'object' || hint === null) throw new EndpointOptionError('request.hint', hint, "the router's pull hint (RouteDecision.source)");
   if (!(destinationBlocks instanceof Uint32Array) || destinationBlocks.length !== hint.blocks.count || hint.hashes.length !== hint.blocks.count) {
     throw new EndpointOptionError('request.destinationBlocks', destinationBlocks, `a Uint32Array of one block per hinted block (${hint.blocks.count}, with as many hashes)`);
   }
@@ -75,18 +75,18 @@ export class PullSide {
     this.#options = options;
   }
 
-  async pull(request: FetchRequest, rank: PullingRank | undefined): Promise<FetchReceipt> {
+  async pull(request: PullRequest, rank: PullingRank | undefined): Promise<PullReceipt> {
     const { verify } = checkRequest(request, this.#options.defaultVerify);
     if (verify !== 'off' && this.#options.bankBytes === undefined) {
-      throw new EndpointOptionError('bankBytes', undefined, `this rank's bank bytes, to verify what arrives (verify is '${verify}'); or fetch with verify 'off'`);
+      throw new EndpointOptionError('bankBytes', undefined, `this rank's bank bytes, to verify what arrives (verify is '${verify}'); or pull with verify 'off'`);
     }
     const { hint } = request;
     const policy = request.policy ?? this.#options.defaultPolicy;
-    if (rank === undefined || !rank.readiness.ready) throw new FetchRefusedError('not-ready', 'this endpoint is not ready');
+    if (rank === undefined || !rank.readiness.ready) throw new PullRefusedError('not-ready', 'this endpoint is not ready');
     const destination = rank.readiness.worker;
     const source = await this.#sourceWorker(hint);
     const compatibility = checkCompatibility(source, destination);
-    if (!compatibility.ok) throw new FetchRefusedError('incompatible', compatibility.reasons.map((reason) => reason.message).join('; '));
+    if (!compatibility.ok) throw new PullRefusedError('incompatible', compatibility.reasons.map((reason) => reason.message).join('; '));
     await this.#checkAdmission(source, destination);
     request.signal?.throwIfAborted();
 
@@ -127,7 +127,7 @@ export class PullSide {
     }
 
     try {
-      const pairs = pairIndexes.map((pair, index): FetchPair => {
+      const pairs = pairIndexes.map((pair, index): PullPair => {
         const part = sourceParts[index] as RankPart;
         const { peer, ticket } = sources.get(part) as { peer: Peer; ticket: PeerTicket };
         const registered = this.#options.templates.registered({ template, pair, direction: 'read', remote: part, peer, local: rank.registered, noRegion: refuseSource });
@@ -152,28 +152,28 @@ export class PullSide {
     }
   }
 
-  #finish(receipt: FetchReceipt, policy: ShortfallPolicy): FetchReceipt {
+  #finish(receipt: PullReceipt, policy: ShortfallPolicy): PullReceipt {
     const { metrics, calibration } = this.#options;
     metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     const sample = calibrationSample(receipt);
     if (sample !== undefined) calibration?.record(sample);
     if (receipt.blocks > 0) metrics?.transferCompleted({ side: 'pull', blocks: receipt.blocks, bytes: receipt.bytes, durationMs: receipt.ms, tier: receipt.calibration.tier, linkClass: receipt.calibration.linkClass });
     for (const reason of receipt.recomputed.reasons) metrics?.transferFailed('pull', reason.kind === 'operation-failed' ? reason.code : reason.kind);
-    if (policy === 'fail' && receipt.blocks < receipt.requested) throw new FetchShortfallError(receipt);
+    if (policy === 'fail' && receipt.blocks < receipt.requested) throw new PullShortfallError(receipt);
     return receipt;
   }
 
   /** The source worker as ready in discovery under the hinted incarnation and epoch. */
-  async #sourceWorker(hint: FetchRequest['hint']): Promise<Worker> {
+  async #sourceWorker(hint: PullRequest['hint']): Promise<Worker> {
     const readiness = await this.#options.workers.readiness(hint.workerId);
     if (!readiness.ready) {
       const gateName = this.#options.admissionGate?.name;
       const admission = readiness.reasons.find((reason) => reason.kind === 'no-admission-gate' || (reason.kind === 'gate' && reason.gate === gateName));
-      if (admission !== undefined) throw new FetchRefusedError('admission', admission.message);
-      throw new FetchRefusedError('source-not-ready', `${hint.workerId}: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
+      if (admission !== undefined) throw new PullRefusedError('admission', admission.message);
+      throw new PullRefusedError('source-not-ready', `${hint.workerId}: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
     }
     if (readiness.incarnation !== hint.incarnation || readiness.epoch !== hint.epoch) {
-      throw new FetchRefusedError('source-not-ready', `${hint.workerId} is ready as incarnation ${readiness.incarnation} at epoch ${readiness.epoch}, not the hinted ${hint.incarnation} at epoch ${hint.epoch}`);
+      throw new PullRefusedError('source-not-ready', `${hint.workerId} is ready as incarnation ${readiness.incarnation} at epoch ${readiness.epoch}, not the hinted ${hint.incarnation} at epoch ${hint.epoch}`);
     }
     return readiness.worker;
   }
@@ -185,18 +185,18 @@ export class PullSide {
     );
     if (vram.length === 0) return;
     const gate = this.#options.admissionGate;
-    if (gate === undefined) throw new FetchRefusedError('admission', `${vram[0]} is vram and no admission gate is installed`);
+    if (gate === undefined) throw new PullRefusedError('admission', `${vram[0]} is vram and no admission gate is installed`);
     for (const worker of [source, destination]) {
       const verdict = await Promise.resolve()
         .then(() => gate.evaluate(worker))
         .catch((error: unknown) => ({ pass: false as const, reason: error instanceof Error ? error.message : String(error) }));
-      if (!verdict.pass) throw new FetchRefusedError('admission', `${gate.name} refused ${worker.workerId}: ${verdict.reason}`);
+      if (!verdict.pass) throw new PullRefusedError('admission', `${gate.name} refused ${worker.workerId}: ${verdict.reason}`);
     }
   }
 
 }
 
-function refusedReceipt(requested: number, reasons: readonly RecomputeReason[], verify: VerifyMode, link: { linkClass: FetchReceipt['calibration']['linkClass']; tier: FetchReceipt['calibration']['tier'] }): FetchReceipt {
+function refusedReceipt(requested: number, reasons: readonly RecomputeReason[], verify: VerifyMode, link: { linkClass: PullReceipt['calibration']['linkClass']; tier: PullReceipt['calibration']['tier'] }): PullReceipt {
   return {
     requested,
     blocks: 0,

@@ -10,7 +10,7 @@ import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness, type Work
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, BLOCKS, hintFor, openWorker, start, transport } from '../test/support/endpoint-workers.js';
 
-// Like fetch-ucx.test.ts: skipped where UCX is not built, except under CI, which requires it.
+// Like pull-ucx.test.ts: skipped where UCX is not built, except under CI, which requires it.
 const inCi = !['', '0', 'false', undefined].includes(process.env['CI']);
 const ucxTestsRun = inCi || transport.capabilities().backends.includes('ucx');
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
@@ -73,7 +73,7 @@ describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
     const source = { workerId: 'decode-0', incarnation: ready.incarnation!, epoch: ready.epoch! };
     const reader = prefill.ranks[0]!;
 
-    const receipt = await reader.endpoint.fetch({ hint: hintFor(source, BLOCKS), destinationBlocks: Uint32Array.from({ length: BLOCKS }, (_, i) => BLOCKS - 1 - i) });
+    const receipt = await reader.endpoint.pull({ hint: hintFor(source, BLOCKS), destinationBlocks: Uint32Array.from({ length: BLOCKS }, (_, i) => BLOCKS - 1 - i) });
     const blockBytes = 2 * 2 * 4 * 2 * 8 * 2;
     expect(receipt).toMatchObject({ requested: BLOCKS, blocks: BLOCKS, bytesMoved: BLOCKS * blockBytes, checkedBlocks: BLOCKS, recomputed: { reasons: [] } });
 
@@ -82,13 +82,13 @@ describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
     const watch = await watchWorkerReadiness(store, 'decode-0', { onChange: (readiness) => seen.push(readiness) });
     cleanups.push(() => watch.close());
     reader.agent.faults.delayCompletions('forever');
-    const fetching = reader.endpoint.fetch({ hint: hintFor(source, 4), destinationBlocks: Uint32Array.of(0, 1, 2, 3) });
+    const pulling = reader.endpoint.pull({ hint: hintFor(source, 4), destinationBlocks: Uint32Array.of(0, 1, 2, 3) });
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(4), { timeout: 60_000, interval: 10 });
     serving.child.kill('SIGTERM');
     await serving.next('draining');
     await vi.waitFor(() => expect(seen.at(-1)?.ready).toBe(false), { timeout: 60_000, interval: 10 });
     reader.agent.faults.clear();
-    expect(await fetching).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
+    expect(await pulling).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
     const { drained } = await serving.next('drained');
     expect(drained).toHaveLength(2);
     for (const rank of drained!) {

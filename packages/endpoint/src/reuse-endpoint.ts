@@ -32,8 +32,8 @@ import {
 import type { RankBankBytes } from './block-checksum.js';
 import { WorkerWatches } from './discovered-workers.js';
 import { EndpointOptionError } from './errors.js';
-import type { FetchReceipt } from './fetch-receipt.js';
-import { type FetchRequest, verifyModes } from './fetch-request.js';
+import type { PullReceipt } from './pull-receipt.js';
+import { type PullRequest, verifyModes } from './pull-request.js';
 import { PullSide } from './pull-side.js';
 import { NotificationRouter } from './notification-router.js';
 import { PeerTemplates } from './peer-templates.js';
@@ -79,7 +79,7 @@ export interface ReuseEndpointOptions {
   readonly banks: readonly Bank[];
   /**
    * The resolved `transport` and `discovery` settings (deadlines, the abandon timeout, the lease TTL),
-   * `drain` for a fetch's default shortfall policy (`recompute` without it) and `endpoint` for its
+   * `drain` for a pull's default shortfall policy (`recompute` without it) and `endpoint` for its
    * default verification (`endpoint.verify`; `full` without it) and its metrics listener: with
    * `endpoint.metricsPort` set (not 0), `register()` first serves `metrics` at `GET /metrics` on
    * `endpoint.metricsHost` and that port, until `close()`.
@@ -87,8 +87,8 @@ export interface ReuseEndpointOptions {
   readonly settings: Pick<Settings, 'transport' | 'discovery'> & Partial<Pick<Settings, 'drain' | 'endpoint'>>;
   /**
    * This rank's bank bytes, indexed by bank number (e.g. `allocation.view()` of each bank): what a
-   * serving rank checksums for its readers and what a fetching rank verifies. Required with `serve`, and
-   * for a fetch that verifies.
+   * serving rank checksums for its readers and what a pulling rank verifies. Required with `serve`, and
+   * for a pull that verifies.
    */
   readonly bankBytes?: RankBankBytes;
   /**
@@ -99,7 +99,7 @@ export interface ReuseEndpointOptions {
    * operations, deregisters and hands back.
    */
   readonly serve?: ServeOptions;
-  /** Readiness gates of this worker, and the profile-admission gate (required for `vram` banks, also for fetching from or into them). */
+  /** Readiness gates of this worker, and the profile-admission gate (required for `vram` banks, also for pulling from or into them). */
   readonly gates?: readonly ReadinessGate[];
   readonly admissionGate?: ReadinessGate;
   /** Waits for readers' pins during a drain when this rank does not `serve` (then its pin server waits); without either, no reader is waited for. */
@@ -107,7 +107,7 @@ export interface ReuseEndpointOptions {
   /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
   readonly withdrawInventory?: () => Promise<unknown>;
   /**
-   * The calibration of a router in this process: every fetch whose receipt prices the blocks it
+   * The calibration of a router in this process: every pull whose receipt prices the blocks it
    * committed (`calibrationSample`) is recorded there, so the router's next estimates follow what pulls measure.
    */
   readonly calibration?: Pick<TransferCalibration, 'record'>;
@@ -196,7 +196,7 @@ export class ReuseEndpoint {
   readonly #options: ReuseEndpointOptions;
   readonly #lifecycle = new EndpointLifecycle();
   readonly #clock: Clock;
-  /** Peers this rank reads from; the fetch records each with the incarnation it announced. */
+  /** Peers this rank reads from; the pull records each with the incarnation it announced. */
   readonly peers: PeerBook;
   /** Every native operation this rank posts; drains wait for them, quarantine the ones that never end. */
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
@@ -364,7 +364,7 @@ export class ReuseEndpoint {
 
   /**
    * Pulls the prefix the router chose from its source into this rank's banks and returns the receipt.
-   * Before anything is pinned or posted it refuses, with `FetchRefusedError` naming the reason, when this
+   * Before anything is pinned or posted it refuses, with `PullRefusedError` naming the reason, when this
    * endpoint is not ready (`not-ready`), the source is not ready in discovery under the hinted
    * incarnation and epoch (`source-not-ready`), the two workers are not compatible (`incompatible`),
    * a `vram` bank takes part without the admission gate passing (`admission`), or a source rank's
@@ -379,9 +379,9 @@ export class ReuseEndpoint {
    * prepared template of each rank pair (registered once per source incarnation), waits, verifies,
    * keeps the longest verified prefix and releases the pins once the operations are quiescent. A
    * refused or lost pin, a failed operation or a checksum mismatch ends in the policy's outcome:
-   * `recompute` returns the receipt with what to recompute and why; `fail` throws `FetchShortfallError` carrying it.
+   * `recompute` returns the receipt with what to recompute and why; `fail` throws `PullShortfallError` carrying it.
    */
-  fetch(request: FetchRequest): Promise<FetchReceipt> {
+  pull(request: PullRequest): Promise<PullReceipt> {
     return this.#pullSide.pull(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
   }
 

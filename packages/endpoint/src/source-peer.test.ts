@@ -7,10 +7,10 @@ import { ClusterSecret } from '@kvreuse/discovery';
 import { afterEach, describe, expect, it } from 'vitest';
 import { testGeometry, transport } from '../test/support/endpoint-workers.js';
 import { type AgentMetadata, signedTestParts } from '../test/workers.js';
-import { FetchRefusedError } from './errors.js';
+import { PullRefusedError } from './errors.js';
 import { loadSourcePeer, loadSourcePeers } from './source-peer.js';
 
-// Like fetch-ucx.test.ts: the ucx cases are skipped where UCX is not built, except under CI, which requires it.
+// Like pull-ucx.test.ts: the ucx cases are skipped where UCX is not built, except under CI, which requires it.
 const inCi = !['', '0', 'false', undefined].includes(process.env['CI']);
 const ucxTestsRun = inCi || transport.capabilities().backends.includes('ucx');
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
@@ -43,12 +43,12 @@ function refusalOf(reader: Agent, part: RankPart): unknown {
   throw new Error('the peer loaded');
 }
 
-/** A fetch refusal for `reason` that names the rank and the native status, with the NativeTransportError as cause. */
+/** A pull refusal for `reason` that names the rank and the native status, with the NativeTransportError as cause. */
 const refusal = (reason: string, code: string, detail: RegExp) =>
   expect.objectContaining({
-    code: 'FETCH_REFUSED',
+    code: 'PULL_REFUSED',
     reason,
-    message: expect.stringMatching(new RegExp(`^fetch refused \\(${reason}\\): source-0 tp 0 pp 0: .*kvt_peer_load failed with ${code}: `)),
+    message: expect.stringMatching(new RegExp(`^pull refused \\(${reason}\\): source-0 tp 0 pp 0: .*kvt_peer_load failed with ${code}: `)),
     cause: expect.objectContaining({ name: 'NativeTransportError', code, call: 'kvt_peer_load', detail: expect.stringMatching(detail) }),
   });
 
@@ -91,7 +91,7 @@ describe('loadSourcePeer', () => {
     const part = partOf(source);
     await source.close();
     const refused = refusalOf(reader, part);
-    expect(refused).toBeInstanceOf(FetchRefusedError);
+    expect(refused).toBeInstanceOf(PullRefusedError);
     expect(refused).toEqual(refusal('source-unreachable', 'REMOTE_DISCONNECT', /is not alive/));
     expect(refused).toMatchObject({ message: expect.stringContaining('source-0 tp 0 pp 0: its agent cannot be reached (kvt_peer_load failed with REMOTE_DISCONNECT') });
     expect(reader.counters().livePeers).toBe(0);

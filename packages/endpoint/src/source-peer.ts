@@ -1,11 +1,11 @@
-// Loading the source ranks' peers for a fetch, all or none: what the native layer refuses because of the
-// source (its agent out of reach, its metadata not loadable here) refuses the fetch, naming the rank; what
+// Loading the source ranks' peers for a pull, all or none: what the native layer refuses because of the
+// source (its agent out of reach, its metadata not loadable here) refuses the pull, naming the rank; what
 // says this agent itself failed is thrown as it is.
 import type { RankPart } from '@kvreuse/descriptors';
 import { type Agent, NativeTransportError, type Peer, type StatusCodeName } from '@kvreuse/native-bindings';
 import { type ClusterSecret, TransportMetadataRefusedError } from '@kvreuse/discovery';
 import { loadRankPeer } from '@kvreuse/registry';
-import { describeRank, type FetchRefusal, FetchRefusedError } from './errors.js';
+import { describeRank, type PullRefusal, PullRefusedError } from './errors.js';
 
 /**
  * The kvt_peer_load failures that are the source's (native/src/peer.c, metadata.c, ucx.c, loopback.c):
@@ -16,7 +16,7 @@ import { describeRank, type FetchRefusal, FetchRefusedError } from './errors.js'
  * The rest are this agent's own: NO_MEMORY, BACKEND (UCX could not create an endpoint or unpack a remote
  * key in this process — true of any source) and NOT_FOUND (this agent is closed).
  */
-const sourceFailures: Partial<Record<StatusCodeName, { readonly reason: FetchRefusal; readonly what: string }>> = {
+const sourceFailures: Partial<Record<StatusCodeName, { readonly reason: PullRefusal; readonly what: string }>> = {
   REMOTE_DISCONNECT: { reason: 'source-unreachable', what: 'its agent cannot be reached' },
   NOT_SUPPORTED: { reason: 'source-unreachable', what: 'its agent cannot be reached' },
   MISMATCH: { reason: 'metadata-refused', what: 'its transport metadata cannot be loaded here' },
@@ -25,7 +25,7 @@ const sourceFailures: Partial<Record<StatusCodeName, { readonly reason: FetchRef
 
 /**
  * The peer of a source rank, once its metadata's signature checks out. A refused signature refuses the
- * fetch (`metadata-refused`, the `TransportMetadataRefusedError` as cause), and so does a native failure
+ * pull (`metadata-refused`, the `TransportMetadataRefusedError` as cause), and so does a native failure
  * that is the source's (`source-unreachable` or `metadata-refused`, the `NativeTransportError` as cause).
  */
 export function loadSourcePeer(agent: Pick<Agent, 'loadPeer'>, part: RankPart, secret: ClusterSecret): Peer {
@@ -33,17 +33,17 @@ export function loadSourcePeer(agent: Pick<Agent, 'loadPeer'>, part: RankPart, s
     return loadRankPeer(agent, part, secret);
   } catch (error) {
     const rank = `${part.workerId} ${describeRank({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank })}`;
-    if (error instanceof TransportMetadataRefusedError) throw new FetchRefusedError('metadata-refused', `${rank}: ${error.message}`, { cause: error });
+    if (error instanceof TransportMetadataRefusedError) throw new PullRefusedError('metadata-refused', `${rank}: ${error.message}`, { cause: error });
     const sourceFailure = error instanceof NativeTransportError ? sourceFailures[error.code as StatusCodeName] : undefined;
-    if (sourceFailure !== undefined) throw new FetchRefusedError(sourceFailure.reason, `${rank}: ${sourceFailure.what} (${(error as Error).message})`, { cause: error });
+    if (sourceFailure !== undefined) throw new PullRefusedError(sourceFailure.reason, `${rank}: ${sourceFailure.what} (${(error as Error).message})`, { cause: error });
     throw error;
   }
 }
 
 /**
  * The peers of `parts`, loaded all or none: when one is refused (or fails), the peers this call loaded
- * anew are unloaded before the error is thrown, so a refused fetch leaves no peer of its own behind.
- * Peers loaded before it — by an earlier fetch, or to answer a reader's pins — are left loaded.
+ * anew are unloaded before the error is thrown, so a refused pull leaves no peer of its own behind.
+ * Peers loaded before it — by an earlier pull, or to answer a reader's pins — are left loaded.
  */
 export function loadSourcePeers(agent: Pick<Agent, 'loadPeer' | 'peers'>, parts: Iterable<RankPart>, secret: ClusterSecret): Map<RankPart, Peer> {
   const peers = new Map<RankPart, Peer>();

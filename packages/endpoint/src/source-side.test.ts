@@ -96,7 +96,7 @@ describe('ReuseEndpoint serving pins', () => {
     };
 
     reader.agent.faults.delayCompletions('forever');
-    const fetching = reader.endpoint.fetch({ hint: hintFor(decode, 4), destinationBlocks: Uint32Array.of(0, 1, 2, 3) });
+    const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: Uint32Array.of(0, 1, 2, 3) });
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
     expect(source.endpoint.pinServer?.heldPins).toBe(1);
 
@@ -113,7 +113,7 @@ describe('ReuseEndpoint serving pins', () => {
     expect(source.endpoint.pinServer?.heldPins).toBe(1);
 
     reader.agent.faults.clear();
-    const receipt = await fetching;
+    const receipt = await pulling;
     expect(receipt).toMatchObject({ requested: 4, blocks: 4, checkedBlocks: 4, recomputed: { blocks: 0, reasons: [] } });
     const report = await draining;
     expect(releases).toEqual([banks]);

@@ -1,5 +1,5 @@
-// A test-only HeldPin: what the pin client would hand the fetch once a source granted a pin. It
-// isolates the fetch from the pin protocol (which has its own tests); the blocks it names are read
+// A test-only HeldPin: what the pin client would hand the pull once a source granted a pin. It
+// isolates the pull from the pin protocol (which has its own tests); the blocks it names are read
 // for real from the source agents' registered memory.
 import type { RankId } from '@kvreuse/descriptors';
 import type { HeldPin, PinLoss } from '../src/pins.js';

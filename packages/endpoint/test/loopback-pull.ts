@@ -1,11 +1,11 @@
-// Real loopback agents in this process for the fetch tests: one agent per source rank with allocated,
+// Real loopback agents in this process for the pull tests: one agent per source rank with allocated,
 // registered banks filled with deterministic bytes, and one destination agent whose banks are
 // registry banks registered as a rank, with a peer book and an operation ledger.
 import { buildTransferTemplate, type Geometry, type RankPart, type TransferTemplate } from '@kvreuse/descriptors';
 import { OperationLedger, PeerBook } from '@kvreuse/drain';
 import { type Agent, type Allocation, type Backend, loadTransport, type Peer, type PostBlocksRequest, type PostRequest, type Region, type RegisteredTemplate } from '@kvreuse/native-bindings';
 import { Bank, kvreuseOwner, type RegisteredRank, registerRank, releaseRank } from '@kvreuse/registry';
-import type { FetchPair } from '../src/fetch.js';
+import type { PullPair } from '../src/pull.js';
 import { fillDeterministic, testWorker } from './workers.js';
 
 export const transport = loadTransport();
@@ -18,8 +18,8 @@ export interface LoopbackPull {
   readonly destination: Agent;
   readonly rank: RegisteredRank;
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
-  /** The fetch pairs of the template, one per rank pair, in template order. */
-  readonly pairs: FetchPair[];
+  /** The pull pairs of the template, one per rank pair, in template order. */
+  readonly pairs: PullPair[];
   /** Source bank bytes per source rank, indexed by bank number. */
   sourceBytes(rank: number): Buffer[];
   close(): Promise<void>;
@@ -43,14 +43,14 @@ export interface DestinationRank {
   readonly destination: Agent;
   readonly rank: RegisteredRank;
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
-  readonly pairs: FetchPair[];
+  readonly pairs: PullPair[];
   close(): Promise<void>;
 }
 
 /** The destination rank (TP 1) on `backend`: registry banks registered as a rank, a ledger, and one registered template per pair. */
 export async function openDestination(template: TransferTemplate, destinationPart: RankPart, backend: Backend, sources: readonly RemoteSource[]): Promise<DestinationRank> {
   sequence += 1;
-  const destination = await transport.createAgent({ name: `fetch-destination-${process.pid}-${sequence}`, backend });
+  const destination = await transport.createAgent({ name: `pull-destination-${process.pid}-${sequence}`, backend });
   const destinationAllocations = await Promise.all(destinationPart.banks.map((bank) => destination.allocate(Number(bank.bytes))));
   const banks = destinationPart.banks.map((bank, index) => {
     const allocation = destinationAllocations[index]!;
@@ -61,7 +61,7 @@ export async function openDestination(template: TransferTemplate, destinationPar
   const ledger = new OperationLedger<PostRequest, PostBlocksRequest>({ agent: destination, peers: book, timeouts: { operationTimeoutMs: 600_000, abandonTimeoutMs: 1_200_000 } });
   const tickets = sources.map((source) => book.track(source.name, 'source-inc', destination.loadPeer(source.metadata)));
   const templates: RegisteredTemplate[] = [];
-  const pairs = template.pairs.map((_, pair): FetchPair => {
+  const pairs = template.pairs.map((_, pair): PullPair => {
     const sourceRank = template.pairSourceRank[pair] as number;
     const ticket = tickets[sourceRank]!;
     const registered = destination.registerTemplate({
@@ -95,7 +95,7 @@ export async function openLoopbackPull(geometry: Geometry, sourceTp: number, blo
   sequence += 1;
   const sources: LoopbackPull['sources'] = [];
   for (const [rank, part] of sourceWorker.ranks.entries()) {
-    const agent = await transport.createAgent({ name: `fetch-source-${rank}-${process.pid}-${sequence}`, backend: 'loopback' });
+    const agent = await transport.createAgent({ name: `pull-source-${rank}-${process.pid}-${sequence}`, backend: 'loopback' });
     const allocations = await Promise.all(part.banks.map((bank) => agent.allocate(Number(bank.bytes))));
     allocations.forEach((allocation, bank) => fillDeterministic(allocation.view(), rank, bank));
     sources.push({ agent, allocations, regions: allocations.map((allocation) => agent.register(allocation)) });

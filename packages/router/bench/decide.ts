@@ -149,7 +149,7 @@ function scanDecide(chain: BigUint64Array): { workerId: string; extent: number }
 const scanBest = new Float64Array(scanQueries).fill(Infinity);
 let disagreements = 0;
 let overBudget = 0;
-let fetches = 0;
+let pulls = 0;
 for (let round = 0; round < 2; round++) {
   for (let q = 0; q < scanQueries; q++) {
     const start = performance.now();
@@ -162,7 +162,7 @@ for (let round = 0; round < 2; round++) {
       overBudget++;
       continue;
     }
-    if (decision.action === 'fetch') fetches++;
+    if (decision.action === 'pull') pulls++;
     if (decision.source?.workerId !== scanned?.workerId || (scanned !== undefined && decision.extent !== scanned.extent)) disagreements++;
   }
 }
@@ -176,7 +176,7 @@ const ratio = scanUs / decideUs;
 console.log(
   `route.decide: p50 ${p50.toFixed(2)} µs, p99 ${p99.toFixed(2)} µs over ${queries} decisions (least of ${rounds} rounds; the lookup alone: p99 ${lookupP99.toFixed(2)} µs); ` +
     `scan ${(scanUs / scanQueries).toFixed(1)} µs vs decide ${(decideUs / scanQueries).toFixed(2)} µs per decision = ${ratio.toFixed(1)}× ` +
-    `(${fetches} fetches of ${scanQueries}, ${disagreements} disagreements, ${overBudget} over budget in the first round); load ${loadavg()[0]!.toFixed(1)}`,
+    `(${pulls} pulls of ${scanQueries}, ${disagreements} disagreements, ${overBudget} over budget in the first round); load ${loadavg()[0]!.toFixed(1)}`,
 );
 if (disagreements > 0) throw new Error(`the scan and decide disagree on ${disagreements} decisions`);
 

@@ -40,21 +40,21 @@ interface Row {
 
 // Each setting on both sides of its threshold; everything else as `exact`.
 const rows: Row[] = [
-  { setting: 'enable_decode_to_prefill_reuse on', flags: [], setup: hostSource, action: 'fetch', reason: 'worth-it' },
+  { setting: 'enable_decode_to_prefill_reuse on', flags: [], setup: hostSource, action: 'pull', reason: 'worth-it' },
   { setting: 'enable_decode_to_prefill_reuse off', flags: ['--router-enable-decode-to-prefill-reuse=false'], setup: hostSource, action: 'recompute', reason: 'disabled' },
-  { setting: 'enable_decode_to_prefill_gpu_reuse on, GPU source', flags: ['--router-enable-decode-to-prefill-gpu-reuse'], setup: gpuSource, action: 'fetch', reason: 'worth-it' },
+  { setting: 'enable_decode_to_prefill_gpu_reuse on, GPU source', flags: ['--router-enable-decode-to-prefill-gpu-reuse'], setup: gpuSource, action: 'pull', reason: 'worth-it' },
   { setting: 'enable_decode_to_prefill_gpu_reuse off, GPU source', flags: [], setup: gpuSource, action: 'recompute', reason: 'no-candidate' },
-  { setting: 'minimum_estimated_ttft_saving_ms = net (27)', flags: ['--router-minimum-estimated-ttft-saving-ms=27'], setup: hostSource, action: 'fetch', reason: 'worth-it' },
+  { setting: 'minimum_estimated_ttft_saving_ms = net (27)', flags: ['--router-minimum-estimated-ttft-saving-ms=27'], setup: hostSource, action: 'pull', reason: 'worth-it' },
   { setting: 'minimum_estimated_ttft_saving_ms just above net (27.5)', flags: ['--router-minimum-estimated-ttft-saving-ms=27.5'], setup: hostSource, action: 'recompute', reason: 'not-worth-it' },
-  { setting: 'minimum_transfer_prefix_blocks = extent (8)', flags: ['--router-minimum-transfer-prefix-blocks=8'], setup: hostSource, action: 'fetch', reason: 'worth-it' },
+  { setting: 'minimum_transfer_prefix_blocks = extent (8)', flags: ['--router-minimum-transfer-prefix-blocks=8'], setup: hostSource, action: 'pull', reason: 'worth-it' },
   { setting: 'minimum_transfer_prefix_blocks = extent + 1 (9)', flags: ['--router-minimum-transfer-prefix-blocks=9'], setup: hostSource, action: 'recompute', reason: 'too-short' },
-  { setting: 'transfer_source_estimated_block_us at the margin (3250: net 5)', flags: ['--router-transfer-source-estimated-block-us=3250'], setup: hostSource, action: 'fetch', reason: 'worth-it' },
+  { setting: 'transfer_source_estimated_block_us at the margin (3250: net 5)', flags: ['--router-transfer-source-estimated-block-us=3250'], setup: hostSource, action: 'pull', reason: 'worth-it' },
   { setting: 'transfer_source_estimated_block_us past it (3375: net 4)', flags: ['--router-transfer-source-estimated-block-us=3375'], setup: hostSource, action: 'recompute', reason: 'not-worth-it' },
   {
     setting: 'transfer_source_gpu_estimated_block_us at the margin (3250)',
     flags: ['--router-enable-decode-to-prefill-gpu-reuse', '--router-transfer-source-gpu-estimated-block-us=3250'],
     setup: gpuSource,
-    action: 'fetch',
+    action: 'pull',
     reason: 'worth-it',
   },
   {
@@ -64,15 +64,15 @@ const rows: Row[] = [
     action: 'recompute',
     reason: 'not-worth-it',
   },
-  { setting: 'transfer_source_lookup_budget_ms at the margin (23: net 5)', flags: ['--router-transfer-source-lookup-budget-ms=23'], setup: hostSource, action: 'fetch', reason: 'worth-it' },
+  { setting: 'transfer_source_lookup_budget_ms at the margin (23: net 5)', flags: ['--router-transfer-source-lookup-budget-ms=23'], setup: hostSource, action: 'pull', reason: 'worth-it' },
   { setting: 'transfer_source_lookup_budget_ms past it (23.5: net 4.5)', flags: ['--router-transfer-source-lookup-budget-ms=23.5'], setup: hostSource, action: 'recompute', reason: 'not-worth-it' },
-  { setting: 'transfer_source_prefill_token_us at the margin (19.53125: saving 10, net 5)', flags: ['--router-transfer-source-prefill-token-us=19.53125'], setup: hostSource, action: 'fetch', reason: 'worth-it' },
+  { setting: 'transfer_source_prefill_token_us at the margin (19.53125: saving 10, net 5)', flags: ['--router-transfer-source-prefill-token-us=19.53125'], setup: hostSource, action: 'pull', reason: 'worth-it' },
   { setting: 'transfer_source_prefill_token_us below it (19.5)', flags: ['--router-transfer-source-prefill-token-us=19.5'], setup: hostSource, action: 'recompute', reason: 'not-worth-it' },
   {
     setting: 'max_concurrent_pulls_per_source above the pulls served (3 > 2)',
     flags: ['--router-max-concurrent-pulls-per-source=3'],
     setup: (s) => busy(s, 2),
-    action: 'fetch',
+    action: 'pull',
     reason: 'worth-it',
   },
   {
@@ -106,7 +106,7 @@ describe('decide: every router setting changes the decision where it should', ()
   it('prices a GPU pull at the GPU prior: 8 × 0.25 + 1 ms', () => {
     const s = scenario(['--router-enable-decode-to-prefill-gpu-reuse']);
     gpuSource(s);
-    expect(route(s)).toMatchObject({ action: 'fetch', costMs: 3, source: { tier: 'gpu' } });
+    expect(route(s)).toMatchObject({ action: 'pull', costMs: 3, source: { tier: 'gpu' } });
   });
 });
 
@@ -120,7 +120,7 @@ describe('decide: activation', () => {
   });
 });
 
-describe('decide: the fetch hint', () => {
+describe('decide: the pull hint', () => {
   it('names the source incarnation and its epoch, the block range beyond the local prefix, the hashes and the tier, and reserves nothing', () => {
     const s = scenario();
     s.addSource(workerOf('decode-1'), 7, { blocks: 12 });
@@ -135,7 +135,7 @@ describe('decide: the fetch hint', () => {
       tier: 'host',
       linkClass: 'network',
     });
-    expect(decision).toMatchObject({ action: 'fetch', reason: 'worth-it', extent: 9 });
+    expect(decision).toMatchObject({ action: 'pull', reason: 'worth-it', extent: 9 });
   });
 
   it('says same-host when source and destination run on one machine', () => {
@@ -184,7 +184,7 @@ describe('decide: candidates', () => {
   it('serves a prefix split across tiers as mixed, at the slower tier’s price, only when GPU reuse is active', () => {
     const gpu = scenario(['--router-enable-decode-to-prefill-gpu-reuse']);
     gpu.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks: 8, tier: 'split' });
-    expect(route(gpu)).toMatchObject({ action: 'fetch', costMs: 5, source: { tier: 'mixed' } });
+    expect(route(gpu)).toMatchObject({ action: 'pull', costMs: 5, source: { tier: 'mixed' } });
 
   });
 
@@ -194,7 +194,7 @@ describe('decide: candidates', () => {
     hostOnly.addSource(workerOf('decode-1'), 1, { blocks: 8, tier: 'split' });
     const cut = { retainedBlocks: 8, usableBlocks: 4, reason: 'gpu-not-admitted', detail: expect.stringContaining('only the first 4 are in host memory, block 4 is in GPU memory only') };
     const decision = route(hostOnly);
-    expect(decision).toMatchObject({ action: 'fetch', extent: 4, savingMs: 16, costMs: 3, cut, source: { tier: 'host', blocks: { start: 0, count: 4 } } });
+    expect(decision).toMatchObject({ action: 'pull', extent: 4, savingMs: 16, costMs: 3, cut, source: { tier: 'host', blocks: { start: 0, count: 4 } } });
     expect(decision.detail).toContain('only the first 4 are in host memory');
     // The cut prefix is priced and judged as such: 3 blocks beyond a destination holding 1 are too short.
     expect(route(hostOnly, 1)).toMatchObject({ action: 'recompute', reason: 'too-short', extent: 3, cut });
@@ -257,7 +257,7 @@ describe('decide: candidates', () => {
     // The source hashes what it retains with its own geometry: the same chain as the destination's.
     expect(hashBlockChain(s.tokens, blockHashScheme(contiguous.geometry, profile.blockHash.seed))).toEqual(s.chain);
     s.addSource(contiguous, 1, { blocks: 8 });
-    expect(route(s, 2)).toMatchObject({ action: 'fetch', source: { workerId: 'decode-1', blocks: { start: 2, count: 6 } } });
+    expect(route(s, 2)).toMatchObject({ action: 'pull', source: { workerId: 'decode-1', blocks: { start: 2, count: 6 } } });
   });
 
   it("takes the link class from the hosts the rank parts publish, not the destination's given host", () => {
@@ -286,7 +286,7 @@ describe('decide: candidates', () => {
     same.sources.observe(readyOf(workerOf('decode-1'), 1), { blockHash: { function: blockHashFunction, seed: 'meta-llama/Llama-3.1-8B-Instruct' } });
     same.sources.inventoryComplete('decode-1', 1);
     same.retain(workerOf('decode-1'), 1, { blocks: 8 });
-    expect(route(same).action).toBe('fetch');
+    expect(route(same).action).toBe('pull');
   });
 
   it('recomputes with no candidate when nobody retains the first block, or the destination holds the whole prompt', () => {
@@ -301,11 +301,11 @@ describe('decide: candidates', () => {
     s.addSource(workerOf('decode-1'), 1, { blocks: 8 }, { complete: false });
     expect(route(s).rejected[0]?.reason).toBe('source-warming');
     s.sources.inventoryComplete('decode-1', 1);
-    expect(route(s).action).toBe('fetch');
+    expect(route(s).action).toBe('pull');
     for (let i = 0; i < 4; i++) s.sources.pullStarted('decode-1', 1);
     expect(route(s).rejected[0]?.reason).toBe('source-busy');
     s.sources.pullEnded('decode-1', 1);
-    expect(route(s).action).toBe('fetch');
+    expect(route(s).action).toBe('pull');
   });
 });
 
@@ -348,9 +348,9 @@ describe('decide: the lookup budget', () => {
   // With the clock moving 1 ms per reading: the start, after hashing, after the lookup, before every
   // candidate but the first, and after the last — n + 3 readings, so n + 2 ms pass for n candidates.
   it.each([
-    [1, 3, 'fetch'],
+    [1, 3, 'pull'],
     [1, 2.5, 'budget-exceeded'],
-    [3, 5, 'fetch'],
+    [3, 5, 'pull'],
     [3, 4.5, 'budget-exceeded'],
   ] as const)('with %i candidates and a budget of %f ms: %s', (candidates, budget, outcome) => {
     // The budget is also in the cost: a large saving keeps every pull worth it.
@@ -358,7 +358,7 @@ describe('decide: the lookup budget', () => {
     for (let i = 0; i < candidates; i++) s.addSource(workerOf(`decode-${i}`), 1, { blocks: 30 });
     s.clock.stepMs = 1;
     const decision = route(s);
-    expect(outcome === 'fetch' ? decision.action : decision.reason).toBe(outcome);
+    expect(outcome === 'pull' ? decision.action : decision.reason).toBe(outcome);
     if (outcome === 'budget-exceeded') expect(decision).toMatchObject({ action: 'recompute', extent: 0, detail: expect.stringContaining(`${budget} ms`) });
   });
 
@@ -387,7 +387,7 @@ describe('decide: calibration', () => {
     expect(decision.costMs).toBeCloseTo(0.5 + 8 * 0.25 + 1, 9);
   });
 
-  it('never fetches what the settings forbid, however cheap the receipts say pulls are', () => {
+  it('never pulls what the settings forbid, however cheap the receipts say pulls are', () => {
     const calibration = new TransferCalibration();
     for (let blocks = 1; blocks <= 16; blocks++) calibration.record({ linkClass: 'network', tier: 'host', blocks, bytes: 1, transferMs: blocks * 0.001, prefillTokenUs: 1000 });
     const off = scenario(['--router-enable-decode-to-prefill-reuse=false']);

@@ -83,7 +83,7 @@ export interface RejectedSource {
  * Where to pull from. Advisory like the inventory it comes from: it reserves nothing; the endpoint pins
  * the blocks at the source, and only the pin proves they are there.
  */
-export interface FetchHint {
+export interface PullHint {
   readonly workerId: string;
   readonly incarnation: string;
   /** The source incarnation's epoch: a pin for another epoch must be refused. */
@@ -110,12 +110,12 @@ export interface PrefixCut {
 }
 
 export interface RouteDecision {
-  readonly action: 'fetch' | 'recompute';
+  readonly action: 'pull' | 'recompute';
   readonly reason: DecisionReason;
   /** The reason in words, with the settings and values that decided it. */
   readonly detail: string;
-  /** Present only when fetching. */
-  readonly source?: FetchHint;
+  /** Present only when pulling. */
+  readonly source?: PullHint;
   /** Blocks the best candidate would supply beyond the destination's own (0 without one). */
   readonly extent: number;
   /** Present when the best candidate's retained prefix was cut to its leading run on an allowed tier. */
@@ -186,7 +186,7 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
   if (chosen === undefined) return declined(priced, router, considered, rejected);
   const { state, extent, tier, linkClass } = chosen;
   const detail = `pull ${extent} blocks from ${state.workerId}: ${describeNet(chosen)}${chosen.cut === undefined ? '' : `; ${chosen.cut.detail}`}`;
-  const decision = pricedDecision(chosen, 'fetch', 'worth-it', detail, considered, rejected);
+  const decision = pricedDecision(chosen, 'pull', 'worth-it', detail, considered, rejected);
   decision.source = {
     workerId: state.workerId,
     incarnation: state.incarnation,

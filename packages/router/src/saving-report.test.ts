@@ -9,12 +9,12 @@ const flags = ['--router-transfer-source-prefill-token-us=62.5', '--router-trans
 describe('SavingReport', () => {
   const s = new Scenario(16, settingsOf(flags));
   s.addSource(workerOf('decode-1'), 1, { blocks: 8 });
-  const fetch = decide({ tokens: s.tokens, destination: { worker: s.destination, localBlocks: 0 } }, s.context());
+  const pullDecision = decide({ tokens: s.tokens, destination: { worker: s.destination, localBlocks: 0 } }, s.context());
 
   it('sets the predicted net saving against the measured one, per pull', () => {
     const report = new SavingReport(s.settings.router);
     // Predicted: 32 − 5 = 27. Measured: 8 blocks at 50 µs per token = 25.6, minus 3 ms transfer, minus the 1 ms budget.
-    expect(report.add(fetch, { linkClass: 'network', tier: 'host', blocks: 8, bytes: 1, transferMs: 3, prefillTokenUs: 50 })).toEqual({
+    expect(report.add(pullDecision, { linkClass: 'network', tier: 'host', blocks: 8, bytes: 1, transferMs: 3, prefillTokenUs: 50 })).toEqual({
       source: 'decode-1',
       extent: 8,
       blocksMoved: 8,
@@ -23,7 +23,7 @@ describe('SavingReport', () => {
       measuredMs: 25.6 - 3 - 1,
     });
     // Only 4 blocks verified; no measured prefill time: the prior's 4 ms per block.
-    expect(report.add(fetch, { linkClass: 'network', tier: 'host', blocks: 4, bytes: 1, transferMs: 1 }).measuredMs).toBe(14);
+    expect(report.add(pullDecision, { linkClass: 'network', tier: 'host', blocks: 4, bytes: 1, transferMs: 1 }).measuredMs).toBe(14);
     expect(report.render()).toBe(
       [
         'source | extent | moved | estimate | predicted ms | measured ms | error ms',
@@ -40,7 +40,7 @@ describe('SavingReport', () => {
     const report = new SavingReport(s.settings.router);
     const recompute = decide({ tokens: s.tokens, destination: { worker: s.destination, localBlocks: 16 } }, s.context());
     expect(() => report.add(recompute, { linkClass: 'network', tier: 'host', blocks: 1, bytes: 1, transferMs: 1 })).toThrow(RouterOptionError);
-    expect(() => report.add(fetch, { linkClass: 'network', tier: 'host', blocks: 9, bytes: 1, transferMs: 1 })).toThrow(ReceiptError);
+    expect(() => report.add(pullDecision, { linkClass: 'network', tier: 'host', blocks: 9, bytes: 1, transferMs: 1 })).toThrow(ReceiptError);
     expect(report.rows()).toEqual([]);
   });
 });

@@ -18,7 +18,7 @@ export interface SavingRow {
 }
 
 /**
- * Predicted against measured saving, per fetch decision: what a `kvreuse`-level report shows to tell
+ * Predicted against measured saving, per pull decision: what a `kvreuse`-level report shows to tell
  * whether the cost model (prior or calibrated) is right.
  */
 export class SavingReport {
@@ -28,10 +28,10 @@ export class SavingReport {
     if (router === null || typeof router !== 'object') throw new RouterOptionError('router', router, "the resolved settings' router group");
   }
 
-  /** Adds a fetch decision and the receipt of its pull. */
+  /** Adds a pull decision and the receipt of its pull. */
   add(decision: RouteDecision, receipt: TransferReceipt): SavingRow {
     const source = decision.source;
-    if (decision.action !== 'fetch' || source === undefined) throw new RouterOptionError('decision', decision.reason, 'a fetch decision: only a pull has a receipt');
+    if (decision.action !== 'pull' || source === undefined) throw new RouterOptionError('decision', decision.reason, 'a pull decision: only a pull has a receipt');
     if (receipt === null || typeof receipt !== 'object') throw new ReceiptError('receipt', receipt, 'an object');
     if (!(Number.isSafeInteger(receipt.blocks) && receipt.blocks >= 0 && receipt.blocks <= decision.extent)) {
       throw new ReceiptError('blocks', receipt.blocks, `a whole number from 0 to the decision's extent, ${decision.extent}`);

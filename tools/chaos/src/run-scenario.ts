@@ -54,7 +54,7 @@ export type PullOutcome =
   | 'verified-partial'
   /** Nothing committed: every block recomputed, with its reasons. */
   | 'recomputed'
-  /** The fetch refused or failed with a typed error, reported by the prefill. */
+  /** The pull refused or failed with a typed error, reported by the prefill. */
   | 'typed-failure'
   /** The prefill itself was killed before it reported. */
   | 'destination-killed';
@@ -158,7 +158,7 @@ async function pullEnd(seed: number, pulled: Promise<{ pull: PullReport }>): Pro
   } catch (error) {
     if (!(error instanceof DemoProcessError)) throw error;
     if (error.what.startsWith('exited')) return { outcome: 'destination-killed', detail: error.what };
-    // A failure the prefill reported names the typed error it caught (`FetchRefusedError: …`).
+    // A failure the prefill reported names the typed error it caught (`PullRefusedError: …`).
     const typed = /^failed before reporting "pulled": (\w+Error): /.exec(error.what);
     if (typed === null) throw new ChaosInvariantError(seed, 'a failed pull ends in a typed error', error.what);
     return { outcome: 'typed-failure', detail: error.what.slice('failed before reporting "pulled": '.length) };
@@ -293,18 +293,18 @@ function discoverySettings(scenario: Scenario, dir: string, etcd: EtcdProcess | 
   return { ...base, backend: 'etcd', etcdEndpoints: [etcd.url], secretFile };
 }
 
-const sourceNotReady = 'FetchRefusedError: fetch refused (source-not-ready)';
-const prefillNotReady = 'FetchRefusedError: fetch refused (not-ready)';
+const sourceNotReady = 'PullRefusedError: pull refused (source-not-ready)';
+const prefillNotReady = 'PullRefusedError: pull refused (not-ready)';
 /** The refusals a pull meets while the endpoints are still recomputing readiness after a fault. */
-const notReadyYet = /^FetchRefusedError: fetch refused \((not-ready|source-not-ready)\)/;
+const notReadyYet = /^PullRefusedError: pull refused \((not-ready|source-not-ready)\)/;
 
 /** What a pull from a killed rank's peer meets before the prefill's own view of discovery has lapsed the rank's part. */
-const peerGone = /^FetchRefusedError: fetch refused \(source-unreachable\): .*kvt_peer_load failed with REMOTE_DISCONNECT: .* is gone\)$/;
+const peerGone = /^PullRefusedError: pull refused \(source-unreachable\): .*kvt_peer_load failed with REMOTE_DISCONNECT: .* is gone\)$/;
 
 /**
  * Pulls again from the worker that lost a rank until the prefill refuses with `source-not-ready`: its
  * own view of discovery lapses the killed rank's part a little after the parent's, and until then the
- * pull is refused loading the dead peer (`FetchRefusedError`, `source-unreachable`), recomputes everything
+ * pull is refused loading the dead peer (`PullRefusedError`, `source-unreachable`), recomputes everything
  * (the peer it loaded before answers no pin), or is refused `not-ready` while the prefill's own readiness
  * recovers. Anything else, or no refusal within `stepMs`, breaks the invariant.
  */

@@ -13,7 +13,7 @@ describe('the main job', () => {
     expect(report).toContain('tp1/pp0 → tp0/pp0: KV heads 4..7, layers 0..27');
     // The router decides with the example settings: 42 × 64 tokens × 50 µs saves 134.4 ms; 42 host blocks
     // × 100 µs + the 2 ms lookup budget cost 6.2 ms.
-    expect(report).toContain('fetch (worth-it): pull 42 blocks from qwen3-0.6b-decode-0: saves 134.4 ms for 6.2 ms (prior estimate), net 128.2 ms');
+    expect(report).toContain('pull (worth-it): pull 42 blocks from qwen3-0.6b-decode-0: saves 134.4 ms for 6.2 ms (prior estimate), net 128.2 ms');
     expect(report).toContain('== plan: pull blocks 0..41 (42 blocks)');
     expect(report).toContain('total: 4704 descriptors, 308,281,344 bytes');
   });

@@ -89,7 +89,7 @@ export function runMainJob(options: MainJobOptions = {}): string {
   const decision = routeDemoPrompt(resolved.settings, decode.worker, prefill.worker, options.clock);
   out.push(`  ${decision.action} (${decision.reason}): ${decision.detail}`);
   for (const rejection of decision.rejected) out.push(`  - ${rejection.worker} ${rejection.reason}: ${rejection.detail}`);
-  if (decision.action !== 'fetch' || decision.source === undefined) return `${out.join('\n')}\n`;
+  if (decision.action !== 'pull' || decision.source === undefined) return `${out.join('\n')}\n`;
   out.push('');
 
   const { start, count } = decision.source.blocks;

@@ -2,7 +2,7 @@
 // laid out for Qwen3-0.6B, registered, the rank part published to discovery), and a BlockPool (the
 // reference pin adapter) standing in for the serving framework's block table. A decode rank serves pins
 // on what it retains (`serve`) and announces it as the worker's inventory; the prefill rank hands turn 1
-// off with the endpoint's `push` and pulls turn 2's prefix back (`fetch`). Given a metrics port, the
+// off with the endpoint's `push` and pulls turn 2's prefix back (`pull`). Given a metrics port, the
 // rank's endpoint serves its metrics there until it shuts down.
 import type { Settings } from '@kvreuse/config';
 import { type RankPart, referenceGeometries } from '@kvreuse/descriptors';
@@ -15,7 +15,7 @@ import { DemoMessageError } from '../errors.js';
 import { CrashOnPin } from './crash-on-pin.js';
 import { handOff } from './hand-off.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
-import { pullPrefix } from './pull.js';
+import { pullAndRecompute } from './pull.js';
 import { reportQuarantines } from './quarantine-report.js';
 import { hintOf, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
@@ -151,7 +151,7 @@ export class DemoRank {
       case 'pull': {
         const disarm = command.stopAfterPost === true ? this.#stopAfterPost() : undefined;
         try {
-          const pull = await pullPrefix({
+          const pull = await pullAndRecompute({
             endpoint: this.endpoint,
             part: this.part,
             hint: hintOf(command.hint),

@@ -23,14 +23,14 @@ describe('the demo summary', () => {
     const summary: DemoSummary = {
       handOff: { blocks: 40, bytes: 293_601_280, ms: 1400 },
       decisions: [
-        { request: 'turn 2', action: 'fetch', reason: 'worth-it', detail: '', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] },
+        { request: 'turn 2', action: 'pull', reason: 'worth-it', detail: '', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] },
         { request: 'short request', action: 'recompute', reason: 'too-short', detail: '', blocks: 2, savingMs: 6.4, costMs: 2.2, rejected: [] },
       ],
       pull: { blocks: 42, bytes: 308_281_344, verified: true, verify: 'full', checkedBlocks: 42, ms: 79.56, gbps: 31, recomputedBlocks: 0, savingMs: { predicted: 128.2, measured: 52.8 } },
       calibration: {
         blocks: 42,
         transferMs: { prior: 4.2, measured: 79.56, calibrated: 79.56 },
-        decision: { request: 'turn 2, calibrated', action: 'fetch', reason: 'worth-it', detail: '', blocks: 42, savingMs: 134.4, costMs: 81.56, rejected: [] },
+        decision: { request: 'turn 2, calibrated', action: 'pull', reason: 'worth-it', detail: '', blocks: 42, savingMs: 134.4, costMs: 81.56, rejected: [] },
       },
       gpu: { active: false, mode: 'host-only', reason: 'no vram' },
       killedRank: { process: 'd/tp1', signal: 'SIGKILL', recomputed: 42, committedBlocks: 0, verified: true, reasons: [] },
@@ -41,7 +41,7 @@ describe('the demo summary', () => {
       ],
     };
     expect(summaryLine(summary)).toBe(
-      'kvreuse demo: pulled 42 blocks (308,281,344 bytes, verified) in 79.6 ms at 31.00 Gbit/s; turn 2 fetch (worth-it), short request recompute (too-short); ' +
+      'kvreuse demo: pulled 42 blocks (308,281,344 bytes, verified) in 79.6 ms at 31.00 Gbit/s; turn 2 pull (worth-it), short request recompute (too-short); ' +
         'transfer estimate 4.2 ms (prior) → 79.6 ms (calibrated, measured 79.6 ms); gpu reuse refused; killed rank: 42 blocks recomputed, 0 committed; 2 processes drained, 112 banks returned, 0 retained, 1 pin waited for (1 released)',
     );
   });

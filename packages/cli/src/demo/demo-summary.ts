@@ -5,10 +5,10 @@ import type { RankDrain } from './rank-processes.js';
 
 export interface DemoDecision {
   readonly request: string;
-  readonly action: 'fetch' | 'recompute';
+  readonly action: 'pull' | 'recompute';
   readonly reason: string;
   readonly detail: string;
-  /** Blocks pulled (fetch), or the blocks the best candidate would have supplied. */
+  /** Blocks pulled (pull), or the blocks the best candidate would have supplied. */
   readonly blocks: number;
   readonly savingMs: number;
   readonly costMs: number;

@@ -35,7 +35,7 @@ describe('the main job', () => {
       expect(summary.decisions).toEqual([
         expect.objectContaining({
           request: 'turn 2',
-          action: 'fetch',
+          action: 'pull',
           reason: 'worth-it',
           blocks: 42,
           detail: 'pull 42 blocks from qwen3-0.6b-decode-0: saves 134.4 ms for 6.2 ms (prior estimate), net 128.2 ms',
@@ -105,7 +105,7 @@ describe('the main job', () => {
     // Blocks 0, 8, 16, 24, 32, 40 and 41 of 42.
     expect(summary.pull).toMatchObject({ blocks: 42, verified: true, verify: 'sampled', checkedBlocks: 7 });
     expect(served[1]).toMatchObject({ verify: 'sampled', checkedBlocks: 7 });
-    expect(progress).toContain('pull: qwen3-0.6b-prefill-0 fetches 42 blocks from both decode ranks (TP 2 → TP 1), checksums verified: sampled (endpoint.verify)');
+    expect(progress).toContain('pull: qwen3-0.6b-prefill-0 pulls 42 blocks from both decode ranks (TP 2 → TP 1), checksums verified: sampled (endpoint.verify)');
     expect(progress).toContainEqual(expect.stringMatching(/^ {2}42 blocks, 308,281,344 bytes, 7 blocks' checksums compared \(sampled\), every byte verified, /));
     // The ranks start at once: each prints its URL when it has published, in whatever order they do.
     expect(progress.filter((line) => line.includes('serves its metrics at')).sort()).toEqual([

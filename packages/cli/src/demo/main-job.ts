@@ -16,7 +16,7 @@ import type { Backend, Capabilities } from '@kvreuse/native-bindings';
 import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
 import { ClusterSecret, type DiscoveryStore, openDiscovery, watchWorkerReadiness } from '@kvreuse/discovery';
 import { blockHashScheme, blockHashToHex, followInventory, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
-import { decide, type FetchHint, type RouteContext, type RouteDecision, type RouteRequest, SourceBook, TransferCalibration } from '@kvreuse/router';
+import { decide, type PullHint, type RouteContext, type RouteDecision, type RouteRequest, SourceBook, TransferCalibration } from '@kvreuse/router';
 import { DemoProcessError } from '../errors.js';
 import type { WhenInterrupted } from '../interrupts.js';
 import { type DemoCalibration, type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
@@ -113,19 +113,19 @@ function recalibrate(router: DemoRouter, before: RouteDecision, report: PullRepo
 async function pullTurn2(
   started: RankProcesses,
   router: DemoRouter,
-  fetch: RouteDecision,
+  pullDecision: RouteDecision,
   decision: DemoDecision,
   options: MainJobOptions & { readonly timeoutMs: number },
 ): Promise<Pick<DemoSummary, 'pull' | 'killedRank' | 'calibration'>> {
   const { progress, settings, timeoutMs, requestServed } = options;
-  const hint = fetch.source as FetchHint;
+  const hint = pullDecision.source as PullHint;
   const pullCommand = {
     type: 'pull',
     hint: hintLine(hint),
-    prediction: { predictedMs: fetch.savingMs - fetch.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
+    prediction: { predictedMs: pullDecision.savingMs - pullDecision.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
   } as const;
 
-  progress(`pull: ${prefillId} fetches ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1), checksums verified: ${settings.endpoint.verify} (endpoint.verify)`);
+  progress(`pull: ${prefillId} pulls ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1), checksums verified: ${settings.endpoint.verify} (endpoint.verify)`);
   const pulled = await started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
   requestServed?.(decision.request, decision, pulled.pull);
   const pull = pullSummary(pulled.pull);
@@ -133,7 +133,7 @@ async function pullTurn2(
     `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.checkedBlocks} blocks' checksums compared (${pull.verify}), ${pull.verified ? 'every byte verified' : 'NOT verified'}, ` +
       `${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
   );
-  const calibration = recalibrate(router, fetch, pulled.pull);
+  const calibration = recalibrate(router, pullDecision, pulled.pull);
   if (calibration !== null) {
     const { prior, measured, calibrated } = calibration.transferMs;
     progress(`calibration: the router priced ${calibration.blocks} blocks at ${ms(prior)} (prior); the pull took ${ms(measured)}; from its receipt the router now prices them at ${ms(calibrated)}`);
@@ -240,7 +240,7 @@ async function decideTurn2(
   { decode, prefill }: { readonly decode: Worker; readonly prefill: Worker },
   conversation: readonly number[],
   progress: (line: string) => void,
-): Promise<{ fetch: RouteDecision; decisions: DemoDecision[]; router: DemoRouter }> {
+): Promise<{ pullDecision: RouteDecision; decisions: DemoDecision[]; router: DemoRouter }> {
   const sources = new SourceBook({ inventory });
   const watch = await watchWorkerReadiness(discovery, decodeId, { onChange: (readiness) => sources.observe(readiness) });
   sources.observe(watch.current);
@@ -255,12 +255,12 @@ async function decideTurn2(
   // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
   // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
   for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
-  const fetch = decide({ tokens: turn2, destination }, context);
-  const decisions = [describeDecision('turn 2', fetch), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
+  const pullDecision = decide({ tokens: turn2, destination }, context);
+  const decisions = [describeDecision('turn 2', pullDecision), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
   await watch.close();
   progress('turn 2: the router decides');
   for (const decision of decisions) progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
-  return { fetch, decisions, router: { context, calibration, turn2: { tokens: turn2, destination } } };
+  return { pullDecision, decisions, router: { context, calibration, turn2: { tokens: turn2, destination } } };
 }
 
 /** Runs the main job to its end (every process stopped), and returns its summary. */
@@ -321,11 +321,11 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       onComplete();
     });
 
-    const { fetch, decisions, router } = await decideTurn2(discovery, inventory, settings, options, { decode, prefill }, conversation, progress);
+    const { pullDecision, decisions, router } = await decideTurn2(discovery, inventory, settings, options, { decode, prefill }, conversation, progress);
     const gpu = gpuReuse(settings, options.capabilities, [decode, prefill], progress);
 
-    for (const decision of decisions) if (decision.action !== 'fetch') options.requestServed?.(decision.request, decision, null);
-    const pulls = fetch.action === 'fetch' ? await pullTurn2(started, router, fetch, decisions[0]!, { ...options, timeoutMs }) : { pull: null, killedRank: null, calibration: null };
+    for (const decision of decisions) if (decision.action !== 'pull') options.requestServed?.(decision.request, decision, null);
+    const pulls = pullDecision.action === 'pull' ? await pullTurn2(started, router, pullDecision, decisions[0]!, { ...options, timeoutMs }) : { pull: null, killedRank: null, calibration: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
     progress('shutdown: SIGTERM to every process still running');

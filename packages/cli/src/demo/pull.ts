@@ -1,22 +1,22 @@
-// Turn 2's pull, on the prefill rank: `ReuseEndpoint.fetch` pins the prefix at every decode rank,
+// Turn 2's pull, on the prefill rank: `ReuseEndpoint.pull` pins the prefix at every decode rank,
 // reads it with one prepared template per rank pair and verifies the blocks' checksums as the
 // `endpoint.verify` setting says; then every committed byte is checked against the demo's KV content,
 // and the rest is recomputed.
 import type { RankPart } from '@kvreuse/descriptors';
 import { type BeforeRelease, calibrationSample, type RecomputeReason, type ReuseEndpoint } from '@kvreuse/endpoint';
-import type { FetchHint } from '@kvreuse/router';
+import type { PullHint } from '@kvreuse/router';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
 import type { PullPrediction, PullReport } from './rank-messages.js';
 
-export interface PullOptions {
+export interface PullAndRecomputeOptions {
   /** The prefill rank's endpoint, ready. */
   readonly endpoint: ReuseEndpoint;
   /** The prefill rank's part, to lay its blocks out. */
   readonly part: RankPart;
   /** The router's decision: the source, its epoch, the prefix's positions and hashes, its tier and link. */
-  readonly hint: FetchHint;
+  readonly hint: PullHint;
   readonly prediction?: PullPrediction;
-  /** Keeps the pins held once nothing reads them, until it settles (`FetchRequest.beforeRelease`). */
+  /** Keeps the pins held once nothing reads them, until it settles (`PullRequest.beforeRelease`). */
   readonly beforeRelease?: BeforeRelease;
 }
 
@@ -41,14 +41,14 @@ function clearBlocks(part: RankPart, views: readonly Uint8Array[], count: number
   part.banks.forEach((bank, index) => (views[index] as Uint8Array).fill(0, 0, count * Number(bank.blockStride)));
 }
 
-export async function pullPrefix(options: PullOptions): Promise<PullReport> {
+export async function pullAndRecompute(options: PullAndRecomputeOptions): Promise<PullReport> {
   const { endpoint, part, hint, prediction, beforeRelease } = options;
   const views = endpoint.bankBytes as Uint8Array[];
   const hashes = Array.from(hint.hashes);
   // The prefix goes to this rank's blocks 0 … count − 1.
   const destinationBlocks = Uint32Array.from(hashes, (_, slot) => slot);
   clearBlocks(part, views, hashes.length);
-  const receipt = await endpoint.fetch({
+  const receipt = await endpoint.pull({
     hint,
     destinationBlocks,
     policy: 'recompute',

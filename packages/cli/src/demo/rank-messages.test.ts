@@ -32,7 +32,7 @@ describe('the demo messages between the parent and its ranks', () => {
     expect(() => parseRankCommand(line)).toThrow(message);
   });
 
-  it('carries the router\'s fetch hint with its hashes as hex, and back', () => {
+  it('carries the router\'s pull hint with its hashes as hex, and back', () => {
     const hint = { workerId: 'd', incarnation: 'i', epoch: 2, blocks: { start: 1, count: 2 }, hashes: BigUint64Array.of(0xdeadbeefn, 0xffff_ffff_ffff_ffffn), blockTokens: 64, linkClass: 'same-host', tier: 'host' } as const;
     const line = hintLine(hint);
     expect(line.hashes).toEqual([hash, 'ffffffffffffffff']);

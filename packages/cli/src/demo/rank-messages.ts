@@ -4,7 +4,7 @@
 import type { DrainReport } from '@kvreuse/drain';
 import { type EndpointDrainReport, type VerifyMode, verifyModes } from '@kvreuse/endpoint';
 import { blockHashFromHex, blockHashToHex } from '@kvreuse/inventory';
-import { type FetchHint, type LinkClass, linkClasses, type SourceTier, sourceTiers, type TransferReceipt } from '@kvreuse/router';
+import { type LinkClass, linkClasses, type PullHint, type SourceTier, sourceTiers, type TransferReceipt } from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
 import { type QuarantineMessage, terminalStates } from './quarantine-report.js';
 
@@ -94,7 +94,7 @@ export type RankCommand =
   /** Decode: check the handed-off blocks, retain them, decode `append` more blocks; the inventory publisher announces all of them. */
   | { readonly type: 'retain'; readonly slots: readonly number[]; readonly hashes: readonly string[]; readonly append: readonly string[]; readonly publishInventory: boolean }
   /**
-   * Prefill: fetch the prefix the router's hint names, verify, commit the verified prefix, recompute the
+   * Prefill: pull the prefix the router's hint names, verify, commit the verified prefix, recompute the
    * rest. With `holdPins`, the pins stay held once nothing reads them (`holding`) until `release-pins`.
    * With `stopAfterPost`, the rank process stops itself (SIGSTOP) right after posting the pull's reads,
    * having said `stopping-after-post`: a fault that lands while every read is in flight, for whoever
@@ -106,7 +106,7 @@ export type RankCommand =
   /** Decode: crash (SIGKILL) at the next pin request, before answering it. */
   | { readonly type: 'crash-on-pin' };
 
-/** The router's `FetchHint` on a line: the hashes as hex. */
+/** The router's `PullHint` on a line: the hashes as hex. */
 export interface HintLine {
   readonly workerId: string;
   readonly incarnation: string;
@@ -118,12 +118,12 @@ export interface HintLine {
   readonly tier: SourceTier;
 }
 
-export function hintLine(hint: FetchHint): HintLine {
+export function hintLine(hint: PullHint): HintLine {
   const { workerId, incarnation, epoch, blockTokens, linkClass, tier } = hint;
   return { workerId, incarnation, epoch, start: hint.blocks.start, hashes: Array.from(hint.hashes, blockHashToHex), blockTokens, linkClass, tier };
 }
 
-export function hintOf(line: HintLine): FetchHint {
+export function hintOf(line: HintLine): PullHint {
   const hashes = BigUint64Array.from(line.hashes, (hex) => blockHashFromHex(hex) as bigint);
   const { workerId, incarnation, epoch, blockTokens, linkClass, tier } = line;
   return { workerId, incarnation, epoch, blocks: { start: line.start, count: hashes.length }, hashes, blockTokens, linkClass, tier };

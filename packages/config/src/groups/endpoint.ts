@@ -12,7 +12,7 @@ export const endpointGroup = defineGroup('endpoint', {
       schema: z.enum(['full', 'sampled', 'off']),
       default: 'full',
       description:
-        'How a pull checks the blocks it read before committing them, unless the fetch names its own mode. `full` ' +
+        'How a pull checks the blocks it read before committing them, unless its request names its own mode. `full` ' +
         "compares every block's CRC-32 with the one the source computed over its bytes when it granted the pin: a " +
         'wrong or torn block is never committed, for a checksum pass over every pulled byte at the source and again ' +
         "at the puller. `sampled` compares every 8th block and the last: the puller's pass shrinks to about an " +

@@ -1,4 +1,4 @@
-// The pull both processes of the ucx fetch test agree on: Qwen3-0.6B-shaped banks (NHD, 4 blocks of
+// The pull both processes of the ucx pull test agree on: Qwen3-0.6B-shaped banks (NHD, 4 blocks of
 // 16 tokens), TP 2 → 1, source blocks 3, 2, 1 pinned.
 import type { Geometry } from '@kvreuse/descriptors';
 import { pullTemplate } from '../loopback-pull.js';

@@ -1,4 +1,4 @@
-// One source rank of the two-process fetch test, as its own process: a ucx agent whose banks hold
+// One source rank of the two-process pull test, as its own process: a ucx agent whose banks hold
 // deterministic bytes, registered; it reports its metadata, region ids and the checksums of the
 // pinned blocks for each rank pair it serves, then serves readers until killed.
 import type { RankPart } from '@kvreuse/descriptors';

@@ -5,7 +5,7 @@ import type { Settings } from '@kvreuse/config';
 import { defaultSettings } from '@kvreuse/config';
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
-import type { FetchHint, TransferCalibration } from '@kvreuse/router';
+import type { PullHint, TransferCalibration } from '@kvreuse/router';
 import { ClusterSecret, type DiscoveryStore, MemoryDiscoveryStore, type ReadinessGate } from '@kvreuse/discovery';
 import { Bank, kvreuseOwner, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
@@ -144,7 +144,7 @@ export interface HintSource {
 }
 
 /** The router's hint for the first `count` blocks of the chain from `source` (a test worker here, or one named). */
-export function hintFor(source: TestWorker | HintSource, count: number, change: Partial<FetchHint> = {}): FetchHint {
+export function hintFor(source: TestWorker | HintSource, count: number, change: Partial<PullHint> = {}): PullHint {
   const named = 'ranks' in source ? { workerId: source.identity.workerId, incarnation: source.identity.incarnation, epoch: source.ranks[0]?.endpoint.epoch } : source;
   if (named.epoch === undefined) throw new Error(`${named.workerId} is not published`);
   return {

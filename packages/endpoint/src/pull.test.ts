@@ -1,13 +1,13 @@
-// fetchPrefix over real loopback agents in this process: source agents with registered banks of
+// pullPrefix over real loopback agents in this process: source agents with registered banks of
 // deterministic bytes, a destination agent with registry banks, the drain ledger. The pins are a
-// test-only fake (test/fake-pins.ts) to isolate the fetch from the pin protocol.
+// test-only fake (test/fake-pins.ts) to isolate the pull from the pin protocol.
 import type { Geometry } from '@kvreuse/descriptors';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fakePin, type FakePin } from '../test/fake-pins.js';
 import { type LoopbackPull, openLoopbackPull, transport } from '../test/loopback-pull.js';
 import { blockChecksums } from './block-checksum.js';
-import { FetchShortfallError } from './fetch-receipt.js';
-import { type FetchOptions, fetchPrefix } from './fetch.js';
+import { PullShortfallError } from './pull-receipt.js';
+import { type PullOptions, pullPrefix } from './pull.js';
 
 const geometry: Geometry = { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 8, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' };
 const BLOCKS = 8;
@@ -39,7 +39,7 @@ async function tp2to1(pinCounts: readonly number[] = [PREFIX, PREFIX], onRelease
       ...(onRelease === undefined ? {} : { onRelease: () => onRelease(pinId) }),
     });
   });
-  const options: FetchOptions = {
+  const options: PullOptions = {
     ledger: pull.ledger,
     pairs: pull.pairs,
     pins,
@@ -51,10 +51,10 @@ async function tp2to1(pinCounts: readonly number[] = [PREFIX, PREFIX], onRelease
   return { pull, pins, options, sourceBlocks };
 }
 
-describe('fetchPrefix on loopback agents', () => {
+describe('pullPrefix on loopback agents', () => {
   it('pulls and verifies a full prefix from two source ranks into one (TP 2 → 1), then releases both pins', async () => {
     const { pins, options } = await tp2to1();
-    const receipt = await fetchPrefix({ ...options, prediction: { predictedMs: 5, blockTokens: 4, prefillTokenUs: 1000, lookupBudgetMs: 1 } });
+    const receipt = await pullPrefix({ ...options, prediction: { predictedMs: 5, blockTokens: 4, prefillTokenUs: 1000, lookupBudgetMs: 1 } });
     expect(receipt).toMatchObject({
       requested: PREFIX,
       blocks: PREFIX,
@@ -77,19 +77,19 @@ describe('fetchPrefix on loopback agents', () => {
     const route = pull.template.pairRouteStart[pair]!;
     const bank = pull.sourceBytes(1)[pull.template.sourceBank[route]!]!;
     bank[Number(pull.template.sourceBase[route]! + BigInt(sourceBlocks[3]!) * pull.template.sourceBlockStride[route]!)]! ^= 0xff;
-    const receipt = await fetchPrefix(options);
+    const receipt = await pullPrefix(options);
     expect(receipt.blocks).toBe(3);
     expect(receipt.checkedBlocks).toBe(3);
     expect(receipt.recomputed).toMatchObject({ fromBlock: 3, blocks: PREFIX - 3, reasons: [{ kind: 'checksum-mismatch', fromBlock: 3, pair }] });
     expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
-    const error = await fetchPrefix({ ...options, policy: 'fail' }).catch((caught: unknown) => caught);
-    expect(error).toBeInstanceOf(FetchShortfallError);
-    expect(error).toMatchObject({ code: 'FETCH_SHORTFALL', receipt: { blocks: 3 }, message: 'fetch verified 3 of 6 blocks: checksum-mismatch at block 3' });
+    const error = await pullPrefix({ ...options, policy: 'fail' }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(PullShortfallError);
+    expect(error).toMatchObject({ code: 'PULL_SHORTFALL', receipt: { blocks: 3 }, message: 'pull verified 3 of 6 blocks: checksum-mismatch at block 3' });
   });
 
   it('stops the prefix where a pin granted fewer blocks', async () => {
     const { options } = await tp2to1([PREFIX, 4]);
-    const receipt = await fetchPrefix(options);
+    const receipt = await pullPrefix(options);
     expect(receipt).toMatchObject({ blocks: 4, bytesMoved: 4 * BLOCK_BYTES, recomputed: { fromBlock: 4, blocks: 2, reasons: [{ kind: 'pin-granted-fewer', fromBlock: 4, granted: 4, sourceRank: { tpRank: 1, ppRank: 0 } }] } });
   });
 
@@ -99,26 +99,26 @@ describe('fetchPrefix on loopback agents', () => {
     // Both posts reach the progress thread in one batch (as on a loaded machine): it serves them in the
     // order posted, so pair 1's operation is the second to complete.
     pull.destination.faults.stallProgress(true);
-    const failing = fetchPrefix(options);
+    const failing = pullPrefix(options);
     pull.destination.faults.stallProgress(false);
     const failed = await failing;
     expect(failed).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: PREFIX, reasons: [{ kind: 'operation-failed', fromBlock: 0, pair: 1, code: 'REMOTE_DISCONNECT' }] } });
     expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
 
     pull.destination.faults.failNth('post', 1, 'BUSY');
-    const refused = await fetchPrefix(options);
+    const refused = await pullPrefix(options);
     expect(refused).toMatchObject({ blocks: 0, bytesMoved: 0, recomputed: { reasons: [{ kind: 'operation-failed', pair: 0, code: 'BUSY' }] } });
     expect(pins.map((pin) => pin.releases)).toEqual([2, 2]);
   });
 
   it('recomputes everything when a pin is lost while its blocks are read, giving up on the reads at once', async () => {
     const { pull, pins, options } = await tp2to1();
-    // The reads never complete by themselves: the fetch ends only because the lost pin cancels them.
+    // The reads never complete by themselves: the pull ends only because the lost pin cancels them.
     pull.destination.faults.delayCompletions('forever');
-    const fetching = fetchPrefix(options);
+    const pulling = pullPrefix(options);
     await expect.poll(() => pull.ledger.counts().posted).toBe(2);
     pins[0]!.lose({ reason: 'evicted', detail: 'source rank 0 evicted the blocks of pin-0' });
-    const receipt = await fetching;
+    const receipt = await pulling;
     const cancelled = (pair: number) =>
       expect.objectContaining({ kind: 'operation-failed', fromBlock: 0, pair, code: 'OPERATION_TIMED_OUT', detail: expect.stringContaining('(pin lost: source rank 0 evicted the blocks of pin-0); cancelled') });
     expect(receipt).toMatchObject({ blocks: 0, checkedBlocks: 0 });
@@ -134,18 +134,18 @@ describe('fetchPrefix on loopback agents', () => {
 
   it('releases the pins only once every operation reading them is quiescent, after a timeout too', async () => {
     const liveAtRelease: number[] = [];
-    let ledger: FetchOptions['ledger'] | undefined;
+    let ledger: PullOptions['ledger'] | undefined;
     const { pull, pins, options } = await tp2to1([PREFIX, PREFIX], () => liveAtRelease.push(ledger!.liveOperations().length));
     ledger = pull.ledger;
     pull.destination.faults.delayCompletions('forever');
-    const fetching = fetchPrefix(options);
+    const pulling = pullPrefix(options);
     await expect.poll(() => pull.ledger.counts().posted).toBe(2);
     // Both operations are held in flight: a cancel (as the operation timeout or a drain does) fails
     // the request; the pins stay held until the native layer confirms each operation terminal.
     for (const operation of pull.ledger.liveOperations()) expect(operation.phase).toBe('in-flight');
     expect(pins.map((pin) => pin.releases)).toEqual([0, 0]);
     const settling = pull.ledger.settle(0, Number.MAX_SAFE_INTEGER, 'test: cancelled as at the operation timeout');
-    const receipt = await fetching;
+    const receipt = await pulling;
     await settling;
     expect(liveAtRelease).toEqual([0, 0]);
     expect(receipt).toMatchObject({ blocks: 0, recomputed: { reasons: [{ kind: 'operation-failed', code: 'OPERATION_TIMED_OUT' }, { kind: 'operation-failed', code: 'OPERATION_TIMED_OUT' }] } });
@@ -159,14 +159,14 @@ describe('fetchPrefix on loopback agents', () => {
     const sourceRank = pull.template.pairSourceRank[0]!;
     const bank = pull.sourceBytes(sourceRank)[pull.template.sourceBank[route]!]!;
     bank[Number(pull.template.sourceBase[route]! + BigInt(sourceBlocks[1]!) * pull.template.sourceBlockStride[route]!)]! ^= 0xff;
-    expect(await fetchPrefix({ ...options, verify: 'sampled', sampleEvery: 2 })).toMatchObject({ blocks: PREFIX, checkedBlocks: 4, verify: 'sampled' });
-    expect(await fetchPrefix({ ...options, verify: 'sampled', sampleEvery: 1 })).toMatchObject({ blocks: 1, checkedBlocks: 1, recomputed: { reasons: [{ kind: 'checksum-mismatch', fromBlock: 1 }] } });
-    expect(await fetchPrefix({ ...options, verify: 'off' })).toMatchObject({ blocks: PREFIX, checkedBlocks: 0, verify: 'off' });
+    expect(await pullPrefix({ ...options, verify: 'sampled', sampleEvery: 2 })).toMatchObject({ blocks: PREFIX, checkedBlocks: 4, verify: 'sampled' });
+    expect(await pullPrefix({ ...options, verify: 'sampled', sampleEvery: 1 })).toMatchObject({ blocks: 1, checkedBlocks: 1, recomputed: { reasons: [{ kind: 'checksum-mismatch', fromBlock: 1 }] } });
+    expect(await pullPrefix({ ...options, verify: 'off' })).toMatchObject({ blocks: PREFIX, checkedBlocks: 0, verify: 'off' });
   });
 
   it('refuses bad options before posting anything, naming the option', async () => {
     const { pull, pins, options } = await tp2to1();
-    const refused = (changed: Partial<FetchOptions>, option: RegExp) => expect(fetchPrefix({ ...options, ...changed })).rejects.toThrow(option);
+    const refused = (changed: Partial<PullOptions>, option: RegExp) => expect(pullPrefix({ ...options, ...changed })).rejects.toThrow(option);
     await refused({ verify: 'most' as never }, /verify = .*must be 'full', 'sampled' or 'off'/);
     await refused({ policy: 'retry' as never }, /policy = /);
     await refused({ pins: [pins[0]!] }, /pairs\[1\] = 1 is refused: has no pin from its source rank/);

@@ -1,9 +1,9 @@
-// What a fetch reports: the verified prefix it committed, what is left to recompute and why, and the
+// What a pull reports: the verified prefix it committed, what is left to recompute and why, and the
 // figures the router calibrates on.
 import type { RankId } from '@kvreuse/descriptors';
 import type { TransferReceipt } from '@kvreuse/router';
 import { EndpointError } from './errors.js';
-import type { VerifyMode } from './fetch-request.js';
+import type { VerifyMode } from './pull-request.js';
 import type { PinLossReason } from './pins.js';
 
 /** Why blocks from `fromBlock` on (positions in the requested prefix) must be recomputed. */
@@ -25,7 +25,7 @@ export interface SavingComparison {
   readonly measuredMs: number;
 }
 
-export interface FetchReceipt {
+export interface PullReceipt {
   /** Blocks asked for. */
   readonly requested: number;
   /** The verified prefix the destination may commit: blocks `0 … blocks − 1`. */
@@ -54,18 +54,18 @@ export interface FetchReceipt {
  * was committed, or a read failed, a pin was lost or a block did not verify (then the time is that of
  * another pull than the one counted). A pin granted fewer blocks still prices the blocks it moved.
  */
-export function calibrationSample(receipt: FetchReceipt): TransferReceipt | undefined {
+export function calibrationSample(receipt: PullReceipt): TransferReceipt | undefined {
   return receipt.blocks > 0 && receipt.recomputed.reasons.every((reason) => reason.kind === 'pin-granted-fewer') ? receipt.calibration : undefined;
 }
 
 /**
- * A fetch under the `fail` policy verified fewer blocks than it asked for. The pins were released
+ * A pull under the `fail` policy verified fewer blocks than it asked for. The pins were released
  * (or will be, once a quarantined operation turns quiescent); `receipt` says what verified and why the rest did not.
  */
-export class FetchShortfallError extends EndpointError {
-  readonly code = 'FETCH_SHORTFALL';
-  constructor(readonly receipt: FetchReceipt) {
+export class PullShortfallError extends EndpointError {
+  readonly code = 'PULL_SHORTFALL';
+  constructor(readonly receipt: PullReceipt) {
     const first = receipt.recomputed.reasons[0];
-    super(`fetch verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
+    super(`pull verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
   }
 }

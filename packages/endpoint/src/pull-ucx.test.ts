@@ -1,4 +1,4 @@
-// fetchPrefix across processes on ucx: two source ranks (TP 2), each its own child process serving
+// pullPrefix across processes on ucx: two source ranks (TP 2), each its own child process serving
 // registered banks of deterministic bytes, pulled into this process's one destination rank (TP 1).
 // The pins are a test-only fake (test/fake-pins.ts) carrying the checksums the children computed.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fakePin } from '../test/fake-pins.js';
 import { openDestination, transport } from '../test/loopback-pull.js';
 import { PINNED_BLOCKS, ucxPull } from '../test/process/ucx-pull.js';
-import { fetchPrefix } from './fetch.js';
+import { pullPrefix } from './pull.js';
 
 // Like drain's process tests: skipped where UCX is not built, except under CI, which requires it.
 const inCi = !['', '0', 'false', undefined].includes(process.env['CI']);
@@ -41,10 +41,10 @@ function startSource(name: string, rank: number): Promise<Ready> {
   });
 }
 
-describe.skipIf(!ucxTestsRun)('fetchPrefix on ucx across processes', () => {
+describe.skipIf(!ucxTestsRun)('pullPrefix on ucx across processes', () => {
   it('pulls and verifies three blocks from two source rank processes into one destination rank (TP 2 → 1)', async () => {
     const { destinationWorker, template } = ucxPull();
-    const names = [0, 1].map((rank) => `fetch-ucx-source-${rank}-${process.pid}`);
+    const names = [0, 1].map((rank) => `pull-ucx-source-${rank}-${process.pid}`);
     const ready = await Promise.all(names.map((name, rank) => startSource(name, rank)));
     const destination = await openDestination(
       template,
@@ -56,7 +56,7 @@ describe.skipIf(!ucxTestsRun)('fetchPrefix on ucx across processes', () => {
       const pins = template.pairs.map((route, pair) =>
         fakePin({ pinId: `pin-${pair}`, rank: route.sourceRank, sourceBlocks: PINNED_BLOCKS, checksums: Uint32Array.from(ready[template.pairSourceRank[pair]!]!.checksums[pair]!) }),
       );
-      const receipt = await fetchPrefix({
+      const receipt = await pullPrefix({
         ledger: destination.ledger,
         pairs: destination.pairs,
         pins,

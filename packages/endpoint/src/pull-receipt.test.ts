@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { calibrationSample, type FetchReceipt, type RecomputeReason } from './fetch-receipt.js';
+import { calibrationSample, type PullReceipt, type RecomputeReason } from './pull-receipt.js';
 
-const receipt = (blocks: number, reasons: RecomputeReason[]): FetchReceipt => ({
+const receipt = (blocks: number, reasons: RecomputeReason[]): PullReceipt => ({
   requested: 8,
   blocks,
   bytes: blocks * 1024,

@@ -1,6 +1,6 @@
-// What a destination rank's `ReuseEndpoint.fetch` is asked to do: the router's decision, where the
+// What a destination rank's `ReuseEndpoint.pull` is asked to do: the router's decision, where the
 // blocks go here, and how to verify and what to do with a shortfall.
-import type { FetchHint } from '@kvreuse/router';
+import type { PullHint } from '@kvreuse/router';
 import type { BeforeRelease } from './pins.js';
 
 /** How a pull checks what arrived: every block, every `sampleEvery`-th and the last, or none. */
@@ -19,14 +19,14 @@ export interface SavingPrediction {
   readonly lookupBudgetMs: number;
 }
 
-export interface FetchRequest {
+export interface PullRequest {
   /**
-   * The router's fetch hint (`RouteDecision.source`): the source worker, its incarnation and epoch,
+   * The router's pull hint (`RouteDecision.source`): the source worker, its incarnation and epoch,
    * the positions and block hashes of the prefix in order, its tier and link class. The endpoint finds
    * the source's ranks in discovery (their rank parts as published) and refuses a source that is not
    * ready there under exactly that incarnation and epoch.
    */
-  readonly hint: FetchHint;
+  readonly hint: PullHint;
   /** Where each block of the prefix goes in this rank's banks, in prefix order: one per hinted block. */
   readonly destinationBlocks: Uint32Array;
   /**
@@ -35,17 +35,17 @@ export interface FetchRequest {
    */
   readonly verify?: VerifyMode;
   readonly sampleEvery?: number;
-  /** What a shortfall gives: `fail` throws `FetchShortfallError`, `recompute` returns the receipt. Default: the `drain.failedLoadPolicy` setting. */
+  /** What a shortfall gives: `fail` throws `PullShortfallError`, `recompute` returns the receipt. Default: the `drain.failedLoadPolicy` setting. */
   readonly policy?: ShortfallPolicy;
   /** The router's predicted saving, for the receipt's comparison. */
   readonly prediction?: SavingPrediction;
-  /** Aborting before the posts refuses the fetch (pins already taken are released); after, the posts run to quiescence. */
+  /** Aborting before the posts refuses the pull (pins already taken are released); after, the posts run to quiescence. */
   readonly signal?: AbortSignal;
   /**
-   * Called with the pins this fetch holds once nothing reads their blocks (after a refusal or shortfall
+   * Called with the pins this pull holds once nothing reads their blocks (after a refusal or shortfall
    * too), before it releases them: until it settles the sources keep the blocks, and a source's drain
    * waits for these pins. E.g. a reader that copies the blocks on before the source may reuse them. The
-   * fetch resolves once the pins are released; a rejection is a process warning, the pins are released all the same.
+   * pull resolves once the pins are released; a rejection is a process warning, the pins are released all the same.
    */
   readonly beforeRelease?: BeforeRelease;
 }

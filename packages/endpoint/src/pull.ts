@@ -7,13 +7,13 @@ import type { Bank } from '@kvreuse/registry';
 import type { LinkClass, SourceTier } from '@kvreuse/router';
 import { blockChecksums, type RankBankBytes } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
-import { type FetchReceipt, FetchShortfallError, type RecomputeReason } from './fetch-receipt.js';
-import { type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './fetch-request.js';
+import { type PullReceipt, PullShortfallError, type RecomputeReason } from './pull-receipt.js';
+import { type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './pull-request.js';
 import { type BeforeRelease, type HeldPin, type PinLoss, releasePins } from './pins.js';
 import { sameRank } from './ranks.js';
 
 /** One rank pair of the pull, as the destination rank holding it sees it. */
-export interface FetchPair {
+export interface PullPair {
   /** The pair's template, registered on the ledger's agent for reading from the pair's source rank. */
   readonly template: RegisteredTemplate;
   /** The source rank's peer, as the work was prepared for it. */
@@ -24,9 +24,9 @@ export interface FetchPair {
   readonly bytes: RankBankBytes;
 }
 
-export interface FetchOptions {
+export interface PullOptions {
   readonly ledger: OperationLedger<LedgerPostRequest, PostBlocksRequest>;
-  readonly pairs: readonly FetchPair[];
+  readonly pairs: readonly PullPair[];
   /** The pin granted by each source rank the pairs read from. */
   readonly pins: readonly HeldPin[];
   /** Where each block of the prefix goes, in prefix order. */
@@ -37,7 +37,7 @@ export interface FetchOptions {
   readonly policy: ShortfallPolicy;
   readonly link: { readonly linkClass: LinkClass; readonly tier: SourceTier };
   readonly prediction?: SavingPrediction;
-  /** Called with the pins once nothing reads them, before they are released (`FetchRequest.beforeRelease`). */
+  /** Called with the pins once nothing reads them, before they are released (`PullRequest.beforeRelease`). */
   readonly beforeRelease?: BeforeRelease;
   /** Milliseconds, for the receipt's time (default `performance.now`). */
   readonly now?: () => number;
@@ -50,8 +50,8 @@ interface Posted {
   readonly operation: LedgerOperation;
 }
 
-/** The checks of the caller's own options, which a request to `ReuseEndpoint.fetch` has passed already. */
-function checkOptions(options: FetchOptions): void {
+/** The checks of the caller's own options, which a request to `ReuseEndpoint.pull` has passed already. */
+function checkOptions(options: PullOptions): void {
   if (options === null || typeof options !== 'object') throw new EndpointOptionError('options', options, 'must be an object');
   if (!verifyModes.includes(options.verify)) throw new EndpointOptionError('verify', options.verify, "must be 'full', 'sampled' or 'off'");
   if (!['fail', 'recompute'].includes(options.policy)) throw new EndpointOptionError('policy', options.policy, "must be 'fail' or 'recompute'");
@@ -61,7 +61,7 @@ function checkOptions(options: FetchOptions): void {
 }
 
 /** The pin of each pair's source rank: every pair needs one, with checksums unless verification is off. */
-function pairPins(options: FetchOptions): HeldPin[] {
+function pairPins(options: PullOptions): HeldPin[] {
   if (!Array.isArray(options.pairs) || options.pairs.length === 0) throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');
   return options.pairs.map(({ template }, index) => {
     const route = template.template.pairs[template.pair];
@@ -84,7 +84,7 @@ function checkedPositions(mode: VerifyMode, count: number, sampleEvery: number):
 }
 
 /** Resolves once the operation is quiescent, or quarantined (then its quiescence comes later, if ever). */
-function quiescentOrQuarantined(ledger: FetchOptions['ledger'], operation: LedgerOperation): Promise<'quiescent' | 'quarantined'> {
+function quiescentOrQuarantined(ledger: PullOptions['ledger'], operation: LedgerOperation): Promise<'quiescent' | 'quarantined'> {
   return new Promise((resolve) => {
     const stop = ledger.on('quarantined', (quarantined) => {
       if (quarantined !== operation) return;
@@ -104,9 +104,9 @@ function quiescentOrQuarantined(ledger: FetchOptions['ledger'], operation: Ledge
  * the longest prefix whose every earlier block and every pair's piece verified, with what to recompute
  * and why. The pins are released once nothing reads them — after a failure too; a quarantined
  * operation's pins are released only when it turns quiescent. Under `fail` a shortfall throws
- * `FetchShortfallError` carrying the receipt.
+ * `PullShortfallError` carrying the receipt.
  */
-export function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> {
+export function pullPrefix(options: PullOptions): Promise<PullReceipt> {
   try {
     checkOptions(options);
   } catch (error) {
@@ -115,8 +115,8 @@ export function fetchPrefix(options: FetchOptions): Promise<FetchReceipt> {
   return pullPinned(options);
 }
 
-/** `fetchPrefix` for options checked already (`ReuseEndpoint.fetch` checks its request once, at its entry). */
-export async function pullPinned(options: FetchOptions): Promise<FetchReceipt> {
+/** `pullPrefix` for options checked already (`ReuseEndpoint.pull` checks its request once, at its entry). */
+export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
   const pins = pairPins(options);
   const sampleEvery = options.sampleEvery ?? defaultSampleEvery;
   const { ledger, pairs, destinationBlocks } = options;
@@ -176,7 +176,7 @@ export async function pullPinned(options: FetchOptions): Promise<FetchReceipt> {
   reasons.sort((a, b) => a.fromBlock - b.fromBlock);
   const blocks = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
   const blockBytes = Number(pairs[0]?.template.template.blockBytes ?? 0n);
-  const receipt: FetchReceipt = {
+  const receipt: PullReceipt = {
     requested,
     blocks,
     bytes: blocks * blockBytes,
@@ -189,12 +189,12 @@ export async function pullPinned(options: FetchOptions): Promise<FetchReceipt> {
     calibration: { linkClass: options.link.linkClass, tier: options.link.tier, blocks, bytes: blocks * blockBytes, transferMs: ms },
     ...(options.prediction === undefined ? {} : { saving: savingOf(options.prediction, blocks, ms) }),
   };
-  if (options.policy === 'fail' && blocks < requested) throw new FetchShortfallError(receipt);
+  if (options.policy === 'fail' && blocks < requested) throw new PullShortfallError(receipt);
   return receipt;
 }
 
 /** Posts one operation per rank pair on the first `granted` blocks; a refused post ends the posting, its reason recorded. */
-function postPairs(options: FetchOptions, pins: readonly HeldPin[], granted: number, posted: Posted[], reasons: RecomputeReason[]): void {
+function postPairs(options: PullOptions, pins: readonly HeldPin[], granted: number, posted: Posted[], reasons: RecomputeReason[]): void {
   const { ledger, destinationBlocks } = options;
   for (const [index, pair] of options.pairs.entries()) {
     const pin = pins[index] as HeldPin;
@@ -215,7 +215,7 @@ function postPairs(options: FetchOptions, pins: readonly HeldPin[], granted: num
  * Compares the checksums of the `checked` positions on every pair with the source's, recording the
  * first mismatch of each pair; returns how many checked positions come before the first bad block.
  */
-function verifyPairs(options: FetchOptions, pins: readonly HeldPin[], checked: readonly number[], granted: number, reasons: RecomputeReason[]): number {
+function verifyPairs(options: PullOptions, pins: readonly HeldPin[], checked: readonly number[], granted: number, reasons: RecomputeReason[]): number {
   const positions = Uint32Array.from(checked);
   const blocks = positions.map((position) => options.destinationBlocks[position] as number);
   for (const [index, pair] of options.pairs.entries()) {
