@@ -94,6 +94,39 @@ function markerPath(shape, x, y) {
 }
 
 /**
+ * The elements of one line of a chart: its path through the measured points, a marker at each, and its
+ * entry in the legend.
+ */
+function seriesElements(line, index, { sizes, unit, xOf, yOf }) {
+  const style = STYLES[index];
+  // A null value ends the run of points before it: the next measured point starts a new subpath.
+  const path = line.values
+    .map((value, i) => (value === null ? null : `${round(xOf(sizes[i]))} ${round(yOf(value))}`))
+    .map((point, i, points) => (point === null ? '' : `${i > 0 && points[i - 1] !== null ? 'L' : 'M'}${point}`))
+    .join('');
+  const out = [`<g class="series" data-label="${escape(line.label)}">`];
+  if (path !== '') {
+    out.push(`<path class="line" d="${path}" fill="none" stroke="${style.colour}" stroke-width="2"${style.dash === '' ? '' : ` stroke-dasharray="${style.dash}"`}/>`);
+  }
+  line.values.forEach((value, i) => {
+    if (value === null) return;
+    out.push(
+      `<path class="marker" d="${markerPath(style.marker, xOf(sizes[i]), yOf(value))}" fill="${style.colour}"><title>${escape(`${line.label}, ${formatBytes(sizes[i])}: ${formatValue(value)} ${unit}`)}</title></path>`,
+    );
+  });
+  out.push('</g>');
+  const rowY = LEGEND_TOP + index * ROW;
+  out.push(
+    '<g class="legend-entry">',
+    `<line x1="${PLOT.left}" x2="${PLOT.left + 40}" y1="${rowY}" y2="${rowY}" stroke="${style.colour}" stroke-width="2"${style.dash === '' ? '' : ` stroke-dasharray="${style.dash}"`}/>`,
+    `<path d="${markerPath(style.marker, PLOT.left + 20, rowY)}" fill="${style.colour}"/>`,
+    `<text x="${PLOT.left + 52}" y="${rowY + 4}">${escape(line.label)}</text>`,
+    '</g>',
+  );
+  return out;
+}
+
+/**
  * The SVG document of series `name` (checked with checkSeries), captioned with when and on which
  * machine it was measured. A value that is null leaves a gap in its line.
  */
@@ -145,33 +178,7 @@ export function renderSeriesChart(name, series, { measuredAt, machine }) {
     `<text class="axis-label" x="${(PLOT.left + PLOT.right) / 2}" y="${PLOT.bottom + 44}" text-anchor="middle">message size (log scale)</text>`,
     '</g>',
   ];
-  lines.forEach((line, index) => {
-    const style = STYLES[index];
-    // A null value ends the run of points before it: the next measured point starts a new subpath.
-    const path = line.values
-      .map((value, i) => (value === null ? null : `${round(xOf(sizes[i]))} ${round(yOf(value))}`))
-      .map((point, i, points) => (point === null ? '' : `${i > 0 && points[i - 1] !== null ? 'L' : 'M'}${point}`))
-      .join('');
-    out.push(`<g class="series" data-label="${escape(line.label)}">`);
-    if (path !== '') {
-      out.push(`<path class="line" d="${path}" fill="none" stroke="${style.colour}" stroke-width="2"${style.dash === '' ? '' : ` stroke-dasharray="${style.dash}"`}/>`);
-    }
-    line.values.forEach((value, i) => {
-      if (value === null) return;
-      out.push(
-        `<path class="marker" d="${markerPath(style.marker, xOf(sizes[i]), yOf(value))}" fill="${style.colour}"><title>${escape(`${line.label}, ${formatBytes(sizes[i])}: ${formatValue(value)} ${unit}`)}</title></path>`,
-      );
-    });
-    out.push('</g>');
-    const rowY = LEGEND_TOP + index * ROW;
-    out.push(
-      '<g class="legend-entry">',
-      `<line x1="${PLOT.left}" x2="${PLOT.left + 40}" y1="${rowY}" y2="${rowY}" stroke="${style.colour}" stroke-width="2"${style.dash === '' ? '' : ` stroke-dasharray="${style.dash}"`}/>`,
-      `<path d="${markerPath(style.marker, PLOT.left + 20, rowY)}" fill="${style.colour}"/>`,
-      `<text x="${PLOT.left + 52}" y="${rowY + 4}">${escape(line.label)}</text>`,
-      '</g>',
-    );
-  });
+  lines.forEach((line, index) => out.push(...seriesElements(line, index, { sizes, unit, xOf, yOf })));
   out.push(
     ...caption.map((text, i) => `<text class="caption" x="${PLOT.left}" y="${captionTop + i * 16}" font-size="11" fill="#444444">${escape(text)}</text>`),
     '</svg>',

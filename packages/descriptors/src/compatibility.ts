@@ -1,26 +1,8 @@
-import type { RankId } from './errors.js';
 import type { Geometry } from './geometry.js';
+import type { IncompatibilityCode, IncompatibilityReason } from './incompatibility.js';
+import type { RankId } from './rank-id.js';
 import { deriveShard, type IndexRange } from './shard.js';
 import type { Worker } from './worker.js';
-
-export type IncompatibilityCode =
-  | 'NUM_LAYERS_MISMATCH'
-  | 'KV_PLANES_MISMATCH'
-  | 'BLOCK_TOKENS_MISMATCH'
-  | 'NUM_KV_HEADS_MISMATCH'
-  | 'HEAD_DIM_MISMATCH'
-  | 'DTYPE_MISMATCH'
-  | 'HEAD_ORDER_MISMATCH'
-  | 'TP_SIZES_NOT_DIVISIBLE';
-
-export interface IncompatibilityReason {
-  readonly code: IncompatibilityCode;
-  /** Dotted path of what differs, such as `geometry.dtype` or `tpSize`. */
-  readonly field: string;
-  readonly source: unknown;
-  readonly destination: unknown;
-  readonly message: string;
-}
 
 /** One rank pair of a transfer: which KV heads and layers (global indices) the source rank supplies. */
 export interface RankRoute {

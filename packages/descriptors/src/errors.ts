@@ -1,18 +1,7 @@
 import { describeValue, KvreuseError } from '@kvreuse/errors';
-import type { IncompatibilityReason } from './compatibility.js';
-
-/** A rank of a worker, named by its tensor- and pipeline-parallel ranks. */
-export interface RankId {
-  readonly tpRank: number;
-  readonly ppRank: number;
-}
-
-/** One thing wrong with an input: where (a dotted path such as `banks[3].bytes`), what was there, and the rule. */
-export interface FieldIssue {
-  readonly field: string;
-  readonly value: unknown;
-  readonly rule: string;
-}
+import type { FieldIssue } from './field-issue.js';
+import type { IncompatibilityReason } from './incompatibility.js';
+import { formatRank, type RankId } from './rank-id.js';
 
 export type DescriptorErrorCode =
   | 'INVALID_GEOMETRY'
@@ -28,10 +17,6 @@ export type DescriptorErrorCode =
 
 /** Base of every error this package throws; `code` is stable across releases. */
 export abstract class DescriptorError extends KvreuseError<DescriptorErrorCode> {}
-
-export function formatRank(rank: RankId): string {
-  return `tp ${rank.tpRank}, pp ${rank.ppRank}`;
-}
 
 function formatIssues(issues: readonly FieldIssue[]): string {
   return issues.map((issue) => `${issue.field} = ${describeValue(issue.value)}: ${issue.rule}`).join('; ');

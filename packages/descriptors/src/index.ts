@@ -9,7 +9,6 @@ export {
   DescriptorError,
   type DescriptorErrorCode,
   DuplicateDestinationBlockError,
-  type FieldIssue,
   IncompatibleWorkersError,
   InvalidBankLayoutError,
   InvalidBlockListError,
@@ -18,8 +17,9 @@ export {
   InvalidShardError,
   InvalidTransferTemplateError,
   PieceOutOfRangeError,
-  type RankId,
 } from './errors.js';
+export type { FieldIssue } from './field-issue.js';
+export type { RankId } from './rank-id.js';
 export {
   type BankLayout,
   bytesPerElement,
@@ -42,16 +42,13 @@ export {
   type PlaneStrideOption,
   elementOffset,
   layoutRankBanks,
-  locatePiece,
   minimumBlockStride,
   pieceBytes,
   rankBlockBytes,
 } from './layout.js';
+export { type Bank, bankSchema, type MemKind, memKinds } from './bank.js';
 export {
-  type Bank,
-  bankSchema,
-  type MemKind,
-  memKinds,
+  locatePiece,
   parseRankPart,
   type RankPart,
   type RankPartWire,
@@ -74,11 +71,10 @@ export {
 export {
   checkCompatibility,
   type CompatibilityResult,
-  type IncompatibilityCode,
-  type IncompatibilityReason,
   type RankRoute,
   type TransferMapping,
 } from './compatibility.js';
+export type { IncompatibilityCode, IncompatibilityReason } from './incompatibility.js';
 export { type BlockPairs, type PlanOptions, planTransfer, type RankPairPlan, type TransferPlan } from './plan.js';
 export {
   type BlockLimit,

@@ -1,6 +1,7 @@
-import { type FieldIssue, InvalidBankLayoutError, PieceOutOfRangeError } from './errors.js';
+import type { Bank, MemKind } from './bank.js';
+import { InvalidBankLayoutError } from './errors.js';
+import type { FieldIssue } from './field-issue.js';
 import { bytesPerElement, type Geometry } from './geometry.js';
-import type { Bank, MemKind, RankPart } from './rank-part.js';
 import { deriveShard, type Parallel, type Shard } from './shard.js';
 
 type PieceGeometry = Pick<Geometry, 'blockTokens' | 'headDim' | 'dtype'>;
@@ -105,24 +106,6 @@ export function elementOffset(
       ? (head * blockTokens + token) * headDim + dim
       : (token * headCount + head) * headDim + dim;
   return element * bytesPerElement(geometry.dtype);
-}
-
-/**
- * Where the (block, local layer, plane) piece of a rank starts: the bank index (layer-separate: bank
- * `localLayer × kvPlanes + plane`, or `localLayer` when plane-strided) and the byte offset from that bank's start.
- */
-export function locatePiece(part: RankPart, block: number, localLayer: number, plane: number): { bank: number; offset: bigint } {
-  const { geometry, parallel } = part;
-  const shard = deriveShard(geometry, parallel);
-  const rank = { tpRank: parallel.tpRank, ppRank: parallel.ppRank };
-  const inRange = (value: number, limit: number): boolean => Number.isInteger(value) && value >= 0 && value < limit;
-  if (!inRange(localLayer, shard.layers.count)) throw new PieceOutOfRangeError(rank, 'localLayer', localLayer, shard.layers.count);
-  if (!inRange(plane, geometry.kvPlanes)) throw new PieceOutOfRangeError(rank, 'plane', plane, geometry.kvPlanes);
-  const { bank, within } = pieceSlot(geometry, shard, part.banks, localLayer, plane);
-  // A parsed rank part has exactly bankCount() banks, so this bank exists.
-  const { blocks, blockStride } = part.banks[bank] as Bank;
-  if (!inRange(block, blocks)) throw new PieceOutOfRangeError(rank, 'block', block, blocks);
-  return { bank, offset: BigInt(block) * blockStride + BigInt(within) };
 }
 
 export interface BankLayoutOptions {

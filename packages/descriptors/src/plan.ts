@@ -1,14 +1,9 @@
 import { type CompatibilityResult, checkCompatibility, type RankRoute } from './compatibility.js';
-import {
-  BlockOutOfRangeError,
-  DuplicateDestinationBlockError,
-  IncompatibleWorkersError,
-  InvalidBlockListError,
-  type RankId,
-} from './errors.js';
+import { BlockOutOfRangeError, DuplicateDestinationBlockError, IncompatibleWorkersError, InvalidBlockListError } from './errors.js';
 import { bytesPerElement } from './geometry.js';
 import { blocksOutermost, DescriptorWriter, type PairDescriptors } from './descriptor-writer.js';
 import { pieceSlot } from './layout.js';
+import type { RankId } from './rank-id.js';
 import type { RankPart } from './rank-part.js';
 import { deriveShard, type IndexRange, type Shard } from './shard.js';
 import { rankPartOf, type Worker } from './worker.js';

@@ -1,41 +1,14 @@
 import { z } from 'zod';
-import { InvalidRankPartError, type RankId } from './errors.js';
+import { type Bank, bankSchema, count, positiveCount, U64_LIMIT } from './bank.js';
+import { InvalidRankPartError, PieceOutOfRangeError } from './errors.js';
 import { geometrySchema, type SafeParseResult } from './geometry.js';
-import { bankCount, bankSpan, minimumBlockStride, pieceBytes, planeOverlap } from './layout.js';
+import { bankCount, bankSpan, minimumBlockStride, pieceBytes, pieceSlot, planeOverlap } from './layout.js';
+import type { RankId } from './rank-id.js';
 import { deriveShard, shardSplitIssue } from './shard.js';
 import { toFieldIssues } from './zod-issues.js';
 
-const U64_LIMIT = 2n ** 64n;
 /** Offsets inside a bank are planned as JavaScript numbers, so a bank's block span stays below 2^53. */
 const SPAN_LIMIT = BigInt(Number.MAX_SAFE_INTEGER);
-
-/** A 64-bit unsigned quantity: a decimal string on the wire, a bigint once parsed. */
-const u64 = z.codec(
-  z.string().regex(/^(0|[1-9][0-9]*)$/, 'must be an unsigned integer as a decimal string'),
-  z.bigint().max(U64_LIMIT - 1n, 'must fit in 64 bits'),
-  { decode: (text) => BigInt(text), encode: (value) => value.toString() },
-);
-
-const count = z.int().min(0).max(2 ** 31 - 1);
-const positiveCount = z.int().min(1).max(2 ** 31 - 1);
-
-export const memKinds = ['dram', 'vram'] as const;
-export type MemKind = (typeof memKinds)[number];
-
-export const bankSchema = z.strictObject({
-  memKind: z.enum(memKinds),
-  /** GPU ordinal for `vram`, NUMA node for `dram`. */
-  deviceId: count,
-  address: u64,
-  bytes: u64,
-  blocks: positiveCount,
-  blockStride: u64,
-  /**
-   * Version 2, layer-separate only: the bank holds every plane of one layer, plane p of block b at
-   * `b × blockStride + p × planeStride`.
-   */
-  planeStride: u64.optional(),
-});
 
 export const roles = ['prefill', 'decode', 'aggregated'] as const;
 export type Role = (typeof roles)[number];
@@ -170,7 +143,6 @@ const compareBigInt = (a: bigint, b: bigint): number => (a < b ? -1 : a > b ? 1 
 export type RankPart = z.output<typeof rankPartSchema>;
 /** A rank part as it travels: JSON with 64-bit quantities as decimal strings. */
 export type RankPartWire = z.input<typeof rankPartSchema>;
-export type Bank = z.output<typeof bankSchema>;
 
 function claimedIdentity(input: unknown): { workerId: string | undefined; rank: RankId | undefined } {
   const record = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
@@ -230,4 +202,22 @@ export function serializeRankPart(part: RankPart): RankPartWire {
   if (result.success) return result.data;
   const { workerId, rank } = claimedIdentity(part);
   throw new InvalidRankPartError(workerId, rank, toFieldIssues(result.error, part));
+}
+
+/**
+ * Where the (block, local layer, plane) piece of a rank starts: the bank index (layer-separate: bank
+ * `localLayer × kvPlanes + plane`, or `localLayer` when plane-strided) and the byte offset from that bank's start.
+ */
+export function locatePiece(part: RankPart, block: number, localLayer: number, plane: number): { bank: number; offset: bigint } {
+  const { geometry, parallel } = part;
+  const shard = deriveShard(geometry, parallel);
+  const rank = { tpRank: parallel.tpRank, ppRank: parallel.ppRank };
+  const inRange = (value: number, limit: number): boolean => Number.isInteger(value) && value >= 0 && value < limit;
+  if (!inRange(localLayer, shard.layers.count)) throw new PieceOutOfRangeError(rank, 'localLayer', localLayer, shard.layers.count);
+  if (!inRange(plane, geometry.kvPlanes)) throw new PieceOutOfRangeError(rank, 'plane', plane, geometry.kvPlanes);
+  const { bank, within } = pieceSlot(geometry, shard, part.banks, localLayer, plane);
+  // A parsed rank part has exactly bankCount() banks, so this bank exists.
+  const { blocks, blockStride } = part.banks[bank] as Bank;
+  if (!inRange(block, blocks)) throw new PieceOutOfRangeError(rank, 'block', block, blocks);
+  return { bank, offset: BigInt(block) * blockStride + BigInt(within) };
 }

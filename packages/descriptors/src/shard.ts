@@ -1,4 +1,5 @@
-import { type FieldIssue, InvalidShardError } from './errors.js';
+import { InvalidShardError } from './errors.js';
+import type { FieldIssue } from './field-issue.js';
 import type { Geometry } from './geometry.js';
 
 export interface Parallel {

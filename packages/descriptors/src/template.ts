@@ -1,7 +1,8 @@
 import { checkCompatibility, type RankRoute } from './compatibility.js';
-import { IncompatibleWorkersError, type RankId } from './errors.js';
+import { IncompatibleWorkersError } from './errors.js';
 import { bytesPerElement } from './geometry.js';
 import { pieceSlot } from './layout.js';
+import type { RankId } from './rank-id.js';
 import type { RankPart } from './rank-part.js';
 import { deriveShard } from './shard.js';
 import type { Worker } from './worker.js';

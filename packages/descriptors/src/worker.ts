@@ -1,6 +1,6 @@
-import type { RankId } from './errors.js';
 import { type Geometry, geometryFields } from './geometry.js';
 import { geometryDigest } from './digest.js';
+import type { RankId } from './rank-id.js';
 import { checkedRankPart, type RankPart, type Role } from './rank-part.js';
 
 /** A complete worker descriptor: every (tp, pp) rank present exactly once, all consistent. */

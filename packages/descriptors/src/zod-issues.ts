@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { FieldIssue } from './errors.js';
+import type { FieldIssue } from './field-issue.js';
 
 /** `['banks', 3, 'bytes']` → `banks[3].bytes`. */
 export function fieldPath(path: readonly PropertyKey[]): string {

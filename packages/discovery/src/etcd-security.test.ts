@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiscoveryArgumentError, DiscoveryCredentialsFileError } from './errors.js';
-import { createCertificateAuthority } from '../test/helpers/certificates.js';
+import { createCertificateAuthority } from '@kvreuse-internal/test-support';
 import { connectEtcdDiscovery } from './etcd.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-etcd-security-'));

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { ManualClock } from '../test/helpers/clock.js';
+import { ManualClock } from '@kvreuse-internal/test-support';
 import { changeLog, recordWatch } from '../test/watch-recorder.js';
 import { DiscoveryLeaseError } from './errors.js';
 import { MemoryDiscoveryStore } from './memory.js';

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { rankPartsOf } from '../test/helpers/rank-parts.js';
+import { rankPartsOf } from '@kvreuse-internal/test-support';
 import { localBackends, type StoreUnderTest } from '../test/helpers/stores.js';
 import { DiscoveryLeaseError, RankPartPublicationError, SupersededError } from './errors.js';
 import { claimIncarnationEpoch } from './incarnation-epoch.js';

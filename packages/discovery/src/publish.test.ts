@@ -2,7 +2,7 @@
 // timing, the newer incarnation (larger epoch) is never displaced and its parts are never deleted.
 import type { RankPart } from '@kvreuse/descriptors';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { rankPartsOf } from '../test/helpers/rank-parts.js';
+import { rankPartsOf } from '@kvreuse-internal/test-support';
 import { localBackends, type StoreUnderTest } from '../test/helpers/stores.js';
 import { SupersededError } from './errors.js';
 import { claimIncarnationEpoch, type IncarnationEpoch } from './incarnation-epoch.js';

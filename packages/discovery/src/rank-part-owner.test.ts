@@ -1,6 +1,6 @@
 import type { RankPart } from '@kvreuse/descriptors';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { rankPartsOf } from '../test/helpers/rank-parts.js';
+import { rankPartsOf } from '@kvreuse-internal/test-support';
 import { localBackends, type StoreUnderTest } from '../test/helpers/stores.js';
 import { RankPartOwnerError } from './errors.js';
 import { rankPartKey, workerKeyPrefix } from './rank-part-keys.js';

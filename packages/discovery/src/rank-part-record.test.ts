@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { serializeRankPart } from '@kvreuse/descriptors';
 import { describe, expect, it } from 'vitest';
-import { rankPartsOf } from '../test/helpers/rank-parts.js';
+import { rankPartsOf } from '@kvreuse-internal/test-support';
 import { RankPartRefusedError } from './errors.js';
 import { parseRankPartKey, rankPartKey } from './rank-part-keys.js';
 import { decodeRankPartRecord, encodeRankPartRecord, safeDecodeRankPartRecord } from './rank-part-record.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, describe, expect, test, vi } from 'vitest';
-import { ManualClock } from '../test/helpers/clock.js';
+import { ManualClock } from '@kvreuse-internal/test-support';
 import { changeLog, recordWatch } from '../test/watch-recorder.js';
 import { DiscoveryUnavailableError } from './errors.js';
 import { openSqliteDiscovery } from './sqlite.js';

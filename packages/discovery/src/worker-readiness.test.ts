@@ -1,6 +1,6 @@
 import type { RankPart } from '@kvreuse/descriptors';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { rankPartsOf } from '../test/helpers/rank-parts.js';
+import { rankPartsOf } from '@kvreuse-internal/test-support';
 import { changeLog, recordWatch } from '../test/watch-recorder.js';
 import { localBackends, type StoreUnderTest } from '../test/helpers/stores.js';
 import type { DiscoveryStore, LeaseId } from './types.js';

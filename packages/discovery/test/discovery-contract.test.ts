@@ -20,8 +20,7 @@ import {
   readWorkerEpoch,
   SupersededError,
 } from '../src/index.js';
-import { EtcdServer, etcdBinary, etcdRequired } from './etcd-server.js';
-import { ManualClock } from './helpers/clock.js';
+import { etcdBinary, etcdRequired, EtcdServer, ManualClock } from '@kvreuse-internal/test-support';
 import { changeLog, recordWatch } from './watch-recorder.js';
 
 // etcd's leases live at least ~2 s; these are guards, not assertions on speed.

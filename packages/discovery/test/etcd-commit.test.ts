@@ -3,7 +3,8 @@
 // later read of another prefix, must make the commit re-read; it must never survive the delete.
 import { expect, test, vi } from 'vitest';
 import { connectEtcdDiscovery, type DiscoverySnapshot } from '../src/index.js';
-import { etcdRuns, useEtcdStore } from './etcd-server.js';
+import { useEtcdStore } from './etcd-store.js';
+import { etcdRuns } from '@kvreuse-internal/test-support';
 
 vi.setConfig({ testTimeout: 60_000 });
 

@@ -10,7 +10,8 @@ import {
   DiscoveryUnavailableError,
   type EtcdDiscoveryStore,
 } from '../src/index.js';
-import { EtcdProxy, etcdRuns, useEtcdStore } from './etcd-server.js';
+import { useEtcdStore } from './etcd-store.js';
+import { EtcdProxy, etcdRuns } from '@kvreuse-internal/test-support';
 import { changeLog, describeNotice, recordWatch, viewOf } from './watch-recorder.js';
 
 vi.setConfig({ testTimeout: 90_000 });

@@ -10,8 +10,7 @@ import {
   watchWorkerReadiness,
   type WorkerReadiness,
 } from '../src/index.js';
-import { EtcdProxy, EtcdServer, etcdBinary, etcdRequired } from './etcd-server.js';
-import { rankPartsOf } from './helpers/rank-parts.js';
+import { etcdBinary, EtcdProxy, etcdRequired, EtcdServer, rankPartsOf } from '@kvreuse-internal/test-support';
 
 vi.setConfig({ testTimeout: 90_000 });
 

@@ -220,47 +220,61 @@ const stores: [string, () => DiscoveryStore][] = [
   ['sqlite', () => openSqliteDiscovery(join(dir, `${agentName('order')}.db`))],
 ];
 
+/** The source worker: one rank of real loopback memory, registered, published, with inventory. */
+async function sourceWorker(store: DiscoveryStore) {
+  const geometry = referenceGeometries['qwen3-0.6b'];
+  const identity = { workerId: agentName('decode'), incarnation: 'inc-1', role: 'decode', geometry, tpSize: 1, ppSize: 1, dpRank: 0 } as const;
+  const agent = await transport.createAgent({ name: agentName('source'), backend: 'loopback' });
+  const layout = layoutRankBanks(geometry, { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 1 });
+  const banks = await Promise.all(
+    layout.map(async (spec, index) => {
+      const allocation = await agent.allocate(spec.bytes);
+      return Bank.adopt({ ...spec, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
+    }),
+  );
+  const rank = await registerRank({ agent, banks });
+  const publication = await startRankPublication(store, [buildRankPart(identity, rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...rank }))], { leaseTtlMs: 60_000 });
+  // Its own lease, so that revoking the parts' lease does not take the inventory with it and both withdrawals act.
+  const inventoryLease = await store.grantLease(60_000);
+  const inventory = new InventoryPublisher(store, { workerId: identity.workerId, incarnation: identity.incarnation, epoch: publication.epoch, lease: inventoryLease.id });
+  await inventory.publish([{ type: 'stored', tier: 'gpu', blocks: [1n, 2n, 3n], expiresAt: Date.now() + 600_000 }]);
+  // A manual clock: the drain's deadlines never fire, so the readers' wait ends only when the reader saw the worker go.
+  const ledger = new OperationLedger<PostRequest>({ agent, peers: new PeerBook(), timeouts: { operationTimeoutMs: 1_000, abandonTimeoutMs: 5_000 }, clock: new ManualClock() });
+
+  return { identity, agent, banks, rank, publication, inventoryLease, inventory, ledger };
+}
+
+/**
+ * A reader that follows the worker's readiness and its inventory key, noting with each readiness it sees how
+ * many banks were deregistered and whether intake had stopped; `gone` settles once it saw the worker go.
+ */
+async function followWorker(store: DiscoveryStore, { identity, banks, inventory, ledger }: Awaited<ReturnType<typeof sourceWorker>>) {
+  const deregistrations = banks.map((bank) => vi.spyOn(bank.region!, 'deregister'));
+  const deregistered = () => deregistrations.reduce((sum, spy) => sum + spy.mock.calls.length, 0);
+  const observed: { readiness: WorkerReadiness; deregistered: number; intakeStopped: boolean }[] = [];
+  let sawNotReady!: () => void;
+  const notReady = new Promise<void>((resolve) => (sawNotReady = resolve));
+  const readiness = await watchWorkerReadiness(store, identity.workerId, {
+    onChange: (seen) => {
+      observed.push({ readiness: seen, deregistered: deregistered(), intakeStopped: ledger.intakeStopped });
+      if (!seen.ready && observed.length > 1) sawNotReady();
+    },
+  });
+  let sawInventoryGone!: () => void;
+  const inventoryGone = new Promise<void>((resolve) => (sawInventoryGone = resolve));
+  const inventoryWatch = await store.watch(inventory.key, (notice) => {
+    if (notice.type === 'changes' && notice.events.some((event) => event.type === 'delete')) sawInventoryGone();
+  });
+  return { deregistrations, observed, gone: Promise.all([notReady, inventoryGone]), readiness, inventoryWatch };
+}
+
 describe.each(stores)('shutdown order, source side first, on %s discovery and a loopback agent', (_, open) => {
   it('withdraws the parts and the inventory, then waits for readers (who saw it not ready), before intake stops and any bank is deregistered', async () => {
     const store = open();
-    const geometry = referenceGeometries['qwen3-0.6b'];
-    const identity = { workerId: agentName('decode'), incarnation: 'inc-1', role: 'decode', geometry, tpSize: 1, ppSize: 1, dpRank: 0 } as const;
-
-    // The source worker: one rank of real loopback memory, registered, published, with inventory.
-    const agent = await transport.createAgent({ name: agentName('source'), backend: 'loopback' });
-    const layout = layoutRankBanks(geometry, { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 1 });
-    const banks = await Promise.all(
-      layout.map(async (spec, index) => {
-        const allocation = await agent.allocate(spec.bytes);
-        return Bank.adopt({ ...spec, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
-      }),
-    );
-    const rank = await registerRank({ agent, banks });
-    const publication = await startRankPublication(store, [buildRankPart(identity, rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...rank }))], { leaseTtlMs: 60_000 });
-    // Its own lease, so that revoking the parts' lease does not take the inventory with it and both withdrawals act.
-    const inventoryLease = await store.grantLease(60_000);
-    const inventory = new InventoryPublisher(store, { workerId: identity.workerId, incarnation: identity.incarnation, epoch: publication.epoch, lease: inventoryLease.id });
-    await inventory.publish([{ type: 'stored', tier: 'gpu', blocks: [1n, 2n, 3n], expiresAt: Date.now() + 600_000 }]);
-    // A manual clock: the drain's deadlines never fire, so the readers' wait ends only when the reader saw the worker go.
-    const ledger = new OperationLedger<PostRequest>({ agent, peers: new PeerBook(), timeouts: { operationTimeoutMs: 1_000, abandonTimeoutMs: 5_000 }, clock: new ManualClock() });
-
+    const worker = await sourceWorker(store);
+    const { identity, agent, banks, rank, publication, inventoryLease, inventory, ledger } = worker;
     // A reader follows the worker's readiness and its inventory key.
-    const deregistrations = banks.map((bank) => vi.spyOn(bank.region!, 'deregister'));
-    const deregistered = () => deregistrations.reduce((sum, spy) => sum + spy.mock.calls.length, 0);
-    const observed: { readiness: WorkerReadiness; deregistered: number; intakeStopped: boolean }[] = [];
-    let sawNotReady!: () => void;
-    const notReady = new Promise<void>((resolve) => (sawNotReady = resolve));
-    const readiness = await watchWorkerReadiness(store, identity.workerId, {
-      onChange: (seen) => {
-        observed.push({ readiness: seen, deregistered: deregistered(), intakeStopped: ledger.intakeStopped });
-        if (!seen.ready && observed.length > 1) sawNotReady();
-      },
-    });
-    let sawInventoryGone!: () => void;
-    const inventoryGone = new Promise<void>((resolve) => (sawInventoryGone = resolve));
-    const inventoryWatch = await store.watch(inventory.key, (notice) => {
-      if (notice.type === 'changes' && notice.events.some((event) => event.type === 'delete')) sawInventoryGone();
-    });
+    const { deregistrations, observed, gone, readiness, inventoryWatch } = await followWorker(store, worker);
     expect(observed.map(({ readiness: seen }) => seen.ready)).toEqual([true]);
 
     // Spies on the real objects the shutdown acts on.
@@ -272,7 +286,7 @@ describe.each(stores)('shutdown order, source side first, on %s discovery and a 
     const closeAgent = vi.spyOn(agent, 'close');
     // The endpoint's hook: here, it returns once the reader has seen the worker go (pins would be waited for here).
     const waitForReaders = vi.fn(async () => {
-      await Promise.all([notReady, inventoryGone]);
+      await gone;
       return NO_READERS;
     });
     const controller = new DrainController({

@@ -19,6 +19,122 @@ const scheme64 = { salt: 0x5eedn, blockTokens: 64 };
 const scheme4 = { salt: 0x5eedn, blockTokens: 4 };
 const tokens = (seed: number, count: number) => Array.from({ length: count }, (_, i) => (seed * 7919 + i * 31) % 151936);
 
+type ModelOp =
+  | { kind: 'store'; worker: number; tier: RetentionTier; from: number; count: number; ttl: number }
+  | { kind: 'remove'; worker: number; tier: RetentionTier; from: number; count: number }
+  | { kind: 'clear'; worker: number; tier: RetentionTier }
+  | { kind: 'leave'; worker: number }
+  | { kind: 'tick'; ms: number }
+  | { kind: 'lookup'; from: number }
+  | { kind: 'prune' };
+
+/** One operation on workers w0–w5, either tier and blocks 0–39 of a chain, or on the clock or the table. */
+function modelOp(): fc.Arbitrary<ModelOp> {
+  const worker = fc.integer({ min: 0, max: 5 });
+  const tier = fc.constantFrom<RetentionTier>('gpu', 'host');
+  const block = fc.integer({ min: 0, max: 39 });
+  return fc.oneof(
+    { weight: 6, arbitrary: fc.record({ kind: fc.constant('store' as const), worker, tier, from: block, count: fc.integer({ min: 1, max: 12 }), ttl: fc.integer({ min: 100, max: 3_000 }) }) },
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant('remove' as const), worker, tier, from: block, count: fc.integer({ min: 1, max: 6 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('clear' as const), worker, tier }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('leave' as const), worker }) },
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 1_500 }) }) },
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant('lookup' as const), from: block }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('prune' as const) }) },
+  );
+}
+
+/** What the model says each of workers w0–w5 retains of a chain of `length` blocks from block `from`, longest first. */
+function expectedPrefixes(alive: (w: number, t: RetentionTier, b: number) => boolean, length: number, from: number) {
+  const expected = [];
+  for (let w = 0; w <= 5; w++) {
+    let blocks = 0;
+    let gpuBlocks = 0;
+    let hostBlocks = 0;
+    let leadingHostBlocks = 0;
+    while (from + blocks < length && (alive(w, 'gpu', from + blocks) || alive(w, 'host', from + blocks))) {
+      gpuBlocks += alive(w, 'gpu', from + blocks) ? 1 : 0;
+      hostBlocks += alive(w, 'host', from + blocks) ? 1 : 0;
+      if (leadingHostBlocks === blocks && alive(w, 'host', from + blocks)) leadingHostBlocks++;
+      blocks++;
+    }
+    if (blocks > 0) expected.push({ workerId: `w${w}`, blocks, gpuBlocks, hostBlocks, leadingHostBlocks });
+  }
+  return expected.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
+}
+
+/**
+ * A RetainedInventory of workers w0–w5 over `chain`, and a plain Map model of it: `apply` gives both an
+ * operation and checks the inventory's size after it, `check` compares a lookup with the model (counted in
+ * `growth` when the table was growing then).
+ */
+function modelledInventory(chain: BigUint64Array, steps: { rehashStep: number; pruneStep: number }, growth: { checksWhileGrowing: number }) {
+  const time = clock();
+  const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16, ...steps });
+  const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
+  const seq = new Map<number, number>([[0, 0], [1, 0], [2, 0], [3, 0], [4, 0], [5, 0]]);
+  // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
+  for (let w = 0; w <= 5; w++) {
+    inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
+    if (w < 3) for (let f = 0; f < 31; f++) inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
+  }
+  const send = (w: number, events: InventoryEvent[]) => {
+    const next = (seq.get(w) ?? -1) + 1;
+    seq.set(w, next);
+    inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: next, events });
+  };
+  const alive = (w: number, t: RetentionTier, b: number) => (model.get(`${w}/${t}/${b}`) ?? 0) > Math.floor(time.at() / 100) * 100;
+  const check = (from: number) => {
+    if (growing(inventory)) growth.checksWhileGrowing++;
+    const expected = expectedPrefixes(alive, chain.length, from);
+    const actual = inventory
+      .longestRetainedPrefix(chain.subarray(from))
+      .map(({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }) => ({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }));
+    expect(actual).toEqual(expected);
+  };
+  // The entries counted: never fewer than those alive, never more than those not withdrawn.
+  const checkSize = () => {
+    const live = [...model.keys()].filter((key) => {
+      const [w, t, b] = key.split('/');
+      return alive(Number(w), t as RetentionTier, Number(b));
+    });
+    const blocksOf = (keys: string[]) => new Set(keys.map((key) => key.replace(/\/(gpu|host)\//, '/'))).size;
+    expect(inventory.size).toBeGreaterThanOrEqual(blocksOf(live));
+    expect(inventory.size).toBeLessThanOrEqual(blocksOf([...model.keys()]));
+    return blocksOf(live);
+  };
+  const apply = (o: ModelOp) => {
+    if (o.kind === 'store' || o.kind === 'remove') {
+      const blocks = chain.slice(o.from, o.from + o.count);
+      const expiresAt = time.at() + (o.kind === 'store' ? o.ttl : 0);
+      send(o.worker, [o.kind === 'store' ? { type: 'stored', tier: o.tier, blocks, expiresAt } : { type: 'removed', tier: o.tier, blocks }]);
+      for (let b = o.from; b < o.from + blocks.length; b++) {
+        if (o.kind === 'store' && Math.ceil(expiresAt / 100) * 100 > Math.floor(time.at() / 100) * 100) {
+          model.set(`${o.worker}/${o.tier}/${b}`, Math.ceil(expiresAt / 100) * 100);
+        } else {
+          model.delete(`${o.worker}/${o.tier}/${b}`);
+        }
+      }
+    } else if (o.kind === 'clear') {
+      send(o.worker, [{ type: 'cleared', tier: o.tier }]);
+      for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/${o.tier}/`)) model.delete(key);
+    } else if (o.kind === 'leave') {
+      inventory.removeWorker(`w${o.worker}`);
+      seq.delete(o.worker);
+      for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/`)) model.delete(key);
+    } else if (o.kind === 'tick') {
+      time.advance(o.ms);
+    } else if (o.kind === 'lookup') {
+      check(o.from);
+    } else {
+      inventory.prune();
+      expect(inventory.size).toBe(checkSize());
+    }
+    checkSize();
+  };
+  return { apply, check };
+}
+
 describe('RetainedInventory', () => {
   test('answers per worker how many leading blocks it retains, and on which tier', () => {
     const time = clock();
@@ -358,123 +474,27 @@ describe('RetainedInventory', () => {
   });
 
   test('answers like a plain Map model through any interleaving of applies, expiry and lookups, across growth steps', () => {
-    type Op =
-      | { kind: 'store'; worker: number; tier: RetentionTier; from: number; count: number; ttl: number }
-      | { kind: 'remove'; worker: number; tier: RetentionTier; from: number; count: number }
-      | { kind: 'clear'; worker: number; tier: RetentionTier }
-      | { kind: 'leave'; worker: number }
-      | { kind: 'tick'; ms: number }
-      | { kind: 'lookup'; from: number }
-      | { kind: 'prune' };
-    const worker = fc.integer({ min: 0, max: 5 });
-    const tier = fc.constantFrom<RetentionTier>('gpu', 'host');
-    const block = fc.integer({ min: 0, max: 39 });
-    const op: fc.Arbitrary<Op> = fc.oneof(
-      { weight: 6, arbitrary: fc.record({ kind: fc.constant('store' as const), worker, tier, from: block, count: fc.integer({ min: 1, max: 12 }), ttl: fc.integer({ min: 100, max: 3_000 }) }) },
-      { weight: 3, arbitrary: fc.record({ kind: fc.constant('remove' as const), worker, tier, from: block, count: fc.integer({ min: 1, max: 6 }) }) },
-      { weight: 1, arbitrary: fc.record({ kind: fc.constant('clear' as const), worker, tier }) },
-      { weight: 1, arbitrary: fc.record({ kind: fc.constant('leave' as const), worker }) },
-      { weight: 2, arbitrary: fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 1_500 }) }) },
-      { weight: 3, arbitrary: fc.record({ kind: fc.constant('lookup' as const), from: block }) },
-      { weight: 1, arbitrary: fc.record({ kind: fc.constant('prune' as const) }) },
-    );
     // Two chains that share their first 10 blocks, 40 distinct hashes per chain at most: from 16
     // expected blocks the table grows three or four times.
     const chainA = hashBlockChain(tokens(9, 40 * 4), scheme4);
     const chainB = BigUint64Array.from([...chainA.slice(0, 10), ...hashBlockChain(tokens(10, 30 * 4), scheme4, chainA[9])]);
-    let checksWhileGrowing = 0;
+    const growth = { checksWhileGrowing: 0 };
 
     fc.assert(
       fc.property(
-        fc.array(op, { maxLength: 100 }),
+        fc.array(modelOp(), { maxLength: 100 }),
         fc.boolean(),
         fc.integer({ min: 3, max: 8 }),
         fc.integer({ min: 0, max: 8 }),
         (ops, useB, rehashStep, pruneStep) => {
-          const time = clock();
-          const chain = useB ? chainB : chainA;
-          const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16, rehashStep, pruneStep });
-          const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
-          const seq = new Map<number, number>([[0, 0], [1, 0], [2, 0], [3, 0], [4, 0], [5, 0]]);
-          // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
-          for (let w = 0; w <= 5; w++) {
-            inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
-            if (w < 3) for (let f = 0; f < 31; f++) inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
-          }
-          const send = (w: number, events: InventoryEvent[]) => {
-            const next = (seq.get(w) ?? -1) + 1;
-            seq.set(w, next);
-            inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: next, events });
-          };
-          const alive = (w: number, t: RetentionTier, b: number) => (model.get(`${w}/${t}/${b}`) ?? 0) > Math.floor(time.at() / 100) * 100;
-          const check = (from: number) => {
-            if (growing(inventory)) checksWhileGrowing++;
-            const expected = [];
-            for (let w = 0; w <= 5; w++) {
-              let blocks = 0;
-              let gpuBlocks = 0;
-              let hostBlocks = 0;
-              let leadingHostBlocks = 0;
-              while (from + blocks < chain.length && (alive(w, 'gpu', from + blocks) || alive(w, 'host', from + blocks))) {
-                gpuBlocks += alive(w, 'gpu', from + blocks) ? 1 : 0;
-                hostBlocks += alive(w, 'host', from + blocks) ? 1 : 0;
-                if (leadingHostBlocks === blocks && alive(w, 'host', from + blocks)) leadingHostBlocks++;
-                blocks++;
-              }
-              if (blocks > 0) expected.push({ workerId: `w${w}`, blocks, gpuBlocks, hostBlocks, leadingHostBlocks });
-            }
-            expected.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
-            const actual = inventory
-              .longestRetainedPrefix(chain.subarray(from))
-              .map(({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }) => ({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }));
-            expect(actual).toEqual(expected);
-          };
-          // The entries counted: never fewer than those alive, never more than those not withdrawn.
-          const checkSize = () => {
-            const live = [...model.keys()].filter((key) => {
-              const [w, t, b] = key.split('/');
-              return alive(Number(w), t as RetentionTier, Number(b));
-            });
-            const blocksOf = (keys: string[]) => new Set(keys.map((key) => key.replace(/\/(gpu|host)\//, '/'))).size;
-            expect(inventory.size).toBeGreaterThanOrEqual(blocksOf(live));
-            expect(inventory.size).toBeLessThanOrEqual(blocksOf([...model.keys()]));
-            return blocksOf(live);
-          };
-          for (const o of ops) {
-            if (o.kind === 'store' || o.kind === 'remove') {
-              const blocks = chain.slice(o.from, o.from + o.count);
-              const expiresAt = time.at() + (o.kind === 'store' ? o.ttl : 0);
-              send(o.worker, [o.kind === 'store' ? { type: 'stored', tier: o.tier, blocks, expiresAt } : { type: 'removed', tier: o.tier, blocks }]);
-              for (let b = o.from; b < o.from + blocks.length; b++) {
-                if (o.kind === 'store' && Math.ceil(expiresAt / 100) * 100 > Math.floor(time.at() / 100) * 100) {
-                  model.set(`${o.worker}/${o.tier}/${b}`, Math.ceil(expiresAt / 100) * 100);
-                } else {
-                  model.delete(`${o.worker}/${o.tier}/${b}`);
-                }
-              }
-            } else if (o.kind === 'clear') {
-              send(o.worker, [{ type: 'cleared', tier: o.tier }]);
-              for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/${o.tier}/`)) model.delete(key);
-            } else if (o.kind === 'leave') {
-              inventory.removeWorker(`w${o.worker}`);
-              seq.delete(o.worker);
-              for (const key of [...model.keys()]) if (key.startsWith(`${o.worker}/`)) model.delete(key);
-            } else if (o.kind === 'tick') {
-              time.advance(o.ms);
-            } else if (o.kind === 'lookup') {
-              check(o.from);
-            } else {
-              inventory.prune();
-              expect(inventory.size).toBe(checkSize());
-            }
-            checkSize();
-          }
-          check(0);
+          const modelled = modelledInventory(useB ? chainB : chainA, { rehashStep, pruneStep }, growth);
+          for (const o of ops) modelled.apply(o);
+          modelled.check(0);
         },
       ),
       { numRuns: 200 },
     );
     // The runs did look up while a growth step was under way.
-    expect(checksWhileGrowing).toBeGreaterThan(0);
+    expect(growth.checksWhileGrowing).toBeGreaterThan(0);
   });
 });

@@ -25,9 +25,7 @@ import {
   workerPartsPrefix,
 } from '@kvreuse/discovery';
 import { defaultInventoryPrefix, InventoryPublisher } from '@kvreuse/inventory';
-import { EtcdServer, etcdRuns } from './etcd-server.js';
-import { type CertificateAuthority, type CertificateFiles, createCertificateAuthority } from './helpers/certificates.js';
-import { rankPartsOf } from './helpers/rank-parts.js';
+import { type CertificateAuthority, type CertificateFiles, createCertificateAuthority, etcdRuns, EtcdServer, rankPartsOf } from '@kvreuse-internal/test-support';
 
 vi.setConfig({ testTimeout: 60_000 });
 

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test, vi } from 'vitest';
 import { connectEtcdDiscovery, type DiscoveryStore, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
-import { EtcdServer, etcdRuns } from './etcd-server.js';
+import { etcdRuns, EtcdServer } from '@kvreuse-internal/test-support';
 
 vi.setConfig({ testTimeout: 120_000 });
 

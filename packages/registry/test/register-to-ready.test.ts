@@ -1,12 +1,23 @@
 import { deriveShard, pieceBytes, referenceGeometries } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it, vi } from 'vitest';
-import { claimIncarnationEpoch, ClusterSecret, publishRankParts, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
+import {
+  claimIncarnationEpoch,
+  ClusterSecret,
+  type DiscoveryStore,
+  MemoryDiscoveryStore,
+  openSqliteDiscovery,
+  publishRankParts,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+} from '@kvreuse/discovery';
+import { localBackends as localBackendsOf } from '@kvreuse-internal/test-support';
 import { buildRankPart, loadRankPeer, registerRank, transportMetadataOf } from '../src/index.js';
-import { localBackends } from './helpers/stores.js';
 import { identityOf, type PreparedRank, prepareWorker, registerAndPublish, tearDownWorker, type WorkerSetup } from './helpers/worker.js';
 
 const transport = loadTransport();
+
+const localBackends = localBackendsOf<DiscoveryStore>({ MemoryDiscoveryStore, openSqliteDiscovery });
 
 describe.each(localBackends)('a Qwen3-0.6B TP=2 worker from registration to readiness on $name discovery', (backend) => {
   it('registers 56 banks per rank, publishes parts whose metadata a peer can load, and becomes ready', async () => {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test, vi } from 'vitest';
 import { ClusterSecret } from '@kvreuse/discovery';
-import { EtcdServer, etcdRuns } from './etcd-server.js';
+import { etcdRuns, EtcdServer } from '@kvreuse-internal/test-support';
 import { ucxTestsRun } from './helpers/ucx.js';
 
 vi.setConfig({ testTimeout: 120_000 });

@@ -21,7 +21,7 @@ export const exampleWorkerFiles = {
   prefill: join(examplesDir, 'qwen3-0.6b-prefill-tp1.json'),
 } as const;
 
-/** The prefix the demo pulls: 42 blocks of Qwen3-0.6B, DESIGN.md's reference. */
+/** The prefix the demo pulls: 42 blocks of Qwen3-0.6B (the 42-block plan of docs/architecture.md). */
 export const demoPrefixBlocks = 42;
 
 export interface MainJobOptions {

@@ -5,8 +5,8 @@
 // registry. There usage/<package>.ts runs with node, its types stripped, and must print what
 // `expectedUsage` says.
 //
-// Projects: config, descriptors and native-bindings each have a project of their own. The packages
-// above them (registry and up) share one project that installs every tarball: each of them brings
+// Projects: config, descriptors and native-bindings each have a project of their own. The others
+// (errors, discovery, inventory, registry and up) share one project that installs every tarball: each of them brings
 // etcd3's gRPC stack and better-sqlite3, and a project each would take minutes. A dependency that one
 // of those uses but only another declares goes unnoticed there. Types are checked once, in that
 // project, for every usage file together (`tsc --noEmit`, strict, the installed declarations checked
@@ -82,6 +82,12 @@ const expectedUsage: Record<string, (printed: unknown, project: BlankProject) =>
     // Two Qwen3-0.6B blocks (7,340,032 bytes each) from a TP 1 worker to another: one rank pair, and one
     // descriptor per block and (layer, plane) bank, the source blocks being too far apart to merge.
     expect(printed).toEqual({ pairs: 1, descriptors: 2 * 28 * 2, totalBytes: String(2 * 7_340_032) }),
+  errors: (printed) =>
+    expect(printed).toEqual({ code: 'QUOTA_EXCEEDED', isKvreuseError: true, plainError: false, message: 'quota exceeded by 3n blocks' }),
+  // Not ready before the part is published, ready once it is, not ready again once it is withdrawn.
+  discovery: (printed) =>
+    expect(printed).toEqual({ published: ['kvreuse/workers/decode-0/incarnations/decode-0-a/pp0-tp0'], seen: ['not ready', 'ready', 'not ready'] }),
+  inventory: (printed) => expect(printed).toEqual({ blocks: 5, workerId: 'decode-0', retained: 4, gpuBlocks: 3, hostBlocks: 1 }),
   'native-bindings': (printed, project) =>
     expect(printed).toEqual({
       libraryPath: join(project.dir, 'node_modules', prebuilt.name, 'libkvreuse_transport.so'),

@@ -40,25 +40,10 @@ function manifestOf(copy: string, dir: string): { version: string; dependencies?
   return JSON.parse(readFileSync(join(copy, 'packages', dir, 'package.json'), 'utf8'));
 }
 
-/**
- * The packages that depend on `name` at run time (dependencies or peer dependencies), directly or
- * through others: with `updateInternalDependencies: "patch"`, each is released with at least a patch
- * when the new version leaves the caret range of the one before.
- */
+/** The packages that list `name` in their dependencies or peer dependencies: its direct dependents at run time. */
 function dependentsOf(name: string, packages: ReturnType<typeof listPackages>): Set<string> {
-  const dependents = new Set<string>();
-  const reached = [name];
-  while (reached.length > 0) {
-    const dependency = reached.pop() ?? '';
-    for (const { manifest } of packages) {
-      const runtime = { ...manifest.dependencies, ...manifest.peerDependencies };
-      if (manifest.name !== undefined && dependency in runtime && !dependents.has(manifest.name)) {
-        dependents.add(manifest.name);
-        reached.push(manifest.name);
-      }
-    }
-  }
-  return dependents;
+  const runtime = (manifest: (typeof packages)[number]['manifest']) => ({ ...manifest.dependencies, ...manifest.peerDependencies });
+  return new Set(packages.flatMap(({ manifest }) => (manifest.name !== undefined && name in runtime(manifest) ? [manifest.name] : [])));
 }
 
 /** Whether version `a` is at or above version `b` (x.y.z). */
@@ -81,6 +66,38 @@ function inCaretRange(base: string, candidate: string): boolean {
 /** The packages released with `name` at one version (its `fixed` group), `name` included. */
 function releasedWith(name: string): string[] {
   return fixedGroups(repoRoot).find((group) => group.includes(name)) ?? [name];
+}
+
+/**
+ * What `changeset version` releases, by package name, given the bumps its changesets ask for (`own`) and
+ * the versions before: each package at its own bump, a fixed group as one (its highest version, with the
+ * largest bump of any of its packages), and with `updateInternalDependencies: "patch"` a patch for each
+ * direct dependent of a package whose new version leaves the caret range of the one before. A dependent
+ * released so whose patch stays in its own dependents' range releases nothing further: a package that
+ * depends on a change only through another (indirectly) moves only when such a range is left on the way.
+ * `dependents` are the packages released for a dependency alone.
+ */
+function releases(own: ReadonlyMap<string, Bump[]>, before: ReadonlyMap<string, string>, packages: ReturnType<typeof listPackages>) {
+  const bumps = new Map([...before.keys()].map((pkg) => [pkg, [...(own.get(pkg) ?? [])]]));
+  const dependents = new Set<string>();
+  const versionOf = (pkg: string): string => {
+    const group = releasedWith(pkg);
+    const groupVersion = group.map((name) => before.get(name) ?? '0.0.0').reduce((a, b) => (newer(a, b) ? a : b));
+    return bumped(group.length > 1 ? groupVersion : (before.get(pkg) ?? '0.0.0'), group.flatMap((name) => bumps.get(name) ?? []));
+  };
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const [pkg, version] of before) {
+      if (inCaretRange(version, versionOf(pkg))) continue;
+      for (const dependent of dependentsOf(pkg, packages)) {
+        if ((bumps.get(dependent) ?? []).length > 0) continue;
+        bumps.set(dependent, ['patch']);
+        dependents.add(dependent);
+        changed = true;
+      }
+    }
+  }
+  return { versions: new Map([...before.keys()].map((pkg) => [pkg, versionOf(pkg)])), dependents };
 }
 
 describe('changesets', () => {
@@ -106,21 +123,20 @@ describe('changesets', () => {
     const copy = scratchCopy();
     const pending = readChangesets(repoRoot);
     const packages = listPackages(repoRoot);
-    const before = new Map(packages.map((pkg) => [pkg.dir, pkg.manifest]));
+    const own = (name: string) => pending.flatMap((changeset) => changeset.releases.filter((r) => r.name === name).map((r) => r.bump as Bump));
+    const nameOf = ({ dir, manifest }: (typeof packages)[number]): string => manifest.name ?? dir;
+    const expected = releases(
+      new Map(packages.map((pkg) => [nameOf(pkg), own(nameOf(pkg))])),
+      new Map(packages.map((pkg) => [nameOf(pkg), pkg.manifest.version ?? '0.0.0'])),
+      packages,
+    );
 
     version(copy);
     const firstRound = new Map<string, string>();
     for (const { dir, manifest } of packages) {
-      const own = (name: string) => pending.flatMap((changeset) => changeset.releases.filter((r) => r.name === name).map((r) => r.bump as Bump));
       const bumps = own(manifest.name ?? dir);
-      // A fixed group moves as one: the highest version among its packages, with the largest bump any of them has.
-      const group = releasedWith(manifest.name ?? dir);
-      const groupBumps = group.flatMap(own);
-      const groupVersion = group
-        .map((name) => packages.find((pkg) => pkg.manifest.name === name)?.manifest.version ?? '0.0.0')
-        .reduce((a, b) => (newer(a, b) ? a : b));
       const after = manifestOf(copy, dir);
-      expect(after.version, manifest.name).toBe(bumped(group.length > 1 ? groupVersion : (before.get(dir)?.version ?? '0.0.0'), groupBumps));
+      expect(after.version, manifest.name).toBe(expected.versions.get(manifest.name ?? dir));
       firstRound.set(dir, after.version);
       // Inside the repository, packages keep depending on each other through the workspace.
       for (const [name, range] of Object.entries(after.dependencies ?? {})) if (name.startsWith('@kvreuse/')) expect(range, `${manifest.name} → ${name}`).toBe('workspace:^');
@@ -160,26 +176,21 @@ describe('changesets', () => {
       version(copy);
       expect(dependentsOf(name, packages).size, `${name} has dependents`).toBeGreaterThan(0);
       const before = new Map([...versions].map(([pkg, { version }]) => [pkg, version]));
-      const ownVersion = before.get(name) ?? '0.0.0';
-      const dependents = inCaretRange(ownVersion, bumped(ownVersion, [bump])) ? new Set<string>() : dependentsOf(name, packages);
-      const ownBumps = (pkg: string): Bump[] => (pkg === name ? [bump] : dependents.has(pkg) ? ['patch'] : []);
-      // A package of a fixed group is released with the largest bump of any package of its group.
-      const bumpsOf = (pkg: string): Bump[] => releasedWith(pkg).flatMap(ownBumps);
-      for (const [pkg, entry] of versions) entry.version = bumped(entry.version, bumpsOf(pkg));
+      const { versions: next, dependents } = releases(new Map([[name, [bump]]]), before, packages);
+      for (const [pkg, entry] of versions) entry.version = next.get(pkg) ?? entry.version;
       for (const [pkg, entry] of versions) {
-        const bumps = bumpsOf(pkg);
         const after = manifestOf(copy, entry.dir);
         expect(after.version, `${pkg} after ${name} ${bump}`).toBe(entry.version);
         // The range stays the workspace protocol in the repository; publishing turns it into ^version.
         for (const [dependency, range] of Object.entries(after.dependencies ?? {})) {
           if (dependency.startsWith('@kvreuse/')) expect(range, `${pkg} → ${dependency}`).toBe('workspace:^');
         }
-        if (bumps.length === 0) continue;
+        if (entry.version === before.get(pkg)) continue;
         const changelog = readFileSync(join(copy, 'packages', entry.dir, 'CHANGELOG.md'), 'utf8');
         const newest = changelog.slice(0, changelog.indexOf(`\n## ${before.get(pkg)}\n`) >>> 0);
         expect(newest.startsWith(`# ${pkg}\n\n## ${entry.version}\n`), `${pkg}'s changelog opens with ${entry.version}`).toBe(true);
         if (pkg === name) expect(newest).toContain(`### ${bump === 'minor' ? 'Minor' : 'Patch'} Changes\n\n- ${summary}\n`);
-        else if (ownBumps(pkg).length > 0) expect(newest).toContain('### Patch Changes\n\n- Updated dependencies\n');
+        else if (dependents.has(pkg)) expect(newest).toContain('### Patch Changes\n\n- Updated dependencies\n');
         // Every internal dependency released in this round is named with its new version.
         for (const dependency of [name, ...dependents]) {
           if (dependency === pkg || !(dependency in { ...manifestOf(copy, entry.dir).dependencies })) continue;

@@ -8,7 +8,7 @@ import { checkLayering } from './layering.js';
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 
 describe('the repository', () => {
-  it('respects the layers of DESIGN.md', () => {
+  it('respects its layers: each package imports only the layers below it', () => {
     expect(checkLayering(repoRoot)).toEqual([]);
   });
 });
@@ -96,5 +96,30 @@ describe('checkLayering', () => {
       ['gadgets', 'unknown-layer', 'gadgets'],
     ]);
     expect(found[1]?.message).toContain('tools/repo-checks/src/layers.ts');
+  });
+
+  it('lets a layer list a private test-support package of tools/ that stands below it, and refuses one that depends on the layer or above', () => {
+    const root = writeTree({
+      'package.json': rootManifest,
+      'tools/test-support/package.json': { name: '@kvreuse-internal/test-support', private: true, dependencies: { '@kvreuse/descriptors': 'workspace:^' } },
+      'tools/test-support/src/index.ts': "export { planTransfer } from '@kvreuse/descriptors';\n",
+      'tools/registry-support/package.json': { name: '@kvreuse-internal/registry-support', private: true, dependencies: { '@kvreuse/registry': 'workspace:^' } },
+      'packages/descriptors/package.json': { name: '@kvreuse/descriptors' },
+      'packages/discovery/package.json': {
+        name: '@kvreuse/discovery',
+        dependencies: { '@kvreuse/descriptors': 'workspace:^' },
+        devDependencies: { '@kvreuse-internal/test-support': 'workspace:^', '@kvreuse-internal/registry-support': 'workspace:^' },
+      },
+      'packages/discovery/test/store.test.ts': "import { planTransfer } from '@kvreuse-internal/test-support';\nexport { planTransfer };\n",
+      'packages/registry/package.json': { name: '@kvreuse/registry', devDependencies: { '@kvreuse-internal/registry-support': 'workspace:^' } },
+    });
+    const found = checkLayering(root);
+    expect(found.map((v) => [v.packageDir, v.rule, v.specifier])).toEqual([
+      ['discovery', 'upward-dependency', '@kvreuse-internal/registry-support'],
+      ['registry', 'upward-dependency', '@kvreuse-internal/registry-support'],
+    ]);
+    expect(found[0]?.message).toBe(
+      '@kvreuse/discovery (layer 3) lists @kvreuse-internal/registry-support in devDependencies, which depends on @kvreuse/registry, not a layer below @kvreuse/discovery',
+    );
   });
 });

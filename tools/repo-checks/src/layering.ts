@@ -1,5 +1,5 @@
 import { builtinModules } from 'node:module';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import ts from 'typescript';
 import { layerIndex, layerOrder } from './layers.js';
@@ -37,17 +37,58 @@ function declaredIn(manifest: PackageManifest, name: string, fields: (keyof Pack
   });
 }
 
+/** The private packages of the workspace under tools/ (`@kvreuse-internal/<name>`), by name. */
+function privatePackages(repoRoot: string): Map<string, PackageManifest> {
+  const toolsDir = join(repoRoot, 'tools');
+  if (!existsSync(toolsDir)) return new Map();
+  return new Map(
+    readdirSync(toolsDir)
+      .filter((dir) => existsSync(join(toolsDir, dir, 'package.json')))
+      .map((dir) => readJson<PackageManifest>(join(toolsDir, dir, 'package.json')))
+      .map((manifest) => [manifest.name ?? '', manifest]),
+  );
+}
+
+type Report = (rule: LayeringRule, file: string, specifier: string, message: string) => void;
+
 /**
- * Checks the rule of DESIGN.md's layers: a package imports only packages below it, only through their
- * entry points (`@kvreuse/<name>`, no deep paths; tests and benchmarks may also import their own package
- * that way), never reaches out of its folder with a relative path,
- * and declares every package it imports (shipped sources in `dependencies`/`peerDependencies`; tests,
- * benchmarks and scripts may also use the root's devDependencies). The examples stand above every
- * layer and are held to the same rules: a user's program sees only the entry points.
+ * The layers a package lists must stand below it; so must the layers that a private package it lists (a
+ * test-support package of tools/, in devDependencies) depends on, since its tests run that package's code.
+ */
+function checkListedLayers(manifest: PackageManifest, own: string, ownIndex: number, privates: Map<string, PackageManifest>, report: Report): void {
+  const layersOf = (m: PackageManifest | undefined): string[] =>
+    Object.keys({ ...m?.dependencies, ...m?.devDependencies, ...m?.peerDependencies }).filter((name) => name.startsWith('@kvreuse/'));
+  const below = (name: string): boolean => {
+    const index = layerIndex(name.slice('@kvreuse/'.length));
+    return index >= 0 && index < ownIndex;
+  };
+  for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
+    for (const name of Object.keys(manifest[field] ?? {})) {
+      if (name.startsWith('@kvreuse/') && !below(name)) {
+        report('upward-dependency', 'package.json', name, `${own} (layer ${ownIndex}) lists ${name} in ${field}, which is not a layer below it`);
+      }
+      if (!name.startsWith('@kvreuse-internal/')) continue;
+      for (const layer of layersOf(privates.get(name)).filter((layer) => !below(layer))) {
+        report('upward-dependency', 'package.json', name,
+          `${own} (layer ${ownIndex}) lists ${name} in ${field}, which depends on ${layer}, not a layer below ${own}`);
+      }
+    }
+  }
+}
+
+/**
+ * Checks the rule of the layers (docs/architecture.md): a package imports only packages below it, only
+ * through their entry points (`@kvreuse/<name>`, no deep paths; tests and benchmarks may also import
+ * their own package that way), never reaches out of its folder with a relative path, and declares every
+ * package it imports (shipped sources in `dependencies`/`peerDependencies`; tests, benchmarks and scripts
+ * may also use the root's devDependencies). A private package it lists depends only on layers below it.
+ * The examples stand above every layer and are held to the same rules: a user's program sees only the
+ * entry points.
  */
 export function checkLayering(repoRoot: string): LayeringViolation[] {
   const rootManifest = readJson<PackageManifest>(join(repoRoot, 'package.json'));
   const violations: LayeringViolation[] = [];
+  const privates = privatePackages(repoRoot);
   // What each package ships to its users: a layer its src/ (not tests), the examples their programs (not test/).
   const checked: { pkg: WorkspacePackage; ownIndex: number; name: string; ships: (file: string) => boolean }[] = [
     ...listPackages(repoRoot).filter((pkg) => !isPlatformPackage(pkg.manifest)).map((pkg) => ({ pkg, ownIndex: layerIndex(pkg.dir), name: `@kvreuse/${pkg.dir}`, ships: isShippedSource })),
@@ -60,20 +101,11 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
     };
     if (ownIndex < 0) {
       report('unknown-layer', 'package.json', pkg.dir,
-        `packages/${pkg.dir} is not a layer of DESIGN.md (${layerOrder.join(', ')}): add it to tools/repo-checks/src/layers.ts in its place`);
+        `packages/${pkg.dir} is not a layer (${layerOrder.join(', ')}): add it to tools/repo-checks/src/layers.ts in its place`);
       continue;
     }
 
-    for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
-      for (const name of Object.keys(pkg.manifest[field] ?? {})) {
-        if (!name.startsWith('@kvreuse/')) continue;
-        const target = name.slice('@kvreuse/'.length);
-        if (layerIndex(target) < 0 || layerIndex(target) >= ownIndex) {
-          report('upward-dependency', 'package.json', name,
-            `${own} (layer ${ownIndex}) lists ${name} in ${field}, which is not a layer below it`);
-        }
-      }
-    }
+    checkListedLayers(pkg.manifest, own, ownIndex, privates, report);
 
     for (const file of listSourceFiles(pkg.path)) {
       const text = readFileSync(join(pkg.path, file), 'utf8');

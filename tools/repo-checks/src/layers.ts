@@ -1,4 +1,4 @@
-// The layers of DESIGN.md, lowest first. A package may import only packages that stand before it here.
+// The layers of docs/architecture.md, lowest first. A package may import only packages that stand before it here.
 export const layerOrder = [
   'errors',
   'config',

@@ -25,7 +25,8 @@ describe('checkManifests', () => {
       const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
       manifest.sideEffects = true;
       manifest.dependencies = { ...manifest.dependencies, zod: '^4.6.0', yaml: '2.9.1', '@kvreuse/descriptors': '*' };
-      manifest.devDependencies = { ...manifest.devDependencies, ajv: '^8.20.0' };
+      manifest.devDependencies = { ...manifest.devDependencies, ajv: '^8.20.0', '@kvreuse-internal/test-support': 'workspace:^' };
+      manifest.peerDependencies = { ...manifest.peerDependencies, '@kvreuse-internal/fixtures': 'workspace:^' };
       manifest.publishConfig = { access: 'public' };
       writeFileSync(manifestPath, JSON.stringify(manifest));
       const messages = checkManifests(copy).map((p) => `${p.packageDir}: ${p.message}`);
@@ -36,6 +37,8 @@ describe('checkManifests', () => {
       expect(messages).toContain('config: publishConfig.exports must be exports without the "@kvreuse/source" condition (what npm users resolve)');
       expect(messages).toContain("config: LICENSE must be a copy of the repository's LICENSE (each package ships its own)");
       expect(messages).toContain('config: dependencies.@kvreuse/descriptors must be "workspace:^", is "*"');
+      expect(messages).toContain('config: peerDependencies.@kvreuse-internal/fixtures is a private package of the repository: it may only be a devDependency, as "workspace:^"');
+      expect(messages.filter((m) => m.includes('@kvreuse-internal/test-support'))).toEqual([]);
       expect(messages.some((m) => m.startsWith('config: tsconfig.build.json references [errors] but the package depends on [descriptors, errors]'))).toBe(true);
     } finally {
       rmSync(copy, { recursive: true, force: true });

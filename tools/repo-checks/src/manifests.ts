@@ -77,6 +77,10 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
       if (name.startsWith('@kvreuse/')) {
         internal.push(name.slice('@kvreuse/'.length));
         expect(range === 'workspace:^', `${field}.${name} must be "workspace:^", is ${JSON.stringify(range)}`);
+      } else if (name.startsWith('@kvreuse-internal/')) {
+        // A private package of the workspace is never published: only the package's own tests may use it.
+        expect(field === 'devDependencies' && range === 'workspace:^',
+          `${field}.${name} is a private package of the repository: it may only be a devDependency, as "workspace:^"`);
       } else {
         const { pattern, rule } = rangeRules[field];
         expect(pattern.test(range), `${field}.${name} must be ${rule}, is ${JSON.stringify(range)}`);

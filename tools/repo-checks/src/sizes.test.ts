@@ -15,10 +15,11 @@ describe('the repository', () => {
     ).toEqual([]);
   });
 
-  it(`keeps every test file to ${maxFileLines} lines`, () => {
+  // The functions of the C tests (native/test, native/fuzz) are not held to the limit yet: `report` lists them.
+  it(`keeps every test file to ${maxFileLines} lines, and every function of a TypeScript or JavaScript test to ${maxFunctionLines}`, () => {
     expect(
       checkSizes(repoRoot)
-        .filter((violation) => violation.test && violation.rule === 'file-too-long')
+        .filter((violation) => violation.test && (violation.rule === 'file-too-long' || !violation.file.startsWith('native/')))
         .map((violation) => violation.message),
     ).toEqual([]);
   });

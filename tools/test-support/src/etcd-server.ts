@@ -5,9 +5,7 @@ import { get } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { afterAll, beforeAll } from 'vitest';
-import { connectEtcdDiscovery, type EtcdDiscoveryOptions, type EtcdDiscoveryStore } from '@kvreuse/discovery';
-import type { CertificateFiles } from './helpers/certificates.js';
+import type { CertificateFiles } from './certificates.js';
 
 export const etcdBinary = [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/local/bin']
   .filter((dir) => dir !== '')
@@ -196,36 +194,3 @@ export class EtcdProxy extends EtcdProcess {
 
 /** Whether the etcd tests run here: etcd is installed, or CI requires them (and they fail without it). */
 export const etcdRuns = etcdBinary !== undefined || etcdRequired;
-
-export interface EtcdFixture {
-  readonly server: EtcdServer;
-  readonly store: EtcdDiscoveryStore;
-}
-
-/**
- * Starts one etcd server and one store for the calling test file (before all its tests, when
- * `etcdRuns`) and stops them after all. Read `server` and `store` inside tests.
- */
-export function useEtcdStore(options: Omit<EtcdDiscoveryOptions, 'hosts'> = { requestTimeoutMs: 2_000, maxReconnectDelayMs: 500 }): EtcdFixture {
-  let server: EtcdServer | undefined;
-  let store: EtcdDiscoveryStore | undefined;
-  beforeAll(async () => {
-    if (!etcdRuns) return;
-    server = await EtcdServer.start();
-    store = connectEtcdDiscovery({ ...options, hosts: server.url });
-  }, 60_000);
-  afterAll(async () => {
-    await store?.close();
-    await server?.stop();
-  });
-  return {
-    get server() {
-      if (server === undefined) throw new Error('etcd is not running (etcdRuns is false, or startup failed)');
-      return server;
-    },
-    get store() {
-      if (store === undefined) throw new Error('etcd is not running (etcdRuns is false, or startup failed)');
-      return store;
-    },
-  };
-}

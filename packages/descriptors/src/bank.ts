@@ -1,0 +1,34 @@
+/** The wire form of a bank of a rank part, and the integer fields rank parts share. */
+import { z } from 'zod';
+
+export const U64_LIMIT = 2n ** 64n;
+
+/** A 64-bit unsigned quantity: a decimal string on the wire, a bigint once parsed. */
+const u64 = z.codec(
+  z.string().regex(/^(0|[1-9][0-9]*)$/, 'must be an unsigned integer as a decimal string'),
+  z.bigint().max(U64_LIMIT - 1n, 'must fit in 64 bits'),
+  { decode: (text) => BigInt(text), encode: (value) => value.toString() },
+);
+
+export const count = z.int().min(0).max(2 ** 31 - 1);
+export const positiveCount = z.int().min(1).max(2 ** 31 - 1);
+
+export const memKinds = ['dram', 'vram'] as const;
+export type MemKind = (typeof memKinds)[number];
+
+export const bankSchema = z.strictObject({
+  memKind: z.enum(memKinds),
+  /** GPU ordinal for `vram`, NUMA node for `dram`. */
+  deviceId: count,
+  address: u64,
+  bytes: u64,
+  blocks: positiveCount,
+  blockStride: u64,
+  /**
+   * Version 2, layer-separate only: the bank holds every plane of one layer, plane p of block b at
+   * `b × blockStride + p × planeStride`.
+   */
+  planeStride: u64.optional(),
+});
+
+export type Bank = z.output<typeof bankSchema>;

@@ -1,0 +1,9 @@
+/**
+ * What the tests of @kvreuse/discovery and @kvreuse/registry share: a real etcd to start, test
+ * certificates, a manual clock, rank parts as a worker would publish them, and the local discovery backends.
+ */
+export { type CertificateAuthority, type CertificateFiles, createCertificateAuthority } from './certificates.js';
+export { ManualClock } from './clock.js';
+export { EtcdProxy, EtcdServer, type EtcdServerTls, etcdBinary, etcdRequired, etcdRuns } from './etcd-server.js';
+export { type FakeWorker, rankPartsOf } from './rank-parts.js';
+export { type ClosingStore, type LocalBackend, localBackends, type LocalDiscoveryDrivers, type StoreUnderTest } from './stores.js';
