@@ -5,7 +5,7 @@ import { fillPattern } from './support/content.js';
 import { allZero, liveCounters } from './support/pair.js';
 import { closeRank, openRank, type RankSide, workerOf } from './support/ranks.js';
 
-// Qwen3-0.6B (DESIGN.md), layer-separate banks of a few blocks each to keep the test small.
+// Qwen3-0.6B, the reference geometry, in layer-separate banks of a few blocks each to keep the test small.
 const geometry: Geometry = {
   numLayers: 28,
   kvPlanes: 2,
