@@ -96,7 +96,10 @@ export function retain(worker, hashes) {
  */
 function holdsKvContent(worker, slot, hash) {
   const start = slot * worker.blockBytes;
-  return worker.views.every((view, bank) => Buffer.compare(view.subarray(start, start + worker.blockBytes), kvContent(hash, bank, worker.blockBytes)) === 0);
+  return worker.views.every(
+    (view, bank) =>
+      Buffer.compare(view.subarray(start, start + worker.blockBytes), kvContent(hash, bank, worker.blockBytes)) === 0,
+  );
 }
 
 /**
@@ -109,7 +112,16 @@ function holdsKvContent(worker, slot, hash) {
  */
 export function pullHint(source, hashes, linkClass) {
   const { workerId, incarnation, epoch } = source;
-  return { workerId, incarnation, epoch, blocks: { start: 0, count: hashes.length }, hashes, blockTokens: geometry.blockTokens, tier: 'host', linkClass };
+  return {
+    workerId,
+    incarnation,
+    epoch,
+    blocks: { start: 0, count: hashes.length },
+    hashes,
+    blockTokens: geometry.blockTokens,
+    tier: 'host',
+    linkClass,
+  };
 }
 
 /**

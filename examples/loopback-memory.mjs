@@ -5,13 +5,31 @@
 //
 //   node examples/loopback-memory.mjs
 import { MemoryDiscoveryStore, openClusterSecret } from '@kvreuse/discovery';
-import { blockHashes, conversation, describePull, openWorker, pull, pullHint, retain, settings, stop, whenReady } from './kv-worker.mjs';
+import {
+  blockHashes,
+  conversation,
+  describePull,
+  openWorker,
+  pull,
+  pullHint,
+  retain,
+  settings,
+  stop,
+  whenReady,
+} from './kv-worker.mjs';
 
 // Discovery: where workers publish their rank parts and learn each other's readiness.
 const discovery = new MemoryDiscoveryStore();
 // The memory store serves one process, so its cluster secret is a random one of this process.
 const secret = openClusterSecret({ ...settings.discovery, backend: 'memory' });
-const decode = await openWorker({ workerId: 'decode-0', role: 'decode', backend: 'loopback', discovery, secret, serve: true });
+const decode = await openWorker({
+  workerId: 'decode-0',
+  role: 'decode',
+  backend: 'loopback',
+  discovery,
+  secret,
+  serve: true,
+});
 const prefill = await openWorker({ workerId: 'prefill-0', role: 'prefill', backend: 'loopback', discovery, secret });
 
 // Turn 1 was decoded: the decode worker holds its 6 blocks (its framework would have computed them).

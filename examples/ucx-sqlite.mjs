@@ -10,7 +10,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness } from '@kvreuse/discovery';
-import { blockHashes, conversation, describePull, openWorker, pull, pullHint, retain, settings, stop, whenReady } from './kv-worker.mjs';
+import {
+  blockHashes,
+  conversation,
+  describePull,
+  openWorker,
+  pull,
+  pullHint,
+  retain,
+  settings,
+  stop,
+  whenReady,
+} from './kv-worker.mjs';
 
 const retainedBlocks = 6;
 const [half, discoveryFile] = process.argv.slice(2);
@@ -22,7 +33,14 @@ async function runDecode(path) {
   const discovery = openSqliteDiscovery(path);
   // Both processes sign with the cluster secret beside the SQLite file (created by whichever comes first).
   const secret = openClusterSecret({ ...settings.discovery, sqlitePath: path });
-  const decode = await openWorker({ workerId: 'decode-0', role: 'decode', backend: 'ucx', discovery, secret, serve: true });
+  const decode = await openWorker({
+    workerId: 'decode-0',
+    role: 'decode',
+    backend: 'ucx',
+    discovery,
+    secret,
+    serve: true,
+  });
   retain(decode, blockHashes(conversation(retainedBlocks)));
   await whenReady(decode);
   console.log(`decode-0 ready in process ${process.pid}`);
@@ -38,20 +56,30 @@ async function runPrefill() {
   const directory = mkdtempSync(join(tmpdir(), 'kvreuse-example-'));
   const discovery = openSqliteDiscovery(join(directory, 'discovery.sqlite'));
   const secret = openClusterSecret({ ...settings.discovery, sqlitePath: join(directory, 'discovery.sqlite') });
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), 'decode', join(directory, 'discovery.sqlite')], { stdio: 'inherit' });
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(import.meta.url), 'decode', join(directory, 'discovery.sqlite')],
+    { stdio: 'inherit' },
+  );
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
   try {
     // Discovery says when decode-0 is ready, and which incarnation and epoch a pull must name.
     let sourceReady;
     const ready = new Promise((resolve) => (sourceReady = resolve));
-    const watch = await watchWorkerReadiness(discovery, 'decode-0', { onChange: (readiness) => readiness.ready && sourceReady(readiness) });
-    const gone = exited.then((end) => Promise.reject(new Error(`the decode process ended (${end}) before it was ready`)));
+    const watch = await watchWorkerReadiness(discovery, 'decode-0', {
+      onChange: (readiness) => readiness.ready && sourceReady(readiness),
+    });
+    const gone = exited.then((end) =>
+      Promise.reject(new Error(`the decode process ended (${end}) before it was ready`)),
+    );
     const source = await Promise.race([ready, gone]);
     await watch.close();
 
     const prefill = await openWorker({ workerId: 'prefill-0', role: 'prefill', backend: 'ucx', discovery, secret });
     await whenReady(prefill);
-    console.log(`prefill-0 ready in process ${process.pid}; decode-0 is incarnation ${source.incarnation} at epoch ${source.epoch}`);
+    console.log(
+      `prefill-0 ready in process ${process.pid}; decode-0 is incarnation ${source.incarnation} at epoch ${source.epoch}`,
+    );
 
     // Turn 2 repeats turn 1 and adds a block: its first blocks hash to what decode-0 retains.
     const turn2 = conversation(retainedBlocks + 1);
@@ -64,7 +92,8 @@ async function runPrefill() {
     child.kill('SIGTERM');
     const end = await exited;
     console.log(`decode process exited with ${end}`);
-    process.exitCode = pulled.receipt.blocks === prefix.length && pulled.matching === prefix.length && end === 0 ? 0 : 1;
+    process.exitCode =
+      pulled.receipt.blocks === prefix.length && pulled.matching === prefix.length && end === 0 ? 0 : 1;
   } finally {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await discovery.close();

@@ -12,4 +12,8 @@ export class BadSeriesError extends Error {
 }
 export function checkSeries(name: string, series: unknown): asserts series is BenchSeries;
 export function formatBytes(bytes: number): string;
-export function renderSeriesChart(name: string, series: BenchSeries, measured: { measuredAt: string; machine: string }): string;
+export function renderSeriesChart(
+  name: string,
+  series: BenchSeries,
+  measured: { measuredAt: string; machine: string },
+): string;

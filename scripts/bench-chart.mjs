@@ -35,7 +35,8 @@ export function checkSeries(name, series) {
   const { sizes, lines, loadAverage } = series;
   if (!Array.isArray(sizes) || sizes.length === 0) fail('needs at least one size');
   sizes.forEach((size, i) => {
-    if (!Number.isFinite(size) || size <= 0) fail(`size ${i} is ${JSON.stringify(size)}, not a positive number of bytes`);
+    if (!Number.isFinite(size) || size <= 0)
+      fail(`size ${i} is ${JSON.stringify(size)}, not a positive number of bytes`);
     if (i > 0 && size <= sizes[i - 1]) fail(`sizes must grow: ${sizes[i - 1]} is followed by ${size}`);
   });
   if (!Array.isArray(lines) || lines.length === 0) fail('needs at least one line');
@@ -82,7 +83,8 @@ function valueTicks(max) {
   return Array.from({ length: count + 1 }, (_, i) => Number((i * step).toPrecision(12)));
 }
 
-const escape = (text) => String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const escape = (text) =>
+  String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const round = (n) => Number(n.toFixed(2));
 const formatValue = (value) => String(Number(value.toPrecision(3)));
 
@@ -106,7 +108,9 @@ function seriesElements(line, index, { sizes, unit, xOf, yOf }) {
     .join('');
   const out = [`<g class="series" data-label="${escape(line.label)}">`];
   if (path !== '') {
-    out.push(`<path class="line" d="${path}" fill="none" stroke="${style.colour}" stroke-width="2"${style.dash === '' ? '' : ` stroke-dasharray="${style.dash}"`}/>`);
+    out.push(
+      `<path class="line" d="${path}" fill="none" stroke="${style.colour}" stroke-width="2"${style.dash === '' ? '' : ` stroke-dasharray="${style.dash}"`}/>`,
+    );
   }
   line.values.forEach((value, i) => {
     if (value === null) return;
@@ -140,7 +144,9 @@ export function renderSeriesChart(name, series, { measuredAt, machine }) {
   const logSpan = Math.log2(sizes[sizes.length - 1]) - logMin;
   const inset = 24; // keeps the first and last markers off the axes
   const xOf = (size) =>
-    logSpan === 0 ? (PLOT.left + PLOT.right) / 2 : PLOT.left + inset + ((Math.log2(size) - logMin) / logSpan) * (PLOT.right - PLOT.left - 2 * inset);
+    logSpan === 0
+      ? (PLOT.left + PLOT.right) / 2
+      : PLOT.left + inset + ((Math.log2(size) - logMin) / logSpan) * (PLOT.right - PLOT.left - 2 * inset);
   const yOf = (value) => PLOT.bottom - (value / top) * (PLOT.bottom - PLOT.top);
 
   const captionTop = LEGEND_TOP + lines.length * ROW + 12;
@@ -151,7 +157,9 @@ export function renderSeriesChart(name, series, { measuredAt, machine }) {
   ];
   const description = lines
     .map((line) => {
-      const points = line.values.map((value, i) => `${formatBytes(sizes[i])} ${value === null ? 'not measured' : `${formatValue(value)} ${unit}`}`);
+      const points = line.values.map(
+        (value, i) => `${formatBytes(sizes[i])} ${value === null ? 'not measured' : `${formatValue(value)} ${unit}`}`,
+      );
       return `${line.label}: ${points.join(', ')}.`;
     })
     .join(' ');
@@ -180,7 +188,10 @@ export function renderSeriesChart(name, series, { measuredAt, machine }) {
   ];
   lines.forEach((line, index) => out.push(...seriesElements(line, index, { sizes, unit, xOf, yOf })));
   out.push(
-    ...caption.map((text, i) => `<text class="caption" x="${PLOT.left}" y="${captionTop + i * 16}" font-size="11" fill="#444444">${escape(text)}</text>`),
+    ...caption.map(
+      (text, i) =>
+        `<text class="caption" x="${PLOT.left}" y="${captionTop + i * 16}" font-size="11" fill="#444444">${escape(text)}</text>`,
+    ),
     '</svg>',
   );
   return `${out.join('\n')}\n`;

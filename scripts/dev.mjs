@@ -32,7 +32,8 @@ function runToEnd(command, args, options = {}) {
     console.error(`kvreuse: could not start ${command}: ${result.error.message}`);
     process.exit(1);
   }
-  if (result.status !== 0) console.error(`kvreuse: ${[command, ...args].join(' ')} exited with ${result.status ?? result.signal}`);
+  if (result.status !== 0)
+    console.error(`kvreuse: ${[command, ...args].join(' ')} exited with ${result.status ?? result.signal}`);
   return result.status ?? result.signal;
 }
 
@@ -62,7 +63,12 @@ const systemPackages = [
   { name: 'qemu-user', present: () => commandExists('qemu-aarch64') },
   // clang and libFuzzer's runtime, for the native fuzz targets (`make -C native fuzz`).
   { name: 'clang', present: () => commandExists('clang') || commandExists('clang-14') },
-  { name: 'libclang-rt-14-dev', present: () => spawnSync('sh', ['-c', 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a'], { stdio: 'ignore' }).status === 0 },
+  {
+    name: 'libclang-rt-14-dev',
+    present: () =>
+      spawnSync('sh', ['-c', 'ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a'], { stdio: 'ignore' })
+        .status === 0,
+  },
   // The native sources' formatting check (`make -C native format-check`, part of its `make test`).
   { name: 'clang-format', present: () => commandExists('clang-format') },
 ];
@@ -117,13 +123,23 @@ async function runTests() {
   // --continue=dependencies-successful: every task runs whatever else failed, except tasks whose own
   // build failed.
   const checked = pnpmToEnd([
-    'exec', 'turbo', 'run', 'build', 'typecheck', 'lint',
-    '--concurrency=2', '--output-logs=full', '--force', '--continue=dependencies-successful',
+    'exec',
+    'turbo',
+    'run',
+    'build',
+    'typecheck',
+    'lint',
+    '--concurrency=2',
+    '--output-logs=full',
+    '--force',
+    '--continue=dependencies-successful',
   ]);
   // The tests, two projects at a time as well, whatever failed before them: not through turbo, which
   // starts them in an order of its own; here the longest start first (scripts/test-queue.mjs).
   const folders = new Map(testProjects(root).map((folder) => [basename(folder), folder]));
-  const testTasks = await runQueue(startOrder([...folders.keys()]), 2, (project) => runTestScript(folders.get(project)));
+  const testTasks = await runQueue(startOrder([...folders.keys()]), 2, (project) =>
+    runTestScript(folders.get(project)),
+  );
   const passed = printTestTotals(resultsDir, testTasks);
   process.exit(checked === 0 && testTasks.every((task) => task.exitCode === 0) && passed ? 0 : 1);
 }
@@ -137,8 +153,15 @@ function runTestScript(folder) {
   const { name } = JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8'));
   const started = performance.now();
   const [command, ...prefix] = pnpmCommand();
-  const child = spawn(command, [...prefix, 'run', 'test'], { cwd: join(root, folder), env, stdio: ['ignore', 'pipe', 'pipe'] });
-  for (const [stream, out] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) {
+  const child = spawn(command, [...prefix, 'run', 'test'], {
+    cwd: join(root, folder),
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  for (const [stream, out] of [
+    [child.stdout, process.stdout],
+    [child.stderr, process.stderr],
+  ]) {
     createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => out.write(`${name}:test: ${line}\n`));
   }
   return new Promise((resolve) => {

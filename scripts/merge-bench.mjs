@@ -14,7 +14,11 @@ import { BadSeriesError, checkSeries, renderSeriesChart } from './bench-chart.mj
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const partsDir = join(root, 'bench/parts');
-const parts = existsSync(partsDir) ? readdirSync(partsDir).filter((f) => f.endsWith('.json')).sort() : [];
+const parts = existsSync(partsDir)
+  ? readdirSync(partsDir)
+      .filter((f) => f.endsWith('.json'))
+      .sort()
+  : [];
 if (parts.length === 0) {
   console.error('merge-bench: no figures in bench/parts/: run the package benchmarks first');
   process.exit(1);
@@ -44,7 +48,9 @@ for (const file of parts) {
       process.exit(1);
     }
     if (!/^[a-z0-9-]+$/.test(name)) {
-      console.error(`merge-bench: series ${name} in ${file} needs a name of lower-case letters, digits and dashes (it names docs/bench-<series>.svg)`);
+      console.error(
+        `merge-bench: series ${name} in ${file} needs a name of lower-case letters, digits and dashes (it names docs/bench-<series>.svg)`,
+      );
       process.exit(1);
     }
     try {
@@ -62,7 +68,10 @@ for (const file of parts) {
 const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'unknown cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, ${arch()}, Node ${process.versions.node}`;
 const measuredAt = new Date().toISOString();
 mkdirSync(join(root, 'bench'), { recursive: true });
-writeFileSync(join(root, 'bench/results.json'), `${JSON.stringify({ measuredAt, machine, figures, series }, null, 2)}\n`);
+writeFileSync(
+  join(root, 'bench/results.json'),
+  `${JSON.stringify({ measuredAt, machine, figures, series }, null, 2)}\n`,
+);
 
 const format = (v) => {
   if (typeof v !== 'number') return v === undefined ? '' : String(v);
@@ -83,7 +92,9 @@ const table = [
 ].join('\n');
 
 if (!process.argv.includes('--write-docs')) {
-  console.log(`merge-bench: ${Object.keys(figures).length} figures from ${parts.length} packages → bench/results.json (docs/benchmarks.md untouched; --write-docs rewrites its table)`);
+  console.log(
+    `merge-bench: ${Object.keys(figures).length} figures from ${parts.length} packages → bench/results.json (docs/benchmarks.md untouched; --write-docs rewrites its table)`,
+  );
   process.exit(0);
 }
 
@@ -103,4 +114,6 @@ const charts = Object.entries(series).map(([name, drawn]) => {
   writeFileSync(join(root, chart), renderSeriesChart(name, drawn, { measuredAt, machine }));
   return chart;
 });
-console.log(`merge-bench: ${Object.keys(figures).length} figures from ${parts.length} packages → bench/results.json, ${['docs/benchmarks.md', ...charts].join(', ')}`);
+console.log(
+  `merge-bench: ${Object.keys(figures).length} figures from ${parts.length} packages → bench/results.json, ${['docs/benchmarks.md', ...charts].join(', ')}`,
+);

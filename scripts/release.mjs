@@ -10,18 +10,33 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dryRun = process.argv.includes('--dry-run');
-const env = { ...process.env, NPM_CONFIG_PROVENANCE: process.env.NPM_CONFIG_PROVENANCE ?? 'true', TURBO_TELEMETRY_DISABLED: '1' };
+const env = {
+  ...process.env,
+  NPM_CONFIG_PROVENANCE: process.env.NPM_CONFIG_PROVENANCE ?? 'true',
+  TURBO_TELEMETRY_DISABLED: '1',
+};
 
 function run(command, args) {
   console.log(`release: ${[command, ...args].join(' ')}`);
   const result = spawnSync(command, args, { stdio: 'inherit', cwd: root, env });
   if (result.status !== 0) {
-    console.error(`release: ${command} ${args.join(' ')} failed (${result.status ?? result.signal}); nothing was published after this step`);
+    console.error(
+      `release: ${command} ${args.join(' ')} failed (${result.status ?? result.signal}); nothing was published after this step`,
+    );
     process.exit(1);
   }
 }
 
 run('pnpm', ['install', '--frozen-lockfile']);
 run('pnpm', ['exec', 'turbo', 'run', 'build', 'lint', '--filter=./packages/*']);
-if (dryRun) run('pnpm', ['-r', '--filter=./packages/*', 'exec', 'pnpm', 'pack', '--pack-destination', join(root, '.release-dry-run')]);
+if (dryRun)
+  run('pnpm', [
+    '-r',
+    '--filter=./packages/*',
+    'exec',
+    'pnpm',
+    'pack',
+    '--pack-destination',
+    join(root, '.release-dry-run'),
+  ]);
 else run('pnpm', ['exec', 'changeset', 'publish']);

@@ -7,7 +7,16 @@
  * The projects whose tests take longest, longest first (their times are in docs/testing.md). Keep the
  * list in that order when those times change; projects not named here start after these.
  */
-export const longestProjects = ['native-bindings', 'fuzz', 'cli', 'pack-install', 'registry', 'chaos', 'drain', 'repo-checks'];
+export const longestProjects = [
+  'native-bindings',
+  'fuzz',
+  'cli',
+  'pack-install',
+  'registry',
+  'chaos',
+  'drain',
+  'repo-checks',
+];
 
 /** `projects` in the order they start: those named in `longest`, in its order, then the others as given. */
 export function startOrder(projects, longest = longestProjects) {
@@ -24,7 +33,8 @@ export async function runQueue(projects, concurrency, run) {
   const exitCodes = new Map();
   const waiting = [...projects];
   async function slot() {
-    for (let project = waiting.shift(); project !== undefined; project = waiting.shift()) exitCodes.set(project, await run(project));
+    for (let project = waiting.shift(); project !== undefined; project = waiting.shift())
+      exitCodes.set(project, await run(project));
   }
   await Promise.all(Array.from({ length: Math.min(concurrency, waiting.length) }, slot));
   return projects.map((project) => ({ project, exitCode: exitCodes.get(project) }));

@@ -4,7 +4,12 @@ export interface VitestReport {
   numFailedTests?: number;
   numPendingTests?: number;
   numTodoTests?: number;
-  testResults?: { name: string; status: string; message?: string; assertionResults?: { status: string; fullName?: string; title?: string; failureMessages?: string[] }[] }[];
+  testResults?: {
+    name: string;
+    status: string;
+    message?: string;
+    assertionResults?: { status: string; fullName?: string; title?: string; failureMessages?: string[] }[];
+  }[];
 }
 export interface ReportCount {
   passed: number;

@@ -17,7 +17,8 @@ export function countReport(report) {
   const failures = [];
   for (const file of report.testResults ?? []) {
     const failed = (file.assertionResults ?? []).filter((test) => test.status === 'failed');
-    for (const test of failed) failures.push(`${file.name} > ${test.fullName ?? test.title}: ${firstLine(test.failureMessages?.[0])}`);
+    for (const test of failed)
+      failures.push(`${file.name} > ${test.fullName ?? test.title}: ${firstLine(test.failureMessages?.[0])}`);
     const failedTests = failed.length;
     if (file.status === 'failed' && failedTests === 0) {
       problems.push(`${file.name} failed outside its tests: ${firstLine(file.message)}`);
@@ -52,8 +53,10 @@ export function testTotals(reports, testTasks) {
   for (const { project, exitCode } of testTasks) {
     if (exitCode === 0 || (counted.get(project)?.failed ?? 0) > 0) continue;
     totals.failed += 1;
-    if (!counted.has(project)) totals.problems.push(`${project}: its test task exited with ${exitCode} and wrote no report`);
-    else totals.problems.push(`${project}: its test task exited with ${exitCode} although no test failed (see its log)`);
+    if (!counted.has(project))
+      totals.problems.push(`${project}: its test task exited with ${exitCode} and wrote no report`);
+    else
+      totals.problems.push(`${project}: its test task exited with ${exitCode} although no test failed (see its log)`);
   }
   return totals;
 }
@@ -74,8 +77,13 @@ export function readReports(dir) {
  * `test` script. A project is named by its folder's last part, as its vitest project is.
  */
 export function testProjects(root) {
-  const folders = [...['packages', 'tools'].flatMap((group) => readdirSync(join(root, group)).map((dir) => join(group, dir))), 'examples'];
+  const folders = [
+    ...['packages', 'tools'].flatMap((group) => readdirSync(join(root, group)).map((dir) => join(group, dir))),
+    'examples',
+  ];
   return folders
     .filter((folder) => existsSync(join(root, folder, 'package.json')))
-    .filter((folder) => JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8')).scripts?.test !== undefined);
+    .filter(
+      (folder) => JSON.parse(readFileSync(join(root, folder, 'package.json'), 'utf8')).scripts?.test !== undefined,
+    );
 }

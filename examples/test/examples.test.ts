@@ -16,7 +16,9 @@ interface Run {
 }
 
 function runExample(file: string): Promise<Run> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL(`../${file}`, import.meta.url))], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [fileURLToPath(new URL(`../${file}`, import.meta.url))], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -45,16 +47,20 @@ describe('examples', () => {
     for (const line of pulledAndStopped) expect(run.stdout).toMatch(line);
   }, 120_000);
 
-  it.skipIf(!inCi && !ucxBuilt)('ucx-sqlite.mjs: two processes over UCX and SQLite pull, verify and stop cleanly', async () => {
-    const run = await runExample('ucx-sqlite.mjs');
-    expect(run.stderr).toBe('');
-    expect(run.exit).toBe(0);
-    const decodePid = /^decode-0 ready in process (\d+)$/m.exec(run.stdout)?.[1];
-    const prefillPid = /^prefill-0 ready in process (\d+);/m.exec(run.stdout)?.[1];
-    expect(decodePid).toBeDefined();
-    expect(prefillPid).toBeDefined();
-    expect(decodePid).not.toBe(prefillPid);
-    for (const line of pulledAndStopped) expect(run.stdout).toMatch(line);
-    expect(run.stdout).toMatch(/^decode process exited with 0$/m);
-  }, 120_000);
+  it.skipIf(!inCi && !ucxBuilt)(
+    'ucx-sqlite.mjs: two processes over UCX and SQLite pull, verify and stop cleanly',
+    async () => {
+      const run = await runExample('ucx-sqlite.mjs');
+      expect(run.stderr).toBe('');
+      expect(run.exit).toBe(0);
+      const decodePid = /^decode-0 ready in process (\d+)$/m.exec(run.stdout)?.[1];
+      const prefillPid = /^prefill-0 ready in process (\d+);/m.exec(run.stdout)?.[1];
+      expect(decodePid).toBeDefined();
+      expect(prefillPid).toBeDefined();
+      expect(decodePid).not.toBe(prefillPid);
+      for (const line of pulledAndStopped) expect(run.stdout).toMatch(line);
+      expect(run.stdout).toMatch(/^decode process exited with 0$/m);
+    },
+    120_000,
+  );
 });

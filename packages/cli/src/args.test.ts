@@ -10,15 +10,37 @@ const specs = [
 
 describe('splitArgs', () => {
   it('takes its own options off and leaves setting flags with their values, in order', () => {
-    const args = splitArgs('x', ['p1', '--config', 'k.yaml', '--router-minimum-transfer-prefix-blocks', '8', '--json', '--worker=a', '--worker', 'b', '--transport-backend=ucx'], specs);
+    const args = splitArgs(
+      'x',
+      [
+        'p1',
+        '--config',
+        'k.yaml',
+        '--router-minimum-transfer-prefix-blocks',
+        '8',
+        '--json',
+        '--worker=a',
+        '--worker',
+        'b',
+        '--transport-backend=ucx',
+      ],
+      specs,
+    );
     expect(Object.fromEntries(args.options)).toEqual({ config: ['k.yaml'], json: [], worker: ['a', 'b'] });
     expect(args.positionals).toEqual(['p1']);
     expect(args.settingsArgv).toEqual(['--router-minimum-transfer-prefix-blocks', '8', '--transport-backend=ucx']);
   });
 
   it('a boolean setting flag takes no value, so the next argument stays a positional', () => {
-    const args = splitArgs('x', ['--router-enable-decode-to-prefill-reuse', 'p1', '--no-router-enable-decode-to-prefill-gpu-reuse', 'p2'], specs);
-    expect(args.settingsArgv).toEqual(['--router-enable-decode-to-prefill-reuse', '--no-router-enable-decode-to-prefill-gpu-reuse']);
+    const args = splitArgs(
+      'x',
+      ['--router-enable-decode-to-prefill-reuse', 'p1', '--no-router-enable-decode-to-prefill-gpu-reuse', 'p2'],
+      specs,
+    );
+    expect(args.settingsArgv).toEqual([
+      '--router-enable-decode-to-prefill-reuse',
+      '--no-router-enable-decode-to-prefill-gpu-reuse',
+    ]);
     expect(args.positionals).toEqual(['p1', 'p2']);
   });
 

@@ -25,7 +25,9 @@ export const commonOptions: readonly OptionSpec[] = [
 ];
 
 const booleanFlags = new Set(
-  kvreuseSettings.describe().flatMap((group) => group.settings.filter((s) => s.jsonSchema['type'] === 'boolean').map((s) => s.flag)),
+  kvreuseSettings
+    .describe()
+    .flatMap((group) => group.settings.filter((s) => s.jsonSchema['type'] === 'boolean').map((s) => s.flag)),
 );
 
 /**
@@ -55,7 +57,8 @@ export function splitArgs(command: string, argv: readonly string[], specs: reado
     const spec = own.get(written);
     if (spec !== undefined) {
       const values = options.get(spec.name) ?? [];
-      if (values.length > 0 && spec.repeatable !== true) throw new UsageError(command, `${written} is given more than once`);
+      if (values.length > 0 && spec.repeatable !== true)
+        throw new UsageError(command, `${written} is given more than once`);
       if (spec.value === undefined) {
         if (inline !== undefined) throw new UsageError(command, `${written} takes no value`);
       } else if (inline !== undefined) {
@@ -70,7 +73,12 @@ export function splitArgs(command: string, argv: readonly string[], specs: reado
       continue;
     }
     settingsArgv.push(argument);
-    const takesNext = inline === undefined && !booleanFlags.has(written) && !written.startsWith('--no-') && next !== undefined && !next.startsWith('--');
+    const takesNext =
+      inline === undefined &&
+      !booleanFlags.has(written) &&
+      !written.startsWith('--no-') &&
+      next !== undefined &&
+      !next.startsWith('--');
     if (takesNext) {
       settingsArgv.push(next);
       index++;
@@ -82,6 +90,9 @@ export function splitArgs(command: string, argv: readonly string[], specs: reado
 /** Renders a command's own options for its help. */
 export function renderOptions(specs: readonly OptionSpec[]): string {
   return [...specs, ...commonOptions]
-    .map((spec) => `  --${spec.name}${spec.value === undefined ? '' : ` ${spec.value}`}${spec.repeatable === true ? ' (repeatable)' : ''}\n      ${spec.description}`)
+    .map(
+      (spec) =>
+        `  --${spec.name}${spec.value === undefined ? '' : ` ${spec.value}`}${spec.repeatable === true ? ' (repeatable)' : ''}\n      ${spec.description}`,
+    )
     .join('\n');
 }

@@ -6,7 +6,10 @@ import { UsageError } from './errors.js';
 import { requireUcx } from './native.js';
 import { resolveCommandSettings } from './settings.js';
 
-const dryRunOption: OptionSpec = { name: 'dry-run', description: 'print the command it would run in the checkout, and run nothing' };
+const dryRunOption: OptionSpec = {
+  name: 'dry-run',
+  description: 'print the command it would run in the checkout, and run nothing',
+};
 
 function runOrShow(root: string, argv: readonly string[], args: CommandArgs, context: CliContext): void {
   const [command, ...rest] = argv as [string, ...string[]];
@@ -19,14 +22,23 @@ function runOrShow(root: string, argv: readonly string[], args: CommandArgs, con
 
 export const bench: Command = {
   name: 'bench',
-  summary: "Runs every benchmark of the repository with its anchors (the checkout's `npm run bench`) and merges the figures; runs from a checkout.",
+  summary:
+    "Runs every benchmark of the repository with its anchors (the checkout's `npm run bench`) and merges the figures; runs from a checkout.",
   usage: '[--write-docs] [--dry-run] [--transport-library <file>]',
-  options: [{ name: 'write-docs', description: 'also rewrite the figures table of docs/benchmarks.md and the bandwidth chart docs/bench-bandwidth.svg' }, dryRunOption],
+  options: [
+    {
+      name: 'write-docs',
+      description:
+        'also rewrite the figures table of docs/benchmarks.md and the bandwidth chart docs/bench-bandwidth.svg',
+    },
+    dryRunOption,
+  ],
   help: () =>
     "It installs what the benchmarks need, builds, runs each package's benchmarks one at a time and merges their figures into bench/results.json (git-ignored).\n" +
     'The benchmarks run on UCX: it first checks that the native library (transport.library, else the built one) loads and has the ucx backend, and says what is missing otherwise.\n',
   async run(args, context) {
-    if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    if (args.positionals.length > 0)
+      throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
     const root = requireCheckout(this.name, context);
     requireUcx(this.name, resolveCommandSettings(args, context).settings, context.cwd);
     const writeDocs = args.options.has('write-docs') ? ['--write-docs'] : [];

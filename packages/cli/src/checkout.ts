@@ -36,5 +36,6 @@ export function runInCheckout(root: string, command: string, args: readonly stri
   const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: context.env });
   const commandLine = [command, ...args].join(' ');
   if (result.error !== undefined) throw new ChildCommandError(commandLine, result.error.message);
-  if (result.status !== 0) throw new ChildCommandError(commandLine, result.status ?? result.signal ?? 'an unknown status');
+  if (result.status !== 0)
+    throw new ChildCommandError(commandLine, result.status ?? result.signal ?? 'an unknown status');
 }

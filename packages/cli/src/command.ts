@@ -28,5 +28,8 @@ export interface Command {
 
 /** A command's full help text. */
 export function renderCommandHelp(command: Command): string {
-  return `usage: kvreuse ${command.name} ${command.usage}\n\n${command.summary}\n\noptions:\n${renderOptions(command.options)}\n\n${command.help()}`.trimEnd() + '\n';
+  return (
+    `usage: kvreuse ${command.name} ${command.usage}\n\n${command.summary}\n\noptions:\n${renderOptions(command.options)}\n\n${command.help()}`.trimEnd() +
+    '\n'
+  );
 }

@@ -6,4 +6,14 @@ import { inspect } from './inspect-command.js';
 import { profilesCheck, profilesList, profilesShow } from './profiles-commands.js';
 
 /** Every command of the binary, in the order `kvreuse --help` lists them. */
-export const commands: readonly Command[] = [configShow, configValidate, configSchema, profilesList, profilesShow, profilesCheck, inspect, bench, demo];
+export const commands: readonly Command[] = [
+  configShow,
+  configValidate,
+  configSchema,
+  profilesList,
+  profilesShow,
+  profilesCheck,
+  inspect,
+  bench,
+  demo,
+];

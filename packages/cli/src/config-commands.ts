@@ -18,13 +18,16 @@ const readsEverySetting = {
 
 export const configShow: Command = {
   name: 'config show',
-  summary: 'Every resolved setting and where its value came from: a file line, a KVREUSE_* variable, a flag, or the default.',
+  summary:
+    'Every resolved setting and where its value came from: a file line, a KVREUSE_* variable, a flag, or the default.',
   ...readsEverySetting,
   async run(args, context) {
     noPositionals(this.name, args.positionals);
     const resolved = resolveCommandSettings(args, context);
     if (wantsJson(args)) {
-      context.stdout(`${JSON.stringify({ settings: resolved.settings, provenance: resolved.provenance, ignored: resolved.ignored }, null, 2)}\n`);
+      context.stdout(
+        `${JSON.stringify({ settings: resolved.settings, provenance: resolved.provenance, ignored: resolved.ignored }, null, 2)}\n`,
+      );
     } else {
       context.stdout(renderSettingsReport(resolved));
     }
@@ -33,15 +36,22 @@ export const configShow: Command = {
 
 export const configValidate: Command = {
   name: 'config validate',
-  summary: 'Checks a settings file together with the KVREUSE_* environment and the setting flags, and prints every problem.',
+  summary:
+    'Checks a settings file together with the KVREUSE_* environment and the setting flags, and prints every problem.',
   ...readsEverySetting,
   async run(args, context) {
     noPositionals(this.name, args.positionals);
     const file = settingsFileOf(args, context);
-    const result = kvreuseSettings.safeResolve({ ...(file === undefined ? {} : { file }), env: context.env, argv: args.settingsArgv });
+    const result = kvreuseSettings.safeResolve({
+      ...(file === undefined ? {} : { file }),
+      env: context.env,
+      argv: args.settingsArgv,
+    });
     const problems = result.success ? [] : problemLines(result.error);
     if (wantsJson(args)) {
-      context.stdout(`${JSON.stringify({ valid: result.success, ...(result.success ? {} : { code: result.error.code }), problems }, null, 2)}\n`);
+      context.stdout(
+        `${JSON.stringify({ valid: result.success, ...(result.success ? {} : { code: result.error.code }), problems }, null, 2)}\n`,
+      );
     } else if (result.success) {
       context.stdout(`valid: ${file === undefined ? 'no settings file' : file}, the environment and the flags\n`);
     } else {
@@ -59,7 +69,8 @@ export const configSchema: Command = {
   help: () => '',
   async run(args, context) {
     noPositionals(this.name, args.positionals);
-    if (args.settingsArgv.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.settingsArgv[0])}`);
+    if (args.settingsArgv.length > 0)
+      throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.settingsArgv[0])}`);
     context.stdout(`${JSON.stringify(kvreuseSettings.jsonSchema, null, 2)}\n`);
   },
 };

@@ -16,11 +16,16 @@ import { configOption, settingsFileOf, settingsHelp } from './settings.js';
 
 const backends: readonly Backend[] = ['ucx', 'loopback'];
 const maxPort = 65_535;
-const backendOption: OptionSpec = { name: 'backend', value: '<ucx|loopback>', description: 'the transport of the ranks (default ucx)' };
+const backendOption: OptionSpec = {
+  name: 'backend',
+  value: '<ucx|loopback>',
+  description: 'the transport of the ranks (default ucx)',
+};
 
 function backendOf(args: CommandArgs): Backend {
   const [backend = 'ucx'] = args.options.get('backend') ?? [];
-  if (!(backends as readonly string[]).includes(backend)) throw new UsageError('demo', `--backend must be one of ${backends.join(', ')}; got ${JSON.stringify(backend)}`);
+  if (!(backends as readonly string[]).includes(backend))
+    throw new UsageError('demo', `--backend must be one of ${backends.join(', ')}; got ${JSON.stringify(backend)}`);
   return backend as Backend;
 }
 
@@ -30,7 +35,9 @@ function wantsLocalEtcd({ settings, provenance }: ResolvedSettings): boolean {
 }
 
 function onLocalEtcd(settings: Settings, etcd: LocalEtcd | undefined): Settings {
-  return etcd === undefined ? settings : { ...settings, discovery: { ...settings.discovery, etcdEndpoints: [etcd.url] } };
+  return etcd === undefined
+    ? settings
+    : { ...settings, discovery: { ...settings.discovery, etcdEndpoints: [etcd.url] } };
 }
 
 export const demo: Command = {
@@ -48,26 +55,43 @@ export const demo: Command = {
     'from <port> up, at the URL its progress line prints: `kvreuse inspect --metrics <url>` reads it while the demo runs.\n\n' +
     `Settings: the bundled example settings file (or --config <file>), then KVREUSE_* variables, then setting flags.\n\n${settingsHelp(kvreuseSettings)}`,
   async run(args, context: CliContext) {
-    if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    if (args.positionals.length > 0)
+      throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
     const backend = backendOf(args);
     const file = settingsFileOf(args, context) ?? exampleSettingsPath;
     const resolved = kvreuseSettings.resolve({ file, env: context.env, argv: args.settingsArgv });
     const { settings } = resolved;
     if (settings.discovery.backend === 'memory') {
-      throw new UsageError(this.name, 'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (a local one per run, or --discovery-etcd-endpoints)');
+      throw new UsageError(
+        this.name,
+        'discovery.backend = memory holds one process only; use sqlite (a fresh file per run) or etcd (a local one per run, or --discovery-etcd-endpoints)',
+      );
     }
     const { metricsPort } = settings.endpoint;
     if (metricsPort + demoProcesses - 1 > maxPort) {
-      throw new UsageError(this.name, `endpoint.metrics_port = ${metricsPort} leaves no port for some of the ${demoProcesses} demo processes (each serves its metrics on the next port); at most ${maxPort - demoProcesses + 1}`);
+      throw new UsageError(
+        this.name,
+        `endpoint.metrics_port = ${metricsPort} leaves no port for some of the ${demoProcesses} demo processes (each serves its metrics on the next port); at most ${maxPort - demoProcesses + 1}`,
+      );
     }
     // A named secret file every rank would refuse is refused here, as the settings error it is.
     if (settings.discovery.secretFile !== '') openClusterSecret(settings.discovery);
-    const capabilities = backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
+    const capabilities =
+      backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
     const progress = (line: string): void => context.stdout(`${line}\n`);
-    const etcd = wantsLocalEtcd(resolved) ? await startLocalEtcd({ command: this.name, env: context.env, ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }) }) : undefined;
+    const etcd = wantsLocalEtcd(resolved)
+      ? await startLocalEtcd({
+          command: this.name,
+          env: context.env,
+          ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
+        })
+      : undefined;
     let requestLog: RequestLog | undefined;
     try {
-      if (etcd !== undefined) progress(`discovery: started a local etcd at ${etcd.url} for this run (data in ${etcd.dataDir}; stopped and removed when the run ends)`);
+      if (etcd !== undefined)
+        progress(
+          `discovery: started a local etcd at ${etcd.url} for this run (data in ${etcd.dataDir}; stopped and removed when the run ends)`,
+        );
       requestLog = openRequestLog(args, context);
       const summary = await runMainJob({
         settings: onLocalEtcd(settings, etcd),

@@ -11,7 +11,10 @@ import { DiscoveryNotFoundError, UsageError } from './errors.js';
  */
 export function openPublishedDiscovery(command: string, settings: Settings['discovery'], cwd: string): DiscoveryStore {
   if (settings.backend === 'memory') {
-    throw new UsageError(command, 'discovery.backend = memory holds one process only; use --discovery-backend sqlite (with --discovery-sqlite-path) or etcd (with --discovery-etcd-endpoints)');
+    throw new UsageError(
+      command,
+      'discovery.backend = memory holds one process only; use --discovery-backend sqlite (with --discovery-sqlite-path) or etcd (with --discovery-etcd-endpoints)',
+    );
   }
   if (settings.backend === 'sqlite') {
     const path = resolve(cwd, settings.sqlitePath);
@@ -25,5 +28,7 @@ export function openPublishedDiscovery(command: string, settings: Settings['disc
 export async function listWorkerIds(store: DiscoveryStore, keyPrefix: string): Promise<string[]> {
   const workersPrefix = `${keyPrefix}workers/`;
   const { entries } = await store.list(workersPrefix);
-  return [...new Set(entries.map((entry) => entry.key.slice(workersPrefix.length).split('/')[0]!))].filter((id) => id !== '').sort();
+  return [...new Set(entries.map((entry) => entry.key.slice(workersPrefix.length).split('/')[0]!))]
+    .filter((id) => id !== '')
+    .sort();
 }

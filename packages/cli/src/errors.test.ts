@@ -1,17 +1,66 @@
 import { describe, expect, it } from 'vitest';
-import { AdmissionRefusedError, ChildCommandError, CliError, DiscoveryNotFoundError, etcdInstallHint, EtcdUnavailableError, InputFileError, MetricsUnavailableError, NotACheckoutError, TransportUnavailableError, ucxInstallHint, UnknownCommandError, UsageError } from './errors.js';
+import {
+  AdmissionRefusedError,
+  ChildCommandError,
+  CliError,
+  DiscoveryNotFoundError,
+  etcdInstallHint,
+  EtcdUnavailableError,
+  InputFileError,
+  MetricsUnavailableError,
+  NotACheckoutError,
+  TransportUnavailableError,
+  ucxInstallHint,
+  UnknownCommandError,
+  UsageError,
+} from './errors.js';
 
 describe('the errors of @kvreuse/cli', () => {
   it.each([
-    [new UsageError('inspect', 'unexpected argument "x"'), 'USAGE', 2, 'inspect: unexpected argument "x" (see kvreuse inspect --help)'],
-    [new UnknownCommandError('dump', ['show', 'schema'], 'config'), 'UNKNOWN_COMMAND', 2, 'unknown command "dump" of kvreuse config: expected one of show, schema (see kvreuse config --help)'],
-    [new InputFileError('/w.json', 'must hold a JSON array of rank parts'), 'INPUT_FILE', 2, '/w.json: must hold a JSON array of rank parts'],
-    [new DiscoveryNotFoundError('/d.sqlite'), 'DISCOVERY_NOT_FOUND', 2, 'discovery.sqlite_path = /d.sqlite: no such file (no worker has published to it; set --discovery-sqlite-path)'],
+    [
+      new UsageError('inspect', 'unexpected argument "x"'),
+      'USAGE',
+      2,
+      'inspect: unexpected argument "x" (see kvreuse inspect --help)',
+    ],
+    [
+      new UnknownCommandError('dump', ['show', 'schema'], 'config'),
+      'UNKNOWN_COMMAND',
+      2,
+      'unknown command "dump" of kvreuse config: expected one of show, schema (see kvreuse config --help)',
+    ],
+    [
+      new InputFileError('/w.json', 'must hold a JSON array of rank parts'),
+      'INPUT_FILE',
+      2,
+      '/w.json: must hold a JSON array of rank parts',
+    ],
+    [
+      new DiscoveryNotFoundError('/d.sqlite'),
+      'DISCOVERY_NOT_FOUND',
+      2,
+      'discovery.sqlite_path = /d.sqlite: no such file (no worker has published to it; set --discovery-sqlite-path)',
+    ],
     [new AdmissionRefusedError('p', 1), 'ADMISSION_REFUSED', 1, 'profile p refuses these facts (1 reason)'],
-    [new NotACheckoutError('bench', '/tmp'), 'NOT_A_CHECKOUT', 1, 'bench runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run bench); /tmp is not inside one'],
+    [
+      new NotACheckoutError('bench', '/tmp'),
+      'NOT_A_CHECKOUT',
+      1,
+      'bench runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run bench); /tmp is not inside one',
+    ],
     [new ChildCommandError('node x', 3), 'CHILD_FAILED', 1, 'node x exited with 3'],
-    [new MetricsUnavailableError('http://h:1/metrics', 'HTTP 404'), 'METRICS_UNAVAILABLE', 1, 'metrics at http://h:1/metrics: HTTP 404'],
-    [new TransportUnavailableError('bench', 'no library'), 'TRANSPORT_UNAVAILABLE', 1, `bench needs the ucx transport: no library; ${ucxInstallHint}`],
+    [
+      new MetricsUnavailableError('http://h:1/metrics', 'HTTP 404'),
+      'METRICS_UNAVAILABLE',
+      1,
+      'metrics at http://h:1/metrics: HTTP 404',
+    ],
+    [
+      new TransportUnavailableError('bench', 'no library'),
+      'TRANSPORT_UNAVAILABLE',
+      1,
+      `bench needs the ucx transport: no library; ${ucxInstallHint}`,
+    ],
     [
       new EtcdUnavailableError('demo', 'no etcd executable on PATH'),
       'ETCD_UNAVAILABLE',

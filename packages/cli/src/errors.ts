@@ -2,7 +2,20 @@
 // 2 for a command line, settings or input file the user has to fix, 1 for a failure while running.
 
 import { KvreuseError } from '@kvreuse/errors';
-export type CliErrorCode = 'ADMISSION_REFUSED' | 'USAGE' | 'UNKNOWN_COMMAND' | 'INPUT_FILE' | 'NOT_A_CHECKOUT' | 'CHILD_FAILED' | 'DISCOVERY_NOT_FOUND' | 'DEMO_PROCESS_FAILED' | 'DEMO_MESSAGE' | 'DEMO_TRANSFER' | 'TRANSPORT_UNAVAILABLE' | 'ETCD_UNAVAILABLE' | 'METRICS_UNAVAILABLE';
+export type CliErrorCode =
+  | 'ADMISSION_REFUSED'
+  | 'USAGE'
+  | 'UNKNOWN_COMMAND'
+  | 'INPUT_FILE'
+  | 'NOT_A_CHECKOUT'
+  | 'CHILD_FAILED'
+  | 'DISCOVERY_NOT_FOUND'
+  | 'DEMO_PROCESS_FAILED'
+  | 'DEMO_MESSAGE'
+  | 'DEMO_TRANSFER'
+  | 'TRANSPORT_UNAVAILABLE'
+  | 'ETCD_UNAVAILABLE'
+  | 'METRICS_UNAVAILABLE';
 
 export abstract class CliError extends KvreuseError<CliErrorCode> {
   abstract readonly exitCode: 1 | 2;
@@ -30,7 +43,9 @@ export class UnknownCommandError extends CliError {
     parent = '',
   ) {
     const where = parent === '' ? 'kvreuse' : `kvreuse ${parent}`;
-    super(`unknown command ${JSON.stringify(command)} of ${where}: expected one of ${known.join(', ')} (see ${where} --help)`);
+    super(
+      `unknown command ${JSON.stringify(command)} of ${where}: expected one of ${known.join(', ')} (see ${where} --help)`,
+    );
   }
 }
 
@@ -64,7 +79,9 @@ export class NotACheckoutError extends CliError {
     readonly command: string,
     readonly from: string,
   ) {
-    super(`${command} runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run ${command}); ${from} is not inside one`);
+    super(
+      `${command} runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run ${command}); ${from} is not inside one`,
+    );
   }
 }
 
@@ -156,13 +173,20 @@ export class TransportUnavailableError extends PrerequisiteUnavailableError {
 }
 
 /** How to get etcd for a local discovery, or do without starting one. */
-export const etcdInstallHint = 'install it with sudo apt-get install -y etcd-server, or name a running etcd with --discovery-etcd-endpoints <urls>';
+export const etcdInstallHint =
+  'install it with sudo apt-get install -y etcd-server, or name a running etcd with --discovery-etcd-endpoints <urls>';
 
 /** `demo` on etcd discovery without endpoints starts a local etcd for the run: the `etcd` binary is missing, or it did not start. */
 export class EtcdUnavailableError extends PrerequisiteUnavailableError {
   readonly code = 'ETCD_UNAVAILABLE';
   constructor(command: string, missing: string, options?: ErrorOptions) {
-    super(command, 'etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints', missing, etcdInstallHint, options);
+    super(
+      command,
+      'etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints',
+      missing,
+      etcdInstallHint,
+      options,
+    );
   }
 }
 

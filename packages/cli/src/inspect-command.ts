@@ -59,10 +59,15 @@ export interface InspectedWorker {
 
 function peerMetadataSizes(metadata: Buffer): Pick<InspectedRankPart, 'peerMetadataBytes' | 'signatureBytes'> {
   const sizes = signedMetadataSizes(metadata);
-  return sizes === undefined ? { peerMetadataBytes: metadata.length, signatureBytes: null } : { peerMetadataBytes: sizes.blobBytes, signatureBytes: sizes.envelopeBytes };
+  return sizes === undefined
+    ? { peerMetadataBytes: metadata.length, signatureBytes: null }
+    : { peerMetadataBytes: sizes.blobBytes, signatureBytes: sizes.envelopeBytes };
 }
 
-async function rankPartsOf(store: DiscoveryStore, workerId: string): Promise<Pick<InspectedWorker, 'rankParts' | 'refusedParts'>> {
+async function rankPartsOf(
+  store: DiscoveryStore,
+  workerId: string,
+): Promise<Pick<InspectedWorker, 'rankParts' | 'refusedParts'>> {
   const { entries } = await store.list(workerPartsPrefix(workerId, defaultKeyPrefix));
   const rankParts: InspectedRankPart[] = [];
   const refusedParts: { key: string; reason: string }[] = [];
@@ -91,7 +96,10 @@ async function rankPartsOf(store: DiscoveryStore, workerId: string): Promise<Pic
   return { rankParts, refusedParts };
 }
 
-async function inventoryOf(store: DiscoveryStore, now: number): Promise<{ summaries: Map<string, InventorySummary>; refused: string[] }> {
+async function inventoryOf(
+  store: DiscoveryStore,
+  now: number,
+): Promise<{ summaries: Map<string, InventorySummary>; refused: string[] }> {
   const { entries } = await store.list(defaultInventoryPrefix);
   const summaries = new Map<string, InventorySummary>();
   const refused: string[] = [];
@@ -106,11 +114,18 @@ async function inventoryOf(store: DiscoveryStore, now: number): Promise<{ summar
 /** The declared profile as the admission gate readiness uses, as a worker's own process would install it. */
 function gateOf(settings: Settings, cwd: string): ReadinessGate | undefined {
   const profile = declaredProfile(settings);
-  return profile === undefined ? undefined : admissionGate(profile, { capabilities: nativeCapabilities(settings, cwd), settings });
+  return profile === undefined
+    ? undefined
+    : admissionGate(profile, { capabilities: nativeCapabilities(settings, cwd), settings });
 }
 
 /** Everything discovery holds about workers: readiness with its reasons, rank parts, inventory. */
-export async function inspectDiscovery(store: DiscoveryStore, settings: Settings, cwd: string, now: number): Promise<{ workers: InspectedWorker[]; refusedInventory: string[] }> {
+export async function inspectDiscovery(
+  store: DiscoveryStore,
+  settings: Settings,
+  cwd: string,
+  now: number,
+): Promise<{ workers: InspectedWorker[]; refusedInventory: string[] }> {
   const admission = gateOf(settings, cwd);
   const { summaries, refused } = await inventoryOf(store, now);
   const ids = [...new Set([...(await listWorkerIds(store, defaultKeyPrefix)), ...summaries.keys()])].sort();
@@ -154,7 +169,9 @@ function renderWorker(worker: InspectedWorker): string[] {
   lines.push(
     inventory === undefined
       ? '  inventory: none published'
-      : `  inventory: ${Object.entries(inventory.blocks).map(([tier, blocks]) => `${tier} ${blocks} blocks`).join(', ')} (advisory; incarnation ${inventory.incarnation}, batch ${inventory.seq})`,
+      : `  inventory: ${Object.entries(inventory.blocks)
+          .map(([tier, blocks]) => `${tier} ${blocks} blocks`)
+          .join(', ')} (advisory; incarnation ${inventory.incarnation}, batch ${inventory.seq})`,
   );
   return lines;
 }
@@ -163,33 +180,55 @@ function renderWorker(worker: InspectedWorker): string[] {
  * Pins live in the processes that grant and hold them: no worker publishes them to discovery, so
  * inspect says where they are, and reads them from the processes `--metrics` names.
  */
-export const pinsWhere = 'pins: not published to discovery; each endpoint process counts the pins it serves and holds (kvreuse_pins_held{side="serve"|"pull"} at its /metrics; --metrics <url> reads them)';
+export const pinsWhere =
+  'pins: not published to discovery; each endpoint process counts the pins it serves and holds (kvreuse_pins_held{side="serve"|"pull"} at its /metrics; --metrics <url> reads them)';
 
-const metricsOption: OptionSpec = { name: 'metrics', value: '<url>', repeatable: true, description: "an endpoint process's metrics URL (http://host:port/metrics): also show the pins it serves and holds" };
+const metricsOption: OptionSpec = {
+  name: 'metrics',
+  value: '<url>',
+  repeatable: true,
+  description: "an endpoint process's metrics URL (http://host:port/metrics): also show the pins it serves and holds",
+};
 
 export const inspect: Command = {
   name: 'inspect',
-  summary: "What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts with each rank's peer (agent, generation, address, host), and its retained inventory per tier; and where pins are counted.",
+  summary:
+    "What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts with each rank's peer (agent, generation, address, host), and its retained inventory per tier; and where pins are counted.",
   usage: '[--config <file>] [--json] [--metrics <url>]… [setting flags]',
   options: [configOption, jsonOption, metricsOption],
-  help: () => `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
+  help: () =>
+    `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
   async run(args, context) {
-    if (args.positionals.length > 0) throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    if (args.positionals.length > 0)
+      throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
     const { settings } = resolveCommandSettings(args, context);
     const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
     try {
       const result = await inspectDiscovery(store, settings, context.cwd, Date.now());
       const processes: ProcessPins[] = [];
       for (const url of args.options.get('metrics') ?? []) processes.push(await readProcessPins(url));
-      const where = settings.discovery.backend === 'sqlite' ? `sqlite ${settings.discovery.sqlitePath}` : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
+      const where =
+        settings.discovery.backend === 'sqlite'
+          ? `sqlite ${settings.discovery.sqlitePath}`
+          : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
       if (wantsJson(args)) {
-        context.stdout(`${JSON.stringify({ discovery: where, ...result, pins: { inDiscovery: false, note: pinsWhere, processes } }, null, 2)}\n`);
+        context.stdout(
+          `${JSON.stringify({ discovery: where, ...result, pins: { inDiscovery: false, note: pinsWhere, processes } }, null, 2)}\n`,
+        );
         return;
       }
       const ready = result.workers.filter((worker) => worker.ready).length;
-      const lines = [`discovery ${where}: ${result.workers.length} workers, ${ready} ready`, ...result.workers.flatMap(renderWorker)];
+      const lines = [
+        `discovery ${where}: ${result.workers.length} workers, ${ready} ready`,
+        ...result.workers.flatMap(renderWorker),
+      ];
       for (const refused of result.refusedInventory) lines.push(`refused inventory ${refused}`);
-      lines.push(pinsWhere, ...processes.map((pins) => `  ${pins.url}: serving ${pins.serving} pins to readers, holding ${pins.holding} at sources`));
+      lines.push(
+        pinsWhere,
+        ...processes.map(
+          (pins) => `  ${pins.url}: serving ${pins.serving} pins to readers, holding ${pins.holding} at sources`,
+        ),
+      );
       context.stdout(`${lines.join('\n')}\n`);
     } finally {
       await store.close();

@@ -4,5 +4,19 @@
  *
  * @module \@kvreuse/cli/internal
  */
-export { RankProcesses, type RankDrain, type RankProcess, type RankProcessesOptions, type RankSpec } from './demo/rank-processes.js';
-export type { DrainSummary, HintLine, PullPrediction, PullReport, RankCommand, RankMessage, RankRole } from './demo/rank-messages.js';
+export {
+  RankProcesses,
+  type RankDrain,
+  type RankProcess,
+  type RankProcessesOptions,
+  type RankSpec,
+} from './demo/rank-processes.js';
+export type {
+  DrainSummary,
+  HintLine,
+  PullPrediction,
+  PullReport,
+  RankCommand,
+  RankMessage,
+  RankRole,
+} from './demo/rank-messages.js';

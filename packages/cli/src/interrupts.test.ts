@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { interruptCleanups, type SignalledProcess } from './interrupts.js';
 
 /** A process whose signals the test emits; what it raises on itself is logged after the cleanups' steps. */
-function signalledProcess(log: string[]): SignalledProcess & { readonly emitter: EventEmitter; readonly raised: Promise<void>; listening(): number } {
+function signalledProcess(
+  log: string[],
+): SignalledProcess & { readonly emitter: EventEmitter; readonly raised: Promise<void>; listening(): number } {
   const emitter = new EventEmitter();
   let raise!: () => void;
   const raised = new Promise<void>((resolve) => (raise = resolve));
@@ -36,32 +38,35 @@ describe('interruptCleanups', () => {
     expect(target.listening()).toBe(0);
   });
 
-  it.each(['SIGINT', 'SIGTERM'] as const)('%s runs every registered cleanup one after another, the last registered first, a failing one too, then raises the signal again with nobody listening', async (signal) => {
-    const log: string[] = [];
-    const target = signalledProcess(log);
-    const whenInterrupted = interruptCleanups(target);
-    let finishSlow = (): void => undefined;
-    const slowStarted = new Promise<void>((started) => {
-      whenInterrupted(async () => void log.push('first registered'));
-      whenInterrupted(() => {
-        started();
-        return new Promise<void>((resolve) => (finishSlow = resolve)).then(() => void log.push('slow cleanup done'));
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    '%s runs every registered cleanup one after another, the last registered first, a failing one too, then raises the signal again with nobody listening',
+    async (signal) => {
+      const log: string[] = [];
+      const target = signalledProcess(log);
+      const whenInterrupted = interruptCleanups(target);
+      let finishSlow = (): void => undefined;
+      const slowStarted = new Promise<void>((started) => {
+        whenInterrupted(async () => void log.push('first registered'));
+        whenInterrupted(() => {
+          started();
+          return new Promise<void>((resolve) => (finishSlow = resolve)).then(() => void log.push('slow cleanup done'));
+        });
       });
-    });
-    whenInterrupted(() => {
-      log.push('failing cleanup');
-      throw new Error('cleanup failed');
-    });
-    const takenBack = whenInterrupted(async () => void log.push('taken back'));
-    takenBack();
-    target.emitter.emit(signal, signal);
-    expect(target.listening()).toBe(0);
-    await slowStarted;
-    // The one registered before the slow one waits for it.
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(log).toEqual(['failing cleanup']);
-    finishSlow();
-    await target.raised;
-    expect(log).toEqual(['failing cleanup', 'slow cleanup done', 'first registered', `raised ${signal} at 4242`]);
-  });
+      whenInterrupted(() => {
+        log.push('failing cleanup');
+        throw new Error('cleanup failed');
+      });
+      const takenBack = whenInterrupted(async () => void log.push('taken back'));
+      takenBack();
+      target.emitter.emit(signal, signal);
+      expect(target.listening()).toBe(0);
+      await slowStarted;
+      // The one registered before the slow one waits for it.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(log).toEqual(['failing cleanup']);
+      finishSlow();
+      await target.raised;
+      expect(log).toEqual(['failing cleanup', 'slow cleanup done', 'first registered', `raised ${signal} at 4242`]);
+    },
+  );
 });

@@ -32,7 +32,10 @@ export function interruptCleanups(target: SignalledProcess): WhenInterrupted {
     const pending = [...cleanups].reverse();
     cleanups.clear();
     void (async () => {
-      for (const cleanup of pending) await Promise.resolve().then(cleanup).catch(() => undefined);
+      for (const cleanup of pending)
+        await Promise.resolve()
+          .then(cleanup)
+          .catch(() => undefined);
       target.kill(target.pid, signal);
     })();
   }

@@ -22,7 +22,8 @@ export function summarizeInventoryBatch(batch: InventoryBatch, now: number): Inv
     else if (event.type === 'removed') for (const hash of event.blocks) tier.delete(hash);
     else for (const hash of event.blocks) tier.set(hash, event.expiresAt);
   }
-  const live = (tier: RetentionTier): number => [...held.get(tier)!.values()].filter((expiresAt) => expiresAt > now).length;
+  const live = (tier: RetentionTier): number =>
+    [...held.get(tier)!.values()].filter((expiresAt) => expiresAt > now).length;
   const blocks = Object.fromEntries(retentionTiers.map((tier) => [tier, live(tier)])) as Record<RetentionTier, number>;
   return { workerId: batch.workerId, incarnation: batch.incarnation, epoch: batch.epoch, seq: batch.seq, blocks };
 }

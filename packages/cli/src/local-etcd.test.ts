@@ -36,7 +36,11 @@ function recordedInterrupts(): { whenInterrupted: WhenInterrupted; registered: S
 describe('startLocalEtcd', () => {
   it('starts an etcd on loopback that serves discovery; stop ends the process, removes its data and takes back its interrupt cleanup', async () => {
     const interrupts = recordedInterrupts();
-    const etcd = await startLocalEtcd({ command: 'demo', env: process.env, whenInterrupted: interrupts.whenInterrupted });
+    const etcd = await startLocalEtcd({
+      command: 'demo',
+      env: process.env,
+      whenInterrupted: interrupts.whenInterrupted,
+    });
     expect(etcd.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(interrupts.registered.size).toBe(1);
     const store = connectEtcdDiscovery({ hosts: etcd.url });
@@ -54,7 +58,11 @@ describe('startLocalEtcd', () => {
 
   it('an interruption runs the cleanup it registered: the process ends and its data is removed', async () => {
     const interrupts = recordedInterrupts();
-    const etcd = await startLocalEtcd({ command: 'demo', env: process.env, whenInterrupted: interrupts.whenInterrupted });
+    const etcd = await startLocalEtcd({
+      command: 'demo',
+      env: process.env,
+      whenInterrupted: interrupts.whenInterrupted,
+    });
     const [cleanup] = interrupts.registered;
     await cleanup!();
     expect([alive(etcd.pid), existsSync(etcd.dataDir)]).toEqual([false, false]);
@@ -63,9 +71,19 @@ describe('startLocalEtcd', () => {
 
   it('without etcd on PATH: EtcdUnavailableError naming the missing executable and how to install it, nothing left registered', async () => {
     const interrupts = recordedInterrupts();
-    const starting = startLocalEtcd({ command: 'demo', env: { PATH: emptyPath }, whenInterrupted: interrupts.whenInterrupted });
+    const starting = startLocalEtcd({
+      command: 'demo',
+      env: { PATH: emptyPath },
+      whenInterrupted: interrupts.whenInterrupted,
+    });
     await expect(starting).rejects.toThrow(EtcdUnavailableError);
-    await expect(starting).rejects.toMatchObject({ code: 'ETCD_UNAVAILABLE', exitCode: 1, message: expect.stringContaining(': no etcd executable on PATH; install it with sudo apt-get install -y etcd-server') });
+    await expect(starting).rejects.toMatchObject({
+      code: 'ETCD_UNAVAILABLE',
+      exitCode: 1,
+      message: expect.stringContaining(
+        ': no etcd executable on PATH; install it with sudo apt-get install -y etcd-server',
+      ),
+    });
     expect(interrupts.registered.size).toBe(0);
   });
 });

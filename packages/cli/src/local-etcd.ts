@@ -94,7 +94,8 @@ export async function startLocalEtcd(options: LocalEtcdOptions): Promise<LocalEt
   if (spawned !== undefined) {
     takeBack();
     rmSync(dataDir, { recursive: true, force: true });
-    const missing = spawned.code === 'ENOENT' ? 'no etcd executable on PATH' : `etcd could not be run: ${spawned.message}`;
+    const missing =
+      spawned.code === 'ENOENT' ? 'no etcd executable on PATH' : `etcd could not be run: ${spawned.message}`;
     throw new EtcdUnavailableError(options.command, missing, { cause: spawned });
   }
   const deadline = performance.now() + startTimeoutMs;
@@ -103,9 +104,14 @@ export async function startLocalEtcd(options: LocalEtcdOptions): Promise<LocalEt
     const ended = child.exitCode !== null || child.signalCode !== null;
     if (ended || performance.now() > deadline) {
       await stop();
-      const why = ended ? `etcd exited with ${child.signalCode ?? `code ${child.exitCode}`}` : `etcd did not answer within ${startTimeoutMs} ms`;
+      const why = ended
+        ? `etcd exited with ${child.signalCode ?? `code ${child.exitCode}`}`
+        : `etcd did not answer within ${startTimeoutMs} ms`;
       const said = stderr.trim().split('\n').at(-1) ?? '';
-      throw new EtcdUnavailableError(options.command, `${why} before it served ${url}${said === '' ? '' : `: ${said}`}`);
+      throw new EtcdUnavailableError(
+        options.command,
+        `${why} before it served ${url}${said === '' ? '' : `: ${said}`}`,
+      );
     }
     await delay(50);
   }

@@ -10,7 +10,12 @@ describe('nativeCapabilities', () => {
 
   it('loads transport.library, relative to the working directory, and names it when it is not there', () => {
     const { settings } = kvreuseSettings.resolve({ argv: ['--transport-library', 'lib/none.so'] });
-    expect(() => nativeCapabilities(settings, '/nowhere')).toThrow(expect.objectContaining({ code: 'LIBRARY_NOT_FOUND', message: expect.stringContaining('"/nowhere/lib/none.so"') }));
+    expect(() => nativeCapabilities(settings, '/nowhere')).toThrow(
+      expect.objectContaining({
+        code: 'LIBRARY_NOT_FOUND',
+        message: expect.stringContaining('"/nowhere/lib/none.so"'),
+      }),
+    );
   });
 
   it('requireUcx: the capabilities when the library has the ucx backend', () => {
@@ -22,7 +27,11 @@ describe('nativeCapabilities', () => {
   it('requireUcx: a missing library is TRANSPORT_UNAVAILABLE with the lookup error as its cause', () => {
     const { settings } = kvreuseSettings.resolve({ argv: ['--transport-library', 'lib/none.so'] });
     expect(() => requireUcx('demo', settings, '/nowhere')).toThrow(
-      expect.objectContaining({ code: 'TRANSPORT_UNAVAILABLE', message: expect.stringContaining('"/nowhere/lib/none.so"'), cause: expect.objectContaining({ code: 'LIBRARY_NOT_FOUND' }) }),
+      expect.objectContaining({
+        code: 'TRANSPORT_UNAVAILABLE',
+        message: expect.stringContaining('"/nowhere/lib/none.so"'),
+        cause: expect.objectContaining({ code: 'LIBRARY_NOT_FOUND' }),
+      }),
     );
   });
 });

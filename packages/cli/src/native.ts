@@ -1,6 +1,12 @@
 import { resolve } from 'node:path';
 import type { Settings } from '@kvreuse/config';
-import { type Capabilities, LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, loadTransport } from '@kvreuse/native-bindings';
+import {
+  type Capabilities,
+  LibraryLoadError,
+  LibraryMismatchError,
+  LibraryNotFoundError,
+  loadTransport,
+} from '@kvreuse/native-bindings';
 import { TransportUnavailableError } from './errors.js';
 
 /** What the native library the settings name (`transport.library`, else the default one) can do. */
@@ -20,15 +26,26 @@ export function requireUcx(command: string, settings: Settings, cwd: string): Ca
     capabilities = nativeCapabilities(settings, cwd);
   } catch (error) {
     if (error instanceof LibraryNotFoundError) {
-      throw new TransportUnavailableError(command, `the native library libkvreuse_transport is not at ${error.searched.map((path) => JSON.stringify(path)).join(' or ')}`, { cause: error });
+      throw new TransportUnavailableError(
+        command,
+        `the native library libkvreuse_transport is not at ${error.searched.map((path) => JSON.stringify(path)).join(' or ')}`,
+        { cause: error },
+      );
     }
     if (error instanceof LibraryLoadError || error instanceof LibraryMismatchError) {
-      throw new TransportUnavailableError(command, `the native library ${JSON.stringify(error.path)} does not load (${error.message})`, { cause: error });
+      throw new TransportUnavailableError(
+        command,
+        `the native library ${JSON.stringify(error.path)} does not load (${error.message})`,
+        { cause: error },
+      );
     }
     throw error;
   }
   if (!capabilities.backends.includes('ucx')) {
-    throw new TransportUnavailableError(command, `the native library ${JSON.stringify(capabilities.libraryPath)} has no ucx backend here (${capabilities.backendsDetail})`);
+    throw new TransportUnavailableError(
+      command,
+      `the native library ${JSON.stringify(capabilities.libraryPath)} has no ucx backend here (${capabilities.backendsDetail})`,
+    );
   }
   return capabilities;
 }

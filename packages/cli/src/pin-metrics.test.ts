@@ -30,13 +30,19 @@ describe('readProcessPins', () => {
 
   it('a page that is not the metrics: METRICS_UNAVAILABLE naming the URL and the status', async () => {
     const url = `http://127.0.0.1:${listener.port}/elsewhere`;
-    await expect(readProcessPins(url)).rejects.toMatchObject({ code: 'METRICS_UNAVAILABLE', message: `metrics at ${url}: HTTP 404` });
+    await expect(readProcessPins(url)).rejects.toMatchObject({
+      code: 'METRICS_UNAVAILABLE',
+      message: `metrics at ${url}: HTTP 404`,
+    });
   });
 
   it('nothing listening: METRICS_UNAVAILABLE naming the URL and the refusal', async () => {
     const closed = await new EndpointMetrics().listen(0);
     await closed.close();
     const url = `http://127.0.0.1:${closed.port}/metrics`;
-    await expect(readProcessPins(url)).rejects.toMatchObject({ code: 'METRICS_UNAVAILABLE', message: expect.stringMatching(new RegExp(`^metrics at ${url}: fetch failed: .*ECONNREFUSED`)) });
+    await expect(readProcessPins(url)).rejects.toMatchObject({
+      code: 'METRICS_UNAVAILABLE',
+      message: expect.stringMatching(new RegExp(`^metrics at ${url}: fetch failed: .*ECONNREFUSED`)),
+    });
   });
 });

@@ -36,10 +36,14 @@ export async function readProcessPins(url: string): Promise<ProcessPins> {
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     text = await response.text();
   } catch (error) {
-    const cause = error instanceof Error && error.cause instanceof Error ? `${error.message}: ${error.cause.message}` : (error as Error).message;
+    const cause =
+      error instanceof Error && error.cause instanceof Error
+        ? `${error.message}: ${error.cause.message}`
+        : (error as Error).message;
     throw new MetricsUnavailableError(url, cause, { cause: error });
   }
   const pins = pinsFromMetrics(url, text);
-  if (pins === undefined) throw new MetricsUnavailableError(url, 'no kvreuse_pins_held gauge there (not the metrics of a kvreuse endpoint)');
+  if (pins === undefined)
+    throw new MetricsUnavailableError(url, 'no kvreuse_pins_held gauge there (not the metrics of a kvreuse endpoint)');
   return pins;
 }

@@ -2,7 +2,16 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type Settings } from '@kvreuse/config';
 import { assembleWorker, safeParseRankPart, type Worker } from '@kvreuse/descriptors';
-import { admit, builtInProfile, type BuiltInProfileName, builtInProfileNames, builtInProfiles, declaredProfile, loadProfileFile, type Profile } from '@kvreuse/profile-admission';
+import {
+  admit,
+  builtInProfile,
+  type BuiltInProfileName,
+  builtInProfileNames,
+  builtInProfiles,
+  declaredProfile,
+  loadProfileFile,
+  type Profile,
+} from '@kvreuse/profile-admission';
 import { defaultKeyPrefix, watchWorkerReadiness } from '@kvreuse/discovery';
 import type { CliContext, Command } from './command.js';
 import { openPublishedDiscovery } from './discovery.js';
@@ -14,18 +23,22 @@ import { configOption, resolveCommandSettings, settingsHelp } from './settings.j
 
 function rolesOf(profile: Profile): string {
   return Object.entries(profile.roles)
-    .flatMap(([role, shape]) => (shape === undefined ? [] : [`${role} TP ${shape.tpSize} PP ${shape.ppSize} (${shape.memoryKinds.join(', ')})`]))
+    .flatMap(([role, shape]) =>
+      shape === undefined ? [] : [`${role} TP ${shape.tpSize} PP ${shape.ppSize} (${shape.memoryKinds.join(', ')})`],
+    )
     .join(', ');
 }
 
 /** A built-in profile by name, or a profile file (relative to the working directory). */
 function profileNamed(nameOrFile: string, cwd: string): Profile {
-  if ((builtInProfileNames as readonly string[]).includes(nameOrFile)) return builtInProfile(nameOrFile as BuiltInProfileName);
+  if ((builtInProfileNames as readonly string[]).includes(nameOrFile))
+    return builtInProfile(nameOrFile as BuiltInProfileName);
   return loadProfileFile(resolve(cwd, nameOrFile));
 }
 
 function atMostOne(command: string, positionals: readonly string[], what: string): string | undefined {
-  if (positionals.length > 1) throw new UsageError(command, `takes one ${what}, got ${positionals.length}: ${positionals.join(' ')}`);
+  if (positionals.length > 1)
+    throw new UsageError(command, `takes one ${what}, got ${positionals.length}: ${positionals.join(' ')}`);
   return positionals[0];
 }
 
@@ -36,14 +49,22 @@ export const profilesList: Command = {
   options: [jsonOption],
   help: () => '',
   async run(args, context) {
-    if (args.positionals.length > 0 || args.settingsArgv.length > 0) throw new UsageError(this.name, `unexpected argument ${[...args.positionals, ...args.settingsArgv][0]}`);
+    if (args.positionals.length > 0 || args.settingsArgv.length > 0)
+      throw new UsageError(this.name, `unexpected argument ${[...args.positionals, ...args.settingsArgv][0]}`);
     const profiles = builtInProfiles();
     if (wantsJson(args)) {
-      context.stdout(`${JSON.stringify(profiles.map(({ name, version, modelId, roles }) => ({ name, version, modelId, roles })), null, 2)}\n`);
+      context.stdout(
+        `${JSON.stringify(
+          profiles.map(({ name, version, modelId, roles }) => ({ name, version, modelId, roles })),
+          null,
+          2,
+        )}\n`,
+      );
       return;
     }
     const width = Math.max(...profiles.map((profile) => profile.name.length));
-    for (const profile of profiles) context.stdout(`${profile.name.padEnd(width)}  v${profile.version}  ${profile.modelId}  ${rolesOf(profile)}\n`);
+    for (const profile of profiles)
+      context.stdout(`${profile.name.padEnd(width)}  v${profile.version}  ${profile.modelId}  ${rolesOf(profile)}\n`);
   },
 };
 
@@ -55,7 +76,8 @@ export const profilesShow: Command = {
   help: () => `built-in profiles: ${builtInProfileNames.join(', ')}\n`,
   async run(args, context) {
     const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
-    if (nameOrFile === undefined) throw new UsageError(this.name, `name a profile: one of ${builtInProfileNames.join(', ')}, or a profile file`);
+    if (nameOrFile === undefined)
+      throw new UsageError(this.name, `name a profile: one of ${builtInProfileNames.join(', ')}, or a profile file`);
     context.stdout(`${JSON.stringify(profileNamed(nameOrFile, context.cwd), null, 2)}\n`);
   },
 };
@@ -66,18 +88,26 @@ function workerFromFile(path: string): Worker {
   try {
     json = JSON.parse(readFileSync(path, 'utf8'));
   } catch (error) {
-    throw new InputFileError(path, `cannot read a worker's rank parts: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new InputFileError(
+      path,
+      `cannot read a worker's rank parts: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   }
   if (!Array.isArray(json)) throw new InputFileError(path, 'must hold a JSON array of rank parts');
   const parts = json.map((input: unknown, index) => {
     const parsed = safeParseRankPart(input);
-    if (!parsed.success) throw new InputFileError(path, `rank part ${index}: ${parsed.error.message}`, { cause: parsed.error });
+    if (!parsed.success)
+      throw new InputFileError(path, `rank part ${index}: ${parsed.error.message}`, { cause: parsed.error });
     return parsed.data;
   });
   const assembled = assembleWorker(parts);
   if (!assembled.complete) {
     const missing = assembled.missing.map((rank) => `(tp ${rank.tpRank}, pp ${rank.ppRank})`);
-    throw new InputFileError(path, `the rank parts do not make a complete worker${missing.length > 0 ? `: missing ranks ${missing.join(', ')}` : ' (duplicate or inconsistent ranks)'}`);
+    throw new InputFileError(
+      path,
+      `the rank parts do not make a complete worker${missing.length > 0 ? `: missing ranks ${missing.join(', ')}` : ' (duplicate or inconsistent ranks)'}`,
+    );
   }
   return assembled.worker;
 }
@@ -86,7 +116,11 @@ function workerFromFile(path: string): Worker {
  * A worker as readiness assembles it from discovery. The gate passes every worker: admission is what
  * this command judges itself, and a worker with `vram` banks is only assembled behind a gate.
  */
-async function workersFromDiscovery(ids: readonly string[], settings: Settings, context: CliContext): Promise<Worker[]> {
+async function workersFromDiscovery(
+  ids: readonly string[],
+  settings: Settings,
+  context: CliContext,
+): Promise<Worker[]> {
   if (ids.length === 0) return [];
   const store = openPublishedDiscovery('profiles check', settings.discovery, context.cwd);
   try {
@@ -100,7 +134,11 @@ async function workersFromDiscovery(ids: readonly string[], settings: Settings, 
       });
       const readiness = watch.current;
       await watch.close();
-      if (!readiness.ready) throw new UsageError('profiles check', `worker ${id} is not complete in discovery: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
+      if (!readiness.ready)
+        throw new UsageError(
+          'profiles check',
+          `worker ${id} is not complete in discovery: ${readiness.reasons.map((reason) => reason.message).join('; ')}`,
+        );
       workers.push(readiness.worker);
     }
     return workers;
@@ -115,8 +153,18 @@ export const profilesCheck: Command = {
     'Admits a profile against the facts — the workers given as rank-part files or found in discovery, the native library, the settings — and prints the verdict with every reason.',
   usage: '[<name|file>] [--worker <file>]… [--worker-id <id>]… [--config <file>] [--json] [setting flags]',
   options: [
-    { name: 'worker', value: '<file>', repeatable: true, description: "a worker's rank parts: a JSON array of rank parts (as they are published)" },
-    { name: 'worker-id', value: '<id>', repeatable: true, description: 'a worker found in discovery (the discovery.* settings say where)' },
+    {
+      name: 'worker',
+      value: '<file>',
+      repeatable: true,
+      description: "a worker's rank parts: a JSON array of rank parts (as they are published)",
+    },
+    {
+      name: 'worker-id',
+      value: '<id>',
+      repeatable: true,
+      description: 'a worker found in discovery (the discovery.* settings say where)',
+    },
     configOption,
     jsonOption,
   ],
@@ -126,7 +174,8 @@ export const profilesCheck: Command = {
     const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
     const { settings } = resolveCommandSettings(args, context);
     const profile = nameOrFile === undefined ? declaredProfile(settings) : profileNamed(nameOrFile, context.cwd);
-    if (profile === undefined) throw new UsageError(this.name, 'no profile: name one, or declare one with --profile-name or --profile-file');
+    if (profile === undefined)
+      throw new UsageError(this.name, 'no profile: name one, or declare one with --profile-name or --profile-file');
     const workers = [
       ...(args.options.get('worker') ?? []).map((file) => workerFromFile(resolve(context.cwd, file))),
       ...(await workersFromDiscovery(args.options.get('worker-id') ?? [], settings, context)),
@@ -135,10 +184,17 @@ export const profilesCheck: Command = {
     const result = admit(profile, { workers, capabilities, settings });
     const reasons = result.admitted ? [] : result.reasons;
     if (wantsJson(args)) {
-      context.stdout(`${JSON.stringify({ profile: profile.name, version: profile.version, workers: workers.map((w) => w.workerId), admitted: result.admitted, reasons }, null, 2)}\n`);
+      context.stdout(
+        `${JSON.stringify({ profile: profile.name, version: profile.version, workers: workers.map((w) => w.workerId), admitted: result.admitted, reasons }, null, 2)}\n`,
+      );
     } else {
-      const against = workers.length === 0 ? 'no worker (process-wide facts only)' : `workers ${workers.map((w) => w.workerId).join(', ')}`;
-      context.stdout(`${result.admitted ? 'admitted' : 'refused'}: profile ${profile.name} v${profile.version} against ${against}, native ${capabilities.version}\n`);
+      const against =
+        workers.length === 0
+          ? 'no worker (process-wide facts only)'
+          : `workers ${workers.map((w) => w.workerId).join(', ')}`;
+      context.stdout(
+        `${result.admitted ? 'admitted' : 'refused'}: profile ${profile.name} v${profile.version} against ${against}, native ${capabilities.version}\n`,
+      );
       for (const reason of reasons) context.stdout(`  - ${reason.message}\n`);
     }
     if (!result.admitted) throw new AdmissionRefusedError(profile.name, reasons.length);

@@ -10,13 +10,49 @@ import { logOption, openRequestLog, requestRecord } from './request-log.js';
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-request-log-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const pullDecision: DemoDecision = { request: 'turn 2', action: 'pull', reason: 'worth-it', detail: 'pull 42 blocks', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] };
-const refused: DemoDecision = { request: 'short request', action: 'recompute', reason: 'too-short', detail: 'the longest retained prefix adds 2 blocks', blocks: 2, savingMs: 0, costMs: 0, rejected: [] };
-const receipt: PullReport = { requested: 42, blocks: 40, bytes: 40 * 7_340_032, verified: true, verify: 'sampled', checkedBlocks: 6, ms: 52.5, gbps: 44.7, recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] } };
+const pullDecision: DemoDecision = {
+  request: 'turn 2',
+  action: 'pull',
+  reason: 'worth-it',
+  detail: 'pull 42 blocks',
+  blocks: 42,
+  savingMs: 134.4,
+  costMs: 6.2,
+  rejected: [],
+};
+const refused: DemoDecision = {
+  request: 'short request',
+  action: 'recompute',
+  reason: 'too-short',
+  detail: 'the longest retained prefix adds 2 blocks',
+  blocks: 2,
+  savingMs: 0,
+  costMs: 0,
+  rejected: [],
+};
+const receipt: PullReport = {
+  requested: 42,
+  blocks: 40,
+  bytes: 40 * 7_340_032,
+  verified: true,
+  verify: 'sampled',
+  checkedBlocks: 6,
+  ms: 52.5,
+  gbps: 44.7,
+  recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
+};
 
 function context(cwd = dir) {
   const out = { stdout: '', stderr: '' };
-  return { out, context: { stdout: (text: string) => (out.stdout += text), stderr: (text: string) => (out.stderr += text), env: {}, cwd } };
+  return {
+    out,
+    context: {
+      stdout: (text: string) => (out.stdout += text),
+      stderr: (text: string) => (out.stderr += text),
+      env: {},
+      cwd,
+    },
+  };
 }
 
 describe('requestRecord', () => {
@@ -25,12 +61,20 @@ describe('requestRecord', () => {
       request: 'turn 2',
       action: 'pull',
       reason: 'worth-it',
-      pull: { blocks: 40, bytes: 293_601_280, verified: true, verify: 'sampled', checkedBlocks: 6, ms: 52.5, gbps: 44.7 },
+      pull: {
+        blocks: 40,
+        bytes: 293_601_280,
+        verified: true,
+        verify: 'sampled',
+        checkedBlocks: 6,
+        ms: 52.5,
+        gbps: 44.7,
+      },
       recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
     });
   });
 
-  it('a request the router recomputes: no pull, the whole request recomputed for the router\'s reason', () => {
+  it("a request the router recomputes: no pull, the whole request recomputed for the router's reason", () => {
     expect(requestRecord('short request', refused, null)).toEqual({
       request: 'short request',
       action: 'recompute',
@@ -52,7 +96,14 @@ describe('openRequestLog', () => {
     const lines = out.stderr.split('\n');
     expect(lines.at(-1)).toBe('');
     expect(lines.slice(0, -1).map((line) => JSON.parse(line) as unknown)).toEqual([
-      expect.objectContaining({ level: 30, name: 'kvreuse-demo', msg: 'request served', time: expect.any(Number), pid: process.pid, ...requestRecord('turn 2', pullDecision, receipt) }),
+      expect.objectContaining({
+        level: 30,
+        name: 'kvreuse-demo',
+        msg: 'request served',
+        time: expect.any(Number),
+        pid: process.pid,
+        ...requestRecord('turn 2', pullDecision, receipt),
+      }),
       expect.objectContaining({ level: 30, msg: 'request served', ...requestRecord('short request', refused, null) }),
     ]);
   });
@@ -66,7 +117,9 @@ describe('openRequestLog', () => {
     expect(out).toEqual({ stdout: '', stderr: '' });
     const [earlier, line, end] = readFileSync(join(dir, 'requests.log'), 'utf8').split('\n');
     expect(earlier).toBe('an earlier line');
-    expect(JSON.parse(line!)).toEqual(expect.objectContaining({ msg: 'request served', request: 'short request', pull: null }));
+    expect(JSON.parse(line!)).toEqual(
+      expect.objectContaining({ msg: 'request served', request: 'short request', pull: null }),
+    );
     expect(end).toBe('');
   });
 
@@ -74,7 +127,10 @@ describe('openRequestLog', () => {
     const { context: ctx } = context();
     const path = join(dir, 'missing', 'requests.log');
     expect(() => openRequestLog(splitArgs('demo', ['--log', path], [logOption]), ctx)).toThrow(
-      expect.objectContaining({ code: 'INPUT_FILE', message: expect.stringMatching(new RegExp(`^${path}: cannot be opened to append the request log \\(ENOENT`)) }),
+      expect.objectContaining({
+        code: 'INPUT_FILE',
+        message: expect.stringMatching(new RegExp(`^${path}: cannot be opened to append the request log \\(ENOENT`)),
+      }),
     );
   });
 });

@@ -9,7 +9,11 @@ import type { DemoDecision } from './demo/demo-summary.js';
 import type { PullReport } from './demo/rank-messages.js';
 import { InputFileError } from './errors.js';
 
-export const logOption: OptionSpec = { name: 'log', value: '<file>', description: 'append the request log (one JSON line per request, with its receipt) to this file instead of stderr' };
+export const logOption: OptionSpec = {
+  name: 'log',
+  value: '<file>',
+  description: 'append the request log (one JSON line per request, with its receipt) to this file instead of stderr',
+};
 
 /** One request as the log records it: what the router decided, what was pulled, what was recomputed and why. */
 export interface RequestRecord {
@@ -24,7 +28,13 @@ export interface RequestRecord {
 
 export function requestRecord(request: string, decision: DemoDecision, receipt: PullReport | null): RequestRecord {
   if (receipt === null) {
-    return { request, action: decision.action, reason: decision.reason, pull: null, recomputed: { blocks: null, reasons: [decision.detail] } };
+    return {
+      request,
+      action: decision.action,
+      reason: decision.reason,
+      pull: null,
+      recomputed: { blocks: null, reasons: [decision.detail] },
+    };
   }
   const { blocks, bytes, verified, verify, checkedBlocks, ms, gbps, recomputed } = receipt;
   return {
@@ -50,10 +60,15 @@ export function openRequestLog(args: CommandArgs, context: CliContext): RequestL
     try {
       fd = openSync(path, 'a');
     } catch (error) {
-      throw new InputFileError(path, `cannot be opened to append the request log (${(error as Error).message})`, { cause: error });
+      throw new InputFileError(path, `cannot be opened to append the request log (${(error as Error).message})`, {
+        cause: error,
+      });
     }
   }
-  const logger: Logger = pino({ name: 'kvreuse-demo' }, fd === undefined ? { write: (line: string) => context.stderr(line) } : pino.destination({ fd, sync: true }));
+  const logger: Logger = pino(
+    { name: 'kvreuse-demo' },
+    fd === undefined ? { write: (line: string) => context.stderr(line) } : pino.destination({ fd, sync: true }),
+  );
   return {
     served: (request, decision, receipt) => logger.info(requestRecord(request, decision, receipt), 'request served'),
     close: () => {

@@ -14,7 +14,15 @@ import { exitCodeOf, runCli } from './run.js';
 
 function capture() {
   const out = { stdout: '', stderr: '' };
-  return { out, context: { stdout: (text: string) => (out.stdout += text), stderr: (text: string) => (out.stderr += text), env: {}, cwd: '/' } };
+  return {
+    out,
+    context: {
+      stdout: (text: string) => (out.stdout += text),
+      stderr: (text: string) => (out.stderr += text),
+      env: {},
+      cwd: '/',
+    },
+  };
 }
 
 describe('runCli', () => {
@@ -37,9 +45,17 @@ describe('exitCodeOf', () => {
     expect(exitCodeOf(new UsageError('x', 'y'))).toBe(2);
     expect(exitCodeOf(new InvalidSettingError([]))).toBe(2);
     expect(exitCodeOf(new UnknownProfileError('p', []))).toBe(2);
-    expect(exitCodeOf(new ClusterSecretError('/s', 'is not a regular file', { setting: 'discovery.secret_file' }))).toBe(2);
-    expect(exitCodeOf(new DiscoveryCredentialsFileError('etcd', 'discovery.etcd_ca_file', '/ca.pem', 'the file is empty'))).toBe(2);
-    expect(exitCodeOf(new DiscoverySettingsError('discovery.etcd_password_file', '', 'is needed with discovery.etcd_username'))).toBe(2);
+    expect(
+      exitCodeOf(new ClusterSecretError('/s', 'is not a regular file', { setting: 'discovery.secret_file' })),
+    ).toBe(2);
+    expect(
+      exitCodeOf(new DiscoveryCredentialsFileError('etcd', 'discovery.etcd_ca_file', '/ca.pem', 'the file is empty')),
+    ).toBe(2);
+    expect(
+      exitCodeOf(
+        new DiscoverySettingsError('discovery.etcd_password_file', '', 'is needed with discovery.etcd_username'),
+      ),
+    ).toBe(2);
     expect(exitCodeOf(new DiscoveryTlsError('etcd', 'get', ['https://127.0.0.1:2379']))).toBe(2);
     expect(exitCodeOf(new DiscoveryAuthenticationError('etcd', 'get', 'decode-0'))).toBe(2);
     expect(exitCodeOf(new DiscoveryUnavailableError('etcd', 'get', undefined))).toBe(1);

@@ -15,7 +15,9 @@ import { CliError, UnknownCommandError } from './errors.js';
 import { oneLine } from './one-line.js';
 
 /** The version of this package, as the binary's `--version` prints it. */
-export const cliVersion: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+export const cliVersion: string = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
 
 /** Every command by its words: `config show` → configShow. */
 const byName = new Map(commands.map((command) => [command.name, command]));
@@ -38,7 +40,12 @@ function renderTopHelp(): string {
 function renderGroupHelp(group: string): string {
   const members = commands.filter((command) => command.name.startsWith(`${group} `));
   const width = Math.max(...members.map((command) => command.name.length));
-  return [`usage: kvreuse ${group} <${members.map((c) => c.name.slice(group.length + 1)).join('|')}> [options]`, '', ...members.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`), ''].join('\n');
+  return [
+    `usage: kvreuse ${group} <${members.map((c) => c.name.slice(group.length + 1)).join('|')}> [options]`,
+    '',
+    ...members.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
+    '',
+  ].join('\n');
 }
 
 /** Finds the command the leading words name; the rest of argv are its arguments. */
@@ -49,7 +56,9 @@ function findCommand(argv: readonly string[]): { command: Command; rest: readonl
   const single = byName.get(first);
   if (single !== undefined) return { command: single, rest: argv.slice(1) };
   if (!topLevel.includes(first)) throw new UnknownCommandError(first, topLevel);
-  const subcommands = commands.filter((command) => command.name.startsWith(`${first} `)).map((command) => command.name.slice(first.length + 1));
+  const subcommands = commands
+    .filter((command) => command.name.startsWith(`${first} `))
+    .map((command) => command.name.slice(first.length + 1));
   if (second === undefined || second === '--help' || second === '-h') return { help: renderGroupHelp(first) };
   const command = byName.get(`${first} ${second}`);
   if (command === undefined) throw new UnknownCommandError(second, subcommands, first);
@@ -57,7 +66,13 @@ function findCommand(argv: readonly string[]): { command: Command; rest: readonl
 }
 
 /** Registry errors that a setting or a file it names causes: the cluster secret and etcd's certificates, user and password. */
-const settingsFileErrors = [ClusterSecretError, DiscoveryCredentialsFileError, DiscoverySettingsError, DiscoveryTlsError, DiscoveryAuthenticationError];
+const settingsFileErrors = [
+  ClusterSecretError,
+  DiscoveryCredentialsFileError,
+  DiscoverySettingsError,
+  DiscoveryTlsError,
+  DiscoveryAuthenticationError,
+];
 
 /** The exit status of an error: 2 for what the user must fix (arguments, settings, files), 1 otherwise. */
 export function exitCodeOf(error: unknown): 1 | 2 {
@@ -90,7 +105,9 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
   } catch (error) {
     const code = typeof error === 'object' && error !== null && 'code' in error ? ` [${String(error.code)}]` : '';
     context.stderr(`kvreuse: ${oneLine(error)}${code}\n`);
-    if (verbose) for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) context.stderr(`${cause === error ? '' : 'caused by: '}${cause.stack ?? cause.message}\n`);
+    if (verbose)
+      for (let cause: unknown = error; cause instanceof Error; cause = cause.cause)
+        context.stderr(`${cause === error ? '' : 'caused by: '}${cause.stack ?? cause.message}\n`);
     return exitCodeOf(error);
   }
 }

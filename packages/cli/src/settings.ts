@@ -4,7 +4,11 @@ import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext } from './command.js';
 
 /** `--config <file>`: the settings file of every command that resolves settings. */
-export const configOption: OptionSpec = { name: 'config', value: '<file>', description: 'settings file (YAML, or JSON when it ends in .json)' };
+export const configOption: OptionSpec = {
+  name: 'config',
+  value: '<file>',
+  description: 'settings file (YAML, or JSON when it ends in .json)',
+};
 
 /** The file `--config` names, against the working directory; undefined without one. */
 export function settingsFileOf(args: CommandArgs, context: CliContext): string | undefined {
@@ -15,7 +19,11 @@ export function settingsFileOf(args: CommandArgs, context: CliContext): string |
 /** Every kvreuse setting, from default < `--config` file < `KVREUSE_*` environment < setting flags. */
 export function resolveCommandSettings(args: CommandArgs, context: CliContext): ResolvedSettings {
   const file = settingsFileOf(args, context);
-  return kvreuseSettings.resolve({ ...(file === undefined ? {} : { file }), env: context.env, argv: args.settingsArgv });
+  return kvreuseSettings.resolve({
+    ...(file === undefined ? {} : { file }),
+    env: context.env,
+    argv: args.settingsArgv,
+  });
 }
 
 /** The settings part of a command's help: where settings come from, then the flags of the groups it reads. */

@@ -45,12 +45,18 @@ export function startBinary(args: readonly string[], options: RunOptions = {}): 
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const finished = new Promise<BinaryRun>((resolve, reject) => {
     child.once('error', reject);
-    child.once('close', (status, signal) => resolve({ status, signal, stdout, stderr, stderrLines: stderr.split('\n').filter((line) => line !== '') }));
+    child.once('close', (status, signal) =>
+      resolve({ status, signal, stdout, stderr, stderrLines: stderr.split('\n').filter((line) => line !== '') }),
+    );
   });
   const stdoutLine = (pattern: RegExp): Promise<RegExpMatchArray> =>
     new Promise((resolve, reject) => {
       const look = (): boolean => {
-        const found = stdout.split('\n').slice(0, -1).map((line) => line.match(pattern)).find((match) => match !== null);
+        const found = stdout
+          .split('\n')
+          .slice(0, -1)
+          .map((line) => line.match(pattern))
+          .find((match) => match !== null);
         if (found !== undefined) resolve(found);
         return found !== undefined;
       };
@@ -60,7 +66,8 @@ export function startBinary(args: readonly string[], options: RunOptions = {}): 
       };
       child.stdout.on('data', onData);
       void finished.then(() => {
-        if (!look()) reject(new Error(`the binary ended without a line matching ${pattern} on stdout:\n${stdout}${stderr}`));
+        if (!look())
+          reject(new Error(`the binary ended without a line matching ${pattern} on stdout:\n${stdout}${stderr}`));
       }, reject);
     });
   return { child, stdoutLine, finished };

@@ -26,6 +26,8 @@ describe('kvreuse bench in a checkout', () => {
 
   it('--write-docs is passed on to the merge of the figures', async () => {
     const run = await runBinary(['bench', '--write-docs', '--dry-run'], { cwd: repoRoot });
-    expect(run.stdout).toBe(`in ${repoRoot}: ${process.execPath} ${join(repoRoot, 'scripts/dev.mjs')} bench --write-docs\n`);
+    expect(run.stdout).toBe(
+      `in ${repoRoot}: ${process.execPath} ${join(repoRoot, 'scripts/dev.mjs')} bench --write-docs\n`,
+    );
   });
 });

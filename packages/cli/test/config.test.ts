@@ -13,16 +13,27 @@ function file(name: string, text: string): string {
   return path;
 }
 
-const settingsFile = file('kvreuse.yaml', 'router:\n  enable_decode_to_prefill_reuse: true\n  minimum_transfer_prefix_blocks: 4\ntransport:\n  backend: loopback\n');
+const settingsFile = file(
+  'kvreuse.yaml',
+  'router:\n  enable_decode_to_prefill_reuse: true\n  minimum_transfer_prefix_blocks: 4\ntransport:\n  backend: loopback\n',
+);
 
 describe('kvreuse config show', () => {
   it('names where every value came from: the file line, the variable, the flag, the default', async () => {
-    const run = await runBinary(['config', 'show', '--config', settingsFile, '--transport-backend', 'ucx'], { env: { KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS: '8' } });
+    const run = await runBinary(['config', 'show', '--config', settingsFile, '--transport-backend', 'ucx'], {
+      env: { KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS: '8' },
+    });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     const lines = run.stdout.split('\n');
-    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^router\\.enable_decode_to_prefill_reuse +true +file ${settingsFile}:2$`)));
-    expect(lines).toContainEqual(expect.stringMatching(/^router\.minimum_transfer_prefix_blocks +8 +env KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS$/));
+    expect(lines).toContainEqual(
+      expect.stringMatching(new RegExp(`^router\\.enable_decode_to_prefill_reuse +true +file ${settingsFile}:2$`)),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^router\.minimum_transfer_prefix_blocks +8 +env KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS$/,
+      ),
+    );
     expect(lines).toContainEqual(expect.stringMatching(/^transport\.backend +ucx +argv --transport-backend$/));
     expect(lines).toContainEqual(expect.stringMatching(/^discovery\.backend +sqlite +the default$/));
   });
@@ -30,10 +41,19 @@ describe('kvreuse config show', () => {
   it('--json gives the settings and their provenance', async () => {
     const run = await runBinary(['config', 'show', '--json', `--config=${settingsFile}`]);
     expect(run.status).toBe(0);
-    const shown = JSON.parse(run.stdout) as { settings: { router: { minimumTransferPrefixBlocks: number } }; provenance: { router: Record<string, unknown>; drain: Record<string, unknown> } };
+    const shown = JSON.parse(run.stdout) as {
+      settings: { router: { minimumTransferPrefixBlocks: number } };
+      provenance: { router: Record<string, unknown>; drain: Record<string, unknown> };
+    };
     expect(shown.settings.router.minimumTransferPrefixBlocks).toBe(4);
-    expect(shown.provenance.router['minimumTransferPrefixBlocks']).toEqual({ source: 'file', path: settingsFile, line: 3 });
-    expect(Object.values(shown.provenance.drain).every((from) => JSON.stringify(from) === '{"source":"default"}')).toBe(true);
+    expect(shown.provenance.router['minimumTransferPrefixBlocks']).toEqual({
+      source: 'file',
+      path: settingsFile,
+      line: 3,
+    });
+    expect(Object.values(shown.provenance.drain).every((from) => JSON.stringify(from) === '{"source":"default"}')).toBe(
+      true,
+    );
   });
 
   it('an unknown setting flag: one line with the closest name, exit 2, nothing on stdout', async () => {
@@ -48,13 +68,23 @@ describe('kvreuse config show', () => {
   it('an unknown KVREUSE_* variable is refused the same way', async () => {
     const run = await runBinary(['config', 'show'], { env: { KVREUSE_ROUTER_NOPE: '1' } });
     expect(run.status).toBe(2);
-    expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): KVREUSE_ROUTER_NOPE in env .*\[UNKNOWN_SETTING\]$/)]);
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): KVREUSE_ROUTER_NOPE in env .*\[UNKNOWN_SETTING\]$/),
+    ]);
   });
 
   it.each([
     ['a missing file', join(dir, 'missing.yaml'), /^kvreuse: settings file .*missing\.yaml: .*\[SETTINGS_FILE\]$/],
-    ['malformed YAML', file('broken.yaml', 'router:\n  minimum_transfer_prefix_blocks: [4\n'), /^kvreuse: settings file .*broken\.yaml: .*\[SETTINGS_FILE\]$/],
-    ['malformed JSON', file('broken.json', '{"router": {"minimum_transfer_prefix_blocks": 4'), /^kvreuse: settings file .*broken\.json: .*\[SETTINGS_FILE\]$/],
+    [
+      'malformed YAML',
+      file('broken.yaml', 'router:\n  minimum_transfer_prefix_blocks: [4\n'),
+      /^kvreuse: settings file .*broken\.yaml: .*\[SETTINGS_FILE\]$/,
+    ],
+    [
+      'malformed JSON',
+      file('broken.json', '{"router": {"minimum_transfer_prefix_blocks": 4'),
+      /^kvreuse: settings file .*broken\.json: .*\[SETTINGS_FILE\]$/,
+    ],
   ])('%s: one line naming the file, exit 2', async (_case, path, line) => {
     const run = await runBinary(['config', 'show', '--config', path]);
     expect(run.status).toBe(2);
@@ -65,7 +95,9 @@ describe('kvreuse config show', () => {
   it('--config without its file is a usage error', async () => {
     const run = await runBinary(['config', 'show', '--config']);
     expect(run.status).toBe(2);
-    expect(run.stderrLines).toEqual(['kvreuse: config show: --config needs a value: --config <file> (see kvreuse config show --help) [USAGE]']);
+    expect(run.stderrLines).toEqual([
+      'kvreuse: config show: --config needs a value: --config <file> (see kvreuse config show --help) [USAGE]',
+    ]);
   });
 });
 
@@ -85,13 +117,19 @@ describe('kvreuse config validate', () => {
       expect.stringMatching(new RegExp(`^transport\\.backend = "tcp" in file ${bad}:4: `)),
       expect.stringMatching(/^--discovery-lease-ttl-ms = "1500" in argv: /),
     ]);
-    expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: 3 invalid setting\(s\): .*\[INVALID_SETTING\]$/)]);
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(/^kvreuse: 3 invalid setting\(s\): .*\[INVALID_SETTING\]$/),
+    ]);
   });
 
   it('--json: the verdict, the code and the problems', async () => {
     const run = await runBinary(['config', 'validate', '--json', '--transport-bakend', 'ucx']);
     expect(run.status).toBe(2);
-    expect(JSON.parse(run.stdout)).toEqual({ valid: false, code: 'UNKNOWN_SETTING', problems: ['--transport-bakend in argv (did you mean --transport-backend?)'] });
+    expect(JSON.parse(run.stdout)).toEqual({
+      valid: false,
+      code: 'UNKNOWN_SETTING',
+      problems: ['--transport-bakend in argv (did you mean --transport-backend?)'],
+    });
   });
 });
 
@@ -101,6 +139,15 @@ describe('kvreuse config schema', () => {
     expect(run.status).toBe(0);
     const schema = JSON.parse(run.stdout) as { $schema: string; properties: Record<string, unknown> };
     expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
-    expect(Object.keys(schema.properties).sort()).toEqual(['discovery', 'drain', 'endpoint', 'frontend', 'inventory', 'profile', 'router', 'transport']);
+    expect(Object.keys(schema.properties).sort()).toEqual([
+      'discovery',
+      'drain',
+      'endpoint',
+      'frontend',
+      'inventory',
+      'profile',
+      'router',
+      'transport',
+    ]);
   });
 });

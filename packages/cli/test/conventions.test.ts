@@ -3,7 +3,17 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { packageDir, runBinary } from './binary.js';
 
-const commandNames = ['config show', 'config validate', 'config schema', 'profiles list', 'profiles show', 'profiles check', 'inspect', 'bench', 'demo'];
+const commandNames = [
+  'config show',
+  'config validate',
+  'config schema',
+  'profiles list',
+  'profiles show',
+  'profiles check',
+  'inspect',
+  'bench',
+  'demo',
+];
 
 describe('the kvreuse binary', () => {
   it('--help (and no arguments) lists every command, exit 0', async () => {
@@ -47,13 +57,17 @@ describe('the kvreuse binary', () => {
   it('an unknown command: one line, exit 2', async () => {
     const run = await runBinary(['inspekt']);
     expect(run).toMatchObject({ status: 2, stdout: '' });
-    expect(run.stderrLines).toEqual(['kvreuse: unknown command "inspekt" of kvreuse: expected one of config, profiles, inspect, bench, demo (see kvreuse --help) [UNKNOWN_COMMAND]']);
+    expect(run.stderrLines).toEqual([
+      'kvreuse: unknown command "inspekt" of kvreuse: expected one of config, profiles, inspect, bench, demo (see kvreuse --help) [UNKNOWN_COMMAND]',
+    ]);
   });
 
   it('an unknown subcommand: one line, exit 2', async () => {
     const run = await runBinary(['config', 'dump']);
     expect(run).toMatchObject({ status: 2, stdout: '' });
-    expect(run.stderrLines).toEqual(['kvreuse: unknown command "dump" of kvreuse config: expected one of show, validate, schema (see kvreuse config --help) [UNKNOWN_COMMAND]']);
+    expect(run.stderrLines).toEqual([
+      'kvreuse: unknown command "dump" of kvreuse config: expected one of show, validate, schema (see kvreuse config --help) [UNKNOWN_COMMAND]',
+    ]);
   });
 
   it('a user error has no stack trace; --verbose adds it', async () => {

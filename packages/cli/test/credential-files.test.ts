@@ -16,13 +16,30 @@ const etcd = ['--discovery-backend', 'etcd', '--discovery-etcd-endpoints', 'http
 
 describe('a credential file a setting names that cannot be used: exit 2, one line naming the setting and the file', () => {
   it.each([
-    ['discovery.etcd_ca_file', ['--discovery-etcd-ca-file', missing], `etcd discovery: discovery.etcd_ca_file "${missing}" cannot be used: ENOENT`, 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE'],
-    ['discovery.etcd_cert_file', ['--discovery-etcd-cert-file', notPem, '--discovery-etcd-key-file', notPem], `etcd discovery: discovery.etcd_cert_file "${notPem}" cannot be used: not a PEM certificate`, 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE'],
-    ['discovery.etcd_password_file', ['--discovery-etcd-username', 'decode-0', '--discovery-etcd-password-file', missing], `etcd discovery: discovery.etcd_password_file "${missing}" cannot be used: ENOENT`, 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE'],
+    [
+      'discovery.etcd_ca_file',
+      ['--discovery-etcd-ca-file', missing],
+      `etcd discovery: discovery.etcd_ca_file "${missing}" cannot be used: ENOENT`,
+      'DISCOVERY_CREDENTIALS_FILE_UNREADABLE',
+    ],
+    [
+      'discovery.etcd_cert_file',
+      ['--discovery-etcd-cert-file', notPem, '--discovery-etcd-key-file', notPem],
+      `etcd discovery: discovery.etcd_cert_file "${notPem}" cannot be used: not a PEM certificate`,
+      'DISCOVERY_CREDENTIALS_FILE_UNREADABLE',
+    ],
+    [
+      'discovery.etcd_password_file',
+      ['--discovery-etcd-username', 'decode-0', '--discovery-etcd-password-file', missing],
+      `etcd discovery: discovery.etcd_password_file "${missing}" cannot be used: ENOENT`,
+      'DISCOVERY_CREDENTIALS_FILE_UNREADABLE',
+    ],
   ])('inspect, %s', async (_setting, flags, message, code) => {
     const run = await runBinary(['inspect', ...etcd, ...flags]);
     expect(run.stderrLines).toHaveLength(1);
-    expect(run.stderrLines[0]).toMatch(new RegExp(`^kvreuse: ${message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}.* \\[${code}\\]$`));
+    expect(run.stderrLines[0]).toMatch(
+      new RegExp(`^kvreuse: ${message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}.* \\[${code}\\]$`),
+    );
     expect(run.status).toBe(2);
     expect(run.stdout).toBe('');
   });
@@ -35,7 +52,9 @@ describe('a credential file a setting names that cannot be used: exit 2, one lin
       [join(dir, 'missing.secret'), 'cannot be opened (ENOENT)'],
     ] as const) {
       const run = await runBinary(['demo', '--backend', 'loopback', '--discovery-secret-file', secretFile]);
-      expect(run.stderrLines).toEqual([`kvreuse: cluster secret discovery.secret_file = ${secretFile} ${reason} [CLUSTER_SECRET_REFUSED]`]);
+      expect(run.stderrLines).toEqual([
+        `kvreuse: cluster secret discovery.secret_file = ${secretFile} ${reason} [CLUSTER_SECRET_REFUSED]`,
+      ]);
       expect(run.status).toBe(2);
       expect(run.stdout).toBe('');
     }

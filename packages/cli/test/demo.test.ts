@@ -33,11 +33,14 @@ function processesWith(matches: (argument: string) => boolean): number[] {
 }
 
 /** The etcd serving from `dataDir`. */
-const etcdProcessesOf = (dataDir: string): number[] => processesWith((argument) => argument === `--data-dir=${dataDir}`);
+const etcdProcessesOf = (dataDir: string): number[] =>
+  processesWith((argument) => argument === `--data-dir=${dataDir}`);
 /** The demo's rank processes of a run whose TMPDIR is `tmp` (their options name its SQLite file there). */
-const rankProcessesIn = (tmp: string): number[] => processesWith((argument) => argument.startsWith('{') && argument.includes(`${tmp}/`));
+const rankProcessesIn = (tmp: string): number[] =>
+  processesWith((argument) => argument.startsWith('{') && argument.includes(`${tmp}/`));
 
-const localEtcdLine = /^discovery: started a local etcd at (http:\/\/127\.0\.0\.1:\d+) for this run \(data in (\S+); stopped and removed when the run ends\)$/;
+const localEtcdLine =
+  /^discovery: started a local etcd at (http:\/\/127\.0\.0\.1:\d+) for this run \(data in (\S+); stopped and removed when the run ends\)$/;
 
 describe('kvreuse demo', () => {
   // The router's decision depends on no clock when reuse is off: the job runs to its end without a pull.
@@ -47,15 +50,32 @@ describe('kvreuse demo', () => {
     // stderr holds the request log only: one pino line per request, each recomputed for the router's reason.
     expect(run.stderrLines.map((line) => JSON.parse(line) as unknown)).toEqual(
       ['turn 2', 'short request'].map((request) =>
-        expect.objectContaining({ level: 30, msg: 'request served', request, action: 'recompute', reason: 'disabled', pull: null, recomputed: { blocks: null, reasons: ['router.enable_decode_to_prefill_reuse is off'] } }),
+        expect.objectContaining({
+          level: 30,
+          msg: 'request served',
+          request,
+          action: 'recompute',
+          reason: 'disabled',
+          pull: null,
+          recomputed: { blocks: null, reasons: ['router.enable_decode_to_prefill_reuse is off'] },
+        }),
       ),
     );
-    expect(run.stdout).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)\n');
+    expect(run.stdout).toContain(
+      'turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)\n',
+    );
     expect(run.stdout).toContain('pull: none, the router recomputes turn 2\n');
     const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
     expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
-    expect(summary.decisions.map(({ request, action, reason, detail }) => ({ request, action, reason, detail }))).toEqual(
-      ['turn 2', 'short request'].map((request) => ({ request, action: 'recompute', reason: 'disabled', detail: 'router.enable_decode_to_prefill_reuse is off' })),
+    expect(
+      summary.decisions.map(({ request, action, reason, detail }) => ({ request, action, reason, detail })),
+    ).toEqual(
+      ['turn 2', 'short request'].map((request) => ({
+        request,
+        action: 'recompute',
+        reason: 'disabled',
+        detail: 'router.enable_decode_to_prefill_reuse is off',
+      })),
     );
     expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
       ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
@@ -76,13 +96,26 @@ describe('kvreuse demo', () => {
     const etcd = await startEtcd();
     try {
       const run = await runBinary(
-        ['demo', '--json', '--log', 'requests.log', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url],
+        [
+          'demo',
+          '--json',
+          '--log',
+          'requests.log',
+          '--no-router-enable-decode-to-prefill-reuse',
+          '--discovery-backend',
+          'etcd',
+          '--discovery-etcd-endpoints',
+          etcd.url,
+        ],
         { cwd: anywhere },
       );
       expect(run.stderr).toBe('');
       expect(run.status).toBe(0);
       // --log: the request log goes to the file, relative to the working directory.
-      const logged = readFileSync(join(anywhere, 'requests.log'), 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { request: string });
+      const logged = readFileSync(join(anywhere, 'requests.log'), 'utf8')
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { request: string });
       expect(logged.map((record) => record.request)).toEqual(['turn 2', 'short request']);
       expect(run.stdout).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
       const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
@@ -100,7 +133,17 @@ describe('kvreuse demo', () => {
   it('with --discovery-backend etcd and no endpoints, it starts a local etcd for the run, runs on it, then stops it and removes its data', async () => {
     const tmp = runTmpdir();
     const run = await runBinary(
-      ['demo', '--backend', 'loopback', '--json', '--log', 'local-etcd.log', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd'],
+      [
+        'demo',
+        '--backend',
+        'loopback',
+        '--json',
+        '--log',
+        'local-etcd.log',
+        '--no-router-enable-decode-to-prefill-reuse',
+        '--discovery-backend',
+        'etcd',
+      ],
       { cwd: anywhere, env: { TMPDIR: tmp } },
     );
     expect(run.stderr).toBe('');
@@ -126,17 +169,24 @@ describe('kvreuse demo', () => {
     expect(readdirSync(tmp)).toEqual([]);
   }, 60_000);
 
-  it.each(['SIGINT', 'SIGTERM'] as const)('interrupted (%s) while it runs on its local etcd, it stops the etcd and removes its data, then ends by the signal', async (signal) => {
-    const tmp = runTmpdir();
-    const started = startBinary(['demo', '--backend', 'loopback', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd'], { cwd: anywhere, env: { TMPDIR: tmp } });
-    const [, , dataDir] = await started.stdoutLine(localEtcdLine);
-    expect(etcdProcessesOf(dataDir!)).toHaveLength(1);
-    started.child.kill(signal);
-    const run = await started.finished;
-    expect([run.status, run.signal]).toEqual([null, signal]);
-    expect(etcdProcessesOf(dataDir!)).toEqual([]);
-    expect(existsSync(dataDir!)).toBe(false);
-  }, 60_000);
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'interrupted (%s) while it runs on its local etcd, it stops the etcd and removes its data, then ends by the signal',
+    async (signal) => {
+      const tmp = runTmpdir();
+      const started = startBinary(
+        ['demo', '--backend', 'loopback', '--no-router-enable-decode-to-prefill-reuse', '--discovery-backend', 'etcd'],
+        { cwd: anywhere, env: { TMPDIR: tmp } },
+      );
+      const [, , dataDir] = await started.stdoutLine(localEtcdLine);
+      expect(etcdProcessesOf(dataDir!)).toHaveLength(1);
+      started.child.kill(signal);
+      const run = await started.finished;
+      expect([run.status, run.signal]).toEqual([null, signal]);
+      expect(etcdProcessesOf(dataDir!)).toEqual([]);
+      expect(existsSync(dataDir!)).toBe(false);
+    },
+    60_000,
+  );
 
   /** The demo on UCX with a TMPDIR of its own, once its three rank processes run. */
   async function demoWithRanksRunning() {
@@ -165,7 +215,10 @@ describe('kvreuse demo', () => {
 
   it('with --discovery-backend etcd, no endpoints and no etcd on PATH: one line naming what is missing and how to install it, exit 1, nothing left', async () => {
     const tmp = runTmpdir();
-    const run = await runBinary(['demo', '--backend', 'loopback', '--discovery-backend', 'etcd'], { cwd: anywhere, env: { PATH: tmp, TMPDIR: tmp } });
+    const run = await runBinary(['demo', '--backend', 'loopback', '--discovery-backend', 'etcd'], {
+      cwd: anywhere,
+      env: { PATH: tmp, TMPDIR: tmp },
+    });
     expect(run).toMatchObject({ status: 1, stdout: '' });
     expect(run.stderrLines).toEqual([
       'kvreuse: demo needs etcd to start a local one for discovery.backend = etcd without discovery.etcd_endpoints: no etcd executable on PATH; ' +
@@ -193,12 +246,16 @@ describe('kvreuse demo', () => {
   it('an unknown setting flag is refused before anything starts: one line, exit 2', async () => {
     const run = await runBinary(['demo', '--router-nope', '1'], { cwd: anywhere });
     expect(run).toMatchObject({ status: 2, stdout: '' });
-    expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): --router-nope in argv .*\[UNKNOWN_SETTING\]$/)]);
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): --router-nope in argv .*\[UNKNOWN_SETTING\]$/),
+    ]);
   });
 
   it('a backend it does not know is a usage error: one line, exit 2', async () => {
     const run = await runBinary(['demo', '--backend', 'rdma'], { cwd: anywhere });
     expect(run).toMatchObject({ status: 2, stdout: '' });
-    expect(run.stderrLines).toEqual(['kvreuse: demo: --backend must be one of ucx, loopback; got "rdma" (see kvreuse demo --help) [USAGE]']);
+    expect(run.stderrLines).toEqual([
+      'kvreuse: demo: --backend must be one of ucx, loopback; got "rdma" (see kvreuse demo --help) [USAGE]',
+    ]);
   });
 });

@@ -12,5 +12,10 @@ export interface RunningEtcd {
 
 export async function startEtcd(): Promise<RunningEtcd> {
   const etcd = await startLocalEtcd({ command: 'test', env: process.env });
-  return { url: etcd.url, stop: etcd.stop, pause: () => process.kill(etcd.pid, 'SIGSTOP'), resume: () => process.kill(etcd.pid, 'SIGCONT') };
+  return {
+    url: etcd.url,
+    stop: etcd.stop,
+    pause: () => process.kill(etcd.pid, 'SIGSTOP'),
+    resume: () => process.kill(etcd.pid, 'SIGCONT'),
+  };
 }

@@ -13,7 +13,10 @@ describe('kvreuse inspect on a real etcd', () => {
   beforeAll(async () => {
     etcd = await startEtcd();
     store = connectEtcdDiscovery({ hosts: etcd.url });
-    worker = await publishWorker(store, { workerId: 'decode-etcd', inventory: [{ type: 'stored', tier: 'host', blocks: [7n, 8n, 9n], expiresAt: Date.now() + 3_600_000 }] });
+    worker = await publishWorker(store, {
+      workerId: 'decode-etcd',
+      inventory: [{ type: 'stored', tier: 'host', blocks: [7n, 8n, 9n], expiresAt: Date.now() + 3_600_000 }],
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -27,7 +30,9 @@ describe('kvreuse inspect on a real etcd', () => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toContain(`discovery etcd ${etcd.url}: 1 workers, 1 ready\n`);
-    expect(run.stdout).toMatch(/worker decode-etcd: ready \(incarnation inc-1, epoch \d+\)\n  rank tp0\/pp0: decode, incarnation inc-1, epoch \d+, 56 banks \(dram\) 3,670,016 bytes\n {4}peer: agent decode-etcd-tp0-\d+ generation 57, \d+-byte address \(signed: \d+-byte signature envelope\)\n/);
+    expect(run.stdout).toMatch(
+      /worker decode-etcd: ready \(incarnation inc-1, epoch \d+\)\n  rank tp0\/pp0: decode, incarnation inc-1, epoch \d+, 56 banks \(dram\) 3,670,016 bytes\n {4}peer: agent decode-etcd-tp0-\d+ generation 57, \d+-byte address \(signed: \d+-byte signature envelope\)\n/,
+    );
     expect(run.stdout).toContain('  inventory: gpu 0 blocks, host 3 blocks (advisory; incarnation inc-1, batch 0)\n');
   });
 
@@ -36,7 +41,9 @@ describe('kvreuse inspect on a real etcd', () => {
     try {
       const run = await runBinary(['inspect', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url]);
       expect(run).toMatchObject({ status: 1, stdout: '' });
-      expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: etcd discovery: .*\[DISCOVERY_UNAVAILABLE\]$/)]);
+      expect(run.stderrLines).toEqual([
+        expect.stringMatching(/^kvreuse: etcd discovery: .*\[DISCOVERY_UNAVAILABLE\]$/),
+      ]);
     } finally {
       etcd.resume();
     }

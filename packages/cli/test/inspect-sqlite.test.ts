@@ -44,7 +44,22 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     const report = JSON.parse(run.stdout) as {
-      workers: { workerId: string; ready: boolean; reasons: { kind: string; message: string }[]; rankParts: { tpRank: number; banks: number; memoryKinds: string[]; bytes: string; agentName: string; peerMetadataBytes: number; signatureBytes: number | null; host?: string }[]; inventory?: { blocks: { gpu: number; host: number } } }[];
+      workers: {
+        workerId: string;
+        ready: boolean;
+        reasons: { kind: string; message: string }[];
+        rankParts: {
+          tpRank: number;
+          banks: number;
+          memoryKinds: string[];
+          bytes: string;
+          agentName: string;
+          peerMetadataBytes: number;
+          signatureBytes: number | null;
+          host?: string;
+        }[];
+        inventory?: { blocks: { gpu: number; host: number } };
+      }[];
       pins: { inDiscovery: boolean; note: string; processes: unknown[] };
     };
     expect(report.workers.map((worker) => [worker.workerId, worker.ready])).toEqual([
@@ -58,27 +73,57 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
       [1, 56, ['dram'], String(56 * 65_536)],
     ]);
     // The address is the agent's blob; the signature envelope in front of it is reported apart.
-    const envelopeBytes = (worker: PublishedWorker, rank: number) => worker.signedMetadataBytes[rank]! - worker.peerMetadataBytes[rank]!;
-    expect(ready.rankParts.map((part) => [part.agentName, part.peerMetadataBytes, part.signatureBytes, part.host])).toEqual(
-      [0, 1].map((tpRank) => [expect.stringMatching(new RegExp(`^decode-0-tp${tpRank}-\\d+$`)), workers[0]!.peerMetadataBytes[tpRank], envelopeBytes(workers[0]!, tpRank), 'node-a']),
+    const envelopeBytes = (worker: PublishedWorker, rank: number) =>
+      worker.signedMetadataBytes[rank]! - worker.peerMetadataBytes[rank]!;
+    expect(
+      ready.rankParts.map((part) => [part.agentName, part.peerMetadataBytes, part.signatureBytes, part.host]),
+    ).toEqual(
+      [0, 1].map((tpRank) => [
+        expect.stringMatching(new RegExp(`^decode-0-tp${tpRank}-\\d+$`)),
+        workers[0]!.peerMetadataBytes[tpRank],
+        envelopeBytes(workers[0]!, tpRank),
+        'node-a',
+      ]),
     );
-    expect(half.rankParts.map((part) => [part.tpRank, part.peerMetadataBytes, part.signatureBytes, part.host])).toEqual([[1, workers[1]!.peerMetadataBytes[0], envelopeBytes(workers[1]!, 0), undefined]]);
+    expect(half.rankParts.map((part) => [part.tpRank, part.peerMetadataBytes, part.signatureBytes, part.host])).toEqual(
+      [[1, workers[1]!.peerMetadataBytes[0], envelopeBytes(workers[1]!, 0), undefined]],
+    );
     expect(ready.inventory?.blocks).toEqual({ gpu: 2, host: 2 });
-    expect(report.pins).toEqual({ inDiscovery: false, note: expect.stringContaining('not published to discovery'), processes: [] });
-    expect(half.reasons).toEqual([expect.objectContaining({ kind: 'incomplete', message: 'missing ranks (tp 0, pp 0)' })]);
+    expect(report.pins).toEqual({
+      inDiscovery: false,
+      note: expect.stringContaining('not published to discovery'),
+      processes: [],
+    });
+    expect(half.reasons).toEqual([
+      expect.objectContaining({ kind: 'incomplete', message: 'missing ranks (tp 0, pp 0)' }),
+    ]);
     expect(half.inventory).toBeUndefined();
   });
 
   it('prints the same in words', async () => {
-    const run = await runBinary(['inspect', '--discovery-sqlite-path', sqlitePath], { env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' } });
+    const run = await runBinary(['inspect', '--discovery-sqlite-path', sqlitePath], {
+      env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' },
+    });
     expect(run.status).toBe(0);
     expect(run.stdout).toContain(`discovery sqlite ${sqlitePath}: 2 workers, 1 ready\n`);
     expect(run.stdout).toContain('worker decode-0: ready (incarnation inc-1, epoch ');
     expect(run.stdout).toContain('  inventory: gpu 2 blocks, host 2 blocks (advisory; incarnation inc-1, batch 0)\n');
-    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-0-tp1-\\d+ generation \\d+, ${workers[0]!.peerMetadataBytes[1]}-byte address \\(signed: ${workers[0]!.signedMetadataBytes[1]! - workers[0]!.peerMetadataBytes[1]!}-byte signature envelope\\), host node-a$`, 'm'));
-    expect(run.stdout).toMatch(new RegExp(`^    peer: agent decode-half-tp1-\\d+ generation \\d+, ${workers[1]!.peerMetadataBytes[0]}-byte address \\(signed: \\d+-byte signature envelope\\)$`, 'm'));
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `^    peer: agent decode-0-tp1-\\d+ generation \\d+, ${workers[0]!.peerMetadataBytes[1]}-byte address \\(signed: ${workers[0]!.signedMetadataBytes[1]! - workers[0]!.peerMetadataBytes[1]!}-byte signature envelope\\), host node-a$`,
+        'm',
+      ),
+    );
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `^    peer: agent decode-half-tp1-\\d+ generation \\d+, ${workers[1]!.peerMetadataBytes[0]}-byte address \\(signed: \\d+-byte signature envelope\\)$`,
+        'm',
+      ),
+    );
     expect(run.stdout.trimEnd().split('\n').at(-1)).toBe(pinsWhere);
-    expect(run.stdout).toContain('worker decode-half: not ready (incarnation inc-1)\n  not ready because (incomplete): missing ranks (tp 0, pp 0)\n');
+    expect(run.stdout).toContain(
+      'worker decode-half: not ready (incarnation inc-1)\n  not ready because (incomplete): missing ranks (tp 0, pp 0)\n',
+    );
   });
 
   it('--metrics <url>: the pins each endpoint process serves and holds, read from its /metrics', async () => {
@@ -89,30 +134,57 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
       const url = `http://127.0.0.1:${listener.port}/metrics`;
       const json = await runBinary(['inspect', '--json', '--metrics', url], { env });
       expect(json.status).toBe(0);
-      expect((JSON.parse(json.stdout) as { pins: unknown }).pins).toEqual({ inDiscovery: false, note: pinsWhere, processes: [{ url, serving: 2, holding: 0 }] });
+      expect((JSON.parse(json.stdout) as { pins: unknown }).pins).toEqual({
+        inDiscovery: false,
+        note: pinsWhere,
+        processes: [{ url, serving: 2, holding: 0 }],
+      });
       const words = await runBinary(['inspect', '--metrics', url], { env });
-      expect(words.stdout.endsWith(`${pinsWhere}\n  ${url}: serving 2 pins to readers, holding 0 at sources\n`)).toBe(true);
+      expect(words.stdout.endsWith(`${pinsWhere}\n  ${url}: serving 2 pins to readers, holding 0 at sources\n`)).toBe(
+        true,
+      );
     } finally {
       await listener.close();
     }
     const gone = await runBinary(['inspect', '--metrics', `http://127.0.0.1:${listener.port}/metrics`], { env });
     expect(gone).toMatchObject({ status: 1, stdout: '' });
-    expect(gone.stderrLines).toEqual([expect.stringMatching(/^kvreuse: metrics at http:\/\/127\.0\.0\.1:\d+\/metrics: fetch failed: .*ECONNREFUSED.* \[METRICS_UNAVAILABLE\]$/)]);
+    expect(gone.stderrLines).toEqual([
+      expect.stringMatching(
+        /^kvreuse: metrics at http:\/\/127\.0\.0\.1:\d+\/metrics: fetch failed: .*ECONNREFUSED.* \[METRICS_UNAVAILABLE\]$/,
+      ),
+    ]);
   }, 60_000);
 
-  it('with a declared profile installed as the admission gate, a worker it refuses is not ready, with the gate\'s reasons', async () => {
+  it("with a declared profile installed as the admission gate, a worker it refuses is not ready, with the gate's reasons", async () => {
     const run = await runBinary(['inspect', '--json', '--profile-name', 'llama-3.1-8b-bf16-b64'], { env });
     expect(run.status).toBe(0);
-    const report = JSON.parse(run.stdout) as { workers: { workerId: string; ready: boolean; reasons: { kind: string; gate?: string; message: string }[] }[] };
+    const report = JSON.parse(run.stdout) as {
+      workers: { workerId: string; ready: boolean; reasons: { kind: string; gate?: string; message: string }[] }[];
+    };
     const [refused] = report.workers;
     expect(refused).toMatchObject({ workerId: 'decode-0', ready: false });
     expect(refused!.reasons).toEqual([
-      expect.objectContaining({ kind: 'gate', gate: 'profile llama-3.1-8b-bf16-b64', message: expect.stringContaining('worker decode-0: geometry.numLayers: expected 32, actual 28') }),
+      expect.objectContaining({
+        kind: 'gate',
+        gate: 'profile llama-3.1-8b-bf16-b64',
+        message: expect.stringContaining('worker decode-0: geometry.numLayers: expected 32, actual 28'),
+      }),
     ]);
   });
 
   it('profiles check --worker-id admits the worker found in discovery against the Qwen3-0.6B profile', async () => {
-    const run = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker-id', 'decode-0', '--inventory-hash-seed', 'Qwen/Qwen3-0.6B'], { env });
+    const run = await runBinary(
+      [
+        'profiles',
+        'check',
+        'qwen3-0.6b-bf16-b64',
+        '--worker-id',
+        'decode-0',
+        '--inventory-hash-seed',
+        'Qwen/Qwen3-0.6B',
+      ],
+      { env },
+    );
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^admitted: profile qwen3-0.6b-bf16-b64 v1 against workers decode-0, native /);
@@ -120,9 +192,13 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
 
   it('a SQLite file that does not exist is refused with exit 2, and not created', async () => {
     const missing = join(dir, 'nothing-here.sqlite');
-    const run = await runBinary(['inspect', '--discovery-sqlite-path', missing], { env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' } });
+    const run = await runBinary(['inspect', '--discovery-sqlite-path', missing], {
+      env: { KVREUSE_DISCOVERY_BACKEND: 'sqlite' },
+    });
     expect(run.status).toBe(2);
-    expect(run.stderrLines).toEqual([`kvreuse: discovery.sqlite_path = ${missing}: no such file (no worker has published to it; set --discovery-sqlite-path) [DISCOVERY_NOT_FOUND]`]);
+    expect(run.stderrLines).toEqual([
+      `kvreuse: discovery.sqlite_path = ${missing}: no such file (no worker has published to it; set --discovery-sqlite-path) [DISCOVERY_NOT_FOUND]`,
+    ]);
     expect(run.stdout).toBe('');
     expect(existsSync(missing)).toBe(false);
   });
@@ -130,6 +206,8 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
   it('the memory backend is refused with exit 2: another process can never read it', async () => {
     const run = await runBinary(['inspect', '--discovery-backend', 'memory']);
     expect(run.status).toBe(2);
-    expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: inspect: discovery.backend = memory holds one process only; .* \[USAGE\]$/)]);
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(/^kvreuse: inspect: discovery.backend = memory holds one process only; .* \[USAGE\]$/),
+    ]);
   });
 });

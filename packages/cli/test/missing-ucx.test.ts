@@ -16,11 +16,16 @@ const absent = join(scratch, 'absent', 'libkvreuse_transport.so');
 const notALibrary = join(scratch, 'not-a-library.so');
 const loopbackOnlyBuild = join(scratch, 'loopback-only');
 const loopbackOnly = join(loopbackOnlyBuild, 'libkvreuse_transport.so');
-const hint = 'get it with the repository install script (npm run demo or npm run bench installs libucx-dev and ucx-utils, then builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native [TRANSPORT_UNAVAILABLE]';
+const hint =
+  'get it with the repository install script (npm run demo or npm run bench installs libucx-dev and ucx-utils, then builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native [TRANSPORT_UNAVAILABLE]';
 
 beforeAll(() => {
   writeFileSync(notALibrary, 'not an ELF file\n');
-  const make = spawnSync('make', ['-s', '-C', join(repoRoot, 'native'), `BUILD=${loopbackOnlyBuild}`, 'HAVE_UCX=0', loopbackOnly], { encoding: 'utf8' });
+  const make = spawnSync(
+    'make',
+    ['-s', '-C', join(repoRoot, 'native'), `BUILD=${loopbackOnlyBuild}`, 'HAVE_UCX=0', loopbackOnly],
+    { encoding: 'utf8' },
+  );
   if (make.status !== 0) throw new Error(`building the library without UCX failed: ${make.stderr}`);
 }, 300_000);
 
@@ -31,14 +36,20 @@ describe.each([
   it('no library: one line naming where it looked and how to get it, exit 1, nothing run', async () => {
     const run = await runBinary([...args, '--transport-library', absent], { cwd });
     expect(run).toMatchObject({ status: 1, stdout: '' });
-    expect(run.stderrLines).toEqual([`kvreuse: ${command} needs the ucx transport: the native library libkvreuse_transport is not at ${JSON.stringify(absent)}; ${hint}`]);
+    expect(run.stderrLines).toEqual([
+      `kvreuse: ${command} needs the ucx transport: the native library libkvreuse_transport is not at ${JSON.stringify(absent)}; ${hint}`,
+    ]);
   });
 
   it('a library that does not load: one line naming it and why', async () => {
     const run = await runBinary([...args, '--transport-library', notALibrary], { cwd });
     expect(run).toMatchObject({ status: 1, stdout: '' });
     expect(run.stderrLines).toHaveLength(1);
-    expect(run.stderrLines[0]).toMatch(new RegExp(`^kvreuse: ${command} needs the ucx transport: the native library ${JSON.stringify(notALibrary)} does not load \\(.+\\); `));
+    expect(run.stderrLines[0]).toMatch(
+      new RegExp(
+        `^kvreuse: ${command} needs the ucx transport: the native library ${JSON.stringify(notALibrary)} does not load \\(.+\\); `,
+      ),
+    );
     expect(run.stderrLines[0]).toContain(hint);
   });
 
@@ -55,7 +66,9 @@ describe.each([
     expect(run.status).toBe(1);
     expect(run.stderrLines[0]).toMatch(/^kvreuse: .* \[TRANSPORT_UNAVAILABLE\]$/);
     expect(run.stderrLines).toContainEqual(expect.stringMatching(/^TransportUnavailableError: /));
-    expect(run.stderrLines).toContainEqual(expect.stringMatching(/^caused by: LibraryNotFoundError: libkvreuse_transport not found/));
+    expect(run.stderrLines).toContainEqual(
+      expect.stringMatching(/^caused by: LibraryNotFoundError: libkvreuse_transport not found/),
+    );
     expect(run.stderrLines).toContainEqual(expect.stringMatching(/^ {4}at /));
   });
 });
@@ -64,6 +77,8 @@ describe('kvreuse demo --backend loopback', () => {
   it('does not ask for UCX: a missing library is reported as the missing library', async () => {
     const run = await runBinary(['demo', '--backend', 'loopback', '--transport-library', absent], { cwd: scratch });
     expect(run.status).toBe(1);
-    expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: libkvreuse_transport not found; looked at .* \[LIBRARY_NOT_FOUND\]$/)]);
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(/^kvreuse: libkvreuse_transport not found; looked at .* \[LIBRARY_NOT_FOUND\]$/),
+    ]);
   });
 });

@@ -14,13 +14,22 @@ describe('kvreuse profiles list and show', () => {
   it('list: every built-in profile, one a line', async () => {
     const run = await runBinary(['profiles', 'list']);
     expect(run.status).toBe(0);
-    expect(run.stdout.trimEnd().split('\n').map((line) => line.split(' ')[0])).toEqual([...builtInProfileNames]);
-    expect(run.stdout).toMatch(/^qwen3-0\.6b-bf16-b64 +v1 +Qwen\/Qwen3-0\.6B +prefill TP 1 PP 1 \(dram\), decode TP 2 PP 1 \(dram\)$/m);
+    expect(
+      run.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => line.split(' ')[0]),
+    ).toEqual([...builtInProfileNames]);
+    expect(run.stdout).toMatch(
+      /^qwen3-0\.6b-bf16-b64 +v1 +Qwen\/Qwen3-0\.6B +prefill TP 1 PP 1 \(dram\), decode TP 2 PP 1 \(dram\)$/m,
+    );
   });
 
   it('list --json', async () => {
     const run = await runBinary(['profiles', 'list', '--json']);
-    expect((JSON.parse(run.stdout) as { name: string }[]).map((profile) => profile.name)).toEqual([...builtInProfileNames]);
+    expect((JSON.parse(run.stdout) as { name: string }[]).map((profile) => profile.name)).toEqual([
+      ...builtInProfileNames,
+    ]);
   });
 
   it('show: a built-in profile in full', async () => {
@@ -40,44 +49,93 @@ describe('kvreuse profiles list and show', () => {
   it('show without a name is a usage error', async () => {
     const run = await runBinary(['profiles', 'show']);
     expect(run.status).toBe(2);
-    expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: profiles show: name a profile: one of qwen3-0\.6b-bf16-b64, .* \[USAGE\]$/)]);
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(/^kvreuse: profiles show: name a profile: one of qwen3-0\.6b-bf16-b64, .* \[USAGE\]$/),
+    ]);
   });
 });
 
 describe('kvreuse profiles check', () => {
   it('admits the Qwen3-0.6B profile against the example decode TP 2 and prefill TP 1 workers', async () => {
-    const run = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker', decodeWorker, '--worker', prefillWorker, '--inventory-hash-seed', 'Qwen/Qwen3-0.6B']);
+    const run = await runBinary([
+      'profiles',
+      'check',
+      'qwen3-0.6b-bf16-b64',
+      '--worker',
+      decodeWorker,
+      '--worker',
+      prefillWorker,
+      '--inventory-hash-seed',
+      'Qwen/Qwen3-0.6B',
+    ]);
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    expect(run.stdout).toMatch(/^admitted: profile qwen3-0\.6b-bf16-b64 v1 against workers qwen3-0\.6b-decode-0, qwen3-0\.6b-prefill-0, native .*\n$/);
+    expect(run.stdout).toMatch(
+      /^admitted: profile qwen3-0\.6b-bf16-b64 v1 against workers qwen3-0\.6b-decode-0, qwen3-0\.6b-prefill-0, native .*\n$/,
+    );
   });
 
   it('the profile the settings declare (profile.name) is the one checked', async () => {
-    const run = await runBinary(['profiles', 'check', '--worker', decodeWorker, '--json'], { env: { KVREUSE_PROFILE_NAME: 'qwen3-0.6b-bf16-b64', KVREUSE_INVENTORY_HASH_SEED: 'Qwen/Qwen3-0.6B' } });
+    const run = await runBinary(['profiles', 'check', '--worker', decodeWorker, '--json'], {
+      env: { KVREUSE_PROFILE_NAME: 'qwen3-0.6b-bf16-b64', KVREUSE_INVENTORY_HASH_SEED: 'Qwen/Qwen3-0.6B' },
+    });
     expect(run.status).toBe(0);
-    expect(JSON.parse(run.stdout)).toMatchObject({ profile: 'qwen3-0.6b-bf16-b64', admitted: true, reasons: [], workers: ["qwen3-0.6b-decode-0"] });
+    expect(JSON.parse(run.stdout)).toMatchObject({
+      profile: 'qwen3-0.6b-bf16-b64',
+      admitted: true,
+      reasons: [],
+      workers: ['qwen3-0.6b-decode-0'],
+    });
   });
 
   it('refuses with every reason on stdout, one line on stderr, exit 1', async () => {
-    const run = await runBinary(['profiles', 'check', 'llama-3.1-8b-bf16-b64', '--worker', decodeWorker, '--inventory-hash-seed', 'Qwen/Qwen3-0.6B']);
+    const run = await runBinary([
+      'profiles',
+      'check',
+      'llama-3.1-8b-bf16-b64',
+      '--worker',
+      decodeWorker,
+      '--inventory-hash-seed',
+      'Qwen/Qwen3-0.6B',
+    ]);
     expect(run.status).toBe(1);
     const [verdict, ...reasons] = run.stdout.trimEnd().split('\n');
     expect(verdict).toMatch(/^refused: profile llama-3\.1-8b-bf16-b64 v1 against workers qwen3-0\.6b-decode-0/);
-    expect(reasons).toContain('  - blockHash.seed: expected "meta-llama/Llama-3.1-8B-Instruct", actual "Qwen/Qwen3-0.6B" (setting inventory.hashSeed)');
-    expect(reasons).toContainEqual(expect.stringMatching(/^  - worker qwen3-0\.6b-decode-0: geometry\.numLayers: expected 32, actual 28/));
-    expect(run.stderrLines).toEqual([`kvreuse: profile llama-3.1-8b-bf16-b64 refuses these facts (${reasons.length} reasons) [ADMISSION_REFUSED]`]);
+    expect(reasons).toContain(
+      '  - blockHash.seed: expected "meta-llama/Llama-3.1-8B-Instruct", actual "Qwen/Qwen3-0.6B" (setting inventory.hashSeed)',
+    );
+    expect(reasons).toContainEqual(
+      expect.stringMatching(/^  - worker qwen3-0\.6b-decode-0: geometry\.numLayers: expected 32, actual 28/),
+    );
+    expect(run.stderrLines).toEqual([
+      `kvreuse: profile llama-3.1-8b-bf16-b64 refuses these facts (${reasons.length} reasons) [ADMISSION_REFUSED]`,
+    ]);
   });
 
   it('a native library that is not where transport.library says: one line naming where it looked, exit 1', async () => {
-    const run = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--transport-library', join(dir, 'libnone.so')]);
+    const run = await runBinary([
+      'profiles',
+      'check',
+      'qwen3-0.6b-bf16-b64',
+      '--transport-library',
+      join(dir, 'libnone.so'),
+    ]);
     expect(run).toMatchObject({ status: 1, stdout: '' });
-    expect(run.stderrLines).toEqual([expect.stringMatching(new RegExp(`^kvreuse: libkvreuse_transport not found; looked at "${join(dir, 'libnone.so')}"\\. .*\\[LIBRARY_NOT_FOUND\\]$`))]);
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^kvreuse: libkvreuse_transport not found; looked at "${join(dir, 'libnone.so')}"\\. .*\\[LIBRARY_NOT_FOUND\\]$`,
+        ),
+      ),
+    ]);
   });
 
   it('without a profile named or declared: usage error, exit 2', async () => {
     const run = await runBinary(['profiles', 'check', '--worker', decodeWorker]);
     expect(run.status).toBe(2);
-    expect(run.stderrLines).toEqual(['kvreuse: profiles check: no profile: name one, or declare one with --profile-name or --profile-file (see kvreuse profiles check --help) [USAGE]']);
+    expect(run.stderrLines).toEqual([
+      'kvreuse: profiles check: no profile: name one, or declare one with --profile-name or --profile-file (see kvreuse profiles check --help) [USAGE]',
+    ]);
   });
 
   it('a worker file that is not JSON, or not a complete worker: one line naming the file, exit 2', async () => {
@@ -85,12 +143,16 @@ describe('kvreuse profiles check', () => {
     writeFileSync(broken, '[{');
     const notJson = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker', broken]);
     expect(notJson.status).toBe(2);
-    expect(notJson.stderrLines).toEqual([expect.stringMatching(new RegExp(`^kvreuse: ${broken}: cannot read a worker's rank parts: .*\\[INPUT_FILE\\]$`))]);
+    expect(notJson.stderrLines).toEqual([
+      expect.stringMatching(new RegExp(`^kvreuse: ${broken}: cannot read a worker's rank parts: .*\\[INPUT_FILE\\]$`)),
+    ]);
 
     const half = join(dir, 'half.json');
     writeFileSync(half, JSON.stringify([(JSON.parse(readFileSync(decodeWorker, 'utf8')) as unknown[])[1]]));
     const incomplete = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker', half]);
     expect(incomplete.status).toBe(2);
-    expect(incomplete.stderrLines).toEqual([`kvreuse: ${half}: the rank parts do not make a complete worker: missing ranks (tp 0, pp 0) [INPUT_FILE]`]);
+    expect(incomplete.stderrLines).toEqual([
+      `kvreuse: ${half}: the rank parts do not make a complete worker: missing ranks (tp 0, pp 0) [INPUT_FILE]`,
+    ]);
   });
 });

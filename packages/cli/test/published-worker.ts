@@ -4,7 +4,15 @@ import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, loadTransport } from '@kvreuse/native-bindings';
 import { claimIncarnationEpoch, ClusterSecret, type DiscoveryStore, publishRankParts } from '@kvreuse/discovery';
 import { type InventoryEvent, InventoryPublisher } from '@kvreuse/inventory';
-import { Bank, buildRankPart, kvreuseOwner, type RegisteredRank, registerRank, releaseRank, transportMetadataOf } from '@kvreuse/registry';
+import {
+  Bank,
+  buildRankPart,
+  kvreuseOwner,
+  type RegisteredRank,
+  registerRank,
+  releaseRank,
+  transportMetadataOf,
+} from '@kvreuse/registry';
 
 const transport = loadTransport();
 
@@ -25,9 +33,20 @@ export interface WorkerPublication {
   readonly host?: string;
 }
 
-export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks = [0, 1], inventory, host }: WorkerPublication): Promise<PublishedWorker> {
+export async function publishWorker(
+  store: DiscoveryStore,
+  { workerId, tpRanks = [0, 1], inventory, host }: WorkerPublication,
+): Promise<PublishedWorker> {
   const geometry = referenceGeometries['qwen3-0.6b'];
-  const identity = { workerId, incarnation: 'inc-1', role: 'decode', geometry, tpSize: 2, ppSize: 1, dpRank: 0 } as const;
+  const identity = {
+    workerId,
+    incarnation: 'inc-1',
+    role: 'decode',
+    geometry,
+    tpSize: 2,
+    ppSize: 1,
+    dpRank: 0,
+  } as const;
   const agents: Agent[] = [];
   const allocations: Allocation[] = [];
   const ranks: RegisteredRank[] = [];
@@ -39,16 +58,27 @@ export async function publishWorker(store: DiscoveryStore, { workerId, tpRanks =
     for (const [index, bank] of layout.entries()) {
       const allocation = await agent.allocate(bank.bytes);
       allocations.push(allocation);
-      banks.push(Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation)));
+      banks.push(
+        Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation)),
+      );
     }
     ranks.push(await registerRank({ agent, banks }));
   }
   const lease = await store.grantLease(60_000);
   const { epoch } = await claimIncarnationEpoch(store, identity);
-  const metadata = agents.map((agent, index) => transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...ranks[index]! }));
-  const parts = ranks.map((rank, index) => buildRankPart(identity, rank, metadata[index]!, host === undefined ? {} : { host }));
+  const metadata = agents.map((agent, index) =>
+    transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...ranks[index]! }),
+  );
+  const parts = ranks.map((rank, index) =>
+    buildRankPart(identity, rank, metadata[index]!, host === undefined ? {} : { host }),
+  );
   await publishRankParts(store, parts, { lease: lease.id, epoch });
-  const publisher = new InventoryPublisher(store, { workerId, incarnation: identity.incarnation, epoch, lease: lease.id });
+  const publisher = new InventoryPublisher(store, {
+    workerId,
+    incarnation: identity.incarnation,
+    epoch,
+    lease: lease.id,
+  });
   if (inventory !== undefined) await publisher.publish(inventory);
   return {
     peerMetadataBytes: agents.map((agent) => agent.metadata().length),

@@ -1,13 +1,33 @@
 import { describe, expect, it } from 'vitest';
-import { allGroups, catalog, defaultSettings, describeSetting, kvreuseSettings, resolveSettings, safeResolveSettings, settingDescriptions } from './all-settings.js';
+import {
+  allGroups,
+  catalog,
+  defaultSettings,
+  describeSetting,
+  kvreuseSettings,
+  resolveSettings,
+  safeResolveSettings,
+  settingDescriptions,
+} from './all-settings.js';
 
 describe('every kvreuse setting', () => {
   it('composes every group, in order, each also by name in the catalog', () => {
-    expect(allGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'endpoint', 'inventory', 'profile']);
+    expect(allGroups.map((group) => group.name)).toEqual([
+      'router',
+      'transport',
+      'discovery',
+      'frontend',
+      'drain',
+      'endpoint',
+      'inventory',
+      'profile',
+    ]);
     expect(Object.values(catalog)).toEqual([...allGroups]);
     expect(kvreuseSettings.groups).toBe(allGroups);
     expect(kvreuseSettings.foreignGroups).toBe('error');
-    expect(settingDescriptions.map((setting) => setting.path)).toEqual(kvreuseSettings.describe().flatMap((group) => group.settings.map((setting) => setting.path)));
+    expect(settingDescriptions.map((setting) => setting.path)).toEqual(
+      kvreuseSettings.describe().flatMap((group) => group.settings.map((setting) => setting.path)),
+    );
   });
 
   it('resolves through resolveSettings and safeResolveSettings as kvreuseSettings does', () => {
@@ -19,6 +39,11 @@ describe('every kvreuse setting', () => {
 
   it('describes one setting by its code path, refusing an unknown path with a typed UNKNOWN_SETTING', () => {
     expect(describeSetting('router.minimumTransferPrefixBlocks').flag).toBe('--router-minimum-transfer-prefix-blocks');
-    expect(() => describeSetting('router.nope' as never)).toThrow(expect.objectContaining({ code: 'UNKNOWN_SETTING', unknown: [{ name: 'router.nope', source: { source: 'code' }, closest: 'router.enableDecodeToPrefillReuse' }] }));
+    expect(() => describeSetting('router.nope' as never)).toThrow(
+      expect.objectContaining({
+        code: 'UNKNOWN_SETTING',
+        unknown: [{ name: 'router.nope', source: { source: 'code' }, closest: 'router.enableDecodeToPrefillReuse' }],
+      }),
+    );
   });
 });

@@ -1,4 +1,11 @@
-import { defineSettings, type ProvenanceOf, type Resolved, type SafeResolved, type SettingPathOf, type SettingsOf } from './define-settings.js';
+import {
+  defineSettings,
+  type ProvenanceOf,
+  type Resolved,
+  type SafeResolved,
+  type SettingPathOf,
+  type SettingsOf,
+} from './define-settings.js';
 import type { SettingDescription } from './descriptions.js';
 import { discoveryGroup } from './groups/discovery.js';
 import { drainGroup } from './groups/drain.js';
@@ -11,7 +18,16 @@ import { transportGroup } from './groups/transport.js';
 import type { ResolveOptions } from './resolve-options.js';
 
 /** Every group kvreuse declares, in the order help and docs list them. */
-export const allGroups = [routerGroup, transportGroup, discoveryGroup, frontendGroup, drainGroup, endpointGroup, inventoryGroup, profileGroup] as const;
+export const allGroups = [
+  routerGroup,
+  transportGroup,
+  discoveryGroup,
+  frontendGroup,
+  drainGroup,
+  endpointGroup,
+  inventoryGroup,
+  profileGroup,
+] as const;
 
 type AllGroups = typeof allGroups;
 
@@ -57,4 +73,6 @@ export function describeSetting(path: SettingPath): SettingDescription {
 export const defaultSettings: Settings = kvreuseSettings.defaults;
 
 /** Every kvreuse setting, described, in group order. */
-export const settingDescriptions: readonly SettingDescription[] = Object.freeze(kvreuseSettings.describe().flatMap((group) => group.settings));
+export const settingDescriptions: readonly SettingDescription[] = Object.freeze(
+  kvreuseSettings.describe().flatMap((group) => group.settings),
+);

@@ -7,7 +7,9 @@ describe('compose', () => {
   it('indexes the composed settings by every name a source writes, and holds their rules', () => {
     const composition = compose([routerGroup, transportGroup], 'ignore');
     expect([...composition.groupNames]).toEqual(['router', 'transport']);
-    expect(composition.settings).toHaveLength(Object.keys(routerGroup.settings).length + Object.keys(transportGroup.settings).length);
+    expect(composition.settings).toHaveLength(
+      Object.keys(routerGroup.settings).length + Object.keys(transportGroup.settings).length,
+    );
     const backend = composition.byPath.get('transport.backend');
     expect(composition.byFileKey.get('transport.backend')).toBe(backend);
     expect(composition.byFlag.get('--transport-backend')).toBe(backend);

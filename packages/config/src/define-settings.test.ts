@@ -21,14 +21,18 @@ describe('defineSettings: one composition', () => {
   it('resolves the composed groups only, with their defaults, provenance and nothing ignored', () => {
     const { settings, provenance, ignored } = frontend.resolve({ argv: ['--frontend-reject-media-status-code=422'] });
     expect(settings).toEqual({ frontend: { rejectMediaStatusCode: 422 } });
-    expect(provenance).toEqual({ frontend: { rejectMediaStatusCode: { source: 'argv', flag: '--frontend-reject-media-status-code' } } });
+    expect(provenance).toEqual({
+      frontend: { rejectMediaStatusCode: { source: 'argv', flag: '--frontend-reject-media-status-code' } },
+    });
     expect(ignored).toEqual([]);
     expect(frontend.defaults).toEqual({ frontend: { rejectMediaStatusCode: 415 } });
   });
 
   it('describes, documents and helps with the composed settings only', () => {
     expect(frontend.describe().map((group) => group.name)).toEqual(['frontend']);
-    expect(frontend.describeSetting('frontend.rejectMediaStatusCode')).toMatchObject({ env: 'KVREUSE_FRONTEND_REJECT_MEDIA_STATUS_CODE' });
+    expect(frontend.describeSetting('frontend.rejectMediaStatusCode')).toMatchObject({
+      env: 'KVREUSE_FRONTEND_REJECT_MEDIA_STATUS_CODE',
+    });
     expect(Object.keys(frontend.jsonSchema['properties'] as object)).toEqual(['frontend']);
     expect(frontend.renderHelp()).toContain('--frontend-reject-media-status-code <value>');
     expect(frontend.renderHelp()).not.toContain('--router-');
@@ -42,42 +46,67 @@ describe('defineSettings: one composition', () => {
   it('refuses describeSetting of a path it does not compose with a typed UNKNOWN_SETTING naming the closest path', () => {
     const error = thrown(() => frontend.describeSetting('router.nope' as never), UnknownSettingError);
     expect(error.code).toBe('UNKNOWN_SETTING');
-    expect(error.unknown).toEqual([{ name: 'router.nope', source: { source: 'code' }, closest: 'frontend.rejectMediaStatusCode' }]);
+    expect(error.unknown).toEqual([
+      { name: 'router.nope', source: { source: 'code' }, closest: 'frontend.rejectMediaStatusCode' },
+    ]);
     const every = defineSettings(allGroups);
-    expect(thrown(() => every.describeSetting('router.minimumTransferPrefixBlock' as never), UnknownSettingError).unknown[0]?.closest).toBe(
-      'router.minimumTransferPrefixBlocks',
-    );
+    expect(
+      thrown(() => every.describeSetting('router.minimumTransferPrefixBlock' as never), UnknownSettingError).unknown[0]
+        ?.closest,
+    ).toBe('router.minimumTransferPrefixBlocks');
   });
 
   it('refuses what is not a composition of distinct groups, and options it does not take', () => {
     expect(thrown(() => defineSettings([]), InvalidCompositionError).code).toBe('INVALID_COMPOSITION');
-    expect(thrown(() => defineSettings([routerGroup, routerGroup]), InvalidCompositionError).problems).toEqual(['group router is composed twice']);
-    expect(thrown(() => defineSettings([{ name: 'router', settings: {} }] as never), InvalidCompositionError).problems).toEqual([
-      'groups[0] is not a group made by defineGroup',
+    expect(thrown(() => defineSettings([routerGroup, routerGroup]), InvalidCompositionError).problems).toEqual([
+      'group router is composed twice',
     ]);
-    expect(thrown(() => defineSettings([routerGroup], { foreignGroup: 'ignore' } as never), InvalidCompositionError).problems).toEqual([
-      'unknown option foreignGroup (did you mean foreignGroups?)',
-    ]);
-    expect(thrown(() => defineSettings([routerGroup], { foreignGroups: 'warn' } as never), InvalidCompositionError).problems).toEqual([
-      `foreignGroups must be 'error' or 'ignore', not "warn"`,
-    ]);
+    expect(
+      thrown(() => defineSettings([{ name: 'router', settings: {} }] as never), InvalidCompositionError).problems,
+    ).toEqual(['groups[0] is not a group made by defineGroup']);
+    expect(
+      thrown(() => defineSettings([routerGroup], { foreignGroup: 'ignore' } as never), InvalidCompositionError)
+        .problems,
+    ).toEqual(['unknown option foreignGroup (did you mean foreignGroups?)']);
+    expect(
+      thrown(() => defineSettings([routerGroup], { foreignGroups: 'warn' } as never), InvalidCompositionError).problems,
+    ).toEqual([`foreignGroups must be 'error' or 'ignore', not "warn"`]);
   });
 });
 
 describe('defineSettings: settings of groups not composed', () => {
   const env = { KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS: '250', KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS: '6' };
-  const argv = ['--transport-heartbeat-misses', '3', '--no-transport-heartbeat', '--router-minimum-estimated-ttft-saving-ms=7'];
+  const argv = [
+    '--transport-heartbeat-misses',
+    '3',
+    '--no-transport-heartbeat',
+    '--router-minimum-estimated-ttft-saving-ms=7',
+  ];
   const options = { file: { text: SHARED_FILE, origin: 'shared.yaml' }, env, argv };
 
-  it("refuses them by default, naming each as written with its group", () => {
+  it('refuses them by default, naming each as written with its group', () => {
     const error = thrown(() => defineSettings([routerGroup]).resolve(options), UnknownSettingError);
     expect(error.unknown).toEqual([
       { name: 'transport', source: { source: 'file', path: 'shared.yaml', line: 3 }, foreignGroup: 'transport' },
-      { name: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS', source: { source: 'env', variable: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS' }, foreignGroup: 'transport' },
-      { name: '--transport-heartbeat-misses', source: { source: 'argv', flag: '--transport-heartbeat-misses' }, foreignGroup: 'transport' },
-      { name: '--no-transport-heartbeat', source: { source: 'argv', flag: '--no-transport-heartbeat' }, foreignGroup: 'transport' },
+      {
+        name: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS',
+        source: { source: 'env', variable: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS' },
+        foreignGroup: 'transport',
+      },
+      {
+        name: '--transport-heartbeat-misses',
+        source: { source: 'argv', flag: '--transport-heartbeat-misses' },
+        foreignGroup: 'transport',
+      },
+      {
+        name: '--no-transport-heartbeat',
+        source: { source: 'argv', flag: '--no-transport-heartbeat' },
+        foreignGroup: 'transport',
+      },
     ]);
-    expect(error.message).toContain('transport in file shared.yaml:3 (group transport is not composed by this process)');
+    expect(error.message).toContain(
+      'transport in file shared.yaml:3 (group transport is not composed by this process)',
+    );
   });
 
   it("ignores them under foreignGroups: 'ignore', listing each with its name as written, source and group", () => {
@@ -85,10 +114,26 @@ describe('defineSettings: settings of groups not composed', () => {
     expect(settings.router).toMatchObject({ minimumTransferPrefixBlocks: 6, minimumEstimatedTtftSavingMs: 7 });
     expect(ignored).toEqual([
       { name: 'transport.backend', source: { source: 'file', path: 'shared.yaml', line: 4 }, group: 'transport' },
-      { name: 'transport.heartbeat_interval_ms', source: { source: 'file', path: 'shared.yaml', line: 5 }, group: 'transport' },
-      { name: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS', source: { source: 'env', variable: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS' }, group: 'transport' },
-      { name: '--transport-heartbeat-misses', source: { source: 'argv', flag: '--transport-heartbeat-misses' }, group: 'transport' },
-      { name: '--no-transport-heartbeat', source: { source: 'argv', flag: '--no-transport-heartbeat' }, group: 'transport' },
+      {
+        name: 'transport.heartbeat_interval_ms',
+        source: { source: 'file', path: 'shared.yaml', line: 5 },
+        group: 'transport',
+      },
+      {
+        name: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS',
+        source: { source: 'env', variable: 'KVREUSE_TRANSPORT_HEARTBEAT_INTERVAL_MS' },
+        group: 'transport',
+      },
+      {
+        name: '--transport-heartbeat-misses',
+        source: { source: 'argv', flag: '--transport-heartbeat-misses' },
+        group: 'transport',
+      },
+      {
+        name: '--no-transport-heartbeat',
+        source: { source: 'argv', flag: '--no-transport-heartbeat' },
+        group: 'transport',
+      },
     ]);
   });
 
@@ -104,21 +149,35 @@ describe('defineSettings: settings of groups not composed', () => {
       UnknownSettingError,
     );
     expect(error.unknown).toEqual([
-      { name: 'router.minimum_transfer_prefix_block', source: { source: 'file', path: 'k.yaml', line: 2 }, closest: 'router.minimum_transfer_prefix_blocks' },
+      {
+        name: 'router.minimum_transfer_prefix_block',
+        source: { source: 'file', path: 'k.yaml', line: 2 },
+        closest: 'router.minimum_transfer_prefix_blocks',
+      },
       { name: 'lease_ttl_ms', source: { source: 'file', path: 'k.yaml', line: 3 }, closest: 'router' },
       {
         name: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS',
         source: { source: 'env', variable: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS' },
         closest: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS',
       },
-      { name: 'KVREUSE_NOPE', source: { source: 'env', variable: 'KVREUSE_NOPE' }, closest: 'KVREUSE_ROUTER_ENABLE_DECODE_TO_PREFILL_REUSE' },
-      { name: '--router-minimum-transfer-prefix-block', source: { source: 'argv', flag: '--router-minimum-transfer-prefix-block' }, closest: '--router-minimum-transfer-prefix-blocks' },
+      {
+        name: 'KVREUSE_NOPE',
+        source: { source: 'env', variable: 'KVREUSE_NOPE' },
+        closest: 'KVREUSE_ROUTER_ENABLE_DECODE_TO_PREFILL_REUSE',
+      },
+      {
+        name: '--router-minimum-transfer-prefix-block',
+        source: { source: 'argv', flag: '--router-minimum-transfer-prefix-block' },
+        closest: '--router-minimum-transfer-prefix-blocks',
+      },
       { name: 'serve', source: { source: 'argv', flag: 'serve' } },
     ]);
   });
 
   it('resolves the newer group where it is composed', () => {
-    const { settings, ignored } = defineSettings([routerGroup, transportGroup]).resolve({ file: { text: 'router:\n  minimum_transfer_prefix_blocks: 8\ntransport:\n  backend: loopback\n' } });
+    const { settings, ignored } = defineSettings([routerGroup, transportGroup]).resolve({
+      file: { text: 'router:\n  minimum_transfer_prefix_blocks: 8\ntransport:\n  backend: loopback\n' },
+    });
     expect(settings.transport.backend).toBe('loopback');
     expect(ignored).toEqual([]);
   });
@@ -136,9 +195,21 @@ describe('resolve: errors name each setting as it was written', () => {
       InvalidSettingError,
     );
     expect(error.invalid.map(({ setting, name, source }) => [setting, name, source])).toEqual([
-      ['router.minimumTransferPrefixBlocks', 'router.minimum_transfer_prefix_blocks', { source: 'file', path: 'ops.yaml', line: 3 }],
-      ['router.transferSourceEstimatedBlockUs', 'KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US', { source: 'env', variable: 'KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US' }],
-      ['router.minimumEstimatedTtftSavingMs', '--router-minimum-estimated-ttft-saving-ms', { source: 'argv', flag: '--router-minimum-estimated-ttft-saving-ms' }],
+      [
+        'router.minimumTransferPrefixBlocks',
+        'router.minimum_transfer_prefix_blocks',
+        { source: 'file', path: 'ops.yaml', line: 3 },
+      ],
+      [
+        'router.transferSourceEstimatedBlockUs',
+        'KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US',
+        { source: 'env', variable: 'KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US' },
+      ],
+      [
+        'router.minimumEstimatedTtftSavingMs',
+        '--router-minimum-estimated-ttft-saving-ms',
+        { source: 'argv', flag: '--router-minimum-estimated-ttft-saving-ms' },
+      ],
     ]);
     expect(error.message).toContain('  - router.minimum_transfer_prefix_blocks = 0 in file ops.yaml:3: ');
     expect(error.message).toContain('  - KVREUSE_ROUTER_TRANSFER_SOURCE_ESTIMATED_BLOCK_US = "-1" in env: ');

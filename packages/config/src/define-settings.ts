@@ -2,7 +2,13 @@ import type { z } from 'zod';
 import { compose, type ForeignGroupsPolicy } from './composition.js';
 import type { GroupDescription, SettingDescription } from './descriptions.js';
 import { renderDocs, type DocsOptions } from './docs.js';
-import { InvalidCompositionError, isSettingsError, UnknownSettingError, type Provenance, type SettingsError } from './errors.js';
+import {
+  InvalidCompositionError,
+  isSettingsError,
+  UnknownSettingError,
+  type Provenance,
+  type SettingsError,
+} from './errors.js';
 import { isSettingsGroup, type GroupValues, type SettingsGroup } from './group.js';
 import { renderHelp, type HelpOptions } from './help.js';
 import { settingsFileJsonSchema } from './json-schema.js';
@@ -14,7 +20,8 @@ import type { IgnoredSetting } from './sources.js';
 // `any` lets a group of any settings be composed; the types below read each group's own settings back.
 type AnyGroup = SettingsGroup<string, any>;
 
-type SchemasOf<Group> = Group extends SettingsGroup<string, infer Schemas extends Readonly<Record<string, z.ZodType>>> ? Schemas : never;
+type SchemasOf<Group> =
+  Group extends SettingsGroup<string, infer Schemas extends Readonly<Record<string, z.ZodType>>> ? Schemas : never;
 
 /** The resolved settings of a composition: grouped, camelCase, frozen. */
 export type SettingsOf<Groups extends readonly AnyGroup[]> = {
@@ -82,7 +89,8 @@ const POLICIES: readonly ForeignGroupsPolicy[] = ['error', 'ignore'];
 
 function checkDefinition(groups: unknown, options: unknown): string[] {
   const problems: string[] = [];
-  if (!Array.isArray(groups) || groups.length === 0) return ['groups must be a non-empty array of groups made by defineGroup'];
+  if (!Array.isArray(groups) || groups.length === 0)
+    return ['groups must be a non-empty array of groups made by defineGroup'];
   const names = new Set<string>();
   for (const [index, group] of groups.entries()) {
     if (!isSettingsGroup(group)) problems.push(`groups[${index}] is not a group made by defineGroup`);
@@ -90,7 +98,8 @@ function checkDefinition(groups: unknown, options: unknown): string[] {
     else names.add(group.name);
   }
   if (options === undefined) return problems;
-  if (typeof options !== 'object' || options === null) return [...problems, 'options must be an object { foreignGroups? }'];
+  if (typeof options !== 'object' || options === null)
+    return [...problems, 'options must be an object { foreignGroups? }'];
   for (const key of Object.keys(options)) {
     if (key !== 'foreignGroups') problems.push(`unknown option ${key} (did you mean foreignGroups?)`);
   }
@@ -106,12 +115,16 @@ function checkDefinition(groups: unknown, options: unknown): string[] {
  * Throws `InvalidCompositionError` for anything but distinct groups made by `defineGroup`, or an option
  * it does not take.
  */
-export function defineSettings<const Groups extends readonly AnyGroup[]>(groups: Groups, options?: DefineSettingsOptions): SettingsDefinition<Groups> {
+export function defineSettings<const Groups extends readonly AnyGroup[]>(
+  groups: Groups,
+  options?: DefineSettingsOptions,
+): SettingsDefinition<Groups> {
   const problems = checkDefinition(groups, options);
   if (problems.length > 0) throw new InvalidCompositionError(problems);
   const foreignGroups = options?.foreignGroups ?? 'error';
   const composition = compose(groups, foreignGroups);
-  const resolve = (given?: ResolveOptions): Resolved<Groups> => resolveComposition(composition, given) as unknown as Resolved<Groups>;
+  const resolve = (given?: ResolveOptions): Resolved<Groups> =>
+    resolveComposition(composition, given) as unknown as Resolved<Groups>;
   return Object.freeze({
     groups,
     foreignGroups,
@@ -131,9 +144,13 @@ export function defineSettings<const Groups extends readonly AnyGroup[]>(groups:
       if (description !== undefined) return description;
       const name = String(path);
       // Within the group it names, when that group is composed: `router.nope` suggests a router setting.
-      const inGroup = composition.settings.filter((setting) => name.startsWith(`${setting.group}.`)).map((setting) => setting.path);
+      const inGroup = composition.settings
+        .filter((setting) => name.startsWith(`${setting.group}.`))
+        .map((setting) => setting.path);
       const closest = closestName(name, inGroup.length > 0 ? inGroup : composition.byPath.keys());
-      throw new UnknownSettingError([closest === undefined ? { name, source: { source: 'code' } } : { name, source: { source: 'code' }, closest }]);
+      throw new UnknownSettingError([
+        closest === undefined ? { name, source: { source: 'code' } } : { name, source: { source: 'code' }, closest },
+      ]);
     },
     jsonSchema: settingsFileJsonSchema(composition),
     renderHelp: (helpOptions?: HelpOptions) => renderHelp(composition, helpOptions),

@@ -8,7 +8,16 @@ const describeSetting = kvreuseSettings.describeSetting;
 
 describe('settingDescriptions', () => {
   it('holds the groups in catalog order, with the router settings the issue lists', () => {
-    expect(settingGroups.map((group) => group.name)).toEqual(['router', 'transport', 'discovery', 'frontend', 'drain', 'endpoint', 'inventory', 'profile']);
+    expect(settingGroups.map((group) => group.name)).toEqual([
+      'router',
+      'transport',
+      'discovery',
+      'frontend',
+      'drain',
+      'endpoint',
+      'inventory',
+      'profile',
+    ]);
     const router = settingDescriptions
       .filter((setting) => setting.group === 'router')
       .map(({ key, type, default: value }) => [key, type, value]);
@@ -64,25 +73,45 @@ describe('settingDescriptions', () => {
 
   it('has the choices and rules picked for transport, discovery and drain', () => {
     expect(describeSetting('transport.backend')).toMatchObject({ type: 'one of ucx | loopback', default: 'ucx' });
-    expect(describeSetting('transport.shutdownDeadlineMs')).toMatchObject({ type: 'integer > 0', default: 10_000, unit: 'ms' });
-    expect(describeSetting('discovery.backend')).toMatchObject({ type: 'one of memory | sqlite | etcd', default: 'sqlite' });
+    expect(describeSetting('transport.shutdownDeadlineMs')).toMatchObject({
+      type: 'integer > 0',
+      default: 10_000,
+      unit: 'ms',
+    });
+    expect(describeSetting('discovery.backend')).toMatchObject({
+      type: 'one of memory | sqlite | etcd',
+      default: 'sqlite',
+    });
     expect(describeSetting('discovery.leaseTtlMs').type).toBe('integer ≥ 1000, a multiple of 1000');
     expect(describeSetting('discovery.etcdEndpoints')).toMatchObject({
       type: 'list (at least 1) of http://host:port or https://host:port',
       default: ['http://127.0.0.1:2379'],
     });
-    expect(describeSetting('drain.failedLoadPolicy')).toMatchObject({ type: 'one of fail | recompute', default: 'recompute' });
+    expect(describeSetting('drain.failedLoadPolicy')).toMatchObject({
+      type: 'one of fail | recompute',
+      default: 'recompute',
+    });
     expect(describeSetting('inventory.hashSeed')).toMatchObject({
       flag: '--inventory-hash-seed',
       env: 'KVREUSE_INVENTORY_HASH_SEED',
       type: 'up to 128 printable ASCII characters',
       default: '',
     });
-    expect(describeSetting('profile.name')).toMatchObject({ flag: '--profile-name', env: 'KVREUSE_PROFILE_NAME', type: 'a profile name, or empty', default: '' });
-    expect(describeSetting('profile.file')).toMatchObject({ flag: '--profile-file', env: 'KVREUSE_PROFILE_FILE', type: 'string', default: '' });
+    expect(describeSetting('profile.name')).toMatchObject({
+      flag: '--profile-name',
+      env: 'KVREUSE_PROFILE_NAME',
+      type: 'a profile name, or empty',
+      default: '',
+    });
+    expect(describeSetting('profile.file')).toMatchObject({
+      flag: '--profile-file',
+      env: 'KVREUSE_PROFILE_FILE',
+      type: 'string',
+      default: '',
+    });
   });
 
-  it('describes a group\'s rules by the settings\' code paths', () => {
+  it("describes a group's rules by the settings' code paths", () => {
     expect(describeGroup(transportGroup).rules.map(({ setting, related }) => [setting, related])).toEqual([
       ['transport.abandonTimeoutMs', ['transport.operationTimeoutMs']],
       ['transport.shutdownDeadlineMs', ['transport.abandonTimeoutMs']],

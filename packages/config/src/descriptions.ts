@@ -113,9 +113,19 @@ export function describeGroup(group: SettingsGroup): GroupDescription {
     });
   });
   const rules = group.rules.map(({ setting, related, rule, why }) =>
-    Object.freeze({ setting: `${group.name}.${setting}`, related: Object.freeze(related.map((name) => `${group.name}.${name}`)), rule, why }),
+    Object.freeze({
+      setting: `${group.name}.${setting}`,
+      related: Object.freeze(related.map((name) => `${group.name}.${name}`)),
+      rule,
+      why,
+    }),
   );
-  return Object.freeze({ name: group.name, description: group.description, settings: Object.freeze(settings), rules: Object.freeze(rules) });
+  return Object.freeze({
+    name: group.name,
+    description: group.description,
+    settings: Object.freeze(settings),
+    rules: Object.freeze(rules),
+  });
 }
 
 /** A value as it is written in env and argv: lists comma-separated, the empty string as `""`, everything else as text. */

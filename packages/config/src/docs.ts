@@ -28,7 +28,8 @@ function cell(text: string): string {
 
 function summaryTable(composition: Composition): string {
   const rows = composition.settings.map(
-    (setting) => `| ${code(setting.fileKey)} | ${cell(setting.type)} | ${code(formatValue(setting.default))} | ${setting.unit ?? ''} |`,
+    (setting) =>
+      `| ${code(setting.fileKey)} | ${cell(setting.type)} | ${code(formatValue(setting.default))} | ${setting.unit ?? ''} |`,
   );
   return ['| setting | type | default | unit |', '|---|---|---|---|', ...rows].join('\n');
 }

@@ -11,11 +11,17 @@ import {
 
 describe('errors', () => {
   it('carry a stable code and a name', () => {
-    const unknown = new UnknownSettingError([{ name: 'KVREUSE_X', source: { source: 'env', variable: 'KVREUSE_X' }, closest: 'KVREUSE_Y' }]);
+    const unknown = new UnknownSettingError([
+      { name: 'KVREUSE_X', source: { source: 'env', variable: 'KVREUSE_X' }, closest: 'KVREUSE_Y' },
+    ]);
     const invalid = new InvalidSettingError([]);
     const file = new SettingsFileError('k.yaml', 'cannot be read');
     expect([unknown.code, invalid.code, file.code]).toEqual(['UNKNOWN_SETTING', 'INVALID_SETTING', 'SETTINGS_FILE']);
-    expect([unknown.name, invalid.name, file.name]).toEqual(['UnknownSettingError', 'InvalidSettingError', 'SettingsFileError']);
+    expect([unknown.name, invalid.name, file.name]).toEqual([
+      'UnknownSettingError',
+      'InvalidSettingError',
+      'SettingsFileError',
+    ]);
     for (const error of [unknown, invalid, file]) {
       expect(error).toBeInstanceOf(Error);
       expect(isSettingsError(error)).toBe(true);
@@ -28,7 +34,11 @@ describe('errors', () => {
       { name: 'router.x', source: { source: 'file', path: '/etc/kvreuse.yaml', line: 2 }, closest: 'router.y' },
       { name: 'KVREUSE_X', source: { source: 'env', variable: 'KVREUSE_X' }, closest: 'KVREUSE_Y' },
       { name: 'run', source: { source: 'argv', flag: 'run' } },
-      { name: '--transport-backend', source: { source: 'argv', flag: '--transport-backend' }, foreignGroup: 'transport' },
+      {
+        name: '--transport-backend',
+        source: { source: 'argv', flag: '--transport-backend' },
+        foreignGroup: 'transport',
+      },
       { name: 'routr', source: { source: 'file', path: 'k.yaml' }, foreignGroup: 'routr', closest: 'router' },
       { name: 'router.nope', source: { source: 'code' }, closest: 'router.name' },
     ]);
@@ -65,7 +75,14 @@ describe('errors', () => {
       source: { source: 'default' },
       rule: 'transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms',
       reason: 'the merged values break the rule',
-      related: [{ setting: 'transport.operationTimeoutMs', name: 'KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS', value: 3000, source: { source: 'env', variable: 'KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS' } }],
+      related: [
+        {
+          setting: 'transport.operationTimeoutMs',
+          name: 'KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS',
+          value: 3000,
+          source: { source: 'env', variable: 'KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS' },
+        },
+      ],
     } as const;
     const error = new InvalidSettingError([single, crossField]);
     expect(error.invalid).toEqual([single, crossField]);
@@ -84,17 +101,31 @@ describe('errors', () => {
       source: fromFile,
       rule: 'transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms',
       reason: 'the merged values break the rule',
-      related: [{ setting: 'transport.abandonTimeoutMs', name: 'transport.abandon_timeout_ms', value: Number.POSITIVE_INFINITY, source: fromFile }],
+      related: [
+        {
+          setting: 'transport.abandonTimeoutMs',
+          name: 'transport.abandon_timeout_ms',
+          value: Number.POSITIVE_INFINITY,
+          source: fromFile,
+        },
+      ],
     } as const;
     expect(describeInvalidSetting(invalid)).toBe(
       'transport.operation_timeout_ms = NaN in file k.yaml, transport.abandon_timeout_ms = Infinity in file k.yaml: the merged values break the rule (rule: transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms)',
     );
-    expect(describeInvalidSetting({ ...invalid, value: Number.NEGATIVE_INFINITY, related: [] })).toContain('transport.operation_timeout_ms = -Infinity in file k.yaml');
-    expect(describeInvalidSetting({ ...invalid, value: 5n, related: [] })).toContain('transport.operation_timeout_ms = 5n in file k.yaml');
-    expect(new ResolveOptionsError('env', { KVREUSE_A: Number.NaN, KVREUSE_B: [5n] }, { rule: 'an object of strings' }).message).toBe(
-      'resolve: env must be an object of strings; got {"KVREUSE_A":NaN,"KVREUSE_B":[5n]}',
+    expect(describeInvalidSetting({ ...invalid, value: Number.NEGATIVE_INFINITY, related: [] })).toContain(
+      'transport.operation_timeout_ms = -Infinity in file k.yaml',
     );
-    expect(new ResolveOptionsError('args', [], { closest: 'argv' }).message).toBe('resolve: unknown option args (did you mean argv?)');
+    expect(describeInvalidSetting({ ...invalid, value: 5n, related: [] })).toContain(
+      'transport.operation_timeout_ms = 5n in file k.yaml',
+    );
+    expect(
+      new ResolveOptionsError('env', { KVREUSE_A: Number.NaN, KVREUSE_B: [5n] }, { rule: 'an object of strings' })
+        .message,
+    ).toBe('resolve: env must be an object of strings; got {"KVREUSE_A":NaN,"KVREUSE_B":[5n]}');
+    expect(new ResolveOptionsError('args', [], { closest: 'argv' }).message).toBe(
+      'resolve: unknown option args (did you mean argv?)',
+    );
   });
 
   it('describe every provenance', () => {

@@ -105,7 +105,9 @@ export interface InvalidSetting extends RelatedSetting {
 
 /** `router.minimum_transfer_prefix_blocks = 0 in file k.yaml:3: Too small… (rule: integer ≥ 1)` */
 export function describeInvalidSetting({ name, value, source, rule, reason, related }: InvalidSetting): string {
-  const values = [{ name, value, source }, ...related].map((given) => `${given.name} = ${describeValue(given.value)} ${describeWhere(given.source)}`);
+  const values = [{ name, value, source }, ...related].map(
+    (given) => `${given.name} = ${describeValue(given.value)} ${describeWhere(given.source)}`,
+  );
   return `${values.join(', ')}: ${reason} (rule: ${rule})`;
 }
 
@@ -115,7 +117,9 @@ export class InvalidSettingError extends KvreuseError<ConfigErrorCode> {
   readonly invalid: readonly InvalidSetting[];
 
   constructor(invalid: readonly InvalidSetting[]) {
-    super(`${invalid.length} invalid setting(s):\n${invalid.map((issue) => `  - ${describeInvalidSetting(issue)}`).join('\n')}`);
+    super(
+      `${invalid.length} invalid setting(s):\n${invalid.map((issue) => `  - ${describeInvalidSetting(issue)}`).join('\n')}`,
+    );
     this.name = 'InvalidSettingError';
     this.invalid = invalid;
   }
@@ -204,7 +208,11 @@ const CODES: ReadonlySet<string> = new Set<ConfigErrorCode>([
   'INVALID_GROUP',
   'INVALID_COMPOSITION',
 ]);
-const RESOLUTION_CODES: ReadonlySet<string> = new Set<ConfigErrorCode>(['UNKNOWN_SETTING', 'INVALID_SETTING', 'SETTINGS_FILE']);
+const RESOLUTION_CODES: ReadonlySet<string> = new Set<ConfigErrorCode>([
+  'UNKNOWN_SETTING',
+  'INVALID_SETTING',
+  'SETTINGS_FILE',
+]);
 
 function configCodeOf(error: unknown): string | undefined {
   const code = codeOf(error);

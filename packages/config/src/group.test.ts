@@ -11,10 +11,23 @@ describe('defineGroup', () => {
     const group = defineGroup('cache', {
       description: 'A cache.',
       settings: {
-        sizeBlocks: { schema: z.int().min(1), default: 64, unit: 'blocks', description: 'How many blocks the cache holds.' },
+        sizeBlocks: {
+          schema: z.int().min(1),
+          default: 64,
+          unit: 'blocks',
+          description: 'How many blocks the cache holds.',
+        },
         highWaterBlocks: { schema: z.int().min(1), default: 48, unit: 'blocks', description: 'When eviction starts.' },
       },
-      rules: [{ setting: 'highWaterBlocks', related: ['sizeBlocks'], rule: 'cache.high_water_blocks ≤ cache.size_blocks', why: 'eviction starts before the cache is full.', holds: (cache) => cache.highWaterBlocks <= cache.sizeBlocks }],
+      rules: [
+        {
+          setting: 'highWaterBlocks',
+          related: ['sizeBlocks'],
+          rule: 'cache.high_water_blocks ≤ cache.size_blocks',
+          why: 'eviction starts before the cache is full.',
+          holds: (cache) => cache.highWaterBlocks <= cache.sizeBlocks,
+        },
+      ],
     });
     expect(group.name).toBe('cache');
     expect(Object.keys(group.settings)).toEqual(['sizeBlocks', 'highWaterBlocks']);
@@ -49,15 +62,33 @@ describe('defineGroup', () => {
   });
 
   it('refuses the name no (it would read as a negated flag), no settings, and defaults that break a rule', () => {
-    expect(groupError(() => defineGroup('no', { description: 'd', settings: { a: { schema: z.boolean(), default: false, description: 'a' } } })).problems).toEqual([
-      'the name must be one lowercase word (a-z), not "no"',
+    expect(
+      groupError(() =>
+        defineGroup('no', {
+          description: 'd',
+          settings: { a: { schema: z.boolean(), default: false, description: 'a' } },
+        }),
+      ).problems,
+    ).toEqual(['the name must be one lowercase word (a-z), not "no"']);
+    expect(groupError(() => defineGroup('empty', { description: 'd', settings: {} })).problems).toEqual([
+      'settings must be an object of at least one setting',
     ]);
-    expect(groupError(() => defineGroup('empty', { description: 'd', settings: {} })).problems).toEqual(['settings must be an object of at least one setting']);
     const broken = groupError(() =>
       defineGroup('pair', {
         description: 'd',
-        settings: { low: { schema: z.int(), default: 5, description: 'low' }, high: { schema: z.int(), default: 1, description: 'high' } },
-        rules: [{ setting: 'high', related: ['low'], rule: 'pair.high ≥ pair.low', why: 'w', holds: ({ low, high }) => high >= low }],
+        settings: {
+          low: { schema: z.int(), default: 5, description: 'low' },
+          high: { schema: z.int(), default: 1, description: 'high' },
+        },
+        rules: [
+          {
+            setting: 'high',
+            related: ['low'],
+            rule: 'pair.high ≥ pair.low',
+            why: 'w',
+            holds: ({ low, high }) => high >= low,
+          },
+        ],
       }),
     );
     expect(broken.problems).toEqual(['the defaults break rule pair.high ≥ pair.low']);

@@ -74,32 +74,48 @@ function problemsOf(name: unknown, declaration: unknown): string[] {
   if (typeof name !== 'string' || !GROUP_NAME.test(name) || RESERVED_GROUP_NAMES.includes(name)) {
     problems.push('the name must be one lowercase word (a-z), not "no"');
   }
-  if (!isRecord(declaration)) return [...problems, 'the declaration must be an object { description, settings, rules? }'];
+  if (!isRecord(declaration))
+    return [...problems, 'the declaration must be an object { description, settings, rules? }'];
   for (const key of Object.keys(declaration)) {
-    if (!['description', 'settings', 'rules'].includes(key)) problems.push(`unknown field ${key} (fields: description, settings, rules)`);
+    if (!['description', 'settings', 'rules'].includes(key))
+      problems.push(`unknown field ${key} (fields: description, settings, rules)`);
   }
-  if (typeof declaration['description'] !== 'string' || declaration['description'] === '') problems.push('description must be a non-empty string');
+  if (typeof declaration['description'] !== 'string' || declaration['description'] === '')
+    problems.push('description must be a non-empty string');
   const settings = declaration['settings'];
-  if (!isRecord(settings) || Object.keys(settings).length === 0) return [...problems, 'settings must be an object of at least one setting'];
+  if (!isRecord(settings) || Object.keys(settings).length === 0)
+    return [...problems, 'settings must be an object of at least one setting'];
   for (const [settingName, setting] of Object.entries(settings)) {
-    if (!SETTING_NAME.test(settingName)) problems.push(`setting ${settingName}: the name must be camelCase (a-z, A-Z, 0-9, starting with a-z)`);
-    if (!isRecord(setting) || typeof (setting['schema'] as { safeParse?: unknown } | undefined)?.safeParse !== 'function') {
+    if (!SETTING_NAME.test(settingName))
+      problems.push(`setting ${settingName}: the name must be camelCase (a-z, A-Z, 0-9, starting with a-z)`);
+    if (
+      !isRecord(setting) ||
+      typeof (setting['schema'] as { safeParse?: unknown } | undefined)?.safeParse !== 'function'
+    ) {
       problems.push(`setting ${settingName}: must have a zod schema`);
       continue;
     }
-    if (typeof setting['description'] !== 'string' || setting['description'] === '') problems.push(`setting ${settingName}: description must be a non-empty string`);
-    if (!(setting['schema'] as z.ZodType).safeParse(setting['default']).success) problems.push(`setting ${settingName}: the default does not pass its schema`);
+    if (typeof setting['description'] !== 'string' || setting['description'] === '')
+      problems.push(`setting ${settingName}: description must be a non-empty string`);
+    if (!(setting['schema'] as z.ZodType).safeParse(setting['default']).success)
+      problems.push(`setting ${settingName}: the default does not pass its schema`);
   }
   const rules = declaration['rules'] ?? [];
   if (!Array.isArray(rules)) return [...problems, 'rules must be an array'];
   for (const [index, rule] of rules.entries()) {
-    if (!isRecord(rule) || typeof rule['holds'] !== 'function' || typeof rule['rule'] !== 'string' || typeof rule['why'] !== 'string') {
+    if (
+      !isRecord(rule) ||
+      typeof rule['holds'] !== 'function' ||
+      typeof rule['rule'] !== 'string' ||
+      typeof rule['why'] !== 'string'
+    ) {
       problems.push(`rule ${index}: must be { setting, related, rule, why, holds }`);
       continue;
     }
     const named = [rule['setting'], ...(Array.isArray(rule['related']) ? rule['related'] : [undefined])];
     for (const setting of named) {
-      if (typeof setting !== 'string' || !(setting in settings)) problems.push(`rule ${index} (${rule['rule']}): ${String(setting)} is not a setting of the group`);
+      if (typeof setting !== 'string' || !(setting in settings))
+        problems.push(`rule ${index} (${rule['rule']}): ${String(setting)} is not a setting of the group`);
     }
   }
   return problems;

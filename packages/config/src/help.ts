@@ -38,7 +38,12 @@ function settingHelp(setting: SettingDescription, width: number): string[] {
 export function renderHelp(composition: Composition, options: HelpOptions = {}): string {
   const width = options.width ?? 100;
   const sections = composition.groups.map((group) =>
-    [`${group.name}:`, ...wrap(group.description, '  ', width), '', ...group.settings.flatMap((setting) => [...settingHelp(setting, width), ''])].join('\n'),
+    [
+      `${group.name}:`,
+      ...wrap(group.description, '  ', width),
+      '',
+      ...group.settings.flatMap((setting) => [...settingHelp(setting, width), '']),
+    ].join('\n'),
   );
   const intro = wrap(
     `Settings come from defaults < settings file < KVREUSE_* environment < flags. Flags take --flag value or --flag=value; env and flag values: ${COERCION_RULES}.`,

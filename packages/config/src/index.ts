@@ -32,7 +32,13 @@ export {
   type SettingsDefinition,
   type SettingsOf,
 } from './define-settings.js';
-export { formatValue, type GroupDescription, type RuleDescription, type SettingDescription, type ValueJsonSchema } from './descriptions.js';
+export {
+  formatValue,
+  type GroupDescription,
+  type RuleDescription,
+  type SettingDescription,
+  type ValueJsonSchema,
+} from './descriptions.js';
 export type { DocsOptions } from './docs.js';
 export {
   describeInvalidSetting,
@@ -76,5 +82,11 @@ export { transportGroup } from './groups/transport.js';
 export type { HelpOptions } from './help.js';
 export type { ResolveOptions, SettingsEnv } from './resolve-options.js';
 export { renderSettingsReport, type ResolutionToReport } from './settings-report.js';
-export { loadSettingsFile, type LoadedSettingsFile, type SectionLines, type SettingsFileFormat, type SettingsFileInput } from './settings-file.js';
+export {
+  loadSettingsFile,
+  type LoadedSettingsFile,
+  type SectionLines,
+  type SettingsFileFormat,
+  type SettingsFileInput,
+} from './settings-file.js';
 export type { IgnoredSetting } from './sources.js';

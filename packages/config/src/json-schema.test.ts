@@ -15,13 +15,22 @@ const validate = new Ajv2020({ strict: true, allErrors: true }).compile(settings
 
 describe('settingsJsonSchema', () => {
   it('accepts the bundled example file and the router fixture', () => {
-    for (const data of [parse(readFileSync(exampleSettingsPath, 'utf8')), parse(routerFixtureYaml), JSON.parse(routerFixtureJson), null, { router: null }]) {
+    for (const data of [
+      parse(readFileSync(exampleSettingsPath, 'utf8')),
+      parse(routerFixtureYaml),
+      JSON.parse(routerFixtureJson),
+      null,
+      { router: null },
+    ]) {
       expect(validate(data), JSON.stringify(validate.errors)).toBe(true);
     }
   });
 
   it('describes every setting with its type, default and description', () => {
-    const groups = settingsJsonSchema['properties'] as Record<string, { properties: Record<string, Record<string, unknown>> }>;
+    const groups = settingsJsonSchema['properties'] as Record<
+      string,
+      { properties: Record<string, Record<string, unknown>> }
+    >;
     for (const setting of settingDescriptions) {
       const property = groups[setting.group]?.properties[setting.key];
       expect(property?.['default'], setting.fileKey).toEqual(setting.default);

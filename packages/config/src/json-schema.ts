@@ -19,7 +19,8 @@ export function settingsFileJsonSchema(composition: Composition): Readonly<Recor
             setting.key,
             {
               ...setting.jsonSchema,
-              description: setting.unit === undefined ? setting.description : `${setting.description} (${setting.unit})`,
+              description:
+                setting.unit === undefined ? setting.description : `${setting.description} (${setting.unit})`,
               default: setting.default,
             },
           ]),
@@ -29,12 +30,17 @@ export function settingsFileJsonSchema(composition: Composition): Readonly<Recor
   );
   const foreign =
     composition.foreignGroups === 'ignore'
-      ? { patternProperties: { [GROUP_NAME.source]: { description: 'A group this process does not compose: ignored, and reported.' } } }
+      ? {
+          patternProperties: {
+            [GROUP_NAME.source]: { description: 'A group this process does not compose: ignored, and reported.' },
+          },
+        }
       : {};
   return {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     title: 'kvreuse settings file',
-    description: 'Group sections with snake_case keys. Rules between settings (see the settings docs) are checked by resolution only.',
+    description:
+      'Group sections with snake_case keys. Rules between settings (see the settings docs) are checked by resolution only.',
     type: ['object', 'null'],
     additionalProperties: false,
     properties: groups,

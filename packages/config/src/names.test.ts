@@ -11,16 +11,24 @@ describe('naming', () => {
 });
 
 describe('closestName', () => {
-  const candidates = ['router.minimum_transfer_prefix_blocks', 'router.minimum_estimated_ttft_saving_ms', 'transport.backend'];
+  const candidates = [
+    'router.minimum_transfer_prefix_blocks',
+    'router.minimum_estimated_ttft_saving_ms',
+    'transport.backend',
+  ];
 
   it('finds the candidate one typo away', () => {
-    expect(closestName('router.minimum_transfer_prefix_block', candidates)).toBe('router.minimum_transfer_prefix_blocks');
+    expect(closestName('router.minimum_transfer_prefix_block', candidates)).toBe(
+      'router.minimum_transfer_prefix_blocks',
+    );
     expect(closestName('transprot.backend', candidates)).toBe('transport.backend');
   });
 
   it('ignores case and separators, so a camelCase key finds its snake_case setting', () => {
     expect(closestName('router.minimumTransferPrefixBlocks', candidates)).toBe('router.minimum_transfer_prefix_blocks');
-    expect(closestName('ROUTER-MINIMUM-ESTIMATED-TTFT-SAVING-MS', candidates)).toBe('router.minimum_estimated_ttft_saving_ms');
+    expect(closestName('ROUTER-MINIMUM-ESTIMATED-TTFT-SAVING-MS', candidates)).toBe(
+      'router.minimum_estimated_ttft_saving_ms',
+    );
   });
 
   it('always names the closest candidate, and nothing only when there are no candidates or the name is far too long to be a typo', () => {

@@ -39,7 +39,11 @@ function editDistance(left: string, right: string): number {
  * The known name closest to `unknown` by edit distance, ignoring case and separators; ties go to the
  * earlier candidate. `undefined` when there are no candidates, or none within `maxDistance` edits.
  */
-export function closestName(unknown: string, candidates: Iterable<string>, maxDistance = Number.POSITIVE_INFINITY): string | undefined {
+export function closestName(
+  unknown: string,
+  candidates: Iterable<string>,
+  maxDistance = Number.POSITIVE_INFINITY,
+): string | undefined {
   const target = normalized(unknown);
   if (target.length > LONGEST_SUGGESTIBLE) return undefined;
   let best: { name: string; distance: number } | undefined;
@@ -49,7 +53,8 @@ export function closestName(unknown: string, candidates: Iterable<string>, maxDi
     const bound = Math.abs(known.length - target.length);
     if (bound > maxDistance || (best !== undefined && bound >= best.distance)) continue;
     const distance = editDistance(target, known);
-    if (distance <= maxDistance && (best === undefined || distance < best.distance)) best = { name: candidate, distance };
+    if (distance <= maxDistance && (best === undefined || distance < best.distance))
+      best = { name: candidate, distance };
   }
   return best?.name;
 }

@@ -26,13 +26,16 @@ function isObject(value: unknown): value is Readonly<Record<string, unknown>> {
 function refuseUnknownKeys(value: Readonly<Record<string, unknown>>, known: readonly string[], prefix: string): void {
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) {
-      throw new ResolveOptionsError(`${prefix}${key}`, value[key], { closest: `${prefix}${closestName(key, known) ?? known[0]}` });
+      throw new ResolveOptionsError(`${prefix}${key}`, value[key], {
+        closest: `${prefix}${closestName(key, known) ?? known[0]}`,
+      });
     }
   }
 }
 
 function optionalString(file: Readonly<Record<string, unknown>>, key: string): void {
-  if (file[key] !== undefined && typeof file[key] !== 'string') throw new ResolveOptionsError(`file.${key}`, file[key], { rule: 'a string' });
+  if (file[key] !== undefined && typeof file[key] !== 'string')
+    throw new ResolveOptionsError(`file.${key}`, file[key], { rule: 'a string' });
 }
 
 function checkFile(file: unknown): void {
@@ -41,8 +44,10 @@ function checkFile(file: unknown): void {
   const form = FILE_FORMS.find(([first]) => first in file);
   if (form === undefined) throw new ResolveOptionsError('file', file, { rule: FILE_RULE });
   refuseUnknownKeys(file, form, 'file.');
-  if (form[0] === 'path' && typeof file['path'] !== 'string') throw new ResolveOptionsError('file.path', file['path'], { rule: 'a string' });
-  if (form[0] === 'text' && typeof file['text'] !== 'string') throw new ResolveOptionsError('file.text', file['text'], { rule: 'a string' });
+  if (form[0] === 'path' && typeof file['path'] !== 'string')
+    throw new ResolveOptionsError('file.path', file['path'], { rule: 'a string' });
+  if (form[0] === 'text' && typeof file['text'] !== 'string')
+    throw new ResolveOptionsError('file.text', file['text'], { rule: 'a string' });
   if (file['format'] !== undefined && file['format'] !== 'yaml' && file['format'] !== 'json') {
     throw new ResolveOptionsError('file.format', file['format'], { rule: "'yaml' or 'json'" });
   }
@@ -64,7 +69,8 @@ function checkEnv(env: unknown): void {
  */
 export function checkResolveOptions(options: unknown): ResolveOptions {
   if (options === undefined) return {};
-  if (!isObject(options)) throw new ResolveOptionsError('options', options, { rule: 'an object { file?, env?, argv? }' });
+  if (!isObject(options))
+    throw new ResolveOptionsError('options', options, { rule: 'an object { file?, env?, argv? }' });
   refuseUnknownKeys(options, OPTIONS, '');
   if (options['file'] !== undefined) checkFile(options['file']);
   if (options['env'] !== undefined) checkEnv(options['env']);

@@ -21,7 +21,9 @@ function valueOf(schema: ValueJsonSchema): fc.Arbitrary<unknown> {
       return fc.boolean();
     case 'integer': {
       const step = numberOrUndefined(schema['multipleOf']) ?? 1;
-      return fc.integer({ min: Math.floor(minimum / step) - 2, max: Math.ceil(maximum / step) + 2 }).map((n) => n * step);
+      return fc
+        .integer({ min: Math.floor(minimum / step) - 2, max: Math.ceil(maximum / step) + 2 })
+        .map((n) => n * step);
     }
     case 'number':
       return fc
@@ -41,7 +43,10 @@ function asText(value: unknown): string {
 /** What a resolution says, without where the values came from. */
 function outcome(result: SafeResolveResult): unknown {
   if (result.success) return { settings: result.data.settings };
-  return { code: result.error.code, invalid: 'invalid' in result.error ? result.error.invalid.map(({ setting, rule }) => [setting, rule]) : [] };
+  return {
+    code: result.error.code,
+    invalid: 'invalid' in result.error ? result.error.invalid.map(({ setting, rule }) => [setting, rule]) : [],
+  };
 }
 
 function resolveThroughEverySource(setting: SettingDescription, value: unknown): [unknown, unknown, unknown] {

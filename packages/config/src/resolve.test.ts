@@ -1,8 +1,20 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { temporaryDirectory } from '../test/temporary-directory.js';
-import { routerFixture, routerFixtureArgv, routerFixtureEnv, routerFixtureJson, routerFixtureYaml } from '../test/router-fixture.js';
-import { defaultSettings, resolveSettings, safeResolveSettings, settingDescriptions, type SettingPath } from './all-settings.js';
+import {
+  routerFixture,
+  routerFixtureArgv,
+  routerFixtureEnv,
+  routerFixtureJson,
+  routerFixtureYaml,
+} from '../test/router-fixture.js';
+import {
+  defaultSettings,
+  resolveSettings,
+  safeResolveSettings,
+  settingDescriptions,
+  type SettingPath,
+} from './all-settings.js';
 import { InvalidSettingError, SettingsFileError, UnknownSettingError, type InvalidSetting } from './errors.js';
 import { exampleSettingsPath } from './example.js';
 import type { ResolveOptions as ResolveSettingsOptions } from './resolve-options.js';
@@ -74,7 +86,12 @@ describe('resolveSettings: defaults', () => {
       process.env['KVREUSE_FRONTEND_REJECT_MEDIA_STATUS_CODE'] = '599';
       process.env['KVREUSE_ROUTER_ENABLE_DECODE_TO_PREFILL_REUSE'] = 'true';
       process.env['KVREUSE_SENTINEL_UNKNOWN_VARIABLE'] = '1';
-      for (const options of [{}, { argv: [] }, { file: { data: {} } }, { env: undefined }] satisfies ResolveSettingsOptions[]) {
+      for (const options of [
+        {},
+        { argv: [] },
+        { file: { data: {} } },
+        { env: undefined },
+      ] satisfies ResolveSettingsOptions[]) {
         const { settings } = resolveSettings(options);
         expect(settings).toEqual(DEFAULTS);
         expect(settings.frontend.rejectMediaStatusCode).toBe(415);
@@ -90,9 +107,21 @@ describe('resolveSettings: defaults', () => {
 
 describe('resolveSettings: the router fixture through every source', () => {
   const cases: [string, () => ResolveSettingsOptions, object][] = [
-    ['a YAML file', () => ({ file: write('router.yaml', routerFixtureYaml) }), { source: 'file', path: join(directory, 'router.yaml') }],
-    ['a JSON file', () => ({ file: write('router.json', routerFixtureJson) }), { source: 'file', path: join(directory, 'router.json') }],
-    ['YAML text', () => ({ file: { text: routerFixtureYaml, origin: 'fixture' } }), { source: 'file', path: 'fixture' }],
+    [
+      'a YAML file',
+      () => ({ file: write('router.yaml', routerFixtureYaml) }),
+      { source: 'file', path: join(directory, 'router.yaml') },
+    ],
+    [
+      'a JSON file',
+      () => ({ file: write('router.json', routerFixtureJson) }),
+      { source: 'file', path: join(directory, 'router.json') },
+    ],
+    [
+      'YAML text',
+      () => ({ file: { text: routerFixtureYaml, origin: 'fixture' } }),
+      { source: 'file', path: 'fixture' },
+    ],
     ['env', () => ({ env: routerFixtureEnv }), { source: 'env' }],
     ['argv', () => ({ argv: routerFixtureArgv }), { source: 'argv' }],
   ];
@@ -119,7 +148,10 @@ describe('resolveSettings: the router fixture through every source', () => {
 describe('resolveSettings: precedence', () => {
   it('takes default < file < env < argv, per setting', () => {
     const file = {
-      data: { transport: { operation_timeout_ms: 1500, abandon_timeout_ms: 6000 }, discovery: { backend: 'memory', lease_ttl_ms: 3000 } },
+      data: {
+        transport: { operation_timeout_ms: 1500, abandon_timeout_ms: 6000 },
+        discovery: { backend: 'memory', lease_ttl_ms: 3000 },
+      },
       origin: 'ops.yaml',
     };
     const env = { KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS: '2000', KVREUSE_DISCOVERY_LEASE_TTL_MS: '4000' };
@@ -154,12 +186,18 @@ describe('resolveSettings: precedence', () => {
       argv: ['--no-router-enable-decode-to-prefill-reuse'],
     });
     expect(settings.router.enableDecodeToPrefillReuse).toBe(false);
-    expect(provenance.router.enableDecodeToPrefillReuse).toEqual({ source: 'argv', flag: '--no-router-enable-decode-to-prefill-reuse' });
+    expect(provenance.router.enableDecodeToPrefillReuse).toEqual({
+      source: 'argv',
+      flag: '--no-router-enable-decode-to-prefill-reuse',
+    });
   });
 
   it('reads lists from env and argv comma-separated', () => {
     const env = { KVREUSE_DISCOVERY_ETCD_ENDPOINTS: 'http://10.0.0.1:2379, https://etcd-2.internal:2379' };
-    expect(resolveSettings({ env }).settings.discovery.etcdEndpoints).toEqual(['http://10.0.0.1:2379', 'https://etcd-2.internal:2379']);
+    expect(resolveSettings({ env }).settings.discovery.etcdEndpoints).toEqual([
+      'http://10.0.0.1:2379',
+      'https://etcd-2.internal:2379',
+    ]);
     const argv = ['--discovery-etcd-endpoints', 'http://[::1]:2379'];
     expect(resolveSettings({ argv }).settings.discovery.etcdEndpoints).toEqual(['http://[::1]:2379']);
   });
@@ -178,7 +216,11 @@ describe('resolveSettings: unknown names', () => {
   it('fails with one UnknownSettingError listing every unknown name of every source with the closest known name', () => {
     const result = safeResolveSettings({
       file: { text: 'routr:\n  x: 1\nrouter:\n  minimum_transfer_prefix_block: 3\n', origin: 'k.yaml' },
-      env: { HOME: '/root', KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS: '1', KVREUSE_TRANSPORT_BACKEND: 'carrier-pigeon' },
+      env: {
+        HOME: '/root',
+        KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS: '1',
+        KVREUSE_TRANSPORT_BACKEND: 'carrier-pigeon',
+      },
       argv: ['--transport-bakend=ucx', 'serve', '--router-minimum-transfer-prefix-blocks', '0'],
     });
     if (result.success) throw new Error('expected resolution to fail');
@@ -197,11 +239,19 @@ describe('resolveSettings: unknown names', () => {
         source: { source: 'env', variable: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS' },
         closest: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS',
       },
-      { name: '--transport-bakend', source: { source: 'argv', flag: '--transport-bakend' }, closest: '--transport-backend' },
+      {
+        name: '--transport-bakend',
+        source: { source: 'argv', flag: '--transport-bakend' },
+        closest: '--transport-backend',
+      },
       { name: 'serve', source: { source: 'argv', flag: 'serve' } },
     ]);
-    expect(error.message).toContain('routr in file k.yaml:1 (group routr is not composed by this process; did you mean router?)');
-    expect(error.message).toContain('router.minimum_transfer_prefix_block in file k.yaml:4 (did you mean router.minimum_transfer_prefix_blocks?)');
+    expect(error.message).toContain(
+      'routr in file k.yaml:1 (group routr is not composed by this process; did you mean router?)',
+    );
+    expect(error.message).toContain(
+      'router.minimum_transfer_prefix_block in file k.yaml:4 (did you mean router.minimum_transfer_prefix_blocks?)',
+    );
     expect(error.message).toContain('--transport-bakend in argv (did you mean --transport-backend?)');
     expect(error.message).toContain('serve in argv (not a setting flag)');
   });
@@ -245,7 +295,14 @@ describe('resolveSettings: invalid values', () => {
     if (setting === undefined) throw new Error(path);
     const invalid = invalidOf({ file: { data: { [setting.group]: { [setting.key]: value } }, origin: 'bad.yaml' } });
     expect(invalid).toHaveLength(1);
-    expect(invalid[0]).toMatchObject({ setting: path, name: setting.fileKey, value, source: { source: 'file', path: 'bad.yaml' }, rule, related: [] });
+    expect(invalid[0]).toMatchObject({
+      setting: path,
+      name: setting.fileKey,
+      value,
+      source: { source: 'file', path: 'bad.yaml' },
+      rule,
+      related: [],
+    });
     expect(invalid[0]?.reason).not.toBe('');
   });
 
@@ -278,7 +335,10 @@ describe('resolveSettings: invalid values', () => {
 
   it('collects every invalid value of every source, even one a later source overrides', () => {
     const invalid = invalidOf({
-      file: { data: { router: { minimum_transfer_prefix_blocks: 0 }, frontend: { reject_media_status_code: 302 } }, origin: 'f.yaml' },
+      file: {
+        data: { router: { minimum_transfer_prefix_blocks: 0 }, frontend: { reject_media_status_code: 302 } },
+        origin: 'f.yaml',
+      },
       env: { KVREUSE_TRANSPORT_BACKEND: 'tcp' },
       argv: ['--router-minimum-transfer-prefix-blocks=8', '--drain-failed-load-policy', 'retry'],
     });
@@ -291,7 +351,9 @@ describe('resolveSettings: invalid values', () => {
   });
 
   it('reports unknown names first, without the invalid values', () => {
-    expect(() => resolveSettings({ env: { KVREUSE_NOPE: '1', KVREUSE_TRANSPORT_BACKEND: 'tcp' } })).toThrow(UnknownSettingError);
+    expect(() => resolveSettings({ env: { KVREUSE_NOPE: '1', KVREUSE_TRANSPORT_BACKEND: 'tcp' } })).toThrow(
+      UnknownSettingError,
+    );
   });
 
   it('reports a file that is not a mapping of sections as SettingsFileError', () => {
@@ -315,7 +377,14 @@ describe('resolveSettings: rules between settings', () => {
         source: { source: 'env', variable: 'KVREUSE_ROUTER_ENABLE_DECODE_TO_PREFILL_GPU_REUSE' },
         rule: 'router.enable_decode_to_prefill_gpu_reuse requires router.enable_decode_to_prefill_reuse',
         reason: 'the merged values break the rule',
-        related: [{ setting: 'router.enableDecodeToPrefillReuse', name: 'router.enable_decode_to_prefill_reuse', value: false, source: { source: 'default' } }],
+        related: [
+          {
+            setting: 'router.enableDecodeToPrefillReuse',
+            name: 'router.enable_decode_to_prefill_reuse',
+            value: false,
+            source: { source: 'default' },
+          },
+        ],
       },
     ]);
     const both = ['--router-enable-decode-to-prefill-reuse', '--router-enable-decode-to-prefill-gpu-reuse'];
@@ -323,7 +392,9 @@ describe('resolveSettings: rules between settings', () => {
   });
 
   it('checks the rules after merging: a later source can break or mend them', () => {
-    const file = { data: { router: { enable_decode_to_prefill_reuse: true, enable_decode_to_prefill_gpu_reuse: true } } };
+    const file = {
+      data: { router: { enable_decode_to_prefill_reuse: true, enable_decode_to_prefill_gpu_reuse: true } },
+    };
     expect(resolveSettings({ file }).settings.router.enableDecodeToPrefillGpuReuse).toBe(true);
     expect(invalidOf({ file, argv: ['--no-router-enable-decode-to-prefill-reuse'] })[0]?.related[0]).toEqual({
       setting: 'router.enableDecodeToPrefillReuse',
@@ -334,14 +405,22 @@ describe('resolveSettings: rules between settings', () => {
   });
 
   it('needs the abandon timeout at least twice the operation timeout', () => {
-    expect(resolveSettings({ argv: ['--transport-operation-timeout-ms=2500'] }).settings.transport.abandonTimeoutMs).toBe(5000);
+    expect(
+      resolveSettings({ argv: ['--transport-operation-timeout-ms=2500'] }).settings.transport.abandonTimeoutMs,
+    ).toBe(5000);
     const [issue] = invalidOf({ argv: ['--transport-operation-timeout-ms=2501'] });
     expect(issue).toMatchObject({
       setting: 'transport.abandonTimeoutMs',
       value: 5000,
       source: { source: 'default' },
       rule: 'transport.abandon_timeout_ms ≥ 2 × transport.operation_timeout_ms',
-      related: [{ setting: 'transport.operationTimeoutMs', value: 2501, source: { source: 'argv', flag: '--transport-operation-timeout-ms' } }],
+      related: [
+        {
+          setting: 'transport.operationTimeoutMs',
+          value: 2501,
+          source: { source: 'argv', flag: '--transport-operation-timeout-ms' },
+        },
+      ],
     });
   });
 
@@ -356,23 +435,38 @@ describe('resolveSettings: rules between settings', () => {
   });
 
   it('declares one deployment profile at most: a name or a file', () => {
-    expect(resolveSettings({ argv: ['--profile-name=qwen3-0.6b-bf16-b64'] }).settings.profile).toEqual({ name: 'qwen3-0.6b-bf16-b64', file: '' });
-    const [issue] = invalidOf({ argv: ['--profile-name=qwen3-0.6b-bf16-b64'], env: { KVREUSE_PROFILE_FILE: 'deploy/qwen.json' } });
+    expect(resolveSettings({ argv: ['--profile-name=qwen3-0.6b-bf16-b64'] }).settings.profile).toEqual({
+      name: 'qwen3-0.6b-bf16-b64',
+      file: '',
+    });
+    const [issue] = invalidOf({
+      argv: ['--profile-name=qwen3-0.6b-bf16-b64'],
+      env: { KVREUSE_PROFILE_FILE: 'deploy/qwen.json' },
+    });
     expect(issue).toMatchObject({
       setting: 'profile.file',
       value: 'deploy/qwen.json',
       rule: 'profile.file and profile.name are not both set',
-      related: [{ setting: 'profile.name', value: 'qwen3-0.6b-bf16-b64', source: { source: 'argv', flag: '--profile-name' } }],
+      related: [
+        { setting: 'profile.name', value: 'qwen3-0.6b-bf16-b64', source: { source: 'argv', flag: '--profile-name' } },
+      ],
     });
   });
 
   it('reports every broken rule together with the invalid values, skipping rules over an invalid value', () => {
     const invalid = invalidOf({
-      argv: ['--router-enable-decode-to-prefill-gpu-reuse', '--transport-operation-timeout-ms=9000', '--transport-abandon-timeout-ms=-1'],
+      argv: [
+        '--router-enable-decode-to-prefill-gpu-reuse',
+        '--transport-operation-timeout-ms=9000',
+        '--transport-abandon-timeout-ms=-1',
+      ],
     });
     expect(invalid.map(({ setting, rule }) => [setting, rule])).toEqual([
       ['transport.abandonTimeoutMs', 'integer > 0'],
-      ['router.enableDecodeToPrefillGpuReuse', 'router.enable_decode_to_prefill_gpu_reuse requires router.enable_decode_to_prefill_reuse'],
+      [
+        'router.enableDecodeToPrefillGpuReuse',
+        'router.enable_decode_to_prefill_gpu_reuse requires router.enable_decode_to_prefill_reuse',
+      ],
     ]);
   });
 });
@@ -384,16 +478,27 @@ describe('safeResolveSettings and the example file', () => {
     if (result.success) {
       expect(result.data.settings.router.enableDecodeToPrefillReuse).toBe(true);
       // The example file says it on line 7.
-      expect(result.data.provenance.router.enableDecodeToPrefillReuse).toEqual({ source: 'file', path: exampleSettingsPath, line: 7 });
+      expect(result.data.provenance.router.enableDecodeToPrefillReuse).toEqual({
+        source: 'file',
+        path: exampleSettingsPath,
+        line: 7,
+      });
     }
   });
 
   it('rethrows what is not a settings error', () => {
     expect(() => safeResolveSettings({ argv: 5 as never })).toThrow(TypeError);
-    expect(() => safeResolveSettings({ argv: ['--transport-backend', 5] as never })).toThrow(/argv must be an array of strings/);
+    expect(() => safeResolveSettings({ argv: ['--transport-backend', 5] as never })).toThrow(
+      /argv must be an array of strings/,
+    );
     expect(() => safeResolveSettings({ env: 'KVREUSE_X=1' as never })).toThrow(/env must be an object/);
     expect(() => resolveSettings({ env: 'KVREUSE_X=1' as never })).toThrow(
-      expect.objectContaining({ code: 'INVALID_RESOLVE_OPTIONS', option: 'env', value: 'KVREUSE_X=1', message: expect.stringContaining('got "KVREUSE_X=1"') }),
+      expect.objectContaining({
+        code: 'INVALID_RESOLVE_OPTIONS',
+        option: 'env',
+        value: 'KVREUSE_X=1',
+        message: expect.stringContaining('got "KVREUSE_X=1"'),
+      }),
     );
   });
 });

@@ -23,7 +23,9 @@ interface Chosen {
 
 type Checked = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly issue: InvalidSetting };
 
-function describeZodIssues(issues: readonly { readonly path: readonly PropertyKey[]; readonly message: string }[]): string {
+function describeZodIssues(
+  issues: readonly { readonly path: readonly PropertyKey[]; readonly message: string }[],
+): string {
   return issues
     .map(({ path, message }) => (path.length === 0 ? message : `item ${path.map(String).join('.')}: ${message}`))
     .join('; ');
@@ -52,7 +54,10 @@ function check({ setting, source, name, value, isText }: SourceValue): Checked {
 function nest<Leaf>(composition: Composition, leaf: (setting: SettingDescription) => Leaf): Nested<Leaf> {
   return Object.freeze(
     Object.fromEntries(
-      composition.groups.map((group) => [group.name, Object.freeze(Object.fromEntries(group.settings.map((setting) => [setting.name, leaf(setting)])))]),
+      composition.groups.map((group) => [
+        group.name,
+        Object.freeze(Object.fromEntries(group.settings.map((setting) => [setting.name, leaf(setting)]))),
+      ]),
     ),
   );
 }
@@ -75,7 +80,10 @@ export function resolveComposition(composition: Composition, given: unknown): Re
 
   const invalid: InvalidSetting[] = [];
   const chosen = new Map<string, Chosen>(
-    composition.settings.map((setting) => [setting.path, { value: setting.default, source: { source: 'default' }, name: setting.fileKey }]),
+    composition.settings.map((setting) => [
+      setting.path,
+      { value: setting.default, source: { source: 'default' }, name: setting.fileKey },
+    ]),
   );
   for (const reading of readings) {
     invalid.push(...reading.invalid);

@@ -31,13 +31,17 @@ describe('loadSettingsFile', () => {
       origin: '<inline>',
       data: { drain: { failed_load_policy: 'fail' } },
     });
-    expect(loadSettingsFile({ text: '{"drain": {}}', format: 'json', origin: 'from-configmap' }).origin).toBe('from-configmap');
+    expect(loadSettingsFile({ text: '{"drain": {}}', format: 'json', origin: 'from-configmap' }).origin).toBe(
+      'from-configmap',
+    );
     const data = { router: {} };
     expect(loadSettingsFile({ data, origin: 'object' })).toEqual({ origin: 'object', data, lines: new Map() });
   });
 
   it('keeps the line of every section and key, in YAML and in JSON', () => {
-    const yaml = loadSettingsFile({ text: '# kvreuse\nrouter:\n  # the floor\n  minimum_transfer_prefix_blocks: 8\n\ntransport:\n  backend: ucx\n' });
+    const yaml = loadSettingsFile({
+      text: '# kvreuse\nrouter:\n  # the floor\n  minimum_transfer_prefix_blocks: 8\n\ntransport:\n  backend: ucx\n',
+    });
     expect(yaml.lines.get('router')).toEqual({ line: 2, keys: new Map([['minimum_transfer_prefix_blocks', 4]]) });
     expect(yaml.lines.get('transport')).toEqual({ line: 6, keys: new Map([['backend', 7]]) });
     const json = loadSettingsFile(write('lines.json', '{\n  "drain": {\n    "failed_load_policy": "fail"\n  }\n}\n'));
@@ -59,15 +63,27 @@ describe('loadSettingsFile', () => {
   it('refuses broken YAML, duplicate keys, and JSON that is not strict JSON', () => {
     expect(fileError(() => loadSettingsFile(write('bad.yaml', 'router: [1\n'))).message).toMatch(/not valid YAML/);
     expect(fileError(() => loadSettingsFile({ text: 'router:\n  a: 1\n  a: 2\n' })).message).toMatch(/unique/);
-    expect(fileError(() => loadSettingsFile(write('dup.json', '{"router": {}, "router": {}}'))).message).toMatch(/not valid JSON.*unique/);
-    expect(fileError(() => loadSettingsFile(write('yes.json', '{"router": {"enable_decode_to_prefill_reuse": yes}}'))).message).toMatch(
-      /not valid JSON/,
+    expect(fileError(() => loadSettingsFile(write('dup.json', '{"router": {}, "router": {}}'))).message).toMatch(
+      /not valid JSON.*unique/,
     );
+    expect(
+      fileError(() => loadSettingsFile(write('yes.json', '{"router": {"enable_decode_to_prefill_reuse": yes}}')))
+        .message,
+    ).toMatch(/not valid JSON/);
   });
 
   it('refuses a YAML alias without its anchor, and an alias bomb, as broken YAML', () => {
-    expect(fileError(() => loadSettingsFile({ text: 'router: *missing\n' })).message).toMatch(/not valid YAML: Unresolved alias/);
-    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x, x]', ...'bcdefgh'.split('').map((name, index) => `${name}: &${name} [${`*${'abcdefgh'[index]}, `.repeat(10).slice(0, -2)}]`)];
-    expect(fileError(() => loadSettingsFile({ text: `${bomb.join('\n')}\n` })).message).toMatch(/not valid YAML: Excessive alias count/);
+    expect(fileError(() => loadSettingsFile({ text: 'router: *missing\n' })).message).toMatch(
+      /not valid YAML: Unresolved alias/,
+    );
+    const bomb = [
+      'a: &a [x, x, x, x, x, x, x, x, x, x]',
+      ...'bcdefgh'
+        .split('')
+        .map((name, index) => `${name}: &${name} [${`*${'abcdefgh'[index]}, `.repeat(10).slice(0, -2)}]`),
+    ];
+    expect(fileError(() => loadSettingsFile({ text: `${bomb.join('\n')}\n` })).message).toMatch(
+      /not valid YAML: Excessive alias count/,
+    );
   });
 });

@@ -56,12 +56,17 @@ function linesOf(contents: Node | null, lineCounter: LineCounter): Map<string, S
   return sections;
 }
 
-function parseText(text: string, format: SettingsFileFormat, origin: string): Pick<LoadedSettingsFile, 'data' | 'lines'> {
+function parseText(
+  text: string,
+  format: SettingsFileFormat,
+  origin: string,
+): Pick<LoadedSettingsFile, 'data' | 'lines'> {
   const lineCounter = new LineCounter();
   // YAML 1.2 with the JSON schema reads JSON strictly (no `yes`, no bare words); both reject duplicate keys.
   const document = parseDocument(text, { schema: format === 'json' ? 'json' : 'core', uniqueKeys: true, lineCounter });
   const [error] = document.errors;
-  if (error !== undefined) throw new SettingsFileError(origin, `not valid ${format.toUpperCase()}: ${error.message}`, { cause: error });
+  if (error !== undefined)
+    throw new SettingsFileError(origin, `not valid ${format.toUpperCase()}: ${error.message}`, { cause: error });
   let data: unknown;
   try {
     // Aliases are only resolved here: one without its anchor, or too many of them, throws.

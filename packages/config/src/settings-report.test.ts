@@ -15,19 +15,35 @@ describe('renderSettingsReport', () => {
     );
     const lines = report.trimEnd().split('\n');
     expect(lines).toHaveLength(settingDescriptions.length);
-    const line = (key: string): string[] => (lines.find((candidate) => candidate.startsWith(`${key} `)) ?? '').split(/\s{2,}/);
-    expect(line('router.minimum_transfer_prefix_blocks')).toEqual(['router.minimum_transfer_prefix_blocks', '8', 'argv --router-minimum-transfer-prefix-blocks']);
+    const line = (key: string): string[] =>
+      (lines.find((candidate) => candidate.startsWith(`${key} `)) ?? '').split(/\s{2,}/);
+    expect(line('router.minimum_transfer_prefix_blocks')).toEqual([
+      'router.minimum_transfer_prefix_blocks',
+      '8',
+      'argv --router-minimum-transfer-prefix-blocks',
+    ]);
     expect(line('transport.backend')).toEqual(['transport.backend', 'loopback', 'file ops.yaml']);
-    expect(line('discovery.etcd_endpoints')).toEqual(['discovery.etcd_endpoints', 'http://a:1,http://b:2', 'env KVREUSE_DISCOVERY_ETCD_ENDPOINTS']);
+    expect(line('discovery.etcd_endpoints')).toEqual([
+      'discovery.etcd_endpoints',
+      'http://a:1,http://b:2',
+      'env KVREUSE_DISCOVERY_ETCD_ENDPOINTS',
+    ]);
     expect(line('transport.library')).toEqual(['transport.library', '""', 'the default']);
-    expect(line('frontend.reject_media_status_code')).toEqual(['frontend.reject_media_status_code', '415', 'the default']);
+    expect(line('frontend.reject_media_status_code')).toEqual([
+      'frontend.reject_media_status_code',
+      '415',
+      'the default',
+    ]);
   });
 });
 
 describe('renderSettingsReport of one composition', () => {
   it('shows the composed settings, then every ignored setting of another group with where it was written', () => {
     const router = defineSettings([routerGroup], { foreignGroups: 'ignore' });
-    const resolved = router.resolve({ file: { text: 'transport:\n  backend: loopback\n', origin: 'shared.yaml' }, env: { KVREUSE_DRAIN_FAILED_LOAD_POLICY: 'fail' } });
+    const resolved = router.resolve({
+      file: { text: 'transport:\n  backend: loopback\n', origin: 'shared.yaml' },
+      env: { KVREUSE_DRAIN_FAILED_LOAD_POLICY: 'fail' },
+    });
     const lines = renderSettingsReport(resolved).trimEnd().split('\n');
     expect(lines).toHaveLength(Object.keys(routerGroup.settings).length + 2);
     expect(lines[0]).toMatch(/^router\.enable_decode_to_prefill_reuse\s+false\s+the default$/);

@@ -16,16 +16,21 @@ export interface ResolutionToReport {
  * ignored setting of a group not composed, e.g. `ignored  transport.backend  file kvreuse.yaml:4 (group transport)`.
  */
 export function renderSettingsReport({ settings, provenance, ignored }: ResolutionToReport): string {
-  const rows = Object.entries(settings as Readonly<Record<string, Readonly<Record<string, unknown>>>>).flatMap(([group, values]) =>
-    Object.entries(values).map(([name, value]) => {
-      const from = (provenance as Readonly<Record<string, Readonly<Record<string, Provenance>>>>)[group]?.[name];
-      const key = `${group}.${snakeCase(name)}`;
-      return [key, formatValue(value), from === undefined ? '' : describeProvenance(from)] as const;
-    }),
+  const rows = Object.entries(settings as Readonly<Record<string, Readonly<Record<string, unknown>>>>).flatMap(
+    ([group, values]) =>
+      Object.entries(values).map(([name, value]) => {
+        const from = (provenance as Readonly<Record<string, Readonly<Record<string, Provenance>>>>)[group]?.[name];
+        const key = `${group}.${snakeCase(name)}`;
+        return [key, formatValue(value), from === undefined ? '' : describeProvenance(from)] as const;
+      }),
   );
   const keyWidth = Math.max(0, ...rows.map(([key]) => key.length));
   const valueWidth = Math.max(0, ...rows.map(([, value]) => value.length));
-  const lines = rows.map(([key, value, from]) => `${key.padEnd(keyWidth)}  ${value.padEnd(valueWidth)}  ${from}`.trimEnd());
-  const ignoredLines = ignored.map(({ name, source, group }) => `ignored  ${name}  ${describeProvenance(source)} (group ${group} not composed)`);
+  const lines = rows.map(([key, value, from]) =>
+    `${key.padEnd(keyWidth)}  ${value.padEnd(valueWidth)}  ${from}`.trimEnd(),
+  );
+  const ignoredLines = ignored.map(
+    ({ name, source, group }) => `ignored  ${name}  ${describeProvenance(source)} (group ${group} not composed)`,
+  );
   return `${[...lines, ...ignoredLines].join('\n')}\n`;
 }

@@ -23,14 +23,18 @@ describe('readArgv', () => {
   });
 
   it('takes bare boolean flags as true and --no- flags as false, never eating the next argument', () => {
-    expect(givenValues(['--router-enable-decode-to-prefill-reuse', '--no-router-enable-decode-to-prefill-gpu-reuse'])).toEqual([
+    expect(
+      givenValues(['--router-enable-decode-to-prefill-reuse', '--no-router-enable-decode-to-prefill-gpu-reuse']),
+    ).toEqual([
       ['router.enableDecodeToPrefillReuse', true, false],
       ['router.enableDecodeToPrefillGpuReuse', false, false],
     ]);
     const reading = readArgv(['--router-enable-decode-to-prefill-reuse', 'false']);
     expect(reading.values.map(({ value }) => value)).toEqual([true]);
     expect(reading.unknown).toEqual([{ name: 'false', source: { source: 'argv', flag: 'false' } }]);
-    expect(givenValues(['--router-enable-decode-to-prefill-reuse=0'])).toEqual([['router.enableDecodeToPrefillReuse', '0', true]]);
+    expect(givenValues(['--router-enable-decode-to-prefill-reuse=0'])).toEqual([
+      ['router.enableDecodeToPrefillReuse', '0', true],
+    ]);
   });
 
   it('takes a value that starts with a single dash, and an empty value after =', () => {
@@ -51,7 +55,11 @@ describe('readArgv', () => {
     ]);
     expect(reading.values.map(({ setting }) => setting.path)).toEqual(['router.minimumTransferPrefixBlocks']);
     expect(reading.invalid.map(({ setting, value, reason }) => [setting, value, reason])).toEqual([
-      ['transport.backend', null, '--transport-backend needs a value: --transport-backend <value> or --transport-backend=<value>'],
+      [
+        'transport.backend',
+        null,
+        '--transport-backend needs a value: --transport-backend <value> or --transport-backend=<value>',
+      ],
       ['router.enableDecodeToPrefillReuse', 'true', '--no-router-enable-decode-to-prefill-reuse takes no value'],
       [
         'router.minimumTransferPrefixBlocks',
@@ -69,10 +77,18 @@ describe('readArgv', () => {
   it('reports unknown flags with the closest flag, skipping their value, and arguments that are no flag at all', () => {
     const reading = readArgv(['--transport-bakend', 'ucx', 'serve', '-v', '--no-transport-backend']);
     expect(reading.unknown).toEqual([
-      { name: '--transport-bakend', source: { source: 'argv', flag: '--transport-bakend' }, closest: '--transport-backend' },
+      {
+        name: '--transport-bakend',
+        source: { source: 'argv', flag: '--transport-bakend' },
+        closest: '--transport-backend',
+      },
       { name: 'serve', source: { source: 'argv', flag: 'serve' } },
       { name: '-v', source: { source: 'argv', flag: '-v' } },
-      { name: '--no-transport-backend', source: { source: 'argv', flag: '--no-transport-backend' }, closest: '--transport-backend' },
+      {
+        name: '--no-transport-backend',
+        source: { source: 'argv', flag: '--no-transport-backend' },
+        closest: '--transport-backend',
+      },
     ]);
     expect(reading.values).toEqual([]);
   });
@@ -97,9 +113,15 @@ describe('readEnv', () => {
       KVREUSE_DISCOVERY_SQLITE_PATH: undefined,
       KVREUSE_TRANSPORT_BAKEND: 'ucx',
     });
-    expect(reading.values.map(({ setting, value, isText }) => [setting.path, value, isText])).toEqual([['transport.backend', 'loopback', true]]);
+    expect(reading.values.map(({ setting, value, isText }) => [setting.path, value, isText])).toEqual([
+      ['transport.backend', 'loopback', true],
+    ]);
     expect(reading.unknown).toEqual([
-      { name: 'KVREUSE_TRANSPORT_BAKEND', source: { source: 'env', variable: 'KVREUSE_TRANSPORT_BAKEND' }, closest: 'KVREUSE_TRANSPORT_BACKEND' },
+      {
+        name: 'KVREUSE_TRANSPORT_BAKEND',
+        source: { source: 'env', variable: 'KVREUSE_TRANSPORT_BAKEND' },
+        closest: 'KVREUSE_TRANSPORT_BACKEND',
+      },
     ]);
   });
 });
@@ -109,9 +131,9 @@ describe('readFile', () => {
 
   it('reads group sections of snake_case keys with typed values', () => {
     const reading = readFile({ origin: 'k.yaml', data: { transport: { operation_timeout_ms: 250 }, router: null } });
-    expect(reading.values.map(({ setting, value, isText, source: from }) => [setting.path, value, isText, from])).toEqual([
-      ['transport.operationTimeoutMs', 250, false, source],
-    ]);
+    expect(
+      reading.values.map(({ setting, value, isText, source: from }) => [setting.path, value, isText, from]),
+    ).toEqual([['transport.operationTimeoutMs', 250, false, source]]);
   });
 
   it('reports unknown sections and keys with the closest name, also for a key outside its section', () => {
@@ -129,6 +151,8 @@ describe('readFile', () => {
   it('reads no document as no settings, and refuses anything but a mapping of mappings', () => {
     expect(readFile({ origin: 'k.yaml', data: null }).values).toEqual([]);
     expect(() => readFile({ origin: 'k.yaml', data: ['router'] })).toThrow(SettingsFileError);
-    expect(() => readFile({ origin: 'k.yaml', data: { router: 5 } })).toThrow(/section router must be a mapping of settings, not 5/);
+    expect(() => readFile({ origin: 'k.yaml', data: { router: 5 } })).toThrow(
+      /section router must be a mapping of settings, not 5/,
+    );
   });
 });

@@ -55,7 +55,9 @@ function reportUnmatched(
       return;
     }
     const closest = closestName(group, composition.groupNames, GROUP_TYPO_DISTANCE);
-    reading.unknown.push(closest === undefined ? { name, source, foreignGroup: group } : { name, source, foreignGroup: group, closest });
+    reading.unknown.push(
+      closest === undefined ? { name, source, foreignGroup: group } : { name, source, foreignGroup: group, closest },
+    );
     return;
   }
   const closest = closestName(name, candidateNames(composition, group, field));
@@ -79,10 +81,17 @@ function fileSource(origin: string, line: number | undefined): SettingSource {
 }
 
 /** A top-level key that is no group: bare setting keys suggest their section (`lease_ttl_ms` → `discovery.lease_ttl_ms`). */
-function unknownTopLevelKey(reading: SourceReading, composition: Composition, name: string, source: SettingSource): void {
+function unknownTopLevelKey(
+  reading: SourceReading,
+  composition: Composition,
+  name: string,
+  source: SettingSource,
+): void {
   const fileKeysByKey = new Map(composition.settings.map((setting) => [setting.key, setting.fileKey]));
   const closest = closestName(name, [...composition.groupNames, ...fileKeysByKey.keys()]);
-  reading.unknown.push(closest === undefined ? { name, source } : { name, source, closest: fileKeysByKey.get(closest) ?? closest });
+  reading.unknown.push(
+    closest === undefined ? { name, source } : { name, source, closest: fileKeysByKey.get(closest) ?? closest },
+  );
 }
 
 export function readFile(composition: Composition, { origin, data, lines }: LoadedSettingsFile): SourceReading {
@@ -99,16 +108,28 @@ export function readFile(composition: Composition, { origin, data, lines }: Load
         unknownTopLevelKey(reading, composition, sectionKey, sectionSource);
       } else if (composition.foreignGroups === 'ignore' && isMapping(section) && Object.keys(section).length > 0) {
         for (const key of Object.keys(section)) {
-          reading.ignored.push({ name: `${sectionKey}.${key}`, source: fileSource(origin, sectionLines?.keys.get(key)), group: sectionKey });
+          reading.ignored.push({
+            name: `${sectionKey}.${key}`,
+            source: fileSource(origin, sectionLines?.keys.get(key)),
+            group: sectionKey,
+          });
         }
       } else {
-        reportUnmatched(reading, composition, { name: sectionKey, source: sectionSource, group: sectionKey, field: 'fileKey' });
+        reportUnmatched(reading, composition, {
+          name: sectionKey,
+          source: sectionSource,
+          group: sectionKey,
+          field: 'fileKey',
+        });
       }
       continue;
     }
     if (section === null) continue;
     if (!isMapping(section)) {
-      throw new SettingsFileError(origin, `section ${sectionKey} must be a mapping of settings, not ${JSON.stringify(section)}`);
+      throw new SettingsFileError(
+        origin,
+        `section ${sectionKey} must be a mapping of settings, not ${JSON.stringify(section)}`,
+      );
     }
     for (const [key, value] of Object.entries(section)) {
       const name = `${sectionKey}.${key}`;
@@ -173,8 +194,11 @@ export function readArgv(composition: Composition, argv: readonly string[]): Sou
     const equals = argument.indexOf('=');
     const written = equals === -1 ? argument : argument.slice(0, equals);
     const inline = equals === -1 ? undefined : argument.slice(equals + 1);
-    const negated = written.startsWith('--no-') ? composition.byFlag.get(`--${written.slice('--no-'.length)}`) : undefined;
-    const setting = composition.byFlag.get(written) ?? (negated !== undefined && isBoolean(negated) ? negated : undefined);
+    const negated = written.startsWith('--no-')
+      ? composition.byFlag.get(`--${written.slice('--no-'.length)}`)
+      : undefined;
+    const setting =
+      composition.byFlag.get(written) ?? (negated !== undefined && isBoolean(negated) ? negated : undefined);
     const source: SettingSource = { source: 'argv', flag: written };
     const next = argv[index + 1];
     const nextIsValue = inline === undefined && next !== undefined && !next.startsWith('--');
@@ -185,7 +209,10 @@ export function readArgv(composition: Composition, argv: readonly string[]): Sou
     }
     let given: { readonly value: unknown; readonly isText: boolean; readonly problem?: string };
     if (setting === negated) {
-      given = inline === undefined ? { value: false, isText: false } : { value: inline, isText: true, problem: `${written} takes no value` };
+      given =
+        inline === undefined
+          ? { value: false, isText: false }
+          : { value: inline, isText: true, problem: `${written} takes no value` };
     } else if (isBoolean(setting)) {
       given = inline === undefined ? { value: true, isText: false } : { value: inline, isText: true };
     } else if (inline !== undefined) {
@@ -194,15 +221,28 @@ export function readArgv(composition: Composition, argv: readonly string[]): Sou
       given = { value: next, isText: true };
       index++;
     } else {
-      given = { value: null, isText: false, problem: `${written} needs a value: ${written} <value> or ${written}=<value>` };
+      given = {
+        value: null,
+        isText: false,
+        problem: `${written} needs a value: ${written} <value> or ${written}=<value>`,
+      };
     }
     const earlier = flagsSeen.get(setting.path);
     flagsSeen.set(setting.path, written);
-    const problem = earlier === undefined ? given.problem : `given more than once in argv (${earlier}, then ${written})`;
+    const problem =
+      earlier === undefined ? given.problem : `given more than once in argv (${earlier}, then ${written})`;
     if (problem === undefined) {
       reading.values.push({ setting, source, name: written, value: given.value, isText: given.isText });
     } else {
-      reading.invalid.push({ setting: setting.path, name: written, value: given.value, source, rule: setting.type, reason: problem, related: [] });
+      reading.invalid.push({
+        setting: setting.path,
+        name: written,
+        value: given.value,
+        source,
+        rule: setting.type,
+        reason: problem,
+        related: [],
+      });
     }
   }
   return reading;

@@ -35,7 +35,15 @@ interface Outcome {
 }
 
 async function resolveInProcess(groups: string, foreignGroups: string, file: string): Promise<Outcome> {
-  const args = ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/resolve-composition.ts', groups, foreignGroups, file];
+  const args = [
+    '--import',
+    'tsx',
+    '--conditions=@kvreuse/source',
+    'test/process/resolve-composition.ts',
+    groups,
+    foreignGroups,
+    file,
+  ];
   // The test's own KVREUSE_* variables, if any, stay out: the two processes share exactly SHARED_ENV.
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('KVREUSE_')));
   const env = { ...inherited, ...SHARED_ENV };
@@ -46,30 +54,57 @@ async function resolveInProcess(groups: string, foreignGroups: string, file: str
       return { exitCode: error.code, stdout: error.stdout };
     },
   );
-  return { exitCode: outcome.exitCode, report: JSON.parse(outcome.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, any> };
+  return {
+    exitCode: outcome.exitCode,
+    report: JSON.parse(outcome.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, any>,
+  };
 }
 
 describe('two processes sharing one settings file and one environment', () => {
   it('an older one composing router only ignores and reports the newer group; a newer one resolves both', async () => {
     const file = write('kvreuse.yaml', SHARED_FILE);
-    const [older, newer] = await Promise.all([resolveInProcess('router', 'ignore', file), resolveInProcess('router,transport', 'error', file)]);
+    const [older, newer] = await Promise.all([
+      resolveInProcess('router', 'ignore', file),
+      resolveInProcess('router,transport', 'error', file),
+    ]);
     expect(older.report['pid']).not.toBe(newer.report['pid']);
 
     expect(older.exitCode).toBe(0);
     expect(older.report['event']).toBe('resolved');
     expect(Object.keys(older.report['settings'])).toEqual(['router']);
-    expect(older.report['settings'].router).toMatchObject({ enableDecodeToPrefillReuse: true, minimumTransferPrefixBlocks: 8, minimumEstimatedTtftSavingMs: 7.5 });
-    expect(older.report['provenance'].router.minimumTransferPrefixBlocks).toEqual({ source: 'file', path: file, line: 4 });
+    expect(older.report['settings'].router).toMatchObject({
+      enableDecodeToPrefillReuse: true,
+      minimumTransferPrefixBlocks: 8,
+      minimumEstimatedTtftSavingMs: 7.5,
+    });
+    expect(older.report['provenance'].router.minimumTransferPrefixBlocks).toEqual({
+      source: 'file',
+      path: file,
+      line: 4,
+    });
     expect(older.report['ignored']).toEqual([
       { name: 'transport.backend', source: { source: 'file', path: file, line: 7 }, group: 'transport' },
       { name: 'transport.operation_timeout_ms', source: { source: 'file', path: file, line: 8 }, group: 'transport' },
-      { name: 'KVREUSE_TRANSPORT_ABANDON_TIMEOUT_MS', source: { source: 'env', variable: 'KVREUSE_TRANSPORT_ABANDON_TIMEOUT_MS' }, group: 'transport' },
+      {
+        name: 'KVREUSE_TRANSPORT_ABANDON_TIMEOUT_MS',
+        source: { source: 'env', variable: 'KVREUSE_TRANSPORT_ABANDON_TIMEOUT_MS' },
+        group: 'transport',
+      },
     ]);
 
     expect(newer.exitCode).toBe(0);
     expect(newer.report['event']).toBe('resolved');
-    expect(newer.report['settings'].router).toMatchObject({ minimumTransferPrefixBlocks: 8, minimumEstimatedTtftSavingMs: 7.5 });
-    expect(newer.report['settings'].transport).toMatchObject({ backend: 'loopback', library: '', operationTimeoutMs: 1500, abandonTimeoutMs: 6000, shutdownDeadlineMs: 10_000 });
+    expect(newer.report['settings'].router).toMatchObject({
+      minimumTransferPrefixBlocks: 8,
+      minimumEstimatedTtftSavingMs: 7.5,
+    });
+    expect(newer.report['settings'].transport).toMatchObject({
+      backend: 'loopback',
+      library: '',
+      operationTimeoutMs: 1500,
+      abandonTimeoutMs: 6000,
+      shutdownDeadlineMs: 10_000,
+    });
     expect(newer.report['ignored']).toEqual([]);
   });
 
@@ -80,7 +115,11 @@ describe('two processes sharing one settings file and one environment', () => {
     expect(older.report).toMatchObject({ event: 'refused', code: 'UNKNOWN_SETTING' });
     expect(older.report['unknown']).toEqual([
       { name: 'transport', source: { source: 'file', path: file, line: 6 }, foreignGroup: 'transport' },
-      { name: 'KVREUSE_TRANSPORT_ABANDON_TIMEOUT_MS', source: { source: 'env', variable: 'KVREUSE_TRANSPORT_ABANDON_TIMEOUT_MS' }, foreignGroup: 'transport' },
+      {
+        name: 'KVREUSE_TRANSPORT_ABANDON_TIMEOUT_MS',
+        source: { source: 'env', variable: 'KVREUSE_TRANSPORT_ABANDON_TIMEOUT_MS' },
+        foreignGroup: 'transport',
+      },
     ]);
   });
 });

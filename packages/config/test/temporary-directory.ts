@@ -4,7 +4,10 @@ import { join } from 'node:path';
 import { afterAll } from 'vitest';
 
 /** A directory for settings files that the test file removes when it is done; `write` returns the path. */
-export function temporaryDirectory(prefix: string): { readonly path: string; readonly write: (name: string, text: string) => string } {
+export function temporaryDirectory(prefix: string): {
+  readonly path: string;
+  readonly write: (name: string, text: string) => string;
+} {
   const path = mkdtempSync(join(tmpdir(), prefix));
   afterAll(() => rmSync(path, { recursive: true, force: true }));
   return {

@@ -14,8 +14,14 @@ const { path: copies } = temporaryDirectory('kvreuse-config-copy-');
 /** Copies a built workspace package as npm would install it: its files, and the manifest's published exports. */
 function installPackage(sourceDir: string, destination: string, parts: readonly string[]): void {
   for (const part of parts) cpSync(join(sourceDir, part), join(destination, part), { recursive: true });
-  const manifest = JSON.parse(readFileSync(join(sourceDir, 'package.json'), 'utf8')) as { exports: unknown; publishConfig: { exports: unknown } };
-  writeFileSync(join(destination, 'package.json'), JSON.stringify({ ...manifest, exports: manifest.publishConfig.exports }));
+  const manifest = JSON.parse(readFileSync(join(sourceDir, 'package.json'), 'utf8')) as {
+    exports: unknown;
+    publishConfig: { exports: unknown };
+  };
+  writeFileSync(
+    join(destination, 'package.json'),
+    JSON.stringify({ ...manifest, exports: manifest.publishConfig.exports }),
+  );
 }
 
 async function installedCopy(): Promise<typeof here> {
@@ -75,7 +81,13 @@ describe('errors across two installed copies', () => {
     if (!result.success) expect(there.isSettingsError(result.error)).toBe(true);
 
     // Look-alikes are not errors of the package.
-    for (const lookalike of [new Error('x'), { code: 'UNKNOWN_SETTING' }, { [Symbol.for('@kvreuse/config/error')]: true, code: 'ELSEWHERE' }, null, 'UNKNOWN_SETTING']) {
+    for (const lookalike of [
+      new Error('x'),
+      { code: 'UNKNOWN_SETTING' },
+      { [Symbol.for('@kvreuse/config/error')]: true, code: 'ELSEWHERE' },
+      null,
+      'UNKNOWN_SETTING',
+    ]) {
       expect(here.isConfigError(lookalike)).toBe(false);
     }
   });

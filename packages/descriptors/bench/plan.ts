@@ -18,7 +18,16 @@ import {
   type Worker,
 } from '../src/index.js';
 
-const hnd: Geometry = { numLayers: 64, kvPlanes: 2, blockTokens: 64, numKvHeads: 8, headDim: 128, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'HND' };
+const hnd: Geometry = {
+  numLayers: 64,
+  kvPlanes: 2,
+  blockTokens: 64,
+  numKvHeads: 8,
+  headDim: 128,
+  dtype: 'bf16',
+  bankLayout: 'layer-separate',
+  headOrder: 'HND',
+};
 const BLOCKS = 4096;
 const BANK_BLOCKS = 8192;
 const WARMUP = 3;
@@ -27,8 +36,20 @@ const RUNS = 15;
 function worker(tpSize: number, role: Role, geometry: Geometry = hnd): Worker {
   const parts: RankPart[] = Array.from({ length: tpSize }, (_, tpRank) => {
     const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1, dpRank: 0 };
-    const banks = layoutRankBanks(geometry, parallel, { address: 0x7f00_0000_0000n + BigInt(tpRank) * 2n ** 40n, blocks: BANK_BLOCKS });
-    return { version: 1, workerId: `${role}-tp${tpSize}`, incarnation: '1', role, geometry, parallel, banks, transport: { agentName: `${role}-${tpRank}`, generation: 1, metadata: '' } };
+    const banks = layoutRankBanks(geometry, parallel, {
+      address: 0x7f00_0000_0000n + BigInt(tpRank) * 2n ** 40n,
+      blocks: BANK_BLOCKS,
+    });
+    return {
+      version: 1,
+      workerId: `${role}-tp${tpSize}`,
+      incarnation: '1',
+      role,
+      geometry,
+      parallel,
+      banks,
+      transport: { agentName: `${role}-${tpRank}`, generation: 1, metadata: '' },
+    };
   });
   const result = assembleWorker(parts);
   if (!result.complete) throw new Error('benchmark worker is incomplete');
@@ -143,10 +164,14 @@ const figures = {
 const out = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/descriptors.json');
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, `${JSON.stringify({ figures }, null, 2)}\n`);
-console.log(`planned ${BLOCKS} blocks × ${hnd.numLayers} layers × ${hnd.kvPlanes} planes, TP 8 → TP 4 (HND): ` +
-  `${descriptors} descriptors, ${plan.totalBytes} bytes, median ${planMs.toFixed(2)} ms ` +
-  `(filling the same typed arrays alone: ${floorMs.toFixed(2)} ms)`);
-console.log(`template once per worker pair: median ${templateMs.toFixed(3)} ms (${template.routeCount} routes, ${template.byteLength} bytes); ` +
-  `per request: median ${preparedUs.toFixed(1)} µs to check ${BLOCKS} block pairs; NHD/HND template size TP 1 → TP 2: ${nhdBytes}/${hndBytes}`);
+console.log(
+  `planned ${BLOCKS} blocks × ${hnd.numLayers} layers × ${hnd.kvPlanes} planes, TP 8 → TP 4 (HND): ` +
+    `${descriptors} descriptors, ${plan.totalBytes} bytes, median ${planMs.toFixed(2)} ms ` +
+    `(filling the same typed arrays alone: ${floorMs.toFixed(2)} ms)`,
+);
+console.log(
+  `template once per worker pair: median ${templateMs.toFixed(3)} ms (${template.routeCount} routes, ${template.byteLength} bytes); ` +
+    `per request: median ${preparedUs.toFixed(1)} µs to check ${BLOCKS} block pairs; NHD/HND template size TP 1 → TP 2: ${nhdBytes}/${hndBytes}`,
+);
 // Keeps the measured work observable, so it cannot be optimised away.
 if (sink === 0) console.log('no descriptors planned');

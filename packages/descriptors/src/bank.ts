@@ -10,8 +10,14 @@ const u64 = z.codec(
   { decode: (text) => BigInt(text), encode: (value) => value.toString() },
 );
 
-export const count = z.int().min(0).max(2 ** 31 - 1);
-export const positiveCount = z.int().min(1).max(2 ** 31 - 1);
+export const count = z
+  .int()
+  .min(0)
+  .max(2 ** 31 - 1);
+export const positiveCount = z
+  .int()
+  .min(1)
+  .max(2 ** 31 - 1);
 
 export const memKinds = ['dram', 'vram'] as const;
 export type MemKind = (typeof memKinds)[number];

@@ -11,8 +11,18 @@ describe('checkCompatibility', () => {
       ok: true,
       mapping: {
         routes: [
-          { sourceRank: { tpRank: 0, ppRank: 0 }, destinationRank: { tpRank: 0, ppRank: 0 }, kvHeads: { start: 0, count: 4 }, layers: { start: 0, count: 28 } },
-          { sourceRank: { tpRank: 1, ppRank: 0 }, destinationRank: { tpRank: 0, ppRank: 0 }, kvHeads: { start: 4, count: 4 }, layers: { start: 0, count: 28 } },
+          {
+            sourceRank: { tpRank: 0, ppRank: 0 },
+            destinationRank: { tpRank: 0, ppRank: 0 },
+            kvHeads: { start: 0, count: 4 },
+            layers: { start: 0, count: 28 },
+          },
+          {
+            sourceRank: { tpRank: 1, ppRank: 0 },
+            destinationRank: { tpRank: 0, ppRank: 0 },
+            kvHeads: { start: 4, count: 4 },
+            layers: { start: 0, count: 28 },
+          },
         ],
       },
     });
@@ -22,16 +32,27 @@ describe('checkCompatibility', () => {
     const result = checkCompatibility(worker(qwen, 1, 2), worker(qwen, 4, 4));
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    const summary = result.mapping.routes.map((r) => `${r.sourceRank.tpRank}/${r.sourceRank.ppRank}→${r.destinationRank.tpRank}/${r.destinationRank.ppRank} h${r.kvHeads.start}+${r.kvHeads.count} l${r.layers.start}+${r.layers.count}`);
+    const summary = result.mapping.routes.map(
+      (r) =>
+        `${r.sourceRank.tpRank}/${r.sourceRank.ppRank}→${r.destinationRank.tpRank}/${r.destinationRank.ppRank} h${r.kvHeads.start}+${r.kvHeads.count} l${r.layers.start}+${r.layers.count}`,
+    );
     expect(summary).toHaveLength(16);
-    expect(summary.slice(0, 5)).toEqual(['0/0→0/0 h0+2 l0+7', '0/0→1/0 h2+2 l0+7', '0/0→2/0 h4+2 l0+7', '0/0→3/0 h6+2 l0+7', '0/0→0/1 h0+2 l7+7']);
+    expect(summary.slice(0, 5)).toEqual([
+      '0/0→0/0 h0+2 l0+7',
+      '0/0→1/0 h2+2 l0+7',
+      '0/0→2/0 h4+2 l0+7',
+      '0/0→3/0 h6+2 l0+7',
+      '0/0→0/1 h0+2 l7+7',
+    ]);
     expect(summary).toContain('0/1→3/3 h6+2 l21+7');
   });
 
   it('cuts layer ranges where PP boundaries differ', () => {
     const geometry: Geometry = { ...qwen, numLayers: 6 };
     const result = checkCompatibility(worker(geometry, 1, 2), worker(geometry, 1, 3));
-    expect(result.ok && result.mapping.routes.map((r) => [r.sourceRank.ppRank, r.destinationRank.ppRank, r.layers])).toEqual([
+    expect(
+      result.ok && result.mapping.routes.map((r) => [r.sourceRank.ppRank, r.destinationRank.ppRank, r.layers]),
+    ).toEqual([
       [0, 0, { start: 0, count: 2 }],
       [0, 1, { start: 2, count: 1 }],
       [1, 1, { start: 3, count: 1 }],
@@ -46,11 +67,25 @@ describe('checkCompatibility', () => {
     );
     const mla = referenceGeometries['deepseek-v3-mla'];
     const fromReplicas = checkCompatibility(worker(mla, 4), worker(mla, 2));
-    expect(fromReplicas.ok && fromReplicas.mapping.routes.map((r) => [r.sourceRank.tpRank, r.destinationRank.tpRank])).toEqual([[0, 0], [1, 1]]);
+    expect(
+      fromReplicas.ok && fromReplicas.mapping.routes.map((r) => [r.sourceRank.tpRank, r.destinationRank.tpRank]),
+    ).toEqual([
+      [0, 0],
+      [1, 1],
+    ]);
   });
 
   it('lists every mismatch with a stable code and both values, and never throws', () => {
-    const other: Geometry = { numLayers: 32, kvPlanes: 1, blockTokens: 16, numKvHeads: 4, headDim: 64, dtype: 'fp8_e4m3', bankLayout: 'fully-contiguous', headOrder: 'NHD' };
+    const other: Geometry = {
+      numLayers: 32,
+      kvPlanes: 1,
+      blockTokens: 16,
+      numKvHeads: 4,
+      headDim: 64,
+      dtype: 'fp8_e4m3',
+      bankLayout: 'fully-contiguous',
+      headOrder: 'NHD',
+    };
     const result = checkCompatibility(worker(qwen, 2), worker(other, 1));
     expect(result.ok).toBe(false);
     if (result.ok) return;

@@ -49,7 +49,13 @@ export function checkCompatibility(source: Worker, destination: Worker): Compati
     const from = source.geometry[field];
     const to = destination.geometry[field];
     if (from !== to) {
-      reasons.push({ code, field: `geometry.${field}`, source: from, destination: to, message: `source ${field} is ${from}, destination ${field} is ${to}` });
+      reasons.push({
+        code,
+        field: `geometry.${field}`,
+        source: from,
+        destination: to,
+        message: `source ${field} is ${from}, destination ${field} is ${to}`,
+      });
     }
   }
   const larger = Math.max(source.tpSize, destination.tpSize);
@@ -69,16 +75,31 @@ export function checkCompatibility(source: Worker, destination: Worker): Compati
   const routes: RankRoute[] = [];
   for (let dstPp = 0; dstPp < destination.ppSize; dstPp++) {
     for (let dstTp = 0; dstTp < destination.tpSize; dstTp++) {
-      const to = deriveShard(geometry, { tpRank: dstTp, tpSize: destination.tpSize, ppRank: dstPp, ppSize: destination.ppSize });
+      const to = deriveShard(geometry, {
+        tpRank: dstTp,
+        tpSize: destination.tpSize,
+        ppRank: dstPp,
+        ppSize: destination.ppSize,
+      });
       for (let srcPp = 0; srcPp < source.ppSize; srcPp++) {
         for (let srcTp = 0; srcTp < source.tpSize; srcTp++) {
-          const from = deriveShard(geometry, { tpRank: srcTp, tpSize: source.tpSize, ppRank: srcPp, ppSize: source.ppSize });
+          const from = deriveShard(geometry, {
+            tpRank: srcTp,
+            tpSize: source.tpSize,
+            ppRank: srcPp,
+            ppSize: source.ppSize,
+          });
           // Replicated source heads: destination rank d reads from replica d mod replicas.
           if (srcTp % from.kvHeadReplicas !== dstTp % from.kvHeadReplicas) continue;
           const kvHeads = intersect(from.kvHeads, to.kvHeads);
           const layers = intersect(from.layers, to.layers);
           if (kvHeads === undefined || layers === undefined) continue;
-          routes.push({ sourceRank: { tpRank: srcTp, ppRank: srcPp }, destinationRank: { tpRank: dstTp, ppRank: dstPp }, kvHeads, layers });
+          routes.push({
+            sourceRank: { tpRank: srcTp, ppRank: srcPp },
+            destinationRank: { tpRank: dstTp, ppRank: dstPp },
+            kvHeads,
+            layers,
+          });
         }
       }
     }

@@ -47,7 +47,13 @@ export class DescriptorWriter {
   }
 
   /** Copies `bytes` from `sourceOffset` of source bank `sourceBank` to `destinationOffset` of destination bank `destinationBank`. */
-  add(sourceBank: number, destinationBank: number, sourceOffset: number, destinationOffset: number, bytes: number): void {
+  add(
+    sourceBank: number,
+    destinationBank: number,
+    sourceOffset: number,
+    destinationOffset: number,
+    bytes: number,
+  ): void {
     if (
       this.#coalesce &&
       sourceOffset === this.#sourceEnd &&

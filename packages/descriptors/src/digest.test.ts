@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalGeometry, canonicalKvContent, type Geometry, geometryDigest, InvalidGeometryError, kvContentDigest, kvContentFields, referenceGeometries } from './index.js';
+import {
+  canonicalGeometry,
+  canonicalKvContent,
+  type Geometry,
+  geometryDigest,
+  InvalidGeometryError,
+  kvContentDigest,
+  kvContentFields,
+  referenceGeometries,
+} from './index.js';
 
 const qwen = referenceGeometries['qwen3-0.6b'];
 /** One variant per fact that decides a block's KV values. */

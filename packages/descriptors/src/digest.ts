@@ -16,7 +16,14 @@ export function geometryDigest(geometry: Geometry): string {
  * The geometry facts that decide what a block's KV bytes mean: the same tokens give the same KV values
  * exactly when these agree. Bank layout and head order only place those values in memory.
  */
-export const kvContentFields = ['numLayers', 'kvPlanes', 'blockTokens', 'numKvHeads', 'headDim', 'dtype'] as const satisfies readonly (keyof Geometry)[];
+export const kvContentFields = [
+  'numLayers',
+  'kvPlanes',
+  'blockTokens',
+  'numKvHeads',
+  'headDim',
+  'dtype',
+] as const satisfies readonly (keyof Geometry)[];
 
 /** The canonical form `kvContentDigest` covers: its version tag, then the KV content facts in a fixed order. */
 export function canonicalKvContent(geometry: Geometry): string {

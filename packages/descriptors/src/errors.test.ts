@@ -16,7 +16,11 @@ describe('descriptor errors', () => {
     expect(new InvalidBlockListError(3, [1, Number.NaN, 2n], 'must be pairs of 32-bit integers').message).toBe(
       'invalid block list at index 3: [1,NaN,2n]: must be pairs of 32-bit integers',
     );
-    expect(new InvalidRankPartError('decode-0', { tpRank: 0, ppRank: 1 }, [{ field: 'banks[0]', value: { bytes: Number.NaN, address: 4096n }, rule: 'must be whole' }]).message).toBe(
+    expect(
+      new InvalidRankPartError('decode-0', { tpRank: 0, ppRank: 1 }, [
+        { field: 'banks[0]', value: { bytes: Number.NaN, address: 4096n }, rule: 'must be whole' },
+      ]).message,
+    ).toBe(
       'invalid rank part of worker "decode-0" rank (tp 0, pp 1): banks[0] = {"bytes":NaN,"address":4096n}: must be whole',
     );
   });

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { bytesPerElement, InvalidGeometryError, parseGeometry, referenceGeometries, safeParseGeometry } from './index.js';
+import {
+  bytesPerElement,
+  InvalidGeometryError,
+  parseGeometry,
+  referenceGeometries,
+  safeParseGeometry,
+} from './index.js';
 
 describe('geometry', () => {
   it('parses every reference geometry unchanged', () => {
@@ -7,7 +13,13 @@ describe('geometry', () => {
   });
 
   it('names every bad field with its value and rule', () => {
-    const result = safeParseGeometry({ ...referenceGeometries['qwen3-0.6b'], kvPlanes: 3, dtype: 'fp64', blockTokens: 0, colour: 'red' });
+    const result = safeParseGeometry({
+      ...referenceGeometries['qwen3-0.6b'],
+      kvPlanes: 3,
+      dtype: 'fp64',
+      blockTokens: 0,
+      colour: 'red',
+    });
     expect(result.success).toBe(false);
     if (result.success) return;
     expect(result.error).toBeInstanceOf(InvalidGeometryError);
@@ -28,6 +40,13 @@ describe('geometry', () => {
   });
 
   it('knows the element size of every dtype', () => {
-    expect([bytesPerElement('fp32'), bytesPerElement('bf16'), bytesPerElement('fp16'), bytesPerElement('fp8_e4m3'), bytesPerElement('fp8_e5m2'), bytesPerElement('int8')]).toEqual([4, 2, 2, 1, 1, 1]);
+    expect([
+      bytesPerElement('fp32'),
+      bytesPerElement('bf16'),
+      bytesPerElement('fp16'),
+      bytesPerElement('fp8_e4m3'),
+      bytesPerElement('fp8_e5m2'),
+      bytesPerElement('int8'),
+    ]).toEqual([4, 2, 2, 1, 1, 1]);
   });
 });

@@ -18,7 +18,10 @@ export function bytesPerElement(dtype: Dtype): number {
   return dtypeBytes[dtype];
 }
 
-const positiveInteger = z.int().min(1).max(2 ** 31 - 1);
+const positiveInteger = z
+  .int()
+  .min(1)
+  .max(2 ** 31 - 1);
 
 /** The KV layout facts of a model as served (version 1). */
 export const geometrySchema = z.strictObject({

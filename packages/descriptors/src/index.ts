@@ -68,12 +68,7 @@ export {
   rankPartOf,
   type Worker,
 } from './worker.js';
-export {
-  checkCompatibility,
-  type CompatibilityResult,
-  type RankRoute,
-  type TransferMapping,
-} from './compatibility.js';
+export { checkCompatibility, type CompatibilityResult, type RankRoute, type TransferMapping } from './compatibility.js';
 export type { IncompatibilityCode, IncompatibilityReason } from './incompatibility.js';
 export { type BlockPairs, type PlanOptions, planTransfer, type RankPairPlan, type TransferPlan } from './plan.js';
 export {
@@ -83,6 +78,11 @@ export {
   transferTemplateFormat,
   type TemplateWorker,
 } from './template.js';
-export { type PreparedTransfer, prepareTransfer, type TransferBlocks, type TransferRequest } from './prepared-transfer.js';
+export {
+  type PreparedTransfer,
+  prepareTransfer,
+  type TransferBlocks,
+  type TransferRequest,
+} from './prepared-transfer.js';
 export { materialize } from './materialize.js';
 export { referenceGeometries, type ReferenceModel } from './reference.js';

@@ -47,8 +47,17 @@ describe('byte geometry', () => {
   it('locates pieces in layer-separate and fully-contiguous banks', () => {
     const separate = workerFor({ geometry: qwen, tpSize: 2, ppSize: 2, blocks: 8 }).ranks[3]!;
     expect(locatePiece(separate, 5, 3, 1)).toEqual({ bank: 7, offset: 5n * 65_536n });
-    const contiguous = workerFor({ geometry: { ...qwen, bankLayout: 'fully-contiguous' }, tpSize: 2, ppSize: 2, blocks: 8, stridePadding: 4096 }).ranks[3]!;
-    expect(locatePiece(contiguous, 5, 3, 1)).toEqual({ bank: 0, offset: 5n * (14n * 2n * 65_536n + 4096n) + 7n * 65_536n });
+    const contiguous = workerFor({
+      geometry: { ...qwen, bankLayout: 'fully-contiguous' },
+      tpSize: 2,
+      ppSize: 2,
+      blocks: 8,
+      stridePadding: 4096,
+    }).ranks[3]!;
+    expect(locatePiece(contiguous, 5, 3, 1)).toEqual({
+      bank: 0,
+      offset: 5n * (14n * 2n * 65_536n + 4096n) + 7n * 65_536n,
+    });
     expect(() => locatePiece(separate, 8, 0, 0)).toThrow(PieceOutOfRangeError);
     expect(() => locatePiece(separate, 0, 14, 0)).toThrow(/has no localLayer 14: valid values are 0 … 13/);
     expect(() => locatePiece(separate, 0, 0, 2)).toThrow(/has no plane 2/);
@@ -59,7 +68,8 @@ describe('byte geometry', () => {
     const interleaved = workerFor({ geometry, tpSize: 2, ppSize: 1, blocks: 8, planeStride: 65_536 }).ranks[1]!;
     expect(interleaved.banks).toHaveLength(2);
     expect(locatePiece(interleaved, 5, 1, 1)).toEqual({ bank: 1, offset: 5n * 131_072n + 65_536n });
-    const split = workerFor({ geometry, tpSize: 2, ppSize: 1, blocks: 8, planeStride: 8 * 65_536, blockStride: 65_536 }).ranks[0]!;
+    const split = workerFor({ geometry, tpSize: 2, ppSize: 1, blocks: 8, planeStride: 8 * 65_536, blockStride: 65_536 })
+      .ranks[0]!;
     expect(locatePiece(split, 5, 0, 1)).toEqual({ bank: 0, offset: 5n * 65_536n + 8n * 65_536n });
   });
 });
@@ -67,33 +77,78 @@ describe('byte geometry', () => {
 describe('layoutRankBanks', () => {
   it('lays banks one after another from a base address, each start aligned', () => {
     const geometry: Geometry = { ...qwen, numLayers: 2 };
-    const banks = layoutRankBanks(geometry, whole, { address: 0x10000n, blocks: 3, blockStride: 131_072 + 100, alignment: 2 ** 21 });
+    const banks = layoutRankBanks(geometry, whole, {
+      address: 0x10000n,
+      blocks: 3,
+      blockStride: 131_072 + 100,
+      alignment: 2 ** 21,
+    });
     expect(banks.map((bank) => bank.address)).toEqual([0x10000n, 0x200000n, 0x400000n, 0x600000n]);
-    expect(banks[0]).toEqual({ memKind: 'dram', deviceId: 0, address: 0x10000n, bytes: 3n * 131_172n, blocks: 3, blockStride: 131_172n });
+    expect(banks[0]).toEqual({
+      memKind: 'dram',
+      deviceId: 0,
+      address: 0x10000n,
+      bytes: 3n * 131_172n,
+      blocks: 3,
+      blockStride: 131_172n,
+    });
   });
 
   it('places banks at the given addresses', () => {
     const geometry: Geometry = { ...qwen, numLayers: 1 };
-    const banks = layoutRankBanks(geometry, whole, { address: [0x9000_0000n, 0x1000_0000n], blocks: 2, memKind: 'vram', deviceId: 3 });
-    expect(banks.map((bank) => [bank.address, bank.memKind, bank.deviceId])).toEqual([[0x9000_0000n, 'vram', 3], [0x1000_0000n, 'vram', 3]]);
+    const banks = layoutRankBanks(geometry, whole, {
+      address: [0x9000_0000n, 0x1000_0000n],
+      blocks: 2,
+      memKind: 'vram',
+      deviceId: 3,
+    });
+    expect(banks.map((bank) => [bank.address, bank.memKind, bank.deviceId])).toEqual([
+      [0x9000_0000n, 'vram', 3],
+      [0x1000_0000n, 'vram', 3],
+    ]);
   });
 
   it('lays out plane-strided banks, one per layer, holding every plane of every block', () => {
     const geometry: Geometry = { ...qwen, numLayers: 2 };
     const interleaved = layoutRankBanks(geometry, whole, { address: 0n, blocks: 3, planeStride: 131_072 });
-    expect(interleaved).toEqual([0n, 786_432n].map((address) => ({ memKind: 'dram', deviceId: 0, address, bytes: 786_432n, blocks: 3, blockStride: 262_144n, planeStride: 131_072n })));
-    const split = layoutRankBanks(geometry, whole, { address: 0n, blocks: 3, blockStride: 131_072, planeStride: 3 * 131_072 });
-    expect(split[0]).toMatchObject({ bytes: 786_432n, blockStride: 131_072n, planeStride: 393_216n });
-    expect(() => layoutRankBanks(geometry, whole, { address: 0n, blocks: 3, blockStride: 131_072, planeStride: 131_072 })).toThrow(
-      /planeStride = 131072: the planes would overlap: plane 1 of block b overlaps plane 0 of block b \+ 1/,
+    expect(interleaved).toEqual(
+      [0n, 786_432n].map((address) => ({
+        memKind: 'dram',
+        deviceId: 0,
+        address,
+        bytes: 786_432n,
+        blocks: 3,
+        blockStride: 262_144n,
+        planeStride: 131_072n,
+      })),
     );
-    expect(() => layoutRankBanks({ ...geometry, bankLayout: 'fully-contiguous' }, whole, { address: 0n, blocks: 3, planeStride: 131_072 })).toThrow(/applies to layer-separate banks only/);
-    expect(() => layoutRankBanks(geometry, whole, { address: 0n, blocks: 3, planeStride: 100 })).toThrow(/planeStride = 100: must be an integer ≥ 131072/);
+    const split = layoutRankBanks(geometry, whole, {
+      address: 0n,
+      blocks: 3,
+      blockStride: 131_072,
+      planeStride: 3 * 131_072,
+    });
+    expect(split[0]).toMatchObject({ bytes: 786_432n, blockStride: 131_072n, planeStride: 393_216n });
+    expect(() =>
+      layoutRankBanks(geometry, whole, { address: 0n, blocks: 3, blockStride: 131_072, planeStride: 131_072 }),
+    ).toThrow(/planeStride = 131072: the planes would overlap: plane 1 of block b overlaps plane 0 of block b \+ 1/);
+    expect(() =>
+      layoutRankBanks({ ...geometry, bankLayout: 'fully-contiguous' }, whole, {
+        address: 0n,
+        blocks: 3,
+        planeStride: 131_072,
+      }),
+    ).toThrow(/applies to layer-separate banks only/);
+    expect(() => layoutRankBanks(geometry, whole, { address: 0n, blocks: 3, planeStride: 100 })).toThrow(
+      /planeStride = 100: must be an integer ≥ 131072/,
+    );
   });
 
   it('rejects options that cannot make valid banks, naming each', () => {
     const attempt = () => layoutRankBanks(qwen, whole, { address: [0n], blocks: 0, blockStride: 10, alignment: 3 });
     expect(attempt).toThrow(InvalidBankLayoutError);
-    expect(attempt).toThrow(/blocks = 0: must be a positive integer; blockStride = 10: must be an integer ≥ 131072; alignment = 3: must be a power of two; address = \[0n\]: must hold one address per bank \(56\)/);
+    expect(attempt).toThrow(
+      /blocks = 0: must be a positive integer; blockStride = 10: must be an integer ≥ 131072; alignment = 3: must be a power of two; address = \[0n\]: must hold one address per bank \(56\)/,
+    );
   });
 });

@@ -25,7 +25,11 @@ export interface PlaneStrideOption {
  * How many banks a rank has: layer-separate, one per (local layer, plane), or one per local layer when
  * the banks are plane-strided; fully-contiguous, one.
  */
-export function bankCount(geometry: Pick<Geometry, 'bankLayout' | 'kvPlanes'>, shard: Shard, options: PlaneStrideOption = {}): number {
+export function bankCount(
+  geometry: Pick<Geometry, 'bankLayout' | 'kvPlanes'>,
+  shard: Shard,
+  options: PlaneStrideOption = {},
+): number {
   if (geometry.bankLayout === 'fully-contiguous') return 1;
   return options.planeStrided === true ? shard.layers.count : shard.layers.count * geometry.kvPlanes;
 }
@@ -48,7 +52,8 @@ export type BankStrides = Pick<Bank, 'blocks' | 'blockStride' | 'planeStride'>;
 export function bankSpan(bank: BankStrides, piece: number, planes: number): bigint {
   const blocksSpan = BigInt(bank.blocks) * bank.blockStride;
   if (bank.planeStride === undefined) return blocksSpan;
-  const lastPlaneEnd = BigInt(bank.blocks - 1) * bank.blockStride + BigInt(planes - 1) * bank.planeStride + BigInt(piece);
+  const lastPlaneEnd =
+    BigInt(bank.blocks - 1) * bank.blockStride + BigInt(planes - 1) * bank.planeStride + BigInt(piece);
   return lastPlaneEnd > blocksSpan ? lastPlaneEnd : blocksSpan;
 }
 
@@ -133,7 +138,11 @@ const isPowerOfTwo = (n: number): boolean => Number.isInteger(n) && n > 0 && (n 
  * Lays out the banks of one rank: `bankCount` banks of `bankSpan` bytes, in (local layer, plane) order.
  * Used by tests, examples and the layers that allocate real memory.
  */
-export function layoutRankBanks(geometry: Geometry, parallel: Omit<Parallel, 'dpRank'>, options: BankLayoutOptions): Bank[] {
+export function layoutRankBanks(
+  geometry: Geometry,
+  parallel: Omit<Parallel, 'dpRank'>,
+  options: BankLayoutOptions,
+): Bank[] {
   const shard = deriveShard(geometry, parallel);
   const { planeStride } = options;
   const planeStrided = planeStride !== undefined;
@@ -143,7 +152,8 @@ export function layoutRankBanks(geometry: Geometry, parallel: Omit<Parallel, 'dp
   const defaultStride = planeStrided ? (geometry.kvPlanes - 1) * planeStride + piece : minimumStride;
   const { blocks, blockStride = defaultStride, memKind = 'dram', deviceId = 0, alignment = 4096 } = options;
   const issues: FieldIssue[] = [];
-  if (!Number.isInteger(blocks) || blocks < 1) issues.push({ field: 'blocks', value: blocks, rule: 'must be a positive integer' });
+  if (!Number.isInteger(blocks) || blocks < 1)
+    issues.push({ field: 'blocks', value: blocks, rule: 'must be a positive integer' });
   if (!Number.isInteger(blockStride) || blockStride < minimumStride) {
     issues.push({ field: 'blockStride', value: blockStride, rule: `must be an integer ≥ ${minimumStride}` });
   }
@@ -161,14 +171,17 @@ export function layoutRankBanks(geometry: Geometry, parallel: Omit<Parallel, 'dp
     ? { blocks, blockStride: BigInt(blockStride), planeStride: BigInt(planeStride) }
     : { blocks, blockStride: BigInt(blockStride) };
   const overlap = planeOverlap(strides, piece, geometry.kvPlanes);
-  if (overlap !== undefined) throw new InvalidBankLayoutError([{ field: 'planeStride', value: planeStride, rule: `the planes would overlap: ${overlap}` }]);
+  if (overlap !== undefined)
+    throw new InvalidBankLayoutError([
+      { field: 'planeStride', value: planeStride, rule: `the planes would overlap: ${overlap}` },
+    ]);
 
   const bytes = bankSpan(strides, piece, geometry.kvPlanes);
   const align = BigInt(alignment);
   const banks: Bank[] = [];
   let next = typeof options.address === 'bigint' ? options.address : 0n;
   for (let index = 0; index < count; index++) {
-    const address = typeof options.address === 'bigint' ? next : (options.address as readonly bigint[])[index] ?? 0n;
+    const address = typeof options.address === 'bigint' ? next : ((options.address as readonly bigint[])[index] ?? 0n);
     banks.push({ memKind, deviceId, address, bytes, ...strides });
     next = ((address + bytes + align - 1n) / align) * align;
   }

@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { firstDifference, simulation } from '../test/simulation.js';
 import { workerFor } from '../test/support.js';
-import { buildTransferTemplate, DuplicateDestinationBlockError, type Geometry, materialize, planTransfer, referenceGeometries } from './index.js';
+import {
+  buildTransferTemplate,
+  DuplicateDestinationBlockError,
+  type Geometry,
+  materialize,
+  planTransfer,
+  referenceGeometries,
+} from './index.js';
 
 const qwen = referenceGeometries['qwen3-0.6b'];
 const prefix = Array.from({ length: 42 }, (_, i) => [i, i] as [number, number]);
@@ -23,9 +30,15 @@ describe('materialize', () => {
     const geometry: Geometry = { ...qwen, numLayers: 2 };
     const source = workerFor({ geometry, tpSize: 1, ppSize: 2, blocks: 8, planeStride: 131_072 });
     const destination = workerFor({ geometry, tpSize: 1, ppSize: 2, blocks: 8, planeStride: 131_072, role: 'prefill' });
-    const blocks: [number, number][] = [[2, 5], [3, 6], [4, 7]];
+    const blocks: [number, number][] = [
+      [2, 5],
+      [3, 6],
+      [4, 7],
+    ];
     const plan = materialize(buildTransferTemplate(source, destination), asLists(blocks));
-    expect(plan.pairs.map((pair) => [pair.count, pair.sourceOffset[0], pair.destinationOffset[0], pair.length[0]])).toEqual([
+    expect(
+      plan.pairs.map((pair) => [pair.count, pair.sourceOffset[0], pair.destinationOffset[0], pair.length[0]]),
+    ).toEqual([
       [1, 2n * 262_144n, 5n * 262_144n, 3n * 262_144n],
       [1, 2n * 262_144n, 5n * 262_144n, 3n * 262_144n],
     ]);
@@ -36,7 +49,19 @@ describe('materialize', () => {
 
   it('checks the blocks like prepareTransfer', () => {
     const worker = workerFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 4 });
-    expect(() => materialize(buildTransferTemplate(worker, worker), asLists([[0, 1], [2, 1]]))).toThrow(DuplicateDestinationBlockError);
-    expect(materialize(buildTransferTemplate(worker, worker), asLists([]))).toEqual({ pairs: [], totalBytes: 0n, descriptorCount: 0 });
+    expect(() =>
+      materialize(
+        buildTransferTemplate(worker, worker),
+        asLists([
+          [0, 1],
+          [2, 1],
+        ]),
+      ),
+    ).toThrow(DuplicateDestinationBlockError);
+    expect(materialize(buildTransferTemplate(worker, worker), asLists([]))).toEqual({
+      pairs: [],
+      totalBytes: 0n,
+      descriptorCount: 0,
+    });
   });
 });

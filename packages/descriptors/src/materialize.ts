@@ -25,7 +25,11 @@ function routesAsNumbers(template: TransferTemplate, first: number, end: number)
  * same two workers and blocks (same pairs, descriptors, order and coalescing). For tests, tools and
  * transports that take explicit descriptors; checks the blocks like `prepareTransfer`.
  */
-export function materialize(template: TransferTemplate, blocks: TransferBlocks, options: PlanOptions = {}): TransferPlan {
+export function materialize(
+  template: TransferTemplate,
+  blocks: TransferBlocks,
+  options: PlanOptions = {},
+): TransferPlan {
   const { sourceBlocks, destinationBlocks } = prepareTransfer({ template, ...blocks });
   const n = sourceBlocks.length;
   if (n === 0) return { pairs: [], totalBytes: 0n, descriptorCount: 0 };
@@ -49,10 +53,19 @@ export function materialize(template: TransferTemplate, blocks: TransferBlocks, 
         const r = blocksOuter ? inner : outer;
         const block = blocksOuter ? outer : inner;
         const rowBytes = routes.rowBytes[r] as number;
-        let sourceOffset = (routes.sourceBase[r] as number) + (sourceBlocks[block] as number) * (routes.sourceBlockStride[r] as number);
-        let destinationOffset = (routes.destinationBase[r] as number) + (destinationBlocks[block] as number) * (routes.destinationBlockStride[r] as number);
+        let sourceOffset =
+          (routes.sourceBase[r] as number) + (sourceBlocks[block] as number) * (routes.sourceBlockStride[r] as number);
+        let destinationOffset =
+          (routes.destinationBase[r] as number) +
+          (destinationBlocks[block] as number) * (routes.destinationBlockStride[r] as number);
         for (let row = routes.rows[r] as number; row > 0; row--) {
-          writer.add(routes.sourceBank[r] as number, routes.destinationBank[r] as number, sourceOffset, destinationOffset, rowBytes);
+          writer.add(
+            routes.sourceBank[r] as number,
+            routes.destinationBank[r] as number,
+            sourceOffset,
+            destinationOffset,
+            rowBytes,
+          );
           sourceOffset += routes.sourceRowStride[r] as number;
           destinationOffset += routes.destinationRowStride[r] as number;
         }

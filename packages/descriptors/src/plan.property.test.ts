@@ -2,7 +2,15 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { elementSize, firstDifference, holds, simulation } from '../test/simulation.js';
 import { workerFor } from '../test/support.js';
-import { buildTransferTemplate, dtypes, type Geometry, materialize, planTransfer, type TransferTemplate, type Worker } from './index.js';
+import {
+  buildTransferTemplate,
+  dtypes,
+  type Geometry,
+  materialize,
+  planTransfer,
+  type TransferTemplate,
+  type Worker,
+} from './index.js';
 
 const powersOfTwo = [1, 2, 4, 8] as const;
 const divisorsOf = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1).filter((d) => n % d === 0);
@@ -37,11 +45,17 @@ const scenario = fc
     const sourcePp = layerDivisors[s.ppChoice[0] % layerDivisors.length]!;
     const destinationPp = layerDivisors[s.ppChoice[1] % layerDivisors.length]!;
     const pairs = fc
-      .uniqueArray(fc.integer({ min: 0, max: s.destinationBlocks - 1 }), { minLength: 1, maxLength: s.destinationBlocks })
+      .uniqueArray(fc.integer({ min: 0, max: s.destinationBlocks - 1 }), {
+        minLength: 1,
+        maxLength: s.destinationBlocks,
+      })
       .chain((destinations) =>
-        fc.array(fc.integer({ min: 0, max: s.sourceBlocks - 1 }), { minLength: destinations.length, maxLength: destinations.length }).map((sources) =>
-          destinations.map((destination, i) => [sources[i]!, destination] as [number, number]),
-        ),
+        fc
+          .array(fc.integer({ min: 0, max: s.sourceBlocks - 1 }), {
+            minLength: destinations.length,
+            maxLength: destinations.length,
+          })
+          .map((sources) => destinations.map((destination, i) => [sources[i]!, destination] as [number, number])),
       );
     return pairs.map((blocks) => ({ ...s, sourcePp, destinationPp, blocks }));
   });
@@ -69,11 +83,22 @@ function routesBeyondTheirBanks(template: TransferTemplate, source: Worker, dest
   template.pairs.forEach((_pair, p) => {
     for (let r = template.pairRouteStart[p]!; r < template.pairRouteStart[p + 1]!; r++) {
       const lastRow = BigInt(template.rows[r]! - 1);
-      const sourceEnd = template.sourceBase[r]! + BigInt(template.sourceLimit.blocks - 1) * template.sourceBlockStride[r]! + lastRow * template.sourceRowStride[r]! + template.rowBytes[r]!;
+      const sourceEnd =
+        template.sourceBase[r]! +
+        BigInt(template.sourceLimit.blocks - 1) * template.sourceBlockStride[r]! +
+        lastRow * template.sourceRowStride[r]! +
+        template.rowBytes[r]!;
       const destinationEnd =
-        template.destinationBase[r]! + BigInt(template.destinationLimit.blocks - 1) * template.destinationBlockStride[r]! + lastRow * template.destinationRowStride[r]! + template.rowBytes[r]!;
-      if (sourceEnd > source.ranks[template.pairSourceRank[p]!]!.banks[template.sourceBank[r]!]!.bytes) beyond.push(`source, route ${r}`);
-      if (destinationEnd > destination.ranks[template.pairDestinationRank[p]!]!.banks[template.destinationBank[r]!]!.bytes) beyond.push(`destination, route ${r}`);
+        template.destinationBase[r]! +
+        BigInt(template.destinationLimit.blocks - 1) * template.destinationBlockStride[r]! +
+        lastRow * template.destinationRowStride[r]! +
+        template.rowBytes[r]!;
+      if (sourceEnd > source.ranks[template.pairSourceRank[p]!]!.banks[template.sourceBank[r]!]!.bytes)
+        beyond.push(`source, route ${r}`);
+      if (
+        destinationEnd > destination.ranks[template.pairDestinationRank[p]!]!.banks[template.destinationBank[r]!]!.bytes
+      )
+        beyond.push(`destination, route ${r}`);
     }
   });
   return beyond;
@@ -83,7 +108,15 @@ describe('planTransfer and transfer templates, executed over simulated banks', (
   it('yield exactly the destination contents the geometry defines, coalesced or not, touching nothing else; materialize equals planTransfer', () => {
     fc.assert(
       fc.property(scenario, (s) => {
-        const base = { numLayers: s.numLayers, kvPlanes: s.kvPlanes, blockTokens: s.blockTokens, numKvHeads: s.numKvHeads, headDim: s.headDim, dtype: s.dtype, headOrder: s.headOrder };
+        const base = {
+          numLayers: s.numLayers,
+          kvPlanes: s.kvPlanes,
+          blockTokens: s.blockTokens,
+          numKvHeads: s.numKvHeads,
+          headDim: s.headDim,
+          dtype: s.dtype,
+          headOrder: s.headOrder,
+        };
         const sourceGeometry: Geometry = { ...base, bankLayout: s.sourceLayout };
         const destinationGeometry: Geometry = { ...base, bankLayout: s.destinationLayout };
         const source = workerFor({
@@ -92,7 +125,14 @@ describe('planTransfer and transfer templates, executed over simulated banks', (
           ppSize: s.sourcePp,
           blocks: s.sourceBlocks,
           stridePadding: s.sourcePadding,
-          ...planeLayout(sourceGeometry, s.sourceTp, s.sourceBlocks, s.sourcePlanes, s.sourcePadding, s.sourcePlanePadding),
+          ...planeLayout(
+            sourceGeometry,
+            s.sourceTp,
+            s.sourceBlocks,
+            s.sourcePlanes,
+            s.sourcePadding,
+            s.sourcePlanePadding,
+          ),
         });
         const destination = workerFor({
           geometry: destinationGeometry,
@@ -101,7 +141,14 @@ describe('planTransfer and transfer templates, executed over simulated banks', (
           blocks: s.destinationBlocks,
           stridePadding: s.destinationPadding,
           role: 'prefill',
-          ...planeLayout(destinationGeometry, s.destinationTp, s.destinationBlocks, s.destinationPlanes, s.destinationPadding, s.destinationPlanePadding),
+          ...planeLayout(
+            destinationGeometry,
+            s.destinationTp,
+            s.destinationBlocks,
+            s.destinationPlanes,
+            s.destinationPadding,
+            s.destinationPlanePadding,
+          ),
         });
 
         const coalesced = planTransfer(source, destination, s.blocks);
@@ -112,7 +159,10 @@ describe('planTransfer and transfer templates, executed over simulated banks', (
 
         // The template path: its segments, executed as they are, and its materialized descriptors.
         const template = buildTransferTemplate(source, destination);
-        const lists = { sourceBlocks: Uint32Array.from(s.blocks, ([from]) => from), destinationBlocks: Uint32Array.from(s.blocks, ([, to]) => to) };
+        const lists = {
+          sourceBlocks: Uint32Array.from(s.blocks, ([from]) => from),
+          destinationBlocks: Uint32Array.from(s.blocks, ([, to]) => to),
+        };
         expect(firstDifference(runTemplate(template), expected)).toBeUndefined();
         expect(materialize(template, lists)).toEqual(coalesced);
         expect(materialize(template, lists, { coalesce: false })).toEqual(separate);
@@ -134,14 +184,31 @@ describe('planTransfer and transfer templates, executed over simulated banks', (
 
   it('coalesces a whole run of consecutive blocks into one descriptor per bank when both sides are dense and alike', () => {
     fc.assert(
-      fc.property(fc.constantFrom('layer-separate' as const, 'fully-contiguous' as const), fc.integer({ min: 1, max: 8 }), (bankLayout, run) => {
-        const geometry: Geometry = { numLayers: 4, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 4, dtype: 'fp16', bankLayout, headOrder: 'NHD' };
-        const source = workerFor({ geometry, tpSize: 2, ppSize: 2, blocks: 16 });
-        const destination = workerFor({ geometry, tpSize: 2, ppSize: 2, blocks: 16, role: 'prefill' });
-        const plan = planTransfer(source, destination, Array.from({ length: run }, (_, i) => [3 + i, 5 + i] as [number, number]));
-        const banksPerRank = bankLayout === 'layer-separate' ? 2 * 2 : 1;
-        expect(plan.descriptorCount).toBe(4 * banksPerRank);
-      }),
+      fc.property(
+        fc.constantFrom('layer-separate' as const, 'fully-contiguous' as const),
+        fc.integer({ min: 1, max: 8 }),
+        (bankLayout, run) => {
+          const geometry: Geometry = {
+            numLayers: 4,
+            kvPlanes: 2,
+            blockTokens: 4,
+            numKvHeads: 2,
+            headDim: 4,
+            dtype: 'fp16',
+            bankLayout,
+            headOrder: 'NHD',
+          };
+          const source = workerFor({ geometry, tpSize: 2, ppSize: 2, blocks: 16 });
+          const destination = workerFor({ geometry, tpSize: 2, ppSize: 2, blocks: 16, role: 'prefill' });
+          const plan = planTransfer(
+            source,
+            destination,
+            Array.from({ length: run }, (_, i) => [3 + i, 5 + i] as [number, number]),
+          );
+          const banksPerRank = bankLayout === 'layer-separate' ? 2 * 2 : 1;
+          expect(plan.descriptorCount).toBe(4 * banksPerRank);
+        },
+      ),
     );
   });
 });

@@ -28,7 +28,12 @@ describe('planTransfer on the reference geometry', () => {
     expect(plan.descriptorCount).toBe(4704);
     const [first, second] = plan.pairs;
     // Rank 1's four heads land in the second half of every 131,072-byte destination piece.
-    expect([first!.destinationOffset[1], second!.destinationOffset[1], second!.sourceOffset[1], second!.length[1]]).toEqual([131_072n, 196_608n, 65_536n, 65_536n]);
+    expect([
+      first!.destinationOffset[1],
+      second!.destinationOffset[1],
+      second!.sourceOffset[1],
+      second!.length[1],
+    ]).toEqual([131_072n, 196_608n, 65_536n, 65_536n]);
     expect([second!.sourceBank[42], second!.destinationBank[42]]).toEqual([1, 1]);
   });
 
@@ -42,7 +47,9 @@ describe('planTransfer on the reference geometry', () => {
   it('plans the same from typed arrays as from pairs', () => {
     const sourceBlocks = Uint32Array.from(prefix, ([source]) => source);
     const destinationBlocks = Uint32Array.from(prefix, ([, destination]) => destination);
-    expect(planTransfer(decodeTp2, prefillTp1, { sourceBlocks, destinationBlocks })).toEqual(planTransfer(decodeTp2, prefillTp1, prefix));
+    expect(planTransfer(decodeTp2, prefillTp1, { sourceBlocks, destinationBlocks })).toEqual(
+      planTransfer(decodeTp2, prefillTp1, prefix),
+    );
   });
 
   it('plans nothing for no blocks', () => {
@@ -52,41 +59,92 @@ describe('planTransfer on the reference geometry', () => {
   it('rejects blocks outside a bank, naming side, rank, bank, block and index', () => {
     const error = (() => {
       try {
-        planTransfer(decodeTp2, prefillTp1, [[0, 0], [64, 1]]);
+        planTransfer(decodeTp2, prefillTp1, [
+          [0, 0],
+          [64, 1],
+        ]);
       } catch (thrown) {
         return thrown;
       }
     })();
     expect(error).toBeInstanceOf(BlockOutOfRangeError);
-    expect(error).toMatchObject({ code: 'BLOCK_OUT_OF_RANGE', side: 'source', rank: { tpRank: 0, ppRank: 0 }, bank: 0, block: 64, blocks: 64, index: 1 });
+    expect(error).toMatchObject({
+      code: 'BLOCK_OUT_OF_RANGE',
+      side: 'source',
+      rank: { tpRank: 0, ppRank: 0 },
+      bank: 0,
+      block: 64,
+      blocks: 64,
+      index: 1,
+    });
     expect(() => planTransfer(decodeTp2, prefillTp1, [[0, 70]])).toThrow(/destination block 70 .* holds 64 blocks/);
   });
 
   it('rejects a destination block written twice', () => {
-    expect(() => planTransfer(decodeTp2, prefillTp1, [[0, 3], [1, 4], [2, 3]])).toThrow(DuplicateDestinationBlockError);
-    expect(() => planTransfer(decodeTp2, prefillTp1, [[0, 3], [1, 4], [2, 3]])).toThrow(/destination block 3 is written twice, by block list indices 0 and 2/);
+    expect(() =>
+      planTransfer(decodeTp2, prefillTp1, [
+        [0, 3],
+        [1, 4],
+        [2, 3],
+      ]),
+    ).toThrow(DuplicateDestinationBlockError);
+    expect(() =>
+      planTransfer(decodeTp2, prefillTp1, [
+        [0, 3],
+        [1, 4],
+        [2, 3],
+      ]),
+    ).toThrow(/destination block 3 is written twice, by block list indices 0 and 2/);
   });
 
   it('accepts one source block read into several destination blocks', () => {
-    expect(planTransfer(decodeTp2, prefillTp1, [[5, 0], [5, 1]]).totalBytes).toBe(2n * 7_340_032n);
+    expect(
+      planTransfer(decodeTp2, prefillTp1, [
+        [5, 0],
+        [5, 1],
+      ]).totalBytes,
+    ).toBe(2n * 7_340_032n);
   });
 
   it('rejects malformed block lists with the index and value', () => {
-    const bad: unknown[] = [[0, 0], [1, -1]];
+    const bad: unknown[] = [
+      [0, 0],
+      [1, -1],
+    ];
     expect(() => planTransfer(decodeTp2, prefillTp1, bad as [number, number][])).toThrow(InvalidBlockListError);
-    expect(() => planTransfer(decodeTp2, prefillTp1, [[0, 0], [1.5, 2]])).toThrow(/index 1: \[1\.5,2\]/);
-    expect(() => planTransfer(decodeTp2, prefillTp1, [[0]] as unknown as [number, number][])).toThrow(InvalidBlockListError);
-    expect(() => planTransfer(decodeTp2, prefillTp1, { sourceBlocks: new Uint32Array(2), destinationBlocks: new Uint32Array(3) })).toThrow(/equally long/);
-    expect(() => planTransfer(decodeTp2, prefillTp1, { sourceBlocks: [1], destinationBlocks: [1] } as unknown as [number, number][])).toThrow(/must be Uint32Arrays/);
+    expect(() =>
+      planTransfer(decodeTp2, prefillTp1, [
+        [0, 0],
+        [1.5, 2],
+      ]),
+    ).toThrow(/index 1: \[1\.5,2\]/);
+    expect(() => planTransfer(decodeTp2, prefillTp1, [[0]] as unknown as [number, number][])).toThrow(
+      InvalidBlockListError,
+    );
+    expect(() =>
+      planTransfer(decodeTp2, prefillTp1, { sourceBlocks: new Uint32Array(2), destinationBlocks: new Uint32Array(3) }),
+    ).toThrow(/equally long/);
+    expect(() =>
+      planTransfer(decodeTp2, prefillTp1, { sourceBlocks: [1], destinationBlocks: [1] } as unknown as [
+        number,
+        number,
+      ][]),
+    ).toThrow(/must be Uint32Arrays/);
     expect(() => planTransfer(decodeTp2, prefillTp1, null as unknown as [number, number][])).toThrow(
-      expect.objectContaining({ code: 'INVALID_BLOCK_LIST', index: undefined, message: 'invalid block list: null: must be an array of pairs or { sourceBlocks, destinationBlocks }' }),
+      expect.objectContaining({
+        code: 'INVALID_BLOCK_LIST',
+        index: undefined,
+        message: 'invalid block list: null: must be an array of pairs or { sourceBlocks, destinationBlocks }',
+      }),
     );
   });
 
   it('refuses incompatible workers with the reasons', () => {
     const llama = workerFor({ geometry: referenceGeometries['llama-3.1-8b'], tpSize: 1, ppSize: 1, blocks: 8 });
     expect(() => planTransfer(llama, prefillTp1, [[0, 0]])).toThrow(IncompatibleWorkersError);
-    expect(() => planTransfer(llama, prefillTp1, [[0, 0]])).toThrow(/NUM_LAYERS_MISMATCH: source numLayers is 32, destination numLayers is 28/);
+    expect(() => planTransfer(llama, prefillTp1, [[0, 0]])).toThrow(
+      /NUM_LAYERS_MISMATCH: source numLayers is 32, destination numLayers is 28/,
+    );
   });
 });
 
@@ -106,8 +164,17 @@ describe('planTransfer coalescing', () => {
     // Fully contiguous source pieces follow each other; destination bank l+1 starts where bank l's
     // last copied range ended (as an offset), so only the bank index tells them apart.
     const source = workerFor({ geometry: small('fully-contiguous'), tpSize: 1, ppSize: 1, blocks: 2 });
-    const destination = workerFor({ geometry: small('layer-separate'), tpSize: 1, ppSize: 1, blocks: 2, role: 'prefill' });
-    const blocks = [[0, 1], [0, 0]] as [number, number][];
+    const destination = workerFor({
+      geometry: small('layer-separate'),
+      tpSize: 1,
+      ppSize: 1,
+      blocks: 2,
+      role: 'prefill',
+    });
+    const blocks = [
+      [0, 1],
+      [0, 0],
+    ] as [number, number][];
     const plan = planTransfer(source, destination, blocks);
     expect(plan.descriptorCount).toBe(8);
     const { expected, run } = simulation(source, destination, blocks);
@@ -117,9 +184,21 @@ describe('planTransfer coalescing', () => {
   it('merges whole consecutive blocks of fully-contiguous workers into one descriptor', () => {
     // One head per rank: 4-byte pieces, 16-byte blocks.
     const source = workerFor({ geometry: small('fully-contiguous'), tpSize: 2, ppSize: 1, blocks: 8 });
-    const destination = workerFor({ geometry: small('fully-contiguous'), tpSize: 2, ppSize: 1, blocks: 8, role: 'prefill' });
-    const plan = planTransfer(source, destination, [[1, 4], [2, 5], [3, 6]]);
-    expect(plan.pairs.map((pair) => [pair.count, pair.sourceOffset[0], pair.destinationOffset[0], pair.length[0]])).toEqual([
+    const destination = workerFor({
+      geometry: small('fully-contiguous'),
+      tpSize: 2,
+      ppSize: 1,
+      blocks: 8,
+      role: 'prefill',
+    });
+    const plan = planTransfer(source, destination, [
+      [1, 4],
+      [2, 5],
+      [3, 6],
+    ]);
+    expect(
+      plan.pairs.map((pair) => [pair.count, pair.sourceOffset[0], pair.destinationOffset[0], pair.length[0]]),
+    ).toEqual([
       [1, 16n, 64n, 48n],
       [1, 16n, 64n, 48n],
     ]);

@@ -1,5 +1,10 @@
 import { type CompatibilityResult, checkCompatibility, type RankRoute } from './compatibility.js';
-import { BlockOutOfRangeError, DuplicateDestinationBlockError, IncompatibleWorkersError, InvalidBlockListError } from './errors.js';
+import {
+  BlockOutOfRangeError,
+  DuplicateDestinationBlockError,
+  IncompatibleWorkersError,
+  InvalidBlockListError,
+} from './errors.js';
 import { bytesPerElement } from './geometry.js';
 import { blocksOutermost, DescriptorWriter, type PairDescriptors } from './descriptor-writer.js';
 import { pieceSlot } from './layout.js';
@@ -48,7 +53,11 @@ const isBlockIndex = (value: unknown): value is number =>
 function toBlockArrays(blocks: BlockPairs): { source: Uint32Array; destination: Uint32Array } {
   if (!Array.isArray(blocks)) {
     if (typeof blocks !== 'object' || blocks === null) {
-      throw new InvalidBlockListError(undefined, blocks, 'must be an array of pairs or { sourceBlocks, destinationBlocks }');
+      throw new InvalidBlockListError(
+        undefined,
+        blocks,
+        'must be an array of pairs or { sourceBlocks, destinationBlocks }',
+      );
     }
     const { sourceBlocks, destinationBlocks } = blocks as Exclude<BlockPairs, readonly unknown[]>;
     if (!(sourceBlocks instanceof Uint32Array) || !(destinationBlocks instanceof Uint32Array)) {
@@ -56,7 +65,11 @@ function toBlockArrays(blocks: BlockPairs): { source: Uint32Array; destination: 
     }
     if (sourceBlocks.length !== destinationBlocks.length) {
       const lengths = { sourceBlocks: sourceBlocks.length, destinationBlocks: destinationBlocks.length };
-      throw new InvalidBlockListError(Math.min(sourceBlocks.length, destinationBlocks.length), lengths, 'sourceBlocks and destinationBlocks must be equally long');
+      throw new InvalidBlockListError(
+        Math.min(sourceBlocks.length, destinationBlocks.length),
+        lengths,
+        'sourceBlocks and destinationBlocks must be equally long',
+      );
     }
     return { source: sourceBlocks, destination: destinationBlocks };
   }
@@ -66,7 +79,11 @@ function toBlockArrays(blocks: BlockPairs): { source: Uint32Array; destination: 
   for (let index = 0; index < pairs.length; index++) {
     const pair = pairs[index];
     if (!Array.isArray(pair) || pair.length !== 2 || !isBlockIndex(pair[0]) || !isBlockIndex(pair[1])) {
-      throw new InvalidBlockListError(index, pair, 'must be a [sourceBlock, destinationBlock] pair of integers in [0, 2^32)');
+      throw new InvalidBlockListError(
+        index,
+        pair,
+        'must be a [sourceBlock, destinationBlock] pair of integers in [0, 2^32)',
+      );
     }
     source[index] = pair[0];
     destination[index] = pair[1];
@@ -96,7 +113,10 @@ function routeSide(worker: Worker, rank: RankId, route: RankRoute): RouteSide {
   const strideOf = new Float64Array(layerPlanes);
   // Where the route's first head starts inside a piece: HND [head][token][dim], NHD [token][head][dim].
   const headOffset =
-    (route.kvHeads.start - shard.kvHeads.start) * (geometry.headOrder === 'HND' ? geometry.blockTokens : 1) * geometry.headDim * bytesPerElement(geometry.dtype);
+    (route.kvHeads.start - shard.kvHeads.start) *
+    (geometry.headOrder === 'HND' ? geometry.blockTokens : 1) *
+    geometry.headDim *
+    bytesPerElement(geometry.dtype);
   for (let lp = 0; lp < layerPlanes; lp++) {
     const localLayer = route.layers.start - shard.layers.start + Math.floor(lp / planes);
     const { bank, within } = pieceSlot(geometry, shard, part.banks, localLayer, lp % planes);
@@ -135,7 +155,11 @@ interface Route {
   readonly to: RouteSide;
 }
 
-function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; destination: Uint32Array }, coalesce: boolean): RankPairPlan {
+function planRoute(
+  { route, from, to }: Route,
+  blocks: { source: Uint32Array; destination: Uint32Array },
+  coalesce: boolean,
+): RankPairPlan {
   const geometry = from.part.geometry;
   const elementBytes = bytesPerElement(geometry.dtype);
   const { blockTokens, headDim } = geometry;
@@ -167,7 +191,8 @@ function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; de
       const sBank = sourceBankOf[lp] as number;
       const dBank = destinationBankOf[lp] as number;
       let sOffset = (sourceBaseOf[lp] as number) + (sourceBlocks[i] as number) * (sourceStrideOf[lp] as number);
-      let dOffset = (destinationBaseOf[lp] as number) + (destinationBlocks[i] as number) * (destinationStrideOf[lp] as number);
+      let dOffset =
+        (destinationBaseOf[lp] as number) + (destinationBlocks[i] as number) * (destinationStrideOf[lp] as number);
       for (let segment = 0; segment < segments; segment++) {
         writer.add(sBank, dBank, sOffset, dOffset, segmentBytes);
         sOffset += sourceRow;
@@ -191,7 +216,12 @@ function planRoute({ route, from, to }: Route, blocks: { source: Uint32Array; de
  * they are. Throws `IncompatibleWorkersError`, `InvalidBlockListError`, `BlockOutOfRangeError` or
  * `DuplicateDestinationBlockError`.
  */
-export function planTransfer(source: Worker, destination: Worker, blocks: BlockPairs, options: PlanOptions = {}): TransferPlan {
+export function planTransfer(
+  source: Worker,
+  destination: Worker,
+  blocks: BlockPairs,
+  options: PlanOptions = {},
+): TransferPlan {
   const compatibility: CompatibilityResult = checkCompatibility(source, destination);
   if (!compatibility.ok) throw new IncompatibleWorkersError(compatibility.reasons);
   const arrays = toBlockArrays(blocks);

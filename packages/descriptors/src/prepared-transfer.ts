@@ -1,4 +1,9 @@
-import { BlockOutOfRangeError, DuplicateDestinationBlockError, InvalidBlockListError, InvalidTransferTemplateError } from './errors.js';
+import {
+  BlockOutOfRangeError,
+  DuplicateDestinationBlockError,
+  InvalidBlockListError,
+  InvalidTransferTemplateError,
+} from './errors.js';
 import { type TransferTemplate, transferTemplateFormat } from './template.js';
 
 /** The blocks of one request: block `sourceBlocks[i]` of the source goes to block `destinationBlocks[i]` of the destination. */
@@ -43,9 +48,13 @@ function nextRequest(template: TransferTemplate): WrittenBlocks {
 }
 
 function checkTemplate(template: unknown): asserts template is TransferTemplate {
-  const format = typeof template === 'object' && template !== null ? (template as { format?: unknown }).format : undefined;
+  const format =
+    typeof template === 'object' && template !== null ? (template as { format?: unknown }).format : undefined;
   if (format !== transferTemplateFormat) {
-    throw new InvalidTransferTemplateError(template, `expected a template from buildTransferTemplate (format ${transferTemplateFormat}), got format ${String(format)}`);
+    throw new InvalidTransferTemplateError(
+      template,
+      `expected a template from buildTransferTemplate (format ${transferTemplateFormat}), got format ${String(format)}`,
+    );
   }
 }
 
@@ -61,12 +70,20 @@ export function prepareTransfer(request: TransferRequest): PreparedTransfer {
   const { template, sourceBlocks, destinationBlocks } = request;
   checkTemplate(template);
   if (!(sourceBlocks instanceof Uint32Array) || !(destinationBlocks instanceof Uint32Array)) {
-    throw new InvalidBlockListError(undefined, { sourceBlocks, destinationBlocks }, 'sourceBlocks and destinationBlocks must be Uint32Arrays');
+    throw new InvalidBlockListError(
+      undefined,
+      { sourceBlocks, destinationBlocks },
+      'sourceBlocks and destinationBlocks must be Uint32Arrays',
+    );
   }
   const count = sourceBlocks.length;
   if (destinationBlocks.length !== count) {
     const lengths = { sourceBlocks: count, destinationBlocks: destinationBlocks.length };
-    throw new InvalidBlockListError(Math.min(count, destinationBlocks.length), lengths, 'sourceBlocks and destinationBlocks must be equally long');
+    throw new InvalidBlockListError(
+      Math.min(count, destinationBlocks.length),
+      lengths,
+      'sourceBlocks and destinationBlocks must be equally long',
+    );
   }
   const { sourceLimit, destinationLimit } = template;
   const sourceBlockCount = sourceLimit.blocks;
@@ -80,9 +97,17 @@ export function prepareTransfer(request: TransferRequest): PreparedTransfer {
       throw new BlockOutOfRangeError('source', sourceLimit.rank, sourceLimit.bank, source, sourceBlockCount, index);
     }
     if (destination >= destinationBlockCount) {
-      throw new BlockOutOfRangeError('destination', destinationLimit.rank, destinationLimit.bank, destination, destinationBlockCount, index);
+      throw new BlockOutOfRangeError(
+        'destination',
+        destinationLimit.rank,
+        destinationLimit.bank,
+        destination,
+        destinationBlockCount,
+        index,
+      );
     }
-    if (by[destination] === thisRequest) throw new DuplicateDestinationBlockError(destination, destinationBlocks.indexOf(destination), index);
+    if (by[destination] === thisRequest)
+      throw new DuplicateDestinationBlockError(destination, destinationBlocks.indexOf(destination), index);
     by[destination] = thisRequest;
   }
   return { template, sourceBlocks, destinationBlocks, totalBytes: BigInt(count) * template.blockBytes };

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { rankPartsFor } from '../test/support.js';
-import { InvalidRankPartError, parseRankPart, type RankPartWire, referenceGeometries, safeParseRankPart, serializeRankPart } from './index.js';
+import {
+  InvalidRankPartError,
+  parseRankPart,
+  type RankPartWire,
+  referenceGeometries,
+  safeParseRankPart,
+  serializeRankPart,
+} from './index.js';
 
 const qwen = referenceGeometries['qwen3-0.6b'];
 const [part] = rankPartsFor({ geometry: { ...qwen, numLayers: 2 }, tpSize: 2, ppSize: 1, blocks: 4 });
@@ -15,7 +22,14 @@ function issuesOf(input: unknown): [string, unknown][] {
 describe('rank parts', () => {
   it('travel with 64-bit quantities as decimal strings and round-trip exactly', () => {
     const sent = serializeRankPart(part!);
-    expect(sent.banks[0]).toEqual({ memKind: 'dram', deviceId: 0, address: '139637976727552', bytes: '262144', blocks: 4, blockStride: '65536' });
+    expect(sent.banks[0]).toEqual({
+      memKind: 'dram',
+      deviceId: 0,
+      address: '139637976727552',
+      bytes: '262144',
+      blocks: 4,
+      blockStride: '65536',
+    });
     const received = parseRankPart(JSON.parse(JSON.stringify(sent)));
     expect(received).toEqual(part);
     expect(serializeRankPart(received)).toEqual(sent);
@@ -44,8 +58,18 @@ describe('rank parts', () => {
     expect(result.success).toBe(false);
     if (result.success) return;
     expect(result.error).toBeInstanceOf(InvalidRankPartError);
-    expect(result.error).toMatchObject({ code: 'INVALID_RANK_PART', workerId: 'decode-worker', rank: { tpRank: 0, ppRank: 0 } });
-    expect(result.error.issues.map((issue) => issue.field).sort()).toEqual(['banks[1].bytes', 'banks[2].blockStride', 'extra', 'role', 'transport.metadata']);
+    expect(result.error).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      workerId: 'decode-worker',
+      rank: { tpRank: 0, ppRank: 0 },
+    });
+    expect(result.error.issues.map((issue) => issue.field).sort()).toEqual([
+      'banks[1].bytes',
+      'banks[2].blockStride',
+      'extra',
+      'role',
+      'transport.metadata',
+    ]);
     expect(result.error.message).toMatch(/^invalid rank part of worker "decode-worker" rank \(tp 0, pp 0\): /);
     expect(() => parseRankPart(bad)).toThrow(InvalidRankPartError);
     expect(() => parseRankPart(null)).toThrow(/invalid rank part: \(root\) = null/);
@@ -55,7 +79,13 @@ describe('rank parts', () => {
     const short = wire();
     short.banks.pop();
     expect(issuesOf(short)).toEqual([['banks', short.banks]]);
-    expect(safeParseRankPart(short)).toMatchObject({ error: { message: expect.stringMatching(/has 3 banks; layer-separate needs one bank per \(local layer, plane\): 2 × 2 = 4/) } });
+    expect(safeParseRankPart(short)).toMatchObject({
+      error: {
+        message: expect.stringMatching(
+          /has 3 banks; layer-separate needs one bank per \(local layer, plane\): 2 × 2 = 4/,
+        ),
+      },
+    });
     const contiguous = wire();
     contiguous.geometry = { ...contiguous.geometry, bankLayout: 'fully-contiguous' };
     expect(issuesOf(contiguous)[0]?.[0]).toBe('banks');
@@ -65,11 +95,18 @@ describe('rank parts', () => {
     const small = wire();
     small.banks[0]!.blockStride = '65535';
     small.banks[1]!.bytes = '262143';
-    expect(issuesOf(small)).toEqual([['banks[0].blockStride', '65535'], ['banks[1].bytes', '262143']]);
+    expect(issuesOf(small)).toEqual([
+      ['banks[0].blockStride', '65535'],
+      ['banks[1].bytes', '262143'],
+    ]);
     const contiguous = wire();
     contiguous.geometry = { ...contiguous.geometry, bankLayout: 'fully-contiguous' };
     contiguous.banks = [{ ...contiguous.banks[0]!, blockStride: '131072', bytes: '1048576' }];
-    expect(safeParseRankPart(contiguous)).toMatchObject({ error: { message: expect.stringMatching(/must be at least 262144 bytes \(one block of all local layers and planes/) } });
+    expect(safeParseRankPart(contiguous)).toMatchObject({
+      error: {
+        message: expect.stringMatching(/must be at least 262144 bytes \(one block of all local layers and planes/),
+      },
+    });
   });
 
   it('rejects overlapping banks in the same memory, not across devices', () => {
@@ -80,7 +117,9 @@ describe('rank parts', () => {
       ['banks[3].address', overlapping.banks[3]!.address],
       ['banks[2].address', overlapping.banks[2]!.address],
     ]);
-    expect(safeParseRankPart(overlapping)).toMatchObject({ error: { message: expect.stringMatching(/banks\[3\].address = "\d+": overlaps banks\[1\], which ends at/) } });
+    expect(safeParseRankPart(overlapping)).toMatchObject({
+      error: { message: expect.stringMatching(/banks\[3\].address = "\d+": overlaps banks\[1\], which ends at/) },
+    });
     overlapping.banks[3]!.deviceId = 1;
     expect(safeParseRankPart(overlapping).success).toBe(true);
   });
@@ -109,13 +148,20 @@ describe('rank parts', () => {
     expect(parseRankPart({ ...wire(), version: 3, host: 'node-a' }).host).toBe('node-a');
     expect(parseRankPart({ ...wire(), version: 3 }).host).toBeUndefined();
     expect(serializeRankPart(parseRankPart({ ...wire(), version: 3, host: 'node-a' })).host).toBe('node-a');
-    expect(safeParseRankPart({ ...wire(), version: 2, host: 'node-a' })).toMatchObject({ error: { message: expect.stringMatching(/host.*needs rank part version 3/) } });
+    expect(safeParseRankPart({ ...wire(), version: 2, host: 'node-a' })).toMatchObject({
+      error: { message: expect.stringMatching(/host.*needs rank part version 3/) },
+    });
     expect(issuesOf({ ...wire(), version: 3, host: '' })).toEqual([['host', '']]);
   });
 
   it('returns frozen parts', () => {
     const parsed = parseRankPart(wire());
-    expect(Object.isFrozen(parsed) && Object.isFrozen(parsed.banks) && Object.isFrozen(parsed.banks[0]) && Object.isFrozen(parsed.geometry)).toBe(true);
+    expect(
+      Object.isFrozen(parsed) &&
+        Object.isFrozen(parsed.banks) &&
+        Object.isFrozen(parsed.banks[0]) &&
+        Object.isFrozen(parsed.geometry),
+    ).toBe(true);
   });
 });
 
@@ -124,7 +170,15 @@ describe('plane-strided banks (version 2)', () => {
   const piece = 65_536n;
   const base = 0x7f00_0000_0000n;
   const layerBanks = (blockStride: bigint, planeStride: bigint, bytes: bigint): RankPartWire['banks'] =>
-    [0n, 1n].map((layer) => ({ memKind: 'dram', deviceId: 0, address: (base + layer * 2n ** 30n).toString(), bytes: bytes.toString(), blocks: 4, blockStride: blockStride.toString(), planeStride: planeStride.toString() }));
+    [0n, 1n].map((layer) => ({
+      memKind: 'dram',
+      deviceId: 0,
+      address: (base + layer * 2n ** 30n).toString(),
+      bytes: bytes.toString(),
+      blocks: 4,
+      blockStride: blockStride.toString(),
+      planeStride: planeStride.toString(),
+    }));
   const strided = (banks: RankPartWire['banks'], version: 1 | 2 = 2): RankPartWire => ({ ...wire(), version, banks });
 
   it("describe vLLM's per-layer (blocks, 2, …) interleaved K/V as one bank per layer, and round-trip", () => {
@@ -135,8 +189,14 @@ describe('plane-strided banks (version 2)', () => {
   });
 
   it("describe vLLM's per-layer (2, blocks, …) K half and V half as one bank per layer", () => {
-    expect(parseRankPart(strided(layerBanks(piece, 4n * piece, 8n * piece))).banks[0]).toMatchObject({ blockStride: piece, planeStride: 4n * piece });
-    expect(issuesOf(strided(layerBanks(piece, 4n * piece, 8n * piece - 1n)))).toEqual([['banks[0].bytes', (8n * piece - 1n).toString()], ['banks[1].bytes', (8n * piece - 1n).toString()]]);
+    expect(parseRankPart(strided(layerBanks(piece, 4n * piece, 8n * piece))).banks[0]).toMatchObject({
+      blockStride: piece,
+      planeStride: 4n * piece,
+    });
+    expect(issuesOf(strided(layerBanks(piece, 4n * piece, 8n * piece - 1n)))).toEqual([
+      ['banks[0].bytes', (8n * piece - 1n).toString()],
+      ['banks[1].bytes', (8n * piece - 1n).toString()],
+    ]);
   });
 
   it('still refuses the same memory described as two strided K and V banks that overlap, and says how to describe it', () => {
@@ -148,29 +208,56 @@ describe('plane-strided banks (version 2)', () => {
       bytes: (8n * piece).toString(),
     }));
     expect(safeParseRankPart(kv)).toMatchObject({
-      error: { message: expect.stringMatching(/banks\[1\].address = "\d+": overlaps banks\[0\], which ends at \d+ \(planes interleaved in one allocation are one bank per layer with planeStride\)/) },
+      error: {
+        message: expect.stringMatching(
+          /banks\[1\].address = "\d+": overlaps banks\[0\], which ends at \d+ \(planes interleaved in one allocation are one bank per layer with planeStride\)/,
+        ),
+      },
     });
   });
 
   it('refuses planes that overlap each other, naming the blocks that collide', () => {
     expect(safeParseRankPart(strided(layerBanks(2n * piece, piece - 1n, 8n * piece)))).toMatchObject({
-      error: { message: expect.stringMatching(/banks\[0\].planeStride = "65535": the planes overlap: plane 1 of block b overlaps plane 0 of block b \+ 0/) },
+      error: {
+        message: expect.stringMatching(
+          /banks\[0\].planeStride = "65535": the planes overlap: plane 1 of block b overlaps plane 0 of block b \+ 0/,
+        ),
+      },
     });
-    expect(issuesOf(strided(layerBanks(2n * piece, 2n * piece, 10n * piece)))[0]).toEqual(['banks[0].planeStride', (2n * piece).toString()]);
-    expect(safeParseRankPart(strided(layerBanks(piece, 2n * piece, 8n * piece)))).toMatchObject({ error: { message: expect.stringMatching(/plane 0 of block b \+ 2 /) } });
+    expect(issuesOf(strided(layerBanks(2n * piece, 2n * piece, 10n * piece)))[0]).toEqual([
+      'banks[0].planeStride',
+      (2n * piece).toString(),
+    ]);
+    expect(safeParseRankPart(strided(layerBanks(piece, 2n * piece, 8n * piece)))).toMatchObject({
+      error: { message: expect.stringMatching(/plane 0 of block b \+ 2 /) },
+    });
   });
 
   it('needs version 2, layer-separate banks, every bank or none, and one bank per local layer', () => {
-    expect(issuesOf(strided(layerBanks(2n * piece, piece, 8n * piece), 1))).toEqual([['banks[0].planeStride', piece.toString()], ['banks[1].planeStride', piece.toString()]]);
-    expect(safeParseRankPart(strided(layerBanks(2n * piece, piece, 8n * piece), 1))).toMatchObject({ error: { message: expect.stringMatching(/needs rank part version 2/) } });
+    expect(issuesOf(strided(layerBanks(2n * piece, piece, 8n * piece), 1))).toEqual([
+      ['banks[0].planeStride', piece.toString()],
+      ['banks[1].planeStride', piece.toString()],
+    ]);
+    expect(safeParseRankPart(strided(layerBanks(2n * piece, piece, 8n * piece), 1))).toMatchObject({
+      error: { message: expect.stringMatching(/needs rank part version 2/) },
+    });
     const mixed = strided(layerBanks(2n * piece, piece, 8n * piece));
     delete (mixed.banks[1] as { planeStride?: string }).planeStride;
     expect(issuesOf(mixed)).toEqual([['banks[1].planeStride', undefined]]);
     const contiguous = strided(layerBanks(4n * piece, piece, 16n * piece).slice(0, 1));
     contiguous.geometry = { ...contiguous.geometry, bankLayout: 'fully-contiguous' };
-    expect(safeParseRankPart(contiguous)).toMatchObject({ error: { message: expect.stringMatching(/planeStride = "65536": applies to layer-separate banks only/) } });
-    const perPlane = strided([...layerBanks(2n * piece, piece, 8n * piece), ...layerBanks(2n * piece, piece, 8n * piece)]);
-    expect(safeParseRankPart(perPlane)).toMatchObject({ error: { message: expect.stringMatching(/has 4 banks; plane-strided layer-separate needs one bank per local layer: 2/) } });
+    expect(safeParseRankPart(contiguous)).toMatchObject({
+      error: { message: expect.stringMatching(/planeStride = "65536": applies to layer-separate banks only/) },
+    });
+    const perPlane = strided([
+      ...layerBanks(2n * piece, piece, 8n * piece),
+      ...layerBanks(2n * piece, piece, 8n * piece),
+    ]);
+    expect(safeParseRankPart(perPlane)).toMatchObject({
+      error: {
+        message: expect.stringMatching(/has 4 banks; plane-strided layer-separate needs one bank per local layer: 2/),
+      },
+    });
   });
 
   it('reads a version 2 part without plane strides like a version 1 part', () => {

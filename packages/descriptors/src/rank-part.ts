@@ -34,7 +34,9 @@ interface RuleViolation {
 }
 
 /** The rules between fields: ranks within sizes, a dividing shard split, and the bank rules. */
-function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'parallel' | 'banks' | 'host'>): RuleViolation[] {
+function rankRuleViolations(
+  part: Pick<RankPart, 'version' | 'geometry' | 'parallel' | 'banks' | 'host'>,
+): RuleViolation[] {
   const { geometry, parallel, banks } = part;
   const violations: RuleViolation[] = [];
   const report = (path: PropertyKey[], message: string): void => {
@@ -76,11 +78,17 @@ function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'paral
     const span = bankSpan(bank, piece, geometry.kvPlanes);
     const overlap = planeOverlap(bank, piece, geometry.kvPlanes);
     if (bank.blockStride < minimumStride) {
-      report(['banks', index, 'blockStride'], `must be at least ${minimumStride} bytes (one ${strideUnit} of this rank)`);
+      report(
+        ['banks', index, 'blockStride'],
+        `must be at least ${minimumStride} bytes (one ${strideUnit} of this rank)`,
+      );
     } else if (overlap !== undefined) {
       report(['banks', index, 'planeStride'], `the planes overlap: ${overlap}`);
     } else if (span > bank.bytes) {
-      const what = bank.planeStride === undefined ? `blocks × blockStride = ${bank.blocks} × ${bank.blockStride}` : 'every plane of every block';
+      const what =
+        bank.planeStride === undefined
+          ? `blocks × blockStride = ${bank.blocks} × ${bank.blockStride}`
+          : 'every plane of every block';
       report(['banks', index, 'bytes'], `must hold ${what} = ${span} bytes`);
     } else if (span > SPAN_LIMIT) {
       report(['banks', index, 'blocks'], `the blocks span ${span} bytes, which must stay below 2^53`);
@@ -91,13 +99,18 @@ function rankRuleViolations(part: Pick<RankPart, 'version' | 'geometry' | 'paral
   });
   // Sorted by start, a bank overlaps an earlier one of the same memory exactly when it starts before the
   // furthest end seen so far there.
-  const byStart = banks.map((bank, index) => ({ bank, index })).sort((a, b) => compareBigInt(a.bank.address, b.bank.address));
+  const byStart = banks
+    .map((bank, index) => ({ bank, index }))
+    .sort((a, b) => compareBigInt(a.bank.address, b.bank.address));
   const furthest = new Map<string, { end: bigint; index: number }>();
   for (const { bank, index } of byStart) {
     const memory = `${bank.memKind}:${bank.deviceId}`;
     const seen = furthest.get(memory);
     if (seen !== undefined && seen.end > bank.address) {
-      const hint = layerSeparate && !planeStrided ? ' (planes interleaved in one allocation are one bank per layer with planeStride)' : '';
+      const hint =
+        layerSeparate && !planeStrided
+          ? ' (planes interleaved in one allocation are one bank per layer with planeStride)'
+          : '';
       report(['banks', index, 'address'], `overlaps banks[${seen.index}], which ends at ${seen.end}${hint}`);
     }
     const end = bank.address + bank.bytes;
@@ -146,7 +159,9 @@ export type RankPartWire = z.input<typeof rankPartSchema>;
 
 function claimedIdentity(input: unknown): { workerId: string | undefined; rank: RankId | undefined } {
   const record = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
-  const parallel = (typeof record['parallel'] === 'object' && record['parallel'] !== null ? record['parallel'] : {}) as Record<string, unknown>;
+  const parallel = (
+    typeof record['parallel'] === 'object' && record['parallel'] !== null ? record['parallel'] : {}
+  ) as Record<string, unknown>;
   const { tpRank, ppRank } = parallel;
   return {
     workerId: typeof record['workerId'] === 'string' ? record['workerId'] : undefined,
@@ -208,12 +223,18 @@ export function serializeRankPart(part: RankPart): RankPartWire {
  * Where the (block, local layer, plane) piece of a rank starts: the bank index (layer-separate: bank
  * `localLayer × kvPlanes + plane`, or `localLayer` when plane-strided) and the byte offset from that bank's start.
  */
-export function locatePiece(part: RankPart, block: number, localLayer: number, plane: number): { bank: number; offset: bigint } {
+export function locatePiece(
+  part: RankPart,
+  block: number,
+  localLayer: number,
+  plane: number,
+): { bank: number; offset: bigint } {
   const { geometry, parallel } = part;
   const shard = deriveShard(geometry, parallel);
   const rank = { tpRank: parallel.tpRank, ppRank: parallel.ppRank };
   const inRange = (value: number, limit: number): boolean => Number.isInteger(value) && value >= 0 && value < limit;
-  if (!inRange(localLayer, shard.layers.count)) throw new PieceOutOfRangeError(rank, 'localLayer', localLayer, shard.layers.count);
+  if (!inRange(localLayer, shard.layers.count))
+    throw new PieceOutOfRangeError(rank, 'localLayer', localLayer, shard.layers.count);
   if (!inRange(plane, geometry.kvPlanes)) throw new PieceOutOfRangeError(rank, 'plane', plane, geometry.kvPlanes);
   const { bank, within } = pieceSlot(geometry, shard, part.banks, localLayer, plane);
   // A parsed rank part has exactly bankCount() banks, so this bank exists.

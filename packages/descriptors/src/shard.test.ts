@@ -6,8 +6,16 @@ const rank = (tpRank: number, tpSize: number, ppRank = 0, ppSize = 1) => ({ tpRa
 
 describe('deriveShard', () => {
   it('splits KV heads and layers contiguously', () => {
-    expect(deriveShard(qwen, rank(1, 2))).toEqual({ kvHeads: { start: 4, count: 4 }, layers: { start: 0, count: 28 }, kvHeadReplicas: 1 });
-    expect(deriveShard(qwen, rank(3, 8, 1, 4))).toEqual({ kvHeads: { start: 3, count: 1 }, layers: { start: 7, count: 7 }, kvHeadReplicas: 1 });
+    expect(deriveShard(qwen, rank(1, 2))).toEqual({
+      kvHeads: { start: 4, count: 4 },
+      layers: { start: 0, count: 28 },
+      kvHeadReplicas: 1,
+    });
+    expect(deriveShard(qwen, rank(3, 8, 1, 4))).toEqual({
+      kvHeads: { start: 3, count: 1 },
+      layers: { start: 7, count: 7 },
+      kvHeadReplicas: 1,
+    });
   });
 
   it('replicates KV heads when tpSize exceeds numKvHeads', () => {
@@ -19,7 +27,9 @@ describe('deriveShard', () => {
 
   it('rejects splits that do not divide, saying why', () => {
     expect(() => deriveShard(qwen, rank(0, 3))).toThrow(InvalidShardError);
-    expect(() => deriveShard(qwen, rank(0, 3))).toThrow(/parallel.tpSize = 3: must divide numKvHeads \(8\) or be a multiple of it/);
+    expect(() => deriveShard(qwen, rank(0, 3))).toThrow(
+      /parallel.tpSize = 3: must divide numKvHeads \(8\) or be a multiple of it/,
+    );
     expect(() => deriveShard(qwen, rank(0, 12))).toThrow(/tpSize = 12/);
     expect(() => deriveShard(qwen, rank(0, 1, 0, 3))).toThrow(/parallel.ppSize = 3: must divide numLayers \(28\)/);
     expect(() => deriveShard(qwen, rank(0, 0))).toThrow(/must be a positive integer/);

@@ -78,12 +78,17 @@ function sideOf(worker: Worker, rank: RankId): { part: RankPart; index: number }
 function headStart(part: RankPart, head: number): number {
   const { geometry } = part;
   const shard = deriveShard(geometry, part.parallel);
-  const perHead = (geometry.headOrder === 'HND' ? geometry.blockTokens : 1) * geometry.headDim * bytesPerElement(geometry.dtype);
+  const perHead =
+    (geometry.headOrder === 'HND' ? geometry.blockTokens : 1) * geometry.headDim * bytesPerElement(geometry.dtype);
   return (head - shard.kvHeads.start) * perHead;
 }
 
 /** One block's piece of a route as rows: HND is one run of the route's heads; NHD one run per token unless both sides hold exactly those heads. */
-function segmentShape(route: RankRoute, from: RankPart, to: RankPart): { rows: number; rowBytes: number; sourceRowStride: number; destinationRowStride: number } {
+function segmentShape(
+  route: RankRoute,
+  from: RankPart,
+  to: RankPart,
+): { rows: number; rowBytes: number; sourceRowStride: number; destinationRowStride: number } {
   const { geometry } = from;
   const elementBytes = bytesPerElement(geometry.dtype);
   const headsRow = route.kvHeads.count * geometry.headDim * elementBytes;
@@ -106,7 +111,8 @@ function limitTracker(): { see: (part: RankPart, bank: number) => void; limit: (
   return {
     see(part, bank) {
       const blocks = (part.banks[bank] as RankPart['banks'][number]).blocks;
-      if (best === undefined || blocks < best.blocks) best = { blocks, rank: { tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank }, bank };
+      if (best === undefined || blocks < best.blocks)
+        best = { blocks, rank: { tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank }, bank };
     },
     // A compatible pair of workers has at least one route.
     limit: () => best as BlockLimit,
@@ -165,7 +171,13 @@ export function buildTransferTemplate(source: Worker, destination: Worker): Tran
     const shape = segmentShape(pair, from.part, to.part);
     for (let layer = pair.layers.start; layer < pair.layers.start + pair.layers.count; layer++) {
       for (let plane = 0; plane < planes; plane++, r++) {
-        const fromSlot = pieceSlot(from.part.geometry, fromShard, from.part.banks, layer - fromShard.layers.start, plane);
+        const fromSlot = pieceSlot(
+          from.part.geometry,
+          fromShard,
+          from.part.banks,
+          layer - fromShard.layers.start,
+          plane,
+        );
         const toSlot = pieceSlot(to.part.geometry, toShard, to.part.banks, layer - toShard.layers.start, plane);
         sourceLimit.see(from.part, fromSlot.bank);
         destinationLimit.see(to.part, toSlot.bank);
@@ -186,6 +198,15 @@ export function buildTransferTemplate(source: Worker, destination: Worker): Tran
     }
   });
   template.pairRouteStart[pairs.length] = r;
-  const byteLength = Object.values(template).reduce((sum: number, value) => sum + (ArrayBuffer.isView(value) ? value.byteLength : 0), 0);
-  return { ...template, sourceLimit: sourceLimit.limit(), destinationLimit: destinationLimit.limit(), blockBytes, byteLength };
+  const byteLength = Object.values(template).reduce(
+    (sum: number, value) => sum + (ArrayBuffer.isView(value) ? value.byteLength : 0),
+    0,
+  );
+  return {
+    ...template,
+    sourceLimit: sourceLimit.limit(),
+    destinationLimit: destinationLimit.limit(),
+    blockBytes,
+    byteLength,
+  };
 }

@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { rankPartsFor } from '../test/support.js';
-import { assembleWorker, geometryDigest, InvalidRankPartError, parseRankPart, type RankPart, rankPartOf, referenceGeometries, serializeRankPart } from './index.js';
+import {
+  assembleWorker,
+  geometryDigest,
+  InvalidRankPartError,
+  parseRankPart,
+  type RankPart,
+  rankPartOf,
+  referenceGeometries,
+  serializeRankPart,
+} from './index.js';
 
 const qwen = referenceGeometries['qwen3-0.6b'];
 const parts = (): RankPart[] => rankPartsFor({ geometry: qwen, tpSize: 2, ppSize: 2, blocks: 4 });
@@ -46,7 +55,12 @@ describe('assembleWorker', () => {
     expect(result.complete).toBe(false);
     if (result.complete) return;
     expect(result.conflicts).toEqual([
-      { rank: { tpRank: 1, ppRank: 1 }, field: 'incarnation', expected: 'decode-worker-incarnation', actual: 'restarted' },
+      {
+        rank: { tpRank: 1, ppRank: 1 },
+        field: 'incarnation',
+        expected: 'decode-worker-incarnation',
+        actual: 'restarted',
+      },
       { rank: { tpRank: 1, ppRank: 0 }, field: 'parallel.dpRank', expected: 0, actual: 1 },
       { rank: { tpRank: 1, ppRank: 1 }, field: 'geometry.dtype', expected: 'bf16', actual: 'fp16' },
     ]);
@@ -96,27 +110,41 @@ describe('assembleWorker only sees parsed parts', () => {
 
   it('refuses never-parsed parts with overlapping banks, with the parser error', () => {
     const all = parts();
-    const banks = all[2]!.banks.map((bank, index) => (index === 5 ? { ...bank, address: all[2]!.banks[4]!.address + 4096n } : bank));
+    const banks = all[2]!.banks.map((bank, index) =>
+      index === 5 ? { ...bank, address: all[2]!.banks[4]!.address + 4096n } : bank,
+    );
     all[2] = { ...all[2]!, banks };
     expect(refusal(all)).toBeInstanceOf(InvalidRankPartError);
     expect(refusal(all)).toMatchObject({
       code: 'INVALID_RANK_PART',
       workerId: 'decode-worker',
       rank: { tpRank: 0, ppRank: 1 },
-      issues: expect.arrayContaining([expect.objectContaining({ field: 'banks[5].address', rule: expect.stringMatching(/^overlaps banks\[4\]/) })]),
+      issues: expect.arrayContaining([
+        expect.objectContaining({ field: 'banks[5].address', rule: expect.stringMatching(/^overlaps banks\[4\]/) }),
+      ]),
     });
   });
 
   it('refuses never-parsed parts whose banks are too small for their blocks', () => {
     const all = parts();
     all[1] = { ...all[1]!, banks: all[1]!.banks.map((bank) => ({ ...bank, bytes: bank.bytes - 1n })) };
-    expect(refusal(all)).toMatchObject({ code: 'INVALID_RANK_PART', rank: { tpRank: 1, ppRank: 0 }, message: expect.stringMatching(/banks\[0\].bytes = 262143n: must hold blocks × blockStride = 4 × 65536 = 262144 bytes/) });
+    expect(refusal(all)).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      rank: { tpRank: 1, ppRank: 0 },
+      message: expect.stringMatching(
+        /banks\[0\].bytes = 262143n: must hold blocks × blockStride = 4 × 65536 = 262144 bytes/,
+      ),
+    });
   });
 
   it('refuses parts with addresses as strings (a wire form that was never parsed)', () => {
     const all = parts();
     const wire = serializeRankPart(all[3]!);
     all[3] = wire as unknown as RankPart;
-    expect(refusal(all)).toMatchObject({ code: 'INVALID_RANK_PART', rank: { tpRank: 1, ppRank: 1 }, message: expect.stringMatching(/banks\[0\].address = "\d+": Invalid input: expected bigint, received string/) });
+    expect(refusal(all)).toMatchObject({
+      code: 'INVALID_RANK_PART',
+      rank: { tpRank: 1, ppRank: 1 },
+      message: expect.stringMatching(/banks\[0\].address = "\d+": Invalid input: expected bigint, received string/),
+    });
   });
 });

@@ -57,7 +57,9 @@ const rankOf = (part: RankPart): RankId => ({ tpRank: part.parallel.tpRank, ppRa
 
 /** Equal field values give equal keys (parsed parts hold JSON values and bigints; nothing is cut, unlike in messages). */
 function valueKey(value: unknown): string {
-  return JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'bigint' ? `${inner}n` : inner)) ?? String(value);
+  return (
+    JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'bigint' ? `${inner}n` : inner)) ?? String(value)
+  );
 }
 
 /** The value most parts hold (the first seen on a tie), so that one odd part is the one reported. */

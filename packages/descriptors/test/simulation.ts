@@ -6,7 +6,10 @@ import type { Geometry, RankPart, TransferPlan, TransferTemplate, Worker } from 
 
 export const elementSize = { fp32: 4, bf16: 2, fp16: 2, fp8_e4m3: 1, fp8_e5m2: 1, int8: 1 } as const;
 
-export function holds(geometry: Geometry, part: RankPart): { headStart: number; headCount: number; layerStart: number; layerCount: number } {
+export function holds(
+  geometry: Geometry,
+  part: RankPart,
+): { headStart: number; headCount: number; layerStart: number; layerCount: number } {
   const { tpRank, tpSize, ppRank, ppSize } = part.parallel;
   const heads = geometry.numKvHeads;
   const headCount = tpSize <= heads ? heads / tpSize : 1;
@@ -28,19 +31,31 @@ interface Position {
 /** Bank and byte offset of a logical position in a rank, or undefined when the rank does not hold it. */
 function locate(geometry: Geometry, part: RankPart, p: Position): { bank: number; offset: number } | undefined {
   const { headStart, headCount, layerStart, layerCount } = holds(geometry, part);
-  if (p.head < headStart || p.head >= headStart + headCount || p.layer < layerStart || p.layer >= layerStart + layerCount) return undefined;
+  if (
+    p.head < headStart ||
+    p.head >= headStart + headCount ||
+    p.layer < layerStart ||
+    p.layer >= layerStart + layerCount
+  )
+    return undefined;
   const size = elementSize[geometry.dtype];
   const { blockTokens: T, headDim: D, kvPlanes: P } = geometry;
   const head = p.head - headStart;
-  const element = geometry.headOrder === 'HND' ? (head * T + p.token) * D + p.dim : (p.token * headCount + head) * D + p.dim;
+  const element =
+    geometry.headOrder === 'HND' ? (head * T + p.token) * D + p.dim : (p.token * headCount + head) * D + p.dim;
   const inPiece = element * size + p.byte;
   const layerPlane = (p.layer - layerStart) * P + p.plane;
   // Plane-strided: one bank per local layer, plane p at p × planeStride inside each block.
   const planeStride = part.banks[0]!.planeStride;
-  const bank = geometry.bankLayout === 'fully-contiguous' ? 0 : planeStride === undefined ? layerPlane : p.layer - layerStart;
+  const bank =
+    geometry.bankLayout === 'fully-contiguous' ? 0 : planeStride === undefined ? layerPlane : p.layer - layerStart;
   const stride = Number(part.banks[bank]!.blockStride);
   const pieceOffset =
-    geometry.bankLayout === 'fully-contiguous' ? layerPlane * T * headCount * D * size : planeStride === undefined ? 0 : p.plane * Number(planeStride);
+    geometry.bankLayout === 'fully-contiguous'
+      ? layerPlane * T * headCount * D * size
+      : planeStride === undefined
+        ? 0
+        : p.plane * Number(planeStride);
   return { bank, offset: p.block * stride + pieceOffset + inPiece };
 }
 
@@ -84,7 +99,13 @@ function fillSource(worker: Worker, memory: Memory, blocks: number): void {
   }
 }
 
-function execute(plan: TransferPlan, source: Worker, sourceMemory: Memory, destination: Worker, destinationMemory: Memory): void {
+function execute(
+  plan: TransferPlan,
+  source: Worker,
+  sourceMemory: Memory,
+  destination: Worker,
+  destinationMemory: Memory,
+): void {
   for (const pair of plan.pairs) {
     const from = sourceMemory[pair.sourceRank.ppRank * source.tpSize + pair.sourceRank.tpRank]!;
     const to = destinationMemory[pair.destinationRank.ppRank * destination.tpSize + pair.destinationRank.tpRank]!;
@@ -118,18 +139,28 @@ function executeTemplate(
       const rowBytes = Number(template.rowBytes[r]);
       for (const [sourceBlock, destinationBlock] of blocks) {
         for (let row = 0; row < template.rows[r]!; row++) {
-          const sourceOffset = Number(template.sourceBase[r]! + BigInt(sourceBlock) * template.sourceBlockStride[r]! + BigInt(row) * template.sourceRowStride[r]!);
-          const destinationOffset = Number(template.destinationBase[r]! + BigInt(destinationBlock) * template.destinationBlockStride[r]! + BigInt(row) * template.destinationRowStride[r]!);
+          const sourceOffset = Number(
+            template.sourceBase[r]! +
+              BigInt(sourceBlock) * template.sourceBlockStride[r]! +
+              BigInt(row) * template.sourceRowStride[r]!,
+          );
+          const destinationOffset = Number(
+            template.destinationBase[r]! +
+              BigInt(destinationBlock) * template.destinationBlockStride[r]! +
+              BigInt(row) * template.destinationRowStride[r]!,
+          );
           expect(sourceOffset + rowBytes).toBeLessThanOrEqual(sourceBank.length);
           expect(destinationOffset + rowBytes).toBeLessThanOrEqual(destinationBank.length);
-          for (let byte = 0; byte < rowBytes; byte++) destinationBank[destinationOffset + byte] = sourceBank[sourceOffset + byte]!;
+          for (let byte = 0; byte < rowBytes; byte++)
+            destinationBank[destinationOffset + byte] = sourceBank[sourceOffset + byte]!;
         }
       }
     }
   });
 }
 
-const untouched = (rank: number, bank: number, offset: number): number => (rank * 97 + bank * 31 + offset * 7 + 1) & 0xff;
+const untouched = (rank: number, bank: number, offset: number): number =>
+  (rank * 97 + bank * 31 + offset * 7 + 1) & 0xff;
 
 /**
  * Simulated banks for `source` (filled with `valueAt` over every block) and `destination` (filled with a

@@ -1,11 +1,4 @@
-import {
-  type Geometry,
-  layoutRankBanks,
-  type RankPart,
-  type Role,
-  assembleWorker,
-  type Worker,
-} from '../src/index.js';
+import { type Geometry, layoutRankBanks, type RankPart, type Role, assembleWorker, type Worker } from '../src/index.js';
 
 export interface WorkerSpec {
   readonly geometry: Geometry;
@@ -25,14 +18,27 @@ export interface WorkerSpec {
 
 /** The rank parts of one worker, laid out with `layoutRankBanks`, in (pp, tp) order. */
 export function rankPartsFor(spec: WorkerSpec): RankPart[] {
-  const { geometry, tpSize, ppSize, blocks, role = 'decode', workerId = `${role}-worker`, baseAddress = 0x7f00_0000_0000n } = spec;
+  const {
+    geometry,
+    tpSize,
+    ppSize,
+    blocks,
+    role = 'decode',
+    workerId = `${role}-worker`,
+    baseAddress = 0x7f00_0000_0000n,
+  } = spec;
   const parts: RankPart[] = [];
   for (let ppRank = 0; ppRank < ppSize; ppRank++) {
     for (let tpRank = 0; tpRank < tpSize; tpRank++) {
       const parallel = { tpRank, tpSize, ppRank, ppSize, dpRank: 0 };
       const rankIndex = ppRank * tpSize + tpRank;
       const { planeStride } = spec;
-      const minimum = layoutRankBanks(geometry, parallel, { address: 0n, blocks: 1, ...(planeStride === undefined ? {} : { planeStride }) })[0]?.blockStride ?? 0n;
+      const minimum =
+        layoutRankBanks(geometry, parallel, {
+          address: 0n,
+          blocks: 1,
+          ...(planeStride === undefined ? {} : { planeStride }),
+        })[0]?.blockStride ?? 0n;
       const banks = layoutRankBanks(geometry, parallel, {
         address: baseAddress + BigInt(rankIndex) * 2n ** 36n,
         blocks,

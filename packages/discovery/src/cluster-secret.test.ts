@@ -1,5 +1,15 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,7 +27,8 @@ function secretFile(name: string, bytes: Buffer | string, mode = 0o600): string 
 }
 
 const bytes = new Uint8Array([1, 2, 3]);
-const refused = (secret: string, reason: RegExp) => expect.objectContaining({ code: 'CLUSTER_SECRET_REFUSED', secret, message: expect.stringMatching(reason) });
+const refused = (secret: string, reason: RegExp) =>
+  expect.objectContaining({ code: 'CLUSTER_SECRET_REFUSED', secret, message: expect.stringMatching(reason) });
 
 describe('ClusterSecret.read', () => {
   it('reads an owner-only file of at least 32 bytes; the same bytes sign alike, other bytes differently', () => {
@@ -36,10 +47,14 @@ describe('ClusterSecret.read', () => {
   it('refuses a file open to its group or others, too short, too long, missing or a directory', () => {
     for (const mode of [0o640, 0o604, 0o620, 0o602]) {
       const path = secretFile(`mode-${mode.toString(8)}`, 'c'.repeat(32), mode);
-      expect(() => ClusterSecret.read(path)).toThrow(refused(path, new RegExp(`open to its group or others \\(mode 0${mode.toString(8)}\\); chmod 600 it`)));
+      expect(() => ClusterSecret.read(path)).toThrow(
+        refused(path, new RegExp(`open to its group or others \\(mode 0${mode.toString(8)}\\); chmod 600 it`)),
+      );
     }
     const short = secretFile('short', 'd'.repeat(31));
-    expect(() => ClusterSecret.read(short)).toThrow(refused(short, /holds 31 bytes; a cluster secret holds 32 to 4096/));
+    expect(() => ClusterSecret.read(short)).toThrow(
+      refused(short, /holds 31 bytes; a cluster secret holds 32 to 4096/),
+    );
     const long = secretFile('long', Buffer.alloc(4097, 1));
     expect(() => ClusterSecret.read(long)).toThrow(refused(long, /holds 4097 bytes/));
     const missing = join(dir, 'missing');
@@ -77,15 +92,24 @@ describe('ClusterSecret.readOrCreate', () => {
     const script = `import { ClusterSecret } from ${JSON.stringify(new URL('./cluster-secret.ts', import.meta.url).href)};
       process.stdout.write(ClusterSecret.readOrCreate(${JSON.stringify(path)}).sign(new Uint8Array([1, 2, 3])).toString('hex'));`;
     const signatures = await Promise.all(
-      Array.from({ length: 4 }, () =>
-        new Promise<string>((resolve, reject) => {
-          const child = spawn(process.execPath, ['--conditions=@kvreuse/source', '--import', 'tsx', '--input-type=module', '-e', script]);
-          let out = '';
-          let err = '';
-          child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-          child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-          child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`exited ${code}: ${err}`))));
-        }),
+      Array.from(
+        { length: 4 },
+        () =>
+          new Promise<string>((resolve, reject) => {
+            const child = spawn(process.execPath, [
+              '--conditions=@kvreuse/source',
+              '--import',
+              'tsx',
+              '--input-type=module',
+              '-e',
+              script,
+            ]);
+            let out = '';
+            let err = '';
+            child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+            child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+            child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`exited ${code}: ${err}`))));
+          }),
       ),
     );
     expect(new Set(signatures).size).toBe(1);
@@ -102,7 +126,9 @@ describe('openClusterSecret', () => {
   it('reads the named secret file whatever the backend', () => {
     const path = secretFile('named', 'f'.repeat(40));
     for (const backend of ['memory', 'sqlite', 'etcd'] as const) {
-      expect(openClusterSecret({ backend, sqlitePath: join(dir, 'unused.sqlite'), secretFile: path }).origin).toBe(path);
+      expect(openClusterSecret({ backend, sqlitePath: join(dir, 'unused.sqlite'), secretFile: path }).origin).toBe(
+        path,
+      );
     }
     expect(readdirSync(dir)).not.toContain('unused.sqlite.secret');
   });
@@ -110,7 +136,12 @@ describe('openClusterSecret', () => {
   it('refuses a named secret file it cannot use, naming the setting and the file', () => {
     const open = secretFile('group-readable', 'g'.repeat(32), 0o640);
     expect(() => openClusterSecret({ backend: 'etcd', sqlitePath: 'unused', secretFile: open })).toThrow(
-      expect.objectContaining({ code: 'CLUSTER_SECRET_REFUSED', setting: 'discovery.secret_file', secret: open, message: `cluster secret discovery.secret_file = ${open} is open to its group or others (mode 0640); chmod 600 it` }),
+      expect.objectContaining({
+        code: 'CLUSTER_SECRET_REFUSED',
+        setting: 'discovery.secret_file',
+        secret: open,
+        message: `cluster secret discovery.secret_file = ${open} is open to its group or others (mode 0640); chmod 600 it`,
+      }),
     );
   });
 
@@ -130,8 +161,13 @@ describe('openClusterSecret', () => {
 
   it('etcd without a secret file, and a secret file that is not a string, are refused', () => {
     expect(() => openClusterSecret({ backend: 'etcd', sqlitePath: 'unused', secretFile: '' })).toThrow(
-      refused('discovery.secret_file', /is empty, and the etcd backend has no default: name a file of at least 32 random bytes, mode 0600/),
+      refused(
+        'discovery.secret_file',
+        /is empty, and the etcd backend has no default: name a file of at least 32 random bytes, mode 0600/,
+      ),
     );
-    expect(() => openClusterSecret({ backend: 'sqlite', sqlitePath: 'unused', secretFile: 7 as never })).toThrow(refused('discovery.secret_file', /must be a path/));
+    expect(() => openClusterSecret({ backend: 'sqlite', sqlitePath: 'unused', secretFile: 7 as never })).toThrow(
+      refused('discovery.secret_file', /must be a path/),
+    );
   });
 });

@@ -33,20 +33,31 @@ export class ClusterSecret {
     try {
       fd = openSync(absolute, 'r');
     } catch (cause) {
-      throw new ClusterSecretError(absolute, `cannot be opened (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`, { cause });
+      throw new ClusterSecretError(
+        absolute,
+        `cannot be opened (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`,
+        { cause },
+      );
     }
     try {
       const stat = fstatSync(fd);
       if (!stat.isFile()) throw new ClusterSecretError(absolute, 'is not a regular file');
       if ((stat.mode & 0o077) !== 0) {
-        throw new ClusterSecretError(absolute, `is open to its group or others (mode ${(stat.mode & 0o777).toString(8).padStart(4, '0')}); chmod 600 it`);
+        throw new ClusterSecretError(
+          absolute,
+          `is open to its group or others (mode ${(stat.mode & 0o777).toString(8).padStart(4, '0')}); chmod 600 it`,
+        );
       }
       if (stat.size < clusterSecretMinBytes || stat.size > clusterSecretMaxBytes) {
-        throw new ClusterSecretError(absolute, `holds ${stat.size} bytes; a cluster secret holds ${clusterSecretMinBytes} to ${clusterSecretMaxBytes}`);
+        throw new ClusterSecretError(
+          absolute,
+          `holds ${stat.size} bytes; a cluster secret holds ${clusterSecretMinBytes} to ${clusterSecretMaxBytes}`,
+        );
       }
       const key = Buffer.alloc(stat.size);
       const read = readSync(fd, key, 0, key.length, 0);
-      if (read !== key.length) throw new ClusterSecretError(absolute, `changed while it was read (${read} of ${key.length} bytes)`);
+      if (read !== key.length)
+        throw new ClusterSecretError(absolute, `changed while it was read (${read} of ${key.length} bytes)`);
       return new ClusterSecret(key, absolute);
     } finally {
       closeSync(fd);
@@ -66,7 +77,11 @@ export class ClusterSecret {
       linkSync(draft, absolute);
     } catch (cause) {
       if ((cause as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new ClusterSecretError(absolute, `cannot be created (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`, { cause });
+        throw new ClusterSecretError(
+          absolute,
+          `cannot be created (${(cause as NodeJS.ErrnoException).code ?? String(cause)})`,
+          { cause },
+        );
       }
     } finally {
       try {
@@ -101,7 +116,10 @@ export class ClusterSecret {
 let processSecret: ClusterSecret | undefined;
 
 /** The `discovery.*` settings that locate the cluster secret (a resolved `settings.discovery` fits). */
-export type ClusterSecretSettings = Pick<SettingsOf<[typeof discoveryGroup]>['discovery'], 'backend' | 'sqlitePath' | 'secretFile'>;
+export type ClusterSecretSettings = Pick<
+  SettingsOf<[typeof discoveryGroup]>['discovery'],
+  'backend' | 'sqlitePath' | 'secretFile'
+>;
 
 /**
  * The cluster secret the settings name: `secretFile` when set; otherwise, for `sqlite`, the file
@@ -110,7 +128,8 @@ export type ClusterSecretSettings = Pick<SettingsOf<[typeof discoveryGroup]>['di
  */
 export function openClusterSecret(settings: ClusterSecretSettings): ClusterSecret {
   const { backend, sqlitePath, secretFile } = settings;
-  if (typeof secretFile !== 'string') throw new ClusterSecretError('discovery.secret_file', 'must be a path (a string; empty for the default)');
+  if (typeof secretFile !== 'string')
+    throw new ClusterSecretError('discovery.secret_file', 'must be a path (a string; empty for the default)');
   if (secretFile !== '') {
     try {
       return ClusterSecret.read(secretFile);

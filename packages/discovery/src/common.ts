@@ -1,11 +1,6 @@
 // Argument checks, value encoding and commit resolution shared by the three backends.
 import type { DiscoveryBackend } from './backend.js';
-import {
-  DiscoveryArgumentError,
-  DiscoveryCompareError,
-  DiscoveryKeyError,
-  DiscoveryValueError,
-} from './errors.js';
+import { DiscoveryArgumentError, DiscoveryCompareError, DiscoveryKeyError, DiscoveryValueError } from './errors.js';
 import type {
   CommitOptions,
   DiscoveryCompare,
@@ -87,7 +82,12 @@ export function checkFromRevision(backend: DiscoveryBackend, revision: unknown):
 
 export function checkCompactRevision(backend: DiscoveryBackend, revision: unknown, current: number): number {
   if (typeof revision !== 'number' || !Number.isSafeInteger(revision) || revision < 1 || revision > current) {
-    throw new DiscoveryArgumentError(backend, 'revision', revision, `compaction takes a revision from 1 to the current ${current}`);
+    throw new DiscoveryArgumentError(
+      backend,
+      'revision',
+      revision,
+      `compaction takes a revision from 1 to the current ${current}`,
+    );
   }
   return revision;
 }
@@ -171,18 +171,27 @@ export function resolveCommit(
 }
 
 /** Checks a commit's conditions: each names a key and a whole modification revision ≥ 0. */
-export function checkCompares(backend: DiscoveryBackend, options: CommitOptions | undefined): readonly DiscoveryCompare[] {
+export function checkCompares(
+  backend: DiscoveryBackend,
+  options: CommitOptions | undefined,
+): readonly DiscoveryCompare[] {
   if (options === undefined) return [];
   if (options === null || typeof options !== 'object') {
     throw new DiscoveryArgumentError(backend, 'options', options, 'commit options are an object');
   }
   const { compare } = options;
   if (compare === undefined) return [];
-  if (!Array.isArray(compare)) throw new DiscoveryArgumentError(backend, 'compare', compare, 'compare is an array of conditions');
+  if (!Array.isArray(compare))
+    throw new DiscoveryArgumentError(backend, 'compare', compare, 'compare is an array of conditions');
   return compare.map((condition: DiscoveryCompare, index) => {
     const revision: unknown = condition?.modRevision;
     if (typeof revision !== 'number' || !Number.isSafeInteger(revision) || revision < 0) {
-      throw new DiscoveryArgumentError(backend, `compare[${index}].modRevision`, revision, 'a modification revision is a whole number ≥ 0 (0 = absent)');
+      throw new DiscoveryArgumentError(
+        backend,
+        `compare[${index}].modRevision`,
+        revision,
+        'a modification revision is a whole number ≥ 0 (0 = absent)',
+      );
     }
     return { key: checkKey(backend, condition.key), modRevision: revision };
   });

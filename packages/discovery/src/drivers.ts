@@ -17,7 +17,9 @@ export function loadDriver<T>(backend: DiscoveryBackend, name: string): T {
   try {
     return require(name) as T;
   } catch (error) {
-    const missing = (error as { code?: unknown }).code === 'MODULE_NOT_FOUND' && String((error as Error).message).includes(`'${name}'`);
+    const missing =
+      (error as { code?: unknown }).code === 'MODULE_NOT_FOUND' &&
+      String((error as Error).message).includes(`'${name}'`);
     if (missing) throw new DiscoveryDriverMissingError(backend, name, { cause: error });
     throw error;
   }

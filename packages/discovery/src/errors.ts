@@ -107,7 +107,9 @@ export class DiscoveryCompareError extends DiscoveryError {
     readonly actual: number,
   ) {
     const at = (revision: number) => (revision === 0 ? 'absent' : `at revision ${revision}`);
-    super(`${backend} discovery: commit refused: key ${describe(key)} was expected ${at(expected)} and is ${at(actual)}; nothing was written`);
+    super(
+      `${backend} discovery: commit refused: key ${describe(key)} was expected ${at(expected)} and is ${at(actual)}; nothing was written`,
+    );
   }
 }
 
@@ -173,7 +175,10 @@ export class DiscoveryTlsError extends DiscoveryError {
     options?: ErrorOptions,
   ) {
     const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
-    super(`${backend} discovery: ${operation} failed: the TLS handshake with ${endpoints.join(', ')} failed${cause}`, options);
+    super(
+      `${backend} discovery: ${operation} failed: the TLS handshake with ${endpoints.join(', ')} failed${cause}`,
+      options,
+    );
   }
 }
 
@@ -192,7 +197,9 @@ export class DiscoveryAuthenticationError extends DiscoveryError {
     const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
     super(
       `${backend} discovery: ${operation} failed: ` +
-        (user === undefined ? 'the server requires authentication and no user is configured' : `the server refused the credentials of user ${describe(user)}`) +
+        (user === undefined
+          ? 'the server requires authentication and no user is configured'
+          : `the server refused the credentials of user ${describe(user)}`) +
         cause,
       options,
     );
@@ -212,8 +219,14 @@ export class DiscoveryPermissionError extends DiscoveryError {
     readonly user: string | undefined,
     options?: ErrorOptions,
   ) {
-    const who = user === undefined ? 'this client (no etcd user configured: etcd took its client certificate\'s name, if any)' : `user ${describe(user)}`;
-    super(`${backend} discovery: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} denied: ${who} is not granted it`, options);
+    const who =
+      user === undefined
+        ? "this client (no etcd user configured: etcd took its client certificate's name, if any)"
+        : `user ${describe(user)}`;
+    super(
+      `${backend} discovery: ${operation}${key === undefined ? '' : ` of key ${describe(key)}`} denied: ${who} is not granted it`,
+      options,
+    );
   }
 }
 
@@ -282,7 +295,10 @@ export class ClusterSecretError extends DiscoveryError {
     readonly reason: string,
     options?: ErrorOptions & { readonly setting?: string },
   ) {
-    super(`cluster secret ${options?.setting === undefined ? '' : `${options.setting} = `}${secret} ${reason}`, options);
+    super(
+      `cluster secret ${options?.setting === undefined ? '' : `${options.setting} = `}${secret} ${reason}`,
+      options,
+    );
     this.setting = options?.setting;
   }
 }
@@ -295,7 +311,8 @@ export class ClusterSecretError extends DiscoveryError {
  * another cluster secret, or altered after signing) or `other-slot` (validly signed, but for another
  * worker, incarnation, rank or agent than the rank part it is published in: a replayed blob).
  */
-export type TransportMetadataRefusal = 'unsigned' | 'truncated' | 'malformed' | 'outdated-format' | 'wrong-signature' | 'other-slot';
+export type TransportMetadataRefusal =
+  'unsigned' | 'truncated' | 'malformed' | 'outdated-format' | 'wrong-signature' | 'other-slot';
 
 /** A peer's transport metadata that is not signed under this process's cluster secret; nothing of it was loaded. */
 export class TransportMetadataRefusedError extends DiscoveryError {
@@ -306,7 +323,9 @@ export class TransportMetadataRefusedError extends DiscoveryError {
     readonly refusal: TransportMetadataRefusal,
     readonly reason: string,
   ) {
-    super(`transport metadata of agent ${describe(agentName)} refused (${refusal}): ${reason}; no byte of it reached the transport`);
+    super(
+      `transport metadata of agent ${describe(agentName)} refused (${refusal}): ${reason}; no byte of it reached the transport`,
+    );
   }
 }
 
@@ -330,7 +349,9 @@ export class SupersededError extends DiscoveryError {
       newerEpoch === undefined
         ? "the worker's epoch record is gone"
         : `incarnation ${describe(newerIncarnation)} holds epoch ${newerEpoch}`;
-    super(`worker ${describe(workerId)} incarnation ${describe(incarnation)}${own} is superseded (${newer}); ${operation} refused, and it must not publish again`);
+    super(
+      `worker ${describe(workerId)} incarnation ${describe(incarnation)}${own} is superseded (${newer}); ${operation} refused, and it must not publish again`,
+    );
   }
 }
 
@@ -345,7 +366,10 @@ export class DiscoveryDriverMissingError extends DiscoveryError {
     readonly driver: string,
     options?: ErrorOptions,
   ) {
-    super(`${backend} discovery needs the package ${driver}, which is not installed: install it next to @kvreuse/discovery (npm install ${driver})`, options);
+    super(
+      `${backend} discovery needs the package ${driver}, which is not installed: install it next to @kvreuse/discovery (npm install ${driver})`,
+      options,
+    );
   }
 }
 

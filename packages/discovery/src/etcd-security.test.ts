@@ -17,12 +17,29 @@ describe('an etcd store given certificate and password files', () => {
   it.each([
     ['tls.caFile', { tls: { caFile: join(dir, 'missing-ca.pem') } }, join(dir, 'missing-ca.pem'), /ENOENT/],
     ['tls.certFile', { tls: { certFile: dir, keyFile: pem } }, dir, /EISDIR/],
-    ['tls.keyFile', { tls: { certFile: pem, keyFile: join(dir, 'missing-key.pem') } }, join(dir, 'missing-key.pem'), /ENOENT/],
-    ['auth.passwordFile', { auth: { username: 'worker-a', passwordFile: join(dir, 'missing-password') } }, join(dir, 'missing-password'), /ENOENT/],
+    [
+      'tls.keyFile',
+      { tls: { certFile: pem, keyFile: join(dir, 'missing-key.pem') } },
+      join(dir, 'missing-key.pem'),
+      /ENOENT/,
+    ],
+    [
+      'auth.passwordFile',
+      { auth: { username: 'worker-a', passwordFile: join(dir, 'missing-password') } },
+      join(dir, 'missing-password'),
+      /ENOENT/,
+    ],
   ])('refuses a %s it cannot read, naming the option and the path', (option, options, path, reason) => {
     const open = () => connectEtcdDiscovery({ hosts, ...options });
     expect(open).toThrow(DiscoveryCredentialsFileError);
-    expect(open).toThrow(expect.objectContaining({ code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE', option, path, reason: expect.stringMatching(reason) }));
+    expect(open).toThrow(
+      expect.objectContaining({
+        code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE',
+        option,
+        path,
+        reason: expect.stringMatching(reason),
+      }),
+    );
     expect(open).toThrow(path);
   });
 
@@ -31,27 +48,52 @@ describe('an etcd store given certificate and password files', () => {
       const passwordFile = join(dir, `password-${content.length}`);
       writeFileSync(passwordFile, content);
       expect(() => connectEtcdDiscovery({ hosts, auth: { username: 'worker-a', passwordFile } })).toThrow(
-        expect.objectContaining({ code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE', option: 'auth.passwordFile', path: passwordFile }),
+        expect.objectContaining({
+          code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE',
+          option: 'auth.passwordFile',
+          path: passwordFile,
+        }),
       );
     }
   });
 
   it('refuses certificates for an http:// host, a certificate without its key, and a user without a name', () => {
-    expect(() => connectEtcdDiscovery({ hosts: ['https://127.0.0.1:2379', 'http://127.0.0.1:2380'], tls: { caFile: pem } })).toThrow(
-      expect.objectContaining({ code: 'DISCOVERY_INVALID_ARGUMENT', argument: 'hosts', value: 'http://127.0.0.1:2380' }),
+    expect(() =>
+      connectEtcdDiscovery({ hosts: ['https://127.0.0.1:2379', 'http://127.0.0.1:2380'], tls: { caFile: pem } }),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'DISCOVERY_INVALID_ARGUMENT',
+        argument: 'hosts',
+        value: 'http://127.0.0.1:2380',
+      }),
     );
-    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: pem } })).toThrow(expect.objectContaining({ argument: 'tls.certFile' }));
-    expect(() => connectEtcdDiscovery({ hosts, auth: { username: '', passwordFile: pem } })).toThrow(DiscoveryArgumentError);
+    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: pem } })).toThrow(
+      expect.objectContaining({ argument: 'tls.certFile' }),
+    );
+    expect(() => connectEtcdDiscovery({ hosts, auth: { username: '', passwordFile: pem } })).toThrow(
+      DiscoveryArgumentError,
+    );
   });
 
-  it('refuses, naming the option and the path, a file that is not PEM and a key that is not the certificate\'s', async () => {
+  it("refuses, naming the option and the path, a file that is not PEM and a key that is not the certificate's", async () => {
     const ca = createCertificateAuthority(dir, 'security-ca');
     const client = ca.issue('security-client', 'client');
     const refused = (option: string, path: string, reason: RegExp) =>
-      expect.objectContaining({ code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE', option, path, reason: expect.stringMatching(reason) });
-    expect(() => connectEtcdDiscovery({ hosts, tls: { caFile: pem } })).toThrow(refused('tls.caFile', pem, /^not a PEM certificate/));
-    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: pem, keyFile: client.keyFile } })).toThrow(refused('tls.certFile', pem, /^not a PEM certificate/));
-    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: client.certFile, keyFile: pem } })).toThrow(refused('tls.keyFile', pem, /^not a PEM private key/));
+      expect.objectContaining({
+        code: 'DISCOVERY_CREDENTIALS_FILE_UNREADABLE',
+        option,
+        path,
+        reason: expect.stringMatching(reason),
+      });
+    expect(() => connectEtcdDiscovery({ hosts, tls: { caFile: pem } })).toThrow(
+      refused('tls.caFile', pem, /^not a PEM certificate/),
+    );
+    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: pem, keyFile: client.keyFile } })).toThrow(
+      refused('tls.certFile', pem, /^not a PEM certificate/),
+    );
+    expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: client.certFile, keyFile: pem } })).toThrow(
+      refused('tls.keyFile', pem, /^not a PEM private key/),
+    );
     expect(() => connectEtcdDiscovery({ hosts, tls: { certFile: client.certFile, keyFile: ca.keyFile } })).toThrow(
       refused('tls.keyFile', ca.keyFile, new RegExp(`^not the private key of tls.certFile ${client.certFile}`)),
     );

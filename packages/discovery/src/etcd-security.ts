@@ -49,47 +49,78 @@ function readOptionFile(option: string, path: unknown): Buffer {
 
 /** The etcd3 client's `credentials` for `tls` (read now, so that a bad file fails when the store is made). */
 export function tlsCredentials(tls: EtcdTlsFiles, hosts: readonly string[]): NonNullable<IOptions['credentials']> {
-  if (typeof tls !== 'object' || tls === null) throw new DiscoveryArgumentError(backend, 'tls', tls, 'tls is an object of file paths');
+  if (typeof tls !== 'object' || tls === null)
+    throw new DiscoveryArgumentError(backend, 'tls', tls, 'tls is an object of file paths');
   const plain = hosts.find((host) => !host.startsWith('https://'));
-  if (plain !== undefined) throw new DiscoveryArgumentError(backend, 'hosts', plain, 'with tls, every host is an https:// URL');
+  if (plain !== undefined)
+    throw new DiscoveryArgumentError(backend, 'hosts', plain, 'with tls, every host is an https:// URL');
   if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) {
-    throw new DiscoveryArgumentError(backend, tls.certFile === undefined ? 'tls.keyFile' : 'tls.certFile', tls.certFile ?? tls.keyFile, 'tls.certFile and tls.keyFile are given together');
+    throw new DiscoveryArgumentError(
+      backend,
+      tls.certFile === undefined ? 'tls.keyFile' : 'tls.certFile',
+      tls.certFile ?? tls.keyFile,
+      'tls.certFile and tls.keyFile are given together',
+    );
   }
   const credentials = {
-    rootCertificate: tls.caFile === undefined ? Buffer.from(rootCertificates.join('\n')) : readOptionFile('tls.caFile', tls.caFile),
+    rootCertificate:
+      tls.caFile === undefined ? Buffer.from(rootCertificates.join('\n')) : readOptionFile('tls.caFile', tls.caFile),
     ...(tls.certFile === undefined
       ? {}
-      : { certChain: readOptionFile('tls.certFile', tls.certFile), privateKey: readOptionFile('tls.keyFile', tls.keyFile) }),
+      : {
+          certChain: readOptionFile('tls.certFile', tls.certFile),
+          privateKey: readOptionFile('tls.keyFile', tls.keyFile),
+        }),
   };
   checkPem(tls, credentials);
   return credentials;
 }
 
 /** Refuses, naming the file, what the TLS library would refuse as a bare error when the client is made (or, for a CA, at every handshake). */
-function checkPem(tls: EtcdTlsFiles, credentials: { rootCertificate: Buffer; certChain?: Buffer; privateKey?: Buffer }): void {
+function checkPem(
+  tls: EtcdTlsFiles,
+  credentials: { rootCertificate: Buffer; certChain?: Buffer; privateKey?: Buffer },
+): void {
   const refuse = (option: string, path: string | undefined, check: () => unknown, what: string): void => {
     try {
       check();
     } catch (error) {
-      throw new DiscoveryCredentialsFileError(backend, option, path ?? '', `${what} (${(error as Error).message})`, { cause: error });
+      throw new DiscoveryCredentialsFileError(backend, option, path ?? '', `${what} (${(error as Error).message})`, {
+        cause: error,
+      });
     }
   };
-  if (tls.caFile !== undefined) refuse('tls.caFile', tls.caFile, () => new X509Certificate(credentials.rootCertificate), 'not a PEM certificate');
+  if (tls.caFile !== undefined)
+    refuse('tls.caFile', tls.caFile, () => new X509Certificate(credentials.rootCertificate), 'not a PEM certificate');
   const { certChain: cert, privateKey: key } = credentials;
   if (cert === undefined) return;
   refuse('tls.certFile', tls.certFile, () => createSecureContext({ cert }), 'not a PEM certificate');
   refuse('tls.keyFile', tls.keyFile, () => createSecureContext({ key }), 'not a PEM private key');
-  refuse('tls.keyFile', tls.keyFile, () => createSecureContext({ cert, key }), `not the private key of tls.certFile ${tls.certFile}`);
+  refuse(
+    'tls.keyFile',
+    tls.keyFile,
+    () => createSecureContext({ cert, key }),
+    `not the private key of tls.certFile ${tls.certFile}`,
+  );
 }
 
 /** The user name and password the etcd3 client authenticates with. */
 export function userPassword(user: EtcdUser): { username: string; password: string } {
-  if (typeof user !== 'object' || user === null) throw new DiscoveryArgumentError(backend, 'auth', user, 'auth is { username, passwordFile }');
+  if (typeof user !== 'object' || user === null)
+    throw new DiscoveryArgumentError(backend, 'auth', user, 'auth is { username, passwordFile }');
   if (typeof user.username !== 'string' || user.username === '') {
     throw new DiscoveryArgumentError(backend, 'auth.username', user.username, 'a user name is a non-empty string');
   }
-  const password = readOptionFile('auth.passwordFile', user.passwordFile).toString('utf8').replace(/\r?\n$/, '');
-  if (password === '') throw new DiscoveryCredentialsFileError(backend, 'auth.passwordFile', user.passwordFile, 'the file holds only a newline');
+  const password = readOptionFile('auth.passwordFile', user.passwordFile)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
+  if (password === '')
+    throw new DiscoveryCredentialsFileError(
+      backend,
+      'auth.passwordFile',
+      user.passwordFile,
+      'the file holds only a newline',
+    );
   return { username: user.username, password };
 }
 
@@ -123,12 +154,18 @@ export class EtcdRefusals {
     if (error instanceof EtcdAuthenticationFailedError) {
       return new DiscoveryAuthenticationError(backend, operation, this.username, { cause: error });
     }
-    if (error instanceof Error && noUser.test(error.message)) return new DiscoveryAuthenticationError(backend, operation, undefined, { cause: error });
-    if (error instanceof EtcdPermissionDeniedError || (error instanceof Error && permissionDenied.test(error.message))) {
+    if (error instanceof Error && noUser.test(error.message))
+      return new DiscoveryAuthenticationError(backend, operation, undefined, { cause: error });
+    if (
+      error instanceof EtcdPermissionDeniedError ||
+      (error instanceof Error && permissionDenied.test(error.message))
+    ) {
       return new DiscoveryPermissionError(backend, operation, key, this.username, { cause: error });
     }
     if (!(error instanceof GRPCUnavailableError)) return undefined;
     if (handshake.test(error.message)) this.handshakeFailure = error;
-    return this.handshakeFailure === undefined ? undefined : new DiscoveryTlsError(backend, operation, this.hosts, { cause: this.handshakeFailure });
+    return this.handshakeFailure === undefined
+      ? undefined
+      : new DiscoveryTlsError(backend, operation, this.hosts, { cause: this.handshakeFailure });
   }
 }

@@ -100,7 +100,11 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     this.maxReconnectDelayMs = wholeOption(backend, 'maxReconnectDelayMs', options.maxReconnectDelayMs, 2_000);
     this.commitAttempts = wholeOption(backend, 'commitAttempts', options.commitAttempts, 16);
     const hosts = typeof options.hosts === 'string' ? [options.hosts] : options.hosts;
-    if (!Array.isArray(hosts) || hosts.length === 0 || hosts.some((host) => typeof host !== 'string' || !/^https?:\/\/./.test(host))) {
+    if (
+      !Array.isArray(hosts) ||
+      hosts.length === 0 ||
+      hosts.some((host) => typeof host !== 'string' || !/^https?:\/\/./.test(host))
+    ) {
       throw new DiscoveryArgumentError(backend, 'hosts', options.hosts, 'hosts are one or more http(s):// client URLs');
     }
     const user = options.auth === undefined ? undefined : userPassword(options.auth);
@@ -110,7 +114,9 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1_000 },
       faultHandling: { host: () => noRetries(), global: noRetries() },
       ...(options.tls === undefined ? {} : { credentials: tlsCredentials(options.tls, hosts) }),
-      ...(user === undefined ? {} : { auth: { ...user, callOptions: () => ({ deadline: new Date(Date.now() + this.requestTimeoutMs) }) } }),
+      ...(user === undefined
+        ? {}
+        : { auth: { ...user, callOptions: () => ({ deadline: new Date(Date.now() + this.requestTimeoutMs) }) } }),
     });
   }
 
@@ -167,7 +173,9 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
 
   async get(key: string): Promise<DiscoveryEntry | undefined> {
     checkKey(backend, key);
-    const response = await this.call('get', key, (deadline) => this.client.kv.range({ key: keyBytes(key) }, { deadline }));
+    const response = await this.call('get', key, (deadline) =>
+      this.client.kv.range({ key: keyBytes(key) }, { deadline }),
+    );
     const kv = response.kvs[0];
     return kv === undefined ? undefined : toEntry(kv);
   }
@@ -197,7 +205,12 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
    * keys, so that a failed condition is reported (and not retried) and a changed range is retried.
    */
   async commit(operations: readonly DiscoveryOperation[], options?: CommitOptions): Promise<number> {
-    resolveCommit(backend, operations, () => [], () => true);
+    resolveCommit(
+      backend,
+      operations,
+      () => [],
+      () => true,
+    );
     const compares = checkCompares(backend, options);
     const prefixes = [
       ...new Set(operations.flatMap((operation) => (operation.type === 'deletePrefix' ? [operation.prefix] : []))),
@@ -205,35 +218,43 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     for (let attempt = 0; attempt < this.commitAttempts; attempt++) {
       const read = await Promise.all(prefixes.map((prefix) => this.list(prefix)));
       const existing = new Map(prefixes.map((prefix, i) => [prefix, read[i]!.entries.map((entry) => entry.key)]));
-      const writes = resolveCommit(backend, operations, (prefix) => existing.get(prefix) ?? [], () => true);
-      const response = await this.call('commit', undefined, (deadline) =>
-        this.client.kv.txn(
-          {
-            // The prefixes were read concurrently, each at its own revision: a key written under
-            // one prefix after its read is caught only by a compare against that read's revision.
-            compare: [
-              ...prefixes.map((prefix, i) => ({
-                ...prefixRange(prefix),
-                target: 'Mod' as const,
-                result: 'Less' as const,
-                mod_revision: String(read[i]!.revision + 1),
-              })),
-              ...compares.map(({ key, modRevision }) => ({
-                key: keyBytes(key),
-                target: 'Mod' as const,
-                result: 'Equal' as const,
-                mod_revision: String(modRevision),
-              })),
-            ],
-            success: [...writes].map(([key, write]) =>
-              write.type === 'put'
-                ? { request_put: { key: keyBytes(key), value: Buffer.from(write.value), lease: write.lease ?? 0 } }
-                : { request_delete_range: { key: keyBytes(key) } },
-            ),
-            failure: compares.map(({ key }) => ({ request_range: { key: keyBytes(key) } })),
-          },
-          { deadline },
-        ),
+      const writes = resolveCommit(
+        backend,
+        operations,
+        (prefix) => existing.get(prefix) ?? [],
+        () => true,
+      );
+      const response = await this.call(
+        'commit',
+        undefined,
+        (deadline) =>
+          this.client.kv.txn(
+            {
+              // The prefixes were read concurrently, each at its own revision: a key written under
+              // one prefix after its read is caught only by a compare against that read's revision.
+              compare: [
+                ...prefixes.map((prefix, i) => ({
+                  ...prefixRange(prefix),
+                  target: 'Mod' as const,
+                  result: 'Less' as const,
+                  mod_revision: String(read[i]!.revision + 1),
+                })),
+                ...compares.map(({ key, modRevision }) => ({
+                  key: keyBytes(key),
+                  target: 'Mod' as const,
+                  result: 'Equal' as const,
+                  mod_revision: String(modRevision),
+                })),
+              ],
+              success: [...writes].map(([key, write]) =>
+                write.type === 'put'
+                  ? { request_put: { key: keyBytes(key), value: Buffer.from(write.value), lease: write.lease ?? 0 } }
+                  : { request_delete_range: { key: keyBytes(key) } },
+              ),
+              failure: compares.map(({ key }) => ({ request_range: { key: keyBytes(key) } })),
+            },
+            { deadline },
+          ),
         leaseOf(writes),
       );
       if (response.succeeded) return Number(response.header.revision);
@@ -243,7 +264,11 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       const refused = failedCompare(backend, compares, (key) => current.get(key) ?? 0);
       if (refused !== undefined) throw refused;
     }
-    throw new DiscoveryUnavailableError(backend, `commit (${this.commitAttempts} attempts lost to concurrent writers)`, prefixes[0]);
+    throw new DiscoveryUnavailableError(
+      backend,
+      `commit (${this.commitAttempts} attempts lost to concurrent writers)`,
+      prefixes[0],
+    );
   }
 
   async compact(revision: number): Promise<void> {
@@ -266,8 +291,14 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       fromRevision = Number(current.header.revision) + 1;
     }
     if (this.closed) throw new DiscoveryClosedError(backend, 'watch');
-    const watch = new EtcdWatch(this, prefix, listener, fromRevision - 1, this.requestTimeoutMs, this.maxReconnectDelayMs, (w) =>
-      this.watches.delete(w),
+    const watch = new EtcdWatch(
+      this,
+      prefix,
+      listener,
+      fromRevision - 1,
+      this.requestTimeoutMs,
+      this.maxReconnectDelayMs,
+      (w) => this.watches.delete(w),
     );
     this.watches.add(watch);
     try {
@@ -305,9 +336,15 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
       this.refusals.succeeded();
       return response;
     } catch (error) {
-      if (error instanceof etcd3().EtcdLeaseInvalidError) throw new DiscoveryLeaseError(backend, lease ?? 'unknown', key);
+      if (error instanceof etcd3().EtcdLeaseInvalidError)
+        throw new DiscoveryLeaseError(backend, lease ?? 'unknown', key);
       if (error instanceof Error && /too many operations in txn/.test(error.message)) {
-        throw new DiscoveryArgumentError(backend, 'operations', operation, `etcd refused the transaction: ${error.message}`);
+        throw new DiscoveryArgumentError(
+          backend,
+          'operations',
+          operation,
+          `etcd refused the transaction: ${error.message}`,
+        );
       }
       throw this.failure(error, operation, key);
     }
@@ -316,7 +353,10 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   /** A failed request or watch as the package's typed error: a refusal of this client's identity or rights, or an outage. */
   private failure(error: unknown, operation: string, key: string | undefined): DiscoveryError {
     if (error instanceof DiscoveryError) return error;
-    return this.refusals.refusal(error, operation, key) ?? new DiscoveryUnavailableError(backend, operation, key, { cause: error });
+    return (
+      this.refusals.refusal(error, operation, key) ??
+      new DiscoveryUnavailableError(backend, operation, key, { cause: error })
+    );
   }
 }
 

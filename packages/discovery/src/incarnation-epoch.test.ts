@@ -13,7 +13,9 @@ describe('incarnation epochs refuse arguments of the wrong shape, naming the arg
     await expect(readWorkerEpoch(undefined as never, 'w')).rejects.toThrow(option('store'));
     await expect(readWorkerEpoch(store, 'w', { keyPrefix: 1 } as never)).rejects.toThrow(option('options.keyPrefix'));
     await expect(claimIncarnationEpoch(store, undefined as never)).rejects.toThrow(option('worker'));
-    await expect(assertNewestEpoch(store, { ...claimed, epoch: Number.NaN }, 'test')).rejects.toThrow('claimed.epoch = NaN is refused');
+    await expect(assertNewestEpoch(store, { ...claimed, epoch: Number.NaN }, 'test')).rejects.toThrow(
+      'claimed.epoch = NaN is refused',
+    );
     await expect(commitFenced(store, claimed, undefined as never, 'test')).rejects.toThrow(option('operations'));
     await expect(commitFenced(store, undefined as never, [], 'test')).rejects.toThrow(option('claimed'));
     expect((await store.list('')).entries).toEqual([]);
@@ -22,7 +24,7 @@ describe('incarnation epochs refuse arguments of the wrong shape, naming the arg
 });
 
 describe('claimIncarnationEpoch with two ranks of one incarnation claiming at once', () => {
-  it('gives both the same epoch when the other rank\'s claim commits between this one\'s reads of the fence and the record (the chaos runs met it on a loaded machine)', async () => {
+  it("gives both the same epoch when the other rank's claim commits between this one's reads of the fence and the record (the chaos runs met it on a loaded machine)", async () => {
     const store = new MemoryDiscoveryStore();
     const worker = { workerId: 'decode-0', incarnation: 'inc-a' };
     const fenceKey = workerEpochKey(worker.workerId);

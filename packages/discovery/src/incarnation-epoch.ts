@@ -6,7 +6,12 @@
 // past its lease, a publish racing a restart) finds the fence moved and writes nothing.
 import { entryText } from './common.js';
 import type { DiscoveryOperation, DiscoveryStore } from './types.js';
-import { DiscoveryCompareError, DiscoveryUnavailableError, InvalidDiscoveryOptionError, SupersededError } from './errors.js';
+import {
+  DiscoveryCompareError,
+  DiscoveryUnavailableError,
+  InvalidDiscoveryOptionError,
+  SupersededError,
+} from './errors.js';
 import { checkArray, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
 import { incarnationEpochKey, type WorkerIncarnation, workerEpochKey } from './rank-part-keys.js';
 
@@ -57,7 +62,11 @@ export async function claimIncarnationEpoch(
     if (record !== undefined) {
       const claimed = { ...worker, epoch: record.createRevision };
       if (fence?.modRevision !== claimed.epoch) {
-        throw superseded(claimed, fence === undefined ? undefined : { epoch: fence.modRevision, incarnation: entryText(fence) }, 'claiming an epoch');
+        throw superseded(
+          claimed,
+          fence === undefined ? undefined : { epoch: fence.modRevision, incarnation: entryText(fence) },
+          'claiming an epoch',
+        );
       }
       return claimed;
     }
@@ -67,7 +76,12 @@ export async function claimIncarnationEpoch(
           { type: 'put', key: fenceKey, value: worker.incarnation },
           { type: 'put', key: recordKey, value: worker.incarnation },
         ],
-        { compare: [{ key: fenceKey, modRevision: fence?.modRevision ?? 0 }, { key: recordKey, modRevision: 0 }] },
+        {
+          compare: [
+            { key: fenceKey, modRevision: fence?.modRevision ?? 0 },
+            { key: recordKey, modRevision: 0 },
+          ],
+        },
       );
       return { ...worker, epoch };
     } catch (error) {
@@ -75,7 +89,11 @@ export async function claimIncarnationEpoch(
       if (!(error instanceof DiscoveryCompareError)) throw error;
     }
   }
-  throw new DiscoveryUnavailableError(store.backend, `claiming an epoch (${claimAttempts} attempts lost to concurrent claims)`, fenceKey);
+  throw new DiscoveryUnavailableError(
+    store.backend,
+    `claiming an epoch (${claimAttempts} attempts lost to concurrent claims)`,
+    fenceKey,
+  );
 }
 
 /** Whether a value can be an epoch: a whole number ≥ 1 (what `claimIncarnationEpoch` hands out). */
@@ -116,7 +134,11 @@ export async function commitFenced(
   } catch (error) {
     if (!(error instanceof DiscoveryCompareError) || error.key !== fenceKey) throw error;
     const newest = await readWorkerEpoch(store, claimed.workerId, options).catch(() => undefined);
-    throw superseded(claimed, newest ?? (error.actual === 0 ? undefined : { epoch: error.actual, incarnation: undefined }), operation);
+    throw superseded(
+      claimed,
+      newest ?? (error.actual === 0 ? undefined : { epoch: error.actual, incarnation: undefined }),
+      operation,
+    );
   }
 }
 
@@ -127,7 +149,11 @@ function checkStoreAndOptions(store: DiscoveryStore, options: IncarnationEpochOp
 
 function checkClaimed(claimed: IncarnationEpoch): void {
   if (!isEpoch(checkOptionsObject('claimed', claimed).epoch)) {
-    throw new InvalidDiscoveryOptionError('claimed.epoch', claimed.epoch, 'must be an epoch claimIncarnationEpoch handed out (a whole number ≥ 1)');
+    throw new InvalidDiscoveryOptionError(
+      'claimed.epoch',
+      claimed.epoch,
+      'must be an epoch claimIncarnationEpoch handed out (a whole number ≥ 1)',
+    );
   }
 }
 
@@ -136,5 +162,12 @@ function superseded(
   newest: { readonly epoch: number; readonly incarnation: string | undefined } | undefined,
   operation: string,
 ): SupersededError {
-  return new SupersededError(claimed.workerId, claimed.incarnation, claimed.epoch, newest?.epoch, newest?.incarnation, operation);
+  return new SupersededError(
+    claimed.workerId,
+    claimed.incarnation,
+    claimed.epoch,
+    newest?.epoch,
+    newest?.incarnation,
+    operation,
+  );
 }

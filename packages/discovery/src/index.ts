@@ -15,7 +15,12 @@ export { MemoryDiscoveryStore, type MemoryDiscoveryOptions } from './memory.js';
 export { openSqliteDiscovery, SqliteDiscoveryStore, type SqliteDiscoveryOptions } from './sqlite.js';
 export type * from './types.js';
 export { type DiscoverySettings, openDiscovery } from './open.js';
-export { ClusterSecret, clusterSecretMinBytes, type ClusterSecretSettings, openClusterSecret } from './cluster-secret.js';
+export {
+  ClusterSecret,
+  clusterSecretMinBytes,
+  type ClusterSecretSettings,
+  openClusterSecret,
+} from './cluster-secret.js';
 export type { GateVerdict, ReadinessGate } from './gate.js';
 export {
   assertNewestEpoch,
@@ -26,7 +31,13 @@ export {
   isEpoch,
   readWorkerEpoch,
 } from './incarnation-epoch.js';
-export { type MetadataSlot, signedMetadataSizes, type SignedMetadataSizes, signMetadata, verifiedMetadata } from './metadata-signature.js';
+export {
+  type MetadataSlot,
+  signedMetadataSizes,
+  type SignedMetadataSizes,
+  signMetadata,
+  verifiedMetadata,
+} from './metadata-signature.js';
 export { type OptionChecks, optionChecks, type OptionRefusal } from './option-checks.js';
 export { type RankPublication, type RankPublicationOptions, startRankPublication } from './publication.js';
 export { publishRankParts, type PublishRankPartsOptions, withdrawRankParts } from './publish.js';

@@ -1,13 +1,7 @@
 // Watch delivery for the backends that keep their own history (memory, sqlite): one registry of
 // watchers per store, fed with the batches of changes the store read or made, in revision order.
 import { notifyListener } from './common.js';
-import type {
-  DiscoveryEvent,
-  DiscoverySnapshot,
-  DiscoveryWatch,
-  WatchListener,
-  WatchNotice,
-} from './types.js';
+import type { DiscoveryEvent, DiscoverySnapshot, DiscoveryWatch, WatchListener, WatchNotice } from './types.js';
 
 /** All changes of one revision, for every key. */
 export interface ChangeBatch {

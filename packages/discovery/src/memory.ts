@@ -141,7 +141,11 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
 
   async watch(prefix: string, listener: WatchListener, options: WatchOptions = {}): Promise<DiscoveryWatch> {
     this.assertOpen('watch');
-    return this.hub.add(checkPrefix(this.backend, prefix), listener, checkFromRevision(this.backend, options.fromRevision));
+    return this.hub.add(
+      checkPrefix(this.backend, prefix),
+      listener,
+      checkFromRevision(this.backend, options.fromRevision),
+    );
   }
 
   async close(): Promise<void> {
@@ -217,10 +221,13 @@ export class MemoryDiscoveryStore implements DiscoveryStore {
     this.expiryTimer = undefined;
     this.armedDeadline = earliest;
     if (earliest === Number.POSITIVE_INFINITY) return;
-    this.expiryTimer = setTimeout(() => {
-      this.expiryTimer = undefined;
-      this.sweepExpired();
-    }, Math.max(0, earliest - this.now())).unref();
+    this.expiryTimer = setTimeout(
+      () => {
+        this.expiryTimer = undefined;
+        this.sweepExpired();
+      },
+      Math.max(0, earliest - this.now()),
+    ).unref();
   }
 
   private dropLease(lease: LeaseId): void {

@@ -19,7 +19,12 @@ const theirs = secret('theirs', 't');
 const blob = Buffer.concat([Buffer.from('KVTM'), Buffer.from(Array.from({ length: 60 }, (_, i) => i))]);
 const slot = { workerId: 'worker-a', incarnation: 'inc-1', ppRank: 0, tpRank: 1, agentName: 'src-agent' };
 const refusal = (kind: TransportMetadataRefusedError['refusal'], reason: RegExp) =>
-  expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', agentName: 'src-agent', refusal: kind, message: expect.stringMatching(reason) });
+  expect.objectContaining({
+    code: 'TRANSPORT_METADATA_REFUSED',
+    agentName: 'src-agent',
+    refusal: kind,
+    message: expect.stringMatching(reason),
+  });
 
 describe('signed transport metadata', () => {
   it('is the blob behind a header, its HMAC-SHA256 and its slot, and verifies to the very blob under the same secret and slot', () => {
@@ -34,34 +39,56 @@ describe('signed transport metadata', () => {
 
   it('refuses a blob signed for another worker, incarnation, rank or agent, naming both slots', () => {
     const signed = signMetadata(ours, slot, blob);
-    const others = [{ workerId: 'worker-b' }, { incarnation: 'inc-2' }, { ppRank: 1 }, { tpRank: 0 }, { agentName: 'other-agent' }];
+    const others = [
+      { workerId: 'worker-b' },
+      { incarnation: 'inc-2' },
+      { ppRank: 1 },
+      { tpRank: 0 },
+      { agentName: 'other-agent' },
+    ];
     for (const other of others) {
       expect(() => verifiedMetadata(ours, { ...slot, ...other }, signed)).toThrow(
         expect.objectContaining({
           code: 'TRANSPORT_METADATA_REFUSED',
           agentName: other.agentName ?? 'src-agent',
           refusal: 'other-slot',
-          message: expect.stringContaining('signed for worker worker-a incarnation inc-1 rank pp0-tp1 agent src-agent but is published as worker '),
+          message: expect.stringContaining(
+            'signed for worker worker-a incarnation inc-1 rank pp0-tp1 agent src-agent but is published as worker ',
+          ),
         }),
       );
     }
-    expect(() => verifiedMetadata(ours, { ...slot, tpRank: 0 }, signed)).toThrow(/published as worker worker-a incarnation inc-1 rank pp0-tp0 agent src-agent/);
+    expect(() => verifiedMetadata(ours, { ...slot, tpRank: 0 }, signed)).toThrow(
+      /published as worker worker-a incarnation inc-1 rank pp0-tp0 agent src-agent/,
+    );
   });
 
   it('refuses a version 1 envelope (its signature covers the blob alone) as outdated, saying to upgrade its publisher', () => {
     const header = Buffer.from([0x4b, 0x56, 0x54, 0x53, 1, 0, 32, 0]);
     const version1 = Buffer.concat([header, ours.sign(header, blob), blob]);
-    expect(() => verifiedMetadata(ours, slot, version1)).toThrow(refusal('outdated-format', /\(outdated-format\): it is signed in envelope version 1, whose signature does not cover the rank part.*upgrade its publisher/));
+    expect(() => verifiedMetadata(ours, slot, version1)).toThrow(
+      refusal(
+        'outdated-format',
+        /\(outdated-format\): it is signed in envelope version 1, whose signature does not cover the rank part.*upgrade its publisher/,
+      ),
+    );
   });
 
   it('refuses a bare blob as unsigned', () => {
-    expect(() => verifiedMetadata(ours, slot, blob)).toThrow(refusal('unsigned', /\(unsigned\): it carries no signature.*no byte of it reached the transport/));
+    expect(() => verifiedMetadata(ours, slot, blob)).toThrow(
+      refusal('unsigned', /\(unsigned\): it carries no signature.*no byte of it reached the transport/),
+    );
     expect(() => verifiedMetadata(ours, slot, blob)).toThrow(TransportMetadataRefusedError);
   });
 
   it('refuses a blob signed with another secret, naming the secret it was checked against', () => {
     expect(() => verifiedMetadata(ours, slot, signMetadata(theirs, slot, blob))).toThrow(
-      refusal('wrong-signature', new RegExp(`not one of the cluster secret ${join(dir, 'ours')}: it was signed with another secret, or altered after signing`)),
+      refusal(
+        'wrong-signature',
+        new RegExp(
+          `not one of the cluster secret ${join(dir, 'ours')}: it was signed with another secret, or altered after signing`,
+        ),
+      ),
     );
   });
 
@@ -70,7 +97,9 @@ describe('signed transport metadata', () => {
     const blobStart = signed.length - blob.length;
     for (let length = 0; length < signed.length; length++) {
       const cut = signed.subarray(0, length);
-      expect(() => verifiedMetadata(ours, slot, cut)).toThrow(refusal(length <= blobStart ? 'truncated' : 'wrong-signature', /./));
+      expect(() => verifiedMetadata(ours, slot, cut)).toThrow(
+        refusal(length <= blobStart ? 'truncated' : 'wrong-signature', /./),
+      );
     }
   });
 
@@ -80,7 +109,8 @@ describe('signed transport metadata', () => {
       for (let bit = 0; bit < 8; bit++) {
         const tampered = Buffer.from(signed);
         tampered[byte]! ^= 1 << bit;
-        const expected = byte < 8 ? 'malformed' : 42 + tampered.readUInt16LE(8) >= signed.length ? 'truncated' : 'wrong-signature';
+        const expected =
+          byte < 8 ? 'malformed' : 42 + tampered.readUInt16LE(8) >= signed.length ? 'truncated' : 'wrong-signature';
         expect(() => verifiedMetadata(ours, slot, tampered)).toThrow(refusal(expected, /./));
       }
     }
@@ -88,7 +118,10 @@ describe('signed transport metadata', () => {
 
   it('splits into blob and envelope sizes without the secret, and names no sizes for what is not a version 2 envelope', () => {
     const signed = signMetadata(theirs, slot, blob);
-    expect(signedMetadataSizes(signed)).toEqual({ blobBytes: blob.length, envelopeBytes: 10 + 32 + '["worker-a","inc-1",0,1,"src-agent"]'.length });
+    expect(signedMetadataSizes(signed)).toEqual({
+      blobBytes: blob.length,
+      envelopeBytes: 10 + 32 + '["worker-a","inc-1",0,1,"src-agent"]'.length,
+    });
     expect(signedMetadataSizes(blob)).toBeUndefined();
     expect(signedMetadataSizes(signed.subarray(0, signed.length - blob.length))).toBeUndefined();
   });

@@ -32,7 +32,13 @@ function encodeSlot(slot: MetadataSlot): Buffer {
 }
 
 function describeSlot(slot: Buffer): string {
-  const [workerId, incarnation, ppRank, tpRank, agentName] = JSON.parse(slot.toString('utf8')) as [string, string, number, number, string];
+  const [workerId, incarnation, ppRank, tpRank, agentName] = JSON.parse(slot.toString('utf8')) as [
+    string,
+    string,
+    number,
+    number,
+    string,
+  ];
   return `worker ${workerId} incarnation ${incarnation} rank pp${ppRank}-tp${tpRank} agent ${agentName}`;
 }
 
@@ -55,12 +61,18 @@ interface Envelope {
   readonly blob: Buffer;
 }
 
-type EnvelopeRefusal = { readonly refusal: 'unsigned' | 'outdated-format' | 'truncated' | 'malformed'; readonly reason: string };
+type EnvelopeRefusal = {
+  readonly refusal: 'unsigned' | 'outdated-format' | 'truncated' | 'malformed';
+  readonly reason: string;
+};
 
 /** Splits `bytes` into a version 2 envelope's parts, or says why they are not one. */
 function openEnvelope(bytes: Buffer): Envelope | EnvelopeRefusal {
   if (bytes.subarray(0, 4).equals(UNSIGNED_MAGIC)) {
-    return { refusal: 'unsigned', reason: `it carries no signature: its publisher does not sign metadata (a kvreuse older than signing, or another cluster's tool)` };
+    return {
+      refusal: 'unsigned',
+      reason: `it carries no signature: its publisher does not sign metadata (a kvreuse older than signing, or another cluster's tool)`,
+    };
   }
   if (bytes.length >= 6 && bytes.subarray(0, 4).equals(SIGNED_MAGIC) && bytes.readUInt16LE(4) === SLOTLESS_VERSION) {
     return {
@@ -69,14 +81,28 @@ function openEnvelope(bytes: Buffer): Envelope | EnvelopeRefusal {
     };
   }
   if (bytes.length < HEADER_BYTES + SIGNATURE_BYTES + 1) {
-    return { refusal: 'truncated', reason: `${bytes.length} bytes, fewer than a signature header, signature and blob (${HEADER_BYTES + SIGNATURE_BYTES + 1})` };
+    return {
+      refusal: 'truncated',
+      reason: `${bytes.length} bytes, fewer than a signature header, signature and blob (${HEADER_BYTES + SIGNATURE_BYTES + 1})`,
+    };
   }
   const header = bytes.subarray(0, HEADER_BYTES);
-  if (!header.subarray(0, 4).equals(SIGNED_MAGIC) || header.readUInt16LE(4) !== SIGNED_VERSION || header.readUInt16LE(6) !== SIGNATURE_BYTES) {
-    return { refusal: 'malformed', reason: `not version ${SIGNED_VERSION} signed metadata (header ${header.toString('hex')})` };
+  if (
+    !header.subarray(0, 4).equals(SIGNED_MAGIC) ||
+    header.readUInt16LE(4) !== SIGNED_VERSION ||
+    header.readUInt16LE(6) !== SIGNATURE_BYTES
+  ) {
+    return {
+      refusal: 'malformed',
+      reason: `not version ${SIGNED_VERSION} signed metadata (header ${header.toString('hex')})`,
+    };
   }
   const slotEnd = HEADER_BYTES + SIGNATURE_BYTES + header.readUInt16LE(8);
-  if (bytes.length <= slotEnd) return { refusal: 'truncated', reason: `${bytes.length} bytes, not more than its header, signature and slot (${slotEnd})` };
+  if (bytes.length <= slotEnd)
+    return {
+      refusal: 'truncated',
+      reason: `${bytes.length} bytes, not more than its header, signature and slot (${slotEnd})`,
+    };
   return {
     header,
     signature: bytes.subarray(HEADER_BYTES, HEADER_BYTES + SIGNATURE_BYTES),
@@ -97,7 +123,9 @@ export interface SignedMetadataSizes {
  */
 export function signedMetadataSizes(signed: Uint8Array): SignedMetadataSizes | undefined {
   const envelope = openEnvelope(Buffer.from(signed.buffer, signed.byteOffset, signed.byteLength));
-  return 'refusal' in envelope ? undefined : { blobBytes: envelope.blob.length, envelopeBytes: signed.byteLength - envelope.blob.length };
+  return 'refusal' in envelope
+    ? undefined
+    : { blobBytes: envelope.blob.length, envelopeBytes: signed.byteLength - envelope.blob.length };
 }
 
 /**
@@ -113,11 +141,17 @@ export function verifiedMetadata(secret: ClusterSecret, slot: MetadataSlot, sign
   };
   if ('refusal' in envelope) return refuse(envelope.refusal, envelope.reason);
   if (!secret.verifies(envelope.signature, envelope.header, envelope.slot, envelope.blob)) {
-    refuse('wrong-signature', `its signature is not one of the cluster secret ${secret.origin}: it was signed with another secret, or altered after signing`);
+    refuse(
+      'wrong-signature',
+      `its signature is not one of the cluster secret ${secret.origin}: it was signed with another secret, or altered after signing`,
+    );
   }
   const expectedSlot = encodeSlot(slot);
   if (!envelope.slot.equals(expectedSlot)) {
-    refuse('other-slot', `it was signed for ${describeSlot(envelope.slot)} but is published as ${describeSlot(expectedSlot)}`);
+    refuse(
+      'other-slot',
+      `it was signed for ${describeSlot(envelope.slot)} but is published as ${describeSlot(expectedSlot)}`,
+    );
   }
   return envelope.blob;
 }

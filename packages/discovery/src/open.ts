@@ -10,8 +10,16 @@ import type { DiscoveryStore } from './types.js';
  * The `discovery.*` settings that choose and locate a store, and what it presents to a secured etcd
  * (a resolved `settings.discovery` fits; an absent or empty file setting means none).
  */
-export type DiscoverySettings = Pick<SettingsOf<[typeof discoveryGroup]>['discovery'], 'backend' | 'sqlitePath' | 'etcdEndpoints'> &
-  Partial<Pick<SettingsOf<[typeof discoveryGroup]>['discovery'], 'etcdCaFile' | 'etcdCertFile' | 'etcdKeyFile' | 'etcdUsername' | 'etcdPasswordFile'>>;
+export type DiscoverySettings = Pick<
+  SettingsOf<[typeof discoveryGroup]>['discovery'],
+  'backend' | 'sqlitePath' | 'etcdEndpoints'
+> &
+  Partial<
+    Pick<
+      SettingsOf<[typeof discoveryGroup]>['discovery'],
+      'etcdCaFile' | 'etcdCertFile' | 'etcdKeyFile' | 'etcdUsername' | 'etcdPasswordFile'
+    >
+  >;
 
 /**
  * Opens the discovery store the settings name: `memory` (this process only), `sqlite` at
@@ -49,7 +57,9 @@ function namingSettings<T>(open: () => T): T {
     return open();
   } catch (error) {
     if (error instanceof DiscoveryCredentialsFileError && etcdSettingOf[error.option] !== undefined) {
-      throw new DiscoveryCredentialsFileError(error.backend, etcdSettingOf[error.option]!, error.path, error.reason, { cause: error });
+      throw new DiscoveryCredentialsFileError(error.backend, etcdSettingOf[error.option]!, error.path, error.reason, {
+        cause: error,
+      });
     }
     if (error instanceof DiscoveryArgumentError && etcdSettingOf[error.argument] !== undefined) {
       throw new DiscoverySettingsError(etcdSettingOf[error.argument]!, error.value, error.reason, { cause: error });
@@ -65,7 +75,8 @@ function etcdSecurity(settings: DiscoverySettings): { tls?: EtcdTlsFiles; auth?:
   const certFile = given(settings.etcdCertFile);
   const keyFile = given(settings.etcdKeyFile);
   const username = given(settings.etcdUsername);
-  const tls = caFile === undefined && certFile === undefined && keyFile === undefined ? undefined : { caFile, certFile, keyFile };
+  const tls =
+    caFile === undefined && certFile === undefined && keyFile === undefined ? undefined : { caFile, certFile, keyFile };
   return {
     ...(tls === undefined ? {} : { tls }),
     ...(username === undefined ? {} : { auth: { username, passwordFile: settings.etcdPasswordFile ?? '' } }),

@@ -31,7 +31,19 @@ export interface OptionChecks {
   checkOptionalString(option: string, value: unknown): void;
 }
 
-const storeMethods = ['grantLease', 'keepAlive', 'revokeLease', 'put', 'get', 'list', 'delete', 'commit', 'compact', 'watch', 'close'] as const;
+const storeMethods = [
+  'grantLease',
+  'keepAlive',
+  'revokeLease',
+  'put',
+  'get',
+  'list',
+  'delete',
+  'commit',
+  'compact',
+  'watch',
+  'close',
+] as const;
 
 /**
  * The shape checks that refuse with `refuse(option, value, rule)`.
@@ -40,7 +52,8 @@ const storeMethods = ['grantLease', 'keepAlive', 'revokeLease', 'put', 'get', 'l
  */
 export function optionChecks(refuse: OptionRefusal): OptionChecks {
   const checkOptionsObject = <T>(option: string, value: T): T => {
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw refuse(option, value, 'must be an options object');
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      throw refuse(option, value, 'must be an options object');
     return value;
   };
   return {
@@ -66,7 +79,8 @@ export function optionChecks(refuse: OptionRefusal): OptionChecks {
     checkStore(option, store) {
       const methods = checkOptionsObject(option, store) as Record<string, unknown>;
       for (const method of storeMethods) {
-        if (typeof methods[method] !== 'function') throw refuse(option, store, `must be a DiscoveryStore (no ${method}() method)`);
+        if (typeof methods[method] !== 'function')
+          throw refuse(option, store, `must be a DiscoveryStore (no ${method}() method)`);
       }
     },
     checkOptionalString(option, value) {

@@ -3,6 +3,5 @@
 import { optionChecks } from './option-checks.js';
 import { InvalidDiscoveryOptionError } from './errors.js';
 
-export const { checkArray, checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } = optionChecks(
-  (option, value, rule) => new InvalidDiscoveryOptionError(option, value, rule),
-);
+export const { checkArray, checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } =
+  optionChecks((option, value, rule) => new InvalidDiscoveryOptionError(option, value, rule));

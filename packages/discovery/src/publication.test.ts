@@ -43,7 +43,10 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
     for (let step = 0; step < 20; step++) {
       const before = keepAlive.mock.calls.length;
       await elapse(1_000);
-      await vi.waitFor(() => expect(keepAlive.mock.calls.length).toBeGreaterThan(before), { timeout: 20_000, interval: 5 });
+      await vi.waitFor(() => expect(keepAlive.mock.calls.length).toBeGreaterThan(before), {
+        timeout: 20_000,
+        interval: 5,
+      });
     }
     expect((await under.store.list(workerPartsPrefix(workerId))).entries).toHaveLength(2);
     await watch.settled();
@@ -69,13 +72,20 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
 
   it('republishes under a new lease when its lease is found gone and it is still the newest incarnation', async () => {
     const trouble: Error[] = [];
-    const publication = await startRankPublication(under.store, parts, { leaseTtlMs: 60_000, renewEveryMs: 20, onTrouble: (error) => trouble.push(error) });
+    const publication = await startRankPublication(under.store, parts, {
+      leaseTtlMs: 60_000,
+      renewEveryMs: 20,
+      onTrouble: (error) => trouble.push(error),
+    });
     const first = publication.lease.id;
     await vi.waitFor(() => expect(seen).toEqual(['no-parts', 'ready inc-a']), { timeout: 20_000, interval: 5 });
     await under.store.revokeLease(first);
     await vi.waitFor(() => expect(publication.lease.id).not.toBe(first), { timeout: 20_000, interval: 5 });
     // Readiness was 'ready' before the revocation too: wait for the whole sequence, not its last step.
-    await vi.waitFor(() => expect(seen).toEqual(['no-parts', 'ready inc-a', 'no-parts', 'ready inc-a']), { timeout: 20_000, interval: 5 });
+    await vi.waitFor(() => expect(seen).toEqual(['no-parts', 'ready inc-a', 'no-parts', 'ready inc-a']), {
+      timeout: 20_000,
+      interval: 5,
+    });
     expect(trouble[0]).toBeInstanceOf(DiscoveryLeaseError);
     expect(publication.superseded).toBeUndefined();
     await publication.withdraw();
@@ -138,7 +148,10 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
     await watch.settled();
     expect(seen).toEqual(['no-parts', 'ready inc-a', 'no-parts', 'ready inc-b']);
     const published = await under.store.list(workerPartsPrefix(workerId));
-    expect(published.entries.map((entry) => entry.key.slice(workerPartsPrefix(workerId).length))).toEqual(['inc-b/pp0-tp0', 'inc-b/pp0-tp1']);
+    expect(published.entries.map((entry) => entry.key.slice(workerPartsPrefix(workerId).length))).toEqual([
+      'inc-b/pp0-tp0',
+      'inc-b/pp0-tp1',
+    ]);
   });
 
   it('refuses to start for an incarnation that a newer one superseded, leaving nothing behind', async () => {
@@ -155,10 +168,17 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
   });
 
   it('refuses a renewal interval that would let the lease lapse', async () => {
-    await expect(startRankPublication(under.store, parts, { leaseTtlMs: 1_000, renewEveryMs: 1_000 })).rejects.toThrow(RankPartPublicationError);
-    await expect(startRankPublication(under.store, [], { leaseTtlMs: 1_000 })).rejects.toThrow(/at least one rank part/);
+    await expect(startRankPublication(under.store, parts, { leaseTtlMs: 1_000, renewEveryMs: 1_000 })).rejects.toThrow(
+      RankPartPublicationError,
+    );
+    await expect(startRankPublication(under.store, [], { leaseTtlMs: 1_000 })).rejects.toThrow(
+      /at least one rank part/,
+    );
     await expect(startRankPublication(under.store, parts, { leaseTtlMs: Number.NaN })).rejects.toThrow(
-      expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', message: expect.stringContaining('leaseTtlMs') }),
+      expect.objectContaining({
+        code: 'RANK_PART_PUBLICATION_REFUSED',
+        message: expect.stringContaining('leaseTtlMs'),
+      }),
     );
   });
 
@@ -176,7 +196,9 @@ describe.each(localBackends)('rank publication on $name discovery', (backend) =>
     const grantLease = vi.spyOn(under.store, 'grantLease');
     const [tp0] = parts;
     const mixed = [tp0!, { ...tp0!, workerId: 'someone-else' }];
-    await expect(startRankPublication(under.store, mixed, { leaseTtlMs: 60_000 })).rejects.toThrow(RankPartPublicationError);
+    await expect(startRankPublication(under.store, mixed, { leaseTtlMs: 60_000 })).rejects.toThrow(
+      RankPartPublicationError,
+    );
     expect(grantLease).not.toHaveBeenCalled();
     expect((await under.store.list('')).entries).toEqual([]);
   });

@@ -41,21 +41,39 @@ export interface RankPublication {
 }
 
 /** Checks what `startRankPublication` is given; returns how often it renews the lease. */
-function checkPublicationOptions(store: DiscoveryStore, parts: readonly RankPart[], options: RankPublicationOptions): number {
+function checkPublicationOptions(
+  store: DiscoveryStore,
+  parts: readonly RankPart[],
+  options: RankPublicationOptions,
+): number {
   checkPublishing(store, parts, options);
-  for (const callback of ['onTrouble', 'onSuperseded'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
+  for (const callback of ['onTrouble', 'onSuperseded'] as const)
+    if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
   if (!Number.isSafeInteger(options.leaseTtlMs) || options.leaseTtlMs < 2) {
-    throw new RankPartPublicationError('leaseTtlMs', options.leaseTtlMs, 'must be a whole number of milliseconds, at least 2');
+    throw new RankPartPublicationError(
+      'leaseTtlMs',
+      options.leaseTtlMs,
+      'must be a whole number of milliseconds, at least 2',
+    );
   }
   const renewEveryMs = options.renewEveryMs ?? Math.max(1, Math.floor(options.leaseTtlMs / 3));
   if (!Number.isSafeInteger(renewEveryMs) || renewEveryMs < 1 || renewEveryMs >= options.leaseTtlMs) {
-    throw new RankPartPublicationError('renewEveryMs', renewEveryMs, `must be a whole number of milliseconds below the lease TTL (${options.leaseTtlMs})`);
+    throw new RankPartPublicationError(
+      'renewEveryMs',
+      renewEveryMs,
+      `must be a whole number of milliseconds below the lease TTL (${options.leaseTtlMs})`,
+    );
   }
   return renewEveryMs;
 }
 
 /** Deletes the parts in one commit, then revokes their lease. */
-async function withdrawUnder(store: DiscoveryStore, parts: readonly RankPart[], lease: Lease, keyPrefix: string | undefined): Promise<void> {
+async function withdrawUnder(
+  store: DiscoveryStore,
+  parts: readonly RankPart[],
+  lease: Lease,
+  keyPrefix: string | undefined,
+): Promise<void> {
   try {
     await store.commit(parts.map((part) => ({ type: 'delete', key: rankPartKey(part, part.parallel, keyPrefix) })));
   } catch (error) {
@@ -76,10 +94,18 @@ async function withdrawUnder(store: DiscoveryStore, parts: readonly RankPart[], 
  * Superseded, it stops for good and says so (`onSuperseded`, `superseded`). The renewal timer does
  * not keep the process alive.
  */
-export async function startRankPublication(store: DiscoveryStore, parts: readonly RankPart[], options: RankPublicationOptions): Promise<RankPublication> {
+export async function startRankPublication(
+  store: DiscoveryStore,
+  parts: readonly RankPart[],
+  options: RankPublicationOptions,
+): Promise<RankPublication> {
   const renewEveryMs = checkPublicationOptions(store, parts, options);
   const keyOptions = options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix };
-  const claimed: IncarnationEpoch = await claimIncarnationEpoch(store, checkPublishableParts(parts, options.keyPrefix), keyOptions);
+  const claimed: IncarnationEpoch = await claimIncarnationEpoch(
+    store,
+    checkPublishableParts(parts, options.keyPrefix),
+    keyOptions,
+  );
   const publishUnderNewLease = async (): Promise<Lease> => {
     const lease = await store.grantLease(options.leaseTtlMs);
     try {

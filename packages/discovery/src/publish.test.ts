@@ -34,7 +34,9 @@ describe.each(localBackends)('fenced rank-part publication on $name discovery', 
   });
 
   const publishedIncarnations = async (): Promise<string[]> =>
-    (await store.list(workerPartsPrefix(workerId))).entries.map((entry) => entry.key.slice(workerPartsPrefix(workerId).length));
+    (await store.list(workerPartsPrefix(workerId))).entries.map((entry) =>
+      entry.key.slice(workerPartsPrefix(workerId).length),
+    );
 
   /** Runs `between` after the next listing returns and before the publication that listed goes on to commit. */
   function betweenListAndCommit(between: () => Promise<void>): void {
@@ -52,9 +54,16 @@ describe.each(localBackends)('fenced rank-part publication on $name discovery', 
       second = await claimIncarnationEpoch(store, newer[0]!);
       await publishRankParts(store, newer, { lease, epoch: second.epoch });
     });
-    const refused = await publishRankParts(store, older, { lease, epoch: first.epoch }).catch((error: unknown) => error);
+    const refused = await publishRankParts(store, older, { lease, epoch: first.epoch }).catch(
+      (error: unknown) => error,
+    );
     expect(refused).toBeInstanceOf(SupersededError);
-    expect(refused).toMatchObject({ incarnation: 'inc-1', epoch: first.epoch, newerEpoch: second!.epoch, newerIncarnation: 'inc-2' });
+    expect(refused).toMatchObject({
+      incarnation: 'inc-1',
+      epoch: first.epoch,
+      newerEpoch: second!.epoch,
+      newerIncarnation: 'inc-2',
+    });
     expect(await publishedIncarnations()).toEqual(['inc-2/pp0-tp0', 'inc-2/pp0-tp1']);
   });
 
@@ -90,10 +99,15 @@ describe.each(localBackends)('fenced rank-part publication on $name discovery', 
 
   it('refuses an epoch that claimIncarnationEpoch cannot have handed out', async () => {
     for (const epoch of [0, -1, 1.5, Number.NaN, '3' as unknown as number]) {
-      await expect(publishRankParts(store, older, { lease, epoch })).rejects.toMatchObject({ code: 'RANK_PART_PUBLICATION_REFUSED', field: 'epoch' });
+      await expect(publishRankParts(store, older, { lease, epoch })).rejects.toMatchObject({
+        code: 'RANK_PART_PUBLICATION_REFUSED',
+        field: 'epoch',
+      });
     }
     const parts: readonly RankPart[] = [];
-    await expect(publishRankParts(store, parts, { lease, epoch: first.epoch })).rejects.toThrow(/at least one rank part/);
+    await expect(publishRankParts(store, parts, { lease, epoch: first.epoch })).rejects.toThrow(
+      /at least one rank part/,
+    );
   });
 });
 
@@ -104,13 +118,19 @@ describe('publishing refuses arguments of the wrong shape, naming the argument, 
   it('publishRankParts, withdrawRankParts and startRankPublication', async () => {
     const store = new MemoryDiscoveryStore();
     await expect(publishRankParts({} as never, shapeParts, { lease: 'l', epoch: 1 })).rejects.toThrow(option('store'));
-    await expect(publishRankParts(store, undefined as never, { lease: 'l', epoch: 1 })).rejects.toThrow(option('parts'));
+    await expect(publishRankParts(store, undefined as never, { lease: 'l', epoch: 1 })).rejects.toThrow(
+      option('parts'),
+    );
     await expect(publishRankParts(store, shapeParts, undefined as never)).rejects.toThrow(option('options'));
     await expect(publishRankParts(store, shapeParts, {} as never)).rejects.toThrow(option('options.lease'));
-    await expect(publishRankParts(store, shapeParts, { lease: 'l', epoch: 1, keyPrefix: 7 } as never)).rejects.toThrow(option('options.keyPrefix'));
+    await expect(publishRankParts(store, shapeParts, { lease: 'l', epoch: 1, keyPrefix: 7 } as never)).rejects.toThrow(
+      option('options.keyPrefix'),
+    );
     await expect(withdrawRankParts(store, undefined as never)).rejects.toThrow(option('worker'));
     await expect(startRankPublication(store, shapeParts, undefined as never)).rejects.toThrow(option('options'));
-    await expect(startRankPublication(store, shapeParts, { leaseTtlMs: 1_000, onTrouble: 'log' } as never)).rejects.toThrow(option('options.onTrouble'));
+    await expect(
+      startRankPublication(store, shapeParts, { leaseTtlMs: 1_000, onTrouble: 'log' } as never),
+    ).rejects.toThrow(option('options.onTrouble'));
     expect((await store.list('')).entries).toEqual([]);
     await store.close();
   });

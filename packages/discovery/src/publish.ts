@@ -3,7 +3,13 @@ import type { RankPart } from '@kvreuse/descriptors';
 import { RankPartPublicationError } from './errors.js';
 import { commitFenced, isEpoch } from './incarnation-epoch.js';
 import { checkArray, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
-import { incarnationPartsPrefix, parseRankPartKey, rankPartKey, type WorkerIncarnation, workerPartsPrefix } from './rank-part-keys.js';
+import {
+  incarnationPartsPrefix,
+  parseRankPartKey,
+  rankPartKey,
+  type WorkerIncarnation,
+  workerPartsPrefix,
+} from './rank-part-keys.js';
 import { encodeRankPartRecord } from './rank-part-record.js';
 import type { DiscoveryOperation, DiscoveryStore, LeaseId } from './types.js';
 
@@ -25,13 +31,22 @@ export function checkPublishableParts(parts: readonly RankPart[], keyPrefix?: st
   const seen = new Set<string>();
   for (const [index, part] of parts.entries()) {
     if (part.workerId !== first.workerId) {
-      throw new RankPartPublicationError(`parts[${index}].workerId`, part.workerId, `differs from parts[0] (${first.workerId})`);
+      throw new RankPartPublicationError(
+        `parts[${index}].workerId`,
+        part.workerId,
+        `differs from parts[0] (${first.workerId})`,
+      );
     }
     if (part.incarnation !== first.incarnation) {
-      throw new RankPartPublicationError(`parts[${index}].incarnation`, part.incarnation, `differs from parts[0] (${first.incarnation})`);
+      throw new RankPartPublicationError(
+        `parts[${index}].incarnation`,
+        part.incarnation,
+        `differs from parts[0] (${first.incarnation})`,
+      );
     }
     const key = rankPartKey(part, part.parallel, keyPrefix);
-    if (seen.has(key)) throw new RankPartPublicationError(`parts[${index}].parallel`, part.parallel, 'the same rank appears twice');
+    if (seen.has(key))
+      throw new RankPartPublicationError(`parts[${index}].parallel`, part.parallel, 'the same rank appears twice');
     seen.add(key);
   }
   return { workerId: first.workerId, incarnation: first.incarnation };
@@ -47,12 +62,20 @@ export function checkPublishableParts(parts: readonly RankPart[], keyPrefix?: st
  * other ranks published stay: ranks of one incarnation publishing at the same time never delete
  * each other's parts. Returns the revision.
  */
-export async function publishRankParts(store: DiscoveryStore, parts: readonly RankPart[], options: PublishRankPartsOptions): Promise<number> {
+export async function publishRankParts(
+  store: DiscoveryStore,
+  parts: readonly RankPart[],
+  options: PublishRankPartsOptions,
+): Promise<number> {
   checkPublishing(store, parts, options);
   checkNonEmptyString('options.lease', options.lease);
   const worker = checkPublishableParts(parts, options.keyPrefix);
   if (!isEpoch(options.epoch)) {
-    throw new RankPartPublicationError('epoch', options.epoch, 'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out');
+    throw new RankPartPublicationError(
+      'epoch',
+      options.epoch,
+      'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out',
+    );
   }
   // Listed after the epoch was claimed: an older incarnation can write nothing after that claim
   // (its own commits are fenced), so every key of another incarnation is in this listing.
@@ -60,20 +83,28 @@ export async function publishRankParts(store: DiscoveryStore, parts: readonly Ra
   const removals = entries.flatMap(({ key }): DiscoveryOperation[] =>
     parseRankPartKey(key, options.keyPrefix)?.incarnation === worker.incarnation ? [] : [{ type: 'delete', key }],
   );
-  const puts = parts.map(
-    (part): DiscoveryOperation => ({
-      type: 'put',
-      key: rankPartKey(part, part.parallel, options.keyPrefix),
-      value: encodeRankPartRecord(part, options.epoch),
-      lease: options.lease,
-    }),
-  );
+  const puts = parts.map((part): DiscoveryOperation => ({
+    type: 'put',
+    key: rankPartKey(part, part.parallel, options.keyPrefix),
+    value: encodeRankPartRecord(part, options.epoch),
+    lease: options.lease,
+  }));
   const fenceOptions = options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix };
-  return commitFenced(store, { ...worker, epoch: options.epoch }, [...removals, ...puts], 'publishing rank parts', fenceOptions);
+  return commitFenced(
+    store,
+    { ...worker, epoch: options.epoch },
+    [...removals, ...puts],
+    'publishing rank parts',
+    fenceOptions,
+  );
 }
 
 /** Withdraws every part of one worker incarnation in one commit (another incarnation's parts stay); returns the revision. */
-export async function withdrawRankParts(store: DiscoveryStore, worker: WorkerIncarnation, options: { readonly keyPrefix?: string } = {}): Promise<number> {
+export async function withdrawRankParts(
+  store: DiscoveryStore,
+  worker: WorkerIncarnation,
+  options: { readonly keyPrefix?: string } = {},
+): Promise<number> {
   checkStore('store', store);
   checkOptionsObject('worker', worker);
   checkOptionalString('options.keyPrefix', checkOptionsObject('options', options).keyPrefix);
@@ -81,7 +112,11 @@ export async function withdrawRankParts(store: DiscoveryStore, worker: WorkerInc
 }
 
 /** The arguments every publishing call shares: a store, an array of parts (objects) and an options object. */
-export function checkPublishing(store: DiscoveryStore, parts: readonly RankPart[], options: { readonly keyPrefix?: string }): void {
+export function checkPublishing(
+  store: DiscoveryStore,
+  parts: readonly RankPart[],
+  options: { readonly keyPrefix?: string },
+): void {
   checkStore('store', store);
   checkArray('parts', parts, (part, option) => checkOptionsObject(option, part));
   checkOptionalString('options.keyPrefix', checkOptionsObject('options', options).keyPrefix);

@@ -16,7 +16,11 @@ const segmentPattern = new RegExp(`^${segment}$`);
 /** Worker ids and incarnations each become one key segment: letters, digits and `._:@-`, at most 200 characters. */
 export function checkKeySegment(field: 'workerId' | 'incarnation', value: unknown): string {
   if (typeof value !== 'string' || !segmentPattern.test(value)) {
-    throw new RankPartPublicationError(field, value, 'must be 1–200 characters of letters, digits and ._:@- (it becomes a discovery key segment)');
+    throw new RankPartPublicationError(
+      field,
+      value,
+      'must be 1–200 characters of letters, digits and ._:@- (it becomes a discovery key segment)',
+    );
   }
   return value;
 }
@@ -53,7 +57,9 @@ export function rankPartKey(worker: WorkerIncarnation, rank: RankId, keyPrefix =
   return `${incarnationPartsPrefix(worker, keyPrefix)}pp${rank.ppRank}-tp${rank.tpRank}`;
 }
 
-const keyPattern = new RegExp(`^workers/(${segment})/incarnations/(${segment})/pp(0|[1-9][0-9]{0,8})-tp(0|[1-9][0-9]{0,8})$`);
+const keyPattern = new RegExp(
+  `^workers/(${segment})/incarnations/(${segment})/pp(0|[1-9][0-9]{0,8})-tp(0|[1-9][0-9]{0,8})$`,
+);
 
 /** The worker, incarnation and rank a key names, or `undefined` for a key that is not a rank-part key. */
 export function parseRankPartKey(key: string, keyPrefix = defaultKeyPrefix): (WorkerIncarnation & RankId) | undefined {
@@ -64,7 +70,9 @@ export function parseRankPartKey(key: string, keyPrefix = defaultKeyPrefix): (Wo
   return { workerId, incarnation, tpRank: Number(tp), ppRank: Number(pp) };
 }
 
-const rankPartKeyTail = new RegExp(`workers/(${segment})/incarnations/${segment}/pp(0|[1-9][0-9]{0,8})-tp(0|[1-9][0-9]{0,8})$`);
+const rankPartKeyTail = new RegExp(
+  `workers/(${segment})/incarnations/${segment}/pp(0|[1-9][0-9]{0,8})-tp(0|[1-9][0-9]{0,8})$`,
+);
 
 /** The worker whose rank-part key this is, under any key prefix, or `undefined` for a key that is not a rank-part key. */
 export function rankPartKeyWorker(key: string): string | undefined {

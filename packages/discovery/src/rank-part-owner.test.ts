@@ -21,7 +21,12 @@ describe.each(localBackends)('a $name store', (backend) => {
   it("refuses to put a worker's rank part under another worker's key, naming both", async () => {
     const write = opened.store.put(keyOfA, encodeRankPartRecord(partOfB, 1));
     await expect(write).rejects.toThrow(RankPartOwnerError);
-    await expect(write).rejects.toMatchObject({ code: 'RANK_PART_WRONG_WORKER', key: keyOfA, keyWorkerId: 'decode-a', partWorkerId: 'decode-b' });
+    await expect(write).rejects.toMatchObject({
+      code: 'RANK_PART_WRONG_WORKER',
+      key: keyOfA,
+      keyWorkerId: 'decode-a',
+      partWorkerId: 'decode-b',
+    });
     expect((await opened.store.list(workerKeyPrefix('decode-a'))).entries).toEqual([]);
   });
 
@@ -30,15 +35,25 @@ describe.each(localBackends)('a $name store', (backend) => {
       { type: 'put', key: keyOfB, value: encodeRankPartRecord(partOfB, 1) },
       { type: 'put', key: `${keyOfA.slice(0, -'pp0-tp0'.length)}pp0-tp1`, value: encodeRankPartRecord(partOfB, 1) },
     ]);
-    await expect(commit).rejects.toMatchObject({ code: 'RANK_PART_WRONG_WORKER', keyWorkerId: 'decode-a', partWorkerId: 'decode-b' });
+    await expect(commit).rejects.toMatchObject({
+      code: 'RANK_PART_WRONG_WORKER',
+      keyWorkerId: 'decode-a',
+      partWorkerId: 'decode-b',
+    });
     expect((await opened.store.list('kvreuse/')).entries).toEqual([]);
   });
 
   it("stores a rank part under its own worker's key, under any key prefix, and leaves other values to the readers", async () => {
     await opened.store.put(keyOfA, encodeRankPartRecord(partOfA, 1));
     await opened.store.put(rankPartKey(partOfB, partOfB.parallel, 'tenant-7/'), encodeRankPartRecord(partOfB, 1));
-    await expect(opened.store.put(rankPartKey(partOfB, partOfB.parallel, 'tenant-7/'), encodeRankPartRecord(partOfA, 1))).rejects.toThrow(RankPartOwnerError);
+    await expect(
+      opened.store.put(rankPartKey(partOfB, partOfB.parallel, 'tenant-7/'), encodeRankPartRecord(partOfA, 1)),
+    ).rejects.toThrow(RankPartOwnerError);
     await opened.store.put(keyOfB, 'not a rank part at all');
-    expect((await opened.store.list('')).entries.map((entry) => entry.key)).toEqual([keyOfA, keyOfB, 'tenant-7/workers/decode-b/incarnations/inc-1/pp0-tp0']);
+    expect((await opened.store.list('')).entries.map((entry) => entry.key)).toEqual([
+      keyOfA,
+      keyOfB,
+      'tenant-7/workers/decode-b/incarnations/inc-1/pp0-tp0',
+    ]);
   });
 });

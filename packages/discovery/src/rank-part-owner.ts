@@ -19,5 +19,6 @@ export function checkRankPartOwner(backend: DiscoveryBackend, key: string, value
     return; // not a rank part at all: readers refuse it as malformed
   }
   const partWorkerId = (record as { part?: { workerId?: unknown } } | null)?.part?.workerId;
-  if (partWorkerId !== undefined && partWorkerId !== keyWorkerId) throw new RankPartOwnerError(backend, key, keyWorkerId, partWorkerId);
+  if (partWorkerId !== undefined && partWorkerId !== keyWorkerId)
+    throw new RankPartOwnerError(backend, key, keyWorkerId, partWorkerId);
 }

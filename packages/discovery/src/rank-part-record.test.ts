@@ -49,7 +49,11 @@ describe('rank-part records', () => {
   it('keys name the worker, incarnation and rank, and parse back', () => {
     expect(key).toBe('kvreuse/workers/decode-0/incarnations/inc-a/pp0-tp0');
     const worker = { workerId: 'w', incarnation: '6f1c2a9e-0d4b-4c1e-9a57-3b2d8e7f0c11' };
-    expect(parseRankPartKey(rankPartKey(worker, { tpRank: 7, ppRank: 3 }, 'x/'), 'x/')).toEqual({ ...worker, tpRank: 7, ppRank: 3 });
+    expect(parseRankPartKey(rankPartKey(worker, { tpRank: 7, ppRank: 3 }, 'x/'), 'x/')).toEqual({
+      ...worker,
+      tpRank: 7,
+      ppRank: 3,
+    });
     expect(parseRankPartKey('kvreuse/workers/w/incarnations/i/pp01-tp0')).toBeUndefined();
     expect(() => rankPartKey({ workerId: 'a/b', incarnation: 'i' }, { tpRank: 0, ppRank: 0 })).toThrow(/workerId/);
     expect(() => rankPartKey({ workerId: 'a', incarnation: '' }, { tpRank: 0, ppRank: 0 })).toThrow(/incarnation/);
@@ -66,11 +70,14 @@ describe('rank-part records', () => {
     expect(refusalOf(value).refusal).toBe('malformed');
   });
 
-  it.each([1, 2])('refuses a record version it does not know: %i (version 2 checksummed the part without its epoch)', (version) => {
-    const error = refusalOf(edited((record) => (record.version = version)));
-    expect([error.refusal, error.code]).toEqual(['wrong-version', 'RANK_PART_REFUSED']);
-    expect(error.message).toMatch(new RegExp(`record version ${version}; this reader knows version 3`));
-  });
+  it.each([1, 2])(
+    'refuses a record version it does not know: %i (version 2 checksummed the part without its epoch)',
+    (version) => {
+      const error = refusalOf(edited((record) => (record.version = version)));
+      expect([error.refusal, error.code]).toEqual(['wrong-version', 'RANK_PART_REFUSED']);
+      expect(error.message).toMatch(new RegExp(`record version ${version}; this reader knows version 3`));
+    },
+  );
 
   it('refuses a part whose bytes changed after its checksum was taken', () => {
     const error = refusalOf(edited((record) => ((record.part['banks'] as { bytes: string }[])[0]!.bytes = '1')));
@@ -80,26 +87,41 @@ describe('rank-part records', () => {
   it('refuses a record whose epoch changed after its checksum was taken (the fuzz target found it: one digit, 7 for 8)', () => {
     const written = encodeRankPartRecord(part, 7);
     const error = refusalOf(bytes(written.replace('"epoch":7,', '"epoch":8,')));
-    expect(error).toMatchObject({ refusal: 'tampered', message: expect.stringMatching(/the epoch and part do not match their sha256/) });
+    expect(error).toMatchObject({
+      refusal: 'tampered',
+      message: expect.stringMatching(/the epoch and part do not match their sha256/),
+    });
   });
 
   it.each([
-    ['a -0 for a 0 (the fuzz target found it: JSON reads it as the same number, the checksum never saw it)', (text: string) => text.replace('"tpRank":0', '"tpRank":-0')],
+    [
+      'a -0 for a 0 (the fuzz target found it: JSON reads it as the same number, the checksum never saw it)',
+      (text: string) => text.replace('"tpRank":0', '"tpRank":-0'),
+    ],
     ['a number written another way', (text: string) => text.replace('"epoch":7', '"epoch":7.0')],
     ['a space', (text: string) => text.replace('"part":{', '"part": {')],
-    ['a character escaped', (text: string) => text.replace('"format":"kvreuse.rank-part"', '"format":"kvreuse.rank\\u002dpart"')],
-  ])('refuses a record whose bytes differ from what its writer encoded although they parse to the same values: %s', (_name, edit) => {
-    const written = encodeRankPartRecord(part, 7);
-    const changed = edit(written);
-    expect(changed).not.toBe(written);
-    expect(refusalOf(bytes(changed)).refusal).toBe('tampered');
-  });
+    [
+      'a character escaped',
+      (text: string) => text.replace('"format":"kvreuse.rank-part"', '"format":"kvreuse.rank\\u002dpart"'),
+    ],
+  ])(
+    'refuses a record whose bytes differ from what its writer encoded although they parse to the same values: %s',
+    (_name, edit) => {
+      const written = encodeRankPartRecord(part, 7);
+      const changed = edit(written);
+      expect(changed).not.toBe(written);
+      expect(refusalOf(bytes(changed)).refusal).toBe('tampered');
+    },
+  );
 
   it('refuses a part of a version the descriptors package does not know, even with a matching checksum', () => {
     const wire = { ...serializeRankPart(part), version: 4 };
     const text = JSON.stringify(wire);
     const value = recordOf(text);
-    expect(refusalOf(value)).toMatchObject({ refusal: 'wrong-version', message: expect.stringMatching(/rank part version 4; this reader knows versions 1, 2, 3/) });
+    expect(refusalOf(value)).toMatchObject({
+      refusal: 'wrong-version',
+      message: expect.stringMatching(/rank part version 4; this reader knows versions 1, 2, 3/),
+    });
   });
 
   it.each([
@@ -121,9 +143,15 @@ describe('rank-part records', () => {
 
   it('refuses a valid part stored under another rank, incarnation or worker key', () => {
     const value = bytes(encodeRankPartRecord(part, 7));
-    expect(refusalOf(value, rankPartKey({ workerId: 'decode-0', incarnation: 'inc-a' }, { tpRank: 1, ppRank: 0 })).refusal).toBe('misplaced');
-    expect(refusalOf(value, rankPartKey({ workerId: 'decode-0', incarnation: 'inc-b' }, { tpRank: 0, ppRank: 0 })).refusal).toBe('misplaced');
-    expect(refusalOf(value, rankPartKey({ workerId: 'decode-1', incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 })).refusal).toBe('misplaced');
+    expect(
+      refusalOf(value, rankPartKey({ workerId: 'decode-0', incarnation: 'inc-a' }, { tpRank: 1, ppRank: 0 })).refusal,
+    ).toBe('misplaced');
+    expect(
+      refusalOf(value, rankPartKey({ workerId: 'decode-0', incarnation: 'inc-b' }, { tpRank: 0, ppRank: 0 })).refusal,
+    ).toBe('misplaced');
+    expect(
+      refusalOf(value, rankPartKey({ workerId: 'decode-1', incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 })).refusal,
+    ).toBe('misplaced');
     expect(() => decodeRankPartRecord('elsewhere', value)).toThrow(RankPartRefusedError);
   });
 });

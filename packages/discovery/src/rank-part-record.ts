@@ -35,7 +35,9 @@ export interface StoredRankPart {
  * written directly, because re-running the schema's encoder costs more than the rest of publication.
  */
 export function encodeRankPartRecord(part: RankPart, epoch: number): string {
-  const partText = JSON.stringify(part, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value));
+  const partText = JSON.stringify(part, (_key, value: unknown) =>
+    typeof value === 'bigint' ? value.toString() : value,
+  );
   return recordText(epoch, recordChecksum(epoch, partText), partText);
 }
 
@@ -49,7 +51,8 @@ function recordText(epoch: number, checksum: string, partText: string): string {
   return `{"format":"${rankPartRecordFormat}","version":${rankPartRecordVersion},"epoch":${epoch},"sha256":"${checksum}","part":${partText}}`;
 }
 
-export type RankPartRecordResult = { success: true; data: StoredRankPart } | { success: false; error: RankPartRefusedError };
+export type RankPartRecordResult =
+  { success: true; data: StoredRankPart } | { success: false; error: RankPartRefusedError };
 
 /**
  * Validates a stored rank-part record like any untrusted input: the envelope, its version, the
@@ -72,14 +75,22 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
   } catch (cause) {
     return refuse('malformed', 'the value is not JSON', cause);
   }
-  if (typeof record !== 'object' || record === null || (record as { format?: unknown }).format !== rankPartRecordFormat) {
+  if (
+    typeof record !== 'object' ||
+    record === null ||
+    (record as { format?: unknown }).format !== rankPartRecordFormat
+  ) {
     return refuse('malformed', `the value is not a ${rankPartRecordFormat} record`);
   }
   const { version, epoch, sha256: checksum, part } = record as Partial<RankPartRecord>;
   if (version !== rankPartRecordVersion) {
-    return refuse('wrong-version', `record version ${describeValue(version)}; this reader knows version ${rankPartRecordVersion}`);
+    return refuse(
+      'wrong-version',
+      `record version ${describeValue(version)}; this reader knows version ${rankPartRecordVersion}`,
+    );
   }
-  if (!isEpoch(epoch)) return refuse('malformed', `the record's epoch ${describeValue(epoch)} is not a whole number ≥ 1`);
+  if (!isEpoch(epoch))
+    return refuse('malformed', `the record's epoch ${describeValue(epoch)} is not a whole number ≥ 1`);
   if (typeof checksum !== 'string' || typeof part !== 'object' || part === null) {
     return refuse('malformed', 'the record lacks its sha256 or part');
   }
@@ -94,7 +105,10 @@ export function safeDecodeRankPartRecord(key: string, value: Uint8Array, keyPref
   }
   const partVersion = (part as { version?: unknown }).version;
   if (!(rankPartVersions as readonly unknown[]).includes(partVersion)) {
-    return refuse('wrong-version', `rank part version ${describeValue(partVersion)}; this reader knows versions ${rankPartVersions.join(', ')}`);
+    return refuse(
+      'wrong-version',
+      `rank part version ${describeValue(partVersion)}; this reader knows versions ${rankPartVersions.join(', ')}`,
+    );
   }
   const parsed = safeParseRankPart(part);
   if (!parsed.success) return refuse('malformed', parsed.error.message, parsed.error);

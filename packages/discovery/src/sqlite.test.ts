@@ -28,7 +28,9 @@ describe('sqlite discovery', () => {
     expect(error).toBeInstanceOf(DiscoveryUnavailableError);
     expect(error).toMatchObject({ code: 'DISCOVERY_UNAVAILABLE', location: missing, operation: 'open' });
     expect((error as Error).message).toContain(`sqlite discovery at ${missing}: open failed`);
-    expect(() => openSqliteDiscovery('')).toThrow(expect.objectContaining({ code: 'DISCOVERY_INVALID_ARGUMENT', argument: 'path' }));
+    expect(() => openSqliteDiscovery('')).toThrow(
+      expect.objectContaining({ code: 'DISCOVERY_INVALID_ARGUMENT', argument: 'path' }),
+    );
   });
 
   test('a wall-clock step expires no lease and keeps no dead one alive: deadlines are on the monotonic clock', async () => {

@@ -180,7 +180,9 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
          ON CONFLICT (key) DO UPDATE SET value = excluded.value, mod_rev = excluded.mod_rev, lease = excluded.lease`,
       ),
       remove: db.prepare<[Buffer]>('DELETE FROM kv WHERE key = ?'),
-      logEvent: db.prepare<[number, number, number, Buffer, Buffer | null, number | null, number | null, number | null]>(
+      logEvent: db.prepare<
+        [number, number, number, Buffer, Buffer | null, number | null, number | null, number | null]
+      >(
         'INSERT INTO events (revision, seq, deleted, key, value, create_rev, mod_rev, lease) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
       ),
       eventsFrom: db.prepare<[number], EventRow>('SELECT * FROM events WHERE revision >= ? ORDER BY revision, seq'),
@@ -273,7 +275,11 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
           (prefix) => this.rangeRows(prefix).map((row) => row.key.toString('utf8')),
           (key) => this.statements.get.get(keyBytes(key)) !== undefined,
         );
-        const refused = failedCompare(this.backend, compares, (key) => this.statements.get.get(keyBytes(key))?.mod_rev ?? 0);
+        const refused = failedCompare(
+          this.backend,
+          compares,
+          (key) => this.statements.get.get(keyBytes(key))?.mod_rev ?? 0,
+        );
         if (refused !== undefined) throw refused;
         return writes.size === 0 ? (this.statements.revision.get() ?? 0) : this.apply(writes);
       }),
@@ -282,7 +288,9 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
 
   async compact(revision: number): Promise<void> {
     this.run('compact', undefined, () =>
-      this.write(() => this.forgetBefore(checkCompactRevision(this.backend, revision, this.statements.revision.get() ?? 0))),
+      this.write(() =>
+        this.forgetBefore(checkCompactRevision(this.backend, revision, this.statements.revision.get() ?? 0)),
+      ),
     );
   }
 
@@ -434,7 +442,10 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     } catch (error) {
       // The next tick tries again; watchers are told once that their view may be stale.
       if (this.pollFailure === undefined) {
-        this.pollFailure = new DiscoveryUnavailableError(this.backend, 'watch poll', undefined, { cause: error, location: this.path });
+        this.pollFailure = new DiscoveryUnavailableError(this.backend, 'watch poll', undefined, {
+          cause: error,
+          location: this.path,
+        });
         this.hub.broadcast({ type: 'outage', error: this.pollFailure });
       }
     }

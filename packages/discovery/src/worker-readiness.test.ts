@@ -37,14 +37,17 @@ class MutableGate implements ReadinessGate {
   }
 }
 
-
 it('watchWorkerReadiness refuses arguments of the wrong shape, naming the argument', async () => {
   const { store, dispose } = localBackends[0]!.open();
   const option = (name: string) => expect.objectContaining({ code: 'INVALID_DISCOVERY_OPTION', option: name });
   await expect(watchWorkerReadiness(store, workerId, undefined as never)).rejects.toThrow(option('options'));
   await expect(watchWorkerReadiness(store, workerId, {} as never)).rejects.toThrow(option('options.onChange'));
-  await expect(watchWorkerReadiness(store, workerId, { onChange: () => {}, gates: [null] } as never)).rejects.toThrow(option('options.gates[0]'));
-  await expect(watchWorkerReadiness(undefined as never, workerId, { onChange: () => {} })).rejects.toThrow(option('store'));
+  await expect(watchWorkerReadiness(store, workerId, { onChange: () => {}, gates: [null] } as never)).rejects.toThrow(
+    option('options.gates[0]'),
+  );
+  await expect(watchWorkerReadiness(undefined as never, workerId, { onChange: () => {} })).rejects.toThrow(
+    option('store'),
+  );
   await dispose();
 });
 
@@ -70,7 +73,10 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     await under.dispose();
   });
 
-  async function follow(gates: readonly ReadinessGate[] = [], admissionGate?: ReadinessGate): Promise<WorkerReadinessWatch> {
+  async function follow(
+    gates: readonly ReadinessGate[] = [],
+    admissionGate?: ReadinessGate,
+  ): Promise<WorkerReadinessWatch> {
     watch = await watchWorkerReadiness(store, workerId, {
       gates,
       ...(admissionGate === undefined ? {} : { admissionGate }),
@@ -129,9 +135,13 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
       expect(tracker.current).toMatchObject({ ready: false, incarnation: 'inc-a' });
       const reasons = tracker.current.ready ? [] : tracker.current.reasons;
       expect(reasons.map((reason) => reason.kind)).toEqual(['no-admission-gate']);
-      expect(reasons[0]).toMatchObject({ vramBanks: expect.arrayContaining([{ rank: { tpRank: 1, ppRank: 0 }, index: 0 }]) });
+      expect(reasons[0]).toMatchObject({
+        vramBanks: expect.arrayContaining([{ rank: { tpRank: 1, ppRank: 0 }, index: 0 }]),
+      });
       expect(seen).toEqual([`not ready inc-a: ${reasons[0]!.message}`]);
-      expect(reasons[0]!.message).toMatch(/^\d+ vram banks \(the first: bank 0 of rank \(tp 0, pp 0\)\) are served only behind an admission gate, and none is installed \(admissionGate\)$/);
+      expect(reasons[0]!.message).toMatch(
+        /^\d+ vram banks \(the first: bank 0 of rank \(tp 0, pp 0\)\) are served only behind an admission gate, and none is installed \(admissionGate\)$/,
+      );
     });
 
     it('makes a worker with vram banks ready once its admission gate passes', async () => {
@@ -140,13 +150,17 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
       expect(seen).toEqual(['ready inc-a']);
     });
 
-    it('gives the failing admission gate\'s reason for a worker with vram banks', async () => {
+    it("gives the failing admission gate's reason for a worker with vram banks", async () => {
       const gate = new MutableGate();
       gate.verdict = { pass: false, reason: 'no declared profile admits vram on this transport' };
       await publish(rankPartsOf({ workerId, incarnation: 'inc-a', tpSize: 2, memKind: 'vram' }));
       const tracker = await follow([], gate);
       expect(tracker.current.ready ? [] : tracker.current.reasons).toEqual([
-        { kind: 'gate', gate: 'profile-admission', message: 'gate profile-admission refused: no declared profile admits vram on this transport' },
+        {
+          kind: 'gate',
+          gate: 'profile-admission',
+          message: 'gate profile-admission refused: no declared profile admits vram on this transport',
+        },
       ]);
     });
 
@@ -208,10 +222,14 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
         if (notice.type !== 'changes') return;
         for (const event of notice.events) {
           if (event.type === 'delete') incarnationByKey.delete(event.key);
-          else incarnationByKey.set(event.entry.key, (JSON.parse(new TextDecoder().decode(event.entry.value)) as { part: RankPart }).part.incarnation);
+          else
+            incarnationByKey.set(
+              event.entry.key,
+              (JSON.parse(new TextDecoder().decode(event.entry.value)) as { part: RankPart }).part.incarnation,
+            );
         }
         const incarnations = new Set(incarnationByKey.values());
-        if (incarnations.size > 1) mixes.push(`revision ${notice.revision}: ${[...incarnations].join(", ")}`);
+        if (incarnations.size > 1) mixes.push(`revision ${notice.revision}: ${[...incarnations].join(', ')}`);
       },
       { fromRevision: revision + 1 },
     );
@@ -226,7 +244,9 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     expect(mixes).toEqual([]);
     expect(seen).toEqual([
       'ready inc-a',
-      expect.stringMatching(/^not ready inc-b: incarnation inc-a \(epoch \d+\) is superseded by incarnation inc-b \(epoch \d+\), which has published no part yet$/),
+      expect.stringMatching(
+        /^not ready inc-b: incarnation inc-a \(epoch \d+\) is superseded by incarnation inc-b \(epoch \d+\), which has published no part yet$/,
+      ),
       'not ready inc-b: missing ranks (tp 1, pp 0), (tp 2, pp 0), (tp 3, pp 0)',
       'not ready inc-b: missing ranks (tp 2, pp 0), (tp 3, pp 0)',
       'not ready inc-b: missing ranks (tp 3, pp 0)',
@@ -245,17 +265,25 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     await publishRankParts(store, fresh, { lease, epoch: freshClaim.epoch });
     await until(3);
     // A zombie of inc-a: its fenced publication and a new claim are refused...
-    await expect(publishRankParts(store, old, { lease, epoch: oldClaim.epoch })).rejects.toMatchObject({ code: 'SUPERSEDED' });
-    await expect(claimIncarnationEpoch(store, old[0]!)).rejects.toMatchObject({ code: 'SUPERSEDED', incarnation: 'inc-a' });
+    await expect(publishRankParts(store, old, { lease, epoch: oldClaim.epoch })).rejects.toMatchObject({
+      code: 'SUPERSEDED',
+    });
+    await expect(claimIncarnationEpoch(store, old[0]!)).rejects.toMatchObject({
+      code: 'SUPERSEDED',
+      incarnation: 'inc-a',
+    });
     // ...and parts it writes around the fence (raw puts) never make it ready again.
     const recorder = await recordWatch(store, workerPartsPrefix(workerId));
-    for (const part of old) await store.put(rankPartKey(part, part.parallel), encodeRankPartRecord(part, oldClaim.epoch), { lease });
+    for (const part of old)
+      await store.put(rankPartKey(part, part.parallel), encodeRankPartRecord(part, oldClaim.epoch), { lease });
     await recorder.until('the raw writes', (notices) => changeLog(notices).length === old.length);
     await recorder.watch.close();
     await watch?.settled();
     // A reader that joins now, seeing both incarnations' parts, agrees.
     const late: string[] = [];
-    const lateWatch = await watchWorkerReadiness(store, workerId, { onChange: (readiness) => late.push(summary(readiness)) });
+    const lateWatch = await watchWorkerReadiness(store, workerId, {
+      onChange: (readiness) => late.push(summary(readiness)),
+    });
     await lateWatch.close();
     expect(late).toEqual(['ready inc-b']);
     // With the newer parts withdrawn, only the superseded ones are left: still not ready.
@@ -272,7 +300,12 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
     await Promise.all(fresh.map((part) => publish([part])));
     await vi.waitFor(() => expect(seen.at(-1)).toBe('ready inc-b'), { timeout: 20_000, interval: 5 });
     const { entries } = await store.list(workerPartsPrefix(workerId));
-    expect(entries.map((entry) => entry.key.slice(workerPartsPrefix(workerId).length))).toEqual(['inc-b/pp0-tp0', 'inc-b/pp0-tp1', 'inc-b/pp0-tp2', 'inc-b/pp0-tp3']);
+    expect(entries.map((entry) => entry.key.slice(workerPartsPrefix(workerId).length))).toEqual([
+      'inc-b/pp0-tp0',
+      'inc-b/pp0-tp1',
+      'inc-b/pp0-tp2',
+      'inc-b/pp0-tp3',
+    ]);
   });
 
   it('refuses malformed, tampered, wrong-version and misplaced parts with a logged reason; they never count', async () => {
@@ -289,12 +322,23 @@ describe.each(localBackends)('worker readiness on $name discovery', (backend) =>
       encodeRankPartRecord(tp0, epoch),
     ];
     for (const value of bad) await store.put(tp1Key, value, { lease });
-    await store.put(rankPartKey({ workerId, incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 }), encodeRankPartRecord(tp0, epoch), { lease });
+    await store.put(
+      rankPartKey({ workerId, incarnation: 'inc-a' }, { tpRank: 0, ppRank: 0 }),
+      encodeRankPartRecord(tp0, epoch),
+      { lease },
+    );
     await vi.waitFor(() => expect(warnings.length).toBe(bad.length), { timeout: 20_000, interval: 5 });
     await watch?.settled();
     expect(seen).toEqual(['not ready inc-a: missing ranks (tp 1, pp 0)']);
-    expect(warnings.map((warning) => /\((\w[\w-]*)\)/.exec(warning)?.[1])).toEqual(['malformed', 'tampered', 'wrong-version', 'misplaced']);
-    expect(warnings[0]).toMatch(/worker decode-7: rank part at "kvreuse\/workers\/decode-7\/incarnations\/inc-a\/pp0-tp1" refused/);
+    expect(warnings.map((warning) => /\((\w[\w-]*)\)/.exec(warning)?.[1])).toEqual([
+      'malformed',
+      'tampered',
+      'wrong-version',
+      'misplaced',
+    ]);
+    expect(warnings[0]).toMatch(
+      /worker decode-7: rank part at "kvreuse\/workers\/decode-7\/incarnations\/inc-a\/pp0-tp1" refused/,
+    );
     await store.put(tp1Key, encodeRankPartRecord(tp1, epoch), { lease });
     await until(2);
     expect(seen.at(-1)).toBe('ready inc-a');

@@ -36,8 +36,19 @@ export interface VramBank {
 }
 
 export type WorkerReadiness =
-  | { readonly ready: true; readonly workerId: string; readonly incarnation: string; readonly epoch: number; readonly worker: Worker }
-  | { readonly ready: false; readonly workerId: string; readonly incarnation: string | undefined; readonly reasons: readonly NotReadyReason[] };
+  | {
+      readonly ready: true;
+      readonly workerId: string;
+      readonly incarnation: string;
+      readonly epoch: number;
+      readonly worker: Worker;
+    }
+  | {
+      readonly ready: false;
+      readonly workerId: string;
+      readonly incarnation: string | undefined;
+      readonly reasons: readonly NotReadyReason[];
+    };
 
 export interface WatchWorkerReadinessOptions {
   /** Every gate must pass for the worker to be ready. */
@@ -136,7 +147,9 @@ class ReadinessTracker implements WorkerReadinessWatch {
   async start(): Promise<void> {
     const snapshot = await this.#store.list(this.#prefix);
     this.#replace(snapshot.entries);
-    this.#watch = await this.#store.watch(this.#prefix, (notice) => this.#onNotice(notice), { fromRevision: snapshot.revision + 1 });
+    this.#watch = await this.#store.watch(this.#prefix, (notice) => this.#onNotice(notice), {
+      fromRevision: snapshot.revision + 1,
+    });
     for (const gate of this.#gates()) {
       const unsubscribe = gate.subscribe?.(() => this.#schedule());
       if (unsubscribe !== undefined) this.#unsubscribes.push(unsubscribe);
@@ -208,11 +221,18 @@ class ReadinessTracker implements WorkerReadinessWatch {
     if (!entry.key.startsWith(this.#partsPrefix)) return;
     const decoded = safeDecodeRankPartRecord(entry.key, entry.value, this.#options.keyPrefix);
     if (!decoded.success) this.#logRefusal(decoded.error);
-    this.#parts.set(entry.key, decoded.success ? { modRevision: entry.modRevision, ...decoded.data } : { modRevision: entry.modRevision, part: undefined, epoch: 0 });
+    this.#parts.set(
+      entry.key,
+      decoded.success
+        ? { modRevision: entry.modRevision, ...decoded.data }
+        : { modRevision: entry.modRevision, part: undefined, epoch: 0 },
+    );
   }
 
   #logRefusal(error: RankPartRefusedError): void {
-    (this.#options.logger ?? console).warn(`kvreuse discovery: worker ${this.#workerId}: ${error.message}; it does not count towards readiness`);
+    (this.#options.logger ?? console).warn(
+      `kvreuse discovery: worker ${this.#workerId}: ${error.message}; it does not count towards readiness`,
+    );
   }
 
   /** Queues an evaluation of the state as it is now, so that every state is judged and reported in order. */
@@ -221,7 +241,9 @@ class ReadinessTracker implements WorkerReadinessWatch {
     this.#queue = this.#queue
       .then(() => this.#evaluate(state))
       .catch((error: unknown) => {
-        (this.#options.logger ?? console).warn(`kvreuse discovery: worker ${this.#workerId}: a readiness listener threw: ${String(error)}`);
+        (this.#options.logger ?? console).warn(
+          `kvreuse discovery: worker ${this.#workerId}: a readiness listener threw: ${String(error)}`,
+        );
       });
   }
 
@@ -238,7 +260,12 @@ class ReadinessTracker implements WorkerReadinessWatch {
 
   async #compute({ parts: stored, fence, outage }: ObservedState): Promise<WorkerReadiness> {
     const workerId = this.#workerId;
-    const notReady = (incarnation: string | undefined, reasons: NotReadyReason[]): WorkerReadiness => ({ ready: false, workerId, incarnation, reasons });
+    const notReady = (incarnation: string | undefined, reasons: NotReadyReason[]): WorkerReadiness => ({
+      ready: false,
+      workerId,
+      incarnation,
+      reasons,
+    });
     if (outage !== undefined) {
       return notReady(undefined, [{ kind: 'discovery-outage', message: `discovery is unreachable: ${outage}` }]);
     }
@@ -281,7 +308,8 @@ class ReadinessTracker implements WorkerReadinessWatch {
       } catch (error) {
         reason = `the gate threw: ${error instanceof Error ? error.message : String(error)}`;
       }
-      if (reason !== undefined) failures.push({ kind: 'gate', gate: gate.name, message: `gate ${gate.name} refused: ${reason}` });
+      if (reason !== undefined)
+        failures.push({ kind: 'gate', gate: gate.name, message: `gate ${gate.name} refused: ${reason}` });
     }
     if (failures.length > 0) return notReady(first.incarnation, failures);
     return { ready: true, workerId, incarnation: first.incarnation, epoch, worker: assembled.worker };
@@ -298,10 +326,13 @@ const noParts: NotReadyReason = { kind: 'no-parts', message: 'no valid rank part
 function newestIncarnation(stored: readonly StoredPart[]): { parts: RankPart[]; epoch: number } | undefined {
   let newest: { incarnation: string; epoch: number } | undefined;
   for (const { part, epoch } of stored) {
-    if (part !== undefined && (newest === undefined || epoch > newest.epoch)) newest = { incarnation: part.incarnation, epoch };
+    if (part !== undefined && (newest === undefined || epoch > newest.epoch))
+      newest = { incarnation: part.incarnation, epoch };
   }
   if (newest === undefined) return undefined;
-  const parts = stored.flatMap(({ part, epoch }) => (part !== undefined && epoch === newest.epoch && part.incarnation === newest.incarnation ? [part] : []));
+  const parts = stored.flatMap(({ part, epoch }) =>
+    part !== undefined && epoch === newest.epoch && part.incarnation === newest.incarnation ? [part] : [],
+  );
   return { parts, epoch: newest.epoch };
 }
 
@@ -316,7 +347,9 @@ function fenceIncarnation(entry: DiscoveryEntry): string {
 
 function vramBanksOf(worker: Worker): VramBank[] {
   return worker.ranks.flatMap((part) =>
-    part.banks.flatMap((bank, index) => (bank.memKind === 'vram' ? [{ rank: { tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank }, index }] : [])),
+    part.banks.flatMap((bank, index) =>
+      bank.memKind === 'vram' ? [{ rank: { tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank }, index }] : [],
+    ),
   );
 }
 
@@ -324,8 +357,12 @@ function describeIncomplete(result: Extract<ReturnType<typeof assembleWorker>, {
   const rank = (r: RankId): string => `(tp ${r.tpRank}, pp ${r.ppRank})`;
   return [
     result.missing.length > 0 ? `missing ranks ${result.missing.map(rank).join(', ')}` : undefined,
-    result.duplicates.length > 0 ? `duplicate ranks ${result.duplicates.map((d) => rank(d.rank)).join(', ')}` : undefined,
-    result.conflicts.length > 0 ? `inconsistent ${result.conflicts.map((c) => `${c.field} of rank ${rank(c.rank)}`).join(', ')}` : undefined,
+    result.duplicates.length > 0
+      ? `duplicate ranks ${result.duplicates.map((d) => rank(d.rank)).join(', ')}`
+      : undefined,
+    result.conflicts.length > 0
+      ? `inconsistent ${result.conflicts.map((c) => `${c.field} of rank ${rank(c.rank)}`).join(', ')}`
+      : undefined,
   ]
     .filter((text) => text !== undefined)
     .join('; ');
@@ -341,7 +378,9 @@ function checkWatchOptions(store: DiscoveryStore, options: WatchWorkerReadinessO
   checkStore('store', store);
   checkOptionsObject('options', options);
   checkFunction('options.onChange', options.onChange);
-  if (options.gates !== undefined) checkArray('options.gates', options.gates, (gate, option) => checkOptionsObject(option, gate));
-  if (options.logger !== undefined) checkFunction('options.logger.warn', checkOptionsObject('options.logger', options.logger).warn);
+  if (options.gates !== undefined)
+    checkArray('options.gates', options.gates, (gate, option) => checkOptionsObject(option, gate));
+  if (options.logger !== undefined)
+    checkFunction('options.logger.warn', checkOptionsObject('options.logger', options.logger).warn);
   checkOptionalString('options.keyPrefix', options.keyPrefix);
 }

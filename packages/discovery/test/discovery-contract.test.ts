@@ -65,7 +65,12 @@ const backends: Backend[] = [
     setup: async () => {
       tempDir = mkdtempSync(join(tmpdir(), 'kvreuse-discovery-'));
     },
-    open: () => openSqliteDiscovery(join(tempDir, `store-${sqliteFiles++}.db`), { pollIntervalMs: 10, now: localClock.now, clockId: 'manual' }),
+    open: () =>
+      openSqliteDiscovery(join(tempDir, `store-${sqliteFiles++}.db`), {
+        pollIntervalMs: 10,
+        now: localClock.now,
+        clockId: 'manual',
+      }),
     elapse: advanceLocalClock,
     teardown: async () => rmSync(tempDir, { recursive: true, force: true }),
   },
@@ -132,7 +137,11 @@ describe.each(backends)('$name discovery store', (backend) => {
   test('refuses bad keys, values, TTLs and leases with typed errors naming them', async () => {
     const s = open();
     const p = fresh();
-    await expect(s.put('', 'x')).rejects.toMatchObject({ code: 'DISCOVERY_INVALID_KEY', key: '', backend: backend.name });
+    await expect(s.put('', 'x')).rejects.toMatchObject({
+      code: 'DISCOVERY_INVALID_KEY',
+      key: '',
+      backend: backend.name,
+    });
     await expect(s.get(42 as unknown as string)).rejects.toBeInstanceOf(DiscoveryKeyError);
     await expect(s.put(`${p}k`, 42 as unknown as string)).rejects.toMatchObject({
       code: 'DISCOVERY_INVALID_VALUE',
@@ -314,8 +323,16 @@ describe.each(backends)('$name discovery store', (backend) => {
       )
       .catch((error: unknown) => error);
     expect(stale).toBeInstanceOf(DiscoveryCompareError);
-    expect(stale).toMatchObject({ code: 'DISCOVERY_COMPARE_FAILED', backend: backend.name, key: `${p}guard`, expected: written, actual: rewritten });
-    await expect(s.commit([{ type: 'put', key: `${p}c`, value: '3' }], { compare: [{ key: `${p}a`, modRevision: 0 }] })).rejects.toMatchObject({
+    expect(stale).toMatchObject({
+      code: 'DISCOVERY_COMPARE_FAILED',
+      backend: backend.name,
+      key: `${p}guard`,
+      expected: written,
+      actual: rewritten,
+    });
+    await expect(
+      s.commit([{ type: 'put', key: `${p}c`, value: '3' }], { compare: [{ key: `${p}a`, modRevision: 0 }] }),
+    ).rejects.toMatchObject({
       key: `${p}a`,
       expected: 0,
       actual: applied,
@@ -342,18 +359,31 @@ describe.each(backends)('$name discovery store', (backend) => {
     const second = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-2' }, options);
     expect(second.epoch).toBeGreaterThan(first.epoch);
     expect(await readWorkerEpoch(s, 'w', options)).toEqual({ epoch: second.epoch, incarnation: 'inc-2' });
-    const refused = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-1' }, options).catch((error: unknown) => error);
+    const refused = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-1' }, options).catch(
+      (error: unknown) => error,
+    );
     expect(refused).toBeInstanceOf(SupersededError);
-    expect(refused).toMatchObject({ code: 'SUPERSEDED', workerId: 'w', incarnation: 'inc-1', epoch: first.epoch, newerEpoch: second.epoch, newerIncarnation: 'inc-2' });
+    expect(refused).toMatchObject({
+      code: 'SUPERSEDED',
+      workerId: 'w',
+      incarnation: 'inc-1',
+      epoch: first.epoch,
+      newerEpoch: second.epoch,
+      newerIncarnation: 'inc-2',
+    });
     // Another worker's epochs are its own.
     expect(await readWorkerEpoch(s, 'other', options)).toBeUndefined();
 
     // Four ranks of one incarnation claiming at once all get the same epoch.
-    const ranks = await Promise.all([0, 1, 2, 3].map(() => claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-3' }, options)));
+    const ranks = await Promise.all(
+      [0, 1, 2, 3].map(() => claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-3' }, options)),
+    );
     expect(new Set(ranks.map((claim) => claim.epoch)).size).toBe(1);
     expect(ranks[0]!.epoch).toBeGreaterThan(second.epoch);
     // Two incarnations claiming at once get two epochs; the fence names the one with the larger.
-    const [a, b] = await Promise.all(['inc-4', 'inc-5'].map((incarnation) => claimIncarnationEpoch(s, { workerId: 'w', incarnation }, options)));
+    const [a, b] = await Promise.all(
+      ['inc-4', 'inc-5'].map((incarnation) => claimIncarnationEpoch(s, { workerId: 'w', incarnation }, options)),
+    );
     expect(a!.epoch).not.toBe(b!.epoch);
     expect(Math.min(a!.epoch, b!.epoch)).toBeGreaterThan(ranks[0]!.epoch);
     const newest = a!.epoch > b!.epoch ? a! : b!;
@@ -365,12 +395,36 @@ describe.each(backends)('$name discovery store', (backend) => {
     const keyPrefix = fresh();
     const options = { keyPrefix };
     const old = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-1' }, options);
-    const written = await commitFenced(s, old, [{ type: 'put', key: `${keyPrefix}state`, value: 'inc-1' }], 'writing state', options);
+    const written = await commitFenced(
+      s,
+      old,
+      [{ type: 'put', key: `${keyPrefix}state`, value: 'inc-1' }],
+      'writing state',
+      options,
+    );
     const current = await claimIncarnationEpoch(s, { workerId: 'w', incarnation: 'inc-2' }, options);
-    const refused = await commitFenced(s, old, [{ type: 'delete', key: `${keyPrefix}state` }], 'writing state', options).catch((error: unknown) => error);
-    expect(refused).toMatchObject({ code: 'SUPERSEDED', incarnation: 'inc-1', newerEpoch: current.epoch, newerIncarnation: 'inc-2', operation: 'writing state' });
+    const refused = await commitFenced(
+      s,
+      old,
+      [{ type: 'delete', key: `${keyPrefix}state` }],
+      'writing state',
+      options,
+    ).catch((error: unknown) => error);
+    expect(refused).toMatchObject({
+      code: 'SUPERSEDED',
+      incarnation: 'inc-1',
+      newerEpoch: current.epoch,
+      newerIncarnation: 'inc-2',
+      operation: 'writing state',
+    });
     expect((await s.get(`${keyPrefix}state`))?.modRevision).toBe(written);
-    await commitFenced(s, current, [{ type: 'put', key: `${keyPrefix}state`, value: 'inc-2' }], 'writing state', options);
+    await commitFenced(
+      s,
+      current,
+      [{ type: 'put', key: `${keyPrefix}state`, value: 'inc-2' }],
+      'writing state',
+      options,
+    );
     expect(entryText((await s.get(`${keyPrefix}state`))!)).toBe('inc-2');
   });
 

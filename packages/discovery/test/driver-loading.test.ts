@@ -16,10 +16,14 @@ function packagesLoadedAfter(body: string): string[] {
     const packages = new Set(Object.keys(createRequire(import.meta.url).cache).map((path) => /node_modules\\/((@[^/]+\\/)?[^/]+)\\/(?!.*node_modules)/.exec(path)?.[1]).filter(Boolean));
     console.log(JSON.stringify([...packages].sort()));
   `;
-  const output = execFileSync(process.execPath, ['--conditions=@kvreuse/source', '--import', 'tsx', '--input-type=module', '-e', program], {
-    cwd: packageRoot,
-    encoding: 'utf8',
-  });
+  const output = execFileSync(
+    process.execPath,
+    ['--conditions=@kvreuse/source', '--import', 'tsx', '--input-type=module', '-e', program],
+    {
+      cwd: packageRoot,
+      encoding: 'utf8',
+    },
+  );
   return JSON.parse(output.trim().split('\n').at(-1) ?? '[]') as string[];
 }
 
@@ -29,7 +33,9 @@ describe('the etcd client library', () => {
     expect(onImport).not.toContain('etcd3');
     expect(onImport).not.toContain('@grpc/grpc-js');
     expect(onImport).not.toContain('cockatiel');
-    const onConnect = packagesLoadedAfter("await discovery.connectEtcdDiscovery({ hosts: 'http://127.0.0.1:9' }).close();");
+    const onConnect = packagesLoadedAfter(
+      "await discovery.connectEtcdDiscovery({ hosts: 'http://127.0.0.1:9' }).close();",
+    );
     expect(onConnect).toContain('etcd3');
     expect(onConnect).toContain('@grpc/grpc-js');
     expect(onConnect).toContain('cockatiel');
@@ -58,7 +64,11 @@ describe('a driver that is not installed', () => {
       return undefined;
     })();
     expect(missing).toBeInstanceOf(DiscoveryDriverMissingError);
-    expect(missing).toMatchObject({ code: 'DISCOVERY_DRIVER_MISSING', backend: 'sqlite', driver: 'kvreuse-driver-that-is-not-installed' });
+    expect(missing).toMatchObject({
+      code: 'DISCOVERY_DRIVER_MISSING',
+      backend: 'sqlite',
+      driver: 'kvreuse-driver-that-is-not-installed',
+    });
     expect((missing as Error).message).toBe(
       'sqlite discovery needs the package kvreuse-driver-that-is-not-installed, which is not installed: install it next to @kvreuse/discovery (npm install kvreuse-driver-that-is-not-installed)',
     );

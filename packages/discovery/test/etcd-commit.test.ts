@@ -13,46 +13,49 @@ const etcd = useEtcdStore();
 test.skipIf(!etcdRuns).each([
   { late: 'first', early: 'second' },
   { late: 'second', early: 'first' },
-])('a key written under the $late prefix after its read, before the $early prefix is read, is deleted too', async ({ late, early }) => {
-  const root = `/multi-${late}/`;
-  const latePrefix = `${root}${late}/`;
-  const earlyPrefix = `${root}${early}/`;
-  const store = etcd.store;
-  const other = connectEtcdDiscovery({ hosts: etcd.server.url });
-  await store.put(`${root}first/old`, '1');
-  await store.put(`${root}second/old`, '2');
+])(
+  'a key written under the $late prefix after its read, before the $early prefix is read, is deleted too',
+  async ({ late, early }) => {
+    const root = `/multi-${late}/`;
+    const latePrefix = `${root}${late}/`;
+    const earlyPrefix = `${root}${early}/`;
+    const store = etcd.store;
+    const other = connectEtcdDiscovery({ hosts: etcd.server.url });
+    await store.put(`${root}first/old`, '1');
+    await store.put(`${root}second/old`, '2');
 
-  // Force the order: read the late prefix, then the other client writes under it, then read the other prefix.
-  const list = store.list.bind(store);
-  let lateRead!: () => void;
-  const lateReadDone = new Promise<void>((resolve) => (lateRead = resolve));
-  let written: number | undefined;
-  const reads: DiscoverySnapshot[] = [];
-  const spy = vi.spyOn(store, 'list').mockImplementation(async (prefix) => {
-    if (prefix === earlyPrefix && written === undefined) {
-      await lateReadDone;
-      written = await other.put(`${latePrefix}late`, 'written between the reads');
+    // Force the order: read the late prefix, then the other client writes under it, then read the other prefix.
+    const list = store.list.bind(store);
+    let lateRead!: () => void;
+    const lateReadDone = new Promise<void>((resolve) => (lateRead = resolve));
+    let written: number | undefined;
+    const reads: DiscoverySnapshot[] = [];
+    const spy = vi.spyOn(store, 'list').mockImplementation(async (prefix) => {
+      if (prefix === earlyPrefix && written === undefined) {
+        await lateReadDone;
+        written = await other.put(`${latePrefix}late`, 'written between the reads');
+      }
+      const snapshot = await list(prefix);
+      reads.push(snapshot);
+      if (prefix === latePrefix) lateRead();
+      return snapshot;
+    });
+    try {
+      await store.commit([
+        { type: 'deletePrefix', prefix: `${root}first/` },
+        { type: 'deletePrefix', prefix: `${root}second/` },
+        { type: 'put', key: `${root}second/new`, value: '3' },
+      ]);
+    } finally {
+      spy.mockRestore();
+      await other.close();
     }
-    const snapshot = await list(prefix);
-    reads.push(snapshot);
-    if (prefix === latePrefix) lateRead();
-    return snapshot;
-  });
-  try {
-    await store.commit([
-      { type: 'deletePrefix', prefix: `${root}first/` },
-      { type: 'deletePrefix', prefix: `${root}second/` },
-      { type: 'put', key: `${root}second/new`, value: '3' },
-    ]);
-  } finally {
-    spy.mockRestore();
-    await other.close();
-  }
-  // The two first reads straddle the other client's write; the commit had to read again.
-  expect(reads[0]!.revision).toBeLessThan(written!);
-  expect(reads[1]!.revision).toBeGreaterThanOrEqual(written!);
-  expect(reads).toHaveLength(4);
-  expect((await store.list(root)).entries.map((entry) => entry.key)).toEqual([`${root}second/new`]);
-});
+    // The two first reads straddle the other client's write; the commit had to read again.
+    expect(reads[0]!.revision).toBeLessThan(written!);
+    expect(reads[1]!.revision).toBeGreaterThanOrEqual(written!);
+    expect(reads).toHaveLength(4);
+    expect((await store.list(root)).entries.map((entry) => entry.key)).toEqual([`${root}second/new`]);
+  },
+);
 
 if (!etcdRuns) test.skip('etcd commit: etcd is not installed (in CI this fails instead)', () => {});

@@ -12,7 +12,9 @@ export interface EtcdFixture {
  * Starts one etcd server and one store for the calling test file (before all its tests, when
  * `etcdRuns`) and stops them after all. Read `server` and `store` inside tests.
  */
-export function useEtcdStore(options: Omit<EtcdDiscoveryOptions, 'hosts'> = { requestTimeoutMs: 2_000, maxReconnectDelayMs: 500 }): EtcdFixture {
+export function useEtcdStore(
+  options: Omit<EtcdDiscoveryOptions, 'hosts'> = { requestTimeoutMs: 2_000, maxReconnectDelayMs: 500 },
+): EtcdFixture {
   let server: EtcdServer | undefined;
   let store: EtcdDiscoveryStore | undefined;
   beforeAll(async () => {

@@ -19,15 +19,21 @@ const writer = fileURLToPath(new URL('./fixtures/sqlite-writer.ts', import.meta.
 
 function runWriter(path: string, workerId: string, rounds: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--conditions=@kvreuse/source', '--import', 'tsx', writer, path, workerId, String(rounds)], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--conditions=@kvreuse/source', '--import', 'tsx', writer, path, workerId, String(rounds)],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
     });
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`writer ${workerId} exited ${code}: ${stderr}`))));
+    child.once('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`writer ${workerId} exited ${code}: ${stderr}`)),
+    );
   });
 }
 
@@ -80,7 +86,9 @@ test('a lease granted in one process expires for every process, and watchers see
   const lease = await owner.grantLease(200);
   await owner.put('/leased/part', 'x', { lease: lease.id });
   await owner.close(); // the owner is gone: nobody keeps the lease alive
-  await recorder.until('the delete', (n) => n.some((x) => x.type === 'changes' && x.events.some((e) => e.type === 'delete')));
+  await recorder.until('the delete', (n) =>
+    n.some((x) => x.type === 'changes' && x.events.some((e) => e.type === 'delete')),
+  );
   expect(await reader.get('/leased/part')).toBeUndefined();
   await reader.close();
 });
@@ -95,7 +103,9 @@ test('a watcher is told when it cannot read the file, and catches up when it can
   const other = new Database(path, { timeout: 0 });
   other.prepare('BEGIN IMMEDIATE').run();
   await recorder.until('an outage notice', (n) => n.some((x) => x.type === 'outage'));
-  expect(recorder.notices.find((x) => x.type === 'outage')).toMatchObject({ error: { code: 'DISCOVERY_UNAVAILABLE', backend: 'sqlite' } });
+  expect(recorder.notices.find((x) => x.type === 'outage')).toMatchObject({
+    error: { code: 'DISCOVERY_UNAVAILABLE', backend: 'sqlite' },
+  });
   other.prepare('COMMIT').run();
   other.close();
   await recorder.until('the restored notice', (n) => n.some((x) => x.type === 'restored'));

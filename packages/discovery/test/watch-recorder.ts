@@ -7,7 +7,11 @@ export interface WatchRecorder {
   until(what: string, done: (notices: readonly WatchNotice[]) => boolean, guardMs?: number): Promise<void>;
 }
 
-export async function recordWatch(store: DiscoveryStore, prefix: string, options?: WatchOptions): Promise<WatchRecorder> {
+export async function recordWatch(
+  store: DiscoveryStore,
+  prefix: string,
+  options?: WatchOptions,
+): Promise<WatchRecorder> {
   const notices: WatchNotice[] = [];
   let wake: () => void = () => {};
   const watch = await store.watch(
@@ -25,7 +29,9 @@ export async function recordWatch(store: DiscoveryStore, prefix: string, options
       const giveUpAt = Date.now() + guardMs;
       while (!done(notices)) {
         if (Date.now() > giveUpAt) {
-          throw new Error(`watch of ${prefix}: no ${what}; notices so far: ${JSON.stringify(notices.map(describeNotice))}`);
+          throw new Error(
+            `watch of ${prefix}: no ${what}; notices so far: ${JSON.stringify(notices.map(describeNotice))}`,
+          );
         }
         await new Promise<void>((resolve) => {
           wake = resolve;

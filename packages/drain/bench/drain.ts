@@ -22,7 +22,11 @@ interface Sample {
 }
 
 async function once(): Promise<Sample> {
-  const world = await openLoopbackWorld({ ranks: 2, banksPerRank: 4, timeouts: { operationTimeoutMs: 60_000, abandonTimeoutMs: 120_000 } });
+  const world = await openLoopbackWorld({
+    ranks: 2,
+    banksPerRank: 4,
+    timeouts: { operationTimeoutMs: 60_000, abandonTimeoutMs: 120_000 },
+  });
   let first = Number.POSITIVE_INFINITY;
   let last = 0;
   const stamp = () => {
@@ -57,7 +61,9 @@ async function once(): Promise<Sample> {
   const report = await drained;
   const end = performance.now();
   if (report.completed !== OPERATIONS || report.banksReturned.length !== 8) {
-    throw new Error(`unexpected drain report: ${report.completed} completed, ${report.banksReturned.length} banks returned`);
+    throw new Error(
+      `unexpected drain report: ${report.completed} completed, ${report.banksReturned.length} banks returned`,
+    );
   }
   await world.controller.shutdown();
   await world.closeSource();

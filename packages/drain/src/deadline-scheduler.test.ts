@@ -17,7 +17,13 @@ describe('DeadlineScheduler', () => {
     const clock = new ManualClock();
     const scheduler = new DeadlineScheduler(clock);
     const fired: string[] = [];
-    for (const [name, at] of [['c', 30], ['a', 10], ['b', 20], ['a2', 10]] as const) scheduler.schedule(at, () => fired.push(name));
+    for (const [name, at] of [
+      ['c', 30],
+      ['a', 10],
+      ['b', 20],
+      ['a2', 10],
+    ] as const)
+      scheduler.schedule(at, () => fired.push(name));
     expect(clock.pending).toBe(1);
     expect(scheduler.size).toBe(4);
     clock.advance(15);

@@ -32,7 +32,8 @@ export class DeadlineScheduler {
   #armedAt: number | undefined;
 
   constructor(clock: Clock) {
-    if (clock === undefined) throw new InvalidDrainOptionError('clock', clock, 'a scheduler needs a clock (systemClock, or a manual one)');
+    if (clock === undefined)
+      throw new InvalidDrainOptionError('clock', clock, 'a scheduler needs a clock (systemClock, or a manual one)');
     checkClock('clock', clock);
     this.#clock = clock;
   }
@@ -49,7 +50,8 @@ export class DeadlineScheduler {
   }
 
   schedule(at: number, fire: () => void): Deadline {
-    if (typeof at !== 'number' || Number.isNaN(at)) throw new InvalidDrainOptionError('at', at, 'must be a clock time in milliseconds');
+    if (typeof at !== 'number' || Number.isNaN(at))
+      throw new InvalidDrainOptionError('at', at, 'must be a clock time in milliseconds');
     checkFunction('fire', fire);
     const entry: Entry = { at, sequence: this.#sequence++, fire, epoch: this.#epoch, cancelled: false };
     this.#push(entry);

@@ -31,7 +31,8 @@ const world = (overrides: { clock?: ManualClock } = {}) => worlds.world({ clock:
 
 const firstCall = (spy: MockInstance) => Math.min(...spy.mock.invocationCallOrder);
 const lastCall = (spy: MockInstance) => Math.max(...spy.mock.invocationCallOrder);
-const stepOf = (steps: readonly ShutdownStepResult[], step: ShutdownStepResult['step']) => steps.find((result) => result.step === step);
+const stepOf = (steps: readonly ShutdownStepResult[], step: ShutdownStepResult['step']) =>
+  steps.find((result) => result.step === step);
 const NO_READERS: ReadersOutcome = { released: 0, lapsed: 0, outstanding: 0 };
 
 describe('DrainController', () => {
@@ -46,12 +47,23 @@ describe('DrainController', () => {
     controller.addRank(w.ranks[0]!);
     controller.addRank({ tpRank: 1, ppRank: 0, agent: w.reader, banks: [bank] });
     const result = await controller.shutdown();
-    expect(result.report.banksReturned.map((label) => [label.tpRank, label.index])).toEqual([[0, 1], [0, 0]]);
+    expect(result.report.banksReturned.map((label) => [label.tpRank, label.index])).toEqual([
+      [0, 1],
+      [0, 0],
+    ]);
     expect(result.report.banksRetained).toEqual([
-      { bank: expect.objectContaining({ tpRank: 1, index: 0 }), retainedBy: 'owner-refusal', code: 'BANK_OWNER_RELEASE_FAILED', reason: expect.stringContaining('its owner refused it back') },
+      {
+        bank: expect.objectContaining({ tpRank: 1, index: 0 }),
+        retainedBy: 'owner-refusal',
+        code: 'BANK_OWNER_RELEASE_FAILED',
+        reason: expect.stringContaining('its owner refused it back'),
+      },
     ]);
     expect(stepOf(result.steps, 'withdraw-rank-parts')).toMatchObject({ outcome: 'failed', error: 'etcd unavailable' });
-    expect(stepOf(result.steps, 'hand-back')).toMatchObject({ outcome: 'failed', error: expect.stringContaining('1 owners refused their bank back') });
+    expect(stepOf(result.steps, 'hand-back')).toMatchObject({
+      outcome: 'failed',
+      error: expect.stringContaining('1 owners refused their bank back'),
+    });
     expect(stepOf(result.steps, 'destroy-agent')).toMatchObject({ outcome: 'skipped', reason: 'no agent was given' });
     expect(result.retained).toBe(true);
     expect(bank.state).toBe('releasing');
@@ -72,12 +84,19 @@ describe('DrainController', () => {
 
   it('refuses options of the wrong shape with a typed error naming the option', async () => {
     const w = await world();
-    const refused = (make: () => unknown, option: string) => expect(make).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option }));
+    const refused = (make: () => unknown, option: string) =>
+      expect(make).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option }));
     refused(() => new DrainController({ shutdownDeadlineMs: 100 } as never), 'ledger');
     refused(() => new DrainController(undefined as never), 'options');
     refused(() => new DrainController({ ledger: w.ledger } as never), 'transport.shutdownDeadlineMs');
-    refused(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 100, agent: {} } as never), 'agent.close');
-    refused(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 100, withdrawRankParts: 'yes' } as never), 'withdrawRankParts');
+    refused(
+      () => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 100, agent: {} } as never),
+      'agent.close',
+    );
+    refused(
+      () => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 100, withdrawRankParts: 'yes' } as never),
+      'withdrawRankParts',
+    );
     refused(() => w.controller.drain(undefined as never), 'options');
     refused(() => w.controller.shutdown(null as never), 'options');
     refused(() => w.controller.addRank({ tpRank: 0, ppRank: 0 } as never), 'rank.banks');
@@ -90,7 +109,9 @@ describe('DrainController', () => {
     expect(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 1, waitForReaders: 5 as never })).toThrow(
       /waitForReaders = 5 is refused: must be a function when given/,
     );
-    expect(() => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 1, withdrawInventory: 'yes' as never })).toThrow(InvalidDrainOptionError);
+    expect(
+      () => new DrainController({ ledger: w.ledger, shutdownDeadlineMs: 1, withdrawInventory: 'yes' as never }),
+    ).toThrow(InvalidDrainOptionError);
     expect(() => w.controller.drain({ deadlineMs: Number.NaN })).toThrow(/deadlineMs = NaN is refused/);
     expect(() => w.controller.shutdown({ deadlineMs: 1.5 })).toThrow(/deadlineMs = 1\.5 is refused/);
     await w.controller.drain({ deadlineMs: 0 });
@@ -138,8 +159,18 @@ describe('DrainController', () => {
     for (const rank of w.ranks) controller.addRank(rank);
     const report = await controller.drain({ deadlineMs: 1_000 });
     expect(stepOf(report.steps, 'withdraw-rank-parts')).toMatchObject({ startedAt: 0, durationMs: 7, outcome: 'ok' });
-    expect(stepOf(report.steps, 'withdraw-inventory')).toMatchObject({ startedAt: 7, durationMs: 0, outcome: 'skipped', reason: 'no withdrawInventory was given' });
-    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({ startedAt: 7, durationMs: 30, outcome: 'ok', detail: '2 released, 1 lapsed' });
+    expect(stepOf(report.steps, 'withdraw-inventory')).toMatchObject({
+      startedAt: 7,
+      durationMs: 0,
+      outcome: 'skipped',
+      reason: 'no withdrawInventory was given',
+    });
+    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({
+      startedAt: 7,
+      durationMs: 30,
+      outcome: 'ok',
+      detail: '2 released, 1 lapsed',
+    });
     expect(stepOf(report.steps, 'stop-intake')).toMatchObject({ startedAt: 37, outcome: 'ok' });
     expect(report.readers).toEqual({ released: 2, lapsed: 1, outstanding: 0 });
   });
@@ -167,8 +198,18 @@ describe('DrainController', () => {
     clock.advance(375);
     const report = await draining;
     expect(wait!.signal.aborted).toBe(true);
-    expect(stepOf(report.steps, 'withdraw-rank-parts')).toMatchObject({ startedAt: 0, durationMs: 250, outcome: 'failed', error: 'the deadline passed first' });
-    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({ startedAt: 250, durationMs: 375, outcome: 'failed', error: 'the deadline passed first' });
+    expect(stepOf(report.steps, 'withdraw-rank-parts')).toMatchObject({
+      startedAt: 0,
+      durationMs: 250,
+      outcome: 'failed',
+      error: 'the deadline passed first',
+    });
+    expect(stepOf(report.steps, 'wait-for-readers')).toMatchObject({
+      startedAt: 250,
+      durationMs: 375,
+      outcome: 'failed',
+      error: 'the deadline passed first',
+    });
     expect(stepOf(report.steps, 'stop-intake')).toMatchObject({ startedAt: 625, outcome: 'ok' });
     expect(report).toMatchObject({ readers: undefined, banksRetained: [] });
     expect(w.banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
@@ -223,23 +264,54 @@ const stores: [string, () => DiscoveryStore][] = [
 /** The source worker: one rank of real loopback memory, registered, published, with inventory. */
 async function sourceWorker(store: DiscoveryStore) {
   const geometry = referenceGeometries['qwen3-0.6b'];
-  const identity = { workerId: agentName('decode'), incarnation: 'inc-1', role: 'decode', geometry, tpSize: 1, ppSize: 1, dpRank: 0 } as const;
+  const identity = {
+    workerId: agentName('decode'),
+    incarnation: 'inc-1',
+    role: 'decode',
+    geometry,
+    tpSize: 1,
+    ppSize: 1,
+    dpRank: 0,
+  } as const;
   const agent = await transport.createAgent({ name: agentName('source'), backend: 'loopback' });
   const layout = layoutRankBanks(geometry, { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 1 });
   const banks = await Promise.all(
     layout.map(async (spec, index) => {
       const allocation = await agent.allocate(spec.bytes);
-      return Bank.adopt({ ...spec, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
+      return Bank.adopt(
+        { ...spec, tpRank: 0, ppRank: 0, index, address: allocation.address },
+        kvreuseOwner(allocation),
+      );
     }),
   );
   const rank = await registerRank({ agent, banks });
-  const publication = await startRankPublication(store, [buildRankPart(identity, rank, transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...rank }))], { leaseTtlMs: 60_000 });
+  const publication = await startRankPublication(
+    store,
+    [
+      buildRankPart(
+        identity,
+        rank,
+        transportMetadataOf(agent, ClusterSecret.ofThisProcess(), { ...identity, ...rank }),
+      ),
+    ],
+    { leaseTtlMs: 60_000 },
+  );
   // Its own lease, so that revoking the parts' lease does not take the inventory with it and both withdrawals act.
   const inventoryLease = await store.grantLease(60_000);
-  const inventory = new InventoryPublisher(store, { workerId: identity.workerId, incarnation: identity.incarnation, epoch: publication.epoch, lease: inventoryLease.id });
+  const inventory = new InventoryPublisher(store, {
+    workerId: identity.workerId,
+    incarnation: identity.incarnation,
+    epoch: publication.epoch,
+    lease: inventoryLease.id,
+  });
   await inventory.publish([{ type: 'stored', tier: 'gpu', blocks: [1n, 2n, 3n], expiresAt: Date.now() + 600_000 }]);
   // A manual clock: the drain's deadlines never fire, so the readers' wait ends only when the reader saw the worker go.
-  const ledger = new OperationLedger<PostRequest>({ agent, peers: new PeerBook(), timeouts: { operationTimeoutMs: 1_000, abandonTimeoutMs: 5_000 }, clock: new ManualClock() });
+  const ledger = new OperationLedger<PostRequest>({
+    agent,
+    peers: new PeerBook(),
+    timeouts: { operationTimeoutMs: 1_000, abandonTimeoutMs: 5_000 },
+    clock: new ManualClock(),
+  });
 
   return { identity, agent, banks, rank, publication, inventoryLease, inventory, ledger };
 }
@@ -248,7 +320,10 @@ async function sourceWorker(store: DiscoveryStore) {
  * A reader that follows the worker's readiness and its inventory key, noting with each readiness it sees how
  * many banks were deregistered and whether intake had stopped; `gone` settles once it saw the worker go.
  */
-async function followWorker(store: DiscoveryStore, { identity, banks, inventory, ledger }: Awaited<ReturnType<typeof sourceWorker>>) {
+async function followWorker(
+  store: DiscoveryStore,
+  { identity, banks, inventory, ledger }: Awaited<ReturnType<typeof sourceWorker>>,
+) {
   const deregistrations = banks.map((bank) => vi.spyOn(bank.region!, 'deregister'));
   const deregistered = () => deregistrations.reduce((sum, spy) => sum + spy.mock.calls.length, 0);
   const observed: { readiness: WorkerReadiness; deregistered: number; intakeStopped: boolean }[] = [];
@@ -302,13 +377,21 @@ describe.each(stores)('shutdown order, source side first, on %s discovery and a 
 
     // The reader saw the worker not ready while every bank was still registered and intake still open.
     expect(observed.slice(1)).toEqual([
-      { readiness: expect.objectContaining({ ready: false, reasons: [expect.objectContaining({ kind: 'no-parts' })] }), deregistered: 0, intakeStopped: false },
+      {
+        readiness: expect.objectContaining({ ready: false, reasons: [expect.objectContaining({ kind: 'no-parts' })] }),
+        deregistered: 0,
+        intakeStopped: false,
+      },
     ]);
-    const withdrawal = commit.mock.calls.findIndex(([operations]) => operations.every((operation) => operation.type === 'delete'));
+    const withdrawal = commit.mock.calls.findIndex(([operations]) =>
+      operations.every((operation) => operation.type === 'delete'),
+    );
     expect(withdrawal).toBeGreaterThanOrEqual(0);
     const withdrawalCommit = commit.mock.invocationCallOrder[withdrawal]!;
     // The inventory batch is deleted by a conditional commit (only if it is still this incarnation's).
-    const inventoryDelete = commit.mock.calls.findIndex(([operations]) => operations.some((operation) => operation.type === 'delete' && operation.key === inventory.key));
+    const inventoryDelete = commit.mock.calls.findIndex(([operations]) =>
+      operations.some((operation) => operation.type === 'delete' && operation.key === inventory.key),
+    );
     expect(inventoryDelete).toBeGreaterThanOrEqual(0);
     // The calls happened in this order: withdrawal commit < inventory delete < readers < intake < drain < peers < deregistrations < hand-backs < agent.
     const order = [

@@ -1,5 +1,12 @@
 import { describeValue } from '@kvreuse/errors';
-import { type Bank, type BankLabel, deregisterBanks, type RegisteredRank, type RetainedBank, returnBanks } from '@kvreuse/registry';
+import {
+  type Bank,
+  type BankLabel,
+  deregisterBanks,
+  type RegisteredRank,
+  type RetainedBank,
+  returnBanks,
+} from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
 import { type LedgerOperation, type LedgerPostRequest, OperationLedger, type QuarantinedOperation } from './ledger.js';
 import { Listeners } from './listeners.js';
@@ -143,7 +150,8 @@ function checkDeadline(option: string, value: unknown): number {
 }
 
 function checkHook<Hook>(option: string, value: Hook | undefined): Hook | undefined {
-  if (value !== undefined && typeof value !== 'function') throw new InvalidDrainOptionError(option, value, 'must be a function when given');
+  if (value !== undefined && typeof value !== 'function')
+    throw new InvalidDrainOptionError(option, value, 'must be a function when given');
   return value;
 }
 
@@ -157,7 +165,11 @@ function isCount(value: unknown): value is number {
 
 function readersOutcomeOf(value: unknown): ReadersOutcome | undefined {
   const outcome = value as Partial<ReadersOutcome> | undefined;
-  return typeof outcome === 'object' && outcome !== null && isCount(outcome.released) && isCount(outcome.lapsed) && isCount(outcome.outstanding)
+  return typeof outcome === 'object' &&
+    outcome !== null &&
+    isCount(outcome.released) &&
+    isCount(outcome.lapsed) &&
+    isCount(outcome.outstanding)
     ? { released: outcome.released, lapsed: outcome.lapsed, outstanding: outcome.outstanding }
     : undefined;
 }
@@ -202,7 +214,8 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
 
   constructor(options: DrainControllerOptions<Request>) {
     checkOptionsObject('options', options);
-    if (!(options.ledger instanceof OperationLedger)) throw new InvalidDrainOptionError('ledger', options.ledger, 'must be an OperationLedger');
+    if (!(options.ledger instanceof OperationLedger))
+      throw new InvalidDrainOptionError('ledger', options.ledger, 'must be an OperationLedger');
     this.#ledger = options.ledger;
     this.#shutdownDeadlineMs = checkDeadline('transport.shutdownDeadlineMs', options.shutdownDeadlineMs);
     if (options.agent !== undefined) checkFunction('agent.close', checkOptionsObject('agent', options.agent).close);
@@ -216,7 +229,12 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   /** Records a registered rank; drain hands banks back in the reverse of the order ranks were added. */
   addRank(rank: RegisteredRank): void {
     checkRegisteredRank('rank', rank);
-    if (this.#drain !== undefined) throw new InvalidDrainOptionError('rank', { tpRank: rank.tpRank, ppRank: rank.ppRank }, 'cannot be added once draining began');
+    if (this.#drain !== undefined)
+      throw new InvalidDrainOptionError(
+        'rank',
+        { tpRank: rank.tpRank, ppRank: rank.ppRank },
+        'cannot be added once draining began',
+      );
     this.#ranks.push(rank);
   }
 
@@ -233,14 +251,18 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
 
   /** Shuts down once; later calls (a second signal, say) return the first call's result. */
   shutdown(options: { readonly deadlineMs?: number } = {}): Promise<ShutdownResult> {
-    const deadlineMs = checkDeadline('deadlineMs', checkOptionsObject('options', options).deadlineMs ?? this.#shutdownDeadlineMs);
+    const deadlineMs = checkDeadline(
+      'deadlineMs',
+      checkOptionsObject('options', options).deadlineMs ?? this.#shutdownDeadlineMs,
+    );
     this.#shutdown ??= this.#runShutdown(deadlineMs);
     return this.#shutdown;
   }
 
   async #runShutdown(deadlineMs: number): Promise<ShutdownResult> {
     const shutdownDeadlineAt = this.#ledger.clock.now() + deadlineMs;
-    const drainDeadlineAt = this.#ledger.clock.now() + deadlineMs - Math.min(Math.floor(deadlineMs / 10), POST_DRAIN_RESERVE_CAP_MS);
+    const drainDeadlineAt =
+      this.#ledger.clock.now() + deadlineMs - Math.min(Math.floor(deadlineMs / 10), POST_DRAIN_RESERVE_CAP_MS);
     let peersInvalidated = false;
     const invalidatePeers = () => {
       peersInvalidated = true;
@@ -292,19 +314,32 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     // A discovery that hangs must not eat the time of the worker's own operations.
     const withdrawnBy = clock.now() + Math.floor(Math.max(0, deadlineAt - clock.now()) / WITHDRAWAL_SHARE);
     const withdrawRankParts = this.#withdrawRankParts;
-    if (withdrawRankParts === undefined) this.#runStep('withdraw-rank-parts', () => skipped('no withdrawRankParts was given'));
-    else await this.#awaitStep('withdraw-rank-parts', () => this.#beforeDeadline(withdrawRankParts(), withdrawnBy).then(() => ok('withdrawn')));
+    if (withdrawRankParts === undefined)
+      this.#runStep('withdraw-rank-parts', () => skipped('no withdrawRankParts was given'));
+    else
+      await this.#awaitStep('withdraw-rank-parts', () =>
+        this.#beforeDeadline(withdrawRankParts(), withdrawnBy).then(() => ok('withdrawn')),
+      );
     const withdrawInventory = this.#withdrawInventory;
-    if (withdrawInventory === undefined) this.#runStep('withdraw-inventory', () => skipped('no withdrawInventory was given'));
-    else await this.#awaitStep('withdraw-inventory', () => this.#beforeDeadline(withdrawInventory(), withdrawnBy).then(() => ok('withdrawn')));
+    if (withdrawInventory === undefined)
+      this.#runStep('withdraw-inventory', () => skipped('no withdrawInventory was given'));
+    else
+      await this.#awaitStep('withdraw-inventory', () =>
+        this.#beforeDeadline(withdrawInventory(), withdrawnBy).then(() => ok('withdrawn')),
+      );
     let readers: ReadersOutcome | undefined;
     const waitForReaders = this.#waitForReaders;
     if (waitForReaders === undefined) this.#runStep('wait-for-readers', () => skipped('no waitForReaders was given'));
     else {
       await this.#awaitStep('wait-for-readers', async () => {
-        readers = await this.#waitFor(waitForReaders, clock.now() + Math.floor(Math.max(0, deadlineAt - clock.now()) / 2));
+        readers = await this.#waitFor(
+          waitForReaders,
+          clock.now() + Math.floor(Math.max(0, deadlineAt - clock.now()) / 2),
+        );
         const counts = `${readers.released} released, ${readers.lapsed} lapsed`;
-        return readers.outstanding === 0 ? ok(counts) : failed(`${readers.outstanding} pins still held at the deadline (${counts})`);
+        return readers.outstanding === 0
+          ? ok(counts)
+          : failed(`${readers.outstanding} pins still held at the deadline (${counts})`);
       });
     }
 
@@ -322,7 +357,9 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       const after = ledger.counts();
       const quarantined = ledger.quarantined().length;
       const counts = `${after.completed - before.completed} completed, ${after.cancelled - before.cancelled} cancelled, ${after.failed - before.failed} failed`;
-      return quarantined === 0 ? ok(counts) : failed(`${quarantined} operations quarantined (not quiescent at the deadline); ${counts}`);
+      return quarantined === 0
+        ? ok(counts)
+        : failed(`${quarantined} operations quarantined (not quiescent at the deadline); ${counts}`);
     });
     const after = ledger.counts();
     beforeDeregistration();
@@ -334,7 +371,9 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       const count = deregistration.deregistered.length;
       return deregistration.retained.length === 0
         ? ok(`${count} banks deregistered`)
-        : failed(`${deregistration.retained.length} banks retained (${deregistration.retained.map(({ reason }) => reason).join('; ')}); ${count} deregistered`);
+        : failed(
+            `${deregistration.retained.length} banks retained (${deregistration.retained.map(({ reason }) => reason).join('; ')}); ${count} deregistered`,
+          );
     });
     const retained = [...(deregistration?.retained ?? [])];
     const returned: BankLabel[] = [];
@@ -345,7 +384,9 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       retained.push(...refused);
       return refused.length === 0
         ? ok(`${returned.length} banks handed back`)
-        : failed(`${refused.length} owners refused their bank back (${refused.map(({ reason }) => reason).join('; ')}); ${returned.length} handed back`);
+        : failed(
+            `${refused.length} owners refused their bank back (${refused.map(({ reason }) => reason).join('; ')}); ${returned.length} handed back`,
+          );
     });
     return {
       completed: after.completed - before.completed,
@@ -389,9 +430,16 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
   async #waitFor(waitForReaders: WaitForReaders, deadlineAt: number): Promise<ReadersOutcome> {
     const abort = new AbortController();
     const timeoutMs = Math.max(0, deadlineAt - this.#ledger.clock.now());
-    const value: unknown = await this.#beforeDeadline(waitForReaders({ deadlineAt, timeoutMs, signal: abort.signal }), deadlineAt, abort);
+    const value: unknown = await this.#beforeDeadline(
+      waitForReaders({ deadlineAt, timeoutMs, signal: abort.signal }),
+      deadlineAt,
+      abort,
+    );
     const outcome = readersOutcomeOf(value);
-    if (outcome === undefined) throw new Error(`waitForReaders resolved with ${describeValue(value)}, not { released, lapsed, outstanding } counts`);
+    if (outcome === undefined)
+      throw new Error(
+        `waitForReaders resolved with ${describeValue(value)}, not { released, lapsed, outstanding } counts`,
+      );
     return outcome;
   }
 
@@ -403,11 +451,14 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       return await Promise.race([
         work,
         new Promise<never>((_, reject) => {
-          timer = clock.setTimer(() => {
-            const error = new Error('the deadline passed first');
-            abort?.abort(error);
-            reject(error);
-          }, Math.max(0, deadlineAt - clock.now()));
+          timer = clock.setTimer(
+            () => {
+              const error = new Error('the deadline passed first');
+              abort?.abort(error);
+              reject(error);
+            },
+            Math.max(0, deadlineAt - clock.now()),
+          );
         }),
       ]);
     } finally {
@@ -437,13 +488,19 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
  * a live operation is first retained as a quarantine (never deregistered, never handed back); a bank
  * the native layer refuses to deregister is retained.
  */
-async function deregister(banks: readonly Bank[]): Promise<{ deregistered: readonly Bank[]; retained: RetainedBank[] }> {
+async function deregister(
+  banks: readonly Bank[],
+): Promise<{ deregistered: readonly Bank[]; retained: RetainedBank[] }> {
   // Retained before anything else, so that no quiescence can release them in between.
   const referenced = banks
     .filter((bank) => bank.state !== 'returned' && bank.references > 0)
     .map((bank): RetainedBank => {
       bank.retain(`still referenced by ${bank.references} live operations at drain`, 'quarantine');
-      return { bank: bank.label(), retainedBy: 'quarantine', reason: bank.retainedReason ?? `referenced by ${bank.references} live operations` };
+      return {
+        bank: bank.label(),
+        retainedBy: 'quarantine',
+        reason: bank.retainedReason ?? `referenced by ${bank.references} live operations`,
+      };
     });
   const { deregistered, retained } = await deregisterBanks(banks);
   return { deregistered, retained: [...referenced, ...retained] };
@@ -464,7 +521,8 @@ async function handBanksBack(banks: readonly Bank[]): Promise<{ returned: BankLa
 function retentionOf(bank: Bank): RetainedBank | undefined {
   const label = bank.label();
   if (bank.state === 'returned') return undefined;
-  if (bank.state === 'retained') return { bank: label, retainedBy: bank.retainedBy ?? 'native-refusal', reason: bank.retainedReason ?? 'retained' };
+  if (bank.state === 'retained')
+    return { bank: label, retainedBy: bank.retainedBy ?? 'native-refusal', reason: bank.retainedReason ?? 'retained' };
   if (bank.state === 'releasing' && bank.region === undefined) {
     return { bank: label, retainedBy: 'owner-refusal', reason: 'deregistered, but its owner refused it back' };
   }

@@ -73,7 +73,9 @@ export class ForeignBankError extends DrainError {
     readonly regionId: number | undefined,
     readonly reason: string,
   ) {
-    super(`operation refused: ${subject}: ${formatBank(bank)} (region ${regionId ?? 'none'} of agent ${bankAgent ?? 'none'}) ${reason}`);
+    super(
+      `operation refused: ${subject}: ${formatBank(bank)} (region ${regionId ?? 'none'} of agent ${bankAgent ?? 'none'}) ${reason}`,
+    );
   }
 }
 
@@ -119,7 +121,9 @@ export class PeerFencedError extends DrainError {
     readonly expected: unknown,
     readonly actual: unknown,
   ) {
-    super(`peer ${peer}: work prepared for ${field} ${show(expected)} is refused; the peer is now at ${field} ${show(actual)}`);
+    super(
+      `peer ${peer}: work prepared for ${field} ${show(expected)} is refused; the peer is now at ${field} ${show(actual)}`,
+    );
   }
 }
 
@@ -142,7 +146,9 @@ export class LoadFailedError extends DrainError {
     readonly validPrefix: number,
     readonly reason: string,
   ) {
-    super(`load of ${blocks} blocks failed (${reason}); ${validPrefix} leading blocks were valid; drain.failedLoadPolicy = "fail"`);
+    super(
+      `load of ${blocks} blocks failed (${reason}); ${validPrefix} leading blocks were valid; drain.failedLoadPolicy = "fail"`,
+    );
   }
 }
 

@@ -2,7 +2,14 @@
 // process) with real registry banks. Deadlines run on a manual clock; completions are held with the
 // native completion-delay fault and arrive through the agent's wake-up channel.
 import { NativeTransportError } from '@kvreuse/native-bindings';
-import { Bank, kvreuseOwner, RankRegistrationError, registerRank, type RegistrationAgent, releaseRank } from '@kvreuse/registry';
+import {
+  Bank,
+  kvreuseOwner,
+  RankRegistrationError,
+  registerRank,
+  type RegistrationAgent,
+  releaseRank,
+} from '@kvreuse/registry';
 import { describe, expect, it } from 'vitest';
 import { agentName, nextTurn, transport } from '../test/support/loopback-world.js';
 import { loopbackWorlds } from '../test/support/loopback-worlds.js';
@@ -43,7 +50,12 @@ describe('OperationLedger on the loopback backend', () => {
     expect(operation.phase).toBe('in-flight');
     w.reader.faults.clear();
     expect(await operation.outcome).toEqual({ ok: true, bytesDone: 2 * 4096 });
-    expect(await operation.quiescence).toEqual({ terminal: 'done', bytesDone: 2 * 4096, late: false, quarantined: false });
+    expect(await operation.quiescence).toEqual({
+      terminal: 'done',
+      bytesDone: 2 * 4096,
+      late: false,
+      quarantined: false,
+    });
     expect(banks.map((bank) => bank.references)).toEqual([0, 0]);
     expect(w.reader.counters().liveOperations).toBe(0);
     expect(w.ledger.counts()).toMatchObject({ live: 0, posted: 1, completed: 1 });
@@ -53,7 +65,9 @@ describe('OperationLedger on the loopback backend', () => {
     const { world: w } = await world();
     w.reader.faults.delayCompletions('forever');
     const seen: { id: string; references: number[] }[] = [];
-    const stop = w.ledger.on('posted', (posted) => seen.push({ id: posted.id, references: posted.banks.map((bank) => bank.references) }));
+    const stop = w.ledger.on('posted', (posted) =>
+      seen.push({ id: posted.id, references: posted.banks.map((bank) => bank.references) }),
+    );
     const banks = [w.banks[0]!, w.banks[1]!];
     const operation = w.ledger.post(w.request(banks), { ticket: w.ticket(), banks });
     expect(seen).toEqual([{ id: operation.id, references: [1, 1] }]);
@@ -72,12 +86,20 @@ describe('OperationLedger on the loopback backend', () => {
     clock.advance(TIMEOUTS.operationTimeoutMs);
     const outcome = await operation.outcome;
     expect(outcome.ok).toBe(false);
-    expect(!outcome.ok && outcome.error).toMatchObject({ code: 'OPERATION_TIMED_OUT', setting: 'transport.operationTimeoutMs' });
+    expect(!outcome.ok && outcome.error).toMatchObject({
+      code: 'OPERATION_TIMED_OUT',
+      setting: 'transport.operationTimeoutMs',
+    });
     // A held loopback operation confirms its cancel at once.
     expect(await operation.quiescence).toMatchObject({ terminal: 'cancelled', code: 'CANCELED', quarantined: false });
     expect(w.banks[1]!.references).toBe(0);
-    expect(w.book.health(w.source.name)).toMatchObject({ healthy: false, reason: expect.stringContaining('timed out') });
-    expect(() => w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] })).toThrow(PeerUnhealthyError);
+    expect(w.book.health(w.source.name)).toMatchObject({
+      healthy: false,
+      reason: expect.stringContaining('timed out'),
+    });
+    expect(() => w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] })).toThrow(
+      PeerUnhealthyError,
+    );
     // Reloading the peer's metadata makes it usable again.
     w.book.track(w.source.name, 'incarnation-1', w.reader.loadPeer(w.source.metadata()));
     w.reader.faults.clear();
@@ -125,15 +147,21 @@ describe('OperationLedger on the loopback backend', () => {
     const outcome = await operation.outcome;
     expect(!outcome.ok && outcome.error).toMatchObject({ code: 'OPERATION_FAILED', nativeCode: 'REMOTE_DISCONNECT' });
     expect(await operation.quiescence).toMatchObject({ terminal: 'failed', code: 'REMOTE_DISCONNECT' });
-    expect(w.book.health(w.source.name)).toMatchObject({ healthy: false, reason: expect.stringContaining('REMOTE_DISCONNECT') });
+    expect(w.book.health(w.source.name)).toMatchObject({
+      healthy: false,
+      reason: expect.stringContaining('REMOTE_DISCONNECT'),
+    });
   });
 
   it('releases the references of a post the native layer refuses, and refuses uncovered regions up front', async () => {
     const { world: w } = await world();
     w.reader.faults.failNth('post', 1, 'BACKEND');
-    expect(() => w.ledger.post(w.request([w.banks[0]!]), { ticket: w.ticket(), banks: [w.banks[0]!] })).toThrow(NativeTransportError);
+    expect(() => w.ledger.post(w.request([w.banks[0]!]), { ticket: w.ticket(), banks: [w.banks[0]!] })).toThrow(
+      NativeTransportError,
+    );
     expect(w.banks[0]!.references).toBe(0);
-    const uncovered = () => w.ledger.post(w.request([w.banks[0]!, w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[0]!] });
+    const uncovered = () =>
+      w.ledger.post(w.request([w.banks[0]!, w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[0]!] });
     expect(uncovered).toThrow(OperationRefusedError);
     expect(uncovered).toThrow(/localRegions\[1\] = \d+: is the region of none of the banks given/);
     expect(w.ledger.counts().posted).toBe(0);
@@ -147,8 +175,12 @@ describe('OperationLedger on the loopback backend', () => {
     expect(() => w.ledger.post({ ...w.request([bank!]), peer: other }, { ticket: w.ticket(), banks: [bank!] })).toThrow(
       new RegExp(`request\\.peer = "${w.source.name}": is not the native peer the ticket names`),
     );
-    expect(() => w.ledger.post(w.request([bank!]), { ticket: w.ticket(), banks: [bank!, bank!] })).toThrow(/appears twice/);
-    expect(() => w.ledger.post(w.request([bank!]), { ticket: w.ticket(), banks: [] })).toThrow(/at least one local bank/);
+    expect(() => w.ledger.post(w.request([bank!]), { ticket: w.ticket(), banks: [bank!, bank!] })).toThrow(
+      /appears twice/,
+    );
+    expect(() => w.ledger.post(w.request([bank!]), { ticket: w.ticket(), banks: [] })).toThrow(
+      /at least one local bank/,
+    );
     expect(bank!.references).toBe(0);
     expect(w.reader.counters().operationsPosted).toBe(0);
   });
@@ -159,7 +191,17 @@ describe('OperationLedger on the loopback backend', () => {
     const allocations = await Promise.all([0, 1, 2].map(() => w.reader.allocate(1 << 16)));
     const banks = allocations.map((allocation, index) =>
       Bank.adopt(
-        { tpRank: 2, ppRank: 0, index, memKind: 'dram', deviceId: 0, address: allocation.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
+        {
+          tpRank: 2,
+          ppRank: 0,
+          index,
+          memKind: 'dram',
+          deviceId: 0,
+          address: allocation.address,
+          bytes: 1n << 16n,
+          blocks: 1,
+          blockStride: 1n << 16n,
+        },
         kvreuseOwner(allocation),
       ),
     );
@@ -186,20 +228,32 @@ describe('OperationLedger on the loopback backend', () => {
     expect(await operation!.quiescence).toMatchObject({ terminal: 'done', quarantined: false });
     // Nothing holds it any more, but its rank's registration failed: it may only be released.
     expect([banks[0]!.state, banks[0]!.retainedBy, banks[0]!.references]).toEqual(['retained', 'native-refusal', 0]);
-    expect(() => w.ledger.post(w.request([banks[0]!]), { ticket: w.ticket(), banks: [banks[0]!] })).toThrow(OperationRefusedError);
+    expect(() => w.ledger.post(w.request([banks[0]!]), { ticket: w.ticket(), banks: [banks[0]!] })).toThrow(
+      OperationRefusedError,
+    );
     await releaseRank({ tpRank: 2, ppRank: 0, agent, banks: [banks[0]!] });
     expect(banks[0]!.state).toBe('returned');
     for (const allocation of allocations.slice(1)) await allocation.free();
   });
 
-  it('refuses a bank of another agent whose region has the same id, and a request region that is not the bank\'s own', async () => {
+  it("refuses a bank of another agent whose region has the same id, and a request region that is not the bank's own", async () => {
     const { world: w } = await world();
     // Another agent of this process registers one bank; region ids are per agent, so its region has
     // the id of the reader's bank 0.
     const other = await transport.createAgent({ name: agentName('other'), backend: 'loopback' });
     const memory = await other.allocate(1 << 16);
     const foreign = Bank.adopt(
-      { tpRank: 0, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
+      {
+        tpRank: 0,
+        ppRank: 0,
+        index: 0,
+        memKind: 'dram',
+        deviceId: 0,
+        address: memory.address,
+        bytes: 1n << 16n,
+        blocks: 1,
+        blockStride: 1n << 16n,
+      },
       kvreuseOwner(memory),
     );
     const foreignRank = await registerRank({ agent: other, banks: [foreign] });
@@ -210,11 +264,20 @@ describe('OperationLedger on the loopback backend', () => {
     const wrongBank = () => w.ledger.post(w.request([own]), { ticket: w.ticket(), banks: [foreign] });
     expect(wrongBank).toThrow(ForeignBankError);
     expect(wrongBank).toThrow(
-      expect.objectContaining({ code: 'FOREIGN_BANK', subject: 'banks[0]', bankAgent: other.name, ledgerAgent: w.reader.name, regionId: own.region!.id }),
+      expect.objectContaining({
+        code: 'FOREIGN_BANK',
+        subject: 'banks[0]',
+        bankAgent: other.name,
+        ledgerAgent: w.reader.name,
+        regionId: own.region!.id,
+      }),
     );
     // The request names the other agent's region, the bank given is the reader's own with the same id.
-    const wrongRegion = () => w.ledger.post({ ...w.request([own]), localRegions: [foreign.region!] }, { ticket: w.ticket(), banks: [own] });
-    expect(wrongRegion).toThrow(expect.objectContaining({ code: 'FOREIGN_BANK', subject: 'localRegions[0]', bankAgent: w.reader.name }));
+    const wrongRegion = () =>
+      w.ledger.post({ ...w.request([own]), localRegions: [foreign.region!] }, { ticket: w.ticket(), banks: [own] });
+    expect(wrongRegion).toThrow(
+      expect.objectContaining({ code: 'FOREIGN_BANK', subject: 'localRegions[0]', bankAgent: w.reader.name }),
+    );
     expect(wrongRegion).toThrow(/the same id, not the same region/);
 
     expect([own.references, foreign.references]).toEqual([0, 0]);
@@ -227,23 +290,40 @@ describe('OperationLedger on the loopback backend', () => {
   it('refuses options of the wrong shape with a typed error naming the option', async () => {
     const { world: w } = await world();
     const request = w.request([w.banks[0]!]);
-    const refused = (post: () => unknown, option: string) => expect(post).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option }));
+    const refused = (post: () => unknown, option: string) =>
+      expect(post).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option }));
     refused(() => w.ledger.post(request, {} as never), 'options.ticket');
     refused(() => w.ledger.post(request, undefined as never), 'options');
     refused(() => w.ledger.post(request, { ticket: w.ticket() } as never), 'options.banks');
-    refused(() => w.ledger.post(request, { ticket: w.ticket(), banks: [w.banks[0]!.label()] } as never), 'options.banks[0]');
-    refused(() => w.ledger.post(request, { ticket: { ...w.ticket(), generation: 1 }, banks: [w.banks[0]!] } as never), 'options.ticket.generation');
+    refused(
+      () => w.ledger.post(request, { ticket: w.ticket(), banks: [w.banks[0]!.label()] } as never),
+      'options.banks[0]',
+    );
+    refused(
+      () => w.ledger.post(request, { ticket: { ...w.ticket(), generation: 1 }, banks: [w.banks[0]!] } as never),
+      'options.ticket.generation',
+    );
     refused(() => w.ledger.post(undefined as never, { ticket: w.ticket(), banks: [w.banks[0]!] }), 'request');
-    refused(() => w.ledger.post({ ...request, localRegions: undefined } as never, { ticket: w.ticket(), banks: [w.banks[0]!] }), 'request.localRegions');
+    refused(
+      () =>
+        w.ledger.post({ ...request, localRegions: undefined } as never, { ticket: w.ticket(), banks: [w.banks[0]!] }),
+      'request.localRegions',
+    );
     expect(w.banks[0]!.references).toBe(0);
 
     const timeouts = { operationTimeoutMs: 10, abandonTimeoutMs: 20 };
     refused(() => new OperationLedger(undefined as never), 'options');
     refused(() => new OperationLedger({ peers: new PeerBook(), timeouts } as never), 'agent');
-    refused(() => new OperationLedger({ agent: { name: 'a' }, peers: new PeerBook(), timeouts } as never), 'agent.post');
+    refused(
+      () => new OperationLedger({ agent: { name: 'a' }, peers: new PeerBook(), timeouts } as never),
+      'agent.post',
+    );
     refused(() => new OperationLedger({ agent: w.reader, timeouts } as never), 'peers');
     refused(() => new OperationLedger({ agent: w.reader, peers: new PeerBook() } as never), 'timeouts');
-    refused(() => new OperationLedger({ agent: w.reader, peers: new PeerBook(), timeouts, clock: { now: () => 0 } } as never), 'clock.setTimer');
+    refused(
+      () => new OperationLedger({ agent: w.reader, peers: new PeerBook(), timeouts, clock: { now: () => 0 } } as never),
+      'clock.setTimer',
+    );
   });
 
   it('refuses deadlines that are not positive integers or leave no time between timeout and abandon', async () => {
@@ -254,7 +334,9 @@ describe('OperationLedger on the loopback backend', () => {
     expect(() => make({ operationTimeoutMs: 10, abandonTimeoutMs: 10 })).toThrow(
       /transport\.abandonTimeoutMs = 10 is refused: must exceed transport\.operationTimeoutMs/,
     );
-    expect(() => make({ operationTimeoutMs: 1.5, abandonTimeoutMs: 10 })).toThrow(/transport\.operationTimeoutMs = 1\.5/);
+    expect(() => make({ operationTimeoutMs: 1.5, abandonTimeoutMs: 10 })).toThrow(
+      /transport\.operationTimeoutMs = 1\.5/,
+    );
   });
 
   it('drains: DRAINING for new posts, waits for in-flight operations, hands banks back in reverse registration order', async () => {
@@ -263,7 +345,9 @@ describe('OperationLedger on the loopback backend', () => {
     const done = w.ledger.post(w.request([w.banks[0]!]), { ticket: w.ticket(), banks: [w.banks[0]!] });
     const held = w.ledger.post(w.request([w.banks[2]!]), { ticket: w.ticket(), banks: [w.banks[2]!] });
     const draining = w.controller.drain({ deadlineMs: 50 });
-    expect(() => w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] })).toThrow(DrainingError);
+    expect(() => w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] })).toThrow(
+      DrainingError,
+    );
     expect(() => w.ledger.post(w.request([w.banks[1]!]), { ticket: w.ticket(), banks: [w.banks[1]!] })).toThrow(
       expect.objectContaining({ code: 'DRAINING' }),
     );
@@ -272,7 +356,12 @@ describe('OperationLedger on the loopback backend', () => {
     await held.quiescence;
     const report = await draining;
     expect(report).toMatchObject({ completed: 2, cancelled: 0, failed: 0, quarantined: [], banksRetained: [] });
-    expect(report.banksReturned.map((bank) => [bank.tpRank, bank.index])).toEqual([[1, 1], [1, 0], [0, 1], [0, 0]]);
+    expect(report.banksReturned.map((bank) => [bank.tpRank, bank.index])).toEqual([
+      [1, 1],
+      [1, 0],
+      [0, 1],
+      [0, 0],
+    ]);
     expect(w.banks.every((bank) => bank.state === 'returned')).toBe(true);
     expect(w.reader.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveOperations: 0 });
     expect(await w.controller.drain({ deadlineMs: 0 })).toBe(report);
@@ -290,7 +379,10 @@ describe('OperationLedger on the loopback backend', () => {
     const report = await draining;
     expect(report).toMatchObject({ completed: 0, cancelled: 1, quarantined: [], banksRetained: [] });
     expect(report.banksReturned).toHaveLength(4);
-    expect(await held.outcome).toMatchObject({ ok: false, error: { code: 'OPERATION_TIMED_OUT', setting: 'not quiescent at the drain deadline (50 ms)' } });
+    expect(await held.outcome).toMatchObject({
+      ok: false,
+      error: { code: 'OPERATION_TIMED_OUT', setting: 'not quiescent at the drain deadline (50 ms)' },
+    });
   });
 
   it('shuts down once, invalidating peers and destroying the agent', async () => {
@@ -298,8 +390,14 @@ describe('OperationLedger on the loopback backend', () => {
     const first = w.controller.shutdown();
     expect(w.controller.shutdown()).toBe(first);
     const result = await first;
-    expect(result.steps.find((step) => step.step === 'invalidate-peers')).toMatchObject({ outcome: 'ok', detail: w.source.name });
-    expect(result.steps.find((step) => step.step === 'destroy-agent')).toMatchObject({ outcome: 'ok', detail: 'destroyed' });
+    expect(result.steps.find((step) => step.step === 'invalidate-peers')).toMatchObject({
+      outcome: 'ok',
+      detail: w.source.name,
+    });
+    expect(result.steps.find((step) => step.step === 'destroy-agent')).toMatchObject({
+      outcome: 'ok',
+      detail: 'destroyed',
+    });
     expect(result).toMatchObject({ retained: false, agentDestroyed: true, banksRetained: [], quarantined: [] });
     expect(w.reader.isOpen).toBe(false);
   });

@@ -53,7 +53,10 @@ export interface LedgerBlocksRequest {
 }
 
 /** The part of a native agent (`Agent` of `@kvreuse/native-bindings`) the ledger posts through. */
-export interface LedgerAgent<Request extends LedgerPostRequest, BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest> {
+export interface LedgerAgent<
+  Request extends LedgerPostRequest,
+  BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest,
+> {
   readonly name: string;
   post(request: Request): NativeOperation;
   /** Needed only for `OperationLedger.postBlocks`. */
@@ -61,9 +64,15 @@ export interface LedgerAgent<Request extends LedgerPostRequest, BlocksRequest ex
 }
 
 /** The deadlines of `transport.*` settings (a resolved `settings.transport` fits). */
-export type LedgerTimeouts = Pick<SettingsOf<[typeof transportGroup]>['transport'], 'operationTimeoutMs' | 'abandonTimeoutMs'>;
+export type LedgerTimeouts = Pick<
+  SettingsOf<[typeof transportGroup]>['transport'],
+  'operationTimeoutMs' | 'abandonTimeoutMs'
+>;
 
-export interface OperationLedgerOptions<Request extends LedgerPostRequest, BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest> {
+export interface OperationLedgerOptions<
+  Request extends LedgerPostRequest,
+  BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest,
+> {
   readonly agent: LedgerAgent<Request, BlocksRequest>;
   readonly peers: PeerBook;
   readonly timeouts: LedgerTimeouts;
@@ -160,7 +169,10 @@ export interface LedgerCounts {
   readonly lateSuccesses: number;
 }
 
-type EntryFields = Pick<LedgerOperation, 'id' | 'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'blockPairs' | 'postedAt'>;
+type EntryFields = Pick<
+  LedgerOperation,
+  'id' | 'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'blockPairs' | 'postedAt'
+>;
 
 // The class carries the recorded fields of LedgerOperation (declared once, there).
 interface Entry extends EntryFields {}
@@ -214,7 +226,11 @@ function checkTimeouts(timeouts: LedgerTimeouts): void {
   for (const field of ['operationTimeoutMs', 'abandonTimeoutMs'] as const) {
     const value: unknown = timeouts?.[field];
     if (!Number.isSafeInteger(value) || (value as number) <= 0) {
-      throw new InvalidDrainOptionError(`transport.${field}`, value, 'must be a positive integer number of milliseconds');
+      throw new InvalidDrainOptionError(
+        `transport.${field}`,
+        value,
+        'must be a positive integer number of milliseconds',
+      );
     }
   }
   if (timeouts.abandonTimeoutMs <= timeouts.operationTimeoutMs) {
@@ -238,7 +254,10 @@ function checkTimeouts(timeouts: LedgerTimeouts): void {
  * All deadlines share one timer (`DeadlineScheduler`); completions arrive through the native agent's
  * batched wake-up, as each operation's `done` settling.
  */
-export class OperationLedger<Request extends LedgerPostRequest = LedgerPostRequest, BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest> {
+export class OperationLedger<
+  Request extends LedgerPostRequest = LedgerPostRequest,
+  BlocksRequest extends LedgerBlocksRequest = LedgerBlocksRequest,
+> {
   readonly agent: LedgerAgent<Request, BlocksRequest>;
   readonly peers: PeerBook;
   readonly timeouts: LedgerTimeouts;
@@ -255,12 +274,16 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     const agent = checkOptionsObject('agent', options.agent);
     checkNonEmptyString('agent.name', agent.name);
     checkFunction('agent.post', agent.post);
-    if (!(options.peers instanceof PeerBook)) throw new InvalidDrainOptionError('peers', options.peers, 'must be a PeerBook');
+    if (!(options.peers instanceof PeerBook))
+      throw new InvalidDrainOptionError('peers', options.peers, 'must be a PeerBook');
     checkTimeouts(options.timeouts);
     checkClock('clock', options.clock);
     this.agent = options.agent;
     this.peers = options.peers;
-    this.timeouts = { operationTimeoutMs: options.timeouts.operationTimeoutMs, abandonTimeoutMs: options.timeouts.abandonTimeoutMs };
+    this.timeouts = {
+      operationTimeoutMs: options.timeouts.operationTimeoutMs,
+      abandonTimeoutMs: options.timeouts.abandonTimeoutMs,
+    };
     this.clock = options.clock ?? systemClock;
     this.#scheduler = new DeadlineScheduler(this.clock);
   }
@@ -283,7 +306,12 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
   quarantined(): QuarantinedOperation[] {
     return [...this.#live]
       .filter((entry) => entry.phase === 'quarantined')
-      .map((entry) => ({ id: entry.id, peer: entry.peer, banks: entry.banks.map((bank) => bank.label()), reason: entry.quarantineReason ?? '' }));
+      .map((entry) => ({
+        id: entry.id,
+        peer: entry.peer,
+        banks: entry.banks.map((bank) => bank.label()),
+        reason: entry.quarantineReason ?? '',
+      }));
   }
 
   on<Event extends keyof LedgerEvents>(event: Event, listener: LedgerEvents[Event]): () => void {
@@ -301,8 +329,15 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     const banks = [...options.banks];
     checkBanks(banks, this.agent.name);
     checkRegionsCovered(banks, request.localRegions, this.agent.name);
-    return this.#record(options, banks, { localRegions: request.localRegions.map((region) => region.id), remoteRegions: Array.from(request.remoteRegions), blockPairs: undefined }, () =>
-      this.agent.post(request),
+    return this.#record(
+      options,
+      banks,
+      {
+        localRegions: request.localRegions.map((region) => region.id),
+        remoteRegions: Array.from(request.remoteRegions),
+        blockPairs: undefined,
+      },
+      () => this.agent.post(request),
     );
   }
 
@@ -313,7 +348,8 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
    */
   postBlocks(request: BlocksRequest, options: PostOptions): LedgerOperation {
     const postBlocks = this.agent.postBlocks;
-    if (typeof postBlocks !== 'function') throw new OperationRefusedError('agent.postBlocks', undefined, 'the ledger\'s agent cannot post on templates');
+    if (typeof postBlocks !== 'function')
+      throw new OperationRefusedError('agent.postBlocks', undefined, "the ledger's agent cannot post on templates");
     checkOptionsObject('request', request);
     const template = checkOptionsObject('request.template', request.template);
     checkPostOptions(options);
@@ -324,7 +360,11 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     return this.#record(
       options,
       banks,
-      { localRegions: banks.map((bank) => (bank.region as { id: number }).id), remoteRegions: [], blockPairs: request.sourceBlocks?.length ?? 0 },
+      {
+        localRegions: banks.map((bank) => (bank.region as { id: number }).id),
+        remoteRegions: [],
+        blockPairs: request.sourceBlocks?.length ?? 0,
+      },
       () => postBlocks.call(this.agent, request),
     );
   }
@@ -352,20 +392,37 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
       native = postNative();
     } catch (error) {
       for (const reference of references) reference.release();
-      if (nativeCodeOf(error) === 'REMOTE_DISCONNECT') this.peers.markUnhealthy(options.ticket.name, 'a post failed with REMOTE_DISCONNECT');
+      if (nativeCodeOf(error) === 'REMOTE_DISCONNECT')
+        this.peers.markUnhealthy(options.ticket.name, 'a post failed with REMOTE_DISCONNECT');
       throw error;
     }
-    const entry = new Entry({ id: `${this.agent.name}#${native.id}`, peer: options.ticket.name, banks, ...regions, postedAt: this.clock.now() }, native, references);
+    const entry = new Entry(
+      {
+        id: `${this.agent.name}#${native.id}`,
+        peer: options.ticket.name,
+        banks,
+        ...regions,
+        postedAt: this.clock.now(),
+      },
+      native,
+      references,
+    );
     this.#live.add(entry);
     this.#counts.posted += 1;
-    entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.operationTimeoutMs, () => this.#timeOut(entry));
+    entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.operationTimeoutMs, () =>
+      this.#timeOut(entry),
+    );
     this.#listeners.emit('posted', entry);
     native.done.then(
       ({ bytesDone }) => this.#quiesce(entry, { terminal: 'done', bytesDone }),
       (error: unknown) => {
         const code = nativeCodeOf(error);
         const bytesDone = (error as { bytesDone?: unknown }).bytesDone;
-        this.#quiesce(entry, { terminal: code === 'CANCELED' ? 'cancelled' : 'failed', code, bytesDone: typeof bytesDone === 'number' ? bytesDone : 0 });
+        this.#quiesce(entry, {
+          terminal: code === 'CANCELED' ? 'cancelled' : 'failed',
+          code,
+          bytesDone: typeof bytesDone === 'number' ? bytesDone : 0,
+        });
       },
     );
     return entry;
@@ -434,9 +491,17 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     this.#counts.timedOut += 1;
     entry.settleOutcome({
       ok: false,
-      error: new OperationTimedOutError(entry.id, entry.peer, this.timeouts.operationTimeoutMs, 'transport.operationTimeoutMs'),
+      error: new OperationTimedOutError(
+        entry.id,
+        entry.peer,
+        this.timeouts.operationTimeoutMs,
+        'transport.operationTimeoutMs',
+      ),
     });
-    this.peers.markUnhealthy(entry.peer, `operation ${entry.id} timed out after ${this.timeouts.operationTimeoutMs} ms`);
+    this.peers.markUnhealthy(
+      entry.peer,
+      `operation ${entry.id} timed out after ${this.timeouts.operationTimeoutMs} ms`,
+    );
     try {
       this.peers.probe(entry.peer);
     } catch {
@@ -463,7 +528,10 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     if (entry.phase === 'quiescent') return;
     if (entry.phase === 'in-flight') entry.phase = 'timed-out';
     if (!entry.outcomeSettled) {
-      entry.settleOutcome({ ok: false, error: new OperationTimedOutError(entry.id, entry.peer, Math.round(this.clock.now() - entry.postedAt), why) });
+      entry.settleOutcome({
+        ok: false,
+        error: new OperationTimedOutError(entry.id, entry.peer, Math.round(this.clock.now() - entry.postedAt), why),
+      });
     }
     if (!entry.cancelRequested) {
       entry.cancelRequested = true;
@@ -482,7 +550,11 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     if (status.state === 'done') this.#quiesce(entry, { terminal: 'done', bytesDone: status.bytesDone });
     else if (status.state === 'failed') {
       const code = status.code ?? 'UNKNOWN';
-      this.#quiesce(entry, { terminal: code === 'CANCELED' ? 'cancelled' : 'failed', code, bytesDone: status.bytesDone });
+      this.#quiesce(entry, {
+        terminal: code === 'CANCELED' ? 'cancelled' : 'failed',
+        code,
+        bytesDone: status.bytesDone,
+      });
     }
   }
 
@@ -509,7 +581,8 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
     } else {
       if (terminal.terminal === 'cancelled') this.#counts.cancelled += 1;
       else this.#counts.failed += 1;
-      if (terminal.code === 'REMOTE_DISCONNECT') this.peers.markUnhealthy(entry.peer, `operation ${entry.id} ended with REMOTE_DISCONNECT`);
+      if (terminal.code === 'REMOTE_DISCONNECT')
+        this.peers.markUnhealthy(entry.peer, `operation ${entry.id} ended with REMOTE_DISCONNECT`);
       entry.settleOutcome({
         ok: false,
         error: new OperationFailedError(entry.id, entry.peer, terminal.code ?? 'UNKNOWN', terminal.bytesDone),
@@ -545,7 +618,8 @@ export class OperationLedger<Request extends LedgerPostRequest = LedgerPostReque
 
 function checkPost(request: LedgerPostRequest, options: PostOptions): void {
   checkOptionsObject('request', request);
-  if (!Array.isArray(request.localRegions)) throw new InvalidDrainOptionError('request.localRegions', request.localRegions, 'must be an array of Regions');
+  if (!Array.isArray(request.localRegions))
+    throw new InvalidDrainOptionError('request.localRegions', request.localRegions, 'must be an array of Regions');
   checkPostOptions(options);
 }
 
@@ -554,7 +628,12 @@ function checkPostOptions(options: PostOptions): void {
   const ticket = checkOptionsObject('options.ticket', options.ticket);
   checkNonEmptyString('options.ticket.name', ticket.name);
   checkNonEmptyString('options.ticket.incarnation', ticket.incarnation);
-  if (typeof ticket.generation !== 'bigint') throw new InvalidDrainOptionError('options.ticket.generation', ticket.generation, 'must be a bigint (from PeerBook.ticket)');
+  if (typeof ticket.generation !== 'bigint')
+    throw new InvalidDrainOptionError(
+      'options.ticket.generation',
+      ticket.generation,
+      'must be a bigint (from PeerBook.ticket)',
+    );
   checkBankList('options.banks', options.banks);
 }
 
@@ -562,12 +641,24 @@ function checkPostOptions(options: PostOptions): void {
 function checkBanks(banks: readonly Bank[], agentName: string): void {
   if (banks.length === 0) throw new OperationRefusedError('banks', [], 'an operation touches at least one local bank');
   banks.forEach((bank, index) => {
-    if (banks.indexOf(bank) !== index) throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), 'appears twice');
+    if (banks.indexOf(bank) !== index)
+      throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), 'appears twice');
     if (bank.state !== 'registered' || bank.region === undefined) {
-      throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), `is ${bank.state}, not registered: it cannot take new operations`);
+      throw new OperationRefusedError(
+        `banks[${index}]`,
+        formatBank(bank),
+        `is ${bank.state}, not registered: it cannot take new operations`,
+      );
     }
     if (bank.agentName !== agentName) {
-      throw new ForeignBankError(`banks[${index}]`, bank.label(), bank.agentName, agentName, bank.region.id, `is registered with another agent than the ledger's (${agentName})`);
+      throw new ForeignBankError(
+        `banks[${index}]`,
+        bank.label(),
+        bank.agentName,
+        agentName,
+        bank.region.id,
+        `is registered with another agent than the ledger's (${agentName})`,
+      );
     }
   });
 }
@@ -577,7 +668,11 @@ function checkBanks(banks: readonly Bank[], agentName: string): void {
  * bank that holds that very region: region ids are per agent, so a bank of another agent (or another
  * registration) whose region has the same id covers nothing.
  */
-function checkRegionsCovered(banks: readonly Bank[], localRegions: LedgerPostRequest['localRegions'], agentName: string): void {
+function checkRegionsCovered(
+  banks: readonly Bank[],
+  localRegions: LedgerPostRequest['localRegions'],
+  agentName: string,
+): void {
   localRegions.forEach((region, index) => {
     if (banks.some((bank) => bank.region === region)) return;
     const namesake = banks.find((bank) => bank.region?.id === region?.id);
@@ -591,7 +686,11 @@ function checkRegionsCovered(banks: readonly Bank[], localRegions: LedgerPostReq
         `holds another registration than the request's region ${region.id}: the same id, not the same region`,
       );
     }
-    throw new OperationRefusedError(`localRegions[${index}]`, region?.id, 'is the region of none of the banks given; every touched region must be referenced');
+    throw new OperationRefusedError(
+      `localRegions[${index}]`,
+      region?.id,
+      'is the region of none of the banks given; every touched region must be referenced',
+    );
   });
 }
 
@@ -599,14 +698,20 @@ function checkRegionsCovered(banks: readonly Bank[], localRegions: LedgerPostReq
 function checkTemplateBanksCovered(banks: readonly Bank[], registered: LedgerTemplate): void {
   const { template, pair, direction } = registered;
   const route = template.pairs[pair];
-  if (route === undefined) throw new OperationRefusedError('request.template.pair', pair, `is not one of the template's ${template.pairs.length} rank pairs`);
+  if (route === undefined)
+    throw new OperationRefusedError(
+      'request.template.pair',
+      pair,
+      `is not one of the template's ${template.pairs.length} rank pairs`,
+    );
   const read = direction === 'read';
   const rank = read ? route.destinationRank : route.sourceRank;
   const bankNumbers = read ? template.destinationBank : template.sourceBank;
   const end = template.pairRouteStart[pair + 1] as number;
   for (let r = template.pairRouteStart[pair] as number; r < end; r++) {
     const index = bankNumbers[r] as number;
-    if (banks.some((bank) => bank.tpRank === rank.tpRank && bank.ppRank === rank.ppRank && bank.index === index)) continue;
+    if (banks.some((bank) => bank.tpRank === rank.tpRank && bank.ppRank === rank.ppRank && bank.index === index))
+      continue;
     throw new OperationRefusedError(
       'banks',
       banks.map((bank) => formatBank(bank)),

@@ -20,7 +20,9 @@ export class Listeners<Events extends { [Event in keyof Events]: Listener }> {
       try {
         (listener as (...values: Parameters<Events[Event]>) => void)(...args);
       } catch (error) {
-        process.emitWarning(`drain: a "${String(event)}" listener threw: ${error instanceof Error ? error.message : String(error)}`);
+        process.emitWarning(
+          `drain: a "${String(event)}" listener threw: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
   }

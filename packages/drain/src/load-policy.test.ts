@@ -7,14 +7,21 @@ const quiet: Quiescence = { terminal: 'done', bytesDone: 1, late: false, quarant
 const ok = (blocks: number): LoadPart => ({ blocks, outcome: { ok: true, bytesDone: blocks }, quiescence: quiet });
 const timedOut = (blocks: number, quiescence: Quiescence | undefined): LoadPart => ({
   blocks,
-  outcome: { ok: false, error: new OperationTimedOutError('reader#7', 'decode-0', 1000, 'transport.operationTimeoutMs') },
+  outcome: {
+    ok: false,
+    error: new OperationTimedOutError('reader#7', 'decode-0', 1000, 'transport.operationTimeoutMs'),
+  },
   quiescence,
 });
 const all = () => true;
 
 describe('decideLoad', () => {
   it('is complete only when every part succeeded, is quiescent and every block verifies', () => {
-    expect(decideLoad({ policy: 'recompute', parts: [ok(2), ok(3)], verify: all })).toEqual({ kind: 'complete', commit: 5, recompute: 0 });
+    expect(decideLoad({ policy: 'recompute', parts: [ok(2), ok(3)], verify: all })).toEqual({
+      kind: 'complete',
+      commit: 5,
+      recompute: 0,
+    });
   });
 
   it('commits only the longest verified prefix under recompute', () => {
@@ -26,7 +33,9 @@ describe('decideLoad', () => {
     const late: Quiescence = { ...quiet, late: true };
     const decision = decideLoad({ policy: 'recompute', parts: [ok(2), timedOut(2, late), ok(1)], verify: all });
     expect(decision).toMatchObject({ kind: 'partial', commit: 2, recompute: 3 });
-    expect(decision.kind === 'partial' && decision.reason).toMatch(/part 1 failed: operation reader#7 with peer decode-0 was not complete/);
+    expect(decision.kind === 'partial' && decision.reason).toMatch(
+      /part 1 failed: operation reader#7 with peer decode-0 was not complete/,
+    );
   });
 
   it('never reads memory of a part that is not quiescent', () => {
@@ -39,7 +48,12 @@ describe('decideLoad', () => {
         return true;
       },
     });
-    expect(decision).toMatchObject({ kind: 'partial', commit: 1, recompute: 2, reason: 'part 1 is not quiescent, so its memory cannot be read' });
+    expect(decision).toMatchObject({
+      kind: 'partial',
+      commit: 1,
+      recompute: 2,
+      reason: 'part 1 is not quiescent, so its memory cannot be read',
+    });
     expect(verified).toEqual([0]);
   });
 
@@ -57,9 +71,17 @@ describe('decideLoad', () => {
   it('refuses an unknown policy and empty parts', () => {
     expect(() => decideLoad({ policy: 'retry' as 'fail', parts: [], verify: all })).toThrow(InvalidDrainOptionError);
     expect(() => decideLoad({ policy: 'fail', parts: [ok(0)], verify: all })).toThrow(/parts\[0\]\.blocks = 0/);
-    expect(() => decideLoad(undefined as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'input' }));
-    expect(() => decideLoad({ policy: 'fail', verify: all } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'parts' }));
-    expect(() => decideLoad({ policy: 'fail', parts: [] } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'verify' }));
-    expect(() => decideLoad({ policy: 'fail', parts: [null], verify: all } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'parts[0]' }));
+    expect(() => decideLoad(undefined as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'input' }),
+    );
+    expect(() => decideLoad({ policy: 'fail', verify: all } as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'parts' }),
+    );
+    expect(() => decideLoad({ policy: 'fail', parts: [] } as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'verify' }),
+    );
+    expect(() => decideLoad({ policy: 'fail', parts: [null], verify: all } as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'parts[0]' }),
+    );
   });
 });

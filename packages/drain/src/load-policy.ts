@@ -72,6 +72,7 @@ export function decideLoad(input: LoadInput): LoadDecision {
     }
   }
   if (reason === undefined) return { kind: 'complete', commit: total, recompute: 0 };
-  if (policy === 'fail') return { kind: 'failed', commit: 0, recompute: total, error: new LoadFailedError(total, valid, reason) };
+  if (policy === 'fail')
+    return { kind: 'failed', commit: 0, recompute: total, error: new LoadFailedError(total, valid, reason) };
   return { kind: 'partial', commit: valid, recompute: total - valid, reason };
 }

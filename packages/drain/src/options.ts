@@ -17,7 +17,8 @@ export function checkFunction(option: string, value: unknown): void {
 }
 
 export function checkNonEmptyString(option: string, value: unknown): void {
-  if (typeof value !== 'string' || value === '') throw new InvalidDrainOptionError(option, value, 'must be a non-empty string');
+  if (typeof value !== 'string' || value === '')
+    throw new InvalidDrainOptionError(option, value, 'must be a non-empty string');
 }
 
 /** An optional clock: `now`, `setTimer` and `clearTimer` functions. */
@@ -31,7 +32,8 @@ export function checkClock(option: string, clock: Clock | undefined): void {
 export function checkBankList(option: string, banks: unknown): asserts banks is readonly Bank[] {
   if (!Array.isArray(banks)) throw new InvalidDrainOptionError(option, banks, 'must be an array of Banks');
   banks.forEach((bank: unknown, index) => {
-    if (!(bank instanceof Bank)) throw new InvalidDrainOptionError(`${option}[${index}]`, bank, 'must be a Bank of @kvreuse/registry');
+    if (!(bank instanceof Bank))
+      throw new InvalidDrainOptionError(`${option}[${index}]`, bank, 'must be a Bank of @kvreuse/registry');
   });
 }
 

@@ -36,7 +36,13 @@ describe('PeerBook', () => {
       }
     })();
     expect(error).toBeInstanceOf(PeerFencedError);
-    expect(error).toMatchObject({ code: 'PEER_FENCED', peer: 'decode-0', field: 'incarnation', expected: 'inc-a', actual: 'inc-b' });
+    expect(error).toMatchObject({
+      code: 'PEER_FENCED',
+      peer: 'decode-0',
+      field: 'incarnation',
+      expected: 'inc-a',
+      actual: 'inc-b',
+    });
     expect(book.admit(fresh).id).toBe(2);
   });
 
@@ -45,7 +51,9 @@ describe('PeerBook', () => {
     const peer = fakePeer(1);
     const ticket = book.track('decode-0', 'inc-a', peer);
     peer.generation = 2n;
-    expect(() => book.admit(ticket)).toThrow(expect.objectContaining({ code: 'PEER_FENCED', field: 'generation', expected: 1n, actual: 2n }));
+    expect(() => book.admit(ticket)).toThrow(
+      expect.objectContaining({ code: 'PEER_FENCED', field: 'generation', expected: 1n, actual: 2n }),
+    );
     expect(book.admit(book.ticket('decode-0'))).toBe(peer);
   });
 
@@ -54,9 +62,15 @@ describe('PeerBook', () => {
     expect(() => book.admit({ name: 'nobody', incarnation: 'x', generation: 1n })).toThrow(PeerFencedError);
     expect(() => book.track('', 'x', fakePeer(1))).toThrow(InvalidDrainOptionError);
     expect(() => book.track('p', '', fakePeer(1))).toThrow(/incarnation of peer p/);
-    expect(() => book.track('p', 'x', undefined as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'peer p' }));
-    expect(() => book.track('p', 'x', { id: 1, generation: 1 } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'peer p.generation' }));
-    expect(() => new PeerBook(5 as never)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'now' }));
+    expect(() => book.track('p', 'x', undefined as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'peer p' }),
+    );
+    expect(() => book.track('p', 'x', { id: 1, generation: 1 } as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'peer p.generation' }),
+    );
+    expect(() => new PeerBook(5 as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'now' }),
+    );
   });
 
   it('keeps an unhealthy peer refused (first reason) until it is tracked again', () => {
@@ -82,7 +96,10 @@ describe('PeerBook', () => {
     expect(book.health('decode-0').healthy).toBe(true);
     peer.state = 'disconnected';
     expect(book.probe('decode-0')).toBe('disconnected');
-    expect(book.health('decode-0')).toMatchObject({ healthy: false, reason: 'the native layer reports it disconnected' });
+    expect(book.health('decode-0')).toMatchObject({
+      healthy: false,
+      reason: 'the native layer reports it disconnected',
+    });
     expect(book.probe('unknown')).toBeUndefined();
   });
 

@@ -21,7 +21,8 @@ export interface PeerTicket {
   readonly generation: bigint;
 }
 
-export type PeerHealth = { readonly healthy: true } | { readonly healthy: false; readonly reason: string; readonly since: number };
+export type PeerHealth =
+  { readonly healthy: true } | { readonly healthy: false; readonly reason: string; readonly since: number };
 
 interface PeerRecord {
   readonly peer: TrackedPeer;
@@ -51,12 +52,14 @@ export class PeerBook {
    * health reset to healthy. A different incarnation under the same name fences every earlier ticket.
    */
   track(name: string, incarnation: string, peer: TrackedPeer): PeerTicket {
-    if (typeof name !== 'string' || name === '') throw new InvalidDrainOptionError('peer name', name, 'must be a non-empty string');
+    if (typeof name !== 'string' || name === '')
+      throw new InvalidDrainOptionError('peer name', name, 'must be a non-empty string');
     if (typeof incarnation !== 'string' || incarnation === '') {
       throw new InvalidDrainOptionError(`incarnation of peer ${name}`, incarnation, 'must be a non-empty string');
     }
     checkOptionsObject(`peer ${name}`, peer);
-    if (typeof peer.generation !== 'bigint') throw new InvalidDrainOptionError(`peer ${name}.generation`, peer.generation, 'must be a bigint (a native Peer)');
+    if (typeof peer.generation !== 'bigint')
+      throw new InvalidDrainOptionError(`peer ${name}.generation`, peer.generation, 'must be a bigint (a native Peer)');
     const known = this.#records.get(name);
     if (known !== undefined && known.peer === peer) {
       known.incarnation = incarnation;

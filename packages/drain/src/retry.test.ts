@@ -8,17 +8,23 @@ const base = { action: 'reload metadata of peer decode-0', attempts: 5, baseDela
 describe('backoffDelay', () => {
   it('stays within [0, min(cap, base × 2^(attempt−1)))', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 80 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (attempt, random) => {
-        const delay = backoffDelay(attempt, 10, 50, () => random);
-        const ceiling = Math.min(50, 10 * 2 ** (attempt - 1));
-        expect(delay).toBeGreaterThanOrEqual(0);
-        expect(delay).toBeLessThan(ceiling);
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 80 }),
+        fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+        (attempt, random) => {
+          const delay = backoffDelay(attempt, 10, 50, () => random);
+          const ceiling = Math.min(50, 10 * 2 ** (attempt - 1));
+          expect(delay).toBeGreaterThanOrEqual(0);
+          expect(delay).toBeLessThan(ceiling);
+        },
+      ),
     );
   });
 
   it('refuses an attempt below 1, bad delays and a missing random source', () => {
-    expect(() => backoffDelay(0, 10, 50, Math.random)).toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'attempt' }));
+    expect(() => backoffDelay(0, 10, 50, Math.random)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'attempt' }),
+    );
     expect(() => backoffDelay(1, Number.NaN, 50, Math.random)).toThrow('baseDelayMs = NaN is refused');
     expect(() => backoffDelay(1, 10, 50, undefined as never)).toThrow(expect.objectContaining({ option: 'random' }));
   });
@@ -39,7 +45,12 @@ describe('retry', () => {
         if (attempt < 3) throw Object.assign(new Error('etcd unavailable'), { code: 'DISCOVERY_UNAVAILABLE' });
         return 'metadata';
       },
-      { ...base, retryable: (error) => (error as { code?: string }).code === 'DISCOVERY_UNAVAILABLE', random: () => 0.5, sleep: async (ms) => void sleeps.push(ms) },
+      {
+        ...base,
+        retryable: (error) => (error as { code?: string }).code === 'DISCOVERY_UNAVAILABLE',
+        random: () => 0.5,
+        sleep: async (ms) => void sleeps.push(ms),
+      },
     );
     expect(result).toBe('metadata');
     expect(calls).toBe(3);
@@ -56,12 +67,20 @@ describe('retry', () => {
       { ...base, retryable: () => false, sleep: async () => {} },
     );
     await expect(failure).rejects.toThrow(RetriesExhaustedError);
-    await expect(failure).rejects.toMatchObject({ code: 'RETRIES_EXHAUSTED', attempts: 1, cause: { message: 'peer fenced' } });
+    await expect(failure).rejects.toMatchObject({
+      code: 'RETRIES_EXHAUSTED',
+      attempts: 1,
+      cause: { message: 'peer fenced' },
+    });
     expect(calls).toBe(1);
   });
 
   it('stops after the last attempt and names the action', async () => {
-    const failure = retry(async () => Promise.reject(new Error('busy')), { ...base, retryable: () => true, sleep: async () => {} });
+    const failure = retry(async () => Promise.reject(new Error('busy')), {
+      ...base,
+      retryable: () => true,
+      sleep: async () => {},
+    });
     await expect(failure).rejects.toThrow('reload metadata of peer decode-0 failed after 5 attempts: busy');
   });
 
@@ -73,19 +92,38 @@ describe('retry', () => {
         calls += 1;
         throw new Error('pin refused');
       },
-      { ...base, retryable: () => true, signal: controller.signal, sleep: async () => controller.abort(new Error('request gone')) },
+      {
+        ...base,
+        retryable: () => true,
+        signal: controller.signal,
+        sleep: async () => controller.abort(new Error('request gone')),
+      },
     );
     await expect(failure).rejects.toMatchObject({ attempts: 1, cause: { message: 'request gone' } });
     expect(calls).toBe(1);
   });
 
   it('refuses bad options', async () => {
-    await expect(retry(async () => 1, { ...base, attempts: 0, retryable: () => true })).rejects.toThrow(InvalidDrainOptionError);
-    await expect(retry(async () => 1, { ...base, maxDelayMs: -1, retryable: () => true })).rejects.toThrow(/maxDelayMs = -1/);
-    await expect(retry(async () => 1, undefined as never)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'options' }));
-    await expect(retry(async () => 1, { ...base } as never)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'retryable' }));
-    await expect(retry(async () => 1, { ...base, retryable: () => true, baseDelayMs: Number.NaN })).rejects.toThrow('baseDelayMs = NaN is refused');
-    await expect(retry(async () => 1, { ...base, retryable: () => true, signal: {} as AbortSignal })).rejects.toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'signal' }));
-    await expect(retry(undefined as never, { ...base, retryable: () => true })).rejects.toThrow(expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'attempt' }));
+    await expect(retry(async () => 1, { ...base, attempts: 0, retryable: () => true })).rejects.toThrow(
+      InvalidDrainOptionError,
+    );
+    await expect(retry(async () => 1, { ...base, maxDelayMs: -1, retryable: () => true })).rejects.toThrow(
+      /maxDelayMs = -1/,
+    );
+    await expect(retry(async () => 1, undefined as never)).rejects.toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'options' }),
+    );
+    await expect(retry(async () => 1, { ...base } as never)).rejects.toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'retryable' }),
+    );
+    await expect(retry(async () => 1, { ...base, retryable: () => true, baseDelayMs: Number.NaN })).rejects.toThrow(
+      'baseDelayMs = NaN is refused',
+    );
+    await expect(retry(async () => 1, { ...base, retryable: () => true, signal: {} as AbortSignal })).rejects.toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'signal' }),
+    );
+    await expect(retry(undefined as never, { ...base, retryable: () => true })).rejects.toThrow(
+      expect.objectContaining({ code: 'INVALID_DRAIN_OPTION', option: 'attempt' }),
+    );
   });
 });

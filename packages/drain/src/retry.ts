@@ -23,7 +23,8 @@ export interface RetryOptions {
  * uniform in [0, min(maxDelayMs, baseDelayMs × 2^(attempt − 1))).
  */
 export function backoffDelay(attempt: number, baseDelayMs: number, maxDelayMs: number, random: () => number): number {
-  if (!Number.isSafeInteger(attempt) || attempt < 1) throw new InvalidDrainOptionError('attempt', attempt, 'must be an integer ≥ 1');
+  if (!Number.isSafeInteger(attempt) || attempt < 1)
+    throw new InvalidDrainOptionError('attempt', attempt, 'must be an integer ≥ 1');
   checkDelays({ baseDelayMs, maxDelayMs });
   checkFunction('random', random);
   const ceiling = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.min(attempt - 1, 52));
@@ -42,14 +43,16 @@ function checkDelays(delays: Pick<RetryOptions, 'baseDelayMs' | 'maxDelayMs'>): 
 
 function checkRetryOptions(options: RetryOptions): void {
   checkOptionsObject('options', options);
-  if (typeof options.action !== 'string') throw new InvalidDrainOptionError('action', options.action, 'must be a string naming the action');
+  if (typeof options.action !== 'string')
+    throw new InvalidDrainOptionError('action', options.action, 'must be a string naming the action');
   if (!Number.isSafeInteger(options.attempts) || options.attempts < 1) {
     throw new InvalidDrainOptionError('attempts', options.attempts, 'must be an integer ≥ 1');
   }
   checkDelays(options);
   checkFunction('retryable', options.retryable);
   for (const hook of ['random', 'sleep'] as const) if (options[hook] !== undefined) checkFunction(hook, options[hook]);
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new InvalidDrainOptionError('signal', options.signal, 'must be an AbortSignal');
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    throw new InvalidDrainOptionError('signal', options.signal, 'must be an AbortSignal');
 }
 
 /**

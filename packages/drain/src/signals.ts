@@ -42,8 +42,11 @@ export function shutdownOnSignals(
   if (names !== undefined && !(Array.isArray(names) && names.every((signal) => typeof signal === 'string'))) {
     throw new InvalidDrainOptionError('signals', names, 'must be an array of signal names');
   }
-  if (options.target !== undefined) for (const method of ['on', 'off', 'exit'] as const) checkFunction(`target.${method}`, checkOptionsObject('target', options.target)[method]);
-  for (const hook of ['onResult', 'onError', 'exitCode'] as const) if (options[hook] !== undefined) checkFunction(hook, options[hook]);
+  if (options.target !== undefined)
+    for (const method of ['on', 'off', 'exit'] as const)
+      checkFunction(`target.${method}`, checkOptionsObject('target', options.target)[method]);
+  for (const hook of ['onResult', 'onError', 'exitCode'] as const)
+    if (options[hook] !== undefined) checkFunction(hook, options[hook]);
   const target = options.target ?? process;
   const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
   const exitCode = options.exitCode ?? ((result: ShutdownResult) => (result.retained ? 1 : 0));

@@ -46,15 +46,18 @@ async function check(real: Real): Promise<void> {
   const live = world.ledger.liveOperations();
   world.banks.forEach((bank, index) => {
     const holders = live.filter((op) => op.banks.includes(bank)).length;
-    if (bank.references !== holders) throw new Error(`bank ${index}: ${bank.references} references, ${holders} live operations`);
+    if (bank.references !== holders)
+      throw new Error(`bank ${index}: ${bank.references} references, ${holders} live operations`);
     if (holders > 0 && bank.state === 'returned') throw new Error(`bank ${index} returned while referenced`);
   });
   if (world.reader.isOpen) {
     const counters = world.reader.counters();
-    if (counters.liveOperations !== live.length) throw new Error(`native live operations ${counters.liveOperations}, ledger ${live.length}`);
+    if (counters.liveOperations !== live.length)
+      throw new Error(`native live operations ${counters.liveOperations}, ledger ${live.length}`);
   }
   for (const op of real.ops) {
-    if (op.phase === 'quarantined') throw new Error(`operation ${op.id} quarantined, yet loopback confirms every cancel`);
+    if (op.phase === 'quarantined')
+      throw new Error(`operation ${op.id} quarantined, yet loopback confirms every cancel`);
   }
 }
 
@@ -136,48 +139,52 @@ class Drain implements fc.AsyncCommand<Model, Real> {
 
 const commands = [
   fc.subarray([0, 1, 2, 3], { minLength: 1, maxLength: 2 }).map((banks) => new Post(banks)),
-  fc.constantFrom<StatusCodeName | undefined>(undefined, undefined, 'REMOTE_DISCONNECT', 'BACKEND').map((code) => new Release(code)),
+  fc
+    .constantFrom<StatusCodeName | undefined>(undefined, undefined, 'REMOTE_DISCONNECT', 'BACKEND')
+    .map((code) => new Release(code)),
   fc.integer({ min: 1, max: 150 }).map((ms) => new Advance(ms)),
   fc.constant(new Reload()),
   fc.boolean().map((shutdown) => new Drain(shutdown)),
 ];
 
 describe('ledger and drain against the loopback native layer', () => {
-  it(
-    `keeps bank references, native counters and outcomes consistent over ${RUNS} interleavings`,
-    async () => {
-      const before = liveCounters();
-      await fc.assert(
-        fc.asyncProperty(fc.commands(commands, { maxCommands: 14 }), async (steps) => {
-          const clock = new ManualClock();
-          const world = await openLoopbackWorld({ ranks: 2, banksPerRank: 2, clock, timeouts: TIMEOUTS, shutdownDeadlineMs: 400 });
-          world.reader.faults.delayCompletions('forever');
-          const real: Real = { world, clock, ops: [], draining: undefined };
-          try {
-            await fc.asyncModelRun(() => ({ model: { posted: 0 }, real }), steps);
-            let finished = false;
-            const shutdown = world.controller.shutdown().finally(() => (finished = true));
-            await advance(real, 1000, () => finished);
-            const result = await shutdown;
-            await real.draining;
-            // Loopback confirms every cancel, so nothing is ever left: every bank back, the agent gone.
-            expect(result.banksRetained).toEqual([]);
-            expect(result.quarantined).toEqual([]);
-            expect(world.banks.every((bank) => bank.state === 'returned')).toBe(true);
-            expect(world.reader.isOpen).toBe(false);
-            await check(real);
-          } finally {
-            if (world.reader.isOpen) {
-              world.reader.faults.clear();
-              await world.controller.shutdown();
-            }
-            await world.closeSource();
+  it(`keeps bank references, native counters and outcomes consistent over ${RUNS} interleavings`, async () => {
+    const before = liveCounters();
+    await fc.assert(
+      fc.asyncProperty(fc.commands(commands, { maxCommands: 14 }), async (steps) => {
+        const clock = new ManualClock();
+        const world = await openLoopbackWorld({
+          ranks: 2,
+          banksPerRank: 2,
+          clock,
+          timeouts: TIMEOUTS,
+          shutdownDeadlineMs: 400,
+        });
+        world.reader.faults.delayCompletions('forever');
+        const real: Real = { world, clock, ops: [], draining: undefined };
+        try {
+          await fc.asyncModelRun(() => ({ model: { posted: 0 }, real }), steps);
+          let finished = false;
+          const shutdown = world.controller.shutdown().finally(() => (finished = true));
+          await advance(real, 1000, () => finished);
+          const result = await shutdown;
+          await real.draining;
+          // Loopback confirms every cancel, so nothing is ever left: every bank back, the agent gone.
+          expect(result.banksRetained).toEqual([]);
+          expect(result.quarantined).toEqual([]);
+          expect(world.banks.every((bank) => bank.state === 'returned')).toBe(true);
+          expect(world.reader.isOpen).toBe(false);
+          await check(real);
+        } finally {
+          if (world.reader.isOpen) {
+            world.reader.faults.clear();
+            await world.controller.shutdown();
           }
-          expect(liveCounters()).toEqual(before);
-        }),
-        { numRuns: RUNS },
-      );
-    },
-    300_000,
-  );
+          await world.closeSource();
+        }
+        expect(liveCounters()).toEqual(before);
+      }),
+      { numRuns: RUNS },
+    );
+  }, 300_000);
 });

@@ -16,9 +16,17 @@ describe('model cases: quarantine and late quiescence', () => {
     const owners = world.banks.map((bank) => bank.owner);
     const seenByQuiesced: string[] = [];
     world.ledger.on('quiesced', (operation) => seenByQuiesced.push(...operation.banks.map((bank) => bank.state)));
-    const operation = world.ledger.post(fakeRequest(world, [first!, second!]), { ticket: world.book.ticket(PEER), banks: [first!, second!] });
+    const operation = world.ledger.post(fakeRequest(world, [first!, second!]), {
+      ticket: world.book.ticket(PEER),
+      banks: [first!, second!],
+    });
     world.clock.advance(TIMEOUTS.abandonTimeoutMs);
-    expect([first!.state, first!.retainedBy, second!.state, second!.retainedBy]).toEqual(['retained', 'quarantine', 'retained', 'quarantine']);
+    expect([first!.state, first!.retainedBy, second!.state, second!.retainedBy]).toEqual([
+      'retained',
+      'quarantine',
+      'retained',
+      'quarantine',
+    ]);
 
     world.native.operations[0]!.fail('CANCELED');
     expect(await operation.quiescence).toMatchObject({ terminal: 'cancelled', quarantined: true });
@@ -48,10 +56,16 @@ describe('model cases: quarantine and late quiescence', () => {
   it('keeps a bank retained while another operation still holds it, and reinstates it when that one ends', async () => {
     const world = await openFakeWorld(1, 2);
     const [first, second] = world.banks;
-    const quarantinedOne = world.ledger.post(fakeRequest(world, [first!, second!]), { ticket: world.book.ticket(PEER), banks: [first!, second!] });
+    const quarantinedOne = world.ledger.post(fakeRequest(world, [first!, second!]), {
+      ticket: world.book.ticket(PEER),
+      banks: [first!, second!],
+    });
     world.clock.advance(TIMEOUTS.operationTimeoutMs);
     world.book.track(PEER, 'incarnation-1', world.peer);
-    const sharing = world.ledger.post(fakeRequest(world, [second!]), { ticket: world.book.ticket(PEER), banks: [second!] });
+    const sharing = world.ledger.post(fakeRequest(world, [second!]), {
+      ticket: world.book.ticket(PEER),
+      banks: [second!],
+    });
     world.clock.advance(TIMEOUTS.abandonTimeoutMs - TIMEOUTS.operationTimeoutMs);
     expect([quarantinedOne.phase, sharing.phase]).toEqual(['quarantined', 'timed-out']);
     expect([second!.state, second!.references]).toEqual(['retained', 2]);
@@ -71,10 +85,16 @@ describe('model cases: quarantine and late quiescence', () => {
   it('does not reinstate a bank whose quarantined operation ends while a drain runs: the drain hands it back', async () => {
     const world = await openFakeWorld(2, 1);
     const [quarantinedBank, busyBank] = world.banks;
-    const quarantined = world.ledger.post(fakeRequest(world, [quarantinedBank!]), { ticket: world.book.ticket(PEER), banks: [quarantinedBank!] });
+    const quarantined = world.ledger.post(fakeRequest(world, [quarantinedBank!]), {
+      ticket: world.book.ticket(PEER),
+      banks: [quarantinedBank!],
+    });
     world.clock.advance(TIMEOUTS.abandonTimeoutMs);
     world.book.track(PEER, 'incarnation-1', world.peer);
-    const busy = world.ledger.post(fakeRequest(world, [busyBank!]), { ticket: world.book.ticket(PEER), banks: [busyBank!] });
+    const busy = world.ledger.post(fakeRequest(world, [busyBank!]), {
+      ticket: world.book.ticket(PEER),
+      banks: [busyBank!],
+    });
     const draining = world.controller.drain({ deadlineMs: 100 });
     world.native.operations[0]!.complete();
     await quarantined.quiescence;
@@ -88,13 +108,15 @@ describe('model cases: quarantine and late quiescence', () => {
     expect(world.native.violations).toEqual([]);
   });
 
-
   it('quarantines an operation whose cancel is not confirmed by the abandon deadline, retaining its banks', async () => {
     const world = await openFakeWorld(1, 2);
     const [bank] = world.banks;
     const quarantined: string[] = [];
     world.ledger.on('quarantined', (operation) => quarantined.push(operation.id));
-    const operation = world.ledger.post(fakeRequest(world, [bank!]), { ticket: world.book.ticket(PEER), banks: [bank!] });
+    const operation = world.ledger.post(fakeRequest(world, [bank!]), {
+      ticket: world.book.ticket(PEER),
+      banks: [bank!],
+    });
     world.clock.advance(TIMEOUTS.operationTimeoutMs);
     expect(operation.phase).toBe('timed-out');
     expect(world.native.operations[0]!.cancelRequested).toBe(true);
@@ -102,13 +124,22 @@ describe('model cases: quarantine and late quiescence', () => {
     expect(operation.phase).toBe('quarantined');
     expect(quarantined).toEqual([operation.id]);
     expect(bank!.state).toBe('retained');
-    expect(bank!.retainedReason).toBe(`quarantined: operation ${operation.id} not terminal 250 ms after it was posted (transport.abandonTimeoutMs)`);
+    expect(bank!.retainedReason).toBe(
+      `quarantined: operation ${operation.id} not terminal 250 ms after it was posted (transport.abandonTimeoutMs)`,
+    );
     expect(world.ledger.quarantined()).toEqual([
-      { id: operation.id, peer: PEER, banks: [expect.objectContaining({ index: 0 })], reason: expect.stringContaining('abandonTimeoutMs') },
+      {
+        id: operation.id,
+        peer: PEER,
+        banks: [expect.objectContaining({ index: 0 })],
+        reason: expect.stringContaining('abandonTimeoutMs'),
+      },
     ]);
     // A retained bank takes no new operation.
     world.book.track(PEER, 'incarnation-1', world.peer);
-    expect(() => world.ledger.post(fakeRequest(world, [bank!]), { ticket: world.book.ticket(PEER), banks: [bank!] })).toThrow(OperationRefusedError);
+    expect(() =>
+      world.ledger.post(fakeRequest(world, [bank!]), { ticket: world.book.ticket(PEER), banks: [bank!] }),
+    ).toThrow(OperationRefusedError);
     expect(bank!.references).toBe(1);
   });
 
@@ -117,7 +148,10 @@ describe('model cases: quarantine and late quiescence', () => {
     const [bank] = world.banks;
     const quiesced: boolean[] = [];
     world.ledger.on('quiesced', (_operation, quiescence) => quiesced.push(quiescence.late));
-    const operation = world.ledger.post(fakeRequest(world, [bank!]), { ticket: world.book.ticket(PEER), banks: [bank!] });
+    const operation = world.ledger.post(fakeRequest(world, [bank!]), {
+      ticket: world.book.ticket(PEER),
+      banks: [bank!],
+    });
     world.clock.advance(TIMEOUTS.abandonTimeoutMs);
     expect(operation.phase).toBe('quarantined');
     world.native.operations[0]!.complete();
@@ -127,12 +161,21 @@ describe('model cases: quarantine and late quiescence', () => {
     expect(bank!.references).toBe(0);
     expect(bank!.state).toBe('registered');
     expect(world.native.operations[0]!.released).toBe(true);
-    expect(world.ledger.counts()).toMatchObject({ live: 0, quarantined: 0, completed: 1, lateSuccesses: 1, timedOut: 1 });
+    expect(world.ledger.counts()).toMatchObject({
+      live: 0,
+      quarantined: 0,
+      completed: 1,
+      lateSuccesses: 1,
+      timedOut: 1,
+    });
   });
   it('reports a quarantined operation and retains its bank; later quiescence hands it back and destroys the agent', async () => {
     const world = await openFakeWorld(2, 1);
     const [first, second] = world.banks;
-    const operation = world.ledger.post(fakeRequest(world, [second!]), { ticket: world.book.ticket(PEER), banks: [second!] });
+    const operation = world.ledger.post(fakeRequest(world, [second!]), {
+      ticket: world.book.ticket(PEER),
+      banks: [second!],
+    });
     const released: number[] = [];
     let destroyed = false;
     world.controller.on('released', (_operation, banks) => released.push(...banks.map((bank) => bank.tpRank)));
@@ -140,9 +183,17 @@ describe('model cases: quarantine and late quiescence', () => {
     const shutdown = world.controller.shutdown();
     world.clock.advance(400);
     const result = await shutdown;
-    expect(result.report.quarantined).toEqual([expect.objectContaining({ id: operation.id, reason: expect.stringContaining('transport.abandonTimeoutMs') })]);
+    expect(result.report.quarantined).toEqual([
+      expect.objectContaining({ id: operation.id, reason: expect.stringContaining('transport.abandonTimeoutMs') }),
+    ]);
     expect(result.report.banksReturned.map((bank) => bank.tpRank)).toEqual([0]);
-    expect(result.report.banksRetained).toEqual([{ bank: expect.objectContaining({ tpRank: 1 }), retainedBy: 'quarantine', reason: expect.stringContaining('quarantined') }]);
+    expect(result.report.banksRetained).toEqual([
+      {
+        bank: expect.objectContaining({ tpRank: 1 }),
+        retainedBy: 'quarantine',
+        reason: expect.stringContaining('quarantined'),
+      },
+    ]);
     expect(result).toMatchObject({ retained: true, agentDestroyed: false });
     expect(result.steps.find((step) => step.step === 'destroy-agent')).toMatchObject({
       step: 'destroy-agent',
@@ -162,5 +213,4 @@ describe('model cases: quarantine and late quiescence', () => {
     expect(world.native.closed).toBe(true);
     expect(world.native.violations).toEqual([]);
   });
-
 });

@@ -14,12 +14,20 @@ import {
   type ShutdownResult,
 } from '../src/index.js';
 import type { CancelMode, FakeOperation } from './support/fake-native.js';
-import { fakeRequest, type FakeWorld, flush, openFakeWorld, PEER, SHUTDOWN_DEADLINE_MS, TIMEOUTS } from './support/fake-world.js';
+import {
+  fakeRequest,
+  type FakeWorld,
+  flush,
+  openFakeWorld,
+  PEER,
+  SHUTDOWN_DEADLINE_MS,
+  TIMEOUTS,
+} from './support/fake-world.js';
 
 const RANKS = 2;
 const BANKS_PER_RANK = 2;
 const BANKS = RANKS * BANKS_PER_RANK;
-const INTERLEAVINGS = Number(process.env["DRAIN_MODEL_RUNS"] ?? 10_000);
+const INTERLEAVINGS = Number(process.env['DRAIN_MODEL_RUNS'] ?? 10_000);
 
 type NativeState = 'in-progress' | 'done' | 'failed' | 'cancelled';
 
@@ -45,7 +53,9 @@ interface Model {
   readonly retained: Set<number>;
   peerHealthy: boolean;
   incarnation: number;
-  drain: { kind: 'drain' | 'shutdown'; cancelAt: number; quarantineAt: number; cancelled: boolean; settled: boolean } | undefined;
+  drain:
+    | { kind: 'drain' | 'shutdown'; cancelAt: number; quarantineAt: number; cancelled: boolean; settled: boolean }
+    | undefined;
 }
 
 interface Real {
@@ -76,7 +86,10 @@ function nativeEnd(model: Model, op: ModelOp, state: Exclude<NativeState, 'in-pr
   // Outside a drain, a retained bank nothing references any more is back in service at once.
   if (model.drain === undefined) {
     for (const bank of op.banks) {
-      if (model.retained.has(bank) && !model.ops.some((other) => other.native === 'in-progress' && other.banks.includes(bank))) {
+      if (
+        model.retained.has(bank) &&
+        !model.ops.some((other) => other.native === 'in-progress' && other.banks.includes(bank))
+      ) {
         model.retained.delete(bank);
         reinstatements += 1;
       }
@@ -149,7 +162,13 @@ function quarantine(model: Model, op: ModelOp): void {
 
 function startDrain(model: Model, kind: 'drain' | 'shutdown', deadlineMs: number): void {
   const grace = Math.min(Math.floor(deadlineMs / 10), 250);
-  model.drain ??= { kind, cancelAt: model.now + deadlineMs - grace, quarantineAt: model.now + deadlineMs, cancelled: false, settled: false };
+  model.drain ??= {
+    kind,
+    cancelAt: model.now + deadlineMs - grace,
+    quarantineAt: model.now + deadlineMs,
+    cancelled: false,
+    settled: false,
+  };
   settleDrainIfIdle(model);
   // Deadlines already due (a zero deadline) act at once.
   advanceModel(model, 0);
@@ -177,11 +196,22 @@ async function check(model: Model, real: Real): Promise<void> {
   model.ops.forEach((op, index) => {
     const ledgerOp = real.ops[index] as LedgerOperation;
     const native = real.natives[index] as FakeOperation;
-    const expectedPhase = op.native !== 'in-progress' ? 'quiescent' : op.quarantined ? 'quarantined' : op.timedOut ? 'timed-out' : 'in-flight';
+    const expectedPhase =
+      op.native !== 'in-progress'
+        ? 'quiescent'
+        : op.quarantined
+          ? 'quarantined'
+          : op.timedOut
+            ? 'timed-out'
+            : 'in-flight';
     same(ledgerOp.phase, expectedPhase, `phase of operation ${index}`);
     same(native.cancelRequested, op.cancelRequested, `cancel requested of operation ${index}`);
     // The first outcome the request saw; late success never turns a failure into a success.
-    same(real.outcomes[index]?.ok, op.expected === undefined ? undefined : op.expected === 'ok', `outcome of operation ${index}`);
+    same(
+      real.outcomes[index]?.ok,
+      op.expected === undefined ? undefined : op.expected === 'ok',
+      `outcome of operation ${index}`,
+    );
     // A native operation is released exactly when it is terminal.
     same(native.released, op.native !== 'in-progress', `release of operation ${index}`);
   });
@@ -200,7 +230,11 @@ async function check(model: Model, real: Real): Promise<void> {
       same(world.handedBack.has(bank), false, `hand-back of bank ${index} before the drain`);
     }
   });
-  same(world.native.counters().liveOperations, model.ops.filter((op) => op.native === 'in-progress').length, 'native live operations');
+  same(
+    world.native.counters().liveOperations,
+    model.ops.filter((op) => op.native === 'in-progress').length,
+    'native live operations',
+  );
 }
 
 class Post implements fc.AsyncCommand<Model, Real> {
@@ -213,10 +247,16 @@ class Post implements fc.AsyncCommand<Model, Real> {
     const { world } = real;
     world.native.nextCancelMode = this.cancelMode;
     const attempt = () =>
-      world.ledger.post(fakeRequest(world, this.banks.map((i) => world.banks[i]!)), {
-        ticket: world.book.ticket(PEER),
-        banks: this.banks.map((i) => world.banks[i]!),
-      });
+      world.ledger.post(
+        fakeRequest(
+          world,
+          this.banks.map((i) => world.banks[i]!),
+        ),
+        {
+          ticket: world.book.ticket(PEER),
+          banks: this.banks.map((i) => world.banks[i]!),
+        },
+      );
     if (model.drain !== undefined) {
       throwsA(attempt, DrainingError);
     } else if (!model.peerHealthy) {
@@ -302,7 +342,10 @@ class ReloadPeer implements fc.AsyncCommand<Model, Real> {
     model.peerHealthy = true;
     if (this.restart) {
       // Work prepared for the old incarnation is refused, not redirected.
-      throwsA(() => world.ledger.post(fakeRequest(world, [world.banks[0]!]), { ticket: stale, banks: [world.banks[0]!] }), PeerFencedError);
+      throwsA(
+        () => world.ledger.post(fakeRequest(world, [world.banks[0]!]), { ticket: stale, banks: [world.banks[0]!] }),
+        PeerFencedError,
+      );
     }
     await check(model, real);
   }
@@ -319,7 +362,10 @@ class Drain implements fc.AsyncCommand<Model, Real> {
     const { controller } = real.world;
     if (this.kind === 'drain') {
       startDrain(model, 'drain', this.deadlineMs);
-      controller.drain({ deadlineMs: this.deadlineMs }).then((report) => (real.drainResult = report), (error: unknown) => (real.drainError = error));
+      controller.drain({ deadlineMs: this.deadlineMs }).then(
+        (report) => (real.drainResult = report),
+        (error: unknown) => (real.drainError = error),
+      );
     } else {
       startDrain(model, 'shutdown', SHUTDOWN_DEADLINE_MS - Math.min(Math.floor(SHUTDOWN_DEADLINE_MS / 10), 1000));
       controller.shutdown().then(
@@ -336,16 +382,29 @@ class Drain implements fc.AsyncCommand<Model, Real> {
 }
 
 const commands = [
-  fc.tuple(fc.subarray([...Array(BANKS).keys()], { minLength: 1, maxLength: 2 }), fc.constantFrom<CancelMode>('immediate', 'deferred')).map(
-    ([banks, mode]) => new Post(banks, mode),
-  ),
-  fc.tuple(fc.nat(7), fc.constantFrom('done', 'done', 'REMOTE_DISCONNECT', 'BACKEND', 'confirm-cancel') as fc.Arbitrary<End['state']>).map(
-    ([pick, state]) => new End(pick, state),
-  ),
+  fc
+    .tuple(
+      fc.subarray([...Array(BANKS).keys()], { minLength: 1, maxLength: 2 }),
+      fc.constantFrom<CancelMode>('immediate', 'deferred'),
+    )
+    .map(([banks, mode]) => new Post(banks, mode)),
+  fc
+    .tuple(
+      fc.nat(7),
+      fc.constantFrom('done', 'done', 'REMOTE_DISCONNECT', 'BACKEND', 'confirm-cancel') as fc.Arbitrary<End['state']>,
+    )
+    .map(([pick, state]) => new End(pick, state)),
   // Now and then straight past the abandon deadline: quarantines outside a drain, whose banks come back into service.
-  fc.oneof({ arbitrary: fc.integer({ min: 1, max: 180 }), weight: 3 }, { arbitrary: fc.constant(TIMEOUTS.abandonTimeoutMs), weight: 1 }).map((ms) => new Advance(ms)),
+  fc
+    .oneof(
+      { arbitrary: fc.integer({ min: 1, max: 180 }), weight: 3 },
+      { arbitrary: fc.constant(TIMEOUTS.abandonTimeoutMs), weight: 1 },
+    )
+    .map((ms) => new Advance(ms)),
   fc.boolean().map((restart) => new ReloadPeer(restart)),
-  fc.tuple(fc.constantFrom<'drain' | 'shutdown'>('drain', 'shutdown'), fc.integer({ min: 0, max: 300 })).map(([kind, ms]) => new Drain(kind, ms)),
+  fc
+    .tuple(fc.constantFrom<'drain' | 'shutdown'>('drain', 'shutdown'), fc.integer({ min: 0, max: 300 }))
+    .map(([kind, ms]) => new Drain(kind, ms)),
 ];
 
 /** After the random steps: shut down (past every deadline), check what was retained, then let it all end. */
@@ -396,33 +455,36 @@ async function finish(model: Model, real: Real): Promise<void> {
 }
 
 describe('operation ledger and drain against a model', () => {
-  it(
-    `keeps every invariant over ${INTERLEAVINGS} random interleavings`,
-    async () => {
-      await fc.assert(
-        fc.asyncProperty(fc.commands(commands, { maxCommands: 16 }), async (steps) => {
-          const world = await openFakeWorld(RANKS, BANKS_PER_RANK);
-          const model: Model = { now: 0, ops: [], retained: new Set(), peerHealthy: true, incarnation: 1, drain: undefined };
-          const real: Real = {
-            world,
-            registrations: world.banks.map((bank) => bank.region),
-            owners: world.banks.map((bank) => bank.owner),
-            ops: [],
-            natives: [],
-            outcomes: [],
-            drainResult: undefined,
-            shutdownResult: undefined,
-            drainError: undefined,
-          };
-          await fc.asyncModelRun(() => ({ model, real }), steps);
-          await finish(model, real);
-        }),
-        { numRuns: INTERLEAVINGS },
-      );
-      // Quarantined banks were put back in service (and then took new operations) in many runs.
+  it(`keeps every invariant over ${INTERLEAVINGS} random interleavings`, async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.commands(commands, { maxCommands: 16 }), async (steps) => {
+        const world = await openFakeWorld(RANKS, BANKS_PER_RANK);
+        const model: Model = {
+          now: 0,
+          ops: [],
+          retained: new Set(),
+          peerHealthy: true,
+          incarnation: 1,
+          drain: undefined,
+        };
+        const real: Real = {
+          world,
+          registrations: world.banks.map((bank) => bank.region),
+          owners: world.banks.map((bank) => bank.owner),
+          ops: [],
+          natives: [],
+          outcomes: [],
+          drainResult: undefined,
+          shutdownResult: undefined,
+          drainError: undefined,
+        };
+        await fc.asyncModelRun(() => ({ model, real }), steps);
+        await finish(model, real);
+      }),
+      { numRuns: INTERLEAVINGS },
+    );
+    // Quarantined banks were put back in service (and then took new operations) in many runs.
 
-      expect(reinstatements).toBeGreaterThan(INTERLEAVINGS / 1000);
-    },
-    600_000,
-  );
+    expect(reinstatements).toBeGreaterThan(INTERLEAVINGS / 1000);
+  }, 600_000);
 });

@@ -24,17 +24,31 @@ afterEach(killChildren);
 async function shutDownUnderLoad(
   order: (operationTimeoutMs: number) => object,
   args: readonly string[] = [],
-): Promise<{ report: Record<string, any>; exit: { code: number | null; signal: NodeJS.Signals | null }; operationTimeoutMs: number }> {
+): Promise<{
+  report: Record<string, any>;
+  exit: { code: number | null; signal: NodeJS.Signals | null };
+  operationTimeoutMs: number;
+}> {
   const registered = args.includes('--refusing-owner') ? BANKS + 1 : BANKS;
   const worker = runScript('test/process/sigterm-worker.ts', args, SETTINGS);
   try {
     const loaded = await worker.message<{ operationTimeoutMs: number }>('loaded');
-    expect(loaded).toEqual({ event: 'loaded', inFlight: IN_FLIGHT, nativeInFlight: IN_FLIGHT, operationTimeoutMs: 2000 });
+    expect(loaded).toEqual({
+      event: 'loaded',
+      inFlight: IN_FLIGHT,
+      nativeInFlight: IN_FLIGHT,
+      operationTimeoutMs: 2000,
+    });
     worker.child.kill('SIGTERM');
     // A second signal while shutting down joins the same shutdown.
     worker.child.kill('SIGINT');
     // The withdrawal ran first: every bank still registered, intake open, all operations in flight.
-    expect(await worker.message('withdrawn')).toEqual({ event: 'withdrawn', intakeStopped: false, liveRegistrations: registered, live: IN_FLIGHT });
+    expect(await worker.message('withdrawn')).toEqual({
+      event: 'withdrawn',
+      intakeStopped: false,
+      liveRegistrations: registered,
+      live: IN_FLIGHT,
+    });
     worker.send(order(loaded.operationTimeoutMs));
     const report = await worker.message<Record<string, any>>('shut-down');
     return { report, exit: await worker.exit, operationTimeoutMs: loaded.operationTimeoutMs };
@@ -47,11 +61,23 @@ async function shutDownUnderLoad(
  * Checks that the steps ran in the order they started, each ok but those given as failed (no
  * inventory withdrawal or readers' wait was given: those are skipped).
  */
-function expectSteps(result: { steps: { step: string; outcome: string; startedAt: number }[] }, failed: readonly string[] = []): void {
+function expectSteps(
+  result: { steps: { step: string; outcome: string; startedAt: number }[] },
+  failed: readonly string[] = [],
+): void {
   const started = result.steps.map((step) => step.startedAt);
   expect(started).toEqual([...started].sort((a, b) => a - b));
   const skipped = ['withdraw-inventory', 'wait-for-readers'];
-  const order = ['withdraw-rank-parts', ...skipped, 'stop-intake', 'drain', 'invalidate-peers', 'deregister', 'hand-back', 'destroy-agent'];
+  const order = [
+    'withdraw-rank-parts',
+    ...skipped,
+    'stop-intake',
+    'drain',
+    'invalidate-peers',
+    'deregister',
+    'hand-back',
+    'destroy-agent',
+  ];
   expect(result.steps.map((step) => [step.step, step.outcome])).toEqual(
     order.map((step) => [step, skipped.includes(step) ? 'skipped' : failed.includes(step) ? 'failed' : 'ok']),
   );
@@ -67,7 +93,10 @@ function expectBanksReturnedAndOperationsEnded(report: Record<string, any>): voi
 }
 
 /** What a shutdown that retained nothing ends with: every step ok, every bank handed back, the agent destroyed, exit 0. */
-function expectEverythingReturned(report: Record<string, any>, exit: { code: number | null; signal: NodeJS.Signals | null }): void {
+function expectEverythingReturned(
+  report: Record<string, any>,
+  exit: { code: number | null; signal: NodeJS.Signals | null },
+): void {
   expectSteps(report['result']);
   expect(report['result']).toMatchObject({ retained: false, agentDestroyed: true, banksRetained: [], quarantined: [] });
   expectBanksReturnedAndOperationsEnded(report);
@@ -81,7 +110,10 @@ describe('SIGTERM under load', () => {
     const { result } = report;
     expect(report['ended']).toEqual({ 'OPERATION_TIMED_OUT transport.operationTimeoutMs': IN_FLIGHT });
     expect(result.report).toMatchObject({ completed: 0, cancelled: IN_FLIGHT, failed: 0, quarantined: [] });
-    expect(result.steps.find((step: { step: string }) => step.step === 'drain')).toMatchObject({ startedAt: 0, durationMs: operationTimeoutMs });
+    expect(result.steps.find((step: { step: string }) => step.step === 'drain')).toMatchObject({
+      startedAt: 0,
+      durationMs: operationTimeoutMs,
+    });
     expectEverythingReturned(report, exit);
   }, 60_000);
 
@@ -91,7 +123,11 @@ describe('SIGTERM under load', () => {
     expect(report['ended']).toEqual({ ok: IN_FLIGHT });
     expect(result.report).toMatchObject({ completed: IN_FLIGHT, cancelled: 0, failed: 0, quarantined: [] });
     // The clock never moved: no deadline had any part in it.
-    expect(result.steps.every((step: { startedAt: number; durationMs: number }) => step.startedAt === 0 && step.durationMs === 0)).toBe(true);
+    expect(
+      result.steps.every(
+        (step: { startedAt: number; durationMs: number }) => step.startedAt === 0 && step.durationMs === 0,
+      ),
+    ).toBe(true);
     expectEverythingReturned(report, exit);
   }, 60_000);
 
@@ -101,7 +137,9 @@ describe('SIGTERM under load', () => {
     expect(report['ended']).toEqual({ ok: IN_FLIGHT });
     expect(result.report).toMatchObject({ completed: IN_FLIGHT, cancelled: 0, failed: 0, quarantined: [] });
     const refusal = { bank: expect.objectContaining({ tpRank: 2, index: 0 }), retainedBy: 'owner-refusal' };
-    expect(result.report.banksRetained).toEqual([expect.objectContaining({ ...refusal, code: 'BANK_OWNER_RELEASE_FAILED' })]);
+    expect(result.report.banksRetained).toEqual([
+      expect.objectContaining({ ...refusal, code: 'BANK_OWNER_RELEASE_FAILED' }),
+    ]);
     expect(result.banksRetained).toEqual([expect.objectContaining(refusal)]);
     // The refused bank's memory is still allocated from the agent, so the agent is kept.
     expectSteps(result, ['hand-back', 'destroy-agent']);

@@ -22,14 +22,27 @@ const cleanups: (() => Promise<unknown>)[] = [];
 const store = new MemoryDiscoveryStore();
 const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
 const readers: TestWorker[] = [];
-for (let index = 0; index < DESTINATIONS; index++) readers.push(await openWorker(store, { workerId: `prefill-${index}`, role: 'prefill', tpSize: 1 }, cleanups));
+for (let index = 0; index < DESTINATIONS; index++)
+  readers.push(await openWorker(store, { workerId: `prefill-${index}`, role: 'prefill', tpSize: 1 }, cleanups));
 await start(decode);
 for (const reader of readers) await start(reader);
 await allReady(decode);
 for (const reader of readers) await allReady(reader);
 
-const gauges = ['liveOperations', 'inflightOperations', 'pendingNotifications', 'liveRegistrations', 'registeredBytes', 'liveAllocations', 'allocatedBytes', 'livePeers'] as const;
-const sourceGauges = () => decode.ranks.map(({ agent }) => Object.fromEntries(gauges.map((name) => [name, (agent.counters() as Counters)[name]])));
+const gauges = [
+  'liveOperations',
+  'inflightOperations',
+  'pendingNotifications',
+  'liveRegistrations',
+  'registeredBytes',
+  'liveAllocations',
+  'allocatedBytes',
+  'livePeers',
+] as const;
+const sourceGauges = () =>
+  decode.ranks.map(({ agent }) =>
+    Object.fromEntries(gauges.map((name) => [name, (agent.counters() as Counters)[name]])),
+  );
 const heldPins = () => decode.ranks.reduce((sum, { endpoint }) => sum + (endpoint.pinServer?.heldPins ?? 0), 0);
 const destinationBlocks = Uint32Array.from({ length: BLOCKS_PER_PULL }, (_, block) => block);
 const hint = hintFor(decode, BLOCKS_PER_PULL);
@@ -45,7 +58,9 @@ async function pullAll(count: number, latencies: number[]): Promise<void> {
         const receipt = await endpoint.pull({ hint, destinationBlocks, verify: 'full', policy: 'fail' });
         latencies.push(performance.now() - started);
         if (receipt.blocks !== BLOCKS_PER_PULL || receipt.checkedBlocks !== BLOCKS_PER_PULL) {
-          throw new Error(`a pull moved ${receipt.blocks} blocks and verified ${receipt.checkedBlocks}, not ${BLOCKS_PER_PULL}`);
+          throw new Error(
+            `a pull moved ${receipt.blocks} blocks and verified ${receipt.checkedBlocks}, not ${BLOCKS_PER_PULL}`,
+          );
         }
       }
     }),
@@ -61,13 +76,18 @@ await pullAll(PULLS, latencies);
 const seconds = (performance.now() - started) / 1000;
 const after = { gauges: sourceGauges(), pins: heldPins() };
 if (JSON.stringify(after) !== JSON.stringify(before)) {
-  throw new Error(`the source did not end where it started: before ${JSON.stringify(before)}, after ${JSON.stringify(after)}`);
+  throw new Error(
+    `the source did not end where it started: before ${JSON.stringify(before)}, after ${JSON.stringify(after)}`,
+  );
 }
 
 const sorted = latencies.sort((a, b) => a - b);
-const percentile = (p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+const percentile = (p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
 const round = (value: number) => Math.round(value * 1000) / 1000;
-const load = loadavg().map((value) => value.toFixed(1)).join(', ');
+const load = loadavg()
+  .map((value) => value.toFixed(1))
+  .join(', ');
 const setting = `${PULLS.toLocaleString('en-US')} pulls of ${BLOCKS_PER_PULL} blocks by ${DESTINATIONS} destinations at once from one TP 2 source, loopback, full verification`;
 const figures = {
   'load.pulls_per_s': {

@@ -26,7 +26,10 @@ const scenario = fc
   .chain((s) =>
     fc.record({
       s: fc.constant(s),
-      order: fc.shuffledSubarray(Array.from({ length: s.blocks }, (_, i) => i), { minLength: 1 }),
+      order: fc.shuffledSubarray(
+        Array.from({ length: s.blocks }, (_, i) => i),
+        { minLength: 1 },
+      ),
       flip: fc.tuple(fc.nat(), fc.nat(), fc.nat()),
     }),
   );
@@ -47,8 +50,20 @@ describe('blockChecksums', () => {
         copyBlocks(template, { sourceBlocks, destinationBlocks }, sourceBytes, destinationBytes);
 
         const sums = template.pairs.map((_, p) => {
-          const atSource = blockChecksums(template, p, 'source', sourceBytes[template.pairSourceRank[p] as number]!, sourceBlocks);
-          const atDestination = blockChecksums(template, p, 'destination', destinationBytes[template.pairDestinationRank[p] as number]!, destinationBlocks);
+          const atSource = blockChecksums(
+            template,
+            p,
+            'source',
+            sourceBytes[template.pairSourceRank[p] as number]!,
+            sourceBlocks,
+          );
+          const atDestination = blockChecksums(
+            template,
+            p,
+            'destination',
+            destinationBytes[template.pairDestinationRank[p] as number]!,
+            destinationBlocks,
+          );
           expect(atDestination).toEqual(atSource);
           return atDestination;
         });
@@ -59,7 +74,9 @@ describe('blockChecksums', () => {
         const r = first + (flip[1] % (template.pairRouteStart[p + 1]! - first));
         const i = flip[2] % destinationBlocks.length;
         const banks = destinationBytes[template.pairDestinationRank[p]!]!;
-        const offset = Number(template.destinationBase[r]! + BigInt(destinationBlocks[i]!) * template.destinationBlockStride[r]!);
+        const offset = Number(
+          template.destinationBase[r]! + BigInt(destinationBlocks[i]!) * template.destinationBlockStride[r]!,
+        );
         const bank = banks[template.destinationBank[r]!]!;
         bank[offset] = bank[offset]! ^ 0x5a;
         const after = blockChecksums(template, p, 'destination', banks, destinationBlocks);
@@ -76,7 +93,15 @@ describe('blockChecksums', () => {
     const banks = rankBankBytes(source, 0);
     expect(() => blockChecksum(template, 0, 'source', [], 0)).toThrow(EndpointOptionError);
     expect(() => blockChecksum(template, 0, 'source', [], 0)).toThrow(/banks\[0\].*source bank 0/);
-    expect(() => blockChecksum(template, 0, 'source', banks.map((b) => b.subarray(0, 4)), 1)).toThrow(/too short/);
+    expect(() =>
+      blockChecksum(
+        template,
+        0,
+        'source',
+        banks.map((b) => b.subarray(0, 4)),
+        1,
+      ),
+    ).toThrow(/too short/);
     expect(() => blockChecksum(template, 7, 'source', banks, 0)).toThrow(/pair = 7/);
     expect(blockChecksum(template, 0, 'source', banks, 1)).toBe(blockChecksums(template, 0, 'source', banks, [1])[0]);
   });

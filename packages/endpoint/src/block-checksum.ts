@@ -15,9 +15,14 @@ export type RankBankBytes = readonly (Uint8Array | undefined)[];
 /** The routes of `pair` on `side`, as numbers, after checking the pair exists. */
 function pairRoutes(template: TransferTemplate, pair: number, side: ChecksumSide) {
   if (!Number.isInteger(pair) || pair < 0 || pair >= template.pairs.length) {
-    throw new EndpointOptionError('pair', pair, `must be an integer in 0 … ${template.pairs.length - 1} (the template's rank pairs)`);
+    throw new EndpointOptionError(
+      'pair',
+      pair,
+      `must be an integer in 0 … ${template.pairs.length - 1} (the template's rank pairs)`,
+    );
   }
-  if (side !== 'source' && side !== 'destination') throw new EndpointOptionError('side', side, "must be 'source' or 'destination'");
+  if (side !== 'source' && side !== 'destination')
+    throw new EndpointOptionError('side', side, "must be 'source' or 'destination'");
   const first = template.pairRouteStart[pair] as number;
   const end = template.pairRouteStart[pair + 1] as number;
   const onSource = side === 'source';
@@ -41,7 +46,13 @@ function pairRoutes(template: TransferTemplate, pair: number, side: ChecksumSide
  * `pair`, chained over the rows in route order. Throws `EndpointOptionError` naming the bank when a
  * bank is absent or too short for a row.
  */
-export function blockChecksums(template: TransferTemplate, pair: number, side: ChecksumSide, banks: RankBankBytes, blocks: Uint32Array | readonly number[]): Uint32Array {
+export function blockChecksums(
+  template: TransferTemplate,
+  pair: number,
+  side: ChecksumSide,
+  banks: RankBankBytes,
+  blocks: Uint32Array | readonly number[],
+): Uint32Array {
   const routes = pairRoutes(template, pair, side);
   const sums = new Uint32Array(blocks.length);
   for (let i = 0; i < blocks.length; i++) {
@@ -50,12 +61,20 @@ export function blockChecksums(template: TransferTemplate, pair: number, side: C
     for (const { route, bank, base, blockStride, rowStride, rows, rowBytes } of routes) {
       const bytes = banks[bank];
       if (!(bytes instanceof Uint8Array)) {
-        throw new EndpointOptionError(`banks[${bank}]`, bytes, `must be the bytes of ${side} bank ${bank} (route ${route} of pair ${pair} reads it)`);
+        throw new EndpointOptionError(
+          `banks[${bank}]`,
+          bytes,
+          `must be the bytes of ${side} bank ${bank} (route ${route} of pair ${pair} reads it)`,
+        );
       }
       let offset = base + block * blockStride;
       const last = offset + (rows - 1) * rowStride + rowBytes;
       if (last > bytes.length) {
-        throw new EndpointOptionError(`banks[${bank}]`, `${bytes.length} bytes`, `block ${block} of route ${route} ends at byte ${last}: the ${side} bank is too short`);
+        throw new EndpointOptionError(
+          `banks[${bank}]`,
+          `${bytes.length} bytes`,
+          `block ${block} of route ${route} ends at byte ${last}: the ${side} bank is too short`,
+        );
       }
       for (let k = 0; k < rows; k++, offset += rowStride) crc = crc32(bytes.subarray(offset, offset + rowBytes), crc);
     }
@@ -65,6 +84,12 @@ export function blockChecksums(template: TransferTemplate, pair: number, side: C
 }
 
 /** The checksum of one block; see `blockChecksums`. */
-export function blockChecksum(template: TransferTemplate, pair: number, side: ChecksumSide, banks: RankBankBytes, block: number): number {
+export function blockChecksum(
+  template: TransferTemplate,
+  pair: number,
+  side: ChecksumSide,
+  banks: RankBankBytes,
+  block: number,
+): number {
   return blockChecksums(template, pair, side, banks, [block])[0] as number;
 }

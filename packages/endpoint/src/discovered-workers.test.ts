@@ -13,7 +13,9 @@ describe('discovered workers', () => {
     const first = await startRankPublication(store, [worker.ranks[0]!], { leaseTtlMs: 600_000 });
     expect(await readWorkerIncarnation(store, incarnation)).toBeUndefined();
     const second = await startRankPublication(store, [worker.ranks[1]!], { leaseTtlMs: 600_000 });
-    expect((await readWorkerIncarnation(store, incarnation))?.ranks.map((part) => part.parallel.tpRank)).toEqual([0, 1]);
+    expect((await readWorkerIncarnation(store, incarnation))?.ranks.map((part) => part.parallel.tpRank)).toEqual([
+      0, 1,
+    ]);
     expect(await readWorkerIncarnation(store, { ...incarnation, incarnation: 'another' })).toBeUndefined();
     await first.withdraw();
     await second.withdraw();

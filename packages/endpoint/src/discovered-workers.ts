@@ -13,10 +13,16 @@ import {
 } from '@kvreuse/discovery';
 
 /** The incarnation's worker, assembled from its published rank parts; undefined while incomplete or absent. */
-export async function readWorkerIncarnation(store: DiscoveryStore, worker: WorkerIncarnation, keyPrefix?: string): Promise<Worker | undefined> {
+export async function readWorkerIncarnation(
+  store: DiscoveryStore,
+  worker: WorkerIncarnation,
+  keyPrefix?: string,
+): Promise<Worker | undefined> {
   const { entries } = await store.list(incarnationPartsPrefix(worker, keyPrefix));
   if (entries.length === 0) return undefined;
-  const assembled = assembleWorker(entries.map((entry) => decodeRankPartRecord(entry.key, entry.value, keyPrefix).part));
+  const assembled = assembleWorker(
+    entries.map((entry) => decodeRankPartRecord(entry.key, entry.value, keyPrefix).part),
+  );
   return assembled.complete ? assembled.worker : undefined;
 }
 
@@ -26,7 +32,10 @@ export class WorkerWatches {
   readonly #options: { readonly admissionGate?: ReadinessGate; readonly keyPrefix?: string };
   readonly #watches = new Map<string, Promise<WorkerReadinessWatch>>();
 
-  constructor(discovery: DiscoveryStore, options: { readonly admissionGate?: ReadinessGate; readonly keyPrefix?: string }) {
+  constructor(
+    discovery: DiscoveryStore,
+    options: { readonly admissionGate?: ReadinessGate; readonly keyPrefix?: string },
+  ) {
     this.#discovery = discovery;
     this.#options = options;
   }

@@ -42,7 +42,10 @@ export class MetricsPortError extends EndpointError {
     readonly systemCode: string,
     options?: ErrorOptions,
   ) {
-    super(`cannot serve metrics on ${host}:${port}: ${systemCode === 'EADDRINUSE' ? 'the port is in use' : 'the address is refused'} (${systemCode}; endpoint.metrics_port, endpoint.metrics_host)`, options);
+    super(
+      `cannot serve metrics on ${host}:${port}: ${systemCode === 'EADDRINUSE' ? 'the port is in use' : 'the address is refused'} (${systemCode}; endpoint.metrics_port, endpoint.metrics_host)`,
+      options,
+    );
   }
 }
 
@@ -60,7 +63,8 @@ export class MetricsPortError extends EndpointError {
  * finds no path to it (`REMOTE_DISCONNECT`), or it is a loopback agent of another process (`NOT_SUPPORTED`).
  * Other native failures loading a source's peer are this agent's own and are thrown as they are.
  */
-export type PullRefusal = 'not-ready' | 'source-not-ready' | 'incompatible' | 'admission' | 'metadata-refused' | 'source-unreachable';
+export type PullRefusal =
+  'not-ready' | 'source-not-ready' | 'incompatible' | 'admission' | 'metadata-refused' | 'source-unreachable';
 
 /**
  * A pull refused before anything was pinned or posted; `reason` is the stable code, the message says it
@@ -152,7 +156,9 @@ export class SourceUnresponsiveError extends EndpointError {
     readonly peerName: string,
     readonly silentMs: number,
   ) {
-    super(`source rank ${describeRank(sourceRank)} stopped answering before it answered the ${operation}: its agent ${peerName} answered no heartbeat for ${Math.round(silentMs)} ms`);
+    super(
+      `source rank ${describeRank(sourceRank)} stopped answering before it answered the ${operation}: its agent ${peerName} answered no heartbeat for ${Math.round(silentMs)} ms`,
+    );
   }
 }
 

@@ -19,17 +19,50 @@ export {
   SourceUnresponsiveError,
   UnknownReaderError,
 } from './errors.js';
-export { EndpointLifecycle, EndpointNotReadyError, type EndpointState, EndpointStateError, endpointStates, type EndpointTransition } from './lifecycle.js';
+export {
+  EndpointLifecycle,
+  EndpointNotReadyError,
+  type EndpointState,
+  EndpointStateError,
+  endpointStates,
+  type EndpointTransition,
+} from './lifecycle.js';
 export type { BeforeRelease, HeldPin, PinLoss, PinLossReason } from './pins.js';
-export { type BankCounts, EndpointMetrics, type EndpointMetricsOptions, type MetricsListener, type TransferRecord, type TransferSide } from './metrics.js';
-export { type EndpointDrainReport, type EndpointShutdownResult, type OpenRankOptions, type ReadyRank, ReuseEndpoint, type ReuseEndpointOptions } from './reuse-endpoint.js';
+export {
+  type BankCounts,
+  EndpointMetrics,
+  type EndpointMetricsOptions,
+  type MetricsListener,
+  type TransferRecord,
+  type TransferSide,
+} from './metrics.js';
+export {
+  type EndpointDrainReport,
+  type EndpointShutdownResult,
+  type OpenRankOptions,
+  type ReadyRank,
+  ReuseEndpoint,
+  type ReuseEndpointOptions,
+} from './reuse-endpoint.js';
 export type { ServeOptions } from './source-side.js';
 export { PushFailedError, type PushReceipt, type PushRequest } from './push-side.js';
-export { type PullRequest, type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './pull-request.js';
+export {
+  type PullRequest,
+  type SavingPrediction,
+  type ShortfallPolicy,
+  type VerifyMode,
+  verifyModes,
+} from './pull-request.js';
 export { type NotificationHandler, NotificationRouter, type PeerEventHandler } from './notification-router.js';
 export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } from './block-checksum.js';
 export { type PullOptions, type PullPair, pullPrefix } from './pull.js';
-export { calibrationSample, type PullReceipt, PullShortfallError, type RecomputeReason, type SavingComparison } from './pull-receipt.js';
+export {
+  calibrationSample,
+  type PullReceipt,
+  PullShortfallError,
+  type RecomputeReason,
+  type SavingComparison,
+} from './pull-receipt.js';
 export type { AdapterGrant, EvictedBlock, PinAdapter } from './pin-adapter.js';
 export { BlockPool } from './block-pool.js';
 export {
@@ -54,5 +87,12 @@ export {
   safeParsePinMessage,
   type SafeParsedPinMessage,
 } from './pin-messages.js';
-export { type PinEnd, type PinReadersOutcome, PinServer, type PinServerOptions, type PinSourceIdentity, type ServedPin } from './pin-server.js';
+export {
+  type PinEnd,
+  type PinReadersOutcome,
+  PinServer,
+  type PinServerOptions,
+  type PinSourceIdentity,
+  type ServedPin,
+} from './pin-server.js';
 export { PinClient, type PinClientOptions, type PinRequest } from './pin-client.js';

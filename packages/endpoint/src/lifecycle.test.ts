@@ -12,7 +12,17 @@ function recorded(): { lifecycle: EndpointLifecycle; transitions: EndpointTransi
 describe('EndpointLifecycle', () => {
   it('walks create → register → publish → ready → drain → close, one event per transition', () => {
     const { lifecycle, transitions } = recorded();
-    for (const to of ['registering', 'registered', 'publishing', 'published', 'ready', 'draining', 'drained', 'closing', 'closed'] as const) {
+    for (const to of [
+      'registering',
+      'registered',
+      'publishing',
+      'published',
+      'ready',
+      'draining',
+      'drained',
+      'closing',
+      'closed',
+    ] as const) {
       lifecycle.move(to, `to ${to}`);
     }
     expect(transitions.map(({ from, to }) => `${from}→${to}`)).toEqual([
@@ -55,7 +65,9 @@ describe('EndpointLifecycle', () => {
       return undefined;
     })();
     expect(error).toBeInstanceOf(EndpointStateError);
-    expect((error as EndpointStateError).message).toBe('move to ready is not allowed while the endpoint is created (only while published)');
+    expect((error as EndpointStateError).message).toBe(
+      'move to ready is not allowed while the endpoint is created (only while published)',
+    );
     expect(lifecycle.state).toBe('created');
     expect(transitions).toEqual([]);
   });
@@ -72,7 +84,9 @@ describe('EndpointLifecycle', () => {
     const lifecycle = new EndpointLifecycle();
     lifecycle.move('closing', 'close() before register');
     lifecycle.move('closed', 'closed');
-    expect(() => lifecycle.move('created', 'again')).toThrow('move to created is not allowed while the endpoint is closed');
+    expect(() => lifecycle.move('created', 'again')).toThrow(
+      'move to created is not allowed while the endpoint is closed',
+    );
   });
 
   it('a throwing listener is reported as a warning and does not stop the others', () => {

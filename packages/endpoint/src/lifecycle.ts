@@ -60,14 +60,21 @@ export class EndpointLifecycle {
   /** Moves to `to`; throws `EndpointStateError` (nothing changes) when the current state does not lead there. */
   move(to: EndpointState, reason: string): void {
     const from = this.#state;
-    if (!next[from].includes(to)) throw new EndpointStateError(`move to ${to}`, from, endpointStates.filter((state) => next[state].includes(to)));
+    if (!next[from].includes(to))
+      throw new EndpointStateError(
+        `move to ${to}`,
+        from,
+        endpointStates.filter((state) => next[state].includes(to)),
+      );
     this.#state = to;
     const transition = { from, to, reason };
     for (const listener of this.#listeners) {
       try {
         listener(transition);
       } catch (error) {
-        process.emitWarning(`endpoint: a transition listener threw: ${error instanceof Error ? error.message : String(error)}`);
+        process.emitWarning(
+          `endpoint: a transition listener threw: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
   }
@@ -81,7 +88,9 @@ export class EndpointStateError extends EndpointError {
     readonly state: EndpointState,
     readonly allowed: readonly EndpointState[],
   ) {
-    super(`${operation} is not allowed while the endpoint is ${state}${allowed.length === 0 ? '' : ` (only while ${allowed.join(', ')})`}`);
+    super(
+      `${operation} is not allowed while the endpoint is ${state}${allowed.length === 0 ? '' : ` (only while ${allowed.join(', ')})`}`,
+    );
   }
 }
 

@@ -25,8 +25,22 @@ function sample(text: string, series: string): number | undefined {
 describe('EndpointMetrics', () => {
   it('counts transfers, bytes, blocks and durations by side, tier and link class', async () => {
     const metrics = new EndpointMetrics({ labels: { worker: 'prefill-0' } });
-    metrics.transferCompleted({ side: 'pull', blocks: 42, bytes: 308_281_344, durationMs: 35, tier: 'host', linkClass: 'same-host' });
-    metrics.transferCompleted({ side: 'pull', blocks: 2, bytes: 14_680_064, durationMs: 2, tier: 'host', linkClass: 'same-host' });
+    metrics.transferCompleted({
+      side: 'pull',
+      blocks: 42,
+      bytes: 308_281_344,
+      durationMs: 35,
+      tier: 'host',
+      linkClass: 'same-host',
+    });
+    metrics.transferCompleted({
+      side: 'pull',
+      blocks: 2,
+      bytes: 14_680_064,
+      durationMs: 2,
+      tier: 'host',
+      linkClass: 'same-host',
+    });
     const text = await metrics.text();
     const labels = 'side="pull",tier="host",link_class="same-host",worker="prefill-0"';
     expect(sample(text, `kvreuse_transfers_total{${labels}}`)).toBe(2);
@@ -57,10 +71,19 @@ describe('EndpointMetrics', () => {
 
   it('refuses values that would corrupt a series, naming them, and records nothing', async () => {
     const metrics = new EndpointMetrics();
-    expect(() => metrics.transferCompleted({ side: 'pull', blocks: 1, bytes: Number.NaN, durationMs: 1, tier: 'host', linkClass: 'network' })).toThrow(
-      new EndpointOptionError('transfer.bytes', Number.NaN, 'a finite number ≥ 0'),
+    expect(() =>
+      metrics.transferCompleted({
+        side: 'pull',
+        blocks: 1,
+        bytes: Number.NaN,
+        durationMs: 1,
+        tier: 'host',
+        linkClass: 'network',
+      }),
+    ).toThrow(new EndpointOptionError('transfer.bytes', Number.NaN, 'a finite number ≥ 0'));
+    expect(() => metrics.pinsHeld('pull', -1)).toThrow(
+      'endpoint option pinsHeld.pull = -1 is refused: a whole number ≥ 0',
     );
-    expect(() => metrics.pinsHeld('pull', -1)).toThrow('endpoint option pinsHeld.pull = -1 is refused: a whole number ≥ 0');
     expect(() => metrics.state('sleeping' as never)).toThrow(EndpointOptionError);
     expect(() => new EndpointMetrics({ labels: { 'bad-name': 'x' } })).toThrow('metrics.labels.bad-name');
     expect(() => new EndpointMetrics({ registry: {} as Registry })).toThrow('metrics.registry');
@@ -101,8 +124,15 @@ describe('EndpointMetrics', () => {
     try {
       const refused = new EndpointMetrics().listen(port);
       await expect(refused).rejects.toBeInstanceOf(MetricsPortError);
-      await expect(refused).rejects.toMatchObject({ code: 'METRICS_PORT_UNAVAILABLE', host: '127.0.0.1', port, systemCode: 'EADDRINUSE' });
-      await expect(refused).rejects.toThrow(`cannot serve metrics on 127.0.0.1:${port}: the port is in use (EADDRINUSE`);
+      await expect(refused).rejects.toMatchObject({
+        code: 'METRICS_PORT_UNAVAILABLE',
+        host: '127.0.0.1',
+        port,
+        systemCode: 'EADDRINUSE',
+      });
+      await expect(refused).rejects.toThrow(
+        `cannot serve metrics on 127.0.0.1:${port}: the port is in use (EADDRINUSE`,
+      );
     } finally {
       await new Promise((resolve) => taken.close(resolve));
     }

@@ -58,27 +58,83 @@ export class EndpointMetrics {
   readonly #decisions: Counter<'action' | 'reason'>;
 
   constructor(options: EndpointMetricsOptions = {}) {
-    if (typeof options !== 'object' || options === null) throw new EndpointOptionError('metrics', options, 'an options object');
+    if (typeof options !== 'object' || options === null)
+      throw new EndpointOptionError('metrics', options, 'an options object');
     if (options.registry !== undefined && !(options.registry instanceof Registry)) {
-      throw new EndpointOptionError('metrics.registry', options.registry, "a prom-client Registry (of the prom-client kvreuse depends on)");
+      throw new EndpointOptionError(
+        'metrics.registry',
+        options.registry,
+        'a prom-client Registry (of the prom-client kvreuse depends on)',
+      );
     }
     for (const [name, value] of Object.entries(options.labels ?? {})) {
-      if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(name) || name.startsWith('__')) throw new EndpointOptionError(`metrics.labels.${name}`, value, 'a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)');
+      if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(name) || name.startsWith('__'))
+        throw new EndpointOptionError(
+          `metrics.labels.${name}`,
+          value,
+          'a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)',
+        );
       if (typeof value !== 'string') throw new EndpointOptionError(`metrics.labels.${name}`, value, 'a string');
     }
     this.registry = options.registry ?? new Registry();
     if (options.labels !== undefined) this.registry.setDefaultLabels({ ...options.labels });
     const registers = [this.registry];
     const transferLabels = ['side', 'tier', 'link_class'] as const;
-    this.#transfers = new Counter({ name: 'kvreuse_transfers_total', help: 'Transfers that completed and verified, by side (pull: this process read; serve: others read from it).', labelNames: transferLabels, registers });
-    this.#bytes = new Counter({ name: 'kvreuse_transfer_bytes_total', help: 'Bytes moved by completed transfers.', labelNames: transferLabels, registers });
-    this.#blocks = new Counter({ name: 'kvreuse_transfer_blocks_total', help: 'KV blocks moved by completed transfers.', labelNames: transferLabels, registers });
-    this.#duration = new Histogram({ name: 'kvreuse_transfer_duration_seconds', help: 'Time from the first post to the last verified block of a transfer.', labelNames: transferLabels, buckets: durationBuckets, registers });
-    this.#failures = new Counter({ name: 'kvreuse_transfer_failures_total', help: 'Transfers that failed, by side and error code.', labelNames: ['side', 'code'], registers });
-    this.#pinsHeld = new Gauge({ name: 'kvreuse_pins_held', help: 'Pins held now: granted by this process (serve) or held by it at sources (pull).', labelNames: ['side'], registers });
-    this.#banks = new Gauge({ name: 'kvreuse_banks', help: 'Banks of this process by state: registered, retained (held back from hand-back), quarantined (an unfinished operation touches them).', labelNames: ['state'], registers });
-    this.#state = new Gauge({ name: 'kvreuse_endpoint_state', help: 'The endpoint lifecycle state: 1 for the current state, 0 for the others (ready = serving).', labelNames: ['state'], registers });
-    this.#decisions = new Counter({ name: 'kvreuse_route_decisions_total', help: "The router's decisions, by action and reason.", labelNames: ['action', 'reason'], registers });
+    this.#transfers = new Counter({
+      name: 'kvreuse_transfers_total',
+      help: 'Transfers that completed and verified, by side (pull: this process read; serve: others read from it).',
+      labelNames: transferLabels,
+      registers,
+    });
+    this.#bytes = new Counter({
+      name: 'kvreuse_transfer_bytes_total',
+      help: 'Bytes moved by completed transfers.',
+      labelNames: transferLabels,
+      registers,
+    });
+    this.#blocks = new Counter({
+      name: 'kvreuse_transfer_blocks_total',
+      help: 'KV blocks moved by completed transfers.',
+      labelNames: transferLabels,
+      registers,
+    });
+    this.#duration = new Histogram({
+      name: 'kvreuse_transfer_duration_seconds',
+      help: 'Time from the first post to the last verified block of a transfer.',
+      labelNames: transferLabels,
+      buckets: durationBuckets,
+      registers,
+    });
+    this.#failures = new Counter({
+      name: 'kvreuse_transfer_failures_total',
+      help: 'Transfers that failed, by side and error code.',
+      labelNames: ['side', 'code'],
+      registers,
+    });
+    this.#pinsHeld = new Gauge({
+      name: 'kvreuse_pins_held',
+      help: 'Pins held now: granted by this process (serve) or held by it at sources (pull).',
+      labelNames: ['side'],
+      registers,
+    });
+    this.#banks = new Gauge({
+      name: 'kvreuse_banks',
+      help: 'Banks of this process by state: registered, retained (held back from hand-back), quarantined (an unfinished operation touches them).',
+      labelNames: ['state'],
+      registers,
+    });
+    this.#state = new Gauge({
+      name: 'kvreuse_endpoint_state',
+      help: 'The endpoint lifecycle state: 1 for the current state, 0 for the others (ready = serving).',
+      labelNames: ['state'],
+      registers,
+    });
+    this.#decisions = new Counter({
+      name: 'kvreuse_route_decisions_total',
+      help: "The router's decisions, by action and reason.",
+      labelNames: ['action', 'reason'],
+      registers,
+    });
     for (const side of ['pull', 'serve'] as const) this.#pinsHeld.set({ side }, 0);
     this.banks({ registered: 0, retained: 0, quarantined: 0 });
     this.state('created');
@@ -86,7 +142,8 @@ export class EndpointMetrics {
 
   transferCompleted(record: TransferRecord): void {
     for (const field of ['blocks', 'bytes', 'durationMs'] as const) {
-      if (!nonNegative(record[field])) throw new EndpointOptionError(`transfer.${field}`, record[field], 'a finite number ≥ 0');
+      if (!nonNegative(record[field]))
+        throw new EndpointOptionError(`transfer.${field}`, record[field], 'a finite number ≥ 0');
     }
     const labels = { side: record.side, tier: record.tier, link_class: record.linkClass };
     this.#transfers.inc(labels);
@@ -100,19 +157,22 @@ export class EndpointMetrics {
   }
 
   pinsHeld(side: TransferSide, count: number): void {
-    if (!Number.isInteger(count) || count < 0) throw new EndpointOptionError(`pinsHeld.${side}`, count, 'a whole number ≥ 0');
+    if (!Number.isInteger(count) || count < 0)
+      throw new EndpointOptionError(`pinsHeld.${side}`, count, 'a whole number ≥ 0');
     this.#pinsHeld.set({ side }, count);
   }
 
   banks(counts: BankCounts): void {
     for (const state of ['registered', 'retained', 'quarantined'] as const) {
-      if (!Number.isInteger(counts[state]) || counts[state] < 0) throw new EndpointOptionError(`banks.${state}`, counts[state], 'a whole number ≥ 0');
+      if (!Number.isInteger(counts[state]) || counts[state] < 0)
+        throw new EndpointOptionError(`banks.${state}`, counts[state], 'a whole number ≥ 0');
       this.#banks.set({ state }, counts[state]);
     }
   }
 
   state(current: EndpointState): void {
-    if (!endpointStates.includes(current)) throw new EndpointOptionError('state', current, `one of ${endpointStates.join(', ')}`);
+    if (!endpointStates.includes(current))
+      throw new EndpointOptionError('state', current, `one of ${endpointStates.join(', ')}`);
     for (const state of endpointStates) this.#state.set({ state }, state === current ? 1 : 0);
   }
 
@@ -131,7 +191,8 @@ export class EndpointMetrics {
    * listened on) rejects with `MetricsPortError` naming the host, the port and the system's code.
    */
   listen(port: number, host = '127.0.0.1'): Promise<MetricsListener> {
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new EndpointOptionError('metrics.port', port, 'a whole number from 0 to 65535');
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw new EndpointOptionError('metrics.port', port, 'a whole number from 0 to 65535');
     const server: Server = createServer((request, response) => {
       if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
         response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at GET /metrics\n');
@@ -139,11 +200,15 @@ export class EndpointMetrics {
       }
       this.text().then(
         (body) => response.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
-        (error: unknown) => response.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${error instanceof Error ? error.message : String(error)}\n`),
+        (error: unknown) =>
+          response
+            .writeHead(500, { 'content-type': 'text/plain' })
+            .end(`metrics failed: ${error instanceof Error ? error.message : String(error)}\n`),
       );
     });
     return new Promise((resolve, reject) => {
-      const refused = (error: NodeJS.ErrnoException): void => reject(new MetricsPortError(host, port, error.code ?? 'UNKNOWN', { cause: error }));
+      const refused = (error: NodeJS.ErrnoException): void =>
+        reject(new MetricsPortError(host, port, error.code ?? 'UNKNOWN', { cause: error }));
       server.once('error', refused);
       server.listen(port, host, () => {
         server.off('error', refused);
@@ -153,7 +218,8 @@ export class EndpointMetrics {
           host,
           port: listening,
           url: `http://${host.includes(':') ? `[${host}]` : host}:${listening}/metrics`,
-          close: () => new Promise<void>((done, fail) => server.close((error) => (error === undefined ? done() : fail(error)))),
+          close: () =>
+            new Promise<void>((done, fail) => server.close((error) => (error === undefined ? done() : fail(error)))),
         });
       });
     });

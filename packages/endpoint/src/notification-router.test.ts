@@ -36,7 +36,10 @@ describe('NotificationRouter', () => {
     removeOther();
     sender.sendNotification(peer, 'other:2');
     sender.sendNotification(peer, 'pin:2');
-    await vi.waitFor(() => expect(pins).toEqual([`${sender.name} pin:1`, `${sender.name} pin:2`]), { timeout: 20_000, interval: 5 });
+    await vi.waitFor(() => expect(pins).toEqual([`${sender.name} pin:1`, `${sender.name} pin:2`]), {
+      timeout: 20_000,
+      interval: 5,
+    });
     expect(router.unclaimedNotifications).toBe(1);
     await receiver.close();
     await router.stopped();

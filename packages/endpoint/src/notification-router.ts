@@ -35,7 +35,10 @@ export class NotificationRouter {
    */
   start(agent: Pick<Agent, 'notifications' | 'peerEvents'>): void {
     if (this.#running !== undefined) return;
-    this.#running = Promise.all([this.#consume(agent.notifications()), this.#consumePeerEvents(agent.peerEvents())]).then(() => undefined);
+    this.#running = Promise.all([
+      this.#consume(agent.notifications()),
+      this.#consumePeerEvents(agent.peerEvents()),
+    ]).then(() => undefined);
   }
 
   /** Resolves once both loops ended (after the agent closed); at once when never started. */

@@ -24,7 +24,10 @@ export function remoteRegionIds(peer: Peer, part: RankPart, noRegion: (why: stri
   const advertised = peer.regions();
   return part.banks.map((bank, index) => {
     const region = advertised.find((candidate) => candidate.address === BigInt(bank.address));
-    if (region === undefined) throw noRegion(`${part.workerId} ${describeRank({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank })} advertises no region for its bank ${index}`);
+    if (region === undefined)
+      throw noRegion(
+        `${part.workerId} ${describeRank({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank })} advertises no region for its bank ${index}`,
+      );
     return region.id;
   });
 }

@@ -14,13 +14,36 @@ const sourceIdentity = { workerId: 'src', incarnation: 'inc-1', epoch: 1, rank: 
 
 /** A source rank serving pins from a block pool and a reader pinning on it, on two loopback agents; each side's messages are handed over one at a time. */
 async function pair(heartbeat?: HeartbeatOptions) {
-  const { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock } = await loopbackPins('pin-client', agents, heartbeat);
-  const server = new PinServer({ agent: sourceAgent, adapter: pool, source: sourceIdentity, resolvePeer: () => Promise.resolve(readerPeer), checksums: (_request, blocks) => blocks.map((block) => block * 7), leaseMs: 900, clock });
-  const client = new PinClient({ agent: readerAgent, reader: { workerId: 'dst', incarnation: 'r-1', rank: { tpRank: 0, ppRank: 0 } }, answerTimeoutMs: 500, clock });
+  const { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock } = await loopbackPins(
+    'pin-client',
+    agents,
+    heartbeat,
+  );
+  const server = new PinServer({
+    agent: sourceAgent,
+    adapter: pool,
+    source: sourceIdentity,
+    resolvePeer: () => Promise.resolve(readerPeer),
+    checksums: (_request, blocks) => blocks.map((block) => block * 7),
+    leaseMs: 900,
+    clock,
+  });
+  const client = new PinClient({
+    agent: readerAgent,
+    reader: { workerId: 'dst', incarnation: 'r-1', rank: { tpRank: 0, ppRank: 0 } },
+    answerTimeoutMs: 500,
+    clock,
+  });
   const toSource = async () => expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
   const toReader = async () => expect(client.receive(await readerAgent.nextNotification())).toBe(true);
   const pin = async (hashes: bigint[]) => {
-    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.from(hashes), wantsChecksums: true });
+    const pinning = client.pin({
+      peer: sourcePeer,
+      source: sourceIdentity,
+      start: 0,
+      hashes: BigUint64Array.from(hashes),
+      wantsChecksums: true,
+    });
     await toSource();
     await toReader();
     return pinning;
@@ -32,7 +55,13 @@ describe('PinClient', () => {
   it('pins the held prefix, renews it on its clock past the lease, and releases it with an acknowledgement', async () => {
     const { pool, clock, client, server, toSource, toReader, pin } = await pair();
     const held = await pin([10n, 11n, 99n]);
-    expect(held).toMatchObject({ pinId: 'pin-1', source: sourceIdentity, positions: { start: 0, count: 2 }, sourceBlocks: Uint32Array.of(0, 1), checksums: Uint32Array.of(0, 7) });
+    expect(held).toMatchObject({
+      pinId: 'pin-1',
+      source: sourceIdentity,
+      positions: { start: 0, count: 2 },
+      sourceBlocks: Uint32Array.of(0, 1),
+      checksums: Uint32Array.of(0, 7),
+    });
     for (let round = 0; round < 4; round++) {
       clock.advance(300);
       await toSource();
@@ -59,7 +88,13 @@ describe('PinClient', () => {
 
   it('rejects with a timeout naming the source rank when the source does not answer', async () => {
     const { client, clock, sourcePeer } = await pair();
-    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    const pinning = client.pin({
+      peer: sourcePeer,
+      source: sourceIdentity,
+      start: 0,
+      hashes: BigUint64Array.of(10n),
+      wantsChecksums: false,
+    });
     clock.advance(500);
     await expect(pinning).rejects.toThrow(PinTimeoutError);
     await expect(pinning).rejects.toThrow('source rank tp 1 pp 0 did not answer the pin within 500 ms');
@@ -67,7 +102,13 @@ describe('PinClient', () => {
 
   it('gives back a grant that arrives after its request timed out', async () => {
     const { client, clock, sourcePeer, pool, toSource, toReader } = await pair();
-    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    const pinning = client.pin({
+      peer: sourcePeer,
+      source: sourceIdentity,
+      start: 0,
+      hashes: BigUint64Array.of(10n),
+      wantsChecksums: false,
+    });
     clock.advance(500);
     await expect(pinning).rejects.toThrow(PinTimeoutError);
     await toSource();
@@ -92,7 +133,10 @@ describe('PinClient', () => {
     controller.abort();
     await server.waitForReaders({ deadlineAt: 0, timeoutMs: 0, signal: controller.signal });
     await toReader();
-    expect(await held.lost).toEqual({ reason: 'shutting-down', detail: 'pin pin-1 on source rank tp 1 pp 0 of src: revoked by the source (shutting-down)' });
+    expect(await held.lost).toEqual({
+      reason: 'shutting-down',
+      detail: 'pin pin-1 on source rank tp 1 pp 0 of src: revoked by the source (shutting-down)',
+    });
   });
 
   it('settles lost when no renewal is confirmed within the lease', async () => {
@@ -111,7 +155,10 @@ describe('PinClient', () => {
     while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     sourceAgent.faults.stallProgress(true);
     client.peerEvent(await readerAgent.nextPeerEvent());
-    expect(await held.lost).toMatchObject({ reason: 'source-unresponsive', detail: expect.stringContaining(`its agent ${sourceAgent.name} answered nothing`) });
+    expect(await held.lost).toMatchObject({
+      reason: 'source-unresponsive',
+      detail: expect.stringContaining(`its agent ${sourceAgent.name} answered nothing`),
+    });
     expect(client.heldPins).toBe(0);
     sourceAgent.faults.stallProgress(false);
   });
@@ -132,20 +179,45 @@ describe('PinClient', () => {
   });
 
   it('ends a pin request at once when the heartbeat reports its source unresponsive before it answers, and fails later pins at once until it answers again', async () => {
-    const { client, clock, readerAgent, sourceAgent, sourcePeer, pool, toSource, toReader, pin } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
-    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    const { client, clock, readerAgent, sourceAgent, sourcePeer, pool, toSource, toReader, pin } = await pair({
+      heartbeatIntervalMs: 50,
+      heartbeatMisses: 10,
+    });
+    const pinning = client.pin({
+      peer: sourcePeer,
+      source: sourceIdentity,
+      start: 0,
+      hashes: BigUint64Array.of(10n),
+      wantsChecksums: false,
+    });
     // The pending request has the source probed; it is judged only once it has answered a probe.
     while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     sourceAgent.faults.stallProgress(true);
     client.peerEvent(await readerAgent.nextPeerEvent());
     const error = await pinning.catch((rejection: unknown) => rejection);
     expect(error).toBeInstanceOf(SourceUnresponsiveError);
-    expect(error).toMatchObject({ code: 'SOURCE_UNRESPONSIVE', reason: 'source-unresponsive', operation: 'pin', sourceRank: sourceIdentity.rank, peerName: sourceAgent.name });
-    expect((error as Error).message).toContain(`source rank tp 1 pp 0 stopped answering before it answered the pin: its agent ${sourceAgent.name} answered no heartbeat for`);
+    expect(error).toMatchObject({
+      code: 'SOURCE_UNRESPONSIVE',
+      reason: 'source-unresponsive',
+      operation: 'pin',
+      sourceRank: sourceIdentity.rank,
+      peerName: sourceAgent.name,
+    });
+    expect((error as Error).message).toContain(
+      `source rank tp 1 pp 0 stopped answering before it answered the pin: its agent ${sourceAgent.name} answered no heartbeat for`,
+    );
     // Not by the answer timeout: the client's clock never moved.
     expect(clock.now()).toBe(0);
     const sent = readerAgent.counters().notificationsSent;
-    await expect(client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false })).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE' });
+    await expect(
+      client.pin({
+        peer: sourcePeer,
+        source: sourceIdentity,
+        start: 0,
+        hashes: BigUint64Array.of(10n),
+        wantsChecksums: false,
+      }),
+    ).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE' });
     expect(readerAgent.counters().notificationsSent).toBe(sent);
 
     sourceAgent.faults.stallProgress(false);
@@ -163,26 +235,47 @@ describe('PinClient', () => {
   });
 
   it('ends a pin request at once when its source closes before it answers', async () => {
-    const { client, clock, readerAgent, sourceAgent, sourcePeer } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
-    const pinning = client.pin({ peer: sourcePeer, source: sourceIdentity, start: 0, hashes: BigUint64Array.of(10n), wantsChecksums: false });
+    const { client, clock, readerAgent, sourceAgent, sourcePeer } = await pair({
+      heartbeatIntervalMs: 50,
+      heartbeatMisses: 10,
+    });
+    const pinning = client.pin({
+      peer: sourcePeer,
+      source: sourceIdentity,
+      start: 0,
+      hashes: BigUint64Array.of(10n),
+      wantsChecksums: false,
+    });
     while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     await sourceAgent.close();
     const event = await readerAgent.nextPeerEvent();
     expect(event).toMatchObject({ type: 'peer-unresponsive', peerName: sourceAgent.name });
     client.peerEvent(event);
-    await expect(pinning).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE', reason: 'source-unresponsive', operation: 'pin', peerName: sourceAgent.name });
+    await expect(pinning).rejects.toMatchObject({
+      code: 'SOURCE_UNRESPONSIVE',
+      reason: 'source-unresponsive',
+      operation: 'pin',
+      peerName: sourceAgent.name,
+    });
     expect(clock.now()).toBe(0);
     expect(client.heldPins).toBe(0);
   });
 
   it('ends a release at once when the heartbeat reports its source unresponsive before it acknowledges', async () => {
-    const { client, clock, readerAgent, sourceAgent, pin } = await pair({ heartbeatIntervalMs: 50, heartbeatMisses: 10 });
+    const { client, clock, readerAgent, sourceAgent, pin } = await pair({
+      heartbeatIntervalMs: 50,
+      heartbeatMisses: 10,
+    });
     const held = await pin([10n]);
     while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     const releasing = held.release();
     sourceAgent.faults.stallProgress(true);
     client.peerEvent(await readerAgent.nextPeerEvent());
-    await expect(releasing).rejects.toMatchObject({ code: 'SOURCE_UNRESPONSIVE', operation: 'release', peerName: sourceAgent.name });
+    await expect(releasing).rejects.toMatchObject({
+      code: 'SOURCE_UNRESPONSIVE',
+      operation: 'release',
+      peerName: sourceAgent.name,
+    });
     expect(clock.now()).toBe(0);
     expect(client.heldPins).toBe(0);
     sourceAgent.faults.stallProgress(false);

@@ -5,7 +5,13 @@ import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, systemClock } from '@kvreuse/drain';
 import type { Agent, Notification, Peer, PeerEvent } from '@kvreuse/native-bindings';
 import { type Deferred, deferred } from './deferred.js';
-import { describeRank, EndpointOptionError, PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
+import {
+  describeRank,
+  EndpointOptionError,
+  PinRefusedError,
+  PinTimeoutError,
+  SourceUnresponsiveError,
+} from './errors.js';
 import { encodePinMessage, type PinGrantMessage, type PinMessage, safeParsePinMessage } from './pin-messages.js';
 import type { HeldPin, PinLoss, PinLossReason } from './pins.js';
 
@@ -70,7 +76,10 @@ class ClientPin implements HeldPin {
 
   lose(reason: PinLossReason, why: string): void {
     if (this.ended) return;
-    this.#loss.resolve({ reason, detail: `pin ${this.pinId} on source rank ${describeRank(this.source.rank)} of ${this.source.workerId}: ${why}` });
+    this.#loss.resolve({
+      reason,
+      detail: `pin ${this.pinId} on source rank ${describeRank(this.source.rank)} of ${this.source.workerId}: ${why}`,
+    });
     this.#client.forget(this);
   }
 
@@ -124,12 +133,26 @@ export class PinClient {
     }
     const pinId = `pin-${++this.#sequence}`;
     const { reader } = this.#options;
-    const message: PinMessage = { kind: 'request', pinId, reader, source: { incarnation: request.source.incarnation, epoch: request.source.epoch }, start: request.start, hashes: request.hashes, wantsChecksums: request.wantsChecksums };
+    const message: PinMessage = {
+      kind: 'request',
+      pinId,
+      reader,
+      source: { incarnation: request.source.incarnation, epoch: request.source.epoch },
+      start: request.start,
+      hashes: request.hashes,
+      wantsChecksums: request.wantsChecksums,
+    };
     const outcome = await this.#exchange(request.peer, message, pinAnswers);
     if (!('answer' in outcome)) {
       this.#abandoned.set(pinId, request.peer);
       this.#unwatchIfUnused(request.peer);
-      if ('unresponsive' in outcome) throw new SourceUnresponsiveError('pin', request.source.rank, outcome.unresponsive.peerName, outcome.unresponsive.silentMs);
+      if ('unresponsive' in outcome)
+        throw new SourceUnresponsiveError(
+          'pin',
+          request.source.rank,
+          outcome.unresponsive.peerName,
+          outcome.unresponsive.silentMs,
+        );
       throw new PinTimeoutError('pin', request.source.rank, this.#options.answerTimeoutMs);
     }
     const { answer } = outcome;
@@ -160,14 +183,19 @@ export class PinClient {
     const abandoned = this.#abandoned.get(message.pinId);
     if (abandoned !== undefined) {
       this.#abandoned.delete(message.pinId);
-      if (message.kind === 'grant') this.#options.agent.sendNotification(abandoned, encodePinMessage({ kind: 'release', pinId: message.pinId }));
+      if (message.kind === 'grant')
+        this.#options.agent.sendNotification(abandoned, encodePinMessage({ kind: 'release', pinId: message.pinId }));
       return true;
     }
     const pin = this.#pins.get(message.pinId);
     if (pin === undefined) return true;
     if (message.kind === 'renewed') pin.lastConfirmedAt = this.#clock.now();
     else if (message.kind === 'revoke') pin.lose(message.reason, `revoked by the source (${message.reason})`);
-    else if (message.kind === 'refuse') pin.lose(message.reason === 'evicted' ? 'evicted' : 'lease-lapsed', `the source refused its renewal (${message.reason})`);
+    else if (message.kind === 'refuse')
+      pin.lose(
+        message.reason === 'evicted' ? 'evicted' : 'lease-lapsed',
+        `the source refused its renewal (${message.reason})`,
+      );
     return true;
   }
 
@@ -185,7 +213,11 @@ export class PinClient {
       if (waiter.peer === event.peer) waiter.settle({ unresponsive: event });
     }
     for (const pin of [...this.#pins.values()]) {
-      if (pin.peer === event.peer) pin.lose('source-unresponsive', `its agent ${event.peerName} answered nothing for ${Math.round(event.silentMs)} ms`);
+      if (pin.peer === event.peer)
+        pin.lose(
+          'source-unresponsive',
+          `its agent ${event.peerName} answered nothing for ${Math.round(event.silentMs)} ms`,
+        );
     }
   }
 
@@ -195,7 +227,13 @@ export class PinClient {
     this.forget(pin);
     const outcome = await this.#exchange(pin.peer, { kind: 'release', pinId: pin.pinId }, releaseAnswers);
     this.#unwatchIfUnused(pin.peer);
-    if ('unresponsive' in outcome) throw new SourceUnresponsiveError('release', pin.source.rank, outcome.unresponsive.peerName, outcome.unresponsive.silentMs);
+    if ('unresponsive' in outcome)
+      throw new SourceUnresponsiveError(
+        'release',
+        pin.source.rank,
+        outcome.unresponsive.peerName,
+        outcome.unresponsive.silentMs,
+      );
     if ('timedOut' in outcome) throw new PinTimeoutError('release', pin.source.rank, this.#options.answerTimeoutMs);
   }
 
@@ -215,7 +253,11 @@ export class PinClient {
       return;
     }
     if (this.#unresponsive.has(peer)) return;
-    if ([...this.#pins.values()].some((pin) => pin.peer === peer) || [...this.#waiters.values()].some((waiter) => waiter.peer === peer)) return;
+    if (
+      [...this.#pins.values()].some((pin) => pin.peer === peer) ||
+      [...this.#waiters.values()].some((waiter) => waiter.peer === peer)
+    )
+      return;
     peer.unwatch();
   }
 
@@ -248,19 +290,22 @@ export class PinClient {
   }
 
   #scheduleRenewal(pin: ClientPin): void {
-    pin.renewTimer = this.#clock.setTimer(() => {
-      if (pin.ended) return;
-      if (this.#clock.now() - pin.lastConfirmedAt >= pin.leaseMs) {
-        pin.lose('lease-lapsed', `no renewal was confirmed within its ${pin.leaseMs} ms lease`);
-        return;
-      }
-      try {
-        this.#options.agent.sendNotification(pin.peer, encodePinMessage({ kind: 'renew', pinId: pin.pinId }));
-      } catch {
-        pin.lose('source-disconnected', 'its renewal could not be sent');
-        return;
-      }
-      this.#scheduleRenewal(pin);
-    }, Math.max(1, Math.floor(pin.leaseMs / 3)));
+    pin.renewTimer = this.#clock.setTimer(
+      () => {
+        if (pin.ended) return;
+        if (this.#clock.now() - pin.lastConfirmedAt >= pin.leaseMs) {
+          pin.lose('lease-lapsed', `no renewal was confirmed within its ${pin.leaseMs} ms lease`);
+          return;
+        }
+        try {
+          this.#options.agent.sendNotification(pin.peer, encodePinMessage({ kind: 'renew', pinId: pin.pinId }));
+        } catch {
+          pin.lose('source-disconnected', 'its renewal could not be sent');
+          return;
+        }
+        this.#scheduleRenewal(pin);
+      },
+      Math.max(1, Math.floor(pin.leaseMs / 3)),
+    );
   }
 }

@@ -20,18 +20,35 @@ const message: fc.Arbitrary<PinMessage> = fc.oneof(
   fc.record({
     kind: fc.constant('request' as const),
     pinId: name,
-    reader: fc.record({ workerId: name, incarnation: name, rank: fc.record({ tpRank: fc.nat({ max: 0xffff }), ppRank: fc.nat({ max: 0xffff }) }) }),
+    reader: fc.record({
+      workerId: name,
+      incarnation: name,
+      rank: fc.record({ tpRank: fc.nat({ max: 0xffff }), ppRank: fc.nat({ max: 0xffff }) }),
+    }),
     source: fc.record({ incarnation: name, epoch: u32 }),
     start: u32,
-    hashes: fc.array(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), { maxLength: maxPinBlocks }).map((hashes) => BigUint64Array.from(hashes)),
+    hashes: fc
+      .array(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), { maxLength: maxPinBlocks })
+      .map((hashes) => BigUint64Array.from(hashes)),
     wantsChecksums: fc.boolean(),
   }),
   fc.tuple(name, blocks, fc.boolean(), u32).chain(([pinId, count, withChecksums, leaseMs]) =>
-    fc.tuple(fc.array(u32, { minLength: count, maxLength: count }), fc.array(u32, { minLength: count, maxLength: count })).map(([sourceBlocks, checksums]) =>
-      withChecksums
-        ? { kind: 'grant' as const, pinId, sourceBlocks: Uint32Array.from(sourceBlocks), checksums: Uint32Array.from(checksums), leaseMs }
-        : { kind: 'grant' as const, pinId, sourceBlocks: Uint32Array.from(sourceBlocks), leaseMs },
-    ),
+    fc
+      .tuple(
+        fc.array(u32, { minLength: count, maxLength: count }),
+        fc.array(u32, { minLength: count, maxLength: count }),
+      )
+      .map(([sourceBlocks, checksums]) =>
+        withChecksums
+          ? {
+              kind: 'grant' as const,
+              pinId,
+              sourceBlocks: Uint32Array.from(sourceBlocks),
+              checksums: Uint32Array.from(checksums),
+              leaseMs,
+            }
+          : { kind: 'grant' as const, pinId, sourceBlocks: Uint32Array.from(sourceBlocks), leaseMs },
+      ),
   ),
   fc.record({ kind: fc.constant('refuse' as const), pinId: name, reason: fc.constantFrom(...pinRefusalReasons) }),
   fc.record({ kind: fc.constant('revoke' as const), pinId: name, reason: fc.constantFrom(...pinRevocationReasons) }),
@@ -72,11 +89,15 @@ describe('pin messages', () => {
 
   it('mutated or random bytes never throw anything but the typed error', () => {
     fc.assert(
-      fc.property(message, fc.array(fc.tuple(fc.nat(), fc.nat({ max: 255 })), { minLength: 1, maxLength: 8 }), (original, mutations) => {
-        const bytes = encodePinMessage(original).slice();
-        for (const [at, value] of mutations) bytes[at % bytes.length] = value;
-        parseOnlyFailsTyped(bytes);
-      }),
+      fc.property(
+        message,
+        fc.array(fc.tuple(fc.nat(), fc.nat({ max: 255 })), { minLength: 1, maxLength: 8 }),
+        (original, mutations) => {
+          const bytes = encodePinMessage(original).slice();
+          for (const [at, value] of mutations) bytes[at % bytes.length] = value;
+          parseOnlyFailsTyped(bytes);
+        },
+      ),
     );
     fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), parseOnlyFailsTyped));
   });
@@ -84,8 +105,12 @@ describe('pin messages', () => {
   it('names the wrong magic, version, kind and trailing bytes', () => {
     const bytes = encodePinMessage({ kind: 'release', pinId: 'p1' });
     expect(() => parsePinMessage(Uint8Array.of(0, 0, ...bytes.subarray(2)))).toThrow('magic is 0x0, not a pin message');
-    expect(() => parsePinMessage(Uint8Array.of(...bytes.subarray(0, 2), 9, ...bytes.subarray(3)))).toThrow('version 9 is not the version 1');
-    expect(() => parsePinMessage(Uint8Array.of(...bytes.subarray(0, 3), 42, ...bytes.subarray(4)))).toThrow('kind 42 is not one of 8 known codes');
+    expect(() => parsePinMessage(Uint8Array.of(...bytes.subarray(0, 2), 9, ...bytes.subarray(3)))).toThrow(
+      'version 9 is not the version 1',
+    );
+    expect(() => parsePinMessage(Uint8Array.of(...bytes.subarray(0, 3), 42, ...bytes.subarray(4)))).toThrow(
+      'kind 42 is not one of 8 known codes',
+    );
     expect(() => parsePinMessage(Uint8Array.of(...bytes, 0))).toThrow('1 bytes after the release message');
   });
 
@@ -101,11 +126,21 @@ describe('pin messages', () => {
     };
     expect(() => encodePinMessage(request)).toThrow(PinTooLargeError);
     expect(() => encodePinMessage(request)).toThrow(`at most ${maxPinBlocks} blocks per pin`);
-    expect(() => encodePinMessage({ kind: 'grant', pinId: 'p', sourceBlocks: new Uint32Array(maxPinBlocks + 1), leaseMs: 1 })).toThrow(PinTooLargeError);
+    expect(() =>
+      encodePinMessage({ kind: 'grant', pinId: 'p', sourceBlocks: new Uint32Array(maxPinBlocks + 1), leaseMs: 1 }),
+    ).toThrow(PinTooLargeError);
   });
 
   it('refuses to encode a name that does not fit or checksums that do not match the blocks', () => {
     expect(() => encodePinMessage({ kind: 'renew', pinId: 'x'.repeat(65) })).toThrow(EndpointOptionError);
-    expect(() => encodePinMessage({ kind: 'grant', pinId: 'p', sourceBlocks: new Uint32Array(2), checksums: new Uint32Array(1), leaseMs: 1 })).toThrow('one per granted block (2)');
+    expect(() =>
+      encodePinMessage({
+        kind: 'grant',
+        pinId: 'p',
+        sourceBlocks: new Uint32Array(2),
+        checksums: new Uint32Array(1),
+        leaseMs: 1,
+      }),
+    ).toThrow('one per granted block (2)');
   });
 });

@@ -8,7 +8,15 @@ export const maxPinMessageBytes = 4096;
 /** The longest pin id, worker id or incarnation a message carries, in UTF-8 bytes. */
 export const maxPinNameBytes = 64;
 
-export const pinRefusalReasons = ['evicted', 'hash-mismatch', 'shutting-down', 'stale-epoch', 'stale-incarnation', 'too-large', 'unknown-pin'] as const;
+export const pinRefusalReasons = [
+  'evicted',
+  'hash-mismatch',
+  'shutting-down',
+  'stale-epoch',
+  'stale-incarnation',
+  'too-large',
+  'unknown-pin',
+] as const;
 export type PinRefusalReason = (typeof pinRefusalReasons)[number];
 export const pinRevocationReasons = ['evicted', 'shutting-down'] as const;
 export type PinRevocationReason = (typeof pinRevocationReasons)[number];
@@ -52,10 +60,20 @@ export interface PinIdOnlyMessage {
   readonly kind: 'renew' | 'release' | 'released';
   readonly pinId: string;
 }
-export type PinMessage = PinRequestMessage | PinGrantMessage | PinRefuseMessage | PinRenewedMessage | PinRevokeMessage | PinIdOnlyMessage;
+export type PinMessage =
+  PinRequestMessage | PinGrantMessage | PinRefuseMessage | PinRenewedMessage | PinRevokeMessage | PinIdOnlyMessage;
 export type PinMessageKind = PinMessage['kind'];
 
-const kinds: readonly PinMessageKind[] = ['request', 'grant', 'refuse', 'renew', 'renewed', 'release', 'released', 'revoke'];
+const kinds: readonly PinMessageKind[] = [
+  'request',
+  'grant',
+  'refuse',
+  'renew',
+  'renewed',
+  'release',
+  'released',
+  'revoke',
+];
 const MAGIC = 0x4b50; // "KP"
 const HEADER_BYTES = 4;
 /** A request with every name at its longest, before its hashes. */
@@ -88,7 +106,8 @@ class Writer {
   }
   name(field: string, value: string): void {
     const encoded = encoder.encode(value);
-    if (encoded.length === 0 || encoded.length > maxPinNameBytes) throw new EndpointOptionError(field, value, `1 to ${maxPinNameBytes} UTF-8 bytes`);
+    if (encoded.length === 0 || encoded.length > maxPinNameBytes)
+      throw new EndpointOptionError(field, value, `1 to ${maxPinNameBytes} UTF-8 bytes`);
     this.u8(encoded.length);
     this.bytes.set(encoded, this.offset);
     this.offset += encoded.length;
@@ -102,7 +121,10 @@ class Reader {
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
   #take(count: number, what: string): number {
-    if (this.offset + count > this.bytes.length) throw new PinMessageError(`truncated: ${what} needs ${count} bytes at offset ${this.offset} of ${this.bytes.length}`);
+    if (this.offset + count > this.bytes.length)
+      throw new PinMessageError(
+        `truncated: ${what} needs ${count} bytes at offset ${this.offset} of ${this.bytes.length}`,
+      );
     const at = this.offset;
     this.offset += count;
     return at;
@@ -123,7 +145,8 @@ class Reader {
   }
   name(what: string): string {
     const length = this.u8(`${what} length`);
-    if (length === 0 || length > maxPinNameBytes) throw new PinMessageError(`${what} is ${length} bytes, not 1 to ${maxPinNameBytes}`);
+    if (length === 0 || length > maxPinNameBytes)
+      throw new PinMessageError(`${what} is ${length} bytes, not 1 to ${maxPinNameBytes}`);
     const at = this.#take(length, what);
     try {
       return decoder.decode(this.bytes.subarray(at, at + length));
@@ -145,7 +168,8 @@ class Reader {
   }
   blockCount(what: string): number {
     const count = this.u16(what);
-    if (count > maxPinBlocks) throw new PinMessageError(`${what} is ${count}, more than ${maxPinBlocks} blocks per pin`);
+    if (count > maxPinBlocks)
+      throw new PinMessageError(`${what} is ${count}, more than ${maxPinBlocks} blocks per pin`);
     return count;
   }
   code<T extends string>(codes: readonly T[], what: string): T {
@@ -161,7 +185,8 @@ function checkBlockCount(count: number): void {
 }
 
 function checkWhole(field: string, value: number, max: number): void {
-  if (!Number.isSafeInteger(value) || value < 0 || value > max) throw new EndpointOptionError(field, value, `a whole number 0 to ${max}`);
+  if (!Number.isSafeInteger(value) || value < 0 || value > max)
+    throw new EndpointOptionError(field, value, `a whole number 0 to ${max}`);
 }
 
 /** The message's bytes. Throws PinTooLargeError for a pin of more than `maxPinBlocks` blocks. */
@@ -193,7 +218,11 @@ export function encodePinMessage(message: PinMessage): Uint8Array {
       checkBlockCount(message.sourceBlocks.length);
       checkWhole('leaseMs', message.leaseMs, 0xffffffff);
       if (message.checksums !== undefined && message.checksums.length !== message.sourceBlocks.length) {
-        throw new EndpointOptionError('checksums', message.checksums.length, `one per granted block (${message.sourceBlocks.length})`);
+        throw new EndpointOptionError(
+          'checksums',
+          message.checksums.length,
+          `one per granted block (${message.sourceBlocks.length})`,
+        );
       }
       writer.u16(message.sourceBlocks.length);
       writer.u8(message.checksums === undefined ? 0 : 1);
@@ -223,7 +252,8 @@ export function parsePinMessage(bytes: Uint8Array): PinMessage {
   const magic = reader.u16('magic');
   if (magic !== MAGIC) throw new PinMessageError(`magic is 0x${magic.toString(16)}, not a pin message`);
   const version = reader.u8('version');
-  if (version !== pinMessageVersion) throw new PinMessageError(`version ${version} is not the version ${pinMessageVersion} this build reads`);
+  if (version !== pinMessageVersion)
+    throw new PinMessageError(`version ${version} is not the version ${pinMessageVersion} this build reads`);
   const kind = reader.code(kinds, 'kind');
   const pinId = reader.name('pinId');
   let message: PinMessage;
@@ -236,7 +266,15 @@ export function parsePinMessage(bytes: Uint8Array): PinMessage {
       const start = reader.u32('start');
       const count = reader.blockCount('block count');
       const wantsChecksums = reader.flag('wants checksums');
-      message = { kind, pinId, reader: { workerId, incarnation, rank }, source, start, hashes: reader.u64s(count, 'hashes'), wantsChecksums };
+      message = {
+        kind,
+        pinId,
+        reader: { workerId, incarnation, rank },
+        source,
+        start,
+        hashes: reader.u64s(count, 'hashes'),
+        wantsChecksums,
+      };
       break;
     }
     case 'grant': {
@@ -244,7 +282,9 @@ export function parsePinMessage(bytes: Uint8Array): PinMessage {
       const hasChecksums = reader.flag('has checksums');
       const leaseMs = reader.u32('leaseMs');
       const sourceBlocks = reader.u32s(count, 'source blocks');
-      message = hasChecksums ? { kind, pinId, sourceBlocks, checksums: reader.u32s(count, 'checksums'), leaseMs } : { kind, pinId, sourceBlocks, leaseMs };
+      message = hasChecksums
+        ? { kind, pinId, sourceBlocks, checksums: reader.u32s(count, 'checksums'), leaseMs }
+        : { kind, pinId, sourceBlocks, leaseMs };
       break;
     }
     case 'refuse':
@@ -259,11 +299,13 @@ export function parsePinMessage(bytes: Uint8Array): PinMessage {
     default:
       message = { kind, pinId };
   }
-  if (reader.offset !== bytes.length) throw new PinMessageError(`${bytes.length - reader.offset} bytes after the ${kind} message`);
+  if (reader.offset !== bytes.length)
+    throw new PinMessageError(`${bytes.length - reader.offset} bytes after the ${kind} message`);
   return message;
 }
 
-export type SafeParsedPinMessage = { readonly success: true; readonly data: PinMessage } | { readonly success: false; readonly error: PinMessageError };
+export type SafeParsedPinMessage =
+  { readonly success: true; readonly data: PinMessage } | { readonly success: false; readonly error: PinMessageError };
 
 /** `parsePinMessage` that returns its typed error instead of throwing it. */
 export function safeParsePinMessage(bytes: Uint8Array): SafeParsedPinMessage {

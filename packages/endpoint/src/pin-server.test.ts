@@ -18,7 +18,8 @@ async function setup(options: Partial<PinServerOptions> = {}) {
     agent: sourceAgent,
     adapter: pool,
     source,
-    resolvePeer: (name) => (name === readerAgent.name ? Promise.resolve(readerPeer) : Promise.reject(new Error(`no peer ${name}`))),
+    resolvePeer: (name) =>
+      name === readerAgent.name ? Promise.resolve(readerPeer) : Promise.reject(new Error(`no peer ${name}`)),
     checksums: (_request, blocks) => blocks.map((block) => block + 1000),
     leaseMs: 1000,
     clock,
@@ -54,7 +55,13 @@ describe('PinServer', () => {
   it('grants the longest prefix it holds, with checksums, and pins those blocks until released', async () => {
     const { exchange, pool } = await setup();
     const grant = await exchange(request('p1', [10n, 11n, 99n, 12n]));
-    expect(grant).toEqual({ kind: 'grant', pinId: 'p1', sourceBlocks: Uint32Array.of(0, 1), checksums: Uint32Array.of(1000, 1001), leaseMs: 1000 });
+    expect(grant).toEqual({
+      kind: 'grant',
+      pinId: 'p1',
+      sourceBlocks: Uint32Array.of(0, 1),
+      checksums: Uint32Array.of(1000, 1001),
+      leaseMs: 1000,
+    });
     expect(pool.pinsOn(0)).toBe(1);
     expect(await exchange({ kind: 'release', pinId: 'p1' })).toEqual({ kind: 'released', pinId: 'p1' });
     expect(pool.pinsOn(0)).toBe(0);
@@ -63,14 +70,23 @@ describe('PinServer', () => {
 
   it('grants without checksums when the reader wants none', async () => {
     const { exchange } = await setup();
-    expect(await exchange(request('p1', [10n], { wantsChecksums: false }))).toEqual({ kind: 'grant', pinId: 'p1', sourceBlocks: Uint32Array.of(0), leaseMs: 1000 });
+    expect(await exchange(request('p1', [10n], { wantsChecksums: false }))).toEqual({
+      kind: 'grant',
+      pinId: 'p1',
+      sourceBlocks: Uint32Array.of(0),
+      leaseMs: 1000,
+    });
   });
 
   it('refuses blocks it does not hold, a stale incarnation or epoch, and a pin id already held', async () => {
     const { exchange } = await setup();
     expect(await exchange(request('p1', [99n]))).toEqual({ kind: 'refuse', pinId: 'p1', reason: 'evicted' });
-    expect(await exchange(request('p2', [10n], { source: { incarnation: 'inc-0', epoch: 3 } }))).toMatchObject({ reason: 'stale-incarnation' });
-    expect(await exchange(request('p3', [10n], { source: { incarnation: 'inc-1', epoch: 2 } }))).toMatchObject({ reason: 'stale-epoch' });
+    expect(await exchange(request('p2', [10n], { source: { incarnation: 'inc-0', epoch: 3 } }))).toMatchObject({
+      reason: 'stale-incarnation',
+    });
+    expect(await exchange(request('p3', [10n], { source: { incarnation: 'inc-1', epoch: 2 } }))).toMatchObject({
+      reason: 'stale-epoch',
+    });
     await exchange(request('p4', [10n]));
     expect(await exchange(request('p4', [10n]))).toMatchObject({ kind: 'refuse', reason: 'unknown-pin' });
   });
@@ -84,7 +100,11 @@ describe('PinServer', () => {
     clock.advance(600);
     expect(pool.pinsOn(0)).toBe(1);
     expect(pool.pinsOn(1)).toBe(0);
-    expect(await exchange({ kind: 'renew', pinId: 'lapses' })).toEqual({ kind: 'refuse', pinId: 'lapses', reason: 'unknown-pin' });
+    expect(await exchange({ kind: 'renew', pinId: 'lapses' })).toEqual({
+      kind: 'refuse',
+      pinId: 'lapses',
+      reason: 'unknown-pin',
+    });
   });
 
   it('refuses new pins once asked, and waits for readers reporting each pin and how it ended', async () => {
@@ -114,8 +134,17 @@ describe('PinServer', () => {
     const waiting = server.waitForReaders(readerWait(5000, controller));
     controller.abort();
     const outcome = await waiting;
-    expect(outcome).toMatchObject({ released: 0, lapsed: 0, outstanding: 1, pins: [{ pinId: 'held', blocks: 2, ended: 'revoked' }] });
-    expect(parsePinMessage((await readerAgent.nextNotification()).data)).toEqual({ kind: 'revoke', pinId: 'held', reason: 'shutting-down' });
+    expect(outcome).toMatchObject({
+      released: 0,
+      lapsed: 0,
+      outstanding: 1,
+      pins: [{ pinId: 'held', blocks: 2, ended: 'revoked' }],
+    });
+    expect(parsePinMessage((await readerAgent.nextNotification()).data)).toEqual({
+      kind: 'revoke',
+      pinId: 'held',
+      reason: 'shutting-down',
+    });
     expect(pool.pinsOn(0)).toBe(0);
     expect(server.heldPins).toBe(0);
   });
@@ -131,7 +160,9 @@ describe('PinServer', () => {
 
   it('counts an answer it cannot send and keeps serving', async () => {
     const { server, sourceAgent } = await setup();
-    expect(await server.receive({ sender: 'nobody', data: Buffer.from(encodePinMessage(request('p', [10n]))) })).toBe(true);
+    expect(await server.receive({ sender: 'nobody', data: Buffer.from(encodePinMessage(request('p', [10n]))) })).toBe(
+      true,
+    );
     expect(server.unansweredMessages).toBe(1);
     expect(sourceAgent.pollNotifications()).toEqual([]);
   });

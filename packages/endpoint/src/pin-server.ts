@@ -6,7 +6,13 @@ import type { Agent, Notification, Peer } from '@kvreuse/native-bindings';
 import { type Deferred, deferred } from './deferred.js';
 import { EndpointOptionError } from './errors.js';
 import type { PinAdapter } from './pin-adapter.js';
-import { encodePinMessage, type PinMessage, type PinRefusalReason, type PinRequestMessage, safeParsePinMessage } from './pin-messages.js';
+import {
+  encodePinMessage,
+  type PinMessage,
+  type PinRefusalReason,
+  type PinRequestMessage,
+  safeParsePinMessage,
+} from './pin-messages.js';
 
 export interface PinSourceIdentity {
   readonly workerId: string;
@@ -139,7 +145,12 @@ export class PinServer {
       released: count('released'),
       lapsed: count('lapsed'),
       outstanding: count('revoked'),
-      pins: pins.map((pin) => ({ pinId: pin.pinId, readerAgent: pin.readerAgent, blocks: pin.blocks, ...(pin.ended === undefined ? {} : { ended: pin.ended }) })),
+      pins: pins.map((pin) => ({
+        pinId: pin.pinId,
+        readerAgent: pin.readerAgent,
+        blocks: pin.blocks,
+        ...(pin.ended === undefined ? {} : { ended: pin.ended }),
+      })),
     };
   }
 
@@ -151,12 +162,26 @@ export class PinServer {
     if (this.#pins.has(key)) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'unknown-pin' });
     const { blocks } = await this.#options.adapter.requestPin(key, Array.from(request.hashes));
     if (blocks.length === 0) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'evicted' });
-    const pin: HeldServedPin = { pinId: request.pinId, readerAgent: sender, adapterPinId: key, peer, blocks: blocks.length, timer: undefined, ending: deferred<PinEnd>() };
+    const pin: HeldServedPin = {
+      pinId: request.pinId,
+      readerAgent: sender,
+      adapterPinId: key,
+      peer,
+      blocks: blocks.length,
+      timer: undefined,
+      ending: deferred<PinEnd>(),
+    };
     this.#pins.set(key, pin);
     this.#extend(pin);
     const { leaseMs } = this.#options;
     const grant = request.wantsChecksums
-      ? { kind: 'grant' as const, pinId: request.pinId, sourceBlocks: blocks, checksums: this.#options.checksums(request, blocks), leaseMs }
+      ? {
+          kind: 'grant' as const,
+          pinId: request.pinId,
+          sourceBlocks: blocks,
+          checksums: this.#options.checksums(request, blocks),
+          leaseMs,
+        }
       : { kind: 'grant' as const, pinId: request.pinId, sourceBlocks: blocks, leaseMs };
     this.#send(peer, grant);
   }

@@ -3,7 +3,8 @@
 import type { RankId } from '@kvreuse/descriptors';
 
 /** Why a source took back, or stopped answering for, a pin its reader still held. */
-export type PinLossReason = 'evicted' | 'shutting-down' | 'superseded' | 'lease-lapsed' | 'source-unresponsive' | 'source-disconnected';
+export type PinLossReason =
+  'evicted' | 'shutting-down' | 'superseded' | 'lease-lapsed' | 'source-unresponsive' | 'source-disconnected';
 
 export interface PinLoss {
   readonly reason: PinLossReason;
@@ -18,7 +19,12 @@ export interface PinLoss {
  */
 export interface HeldPin {
   readonly pinId: string;
-  readonly source: { readonly workerId: string; readonly incarnation: string; readonly epoch: number; readonly rank: RankId };
+  readonly source: {
+    readonly workerId: string;
+    readonly incarnation: string;
+    readonly epoch: number;
+    readonly rank: RankId;
+  };
   /** The granted blocks: the first `count` of the requested positions, `[start, start + count)` of the prompt's chain. */
   readonly positions: { readonly start: number; readonly count: number };
   /** Per granted block, in position order: its block index in the source rank's banks (what a template post names). */
@@ -44,7 +50,11 @@ export type BeforeRelease = (pins: readonly HeldPin[]) => Promise<unknown>;
  */
 export async function releasePins(pins: readonly HeldPin[], beforeRelease: BeforeRelease | undefined): Promise<void> {
   if (pins.length > 0 && beforeRelease !== undefined) {
-    await beforeRelease(pins).catch((error: unknown) => process.emitWarning(`endpoint: beforeRelease threw; releasing the pins: ${error instanceof Error ? error.message : String(error)}`));
+    await beforeRelease(pins).catch((error: unknown) =>
+      process.emitWarning(
+        `endpoint: beforeRelease threw; releasing the pins: ${error instanceof Error ? error.message : String(error)}`,
+      ),
+    );
   }
   await Promise.allSettled(pins.map((pin) => pin.release()));
 }

@@ -24,8 +24,20 @@ describe('calibrationSample', () => {
   });
 
   it('is undefined when nothing was committed, or the time is that of a failed, cut or mismatched pull', () => {
-    expect(calibrationSample(receipt(0, [{ kind: 'pin-refused', fromBlock: 0, sourceRank, reason: 'evicted', detail: 'gone' }]))).toBeUndefined();
-    expect(calibrationSample(receipt(3, [{ kind: 'checksum-mismatch', fromBlock: 3, pair: 0, expected: 1, actual: 2 }]))).toBeUndefined();
-    expect(calibrationSample(receipt(0, [{ kind: 'operation-failed', fromBlock: 0, pair: 1, code: 'REMOTE_DISCONNECT', detail: 'peer gone' }]))).toBeUndefined();
+    expect(
+      calibrationSample(
+        receipt(0, [{ kind: 'pin-refused', fromBlock: 0, sourceRank, reason: 'evicted', detail: 'gone' }]),
+      ),
+    ).toBeUndefined();
+    expect(
+      calibrationSample(receipt(3, [{ kind: 'checksum-mismatch', fromBlock: 3, pair: 0, expected: 1, actual: 2 }])),
+    ).toBeUndefined();
+    expect(
+      calibrationSample(
+        receipt(0, [
+          { kind: 'operation-failed', fromBlock: 0, pair: 1, code: 'REMOTE_DISCONNECT', detail: 'peer gone' },
+        ]),
+      ),
+    ).toBeUndefined();
   });
 });

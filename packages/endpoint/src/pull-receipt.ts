@@ -8,16 +8,45 @@ import type { PinLossReason } from './pins.js';
 
 /** Why blocks from `fromBlock` on (positions in the requested prefix) must be recomputed. */
 export type RecomputeReason =
-  | { readonly kind: 'pin-granted-fewer'; readonly fromBlock: number; readonly sourceRank: RankId; readonly granted: number }
+  | {
+      readonly kind: 'pin-granted-fewer';
+      readonly fromBlock: number;
+      readonly sourceRank: RankId;
+      readonly granted: number;
+    }
   /**
    * `reason`: the source's refusal (`evicted`, `shutting-down`, `stale-epoch`, …), `source-unresponsive` when the
    * heartbeat found its agent unresponsive before it answered, or the error code when it did not answer (`PIN_TIMEOUT`).
    */
-  | { readonly kind: 'pin-refused'; readonly fromBlock: number; readonly sourceRank: RankId; readonly reason: string; readonly detail: string }
-  | { readonly kind: 'pin-lost'; readonly fromBlock: number; readonly sourceRank: RankId; readonly reason: PinLossReason; readonly detail: string }
+  | {
+      readonly kind: 'pin-refused';
+      readonly fromBlock: number;
+      readonly sourceRank: RankId;
+      readonly reason: string;
+      readonly detail: string;
+    }
+  | {
+      readonly kind: 'pin-lost';
+      readonly fromBlock: number;
+      readonly sourceRank: RankId;
+      readonly reason: PinLossReason;
+      readonly detail: string;
+    }
   /** `code`: the native code of a failed post or operation (`REMOTE_DISCONNECT`, …), or `OPERATION_TIMED_OUT`. */
-  | { readonly kind: 'operation-failed'; readonly fromBlock: number; readonly pair: number; readonly code: string; readonly detail: string }
-  | { readonly kind: 'checksum-mismatch'; readonly fromBlock: number; readonly pair: number; readonly expected: number; readonly actual: number };
+  | {
+      readonly kind: 'operation-failed';
+      readonly fromBlock: number;
+      readonly pair: number;
+      readonly code: string;
+      readonly detail: string;
+    }
+  | {
+      readonly kind: 'checksum-mismatch';
+      readonly fromBlock: number;
+      readonly pair: number;
+      readonly expected: number;
+      readonly actual: number;
+    };
 
 /** The router's predicted saving for this pull against what the receipt measured (the same formula as the router's `SavingReport`). */
 export interface SavingComparison {
@@ -43,7 +72,11 @@ export interface PullReceipt {
   /** Blocks whose checksums were compared on every pair (all of the prefix under `full`, none under `off`). */
   readonly checkedBlocks: number;
   /** Blocks `blocks … requested − 1`, to be recomputed, and every reason found (ordered by `fromBlock`). */
-  readonly recomputed: { readonly fromBlock: number; readonly blocks: number; readonly reasons: readonly RecomputeReason[] };
+  readonly recomputed: {
+    readonly fromBlock: number;
+    readonly blocks: number;
+    readonly reasons: readonly RecomputeReason[];
+  };
   /** The router's calibration input (`TransferCalibration.record`, `SavingReport.add`). */
   readonly calibration: TransferReceipt;
   readonly saving?: SavingComparison;
@@ -55,7 +88,9 @@ export interface PullReceipt {
  * another pull than the one counted). A pin granted fewer blocks still prices the blocks it moved.
  */
 export function calibrationSample(receipt: PullReceipt): TransferReceipt | undefined {
-  return receipt.blocks > 0 && receipt.recomputed.reasons.every((reason) => reason.kind === 'pin-granted-fewer') ? receipt.calibration : undefined;
+  return receipt.blocks > 0 && receipt.recomputed.reasons.every((reason) => reason.kind === 'pin-granted-fewer')
+    ? receipt.calibration
+    : undefined;
 }
 
 /**
@@ -66,6 +101,8 @@ export class PullShortfallError extends EndpointError {
   readonly code = 'PULL_SHORTFALL';
   constructor(readonly receipt: PullReceipt) {
     const first = receipt.recomputed.reasons[0];
-    super(`pull verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`);
+    super(
+      `pull verified ${receipt.blocks} of ${receipt.requested} blocks${first === undefined ? '' : `: ${first.kind} at block ${first.fromBlock}`}`,
+    );
   }
 }

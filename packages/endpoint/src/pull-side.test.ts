@@ -8,7 +8,16 @@ import type { RankPart } from '@kvreuse/descriptors';
 import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/discovery';
 import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { allReady, type HintSource, hintFor, openWorker, servingPair, start, testGeometry, transport } from '../test/support/endpoint-workers.js';
+import {
+  allReady,
+  type HintSource,
+  hintFor,
+  openWorker,
+  servingPair,
+  start,
+  testGeometry,
+  transport,
+} from '../test/support/endpoint-workers.js';
 import { type AgentMetadata, signedTestParts, testWorker } from '../test/workers.js';
 import { EndpointOptionError, PullRefusedError } from './errors.js';
 import { PullShortfallError } from './pull-receipt.js';
@@ -18,7 +27,12 @@ import type { HeldPin } from './pins.js';
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0, liveOperations: 0 });
+  expect(transport.counters()).toMatchObject({
+    liveRegistrations: 0,
+    liveAllocations: 0,
+    liveAgents: 0,
+    liveOperations: 0,
+  });
 });
 
 async function pair() {
@@ -36,7 +50,13 @@ async function publish(store: MemoryDiscoveryStore, parts: RankPart[]): Promise<
 /** A GPU source as discovery shows it: rank parts whose banks are `vram` (a stand-in: loopback agents register no GPU memory). */
 function publishVramSource(store: MemoryDiscoveryStore): Promise<HintSource> {
   const worker = testWorker(testGeometry, 1, 8, 'decode-gpu');
-  return publish(store, worker.ranks.map((part): RankPart => ({ ...part, banks: part.banks.map((bank) => ({ ...bank, memKind: 'vram' as const })) })));
+  return publish(
+    store,
+    worker.ranks.map((part): RankPart => ({
+      ...part,
+      banks: part.banks.map((bank) => ({ ...bank, memKind: 'vram' as const })),
+    })),
+  );
 }
 
 /** A source whose ranks are these agents (TP `agents.length`), their metadata signed with this process's secret: a pull from it gets as far as loading their peers. */
@@ -51,10 +71,23 @@ describe('ReuseEndpoint.pull', () => {
     const { decode, reader, pinsHeld, metrics } = await pair();
     const receipt = await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
     const blockBytes = 2 * 2 * 4 * 2 * 8 * 2;
-    expect(receipt).toMatchObject({ requested: 6, blocks: 6, bytes: 6 * blockBytes, bytesMoved: 6 * blockBytes, verify: 'full', checkedBlocks: 6, recomputed: { blocks: 0, reasons: [] } });
+    expect(receipt).toMatchObject({
+      requested: 6,
+      blocks: 6,
+      bytes: 6 * blockBytes,
+      bytesMoved: 6 * blockBytes,
+      verify: 'full',
+      checkedBlocks: 6,
+      recomputed: { blocks: 0, reasons: [] },
+    });
     expect(pinsHeld()).toEqual([0, 0]);
     // A second pull reuses the registered templates and pins again.
-    const again = await reader.endpoint.pull({ hint: hintFor(decode, 3), destinationBlocks: Uint32Array.of(5, 6, 7), verify: 'sampled', sampleEvery: 2 });
+    const again = await reader.endpoint.pull({
+      hint: hintFor(decode, 3),
+      destinationBlocks: Uint32Array.of(5, 6, 7),
+      verify: 'sampled',
+      sampleEvery: 2,
+    });
     expect(again).toMatchObject({ blocks: 3, checkedBlocks: 2 });
     expect(reader.endpoint.ledger.counts().posted).toBe(4);
     const text = await metrics.text();
@@ -86,7 +119,9 @@ describe('ReuseEndpoint.pull', () => {
     letGo();
     expect(await pulling).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
     const { report } = await closing;
-    expect(report.pins).toEqual([{ pinId: expect.any(String), readerAgent: reader.agent.name, blocks: 4, ended: 'released' }]);
+    expect(report.pins).toEqual([
+      { pinId: expect.any(String), readerAgent: reader.agent.name, blocks: 4, ended: 'released' },
+    ]);
     expect(report.readers).toEqual({ released: 1, lapsed: 0, outstanding: 0 });
   });
 
@@ -95,12 +130,20 @@ describe('ReuseEndpoint.pull', () => {
     const { decode, reader } = await servingPair(cleanups, { calibration });
     expect(calibration.transferFit('same-host', 'host')).toBeUndefined();
     const receipt = await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) });
-    expect(receipt.calibration).toMatchObject({ linkClass: 'same-host', tier: 'host', blocks: 6, transferMs: receipt.ms });
+    expect(receipt.calibration).toMatchObject({
+      linkClass: 'same-host',
+      tier: 'host',
+      blocks: 6,
+      transferMs: receipt.ms,
+    });
     const fit = calibration.transferEstimate('same-host', 'host');
     expect(fit).toMatchObject({ receipts: 1, fixedMs: 0 });
     expect(fit?.blockUs).toBeCloseTo((receipt.ms * 1000) / 6, 6);
     // Hashes the source does not hold: the pins are refused, nothing moves, nothing is recorded.
-    const refused = await reader.endpoint.pull({ hint: hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) }), destinationBlocks: destinationBlocks(2) });
+    const refused = await reader.endpoint.pull({
+      hint: hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) }),
+      destinationBlocks: destinationBlocks(2),
+    });
     expect(refused.blocks).toBe(0);
     expect(calibration.transferFit('same-host', 'host')?.receipts).toBe(1);
   });
@@ -109,25 +152,44 @@ describe('ReuseEndpoint.pull', () => {
     const sampled = { ...defaultSettings, endpoint: { ...defaultSettings.endpoint, verify: 'sampled' as const } };
     const { decode, reader } = await servingPair(cleanups, { settings: sampled });
     // Sampled, every 8th block and the last: blocks 0 and 5 of 6.
-    expect(await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'sampled', checkedBlocks: 2 });
-    expect(await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6), verify: 'full' })).toMatchObject({ blocks: 6, verify: 'full', checkedBlocks: 6 });
+    expect(
+      await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6) }),
+    ).toMatchObject({ blocks: 6, verify: 'sampled', checkedBlocks: 2 });
+    expect(
+      await reader.endpoint.pull({ hint: hintFor(decode, 6), destinationBlocks: destinationBlocks(6), verify: 'full' }),
+    ).toMatchObject({ blocks: 6, verify: 'full', checkedBlocks: 6 });
     const off = { ...defaultSettings, endpoint: { ...defaultSettings.endpoint, verify: 'off' as const } };
     const unchecked = await servingPair(cleanups, { settings: off });
-    expect(await unchecked.reader.endpoint.pull({ hint: hintFor(unchecked.decode, 6), destinationBlocks: destinationBlocks(6) })).toMatchObject({ blocks: 6, verify: 'off', checkedBlocks: 0 });
+    expect(
+      await unchecked.reader.endpoint.pull({
+        hint: hintFor(unchecked.decode, 6),
+        destinationBlocks: destinationBlocks(6),
+      }),
+    ).toMatchObject({ blocks: 6, verify: 'off', checkedBlocks: 0 });
   });
 
   it('refuses a source whose metadata another cluster secret signed before loading it: nothing loaded, pinned or posted', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvreuse-pull-secret-'));
     cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
-    const { decode, reader, pinsHeld } = await servingPair(cleanups, { secret: ClusterSecret.readOrCreate(join(dir, 'another.secret')) });
+    const { decode, reader, pinsHeld } = await servingPair(cleanups, {
+      secret: ClusterSecret.readOrCreate(join(dir, 'another.secret')),
+    });
     const load = vi.spyOn(reader.agent, 'loadPeer');
-    const refused = await reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const refused = await reader.endpoint
+      .pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) })
+      .catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(PullRefusedError);
     expect(refused).toMatchObject({
       code: 'PULL_REFUSED',
       reason: 'metadata-refused',
-      message: expect.stringMatching(/^pull refused \(metadata-refused\): decode-0 tp 0 pp 0: transport metadata of agent .* refused \(wrong-signature\)/),
-      cause: expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', refusal: 'wrong-signature', agentName: decode.ranks[0]!.agent.name }),
+      message: expect.stringMatching(
+        /^pull refused \(metadata-refused\): decode-0 tp 0 pp 0: transport metadata of agent .* refused \(wrong-signature\)/,
+      ),
+      cause: expect.objectContaining({
+        code: 'TRANSPORT_METADATA_REFUSED',
+        refusal: 'wrong-signature',
+        agentName: decode.ranks[0]!.agent.name,
+      }),
     });
     expect(load).not.toHaveBeenCalled();
     expect(reader.agent.counters().livePeers).toBe(0);
@@ -140,12 +202,20 @@ describe('ReuseEndpoint.pull', () => {
     const gone = await transport.createAgent({ name: `pull-gone-${process.pid}`, backend: 'loopback' });
     const source = await publishAgentsSource(store, [gone]);
     await gone.close();
-    const refused = await reader.endpoint.pull({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const refused = await reader.endpoint
+      .pull({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) })
+      .catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(PullRefusedError);
     expect(refused).toMatchObject({
       reason: 'source-unreachable',
-      message: expect.stringMatching(/^pull refused \(source-unreachable\): decode-agents tp 0 pp 0: its agent cannot be reached \(kvt_peer_load failed with REMOTE_DISCONNECT: .* is not alive\)$/),
-      cause: expect.objectContaining({ name: 'NativeTransportError', code: 'REMOTE_DISCONNECT', call: 'kvt_peer_load' }),
+      message: expect.stringMatching(
+        /^pull refused \(source-unreachable\): decode-agents tp 0 pp 0: its agent cannot be reached \(kvt_peer_load failed with REMOTE_DISCONNECT: .* is not alive\)$/,
+      ),
+      cause: expect.objectContaining({
+        name: 'NativeTransportError',
+        code: 'REMOTE_DISCONNECT',
+        call: 'kvt_peer_load',
+      }),
     });
     expect(reader.agent.counters().livePeers).toBe(0);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
@@ -158,9 +228,15 @@ describe('ReuseEndpoint.pull', () => {
     const gone = await transport.createAgent({ name: `pull-gone-tp1-${process.pid}`, backend: 'loopback' });
     const source = await publishAgentsSource(store, [live, gone]);
     await gone.close();
-    const pullFromSource = () => reader.endpoint.pull({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const pullFromSource = () =>
+      reader.endpoint
+        .pull({ hint: hintFor(source, 2), destinationBlocks: destinationBlocks(2) })
+        .catch((error: unknown) => error);
     expect(reader.agent.counters().livePeers).toBe(0);
-    expect(await pullFromSource()).toMatchObject({ reason: 'source-unreachable', message: expect.stringContaining('decode-agents tp 1 pp 0: its agent cannot be reached') });
+    expect(await pullFromSource()).toMatchObject({
+      reason: 'source-unreachable',
+      message: expect.stringContaining('decode-agents tp 1 pp 0: its agent cannot be reached'),
+    });
     expect(reader.endpoint.peers.names()).toEqual([]);
     expect(reader.agent.counters().livePeers).toBe(0);
     // Loaded before the pull (as the source side loads a reader that pins): the refused pull leaves it loaded.
@@ -177,14 +253,21 @@ describe('ReuseEndpoint.pull', () => {
     cleanups.push(() => store.close());
     const unpublished = await openWorker(store, { workerId: 'prefill-1', role: 'prefill', tpSize: 1 }, cleanups);
     await unpublished.ranks[0]!.endpoint.register();
-    const notReady = await unpublished.ranks[0]!.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const notReady = await unpublished.ranks[0]!.endpoint.pull({
+      hint: hintFor(decode, 2),
+      destinationBlocks: destinationBlocks(2),
+    }).catch((error: unknown) => error);
     expect(notReady).toBeInstanceOf(PullRefusedError);
     expect(notReady).toMatchObject({ code: 'PULL_REFUSED', reason: 'not-ready' });
 
-    const stale = await reader.endpoint.pull({ hint: hintFor(decode, 2, { epoch: 999 }), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const stale = await reader.endpoint
+      .pull({ hint: hintFor(decode, 2, { epoch: 999 }), destinationBlocks: destinationBlocks(2) })
+      .catch((error: unknown) => error);
     expect(stale).toMatchObject({ code: 'PULL_REFUSED', reason: 'source-not-ready' });
     expect((stale as Error).message).toMatch(/not the hinted .* at epoch 999/);
-    const absent = await reader.endpoint.pull({ hint: hintFor(decode, 2, { workerId: 'decode-9' }), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const absent = await reader.endpoint
+      .pull({ hint: hintFor(decode, 2, { workerId: 'decode-9' }), destinationBlocks: destinationBlocks(2) })
+      .catch((error: unknown) => error);
     expect(absent).toMatchObject({ code: 'PULL_REFUSED', reason: 'source-not-ready' });
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
     expect(pinsHeld()).toEqual([0, 0]);
@@ -192,8 +275,20 @@ describe('ReuseEndpoint.pull', () => {
     // Hashes the source does not hold: each rank refuses the pin (evicted); nothing is posted.
     const unknown = hintFor(decode, 2, { hashes: BigUint64Array.of(1n, 2n) });
     const recomputed = await reader.endpoint.pull({ hint: unknown, destinationBlocks: destinationBlocks(2) });
-    expect(recomputed).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 2, reasons: [{ kind: 'pin-refused', reason: 'evicted', sourceRank: { tpRank: 0 } }, { kind: 'pin-refused', reason: 'evicted', sourceRank: { tpRank: 1 } }] } });
-    const failed = await reader.endpoint.pull({ hint: unknown, destinationBlocks: destinationBlocks(2), policy: 'fail' }).catch((error: unknown) => error);
+    expect(recomputed).toMatchObject({
+      blocks: 0,
+      recomputed: {
+        fromBlock: 0,
+        blocks: 2,
+        reasons: [
+          { kind: 'pin-refused', reason: 'evicted', sourceRank: { tpRank: 0 } },
+          { kind: 'pin-refused', reason: 'evicted', sourceRank: { tpRank: 1 } },
+        ],
+      },
+    });
+    const failed = await reader.endpoint
+      .pull({ hint: unknown, destinationBlocks: destinationBlocks(2), policy: 'fail' })
+      .catch((error: unknown) => error);
     expect(failed).toBeInstanceOf(PullShortfallError);
     expect(failed).toMatchObject({ message: 'pull verified 0 of 2 blocks: pin-refused at block 0' });
     expect(await metrics.text()).toContain('kvreuse_transfer_failures_total{side="pull",code="pin-refused"} 4');
@@ -203,10 +298,31 @@ describe('ReuseEndpoint.pull', () => {
 
   it('refuses an incompatible source and a vram source without an admission gate, nothing posted', async () => {
     const { reader, store } = await pair();
-    const other = await openWorker(store, { workerId: 'decode-wide', role: 'decode', tpSize: 1, serve: true, geometry: { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 16, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' } }, cleanups);
+    const other = await openWorker(
+      store,
+      {
+        workerId: 'decode-wide',
+        role: 'decode',
+        tpSize: 1,
+        serve: true,
+        geometry: {
+          numLayers: 2,
+          kvPlanes: 2,
+          blockTokens: 4,
+          numKvHeads: 2,
+          headDim: 16,
+          dtype: 'bf16',
+          bankLayout: 'layer-separate',
+          headOrder: 'NHD',
+        },
+      },
+      cleanups,
+    );
     await start(other);
     await allReady(other);
-    const incompatible = await reader.endpoint.pull({ hint: hintFor(other, 2), destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const incompatible = await reader.endpoint
+      .pull({ hint: hintFor(other, 2), destinationBlocks: destinationBlocks(2) })
+      .catch((error: unknown) => error);
     expect(incompatible).toMatchObject({ code: 'PULL_REFUSED', reason: 'incompatible' });
     expect((incompatible as Error).message).toMatch(/headDim/);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
@@ -214,7 +330,9 @@ describe('ReuseEndpoint.pull', () => {
 
     const gpu = await publishVramSource(store);
     const hint = { ...hintFor(other, 2), ...gpu, tier: 'gpu' as const };
-    const noGate = await reader.endpoint.pull({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const noGate = await reader.endpoint
+      .pull({ hint, destinationBlocks: destinationBlocks(2) })
+      .catch((error: unknown) => error);
     expect(noGate).toMatchObject({ code: 'PULL_REFUSED', reason: 'admission' });
     expect((noGate as Error).message).toMatch(/4 vram banks .* none is installed/);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
@@ -223,13 +341,25 @@ describe('ReuseEndpoint.pull', () => {
   it('refuses a vram source its admission gate refuses, naming the gate and its reason', async () => {
     const store = new MemoryDiscoveryStore();
     cleanups.push(() => store.close());
-    const admissionGate: ReadinessGate = { name: 'profile-admission', evaluate: (worker) => (worker.workerId === 'decode-gpu' ? { pass: false, reason: 'profile host-only admits no GPU memory' } : { pass: true }) };
-    const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, admissionGate }, cleanups);
+    const admissionGate: ReadinessGate = {
+      name: 'profile-admission',
+      evaluate: (worker) =>
+        worker.workerId === 'decode-gpu'
+          ? { pass: false, reason: 'profile host-only admits no GPU memory' }
+          : { pass: true },
+    };
+    const prefill = await openWorker(
+      store,
+      { workerId: 'prefill-0', role: 'prefill', tpSize: 1, admissionGate },
+      cleanups,
+    );
     await start(prefill);
     await allReady(prefill);
     const gpu = await publishVramSource(store);
     const hint = { ...hintFor(prefill, 2), ...gpu, tier: 'gpu' as const };
-    const refused = await prefill.ranks[0]!.endpoint.pull({ hint, destinationBlocks: destinationBlocks(2) }).catch((error: unknown) => error);
+    const refused = await prefill.ranks[0]!.endpoint.pull({ hint, destinationBlocks: destinationBlocks(2) }).catch(
+      (error: unknown) => error,
+    );
     expect(refused).toMatchObject({ code: 'PULL_REFUSED', reason: 'admission' });
     expect((refused as Error).message).toMatch(/profile host-only admits no GPU memory/);
     expect(prefill.ranks[0]!.endpoint.ledger.counts().posted).toBe(0);
@@ -237,23 +367,64 @@ describe('ReuseEndpoint.pull', () => {
 
   it('refuses a malformed request and an aborted one before pinning', async () => {
     const { decode, reader, pinsHeld } = await pair();
-    await expect(reader.endpoint.pull({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
-    await expect(reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'most' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.verify' });
-    await expect(reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), policy: 'retry' as never })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.policy' });
-    await expect(reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), verify: 'sampled', sampleEvery: 0 })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.sampleEvery' });
-    const notAFunction = reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), beforeRelease: 'later' as never });
+    await expect(
+      reader.endpoint.pull({ hint: hintFor(decode, 3), destinationBlocks: destinationBlocks(2) }),
+    ).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.destinationBlocks' });
+    await expect(
+      reader.endpoint.pull({
+        hint: hintFor(decode, 2),
+        destinationBlocks: destinationBlocks(2),
+        verify: 'most' as never,
+      }),
+    ).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.verify' });
+    await expect(
+      reader.endpoint.pull({
+        hint: hintFor(decode, 2),
+        destinationBlocks: destinationBlocks(2),
+        policy: 'retry' as never,
+      }),
+    ).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.policy' });
+    await expect(
+      reader.endpoint.pull({
+        hint: hintFor(decode, 2),
+        destinationBlocks: destinationBlocks(2),
+        verify: 'sampled',
+        sampleEvery: 0,
+      }),
+    ).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'request.sampleEvery' });
+    const notAFunction = reader.endpoint.pull({
+      hint: hintFor(decode, 2),
+      destinationBlocks: destinationBlocks(2),
+      beforeRelease: 'later' as never,
+    });
     await expect(notAFunction).rejects.toBeInstanceOf(EndpointOptionError);
-    await expect(notAFunction).rejects.toThrow('endpoint option request.beforeRelease = "later" is refused: a function (pins) => Promise');
+    await expect(notAFunction).rejects.toThrow(
+      'endpoint option request.beforeRelease = "later" is refused: a function (pins) => Promise',
+    );
     const controller = new AbortController();
     controller.abort(new Error('the request was cancelled'));
-    await expect(reader.endpoint.pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2), signal: controller.signal })).rejects.toThrow('the request was cancelled');
+    await expect(
+      reader.endpoint.pull({
+        hint: hintFor(decode, 2),
+        destinationBlocks: destinationBlocks(2),
+        signal: controller.signal,
+      }),
+    ).rejects.toThrow('the request was cancelled');
     expect(pinsHeld()).toEqual([0, 0]);
     expect(reader.endpoint.ledger.counts().posted).toBe(0);
   });
 
   /** The reads of both rank pairs, given up on when a pin was lost (`why` is in its detail). */
   const readsGivenUp = (why: string) =>
-    [0, 1].map((pair) => expect.objectContaining({ kind: 'operation-failed', fromBlock: 0, pair, code: 'OPERATION_TIMED_OUT', detail: expect.stringContaining(why) }));
+    [0, 1].map((pair) =>
+      expect.objectContaining({
+        kind: 'operation-failed',
+        fromBlock: 0,
+        pair,
+        code: 'OPERATION_TIMED_OUT',
+        detail: expect.stringContaining(why),
+      }),
+    );
 
   it('a source that revokes its pins while the reads run: the receipt recomputes everything and says why', async () => {
     const { decode, reader, pinsHeld } = await pair();
@@ -262,43 +433,65 @@ describe('ReuseEndpoint.pull', () => {
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
     expect(pinsHeld()).toEqual([1, 1]);
     // The source's shutdown past its deadline takes the pins back (an already-passed deadline).
-    const revoked = await decode.ranks[1]!.endpoint.pinServer!.waitForReaders({ deadlineAt: 0, timeoutMs: 0, signal: AbortSignal.abort() });
+    const revoked = await decode.ranks[1]!.endpoint.pinServer!.waitForReaders({
+      deadlineAt: 0,
+      timeoutMs: 0,
+      signal: AbortSignal.abort(),
+    });
     expect(revoked).toMatchObject({ outstanding: 1, pins: [{ ended: 'revoked' }] });
     // The reads are still held when the revoke arrives: the reader gives both up at once.
     await vi.waitFor(() => expect(reader.endpoint.ledger.counts().cancelled).toBe(2), { timeout: 20_000, interval: 5 });
     reader.agent.faults.clear();
     const receipt = await pulling;
     expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
-    expect(receipt.recomputed.reasons).toEqual([...readsGivenUp('revoked by the source (shutting-down)'), expect.objectContaining({ kind: 'pin-lost', reason: 'shutting-down', sourceRank: { tpRank: 1, ppRank: 0 } })]);
+    expect(receipt.recomputed.reasons).toEqual([
+      ...readsGivenUp('revoked by the source (shutting-down)'),
+      expect.objectContaining({ kind: 'pin-lost', reason: 'shutting-down', sourceRank: { tpRank: 1, ppRank: 0 } }),
+    ]);
     expect(pinsHeld()).toEqual([0, 0]);
   });
 
-  it('a source rank that stops answering while the reads run: the heartbeat ends its pin and the receipt recomputes, saying why', { timeout: 60_000 }, async () => {
-    const { decode, reader, pinsHeld } = await pair();
-    reader.agent.faults.delayCompletions('forever');
-    const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
-    await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
-    expect(pinsHeld()).toEqual([1, 1]);
-    // Judged only once the source rank has answered a probe (only the reader probes it); then its progress stops (as a hung process's would).
-    const stalled = decode.ranks[0]!;
-    await vi.waitFor(() => expect(stalled.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
-    const unresponsive = new Promise((resolve) => reader.endpoint.notifications.addPeerEventHandler((event) => event.type === 'peer-unresponsive' && resolve(event.peerName)));
-    stalled.agent.faults.stallProgress(true);
-    cleanups.push(async () => stalled.agent.faults.stallProgress(false));
-    expect(await unresponsive).toBe(stalled.agent.name);
-    reader.agent.faults.clear();
-    const receipt = await pulling;
-    expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
-    expect(receipt.recomputed.reasons).toEqual([
-      ...readsGivenUp(`its agent ${stalled.agent.name} answered nothing for`),
-      expect.objectContaining({ kind: 'pin-lost', reason: 'source-unresponsive', sourceRank: { tpRank: 0, ppRank: 0 } }),
-    ]);
-    // The reader gave up on that pin without releasing it: the source holds it until its lease lapses.
-    stalled.agent.faults.stallProgress(false);
-    expect(pinsHeld()).toEqual([1, 0]);
-    decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
-    await vi.waitFor(() => expect(pinsHeld()).toEqual([0, 0]), { timeout: 20_000, interval: 5 });
-  });
+  it(
+    'a source rank that stops answering while the reads run: the heartbeat ends its pin and the receipt recomputes, saying why',
+    { timeout: 60_000 },
+    async () => {
+      const { decode, reader, pinsHeld } = await pair();
+      reader.agent.faults.delayCompletions('forever');
+      const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+      await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
+      expect(pinsHeld()).toEqual([1, 1]);
+      // Judged only once the source rank has answered a probe (only the reader probes it); then its progress stops (as a hung process's would).
+      const stalled = decode.ranks[0]!;
+      await vi.waitFor(() => expect(stalled.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), {
+        timeout: 20_000,
+        interval: 10,
+      });
+      const unresponsive = new Promise((resolve) =>
+        reader.endpoint.notifications.addPeerEventHandler(
+          (event) => event.type === 'peer-unresponsive' && resolve(event.peerName),
+        ),
+      );
+      stalled.agent.faults.stallProgress(true);
+      cleanups.push(async () => stalled.agent.faults.stallProgress(false));
+      expect(await unresponsive).toBe(stalled.agent.name);
+      reader.agent.faults.clear();
+      const receipt = await pulling;
+      expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
+      expect(receipt.recomputed.reasons).toEqual([
+        ...readsGivenUp(`its agent ${stalled.agent.name} answered nothing for`),
+        expect.objectContaining({
+          kind: 'pin-lost',
+          reason: 'source-unresponsive',
+          sourceRank: { tpRank: 0, ppRank: 0 },
+        }),
+      ]);
+      // The reader gave up on that pin without releasing it: the source holds it until its lease lapses.
+      stalled.agent.faults.stallProgress(false);
+      expect(pinsHeld()).toEqual([1, 0]);
+      decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
+      await vi.waitFor(() => expect(pinsHeld()).toEqual([0, 0]), { timeout: 20_000, interval: 5 });
+    },
+  );
 
   /** A ready decode worker of TP 1 that serves no pins: its rank takes pin requests and never answers them. */
   async function silentSource(store: MemoryDiscoveryStore) {
@@ -308,38 +501,82 @@ describe('ReuseEndpoint.pull', () => {
     return silent;
   }
 
-  it('a source rank that stalls before it answers the pin: the heartbeat ends the request, the receipt recomputes and a later pull fails at once', { timeout: 60_000 }, async () => {
-    const { store, reader, prefill } = await pair();
-    const silent = await silentSource(store);
-    const source = silent.ranks[0]!;
-    const pulling = reader.endpoint.pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4) });
-    // The pending pin request has the source probed; it is judged only once it has answered a probe. Then its progress stops.
-    await vi.waitFor(() => expect(source.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
-    source.agent.faults.stallProgress(true);
-    cleanups.push(async () => source.agent.faults.stallProgress(false));
-    const receipt = await pulling;
-    expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4, reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive', sourceRank: { tpRank: 0 } }] } });
-    expect(receipt.recomputed.reasons[0]).toMatchObject({ detail: expect.stringContaining(`its agent ${source.agent.name} answered no heartbeat`) });
-    expect(reader.endpoint.ledger.counts().posted).toBe(0);
-    // Not by the reader's answer timeout: its manual clock never moved.
-    expect(prefill.clock.now()).toBe(0);
-    // Still unresponsive: the next pull's pin fails at once, nothing sent to the source.
-    const failed = await reader.endpoint.pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' }).catch((error: unknown) => error);
-    expect(failed).toBeInstanceOf(PullShortfallError);
-    expect(failed).toMatchObject({ message: 'pull verified 0 of 4 blocks: pin-refused at block 0', receipt: { recomputed: { reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive' }] } } });
-  });
+  it(
+    'a source rank that stalls before it answers the pin: the heartbeat ends the request, the receipt recomputes and a later pull fails at once',
+    { timeout: 60_000 },
+    async () => {
+      const { store, reader, prefill } = await pair();
+      const silent = await silentSource(store);
+      const source = silent.ranks[0]!;
+      const pulling = reader.endpoint.pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4) });
+      // The pending pin request has the source probed; it is judged only once it has answered a probe. Then its progress stops.
+      await vi.waitFor(() => expect(source.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), {
+        timeout: 20_000,
+        interval: 10,
+      });
+      source.agent.faults.stallProgress(true);
+      cleanups.push(async () => source.agent.faults.stallProgress(false));
+      const receipt = await pulling;
+      expect(receipt).toMatchObject({
+        blocks: 0,
+        recomputed: {
+          fromBlock: 0,
+          blocks: 4,
+          reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive', sourceRank: { tpRank: 0 } }],
+        },
+      });
+      expect(receipt.recomputed.reasons[0]).toMatchObject({
+        detail: expect.stringContaining(`its agent ${source.agent.name} answered no heartbeat`),
+      });
+      expect(reader.endpoint.ledger.counts().posted).toBe(0);
+      // Not by the reader's answer timeout: its manual clock never moved.
+      expect(prefill.clock.now()).toBe(0);
+      // Still unresponsive: the next pull's pin fails at once, nothing sent to the source.
+      const failed = await reader.endpoint
+        .pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' })
+        .catch((error: unknown) => error);
+      expect(failed).toBeInstanceOf(PullShortfallError);
+      expect(failed).toMatchObject({
+        message: 'pull verified 0 of 4 blocks: pin-refused at block 0',
+        receipt: { recomputed: { reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive' }] } },
+      });
+    },
+  );
 
-  it('a source rank that closes before it answers the pin: the heartbeat ends the request and the fail policy throws the shortfall', { timeout: 60_000 }, async () => {
-    const { store, reader, prefill } = await pair();
-    const silent = await silentSource(store);
-    const source = silent.ranks[0]!;
-    const pulling = reader.endpoint.pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' }).catch((error: unknown) => error);
-    await vi.waitFor(() => expect(source.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), { timeout: 20_000, interval: 10 });
-    await source.endpoint.close();
-    const failed = await pulling;
-    expect(failed).toBeInstanceOf(PullShortfallError);
-    expect(failed).toMatchObject({ receipt: { blocks: 0, recomputed: { reasons: [{ kind: 'pin-refused', reason: 'source-unresponsive', sourceRank: { tpRank: 0 }, detail: expect.stringContaining(source.agent.name) }] } } });
-    expect(reader.endpoint.ledger.counts().posted).toBe(0);
-    expect(prefill.clock.now()).toBe(0);
-  });
+  it(
+    'a source rank that closes before it answers the pin: the heartbeat ends the request and the fail policy throws the shortfall',
+    { timeout: 60_000 },
+    async () => {
+      const { store, reader, prefill } = await pair();
+      const silent = await silentSource(store);
+      const source = silent.ranks[0]!;
+      const pulling = reader.endpoint
+        .pull({ hint: hintFor(silent, 4), destinationBlocks: destinationBlocks(4), policy: 'fail' })
+        .catch((error: unknown) => error);
+      await vi.waitFor(() => expect(source.agent.counters().heartbeatsAnswered).toBeGreaterThan(0), {
+        timeout: 20_000,
+        interval: 10,
+      });
+      await source.endpoint.close();
+      const failed = await pulling;
+      expect(failed).toBeInstanceOf(PullShortfallError);
+      expect(failed).toMatchObject({
+        receipt: {
+          blocks: 0,
+          recomputed: {
+            reasons: [
+              {
+                kind: 'pin-refused',
+                reason: 'source-unresponsive',
+                sourceRank: { tpRank: 0 },
+                detail: expect.stringContaining(source.agent.name),
+              },
+            ],
+          },
+        },
+      });
+      expect(reader.endpoint.ledger.counts().posted).toBe(0);
+      expect(prefill.clock.now()).toBe(0);
+    },
+  );
 });

@@ -10,7 +10,13 @@ import { codeOf } from '@kvreuse/errors';
 import type { TransferCalibration } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import type { WorkerWatches } from './discovered-workers.js';
-import { describeRank, EndpointOptionError, PinRefusedError, PullRefusedError, SourceUnresponsiveError } from './errors.js';
+import {
+  describeRank,
+  EndpointOptionError,
+  PinRefusedError,
+  PullRefusedError,
+  SourceUnresponsiveError,
+} from './errors.js';
 import { type PullPair, pullPinned } from './pull.js';
 import { calibrationSample, type PullReceipt, PullShortfallError, type RecomputeReason } from './pull-receipt.js';
 import { type PullRequest, type ShortfallPolicy, type VerifyMode, verifyModes } from './pull-request.js';
@@ -52,19 +58,32 @@ const refuseSource = (why: string): Error => new PullRefusedError('source-not-re
 
 /** The one check of a pull request's shape and block list; `pullPinned` trusts it. */
 function checkRequest(request: PullRequest, defaultVerify: VerifyMode): { verify: VerifyMode } {
-  if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a pull request { hint, destinationBlocks, … }');
+  if (typeof request !== 'object' || request === null)
+    throw new EndpointOptionError('request', request, 'a pull request { hint, destinationBlocks, … }');
   const { hint, destinationBlocks } = request;
-  if (typeof hint !== 'object' || hint === null) throw new EndpointOptionError('request.hint', hint, "the router's pull hint (RouteDecision.source)");
-  if (!(destinationBlocks instanceof Uint32Array) || destinationBlocks.length !== hint.blocks.count || hint.hashes.length !== hint.blocks.count) {
-    throw new EndpointOptionError('request.destinationBlocks', destinationBlocks, `a Uint32Array of one block per hinted block (${hint.blocks.count}, with as many hashes)`);
+  if (typeof hint !== 'object' || hint === null)
+    throw new EndpointOptionError('request.hint', hint, "the router's pull hint (RouteDecision.source)");
+  if (
+    !(destinationBlocks instanceof Uint32Array) ||
+    destinationBlocks.length !== hint.blocks.count ||
+    hint.hashes.length !== hint.blocks.count
+  ) {
+    throw new EndpointOptionError(
+      'request.destinationBlocks',
+      destinationBlocks,
+      `a Uint32Array of one block per hinted block (${hint.blocks.count}, with as many hashes)`,
+    );
   }
   const verify = request.verify ?? defaultVerify;
-  if (!verifyModes.includes(verify)) throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
+  if (!verifyModes.includes(verify))
+    throw new EndpointOptionError('request.verify', verify, "'full', 'sampled' or 'off'");
   if (request.sampleEvery !== undefined && (!Number.isSafeInteger(request.sampleEvery) || request.sampleEvery < 1)) {
     throw new EndpointOptionError('request.sampleEvery', request.sampleEvery, 'a positive integer');
   }
-  if (request.policy !== undefined && !['fail', 'recompute'].includes(request.policy)) throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
-  if (request.beforeRelease !== undefined && typeof request.beforeRelease !== 'function') throw new EndpointOptionError('request.beforeRelease', request.beforeRelease, 'a function (pins) => Promise');
+  if (request.policy !== undefined && !['fail', 'recompute'].includes(request.policy))
+    throw new EndpointOptionError('request.policy', request.policy, "'fail' or 'recompute'");
+  if (request.beforeRelease !== undefined && typeof request.beforeRelease !== 'function')
+    throw new EndpointOptionError('request.beforeRelease', request.beforeRelease, 'a function (pins) => Promise');
   return { verify };
 }
 
@@ -78,21 +97,34 @@ export class PullSide {
   async pull(request: PullRequest, rank: PullingRank | undefined): Promise<PullReceipt> {
     const { verify } = checkRequest(request, this.#options.defaultVerify);
     if (verify !== 'off' && this.#options.bankBytes === undefined) {
-      throw new EndpointOptionError('bankBytes', undefined, `this rank's bank bytes, to verify what arrives (verify is '${verify}'); or pull with verify 'off'`);
+      throw new EndpointOptionError(
+        'bankBytes',
+        undefined,
+        `this rank's bank bytes, to verify what arrives (verify is '${verify}'); or pull with verify 'off'`,
+      );
     }
     const { hint } = request;
     const policy = request.policy ?? this.#options.defaultPolicy;
-    if (rank === undefined || !rank.readiness.ready) throw new PullRefusedError('not-ready', 'this endpoint is not ready');
+    if (rank === undefined || !rank.readiness.ready)
+      throw new PullRefusedError('not-ready', 'this endpoint is not ready');
     const destination = rank.readiness.worker;
     const source = await this.#sourceWorker(hint);
     const compatibility = checkCompatibility(source, destination);
-    if (!compatibility.ok) throw new PullRefusedError('incompatible', compatibility.reasons.map((reason) => reason.message).join('; '));
+    if (!compatibility.ok)
+      throw new PullRefusedError('incompatible', compatibility.reasons.map((reason) => reason.message).join('; '));
     await this.#checkAdmission(source, destination);
     request.signal?.throwIfAborted();
 
     const template = this.#options.templates.between(source, destination);
-    const pairIndexes = template.pairs.flatMap((route, pair) => (sameRank(route.destinationRank, this.#options.rank) ? [pair] : []));
-    const sourceParts = pairIndexes.map((pair) => source.ranks.find((part) => sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank)) as RankPart);
+    const pairIndexes = template.pairs.flatMap((route, pair) =>
+      sameRank(route.destinationRank, this.#options.rank) ? [pair] : [],
+    );
+    const sourceParts = pairIndexes.map(
+      (pair) =>
+        source.ranks.find((part) =>
+          sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank),
+        ) as RankPart,
+    );
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
     for (const [part, peer] of loadSourcePeers(this.#options.agent, new Set(sourceParts), this.#options.secret)) {
       sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
@@ -117,8 +149,19 @@ export class PullSide {
       if (result.status === 'fulfilled') return [];
       const error: unknown = result.reason;
       const part = [...sources.keys()][index] as RankPart;
-      const reason = error instanceof PinRefusedError || error instanceof SourceUnresponsiveError ? error.reason : (codeOf(error) ?? 'UNKNOWN');
-      return [{ kind: 'pin-refused', fromBlock: 0, sourceRank: rankOf(part), reason, detail: error instanceof Error ? error.message : String(error) }];
+      const reason =
+        error instanceof PinRefusedError || error instanceof SourceUnresponsiveError
+          ? error.reason
+          : (codeOf(error) ?? 'UNKNOWN');
+      return [
+        {
+          kind: 'pin-refused',
+          fromBlock: 0,
+          sourceRank: rankOf(part),
+          reason,
+          detail: error instanceof Error ? error.message : String(error),
+        },
+      ];
     });
     if (refusals.length > 0 || request.signal?.aborted === true) {
       await releasePins(pins, request.beforeRelease);
@@ -130,7 +173,15 @@ export class PullSide {
       const pairs = pairIndexes.map((pair, index): PullPair => {
         const part = sourceParts[index] as RankPart;
         const { peer, ticket } = sources.get(part) as { peer: Peer; ticket: PeerTicket };
-        const registered = this.#options.templates.registered({ template, pair, direction: 'read', remote: part, peer, local: rank.registered, noRegion: refuseSource });
+        const registered = this.#options.templates.registered({
+          template,
+          pair,
+          direction: 'read',
+          remote: part,
+          peer,
+          local: rank.registered,
+          noRegion: refuseSource,
+        });
         return { template: registered, ticket, banks: rank.registered.banks, bytes: this.#options.bankBytes ?? [] };
       });
       const receipt = await pullPinned({
@@ -157,8 +208,17 @@ export class PullSide {
     metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     const sample = calibrationSample(receipt);
     if (sample !== undefined) calibration?.record(sample);
-    if (receipt.blocks > 0) metrics?.transferCompleted({ side: 'pull', blocks: receipt.blocks, bytes: receipt.bytes, durationMs: receipt.ms, tier: receipt.calibration.tier, linkClass: receipt.calibration.linkClass });
-    for (const reason of receipt.recomputed.reasons) metrics?.transferFailed('pull', reason.kind === 'operation-failed' ? reason.code : reason.kind);
+    if (receipt.blocks > 0)
+      metrics?.transferCompleted({
+        side: 'pull',
+        blocks: receipt.blocks,
+        bytes: receipt.bytes,
+        durationMs: receipt.ms,
+        tier: receipt.calibration.tier,
+        linkClass: receipt.calibration.linkClass,
+      });
+    for (const reason of receipt.recomputed.reasons)
+      metrics?.transferFailed('pull', reason.kind === 'operation-failed' ? reason.code : reason.kind);
     if (policy === 'fail' && receipt.blocks < receipt.requested) throw new PullShortfallError(receipt);
     return receipt;
   }
@@ -168,12 +228,20 @@ export class PullSide {
     const readiness = await this.#options.workers.readiness(hint.workerId);
     if (!readiness.ready) {
       const gateName = this.#options.admissionGate?.name;
-      const admission = readiness.reasons.find((reason) => reason.kind === 'no-admission-gate' || (reason.kind === 'gate' && reason.gate === gateName));
+      const admission = readiness.reasons.find(
+        (reason) => reason.kind === 'no-admission-gate' || (reason.kind === 'gate' && reason.gate === gateName),
+      );
       if (admission !== undefined) throw new PullRefusedError('admission', admission.message);
-      throw new PullRefusedError('source-not-ready', `${hint.workerId}: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
+      throw new PullRefusedError(
+        'source-not-ready',
+        `${hint.workerId}: ${readiness.reasons.map((reason) => reason.message).join('; ')}`,
+      );
     }
     if (readiness.incarnation !== hint.incarnation || readiness.epoch !== hint.epoch) {
-      throw new PullRefusedError('source-not-ready', `${hint.workerId} is ready as incarnation ${readiness.incarnation} at epoch ${readiness.epoch}, not the hinted ${hint.incarnation} at epoch ${hint.epoch}`);
+      throw new PullRefusedError(
+        'source-not-ready',
+        `${hint.workerId} is ready as incarnation ${readiness.incarnation} at epoch ${readiness.epoch}, not the hinted ${hint.incarnation} at epoch ${hint.epoch}`,
+      );
     }
     return readiness.worker;
   }
@@ -181,22 +249,35 @@ export class PullSide {
   /** A `vram` bank on either side needs the admission gate, passing for both workers. */
   async #checkAdmission(source: Worker, destination: Worker): Promise<void> {
     const vram = [source, destination].flatMap((worker) =>
-      worker.ranks.flatMap((part) => part.banks.flatMap((bank, index) => (bank.memKind === 'vram' ? [`${worker.workerId} ${describeRank(rankOf(part))} bank ${index}`] : []))),
+      worker.ranks.flatMap((part) =>
+        part.banks.flatMap((bank, index) =>
+          bank.memKind === 'vram' ? [`${worker.workerId} ${describeRank(rankOf(part))} bank ${index}`] : [],
+        ),
+      ),
     );
     if (vram.length === 0) return;
     const gate = this.#options.admissionGate;
-    if (gate === undefined) throw new PullRefusedError('admission', `${vram[0]} is vram and no admission gate is installed`);
+    if (gate === undefined)
+      throw new PullRefusedError('admission', `${vram[0]} is vram and no admission gate is installed`);
     for (const worker of [source, destination]) {
       const verdict = await Promise.resolve()
         .then(() => gate.evaluate(worker))
-        .catch((error: unknown) => ({ pass: false as const, reason: error instanceof Error ? error.message : String(error) }));
-      if (!verdict.pass) throw new PullRefusedError('admission', `${gate.name} refused ${worker.workerId}: ${verdict.reason}`);
+        .catch((error: unknown) => ({
+          pass: false as const,
+          reason: error instanceof Error ? error.message : String(error),
+        }));
+      if (!verdict.pass)
+        throw new PullRefusedError('admission', `${gate.name} refused ${worker.workerId}: ${verdict.reason}`);
     }
   }
-
 }
 
-function refusedReceipt(requested: number, reasons: readonly RecomputeReason[], verify: VerifyMode, link: { linkClass: PullReceipt['calibration']['linkClass']; tier: PullReceipt['calibration']['tier'] }): PullReceipt {
+function refusedReceipt(
+  requested: number,
+  reasons: readonly RecomputeReason[],
+  verify: VerifyMode,
+  link: { linkClass: PullReceipt['calibration']['linkClass']; tier: PullReceipt['calibration']['tier'] },
+): PullReceipt {
   return {
     requested,
     blocks: 0,

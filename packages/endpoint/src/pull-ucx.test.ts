@@ -28,16 +28,22 @@ interface Ready {
 
 /** Starts source rank `rank` and resolves with its first line (rejects with its stderr if it exits first). */
 function startSource(name: string, rank: number): Promise<Ready> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/ucx-source-rank.ts', name, String(rank)], {
-    cwd: packageDir,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/ucx-source-rank.ts', name, String(rank)],
+    {
+      cwd: packageDir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   children.push(child);
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   return new Promise((resolve, reject) => {
     createInterface({ input: child.stdout }).once('line', (line) => resolve(JSON.parse(line) as Ready));
-    child.once('exit', (code) => reject(new Error(`source rank ${rank} exited (${code}) before it was ready: ${stderr}`)));
+    child.once('exit', (code) =>
+      reject(new Error(`source rank ${rank} exited (${code}) before it was ready: ${stderr}`)),
+    );
   });
 }
 
@@ -50,11 +56,20 @@ describe.skipIf(!ucxTestsRun)('pullPrefix on ucx across processes', () => {
       template,
       destinationWorker.ranks[0] as RankPart,
       'ucx',
-      ready.map(({ metadata, regionIds }, rank) => ({ name: names[rank]!, metadata: Buffer.from(metadata, 'base64'), regionIds })),
+      ready.map(({ metadata, regionIds }, rank) => ({
+        name: names[rank]!,
+        metadata: Buffer.from(metadata, 'base64'),
+        regionIds,
+      })),
     );
     try {
       const pins = template.pairs.map((route, pair) =>
-        fakePin({ pinId: `pin-${pair}`, rank: route.sourceRank, sourceBlocks: PINNED_BLOCKS, checksums: Uint32Array.from(ready[template.pairSourceRank[pair]!]!.checksums[pair]!) }),
+        fakePin({
+          pinId: `pin-${pair}`,
+          rank: route.sourceRank,
+          sourceBlocks: PINNED_BLOCKS,
+          checksums: Uint32Array.from(ready[template.pairSourceRank[pair]!]!.checksums[pair]!),
+        }),
       );
       const receipt = await pullPrefix({
         ledger: destination.ledger,
@@ -66,7 +81,14 @@ describe.skipIf(!ucxTestsRun)('pullPrefix on ucx across processes', () => {
         link: { linkClass: 'same-host', tier: 'host' },
       });
       const bytes = 3 * Number(template.blockBytes);
-      expect(receipt).toMatchObject({ requested: 3, blocks: 3, bytes, bytesMoved: bytes, checkedBlocks: 3, recomputed: { blocks: 0, reasons: [] } });
+      expect(receipt).toMatchObject({
+        requested: 3,
+        blocks: 3,
+        bytes,
+        bytesMoved: bytes,
+        checkedBlocks: 3,
+        recomputed: { blocks: 0, reasons: [] },
+      });
       expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
     } finally {
       await destination.close();

@@ -9,7 +9,16 @@ import { blockChecksums } from './block-checksum.js';
 import { PullShortfallError } from './pull-receipt.js';
 import { type PullOptions, pullPrefix } from './pull.js';
 
-const geometry: Geometry = { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 8, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' };
+const geometry: Geometry = {
+  numLayers: 2,
+  kvPlanes: 2,
+  blockTokens: 4,
+  numKvHeads: 2,
+  headDim: 8,
+  dtype: 'bf16',
+  bankLayout: 'layer-separate',
+  headOrder: 'NHD',
+};
 const BLOCKS = 8;
 const PREFIX = 6;
 // Per block over both pairs: 2 layers × 2 planes × 4 tokens × 2 heads × 8 × 2 bytes.
@@ -18,7 +27,12 @@ const BLOCK_BYTES = 2 * 2 * 4 * 2 * 8 * 2;
 const opened: LoopbackPull[] = [];
 afterEach(async () => {
   for (const pull of opened.splice(0)) await pull.close();
-  expect(transport.counters()).toMatchObject({ liveAgents: 0, liveRegistrations: 0, liveAllocations: 0, liveOperations: 0 });
+  expect(transport.counters()).toMatchObject({
+    liveAgents: 0,
+    liveRegistrations: 0,
+    liveAllocations: 0,
+    liveOperations: 0,
+  });
 });
 
 /** A TP 2 → 1 pull of PREFIX blocks: source blocks 7, 6, …, destination blocks 0, 1, …; one pin per source rank, checksums taken now. */
@@ -54,7 +68,10 @@ async function tp2to1(pinCounts: readonly number[] = [PREFIX, PREFIX], onRelease
 describe('pullPrefix on loopback agents', () => {
   it('pulls and verifies a full prefix from two source ranks into one (TP 2 → 1), then releases both pins', async () => {
     const { pins, options } = await tp2to1();
-    const receipt = await pullPrefix({ ...options, prediction: { predictedMs: 5, blockTokens: 4, prefillTokenUs: 1000, lookupBudgetMs: 1 } });
+    const receipt = await pullPrefix({
+      ...options,
+      prediction: { predictedMs: 5, blockTokens: 4, prefillTokenUs: 1000, lookupBudgetMs: 1 },
+    });
     expect(receipt).toMatchObject({
       requested: PREFIX,
       blocks: PREFIX,
@@ -63,7 +80,13 @@ describe('pullPrefix on loopback agents', () => {
       verify: 'full',
       checkedBlocks: PREFIX,
       recomputed: { fromBlock: PREFIX, blocks: 0, reasons: [] },
-      calibration: { linkClass: 'same-host', tier: 'host', blocks: PREFIX, bytes: PREFIX * BLOCK_BYTES, transferMs: receipt.ms },
+      calibration: {
+        linkClass: 'same-host',
+        tier: 'host',
+        blocks: PREFIX,
+        bytes: PREFIX * BLOCK_BYTES,
+        transferMs: receipt.ms,
+      },
       saving: { predictedMs: 5, measuredMs: (PREFIX * 4 * 1000) / 1000 - receipt.ms - 1 },
     });
     expect(receipt.gbps).toBeGreaterThan(0);
@@ -76,21 +99,39 @@ describe('pullPrefix on loopback agents', () => {
     const pair = pull.template.pairSourceRank.indexOf(1);
     const route = pull.template.pairRouteStart[pair]!;
     const bank = pull.sourceBytes(1)[pull.template.sourceBank[route]!]!;
-    bank[Number(pull.template.sourceBase[route]! + BigInt(sourceBlocks[3]!) * pull.template.sourceBlockStride[route]!)]! ^= 0xff;
+    bank[
+      Number(pull.template.sourceBase[route]! + BigInt(sourceBlocks[3]!) * pull.template.sourceBlockStride[route]!)
+    ]! ^= 0xff;
     const receipt = await pullPrefix(options);
     expect(receipt.blocks).toBe(3);
     expect(receipt.checkedBlocks).toBe(3);
-    expect(receipt.recomputed).toMatchObject({ fromBlock: 3, blocks: PREFIX - 3, reasons: [{ kind: 'checksum-mismatch', fromBlock: 3, pair }] });
+    expect(receipt.recomputed).toMatchObject({
+      fromBlock: 3,
+      blocks: PREFIX - 3,
+      reasons: [{ kind: 'checksum-mismatch', fromBlock: 3, pair }],
+    });
     expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
     const error = await pullPrefix({ ...options, policy: 'fail' }).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(PullShortfallError);
-    expect(error).toMatchObject({ code: 'PULL_SHORTFALL', receipt: { blocks: 3 }, message: 'pull verified 3 of 6 blocks: checksum-mismatch at block 3' });
+    expect(error).toMatchObject({
+      code: 'PULL_SHORTFALL',
+      receipt: { blocks: 3 },
+      message: 'pull verified 3 of 6 blocks: checksum-mismatch at block 3',
+    });
   });
 
   it('stops the prefix where a pin granted fewer blocks', async () => {
     const { options } = await tp2to1([PREFIX, 4]);
     const receipt = await pullPrefix(options);
-    expect(receipt).toMatchObject({ blocks: 4, bytesMoved: 4 * BLOCK_BYTES, recomputed: { fromBlock: 4, blocks: 2, reasons: [{ kind: 'pin-granted-fewer', fromBlock: 4, granted: 4, sourceRank: { tpRank: 1, ppRank: 0 } }] } });
+    expect(receipt).toMatchObject({
+      blocks: 4,
+      bytesMoved: 4 * BLOCK_BYTES,
+      recomputed: {
+        fromBlock: 4,
+        blocks: 2,
+        reasons: [{ kind: 'pin-granted-fewer', fromBlock: 4, granted: 4, sourceRank: { tpRank: 1, ppRank: 0 } }],
+      },
+    });
   });
 
   it('recomputes everything with the native code when an operation fails, at its post or at its completion', async () => {
@@ -102,12 +143,23 @@ describe('pullPrefix on loopback agents', () => {
     const failing = pullPrefix(options);
     pull.destination.faults.stallProgress(false);
     const failed = await failing;
-    expect(failed).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: PREFIX, reasons: [{ kind: 'operation-failed', fromBlock: 0, pair: 1, code: 'REMOTE_DISCONNECT' }] } });
+    expect(failed).toMatchObject({
+      blocks: 0,
+      recomputed: {
+        fromBlock: 0,
+        blocks: PREFIX,
+        reasons: [{ kind: 'operation-failed', fromBlock: 0, pair: 1, code: 'REMOTE_DISCONNECT' }],
+      },
+    });
     expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
 
     pull.destination.faults.failNth('post', 1, 'BUSY');
     const refused = await pullPrefix(options);
-    expect(refused).toMatchObject({ blocks: 0, bytesMoved: 0, recomputed: { reasons: [{ kind: 'operation-failed', pair: 0, code: 'BUSY' }] } });
+    expect(refused).toMatchObject({
+      blocks: 0,
+      bytesMoved: 0,
+      recomputed: { reasons: [{ kind: 'operation-failed', pair: 0, code: 'BUSY' }] },
+    });
     expect(pins.map((pin) => pin.releases)).toEqual([2, 2]);
   });
 
@@ -120,12 +172,23 @@ describe('pullPrefix on loopback agents', () => {
     pins[0]!.lose({ reason: 'evicted', detail: 'source rank 0 evicted the blocks of pin-0' });
     const receipt = await pulling;
     const cancelled = (pair: number) =>
-      expect.objectContaining({ kind: 'operation-failed', fromBlock: 0, pair, code: 'OPERATION_TIMED_OUT', detail: expect.stringContaining('(pin lost: source rank 0 evicted the blocks of pin-0); cancelled') });
+      expect.objectContaining({
+        kind: 'operation-failed',
+        fromBlock: 0,
+        pair,
+        code: 'OPERATION_TIMED_OUT',
+        detail: expect.stringContaining('(pin lost: source rank 0 evicted the blocks of pin-0); cancelled'),
+      });
     expect(receipt).toMatchObject({ blocks: 0, checkedBlocks: 0 });
     expect(receipt.recomputed.reasons).toEqual([
       cancelled(0),
       cancelled(1),
-      expect.objectContaining({ kind: 'pin-lost', fromBlock: 0, reason: 'evicted', sourceRank: { tpRank: 0, ppRank: 0 } }),
+      expect.objectContaining({
+        kind: 'pin-lost',
+        fromBlock: 0,
+        reason: 'evicted',
+        sourceRank: { tpRank: 0, ppRank: 0 },
+      }),
     ]);
     expect(pull.ledger.counts()).toMatchObject({ live: 0, cancelled: 2, timedOut: 0 });
     expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
@@ -135,7 +198,9 @@ describe('pullPrefix on loopback agents', () => {
   it('releases the pins only once every operation reading them is quiescent, after a timeout too', async () => {
     const liveAtRelease: number[] = [];
     let ledger: PullOptions['ledger'] | undefined;
-    const { pull, pins, options } = await tp2to1([PREFIX, PREFIX], () => liveAtRelease.push(ledger!.liveOperations().length));
+    const { pull, pins, options } = await tp2to1([PREFIX, PREFIX], () =>
+      liveAtRelease.push(ledger!.liveOperations().length),
+    );
     ledger = pull.ledger;
     pull.destination.faults.delayCompletions('forever');
     const pulling = pullPrefix(options);
@@ -148,7 +213,15 @@ describe('pullPrefix on loopback agents', () => {
     const receipt = await pulling;
     await settling;
     expect(liveAtRelease).toEqual([0, 0]);
-    expect(receipt).toMatchObject({ blocks: 0, recomputed: { reasons: [{ kind: 'operation-failed', code: 'OPERATION_TIMED_OUT' }, { kind: 'operation-failed', code: 'OPERATION_TIMED_OUT' }] } });
+    expect(receipt).toMatchObject({
+      blocks: 0,
+      recomputed: {
+        reasons: [
+          { kind: 'operation-failed', code: 'OPERATION_TIMED_OUT' },
+          { kind: 'operation-failed', code: 'OPERATION_TIMED_OUT' },
+        ],
+      },
+    });
     pull.destination.faults.clear();
   });
 
@@ -158,19 +231,37 @@ describe('pullPrefix on loopback agents', () => {
     const route = pull.template.pairRouteStart[0]!;
     const sourceRank = pull.template.pairSourceRank[0]!;
     const bank = pull.sourceBytes(sourceRank)[pull.template.sourceBank[route]!]!;
-    bank[Number(pull.template.sourceBase[route]! + BigInt(sourceBlocks[1]!) * pull.template.sourceBlockStride[route]!)]! ^= 0xff;
-    expect(await pullPrefix({ ...options, verify: 'sampled', sampleEvery: 2 })).toMatchObject({ blocks: PREFIX, checkedBlocks: 4, verify: 'sampled' });
-    expect(await pullPrefix({ ...options, verify: 'sampled', sampleEvery: 1 })).toMatchObject({ blocks: 1, checkedBlocks: 1, recomputed: { reasons: [{ kind: 'checksum-mismatch', fromBlock: 1 }] } });
-    expect(await pullPrefix({ ...options, verify: 'off' })).toMatchObject({ blocks: PREFIX, checkedBlocks: 0, verify: 'off' });
+    bank[
+      Number(pull.template.sourceBase[route]! + BigInt(sourceBlocks[1]!) * pull.template.sourceBlockStride[route]!)
+    ]! ^= 0xff;
+    expect(await pullPrefix({ ...options, verify: 'sampled', sampleEvery: 2 })).toMatchObject({
+      blocks: PREFIX,
+      checkedBlocks: 4,
+      verify: 'sampled',
+    });
+    expect(await pullPrefix({ ...options, verify: 'sampled', sampleEvery: 1 })).toMatchObject({
+      blocks: 1,
+      checkedBlocks: 1,
+      recomputed: { reasons: [{ kind: 'checksum-mismatch', fromBlock: 1 }] },
+    });
+    expect(await pullPrefix({ ...options, verify: 'off' })).toMatchObject({
+      blocks: PREFIX,
+      checkedBlocks: 0,
+      verify: 'off',
+    });
   });
 
   it('refuses bad options before posting anything, naming the option', async () => {
     const { pull, pins, options } = await tp2to1();
-    const refused = (changed: Partial<PullOptions>, option: RegExp) => expect(pullPrefix({ ...options, ...changed })).rejects.toThrow(option);
+    const refused = (changed: Partial<PullOptions>, option: RegExp) =>
+      expect(pullPrefix({ ...options, ...changed })).rejects.toThrow(option);
     await refused({ verify: 'most' as never }, /verify = .*must be 'full', 'sampled' or 'off'/);
     await refused({ policy: 'retry' as never }, /policy = /);
     await refused({ pins: [pins[0]!] }, /pairs\[1\] = 1 is refused: has no pin from its source rank/);
-    await refused({ pins: pins.map(({ checksums: _, ...pin }) => pin as never) }, /carry no checksums, yet verify is 'full'/);
+    await refused(
+      { pins: pins.map(({ checksums: _, ...pin }) => pin as never) },
+      /carry no checksums, yet verify is 'full'/,
+    );
     await refused({ sampleEvery: 0, verify: 'sampled' }, /sampleEvery = 0/);
     await refused({ destinationBlocks: [0] as never }, /destinationBlocks = /);
     expect(pull.ledger.counts().posted).toBe(0);

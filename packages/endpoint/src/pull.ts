@@ -1,6 +1,12 @@
 // The destination side of a pull: one template post per rank pair on pinned source blocks, wait for
 // quiescence, verify each block per pair, commit the longest verified prefix, release the pins.
-import { type LedgerOperation, type LedgerPostRequest, OperationFailedError, type OperationLedger, type PeerTicket } from '@kvreuse/drain';
+import {
+  type LedgerOperation,
+  type LedgerPostRequest,
+  OperationFailedError,
+  type OperationLedger,
+  type PeerTicket,
+} from '@kvreuse/drain';
 import { codeOf } from '@kvreuse/errors';
 import type { PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { Bank } from '@kvreuse/registry';
@@ -52,25 +58,40 @@ interface Posted {
 
 /** The checks of the caller's own options, which a request to `ReuseEndpoint.pull` has passed already. */
 function checkOptions(options: PullOptions): void {
-  if (options === null || typeof options !== 'object') throw new EndpointOptionError('options', options, 'must be an object');
-  if (!verifyModes.includes(options.verify)) throw new EndpointOptionError('verify', options.verify, "must be 'full', 'sampled' or 'off'");
-  if (!['fail', 'recompute'].includes(options.policy)) throw new EndpointOptionError('policy', options.policy, "must be 'fail' or 'recompute'");
-  if (!(options.destinationBlocks instanceof Uint32Array)) throw new EndpointOptionError('destinationBlocks', options.destinationBlocks, 'must be a Uint32Array');
+  if (options === null || typeof options !== 'object')
+    throw new EndpointOptionError('options', options, 'must be an object');
+  if (!verifyModes.includes(options.verify))
+    throw new EndpointOptionError('verify', options.verify, "must be 'full', 'sampled' or 'off'");
+  if (!['fail', 'recompute'].includes(options.policy))
+    throw new EndpointOptionError('policy', options.policy, "must be 'fail' or 'recompute'");
+  if (!(options.destinationBlocks instanceof Uint32Array))
+    throw new EndpointOptionError('destinationBlocks', options.destinationBlocks, 'must be a Uint32Array');
   const sampleEvery = options.sampleEvery ?? defaultSampleEvery;
-  if (!Number.isSafeInteger(sampleEvery) || sampleEvery < 1) throw new EndpointOptionError('sampleEvery', sampleEvery, 'must be a positive integer');
+  if (!Number.isSafeInteger(sampleEvery) || sampleEvery < 1)
+    throw new EndpointOptionError('sampleEvery', sampleEvery, 'must be a positive integer');
 }
 
 /** The pin of each pair's source rank: every pair needs one, with checksums unless verification is off. */
 function pairPins(options: PullOptions): HeldPin[] {
-  if (!Array.isArray(options.pairs) || options.pairs.length === 0) throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');
+  if (!Array.isArray(options.pairs) || options.pairs.length === 0)
+    throw new EndpointOptionError('pairs', options.pairs, 'must list at least one rank pair');
   return options.pairs.map(({ template }, index) => {
     const route = template.template.pairs[template.pair];
-    const pin = route === undefined ? undefined : options.pins.find((held) => sameRank(held.source.rank, route.sourceRank));
+    const pin =
+      route === undefined ? undefined : options.pins.find((held) => sameRank(held.source.rank, route.sourceRank));
     if (route === undefined || pin === undefined) {
-      throw new EndpointOptionError(`pairs[${index}]`, template.pair, 'has no pin from its source rank among options.pins');
+      throw new EndpointOptionError(
+        `pairs[${index}]`,
+        template.pair,
+        'has no pin from its source rank among options.pins',
+      );
     }
     if (options.verify !== 'off' && !(pin.checksums instanceof Uint32Array)) {
-      throw new EndpointOptionError(`pins (${pin.pinId})`, undefined, `carry no checksums, yet verify is '${options.verify}'`);
+      throw new EndpointOptionError(
+        `pins (${pin.pinId})`,
+        undefined,
+        `carry no checksums, yet verify is '${options.verify}'`,
+      );
     }
     return pin;
   });
@@ -84,7 +105,10 @@ function checkedPositions(mode: VerifyMode, count: number, sampleEvery: number):
 }
 
 /** Resolves once the operation is quiescent, or quarantined (then its quiescence comes later, if ever). */
-function quiescentOrQuarantined(ledger: PullOptions['ledger'], operation: LedgerOperation): Promise<'quiescent' | 'quarantined'> {
+function quiescentOrQuarantined(
+  ledger: PullOptions['ledger'],
+  operation: LedgerOperation,
+): Promise<'quiescent' | 'quarantined'> {
   return new Promise((resolve) => {
     const stop = ledger.on('quarantined', (quarantined) => {
       if (quarantined !== operation) return;
@@ -139,7 +163,12 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
   for (const pin of uniquePins) {
     if (pin.positions.count >= requested) continue;
     granted = Math.min(granted, pin.positions.count);
-    reasons.push({ kind: 'pin-granted-fewer', fromBlock: pin.positions.count, sourceRank: pin.source.rank, granted: pin.positions.count });
+    reasons.push({
+      kind: 'pin-granted-fewer',
+      fromBlock: pin.positions.count,
+      sourceRank: pin.source.rank,
+      granted: pin.positions.count,
+    });
   }
 
   const started = now();
@@ -147,7 +176,9 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
 
   const endings = await Promise.all(posted.map(({ operation }) => quiescentOrQuarantined(ledger, operation)));
   const ms = now() - started;
-  const quarantined = posted.filter((_, i) => endings[i] === 'quarantined').map(({ operation }) => operation.quiescence);
+  const quarantined = posted
+    .filter((_, i) => endings[i] === 'quarantined')
+    .map(({ operation }) => operation.quiescence);
   // Every reading operation is quiescent (or, if quarantined, released later on its quiescence).
   const released = Promise.all(quarantined).then(() => releasePins(uniquePins, options.beforeRelease));
   if (quarantined.length === 0) await released;
@@ -167,10 +198,21 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
   }
   for (const pin of uniquePins) {
     const loss = losses.get(pin);
-    if (loss !== undefined) reasons.push({ kind: 'pin-lost', fromBlock: 0, sourceRank: pin.source.rank, reason: loss.reason, detail: loss.detail });
+    if (loss !== undefined)
+      reasons.push({
+        kind: 'pin-lost',
+        fromBlock: 0,
+        sourceRank: pin.source.rank,
+        reason: loss.reason,
+        detail: loss.detail,
+      });
   }
 
-  const checked = checkedPositions(options.verify, reasons.some((reason) => reason.fromBlock === 0) ? 0 : granted, sampleEvery);
+  const checked = checkedPositions(
+    options.verify,
+    reasons.some((reason) => reason.fromBlock === 0) ? 0 : granted,
+    sampleEvery,
+  );
   const checkedBlocks = checked.length === 0 ? 0 : verifyPairs(options, pins, checked, granted, reasons);
 
   reasons.sort((a, b) => a.fromBlock - b.fromBlock);
@@ -186,7 +228,13 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
     verify: options.verify,
     checkedBlocks,
     recomputed: { fromBlock: blocks, blocks: requested - blocks, reasons },
-    calibration: { linkClass: options.link.linkClass, tier: options.link.tier, blocks, bytes: blocks * blockBytes, transferMs: ms },
+    calibration: {
+      linkClass: options.link.linkClass,
+      tier: options.link.tier,
+      blocks,
+      bytes: blocks * blockBytes,
+      transferMs: ms,
+    },
     ...(options.prediction === undefined ? {} : { saving: savingOf(options.prediction, blocks, ms) }),
   };
   if (options.policy === 'fail' && blocks < requested) throw new PullShortfallError(receipt);
@@ -194,18 +242,34 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
 }
 
 /** Posts one operation per rank pair on the first `granted` blocks; a refused post ends the posting, its reason recorded. */
-function postPairs(options: PullOptions, pins: readonly HeldPin[], granted: number, posted: Posted[], reasons: RecomputeReason[]): void {
+function postPairs(
+  options: PullOptions,
+  pins: readonly HeldPin[],
+  granted: number,
+  posted: Posted[],
+  reasons: RecomputeReason[],
+): void {
   const { ledger, destinationBlocks } = options;
   for (const [index, pair] of options.pairs.entries()) {
     const pin = pins[index] as HeldPin;
     try {
       const operation = ledger.postBlocks(
-        { template: pair.template, sourceBlocks: pin.sourceBlocks.subarray(0, granted), destinationBlocks: destinationBlocks.subarray(0, granted) },
+        {
+          template: pair.template,
+          sourceBlocks: pin.sourceBlocks.subarray(0, granted),
+          destinationBlocks: destinationBlocks.subarray(0, granted),
+        },
         { ticket: pair.ticket, banks: pair.banks },
       );
       posted.push({ pair: index, operation });
     } catch (error) {
-      reasons.push({ kind: 'operation-failed', fromBlock: 0, pair: index, code: codeOf(error) ?? 'UNKNOWN', detail: error instanceof Error ? error.message : String(error) });
+      reasons.push({
+        kind: 'operation-failed',
+        fromBlock: 0,
+        pair: index,
+        code: codeOf(error) ?? 'UNKNOWN',
+        detail: error instanceof Error ? error.message : String(error),
+      });
       break;
     }
   }
@@ -215,7 +279,13 @@ function postPairs(options: PullOptions, pins: readonly HeldPin[], granted: numb
  * Compares the checksums of the `checked` positions on every pair with the source's, recording the
  * first mismatch of each pair; returns how many checked positions come before the first bad block.
  */
-function verifyPairs(options: PullOptions, pins: readonly HeldPin[], checked: readonly number[], granted: number, reasons: RecomputeReason[]): number {
+function verifyPairs(
+  options: PullOptions,
+  pins: readonly HeldPin[],
+  checked: readonly number[],
+  granted: number,
+  reasons: RecomputeReason[],
+): number {
   const positions = Uint32Array.from(checked);
   const blocks = positions.map((position) => options.destinationBlocks[position] as number);
   for (const [index, pair] of options.pairs.entries()) {
@@ -224,13 +294,23 @@ function verifyPairs(options: PullOptions, pins: readonly HeldPin[], checked: re
     const bad = actual.findIndex((sum, i) => sum !== expected[positions[i] as number]);
     if (bad < 0) continue;
     const fromBlock = positions[bad] as number;
-    reasons.push({ kind: 'checksum-mismatch', fromBlock, pair: index, expected: expected[fromBlock] as number, actual: actual[bad] as number });
+    reasons.push({
+      kind: 'checksum-mismatch',
+      fromBlock,
+      pair: index,
+      expected: expected[fromBlock] as number,
+      actual: actual[bad] as number,
+    });
   }
   const firstBad = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
   return checked.filter((position) => position < firstBad).length;
 }
 
-function savingOf(prediction: SavingPrediction, blocks: number, ms: number): { predictedMs: number; measuredMs: number } {
+function savingOf(
+  prediction: SavingPrediction,
+  blocks: number,
+  ms: number,
+): { predictedMs: number; measuredMs: number } {
   return {
     predictedMs: prediction.predictedMs,
     measuredMs: (blocks * prediction.blockTokens * prediction.prefillTokenUs) / 1000 - ms - prediction.lookupBudgetMs,

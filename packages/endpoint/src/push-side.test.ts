@@ -11,7 +11,12 @@ import { EndpointStateError } from './lifecycle.js';
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0, liveOperations: 0 });
+  expect(transport.counters()).toMatchObject({
+    liveRegistrations: 0,
+    liveAllocations: 0,
+    liveAgents: 0,
+    liveOperations: 0,
+  });
 });
 
 describe('ReuseEndpoint.push', () => {
@@ -33,7 +38,9 @@ describe('ReuseEndpoint.push', () => {
     template.pairs.forEach((route, pair) => {
       const destination = decode.ranks[route.destinationRank.tpRank]!;
       const sent = blockChecksums(template, pair, 'source', reader.endpoint.bankBytes!, sourceBlocks);
-      expect(blockChecksums(template, pair, 'destination', destination.endpoint.bankBytes!, destinationBlocks)).toEqual(sent);
+      expect(blockChecksums(template, pair, 'destination', destination.endpoint.bankBytes!, destinationBlocks)).toEqual(
+        sent,
+      );
     });
     // The same pairs again: the templates registered for the first push are reused.
     await reader.endpoint.push({ workerId: 'decode-0', sourceBlocks, destinationBlocks });
@@ -43,12 +50,32 @@ describe('ReuseEndpoint.push', () => {
 
   it('validates the block lists once, refuses while not ready, and fails naming a destination that is not ready', async () => {
     const { store, reader } = await servingPair(cleanups);
-    await expect(reader.endpoint.push({ workerId: 'decode-0', sourceBlocks: Uint32Array.of(0, 1), destinationBlocks: Uint32Array.of(0) })).rejects.toThrow(EndpointOptionError);
-    await expect(reader.endpoint.push({ workerId: 'decode-0', sourceBlocks: [0] as unknown as Uint32Array, destinationBlocks: Uint32Array.of(0) })).rejects.toThrow(EndpointOptionError);
-    const missing = await reader.endpoint.push({ workerId: 'nobody', sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) }).catch((error: unknown) => error);
+    await expect(
+      reader.endpoint.push({
+        workerId: 'decode-0',
+        sourceBlocks: Uint32Array.of(0, 1),
+        destinationBlocks: Uint32Array.of(0),
+      }),
+    ).rejects.toThrow(EndpointOptionError);
+    await expect(
+      reader.endpoint.push({
+        workerId: 'decode-0',
+        sourceBlocks: [0] as unknown as Uint32Array,
+        destinationBlocks: Uint32Array.of(0),
+      }),
+    ).rejects.toThrow(EndpointOptionError);
+    const missing = await reader.endpoint
+      .push({ workerId: 'nobody', sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) })
+      .catch((error: unknown) => error);
     expect(codeOf(missing)).toBe('PUSH_FAILED');
     expect((missing as Error).message).toMatch(/^push to nobody failed: it is not ready: /);
     const idle = await openWorker(store, { workerId: 'prefill-1', role: 'prefill', tpSize: 1 }, cleanups);
-    await expect(idle.ranks[0]!.endpoint.push({ workerId: 'decode-0', sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) })).rejects.toThrow(EndpointStateError);
+    await expect(
+      idle.ranks[0]!.endpoint.push({
+        workerId: 'decode-0',
+        sourceBlocks: Uint32Array.of(0),
+        destinationBlocks: Uint32Array.of(0),
+      }),
+    ).rejects.toThrow(EndpointStateError);
   });
 });

@@ -51,11 +51,21 @@ export interface PushSideOptions {
 
 /** The one check of a push's block lists. */
 function checkPushRequest(request: PushRequest): void {
-  if (typeof request !== 'object' || request === null) throw new EndpointOptionError('request', request, 'a push request { workerId, sourceBlocks, destinationBlocks }');
-  if (typeof request.workerId !== 'string' || request.workerId === '') throw new EndpointOptionError('request.workerId', request.workerId, 'the destination worker id');
-  if (!(request.sourceBlocks instanceof Uint32Array)) throw new EndpointOptionError('request.sourceBlocks', request.sourceBlocks, "a Uint32Array of this rank's blocks");
-  if (!(request.destinationBlocks instanceof Uint32Array) || request.destinationBlocks.length !== request.sourceBlocks.length) {
-    throw new EndpointOptionError('request.destinationBlocks', request.destinationBlocks, `a Uint32Array of one block per source block (${request.sourceBlocks.length})`);
+  if (typeof request !== 'object' || request === null)
+    throw new EndpointOptionError('request', request, 'a push request { workerId, sourceBlocks, destinationBlocks }');
+  if (typeof request.workerId !== 'string' || request.workerId === '')
+    throw new EndpointOptionError('request.workerId', request.workerId, 'the destination worker id');
+  if (!(request.sourceBlocks instanceof Uint32Array))
+    throw new EndpointOptionError('request.sourceBlocks', request.sourceBlocks, "a Uint32Array of this rank's blocks");
+  if (
+    !(request.destinationBlocks instanceof Uint32Array) ||
+    request.destinationBlocks.length !== request.sourceBlocks.length
+  ) {
+    throw new EndpointOptionError(
+      'request.destinationBlocks',
+      request.destinationBlocks,
+      `a Uint32Array of one block per source block (${request.sourceBlocks.length})`,
+    );
   }
 }
 
@@ -67,13 +77,24 @@ export class PushSide {
   }
 
   /** Writes the blocks; `own` is this rank, registered, and its worker as ready. */
-  async push(request: PushRequest, own: { readonly registered: RegisteredRank; readonly worker: Worker }): Promise<PushReceipt> {
+  async push(
+    request: PushRequest,
+    own: { readonly registered: RegisteredRank; readonly worker: Worker },
+  ): Promise<PushReceipt> {
     checkPushRequest(request);
     const { workerId, sourceBlocks, destinationBlocks } = request;
     const readiness = await this.#options.workers.readiness(workerId);
-    if (!readiness.ready) throw new PushFailedError(workerId, `it is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`);
+    if (!readiness.ready)
+      throw new PushFailedError(
+        workerId,
+        `it is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`,
+      );
     const template = this.#options.templates.between(own.worker, readiness.worker);
-    const writes = template.pairs.flatMap((route, pair) => (sameRank(route.sourceRank, this.#options.rank) ? [this.#write(template, pair, readiness.worker, own.registered)] : []));
+    const writes = template.pairs.flatMap((route, pair) =>
+      sameRank(route.sourceRank, this.#options.rank)
+        ? [this.#write(template, pair, readiness.worker, own.registered)]
+        : [],
+    );
     const started = performance.now();
     let bytes = 0;
     // One post per block and rank pair, a block at a time: the first transfer to a freshly loaded peer
@@ -82,14 +103,19 @@ export class PushSide {
     for (let block = 0; block < sourceBlocks.length; block++) {
       const posts = writes.map(({ write, ticket }) =>
         this.#options.ledger.postBlocks(
-          { template: write, sourceBlocks: sourceBlocks.subarray(block, block + 1), destinationBlocks: destinationBlocks.subarray(block, block + 1) },
+          {
+            template: write,
+            sourceBlocks: sourceBlocks.subarray(block, block + 1),
+            destinationBlocks: destinationBlocks.subarray(block, block + 1),
+          },
           { ticket, banks: own.registered.banks },
         ),
       );
       const outcomes = await Promise.all(posts.map((operation) => operation.outcome));
       await Promise.all(posts.map((operation) => operation.quiescence));
       for (const outcome of outcomes) {
-        if (!outcome.ok) throw new PushFailedError(workerId, `WRITE of block ${block} failed: ${outcome.error.message}`);
+        if (!outcome.ok)
+          throw new PushFailedError(workerId, `WRITE of block ${block} failed: ${outcome.error.message}`);
         bytes += outcome.bytesDone;
       }
     }
@@ -97,13 +123,26 @@ export class PushSide {
   }
 
   /** The pair's write template and the destination rank's peer, loaded and tracked for this push. */
-  #write(template: TransferTemplate, pair: number, destination: Worker, local: RegisteredRank): { write: RegisteredTemplate; ticket: PeerTicket } {
+  #write(
+    template: TransferTemplate,
+    pair: number,
+    destination: Worker,
+    local: RegisteredRank,
+  ): { write: RegisteredTemplate; ticket: PeerTicket } {
     const { agent, secret, peers, templates } = this.#options;
     const target = (template.pairs[pair] as (typeof template.pairs)[number]).destinationRank;
     const part = destination.ranks.find((candidate) => sameRank(rankOf(candidate), target)) as RankPart;
     const peer = loadRankPeer(agent, part, secret);
     const ticket = peers.track(part.transport.agentName, destination.incarnation, peer);
-    const write = templates.registered({ template, pair, direction: 'write', remote: part, peer, local, noRegion: (why) => new PushFailedError(destination.workerId, why) });
+    const write = templates.registered({
+      template,
+      pair,
+      direction: 'write',
+      remote: part,
+      peer,
+      local,
+      noRegion: (why) => new PushFailedError(destination.workerId, why),
+    });
     return { write, ticket };
   }
 }

@@ -23,18 +23,31 @@ interface ChildLine {
   readonly event: 'ready' | 'draining' | 'drained';
   readonly incarnation?: string;
   readonly epoch?: number;
-  readonly drained?: { pins: { readerAgent: string; blocks: number; ended?: string }[]; readers: unknown; banksReturned: number; banksRetained: number }[];
+  readonly drained?: {
+    pins: { readerAgent: string; blocks: number; ended?: string }[];
+    readers: unknown;
+    banksReturned: number;
+    banksRetained: number;
+  }[];
 }
 
 /** Starts the serving worker; `next(event)` resolves with its next line of that event (rejects with its stderr if it exits first). */
-function startServingWorker(path: string): { child: ChildProcess; next: (event: ChildLine['event']) => Promise<ChildLine> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/ucx-serving-worker.ts', path], { cwd: packageDir, stdio: ['ignore', 'pipe', 'pipe'] });
+function startServingWorker(path: string): {
+  child: ChildProcess;
+  next: (event: ChildLine['event']) => Promise<ChildLine>;
+} {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/ucx-serving-worker.ts', path],
+    { cwd: packageDir, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   cleanups.push(() => child.kill('SIGKILL'));
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const lines: Interface = createInterface({ input: child.stdout! });
   const seen: ChildLine[] = [];
-  const waiters: { event: ChildLine['event']; resolve: (line: ChildLine) => void; reject: (error: Error) => void }[] = [];
+  const waiters: { event: ChildLine['event']; resolve: (line: ChildLine) => void; reject: (error: Error) => void }[] =
+    [];
   lines.on('line', (text) => {
     const line = JSON.parse(text) as ChildLine;
     const waiter = waiters.find((candidate) => candidate.event === line.event);
@@ -42,7 +55,8 @@ function startServingWorker(path: string): { child: ChildProcess; next: (event: 
     else waiters.splice(waiters.indexOf(waiter), 1)[0]!.resolve(line);
   });
   child.once('exit', (code) => {
-    for (const waiter of waiters.splice(0)) waiter.reject(new Error(`the serving worker exited (${code}) before '${waiter.event}': ${stderr}`));
+    for (const waiter of waiters.splice(0))
+      waiter.reject(new Error(`the serving worker exited (${code}) before '${waiter.event}': ${stderr}`));
   });
   return {
     child,
@@ -66,16 +80,35 @@ describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
     cleanups.push(async () => {
       for (const cleanup of prefillCleanups.reverse()) await cleanup();
     });
-    const prefill = await openWorker(store, { workerId: 'prefill-0', role: 'prefill', tpSize: 1, backend: 'ucx', secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }) }, prefillCleanups);
+    const prefill = await openWorker(
+      store,
+      {
+        workerId: 'prefill-0',
+        role: 'prefill',
+        tpSize: 1,
+        backend: 'ucx',
+        secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }),
+      },
+      prefillCleanups,
+    );
     await start(prefill);
     await allReady(prefill);
     const ready = await serving.next('ready');
     const source = { workerId: 'decode-0', incarnation: ready.incarnation!, epoch: ready.epoch! };
     const reader = prefill.ranks[0]!;
 
-    const receipt = await reader.endpoint.pull({ hint: hintFor(source, BLOCKS), destinationBlocks: Uint32Array.from({ length: BLOCKS }, (_, i) => BLOCKS - 1 - i) });
+    const receipt = await reader.endpoint.pull({
+      hint: hintFor(source, BLOCKS),
+      destinationBlocks: Uint32Array.from({ length: BLOCKS }, (_, i) => BLOCKS - 1 - i),
+    });
     const blockBytes = 2 * 2 * 4 * 2 * 8 * 2;
-    expect(receipt).toMatchObject({ requested: BLOCKS, blocks: BLOCKS, bytesMoved: BLOCKS * blockBytes, checkedBlocks: BLOCKS, recomputed: { reasons: [] } });
+    expect(receipt).toMatchObject({
+      requested: BLOCKS,
+      blocks: BLOCKS,
+      bytesMoved: BLOCKS * blockBytes,
+      checkedBlocks: BLOCKS,
+      recomputed: { reasons: [] },
+    });
 
     // The reader holds its pins while its reads are held in flight; the source is told to stop.
     const seen: WorkerReadiness[] = [];
@@ -92,7 +125,11 @@ describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
     const { drained } = await serving.next('drained');
     expect(drained).toHaveLength(2);
     for (const rank of drained!) {
-      expect(rank).toMatchObject({ readers: { released: 1, lapsed: 0, outstanding: 0 }, pins: [{ readerAgent: reader.agent.name, blocks: 4, ended: 'released' }], banksRetained: 0 });
+      expect(rank).toMatchObject({
+        readers: { released: 1, lapsed: 0, outstanding: 0 },
+        pins: [{ readerAgent: reader.agent.name, blocks: 4, ended: 'released' }],
+        banksRetained: 0,
+      });
       expect(rank.banksReturned).toBeGreaterThan(0);
     }
   }, 180_000);

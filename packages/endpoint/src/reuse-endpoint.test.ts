@@ -23,7 +23,15 @@ afterEach(async () => {
   expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0 });
 });
 
-const worker = (incarnation = 'inc-1'): WorkerIdentity => ({ workerId: 'decode-0', incarnation, role: 'decode', geometry, tpSize: 2, ppSize: 1, dpRank: 0 });
+const worker = (incarnation = 'inc-1'): WorkerIdentity => ({
+  workerId: 'decode-0',
+  incarnation,
+  role: 'decode',
+  geometry,
+  tpSize: 2,
+  ppSize: 1,
+  dpRank: 0,
+});
 
 /** One rank as its process would set it up: its agent and its kvreuse-owned banks, not yet registered. */
 async function rankEndpoint(
@@ -32,7 +40,10 @@ async function rankEndpoint(
   extra: { metrics?: EndpointMetrics; incarnation?: string; metricsPort?: number } = {},
 ): Promise<{ endpoint: ReuseEndpoint; agent: Agent; transitions: EndpointTransition[] }> {
   const identity = worker(extra.incarnation);
-  const agent = await transport.createAgent({ name: `${identity.workerId}-${identity.incarnation}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
+  const agent = await transport.createAgent({
+    name: `${identity.workerId}-${identity.incarnation}-tp${tpRank}-${process.pid}`,
+    backend: 'loopback',
+  });
   const layout = layoutRankBanks(geometry, { tpRank, tpSize: 2, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 2 });
   const banks = await Promise.all(
     layout.map(async (bank, index) => {
@@ -40,8 +51,20 @@ async function rankEndpoint(
       return Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
     }),
   );
-  const rankSettings = extra.metricsPort === undefined ? settings : { ...settings, endpoint: { ...settings.endpoint, metricsPort: extra.metricsPort } };
-  const endpoint = new ReuseEndpoint({ agent, discovery: store, secret, worker: identity, rank: { tpRank, ppRank: 0 }, banks, settings: rankSettings, ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }) });
+  const rankSettings =
+    extra.metricsPort === undefined
+      ? settings
+      : { ...settings, endpoint: { ...settings.endpoint, metricsPort: extra.metricsPort } };
+  const endpoint = new ReuseEndpoint({
+    agent,
+    discovery: store,
+    secret,
+    worker: identity,
+    rank: { tpRank, ppRank: 0 },
+    banks,
+    settings: rankSettings,
+    ...(extra.metrics === undefined ? {} : { metrics: extra.metrics }),
+  });
   const transitions: EndpointTransition[] = [];
   endpoint.onTransition((transition) => transitions.push(transition));
   cleanups.push(() => endpoint.close());
@@ -83,7 +106,10 @@ describe('ReuseEndpoint', () => {
     const readiness = rank0.endpoint.readiness;
     if (readiness?.ready !== true) throw new Error('unreachable: the worker is ready');
     const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-    expect(readiness.worker.ranks.map((part) => [part.version, part.host])).toEqual([[3, bootId], [3, bootId]]);
+    expect(readiness.worker.ranks.map((part) => [part.version, part.host])).toEqual([
+      [3, bootId],
+      [3, bootId],
+    ]);
     expect(await metrics.text()).toContain('kvreuse_endpoint_state{state="ready"} 1');
 
     const report = await rank1.endpoint.drain({ deadlineMs: 5_000 });
@@ -93,7 +119,15 @@ describe('ReuseEndpoint', () => {
     await vi.waitFor(() => expect(rank0.endpoint.state).toBe('published'), { timeout: 20_000, interval: 5 });
     expect(rank0.transitions.at(-1)?.reason).toMatch(/^worker not ready: missing ranks \(tp 1/);
 
-    expect(rank1.transitions.map(({ to }) => to)).toEqual(['registering', 'registered', 'publishing', 'published', 'ready', 'draining', 'drained']);
+    expect(rank1.transitions.map(({ to }) => to)).toEqual([
+      'registering',
+      'registered',
+      'publishing',
+      'published',
+      'ready',
+      'draining',
+      'drained',
+    ]);
     const closed = await rank1.endpoint.close();
     expect(closed.agentDestroyed).toBe(true);
     expect(rank1.endpoint.state).toBe('closed');
@@ -112,7 +146,9 @@ describe('ReuseEndpoint', () => {
     expect(() => rank0.endpoint.readyRank).toThrow(new EndpointStateError('readyRank', 'created', ['ready']));
     await rank0.endpoint.register();
     await rank0.endpoint.publish();
-    expect(() => rank0.endpoint.readyRank).toThrow('readyRank is not allowed while the endpoint is published (only while ready)');
+    expect(() => rank0.endpoint.readyRank).toThrow(
+      'readyRank is not allowed while the endpoint is published (only while ready)',
+    );
     await rank1.endpoint.register();
     // Rank 0 alone is not its worker: not ready until rank 1 is published too.
     expect(settled).toBe(false);
@@ -131,7 +167,11 @@ describe('ReuseEndpoint', () => {
     const store = openStore();
     const failing = await rankEndpoint(store, 0);
     failing.agent.faults.failNth('register', 3, 'NO_MEMORY');
-    const failed = expect(failing.endpoint.whenReady()).rejects.toMatchObject({ code: 'ENDPOINT_NOT_READY', state: 'created', reason: expect.stringMatching(/^registration failed: .*NO_MEMORY/) });
+    const failed = expect(failing.endpoint.whenReady()).rejects.toMatchObject({
+      code: 'ENDPOINT_NOT_READY',
+      state: 'created',
+      reason: expect.stringMatching(/^registration failed: .*NO_MEMORY/),
+    });
     await expect(failing.endpoint.register()).rejects.toThrow(/NO_MEMORY/);
     await failed;
     await failing.endpoint.register(); // so that close() hands its banks back
@@ -140,7 +180,9 @@ describe('ReuseEndpoint', () => {
     const { endpoint } = await rankEndpoint(store, 0, { incarnation: 'inc-2' });
     await endpoint.register();
     await endpoint.publish();
-    const waiting = expect(endpoint.whenReady()).rejects.toThrow(new EndpointNotReadyError('draining', 'drain({ deadlineMs: 5000 })'));
+    const waiting = expect(endpoint.whenReady()).rejects.toThrow(
+      new EndpointNotReadyError('draining', 'drain({ deadlineMs: 5000 })'),
+    );
     await endpoint.drain({ deadlineMs: 5_000 });
     await waiting;
     await expect(endpoint.whenReady()).rejects.toMatchObject({ code: 'ENDPOINT_NOT_READY', state: 'drained' });
@@ -151,10 +193,17 @@ describe('ReuseEndpoint', () => {
     const held = await holdPort();
     const port = held.port;
     await new Promise((resolve) => held.server.close(resolve));
-    const { endpoint } = await rankEndpoint(store, 0, { metrics: new EndpointMetrics({ labels: { rank: 'tp0' } }), metricsPort: port });
+    const { endpoint } = await rankEndpoint(store, 0, {
+      metrics: new EndpointMetrics({ labels: { rank: 'tp0' } }),
+      metricsPort: port,
+    });
     expect(endpoint.metricsListener).toBeUndefined();
     await endpoint.register();
-    expect(endpoint.metricsListener).toMatchObject({ host: '127.0.0.1', port, url: `http://127.0.0.1:${port}/metrics` });
+    expect(endpoint.metricsListener).toMatchObject({
+      host: '127.0.0.1',
+      port,
+      url: `http://127.0.0.1:${port}/metrics`,
+    });
     const scraped = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(scraped.status).toBe(200);
     expect(await scraped.text()).toContain('kvreuse_endpoint_state{state="registered",rank="tp0"} 1');
@@ -165,10 +214,18 @@ describe('ReuseEndpoint', () => {
   it('with endpoint.metricsPort in use: register() rejects with MetricsPortError naming the port, registers nothing and can be retried', async () => {
     const store = openStore();
     const { server, port } = await holdPort();
-    const { endpoint, transitions } = await rankEndpoint(store, 0, { metrics: new EndpointMetrics(), metricsPort: port });
+    const { endpoint, transitions } = await rankEndpoint(store, 0, {
+      metrics: new EndpointMetrics(),
+      metricsPort: port,
+    });
     const refused = endpoint.register();
     await expect(refused).rejects.toBeInstanceOf(MetricsPortError);
-    await expect(refused).rejects.toMatchObject({ code: 'METRICS_PORT_UNAVAILABLE', host: '127.0.0.1', port, systemCode: 'EADDRINUSE' });
+    await expect(refused).rejects.toMatchObject({
+      code: 'METRICS_PORT_UNAVAILABLE',
+      host: '127.0.0.1',
+      port,
+      systemCode: 'EADDRINUSE',
+    });
     expect(endpoint.state).toBe('created');
     expect(endpoint.metricsListener).toBeUndefined();
     expect(transport.counters().liveRegistrations).toBe(0);
@@ -211,13 +268,19 @@ describe('ReuseEndpoint', () => {
     const store = openStore();
     const { endpoint, transitions } = await rankEndpoint(store, 0);
     await expect(endpoint.publish()).rejects.toThrow(new EndpointStateError('publish', 'created', ['registered']));
-    await expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow('drain is not allowed while the endpoint is created (only while registered, published, ready)');
+    await expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow(
+      'drain is not allowed while the endpoint is created (only while registered, published, ready)',
+    );
     await endpoint.register();
-    await expect(endpoint.register()).rejects.toThrow('register is not allowed while the endpoint is registered (only while created)');
+    await expect(endpoint.register()).rejects.toThrow(
+      'register is not allowed while the endpoint is registered (only while created)',
+    );
     expect(transitions.map(({ to }) => to)).toEqual(['registering', 'registered']);
     await endpoint.close();
     expect(() => endpoint.close()).not.toThrow();
-    await expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow('drain is not allowed while the endpoint is closed');
+    await expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow(
+      'drain is not allowed while the endpoint is closed',
+    );
   });
 
   it('a newer incarnation superseding this one: the old endpoint is never ready again, the new one is', async () => {
@@ -241,7 +304,9 @@ describe('ReuseEndpoint', () => {
 
   it('checks its options before touching anything', () => {
     expect(() => new ReuseEndpoint(undefined as never)).toThrow(EndpointOptionError);
-    expect(() => new ReuseEndpoint({ banks: [] } as never)).toThrow('endpoint option agent = undefined is refused: an object');
+    expect(() => new ReuseEndpoint({ banks: [] } as never)).toThrow(
+      'endpoint option agent = undefined is refused: an object',
+    );
     const objects = { agent: {}, discovery: {}, worker: {}, rank: {}, settings: {}, banks: [{}] };
     expect(() => new ReuseEndpoint({ ...objects, secret: 'cluster.secret' } as never)).toThrow(
       'endpoint option secret = "cluster.secret" is refused: the ClusterSecret openClusterSecret(settings.discovery) returns',
@@ -251,26 +316,63 @@ describe('ReuseEndpoint', () => {
   it('checks the serve options: an adapter, the bank bytes, a lease, an inventory, and no waitForReaders of its own', async () => {
     const agent = await transport.createAgent({ name: `serve-options-${process.pid}`, backend: 'loopback' });
     cleanups.push(() => agent.close());
-    const base = { agent, discovery: new MemoryDiscoveryStore(), secret, worker: worker(), rank: { tpRank: 0, ppRank: 0 }, banks: [{}] as never, settings, bankBytes: [] };
+    const base = {
+      agent,
+      discovery: new MemoryDiscoveryStore(),
+      secret,
+      worker: worker(),
+      rank: { tpRank: 0, ppRank: 0 },
+      banks: [{}] as never,
+      settings,
+      bankBytes: [],
+    };
     const adapter = new BlockPool(2);
-    const refused = (change: object, message: string) => expect(() => new ReuseEndpoint({ ...base, ...change })).toThrow(message);
+    const refused = (change: object, message: string) =>
+      expect(() => new ReuseEndpoint({ ...base, ...change })).toThrow(message);
     refused({ serve: {} }, 'endpoint option serve = ');
-    refused({ serve: { adapter }, bankBytes: undefined }, "endpoint option bankBytes = undefined is refused: this rank's bank bytes");
+    refused(
+      { serve: { adapter }, bankBytes: undefined },
+      "endpoint option bankBytes = undefined is refused: this rank's bank bytes",
+    );
     refused({ serve: { adapter, leaseMs: 0 } }, 'endpoint option serve.leaseMs = 0 is refused');
-    refused({ serve: { adapter, inventory: { tier: 'disk', retained: () => [], ttlMs: 1 } } }, 'endpoint option serve.inventory = ');
-    refused({ serve: { adapter }, waitForReaders: () => Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) }, 'its pin server waits for the readers');
+    refused(
+      { serve: { adapter, inventory: { tier: 'disk', retained: () => [], ttlMs: 1 } } },
+      'endpoint option serve.inventory = ',
+    );
+    refused(
+      { serve: { adapter }, waitForReaders: () => Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) },
+      'its pin server waits for the readers',
+    );
     await base.discovery.close();
   });
 
   it('checks the endpoint settings it is given: the default verification must be a mode', async () => {
     const agent = await transport.createAgent({ name: `endpoint-settings-${process.pid}`, backend: 'loopback' });
     cleanups.push(() => agent.close());
-    const base = { agent, discovery: new MemoryDiscoveryStore(), secret, worker: worker(), rank: { tpRank: 0, ppRank: 0 }, banks: [{}] as never };
-    const refused = (endpoint: unknown, message: string) => expect(() => new ReuseEndpoint({ ...base, settings: { ...settings, endpoint: endpoint as never } })).toThrow(message);
-    refused({ ...settings.endpoint, verify: 'some' }, `endpoint option settings.endpoint.verify = "some" is refused: 'full', 'sampled' or 'off'`);
+    const base = {
+      agent,
+      discovery: new MemoryDiscoveryStore(),
+      secret,
+      worker: worker(),
+      rank: { tpRank: 0, ppRank: 0 },
+      banks: [{}] as never,
+    };
+    const refused = (endpoint: unknown, message: string) =>
+      expect(() => new ReuseEndpoint({ ...base, settings: { ...settings, endpoint: endpoint as never } })).toThrow(
+        message,
+      );
+    refused(
+      { ...settings.endpoint, verify: 'some' },
+      `endpoint option settings.endpoint.verify = "some" is refused: 'full', 'sampled' or 'off'`,
+    );
     refused(null, 'endpoint option settings.endpoint = null is refused: the resolved endpoint settings');
-    refused({ ...settings.endpoint, metricsPort: 9400 }, 'endpoint option metrics = undefined is refused: an EndpointMetrics for the listener: settings.endpoint.metricsPort is 9400');
-    expect(() => new ReuseEndpoint({ ...base, settings, calibration: {} as never })).toThrow("endpoint option calibration = {} is refused: the router's TransferCalibration");
+    refused(
+      { ...settings.endpoint, metricsPort: 9400 },
+      'endpoint option metrics = undefined is refused: an EndpointMetrics for the listener: settings.endpoint.metricsPort is 9400',
+    );
+    expect(() => new ReuseEndpoint({ ...base, settings, calibration: {} as never })).toThrow(
+      "endpoint option calibration = {} is refused: the router's TransferCalibration",
+    );
     await base.discovery.close();
   });
 
@@ -278,10 +380,22 @@ describe('ReuseEndpoint', () => {
     const store = new MemoryDiscoveryStore();
     cleanups.push(() => store.close());
     const agent = await transport.createAgent({ name: `decode-0-open-${process.pid}`, backend: 'loopback' });
-    const endpoint = await ReuseEndpoint.open({ agent, discovery: store, secret, worker: { ...worker('inc-open'), tpSize: 1 }, rank: { tpRank: 0, ppRank: 0 }, blocks: 2, settings });
+    const endpoint = await ReuseEndpoint.open({
+      agent,
+      discovery: store,
+      secret,
+      worker: { ...worker('inc-open'), tpSize: 1 },
+      rank: { tpRank: 0, ppRank: 0 },
+      blocks: 2,
+      settings,
+    });
     expect(endpoint.state).toBe('ready');
     const { registered } = await endpoint.whenReady();
-    const layout = layoutRankBanks(geometry, { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: 2 });
+    const layout = layoutRankBanks(
+      geometry,
+      { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 },
+      { address: 0n, blocks: 2 },
+    );
     expect(registered.banks.map((bank) => bank.bytes)).toEqual(layout.map((bank) => bank.bytes));
     expect(endpoint.bankBytes?.map((bytes) => BigInt(bytes?.length ?? 0))).toEqual(layout.map((bank) => bank.bytes));
     const closed = await endpoint.close();
@@ -294,8 +408,20 @@ describe('ReuseEndpoint', () => {
     cleanups.push(() => store.close());
     const agent = await transport.createAgent({ name: `decode-0-open-refused-${process.pid}`, backend: 'loopback' });
     cleanups.push(() => agent.close());
-    const options = { agent, discovery: store, secret, worker: { ...worker('inc-open-refused'), tpSize: 1 }, rank: { tpRank: 0, ppRank: 0 }, blocks: 2 };
-    await expect(ReuseEndpoint.open({ ...options, settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort: 9464 } } })).rejects.toThrow(EndpointOptionError);
+    const options = {
+      agent,
+      discovery: store,
+      secret,
+      worker: { ...worker('inc-open-refused'), tpSize: 1 },
+      rank: { tpRank: 0, ppRank: 0 },
+      blocks: 2,
+    };
+    await expect(
+      ReuseEndpoint.open({
+        ...options,
+        settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort: 9464 } },
+      }),
+    ).rejects.toThrow(EndpointOptionError);
     await expect(ReuseEndpoint.open({ ...options, blocks: 0, settings })).rejects.toThrow(EndpointOptionError);
     expect(transport.counters()).toMatchObject({ liveAllocations: 0, liveAgents: 1 });
     vi.spyOn(store, 'grantLease').mockRejectedValueOnce(new Error('store is down'));

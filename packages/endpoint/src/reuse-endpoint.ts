@@ -5,7 +5,16 @@
 import { readFileSync } from 'node:fs';
 import type { Settings } from '@kvreuse/config';
 import { layoutRankBanks, type RankId } from '@kvreuse/descriptors';
-import { type Clock, DrainController, type DrainReport, OperationLedger, PeerBook, type ShutdownResult, systemClock, type WaitForReaders } from '@kvreuse/drain';
+import {
+  type Clock,
+  DrainController,
+  type DrainReport,
+  OperationLedger,
+  PeerBook,
+  type ShutdownResult,
+  systemClock,
+  type WaitForReaders,
+} from '@kvreuse/drain';
 import type { Agent, Allocation, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import type { TransferCalibration } from '@kvreuse/router';
 import {
@@ -146,41 +155,91 @@ function kernelBootId(): string | undefined {
 }
 
 function checkOptions(options: ReuseEndpointOptions): void {
-  if (typeof options !== 'object' || options === null) throw new EndpointOptionError('options', options, 'an options object');
+  if (typeof options !== 'object' || options === null)
+    throw new EndpointOptionError('options', options, 'an options object');
   for (const name of ['agent', 'discovery', 'worker', 'rank', 'settings'] as const) {
-    if (typeof options[name] !== 'object' || options[name] === null) throw new EndpointOptionError(name, options[name], 'an object');
+    if (typeof options[name] !== 'object' || options[name] === null)
+      throw new EndpointOptionError(name, options[name], 'an object');
   }
-  if (!(options.secret instanceof ClusterSecret)) throw new EndpointOptionError('secret', options.secret, 'the ClusterSecret openClusterSecret(settings.discovery) returns');
-  if (!Array.isArray(options.banks) || options.banks.length === 0) throw new EndpointOptionError('banks', options.banks, "a non-empty array of this rank's banks");
+  if (!(options.secret instanceof ClusterSecret))
+    throw new EndpointOptionError(
+      'secret',
+      options.secret,
+      'the ClusterSecret openClusterSecret(settings.discovery) returns',
+    );
+  if (!Array.isArray(options.banks) || options.banks.length === 0)
+    throw new EndpointOptionError('banks', options.banks, "a non-empty array of this rank's banks");
   if (options.calibration !== undefined && typeof options.calibration?.record !== 'function') {
-    throw new EndpointOptionError('calibration', options.calibration, "the router's TransferCalibration (its record(receipt))");
+    throw new EndpointOptionError(
+      'calibration',
+      options.calibration,
+      "the router's TransferCalibration (its record(receipt))",
+    );
   }
   for (const name of optionalFunctions) {
-    if (options[name] !== undefined && typeof options[name] !== 'function') throw new EndpointOptionError(name, options[name], 'a function');
+    if (options[name] !== undefined && typeof options[name] !== 'function')
+      throw new EndpointOptionError(name, options[name], 'a function');
   }
   if (options.serve !== undefined) {
     const { serve } = options;
     if (typeof serve !== 'object' || serve === null || typeof serve.adapter !== 'object' || serve.adapter === null) {
-      throw new EndpointOptionError('serve', serve, '{ adapter, leaseMs?, inventory? } with the framework\'s PinAdapter');
+      throw new EndpointOptionError(
+        'serve',
+        serve,
+        "{ adapter, leaseMs?, inventory? } with the framework's PinAdapter",
+      );
     }
-    if (serve.leaseMs !== undefined && (!Number.isSafeInteger(serve.leaseMs) || serve.leaseMs < 1 || serve.leaseMs > 0xffffffff)) {
+    if (
+      serve.leaseMs !== undefined &&
+      (!Number.isSafeInteger(serve.leaseMs) || serve.leaseMs < 1 || serve.leaseMs > 0xffffffff)
+    ) {
       throw new EndpointOptionError('serve.leaseMs', serve.leaseMs, 'a whole number of milliseconds, 1 to 2^32 - 1');
     }
     const { inventory } = serve;
-    if (inventory !== undefined && (typeof inventory !== 'object' || inventory === null || !['gpu', 'host'].includes(inventory.tier) || typeof inventory.retained !== 'function' || !Number.isSafeInteger(inventory.ttlMs) || inventory.ttlMs < 1)) {
-      throw new EndpointOptionError('serve.inventory', inventory, "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1 }");
+    if (
+      inventory !== undefined &&
+      (typeof inventory !== 'object' ||
+        inventory === null ||
+        !['gpu', 'host'].includes(inventory.tier) ||
+        typeof inventory.retained !== 'function' ||
+        !Number.isSafeInteger(inventory.ttlMs) ||
+        inventory.ttlMs < 1)
+    ) {
+      throw new EndpointOptionError(
+        'serve.inventory',
+        inventory,
+        "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1 }",
+      );
     }
-    if (options.waitForReaders !== undefined) throw new EndpointOptionError('waitForReaders', options.waitForReaders, 'left out when the endpoint serves: its pin server waits for the readers');
-    if (!Array.isArray(options.bankBytes)) throw new EndpointOptionError('bankBytes', options.bankBytes, "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read");
+    if (options.waitForReaders !== undefined)
+      throw new EndpointOptionError(
+        'waitForReaders',
+        options.waitForReaders,
+        'left out when the endpoint serves: its pin server waits for the readers',
+      );
+    if (!Array.isArray(options.bankBytes))
+      throw new EndpointOptionError(
+        'bankBytes',
+        options.bankBytes,
+        "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read",
+      );
   }
   const { transport, discovery, endpoint } = options.settings;
-  if (typeof transport !== 'object' || transport === null) throw new EndpointOptionError('settings.transport', transport, 'the resolved transport settings');
-  if (typeof discovery !== 'object' || discovery === null) throw new EndpointOptionError('settings.discovery', discovery, 'the resolved discovery settings');
+  if (typeof transport !== 'object' || transport === null)
+    throw new EndpointOptionError('settings.transport', transport, 'the resolved transport settings');
+  if (typeof discovery !== 'object' || discovery === null)
+    throw new EndpointOptionError('settings.discovery', discovery, 'the resolved discovery settings');
   if (endpoint !== undefined) {
-    if (typeof endpoint !== 'object' || endpoint === null) throw new EndpointOptionError('settings.endpoint', endpoint, 'the resolved endpoint settings');
-    if (!verifyModes.includes(endpoint.verify)) throw new EndpointOptionError('settings.endpoint.verify', endpoint.verify, "'full', 'sampled' or 'off'");
+    if (typeof endpoint !== 'object' || endpoint === null)
+      throw new EndpointOptionError('settings.endpoint', endpoint, 'the resolved endpoint settings');
+    if (!verifyModes.includes(endpoint.verify))
+      throw new EndpointOptionError('settings.endpoint.verify', endpoint.verify, "'full', 'sampled' or 'off'");
     if (endpoint.metricsPort !== 0 && options.metrics === undefined) {
-      throw new EndpointOptionError('metrics', options.metrics, `an EndpointMetrics for the listener: settings.endpoint.metricsPort is ${endpoint.metricsPort}`);
+      throw new EndpointOptionError(
+        'metrics',
+        options.metrics,
+        `an EndpointMetrics for the listener: settings.endpoint.metricsPort is ${endpoint.metricsPort}`,
+      );
     }
   }
 }
@@ -221,7 +280,12 @@ export class ReuseEndpoint {
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
     this.peers = new PeerBook(() => this.#clock.now());
-    this.ledger = new OperationLedger<PostRequest, PostBlocksRequest>({ agent: options.agent, peers: this.peers, timeouts: options.settings.transport, clock: this.#clock });
+    this.ledger = new OperationLedger<PostRequest, PostBlocksRequest>({
+      agent: options.agent,
+      peers: this.peers,
+      timeouts: options.settings.transport,
+      clock: this.#clock,
+    });
     const { withdrawInventory, waitForReaders } = options;
     this.#drain = new DrainController<PostRequest>({
       ledger: this.ledger,
@@ -237,18 +301,38 @@ export class ReuseEndpoint {
             },
           }),
       ...(options.serve !== undefined
-        ? { waitForReaders: (wait) => this.#sourceSide?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }) }
+        ? {
+            waitForReaders: (wait) =>
+              this.#sourceSide?.waitForReaders(wait) ?? Promise.resolve({ released: 0, lapsed: 0, outstanding: 0 }),
+          }
         : waitForReaders === undefined
           ? {}
           : { waitForReaders }),
     });
-    const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } = options;
-    this.#pinClient = new PinClient({ agent, reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank }, answerTimeoutMs: options.settings.transport.abandonTimeoutMs, clock: this.#clock });
+    const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } =
+      options;
+    this.#pinClient = new PinClient({
+      agent,
+      reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank },
+      answerTimeoutMs: options.settings.transport.abandonTimeoutMs,
+      clock: this.#clock,
+    });
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
-    this.#workers = new WorkerWatches(discovery, { ...(admissionGate === undefined ? {} : { admissionGate }), ...(keyPrefix === undefined ? {} : { keyPrefix }) });
+    this.#workers = new WorkerWatches(discovery, {
+      ...(admissionGate === undefined ? {} : { admissionGate }),
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+    });
     this.#templates = new PeerTemplates(agent);
-    this.#pushSide = new PushSide({ agent, secret, rank, ledger: this.ledger, peers: this.peers, workers: this.#workers, templates: this.#templates });
+    this.#pushSide = new PushSide({
+      agent,
+      secret,
+      rank,
+      ledger: this.ledger,
+      peers: this.peers,
+      workers: this.#workers,
+      templates: this.#templates,
+    });
     this.#pullSide = new PullSide({
       agent,
       secret,
@@ -292,8 +376,15 @@ export class ReuseEndpoint {
   }
 
   /** An endpoint over banks laid out and allocated for it; a refused option frees them again. */
-  static async #allocated(options: Omit<OpenRankOptions, 'registerTimeoutMs'> & { readonly blocks: number }): Promise<ReuseEndpoint> {
-    if ('banks' in options) throw new EndpointOptionError('banks', options.banks, 'left out when open() allocates the banks (blocks is given)');
+  static async #allocated(
+    options: Omit<OpenRankOptions, 'registerTimeoutMs'> & { readonly blocks: number },
+  ): Promise<ReuseEndpoint> {
+    if ('banks' in options)
+      throw new EndpointOptionError(
+        'banks',
+        options.banks,
+        'left out when open() allocates the banks (blocks is given)',
+      );
     const { blocks, ...rest } = options;
     const allocated = await allocateBanks({ ...rest, blocks });
     try {
@@ -332,7 +423,11 @@ export class ReuseEndpoint {
   get readyRank(): ReadyRank {
     this.#lifecycle.require('readyRank', ['ready']);
     const readiness = (this.#readiness as WorkerReadinessWatch).current as ReadyRank['readiness'];
-    return { epoch: (this.#publication as RankPublication).epoch, registered: this.#registered as RegisteredRank, readiness };
+    return {
+      epoch: (this.#publication as RankPublication).epoch,
+      registered: this.#registered as RegisteredRank,
+      readiness,
+    };
   }
 
   /**
@@ -349,7 +444,12 @@ export class ReuseEndpoint {
     return new Promise((resolve, reject) => {
       const stop = this.#lifecycle.onTransition(({ from, to, reason }) => {
         if (to === 'ready') resolve(this.readyRank);
-        else if (to === 'draining' || to === 'closing' || (from === 'registering' && to === 'created') || (from === 'publishing' && to === 'registered')) {
+        else if (
+          to === 'draining' ||
+          to === 'closing' ||
+          (from === 'registering' && to === 'created') ||
+          (from === 'publishing' && to === 'registered')
+        ) {
           reject(new EndpointNotReadyError(to, reason));
         } else return;
         stop();
@@ -404,11 +504,20 @@ export class ReuseEndpoint {
    * worker, after a hand-off). The announcement lives under a lease of its own and is withdrawn, its lease
    * revoked, at the drain's inventory step. Only while ready (`EndpointStateError`).
    */
-  async announceInventory(blocks: readonly bigint[], options: { readonly tier: RetentionTier; readonly ttlMs: number }): Promise<void> {
+  async announceInventory(
+    blocks: readonly bigint[],
+    options: { readonly tier: RetentionTier; readonly ttlMs: number },
+  ): Promise<void> {
     this.#lifecycle.require('announceInventory', ['ready']);
     const { serve } = this.#options;
-    if (serve === undefined || serve.inventory !== undefined) throw new EndpointOptionError('serve', serve, 'a serving rank without serve.inventory: it publishes the inventory announceInventory would');
-    if (!Array.isArray(blocks) || blocks.some((hash) => typeof hash !== 'bigint')) throw new EndpointOptionError('blocks', blocks, 'an array of block hashes (bigint)');
+    if (serve === undefined || serve.inventory !== undefined)
+      throw new EndpointOptionError(
+        'serve',
+        serve,
+        'a serving rank without serve.inventory: it publishes the inventory announceInventory would',
+      );
+    if (!Array.isArray(blocks) || blocks.some((hash) => typeof hash !== 'bigint'))
+      throw new EndpointOptionError('blocks', blocks, 'an array of block hashes (bigint)');
     if (!['gpu', 'host'].includes(options?.tier) || !Number.isSafeInteger(options.ttlMs) || options.ttlMs < 1) {
       throw new EndpointOptionError('options', options, "{ tier: 'gpu' | 'host', ttlMs: whole milliseconds ≥ 1 }");
     }
@@ -433,13 +542,16 @@ export class ReuseEndpoint {
    * Serves the metrics when `settings.endpoint.metricsPort` is set (once: a retry keeps the listener;
    * `MetricsPortError` for a port in use), then registers every bank with the agent, all or nothing (`registerRank`).
    */
-  async register(options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {}): Promise<RegisteredRank> {
+  async register(
+    options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
+  ): Promise<RegisteredRank> {
     this.#lifecycle.require('register', ['created']);
     this.#lifecycle.move('registering', 'register()');
     try {
       const { agent, banks, metrics, settings } = this.#options;
       const port = settings.endpoint?.metricsPort ?? 0;
-      if (port !== 0) this.#metricsListener ??= await (metrics as EndpointMetrics).listen(port, settings.endpoint?.metricsHost);
+      if (port !== 0)
+        this.#metricsListener ??= await (metrics as EndpointMetrics).listen(port, settings.endpoint?.metricsHost);
       this.#registered = await registerRank({ agent, banks, ...options });
     } catch (error) {
       this.#lifecycle.move('created', `registration failed: ${error instanceof Error ? error.message : String(error)}`);
@@ -447,7 +559,10 @@ export class ReuseEndpoint {
     }
     this.#drain.addRank(this.#registered);
     this.#options.metrics?.banks({ registered: this.#registered.banks.length, retained: 0, quarantined: 0 });
-    this.#lifecycle.move('registered', `${this.#registered.banks.length} banks registered with ${this.#options.agent.name}`);
+    this.#lifecycle.move(
+      'registered',
+      `${this.#registered.banks.length} banks registered with ${this.#options.agent.name}`,
+    );
     return this.#registered;
   }
 
@@ -462,9 +577,17 @@ export class ReuseEndpoint {
     this.#lifecycle.move('publishing', 'publish()');
     try {
       const host = this.#options.host === undefined ? kernelBootId() : (this.#options.host ?? undefined);
-      const part = buildRankPart(worker, registered, transportMetadataOf(agent, secret, { ...worker, ...registered }), host === undefined ? {} : { host });
+      const part = buildRankPart(
+        worker,
+        registered,
+        transportMetadataOf(agent, secret, { ...worker, ...registered }),
+        host === undefined ? {} : { host },
+      );
       const prefix = keyPrefix === undefined ? {} : { keyPrefix };
-      this.#publication = await startRankPublication(discovery, [part], { leaseTtlMs: settings.discovery.leaseTtlMs, ...prefix });
+      this.#publication = await startRankPublication(discovery, [part], {
+        leaseTtlMs: settings.discovery.leaseTtlMs,
+        ...prefix,
+      });
       this.#readiness = await watchWorkerReadiness(discovery, worker.workerId, {
         onChange: (readiness) => this.#onReadiness(readiness),
         ...(this.#options.gates === undefined ? {} : { gates: this.#options.gates }),
@@ -480,11 +603,17 @@ export class ReuseEndpoint {
       this.#readiness = undefined;
       await this.#publication?.withdraw().catch(() => undefined);
       this.#publication = undefined;
-      this.#lifecycle.move('registered', `publication failed: ${error instanceof Error ? error.message : String(error)}`);
+      this.#lifecycle.move(
+        'registered',
+        `publication failed: ${error instanceof Error ? error.message : String(error)}`,
+      );
       throw error;
     }
     this.#notifications.start(agent);
-    this.#lifecycle.move('published', `rank part of tp${this.#options.rank.tpRank}/pp${this.#options.rank.ppRank} published at epoch ${this.#publication.epoch}`);
+    this.#lifecycle.move(
+      'published',
+      `rank part of tp${this.#options.rank.tpRank}/pp${this.#options.rank.ppRank} published at epoch ${this.#publication.epoch}`,
+    );
     this.#onReadiness(this.#readiness.current);
   }
 
@@ -518,9 +647,12 @@ export class ReuseEndpoint {
     const state = this.#lifecycle.state;
     // Only this incarnation's readiness counts, and only while published (not before, not once draining).
     const ready = readiness.ready && readiness.incarnation === this.#options.worker.incarnation;
-    if (ready && state === 'published') this.#lifecycle.move('ready', `worker ${readiness.workerId} is ready at epoch ${readiness.epoch}`);
+    if (ready && state === 'published')
+      this.#lifecycle.move('ready', `worker ${readiness.workerId} is ready at epoch ${readiness.epoch}`);
     else if (!ready && state === 'ready') {
-      const why = readiness.ready ? `incarnation ${readiness.incarnation} is the ready one` : readiness.reasons.map((reason) => reason.message).join('; ');
+      const why = readiness.ready
+        ? `incarnation ${readiness.incarnation} is the ready one`
+        : readiness.reasons.map((reason) => reason.message).join('; ');
       this.#lifecycle.move('published', `worker not ready: ${why}`);
     }
   }
@@ -540,8 +672,15 @@ export class ReuseEndpoint {
     this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
     await this.#stopTransfers();
     const report = await this.#drain.drain(options);
-    this.#options.metrics?.banks({ registered: 0, retained: report.banksRetained.length, quarantined: report.quarantined.length });
-    this.#lifecycle.move('drained', `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`);
+    this.#options.metrics?.banks({
+      registered: 0,
+      retained: report.banksRetained.length,
+      quarantined: report.quarantined.length,
+    });
+    this.#lifecycle.move(
+      'drained',
+      `${report.banksReturned.length} banks returned, ${report.banksRetained.length} retained, ${report.quarantined.length} operations quarantined`,
+    );
     return this.#withPins(report);
   }
 
@@ -573,10 +712,14 @@ export class ReuseEndpoint {
   async #close(options: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
     await this.#stopTransfers();
     const state = this.#lifecycle.state;
-    if (state === 'registered' || state === 'published' || state === 'ready') this.#lifecycle.move('draining', 'close() before drain()');
+    if (state === 'registered' || state === 'published' || state === 'ready')
+      this.#lifecycle.move('draining', 'close() before drain()');
     if (this.#lifecycle.state === 'draining') {
       const result = await this.#drain.shutdown(options);
-      this.#lifecycle.move('drained', `${result.report.banksReturned.length} banks returned, ${result.banksRetained.length} retained`);
+      this.#lifecycle.move(
+        'drained',
+        `${result.report.banksReturned.length} banks returned, ${result.banksRetained.length} retained`,
+      );
       this.#lifecycle.move('closing', 'close()');
       this.#lifecycle.move('closed', result.agentDestroyed ? 'agent closed' : 'agent kept for quarantined operations');
       return result;
@@ -590,7 +733,11 @@ export class ReuseEndpoint {
     const notReturned = [...handedBack.retained, ...handedBack.unreturned];
     return {
       ...result,
-      report: { ...result.report, banksReturned: [...handedBack.returned, ...result.report.banksReturned], banksRetained: [...notReturned, ...result.report.banksRetained] },
+      report: {
+        ...result.report,
+        banksReturned: [...handedBack.returned, ...result.report.banksReturned],
+        banksRetained: [...notReturned, ...result.report.banksRetained],
+      },
       banksRetained: [...notReturned, ...result.banksRetained],
       retained: result.retained || notReturned.length > 0,
     };
@@ -598,10 +745,17 @@ export class ReuseEndpoint {
 }
 
 /** The rank's banks laid out from its worker's geometry, allocated by its agent, their pages touched, adopted as kvreuse's. */
-async function allocateBanks(options: Pick<ReuseEndpointOptions, 'agent' | 'worker' | 'rank'> & { readonly blocks: number }): Promise<{ banks: Bank[]; bankBytes: Uint8Array[] }> {
+async function allocateBanks(
+  options: Pick<ReuseEndpointOptions, 'agent' | 'worker' | 'rank'> & { readonly blocks: number },
+): Promise<{ banks: Bank[]; bankBytes: Uint8Array[] }> {
   const { agent, worker, rank, blocks } = options;
-  if (!Number.isSafeInteger(blocks) || blocks < 1) throw new EndpointOptionError('blocks', blocks, 'a whole number of blocks per bank, at least 1');
-  const layout = layoutRankBanks(worker.geometry, { ...rank, tpSize: worker.tpSize, ppSize: worker.ppSize }, { address: 0n, blocks });
+  if (!Number.isSafeInteger(blocks) || blocks < 1)
+    throw new EndpointOptionError('blocks', blocks, 'a whole number of blocks per bank, at least 1');
+  const layout = layoutRankBanks(
+    worker.geometry,
+    { ...rank, tpSize: worker.tpSize, ppSize: worker.ppSize },
+    { address: 0n, blocks },
+  );
   const allocations: Allocation[] = [];
   try {
     for (const bank of layout) allocations.push(await agent.allocate(bank.bytes));
@@ -613,7 +767,10 @@ async function allocateBanks(options: Pick<ReuseEndpointOptions, 'agent' | 'work
   const bankBytes = allocations.map((allocation) => allocation.view().fill(0));
   const banks = layout.map((bank, index) => {
     const allocation = allocations[index] as Allocation;
-    return Bank.adopt({ ...bank, tpRank: rank.tpRank, ppRank: rank.ppRank, index, address: allocation.address }, kvreuseOwner(allocation));
+    return Bank.adopt(
+      { ...bank, tpRank: rank.tpRank, ppRank: rank.ppRank, index, address: allocation.address },
+      kvreuseOwner(allocation),
+    );
   });
   return { banks, bankBytes };
 }

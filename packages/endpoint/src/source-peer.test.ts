@@ -31,7 +31,8 @@ async function createAgent(backend: Backend = 'loopback'): Promise<Agent> {
 }
 
 /** Rank tp 0 of worker `source-0` as discovery lists it, carrying `agent`'s metadata signed for it. */
-const partOf = (agent: AgentMetadata): RankPart => signedTestParts(testGeometry, 'source-0', [agent], secret)[0] as RankPart;
+const partOf = (agent: AgentMetadata): RankPart =>
+  signedTestParts(testGeometry, 'source-0', [agent], secret)[0] as RankPart;
 
 /** What loading `part` throws. */
 function refusalOf(reader: Agent, part: RankPart): unknown {
@@ -48,8 +49,15 @@ const refusal = (reason: string, code: string, detail: RegExp) =>
   expect.objectContaining({
     code: 'PULL_REFUSED',
     reason,
-    message: expect.stringMatching(new RegExp(`^pull refused \\(${reason}\\): source-0 tp 0 pp 0: .*kvt_peer_load failed with ${code}: `)),
-    cause: expect.objectContaining({ name: 'NativeTransportError', code, call: 'kvt_peer_load', detail: expect.stringMatching(detail) }),
+    message: expect.stringMatching(
+      new RegExp(`^pull refused \\(${reason}\\): source-0 tp 0 pp 0: .*kvt_peer_load failed with ${code}: `),
+    ),
+    cause: expect.objectContaining({
+      name: 'NativeTransportError',
+      code,
+      call: 'kvt_peer_load',
+      detail: expect.stringMatching(detail),
+    }),
   });
 
 let goneProcess: Promise<Partial<Record<Backend, AgentMetadata>>> | undefined;
@@ -61,9 +69,18 @@ function goneProcessAgents(): Promise<Partial<Record<Backend, AgentMetadata>>> {
 }
 
 async function startGoneProcess(): Promise<Partial<Record<Backend, AgentMetadata>>> {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/gone-agents.ts'], { cwd: packageDir });
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/gone-agents.ts'],
+    { cwd: packageDir },
+  );
   const printed = JSON.parse(stdout) as Record<Backend, { name: string; metadata: string }>;
-  return Object.fromEntries(Object.entries(printed).map(([backend, { name, metadata }]) => [backend, { name, metadata: () => Buffer.from(metadata, 'base64') }]));
+  return Object.fromEntries(
+    Object.entries(printed).map(([backend, { name, metadata }]) => [
+      backend,
+      { name, metadata: () => Buffer.from(metadata, 'base64') },
+    ]),
+  );
 }
 
 describe('loadSourcePeer', () => {
@@ -93,7 +110,11 @@ describe('loadSourcePeer', () => {
     const refused = refusalOf(reader, part);
     expect(refused).toBeInstanceOf(PullRefusedError);
     expect(refused).toEqual(refusal('source-unreachable', 'REMOTE_DISCONNECT', /is not alive/));
-    expect(refused).toMatchObject({ message: expect.stringContaining('source-0 tp 0 pp 0: its agent cannot be reached (kvt_peer_load failed with REMOTE_DISCONNECT') });
+    expect(refused).toMatchObject({
+      message: expect.stringContaining(
+        'source-0 tp 0 pp 0: its agent cannot be reached (kvt_peer_load failed with REMOTE_DISCONNECT',
+      ),
+    });
     expect(reader.counters().livePeers).toBe(0);
   });
 
@@ -118,7 +139,9 @@ describe('loadSourcePeer', () => {
   it('refuses a loopback agent of another process (source-unreachable, NOT_SUPPORTED)', async () => {
     const { loopback } = await goneProcessAgents();
     const reader = await createAgent();
-    expect(refusalOf(reader, partOf(loopback!))).toEqual(refusal('source-unreachable', 'NOT_SUPPORTED', /lives in process \d+, not this one/));
+    expect(refusalOf(reader, partOf(loopback!))).toEqual(
+      refusal('source-unreachable', 'NOT_SUPPORTED', /lives in process \d+, not this one/),
+    );
     expect(reader.counters().livePeers).toBe(0);
   });
 
@@ -127,14 +150,18 @@ describe('loadSourcePeer', () => {
       const reader = await createAgent('loopback');
       const source = await createAgent('ucx');
       const refused = refusalOf(reader, partOf(source));
-      expect(refused).toEqual(refusal('metadata-refused', 'MISMATCH', /is for the ucx backend; agent .* uses loopback/));
+      expect(refused).toEqual(
+        refusal('metadata-refused', 'MISMATCH', /is for the ucx backend; agent .* uses loopback/),
+      );
       expect(reader.counters().livePeers).toBe(0);
     });
 
     it('refuses the ucx agent of a process that is gone (source-unreachable, REMOTE_DISCONNECT)', async () => {
       const { ucx } = await goneProcessAgents();
       const reader = await createAgent('ucx');
-      expect(refusalOf(reader, partOf(ucx!))).toEqual(refusal('source-unreachable', 'REMOTE_DISCONNECT', /the process \(pid \d+\) of peer .* is gone/));
+      expect(refusalOf(reader, partOf(ucx!))).toEqual(
+        refusal('source-unreachable', 'REMOTE_DISCONNECT', /the process \(pid \d+\) of peer .* is gone/),
+      );
       expect(reader.counters().livePeers).toBe(0);
     });
   });

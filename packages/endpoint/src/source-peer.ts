@@ -33,9 +33,14 @@ export function loadSourcePeer(agent: Pick<Agent, 'loadPeer'>, part: RankPart, s
     return loadRankPeer(agent, part, secret);
   } catch (error) {
     const rank = `${part.workerId} ${describeRank({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank })}`;
-    if (error instanceof TransportMetadataRefusedError) throw new PullRefusedError('metadata-refused', `${rank}: ${error.message}`, { cause: error });
-    const sourceFailure = error instanceof NativeTransportError ? sourceFailures[error.code as StatusCodeName] : undefined;
-    if (sourceFailure !== undefined) throw new PullRefusedError(sourceFailure.reason, `${rank}: ${sourceFailure.what} (${(error as Error).message})`, { cause: error });
+    if (error instanceof TransportMetadataRefusedError)
+      throw new PullRefusedError('metadata-refused', `${rank}: ${error.message}`, { cause: error });
+    const sourceFailure =
+      error instanceof NativeTransportError ? sourceFailures[error.code as StatusCodeName] : undefined;
+    if (sourceFailure !== undefined)
+      throw new PullRefusedError(sourceFailure.reason, `${rank}: ${sourceFailure.what} (${(error as Error).message})`, {
+        cause: error,
+      });
     throw error;
   }
 }
@@ -45,7 +50,11 @@ export function loadSourcePeer(agent: Pick<Agent, 'loadPeer'>, part: RankPart, s
  * anew are unloaded before the error is thrown, so a refused pull leaves no peer of its own behind.
  * Peers loaded before it — by an earlier pull, or to answer a reader's pins — are left loaded.
  */
-export function loadSourcePeers(agent: Pick<Agent, 'loadPeer' | 'peers'>, parts: Iterable<RankPart>, secret: ClusterSecret): Map<RankPart, Peer> {
+export function loadSourcePeers(
+  agent: Pick<Agent, 'loadPeer' | 'peers'>,
+  parts: Iterable<RankPart>,
+  secret: ClusterSecret,
+): Map<RankPart, Peer> {
   const peers = new Map<RankPart, Peer>();
   const loadedBefore = new Set(agent.peers());
   const loadedAnew: Peer[] = [];

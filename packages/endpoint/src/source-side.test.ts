@@ -1,6 +1,11 @@
 // A serving ReuseEndpoint's source side between real loopback agents in this process: its inventory,
 // and its shutdown while a reader holds pins and reads (the ordering forced by held completions).
-import { MemoryDiscoveryStore, watchWorkerReadiness, workerPartsPrefix, type WorkerReadiness } from '@kvreuse/discovery';
+import {
+  MemoryDiscoveryStore,
+  watchWorkerReadiness,
+  workerPartsPrefix,
+  type WorkerReadiness,
+} from '@kvreuse/discovery';
 import { defaultInventoryPrefix, safeParseInventoryBatch } from '@kvreuse/inventory';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { allReady, chain, hintFor, openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
@@ -8,7 +13,12 @@ import { allReady, chain, hintFor, openWorker, servingPair, transport } from '..
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  expect(transport.counters()).toMatchObject({ liveRegistrations: 0, liveAllocations: 0, liveAgents: 0, liveOperations: 0 });
+  expect(transport.counters()).toMatchObject({
+    liveRegistrations: 0,
+    liveAllocations: 0,
+    liveAgents: 0,
+    liveOperations: 0,
+  });
 });
 
 describe('ReuseEndpoint serving pins', () => {
@@ -17,7 +27,12 @@ describe('ReuseEndpoint serving pins', () => {
     const key = `${defaultInventoryPrefix}decode-0`;
     const entry = await store.get(key);
     const batch = safeParseInventoryBatch(entry!.value);
-    expect(batch.success && batch.data).toMatchObject({ workerId: 'decode-0', incarnation: decode.identity.incarnation, complete: true, events: [{ type: 'stored', tier: 'host', blocks: BigUint64Array.from(chain) }] });
+    expect(batch.success && batch.data).toMatchObject({
+      workerId: 'decode-0',
+      incarnation: decode.identity.incarnation,
+      complete: true,
+      events: [{ type: 'stored', tier: 'host', blocks: BigUint64Array.from(chain) }],
+    });
     // An evicted block is announced removed; at half the TTL everything retained is announced again.
     const pool = decode.ranks[0]!.pool;
     pool.commit(pool.allocate(), 0x2000n);
@@ -25,9 +40,25 @@ describe('ReuseEndpoint serving pins', () => {
       const stored = safeParseInventoryBatch((await store.get(key))!.value);
       return stored.success ? stored.data : undefined;
     };
-    await vi.waitFor(async () => expect(await latest()).toMatchObject({ seq: 1, complete: true, events: [{ type: 'removed', tier: 'host', blocks: BigUint64Array.of(chain[0]!) }] }), { timeout: 20_000, interval: 5 });
+    await vi.waitFor(
+      async () =>
+        expect(await latest()).toMatchObject({
+          seq: 1,
+          complete: true,
+          events: [{ type: 'removed', tier: 'host', blocks: BigUint64Array.of(chain[0]!) }],
+        }),
+      { timeout: 20_000, interval: 5 },
+    );
     decode.clock.advance(1_800_000);
-    await vi.waitFor(async () => expect(await latest()).toMatchObject({ seq: 2, complete: true, events: [{ type: 'stored', blocks: BigUint64Array.from([...chain.slice(1), 0x2000n]) }] }), { timeout: 20_000, interval: 5 });
+    await vi.waitFor(
+      async () =>
+        expect(await latest()).toMatchObject({
+          seq: 2,
+          complete: true,
+          events: [{ type: 'stored', blocks: BigUint64Array.from([...chain.slice(1), 0x2000n]) }],
+        }),
+      { timeout: 20_000, interval: 5 },
+    );
 
     const report = await decode.ranks[0]!.endpoint.drain({ deadlineMs: 60_000 });
     expect(await store.get(key)).toBeUndefined();
@@ -38,9 +69,15 @@ describe('ReuseEndpoint serving pins', () => {
   it('announces the inventory a ready serving rank retains, under a lease of its own, and withdraws it and revokes the lease at drain', async () => {
     const store = new MemoryDiscoveryStore();
     cleanups.push(() => store.close());
-    const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 1, serve: true, inventory: false }, cleanups);
+    const decode = await openWorker(
+      store,
+      { workerId: 'decode-0', role: 'decode', tpSize: 1, serve: true, inventory: false },
+      cleanups,
+    );
     const { endpoint } = decode.ranks[0]!;
-    await expect(endpoint.announceInventory([chain[0]!], { tier: 'host', ttlMs: 600_000 })).rejects.toMatchObject({ code: 'ILLEGAL_ENDPOINT_STATE' });
+    await expect(endpoint.announceInventory([chain[0]!], { tier: 'host', ttlMs: 600_000 })).rejects.toMatchObject({
+      code: 'ILLEGAL_ENDPOINT_STATE',
+    });
     await endpoint.register();
     await endpoint.publish();
     await allReady(decode);
@@ -52,8 +89,17 @@ describe('ReuseEndpoint serving pins', () => {
     await endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 });
     expect(grantLease).toHaveBeenCalledOnce();
     const batch = safeParseInventoryBatch((await store.get(key))!.value);
-    expect(batch.success && batch.data).toMatchObject({ workerId: 'decode-0', incarnation: decode.identity.incarnation, epoch: endpoint.epoch, complete: true, events: [{ type: 'stored', tier: 'host', blocks: BigUint64Array.from(chain) }] });
-    await expect(endpoint.announceInventory([1 as never], { tier: 'host', ttlMs: 600_000 })).rejects.toMatchObject({ code: 'INVALID_ENDPOINT_OPTION', option: 'blocks' });
+    expect(batch.success && batch.data).toMatchObject({
+      workerId: 'decode-0',
+      incarnation: decode.identity.incarnation,
+      epoch: endpoint.epoch,
+      complete: true,
+      events: [{ type: 'stored', tier: 'host', blocks: BigUint64Array.from(chain) }],
+    });
+    await expect(endpoint.announceInventory([1 as never], { tier: 'host', ttlMs: 600_000 })).rejects.toMatchObject({
+      code: 'INVALID_ENDPOINT_OPTION',
+      option: 'blocks',
+    });
     await endpoint.drain({ deadlineMs: 60_000 });
     expect(await store.get(key)).toBeUndefined();
     expect(revokeLease).toHaveBeenCalledWith((await grantLease.mock.results[0]!.value).id);
@@ -86,7 +132,9 @@ describe('ReuseEndpoint serving pins', () => {
     const banks = registrations();
     expect(banks).toBeGreaterThan(0);
     const seen: { readiness: WorkerReadiness; registrations: number }[] = [];
-    const watch = await watchWorkerReadiness(store, 'decode-0', { onChange: (readiness) => seen.push({ readiness, registrations: registrations() }) });
+    const watch = await watchWorkerReadiness(store, 'decode-0', {
+      onChange: (readiness) => seen.push({ readiness, registrations: registrations() }),
+    });
     cleanups.push(() => watch.close());
     const releases: number[] = [];
     const releasePin = source.pool.releasePin.bind(source.pool);
@@ -114,7 +162,12 @@ describe('ReuseEndpoint serving pins', () => {
 
     reader.agent.faults.clear();
     const receipt = await pulling;
-    expect(receipt).toMatchObject({ requested: 4, blocks: 4, checkedBlocks: 4, recomputed: { blocks: 0, reasons: [] } });
+    expect(receipt).toMatchObject({
+      requested: 4,
+      blocks: 4,
+      checkedBlocks: 4,
+      recomputed: { blocks: 0, reasons: [] },
+    });
     const report = await draining;
     expect(releases).toEqual([banks]);
     expect(registrations()).toBe(0);

@@ -27,7 +27,12 @@ export interface ServeOptions {
    * then, marked `complete`, and again every `ttlMs / 2`; every block the adapter reports evicted as
    * `removed`. Withdrawn first at drain.
    */
-  readonly inventory?: { readonly tier: RetentionTier; readonly retained: () => readonly bigint[]; readonly ttlMs: number; readonly prefix?: string };
+  readonly inventory?: {
+    readonly tier: RetentionTier;
+    readonly retained: () => readonly bigint[];
+    readonly ttlMs: number;
+    readonly prefix?: string;
+  };
 }
 
 export interface SourceSideOptions {
@@ -101,31 +106,57 @@ export class SourceSide {
     await this.#announce(publisher, inventory, { complete: true });
     this.#stopEvictions = this.#options.serve.adapter.onEvicted((evicted) => {
       // Advisory: a batch lost to a closing store is caught up by the next one or the key's withdrawal.
-      publisher.publish([{ type: 'removed', tier: inventory.tier, blocks: evicted.map(({ hash }) => hash) }]).catch(() => undefined);
+      publisher
+        .publish([{ type: 'removed', tier: inventory.tier, blocks: evicted.map(({ hash }) => hash) }])
+        .catch(() => undefined);
     });
   }
 
   /** Announces every retained block until `ttlMs` from now, and again at half that (the inventory is advisory: it expires unless renewed). */
-  async #announce(publisher: InventoryPublisher, inventory: NonNullable<ServeOptions['inventory']>, options: { complete?: boolean } = {}): Promise<void> {
+  async #announce(
+    publisher: InventoryPublisher,
+    inventory: NonNullable<ServeOptions['inventory']>,
+    options: { complete?: boolean } = {},
+  ): Promise<void> {
     const blocks = [...inventory.retained()];
-    await publisher.publish(blocks.length === 0 ? [] : [{ type: 'stored', tier: inventory.tier, blocks, expiresAt: Date.now() + inventory.ttlMs }], options);
+    await publisher.publish(
+      blocks.length === 0
+        ? []
+        : [{ type: 'stored', tier: inventory.tier, blocks, expiresAt: Date.now() + inventory.ttlMs }],
+      options,
+    );
     if (this.#withdrawing) return;
     const { clock } = this.#options;
-    this.#reannounce = clock.setTimer(() => void this.#announce(publisher, inventory).catch(() => undefined), Math.max(1, Math.floor(inventory.ttlMs / 2)));
+    this.#reannounce = clock.setTimer(
+      () => void this.#announce(publisher, inventory).catch(() => undefined),
+      Math.max(1, Math.floor(inventory.ttlMs / 2)),
+    );
   }
 
   /**
    * Announces `blocks` as this worker's retained inventory on `tier`, complete, until `ttlMs` from now,
    * under a lease of its own (granted at the first announcement for the longer of `ttlMs` and the pin lease).
    */
-  async announce(blocks: readonly bigint[], announced: { readonly tier: RetentionTier; readonly ttlMs: number }): Promise<void> {
+  async announce(
+    blocks: readonly bigint[],
+    announced: { readonly tier: RetentionTier; readonly ttlMs: number },
+  ): Promise<void> {
     if (this.#announced === undefined) {
       const { discovery, source, keyPrefix, leaseMs } = this.#options;
       const lease = await discovery.grantLease(Math.max(leaseMs, announced.ttlMs));
-      const publisher = new InventoryPublisher(discovery, { workerId: source.workerId, incarnation: source.incarnation, epoch: source.epoch, lease: lease.id, ...(keyPrefix === undefined ? {} : { keyPrefix }) });
+      const publisher = new InventoryPublisher(discovery, {
+        workerId: source.workerId,
+        incarnation: source.incarnation,
+        epoch: source.epoch,
+        lease: lease.id,
+        ...(keyPrefix === undefined ? {} : { keyPrefix }),
+      });
       this.#announced = { publisher, lease };
     }
-    await this.#announced.publisher.publish([{ type: 'stored', tier: announced.tier, blocks: [...blocks], expiresAt: Date.now() + announced.ttlMs }], { complete: true });
+    await this.#announced.publisher.publish(
+      [{ type: 'stored', tier: announced.tier, blocks: [...blocks], expiresAt: Date.now() + announced.ttlMs }],
+      { complete: true },
+    );
   }
 
   /** Withdraws the inventory, the announced one with its lease (the drain's step right after the rank part). */
@@ -162,10 +193,19 @@ export class SourceSide {
     const { discovery, keyPrefix, source } = this.#options;
     this.#worker ??= await readWorkerIncarnation(discovery, source, keyPrefix);
     const readerWorker = await readWorkerIncarnation(discovery, reader, keyPrefix);
-    const part = readerWorker?.ranks.find((rank) => rank.parallel.tpRank === reader.rank.tpRank && rank.parallel.ppRank === reader.rank.ppRank);
-    if (this.#worker === undefined) throw new UnknownReaderError(sender, `this worker ${source.workerId} (${source.incarnation}) is not published complete`);
+    const part = readerWorker?.ranks.find(
+      (rank) => rank.parallel.tpRank === reader.rank.tpRank && rank.parallel.ppRank === reader.rank.ppRank,
+    );
+    if (this.#worker === undefined)
+      throw new UnknownReaderError(
+        sender,
+        `this worker ${source.workerId} (${source.incarnation}) is not published complete`,
+      );
     if (readerWorker === undefined || part?.transport.agentName !== sender) {
-      throw new UnknownReaderError(sender, `reader ${reader.workerId} (${reader.incarnation}) ${describeRank(reader.rank)} is not published complete with this agent`);
+      throw new UnknownReaderError(
+        sender,
+        `reader ${reader.workerId} (${reader.incarnation}) ${describeRank(reader.rank)} is not published complete with this agent`,
+      );
     }
     this.#readers.set(key, readerWorker);
     const peer = loadRankPeer(this.#options.agent, part, this.#options.secret);
@@ -176,7 +216,10 @@ export class SourceSide {
   #checksums(request: PinRequestMessage, blocks: Uint32Array): Uint32Array {
     const reader = this.#readers.get(`${request.reader.workerId}/${request.reader.incarnation}`) as Worker;
     const template = this.#options.templates.between(this.#worker as Worker, reader);
-    const pair = template.pairs.findIndex((route) => sameRank(route.sourceRank, this.#options.source.rank) && sameRank(route.destinationRank, request.reader.rank));
+    const pair = template.pairs.findIndex(
+      (route) =>
+        sameRank(route.sourceRank, this.#options.source.rank) && sameRank(route.destinationRank, request.reader.rank),
+    );
     return blockChecksums(template, pair, 'source', this.#options.bankBytes, blocks);
   }
 }

@@ -10,7 +10,13 @@ export interface FakePin extends HeldPin {
   readonly releases: number;
 }
 
-export function fakePin(options: { pinId: string; rank: RankId; sourceBlocks: Uint32Array; checksums?: Uint32Array; onRelease?: () => void }): FakePin {
+export function fakePin(options: {
+  pinId: string;
+  rank: RankId;
+  sourceBlocks: Uint32Array;
+  checksums?: Uint32Array;
+  onRelease?: () => void;
+}): FakePin {
   let lose!: (loss: PinLoss) => void;
   const lost = new Promise<PinLoss>((resolve) => (lose = resolve));
   let releases = 0;

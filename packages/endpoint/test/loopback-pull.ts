@@ -3,7 +3,17 @@
 // registry banks registered as a rank, with a peer book and an operation ledger.
 import { buildTransferTemplate, type Geometry, type RankPart, type TransferTemplate } from '@kvreuse/descriptors';
 import { OperationLedger, PeerBook } from '@kvreuse/drain';
-import { type Agent, type Allocation, type Backend, loadTransport, type Peer, type PostBlocksRequest, type PostRequest, type Region, type RegisteredTemplate } from '@kvreuse/native-bindings';
+import {
+  type Agent,
+  type Allocation,
+  type Backend,
+  loadTransport,
+  type Peer,
+  type PostBlocksRequest,
+  type PostRequest,
+  type Region,
+  type RegisteredTemplate,
+} from '@kvreuse/native-bindings';
 import { Bank, kvreuseOwner, type RegisteredRank, registerRank, releaseRank } from '@kvreuse/registry';
 import type { PullPair } from '../src/pull.js';
 import { fillDeterministic, testWorker } from './workers.js';
@@ -48,17 +58,28 @@ export interface DestinationRank {
 }
 
 /** The destination rank (TP 1) on `backend`: registry banks registered as a rank, a ledger, and one registered template per pair. */
-export async function openDestination(template: TransferTemplate, destinationPart: RankPart, backend: Backend, sources: readonly RemoteSource[]): Promise<DestinationRank> {
+export async function openDestination(
+  template: TransferTemplate,
+  destinationPart: RankPart,
+  backend: Backend,
+  sources: readonly RemoteSource[],
+): Promise<DestinationRank> {
   sequence += 1;
   const destination = await transport.createAgent({ name: `pull-destination-${process.pid}-${sequence}`, backend });
-  const destinationAllocations = await Promise.all(destinationPart.banks.map((bank) => destination.allocate(Number(bank.bytes))));
+  const destinationAllocations = await Promise.all(
+    destinationPart.banks.map((bank) => destination.allocate(Number(bank.bytes))),
+  );
   const banks = destinationPart.banks.map((bank, index) => {
     const allocation = destinationAllocations[index]!;
     return Bank.adopt({ ...bank, tpRank: 0, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
   });
   const rank = await registerRank({ agent: destination, banks });
   const book = new PeerBook();
-  const ledger = new OperationLedger<PostRequest, PostBlocksRequest>({ agent: destination, peers: book, timeouts: { operationTimeoutMs: 600_000, abandonTimeoutMs: 1_200_000 } });
+  const ledger = new OperationLedger<PostRequest, PostBlocksRequest>({
+    agent: destination,
+    peers: book,
+    timeouts: { operationTimeoutMs: 600_000, abandonTimeoutMs: 1_200_000 },
+  });
   const tickets = sources.map((source) => book.track(source.name, 'source-inc', destination.loadPeer(source.metadata)));
   const templates: RegisteredTemplate[] = [];
   const pairs = template.pairs.map((_, pair): PullPair => {
@@ -73,7 +94,12 @@ export async function openDestination(template: TransferTemplate, destinationPar
       remoteRegions: sources[sourceRank]!.regionIds,
     });
     templates.push(registered);
-    return { template: registered, ticket, banks: rank.banks, bytes: destinationAllocations.map((allocation) => allocation.view()) };
+    return {
+      template: registered,
+      ticket,
+      banks: rank.banks,
+      bytes: destinationAllocations.map((allocation) => allocation.view()),
+    };
   });
   return {
     destination,
@@ -95,13 +121,25 @@ export async function openLoopbackPull(geometry: Geometry, sourceTp: number, blo
   sequence += 1;
   const sources: LoopbackPull['sources'] = [];
   for (const [rank, part] of sourceWorker.ranks.entries()) {
-    const agent = await transport.createAgent({ name: `pull-source-${rank}-${process.pid}-${sequence}`, backend: 'loopback' });
+    const agent = await transport.createAgent({
+      name: `pull-source-${rank}-${process.pid}-${sequence}`,
+      backend: 'loopback',
+    });
     const allocations = await Promise.all(part.banks.map((bank) => agent.allocate(Number(bank.bytes))));
     allocations.forEach((allocation, bank) => fillDeterministic(allocation.view(), rank, bank));
     sources.push({ agent, allocations, regions: allocations.map((allocation) => agent.register(allocation)) });
   }
-  const remote = sources.map(({ agent, regions }) => ({ name: agent.name, metadata: agent.metadata(), regionIds: regions.map((region) => region.id) }));
-  const { destination, rank, ledger, pairs, close } = await openDestination(template, destinationWorker.ranks[0] as RankPart, 'loopback', remote);
+  const remote = sources.map(({ agent, regions }) => ({
+    name: agent.name,
+    metadata: agent.metadata(),
+    regionIds: regions.map((region) => region.id),
+  }));
+  const { destination, rank, ledger, pairs, close } = await openDestination(
+    template,
+    destinationWorker.ranks[0] as RankPart,
+    'loopback',
+    remote,
+  );
   return {
     template,
     sources,

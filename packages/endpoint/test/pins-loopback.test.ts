@@ -27,17 +27,48 @@ describe('pins between two loopback agents', () => {
     for (const hash of hashes) pool.commit(pool.allocate(), hash);
     const clock = new ManualClock();
     const source = { workerId: 'prefill-0', incarnation: 'inc-a', epoch: 2, rank: { tpRank: 0, ppRank: 0 } };
-    const server = new PinServer({ agent: sourceAgent, adapter: pool, source, resolvePeer: () => Promise.resolve(readerPeer), checksums: (_request, blocks) => blocks.map(() => 0), leaseMs: 10_000, clock });
-    const client = new PinClient({ agent: readerAgent, reader: { workerId: 'decode-0', incarnation: 'inc-b', rank: { tpRank: 0, ppRank: 0 } }, answerTimeoutMs: 60_000, clock });
-    const routing = [route(sourceAgent, (notification) => server.receive(notification)), route(readerAgent, (notification) => client.receive(notification))];
+    const server = new PinServer({
+      agent: sourceAgent,
+      adapter: pool,
+      source,
+      resolvePeer: () => Promise.resolve(readerPeer),
+      checksums: (_request, blocks) => blocks.map(() => 0),
+      leaseMs: 10_000,
+      clock,
+    });
+    const client = new PinClient({
+      agent: readerAgent,
+      reader: { workerId: 'decode-0', incarnation: 'inc-b', rank: { tpRank: 0, ppRank: 0 } },
+      answerTimeoutMs: 60_000,
+      clock,
+    });
+    const routing = [
+      route(sourceAgent, (notification) => server.receive(notification)),
+      route(readerAgent, (notification) => client.receive(notification)),
+    ];
 
-    const pin = await client.pin({ peer: sourcePeer, source, start: 0, hashes: BigUint64Array.from(hashes), wantsChecksums: false });
+    const pin = await client.pin({
+      peer: sourcePeer,
+      source,
+      start: 0,
+      hashes: BigUint64Array.from(hashes),
+      wantsChecksums: false,
+    });
     expect(pin.positions).toEqual({ start: 0, count: 3 });
     expect(() => pool.allocate()).toThrow('all 3 blocks are pinned');
 
-    const waiting = server.waitForReaders({ deadlineAt: 30_000, timeoutMs: 30_000, signal: new AbortController().signal });
+    const waiting = server.waitForReaders({
+      deadlineAt: 30_000,
+      timeoutMs: 30_000,
+      signal: new AbortController().signal,
+    });
     await pin.release();
-    expect(await waiting).toMatchObject({ released: 1, lapsed: 0, outstanding: 0, pins: [{ pinId: pin.pinId, readerAgent: readerAgent.name, blocks: 3, ended: 'released' }] });
+    expect(await waiting).toMatchObject({
+      released: 1,
+      lapsed: 0,
+      outstanding: 0,
+      pins: [{ pinId: pin.pinId, readerAgent: readerAgent.name, blocks: 3, ended: 'released' }],
+    });
     expect(pool.allocate()).toBe(0);
     expect(server.malformedMessages + client.malformedMessages).toBe(0);
 

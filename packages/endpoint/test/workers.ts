@@ -1,5 +1,13 @@
 // Test workers and simulated banks for the endpoint's tests.
-import { assembleWorker, type Geometry, layoutRankBanks, materialize, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
+import {
+  assembleWorker,
+  type Geometry,
+  layoutRankBanks,
+  materialize,
+  type RankPart,
+  type TransferTemplate,
+  type Worker,
+} from '@kvreuse/descriptors';
 import { type ClusterSecret } from '@kvreuse/discovery';
 import { transportMetadataOf } from '@kvreuse/registry';
 
@@ -31,9 +39,19 @@ export interface AgentMetadata {
 }
 
 /** The rank parts of test worker `workerId` of TP `agents.length`, each carrying its agent's metadata signed for it under `secret`. */
-export function signedTestParts(geometry: Geometry, workerId: string, agents: readonly AgentMetadata[], secret: ClusterSecret): RankPart[] {
+export function signedTestParts(
+  geometry: Geometry,
+  workerId: string,
+  agents: readonly AgentMetadata[],
+  secret: ClusterSecret,
+): RankPart[] {
   return testWorker(geometry, agents.length, 8, workerId).ranks.map((part, tpRank) => {
-    const signed = transportMetadataOf(agents[tpRank] as AgentMetadata, secret, { workerId, incarnation: part.incarnation, tpRank, ppRank: 0 });
+    const signed = transportMetadataOf(agents[tpRank] as AgentMetadata, secret, {
+      workerId,
+      incarnation: part.incarnation,
+      tpRank,
+      ppRank: 0,
+    });
     return { ...part, transport: { ...signed, metadata: Buffer.from(signed.metadata).toString('base64') } };
   });
 }

@@ -11,8 +11,12 @@ describe('describeValue', () => {
   });
 
   it('renders them the same way inside arrays and objects, undefined properties included', () => {
-    expect(describeValue({ at: Number.NaN, blocks: [1n, Number.NEGATIVE_INFINITY], seen: undefined })).toBe('{"at":NaN,"blocks":[1n,-Infinity],"seen":undefined}');
-    expect(describeValue([{ deadlineMs: Number.POSITIVE_INFINITY }, null, true])).toBe('[{"deadlineMs":Infinity},null,true]');
+    expect(describeValue({ at: Number.NaN, blocks: [1n, Number.NEGATIVE_INFINITY], seen: undefined })).toBe(
+      '{"at":NaN,"blocks":[1n,-Infinity],"seen":undefined}',
+    );
+    expect(describeValue([{ deadlineMs: Number.POSITIVE_INFINITY }, null, true])).toBe(
+      '[{"deadlineMs":Infinity},null,true]',
+    );
     expect(describeValue({ aborted: true })).toBe('{"aborted":true}');
     expect(describeValue([])).toBe('[]');
   });

@@ -13,7 +13,8 @@ export function describeValue(value: unknown): string {
 }
 
 function render(value: unknown, ancestors: readonly object[]): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > MAX_STRING_LENGTH ? `${value.slice(0, MAX_STRING_LENGTH)}…` : value);
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > MAX_STRING_LENGTH ? `${value.slice(0, MAX_STRING_LENGTH)}…` : value);
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'function') return 'a function';
   if (typeof value !== 'object' || value === null) return String(value);

@@ -25,7 +25,10 @@ describe('KvreuseError', () => {
 
   it('is recognised by its brand, also when made by another copy of this module', () => {
     expect(isKvreuseError(new SampleError('x'))).toBe(true);
-    const foreign = Object.assign(new Error('from another copy'), { code: 'FOREIGN', [Symbol.for('@kvreuse/errors/KvreuseError')]: true });
+    const foreign = Object.assign(new Error('from another copy'), {
+      code: 'FOREIGN',
+      [Symbol.for('@kvreuse/errors/KvreuseError')]: true,
+    });
     expect(isKvreuseError(foreign)).toBe(true);
     expect(codeOf(foreign)).toBe('FOREIGN');
   });
@@ -57,7 +60,12 @@ describe('OptionError', () => {
   it('names the subject, the option, the value as given and the rule', () => {
     const error = new SampleOptionError('timeoutMs', Number.NaN, 'a finite number ≥ 0');
     expect(error.message).toBe('sample option timeoutMs = NaN is refused: a finite number ≥ 0');
-    expect(error).toMatchObject({ code: 'INVALID_SAMPLE_OPTION', subject: 'sample', option: 'timeoutMs', rule: 'a finite number ≥ 0' });
+    expect(error).toMatchObject({
+      code: 'INVALID_SAMPLE_OPTION',
+      subject: 'sample',
+      option: 'timeoutMs',
+      rule: 'a finite number ≥ 0',
+    });
     expect(Number.isNaN(error.value)).toBe(true);
     expect(error.name).toBe('SampleOptionError');
   });

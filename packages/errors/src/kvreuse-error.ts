@@ -34,7 +34,9 @@ export abstract class KvreuseTypeError<Code extends string = string> extends Typ
 
 /** Whether `value` is an error of any kvreuse package (of any installed copy of it). */
 export function isKvreuseError(value: unknown): value is KvreuseError | KvreuseTypeError {
-  return typeof value === 'object' && value !== null && (value as { [KVREUSE_ERROR]?: unknown })[KVREUSE_ERROR] === true;
+  return (
+    typeof value === 'object' && value !== null && (value as { [KVREUSE_ERROR]?: unknown })[KVREUSE_ERROR] === true
+  );
 }
 
 /** The stable `code` of a kvreuse error; `undefined` for anything else (a plain `Error`, a string, …). */

@@ -100,7 +100,13 @@ function threadCpuNs(): number {
   for (let c = 0; c < 20; c++) {
     for (let w = 0; w < 250; w++) {
       const blocks = c % 5 === 4 ? pool[below(pooled)]! : freshChain(chainBlocks);
-      warm.apply({ workerId: workerIds[w]!, incarnation: 'warm-up', epoch: 1, seq: c, events: [{ type: 'stored', tier: 'gpu', blocks, expiresAt }] });
+      warm.apply({
+        workerId: workerIds[w]!,
+        incarnation: 'warm-up',
+        epoch: 1,
+        seq: c,
+        events: [{ type: 'stored', tier: 'gpu', blocks, expiresAt }],
+      });
       threadCpuNs();
     }
   }
@@ -124,7 +130,11 @@ const collections: { start: number; ms: number; major: boolean }[] = [];
 const collectionObserver = new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) {
     const kind = ((entry as { detail?: unknown }).detail as { kind?: number } | undefined)?.kind;
-    collections.push({ start: entry.startTime, ms: entry.duration, major: kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR });
+    collections.push({
+      start: entry.startTime,
+      ms: entry.duration,
+      major: kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR,
+    });
   }
 });
 collectionObserver.observe({ entryTypes: ['gc'] });
@@ -142,7 +152,14 @@ function build(pass: number): RetainedInventory {
         incarnation: 'bench',
         epoch: 1,
         seq: c,
-        events: [{ type: 'stored' as const, tier: below(4) === 0 ? ('host' as const) : ('gpu' as const), blocks: conversationOf(c, w), expiresAt }],
+        events: [
+          {
+            type: 'stored' as const,
+            tier: below(4) === 0 ? ('host' as const) : ('gpu' as const),
+            blocks: conversationOf(c, w),
+            expiresAt,
+          },
+        ],
       };
       startedAt[pass]![apply] = performance.now();
       const start = process.hrtime.bigint();
@@ -168,23 +185,32 @@ const after = settle();
 await new Promise((resolve) => setTimeout(resolve, 100)); // the observer's last entries
 collectionObserver.disconnect();
 const bytesPerBlock = (after - before + inventory.indexBytes) / inventory.size;
-const quantile = (sorted: Float64Array, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+const quantile = (sorted: Float64Array, p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 const leastCpuMs = cpuMs[0]!.map((_, apply) => Math.min(...cpuMs.map((pass) => pass[apply]!)));
 const largest = (values: Float64Array) => values.reduce((max, value) => Math.max(max, value), 0);
 const slowestApply = leastCpuMs.indexOf(largest(leastCpuMs));
 const collectionsIn = (pass: number, apply: number) =>
-  collections.filter(({ start }) => start >= startedAt[pass]![apply]! && start < startedAt[pass]![apply]! + wallMs[pass]![apply]!);
+  collections.filter(
+    ({ start }) => start >= startedAt[pass]![apply]! && start < startedAt[pass]![apply]! + wallMs[pass]![apply]!,
+  );
 const slowestInEachBuild = cpuMs
   .map((pass, p) => {
-    const inside = collectionsIn(p, slowestApply).map(({ ms, major }) => `${major ? 'major' : 'minor'} GC ${ms.toFixed(2)} ms`);
+    const inside = collectionsIn(p, slowestApply).map(
+      ({ ms, major }) => `${major ? 'major' : 'minor'} GC ${ms.toFixed(2)} ms`,
+    );
     return `${pass[slowestApply]!.toFixed(2)}${inside.length > 0 ? ` (${inside.join(', ')})` : ''}`;
   })
   .join(', ');
 // The build a collection started in: from its first apply's start to its last apply's end, or −1.
-const buildAt = (start: number) => startedAt.findIndex((pass, p) => start >= pass[0]! && start < pass[applies - 1]! + wallMs[p]![applies - 1]!);
+const buildAt = (start: number) =>
+  startedAt.findIndex((pass, p) => start >= pass[0]! && start < pass[applies - 1]! + wallMs[p]![applies - 1]!);
 const majorCollections = collections.filter((collection) => collection.major && buildAt(collection.start) >= 0);
 const majorPerBuild = (majorCollections.length / builds).toFixed(0);
-const longestMajor = majorCollections.reduce((longest, collection) => (collection.ms > longest.ms ? collection : longest), { start: 0, ms: 0, major: true });
+const longestMajor = majorCollections.reduce(
+  (longest, collection) => (collection.ms > longest.ms ? collection : longest),
+  { start: 0, ms: 0, major: true },
+);
 // The apply a collection started in (or just before), and in which build.
 function applyAt(start: number): string {
   const pass = buildAt(start);

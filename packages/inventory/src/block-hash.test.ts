@@ -2,7 +2,15 @@ import { inventoryGroup } from '@kvreuse/config';
 import { type Geometry, InvalidGeometryError, kvContentDigest, referenceGeometries } from '@kvreuse/descriptors';
 import { describe, expect, test } from 'vitest';
 import { BlockHashError } from './errors.js';
-import { blockHashFromHex, blockHashFunction, blockHashSalt, blockHashScheme, blockHashToHex, fnv1a64, hashBlockChain } from './block-hash.js';
+import {
+  blockHashFromHex,
+  blockHashFunction,
+  blockHashSalt,
+  blockHashScheme,
+  blockHashToHex,
+  fnv1a64,
+  hashBlockChain,
+} from './block-hash.js';
 
 const mask = (1n << 64n) - 1n;
 const fnvReference = (bytes: readonly number[]): bigint => {
@@ -10,7 +18,8 @@ const fnvReference = (bytes: readonly number[]): bigint => {
   for (const byte of bytes) hash = ((hash ^ BigInt(byte)) * 0x100000001b3n) & mask;
   return hash;
 };
-const littleEndian = (value: bigint, bytes: number): number[] => Array.from({ length: bytes }, (_, i) => Number((value >> BigInt(8 * i)) & 0xffn));
+const littleEndian = (value: bigint, bytes: number): number[] =>
+  Array.from({ length: bytes }, (_, i) => Number((value >> BigInt(8 * i)) & 0xffn));
 
 // An independent, slow reference: BigInt FNV-1a 64 over the documented byte encoding.
 function referenceChain(tokens: readonly number[], salt: bigint, blockTokens: number, parent = 0n): bigint[] {
@@ -61,7 +70,9 @@ describe('blockHashSalt and blockHashScheme', () => {
     const tokens = Array.from({ length: 64 }, (_, i) => i);
     const llama = referenceGeometries['llama-3.1-8b'];
     // Qwen3-0.6B and Llama-3.1-8B differ only in their layer count; their blocks still never collide.
-    expect(hashBlockChain(tokens, blockHashScheme(qwen, ''))[0]).not.toBe(hashBlockChain(tokens, blockHashScheme(llama, ''))[0]);
+    expect(hashBlockChain(tokens, blockHashScheme(qwen, ''))[0]).not.toBe(
+      hashBlockChain(tokens, blockHashScheme(llama, ''))[0],
+    );
   });
 
   test('workers that only lay their banks out differently share hashes; workers whose blocks mean different things do not', () => {
@@ -86,7 +97,9 @@ describe('blockHashSalt and blockHashScheme', () => {
   });
 
   test('refuses a digest or seed it cannot salt with, naming it', () => {
-    expect(() => blockHashSalt(qwenDigest.toUpperCase(), '')).toThrow(expect.objectContaining({ argument: 'kvContentDigest' }));
+    expect(() => blockHashSalt(qwenDigest.toUpperCase(), '')).toThrow(
+      expect.objectContaining({ argument: 'kvContentDigest' }),
+    );
     expect(() => blockHashSalt(qwenDigest, 'with space')).toThrow(
       expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT', argument: 'hashSeed', value: 'with space' }),
     );
@@ -104,13 +117,21 @@ describe('hashBlockChain', () => {
   const salt = 0x5e30afe2094fcff1n; // Qwen3-0.6B's salt with the default (empty) seed
 
   test('test vectors (computed independently in Python; the README lists them)', () => {
-    expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual(referenceChain([1, 2, 3, 4], salt, 2).map(blockHashToHex));
-    expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual(['7ca7d2167c1ae47b', '60e99242405056a9']);
+    expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual(
+      referenceChain([1, 2, 3, 4], salt, 2).map(blockHashToHex),
+    );
+    expect(hex(hashBlockChain([1, 2, 3, 4], { salt, blockTokens: 2 }))).toEqual([
+      '7ca7d2167c1ae47b',
+      '60e99242405056a9',
+    ]);
     expect(hex(hashBlockChain([151643, 4294967295, 0, 42], { salt, blockTokens: 4 }))).toEqual(['829ff4198fdeeb17']);
     expect(hex(hashBlockChain([7], { salt, blockTokens: 1 }, 0x0123456789abcdefn))).toEqual(['ba56802877525daf']);
     const tokens = Array.from({ length: 128 }, (_, i) => i);
     expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, '')))).toEqual(['9e098063efecbc38', '0ebfbf79606f33a9']);
-    expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, 'qwen3-0.6b@main')))).toEqual(['fb452d125f988746', '3e61b1d7b3441abd']);
+    expect(hex(hashBlockChain(tokens, blockHashScheme(qwen, 'qwen3-0.6b@main')))).toEqual([
+      'fb452d125f988746',
+      '3e61b1d7b3441abd',
+    ]);
   });
 
   test('equals the BigInt reference on Qwen3-sized blocks, and chains through the parent', () => {
@@ -127,11 +148,19 @@ describe('hashBlockChain', () => {
 
   test('refuses what it cannot hash, naming it', () => {
     const scheme = { salt, blockTokens: 2 };
-    expect(() => hashBlockChain([1, 2], { salt, blockTokens: 0 })).toThrow(expect.objectContaining({ argument: 'scheme.blockTokens' }));
-    expect(() => hashBlockChain([1, 2], { salt: -1n, blockTokens: 2 })).toThrow(expect.objectContaining({ argument: 'scheme.salt' }));
+    expect(() => hashBlockChain([1, 2], { salt, blockTokens: 0 })).toThrow(
+      expect.objectContaining({ argument: 'scheme.blockTokens' }),
+    );
+    expect(() => hashBlockChain([1, 2], { salt: -1n, blockTokens: 2 })).toThrow(
+      expect.objectContaining({ argument: 'scheme.salt' }),
+    );
     expect(() => hashBlockChain([1, 2], 2 as never)).toThrow(expect.objectContaining({ argument: 'scheme' }));
-    expect(() => hashBlockChain([1, -2], scheme)).toThrow(expect.objectContaining({ argument: 'tokens[1]', value: -2 }));
-    expect(() => hashBlockChain([1, 2 ** 32], scheme)).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT' }));
+    expect(() => hashBlockChain([1, -2], scheme)).toThrow(
+      expect.objectContaining({ argument: 'tokens[1]', value: -2 }),
+    );
+    expect(() => hashBlockChain([1, 2 ** 32], scheme)).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_BLOCK_INPUT' }),
+    );
     expect(() => hashBlockChain([1.5, 2], scheme)).toThrow(BlockHashError);
     expect(() => hashBlockChain([1, 2], scheme, -1n)).toThrow(expect.objectContaining({ argument: 'parent' }));
     expect(() => hashBlockChain(null as never, scheme)).toThrow(expect.objectContaining({ argument: 'tokens' }));

@@ -63,10 +63,15 @@ const saltContext = `${blockHashFunction}:`;
  */
 export function blockHashSalt(kvContentDigestHex: string, hashSeed: string): bigint {
   if (typeof kvContentDigestHex !== 'string' || !hexDigest.test(kvContentDigestHex)) {
-    throw new BlockHashError('kvContentDigest', kvContentDigestHex, 'a KV content digest is 64 lowercase hex digits (kvContentDigest of @kvreuse/descriptors)');
+    throw new BlockHashError(
+      'kvContentDigest',
+      kvContentDigestHex,
+      'a KV content digest is 64 lowercase hex digits (kvContentDigest of @kvreuse/descriptors)',
+    );
   }
   const seed = inventoryGroup.settings.hashSeed.schema.safeParse(hashSeed);
-  if (!seed.success) throw new BlockHashError('hashSeed', hashSeed, `a hash seed is ${seed.error.issues[0]?.message ?? 'a string'}`);
+  if (!seed.success)
+    throw new BlockHashError('hashSeed', hashSeed, `a hash seed is ${seed.error.issues[0]?.message ?? 'a string'}`);
   return fnv1a64(new TextEncoder().encode(`${saltContext}${kvContentDigestHex}:${seed.data}`));
 }
 

@@ -2,7 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test, vi } from 'vitest';
-import { claimIncarnationEpoch, type DiscoveryStore, MemoryDiscoveryStore, SqliteDiscoveryStore, SupersededError } from '@kvreuse/discovery';
+import {
+  claimIncarnationEpoch,
+  type DiscoveryStore,
+  MemoryDiscoveryStore,
+  SqliteDiscoveryStore,
+  SupersededError,
+} from '@kvreuse/discovery';
 import { type InventoryEventError, InventoryWithdrawnError } from './errors.js';
 import { hashBlockChain } from './block-hash.js';
 import { defaultInventoryPrefix, followInventory, InventoryPublisher } from './discovery-feed.js';
@@ -13,17 +19,28 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const stores: [string, () => DiscoveryStore][] = [
   ['memory', () => new MemoryDiscoveryStore()],
-  ['sqlite', () => new SqliteDiscoveryStore(join(dir, `${Math.random().toString(36).slice(2)}.db`), { pollIntervalMs: 5 })],
+  [
+    'sqlite',
+    () => new SqliteDiscoveryStore(join(dir, `${Math.random().toString(36).slice(2)}.db`), { pollIntervalMs: 5 }),
+  ],
 ];
 
 test('publishers and followers refuse arguments of the wrong shape, naming the argument', async () => {
   const store = new MemoryDiscoveryStore();
   const option = (name: string) => expect.objectContaining({ code: 'INVALID_INVENTORY_OPTION', option: name });
-  expect(() => new InventoryPublisher(store, { workerId: 'w', incarnation: 'i' } as never)).toThrow(option('options.lease'));
-  expect(() => new InventoryPublisher(undefined as never, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' })).toThrow(option('store'));
+  expect(() => new InventoryPublisher(store, { workerId: 'w', incarnation: 'i' } as never)).toThrow(
+    option('options.lease'),
+  );
+  expect(
+    () => new InventoryPublisher(undefined as never, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' }),
+  ).toThrow(option('store'));
   await expect(followInventory(store, {} as never)).rejects.toThrow(option('inventory'));
-  await expect(followInventory(store, new RetainedInventory(), { onRejected: true } as never)).rejects.toThrow(option('options.onRejected'));
-  await expect(followInventory(store, new RetainedInventory(), { onComplete: 1 } as never)).rejects.toThrow(option('options.onComplete'));
+  await expect(followInventory(store, new RetainedInventory(), { onRejected: true } as never)).rejects.toThrow(
+    option('options.onRejected'),
+  );
+  await expect(followInventory(store, new RetainedInventory(), { onComplete: 1 } as never)).rejects.toThrow(
+    option('options.onComplete'),
+  );
   const publisher = new InventoryPublisher(store, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' });
   await expect(publisher.publish([], { complete: 'yes' } as never)).rejects.toThrow(option('options.complete'));
   expect(publisher.complete).toBe(false);
@@ -31,9 +48,12 @@ test('publishers and followers refuse arguments of the wrong shape, naming the a
 });
 
 describe.each(stores)('inventory through %s discovery', (_, open) => {
-  test('withdraw() deletes this incarnation\'s batch (followers forget the worker), leaves a newer one, and refuses later batches', async () => {
+  test("withdraw() deletes this incarnation's batch (followers forget the worker), leaves a newer one, and refuses later batches", async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
+    const chain = hashBlockChain(
+      Array.from({ length: 64 * 4 }, (_, i) => i),
+      { salt: 1n, blockTokens: 64 },
+    );
     const expiresAt = Date.now() + 600_000;
     const lease = await store.grantLease(600_000);
     const inventory = new RetainedInventory();
@@ -47,7 +67,11 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     expect(await store.get(old.key)).toBeUndefined();
     await vi.waitFor(() => expect(inventory.workers()).toEqual([]));
     await expect(old.publish([{ type: 'cleared', tier: 'gpu' }])).rejects.toThrow(InventoryWithdrawnError);
-    await expect(old.publish([])).rejects.toMatchObject({ code: 'INVENTORY_WITHDRAWN', workerId: 'decode-w', incarnation: 'old' });
+    await expect(old.publish([])).rejects.toMatchObject({
+      code: 'INVENTORY_WITHDRAWN',
+      workerId: 'decode-w',
+      incarnation: 'old',
+    });
 
     // A batch still being written when withdraw() is called is written first, then deleted.
     const racing = new InventoryPublisher(store, { ...(await claim('decode-r', 'r')), lease: lease.id });
@@ -61,29 +85,48 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     await fresh.publish([{ type: 'stored', tier: 'host', blocks: chain, expiresAt }]);
     expect(await stale.withdraw()).toBe(false);
     expect((await store.get(fresh.key))?.value).toBeDefined();
-    await vi.waitFor(() => expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ workerId: 'decode-w', incarnation: 'new', hostBlocks: 4 }]));
+    await vi.waitFor(() =>
+      expect(inventory.longestRetainedPrefix(chain)).toMatchObject([
+        { workerId: 'decode-w', incarnation: 'new', hostBlocks: 4 },
+      ]),
+    );
     await follower.close();
     await store.close();
   });
 
   test('followers apply published batches, reject bad ones and forget workers whose lease ended', async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 8 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
+    const chain = hashBlockChain(
+      Array.from({ length: 64 * 8 }, (_, i) => i),
+      { salt: 1n, blockTokens: 64 },
+    );
     const expiresAt = Date.now() + 600_000;
     const leaseA = await store.grantLease(600_000);
     const leaseB = await store.grantLease(600_000);
     const { epoch: epochA } = await claimIncarnationEpoch(store, { workerId: 'decode-a', incarnation: 'ia' });
-    const a = new InventoryPublisher(store, { workerId: 'decode-a', incarnation: 'ia', epoch: epochA, lease: leaseA.id });
+    const a = new InventoryPublisher(store, {
+      workerId: 'decode-a',
+      incarnation: 'ia',
+      epoch: epochA,
+      lease: leaseA.id,
+    });
     await a.publish([{ type: 'stored', tier: 'gpu', blocks: chain.slice(0, 4), expiresAt }]);
 
     const inventory = new RetainedInventory();
     const rejected: [string, InventoryEventError][] = [];
-    const follower = await followInventory(store, inventory, { onRejected: (key, error) => rejected.push([key, error]) });
+    const follower = await followInventory(store, inventory, {
+      onRejected: (key, error) => rejected.push([key, error]),
+    });
     // Loaded from the listing, before any change.
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ workerId: 'decode-a', blocks: 4 }]);
 
     const { epoch: epochB } = await claimIncarnationEpoch(store, { workerId: 'decode-b', incarnation: 'ib' });
-    const b = new InventoryPublisher(store, { workerId: 'decode-b', incarnation: 'ib', epoch: epochB, lease: leaseB.id });
+    const b = new InventoryPublisher(store, {
+      workerId: 'decode-b',
+      incarnation: 'ib',
+      epoch: epochB,
+      lease: leaseB.id,
+    });
     await b.publish([{ type: 'stored', tier: 'host', blocks: chain, expiresAt }]);
     await a.publish([{ type: 'stored', tier: 'gpu', blocks: chain.slice(4, 6), expiresAt }]);
     await vi.waitFor(() =>
@@ -98,10 +141,12 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
       `${defaultInventoryPrefix}decode-y`,
       JSON.stringify({ version: 2, workerId: 'decode-z', incarnation: 'i', epoch: 1, seq: 0, events: [] }),
     );
-    await vi.waitFor(() => expect(rejected.map(([key, error]) => [key, error.path])).toEqual([
-      [`${defaultInventoryPrefix}decode-x`, 'incarnation'],
-      [`${defaultInventoryPrefix}decode-y`, 'workerId'],
-    ]));
+    await vi.waitFor(() =>
+      expect(rejected.map(([key, error]) => [key, error.path])).toEqual([
+        [`${defaultInventoryPrefix}decode-x`, 'incarnation'],
+        [`${defaultInventoryPrefix}decode-y`, 'workerId'],
+      ]),
+    );
 
     await store.revokeLease(leaseB.id);
     await vi.waitFor(() => expect(inventory.workers().sort()).toEqual(['decode-a']));
@@ -113,7 +158,10 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
 
   test("a superseded incarnation's batch never replaces the newer one's: it is refused, typed, for good", async () => {
     const store = open();
-    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), { salt: 1n, blockTokens: 64 });
+    const chain = hashBlockChain(
+      Array.from({ length: 64 * 4 }, (_, i) => i),
+      { salt: 1n, blockTokens: 64 },
+    );
     const expiresAt = Date.now() + 600_000;
     const lease = await store.grantLease(600_000);
     const oldClaim = await claimIncarnationEpoch(store, { workerId: 'decode-z', incarnation: 'inc-1' });
@@ -126,24 +174,47 @@ describe.each(stores)('inventory through %s discovery', (_, open) => {
     expect(newClaim.epoch).toBeGreaterThan(oldClaim.epoch);
     const fresh = new InventoryPublisher(store, { ...newClaim, lease: lease.id });
     const written = await fresh.publish([{ type: 'stored', tier: 'host', blocks: chain.slice(0, 1), expiresAt }]);
-    await vi.waitFor(() => expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ incarnation: 'inc-2', blocks: 1 }]));
+    await vi.waitFor(() =>
+      expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ incarnation: 'inc-2', blocks: 1 }]),
+    );
 
-    const refused = await zombie.publish([{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }]).catch((error: unknown) => error);
+    const refused = await zombie
+      .publish([{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }])
+      .catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(SupersededError);
-    expect(refused).toMatchObject({ code: 'SUPERSEDED', incarnation: 'inc-1', epoch: oldClaim.epoch, newerEpoch: newClaim.epoch, newerIncarnation: 'inc-2' });
+    expect(refused).toMatchObject({
+      code: 'SUPERSEDED',
+      incarnation: 'inc-1',
+      epoch: oldClaim.epoch,
+      newerEpoch: newClaim.epoch,
+      newerIncarnation: 'inc-2',
+    });
     expect(zombie.superseded).toBe(refused);
     await expect(zombie.publish([])).rejects.toBe(refused);
     expect((await store.get(fresh.key))?.modRevision).toBe(written);
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ incarnation: 'inc-2', blocks: 1 }]);
-    expect(() => new InventoryPublisher(store, { ...newClaim, epoch: 0, lease: lease.id })).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'epoch' }));
+    expect(() => new InventoryPublisher(store, { ...newClaim, epoch: 0, lease: lease.id })).toThrow(
+      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'epoch' }),
+    );
     await follower.close();
 
     // A batch written around the fence that claims the newer epoch for another incarnation is refused, not applied.
     const rejected: [string, InventoryEventError][] = [];
-    const checking = await followInventory(store, new RetainedInventory(), { onRejected: (key, error) => rejected.push([key, error]) });
-    const forged = { version: 2, workerId: 'decode-z', incarnation: 'inc-x', epoch: newClaim.epoch, seq: 5, events: [] };
+    const checking = await followInventory(store, new RetainedInventory(), {
+      onRejected: (key, error) => rejected.push([key, error]),
+    });
+    const forged = {
+      version: 2,
+      workerId: 'decode-z',
+      incarnation: 'inc-x',
+      epoch: newClaim.epoch,
+      seq: 5,
+      events: [],
+    };
     await store.put(fresh.key, JSON.stringify(forged));
-    await vi.waitFor(() => expect(rejected.map(([key, error]) => [key, error.path])).toEqual([[fresh.key, 'incarnation']]));
+    await vi.waitFor(() =>
+      expect(rejected.map(([key, error]) => [key, error.path])).toEqual([[fresh.key, 'incarnation']]),
+    );
     await checking.close();
     await store.close();
   });

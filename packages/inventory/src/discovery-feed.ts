@@ -6,7 +6,17 @@
 // carries its incarnation's epoch and is written fenced by it, so a superseded incarnation (a
 // zombie) never replaces a newer one's batch. Once a worker has published its complete inventory it
 // says so in that batch and in every later one of the incarnation (the follower may see only the latest).
-import { commitFenced, DiscoveryCompareError, type DiscoveryEntry, type DiscoveryStore, type DiscoveryWatch, isEpoch, type LeaseId, SupersededError, type WatchNotice } from '@kvreuse/discovery';
+import {
+  commitFenced,
+  DiscoveryCompareError,
+  type DiscoveryEntry,
+  type DiscoveryStore,
+  type DiscoveryWatch,
+  isEpoch,
+  type LeaseId,
+  SupersededError,
+  type WatchNotice,
+} from '@kvreuse/discovery';
 import { InvalidInventoryOptionError, InventoryEventError, InventoryWithdrawnError } from './errors.js';
 import { checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
 import { encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
@@ -50,10 +60,15 @@ export class InventoryPublisher {
   ) {
     checkStore('store', store);
     checkOptionsObject('options', options);
-    for (const field of ['workerId', 'incarnation', 'lease'] as const) checkNonEmptyString(`options.${field}`, options[field]);
+    for (const field of ['workerId', 'incarnation', 'lease'] as const)
+      checkNonEmptyString(`options.${field}`, options[field]);
     for (const field of ['prefix', 'keyPrefix'] as const) checkOptionalString(`options.${field}`, options[field]);
     if (!isEpoch(options.epoch)) {
-      throw new InventoryEventError('epoch', options.epoch, 'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out');
+      throw new InventoryEventError(
+        'epoch',
+        options.epoch,
+        'an epoch is a whole number ≥ 1, as claimIncarnationEpoch hands it out',
+      );
     }
     this.key = `${options.prefix ?? defaultInventoryPrefix}${options.workerId}`;
   }
@@ -76,13 +91,26 @@ export class InventoryPublisher {
    */
   publish(events: readonly InventoryEvent[], options: InventoryPublishOptions = {}): Promise<number> {
     const { workerId, incarnation, epoch, lease, keyPrefix } = this.options;
-    if (options === null || typeof options !== 'object' || (options.complete !== undefined && typeof options.complete !== 'boolean')) {
-      return Promise.reject(new InvalidInventoryOptionError('options.complete', options?.complete, 'options are { complete?: boolean }'));
+    if (
+      options === null ||
+      typeof options !== 'object' ||
+      (options.complete !== undefined && typeof options.complete !== 'boolean')
+    ) {
+      return Promise.reject(
+        new InvalidInventoryOptionError('options.complete', options?.complete, 'options are { complete?: boolean }'),
+      );
     }
     if (this.withdrawn) return Promise.reject(new InventoryWithdrawnError(workerId, incarnation));
     if (this.supersededBy !== undefined) return Promise.reject(this.supersededBy);
     if (options.complete === true) this.completed = true;
-    const value = encodeInventoryBatch({ workerId, incarnation, epoch, seq: this.seq++, events, ...(this.completed ? { complete: true } : {}) });
+    const value = encodeInventoryBatch({
+      workerId,
+      incarnation,
+      epoch,
+      seq: this.seq++,
+      events,
+      ...(this.completed ? { complete: true } : {}),
+    });
     const write = commitFenced(
       this.store,
       { workerId, incarnation, epoch },
@@ -112,7 +140,9 @@ export class InventoryPublisher {
     const stored = safeParseInventoryBatch(entry.value);
     if (!stored.success || stored.data.incarnation !== this.options.incarnation) return false;
     try {
-      await this.store.commit([{ type: 'delete', key: this.key }], { compare: [{ key: this.key, modRevision: entry.modRevision }] });
+      await this.store.commit([{ type: 'delete', key: this.key }], {
+        compare: [{ key: this.key, modRevision: entry.modRevision }],
+      });
       return true;
     } catch (error) {
       if (error instanceof DiscoveryCompareError) return false;
@@ -129,7 +159,11 @@ export interface InventoryFollowerOptions {
    * A worker incarnation's inventory became complete in the followed inventory (`completeEpoch`): once
    * per incarnation, from the batch that first says so (or the first one a late follower sees).
    */
-  readonly onComplete?: (worker: { readonly workerId: string; readonly incarnation: string; readonly epoch: number }) => void;
+  readonly onComplete?: (worker: {
+    readonly workerId: string;
+    readonly incarnation: string;
+    readonly epoch: number;
+  }) => void;
   /** Outage and restored notices of the underlying watch, for the layers that act on them. */
   readonly onStatus?: (notice: Extract<WatchNotice, { type: 'outage' | 'restored' }>) => void;
 }
@@ -146,10 +180,12 @@ export async function followInventory(
   options: InventoryFollowerOptions = {},
 ): Promise<InventoryFollower> {
   checkStore('store', store);
-  if (!(inventory instanceof RetainedInventory)) throw new InvalidInventoryOptionError('inventory', inventory, 'must be a RetainedInventory');
+  if (!(inventory instanceof RetainedInventory))
+    throw new InvalidInventoryOptionError('inventory', inventory, 'must be a RetainedInventory');
   checkOptionsObject('options', options);
   checkOptionalString('options.prefix', options.prefix);
-  for (const callback of ['onRejected', 'onComplete', 'onStatus'] as const) if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
+  for (const callback of ['onRejected', 'onComplete', 'onStatus'] as const)
+    if (options[callback] !== undefined) checkFunction(`options.${callback}`, options[callback]);
   const prefix = options.prefix ?? defaultInventoryPrefix;
   const applyEntry = (entry: DiscoveryEntry) => {
     const parsed = safeParseInventoryBatch(entry.value);
@@ -158,7 +194,11 @@ export async function followInventory(
     if (parsed.data.workerId !== expectedWorker) {
       return options.onRejected?.(
         entry.key,
-        new InventoryEventError('workerId', parsed.data.workerId, `the batch is published under worker ${expectedWorker}`),
+        new InventoryEventError(
+          'workerId',
+          parsed.data.workerId,
+          `the batch is published under worker ${expectedWorker}`,
+        ),
       );
     }
     const { workerId, incarnation, epoch } = parsed.data;
@@ -170,7 +210,8 @@ export async function followInventory(
       if (!(error instanceof InventoryEventError)) throw error;
       return options.onRejected?.(entry.key, error);
     }
-    if (!wasComplete && inventory.completeEpoch(workerId) === epoch) options.onComplete?.({ workerId, incarnation, epoch });
+    if (!wasComplete && inventory.completeEpoch(workerId) === epoch)
+      options.onComplete?.({ workerId, incarnation, epoch });
   };
   const replaceWith = (entries: readonly DiscoveryEntry[]) => {
     const present = new Set(entries.map((entry) => entry.key.slice(prefix.length)));

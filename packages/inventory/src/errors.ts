@@ -4,10 +4,7 @@ import { describeValue as describe, KvreuseError } from '@kvreuse/errors';
 
 /** Every `code` an inventory error carries. */
 export type InventoryErrorCode =
-  | 'INVENTORY_INVALID_BLOCK_INPUT'
-  | 'INVENTORY_INVALID_EVENT'
-  | 'INVENTORY_WITHDRAWN'
-  | 'INVALID_INVENTORY_OPTION';
+  'INVENTORY_INVALID_BLOCK_INPUT' | 'INVENTORY_INVALID_EVENT' | 'INVENTORY_WITHDRAWN' | 'INVALID_INVENTORY_OPTION';
 
 export abstract class InventoryError extends KvreuseError<InventoryErrorCode> {}
 

@@ -40,13 +40,17 @@ describe('inventory batch wire form', () => {
     expect(refused({ ...wire, version: 1 })).toMatchObject({ path: 'version', value: 1 });
     expect(refused({ ...wire, epoch: undefined })).toMatchObject({ path: 'epoch' });
     expect(refused({ ...wire, epoch: 0 })).toMatchObject({ path: 'epoch', value: 0 });
-    expect(refused({ ...wire, events: [{ type: 'stored', tier: 'gpu', blocks: ['XYZ'], expiresAt: 1 }] })).toMatchObject({
+    expect(
+      refused({ ...wire, events: [{ type: 'stored', tier: 'gpu', blocks: ['XYZ'], expiresAt: 1 }] }),
+    ).toMatchObject({
       path: 'events.0.blocks.0',
       value: 'XYZ',
     });
     expect(refused({ ...wire, events: [{ type: 'cleared', tier: 'disk' }] })).toMatchObject({ path: 'events.0.tier' });
     const inSeconds = Math.floor(Date.now() / 1000) + 3600;
-    expect(refused({ ...wire, events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: inSeconds }] })).toMatchObject({
+    expect(
+      refused({ ...wire, events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: inSeconds }] }),
+    ).toMatchObject({
       path: 'events.0.expiresAt',
       value: inSeconds,
       message: expect.stringContaining('a timestamp in seconds'),
@@ -70,7 +74,13 @@ describe('the complete-inventory flag', () => {
 
   test('is refused on a version 2 batch, or with any value but true', () => {
     const wire = JSON.parse(encodeInventoryBatch(batch));
-    expect(safeParseInventoryBatch(JSON.stringify({ ...wire, complete: true }))).toMatchObject({ success: false, error: { path: 'complete', value: true, reason: 'needs inventory wire version 3' } });
-    expect(safeParseInventoryBatch(JSON.stringify({ ...wire, version: 3, complete: false }))).toMatchObject({ success: false, error: { path: 'complete', value: false } });
+    expect(safeParseInventoryBatch(JSON.stringify({ ...wire, complete: true }))).toMatchObject({
+      success: false,
+      error: { path: 'complete', value: true, reason: 'needs inventory wire version 3' },
+    });
+    expect(safeParseInventoryBatch(JSON.stringify({ ...wire, version: 3, complete: false }))).toMatchObject({
+      success: false,
+      error: { path: 'complete', value: false },
+    });
   });
 });

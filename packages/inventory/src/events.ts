@@ -64,21 +64,31 @@ export function checkExpiresAt(path: string, expiresAt: unknown): void {
 
 const blockList = z.array(z.string().regex(/^[0-9a-f]{16}$/, 'a block hash is 16 lowercase hex digits'));
 const tier = z.enum(['gpu', 'host']);
-const wireBatch = z.strictObject({
-  version: z.literal(inventoryWireVersions),
-  workerId: z.string().min(1).max(256),
-  incarnation: z.string().min(1).max(256),
-  epoch: z.number().int().positive(),
-  seq: z.number().int().nonnegative(),
-  events: z.array(
-    z.discriminatedUnion('type', [
-      z.strictObject({ type: z.literal('stored'), tier, blocks: blockList, expiresAt: z.number().int().min(minExpiresAtMs, secondsRefusal) }),
-      z.strictObject({ type: z.literal('removed'), tier, blocks: blockList }),
-      z.strictObject({ type: z.literal('cleared'), tier }),
-    ]),
-  ),
-  complete: z.literal(true, 'complete is true when given').optional(),
-}).refine((batch) => batch.complete === undefined || batch.version >= 3, { path: ['complete'], message: 'needs inventory wire version 3' });
+const wireBatch = z
+  .strictObject({
+    version: z.literal(inventoryWireVersions),
+    workerId: z.string().min(1).max(256),
+    incarnation: z.string().min(1).max(256),
+    epoch: z.number().int().positive(),
+    seq: z.number().int().nonnegative(),
+    events: z.array(
+      z.discriminatedUnion('type', [
+        z.strictObject({
+          type: z.literal('stored'),
+          tier,
+          blocks: blockList,
+          expiresAt: z.number().int().min(minExpiresAtMs, secondsRefusal),
+        }),
+        z.strictObject({ type: z.literal('removed'), tier, blocks: blockList }),
+        z.strictObject({ type: z.literal('cleared'), tier }),
+      ]),
+    ),
+    complete: z.literal(true, 'complete is true when given').optional(),
+  })
+  .refine((batch) => batch.complete === undefined || batch.version >= 3, {
+    path: ['complete'],
+    message: 'needs inventory wire version 3',
+  });
 
 const toBlocks = (hex: readonly string[]): BigUint64Array =>
   BigUint64Array.from(hex, (text) => blockHashFromHex(text) ?? 0n);
@@ -104,7 +114,9 @@ export function encodeInventoryBatch(batch: InventoryBatch): string {
 export type SafeParseResult<T, E> = { success: true; data: T } | { success: false; error: E };
 
 /** Parses the wire form (text or UTF-8 bytes); never throws. */
-export function safeParseInventoryBatch(input: string | Uint8Array): SafeParseResult<InventoryBatch, InventoryEventError> {
+export function safeParseInventoryBatch(
+  input: string | Uint8Array,
+): SafeParseResult<InventoryBatch, InventoryEventError> {
   let json: unknown;
   try {
     json = JSON.parse(typeof input === 'string' ? input : new TextDecoder('utf-8', { fatal: true }).decode(input));

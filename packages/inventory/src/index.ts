@@ -28,11 +28,7 @@ export {
   type SafeParseResult,
   safeParseInventoryBatch,
 } from './events.js';
-export {
-  type AdvisoryRetainedPrefix,
-  RetainedInventory,
-  type RetainedInventoryOptions,
-} from './retained-inventory.js';
+export { type AdvisoryRetainedPrefix, RetainedInventory, type RetainedInventoryOptions } from './retained-inventory.js';
 export {
   defaultInventoryPrefix,
   followInventory,

@@ -8,7 +8,9 @@ const bytesPerWord = 4;
 
 /** A zeroed array of `words` words that can grow in place up to `reserveWords`. */
 export function resizableWords(words: number, reserveWords: number = words): ResizableWords {
-  return new Int32Array(new ArrayBuffer(words * bytesPerWord, { maxByteLength: Math.max(words, reserveWords) * bytesPerWord }));
+  return new Int32Array(
+    new ArrayBuffer(words * bytesPerWord, { maxByteLength: Math.max(words, reserveWords) * bytesPerWord }),
+  );
 }
 
 /**

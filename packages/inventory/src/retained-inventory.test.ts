@@ -6,7 +6,8 @@ import type { InventoryEvent, RetentionTier } from './events.js';
 import { RetainedInventory } from './retained-inventory.js';
 
 /** The inventory's table engine, whose private fields the tests read for their sake. */
-const engineOf = (inventory: RetainedInventory): Record<string, unknown> => (inventory as unknown as { index: Record<string, unknown> }).index;
+const engineOf = (inventory: RetainedInventory): Record<string, unknown> =>
+  (inventory as unknown as { index: Record<string, unknown> }).index;
 /** Whether the table is moving its blocks to a grown one. */
 const growing = (inventory: RetainedInventory): boolean => (engineOf(inventory).previousSlots as number) > 0;
 
@@ -17,7 +18,8 @@ function clock(start = 1_750_000_000_000) {
 
 const scheme64 = { salt: 0x5eedn, blockTokens: 64 };
 const scheme4 = { salt: 0x5eedn, blockTokens: 4 };
-const tokens = (seed: number, count: number) => Array.from({ length: count }, (_, i) => (seed * 7919 + i * 31) % 151936);
+const tokens = (seed: number, count: number) =>
+  Array.from({ length: count }, (_, i) => (seed * 7919 + i * 31) % 151936);
 
 type ModelOp =
   | { kind: 'store'; worker: number; tier: RetentionTier; from: number; count: number; ttl: number }
@@ -34,8 +36,27 @@ function modelOp(): fc.Arbitrary<ModelOp> {
   const tier = fc.constantFrom<RetentionTier>('gpu', 'host');
   const block = fc.integer({ min: 0, max: 39 });
   return fc.oneof(
-    { weight: 6, arbitrary: fc.record({ kind: fc.constant('store' as const), worker, tier, from: block, count: fc.integer({ min: 1, max: 12 }), ttl: fc.integer({ min: 100, max: 3_000 }) }) },
-    { weight: 3, arbitrary: fc.record({ kind: fc.constant('remove' as const), worker, tier, from: block, count: fc.integer({ min: 1, max: 6 }) }) },
+    {
+      weight: 6,
+      arbitrary: fc.record({
+        kind: fc.constant('store' as const),
+        worker,
+        tier,
+        from: block,
+        count: fc.integer({ min: 1, max: 12 }),
+        ttl: fc.integer({ min: 100, max: 3_000 }),
+      }),
+    },
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant('remove' as const),
+        worker,
+        tier,
+        from: block,
+        count: fc.integer({ min: 1, max: 6 }),
+      }),
+    },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('clear' as const), worker, tier }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('leave' as const), worker }) },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 1_500 }) }) },
@@ -68,28 +89,48 @@ function expectedPrefixes(alive: (w: number, t: RetentionTier, b: number) => boo
  * operation and checks the inventory's size after it, `check` compares a lookup with the model (counted in
  * `growth` when the table was growing then).
  */
-function modelledInventory(chain: BigUint64Array, steps: { rehashStep: number; pruneStep: number }, growth: { checksWhileGrowing: number }) {
+function modelledInventory(
+  chain: BigUint64Array,
+  steps: { rehashStep: number; pruneStep: number },
+  growth: { checksWhileGrowing: number },
+) {
   const time = clock();
   const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16, ...steps });
   const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
-  const seq = new Map<number, number>([[0, 0], [1, 0], [2, 0], [3, 0], [4, 0], [5, 0]]);
+  const seq = new Map<number, number>([
+    [0, 0],
+    [1, 0],
+    [2, 0],
+    [3, 0],
+    [4, 0],
+    [5, 0],
+  ]);
   // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
   for (let w = 0; w <= 5; w++) {
     inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
-    if (w < 3) for (let f = 0; f < 31; f++) inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
+    if (w < 3)
+      for (let f = 0; f < 31; f++)
+        inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
   }
   const send = (w: number, events: InventoryEvent[]) => {
     const next = (seq.get(w) ?? -1) + 1;
     seq.set(w, next);
     inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: next, events });
   };
-  const alive = (w: number, t: RetentionTier, b: number) => (model.get(`${w}/${t}/${b}`) ?? 0) > Math.floor(time.at() / 100) * 100;
+  const alive = (w: number, t: RetentionTier, b: number) =>
+    (model.get(`${w}/${t}/${b}`) ?? 0) > Math.floor(time.at() / 100) * 100;
   const check = (from: number) => {
     if (growing(inventory)) growth.checksWhileGrowing++;
     const expected = expectedPrefixes(alive, chain.length, from);
     const actual = inventory
       .longestRetainedPrefix(chain.subarray(from))
-      .map(({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }) => ({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }));
+      .map(({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }) => ({
+        workerId,
+        blocks,
+        gpuBlocks,
+        hostBlocks,
+        leadingHostBlocks,
+      }));
     expect(actual).toEqual(expected);
   };
   // The entries counted: never fewer than those alive, never more than those not withdrawn.
@@ -107,7 +148,11 @@ function modelledInventory(chain: BigUint64Array, steps: { rehashStep: number; p
     if (o.kind === 'store' || o.kind === 'remove') {
       const blocks = chain.slice(o.from, o.from + o.count);
       const expiresAt = time.at() + (o.kind === 'store' ? o.ttl : 0);
-      send(o.worker, [o.kind === 'store' ? { type: 'stored', tier: o.tier, blocks, expiresAt } : { type: 'removed', tier: o.tier, blocks }]);
+      send(o.worker, [
+        o.kind === 'store'
+          ? { type: 'stored', tier: o.tier, blocks, expiresAt }
+          : { type: 'removed', tier: o.tier, blocks },
+      ]);
       for (let b = o.from; b < o.from + blocks.length; b++) {
         if (o.kind === 'store' && Math.ceil(expiresAt / 100) * 100 > Math.floor(time.at() / 100) * 100) {
           model.set(`${o.worker}/${o.tier}/${b}`, Math.ceil(expiresAt / 100) * 100);
@@ -166,8 +211,24 @@ describe('RetainedInventory', () => {
       events: [{ type: 'stored', tier: 'gpu', blocks: chain.slice(1, 10), expiresAt }],
     });
     expect(inventory.longestRetainedPrefix(chain)).toEqual([
-      { workerId: 'decode-a', incarnation: 'i1', blocks: 8, gpuBlocks: 6, hostBlocks: 4, leadingHostBlocks: 0, expiresAt },
-      { workerId: 'decode-b', incarnation: 'i1', blocks: 3, gpuBlocks: 0, hostBlocks: 3, leadingHostBlocks: 3, expiresAt },
+      {
+        workerId: 'decode-a',
+        incarnation: 'i1',
+        blocks: 8,
+        gpuBlocks: 6,
+        hostBlocks: 4,
+        leadingHostBlocks: 0,
+        expiresAt,
+      },
+      {
+        workerId: 'decode-b',
+        incarnation: 'i1',
+        blocks: 3,
+        gpuBlocks: 0,
+        hostBlocks: 3,
+        leadingHostBlocks: 3,
+        expiresAt,
+      },
     ]);
     expect(inventory.longestRetainedPrefix(chain.slice(1))).toEqual([
       expect.objectContaining({ workerId: 'decode-c', blocks: 9 }),
@@ -195,26 +256,39 @@ describe('RetainedInventory', () => {
         seq: 0,
         events: [{ type: 'stored', tier, blocks: [...chain.slice(0, w + 1), ...chain.slice(w + 2)], expiresAt }],
       });
-      expected.push({ workerId: `w${String(w).padStart(2, '0')}`, incarnation: 'i', blocks: w + 1, gpuBlocks: tier === 'gpu' ? w + 1 : 0, hostBlocks: tier === 'host' ? w + 1 : 0, leadingHostBlocks: tier === 'host' ? w + 1 : 0, expiresAt });
+      expected.push({
+        workerId: `w${String(w).padStart(2, '0')}`,
+        incarnation: 'i',
+        blocks: w + 1,
+        gpuBlocks: tier === 'gpu' ? w + 1 : 0,
+        hostBlocks: tier === 'host' ? w + 1 : 0,
+        leadingHostBlocks: tier === 'host' ? w + 1 : 0,
+        expiresAt,
+      });
     }
     expect(inventory.longestRetainedPrefix(chain)).toEqual(expected.reverse());
     // Past w05's expiry, workers 0–5 no longer count.
     time.advance(15_000);
-    expect(inventory.longestRetainedPrefix(chain).map((p) => p.workerId)).toEqual(expected.slice(0, 34).map((p) => p.workerId));
+    expect(inventory.longestRetainedPrefix(chain).map((p) => p.workerId)).toEqual(
+      expected.slice(0, 34).map((p) => p.workerId),
+    );
   });
 
   test('removed and cleared events withdraw blocks per tier', () => {
     const inventory = new RetainedInventory();
     const chain = hashBlockChain(tokens(3, 64 * 4), scheme64);
     const expiresAt = Date.now() + 60_000;
-    const batch = (seq: number, events: InventoryEvent[]) => inventory.apply({ workerId: 'w', incarnation: 'i', epoch: 1, seq, events });
+    const batch = (seq: number, events: InventoryEvent[]) =>
+      inventory.apply({ workerId: 'w', incarnation: 'i', epoch: 1, seq, events });
     batch(0, [
       { type: 'stored', tier: 'gpu', blocks: chain, expiresAt },
       { type: 'stored', tier: 'host', blocks: chain.slice(0, 2), expiresAt },
     ]);
     batch(1, [{ type: 'removed', tier: 'gpu', blocks: [chain[1]!] }]);
     // Block 1 is still on the host tier, so the prefix goes on through the GPU blocks after it.
-    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 4, gpuBlocks: 3, hostBlocks: 2, leadingHostBlocks: 2 }]);
+    expect(inventory.longestRetainedPrefix(chain)).toMatchObject([
+      { blocks: 4, gpuBlocks: 3, hostBlocks: 2, leadingHostBlocks: 2 },
+    ]);
     batch(2, [{ type: 'cleared', tier: 'host' }]);
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 1, gpuBlocks: 1, hostBlocks: 0 }]);
     batch(3, [{ type: 'cleared', tier: 'gpu' }]);
@@ -266,7 +340,13 @@ describe('RetainedInventory', () => {
     const time = clock();
     const inventory = new RetainedInventory({ now: time.now, pruneStep: 4 });
     const chain = hashBlockChain(tokens(11, 64 * 10), scheme64);
-    inventory.apply({ workerId: 'a', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt: time.at() + 1_000 }] });
+    inventory.apply({
+      workerId: 'a',
+      incarnation: 'i',
+      epoch: 1,
+      seq: 0,
+      events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt: time.at() + 1_000 }],
+    });
     expect(inventory.size).toBe(10);
     time.advance(1_000);
     // Each lookup checks the next 4 records, in turn, where the last call left off.
@@ -279,13 +359,25 @@ describe('RetainedInventory', () => {
     sizes.slice(1).forEach((size, i) => expect(sizes[i]! - size).toBeLessThanOrEqual(4));
 
     // An apply checks 4 records plus one per block it carries.
-    inventory.apply({ workerId: 'a', incarnation: 'i', epoch: 1, seq: 1, events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 8), expiresAt: time.at() + 1_000 }] });
+    inventory.apply({
+      workerId: 'a',
+      incarnation: 'i',
+      epoch: 1,
+      seq: 1,
+      events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 8), expiresAt: time.at() + 1_000 }],
+    });
     time.advance(1_000);
     const fresh = hashBlockChain(tokens(12, 64 * 2), scheme64);
     let applies = 0;
     while ((inventory.size > 2 || applies === 0) && applies < 10) {
       const before = inventory.size;
-      inventory.apply({ workerId: 'b', incarnation: 'i', epoch: 1, seq: applies++, events: [{ type: 'stored', tier: 'gpu', blocks: fresh, expiresAt: time.at() + 1_000 }] });
+      inventory.apply({
+        workerId: 'b',
+        incarnation: 'i',
+        epoch: 1,
+        seq: applies++,
+        events: [{ type: 'stored', tier: 'gpu', blocks: fresh, expiresAt: time.at() + 1_000 }],
+      });
       expect(before + (applies === 1 ? 2 : 0) - inventory.size).toBeLessThanOrEqual(4 + 2);
     }
     expect(applies).toBeLessThanOrEqual(3);
@@ -326,7 +418,13 @@ describe('RetainedInventory', () => {
     const expiresAt = time.at() + 60_000;
     let sawGrowing = 0;
     chains.forEach((chain, c) => {
-      inventory.apply({ workerId: `w${c % 3}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 3), events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] });
+      inventory.apply({
+        workerId: `w${c % 3}`,
+        incarnation: 'i',
+        epoch: 1,
+        seq: Math.floor(c / 3),
+        events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }],
+      });
       if (growing(inventory)) sawGrowing++;
       // Every block on its own, after every apply: each goes through the table (a chain's later
       // blocks are found along the worker's records), so blocks whose probe wrapped past the end of
@@ -334,7 +432,15 @@ describe('RetainedInventory', () => {
       for (let d = 0; d <= c; d++) {
         for (let block = 0; block < 4; block++) {
           expect(inventory.longestRetainedPrefix(chains[d]!.subarray(block, block + 1))).toEqual([
-            { workerId: `w${d % 3}`, incarnation: 'i', blocks: 1, gpuBlocks: 1, hostBlocks: 0, leadingHostBlocks: 0, expiresAt },
+            {
+              workerId: `w${d % 3}`,
+              incarnation: 'i',
+              blocks: 1,
+              gpuBlocks: 1,
+              hostBlocks: 0,
+              leadingHostBlocks: 0,
+              expiresAt,
+            },
           ]);
         }
       }
@@ -355,7 +461,13 @@ describe('RetainedInventory', () => {
     let bytesAtGrowth = 0;
     chains.forEach((chain, c) => {
       const wasGrowing = growing(inventory);
-      inventory.apply({ workerId: `w${c % 5}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 5), events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }] });
+      inventory.apply({
+        workerId: `w${c % 5}`,
+        incarnation: 'i',
+        epoch: 1,
+        seq: Math.floor(c / 5),
+        events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }],
+      });
       if (wasGrowing && !growing(inventory)) {
         dropped++;
         expect(previousBytes()).toBe(0);
@@ -367,7 +479,17 @@ describe('RetainedInventory', () => {
         checkedMidMove++;
         // Mid-move, every block stored so far is found, moved or not.
         for (let d = 0; d <= c; d += 3) {
-          expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, leadingHostBlocks: 4, expiresAt }]);
+          expect(inventory.longestRetainedPrefix(chains[d]!)).toEqual([
+            {
+              workerId: `w${d % 5}`,
+              incarnation: 'i',
+              blocks: 4,
+              gpuBlocks: 0,
+              hostBlocks: 4,
+              leadingHostBlocks: 4,
+              expiresAt,
+            },
+          ]);
         }
       }
     });
@@ -375,7 +497,17 @@ describe('RetainedInventory', () => {
     expect(dropped).toBeGreaterThan(1);
     expect(inventory.size).toBe(32_000);
     chains.forEach((chain, d) => {
-      expect(inventory.longestRetainedPrefix(chain)).toEqual([{ workerId: `w${d % 5}`, incarnation: 'i', blocks: 4, gpuBlocks: 0, hostBlocks: 4, leadingHostBlocks: 4, expiresAt }]);
+      expect(inventory.longestRetainedPrefix(chain)).toEqual([
+        {
+          workerId: `w${d % 5}`,
+          incarnation: 'i',
+          blocks: 4,
+          gpuBlocks: 0,
+          hostBlocks: 4,
+          leadingHostBlocks: 4,
+          expiresAt,
+        },
+      ]);
     });
   });
 
@@ -383,7 +515,13 @@ describe('RetainedInventory', () => {
     const inventory = new RetainedInventory({ expectedBlocks: 16 });
     const expiresAt = Date.now() + 60_000;
     for (let c = 0; c < 200; c++) {
-      inventory.apply({ workerId: `w${c % 2}`, incarnation: 'i', epoch: 1, seq: Math.floor(c / 2), events: [{ type: 'stored', tier: 'host', blocks: hashBlockChain(tokens(c, 4 * 4), scheme4), expiresAt }] });
+      inventory.apply({
+        workerId: `w${c % 2}`,
+        incarnation: 'i',
+        epoch: 1,
+        seq: Math.floor(c / 2),
+        events: [{ type: 'stored', tier: 'host', blocks: hashBlockChain(tokens(c, 4 * 4), scheme4), expiresAt }],
+      });
     }
     const slabs = (engineOf(inventory).records as Int32Array[]).filter((slab) => slab.length > 0);
     expect(slabs).toHaveLength(2);
@@ -405,16 +543,54 @@ describe('RetainedInventory', () => {
     const inventory = new RetainedInventory();
     const chain = hashBlockChain(tokens(5, 64 * 4), scheme64);
     const expiresAt = Date.now() + 60_000;
-    expect(inventory.apply({ workerId: 'w', incarnation: 'old', epoch: 1, seq: 5, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] })).toBe(true);
-    expect(inventory.apply({ workerId: 'w', incarnation: 'old', epoch: 1, seq: 5, events: [{ type: 'cleared', tier: 'gpu' }] })).toBe(false);
+    expect(
+      inventory.apply({
+        workerId: 'w',
+        incarnation: 'old',
+        epoch: 1,
+        seq: 5,
+        events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }],
+      }),
+    ).toBe(true);
+    expect(
+      inventory.apply({
+        workerId: 'w',
+        incarnation: 'old',
+        epoch: 1,
+        seq: 5,
+        events: [{ type: 'cleared', tier: 'gpu' }],
+      }),
+    ).toBe(false);
     expect(inventory.longestRetainedPrefix(chain)).toMatchObject([{ blocks: 4, incarnation: 'old' }]);
-    inventory.apply({ workerId: 'w', incarnation: 'new', epoch: 2, seq: 0, events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 1), expiresAt }] });
-    expect(inventory.longestRetainedPrefix(chain)).toEqual([expect.objectContaining({ blocks: 1, gpuBlocks: 0, incarnation: 'new' })]);
+    inventory.apply({
+      workerId: 'w',
+      incarnation: 'new',
+      epoch: 2,
+      seq: 0,
+      events: [{ type: 'stored', tier: 'host', blocks: chain.slice(0, 1), expiresAt }],
+    });
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([
+      expect.objectContaining({ blocks: 1, gpuBlocks: 0, incarnation: 'new' }),
+    ]);
     // A superseded incarnation's batch (a smaller epoch) never replaces the newer one's, whatever its seq.
-    expect(inventory.apply({ workerId: 'w', incarnation: 'old', epoch: 1, seq: 99, events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }] })).toBe(false);
-    expect(inventory.longestRetainedPrefix(chain)).toEqual([expect.objectContaining({ blocks: 1, gpuBlocks: 0, incarnation: 'new' })]);
+    expect(
+      inventory.apply({
+        workerId: 'w',
+        incarnation: 'old',
+        epoch: 1,
+        seq: 99,
+        events: [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }],
+      }),
+    ).toBe(false);
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([
+      expect.objectContaining({ blocks: 1, gpuBlocks: 0, incarnation: 'new' }),
+    ]);
     expect(() => inventory.apply({ workerId: 'w', incarnation: 'other', epoch: 2, seq: 1, events: [] })).toThrow(
-      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'incarnation', message: expect.stringContaining('epoch 2 belongs to incarnation new') }),
+      expect.objectContaining({
+        code: 'INVENTORY_INVALID_EVENT',
+        path: 'incarnation',
+        message: expect.stringContaining('epoch 2 belongs to incarnation new'),
+      }),
     );
     expect(inventory.removeWorker('w')).toBe(true);
     expect(inventory.removeWorker('w')).toBe(false);
@@ -427,10 +603,18 @@ describe('RetainedInventory', () => {
     const chain = hashBlockChain(tokens(6, 64 * 2), scheme64);
     const expiresAt = Date.now() + 60_000;
     expect(inventory.completeEpoch('w')).toBeUndefined();
-    inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 0, events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }] });
+    inventory.apply({
+      workerId: 'w',
+      incarnation: 'a',
+      epoch: 3,
+      seq: 0,
+      events: [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }],
+    });
     expect(inventory.completeEpoch('w')).toBeUndefined();
     // A stale batch (its seq already applied) says nothing, complete or not.
-    expect(inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 0, events: [], complete: true })).toBe(false);
+    expect(inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 0, events: [], complete: true })).toBe(
+      false,
+    );
     expect(inventory.completeEpoch('w')).toBeUndefined();
     inventory.apply({ workerId: 'w', incarnation: 'a', epoch: 3, seq: 1, events: [], complete: true });
     expect(inventory.completeEpoch('w')).toBe(3);
@@ -444,30 +628,65 @@ describe('RetainedInventory', () => {
     expect(inventory.completeEpoch('w')).toBe(4);
     inventory.removeWorker('w');
     expect(inventory.completeEpoch('w')).toBeUndefined();
-    expect(() => inventory.apply({ workerId: 'w', incarnation: 'c', epoch: 5, seq: 0, events: [], complete: 'yes' as never })).toThrow(
-      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'complete', value: 'yes' }),
-    );
+    expect(() =>
+      inventory.apply({ workerId: 'w', incarnation: 'c', epoch: 5, seq: 0, events: [], complete: 'yes' as never }),
+    ).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'complete', value: 'yes' }));
   });
 
   test('refuses malformed batches with a typed error naming the path', () => {
     const inventory = new RetainedInventory();
     const bad = (batch: unknown) => () => inventory.apply(batch as never);
-    expect(bad({ workerId: '', incarnation: 'i', epoch: 1, seq: 0, events: [] })).toThrow(expect.objectContaining({ path: 'workerId' }));
+    expect(bad({ workerId: '', incarnation: 'i', epoch: 1, seq: 0, events: [] })).toThrow(
+      expect.objectContaining({ path: 'workerId' }),
+    );
     expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: -1, events: [] })).toThrow(InventoryEventError);
-    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 0, seq: 0, events: [] })).toThrow(expect.objectContaining({ path: 'epoch' }));
-    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'disk', blocks: [] }] })).toThrow(
-      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'events.0.tier', value: 'disk' }),
+    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 0, seq: 0, events: [] })).toThrow(
+      expect.objectContaining({ path: 'epoch' }),
     );
-    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'removed', tier: 'gpu', blocks: [1] }] })).toThrow(
-      expect.objectContaining({ path: 'events.0.blocks.0' }),
-    );
-    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: Number.NaN }] })).toThrow(
-      expect.objectContaining({ path: 'events.0.expiresAt' }),
-    );
+    expect(
+      bad({
+        workerId: 'w',
+        incarnation: 'i',
+        epoch: 1,
+        seq: 0,
+        events: [{ type: 'stored', tier: 'disk', blocks: [] }],
+      }),
+    ).toThrow(expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'events.0.tier', value: 'disk' }));
+    expect(
+      bad({
+        workerId: 'w',
+        incarnation: 'i',
+        epoch: 1,
+        seq: 0,
+        events: [{ type: 'removed', tier: 'gpu', blocks: [1] }],
+      }),
+    ).toThrow(expect.objectContaining({ path: 'events.0.blocks.0' }));
+    expect(
+      bad({
+        workerId: 'w',
+        incarnation: 'i',
+        epoch: 1,
+        seq: 0,
+        events: [{ type: 'stored', tier: 'gpu', blocks: [], expiresAt: Number.NaN }],
+      }),
+    ).toThrow(expect.objectContaining({ path: 'events.0.expiresAt' }));
     // An expiry in seconds (a real one, an hour from now) is refused, not read as long expired.
     const inSeconds = Math.floor(Date.now() / 1000) + 3600;
-    expect(bad({ workerId: 'w', incarnation: 'i', epoch: 1, seq: 0, events: [{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: inSeconds }] })).toThrow(
-      expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path: 'events.0.expiresAt', value: inSeconds, message: expect.stringContaining('a timestamp in seconds') }),
+    expect(
+      bad({
+        workerId: 'w',
+        incarnation: 'i',
+        epoch: 1,
+        seq: 0,
+        events: [{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: inSeconds }],
+      }),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'INVENTORY_INVALID_EVENT',
+        path: 'events.0.expiresAt',
+        value: inSeconds,
+        message: expect.stringContaining('a timestamp in seconds'),
+      }),
     );
     expect(() => inventory.longestRetainedPrefix([5] as never)).toThrow(expect.objectContaining({ path: 'chain.0' }));
     expect(inventory.workerCount).toBe(0);
@@ -477,7 +696,10 @@ describe('RetainedInventory', () => {
     // Two chains that share their first 10 blocks, 40 distinct hashes per chain at most: from 16
     // expected blocks the table grows three or four times.
     const chainA = hashBlockChain(tokens(9, 40 * 4), scheme4);
-    const chainB = BigUint64Array.from([...chainA.slice(0, 10), ...hashBlockChain(tokens(10, 30 * 4), scheme4, chainA[9])]);
+    const chainB = BigUint64Array.from([
+      ...chainA.slice(0, 10),
+      ...hashBlockChain(tokens(10, 30 * 4), scheme4, chainA[9]),
+    ]);
     const growth = { checksWhileGrowing: 0 };
 
     fc.assert(

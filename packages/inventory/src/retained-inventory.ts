@@ -1,6 +1,12 @@
 import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
-import { checkExpiresAt, type InventoryBatch, type InventoryEvent, type RetentionTier, retentionTiers } from './events.js';
+import {
+  checkExpiresAt,
+  type InventoryBatch,
+  type InventoryEvent,
+  type RetentionTier,
+  retentionTiers,
+} from './events.js';
 import { hashWords, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
 
 /**
@@ -50,7 +56,8 @@ const maxHash = (1n << 64n) - 1n;
 
 function checkBlocks(path: string, blocks: unknown): BigUint64Array | readonly bigint[] {
   if (blocks instanceof BigUint64Array) return blocks;
-  if (!Array.isArray(blocks)) throw new InventoryEventError(path, blocks, 'blocks are a BigUint64Array or an array of bigint');
+  if (!Array.isArray(blocks))
+    throw new InventoryEventError(path, blocks, 'blocks are a BigUint64Array or an array of bigint');
   blocks.forEach((hash: unknown, i) => {
     if (typeof hash !== 'bigint' || hash < 0n || hash > maxHash) {
       throw new InventoryEventError(`${path}.${i}`, hash, 'a block hash is a bigint from 0 to 2^64 − 1');
@@ -90,14 +97,23 @@ export class RetainedInventory {
     const { now = Date.now, expectedBlocks = 1024, rehashStep = 8, pruneStep = 32 } = options;
     checkFunction('options.now', now);
     const wholeAtLeast = (option: string, value: number, min: number): number => {
-      if (!Number.isSafeInteger(value) || value < min) throw new InvalidInventoryOptionError(`options.${option}`, value, `must be a whole number ≥ ${min}`);
+      if (!Number.isSafeInteger(value) || value < min)
+        throw new InvalidInventoryOptionError(`options.${option}`, value, `must be a whole number ≥ ${min}`);
       return value;
     };
     this.now = now;
     this.epochMs = this.now();
-    if (!Number.isFinite(this.epochMs)) throw new InvalidInventoryOptionError('options.now', this.epochMs, 'must return milliseconds since the Unix epoch');
+    if (!Number.isFinite(this.epochMs))
+      throw new InvalidInventoryOptionError(
+        'options.now',
+        this.epochMs,
+        'must return milliseconds since the Unix epoch',
+      );
     this.pruneStep = wholeAtLeast('pruneStep', pruneStep, 0);
-    this.index = new RetainedTable(wholeAtLeast('expectedBlocks', expectedBlocks, 0), wholeAtLeast('rehashStep', rehashStep, minRehashStep));
+    this.index = new RetainedTable(
+      wholeAtLeast('expectedBlocks', expectedBlocks, 0),
+      wholeAtLeast('rehashStep', rehashStep, minRehashStep),
+    );
   }
 
   /** Retained (block, worker) entries, including expired ones not yet pruned. */
@@ -130,7 +146,8 @@ export class RetainedInventory {
     if (typeof incarnation !== 'string' || incarnation.length === 0) {
       throw new InventoryEventError('incarnation', incarnation, 'an incarnation is a non-empty string');
     }
-    if (!Number.isSafeInteger(epoch) || epoch < 1) throw new InventoryEventError('epoch', epoch, 'an epoch is a whole number ≥ 1');
+    if (!Number.isSafeInteger(epoch) || epoch < 1)
+      throw new InventoryEventError('epoch', epoch, 'an epoch is a whole number ≥ 1');
     if (!Number.isSafeInteger(seq) || seq < 0) throw new InventoryEventError('seq', seq, 'seq is a whole number ≥ 0');
     if (!Array.isArray(events as unknown)) throw new InventoryEventError('events', events, 'events are an array');
     if (batch.complete !== undefined && typeof batch.complete !== 'boolean') {
@@ -140,7 +157,11 @@ export class RetainedInventory {
 
     let worker = this.workerIndex.get(workerId);
     if (worker !== undefined && epoch === this.epochs[worker] && incarnation !== this.incarnations[worker]) {
-      throw new InventoryEventError('incarnation', incarnation, `epoch ${epoch} belongs to incarnation ${this.incarnations[worker]}`);
+      throw new InventoryEventError(
+        'incarnation',
+        incarnation,
+        `epoch ${epoch} belongs to incarnation ${this.incarnations[worker]}`,
+      );
     }
     if (worker !== undefined && epoch < this.epochs[worker]!) return false;
     if (worker === undefined) {
@@ -165,7 +186,8 @@ export class RetainedInventory {
       }
       const words = hashWords(event.blocks);
       blocks += words.length / 2;
-      const expiry = event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
+      const expiry =
+        event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
       if (expiry > nowTick) this.index.reserveRecords(worker, words.length / 2);
       for (let i = 0; i < words.length; i += 2) {
         if (expiry > nowTick) this.index.store(worker, words[i]!, words[i + 1]!, tier, expiry);
@@ -226,7 +248,14 @@ export class RetainedInventory {
     return answer.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
   }
 
-  private prefix(worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, leadingHostBlocks: number, expiryTick: number): AdvisoryRetainedPrefix {
+  private prefix(
+    worker: number,
+    blocks: number,
+    gpuBlocks: number,
+    hostBlocks: number,
+    leadingHostBlocks: number,
+    expiryTick: number,
+  ): AdvisoryRetainedPrefix {
     return {
       workerId: this.workerIds[worker]!,
       incarnation: this.incarnations[worker]!,
@@ -239,7 +268,8 @@ export class RetainedInventory {
   }
 
   private checkEvent(path: string, event: InventoryEvent): void {
-    if (event === null || typeof event !== 'object') throw new InventoryEventError(path, event, 'an event is an object');
+    if (event === null || typeof event !== 'object')
+      throw new InventoryEventError(path, event, 'an event is an object');
     if (!retentionTiers.includes(event.tier)) {
       throw new InventoryEventError(`${path}.tier`, event.tier, "a tier is 'gpu' or 'host'");
     }
@@ -254,7 +284,11 @@ export class RetainedInventory {
       case 'cleared':
         return;
       default:
-        throw new InventoryEventError(`${path}.type`, (event as { type: unknown }).type, "a type is 'stored', 'removed' or 'cleared'");
+        throw new InventoryEventError(
+          `${path}.type`,
+          (event as { type: unknown }).type,
+          "a type is 'stored', 'removed' or 'cleared'",
+        );
     }
   }
 

@@ -91,7 +91,6 @@ export function hashWords(chain: BigUint64Array | readonly bigint[]): Int32Array
   return words;
 }
 
-
 function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
   const next = new Int32Array(length);
   next.set(array.subarray(0, Math.min(array.length, length)));
@@ -110,7 +109,14 @@ function slabOf(records: Int32Array, used: number, words: number): Int32Array {
  * Receives one worker slot's retained prefix from `RetainedTable.walk`: how many leading blocks, how many
  * of them on each tier, how many leading ones on the host, and the earliest expiry tick among them.
  */
-export type PrefixFound = (worker: number, blocks: number, gpuBlocks: number, hostBlocks: number, leadingHostBlocks: number, expiryTick: number) => void;
+export type PrefixFound = (
+  worker: number,
+  blocks: number,
+  gpuBlocks: number,
+  hostBlocks: number,
+  leadingHostBlocks: number,
+  expiryTick: number,
+) => void;
 
 /** The retained (block, worker slot) entries of the inventory, and the longest-prefix walk over them. */
 export class RetainedTable {
@@ -206,7 +212,8 @@ export class RetainedTable {
     const before = this.liveEntries;
     for (let worker = 0; worker < this.records.length; worker++) {
       if (this.live[worker] !== true) continue;
-      for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++) this.expire(worker, record, nowTick, nowTick);
+      for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++)
+        this.expire(worker, record, nowTick, nowTick);
       this.compactIfSparse(worker);
     }
     return before - this.liveEntries;
@@ -231,7 +238,8 @@ export class RetainedTable {
     let touched = this.records[table[base + slotWorker]! - 1]![table[base + slotRecord]! * recordWords]!;
     for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
       holders++;
-      touched ^= this.records[more[(m - 1) * moreWords + moreWorker]!]![more[(m - 1) * moreWords + moreRecord]! * recordWords]!;
+      touched ^=
+        this.records[more[(m - 1) * moreWords + moreWorker]!]![more[(m - 1) * moreWords + moreRecord]! * recordWords]!;
     }
     this.touched = touched;
     if (holders > followEachLimit) {
@@ -249,7 +257,14 @@ export class RetainedTable {
    * Follows one worker from its record of the chain's first block: along its own records while
    * they continue the chain, through the table where they do not. Adds its prefix, if any.
    */
-  private followOne(worker: number, start: number, words: Int32Array, blocks: number, nowTick: number, report: PrefixFound): void {
+  private followOne(
+    worker: number,
+    start: number,
+    words: Int32Array,
+    blocks: number,
+    nowTick: number,
+    report: PrefixFound,
+  ): void {
     const records = this.records[worker]!;
     const end = this.recordsUsed[worker]! * recordWords;
     let at = start * recordWords;
@@ -279,7 +294,12 @@ export class RetainedTable {
       at += recordWords;
       // The worker's next record continues the chain (a dead one never does: the block may have
       // been stored again elsewhere); otherwise ask the table.
-      if (at < end && records[at + recordLo] === lo && records[at + recordHi] === hi && (records[at + recordGpu]! | records[at + recordGpu + 1]!) !== 0) {
+      if (
+        at < end &&
+        records[at + recordLo] === lo &&
+        records[at + recordHi] === hi &&
+        (records[at + recordGpu]! | records[at + recordGpu + 1]!) !== 0
+      ) {
         continue;
       }
       const record = this.recordOf(worker, lo, hi);
@@ -309,7 +329,14 @@ export class RetainedTable {
     let candidates = 0;
     for (let depth = 0; depth < found; depth++) {
       const base = bases[depth]!;
-      let advanced = this.visit(table[base + slotWorker]! - 1, table[base + slotRecord]!, depth, candidates, stamp, nowTick);
+      let advanced = this.visit(
+        table[base + slotWorker]! - 1,
+        table[base + slotRecord]!,
+        depth,
+        candidates,
+        stamp,
+        nowTick,
+      );
       if (depth === 0) candidates += advanced;
       for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
         const at = (m - 1) * moreWords;
@@ -320,7 +347,14 @@ export class RetainedTable {
       if (advanced === 0) break;
     }
     for (let c = 0; c < candidates; c++) {
-      report(this.candidateWorker[c]!, this.candidateDepth[c]!, this.candidateGpu[c]!, this.candidateHost[c]!, this.candidateLeadingHost[c]!, this.candidateExpiry[c]!);
+      report(
+        this.candidateWorker[c]!,
+        this.candidateDepth[c]!,
+        this.candidateGpu[c]!,
+        this.candidateHost[c]!,
+        this.candidateLeadingHost[c]!,
+        this.candidateExpiry[c]!,
+      );
     }
   }
 
@@ -329,7 +363,14 @@ export class RetainedTable {
    * a candidate, later it extends the worker's prefix if the prefix reached `depth`. Returns 1 if
    * the worker's prefix grew.
    */
-  private visit(worker: number, record: number, depth: number, candidates: number, stamp: number, nowTick: number): number {
+  private visit(
+    worker: number,
+    record: number,
+    depth: number,
+    candidates: number,
+    stamp: number,
+    nowTick: number,
+  ): number {
     const records = this.records[worker]!;
     const gpuExpiry = records[record * recordWords + recordGpu]!;
     const hostExpiry = records[record * recordWords + recordGpu + 1]!;
@@ -448,7 +489,8 @@ export class RetainedTable {
     const end = Math.max(0, this.unmoved - count);
     for (let slot = this.unmoved - 1; slot >= end; slot--) {
       const base = slot * slotWords;
-      if (previous[base + slotWorker]! > 0) this.move(slot, -1 - this.probe(previous[base + slotLo]!, previous[base + slotHi]!));
+      if (previous[base + slotWorker]! > 0)
+        this.move(slot, -1 - this.probe(previous[base + slotLo]!, previous[base + slotHi]!));
     }
     this.unmoved = end;
     if (end === 0) {
@@ -593,7 +635,8 @@ export class RetainedTable {
   withdraw(worker: number, tier: 0 | 1, expiredBy: number): void {
     const gpuBy = tier === 0 ? expiredBy : 0;
     const hostBy = tier === 1 ? expiredBy : 0;
-    for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++) this.expire(worker, record, gpuBy, hostBy);
+    for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++)
+      this.expire(worker, record, gpuBy, hostBy);
   }
 
   /**
@@ -701,7 +744,11 @@ export class RetainedTable {
     const table = this.table;
     const slots = this.slots;
     let hole = slot;
-    for (let i = slot + 1 === slots ? 0 : slot + 1; table[i * slotWords + slotWorker] !== 0; i = i + 1 === slots ? 0 : i + 1) {
+    for (
+      let i = slot + 1 === slots ? 0 : slot + 1;
+      table[i * slotWords + slotWorker] !== 0;
+      i = i + 1 === slots ? 0 : i + 1
+    ) {
       const home = this.home(table[i * slotWords + slotLo]!, table[i * slotWords + slotHi]!);
       if ((i - home + slots) % slots >= (i - hole + slots) % slots) {
         table.copyWithin(hole * slotWords, i * slotWords, (i + 1) * slotWords);
@@ -726,7 +773,8 @@ export class RetainedTable {
       return m;
     }
     const capacity = this.more.length / moreWords;
-    if (this.moreUsed === capacity) this.more = resizedWords(this.more, (capacity + Math.min(capacity, moreStepEntries)) * moreWords, reservation);
+    if (this.moreUsed === capacity)
+      this.more = resizedWords(this.more, (capacity + Math.min(capacity, moreStepEntries)) * moreWords, reservation);
     return ++this.moreUsed;
   }
 

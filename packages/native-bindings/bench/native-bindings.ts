@@ -22,7 +22,12 @@ import { spawnScript } from '../test/support/child.js';
 import { findPatternMismatch } from '../test/support/content.js';
 import { namespacesUnavailable, openVethPair, tcpOverVeth } from '../test/support/netns.js';
 import { openPair } from '../test/support/pair.js';
-import { QWEN3_PIECE_BYTES, QWEN3_PREFIX_BLOCKS, QWEN3_PREFIX_BYTES, QWEN3_PREFIX_PIECES } from '../test/support/qwen3.js';
+import {
+  QWEN3_PIECE_BYTES,
+  QWEN3_PREFIX_BLOCKS,
+  QWEN3_PREFIX_BYTES,
+  QWEN3_PREFIX_PIECES,
+} from '../test/support/qwen3.js';
 import { prefixTemplate, timePreparedPull } from './prepared.js';
 import { descriptors, seconds, timeReads } from './reads.js';
 import { ucxPerftest } from './perftest.js';
@@ -62,7 +67,9 @@ const bestRate = (values: number[]): number => Math.max(...values);
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? (sorted[middle] ?? Number.NaN) : ((sorted[middle - 1] ?? Number.NaN) + (sorted[middle] ?? Number.NaN)) / 2;
+  return sorted.length % 2 === 1
+    ? (sorted[middle] ?? Number.NaN)
+    : ((sorted[middle - 1] ?? Number.NaN) + (sorted[middle] ?? Number.NaN)) / 2;
 }
 
 interface PairedRatio {
@@ -119,7 +126,9 @@ interface RemoteSetup {
 type SourceMemory = 'allocated' | 'caller' | 'file';
 
 async function remoteSource(bytes: number, seed: number, memory: SourceMemory = 'allocated'): Promise<RemoteSetup> {
-  const child = spawnScript('test/support/source-process.ts', { args: [agentName('bench-source'), String(bytes), String(seed), memory] });
+  const child = spawnScript('test/support/source-process.ts', {
+    args: [agentName('bench-source'), String(bytes), String(seed), memory],
+  });
   const published = await child.next<{ metadata: string; region: number }>('ready');
   const metadata = published.metadata;
   const agent = await transport.createAgent({ name: agentName('bench-reader'), backend: 'ucx' });
@@ -147,7 +156,12 @@ async function remoteSource(bytes: number, seed: number, memory: SourceMemory = 
 }
 
 /** Seconds from posting `batches` batches (at most `window` in flight) to the last completion; given several, each for an equal run of them. */
-function timeRemoteReads(setup: RemoteSetup, batch: TransferDescriptors | readonly TransferDescriptors[], batches: number, window: number): Promise<number> {
+function timeRemoteReads(
+  setup: RemoteSetup,
+  batch: TransferDescriptors | readonly TransferDescriptors[],
+  batches: number,
+  window: number,
+): Promise<number> {
   const request = (descriptors: TransferDescriptors): PostRequest => ({
     direction: 'read',
     peer: setup.peer,
@@ -208,7 +222,15 @@ const SWEEP: readonly SweepPoint[] = [
   { size: 4 << 10, gets: 100_000, batchSize: 256, window: 4, windowsPerRun: 8 },
   { size: 16 << 10, gets: 50_000, batchSize: 256, window: 4, windowsPerRun: 8 },
   { size: 64 << 10, gets: 20_000, batchSize: 256, window: 4, windowsPerRun: 8 },
-  { size: 128 << 10, gets: 100_000, batchSize: 512, window: 4, figure: 'read.128k.vs_ucx_perftest', pairs: 121, windowsPerRun: 8 },
+  {
+    size: 128 << 10,
+    gets: 100_000,
+    batchSize: 512,
+    window: 4,
+    figure: 'read.128k.vs_ucx_perftest',
+    pairs: 121,
+    windowsPerRun: 8,
+  },
   { size: 256 << 10, gets: 10_000, batchSize: 256, window: 4, windowsPerRun: 8 },
   { size: 1 << 20, gets: 4_000, batchSize: 64, window: 4 },
   { size: 4 << 20, gets: 2_000, batchSize: 16, window: 4, figure: 'read.4m.vs_ucx_perftest', pairs: 61 },
@@ -251,13 +273,17 @@ const SWEEP_BANK_BYTES = 16 << 20;
  * it at 128 KiB, but 0.91, 0.89 and 0.93 at 4 MiB (not understood), so the sizes whose two buffers do
  * not fit in L2 (1 MiB, 4 MiB) read the banks' first window in every run.
  */
-async function readRates(setup: RemoteSetup, { size, gets, batchSize, window, pairs = REPEATS, windowsPerRun = 1 }: SweepPoint): Promise<ReadRates> {
+async function readRates(
+  setup: RemoteSetup,
+  { size, gets, batchSize, window, pairs = REPEATS, windowsPerRun = 1 }: SweepPoint,
+): Promise<ReadRates> {
   const windows = Math.max(1, Math.floor(setup.bank.bytes / size)); // the source's bank is as large
   const batchOf = (w: number): TransferDescriptors => {
     const offset = (w % windows) * size;
     return descriptors(batchSize, size, () => offset);
   };
-  const runBatches = (r: number): TransferDescriptors[] => Array.from({ length: windowsPerRun }, (_, k) => batchOf(r * windowsPerRun + k));
+  const runBatches = (r: number): TransferDescriptors[] =>
+    Array.from({ length: windowsPerRun }, (_, k) => batchOf(r * windowsPerRun + k));
   const batches = Math.ceil(gets / batchSize);
   await timeRemoteReads(setup, batchOf(0), Math.ceil(100 / batchSize), window); // warm-up, as ucx_perftest -w 100
   const facade: number[] = [];
@@ -265,12 +291,20 @@ async function readRates(setup: RemoteSetup, { size, gets, batchSize, window, pa
   let perftestLanes = '';
   for (let r = 0; r < pairs; r++) {
     const batch = runBatches(r);
-    const anchorRun = await ucxPerftest(size, batches * batchSize, { beside: () => timeRemoteReads(setup, batch, batches, window) });
+    const anchorRun = await ucxPerftest(size, batches * batchSize, {
+      beside: () => timeRemoteReads(setup, batch, batches, window),
+    });
     facade.push((batches * batchSize * size) / (anchorRun.beside ?? Number.NaN));
     perftest.push(anchorRun.bytesPerSecond);
     perftestLanes = anchorRun.lanes;
   }
-  return { gets: batches * batchSize, facade: bestRate(facade), perftest: bestRate(perftest), paired: pairedRatio(facade, perftest), perftestLanes };
+  return {
+    gets: batches * batchSize,
+    facade: bestRate(facade),
+    perftest: bestRate(perftest),
+    paired: pairedRatio(facade, perftest),
+    perftestLanes,
+  };
 }
 
 function readFigure({ size, batchSize, window }: SweepPoint, rates: ReadRates, facadePath: string): Figure {
@@ -338,7 +372,8 @@ async function readsBySize(): Promise<void> {
 }
 
 /** The 42-block prefix as one batch of 2,352 × 128 KiB, the same offsets both sides. */
-const prefixBatch = (): TransferDescriptors => descriptors(QWEN3_PREFIX_PIECES, QWEN3_PIECE_BYTES, (i) => i * QWEN3_PIECE_BYTES);
+const prefixBatch = (): TransferDescriptors =>
+  descriptors(QWEN3_PREFIX_PIECES, QWEN3_PIECE_BYTES, (i) => i * QWEN3_PIECE_BYTES);
 
 /** Pulls the prefix once from `setup`'s source (pattern seed 42) and checks every byte. */
 async function verifiedPrefixPull(setup: RemoteSetup, batch: TransferDescriptors, what: string): Promise<void> {
@@ -407,7 +442,8 @@ async function pullQwen3Prefix(): Promise<void> {
   setup.bank.view().fill(0);
   await timePreparedPull(setup.agent, template);
   const preparedMismatch = findPatternMismatch(setup.bank.view(), 42);
-  if (preparedMismatch !== -1) throw new Error(`prepared pull: byte ${preparedMismatch} of the prefix differs from the source`);
+  if (preparedMismatch !== -1)
+    throw new Error(`prepared pull: byte ${preparedMismatch} of the prefix differs from the source`);
   // The explicit pull and the prepared pull, each followed by the memcpy it is paired with.
   const times: number[] = [];
   const preparedTimes: number[] = [];
@@ -458,7 +494,9 @@ async function pullQwen3Prefix(): Promise<void> {
       `lists on a transfer template (Qwen3-0.6B, one fully contiguous TP 1 bank each side: ${QWEN3_PREFIX_PIECES} pieces expanded by the progress thread), ` +
       `each pull followed by a memcpy: ${describePairs(preparedPairs)}; best run ${(prepared / GB).toFixed(2)} GB/s`,
   };
-  console.log(`pull: ${(pull / GB).toFixed(2)} GB/s, prepared ${(prepared / GB).toFixed(2)} GB/s, memcpy ${(memcpy / GB).toFixed(2)} GB/s`);
+  console.log(
+    `pull: ${(pull / GB).toFixed(2)} GB/s, prepared ${(prepared / GB).toFixed(2)} GB/s, memcpy ${(memcpy / GB).toFixed(2)} GB/s`,
+  );
 }
 
 /**
@@ -541,8 +579,14 @@ async function pullOverTcpBetweenNamespaces(): Promise<void> {
     });
     reader.send(await source.next('ready'));
     const ready = await reader.next<{ path: string; mismatch: number }>('ready');
-    if (ready.mismatch !== -1) throw new Error(`tcp pull: byte ${ready.mismatch} of the prefix differs from the source`);
-    const placement = { serverLauncher: pair.a.launcher, clientLauncher: pair.b.launcher, serverAddress: pair.a.address, env };
+    if (ready.mismatch !== -1)
+      throw new Error(`tcp pull: byte ${ready.mismatch} of the prefix differs from the source`);
+    const placement = {
+      serverLauncher: pair.a.launcher,
+      clientLauncher: pair.b.launcher,
+      serverAddress: pair.a.address,
+      env,
+    };
     const pulls: number[] = [];
     const perftest: number[] = [];
     let perftestLanes = '';
@@ -551,7 +595,11 @@ async function pullOverTcpBetweenNamespaces(): Promise<void> {
         reader.send({ command: 'pull' });
         return (await reader.next<{ seconds: number }>('pulled')).seconds;
       };
-      const anchorRun = await ucxPerftest(QWEN3_PIECE_BYTES, QWEN3_PREFIX_PIECES, { placement, outstanding: FACADE_GETS_IN_FLIGHT, beside: pull });
+      const anchorRun = await ucxPerftest(QWEN3_PIECE_BYTES, QWEN3_PREFIX_PIECES, {
+        placement,
+        outstanding: FACADE_GETS_IN_FLIGHT,
+        beside: pull,
+      });
       pulls.push(QWEN3_PREFIX_BYTES / (anchorRun.beside ?? Number.NaN));
       perftest.push(anchorRun.bytesPerSecond);
       perftestLanes = anchorRun.lanes;
@@ -608,7 +656,12 @@ interface Overhead {
 async function postOverhead(setup: RemoteSetup): Promise<Overhead> {
   // Destination pieces in reverse order: no two descriptors continue each other, so the library cannot
   // merge them and every one is posted on its own.
-  const batch = descriptors(OVERHEAD_COUNT, OVERHEAD_PIECE, (i) => i * OVERHEAD_PIECE, (i) => (OVERHEAD_COUNT - 1 - i) * OVERHEAD_PIECE);
+  const batch = descriptors(
+    OVERHEAD_COUNT,
+    OVERHEAD_PIECE,
+    (i) => i * OVERHEAD_PIECE,
+    (i) => (OVERHEAD_COUNT - 1 - i) * OVERHEAD_PIECE,
+  );
   const single = descriptors(1, OVERHEAD_BYTES, () => 0);
   await timeRemoteReads(setup, batch, 1, 1);
   await timeRemoteReads(setup, single, 1, 1);
@@ -672,7 +725,8 @@ if (caps.backends.includes('ucx')) {
   await pullFromCallerMemory('file', 'read.caller_memory.vs_memcpy');
   await pullFromCallerMemory('caller', 'read.caller_memory_anonymous.vs_memcpy');
   if (namespacesUnavailable === undefined) await pullOverTcpBetweenNamespaces();
-  else console.warn(`native-bindings bench: ${namespacesUnavailable}, so pull.tcp_netns.vs_ucx_perftest is not measured`);
+  else
+    console.warn(`native-bindings bench: ${namespacesUnavailable}, so pull.tcp_netns.vs_ucx_perftest is not measured`);
 } else {
   figures['post.per_descriptor_ns'] = {
     value: loopback.perDescriptorNs,

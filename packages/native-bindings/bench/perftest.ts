@@ -46,7 +46,9 @@ async function listening(pid: number | undefined, port: number): Promise<void> {
     });
   for (;;) {
     if (pid === undefined || !existsSync(`/proc/${pid}`)) {
-      throw new Error(`ucx_perftest's server (pid ${pid ?? 'none: it did not start'}) exited before it listened on port ${port}`);
+      throw new Error(
+        `ucx_perftest's server (pid ${pid ?? 'none: it did not start'}) exited before it listened on port ${port}`,
+      );
     }
     for (const table of ['tcp', 'tcp6']) {
       try {
@@ -55,7 +57,8 @@ async function listening(pid: number | undefined, port: number): Promise<void> {
         // this kernel has no such table (tcp6 without IPv6), or the server just exited: checked above
       }
     }
-    if (Date.now() > deadline) throw new Error(`ucx_perftest's server (pid ${pid}) did not listen on port ${port} within 10 s`);
+    if (Date.now() > deadline)
+      throw new Error(`ucx_perftest's server (pid ${pid}) did not listen on port ${port} within 10 s`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
@@ -77,7 +80,10 @@ export async function ucxPerftest<T = undefined>(
 ): Promise<{ bytesPerSecond: number; lanes: string; beside: T | undefined }> {
   const port = UCX_PERFTEST_PORT;
   const env = { ...process.env, ...placement.env };
-  const server = spawnLaunched(placement.serverLauncher, ['ucx_perftest', '-p', String(port)], { stdio: 'ignore', env });
+  const server = spawnLaunched(placement.serverLauncher, ['ucx_perftest', '-p', String(port)], {
+    stdio: 'ignore',
+    env,
+  });
   const serverExited = new Promise((resolve) => {
     server.on('exit', resolve);
     server.on('error', resolve); // not started: the client's run fails and says why

@@ -19,9 +19,16 @@ const geometry: Geometry = { ...referenceGeometries['qwen3-0.6b'], bankLayout: '
 const parallel = { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 };
 
 /** A TP 1 worker whose one bank of the prefix's blocks starts at `address`. */
-function workerAt(workerId: string, role: 'decode' | 'prefill', address: bigint, agentName: string, metadata: string): Worker {
+function workerAt(
+  workerId: string,
+  role: 'decode' | 'prefill',
+  address: bigint,
+  agentName: string,
+  metadata: string,
+): Worker {
   const [bank] = layoutRankBanks(geometry, parallel, { blocks: QWEN3_PREFIX_BLOCKS, address });
-  if (bank === undefined || bank.bytes !== BigInt(QWEN3_PREFIX_BYTES)) throw new Error('the prefix bank does not match the benchmark bank');
+  if (bank === undefined || bank.bytes !== BigInt(QWEN3_PREFIX_BYTES))
+    throw new Error('the prefix bank does not match the benchmark bank');
   const part = parsedRankPart({ workerId, role, geometry, parallel, banks: [bank], agentName, metadata });
   const assembled = assembleWorker([part]);
   if (!assembled.complete) throw new Error('prefix worker incomplete');

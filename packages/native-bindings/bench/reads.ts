@@ -27,7 +27,12 @@ export function descriptors(
  * Seconds from posting `batches` copies of `request` (at most `window` in flight) to the last completion.
  * Given several requests, each is posted for an equal run of the batches, in turn, with no pause between.
  */
-export async function timeReads(agent: Agent, request: PostRequest | readonly PostRequest[], batches: number, window: number): Promise<number> {
+export async function timeReads(
+  agent: Agent,
+  request: PostRequest | readonly PostRequest[],
+  batches: number,
+  window: number,
+): Promise<number> {
   const requests = Array.isArray(request) ? request : [request];
   const start = process.hrtime.bigint();
   const inFlight = new Set<Promise<void>>();

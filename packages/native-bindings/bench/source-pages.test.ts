@@ -21,10 +21,12 @@ describe('mapSourcePages', () => {
     memory.close();
   });
 
-  it("refuses bytes that no single mapping of the process holds, naming the process and the address", () => {
+  it('refuses bytes that no single mapping of the process holds, naming the process and the address', () => {
     const memory = FileMemory.create(PAGE);
     expect(() => mapSourcePages(process.pid, memory.address, 2 * PAGE)).toThrow(
-      new RegExp(`process ${process.pid} has no mapping that holds ${2 * PAGE} bytes at 0x${memory.address.toString(16)}`),
+      new RegExp(
+        `process ${process.pid} has no mapping that holds ${2 * PAGE} bytes at 0x${memory.address.toString(16)}`,
+      ),
     );
     memory.close();
   });
@@ -32,7 +34,9 @@ describe('mapSourcePages', () => {
   it('refuses memory that is not backed by a file, saying so', () => {
     const anonymous = Buffer.alloc(8 * PAGE);
     const address = BigInt(koffi.address(anonymous));
-    expect(() => mapSourcePages(process.pid, address, PAGE)).toThrow(/through \/proc\/\d+\/map_files: it is not backed by a file$/);
+    expect(() => mapSourcePages(process.pid, address, PAGE)).toThrow(
+      /through \/proc\/\d+\/map_files: it is not backed by a file$/,
+    );
   });
 
   it('says so when the process is gone', async () => {
@@ -40,6 +44,8 @@ describe('mapSourcePages', () => {
     const pid = child.pid ?? -1;
     child.kill();
     await new Promise((resolve) => child.on('exit', resolve));
-    expect(() => mapSourcePages(pid, 0x1000n, PAGE)).toThrow(`cannot read the mappings of process ${pid} (/proc/${pid}/maps): it has exited, or never ran here`);
+    expect(() => mapSourcePages(pid, 0x1000n, PAGE)).toThrow(
+      `cannot read the mappings of process ${pid} (/proc/${pid}/maps): it has exited, or never ran here`,
+    );
   });
 });

@@ -26,7 +26,10 @@ export function mapSourcePages(pid: number, address: bigint, bytes: number): Sou
   try {
     maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
   } catch (cause) {
-    throw new Error(`cannot read the mappings of process ${pid} (/proc/${pid}/maps): it has exited, or never ran here`, { cause });
+    throw new Error(
+      `cannot read the mappings of process ${pid} (/proc/${pid}/maps): it has exited, or never ran here`,
+      { cause },
+    );
   }
   const mapping = maps
     .split('\n')
@@ -35,7 +38,8 @@ export function mapSourcePages(pid: number, address: bigint, bytes: number): Sou
       const [start, end] = (range ?? '').split('-').map((hex) => BigInt(`0x${hex || '0'}`));
       return start !== undefined && end !== undefined && start <= address && address + BigInt(bytes) <= end;
     });
-  if (mapping === undefined) throw new Error(`process ${pid} has no mapping that holds ${bytes} bytes at 0x${address.toString(16)}`);
+  if (mapping === undefined)
+    throw new Error(`process ${pid} has no mapping that holds ${bytes} bytes at 0x${address.toString(16)}`);
   const [range = '', , fileOffset = '0'] = mapping;
   const start = BigInt(`0x${range.split('-')[0]}`);
   let fd: number;
@@ -43,11 +47,18 @@ export function mapSourcePages(pid: number, address: bigint, bytes: number): Sou
     fd = openSync(`/proc/${pid}/map_files/${range}`, 'r');
   } catch (cause) {
     const code = (cause as NodeJS.ErrnoException).code ?? String(cause);
-    const why = code === 'ENOENT' ? 'it is not backed by a file' : code === 'EPERM' || code === 'EACCES' ? 'opening it needs CAP_SYS_ADMIN' : code;
+    const why =
+      code === 'ENOENT'
+        ? 'it is not backed by a file'
+        : code === 'EPERM' || code === 'EACCES'
+          ? 'opening it needs CAP_SYS_ADMIN'
+          : code;
     throw new Error(`cannot open process ${pid}'s mapping ${range} through /proc/${pid}/map_files: ${why}`, { cause });
   }
   try {
-    const mapped = BigInt(libc().mmap(0n, BigInt(bytes), PROT_READ, MAP_SHARED, fd, BigInt(`0x${fileOffset}`) + (address - start)));
+    const mapped = BigInt(
+      libc().mmap(0n, BigInt(bytes), PROT_READ, MAP_SHARED, fd, BigInt(`0x${fileOffset}`) + (address - start)),
+    );
     if (mapped === -1n) throw libcFailure('mmap', `mmap of ${bytes} bytes of process ${pid}'s mapping ${range}`);
     return {
       view: Buffer.from(koffi.view(mapped, bytes)),

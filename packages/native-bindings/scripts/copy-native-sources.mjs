@@ -14,7 +14,9 @@ const entries = ['Makefile', ...directories];
 function files(root) {
   return directories
     .flatMap((directory) =>
-      existsSync(join(root, directory)) ? readdirSync(join(root, directory), { recursive: true, withFileTypes: true }) : [],
+      existsSync(join(root, directory))
+        ? readdirSync(join(root, directory), { recursive: true, withFileTypes: true })
+        : [],
     )
     .filter((dirent) => dirent.isFile())
     .map((dirent) => join(dirent.parentPath, dirent.name).slice(root.length))

@@ -18,8 +18,13 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     const name = agentName('unique');
     const agent = await transport.createAgent({ name, backend });
     try {
-      await expect(transport.createAgent({ name, backend })).rejects.toMatchObject({ code: 'NOT_ALLOWED', call: 'kvt_agent_create_begin' });
-      const spaced: unknown = await transport.createAgent({ name: 'has space', backend }).catch((error: unknown) => error);
+      await expect(transport.createAgent({ name, backend })).rejects.toMatchObject({
+        code: 'NOT_ALLOWED',
+        call: 'kvt_agent_create_begin',
+      });
+      const spaced: unknown = await transport
+        .createAgent({ name: 'has space', backend })
+        .catch((error: unknown) => error);
       expect(spaced).toBeInstanceOf(NativeTransportError);
       expect(spaced).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_agent_create_begin' });
       expect((spaced as NativeTransportError).detail).not.toBe('');
@@ -29,7 +34,9 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
   });
 
   it('refuses an unknown backend before calling the library', async () => {
-    await expect(transport.createAgent({ name: agentName('x'), backend: 'rdma' as 'ucx' })).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(transport.createAgent({ name: agentName('x'), backend: 'rdma' as 'ucx' })).rejects.toBeInstanceOf(
+      InvalidArgumentError,
+    );
   });
 
   it('refuses missing or wrongly shaped options with a typed error before calling the library', async () => {
@@ -46,12 +53,16 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
     const before = transport.counters().liveAgents;
     const closing = agent.close();
     expect(agent.isOpen).toBe(false);
-    await expect(agent.allocate(4096)).rejects.toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
+    await expect(agent.allocate(4096)).rejects.toThrow(
+      expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }),
+    );
     expect(agent.close()).toBe(closing);
     await expect(closing).resolves.toEqual({ forced: undefined });
     await expect(agent.close()).resolves.toEqual({ forced: undefined });
     expect([agent.isOpen, transport.counters().liveAgents]).toEqual([false, before - 1]);
-    await expect(agent.allocate(4096)).rejects.toThrow(expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }));
+    await expect(agent.allocate(4096)).rejects.toThrow(
+      expect.objectContaining({ code: 'HANDLE_CLOSED', handle: 'Agent' }),
+    );
     expect(() => agent.metadata()).toThrow(HandleClosedError);
     expect(() => agent.counters()).toThrow(HandleClosedError);
     expect(() => agent.faults.clear()).toThrow(HandleClosedError);
@@ -60,7 +71,10 @@ describe.each(testedBackends)('Agent on %s', (backend) => {
   it('refuses a close deadline that is not an integer from 0 to an hour before calling the library', async () => {
     const agent = await transport.createAgent({ name: agentName('deadline'), backend });
     for (const deadlineMs of [-1, 1.5, 3_600_001, '10' as unknown as number]) {
-      await expect(agent.close({ deadlineMs })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'deadlineMs' });
+      await expect(agent.close({ deadlineMs })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        argument: 'deadlineMs',
+      });
     }
     expect(agent.isOpen).toBe(true);
     await expect(agent.close({ deadlineMs: 0 })).resolves.toEqual({ forced: undefined });
@@ -83,9 +97,15 @@ describe.runIf(ucxTestsRun)('Agent start on ucx', () => {
     process.env['UCX_TLS'] = 'rc'; // InfiniBand reliable connections only: no such device here
     try {
       // The agent's thread reads the setting while starting: it is restored once the start is reported.
-      const failed: unknown = await transport.createAgent({ name: agentName('cannot-start'), backend: 'ucx' }).catch((error: unknown) => error);
+      const failed: unknown = await transport
+        .createAgent({ name: agentName('cannot-start'), backend: 'ucx' })
+        .catch((error: unknown) => error);
       expect(failed).toBeInstanceOf(NativeTransportError);
-      expect(failed).toMatchObject({ code: 'BACKEND', call: 'kvt_agent_create_begin', detail: expect.stringContaining('ucp_init') });
+      expect(failed).toMatchObject({
+        code: 'BACKEND',
+        call: 'kvt_agent_create_begin',
+        detail: expect.stringContaining('ucp_init'),
+      });
     } finally {
       if (previous === undefined) delete process.env['UCX_TLS'];
       else process.env['UCX_TLS'] = previous;

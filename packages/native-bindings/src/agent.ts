@@ -107,7 +107,11 @@ export class Agent {
     this.#memoryJobs = new MemoryJobs(library, id, () => this.#updateRef());
     this.faults = new Faults(this.#context);
     this.#notifications = new Notifications(this.#context, () => this.#updateRef());
-    this.#peerEvents = new PeerEvents(this.#context, (id) => this.#peers.get(id), () => this.#updateRef());
+    this.#peerEvents = new PeerEvents(
+      this.#context,
+      (id) => this.#peers.get(id),
+      () => this.#updateRef(),
+    );
     // Node owns (and closes) its own duplicate of the pipe; the library closes the original on destroy.
     this.#wake = new Socket({ fd: wakeFd, readable: true, writable: false });
     this.#wake.on('data', () => this.#onWake());
@@ -126,11 +130,19 @@ export class Agent {
     if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { name, backend }');
     if (typeof options.name !== 'string') throw new InvalidArgumentError('name', options.name, 'must be a string');
     if (!Object.hasOwn(backendIds, options.backend)) {
-      throw new InvalidArgumentError('backend', options.backend, `must be one of ${Object.keys(backendIds).join(', ')}`);
+      throw new InvalidArgumentError(
+        'backend',
+        options.backend,
+        `must be one of ${Object.keys(backendIds).join(', ')}`,
+      );
     }
     const heartbeat = options.heartbeat === undefined ? undefined : validateHeartbeat(options.heartbeat);
     const out = new Uint32Array(1);
-    check(library, 'kvt_agent_create_begin', library.api.kvt_agent_create_begin(options.name, backendIds[options.backend], 0, out));
+    check(
+      library,
+      'kvt_agent_create_begin',
+      library.api.kvt_agent_create_begin(options.name, backendIds[options.backend], 0, out),
+    );
     const id = out[0] ?? 0;
     let agent: Agent;
     try {
@@ -146,7 +158,11 @@ export class Agent {
       // Once started: until then the agent is not live to the library's calls.
       const { heartbeatIntervalMs, heartbeatMisses } = heartbeat;
       try {
-        check(library, 'kvt_agent_set_heartbeat', library.api.kvt_agent_set_heartbeat(id, heartbeatIntervalMs, heartbeatMisses));
+        check(
+          library,
+          'kvt_agent_set_heartbeat',
+          library.api.kvt_agent_set_heartbeat(id, heartbeatIntervalMs, heartbeatMisses),
+        );
       } catch (error) {
         await agent.close();
         throw error;
@@ -179,7 +195,9 @@ export class Agent {
     if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { mlock? }');
     const address = new BigUint64Array(1);
     const flags = options.mlock === true ? ALLOC_MLOCK : 0;
-    await this.#memoryJobs.begin('kvt_mem_alloc', (job) => this.#library.api.kvt_mem_alloc_begin(this.#id, length, flags, address, job));
+    await this.#memoryJobs.begin('kvt_mem_alloc', (job) =>
+      this.#library.api.kvt_mem_alloc_begin(this.#id, length, flags, address, job),
+    );
     return new Allocation(this.#context, address[0] ?? 0n, Number(length));
   }
 
@@ -189,9 +207,11 @@ export class Agent {
    */
   register(memory: MemoryRange | Allocation): Region {
     this.#state.assertOpen('register memory');
-    if (!isObject(memory)) throw new InvalidArgumentError('memory', memory, 'must be an Allocation or { address, bytes, kind?, device? }');
+    if (!isObject(memory))
+      throw new InvalidArgumentError('memory', memory, 'must be an Allocation or { address, bytes, kind?, device? }');
     if (memory instanceof Allocation) {
-      if (!memory.isOpen) throw new HandleClosedError('Allocation', `0x${memory.address.toString(16)}`, 'register memory');
+      if (!memory.isOpen)
+        throw new HandleClosedError('Allocation', `0x${memory.address.toString(16)}`, 'register memory');
       return registerMemory(this.#context, { address: memory.address, bytes: memory.bytes });
     }
     return registerMemory(this.#context, memory);
@@ -203,7 +223,11 @@ export class Agent {
     const length = new BigUint64Array(1);
     check(this.#library, 'kvt_agent_metadata', this.#library.api.kvt_agent_metadata(this.#id, null, 0n, length));
     const blob = Buffer.alloc(Number(length[0]));
-    check(this.#library, 'kvt_agent_metadata', this.#library.api.kvt_agent_metadata(this.#id, blob, BigInt(blob.length), length));
+    check(
+      this.#library,
+      'kvt_agent_metadata',
+      this.#library.api.kvt_agent_metadata(this.#id, blob, BigInt(blob.length), length),
+    );
     return blob.subarray(0, Number(length[0]));
   }
 
@@ -216,7 +240,11 @@ export class Agent {
     if (!(blob instanceof Uint8Array)) throw new InvalidArgumentError('blob', blob, 'must be a Uint8Array');
     const peerId = new Uint32Array(1);
     const generation = new BigUint64Array(1);
-    check(this.#library, 'kvt_peer_load', this.#library.api.kvt_peer_load(this.#id, blob, BigInt(blob.length), peerId, generation));
+    check(
+      this.#library,
+      'kvt_peer_load',
+      this.#library.api.kvt_peer_load(this.#id, blob, BigInt(blob.length), peerId, generation),
+    );
     const id = peerId[0] ?? 0;
     const known = this.#peers.get(id);
     if (known !== undefined) {
@@ -250,8 +278,15 @@ export class Agent {
    */
   registerTemplate(request: RegisterTemplateRequest): RegisteredTemplate {
     this.#state.assertOpen('register a transfer template');
-    if (!isObject(request)) throw new InvalidArgumentError('request', request, 'must be an object { peer, template, direction, localRegions, remoteRegions, pair? }');
-    const registered = RegisteredTemplate.register(this.#context, request, (released) => this.#templates.delete(released));
+    if (!isObject(request))
+      throw new InvalidArgumentError(
+        'request',
+        request,
+        'must be an object { peer, template, direction, localRegions, remoteRegions, pair? }',
+      );
+    const registered = RegisteredTemplate.register(this.#context, request, (released) =>
+      this.#templates.delete(released),
+    );
     this.#templates.add(registered);
     return registered;
   }
@@ -263,14 +298,21 @@ export class Agent {
    */
   postBlocks(request: PostBlocksRequest): Operation {
     this.#state.assertOpen('post a transfer');
-    if (!isObject(request)) throw new InvalidArgumentError('request', request, 'must be an object { template, sourceBlocks, destinationBlocks }');
+    if (!isObject(request))
+      throw new InvalidArgumentError(
+        'request',
+        request,
+        'must be an object { template, sourceBlocks, destinationBlocks }',
+      );
     const { template } = request;
     if (!(template instanceof RegisteredTemplate)) {
       throw new InvalidArgumentError('template', template, 'must be a RegisteredTemplate from agent.registerTemplate');
     }
     if (!template.belongsTo(this.#context)) throw new ForeignHandleError('RegisteredTemplate', 'template', this.name);
     const id = template.post(request);
-    const operation = new Operation(this.#context, id, request.sourceBlocks.length, (released) => this.#pending.delete(released.id));
+    const operation = new Operation(this.#context, id, request.sourceBlocks.length, (released) =>
+      this.#pending.delete(released.id),
+    );
     this.#pending.set(id, operation);
     this.#updateRef();
     return operation;
@@ -433,7 +475,14 @@ export class Agent {
       check(
         this.#library,
         'kvt_agent_poll',
-        this.#library.api.kvt_agent_poll(this.#id, POLL_CAPACITY, this.#opIds, this.#statuses, this.#bytesDone, this.#count),
+        this.#library.api.kvt_agent_poll(
+          this.#id,
+          POLL_CAPACITY,
+          this.#opIds,
+          this.#statuses,
+          this.#bytesDone,
+          this.#count,
+        ),
       );
       const count = this.#count[0] ?? 0;
       for (let i = 0; i < count; i++) {

@@ -87,11 +87,15 @@ describe('monitorBlockingCalls', () => {
     await reported;
     monitor.stop();
 
-    const [collected, waited] = ['kvt_collects', 'kvt_waits'].map((name) => monitor.slowest(2).find(({ call }) => call === name));
+    const [collected, waited] = ['kvt_collects', 'kvt_waits'].map((name) =>
+      monitor.slowest(2).find(({ call }) => call === name),
+    );
     expect(collected?.gcMs).toBeGreaterThan(0);
     expect(collected?.gcMs).toBeLessThanOrEqual(collected?.ms ?? 0);
     expect(waited).toBeDefined();
     expect(waited?.gcMs).toBeUndefined();
-    expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 6.9, gcMs: 6.25 })).toBe('kvt_x 7.10 ms wall, 6.90 ms cpu, 6.25 ms gc');
+    expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 6.9, gcMs: 6.25 })).toBe(
+      'kvt_x 7.10 ms wall, 6.90 ms cpu, 6.25 ms gc',
+    );
   });
 });

@@ -2,7 +2,8 @@ import { describeValue, KvreuseError } from '@kvreuse/errors';
 import type { StatusCodeName } from './status.js';
 
 /** The kinds of handle the facade hands out; each names itself in errors. */
-export type HandleKind = 'Transport' | 'Agent' | 'Allocation' | 'Region' | 'Peer' | 'Operation' | 'RegisteredTemplate' | 'FileMemory';
+export type HandleKind =
+  'Transport' | 'Agent' | 'Allocation' | 'Region' | 'Peer' | 'Operation' | 'RegisteredTemplate' | 'FileMemory';
 
 export type FacadeErrorCode =
   | 'LIBRARY_NOT_FOUND'

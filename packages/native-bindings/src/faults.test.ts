@@ -47,7 +47,9 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
     const pair = await openPair(backend, 4 * PIECE, 63);
     const spare = await pair.reader.allocate(PIECE);
     pair.reader.faults.failNth('register', 1, 'BACKEND');
-    expect(() => pair.reader.register(spare)).toThrow(expect.objectContaining({ code: 'BACKEND', call: 'kvt_mem_register' }));
+    expect(() => pair.reader.register(spare)).toThrow(
+      expect.objectContaining({ code: 'BACKEND', call: 'kvt_mem_register' }),
+    );
     expect(pair.reader.counters().liveRegistrations).toBe(1);
     await spare.free();
 
@@ -90,7 +92,8 @@ describe.each(testedBackends)('fault injection and in-flight guards on %s', (bac
     const operation = readAll(pair, 1);
     // Wait without yielding to the event loop, so the wake-up is not read before release().
     const pause = new Int32Array(new SharedArrayBuffer(4));
-    for (let waited = 0; operation.status().state === 'in-progress' && waited < 10_000; waited++) Atomics.wait(pause, 0, 0, 1);
+    for (let waited = 0; operation.status().state === 'in-progress' && waited < 10_000; waited++)
+      Atomics.wait(pause, 0, 0, 1);
     expect(operation.isSettled).toBe(false);
     operation.release();
     await expect(operation.done).resolves.toEqual({ bytesDone: PIECE });

@@ -23,8 +23,10 @@ export class Faults {
     if (!Object.hasOwn(faultPointIds, point)) {
       throw new InvalidArgumentError('point', point, `must be one of ${Object.keys(faultPointIds).join(', ')}`);
     }
-    if (!Number.isInteger(nth) || nth < 1 || nth > 0xffff_ffff) throw new InvalidArgumentError('nth', nth, 'must be an integer ≥ 1');
-    if (!isStatusCodeName(code)) throw new InvalidArgumentError('code', code, 'must be a status code name such as BUSY');
+    if (!Number.isInteger(nth) || nth < 1 || nth > 0xffff_ffff)
+      throw new InvalidArgumentError('nth', nth, 'must be an integer ≥ 1');
+    if (!isStatusCodeName(code))
+      throw new InvalidArgumentError('code', code, 'must be a status code name such as BUSY');
     const { library, id } = this.#agent;
     check(library, 'kvt_fault_fail', library.api.kvt_fault_fail(id, faultPointIds[point], nth, statusOf(code)));
   }
@@ -39,7 +41,11 @@ export class Faults {
       throw new InvalidArgumentError('ms', ms, `must be an integer in [0, ${DELAY_FOREVER}) or 'forever'`);
     }
     const { library, id } = this.#agent;
-    check(library, 'kvt_fault_delay_completions', library.api.kvt_fault_delay_completions(id, ms === 'forever' ? DELAY_FOREVER : ms));
+    check(
+      library,
+      'kvt_fault_delay_completions',
+      library.api.kvt_fault_delay_completions(id, ms === 'forever' ? DELAY_FOREVER : ms),
+    );
   }
 
   /**

@@ -27,7 +27,11 @@ describe.each(testedBackends)('registering file memory on %s', (backend) => {
   it('registers a range with its file, which the agent keeps open past the caller closing its fd', async () => {
     const agent = await transport.createAgent({ name: agentName('file-register'), backend });
     const memory = FileMemory.create(4 * PAGE);
-    const region = agent.register({ address: memory.address + BigInt(PAGE), bytes: 2 * PAGE, file: { fd: memory.fd, offset: PAGE } });
+    const region = agent.register({
+      address: memory.address + BigInt(PAGE),
+      bytes: 2 * PAGE,
+      file: { fd: memory.fd, offset: PAGE },
+    });
     expect(region).toMatchObject({ address: memory.address + BigInt(PAGE), bytes: 2 * PAGE, kind: 'dram' });
     expect(agent.counters()).toMatchObject({ liveRegistrations: 1, registeredBytes: 2 * PAGE });
     await region.deregister();
@@ -39,14 +43,22 @@ describe.each(testedBackends)('registering file memory on %s', (backend) => {
     const agent = await transport.createAgent({ name: agentName('file-refusals'), backend });
     const memory = FileMemory.create(4 * PAGE);
     expect(() => agent.register({ ...memory.range(), file: { fd: memory.fd, offset: PAGE } })).toThrow(
-      expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_mem_register_fd', detail: expect.stringContaining('exceeds the 16384 bytes') }),
+      expect.objectContaining({
+        code: 'INVALID_PARAM',
+        call: 'kvt_mem_register_fd',
+        detail: expect.stringContaining('exceeds the 16384 bytes'),
+      }),
     );
-    expect(() => agent.register({ address: memory.address, bytes: PAGE, file: { fd: memory.fd, offset: PAGE } })).toThrow(
-      expect.objectContaining({ code: 'INVALID_PARAM', detail: expect.stringContaining('maps offset 0') }),
-    );
+    expect(() =>
+      agent.register({ address: memory.address, bytes: PAGE, file: { fd: memory.fd, offset: PAGE } }),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_PARAM', detail: expect.stringContaining('maps offset 0') }));
     expect(() => agent.register({ ...memory.range(), file: { fd: -1 } })).toThrow(InvalidArgumentError);
-    expect(() => agent.register({ ...memory.range(), file: { fd: memory.fd, offset: -1 } })).toThrow(InvalidArgumentError);
-    expect(() => agent.register({ ...memory.range(), kind: 'vram', file: { fd: memory.fd } })).toThrow(InvalidArgumentError);
+    expect(() => agent.register({ ...memory.range(), file: { fd: memory.fd, offset: -1 } })).toThrow(
+      InvalidArgumentError,
+    );
+    expect(() => agent.register({ ...memory.range(), kind: 'vram', file: { fd: memory.fd } })).toThrow(
+      InvalidArgumentError,
+    );
     expect(() => agent.register({ ...memory.range(), file: { fd: 0x7fff_fff0 } })).toThrow(NativeTransportError);
     expect(agent.counters().liveRegistrations).toBe(0);
     memory.close();

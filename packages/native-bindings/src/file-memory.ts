@@ -33,14 +33,17 @@ export class FileMemory {
 
   /** `bytes` (a positive safe integer) of zeroed memory. Throws a BACKEND NativeTransportError naming the failing call. */
   static create(bytes: number): FileMemory {
-    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new InvalidArgumentError('bytes', bytes, 'must be a positive safe integer');
+    if (!Number.isSafeInteger(bytes) || bytes <= 0)
+      throw new InvalidArgumentError('bytes', bytes, 'must be a positive safe integer');
     const c = libc();
     const fd = c.memfd_create('kvreuse-bank', MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) throw libcFailure('memfd_create', `memfd_create of ${bytes} bytes`);
     let address = -1n;
     let error: NativeTransportError | undefined;
-    if (c.ftruncate(fd, BigInt(bytes)) !== 0) error = libcFailure('ftruncate', `ftruncate of memfd ${fd} to ${bytes} bytes`);
-    else if (c.fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) !== 0) error = libcFailure('fcntl', `sealing memfd ${fd} against shrinking`);
+    if (c.ftruncate(fd, BigInt(bytes)) !== 0)
+      error = libcFailure('ftruncate', `ftruncate of memfd ${fd} to ${bytes} bytes`);
+    else if (c.fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) !== 0)
+      error = libcFailure('fcntl', `sealing memfd ${fd} against shrinking`);
     else {
       address = BigInt(c.mmap(0n, BigInt(bytes), PROT_READ_WRITE, MAP_SHARED, fd, 0n));
       if (address === -1n) error = libcFailure('mmap', `mmap of memfd ${fd} (${bytes} bytes)`);

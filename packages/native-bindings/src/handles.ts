@@ -23,9 +23,12 @@ export interface AgentContext {
  * is released only by explicit calls, because only the caller knows when memory is quiescent.
  */
 const leaks = new FinalizationRegistry<string>((label) => {
-  process.emitWarning(`${label} was garbage-collected without being closed; its native state stays until the process exits`, {
-    code: 'KVREUSE_LEAKED_HANDLE',
-  });
+  process.emitWarning(
+    `${label} was garbage-collected without being closed; its native state stays until the process exits`,
+    {
+      code: 'KVREUSE_LEAKED_HANDLE',
+    },
+  );
 });
 
 /** Open/closed state of one handle, with the leak warning armed while it is open. */

@@ -9,20 +9,33 @@ import { heartbeatLimits } from './heartbeat.js';
 describe.each(testedBackends)('heartbeat on %s', (backend) => {
   it('refuses a wrongly shaped or out-of-range heartbeat with a typed error before creating the agent', async () => {
     const create = (heartbeat: unknown) =>
-      transport.createAgent({ name: agentName('heartbeat-bad'), backend, heartbeat } as Parameters<typeof transport.createAgent>[0]);
-    await expect(create(null)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat' }));
-    const field = (heartbeatIntervalMs: unknown, heartbeatMisses: unknown) => create({ heartbeatIntervalMs, heartbeatMisses });
+      transport.createAgent({ name: agentName('heartbeat-bad'), backend, heartbeat } as Parameters<
+        typeof transport.createAgent
+      >[0]);
+    await expect(create(null)).rejects.toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat' }),
+    );
+    const field = (heartbeatIntervalMs: unknown, heartbeatMisses: unknown) =>
+      create({ heartbeatIntervalMs, heartbeatMisses });
     for (const interval of [heartbeatLimits.minIntervalMs - 1, heartbeatLimits.maxIntervalMs + 1, 50.5, '50']) {
-      await expect(field(interval, 3)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatIntervalMs' }));
+      await expect(field(interval, 3)).rejects.toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatIntervalMs' }),
+      );
     }
     for (const misses of [0, heartbeatLimits.maxMisses + 1, 2.5, undefined]) {
-      await expect(field(50, misses)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatMisses' }));
+      await expect(field(50, misses)).rejects.toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'heartbeat.heartbeatMisses' }),
+      );
     }
     expect(liveCounters().liveAgents).toBe(0);
   });
 
   it('takes the transport settings as they resolve', async () => {
-    const agent = await transport.createAgent({ name: agentName('heartbeat-settings'), backend, heartbeat: defineSettings([transportGroup]).defaults.transport });
+    const agent = await transport.createAgent({
+      name: agentName('heartbeat-settings'),
+      backend,
+      heartbeat: defineSettings([transportGroup]).defaults.transport,
+    });
     await agent.close();
     expect(liveCounters()).toEqual(allZero);
   });

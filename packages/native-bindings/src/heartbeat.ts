@@ -10,7 +10,10 @@ import { PolledQueue } from './polled-queue.js';
  * `heartbeatIntervalMs`, each peer with transfers in flight or watched (`peer.watch()`) is probed; one that
  * answers no probe for `heartbeatMisses` intervals in a row is reported `peer-unresponsive`.
  */
-export type HeartbeatOptions = Pick<SettingsOf<[typeof transportGroup]>['transport'], 'heartbeatIntervalMs' | 'heartbeatMisses'>;
+export type HeartbeatOptions = Pick<
+  SettingsOf<[typeof transportGroup]>['transport'],
+  'heartbeatIntervalMs' | 'heartbeatMisses'
+>;
 
 /** The native library's bounds (KVT_HEARTBEAT_*), the same as the settings'. */
 export const heartbeatLimits = { minIntervalMs: 10, maxIntervalMs: 60_000, minMisses: 1, maxMisses: 1000 } as const;
@@ -18,15 +21,27 @@ export const heartbeatLimits = { minIntervalMs: 10, maxIntervalMs: 60_000, minMi
 /** Checks `heartbeat` before any native call; throws InvalidArgumentError naming the field. */
 export function validateHeartbeat(heartbeat: unknown): HeartbeatOptions {
   if (typeof heartbeat !== 'object' || heartbeat === null) {
-    throw new InvalidArgumentError('heartbeat', heartbeat, 'must be an object { heartbeatIntervalMs, heartbeatMisses }');
+    throw new InvalidArgumentError(
+      'heartbeat',
+      heartbeat,
+      'must be an object { heartbeatIntervalMs, heartbeatMisses }',
+    );
   }
   const { heartbeatIntervalMs, heartbeatMisses } = heartbeat as Record<string, unknown>;
   const { minIntervalMs, maxIntervalMs, minMisses, maxMisses } = heartbeatLimits;
   if (!isIntegerIn(heartbeatIntervalMs, minIntervalMs, maxIntervalMs)) {
-    throw new InvalidArgumentError('heartbeat.heartbeatIntervalMs', heartbeatIntervalMs, `must be an integer ${minIntervalMs}–${maxIntervalMs}`);
+    throw new InvalidArgumentError(
+      'heartbeat.heartbeatIntervalMs',
+      heartbeatIntervalMs,
+      `must be an integer ${minIntervalMs}–${maxIntervalMs}`,
+    );
   }
   if (!isIntegerIn(heartbeatMisses, minMisses, maxMisses)) {
-    throw new InvalidArgumentError('heartbeat.heartbeatMisses', heartbeatMisses, `must be an integer ${minMisses}–${maxMisses}`);
+    throw new InvalidArgumentError(
+      'heartbeat.heartbeatMisses',
+      heartbeatMisses,
+      `must be an integer ${minMisses}–${maxMisses}`,
+    );
   }
   return { heartbeatIntervalMs, heartbeatMisses };
 }

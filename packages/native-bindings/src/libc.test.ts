@@ -32,7 +32,11 @@ describe('duplicateFd', () => {
 
   it('refuses an fd that is not open with a BACKEND error naming the fd, what it was and errno', () => {
     expect(() => duplicateFd(-1, 'a closed pipe')).toThrow(
-      expect.objectContaining({ code: 'BACKEND', call: 'dup', detail: `dup(-1) of a closed pipe failed with errno ${EBADF}` }),
+      expect.objectContaining({
+        code: 'BACKEND',
+        call: 'dup',
+        detail: `dup(-1) of a closed pipe failed with errno ${EBADF}`,
+      }),
     );
   });
 });

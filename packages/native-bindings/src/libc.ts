@@ -23,7 +23,9 @@ export function libc(): Libc {
       memfd_create: library.func('int memfd_create(const char *name, unsigned int flags)') as Libc['memfd_create'],
       ftruncate: library.func('int ftruncate(int fd, int64_t length)') as Libc['ftruncate'],
       fcntl: library.func('int fcntl(int fd, int cmd, int arg)') as Libc['fcntl'],
-      mmap: library.func('intptr_t mmap(uintptr_t addr, size_t length, int prot, int flags, int fd, int64_t offset)') as Libc['mmap'],
+      mmap: library.func(
+        'intptr_t mmap(uintptr_t addr, size_t length, int prot, int flags, int fd, int64_t offset)',
+      ) as Libc['mmap'],
       munmap: library.func('int munmap(uintptr_t addr, size_t length)') as Libc['munmap'],
       close: library.func('int close(int fd)') as Libc['close'],
       dup: library.func('int dup(int fd)') as Libc['dup'],

@@ -130,7 +130,13 @@ export interface NativeApi {
     outCount: Uint32Array,
   ): number;
   kvt_mem_job_status(agent: number, job: bigint): number;
-  kvt_mem_alloc_begin(agent: number, length: bigint, flags: number, outAddress: BigUint64Array, outJob: BigUint64Array): number;
+  kvt_mem_alloc_begin(
+    agent: number,
+    length: bigint,
+    flags: number,
+    outAddress: BigUint64Array,
+    outJob: BigUint64Array,
+  ): number;
   kvt_mem_free_begin(agent: number, address: bigint, outJob: BigUint64Array): number;
   kvt_mem_register(
     agent: number,
@@ -140,7 +146,14 @@ export interface NativeApi {
     device: number,
     outRegion: Uint32Array,
   ): number;
-  kvt_mem_register_fd(agent: number, address: bigint, length: bigint, fd: number, fileOffset: bigint, outRegion: Uint32Array): number;
+  kvt_mem_register_fd(
+    agent: number,
+    address: bigint,
+    length: bigint,
+    fd: number,
+    fileOffset: bigint,
+    outRegion: Uint32Array,
+  ): number;
   kvt_mem_deregister_begin(agent: number, region: number, outJob: BigUint64Array): number;
   kvt_agent_metadata(agent: number, buffer: Uint8Array | null, capacity: bigint, outLength: BigUint64Array): number;
   kvt_peer_load(
@@ -200,7 +213,13 @@ export interface NativeApi {
     notificationLength: number,
     outOp: BigUint64Array,
   ): number;
-  kvt_template_register(agent: number, peer: number, peerGeneration: bigint, routes: TemplateRoutes, outTemplate: Uint32Array): number;
+  kvt_template_register(
+    agent: number,
+    peer: number,
+    peerGeneration: bigint,
+    routes: TemplateRoutes,
+    outTemplate: Uint32Array,
+  ): number;
   kvt_xfer_post_blocks(
     agent: number,
     templateId: number,
@@ -268,7 +287,8 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_mem_register_fd:
     'int32_t kvt_mem_register_fd(uint32_t agent, uint64_t address, uint64_t length, int32_t fd, uint64_t file_offset, uint32_t *out_region)',
   kvt_mem_deregister_begin: 'int32_t kvt_mem_deregister_begin(uint32_t agent, uint32_t region, uint64_t *out_job)',
-  kvt_agent_metadata: 'int32_t kvt_agent_metadata(uint32_t agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length)',
+  kvt_agent_metadata:
+    'int32_t kvt_agent_metadata(uint32_t agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length)',
   kvt_peer_load:
     'int32_t kvt_peer_load(uint32_t agent, const uint8_t *blob, uint64_t length, uint32_t *out_peer, uint64_t *out_generation)',
   kvt_peer_info:

@@ -42,7 +42,11 @@ export class MemoryJobs {
     const status = begin(out);
     if (status !== STATUS_IN_PROGRESS) check(this.#library, call, status);
     const ended = new Promise<void>((resolve, reject) => {
-      this.#pending.push({ id: out[0] ?? 0n, call, ended: (error) => (error === undefined ? resolve() : reject(error)) });
+      this.#pending.push({
+        id: out[0] ?? 0n,
+        call,
+        ended: (error) => (error === undefined ? resolve() : reject(error)),
+      });
     });
     this.#onPendingChanged();
     this.check();

@@ -45,11 +45,19 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     const nativeRefusals = () => transport.counters().errors.INVALID_PARAM;
     const before = nativeRefusals();
     try {
-      await expect(agent.allocate(0)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes', value: 0 }));
+      await expect(agent.allocate(0)).rejects.toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes', value: 0 }),
+      );
       await expect(agent.allocate(0n)).rejects.toThrow(InvalidArgumentError);
-      await expect(agent.allocate(PAGE, null as unknown as object)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }));
-      expect(() => agent.register({ address: 0x1000n, bytes: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes' }));
-      expect(() => agent.register(undefined as unknown as Allocation)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'memory' }));
+      await expect(agent.allocate(PAGE, null as unknown as object)).rejects.toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options' }),
+      );
+      expect(() => agent.register({ address: 0x1000n, bytes: 0 })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'bytes' }),
+      );
+      expect(() => agent.register(undefined as unknown as Allocation)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'memory' }),
+      );
       expect(nativeRefusals()).toBe(before);
       expect(agent.counters()).toMatchObject({ liveAllocations: 0, liveRegistrations: 0 });
     } finally {
@@ -61,7 +69,11 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     const agent = await transport.createAgent({ name: agentName('unmapped'), backend });
     try {
       expect(() => agent.register({ address: 12345, bytes: 4096 })).toThrow(
-        expect.objectContaining({ code: 'INVALID_PARAM', call: 'kvt_mem_register', detail: expect.stringContaining('is not mapped') }),
+        expect.objectContaining({
+          code: 'INVALID_PARAM',
+          call: 'kvt_mem_register',
+          detail: expect.stringContaining('is not mapped'),
+        }),
       );
       expect(agent.counters().liveRegistrations).toBe(0);
     } finally {
@@ -83,7 +95,9 @@ describe.each(testedBackends)('memory on %s', (backend) => {
         );
       }
       expect(() => agent.register({ address: -1, bytes: PAGE })).toThrow(InvalidArgumentError);
-      expect(() => agent.register({ address: bank.address, bytes: PAGE, kind: 'hbm' as 'dram' })).toThrow(InvalidArgumentError);
+      expect(() => agent.register({ address: bank.address, bytes: PAGE, kind: 'hbm' as 'dram' })).toThrow(
+        InvalidArgumentError,
+      );
       expect(agent.counters().errors.INVALID_PARAM).toBeGreaterThanOrEqual(1);
     } finally {
       await first.deregister();

@@ -23,7 +23,11 @@ export class Allocation {
     this.#agent = agent;
     this.address = address;
     this.bytes = bytes;
-    this.#state = new HandleState(this, 'Allocation', `0x${address.toString(16)} (${bytes} bytes) of agent ${agent.name}`);
+    this.#state = new HandleState(
+      this,
+      'Allocation',
+      `0x${address.toString(16)} (${bytes} bytes) of agent ${agent.name}`,
+    );
   }
 
   get isOpen(): boolean {
@@ -49,7 +53,9 @@ export class Allocation {
     this.#state.assertOpen('free an allocation');
     this.#agent.assertOpen('free an allocation');
     const library = this.#agent.library;
-    const freed = this.#agent.beginMemoryJob('kvt_mem_free', (job) => library.api.kvt_mem_free_begin(this.#agent.id, this.address, job));
+    const freed = this.#agent.beginMemoryJob('kvt_mem_free', (job) =>
+      library.api.kvt_mem_free_begin(this.#agent.id, this.address, job),
+    );
     this.#view = undefined;
     this.#state.markClosed();
     await freed;
@@ -85,7 +91,11 @@ export class Region {
   readonly #state: HandleState;
 
   /** @internal Use agent.register. */
-  constructor(agent: AgentContext, id: number, range: { address: bigint; bytes: number; kind: MemoryKind; device: number }) {
+  constructor(
+    agent: AgentContext,
+    id: number,
+    range: { address: bigint; bytes: number; kind: MemoryKind; device: number },
+  ) {
     this.#agent = agent;
     this.id = id;
     this.address = range.address;
@@ -130,7 +140,8 @@ export class Region {
 /** Validates a MemoryRange and registers it with the agent. */
 export function registerMemory(agent: AgentContext, range: MemoryRange): Region {
   const address = toUint64(range.address);
-  if (address === undefined) throw new InvalidArgumentError('address', range.address, 'must be a non-negative integer below 2^64');
+  if (address === undefined)
+    throw new InvalidArgumentError('address', range.address, 'must be a non-negative integer below 2^64');
   const bytes = toUint64(range.bytes);
   if (bytes === undefined || bytes === 0n || bytes > BigInt(Number.MAX_SAFE_INTEGER)) {
     throw new InvalidArgumentError('bytes', range.bytes, 'must be a positive safe integer');
@@ -144,22 +155,32 @@ export function registerMemory(agent: AgentContext, range: MemoryRange): Region 
   }
   const out = new Uint32Array(1);
   if (range.file === undefined) {
-    check(agent.library, 'kvt_mem_register', agent.library.api.kvt_mem_register(agent.id, address, bytes, kindId, device, out));
+    check(
+      agent.library,
+      'kvt_mem_register',
+      agent.library.api.kvt_mem_register(agent.id, address, bytes, kindId, device, out),
+    );
   } else {
     const { fd, offset } = checkFileBacking(range.file, kind, device);
-    check(agent.library, 'kvt_mem_register_fd', agent.library.api.kvt_mem_register_fd(agent.id, address, bytes, fd, offset, out));
+    check(
+      agent.library,
+      'kvt_mem_register_fd',
+      agent.library.api.kvt_mem_register_fd(agent.id, address, bytes, fd, offset, out),
+    );
   }
   return new Region(agent, out[0] ?? 0, { address, bytes: Number(bytes), kind, device });
 }
 
 function checkFileBacking(file: unknown, kind: MemoryKind, device: number): { fd: number; offset: bigint } {
-  if (typeof file !== 'object' || file === null) throw new InvalidArgumentError('file', file, 'must be { fd, offset? }');
+  if (typeof file !== 'object' || file === null)
+    throw new InvalidArgumentError('file', file, 'must be { fd, offset? }');
   if (kind !== 'dram' || device !== 0) throw new InvalidArgumentError('file', file, 'is only for dram on device 0');
   const { fd, offset = 0 } = file as { fd?: unknown; offset?: unknown };
   if (typeof fd !== 'number' || !Number.isInteger(fd) || fd < 0 || fd > 0x7fff_ffff) {
     throw new InvalidArgumentError('file.fd', fd, 'must be an open file descriptor (a non-negative int32)');
   }
   const fileOffset = typeof offset === 'number' || typeof offset === 'bigint' ? toUint64(offset) : undefined;
-  if (fileOffset === undefined) throw new InvalidArgumentError('file.offset', offset, 'must be a non-negative integer below 2^64');
+  if (fileOffset === undefined)
+    throw new InvalidArgumentError('file.offset', offset, 'must be a non-negative integer below 2^64');
   return { fd, offset: fileOffset };
 }

@@ -30,7 +30,8 @@ export class Notifications extends PolledQueue<Notification> {
   send(peer: Peer, data: Uint8Array | string): void {
     peer.assertOpen('send a notification');
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
-    if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('data', data, 'must be a Uint8Array or a string');
+    if (!(bytes instanceof Uint8Array))
+      throw new InvalidArgumentError('data', data, 'must be a Uint8Array or a string');
     const { library, id } = this.#agent;
     check(library, 'kvt_notify_send', library.api.kvt_notify_send(id, peer.id, peer.generation, bytes, bytes.length));
   }
@@ -41,7 +42,15 @@ export class Notifications extends PolledQueue<Notification> {
       check(
         library,
         'kvt_notify_poll',
-        library.api.kvt_notify_poll(id, this.#sender, this.#sender.length, this.#data, this.#data.length, this.#length, this.#got),
+        library.api.kvt_notify_poll(
+          id,
+          this.#sender,
+          this.#sender.length,
+          this.#data,
+          this.#data.length,
+          this.#length,
+          this.#got,
+        ),
       );
       if (this.#got[0] !== 1) break;
       const nameEnd = this.#sender.indexOf(0);

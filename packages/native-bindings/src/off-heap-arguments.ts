@@ -50,7 +50,8 @@ export function withOffHeapArguments<F extends (...args: never[]) => unknown>(na
     const copies: [TypedArray, TypedArray][] = [];
     for (let i = 0; i < args.length && i < parameterCount; i++) {
       const argument = args[i];
-      if (!ArrayBuffer.isView(argument) || argument.byteLength === 0 || argument.byteLength > MAX_ON_HEAP_BYTES) continue;
+      if (!ArrayBuffer.isView(argument) || argument.byteLength === 0 || argument.byteLength > MAX_ON_HEAP_BYTES)
+        continue;
       const constructor = constructors[(argument as TypedArray)[Symbol.toStringTag]];
       if (constructor === undefined) continue;
       const original = argument as TypedArray;

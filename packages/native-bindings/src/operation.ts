@@ -95,7 +95,11 @@ export class Operation {
     const bytesDone = new BigUint64Array(1);
     const bytesTotal = new BigUint64Array(1);
     const { library } = this.#agent;
-    check(library, 'kvt_xfer_status', library.api.kvt_xfer_status(this.#agent.id, this.id, status, bytesDone, bytesTotal));
+    check(
+      library,
+      'kvt_xfer_status',
+      library.api.kvt_xfer_status(this.#agent.id, this.id, status, bytesDone, bytesTotal),
+    );
     return { code: status[0] ?? 0, bytesDone: Number(bytesDone[0]), bytesTotal: Number(bytesTotal[0]) };
   }
 

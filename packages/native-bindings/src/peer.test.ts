@@ -27,7 +27,9 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
     if (backend === 'ucx') expect(path).toMatch(/\/memory/);
     pair.sourcePeer.invalidate();
     expect(pair.sourcePeer.regions()).toEqual([]);
-    expect(() => pair.sourcePeer.transport()).toThrow(expect.objectContaining({ code: 'NOT_FOUND', call: 'kvt_peer_transport' }));
+    expect(() => pair.sourcePeer.transport()).toThrow(
+      expect.objectContaining({ code: 'NOT_FOUND', call: 'kvt_peer_transport' }),
+    );
     await pair.close();
   });
 
@@ -58,7 +60,9 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
     pair.sourcePeer.invalidate();
     expect(pair.sourcePeer.info()).toMatchObject({ state: 'invalidated' });
     const request = readRequest(pair, piecewiseDescriptors(1, BYTES));
-    expect(() => pair.reader.post(request)).toThrow(expect.objectContaining({ code: 'NOT_FOUND', call: 'kvt_xfer_post' }));
+    expect(() => pair.reader.post(request)).toThrow(
+      expect.objectContaining({ code: 'NOT_FOUND', call: 'kvt_xfer_post' }),
+    );
     expect(pair.reader.loadPeer(pair.source.metadata())).toBe(pair.sourcePeer);
     expect(pair.sourcePeer.generation).toBeGreaterThan(before);
     const operation = pair.reader.post(request);

@@ -164,7 +164,11 @@ export class Peer {
 
   #setWatched(watched: boolean): void {
     this.assertOpen(watched ? 'watch a peer' : 'unwatch a peer');
-    check(this.#agent.library, 'kvt_peer_watch', this.#agent.library.api.kvt_peer_watch(this.#agent.id, this.id, watched ? 1 : 0));
+    check(
+      this.#agent.library,
+      'kvt_peer_watch',
+      this.#agent.library.api.kvt_peer_watch(this.#agent.id, this.id, watched ? 1 : 0),
+    );
   }
 
   /**
@@ -173,7 +177,11 @@ export class Peer {
    */
   invalidate(): void {
     this.assertOpen('invalidate a peer');
-    check(this.#agent.library, 'kvt_peer_invalidate', this.#agent.library.api.kvt_peer_invalidate(this.#agent.id, this.id));
+    check(
+      this.#agent.library,
+      'kvt_peer_invalidate',
+      this.#agent.library.api.kvt_peer_invalidate(this.#agent.id, this.id),
+    );
   }
 
   /** Forgets the peer (closing its connection). Refused with BUSY while its operations are in progress. */

@@ -70,9 +70,18 @@ interface Workers {
   readonly template: TransferTemplate;
 }
 
-async function openWorkers(backend: Backend, geometry: Geometry, sourceTp: number, destinationTp: number): Promise<Workers> {
+async function openWorkers(
+  backend: Backend,
+  geometry: Geometry,
+  sourceTp: number,
+  destinationTp: number,
+): Promise<Workers> {
   const ranks = (workerId: string, role: 'decode' | 'prefill', tpSize: number, blocks: number) =>
-    Promise.all(Array.from({ length: tpSize }, (_, tpRank) => openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend })));
+    Promise.all(
+      Array.from({ length: tpSize }, (_, tpRank) =>
+        openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend }),
+      ),
+    );
   const source = await ranks('decode-0', 'decode', sourceTp, SOURCE_BLOCKS);
   const byTemplate = await ranks('prefill-0', 'prefill', destinationTp, DESTINATION_BLOCKS);
   const explicit = await ranks('prefill-twin', 'prefill', destinationTp, DESTINATION_BLOCKS);
@@ -125,7 +134,8 @@ async function moveBothWays(workers: Workers, direction: TransferDirection, bloc
   const results = await Promise.all(operations.map((operation) => operation.done));
   for (const operation of operations) operation.release();
   for (const handle of registered) handle.release();
-  const moved = (parity: number) => results.filter((_, i) => i % 2 === parity).reduce((sum, result) => sum + result.bytesDone, 0);
+  const moved = (parity: number) =>
+    results.filter((_, i) => i % 2 === parity).reduce((sum, result) => sum + result.bytesDone, 0);
   return { byTemplate: moved(0), explicit: moved(1), planned: Number(plan.totalBytes) };
 }
 
@@ -139,12 +149,18 @@ describe.each(testedBackends)('transfer templates on %s', (backend) => {
       const blocks = randomBlocks(random, 1 + random(Math.min(SOURCE_BLOCKS, DESTINATION_BLOCKS)));
       const moved = await moveBothWays(workers, direction, blocks);
       const context = JSON.stringify({ seed, geometry, direction, pairs: workers.template.pairs.length });
-      expect({ byTemplate: moved.byTemplate, explicit: moved.explicit }, context).toEqual({ byTemplate: moved.planned, explicit: moved.planned });
+      expect({ byTemplate: moved.byTemplate, explicit: moved.explicit }, context).toEqual({
+        byTemplate: moved.planned,
+        explicit: moved.planned,
+      });
       workers.byTemplate.forEach((rank, d) => {
         const twin = (workers.explicit[d] as RankSide).allocation.view();
         expect(rank.allocation.view().equals(twin), `${context}: destination rank ${d}`).toBe(true);
       });
-      expect(workers.byTemplate.some((rank) => rank.allocation.view().some((byte) => byte !== 0)), context).toBe(true);
+      expect(
+        workers.byTemplate.some((rank) => rank.allocation.view().some((byte) => byte !== 0)),
+        context,
+      ).toBe(true);
       await closeWorkers(workers);
     }
     expect(liveCounters()).toEqual(allZero);
@@ -183,11 +199,13 @@ describe('registering and posting on a template refuses bad input with typed err
     const { pair: _, ...withoutPair } = request(0);
     expect(() => destination.agent.registerTemplate(withoutPair)).toThrow(InvalidArgumentError);
     expect(() => destination.agent.registerTemplate({ ...request(0), pair: 2 })).toThrow(/pair/);
-    expect(() => destination.agent.registerTemplate({ ...request(0), template: { ...workers.template, format: 2 } as never })).toThrow(
-      InvalidArgumentError,
-    );
+    expect(() =>
+      destination.agent.registerTemplate({ ...request(0), template: { ...workers.template, format: 2 } as never }),
+    ).toThrow(InvalidArgumentError);
     const foreign = workers.explicit[0] as RankSide;
-    expect(() => destination.agent.registerTemplate({ ...request(0), localRegions: foreign.regions })).toThrow(ForeignHandleError);
+    expect(() => destination.agent.registerTemplate({ ...request(0), localRegions: foreign.regions })).toThrow(
+      ForeignHandleError,
+    );
     // A 64-byte region as bank 0: route 0 cannot fit its largest block.
     const scratch = await destination.agent.allocate(4096);
     const tiny = destination.agent.register({ address: scratch.address, bytes: 64 });
@@ -199,7 +217,11 @@ describe('registering and posting on a template refuses bad input with typed err
       }
     })();
     expect(error).toBeInstanceOf(NativeTransportError);
-    expect(error).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_template_register', detail: expect.stringMatching(/route 0: local region \d+: .* exceeds region length 64/) });
+    expect(error).toMatchObject({
+      code: 'INVALID_PARAM',
+      call: 'kvt_template_register',
+      detail: expect.stringMatching(/route 0: local region \d+: .* exceeds region length 64/),
+    });
     await tiny.deregister();
     await scratch.free();
     await closeWorkers(workers);
@@ -211,16 +233,30 @@ describe('registering and posting on a template refuses bad input with typed err
     const handle = destination.agent.registerTemplate(request(1));
     expect(handle).toMatchObject({ pair: 1, direction: 'read', generation: request(1).peer.generation });
     const post = (sourceBlocks: number[], destinationBlocks: number[]) =>
-      destination.agent.postBlocks({ template: handle, sourceBlocks: Uint32Array.from(sourceBlocks), destinationBlocks: Uint32Array.from(destinationBlocks) });
+      destination.agent.postBlocks({
+        template: handle,
+        sourceBlocks: Uint32Array.from(sourceBlocks),
+        destinationBlocks: Uint32Array.from(destinationBlocks),
+      });
     expect(() => post([0, SOURCE_BLOCKS], [0, 1])).toThrow(BlockOutOfRangeError);
     expect(() => post([0, 1], [0, DESTINATION_BLOCKS])).toThrow(BlockOutOfRangeError);
     expect(() => post([0, 1], [3, 3])).toThrow(DuplicateDestinationBlockError);
     expect(() => post([], [])).toThrow(InvalidArgumentError);
-    expect(() => destination.agent.postBlocks({ template: {} as never, sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) })).toThrow(
-      InvalidArgumentError,
-    );
+    expect(() =>
+      destination.agent.postBlocks({
+        template: {} as never,
+        sourceBlocks: Uint32Array.of(0),
+        destinationBlocks: Uint32Array.of(0),
+      }),
+    ).toThrow(InvalidArgumentError);
     const twin = workers.explicit[0] as RankSide;
-    expect(() => twin.agent.postBlocks({ template: handle, sourceBlocks: Uint32Array.of(0), destinationBlocks: Uint32Array.of(0) })).toThrow(ForeignHandleError);
+    expect(() =>
+      twin.agent.postBlocks({
+        template: handle,
+        sourceBlocks: Uint32Array.of(0),
+        destinationBlocks: Uint32Array.of(0),
+      }),
+    ).toThrow(ForeignHandleError);
     expect(destination.agent.counters().operationsPosted).toBe(0);
 
     const done = post([4, 0], [0, 5]);
@@ -236,7 +272,11 @@ describe('registering and posting on a template refuses bad input with typed err
     expect(peer.generation).toBeGreaterThan(handle.generation);
     expect(() => post([0], [0])).toThrow(expect.objectContaining({ code: 'NOT_FOUND', call: 'kvt_xfer_post_blocks' }));
     const again = destination.agent.registerTemplate(request(1));
-    const moved = destination.agent.postBlocks({ template: again, sourceBlocks: Uint32Array.of(1), destinationBlocks: Uint32Array.of(2) });
+    const moved = destination.agent.postBlocks({
+      template: again,
+      sourceBlocks: Uint32Array.of(1),
+      destinationBlocks: Uint32Array.of(2),
+    });
     await moved.done;
     moved.release();
 

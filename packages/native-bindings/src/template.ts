@@ -84,9 +84,14 @@ export class RegisteredTemplate {
     onRelease: (template: RegisteredTemplate) => void,
   ): RegisteredTemplate {
     const { peer, template, direction } = request;
-    if (!Object.hasOwn(directionIds, direction)) throw new InvalidArgumentError('direction', direction, "must be 'read' or 'write'");
+    if (!Object.hasOwn(directionIds, direction))
+      throw new InvalidArgumentError('direction', direction, "must be 'read' or 'write'");
     if (typeof template !== 'object' || template === null || template.format !== transferTemplateFormat) {
-      throw new InvalidArgumentError('template', template, `must come from buildTransferTemplate (format ${transferTemplateFormat})`);
+      throw new InvalidArgumentError(
+        'template',
+        template,
+        `must come from buildTransferTemplate (format ${transferTemplateFormat})`,
+      );
     }
     if (!peer.belongsTo(agent)) throw new ForeignHandleError('Peer', String(peer.id), agent.name);
     peer.assertOpen('register a transfer template');
@@ -155,7 +160,8 @@ export class RegisteredTemplate {
       sourceBlocks: request.sourceBlocks,
       destinationBlocks: request.destinationBlocks,
     });
-    if (sourceBlocks.length === 0) throw new InvalidArgumentError('sourceBlocks.length', 0, 'a post needs at least one block pair');
+    if (sourceBlocks.length === 0)
+      throw new InvalidArgumentError('sourceBlocks.length', 0, 'a post needs at least one block pair');
     const read = this.direction === 'read';
     const notification = notificationBytes(request.notification);
     const out = new BigUint64Array(1);
@@ -182,7 +188,11 @@ export class RegisteredTemplate {
   release(): void {
     if (!this.#state.isOpen) return;
     this.#agent.assertOpen('release a transfer template');
-    check(this.#agent.library, 'kvt_template_release', this.#agent.library.api.kvt_template_release(this.#agent.id, this.#id));
+    check(
+      this.#agent.library,
+      'kvt_template_release',
+      this.#agent.library.api.kvt_template_release(this.#agent.id, this.#id),
+    );
     this.#state.markClosed();
     this.#onRelease(this);
   }

@@ -56,7 +56,11 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
         }
       })();
       expect(error).toBeInstanceOf(NativeTransportError);
-      expect(error).toMatchObject({ code: 'INVALID_PARAM', call: 'kvt_xfer_post', detail: expect.stringContaining('7') });
+      expect(error).toMatchObject({
+        code: 'INVALID_PARAM',
+        call: 'kvt_xfer_post',
+        detail: expect.stringContaining('7'),
+      });
     }
     expect(isFilledWith(pair.readerBank.view(), 0)).toBe(true);
     expect(pair.reader.counters()).toMatchObject({ bytesMoved: 0, liveOperations: 0 });
@@ -66,12 +70,17 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
   it('refuses malformed requests before calling the library', async () => {
     const pair = await openPair(backend, 4 * PIECE, 31);
     const good = readRequest(pair, piecewiseDescriptors(4, PIECE));
-    expect(() => pair.reader.post({ ...good, descriptors: piecewiseDescriptors(0, PIECE) })).toThrow(InvalidArgumentError);
+    expect(() => pair.reader.post({ ...good, descriptors: piecewiseDescriptors(0, PIECE) })).toThrow(
+      InvalidArgumentError,
+    );
     expect(() =>
       pair.reader.post({ ...good, descriptors: { ...good.descriptors, length: new BigUint64Array(3) } }),
     ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'descriptors.sourceBank.length' }));
     expect(() =>
-      pair.reader.post({ ...good, descriptors: { ...good.descriptors, sourceOffset: [0n] as unknown as BigUint64Array } }),
+      pair.reader.post({
+        ...good,
+        descriptors: { ...good.descriptors, sourceOffset: [0n] as unknown as BigUint64Array },
+      }),
     ).toThrow(expect.objectContaining({ argument: 'descriptors.sourceOffset' }));
     expect(() => pair.reader.post({ ...good, remoteRegions: [-1] })).toThrow(InvalidArgumentError);
     expect(() => pair.reader.post({ ...good, direction: 'copy' as 'read' })).toThrow(InvalidArgumentError);
@@ -97,7 +106,10 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
 
   it('sends the notification of a post once its bytes have moved', async () => {
     const pair = await openPair(backend, 4 * PIECE, 51);
-    const operation = pair.reader.post({ ...readRequest(pair, piecewiseDescriptors(4, PIECE)), notification: 'read 4 pieces' });
+    const operation = pair.reader.post({
+      ...readRequest(pair, piecewiseDescriptors(4, PIECE)),
+      notification: 'read 4 pieces',
+    });
     const notification = await pair.source.nextNotification();
     expect(notification.sender).toBe(pair.reader.name);
     expect(notification.data.toString()).toBe('read 4 pieces');

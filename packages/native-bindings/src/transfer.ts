@@ -39,7 +39,8 @@ export const directionIds: { readonly [D in TransferDirection]: number } = { rea
 export function regionTable(agent: AgentContext, regions: readonly Region[]): Uint32Array {
   const ids = new Uint32Array(regions.length);
   regions.forEach((region, index) => {
-    if (!region.belongsTo(agent)) throw new ForeignHandleError('Region', `${region.id} (localRegions[${index}])`, agent.name);
+    if (!region.belongsTo(agent))
+      throw new ForeignHandleError('Region', `${region.id} (localRegions[${index}])`, agent.name);
     region.assertOpen('post a transfer');
     ids[index] = region.id;
   });
@@ -73,12 +74,18 @@ function checkDescriptorArrays(descriptors: TransferDescriptors): number {
   const count = descriptors.length?.length;
   for (const [field, type] of expected) {
     const array: unknown = descriptors[field];
-    if (!(array instanceof type)) throw new InvalidArgumentError(`descriptors.${field}`, array, `must be a ${type.name}`);
+    if (!(array instanceof type))
+      throw new InvalidArgumentError(`descriptors.${field}`, array, `must be a ${type.name}`);
     if (array.length !== count) {
-      throw new InvalidArgumentError(`descriptors.${field}.length`, array.length, `must equal descriptors.length.length (${count})`);
+      throw new InvalidArgumentError(
+        `descriptors.${field}.length`,
+        array.length,
+        `must equal descriptors.length.length (${count})`,
+      );
     }
   }
-  if (count === 0) throw new InvalidArgumentError('descriptors.length.length', 0, 'a batch needs at least one descriptor');
+  if (count === 0)
+    throw new InvalidArgumentError('descriptors.length.length', 0, 'a batch needs at least one descriptor');
   return count;
 }
 
@@ -89,7 +96,8 @@ function checkDescriptorArrays(descriptors: TransferDescriptors): number {
  */
 export function postTransfer(agent: AgentContext, request: PostRequest): { id: bigint; count: number } {
   const { peer, descriptors, direction } = request;
-  if (!Object.hasOwn(directionIds, direction)) throw new InvalidArgumentError('direction', direction, "must be 'read' or 'write'");
+  if (!Object.hasOwn(directionIds, direction))
+    throw new InvalidArgumentError('direction', direction, "must be 'read' or 'write'");
   if (!peer.belongsTo(agent)) throw new ForeignHandleError('Peer', String(peer.id), agent.name);
   peer.assertOpen('post a transfer');
   const count = checkDescriptorArrays(descriptors);

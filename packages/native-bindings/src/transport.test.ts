@@ -9,9 +9,12 @@ import { defaultLibraryPaths } from './library.js';
 import { loadTransport } from './transport.js';
 
 describe('loadTransport', () => {
-  it.skipIf(process.env['KVREUSE_TRANSPORT_LIBRARY'] !== undefined)('finds the library built in the repository by default', () => {
-    expect(defaultLibraryPaths()).toContain(loadTransport().libraryPath);
-  });
+  it.skipIf(process.env['KVREUSE_TRANSPORT_LIBRARY'] !== undefined)(
+    'finds the library built in the repository by default',
+    () => {
+      expect(defaultLibraryPaths()).toContain(loadTransport().libraryPath);
+    },
+  );
 
   it('looks in the repository build, then the platform package of this machine, then the package build', () => {
     const packageDir = fileURLToPath(new URL('..', import.meta.url));
@@ -50,7 +53,8 @@ describe('capabilities', () => {
   it('reports the backends built, VRAM support with its reason, and the limits', () => {
     const caps = transport.capabilities();
     expect(caps.backends).toContain('loopback');
-    if (ucxTestsRun) expect(caps.backendsDetail).toBe("loopback (always) and ucx (built in; UCX's libucp.so.0 loaded at run time)");
+    if (ucxTestsRun)
+      expect(caps.backendsDetail).toBe("loopback (always) and ucx (built in; UCX's libucp.so.0 loaded at run time)");
     expect(caps.version).toMatch(/^\d+\.\d+\.\d+/);
     if (!caps.vram.supported) expect(caps.vram.reason).toMatch(/vram|GPU/i);
     expect(caps.limits).toEqual({

@@ -4,7 +4,11 @@ import { applyUcxDefaults, UCX_DEFAULTS } from './ucx-defaults.js';
 describe('applyUcxDefaults', () => {
   it('sets every UCX default that is not set', () => {
     const environment: Record<string, string | undefined> = { PATH: '/usr/bin' };
-    expect(applyUcxDefaults(environment)).toEqual(['UCX_MEM_MALLOC_HOOKS', 'UCX_MEM_MMAP_HOOK_MODE', 'UCX_HANDLE_ERRORS']);
+    expect(applyUcxDefaults(environment)).toEqual([
+      'UCX_MEM_MALLOC_HOOKS',
+      'UCX_MEM_MMAP_HOOK_MODE',
+      'UCX_HANDLE_ERRORS',
+    ]);
     expect(environment).toEqual({
       PATH: '/usr/bin',
       UCX_MEM_MALLOC_HOOKS: 'no',
@@ -16,6 +20,10 @@ describe('applyUcxDefaults', () => {
   it('keeps what the user set, even an empty value', () => {
     const environment: Record<string, string | undefined> = { UCX_MEM_MMAP_HOOK_MODE: 'bistro', UCX_HANDLE_ERRORS: '' };
     expect(applyUcxDefaults(environment)).toEqual(['UCX_MEM_MALLOC_HOOKS']);
-    expect(environment).toEqual({ UCX_MEM_MALLOC_HOOKS: UCX_DEFAULTS['UCX_MEM_MALLOC_HOOKS'], UCX_MEM_MMAP_HOOK_MODE: 'bistro', UCX_HANDLE_ERRORS: '' });
+    expect(environment).toEqual({
+      UCX_MEM_MALLOC_HOOKS: UCX_DEFAULTS['UCX_MEM_MALLOC_HOOKS'],
+      UCX_MEM_MMAP_HOOK_MODE: 'bistro',
+      UCX_HANDLE_ERRORS: '',
+    });
   });
 });

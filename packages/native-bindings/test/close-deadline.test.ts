@@ -23,7 +23,8 @@ afterEach(async () => {
 
 /** Resolves once /proc shows the process stopped (state T). */
 async function stopped(pid: number): Promise<void> {
-  while (!/^\d+ \(.*\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))) await new Promise((resolve) => setImmediate(resolve));
+  while (!/^\d+ \(.*\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')))
+    await new Promise((resolve) => setImmediate(resolve));
 }
 
 /**

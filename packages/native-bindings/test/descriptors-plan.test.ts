@@ -20,8 +20,20 @@ const BLOCKS = 4;
 
 describe.each(testedBackends)('planTransfer output posted as is on %s', (backend) => {
   it('pulls blocks from a TP 2 decode worker into a TP 1 prefill worker, byte for byte as planned', async () => {
-    const decode = await Promise.all([0, 1].map((tpRank) => openRank({ workerId: 'decode-0', role: 'decode', geometry, tpRank, tpSize: 2, blocks: BLOCKS, backend })));
-    const prefill = await openRank({ workerId: 'prefill-0', role: 'prefill', geometry, tpRank: 0, tpSize: 1, blocks: BLOCKS, backend });
+    const decode = await Promise.all(
+      [0, 1].map((tpRank) =>
+        openRank({ workerId: 'decode-0', role: 'decode', geometry, tpRank, tpSize: 2, blocks: BLOCKS, backend }),
+      ),
+    );
+    const prefill = await openRank({
+      workerId: 'prefill-0',
+      role: 'prefill',
+      geometry,
+      tpRank: 0,
+      tpSize: 1,
+      blocks: BLOCKS,
+      backend,
+    });
     decode.forEach((rank, tpRank) => fillPattern(rank.allocation.view(), 100 + tpRank));
     prefill.allocation.view().fill(0);
 
@@ -47,7 +59,8 @@ describe.each(testedBackends)('planTransfer output posted as is on %s', (backend
     expect(results.reduce((sum, result) => sum + result.bytesDone, 0)).toBe(Number(plan.totalBytes));
 
     // Every destination range holds exactly the source range the plan names.
-    const base = (rank: RankSide, bank: number) => Number((rank.part.banks[bank]?.address ?? 0n) - rank.allocation.address);
+    const base = (rank: RankSide, bank: number) =>
+      Number((rank.part.banks[bank]?.address ?? 0n) - rank.allocation.address);
     const destination = prefill.allocation.view();
     let mismatches = 0;
     for (const pair of plan.pairs) {

@@ -19,7 +19,9 @@ afterEach(async () => {
 
 describe.runIf(ucxTestsRun)('file-backed caller memory of another process', () => {
   it('is read through its mapped file, verified and counted', async () => {
-    const child = spawnScript('test/support/source-process.ts', { args: [agentName('file-source'), String(BYTES), String(SEED), 'file'] });
+    const child = spawnScript('test/support/source-process.ts', {
+      args: [agentName('file-source'), String(BYTES), String(SEED), 'file'],
+    });
     children.push(child);
     const published = await child.next<{ metadata: string; region: number }>('ready');
     const reader = await transport.createAgent({ name: agentName('file-reader'), backend: 'ucx' });

@@ -12,7 +12,9 @@ describe.each(testedBackends)('process lifecycle on %s', (backend) => {
   it('warns about a handle dropped without being closed, and leaves its native memory alone', async () => {
     const child = spawnScript('test/lifecycle/leak.ts', { args: [backend], nodeFlags: ['--expose-gc'] });
     const warned = await child.next<{ message: string; liveAllocations: number }>('warned');
-    expect(warned.message).toMatch(/Allocation 0x[0-9a-f]+ \(4096 bytes\) of agent .* was garbage-collected without being closed/);
+    expect(warned.message).toMatch(
+      /Allocation 0x[0-9a-f]+ \(4096 bytes\) of agent .* was garbage-collected without being closed/,
+    );
     expect(warned.liveAllocations).toBe(1);
     expect(await child.exited).toBe(0);
   }, 60_000);

@@ -15,15 +15,14 @@ describe.runIf(ucxTestsRun && namespaceTestsRun)('two processes in two network n
   });
   afterAll(() => pair.close());
 
-  it(
-    'B reads A’s 42-block Qwen3-0.6B prefix across the veth, every byte verified, on one tcp lane',
-    async () => {
-      const env = tcpOverVeth(pair);
-      const path = await provePrefixPull('netns', { source: { launcher: pair.a.launcher, env }, reader: { launcher: pair.b.launcher, env } });
-      const lanes = [...path.matchAll(/lane\[\d+\]:\s+\d+:(\S+)/g)].map((match) => match[1]);
-      expect(lanes).toEqual([`tcp/${pair.device}.0`]);
-      expect(path).toMatch(/region \d+ of '[^']+': gets and puts through UCX/);
-    },
-    120_000,
-  );
+  it('B reads A’s 42-block Qwen3-0.6B prefix across the veth, every byte verified, on one tcp lane', async () => {
+    const env = tcpOverVeth(pair);
+    const path = await provePrefixPull('netns', {
+      source: { launcher: pair.a.launcher, env },
+      reader: { launcher: pair.b.launcher, env },
+    });
+    const lanes = [...path.matchAll(/lane\[\d+\]:\s+\d+:(\S+)/g)].map((match) => match[1]);
+    expect(lanes).toEqual([`tcp/${pair.device}.0`]);
+    expect(path).toMatch(/region \d+ of '[^']+': gets and puts through UCX/);
+  }, 120_000);
 });

@@ -42,7 +42,8 @@ for (const { cpu, triplet, machine, qemu } of platforms) {
   const library = join(dir, 'libkvreuse_transport.so');
   const native = process.arch === cpu;
   const runnable = commandExists(`${triplet}-gcc`) && (native || commandExists(qemu));
-  if (!runnable && !inCi) console.warn(`platform-packages: no ${triplet}-gcc or ${qemu}: running the ${cpu} library is SKIPPED`);
+  if (!runnable && !inCi)
+    console.warn(`platform-packages: no ${triplet}-gcc or ${qemu}: running the ${cpu} library is SKIPPED`);
 
   describe(`@kvreuse/native-linux-${cpu}-gnu`, () => {
     it(`holds a ${machine} shared library that does not link UCX`, () => {
@@ -54,18 +55,34 @@ for (const { cpu, triplet, machine, qemu } of platforms) {
       expect(elf.needed.filter((name) => /^libuc[pst]\./.test(name))).toEqual([]);
     });
 
-    it.runIf(runnable || inCi)(`reads over loopback ${native ? 'natively' : `under ${qemu}`}; a ucx agent ${native && ucxTestsRun ? 'is created' : 'is refused naming libucp.so.0'}`, () => {
-      const executable = join(work, `loopback-read-${cpu}`);
-      execFileSync(`${triplet}-gcc`, ['-std=c11', '-Wall', '-Werror', `-I${include}`, '-o', executable, program, `-L${dir}`, '-l:libkvreuse_transport.so']);
-      const [command, ...args] = native ? [executable] : [qemu, '-L', `/usr/${triplet}`, executable];
-      const output = execFileSync(command!, args, {
-        encoding: 'utf8',
-        env: { ...process.env, LD_LIBRARY_PATH: dir, UCX_MEM_MALLOC_HOOKS: 'no', UCX_MEM_MMAP_HOOK_MODE: 'none' },
-      });
-      const [read, ucx] = output.trim().split('\n');
-      expect(read).toBe(`read ${1 << 20} bytes, 0 differ`);
-      if (native && ucxTestsRun) expect(ucx).toBe('ucx: created');
-      else expect(ucx).toMatch(/^ucx: KVT_ERR_NOT_SUPPORTED: kvt_agent_create: the ucx backend cannot run here: UCX's libucp\.so\.0 could not be loaded \(libucp\.so\.0: /);
-    });
+    it.runIf(runnable || inCi)(
+      `reads over loopback ${native ? 'natively' : `under ${qemu}`}; a ucx agent ${native && ucxTestsRun ? 'is created' : 'is refused naming libucp.so.0'}`,
+      () => {
+        const executable = join(work, `loopback-read-${cpu}`);
+        execFileSync(`${triplet}-gcc`, [
+          '-std=c11',
+          '-Wall',
+          '-Werror',
+          `-I${include}`,
+          '-o',
+          executable,
+          program,
+          `-L${dir}`,
+          '-l:libkvreuse_transport.so',
+        ]);
+        const [command, ...args] = native ? [executable] : [qemu, '-L', `/usr/${triplet}`, executable];
+        const output = execFileSync(command!, args, {
+          encoding: 'utf8',
+          env: { ...process.env, LD_LIBRARY_PATH: dir, UCX_MEM_MALLOC_HOOKS: 'no', UCX_MEM_MMAP_HOOK_MODE: 'none' },
+        });
+        const [read, ucx] = output.trim().split('\n');
+        expect(read).toBe(`read ${1 << 20} bytes, 0 differ`);
+        if (native && ucxTestsRun) expect(ucx).toBe('ucx: created');
+        else
+          expect(ucx).toMatch(
+            /^ucx: KVT_ERR_NOT_SUPPORTED: kvt_agent_create: the ucx backend cannot run here: UCX's libucp\.so\.0 could not be loaded \(libucp\.so\.0: /,
+          );
+      },
+    );
   });
 }

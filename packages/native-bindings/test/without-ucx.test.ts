@@ -14,14 +14,19 @@ import { spawnScript } from './support/child.js';
 function installedLibucp(): string {
   const line = execFileSync('ldconfig', ['-p'], { encoding: 'utf8' })
     .split('\n')
-    .find((entry) => entry.trim().startsWith('libucp.so.0 ') && entry.includes(process.arch === 'x64' ? 'x86-64' : 'AArch64'));
+    .find(
+      (entry) =>
+        entry.trim().startsWith('libucp.so.0 ') && entry.includes(process.arch === 'x64' ? 'x86-64' : 'AArch64'),
+    );
   const path = line?.split(' => ')[1]?.trim();
-  if (path === undefined) throw new Error('libucp.so.0 is not in the dynamic loader cache (ldconfig -p): install UCX (libucx0)');
+  if (path === undefined)
+    throw new Error('libucp.so.0 is not in the dynamic loader cache (ldconfig -p): install UCX (libucx0)');
   return realpathSync(path);
 }
 
 const isRoot = process.getuid?.() === 0;
-if (!isRoot && !inCi) console.warn('native-bindings: not root, so the test without libucp.so.0 (a bind mount) is SKIPPED');
+if (!isRoot && !inCi)
+  console.warn('native-bindings: not root, so the test without libucp.so.0 (a bind mount) is SKIPPED');
 
 describe.runIf(ucxTestsRun && (isRoot || inCi))('a process in which libucp.so.0 cannot be loaded', () => {
   it('moves bytes on the loopback backend and refuses the ucx backend with NOT_SUPPORTED naming libucp.so.0', async () => {
@@ -40,7 +45,9 @@ describe.runIf(ucxTestsRun && (isRoot || inCi))('a process in which libucp.so.0 
       ucx: {
         code: 'NOT_SUPPORTED',
         call: 'kvt_agent_create_begin',
-        detail: expect.stringMatching(/^kvt_agent_create: the ucx backend cannot run here: UCX's libucp\.so\.0 could not be loaded \(.*libucp\.so\.0.*\)/),
+        detail: expect.stringMatching(
+          /^kvt_agent_create: the ucx backend cannot run here: UCX's libucp\.so\.0 could not be loaded \(.*libucp\.so\.0.*\)/,
+        ),
       },
     });
   });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { machineCapabilities, type ReuseSwitches, settingsFor, vramCapabilities, workerOf, workersOf } from '../test/support.js';
+import {
+  machineCapabilities,
+  type ReuseSwitches,
+  settingsFor,
+  vramCapabilities,
+  workerOf,
+  workersOf,
+} from '../test/support.js';
 import { activationConditions, explainActivation } from './activation.js';
 import type { NativeCapabilities } from './admit.js';
 import { builtInProfile } from './built-in.js';
@@ -38,14 +45,34 @@ describe('explainActivation: the activation table', () => {
   // reuse off / on × GPU reuse off / on × profile absent / refused / admitted × vram capable or not.
   // GPU reuse on with reuse off is refused by @kvreuse/config itself (a rule between the two settings).
   const table: [string, Row, string, string[]][] = [
-    ['reuse off, no profile', { switches: {}, deployment: qwen, declared: false, capabilities: machineCapabilities }, 'off', ['router.enable_decode_to_prefill_reuse is off']],
-    ['reuse off, profile admitted, vram capable', { switches: {}, deployment: llama70b, declared: true, capabilities: vramCapabilities }, 'off', ['router.enable_decode_to_prefill_reuse is off']],
-    ['reuse off, profile refused', { switches: {}, deployment: llama70b, declared: true, capabilities: machineCapabilities }, 'off', ['router.enable_decode_to_prefill_reuse is off']],
+    [
+      'reuse off, no profile',
+      { switches: {}, deployment: qwen, declared: false, capabilities: machineCapabilities },
+      'off',
+      ['router.enable_decode_to_prefill_reuse is off'],
+    ],
+    [
+      'reuse off, profile admitted, vram capable',
+      { switches: {}, deployment: llama70b, declared: true, capabilities: vramCapabilities },
+      'off',
+      ['router.enable_decode_to_prefill_reuse is off'],
+    ],
+    [
+      'reuse off, profile refused',
+      { switches: {}, deployment: llama70b, declared: true, capabilities: machineCapabilities },
+      'off',
+      ['router.enable_decode_to_prefill_reuse is off'],
+    ],
     [
       'reuse on, GPU reuse off, no profile, this machine',
       { switches: reuseOnly, deployment: qwen, declared: false, capabilities: machineCapabilities },
       'host-only',
-      ['router.enable_decode_to_prefill_gpu_reuse is off', 'no deployment profile is declared', `the native library cannot register vram: ${noVram}`, '0 of the 112 banks of the source workers (decode-1) are vram'],
+      [
+        'router.enable_decode_to_prefill_gpu_reuse is off',
+        'no deployment profile is declared',
+        `the native library cannot register vram: ${noVram}`,
+        '0 of the 112 banks of the source workers (decode-1) are vram',
+      ],
     ],
     [
       'reuse on, GPU reuse off, profile admitted, vram capable, vram sources',
@@ -55,9 +82,17 @@ describe('explainActivation: the activation table', () => {
     ],
     [
       'reuse on, GPU reuse off, profile refused',
-      { switches: reuseOnly, deployment: qwen, declared: true, capabilities: machineCapabilities, extra: ['--transport-backend=loopback'] },
+      {
+        switches: reuseOnly,
+        deployment: qwen,
+        declared: true,
+        capabilities: machineCapabilities,
+        extra: ['--transport-backend=loopback'],
+      },
       'off',
-      ['profile qwen3-0.6b-bf16-b64 is refused: transport.backend: expected "ucx", actual "loopback" (setting transport.backend)'],
+      [
+        'profile qwen3-0.6b-bf16-b64 is refused: transport.backend: expected "ucx", actual "loopback" (setting transport.backend)',
+      ],
     ],
     [
       'reuse on, GPU reuse on, no profile, vram capable, vram sources',
@@ -69,19 +104,28 @@ describe('explainActivation: the activation table', () => {
       'reuse on, GPU reuse on, no profile, this machine',
       { switches: on, deployment: qwen, declared: false, capabilities: machineCapabilities },
       'host-only',
-      ['no deployment profile is declared', `the native library cannot register vram: ${noVram}`, '0 of the 112 banks of the source workers (decode-1) are vram'],
+      [
+        'no deployment profile is declared',
+        `the native library cannot register vram: ${noVram}`,
+        '0 of the 112 banks of the source workers (decode-1) are vram',
+      ],
     ],
     [
       'reuse on, GPU reuse on, the 70B profile on this machine: refused with the native reason',
       { switches: on, deployment: llama70b, declared: true, capabilities: machineCapabilities },
       'off',
-      [`profile llama-3.1-70b-bf16-b64 is refused: nativeCapabilities: expected "vram", actual ${JSON.stringify(noVram)} (the native library lacks vram)`],
+      [
+        `profile llama-3.1-70b-bf16-b64 is refused: nativeCapabilities: expected "vram", actual ${JSON.stringify(noVram)} (the native library lacks vram)`,
+      ],
     ],
     [
       'reuse on, GPU reuse on, profile admitted, this machine (host memory profile)',
       { switches: on, deployment: qwen, declared: true, capabilities: machineCapabilities },
       'host-only',
-      [`the native library cannot register vram: ${noVram}`, '0 of the 112 banks of the source workers (decode-1) are vram'],
+      [
+        `the native library cannot register vram: ${noVram}`,
+        '0 of the 112 banks of the source workers (decode-1) are vram',
+      ],
     ],
     [
       'reuse on, GPU reuse on, profile admitted, vram capable, host-memory sources',
@@ -89,7 +133,12 @@ describe('explainActivation: the activation table', () => {
       'host-only',
       ['0 of the 64 banks of the source workers (decode-1) are vram'],
     ],
-    ['reuse on, GPU reuse on, profile admitted, vram capable, vram sources', { switches: on, deployment: llama70b, declared: true, capabilities: vramCapabilities }, 'gpu', []],
+    [
+      'reuse on, GPU reuse on, profile admitted, vram capable, vram sources',
+      { switches: on, deployment: llama70b, declared: true, capabilities: vramCapabilities },
+      'gpu',
+      [],
+    ],
   ];
 
   it.each(table)('%s → %s', (_name, row, mode, reasons) => {
@@ -97,7 +146,12 @@ describe('explainActivation: the activation table', () => {
   });
 
   it('judges every condition, in order, whatever the mode', () => {
-    const activation = activationOf({ switches: on, deployment: llama70b, declared: true, capabilities: machineCapabilities });
+    const activation = activationOf({
+      switches: on,
+      deployment: llama70b,
+      declared: true,
+      capabilities: machineCapabilities,
+    });
     expect(activation.conditions.map((condition) => [condition.name, condition.holds])).toEqual([
       ['reuse-setting', true],
       ['gpu-reuse-setting', true],
@@ -107,31 +161,55 @@ describe('explainActivation: the activation table', () => {
       ['vram-sources', true],
     ]);
     expect(activation.conditions.map((condition) => condition.name)).toEqual([...activationConditions]);
-    expect(activation.admission).toMatchObject({ admitted: false, reasons: [{ field: 'nativeCapabilities', actual: noVram }] });
+    expect(activation.admission).toMatchObject({
+      admitted: false,
+      reasons: [{ field: 'nativeCapabilities', actual: noVram }],
+    });
     expect(activation.conditions[5]!.detail).toBe('1280 of the 1280 banks of the source workers (decode-1) are vram');
   });
 
   it('counts only admitted workers as sources, naming each worker the profile refuses on its own descriptor', () => {
     const [gpuDecode] = workersOf(llama70b);
-    const tp4 = workerOf({ workerId: 'decode-tp4', role: 'decode', geometry: llama70b.geometry, tpSize: 4, memKind: 'vram' });
-    const activation = explainActivation({ settings: settingsFor(llama70b, on), profile: llama70b, capabilities: vramCapabilities, workers: [gpuDecode!, tp4] });
+    const tp4 = workerOf({
+      workerId: 'decode-tp4',
+      role: 'decode',
+      geometry: llama70b.geometry,
+      tpSize: 4,
+      memKind: 'vram',
+    });
+    const activation = explainActivation({
+      settings: settingsFor(llama70b, on),
+      profile: llama70b,
+      capabilities: vramCapabilities,
+      workers: [gpuDecode!, tp4],
+    });
     expect(activation).toMatchObject({ mode: 'gpu', reasons: [] });
     expect(activation.conditions.find((condition) => condition.name === 'profile-admitted')).toEqual({
       name: 'profile-admitted',
       holds: true,
-      detail: 'profile llama-3.1-70b-bf16-b64 is admitted, but worker decode-tp4 is refused and never becomes ready (worker decode-tp4: roles.decode.tpSize: expected 8, actual 4)',
+      detail:
+        'profile llama-3.1-70b-bf16-b64 is admitted, but worker decode-tp4 is refused and never becomes ready (worker decode-tp4: roles.decode.tpSize: expected 8, actual 4)',
     });
-    expect(activation.conditions.at(-1)!.detail).toBe('1280 of the 1280 banks of the source workers (decode-1) are vram');
+    expect(activation.conditions.at(-1)!.detail).toBe(
+      '1280 of the 1280 banks of the source workers (decode-1) are vram',
+    );
   });
 
   it('says so when no source worker is known', () => {
-    const activation = explainActivation({ settings: settingsFor(llama70b, on), profile: llama70b, capabilities: vramCapabilities, workers: [] });
+    const activation = explainActivation({
+      settings: settingsFor(llama70b, on),
+      profile: llama70b,
+      capabilities: vramCapabilities,
+      workers: [],
+    });
     expect(activation).toMatchObject({ mode: 'host-only', reasons: ['no source (decode) worker is known'] });
   });
 
   it('refuses facts without a profile key, and facts of the wrong shape', () => {
     const facts = { settings: settingsFor(qwen), capabilities: machineCapabilities, workers: [] };
-    expect(() => explainActivation(facts as never)).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'facts.profile' }));
+    expect(() => explainActivation(facts as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'facts.profile' }),
+    );
     expect(() => explainActivation({ ...facts, profile: undefined, settings: undefined as never })).toThrow(
       expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'facts.settings' }),
     );

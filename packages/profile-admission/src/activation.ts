@@ -6,7 +6,14 @@ import { checkedProfile, type Profile } from './profile.js';
 export type ActivationMode = 'off' | 'host-only' | 'gpu';
 
 /** The conditions of GPU reuse, in the order they are judged. */
-export const activationConditions = ['reuse-setting', 'gpu-reuse-setting', 'profile-declared', 'profile-admitted', 'vram-capable', 'vram-sources'] as const;
+export const activationConditions = [
+  'reuse-setting',
+  'gpu-reuse-setting',
+  'profile-declared',
+  'profile-admitted',
+  'vram-capable',
+  'vram-sources',
+] as const;
 export type ActivationConditionName = (typeof activationConditions)[number];
 
 export interface ActivationCondition {
@@ -43,7 +50,11 @@ export interface Activation {
 export function explainActivation(facts: ActivationFacts): Activation {
   checkFacts(facts);
   if (!('profile' in facts)) {
-    throw new InvalidAdmissionInputError('facts.profile', undefined, 'must be given: the declared profile, or undefined when none is declared');
+    throw new InvalidAdmissionInputError(
+      'facts.profile',
+      undefined,
+      'must be given: the declared profile, or undefined when none is declared',
+    );
   }
   const { settings, capabilities, workers } = facts;
   const profile = facts.profile === undefined ? undefined : checkedProfile(facts.profile);
@@ -54,12 +65,15 @@ export function explainActivation(facts: ActivationFacts): Activation {
   // A process-wide contradiction refuses every worker at the gate; a worker's own only that worker.
   const processWide = reasons.filter((reason) => reason.workerId === undefined);
   const refused = new Map<string, string[]>();
-  for (const { workerId, message } of reasons) if (workerId !== undefined) refused.set(workerId, [...(refused.get(workerId) ?? []), message]);
+  for (const { workerId, message } of reasons)
+    if (workerId !== undefined) refused.set(workerId, [...(refused.get(workerId) ?? []), message]);
   const sources = workers.filter((worker) => worker.role === 'decode');
   const admittedSources = sources.filter((worker) => !refused.has(worker.workerId));
   const sourceBanks = admittedSources.flatMap((worker) => worker.ranks.flatMap((part) => part.banks));
   const vramBanks = sourceBanks.filter((bank) => bank.memKind === 'vram').length;
-  const refusedWorkers = [...refused].map(([workerId, messages]) => `${workerId} is refused and never becomes ready (${messages.join('; ')})`).join('; ');
+  const refusedWorkers = [...refused]
+    .map(([workerId, messages]) => `${workerId} is refused and never becomes ready (${messages.join('; ')})`)
+    .join('; ');
 
   const conditions: ActivationCondition[] = [
     {
@@ -75,7 +89,10 @@ export function explainActivation(facts: ActivationFacts): Activation {
     {
       name: 'profile-declared',
       holds: profile !== undefined,
-      detail: profile === undefined ? 'no deployment profile is declared' : `profile ${profile.name} (version ${profile.version}) is declared`,
+      detail:
+        profile === undefined
+          ? 'no deployment profile is declared'
+          : `profile ${profile.name} (version ${profile.version}) is declared`,
     },
     {
       name: 'profile-admitted',
@@ -90,7 +107,9 @@ export function explainActivation(facts: ActivationFacts): Activation {
     {
       name: 'vram-capable',
       holds: capabilities.vram.supported,
-      detail: capabilities.vram.supported ? 'the native library can register vram' : `the native library cannot register vram: ${capabilities.vram.reason}`,
+      detail: capabilities.vram.supported
+        ? 'the native library can register vram'
+        : `the native library cannot register vram: ${capabilities.vram.reason}`,
     },
     {
       name: 'vram-sources',
@@ -103,10 +122,12 @@ export function explainActivation(facts: ActivationFacts): Activation {
             : `${vramBanks} of the ${sourceBanks.length} banks of the source workers (${admittedSources.map((worker) => worker.workerId).join(', ')}) are vram`,
     },
   ];
-  const failing = (name: ActivationConditionName): ActivationCondition | undefined => conditions.find((condition) => condition.name === name && !condition.holds);
+  const failing = (name: ActivationConditionName): ActivationCondition | undefined =>
+    conditions.find((condition) => condition.name === name && !condition.holds);
   const off = failing('reuse-setting') ?? (profile === undefined ? undefined : failing('profile-admitted'));
   if (off !== undefined) return { mode: 'off', reasons: [off.detail], conditions, admission };
   const hostOnly = conditions.filter((condition) => !condition.holds && condition.name !== 'profile-admitted');
-  if (hostOnly.length > 0) return { mode: 'host-only', reasons: hostOnly.map((condition) => condition.detail), conditions, admission };
+  if (hostOnly.length > 0)
+    return { mode: 'host-only', reasons: hostOnly.map((condition) => condition.detail), conditions, admission };
   return { mode: 'gpu', reasons: [], conditions, admission };
 }

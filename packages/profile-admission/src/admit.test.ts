@@ -29,10 +29,13 @@ function refusals(profile: Profile, facts: AdmissionFacts): string[] {
 describe('admit: the admitted path of every built-in profile this machine can run', () => {
   const runnable = builtInProfiles().filter((profile) => profile.name !== 'llama-3.1-70b-bf16-b64');
 
-  it.each(runnable.map((profile) => [profile.name, profile] as const))('admits %s with its workers in host memory on this machine', (_name, profile) => {
-    expect(machineCapabilities.vram.supported).toBe(false);
-    expect(admit(profile, factsFor(profile, { workers: workersOf(profile, 'dram') }))).toEqual({ admitted: true });
-  });
+  it.each(runnable.map((profile) => [profile.name, profile] as const))(
+    'admits %s with its workers in host memory on this machine',
+    (_name, profile) => {
+      expect(machineCapabilities.vram.supported).toBe(false);
+      expect(admit(profile, factsFor(profile, { workers: workersOf(profile, 'dram') }))).toEqual({ admitted: true });
+    },
+  );
 
   it('admits llama-3.1-70b-bf16-b64 only where the native library registers vram (a stand-in library here)', () => {
     expect(admit(llama70b, factsFor(llama70b, { capabilities: vramCapabilities }))).toEqual({ admitted: true });
@@ -42,7 +45,9 @@ describe('admit: the admitted path of every built-in profile this machine can ru
 describe('admit: every refusal names the profile field, the expected and the actual value', () => {
   it('refuses llama-3.1-70b-bf16-b64 on this machine with the native library’s own reason, for the profile and for each worker’s vram', () => {
     const reasons = refusals(llama70b, factsFor(llama70b));
-    expect(reasons).toEqual([`* nativeCapabilities: "vram" → ${JSON.stringify(machineCapabilities.vram.supported ? '' : machineCapabilities.vram.reason)}`]);
+    expect(reasons).toEqual([
+      `* nativeCapabilities: "vram" → ${JSON.stringify(machineCapabilities.vram.supported ? '' : machineCapabilities.vram.reason)}`,
+    ]);
     const result = admit(llama70b, factsFor(llama70b));
     expect(!result.admitted && result.reasons[0]!.message).toBe(
       'nativeCapabilities: expected "vram", actual "no: this library is built without GPU memory support (no CUDA/ROCm memory domain is used), so only dram can be registered" (the native library lacks vram)',
@@ -72,22 +77,36 @@ describe('admit: every refusal names the profile field, the expected and the act
           expected: ['dram'],
           actual: 'vram',
           workerId: 'decode-1',
-          message: 'worker decode-1: roles.decode.memoryKinds: expected ["dram"], actual "vram" (112 vram banks, the first bank 0 of rank (tp 0, pp 0))',
+          message:
+            'worker decode-1: roles.decode.memoryKinds: expected ["dram"], actual "vram" (112 vram banks, the first bank 0 of rank (tp 0, pp 0))',
         },
       ],
     });
   });
 
   it('fails closed on the block hash: another function or another seed never matches', () => {
-    expect(refusals(qwen, factsFor(qwen, { blockHashFunction: 'kvreuse.block-hash.v1' }))).toEqual(['* blockHash.function: "kvreuse.block-hash.v3" → "kvreuse.block-hash.v1"']);
-    expect(refusals(qwen, factsFor(qwen, { settings: settingsFor(qwen, {}, ['--inventory-hash-seed=qwen3@other']) }))).toEqual(['* blockHash.seed: "Qwen/Qwen3-0.6B" → "qwen3@other"']);
+    expect(refusals(qwen, factsFor(qwen, { blockHashFunction: 'kvreuse.block-hash.v1' }))).toEqual([
+      '* blockHash.function: "kvreuse.block-hash.v3" → "kvreuse.block-hash.v1"',
+    ]);
+    expect(
+      refusals(qwen, factsFor(qwen, { settings: settingsFor(qwen, {}, ['--inventory-hash-seed=qwen3@other']) })),
+    ).toEqual(['* blockHash.seed: "Qwen/Qwen3-0.6B" → "qwen3@other"']);
   });
 
   it('fails closed on the block size and the layout, naming each differing geometry field', () => {
     const b16 = workerOf({ role: 'decode', geometry: llama8b16.geometry, tpSize: 1 });
-    expect(refusals(llama8b64, factsFor(llama8b64, { workers: [b16] }))).toEqual(['decode-1 geometry.blockTokens: 64 → 16']);
-    const nhd = workerOf({ role: 'decode', geometry: { ...qwen.geometry, bankLayout: 'fully-contiguous', headOrder: 'NHD' }, tpSize: 2 });
-    expect(refusals(qwen, factsFor(qwen, { workers: [nhd] }))).toEqual(['decode-1 geometry.bankLayout: "layer-separate" → "fully-contiguous"', 'decode-1 geometry.headOrder: "HND" → "NHD"']);
+    expect(refusals(llama8b64, factsFor(llama8b64, { workers: [b16] }))).toEqual([
+      'decode-1 geometry.blockTokens: 64 → 16',
+    ]);
+    const nhd = workerOf({
+      role: 'decode',
+      geometry: { ...qwen.geometry, bankLayout: 'fully-contiguous', headOrder: 'NHD' },
+      tpSize: 2,
+    });
+    expect(refusals(qwen, factsFor(qwen, { workers: [nhd] }))).toEqual([
+      'decode-1 geometry.bankLayout: "layer-separate" → "fully-contiguous"',
+      'decode-1 geometry.headOrder: "HND" → "NHD"',
+    ]);
     const llama = workerOf({ role: 'decode', geometry: llama8b64.geometry, tpSize: 2 });
     expect(refusals(qwen, factsFor(qwen, { workers: [llama] }))).toEqual(['decode-1 geometry.numLayers: 28 → 32']);
   });
@@ -95,7 +114,9 @@ describe('admit: every refusal names the profile field, the expected and the act
   it('refuses a digest that does not match even when every field does', () => {
     const [decode] = workersOf(qwen);
     const odd = { ...decode!, geometryDigest: '0'.repeat(64) };
-    expect(refusals(qwen, factsFor(qwen, { workers: [odd] }))).toEqual([`decode-1 geometryDigest: "${qwen.geometryDigest}" → "${'0'.repeat(64)}"`]);
+    expect(refusals(qwen, factsFor(qwen, { workers: [odd] }))).toEqual([
+      `decode-1 geometryDigest: "${qwen.geometryDigest}" → "${'0'.repeat(64)}"`,
+    ]);
   });
 
   it('refuses a role the profile does not declare, and a parallelism it does not state', () => {
@@ -110,18 +131,22 @@ describe('admit: every refusal names the profile field, the expected and the act
   });
 
   it('refuses a transport backend other than the profile’s, or one the library is built without', () => {
-    expect(refusals(qwen, factsFor(qwen, { settings: settingsFor(qwen, {}, ['--transport-backend=loopback']) }))).toEqual(['* transport.backend: "ucx" → "loopback"']);
-    expect(refusals(qwen, factsFor(qwen, { capabilities: { backends: ['loopback'], vram: machineCapabilities.vram } }))).toEqual([
-      '* transport.backend: "ucx" → ["loopback"]',
-      '* nativeCapabilities: "ucx" → "backends loopback"',
-    ]);
+    expect(
+      refusals(qwen, factsFor(qwen, { settings: settingsFor(qwen, {}, ['--transport-backend=loopback']) })),
+    ).toEqual(['* transport.backend: "ucx" → "loopback"']);
+    expect(
+      refusals(qwen, factsFor(qwen, { capabilities: { backends: ['loopback'], vram: machineCapabilities.vram } })),
+    ).toEqual(['* transport.backend: "ucx" → ["loopback"]', '* nativeCapabilities: "ucx" → "backends loopback"']);
   });
 
   it('refuses settings the profile requires with other values, and settings it forbids', () => {
     const strict = parseProfile({
       ...qwen,
       name: 'qwen-strict',
-      settings: { required: { 'router.enableDecodeToPrefillReuse': true, 'discovery.backend': 'etcd' }, forbidden: { 'drain.failedLoadPolicy': ['fail'] } },
+      settings: {
+        required: { 'router.enableDecodeToPrefillReuse': true, 'discovery.backend': 'etcd' },
+        forbidden: { 'drain.failedLoadPolicy': ['fail'] },
+      },
     });
     const settings = settingsFor(strict, {}, ['--drain-failed-load-policy=fail']);
     expect(refusals(strict, factsFor(strict, { settings }))).toEqual([
@@ -130,7 +155,9 @@ describe('admit: every refusal names the profile field, the expected and the act
       '* settings.forbidden["drain.failedLoadPolicy"]: ["fail"] → "fail"',
     ]);
     const result = admit(strict, factsFor(strict, { settings }));
-    expect(!result.admitted && result.reasons[2]!.message).toBe('settings.forbidden["drain.failedLoadPolicy"]: expected none of ["fail"], actual "fail" (setting drain.failedLoadPolicy)');
+    expect(!result.admitted && result.reasons[2]!.message).toBe(
+      'settings.forbidden["drain.failedLoadPolicy"]: expected none of ["fail"], actual "fail" (setting drain.failedLoadPolicy)',
+    );
     const met = settingsFor(strict, { reuse: true }, ['--discovery-backend=etcd']);
     expect(admit(strict, factsFor(strict, { settings: met }))).toEqual({ admitted: true });
   });
@@ -151,9 +178,13 @@ describe('admit: every refusal names the profile field, the expected and the act
     expect(() => admit(qwen, undefined as never)).toThrow(refused('facts'));
     expect(() => admit(qwen, { ...facts, workers: undefined as never })).toThrow(refused('facts.workers'));
     expect(() => admit(qwen, { ...facts, workers: [{}] as never })).toThrow(refused('facts.workers[0]'));
-    expect(() => admit(qwen, { ...facts, capabilities: { backends: ['ucx'] } as never })).toThrow(refused('facts.capabilities'));
+    expect(() => admit(qwen, { ...facts, capabilities: { backends: ['ucx'] } as never })).toThrow(
+      refused('facts.capabilities'),
+    );
     expect(() => admit(qwen, { ...facts, settings: { router: {} } as never })).toThrow(refused('facts.settings'));
     expect(() => admit(qwen, { ...facts, blockHashFunction: 2 as never })).toThrow(refused('facts.blockHashFunction'));
-    expect(() => admit({ ...qwen, geometryDigest: 'x' } as never, facts)).toThrow(expect.objectContaining({ code: 'INVALID_PROFILE' }));
+    expect(() => admit({ ...qwen, geometryDigest: 'x' } as never, facts)).toThrow(
+      expect.objectContaining({ code: 'INVALID_PROFILE' }),
+    );
   });
 });

@@ -3,7 +3,14 @@ import type { SettingPath, Settings } from '@kvreuse/config';
 import { geometryFields, type Worker } from '@kvreuse/descriptors';
 import { blockHashFunction } from '@kvreuse/inventory';
 import { InvalidAdmissionInputError } from './errors.js';
-import { checkedProfile, declaredRoles, type NativeCapabilityName, pinnedSettings, type Profile, settingField } from './profile.js';
+import {
+  checkedProfile,
+  declaredRoles,
+  type NativeCapabilityName,
+  pinnedSettings,
+  type Profile,
+  settingField,
+} from './profile.js';
 
 /**
  * What admission reads of the native library, as plain facts: the part of `Transport.capabilities()` of
@@ -41,7 +48,8 @@ export interface AdmissionReason {
   readonly message: string;
 }
 
-export type AdmissionResult = { readonly admitted: true } | { readonly admitted: false; readonly reasons: readonly AdmissionReason[] };
+export type AdmissionResult =
+  { readonly admitted: true } | { readonly admitted: false; readonly reasons: readonly AdmissionReason[] };
 
 /**
  * Admits a profile against the running facts, failing closed: the profile is admitted only when every
@@ -54,7 +62,14 @@ export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult
   const profile = checkedProfile(declared);
   checkFacts(facts);
   const reasons: AdmissionReason[] = [];
-  const refuse: Refuse = ({ field, expected, actual, workerId, why, expectedWords = `expected ${showValue(expected)}` }) => {
+  const refuse: Refuse = ({
+    field,
+    expected,
+    actual,
+    workerId,
+    why,
+    expectedWords = `expected ${showValue(expected)}`,
+  }) => {
     const who = workerId === undefined ? '' : `worker ${workerId}: `;
     const message = `${who}${field}: ${expectedWords}, actual ${showValue(actual)}${why === undefined ? '' : ` (${why})`}`;
     reasons.push({ field, expected, actual, workerId, message });
@@ -62,7 +77,12 @@ export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult
 
   const hashFunction = facts.blockHashFunction ?? blockHashFunction;
   if (profile.blockHash.function !== hashFunction) {
-    refuse({ field: 'blockHash.function', expected: profile.blockHash.function, actual: hashFunction, why: 'workers hashing differently never share a block' });
+    refuse({
+      field: 'blockHash.function',
+      expected: profile.blockHash.function,
+      actual: hashFunction,
+      why: 'workers hashing differently never share a block',
+    });
   }
   for (const { setting, value, field } of pinnedSettings(profile)) {
     const actual = settingValue(facts.settings, setting);
@@ -71,16 +91,28 @@ export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult
   for (const [setting, values] of Object.entries(profile.settings.forbidden)) {
     const actual = settingValue(facts.settings, setting as SettingPath);
     if (values.some((value) => isDeepStrictEqual(actual, value))) {
-      refuse({ field: settingField('forbidden', setting), expected: values, expectedWords: `expected none of ${showValue(values)}`, actual, why: `setting ${setting}` });
+      refuse({
+        field: settingField('forbidden', setting),
+        expected: values,
+        expectedWords: `expected none of ${showValue(values)}`,
+        actual,
+        why: `setting ${setting}`,
+      });
     }
   }
   const { capabilities } = facts;
   if (!capabilities.backends.includes(profile.transport.backend)) {
-    refuse({ field: 'transport.backend', expected: profile.transport.backend, actual: capabilities.backends, why: 'the native library is built without this backend' });
+    refuse({
+      field: 'transport.backend',
+      expected: profile.transport.backend,
+      actual: capabilities.backends,
+      why: 'the native library is built without this backend',
+    });
   }
   for (const name of profile.nativeCapabilities) {
     const missing = missingCapability(name, capabilities);
-    if (missing !== undefined) refuse({ field: 'nativeCapabilities', expected: name, actual: missing, why: `the native library lacks ${name}` });
+    if (missing !== undefined)
+      refuse({ field: 'nativeCapabilities', expected: name, actual: missing, why: `the native library lacks ${name}` });
   }
   for (const worker of facts.workers) admitWorker(profile, worker, capabilities, refuse);
   return reasons.length === 0 ? { admitted: true } : { admitted: false, reasons };
@@ -108,17 +140,30 @@ function admitWorker(profile: Profile, worker: Worker, capabilities: NativeCapab
   const { workerId } = worker;
   const role = profile.roles[worker.role];
   if (role === undefined) {
-    refuse({ field: 'roles', expected: declaredRoles(profile).map(({ role: name }) => name), actual: worker.role, workerId, why: 'the profile declares no such role' });
+    refuse({
+      field: 'roles',
+      expected: declaredRoles(profile).map(({ role: name }) => name),
+      actual: worker.role,
+      workerId,
+      why: 'the profile declares no such role',
+    });
     return;
   }
-  if (worker.tpSize !== role.tpSize) refuse({ field: `roles.${worker.role}.tpSize`, expected: role.tpSize, actual: worker.tpSize, workerId });
-  if (worker.ppSize !== role.ppSize) refuse({ field: `roles.${worker.role}.ppSize`, expected: role.ppSize, actual: worker.ppSize, workerId });
+  if (worker.tpSize !== role.tpSize)
+    refuse({ field: `roles.${worker.role}.tpSize`, expected: role.tpSize, actual: worker.tpSize, workerId });
+  if (worker.ppSize !== role.ppSize)
+    refuse({ field: `roles.${worker.role}.ppSize`, expected: role.ppSize, actual: worker.ppSize, workerId });
 
   let geometryDiffers = false;
   for (const field of geometryFields) {
     if (worker.geometry[field] !== profile.geometry[field]) {
       geometryDiffers = true;
-      refuse({ field: `geometry.${field}`, expected: profile.geometry[field], actual: worker.geometry[field], workerId });
+      refuse({
+        field: `geometry.${field}`,
+        expected: profile.geometry[field],
+        actual: worker.geometry[field],
+        workerId,
+      });
     }
   }
   if (!geometryDiffers && worker.geometryDigest !== profile.geometryDigest) {
@@ -129,16 +174,33 @@ function admitWorker(profile: Profile, worker: Worker, capabilities: NativeCapab
   for (const part of worker.ranks) {
     part.banks.forEach((bank, index) => {
       const seen = kinds.get(bank.memKind);
-      if (seen === undefined) kinds.set(bank.memKind, { count: 1, first: `bank ${index} of rank (tp ${part.parallel.tpRank}, pp ${part.parallel.ppRank})` });
+      if (seen === undefined)
+        kinds.set(bank.memKind, {
+          count: 1,
+          first: `bank ${index} of rank (tp ${part.parallel.tpRank}, pp ${part.parallel.ppRank})`,
+        });
       else seen.count++;
     });
   }
   for (const [kind, { count, first }] of kinds) {
     const field = `roles.${worker.role}.memoryKinds`;
     if (!(role.memoryKinds as readonly string[]).includes(kind)) {
-      refuse({ field, expected: role.memoryKinds, actual: kind, workerId, why: `${count} ${kind} banks, the first ${first}` });
+      refuse({
+        field,
+        expected: role.memoryKinds,
+        actual: kind,
+        workerId,
+        why: `${count} ${kind} banks, the first ${first}`,
+      });
     } else if (kind === 'vram' && !capabilities.vram.supported && !profile.nativeCapabilities.includes('vram')) {
-      refuse({ field, expected: 'vram', expectedWords: 'expected vram the native library can register', actual: capabilities.vram.reason, workerId, why: `${count} vram banks, the first ${first}` });
+      refuse({
+        field,
+        expected: 'vram',
+        expectedWords: 'expected vram the native library can register',
+        actual: capabilities.vram.reason,
+        workerId,
+        why: `${count} vram banks, the first ${first}`,
+      });
     }
   }
 }
@@ -158,28 +220,60 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 
 /** Refuses facts of the wrong shape up front, naming the argument. */
 export function checkFacts(facts: AdmissionFacts, argument = 'facts'): void {
-  if (!isObject(facts)) throw new InvalidAdmissionInputError(argument, facts, 'must be { workers, capabilities, settings }');
-  if (!Array.isArray(facts.workers)) throw new InvalidAdmissionInputError(`${argument}.workers`, facts.workers, 'must be an array of complete worker descriptors');
+  if (!isObject(facts))
+    throw new InvalidAdmissionInputError(argument, facts, 'must be { workers, capabilities, settings }');
+  if (!Array.isArray(facts.workers))
+    throw new InvalidAdmissionInputError(
+      `${argument}.workers`,
+      facts.workers,
+      'must be an array of complete worker descriptors',
+    );
   facts.workers.forEach((worker, index) => {
     if (!isObject(worker) || !Array.isArray(worker.ranks) || !isObject(worker.geometry)) {
-      throw new InvalidAdmissionInputError(`${argument}.workers[${index}]`, worker, 'must be a complete worker descriptor (assembleWorker of @kvreuse/descriptors)');
+      throw new InvalidAdmissionInputError(
+        `${argument}.workers[${index}]`,
+        worker,
+        'must be a complete worker descriptor (assembleWorker of @kvreuse/descriptors)',
+      );
     }
   });
   checkCapabilities(facts.capabilities, `${argument}.capabilities`);
   checkSettings(facts.settings, `${argument}.settings`);
   if (facts.blockHashFunction !== undefined && typeof facts.blockHashFunction !== 'string') {
-    throw new InvalidAdmissionInputError(`${argument}.blockHashFunction`, facts.blockHashFunction, 'must be a string when given');
+    throw new InvalidAdmissionInputError(
+      `${argument}.blockHashFunction`,
+      facts.blockHashFunction,
+      'must be a string when given',
+    );
   }
 }
 
 export function checkCapabilities(capabilities: NativeCapabilities, argument: string): void {
-  if (!isObject(capabilities) || !Array.isArray(capabilities.backends) || !isObject(capabilities.vram) || typeof capabilities.vram.supported !== 'boolean') {
-    throw new InvalidAdmissionInputError(argument, capabilities, 'must be the native capabilities (Transport.capabilities() of @kvreuse/native-bindings)');
+  if (
+    !isObject(capabilities) ||
+    !Array.isArray(capabilities.backends) ||
+    !isObject(capabilities.vram) ||
+    typeof capabilities.vram.supported !== 'boolean'
+  ) {
+    throw new InvalidAdmissionInputError(
+      argument,
+      capabilities,
+      'must be the native capabilities (Transport.capabilities() of @kvreuse/native-bindings)',
+    );
   }
 }
 
 export function checkSettings(settings: Settings, argument: string): void {
-  if (!isObject(settings) || !isObject(settings.router) || !isObject(settings.transport) || !isObject(settings.inventory)) {
-    throw new InvalidAdmissionInputError(argument, settings, 'must be resolved settings (resolveSettings of @kvreuse/config)');
+  if (
+    !isObject(settings) ||
+    !isObject(settings.router) ||
+    !isObject(settings.transport) ||
+    !isObject(settings.inventory)
+  ) {
+    throw new InvalidAdmissionInputError(
+      argument,
+      settings,
+      'must be resolved settings (resolveSettings of @kvreuse/config)',
+    );
   }
 }

@@ -10,7 +10,9 @@ describe('built-in profiles', () => {
   it('ships one JSON file per listed name, named after the profile, in the published files', () => {
     expect(readdirSync(profilesFolder).sort()).toEqual(builtInProfileNames.map((name) => `${name}.json`).sort());
     expect(builtInProfiles().map((profile) => profile.name)).toEqual([...builtInProfileNames]);
-    const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { files: string[] };
+    const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      files: string[];
+    };
     expect(manifest.files).toContain('profiles');
   });
 
@@ -41,7 +43,8 @@ describe('built-in profiles', () => {
   it('declare the roles, memory and capabilities of each deployment', () => {
     const shapes = builtInProfiles().map(({ name, roles, nativeCapabilities, transport, blockHash }) => {
       expect(blockHash.function).toBe(blockHashFunction);
-      const role = (which: 'decode' | 'prefill') => `${which} TP ${roles[which]!.tpSize} PP ${roles[which]!.ppSize} ${roles[which]!.memoryKinds.join('+')}`;
+      const role = (which: 'decode' | 'prefill') =>
+        `${which} TP ${roles[which]!.tpSize} PP ${roles[which]!.ppSize} ${roles[which]!.memoryKinds.join('+')}`;
       return `${name}: ${role('decode')} → ${role('prefill')}; ${transport.backend}; needs ${nativeCapabilities.join(', ')}`;
     });
     expect(shapes).toEqual([
@@ -57,7 +60,13 @@ describe('built-in profiles', () => {
     expect(builtInProfile('qwen3-0.6b-bf16-b64')).toBe(builtInProfile('qwen3-0.6b-bf16-b64'));
     expect(Object.isFrozen(builtInProfile('llama-3.1-70b-bf16-b64').geometry)).toBe(true);
     expect(() => builtInProfile('qwen3-8b' as never)).toThrow(
-      expect.objectContaining({ code: 'UNKNOWN_PROFILE', profileName: 'qwen3-8b', message: expect.stringMatching(/^no built-in deployment profile is named "qwen3-8b"; the built-in profiles are qwen3-0\.6b-bf16-b64, /) }),
+      expect.objectContaining({
+        code: 'UNKNOWN_PROFILE',
+        profileName: 'qwen3-8b',
+        message: expect.stringMatching(
+          /^no built-in deployment profile is named "qwen3-8b"; the built-in profiles are qwen3-0\.6b-bf16-b64, /,
+        ),
+      }),
     );
   });
 });

@@ -20,7 +20,8 @@ const loaded = new Map<string, Profile>();
  * profile. Throws `UnknownProfileError` for another name.
  */
 export function builtInProfile(name: BuiltInProfileName): Profile {
-  if (!(builtInProfileNames as readonly unknown[]).includes(name)) throw new UnknownProfileError(name, builtInProfileNames);
+  if (!(builtInProfileNames as readonly unknown[]).includes(name))
+    throw new UnknownProfileError(name, builtInProfileNames);
   let profile = loaded.get(name);
   if (profile === undefined) {
     // Sources (src/) and the build (dist/) sit side by side with profiles/, so one relative URL serves both.

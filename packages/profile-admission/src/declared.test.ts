@@ -15,7 +15,9 @@ describe('declaredProfile', () => {
     const { settings } = resolveSettings({ env: { KVREUSE_PROFILE_NAME: 'llama-3.1-70b-bf16-b64' } });
     expect(declaredProfile(settings)).toBe(builtInProfile('llama-3.1-70b-bf16-b64'));
     const unknown = resolveSettings({ argv: ['--profile-name=llama-3.1-70b'] }).settings;
-    expect(() => declaredProfile(unknown)).toThrow(expect.objectContaining({ code: 'UNKNOWN_PROFILE', profileName: 'llama-3.1-70b' }));
+    expect(() => declaredProfile(unknown)).toThrow(
+      expect.objectContaining({ code: 'UNKNOWN_PROFILE', profileName: 'llama-3.1-70b' }),
+    );
   });
 
   it('declares the profile of a file, and refuses a file that holds none', () => {
@@ -23,9 +25,13 @@ describe('declaredProfile', () => {
     try {
       const file = join(folder, 'qwen.json');
       writeFileSync(file, JSON.stringify({ ...builtInProfile('qwen3-0.6b-bf16-b64'), name: 'qwen-mine' }));
-      expect(declaredProfile(resolveSettings({ argv: [`--profile-file=${file}`] }).settings)).toMatchObject({ name: 'qwen-mine' });
+      expect(declaredProfile(resolveSettings({ argv: [`--profile-file=${file}`] }).settings)).toMatchObject({
+        name: 'qwen-mine',
+      });
       const missing = join(folder, 'missing.json');
-      expect(() => declaredProfile(resolveSettings({ argv: [`--profile-file=${missing}`] }).settings)).toThrow(expect.objectContaining({ code: 'PROFILE_FILE_UNREADABLE', file: missing }));
+      expect(() => declaredProfile(resolveSettings({ argv: [`--profile-file=${missing}`] }).settings)).toThrow(
+        expect.objectContaining({ code: 'PROFILE_FILE_UNREADABLE', file: missing }),
+      );
     } finally {
       rmSync(folder, { recursive: true, force: true });
     }
@@ -34,8 +40,14 @@ describe('declaredProfile', () => {
   it('refuses settings that declare two profiles or none of the shape it reads', () => {
     const { settings } = resolveSettings();
     const both = { ...settings, profile: { name: 'qwen3-0.6b-bf16-b64', file: 'qwen.json' } };
-    expect(() => declaredProfile(both)).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'settings.profile' }));
-    expect(() => declaredProfile({ ...settings, profile: undefined } as never)).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'settings.profile' }));
-    expect(() => declaredProfile(undefined as never)).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'settings' }));
+    expect(() => declaredProfile(both)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'settings.profile' }),
+    );
+    expect(() => declaredProfile({ ...settings, profile: undefined } as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'settings.profile' }),
+    );
+    expect(() => declaredProfile(undefined as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'settings' }),
+    );
   });
 });

@@ -14,11 +14,19 @@ export function declaredProfile(settings: Settings): Profile | undefined {
   checkSettings(settings, 'settings');
   const declared: unknown = settings.profile;
   if (typeof declared !== 'object' || declared === null) {
-    throw new InvalidAdmissionInputError('settings.profile', declared, 'must be the resolved profile group { name, file } (resolveSettings of @kvreuse/config)');
+    throw new InvalidAdmissionInputError(
+      'settings.profile',
+      declared,
+      'must be the resolved profile group { name, file } (resolveSettings of @kvreuse/config)',
+    );
   }
   const { name, file } = settings.profile;
   if (name !== '' && file !== '') {
-    throw new InvalidAdmissionInputError('settings.profile', { name, file }, 'declares two profiles: set profile.name or profile.file, not both');
+    throw new InvalidAdmissionInputError(
+      'settings.profile',
+      { name, file },
+      'declares two profiles: set profile.name or profile.file, not both',
+    );
   }
   if (name !== '') return builtInProfile(name as BuiltInProfileName);
   if (file !== '') return loadProfileFile(file);

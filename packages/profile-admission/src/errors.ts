@@ -2,7 +2,8 @@
 // profile or option involved, and the value that was refused.
 import { describeValue, KvreuseError } from '@kvreuse/errors';
 
-export type ProfileAdmissionErrorCode = 'INVALID_PROFILE' | 'PROFILE_FILE_UNREADABLE' | 'UNKNOWN_PROFILE' | 'INVALID_ADMISSION_INPUT';
+export type ProfileAdmissionErrorCode =
+  'INVALID_PROFILE' | 'PROFILE_FILE_UNREADABLE' | 'UNKNOWN_PROFILE' | 'INVALID_ADMISSION_INPUT';
 
 export abstract class ProfileAdmissionError extends KvreuseError<ProfileAdmissionErrorCode> {}
 
@@ -45,7 +46,9 @@ export class UnknownProfileError extends ProfileAdmissionError {
     readonly profileName: unknown,
     readonly known: readonly string[],
   ) {
-    super(`no built-in deployment profile is named ${describeValue(profileName)}; the built-in profiles are ${known.join(', ')}`);
+    super(
+      `no built-in deployment profile is named ${describeValue(profileName)}; the built-in profiles are ${known.join(', ')}`,
+    );
   }
 }
 

@@ -18,26 +18,49 @@ describe('admissionGate', () => {
     const tp1 = workerOf({ role: 'decode', geometry: { ...qwen.geometry, blockTokens: 16 }, tpSize: 1 });
     expect(await gate.evaluate(tp1)).toEqual({
       pass: false,
-      reason: 'worker decode-1: roles.decode.tpSize: expected 2, actual 1; worker decode-1: geometry.blockTokens: expected 64, actual 16',
+      reason:
+        'worker decode-1: roles.decode.tpSize: expected 2, actual 1; worker decode-1: geometry.blockTokens: expected 64, actual 16',
     });
   });
 
   it('fails every worker when a process-wide fact contradicts the profile: another hash function, or no vram', async () => {
     const [decode] = workersOf(qwen);
-    const otherHash = admissionGate(qwen, { capabilities: machineCapabilities, settings: settingsFor(qwen), blockHashFunction: 'kvreuse.block-hash.v1' });
-    expect(await otherHash.evaluate(decode!)).toMatchObject({ pass: false, reason: expect.stringMatching(/^blockHash\.function: expected "kvreuse\.block-hash\.v3", actual "kvreuse\.block-hash\.v1"/) });
+    const otherHash = admissionGate(qwen, {
+      capabilities: machineCapabilities,
+      settings: settingsFor(qwen),
+      blockHashFunction: 'kvreuse.block-hash.v1',
+    });
+    expect(await otherHash.evaluate(decode!)).toMatchObject({
+      pass: false,
+      reason: expect.stringMatching(
+        /^blockHash\.function: expected "kvreuse\.block-hash\.v3", actual "kvreuse\.block-hash\.v1"/,
+      ),
+    });
     const [gpuDecode] = workersOf(llama70b);
     const gpu = admissionGate(llama70b, { capabilities: machineCapabilities, settings: settingsFor(llama70b) });
-    expect(await gpu.evaluate(gpuDecode!)).toMatchObject({ pass: false, reason: expect.stringContaining('nativeCapabilities: expected "vram", actual "no: this library is built without GPU memory support') });
+    expect(await gpu.evaluate(gpuDecode!)).toMatchObject({
+      pass: false,
+      reason: expect.stringContaining(
+        'nativeCapabilities: expected "vram", actual "no: this library is built without GPU memory support',
+      ),
+    });
     const capable = admissionGate(llama70b, { capabilities: vramCapabilities, settings: settingsFor(llama70b) });
     expect(await capable.evaluate(gpuDecode!)).toEqual({ pass: true });
   });
 
   it('checks the profile and the context when it is made', () => {
     const settings = settingsFor(qwen);
-    expect(() => admissionGate({ ...qwen, version: 0 } as never, { capabilities: machineCapabilities, settings })).toThrow(expect.objectContaining({ code: 'INVALID_PROFILE' }));
-    expect(() => admissionGate(qwen, undefined as never)).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context' }));
-    expect(() => admissionGate(qwen, { capabilities: {} as never, settings })).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context.capabilities' }));
-    expect(() => admissionGate(qwen, { capabilities: machineCapabilities, settings: null as never })).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context.settings' }));
+    expect(() =>
+      admissionGate({ ...qwen, version: 0 } as never, { capabilities: machineCapabilities, settings }),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_PROFILE' }));
+    expect(() => admissionGate(qwen, undefined as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context' }),
+    );
+    expect(() => admissionGate(qwen, { capabilities: {} as never, settings })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context.capabilities' }),
+    );
+    expect(() => admissionGate(qwen, { capabilities: machineCapabilities, settings: null as never })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context.settings' }),
+    );
   });
 });

@@ -29,7 +29,12 @@ export function admissionGate(profile: Profile, context: AdmissionGateContext): 
   return {
     name: `profile ${checked.name}`,
     evaluate(worker) {
-      const result = admit(checked, { workers: [worker], capabilities, settings, ...(blockHashFunction === undefined ? {} : { blockHashFunction }) });
+      const result = admit(checked, {
+        workers: [worker],
+        capabilities,
+        settings,
+        ...(blockHashFunction === undefined ? {} : { blockHashFunction }),
+      });
       if (result.admitted) return { pass: true };
       return { pass: false, reason: result.reasons.map((reason) => reason.message).join('; ') };
     },

@@ -28,7 +28,13 @@ export {
 export { loadProfileFile } from './profile-file.js';
 export { declaredProfile } from './declared.js';
 export { builtInProfile, type BuiltInProfileName, builtInProfileNames, builtInProfiles } from './built-in.js';
-export { admit, type AdmissionFacts, type AdmissionReason, type AdmissionResult, type NativeCapabilities } from './admit.js';
+export {
+  admit,
+  type AdmissionFacts,
+  type AdmissionReason,
+  type AdmissionResult,
+  type NativeCapabilities,
+} from './admit.js';
 export {
   type Activation,
   type ActivationCondition,

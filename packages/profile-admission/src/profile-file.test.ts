@@ -20,13 +20,23 @@ describe('loadProfileFile', () => {
 
   it('loads a user profile, checked like any profile', () => {
     const qwen = builtInProfile('qwen3-0.6b-bf16-b64');
-    const file = write('mine.json', JSON.stringify({ ...qwen, name: 'qwen-mine', blockHash: { ...qwen.blockHash, seed: 'qwen@rev-2' } }));
-    expect(loadProfileFile(file)).toMatchObject({ name: 'qwen-mine', blockHash: { seed: 'qwen@rev-2' }, geometry: qwen.geometry });
+    const file = write(
+      'mine.json',
+      JSON.stringify({ ...qwen, name: 'qwen-mine', blockHash: { ...qwen.blockHash, seed: 'qwen@rev-2' } }),
+    );
+    expect(loadProfileFile(file)).toMatchObject({
+      name: 'qwen-mine',
+      blockHash: { seed: 'qwen@rev-2' },
+      geometry: qwen.geometry,
+    });
   });
 
   it('refuses a malformed profile naming the file and the path of every problem', () => {
     const qwen = builtInProfile('qwen3-0.6b-bf16-b64');
-    const file = write('bad.json', JSON.stringify({ ...qwen, version: 0, roles: { decode: { ...qwen.roles.decode, tpSize: 3 } } }));
+    const file = write(
+      'bad.json',
+      JSON.stringify({ ...qwen, version: 0, roles: { decode: { ...qwen.roles.decode, tpSize: 3 } } }),
+    );
     expect(() => loadProfileFile(file)).toThrow(
       expect.objectContaining({
         code: 'INVALID_PROFILE',
@@ -39,8 +49,20 @@ describe('loadProfileFile', () => {
 
   it('refuses a file that is missing or not JSON, naming it', () => {
     const missing = join(folder, 'nope.json');
-    expect(() => loadProfileFile(missing)).toThrow(expect.objectContaining({ code: 'PROFILE_FILE_UNREADABLE', file: missing, message: expect.stringContaining('ENOENT') }));
+    expect(() => loadProfileFile(missing)).toThrow(
+      expect.objectContaining({
+        code: 'PROFILE_FILE_UNREADABLE',
+        file: missing,
+        message: expect.stringContaining('ENOENT'),
+      }),
+    );
     const file = write('broken.json', '{ "name": ');
-    expect(() => loadProfileFile(file)).toThrow(expect.objectContaining({ code: 'PROFILE_FILE_UNREADABLE', file, message: expect.stringContaining(`cannot load the deployment profile ${file}: not JSON: `) }));
+    expect(() => loadProfileFile(file)).toThrow(
+      expect.objectContaining({
+        code: 'PROFILE_FILE_UNREADABLE',
+        file,
+        message: expect.stringContaining(`cannot load the deployment profile ${file}: not JSON: `),
+      }),
+    );
   });
 });

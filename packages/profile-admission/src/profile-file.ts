@@ -18,7 +18,9 @@ export function loadProfileFile(file: string | URL): Profile {
   try {
     data = JSON.parse(text);
   } catch (error) {
-    throw new ProfileFileError(name, `not JSON: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new ProfileFileError(name, `not JSON: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
   }
   return parseProfile(data, { source: name });
 }

@@ -13,10 +13,16 @@ const valid = (): ProfileInput => ({
   geometry,
   geometryDigest: geometryDigest(geometry),
   blockHash: { function: 'kvreuse.block-hash.v3', seed: 'qwen3@main' },
-  roles: { decode: { tpSize: 2, ppSize: 1, memoryKinds: ['dram'] }, prefill: { tpSize: 1, ppSize: 1, memoryKinds: ['dram'] } },
+  roles: {
+    decode: { tpSize: 2, ppSize: 1, memoryKinds: ['dram'] },
+    prefill: { tpSize: 1, ppSize: 1, memoryKinds: ['dram'] },
+  },
   transport: { backend: 'ucx' },
   nativeCapabilities: ['ucx'],
-  settings: { required: { 'router.enableDecodeToPrefillReuse': true }, forbidden: { 'drain.failedLoadPolicy': ['fail'] } },
+  settings: {
+    required: { 'router.enableDecodeToPrefillReuse': true },
+    forbidden: { 'drain.failedLoadPolicy': ['fail'] },
+  },
 });
 
 /** Each issue as `path: rule`. */
@@ -32,7 +38,12 @@ describe('parseProfile', () => {
   it('returns a frozen profile with the defaults filled in', () => {
     const { nativeCapabilities: _, settings: __, ...minimal } = valid();
     const profile = parseProfile(minimal);
-    expect(profile).toMatchObject({ name: 'my-qwen', version: 3, nativeCapabilities: [], settings: { required: {}, forbidden: {} } });
+    expect(profile).toMatchObject({
+      name: 'my-qwen',
+      version: 3,
+      nativeCapabilities: [],
+      settings: { required: {}, forbidden: {} },
+    });
     expect(Object.isFrozen(profile)).toBe(true);
     expect(Object.isFrozen(profile.roles.decode!.memoryKinds)).toBe(true);
     expect(checkedProfile(profile)).toBe(profile);
@@ -64,18 +75,25 @@ describe('parseProfile', () => {
       'nativeCapabilities[0]: Invalid option: expected one of "vram"|"ucx"|"loopback"',
       'extra: unknown field',
     ]);
-    expect(() => parseProfile(input, { source: 'profiles/mine.json' })).toThrow(/^invalid deployment profile in profiles\/mine\.json: schemaVersion = 2: /);
+    expect(() => parseProfile(input, { source: 'profiles/mine.json' })).toThrow(
+      /^invalid deployment profile in profiles\/mine\.json: schemaVersion = 2: /,
+    );
   });
 
   it('refuses a profile that declares no role', () => {
-    expect(issuesOf({ ...valid(), roles: {} })).toEqual(['roles: must declare at least one of prefill, decode, aggregated']);
+    expect(issuesOf({ ...valid(), roles: {} })).toEqual([
+      'roles: must declare at least one of prefill, decode, aggregated',
+    ]);
   });
 
   it('checks the rules between fields once the fields parse, naming each path', () => {
     const input = {
       ...valid(),
       geometryDigest: '0'.repeat(64),
-      roles: { decode: { tpSize: 3, ppSize: 1, memoryKinds: ['dram', 'dram'] }, prefill: { tpSize: 1, ppSize: 5, memoryKinds: ['vram'] } },
+      roles: {
+        decode: { tpSize: 3, ppSize: 1, memoryKinds: ['dram', 'dram'] },
+        prefill: { tpSize: 1, ppSize: 5, memoryKinds: ['vram'] },
+      },
       nativeCapabilities: ['vram', 'vram'],
       settings: {
         required: {
@@ -104,7 +122,12 @@ describe('parseProfile', () => {
   });
 
   it('gives the value found at each path', () => {
-    const result = safeParseProfile({ ...valid(), version: 'two', roles: { decode: { tpSize: 2, ppSize: 1, memoryKinds: ['hbm'] } }, extra: { deep: 1 } });
+    const result = safeParseProfile({
+      ...valid(),
+      version: 'two',
+      roles: { decode: { tpSize: 2, ppSize: 1, memoryKinds: ['hbm'] } },
+      extra: { deep: 1 },
+    });
     expect(!result.success && result.error.issues.map(({ path, value }) => [path, value])).toEqual([
       ['version', 'two'],
       ['roles.decode.memoryKinds[0]', 'hbm'],
@@ -113,9 +136,17 @@ describe('parseProfile', () => {
   });
 
   it('refuses decode and prefill parallelism whose ranks cannot map onto each other', () => {
-    const roles = { decode: { tpSize: 16, ppSize: 1, memoryKinds: ['vram'] }, prefill: { tpSize: 24, ppSize: 1, memoryKinds: ['vram'] } };
-    expect(issuesOf({ ...valid(), roles })).toEqual(['roles.prefill.tpSize: must divide roles.decode.tpSize (16) or be a multiple of it, so that decode ranks map onto prefill ranks']);
-    expect(parseProfile({ ...valid(), roles: { ...roles, prefill: { ...roles.prefill, tpSize: 32 } } }).roles.prefill?.tpSize).toBe(32);
+    const roles = {
+      decode: { tpSize: 16, ppSize: 1, memoryKinds: ['vram'] },
+      prefill: { tpSize: 24, ppSize: 1, memoryKinds: ['vram'] },
+    };
+    expect(issuesOf({ ...valid(), roles })).toEqual([
+      'roles.prefill.tpSize: must divide roles.decode.tpSize (16) or be a multiple of it, so that decode ranks map onto prefill ranks',
+    ]);
+    expect(
+      parseProfile({ ...valid(), roles: { ...roles, prefill: { ...roles.prefill, tpSize: 32 } } }).roles.prefill
+        ?.tpSize,
+    ).toBe(32);
   });
 
   it('refuses what is not an object', () => {
@@ -125,7 +156,12 @@ describe('parseProfile', () => {
 
   it('re-checks a profile it did not produce', () => {
     const forged = { ...parseProfile(valid()), geometryDigest: 'f'.repeat(64) } as never;
-    expect(() => checkedProfile(forged)).toThrow(expect.objectContaining({ code: 'INVALID_PROFILE', issues: [expect.objectContaining({ path: 'geometryDigest' })] }));
+    expect(() => checkedProfile(forged)).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_PROFILE',
+        issues: [expect.objectContaining({ path: 'geometryDigest' })],
+      }),
+    );
   });
 });
 
@@ -134,7 +170,11 @@ describe('pinnedSettings', () => {
     expect(pinnedSettings(parseProfile(valid()))).toEqual([
       { setting: 'inventory.hashSeed', value: 'qwen3@main', field: 'blockHash.seed' },
       { setting: 'transport.backend', value: 'ucx', field: 'transport.backend' },
-      { setting: 'router.enableDecodeToPrefillReuse', value: true, field: 'settings.required["router.enableDecodeToPrefillReuse"]' },
+      {
+        setting: 'router.enableDecodeToPrefillReuse',
+        value: true,
+        field: 'settings.required["router.enableDecodeToPrefillReuse"]',
+      },
     ]);
   });
 });

@@ -11,7 +11,10 @@ export const profileSchemaVersions = [1] as const;
 export const nativeCapabilityNames = ['vram', 'ucx', 'loopback'] as const;
 export type NativeCapabilityName = (typeof nativeCapabilityNames)[number];
 
-const positiveInteger = z.int().min(1).max(2 ** 31 - 1);
+const positiveInteger = z
+  .int()
+  .min(1)
+  .max(2 ** 31 - 1);
 
 const roleSchema = z.strictObject({
   tpSize: positiveInteger,
@@ -27,7 +30,12 @@ export const profileSchema = z
   .strictObject({
     schemaVersion: z.literal(profileSchemaVersions),
     /** How operators name it (`profile.name`): lowercase letters, digits, `.`, `_` and `-`. */
-    name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/, 'must be 1–128 of a-z, 0-9, ".", "_" and "-", starting with a letter or digit'),
+    name: z
+      .string()
+      .regex(
+        /^[a-z0-9][a-z0-9._-]{0,127}$/,
+        'must be 1–128 of a-z, 0-9, ".", "_" and "-", starting with a letter or digit',
+      ),
     /** The profile's own revision, raised whenever its content changes. */
     version: positiveInteger,
     description: z.string().optional(),
@@ -44,8 +52,15 @@ export const profileSchema = z
     }),
     /** The roles of the deployment, each with its parallelism and the memory its banks may live in. */
     roles: z
-      .strictObject({ prefill: roleSchema.optional(), decode: roleSchema.optional(), aggregated: roleSchema.optional() })
-      .refine((declared) => Object.values(declared).some((role) => role !== undefined), 'must declare at least one of prefill, decode, aggregated'),
+      .strictObject({
+        prefill: roleSchema.optional(),
+        decode: roleSchema.optional(),
+        aggregated: roleSchema.optional(),
+      })
+      .refine(
+        (declared) => Object.values(declared).some((role) => role !== undefined),
+        'must declare at least one of prefill, decode, aggregated',
+      ),
     transport: z.strictObject({ backend: transportGroup.settings.backend.schema }),
     nativeCapabilities: z.array(z.enum(nativeCapabilityNames)).default([]),
     settings: z
@@ -60,7 +75,8 @@ export const profileSchema = z
   // The rules between fields read parsed values, so they wait until every field has parsed.
   .superRefine(
     (profile, ctx) => {
-      for (const { path, value, message } of profileRuleViolations(profile)) ctx.addIssue({ code: 'custom', path, message, input: value });
+      for (const { path, value, message } of profileRuleViolations(profile))
+        ctx.addIssue({ code: 'custom', path, message, input: value });
     },
     { when: (payload) => payload.issues.length === 0 },
   );
@@ -119,49 +135,83 @@ function profileRuleViolations(profile: Profile): RuleViolation[] {
     violations.push({ path, value, message });
   };
   const digest = geometryDigest(profile.geometry);
-  if (profile.geometryDigest !== digest) report(['geometryDigest'], profile.geometryDigest, `must be the digest of geometry (geometryDigest of @kvreuse/descriptors): ${digest}`);
+  if (profile.geometryDigest !== digest)
+    report(
+      ['geometryDigest'],
+      profile.geometryDigest,
+      `must be the digest of geometry (geometryDigest of @kvreuse/descriptors): ${digest}`,
+    );
   for (const { role, declaration } of declaredRoles(profile)) {
     const issue = shardSplitIssue(profile.geometry, declaration);
     if (issue !== undefined) report(['roles', role, issue.field.replace('parallel.', '')], issue.value, issue.rule);
     const repeated = declaration.memoryKinds.find((kind, index) => declaration.memoryKinds.indexOf(kind) !== index);
-    if (repeated !== undefined) report(['roles', role, 'memoryKinds'], declaration.memoryKinds, `lists ${repeated} twice`);
+    if (repeated !== undefined)
+      report(['roles', role, 'memoryKinds'], declaration.memoryKinds, `lists ${repeated} twice`);
   }
   const { decode, prefill } = profile.roles;
-  if (decode !== undefined && prefill !== undefined && Math.max(decode.tpSize, prefill.tpSize) % Math.min(decode.tpSize, prefill.tpSize) !== 0) {
+  if (
+    decode !== undefined &&
+    prefill !== undefined &&
+    Math.max(decode.tpSize, prefill.tpSize) % Math.min(decode.tpSize, prefill.tpSize) !== 0
+  ) {
     // checkCompatibility of @kvreuse/descriptors refuses such a pair (TP_SIZES_NOT_DIVISIBLE): no decode worker could serve a prefill worker.
-    report(['roles', 'prefill', 'tpSize'], prefill.tpSize, `must divide roles.decode.tpSize (${decode.tpSize}) or be a multiple of it, so that decode ranks map onto prefill ranks`);
+    report(
+      ['roles', 'prefill', 'tpSize'],
+      prefill.tpSize,
+      `must divide roles.decode.tpSize (${decode.tpSize}) or be a multiple of it, so that decode ranks map onto prefill ranks`,
+    );
   }
-  const repeatedCapability = profile.nativeCapabilities.find((name, index) => profile.nativeCapabilities.indexOf(name) !== index);
-  if (repeatedCapability !== undefined) report(['nativeCapabilities'], profile.nativeCapabilities, `lists ${repeatedCapability} twice`);
+  const repeatedCapability = profile.nativeCapabilities.find(
+    (name, index) => profile.nativeCapabilities.indexOf(name) !== index,
+  );
+  if (repeatedCapability !== undefined)
+    report(['nativeCapabilities'], profile.nativeCapabilities, `lists ${repeatedCapability} twice`);
 
   const pinned = new Map<string, PinnedSetting>();
   for (const entry of pinnedSettings(profile)) {
     const list = entry.field.startsWith('settings.') ? ['settings', 'required', entry.setting] : [];
     const setting = settingsByPath.get(entry.setting);
     if (setting === undefined) {
-      report(list, entry.value, `is not a setting of @kvreuse/config (settings are named by their code path, such as router.enableDecodeToPrefillReuse)`);
+      report(
+        list,
+        entry.value,
+        `is not a setting of @kvreuse/config (settings are named by their code path, such as router.enableDecodeToPrefillReuse)`,
+      );
       continue;
     }
     const parsed = setting.schema.safeParse(entry.value);
     if (!parsed.success) report(list, entry.value, `is not a valid value of ${entry.setting} (${setting.type})`);
     const earlier = pinned.get(entry.setting);
     if (earlier !== undefined && !isDeepStrictEqual(earlier.value, entry.value)) {
-      report(list, entry.value, `contradicts ${earlier.field}, which pins ${entry.setting} to ${JSON.stringify(earlier.value)}`);
+      report(
+        list,
+        entry.value,
+        `contradicts ${earlier.field}, which pins ${entry.setting} to ${JSON.stringify(earlier.value)}`,
+      );
     }
     if (earlier === undefined) pinned.set(entry.setting, entry);
   }
   for (const [name, values] of Object.entries(profile.settings.forbidden)) {
     const setting = settingsByPath.get(name);
     if (setting === undefined) {
-      report(['settings', 'forbidden', name], values, 'is not a setting of @kvreuse/config (settings are named by their code path, such as transport.backend)');
+      report(
+        ['settings', 'forbidden', name],
+        values,
+        'is not a setting of @kvreuse/config (settings are named by their code path, such as transport.backend)',
+      );
       continue;
     }
     values.forEach((value, index) => {
-      if (!setting.schema.safeParse(value).success) report(['settings', 'forbidden', name, index], value, `is not a valid value of ${name} (${setting.type})`);
+      if (!setting.schema.safeParse(value).success)
+        report(['settings', 'forbidden', name, index], value, `is not a valid value of ${name} (${setting.type})`);
     });
     const required = pinned.get(name);
     if (required !== undefined && values.some((value) => isDeepStrictEqual(value, required.value))) {
-      report(['settings', 'forbidden', name], values, `forbids the value ${JSON.stringify(required.value)} that ${required.field} requires`);
+      report(
+        ['settings', 'forbidden', name],
+        values,
+        `forbids the value ${JSON.stringify(required.value)} that ${required.field} requires`,
+      );
     }
   }
   return violations;
@@ -173,7 +223,11 @@ function profileIssues(error: z.ZodError): ProfileIssue[] {
   return error.issues.flatMap((issue) =>
     // An unrecognized key is reported on its parent object; name each key itself.
     issue.code === 'unrecognized_keys'
-      ? issue.keys.map((key) => ({ path: pathOf([...issue.path, key]), value: (issue.input as Record<string, unknown>)[key], rule: 'unknown field' }))
+      ? issue.keys.map((key) => ({
+          path: pathOf([...issue.path, key]),
+          value: (issue.input as Record<string, unknown>)[key],
+          rule: 'unknown field',
+        }))
       : [{ path: pathOf(issue.path), value: issue.input, rule: issue.message }],
   );
 }
@@ -189,7 +243,8 @@ function deepFreeze<T>(value: T): T {
 /** Every profile the parser produced: frozen, so it still holds what was checked. */
 const parsedProfiles = new WeakSet<Profile>();
 
-export type SafeParseProfileResult = { readonly success: true; readonly data: Profile } | { readonly success: false; readonly error: InvalidProfileError };
+export type SafeParseProfileResult =
+  { readonly success: true; readonly data: Profile } | { readonly success: false; readonly error: InvalidProfileError };
 
 /**
  * Checks a profile against the schema and its rules (the digest is its geometry's, each role's split

@@ -12,7 +12,13 @@ import {
   type NativeCapabilities,
   type Profile,
 } from '@kvreuse/profile-admission';
-import { type DiscoveryStore, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness, type WorkerReadinessWatch } from '@kvreuse/discovery';
+import {
+  type DiscoveryStore,
+  openSqliteDiscovery,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+  type WorkerReadinessWatch,
+} from '@kvreuse/discovery';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { publishHostWorker, publishParts, type PublishedWorker } from './registered-worker.js';
 import { machineCapabilities, type ReuseSwitches, settingsFor, vramCapabilities, workerOf } from './support.js';
@@ -76,7 +82,13 @@ describe('profile admission as the registry readiness gate, over SQLite discover
     return tracker.current;
   }
 
-  const deploymentOf = (settingsProfile: Profile, declared: Profile | undefined, switches: ReuseSwitches, capabilities: NativeCapabilities, extra: readonly string[] = []): Deployment => ({
+  const deploymentOf = (
+    settingsProfile: Profile,
+    declared: Profile | undefined,
+    switches: ReuseSwitches,
+    capabilities: NativeCapabilities,
+    extra: readonly string[] = [],
+  ): Deployment => ({
     switches,
     profile: declared,
     settings: settingsFor(settingsProfile, switches, extra),
@@ -84,35 +96,60 @@ describe('profile admission as the registry readiness gate, over SQLite discover
   });
 
   const activationFor = (deployment: Deployment, worker: Worker) =>
-    explainActivation({ settings: deployment.settings, profile: deployment.profile, capabilities: deployment.capabilities, workers: [worker] });
+    explainActivation({
+      settings: deployment.settings,
+      profile: deployment.profile,
+      capabilities: deployment.capabilities,
+      workers: [worker],
+    });
 
   const runnable = builtInProfiles().filter((profile) => profile.roles.decode!.memoryKinds.includes('dram'));
 
-  it.each(runnable.map((profile) => [profile.name, profile] as const))('%s: a decode worker of real host memory shaped as the profile says is admitted and ready', async (_name, profile) => {
-    const deployment = deploymentOf(profile, profile, { reuse: true, gpuReuse: true }, machineCapabilities);
-    const tracker = await follow('decode-p', deployment);
-    const { tpSize } = profile.roles.decode!;
-    published = await publishHostWorker(transport, { workerId: 'decode-p', role: 'decode', geometry: profile.geometry, tpSize, blocks: 2 }, store);
-    const readiness = await judged(tracker);
-    expect(seen).toEqual(['not ready: no-parts', 'ready']);
-    expect(readiness.ready && readiness.worker.geometryDigest).toBe(profile.geometryDigest);
-    expect(activationFor(deployment, published.worker)).toMatchObject({
-      mode: 'host-only',
-      reasons: [`the native library cannot register vram: ${noVram}`, expect.stringMatching(/^0 of the \d+ banks of the source workers \(decode-p\) are vram$/)],
-      admission: { admitted: true },
-    });
-  });
+  it.each(runnable.map((profile) => [profile.name, profile] as const))(
+    '%s: a decode worker of real host memory shaped as the profile says is admitted and ready',
+    async (_name, profile) => {
+      const deployment = deploymentOf(profile, profile, { reuse: true, gpuReuse: true }, machineCapabilities);
+      const tracker = await follow('decode-p', deployment);
+      const { tpSize } = profile.roles.decode!;
+      published = await publishHostWorker(
+        transport,
+        { workerId: 'decode-p', role: 'decode', geometry: profile.geometry, tpSize, blocks: 2 },
+        store,
+      );
+      const readiness = await judged(tracker);
+      expect(seen).toEqual(['not ready: no-parts', 'ready']);
+      expect(readiness.ready && readiness.worker.geometryDigest).toBe(profile.geometryDigest);
+      expect(activationFor(deployment, published.worker)).toMatchObject({
+        mode: 'host-only',
+        reasons: [
+          `the native library cannot register vram: ${noVram}`,
+          expect.stringMatching(/^0 of the \d+ banks of the source workers \(decode-p\) are vram$/),
+        ],
+        admission: { admitted: true },
+      });
+    },
+  );
 
   it('a worker whose descriptors contradict its declared profile never becomes ready, and says which fields', async () => {
     const deployment = deploymentOf(qwen, qwen, { reuse: true }, machineCapabilities);
     const tracker = await follow('decode-tp1', deployment);
     // Real registration at TP 1 where the profile says decode runs at TP 2.
-    published = await publishHostWorker(transport, { workerId: 'decode-tp1', role: 'decode', geometry: qwen.geometry, tpSize: 1, blocks: 2 }, store);
+    published = await publishHostWorker(
+      transport,
+      { workerId: 'decode-tp1', role: 'decode', geometry: qwen.geometry, tpSize: 1, blocks: 2 },
+      store,
+    );
     const readiness = await judged(tracker);
     expect(seen).toEqual(['not ready: no-parts', 'not ready: gate (profile qwen3-0.6b-bf16-b64)']);
     expect(readiness).toMatchObject({
       ready: false,
-      reasons: [{ kind: 'gate', message: 'gate profile qwen3-0.6b-bf16-b64 refused: worker decode-tp1: roles.decode.tpSize: expected 2, actual 1' }],
+      reasons: [
+        {
+          kind: 'gate',
+          message:
+            'gate profile qwen3-0.6b-bf16-b64 refused: worker decode-tp1: roles.decode.tpSize: expected 2, actual 1',
+        },
+      ],
     });
     // The profile holds for the process; only this worker is refused, so it is no source of reuse.
     expect(activationFor(deployment, published.worker)).toMatchObject({
@@ -126,9 +163,15 @@ describe('profile admission as the registry readiness gate, over SQLite discover
   });
 
   it('a worker hashing with another seed than its profile never becomes ready', async () => {
-    const deployment = deploymentOf(qwen, qwen, { reuse: true }, machineCapabilities, ['--inventory-hash-seed=qwen@other']);
+    const deployment = deploymentOf(qwen, qwen, { reuse: true }, machineCapabilities, [
+      '--inventory-hash-seed=qwen@other',
+    ]);
     const tracker = await follow('decode-seed', deployment);
-    published = await publishHostWorker(transport, { workerId: 'decode-seed', role: 'decode', geometry: qwen.geometry, tpSize: 2, blocks: 2 }, store);
+    published = await publishHostWorker(
+      transport,
+      { workerId: 'decode-seed', role: 'decode', geometry: qwen.geometry, tpSize: 2, blocks: 2 },
+      store,
+    );
     const readiness = await judged(tracker);
     expect(seen).toEqual(['not ready: no-parts', 'not ready: gate (profile qwen3-0.6b-bf16-b64)']);
     expect(!readiness.ready && readiness.reasons[0]!.message).toBe(
@@ -154,7 +197,12 @@ describe('profile admission as the registry readiness gate, over SQLite discover
         ['not ready: no-parts', 'ready'],
         {
           mode: 'host-only',
-          reasons: ['router.enable_decode_to_prefill_gpu_reuse is off', 'no deployment profile is declared', `the native library cannot register vram: ${noVram}`, '0 of the 112 banks of the source workers (decode-1) are vram'],
+          reasons: [
+            'router.enable_decode_to_prefill_gpu_reuse is off',
+            'no deployment profile is declared',
+            `the native library cannot register vram: ${noVram}`,
+            '0 of the 112 banks of the source workers (decode-1) are vram',
+          ],
         },
       ],
       [
@@ -169,7 +217,12 @@ describe('profile admission as the registry readiness gate, over SQLite discover
         () => deploymentOf(llama70b, llama70b, { reuse: true, gpuReuse: true }, machineCapabilities),
         'gpu',
         ['not ready: no-parts', 'not ready: gate (profile llama-3.1-70b-bf16-b64)'],
-        { mode: 'off', reasons: [`profile llama-3.1-70b-bf16-b64 is refused: nativeCapabilities: expected "vram", actual ${JSON.stringify(noVram)} (the native library lacks vram)`] },
+        {
+          mode: 'off',
+          reasons: [
+            `profile llama-3.1-70b-bf16-b64 is refused: nativeCapabilities: expected "vram", actual ${JSON.stringify(noVram)} (the native library lacks vram)`,
+          ],
+        },
       ],
       [
         'reuse on, GPU reuse off, 70B profile admitted, vram capable',
@@ -192,10 +245,20 @@ describe('profile admission as the registry readiness gate, over SQLite discover
       const tracker = await follow('decode-1', deployment);
       let worker: Worker;
       if (memory === 'host') {
-        published = await publishHostWorker(transport, { workerId: 'decode-1', role: 'decode', geometry: qwen.geometry, tpSize: 2, blocks: 2 }, store);
+        published = await publishHostWorker(
+          transport,
+          { workerId: 'decode-1', role: 'decode', geometry: qwen.geometry, tpSize: 2, blocks: 2 },
+          store,
+        );
         worker = published.worker;
       } else {
-        worker = workerOf({ workerId: 'decode-1', role: 'decode', geometry: llama70b.geometry, tpSize: 8, memKind: 'vram' });
+        worker = workerOf({
+          workerId: 'decode-1',
+          role: 'decode',
+          geometry: llama70b.geometry,
+          tpSize: 8,
+          memKind: 'vram',
+        });
         published = await publishParts(store, worker.ranks);
       }
       await judged(tracker);

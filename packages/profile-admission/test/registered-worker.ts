@@ -1,7 +1,22 @@
-import { assembleWorker, type Geometry, layoutRankBanks, type RankPart, type Role, type Worker } from '@kvreuse/descriptors';
+import {
+  assembleWorker,
+  type Geometry,
+  layoutRankBanks,
+  type RankPart,
+  type Role,
+  type Worker,
+} from '@kvreuse/descriptors';
 import type { Agent, Allocation, Transport } from '@kvreuse/native-bindings';
 import { ClusterSecret, type DiscoveryStore, startRankPublication } from '@kvreuse/discovery';
-import { Bank, buildRankPart, kvreuseOwner, type RegisteredRank, registerRank, releaseRank, transportMetadataOf } from '@kvreuse/registry';
+import {
+  Bank,
+  buildRankPart,
+  kvreuseOwner,
+  type RegisteredRank,
+  registerRank,
+  releaseRank,
+  transportMetadataOf,
+} from '@kvreuse/registry';
 
 export interface HostWorkerShape {
   readonly workerId: string;
@@ -26,7 +41,11 @@ const leaseTtlMs = 60_000;
  * native allocations adopted as banks and registered in one transaction, then every part published
  * (the incarnation claims its epoch, the parts go out under a renewed lease).
  */
-export async function publishHostWorker(transport: Transport, shape: HostWorkerShape, store: DiscoveryStore): Promise<PublishedWorker> {
+export async function publishHostWorker(
+  transport: Transport,
+  shape: HostWorkerShape,
+  store: DiscoveryStore,
+): Promise<PublishedWorker> {
   const { workerId, role, geometry, tpSize, blocks } = shape;
   const identity = { workerId, incarnation: 'inc-1', role, geometry, tpSize, ppSize: 1, dpRank: 0 };
   const agents: Agent[] = [];
@@ -39,15 +58,28 @@ export async function publishHostWorker(transport: Transport, shape: HostWorkerS
   };
   try {
     for (let tpRank = 0; tpRank < tpSize; tpRank++) {
-      const agent = await transport.createAgent({ name: `${workerId}-tp${tpRank}-${process.pid}`, backend: 'loopback' });
+      const agent = await transport.createAgent({
+        name: `${workerId}-tp${tpRank}-${process.pid}`,
+        backend: 'loopback',
+      });
       agents.push(agent);
       const layout = layoutRankBanks(geometry, { tpRank, tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks });
-      const owned = await Promise.all(layout.map(async (spec) => ({ spec, allocation: await agent.allocate(spec.bytes) })));
+      const owned = await Promise.all(
+        layout.map(async (spec) => ({ spec, allocation: await agent.allocate(spec.bytes) })),
+      );
       allocations.push(...owned.map(({ allocation }) => allocation));
-      const banks = owned.map(({ spec, allocation }, index) => Bank.adopt({ ...spec, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation)));
+      const banks = owned.map(({ spec, allocation }, index) =>
+        Bank.adopt({ ...spec, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation)),
+      );
       ranks.push(await registerRank({ agent, banks }));
     }
-    const parts = ranks.map((rank, tpRank) => buildRankPart(identity, rank, transportMetadataOf(agents[tpRank]!, ClusterSecret.ofThisProcess(), { ...identity, ...rank })));
+    const parts = ranks.map((rank, tpRank) =>
+      buildRankPart(
+        identity,
+        rank,
+        transportMetadataOf(agents[tpRank]!, ClusterSecret.ofThisProcess(), { ...identity, ...rank }),
+      ),
+    );
     const published = await publishParts(store, parts);
     return { worker: published.worker, close: () => published.close().then(release) };
   } catch (error) {

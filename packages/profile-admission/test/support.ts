@@ -1,5 +1,15 @@
 import { resolveSettings, type Settings } from '@kvreuse/config';
-import { assembleWorker, type Geometry, layoutRankBanks, type MemKind, parseRankPart, type RankPart, type Role, serializeRankPart, type Worker } from '@kvreuse/descriptors';
+import {
+  assembleWorker,
+  type Geometry,
+  layoutRankBanks,
+  type MemKind,
+  parseRankPart,
+  type RankPart,
+  type Role,
+  serializeRankPart,
+  type Worker,
+} from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import type { NativeCapabilities, Profile } from '@kvreuse/profile-admission';
 
@@ -31,11 +41,19 @@ export function workerOf(shape: WorkerShape): Worker {
   for (let ppRank = 0; ppRank < ppSize; ppRank++) {
     for (let tpRank = 0; tpRank < tpSize; tpRank++) {
       const parallel = { tpRank, tpSize, ppRank, ppSize, dpRank: 0 };
-      const banks = layoutRankBanks(geometry, parallel, { address: BigInt(parts.length + 1) << 36n, blocks: 4, memKind });
+      const banks = layoutRankBanks(geometry, parallel, {
+        address: BigInt(parts.length + 1) << 36n,
+        blocks: 4,
+        memKind,
+      });
       const metadata = Buffer.from(`${workerId} rank ${parts.length}`).toString('base64');
       const transport = { agentName: `${workerId}-${tpRank}-${ppRank}`, generation: 1, metadata };
       // Through the wire form and back, as discovery hands parts to readiness.
-      parts.push(parseRankPart(serializeRankPart({ version: 1, workerId, incarnation: 'inc-1', role, geometry, parallel, banks, transport })));
+      parts.push(
+        parseRankPart(
+          serializeRankPart({ version: 1, workerId, incarnation: 'inc-1', role, geometry, parallel, banks, transport }),
+        ),
+      );
     }
   }
   const assembled = assembleWorker(parts);
@@ -48,7 +66,15 @@ export function workersOf(profile: Profile, memKind?: MemKind): Worker[] {
   return (['decode', 'prefill', 'aggregated'] as const).flatMap((role) => {
     const declared = profile.roles[role];
     if (declared === undefined) return [];
-    return [workerOf({ role, geometry: profile.geometry, tpSize: declared.tpSize, ppSize: declared.ppSize, memKind: memKind ?? declared.memoryKinds[0]! })];
+    return [
+      workerOf({
+        role,
+        geometry: profile.geometry,
+        tpSize: declared.tpSize,
+        ppSize: declared.ppSize,
+        memKind: memKind ?? declared.memoryKinds[0]!,
+      }),
+    ];
   });
 }
 
@@ -64,5 +90,6 @@ export function settingsFor(profile: Profile, switches: ReuseSwitches = {}, extr
   if (switches.gpuReuse === true) argv.push('--router-enable-decode-to-prefill-gpu-reuse');
   const flagOf = (argument: string): string => argument.split('=')[0]!;
   const overridden = new Set(extra.map(flagOf));
-  return resolveSettings({ argv: [...argv.filter((argument) => !overridden.has(flagOf(argument))), ...extra] }).settings;
+  return resolveSettings({ argv: [...argv.filter((argument) => !overridden.has(flagOf(argument))), ...extra] })
+    .settings;
 }

@@ -63,7 +63,9 @@ timings.sort((a, b) => a - b);
 const median = timings[Math.floor(timings.length / 2)]!;
 const banks = 8 * 56;
 const bankBytes = 32 * 16_384;
-console.log(`register.tp8.ms: median ${median.toFixed(1)} ms of ${runs} runs (${timings.map((t) => t.toFixed(1)).join(', ')}), ${backend}`);
+console.log(
+  `register.tp8.ms: median ${median.toFixed(1)} ms of ${runs} runs (${timings.map((t) => t.toFixed(1)).join(', ')}), ${backend}`,
+);
 const figures = {
   'register.tp8.ms': {
     value: Number(median.toFixed(1)),

@@ -34,7 +34,8 @@ export class InvalidBankError extends RegistryError {
 
 /** A transition the bank's ownership state machine does not allow from its current state. */
 export class BankStateError extends RegistryError {
-  readonly code: 'BANK_INVALID_TRANSITION' | 'BANK_ALREADY_REGISTERED' | 'BANK_ALREADY_RELEASED' | 'BANK_REINSTATE_REFUSED' =
+  readonly code:
+    'BANK_INVALID_TRANSITION' | 'BANK_ALREADY_REGISTERED' | 'BANK_ALREADY_RELEASED' | 'BANK_REINSTATE_REFUSED' =
     'BANK_INVALID_TRANSITION';
   constructor(
     readonly bank: BankLabel,
@@ -109,7 +110,10 @@ export class BankOwnerReleaseError extends RegistryError {
     options?: ErrorOptions,
   ) {
     const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
-    super(`${formatBank(bank)}: handing it back to ${owner === 'framework' ? 'the framework' : 'the native allocator'} failed${cause}; it stays releasing, retry`, options);
+    super(
+      `${formatBank(bank)}: handing it back to ${owner === 'framework' ? 'the framework' : 'the native allocator'} failed${cause}; it stays releasing, retry`,
+      options,
+    );
   }
 }
 
@@ -134,12 +138,17 @@ export class RankRegistrationError extends RegistryError {
   ) {
     const where = bank === undefined ? `rank (tp ${rank.tpRank}, pp ${rank.ppRank})` : formatBank(bank);
     const undone =
-      rolledBack.length === 0 ? 'nothing was registered, nothing rolled back' : `rolled back banks ${rolledBack.map((b) => b.index).join(', ')}`;
+      rolledBack.length === 0
+        ? 'nothing was registered, nothing rolled back'
+        : `rolled back banks ${rolledBack.map((b) => b.index).join(', ')}`;
     const kept =
       retained.length === 0
         ? ''
         : `; rollback FAILED for ${retained.map((r) => `bank ${r.bank.index} (${r.reason})`).join(', ')}, retained`;
-    super(`registering ${where} failed with ${nativeCode}${detail === '' ? '' : `: ${detail}`}; ${undone}${kept}`, options);
+    super(
+      `registering ${where} failed with ${nativeCode}${detail === '' ? '' : `: ${detail}`}; ${undone}${kept}`,
+      options,
+    );
   }
 }
 

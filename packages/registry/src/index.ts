@@ -7,7 +7,14 @@
 export * from './errors.js';
 export { Bank, type BankReference, type BankSpec } from './banks/bank.js';
 export { type BankLabel, type BankRetainedBy, type BankState, formatBank, type RetainedBank } from './banks/label.js';
-export { type BankOwner, frameworkOwner, type FrameworkOwner, kvreuseOwner, type KvreuseOwner, type OwnedAllocation } from './banks/owner.js';
+export {
+  type BankOwner,
+  frameworkOwner,
+  type FrameworkOwner,
+  kvreuseOwner,
+  type KvreuseOwner,
+  type OwnedAllocation,
+} from './banks/owner.js';
 export {
   type BanksDeregistration,
   type BanksRelease,

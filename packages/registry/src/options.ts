@@ -3,6 +3,13 @@
 import { optionChecks } from '@kvreuse/discovery';
 import { InvalidRegistryOptionError } from './errors.js';
 
-export const { checkArray, checkDurationMs, checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkSignal, checkStore } = optionChecks(
-  (option, value, rule) => new InvalidRegistryOptionError(option, value, rule),
-);
+export const {
+  checkArray,
+  checkDurationMs,
+  checkFunction,
+  checkNonEmptyString,
+  checkOptionalString,
+  checkOptionsObject,
+  checkSignal,
+  checkStore,
+} = optionChecks((option, value, rule) => new InvalidRegistryOptionError(option, value, rule));

@@ -25,7 +25,14 @@ import {
   workerPartsPrefix,
 } from '@kvreuse/discovery';
 import { defaultInventoryPrefix, InventoryPublisher } from '@kvreuse/inventory';
-import { type CertificateAuthority, type CertificateFiles, createCertificateAuthority, etcdRuns, EtcdServer, rankPartsOf } from '@kvreuse-internal/test-support';
+import {
+  type CertificateAuthority,
+  type CertificateFiles,
+  createCertificateAuthority,
+  etcdRuns,
+  EtcdServer,
+  rankPartsOf,
+} from '@kvreuse-internal/test-support';
 
 vi.setConfig({ testTimeout: 60_000 });
 
@@ -46,18 +53,27 @@ function connect(options: Omit<EtcdDiscoveryOptions, 'hosts'>): DiscoveryStore {
   return store;
 }
 
-const asWorker = (workerId: string) => connect({ tls: tls(), auth: { username: workerId, passwordFile: passwordFile(workerId) } });
+const asWorker = (workerId: string) =>
+  connect({ tls: tls(), auth: { username: workerId, passwordFile: passwordFile(workerId) } });
 
 beforeAll(async () => {
   if (!etcdRuns) return;
   dir = mkdtempSync(join(tmpdir(), 'kvreuse-etcd-secured-'));
   ca = createCertificateAuthority(dir, 'kvreuse-test-ca');
   client = ca.issue('kvreuse-worker', 'client');
-  etcd = await EtcdServer.start({ server: ca.issue('etcd-server', 'server'), clientCa: ca.certFile, probe: { caFile: ca.certFile, client } });
+  etcd = await EtcdServer.start({
+    server: ca.issue('etcd-server', 'server'),
+    clientCa: ca.certFile,
+    probe: { caFile: ca.certFile, client },
+  });
 
   const admin = new Etcd3({
     hosts: etcd.url,
-    credentials: { rootCertificate: readFileSync(ca.certFile), certChain: readFileSync(client.certFile), privateKey: readFileSync(client.keyFile) },
+    credentials: {
+      rootCertificate: readFileSync(ca.certFile),
+      certChain: readFileSync(client.certFile),
+      privateKey: readFileSync(client.keyFile),
+    },
   });
   try {
     await admin.user('root').create('root-password');
@@ -90,118 +106,165 @@ afterAll(async () => {
 
 const [partOfB] = rankPartsOf({ workerId: 'decode-b', incarnation: 'inc-b', tpSize: 1 }) as [RankPart];
 
-test.skipIf(!etcdRuns)('over TLS as its own user, a worker publishes its rank parts and inventory, and another worker watches them', async () => {
-  // Worker A opens its store from settings, as the CLI does; worker B through the options.
-  const { settings } = defineSettings([discoveryGroup]).resolve({
-    argv: [
-      '--discovery-backend=etcd',
-      `--discovery-etcd-endpoints=${etcd!.url}`,
-      `--discovery-etcd-ca-file=${ca.certFile}`,
-      `--discovery-etcd-cert-file=${client.certFile}`,
-      `--discovery-etcd-key-file=${client.keyFile}`,
-      '--discovery-etcd-username=decode-a',
-      `--discovery-etcd-password-file=${passwordFile('decode-a')}`,
-    ],
-    env: {},
-  });
-  const a = openDiscovery(settings.discovery);
-  stores.push(a);
-  const b = asWorker('decode-b');
-  const notices: WatchNotice[] = [];
-  await b.watch(workerKeyPrefix('decode-a'), (notice) => notices.push(notice));
+test.skipIf(!etcdRuns)(
+  'over TLS as its own user, a worker publishes its rank parts and inventory, and another worker watches them',
+  async () => {
+    // Worker A opens its store from settings, as the CLI does; worker B through the options.
+    const { settings } = defineSettings([discoveryGroup]).resolve({
+      argv: [
+        '--discovery-backend=etcd',
+        `--discovery-etcd-endpoints=${etcd!.url}`,
+        `--discovery-etcd-ca-file=${ca.certFile}`,
+        `--discovery-etcd-cert-file=${client.certFile}`,
+        `--discovery-etcd-key-file=${client.keyFile}`,
+        '--discovery-etcd-username=decode-a',
+        `--discovery-etcd-password-file=${passwordFile('decode-a')}`,
+      ],
+      env: {},
+    });
+    const a = openDiscovery(settings.discovery);
+    stores.push(a);
+    const b = asWorker('decode-b');
+    const notices: WatchNotice[] = [];
+    await b.watch(workerKeyPrefix('decode-a'), (notice) => notices.push(notice));
 
-  const parts = rankPartsOf({ workerId: 'decode-a', incarnation: 'inc-a', tpSize: 2 });
-  const lease = await a.grantLease(10_000);
-  const { epoch } = await claimIncarnationEpoch(a, { workerId: 'decode-a', incarnation: 'inc-a' });
-  const revision = await publishRankParts(a, parts, { lease: lease.id, epoch });
-  await new InventoryPublisher(a, { workerId: 'decode-a', incarnation: 'inc-a', epoch, lease: lease.id }).publish([]);
+    const parts = rankPartsOf({ workerId: 'decode-a', incarnation: 'inc-a', tpSize: 2 });
+    const lease = await a.grantLease(10_000);
+    const { epoch } = await claimIncarnationEpoch(a, { workerId: 'decode-a', incarnation: 'inc-a' });
+    const revision = await publishRankParts(a, parts, { lease: lease.id, epoch });
+    await new InventoryPublisher(a, { workerId: 'decode-a', incarnation: 'inc-a', epoch, lease: lease.id }).publish([]);
 
-  const published = await b.list(workerPartsPrefix('decode-a'));
-  expect(published.entries.map((entry) => decodeRankPartRecord(entry.key, entry.value).part)).toEqual(parts);
-  expect((await b.get(`${defaultInventoryPrefix}decode-a`))?.lease).toBe(lease.id);
-  await vi.waitFor(() => expect(notices.some((notice) => notice.type === 'changes' && notice.revision === revision)).toBe(true), { timeout: 20_000, interval: 10 });
-  await a.revokeLease(lease.id);
-  expect((await b.list(workerPartsPrefix('decode-a'))).entries).toEqual([]);
-});
+    const published = await b.list(workerPartsPrefix('decode-a'));
+    expect(published.entries.map((entry) => decodeRankPartRecord(entry.key, entry.value).part)).toEqual(parts);
+    expect((await b.get(`${defaultInventoryPrefix}decode-a`))?.lease).toBe(lease.id);
+    await vi.waitFor(
+      () => expect(notices.some((notice) => notice.type === 'changes' && notice.revision === revision)).toBe(true),
+      { timeout: 20_000, interval: 10 },
+    );
+    await a.revokeLease(lease.id);
+    expect((await b.list(workerPartsPrefix('decode-a'))).entries).toEqual([]);
+  },
+);
 
-test.skipIf(!etcdRuns)("worker A cannot write worker B's rank parts or inventory: etcd denies it, and nothing of the commit is written", async () => {
-  const a = asWorker('decode-a');
-  const b = asWorker('decode-b');
-  const { epoch } = await claimIncarnationEpoch(b, partOfB);
-  const leaseOfA = await a.grantLease(10_000);
-  const before = await b.list(workerKeyPrefix('decode-b'));
+test.skipIf(!etcdRuns)(
+  "worker A cannot write worker B's rank parts or inventory: etcd denies it, and nothing of the commit is written",
+  async () => {
+    const a = asWorker('decode-a');
+    const b = asWorker('decode-b');
+    const { epoch } = await claimIncarnationEpoch(b, partOfB);
+    const leaseOfA = await a.grantLease(10_000);
+    const before = await b.list(workerKeyPrefix('decode-b'));
 
-  const publish = publishRankParts(a, [partOfB], { lease: leaseOfA.id, epoch });
-  await expect(publish).rejects.toThrow(DiscoveryPermissionError);
-  await expect(publish).rejects.toMatchObject({ code: 'DISCOVERY_PERMISSION_DENIED', operation: 'commit', user: 'decode-a' });
-  const inventory = new InventoryPublisher(a, { workerId: 'decode-b', incarnation: partOfB.incarnation, epoch, lease: leaseOfA.id }).publish([]);
-  await expect(inventory).rejects.toMatchObject({ code: 'DISCOVERY_PERMISSION_DENIED', user: 'decode-a' });
-  await expect(a.delete(`${workerKeyPrefix('decode-b')}epoch`)).rejects.toMatchObject({
-    code: 'DISCOVERY_PERMISSION_DENIED',
-    key: `${workerKeyPrefix('decode-b')}epoch`,
-    message: expect.stringContaining('user "decode-a" is not granted it'),
-  });
+    const publish = publishRankParts(a, [partOfB], { lease: leaseOfA.id, epoch });
+    await expect(publish).rejects.toThrow(DiscoveryPermissionError);
+    await expect(publish).rejects.toMatchObject({
+      code: 'DISCOVERY_PERMISSION_DENIED',
+      operation: 'commit',
+      user: 'decode-a',
+    });
+    const inventory = new InventoryPublisher(a, {
+      workerId: 'decode-b',
+      incarnation: partOfB.incarnation,
+      epoch,
+      lease: leaseOfA.id,
+    }).publish([]);
+    await expect(inventory).rejects.toMatchObject({ code: 'DISCOVERY_PERMISSION_DENIED', user: 'decode-a' });
+    await expect(a.delete(`${workerKeyPrefix('decode-b')}epoch`)).rejects.toMatchObject({
+      code: 'DISCOVERY_PERMISSION_DENIED',
+      key: `${workerKeyPrefix('decode-b')}epoch`,
+      message: expect.stringContaining('user "decode-a" is not granted it'),
+    });
 
-  // Reading is granted under kvreuse/ only: a watch elsewhere is denied, not reported as an outage.
-  for (const options of [{}, { fromRevision: 1 }]) {
-    await expect(a.watch('elsewhere/', () => undefined, options)).rejects.toMatchObject({ code: 'DISCOVERY_PERMISSION_DENIED', operation: 'watch', key: 'elsewhere/', user: 'decode-a' });
-  }
+    // Reading is granted under kvreuse/ only: a watch elsewhere is denied, not reported as an outage.
+    for (const options of [{}, { fromRevision: 1 }]) {
+      await expect(a.watch('elsewhere/', () => undefined, options)).rejects.toMatchObject({
+        code: 'DISCOVERY_PERMISSION_DENIED',
+        operation: 'watch',
+        key: 'elsewhere/',
+        user: 'decode-a',
+      });
+    }
 
-  const after = await b.list(workerKeyPrefix('decode-b'));
-  expect(after.entries).toEqual(before.entries);
-  expect(await b.get(`${defaultInventoryPrefix}decode-b`)).toBeUndefined();
-  // B itself may write there.
-  const leaseOfB = await b.grantLease(10_000);
-  await publishRankParts(b, [partOfB], { lease: leaseOfB.id, epoch });
-  expect((await a.list(workerPartsPrefix('decode-b'))).entries).toHaveLength(1);
-  await b.revokeLease(leaseOfB.id);
-  await a.revokeLease(leaseOfA.id);
-});
+    const after = await b.list(workerKeyPrefix('decode-b'));
+    expect(after.entries).toEqual(before.entries);
+    expect(await b.get(`${defaultInventoryPrefix}decode-b`)).toBeUndefined();
+    // B itself may write there.
+    const leaseOfB = await b.grantLease(10_000);
+    await publishRankParts(b, [partOfB], { lease: leaseOfB.id, epoch });
+    expect((await a.list(workerPartsPrefix('decode-b'))).entries).toHaveLength(1);
+    await b.revokeLease(leaseOfB.id);
+    await a.revokeLease(leaseOfA.id);
+  },
+);
 
-test.skipIf(!etcdRuns)('a client that does not trust the server, or presents no client certificate, fails with DiscoveryTlsError', async () => {
-  const other = createCertificateAuthority(dir, 'another-ca');
-  const auth = { username: 'decode-a', passwordFile: passwordFile('decode-a') };
-  const distrusting = connect({ tls: { ...tls(), caFile: other.certFile }, auth });
-  const anonymous = connect({ tls: { caFile: ca.certFile }, auth });
-  for (const store of [distrusting, anonymous]) {
-    for (const attempt of [() => store.get('kvreuse/x'), () => store.put(`${workerKeyPrefix('decode-a')}x`, 'v')]) {
+test.skipIf(!etcdRuns)(
+  'a client that does not trust the server, or presents no client certificate, fails with DiscoveryTlsError',
+  async () => {
+    const other = createCertificateAuthority(dir, 'another-ca');
+    const auth = { username: 'decode-a', passwordFile: passwordFile('decode-a') };
+    const distrusting = connect({ tls: { ...tls(), caFile: other.certFile }, auth });
+    const anonymous = connect({ tls: { caFile: ca.certFile }, auth });
+    for (const store of [distrusting, anonymous]) {
+      for (const attempt of [() => store.get('kvreuse/x'), () => store.put(`${workerKeyPrefix('decode-a')}x`, 'v')]) {
+        const failed = attempt();
+        await expect(failed).rejects.toThrow(DiscoveryTlsError);
+        await expect(failed).rejects.toMatchObject({
+          code: 'DISCOVERY_TLS_FAILED',
+          endpoints: [etcd!.url],
+          message: expect.stringContaining('TLS handshake'),
+        });
+      }
+    }
+    await expect(distrusting.get('kvreuse/x')).rejects.toThrow(/unable to verify the first certificate/);
+    await expect(anonymous.get('kvreuse/x')).rejects.toThrow(/bad certificate/);
+  },
+);
+
+test.skipIf(!etcdRuns)(
+  'a wrong password fails every request and watch with DiscoveryAuthenticationError naming the user',
+  async () => {
+    const wrong = join(dir, 'wrong.password');
+    writeFileSync(wrong, 'not the password\n');
+    const store = connect({ tls: tls(), auth: { username: 'decode-a', passwordFile: wrong } });
+    for (const attempt of [
+      () => store.get('kvreuse/x'),
+      () => store.grantLease(10_000),
+      () => store.watch('kvreuse/', () => undefined),
+    ]) {
       const failed = attempt();
-      await expect(failed).rejects.toThrow(DiscoveryTlsError);
-      await expect(failed).rejects.toMatchObject({ code: 'DISCOVERY_TLS_FAILED', endpoints: [etcd!.url], message: expect.stringContaining('TLS handshake') });
+      await expect(failed).rejects.toThrow(DiscoveryAuthenticationError);
+      await expect(failed).rejects.toMatchObject({
+        code: 'DISCOVERY_AUTHENTICATION_FAILED',
+        user: 'decode-a',
+        message: expect.stringContaining('refused the credentials of user "decode-a"'),
+      });
     }
-  }
-  await expect(distrusting.get('kvreuse/x')).rejects.toThrow(/unable to verify the first certificate/);
-  await expect(anonymous.get('kvreuse/x')).rejects.toThrow(/bad certificate/);
-});
+  },
+);
 
-test.skipIf(!etcdRuns)('a wrong password fails every request and watch with DiscoveryAuthenticationError naming the user', async () => {
-  const wrong = join(dir, 'wrong.password');
-  writeFileSync(wrong, 'not the password\n');
-  const store = connect({ tls: tls(), auth: { username: 'decode-a', passwordFile: wrong } });
-  for (const attempt of [() => store.get('kvreuse/x'), () => store.grantLease(10_000), () => store.watch('kvreuse/', () => undefined)]) {
-    const failed = attempt();
-    await expect(failed).rejects.toThrow(DiscoveryAuthenticationError);
-    await expect(failed).rejects.toMatchObject({ code: 'DISCOVERY_AUTHENTICATION_FAILED', user: 'decode-a', message: expect.stringContaining('refused the credentials of user "decode-a"') });
-  }
-});
-
-test.skipIf(!etcdRuns)('without a user, a cluster with authentication on (and no client certificates) fails with DiscoveryAuthenticationError', async () => {
-  const plain = await EtcdServer.start();
-  try {
-    const admin = new Etcd3({ hosts: plain.url });
+test.skipIf(!etcdRuns)(
+  'without a user, a cluster with authentication on (and no client certificates) fails with DiscoveryAuthenticationError',
+  async () => {
+    const plain = await EtcdServer.start();
     try {
-      await admin.user('root').create('root-password');
-      await admin.user('root').addRole('root');
-      await admin.auth.authEnable();
+      const admin = new Etcd3({ hosts: plain.url });
+      try {
+        await admin.user('root').create('root-password');
+        await admin.user('root').addRole('root');
+        await admin.auth.authEnable();
+      } finally {
+        admin.close();
+      }
+      const store = connectEtcdDiscovery({ hosts: plain.url });
+      stores.push(store);
+      const failed = store.put('kvreuse/x', 'v');
+      await expect(failed).rejects.toThrow(DiscoveryAuthenticationError);
+      await expect(failed).rejects.toMatchObject({
+        user: undefined,
+        message: expect.stringContaining('requires authentication and no user is configured'),
+      });
     } finally {
-      admin.close();
+      await plain.stop();
     }
-    const store = connectEtcdDiscovery({ hosts: plain.url });
-    stores.push(store);
-    const failed = store.put('kvreuse/x', 'v');
-    await expect(failed).rejects.toThrow(DiscoveryAuthenticationError);
-    await expect(failed).rejects.toMatchObject({ user: undefined, message: expect.stringContaining('requires authentication and no user is configured') });
-  } finally {
-    await plain.stop();
-  }
-});
+  },
+);

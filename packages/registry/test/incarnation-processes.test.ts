@@ -9,7 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test, vi } from 'vitest';
-import { connectEtcdDiscovery, type DiscoveryStore, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
+import {
+  connectEtcdDiscovery,
+  type DiscoveryStore,
+  openSqliteDiscovery,
+  watchWorkerReadiness,
+  type WorkerReadiness,
+} from '@kvreuse/discovery';
 import { etcdRuns, EtcdServer } from '@kvreuse-internal/test-support';
 
 vi.setConfig({ testTimeout: 120_000 });
@@ -63,7 +69,9 @@ class IncarnationProcess {
       const found = this.lines.find((line) => line.startsWith(prefix));
       if (found !== undefined) return found;
       if (!children.has(this.child) || Date.now() > giveUpAt) {
-        throw new Error(`${this.incarnation}: no "${prefix}" line; stdout ${JSON.stringify(this.lines)}, stderr ${this.#stderr}`);
+        throw new Error(
+          `${this.incarnation}: no "${prefix}" line; stdout ${JSON.stringify(this.lines)}, stderr ${this.#stderr}`,
+        );
       }
       await new Promise<void>((resolve) => {
         this.#wake = resolve;
@@ -73,10 +81,25 @@ class IncarnationProcess {
   }
 }
 
-function startIncarnation(backend: 'sqlite' | 'etcd', location: string, workerId: string, incarnation: string): IncarnationProcess {
+function startIncarnation(
+  backend: 'sqlite' | 'etcd',
+  location: string,
+  workerId: string,
+  incarnation: string,
+): IncarnationProcess {
   const child = spawn(
     process.execPath,
-    ['--conditions=@kvreuse/source', '--import', 'tsx', script, backend, location, workerId, incarnation, String(leaseTtlMs)],
+    [
+      '--conditions=@kvreuse/source',
+      '--import',
+      'tsx',
+      script,
+      backend,
+      location,
+      workerId,
+      incarnation,
+      String(leaseTtlMs),
+    ],
     { stdio: ['pipe', 'pipe', 'pipe'] },
   );
   return new IncarnationProcess(incarnation, child);
@@ -85,11 +108,16 @@ function startIncarnation(backend: 'sqlite' | 'etcd', location: string, workerId
 const summary = (readiness: WorkerReadiness): string =>
   readiness.ready ? `ready ${readiness.incarnation}` : `${readiness.reasons[0]!.kind} ${readiness.incarnation ?? '-'}`;
 
-async function stalledIncarnationScenario(backend: 'sqlite' | 'etcd', location: string, store: DiscoveryStore): Promise<void> {
+async function stalledIncarnationScenario(
+  backend: 'sqlite' | 'etcd',
+  location: string,
+  store: DiscoveryStore,
+): Promise<void> {
   const workerId = `decode-stalled-${backend}`;
   const seen: string[] = [];
   const watch = await watchWorkerReadiness(store, workerId, { onChange: (readiness) => seen.push(summary(readiness)) });
-  const until = (expected: string) => vi.waitFor(() => expect(seen.at(-1)).toBe(expected), { timeout: 60_000, interval: 20 });
+  const until = (expected: string) =>
+    vi.waitFor(() => expect(seen.at(-1)).toBe(expected), { timeout: 60_000, interval: 20 });
 
   const old = startIncarnation(backend, location, workerId, 'inc-1');
   const oldEpoch = Number((await old.line('published ')).split(' ')[1]);

@@ -30,7 +30,18 @@ afterAll(() => {
 function startRank(incarnation: string, tpRank: number): Promise<ChildProcessWithoutNullStreams> {
   const child = spawn(
     process.execPath,
-    ['--conditions=@kvreuse/source', '--import', 'tsx', script, path, workerId, incarnation, String(tpRank), '2', String(leaseTtlMs)],
+    [
+      '--conditions=@kvreuse/source',
+      '--import',
+      'tsx',
+      script,
+      path,
+      workerId,
+      incarnation,
+      String(tpRank),
+      '2',
+      String(leaseTtlMs),
+    ],
     { stdio: ['pipe', 'pipe', 'pipe'] },
   );
   children.add(child);
@@ -38,7 +49,9 @@ function startRank(incarnation: string, tpRank: number): Promise<ChildProcessWit
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   return new Promise((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('published') && resolve(child));
-    child.once('exit', (code) => reject(new Error(`rank ${tpRank} of ${incarnation} exited ${code} before publishing: ${stderr}`)));
+    child.once('exit', (code) =>
+      reject(new Error(`rank ${tpRank} of ${incarnation} exited ${code} before publishing: ${stderr}`)),
+    );
   });
 }
 
@@ -56,38 +69,44 @@ function stop(child: ChildProcessWithoutNullStreams, signal: 'SIGTERM' | 'SIGKIL
 const summary = (readiness: WorkerReadiness): string =>
   readiness.ready ? `ready ${readiness.incarnation}` : `${readiness.reasons[0]!.kind} ${readiness.incarnation ?? '-'}`;
 
-test.runIf(ucxTestsRun)('rank processes on ucx: ready when whole, crash withdraws via lease expiry, restart replaces atomically, stop withdraws', async () => {
-  const store = openSqliteDiscovery(path, { pollIntervalMs: 5 });
-  const seen: string[] = [];
-  const watch = await watchWorkerReadiness(store, workerId, { onChange: (readiness) => seen.push(summary(readiness)) });
-  const last = () => seen.at(-1);
-  const until = (expected: string) => vi.waitFor(() => expect(last()).toBe(expected), { timeout: 60_000, interval: 20 });
+test.runIf(ucxTestsRun)(
+  'rank processes on ucx: ready when whole, crash withdraws via lease expiry, restart replaces atomically, stop withdraws',
+  async () => {
+    const store = openSqliteDiscovery(path, { pollIntervalMs: 5 });
+    const seen: string[] = [];
+    const watch = await watchWorkerReadiness(store, workerId, {
+      onChange: (readiness) => seen.push(summary(readiness)),
+    });
+    const last = () => seen.at(-1);
+    const until = (expected: string) =>
+      vi.waitFor(() => expect(last()).toBe(expected), { timeout: 60_000, interval: 20 });
 
-  const [old0, old1] = await Promise.all([startRank('inc-1', 0), startRank('inc-1', 1)]);
-  await until('ready inc-1');
+    const [old0, old1] = await Promise.all([startRank('inc-1', 0), startRank('inc-1', 1)]);
+    await until('ready inc-1');
 
-  // Rank 1 crashes: nobody renews its lease, so its part expires and readiness is withdrawn.
-  await stop(old1!, 'SIGKILL');
-  await until('incomplete inc-1');
+    // Rank 1 crashes: nobody renews its lease, so its part expires and readiness is withdrawn.
+    await stop(old1!, 'SIGKILL');
+    await until('incomplete inc-1');
 
-  // The worker restarts with a new incarnation while the old rank 0 still runs and renews its lease.
-  const [new0, new1] = await Promise.all([startRank('inc-2', 0), startRank('inc-2', 1)]);
-  await until('ready inc-2');
-  expect(await stop(old0!, 'SIGTERM')).toBe(0);
-  await watch.settled();
-  expect(last()).toBe('ready inc-2');
+    // The worker restarts with a new incarnation while the old rank 0 still runs and renews its lease.
+    const [new0, new1] = await Promise.all([startRank('inc-2', 0), startRank('inc-2', 1)]);
+    await until('ready inc-2');
+    expect(await stop(old0!, 'SIGTERM')).toBe(0);
+    await watch.settled();
+    expect(last()).toBe('ready inc-2');
 
-  // A graceful stop withdraws each rank's own part at once.
-  expect(await stop(new0!, 'SIGTERM')).toBe(0);
-  await until('incomplete inc-2');
-  expect(await stop(new1!, 'SIGTERM')).toBe(0);
-  await until('no-parts -');
-  await watch.close();
-  await store.close();
+    // A graceful stop withdraws each rank's own part at once.
+    expect(await stop(new0!, 'SIGTERM')).toBe(0);
+    await until('incomplete inc-2');
+    expect(await stop(new1!, 'SIGTERM')).toBe(0);
+    await until('no-parts -');
+    await watch.close();
+    await store.close();
 
-  const readyStates = seen.filter((line) => line.startsWith('ready'));
-  expect(readyStates).toEqual(['ready inc-1', 'ready inc-2']);
-  // Once inc-2 appeared, inc-1 never came back.
-  const firstInc2 = seen.findIndex((line) => line.includes('inc-2'));
-  expect(seen.slice(firstInc2).some((line) => line.includes('inc-1'))).toBe(false);
-});
+    const readyStates = seen.filter((line) => line.startsWith('ready'));
+    expect(readyStates).toEqual(['ready inc-1', 'ready inc-2']);
+    // Once inc-2 appeared, inc-1 never came back.
+    const firstInc2 = seen.findIndex((line) => line.includes('inc-2'));
+    expect(seen.slice(firstInc2).some((line) => line.includes('inc-1'))).toBe(false);
+  },
+);

@@ -35,10 +35,30 @@ interface PeerOutcome {
 }
 
 /** A worker process; `outcomes` resolves with one outcome per peer it was told to load. */
-function startWorker(backend: 'sqlite' | 'etcd', location: string, secretFile: string, workerId: string, peers: readonly string[]) {
-  const child = spawn(process.execPath, ['--conditions=@kvreuse/source', '--import', 'tsx', script, backend, location, secretFile, workerId, peers.join(',')], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+function startWorker(
+  backend: 'sqlite' | 'etcd',
+  location: string,
+  secretFile: string,
+  workerId: string,
+  peers: readonly string[],
+) {
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=@kvreuse/source',
+      '--import',
+      'tsx',
+      script,
+      backend,
+      location,
+      secretFile,
+      workerId,
+      peers.join(','),
+    ],
+    {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
   children.add(child);
   let stdout = '';
   let stderr = '';
@@ -63,7 +83,12 @@ function startWorker(backend: 'sqlite' | 'etcd', location: string, secretFile: s
   return { outcomes, stop };
 }
 
-async function twoShareOneSecretAndAThirdIsRefused(backend: 'sqlite' | 'etcd', location: string, shared: string, other: string): Promise<void> {
+async function twoShareOneSecretAndAThirdIsRefused(
+  backend: 'sqlite' | 'etcd',
+  location: string,
+  shared: string,
+  other: string,
+): Promise<void> {
   const a = startWorker(backend, location, shared, `${backend}-a`, [`${backend}-b`, `${backend}-c`]);
   const b = startWorker(backend, location, shared, `${backend}-b`, [`${backend}-a`]);
   const c = startWorker(backend, location, other, `${backend}-c`, [`${backend}-a`]);
@@ -89,12 +114,15 @@ describe.runIf(ucxTestsRun)('signed transport metadata between processes', () =>
     expect(statSync(`${sqlitePath}.secret`).mode & 0o777).toBe(0o600);
   });
 
-  test.skipIf(!etcdRuns)('on etcd: two workers naming one secret file load each other; a third naming another is refused', async () => {
-    etcd = await EtcdServer.start();
-    const shared = join(dir, 'cluster.secret');
-    const other = join(dir, 'another.secret');
-    ClusterSecret.readOrCreate(shared);
-    ClusterSecret.readOrCreate(other);
-    await twoShareOneSecretAndAThirdIsRefused('etcd', etcd.url, shared, other);
-  });
+  test.skipIf(!etcdRuns)(
+    'on etcd: two workers naming one secret file load each other; a third naming another is refused',
+    async () => {
+      etcd = await EtcdServer.start();
+      const shared = join(dir, 'cluster.secret');
+      const other = join(dir, 'another.secret');
+      ClusterSecret.readOrCreate(shared);
+      ClusterSecret.readOrCreate(other);
+      await twoShareOneSecretAndAThirdIsRefused('etcd', etcd.url, shared, other);
+    },
+  );
 });

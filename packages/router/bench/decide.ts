@@ -51,7 +51,9 @@ const pool = Array.from({ length: pooled }, () => freshChain(chainBlocks));
 const expiresAt = wallStart + 3_600_000;
 const retained: BigUint64Array[] = [];
 
-console.log(`router bench: ${workers} workers × ${blocksPerWorker} blocks on ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}`);
+console.log(
+  `router bench: ${workers} workers × ${blocksPerWorker} blocks on ${cpus().length} cores, load ${loadavg()[0]!.toFixed(1)}`,
+);
 for (let w = 0; w < workers; w++) {
   const id = `decode-${String(w).padStart(4, '0')}`;
   ids.push(id);
@@ -77,7 +79,13 @@ for (let w = 0; w < workers; w++) {
     for (const hash of conversation) set.add(hash);
   }
   retained.push(...conversations.filter((conversation) => conversation.length === chainBlocks).slice(0, 2));
-  inventory.apply({ workerId: id, incarnation: worker.incarnation, epoch: 1, seq: 1, events: conversations.map((blocks) => ({ type: 'stored', tier: 'host', blocks, expiresAt })) });
+  inventory.apply({
+    workerId: id,
+    incarnation: worker.incarnation,
+    epoch: 1,
+    seq: 1,
+    events: conversations.map((blocks) => ({ type: 'stored', tier: 'host', blocks, expiresAt })),
+  });
 }
 console.log(`router bench: inventory of ${inventory.size} entries built`);
 
@@ -93,7 +101,12 @@ for (let q = 0; q < queries; q++) {
   } else prompts.push(freshChain(chainBlocks));
 }
 
-const context: RouteContext = { settings, inventory, sources, activation: { mode: 'host-only', reasons: ['GPU reuse is not measured here'] } };
+const context: RouteContext = {
+  settings,
+  inventory,
+  sources,
+  activation: { mode: 'host-only', reasons: ['GPU reuse is not measured here'] },
+};
 const request = (chain: BigUint64Array) => ({ chain, destination: { worker: destination, localBlocks: 0 } });
 
 const best = new Float64Array(queries).fill(Infinity);
@@ -133,11 +146,21 @@ function scanDecide(chain: BigUint64Array): { workerId: string; extent: number }
     if (extent === 0) continue;
     const source = sources.get(ids[w]!)!;
     if (source.warming || !source.health.healthy || source.activePulls >= router.maxConcurrentPullsPerSource) continue;
-    if (sources.incompatibility(source, destination) !== undefined || extent < router.minimumTransferPrefixBlocks) continue;
-    const { savingMs, costMs } = estimatePull({ extent, blockTokens: 64, tier: 'host', linkClass: 'network' }, router, undefined);
+    if (sources.incompatibility(source, destination) !== undefined || extent < router.minimumTransferPrefixBlocks)
+      continue;
+    const { savingMs, costMs } = estimatePull(
+      { extent, blockTokens: 64, tier: 'host', linkClass: 'network' },
+      router,
+      undefined,
+    );
     const net = savingMs - costMs;
     if (net < router.minimumEstimatedTtftSavingMs) continue;
-    if (chosen === undefined || net > chosen.net || (net === chosen.net && extent > chosen.extent) || (net === chosen.net && extent === chosen.extent && ids[w]! < chosen.workerId)) {
+    if (
+      chosen === undefined ||
+      net > chosen.net ||
+      (net === chosen.net && extent > chosen.extent) ||
+      (net === chosen.net && extent === chosen.extent && ids[w]! < chosen.workerId)
+    ) {
       chosen = { workerId: ids[w]!, extent, net };
     }
   }
@@ -163,7 +186,11 @@ for (let round = 0; round < 2; round++) {
       continue;
     }
     if (decision.action === 'pull') pulls++;
-    if (decision.source?.workerId !== scanned?.workerId || (scanned !== undefined && decision.extent !== scanned.extent)) disagreements++;
+    if (
+      decision.source?.workerId !== scanned?.workerId ||
+      (scanned !== undefined && decision.extent !== scanned.extent)
+    )
+      disagreements++;
   }
 }
 let scanUs = 0;
@@ -191,6 +218,12 @@ const figures = {
     goal: '≤ 50',
     note: `p50 ${p50.toFixed(2)} µs; anchor: the inventory lookup alone`,
   },
-  'route.decide.vs_scan': { value: Number(ratio.toFixed(2)), unit: 'ratio', anchor: Number((scanUs / scanQueries).toFixed(1)), ratio: Number(ratio.toFixed(2)), goal: '≥ 20' },
+  'route.decide.vs_scan': {
+    value: Number(ratio.toFixed(2)),
+    unit: 'ratio',
+    anchor: Number((scanUs / scanQueries).toFixed(1)),
+    ratio: Number(ratio.toFixed(2)),
+    goal: '≥ 20',
+  },
 };
 writeFileSync(partPath, `${JSON.stringify({ figures }, null, 2)}\n`);

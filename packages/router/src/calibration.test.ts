@@ -34,7 +34,8 @@ describe('TransferCalibration', () => {
 
   it('keeps link classes and tiers apart', () => {
     const calibration = new TransferCalibration({ now: new ManualClock().now });
-    for (let blocks = 1; blocks <= 8; blocks++) calibration.record(receipt(blocks, blocks * 0.05, { linkClass: 'same-host', tier: 'gpu' }));
+    for (let blocks = 1; blocks <= 8; blocks++)
+      calibration.record(receipt(blocks, blocks * 0.05, { linkClass: 'same-host', tier: 'gpu' }));
     expect(calibration.transferEstimate('same-host', 'gpu')?.blockUs).toBeCloseTo(50, 6);
     expect(calibration.transferEstimate('same-host', 'host')).toBeUndefined();
     expect(calibration.transferEstimate('network', 'gpu')).toBeUndefined();
@@ -43,7 +44,8 @@ describe('TransferCalibration', () => {
   it('falls back to the priors when receipts stop: they age out against its clock', () => {
     const clock = new ManualClock();
     const calibration = new TransferCalibration({ now: clock.now, maxAgeMs: 10_000 });
-    for (let blocks = 1; blocks <= 8; blocks++) calibration.record(receipt(blocks, 0.1 + blocks * 0.1, { prefillTokenUs: 40 }));
+    for (let blocks = 1; blocks <= 8; blocks++)
+      calibration.record(receipt(blocks, 0.1 + blocks * 0.1, { prefillTokenUs: 40 }));
     clock.time = 10_000;
     expect(calibration.transferEstimate('network', 'host')).toBeDefined();
     expect(calibration.prefillEstimate()?.tokenUs).toBe(40);
@@ -83,7 +85,14 @@ describe('TransferCalibration', () => {
       expect(() => calibration.record(bad as TransferReceipt)).toThrow(`transfer receipt ${field} =`);
     }
     expect(calibration.transferFit('network', 'host')).toBeUndefined();
-    for (const options of [{ maxAgeMs: 0 }, { minReceipts: 0 }, { minReceipts: 1.5 }, { window: 4 }, { maxRelativeError: 0 }, { now: 5 }]) {
+    for (const options of [
+      { maxAgeMs: 0 },
+      { minReceipts: 0 },
+      { minReceipts: 1.5 },
+      { window: 4 },
+      { maxRelativeError: 0 },
+      { now: 5 },
+    ]) {
       expect(() => new TransferCalibration(options as never)).toThrow(RouterOptionError);
     }
   });

@@ -73,12 +73,23 @@ export class TransferCalibration {
 
   constructor(options: CalibrationOptions = {}) {
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
-    const { now = () => performance.now(), maxAgeMs = 60_000, window = 64, minReceipts = 8, maxRelativeError = 0.25 } = options;
-    if (typeof now !== 'function') throw new RouterOptionError('options.now', now, 'a function returning monotonic milliseconds');
-    if (!(typeof maxAgeMs === 'number' && maxAgeMs > 0)) throw new RouterOptionError('options.maxAgeMs', maxAgeMs, 'a number > 0');
-    if (!(Number.isSafeInteger(minReceipts) && minReceipts >= 1)) throw new RouterOptionError('options.minReceipts', minReceipts, 'a whole number ≥ 1');
-    if (!(Number.isSafeInteger(window) && window >= minReceipts)) throw new RouterOptionError('options.window', window, `a whole number ≥ minReceipts (${minReceipts})`);
-    if (!(typeof maxRelativeError === 'number' && maxRelativeError > 0)) throw new RouterOptionError('options.maxRelativeError', maxRelativeError, 'a number > 0');
+    const {
+      now = () => performance.now(),
+      maxAgeMs = 60_000,
+      window = 64,
+      minReceipts = 8,
+      maxRelativeError = 0.25,
+    } = options;
+    if (typeof now !== 'function')
+      throw new RouterOptionError('options.now', now, 'a function returning monotonic milliseconds');
+    if (!(typeof maxAgeMs === 'number' && maxAgeMs > 0))
+      throw new RouterOptionError('options.maxAgeMs', maxAgeMs, 'a number > 0');
+    if (!(Number.isSafeInteger(minReceipts) && minReceipts >= 1))
+      throw new RouterOptionError('options.minReceipts', minReceipts, 'a whole number ≥ 1');
+    if (!(Number.isSafeInteger(window) && window >= minReceipts))
+      throw new RouterOptionError('options.window', window, `a whole number ≥ minReceipts (${minReceipts})`);
+    if (!(typeof maxRelativeError === 'number' && maxRelativeError > 0))
+      throw new RouterOptionError('options.maxRelativeError', maxRelativeError, 'a number > 0');
     this.now = now;
     this.maxAgeMs = maxAgeMs;
     this.window = window;
@@ -121,7 +132,12 @@ export class TransferCalibration {
       slope = sxy / sxx;
     }
     slope = Math.max(0, slope);
-    return { fixedMs: fixed, blockUs: slope * 1000, receipts: n, confidence: this.confidence(samples, (x) => fixed + slope * x) };
+    return {
+      fixedMs: fixed,
+      blockUs: slope * 1000,
+      receipts: n,
+      confidence: this.confidence(samples, (x) => fixed + slope * x),
+    };
   }
 
   /** The confident transfer fit of a link class and tier, or undefined (then the priors apply). */
@@ -181,11 +197,16 @@ function push(samples: Sample[], sample: Sample, window: number): void {
 
 function checkReceipt(receipt: TransferReceipt): void {
   if (receipt === null || typeof receipt !== 'object') throw new ReceiptError('receipt', receipt, 'an object');
-  if (!linkClasses.includes(receipt.linkClass)) throw new ReceiptError('linkClass', receipt.linkClass, `one of ${linkClasses.join(', ')}`);
-  if (!sourceTiers.includes(receipt.tier)) throw new ReceiptError('tier', receipt.tier, `one of ${sourceTiers.join(', ')}`);
-  if (!(Number.isSafeInteger(receipt.blocks) && receipt.blocks >= 1)) throw new ReceiptError('blocks', receipt.blocks, 'a whole number ≥ 1');
-  if (!(Number.isSafeInteger(receipt.bytes) && receipt.bytes >= 0)) throw new ReceiptError('bytes', receipt.bytes, 'a whole number ≥ 0');
-  if (!(Number.isFinite(receipt.transferMs) && receipt.transferMs >= 0)) throw new ReceiptError('transferMs', receipt.transferMs, 'a finite number ≥ 0');
+  if (!linkClasses.includes(receipt.linkClass))
+    throw new ReceiptError('linkClass', receipt.linkClass, `one of ${linkClasses.join(', ')}`);
+  if (!sourceTiers.includes(receipt.tier))
+    throw new ReceiptError('tier', receipt.tier, `one of ${sourceTiers.join(', ')}`);
+  if (!(Number.isSafeInteger(receipt.blocks) && receipt.blocks >= 1))
+    throw new ReceiptError('blocks', receipt.blocks, 'a whole number ≥ 1');
+  if (!(Number.isSafeInteger(receipt.bytes) && receipt.bytes >= 0))
+    throw new ReceiptError('bytes', receipt.bytes, 'a whole number ≥ 0');
+  if (!(Number.isFinite(receipt.transferMs) && receipt.transferMs >= 0))
+    throw new ReceiptError('transferMs', receipt.transferMs, 'a finite number ≥ 0');
   const { prefillTokenUs } = receipt;
   if (prefillTokenUs !== undefined && !(Number.isFinite(prefillTokenUs) && prefillTokenUs > 0)) {
     throw new ReceiptError('prefillTokenUs', prefillTokenUs, 'a finite number > 0, or absent');

@@ -26,7 +26,9 @@ describe('estimatePull', () => {
 
   it('prices a mixed prefix at the slower tier even when GPU blocks are the dearer ones', () => {
     const dearGpu = { ...router, transferSourceGpuEstimatedBlockUs: 750 };
-    expect(estimatePull({ extent: 4, blockTokens: 64, tier: 'mixed', linkClass: 'network' }, dearGpu, undefined).costMs).toBe(4);
+    expect(
+      estimatePull({ extent: 4, blockTokens: 64, tier: 'mixed', linkClass: 'network' }, dearGpu, undefined).costMs,
+    ).toBe(4);
   });
 
   it('a receipt moves the estimate to what it measured: 42 blocks of 7.3 MB priced at the prior, then at the pull', () => {
@@ -47,13 +49,27 @@ describe('estimatePull', () => {
 
   it('uses the confident calibration: its fixed cost, its µs per block and the measured prefill time', () => {
     const calibration = new TransferCalibration({ now: new ManualClock().now });
-    for (let blocks = 1; blocks <= 8; blocks++) calibration.record({ linkClass: 'same-host', tier: 'host', blocks, bytes: 1, transferMs: 0.5 + blocks * 0.25, prefillTokenUs: 25 });
-    const estimate = estimatePull({ extent: 10, blockTokens: 64, tier: 'host', linkClass: 'same-host' }, router, calibration);
+    for (let blocks = 1; blocks <= 8; blocks++)
+      calibration.record({
+        linkClass: 'same-host',
+        tier: 'host',
+        blocks,
+        bytes: 1,
+        transferMs: 0.5 + blocks * 0.25,
+        prefillTokenUs: 25,
+      });
+    const estimate = estimatePull(
+      { extent: 10, blockTokens: 64, tier: 'host', linkClass: 'same-host' },
+      router,
+      calibration,
+    );
     expect(estimate.estimate).toBe('calibrated');
     expect(estimate.prefillEstimate).toBe('calibrated');
     expect(estimate.costMs).toBeCloseTo(0.5 + 2.5 + 1, 9);
     expect(estimate.savingMs).toBeCloseTo(16, 9);
     // Another link class has no receipts: its prior.
-    expect(estimatePull({ extent: 10, blockTokens: 64, tier: 'host', linkClass: 'network' }, router, calibration).estimate).toBe('prior');
+    expect(
+      estimatePull({ extent: 10, blockTokens: 64, tier: 'host', linkClass: 'network' }, router, calibration).estimate,
+    ).toBe('prior');
   });
 });

@@ -30,7 +30,11 @@ export interface PullShape {
  * A confident calibration replaces the priors: its fixed cost per transfer is added and its µs per block
  * used, and its measured prefill time per token replaces the prior.
  */
-export function estimatePull(shape: PullShape, router: SettingsOf<[typeof routerGroup]>['router'], calibration: TransferCalibration | undefined): PullEstimate {
+export function estimatePull(
+  shape: PullShape,
+  router: SettingsOf<[typeof routerGroup]>['router'],
+  calibration: TransferCalibration | undefined,
+): PullEstimate {
   const { extent, blockTokens, tier, linkClass } = shape;
   const prefill = calibration?.prefillEstimate();
   const tokenUs = prefill?.tokenUs ?? router.transferSourcePrefillTokenUs;

@@ -28,7 +28,8 @@ function route(s: Scenario, localBlocks = 0, extra: Parameters<Scenario['context
 }
 
 const hostSource = (s: Scenario, blocks = 8) => s.addSource(workerOf('decode-1'), 1, { blocks, tier: 'host' });
-const gpuSource = (s: Scenario, blocks = 8) => s.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks, tier: 'gpu' });
+const gpuSource = (s: Scenario, blocks = 8) =>
+  s.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks, tier: 'gpu' });
 
 interface Row {
   readonly setting: string;
@@ -41,15 +42,69 @@ interface Row {
 // Each setting on both sides of its threshold; everything else as `exact`.
 const rows: Row[] = [
   { setting: 'enable_decode_to_prefill_reuse on', flags: [], setup: hostSource, action: 'pull', reason: 'worth-it' },
-  { setting: 'enable_decode_to_prefill_reuse off', flags: ['--router-enable-decode-to-prefill-reuse=false'], setup: hostSource, action: 'recompute', reason: 'disabled' },
-  { setting: 'enable_decode_to_prefill_gpu_reuse on, GPU source', flags: ['--router-enable-decode-to-prefill-gpu-reuse'], setup: gpuSource, action: 'pull', reason: 'worth-it' },
-  { setting: 'enable_decode_to_prefill_gpu_reuse off, GPU source', flags: [], setup: gpuSource, action: 'recompute', reason: 'no-candidate' },
-  { setting: 'minimum_estimated_ttft_saving_ms = net (27)', flags: ['--router-minimum-estimated-ttft-saving-ms=27'], setup: hostSource, action: 'pull', reason: 'worth-it' },
-  { setting: 'minimum_estimated_ttft_saving_ms just above net (27.5)', flags: ['--router-minimum-estimated-ttft-saving-ms=27.5'], setup: hostSource, action: 'recompute', reason: 'not-worth-it' },
-  { setting: 'minimum_transfer_prefix_blocks = extent (8)', flags: ['--router-minimum-transfer-prefix-blocks=8'], setup: hostSource, action: 'pull', reason: 'worth-it' },
-  { setting: 'minimum_transfer_prefix_blocks = extent + 1 (9)', flags: ['--router-minimum-transfer-prefix-blocks=9'], setup: hostSource, action: 'recompute', reason: 'too-short' },
-  { setting: 'transfer_source_estimated_block_us at the margin (3250: net 5)', flags: ['--router-transfer-source-estimated-block-us=3250'], setup: hostSource, action: 'pull', reason: 'worth-it' },
-  { setting: 'transfer_source_estimated_block_us past it (3375: net 4)', flags: ['--router-transfer-source-estimated-block-us=3375'], setup: hostSource, action: 'recompute', reason: 'not-worth-it' },
+  {
+    setting: 'enable_decode_to_prefill_reuse off',
+    flags: ['--router-enable-decode-to-prefill-reuse=false'],
+    setup: hostSource,
+    action: 'recompute',
+    reason: 'disabled',
+  },
+  {
+    setting: 'enable_decode_to_prefill_gpu_reuse on, GPU source',
+    flags: ['--router-enable-decode-to-prefill-gpu-reuse'],
+    setup: gpuSource,
+    action: 'pull',
+    reason: 'worth-it',
+  },
+  {
+    setting: 'enable_decode_to_prefill_gpu_reuse off, GPU source',
+    flags: [],
+    setup: gpuSource,
+    action: 'recompute',
+    reason: 'no-candidate',
+  },
+  {
+    setting: 'minimum_estimated_ttft_saving_ms = net (27)',
+    flags: ['--router-minimum-estimated-ttft-saving-ms=27'],
+    setup: hostSource,
+    action: 'pull',
+    reason: 'worth-it',
+  },
+  {
+    setting: 'minimum_estimated_ttft_saving_ms just above net (27.5)',
+    flags: ['--router-minimum-estimated-ttft-saving-ms=27.5'],
+    setup: hostSource,
+    action: 'recompute',
+    reason: 'not-worth-it',
+  },
+  {
+    setting: 'minimum_transfer_prefix_blocks = extent (8)',
+    flags: ['--router-minimum-transfer-prefix-blocks=8'],
+    setup: hostSource,
+    action: 'pull',
+    reason: 'worth-it',
+  },
+  {
+    setting: 'minimum_transfer_prefix_blocks = extent + 1 (9)',
+    flags: ['--router-minimum-transfer-prefix-blocks=9'],
+    setup: hostSource,
+    action: 'recompute',
+    reason: 'too-short',
+  },
+  {
+    setting: 'transfer_source_estimated_block_us at the margin (3250: net 5)',
+    flags: ['--router-transfer-source-estimated-block-us=3250'],
+    setup: hostSource,
+    action: 'pull',
+    reason: 'worth-it',
+  },
+  {
+    setting: 'transfer_source_estimated_block_us past it (3375: net 4)',
+    flags: ['--router-transfer-source-estimated-block-us=3375'],
+    setup: hostSource,
+    action: 'recompute',
+    reason: 'not-worth-it',
+  },
   {
     setting: 'transfer_source_gpu_estimated_block_us at the margin (3250)',
     flags: ['--router-enable-decode-to-prefill-gpu-reuse', '--router-transfer-source-gpu-estimated-block-us=3250'],
@@ -64,10 +119,34 @@ const rows: Row[] = [
     action: 'recompute',
     reason: 'not-worth-it',
   },
-  { setting: 'transfer_source_lookup_budget_ms at the margin (23: net 5)', flags: ['--router-transfer-source-lookup-budget-ms=23'], setup: hostSource, action: 'pull', reason: 'worth-it' },
-  { setting: 'transfer_source_lookup_budget_ms past it (23.5: net 4.5)', flags: ['--router-transfer-source-lookup-budget-ms=23.5'], setup: hostSource, action: 'recompute', reason: 'not-worth-it' },
-  { setting: 'transfer_source_prefill_token_us at the margin (19.53125: saving 10, net 5)', flags: ['--router-transfer-source-prefill-token-us=19.53125'], setup: hostSource, action: 'pull', reason: 'worth-it' },
-  { setting: 'transfer_source_prefill_token_us below it (19.5)', flags: ['--router-transfer-source-prefill-token-us=19.5'], setup: hostSource, action: 'recompute', reason: 'not-worth-it' },
+  {
+    setting: 'transfer_source_lookup_budget_ms at the margin (23: net 5)',
+    flags: ['--router-transfer-source-lookup-budget-ms=23'],
+    setup: hostSource,
+    action: 'pull',
+    reason: 'worth-it',
+  },
+  {
+    setting: 'transfer_source_lookup_budget_ms past it (23.5: net 4.5)',
+    flags: ['--router-transfer-source-lookup-budget-ms=23.5'],
+    setup: hostSource,
+    action: 'recompute',
+    reason: 'not-worth-it',
+  },
+  {
+    setting: 'transfer_source_prefill_token_us at the margin (19.53125: saving 10, net 5)',
+    flags: ['--router-transfer-source-prefill-token-us=19.53125'],
+    setup: hostSource,
+    action: 'pull',
+    reason: 'worth-it',
+  },
+  {
+    setting: 'transfer_source_prefill_token_us below it (19.5)',
+    flags: ['--router-transfer-source-prefill-token-us=19.5'],
+    setup: hostSource,
+    action: 'recompute',
+    reason: 'not-worth-it',
+  },
   {
     setting: 'max_concurrent_pulls_per_source above the pulls served (3 > 2)',
     flags: ['--router-max-concurrent-pulls-per-source=3'],
@@ -100,7 +179,15 @@ describe('decide: every router setting changes the decision where it should', ()
   it('prices a host pull exactly as the cost model says, and says it used the priors', () => {
     const s = scenario();
     hostSource(s);
-    expect(route(s)).toMatchObject({ extent: 8, savingMs: 32, costMs: 5, estimate: 'prior', prefillEstimate: 'prior', candidatesConsidered: 1, rejected: [] });
+    expect(route(s)).toMatchObject({
+      extent: 8,
+      savingMs: 32,
+      costMs: 5,
+      estimate: 'prior',
+      prefillEstimate: 'prior',
+      candidatesConsidered: 1,
+      rejected: [],
+    });
   });
 
   it('prices a GPU pull at the GPU prior: 8 × 0.25 + 1 ms', () => {
@@ -116,7 +203,12 @@ describe('decide: activation', () => {
     hostSource(s);
     const activation = s.activation();
     expect(activation.mode).toBe('off');
-    expect(route(s, 0, { activation })).toMatchObject({ action: 'recompute', reason: 'disabled', detail: expect.stringContaining('reuse is off: profile llama-3.1-8b-bf16-b64 is refused'), candidatesConsidered: 0 });
+    expect(route(s, 0, { activation })).toMatchObject({
+      action: 'recompute',
+      reason: 'disabled',
+      detail: expect.stringContaining('reuse is off: profile llama-3.1-8b-bf16-b64 is refused'),
+      candidatesConsidered: 0,
+    });
   });
 });
 
@@ -143,7 +235,10 @@ describe('decide: the pull hint', () => {
     s.sources.observe(readyOf(workerOf('decode-1'), 1), { host: 'node-a' });
     s.sources.inventoryComplete('decode-1', 1);
     s.retain(workerOf('decode-1'), 1, { blocks: 8 });
-    const decision = decide({ chain: s.chain, destination: { worker: s.destination, localBlocks: 0, host: 'node-a' } }, s.context());
+    const decision = decide(
+      { chain: s.chain, destination: { worker: s.destination, localBlocks: 0, host: 'node-a' } },
+      s.context(),
+    );
     expect(decision.source?.linkClass).toBe('same-host');
   });
 
@@ -163,11 +258,16 @@ describe('decide: candidates', () => {
     const decision = route(s);
     expect(decision.source?.workerId).toBe('decode-2');
     expect(decision.candidatesConsidered).toBe(2);
-    expect(decision.rejected).toEqual([{ worker: 'decode-1', reason: 'outbid', detail: expect.stringContaining("less than decode-2's 34 ms") }]);
+    expect(decision.rejected).toEqual([
+      { worker: 'decode-1', reason: 'outbid', detail: expect.stringContaining("less than decode-2's 34 ms") },
+    ]);
   });
 
   it('breaks a tie on net saving by the smaller worker id, whatever the order they joined in', () => {
-    for (const order of [['decode-b', 'decode-a'], ['decode-a', 'decode-b']]) {
+    for (const order of [
+      ['decode-b', 'decode-a'],
+      ['decode-a', 'decode-b'],
+    ]) {
       const s = scenario();
       for (const id of order) s.addSource(workerOf(id), 1, { blocks: 8 });
       expect(route(s).source?.workerId).toBe('decode-a');
@@ -185,16 +285,27 @@ describe('decide: candidates', () => {
     const gpu = scenario(['--router-enable-decode-to-prefill-gpu-reuse']);
     gpu.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks: 8, tier: 'split' });
     expect(route(gpu)).toMatchObject({ action: 'pull', costMs: 5, source: { tier: 'mixed' } });
-
   });
 
   it('without GPU reuse, cuts a prefix split across tiers to its leading host run, and says so', () => {
     // Blocks 0–3 in host memory, 4–7 on the GPU only.
     const hostOnly = scenario();
     hostOnly.addSource(workerOf('decode-1'), 1, { blocks: 8, tier: 'split' });
-    const cut = { retainedBlocks: 8, usableBlocks: 4, reason: 'gpu-not-admitted', detail: expect.stringContaining('only the first 4 are in host memory, block 4 is in GPU memory only') };
+    const cut = {
+      retainedBlocks: 8,
+      usableBlocks: 4,
+      reason: 'gpu-not-admitted',
+      detail: expect.stringContaining('only the first 4 are in host memory, block 4 is in GPU memory only'),
+    };
     const decision = route(hostOnly);
-    expect(decision).toMatchObject({ action: 'pull', extent: 4, savingMs: 16, costMs: 3, cut, source: { tier: 'host', blocks: { start: 0, count: 4 } } });
+    expect(decision).toMatchObject({
+      action: 'pull',
+      extent: 4,
+      savingMs: 16,
+      costMs: 3,
+      cut,
+      source: { tier: 'host', blocks: { start: 0, count: 4 } },
+    });
     expect(decision.detail).toContain('only the first 4 are in host memory');
     // The cut prefix is priced and judged as such: 3 blocks beyond a destination holding 1 are too short.
     expect(route(hostOnly, 1)).toMatchObject({ action: 'recompute', reason: 'too-short', extent: 3, cut });
@@ -203,14 +314,26 @@ describe('decide: candidates', () => {
     expect(covered).toMatchObject({ action: 'recompute', reason: 'no-candidate' });
     expect(covered).not.toHaveProperty('cut');
     expect(covered.rejected).toEqual([
-      { worker: 'decode-1', reason: 'gpu-not-admitted', detail: expect.stringContaining('retains 8 leading blocks, only the first 4 are in host memory and the destination holds 4 already') },
+      {
+        worker: 'decode-1',
+        reason: 'gpu-not-admitted',
+        detail: expect.stringContaining(
+          'retains 8 leading blocks, only the first 4 are in host memory and the destination holds 4 already',
+        ),
+      },
     ]);
   });
 
   it('without GPU reuse, takes nothing from a prefix whose first block is on the GPU only', () => {
     const s = scenario();
     gpuSource(s);
-    expect(route(s).rejected).toEqual([{ worker: 'decode-1', reason: 'gpu-not-admitted', detail: expect.stringContaining('none of them is in host memory') }]);
+    expect(route(s).rejected).toEqual([
+      {
+        worker: 'decode-1',
+        reason: 'gpu-not-admitted',
+        detail: expect.stringContaining('none of them is in host memory'),
+      },
+    ]);
     // A whole host prefix is not cut.
     const host = scenario();
     hostSource(host);
@@ -220,13 +343,25 @@ describe('decide: candidates', () => {
   it('uses a host copy of GPU blocks when GPU reuse is not active', () => {
     const s = scenario();
     s.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks: 8, tier: 'both' });
-    expect(route(s, 0, { activation: { mode: 'host-only', reasons: ['router.enable_decode_to_prefill_gpu_reuse is off'] } }).source?.tier).toBe('host');
+    expect(
+      route(s, 0, { activation: { mode: 'host-only', reasons: ['router.enable_decode_to_prefill_gpu_reuse is off'] } })
+        .source?.tier,
+    ).toBe('host');
   });
 
   it.each([
-    ['the destination itself', (s: Scenario) => s.addSource(workerOf('prefill-0', { role: 'prefill', incarnation: 'prefill-0-a' }), 1, { blocks: 8 }), 'destination'],
+    [
+      'the destination itself',
+      (s: Scenario) =>
+        s.addSource(workerOf('prefill-0', { role: 'prefill', incarnation: 'prefill-0-a' }), 1, { blocks: 8 }),
+      'destination',
+    ],
     ['a worker that is not ready', (s: Scenario) => s.retain(workerOf('decode-1'), 1, { blocks: 8 }), 'not-ready'],
-    ['a prefill worker', (s: Scenario) => s.addSource(workerOf('prefill-9', { role: 'prefill' }), 1, { blocks: 8 }), 'not-decode'],
+    [
+      'a prefill worker',
+      (s: Scenario) => s.addSource(workerOf('prefill-9', { role: 'prefill' }), 1, { blocks: 8 }),
+      'not-decode',
+    ],
     [
       'an unhealthy source',
       (s: Scenario) => {
@@ -235,11 +370,33 @@ describe('decide: candidates', () => {
       },
       'unhealthy',
     ],
-    ['a warming source', (s: Scenario) => s.addSource(workerOf('decode-1'), 1, { blocks: 8 }, { complete: false }), 'source-warming'],
+    [
+      'a warming source',
+      (s: Scenario) => s.addSource(workerOf('decode-1'), 1, { blocks: 8 }, { complete: false }),
+      'source-warming',
+    ],
     ['a busy source', (s: Scenario) => busy(s, 4), 'source-busy'],
-    ['a source of another block size', (s: Scenario) => s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, blockTokens: 16 } }), 1, { blocks: 8 }), 'incompatible'],
-    ['a source of another head order (same hashes, blocks that cannot move as they are)', (s: Scenario) => s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, headOrder: 'NHD' } }), 1, { blocks: 8 }), 'incompatible'],
-    ['a source that retains no more than the destination holds', (s: Scenario) => s.addSource(workerOf('decode-1'), 1, { blocks: 2 }), 'no-extension'],
+    [
+      'a source of another block size',
+      (s: Scenario) =>
+        s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, blockTokens: 16 } }), 1, {
+          blocks: 8,
+        }),
+      'incompatible',
+    ],
+    [
+      'a source of another head order (same hashes, blocks that cannot move as they are)',
+      (s: Scenario) =>
+        s.addSource(workerOf('decode-1', { geometry: { ...workerOf('x').geometry, headOrder: 'NHD' } }), 1, {
+          blocks: 8,
+        }),
+      'incompatible',
+    ],
+    [
+      'a source that retains no more than the destination holds',
+      (s: Scenario) => s.addSource(workerOf('decode-1'), 1, { blocks: 2 }),
+      'no-extension',
+    ],
     ['a GPU-only source without GPU reuse', gpuSource, 'gpu-not-admitted'],
   ] as const)('rejects %s, and recomputes with no candidate', (_name, setup, reason) => {
     const s = scenario();
@@ -251,13 +408,18 @@ describe('decide: candidates', () => {
 
   it("pulls from a compatible source that lays its banks out differently: its hashes are the destination's", () => {
     const s = scenario();
-    const contiguous = workerOf('decode-1', { geometry: { ...workerOf('x').geometry, bankLayout: 'fully-contiguous' } });
+    const contiguous = workerOf('decode-1', {
+      geometry: { ...workerOf('x').geometry, bankLayout: 'fully-contiguous' },
+    });
     expect(contiguous.geometryDigest).not.toBe(s.destination.geometryDigest);
     expect(checkCompatibility(contiguous, s.destination).ok).toBe(true);
     // The source hashes what it retains with its own geometry: the same chain as the destination's.
     expect(hashBlockChain(s.tokens, blockHashScheme(contiguous.geometry, profile.blockHash.seed))).toEqual(s.chain);
     s.addSource(contiguous, 1, { blocks: 8 });
-    expect(route(s, 2)).toMatchObject({ action: 'pull', source: { workerId: 'decode-1', blocks: { start: 2, count: 6 } } });
+    expect(route(s, 2)).toMatchObject({
+      action: 'pull',
+      source: { workerId: 'decode-1', blocks: { start: 2, count: 6 } },
+    });
   });
 
   it("takes the link class from the hosts the rank parts publish, not the destination's given host", () => {
@@ -265,7 +427,10 @@ describe('decide: candidates', () => {
     const linkFrom = (host: string) => {
       const s = scenario();
       s.addSource(workerOf('decode-1', { host }), 1, { blocks: 8 });
-      return decide({ tokens: s.tokens, destination: { worker: destination, localBlocks: 0, host: 'given-elsewhere' } }, s.context()).source?.linkClass;
+      return decide(
+        { tokens: s.tokens, destination: { worker: destination, localBlocks: 0, host: 'given-elsewhere' } },
+        s.context(),
+      ).source?.linkClass;
     };
     expect(linkFrom('node-a')).toBe('same-host');
     expect(linkFrom('node-b')).toBe('network');
@@ -280,10 +445,14 @@ describe('decide: candidates', () => {
       s.sources.observe(readyOf(workerOf('decode-1'), 1), { blockHash });
       s.sources.inventoryComplete('decode-1', 1);
       s.retain(workerOf('decode-1'), 1, { blocks: 8 });
-      expect(route(s).rejected).toEqual([{ worker: 'decode-1', reason: 'incompatible', detail: expect.stringContaining(blockHash.function) }]);
+      expect(route(s).rejected).toEqual([
+        { worker: 'decode-1', reason: 'incompatible', detail: expect.stringContaining(blockHash.function) },
+      ]);
     }
     const same = scenario();
-    same.sources.observe(readyOf(workerOf('decode-1'), 1), { blockHash: { function: blockHashFunction, seed: 'meta-llama/Llama-3.1-8B-Instruct' } });
+    same.sources.observe(readyOf(workerOf('decode-1'), 1), {
+      blockHash: { function: blockHashFunction, seed: 'meta-llama/Llama-3.1-8B-Instruct' },
+    });
     same.sources.inventoryComplete('decode-1', 1);
     same.retain(workerOf('decode-1'), 1, { blocks: 8 });
     expect(route(same).action).toBe('pull');
@@ -291,7 +460,12 @@ describe('decide: candidates', () => {
 
   it('recomputes with no candidate when nobody retains the first block, or the destination holds the whole prompt', () => {
     const s = scenario();
-    expect(route(s)).toMatchObject({ action: 'recompute', reason: 'no-candidate', candidatesConsidered: 0, detail: 'no worker retains the first block of the prompt' });
+    expect(route(s)).toMatchObject({
+      action: 'recompute',
+      reason: 'no-candidate',
+      candidatesConsidered: 0,
+      detail: 'no worker retains the first block of the prompt',
+    });
     hostSource(s);
     expect(route(s, 16)).toMatchObject({ action: 'recompute', reason: 'no-candidate', candidatesConsidered: 0 });
   });
@@ -321,7 +495,13 @@ describe('decide: a restarted source', () => {
     s.sources.inventoryComplete('decode-1', 2);
     const stale = route(s);
     expect(stale).toMatchObject({ action: 'recompute', reason: 'no-candidate' });
-    expect(stale.rejected).toEqual([{ worker: 'decode-1', reason: 'stale-incarnation', detail: expect.stringContaining("incarnation inc-1's blocks") }]);
+    expect(stale.rejected).toEqual([
+      {
+        worker: 'decode-1',
+        reason: 'stale-incarnation',
+        detail: expect.stringContaining("incarnation inc-1's blocks"),
+      },
+    ]);
 
     // The old incarnation's readiness arriving late changes nothing.
     expect(s.sources.observe(readyOf(before, 1))).toBe(false);
@@ -359,7 +539,12 @@ describe('decide: the lookup budget', () => {
     s.clock.stepMs = 1;
     const decision = route(s);
     expect(outcome === 'pull' ? decision.action : decision.reason).toBe(outcome);
-    if (outcome === 'budget-exceeded') expect(decision).toMatchObject({ action: 'recompute', extent: 0, detail: expect.stringContaining(`${budget} ms`) });
+    if (outcome === 'budget-exceeded')
+      expect(decision).toMatchObject({
+        action: 'recompute',
+        extent: 0,
+        detail: expect.stringContaining(`${budget} ms`),
+      });
   });
 
   it('stops at once when hashing or the lookup already took the budget, and never looks at a candidate', () => {
@@ -367,12 +552,14 @@ describe('decide: the lookup budget', () => {
     hostSource(s);
     let readings = 0;
     const context = { ...s.context(), clock: () => (readings++ === 0 ? 0 : 1.5) };
-    expect(decide({ tokens: s.tokens, destination: { worker: s.destination, localBlocks: 0 } }, context)).toMatchObject({
-      action: 'recompute',
-      reason: 'budget-exceeded',
-      candidatesConsidered: 0,
-      rejected: [],
-    });
+    expect(decide({ tokens: s.tokens, destination: { worker: s.destination, localBlocks: 0 } }, context)).toMatchObject(
+      {
+        action: 'recompute',
+        reason: 'budget-exceeded',
+        candidatesConsidered: 0,
+        rejected: [],
+      },
+    );
   });
 });
 
@@ -381,7 +568,14 @@ describe('decide: calibration', () => {
     const s = scenario();
     hostSource(s);
     const calibration = new TransferCalibration({ now: s.clock.now });
-    for (let blocks = 1; blocks <= 8; blocks++) calibration.record({ linkClass: 'network', tier: 'host', blocks, bytes: blocks * 1000, transferMs: 0.5 + blocks * 0.25 });
+    for (let blocks = 1; blocks <= 8; blocks++)
+      calibration.record({
+        linkClass: 'network',
+        tier: 'host',
+        blocks,
+        bytes: blocks * 1000,
+        transferMs: 0.5 + blocks * 0.25,
+      });
     const decision = route(s, 0, { calibration });
     expect(decision.estimate).toBe('calibrated');
     expect(decision.costMs).toBeCloseTo(0.5 + 8 * 0.25 + 1, 9);
@@ -389,7 +583,15 @@ describe('decide: calibration', () => {
 
   it('never pulls what the settings forbid, however cheap the receipts say pulls are', () => {
     const calibration = new TransferCalibration();
-    for (let blocks = 1; blocks <= 16; blocks++) calibration.record({ linkClass: 'network', tier: 'host', blocks, bytes: 1, transferMs: blocks * 0.001, prefillTokenUs: 1000 });
+    for (let blocks = 1; blocks <= 16; blocks++)
+      calibration.record({
+        linkClass: 'network',
+        tier: 'host',
+        blocks,
+        bytes: 1,
+        transferMs: blocks * 0.001,
+        prefillTokenUs: 1000,
+      });
     const off = scenario(['--router-enable-decode-to-prefill-reuse=false']);
     hostSource(off);
     expect(route(off, 0, { calibration }).reason).toBe('disabled');
@@ -404,12 +606,20 @@ describe('decide: bad input', () => {
     const s = scenario();
     const destination = { worker: s.destination, localBlocks: 0 };
     expect(() => decide({ destination } as never, s.context())).toThrow(RouteRequestError);
-    expect(() => decide({ chain: s.chain, tokens: s.tokens, destination } as never, s.context())).toThrow(/give exactly one/);
-    expect(() => decide({ chain: s.chain, destination: { worker: s.destination, localBlocks: -1 } }, s.context())).toThrow(/destination.localBlocks = -1/);
+    expect(() => decide({ chain: s.chain, tokens: s.tokens, destination } as never, s.context())).toThrow(
+      /give exactly one/,
+    );
+    expect(() =>
+      decide({ chain: s.chain, destination: { worker: s.destination, localBlocks: -1 } }, s.context()),
+    ).toThrow(/destination.localBlocks = -1/);
     expect(() => decide({ tokens: [...s.tokens.slice(0, 63), 1.5], destination }, s.context())).toThrow(/tokens\[63\]/);
-    expect(() => decide({ chain: [1n, -2n], destination }, s.context())).toThrow(/route request chain.*a block hash is a bigint/);
+    expect(() => decide({ chain: [1n, -2n], destination }, s.context())).toThrow(
+      /route request chain.*a block hash is a bigint/,
+    );
     expect(() => decide({ chain: 'abc' as never, destination }, s.context())).toThrow(/route request chain = "abc"/);
-    expect(() => decide({ chain: s.chain, destination: { worker: {} as never, localBlocks: 0 } }, s.context())).toThrow(/destination.worker/);
+    expect(() => decide({ chain: s.chain, destination: { worker: {} as never, localBlocks: 0 } }, s.context())).toThrow(
+      /destination.worker/,
+    );
   });
 
   it('refuses a context without an inventory, a source book, settings or an activation', () => {

@@ -1,7 +1,12 @@
 import type { inventoryGroup, routerGroup, SettingsOf } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Activation } from '@kvreuse/profile-admission';
-import { type AdvisoryRetainedPrefix, blockHashFunction, InventoryEventError, RetainedInventory } from '@kvreuse/inventory';
+import {
+  type AdvisoryRetainedPrefix,
+  blockHashFunction,
+  InventoryEventError,
+  RetainedInventory,
+} from '@kvreuse/inventory';
 import type { SourceTier, TransferCalibration } from './calibration.js';
 import { type EstimateKind, estimatePull } from './cost-model.js';
 import { RouteRequestError, RouterOptionError } from './errors.js';
@@ -38,8 +43,16 @@ export interface RouteContext {
 }
 
 /** Why a decision is what it is. Stable codes. */
-export type DecisionReason = 'worth-it' | 'disabled' | 'no-candidate' | 'too-short' | 'not-worth-it' | 'budget-exceeded';
-export const decisionReasons: readonly DecisionReason[] = ['worth-it', 'disabled', 'no-candidate', 'too-short', 'not-worth-it', 'budget-exceeded'];
+export type DecisionReason =
+  'worth-it' | 'disabled' | 'no-candidate' | 'too-short' | 'not-worth-it' | 'budget-exceeded';
+export const decisionReasons: readonly DecisionReason[] = [
+  'worth-it',
+  'disabled',
+  'no-candidate',
+  'too-short',
+  'not-worth-it',
+  'budget-exceeded',
+];
 
 /** Why one worker that retains part of the prompt is not the source. Stable codes. */
 export type RejectionReason =
@@ -165,7 +178,10 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
   const budgetMs = router.transferSourceLookupBudgetMs;
   const chain = promptChain(request, destination.worker, settings.inventory.hashSeed);
   if (chain.length <= local) {
-    return recompute('no-candidate', `the destination holds ${local} of the prompt's ${chain.length} blocks already: nothing to pull`);
+    return recompute(
+      'no-candidate',
+      `the destination holds ${local} of the prompt's ${chain.length} blocks already: nothing to pull`,
+    );
   }
   if (clock() - started > budgetMs) return exceeded(budgetMs, 0, []);
   const prefixes = lookUp(inventory, chain);
@@ -173,7 +189,17 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
 
   const rejected: RejectedSource[] = [];
   const priced: Priced[] = [];
-  const pricing: Pricing = { sources, destination, router, calibration, activation, seed: settings.inventory.hashSeed, gpu: activation.mode === 'gpu', local, blockTokens };
+  const pricing: Pricing = {
+    sources,
+    destination,
+    router,
+    calibration,
+    activation,
+    seed: settings.inventory.hashSeed,
+    gpu: activation.mode === 'gpu',
+    local,
+    blockTokens,
+  };
   for (let i = 0; i < prefixes.length; i++) {
     if (i > 0 && clock() - started > budgetMs) return exceeded(budgetMs, i, rejected);
     const candidate = priceSource(prefixes[i]!, pricing, rejected);
@@ -192,7 +218,8 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
     incarnation: state.incarnation,
     epoch: state.epoch,
     blocks: { start: local, count: extent },
-    hashes: chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
+    hashes:
+      chain instanceof BigUint64Array ? chain.subarray(local, local + extent) : chain.slice(local, local + extent),
     blockTokens,
     tier,
     linkClass,
@@ -224,11 +251,21 @@ function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected:
   }
   const state = pricing.sources.get(id);
   if (state === undefined) {
-    reject(rejected, id, 'not-ready', `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`);
+    reject(
+      rejected,
+      id,
+      'not-ready',
+      `${id} is not ready (its inventory of incarnation ${prefix.incarnation} is advisory only)`,
+    );
     return undefined;
   }
   if (state.incarnation !== prefix.incarnation) {
-    reject(rejected, id, 'stale-incarnation', `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`);
+    reject(
+      rejected,
+      id,
+      'stale-incarnation',
+      `the inventory holds incarnation ${prefix.incarnation}'s blocks, but the ready incarnation is ${state.incarnation} (epoch ${state.epoch})`,
+    );
     return undefined;
   }
   if (state.worker.role !== 'decode') {
@@ -244,7 +281,12 @@ function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected:
     return undefined;
   }
   if (state.activePulls >= pricing.router.maxConcurrentPullsPerSource) {
-    reject(rejected, id, 'source-busy', `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${pricing.router.maxConcurrentPullsPerSource}`);
+    reject(
+      rejected,
+      id,
+      'source-busy',
+      `${id} serves ${state.activePulls} pulls; router.max_concurrent_pulls_per_source = ${pricing.router.maxConcurrentPullsPerSource}`,
+    );
     return undefined;
   }
   const incompatible = incompatibility(pricing.sources, state, pricing.destination.worker, pricing.seed);
@@ -253,7 +295,12 @@ function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected:
     return undefined;
   }
   if (prefix.blocks <= pricing.local) {
-    reject(rejected, id, 'no-extension', `${id} retains ${prefix.blocks} leading blocks; the destination holds ${pricing.local} already`);
+    reject(
+      rejected,
+      id,
+      'no-extension',
+      `${id} retains ${prefix.blocks} leading blocks; the destination holds ${pricing.local} already`,
+    );
     return undefined;
   }
   const usable = usablePrefix(prefix, pricing.gpu);
@@ -271,13 +318,34 @@ function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected:
   const cut = usable.blocks < prefix.blocks ? prefixCut(prefix, usable.blocks, pricing.activation.reasons) : undefined;
   const extent = usable.blocks - pricing.local;
   const linkClass = linkClassBetween(state, pricing.destination.worker, pricing.destination.host);
-  const estimate = estimatePull({ extent, blockTokens: pricing.blockTokens, tier, linkClass }, pricing.router, pricing.calibration);
+  const estimate = estimatePull(
+    { extent, blockTokens: pricing.blockTokens, tier, linkClass },
+    pricing.router,
+    pricing.calibration,
+  );
   const { savingMs, costMs } = estimate;
-  return { state, prefix, extent, tier, cut, linkClass, savingMs, costMs, net: savingMs - costMs, estimate: estimate.estimate, prefillEstimate: estimate.prefillEstimate };
+  return {
+    state,
+    prefix,
+    extent,
+    tier,
+    cut,
+    linkClass,
+    savingMs,
+    costMs,
+    net: savingMs - costMs,
+    estimate: estimate.estimate,
+    prefillEstimate: estimate.prefillEstimate,
+  };
 }
 
 /** Rejects the priced sources that fall short of the thresholds or are outbid; returns the best one left. */
-function choose(priced: Priced[], router: RouteContext['settings']['router'], local: number, rejected: RejectedSource[]): Priced | undefined {
+function choose(
+  priced: Priced[],
+  router: RouteContext['settings']['router'],
+  local: number,
+  rejected: RejectedSource[],
+): Priced | undefined {
   // Best net saving first; ties go to the longer extent, then to the smaller worker id.
   priced.sort((a, b) => b.net - a.net || b.extent - a.extent || (a.state.workerId < b.state.workerId ? -1 : 1));
   const minBlocks = router.minimumTransferPrefixBlocks;
@@ -287,9 +355,19 @@ function choose(priced: Priced[], router: RouteContext['settings']['router'], lo
   for (const candidate of priced) {
     const id = candidate.state.workerId;
     if (candidate.extent < minBlocks) {
-      reject(rejected, id, 'too-short', `${candidate.extent} blocks beyond the destination's ${local}; router.minimum_transfer_prefix_blocks = ${minBlocks}`);
+      reject(
+        rejected,
+        id,
+        'too-short',
+        `${candidate.extent} blocks beyond the destination's ${local}; router.minimum_transfer_prefix_blocks = ${minBlocks}`,
+      );
     } else if (candidate.net < margin) {
-      reject(rejected, id, 'not-worth-it', `${describeNet(candidate)}; router.minimum_estimated_ttft_saving_ms = ${margin}`);
+      reject(
+        rejected,
+        id,
+        'not-worth-it',
+        `${describeNet(candidate)}; router.minimum_estimated_ttft_saving_ms = ${margin}`,
+      );
     } else if (chosen === undefined) {
       chosen = candidate;
       chosenNet = `, less than ${id}'s ${round(candidate.net)} ms`;
@@ -301,12 +379,20 @@ function choose(priced: Priced[], router: RouteContext['settings']['router'], lo
 }
 
 /** The decision when no source is chosen: why, from the best candidate when there is one. */
-function declined(priced: readonly Priced[], router: RouteContext['settings']['router'], considered: number, rejected: readonly RejectedSource[]): RouteDecision {
+function declined(
+  priced: readonly Priced[],
+  router: RouteContext['settings']['router'],
+  considered: number,
+  rejected: readonly RejectedSource[],
+): RouteDecision {
   const minBlocks = router.minimumTransferPrefixBlocks;
   const margin = router.minimumEstimatedTtftSavingMs;
   const best = priced[0];
   if (best === undefined) {
-    const detail = considered === 0 ? 'no worker retains the first block of the prompt' : `none of the ${considered} workers that retain part of the prompt can serve it`;
+    const detail =
+      considered === 0
+        ? 'no worker retains the first block of the prompt'
+        : `none of the ${considered} workers that retain part of the prompt can serve it`;
     return recompute('no-candidate', detail, considered, rejected);
   }
   // The best candidate decides the reason: too short if even it is, otherwise not worth it.
@@ -321,7 +407,12 @@ function declined(priced: readonly Priced[], router: RouteContext['settings']['r
 
 const noRejections: readonly RejectedSource[] = Object.freeze([]);
 
-function recompute(reason: DecisionReason, detail: string, considered = 0, rejected: readonly RejectedSource[] = noRejections): RouteDecision {
+function recompute(
+  reason: DecisionReason,
+  detail: string,
+  considered = 0,
+  rejected: readonly RejectedSource[] = noRejections,
+): RouteDecision {
   return {
     action: 'recompute',
     reason,
@@ -397,7 +488,10 @@ function describeNet(candidate: Priced): string {
  * every block is on the GPU, `host` if every block is in host memory, `mixed` otherwise. Without it,
  * the leading run of blocks in host memory (`leadingHostBlocks`), from `host`.
  */
-function usablePrefix(prefix: AdvisoryRetainedPrefix, gpu: boolean): { readonly tier: SourceTier; readonly blocks: number } {
+function usablePrefix(
+  prefix: AdvisoryRetainedPrefix,
+  gpu: boolean,
+): { readonly tier: SourceTier; readonly blocks: number } {
   if (!gpu) return { tier: 'host', blocks: prefix.leadingHostBlocks };
   const tier = prefix.gpuBlocks === prefix.blocks ? 'gpu' : prefix.hostBlocks === prefix.blocks ? 'host' : 'mixed';
   return { tier, blocks: prefix.blocks };
@@ -413,7 +507,12 @@ function prefixCut(prefix: AdvisoryRetainedPrefix, usableBlocks: number, reasons
 }
 
 /** Why blocks cannot move from the source to the destination, or undefined if they can. */
-function incompatibility(sources: SourceBook, state: SourceState, destination: Worker, seed: string): string | undefined {
+function incompatibility(
+  sources: SourceBook,
+  state: SourceState,
+  destination: Worker,
+  seed: string,
+): string | undefined {
   // The block salt covers the KV content only: workers that lay their banks out differently share hashes
   // and meet here, where checkCompatibility says whether the blocks can move.
   const declared = state.blockHash;
@@ -429,24 +528,45 @@ function checkContext(context: RouteContext): void {
   if (context === null || typeof context !== 'object') throw new RouterOptionError('context', context, 'an object');
   const { settings, inventory, sources, activation, clock } = context;
   if (settings?.router === undefined || settings.inventory === undefined) {
-    throw new RouterOptionError('context.settings', settings, 'the resolved settings (resolveSettings of @kvreuse/config)');
+    throw new RouterOptionError(
+      'context.settings',
+      settings,
+      'the resolved settings (resolveSettings of @kvreuse/config)',
+    );
   }
-  if (!(inventory instanceof RetainedInventory)) throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/inventory');
+  if (!(inventory instanceof RetainedInventory))
+    throw new RouterOptionError('context.inventory', inventory, 'a RetainedInventory of @kvreuse/inventory');
   if (!(sources instanceof SourceBook)) throw new RouterOptionError('context.sources', sources, 'a SourceBook');
   if (activation === null || typeof activation !== 'object' || !activationModes.has(activation.mode)) {
-    throw new RouterOptionError('context.activation', activation, 'an Activation (explainActivation of @kvreuse/profile-admission)');
+    throw new RouterOptionError(
+      'context.activation',
+      activation,
+      'an Activation (explainActivation of @kvreuse/profile-admission)',
+    );
   }
-  if (clock !== undefined && typeof clock !== 'function') throw new RouterOptionError('context.clock', clock, 'a function returning monotonic milliseconds');
+  if (clock !== undefined && typeof clock !== 'function')
+    throw new RouterOptionError('context.clock', clock, 'a function returning monotonic milliseconds');
 }
 
 function checkDestination(request: RouteRequest): RouteDestination {
   if (request === null || typeof request !== 'object') throw new RouteRequestError('request', request, 'an object');
   const { destination } = request;
-  if (destination === null || typeof destination !== 'object') throw new RouteRequestError('destination', destination, 'an object');
+  if (destination === null || typeof destination !== 'object')
+    throw new RouteRequestError('destination', destination, 'an object');
   const { worker, localBlocks } = destination;
-  if (worker === null || typeof worker !== 'object' || typeof worker.geometryDigest !== 'string' || typeof worker.geometry !== 'object') {
-    throw new RouteRequestError('destination.worker', worker, 'a complete worker descriptor (Worker of @kvreuse/descriptors)');
+  if (
+    worker === null ||
+    typeof worker !== 'object' ||
+    typeof worker.geometryDigest !== 'string' ||
+    typeof worker.geometry !== 'object'
+  ) {
+    throw new RouteRequestError(
+      'destination.worker',
+      worker,
+      'a complete worker descriptor (Worker of @kvreuse/descriptors)',
+    );
   }
-  if (!Number.isSafeInteger(localBlocks) || localBlocks < 0) throw new RouteRequestError('destination.localBlocks', localBlocks, 'a whole number ≥ 0');
+  if (!Number.isSafeInteger(localBlocks) || localBlocks < 0)
+    throw new RouteRequestError('destination.localBlocks', localBlocks, 'a whole number ≥ 0');
   return destination;
 }

@@ -3,10 +3,26 @@ import { PullNotStartedError, ReceiptError, RouteRequestError, RouterError, Rout
 
 describe('router errors', () => {
   it.each([
-    [new RouteRequestError('localBlocks', -1, 'a whole number ≥ 0'), 'INVALID_ROUTE_REQUEST', 'route request localBlocks = -1 is refused: a whole number ≥ 0'],
-    [new RouterOptionError('clock', 'now', 'a function'), 'INVALID_ROUTER_OPTION', 'router option clock = "now" is refused: a function'],
-    [new ReceiptError('transferMs', -2, 'a finite number ≥ 0'), 'INVALID_RECEIPT', 'transfer receipt transferMs = -2 is refused: a finite number ≥ 0'],
-    [new PullNotStartedError('decode-1', 3), 'PULL_NOT_STARTED', 'no pull from source decode-1 (epoch 3) is in progress: a pull ends once, after it started'],
+    [
+      new RouteRequestError('localBlocks', -1, 'a whole number ≥ 0'),
+      'INVALID_ROUTE_REQUEST',
+      'route request localBlocks = -1 is refused: a whole number ≥ 0',
+    ],
+    [
+      new RouterOptionError('clock', 'now', 'a function'),
+      'INVALID_ROUTER_OPTION',
+      'router option clock = "now" is refused: a function',
+    ],
+    [
+      new ReceiptError('transferMs', -2, 'a finite number ≥ 0'),
+      'INVALID_RECEIPT',
+      'transfer receipt transferMs = -2 is refused: a finite number ≥ 0',
+    ],
+    [
+      new PullNotStartedError('decode-1', 3),
+      'PULL_NOT_STARTED',
+      'no pull from source decode-1 (epoch 3) is in progress: a pull ends once, after it started',
+    ],
   ])('%s carries its code and names the value', (error, code, message) => {
     expect(error).toBeInstanceOf(RouterError);
     expect(error.code).toBe(code);

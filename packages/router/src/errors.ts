@@ -2,7 +2,8 @@
 // source involved, and the value that was refused.
 import { describeValue, KvreuseError } from '@kvreuse/errors';
 
-export type RouterErrorCode = 'INVALID_ROUTE_REQUEST' | 'INVALID_ROUTER_OPTION' | 'INVALID_RECEIPT' | 'PULL_NOT_STARTED';
+export type RouterErrorCode =
+  'INVALID_ROUTE_REQUEST' | 'INVALID_ROUTER_OPTION' | 'INVALID_RECEIPT' | 'PULL_NOT_STARTED';
 
 export abstract class RouterError extends KvreuseError<RouterErrorCode> {}
 

@@ -4,7 +4,14 @@
  * @packageDocumentation
  * @module \@kvreuse/router
  */
-export { PullNotStartedError, ReceiptError, RouteRequestError, RouterError, type RouterErrorCode, RouterOptionError } from './errors.js';
+export {
+  PullNotStartedError,
+  ReceiptError,
+  RouteRequestError,
+  RouterError,
+  type RouterErrorCode,
+  RouterOptionError,
+} from './errors.js';
 export {
   type DeclaredBlockHash,
   type LinkClass,

@@ -3,7 +3,8 @@ import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 import { RouteRequestError } from './errors.js';
 
 /** A prompt as the router takes it: its block-hash chain, or its token ids to hash. */
-export type PromptInput = { readonly chain: BigUint64Array | readonly bigint[] } | { readonly tokens: ArrayLike<number> };
+export type PromptInput =
+  { readonly chain: BigUint64Array | readonly bigint[] } | { readonly tokens: ArrayLike<number> };
 
 const salts = new Map<string, bigint>();
 
@@ -26,11 +27,19 @@ export function saltOf(worker: Worker, hashSeed: string): bigint {
  * model-salted function (`hashBlockChain`) for the destination's geometry and `inventory.hash_seed`,
  * exactly as workers hash what they retain. A partial last block is not hashed.
  */
-export function promptChain(prompt: PromptInput, destination: Worker, hashSeed: string): BigUint64Array | readonly bigint[] {
+export function promptChain(
+  prompt: PromptInput,
+  destination: Worker,
+  hashSeed: string,
+): BigUint64Array | readonly bigint[] {
   const hasChain = 'chain' in prompt && prompt.chain !== undefined;
   const hasTokens = 'tokens' in prompt && prompt.tokens !== undefined;
   if (hasChain === hasTokens) {
-    throw new RouteRequestError('chain / tokens', hasChain ? 'both' : 'neither', 'give exactly one: the block-hash chain or the token ids');
+    throw new RouteRequestError(
+      'chain / tokens',
+      hasChain ? 'both' : 'neither',
+      'give exactly one: the block-hash chain or the token ids',
+    );
   }
   if ('chain' in prompt) {
     if (!(prompt.chain instanceof BigUint64Array || Array.isArray(prompt.chain))) {
@@ -39,8 +48,13 @@ export function promptChain(prompt: PromptInput, destination: Worker, hashSeed: 
     return prompt.chain;
   }
   try {
-    return hashBlockChain(prompt.tokens, { salt: saltOf(destination, hashSeed), blockTokens: destination.geometry.blockTokens });
+    return hashBlockChain(prompt.tokens, {
+      salt: saltOf(destination, hashSeed),
+      blockTokens: destination.geometry.blockTokens,
+    });
   } catch (error) {
-    throw new RouteRequestError('tokens', prompt.tokens, error instanceof Error ? error.message : String(error), { cause: error });
+    throw new RouteRequestError('tokens', prompt.tokens, error instanceof Error ? error.message : String(error), {
+      cause: error,
+    });
   }
 }

@@ -4,17 +4,33 @@ import { decide } from './decide.js';
 import { ReceiptError, RouterOptionError } from './errors.js';
 import { SavingReport } from './saving-report.js';
 
-const flags = ['--router-transfer-source-prefill-token-us=62.5', '--router-transfer-source-estimated-block-us=500', '--router-transfer-source-lookup-budget-ms=1'];
+const flags = [
+  '--router-transfer-source-prefill-token-us=62.5',
+  '--router-transfer-source-estimated-block-us=500',
+  '--router-transfer-source-lookup-budget-ms=1',
+];
 
 describe('SavingReport', () => {
   const s = new Scenario(16, settingsOf(flags));
   s.addSource(workerOf('decode-1'), 1, { blocks: 8 });
-  const pullDecision = decide({ tokens: s.tokens, destination: { worker: s.destination, localBlocks: 0 } }, s.context());
+  const pullDecision = decide(
+    { tokens: s.tokens, destination: { worker: s.destination, localBlocks: 0 } },
+    s.context(),
+  );
 
   it('sets the predicted net saving against the measured one, per pull', () => {
     const report = new SavingReport(s.settings.router);
     // Predicted: 32 − 5 = 27. Measured: 8 blocks at 50 µs per token = 25.6, minus 3 ms transfer, minus the 1 ms budget.
-    expect(report.add(pullDecision, { linkClass: 'network', tier: 'host', blocks: 8, bytes: 1, transferMs: 3, prefillTokenUs: 50 })).toEqual({
+    expect(
+      report.add(pullDecision, {
+        linkClass: 'network',
+        tier: 'host',
+        blocks: 8,
+        bytes: 1,
+        transferMs: 3,
+        prefillTokenUs: 50,
+      }),
+    ).toEqual({
       source: 'decode-1',
       extent: 8,
       blocksMoved: 8,
@@ -23,7 +39,9 @@ describe('SavingReport', () => {
       measuredMs: 25.6 - 3 - 1,
     });
     // Only 4 blocks verified; no measured prefill time: the prior's 4 ms per block.
-    expect(report.add(pullDecision, { linkClass: 'network', tier: 'host', blocks: 4, bytes: 1, transferMs: 1 }).measuredMs).toBe(14);
+    expect(
+      report.add(pullDecision, { linkClass: 'network', tier: 'host', blocks: 4, bytes: 1, transferMs: 1 }).measuredMs,
+    ).toBe(14);
     expect(report.render()).toBe(
       [
         'source | extent | moved | estimate | predicted ms | measured ms | error ms',
@@ -38,9 +56,16 @@ describe('SavingReport', () => {
 
   it('refuses a recompute decision and a receipt of more blocks than the extent', () => {
     const report = new SavingReport(s.settings.router);
-    const recompute = decide({ tokens: s.tokens, destination: { worker: s.destination, localBlocks: 16 } }, s.context());
-    expect(() => report.add(recompute, { linkClass: 'network', tier: 'host', blocks: 1, bytes: 1, transferMs: 1 })).toThrow(RouterOptionError);
-    expect(() => report.add(pullDecision, { linkClass: 'network', tier: 'host', blocks: 9, bytes: 1, transferMs: 1 })).toThrow(ReceiptError);
+    const recompute = decide(
+      { tokens: s.tokens, destination: { worker: s.destination, localBlocks: 16 } },
+      s.context(),
+    );
+    expect(() =>
+      report.add(recompute, { linkClass: 'network', tier: 'host', blocks: 1, bytes: 1, transferMs: 1 }),
+    ).toThrow(RouterOptionError);
+    expect(() =>
+      report.add(pullDecision, { linkClass: 'network', tier: 'host', blocks: 9, bytes: 1, transferMs: 1 }),
+    ).toThrow(ReceiptError);
     expect(report.rows()).toEqual([]);
   });
 });

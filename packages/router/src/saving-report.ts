@@ -25,18 +25,25 @@ export class SavingReport {
   private readonly entries: SavingRow[] = [];
 
   constructor(private readonly router: SettingsOf<[typeof routerGroup]>['router']) {
-    if (router === null || typeof router !== 'object') throw new RouterOptionError('router', router, "the resolved settings' router group");
+    if (router === null || typeof router !== 'object')
+      throw new RouterOptionError('router', router, "the resolved settings' router group");
   }
 
   /** Adds a pull decision and the receipt of its pull. */
   add(decision: RouteDecision, receipt: TransferReceipt): SavingRow {
     const source = decision.source;
-    if (decision.action !== 'pull' || source === undefined) throw new RouterOptionError('decision', decision.reason, 'a pull decision: only a pull has a receipt');
+    if (decision.action !== 'pull' || source === undefined)
+      throw new RouterOptionError('decision', decision.reason, 'a pull decision: only a pull has a receipt');
     if (receipt === null || typeof receipt !== 'object') throw new ReceiptError('receipt', receipt, 'an object');
     if (!(Number.isSafeInteger(receipt.blocks) && receipt.blocks >= 0 && receipt.blocks <= decision.extent)) {
-      throw new ReceiptError('blocks', receipt.blocks, `a whole number from 0 to the decision's extent, ${decision.extent}`);
+      throw new ReceiptError(
+        'blocks',
+        receipt.blocks,
+        `a whole number from 0 to the decision's extent, ${decision.extent}`,
+      );
     }
-    if (!(Number.isFinite(receipt.transferMs) && receipt.transferMs >= 0)) throw new ReceiptError('transferMs', receipt.transferMs, 'a finite number ≥ 0');
+    if (!(Number.isFinite(receipt.transferMs) && receipt.transferMs >= 0))
+      throw new ReceiptError('transferMs', receipt.transferMs, 'a finite number ≥ 0');
     const tokenUs = receipt.prefillTokenUs ?? this.router.transferSourcePrefillTokenUs;
     const row: SavingRow = {
       source: source.workerId,
@@ -44,7 +51,10 @@ export class SavingReport {
       blocksMoved: receipt.blocks,
       estimate: decision.estimate,
       predictedMs: decision.savingMs - decision.costMs,
-      measuredMs: (receipt.blocks * source.blockTokens * tokenUs) / 1000 - receipt.transferMs - this.router.transferSourceLookupBudgetMs,
+      measuredMs:
+        (receipt.blocks * source.blockTokens * tokenUs) / 1000 -
+        receipt.transferMs -
+        this.router.transferSourceLookupBudgetMs,
     };
     this.entries.push(row);
     return row;
@@ -60,10 +70,13 @@ export class SavingReport {
     const lines = ['source | extent | moved | estimate | predicted ms | measured ms | error ms'];
     for (const row of this.entries) {
       const error = row.predictedMs - row.measuredMs;
-      lines.push(`${row.source} | ${row.extent} | ${row.blocksMoved} | ${row.estimate} | ${format(row.predictedMs)} | ${format(row.measuredMs)} | ${format(error)}`);
+      lines.push(
+        `${row.source} | ${row.extent} | ${row.blocksMoved} | ${row.estimate} | ${format(row.predictedMs)} | ${format(row.measuredMs)} | ${format(error)}`,
+      );
     }
     const n = this.entries.length;
-    const meanError = n === 0 ? 0 : this.entries.reduce((sum, row) => sum + Math.abs(row.predictedMs - row.measuredMs), 0) / n;
+    const meanError =
+      n === 0 ? 0 : this.entries.reduce((sum, row) => sum + Math.abs(row.predictedMs - row.measuredMs), 0) / n;
     lines.push(`${n} pulls, mean absolute error ${format(meanError)} ms`);
     return `${lines.join('\n')}\n`;
   }

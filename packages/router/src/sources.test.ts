@@ -13,7 +13,13 @@ describe('SourceBook', () => {
     const book = new SourceBook();
     const worker = workerOf('decode-1');
     expect(book.observe(readyOf(worker, 3))).toBe(true);
-    expect(book.get('decode-1')).toMatchObject({ incarnation: 'decode-1-a', epoch: 3, warming: true, activePulls: 0, health: { healthy: true } });
+    expect(book.get('decode-1')).toMatchObject({
+      incarnation: 'decode-1-a',
+      epoch: 3,
+      warming: true,
+      activePulls: 0,
+      health: { healthy: true },
+    });
     expect(book.inventoryComplete('decode-1', 3)).toBe(true);
     expect(book.get('decode-1')?.warming).toBe(false);
   });
@@ -33,7 +39,13 @@ describe('SourceBook', () => {
     book.pullStarted('decode-1', 1);
     book.setHealth('decode-1', { healthy: false, reason: 'fenced' });
     book.observe(readyOf(workerOf('decode-1', { incarnation: 'inc-2' }), 2));
-    expect(book.get('decode-1')).toMatchObject({ incarnation: 'inc-2', epoch: 2, warming: true, activePulls: 0, health: { healthy: true } });
+    expect(book.get('decode-1')).toMatchObject({
+      incarnation: 'inc-2',
+      epoch: 2,
+      warming: true,
+      activePulls: 0,
+      health: { healthy: true },
+    });
     expect(book.observe(readyOf(workerOf('decode-1', { incarnation: 'inc-1' }), 1))).toBe(false);
     expect(book.get('decode-1')?.incarnation).toBe('inc-2');
     // The old incarnation's pulls end into nothing.
@@ -84,10 +96,14 @@ describe('SourceBook', () => {
   it('derives the link class from the hosts the rank parts publish, before the hosts the caller gives', () => {
     const book = new SourceBook();
     const sourceOn = (workerId: string, host: string | readonly string[] | undefined, given?: string) => {
-      book.observe(readyOf(workerOf(workerId, { tpSize: 2, ...(host === undefined ? {} : { host }) }), 1), given === undefined ? {} : { host: given });
+      book.observe(
+        readyOf(workerOf(workerId, { tpSize: 2, ...(host === undefined ? {} : { host }) }), 1),
+        given === undefined ? {} : { host: given },
+      );
       return book.get(workerId)!;
     };
-    const destinationOn = (host: string | undefined) => workerOf('prefill-0', { role: 'prefill', ...(host === undefined ? {} : { host }) });
+    const destinationOn = (host: string | undefined) =>
+      workerOf('prefill-0', { role: 'prefill', ...(host === undefined ? {} : { host }) });
     const onA = sourceOn('decode-a', 'node-a', 'caller-says-b');
     expect(publishedHost(onA.worker)).toBe('node-a');
     expect(linkClassBetween(onA, destinationOn('node-a'), 'caller-says-b')).toBe('same-host');
@@ -127,7 +143,10 @@ describe('SourceBook following the inventory over sqlite discovery', () => {
         if (resolve === undefined) seen.push(worker);
         else resolve(worker);
       },
-      next: () => (seen.length > 0 ? Promise.resolve(seen.shift()!) : new Promise<(typeof seen)[number]>((resolve) => waiting.push(resolve))),
+      next: () =>
+        seen.length > 0
+          ? Promise.resolve(seen.shift()!)
+          : new Promise<(typeof seen)[number]>((resolve) => waiting.push(resolve)),
     };
   }
 
@@ -140,7 +159,10 @@ describe('SourceBook following the inventory over sqlite discovery', () => {
     const completed = completions();
     const follower = await followInventory(routerSide, inventory, { onComplete: completed.onComplete });
     const book = new SourceBook({ inventory });
-    const chain = hashBlockChain(Array.from({ length: 64 * 4 }, (_, i) => i), { salt: 7n, blockTokens: 64 });
+    const chain = hashBlockChain(
+      Array.from({ length: 64 * 4 }, (_, i) => i),
+      { salt: 7n, blockTokens: 64 },
+    );
     const expiresAt = Date.now() + 600_000;
     const lease = await workerSide.grantLease(600_000);
 
@@ -149,7 +171,9 @@ describe('SourceBook following the inventory over sqlite discovery', () => {
       book.observe(readyOf(workerOf('decode-1', { incarnation }), claim.epoch));
       const publisher = new InventoryPublisher(workerSide, { ...claim, lease: lease.id });
       await publisher.publish([{ type: 'stored', tier: 'host', blocks: chain, expiresAt }]);
-      await vi.waitFor(() => expect(inventory.longestRetainedPrefix(chain)).toEqual([expect.objectContaining({ incarnation, blocks: 4 })]));
+      await vi.waitFor(() =>
+        expect(inventory.longestRetainedPrefix(chain)).toEqual([expect.objectContaining({ incarnation, blocks: 4 })]),
+      );
       expect(book.get('decode-1')).toMatchObject({ incarnation, epoch: claim.epoch, warming: true });
       await publisher.publish([], { complete: true });
       expect(await completed.next()).toEqual({ workerId: 'decode-1', incarnation, epoch: claim.epoch });
@@ -178,6 +202,8 @@ describe('SourceBook following the inventory over sqlite discovery', () => {
   });
 
   it('refuses an inventory option that is not a RetainedInventory', () => {
-    expect(() => new SourceBook({ inventory: {} as never })).toThrow(expect.objectContaining({ code: 'INVALID_ROUTER_OPTION', option: 'options.inventory' }));
+    expect(() => new SourceBook({ inventory: {} as never })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ROUTER_OPTION', option: 'options.inventory' }),
+    );
   });
 });

@@ -94,7 +94,13 @@ export class SourceBook {
       throw new RouterOptionError('readiness', readiness, 'a WorkerReadiness of @kvreuse/discovery');
     }
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
-    const entry: Entry = this.entries.get(readiness.workerId) ?? { source: undefined, epoch: 0, compatibility: new Map(), lastDestination: undefined, lastVerdict: undefined };
+    const entry: Entry = this.entries.get(readiness.workerId) ?? {
+      source: undefined,
+      epoch: 0,
+      compatibility: new Map(),
+      lastDestination: undefined,
+      lastVerdict: undefined,
+    };
     this.entries.set(readiness.workerId, entry);
     if (!readiness.ready) {
       // Not ready says nothing of its epoch: the ready incarnation stops serving, the fence stays.
@@ -246,7 +252,11 @@ export function publishedHost(worker: Worker): string | null | undefined {
  * (`publishedHost`): `same-host` when both run on one machine, `network` when they name different
  * machines or span several. When either names none, from the hosts the caller gave (`linkClassOf`).
  */
-export function linkClassBetween(source: SourceState, destination: Worker, destinationHost: string | undefined): LinkClass {
+export function linkClassBetween(
+  source: SourceState,
+  destination: Worker,
+  destinationHost: string | undefined,
+): LinkClass {
   const from = publishedHost(source.worker);
   const to = publishedHost(destination);
   if (from === undefined || to === undefined) return linkClassOf(source, destinationHost);

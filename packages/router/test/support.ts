@@ -1,7 +1,17 @@
 // Test set-up of the router: real worker descriptors (parsed and assembled as readiness does), settings
 // resolved from flags, the real retained inventory on a manual wall clock, and a manual monotonic clock.
 import { resolveSettings, type Settings } from '@kvreuse/config';
-import { assembleWorker, type Geometry, layoutRankBanks, type MemKind, parseRankPart, referenceGeometries, type Role, serializeRankPart, type Worker } from '@kvreuse/descriptors';
+import {
+  assembleWorker,
+  type Geometry,
+  layoutRankBanks,
+  type MemKind,
+  parseRankPart,
+  referenceGeometries,
+  type Role,
+  serializeRankPart,
+  type Worker,
+} from '@kvreuse/descriptors';
 import { builtInProfile, explainActivation, type NativeCapabilities } from '@kvreuse/profile-admission';
 import { type WorkerReadiness } from '@kvreuse/discovery';
 import { blockHashScheme, hashBlockChain, RetainedInventory, type RetentionTier } from '@kvreuse/inventory';
@@ -24,14 +34,27 @@ export interface WorkerShape {
 
 /** The complete descriptor of a worker: one rank part per TP rank, through the wire form and back. */
 export function workerOf(workerId: string, shape: WorkerShape = {}): Worker {
-  const { role = 'decode', incarnation = `${workerId}-a`, geometry = llama, tpSize = 1, memKind = 'dram', host } = shape;
+  const {
+    role = 'decode',
+    incarnation = `${workerId}-a`,
+    geometry = llama,
+    tpSize = 1,
+    memKind = 'dram',
+    host,
+  } = shape;
   const parts = Array.from({ length: tpSize }, (_, tpRank) => {
     const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1, dpRank: 0 };
     const banks = layoutRankBanks(geometry, parallel, { address: BigInt(tpRank + 1) << 36n, blocks: 4, memKind });
-    const transport = { agentName: `${workerId}-${tpRank}`, generation: 1, metadata: Buffer.from(workerId).toString('base64') };
+    const transport = {
+      agentName: `${workerId}-${tpRank}`,
+      generation: 1,
+      metadata: Buffer.from(workerId).toString('base64'),
+    };
     const named = typeof host === 'string' ? host : host?.[tpRank];
     const identity = named === undefined ? { version: 1 as const } : { version: 3 as const, host: named };
-    return parseRankPart(serializeRankPart({ ...identity, workerId, incarnation, role, geometry, parallel, banks, transport }));
+    return parseRankPart(
+      serializeRankPart({ ...identity, workerId, incarnation, role, geometry, parallel, banks, transport }),
+    );
   });
   const assembled = assembleWorker(parts);
   if (!assembled.complete) throw new Error(`test worker ${workerId} is incomplete`);
@@ -45,7 +68,12 @@ export function readyOf(worker: Worker, epoch: number): WorkerReadiness {
 /** Settings as a process started with these flags has them: the profile's seed, reuse on, then `argv` (a flag given again replaces the earlier one). */
 export function settingsOf(argv: readonly string[] = []): Settings {
   const flags = new Map<string, string>();
-  for (const flag of [`--inventory-hash-seed=${profile.blockHash.seed}`, '--router-enable-decode-to-prefill-reuse', ...argv]) flags.set(flag.split('=')[0]!, flag);
+  for (const flag of [
+    `--inventory-hash-seed=${profile.blockHash.seed}`,
+    '--router-enable-decode-to-prefill-reuse',
+    ...argv,
+  ])
+    flags.set(flag.split('=')[0]!, flag);
   return resolveSettings({ argv: [...flags.values()] }).settings;
 }
 
@@ -125,7 +153,12 @@ export class Scenario {
 
   /** Which reuse runs for these settings and workers, as profile admission explains it. */
   activation(workers: readonly Worker[] = this.sources.ready().map((source) => source.worker)) {
-    return explainActivation({ settings: this.settings, profile, capabilities: vramCapable, workers: [...workers, this.destination] });
+    return explainActivation({
+      settings: this.settings,
+      profile,
+      capabilities: vramCapable,
+      workers: [...workers, this.destination],
+    });
   }
 
   context(extra: { calibration?: TransferCalibration; activation?: RouteContext['activation'] } = {}): RouteContext {

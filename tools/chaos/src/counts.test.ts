@@ -11,7 +11,11 @@ describe('OutcomeCounts', () => {
     expect(counts.failed).toBe(0);
     counts.add('lock-sqlite', 'hang');
     counts.add('kill-prefill', 'setup-failed');
-    expect(counts.render()).toEqual(['kill-decode     3 runs: recomputed 2, typed-failure 1', 'kill-prefill    1 runs: setup-failed 1', 'lock-sqlite     2 runs: hang 1, verified-full 1']);
+    expect(counts.render()).toEqual([
+      'kill-decode     3 runs: recomputed 2, typed-failure 1',
+      'kill-prefill    1 runs: setup-failed 1',
+      'lock-sqlite     2 runs: hang 1, verified-full 1',
+    ]);
     expect(counts.failed).toBe(2);
   });
 
@@ -22,6 +26,9 @@ describe('OutcomeCounts', () => {
     counts.add('stop-over-tcp', 'verified-full');
     counts.add('stop-over-tcp', 'recomputed', { operations: 1, banksRetained: 56 });
     counts.add('stop-rank', 'verified-full');
-    expect(counts.render()).toEqual(['stop-rank       1 runs: verified-full 1', 'stop-over-tcp   4 runs: recomputed 3, verified-full 1; quarantined in 2 runs: 3 operations, 112 banks retained']);
+    expect(counts.render()).toEqual([
+      'stop-rank       1 runs: verified-full 1',
+      'stop-over-tcp   4 runs: recomputed 3, verified-full 1; quarantined in 2 runs: 3 operations, 112 banks retained',
+    ]);
   });
 });

@@ -23,7 +23,11 @@ export class OutcomeCounts {
     this.#counts.set(kind, row);
     if (quarantine.operations === 0) return;
     const tally = this.#quarantines.get(kind) ?? { runs: 0, operations: 0, banksRetained: 0 };
-    this.#quarantines.set(kind, { runs: tally.runs + 1, operations: tally.operations + quarantine.operations, banksRetained: tally.banksRetained + quarantine.banksRetained });
+    this.#quarantines.set(kind, {
+      runs: tally.runs + 1,
+      operations: tally.operations + quarantine.operations,
+      banksRetained: tally.banksRetained + quarantine.banksRetained,
+    });
   }
 
   /** Runs that hung, broke an invariant or could not be set up. */
@@ -42,9 +46,14 @@ export class OutcomeCounts {
       const row = this.#counts.get(kind);
       if (row === undefined) return [];
       const runs = [...row.values()].reduce((sum, n) => sum + n, 0);
-      const classes = [...row.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([runClass, n]) => `${runClass} ${n}`);
+      const classes = [...row.entries()]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([runClass, n]) => `${runClass} ${n}`);
       const quarantines = this.#quarantines.get(kind);
-      const quarantined = quarantines === undefined ? '' : `; quarantined in ${quarantines.runs} runs: ${quarantines.operations} operations, ${quarantines.banksRetained} banks retained`;
+      const quarantined =
+        quarantines === undefined
+          ? ''
+          : `; quarantined in ${quarantines.runs} runs: ${quarantines.operations} operations, ${quarantines.banksRetained} banks retained`;
       return [`${kind.padEnd(13)} ${String(runs).padStart(3)} runs: ${classes.join(', ')}${quarantined}`];
     });
   }

@@ -23,10 +23,17 @@ for (const seed of seeds) {
   try {
     const result = await runScenario(scenario);
     counts.add(scenario.kind, result.outcome, result.quarantine);
-    console.log(`${describeScenario(scenario)} → ${result.outcome} (${(result.ms / 1000).toFixed(1)} s): ${result.evidence.join('; ')}`);
+    console.log(
+      `${describeScenario(scenario)} → ${result.outcome} (${(result.ms / 1000).toFixed(1)} s): ${result.evidence.join('; ')}`,
+    );
   } catch (error) {
-    counts.add(scenario.kind, error instanceof ChaosHangError ? 'hang' : error instanceof ChaosSetupError ? 'setup-failed' : 'invariant');
-    console.log(`${describeScenario(scenario)} → FAILED: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
+    counts.add(
+      scenario.kind,
+      error instanceof ChaosHangError ? 'hang' : error instanceof ChaosSetupError ? 'setup-failed' : 'invariant',
+    );
+    console.log(
+      `${describeScenario(scenario)} → FAILED: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`,
+    );
   }
 }
 console.log(`\n${seeds.length} runs in ${((performance.now() - started) / 1000).toFixed(0)} s`);

@@ -17,7 +17,11 @@ describe('a quarantine in a chaos run (real rank processes over UCX tcp)', () =>
     expect(result.quarantine).toEqual({ operations: expect.any(Number), banksRetained: 56 });
     const { operations } = result.quarantine;
     expect(operations).toBeGreaterThan(0);
-    expect(result.evidence).toContain(`chaos-prefill/tp0 quarantined ${operations} operations (56 banks retained), ${operations} proven terminal later`);
-    expect(result.evidence).toContainEqual(expect.stringMatching(/^chaos-prefill\/tp0 drained: 56 returned, 0 retained, 0 quarantined, /));
+    expect(result.evidence).toContain(
+      `chaos-prefill/tp0 quarantined ${operations} operations (56 banks retained), ${operations} proven terminal later`,
+    );
+    expect(result.evidence).toContainEqual(
+      expect.stringMatching(/^chaos-prefill\/tp0 drained: 56 returned, 0 retained, 0 quarantined, /),
+    );
   });
 });

@@ -26,14 +26,22 @@ type Quiesced = Extract<RankMessage, { type: 'quiesced' }>;
 export function checkQuarantines(seed: number, messages: readonly RankMessage[], drain: RankDrain): QuarantineTally {
   const quarantined = messages.filter((message): message is Quarantined => message.type === 'quarantined');
   const quiesced = messages.filter((message): message is Quiesced => message.type === 'quiesced');
-  const broken = (invariant: string, evidence: string) => new ChaosInvariantError(seed, invariant, `${drain.process} ${evidence}`);
+  const broken = (invariant: string, evidence: string) =>
+    new ChaosInvariantError(seed, invariant, `${drain.process} ${evidence}`);
   for (const operation of quarantined) {
     if (operation.banks === 0 || operation.banksRetained !== operation.banks) {
-      throw broken('banks touched by an unfinished operation stay retained', `quarantined ${operation.operation} with ${operation.banksRetained} of its ${operation.banks} banks retained`);
+      throw broken(
+        'banks touched by an unfinished operation stay retained',
+        `quarantined ${operation.operation} with ${operation.banksRetained} of its ${operation.banks} banks retained`,
+      );
     }
   }
   for (const end of quiesced) {
-    if (!quarantined.some((operation) => operation.operation === end.operation)) throw broken('only a quarantined operation is reported proven terminal', `reported ${end.operation} terminal, never quarantined`);
+    if (!quarantined.some((operation) => operation.operation === end.operation))
+      throw broken(
+        'only a quarantined operation is reported proven terminal',
+        `reported ${end.operation} terminal, never quarantined`,
+      );
   }
   // A pull waits for each of its reads to be quiescent or quarantined: the quarantines reported before
   // its `pulled` are its own, and a quarantined read's bytes count for nothing, so it committed no block.
@@ -41,13 +49,26 @@ export function checkQuarantines(seed: number, messages: readonly RankMessage[],
   for (const message of messages) {
     if (message.type === 'quarantined') since++;
     if (message.type !== 'pulled') continue;
-    if (since > 0 && message.pull.blocks > 0) throw broken('no unverified byte reported as success', `quarantined ${since} reads of a pull that reported ${message.pull.blocks} blocks committed`);
+    if (since > 0 && message.pull.blocks > 0)
+      throw broken(
+        'no unverified byte reported as success',
+        `quarantined ${since} reads of a pull that reported ${message.pull.blocks} blocks committed`,
+      );
     since = 0;
   }
-  const unended = quarantined.filter((operation) => !quiesced.some((end) => end.operation === operation.operation)).length;
+  const unended = quarantined.filter(
+    (operation) => !quiesced.some((end) => end.operation === operation.operation),
+  ).length;
   const report = drain.drain;
   if (report !== undefined && report.quarantined !== unended) {
-    throw broken('banks touched by an unfinished operation stay retained', `reported ${unended} quarantined operations never proven terminal, its drain ${report.quarantined}`);
+    throw broken(
+      'banks touched by an unfinished operation stay retained',
+      `reported ${unended} quarantined operations never proven terminal, its drain ${report.quarantined}`,
+    );
   }
-  return { operations: quarantined.length, banksRetained: Math.max(0, ...quarantined.map((operation) => operation.banksRetained)), provenTerminal: quiesced.length };
+  return {
+    operations: quarantined.length,
+    banksRetained: Math.max(0, ...quarantined.map((operation) => operation.banksRetained)),
+    provenTerminal: quiesced.length,
+  };
 }

@@ -4,14 +4,18 @@ import { describe, expect, it } from 'vitest';
 import { ChaosInvariantError } from './errors.js';
 import { pullPinsHeld, untilReading } from './reading.js';
 
-const metrics = (pull: number) => `# TYPE kvreuse_pins_held gauge\nkvreuse_pins_held{side="serve",worker="chaos-prefill",rank="tp0"} 5\nkvreuse_pins_held{side="pull",worker="chaos-prefill",rank="tp0"} ${pull}\n`;
+const metrics = (pull: number) =>
+  `# TYPE kvreuse_pins_held gauge\nkvreuse_pins_held{side="serve",worker="chaos-prefill",rank="tp0"} 5\nkvreuse_pins_held{side="pull",worker="chaos-prefill",rank="tp0"} ${pull}\n`;
 
 /** A metrics listener whose pull pins are what `pull()` says at each scrape; resolves with its URL and a close. */
 async function serving(pull: () => number): Promise<{ url: string; close: () => Promise<void> }> {
   const server = createServer((_, response) => response.end(metrics(pull())));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/metrics`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://127.0.0.1:${port}/metrics`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 describe('the prefill reading, from its metrics', () => {

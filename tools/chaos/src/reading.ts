@@ -10,7 +10,12 @@ const pullPins = /^kvreuse_pins_held\{[^}]*\bside="pull"[^}]*\} (\d+)$/m;
 /** The pins the prefill holds for a pull, from its metrics text; ChaosInvariantError for run `seed` when the sample is missing. */
 export function pullPinsHeld(seed: number, metricsText: string): number {
   const found = pullPins.exec(metricsText);
-  if (found === null) throw new ChaosInvariantError(seed, 'the prefill serves its metrics', 'its metrics have no kvreuse_pins_held{side="pull"} sample');
+  if (found === null)
+    throw new ChaosInvariantError(
+      seed,
+      'the prefill serves its metrics',
+      'its metrics have no kvreuse_pins_held{side="pull"} sample',
+    );
   return Number(found[1]);
 }
 

@@ -43,7 +43,11 @@ export const demoPrefixBlocks = 42;
  * and is abandoned (quarantined, its banks retained) after 2 s; a lease lapses after 5 s (3 s lapsed
  * leases of ranks whose event loop a loaded machine held up, and failed their start).
  */
-export const chaosTransport = { operationTimeoutMs: 1_000, abandonTimeoutMs: 2_000, shutdownDeadlineMs: 4_000 } as const;
+export const chaosTransport = {
+  operationTimeoutMs: 1_000,
+  abandonTimeoutMs: 2_000,
+  shutdownDeadlineMs: 4_000,
+} as const;
 const leaseTtlMs = 5_000;
 
 /** How a run ended. */
@@ -92,7 +96,9 @@ async function bounded<T>(seed: number, step: string, timeoutMs: number, promise
 
 /** The run's 16-hex-digit block hashes: the seed in the high half, so that no two runs share a block. */
 function prefixHashes(seed: number, blocks: number): string[] {
-  return Array.from({ length: blocks }, (_, i) => ((BigInt(seed >>> 0) << 32n) | BigInt(i + 1)).toString(16).padStart(16, '0'));
+  return Array.from({ length: blocks }, (_, i) =>
+    ((BigInt(seed >>> 0) << 32n) | BigInt(i + 1)).toString(16).padStart(16, '0'),
+  );
 }
 
 /** Follows one worker's readiness as discovery shows it, every change kept in order. */
@@ -133,28 +139,56 @@ class ReadinessLog {
 
 function hintOf(readiness: WorkerReadiness, hashes: readonly string[]): HintLine {
   if (!readiness.ready) throw new Error(`${readiness.workerId} is not ready`);
-  return { workerId: readiness.workerId, incarnation: readiness.incarnation, epoch: readiness.epoch, start: 0, hashes, blockTokens: readiness.worker.geometry.blockTokens, linkClass: 'same-host', tier: 'host' };
+  return {
+    workerId: readiness.workerId,
+    incarnation: readiness.incarnation,
+    epoch: readiness.epoch,
+    start: 0,
+    hashes,
+    blockTokens: readiness.worker.geometry.blockTokens,
+    linkClass: 'same-host',
+    tier: 'host',
+  };
 }
 
 /** The pull's outcome from what the prefill reported, and the invariant every committed byte is held to. */
 function classifyPull(seed: number, report: PullReport): PullOutcome {
-  if (!report.verified) throw new ChaosInvariantError(seed, 'no unverified byte reported as success', `the pull committed ${report.blocks} blocks and the prefill found bytes in them that are not the source's`);
+  if (!report.verified)
+    throw new ChaosInvariantError(
+      seed,
+      'no unverified byte reported as success',
+      `the pull committed ${report.blocks} blocks and the prefill found bytes in them that are not the source's`,
+    );
   if (report.blocks + report.recomputed.blocks !== report.requested) {
-    throw new ChaosInvariantError(seed, 'every requested block committed or recomputed', `${report.blocks} committed + ${report.recomputed.blocks} recomputed of ${report.requested}`);
+    throw new ChaosInvariantError(
+      seed,
+      'every requested block committed or recomputed',
+      `${report.blocks} committed + ${report.recomputed.blocks} recomputed of ${report.requested}`,
+    );
   }
   if (report.blocks < report.requested && report.recomputed.reasons.length === 0) {
-    throw new ChaosInvariantError(seed, 'a shortfall names its reason', `${report.recomputed.blocks} blocks recomputed without a reason`);
+    throw new ChaosInvariantError(
+      seed,
+      'a shortfall names its reason',
+      `${report.recomputed.blocks} blocks recomputed without a reason`,
+    );
   }
   if (report.blocks === report.requested) return 'verified-full';
   return report.blocks > 0 ? 'verified-partial' : 'recomputed';
 }
 
 /** The pull as the prefill ended it: its report, a typed failure it reported, or its death. */
-async function pullEnd(seed: number, pulled: Promise<{ pull: PullReport }>): Promise<{ outcome: PullOutcome; detail: string }> {
+async function pullEnd(
+  seed: number,
+  pulled: Promise<{ pull: PullReport }>,
+): Promise<{ outcome: PullOutcome; detail: string }> {
   try {
     const { pull } = await pulled;
     const outcome = classifyPull(seed, pull);
-    return { outcome, detail: `${pull.blocks}/${pull.requested} blocks committed and verified${pull.recomputed.reasons.length === 0 ? '' : `, recomputed: ${pull.recomputed.reasons[0]}`}` };
+    return {
+      outcome,
+      detail: `${pull.blocks}/${pull.requested} blocks committed and verified${pull.recomputed.reasons.length === 0 ? '' : `, recomputed: ${pull.recomputed.reasons[0]}`}`,
+    };
   } catch (error) {
     if (!(error instanceof DemoProcessError)) throw error;
     if (error.what.startsWith('exited')) return { outcome: 'destination-killed', detail: error.what };
@@ -166,7 +200,8 @@ async function pullEnd(seed: number, pulled: Promise<{ pull: PullReport }>): Pro
 }
 
 /** `stop-over-tcp` with the prefill as victim: its pull stops the prefill itself, right after posting its reads (`stopAfterPost`). */
-const stopsAfterPost = (scenario: Scenario): boolean => scenario.kind === 'stop-over-tcp' && scenario.victim?.role === 'prefill';
+const stopsAfterPost = (scenario: Scenario): boolean =>
+  scenario.kind === 'stop-over-tcp' && scenario.victim?.role === 'prefill';
 
 const decodeRanks: readonly Victim[] = [
   { role: 'decode', tpRank: 0 },
@@ -180,9 +215,22 @@ const decodeRanks: readonly Victim[] = [
  * the decode ranks resume once it has quarantined its reads (or its pull has ended). False when the pull
  * ended before posting any read.
  */
-async function stopAfterPost(scenario: Scenario, processes: RankProcesses, pidOf: (target: Victim) => number, stopping: Promise<unknown>, pullEnded: Promise<unknown>, stepMs: number): Promise<boolean> {
+async function stopAfterPost(
+  scenario: Scenario,
+  processes: RankProcesses,
+  pidOf: (target: Victim) => number,
+  stopping: Promise<unknown>,
+  pullEnded: Promise<unknown>,
+  stepMs: number,
+): Promise<boolean> {
   const { seed } = scenario;
-  const posted = await Promise.race([stopping.then(() => true), pullEnded.then(() => false, () => false)]);
+  const posted = await Promise.race([
+    stopping.then(() => true),
+    pullEnded.then(
+      () => false,
+      () => false,
+    ),
+  ]);
   if (!posted) return false;
   const prefill = pidOf({ role: 'prefill', tpRank: 0 });
   await untilStopped(seed, 'the prefill stopping itself after its posts', prefill, stepMs);
@@ -191,7 +239,12 @@ async function stopAfterPost(scenario: Scenario, processes: RankProcesses, pidOf
     await delay(scenario.forMs);
     const quarantined = processes.next(prefillId, 0, 'quarantined', stepMs).catch(() => undefined);
     process.kill(prefill, 'SIGCONT');
-    await bounded(seed, 'the prefill quarantining its reads', stepMs, Promise.race([quarantined, pullEnded.catch(() => undefined)]));
+    await bounded(
+      seed,
+      'the prefill quarantining its reads',
+      stepMs,
+      Promise.race([quarantined, pullEnded.catch(() => undefined)]),
+    );
   } finally {
     for (const decode of decodeRanks) process.kill(pidOf(decode), 'SIGCONT');
   }
@@ -203,9 +256,18 @@ async function stopAfterPost(scenario: Scenario, processes: RankProcesses, pidOf
  * or false for a `stop-over-tcp` whose pull ended before the prefill was seen reading (nothing stopped).
  * `stopping` is the prefill's `stopping-after-post` when its pull asked for it.
  */
-async function inject(scenario: Scenario, processes: RankProcesses, pullEnded: Promise<unknown>, stopping: Promise<unknown> | undefined, discovery: { etcd?: EtcdProcess; sqlitePath?: string }, stepTimeoutMs: number): Promise<boolean> {
+async function inject(
+  scenario: Scenario,
+  processes: RankProcesses,
+  pullEnded: Promise<unknown>,
+  stopping: Promise<unknown> | undefined,
+  discovery: { etcd?: EtcdProcess; sqlitePath?: string },
+  stepTimeoutMs: number,
+): Promise<boolean> {
   const { kind, victim, forMs } = scenario;
-  const pidOf = (target: Victim): number => processes.ranks.find((rank) => rank.spec.workerId === workerOf(target) && rank.spec.tpRank === target.tpRank)?.pid as number;
+  const pidOf = (target: Victim): number =>
+    processes.ranks.find((rank) => rank.spec.workerId === workerOf(target) && rank.spec.tpRank === target.tpRank)
+      ?.pid as number;
   const stop = async (target: Victim): Promise<true> => {
     const pid = pidOf(target);
     process.kill(pid, 'SIGSTOP');
@@ -225,7 +287,8 @@ async function inject(scenario: Scenario, processes: RankProcesses, pullEnded: P
       const prefill = processes.ranks.find((rank) => rank.spec.workerId === prefillId);
       const published = prefill?.messages.find((message) => message.type === 'published');
       const metricsUrl = published?.type === 'published' ? published.metricsUrl : undefined;
-      if (metricsUrl === undefined) throw new ChaosInvariantError(scenario.seed, 'the prefill serves its metrics', 'it published no metrics URL');
+      if (metricsUrl === undefined)
+        throw new ChaosInvariantError(scenario.seed, 'the prefill serves its metrics', 'it published no metrics URL');
       return (await untilReading(scenario.seed, metricsUrl, pullEnded)) && stop(victim as Victim);
     }
     case 'restart-etcd':
@@ -256,20 +319,39 @@ function checkDrains(seed: number, drains: readonly RankDrain[], killed: string 
   const evidence: string[] = [];
   for (const drain of drains) {
     if (drain.process === killed) {
-      if (drain.signal !== 'SIGKILL') throw new ChaosInvariantError(seed, 'the victim died of its SIGKILL', `${drain.process} ended with ${drain.signal ?? `code ${drain.exitCode}`}`);
+      if (drain.signal !== 'SIGKILL')
+        throw new ChaosInvariantError(
+          seed,
+          'the victim died of its SIGKILL',
+          `${drain.process} ended with ${drain.signal ?? `code ${drain.exitCode}`}`,
+        );
       continue;
     }
     if (drain.signal !== null || drain.drain === undefined) {
-      throw new ChaosInvariantError(seed, 'no survivor crashes', `${drain.process} ended by ${drain.signal ?? `code ${drain.exitCode}`} without a drain report`);
+      throw new ChaosInvariantError(
+        seed,
+        'no survivor crashes',
+        `${drain.process} ended by ${drain.signal ?? `code ${drain.exitCode}`} without a drain report`,
+      );
     }
     const { quarantined, banksRetained, banksReturned, agentDestroyed, pins } = drain.drain;
     if (quarantined > 0 && (banksRetained === 0 || agentDestroyed)) {
-      throw new ChaosInvariantError(seed, 'banks touched by an unfinished operation stay retained', `${drain.process} quarantined ${quarantined} operations yet retained ${banksRetained} banks (agent destroyed: ${agentDestroyed})`);
+      throw new ChaosInvariantError(
+        seed,
+        'banks touched by an unfinished operation stay retained',
+        `${drain.process} quarantined ${quarantined} operations yet retained ${banksRetained} banks (agent destroyed: ${agentDestroyed})`,
+      );
     }
     if (quarantined === 0 && (banksRetained !== 0 || drain.exitCode !== 0)) {
-      throw new ChaosInvariantError(seed, 'a drain with nothing unfinished hands every bank back', `${drain.process} retained ${banksRetained} banks, exit code ${drain.exitCode}`);
+      throw new ChaosInvariantError(
+        seed,
+        'a drain with nothing unfinished hands every bank back',
+        `${drain.process} retained ${banksRetained} banks, exit code ${drain.exitCode}`,
+      );
     }
-    evidence.push(`${drain.process} drained: ${banksReturned} returned, ${banksRetained} retained, ${quarantined} quarantined, pins ${pins.released} released/${pins.lapsed} lapsed`);
+    evidence.push(
+      `${drain.process} drained: ${banksReturned} returned, ${banksRetained} retained, ${quarantined} quarantined, pins ${pins.released} released/${pins.lapsed} lapsed`,
+    );
   }
   return evidence;
 }
@@ -279,7 +361,10 @@ function checkDrains(seed: number, drains: readonly RankDrain[], killed: string 
  * so each get is served by the source's own progress and lasts long enough for a stop to land in it. The
  * ranks serve their metrics, whose pull pins tell when the prefill is reading (reading.ts).
  */
-async function overTcp(scenario: Scenario, settings: Settings): Promise<{ settings: Settings; env?: Record<string, string> }> {
+async function overTcp(
+  scenario: Scenario,
+  settings: Settings,
+): Promise<{ settings: Settings; env?: Record<string, string> }> {
   if (scenario.kind !== 'stop-over-tcp') return { settings };
   const metricsPort = await freePortRun(scenario.seed, ranks.length);
   return { settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort } }, env: { UCX_TLS: 'tcp' } };
@@ -299,7 +384,8 @@ const prefillNotReady = 'PullRefusedError: pull refused (not-ready)';
 const notReadyYet = /^PullRefusedError: pull refused \((not-ready|source-not-ready)\)/;
 
 /** What a pull from a killed rank's peer meets before the prefill's own view of discovery has lapsed the rank's part. */
-const peerGone = /^PullRefusedError: pull refused \(source-unreachable\): .*kvt_peer_load failed with REMOTE_DISCONNECT: .* is gone\)$/;
+const peerGone =
+  /^PullRefusedError: pull refused \(source-unreachable\): .*kvt_peer_load failed with REMOTE_DISCONNECT: .* is gone\)$/;
 
 /**
  * Pulls again from the worker that lost a rank until the prefill refuses with `source-not-ready`: its
@@ -312,11 +398,28 @@ async function pullUntilRefused(seed: number, running: RankProcesses, hint: Hint
   const until = performance.now() + stepMs;
   let peerLoads = 0;
   for (;;) {
-    const refused = await bounded(seed, 'second pull', 2 * stepMs, pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint }, 'pulled', stepMs)));
-    if (refused.detail.startsWith(sourceNotReady)) return `second pull refused (source-not-ready)${peerLoads === 0 ? '' : ` after ${peerLoads} pulls that met the dead peer or a prefill not ready`}`;
-    const interim = refused.outcome === 'recomputed' || peerGone.test(refused.detail) || refused.detail.startsWith(prefillNotReady);
-    if (!interim) throw new ChaosInvariantError(seed, 'readiness is recomputed', `a second pull from the worker with a killed rank ended ${refused.outcome} (${refused.detail}), expected ${sourceNotReady}`);
-    if (performance.now() > until) throw new ChaosInvariantError(seed, 'readiness is recomputed', `${stepMs} ms after the decode worker turned not ready the prefill still loads its dead peer: ${refused.detail}`);
+    const refused = await bounded(
+      seed,
+      'second pull',
+      2 * stepMs,
+      pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint }, 'pulled', stepMs)),
+    );
+    if (refused.detail.startsWith(sourceNotReady))
+      return `second pull refused (source-not-ready)${peerLoads === 0 ? '' : ` after ${peerLoads} pulls that met the dead peer or a prefill not ready`}`;
+    const interim =
+      refused.outcome === 'recomputed' || peerGone.test(refused.detail) || refused.detail.startsWith(prefillNotReady);
+    if (!interim)
+      throw new ChaosInvariantError(
+        seed,
+        'readiness is recomputed',
+        `a second pull from the worker with a killed rank ended ${refused.outcome} (${refused.detail}), expected ${sourceNotReady}`,
+      );
+    if (performance.now() > until)
+      throw new ChaosInvariantError(
+        seed,
+        'readiness is recomputed',
+        `${stepMs} ms after the decode worker turned not ready the prefill still loads its dead peer: ${refused.detail}`,
+      );
     peerLoads++;
     await delay(250);
   }
@@ -328,18 +431,42 @@ async function pullUntilRefused(seed: number, running: RankProcesses, hint: Hint
  * (it may still recompute, say when a first read from the reloaded peers outlasts the operation
  * timeout); any other failure, or refusals past `stepMs`, breaks the invariant.
  */
-async function pullOnceReady(seed: number, running: RankProcesses, decode: ReadinessLog, hashes: readonly string[], stepMs: number): Promise<{ epoch: number; pulled: string }> {
+async function pullOnceReady(
+  seed: number,
+  running: RankProcesses,
+  decode: ReadinessLog,
+  hashes: readonly string[],
+  stepMs: number,
+): Promise<{ epoch: number; pulled: string }> {
   const until = performance.now() + stepMs;
   let refusals = 0;
   for (;;) {
-    const hint = hintOf(await bounded(seed, 'decode worker ready after the fault', stepMs, decode.until(true, decode.seen.length - 1)), hashes);
-    const again = await bounded(seed, 'second pull', 2 * stepMs, pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint }, 'pulled', stepMs)));
+    const hint = hintOf(
+      await bounded(seed, 'decode worker ready after the fault', stepMs, decode.until(true, decode.seen.length - 1)),
+      hashes,
+    );
+    const again = await bounded(
+      seed,
+      'second pull',
+      2 * stepMs,
+      pullEnd(seed, running.request(prefillId, 0, { type: 'pull', hint }, 'pulled', stepMs)),
+    );
     if (again.outcome !== 'typed-failure') {
       const waited = refusals === 0 ? '' : ` after ${refusals} refused while not ready`;
       return { epoch: hint.epoch, pulled: `second pull accepted${waited}: ${again.outcome}, ${again.detail}` };
     }
-    if (!notReadyYet.test(again.detail)) throw new ChaosInvariantError(seed, 'readiness is recomputed', `after the fault a second pull failed: ${again.detail}`);
-    if (performance.now() > until) throw new ChaosInvariantError(seed, 'readiness is recomputed', `${stepMs} ms after the fault a pull is still refused: ${again.detail}`);
+    if (!notReadyYet.test(again.detail))
+      throw new ChaosInvariantError(
+        seed,
+        'readiness is recomputed',
+        `after the fault a second pull failed: ${again.detail}`,
+      );
+    if (performance.now() > until)
+      throw new ChaosInvariantError(
+        seed,
+        'readiness is recomputed',
+        `${stepMs} ms after the fault a pull is still refused: ${again.detail}`,
+      );
     refusals++;
     await delay(250);
   }
@@ -351,37 +478,91 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
   const stepMs = options.stepTimeoutMs ?? 60_000;
   const started = performance.now();
   const dir = mkdtempSync(join(tmpdir(), 'kvreuse-chaos-'));
-  const etcd = scenario.kind === 'restart-etcd' ? await bounded(seed, 'etcd start', stepMs, EtcdProcess.start(stepMs)) : undefined;
+  const etcd =
+    scenario.kind === 'restart-etcd' ? await bounded(seed, 'etcd start', stepMs, EtcdProcess.start(stepMs)) : undefined;
   const discoveryOf = discoverySettings(scenario, dir, etcd);
-  const settings: Settings = { ...defaultSettings, transport: { ...defaultSettings.transport, backend: 'ucx', ...chaosTransport }, discovery: discoveryOf };
+  const settings: Settings = {
+    ...defaultSettings,
+    transport: { ...defaultSettings.transport, backend: 'ucx', ...chaosTransport },
+    discovery: discoveryOf,
+  };
   const discovery = openDiscovery(settings.discovery);
   let processes: RankProcesses | undefined;
   const logs: ReadinessLog[] = [];
   try {
     const blocks = options.blocks ?? demoPrefixBlocks;
     // Banks with room for the prefix and a little more, as the demo's.
-    processes = await bounded(seed, 'rank start', stepMs, RankProcesses.start({ ranks, backend: 'ucx', blocks: blocks + 6, readyTimeoutMs: stepMs, ...(await overTcp(scenario, settings)) })).catch((error: unknown) => {
+    processes = await bounded(
+      seed,
+      'rank start',
+      stepMs,
+      RankProcesses.start({
+        ranks,
+        backend: 'ucx',
+        blocks: blocks + 6,
+        readyTimeoutMs: stepMs,
+        ...(await overTcp(scenario, settings)),
+      }),
+    ).catch((error: unknown) => {
       // Before any fault: the machine, not the fault, failed this run.
       throw error instanceof DemoProcessError ? new ChaosSetupError(seed, 'rank start', error.message) : error;
     });
     const running = processes;
-    const [decode, prefill] = await Promise.all([ReadinessLog.follow(discovery, decodeId), ReadinessLog.follow(discovery, prefillId)]);
+    const [decode, prefill] = await Promise.all([
+      ReadinessLog.follow(discovery, decodeId),
+      ReadinessLog.follow(discovery, prefillId),
+    ]);
     logs.push(decode as ReadinessLog, prefill as ReadinessLog);
     const decodeLog = decode as ReadinessLog;
     const hashes = prefixHashes(seed, blocks);
     // Each decode rank computes the prefix's KV content into its banks and retains it.
-    await bounded(seed, 'retain', stepMs, Promise.all([0, 1].map((tpRank) => running.request(decodeId, tpRank, { type: 'retain', slots: [], hashes: [], append: hashes, publishInventory: false }, 'retained', stepMs))));
+    await bounded(
+      seed,
+      'retain',
+      stepMs,
+      Promise.all(
+        [0, 1].map((tpRank) =>
+          running.request(
+            decodeId,
+            tpRank,
+            { type: 'retain', slots: [], hashes: [], append: hashes, publishInventory: false },
+            'retained',
+            stepMs,
+          ),
+        ),
+      ),
+    );
     const before = await bounded(seed, 'decode ready', stepMs, decodeLog.until(true));
 
     const forced = stopsAfterPost(scenario);
     const stopping = forced ? running.next(prefillId, 0, 'stopping-after-post', 2 * stepMs) : undefined;
     stopping?.catch(() => undefined);
-    const pulled = running.request(prefillId, 0, { type: 'pull', hint: hintOf(before, hashes), ...(forced ? { stopAfterPost: true } : {}) }, 'pulled', stepMs);
+    const pulled = running.request(
+      prefillId,
+      0,
+      { type: 'pull', hint: hintOf(before, hashes), ...(forced ? { stopAfterPost: true } : {}) },
+      'pulled',
+      stepMs,
+    );
     const pull = pullEnd(seed, pulled);
-    const fault = delay(scenario.atMs).then(() => inject(scenario, running, pull, stopping, { ...(etcd === undefined ? {} : { etcd }), sqlitePath: discoveryOf.sqlitePath }, stepMs));
+    const fault = delay(scenario.atMs).then(() =>
+      inject(
+        scenario,
+        running,
+        pull,
+        stopping,
+        { ...(etcd === undefined ? {} : { etcd }), sqlitePath: discoveryOf.sqlitePath },
+        stepMs,
+      ),
+    );
     const [ended, struck] = await bounded(seed, 'pull and fault', 2 * stepMs, Promise.all([pull, fault]));
-    const evidence = [`pull ${ended.outcome}: ${ended.detail}${struck ? '' : ' (it ended before the prefill was seen reading: nothing was stopped)'}`];
-    const killed = scenario.kind === 'kill-decode' || scenario.kind === 'kill-prefill' ? `${workerOf(scenario.victim as Victim)}/tp${(scenario.victim as Victim).tpRank}` : undefined;
+    const evidence = [
+      `pull ${ended.outcome}: ${ended.detail}${struck ? '' : ' (it ended before the prefill was seen reading: nothing was stopped)'}`,
+    ];
+    const killed =
+      scenario.kind === 'kill-decode' || scenario.kind === 'kill-prefill'
+        ? `${workerOf(scenario.victim as Victim)}/tp${(scenario.victim as Victim).tpRank}`
+        : undefined;
 
     // Readiness after the fault, as discovery recomputes it: a killed rank's worker turns not ready once its lease lapses.
     if (scenario.kind === 'kill-prefill') {
@@ -397,14 +578,22 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
     // once the endpoints are ready again.
     for (const tpRank of [0, 1]) {
       if (killed === `${decodeId}/tp${tpRank}`) continue;
-      await bounded(seed, `${decodeId}/tp${tpRank} answers`, stepMs, running.request(decodeId, tpRank, { type: 'allocate', count: 0 }, 'allocated', stepMs));
+      await bounded(
+        seed,
+        `${decodeId}/tp${tpRank} answers`,
+        stepMs,
+        running.request(decodeId, tpRank, { type: 'allocate', count: 0 }, 'allocated', stepMs),
+      );
     }
     if (scenario.kind === 'kill-decode') {
       evidence.push(await pullUntilRefused(seed, running, hintOf(before, hashes), stepMs));
     } else if (scenario.kind !== 'kill-prefill') {
       const again = await pullOnceReady(seed, running, decodeLog, hashes, stepMs);
       const flapped = decodeLog.seen.some((readiness) => !readiness.ready);
-      evidence.push(`decode ready at epoch ${again.epoch}${flapped ? ' (not ready during the fault)' : ''}`, again.pulled);
+      evidence.push(
+        `decode ready at epoch ${again.epoch}${flapped ? ' (not ready during the fault)' : ''}`,
+        again.pulled,
+      );
     }
 
     const drains = await bounded(seed, 'drain', 2 * stepMs, running.stop());
@@ -417,7 +606,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
       if (tally.operations === 0) continue;
       quarantine.operations += tally.operations;
       quarantine.banksRetained += tally.banksRetained;
-      evidence.push(`${drain.process} quarantined ${tally.operations} operations (${tally.banksRetained} banks retained), ${tally.provenTerminal} proven terminal later`);
+      evidence.push(
+        `${drain.process} quarantined ${tally.operations} operations (${tally.banksRetained} banks retained), ${tally.provenTerminal} proven terminal later`,
+      );
     }
     evidence.push(...drained);
     return { scenario, outcome: ended.outcome, evidence, quarantine, ms: performance.now() - started };
@@ -428,7 +619,13 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
 }
 
 /** After a failed run: every rank resumed and stopped (SIGKILL if its drain does not end in time), watches and discovery closed, etcd stopped. */
-async function cleanUp(processes: RankProcesses | undefined, logs: readonly ReadinessLog[], discovery: DiscoveryStore, etcd: EtcdProcess | undefined, stepMs: number): Promise<void> {
+async function cleanUp(
+  processes: RankProcesses | undefined,
+  logs: readonly ReadinessLog[],
+  discovery: DiscoveryStore,
+  etcd: EtcdProcess | undefined,
+  stepMs: number,
+): Promise<void> {
   if (processes !== undefined) {
     for (const rank of processes.ranks) {
       try {

@@ -1,6 +1,13 @@
 // A seed decides a run: the fault, its victim, when it strikes after the pull is sent, and how long it lasts.
 
-export const faultKinds = ['kill-decode', 'kill-prefill', 'stop-rank', 'stop-over-tcp', 'restart-etcd', 'lock-sqlite'] as const;
+export const faultKinds = [
+  'kill-decode',
+  'kill-prefill',
+  'stop-rank',
+  'stop-over-tcp',
+  'restart-etcd',
+  'lock-sqlite',
+] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
 /** A rank of the demo's workers: a decode rank (tp 0 or 1) or the prefill rank. */
@@ -71,6 +78,11 @@ export function scenarioOf(seed: number, abandonTimeoutMs: number): Scenario {
 export function describeScenario(scenario: Scenario): string {
   const victim = scenario.victim === undefined ? '' : ` ${scenario.victim.role}/tp${scenario.victim.tpRank}`;
   const lasting = scenario.forMs === 0 ? '' : ` for ${scenario.forMs} ms`;
-  const when = scenario.kind !== 'stop-over-tcp' ? `at ${scenario.atMs} ms` : scenario.victim?.role === 'prefill' ? 'right after its posts' : 'once reading';
+  const when =
+    scenario.kind !== 'stop-over-tcp'
+      ? `at ${scenario.atMs} ms`
+      : scenario.victim?.role === 'prefill'
+        ? 'right after its posts'
+        : 'once reading';
   return `seed ${scenario.seed}: ${scenario.kind}${victim} ${when}${lasting}`;
 }

@@ -24,8 +24,16 @@ describe('seedsOf', () => {
     [['--seed', '1.5'], '--seed', 'chaos: --seed must be a whole number from 1 to 4294967295, got "1.5"'],
     [['--seed', '4294967296'], '--seed', 'chaos: --seed must be a whole number from 1 to 4294967295, got "4294967296"'],
     [['--seed', '2', '--seeds', '3'], '--seed', 'chaos: --seed replays one run: leave --seeds out'],
-    [['--seed', '2', '--kind', 'stop-rank'], '--seed', 'chaos: --seed replays one run whatever its kind: leave --kind out'],
-    [['--kind', 'stop'], '--kind', 'chaos: --kind must be one of kill-decode, kill-prefill, stop-rank, stop-over-tcp, restart-etcd, lock-sqlite, got "stop"'],
+    [
+      ['--seed', '2', '--kind', 'stop-rank'],
+      '--seed',
+      'chaos: --seed replays one run whatever its kind: leave --kind out',
+    ],
+    [
+      ['--kind', 'stop'],
+      '--kind',
+      'chaos: --kind must be one of kill-decode, kill-prefill, stop-rank, stop-over-tcp, restart-etcd, lock-sqlite, got "stop"',
+    ],
     [['--runs', '3'], 'arguments', "chaos: arguments must be --seeds N, --seed S or --kind K: Unknown option '--runs'"],
   ])('refuses %j naming %s', (argv, option, message) => {
     const refused = (() => {

@@ -1,6 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { assembleWorker, checkCompatibility, geometryDigest, parseRankPart, planTransfer, referenceGeometries, serializeRankPart, type Worker } from '@kvreuse/descriptors';
+import {
+  assembleWorker,
+  checkCompatibility,
+  geometryDigest,
+  parseRankPart,
+  planTransfer,
+  referenceGeometries,
+  serializeRankPart,
+  type Worker,
+} from '@kvreuse/descriptors';
 
 // The example workers the demo ships with, read through the public API of @kvreuse/descriptors.
 const examples = new URL('../examples/', import.meta.url);
@@ -31,7 +40,11 @@ describe('bundled example workers', () => {
 
   it('are compatible, and the 42-block prefix from decode to prefill is 308,281,344 bytes', () => {
     expect(checkCompatibility(decode, prefill).ok).toBe(true);
-    const plan = planTransfer(decode, prefill, Array.from({ length: 42 }, (_, i) => [i, i] as [number, number]));
+    const plan = planTransfer(
+      decode,
+      prefill,
+      Array.from({ length: 42 }, (_, i) => [i, i] as [number, number]),
+    );
     expect(plan.totalBytes).toBe(308_281_344n);
     expect(plan.pairs.map((pair) => pair.count)).toEqual([2352, 2352]);
   });

@@ -41,7 +41,9 @@ function loadWorker(label: string, path: string): { report: string[]; worker?: W
     const problems = [
       ...result.missing.map((r) => `missing rank ${rank(r)}`),
       ...result.duplicates.map((d) => `rank ${rank(d.rank)} published ${d.count} times`),
-      ...result.conflicts.map((c) => `rank ${rank(c.rank)}: ${c.field} is ${String(c.actual)}, expected ${String(c.expected)}`),
+      ...result.conflicts.map(
+        (c) => `rank ${rank(c.rank)}: ${c.field} is ${String(c.actual)}, expected ${String(c.expected)}`,
+      ),
     ];
     return { report: [`${label}: INCOMPLETE (${parts.length} parts)`, ...problems.map((p) => `  - ${p}`)] };
   }
@@ -63,7 +65,11 @@ function loadWorker(label: string, path: string): { report: string[]; worker?: W
  */
 export function runMainJob(options: MainJobOptions = {}): string {
   const resolved = resolveSettings({ file: exampleSettingsPath, env: options.env ?? {}, argv: options.argv ?? [] });
-  const out = ['== settings (bundled example, then environment, then argv)', renderSettingsReport(resolved).trimEnd(), ''];
+  const out = [
+    '== settings (bundled example, then environment, then argv)',
+    renderSettingsReport(resolved).trimEnd(),
+    '',
+  ];
 
   out.push('== workers');
   const decode = loadWorker('decode worker', exampleWorkerFiles.decode);
@@ -81,14 +87,17 @@ export function runMainJob(options: MainJobOptions = {}): string {
     return `${out.join('\n')}\n`;
   }
   for (const route of compatibility.mapping.routes) {
-    out.push(`  ${rank(route.sourceRank)} → ${rank(route.destinationRank)}: KV heads ${route.kvHeads.start}..${route.kvHeads.start + route.kvHeads.count - 1}, layers ${route.layers.start}..${route.layers.start + route.layers.count - 1}`);
+    out.push(
+      `  ${rank(route.sourceRank)} → ${rank(route.destinationRank)}: KV heads ${route.kvHeads.start}..${route.kvHeads.start + route.kvHeads.count - 1}, layers ${route.layers.start}..${route.layers.start + route.layers.count - 1}`,
+    );
   }
   out.push('');
 
   out.push(`== decision: a ${demoPrefixBlocks}-block prompt the decode worker retains in host memory`);
   const decision = routeDemoPrompt(resolved.settings, decode.worker, prefill.worker, options.clock);
   out.push(`  ${decision.action} (${decision.reason}): ${decision.detail}`);
-  for (const rejection of decision.rejected) out.push(`  - ${rejection.worker} ${rejection.reason}: ${rejection.detail}`);
+  for (const rejection of decision.rejected)
+    out.push(`  - ${rejection.worker} ${rejection.reason}: ${rejection.detail}`);
   if (decision.action !== 'pull' || decision.source === undefined) return `${out.join('\n')}\n`;
   out.push('');
 
@@ -97,7 +106,9 @@ export function runMainJob(options: MainJobOptions = {}): string {
   const blocks = Array.from({ length: count }, (_, i) => [start + i, start + i] as const);
   const plan = planTransfer(decode.worker, prefill.worker, blocks);
   for (const pair of plan.pairs) {
-    out.push(`  ${rank(pair.sourceRank)} → ${rank(pair.destinationRank)}: ${pair.count} descriptors, ${bytes(pair.bytes)}`);
+    out.push(
+      `  ${rank(pair.sourceRank)} → ${rank(pair.destinationRank)}: ${pair.count} descriptors, ${bytes(pair.bytes)}`,
+    );
   }
   out.push(`  total: ${plan.descriptorCount} descriptors, ${bytes(plan.totalBytes)}`);
   return `${out.join('\n')}\n`;
@@ -108,7 +119,12 @@ export function runMainJob(options: MainJobOptions = {}): string {
  * memory (GPU reuse needs an admitted profile, which the demo does not declare), the prefill worker
  * holding none of it.
  */
-function routeDemoPrompt(settings: ReturnType<typeof resolveSettings>['settings'], decode: Worker, prefill: Worker, clock: (() => number) | undefined): RouteDecision {
+function routeDemoPrompt(
+  settings: ReturnType<typeof resolveSettings>['settings'],
+  decode: Worker,
+  prefill: Worker,
+  clock: (() => number) | undefined,
+): RouteDecision {
   const tokens = Array.from({ length: demoPrefixBlocks * decode.geometry.blockTokens }, (_, i) => (i * 7919) % 151_936);
   const chain = hashBlockChain(tokens, blockHashScheme(decode.geometry, settings.inventory.hashSeed));
   const inventory = new RetainedInventory();
@@ -121,8 +137,20 @@ function routeDemoPrompt(settings: ReturnType<typeof resolveSettings>['settings'
     complete: true,
   });
   const sources = new SourceBook({ inventory });
-  const readiness: WorkerReadiness = { ready: true, workerId: decode.workerId, incarnation: decode.incarnation, epoch: 1, worker: decode };
+  const readiness: WorkerReadiness = {
+    ready: true,
+    workerId: decode.workerId,
+    incarnation: decode.incarnation,
+    epoch: 1,
+    worker: decode,
+  };
   sources.observe(readiness);
-  const activation = { mode: 'host-only', reasons: ['the demo declares no deployment profile: host memory only'] } as const;
-  return decide({ tokens, destination: { worker: prefill, localBlocks: 0 } }, { settings, inventory, sources, activation, ...(clock === undefined ? {} : { clock }) });
+  const activation = {
+    mode: 'host-only',
+    reasons: ['the demo declares no deployment profile: host memory only'],
+  } as const;
+  return decide(
+    { tokens, destination: { worker: prefill, localBlocks: 0 } },
+    { settings, inventory, sources, activation, ...(clock === undefined ? {} : { clock }) },
+  );
 }

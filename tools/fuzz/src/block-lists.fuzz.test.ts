@@ -20,7 +20,8 @@ function expectedOutcome(source: Uint32Array, destination: Uint32Array): string 
   if (source.length !== destination.length) return InvalidBlockListError.name;
   const seen = new Set<number>();
   for (let index = 0; index < source.length; index++) {
-    if ((source[index] as number) >= sourceBlocks || (destination[index] as number) >= destinationBlocks) return `${BlockOutOfRangeError.name} at ${index}`;
+    if ((source[index] as number) >= sourceBlocks || (destination[index] as number) >= destinationBlocks)
+      return `${BlockOutOfRangeError.name} at ${index}`;
     if (seen.has(destination[index] as number)) return `${DuplicateDestinationBlockError.name} at ${index}`;
     seen.add(destination[index] as number);
   }
@@ -28,15 +29,23 @@ function expectedOutcome(source: Uint32Array, destination: Uint32Array): string 
 }
 
 const block = (count: number): fc.Arbitrary<number> =>
-  fc.oneof({ arbitrary: fc.nat({ max: count - 1 }), weight: 8 }, fc.constantFrom(count, count + 1, 2 ** 31, 2 ** 32 - 1));
-const list = (count: number): fc.Arbitrary<Uint32Array> => fc.array(block(count), { maxLength: 12 }).map((blocks) => Uint32Array.from(blocks));
+  fc.oneof(
+    { arbitrary: fc.nat({ max: count - 1 }), weight: 8 },
+    fc.constantFrom(count, count + 1, 2 ** 31, 2 ** 32 - 1),
+  );
+const list = (count: number): fc.Arbitrary<Uint32Array> =>
+  fc.array(block(count), { maxLength: 12 }).map((blocks) => Uint32Array.from(blocks));
 const lists = fc.oneof(
   { arbitrary: fc.tuple(list(sourceBlocks), list(destinationBlocks)), weight: 1 },
   {
     arbitrary: fc.integer({ min: 0, max: 12 }).chain((length) =>
       fc.tuple(
-        fc.array(block(sourceBlocks), { minLength: length, maxLength: length }).map((blocks) => Uint32Array.from(blocks)),
-        fc.array(block(destinationBlocks), { minLength: length, maxLength: length }).map((blocks) => Uint32Array.from(blocks)),
+        fc
+          .array(block(sourceBlocks), { minLength: length, maxLength: length })
+          .map((blocks) => Uint32Array.from(blocks)),
+        fc
+          .array(block(destinationBlocks), { minLength: length, maxLength: length })
+          .map((blocks) => Uint32Array.from(blocks)),
       ),
     ),
     weight: 4,

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import type { RankPart } from '@kvreuse/descriptors';
-import { encodeRankPartRecord, parseRankPartKey, rankPartKey, RankPartRefusedError, safeDecodeRankPartRecord } from '@kvreuse/discovery';
+import {
+  encodeRankPartRecord,
+  parseRankPartKey,
+  rankPartKey,
+  RankPartRefusedError,
+  safeDecodeRankPartRecord,
+} from '@kvreuse/discovery';
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { fuzz } from './fuzz-run.js';
@@ -14,7 +20,10 @@ const encoder = new TextEncoder();
 function checkRecord(bytes: Uint8Array): void {
   const result = safeDecodeRankPartRecord(key, bytes);
   if (result.success) {
-    const again = safeDecodeRankPartRecord(key, encoder.encode(encodeRankPartRecord(result.data.part, result.data.epoch)));
+    const again = safeDecodeRankPartRecord(
+      key,
+      encoder.encode(encodeRankPartRecord(result.data.part, result.data.epoch)),
+    );
     assert.deepEqual(again, result);
     return;
   }
@@ -41,9 +50,13 @@ describe('discovery records', () => {
   });
 
   it('a key is a rank-part key only if it is exactly the key of the worker, incarnation and rank it names', () => {
-    fuzz('rank part key', mutatedText([key, rankPartKey({ workerId: 'w', incarnation: 'i' }, { tpRank: 12, ppRank: 3 })]), (text) => {
-      const named = parseRankPartKey(text);
-      if (named !== undefined) assert.equal(rankPartKey(named, named), text);
-    });
+    fuzz(
+      'rank part key',
+      mutatedText([key, rankPartKey({ workerId: 'w', incarnation: 'i' }, { tpRank: 12, ppRank: 3 })]),
+      (text) => {
+        const named = parseRankPartKey(text);
+        if (named !== undefined) assert.equal(rankPartKey(named, named), text);
+      },
+    );
   });
 });

@@ -36,7 +36,12 @@ export function fuzz<T>(target: string, cases: fc.Arbitrary<T>, check: (input: T
   const run = withoutStackTraces(() => fc.check(property, parameters));
   if (!run.failed) return;
   const { counterexamplePath } = run;
-  const replay = counterexamplePath === null ? undefined : fc.check(property, { ...parameters, path: counterexamplePath, endOnFailure: true });
+  const replay =
+    counterexamplePath === null
+      ? undefined
+      : fc.check(property, { ...parameters, path: counterexamplePath, endOnFailure: true });
   // Only a check that depends on more than its input passes its replay: then the run's own error, without its stack.
-  throw new Error(fc.defaultReportMessage(run), { cause: replay?.failed === true ? replay.errorInstance : run.errorInstance });
+  throw new Error(fc.defaultReportMessage(run), {
+    cause: replay?.failed === true ? replay.errorInstance : run.errorInstance,
+  });
 }

@@ -1,5 +1,11 @@
 import assert from 'node:assert/strict';
-import { assembleWorker, InvalidRankPartError, parseRankPart, safeParseRankPart, serializeRankPart } from '@kvreuse/descriptors';
+import {
+  assembleWorker,
+  InvalidRankPartError,
+  parseRankPart,
+  safeParseRankPart,
+  serializeRankPart,
+} from '@kvreuse/descriptors';
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { fuzz } from './fuzz-run.js';

@@ -36,7 +36,9 @@ function rankPartsOf(role: Role, tpSize: number, blocks: number): RankPart[] {
 
 export const decodeParts = rankPartsOf('decode', 2, 16);
 export const prefillParts = rankPartsOf('prefill', 1, 8);
-export const rankPartSamples: Json[] = [...decodeParts, ...prefillParts].map((part) => serializeRankPart(part) as unknown as Json);
+export const rankPartSamples: Json[] = [...decodeParts, ...prefillParts].map(
+  (part) => serializeRankPart(part) as unknown as Json,
+);
 
 function completeWorker(parts: readonly RankPart[]): Worker {
   const result = assembleWorker(parts);
@@ -58,7 +60,13 @@ const pinMessages: PinMessage[] = [
     hashes: BigUint64Array.from([1n, 2n ** 63n, 2n ** 64n - 1n]),
     wantsChecksums: true,
   },
-  { kind: 'grant', pinId: 'pin-1', sourceBlocks: Uint32Array.from([4, 5, 6]), checksums: Uint32Array.from([7, 8, 9]), leaseMs: 5000 },
+  {
+    kind: 'grant',
+    pinId: 'pin-1',
+    sourceBlocks: Uint32Array.from([4, 5, 6]),
+    checksums: Uint32Array.from([7, 8, 9]),
+    leaseMs: 5000,
+  },
   { kind: 'grant', pinId: 'pin-1', sourceBlocks: Uint32Array.from([4]), leaseMs: 1 },
   { kind: 'refuse', pinId: 'pin-1', reason: 'hash-mismatch' },
   { kind: 'revoke', pinId: 'pin-1', reason: 'shutting-down' },

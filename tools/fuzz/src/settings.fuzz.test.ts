@@ -31,7 +31,12 @@ const exampleData = fileDataOf(defaultSettings);
 
 /** The defaults as a compact YAML file: every section and key, one line each. */
 const defaultsYaml = Object.entries(exampleData)
-  .map(([group, keys]) => `${group}:\n${Object.entries(keys).map(([key, value]) => `  ${key}: ${JSON.stringify(value)}\n`).join('')}`)
+  .map(
+    ([group, keys]) =>
+      `${group}:\n${Object.entries(keys)
+        .map(([key, value]) => `  ${key}: ${JSON.stringify(value)}\n`)
+        .join('')}`,
+  )
   .join('');
 
 /** Resolution ends in settings, or in a resolution error naming what was wrong; the throwing form agrees. */
@@ -39,7 +44,10 @@ function checkResolution(options: ResolveOptions): void {
   const result = safeResolveSettings(options);
   if (result.success) {
     // Resolved settings are valid settings: written back as a file, they resolve to themselves.
-    assert.deepEqual(resolveSettings({ file: { data: fileDataOf(result.data.settings) } }).settings, result.data.settings);
+    assert.deepEqual(
+      resolveSettings({ file: { data: fileDataOf(result.data.settings) } }).settings,
+      result.data.settings,
+    );
     return;
   }
   assert.ok(isSettingsError(result.error), String(result.error));
@@ -51,7 +59,9 @@ const flagValue = fc.oneof(
   fc.string({ maxLength: 16 }),
 );
 const argument = fc.oneof(
-  fc.tuple(fc.constantFrom(...settingDescriptions.map((setting) => setting.flag)), flagValue).map(([flag, value]) => `${flag}=${value}`),
+  fc
+    .tuple(fc.constantFrom(...settingDescriptions.map((setting) => setting.flag)), flagValue)
+    .map(([flag, value]) => `${flag}=${value}`),
   fc.constantFrom(...settingDescriptions.map((setting) => setting.flag)),
   fc.constantFrom('--', '-', '--=', '--router', '--no-router-enabled', '--router-enabled=true=false'),
   fc.string({ maxLength: 24 }),
@@ -66,7 +76,9 @@ describe('settings', () => {
   });
 
   it('settings file data resolves or is refused with a typed error', () => {
-    fuzz('settings file data', mutatedJson(exampleData), (data) => checkResolution({ file: { data: data as Record<string, unknown>, origin: 'fuzz' } }));
+    fuzz('settings file data', mutatedJson(exampleData), (data) =>
+      checkResolution({ file: { data: data as Record<string, unknown>, origin: 'fuzz' } }),
+    );
   });
 
   it('argv resolves or is refused with a typed error', () => {

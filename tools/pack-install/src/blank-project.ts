@@ -63,7 +63,17 @@ export class BlankProject {
    */
   install(tarballs: string[]): void {
     const ignoreScripts = this.#ignoreScripts ? ['--ignore-scripts'] : [];
-    this.#run('npm', ['install', '--cache', this.#npmCache, '--prefer-offline', '--fetch-retries=5', '--no-audit', '--no-fund', ...ignoreScripts, ...tarballs]);
+    this.#run('npm', [
+      'install',
+      '--cache',
+      this.#npmCache,
+      '--prefer-offline',
+      '--fetch-retries=5',
+      '--no-audit',
+      '--no-fund',
+      ...ignoreScripts,
+      ...tarballs,
+    ]);
   }
 
   /** Runs a binary the project installed, as `npx --no-install` does; returns its stdout. */
@@ -123,7 +133,10 @@ export class BlankProject {
 function commandFolder(folder: string, commands: string[]): string {
   mkdirSync(folder, { recursive: true });
   for (const command of commands) {
-    const target = command === 'node' ? process.execPath : runToSuccess('sh', ['-c', `command -v ${command}`], { cwd: folder }).trim();
+    const target =
+      command === 'node'
+        ? process.execPath
+        : runToSuccess('sh', ['-c', `command -v ${command}`], { cwd: folder }).trim();
     symlinkSync(realpathSync(target), join(folder, command));
   }
   return folder;

@@ -57,16 +57,21 @@ function tarballOf(name: string): string {
 /** The @kvreuse packages the project holds, each with the tarball it came from. */
 function kvreuseSources(project: BlankProject): Record<string, string | undefined> {
   return Object.fromEntries(
-    project.locked('node_modules/@kvreuse/').map(({ location, resolved }) => [
-      location.slice('node_modules/'.length),
-      resolved?.startsWith('file:') === true ? resolve(project.dir, resolved.slice('file:'.length)) : resolved,
-    ]),
+    project
+      .locked('node_modules/@kvreuse/')
+      .map(({ location, resolved }) => [
+        location.slice('node_modules/'.length),
+        resolved?.startsWith('file:') === true ? resolve(project.dir, resolved.slice('file:'.length)) : resolved,
+      ]),
   );
 }
 
 /** The last line a usage script printed, as JSON. */
 function runUsage(project: BlankProject, pkg: PublishablePackage): unknown {
-  const lines = project.run(join(usageDir, `${pkg.dir}.ts`)).trim().split('\n');
+  const lines = project
+    .run(join(usageDir, `${pkg.dir}.ts`))
+    .trim()
+    .split('\n');
   return JSON.parse(lines[lines.length - 1] ?? '');
 }
 
@@ -83,11 +88,20 @@ const expectedUsage: Record<string, (printed: unknown, project: BlankProject) =>
     // descriptor per block and (layer, plane) bank, the source blocks being too far apart to merge.
     expect(printed).toEqual({ pairs: 1, descriptors: 2 * 28 * 2, totalBytes: String(2 * 7_340_032) }),
   errors: (printed) =>
-    expect(printed).toEqual({ code: 'QUOTA_EXCEEDED', isKvreuseError: true, plainError: false, message: 'quota exceeded by 3n blocks' }),
+    expect(printed).toEqual({
+      code: 'QUOTA_EXCEEDED',
+      isKvreuseError: true,
+      plainError: false,
+      message: 'quota exceeded by 3n blocks',
+    }),
   // Not ready before the part is published, ready once it is, not ready again once it is withdrawn.
   discovery: (printed) =>
-    expect(printed).toEqual({ published: ['kvreuse/workers/decode-0/incarnations/decode-0-a/pp0-tp0'], seen: ['not ready', 'ready', 'not ready'] }),
-  inventory: (printed) => expect(printed).toEqual({ blocks: 5, workerId: 'decode-0', retained: 4, gpuBlocks: 3, hostBlocks: 1 }),
+    expect(printed).toEqual({
+      published: ['kvreuse/workers/decode-0/incarnations/decode-0-a/pp0-tp0'],
+      seen: ['not ready', 'ready', 'not ready'],
+    }),
+  inventory: (printed) =>
+    expect(printed).toEqual({ blocks: 5, workerId: 'decode-0', retained: 4, gpuBlocks: 3, hostBlocks: 1 }),
   'native-bindings': (printed, project) =>
     expect(printed).toEqual({
       libraryPath: join(project.dir, 'node_modules', prebuilt.name, 'libkvreuse_transport.so'),
@@ -108,22 +122,33 @@ const expectedUsage: Record<string, (printed: unknown, project: BlankProject) =>
     expect(names.length).toBeGreaterThan(0);
     expect(loaded).toEqual(names);
   },
-  router: (printed) => expect(printed).toMatchObject({ savingMs: (42 * 64 * 80) / 1000, prefillEstimate: 'prior', estimate: 'prior' }),
-  endpoint: (printed) => expect(printed).toEqual({ kind: 'grant', pinId: 'pin-1', sourceBlocks: [17, 18, 40], leaseMs: 5_000 }),
+  router: (printed) =>
+    expect(printed).toMatchObject({ savingMs: (42 * 64 * 80) / 1000, prefillEstimate: 'prior', estimate: 'prior' }),
+  endpoint: (printed) =>
+    expect(printed).toEqual({ kind: 'grant', pinId: 'pin-1', sourceBlocks: [17, 18, 40], leaseMs: 5_000 }),
   cli: (printed) => expect(printed).toEqual({ status: 0, discoveryBackend: ['memory', 'argv'] }),
 };
 
 it('has a usage script and its expectation for every publishable package, and only for them', () => {
   const dirs = packages.map((pkg) => pkg.dir).sort();
-  expect(readdirSync(usageDir).filter((file) => file.endsWith('.ts')).map((file) => file.slice(0, -'.ts'.length)).sort()).toEqual(dirs);
+  expect(
+    readdirSync(usageDir)
+      .filter((file) => file.endsWith('.ts'))
+      .map((file) => file.slice(0, -'.ts'.length))
+      .sort(),
+  ).toEqual(dirs);
   expect(Object.keys(expectedUsage).sort()).toEqual(dirs);
 });
 
 /** Runs usage/<dir>.ts of one package in a project that installed it. */
 function usedFromItsInstall(pkg: PublishablePackage, project: () => BlankProject): void {
-  it(`${pkg.name}: its public entry does what usage/${pkg.dir}.ts asks`, () => {
-    expectedUsage[pkg.dir]?.(runUsage(project(), pkg), project());
-  }, stepTimeout);
+  it(
+    `${pkg.name}: its public entry does what usage/${pkg.dir}.ts asks`,
+    () => {
+      expectedUsage[pkg.dir]?.(runUsage(project(), pkg), project());
+    },
+    stepTimeout,
+  );
 }
 
 for (const dir of installedAlone) {
@@ -136,7 +161,10 @@ for (const dir of installedAlone) {
   describe(`${pkg.name}, installed alone`, () => {
     let project: BlankProject;
     beforeAll(() => {
-      project = new BlankProject(join(work, dir), native ? { npmCache, ignoreScripts: true, commands: ['node', 'npm', 'npx'] } : { npmCache });
+      project = new BlankProject(
+        join(work, dir),
+        native ? { npmCache, ignoreScripts: true, commands: ['node', 'npm', 'npx'] } : { npmCache },
+      );
       project.install(installed.map(tarballOf));
     }, installTimeout);
 
@@ -167,16 +195,24 @@ describe('the packages above native-bindings, installed together', () => {
     expect(kvreuseSources(project)).toEqual(Object.fromEntries(packages.map((pkg) => [pkg.name, tarballOf(pkg.name)])));
   });
 
-  it("a strict TypeScript user's code type-checks against every package's declarations", () => {
-    project.typecheck(packages.map((pkg) => join(usageDir, `${pkg.dir}.ts`)));
-  }, stepTimeout);
+  it(
+    "a strict TypeScript user's code type-checks against every package's declarations",
+    () => {
+      project.typecheck(packages.map((pkg) => join(usageDir, `${pkg.dir}.ts`)));
+    },
+    stepTimeout,
+  );
 
   for (const pkg of sharedProjectPackages) usedFromItsInstall(pkg, () => project);
 
-  it('@kvreuse/cli: `npx kvreuse --help` lists its commands', () => {
-    const help = project.npx('kvreuse', ['--help']);
-    expect(help).toMatch(/^usage: kvreuse <command>/);
-    expect(help).toContain('config show');
-    expect(help).toContain('demo');
-  }, stepTimeout);
+  it(
+    '@kvreuse/cli: `npx kvreuse --help` lists its commands',
+    () => {
+      const help = project.npx('kvreuse', ['--help']);
+      expect(help).toMatch(/^usage: kvreuse <command>/);
+      expect(help).toContain('config show');
+      expect(help).toContain('demo');
+    },
+    stepTimeout,
+  );
 });

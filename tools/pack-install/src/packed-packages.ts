@@ -24,7 +24,10 @@ interface Manifest {
 function manifestsOf(repoRoot: string): { dir: string; manifest: Manifest }[] {
   return readdirSync(join(repoRoot, 'packages'))
     .sort()
-    .map((dir) => ({ dir, manifest: JSON.parse(readFileSync(join(repoRoot, 'packages', dir, 'package.json'), 'utf8')) as Manifest }))
+    .map((dir) => ({
+      dir,
+      manifest: JSON.parse(readFileSync(join(repoRoot, 'packages', dir, 'package.json'), 'utf8')) as Manifest,
+    }))
     .filter(({ manifest }) => manifest.private !== true);
 }
 
@@ -32,14 +35,22 @@ function manifestsOf(repoRoot: string): { dir: string; manifest: Manifest }[] {
 export function platformPackage(repoRoot: string): PublishablePackage {
   const found = manifestsOf(repoRoot).find(({ manifest }) => manifest.cpu?.includes(process.arch) === true);
   if (found === undefined) throw new Error(`no package of packages/ is prebuilt for cpu ${process.arch}`);
-  return { name: found.manifest.name, dir: found.dir, path: join(repoRoot, 'packages', found.dir), kvreuseDependencies: [] };
+  return {
+    name: found.manifest.name,
+    dir: found.dir,
+    path: join(repoRoot, 'packages', found.dir),
+    kvreuseDependencies: [],
+  };
 }
 
 /** Every package under `packages/` that is not private and not a platform package, in folder order. */
 export function publishablePackages(repoRoot: string): PublishablePackage[] {
   const manifests = manifestsOf(repoRoot).filter(({ manifest }) => manifest.cpu === undefined);
   const direct = new Map(
-    manifests.map(({ manifest }) => [manifest.name, Object.keys(manifest.dependencies ?? {}).filter((name) => name.startsWith('@kvreuse/'))]),
+    manifests.map(({ manifest }) => [
+      manifest.name,
+      Object.keys(manifest.dependencies ?? {}).filter((name) => name.startsWith('@kvreuse/')),
+    ]),
   );
   const closure = (name: string, seen = new Set<string>()): Set<string> => {
     for (const dependency of direct.get(name) ?? []) {
@@ -62,6 +73,7 @@ export function packPackage(pkg: PublishablePackage, destination: string): strin
   // Its own folder: a prepack script's output comes before pnpm's, so the tarball is found by looking.
   runToSuccess('pnpm', ['pack', '--pack-destination', folder], { cwd: pkg.path });
   const written = readdirSync(folder).filter((file) => file.endsWith('.tgz'));
-  if (written.length !== 1) throw new Error(`pnpm pack of ${pkg.name} wrote [${written.join(', ')}] into ${folder}, expected one tarball`);
+  if (written.length !== 1)
+    throw new Error(`pnpm pack of ${pkg.name} wrote [${written.join(', ')}] into ${folder}, expected one tarball`);
   return join(folder, written[0]!);
 }

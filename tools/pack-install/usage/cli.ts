@@ -7,5 +7,10 @@ const status = await runCli(['config', 'show', '--json', '--discovery-backend', 
   env: {},
   cwd: process.cwd(),
 });
-const { settings, provenance } = JSON.parse(printed) as { settings: { discovery: { backend: string } }; provenance: { discovery: { backend: { source: string } } } };
-console.log(JSON.stringify({ status, discoveryBackend: [settings.discovery.backend, provenance.discovery.backend.source] }));
+const { settings, provenance } = JSON.parse(printed) as {
+  settings: { discovery: { backend: string } };
+  provenance: { discovery: { backend: { source: string } } };
+};
+console.log(
+  JSON.stringify({ status, discoveryBackend: [settings.discovery.backend, provenance.discovery.backend.source] }),
+);

@@ -5,7 +5,9 @@ const { settings, provenance } = resolveSettings({
   env: { KVREUSE_DISCOVERY_BACKEND: 'memory' },
   argv: ['--transport-heartbeat-interval-ms', '250'],
 });
-console.log(JSON.stringify({
-  discoveryBackend: [settings.discovery.backend, provenance.discovery.backend.source],
-  heartbeatIntervalMs: [settings.transport.heartbeatIntervalMs, provenance.transport.heartbeatIntervalMs.source],
-}));
+console.log(
+  JSON.stringify({
+    discoveryBackend: [settings.discovery.backend, provenance.discovery.backend.source],
+    heartbeatIntervalMs: [settings.transport.heartbeatIntervalMs, provenance.transport.heartbeatIntervalMs.source],
+  }),
+);

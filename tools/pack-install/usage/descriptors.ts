@@ -1,4 +1,11 @@
-import { assembleWorker, layoutRankBanks, planTransfer, referenceGeometries, type RankPart, type Role } from '@kvreuse/descriptors';
+import {
+  assembleWorker,
+  layoutRankBanks,
+  planTransfer,
+  referenceGeometries,
+  type RankPart,
+  type Role,
+} from '@kvreuse/descriptors';
 
 const geometry = referenceGeometries['qwen3-0.6b'];
 
@@ -6,7 +13,12 @@ const geometry = referenceGeometries['qwen3-0.6b'];
 function worker(role: Role, address: bigint) {
   const parallel = { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1, dpRank: 0 };
   const part: RankPart = {
-    version: 1, workerId: role, incarnation: `${role}-1`, role, geometry, parallel,
+    version: 1,
+    workerId: role,
+    incarnation: `${role}-1`,
+    role,
+    geometry,
+    parallel,
     banks: layoutRankBanks(geometry, parallel, { address, blocks: 8 }),
     transport: { agentName: role, generation: 1, metadata: '' },
   };
@@ -15,5 +27,10 @@ function worker(role: Role, address: bigint) {
   return assembled.worker;
 }
 
-const plan = planTransfer(worker('decode', 0x7f00_0000_0000n), worker('prefill', 0x7e00_0000_0000n), [[5, 0], [7, 1]]);
-console.log(JSON.stringify({ pairs: plan.pairs.length, descriptors: plan.descriptorCount, totalBytes: String(plan.totalBytes) }));
+const plan = planTransfer(worker('decode', 0x7f00_0000_0000n), worker('prefill', 0x7e00_0000_0000n), [
+  [5, 0],
+  [7, 1],
+]);
+console.log(
+  JSON.stringify({ pairs: plan.pairs.length, descriptors: plan.descriptorCount, totalBytes: String(plan.totalBytes) }),
+);

@@ -7,4 +7,6 @@ const agent = await loadTransport().createAgent({ name: 'drain-user', backend: '
 const ledger = new OperationLedger({ agent, peers: new PeerBook(), timeouts: settings.transport });
 const controller = new DrainController({ ledger, agent, shutdownDeadlineMs: settings.transport.shutdownDeadlineMs });
 const report = await controller.drain({ deadlineMs: 2_000 });
-console.log(JSON.stringify({ steps: report.steps, completed: report.completed, banksReturned: report.banksReturned.length }));
+console.log(
+  JSON.stringify({ steps: report.steps, completed: report.completed, banksReturned: report.banksReturned.length }),
+);

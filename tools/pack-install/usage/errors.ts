@@ -6,9 +6,11 @@ class QuotaError extends KvreuseError<'QUOTA_EXCEEDED'> {
 }
 
 const error = new QuotaError(`quota exceeded by ${describeValue(3n)} blocks`);
-console.log(JSON.stringify({
-  code: codeOf(error),
-  isKvreuseError: isKvreuseError(error),
-  plainError: isKvreuseError(new Error('not ours')),
-  message: error.message,
-}));
+console.log(
+  JSON.stringify({
+    code: codeOf(error),
+    isKvreuseError: isKvreuseError(error),
+    plainError: isKvreuseError(new Error('not ours')),
+    message: error.message,
+  }),
+);

@@ -7,11 +7,22 @@ const chain = hashBlockChain(tokens, { salt: 0x5eedn, blockTokens: 64 });
 const now = 1_750_000_000_000;
 const inventory = new RetainedInventory({ now: () => now });
 inventory.apply({
-  workerId: 'decode-0', incarnation: 'decode-0-a', epoch: 1, seq: 0,
+  workerId: 'decode-0',
+  incarnation: 'decode-0-a',
+  epoch: 1,
+  seq: 0,
   events: [
     { type: 'stored', tier: 'gpu', blocks: chain.slice(0, 3), expiresAt: now + 60_000 },
     { type: 'stored', tier: 'host', blocks: chain.slice(3, 4), expiresAt: now + 60_000 },
   ],
 });
 const [prefix] = inventory.longestRetainedPrefix(chain);
-console.log(JSON.stringify({ blocks: chain.length, workerId: prefix?.workerId, retained: prefix?.blocks, gpuBlocks: prefix?.gpuBlocks, hostBlocks: prefix?.hostBlocks }));
+console.log(
+  JSON.stringify({
+    blocks: chain.length,
+    workerId: prefix?.workerId,
+    retained: prefix?.blocks,
+    gpuBlocks: prefix?.gpuBlocks,
+    hostBlocks: prefix?.hostBlocks,
+  }),
+);

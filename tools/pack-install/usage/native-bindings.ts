@@ -33,4 +33,11 @@ await readerBank.free();
 await sourceBank.free();
 await reader.close();
 const closed = await source.close();
-console.log(JSON.stringify({ libraryPath: transport.libraryPath, backends: transport.capabilities().backends, read, forced: closed.forced === undefined ? null : closed.forced.message }));
+console.log(
+  JSON.stringify({
+    libraryPath: transport.libraryPath,
+    backends: transport.capabilities().backends,
+    read,
+    forced: closed.forced === undefined ? null : closed.forced.message,
+  }),
+);

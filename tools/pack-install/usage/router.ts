@@ -3,5 +3,9 @@ import { estimatePull } from '@kvreuse/router';
 
 const { settings } = resolveSettings({ env: {}, argv: ['--router-transfer-source-prefill-token-us', '80'] });
 // 42 blocks of 64 tokens from a host-memory source on this machine, no calibration yet: the priors.
-const estimate = estimatePull({ extent: 42, blockTokens: 64, tier: 'host', linkClass: 'same-host' }, settings.router, undefined);
+const estimate = estimatePull(
+  { extent: 42, blockTokens: 64, tier: 'host', linkClass: 'same-host' },
+  settings.router,
+  undefined,
+);
 console.log(JSON.stringify(estimate));

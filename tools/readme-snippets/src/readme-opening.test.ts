@@ -11,7 +11,9 @@ describe('openingProblems', () => {
   it('every package README opens with its install line and a quick start, and links the glossary', () => {
     // A platform package (the library prebuilt for one cpu) is not installed by hand: its README says so.
     const installable = readdirSync(join(root, 'packages')).filter(
-      (dir) => (JSON.parse(readFileSync(join(root, 'packages', dir, 'package.json'), 'utf8')) as { cpu?: string[] }).cpu === undefined,
+      (dir) =>
+        (JSON.parse(readFileSync(join(root, 'packages', dir, 'package.json'), 'utf8')) as { cpu?: string[] }).cpu ===
+        undefined,
     );
     const problems = installable.flatMap((dir) => {
       const path = `packages/${dir}/README.md`;

@@ -7,12 +7,18 @@ import { codeBlocks } from './snippets.js';
 export function openingProblems(path: string, markdown: string, packageName: string): string[] {
   const problems: string[] = [];
   const first = codeBlocks(path, markdown)[0];
-  const installs = first !== undefined && first.language === 'sh' && new RegExp(`^npm install (-g )?${packageName}\\b`, 'm').test(first.code);
+  const installs =
+    first !== undefined &&
+    first.language === 'sh' &&
+    new RegExp(`^npm install (-g )?${packageName}\\b`, 'm').test(first.code);
   if (!installs) problems.push(`${path}: its first code block must be a sh block with "npm install ${packageName}"`);
   const firstSection = /^## (.*)$/m.exec(markdown)?.[1];
   if (firstSection === undefined || !firstSection.startsWith('Quick start')) {
-    problems.push(`${path}: its first section must be the quick start ("## Quick start…"), is ${JSON.stringify(firstSection ?? 'none')}`);
+    problems.push(
+      `${path}: its first section must be the quick start ("## Quick start…"), is ${JSON.stringify(firstSection ?? 'none')}`,
+    );
   }
-  if (!markdown.includes('](../../docs/glossary.md)')) problems.push(`${path}: it must link the glossary (../../docs/glossary.md)`);
+  if (!markdown.includes('](../../docs/glossary.md)'))
+    problems.push(`${path}: it must link the glossary (../../docs/glossary.md)`);
   return problems;
 }

@@ -14,11 +14,19 @@ describe('README snippets', () => {
 
   it('finds the snippets of every package README', () => {
     const readmes = new Set(programs.map((program) => program.path));
-    for (const path of ['packages/config/README.md', 'packages/registry/README.md', 'packages/endpoint/README.md']) expect(readmes).toContain(path);
+    for (const path of ['packages/config/README.md', 'packages/registry/README.md', 'packages/endpoint/README.md'])
+      expect(readmes).toContain(path);
   });
 
-  it.concurrent.each(programs.map((program) => [`${program.path}:${program.lines.join(',')}`, program] as const))('%s runs as written', async (where, program) => {
-    const run = await runProgram(program);
-    expect(run.exit, `${join(root, where)}: the snippet exited with ${run.exit}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`).toBe(0);
-  }, 120_000);
+  it.concurrent.each(programs.map((program) => [`${program.path}:${program.lines.join(',')}`, program] as const))(
+    '%s runs as written',
+    async (where, program) => {
+      const run = await runProgram(program);
+      expect(
+        run.exit,
+        `${join(root, where)}: the snippet exited with ${run.exit}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`,
+      ).toBe(0);
+    },
+    120_000,
+  );
 });

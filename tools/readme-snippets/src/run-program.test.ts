@@ -6,7 +6,7 @@ describe('runProgram', () => {
     const code = [
       "import { writeFileSync } from 'node:fs';",
       "import { describeValue } from '@kvreuse/errors';",
-      "const value: number = Number.NaN;",
+      'const value: number = Number.NaN;',
       "writeFileSync('left-behind.txt', 'x');",
       "console.log(describeValue(value), process.cwd().includes('.snippets'), process.env['KVREUSE_TRANSPORT_LIBRARY']);",
     ].join('\n');
@@ -20,7 +20,12 @@ describe('runProgram', () => {
   });
 
   it('reports a program that throws by its exit status and what it printed', async () => {
-    const run = await runProgram({ path: 'R.md', lines: [9], language: 'js', code: "console.log('before');\nthrow new Error('the snippet broke');\n" });
+    const run = await runProgram({
+      path: 'R.md',
+      lines: [9],
+      language: 'js',
+      code: "console.log('before');\nthrow new Error('the snippet broke');\n",
+    });
     expect(run.exit).toBe(1);
     expect(run.stdout).toBe('before\n');
     expect(run.stderr).toContain('Error: the snippet broke');

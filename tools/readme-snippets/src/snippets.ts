@@ -70,9 +70,15 @@ export function programsOf(path: string, markdown: string): Program[] {
   for (const block of codeBlocks(path, markdown).filter((candidate) => runnableLanguages.has(candidate.language))) {
     const code = `// ${path}:${block.line}\n${block.code}`;
     const continued = programs.at(-1);
-    if (!block.meta.split(/\s+/).includes('continues')) programs.push({ path, lines: [block.line], language: block.language, code });
+    if (!block.meta.split(/\s+/).includes('continues'))
+      programs.push({ path, lines: [block.line], language: block.language, code });
     else if (continued === undefined) throw new NothingToContinueError(path, block.line);
-    else programs[programs.length - 1] = { ...continued, lines: [...continued.lines, block.line], code: continued.code + code };
+    else
+      programs[programs.length - 1] = {
+        ...continued,
+        lines: [...continued.lines, block.line],
+        code: continued.code + code,
+      };
   }
   return programs;
 }

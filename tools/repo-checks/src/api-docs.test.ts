@@ -20,10 +20,14 @@ function filesUnder(dir: string): string[] {
 
 describe('docs/api', () => {
   it('is what `pnpm docs:api` generates from the packages’ public entry points today', () => {
-    const result = spawnSync(process.execPath, [typedocBin, '--options', 'typedoc.json', '--out', scratch, '--treatWarningsAsErrors'], {
-      cwd: repoRoot,
-      encoding: 'utf8',
-    });
+    const result = spawnSync(
+      process.execPath,
+      [typedocBin, '--options', 'typedoc.json', '--out', scratch, '--treatWarningsAsErrors'],
+      {
+        cwd: repoRoot,
+        encoding: 'utf8',
+      },
+    );
     expect(result.status, `typedoc failed:\n${result.stdout}${result.stderr}`).toBe(0);
     const generated = filesUnder(scratch);
     expect(filesUnder(committed), 'docs/api is stale: run `pnpm docs:api`').toEqual(generated);

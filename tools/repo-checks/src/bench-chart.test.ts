@@ -2,7 +2,13 @@
 // the XML it must be and read back: its lines, axes, caption and text alternative.
 import { DOMParser, type Element } from '@xmldom/xmldom';
 import { describe, expect, it } from 'vitest';
-import { BadSeriesError, type BenchSeries, checkSeries, formatBytes, renderSeriesChart } from '../../../scripts/bench-chart.mjs';
+import {
+  BadSeriesError,
+  type BenchSeries,
+  checkSeries,
+  formatBytes,
+  renderSeriesChart,
+} from '../../../scripts/bench-chart.mjs';
 
 const measured = { measuredAt: '2026-12-01T09:00:00.000Z', machine: '2 × AMD EPYC, 24 GiB, x64, Node 20.20.2' };
 
@@ -76,12 +82,20 @@ describe('renderSeriesChart', () => {
     expect(root.getAttribute('aria-labelledby')).toBe('chart-title chart-desc');
     expect(text(elements(root, 'title')[0]!)).toBe('READ bandwidth by message size');
     const description = text(elements(root, 'desc')[0]!);
-    expect(description).toContain('kvreuse read (facade): 4 KiB 2.5 GB/s, 64 KiB 20 GB/s, 1 MiB 30 GB/s, 4 MiB 40 GB/s.');
-    expect(description).toContain('ucx_perftest -t ucp_get: 4 KiB 5 GB/s, 64 KiB not measured, 1 MiB 45 GB/s, 4 MiB 50 GB/s.');
+    expect(description).toContain(
+      'kvreuse read (facade): 4 KiB 2.5 GB/s, 64 KiB 20 GB/s, 1 MiB 30 GB/s, 4 MiB 40 GB/s.',
+    );
+    expect(description).toContain(
+      'ucx_perftest -t ucp_get: 4 KiB 5 GB/s, 64 KiB not measured, 1 MiB 45 GB/s, 4 MiB 50 GB/s.',
+    );
   });
 
   it('draws the three series, each in the legend under its label', () => {
-    expect(series.map((g) => g.getAttribute('data-label'))).toEqual(['kvreuse read (facade)', 'ucx_perftest -t ucp_get', 'memcpy (Buffer.copy, one thread)']);
+    expect(series.map((g) => g.getAttribute('data-label'))).toEqual([
+      'kvreuse read (facade)',
+      'ucx_perftest -t ucp_get',
+      'memcpy (Buffer.copy, one thread)',
+    ]);
     const legend = byClass(root, 'g', 'legend-entry').map((entry) => text(elements(entry, 'text')[0]!));
     expect(legend).toEqual(['kvreuse read (facade)', 'ucx_perftest -t ucp_get', 'memcpy (Buffer.copy, one thread)']);
     expect(subpaths(lineOf('kvreuse read (facade)'))).toHaveLength(1);
@@ -100,7 +114,9 @@ describe('renderSeriesChart', () => {
 
     const valueAxis = byClass(root, 'g', 'value-axis')[0]!;
     expect(text(byClass(valueAxis, 'text', 'axis-label')[0]!)).toBe('bandwidth (GB/s)');
-    const valueTicks = elements(valueAxis, 'text').filter((t) => t.getAttribute('class') !== 'axis-label').map(text);
+    const valueTicks = elements(valueAxis, 'text')
+      .filter((t) => t.getAttribute('class') !== 'axis-label')
+      .map(text);
     expect(valueTicks).toEqual(['0', '10', '20', '30', '40', '50']);
   });
 
@@ -163,14 +179,46 @@ describe('checkSeries', () => {
   it.each([
     ['no title', { title: '' }, 'bench series bandwidth: needs a title'],
     ['no sizes', { sizes: [] }, 'bench series bandwidth: needs at least one size'],
-    ['a size of zero', { sizes: [0, 4096, 8192, 16_384] }, 'bench series bandwidth: size 0 is 0, not a positive number of bytes'],
-    ['sizes out of order', { sizes: [4096, 1024, 8192, 16_384] }, 'bench series bandwidth: sizes must grow: 4096 is followed by 1024'],
-    ['too few values', { lines: [{ label: 'short', values: [1, 2] }] }, 'bench series bandwidth: line "short" needs one value per size (4), null where not measured'],
-    ['a NaN value', { lines: [{ label: 'nan', values: [1, Number.NaN, 3, 4] }] }, 'bench series bandwidth: line "nan" has NaN at 65536 B: a value is a non-negative number or null'],
-    ['a negative value', { lines: [{ label: 'neg', values: [1, -2, 3, 4] }] }, 'bench series bandwidth: line "neg" has -2 at 65536 B: a value is a non-negative number or null'],
-    ['a line without a label', { lines: [{ label: '', values: [1, 2, 3, 4] }] }, 'bench series bandwidth: has a line without a label'],
-    ['more lines than styles', { lines: Array.from({ length: 4 }, (_, i) => ({ label: `l${i}`, values: [1, 2, 3, 4] })) }, 'bench series bandwidth: has 4 lines; at most 3 can be told apart'],
-    ['no load average at its end', { loadAverage: { start: 1 } as BenchSeries['loadAverage'] }, 'bench series bandwidth: needs the load average at its end'],
+    [
+      'a size of zero',
+      { sizes: [0, 4096, 8192, 16_384] },
+      'bench series bandwidth: size 0 is 0, not a positive number of bytes',
+    ],
+    [
+      'sizes out of order',
+      { sizes: [4096, 1024, 8192, 16_384] },
+      'bench series bandwidth: sizes must grow: 4096 is followed by 1024',
+    ],
+    [
+      'too few values',
+      { lines: [{ label: 'short', values: [1, 2] }] },
+      'bench series bandwidth: line "short" needs one value per size (4), null where not measured',
+    ],
+    [
+      'a NaN value',
+      { lines: [{ label: 'nan', values: [1, Number.NaN, 3, 4] }] },
+      'bench series bandwidth: line "nan" has NaN at 65536 B: a value is a non-negative number or null',
+    ],
+    [
+      'a negative value',
+      { lines: [{ label: 'neg', values: [1, -2, 3, 4] }] },
+      'bench series bandwidth: line "neg" has -2 at 65536 B: a value is a non-negative number or null',
+    ],
+    [
+      'a line without a label',
+      { lines: [{ label: '', values: [1, 2, 3, 4] }] },
+      'bench series bandwidth: has a line without a label',
+    ],
+    [
+      'more lines than styles',
+      { lines: Array.from({ length: 4 }, (_, i) => ({ label: `l${i}`, values: [1, 2, 3, 4] })) },
+      'bench series bandwidth: has 4 lines; at most 3 can be told apart',
+    ],
+    [
+      'no load average at its end',
+      { loadAverage: { start: 1 } as BenchSeries['loadAverage'] },
+      'bench series bandwidth: needs the load average at its end',
+    ],
   ])('refuses a series with %s, naming it', (_, overrides, message) => {
     const bad = sweep(overrides as Partial<BenchSeries>);
     expect(() => checkSeries('bandwidth', bad)).toThrow(BadSeriesError);

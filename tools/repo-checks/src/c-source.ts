@@ -68,7 +68,8 @@ export function codeOnly(text: string): string {
 export function quotedIncludes(text: string): string[] {
   const found: string[] = [];
   // Comments are blanked first, so that an include in a comment does not count; preprocessor lines are kept.
-  for (const match of withoutComments(text).matchAll(/^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"/gm)) found.push(match[1] as string);
+  for (const match of withoutComments(text).matchAll(/^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"/gm))
+    found.push(match[1] as string);
   return found;
 }
 
@@ -88,7 +89,20 @@ export interface CFunction {
   bodyEnd: number;
 }
 
-const keywordsBeforeParen = new Set(['if', 'for', 'while', 'switch', 'return', 'sizeof', '_Alignof', 'alignof', '__attribute__', '__typeof__', 'typeof', 'defined']);
+const keywordsBeforeParen = new Set([
+  'if',
+  'for',
+  'while',
+  'switch',
+  'return',
+  'sizeof',
+  '_Alignof',
+  'alignof',
+  '__attribute__',
+  '__typeof__',
+  'typeof',
+  'defined',
+]);
 
 /**
  * The function definitions at file scope of a C file: every `{` at brace depth 0 whose declaration
@@ -125,7 +139,12 @@ export function cFunctions(text: string): CFunction[] {
   return functions;
 }
 
-function functionHeader(code: string, from: number, brace: number, lineOf: (offset: number) => number): Omit<CFunction, 'endLine' | 'bodyEnd'> | undefined {
+function functionHeader(
+  code: string,
+  from: number,
+  brace: number,
+  lineOf: (offset: number) => number,
+): Omit<CFunction, 'endLine' | 'bodyEnd'> | undefined {
   const header = code.slice(from, brace);
   const trimmed = header.trimEnd();
   if (!trimmed.endsWith(')')) return undefined;
@@ -147,7 +166,12 @@ function functionHeader(code: string, from: number, brace: number, lineOf: (offs
   const blankLine = /\n[ \t]*\n(?![\s\S]*\n[ \t]*\n)/.exec(trimmed.slice(0, open));
   const declaration = blankLine === null ? header : header.slice(blankLine.index + blankLine[0].length);
   const start = from + (header.length - declaration.length) + (declaration.length - declaration.trimStart().length);
-  return { name, isStatic: /(^|\W)static(\W|$)/.test(code.slice(start, from + open)), startLine: lineOf(start), bodyStart: brace };
+  return {
+    name,
+    isStatic: /(^|\W)static(\W|$)/.test(code.slice(start, from + open)),
+    startLine: lineOf(start),
+    bodyStart: brace,
+  };
 }
 
 /** A function from an offset in `text` to its 1-based line. */

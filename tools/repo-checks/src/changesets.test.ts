@@ -42,8 +42,15 @@ function manifestOf(copy: string, dir: string): { version: string; dependencies?
 
 /** The packages that list `name` in their dependencies or peer dependencies: its direct dependents at run time. */
 function dependentsOf(name: string, packages: ReturnType<typeof listPackages>): Set<string> {
-  const runtime = (manifest: (typeof packages)[number]['manifest']) => ({ ...manifest.dependencies, ...manifest.peerDependencies });
-  return new Set(packages.flatMap(({ manifest }) => (manifest.name !== undefined && name in runtime(manifest) ? [manifest.name] : [])));
+  const runtime = (manifest: (typeof packages)[number]['manifest']) => ({
+    ...manifest.dependencies,
+    ...manifest.peerDependencies,
+  });
+  return new Set(
+    packages.flatMap(({ manifest }) =>
+      manifest.name !== undefined && name in runtime(manifest) ? [manifest.name] : [],
+    ),
+  );
 }
 
 /** Whether version `a` is at or above version `b` (x.y.z). */
@@ -77,15 +84,22 @@ function releasedWith(name: string): string[] {
  * depends on a change only through another (indirectly) moves only when such a range is left on the way.
  * `dependents` are the packages released for a dependency alone.
  */
-function releases(own: ReadonlyMap<string, Bump[]>, before: ReadonlyMap<string, string>, packages: ReturnType<typeof listPackages>) {
+function releases(
+  own: ReadonlyMap<string, Bump[]>,
+  before: ReadonlyMap<string, string>,
+  packages: ReturnType<typeof listPackages>,
+) {
   const bumps = new Map([...before.keys()].map((pkg) => [pkg, [...(own.get(pkg) ?? [])]]));
   const dependents = new Set<string>();
   const versionOf = (pkg: string): string => {
     const group = releasedWith(pkg);
     const groupVersion = group.map((name) => before.get(name) ?? '0.0.0').reduce((a, b) => (newer(a, b) ? a : b));
-    return bumped(group.length > 1 ? groupVersion : (before.get(pkg) ?? '0.0.0'), group.flatMap((name) => bumps.get(name) ?? []));
+    return bumped(
+      group.length > 1 ? groupVersion : (before.get(pkg) ?? '0.0.0'),
+      group.flatMap((name) => bumps.get(name) ?? []),
+    );
   };
-  for (let changed = true; changed; ) {
+  for (let changed = true; changed;) {
     changed = false;
     for (const [pkg, version] of before) {
       if (inCaretRange(version, versionOf(pkg))) continue;
@@ -108,7 +122,10 @@ describe('changesets', () => {
   it('names each problem with its file', () => {
     const copy = scratchCopy();
     mkdirSync(join(copy, 'packages/config'), { recursive: true });
-    writeFileSync(join(copy, '.changeset/bad.md'), "---\n'@kvreuse/nope': minor\n'@kvreuse/config': huge\n---\n\nReview: the test is faster.\n");
+    writeFileSync(
+      join(copy, '.changeset/bad.md'),
+      "---\n'@kvreuse/nope': minor\n'@kvreuse/config': huge\n---\n\nReview: the test is faster.\n",
+    );
     writeFileSync(join(copy, '.changeset/bare.md'), 'no frontmatter\n');
     const problems = checkChangesets(copy).map(({ file, message }) => `${file}: ${message}`);
     expect(problems).toEqual([
@@ -123,7 +140,8 @@ describe('changesets', () => {
     const copy = scratchCopy();
     const pending = readChangesets(repoRoot);
     const packages = listPackages(repoRoot);
-    const own = (name: string) => pending.flatMap((changeset) => changeset.releases.filter((r) => r.name === name).map((r) => r.bump as Bump));
+    const own = (name: string) =>
+      pending.flatMap((changeset) => changeset.releases.filter((r) => r.name === name).map((r) => r.bump as Bump));
     const nameOf = ({ dir, manifest }: (typeof packages)[number]): string => manifest.name ?? dir;
     const expected = releases(
       new Map(packages.map((pkg) => [nameOf(pkg), own(nameOf(pkg))])),
@@ -139,31 +157,41 @@ describe('changesets', () => {
       expect(after.version, manifest.name).toBe(expected.versions.get(manifest.name ?? dir));
       firstRound.set(dir, after.version);
       // Inside the repository, packages keep depending on each other through the workspace.
-      for (const [name, range] of Object.entries(after.dependencies ?? {})) if (name.startsWith('@kvreuse/')) expect(range, `${manifest.name} → ${name}`).toBe('workspace:^');
+      for (const [name, range] of Object.entries(after.dependencies ?? {}))
+        if (name.startsWith('@kvreuse/')) expect(range, `${manifest.name} → ${name}`).toBe('workspace:^');
       if (bumps.length > 0) {
         const changelog = readFileSync(join(copy, 'packages', dir, 'CHANGELOG.md'), 'utf8');
         expect(changelog.startsWith(`# ${manifest.name}\n\n## ${after.version}\n`)).toBe(true);
         for (const changeset of pending.filter((c) => c.releases.some((r) => r.name === manifest.name))) {
-          expect(changelog, `${changeset.file} in ${manifest.name}'s changelog`).toContain((changeset.summary.split('\n')[0] ?? '').trim());
+          expect(changelog, `${changeset.file} in ${manifest.name}'s changelog`).toContain(
+            (changeset.summary.split('\n')[0] ?? '').trim(),
+          );
         }
       }
     }
     expect(readdirSync(join(copy, '.changeset')).sort()).toEqual(['README.md', 'config.json']);
 
     // The next change of the series: a patch to the descriptors, on top of the released versions.
-    writeFileSync(join(copy, '.changeset/next.md'), "---\n'@kvreuse/descriptors': patch\n---\n\nA fix users can read about.\n");
+    writeFileSync(
+      join(copy, '.changeset/next.md'),
+      "---\n'@kvreuse/descriptors': patch\n---\n\nA fix users can read about.\n",
+    );
     version(copy);
     expect(manifestOf(copy, 'descriptors').version).toBe(bumped(firstRound.get('descriptors') ?? '', ['patch']));
     expect(manifestOf(copy, 'config').version).toBe(firstRound.get('config'));
     const changelog = readFileSync(join(copy, 'packages/descriptors/CHANGELOG.md'), 'utf8');
-    expect(changelog.indexOf('A fix users can read about.')).toBeLessThan(changelog.indexOf(`## ${firstRound.get('descriptors')}`));
+    expect(changelog.indexOf('A fix users can read about.')).toBeLessThan(
+      changelog.indexOf(`## ${firstRound.get('descriptors')}`),
+    );
   }, 120_000); // two `changeset version` runs, several seconds each on a loaded machine
 
   it('changeset version releases the dependents of each change of a series that leaves their range with a patch, and says which dependency moved', () => {
     const copy = scratchCopy();
     for (const { file } of readChangesets(repoRoot)) rmSync(join(copy, '.changeset', file));
     const packages = listPackages(repoRoot);
-    const versions = new Map(packages.map(({ dir, manifest }) => [manifest.name ?? dir, { dir, version: manifest.version ?? '0.0.0' }]));
+    const versions = new Map(
+      packages.map(({ dir, manifest }) => [manifest.name ?? dir, { dir, version: manifest.version ?? '0.0.0' }]),
+    );
     // A fix low in the stack, a feature in the middle, then a fix at the bottom, released one at a time.
     const series: { name: string; bump: Bump; summary: string }[] = [
       { name: '@kvreuse/descriptors', bump: 'patch', summary: 'Shards of one KV head are refused with the reason.' },
@@ -188,19 +216,28 @@ describe('changesets', () => {
         if (entry.version === before.get(pkg)) continue;
         const changelog = readFileSync(join(copy, 'packages', entry.dir, 'CHANGELOG.md'), 'utf8');
         const newest = changelog.slice(0, changelog.indexOf(`\n## ${before.get(pkg)}\n`) >>> 0);
-        expect(newest.startsWith(`# ${pkg}\n\n## ${entry.version}\n`), `${pkg}'s changelog opens with ${entry.version}`).toBe(true);
-        if (pkg === name) expect(newest).toContain(`### ${bump === 'minor' ? 'Minor' : 'Patch'} Changes\n\n- ${summary}\n`);
+        expect(
+          newest.startsWith(`# ${pkg}\n\n## ${entry.version}\n`),
+          `${pkg}'s changelog opens with ${entry.version}`,
+        ).toBe(true);
+        if (pkg === name)
+          expect(newest).toContain(`### ${bump === 'minor' ? 'Minor' : 'Patch'} Changes\n\n- ${summary}\n`);
         else if (dependents.has(pkg)) expect(newest).toContain('### Patch Changes\n\n- Updated dependencies\n');
         // Every internal dependency released in this round is named with its new version.
         for (const dependency of [name, ...dependents]) {
           if (dependency === pkg || !(dependency in { ...manifestOf(copy, entry.dir).dependencies })) continue;
-          expect(newest, `${pkg}'s changelog names ${dependency}`).toContain(`  - ${dependency}@${versions.get(dependency)?.version}\n`);
+          expect(newest, `${pkg}'s changelog names ${dependency}`).toContain(
+            `  - ${dependency}@${versions.get(dependency)?.version}\n`,
+          );
         }
       }
     });
     // Each round's entry sits above the one before it.
     const registryLog = readFileSync(join(copy, 'packages/registry/CHANGELOG.md'), 'utf8');
-    const registryFirst = packages.find(({ manifest }) => manifest.name === '@kvreuse/registry')?.manifest.version ?? '0.0.0';
-    expect(registryLog.indexOf(`## ${versions.get('@kvreuse/registry')?.version}`)).toBeLessThan(registryLog.indexOf(`## ${registryFirst}\n`));
+    const registryFirst =
+      packages.find(({ manifest }) => manifest.name === '@kvreuse/registry')?.manifest.version ?? '0.0.0';
+    expect(registryLog.indexOf(`## ${versions.get('@kvreuse/registry')?.version}`)).toBeLessThan(
+      registryLog.indexOf(`## ${registryFirst}\n`),
+    );
   }, 60_000); // three `changeset version` runs, about two seconds each
 });

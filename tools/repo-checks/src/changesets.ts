@@ -49,11 +49,13 @@ export function checkChangesets(repoRoot: string): ChangesetProblem[] {
     if (releases.length === 0) problems.push('has no frontmatter naming the packages and their bumps');
     for (const { name, bump } of releases) {
       if (!packages.has(name)) problems.push(`names ${name}, which is not a package of the repository`);
-      if (!['major', 'minor', 'patch'].includes(bump)) problems.push(`gives ${name} the bump ${JSON.stringify(bump)} (major, minor or patch)`);
+      if (!['major', 'minor', 'patch'].includes(bump))
+        problems.push(`gives ${name} the bump ${JSON.stringify(bump)} (major, minor or patch)`);
     }
     if (summary === '') problems.push('says nothing: the changelog entry is empty');
     const review = reviewWords.exec(summary);
-    if (review !== null) problems.push(`reads like a review note ("${review[0]}"): say what changed for the package's users`);
+    if (review !== null)
+      problems.push(`reads like a review note ("${review[0]}"): say what changed for the package's users`);
     return problems.map((message) => ({ file, message }));
   });
 }

@@ -7,7 +7,10 @@ import { writeTree } from './fixture-tree.js';
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 
 /** What a failure shows of a circle: its message, and each edge to cut. */
-const shown = (circle: Circle): { circle: string; edges: string[] } => ({ circle: circle.message, edges: circle.edges.map((edge) => edge.join(' → ')) });
+const shown = (circle: Circle): { circle: string; edges: string[] } => ({
+  circle: circle.message,
+  edges: circle.edges.map((edge) => edge.join(' → ')),
+});
 
 describe('the repository', () => {
   it('has no circle of imports among the modules of any package, tool, the examples or scripts/', () => {
@@ -53,7 +56,8 @@ describe('checkImportCircles', () => {
     const root = tree({
       'packages/a/package.json': { name: '@kvreuse/a' },
       'packages/a/src/errors.ts': "import type { Reason } from './compat.js';\nexport class E { reason?: Reason; }\n",
-      'packages/a/src/compat.ts': "import { E } from './errors.js';\nexport type Reason = string;\nexport const e = new E();\n",
+      'packages/a/src/compat.ts':
+        "import { E } from './errors.js';\nexport type Reason = string;\nexport const e = new E();\n",
       'packages/a/src/one.ts': "export * from './two.js';\n",
       'packages/a/src/two.ts': "export const two = async () => import('./three.js');\n",
       'packages/a/src/three.ts': "export { one } from './one.js';\n",
@@ -78,7 +82,8 @@ describe('checkImportCircles', () => {
   it('looks only inside each package: a circle through another package, or through a build, is not one of its modules', () => {
     const root = tree({
       'packages/a/package.json': { name: '@kvreuse/a' },
-      'packages/a/src/a.ts': "import { b } from '../../b/src/b.js';\nimport { built } from '../dist/a.js';\nexport const a = b + built;\n",
+      'packages/a/src/a.ts':
+        "import { b } from '../../b/src/b.js';\nimport { built } from '../dist/a.js';\nexport const a = b + built;\n",
       'packages/a/dist/a.js': "import { a } from '../src/a.js';\nexport const built = a;\n",
       'packages/b/package.json': { name: '@kvreuse/b' },
       'packages/b/src/b.ts': "import { a } from '../../a/src/a.js';\nexport const b = a;\n",
@@ -97,10 +102,12 @@ describe('checkNativeCircles', () => {
         'native/include/api.h': '#include "internal.h"\nint api(void);\n',
         'native/src/internal.h': '#include "api.h" /* through -Iinclude */\n// #include "util.h"\n',
         'native/src/util.h': '#include "internal.h"\n',
-        'native/src/agent.c': '#include "internal.h"\nint agent(void) { return peer(); }\nstatic int helper(void) { return 0; }\n',
+        'native/src/agent.c':
+          '#include "internal.h"\nint agent(void) { return peer(); }\nstatic int helper(void) { return 0; }\n',
         'native/src/peer.c': '#include "internal.h"\nint peer(void) { return agent(); }\n',
         // util.c calls a helper of its own with the name of agent.c's static one, and agent(): no circle.
-        'native/src/util.c': '#include "util.h"\nstatic int helper(void) { return agent(); }\nint util(void) { return helper(); }\n',
+        'native/src/util.c':
+          '#include "util.h"\nstatic int helper(void) { return agent(); }\nint util(void) { return helper(); }\n',
       },
       'kvreuse-circles-',
     );

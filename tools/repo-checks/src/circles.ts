@@ -50,12 +50,14 @@ export function stronglyConnected(graph: Graph): string[][] {
       if (frame.at < frame.targets.length) {
         const target = frame.targets[frame.at++] as string;
         if (!index.has(target)) open(target);
-        else if (onStack.has(target)) low.set(frame.node, Math.min(low.get(frame.node) as number, index.get(target) as number));
+        else if (onStack.has(target))
+          low.set(frame.node, Math.min(low.get(frame.node) as number, index.get(target) as number));
         continue;
       }
       work.pop();
       const parent = work[work.length - 1];
-      if (parent !== undefined) low.set(parent.node, Math.min(low.get(parent.node) as number, low.get(frame.node) as number));
+      if (parent !== undefined)
+        low.set(parent.node, Math.min(low.get(parent.node) as number, low.get(frame.node) as number));
       if (low.get(frame.node) === index.get(frame.node)) {
         const set: string[] = [];
         let member: string;
@@ -81,7 +83,8 @@ function shortestLoop(graph: Graph, start: string, members: Set<string>): string
       if (!members.has(target)) continue;
       if (target === start) {
         const path = [start];
-        for (let at: string | undefined = node; at !== start && at !== undefined; at = cameFrom.get(at)) path.splice(1, 0, at);
+        for (let at: string | undefined = node; at !== start && at !== undefined; at = cameFrom.get(at))
+          path.splice(1, 0, at);
         return [...path, start];
       }
       if (!cameFrom.has(target)) {
@@ -106,8 +109,18 @@ export function circlesOf(graph: Graph, kind: CircleKind, unit: string): Circle[
         .sort()
         .map((to): [string, string] => [from, to]),
     );
-    const who = files.length === 1 ? `${files[0]} ${kind === 'call' ? 'calls' : `${kind}s`} itself` : `${files.join(', ')} ${verbs[kind]} each other in a circle`;
-    return { kind, unit, files, path, edges, message: `${unit}: ${who}: ${path.join(' → ')}${files.length > 2 ? ` (${edges.length} ${kind}s between them)` : ''}` };
+    const who =
+      files.length === 1
+        ? `${files[0]} ${kind === 'call' ? 'calls' : `${kind}s`} itself`
+        : `${files.join(', ')} ${verbs[kind]} each other in a circle`;
+    return {
+      kind,
+      unit,
+      files,
+      path,
+      edges,
+      message: `${unit}: ${who}: ${path.join(' → ')}${files.length > 2 ? ` (${edges.length} ${kind}s between them)` : ''}`,
+    };
   });
 }
 
@@ -121,7 +134,9 @@ function resolveRelative(fromFile: string, specifier: string): string | undefine
   const swaps: Record<string, string[]> = { '.js': ['.ts', '.tsx'], '.mjs': ['.mts'], '.cjs': ['.cts'] };
   const extension = /\.[mc]?js$/.exec(target)?.[0];
   const candidates = [
-    ...(extension === undefined ? [] : (swaps[extension] ?? []).map((swap) => target.slice(0, -extension.length) + swap)),
+    ...(extension === undefined
+      ? []
+      : (swaps[extension] ?? []).map((swap) => target.slice(0, -extension.length) + swap)),
     target,
     ...['.ts', '.js', '/index.ts', '/index.js'].map((suffix) => target + suffix),
   ];
@@ -169,7 +184,9 @@ function moduleFolders(repoRoot: string): { unit: string; path: string; files: s
 
 /** The circles among the modules of each package, tool, the examples and scripts/ (tests, benchmarks and scripts of a package included). */
 export function checkImportCircles(repoRoot: string): Circle[] {
-  return moduleFolders(repoRoot).flatMap(({ unit, path, files }) => circlesOf(importGraph(path, files), 'import', unit));
+  return moduleFolders(repoRoot).flatMap(({ unit, path, files }) =>
+    circlesOf(importGraph(path, files), 'import', unit),
+  );
 }
 
 // --- C: the includes of project headers, and the calls between the files of the library -------------
@@ -181,7 +198,13 @@ function cFiles(repoRoot: string, folders: string[]): string[] {
     if (!existsSync(path)) return [];
     return readdirSync(path, { withFileTypes: true })
       .sort((a, b) => a.name.localeCompare(b.name))
-      .flatMap((entry) => (entry.isDirectory() ? under(`${folder}/${entry.name}`) : /\.[ch]$/.test(entry.name) ? [`${folder}/${entry.name}`] : []));
+      .flatMap((entry) =>
+        entry.isDirectory()
+          ? under(`${folder}/${entry.name}`)
+          : /\.[ch]$/.test(entry.name)
+            ? [`${folder}/${entry.name}`]
+            : [],
+      );
   };
   return folders.flatMap(under);
 }
@@ -197,7 +220,9 @@ export function includeGraph(repoRoot: string): Graph {
   for (const file of cFiles(repoRoot, ['src', 'include', 'test', 'fuzz'])) {
     const targets = new Set<string>();
     for (const header of quotedIncludes(readFileSync(join(native, file), 'utf8'))) {
-      const found = [dirname(file), 'include', 'src', 'test'].map((folder) => join(folder, header).split(sep).join('/')).find((candidate) => existsSync(join(native, candidate)));
+      const found = [dirname(file), 'include', 'src', 'test']
+        .map((folder) => join(folder, header).split(sep).join('/'))
+        .find((candidate) => existsSync(join(native, candidate)));
       if (found !== undefined) targets.add(found);
     }
     graph.set(file, targets);
@@ -237,5 +262,8 @@ export function callGraph(repoRoot: string): Graph {
 /** The circles of includes among the C files of native/, and of calls among the .c files of the library. */
 export function checkNativeCircles(repoRoot: string, kinds: CircleKind[] = ['include', 'call']): Circle[] {
   if (!existsSync(join(repoRoot, 'native'))) return [];
-  return [...(kinds.includes('include') ? circlesOf(includeGraph(repoRoot), 'include', 'native') : []), ...(kinds.includes('call') ? circlesOf(callGraph(repoRoot), 'call', 'native') : [])];
+  return [
+    ...(kinds.includes('include') ? circlesOf(includeGraph(repoRoot), 'include', 'native') : []),
+    ...(kinds.includes('call') ? circlesOf(callGraph(repoRoot), 'call', 'native') : []),
+  ];
 }

@@ -10,11 +10,20 @@ describe('productionClosure', () => {
     const closure = productionClosure(join(repoRoot, 'packages/router'));
     expect(closure).toContain('@kvreuse/discovery');
     expect(closure).toContain('@kvreuse/inventory');
-    for (const heavy of ['better-sqlite3', 'etcd3', 'koffi', '@kvreuse/native-bindings', '@kvreuse/registry']) expect(closure).not.toContain(heavy);
+    for (const heavy of ['better-sqlite3', 'etcd3', 'koffi', '@kvreuse/native-bindings', '@kvreuse/registry'])
+      expect(closure).not.toContain(heavy);
   });
 
   it('follows dependencies through workspace packages to the drivers of the packages that open stores', () => {
     const closure = productionClosure(join(repoRoot, 'packages/cli'));
-    for (const needed of ['@kvreuse/router', '@kvreuse/discovery', 'better-sqlite3', 'etcd3', 'koffi', '@kvreuse/native-bindings']) expect(closure).toContain(needed);
+    for (const needed of [
+      '@kvreuse/router',
+      '@kvreuse/discovery',
+      'better-sqlite3',
+      'etcd3',
+      'koffi',
+      '@kvreuse/native-bindings',
+    ])
+      expect(closure).toContain(needed);
   });
 });

@@ -6,7 +6,10 @@ import { dirname, join } from 'node:path';
  * A tree of files in a fresh temporary folder, for a check to run over: each path, relative to the
  * folder, with its text (an object is written as JSON). `remove` deletes the folder.
  */
-export function writeTree(files: Record<string, string | object>, prefix = 'kvreuse-repo-checks-'): { root: string; remove: () => void } {
+export function writeTree(
+  files: Record<string, string | object>,
+  prefix = 'kvreuse-repo-checks-',
+): { root: string; remove: () => void } {
   const root = mkdtempSync(join(tmpdir(), prefix));
   for (const [path, content] of Object.entries(files)) {
     mkdirSync(dirname(join(root, path)), { recursive: true });

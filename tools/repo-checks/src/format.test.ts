@@ -14,9 +14,26 @@ describe('the repository', () => {
 
   it('formats the TypeScript, JavaScript and JSON, but not Markdown, YAML, generated files, builds or byte-exact fixtures', async () => {
     const files = await formattedFiles(repoRoot);
-    expect(files).toEqual(expect.arrayContaining(['prettier.config.mjs', 'package.json', 'tools/repo-checks/src/format.ts', 'scripts/dev.mjs', 'tsconfig.base.json']));
-    const left = ['README.md', 'pnpm-lock.yaml', 'packages/config/schema/settings.schema.json', 'tools/repo-checks/fixtures/test-report/syntax-error.test.mjs'];
-    expect(files.filter((file) => left.includes(file) || /^docs\/api\/|(^|\/)(dist|node_modules)\/|\.(md|ya?ml)$/.test(file))).toEqual([]);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'prettier.config.mjs',
+        'package.json',
+        'tools/repo-checks/src/format.ts',
+        'scripts/dev.mjs',
+        'tsconfig.base.json',
+      ]),
+    );
+    const left = [
+      'README.md',
+      'pnpm-lock.yaml',
+      'packages/config/schema/settings.schema.json',
+      'tools/repo-checks/fixtures/test-report/syntax-error.test.mjs',
+    ];
+    expect(
+      files.filter(
+        (file) => left.includes(file) || /^docs\/api\/|(^|\/)(dist|node_modules)\/|\.(md|ya?ml)$/.test(file),
+      ),
+    ).toEqual([]);
   });
 });
 
@@ -42,7 +59,13 @@ describe('checkFormat', () => {
       'kvreuse-format-',
     );
     remove = made.remove;
-    expect(await formattedFiles(made.root)).toEqual(['.prettierrc.json', 'data.json', 'src/bad.ts', 'src/broken.ts', 'src/good.ts']);
+    expect(await formattedFiles(made.root)).toEqual([
+      '.prettierrc.json',
+      'data.json',
+      'src/bad.ts',
+      'src/broken.ts',
+      'src/good.ts',
+    ]);
     const problems = await checkFormat(made.root);
     expect(problems.map((problem) => [problem.file, problem.rule])).toEqual([
       ['data.json', 'unformatted'],

@@ -17,7 +17,9 @@ const skippedFolders = new Set(['node_modules', '.git', '.hg', '.svn', '.sl', '.
  * file of a language Prettier knows, but those that the root .gitignore and .prettierignore ignore; sorted.
  */
 export async function formattedFiles(repoRoot: string): Promise<string[]> {
-  const ignorePath = ['.gitignore', '.prettierignore'].map((name) => join(repoRoot, name)).filter((path) => existsSync(path));
+  const ignorePath = ['.gitignore', '.prettierignore']
+    .map((name) => join(repoRoot, name))
+    .filter((path) => existsSync(path));
   const candidates: string[] = [];
   const walk = (folder: string): void => {
     for (const entry of readdirSync(folder)) {

@@ -32,9 +32,14 @@ describe('checkLayering', () => {
     const root = writeTree({
       'package.json': rootManifest,
       'packages/config/package.json': { name: '@kvreuse/config', dependencies: { zod: '4.6.7' } },
-      'packages/config/src/index.ts': "import { z } from 'zod';\nimport { readFileSync } from 'node:fs';\nimport { parse } from './parse.js';\nexport { z, readFileSync, parse };\n",
-      'packages/descriptors/package.json': { name: '@kvreuse/descriptors', dependencies: { '@kvreuse/config': 'workspace:^' } },
-      'packages/descriptors/src/index.ts': "import type { Settings } from '@kvreuse/config';\nexport type { Settings };\n",
+      'packages/config/src/index.ts':
+        "import { z } from 'zod';\nimport { readFileSync } from 'node:fs';\nimport { parse } from './parse.js';\nexport { z, readFileSync, parse };\n",
+      'packages/descriptors/package.json': {
+        name: '@kvreuse/descriptors',
+        dependencies: { '@kvreuse/config': 'workspace:^' },
+      },
+      'packages/descriptors/src/index.ts':
+        "import type { Settings } from '@kvreuse/config';\nexport type { Settings };\n",
       'packages/descriptors/src/index.test.ts': "import { it } from 'vitest';\nit('works', () => {});\n",
       'packages/descriptors/bench/plan.ts': "import { plan } from '@kvreuse/descriptors';\nplan();\n",
     });
@@ -51,7 +56,10 @@ describe('checkLayering', () => {
         "const later = await import('../../descriptors/src/plan.js');",
         'export { planTransfer, parse, later };',
       ].join('\n'),
-      'packages/descriptors/package.json': { name: '@kvreuse/descriptors', dependencies: { '@kvreuse/config': 'workspace:^' } },
+      'packages/descriptors/package.json': {
+        name: '@kvreuse/descriptors',
+        dependencies: { '@kvreuse/config': 'workspace:^' },
+      },
       'packages/descriptors/src/index.ts': "export { catalog } from '@kvreuse/config/src/catalog.js';\n",
       'packages/descriptors/src/plan.ts': "export { layout } from '@kvreuse/descriptors';\n",
     });
@@ -70,9 +78,14 @@ describe('checkLayering', () => {
       'package.json': rootManifest,
       'packages/config/package.json': { name: '@kvreuse/config' },
       'packages/cli/package.json': { name: '@kvreuse/cli' },
-      'examples/package.json': { name: 'examples', dependencies: { '@kvreuse/config': 'workspace:^', '@kvreuse/cli': 'workspace:^' } },
-      'examples/serve.mjs': "import { defaultSettings } from '@kvreuse/config';\nimport { run } from '@kvreuse/cli';\nimport { shared } from './shared.mjs';\n",
-      'examples/deep.mjs': "import { catalog } from '@kvreuse/config/src/catalog.js';\nimport { it } from 'vitest';\nimport { plan } from '../packages/config/src/plan.js';\n",
+      'examples/package.json': {
+        name: 'examples',
+        dependencies: { '@kvreuse/config': 'workspace:^', '@kvreuse/cli': 'workspace:^' },
+      },
+      'examples/serve.mjs':
+        "import { defaultSettings } from '@kvreuse/config';\nimport { run } from '@kvreuse/cli';\nimport { shared } from './shared.mjs';\n",
+      'examples/deep.mjs':
+        "import { catalog } from '@kvreuse/config/src/catalog.js';\nimport { it } from 'vitest';\nimport { plan } from '../packages/config/src/plan.js';\n",
       'examples/test/run.test.ts': "import { it } from 'vitest';\nimport { defaultSettings } from '@kvreuse/config';\n",
     });
     const found = checkLayering(root);
@@ -81,7 +94,9 @@ describe('checkLayering', () => {
       ['examples', 'deep.mjs', 'undeclared-import', 'vitest'],
       ['examples', 'deep.mjs', 'relative-escape', '../packages/config/src/plan.js'],
     ]);
-    expect(found[2]?.message).toBe('deep.mjs reaches out of examples to packages/config/src/plan.js: import another package by its name');
+    expect(found[2]?.message).toBe(
+      'deep.mjs reaches out of examples to packages/config/src/plan.js: import another package by its name',
+    );
   });
 
   it('refuses a dependency on a layer above and a package that is not a layer', () => {
@@ -101,17 +116,32 @@ describe('checkLayering', () => {
   it('lets a layer list a private test-support package of tools/ that stands below it, and refuses one that depends on the layer or above', () => {
     const root = writeTree({
       'package.json': rootManifest,
-      'tools/test-support/package.json': { name: '@kvreuse-internal/test-support', private: true, dependencies: { '@kvreuse/descriptors': 'workspace:^' } },
+      'tools/test-support/package.json': {
+        name: '@kvreuse-internal/test-support',
+        private: true,
+        dependencies: { '@kvreuse/descriptors': 'workspace:^' },
+      },
       'tools/test-support/src/index.ts': "export { planTransfer } from '@kvreuse/descriptors';\n",
-      'tools/registry-support/package.json': { name: '@kvreuse-internal/registry-support', private: true, dependencies: { '@kvreuse/registry': 'workspace:^' } },
+      'tools/registry-support/package.json': {
+        name: '@kvreuse-internal/registry-support',
+        private: true,
+        dependencies: { '@kvreuse/registry': 'workspace:^' },
+      },
       'packages/descriptors/package.json': { name: '@kvreuse/descriptors' },
       'packages/discovery/package.json': {
         name: '@kvreuse/discovery',
         dependencies: { '@kvreuse/descriptors': 'workspace:^' },
-        devDependencies: { '@kvreuse-internal/test-support': 'workspace:^', '@kvreuse-internal/registry-support': 'workspace:^' },
+        devDependencies: {
+          '@kvreuse-internal/test-support': 'workspace:^',
+          '@kvreuse-internal/registry-support': 'workspace:^',
+        },
       },
-      'packages/discovery/test/store.test.ts': "import { planTransfer } from '@kvreuse-internal/test-support';\nexport { planTransfer };\n",
-      'packages/registry/package.json': { name: '@kvreuse/registry', devDependencies: { '@kvreuse-internal/registry-support': 'workspace:^' } },
+      'packages/discovery/test/store.test.ts':
+        "import { planTransfer } from '@kvreuse-internal/test-support';\nexport { planTransfer };\n",
+      'packages/registry/package.json': {
+        name: '@kvreuse/registry',
+        devDependencies: { '@kvreuse-internal/registry-support': 'workspace:^' },
+      },
     });
     const found = checkLayering(root);
     expect(found.map((v) => [v.packageDir, v.rule, v.specifier])).toEqual([

@@ -3,15 +3,19 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import ts from 'typescript';
 import { layerIndex, layerOrder } from './layers.js';
-import { isPlatformPackage, isShippedSource, listExamples, listPackages, listSourceFiles, readJson, type PackageManifest, type WorkspacePackage } from './workspace.js';
+import {
+  isPlatformPackage,
+  isShippedSource,
+  listExamples,
+  listPackages,
+  listSourceFiles,
+  readJson,
+  type PackageManifest,
+  type WorkspacePackage,
+} from './workspace.js';
 
 export type LayeringRule =
-  | 'unknown-layer'
-  | 'upward-dependency'
-  | 'upward-import'
-  | 'deep-import'
-  | 'relative-escape'
-  | 'undeclared-import';
+  'unknown-layer' | 'upward-dependency' | 'upward-import' | 'deep-import' | 'relative-escape' | 'undeclared-import';
 
 export interface LayeringViolation {
   rule: LayeringRule;
@@ -55,9 +59,17 @@ type Report = (rule: LayeringRule, file: string, specifier: string, message: str
  * The layers a package lists must stand below it; so must the layers that a private package it lists (a
  * test-support package of tools/, in devDependencies) depends on, since its tests run that package's code.
  */
-function checkListedLayers(manifest: PackageManifest, own: string, ownIndex: number, privates: Map<string, PackageManifest>, report: Report): void {
+function checkListedLayers(
+  manifest: PackageManifest,
+  own: string,
+  ownIndex: number,
+  privates: Map<string, PackageManifest>,
+  report: Report,
+): void {
   const layersOf = (m: PackageManifest | undefined): string[] =>
-    Object.keys({ ...m?.dependencies, ...m?.devDependencies, ...m?.peerDependencies }).filter((name) => name.startsWith('@kvreuse/'));
+    Object.keys({ ...m?.dependencies, ...m?.devDependencies, ...m?.peerDependencies }).filter((name) =>
+      name.startsWith('@kvreuse/'),
+    );
   const below = (name: string): boolean => {
     const index = layerIndex(name.slice('@kvreuse/'.length));
     return index >= 0 && index < ownIndex;
@@ -65,12 +77,21 @@ function checkListedLayers(manifest: PackageManifest, own: string, ownIndex: num
   for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
     for (const name of Object.keys(manifest[field] ?? {})) {
       if (name.startsWith('@kvreuse/') && !below(name)) {
-        report('upward-dependency', 'package.json', name, `${own} (layer ${ownIndex}) lists ${name} in ${field}, which is not a layer below it`);
+        report(
+          'upward-dependency',
+          'package.json',
+          name,
+          `${own} (layer ${ownIndex}) lists ${name} in ${field}, which is not a layer below it`,
+        );
       }
       if (!name.startsWith('@kvreuse-internal/')) continue;
       for (const layer of layersOf(privates.get(name)).filter((layer) => !below(layer))) {
-        report('upward-dependency', 'package.json', name,
-          `${own} (layer ${ownIndex}) lists ${name} in ${field}, which depends on ${layer}, not a layer below ${own}`);
+        report(
+          'upward-dependency',
+          'package.json',
+          name,
+          `${own} (layer ${ownIndex}) lists ${name} in ${field}, which depends on ${layer}, not a layer below ${own}`,
+        );
       }
     }
   }
@@ -91,8 +112,15 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
   const privates = privatePackages(repoRoot);
   // What each package ships to its users: a layer its src/ (not tests), the examples their programs (not test/).
   const checked: { pkg: WorkspacePackage; ownIndex: number; name: string; ships: (file: string) => boolean }[] = [
-    ...listPackages(repoRoot).filter((pkg) => !isPlatformPackage(pkg.manifest)).map((pkg) => ({ pkg, ownIndex: layerIndex(pkg.dir), name: `@kvreuse/${pkg.dir}`, ships: isShippedSource })),
-    ...listExamples(repoRoot).map((pkg) => ({ pkg, ownIndex: layerOrder.length, name: 'the examples', ships: (file: string) => !file.startsWith('test/') })),
+    ...listPackages(repoRoot)
+      .filter((pkg) => !isPlatformPackage(pkg.manifest))
+      .map((pkg) => ({ pkg, ownIndex: layerIndex(pkg.dir), name: `@kvreuse/${pkg.dir}`, ships: isShippedSource })),
+    ...listExamples(repoRoot).map((pkg) => ({
+      pkg,
+      ownIndex: layerOrder.length,
+      name: 'the examples',
+      ships: (file: string) => !file.startsWith('test/'),
+    })),
   ];
 
   for (const { pkg, ownIndex, name: own, ships } of checked) {
@@ -100,8 +128,12 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
       violations.push({ rule, packageDir: pkg.dir, file, specifier, message });
     };
     if (ownIndex < 0) {
-      report('unknown-layer', 'package.json', pkg.dir,
-        `packages/${pkg.dir} is not a layer (${layerOrder.join(', ')}): add it to tools/repo-checks/src/layers.ts in its place`);
+      report(
+        'unknown-layer',
+        'package.json',
+        pkg.dir,
+        `packages/${pkg.dir} is not a layer (${layerOrder.join(', ')}): add it to tools/repo-checks/src/layers.ts in its place`,
+      );
       continue;
     }
 
@@ -115,8 +147,12 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
         if (specifier.startsWith('.')) {
           const target = resolve(dirname(join(pkg.path, file)), specifier);
           if (target !== pkg.path && !target.startsWith(pkg.path + sep)) {
-            report('relative-escape', file, specifier,
-              `${file} reaches out of ${relative(repoRoot, pkg.path)} to ${relative(repoRoot, target)}: import another package by its name`);
+            report(
+              'relative-escape',
+              file,
+              specifier,
+              `${file} reaches out of ${relative(repoRoot, pkg.path)} to ${relative(repoRoot, target)}: import another package by its name`,
+            );
           }
           continue;
         }
@@ -125,23 +161,32 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
         if (name.startsWith('@kvreuse/')) {
           const target = name.slice('@kvreuse/'.length);
           if (specifier !== name) {
-            report('deep-import', file, specifier, `${file} imports ${specifier}: only the entry point ${name} is public`);
+            report(
+              'deep-import',
+              file,
+              specifier,
+              `${file} imports ${specifier}: only the entry point ${name} is public`,
+            );
           }
           // Tests, benchmarks and scripts may use their own package through its public face.
           if (target === pkg.dir && !shipped) continue;
           if (layerIndex(target) < 0 || layerIndex(target) >= ownIndex) {
-            report('upward-import', file, specifier,
-              `${file} imports ${name}, which is not a layer below ${own}`);
+            report('upward-import', file, specifier, `${file} imports ${name}, which is not a layer below ${own}`);
             continue;
           }
         }
         const fields: (keyof PackageManifest)[] = shipped
           ? ['dependencies', 'peerDependencies']
           : ['dependencies', 'peerDependencies', 'devDependencies'];
-        const declared = declaredIn(pkg.manifest, name, fields) || (!shipped && declaredIn(rootManifest, name, ['devDependencies']));
+        const declared =
+          declaredIn(pkg.manifest, name, fields) || (!shipped && declaredIn(rootManifest, name, ['devDependencies']));
         if (!declared) {
-          report('undeclared-import', file, specifier,
-            `${file} imports ${name}, which ${own} does not declare in ${fields.join(' or ')}${shipped ? '' : ' (nor the root devDependencies)'}`);
+          report(
+            'undeclared-import',
+            file,
+            specifier,
+            `${file} imports ${name}, which ${own} does not declare in ${fields.join(' or ')}${shipped ? '' : ' (nor the root devDependencies)'}`,
+          );
         }
       }
     }

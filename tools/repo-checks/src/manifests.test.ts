@@ -25,21 +25,39 @@ describe('checkManifests', () => {
       const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
       manifest.sideEffects = true;
       manifest.dependencies = { ...manifest.dependencies, zod: '^4.6.0', yaml: '2.9.1', '@kvreuse/descriptors': '*' };
-      manifest.devDependencies = { ...manifest.devDependencies, ajv: '^8.20.0', '@kvreuse-internal/test-support': 'workspace:^' };
+      manifest.devDependencies = {
+        ...manifest.devDependencies,
+        ajv: '^8.20.0',
+        '@kvreuse-internal/test-support': 'workspace:^',
+      };
       manifest.peerDependencies = { ...manifest.peerDependencies, '@kvreuse-internal/fixtures': 'workspace:^' };
       manifest.publishConfig = { access: 'public' };
       writeFileSync(manifestPath, JSON.stringify(manifest));
       const messages = checkManifests(copy).map((p) => `${p.packageDir}: ${p.message}`);
       expect(messages).toContain('config: sideEffects must be false');
-      expect(messages).toContain('config: zod must be a peerDependency, not a dependency: schemas cross package boundaries, so there must be one copy');
+      expect(messages).toContain(
+        'config: zod must be a peerDependency, not a dependency: schemas cross package boundaries, so there must be one copy',
+      );
       expect(messages).toContain('config: dependencies.yaml must be a caret range (^x.y.z), is "2.9.1"');
       expect(messages).toContain('config: devDependencies.ajv must be an exact version, is "^8.20.0"');
-      expect(messages).toContain('config: publishConfig.exports must be exports without the "@kvreuse/source" condition (what npm users resolve)');
-      expect(messages).toContain("config: LICENSE must be a copy of the repository's LICENSE (each package ships its own)");
+      expect(messages).toContain(
+        'config: publishConfig.exports must be exports without the "@kvreuse/source" condition (what npm users resolve)',
+      );
+      expect(messages).toContain(
+        "config: LICENSE must be a copy of the repository's LICENSE (each package ships its own)",
+      );
       expect(messages).toContain('config: dependencies.@kvreuse/descriptors must be "workspace:^", is "*"');
-      expect(messages).toContain('config: peerDependencies.@kvreuse-internal/fixtures is a private package of the repository: it may only be a devDependency, as "workspace:^"');
+      expect(messages).toContain(
+        'config: peerDependencies.@kvreuse-internal/fixtures is a private package of the repository: it may only be a devDependency, as "workspace:^"',
+      );
       expect(messages.filter((m) => m.includes('@kvreuse-internal/test-support'))).toEqual([]);
-      expect(messages.some((m) => m.startsWith('config: tsconfig.build.json references [errors] but the package depends on [descriptors, errors]'))).toBe(true);
+      expect(
+        messages.some((m) =>
+          m.startsWith(
+            'config: tsconfig.build.json references [errors] but the package depends on [descriptors, errors]',
+          ),
+        ),
+      ).toBe(true);
     } finally {
       rmSync(copy, { recursive: true, force: true });
     }

@@ -28,7 +28,9 @@ function publishedExports(exports: Record<string, unknown> | undefined): unknown
   return Object.fromEntries(
     Object.entries(exports ?? {}).map(([key, entry]) => [
       key,
-      typeof entry === 'object' && entry !== null ? Object.fromEntries(Object.entries(entry).filter(([condition]) => condition !== '@kvreuse/source')) : entry,
+      typeof entry === 'object' && entry !== null
+        ? Object.fromEntries(Object.entries(entry).filter(([condition]) => condition !== '@kvreuse/source'))
+        : entry,
     ]),
   );
 }
@@ -45,12 +47,18 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
   expect(m.license === 'Apache-2.0', `license is ${JSON.stringify(m.license)}, expected "Apache-2.0"`);
   expect(m.publishConfig?.access === 'public', 'publishConfig.access must be "public"');
   expect(m.files?.includes('dist') === true, 'files must include "dist"');
-  expect(JSON.stringify(m.publishConfig?.exports) === JSON.stringify(publishedExports(m.exports)),
-    'publishConfig.exports must be exports without the "@kvreuse/source" condition (what npm users resolve)');
-  expect(existsSync(join(pkg.path, 'LICENSE')) && readFileSync(join(pkg.path, 'LICENSE'), 'utf8') === license,
-    'LICENSE must be a copy of the repository\'s LICENSE (each package ships its own)');
-  expect(m.dependencies?.['zod'] === undefined,
-    'zod must be a peerDependency, not a dependency: schemas cross package boundaries, so there must be one copy');
+  expect(
+    JSON.stringify(m.publishConfig?.exports) === JSON.stringify(publishedExports(m.exports)),
+    'publishConfig.exports must be exports without the "@kvreuse/source" condition (what npm users resolve)',
+  );
+  expect(
+    existsSync(join(pkg.path, 'LICENSE')) && readFileSync(join(pkg.path, 'LICENSE'), 'utf8') === license,
+    "LICENSE must be a copy of the repository's LICENSE (each package ships its own)",
+  );
+  expect(
+    m.dependencies?.['zod'] === undefined,
+    'zod must be a peerDependency, not a dependency: schemas cross package boundaries, so there must be one copy',
+  );
 
   const entry = m.exports?.['.'] as Record<string, unknown> | undefined;
   expect(entry?.['@kvreuse/source'] === './src/index.ts', 'exports["."]["@kvreuse/source"] must be "./src/index.ts"');
@@ -59,17 +67,24 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
   expect(existsSync(join(pkg.path, 'src/index.ts')), 'src/index.ts, the public face, is missing');
 
   for (const hook of ['preinstall', 'install', 'postinstall']) {
-    expect(m.scripts?.[hook] === undefined, `scripts.${hook} must be absent: installing a package runs nothing (npm 11 asks users to approve install scripts)`);
+    expect(
+      m.scripts?.[hook] === undefined,
+      `scripts.${hook} must be absent: installing a package runs nothing (npm 11 asks users to approve install scripts)`,
+    );
   }
   for (const script of ['build', 'typecheck', 'lint', 'test']) {
     expect(typeof m.scripts?.[script] === 'string', `scripts.${script} is missing`);
   }
 
   const readme = join(pkg.path, 'README.md');
-  expect(existsSync(readme) && /```(ts|typescript)\n/.test(readFileSync(readme, 'utf8')),
-    'README.md must exist and hold a usage example in a ```ts block');
-  expect(existsSync(readme) && readFileSync(readme, 'utf8').includes('](../../docs/glossary.md)'),
-    'README.md must link the glossary (../../docs/glossary.md)');
+  expect(
+    existsSync(readme) && /```(ts|typescript)\n/.test(readFileSync(readme, 'utf8')),
+    'README.md must exist and hold a usage example in a ```ts block',
+  );
+  expect(
+    existsSync(readme) && readFileSync(readme, 'utf8').includes('](../../docs/glossary.md)'),
+    'README.md must link the glossary (../../docs/glossary.md)',
+  );
 
   const internal: string[] = [];
   for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
@@ -79,8 +94,10 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
         expect(range === 'workspace:^', `${field}.${name} must be "workspace:^", is ${JSON.stringify(range)}`);
       } else if (name.startsWith('@kvreuse-internal/')) {
         // A private package of the workspace is never published: only the package's own tests may use it.
-        expect(field === 'devDependencies' && range === 'workspace:^',
-          `${field}.${name} is a private package of the repository: it may only be a devDependency, as "workspace:^"`);
+        expect(
+          field === 'devDependencies' && range === 'workspace:^',
+          `${field}.${name} is a private package of the repository: it may only be a devDependency, as "workspace:^"`,
+        );
       } else {
         const { pattern, rule } = rangeRules[field];
         expect(pattern.test(range), `${field}.${name} must be ${rule}, is ${JSON.stringify(range)}`);
@@ -89,11 +106,17 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
   }
 
   const build = readJson<ProjectConfig>(join(pkg.path, 'tsconfig.build.json'));
-  const referenced = (build.references ?? []).map((r) => r.path.replace(/^\.\.\/([^/]+)\/tsconfig\.build\.json$/, '$1')).sort();
-  expect(JSON.stringify(referenced) === JSON.stringify([...internal].sort()),
-    `tsconfig.build.json references [${referenced.join(', ')}] but the package depends on [${internal.sort().join(', ')}]: tsc -b needs exactly its dependencies`);
-  expect(rootReferences.has(`packages/${dir}/tsconfig.build.json`),
-    `the root tsconfig.json does not reference packages/${dir}/tsconfig.build.json`);
+  const referenced = (build.references ?? [])
+    .map((r) => r.path.replace(/^\.\.\/([^/]+)\/tsconfig\.build\.json$/, '$1'))
+    .sort();
+  expect(
+    JSON.stringify(referenced) === JSON.stringify([...internal].sort()),
+    `tsconfig.build.json references [${referenced.join(', ')}] but the package depends on [${internal.sort().join(', ')}]: tsc -b needs exactly its dependencies`,
+  );
+  expect(
+    rootReferences.has(`packages/${dir}/tsconfig.build.json`),
+    `the root tsconfig.json does not reference packages/${dir}/tsconfig.build.json`,
+  );
   return problems;
 }
 
@@ -102,14 +125,22 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
  * its `build` script, nothing to run at install, and an optional dependency of @kvreuse/native-bindings
  * (`optionalDependencies`, so that npm skips it where it does not fit).
  */
-function platformProblemsOf(pkg: WorkspacePackage, bindings: WorkspacePackage | undefined, license: string, fixed: string[][]): string[] {
+function platformProblemsOf(
+  pkg: WorkspacePackage,
+  bindings: WorkspacePackage | undefined,
+  license: string,
+  fixed: string[][],
+): string[] {
   const { manifest: m, dir } = pkg;
   const problems: string[] = [];
   const expect = (ok: boolean, message: string): void => {
     if (!ok) problems.push(message);
   };
   const platform = /^native-(linux)-(x64|arm64)-(gnu)$/.exec(dir);
-  expect(platform !== null, `packages/${dir} names a cpu, so it is a platform package, but is not named native-linux-<x64|arm64>-gnu`);
+  expect(
+    platform !== null,
+    `packages/${dir} names a cpu, so it is a platform package, but is not named native-linux-<x64|arm64>-gnu`,
+  );
   expect(m.name === `@kvreuse/${dir}`, `name is ${JSON.stringify(m.name)}, expected "@kvreuse/${dir}"`);
   if (platform !== null) {
     const [, os, cpu] = platform;
@@ -117,21 +148,33 @@ function platformProblemsOf(pkg: WorkspacePackage, bindings: WorkspacePackage | 
     expect(JSON.stringify(m.cpu) === JSON.stringify([cpu]), `cpu must be ["${cpu}"]`);
     expect(JSON.stringify(m.libc) === JSON.stringify(['glibc']), 'libc must be ["glibc"]');
   }
-  expect(JSON.stringify(m.files) === JSON.stringify(['libkvreuse_transport.so']), 'files must be ["libkvreuse_transport.so"], the library alone');
+  expect(
+    JSON.stringify(m.files) === JSON.stringify(['libkvreuse_transport.so']),
+    'files must be ["libkvreuse_transport.so"], the library alone',
+  );
   expect(m.license === 'Apache-2.0', `license is ${JSON.stringify(m.license)}, expected "Apache-2.0"`);
   expect(m.publishConfig?.access === 'public', 'publishConfig.access must be "public"');
   expect(m.repository?.directory === `packages/${dir}`, `repository.directory must be "packages/${dir}"`);
-  expect(existsSync(join(pkg.path, 'LICENSE')) && readFileSync(join(pkg.path, 'LICENSE'), 'utf8') === license,
-    'LICENSE must be a copy of the repository\'s LICENSE (each package ships its own)');
-  expect(JSON.stringify(Object.keys(m.scripts ?? {})) === JSON.stringify(['build', 'lint']), 'scripts must be "build" and "lint" alone (no install script)');
+  expect(
+    existsSync(join(pkg.path, 'LICENSE')) && readFileSync(join(pkg.path, 'LICENSE'), 'utf8') === license,
+    "LICENSE must be a copy of the repository's LICENSE (each package ships its own)",
+  );
+  expect(
+    JSON.stringify(Object.keys(m.scripts ?? {})) === JSON.stringify(['build', 'lint']),
+    'scripts must be "build" and "lint" alone (no install script)',
+  );
   for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies'] as const) {
     expect(m[field] === undefined, `${field} must be absent: the package holds a library and nothing else`);
   }
   // The JavaScript and the library it loads are one release: the exact version, never a range.
-  expect(bindings?.manifest.optionalDependencies?.[m.name ?? ''] === 'workspace:*',
-    `@kvreuse/native-bindings must list ${m.name} in optionalDependencies as "workspace:*" (published as its exact version)`);
-  expect(fixed.some((group) => group.includes(m.name ?? '') && group.includes('@kvreuse/native-bindings')),
-    `.changeset/config.json must release ${m.name} with @kvreuse/native-bindings in one "fixed" group (always the same version)`);
+  expect(
+    bindings?.manifest.optionalDependencies?.[m.name ?? ''] === 'workspace:*',
+    `@kvreuse/native-bindings must list ${m.name} in optionalDependencies as "workspace:*" (published as its exact version)`,
+  );
+  expect(
+    fixed.some((group) => group.includes(m.name ?? '') && group.includes('@kvreuse/native-bindings')),
+    `.changeset/config.json must release ${m.name} with @kvreuse/native-bindings in one "fixed" group (always the same version)`,
+  );
   return problems;
 }
 
@@ -144,7 +187,10 @@ export function checkManifests(repoRoot: string): ManifestProblem[] {
   const bindings = packages.find((pkg) => pkg.dir === 'native-bindings');
   const fixed = fixedGroups(repoRoot);
   return packages.flatMap((pkg) =>
-    (isPlatformPackage(pkg.manifest) ? platformProblemsOf(pkg, bindings, license, fixed) : problemsOf(pkg, rootReferences, license)).map((message) => ({
+    (isPlatformPackage(pkg.manifest)
+      ? platformProblemsOf(pkg, bindings, license, fixed)
+      : problemsOf(pkg, rootReferences, license)
+    ).map((message) => ({
       packageDir: pkg.dir,
       message,
     })),

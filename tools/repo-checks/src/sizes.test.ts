@@ -19,7 +19,10 @@ describe('the repository', () => {
   it(`keeps every test file to ${maxFileLines} lines, and every function of a TypeScript or JavaScript test to ${maxFunctionLines}`, () => {
     expect(
       checkSizes(repoRoot)
-        .filter((violation) => violation.test && (violation.rule === 'file-too-long' || !violation.file.startsWith('native/')))
+        .filter(
+          (violation) =>
+            violation.test && (violation.rule === 'file-too-long' || !violation.file.startsWith('native/')),
+        )
         .map((violation) => violation.message),
     ).toEqual([]);
   });
@@ -98,7 +101,9 @@ describe('checkSizes', () => {
         '',
       ].join('\n'),
     });
-    expect(checkSizes(root, { functionLines: 2 }).map((violation) => [violation.function, violation.line, violation.lines])).toEqual([
+    expect(
+      checkSizes(root, { functionLines: 2 }).map((violation) => [violation.function, violation.line, violation.lines]),
+    ).toEqual([
       ['declared', 4, 5],
       ['arrow', 9, 3],
       ['Box.constructor', 13, 3],
@@ -113,7 +118,8 @@ describe('checkSizes', () => {
   });
 
   it('tells test files from sources, measures tests but not the suites that group them, and leaves out what is not a source', () => {
-    const test = "import { describe, it } from 'vitest';\ndescribe('a suite', () => {\n  it('a long test', () => {\n    void 0;\n  });\n});\n";
+    const test =
+      "import { describe, it } from 'vitest';\ndescribe('a suite', () => {\n  it('a long test', () => {\n    void 0;\n  });\n});\n";
     const long = 'export function long(): void {\n  void 0;\n}\n';
     const root = tree({
       'packages/a/src/a.test.ts': test,
@@ -129,7 +135,9 @@ describe('checkSizes', () => {
       'packages/a/src/node_modules/x/index.js': long,
       'packages/a/src/types.d.ts': long,
     });
-    expect(checkSizes(root, { functionLines: 2 }).map((violation) => [violation.file, violation.function, violation.test])).toEqual([
+    expect(
+      checkSizes(root, { functionLines: 2 }).map((violation) => [violation.file, violation.function, violation.test]),
+    ).toEqual([
       ['packages/a/src/a.test.ts', "callback of it('a long test')", true],
       ['packages/a/src/a.ts', 'long', false],
       ['packages/a/test/helper.ts', 'long', true],
@@ -174,7 +182,9 @@ describe('checkSizes', () => {
         '',
       ].join('\n'),
     });
-    expect(checkSizes(root, { functionLines: 2 }).map((violation) => [violation.function, violation.line, violation.lines])).toEqual([
+    expect(
+      checkSizes(root, { functionLines: 2 }).map((violation) => [violation.function, violation.line, violation.lines]),
+    ).toEqual([
       ['returns_on_its_own_line', 13, 7],
       ['after_a_macro', 23, 6],
     ]);

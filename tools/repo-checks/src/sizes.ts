@@ -38,7 +38,8 @@ function walk(folder: string, accept: (name: string) => boolean, found: string[]
   return found;
 }
 
-const typeScriptSource = (name: string): boolean => /\.(ts|mts|cts|js|mjs|cjs)$/.test(name) && !/\.d\.[mc]?ts$/.test(name);
+const typeScriptSource = (name: string): boolean =>
+  /\.(ts|mts|cts|js|mjs|cjs)$/.test(name) && !/\.d\.[mc]?ts$/.test(name);
 const cSource = (name: string): boolean => /\.[ch]$/.test(name);
 
 function subfolders(folder: string): string[] {
@@ -55,15 +56,24 @@ function subfolders(folder: string): string[] {
  * native/include, native/test and native/fuzz.
  */
 export function sizedFiles(repoRoot: string): string[] {
-  const folders = [...['packages', 'tools'].flatMap((parent) => subfolders(join(repoRoot, parent)).flatMap((name) => ['src', 'test'].map((sub) => join(parent, name, sub)))), 'scripts'];
+  const folders = [
+    ...['packages', 'tools'].flatMap((parent) =>
+      subfolders(join(repoRoot, parent)).flatMap((name) => ['src', 'test'].map((sub) => join(parent, name, sub))),
+    ),
+    'scripts',
+  ];
   const typeScript = folders.flatMap((folder) => walk(join(repoRoot, folder), typeScriptSource));
-  const c = ['native/src', 'native/include', 'native/test', 'native/fuzz'].flatMap((folder) => walk(join(repoRoot, folder), cSource));
+  const c = ['native/src', 'native/include', 'native/test', 'native/fuzz'].flatMap((folder) =>
+    walk(join(repoRoot, folder), cSource),
+  );
   return [...typeScript, ...c].map((path) => relative(repoRoot, path).split('\\').join('/'));
 }
 
 /** Whether a file is a test: its name says so, or it sits in a test folder of a package, a tool or native/ (native/fuzz holds fuzz targets). */
 export function isTestFile(file: string): boolean {
-  return /\.test\.[a-z]+$/.test(file) || /^(packages|tools)\/[^/]+\/test\//.test(file) || /^native\/(test|fuzz)\//.test(file);
+  return (
+    /\.test\.[a-z]+$/.test(file) || /^(packages|tools)\/[^/]+\/test\//.test(file) || /^native\/(test|fuzz)\//.test(file)
+  );
 }
 
 export interface MeasuredFunction {
@@ -119,12 +129,15 @@ function isFunctionWithBody(node: ts.Node): node is FunctionWithBody {
 }
 
 function propertyName(name: ts.PropertyName | ts.BindingName, source: ts.SourceFile): string {
-  return ts.isIdentifier(name) || ts.isPrivateIdentifier(name) || ts.isStringLiteral(name) || ts.isNumericLiteral(name) ? name.text : name.getText(source);
+  return ts.isIdentifier(name) || ts.isPrivateIdentifier(name) || ts.isStringLiteral(name) || ts.isNumericLiteral(name)
+    ? name.text
+    : name.getText(source);
 }
 
 function className(node: ts.Node, source: ts.SourceFile): string | undefined {
   const parent = node.parent;
-  if (parent !== undefined && (ts.isClassDeclaration(parent) || ts.isClassExpression(parent))) return parent.name?.text ?? '(anonymous class)';
+  if (parent !== undefined && (ts.isClassDeclaration(parent) || ts.isClassExpression(parent)))
+    return parent.name?.text ?? '(anonymous class)';
   return undefined;
 }
 
@@ -140,13 +153,15 @@ function functionName(node: FunctionWithBody, source: ts.SourceFile): string {
   if (ts.isFunctionExpression(node) && node.name !== undefined) return node.name.text;
   const parent = node.parent;
   if (ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent)) return propertyName(parent.name, source);
-  if (ts.isPropertyDeclaration(parent)) return `${className(parent, source) ?? ''}.${propertyName(parent.name, source)}`.replace(/^\./, '');
+  if (ts.isPropertyDeclaration(parent))
+    return `${className(parent, source) ?? ''}.${propertyName(parent.name, source)}`.replace(/^\./, '');
   if (ts.isBinaryExpression(parent) && parent.right === node) return parent.left.getText(source);
   if (ts.isExportAssignment(parent)) return 'default export';
   if (ts.isCallExpression(parent) || ts.isNewExpression(parent)) {
     const callee = parent.expression.getText(source);
     const title = parent.arguments?.[0];
-    const titled = title !== undefined && title !== node && (ts.isStringLiteral(title) || ts.isNoSubstitutionTemplateLiteral(title));
+    const titled =
+      title !== undefined && title !== node && (ts.isStringLiteral(title) || ts.isNoSubstitutionTemplateLiteral(title));
     return `callback of ${callee}(${titled ? `'${title.text.length > 60 ? `${title.text.slice(0, 57)}...` : title.text}'` : '…'})`;
   }
   return ts.isArrowFunction(node) ? 'arrow function' : 'function expression';
@@ -158,7 +173,10 @@ function functionName(node: FunctionWithBody, source: ts.SourceFile): string {
  * nested ones on their own as well as within their outer function; C: the function definitions at file
  * scope) are violations, in the order of the files and lines.
  */
-export function checkSizes(repoRoot: string, limits: { fileLines?: number; functionLines?: number } = {}): SizeViolation[] {
+export function checkSizes(
+  repoRoot: string,
+  limits: { fileLines?: number; functionLines?: number } = {},
+): SizeViolation[] {
   const fileLimit = limits.fileLines ?? maxFileLines;
   const functionLimit = limits.functionLines ?? maxFunctionLines;
   const violations: SizeViolation[] = [];
@@ -167,9 +185,19 @@ export function checkSizes(repoRoot: string, limits: { fileLines?: number; funct
     const test = isTestFile(file);
     const lines = lineCount(text);
     if (lines > fileLimit) {
-      violations.push({ rule: 'file-too-long', file, test, line: 1, lines, limit: fileLimit, message: `${file} is ${lines} lines long (at most ${fileLimit})` });
+      violations.push({
+        rule: 'file-too-long',
+        file,
+        test,
+        line: 1,
+        lines,
+        limit: fileLimit,
+        message: `${file} is ${lines} lines long (at most ${fileLimit})`,
+      });
     }
-    const functions = cSource(file) ? cFunctions(text).map((fn) => ({ name: fn.name, line: fn.startLine, lines: fn.endLine - fn.startLine + 1 })) : typeScriptFunctions(file, text);
+    const functions = cSource(file)
+      ? cFunctions(text).map((fn) => ({ name: fn.name, line: fn.startLine, lines: fn.endLine - fn.startLine + 1 }))
+      : typeScriptFunctions(file, text);
     for (const fn of functions) {
       if (fn.lines <= functionLimit) continue;
       violations.push({

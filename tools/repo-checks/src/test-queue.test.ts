@@ -16,7 +16,13 @@ function heldRun(): { promise: Promise<number>; end: (status: number) => void } 
 
 describe('startOrder', () => {
   it('starts the longest projects first, in the list’s order, then the others as given', () => {
-    expect(startOrder(['a', 'long-2', 'b', 'long-1', 'c'], ['long-1', 'long-2', 'absent'])).toEqual(['long-1', 'long-2', 'a', 'b', 'c']);
+    expect(startOrder(['a', 'long-2', 'b', 'long-1', 'c'], ['long-1', 'long-2', 'absent'])).toEqual([
+      'long-1',
+      'long-2',
+      'a',
+      'b',
+      'c',
+    ]);
   });
 
   it('names only projects that exist, each once', () => {

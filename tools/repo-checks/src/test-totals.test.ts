@@ -17,10 +17,14 @@ describe('a vitest report of files that fail without a failing test', () => {
   beforeAll(() => {
     const vitest = join(repoRoot, 'node_modules/vitest/vitest.mjs');
     const outputFile = join(resultsDir, 'fixture.json');
-    const run = spawnSync(process.execPath, [vitest, 'run', '--root', fixture, '--reporter=json', `--outputFile=${outputFile}`], {
-      encoding: 'utf8',
-      env: { ...process.env, CI: '' },
-    });
+    const run = spawnSync(
+      process.execPath,
+      [vitest, 'run', '--root', fixture, '--reporter=json', `--outputFile=${outputFile}`],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, CI: '' },
+      },
+    );
     exitStatus = run.status;
   }, 120_000);
   afterAll(() => rmSync(resultsDir, { recursive: true, force: true }));
@@ -28,8 +32,14 @@ describe('a vitest report of files that fail without a failing test', () => {
   it('counts a file that does not load, one that does not parse and one whose hook fails as failures', () => {
     expect(exitStatus).toBe(1);
     const count = countReport(readReports(resultsDir).get('fixture')!);
-    expect({ passed: count.passed, failed: count.failed, skipped: count.skipped }).toEqual({ passed: 2, failed: 4, skipped: 1 });
-    expect(count.failures.map((failure) => failure.replace(`${fixture}/`, ''))).toEqual(['mixed.test.mjs > fails: AssertionError: expected 1 to be 2 // Object.is equality']);
+    expect({ passed: count.passed, failed: count.failed, skipped: count.skipped }).toEqual({
+      passed: 2,
+      failed: 4,
+      skipped: 1,
+    });
+    expect(count.failures.map((failure) => failure.replace(`${fixture}/`, ''))).toEqual([
+      'mixed.test.mjs > fails: AssertionError: expected 1 to be 2 // Object.is equality',
+    ]);
     expect(count.problems.map((problem) => problem.replace(`${fixture}/`, ''))).toEqual([
       expect.stringMatching(/^failing-hook\.test\.mjs failed outside its tests: afterAll failed/),
       expect.stringMatching(/^missing-import\.test\.mjs failed outside its tests: .*no-such-module\.mjs/),
@@ -49,17 +59,31 @@ describe('testTotals', () => {
         name: '/repo/b/src/x.test.ts',
         status: 'failed',
         assertionResults: [
-          { status: 'failed', fullName: 'x > times out', failureMessages: ['Error: Test timed out in 5000ms.\nIf this is a long-running test, …'] },
+          {
+            status: 'failed',
+            fullName: 'x > times out',
+            failureMessages: ['Error: Test timed out in 5000ms.\nIf this is a long-running test, …'],
+          },
           { status: 'passed', fullName: 'x > passes' },
-          { status: 'failed', fullName: 'x > compares', failureMessages: ['\x1b[31mAssertionError\x1b[39m: expected 1 to be 2'] },
+          {
+            status: 'failed',
+            fullName: 'x > compares',
+            failureMessages: ['\x1b[31mAssertionError\x1b[39m: expected 1 to be 2'],
+          },
         ],
       },
     ],
   };
 
   it('adds the reports and counts nothing more when every test task succeeded', () => {
-    const reports = new Map([['a', passing], ['b', failing]]);
-    const totals = testTotals(reports, [{ project: 'a', exitCode: 0 }, { project: 'b', exitCode: 1 }]);
+    const reports = new Map([
+      ['a', passing],
+      ['b', failing],
+    ]);
+    const totals = testTotals(reports, [
+      { project: 'a', exitCode: 0 },
+      { project: 'b', exitCode: 1 },
+    ]);
     expect(totalsLine(totals)).toBe('4 passed, 2 failed, 1 skipped');
     expect(totals.problems).toEqual([]);
     expect(totals.failures).toEqual([
@@ -86,7 +110,20 @@ describe('testTotals', () => {
   it('finds the folder of every workspace package with a test script', () => {
     expect(testProjects(repoRoot).sort()).toEqual([
       'examples',
-      ...['cli', 'config', 'descriptors', 'discovery', 'drain', 'endpoint', 'errors', 'inventory', 'native-bindings', 'profile-admission', 'registry', 'router'].map((name) => `packages/${name}`),
+      ...[
+        'cli',
+        'config',
+        'descriptors',
+        'discovery',
+        'drain',
+        'endpoint',
+        'errors',
+        'inventory',
+        'native-bindings',
+        'profile-admission',
+        'registry',
+        'router',
+      ].map((name) => `packages/${name}`),
       ...['chaos', 'demo', 'fuzz', 'pack-install', 'readme-snippets', 'repo-checks'].map((name) => `tools/${name}`),
     ]);
   });

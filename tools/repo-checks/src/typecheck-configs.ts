@@ -18,7 +18,10 @@ function typecheckedProjects(repoRoot: string): string[] {
   return ['packages', 'tools'].flatMap((folder) =>
     readdirSync(join(repoRoot, folder))
       .map((dir) => `${folder}/${dir}`)
-      .filter((project) => existsSync(join(repoRoot, project, 'tsconfig.json')) && existsSync(join(repoRoot, project, 'package.json')))
+      .filter(
+        (project) =>
+          existsSync(join(repoRoot, project, 'tsconfig.json')) && existsSync(join(repoRoot, project, 'package.json')),
+      )
       .filter((project) => !isPlatformPackage(readJson<PackageManifest>(join(repoRoot, project, 'package.json'))))
       .sort(),
   );
@@ -33,7 +36,11 @@ function typecheckedProjects(repoRoot: string): string[] {
 function expectedReferences(repoRoot: string, project: string): string[] {
   const manifest = readJson<PackageManifest>(join(repoRoot, project, 'package.json'));
   const own = existsSync(join(repoRoot, project, 'tsconfig.build.json')) ? ['./tsconfig.build.json'] : [];
-  const dependencies = Object.keys({ ...manifest.dependencies, ...manifest.devDependencies, ...manifest.peerDependencies })
+  const dependencies = Object.keys({
+    ...manifest.dependencies,
+    ...manifest.devDependencies,
+    ...manifest.peerDependencies,
+  })
     .filter((name) => name.startsWith('@kvreuse/'))
     .map((name) => join('packages', name.slice('@kvreuse/'.length), 'tsconfig.build.json'))
     .filter((config) => existsSync(join(repoRoot, config)))
@@ -57,7 +64,9 @@ export function checkTypecheckConfigs(repoRoot: string): TypecheckConfigProblem[
     if (expected.includes('./tsconfig.build.json')) {
       for (const pattern of config.include ?? []) {
         if (pattern.startsWith('src/') && !pattern.endsWith('.test.ts')) {
-          problems.push(`tsconfig.json includes "${pattern}": the package's own build checks its sources; the typecheck includes only its tests (src/**/*.test.ts)`);
+          problems.push(
+            `tsconfig.json includes "${pattern}": the package's own build checks its sources; the typecheck includes only its tests (src/**/*.test.ts)`,
+          );
         }
       }
     }

@@ -56,7 +56,9 @@ export function isPlatformPackage(manifest: PackageManifest): boolean {
 /** The examples (`examples/`), a workspace package of programs that use the layers as a user does; none in a tree without it. */
 export function listExamples(repoRoot: string): WorkspacePackage[] {
   const path = join(repoRoot, 'examples');
-  return existsSync(join(path, 'package.json')) ? [{ dir: 'examples', path, manifest: readJson<PackageManifest>(join(path, 'package.json')) }] : [];
+  return existsSync(join(path, 'package.json'))
+    ? [{ dir: 'examples', path, manifest: readJson<PackageManifest>(join(path, 'package.json')) }]
+    : [];
 }
 
 const sourceExtensions = /\.(ts|mts|cts|js|mjs|cjs)$/;

@@ -23,7 +23,19 @@ const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-n
 /** A new certificate authority whose files are in `dir`, named after `name`. */
 export function createCertificateAuthority(dir: string, name: string): CertificateAuthority {
   const ca = { certFile: join(dir, `${name}.pem`), keyFile: join(dir, `${name}-key.pem`) };
-  openssl(['req', '-x509', ...newKey, '-keyout', ca.keyFile, '-out', ca.certFile, '-days', '1', '-subj', `/CN=${name}`]);
+  openssl([
+    'req',
+    '-x509',
+    ...newKey,
+    '-keyout',
+    ca.keyFile,
+    '-out',
+    ca.certFile,
+    '-days',
+    '1',
+    '-subj',
+    `/CN=${name}`,
+  ]);
   return {
     ...ca,
     issue(subject, use) {
@@ -32,10 +44,28 @@ export function createCertificateAuthority(dir: string, name: string): Certifica
       const extensions = join(dir, `${subject}.ext`);
       writeFileSync(
         extensions,
-        use === 'server' ? 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' : 'extendedKeyUsage=clientAuth\n',
+        use === 'server'
+          ? 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'
+          : 'extendedKeyUsage=clientAuth\n',
       );
       openssl(['req', ...newKey, '-keyout', files.keyFile, '-out', request, '-subj', `/CN=${subject}`]);
-      openssl(['x509', '-req', '-in', request, '-CA', ca.certFile, '-CAkey', ca.keyFile, '-CAcreateserial', '-out', files.certFile, '-days', '1', '-extfile', extensions]);
+      openssl([
+        'x509',
+        '-req',
+        '-in',
+        request,
+        '-CA',
+        ca.certFile,
+        '-CAkey',
+        ca.keyFile,
+        '-CAcreateserial',
+        '-out',
+        files.certFile,
+        '-days',
+        '1',
+        '-extfile',
+        extensions,
+      ]);
       return files;
     },
   };

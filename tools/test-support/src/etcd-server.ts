@@ -21,7 +21,9 @@ function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -128,12 +130,17 @@ export class EtcdServer extends EtcdProcess {
     const tls = this.tls;
     if (tls === undefined) return super.healthy();
     const { caFile, client } = tls.probe;
-    const files = { ca: readFileSync(caFile), ...(client === undefined ? {} : { cert: readFileSync(client.certFile), key: readFileSync(client.keyFile) }) };
+    const files = {
+      ca: readFileSync(caFile),
+      ...(client === undefined ? {} : { cert: readFileSync(client.certFile), key: readFileSync(client.keyFile) }),
+    };
     return new Promise((resolve, reject) => {
       get(`${this.url}/health`, files, (response) => {
         let body = '';
         response.on('data', (chunk: Buffer) => (body += chunk.toString()));
-        response.on('end', () => resolve(response.statusCode === 200 && (JSON.parse(body) as { health?: string }).health === 'true'));
+        response.on('end', () =>
+          resolve(response.statusCode === 200 && (JSON.parse(body) as { health?: string }).health === 'true'),
+        );
       }).on('error', reject);
     });
   }

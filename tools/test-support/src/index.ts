@@ -6,4 +6,10 @@ export { type CertificateAuthority, type CertificateFiles, createCertificateAuth
 export { ManualClock } from './clock.js';
 export { EtcdProxy, EtcdServer, type EtcdServerTls, etcdBinary, etcdRequired, etcdRuns } from './etcd-server.js';
 export { type FakeWorker, rankPartsOf } from './rank-parts.js';
-export { type ClosingStore, type LocalBackend, localBackends, type LocalDiscoveryDrivers, type StoreUnderTest } from './stores.js';
+export {
+  type ClosingStore,
+  type LocalBackend,
+  localBackends,
+  type LocalDiscoveryDrivers,
+  type StoreUnderTest,
+} from './stores.js';

@@ -1,4 +1,10 @@
-import { layoutRankBanks, parseRankPart, type RankPart, referenceGeometries, type ReferenceModel } from '@kvreuse/descriptors';
+import {
+  layoutRankBanks,
+  parseRankPart,
+  type RankPart,
+  referenceGeometries,
+  type ReferenceModel,
+} from '@kvreuse/descriptors';
 
 export interface FakeWorker {
   readonly workerId: string;
@@ -21,7 +27,11 @@ export function rankPartsOf(worker: FakeWorker): RankPart[] {
   const parts: RankPart[] = [];
   for (let ppRank = 0; ppRank < ppSize; ppRank++) {
     for (let tpRank = 0; tpRank < tpSize; tpRank++) {
-      const banks = layoutRankBanks(geometry, { tpRank, tpSize, ppRank, ppSize }, { address: BigInt(ppRank * tpSize + tpRank + 1) << 36n, blocks: 4, memKind });
+      const banks = layoutRankBanks(
+        geometry,
+        { tpRank, tpSize, ppRank, ppSize },
+        { address: BigInt(ppRank * tpSize + tpRank + 1) << 36n, blocks: 4, memKind },
+      );
       parts.push(
         parseRankPart({
           version: 1,
@@ -30,8 +40,17 @@ export function rankPartsOf(worker: FakeWorker): RankPart[] {
           role: 'decode',
           geometry,
           parallel: { tpRank, tpSize, ppRank, ppSize, dpRank: 0 },
-          banks: banks.map((bank) => ({ ...bank, address: bank.address.toString(), bytes: bank.bytes.toString(), blockStride: bank.blockStride.toString() })),
-          transport: { agentName: `${workerId}-tp${tpRank}-pp${ppRank}`, generation, metadata: Buffer.from(`blob of ${incarnation}`).toString('base64') },
+          banks: banks.map((bank) => ({
+            ...bank,
+            address: bank.address.toString(),
+            bytes: bank.bytes.toString(),
+            blockStride: bank.blockStride.toString(),
+          })),
+          transport: {
+            agentName: `${workerId}-tp${tpRank}-pp${ppRank}`,
+            generation,
+            metadata: Buffer.from(`blob of ${incarnation}`).toString('base64'),
+          },
         }),
       );
     }

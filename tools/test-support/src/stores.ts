@@ -30,7 +30,9 @@ export interface LocalBackend<Store extends ClosingStore> {
 }
 
 /** The real discovery backends that readiness tests run against (one process: memory and a SQLite file), on a manual clock. */
-export function localBackends<Store extends ClosingStore>(drivers: LocalDiscoveryDrivers<Store>): readonly LocalBackend<Store>[] {
+export function localBackends<Store extends ClosingStore>(
+  drivers: LocalDiscoveryDrivers<Store>,
+): readonly LocalBackend<Store>[] {
   return [
     {
       name: 'memory',
@@ -45,7 +47,11 @@ export function localBackends<Store extends ClosingStore>(drivers: LocalDiscover
       open() {
         const clock = new ManualClock();
         const dir = mkdtempSync(join(tmpdir(), 'kvreuse-readiness-'));
-        const store = drivers.openSqliteDiscovery(join(dir, 'discovery.sqlite'), { pollIntervalMs: 5, now: clock.now, clockId: 'manual' });
+        const store = drivers.openSqliteDiscovery(join(dir, 'discovery.sqlite'), {
+          pollIntervalMs: 5,
+          now: clock.now,
+          clockId: 'manual',
+        });
         return {
           store,
           clock,

@@ -6,7 +6,13 @@
 // rank's endpoint serves its metrics there until it shuts down.
 import type { Settings } from '@kvreuse/config';
 import { type RankPart, referenceGeometries } from '@kvreuse/descriptors';
-import { BlockPool, EndpointMetrics, type EndpointShutdownResult, type HeldPin, ReuseEndpoint } from '@kvreuse/endpoint';
+import {
+  BlockPool,
+  EndpointMetrics,
+  type EndpointShutdownResult,
+  type HeldPin,
+  ReuseEndpoint,
+} from '@kvreuse/endpoint';
 import { type Agent, type Backend, loadTransport } from '@kvreuse/native-bindings';
 import { type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
 import { blockHashFromHex } from '@kvreuse/inventory';
@@ -68,7 +74,15 @@ export class DemoRank {
   /** Lets go of the pins a `holdPins` pull holds. */
   #releasePins: (() => void) | undefined;
 
-  private constructor(options: DemoRankOptions, endpoint: ReuseEndpoint, agent: Agent, discovery: DiscoveryStore, adapter: CrashOnPin, say: (message: Said) => void, host: RankHost) {
+  private constructor(
+    options: DemoRankOptions,
+    endpoint: ReuseEndpoint,
+    agent: Agent,
+    discovery: DiscoveryStore,
+    adapter: CrashOnPin,
+    say: (message: Said) => void,
+    host: RankHost,
+  ) {
     this.options = options;
     this.#host = host;
     this.agent = agent;
@@ -95,7 +109,10 @@ export class DemoRank {
     const secret = openClusterSecret(settings.discovery);
     const discovery = openDiscovery(settings.discovery);
     const transport = loadTransport(options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath });
-    const agent = await transport.createAgent({ name: `${workerId}-tp${tpRank}-${incarnation}`, backend: options.backend });
+    const agent = await transport.createAgent({
+      name: `${workerId}-tp${tpRank}-${incarnation}`,
+      backend: options.backend,
+    });
     const adapter = new CrashOnPin(new BlockPool(options.blocks), host.crash);
     let rank: DemoRank | undefined;
     const endpoint = await ReuseEndpoint.open({
@@ -110,7 +127,9 @@ export class DemoRank {
       settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort: metricsPort ?? 0 } },
       ...(role === 'decode' ? { serve: { adapter } } : {}),
       withdrawInventory: () => (rank as DemoRank).#withdrawInventory(),
-      ...(metricsPort === undefined ? {} : { metrics: new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } }) }),
+      ...(metricsPort === undefined
+        ? {}
+        : { metrics: new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } }) }),
     });
     rank = new DemoRank(options, endpoint, agent, discovery, adapter, say, host);
     return rank;
@@ -120,7 +139,12 @@ export class DemoRank {
   async reportReady(): Promise<void> {
     const { epoch } = await this.endpoint.whenReady();
     const metricsUrl = this.endpoint.metricsListener?.url;
-    this.#say({ type: 'published', agentName: this.agent.name, epoch, ...(metricsUrl === undefined ? {} : { metricsUrl }) });
+    this.#say({
+      type: 'published',
+      agentName: this.agent.name,
+      epoch,
+      ...(metricsUrl === undefined ? {} : { metricsUrl }),
+    });
   }
 
   /** This rank's part of its worker, as published (its worker ready). */
@@ -130,8 +154,13 @@ export class DemoRank {
   }
 
   async handle(command: RankCommand): Promise<void> {
-    const expected = command.type === 'hand-off' || command.type === 'pull' || command.type === 'release-pins' ? 'prefill' : 'decode';
-    if (this.options.role !== expected) throw new DemoMessageError(`command "${command.type}"`, `is for a ${expected} rank, not a ${this.options.role} rank`);
+    const expected =
+      command.type === 'hand-off' || command.type === 'pull' || command.type === 'release-pins' ? 'prefill' : 'decode';
+    if (this.options.role !== expected)
+      throw new DemoMessageError(
+        `command "${command.type}"`,
+        `is for a ${expected} rank, not a ${this.options.role} rank`,
+      );
     switch (command.type) {
       case 'allocate':
         this.#say({ type: 'allocated', slots: Array.from({ length: command.count }, () => this.pool.allocate()) });
@@ -144,7 +173,13 @@ export class DemoRank {
         this.#say({ type: 'armed' });
         return;
       case 'hand-off': {
-        const handed = await handOff({ endpoint: this.endpoint, part: this.part, decodeWorkerId: this.options.peerWorkerId, hashes: hashesOf(command.hashes), destinationSlots: command.destinationSlots });
+        const handed = await handOff({
+          endpoint: this.endpoint,
+          part: this.part,
+          decodeWorkerId: this.options.peerWorkerId,
+          hashes: hashesOf(command.hashes),
+          destinationSlots: command.destinationSlots,
+        });
         this.#say({ type: 'handed-off', ...handed });
         return;
       }
@@ -166,7 +201,8 @@ export class DemoRank {
       }
       case 'release-pins': {
         const release = this.#releasePins;
-        if (release === undefined) throw new DemoMessageError('command "release-pins"', 'no pull of this rank holds pins');
+        if (release === undefined)
+          throw new DemoMessageError('command "release-pins"', 'no pull of this rank holds pins');
         this.#releasePins = undefined;
         release();
         return;
@@ -181,7 +217,11 @@ export class DemoRank {
    */
   #stopAfterPost(): () => void {
     const stop = this.#host.stop;
-    if (stop === undefined) throw new DemoMessageError('command "pull"', 'stopAfterPost needs a rank in a process of its own, which it stops');
+    if (stop === undefined)
+      throw new DemoMessageError(
+        'command "pull"',
+        'stopAfterPost needs a rank in a process of its own, which it stops',
+      );
     let operations = 0;
     const disarm = this.endpoint.ledger.on('posted', () => {
       operations += 1;
@@ -217,7 +257,8 @@ export class DemoRank {
       this.pool.commit(slot, hash);
     }
     // The endpoint announces them under a lease of their own, and withdraws them at its drain.
-    if (command.publishInventory) await this.endpoint.announceInventory([...hashes, ...appended], { tier: 'host', ttlMs: 600_000 });
+    if (command.publishInventory)
+      await this.endpoint.announceInventory([...hashes, ...appended], { tier: 'host', ttlMs: 600_000 });
     this.#say({ type: 'retained', blocks: hashes.length + appended.length, verified, appended: appended.length });
   }
 

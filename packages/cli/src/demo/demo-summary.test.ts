@@ -3,7 +3,20 @@ import { drainRow, pullSummary, type DemoSummary, summaryLine } from './demo-sum
 
 describe('the demo summary', () => {
   it('takes the pull report and each drain as the summary shows them', () => {
-    expect(pullSummary({ requested: 42, blocks: 42, bytes: 308_281_344, verified: true, verify: 'sampled', checkedBlocks: 7, ms: 80, gbps: 30.8, recomputed: { blocks: 0, reasons: [] }, saving: { predictedMs: 128.2, measuredMs: 52.4 } })).toEqual({
+    expect(
+      pullSummary({
+        requested: 42,
+        blocks: 42,
+        bytes: 308_281_344,
+        verified: true,
+        verify: 'sampled',
+        checkedBlocks: 7,
+        ms: 80,
+        gbps: 30.8,
+        recomputed: { blocks: 0, reasons: [] },
+        saving: { predictedMs: 128.2, measuredMs: 52.4 },
+      }),
+    ).toEqual({
       blocks: 42,
       bytes: 308_281_344,
       verified: true,
@@ -14,26 +27,83 @@ describe('the demo summary', () => {
       recomputedBlocks: 0,
       savingMs: { predicted: 128.2, measured: 52.4 },
     });
-    expect(drainRow({ process: 'd/tp1', pid: 9, exitCode: null, signal: 'SIGKILL' })).toEqual({ process: 'd/tp1', exitCode: null, signal: 'SIGKILL', banksReturned: null, banksRetained: null, pins: null });
+    expect(drainRow({ process: 'd/tp1', pid: 9, exitCode: null, signal: 'SIGKILL' })).toEqual({
+      process: 'd/tp1',
+      exitCode: null,
+      signal: 'SIGKILL',
+      banksReturned: null,
+      banksRetained: null,
+      pins: null,
+    });
   });
 
   it('says it all in one line', () => {
-    const pins = { waitedFor: 1, released: 1, lapsed: 0, outstanding: 0, held: [{ reader: 'p-tp0', blocks: 42, ended: 'released' }] };
+    const pins = {
+      waitedFor: 1,
+      released: 1,
+      lapsed: 0,
+      outstanding: 0,
+      held: [{ reader: 'p-tp0', blocks: 42, ended: 'released' }],
+    };
     const none = { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] };
     const summary: DemoSummary = {
       handOff: { blocks: 40, bytes: 293_601_280, ms: 1400 },
       decisions: [
-        { request: 'turn 2', action: 'pull', reason: 'worth-it', detail: '', blocks: 42, savingMs: 134.4, costMs: 6.2, rejected: [] },
-        { request: 'short request', action: 'recompute', reason: 'too-short', detail: '', blocks: 2, savingMs: 6.4, costMs: 2.2, rejected: [] },
+        {
+          request: 'turn 2',
+          action: 'pull',
+          reason: 'worth-it',
+          detail: '',
+          blocks: 42,
+          savingMs: 134.4,
+          costMs: 6.2,
+          rejected: [],
+        },
+        {
+          request: 'short request',
+          action: 'recompute',
+          reason: 'too-short',
+          detail: '',
+          blocks: 2,
+          savingMs: 6.4,
+          costMs: 2.2,
+          rejected: [],
+        },
       ],
-      pull: { blocks: 42, bytes: 308_281_344, verified: true, verify: 'full', checkedBlocks: 42, ms: 79.56, gbps: 31, recomputedBlocks: 0, savingMs: { predicted: 128.2, measured: 52.8 } },
+      pull: {
+        blocks: 42,
+        bytes: 308_281_344,
+        verified: true,
+        verify: 'full',
+        checkedBlocks: 42,
+        ms: 79.56,
+        gbps: 31,
+        recomputedBlocks: 0,
+        savingMs: { predicted: 128.2, measured: 52.8 },
+      },
       calibration: {
         blocks: 42,
         transferMs: { prior: 4.2, measured: 79.56, calibrated: 79.56 },
-        decision: { request: 'turn 2, calibrated', action: 'pull', reason: 'worth-it', detail: '', blocks: 42, savingMs: 134.4, costMs: 81.56, rejected: [] },
+        decision: {
+          request: 'turn 2, calibrated',
+          action: 'pull',
+          reason: 'worth-it',
+          detail: '',
+          blocks: 42,
+          savingMs: 134.4,
+          costMs: 81.56,
+          rejected: [],
+        },
       },
       gpu: { active: false, mode: 'host-only', reason: 'no vram' },
-      killedRank: { process: 'd/tp1', signal: 'SIGKILL', recomputed: 42, committedBlocks: 0, verified: true, reasons: [] },
+      killedRank: {
+        process: 'd/tp1',
+        signal: 'SIGKILL',
+        recomputed: 42,
+        committedBlocks: 0,
+        verified: true,
+        reasons: [],
+      },
       drain: [
         { process: 'd/tp0', exitCode: 0, signal: null, banksReturned: 56, banksRetained: 0, pins },
         { process: 'd/tp1', exitCode: null, signal: 'SIGKILL', banksReturned: null, banksRetained: null, pins: null },

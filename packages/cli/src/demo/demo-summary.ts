@@ -106,7 +106,10 @@ export function summaryLine(summary: DemoSummary): string {
     pull === null
       ? 'no pull'
       : `pulled ${pull.blocks} blocks (${pull.bytes.toLocaleString('en-US')} bytes, ${pull.verified ? 'verified' : 'NOT verified'}) in ${pull.ms.toFixed(1)} ms at ${pull.gbps.toFixed(2)} Gbit/s`;
-  const killed = killedRank === null ? '' : `killed rank: ${killedRank.recomputed} blocks recomputed, ${killedRank.committedBlocks} committed; `;
+  const killed =
+    killedRank === null
+      ? ''
+      : `killed rank: ${killedRank.recomputed} blocks recomputed, ${killedRank.committedBlocks} committed; `;
   const { calibration } = summary;
   const calibrated =
     calibration === null

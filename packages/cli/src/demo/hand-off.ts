@@ -23,7 +23,11 @@ export async function handOff(options: HandOffOptions): Promise<PushReceipt> {
   // The prefill computes block i into its own slot i.
   hashes.forEach((hash, slot) => writeBlockContent(part, views, slot, hash));
   try {
-    return await endpoint.push({ workerId: options.decodeWorkerId, sourceBlocks: Uint32Array.from(hashes, (_, slot) => slot), destinationBlocks: Uint32Array.from(options.destinationSlots) });
+    return await endpoint.push({
+      workerId: options.decodeWorkerId,
+      sourceBlocks: Uint32Array.from(hashes, (_, slot) => slot),
+      destinationBlocks: Uint32Array.from(options.destinationSlots),
+    });
   } catch (error) {
     if (error instanceof PushFailedError) throw new DemoTransferError('hand-off', error.why);
     throw error;

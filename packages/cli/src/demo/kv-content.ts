@@ -20,7 +20,12 @@ function headRun(hash: bigint, layer: number, plane: number, head: number, bytes
 }
 
 /** Calls `visit(bank, offset, run)` for every contiguous run of block `slot` of `part` that holds the content of `hash`. */
-function eachRun(part: RankPart, slot: number, hash: bigint, visit: (bank: number, offset: number, run: Uint8Array) => void): void {
+function eachRun(
+  part: RankPart,
+  slot: number,
+  hash: bigint,
+  visit: (bank: number, offset: number, run: Uint8Array) => void,
+): void {
   const { geometry } = part;
   const shard = deriveShard(geometry, part.parallel);
   const element = bytesPerElement(geometry.dtype);
@@ -29,13 +34,23 @@ function eachRun(part: RankPart, slot: number, hash: bigint, visit: (bank: numbe
     for (let plane = 0; plane < geometry.kvPlanes; plane++) {
       const { bank, offset } = locatePiece(part, slot, localLayer, plane);
       for (let localHead = 0; localHead < shard.kvHeads.count; localHead++) {
-        const run = headRun(hash, shard.layers.start + localLayer, plane, shard.kvHeads.start + localHead, geometry.blockTokens * rowBytes);
+        const run = headRun(
+          hash,
+          shard.layers.start + localLayer,
+          plane,
+          shard.kvHeads.start + localHead,
+          geometry.blockTokens * rowBytes,
+        );
         if (geometry.headOrder === 'HND') {
           visit(bank, Number(offset) + elementOffset(geometry, shard.kvHeads.count, localHead, 0, 0), run);
           continue;
         }
         for (let token = 0; token < geometry.blockTokens; token++) {
-          visit(bank, Number(offset) + elementOffset(geometry, shard.kvHeads.count, localHead, token, 0), run.subarray(token * rowBytes, (token + 1) * rowBytes));
+          visit(
+            bank,
+            Number(offset) + elementOffset(geometry, shard.kvHeads.count, localHead, token, 0),
+            run.subarray(token * rowBytes, (token + 1) * rowBytes),
+          );
         }
       }
     }

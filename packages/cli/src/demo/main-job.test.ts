@@ -25,7 +25,9 @@ describe('the main job', () => {
         requestServed: (request, decision, receipt) => served.push({ request, decision: decision.request, receipt }),
         clock,
       });
-      expect(progress).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)');
+      expect(progress).toContain(
+        'turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)',
+      );
       // Qwen3-0.6B bf16, 64-token blocks: 28 layers × 2 planes × 8 heads × 128 × 2 bytes × 64 tokens = 7,340,032 bytes a block.
       expect(summary.pull).toMatchObject({ blocks: 42, bytes: 308_281_344, verified: true, recomputedBlocks: 0 });
       expect(summary.pull).toMatchObject({ verify: 'full', checkedBlocks: 42 });
@@ -52,9 +54,21 @@ describe('the main job', () => {
       expect(summary.calibration?.transferMs.prior).toBeCloseTo(4.2, 9);
       expect(summary.calibration?.transferMs.measured).toBe(summary.pull?.ms);
       expect(summary.calibration?.transferMs.calibrated).toBeCloseTo(summary.pull?.ms ?? Number.NaN, 6);
-      expect(summary.calibration?.decision).toMatchObject({ request: 'turn 2, calibrated', blocks: 42, detail: expect.stringContaining('(calibrated estimate)') });
-      expect(progress).toContainEqual(expect.stringMatching(/^calibration: the router priced 42 blocks at 4\.2 ms \(prior\); the pull took [\d.]+ ms; from its receipt the router now prices them at [\d.]+ ms$/));
-      expect(summary.gpu).toEqual({ active: false, mode: 'host-only', reason: expect.stringContaining('the native library cannot register vram') });
+      expect(summary.calibration?.decision).toMatchObject({
+        request: 'turn 2, calibrated',
+        blocks: 42,
+        detail: expect.stringContaining('(calibrated estimate)'),
+      });
+      expect(progress).toContainEqual(
+        expect.stringMatching(
+          /^calibration: the router priced 42 blocks at 4\.2 ms \(prior\); the pull took [\d.]+ ms; from its receipt the router now prices them at [\d.]+ ms$/,
+        ),
+      );
+      expect(summary.gpu).toEqual({
+        active: false,
+        mode: 'host-only',
+        reason: expect.stringContaining('the native library cannot register vram'),
+      });
       expect(summary.killedRank).toEqual({
         process: 'qwen3-0.6b-decode-0/tp1',
         signal: 'SIGKILL',
@@ -62,36 +76,81 @@ describe('the main job', () => {
         committedBlocks: 0,
         verified: true,
         // Killed at the pin request it received: the pin is never answered, and the reader's heartbeat (not the answer timeout) ends the request.
-        reasons: [expect.stringMatching(/^from block 0: source rank tp1 gave no pin \(source-unresponsive\): source rank tp 1 pp 0 stopped answering before it answered the pin: its agent qwen3-0\.6b-decode-0-tp1-\S+ answered no heartbeat for \d+ ms$/)],
+        reasons: [
+          expect.stringMatching(
+            /^from block 0: source rank tp1 gave no pin \(source-unresponsive\): source rank tp 1 pp 0 stopped answering before it answered the pin: its agent qwen3-0\.6b-decode-0-tp1-\S+ answered no heartbeat for \d+ ms$/,
+          ),
+        ],
       });
       // Each request once, as it is served, with the prefill's receipt for the pulls.
       expect(served).toEqual([
         { request: 'short request', decision: 'short request', receipt: null },
-        { request: 'turn 2', decision: 'turn 2', receipt: expect.objectContaining({ blocks: 42, bytes: 308_281_344, verified: true, recomputed: { blocks: 0, reasons: [] } }) },
+        {
+          request: 'turn 2',
+          decision: 'turn 2',
+          receipt: expect.objectContaining({
+            blocks: 42,
+            bytes: 308_281_344,
+            verified: true,
+            recomputed: { blocks: 0, reasons: [] },
+          }),
+        },
         {
           request: 'turn 2, qwen3-0.6b-decode-0/tp1 killed',
           decision: 'turn 2',
-          receipt: expect.objectContaining({ blocks: 0, bytes: 0, verified: true, recomputed: { blocks: 42, reasons: summary.killedRank?.reasons } }),
+          receipt: expect.objectContaining({
+            blocks: 0,
+            bytes: 0,
+            verified: true,
+            recomputed: { blocks: 42, reasons: summary.killedRank?.reasons },
+          }),
         },
       ]);
       // Decode rank 0 was stopped while the prefill still held the pin it granted for the killed-rank pull: its drain waited for that pin until the prefill released it.
-      expect(progress).toContain('  the prefill holds its pin at qwen3-0.6b-decode-0/tp0; qwen3-0.6b-decode-0/tp0 is stopped (SIGTERM) meanwhile');
-      expect(progress).toContain('  qwen3-0.6b-decode-0/tp0 withdrew its rank part and waits for the pin; the prefill releases it');
+      expect(progress).toContain(
+        '  the prefill holds its pin at qwen3-0.6b-decode-0/tp0; qwen3-0.6b-decode-0/tp0 is stopped (SIGTERM) meanwhile',
+      );
+      expect(progress).toContain(
+        '  qwen3-0.6b-decode-0/tp0 withdrew its rank part and waits for the pin; the prefill releases it',
+      );
       const drained = { exitCode: 0, signal: null, banksReturned: 56, banksRetained: 0 };
       const heldPin = { reader: expect.stringMatching(/^qwen3-0\.6b-prefill-0-tp0-/), blocks: 42, ended: 'released' };
       expect(summary.drain).toEqual([
-        { process: 'qwen3-0.6b-decode-0/tp0', ...drained, pins: { waitedFor: 1, released: 1, lapsed: 0, outstanding: 0, held: [heldPin] } },
-        { process: 'qwen3-0.6b-decode-0/tp1', exitCode: null, signal: 'SIGKILL', banksReturned: null, banksRetained: null, pins: null },
-        { process: 'qwen3-0.6b-prefill-0/tp0', ...drained, pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] } },
+        {
+          process: 'qwen3-0.6b-decode-0/tp0',
+          ...drained,
+          pins: { waitedFor: 1, released: 1, lapsed: 0, outstanding: 0, held: [heldPin] },
+        },
+        {
+          process: 'qwen3-0.6b-decode-0/tp1',
+          exitCode: null,
+          signal: 'SIGKILL',
+          banksReturned: null,
+          banksRetained: null,
+          pins: null,
+        },
+        {
+          process: 'qwen3-0.6b-prefill-0/tp0',
+          ...drained,
+          pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] },
+        },
       ]);
-      expect(progress).toContainEqual(expect.stringMatching(/^ {2}qwen3-0\.6b-decode-0\/tp0: 56 banks returned, 0 retained, 1 pin waited for: qwen3-0\.6b-prefill-0-tp0-\S+'s pin of 42 blocks, released$/));
+      expect(progress).toContainEqual(
+        expect.stringMatching(
+          /^ {2}qwen3-0\.6b-decode-0\/tp0: 56 banks returned, 0 retained, 1 pin waited for: qwen3-0\.6b-prefill-0-tp0-\S+'s pin of 42 blocks, released$/,
+        ),
+      );
     },
     120_000,
   );
 
   it('on loopback, with --endpoint-verify sampled and --endpoint-metrics-port: the pull compares every 8th block and the last, and each rank prints where it serves its metrics', async () => {
     const first = await freePorts(3);
-    const sampled = kvreuseSettings.resolve({ file: exampleSettingsPath, env: {}, argv: ['--endpoint-verify', 'sampled', '--endpoint-metrics-port', String(first)] }).settings;
+    const sampled = kvreuseSettings.resolve({
+      file: exampleSettingsPath,
+      env: {},
+      argv: ['--endpoint-verify', 'sampled', '--endpoint-metrics-port', String(first)],
+    }).settings;
     const progress: string[] = [];
     const served: (PullReport | null)[] = [];
     const summary = await runMainJob({
@@ -105,8 +164,14 @@ describe('the main job', () => {
     // Blocks 0, 8, 16, 24, 32, 40 and 41 of 42.
     expect(summary.pull).toMatchObject({ blocks: 42, verified: true, verify: 'sampled', checkedBlocks: 7 });
     expect(served[1]).toMatchObject({ verify: 'sampled', checkedBlocks: 7 });
-    expect(progress).toContain('pull: qwen3-0.6b-prefill-0 pulls 42 blocks from both decode ranks (TP 2 → TP 1), checksums verified: sampled (endpoint.verify)');
-    expect(progress).toContainEqual(expect.stringMatching(/^ {2}42 blocks, 308,281,344 bytes, 7 blocks' checksums compared \(sampled\), every byte verified, /));
+    expect(progress).toContain(
+      'pull: qwen3-0.6b-prefill-0 pulls 42 blocks from both decode ranks (TP 2 → TP 1), checksums verified: sampled (endpoint.verify)',
+    );
+    expect(progress).toContainEqual(
+      expect.stringMatching(
+        /^ {2}42 blocks, 308,281,344 bytes, 7 blocks' checksums compared \(sampled\), every byte verified, /,
+      ),
+    );
     // The ranks start at once: each prints its URL when it has published, in whatever order they do.
     expect(progress.filter((line) => line.includes('serves its metrics at')).sort()).toEqual([
       `  qwen3-0.6b-decode-0/tp0 serves its metrics at http://127.0.0.1:${first}/metrics`,

@@ -15,8 +15,22 @@ import type { Worker } from '@kvreuse/descriptors';
 import type { Backend, Capabilities } from '@kvreuse/native-bindings';
 import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
 import { ClusterSecret, type DiscoveryStore, openDiscovery, watchWorkerReadiness } from '@kvreuse/discovery';
-import { blockHashScheme, blockHashToHex, followInventory, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
-import { decide, type PullHint, type RouteContext, type RouteDecision, type RouteRequest, SourceBook, TransferCalibration } from '@kvreuse/router';
+import {
+  blockHashScheme,
+  blockHashToHex,
+  followInventory,
+  hashBlockChain,
+  RetainedInventory,
+} from '@kvreuse/inventory';
+import {
+  decide,
+  type PullHint,
+  type RouteContext,
+  type RouteDecision,
+  type RouteRequest,
+  SourceBook,
+  TransferCalibration,
+} from '@kvreuse/router';
 import { DemoProcessError } from '../errors.js';
 import type { WhenInterrupted } from '../interrupts.js';
 import { type DemoCalibration, type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
@@ -68,7 +82,9 @@ const ms = (value: number): string => `${value.toFixed(1)} ms`;
 const bytes = (value: number): string => `${value.toLocaleString('en-US')} bytes`;
 
 function describeDiscovery(discovery: Settings['discovery']): string {
-  return discovery.backend === 'etcd' ? `etcd discovery at ${discovery.etcdEndpoints.join(', ')}` : `SQLite discovery at ${discovery.sqlitePath}`;
+  return discovery.backend === 'etcd'
+    ? `etcd discovery at ${discovery.etcdEndpoints.join(', ')}`
+    : `SQLite discovery at ${discovery.sqlitePath}`;
 }
 
 function describeDecision(request: string, decision: RouteDecision): DemoDecision {
@@ -99,7 +115,11 @@ function recalibrate(router: DemoRouter, before: RouteDecision, report: PullRepo
   const lookupBudgetMs = router.context.settings.router.transferSourceLookupBudgetMs;
   return {
     blocks: report.calibration.blocks,
-    transferMs: { prior: before.costMs - lookupBudgetMs, measured: report.calibration.transferMs, calibrated: after.costMs - lookupBudgetMs },
+    transferMs: {
+      prior: before.costMs - lookupBudgetMs,
+      measured: report.calibration.transferMs,
+      calibrated: after.costMs - lookupBudgetMs,
+    },
     decision: describeDecision('turn 2, calibrated', after),
   };
 }
@@ -122,10 +142,16 @@ async function pullTurn2(
   const pullCommand = {
     type: 'pull',
     hint: hintLine(hint),
-    prediction: { predictedMs: pullDecision.savingMs - pullDecision.costMs, prefillTokenUs: settings.router.transferSourcePrefillTokenUs, lookupBudgetMs: settings.router.transferSourceLookupBudgetMs },
+    prediction: {
+      predictedMs: pullDecision.savingMs - pullDecision.costMs,
+      prefillTokenUs: settings.router.transferSourcePrefillTokenUs,
+      lookupBudgetMs: settings.router.transferSourceLookupBudgetMs,
+    },
   } as const;
 
-  progress(`pull: ${prefillId} pulls ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1), checksums verified: ${settings.endpoint.verify} (endpoint.verify)`);
+  progress(
+    `pull: ${prefillId} pulls ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1), checksums verified: ${settings.endpoint.verify} (endpoint.verify)`,
+  );
   const pulled = await started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
   requestServed?.(decision.request, decision, pulled.pull);
   const pull = pullSummary(pulled.pull);
@@ -136,11 +162,18 @@ async function pullTurn2(
   const calibration = recalibrate(router, pullDecision, pulled.pull);
   if (calibration !== null) {
     const { prior, measured, calibrated } = calibration.transferMs;
-    progress(`calibration: the router priced ${calibration.blocks} blocks at ${ms(prior)} (prior); the pull took ${ms(measured)}; from its receipt the router now prices them at ${ms(calibrated)}`);
-    progress(`  turn 2 again: ${calibration.decision.action} (${calibration.decision.reason}): ${calibration.decision.detail}`);
+    progress(
+      `calibration: the router priced ${calibration.blocks} blocks at ${ms(prior)} (prior); the pull took ${ms(measured)}; from its receipt the router now prices them at ${ms(calibrated)}`,
+    );
+    progress(
+      `  turn 2 again: ${calibration.decision.action} (${calibration.decision.reason}): ${calibration.decision.detail}`,
+    );
   }
 
-  const crash = options.backend === 'loopback' ? 'stops without a drain, its agent closed under its reader,' : 'is killed (SIGKILL)';
+  const crash =
+    options.backend === 'loopback'
+      ? 'stops without a drain, its agent closed under its reader,'
+      : 'is killed (SIGKILL)';
   progress(`killed rank: the same pull, and ${decodeId}/tp1 ${crash} when the prefill's pin request reaches it`);
   await started.request(decodeId, 1, { type: 'crash-on-pin' }, 'armed', timeoutMs);
   const holding = started.next(prefillId, 0, 'holding', timeoutMs);
@@ -165,7 +198,9 @@ async function pullTurn2(
     verified: recomputed.verified,
     reasons: recomputed.recomputed.reasons,
   };
-  progress(`  committed ${killedRank.committedBlocks} blocks, recomputed ${killedRank.recomputed}: ${killedRank.reasons.join('; ')}`);
+  progress(
+    `  committed ${killedRank.committedBlocks} blocks, recomputed ${killedRank.recomputed}: ${killedRank.reasons.join('; ')}`,
+  );
   return { pull, killedRank, calibration };
 }
 
@@ -176,7 +211,8 @@ async function pullTurn2(
  */
 function runSettings(settings: Settings, dir: string): Settings {
   const { discovery } = settings;
-  if (discovery.backend === 'sqlite') return { ...settings, discovery: { ...discovery, sqlitePath: join(dir, 'discovery.sqlite') } };
+  if (discovery.backend === 'sqlite')
+    return { ...settings, discovery: { ...discovery, sqlitePath: join(dir, 'discovery.sqlite') } };
   if (discovery.secretFile !== '') return settings;
   const secretFile = join(dir, 'cluster.secret');
   ClusterSecret.readOrCreate(secretFile);
@@ -184,49 +220,92 @@ function runSettings(settings: Settings, dir: string): Settings {
 }
 
 /** Turn 1: the prefill rank computes the prompt's blocks and hands them off; each decode rank retains them and decodes the reply's. */
-async function handOffTurn1(started: RankProcesses, chain: BigUint64Array, progress: (line: string) => void, timeoutMs: number): Promise<Extract<RankMessage, { type: 'handed-off' }>> {
+async function handOffTurn1(
+  started: RankProcesses,
+  chain: BigUint64Array,
+  progress: (line: string) => void,
+  timeoutMs: number,
+): Promise<Extract<RankMessage, { type: 'handed-off' }>> {
   progress(`turn 1: prefill computes ${handedOffBlocks} blocks and WRITEs them to both decode ranks (TP 1 → TP 2)`);
-  const slots = await Promise.all([0, 1].map((tpRank) => started.request(decodeId, tpRank, { type: 'allocate', count: handedOffBlocks }, 'allocated', timeoutMs)));
+  const slots = await Promise.all(
+    [0, 1].map((tpRank) =>
+      started.request(decodeId, tpRank, { type: 'allocate', count: handedOffBlocks }, 'allocated', timeoutMs),
+    ),
+  );
   const destinationSlots = slots[0]?.slots ?? [];
-  if (slots.some((answer) => answer.slots.join() !== destinationSlots.join())) throw new DemoProcessError(decodeId, 'ranks allocated different blocks for one hand-off', []);
-  const handOff = await started.request(prefillId, 0, { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots }, 'handed-off', timeoutMs);
+  if (slots.some((answer) => answer.slots.join() !== destinationSlots.join()))
+    throw new DemoProcessError(decodeId, 'ranks allocated different blocks for one hand-off', []);
+  const handOff = await started.request(
+    prefillId,
+    0,
+    { type: 'hand-off', hashes: hex(chain.subarray(0, handedOffBlocks)), destinationSlots },
+    'handed-off',
+    timeoutMs,
+  );
   progress(`  handed off ${handOff.blocks} blocks, ${bytes(handOff.bytes)} in ${ms(handOff.ms)}`);
   const retained = await Promise.all(
     [0, 1].map((tpRank) =>
       started.request(
         decodeId,
         tpRank,
-        { type: 'retain', slots: destinationSlots, hashes: hex(chain.subarray(0, handedOffBlocks)), append: hex(chain.subarray(handedOffBlocks)), publishInventory: tpRank === 0 },
+        {
+          type: 'retain',
+          slots: destinationSlots,
+          hashes: hex(chain.subarray(0, handedOffBlocks)),
+          append: hex(chain.subarray(handedOffBlocks)),
+          publishInventory: tpRank === 0,
+        },
         'retained',
         timeoutMs,
       ),
     ),
   );
   for (const [tpRank, answer] of retained.entries()) {
-    progress(`  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`);
+    progress(
+      `  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`,
+    );
   }
   return handOff;
 }
 
 /** Each rank's drain as the summary lists it, each said as a line of progress. */
-function reportDrains(drains: Awaited<ReturnType<RankProcesses['stop']>>, progress: (line: string) => void): DemoSummary['drain'] {
+function reportDrains(
+  drains: Awaited<ReturnType<RankProcesses['stop']>>,
+  progress: (line: string) => void,
+): DemoSummary['drain'] {
   const drain = drains.map(drainRow);
   for (const row of drain) {
     progress(
       row.pins === null
         ? `  ${row.process}: ended by ${row.signal} without a drain report`
         : `  ${row.process}: ${row.banksReturned} banks returned, ${row.banksRetained} retained, ${row.pins.waitedFor} pin${row.pins.waitedFor === 1 ? '' : 's'} waited for` +
-            (row.pins.held.length === 0 ? '' : `: ${row.pins.held.map((pin) => `${pin.reader}'s pin of ${pin.blocks} blocks, ${pin.ended}`).join('; ')}`),
+            (row.pins.held.length === 0
+              ? ''
+              : `: ${row.pins.held.map((pin) => `${pin.reader}'s pin of ${pin.blocks} blocks, ${pin.ended}`).join('; ')}`),
     );
   }
   return drain;
 }
 
 /** GPU reuse, asked for with the settings' declared profile (if any): profile admission says why not. */
-function gpuReuse(settings: Settings, capabilities: MainJobOptions['capabilities'], workers: readonly Worker[], progress: (line: string) => void): DemoSummary['gpu'] {
+function gpuReuse(
+  settings: Settings,
+  capabilities: MainJobOptions['capabilities'],
+  workers: readonly Worker[],
+  progress: (line: string) => void,
+): DemoSummary['gpu'] {
   const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
-  const gpuActivation = explainActivation({ settings: gpuSettings, capabilities, workers, profile: declaredProfile(settings) });
-  const gpu = { active: gpuActivation.mode === 'gpu', mode: gpuActivation.mode, reason: gpuActivation.reasons.join('; ') };
+  const gpuActivation = explainActivation({
+    settings: gpuSettings,
+    capabilities,
+    workers,
+    profile: declaredProfile(settings),
+  });
+  const gpu = {
+    active: gpuActivation.mode === 'gpu',
+    mode: gpuActivation.mode,
+    reason: gpuActivation.reasons.join('; '),
+  };
   progress(`gpu reuse: ${gpu.active ? 'active' : `refused (${gpu.mode}): ${gpu.reason}`}`);
   return gpu;
 }
@@ -242,24 +321,45 @@ async function decideTurn2(
   progress: (line: string) => void,
 ): Promise<{ pullDecision: RouteDecision; decisions: DemoDecision[]; router: DemoRouter }> {
   const sources = new SourceBook({ inventory });
-  const watch = await watchWorkerReadiness(discovery, decodeId, { onChange: (readiness) => sources.observe(readiness) });
+  const watch = await watchWorkerReadiness(discovery, decodeId, {
+    onChange: (readiness) => sources.observe(readiness),
+  });
   sources.observe(watch.current);
-  const activation = explainActivation({ settings, capabilities: options.capabilities, workers: [decode, prefill], profile: declaredProfile(settings) });
+  const activation = explainActivation({
+    settings,
+    capabilities: options.capabilities,
+    workers: [decode, prefill],
+    profile: declaredProfile(settings),
+  });
   // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
   const calibration = new TransferCalibration({ minReceipts: 1 });
-  const context = { settings, inventory, sources, activation, calibration, ...(options.clock === undefined ? {} : { clock: options.clock }) };
+  const context = {
+    settings,
+    inventory,
+    sources,
+    activation,
+    calibration,
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+  };
   const destination = { worker: prefill, localBlocks: 0 };
   const { blockTokens } = decode.geometry;
   const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
-  const shortRequest = [...conversation.slice(0, sharedSystemBlocks * blockTokens), ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1))];
+  const shortRequest = [
+    ...conversation.slice(0, sharedSystemBlocks * blockTokens),
+    ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1)),
+  ];
   // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
   // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
   for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
   const pullDecision = decide({ tokens: turn2, destination }, context);
-  const decisions = [describeDecision('turn 2', pullDecision), describeDecision('short request', decide({ tokens: shortRequest, destination }, context))];
+  const decisions = [
+    describeDecision('turn 2', pullDecision),
+    describeDecision('short request', decide({ tokens: shortRequest, destination }, context)),
+  ];
   await watch.close();
   progress('turn 2: the router decides');
-  for (const decision of decisions) progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
+  for (const decision of decisions)
+    progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
   return { pullDecision, decisions, router: { context, calibration, turn2: { tokens: turn2, destination } } };
 }
 
@@ -292,8 +392,13 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     })());
   const takeBack = options.whenInterrupted?.(closeAll) ?? (() => undefined);
   try {
-    const where = options.backend === 'loopback' ? 'in this process (loopback agents reach only agents of their own process)' : 'as OS processes';
-    progress(`starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`);
+    const where =
+      options.backend === 'loopback'
+        ? 'in this process (loopback agents reach only agents of their own process)'
+        : 'as OS processes';
+    progress(
+      `starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`,
+    );
     processes = await RankProcesses.start({
       ranks,
       backend: options.backend,
@@ -302,7 +407,8 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       libraryPath: options.capabilities.libraryPath,
       readyTimeoutMs: timeoutMs,
       onMessage: (rank, message: RankMessage) => {
-        if (message.type === 'published' && message.metricsUrl !== undefined) progress(`  ${rank.workerId}/tp${rank.tpRank} serves its metrics at ${message.metricsUrl}`);
+        if (message.type === 'published' && message.metricsUrl !== undefined)
+          progress(`  ${rank.workerId}/tp${rank.tpRank} serves its metrics at ${message.metricsUrl}`);
         if (message.type === 'ready') progress(`  ${rank.workerId}/tp${rank.tpRank} ready`);
       },
     });
@@ -321,18 +427,36 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       onComplete();
     });
 
-    const { pullDecision, decisions, router } = await decideTurn2(discovery, inventory, settings, options, { decode, prefill }, conversation, progress);
+    const { pullDecision, decisions, router } = await decideTurn2(
+      discovery,
+      inventory,
+      settings,
+      options,
+      { decode, prefill },
+      conversation,
+      progress,
+    );
     const gpu = gpuReuse(settings, options.capabilities, [decode, prefill], progress);
 
-    for (const decision of decisions) if (decision.action !== 'pull') options.requestServed?.(decision.request, decision, null);
-    const pulls = pullDecision.action === 'pull' ? await pullTurn2(started, router, pullDecision, decisions[0]!, { ...options, timeoutMs }) : { pull: null, killedRank: null, calibration: null };
+    for (const decision of decisions)
+      if (decision.action !== 'pull') options.requestServed?.(decision.request, decision, null);
+    const pulls =
+      pullDecision.action === 'pull'
+        ? await pullTurn2(started, router, pullDecision, decisions[0]!, { ...options, timeoutMs })
+        : { pull: null, killedRank: null, calibration: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
     progress('shutdown: SIGTERM to every process still running');
     const drains = await started.stop();
     processes = undefined;
     const drain = reportDrains(drains, progress);
-    return { ...pulls, handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms }, decisions, gpu, drain };
+    return {
+      ...pulls,
+      handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms },
+      decisions,
+      gpu,
+      drain,
+    };
   } finally {
     takeBack();
     await closeAll();

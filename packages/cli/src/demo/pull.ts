@@ -57,9 +57,11 @@ export async function pullAndRecompute(options: PullAndRecomputeOptions): Promis
   });
   const calibration = calibrationSample(receipt);
   let verified = true;
-  for (let slot = 0; slot < receipt.blocks; slot++) verified &&= holdsBlockContent(part, views, slot, hashes[slot] as bigint);
+  for (let slot = 0; slot < receipt.blocks; slot++)
+    verified &&= holdsBlockContent(part, views, slot, hashes[slot] as bigint);
   // Recompute: the prefill computes what it could not take (and keeps nothing unverified of the pull).
-  for (let slot = receipt.blocks; slot < hashes.length; slot++) writeBlockContent(part, views, slot, hashes[slot] as bigint);
+  for (let slot = receipt.blocks; slot < hashes.length; slot++)
+    writeBlockContent(part, views, slot, hashes[slot] as bigint);
   return {
     requested: receipt.requested,
     blocks: receipt.blocks,

@@ -24,7 +24,13 @@ describe('reportQuarantines', () => {
     events.listeners.quarantined?.(first);
     events.listeners.quarantined?.(second);
     // The first ends while the second still holds their banks; they are back in service once the second ends.
-    events.listeners.quiesced?.(first, { terminal: 'cancelled', code: 'CANCELED', bytesDone: 0, late: false, quarantined: true });
+    events.listeners.quiesced?.(first, {
+      terminal: 'cancelled',
+      code: 'CANCELED',
+      bytesDone: 0,
+      late: false,
+      quarantined: true,
+    });
     for (const bank of banks) bank.state = 'registered';
     events.listeners.quiesced?.(second, { terminal: 'done', bytesDone: 4096, late: true, quarantined: true });
     expect(said).toEqual([

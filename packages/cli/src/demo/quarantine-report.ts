@@ -6,7 +6,14 @@ import type { LedgerEvents, LedgerOperation, TerminalState } from '@kvreuse/drai
 
 export type QuarantineMessage =
   | { readonly type: 'quarantined'; readonly operation: string; readonly banks: number; readonly banksRetained: number }
-  | { readonly type: 'quiesced'; readonly operation: string; readonly terminal: TerminalState; readonly code?: string; readonly bytesDone: number; readonly banksRetained: number };
+  | {
+      readonly type: 'quiesced';
+      readonly operation: string;
+      readonly terminal: TerminalState;
+      readonly code?: string;
+      readonly bytesDone: number;
+      readonly banksRetained: number;
+    };
 
 /** The ledger events this needs: `OperationLedger` has them. */
 export interface QuarantineEvents {
@@ -16,12 +23,27 @@ export interface QuarantineEvents {
 /** Every TerminalState, for the message codec. */
 export const terminalStates: readonly TerminalState[] = ['done', 'cancelled', 'failed'];
 
-const retainedBanks = (operation: LedgerOperation): number => operation.banks.filter((bank) => bank.state === 'retained').length;
+const retainedBanks = (operation: LedgerOperation): number =>
+  operation.banks.filter((bank) => bank.state === 'retained').length;
 
 /** Says every quarantine of `ledger` and its end, for as long as the ledger lives. */
 export function reportQuarantines(ledger: QuarantineEvents, say: (message: QuarantineMessage) => void): void {
-  ledger.on('quarantined', (operation) => say({ type: 'quarantined', operation: operation.id, banks: operation.banks.length, banksRetained: retainedBanks(operation) }));
+  ledger.on('quarantined', (operation) =>
+    say({
+      type: 'quarantined',
+      operation: operation.id,
+      banks: operation.banks.length,
+      banksRetained: retainedBanks(operation),
+    }),
+  );
   ledger.on('quiesced', (operation, quiescence) =>
-    say({ type: 'quiesced', operation: operation.id, terminal: quiescence.terminal, ...(quiescence.code === undefined ? {} : { code: quiescence.code }), bytesDone: quiescence.bytesDone, banksRetained: retainedBanks(operation) }),
+    say({
+      type: 'quiesced',
+      operation: operation.id,
+      terminal: quiescence.terminal,
+      ...(quiescence.code === undefined ? {} : { code: quiescence.code }),
+      bytesDone: quiescence.bytesDone,
+      banksRetained: retainedBanks(operation),
+    }),
   );
 }

@@ -4,7 +4,14 @@
 import type { DrainReport } from '@kvreuse/drain';
 import { type EndpointDrainReport, type VerifyMode, verifyModes } from '@kvreuse/endpoint';
 import { blockHashFromHex, blockHashToHex } from '@kvreuse/inventory';
-import { type LinkClass, linkClasses, type PullHint, type SourceTier, sourceTiers, type TransferReceipt } from '@kvreuse/router';
+import {
+  type LinkClass,
+  linkClasses,
+  type PullHint,
+  type SourceTier,
+  sourceTiers,
+  type TransferReceipt,
+} from '@kvreuse/router';
 import { DemoMessageError } from '../errors.js';
 import { type QuarantineMessage, terminalStates } from './quarantine-report.js';
 
@@ -58,8 +65,8 @@ interface RankSaid {
 }
 
 export type RankMessage = RankSaid &
+  /** `metricsUrl`: where the rank serves its endpoint's metrics, when `endpoint.metrics_port` is set. */
   (
-    /** `metricsUrl`: where the rank serves its endpoint's metrics, when `endpoint.metrics_port` is set. */
     | { readonly type: 'published'; readonly agentName: string; readonly epoch: number; readonly metricsUrl?: string }
     | { readonly type: 'ready' }
     | { readonly type: 'allocated'; readonly slots: readonly number[] }
@@ -92,7 +99,13 @@ export type RankCommand =
   /** Prefill: compute the blocks of `hashes` and WRITE them into `destinationSlots` of every decode rank. */
   | { readonly type: 'hand-off'; readonly hashes: readonly string[]; readonly destinationSlots: readonly number[] }
   /** Decode: check the handed-off blocks, retain them, decode `append` more blocks; the inventory publisher announces all of them. */
-  | { readonly type: 'retain'; readonly slots: readonly number[]; readonly hashes: readonly string[]; readonly append: readonly string[]; readonly publishInventory: boolean }
+  | {
+      readonly type: 'retain';
+      readonly slots: readonly number[];
+      readonly hashes: readonly string[];
+      readonly append: readonly string[];
+      readonly publishInventory: boolean;
+    }
   /**
    * Prefill: pull the prefix the router's hint names, verify, commit the verified prefix, recompute the
    * rest. With `holdPins`, the pins stay held once nothing reads them (`holding`) until `release-pins`.
@@ -100,7 +113,13 @@ export type RankCommand =
    * having said `stopping-after-post`: a fault that lands while every read is in flight, for whoever
    * sends it SIGCONT.
    */
-  | { readonly type: 'pull'; readonly hint: HintLine; readonly prediction?: PullPrediction; readonly holdPins?: boolean; readonly stopAfterPost?: boolean }
+  | {
+      readonly type: 'pull';
+      readonly hint: HintLine;
+      readonly prediction?: PullPrediction;
+      readonly holdPins?: boolean;
+      readonly stopAfterPost?: boolean;
+    }
   /** Prefill: release the pins a `holdPins` pull holds. */
   | { readonly type: 'release-pins' }
   /** Decode: crash (SIGKILL) at the next pin request, before answering it. */
@@ -120,13 +139,31 @@ export interface HintLine {
 
 export function hintLine(hint: PullHint): HintLine {
   const { workerId, incarnation, epoch, blockTokens, linkClass, tier } = hint;
-  return { workerId, incarnation, epoch, start: hint.blocks.start, hashes: Array.from(hint.hashes, blockHashToHex), blockTokens, linkClass, tier };
+  return {
+    workerId,
+    incarnation,
+    epoch,
+    start: hint.blocks.start,
+    hashes: Array.from(hint.hashes, blockHashToHex),
+    blockTokens,
+    linkClass,
+    tier,
+  };
 }
 
 export function hintOf(line: HintLine): PullHint {
   const hashes = BigUint64Array.from(line.hashes, (hex) => blockHashFromHex(hex) as bigint);
   const { workerId, incarnation, epoch, blockTokens, linkClass, tier } = line;
-  return { workerId, incarnation, epoch, blocks: { start: line.start, count: hashes.length }, hashes, blockTokens, linkClass, tier };
+  return {
+    workerId,
+    incarnation,
+    epoch,
+    blocks: { start: line.start, count: hashes.length },
+    hashes,
+    blockTokens,
+    linkClass,
+    tier,
+  };
 }
 
 /** What a rank says when something it was doing failed. */
@@ -135,9 +172,16 @@ export function failure(error: unknown): { readonly type: 'failed'; readonly mes
 }
 
 /** A drain's summary; `report.pins` is the endpoint's list of the pins waited for (`close()`'s report has it). */
-export function drainSummary(report: DrainReport & Partial<Pick<EndpointDrainReport, 'pins'>>, agentDestroyed: boolean): DrainSummary {
+export function drainSummary(
+  report: DrainReport & Partial<Pick<EndpointDrainReport, 'pins'>>,
+  agentDestroyed: boolean,
+): DrainSummary {
   const { released = 0, lapsed = 0, outstanding = 0 } = report.readers ?? {};
-  const held = (report.pins ?? []).map((pin) => ({ reader: pin.readerAgent, blocks: pin.blocks, ended: pin.ended ?? 'held' }));
+  const held = (report.pins ?? []).map((pin) => ({
+    reader: pin.readerAgent,
+    blocks: pin.blocks,
+    ended: pin.ended ?? 'held',
+  }));
   return {
     banksReturned: report.banksReturned.length,
     banksRetained: report.banksRetained.length,
@@ -150,11 +194,14 @@ export function drainSummary(report: DrainReport & Partial<Pick<EndpointDrainRep
 
 // Field checks: each returns why the value is wrong, or undefined when it is right.
 type Check = (value: unknown) => string | undefined;
-const count: Check = (value) => (Number.isSafeInteger(value) && (value as number) >= 0 ? undefined : 'must be a whole number ≥ 0');
-const number: Check = (value) => (typeof value === 'number' && Number.isFinite(value) ? undefined : 'must be a finite number');
+const count: Check = (value) =>
+  Number.isSafeInteger(value) && (value as number) >= 0 ? undefined : 'must be a whole number ≥ 0';
+const number: Check = (value) =>
+  typeof value === 'number' && Number.isFinite(value) ? undefined : 'must be a finite number';
 const text: Check = (value) => (typeof value === 'string' ? undefined : 'must be a string');
 const flag: Check = (value) => (typeof value === 'boolean' ? undefined : 'must be a boolean');
-const hex: Check = (value) => (typeof value === 'string' && /^[0-9a-f]{16}$/.test(value) ? undefined : 'must be a 16-digit hex block hash');
+const hex: Check = (value) =>
+  typeof value === 'string' && /^[0-9a-f]{16}$/.test(value) ? undefined : 'must be a 16-digit hex block hash';
 const list =
   (item: Check): Check =>
   (value) => {
@@ -185,7 +232,8 @@ const optional =
   (check: Check): Check =>
   (value) =>
     value === undefined ? undefined : check(value);
-const role: Check = (value) => (value === 'decode' || value === 'prefill' ? undefined : "must be 'decode' or 'prefill'");
+const role: Check = (value) =>
+  value === 'decode' || value === 'prefill' ? undefined : "must be 'decode' or 'prefill'";
 
 const said = { role, tpRank: count };
 const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
@@ -212,7 +260,13 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
         gbps: number,
         recomputed: object({ blocks: count, reasons: list(text) }),
         saving: object({ predictedMs: number, measuredMs: number }),
-        calibration: object({ linkClass: oneOf(linkClasses), tier: oneOf(sourceTiers), blocks: count, bytes: count, transferMs: number }),
+        calibration: object({
+          linkClass: oneOf(linkClasses),
+          tier: oneOf(sourceTiers),
+          blocks: count,
+          bytes: count,
+          transferMs: number,
+        }),
       },
       ['saving', 'calibration'],
     ),
@@ -224,13 +278,26 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
       banksRetained: count,
       quarantined: count,
       agentDestroyed: flag,
-      pins: object({ waitedFor: count, released: count, lapsed: count, outstanding: count, held: list(object({ reader: text, blocks: count, ended: text })) }),
+      pins: object({
+        waitedFor: count,
+        released: count,
+        lapsed: count,
+        outstanding: count,
+        held: list(object({ reader: text, blocks: count, ended: text })),
+      }),
       steps: list(text),
     }),
   },
   failed: { ...said, message: text },
   quarantined: { ...said, operation: text, banks: count, banksRetained: count },
-  quiesced: { ...said, operation: text, terminal: oneOf(terminalStates), code: optional(text), bytesDone: count, banksRetained: count },
+  quiesced: {
+    ...said,
+    operation: text,
+    terminal: oneOf(terminalStates),
+    code: optional(text),
+    bytesDone: count,
+    banksRetained: count,
+  },
 };
 const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
   allocate: { count },
@@ -280,7 +347,12 @@ export function parseRankMessage(line: string): RankMessage | undefined {
   } catch {
     return undefined;
   }
-  if (typeof value !== 'object' || value === null || !Object.hasOwn(messageFields, (value as { type?: unknown }).type as string)) return undefined;
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    !Object.hasOwn(messageFields, (value as { type?: unknown }).type as string)
+  )
+    return undefined;
   const record = value as Record<string, unknown>;
   return validated<RankMessage>(record, messageFields[record['type'] as RankMessage['type']], 'rank message');
 }
@@ -295,7 +367,14 @@ export function parseRankCommand(line: string): RankCommand {
   }
   const type = (value as { type?: unknown } | null)?.type;
   if (typeof value !== 'object' || value === null || !Object.hasOwn(commandFields, type as string)) {
-    throw new DemoMessageError('command type', `must be one of ${Object.keys(commandFields).join(', ')}; got ${JSON.stringify(type)}`);
+    throw new DemoMessageError(
+      'command type',
+      `must be one of ${Object.keys(commandFields).join(', ')}; got ${JSON.stringify(type)}`,
+    );
   }
-  return validated<RankCommand>(value as Record<string, unknown>, commandFields[type as RankCommand['type']], 'command');
+  return validated<RankCommand>(
+    value as Record<string, unknown>,
+    commandFields[type as RankCommand['type']],
+    'command',
+  );
 }

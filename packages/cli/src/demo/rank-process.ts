@@ -20,7 +20,10 @@ const fail = (error: unknown): void => say(failure(error));
 process.stdout.on('error', () => undefined);
 
 try {
-  const rank = await DemoRank.open(options, say, { crash: () => process.kill(process.pid, 'SIGKILL'), stop: () => process.kill(process.pid, 'SIGSTOP') });
+  const rank = await DemoRank.open(options, say, {
+    crash: () => process.kill(process.pid, 'SIGKILL'),
+    stop: () => process.kill(process.pid, 'SIGSTOP'),
+  });
   shutdownOnSignals(
     { shutdown: () => rank.close() },
     {

@@ -9,7 +9,18 @@ import type { Settings } from '@kvreuse/config';
 import type { Backend } from '@kvreuse/native-bindings';
 import { DemoProcessError } from '../errors.js';
 import { DemoRank, type DemoRankOptions } from './demo-rank.js';
-import { type DrainSummary, drainSummary, encodeRankCommand, encodeRankMessage, failure, parseRankCommand, parseRankMessage, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
+import {
+  type DrainSummary,
+  drainSummary,
+  encodeRankCommand,
+  encodeRankMessage,
+  failure,
+  parseRankCommand,
+  parseRankMessage,
+  type RankCommand,
+  type RankMessage,
+  type RankRole,
+} from './rank-messages.js';
 
 export interface RankSpec {
   readonly role: RankRole;
@@ -74,7 +85,11 @@ interface Tracked {
 type Exit = { code: number | null; signal: string | null };
 
 /** The tracking both hosts share: messages recorded and handed to the listeners. */
-function tracking(spec: RankSpec, options: RankProcessesOptions, host: Omit<Tracked, 'spec' | 'messages' | 'stderr' | 'listeners'>): { tracked: Tracked; receive: (line: string) => void } {
+function tracking(
+  spec: RankSpec,
+  options: RankProcessesOptions,
+  host: Omit<Tracked, 'spec' | 'messages' | 'stderr' | 'listeners'>,
+): { tracked: Tracked; receive: (line: string) => void } {
   const tracked: Tracked = { spec, messages: [], stderr: [], listeners: new Set(), ...host };
   const receive = (line: string): void => {
     let message: RankMessage | undefined;
@@ -97,18 +112,39 @@ function metricsPortOf(settings: Settings, index: number): { metricsPort?: numbe
   return first === 0 ? {} : { metricsPort: first + index };
 }
 
-function rankOptions(spec: RankSpec, index: number, options: RankProcessesOptions, incarnation: string): DemoRankOptions {
+function rankOptions(
+  spec: RankSpec,
+  index: number,
+  options: RankProcessesOptions,
+  incarnation: string,
+): DemoRankOptions {
   const { role, workerId, tpRank, tpSize, peerWorkerId } = spec;
   const library = options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath };
-  return { role, workerId, incarnation, tpRank, tpSize, peerWorkerId, backend: options.backend, blocks: options.blocks, settings: options.settings, ...library, ...metricsPortOf(options.settings, index) };
+  return {
+    role,
+    workerId,
+    incarnation,
+    tpRank,
+    tpSize,
+    peerWorkerId,
+    backend: options.backend,
+    blocks: options.blocks,
+    settings: options.settings,
+    ...library,
+    ...metricsPortOf(options.settings, index),
+  };
 }
 
 /** A rank as its own OS process (rank-process.ts), commands on its stdin, messages on its stdout. */
 function spawnRank(spec: RankSpec, index: number, options: RankProcessesOptions, incarnation: string): Tracked {
-  const child = spawn(process.execPath, [...nodeArgs, entry, JSON.stringify(rankOptions(spec, index, options, incarnation))], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...process.env, ...options.env },
-  });
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, entry, JSON.stringify(rankOptions(spec, index, options, incarnation))],
+    {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, ...options.env },
+    },
+  );
   // A rank killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
   child.stdin?.on('error', () => undefined);
   const { tracked, receive } = tracking(spec, options, {
@@ -140,9 +176,12 @@ function hostRank(spec: RankSpec, index: number, options: RankProcessesOptions, 
     exit(outcome);
   };
   let receive: (line: string) => void = () => undefined;
-  const say = (message: object): void => receive(encodeRankMessage({ role: spec.role, tpRank: spec.tpRank, ...message } as RankMessage));
+  const say = (message: object): void =>
+    receive(encodeRankMessage({ role: spec.role, tpRank: spec.tpRank, ...message } as RankMessage));
   const fail = (error: unknown): void => say(failure(error));
-  const opening = DemoRank.open(rankOptions(spec, index, options, incarnation), say, { crash: () => terminate('SIGKILL') });
+  const opening = DemoRank.open(rankOptions(spec, index, options, incarnation), say, {
+    crash: () => terminate('SIGKILL'),
+  });
   const published = opening.then(async (rank) => {
     await rank.reportReady();
     return rank;
@@ -183,9 +222,17 @@ function hostRank(spec: RankSpec, index: number, options: RankProcessesOptions, 
  * Resolves with the first message of `type` from the `from`-th message on, or rejects when the process
  * reports a failure or exits first, or the time runs out.
  */
-function waitForMessage<T extends RankMessage['type']>(tracked: Tracked, type: T, timeoutMs: number, from = 0): Promise<Extract<RankMessage, { type: T }>> {
+function waitForMessage<T extends RankMessage['type']>(
+  tracked: Tracked,
+  type: T,
+  timeoutMs: number,
+  from = 0,
+): Promise<Extract<RankMessage, { type: T }>> {
   const seen = tracked.messages.slice(from).find((message) => message.type === type || message.type === 'failed');
-  if (seen?.type === 'failed') return Promise.reject(new DemoProcessError(label(tracked.spec), `failed before reporting "${type}": ${seen.message}`, tracked.stderr));
+  if (seen?.type === 'failed')
+    return Promise.reject(
+      new DemoProcessError(label(tracked.spec), `failed before reporting "${type}": ${seen.message}`, tracked.stderr),
+    );
   if (seen !== undefined) return Promise.resolve(seen as Extract<RankMessage, { type: T }>);
   return new Promise((resolve, reject) => {
     const done = (): void => {
@@ -195,7 +242,13 @@ function waitForMessage<T extends RankMessage['type']>(tracked: Tracked, type: T
     const listener = (message: RankMessage): void => {
       if (message.type === 'failed') {
         done();
-        reject(new DemoProcessError(label(tracked.spec), `failed before reporting "${type}": ${message.message}`, tracked.stderr));
+        reject(
+          new DemoProcessError(
+            label(tracked.spec),
+            `failed before reporting "${type}": ${message.message}`,
+            tracked.stderr,
+          ),
+        );
         return;
       }
       if (message.type !== type) return;
@@ -204,13 +257,21 @@ function waitForMessage<T extends RankMessage['type']>(tracked: Tracked, type: T
     };
     const timer = setTimeout(() => {
       done();
-      reject(new DemoProcessError(label(tracked.spec), `did not report "${type}" within ${timeoutMs} ms`, tracked.stderr));
+      reject(
+        new DemoProcessError(label(tracked.spec), `did not report "${type}" within ${timeoutMs} ms`, tracked.stderr),
+      );
     }, timeoutMs);
     tracked.listeners.add(listener);
     void tracked.exited.then(({ code, signal }) => {
       if (!tracked.listeners.has(listener)) return;
       done();
-      reject(new DemoProcessError(label(tracked.spec), `exited (${signal ?? `code ${code}`}) before reporting "${type}"`, tracked.stderr));
+      reject(
+        new DemoProcessError(
+          label(tracked.spec),
+          `exited (${signal ?? `code ${code}`}) before reporting "${type}"`,
+          tracked.stderr,
+        ),
+      );
     });
   });
 }
@@ -228,11 +289,18 @@ export class RankProcesses {
     const tracked = options.ranks.map((spec, index) => {
       if (!incarnations.has(spec.workerId)) incarnations.set(spec.workerId, randomUUID());
       const incarnation = incarnations.get(spec.workerId) as string;
-      return options.backend === 'loopback' ? hostRank(spec, index, options, incarnation) : spawnRank(spec, index, options, incarnation);
+      return options.backend === 'loopback'
+        ? hostRank(spec, index, options, incarnation)
+        : spawnRank(spec, index, options, incarnation);
     });
     const processes = new RankProcesses(tracked);
     try {
-      await Promise.all(tracked.flatMap((rank) => [waitForMessage(rank, 'published', options.readyTimeoutMs), waitForMessage(rank, 'ready', options.readyTimeoutMs)]));
+      await Promise.all(
+        tracked.flatMap((rank) => [
+          waitForMessage(rank, 'published', options.readyTimeoutMs),
+          waitForMessage(rank, 'ready', options.readyTimeoutMs),
+        ]),
+      );
     } catch (error) {
       await processes.stop();
       throw error;
@@ -247,14 +315,25 @@ export class RankProcesses {
   }
 
   /** Sends `command` to one rank and resolves with its next `reply` message (rejects if it fails or exits first). */
-  request<T extends RankMessage['type']>(workerId: string, tpRank: number, command: RankCommand, reply: T, timeoutMs: number): Promise<Extract<RankMessage, { type: T }>> {
+  request<T extends RankMessage['type']>(
+    workerId: string,
+    tpRank: number,
+    command: RankCommand,
+    reply: T,
+    timeoutMs: number,
+  ): Promise<Extract<RankMessage, { type: T }>> {
     const answer = this.next(workerId, tpRank, reply, timeoutMs);
     this.send(workerId, tpRank, command);
     return answer;
   }
 
   /** Resolves with the rank's next `type` message from now on (rejects if it fails or exits first). */
-  next<T extends RankMessage['type']>(workerId: string, tpRank: number, type: T, timeoutMs: number): Promise<Extract<RankMessage, { type: T }>> {
+  next<T extends RankMessage['type']>(
+    workerId: string,
+    tpRank: number,
+    type: T,
+    timeoutMs: number,
+  ): Promise<Extract<RankMessage, { type: T }>> {
     const rank = this.#find(workerId, tpRank);
     return waitForMessage(rank, type, timeoutMs, rank.messages.length);
   }

@@ -8,6 +8,11 @@ export async function readyWorker(discovery: DiscoveryStore, workerId: string): 
   const watch = await watchWorkerReadiness(discovery, workerId, { onChange: () => undefined });
   const readiness = watch.current;
   await watch.close();
-  if (!readiness.ready) throw new DemoProcessError(workerId, `is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`, []);
+  if (!readiness.ready)
+    throw new DemoProcessError(
+      workerId,
+      `is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`,
+      [],
+    );
   return readiness.worker;
 }

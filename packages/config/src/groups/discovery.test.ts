@@ -8,14 +8,31 @@ describe('discoveryGroup', () => {
 
   it('resolves alone, to its defaults, and refuses a value that breaks its type', () => {
     const insecure = { etcdCaFile: '', etcdCertFile: '', etcdKeyFile: '', etcdUsername: '', etcdPasswordFile: '' };
-    expect(discovery.defaults).toEqual({ discovery: { backend: 'sqlite', sqlitePath: 'kvreuse-discovery.sqlite', etcdEndpoints: ['http://127.0.0.1:2379'], ...insecure, secretFile: '', leaseTtlMs: 10_000 } });
+    expect(discovery.defaults).toEqual({
+      discovery: {
+        backend: 'sqlite',
+        sqlitePath: 'kvreuse-discovery.sqlite',
+        etcdEndpoints: ['http://127.0.0.1:2379'],
+        ...insecure,
+        secretFile: '',
+        leaseTtlMs: 10_000,
+      },
+    });
     expect(() => discovery.resolve({ argv: ['--discovery-lease-ttl-ms=1500'] })).toThrow(InvalidSettingError);
   });
 
   it('takes a secured etcd: certificate files over https, a user and the file of its password', () => {
     const { settings } = discovery.resolve({
-      argv: ['--discovery-etcd-endpoints=https://127.0.0.1:2379', '--discovery-etcd-ca-file=ca.pem', '--discovery-etcd-cert-file=client.pem', '--discovery-etcd-key-file=client-key.pem'],
-      env: { KVREUSE_DISCOVERY_ETCD_USERNAME: 'worker-a', KVREUSE_DISCOVERY_ETCD_PASSWORD_FILE: '/run/secrets/etcd-worker-a' },
+      argv: [
+        '--discovery-etcd-endpoints=https://127.0.0.1:2379',
+        '--discovery-etcd-ca-file=ca.pem',
+        '--discovery-etcd-cert-file=client.pem',
+        '--discovery-etcd-key-file=client-key.pem',
+      ],
+      env: {
+        KVREUSE_DISCOVERY_ETCD_USERNAME: 'worker-a',
+        KVREUSE_DISCOVERY_ETCD_PASSWORD_FILE: '/run/secrets/etcd-worker-a',
+      },
     });
     expect(settings.discovery).toMatchObject({
       etcdCaFile: 'ca.pem',
@@ -27,12 +44,26 @@ describe('discoveryGroup', () => {
   });
 
   it.each([
-    [['--discovery-etcd-cert-file=client.pem'], 'discovery.etcd_cert_file and discovery.etcd_key_file are set together'],
-    [['--discovery-etcd-key-file=client-key.pem'], 'discovery.etcd_cert_file and discovery.etcd_key_file are set together'],
-    [['--discovery-etcd-username=worker-a'], 'discovery.etcd_username and discovery.etcd_password_file are set together'],
-    [['--discovery-etcd-password-file=secret'], 'discovery.etcd_username and discovery.etcd_password_file are set together'],
+    [
+      ['--discovery-etcd-cert-file=client.pem'],
+      'discovery.etcd_cert_file and discovery.etcd_key_file are set together',
+    ],
+    [
+      ['--discovery-etcd-key-file=client-key.pem'],
+      'discovery.etcd_cert_file and discovery.etcd_key_file are set together',
+    ],
+    [
+      ['--discovery-etcd-username=worker-a'],
+      'discovery.etcd_username and discovery.etcd_password_file are set together',
+    ],
+    [
+      ['--discovery-etcd-password-file=secret'],
+      'discovery.etcd_username and discovery.etcd_password_file are set together',
+    ],
     [['--discovery-etcd-ca-file=ca.pem'], 'are all https://'],
   ])('refuses %j, naming the rule it breaks', (argv, rule) => {
-    expect(() => discovery.resolve({ argv })).toThrow(expect.objectContaining({ name: 'InvalidSettingError', message: expect.stringContaining(rule) }));
+    expect(() => discovery.resolve({ argv })).toThrow(
+      expect.objectContaining({ name: 'InvalidSettingError', message: expect.stringContaining(rule) }),
+    );
   });
 });

@@ -39,7 +39,7 @@ export const discoveryGroup = defineGroup('discovery', {
       schema: z.string(),
       default: '',
       description:
-        'A PEM file of the certificate authority that signed the etcd servers\' certificates, for `https://` ' +
+        "A PEM file of the certificate authority that signed the etcd servers' certificates, for `https://` " +
         'endpoints. Empty trusts the authorities Node.js trusts by default. A relative path resolves against ' +
         "the process's working directory.",
     },
@@ -79,7 +79,7 @@ export const discoveryGroup = defineGroup('discovery', {
         'only (mode 0600); every process of the cluster names the same secret. Empty: the `sqlite` backend uses ' +
         '`<sqlite_path>.secret` beside its database, creating it (mode 0600) when absent; the `memory` backend ' +
         'signs with a random secret of this process; the `etcd` backend refuses to start, since the machines ' +
-        'must share a secret that no default can create. A relative path resolves against the process\'s working ' +
+        "must share a secret that no default can create. A relative path resolves against the process's working " +
         'directory.',
     },
     leaseTtlMs: {

@@ -23,9 +23,13 @@ describe('endpointGroup', () => {
   });
 
   it('reads the variables and the file section too', () => {
-    const fromEnv = endpoint.resolve({ env: { KVREUSE_ENDPOINT_VERIFY: 'off', KVREUSE_ENDPOINT_METRICS_PORT: '9400' } });
+    const fromEnv = endpoint.resolve({
+      env: { KVREUSE_ENDPOINT_VERIFY: 'off', KVREUSE_ENDPOINT_METRICS_PORT: '9400' },
+    });
     expect(fromEnv.settings.endpoint).toMatchObject({ verify: 'off', metricsPort: 9400 });
-    const fromFile = endpoint.resolve({ file: { text: 'endpoint:\n  verify: sampled\n  metrics_port: 9500\n', origin: 'kvreuse.yaml' } });
+    const fromFile = endpoint.resolve({
+      file: { text: 'endpoint:\n  verify: sampled\n  metrics_port: 9500\n', origin: 'kvreuse.yaml' },
+    });
     expect(fromFile.settings.endpoint).toMatchObject({ verify: 'sampled', metricsPort: 9500 });
     expect(fromFile.provenance.endpoint.metricsPort).toEqual({ source: 'file', path: 'kvreuse.yaml', line: 3 });
   });
@@ -45,12 +49,16 @@ describe('endpointGroup', () => {
     expect(resolved.success).toBe(false);
     if (resolved.success) return;
     expect(resolved.error).toBeInstanceOf(InvalidSettingError);
-    expect((resolved.error as InvalidSettingError).invalid).toEqual([expect.objectContaining({ setting, name: flag, value })]);
+    expect((resolved.error as InvalidSettingError).invalid).toEqual([
+      expect.objectContaining({ setting, name: flag, value }),
+    ]);
     expect(resolved.error.message).toContain(`${flag} = ${JSON.stringify(value)} in argv`);
   });
 
   it('names the file key and line of a bad value in a settings file', () => {
-    const resolved = endpoint.safeResolve({ file: { text: 'endpoint:\n  metrics_port: 70000\n', origin: 'kvreuse.yaml' } });
+    const resolved = endpoint.safeResolve({
+      file: { text: 'endpoint:\n  metrics_port: 70000\n', origin: 'kvreuse.yaml' },
+    });
     expect(resolved.success).toBe(false);
     if (resolved.success) return;
     expect(resolved.error.message).toContain('endpoint.metrics_port = 70000 in file kvreuse.yaml:2');

@@ -6,7 +6,8 @@ const hostName = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-
 
 /** The reuse endpoint each serving process runs. */
 export const endpointGroup = defineGroup('endpoint', {
-  description: 'The reuse endpoint each serving process runs: how a pull checks what arrived, and where the process serves its metrics.',
+  description:
+    'The reuse endpoint each serving process runs: how a pull checks what arrived, and where the process serves its metrics.',
   settings: {
     verify: {
       schema: z.enum(['full', 'sampled', 'off']),
@@ -26,14 +27,16 @@ export const endpointGroup = defineGroup('endpoint', {
       default: 0,
       unit: 'TCP port',
       description:
-        'Serve the endpoint\'s Prometheus metrics at `GET /metrics` on this port of `metrics_host`. 0 (the default) ' +
+        "Serve the endpoint's Prometheus metrics at `GET /metrics` on this port of `metrics_host`. 0 (the default) " +
         'serves none. `kvreuse demo` runs several endpoint processes on one machine: the first serves on this port ' +
         'and each next one on the next port.',
     },
     metricsHost: {
       schema: z
         .string()
-        .refine((host) => isIP(host) !== 0 || (host.length <= 253 && hostName.test(host)), { message: 'an IPv4 or IPv6 address or a host name' })
+        .refine((host) => isIP(host) !== 0 || (host.length <= 253 && hostName.test(host)), {
+          message: 'an IPv4 or IPv6 address or a host name',
+        })
         .meta({ description: 'an IP address or host name' }),
       default: '127.0.0.1',
       description:

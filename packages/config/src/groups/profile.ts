@@ -10,7 +10,9 @@ export const profileGroup = defineGroup('profile', {
     name: {
       schema: z
         .string()
-        .regex(/^([a-z0-9][a-z0-9._-]{0,127})?$/, { message: 'a profile name: up to 128 of a-z, 0-9, ".", "_" and "-"' })
+        .regex(/^([a-z0-9][a-z0-9._-]{0,127})?$/, {
+          message: 'a profile name: up to 128 of a-z, 0-9, ".", "_" and "-"',
+        })
         .meta({ description: 'a profile name, or empty' }),
       default: '',
       description: 'A built-in deployment profile to declare, by name (`qwen3-0.6b-bf16-b64`, …). Empty declares none.',

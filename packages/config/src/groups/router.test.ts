@@ -7,11 +7,21 @@ describe('routerGroup', () => {
   const router = defineSettings([routerGroup]);
 
   it('keeps reuse off by default', () => {
-    expect(router.defaults.router).toMatchObject({ enableDecodeToPrefillReuse: false, enableDecodeToPrefillGpuReuse: false, minimumTransferPrefixBlocks: 4 });
+    expect(router.defaults.router).toMatchObject({
+      enableDecodeToPrefillReuse: false,
+      enableDecodeToPrefillGpuReuse: false,
+      minimumTransferPrefixBlocks: 4,
+    });
   });
 
   it('refuses GPU reuse without reuse', () => {
-    expect(() => router.resolve({ argv: ['--router-enable-decode-to-prefill-gpu-reuse'] })).toThrow(InvalidSettingError);
-    expect(router.resolve({ argv: ['--router-enable-decode-to-prefill-reuse', '--router-enable-decode-to-prefill-gpu-reuse'] }).settings.router.enableDecodeToPrefillGpuReuse).toBe(true);
+    expect(() => router.resolve({ argv: ['--router-enable-decode-to-prefill-gpu-reuse'] })).toThrow(
+      InvalidSettingError,
+    );
+    expect(
+      router.resolve({
+        argv: ['--router-enable-decode-to-prefill-reuse', '--router-enable-decode-to-prefill-gpu-reuse'],
+      }).settings.router.enableDecodeToPrefillGpuReuse,
+    ).toBe(true);
   });
 });

@@ -34,8 +34,7 @@ export const routerGroup = defineGroup('router', {
       schema: z.int().min(1),
       default: 4,
       unit: 'blocks',
-      description:
-        "The shortest retained prefix, beyond what the prefill worker already holds, that is worth pulling.",
+      description: 'The shortest retained prefix, beyond what the prefill worker already holds, that is worth pulling.',
     },
     transferSourceEstimatedBlockUs: {
       schema: z.number().positive(),

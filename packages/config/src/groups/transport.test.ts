@@ -7,12 +7,20 @@ describe('transportGroup', () => {
   const transport = defineSettings([transportGroup]);
 
   it('defaults to UCX with deadlines that keep their rules', () => {
-    expect(transport.defaults.transport).toMatchObject({ backend: 'ucx', library: '', operationTimeoutMs: 1000, abandonTimeoutMs: 5000, shutdownDeadlineMs: 10_000 });
+    expect(transport.defaults.transport).toMatchObject({
+      backend: 'ucx',
+      library: '',
+      operationTimeoutMs: 1000,
+      abandonTimeoutMs: 5000,
+      shutdownDeadlineMs: 10_000,
+    });
   });
 
   it('keeps abandon ≥ 2 × operation timeout and shutdown ≥ abandon', () => {
     expect(() => transport.resolve({ argv: ['--transport-operation-timeout-ms=2501'] })).toThrow(InvalidSettingError);
     expect(() => transport.resolve({ argv: ['--transport-shutdown-deadline-ms=4999'] })).toThrow(InvalidSettingError);
-    expect(transport.resolve({ argv: ['--transport-operation-timeout-ms=2500'] }).settings.transport.operationTimeoutMs).toBe(2500);
+    expect(
+      transport.resolve({ argv: ['--transport-operation-timeout-ms=2500'] }).settings.transport.operationTimeoutMs,
+    ).toBe(2500);
   });
 });

@@ -15,6 +15,14 @@ try {
   console.log(JSON.stringify({ event: 'resolved', pid: process.pid, settings: values, provenance, ignored }));
 } catch (error) {
   if (!isSettingsError(error)) throw error;
-  console.log(JSON.stringify({ event: 'refused', pid: process.pid, code: error.code, unknown: 'unknown' in error ? error.unknown : [], message: error.message }));
+  console.log(
+    JSON.stringify({
+      event: 'refused',
+      pid: process.pid,
+      code: error.code,
+      unknown: 'unknown' in error ? error.unknown : [],
+      message: error.message,
+    }),
+  );
   process.exitCode = 2;
 }

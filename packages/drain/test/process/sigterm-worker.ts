@@ -12,7 +12,13 @@
 import { createInterface } from 'node:readline';
 import { resolveSettings } from '@kvreuse/config';
 import { Bank, frameworkOwner, registerRank } from '@kvreuse/registry';
-import { DrainingError, type LedgerOperation, type OperationOutcome, OperationTimedOutError, shutdownOnSignals } from '../../src/index.js';
+import {
+  DrainingError,
+  type LedgerOperation,
+  type OperationOutcome,
+  OperationTimedOutError,
+  shutdownOnSignals,
+} from '../../src/index.js';
 import { tell } from '../support/child.js';
 import { openLoopbackWorld } from '../support/loopback-world.js';
 import { ManualClock } from '../support/manual-clock.js';
@@ -40,7 +46,17 @@ const world = await openLoopbackWorld({
 if (process.argv.includes('--refusing-owner')) {
   const memory = await world.reader.allocate(1 << 16);
   const bank = Bank.adopt(
-    { tpRank: 2, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
+    {
+      tpRank: 2,
+      ppRank: 0,
+      index: 0,
+      memKind: 'dram',
+      deviceId: 0,
+      address: memory.address,
+      bytes: 1n << 16n,
+      blocks: 1,
+      blockStride: 1n << 16n,
+    },
     frameworkOwner('engine-block-pool', () => Promise.reject(new Error('framework busy'))),
   );
   world.controller.addRank(await registerRank({ agent: world.reader, banks: [bank] }));
@@ -52,7 +68,11 @@ let otherErrors = 0;
 /** How the 1,000 operations' requests ended: `ok`, or the error code and the deadline that ended them. */
 const ended: Record<string, number> = {};
 function onOutcome(outcome: OperationOutcome): void {
-  const how = outcome.ok ? 'ok' : outcome.error instanceof OperationTimedOutError ? `${outcome.error.code} ${outcome.error.setting}` : outcome.error.code;
+  const how = outcome.ok
+    ? 'ok'
+    : outcome.error instanceof OperationTimedOutError
+      ? `${outcome.error.code} ${outcome.error.setting}`
+      : outcome.error.code;
   ended[how] = (ended[how] ?? 0) + 1;
   postNext();
 }

@@ -26,7 +26,17 @@ const published = await hear();
 const agent = await transport.createAgent({ name, backend: 'ucx' });
 const memory = await agent.allocate(BYTES);
 const bank = Bank.adopt(
-  { tpRank: 0, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: BigInt(BYTES), blocks: 42, blockStride: BigInt(BYTES / 42) },
+  {
+    tpRank: 0,
+    ppRank: 0,
+    index: 0,
+    memKind: 'dram',
+    deviceId: 0,
+    address: memory.address,
+    bytes: BigInt(BYTES),
+    blocks: 42,
+    blockStride: BigInt(BYTES / 42),
+  },
   kvreuseOwner(memory),
 );
 const rank = await registerRank({ agent, banks: [bank] });
@@ -63,7 +73,8 @@ const warmUp = pull(1);
 const warmed = await warmUp.outcome;
 if (!warmed.ok) throw warmed.error;
 await warmUp.quiescence;
-if (memory.view().readUInt8(0) !== 0x3c) throw new Error('ucx-destination: the warm-up read did not bring the source pattern');
+if (memory.view().readUInt8(0) !== 0x3c)
+  throw new Error('ucx-destination: the warm-up read did not bring the source pattern');
 tell({ event: 'connected' });
 
 await hear(); // the source is stopped
@@ -79,7 +90,12 @@ const issued = setInterval(() => {
 await hear(); // the source was cut off
 const outcome = await operation.outcome;
 const quiescence = await operation.quiescence;
-const afterEnd = { phase: operation.phase, bankState: bank.state, references: bank.references, health: peers.health(sourceName) };
+const afterEnd = {
+  phase: operation.phase,
+  bankState: bank.state,
+  references: bank.references,
+  health: peers.health(sourceName),
+};
 tell({ event: 'quiescent' });
 // Shutdown closes the endpoint to the source by the shutdown's deadline, also when the source is stopped.
 await hear();

@@ -55,7 +55,11 @@ export function runScript(script: string, args: readonly string[], env: NodeJS.P
             resolve(received.splice(index, 1)[0] as T);
           } else if (child.exitCode !== null || child.signalCode !== null) {
             waiting.delete(look);
-            reject(new Error(`${script} ended (${child.exitCode ?? child.signalCode}) before "${event}"; stderr:\n${stderr}`));
+            reject(
+              new Error(
+                `${script} ended (${child.exitCode ?? child.signalCode}) before "${event}"; stderr:\n${stderr}`,
+              ),
+            );
           }
         };
         waiting.add(look);
@@ -72,7 +76,9 @@ export function runScript(script: string, args: readonly string[], env: NodeJS.P
 
 /** For child scripts: one JSON line to the parent. */
 export function tell(message: Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify(message, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value))}\n`);
+  process.stdout.write(
+    `${JSON.stringify(message, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value))}\n`,
+  );
 }
 
 /** For child scripts: the parent's next JSON line. */

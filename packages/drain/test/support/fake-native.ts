@@ -82,7 +82,9 @@ export class FakeOperation implements NativeOperation {
 
   status() {
     this.#assertKnown('status');
-    return this.code === undefined ? { state: this.state, bytesDone: 0 } : { state: this.state, code: this.code, bytesDone: 0 };
+    return this.code === undefined
+      ? { state: this.state, bytesDone: 0 }
+      : { state: this.state, code: this.code, bytesDone: 0 };
   }
 
   release(): void {
@@ -138,7 +140,9 @@ export class FakeNative {
           }
           const busy = native.operations.find((op) => op.state === 'in-progress' && op.regions.includes(region));
           if (busy !== undefined) {
-            native.violations.push(`deregistration of region ${region.id} attempted while operation ${busy.id} is in progress`);
+            native.violations.push(
+              `deregistration of region ${region.id} attempted while operation ${busy.id} is in progress`,
+            );
             throw new NativeError('BUSY', `region ${region.id} is used by operation ${busy.id}`);
           }
           region.deregistered = true;

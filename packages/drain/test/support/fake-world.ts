@@ -37,13 +37,24 @@ export async function openFakeWorld(ranks: number, banksPerRank: number): Promis
   for (let tpRank = 0; tpRank < ranks; tpRank++) {
     const banks: Bank[] = [];
     for (let index = 0; index < banksPerRank; index++) {
-      const spec = { tpRank, ppRank: 0, index, memKind: 'dram' as const, deviceId: 0, address, bytes: BANK_BYTES, blocks: 16, blockStride: BANK_BYTES / 16n };
+      const spec = {
+        tpRank,
+        ppRank: 0,
+        index,
+        memKind: 'dram' as const,
+        deviceId: 0,
+        address,
+        bytes: BANK_BYTES,
+        blocks: 16,
+        blockStride: BANK_BYTES / 16n,
+      };
       address += BANK_BYTES;
       const bank: Bank = Bank.adopt(
         spec,
         frameworkOwner(`bank-${tpRank}-${index}`, () => {
           const region = native.regions.find((r) => r.address === spec.address);
-          if (region === undefined || !region.deregistered) native.violations.push(`bank ${tpRank}/${index} handed back while registered`);
+          if (region === undefined || !region.deregistered)
+            native.violations.push(`bank ${tpRank}/${index} handed back while registered`);
           if (native.operations.some((op) => op.state === 'in-progress' && op.regions.includes(region as FakeRegion))) {
             native.violations.push(`bank ${tpRank}/${index} handed back while an operation is in progress on it`);
           }
@@ -56,7 +67,17 @@ export async function openFakeWorld(ranks: number, banksPerRank: number): Promis
     registered.push(rank);
     controller.addRank(rank);
   }
-  return { native, clock, book, ledger, controller, ranks: registered, banks: registered.flatMap((r) => r.banks), peer, handedBack };
+  return {
+    native,
+    clock,
+    book,
+    ledger,
+    controller,
+    ranks: registered,
+    banks: registered.flatMap((r) => r.banks),
+    peer,
+    handedBack,
+  };
 }
 
 /** The post request for banks of the fake world. */

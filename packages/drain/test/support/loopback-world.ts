@@ -1,6 +1,20 @@
-import { type Agent, type Backend, loadTransport, type Peer, type PostRequest, type Region } from '@kvreuse/native-bindings';
+import {
+  type Agent,
+  type Backend,
+  loadTransport,
+  type Peer,
+  type PostRequest,
+  type Region,
+} from '@kvreuse/native-bindings';
 import { Bank, kvreuseOwner, type RegisteredRank, registerRank } from '@kvreuse/registry';
-import { type Clock, DrainController, type DrainControllerOptions, OperationLedger, PeerBook, type PeerTicket } from '../../src/index.js';
+import {
+  type Clock,
+  DrainController,
+  type DrainControllerOptions,
+  OperationLedger,
+  PeerBook,
+  type PeerTicket,
+} from '../../src/index.js';
 
 /** KVREUSE_TRANSPORT_LIBRARY points the tests (and their child processes) at another build of the library. */
 const libraryPath = process.env['KVREUSE_TRANSPORT_LIBRARY'];
@@ -72,7 +86,12 @@ export async function openLoopbackWorld(options: {
     timeouts: options.timeouts ?? { operationTimeoutMs: 1000, abandonTimeoutMs: 5000 },
     ...(options.clock === undefined ? {} : { clock: options.clock }),
   });
-  const controller = new DrainController({ ledger, shutdownDeadlineMs: options.shutdownDeadlineMs ?? 10_000, agent: reader, ...options.hooks });
+  const controller = new DrainController({
+    ledger,
+    shutdownDeadlineMs: options.shutdownDeadlineMs ?? 10_000,
+    agent: reader,
+    ...options.hooks,
+  });
   const ranks: RegisteredRank[] = [];
   for (let tpRank = 0; tpRank < options.ranks; tpRank++) {
     const banks: Bank[] = [];
@@ -80,7 +99,17 @@ export async function openLoopbackWorld(options: {
       const allocation = await reader.allocate(bankBytes);
       banks.push(
         Bank.adopt(
-          { tpRank, ppRank: 0, index, memKind: 'dram', deviceId: 0, address: allocation.address, bytes: BigInt(bankBytes), blocks: 1, blockStride: BigInt(bankBytes) },
+          {
+            tpRank,
+            ppRank: 0,
+            index,
+            memKind: 'dram',
+            deviceId: 0,
+            address: allocation.address,
+            bytes: BigInt(bankBytes),
+            blocks: 1,
+            blockStride: BigInt(bankBytes),
+          },
           kvreuseOwner(allocation),
         ),
       );
@@ -124,12 +153,22 @@ export async function openLoopbackWorld(options: {
   };
 }
 
-const LIVE_COUNTERS = ['liveAgents', 'liveRegistrations', 'liveAllocations', 'livePeers', 'liveOperations', 'inflightOperations'] as const;
+const LIVE_COUNTERS = [
+  'liveAgents',
+  'liveRegistrations',
+  'liveAllocations',
+  'livePeers',
+  'liveOperations',
+  'inflightOperations',
+] as const;
 
 /** The process-wide counters that must be back to zero once everything is closed. */
 export function liveCounters(): Record<(typeof LIVE_COUNTERS)[number], number> {
   const counters = transport.counters();
-  return Object.fromEntries(LIVE_COUNTERS.map((name) => [name, counters[name]])) as Record<(typeof LIVE_COUNTERS)[number], number>;
+  return Object.fromEntries(LIVE_COUNTERS.map((name) => [name, counters[name]])) as Record<
+    (typeof LIVE_COUNTERS)[number],
+    number
+  >;
 }
 
 /** Resolves after the next macrotask: wake-up sockets get a chance to deliver completions. */

@@ -4,7 +4,14 @@ import { liveCounters, type LoopbackWorld, openLoopbackWorld } from './loopback-
 
 type WorldOptions = Parameters<typeof openLoopbackWorld>[0];
 
-const ALL_CLOSED = { liveAgents: 0, liveRegistrations: 0, liveAllocations: 0, livePeers: 0, liveOperations: 0, inflightOperations: 0 };
+const ALL_CLOSED = {
+  liveAgents: 0,
+  liveRegistrations: 0,
+  liveAllocations: 0,
+  livePeers: 0,
+  liveOperations: 0,
+  inflightOperations: 0,
+};
 
 /**
  * Loopback worlds for a test file: each is shut down after its test, and the process-wide native
@@ -34,7 +41,17 @@ export function loopbackWorlds(options: WorldOptions = { ranks: 1, banksPerRank:
     async refusedBank(world: LoopbackWorld): Promise<Bank> {
       const memory = await world.reader.allocate(1 << 16);
       const bank = Bank.adopt(
-        { tpRank: 1, ppRank: 0, index: 0, memKind: 'dram', deviceId: 0, address: memory.address, bytes: 1n << 16n, blocks: 1, blockStride: 1n << 16n },
+        {
+          tpRank: 1,
+          ppRank: 0,
+          index: 0,
+          memKind: 'dram',
+          deviceId: 0,
+          address: memory.address,
+          bytes: 1n << 16n,
+          blocks: 1,
+          blockStride: 1n << 16n,
+        },
         frameworkOwner('engine-block-pool', () => Promise.reject(new Error('framework busy'))),
       );
       world.controller.addRank(await registerRank({ agent: world.reader, banks: [bank] }));

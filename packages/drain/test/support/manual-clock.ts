@@ -29,7 +29,8 @@ export class ManualClock implements Clock {
     const target = this.#now + ms;
     for (;;) {
       let next: [number, { at: number; callback: () => void }] | undefined;
-      for (const entry of this.#timers) if (entry[1].at <= target && (next === undefined || entry[1].at < next[1].at)) next = entry;
+      for (const entry of this.#timers)
+        if (entry[1].at <= target && (next === undefined || entry[1].at < next[1].at)) next = entry;
       if (next === undefined) break;
       this.#timers.delete(next[0]);
       this.#now = Math.max(this.#now, next[1].at);

@@ -8,7 +8,18 @@ import { allReady, openWorker, start } from '../support/endpoint-workers.js';
 const [path = ''] = process.argv.slice(2);
 const store = await openSqliteDiscovery(path);
 const cleanups: (() => Promise<unknown>)[] = [];
-const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true, backend: 'ucx', secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }) }, cleanups);
+const decode = await openWorker(
+  store,
+  {
+    workerId: 'decode-0',
+    role: 'decode',
+    tpSize: 2,
+    serve: true,
+    backend: 'ucx',
+    secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }),
+  },
+  cleanups,
+);
 await start(decode);
 await allReady(decode);
 const epoch = decode.ranks[0]?.endpoint.epoch;
@@ -18,7 +29,12 @@ process.once('SIGTERM', () => {
   void (async () => {
     process.stdout.write(`${JSON.stringify({ event: 'draining' })}\n`);
     const reports = await Promise.all(decode.ranks.map(({ endpoint }) => endpoint.drain({ deadlineMs: 600_000 })));
-    const drained = reports.map((report) => ({ pins: report.pins, readers: report.readers, banksReturned: report.banksReturned.length, banksRetained: report.banksRetained.length }));
+    const drained = reports.map((report) => ({
+      pins: report.pins,
+      readers: report.readers,
+      banksReturned: report.banksReturned.length,
+      banksRetained: report.banksRetained.length,
+    }));
     for (const cleanup of cleanups) await cleanup();
     await store.close();
     process.stdout.write(`${JSON.stringify({ event: 'drained', drained })}\n`);

@@ -11,12 +11,20 @@ const [name = 'ucx-source', rankArgument = '0'] = process.argv.slice(2);
 const rank = Number(rankArgument);
 const { sourceWorker, template } = ucxPull();
 const agent = await transport.createAgent({ name, backend: 'ucx' });
-const allocations = await Promise.all((sourceWorker.ranks[rank] as RankPart).banks.map((bank) => agent.allocate(Number(bank.bytes))));
+const allocations = await Promise.all(
+  (sourceWorker.ranks[rank] as RankPart).banks.map((bank) => agent.allocate(Number(bank.bytes))),
+);
 allocations.forEach((allocation, bank) => fillDeterministic(allocation.view(), rank, bank));
 const regions = allocations.map((allocation) => agent.register(allocation));
 const views = allocations.map((allocation) => allocation.view());
 const checksums = Object.fromEntries(
-  template.pairs.flatMap((_, pair) => (template.pairSourceRank[pair] === rank ? [[pair, Array.from(blockChecksums(template, pair, 'source', views, PINNED_BLOCKS))]] : [])),
+  template.pairs.flatMap((_, pair) =>
+    template.pairSourceRank[pair] === rank
+      ? [[pair, Array.from(blockChecksums(template, pair, 'source', views, PINNED_BLOCKS))]]
+      : [],
+  ),
 );
-process.stdout.write(`${JSON.stringify({ event: 'ready', metadata: agent.metadata().toString('base64'), regionIds: regions.map((region) => region.id), checksums })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ event: 'ready', metadata: agent.metadata().toString('base64'), regionIds: regions.map((region) => region.id), checksums })}\n`,
+);
 setInterval(() => {}, 1 << 30);

@@ -17,7 +17,16 @@ import { ManualClock } from './manual-clock.js';
 
 export const transport = loadTransport();
 
-export const testGeometry: Geometry = { numLayers: 2, kvPlanes: 2, blockTokens: 4, numKvHeads: 2, headDim: 8, dtype: 'bf16', bankLayout: 'layer-separate', headOrder: 'NHD' };
+export const testGeometry: Geometry = {
+  numLayers: 2,
+  kvPlanes: 2,
+  blockTokens: 4,
+  numKvHeads: 2,
+  headDim: 8,
+  dtype: 'bf16',
+  bankLayout: 'layer-separate',
+  headOrder: 'NHD',
+};
 export const BLOCKS = 8;
 /** The hashes a serving worker holds: block `i` of the chain in slot (bank block) `i`. */
 export const chain = Array.from({ length: BLOCKS }, (_, i) => 0x1000n + BigInt(i));
@@ -58,15 +67,34 @@ export interface WorkerSpec {
 }
 
 /** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
-export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanups: (() => Promise<unknown>)[]): Promise<TestWorker> {
+export async function openWorker(
+  store: DiscoveryStore,
+  spec: WorkerSpec,
+  cleanups: (() => Promise<unknown>)[],
+): Promise<TestWorker> {
   sequence += 1;
   const geometry = spec.geometry ?? testGeometry;
-  const identity: WorkerIdentity = { workerId: spec.workerId, incarnation: `${spec.workerId}-inc-${sequence}`, role: spec.role, geometry, tpSize: spec.tpSize, ppSize: 1, dpRank: 0 };
+  const identity: WorkerIdentity = {
+    workerId: spec.workerId,
+    incarnation: `${spec.workerId}-inc-${sequence}`,
+    role: spec.role,
+    geometry,
+    tpSize: spec.tpSize,
+    ppSize: 1,
+    dpRank: 0,
+  };
   const clock = new ManualClock();
   const ranks: EndpointRank[] = [];
   for (let tpRank = 0; tpRank < spec.tpSize; tpRank++) {
-    const agent = await transport.createAgent({ name: `${spec.workerId}-tp${tpRank}-${process.pid}-${sequence}`, backend: spec.backend ?? 'loopback' });
-    const layout = layoutRankBanks(geometry, { tpRank, tpSize: spec.tpSize, ppRank: 0, ppSize: 1 }, { address: 0n, blocks: BLOCKS });
+    const agent = await transport.createAgent({
+      name: `${spec.workerId}-tp${tpRank}-${process.pid}-${sequence}`,
+      backend: spec.backend ?? 'loopback',
+    });
+    const layout = layoutRankBanks(
+      geometry,
+      { tpRank, tpSize: spec.tpSize, ppRank: 0, ppSize: 1 },
+      { address: 0n, blocks: BLOCKS },
+    );
     const allocations: Allocation[] = [];
     const banks = await Promise.all(
       layout.map(async (bank, index) => {
@@ -89,7 +117,16 @@ export async function openWorker(store: DiscoveryStore, spec: WorkerSpec, cleanu
       bankBytes: allocations.map((allocation) => allocation.view()),
       clock,
       host: 'test-host',
-      ...(spec.serve === true ? { serve: { adapter: pool, ...(tpRank === 0 && spec.inventory !== false ? { inventory: { tier: 'host' as const, retained: () => pool.retained(), ttlMs: 3_600_000 } } : {}) } } : {}),
+      ...(spec.serve === true
+        ? {
+            serve: {
+              adapter: pool,
+              ...(tpRank === 0 && spec.inventory !== false
+                ? { inventory: { tier: 'host' as const, retained: () => pool.retained(), ttlMs: 3_600_000 } }
+                : {}),
+            },
+          }
+        : {}),
       ...(spec.admissionGate === undefined ? {} : { admissionGate: spec.admissionGate }),
       ...(spec.metrics === undefined ? {} : { metrics: spec.metrics }),
       ...(spec.calibration === undefined ? {} : { calibration: spec.calibration }),
@@ -117,7 +154,10 @@ export function allReady(worker: TestWorker): Promise<void> {
  * A serving decode worker of TP 2 and a prefill worker of TP 1 over a new memory store, both ready;
  * `reader` (its metrics, its settings, its calibration) goes to the prefill rank, the reader.
  */
-export async function servingPair(cleanups: (() => Promise<unknown>)[], reader: Pick<WorkerSpec, 'metrics' | 'settings' | 'calibration' | 'secret'> = {}) {
+export async function servingPair(
+  cleanups: (() => Promise<unknown>)[],
+  reader: Pick<WorkerSpec, 'metrics' | 'settings' | 'calibration' | 'secret'> = {},
+) {
   const store = new MemoryDiscoveryStore();
   cleanups.push(() => store.close());
   const decode = await openWorker(store, { workerId: 'decode-0', role: 'decode', tpSize: 2, serve: true }, cleanups);
@@ -145,7 +185,14 @@ export interface HintSource {
 
 /** The router's hint for the first `count` blocks of the chain from `source` (a test worker here, or one named). */
 export function hintFor(source: TestWorker | HintSource, count: number, change: Partial<PullHint> = {}): PullHint {
-  const named = 'ranks' in source ? { workerId: source.identity.workerId, incarnation: source.identity.incarnation, epoch: source.ranks[0]?.endpoint.epoch } : source;
+  const named =
+    'ranks' in source
+      ? {
+          workerId: source.identity.workerId,
+          incarnation: source.identity.incarnation,
+          epoch: source.ranks[0]?.endpoint.epoch,
+        }
+      : source;
   if (named.epoch === undefined) throw new Error(`${named.workerId} is not published`);
   return {
     workerId: named.workerId,

@@ -9,8 +9,15 @@ const transport = loadTransport();
  * holding blocks 10n, 11n and 12n in slots 0 to 2 (of 4), and a manual clock. The agents go into `agents` for closing.
  */
 export async function loopbackPins(prefix: string, agents: Agent[], heartbeat?: HeartbeatOptions) {
-  const sourceAgent = await transport.createAgent({ name: `${prefix}-source-${process.pid}-${agents.length}`, backend: 'loopback' });
-  const readerAgent = await transport.createAgent({ name: `${prefix}-reader-${process.pid}-${agents.length + 1}`, backend: 'loopback', ...(heartbeat === undefined ? {} : { heartbeat }) });
+  const sourceAgent = await transport.createAgent({
+    name: `${prefix}-source-${process.pid}-${agents.length}`,
+    backend: 'loopback',
+  });
+  const readerAgent = await transport.createAgent({
+    name: `${prefix}-reader-${process.pid}-${agents.length + 1}`,
+    backend: 'loopback',
+    ...(heartbeat === undefined ? {} : { heartbeat }),
+  });
   agents.push(sourceAgent, readerAgent);
   const readerPeer = sourceAgent.loadPeer(readerAgent.metadata());
   const sourcePeer = readerAgent.loadPeer(sourceAgent.metadata());

@@ -16,7 +16,10 @@ process.on('warning', (warning) => {
   process.exit(0);
 });
 
-const agent = await transport.createAgent({ name: agentName('leak'), backend: (process.argv[2] ?? 'loopback') as Backend });
+const agent = await transport.createAgent({
+  name: agentName('leak'),
+  backend: (process.argv[2] ?? 'loopback') as Backend,
+});
 await (async () => {
   await agent.allocate(4096);
 })();

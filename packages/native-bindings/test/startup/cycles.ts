@@ -11,7 +11,8 @@ import { openPair, readRequest } from '../support/pair.js';
 
 const backend = process.argv[2] as Backend;
 const cycles = Number(process.argv[3]);
-if (!Number.isSafeInteger(cycles) || cycles < 1) throw new Error(`usage: cycles.ts <backend> <cycles> (got ${process.argv.slice(2).join(' ')})`);
+if (!Number.isSafeInteger(cycles) || cycles < 1)
+  throw new Error(`usage: cycles.ts <backend> <cycles> (got ${process.argv.slice(2).join(' ')})`);
 
 const PIECES = 16;
 const PIECE_BYTES = 64 * 1024;

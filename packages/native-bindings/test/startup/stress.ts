@@ -69,7 +69,18 @@ function startCycles(cycles: number, env: Readonly<Record<string, string>>): Run
   const dir = mkdtempSync(join(tmpdir(), 'kvreuse-startup-'));
   const child = spawn(
     '/bin/sh',
-    ['-c', 'ulimit -c unlimited && exec "$0" "$@"', process.execPath, '--expose-gc', '--import', tsx, '--conditions=@kvreuse/source', cyclesScript, 'ucx', String(cycles)],
+    [
+      '-c',
+      'ulimit -c unlimited && exec "$0" "$@"',
+      process.execPath,
+      '--expose-gc',
+      '--import',
+      tsx,
+      '--conditions=@kvreuse/source',
+      cyclesScript,
+      'ucx',
+      String(cycles),
+    ],
     { cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let markStarted: () => void = () => {};
@@ -82,7 +93,9 @@ function startCycles(cycles: number, env: Readonly<Record<string, string>>): Run
     stderr: '',
     lastProgress: Date.now(),
   };
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (running.stderr = (running.stderr + chunk).slice(-8000)));
+  child
+    .stderr!.setEncoding('utf8')
+    .on('data', (chunk: string) => (running.stderr = (running.stderr + chunk).slice(-8000)));
   createInterface({ input: child.stdout! }).on('line', (line) => {
     running.lastProgress = Date.now();
     if (line.includes('"event":"started"')) markStarted();
@@ -93,19 +106,34 @@ function startCycles(cycles: number, env: Readonly<Record<string, string>>): Run
 }
 
 /** The crash record of a process that ended other than expected; keeps its directory when it left a core. */
-function crashOf(role: Crash['role'], running: Running, exit: { code: number | null; signal: NodeJS.Signals | null }): Crash {
+function crashOf(
+  role: Crash['role'],
+  running: Running,
+  exit: { code: number | null; signal: NodeJS.Signals | null },
+): Crash {
   const core = join(running.dir, 'core');
-  const base = { role, pid: running.child.pid, ...exit, hung: running.hang !== undefined, cyclesDone: running.cyclesDone, stderr: running.stderr };
+  const base = {
+    role,
+    pid: running.child.pid,
+    ...exit,
+    hung: running.hang !== undefined,
+    cyclesDone: running.cyclesDone,
+    stderr: running.stderr,
+  };
   if (running.hang !== undefined) return { ...base, backtrace: running.hang };
   if (!existsSync(core)) return base;
   return { ...base, core, backtrace: backtraces(`${process.execPath} ${core}`) };
 }
 
 function backtraces(target: string): string {
-  const gdb = spawnSync('gdb', ['-batch', '-ex', 'info threads', '-ex', 'thread apply all bt 30', ...target.split(' ')], {
-    encoding: 'utf8',
-    maxBuffer: 64 << 20,
-  });
+  const gdb = spawnSync(
+    'gdb',
+    ['-batch', '-ex', 'info threads', '-ex', 'thread apply all bt 30', ...target.split(' ')],
+    {
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    },
+  );
   return gdb.error === undefined ? gdb.stdout : `gdb could not run: ${gdb.error.message}`;
 }
 
@@ -134,7 +162,12 @@ export async function runStartupStress(options: StressOptions): Promise<StressOu
     return running;
   };
 
-  const settle = (role: Crash['role'], running: Running, exit: { code: number | null; signal: NodeJS.Signals | null }, expected: boolean) => {
+  const settle = (
+    role: Crash['role'],
+    running: Running,
+    exit: { code: number | null; signal: NodeJS.Signals | null },
+    expected: boolean,
+  ) => {
     if (expected) rmSync(running.dir, { recursive: true, force: true });
     else {
       const crash = crashOf(role, running, exit);
@@ -148,7 +181,12 @@ export async function runStartupStress(options: StressOptions): Promise<StressOu
     const exit = await running.exited;
     workersRunning -= 1;
     workerCycles += running.cyclesDone;
-    settle('worker', running, exit, exit.code === 0 && running.cyclesDone === options.cycles && running.hang === undefined);
+    settle(
+      'worker',
+      running,
+      exit,
+      exit.code === 0 && running.cyclesDone === options.cycles && running.hang === undefined,
+    );
   };
 
   // Each victim slot keeps one process running until the workers are done, killing it at a random
@@ -192,7 +230,9 @@ function parseArguments(argv: readonly string[]): StressOptions {
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const options = parseArguments(process.argv.slice(2));
-  console.log(`start-up stress: ${options.workers} workers × ${options.cycles} cycles, ${options.victims} victims at a time, env ${JSON.stringify(options.env)}`);
+  console.log(
+    `start-up stress: ${options.workers} workers × ${options.cycles} cycles, ${options.victims} victims at a time, env ${JSON.stringify(options.env)}`,
+  );
   const outcome = await runStartupStress(options);
   for (const crash of outcome.crashes) console.log(JSON.stringify(crash, null, 2));
   console.log(

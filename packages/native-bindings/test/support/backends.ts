@@ -12,7 +12,9 @@ export const inCi = process.env['CI'] !== undefined && !['', '0', 'false'].inclu
  * The backends the facade tests run on. UCX is skipped, loudly, where it was not built — except in CI,
  * where a missing UCX backend must fail the run rather than be skipped.
  */
-export const testedBackends: Backend[] = inCi ? ['loopback', 'ucx'] : built.filter((b) => b === 'loopback' || b === 'ucx');
+export const testedBackends: Backend[] = inCi
+  ? ['loopback', 'ucx']
+  : built.filter((b) => b === 'loopback' || b === 'ucx');
 
 /** Whether the UCX tests run: UCX is built, or CI (`.ci/run` sets CI=1) requires them and they fail without it. */
 export const ucxTestsRun = built.includes('ucx') || inCi;
@@ -20,7 +22,8 @@ export const ucxTestsRun = built.includes('ucx') || inCi;
 if (!built.includes('ucx')) {
   const message = `native-bindings: no ucx backend in ${transport.libraryPath} (${transport.capabilities().backendsDetail})`;
   if (inCi) console.error(`${message}; CI requires it, so the ucx tests will FAIL`);
-  else console.warn(`${message}; its tests are SKIPPED here (install libucx-dev, and rebuild if it was built without it)`);
+  else
+    console.warn(`${message}; its tests are SKIPPED here (install libucx-dev, and rebuild if it was built without it)`);
 }
 
 let sequence = 0;

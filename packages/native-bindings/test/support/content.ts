@@ -13,7 +13,7 @@ export function findPatternMismatch(actual: Uint8Array, seed: number, sourceOffs
   const first = sourceOffset >>> 2;
   for (let i = 0; i < words.length; i++) {
     const index = first + i;
-    if (words[i] !== ((Math.imul(index ^ seed, 0x9e3779b1) + seed) >>> 0)) return i * 4;
+    if (words[i] !== (Math.imul(index ^ seed, 0x9e3779b1) + seed) >>> 0) return i * 4;
   }
   return -1;
 }

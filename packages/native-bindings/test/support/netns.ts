@@ -90,7 +90,8 @@ function awaitLinkUp(namespace: string): void {
   for (;;) {
     const link = ip(['-n', namespace, '-o', 'link', 'show', 'dev', DEVICE]);
     if (/\bstate UP\b/.test(link)) return;
-    if (Date.now() > deadline) throw new Error(`the veth in ${namespace} is not up after ${LINK_UP_DEADLINE_MS} ms: ${link.trim()}`);
+    if (Date.now() > deadline)
+      throw new Error(`the veth in ${namespace} is not up after ${LINK_UP_DEADLINE_MS} ms: ${link.trim()}`);
     sleepSync(10);
   }
 }
@@ -107,7 +108,8 @@ process.on('exit', () => {
  * those of a process that was killed are deleted by the next pair opened on the machine.
  */
 export function openVethPair(): VethPair {
-  if (namespacesUnavailable !== undefined) throw new Error(`two network namespaces joined by a veth pair cannot be made: ${namespacesUnavailable}`);
+  if (namespacesUnavailable !== undefined)
+    throw new Error(`two network namespaces joined by a veth pair cannot be made: ${namespacesUnavailable}`);
   removeLeftovers();
   sequence += 1;
   const names = { a: `${PREFIX}${process.pid}-${sequence}-a`, b: `${PREFIX}${process.pid}-${sequence}-b` };

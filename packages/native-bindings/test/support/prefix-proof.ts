@@ -15,17 +15,28 @@ export type ProofSide = Pick<ScriptOptions, 'launcher' | 'env'>;
  * B's notification reaches A, and both end with zero live counters. Returns B's endpoint report
  * (`peer.transport()`), for the caller to check the path the bytes took.
  */
-export async function provePrefixPull(label: string, sides: { source?: ProofSide; reader?: ProofSide } = {}): Promise<string> {
+export async function provePrefixPull(
+  label: string,
+  sides: { source?: ProofSide; reader?: ProofSide } = {},
+): Promise<string> {
   const seed = 0x5eed;
   const readerName = `${label}-reader-${process.pid}`;
-  const source = spawnScript('test/cross-process/source.ts', { ...sides.source, args: [`${label}-source-${process.pid}`, String(seed)] });
+  const source = spawnScript('test/cross-process/source.ts', {
+    ...sides.source,
+    args: [`${label}-source-${process.pid}`, String(seed)],
+  });
   const reader = spawnScript('test/cross-process/reader.ts', { ...sides.reader, args: [readerName, String(seed)] });
   try {
     const published = await source.next<{ metadata: string; region: number; bytes: number }>('ready');
     expect(published.bytes).toBe(QWEN3_PREFIX_BYTES);
     reader.send(published);
     const done = await reader.next<
-      Record<string, Record<string, unknown>> & { mismatch: number; descriptors: number; advertised: unknown; path: string }
+      Record<string, Record<string, unknown>> & {
+        mismatch: number;
+        descriptors: number;
+        advertised: unknown;
+        path: string;
+      }
     >('done');
     expect(done.advertised).toEqual([{ id: published.region, bytes: QWEN3_PREFIX_BYTES, kind: 'dram' }]);
     expect(done.descriptors).toBe(QWEN3_PREFIX_PIECES);

@@ -1,4 +1,11 @@
-import { assembleWorker, type Geometry, layoutRankBanks, parseRankPart, type RankPart, type Worker } from '@kvreuse/descriptors';
+import {
+  assembleWorker,
+  type Geometry,
+  layoutRankBanks,
+  parseRankPart,
+  type RankPart,
+  type Worker,
+} from '@kvreuse/descriptors';
 import type { Agent, Allocation, Backend, Region } from '@kvreuse/native-bindings';
 import { agentName, transport } from './backends.js';
 
@@ -33,7 +40,15 @@ export interface RankPartSpec {
 }
 
 /** The rank part of `banks`, through the parser (as a worker would publish it). */
-export function parsedRankPart({ workerId, role, geometry, parallel, banks, agentName, metadata }: RankPartSpec): RankPart {
+export function parsedRankPart({
+  workerId,
+  role,
+  geometry,
+  parallel,
+  banks,
+  agentName,
+  metadata,
+}: RankPartSpec): RankPart {
   return parseRankPart({
     version: 1,
     workerId,
@@ -53,7 +68,15 @@ export function parsedRankPart({ workerId, role, geometry, parallel, banks, agen
   });
 }
 
-export async function openRank({ workerId, role, geometry, tpRank, tpSize, blocks, backend }: RankSpec): Promise<RankSide> {
+export async function openRank({
+  workerId,
+  role,
+  geometry,
+  tpRank,
+  tpSize,
+  blocks,
+  backend,
+}: RankSpec): Promise<RankSide> {
   const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1 };
   const agent = await transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
   const extent = layoutRankBanks(geometry, parallel, { blocks, address: 0n }).at(-1);
@@ -61,7 +84,15 @@ export async function openRank({ workerId, role, geometry, tpRank, tpSize, block
   const allocation = await agent.allocate(Number(extent.address + extent.bytes));
   const banks = layoutRankBanks(geometry, parallel, { blocks, address: allocation.address });
   const regions = banks.map((bank) => agent.register({ address: bank.address, bytes: bank.bytes }));
-  const part = parsedRankPart({ workerId, role, geometry, parallel, banks, agentName: agent.name, metadata: agent.metadata().toString('base64') });
+  const part = parsedRankPart({
+    workerId,
+    role,
+    geometry,
+    parallel,
+    banks,
+    agentName: agent.name,
+    metadata: agent.metadata().toString('base64'),
+  });
   return { agent, allocation, regions, part };
 }
 

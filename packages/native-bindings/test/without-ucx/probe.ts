@@ -19,6 +19,9 @@ let ucx: Record<string, unknown> = { created: true };
 try {
   await (await transport.createAgent({ name: agentName('without-ucx'), backend: 'ucx' })).close();
 } catch (error) {
-  ucx = error instanceof NativeTransportError ? { code: error.code, call: error.call, detail: error.detail } : { other: String(error) };
+  ucx =
+    error instanceof NativeTransportError
+      ? { code: error.code, call: error.call, detail: error.detail }
+      : { other: String(error) };
 }
 emit({ event: 'report', backends: transport.capabilities().backends, bytesDone: Number(bytesDone), mismatchAt, ucx });

@@ -28,7 +28,10 @@ const spec: BankSpec = {
 
 function frameworkBank(): { bank: Bank; releases: number[] } {
   const releases: number[] = [];
-  const bank = Bank.adopt(spec, frameworkOwner({ engine: 'test' }, () => void releases.push(1)));
+  const bank = Bank.adopt(
+    spec,
+    frameworkOwner({ engine: 'test' }, () => void releases.push(1)),
+  );
   return { bank, releases };
 }
 
@@ -53,7 +56,12 @@ async function bankIn(state: BankState): Promise<Bank> {
 
 describe('Bank.adopt', () => {
   it('refuses a spec that is not an object, naming it', () => {
-    expect(() => Bank.adopt(undefined as never, frameworkOwner('t', () => {}))).toThrow(expect.objectContaining({ code: 'INVALID_BANK', field: 'spec' }));
+    expect(() =>
+      Bank.adopt(
+        undefined as never,
+        frameworkOwner('t', () => {}),
+      ),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_BANK', field: 'spec' }));
   });
 
   it('starts owned, unregistered and unreferenced, and registers nothing', () => {
@@ -84,14 +92,30 @@ describe('Bank.adopt', () => {
     ['tpRank', { tpRank: 0.5 }],
     ['address', { address: 4096 }],
   ])('refuses a bad %s, naming it', (field, patch) => {
-    const error = captureError(() => Bank.adopt({ ...spec, ...patch } as BankSpec, frameworkOwner(1, () => {})));
+    const error = captureError(() =>
+      Bank.adopt(
+        { ...spec, ...patch } as BankSpec,
+        frameworkOwner(1, () => {}),
+      ),
+    );
     expect(error).toBeInstanceOf(InvalidBankError);
     expect((error as InvalidBankError).field).toBe(field);
   });
 
   it('keeps a plane stride when given, and has none otherwise', () => {
-    expect(Bank.adopt({ ...spec, planeStride: 2048n }, frameworkOwner(1, () => {})).planeStride).toBe(2048n);
-    expect('planeStride' in Bank.adopt(spec, frameworkOwner(1, () => {}))).toBe(false);
+    expect(
+      Bank.adopt(
+        { ...spec, planeStride: 2048n },
+        frameworkOwner(1, () => {}),
+      ).planeStride,
+    ).toBe(2048n);
+    expect(
+      'planeStride' in
+        Bank.adopt(
+          spec,
+          frameworkOwner(1, () => {}),
+        ),
+    ).toBe(false);
   });
 
   it('refuses owners that cannot take memory back', () => {
@@ -119,7 +143,10 @@ describe('Bank ownership state machine', () => {
 
   it('frees kvreuse-owned memory through its allocation, and only that', async () => {
     const freed: bigint[] = [];
-    const bank = Bank.adopt(spec, kvreuseOwner({ address: spec.address, bytes: spec.bytes, free: () => void freed.push(spec.address) }));
+    const bank = Bank.adopt(
+      spec,
+      kvreuseOwner({ address: spec.address, bytes: spec.bytes, free: () => void freed.push(spec.address) }),
+    );
     bank.beginRelease();
     await bank.completeRelease();
     expect(freed).toEqual([spec.address]);
@@ -136,11 +163,14 @@ describe('Bank ownership state machine', () => {
     expect(undone.state).toBe('registering');
   });
 
-  it.each(['registering', 'registered', 'retained'] as const)('refuses to register a bank that is %s', async (state) => {
-    const bank = await bankIn(state);
-    expect(() => bank.beginRegistration()).toThrow(BankAlreadyRegisteredError);
-    expect(bank.state).toBe(state);
-  });
+  it.each(['registering', 'registered', 'retained'] as const)(
+    'refuses to register a bank that is %s',
+    async (state) => {
+      const bank = await bankIn(state);
+      expect(() => bank.beginRegistration()).toThrow(BankAlreadyRegisteredError);
+      expect(bank.state).toBe(state);
+    },
+  );
 
   it.each(['releasing', 'returned'] as const)('refuses to release a bank that is %s', async (state) => {
     const bank = await bankIn(state);
@@ -168,10 +198,13 @@ describe('Bank ownership state machine', () => {
     expect(bank.state).toBe('releasing');
   });
 
-  it.each(['owned', 'registering', 'releasing', 'returned', 'retained'] as const)('refuses a reference to a bank that is %s', async (state) => {
-    const bank = await bankIn(state);
-    expect(() => bank.acquire()).toThrow(BankStateError);
-  });
+  it.each(['owned', 'registering', 'releasing', 'returned', 'retained'] as const)(
+    'refuses a reference to a bank that is %s',
+    async (state) => {
+      const bank = await bankIn(state);
+      expect(() => bank.acquire()).toThrow(BankStateError);
+    },
+  );
 
   it('retains a registered bank, keeps its registration, and releases it only once unreferenced', async () => {
     const { bank, releases } = frameworkBank();
@@ -179,7 +212,11 @@ describe('Bank ownership state machine', () => {
     bank.completeRegistration(region(9), 'test-agent');
     const reference = bank.acquire();
     bank.retain('operation 12 past its abandon deadline');
-    expect([bank.state, bank.region?.id, bank.retainedReason]).toEqual(['retained', 9, 'operation 12 past its abandon deadline']);
+    expect([bank.state, bank.region?.id, bank.retainedReason]).toEqual([
+      'retained',
+      9,
+      'operation 12 past its abandon deadline',
+    ]);
     expect(() => bank.beginRelease()).toThrow(BankInUseError);
     reference.release();
     bank.beginRelease();
@@ -197,10 +234,26 @@ describe('Bank ownership state machine', () => {
   });
 
   it.each([
-    ['completeRegistration', (bank: Bank) => bank.completeRegistration(region(1), 'test-agent'), ['owned', 'registered', 'releasing', 'returned', 'retained']],
-    ['abortRegistration', (bank: Bank) => bank.abortRegistration(), ['owned', 'registered', 'releasing', 'returned', 'retained']],
-    ['undoRegistration', (bank: Bank) => bank.undoRegistration(), ['owned', 'registering', 'releasing', 'returned', 'retained']],
-    ['markDeregistered', (bank: Bank) => bank.markDeregistered(), ['owned', 'registering', 'registered', 'returned', 'retained']],
+    [
+      'completeRegistration',
+      (bank: Bank) => bank.completeRegistration(region(1), 'test-agent'),
+      ['owned', 'registered', 'releasing', 'returned', 'retained'],
+    ],
+    [
+      'abortRegistration',
+      (bank: Bank) => bank.abortRegistration(),
+      ['owned', 'registered', 'releasing', 'returned', 'retained'],
+    ],
+    [
+      'undoRegistration',
+      (bank: Bank) => bank.undoRegistration(),
+      ['owned', 'registering', 'releasing', 'returned', 'retained'],
+    ],
+    [
+      'markDeregistered',
+      (bank: Bank) => bank.markDeregistered(),
+      ['owned', 'registering', 'registered', 'returned', 'retained'],
+    ],
   ] as const)('refuses %s from every state it does not start from', async (_name, transition, states) => {
     for (const state of states) {
       const bank = await bankIn(state);
@@ -230,7 +283,10 @@ describe('Bank ownership state machine', () => {
 
   it('refuses a second hand-back while the first is in progress', async () => {
     let finish: () => void = () => {};
-    const bank = Bank.adopt(spec, frameworkOwner('t', () => new Promise<void>((resolve) => (finish = resolve))));
+    const bank = Bank.adopt(
+      spec,
+      frameworkOwner('t', () => new Promise<void>((resolve) => (finish = resolve))),
+    );
     bank.beginRelease();
     const first = bank.completeRelease();
     await expect(bank.completeRelease()).rejects.toThrow(BankAlreadyReleasedError);
@@ -252,26 +308,42 @@ describe('Bank retention and reinstatement', () => {
   it('records what retained a bank; a retention without a kind is a native refusal', async () => {
     const quarantined = await bankIn('registered');
     quarantined.retain(quarantine, 'quarantine');
-    expect([quarantined.state, quarantined.retainedBy, quarantined.retainedReason]).toEqual(['retained', 'quarantine', quarantine]);
+    expect([quarantined.state, quarantined.retainedBy, quarantined.retainedReason]).toEqual([
+      'retained',
+      'quarantine',
+      quarantine,
+    ]);
     const refused = await bankIn('releasing');
     refused.retain(refusal);
-    expect([refused.state, refused.retainedBy, refused.retainedReason]).toEqual(['retained', 'native-refusal', refusal]);
+    expect([refused.state, refused.retainedBy, refused.retainedReason]).toEqual([
+      'retained',
+      'native-refusal',
+      refusal,
+    ]);
   });
 
-  it.each(['registering', 'registered', 'releasing'] as const)('retains a %s bank by a native refusal', async (state) => {
-    const bank = await bankIn(state);
-    bank.retain(refusal, 'native-refusal');
-    expect([bank.state, bank.retainedBy]).toEqual(['retained', 'native-refusal']);
-  });
+  it.each(['registering', 'registered', 'releasing'] as const)(
+    'retains a %s bank by a native refusal',
+    async (state) => {
+      const bank = await bankIn(state);
+      bank.retain(refusal, 'native-refusal');
+      expect([bank.state, bank.retainedBy]).toEqual(['retained', 'native-refusal']);
+    },
+  );
 
-  it.each(['owned', 'registering', 'releasing', 'returned'] as const)('refuses to quarantine a bank that is %s, naming it and its state', async (state) => {
-    const bank = await bankIn(state);
-    const error = captureError(() => bank.retain(quarantine, 'quarantine'));
-    expect(error).toBeInstanceOf(BankStateError);
-    expect(error).toMatchObject({ code: 'BANK_INVALID_TRANSITION', state, transition: 'retain (quarantine)' });
-    expect((error as Error).message).toBe(`bank 3 of rank (tp 1, pp 0) at 0x7f0000000000 (65536 bytes): cannot retain (quarantine) while ${state}`);
-    expect([bank.state, bank.retainedBy]).toEqual([state, undefined]);
-  });
+  it.each(['owned', 'registering', 'releasing', 'returned'] as const)(
+    'refuses to quarantine a bank that is %s, naming it and its state',
+    async (state) => {
+      const bank = await bankIn(state);
+      const error = captureError(() => bank.retain(quarantine, 'quarantine'));
+      expect(error).toBeInstanceOf(BankStateError);
+      expect(error).toMatchObject({ code: 'BANK_INVALID_TRANSITION', state, transition: 'retain (quarantine)' });
+      expect((error as Error).message).toBe(
+        `bank 3 of rank (tp 1, pp 0) at 0x7f0000000000 (65536 bytes): cannot retain (quarantine) while ${state}`,
+      );
+      expect([bank.state, bank.retainedBy]).toEqual([state, undefined]);
+    },
+  );
 
   it('refuses an unknown kind of retention', async () => {
     const bank = await bankIn('registered');
@@ -289,7 +361,11 @@ describe('Bank retention and reinstatement', () => {
     refused.retain(refusal);
     refused.retain('quarantined later', 'quarantine');
     refused.retain('refused again');
-    expect([refused.state, refused.retainedBy, refused.retainedReason]).toEqual(['retained', 'native-refusal', refusal]);
+    expect([refused.state, refused.retainedBy, refused.retainedReason]).toEqual([
+      'retained',
+      'native-refusal',
+      refusal,
+    ]);
   });
 
   it('lets a native refusal supersede a quarantine: the bank can then no longer be reinstated', async () => {
@@ -310,7 +386,12 @@ describe('Bank retention and reinstatement', () => {
     bank.retain(quarantine, 'quarantine');
     operation.release();
     bank.reinstate();
-    expect([bank.state, bank.references, bank.retainedBy, bank.retainedReason]).toEqual(['registered', 0, undefined, undefined]);
+    expect([bank.state, bank.references, bank.retainedBy, bank.retainedReason]).toEqual([
+      'registered',
+      0,
+      undefined,
+      undefined,
+    ]);
     expect(bank.region).toBe(registration);
     expect(bank.owner).toBe(owner);
     expect(releases).toEqual([]);
@@ -359,7 +440,13 @@ describe('Bank retention and reinstatement', () => {
       bank.retain(refusal);
       const error = captureError(() => bank.reinstate());
       expect(error).toBeInstanceOf(BankReinstateError);
-      expect(error).toMatchObject({ refusal: 'native-refusal', state: 'retained', retainedBy: 'native-refusal', retainedReason: refusal, references: 0 });
+      expect(error).toMatchObject({
+        refusal: 'native-refusal',
+        state: 'retained',
+        retainedBy: 'native-refusal',
+        retainedReason: refusal,
+        references: 0,
+      });
       expect((error as Error).message).toBe(
         `bank 3 of rank (tp 1, pp 0) at 0x7f0000000000 (65536 bytes): cannot reinstate while retained: it was retained by a native refusal (${refusal}), so its registration state is unknown; it can only be released`,
       );
@@ -369,15 +456,20 @@ describe('Bank retention and reinstatement', () => {
     },
   );
 
-  it.each(['owned', 'registering', 'registered', 'releasing', 'returned'] as const)('refuses to reinstate a bank that is %s', async (state) => {
-    const bank = await bankIn(state);
-    const error = captureError(() => bank.reinstate());
-    expect(error).toBeInstanceOf(BankReinstateError);
-    expect(error).toBeInstanceOf(BankStateError);
-    expect(error).toMatchObject({ refusal: 'not-retained', state, transition: 'reinstate', retainedBy: undefined });
-    expect((error as Error).message).toMatch(new RegExp(`: cannot reinstate while ${state}: only a bank retained by a quarantine can be reinstated$`));
-    expect(bank.state).toBe(state);
-  });
+  it.each(['owned', 'registering', 'registered', 'releasing', 'returned'] as const)(
+    'refuses to reinstate a bank that is %s',
+    async (state) => {
+      const bank = await bankIn(state);
+      const error = captureError(() => bank.reinstate());
+      expect(error).toBeInstanceOf(BankReinstateError);
+      expect(error).toBeInstanceOf(BankStateError);
+      expect(error).toMatchObject({ refusal: 'not-retained', state, transition: 'reinstate', retainedBy: undefined });
+      expect((error as Error).message).toMatch(
+        new RegExp(`: cannot reinstate while ${state}: only a bank retained by a quarantine can be reinstated$`),
+      );
+      expect(bank.state).toBe(state);
+    },
+  );
 
   it('refuses a second reinstatement', async () => {
     const bank = await bankIn('registered');

@@ -13,7 +13,6 @@ import {
 import type { BankLabel, BankRetainedBy, BankState } from './label.js';
 import type { BankOwner } from './owner.js';
 
-
 /** One contiguous allocation holding KV blocks of one rank. */
 export interface BankSpec {
   readonly tpRank: number;
@@ -81,7 +80,8 @@ export class Bank implements BankLabel {
 
   /** Takes a bank into kvreuse's care, in state `owned`. Registers nothing. */
   static adopt(spec: BankSpec, owner: BankOwner): Bank {
-    if (typeof spec !== 'object' || spec === null) throw new InvalidBankError('spec', spec, 'must be an object describing the bank');
+    if (typeof spec !== 'object' || spec === null)
+      throw new InvalidBankError('spec', spec, 'must be an object describing the bank');
     validateSpec(spec);
     validateOwner(spec, owner);
     return new Bank(spec, owner);
@@ -139,7 +139,8 @@ export class Bank implements BankLabel {
     if (typeof region !== 'object' || region === null || typeof region.deregister !== 'function') {
       throw new InvalidBankError('region', region, 'must be the Region the native agent returned from register()');
     }
-    if (typeof agentName !== 'string' || agentName === '') throw new InvalidBankError('agentName', agentName, 'must name the agent that registered it');
+    if (typeof agentName !== 'string' || agentName === '')
+      throw new InvalidBankError('agentName', agentName, 'must name the agent that registered it');
     this.#region = region;
     this.#agentName = agentName;
     this.#state = 'registered';
@@ -199,7 +200,11 @@ export class Bank implements BankLabel {
     this.#expect(['releasing'], 'complete release');
     if (this.#handingBack) throw new BankAlreadyReleasedError(this, this.#state, 'hand back (already in progress)');
     if (this.#region !== undefined) {
-      throw new BankStateError(this, this.#state, `hand back while native region ${this.#region.id} is still registered`);
+      throw new BankStateError(
+        this,
+        this.#state,
+        `hand back while native region ${this.#region.id} is still registered`,
+      );
     }
     this.#handingBack = true;
     try {
@@ -239,10 +244,19 @@ export class Bank implements BankLabel {
    * retained, was retained by a native refusal, or is still referenced.
    */
   reinstate(): void {
-    if (this.#state !== 'retained') throw new BankReinstateError(this, this.#state, 'not-retained', undefined, undefined, this.#references);
-    const refusal = this.#retainedBy !== 'quarantine' ? 'native-refusal' : this.#references > 0 ? 'referenced' : undefined;
+    if (this.#state !== 'retained')
+      throw new BankReinstateError(this, this.#state, 'not-retained', undefined, undefined, this.#references);
+    const refusal =
+      this.#retainedBy !== 'quarantine' ? 'native-refusal' : this.#references > 0 ? 'referenced' : undefined;
     if (refusal !== undefined) {
-      throw new BankReinstateError(this, this.#state, refusal, this.#retainedBy, this.#retainedReason, this.#references);
+      throw new BankReinstateError(
+        this,
+        this.#state,
+        refusal,
+        this.#retainedBy,
+        this.#retainedReason,
+        this.#references,
+      );
     }
     this.#retainedReason = undefined;
     this.#retainedBy = undefined;
@@ -277,13 +291,21 @@ function validateSpec(spec: BankSpec): void {
     throw new InvalidBankError('planeStride', planeStride, 'must be a positive bigint when given');
   }
   if (spec.address + spec.bytes > ADDRESS_LIMIT) {
-    throw new InvalidBankError('bytes', spec.bytes, `address 0x${spec.address.toString(16)} + bytes passes the end of the 64-bit address space`);
+    throw new InvalidBankError(
+      'bytes',
+      spec.bytes,
+      `address 0x${spec.address.toString(16)} + bytes passes the end of the 64-bit address space`,
+    );
   }
   if (!Number.isSafeInteger(spec.blocks) || spec.blocks < 1) {
     throw new InvalidBankError('blocks', spec.blocks, 'must be a positive integer');
   }
   if (BigInt(spec.blocks) * spec.blockStride > spec.bytes) {
-    throw new InvalidBankError('blocks', spec.blocks, `blocks × blockStride ${spec.blockStride} exceeds the bank's ${spec.bytes} bytes`);
+    throw new InvalidBankError(
+      'blocks',
+      spec.blocks,
+      `blocks × blockStride ${spec.blockStride} exceeds the bank's ${spec.bytes} bytes`,
+    );
   }
 }
 
@@ -291,15 +313,27 @@ function validateOwner(spec: BankSpec, owner: BankOwner): void {
   const kind: unknown = (owner as { kind?: unknown } | undefined)?.kind;
   if (kind === 'framework') {
     if (typeof (owner as { release?: unknown }).release !== 'function') {
-      throw new InvalidBankError('owner.release', (owner as { release?: unknown }).release, 'a framework owner needs a release callback');
+      throw new InvalidBankError(
+        'owner.release',
+        (owner as { release?: unknown }).release,
+        'a framework owner needs a release callback',
+      );
     }
     return;
   }
   if (kind !== 'kvreuse') throw new InvalidBankError('owner.kind', kind, "must be 'framework' or 'kvreuse'");
   const { allocation } = owner as { allocation?: { address?: unknown; bytes?: unknown; free?: unknown } };
   const bytesType = typeof allocation?.bytes;
-  if (typeof allocation?.address !== 'bigint' || (bytesType !== 'bigint' && bytesType !== 'number') || typeof allocation.free !== 'function') {
-    throw new InvalidBankError('owner.allocation', allocation, 'a kvreuse owner needs a native allocation (address, bytes, free)');
+  if (
+    typeof allocation?.address !== 'bigint' ||
+    (bytesType !== 'bigint' && bytesType !== 'number') ||
+    typeof allocation.free !== 'function'
+  ) {
+    throw new InvalidBankError(
+      'owner.allocation',
+      allocation,
+      'a kvreuse owner needs a native allocation (address, bytes, free)',
+    );
   }
   // A bank is one allocation: handing the bank back frees exactly it.
   if (spec.address !== allocation.address || spec.bytes !== BigInt(allocation.bytes as bigint | number)) {

@@ -35,5 +35,7 @@ export function kvreuseOwner(allocation: OwnedAllocation): KvreuseOwner {
 }
 
 export function describeOwner(owner: BankOwner): string {
-  return owner.kind === 'framework' ? 'the framework' : `kvreuse (allocation at 0x${owner.allocation.address.toString(16)})`;
+  return owner.kind === 'framework'
+    ? 'the framework'
+    : `kvreuse (allocation at 0x${owner.allocation.address.toString(16)})`;
 }

@@ -11,7 +11,9 @@ describe('building a rank part refuses arguments of the wrong shape, naming the 
     const transport = { agentName: 'a', generation: 1, metadata: new Uint8Array(4) };
     const rank = { tpRank: 0, ppRank: 0, agent: { name: 'a', register: () => undefined as never }, banks: [] };
     expect(() => buildRankPart(undefined as never, rank, transport)).toThrow(option('worker'));
-    expect(() => buildRankPart({} as never, { ...rank, banks: undefined } as never, transport)).toThrow(option('rank.banks'));
+    expect(() => buildRankPart({} as never, { ...rank, banks: undefined } as never, transport)).toThrow(
+      option('rank.banks'),
+    );
     expect(() => buildRankPart({} as never, rank, { ...transport, metadata: 'blob' } as never)).toThrow(
       expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', field: 'transport.metadata' }),
     );
@@ -19,6 +21,12 @@ describe('building a rank part refuses arguments of the wrong shape, naming the 
     expect(() => buildRankPart({} as never, rank, transport, { host: '' })).toThrow(
       expect.objectContaining({ code: 'RANK_PART_PUBLICATION_REFUSED', field: 'options.host' }),
     );
-    expect(() => transportMetadataOf({ name: 'a' } as never, ClusterSecret.ofThisProcess(), { workerId: 'w', incarnation: 'i', ...rank })).toThrow(option('agent.metadata'));
+    expect(() =>
+      transportMetadataOf({ name: 'a' } as never, ClusterSecret.ofThisProcess(), {
+        workerId: 'w',
+        incarnation: 'i',
+        ...rank,
+      }),
+    ).toThrow(option('agent.metadata'));
   });
 });

@@ -30,18 +30,39 @@ export interface TransportMetadata {
  * older readers still read; a rank that names its `host` (what routers compare to tell a same-host
  * source from one across the network) is published as version 3.
  */
-export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, transport: TransportMetadata, options: { readonly host?: string } = {}): RankPart {
+export function buildRankPart(
+  worker: WorkerIdentity,
+  rank: RegisteredRank,
+  transport: TransportMetadata,
+  options: { readonly host?: string } = {},
+): RankPart {
   checkOptionsObject('options', options);
-  if (options.host !== undefined && (typeof options.host !== 'string' || options.host === '' || options.host.length > 255)) {
-    throw new RankPartPublicationError('options.host', options.host, 'must be a string of 1 to 255 characters naming the machine');
+  if (
+    options.host !== undefined &&
+    (typeof options.host !== 'string' || options.host === '' || options.host.length > 255)
+  ) {
+    throw new RankPartPublicationError(
+      'options.host',
+      options.host,
+      'must be a string of 1 to 255 characters naming the machine',
+    );
   }
   checkOptionsObject('worker', worker);
   checkArray('rank.banks', checkOptionsObject('rank', rank).banks, (bank, option) => checkOptionsObject(option, bank));
   checkOptionsObject('transport', transport);
-  if (!(transport.metadata instanceof Uint8Array)) throw new RankPartPublicationError('transport.metadata', transport.metadata, 'must be the agent\'s metadata blob (bytes)');
+  if (!(transport.metadata instanceof Uint8Array))
+    throw new RankPartPublicationError(
+      'transport.metadata',
+      transport.metadata,
+      "must be the agent's metadata blob (bytes)",
+    );
   rank.banks.forEach((bank, index) => {
     if (bank.state !== 'registered') {
-      throw new RankPartPublicationError(`banks[${index}].state`, bank.state, 'only a rank whose every bank is registered can be published');
+      throw new RankPartPublicationError(
+        `banks[${index}].state`,
+        bank.state,
+        'only a rank whose every bank is registered can be published',
+      );
     }
   });
   const planeStrided = rank.banks.some((bank) => bank.planeStride !== undefined);
@@ -51,7 +72,13 @@ export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, tran
     incarnation: worker.incarnation,
     role: worker.role,
     geometry: worker.geometry,
-    parallel: { tpRank: rank.tpRank, tpSize: worker.tpSize, ppRank: rank.ppRank, ppSize: worker.ppSize, dpRank: worker.dpRank },
+    parallel: {
+      tpRank: rank.tpRank,
+      tpSize: worker.tpSize,
+      ppRank: rank.ppRank,
+      ppSize: worker.ppSize,
+      dpRank: worker.dpRank,
+    },
     banks: rank.banks.map((bank) => ({
       memKind: bank.memKind,
       deviceId: bank.deviceId,
@@ -64,7 +91,11 @@ export function buildRankPart(worker: WorkerIdentity, rank: RegisteredRank, tran
     transport: {
       agentName: transport.agentName,
       generation: transport.generation,
-      metadata: Buffer.from(transport.metadata.buffer, transport.metadata.byteOffset, transport.metadata.byteLength).toString('base64'),
+      metadata: Buffer.from(
+        transport.metadata.buffer,
+        transport.metadata.byteOffset,
+        transport.metadata.byteLength,
+      ).toString('base64'),
     },
     ...(options.host === undefined ? {} : { host: options.host }),
   });

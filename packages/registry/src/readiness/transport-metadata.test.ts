@@ -53,7 +53,9 @@ describe('transport metadata of a rank part', () => {
     const signed = transportMetadataOf(source, ours, rank);
     expect(signed).toMatchObject({ agentName: source.name, generation: 2 });
     expect(Buffer.from(signed.metadata.subarray(0, 4)).toString()).toBe('KVTS');
-    expect(Buffer.from(signed.metadata.subarray(signed.metadata.length - source.metadata().length))).toEqual(source.metadata());
+    expect(Buffer.from(signed.metadata.subarray(signed.metadata.length - source.metadata().length))).toEqual(
+      source.metadata(),
+    );
   });
 
   it('loads as a peer under the same secret', () => {
@@ -94,11 +96,19 @@ describe('transport metadata of a rank part', () => {
     const option = (name: string) => expect.objectContaining({ code: 'INVALID_REGISTRY_OPTION', option: name });
     const part = published(transportMetadataOf(source, ours, rank).metadata);
     expect(() => transportMetadataOf(source, 'secret' as never, rank)).toThrow(option('secret'));
-    expect(() => loadRankPeer(reader, part, { sign: () => Buffer.alloc(32), verifies: () => true } as never)).toThrow(option('secret'));
+    expect(() => loadRankPeer(reader, part, { sign: () => Buffer.alloc(32), verifies: () => true } as never)).toThrow(
+      option('secret'),
+    );
     expect(() => loadRankPeer({} as never, part, ours)).toThrow(option('agent.loadPeer'));
-    expect(() => loadRankPeer(reader, { ...part, parallel: undefined } as never, ours)).toThrow(option('part.parallel'));
-    expect(() => loadRankPeer(reader, { ...part, transport: undefined } as never, ours)).toThrow(option('part.transport'));
-    expect(() => loadRankPeer(reader, { ...part, transport: { agentName: 'a', metadata: 7 } } as never, ours)).toThrow(option('part.transport.metadata'));
+    expect(() => loadRankPeer(reader, { ...part, parallel: undefined } as never, ours)).toThrow(
+      option('part.parallel'),
+    );
+    expect(() => loadRankPeer(reader, { ...part, transport: undefined } as never, ours)).toThrow(
+      option('part.transport'),
+    );
+    expect(() => loadRankPeer(reader, { ...part, transport: { agentName: 'a', metadata: 7 } } as never, ours)).toThrow(
+      option('part.transport.metadata'),
+    );
     expect(() => transportMetadataOf(source, ours, undefined as never)).toThrow(option('rank'));
   });
 });

@@ -1,6 +1,12 @@
 import type { RankId, RankPart } from '@kvreuse/descriptors';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
-import { ClusterSecret, RankPartPublicationError, signMetadata, verifiedMetadata, type WorkerIncarnation } from '@kvreuse/discovery';
+import {
+  ClusterSecret,
+  RankPartPublicationError,
+  signMetadata,
+  verifiedMetadata,
+  type WorkerIncarnation,
+} from '@kvreuse/discovery';
 import { InvalidRegistryOptionError } from '../errors.js';
 import { checkFunction, checkOptionsObject } from '../options.js';
 import type { TransportMetadata } from './build-rank-part.js';
@@ -18,7 +24,11 @@ const GENERATION_OFFSET = 16;
  * deregistration) and signs the blob under the cluster secret for the rank part of `rank` (worker,
  * incarnation and rank), for that part's `transport` field: readers refuse it in any other part.
  */
-export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>, secret: ClusterSecret, rank: WorkerIncarnation & RankId): TransportMetadata {
+export function transportMetadataOf(
+  agent: Pick<Agent, 'name' | 'metadata'>,
+  secret: ClusterSecret,
+  rank: WorkerIncarnation & RankId,
+): TransportMetadata {
   checkFunction('agent.metadata', checkOptionsObject('agent', agent).metadata);
   checkSecret(secret);
   const { workerId, incarnation, ppRank, tpRank } = checkOptionsObject('rank', rank);
@@ -27,13 +37,25 @@ export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>, sec
   const view = new DataView(metadata.buffer, metadata.byteOffset, metadata.byteLength);
   const magic = metadata.byteLength >= GENERATION_OFFSET + 8 ? new TextDecoder().decode(metadata.subarray(0, 4)) : '';
   if (magic !== MAGIC || view.getUint16(4, true) !== FORMAT_VERSION) {
-    throw new RankPartPublicationError('transport.metadata', `${metadata.byteLength} bytes`, `not a version ${FORMAT_VERSION} ${MAGIC} metadata blob of agent ${agent.name}`);
+    throw new RankPartPublicationError(
+      'transport.metadata',
+      `${metadata.byteLength} bytes`,
+      `not a version ${FORMAT_VERSION} ${MAGIC} metadata blob of agent ${agent.name}`,
+    );
   }
   const generation = view.getBigUint64(GENERATION_OFFSET, true);
   if (generation > 0x7fff_ffffn) {
-    throw new RankPartPublicationError('transport.generation', generation, 'exceeds what a rank part carries (2^31 - 1)');
+    throw new RankPartPublicationError(
+      'transport.generation',
+      generation,
+      'exceeds what a rank part carries (2^31 - 1)',
+    );
   }
-  return { agentName: agent.name, generation: Number(generation), metadata: signMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName: agent.name }, metadata) };
+  return {
+    agentName: agent.name,
+    generation: Number(generation),
+    metadata: signMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName: agent.name }, metadata),
+  };
 }
 
 /**
@@ -43,16 +65,28 @@ export function transportMetadataOf(agent: Pick<Agent, 'name' | 'metadata'>, sec
  * or for another part is refused (`TransportMetadataRefusedError`) before any byte of it reaches the
  * native layer, which hands the worker address and remote keys to UCX without a length.
  */
-export function loadRankPeer(agent: Pick<Agent, 'loadPeer'>, part: Pick<RankPart, 'workerId' | 'incarnation' | 'transport'> & { readonly parallel: RankId }, secret: ClusterSecret): Peer {
+export function loadRankPeer(
+  agent: Pick<Agent, 'loadPeer'>,
+  part: Pick<RankPart, 'workerId' | 'incarnation' | 'transport'> & { readonly parallel: RankId },
+  secret: ClusterSecret,
+): Peer {
   checkFunction('agent.loadPeer', checkOptionsObject('agent', agent).loadPeer);
   checkSecret(secret);
   const { workerId, incarnation, parallel, transport } = checkOptionsObject('part', part);
   const { ppRank, tpRank } = checkOptionsObject('part.parallel', parallel);
   const { agentName, metadata } = checkOptionsObject('part.transport', transport);
-  if (typeof metadata !== 'string') throw new InvalidRegistryOptionError('part.transport.metadata', metadata, 'must be the signed metadata in base64, as a rank part carries it');
-  return agent.loadPeer(verifiedMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName }, Buffer.from(metadata, 'base64')));
+  if (typeof metadata !== 'string')
+    throw new InvalidRegistryOptionError(
+      'part.transport.metadata',
+      metadata,
+      'must be the signed metadata in base64, as a rank part carries it',
+    );
+  return agent.loadPeer(
+    verifiedMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName }, Buffer.from(metadata, 'base64')),
+  );
 }
 
 function checkSecret(secret: ClusterSecret): void {
-  if (!(secret instanceof ClusterSecret)) throw new InvalidRegistryOptionError('secret', secret, 'must be the ClusterSecret openClusterSecret returns');
+  if (!(secret instanceof ClusterSecret))
+    throw new InvalidRegistryOptionError('secret', secret, 'must be the ClusterSecret openClusterSecret returns');
 }

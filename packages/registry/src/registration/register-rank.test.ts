@@ -13,7 +13,14 @@ import {
   RankRegistrationError,
   RankReleaseError,
 } from '../errors.js';
-import { deregisterBanks, registerRank, type RegistrationAgent, releaseBanks, releaseRank, returnBanks } from './register-rank.js';
+import {
+  deregisterBanks,
+  registerRank,
+  type RegistrationAgent,
+  releaseBanks,
+  releaseRank,
+  returnBanks,
+} from './register-rank.js';
 
 const transport = loadTransport();
 const openAgents = new Set<Agent>();
@@ -39,7 +46,12 @@ const rank = { tpRank: 2, ppRank: 0 };
 
 /** What must not change when a registration fails: native counters (agent and process) and each bank's state and owner. */
 function snapshot(agent: Agent, banks: readonly Bank[]) {
-  const pick = ({ liveRegistrations, registeredBytes, liveAllocations, allocatedBytes }: ReturnType<Agent['counters']>) => ({
+  const pick = ({
+    liveRegistrations,
+    registeredBytes,
+    liveAllocations,
+    allocatedBytes,
+  }: ReturnType<Agent['counters']>) => ({
     liveRegistrations,
     registeredBytes,
     liveAllocations,
@@ -48,7 +60,12 @@ function snapshot(agent: Agent, banks: readonly Bank[]) {
   return {
     agent: pick(agent.counters()),
     process: pick(transport.counters()),
-    banks: banks.map((bank) => ({ state: bank.state, owner: bank.owner, region: bank.region, references: bank.references })),
+    banks: banks.map((bank) => ({
+      state: bank.state,
+      owner: bank.owner,
+      region: bank.region,
+      references: bank.references,
+    })),
   };
 }
 
@@ -57,7 +74,12 @@ function snapshot(agent: Agent, banks: readonly Bank[]) {
  * closed by `finish`) and holds it in flight (completion delay), so the native layer refuses to
  * deregister `region` with BUSY. `finish` lets it complete and closes everything it opened.
  */
-function holdReadInto(agent: Agent, region: Region, source: Agent, sourceMemory: Allocation): { finish(): Promise<void> } {
+function holdReadInto(
+  agent: Agent,
+  region: Region,
+  source: Agent,
+  sourceMemory: Allocation,
+): { finish(): Promise<void> } {
   const sourceRegion = source.register(sourceMemory);
   const peer = agent.loadPeer(source.metadata());
   agent.faults.delayCompletions('forever');
@@ -97,7 +119,11 @@ async function freeOpen(allocations: readonly Allocation[]): Promise<void> {
 async function rankMemory(source: MemorySource, agent: Agent, count: number) {
   if (source === 'kvreuse') {
     const { banks, allocations } = await kvreuseBanks(agent, rank, count, shape);
-    return { banks, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => freeOpen(allocations) };
+    return {
+      banks,
+      ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen),
+      dispose: () => freeOpen(allocations),
+    };
   }
   const { banks, returned } = frameworkBanks(rank, count, shape);
   return { banks, ownersKeptTheirMemory: () => returned.length === 0, dispose: async () => {} };
@@ -105,63 +131,102 @@ async function rankMemory(source: MemorySource, agent: Agent, count: number) {
 
 const failureCodes = ['BACKEND', 'NOT_SUPPORTED', 'TIMEOUT', 'NO_MEMORY', 'NOT_ALLOWED'] as const;
 const rankSizes = [1, 2, 3, 5, 8];
-const matrix = rankSizes.flatMap((count) => Array.from({ length: count }, (_, failing) => ({ count, failing, code: failureCodes[(count + failing) % failureCodes.length]! })));
+const matrix = rankSizes.flatMap((count) =>
+  Array.from({ length: count }, (_, failing) => ({
+    count,
+    failing,
+    code: failureCodes[(count + failing) % failureCodes.length]!,
+  })),
+);
 
-describe.each(['kvreuse', 'framework'] as const)('registerRank with %s-owned memory on the loopback agent', (source) => {
-  it.each(matrix)('first registration: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
-    const agent = await newAgent();
-    const memory = await rankMemory(source, agent, count);
-    const before = snapshot(agent, memory.banks);
-    agent.faults.failNth('register', failing + 1, code);
+describe.each(['kvreuse', 'framework'] as const)(
+  'registerRank with %s-owned memory on the loopback agent',
+  (source) => {
+    it.each(matrix)(
+      'first registration: bank $failing of $count fails with $code → everything as before',
+      async ({ count, failing, code }) => {
+        const agent = await newAgent();
+        const memory = await rankMemory(source, agent, count);
+        const before = snapshot(agent, memory.banks);
+        agent.faults.failNth('register', failing + 1, code);
 
-    const error = await registerRank({ agent, banks: memory.banks }).catch((e: unknown) => e);
+        const error = await registerRank({ agent, banks: memory.banks }).catch((e: unknown) => e);
 
-    expect(error).toBeInstanceOf(RankRegistrationError);
-    const failure = error as RankRegistrationError;
-    expect(failure.bank).toMatchObject({ index: failing, address: memory.banks[failing]!.address, bytes: BigInt(shape.bytes) });
-    expect(failure.nativeCode).toBe(code);
-    expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: failing }, (_, i) => failing - 1 - i));
-    expect(failure.retained).toEqual([]);
-    expect(failure.message).toContain(`bank ${failing} of rank (tp 2, pp 0) at 0x${memory.banks[failing]!.address.toString(16)}`);
-    expect(snapshot(agent, memory.banks)).toEqual(before);
-    expect(memory.ownersKeptTheirMemory()).toBe(true);
+        expect(error).toBeInstanceOf(RankRegistrationError);
+        const failure = error as RankRegistrationError;
+        expect(failure.bank).toMatchObject({
+          index: failing,
+          address: memory.banks[failing]!.address,
+          bytes: BigInt(shape.bytes),
+        });
+        expect(failure.nativeCode).toBe(code);
+        expect(failure.rolledBack.map((bank) => bank.index)).toEqual(
+          Array.from({ length: failing }, (_, i) => failing - 1 - i),
+        );
+        expect(failure.retained).toEqual([]);
+        expect(failure.message).toContain(
+          `bank ${failing} of rank (tp 2, pp 0) at 0x${memory.banks[failing]!.address.toString(16)}`,
+        );
+        expect(snapshot(agent, memory.banks)).toEqual(before);
+        expect(memory.ownersKeptTheirMemory()).toBe(true);
 
-    // The banks are usable as they were: the same rank registers once the fault is gone.
-    const registered = await registerRank({ agent, banks: memory.banks });
-    expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + count);
-    await releaseRank(registered);
-    await memory.dispose();
-    await closeAgent(agent);
-  });
+        // The banks are usable as they were: the same rank registers once the fault is gone.
+        const registered = await registerRank({ agent, banks: memory.banks });
+        expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + count);
+        await releaseRank(registered);
+        await memory.dispose();
+        await closeAgent(agent);
+      },
+    );
 
-  it.each(matrix)('re-registration after an incarnation change: bank $failing of $count fails with $code → everything as before', async ({ count, failing, code }) => {
-    // Incarnation 1 registers and hands its banks back; its agent goes away.
-    const previous = await newAgent();
-    const first = await rankMemory(source, previous, count);
-    await releaseRank(await registerRank({ agent: previous, banks: first.banks }));
-    expect(first.banks.every((bank) => bank.state === 'returned')).toBe(true);
-    await closeAgent(previous);
+    it.each(matrix)(
+      're-registration after an incarnation change: bank $failing of $count fails with $code → everything as before',
+      async ({ count, failing, code }) => {
+        // Incarnation 1 registers and hands its banks back; its agent goes away.
+        const previous = await newAgent();
+        const first = await rankMemory(source, previous, count);
+        await releaseRank(await registerRank({ agent: previous, banks: first.banks }));
+        expect(first.banks.every((bank) => bank.state === 'returned')).toBe(true);
+        await closeAgent(previous);
 
-    // Incarnation 2: a new agent, the banks adopted again (the framework's pool, or fresh kvreuse memory).
-    const agent = await newAgent();
-    const again = await rankMemory(source, agent, count);
-    const before = snapshot(agent, again.banks);
-    agent.faults.failNth('register', failing + 1, code);
-    const error = await registerRank({ agent, banks: again.banks }).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'RANK_REGISTRATION_FAILED', nativeCode: code, bank: { index: failing } });
-    expect((error as RankRegistrationError).rolledBack).toHaveLength(failing);
-    expect(snapshot(agent, again.banks)).toEqual(before);
-    expect(again.ownersKeptTheirMemory()).toBe(true);
-    await again.dispose();
-    await closeAgent(agent);
-  });
-});
+        // Incarnation 2: a new agent, the banks adopted again (the framework's pool, or fresh kvreuse memory).
+        const agent = await newAgent();
+        const again = await rankMemory(source, agent, count);
+        const before = snapshot(agent, again.banks);
+        agent.faults.failNth('register', failing + 1, code);
+        const error = await registerRank({ agent, banks: again.banks }).catch((e: unknown) => e);
+        expect(error).toMatchObject({ code: 'RANK_REGISTRATION_FAILED', nativeCode: code, bank: { index: failing } });
+        expect((error as RankRegistrationError).rolledBack).toHaveLength(failing);
+        expect(snapshot(agent, again.banks)).toEqual(before);
+        expect(again.ownersKeptTheirMemory()).toBe(true);
+        await again.dispose();
+        await closeAgent(agent);
+      },
+    );
+  },
+);
 
 describe('registerRank against real native refusals', () => {
   it('rolls back when a bank overlaps an earlier one (INVALID_PARAM from the native layer)', async () => {
     const agent = await newAgent();
     const { banks, pool } = frameworkBanks(rank, 3, shape);
-    const overlapping = [banks[0]!, banks[1]!, Bank.adopt({ ...rank, index: 2, memKind: 'dram', deviceId: 0, address: banks[1]!.address + BigInt(PAGE), bytes: BigInt(shape.bytes), blocks: 4, blockStride: BigInt(PAGE) }, banks[1]!.owner)];
+    const overlapping = [
+      banks[0]!,
+      banks[1]!,
+      Bank.adopt(
+        {
+          ...rank,
+          index: 2,
+          memKind: 'dram',
+          deviceId: 0,
+          address: banks[1]!.address + BigInt(PAGE),
+          bytes: BigInt(shape.bytes),
+          blocks: 4,
+          blockStride: BigInt(PAGE),
+        },
+        banks[1]!.owner,
+      ),
+    ];
     const before = snapshot(agent, overlapping);
     const error = (await registerRank({ agent, banks: overlapping }).catch((e: unknown) => e)) as RankRegistrationError;
     expect(error).toMatchObject({ nativeCode: 'INVALID_PARAM', bank: { index: 2 } });
@@ -175,7 +240,19 @@ describe('registerRank against real native refusals', () => {
   it('rolls back when a vram bank is not supported (NOT_SUPPORTED, with the reason)', async () => {
     const agent = await newAgent();
     const { banks } = frameworkBanks(rank, 2, shape);
-    const vram = Bank.adopt({ ...rank, index: 2, memKind: 'vram', deviceId: 0, address: 0x7000_0000_0000n, bytes: BigInt(shape.bytes), blocks: 4, blockStride: BigInt(PAGE) }, banks[0]!.owner);
+    const vram = Bank.adopt(
+      {
+        ...rank,
+        index: 2,
+        memKind: 'vram',
+        deviceId: 0,
+        address: 0x7000_0000_0000n,
+        bytes: BigInt(shape.bytes),
+        blocks: 4,
+        blockStride: BigInt(PAGE),
+      },
+      banks[0]!.owner,
+    );
     const all = [...banks, vram];
     const before = snapshot(agent, all);
     const error = (await registerRank({ agent, banks: all }).catch((e: unknown) => e)) as RankRegistrationError;
@@ -199,8 +276,14 @@ describe('registerRank against real native refusals', () => {
         return region;
       },
     };
-    const error = (await registerRank({ agent: slowAgent, banks, signal: deadline.signal }).catch((e: unknown) => e)) as RankRegistrationError;
-    expect(error).toMatchObject({ nativeCode: 'ABORTED', bank: undefined, detail: 'registration deadline of 50 ms passed' });
+    const error = (await registerRank({ agent: slowAgent, banks, signal: deadline.signal }).catch(
+      (e: unknown) => e,
+    )) as RankRegistrationError;
+    expect(error).toMatchObject({
+      nativeCode: 'ABORTED',
+      bank: undefined,
+      detail: 'registration deadline of 50 ms passed',
+    });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
     await closeAgent(agent);
@@ -223,10 +306,16 @@ describe('registerRank against real native refusals', () => {
         return region;
       },
     };
-    const error = (await registerRank({ agent: stallingAgent, banks, timeoutMs: 250 }).catch((e: unknown) => e)) as RankRegistrationError;
+    const error = (await registerRank({ agent: stallingAgent, banks, timeoutMs: 250 }).catch(
+      (e: unknown) => e,
+    )) as RankRegistrationError;
     clock.mockRestore();
     expect(error).toBeInstanceOf(RankRegistrationError);
-    expect(error).toMatchObject({ nativeCode: 'DEADLINE', bank: undefined, detail: 'not registered within 250 ms; 2 of 4 banks were' });
+    expect(error).toMatchObject({
+      nativeCode: 'DEADLINE',
+      bank: undefined,
+      detail: 'not registered within 250 ms; 2 of 4 banks were',
+    });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
     await expect(registerRank({ agent, banks, timeoutMs: -1 })).rejects.toThrow(InvalidRegistryOptionError);
@@ -250,7 +339,9 @@ describe('registerRank against real native refusals', () => {
         return region;
       },
     };
-    const error = (await registerRank({ agent: agentThatLendsBank0, banks, signal: abort.signal }).catch((e: unknown) => e)) as RankRegistrationError;
+    const error = (await registerRank({ agent: agentThatLendsBank0, banks, signal: abort.signal }).catch(
+      (e: unknown) => e,
+    )) as RankRegistrationError;
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1]);
     expect(error.retained).toMatchObject([{ bank: { index: 0 }, code: 'BANK_IN_USE' }]);
     expect([banks[0]!.state, banks[0]!.region?.id === undefined]).toEqual(['retained', false]);
@@ -312,9 +403,18 @@ describe('registerRank against real native refusals', () => {
  * `setImmediate` from inside the k-th registration, so it runs at exactly the k-th await point,
  * before the call resumes.
  */
-type Interference = 'pending bank registered elsewhere' | 'pending bank released elsewhere' | 'registered bank released, owner throws' | 'abort';
+type Interference =
+  | 'pending bank registered elsewhere'
+  | 'pending bank released elsewhere'
+  | 'registered bank released, owner throws'
+  | 'abort';
 const interleavingSizes = [1, 3, 6, 7];
-const interferences: readonly Interference[] = ['pending bank registered elsewhere', 'pending bank released elsewhere', 'registered bank released, owner throws', 'abort'];
+const interferences: readonly Interference[] = [
+  'pending bank registered elsewhere',
+  'pending bank released elsewhere',
+  'registered bank released, owner throws',
+  'abort',
+];
 const interleavings = interleavingSizes.flatMap((count) =>
   interferences.flatMap((interference) =>
     Array.from({ length: count }, (_, point) => ({ count, point, interference }))
@@ -330,79 +430,115 @@ async function refusingRankMemory(source: MemorySource, agent: Agent, count: num
   };
   if (source === 'kvreuse') {
     const { banks, allocations } = await kvreuseBanks(agent, rank, count, shape);
-    const refusing = banks.map((bank, index) => Bank.adopt(bank, kvreuseOwner({ address: allocations[index]!.address, bytes: allocations[index]!.bytes, free: refusal })));
-    return { banks: refusing, ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen), dispose: () => freeOpen(allocations) };
+    const refusing = banks.map((bank, index) =>
+      Bank.adopt(
+        bank,
+        kvreuseOwner({ address: allocations[index]!.address, bytes: allocations[index]!.bytes, free: refusal }),
+      ),
+    );
+    return {
+      banks: refusing,
+      ownersKeptTheirMemory: () => allocations.every((allocation) => allocation.isOpen),
+      dispose: () => freeOpen(allocations),
+    };
   }
   const { banks, returned } = frameworkBanks(rank, count, shape);
-  const refusing = banks.map((bank) => Bank.adopt(bank, frameworkOwner(bank.owner.kind === 'framework' ? bank.owner.token : undefined, refusal)));
+  const refusing = banks.map((bank) =>
+    Bank.adopt(bank, frameworkOwner(bank.owner.kind === 'framework' ? bank.owner.token : undefined, refusal)),
+  );
   return { banks: refusing, ownersKeptTheirMemory: () => returned.length === 0, dispose: async () => {} };
 }
 
-describe.each(['kvreuse', 'framework'] as const)('registerRank interrupted between banks, %s-owned memory', (source) => {
-  it.each(interleavings)('$count banks, at await point $point: $interference → no registration left, every owner as before', async ({ count, point, interference }) => {
-    const agent = await newAgent();
-    const memory = await refusingRankMemory(source, agent, count);
-    const { banks } = memory;
-    const before = snapshot(agent, banks);
-    const abort = new AbortController();
-    let interfered: Bank | undefined;
-    let ownerRefusal: unknown;
-    let interferingRelease: Promise<unknown> | undefined;
-    const inject = () => {
-      if (interference === 'abort') return abort.abort(new Error('the worker is shutting down'));
-      if (interference === 'pending bank registered elsewhere') {
-        interfered = banks[point + 1]!;
-        return interfered.beginRegistration();
-      }
-      if (interference === 'pending bank released elsewhere') {
-        interfered = banks[point + 1]!;
-        return interfered.beginRelease();
-      }
-      // Another caller releases a bank this call registered; its owner refuses the memory back.
-      interfered = banks[point]!;
-      interferingRelease = releaseBanks([interfered]).then((release) => (ownerRefusal = release.unreturned[0]));
-    };
-    let registrations = 0;
-    const interruptedAgent: RegistrationAgent = {
-      name: agent.name,
-      register(range) {
-        const region = agent.register(range);
-        if (registrations++ === point) setImmediate(inject);
-        return region;
+describe.each(['kvreuse', 'framework'] as const)(
+  'registerRank interrupted between banks, %s-owned memory',
+  (source) => {
+    it.each(interleavings)(
+      '$count banks, at await point $point: $interference → no registration left, every owner as before',
+      async ({ count, point, interference }) => {
+        const agent = await newAgent();
+        const memory = await refusingRankMemory(source, agent, count);
+        const { banks } = memory;
+        const before = snapshot(agent, banks);
+        const abort = new AbortController();
+        let interfered: Bank | undefined;
+        let ownerRefusal: unknown;
+        let interferingRelease: Promise<unknown> | undefined;
+        const inject = () => {
+          if (interference === 'abort') return abort.abort(new Error('the worker is shutting down'));
+          if (interference === 'pending bank registered elsewhere') {
+            interfered = banks[point + 1]!;
+            return interfered.beginRegistration();
+          }
+          if (interference === 'pending bank released elsewhere') {
+            interfered = banks[point + 1]!;
+            return interfered.beginRelease();
+          }
+          // Another caller releases a bank this call registered; its owner refuses the memory back.
+          interfered = banks[point]!;
+          interferingRelease = releaseBanks([interfered]).then((release) => (ownerRefusal = release.unreturned[0]));
+        };
+        let registrations = 0;
+        const interruptedAgent: RegistrationAgent = {
+          name: agent.name,
+          register(range) {
+            const region = agent.register(range);
+            if (registrations++ === point) setImmediate(inject);
+            return region;
+          },
+        };
+
+        const error = await registerRank({ agent: interruptedAgent, banks, signal: abort.signal }).catch(
+          (e: unknown) => e,
+        );
+        await interferingRelease; // its deregistration ends on the agent's thread
+
+        expect(error).toBeInstanceOf(RankRegistrationError);
+        const failure = error as RankRegistrationError;
+        expect(agent.counters()).toMatchObject({
+          liveRegistrations: before.agent.liveRegistrations,
+          registeredBytes: before.agent.registeredBytes,
+        });
+        expect(memory.ownersKeptTheirMemory()).toBe(true);
+        expect(failure.retained).toEqual([]);
+        if (interference === 'abort') {
+          expect(failure).toMatchObject({
+            nativeCode: 'ABORTED',
+            bank: undefined,
+            detail: 'the worker is shutting down',
+          });
+          expect(failure.rolledBack.map((bank) => bank.index)).toEqual(
+            Array.from({ length: point + 1 }, (_, i) => point - i),
+          );
+          expect(snapshot(agent, banks)).toEqual(before);
+        } else {
+          expect(failure).toMatchObject({ nativeCode: 'STATE_CHANGED', bank: interfered!.label() });
+          expect(failure.message).toContain(`bank ${interfered!.index} of rank (tp 2, pp 0)`);
+          // Every bank but the one changed by someone else is exactly as before.
+          const others = banks.filter((bank) => bank !== interfered);
+          expect(snapshot(agent, others).banks).toEqual(before.banks.filter((_, index) => index !== interfered!.index));
+          const expectedState = {
+            'pending bank registered elsewhere': 'registering',
+            'pending bank released elsewhere': 'releasing',
+            'registered bank released, owner throws': 'releasing',
+          }[interference];
+          expect([interfered!.state, interfered!.region]).toEqual([expectedState, undefined]);
+          if (interference === 'registered bank released, owner throws') {
+            expect(ownerRefusal).toMatchObject({ bank: interfered!.label(), code: 'BANK_OWNER_RELEASE_FAILED' });
+            expect(failure.rolledBack.map((bank) => bank.index)).toEqual(
+              Array.from({ length: point + 1 }, (_, i) => point - i).filter((index) => index !== interfered!.index),
+            );
+          } else {
+            expect(failure.rolledBack.map((bank) => bank.index)).toEqual(
+              Array.from({ length: point + 1 }, (_, i) => point - i),
+            );
+          }
+        }
+        await memory.dispose();
+        await closeAgent(agent);
       },
-    };
-
-    const error = await registerRank({ agent: interruptedAgent, banks, signal: abort.signal }).catch((e: unknown) => e);
-    await interferingRelease; // its deregistration ends on the agent's thread
-
-    expect(error).toBeInstanceOf(RankRegistrationError);
-    const failure = error as RankRegistrationError;
-    expect(agent.counters()).toMatchObject({ liveRegistrations: before.agent.liveRegistrations, registeredBytes: before.agent.registeredBytes });
-    expect(memory.ownersKeptTheirMemory()).toBe(true);
-    expect(failure.retained).toEqual([]);
-    if (interference === 'abort') {
-      expect(failure).toMatchObject({ nativeCode: 'ABORTED', bank: undefined, detail: 'the worker is shutting down' });
-      expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: point + 1 }, (_, i) => point - i));
-      expect(snapshot(agent, banks)).toEqual(before);
-    } else {
-      expect(failure).toMatchObject({ nativeCode: 'STATE_CHANGED', bank: interfered!.label() });
-      expect(failure.message).toContain(`bank ${interfered!.index} of rank (tp 2, pp 0)`);
-      // Every bank but the one changed by someone else is exactly as before.
-      const others = banks.filter((bank) => bank !== interfered);
-      expect(snapshot(agent, others).banks).toEqual(before.banks.filter((_, index) => index !== interfered!.index));
-      const expectedState = { 'pending bank registered elsewhere': 'registering', 'pending bank released elsewhere': 'releasing', 'registered bank released, owner throws': 'releasing' }[interference];
-      expect([interfered!.state, interfered!.region]).toEqual([expectedState, undefined]);
-      if (interference === 'registered bank released, owner throws') {
-        expect(ownerRefusal).toMatchObject({ bank: interfered!.label(), code: 'BANK_OWNER_RELEASE_FAILED' });
-        expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: point + 1 }, (_, i) => point - i).filter((index) => index !== interfered!.index));
-      } else {
-        expect(failure.rolledBack.map((bank) => bank.index)).toEqual(Array.from({ length: point + 1 }, (_, i) => point - i));
-      }
-    }
-    await memory.dispose();
-    await closeAgent(agent);
-  });
-});
+    );
+  },
+);
 
 describe('registerRank when the bank changes during its own native registration', () => {
   it('deregisters the region it was just given and rolls back the others (STATE_CHANGED)', async () => {
@@ -419,7 +555,9 @@ describe('registerRank when the bank changes during its own native registration'
         return region;
       },
     };
-    const error = (await registerRank({ agent: agentThatAbortsBank1, banks }).catch((e: unknown) => e)) as RankRegistrationError;
+    const error = (await registerRank({ agent: agentThatAbortsBank1, banks }).catch(
+      (e: unknown) => e,
+    )) as RankRegistrationError;
     expect(error).toMatchObject({ code: 'RANK_REGISTRATION_FAILED', nativeCode: 'STATE_CHANGED', bank: { index: 1 } });
     expect(error.detail).toMatch(/during its native registration: .*cannot complete registration while owned/);
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([0]);
@@ -440,7 +578,9 @@ describe('registerRank when the bank changes during its own native registration'
         return agent.register(range);
       },
     };
-    const error = (await registerRank({ agent: throwingAgent, banks }).catch((e: unknown) => e)) as RankRegistrationError;
+    const error = (await registerRank({ agent: throwingAgent, banks }).catch(
+      (e: unknown) => e,
+    )) as RankRegistrationError;
     expect(error).toMatchObject({ nativeCode: 'RangeError', detail: 'the engine moved its pool', bank: { index: 2 } });
     expect(error.rolledBack.map((bank) => bank.index)).toEqual([1, 0]);
     expect(snapshot(agent, banks)).toEqual(before);
@@ -457,7 +597,11 @@ describe('registerRank, releaseRank and releaseBanks refuse options of the wrong
     ['an agent without a name', { agent: { register }, banks: [] }, 'agent.name'],
     ['no banks', { agent: { name: 'a', register } }, 'banks'],
     ['a timeout of NaN', { agent: { name: 'a', register }, banks: [], timeoutMs: Number.NaN }, 'timeoutMs'],
-    ['a signal that is not an AbortSignal', { agent: { name: 'a', register }, banks: [], signal: { aborted: false } }, 'signal'],
+    [
+      'a signal that is not an AbortSignal',
+      { agent: { name: 'a', register }, banks: [], signal: { aborted: false } },
+      'signal',
+    ],
   ])('registerRank with %s', async (_label, options, option) => {
     const error = await registerRank(options as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidRegistryOptionError);
@@ -465,18 +609,30 @@ describe('registerRank, releaseRank and releaseBanks refuse options of the wrong
   });
 
   it('names NaN as NaN', async () => {
-    await expect(registerRank({ agent: { name: 'a', register: () => undefined as never }, banks: [], timeoutMs: Number.NaN })).rejects.toThrow(
-      'timeoutMs = NaN is refused: must be a positive number of milliseconds',
-    );
+    await expect(
+      registerRank({ agent: { name: 'a', register: () => undefined as never }, banks: [], timeoutMs: Number.NaN }),
+    ).rejects.toThrow('timeoutMs = NaN is refused: must be a positive number of milliseconds');
   });
 
   it('refuses banks that are not Banks, in every function that takes banks', async () => {
     const agent = await newAgent();
     const spec = frameworkBanks(rank, 1, shape).banks[0]!.label();
-    await expect(registerRank({ agent, banks: [spec as never] })).rejects.toMatchObject({ code: 'INVALID_RANK_BANKS', field: 'banks[0]' });
-    await expect(releaseBanks(undefined as never)).rejects.toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option: 'banks' });
-    await expect(releaseRank({ ...rank, agent, banks: [spec as never] })).rejects.toMatchObject({ code: 'INVALID_RANK_BANKS', field: 'rank.banks[0]' });
-    await expect(releaseRank(undefined as never)).rejects.toMatchObject({ code: 'INVALID_REGISTRY_OPTION', option: 'rank' });
+    await expect(registerRank({ agent, banks: [spec as never] })).rejects.toMatchObject({
+      code: 'INVALID_RANK_BANKS',
+      field: 'banks[0]',
+    });
+    await expect(releaseBanks(undefined as never)).rejects.toMatchObject({
+      code: 'INVALID_REGISTRY_OPTION',
+      option: 'banks',
+    });
+    await expect(releaseRank({ ...rank, agent, banks: [spec as never] })).rejects.toMatchObject({
+      code: 'INVALID_RANK_BANKS',
+      field: 'rank.banks[0]',
+    });
+    await expect(releaseRank(undefined as never)).rejects.toMatchObject({
+      code: 'INVALID_REGISTRY_OPTION',
+      option: 'rank',
+    });
     expect(agent.counters().liveRegistrations).toBe(0);
     await closeAgent(agent);
   });
@@ -532,16 +688,21 @@ describe('releaseRank', () => {
     let refusals = 1;
     const returned: number[] = [];
     const picky = banks.map((bank) =>
-      Bank.adopt(bank, frameworkOwner(`engine pool ${bank.index}`, () => {
-        if (bank.index === 1 && refusals-- > 0) throw new Error('engine is compacting its pool');
-        returned.push(bank.index);
-      })),
+      Bank.adopt(
+        bank,
+        frameworkOwner(`engine pool ${bank.index}`, () => {
+          if (bank.index === 1 && refusals-- > 0) throw new Error('engine is compacting its pool');
+          returned.push(bank.index);
+        }),
+      ),
     );
     const registered = await registerRank({ agent, banks: picky });
     const error = (await releaseRank(registered).catch((e: unknown) => e)) as RankReleaseError;
     expect(error).toBeInstanceOf(RankReleaseError);
     expect(error.unreturned).toMatchObject([{ bank: { index: 1 }, code: 'BANK_OWNER_RELEASE_FAILED' }]);
-    expect(error.message).toMatch(/bank 1 deregistered but not handed back .*engine is compacting its pool.*still releasing/);
+    expect(error.message).toMatch(
+      /bank 1 deregistered but not handed back .*engine is compacting its pool.*still releasing/,
+    );
     expect(picky.map((bank) => bank.state)).toEqual(['returned', 'releasing']);
     expect(agent.counters().liveRegistrations).toBe(0);
     await picky[1]!.completeRelease();
@@ -587,7 +748,12 @@ describe('releaseBanks', () => {
     const agent = await newAgent();
     const events: string[] = [];
     const { banks } = frameworkBanks(rank, 4, shape);
-    const tracked = banks.map((bank) => Bank.adopt(bank, frameworkOwner(`pool ${bank.index}`, () => void events.push(`return ${bank.index}`))));
+    const tracked = banks.map((bank) =>
+      Bank.adopt(
+        bank,
+        frameworkOwner(`pool ${bank.index}`, () => void events.push(`return ${bank.index}`)),
+      ),
+    );
     const registered = await registerRank({ agent, banks: tracked });
     for (const bank of tracked) {
       const region = bank.region!;
@@ -622,16 +788,20 @@ describe('releaseBanks', () => {
     const deregistration = await deregisterBanks([...banks].reverse());
     // Compared by identity: a deep comparison walks every byte of the framework's pool Buffer.
     const { deregistered, referenced, retained } = deregistration;
-    expect([deregistered.length, deregistered[0] === banks[2], deregistered[1] === banks[0], referenced.length, referenced[0] === banks[1], retained]).toEqual([
-      2,
-      true,
-      true,
-      1,
-      true,
-      [],
-    ]);
+    expect([
+      deregistered.length,
+      deregistered[0] === banks[2],
+      deregistered[1] === banks[0],
+      referenced.length,
+      referenced[0] === banks[1],
+      retained,
+    ]).toEqual([2, true, true, 1, true, []]);
     expect(agent.counters().liveRegistrations).toBe(1);
-    expect(banks.map((bank) => [bank.state, bank.region])).toEqual([['releasing', undefined], ['registered', expect.anything()], ['releasing', undefined]]);
+    expect(banks.map((bank) => [bank.state, bank.region])).toEqual([
+      ['releasing', undefined],
+      ['registered', expect.anything()],
+      ['releasing', undefined],
+    ]);
     expect(returned).toEqual([]);
     const handedBack = await returnBanks(deregistration.deregistered);
     expect(handedBack).toEqual({ returned: [banks[2]!.label(), banks[0]!.label()], unreturned: [] });
@@ -660,19 +830,24 @@ describe.runIf(ucxTestsRun)('registerRank on the UCX agent (key cases)', () => {
     { source: 'kvreuse', failing: 2, code: 'TIMEOUT' },
     { source: 'framework', failing: 4, code: 'NOT_SUPPORTED' },
     { source: 'framework', failing: 1, code: 'NO_MEMORY' },
-  ] as const)('$source memory: bank $failing of 5 fails with $code → everything as before', async ({ source, failing, code }) => {
-    const agent = await newAgent('ucx');
-    const memory = await rankMemory(source, agent, 5);
-    const before = snapshot(agent, memory.banks);
-    agent.faults.failNth('register', failing + 1, code);
-    const error = (await registerRank({ agent, banks: memory.banks }).catch((e: unknown) => e)) as RankRegistrationError;
-    expect(error).toMatchObject({ nativeCode: code, bank: { index: failing }, retained: [] });
-    expect(error.rolledBack).toHaveLength(failing);
-    expect(snapshot(agent, memory.banks)).toEqual(before);
-    expect(memory.ownersKeptTheirMemory()).toBe(true);
-    await releaseRank(await registerRank({ agent, banks: memory.banks }));
-    expect(snapshot(agent, [])).toMatchObject({ agent: { liveRegistrations: 0, registeredBytes: 0 } });
-    await memory.dispose();
-    await closeAgent(agent);
-  });
+  ] as const)(
+    '$source memory: bank $failing of 5 fails with $code → everything as before',
+    async ({ source, failing, code }) => {
+      const agent = await newAgent('ucx');
+      const memory = await rankMemory(source, agent, 5);
+      const before = snapshot(agent, memory.banks);
+      agent.faults.failNth('register', failing + 1, code);
+      const error = (await registerRank({ agent, banks: memory.banks }).catch(
+        (e: unknown) => e,
+      )) as RankRegistrationError;
+      expect(error).toMatchObject({ nativeCode: code, bank: { index: failing }, retained: [] });
+      expect(error.rolledBack).toHaveLength(failing);
+      expect(snapshot(agent, memory.banks)).toEqual(before);
+      expect(memory.ownersKeptTheirMemory()).toBe(true);
+      await releaseRank(await registerRank({ agent, banks: memory.banks }));
+      expect(snapshot(agent, [])).toMatchObject({ agent: { liveRegistrations: 0, registeredBytes: 0 } });
+      await memory.dispose();
+      await closeAgent(agent);
+    },
+  );
 });

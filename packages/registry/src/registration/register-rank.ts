@@ -8,7 +8,14 @@ import {
   RankReleaseError,
 } from '../errors.js';
 import type { BankLabel, RetainedBank } from '../banks/label.js';
-import { checkArray, checkDurationMs, checkFunction, checkNonEmptyString, checkOptionsObject, checkSignal } from '../options.js';
+import {
+  checkArray,
+  checkDurationMs,
+  checkFunction,
+  checkNonEmptyString,
+  checkOptionsObject,
+  checkSignal,
+} from '../options.js';
 
 /** The part of a native agent that registration uses. */
 export type RegistrationAgent = Pick<Agent, 'name' | 'register'>;
@@ -51,9 +58,15 @@ export async function registerRank(options: RegisterRankOptions): Promise<Regist
   const registered = new Map<Bank, Region>();
   const checkpoint = () => {
     checkUnchanged(registered);
-    if (signal?.aborted === true) throw new RegistrationFailure(undefined, 'ABORTED', abortDetail(signal), signal.reason);
+    if (signal?.aborted === true)
+      throw new RegistrationFailure(undefined, 'ABORTED', abortDetail(signal), signal.reason);
     if (deadline !== undefined && performance.now() > deadline) {
-      throw new RegistrationFailure(undefined, 'DEADLINE', `not registered within ${timeoutMs} ms; ${registered.size} of ${banks.length} banks were`, undefined);
+      throw new RegistrationFailure(
+        undefined,
+        'DEADLINE',
+        `not registered within ${timeoutMs} ms; ${registered.size} of ${banks.length} banks were`,
+        undefined,
+      );
     }
   };
   try {
@@ -65,7 +78,10 @@ export async function registerRank(options: RegisterRankOptions): Promise<Regist
     }
     checkpoint();
   } catch (error) {
-    const failure = error instanceof RegistrationFailure ? error : new RegistrationFailure(undefined, ...describeFailure(error), error);
+    const failure =
+      error instanceof RegistrationFailure
+        ? error
+        : new RegistrationFailure(undefined, ...describeFailure(error), error);
     throw await rollBack(rank, registered, failure);
   }
   return { ...rank, agent, banks: [...banks] };
@@ -86,12 +102,22 @@ async function registerBank(agent: RegistrationAgent, bank: Bank): Promise<Regio
   try {
     bank.beginRegistration();
   } catch (cause) {
-    throw new RegistrationFailure(bank, 'STATE_CHANGED', `changed by someone else while the registration waited: ${describeFailure(cause)[1]}`, cause);
+    throw new RegistrationFailure(
+      bank,
+      'STATE_CHANGED',
+      `changed by someone else while the registration waited: ${describeFailure(cause)[1]}`,
+      cause,
+    );
   }
   let region: Region;
   try {
     // The native layer counts dram as one device; a dram bank's deviceId is its NUMA node.
-    region = agent.register({ address: bank.address, bytes: bank.bytes, kind: bank.memKind, device: bank.memKind === 'vram' ? bank.deviceId : 0 });
+    region = agent.register({
+      address: bank.address,
+      bytes: bank.bytes,
+      kind: bank.memKind,
+      device: bank.memKind === 'vram' ? bank.deviceId : 0,
+    });
   } catch (cause) {
     if (bank.state === 'registering') bank.abortRegistration();
     throw new RegistrationFailure(bank, ...describeFailure(cause), cause);
@@ -105,7 +131,12 @@ async function registerBank(agent: RegistrationAgent, bank: Bank): Promise<Regio
     } catch {
       // Reported below through the failure; the native layer keeps refusing what it refused.
     }
-    throw new RegistrationFailure(bank, 'STATE_CHANGED', `changed by someone else during its native registration: ${describeFailure(cause)[1]}`, cause);
+    throw new RegistrationFailure(
+      bank,
+      'STATE_CHANGED',
+      `changed by someone else during its native registration: ${describeFailure(cause)[1]}`,
+      cause,
+    );
   }
   return region;
 }
@@ -115,7 +146,12 @@ function checkUnchanged(registered: ReadonlyMap<Bank, Region>): void {
   for (const [bank, region] of registered) {
     if (bank.state !== 'registered' || bank.region !== region) {
       const now = bank.region === region ? bank.state : `${bank.state}, its registration replaced`;
-      throw new RegistrationFailure(bank, 'STATE_CHANGED', `registered by this call, then changed by someone else while it waited: now ${now}`, undefined);
+      throw new RegistrationFailure(
+        bank,
+        'STATE_CHANGED',
+        `registered by this call, then changed by someone else while it waited: now ${now}`,
+        undefined,
+      );
     }
   }
 }
@@ -174,7 +210,9 @@ export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDere
   }
   // Every deregistration is begun before any is awaited: the agent's thread runs them in the order
   // begun, and one wake-up can announce them all.
-  const outcomes = await Promise.allSettled(releasing.map(({ region }) => (region === undefined ? undefined : deregisterOnce(region))));
+  const outcomes = await Promise.allSettled(
+    releasing.map(({ region }) => (region === undefined ? undefined : deregisterOnce(region))),
+  );
   releasing.forEach(({ bank, region }, index) => {
     const outcome = outcomes[index];
     if (outcome?.status === 'rejected') {
@@ -212,7 +250,9 @@ function deregisterOnce(region: Region): Promise<void> {
  * (kvreuse's own allocations: every free begun at once, in that order).
  * A bank its owner refuses stays `releasing` and is listed in `unreturned`; never throws for one bank.
  */
-export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<BanksRelease, 'returned' | 'unreturned'>> {
+export async function returnBanks(
+  deregistered: readonly Bank[],
+): Promise<Pick<BanksRelease, 'returned' | 'unreturned'>> {
   checkBanks('deregistered', deregistered);
   const returned: BankLabel[] = [];
   const unreturned: RetainedBank[] = [];
@@ -223,7 +263,9 @@ export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<B
     );
   // kvreuse's own allocations are all freed at once (the agent's thread frees them in the order begun,
   // and one wake-up can announce them all); framework owners are called one at a time, in order.
-  const frees = new Map(deregistered.filter((bank) => bank.owner.kind === 'kvreuse').map((bank) => [bank, handBack(bank)]));
+  const frees = new Map(
+    deregistered.filter((bank) => bank.owner.kind === 'kvreuse').map((bank) => [bank, handBack(bank)]),
+  );
   for (const bank of deregistered) {
     const failure = await (frees.get(bank) ?? handBack(bank));
     if (failure === undefined) {
@@ -231,7 +273,12 @@ export async function returnBanks(deregistered: readonly Bank[]): Promise<Pick<B
       continue;
     }
     const [code, detail] = describeFailure(failure.cause);
-    unreturned.push({ bank: bank.label(), retainedBy: 'owner-refusal', code, reason: `its owner refused it back: ${detail}` });
+    unreturned.push({
+      bank: bank.label(),
+      retainedBy: 'owner-refusal',
+      code,
+      reason: `its owner refused it back: ${detail}`,
+    });
   }
   return { returned, unreturned };
 }
@@ -247,7 +294,8 @@ export async function releaseRank(rank: RegisteredRank): Promise<void> {
   checkBanks('rank.banks', rank.banks);
   for (const bank of rank.banks) {
     if (bank.references > 0) throw new BankInUseError(bank, bank.references, 'release its rank');
-    if (bank.state === 'releasing' || bank.state === 'returned') throw new BankAlreadyReleasedError(bank, bank.state, 'release its rank');
+    if (bank.state === 'releasing' || bank.state === 'returned')
+      throw new BankAlreadyReleasedError(bank, bank.state, 'release its rank');
   }
   const { retained, unreturned } = await releaseBanks([...rank.banks].reverse());
   if (retained.length > 0 || unreturned.length > 0) throw new RankReleaseError(rank, retained, unreturned);
@@ -309,7 +357,11 @@ function checkOneRank(banks: readonly Bank[]): Bank {
       );
     }
     if (bank.index !== position) {
-      throw new InvalidRankBanksError(`banks[${position}].index`, bank.index, `banks must be given in index order; expected ${position}`);
+      throw new InvalidRankBanksError(
+        `banks[${position}].index`,
+        bank.index,
+        `banks must be given in index order; expected ${position}`,
+      );
     }
   });
   return first;
@@ -319,7 +371,10 @@ function checkOneRank(banks: readonly Bank[]): Bank {
 function describeFailure(cause: unknown): [code: string, detail: string] {
   if (cause instanceof Error) {
     const { code, detail } = cause as Error & { code?: unknown; detail?: unknown };
-    return [typeof code === 'string' ? code : cause.name, typeof detail === 'string' && detail !== '' ? detail : cause.message];
+    return [
+      typeof code === 'string' ? code : cause.name,
+      typeof detail === 'string' && detail !== '' ? detail : cause.message,
+    ];
   }
   return ['UNKNOWN', String(cause)];
 }

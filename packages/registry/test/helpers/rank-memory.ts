@@ -20,7 +20,12 @@ const shapeOf = (shape: BankShape) => ({
 });
 
 /** Banks kvreuse owns: one native allocation per bank, freed when the bank is handed back. */
-export async function kvreuseBanks(agent: Agent, rank: RankId, count: number, shape: BankShape): Promise<{ banks: Bank[]; allocations: Allocation[] }> {
+export async function kvreuseBanks(
+  agent: Agent,
+  rank: RankId,
+  count: number,
+  shape: BankShape,
+): Promise<{ banks: Bank[]; allocations: Allocation[] }> {
   const allocations = await Promise.all(Array.from({ length: count }, () => agent.allocate(shape.bytes)));
   const banks = allocations.map((allocation, index) =>
     Bank.adopt({ ...rank, index, ...shapeOf(shape), address: allocation.address }, kvreuseOwner(allocation)),
@@ -33,7 +38,11 @@ export async function kvreuseBanks(agent: Agent, rank: RankId, count: number, sh
  * in it page-aligned. kvreuse may only give them back through the release callback, which records
  * the bank index in `returned`.
  */
-export function frameworkBanks(rank: RankId, count: number, shape: BankShape): { banks: Bank[]; pool: Buffer; returned: number[] } {
+export function frameworkBanks(
+  rank: RankId,
+  count: number,
+  shape: BankShape,
+): { banks: Bank[]; pool: Buffer; returned: number[] } {
   const pool = Buffer.alloc(count * shape.bytes + PAGE);
   const start = BigInt(Math.ceil(Number(koffi.address(pool)) / PAGE) * PAGE);
   const returned: number[] = [];

@@ -10,5 +10,6 @@ export const ucxTestsRun = ucxBuilt || inCi;
 
 if (!ucxBuilt) {
   if (inCi) console.error('registry: the ucx backend is not built; CI requires it, so the ucx tests will FAIL');
-  else console.warn('registry: the ucx backend is not built; its tests are SKIPPED here (install libucx-dev and rebuild)');
+  else
+    console.warn('registry: the ucx backend is not built; its tests are SKIPPED here (install libucx-dev and rebuild)');
 }

@@ -22,11 +22,16 @@ import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js'
 
 const [backend, location, workerId, incarnation, leaseTtlMs] = process.argv.slice(2);
 if (leaseTtlMs === undefined || (backend !== 'sqlite' && backend !== 'etcd')) {
-  throw new Error('usage: incarnation-process <sqlite|etcd> <sqlite path | etcd url> <workerId> <incarnation> <leaseTtlMs>');
+  throw new Error(
+    'usage: incarnation-process <sqlite|etcd> <sqlite path | etcd url> <workerId> <incarnation> <leaseTtlMs>',
+  );
 }
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
-const store: DiscoveryStore = backend === 'sqlite' ? openSqliteDiscovery(location!) : connectEtcdDiscovery({ hosts: location!, requestTimeoutMs: 2_000 });
+const store: DiscoveryStore =
+  backend === 'sqlite'
+    ? openSqliteDiscovery(location!)
+    : connectEtcdDiscovery({ hosts: location!, requestTimeoutMs: 2_000 });
 // Counts the writes that would republish: a lease granted or a commit made once superseded.
 let superseded: SupersededError | undefined;
 let writesAfterSuperseded = 0;
@@ -49,7 +54,11 @@ const setup: WorkerSetup = {
 };
 const prepared = await prepareRank(setup, 0);
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
-const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, ClusterSecret.ofThisProcess(), { ...setup, ...rank }));
+const part = buildRankPart(
+  identityOf(setup),
+  rank,
+  transportMetadataOf(prepared.agent, ClusterSecret.ofThisProcess(), { ...setup, ...rank }),
+);
 const publication = await startRankPublication(store, [part], {
   leaseTtlMs: Number(leaseTtlMs),
   onTrouble: (error) => process.stderr.write(`lease trouble: ${error.message}\n`),

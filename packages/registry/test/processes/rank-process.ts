@@ -9,7 +9,8 @@ import { buildRankPart, registerRank, releaseRank, transportMetadataOf } from '.
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 
 const [path, workerId, incarnation, tpRank, tpSize, leaseTtlMs] = process.argv.slice(2);
-if (leaseTtlMs === undefined) throw new Error('usage: rank-process <sqlite path> <workerId> <incarnation> <tpRank> <tpSize> <leaseTtlMs>');
+if (leaseTtlMs === undefined)
+  throw new Error('usage: rank-process <sqlite path> <workerId> <incarnation> <tpRank> <tpSize> <leaseTtlMs>');
 
 const transport = loadTransport();
 const setup: WorkerSetup = {
@@ -24,7 +25,14 @@ const setup: WorkerSetup = {
 const store = openSqliteDiscovery(path!);
 const prepared = await prepareRank(setup, Number(tpRank));
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
-const part = buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, openClusterSecret({ backend: 'sqlite', sqlitePath: path!, secretFile: '' }), { ...setup, ...rank }));
+const part = buildRankPart(
+  identityOf(setup),
+  rank,
+  transportMetadataOf(prepared.agent, openClusterSecret({ backend: 'sqlite', sqlitePath: path!, secretFile: '' }), {
+    ...setup,
+    ...rank,
+  }),
+);
 const publication = await startRankPublication(store, [part], {
   leaseTtlMs: Number(leaseTtlMs),
   onTrouble: (error) => process.stderr.write(`lease trouble: ${error.message}\n`),

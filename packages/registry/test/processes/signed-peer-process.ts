@@ -15,14 +15,29 @@ import {
   watchWorkerReadiness,
   type WorkerReadiness,
 } from '@kvreuse/discovery';
-import { buildRankPart, loadRankPeer, registerRank, type RegistryError, releaseRank, transportMetadataOf } from '../../src/index.js';
+import {
+  buildRankPart,
+  loadRankPeer,
+  registerRank,
+  type RegistryError,
+  releaseRank,
+  transportMetadataOf,
+} from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
 
 const [backend, location, secretFile, workerId, peers] = process.argv.slice(2);
-if (peers === undefined) throw new Error('usage: signed-peer-process <sqlite|etcd> <location> <secret file> <workerId> <peer workerIds>');
+if (peers === undefined)
+  throw new Error('usage: signed-peer-process <sqlite|etcd> <location> <secret file> <workerId> <peer workerIds>');
 
-const secret = openClusterSecret({ backend: backend as 'sqlite' | 'etcd', sqlitePath: location!, secretFile: secretFile! });
-const store: DiscoveryStore = backend === 'sqlite' ? openSqliteDiscovery(location!) : connectEtcdDiscovery({ hosts: location!, requestTimeoutMs: 2_000 });
+const secret = openClusterSecret({
+  backend: backend as 'sqlite' | 'etcd',
+  sqlitePath: location!,
+  secretFile: secretFile!,
+});
+const store: DiscoveryStore =
+  backend === 'sqlite'
+    ? openSqliteDiscovery(location!)
+    : connectEtcdDiscovery({ hosts: location!, requestTimeoutMs: 2_000 });
 const setup: WorkerSetup = {
   transport: loadTransport(),
   backend: 'ucx',
@@ -34,7 +49,11 @@ const setup: WorkerSetup = {
 };
 const prepared = await prepareRank(setup, 0);
 const rank = await registerRank({ agent: prepared.agent, banks: prepared.banks, timeoutMs: 10_000 });
-const publication = await startRankPublication(store, [buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, secret, { ...setup, ...rank }))], { leaseTtlMs: 60_000 });
+const publication = await startRankPublication(
+  store,
+  [buildRankPart(identityOf(setup), rank, transportMetadataOf(prepared.agent, secret, { ...setup, ...rank }))],
+  { leaseTtlMs: 60_000 },
+);
 
 const loaded: Peer[] = [];
 // Handled from here on: the test may stop the process the moment it has read the last outcome.
@@ -68,6 +87,8 @@ for (const peerId of peers.split(',')) {
   } catch (error) {
     const { code, refusal } = error as RegistryError & { refusal?: string };
     const { livePeers } = prepared.agent.counters();
-    process.stdout.write(`${JSON.stringify({ peer: peerId, refused: code, refusal, livePeers, nativeErrors: errorsOf() - errorsBefore })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ peer: peerId, refused: code, refusal, livePeers, nativeErrors: errorsOf() - errorsBefore })}\n`,
+    );
   }
 }
