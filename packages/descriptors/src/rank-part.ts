@@ -97,26 +97,40 @@ function rankRuleViolations(
       report(['banks', index, 'bytes'], `address + bytes must not pass 2^64 (address ${bank.address})`);
     }
   });
+  for (const { index, message } of bankOverlaps(banks, layerSeparate && !planeStrided)) {
+    report(['banks', index, 'address'], message);
+  }
+  return violations;
+}
+
+/**
+ * The banks that overlap an earlier bank of the same memory, in address order. `hintPlaneStride` adds the hint
+ * that planes interleaved in one allocation are described with `planeStride`.
+ */
+function bankOverlaps(
+  banks: readonly Bank[],
+  hintPlaneStride: boolean,
+): { readonly index: number; readonly message: string }[] {
   // Sorted by start, a bank overlaps an earlier one of the same memory exactly when it starts before the
   // furthest end seen so far there.
   const byStart = banks
     .map((bank, index) => ({ bank, index }))
     .sort((a, b) => compareBigInt(a.bank.address, b.bank.address));
   const furthest = new Map<string, { end: bigint; index: number }>();
+  const overlaps: { index: number; message: string }[] = [];
   for (const { bank, index } of byStart) {
     const memory = `${bank.memKind}:${bank.deviceId}`;
     const seen = furthest.get(memory);
     if (seen !== undefined && seen.end > bank.address) {
-      const hint =
-        layerSeparate && !planeStrided
-          ? ' (planes interleaved in one allocation are one bank per layer with planeStride)'
-          : '';
-      report(['banks', index, 'address'], `overlaps banks[${seen.index}], which ends at ${seen.end}${hint}`);
+      const hint = hintPlaneStride
+        ? ' (planes interleaved in one allocation are one bank per layer with planeStride)'
+        : '';
+      overlaps.push({ index, message: `overlaps banks[${seen.index}], which ends at ${seen.end}${hint}` });
     }
     const end = bank.address + bank.bytes;
     if (seen === undefined || end > seen.end) furthest.set(memory, { end, index });
   }
-  return violations;
+  return overlaps;
 }
 
 /** The rank part versions this package reads; version 2 adds `planeStride` to banks, version 3 `host`. */

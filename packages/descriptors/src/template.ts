@@ -119,20 +119,11 @@ function limitTracker(): { see: (part: RankPart, bank: number) => void; limit: (
   };
 }
 
-/**
- * The transfer template from `source` to `destination` (two complete workers): built once per pair of
- * worker incarnations and cached by the caller, then used with two block lists per request
- * (`prepareTransfer`). Throws `IncompatibleWorkersError`.
- */
-export function buildTransferTemplate(source: Worker, destination: Worker): TransferTemplate {
-  const compatibility = checkCompatibility(source, destination);
-  if (!compatibility.ok) throw new IncompatibleWorkersError(compatibility.reasons);
-  const { routes: pairs } = compatibility.mapping;
-  const planes = source.geometry.kvPlanes;
-  const routeCount = pairs.reduce((sum, pair) => sum + pair.layers.count * planes, 0);
+/** A template's identity and its per-pair and per-route arrays, sized for `routeCount` routes and not yet filled. */
+function allocateTemplate(source: Worker, destination: Worker, pairs: readonly RankRoute[], routeCount: number) {
   const u32 = (): Uint32Array => new Uint32Array(routeCount);
   const u64 = (): BigUint64Array => new BigUint64Array(routeCount);
-  const template = {
+  return {
     format: transferTemplateFormat,
     source: { workerId: source.workerId, incarnation: source.incarnation },
     destination: { workerId: destination.workerId, incarnation: destination.incarnation },
@@ -154,6 +145,20 @@ export function buildTransferTemplate(source: Worker, destination: Worker): Tran
     sourceRowStride: u64(),
     destinationRowStride: u64(),
   };
+}
+
+/**
+ * The transfer template from `source` to `destination` (two complete workers): built once per pair of
+ * worker incarnations and cached by the caller, then used with two block lists per request
+ * (`prepareTransfer`). Throws `IncompatibleWorkersError`.
+ */
+export function buildTransferTemplate(source: Worker, destination: Worker): TransferTemplate {
+  const compatibility = checkCompatibility(source, destination);
+  if (!compatibility.ok) throw new IncompatibleWorkersError(compatibility.reasons);
+  const { routes: pairs } = compatibility.mapping;
+  const planes = source.geometry.kvPlanes;
+  const routeCount = pairs.reduce((sum, pair) => sum + pair.layers.count * planes, 0);
+  const template = allocateTemplate(source, destination, pairs, routeCount);
   const sourceLimit = limitTracker();
   const destinationLimit = limitTracker();
   let blockBytes = 0n;

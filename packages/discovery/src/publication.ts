@@ -67,6 +67,24 @@ function checkPublicationOptions(
   return renewEveryMs;
 }
 
+/** Grants a lease and publishes the parts under it, fenced by `fence.epoch`; revokes the lease if publishing fails. */
+async function publishUnderLease(
+  store: DiscoveryStore,
+  parts: readonly RankPart[],
+  leaseTtlMs: number,
+  fence: { readonly keyPrefix?: string; readonly epoch: number },
+): Promise<Lease> {
+  const lease = await store.grantLease(leaseTtlMs);
+  try {
+    await publishRankParts(store, parts, { ...fence, lease: lease.id });
+  } catch (error) {
+    // Nothing was published under it: give the lease back instead of leaving it to expire.
+    await store.revokeLease(lease.id).catch(() => undefined);
+    throw error;
+  }
+  return lease;
+}
+
 /** Deletes the parts in one commit, then revokes their lease. */
 async function withdrawUnder(
   store: DiscoveryStore,
@@ -106,17 +124,8 @@ export async function startRankPublication(
     checkPublishableParts(parts, options.keyPrefix),
     keyOptions,
   );
-  const publishUnderNewLease = async (): Promise<Lease> => {
-    const lease = await store.grantLease(options.leaseTtlMs);
-    try {
-      await publishRankParts(store, parts, { ...keyOptions, lease: lease.id, epoch: claimed.epoch });
-    } catch (error) {
-      // Nothing was published under it: give the lease back instead of leaving it to expire.
-      await store.revokeLease(lease.id).catch(() => undefined);
-      throw error;
-    }
-    return lease;
-  };
+  const publishUnderNewLease = (): Promise<Lease> =>
+    publishUnderLease(store, parts, options.leaseTtlMs, { ...keyOptions, epoch: claimed.epoch });
 
   let lease = await publishUnderNewLease();
   let stopped = false;

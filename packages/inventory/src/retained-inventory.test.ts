@@ -84,6 +84,32 @@ function expectedPrefixes(alive: (w: number, t: RetentionTier, b: number) => boo
   return expected.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
 }
 
+/** A RetainedInventory that workers w0–w5 have joined, each at seq 0. */
+function inventoryOfSixWorkers(now: () => number, steps: { rehashStep: number; pruneStep: number }) {
+  const inventory = new RetainedInventory({ now, expectedBlocks: 16, ...steps });
+  // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
+  for (let w = 0; w <= 5; w++) {
+    inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
+    if (w < 3)
+      for (let f = 0; f < 31; f++)
+        inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
+  }
+  return inventory;
+}
+
+/** The inventory's longest retained prefixes of `chain`, each as its worker and block counts only. */
+function retainedPrefixCounts(inventory: RetainedInventory, chain: BigUint64Array) {
+  return inventory
+    .longestRetainedPrefix(chain)
+    .map(({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }) => ({
+      workerId,
+      blocks,
+      gpuBlocks,
+      hostBlocks,
+      leadingHostBlocks,
+    }));
+}
+
 /**
  * A RetainedInventory of workers w0–w5 over `chain`, and a plain Map model of it: `apply` gives both an
  * operation and checks the inventory's size after it, `check` compares a lookup with the model (counted in
@@ -95,7 +121,7 @@ function modelledInventory(
   growth: { checksWhileGrowing: number },
 ) {
   const time = clock();
-  const inventory = new RetainedInventory({ now: time.now, expectedBlocks: 16, ...steps });
+  const inventory = inventoryOfSixWorkers(time.now, steps);
   const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
   const seq = new Map<number, number>([
     [0, 0],
@@ -105,13 +131,6 @@ function modelledInventory(
     [4, 0],
     [5, 0],
   ]);
-  // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
-  for (let w = 0; w <= 5; w++) {
-    inventory.apply({ workerId: `w${w}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
-    if (w < 3)
-      for (let f = 0; f < 31; f++)
-        inventory.apply({ workerId: `filler-${w}-${f}`, incarnation: 'i', epoch: 1, seq: 0, events: [] });
-  }
   const send = (w: number, events: InventoryEvent[]) => {
     const next = (seq.get(w) ?? -1) + 1;
     seq.set(w, next);
@@ -122,16 +141,7 @@ function modelledInventory(
   const check = (from: number) => {
     if (growing(inventory)) growth.checksWhileGrowing++;
     const expected = expectedPrefixes(alive, chain.length, from);
-    const actual = inventory
-      .longestRetainedPrefix(chain.subarray(from))
-      .map(({ workerId, blocks, gpuBlocks, hostBlocks, leadingHostBlocks }) => ({
-        workerId,
-        blocks,
-        gpuBlocks,
-        hostBlocks,
-        leadingHostBlocks,
-      }));
-    expect(actual).toEqual(expected);
+    expect(retainedPrefixCounts(inventory, chain.subarray(from))).toEqual(expected);
   };
   // The entries counted: never fewer than those alive, never more than those not withdrawn.
   const checkSize = () => {

@@ -122,12 +122,22 @@ export function explainActivation(facts: ActivationFacts): Activation {
             : `${vramBanks} of the ${sourceBanks.length} banks of the source workers (${admittedSources.map((worker) => worker.workerId).join(', ')}) are vram`,
     },
   ];
+  return { ...decideMode(conditions, profile !== undefined), conditions, admission };
+}
+
+/**
+ * The mode the judged conditions decide, and the details of the conditions that decide it: off when reuse is off
+ * or a declared profile is refused, host-only when any other condition fails, otherwise gpu.
+ */
+function decideMode(
+  conditions: readonly ActivationCondition[],
+  profileDeclared: boolean,
+): Pick<Activation, 'mode' | 'reasons'> {
   const failing = (name: ActivationConditionName): ActivationCondition | undefined =>
     conditions.find((condition) => condition.name === name && !condition.holds);
-  const off = failing('reuse-setting') ?? (profile === undefined ? undefined : failing('profile-admitted'));
-  if (off !== undefined) return { mode: 'off', reasons: [off.detail], conditions, admission };
+  const off = failing('reuse-setting') ?? (profileDeclared ? failing('profile-admitted') : undefined);
+  if (off !== undefined) return { mode: 'off', reasons: [off.detail] };
   const hostOnly = conditions.filter((condition) => !condition.holds && condition.name !== 'profile-admitted');
-  if (hostOnly.length > 0)
-    return { mode: 'host-only', reasons: hostOnly.map((condition) => condition.detail), conditions, admission };
-  return { mode: 'gpu', reasons: [], conditions, admission };
+  if (hostOnly.length > 0) return { mode: 'host-only', reasons: hostOnly.map((condition) => condition.detail) };
+  return { mode: 'gpu', reasons: [] };
 }

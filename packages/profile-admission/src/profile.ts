@@ -166,7 +166,16 @@ function profileRuleViolations(profile: Profile): RuleViolation[] {
   );
   if (repeatedCapability !== undefined)
     report(['nativeCapabilities'], profile.nativeCapabilities, `lists ${repeatedCapability} twice`);
+  violations.push(...settingsRuleViolations(profile));
+  return violations;
+}
 
+/** The rules of the pinned and forbidden settings: known settings, valid values, no contradicting pins. */
+function settingsRuleViolations(profile: Profile): RuleViolation[] {
+  const violations: RuleViolation[] = [];
+  const report = (path: PropertyKey[], value: unknown, message: string): void => {
+    violations.push({ path, value, message });
+  };
   const pinned = new Map<string, PinnedSetting>();
   for (const entry of pinnedSettings(profile)) {
     const list = entry.field.startsWith('settings.') ? ['settings', 'required', entry.setting] : [];

@@ -1,113 +1,27 @@
-import { type Agent, type Allocation, loadTransport, type Region } from '@kvreuse/native-bindings';
+import type { Agent, Allocation } from '@kvreuse/native-bindings';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { frameworkBanks, kvreuseBanks, PAGE } from '../../test/helpers/rank-memory.js';
+import {
+  closeAgent,
+  closeOpenAgents,
+  holdReadInto,
+  newAgent,
+  rank,
+  shape,
+  snapshot,
+} from '../../test/helpers/registration.js';
 import { ucxTestsRun } from '../../test/helpers/ucx.js';
 import { Bank } from '../banks/bank.js';
 import { frameworkOwner, kvreuseOwner } from '../banks/owner.js';
 import {
   BankAlreadyRegisteredError,
-  BankAlreadyReleasedError,
-  BankInUseError,
   InvalidRankBanksError,
   InvalidRegistryOptionError,
   RankRegistrationError,
-  RankReleaseError,
 } from '../errors.js';
-import {
-  deregisterBanks,
-  registerRank,
-  type RegistrationAgent,
-  releaseBanks,
-  releaseRank,
-  returnBanks,
-} from './register-rank.js';
+import { registerRank, type RegistrationAgent, releaseBanks, releaseRank } from './register-rank.js';
 
-const transport = loadTransport();
-const openAgents = new Set<Agent>();
-let agentCount = 0;
-
-async function newAgent(backend: 'loopback' | 'ucx' = 'loopback'): Promise<Agent> {
-  const agent = await transport.createAgent({ name: `registry-${process.pid}-${agentCount++}`, backend });
-  openAgents.add(agent);
-  return agent;
-}
-
-async function closeAgent(agent: Agent): Promise<void> {
-  openAgents.delete(agent);
-  await agent.close();
-}
-
-afterAll(async () => {
-  await Promise.all([...openAgents].map((agent) => agent.close()));
-});
-
-const shape = { bytes: 4 * PAGE, blockStride: PAGE };
-const rank = { tpRank: 2, ppRank: 0 };
-
-/** What must not change when a registration fails: native counters (agent and process) and each bank's state and owner. */
-function snapshot(agent: Agent, banks: readonly Bank[]) {
-  const pick = ({
-    liveRegistrations,
-    registeredBytes,
-    liveAllocations,
-    allocatedBytes,
-  }: ReturnType<Agent['counters']>) => ({
-    liveRegistrations,
-    registeredBytes,
-    liveAllocations,
-    allocatedBytes,
-  });
-  return {
-    agent: pick(agent.counters()),
-    process: pick(transport.counters()),
-    banks: banks.map((bank) => ({
-      state: bank.state,
-      owner: bank.owner,
-      region: bank.region,
-      references: bank.references,
-    })),
-  };
-}
-
-/**
- * Starts a read by `agent` into `region` from a page of a second agent (`sourceMemory` of `source`, both
- * closed by `finish`) and holds it in flight (completion delay), so the native layer refuses to
- * deregister `region` with BUSY. `finish` lets it complete and closes everything it opened.
- */
-function holdReadInto(
-  agent: Agent,
-  region: Region,
-  source: Agent,
-  sourceMemory: Allocation,
-): { finish(): Promise<void> } {
-  const sourceRegion = source.register(sourceMemory);
-  const peer = agent.loadPeer(source.metadata());
-  agent.faults.delayCompletions('forever');
-  const operation = agent.post({
-    direction: 'read',
-    peer,
-    localRegions: [region],
-    remoteRegions: [sourceRegion.id],
-    descriptors: {
-      sourceBank: Uint32Array.of(0),
-      sourceOffset: BigUint64Array.of(0n),
-      destinationBank: Uint32Array.of(0),
-      destinationOffset: BigUint64Array.of(0n),
-      length: BigUint64Array.of(BigInt(PAGE)),
-    },
-  });
-  return {
-    async finish() {
-      agent.faults.clear();
-      await operation.done;
-      operation.release();
-      peer.unload();
-      await sourceRegion.deregister();
-      await sourceMemory.free();
-      await closeAgent(source);
-    },
-  };
-}
+afterAll(closeOpenAgents);
 
 type MemorySource = 'kvreuse' | 'framework';
 
@@ -449,6 +363,19 @@ async function refusingRankMemory(source: MemorySource, agent: Agent, count: num
   return { banks: refusing, ownersKeptTheirMemory: () => returned.length === 0, dispose: async () => {} };
 }
 
+/** `agent`, calling `interrupt` once its registration number `point` (from 0) has returned: between two banks. */
+function interruptedAt(agent: Agent, point: number, interrupt: () => void): RegistrationAgent {
+  let registrations = 0;
+  return {
+    name: agent.name,
+    register(range) {
+      const region = agent.register(range);
+      if (registrations++ === point) setImmediate(interrupt);
+      return region;
+    },
+  };
+}
+
 describe.each(['kvreuse', 'framework'] as const)(
   'registerRank interrupted between banks, %s-owned memory',
   (source) => {
@@ -477,19 +404,12 @@ describe.each(['kvreuse', 'framework'] as const)(
           interfered = banks[point]!;
           interferingRelease = releaseBanks([interfered]).then((release) => (ownerRefusal = release.unreturned[0]));
         };
-        let registrations = 0;
-        const interruptedAgent: RegistrationAgent = {
-          name: agent.name,
-          register(range) {
-            const region = agent.register(range);
-            if (registrations++ === point) setImmediate(inject);
-            return region;
-          },
-        };
 
-        const error = await registerRank({ agent: interruptedAgent, banks, signal: abort.signal }).catch(
-          (e: unknown) => e,
-        );
+        const error = await registerRank({
+          agent: interruptedAt(agent, point, inject),
+          banks,
+          signal: abort.signal,
+        }).catch((e: unknown) => e);
         await interferingRelease; // its deregistration ends on the agent's thread
 
         expect(error).toBeInstanceOf(RankRegistrationError);
@@ -652,174 +572,6 @@ describe('registerRank refuses what is not one owned rank, before anything nativ
     expect(agent.counters().liveRegistrations).toBe(before.agent.liveRegistrations + 2);
     await releaseRank(registered);
     expect(snapshot(agent, [])).toEqual(before);
-    await closeAgent(agent);
-  });
-});
-
-describe('releaseRank', () => {
-  it('deregisters in reverse order and hands every bank back to its owner, kvreuse memory freed', async () => {
-    const agent = await newAgent();
-    const before = snapshot(agent, []);
-    const { banks, allocations } = await kvreuseBanks(agent, rank, 3, shape);
-    const registered = await registerRank({ agent, banks });
-    await releaseRank(registered);
-    expect(banks.map((bank) => bank.state)).toEqual(['returned', 'returned', 'returned']);
-    expect(allocations.map((allocation: Allocation) => allocation.isOpen)).toEqual([false, false, false]);
-    expect(snapshot(agent, [])).toEqual(before);
-    await closeAgent(agent);
-  });
-
-  it('refuses, changing nothing, while a bank is referenced', async () => {
-    const agent = await newAgent();
-    const { banks, returned } = frameworkBanks(rank, 2, shape);
-    const registered = await registerRank({ agent, banks });
-    const reference = banks[1]!.acquire();
-    await expect(releaseRank(registered)).rejects.toThrow(BankInUseError);
-    expect(banks.map((bank) => bank.state)).toEqual(['registered', 'registered']);
-    reference.release();
-    await releaseRank(registered);
-    expect(returned).toEqual([1, 0]);
-    await closeAgent(agent);
-  });
-
-  it('keeps a bank releasing when its owner refuses it back, hands the others back, and lets the caller retry', async () => {
-    const agent = await newAgent();
-    const { banks } = frameworkBanks(rank, 2, shape);
-    let refusals = 1;
-    const returned: number[] = [];
-    const picky = banks.map((bank) =>
-      Bank.adopt(
-        bank,
-        frameworkOwner(`engine pool ${bank.index}`, () => {
-          if (bank.index === 1 && refusals-- > 0) throw new Error('engine is compacting its pool');
-          returned.push(bank.index);
-        }),
-      ),
-    );
-    const registered = await registerRank({ agent, banks: picky });
-    const error = (await releaseRank(registered).catch((e: unknown) => e)) as RankReleaseError;
-    expect(error).toBeInstanceOf(RankReleaseError);
-    expect(error.unreturned).toMatchObject([{ bank: { index: 1 }, code: 'BANK_OWNER_RELEASE_FAILED' }]);
-    expect(error.message).toMatch(
-      /bank 1 deregistered but not handed back .*engine is compacting its pool.*still releasing/,
-    );
-    expect(picky.map((bank) => bank.state)).toEqual(['returned', 'releasing']);
-    expect(agent.counters().liveRegistrations).toBe(0);
-    await picky[1]!.completeRelease();
-    expect(returned).toEqual([0, 1]);
-    await closeAgent(agent);
-  });
-
-  it('deregisters a bank two callers release at once only once', async () => {
-    const agent = await newAgent();
-    const { banks, returned } = frameworkBanks(rank, 1, shape);
-    await registerRank({ agent, banks });
-    const bank = banks[0]!;
-    const [first, second] = await Promise.all([releaseBanks([bank]), releaseBanks([bank])]);
-    expect([first.returned, first.retained, second.retained]).toEqual([[bank.label()], [], []]);
-    expect([bank.state, bank.region, returned]).toEqual(['returned', undefined, [0]]);
-    expect(agent.counters()).toMatchObject({ liveRegistrations: 0, errors: { NOT_FOUND: 0 } });
-    await closeAgent(agent);
-  });
-
-  it('retains a bank the native layer refuses to deregister and still hands the others back', async () => {
-    const agent = await newAgent();
-    const { banks, returned } = frameworkBanks(rank, 3, shape);
-    const registered = await registerRank({ agent, banks });
-    const source = await newAgent();
-    const held = holdReadInto(agent, banks[1]!.region!, source, await source.allocate(PAGE));
-    const error = await releaseRank(registered).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(RankReleaseError);
-    expect((error as RankReleaseError).retained).toMatchObject([{ bank: { index: 1 }, code: 'BUSY' }]);
-    expect(banks.map((bank) => bank.state)).toEqual(['returned', 'retained', 'returned']);
-    expect(returned).toEqual([2, 0]);
-    await held.finish();
-    banks[1]!.beginRelease();
-    await banks[1]!.region!.deregister();
-    banks[1]!.markDeregistered();
-    await banks[1]!.completeRelease();
-    expect(returned).toEqual([2, 0, 1]);
-    await closeAgent(agent);
-  });
-});
-
-describe('releaseBanks', () => {
-  it('deregisters every bank before handing any back, skips returned banks and leaves referenced ones untouched', async () => {
-    const agent = await newAgent();
-    const events: string[] = [];
-    const { banks } = frameworkBanks(rank, 4, shape);
-    const tracked = banks.map((bank) =>
-      Bank.adopt(
-        bank,
-        frameworkOwner(`pool ${bank.index}`, () => void events.push(`return ${bank.index}`)),
-      ),
-    );
-    const registered = await registerRank({ agent, banks: tracked });
-    for (const bank of tracked) {
-      const region = bank.region!;
-      const deregister = region.deregister.bind(region);
-      Object.defineProperty(region, 'deregister', {
-        value: async () => {
-          await deregister();
-          events.push(`deregister ${bank.index}`);
-        },
-      });
-    }
-    const reference = tracked[2]!.acquire();
-    const first = await releaseBanks([tracked[0]!]);
-    expect(first).toMatchObject({ returned: [tracked[0]!.label()], referenced: [], retained: [], unreturned: [] });
-    events.length = 0;
-    const result = await releaseBanks([...registered.banks].reverse());
-    expect(result.returned.map((bank) => bank.index)).toEqual([3, 1]);
-    expect(result.referenced).toEqual([tracked[2]]);
-    expect(events).toEqual(['deregister 3', 'deregister 1', 'return 3', 'return 1']);
-    expect(tracked.map((bank) => bank.state)).toEqual(['returned', 'returned', 'registered', 'returned']);
-    reference.release();
-    expect((await releaseBanks(tracked)).returned.map((bank) => bank.index)).toEqual([2]);
-    expect(agent.counters().liveRegistrations).toBe(0);
-    await closeAgent(agent);
-  });
-
-  it('splits into deregisterBanks (no owner is called) and returnBanks (hands back only what was deregistered)', async () => {
-    const agent = await newAgent();
-    const { banks, returned } = frameworkBanks(rank, 3, shape);
-    await registerRank({ agent, banks });
-    const reference = banks[1]!.acquire();
-    const deregistration = await deregisterBanks([...banks].reverse());
-    // Compared by identity: a deep comparison walks every byte of the framework's pool Buffer.
-    const { deregistered, referenced, retained } = deregistration;
-    expect([
-      deregistered.length,
-      deregistered[0] === banks[2],
-      deregistered[1] === banks[0],
-      referenced.length,
-      referenced[0] === banks[1],
-      retained,
-    ]).toEqual([2, true, true, 1, true, []]);
-    expect(agent.counters().liveRegistrations).toBe(1);
-    expect(banks.map((bank) => [bank.state, bank.region])).toEqual([
-      ['releasing', undefined],
-      ['registered', expect.anything()],
-      ['releasing', undefined],
-    ]);
-    expect(returned).toEqual([]);
-    const handedBack = await returnBanks(deregistration.deregistered);
-    expect(handedBack).toEqual({ returned: [banks[2]!.label(), banks[0]!.label()], unreturned: [] });
-    expect(returned).toEqual([2, 0]);
-    reference.release();
-    await releaseBanks([banks[1]!]);
-    await closeAgent(agent);
-  });
-
-  it('releaseRank refuses, changing nothing, a rank with a bank already released', async () => {
-    const agent = await newAgent();
-    const { banks, returned } = frameworkBanks(rank, 2, shape);
-    const registered = await registerRank({ agent, banks });
-    await releaseBanks([banks[1]!]);
-    await expect(releaseRank(registered)).rejects.toThrow(BankAlreadyReleasedError);
-    expect(banks.map((bank) => bank.state)).toEqual(['registered', 'returned']);
-    await releaseBanks([banks[0]!]);
-    expect(returned).toEqual([1, 0]);
     await closeAgent(agent);
   });
 });
