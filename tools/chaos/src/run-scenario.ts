@@ -472,6 +472,146 @@ async function pullOnceReady(
   }
 }
 
+/** What every step after the ranks' start needs: the scenario, its running ranks, the prefix they retain, and the bound on each step. */
+interface Run {
+  readonly scenario: Scenario;
+  readonly running: RankProcesses;
+  readonly hashes: readonly string[];
+  readonly stepMs: number;
+}
+
+/** Starts every rank, with banks with room for the prefix and a little more, as the demo's. */
+async function startRanks(
+  scenario: Scenario,
+  settings: Settings,
+  blocks: number,
+  stepMs: number,
+): Promise<RankProcesses> {
+  return bounded(
+    scenario.seed,
+    'rank start',
+    stepMs,
+    RankProcesses.start({
+      ranks,
+      backend: 'ucx',
+      blocks: blocks + 6,
+      readyTimeoutMs: stepMs,
+      ...(await overTcp(scenario, settings)),
+    }),
+  ).catch((error: unknown) => {
+    // Before any fault: the machine, not the fault, failed this run.
+    throw error instanceof DemoProcessError ? new ChaosSetupError(scenario.seed, 'rank start', error.message) : error;
+  });
+}
+
+/** Each decode rank computes the prefix's KV content into its banks and retains it. */
+async function retainPrefix({ scenario, running, hashes, stepMs }: Run): Promise<void> {
+  await bounded(
+    scenario.seed,
+    'retain',
+    stepMs,
+    Promise.all(
+      [0, 1].map((tpRank) =>
+        running.request(
+          decodeId,
+          tpRank,
+          { type: 'retain', slots: [], hashes: [], append: hashes, publishInventory: false },
+          'retained',
+          stepMs,
+        ),
+      ),
+    ),
+  );
+}
+
+/** The prefill pulls the prefix from the decode worker as `before` saw it ready, and the scenario's fault strikes `atMs` into the pull: how the pull ended, and whether the fault struck. */
+async function pullUnderFault(
+  { scenario, running, hashes, stepMs }: Run,
+  before: WorkerReadiness,
+  discovery: { etcd?: EtcdProcess; sqlitePath?: string },
+): Promise<[Awaited<ReturnType<typeof pullEnd>>, boolean]> {
+  const forced = stopsAfterPost(scenario);
+  const stopping = forced ? running.next(prefillId, 0, 'stopping-after-post', 2 * stepMs) : undefined;
+  stopping?.catch(() => undefined);
+  const pulled = running.request(
+    prefillId,
+    0,
+    { type: 'pull', hint: hintOf(before, hashes), ...(forced ? { stopAfterPost: true } : {}) },
+    'pulled',
+    stepMs,
+  );
+  const pull = pullEnd(scenario.seed, pulled);
+  const fault = delay(scenario.atMs).then(() => inject(scenario, running, pull, stopping, discovery, stepMs));
+  return bounded(scenario.seed, 'pull and fault', 2 * stepMs, Promise.all([pull, fault]));
+}
+
+/** Readiness after the fault, as discovery recomputes it: a killed rank's worker turns not ready once its lease lapses. */
+async function notReadyAfterKill(
+  { scenario, stepMs }: Run,
+  decode: ReadinessLog,
+  prefill: ReadinessLog,
+): Promise<string[]> {
+  if (scenario.kind === 'kill-prefill') {
+    const gone = await bounded(scenario.seed, 'prefill worker not ready', stepMs, prefill.until(false));
+    return [`prefill not ready: ${gone.ready ? '' : gone.reasons[0]?.message}`];
+  }
+  if (scenario.kind === 'kill-decode') {
+    const gone = await bounded(scenario.seed, 'decode worker not ready', stepMs, decode.until(false));
+    return [`decode not ready: ${gone.ready ? '' : gone.reasons[0]?.message}`];
+  }
+  return [];
+}
+
+/**
+ * Every survivor answers: each decode rank a no-op allocation; the prefill a second pull, which must
+ * refuse a source whose worker lost a rank and, after any other fault, pull everything verified
+ * once the endpoints are ready again.
+ */
+async function survivorsAnswer(
+  run: Run,
+  decode: ReadinessLog,
+  before: WorkerReadiness,
+  killed: string | undefined,
+): Promise<string[]> {
+  const { scenario, running, hashes, stepMs } = run;
+  for (const tpRank of [0, 1]) {
+    if (killed === `${decodeId}/tp${tpRank}`) continue;
+    await bounded(
+      scenario.seed,
+      `${decodeId}/tp${tpRank} answers`,
+      stepMs,
+      running.request(decodeId, tpRank, { type: 'allocate', count: 0 }, 'allocated', stepMs),
+    );
+  }
+  if (scenario.kind === 'kill-decode')
+    return [await pullUntilRefused(scenario.seed, running, hintOf(before, hashes), stepMs)];
+  if (scenario.kind === 'kill-prefill') return [];
+  const again = await pullOnceReady(scenario.seed, running, decode, hashes, stepMs);
+  const flapped = decode.seen.some((readiness) => !readiness.ready);
+  return [`decode ready at epoch ${again.epoch}${flapped ? ' (not ready during the fault)' : ''}`, again.pulled];
+}
+
+/** The survivors' quarantines, each checked against its drain: their total, and a line of evidence for each survivor that quarantined. */
+function tallyQuarantines(
+  { scenario, running }: Run,
+  drains: readonly RankDrain[],
+  killed: string | undefined,
+): { quarantine: RunResult['quarantine']; evidence: string[] } {
+  const quarantine = { operations: 0, banksRetained: 0 };
+  const evidence: string[] = [];
+  for (const drain of drains.filter((survivor) => survivor.process !== killed)) {
+    const rank = running.ranks.find(({ spec }) => `${spec.workerId}/tp${spec.tpRank}` === drain.process);
+    const tally = checkQuarantines(scenario.seed, rank?.messages ?? [], drain);
+    if (tally.operations === 0) continue;
+    quarantine.operations += tally.operations;
+    quarantine.banksRetained += tally.banksRetained;
+    evidence.push(
+      `${drain.process} quarantined ${tally.operations} operations (${tally.banksRetained} banks retained), ${tally.provenTerminal} proven terminal later`,
+    );
+  }
+  return { quarantine, evidence };
+}
+
 /** Runs `scenario` to its end (every process and etcd stopped); throws ChaosHangError or ChaosInvariantError naming its seed. */
 export async function runScenario(scenario: Scenario, options: RunOptions = {}): Promise<RunResult> {
   const { seed } = scenario;
@@ -491,71 +631,20 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
   const logs: ReadinessLog[] = [];
   try {
     const blocks = options.blocks ?? demoPrefixBlocks;
-    // Banks with room for the prefix and a little more, as the demo's.
-    processes = await bounded(
-      seed,
-      'rank start',
-      stepMs,
-      RankProcesses.start({
-        ranks,
-        backend: 'ucx',
-        blocks: blocks + 6,
-        readyTimeoutMs: stepMs,
-        ...(await overTcp(scenario, settings)),
-      }),
-    ).catch((error: unknown) => {
-      // Before any fault: the machine, not the fault, failed this run.
-      throw error instanceof DemoProcessError ? new ChaosSetupError(seed, 'rank start', error.message) : error;
-    });
-    const running = processes;
+    processes = await startRanks(scenario, settings, blocks, stepMs);
     const [decode, prefill] = await Promise.all([
       ReadinessLog.follow(discovery, decodeId),
       ReadinessLog.follow(discovery, prefillId),
     ]);
     logs.push(decode as ReadinessLog, prefill as ReadinessLog);
     const decodeLog = decode as ReadinessLog;
-    const hashes = prefixHashes(seed, blocks);
-    // Each decode rank computes the prefix's KV content into its banks and retains it.
-    await bounded(
-      seed,
-      'retain',
-      stepMs,
-      Promise.all(
-        [0, 1].map((tpRank) =>
-          running.request(
-            decodeId,
-            tpRank,
-            { type: 'retain', slots: [], hashes: [], append: hashes, publishInventory: false },
-            'retained',
-            stepMs,
-          ),
-        ),
-      ),
-    );
+    const run: Run = { scenario, running: processes, hashes: prefixHashes(seed, blocks), stepMs };
+    await retainPrefix(run);
     const before = await bounded(seed, 'decode ready', stepMs, decodeLog.until(true));
-
-    const forced = stopsAfterPost(scenario);
-    const stopping = forced ? running.next(prefillId, 0, 'stopping-after-post', 2 * stepMs) : undefined;
-    stopping?.catch(() => undefined);
-    const pulled = running.request(
-      prefillId,
-      0,
-      { type: 'pull', hint: hintOf(before, hashes), ...(forced ? { stopAfterPost: true } : {}) },
-      'pulled',
-      stepMs,
-    );
-    const pull = pullEnd(seed, pulled);
-    const fault = delay(scenario.atMs).then(() =>
-      inject(
-        scenario,
-        running,
-        pull,
-        stopping,
-        { ...(etcd === undefined ? {} : { etcd }), sqlitePath: discoveryOf.sqlitePath },
-        stepMs,
-      ),
-    );
-    const [ended, struck] = await bounded(seed, 'pull and fault', 2 * stepMs, Promise.all([pull, fault]));
+    const [ended, struck] = await pullUnderFault(run, before, {
+      ...(etcd === undefined ? {} : { etcd }),
+      sqlitePath: discoveryOf.sqlitePath,
+    });
     const evidence = [
       `pull ${ended.outcome}: ${ended.detail}${struck ? '' : ' (it ended before the prefill was seen reading: nothing was stopped)'}`,
     ];
@@ -563,55 +652,21 @@ export async function runScenario(scenario: Scenario, options: RunOptions = {}):
       scenario.kind === 'kill-decode' || scenario.kind === 'kill-prefill'
         ? `${workerOf(scenario.victim as Victim)}/tp${(scenario.victim as Victim).tpRank}`
         : undefined;
+    evidence.push(...(await notReadyAfterKill(run, decodeLog, prefill as ReadinessLog)));
+    evidence.push(...(await survivorsAnswer(run, decodeLog, before, killed)));
 
-    // Readiness after the fault, as discovery recomputes it: a killed rank's worker turns not ready once its lease lapses.
-    if (scenario.kind === 'kill-prefill') {
-      const gone = await bounded(seed, 'prefill worker not ready', stepMs, (prefill as ReadinessLog).until(false));
-      evidence.push(`prefill not ready: ${gone.ready ? '' : gone.reasons[0]?.message}`);
-    } else if (scenario.kind === 'kill-decode') {
-      const gone = await bounded(seed, 'decode worker not ready', stepMs, decodeLog.until(false));
-      evidence.push(`decode not ready: ${gone.ready ? '' : gone.reasons[0]?.message}`);
-    }
-
-    // Every survivor answers: each decode rank a no-op allocation; the prefill a second pull, which must
-    // refuse a source whose worker lost a rank and, after any other fault, pull everything verified
-    // once the endpoints are ready again.
-    for (const tpRank of [0, 1]) {
-      if (killed === `${decodeId}/tp${tpRank}`) continue;
-      await bounded(
-        seed,
-        `${decodeId}/tp${tpRank} answers`,
-        stepMs,
-        running.request(decodeId, tpRank, { type: 'allocate', count: 0 }, 'allocated', stepMs),
-      );
-    }
-    if (scenario.kind === 'kill-decode') {
-      evidence.push(await pullUntilRefused(seed, running, hintOf(before, hashes), stepMs));
-    } else if (scenario.kind !== 'kill-prefill') {
-      const again = await pullOnceReady(seed, running, decodeLog, hashes, stepMs);
-      const flapped = decodeLog.seen.some((readiness) => !readiness.ready);
-      evidence.push(
-        `decode ready at epoch ${again.epoch}${flapped ? ' (not ready during the fault)' : ''}`,
-        again.pulled,
-      );
-    }
-
-    const drains = await bounded(seed, 'drain', 2 * stepMs, running.stop());
+    const drains = await bounded(seed, 'drain', 2 * stepMs, run.running.stop());
     processes = undefined;
     const drained = checkDrains(seed, drains, killed);
-    const quarantine = { operations: 0, banksRetained: 0 };
-    for (const drain of drains.filter((survivor) => survivor.process !== killed)) {
-      const rank = running.ranks.find(({ spec }) => `${spec.workerId}/tp${spec.tpRank}` === drain.process);
-      const tally = checkQuarantines(seed, rank?.messages ?? [], drain);
-      if (tally.operations === 0) continue;
-      quarantine.operations += tally.operations;
-      quarantine.banksRetained += tally.banksRetained;
-      evidence.push(
-        `${drain.process} quarantined ${tally.operations} operations (${tally.banksRetained} banks retained), ${tally.provenTerminal} proven terminal later`,
-      );
-    }
-    evidence.push(...drained);
-    return { scenario, outcome: ended.outcome, evidence, quarantine, ms: performance.now() - started };
+    const quarantined = tallyQuarantines(run, drains, killed);
+    evidence.push(...quarantined.evidence, ...drained);
+    return {
+      scenario,
+      outcome: ended.outcome,
+      evidence,
+      quarantine: quarantined.quarantine,
+      ms: performance.now() - started,
+    };
   } finally {
     await cleanUp(processes, logs, discovery, etcd, stepMs);
     rmSync(dir, { recursive: true, force: true });

@@ -97,6 +97,68 @@ function checkListedLayers(
   }
 }
 
+/** A package whose imports are checked: its layer's index, the name it is called by, and which of its files ship to its users. */
+interface CheckedPackage {
+  readonly pkg: WorkspacePackage;
+  readonly ownIndex: number;
+  readonly name: string;
+  readonly ships: (file: string) => boolean;
+}
+
+/** Every import of one of the package's source files: within the package, from a layer below, and declared in its manifest. */
+function checkFileImports(
+  repoRoot: string,
+  rootManifest: PackageManifest,
+  { pkg, ownIndex, name: own, ships }: CheckedPackage,
+  file: string,
+  report: Report,
+): void {
+  const text = readFileSync(join(pkg.path, file), 'utf8');
+  const shipped = ships(file);
+  // require() calls are looked for in JavaScript only: in ESM TypeScript a method named `require` is no import.
+  for (const { fileName: specifier } of ts.preProcessFile(text, true, /\.[cm]?js$/.test(file)).importedFiles) {
+    if (specifier.startsWith('.')) {
+      const target = resolve(dirname(join(pkg.path, file)), specifier);
+      if (target !== pkg.path && !target.startsWith(pkg.path + sep)) {
+        report(
+          'relative-escape',
+          file,
+          specifier,
+          `${file} reaches out of ${relative(repoRoot, pkg.path)} to ${relative(repoRoot, target)}: import another package by its name`,
+        );
+      }
+      continue;
+    }
+    if (specifier.startsWith('node:') || builtins.has(specifier)) continue;
+    const name = packageNameOf(specifier);
+    if (name.startsWith('@kvreuse/')) {
+      const target = name.slice('@kvreuse/'.length);
+      if (specifier !== name) {
+        report('deep-import', file, specifier, `${file} imports ${specifier}: only the entry point ${name} is public`);
+      }
+      // Tests, benchmarks and scripts may use their own package through its public face.
+      if (target === pkg.dir && !shipped) continue;
+      if (layerIndex(target) < 0 || layerIndex(target) >= ownIndex) {
+        report('upward-import', file, specifier, `${file} imports ${name}, which is not a layer below ${own}`);
+        continue;
+      }
+    }
+    const fields: (keyof PackageManifest)[] = shipped
+      ? ['dependencies', 'peerDependencies']
+      : ['dependencies', 'peerDependencies', 'devDependencies'];
+    const declared =
+      declaredIn(pkg.manifest, name, fields) || (!shipped && declaredIn(rootManifest, name, ['devDependencies']));
+    if (!declared) {
+      report(
+        'undeclared-import',
+        file,
+        specifier,
+        `${file} imports ${name}, which ${own} does not declare in ${fields.join(' or ')}${shipped ? '' : ' (nor the root devDependencies)'}`,
+      );
+    }
+  }
+}
+
 /**
  * Checks the rule of the layers (docs/architecture.md): a package imports only packages below it, only
  * through their entry points (`@kvreuse/<name>`, no deep paths; tests and benchmarks may also import
@@ -111,7 +173,7 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
   const violations: LayeringViolation[] = [];
   const privates = privatePackages(repoRoot);
   // What each package ships to its users: a layer its src/ (not tests), the examples their programs (not test/).
-  const checked: { pkg: WorkspacePackage; ownIndex: number; name: string; ships: (file: string) => boolean }[] = [
+  const checked: CheckedPackage[] = [
     ...listPackages(repoRoot)
       .filter((pkg) => !isPlatformPackage(pkg.manifest))
       .map((pkg) => ({ pkg, ownIndex: layerIndex(pkg.dir), name: `@kvreuse/${pkg.dir}`, ships: isShippedSource })),
@@ -123,7 +185,8 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
     })),
   ];
 
-  for (const { pkg, ownIndex, name: own, ships } of checked) {
+  for (const checkedPackage of checked) {
+    const { pkg, ownIndex, name: own } = checkedPackage;
     const report = (rule: LayeringRule, file: string, specifier: string, message: string): void => {
       violations.push({ rule, packageDir: pkg.dir, file, specifier, message });
     };
@@ -139,57 +202,8 @@ export function checkLayering(repoRoot: string): LayeringViolation[] {
 
     checkListedLayers(pkg.manifest, own, ownIndex, privates, report);
 
-    for (const file of listSourceFiles(pkg.path)) {
-      const text = readFileSync(join(pkg.path, file), 'utf8');
-      const shipped = ships(file);
-      // require() calls are looked for in JavaScript only: in ESM TypeScript a method named `require` is no import.
-      for (const { fileName: specifier } of ts.preProcessFile(text, true, /\.[cm]?js$/.test(file)).importedFiles) {
-        if (specifier.startsWith('.')) {
-          const target = resolve(dirname(join(pkg.path, file)), specifier);
-          if (target !== pkg.path && !target.startsWith(pkg.path + sep)) {
-            report(
-              'relative-escape',
-              file,
-              specifier,
-              `${file} reaches out of ${relative(repoRoot, pkg.path)} to ${relative(repoRoot, target)}: import another package by its name`,
-            );
-          }
-          continue;
-        }
-        if (specifier.startsWith('node:') || builtins.has(specifier)) continue;
-        const name = packageNameOf(specifier);
-        if (name.startsWith('@kvreuse/')) {
-          const target = name.slice('@kvreuse/'.length);
-          if (specifier !== name) {
-            report(
-              'deep-import',
-              file,
-              specifier,
-              `${file} imports ${specifier}: only the entry point ${name} is public`,
-            );
-          }
-          // Tests, benchmarks and scripts may use their own package through its public face.
-          if (target === pkg.dir && !shipped) continue;
-          if (layerIndex(target) < 0 || layerIndex(target) >= ownIndex) {
-            report('upward-import', file, specifier, `${file} imports ${name}, which is not a layer below ${own}`);
-            continue;
-          }
-        }
-        const fields: (keyof PackageManifest)[] = shipped
-          ? ['dependencies', 'peerDependencies']
-          : ['dependencies', 'peerDependencies', 'devDependencies'];
-        const declared =
-          declaredIn(pkg.manifest, name, fields) || (!shipped && declaredIn(rootManifest, name, ['devDependencies']));
-        if (!declared) {
-          report(
-            'undeclared-import',
-            file,
-            specifier,
-            `${file} imports ${name}, which ${own} does not declare in ${fields.join(' or ')}${shipped ? '' : ' (nor the root devDependencies)'}`,
-          );
-        }
-      }
-    }
+    for (const file of listSourceFiles(pkg.path))
+      checkFileImports(repoRoot, rootManifest, checkedPackage, file, report);
   }
   return violations;
 }

@@ -35,10 +35,35 @@ function publishedExports(exports: Record<string, unknown> | undefined): unknown
   );
 }
 
+type Expect = (ok: boolean, message: string) => void;
+
+/** Holds each dependency's range to its rule, and returns the packages of the repository (their folders) it depends on. */
+function checkDependencyRanges(m: WorkspacePackage['manifest'], expect: Expect): string[] {
+  const internal: string[] = [];
+  for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
+    for (const [name, range] of Object.entries(m[field] ?? {})) {
+      if (name.startsWith('@kvreuse/')) {
+        internal.push(name.slice('@kvreuse/'.length));
+        expect(range === 'workspace:^', `${field}.${name} must be "workspace:^", is ${JSON.stringify(range)}`);
+      } else if (name.startsWith('@kvreuse-internal/')) {
+        // A private package of the workspace is never published: only the package's own tests may use it.
+        expect(
+          field === 'devDependencies' && range === 'workspace:^',
+          `${field}.${name} is a private package of the repository: it may only be a devDependency, as "workspace:^"`,
+        );
+      } else {
+        const { pattern, rule } = rangeRules[field];
+        expect(pattern.test(range), `${field}.${name} must be ${rule}, is ${JSON.stringify(range)}`);
+      }
+    }
+  }
+  return internal;
+}
+
 function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license: string): string[] {
   const { manifest: m, dir } = pkg;
   const problems: string[] = [];
-  const expect = (ok: boolean, message: string): void => {
+  const expect: Expect = (ok, message) => {
     if (!ok) problems.push(message);
   };
   expect(m.name === `@kvreuse/${dir}`, `name is ${JSON.stringify(m.name)}, expected "@kvreuse/${dir}"`);
@@ -86,24 +111,7 @@ function problemsOf(pkg: WorkspacePackage, rootReferences: Set<string>, license:
     'README.md must link the glossary (../../docs/glossary.md)',
   );
 
-  const internal: string[] = [];
-  for (const field of ['dependencies', 'devDependencies', 'peerDependencies'] as const) {
-    for (const [name, range] of Object.entries(m[field] ?? {})) {
-      if (name.startsWith('@kvreuse/')) {
-        internal.push(name.slice('@kvreuse/'.length));
-        expect(range === 'workspace:^', `${field}.${name} must be "workspace:^", is ${JSON.stringify(range)}`);
-      } else if (name.startsWith('@kvreuse-internal/')) {
-        // A private package of the workspace is never published: only the package's own tests may use it.
-        expect(
-          field === 'devDependencies' && range === 'workspace:^',
-          `${field}.${name} is a private package of the repository: it may only be a devDependency, as "workspace:^"`,
-        );
-      } else {
-        const { pattern, rule } = rangeRules[field];
-        expect(pattern.test(range), `${field}.${name} must be ${rule}, is ${JSON.stringify(range)}`);
-      }
-    }
-  }
+  const internal = checkDependencyRanges(m, expect);
 
   const build = readJson<ProjectConfig>(join(pkg.path, 'tsconfig.build.json'));
   const referenced = (build.references ?? [])

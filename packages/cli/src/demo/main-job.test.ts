@@ -4,6 +4,7 @@ import { exampleSettingsPath, kvreuseSettings } from '@kvreuse/config';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it } from 'vitest';
 import { freePorts } from '../../test/free-ports.js';
+import type { DemoSummary } from './demo-summary.js';
 import { runMainJob } from './main-job.js';
 import type { PullReport } from './rank-messages.js';
 
@@ -11,12 +12,148 @@ const { settings } = kvreuseSettings.resolve({ file: exampleSettingsPath, env: {
 const capabilities = loadTransport().capabilities();
 const clock = (): number => 0;
 
+type Served = { request: string; decision: string; receipt: PullReport | null };
+
+/** Turn 1 handed off 40 blocks, and turn 2 pulled and verified all 42. */
+function expectHandOffAndPull(summary: DemoSummary, progress: readonly string[]): void {
+  expect(progress).toContain('turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)');
+  // Qwen3-0.6B bf16, 64-token blocks: 28 layers × 2 planes × 8 heads × 128 × 2 bytes × 64 tokens = 7,340,032 bytes a block.
+  expect(summary.pull).toMatchObject({ blocks: 42, bytes: 308_281_344, verified: true, recomputedBlocks: 0 });
+  expect(summary.pull).toMatchObject({ verify: 'full', checkedBlocks: 42 });
+  expect(summary.pull?.ms).toBeGreaterThan(0);
+  expect(summary.pull?.gbps).toBeGreaterThan(0);
+  expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
+}
+
+/** The router's decisions: pull turn 2, recompute the short request. */
+function expectDecisions(summary: DemoSummary): void {
+  expect(summary.decisions).toEqual([
+    expect.objectContaining({
+      request: 'turn 2',
+      action: 'pull',
+      reason: 'worth-it',
+      blocks: 42,
+      detail: 'pull 42 blocks from qwen3-0.6b-decode-0: saves 134.4 ms for 6.2 ms (prior estimate), net 128.2 ms',
+    }),
+    expect.objectContaining({
+      request: 'short request',
+      action: 'recompute',
+      reason: 'too-short',
+      detail: 'the longest retained prefix adds 2 blocks; router.minimum_transfer_prefix_blocks = 4',
+    }),
+  ]);
+}
+
+/** The pull's receipt calibrates the router: its next estimate for these 42 blocks is what the pull took, not the prior's 100 µs a block. */
+function expectCalibration(summary: DemoSummary, progress: readonly string[]): void {
+  expect(summary.calibration?.blocks).toBe(42);
+  expect(summary.calibration?.transferMs.prior).toBeCloseTo(4.2, 9);
+  expect(summary.calibration?.transferMs.measured).toBe(summary.pull?.ms);
+  expect(summary.calibration?.transferMs.calibrated).toBeCloseTo(summary.pull?.ms ?? Number.NaN, 6);
+  expect(summary.calibration?.decision).toMatchObject({
+    request: 'turn 2, calibrated',
+    blocks: 42,
+    detail: expect.stringContaining('(calibrated estimate)'),
+  });
+  expect(progress).toContainEqual(
+    expect.stringMatching(
+      /^calibration: the router priced 42 blocks at 4\.2 ms \(prior\); the pull took [\d.]+ ms; from its receipt the router now prices them at [\d.]+ ms$/,
+    ),
+  );
+}
+
+/** GPU reuse refused, and the pull with a killed decode rank recomputed everything. */
+function expectGpuRefusedAndKilledRank(summary: DemoSummary): void {
+  expect(summary.gpu).toEqual({
+    active: false,
+    mode: 'host-only',
+    reason: expect.stringContaining('the native library cannot register vram'),
+  });
+  expect(summary.killedRank).toEqual({
+    process: 'qwen3-0.6b-decode-0/tp1',
+    signal: 'SIGKILL',
+    recomputed: 42,
+    committedBlocks: 0,
+    verified: true,
+    // Killed at the pin request it received: the pin is never answered, and the reader's heartbeat (not the answer timeout) ends the request.
+    reasons: [
+      expect.stringMatching(
+        /^from block 0: source rank tp1 gave no pin \(source-unresponsive\): source rank tp 1 pp 0 stopped answering before it answered the pin: its agent qwen3-0\.6b-decode-0-tp1-\S+ answered no heartbeat for \d+ ms$/,
+      ),
+    ],
+  });
+}
+
+/** Each request once, as it is served, with the prefill's receipt for the pulls. */
+function expectServed(served: readonly Served[], summary: DemoSummary): void {
+  expect(served).toEqual([
+    { request: 'short request', decision: 'short request', receipt: null },
+    {
+      request: 'turn 2',
+      decision: 'turn 2',
+      receipt: expect.objectContaining({
+        blocks: 42,
+        bytes: 308_281_344,
+        verified: true,
+        recomputed: { blocks: 0, reasons: [] },
+      }),
+    },
+    {
+      request: 'turn 2, qwen3-0.6b-decode-0/tp1 killed',
+      decision: 'turn 2',
+      receipt: expect.objectContaining({
+        blocks: 0,
+        bytes: 0,
+        verified: true,
+        recomputed: { blocks: 42, reasons: summary.killedRank?.reasons },
+      }),
+    },
+  ]);
+}
+
+/** Decode rank 0 was stopped while the prefill still held the pin it granted for the killed-rank pull: its drain waited for that pin until the prefill released it. */
+function expectDrains(summary: DemoSummary, progress: readonly string[]): void {
+  expect(progress).toContain(
+    '  the prefill holds its pin at qwen3-0.6b-decode-0/tp0; qwen3-0.6b-decode-0/tp0 is stopped (SIGTERM) meanwhile',
+  );
+  expect(progress).toContain(
+    '  qwen3-0.6b-decode-0/tp0 withdrew its rank part and waits for the pin; the prefill releases it',
+  );
+  const drained = { exitCode: 0, signal: null, banksReturned: 56, banksRetained: 0 };
+  const heldPin = { reader: expect.stringMatching(/^qwen3-0\.6b-prefill-0-tp0-/), blocks: 42, ended: 'released' };
+  expect(summary.drain).toEqual([
+    {
+      process: 'qwen3-0.6b-decode-0/tp0',
+      ...drained,
+      pins: { waitedFor: 1, released: 1, lapsed: 0, outstanding: 0, held: [heldPin] },
+    },
+    {
+      process: 'qwen3-0.6b-decode-0/tp1',
+      exitCode: null,
+      signal: 'SIGKILL',
+      banksReturned: null,
+      banksRetained: null,
+      pins: null,
+    },
+    {
+      process: 'qwen3-0.6b-prefill-0/tp0',
+      ...drained,
+      pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] },
+    },
+  ]);
+  expect(progress).toContainEqual(
+    expect.stringMatching(
+      /^ {2}qwen3-0\.6b-decode-0\/tp0: 56 banks returned, 0 retained, 1 pin waited for: qwen3-0\.6b-prefill-0-tp0-\S+'s pin of 42 blocks, released$/,
+    ),
+  );
+}
+
 describe('the main job', () => {
   it.each(['ucx', 'loopback'] as const)(
     'on %s: hands turn 1 off, routes turn 2, pulls and verifies 42 blocks from both decode ranks, recomputes after a killed rank, drains every process',
     async (backend) => {
       const progress: string[] = [];
-      const served: { request: string; decision: string; receipt: PullReport | null }[] = [];
+      const served: Served[] = [];
       const summary = await runMainJob({
         settings,
         capabilities,
@@ -25,121 +162,12 @@ describe('the main job', () => {
         requestServed: (request, decision, receipt) => served.push({ request, decision: decision.request, receipt }),
         clock,
       });
-      expect(progress).toContain(
-        'turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)',
-      );
-      // Qwen3-0.6B bf16, 64-token blocks: 28 layers × 2 planes × 8 heads × 128 × 2 bytes × 64 tokens = 7,340,032 bytes a block.
-      expect(summary.pull).toMatchObject({ blocks: 42, bytes: 308_281_344, verified: true, recomputedBlocks: 0 });
-      expect(summary.pull).toMatchObject({ verify: 'full', checkedBlocks: 42 });
-      expect(summary.pull?.ms).toBeGreaterThan(0);
-      expect(summary.pull?.gbps).toBeGreaterThan(0);
-      expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
-      expect(summary.decisions).toEqual([
-        expect.objectContaining({
-          request: 'turn 2',
-          action: 'pull',
-          reason: 'worth-it',
-          blocks: 42,
-          detail: 'pull 42 blocks from qwen3-0.6b-decode-0: saves 134.4 ms for 6.2 ms (prior estimate), net 128.2 ms',
-        }),
-        expect.objectContaining({
-          request: 'short request',
-          action: 'recompute',
-          reason: 'too-short',
-          detail: 'the longest retained prefix adds 2 blocks; router.minimum_transfer_prefix_blocks = 4',
-        }),
-      ]);
-      // The pull's receipt calibrates the router: its next estimate for these 42 blocks is what the pull took, not the prior's 100 µs a block.
-      expect(summary.calibration?.blocks).toBe(42);
-      expect(summary.calibration?.transferMs.prior).toBeCloseTo(4.2, 9);
-      expect(summary.calibration?.transferMs.measured).toBe(summary.pull?.ms);
-      expect(summary.calibration?.transferMs.calibrated).toBeCloseTo(summary.pull?.ms ?? Number.NaN, 6);
-      expect(summary.calibration?.decision).toMatchObject({
-        request: 'turn 2, calibrated',
-        blocks: 42,
-        detail: expect.stringContaining('(calibrated estimate)'),
-      });
-      expect(progress).toContainEqual(
-        expect.stringMatching(
-          /^calibration: the router priced 42 blocks at 4\.2 ms \(prior\); the pull took [\d.]+ ms; from its receipt the router now prices them at [\d.]+ ms$/,
-        ),
-      );
-      expect(summary.gpu).toEqual({
-        active: false,
-        mode: 'host-only',
-        reason: expect.stringContaining('the native library cannot register vram'),
-      });
-      expect(summary.killedRank).toEqual({
-        process: 'qwen3-0.6b-decode-0/tp1',
-        signal: 'SIGKILL',
-        recomputed: 42,
-        committedBlocks: 0,
-        verified: true,
-        // Killed at the pin request it received: the pin is never answered, and the reader's heartbeat (not the answer timeout) ends the request.
-        reasons: [
-          expect.stringMatching(
-            /^from block 0: source rank tp1 gave no pin \(source-unresponsive\): source rank tp 1 pp 0 stopped answering before it answered the pin: its agent qwen3-0\.6b-decode-0-tp1-\S+ answered no heartbeat for \d+ ms$/,
-          ),
-        ],
-      });
-      // Each request once, as it is served, with the prefill's receipt for the pulls.
-      expect(served).toEqual([
-        { request: 'short request', decision: 'short request', receipt: null },
-        {
-          request: 'turn 2',
-          decision: 'turn 2',
-          receipt: expect.objectContaining({
-            blocks: 42,
-            bytes: 308_281_344,
-            verified: true,
-            recomputed: { blocks: 0, reasons: [] },
-          }),
-        },
-        {
-          request: 'turn 2, qwen3-0.6b-decode-0/tp1 killed',
-          decision: 'turn 2',
-          receipt: expect.objectContaining({
-            blocks: 0,
-            bytes: 0,
-            verified: true,
-            recomputed: { blocks: 42, reasons: summary.killedRank?.reasons },
-          }),
-        },
-      ]);
-      // Decode rank 0 was stopped while the prefill still held the pin it granted for the killed-rank pull: its drain waited for that pin until the prefill released it.
-      expect(progress).toContain(
-        '  the prefill holds its pin at qwen3-0.6b-decode-0/tp0; qwen3-0.6b-decode-0/tp0 is stopped (SIGTERM) meanwhile',
-      );
-      expect(progress).toContain(
-        '  qwen3-0.6b-decode-0/tp0 withdrew its rank part and waits for the pin; the prefill releases it',
-      );
-      const drained = { exitCode: 0, signal: null, banksReturned: 56, banksRetained: 0 };
-      const heldPin = { reader: expect.stringMatching(/^qwen3-0\.6b-prefill-0-tp0-/), blocks: 42, ended: 'released' };
-      expect(summary.drain).toEqual([
-        {
-          process: 'qwen3-0.6b-decode-0/tp0',
-          ...drained,
-          pins: { waitedFor: 1, released: 1, lapsed: 0, outstanding: 0, held: [heldPin] },
-        },
-        {
-          process: 'qwen3-0.6b-decode-0/tp1',
-          exitCode: null,
-          signal: 'SIGKILL',
-          banksReturned: null,
-          banksRetained: null,
-          pins: null,
-        },
-        {
-          process: 'qwen3-0.6b-prefill-0/tp0',
-          ...drained,
-          pins: { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] },
-        },
-      ]);
-      expect(progress).toContainEqual(
-        expect.stringMatching(
-          /^ {2}qwen3-0\.6b-decode-0\/tp0: 56 banks returned, 0 retained, 1 pin waited for: qwen3-0\.6b-prefill-0-tp0-\S+'s pin of 42 blocks, released$/,
-        ),
-      );
+      expectHandOffAndPull(summary, progress);
+      expectDecisions(summary);
+      expectCalibration(summary, progress);
+      expectGpuRefusedAndKilledRank(summary);
+      expectServed(served, summary);
+      expectDrains(summary, progress);
     },
     120_000,
   );

@@ -363,6 +363,39 @@ async function decideTurn2(
   return { pullDecision, decisions, router: { context, calibration, turn2: { tokens: turn2, destination } } };
 }
 
+/** Starts every rank, saying where and how, and each rank's metrics address and readiness as it comes. */
+async function startRanks(settings: Settings, options: MainJobOptions, timeoutMs: number): Promise<RankProcesses> {
+  const { progress } = options;
+  const where =
+    options.backend === 'loopback'
+      ? 'in this process (loopback agents reach only agents of their own process)'
+      : 'as OS processes';
+  progress(
+    `starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`,
+  );
+  return RankProcesses.start({
+    ranks,
+    backend: options.backend,
+    blocks: bankBlocks,
+    settings,
+    libraryPath: options.capabilities.libraryPath,
+    readyTimeoutMs: timeoutMs,
+    onMessage: (rank, message: RankMessage) => {
+      if (message.type === 'published' && message.metricsUrl !== undefined)
+        progress(`  ${rank.workerId}/tp${rank.tpRank} serves its metrics at ${message.metricsUrl}`);
+      if (message.type === 'ready') progress(`  ${rank.workerId}/tp${rank.tpRank} ready`);
+    },
+  });
+}
+
+/** Turn 1's conversation: the tokens of its retained blocks, and their block hashes under the decode worker's scheme. */
+function turn1Conversation(decode: Worker, settings: Settings): { conversation: number[]; chain: BigUint64Array } {
+  const scheme = blockHashScheme(decode.geometry, settings.inventory.hashSeed);
+  const blockTokens = decode.geometry.blockTokens;
+  const conversation = Array.from({ length: retainedBlocks * blockTokens }, (_, i) => conversationToken(i));
+  return { conversation, chain: hashBlockChain(conversation, scheme) };
+}
+
 /** Runs the main job to its end (every process stopped), and returns its summary. */
 export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> {
   const { progress } = options;
@@ -392,35 +425,13 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     })());
   const takeBack = options.whenInterrupted?.(closeAll) ?? (() => undefined);
   try {
-    const where =
-      options.backend === 'loopback'
-        ? 'in this process (loopback agents reach only agents of their own process)'
-        : 'as OS processes';
-    progress(
-      `starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`,
-    );
-    processes = await RankProcesses.start({
-      ranks,
-      backend: options.backend,
-      blocks: bankBlocks,
-      settings,
-      libraryPath: options.capabilities.libraryPath,
-      readyTimeoutMs: timeoutMs,
-      onMessage: (rank, message: RankMessage) => {
-        if (message.type === 'published' && message.metricsUrl !== undefined)
-          progress(`  ${rank.workerId}/tp${rank.tpRank} serves its metrics at ${message.metricsUrl}`);
-        if (message.type === 'ready') progress(`  ${rank.workerId}/tp${rank.tpRank} ready`);
-      },
-    });
+    processes = await startRanks(settings, options, timeoutMs);
     const started = processes;
     const decode = await readyWorker(discovery, decodeId);
     const prefill = await readyWorker(discovery, prefillId);
 
     // Turn 1: the conversation's prompt, prefilled and handed off; decoding appends the reply's blocks.
-    const scheme = blockHashScheme(decode.geometry, settings.inventory.hashSeed);
-    const blockTokens = decode.geometry.blockTokens;
-    const conversation = Array.from({ length: retainedBlocks * blockTokens }, (_, i) => conversationToken(i));
-    const chain = hashBlockChain(conversation, scheme);
+    const { conversation, chain } = turn1Conversation(decode, settings);
     const handOff = await handOffTurn1(started, chain, progress, timeoutMs);
     await new Promise<void>((resolve) => {
       onComplete = () => complete.has(decode.incarnation) && resolve();
