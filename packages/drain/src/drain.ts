@@ -8,7 +8,13 @@ import {
   returnBanks,
 } from '@kvreuse/registry';
 import { InvalidDrainOptionError } from './errors.js';
-import { type LedgerOperation, type LedgerPostRequest, OperationLedger, type QuarantinedOperation } from './ledger.js';
+import {
+  type LedgerCounts,
+  type LedgerOperation,
+  type LedgerPostRequest,
+  OperationLedger,
+  type QuarantinedOperation,
+} from './ledger.js';
 import { Listeners } from './listeners.js';
 import { checkFunction, checkOptionsObject, checkRegisteredRank } from './options.js';
 
@@ -348,19 +354,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       return ok('new operations fail with DRAINING');
     });
     const before = ledger.counts();
-    await this.#awaitStep('drain', async () => {
-      const remainingMs = Math.max(0, deadlineAt - clock.now());
-      // Cancels go out a little before the deadline, so that the native layer can confirm them in time.
-      const cancelAt = deadlineAt - Math.min(Math.floor(remainingMs / 10), CANCEL_GRACE_CAP_MS);
-      await ledger.settle(cancelAt, deadlineAt, `not quiescent at the drain deadline (${remainingMs} ms)`);
-      ledger.stopTimers();
-      const after = ledger.counts();
-      const quarantined = ledger.quarantined().length;
-      const counts = `${after.completed - before.completed} completed, ${after.cancelled - before.cancelled} cancelled, ${after.failed - before.failed} failed`;
-      return quarantined === 0
-        ? ok(counts)
-        : failed(`${quarantined} operations quarantined (not quiescent at the deadline); ${counts}`);
-    });
+    await this.#awaitStep('drain', () => this.#settleOperations(deadlineAt, before));
     const after = ledger.counts();
     beforeDeregistration();
     // From here on, a quarantined operation that quiesces releases its own banks.
@@ -368,12 +362,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
     let deregistration: Awaited<ReturnType<typeof deregister>> | undefined;
     await this.#awaitStep('deregister', async () => {
       deregistration = await deregister(this.#ranks.flatMap((rank) => rank.banks).reverse());
-      const count = deregistration.deregistered.length;
-      return deregistration.retained.length === 0
-        ? ok(`${count} banks deregistered`)
-        : failed(
-            `${deregistration.retained.length} banks retained (${deregistration.retained.map(({ reason }) => reason).join('; ')}); ${count} deregistered`,
-          );
+      return deregistrationOutcome(deregistration.deregistered.length, deregistration.retained);
     });
     const retained = [...(deregistration?.retained ?? [])];
     const returned: BankLabel[] = [];
@@ -382,11 +371,7 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       returned.push(...handedBack.returned);
       const refused = handedBack.unreturned;
       retained.push(...refused);
-      return refused.length === 0
-        ? ok(`${returned.length} banks handed back`)
-        : failed(
-            `${refused.length} owners refused their bank back (${refused.map(({ reason }) => reason).join('; ')}); ${returned.length} handed back`,
-          );
+      return handBackOutcome(returned.length, refused);
     });
     return {
       completed: after.completed - before.completed,
@@ -398,6 +383,25 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       readers,
       steps: this.#steps.slice(firstStep),
     };
+  }
+
+  /**
+   * The drain step: waits for the operations to settle (cancelling a little before the deadline,
+   * quarantining what is still live at it) and reports what became of those counted in `before`.
+   */
+  async #settleOperations(deadlineAt: number, before: LedgerCounts): Promise<ShutdownStepOutcome> {
+    const ledger = this.#ledger;
+    const remainingMs = Math.max(0, deadlineAt - ledger.clock.now());
+    // Cancels go out a little before the deadline, so that the native layer can confirm them in time.
+    const cancelAt = deadlineAt - Math.min(Math.floor(remainingMs / 10), CANCEL_GRACE_CAP_MS);
+    await ledger.settle(cancelAt, deadlineAt, `not quiescent at the drain deadline (${remainingMs} ms)`);
+    ledger.stopTimers();
+    const after = ledger.counts();
+    const quarantined = ledger.quarantined().length;
+    const counts = `${after.completed - before.completed} completed, ${after.cancelled - before.cancelled} cancelled, ${after.failed - before.failed} failed`;
+    return quarantined === 0
+      ? ok(counts)
+      : failed(`${quarantined} operations quarantined (not quiescent at the deadline); ${counts}`);
   }
 
   /** Runs a synchronous step and records it; a throw is the step's failure. */
@@ -481,6 +485,24 @@ export class DrainController<Request extends LedgerPostRequest = LedgerPostReque
       }
     });
   }
+}
+
+/** The deregister step's outcome: failed when any bank was retained. */
+function deregistrationOutcome(deregistered: number, retained: readonly RetainedBank[]): ShutdownStepOutcome {
+  return retained.length === 0
+    ? ok(`${deregistered} banks deregistered`)
+    : failed(
+        `${retained.length} banks retained (${retained.map(({ reason }) => reason).join('; ')}); ${deregistered} deregistered`,
+      );
+}
+
+/** The hand-back step's outcome: failed when any owner refused its bank back. */
+function handBackOutcome(returned: number, refused: readonly RetainedBank[]): ShutdownStepOutcome {
+  return refused.length === 0
+    ? ok(`${returned} banks handed back`)
+    : failed(
+        `${refused.length} owners refused their bank back (${refused.map(({ reason }) => reason).join('; ')}); ${returned} handed back`,
+      );
 }
 
 /**

@@ -45,6 +45,18 @@ const nonNegative = (value: number): boolean => Number.isFinite(value) && value 
 // Transfer times from a fraction of a millisecond (a few blocks over shared memory) to tens of seconds (tcp).
 const durationBuckets = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
+function checkDefaultLabels(labels: EndpointMetricsOptions['labels']): void {
+  for (const [name, value] of Object.entries(labels ?? {})) {
+    if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(name) || name.startsWith('__'))
+      throw new EndpointOptionError(
+        `metrics.labels.${name}`,
+        value,
+        'a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)',
+      );
+    if (typeof value !== 'string') throw new EndpointOptionError(`metrics.labels.${name}`, value, 'a string');
+  }
+}
+
 export class EndpointMetrics {
   readonly registry: Registry;
   readonly #transfers: Counter<'side' | 'tier' | 'link_class'>;
@@ -67,15 +79,7 @@ export class EndpointMetrics {
         'a prom-client Registry (of the prom-client kvreuse depends on)',
       );
     }
-    for (const [name, value] of Object.entries(options.labels ?? {})) {
-      if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(name) || name.startsWith('__'))
-        throw new EndpointOptionError(
-          `metrics.labels.${name}`,
-          value,
-          'a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)',
-        );
-      if (typeof value !== 'string') throw new EndpointOptionError(`metrics.labels.${name}`, value, 'a string');
-    }
+    checkDefaultLabels(options.labels);
     this.registry = options.registry ?? new Registry();
     if (options.labels !== undefined) this.registry.setDefaultLabels({ ...options.labels });
     const registers = [this.registry];

@@ -1,7 +1,13 @@
 // A rank's destination side: checks a pull before anything is pinned or posted, finds the source's
 // ranks in discovery, loads their peers, pins at each, takes the rank pairs' templates from the
 // endpoint's one cache, and hands the pull to `pullPinned` (`pullPrefix` without the checks its request passed).
-import { checkCompatibility, type RankId, type RankPart, type Worker } from '@kvreuse/descriptors';
+import {
+  checkCompatibility,
+  type RankId,
+  type RankPart,
+  type TransferTemplate,
+  type Worker,
+} from '@kvreuse/descriptors';
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, Peer, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import type { ClusterSecret, ReadinessGate, WorkerReadiness } from '@kvreuse/discovery';
@@ -116,19 +122,7 @@ export class PullSide {
     request.signal?.throwIfAborted();
 
     const template = this.#options.templates.between(source, destination);
-    const pairIndexes = template.pairs.flatMap((route, pair) =>
-      sameRank(route.destinationRank, this.#options.rank) ? [pair] : [],
-    );
-    const sourceParts = pairIndexes.map(
-      (pair) =>
-        source.ranks.find((part) =>
-          sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank),
-        ) as RankPart,
-    );
-    const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
-    for (const [part, peer] of loadSourcePeers(this.#options.agent, new Set(sourceParts), this.#options.secret)) {
-      sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
-    }
+    const { pairIndexes, sourceParts, sources } = this.#sourcesOf(template, source);
 
     const link = { linkClass: hint.linkClass, tier: hint.tier };
     const hashes = hint.hashes instanceof BigUint64Array ? hint.hashes : BigUint64Array.from(hint.hashes);
@@ -145,24 +139,7 @@ export class PullSide {
     );
     const pins = pinned.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
     this.#options.metrics?.pinsHeld('pull', this.#options.pins.heldPins);
-    const refusals = pinned.flatMap((result, index): RecomputeReason[] => {
-      if (result.status === 'fulfilled') return [];
-      const error: unknown = result.reason;
-      const part = [...sources.keys()][index] as RankPart;
-      const reason =
-        error instanceof PinRefusedError || error instanceof SourceUnresponsiveError
-          ? error.reason
-          : (codeOf(error) ?? 'UNKNOWN');
-      return [
-        {
-          kind: 'pin-refused',
-          fromBlock: 0,
-          sourceRank: rankOf(part),
-          reason,
-          detail: error instanceof Error ? error.message : String(error),
-        },
-      ];
-    });
+    const refusals = pinRefusals(pinned, [...sources.keys()]);
     if (refusals.length > 0 || request.signal?.aborted === true) {
       await releasePins(pins, request.beforeRelease);
       request.signal?.throwIfAborted();
@@ -201,6 +178,34 @@ export class PullSide {
       await releasePins(pins, request.beforeRelease);
       throw error;
     }
+  }
+
+  /**
+   * The template's pairs that end at this rank, the source rank of each, and a peer (tracked in the
+   * peer book) for each of those source ranks.
+   */
+  #sourcesOf(
+    template: TransferTemplate,
+    source: Worker,
+  ): {
+    pairIndexes: number[];
+    sourceParts: RankPart[];
+    sources: Map<RankPart, { peer: Peer; ticket: PeerTicket }>;
+  } {
+    const pairIndexes = template.pairs.flatMap((route, pair) =>
+      sameRank(route.destinationRank, this.#options.rank) ? [pair] : [],
+    );
+    const sourceParts = pairIndexes.map(
+      (pair) =>
+        source.ranks.find((part) =>
+          sameRank(rankOf(part), (template.pairs[pair] as (typeof template.pairs)[number]).sourceRank),
+        ) as RankPart,
+    );
+    const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
+    for (const [part, peer] of loadSourcePeers(this.#options.agent, new Set(sourceParts), this.#options.secret)) {
+      sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
+    }
+    return { pairIndexes, sourceParts, sources };
   }
 
   #finish(receipt: PullReceipt, policy: ShortfallPolicy): PullReceipt {
@@ -270,6 +275,28 @@ export class PullSide {
         throw new PullRefusedError('admission', `${gate.name} refused ${worker.workerId}: ${verdict.reason}`);
     }
   }
+}
+
+/** A recompute reason for each source rank whose pin was refused or failed (`parts` in the order of `pinned`). */
+function pinRefusals(pinned: readonly PromiseSettledResult<HeldPin>[], parts: readonly RankPart[]): RecomputeReason[] {
+  return pinned.flatMap((result, index): RecomputeReason[] => {
+    if (result.status === 'fulfilled') return [];
+    const error: unknown = result.reason;
+    const part = parts[index] as RankPart;
+    const reason =
+      error instanceof PinRefusedError || error instanceof SourceUnresponsiveError
+        ? error.reason
+        : (codeOf(error) ?? 'UNKNOWN');
+    return [
+      {
+        kind: 'pin-refused',
+        fromBlock: 0,
+        sourceRank: rankOf(part),
+        reason,
+        detail: error instanceof Error ? error.message : String(error),
+      },
+    ];
+  });
 }
 
 function refusedReceipt(

@@ -143,7 +143,7 @@ export function pullPrefix(options: PullOptions): Promise<PullReceipt> {
 export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
   const pins = pairPins(options);
   const sampleEvery = options.sampleEvery ?? defaultSampleEvery;
-  const { ledger, pairs, destinationBlocks } = options;
+  const { ledger, destinationBlocks } = options;
   const now = options.now ?? (() => performance.now());
   const requested = destinationBlocks.length;
   const reasons: RecomputeReason[] = [];
@@ -159,17 +159,7 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
     });
   }
 
-  let granted = requested;
-  for (const pin of uniquePins) {
-    if (pin.positions.count >= requested) continue;
-    granted = Math.min(granted, pin.positions.count);
-    reasons.push({
-      kind: 'pin-granted-fewer',
-      fromBlock: pin.positions.count,
-      sourceRank: pin.source.rank,
-      granted: pin.positions.count,
-    });
-  }
+  const granted = grantedBlocks(uniquePins, requested, reasons);
 
   const started = now();
   if (granted > 0) postPairs(options, pins, granted, posted, reasons);
@@ -184,29 +174,17 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
   if (quarantined.length === 0) await released;
 
   let bytesMoved = 0;
-  const okPairs = new Set<number>();
   for (const { pair, operation } of posted) {
     const outcome = await operation.outcome;
     if (outcome.ok) {
       bytesMoved += outcome.bytesDone;
-      okPairs.add(pair);
     } else {
       const { error } = outcome;
       const code = error instanceof OperationFailedError ? error.nativeCode : error.code;
       reasons.push({ kind: 'operation-failed', fromBlock: 0, pair, code, detail: error.message });
     }
   }
-  for (const pin of uniquePins) {
-    const loss = losses.get(pin);
-    if (loss !== undefined)
-      reasons.push({
-        kind: 'pin-lost',
-        fromBlock: 0,
-        sourceRank: pin.source.rank,
-        reason: loss.reason,
-        detail: loss.detail,
-      });
-  }
+  recordPinLosses(uniquePins, losses, reasons);
 
   const checked = checkedPositions(
     options.verify,
@@ -217,8 +195,26 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
 
   reasons.sort((a, b) => a.fromBlock - b.fromBlock);
   const blocks = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
-  const blockBytes = Number(pairs[0]?.template.template.blockBytes ?? 0n);
-  const receipt: PullReceipt = {
+  const receipt = receiptOf(options, { requested, blocks, bytesMoved, ms, checkedBlocks, reasons });
+  if (options.policy === 'fail' && blocks < requested) throw new PullShortfallError(receipt);
+  return receipt;
+}
+
+/** The receipt of a pull that committed the first `blocks` of the `requested`, with what to recompute and why. */
+function receiptOf(
+  options: PullOptions,
+  pulled: {
+    readonly requested: number;
+    readonly blocks: number;
+    readonly bytesMoved: number;
+    readonly ms: number;
+    readonly checkedBlocks: number;
+    readonly reasons: readonly RecomputeReason[];
+  },
+): PullReceipt {
+  const { requested, blocks, bytesMoved, ms, checkedBlocks, reasons } = pulled;
+  const blockBytes = Number(options.pairs[0]?.template.template.blockBytes ?? 0n);
+  return {
     requested,
     blocks,
     bytes: blocks * blockBytes,
@@ -237,8 +233,41 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
     },
     ...(options.prediction === undefined ? {} : { saving: savingOf(options.prediction, blocks, ms) }),
   };
-  if (options.policy === 'fail' && blocks < requested) throw new PullShortfallError(receipt);
-  return receipt;
+}
+
+/** The blocks every pin covers: a pin granting fewer than requested shortens the prefix, its reason recorded. */
+function grantedBlocks(pins: readonly HeldPin[], requested: number, reasons: RecomputeReason[]): number {
+  let granted = requested;
+  for (const pin of pins) {
+    if (pin.positions.count >= requested) continue;
+    granted = Math.min(granted, pin.positions.count);
+    reasons.push({
+      kind: 'pin-granted-fewer',
+      fromBlock: pin.positions.count,
+      sourceRank: pin.source.rank,
+      granted: pin.positions.count,
+    });
+  }
+  return granted;
+}
+
+/** Records a `pin-lost` reason for each pin lost so far. */
+function recordPinLosses(
+  pins: readonly HeldPin[],
+  losses: ReadonlyMap<HeldPin, PinLoss>,
+  reasons: RecomputeReason[],
+): void {
+  for (const pin of pins) {
+    const loss = losses.get(pin);
+    if (loss !== undefined)
+      reasons.push({
+        kind: 'pin-lost',
+        fromBlock: 0,
+        sourceRank: pin.source.rank,
+        reason: loss.reason,
+        detail: loss.detail,
+      });
+  }
 }
 
 /** Posts one operation per rank pair on the first `granted` blocks; a refused post ends the posting, its reason recorded. */

@@ -154,6 +154,47 @@ function kernelBootId(): string | undefined {
   }
 }
 
+/** The options a serving endpoint needs: its pin adapter and lease, its inventory, and the bytes its readers checksum. */
+function checkServeOptions(options: ReuseEndpointOptions, serve: ServeOptions): void {
+  if (typeof serve !== 'object' || serve === null || typeof serve.adapter !== 'object' || serve.adapter === null) {
+    throw new EndpointOptionError('serve', serve, "{ adapter, leaseMs?, inventory? } with the framework's PinAdapter");
+  }
+  if (
+    serve.leaseMs !== undefined &&
+    (!Number.isSafeInteger(serve.leaseMs) || serve.leaseMs < 1 || serve.leaseMs > 0xffffffff)
+  ) {
+    throw new EndpointOptionError('serve.leaseMs', serve.leaseMs, 'a whole number of milliseconds, 1 to 2^32 - 1');
+  }
+  const { inventory } = serve;
+  if (
+    inventory !== undefined &&
+    (typeof inventory !== 'object' ||
+      inventory === null ||
+      !['gpu', 'host'].includes(inventory.tier) ||
+      typeof inventory.retained !== 'function' ||
+      !Number.isSafeInteger(inventory.ttlMs) ||
+      inventory.ttlMs < 1)
+  ) {
+    throw new EndpointOptionError(
+      'serve.inventory',
+      inventory,
+      "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1 }",
+    );
+  }
+  if (options.waitForReaders !== undefined)
+    throw new EndpointOptionError(
+      'waitForReaders',
+      options.waitForReaders,
+      'left out when the endpoint serves: its pin server waits for the readers',
+    );
+  if (!Array.isArray(options.bankBytes))
+    throw new EndpointOptionError(
+      'bankBytes',
+      options.bankBytes,
+      "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read",
+    );
+}
+
 function checkOptions(options: ReuseEndpointOptions): void {
   if (typeof options !== 'object' || options === null)
     throw new EndpointOptionError('options', options, 'an options object');
@@ -180,50 +221,7 @@ function checkOptions(options: ReuseEndpointOptions): void {
     if (options[name] !== undefined && typeof options[name] !== 'function')
       throw new EndpointOptionError(name, options[name], 'a function');
   }
-  if (options.serve !== undefined) {
-    const { serve } = options;
-    if (typeof serve !== 'object' || serve === null || typeof serve.adapter !== 'object' || serve.adapter === null) {
-      throw new EndpointOptionError(
-        'serve',
-        serve,
-        "{ adapter, leaseMs?, inventory? } with the framework's PinAdapter",
-      );
-    }
-    if (
-      serve.leaseMs !== undefined &&
-      (!Number.isSafeInteger(serve.leaseMs) || serve.leaseMs < 1 || serve.leaseMs > 0xffffffff)
-    ) {
-      throw new EndpointOptionError('serve.leaseMs', serve.leaseMs, 'a whole number of milliseconds, 1 to 2^32 - 1');
-    }
-    const { inventory } = serve;
-    if (
-      inventory !== undefined &&
-      (typeof inventory !== 'object' ||
-        inventory === null ||
-        !['gpu', 'host'].includes(inventory.tier) ||
-        typeof inventory.retained !== 'function' ||
-        !Number.isSafeInteger(inventory.ttlMs) ||
-        inventory.ttlMs < 1)
-    ) {
-      throw new EndpointOptionError(
-        'serve.inventory',
-        inventory,
-        "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1 }",
-      );
-    }
-    if (options.waitForReaders !== undefined)
-      throw new EndpointOptionError(
-        'waitForReaders',
-        options.waitForReaders,
-        'left out when the endpoint serves: its pin server waits for the readers',
-      );
-    if (!Array.isArray(options.bankBytes))
-      throw new EndpointOptionError(
-        'bankBytes',
-        options.bankBytes,
-        "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read",
-      );
-  }
+  if (options.serve !== undefined) checkServeOptions(options, options.serve);
   const { transport, discovery, endpoint } = options.settings;
   if (typeof transport !== 'object' || transport === null)
     throw new EndpointOptionError('settings.transport', transport, 'the resolved transport settings');

@@ -242,8 +242,15 @@ interface Pricing {
   readonly blockTokens: number;
 }
 
-/** Prices the pull of one retained prefix, or rejects its source (into `rejected`, returning undefined) and says why. */
-function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected: RejectedSource[]): Priced | undefined {
+/**
+ * The ready state of the prefix's source, if it may serve the destination at all (whatever its prefix);
+ * otherwise rejects it (into `rejected`, returning undefined) and says why.
+ */
+function servingSource(
+  prefix: AdvisoryRetainedPrefix,
+  pricing: Pricing,
+  rejected: RejectedSource[],
+): SourceState | undefined {
   const id = prefix.workerId;
   if (id === pricing.destination.worker.workerId) {
     reject(rejected, id, 'destination', 'the destination itself');
@@ -294,6 +301,14 @@ function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected:
     reject(rejected, id, 'incompatible', incompatible);
     return undefined;
   }
+  return state;
+}
+
+/** Prices the pull of one retained prefix, or rejects its source (into `rejected`, returning undefined) and says why. */
+function priceSource(prefix: AdvisoryRetainedPrefix, pricing: Pricing, rejected: RejectedSource[]): Priced | undefined {
+  const id = prefix.workerId;
+  const state = servingSource(prefix, pricing, rejected);
+  if (state === undefined) return undefined;
   if (prefix.blocks <= pricing.local) {
     reject(
       rejected,

@@ -59,6 +59,31 @@ export interface LoopbackWorld {
   closeSource(): Promise<void>;
 }
 
+/** The tensor-parallel rank's banks: `count` kvreuse-owned allocations of the reader, one block each. */
+async function allocateRankBanks(reader: Agent, tpRank: number, count: number, bankBytes: number): Promise<Bank[]> {
+  const banks: Bank[] = [];
+  for (let index = 0; index < count; index++) {
+    const allocation = await reader.allocate(bankBytes);
+    banks.push(
+      Bank.adopt(
+        {
+          tpRank,
+          ppRank: 0,
+          index,
+          memKind: 'dram',
+          deviceId: 0,
+          address: allocation.address,
+          bytes: BigInt(bankBytes),
+          blocks: 1,
+          blockStride: BigInt(bankBytes),
+        },
+        kvreuseOwner(allocation),
+      ),
+    );
+  }
+  return banks;
+}
+
 export async function openLoopbackWorld(options: {
   ranks: number;
   banksPerRank: number;
@@ -94,26 +119,7 @@ export async function openLoopbackWorld(options: {
   });
   const ranks: RegisteredRank[] = [];
   for (let tpRank = 0; tpRank < options.ranks; tpRank++) {
-    const banks: Bank[] = [];
-    for (let index = 0; index < options.banksPerRank; index++) {
-      const allocation = await reader.allocate(bankBytes);
-      banks.push(
-        Bank.adopt(
-          {
-            tpRank,
-            ppRank: 0,
-            index,
-            memKind: 'dram',
-            deviceId: 0,
-            address: allocation.address,
-            bytes: BigInt(bankBytes),
-            blocks: 1,
-            blockStride: BigInt(bankBytes),
-          },
-          kvreuseOwner(allocation),
-        ),
-      );
-    }
+    const banks = await allocateRankBanks(reader, tpRank, options.banksPerRank, bankBytes);
     const rank = await registerRank({ agent: reader, banks });
     ranks.push(rank);
     controller.addRank(rank);
