@@ -1,6 +1,6 @@
 // Prints what the format, size and circle checks find in the repository today, in full: the files
-// Prettier would change, every file and function over its size (the C tests' functions too, which the
-// suite does not hold to the limit yet), and every circle with the edges that close it.
+// Prettier would change, every file and function over its size, and every circle with the edges that
+// close it.
 //   pnpm --filter @kvreuse-internal/repo-checks report
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,7 +29,7 @@ printSizes(
   sizes.filter((violation) => !violation.test),
 );
 printSizes(
-  'Test files over their size (the suite holds the functions of the C tests to no limit yet)',
+  'Test files over their size',
   sizes.filter((violation) => violation.test),
 );
 printCircles('Circles of imports', checkImportCircles(repoRoot));
