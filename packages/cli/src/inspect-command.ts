@@ -1,4 +1,4 @@
-import type { Settings } from '@kvreuse/config';
+import { kvreuseSettings, type Settings } from '@kvreuse/config';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import {
   defaultKeyPrefix,
@@ -113,10 +113,14 @@ async function inventoryOf(
 
 /** The declared profile as the admission gate readiness uses, as a worker's own process would install it. */
 function gateOf(settings: Settings, cwd: string): ReadinessGate | undefined {
-  const profile = declaredProfile(settings);
+  const profile = declaredProfile(settings, { settings: kvreuseSettings });
   return profile === undefined
     ? undefined
-    : admissionGate(profile, { capabilities: nativeCapabilities(settings, cwd), settings });
+    : admissionGate(profile, {
+        capabilities: nativeCapabilities(settings, cwd),
+        settings,
+        composition: kvreuseSettings,
+      });
 }
 
 /** Everything discovery holds about workers: readiness with its reasons, rank parts, inventory. */

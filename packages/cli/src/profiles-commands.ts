@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { type Settings } from '@kvreuse/config';
+import { kvreuseSettings, type Settings } from '@kvreuse/config';
 import { assembleWorker, safeParseRankPart, type Worker } from '@kvreuse/descriptors';
 import {
   admit,
@@ -32,8 +32,8 @@ function rolesOf(profile: Profile): string {
 /** A built-in profile by name, or a profile file (relative to the working directory). */
 function profileNamed(nameOrFile: string, cwd: string): Profile {
   if ((builtInProfileNames as readonly string[]).includes(nameOrFile))
-    return builtInProfile(nameOrFile as BuiltInProfileName);
-  return loadProfileFile(resolve(cwd, nameOrFile));
+    return builtInProfile(nameOrFile as BuiltInProfileName, { settings: kvreuseSettings });
+  return loadProfileFile(resolve(cwd, nameOrFile), { settings: kvreuseSettings });
 }
 
 function atMostOne(command: string, positionals: readonly string[], what: string): string | undefined {
@@ -51,7 +51,7 @@ export const profilesList: Command = {
   async run(args, context) {
     if (args.positionals.length > 0 || args.settingsArgv.length > 0)
       throw new UsageError(this.name, `unexpected argument ${[...args.positionals, ...args.settingsArgv][0]}`);
-    const profiles = builtInProfiles();
+    const profiles = builtInProfiles({ settings: kvreuseSettings });
     if (wantsJson(args)) {
       context.stdout(
         `${JSON.stringify(
@@ -173,7 +173,10 @@ export const profilesCheck: Command = {
   async run(args, context) {
     const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
     const { settings } = resolveCommandSettings(args, context);
-    const profile = nameOrFile === undefined ? declaredProfile(settings) : profileNamed(nameOrFile, context.cwd);
+    const profile =
+      nameOrFile === undefined
+        ? declaredProfile(settings, { settings: kvreuseSettings })
+        : profileNamed(nameOrFile, context.cwd);
     if (profile === undefined)
       throw new UsageError(this.name, 'no profile: name one, or declare one with --profile-name or --profile-file');
     const workers = [
@@ -181,7 +184,7 @@ export const profilesCheck: Command = {
       ...(await workersFromDiscovery(args.options.get('worker-id') ?? [], settings, context)),
     ];
     const capabilities = nativeCapabilities(settings, context.cwd);
-    const result = admit(profile, { workers, capabilities, settings });
+    const result = admit(profile, { workers, capabilities, settings, composition: kvreuseSettings });
     const reasons = result.admitted ? [] : result.reasons;
     if (wantsJson(args)) {
       context.stdout(

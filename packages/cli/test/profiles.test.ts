@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { builtInProfile, builtInProfileNames } from '@kvreuse/profile-admission';
+import { kvreuseSettings } from '@kvreuse/config';
 import { afterAll, describe, expect, it } from 'vitest';
 import { repoRoot, runBinary } from './binary.js';
 
@@ -35,7 +36,9 @@ describe('kvreuse profiles list and show', () => {
   it('show: a built-in profile in full', async () => {
     const run = await runBinary(['profiles', 'show', 'llama-3.1-70b-bf16-b64']);
     expect(run.status).toBe(0);
-    expect(JSON.parse(run.stdout)).toEqual(JSON.parse(JSON.stringify(builtInProfile('llama-3.1-70b-bf16-b64'))));
+    expect(JSON.parse(run.stdout)).toEqual(
+      JSON.parse(JSON.stringify(builtInProfile('llama-3.1-70b-bf16-b64', { settings: kvreuseSettings }))),
+    );
   });
 
   it('show: a file that is not a profile: one line naming the problem, exit 2', async () => {

@@ -57,7 +57,7 @@ export function explainActivation(facts: ActivationFacts): Activation {
     );
   }
   const { settings, capabilities, workers } = facts;
-  const profile = facts.profile === undefined ? undefined : checkedProfile(facts.profile);
+  const profile = facts.profile === undefined ? undefined : checkedProfile(facts.profile, facts.composition);
   const admission = profile === undefined ? undefined : admit(profile, facts);
   const reuse = settings.router.enableDecodeToPrefillReuse;
   const gpuReuse = settings.router.enableDecodeToPrefillGpuReuse;

@@ -1,18 +1,26 @@
 import { describe, expect, it } from 'vitest';
-import { machineCapabilities, settingsFor, vramCapabilities, workerOf, workersOf } from '../test/support.js';
+import {
+  composition,
+  machineCapabilities,
+  settingsFor,
+  vramCapabilities,
+  workerOf,
+  workersOf,
+} from '../test/support.js';
 import { admit, type AdmissionFacts } from './admit.js';
 import { builtInProfile, builtInProfiles } from './built-in.js';
 import { parseProfile, type Profile } from './profile.js';
 
-const qwen = builtInProfile('qwen3-0.6b-bf16-b64');
-const llama8b16 = builtInProfile('llama-3.1-8b-bf16-b16');
-const llama8b64 = builtInProfile('llama-3.1-8b-bf16-b64');
-const llama70b = builtInProfile('llama-3.1-70b-bf16-b64');
+const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition });
+const llama8b16 = builtInProfile('llama-3.1-8b-bf16-b16', { settings: composition });
+const llama8b64 = builtInProfile('llama-3.1-8b-bf16-b64', { settings: composition });
+const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composition });
 
 const factsFor = (profile: Profile, overrides: Partial<AdmissionFacts> = {}): AdmissionFacts => ({
   workers: workersOf(profile),
   capabilities: machineCapabilities,
   settings: settingsFor(profile),
+  composition,
   ...overrides,
 });
 
@@ -27,7 +35,9 @@ function refusals(profile: Profile, facts: AdmissionFacts): string[] {
 }
 
 describe('admit: the admitted path of every built-in profile this machine can run', () => {
-  const runnable = builtInProfiles().filter((profile) => profile.name !== 'llama-3.1-70b-bf16-b64');
+  const runnable = builtInProfiles({ settings: composition }).filter(
+    (profile) => profile.name !== 'llama-3.1-70b-bf16-b64',
+  );
 
   it.each(runnable.map((profile) => [profile.name, profile] as const))(
     'admits %s with its workers in host memory on this machine',
@@ -140,14 +150,17 @@ describe('admit: every refusal names the profile field, the expected and the act
   });
 
   it('refuses settings the profile requires with other values, and settings it forbids', () => {
-    const strict = parseProfile({
-      ...qwen,
-      name: 'qwen-strict',
-      settings: {
-        required: { 'router.enableDecodeToPrefillReuse': true, 'discovery.backend': 'etcd' },
-        forbidden: { 'drain.failedLoadPolicy': ['fail'] },
+    const strict = parseProfile(
+      {
+        ...qwen,
+        name: 'qwen-strict',
+        settings: {
+          required: { 'router.enableDecodeToPrefillReuse': true, 'discovery.backend': 'etcd' },
+          forbidden: { 'drain.failedLoadPolicy': ['fail'] },
+        },
       },
-    });
+      { settings: composition },
+    );
     const settings = settingsFor(strict, {}, ['--drain-failed-load-policy=fail']);
     expect(refusals(strict, factsFor(strict, { settings }))).toEqual([
       '* settings.required["router.enableDecodeToPrefillReuse"]: true → false',
@@ -182,6 +195,7 @@ describe('admit: every refusal names the profile field, the expected and the act
       refused('facts.capabilities'),
     );
     expect(() => admit(qwen, { ...facts, settings: { router: {} } as never })).toThrow(refused('facts.settings'));
+    expect(() => admit(qwen, { ...facts, composition: undefined as never })).toThrow(refused('facts.composition'));
     expect(() => admit(qwen, { ...facts, blockHashFunction: 2 as never })).toThrow(refused('facts.blockHashFunction'));
     expect(() => admit({ ...qwen, geometryDigest: 'x' } as never, facts)).toThrow(
       expect.objectContaining({ code: 'INVALID_PROFILE' }),

@@ -10,6 +10,7 @@ import {
   pinnedSettings,
   type Profile,
   settingField,
+  type SettingsComposition,
 } from './profile.js';
 
 /**
@@ -30,6 +31,8 @@ export interface AdmissionFacts {
   readonly capabilities: NativeCapabilities;
   /** The process's resolved settings (`resolveSettings` of `@kvreuse/config`). */
   readonly settings: Settings;
+  /** The composition the settings were resolved with (`defineSettings(groups)` of `@kvreuse/config`): a profile not parsed yet is checked against it. */
+  readonly composition: SettingsComposition;
   /**
    * The block hash function the workers and routers hash with; by default the one of the installed
    * `@kvreuse/inventory` (`blockHashFunction`), which is what this process hashes with.
@@ -59,8 +62,8 @@ export type AdmissionResult =
  * contradiction is a reason naming the profile field, the expected and the actual value.
  */
 export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult {
-  const profile = checkedProfile(declared);
   checkFacts(facts);
+  const profile = checkedProfile(declared, facts.composition);
   const reasons: AdmissionReason[] = [];
   const refuse: Refuse = ({
     field,
@@ -221,7 +224,7 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 /** Refuses facts of the wrong shape up front, naming the argument. */
 export function checkFacts(facts: AdmissionFacts, argument = 'facts'): void {
   if (!isObject(facts))
-    throw new InvalidAdmissionInputError(argument, facts, 'must be { workers, capabilities, settings }');
+    throw new InvalidAdmissionInputError(argument, facts, 'must be { workers, capabilities, settings, composition }');
   if (!Array.isArray(facts.workers))
     throw new InvalidAdmissionInputError(
       `${argument}.workers`,
@@ -239,6 +242,7 @@ export function checkFacts(facts: AdmissionFacts, argument = 'facts'): void {
   });
   checkCapabilities(facts.capabilities, `${argument}.capabilities`);
   checkSettings(facts.settings, `${argument}.settings`);
+  checkComposition(facts.composition, `${argument}.composition`);
   if (facts.blockHashFunction !== undefined && typeof facts.blockHashFunction !== 'string') {
     throw new InvalidAdmissionInputError(
       `${argument}.blockHashFunction`,
@@ -259,6 +263,16 @@ export function checkCapabilities(capabilities: NativeCapabilities, argument: st
       argument,
       capabilities,
       'must be the native capabilities (Transport.capabilities() of @kvreuse/native-bindings)',
+    );
+  }
+}
+
+export function checkComposition(composition: SettingsComposition, argument: string): void {
+  if (!isObject(composition) || typeof composition.describe !== 'function') {
+    throw new InvalidAdmissionInputError(
+      argument,
+      composition,
+      'must be the settings composition (defineSettings of @kvreuse/config)',
     );
   }
 }

@@ -1,5 +1,5 @@
 import { UnknownProfileError } from './errors.js';
-import type { Profile } from './profile.js';
+import type { Profile, ProfileSettingsOptions, SettingsComposition } from './profile.js';
 import { loadProfileFile } from './profile-file.js';
 
 /** The public profiles shipped in the package's `profiles/` folder, each in `<name>.json`. */
@@ -13,25 +13,30 @@ export const builtInProfileNames = [
 
 export type BuiltInProfileName = (typeof builtInProfileNames)[number];
 
-const loaded = new Map<string, Profile>();
+const loaded = new WeakMap<SettingsComposition, Map<string, Profile>>();
 
 /**
- * A built-in profile by name, read from the package's `profiles/` folder (once) and checked like any
- * profile. Throws `UnknownProfileError` for another name.
+ * A built-in profile by name, read from the package's `profiles/` folder (once per composition) and
+ * checked like any profile against `options.settings`. Throws `UnknownProfileError` for another name.
  */
-export function builtInProfile(name: BuiltInProfileName): Profile {
+export function builtInProfile(name: BuiltInProfileName, options: ProfileSettingsOptions): Profile {
   if (!(builtInProfileNames as readonly unknown[]).includes(name))
     throw new UnknownProfileError(name, builtInProfileNames);
-  let profile = loaded.get(name);
+  let ofComposition = loaded.get(options.settings);
+  if (ofComposition === undefined) {
+    ofComposition = new Map();
+    loaded.set(options.settings, ofComposition);
+  }
+  let profile = ofComposition.get(name);
   if (profile === undefined) {
     // Sources (src/) and the build (dist/) sit side by side with profiles/, so one relative URL serves both.
-    profile = loadProfileFile(new URL(`../profiles/${name}.json`, import.meta.url));
-    loaded.set(name, profile);
+    profile = loadProfileFile(new URL(`../profiles/${name}.json`, import.meta.url), options);
+    ofComposition.set(name, profile);
   }
   return profile;
 }
 
 /** Every built-in profile, in `builtInProfileNames` order. */
-export function builtInProfiles(): Profile[] {
-  return builtInProfileNames.map(builtInProfile);
+export function builtInProfiles(options: ProfileSettingsOptions): Profile[] {
+  return builtInProfileNames.map((name) => builtInProfile(name, options));
 }

@@ -2,15 +2,15 @@ import type { Settings } from '@kvreuse/config';
 import { checkSettings } from './admit.js';
 import { builtInProfile, type BuiltInProfileName } from './built-in.js';
 import { InvalidAdmissionInputError } from './errors.js';
-import type { Profile } from './profile.js';
+import type { Profile, ProfileSettingsOptions } from './profile.js';
 import { loadProfileFile } from './profile-file.js';
 
 /**
  * The profile the settings declare: the built-in profile `profile.name`, the file `profile.file`, or
  * undefined when both are empty. Throws `UnknownProfileError`, `ProfileFileError` or
- * `InvalidProfileError` for a name or file that does not hold a valid profile.
+ * `InvalidProfileError` for a name or file that does not hold a valid profile of `options.settings`.
  */
-export function declaredProfile(settings: Settings): Profile | undefined {
+export function declaredProfile(settings: Settings, options: ProfileSettingsOptions): Profile | undefined {
   checkSettings(settings, 'settings');
   const declared: unknown = settings.profile;
   if (typeof declared !== 'object' || declared === null) {
@@ -28,7 +28,7 @@ export function declaredProfile(settings: Settings): Profile | undefined {
       'declares two profiles: set profile.name or profile.file, not both',
     );
   }
-  if (name !== '') return builtInProfile(name as BuiltInProfileName);
-  if (file !== '') return loadProfileFile(file);
+  if (name !== '') return builtInProfile(name as BuiltInProfileName, options);
+  if (file !== '') return loadProfileFile(file, options);
   return undefined;
 }

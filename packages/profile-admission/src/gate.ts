@@ -1,13 +1,15 @@
 import type { Settings } from '@kvreuse/config';
 import type { ReadinessGate } from '@kvreuse/discovery';
-import { admit, checkCapabilities, checkSettings, type NativeCapabilities } from './admit.js';
+import { admit, checkCapabilities, checkComposition, checkSettings, type NativeCapabilities } from './admit.js';
 import { InvalidAdmissionInputError } from './errors.js';
-import { checkedProfile, type Profile } from './profile.js';
+import { checkedProfile, type Profile, type SettingsComposition } from './profile.js';
 
 /** The process-wide facts a gate admits each worker with. */
 export interface AdmissionGateContext {
   readonly capabilities: NativeCapabilities;
   readonly settings: Settings;
+  /** As in `AdmissionFacts`: the composition the settings were resolved with. */
+  readonly composition: SettingsComposition;
   /** As in `AdmissionFacts`: by default the installed `@kvreuse/inventory`'s `blockHashFunction`. */
   readonly blockHashFunction?: string;
 }
@@ -19,13 +21,14 @@ export interface AdmissionGateContext {
  * reason. The profile and the context are checked when the gate is made.
  */
 export function admissionGate(profile: Profile, context: AdmissionGateContext): ReadinessGate {
-  const checked = checkedProfile(profile);
   if (typeof context !== 'object' || context === null) {
-    throw new InvalidAdmissionInputError('context', context, 'must be { capabilities, settings }');
+    throw new InvalidAdmissionInputError('context', context, 'must be { capabilities, settings, composition }');
   }
   checkCapabilities(context.capabilities, 'context.capabilities');
   checkSettings(context.settings, 'context.settings');
-  const { capabilities, settings, blockHashFunction } = context;
+  checkComposition(context.composition, 'context.composition');
+  const { capabilities, settings, composition, blockHashFunction } = context;
+  const checked = checkedProfile(profile, composition);
   return {
     name: `profile ${checked.name}`,
     evaluate(worker) {
@@ -33,6 +36,7 @@ export function admissionGate(profile: Profile, context: AdmissionGateContext): 
         workers: [worker],
         capabilities,
         settings,
+        composition,
         ...(blockHashFunction === undefined ? {} : { blockHashFunction }),
       });
       if (result.admitted) return { pass: true };

@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { ProfileFileError } from './errors.js';
-import { parseProfile, type Profile } from './profile.js';
+import { parseProfile, type Profile, type ProfileSettingsOptions } from './profile.js';
 
 /**
  * Reads a profile from a JSON file and checks it like `parseProfile`. Throws `ProfileFileError` when the
- * file cannot be read or is not JSON, `InvalidProfileError` (naming the file) when the profile is malformed.
+ * file cannot be read or is not JSON, `InvalidProfileError` (naming the file) when the profile is malformed;
+ * its settings are checked against `options.settings`.
  */
-export function loadProfileFile(file: string | URL): Profile {
+export function loadProfileFile(file: string | URL, options: ProfileSettingsOptions): Profile {
   const name = file instanceof URL ? file.pathname : file;
   let text: string;
   try {
@@ -22,5 +23,5 @@ export function loadProfileFile(file: string | URL): Profile {
       cause: error,
     });
   }
-  return parseProfile(data, { source: name });
+  return parseProfile(data, { source: name, settings: options.settings });
 }

@@ -1,4 +1,5 @@
 import { geometryDigest, referenceGeometries } from '@kvreuse/descriptors';
+import { composition } from '../test/support.js';
 import { describe, expect, it } from 'vitest';
 import { InvalidProfileError } from './errors.js';
 import { checkedProfile, parseProfile, pinnedSettings, type ProfileInput, safeParseProfile } from './profile.js';
@@ -27,7 +28,7 @@ const valid = (): ProfileInput => ({
 
 /** Each issue as `path: rule`. */
 function issuesOf(input: unknown): string[] {
-  const result = safeParseProfile(input);
+  const result = safeParseProfile(input, { settings: composition });
   if (result.success) throw new Error('expected the profile to be refused');
   expect(result.error).toBeInstanceOf(InvalidProfileError);
   expect(result.error.code).toBe('INVALID_PROFILE');
@@ -37,7 +38,7 @@ function issuesOf(input: unknown): string[] {
 describe('parseProfile', () => {
   it('returns a frozen profile with the defaults filled in', () => {
     const { nativeCapabilities: _, settings: __, ...minimal } = valid();
-    const profile = parseProfile(minimal);
+    const profile = parseProfile(minimal, { settings: composition });
     expect(profile).toMatchObject({
       name: 'my-qwen',
       version: 3,
@@ -46,7 +47,7 @@ describe('parseProfile', () => {
     });
     expect(Object.isFrozen(profile)).toBe(true);
     expect(Object.isFrozen(profile.roles.decode!.memoryKinds)).toBe(true);
-    expect(checkedProfile(profile)).toBe(profile);
+    expect(checkedProfile(profile, composition)).toBe(profile);
   });
 
   it('refuses a malformed profile with the path of every problem in one error', () => {
@@ -75,7 +76,7 @@ describe('parseProfile', () => {
       'nativeCapabilities[0]: Invalid option: expected one of "vram"|"ucx"|"loopback"',
       'extra: unknown field',
     ]);
-    expect(() => parseProfile(input, { source: 'profiles/mine.json' })).toThrow(
+    expect(() => parseProfile(input, { settings: composition, source: 'profiles/mine.json' })).toThrow(
       /^invalid deployment profile in profiles\/mine\.json: schemaVersion = 2: /,
     );
   });
@@ -111,23 +112,28 @@ describe('parseProfile', () => {
       'roles.decode.tpSize: must divide numKvHeads (8) or be a multiple of it',
       'roles.decode.memoryKinds: lists dram twice',
       'nativeCapabilities: lists vram twice',
-      'settings.required["router.enableDecodeToPrefilReuse"]: is not a setting of @kvreuse/config (settings are named by their code path, such as router.enableDecodeToPrefillReuse)',
+      'settings.required["router.enableDecodeToPrefilReuse"]: is not a setting of this process (settings are named by their code path, such as router.enableDecodeToPrefillReuse)',
       'settings.required["router.minimumTransferPrefixBlocks"]: is not a valid value of router.minimumTransferPrefixBlocks (integer ≥ 1)',
       'settings.required["inventory.hashSeed"]: contradicts blockHash.seed, which pins inventory.hashSeed to "qwen3@main"',
       'settings.forbidden["transport.operationTimeoutMs"][1]: is not a valid value of transport.operationTimeoutMs (integer > 0)',
       'settings.forbidden["transport.operationTimeoutMs"]: forbids the value 500 that settings.required["transport.operationTimeoutMs"] requires',
-      'settings.forbidden["frontend.nope"]: is not a setting of @kvreuse/config (settings are named by their code path, such as transport.backend)',
+      'settings.forbidden["frontend.nope"]: is not a setting of this process (settings are named by their code path, such as transport.backend)',
     ]);
-    expect(() => parseProfile(input)).toThrow(/roles\.decode\.tpSize = 3: must divide numKvHeads \(8\)/);
+    expect(() => parseProfile(input, { settings: composition })).toThrow(
+      /roles\.decode\.tpSize = 3: must divide numKvHeads \(8\)/,
+    );
   });
 
   it('gives the value found at each path', () => {
-    const result = safeParseProfile({
-      ...valid(),
-      version: 'two',
-      roles: { decode: { tpSize: 2, ppSize: 1, memoryKinds: ['hbm'] } },
-      extra: { deep: 1 },
-    });
+    const result = safeParseProfile(
+      {
+        ...valid(),
+        version: 'two',
+        roles: { decode: { tpSize: 2, ppSize: 1, memoryKinds: ['hbm'] } },
+        extra: { deep: 1 },
+      },
+      { settings: composition },
+    );
     expect(!result.success && result.error.issues.map(({ path, value }) => [path, value])).toEqual([
       ['version', 'two'],
       ['roles.decode.memoryKinds[0]', 'hbm'],
@@ -144,8 +150,10 @@ describe('parseProfile', () => {
       'roles.prefill.tpSize: must divide roles.decode.tpSize (16) or be a multiple of it, so that decode ranks map onto prefill ranks',
     ]);
     expect(
-      parseProfile({ ...valid(), roles: { ...roles, prefill: { ...roles.prefill, tpSize: 32 } } }).roles.prefill
-        ?.tpSize,
+      parseProfile(
+        { ...valid(), roles: { ...roles, prefill: { ...roles.prefill, tpSize: 32 } } },
+        { settings: composition },
+      ).roles.prefill?.tpSize,
     ).toBe(32);
   });
 
@@ -155,8 +163,8 @@ describe('parseProfile', () => {
   });
 
   it('re-checks a profile it did not produce', () => {
-    const forged = { ...parseProfile(valid()), geometryDigest: 'f'.repeat(64) } as never;
-    expect(() => checkedProfile(forged)).toThrow(
+    const forged = { ...parseProfile(valid(), { settings: composition }), geometryDigest: 'f'.repeat(64) } as never;
+    expect(() => checkedProfile(forged, composition)).toThrow(
       expect.objectContaining({
         code: 'INVALID_PROFILE',
         issues: [expect.objectContaining({ path: 'geometryDigest' })],
@@ -167,7 +175,7 @@ describe('parseProfile', () => {
 
 describe('pinnedSettings', () => {
   it('lists the settings the seed and the backend imply, then the required ones, each with its profile field', () => {
-    expect(pinnedSettings(parseProfile(valid()))).toEqual([
+    expect(pinnedSettings(parseProfile(valid(), { settings: composition }))).toEqual([
       { setting: 'inventory.hashSeed', value: 'qwen3@main', field: 'blockHash.seed' },
       { setting: 'transport.backend', value: 'ucx', field: 'transport.backend' },
       {

@@ -1,5 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
-import { inventoryGroup, settingDescriptions, type SettingPath, transportGroup } from '@kvreuse/config';
+import {
+  type GroupDescription,
+  inventoryGroup,
+  type SettingDescription,
+  type SettingPath,
+  transportGroup,
+} from '@kvreuse/config';
 import { geometryDigest, geometrySchema, memKinds, type Role, roles, shardSplitIssue } from '@kvreuse/descriptors';
 import { z } from 'zod';
 import { InvalidProfileError, type ProfileIssue } from './errors.js';
@@ -23,67 +29,112 @@ const roleSchema = z.strictObject({
   memoryKinds: z.array(z.enum(memKinds)).min(1),
 });
 
-const settingsByPath = new Map(settingDescriptions.map((setting) => [setting.path as string, setting]));
+/**
+ * The settings a profile may name: the process's composition of groups (`defineSettings(groups)` of
+ * `@kvreuse/config`), whose settings `settings.required` and `settings.forbidden` are checked against.
+ */
+export interface SettingsComposition {
+  describe(): readonly GroupDescription[];
+}
 
-/** A declared deployment profile, schema version 1 (see the package README for every field). */
-export const profileSchema = z
-  .strictObject({
-    schemaVersion: z.literal(profileSchemaVersions),
-    /** How operators name it (`profile.name`): lowercase letters, digits, `.`, `_` and `-`. */
-    name: z
-      .string()
-      .regex(
-        /^[a-z0-9][a-z0-9._-]{0,127}$/,
-        'must be 1–128 of a-z, 0-9, ".", "_" and "-", starting with a letter or digit',
-      ),
-    /** The profile's own revision, raised whenever its content changes. */
-    version: positiveInteger,
-    description: z.string().optional(),
-    /** The model served, as its hub names it (`Qwen/Qwen3-0.6B`). */
-    modelId: z.string().min(1),
-    geometry: geometrySchema,
-    /** `geometryDigest(geometry)` of `@kvreuse/descriptors`: stated so that a reader sees which digest workers must publish. */
-    geometryDigest: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits'),
-    blockHash: z.strictObject({
-      /** The block hash function every worker and router hashes with (`blockHashFunction` of `@kvreuse/inventory`). */
-      function: z.string().min(1),
-      /** The `inventory.hash_seed` every worker and router of this deployment uses. */
-      seed: inventoryGroup.settings.hashSeed.schema,
-    }),
-    /** The roles of the deployment, each with its parallelism and the memory its banks may live in. */
-    roles: z
-      .strictObject({
-        prefill: roleSchema.optional(),
-        decode: roleSchema.optional(),
-        aggregated: roleSchema.optional(),
-      })
-      .refine(
-        (declared) => Object.values(declared).some((role) => role !== undefined),
-        'must declare at least one of prefill, decode, aggregated',
-      ),
-    transport: z.strictObject({ backend: transportGroup.settings.backend.schema }),
-    nativeCapabilities: z.array(z.enum(nativeCapabilityNames)).default([]),
-    settings: z
-      .strictObject({
-        /** Settings that must have exactly these values, by their code path (`router.enableDecodeToPrefillReuse`). */
-        required: z.record(z.string(), z.unknown()).default({}),
-        /** Settings that must not have any of these values. */
-        forbidden: z.record(z.string(), z.array(z.unknown()).min(1)).default({}),
-      })
-      .default({ required: {}, forbidden: {} }),
-  })
-  // The rules between fields read parsed values, so they wait until every field has parsed.
-  .superRefine(
-    (profile, ctx) => {
-      for (const { path, value, message } of profileRuleViolations(profile))
-        ctx.addIssue({ code: 'custom', path, message, input: value });
-    },
-    { when: (payload) => payload.issues.length === 0 },
-  );
+/** The composition a profile's settings are checked against. */
+export interface ProfileSettingsOptions {
+  readonly settings: SettingsComposition;
+}
 
-export type Profile = z.output<typeof profileSchema>;
+/** How a profile is parsed: the composition its settings are checked against, and where it was read from. */
+export interface ParseProfileOptions extends ProfileSettingsOptions {
+  /** The file or name the profile came from, for the error. */
+  readonly source?: string;
+}
+
+type SettingsByPath = ReadonlyMap<string, SettingDescription>;
+
+const settingsByComposition = new WeakMap<SettingsComposition, SettingsByPath>();
+
+function settingsByPath(composition: SettingsComposition): SettingsByPath {
+  let byPath = settingsByComposition.get(composition);
+  if (byPath === undefined) {
+    byPath = new Map(
+      composition.describe().flatMap((group) => group.settings.map((setting) => [setting.path, setting])),
+    );
+    settingsByComposition.set(composition, byPath);
+  }
+  return byPath;
+}
+
+const profileFields = z.strictObject({
+  schemaVersion: z.literal(profileSchemaVersions),
+  /** How operators name it (`profile.name`): lowercase letters, digits, `.`, `_` and `-`. */
+  name: z
+    .string()
+    .regex(
+      /^[a-z0-9][a-z0-9._-]{0,127}$/,
+      'must be 1–128 of a-z, 0-9, ".", "_" and "-", starting with a letter or digit',
+    ),
+  /** The profile's own revision, raised whenever its content changes. */
+  version: positiveInteger,
+  description: z.string().optional(),
+  /** The model served, as its hub names it (`Qwen/Qwen3-0.6B`). */
+  modelId: z.string().min(1),
+  geometry: geometrySchema,
+  /** `geometryDigest(geometry)` of `@kvreuse/descriptors`: stated so that a reader sees which digest workers must publish. */
+  geometryDigest: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits'),
+  blockHash: z.strictObject({
+    /** The block hash function every worker and router hashes with (`blockHashFunction` of `@kvreuse/inventory`). */
+    function: z.string().min(1),
+    /** The `inventory.hash_seed` every worker and router of this deployment uses. */
+    seed: inventoryGroup.settings.hashSeed.schema,
+  }),
+  /** The roles of the deployment, each with its parallelism and the memory its banks may live in. */
+  roles: z
+    .strictObject({
+      prefill: roleSchema.optional(),
+      decode: roleSchema.optional(),
+      aggregated: roleSchema.optional(),
+    })
+    .refine(
+      (declared) => Object.values(declared).some((role) => role !== undefined),
+      'must declare at least one of prefill, decode, aggregated',
+    ),
+  transport: z.strictObject({ backend: transportGroup.settings.backend.schema }),
+  nativeCapabilities: z.array(z.enum(nativeCapabilityNames)).default([]),
+  settings: z
+    .strictObject({
+      /** Settings that must have exactly these values, by their code path (`router.enableDecodeToPrefillReuse`). */
+      required: z.record(z.string(), z.unknown()).default({}),
+      /** Settings that must not have any of these values. */
+      forbidden: z.record(z.string(), z.array(z.unknown()).min(1)).default({}),
+    })
+    .default({ required: {}, forbidden: {} }),
+});
+
+export type Profile = z.output<typeof profileFields>;
 /** A profile as written in a file. */
-export type ProfileInput = z.input<typeof profileSchema>;
+export type ProfileInput = z.input<typeof profileFields>;
+
+const schemasByComposition = new WeakMap<SettingsComposition, z.ZodType<Profile, ProfileInput>>();
+
+/**
+ * The schema of a declared deployment profile, schema version 1 (see the package README for every field),
+ * with its rules; the settings it pins or forbids are those of `settings`.
+ */
+export function profileSchemaOf(settings: SettingsComposition): z.ZodType<Profile, ProfileInput> {
+  let schema = schemasByComposition.get(settings);
+  if (schema === undefined) {
+    const byPath = settingsByPath(settings);
+    // The rules between fields read parsed values, so they wait until every field has parsed.
+    schema = profileFields.superRefine(
+      (profile, ctx) => {
+        for (const { path, value, message } of profileRuleViolations(profile, byPath))
+          ctx.addIssue({ code: 'custom', path, message, input: value });
+      },
+      { when: (payload) => payload.issues.length === 0 },
+    );
+    schemasByComposition.set(settings, schema);
+  }
+  return schema;
+}
 export type ProfileRole = z.output<typeof roleSchema>;
 
 /** The roles a profile declares, in a fixed order, with their declarations. */
@@ -129,7 +180,7 @@ interface RuleViolation {
   readonly message: string;
 }
 
-function profileRuleViolations(profile: Profile): RuleViolation[] {
+function profileRuleViolations(profile: Profile, byPath: SettingsByPath): RuleViolation[] {
   const violations: RuleViolation[] = [];
   const report = (path: PropertyKey[], value: unknown, message: string): void => {
     violations.push({ path, value, message });
@@ -166,12 +217,12 @@ function profileRuleViolations(profile: Profile): RuleViolation[] {
   );
   if (repeatedCapability !== undefined)
     report(['nativeCapabilities'], profile.nativeCapabilities, `lists ${repeatedCapability} twice`);
-  violations.push(...settingsRuleViolations(profile));
+  violations.push(...settingsRuleViolations(profile, byPath));
   return violations;
 }
 
 /** The rules of the pinned and forbidden settings: known settings, valid values, no contradicting pins. */
-function settingsRuleViolations(profile: Profile): RuleViolation[] {
+function settingsRuleViolations(profile: Profile, byPath: SettingsByPath): RuleViolation[] {
   const violations: RuleViolation[] = [];
   const report = (path: PropertyKey[], value: unknown, message: string): void => {
     violations.push({ path, value, message });
@@ -179,12 +230,12 @@ function settingsRuleViolations(profile: Profile): RuleViolation[] {
   const pinned = new Map<string, PinnedSetting>();
   for (const entry of pinnedSettings(profile)) {
     const list = entry.field.startsWith('settings.') ? ['settings', 'required', entry.setting] : [];
-    const setting = settingsByPath.get(entry.setting);
+    const setting = byPath.get(entry.setting);
     if (setting === undefined) {
       report(
         list,
         entry.value,
-        `is not a setting of @kvreuse/config (settings are named by their code path, such as router.enableDecodeToPrefillReuse)`,
+        `is not a setting of this process (settings are named by their code path, such as router.enableDecodeToPrefillReuse)`,
       );
       continue;
     }
@@ -201,12 +252,12 @@ function settingsRuleViolations(profile: Profile): RuleViolation[] {
     if (earlier === undefined) pinned.set(entry.setting, entry);
   }
   for (const [name, values] of Object.entries(profile.settings.forbidden)) {
-    const setting = settingsByPath.get(name);
+    const setting = byPath.get(name);
     if (setting === undefined) {
       report(
         ['settings', 'forbidden', name],
         values,
-        'is not a setting of @kvreuse/config (settings are named by their code path, such as transport.backend)',
+        'is not a setting of this process (settings are named by their code path, such as transport.backend)',
       );
       continue;
     }
@@ -260,8 +311,8 @@ export type SafeParseProfileResult =
  * divides the geometry, every pinned setting exists and has a valid value, nothing is both required and
  * forbidden). The profile returned is frozen; the error lists the path of every problem.
  */
-export function safeParseProfile(input: unknown, options: { readonly source?: string } = {}): SafeParseProfileResult {
-  const result = profileSchema.safeParse(input, { reportInput: true });
+export function safeParseProfile(input: unknown, options: ParseProfileOptions): SafeParseProfileResult {
+  const result = profileSchemaOf(options.settings).safeParse(input, { reportInput: true });
   if (result.success) {
     parsedProfiles.add(deepFreeze(result.data));
     return { success: true, data: result.data };
@@ -270,13 +321,16 @@ export function safeParseProfile(input: unknown, options: { readonly source?: st
 }
 
 /** `safeParseProfile` that throws its `InvalidProfileError`. */
-export function parseProfile(input: unknown, options: { readonly source?: string } = {}): Profile {
+export function parseProfile(input: unknown, options: ParseProfileOptions): Profile {
   const result = safeParseProfile(input, options);
   if (!result.success) throw result.error;
   return result.data;
 }
 
-/** `profile` itself when the parser produced it; otherwise it is checked like any input (throws `InvalidProfileError`). */
-export function checkedProfile(profile: Profile): Profile {
-  return parsedProfiles.has(profile) ? profile : parseProfile(profile);
+/**
+ * `profile` itself when the parser produced it; otherwise it is checked like any input against `settings`
+ * (throws `InvalidProfileError`).
+ */
+export function checkedProfile(profile: Profile, settings: SettingsComposition): Profile {
+  return parsedProfiles.has(profile) ? profile : parseProfile(profile, { settings });
 }

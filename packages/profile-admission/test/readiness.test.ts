@@ -21,11 +21,18 @@ import {
 } from '@kvreuse/discovery';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { publishHostWorker, publishParts, type PublishedWorker } from './registered-worker.js';
-import { machineCapabilities, type ReuseSwitches, settingsFor, vramCapabilities, workerOf } from './support.js';
+import {
+  composition,
+  machineCapabilities,
+  type ReuseSwitches,
+  settingsFor,
+  vramCapabilities,
+  workerOf,
+} from './support.js';
 
 const transport = loadTransport();
-const qwen = builtInProfile('qwen3-0.6b-bf16-b64');
-const llama70b = builtInProfile('llama-3.1-70b-bf16-b64');
+const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition });
+const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composition });
 const noVram = (machineCapabilities.vram as { reason: string }).reason;
 
 /** One readiness change, as it reads. */
@@ -69,7 +76,9 @@ describe('profile admission as the registry readiness gate, over SQLite discover
   async function follow(workerId: string, deployment: Deployment): Promise<WorkerReadinessWatch> {
     const { profile, settings, capabilities } = deployment;
     watch = await watchWorkerReadiness(store, workerId, {
-      ...(profile === undefined ? {} : { admissionGate: admissionGate(profile, { capabilities, settings }) }),
+      ...(profile === undefined
+        ? {}
+        : { admissionGate: admissionGate(profile, { composition, capabilities, settings }) }),
       onChange: (readiness) => seen.push(summary(readiness)),
     });
     return watch;
@@ -97,13 +106,16 @@ describe('profile admission as the registry readiness gate, over SQLite discover
 
   const activationFor = (deployment: Deployment, worker: Worker) =>
     explainActivation({
+      composition,
       settings: deployment.settings,
       profile: deployment.profile,
       capabilities: deployment.capabilities,
       workers: [worker],
     });
 
-  const runnable = builtInProfiles().filter((profile) => profile.roles.decode!.memoryKinds.includes('dram'));
+  const runnable = builtInProfiles({ settings: composition }).filter((profile) =>
+    profile.roles.decode!.memoryKinds.includes('dram'),
+  );
 
   it.each(runnable.map((profile) => [profile.name, profile] as const))(
     '%s: a decode worker of real host memory shaped as the profile says is admitted and ready',

@@ -1,4 +1,4 @@
-import { resolveSettings, type Settings } from '@kvreuse/config';
+import { kvreuseSettings, resolveSettings, type Settings } from '@kvreuse/config';
 import {
   assembleWorker,
   type Geometry,
@@ -12,6 +12,9 @@ import {
 } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import type { NativeCapabilities, Profile } from '@kvreuse/profile-admission';
+
+/** The composition the tests check profiles against: every kvreuse setting, as the cli passes. */
+export const composition = kvreuseSettings;
 
 /** This machine's native library, as it reports itself (no GPU: vram is not supported). */
 export const machineCapabilities: NativeCapabilities = loadTransport().capabilities();

@@ -1,6 +1,6 @@
 // Test set-up of the router: real worker descriptors (parsed and assembled as readiness does), settings
 // resolved from flags, the real retained inventory on a manual wall clock, and a manual monotonic clock.
-import { resolveSettings, type Settings } from '@kvreuse/config';
+import { kvreuseSettings, resolveSettings, type Settings } from '@kvreuse/config';
 import {
   assembleWorker,
   type Geometry,
@@ -17,7 +17,7 @@ import { type WorkerReadiness } from '@kvreuse/discovery';
 import { blockHashScheme, hashBlockChain, RetainedInventory, type RetentionTier } from '@kvreuse/inventory';
 import { type RouteContext, SourceBook, type TransferCalibration } from '@kvreuse/router';
 
-export const profile = builtInProfile('llama-3.1-8b-bf16-b64');
+export const profile = builtInProfile('llama-3.1-8b-bf16-b64', { settings: kvreuseSettings });
 export const llama: Geometry = referenceGeometries['llama-3.1-8b'];
 /** A library that can register vram, which this machine's cannot: isolates activation from the hardware. */
 export const vramCapable: NativeCapabilities = { backends: ['loopback', 'ucx'], vram: { supported: true } };
@@ -155,6 +155,7 @@ export class Scenario {
   activation(workers: readonly Worker[] = this.sources.ready().map((source) => source.worker)) {
     return explainActivation({
       settings: this.settings,
+      composition: kvreuseSettings,
       profile,
       capabilities: vramCapable,
       workers: [...workers, this.destination],

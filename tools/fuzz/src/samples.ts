@@ -10,6 +10,7 @@ import {
   type Worker,
 } from '@kvreuse/descriptors';
 import { encodePinMessage, type PinMessage } from '@kvreuse/endpoint';
+import { kvreuseSettings } from '@kvreuse/config';
 import { builtInProfiles } from '@kvreuse/profile-admission';
 import type { Json } from './mutations.js';
 
@@ -48,7 +49,9 @@ function completeWorker(parts: readonly RankPart[]): Worker {
 export const decodeWorker = completeWorker(decodeParts);
 export const prefillWorker = completeWorker(prefillParts);
 
-export const profileSamples: Json[] = builtInProfiles().map((profile) => JSON.parse(JSON.stringify(profile)) as Json);
+export const profileSamples: Json[] = builtInProfiles({ settings: kvreuseSettings }).map(
+  (profile) => JSON.parse(JSON.stringify(profile)) as Json,
+);
 
 const pinMessages: PinMessage[] = [
   {

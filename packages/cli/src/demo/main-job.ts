@@ -10,7 +10,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Settings } from '@kvreuse/config';
+import { kvreuseSettings, type Settings } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Backend, Capabilities } from '@kvreuse/native-bindings';
 import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
@@ -297,9 +297,10 @@ function gpuReuse(
   const gpuSettings = { ...settings, router: { ...settings.router, enableDecodeToPrefillGpuReuse: true } };
   const gpuActivation = explainActivation({
     settings: gpuSettings,
+    composition: kvreuseSettings,
     capabilities,
     workers,
-    profile: declaredProfile(settings),
+    profile: declaredProfile(settings, { settings: kvreuseSettings }),
   });
   const gpu = {
     active: gpuActivation.mode === 'gpu',
@@ -327,9 +328,10 @@ async function decideTurn2(
   sources.observe(watch.current);
   const activation = explainActivation({
     settings,
+    composition: kvreuseSettings,
     capabilities: options.capabilities,
     workers: [decode, prefill],
-    profile: declaredProfile(settings),
+    profile: declaredProfile(settings, { settings: kvreuseSettings }),
   });
   // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
   const calibration = new TransferCalibration({ minReceipts: 1 });
