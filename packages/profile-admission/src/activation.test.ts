@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  composition,
+  composed,
   machineCapabilities,
   type ReuseSwitches,
   settingsFor,
@@ -13,9 +13,9 @@ import type { NativeCapabilities } from './admit.js';
 import { builtInProfile } from './built-in.js';
 import type { Profile } from './profile.js';
 
-const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition });
-const llama8b = builtInProfile('llama-3.1-8b-bf16-b64', { settings: composition });
-const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composition });
+const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed });
+const llama8b = builtInProfile('llama-3.1-8b-bf16-b64', { settings: composed });
+const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composed });
 const noVram = (machineCapabilities.vram as { reason: string }).reason;
 
 interface Row {
@@ -32,7 +32,7 @@ interface Row {
 function activationOf(row: Row) {
   const { switches, deployment, declared, capabilities, memKind, extra = [] } = row;
   return explainActivation({
-    composition,
+    composition: composed,
     settings: settingsFor(deployment, switches, extra),
     profile: declared ? deployment : undefined,
     capabilities,
@@ -180,7 +180,7 @@ describe('explainActivation: the activation table', () => {
       memKind: 'vram',
     });
     const activation = explainActivation({
-      composition,
+      composition: composed,
       settings: settingsFor(llama70b, on),
       profile: llama70b,
       capabilities: vramCapabilities,
@@ -200,7 +200,7 @@ describe('explainActivation: the activation table', () => {
 
   it('says so when no source worker is known', () => {
     const activation = explainActivation({
-      composition,
+      composition: composed,
       settings: settingsFor(llama70b, on),
       profile: llama70b,
       capabilities: vramCapabilities,
@@ -210,7 +210,12 @@ describe('explainActivation: the activation table', () => {
   });
 
   it('refuses facts without a profile key, and facts of the wrong shape', () => {
-    const facts = { settings: settingsFor(qwen), composition, capabilities: machineCapabilities, workers: [] };
+    const facts = {
+      settings: settingsFor(qwen),
+      composition: composed,
+      capabilities: machineCapabilities,
+      workers: [],
+    };
     expect(() => explainActivation(facts as never)).toThrow(
       expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'facts.profile' }),
     );

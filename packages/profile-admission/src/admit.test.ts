@@ -1,26 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import {
-  composition,
-  machineCapabilities,
-  settingsFor,
-  vramCapabilities,
-  workerOf,
-  workersOf,
-} from '../test/support.js';
+import { composed, machineCapabilities, settingsFor, vramCapabilities, workerOf, workersOf } from '../test/support.js';
 import { admit, type AdmissionFacts } from './admit.js';
 import { builtInProfile, builtInProfiles } from './built-in.js';
 import { parseProfile, type Profile } from './profile.js';
 
-const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition });
-const llama8b16 = builtInProfile('llama-3.1-8b-bf16-b16', { settings: composition });
-const llama8b64 = builtInProfile('llama-3.1-8b-bf16-b64', { settings: composition });
-const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composition });
+const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed });
+const llama8b16 = builtInProfile('llama-3.1-8b-bf16-b16', { settings: composed });
+const llama8b64 = builtInProfile('llama-3.1-8b-bf16-b64', { settings: composed });
+const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composed });
 
 const factsFor = (profile: Profile, overrides: Partial<AdmissionFacts> = {}): AdmissionFacts => ({
   workers: workersOf(profile),
   capabilities: machineCapabilities,
   settings: settingsFor(profile),
-  composition,
+  composition: composed,
   ...overrides,
 });
 
@@ -35,7 +28,7 @@ function refusals(profile: Profile, facts: AdmissionFacts): string[] {
 }
 
 describe('admit: the admitted path of every built-in profile this machine can run', () => {
-  const runnable = builtInProfiles({ settings: composition }).filter(
+  const runnable = builtInProfiles({ settings: composed }).filter(
     (profile) => profile.name !== 'llama-3.1-70b-bf16-b64',
   );
 
@@ -159,7 +152,7 @@ describe('admit: every refusal names the profile field, the expected and the act
           forbidden: { 'drain.failedLoadPolicy': ['fail'] },
         },
       },
-      { settings: composition },
+      { settings: composed },
     );
     const settings = settingsFor(strict, {}, ['--drain-failed-load-policy=fail']);
     expect(refusals(strict, factsFor(strict, { settings }))).toEqual([

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { SettingPath, Settings } from '@kvreuse/config';
+import type { inventoryGroup, profileGroup, SettingsOf, transportGroup } from '@kvreuse/config';
 import { geometryFields, type Worker } from '@kvreuse/descriptors';
 import { blockHashFunction } from '@kvreuse/inventory';
 import { InvalidAdmissionInputError } from './errors.js';
@@ -24,13 +24,22 @@ export interface NativeCapabilities {
   readonly vram: { readonly supported: true } | { readonly supported: false; readonly reason: string };
 }
 
+/**
+ * The resolved settings admission and activation read: the transport, inventory and profile groups and
+ * the router's reuse switches. The settings of any composition holding them will do (the cli's holds
+ * every kvreuse group).
+ */
+export type AdmissionSettings = SettingsOf<[typeof transportGroup, typeof inventoryGroup, typeof profileGroup]> & {
+  readonly router: { readonly enableDecodeToPrefillReuse: boolean; readonly enableDecodeToPrefillGpuReuse: boolean };
+};
+
 /** The running facts a profile is admitted against. */
 export interface AdmissionFacts {
   /** Complete worker descriptors (`assembleWorker`, or a ready worker of `watchWorkerReadiness`). */
   readonly workers: readonly Worker[];
   readonly capabilities: NativeCapabilities;
-  /** The process's resolved settings (`resolveSettings` of `@kvreuse/config`). */
-  readonly settings: Settings;
+  /** The process's resolved settings (`resolve` of its composition, `defineSettings(groups)` of `@kvreuse/config`). */
+  readonly settings: AdmissionSettings;
   /** The composition the settings were resolved with (`defineSettings(groups)` of `@kvreuse/config`): a profile not parsed yet is checked against it. */
   readonly composition: SettingsComposition;
   /**
@@ -92,7 +101,7 @@ export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult
     if (!isDeepStrictEqual(actual, value)) refuse({ field, expected: value, actual, why: `setting ${setting}` });
   }
   for (const [setting, values] of Object.entries(profile.settings.forbidden)) {
-    const actual = settingValue(facts.settings, setting as SettingPath);
+    const actual = settingValue(facts.settings, setting);
     if (values.some((value) => isDeepStrictEqual(actual, value))) {
       refuse({
         field: settingField('forbidden', setting),
@@ -214,9 +223,10 @@ function missingCapability(name: NativeCapabilityName, capabilities: NativeCapab
   return capabilities.backends.includes(name) ? undefined : `backends ${capabilities.backends.join(', ')}`;
 }
 
-function settingValue(settings: Settings, setting: SettingPath): unknown {
-  const [group, name] = setting.split('.') as [keyof Settings, string];
-  return (settings[group] as Readonly<Record<string, unknown>> | undefined)?.[name];
+/** A setting by its code path, in settings of any composition. */
+function settingValue(settings: AdmissionSettings, setting: string): unknown {
+  const [group, name] = setting.split('.') as [string, string];
+  return (settings as Readonly<Record<string, Readonly<Record<string, unknown>> | undefined>>)[group]?.[name];
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
@@ -277,7 +287,7 @@ export function checkComposition(composition: SettingsComposition, argument: str
   }
 }
 
-export function checkSettings(settings: Settings, argument: string): void {
+export function checkSettings(settings: AdmissionSettings, argument: string): void {
   if (
     !isObject(settings) ||
     !isObject(settings.router) ||
@@ -287,7 +297,7 @@ export function checkSettings(settings: Settings, argument: string): void {
     throw new InvalidAdmissionInputError(
       argument,
       settings,
-      'must be resolved settings (resolveSettings of @kvreuse/config)',
+      'must be resolved settings (resolve of a composition, defineSettings of @kvreuse/config)',
     );
   }
 }

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { bytesPerElement, deriveShard, geometryDigest, rankBlockBytes } from '@kvreuse/descriptors';
 import { blockHashFunction } from '@kvreuse/inventory';
-import { composition } from '../test/support.js';
+import { composed } from '../test/support.js';
 import { describe, expect, it } from 'vitest';
 import { builtInProfile, builtInProfileNames, builtInProfiles } from './built-in.js';
 
@@ -10,7 +10,7 @@ const profilesFolder = new URL('../profiles/', import.meta.url);
 describe('built-in profiles', () => {
   it('ships one JSON file per listed name, named after the profile, in the published files', () => {
     expect(readdirSync(profilesFolder).sort()).toEqual(builtInProfileNames.map((name) => `${name}.json`).sort());
-    expect(builtInProfiles({ settings: composition }).map((profile) => profile.name)).toEqual([...builtInProfileNames]);
+    expect(builtInProfiles({ settings: composed }).map((profile) => profile.name)).toEqual([...builtInProfileNames]);
     const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
       files: string[];
     };
@@ -18,7 +18,7 @@ describe('built-in profiles', () => {
   });
 
   it('state the real model dimensions, digested by the descriptors geometry digest', () => {
-    const dims = builtInProfiles({ settings: composition }).map(
+    const dims = builtInProfiles({ settings: composed }).map(
       ({ name, modelId, geometry: g, geometryDigest: digest }) => {
         expect(digest).toBe(geometryDigest(g));
         return `${name} ${modelId}: ${g.numLayers} layers × ${g.kvPlanes} planes, ${g.numKvHeads} KV heads × ${g.headDim}, ${g.dtype}, ${g.blockTokens}-token blocks, ${g.bankLayout} ${g.headOrder}`;
@@ -36,15 +36,15 @@ describe('built-in profiles', () => {
 
   it('hold the reference byte figures: a Qwen3-0.6B block is 7,340,032 bytes, a DeepSeek-V2-Lite block 1,990,656', () => {
     const whole = { tpRank: 0, tpSize: 1, ppRank: 0, ppSize: 1 };
-    const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition }).geometry;
+    const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed }).geometry;
     expect(rankBlockBytes(qwen, deriveShard(qwen, whole))).toBe(7_340_032);
-    const mla = builtInProfile('deepseek-v2-lite-mla-b64', { settings: composition }).geometry;
+    const mla = builtInProfile('deepseek-v2-lite-mla-b64', { settings: composed }).geometry;
     expect(rankBlockBytes(mla, deriveShard(mla, whole))).toBe(27 * 64 * 576 * bytesPerElement('bf16'));
     expect(27 * 64 * 576 * 2).toBe(1_990_656);
   });
 
   it('declare the roles, memory and capabilities of each deployment', () => {
-    const shapes = builtInProfiles({ settings: composition }).map(
+    const shapes = builtInProfiles({ settings: composed }).map(
       ({ name, roles, nativeCapabilities, transport, blockHash }) => {
         expect(blockHash.function).toBe(blockHashFunction);
         const role = (which: 'decode' | 'prefill') =>
@@ -62,11 +62,11 @@ describe('built-in profiles', () => {
   });
 
   it('returns the same frozen profile each time, and refuses a name it does not ship', () => {
-    expect(builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition })).toBe(
-      builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition }),
+    expect(builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed })).toBe(
+      builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed }),
     );
-    expect(Object.isFrozen(builtInProfile('llama-3.1-70b-bf16-b64', { settings: composition }).geometry)).toBe(true);
-    expect(() => builtInProfile('qwen3-8b' as never, { settings: composition })).toThrow(
+    expect(Object.isFrozen(builtInProfile('llama-3.1-70b-bf16-b64', { settings: composed }).geometry)).toBe(true);
+    expect(() => builtInProfile('qwen3-8b' as never, { settings: composed })).toThrow(
       expect.objectContaining({
         code: 'UNKNOWN_PROFILE',
         profileName: 'qwen3-8b',

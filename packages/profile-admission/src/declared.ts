@@ -1,5 +1,4 @@
-import type { Settings } from '@kvreuse/config';
-import { checkSettings } from './admit.js';
+import { type AdmissionSettings, checkSettings } from './admit.js';
 import { builtInProfile, type BuiltInProfileName } from './built-in.js';
 import { InvalidAdmissionInputError } from './errors.js';
 import type { Profile, ProfileSettingsOptions } from './profile.js';
@@ -10,14 +9,14 @@ import { loadProfileFile } from './profile-file.js';
  * undefined when both are empty. Throws `UnknownProfileError`, `ProfileFileError` or
  * `InvalidProfileError` for a name or file that does not hold a valid profile of `options.settings`.
  */
-export function declaredProfile(settings: Settings, options: ProfileSettingsOptions): Profile | undefined {
+export function declaredProfile(settings: AdmissionSettings, options: ProfileSettingsOptions): Profile | undefined {
   checkSettings(settings, 'settings');
   const declared: unknown = settings.profile;
   if (typeof declared !== 'object' || declared === null) {
     throw new InvalidAdmissionInputError(
       'settings.profile',
       declared,
-      'must be the resolved profile group { name, file } (resolveSettings of @kvreuse/config)',
+      'must be the resolved profile group { name, file } (resolve of a composition, defineSettings of @kvreuse/config)',
     );
   }
   const { name, file } = settings.profile;

@@ -1,27 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import {
-  composition,
-  machineCapabilities,
-  settingsFor,
-  vramCapabilities,
-  workerOf,
-  workersOf,
-} from '../test/support.js';
+import { composed, machineCapabilities, settingsFor, vramCapabilities, workerOf, workersOf } from '../test/support.js';
 import { builtInProfile } from './built-in.js';
 import { admissionGate } from './gate.js';
 
-const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition });
-const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composition });
+const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed });
+const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composed });
 
 describe('admissionGate', () => {
   it('passes a worker the profile admits, named after the profile', async () => {
-    const gate = admissionGate(qwen, { composition, capabilities: machineCapabilities, settings: settingsFor(qwen) });
+    const gate = admissionGate(qwen, {
+      composition: composed,
+      capabilities: machineCapabilities,
+      settings: settingsFor(qwen),
+    });
     expect(gate.name).toBe('profile qwen3-0.6b-bf16-b64');
     for (const worker of workersOf(qwen)) expect(await gate.evaluate(worker)).toEqual({ pass: true });
   });
 
   it('fails a worker that contradicts the profile with every admission reason', async () => {
-    const gate = admissionGate(qwen, { composition, capabilities: machineCapabilities, settings: settingsFor(qwen) });
+    const gate = admissionGate(qwen, {
+      composition: composed,
+      capabilities: machineCapabilities,
+      settings: settingsFor(qwen),
+    });
     const tp1 = workerOf({ role: 'decode', geometry: { ...qwen.geometry, blockTokens: 16 }, tpSize: 1 });
     expect(await gate.evaluate(tp1)).toEqual({
       pass: false,
@@ -33,7 +34,7 @@ describe('admissionGate', () => {
   it('fails every worker when a process-wide fact contradicts the profile: another hash function, or no vram', async () => {
     const [decode] = workersOf(qwen);
     const otherHash = admissionGate(qwen, {
-      composition,
+      composition: composed,
       capabilities: machineCapabilities,
       settings: settingsFor(qwen),
       blockHashFunction: 'kvreuse.block-hash.v1',
@@ -46,7 +47,7 @@ describe('admissionGate', () => {
     });
     const [gpuDecode] = workersOf(llama70b);
     const gpu = admissionGate(llama70b, {
-      composition,
+      composition: composed,
       capabilities: machineCapabilities,
       settings: settingsFor(llama70b),
     });
@@ -57,7 +58,7 @@ describe('admissionGate', () => {
       ),
     });
     const capable = admissionGate(llama70b, {
-      composition,
+      composition: composed,
       capabilities: vramCapabilities,
       settings: settingsFor(llama70b),
     });
@@ -67,16 +68,20 @@ describe('admissionGate', () => {
   it('checks the profile and the context when it is made', () => {
     const settings = settingsFor(qwen);
     expect(() =>
-      admissionGate({ ...qwen, version: 0 } as never, { composition, capabilities: machineCapabilities, settings }),
+      admissionGate({ ...qwen, version: 0 } as never, {
+        composition: composed,
+        capabilities: machineCapabilities,
+        settings,
+      }),
     ).toThrow(expect.objectContaining({ code: 'INVALID_PROFILE' }));
     expect(() => admissionGate(qwen, undefined as never)).toThrow(
       expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context' }),
     );
-    expect(() => admissionGate(qwen, { composition, capabilities: {} as never, settings })).toThrow(
+    expect(() => admissionGate(qwen, { composition: composed, capabilities: {} as never, settings })).toThrow(
       expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context.capabilities' }),
     );
     expect(() =>
-      admissionGate(qwen, { composition, capabilities: machineCapabilities, settings: null as never }),
+      admissionGate(qwen, { composition: composed, capabilities: machineCapabilities, settings: null as never }),
     ).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'context.settings' }));
   });
 });

@@ -1,13 +1,19 @@
-import type { Settings } from '@kvreuse/config';
 import type { ReadinessGate } from '@kvreuse/discovery';
-import { admit, checkCapabilities, checkComposition, checkSettings, type NativeCapabilities } from './admit.js';
+import {
+  admit,
+  type AdmissionSettings,
+  checkCapabilities,
+  checkComposition,
+  checkSettings,
+  type NativeCapabilities,
+} from './admit.js';
 import { InvalidAdmissionInputError } from './errors.js';
 import { checkedProfile, type Profile, type SettingsComposition } from './profile.js';
 
 /** The process-wide facts a gate admits each worker with. */
 export interface AdmissionGateContext {
   readonly capabilities: NativeCapabilities;
-  readonly settings: Settings;
+  readonly settings: AdmissionSettings;
   /** As in `AdmissionFacts`: the composition the settings were resolved with. */
   readonly composition: SettingsComposition;
   /** As in `AdmissionFacts`: by default the installed `@kvreuse/inventory`'s `blockHashFunction`. */

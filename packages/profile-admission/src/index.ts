@@ -34,6 +34,7 @@ export { builtInProfile, type BuiltInProfileName, builtInProfileNames, builtInPr
 export {
   admit,
   type AdmissionFacts,
+  type AdmissionSettings,
   type AdmissionReason,
   type AdmissionResult,
   type NativeCapabilities,

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { composition } from '../test/support.js';
+import { composed } from '../test/support.js';
 import { builtInProfile } from './built-in.js';
 import { loadProfileFile } from './profile-file.js';
 
@@ -20,12 +20,12 @@ describe('loadProfileFile', () => {
   };
 
   it('loads a user profile, checked like any profile', () => {
-    const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition });
+    const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed });
     const file = write(
       'mine.json',
       JSON.stringify({ ...qwen, name: 'qwen-mine', blockHash: { ...qwen.blockHash, seed: 'qwen@rev-2' } }),
     );
-    expect(loadProfileFile(file, { settings: composition })).toMatchObject({
+    expect(loadProfileFile(file, { settings: composed })).toMatchObject({
       name: 'qwen-mine',
       blockHash: { seed: 'qwen@rev-2' },
       geometry: qwen.geometry,
@@ -33,12 +33,12 @@ describe('loadProfileFile', () => {
   });
 
   it('refuses a malformed profile naming the file and the path of every problem', () => {
-    const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition });
+    const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed });
     const file = write(
       'bad.json',
       JSON.stringify({ ...qwen, version: 0, roles: { decode: { ...qwen.roles.decode, tpSize: 3 } } }),
     );
-    expect(() => loadProfileFile(file, { settings: composition })).toThrow(
+    expect(() => loadProfileFile(file, { settings: composed })).toThrow(
       expect.objectContaining({
         code: 'INVALID_PROFILE',
         source: file,
@@ -50,7 +50,7 @@ describe('loadProfileFile', () => {
 
   it('refuses a file that is missing or not JSON, naming it', () => {
     const missing = join(folder, 'nope.json');
-    expect(() => loadProfileFile(missing, { settings: composition })).toThrow(
+    expect(() => loadProfileFile(missing, { settings: composed })).toThrow(
       expect.objectContaining({
         code: 'PROFILE_FILE_UNREADABLE',
         file: missing,
@@ -58,7 +58,7 @@ describe('loadProfileFile', () => {
       }),
     );
     const file = write('broken.json', '{ "name": ');
-    expect(() => loadProfileFile(file, { settings: composition })).toThrow(
+    expect(() => loadProfileFile(file, { settings: composed })).toThrow(
       expect.objectContaining({
         code: 'PROFILE_FILE_UNREADABLE',
         file,

@@ -1,5 +1,5 @@
 import { geometryDigest, referenceGeometries } from '@kvreuse/descriptors';
-import { composition } from '../test/support.js';
+import { composed } from '../test/support.js';
 import { describe, expect, it } from 'vitest';
 import { InvalidProfileError } from './errors.js';
 import { checkedProfile, parseProfile, pinnedSettings, type ProfileInput, safeParseProfile } from './profile.js';
@@ -28,7 +28,7 @@ const valid = (): ProfileInput => ({
 
 /** Each issue as `path: rule`. */
 function issuesOf(input: unknown): string[] {
-  const result = safeParseProfile(input, { settings: composition });
+  const result = safeParseProfile(input, { settings: composed });
   if (result.success) throw new Error('expected the profile to be refused');
   expect(result.error).toBeInstanceOf(InvalidProfileError);
   expect(result.error.code).toBe('INVALID_PROFILE');
@@ -38,7 +38,7 @@ function issuesOf(input: unknown): string[] {
 describe('parseProfile', () => {
   it('returns a frozen profile with the defaults filled in', () => {
     const { nativeCapabilities: _, settings: __, ...minimal } = valid();
-    const profile = parseProfile(minimal, { settings: composition });
+    const profile = parseProfile(minimal, { settings: composed });
     expect(profile).toMatchObject({
       name: 'my-qwen',
       version: 3,
@@ -47,7 +47,7 @@ describe('parseProfile', () => {
     });
     expect(Object.isFrozen(profile)).toBe(true);
     expect(Object.isFrozen(profile.roles.decode!.memoryKinds)).toBe(true);
-    expect(checkedProfile(profile, composition)).toBe(profile);
+    expect(checkedProfile(profile, composed)).toBe(profile);
   });
 
   it('refuses a malformed profile with the path of every problem in one error', () => {
@@ -76,7 +76,7 @@ describe('parseProfile', () => {
       'nativeCapabilities[0]: Invalid option: expected one of "vram"|"ucx"|"loopback"',
       'extra: unknown field',
     ]);
-    expect(() => parseProfile(input, { settings: composition, source: 'profiles/mine.json' })).toThrow(
+    expect(() => parseProfile(input, { settings: composed, source: 'profiles/mine.json' })).toThrow(
       /^invalid deployment profile in profiles\/mine\.json: schemaVersion = 2: /,
     );
   });
@@ -119,7 +119,7 @@ describe('parseProfile', () => {
       'settings.forbidden["transport.operationTimeoutMs"]: forbids the value 500 that settings.required["transport.operationTimeoutMs"] requires',
       'settings.forbidden["frontend.nope"]: is not a setting of this process (settings are named by their code path, such as transport.backend)',
     ]);
-    expect(() => parseProfile(input, { settings: composition })).toThrow(
+    expect(() => parseProfile(input, { settings: composed })).toThrow(
       /roles\.decode\.tpSize = 3: must divide numKvHeads \(8\)/,
     );
   });
@@ -132,7 +132,7 @@ describe('parseProfile', () => {
         roles: { decode: { tpSize: 2, ppSize: 1, memoryKinds: ['hbm'] } },
         extra: { deep: 1 },
       },
-      { settings: composition },
+      { settings: composed },
     );
     expect(!result.success && result.error.issues.map(({ path, value }) => [path, value])).toEqual([
       ['version', 'two'],
@@ -152,7 +152,7 @@ describe('parseProfile', () => {
     expect(
       parseProfile(
         { ...valid(), roles: { ...roles, prefill: { ...roles.prefill, tpSize: 32 } } },
-        { settings: composition },
+        { settings: composed },
       ).roles.prefill?.tpSize,
     ).toBe(32);
   });
@@ -163,8 +163,8 @@ describe('parseProfile', () => {
   });
 
   it('re-checks a profile it did not produce', () => {
-    const forged = { ...parseProfile(valid(), { settings: composition }), geometryDigest: 'f'.repeat(64) } as never;
-    expect(() => checkedProfile(forged, composition)).toThrow(
+    const forged = { ...parseProfile(valid(), { settings: composed }), geometryDigest: 'f'.repeat(64) } as never;
+    expect(() => checkedProfile(forged, composed)).toThrow(
       expect.objectContaining({
         code: 'INVALID_PROFILE',
         issues: [expect.objectContaining({ path: 'geometryDigest' })],
@@ -175,7 +175,7 @@ describe('parseProfile', () => {
 
 describe('pinnedSettings', () => {
   it('lists the settings the seed and the backend imply, then the required ones, each with its profile field', () => {
-    expect(pinnedSettings(parseProfile(valid(), { settings: composition }))).toEqual([
+    expect(pinnedSettings(parseProfile(valid(), { settings: composed }))).toEqual([
       { setting: 'inventory.hashSeed', value: 'qwen3@main', field: 'blockHash.seed' },
       { setting: 'transport.backend', value: 'ucx', field: 'transport.backend' },
       {

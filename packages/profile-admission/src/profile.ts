@@ -1,11 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import {
-  type GroupDescription,
-  inventoryGroup,
-  type SettingDescription,
-  type SettingPath,
-  transportGroup,
-} from '@kvreuse/config';
+import { type GroupDescription, inventoryGroup, type SettingDescription, transportGroup } from '@kvreuse/config';
 import { geometryDigest, geometrySchema, memKinds, type Role, roles, shardSplitIssue } from '@kvreuse/descriptors';
 import { z } from 'zod';
 import { InvalidProfileError, type ProfileIssue } from './errors.js';
@@ -147,7 +141,8 @@ export function declaredRoles(profile: Profile): { role: Role; declaration: Prof
 
 /** A setting a profile pins, the value it must have, and the profile field that says so. */
 export interface PinnedSetting {
-  readonly setting: SettingPath;
+  /** Its code path: `router.enableDecodeToPrefillReuse`. */
+  readonly setting: string;
   readonly value: unknown;
   readonly field: string;
 }
@@ -162,7 +157,7 @@ export function pinnedSettings(profile: Profile): PinnedSetting[] {
     { setting: 'transport.backend', value: profile.transport.backend, field: 'transport.backend' },
   ];
   const required = Object.entries(profile.settings.required).map(([setting, value]) => ({
-    setting: setting as SettingPath,
+    setting,
     value,
     field: settingField('required', setting),
   }));

@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Settings } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import { loadTransport } from '@kvreuse/native-bindings';
 import {
@@ -22,17 +21,18 @@ import {
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { publishHostWorker, publishParts, type PublishedWorker } from './registered-worker.js';
 import {
-  composition,
+  composed,
   machineCapabilities,
   type ReuseSwitches,
+  type TestSettings,
   settingsFor,
   vramCapabilities,
   workerOf,
 } from './support.js';
 
 const transport = loadTransport();
-const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composition });
-const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composition });
+const qwen = builtInProfile('qwen3-0.6b-bf16-b64', { settings: composed });
+const llama70b = builtInProfile('llama-3.1-70b-bf16-b64', { settings: composed });
 const noVram = (machineCapabilities.vram as { reason: string }).reason;
 
 /** One readiness change, as it reads. */
@@ -68,7 +68,7 @@ describe('profile admission as the registry readiness gate, over SQLite discover
     readonly switches: ReuseSwitches;
     /** The declared profile, if any, and the settings and capabilities the process runs with. */
     readonly profile: Profile | undefined;
-    readonly settings: Settings;
+    readonly settings: TestSettings;
     readonly capabilities: NativeCapabilities;
   }
 
@@ -78,7 +78,7 @@ describe('profile admission as the registry readiness gate, over SQLite discover
     watch = await watchWorkerReadiness(store, workerId, {
       ...(profile === undefined
         ? {}
-        : { admissionGate: admissionGate(profile, { composition, capabilities, settings }) }),
+        : { admissionGate: admissionGate(profile, { composition: composed, capabilities, settings }) }),
       onChange: (readiness) => seen.push(summary(readiness)),
     });
     return watch;
@@ -106,14 +106,14 @@ describe('profile admission as the registry readiness gate, over SQLite discover
 
   const activationFor = (deployment: Deployment, worker: Worker) =>
     explainActivation({
-      composition,
+      composition: composed,
       settings: deployment.settings,
       profile: deployment.profile,
       capabilities: deployment.capabilities,
       workers: [worker],
     });
 
-  const runnable = builtInProfiles({ settings: composition }).filter((profile) =>
+  const runnable = builtInProfiles({ settings: composed }).filter((profile) =>
     profile.roles.decode!.memoryKinds.includes('dram'),
   );
 

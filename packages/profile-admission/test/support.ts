@@ -1,4 +1,14 @@
-import { kvreuseSettings, resolveSettings, type Settings } from '@kvreuse/config';
+import { z } from 'zod';
+import {
+  defineGroup,
+  defineSettings,
+  discoveryGroup,
+  drainGroup,
+  inventoryGroup,
+  profileGroup,
+  type SettingsOf,
+  transportGroup,
+} from '@kvreuse/config';
 import {
   assembleWorker,
   type Geometry,
@@ -13,8 +23,38 @@ import {
 import { loadTransport } from '@kvreuse/native-bindings';
 import type { NativeCapabilities, Profile } from '@kvreuse/profile-admission';
 
-/** The composition the tests check profiles against: every kvreuse setting, as the cli passes. */
-export const composition = kvreuseSettings;
+/**
+ * The router's settings these tests name, as `@kvreuse/router` declares them (it sits above profile
+ * admission): the two reuse switches, their rule, and a setting of a bounded value.
+ */
+const routerGroup = defineGroup('router', {
+  description: 'Decode→prefill reuse, as far as these tests name it.',
+  settings: {
+    enableDecodeToPrefillReuse: { schema: z.boolean(), default: false, description: 'Decode→prefill reuse.' },
+    enableDecodeToPrefillGpuReuse: { schema: z.boolean(), default: false, description: 'GPU reuse too.' },
+    minimumTransferPrefixBlocks: {
+      schema: z.int().min(1),
+      default: 4,
+      unit: 'blocks',
+      description: 'The shortest prefix worth pulling.',
+    },
+  },
+  rules: [
+    {
+      setting: 'enableDecodeToPrefillGpuReuse',
+      related: ['enableDecodeToPrefillReuse'],
+      rule: 'router.enable_decode_to_prefill_gpu_reuse requires router.enable_decode_to_prefill_reuse',
+      why: 'GPU reuse is a kind of reuse.',
+      holds: (router) => !router.enableDecodeToPrefillGpuReuse || router.enableDecodeToPrefillReuse,
+    },
+  ],
+});
+
+const groups = [routerGroup, transportGroup, discoveryGroup, drainGroup, inventoryGroup, profileGroup] as const;
+
+/** The composition the tests resolve settings with and check profiles against, as a process composes its groups. */
+export const composed = defineSettings(groups);
+export type TestSettings = SettingsOf<typeof groups>;
 
 /** This machine's native library, as it reports itself (no GPU: vram is not supported). */
 export const machineCapabilities: NativeCapabilities = loadTransport().capabilities();
@@ -87,12 +127,16 @@ export interface ReuseSwitches {
 }
 
 /** Settings resolved from flags, as a process started with them has them: the profile's seed and backend, the reuse switches, then `extra` (which replaces a flag given before). */
-export function settingsFor(profile: Profile, switches: ReuseSwitches = {}, extra: readonly string[] = []): Settings {
+export function settingsFor(
+  profile: Profile,
+  switches: ReuseSwitches = {},
+  extra: readonly string[] = [],
+): TestSettings {
   const argv = [`--inventory-hash-seed=${profile.blockHash.seed}`, `--transport-backend=${profile.transport.backend}`];
   if (switches.reuse === true) argv.push('--router-enable-decode-to-prefill-reuse');
   if (switches.gpuReuse === true) argv.push('--router-enable-decode-to-prefill-gpu-reuse');
   const flagOf = (argument: string): string => argument.split('=')[0]!;
   const overridden = new Set(extra.map(flagOf));
-  return resolveSettings({ argv: [...argv.filter((argument) => !overridden.has(flagOf(argument))), ...extra] })
+  return composed.resolve({ argv: [...argv.filter((argument) => !overridden.has(flagOf(argument))), ...extra] })
     .settings;
 }
