@@ -3,14 +3,28 @@
 // allocated by kvreuse, registered and published) — plus the conversation both workers hash and the KV
 // content its blocks hold.
 import { randomUUID } from 'node:crypto';
-import { defaultSettings } from '@kvreuse/config';
+import {
+  defineSettings,
+  discoveryGroup,
+  drainGroup,
+  endpointGroup,
+  inventoryGroup,
+  transportGroup,
+} from '@kvreuse/config';
 import { referenceGeometries } from '@kvreuse/descriptors';
 import { BlockPool, ReuseEndpoint } from '@kvreuse/endpoint';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 
 export const geometry = referenceGeometries['qwen3-0.6b'];
-export const settings = defaultSettings;
+/** The groups a worker reads, at their defaults. */
+export const settings = defineSettings([
+  transportGroup,
+  discoveryGroup,
+  drainGroup,
+  endpointGroup,
+  inventoryGroup,
+]).defaults;
 /** Blocks per bank (each bank is one layer's K or V): the slots of the worker's KV cache. */
 const slots = 8;
 

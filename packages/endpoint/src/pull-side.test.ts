@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultSettings } from '@kvreuse/config';
+import { defaultSettings } from '../test/support/settings.js';
 import type { RankPart } from '@kvreuse/descriptors';
 import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/discovery';
 import { TransferCalibration } from '@kvreuse/router';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { defaultSettings } from '@kvreuse/config';
+import { defaultSettings } from '../test/support/settings.js';
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
 import { type Agent, loadTransport } from '@kvreuse/native-bindings';
 import { ClusterSecret, MemoryDiscoveryStore } from '@kvreuse/discovery';

@@ -3,7 +3,7 @@
 // and inventory, its operations recorded in a ledger, and its drain and shutdown in the drain package's
 // source-first order — each step a lifecycle transition.
 import { readFileSync } from 'node:fs';
-import type { Settings } from '@kvreuse/config';
+import type { discoveryGroup, drainGroup, endpointGroup, SettingsOf, transportGroup } from '@kvreuse/config';
 import { layoutRankBanks, type RankId } from '@kvreuse/descriptors';
 import {
   type Clock,
@@ -93,7 +93,8 @@ export interface ReuseEndpointOptions {
    * `endpoint.metricsPort` set (not 0), `register()` first serves `metrics` at `GET /metrics` on
    * `endpoint.metricsHost` and that port, until `close()`.
    */
-  readonly settings: Pick<Settings, 'transport' | 'discovery'> & Partial<Pick<Settings, 'drain' | 'endpoint'>>;
+  readonly settings: SettingsOf<[typeof transportGroup, typeof discoveryGroup]> &
+    Partial<SettingsOf<[typeof drainGroup, typeof endpointGroup]>>;
   /**
    * This rank's bank bytes, indexed by bank number (e.g. `allocation.view()` of each bank): what a
    * serving rank checksums for its readers and what a pulling rank verifies. Required with `serve`, and

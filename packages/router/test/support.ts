@@ -1,6 +1,13 @@
 // Test set-up of the router: real worker descriptors (parsed and assembled as readiness does), settings
 // resolved from flags, the real retained inventory on a manual wall clock, and a manual monotonic clock.
-import { kvreuseSettings, resolveSettings, type Settings } from '@kvreuse/config';
+import {
+  defineSettings,
+  inventoryGroup,
+  profileGroup,
+  routerGroup,
+  type SettingsOf,
+  transportGroup,
+} from '@kvreuse/config';
 import {
   assembleWorker,
   type Geometry,
@@ -17,7 +24,12 @@ import { type WorkerReadiness } from '@kvreuse/discovery';
 import { blockHashScheme, hashBlockChain, RetainedInventory, type RetentionTier } from '@kvreuse/inventory';
 import { type RouteContext, SourceBook, type TransferCalibration } from '@kvreuse/router';
 
-export const profile = builtInProfile('llama-3.1-8b-bf16-b64', { settings: kvreuseSettings });
+const groups = [routerGroup, transportGroup, inventoryGroup, profileGroup] as const;
+/** The groups a router and its activation read, composed as a router process composes them. */
+const routerSettings = defineSettings(groups);
+export type RouterTestSettings = SettingsOf<typeof groups>;
+
+export const profile = builtInProfile('llama-3.1-8b-bf16-b64', { settings: routerSettings });
 export const llama: Geometry = referenceGeometries['llama-3.1-8b'];
 /** A library that can register vram, which this machine's cannot: isolates activation from the hardware. */
 export const vramCapable: NativeCapabilities = { backends: ['loopback', 'ucx'], vram: { supported: true } };
@@ -66,7 +78,7 @@ export function readyOf(worker: Worker, epoch: number): WorkerReadiness {
 }
 
 /** Settings as a process started with these flags has them: the profile's seed, reuse on, then `argv` (a flag given again replaces the earlier one). */
-export function settingsOf(argv: readonly string[] = []): Settings {
+export function settingsOf(argv: readonly string[] = []): RouterTestSettings {
   const flags = new Map<string, string>();
   for (const flag of [
     `--inventory-hash-seed=${profile.blockHash.seed}`,
@@ -74,7 +86,7 @@ export function settingsOf(argv: readonly string[] = []): Settings {
     ...argv,
   ])
     flags.set(flag.split('=')[0]!, flag);
-  return resolveSettings({ argv: [...flags.values()] }).settings;
+  return routerSettings.resolve({ argv: [...flags.values()] }).settings;
 }
 
 /** A monotonic clock that moves only when told to, or by `stepMs` on every reading. */
@@ -115,7 +127,7 @@ export class Scenario {
 
   constructor(
     promptBlocks = 16,
-    public settings: Settings = settingsOf(),
+    public settings: RouterTestSettings = settingsOf(),
   ) {
     this.tokens = promptTokens(promptBlocks);
     this.chain = hashBlockChain(this.tokens, { salt: saltFor(this.destination), blockTokens: llama.blockTokens });
@@ -155,7 +167,7 @@ export class Scenario {
   activation(workers: readonly Worker[] = this.sources.ready().map((source) => source.worker)) {
     return explainActivation({
       settings: this.settings,
-      composition: kvreuseSettings,
+      composition: routerSettings,
       profile,
       capabilities: vramCapable,
       workers: [...workers, this.destination],

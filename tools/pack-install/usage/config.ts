@@ -1,7 +1,7 @@
-import { resolveSettings } from '@kvreuse/config';
+import { defineSettings, discoveryGroup, transportGroup } from '@kvreuse/config';
 
 // An environment and a command line of its own, so that nothing of this process's leaks in.
-const { settings, provenance } = resolveSettings({
+const { settings, provenance } = defineSettings([discoveryGroup, transportGroup]).resolve({
   env: { KVREUSE_DISCOVERY_BACKEND: 'memory' },
   argv: ['--transport-heartbeat-interval-ms', '250'],
 });

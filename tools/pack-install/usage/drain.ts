@@ -1,8 +1,8 @@
-import { resolveSettings } from '@kvreuse/config';
+import { defineSettings, transportGroup } from '@kvreuse/config';
 import { DrainController, OperationLedger, PeerBook } from '@kvreuse/drain';
 import { loadTransport } from '@kvreuse/native-bindings';
 
-const { settings } = resolveSettings({ env: {}, argv: [] });
+const { settings } = defineSettings([transportGroup]).resolve({ env: {}, argv: [] });
 const agent = await loadTransport().createAgent({ name: 'drain-user', backend: 'loopback' });
 const ledger = new OperationLedger({ agent, peers: new PeerBook(), timeouts: settings.transport });
 const controller = new DrainController({ ledger, agent, shutdownDeadlineMs: settings.transport.shutdownDeadlineMs });

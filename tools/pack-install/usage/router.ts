@@ -1,7 +1,10 @@
-import { resolveSettings } from '@kvreuse/config';
+import { defineSettings, routerGroup } from '@kvreuse/config';
 import { estimatePull } from '@kvreuse/router';
 
-const { settings } = resolveSettings({ env: {}, argv: ['--router-transfer-source-prefill-token-us', '80'] });
+const { settings } = defineSettings([routerGroup]).resolve({
+  env: {},
+  argv: ['--router-transfer-source-prefill-token-us', '80'],
+});
 // 42 blocks of 64 tokens from a host-memory source on this machine, no calibration yet: the priors.
 const estimate = estimatePull(
   { extent: 42, blockTokens: 64, tier: 'host', linkClass: 'same-host' },

@@ -10,7 +10,7 @@
 // With `--refusing-owner`, a ninth bank (rank tp 2) belongs to a framework that refuses it back.
 // Prints the shutdown result and exits with shutdownOnSignals' exit code.
 import { createInterface } from 'node:readline';
-import { resolveSettings } from '@kvreuse/config';
+import { defineSettings, transportGroup } from '@kvreuse/config';
 import { Bank, frameworkOwner, registerRank } from '@kvreuse/registry';
 import {
   DrainingError,
@@ -24,7 +24,8 @@ import { openLoopbackWorld } from '../support/loopback-world.js';
 import { ManualClock } from '../support/manual-clock.js';
 
 const IN_FLIGHT = 1_000;
-const { settings } = resolveSettings({ env: process.env });
+// The transport settings this worker reads; the variables of other groups are not its own.
+const { settings } = defineSettings([transportGroup], { foreignGroups: 'ignore' }).resolve({ env: process.env });
 const clock = new ManualClock();
 const world = await openLoopbackWorld({
   ranks: 2,

@@ -1,8 +1,6 @@
 // Workers of ReuseEndpoints on real loopback agents in this process, over one memory discovery store:
 // each rank its own agent with allocated banks of deterministic bytes; a serving worker's ranks each
 // hold the same blocks in a BlockPool whose slots are the banks' block indices.
-import type { Settings } from '@kvreuse/config';
-import { defaultSettings } from '@kvreuse/config';
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
 import type { PullHint, TransferCalibration } from '@kvreuse/router';
@@ -14,6 +12,7 @@ import type { EndpointMetrics } from '../../src/metrics.js';
 import { ReuseEndpoint } from '../../src/reuse-endpoint.js';
 import { fillDeterministic } from '../workers.js';
 import { ManualClock } from './manual-clock.js';
+import { defaultSettings } from './settings.js';
 
 export const transport = loadTransport();
 
@@ -57,7 +56,7 @@ export interface WorkerSpec {
   /** With `serve`: rank 0 publishes the retained inventory (`serve.inventory`); true by default. */
   readonly inventory?: boolean;
   readonly admissionGate?: ReadinessGate;
-  readonly settings?: Settings;
+  readonly settings?: typeof defaultSettings;
   readonly metrics?: EndpointMetrics;
   readonly calibration?: TransferCalibration;
   /** `loopback` by default. */
