@@ -1,7 +1,7 @@
 /* The UCX backend. Everything here runs on the agent's progress thread, which alone owns the ucp
  * context and worker (UCS_THREAD_MODE_SINGLE): registration, endpoints, remote keys, gets and puts,
  * active-message notifications and progress. */
-#include "backends/ucx/ucx.h"
+#include "backends/ucx/ucx_state.h"
 
 #include "backend.h"
 #include "file_regions.h"

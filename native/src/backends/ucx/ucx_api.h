@@ -1,6 +1,6 @@
 /* The UCX functions the ucx backend calls, resolved from libucp.so.0 when the backend is first used
  * (ucx_api.c), so that the library itself does not link UCX and its loopback backend runs where UCX is
- * not installed. Included through ucx.h by the backend's files only: each ucp_* / ucs_* name below becomes a call through the table,
+ * not installed. Included through ucx_state.h by the backend's files only: each ucp_* / ucs_* name below becomes a call through the table,
  * so the calls read as UCX's own. */
 #ifndef KVT_UCX_API_H
 #define KVT_UCX_API_H

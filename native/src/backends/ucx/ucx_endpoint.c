@@ -1,6 +1,6 @@
 /* The UCX backend's endpoints: how they fail, close (gracefully or by force) and are freed once nothing of
  * UCX refers to them. Progress thread only. */
-#include "backends/ucx/ucx.h"
+#include "backends/ucx/ucx_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* The UCX backend's requests: gets and puts (or direct copies through shared mappings), notifications and
  * heartbeat messages, and their completions. Progress thread only. */
-#include "backends/ucx/ucx.h"
+#include "backends/ucx/ucx_state.h"
 
 #include "file_regions.h"
 #include "services/copy.h"

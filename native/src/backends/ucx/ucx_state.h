@@ -1,8 +1,8 @@
 /* The UCX backend's state, shared by its files: ucx.c (start, memory, connections, progress),
  * ucx_transfer.c (requests: gets, puts, notifications and heartbeat messages) and ucx_endpoint.c (how
  * endpoints fail, close and are freed). */
-#ifndef KVT_UCX_H
-#define KVT_UCX_H
+#ifndef KVT_UCX_STATE_H
+#define KVT_UCX_STATE_H
 
 #include "agent.h"
 #include "backends/ucx/ucx_api.h"
