@@ -426,11 +426,19 @@ kvt_status kvt_agent_destroy(uint32_t agent_id) {
     return KVT_OK;
 }
 
+static kvt_status hold_serving_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    atomic_store(&agent->serving_held, *(const bool *)arg);
+    return KVT_OK;
+}
+
+/* Set on the progress thread, between its rounds: once this returns, no round still runs that read the
+ * old value, so a request posted afterwards is never answered by a round already under way. */
 kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_test_hold_serving", &agent);
     if (status != KVT_OK) return status;
-    atomic_store(&agent->serving_held, hold);
-    kvt_command_kick(&agent->commands);
-    return kvt_agent_finish(agent, KVT_OK);
+    status = kvt_command_call(&agent->commands, hold_serving_call, &hold);
+    return kvt_agent_finish(agent, status);
 }
