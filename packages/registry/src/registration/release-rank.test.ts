@@ -145,6 +145,8 @@ describe('releaseBanks', () => {
     const agent = await newAgent();
     const { banks, returned } = frameworkBanks(rank, 3, shape);
     await registerRank({ agent, banks });
+    const referencedRegion = banks[1]!.region;
+    expect(referencedRegion).toBeDefined();
     const reference = banks[1]!.acquire();
     const deregistration = await deregisterBanks([...banks].reverse());
     // Compared by identity: a deep comparison walks every byte of the framework's pool Buffer.
@@ -160,7 +162,7 @@ describe('releaseBanks', () => {
     expect(agent.counters().liveRegistrations).toBe(1);
     expect(banks.map((bank) => [bank.state, bank.region])).toEqual([
       ['releasing', undefined],
-      ['registered', expect.anything()],
+      ['registered', referencedRegion],
       ['releasing', undefined],
     ]);
     expect(returned).toEqual([]);
