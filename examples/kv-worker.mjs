@@ -3,18 +3,13 @@
 // allocated by kvreuse, registered and published) — plus the conversation both workers hash and the KV
 // content its blocks hold.
 import { randomUUID } from 'node:crypto';
-import {
-  defineSettings,
-  discoveryGroup,
-  drainGroup,
-  endpointGroup,
-  inventoryGroup,
-  transportGroup,
-} from '@kvreuse/config';
+import { defineSettings } from '@kvreuse/config';
+import { discoveryGroup } from '@kvreuse/discovery';
+import { drainGroup } from '@kvreuse/drain';
+import { BlockPool, endpointGroup, ReuseEndpoint } from '@kvreuse/endpoint';
+import { blockHashScheme, hashBlockChain, inventoryGroup } from '@kvreuse/inventory';
+import { loadTransport, transportGroup } from '@kvreuse/native-bindings';
 import { referenceGeometries } from '@kvreuse/descriptors';
-import { BlockPool, ReuseEndpoint } from '@kvreuse/endpoint';
-import { loadTransport } from '@kvreuse/native-bindings';
-import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 
 export const geometry = referenceGeometries['qwen3-0.6b'];
 /** The groups a worker reads, at their defaults. */

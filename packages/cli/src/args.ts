@@ -1,4 +1,4 @@
-import { kvreuseSettings } from '@kvreuse/config';
+import { kvreuseSettings } from './settings/all-settings.js';
 import { UsageError } from './errors.js';
 
 /** An option of a command itself (not a setting): `--json`, `--config <file>`, `--worker <file>` (repeatable). */

@@ -4,7 +4,7 @@ import type { CliContext, Command } from './command.js';
 import { requireCheckout, runInCheckout } from './checkout.js';
 import { UsageError } from './errors.js';
 import { requireUcx } from './native.js';
-import { resolveCommandSettings } from './settings.js';
+import { resolveCommandSettings } from './settings/command-settings.js';
 
 const dryRunOption: OptionSpec = {
   name: 'dry-run',

@@ -1,8 +1,9 @@
-import { kvreuseSettings, renderSettingsReport } from '@kvreuse/config';
+import { kvreuseSettings } from './settings/all-settings.js';
+import { renderSettingsReport } from '@kvreuse/config';
 import { UsageError } from './errors.js';
 import type { Command } from './command.js';
 import { jsonOption, wantsJson } from './json.js';
-import { configOption, resolveCommandSettings, settingsFileOf, settingsHelp } from './settings.js';
+import { configOption, resolveCommandSettings, settingsFileOf, settingsHelp } from './settings/command-settings.js';
 import { problemLines } from './one-line.js';
 
 function noPositionals(command: string, positionals: readonly string[]): void {

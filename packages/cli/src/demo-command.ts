@@ -1,6 +1,7 @@
 // `kvreuse demo`: the main job (src/demo/main-job.ts), with its progress live on stdout and its
 // summary last: one line, or with `--json` the summary object.
-import { exampleSettingsPath, kvreuseSettings, type ResolvedSettings, type Settings } from '@kvreuse/config';
+import { exampleSettingsPath } from './settings/example.js';
+import { kvreuseSettings, type ResolvedSettings, type Settings } from './settings/all-settings.js';
 import type { Backend } from '@kvreuse/native-bindings';
 import { openClusterSecret } from '@kvreuse/discovery';
 import type { CommandArgs, OptionSpec } from './args.js';
@@ -12,7 +13,7 @@ import { jsonOption, wantsJson } from './json.js';
 import { type LocalEtcd, startLocalEtcd } from './local-etcd.js';
 import { nativeCapabilities, requireUcx } from './native.js';
 import { logOption, openRequestLog, type RequestLog } from './request-log.js';
-import { configOption, settingsFileOf, settingsHelp } from './settings.js';
+import { configOption, settingsFileOf, settingsHelp } from './settings/command-settings.js';
 
 const backends: readonly Backend[] = ['ucx', 'loopback'];
 const maxPort = 65_535;

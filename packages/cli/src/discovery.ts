@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { Settings } from '@kvreuse/config';
+import type { Settings } from './settings/all-settings.js';
 import { type DiscoveryStore, openDiscovery } from '@kvreuse/discovery';
 import { DiscoveryNotFoundError, UsageError } from './errors.js';
 

@@ -21,3 +21,21 @@ export {
 } from './errors.js';
 export { cliVersion, exitCodeOf, runCli } from './run.js';
 export { type InventorySummary, summarizeInventoryBatch } from './inventory-summary.js';
+export {
+  allGroups,
+  catalog,
+  defaultSettings,
+  describeSetting,
+  kvreuseSettings,
+  resolveSettings,
+  safeResolveSettings,
+  settingDescriptions,
+  type GroupName,
+  type ResolvedSettings,
+  type SafeResolveResult,
+  type SettingPath,
+  type Settings,
+  type SettingsProvenance,
+} from './settings/all-settings.js';
+export { exampleSettingsPath } from './settings/example.js';
+export { frontendGroup } from './settings/frontend.js';

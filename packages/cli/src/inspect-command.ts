@@ -1,4 +1,4 @@
-import { kvreuseSettings, type Settings } from '@kvreuse/config';
+import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import {
   defaultKeyPrefix,
@@ -20,7 +20,7 @@ import { summarizeInventoryBatch, type InventorySummary } from './inventory-summ
 import { jsonOption, wantsJson } from './json.js';
 import { nativeCapabilities } from './native.js';
 import { type ProcessPins, readProcessPins } from './pin-metrics.js';
-import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
+import { configOption, resolveCommandSettings, settingsHelp } from './settings/command-settings.js';
 
 /** One published rank part, as inspect reports it. */
 export interface InspectedRankPart {

@@ -1,4 +1,4 @@
-import { kvreuseSettings } from '@kvreuse/config';
+import { kvreuseSettings } from './settings/all-settings.js';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it } from 'vitest';
 import { nativeCapabilities, requireUcx } from './native.js';

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import type { Settings } from '@kvreuse/config';
+import type { Settings } from './settings/all-settings.js';
 import {
   type Capabilities,
   LibraryLoadError,

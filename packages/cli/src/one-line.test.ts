@@ -1,4 +1,4 @@
-import { kvreuseSettings } from '@kvreuse/config';
+import { kvreuseSettings } from './settings/all-settings.js';
 import { describe, expect, it } from 'vitest';
 import { oneLine, problemLines } from './one-line.js';
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { kvreuseSettings, type Settings } from '@kvreuse/config';
+import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import { assembleWorker, safeParseRankPart, type Worker } from '@kvreuse/descriptors';
 import {
   admit,
@@ -19,7 +19,7 @@ import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
 import { profileGroupsHelp } from './help-groups.js';
 import { jsonOption, wantsJson } from './json.js';
 import { nativeCapabilities } from './native.js';
-import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
+import { configOption, resolveCommandSettings, settingsHelp } from './settings/command-settings.js';
 
 function rolesOf(profile: Profile): string {
   return Object.entries(profile.roles)

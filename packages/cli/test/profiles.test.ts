@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { builtInProfile, builtInProfileNames } from '@kvreuse/profile-admission';
-import { kvreuseSettings } from '@kvreuse/config';
+import { kvreuseSettings } from '../src/settings/all-settings.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { repoRoot, runBinary } from './binary.js';
 

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compose } from './composition.js';
-import { routerGroup } from './groups/router.js';
-import { transportGroup } from './groups/transport.js';
+import { routerGroup, transportGroup } from '../test/sample-groups.js';
 
 describe('compose', () => {
   it('indexes the composed settings by every name a source writes, and holds their rules', () => {

@@ -1,11 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { thrown } from '../test/thrown.js';
-import { allGroups } from './all-settings.js';
 import { defineSettings } from './define-settings.js';
 import { InvalidCompositionError, InvalidSettingError, ResolveOptionsError, UnknownSettingError } from './errors.js';
-import { frontendGroup } from './groups/frontend.js';
-import { routerGroup } from './groups/router.js';
-import { transportGroup } from './groups/transport.js';
+import { allSampleGroups, frontendGroup, routerGroup, transportGroup } from '../test/sample-groups.js';
 
 /** What a newer process writes into the shared file, environment and argv: a group this one has never heard of. */
 const SHARED_FILE = `router:
@@ -49,7 +46,7 @@ describe('defineSettings: one composition', () => {
     expect(error.unknown).toEqual([
       { name: 'router.nope', source: { source: 'code' }, closest: 'frontend.rejectMediaStatusCode' },
     ]);
-    const every = defineSettings(allGroups);
+    const every = defineSettings(allSampleGroups);
     expect(
       thrown(() => every.describeSetting('router.minimumTransferPrefixBlock' as never), UnknownSettingError).unknown[0]
         ?.closest,

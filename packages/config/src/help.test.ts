@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { allGroups } from './all-settings.js';
+import { allSampleGroups, routerGroup } from '../test/sample-groups.js';
 import { compose } from './composition.js';
-import { routerGroup } from './groups/router.js';
 import { renderHelp } from './help.js';
 
-const every = compose(allGroups, 'error');
+const every = compose(allSampleGroups, 'error');
 const settingGroups = every.groups;
 const settingDescriptions = every.settings;
 const renderSettingsHelp = (options?: { width: number }) => renderHelp(every, options);

@@ -1,25 +1,9 @@
 /**
- * Settings catalog for kvreuse: every setting declared once, resolved explicitly from defaults, file, environment and argv.
+ * The settings mechanism of kvreuse: groups declared by each package, composed and resolved explicitly from defaults, file, environment and argv.
  *
  * @packageDocumentation
  * @module \@kvreuse/config
  */
-export {
-  allGroups,
-  catalog,
-  defaultSettings,
-  describeSetting,
-  kvreuseSettings,
-  resolveSettings,
-  safeResolveSettings,
-  settingDescriptions,
-  type GroupName,
-  type ResolvedSettings,
-  type SafeResolveResult,
-  type SettingPath,
-  type Settings,
-  type SettingsProvenance,
-} from './all-settings.js';
 export { COERCION_RULES } from './coerce.js';
 export type { ForeignGroupsPolicy } from './composition.js';
 export {
@@ -60,7 +44,6 @@ export {
   type SettingsError,
   type UnknownSetting,
 } from './errors.js';
-export { exampleSettingsPath } from './example.js';
 export {
   defineGroup,
   isSettingsGroup,
@@ -71,14 +54,6 @@ export {
   type SettingDeclarations,
   type SettingsGroup,
 } from './group.js';
-export { discoveryGroup } from './groups/discovery.js';
-export { drainGroup } from './groups/drain.js';
-export { endpointGroup } from './groups/endpoint.js';
-export { frontendGroup } from './groups/frontend.js';
-export { inventoryGroup } from './groups/inventory.js';
-export { profileGroup } from './groups/profile.js';
-export { routerGroup } from './groups/router.js';
-export { transportGroup } from './groups/transport.js';
 export type { HelpOptions } from './help.js';
 export type { ResolveOptions, SettingsEnv } from './resolve-options.js';
 export { renderSettingsReport, type ResolutionToReport } from './settings-report.js';

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { allGroups } from './all-settings.js';
+import { allSampleGroups } from '../test/sample-groups.js';
 import { compose } from './composition.js';
 import { SettingsFileError } from './errors.js';
 import { readArgv as readArgvOf, readEnv as readEnvOf, readFile as readFileOf } from './sources.js';
 import type { LoadedSettingsFile } from './settings-file.js';
 
-const every = compose(allGroups, 'error');
+const every = compose(allSampleGroups, 'error');
 const readArgv = (argv: readonly string[]) => readArgvOf(every, argv);
 const readEnv = (env: Readonly<Record<string, string | undefined>>) => readEnvOf(every, env);
 const readFile = (file: Omit<LoadedSettingsFile, 'lines'>) => readFileOf(every, { ...file, lines: new Map() });

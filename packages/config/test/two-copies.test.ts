@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as here from '../src/index.js';
+import { sampleGroups } from './sample-groups.js';
 import { temporaryDirectory } from './temporary-directory.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
@@ -29,7 +30,7 @@ async function installedCopy(): Promise<typeof here> {
   if (!existsSync(built)) throw new Error(`${built} is missing: build the package first (pnpm exec turbo run build)`);
   const modules = join(copies, 'node_modules');
   const copy = join(modules, '@kvreuse', 'config');
-  installPackage(packageDir, copy, ['dist', 'examples']);
+  installPackage(packageDir, copy, ['dist']);
   installPackage(join(packageDir, '..', 'errors'), join(modules, '@kvreuse', 'errors'), ['dist']);
   // Its other dependencies (zod, yaml) resolve through the package's own node_modules.
   for (const name of ['zod', 'yaml']) symlinkSync(join(packageDir, 'node_modules', name), join(modules, name), 'dir');
@@ -48,13 +49,16 @@ function caught(run: () => unknown): unknown {
 describe('errors across two installed copies', () => {
   it('are recognised by isConfigError and isSettingsError of the other copy, by code, not by class', async () => {
     const there = await installedCopy();
+    const thereGroups = sampleGroups(there.defineGroup);
+    const thereSettings = there.defineSettings(Object.values(thereGroups));
+    const hereSettings = here.defineSettings(Object.values(sampleGroups(here.defineGroup)));
     expect(there.UnknownSettingError).not.toBe(here.UnknownSettingError);
 
     const errors = [
-      caught(() => there.resolveSettings({ argv: ['--router-minimum-transfer-prefix-block=8'] })),
-      caught(() => there.resolveSettings({ env: { KVREUSE_TRANSPORT_BACKEND: 'tcp' } })),
-      caught(() => there.resolveSettings({ file: { text: 'router: [1\n' } })),
-      caught(() => there.resolveSettings({ args: [] } as never)),
+      caught(() => thereSettings.resolve({ argv: ['--router-minimum-transfer-prefix-block=8'] })),
+      caught(() => thereSettings.resolve({ env: { KVREUSE_TRANSPORT_BACKEND: 'tcp' } })),
+      caught(() => thereSettings.resolve({ file: { text: 'router: [1\n' } })),
+      caught(() => thereSettings.resolve({ args: [] } as never)),
       caught(() => there.defineGroup('No', {} as never)),
       caught(() => there.defineSettings([])),
     ];
@@ -74,8 +78,8 @@ describe('errors across two installed copies', () => {
     expect(errors.map((error) => here.isSettingsError(error))).toEqual([true, true, true, false, false, false]);
 
     // The other way round, and a safeResolve of one copy composing a group of the other.
-    expect(there.isConfigError(caught(() => here.resolveSettings({ file: 42 as never })))).toBe(true);
-    const mixed = here.defineSettings([there.routerGroup]);
+    expect(there.isConfigError(caught(() => hereSettings.resolve({ file: 42 as never })))).toBe(true);
+    const mixed = here.defineSettings([thereGroups.routerGroup]);
     const result = mixed.safeResolve({ env: { KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS: 'four' } });
     expect(result.success).toBe(false);
     if (!result.success) expect(there.isSettingsError(result.error)).toBe(true);

@@ -86,3 +86,4 @@ export {
 } from './prepared-transfer.js';
 export { materialize } from './materialize.js';
 export { referenceGeometries, type ReferenceModel } from './reference.js';
+export { type TransportBackend, transportBackends } from './transport-backend.js';

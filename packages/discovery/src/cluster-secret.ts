@@ -3,7 +3,8 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { closeSync, fstatSync, linkSync, openSync, readSync, unlinkSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { discoveryGroup, SettingsOf } from '@kvreuse/config';
+import type { discoveryGroup } from './settings.js';
+import type { SettingsOf } from '@kvreuse/config';
 import { ClusterSecretError } from './errors.js';
 
 /** A secret shorter than an HMAC-SHA256 key's block of entropy is refused. */

@@ -71,3 +71,4 @@ export {
   type WorkerReadiness,
   type WorkerReadinessWatch,
 } from './worker-readiness.js';
+export { discoveryGroup } from './settings.js';

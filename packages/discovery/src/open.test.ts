@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defineSettings, discoveryGroup } from '@kvreuse/config';
+import { defineSettings } from '@kvreuse/config';
+import { discoveryGroup } from './settings.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiscoverySettingsError } from './errors.js';
 import { EtcdDiscoveryStore } from './etcd.js';

@@ -1,4 +1,5 @@
-import type { discoveryGroup, SettingsOf } from '@kvreuse/config';
+import type { discoveryGroup } from './settings.js';
+import type { SettingsOf } from '@kvreuse/config';
 import { DiscoveryArgumentError, DiscoveryCredentialsFileError, DiscoverySettingsError } from './errors.js';
 import { connectEtcdDiscovery } from './etcd.js';
 import { MemoryDiscoveryStore } from './memory.js';

@@ -58,3 +58,4 @@ export {
 export { shutdownOnSignals, type ShutdownSignalOptions, type SignalTarget } from './signals.js';
 export { backoffDelay, retry, type RetryOptions } from './retry.js';
 export { decideLoad, type FailedLoadPolicy, type LoadDecision, type LoadInput, type LoadPart } from './load-policy.js';
+export { drainGroup } from './settings.js';

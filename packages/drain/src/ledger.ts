@@ -1,4 +1,5 @@
-import type { SettingsOf, transportGroup } from '@kvreuse/config';
+import type { SettingsOf } from '@kvreuse/config';
+import type { transportGroup } from '@kvreuse/native-bindings';
 import type { TransferTemplate } from '@kvreuse/descriptors';
 import { type Bank, type BankLabel, type BankReference, formatBank } from '@kvreuse/registry';
 import { type Clock, systemClock } from './clock.js';

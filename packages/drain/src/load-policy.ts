@@ -1,4 +1,5 @@
-import type { drainGroup, SettingsOf } from '@kvreuse/config';
+import type { drainGroup } from './settings.js';
+import type { SettingsOf } from '@kvreuse/config';
 import { InvalidDrainOptionError, LoadFailedError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
 import type { OperationOutcome, Quiescence } from './ledger.js';

@@ -96,3 +96,4 @@ export {
   type ServedPin,
 } from './pin-server.js';
 export { PinClient, type PinClientOptions, type PinRequest } from './pin-client.js';
+export { endpointGroup } from './settings.js';

@@ -3,7 +3,11 @@
 // and inventory, its operations recorded in a ledger, and its drain and shutdown in the drain package's
 // source-first order — each step a lifecycle transition.
 import { readFileSync } from 'node:fs';
-import type { discoveryGroup, drainGroup, endpointGroup, SettingsOf, transportGroup } from '@kvreuse/config';
+import type { discoveryGroup } from '@kvreuse/discovery';
+import type { drainGroup } from '@kvreuse/drain';
+import type { endpointGroup } from './settings.js';
+import type { SettingsOf } from '@kvreuse/config';
+import type { transportGroup } from '@kvreuse/native-bindings';
 import { layoutRankBanks, type RankId } from '@kvreuse/descriptors';
 import {
   type Clock,

@@ -1,4 +1,4 @@
-import { inventoryGroup } from '@kvreuse/config';
+import { inventoryGroup } from './settings.js';
 import { type Geometry, InvalidGeometryError, kvContentDigest, referenceGeometries } from '@kvreuse/descriptors';
 import { describe, expect, test } from 'vitest';
 import { BlockHashError } from './errors.js';

@@ -1,4 +1,4 @@
-import { inventoryGroup } from '@kvreuse/config';
+import { inventoryGroup } from './settings.js';
 import { type Geometry, kvContentDigest } from '@kvreuse/descriptors';
 import { BlockHashError } from './errors.js';
 

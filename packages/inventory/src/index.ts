@@ -38,3 +38,4 @@ export {
   type InventoryPublisherOptions,
   type InventoryPublishOptions,
 } from './discovery-feed.js';
+export { inventoryGroup } from './settings.js';

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { defineSettings, transportGroup } from '@kvreuse/config';
+import { defineSettings } from '@kvreuse/config';
+import { transportGroup } from './settings.js';
 import { describe, expect, it } from 'vitest';
 import { agentName, testedBackends, transport } from '../test/support/backends.js';
 import { allZero, liveCounters } from '../test/support/pair.js';

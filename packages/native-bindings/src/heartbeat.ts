@@ -1,4 +1,5 @@
-import type { SettingsOf, transportGroup } from '@kvreuse/config';
+import type { SettingsOf } from '@kvreuse/config';
+import type { transportGroup } from './settings.js';
 import { InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { check } from './library.js';

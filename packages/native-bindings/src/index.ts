@@ -38,3 +38,4 @@ export { type StatusCodeName, statusCodeNames } from './status.js';
 export { type PostBlocksRequest, RegisteredTemplate, type RegisterTemplateRequest } from './template.js';
 export type { PostRequest, TransferDescriptors, TransferDirection } from './transfer.js';
 export { type Capabilities, type LoadTransportOptions, loadTransport, Transport } from './transport.js';
+export { transportGroup } from './settings.js';

@@ -1,8 +1,9 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { inventoryGroup, profileGroup, SettingsOf, transportGroup } from '@kvreuse/config';
-import { geometryFields, type Worker } from '@kvreuse/descriptors';
-import { blockHashFunction } from '@kvreuse/inventory';
+import type { SettingsOf } from '@kvreuse/config';
+import { geometryFields, type TransportBackend, type Worker } from '@kvreuse/descriptors';
+import { blockHashFunction, type inventoryGroup } from '@kvreuse/inventory';
 import { InvalidAdmissionInputError } from './errors.js';
+import type { profileGroup } from './settings.js';
 import {
   checkedProfile,
   declaredRoles,
@@ -29,7 +30,8 @@ export interface NativeCapabilities {
  * the router's reuse switches. The settings of any composition holding them will do (the cli's holds
  * every kvreuse group).
  */
-export type AdmissionSettings = SettingsOf<[typeof transportGroup, typeof inventoryGroup, typeof profileGroup]> & {
+export type AdmissionSettings = SettingsOf<[typeof inventoryGroup, typeof profileGroup]> & {
+  readonly transport: { readonly backend: TransportBackend };
   readonly router: { readonly enableDecodeToPrefillReuse: boolean; readonly enableDecodeToPrefillGpuReuse: boolean };
 };
 

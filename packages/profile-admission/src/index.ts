@@ -49,3 +49,4 @@ export {
   explainActivation,
 } from './activation.js';
 export { admissionGate, type AdmissionGateContext } from './gate.js';
+export { profileGroup } from './settings.js';

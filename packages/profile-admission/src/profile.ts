@@ -1,6 +1,15 @@
 import { isDeepStrictEqual } from 'node:util';
-import { type GroupDescription, inventoryGroup, type SettingDescription, transportGroup } from '@kvreuse/config';
-import { geometryDigest, geometrySchema, memKinds, type Role, roles, shardSplitIssue } from '@kvreuse/descriptors';
+import { type GroupDescription, type SettingDescription } from '@kvreuse/config';
+import { inventoryGroup } from '@kvreuse/inventory';
+import {
+  geometryDigest,
+  geometrySchema,
+  memKinds,
+  type Role,
+  roles,
+  shardSplitIssue,
+  transportBackends,
+} from '@kvreuse/descriptors';
 import { z } from 'zod';
 import { InvalidProfileError, type ProfileIssue } from './errors.js';
 
@@ -8,7 +17,7 @@ import { InvalidProfileError, type ProfileIssue } from './errors.js';
 export const profileSchemaVersions = [1] as const;
 
 /** Native capabilities a profile may require: GPU memory registration, or a transport backend built in. */
-export const nativeCapabilityNames = ['vram', 'ucx', 'loopback'] as const;
+export const nativeCapabilityNames = ['vram', ...transportBackends] as const;
 export type NativeCapabilityName = (typeof nativeCapabilityNames)[number];
 
 const positiveInteger = z
@@ -91,7 +100,7 @@ const profileFields = z.strictObject({
       (declared) => Object.values(declared).some((role) => role !== undefined),
       'must declare at least one of prefill, decode, aggregated',
     ),
-  transport: z.strictObject({ backend: transportGroup.settings.backend.schema }),
+  transport: z.strictObject({ backend: z.enum(transportBackends) }),
   nativeCapabilities: z.array(z.enum(nativeCapabilityNames)).default([]),
   settings: z
     .strictObject({

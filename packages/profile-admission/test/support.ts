@@ -1,14 +1,10 @@
 import { z } from 'zod';
-import {
-  defineGroup,
-  defineSettings,
-  discoveryGroup,
-  drainGroup,
-  inventoryGroup,
-  profileGroup,
-  type SettingsOf,
-  transportGroup,
-} from '@kvreuse/config';
+import { defineGroup, defineSettings, type SettingsOf } from '@kvreuse/config';
+import { discoveryGroup } from '@kvreuse/discovery';
+import { drainGroup } from '@kvreuse/drain';
+import { inventoryGroup } from '@kvreuse/inventory';
+import { profileGroup } from '../src/index.js';
+import { loadTransport, transportGroup } from '@kvreuse/native-bindings';
 import {
   assembleWorker,
   type Geometry,
@@ -20,7 +16,6 @@ import {
   serializeRankPart,
   type Worker,
 } from '@kvreuse/descriptors';
-import { loadTransport } from '@kvreuse/native-bindings';
 import type { NativeCapabilities, Profile } from '@kvreuse/profile-admission';
 
 /**

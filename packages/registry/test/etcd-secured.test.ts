@@ -2,18 +2,14 @@
 // and each worker's user granted write access to its own keys only. Certificates are made by the
 // test (openssl); the server runs on free loopback ports with its data in a temp dir.
 import type { RankPart } from '@kvreuse/descriptors';
-import { defineSettings, discoveryGroup } from '@kvreuse/config';
-import { Etcd3, Range } from 'etcd3';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, expect, test, vi } from 'vitest';
+import { defineSettings } from '@kvreuse/config';
 import {
   claimIncarnationEpoch,
   connectEtcdDiscovery,
   decodeRankPartRecord,
   defaultKeyPrefix,
   DiscoveryAuthenticationError,
+  discoveryGroup,
   DiscoveryPermissionError,
   type DiscoveryStore,
   DiscoveryTlsError,
@@ -24,6 +20,11 @@ import {
   workerKeyPrefix,
   workerPartsPrefix,
 } from '@kvreuse/discovery';
+import { Etcd3, Range } from 'etcd3';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { defaultInventoryPrefix, InventoryPublisher } from '@kvreuse/inventory';
 import {
   type CertificateAuthority,

@@ -1,4 +1,5 @@
-import type { routerGroup, SettingsOf } from '@kvreuse/config';
+import type { routerGroup } from './settings.js';
+import type { SettingsOf } from '@kvreuse/config';
 import type { SourceTier, TransferCalibration } from './calibration.js';
 import type { LinkClass } from './sources.js';
 

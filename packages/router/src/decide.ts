@@ -1,4 +1,6 @@
-import type { inventoryGroup, routerGroup, SettingsOf } from '@kvreuse/config';
+import type { inventoryGroup } from '@kvreuse/inventory';
+import type { routerGroup } from './settings.js';
+import type { SettingsOf } from '@kvreuse/config';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Activation } from '@kvreuse/profile-admission';
 import {

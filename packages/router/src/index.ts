@@ -51,3 +51,4 @@ export {
   type RouteRequest,
 } from './decide.js';
 export { SavingReport, type SavingRow } from './saving-report.js';
+export { routerGroup } from './settings.js';

@@ -1,4 +1,5 @@
-import type { routerGroup, SettingsOf } from '@kvreuse/config';
+import type { routerGroup } from './settings.js';
+import type { SettingsOf } from '@kvreuse/config';
 import type { TransferReceipt } from './calibration.js';
 import type { EstimateKind } from './cost-model.js';
 import type { RouteDecision } from './decide.js';

@@ -1,13 +1,16 @@
 // Test set-up of the router: real worker descriptors (parsed and assembled as readiness does), settings
 // resolved from flags, the real retained inventory on a manual wall clock, and a manual monotonic clock.
+import { defineSettings, type SettingsOf } from '@kvreuse/config';
 import {
-  defineSettings,
+  blockHashScheme,
+  hashBlockChain,
   inventoryGroup,
-  profileGroup,
-  routerGroup,
-  type SettingsOf,
-  transportGroup,
-} from '@kvreuse/config';
+  RetainedInventory,
+  type RetentionTier,
+} from '@kvreuse/inventory';
+import { builtInProfile, explainActivation, type NativeCapabilities, profileGroup } from '@kvreuse/profile-admission';
+import { routerGroup } from '../src/index.js';
+import { transportGroup } from '@kvreuse/native-bindings';
 import {
   assembleWorker,
   type Geometry,
@@ -19,9 +22,7 @@ import {
   serializeRankPart,
   type Worker,
 } from '@kvreuse/descriptors';
-import { builtInProfile, explainActivation, type NativeCapabilities } from '@kvreuse/profile-admission';
 import { type WorkerReadiness } from '@kvreuse/discovery';
-import { blockHashScheme, hashBlockChain, RetainedInventory, type RetentionTier } from '@kvreuse/inventory';
 import { type RouteContext, SourceBook, type TransferCalibration } from '@kvreuse/router';
 
 const groups = [routerGroup, transportGroup, inventoryGroup, profileGroup] as const;

@@ -6,9 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { DemoProcessError } from '@kvreuse/cli';
+import { defaultSettings, DemoProcessError, type Settings } from '@kvreuse/cli';
 import { type HintLine, type PullReport, RankProcesses, type RankDrain, type RankSpec } from '@kvreuse/cli/internal';
-import { defaultSettings, type Settings } from '@kvreuse/config';
 import {
   ClusterSecret,
   type DiscoveryStore,

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exampleSettingsPath, renderSettingsReport, resolveSettings, type SettingsEnv } from '@kvreuse/config';
+import { exampleSettingsPath, resolveSettings } from '@kvreuse/cli';
+import { renderSettingsReport, type SettingsEnv } from '@kvreuse/config';
 import {
   assembleWorker,
   checkCompatibility,

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { kvreuseSettings } from '@kvreuse/config';
+import { kvreuseSettings } from '@kvreuse/cli';
 import { InvalidProfileError, parseProfile, safeParseProfile } from '@kvreuse/profile-admission';
 import fc from 'fast-check';
 import { describe, it } from 'vitest';

@@ -10,7 +10,7 @@ import {
   type Worker,
 } from '@kvreuse/descriptors';
 import { encodePinMessage, type PinMessage } from '@kvreuse/endpoint';
-import { kvreuseSettings } from '@kvreuse/config';
+import { kvreuseSettings } from '@kvreuse/cli';
 import { builtInProfiles } from '@kvreuse/profile-admission';
 import type { Json } from './mutations.js';
 

@@ -3,13 +3,12 @@ import { readFileSync } from 'node:fs';
 import {
   defaultSettings,
   exampleSettingsPath,
-  isSettingsError,
   resolveSettings,
-  type ResolveOptions,
   safeResolveSettings,
   settingDescriptions,
   type Settings,
-} from '@kvreuse/config';
+} from '@kvreuse/cli';
+import { isSettingsError, type ResolveOptions } from '@kvreuse/config';
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { fuzz } from './fuzz-run.js';

@@ -81,8 +81,7 @@ function buildNativeLibrary(project: BlankProject): void {
 
 /** Usage checks, by package folder: what running usage/<dir>.ts must print. */
 const expectedUsage: Record<string, (printed: unknown, project: BlankProject) => void> = {
-  config: (printed) =>
-    expect(printed).toEqual({ discoveryBackend: ['memory', 'env'], heartbeatIntervalMs: [250, 'argv'] }),
+  config: (printed) => expect(printed).toEqual({ backend: ['memory', 'env'], flushIntervalMs: [250, 'argv'] }),
   descriptors: (printed) =>
     // Two Qwen3-0.6B blocks (7,340,032 bytes each) from a TP 1 worker to another: one rank pair, and one
     // descriptor per block and (layer, plane) bank, the source blocks being too far apart to merge.

@@ -1,6 +1,6 @@
-import { defineSettings, transportGroup } from '@kvreuse/config';
+import { defineSettings } from '@kvreuse/config';
+import { loadTransport, transportGroup } from '@kvreuse/native-bindings';
 import { DrainController, OperationLedger, PeerBook } from '@kvreuse/drain';
-import { loadTransport } from '@kvreuse/native-bindings';
 
 const { settings } = defineSettings([transportGroup]).resolve({ env: {}, argv: [] });
 const agent = await loadTransport().createAgent({ name: 'drain-user', backend: 'loopback' });

@@ -1,5 +1,5 @@
-import { defineSettings, routerGroup } from '@kvreuse/config';
-import { estimatePull } from '@kvreuse/router';
+import { defineSettings } from '@kvreuse/config';
+import { estimatePull, routerGroup } from '@kvreuse/router';
 
 const { settings } = defineSettings([routerGroup]).resolve({
   env: {},

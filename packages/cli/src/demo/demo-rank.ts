@@ -4,7 +4,7 @@
 // on what it retains (`serve`) and announces it as the worker's inventory; the prefill rank hands turn 1
 // off with the endpoint's `push` and pulls turn 2's prefix back (`pull`). Given a metrics port, the
 // rank's endpoint serves its metrics there until it shuts down.
-import type { Settings } from '@kvreuse/config';
+import type { Settings } from '../settings/all-settings.js';
 import { type RankPart, referenceGeometries } from '@kvreuse/descriptors';
 import {
   BlockPool,

@@ -1,6 +1,7 @@
 // The main job end to end on each backend: its summary says what really happened. The router's clock
 // stands still, so its lookup budget never runs out whatever the machine's load.
-import { exampleSettingsPath, kvreuseSettings } from '@kvreuse/config';
+import { exampleSettingsPath } from '../settings/example.js';
+import { kvreuseSettings } from '../settings/all-settings.js';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it } from 'vitest';
 import { freePorts } from '../../test/free-ports.js';

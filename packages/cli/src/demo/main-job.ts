@@ -10,7 +10,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { kvreuseSettings, type Settings } from '@kvreuse/config';
+import { kvreuseSettings, type Settings } from '../settings/all-settings.js';
 import type { Worker } from '@kvreuse/descriptors';
 import type { Backend, Capabilities } from '@kvreuse/native-bindings';
 import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';

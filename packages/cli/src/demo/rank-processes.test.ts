@@ -2,7 +2,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultSettings, type Settings } from '@kvreuse/config';
+import { defaultSettings, type Settings } from '../settings/all-settings.js';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePorts, portIsFree } from '../../test/free-ports.js';

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { Settings } from '@kvreuse/config';
+import type { Settings } from '../settings/all-settings.js';
 import type { Backend } from '@kvreuse/native-bindings';
 import { DemoProcessError } from '../errors.js';
 import { DemoRank, type DemoRankOptions } from './demo-rank.js';

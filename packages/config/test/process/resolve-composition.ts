@@ -1,11 +1,12 @@
 // A process that composes the groups named on its command line and resolves them from a settings file
 // and its own environment: `resolve-composition.ts <group,group> <error|ignore> <settings file>`.
 // It prints one JSON line, `{ event: 'resolved', … }` or `{ event: 'refused', … }` (exit code 2).
-import { allGroups, defineSettings, isSettingsError, type ForeignGroupsPolicy } from '@kvreuse/config';
+import { defineSettings, isSettingsError, type ForeignGroupsPolicy } from '@kvreuse/config';
+import { allSampleGroups } from '../sample-groups.js';
 
 const [groupNames = '', foreignGroups = 'error', file = ''] = process.argv.slice(2);
 const groups = groupNames.split(',').map((name) => {
-  const group = allGroups.find((candidate) => candidate.name === name);
+  const group = allSampleGroups.find((candidate) => candidate.name === name);
   if (group === undefined) throw new Error(`no group ${name}`);
   return group;
 });

@@ -10,7 +10,8 @@
 // With `--refusing-owner`, a ninth bank (rank tp 2) belongs to a framework that refuses it back.
 // Prints the shutdown result and exits with shutdownOnSignals' exit code.
 import { createInterface } from 'node:readline';
-import { defineSettings, transportGroup } from '@kvreuse/config';
+import { defineSettings } from '@kvreuse/config';
+import { transportGroup } from '@kvreuse/native-bindings';
 import { Bank, frameworkOwner, registerRank } from '@kvreuse/registry';
 import {
   DrainingError,

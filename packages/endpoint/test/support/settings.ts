@@ -1,4 +1,8 @@
-import { defineSettings, discoveryGroup, drainGroup, endpointGroup, transportGroup } from '@kvreuse/config';
+import { defineSettings } from '@kvreuse/config';
+import { discoveryGroup } from '@kvreuse/discovery';
+import { drainGroup } from '@kvreuse/drain';
+import { endpointGroup } from '../../src/index.js';
+import { transportGroup } from '@kvreuse/native-bindings';
 
 /** The defaults of the groups an endpoint reads: what a worker started without settings runs with. */
 export const defaultSettings = defineSettings([transportGroup, discoveryGroup, drainGroup, endpointGroup]).defaults;

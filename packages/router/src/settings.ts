@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineGroup } from '../group.js';
+import { defineGroup } from '@kvreuse/config';
 
 /** Decode→prefill reuse and its cost model: the settings of the router. */
 export const routerGroup = defineGroup('router', {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineSettings } from '../define-settings.js';
-import { InvalidSettingError } from '../errors.js';
-import { drainGroup } from './drain.js';
+import { defineSettings, InvalidSettingError } from '@kvreuse/config';
+import { drainGroup } from './settings.js';
 
 describe('drainGroup', () => {
   const drain = defineSettings([drainGroup]);

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineSettings } from '../define-settings.js';
-import { InvalidSettingError } from '../errors.js';
-import { discoveryGroup } from './discovery.js';
+import { defineSettings, InvalidSettingError } from '@kvreuse/config';
+import { discoveryGroup } from './settings.js';
 
 describe('discoveryGroup', () => {
   const discovery = defineSettings([discoveryGroup]);

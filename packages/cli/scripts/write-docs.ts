@@ -1,4 +1,4 @@
-// Writes docs/config.md and schema/settings.schema.json from every kvreuse group: `pnpm --filter @kvreuse/config docs`.
+// Writes docs/config.md and schema/settings.schema.json from every kvreuse group: `pnpm --filter @kvreuse/cli docs`.
 import { writeFileSync } from 'node:fs';
 import { docsPath, renderRepositoryDocs, renderRepositorySchema, schemaPath } from './config-docs.js';
 

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineSettings } from '../define-settings.js';
-import { InvalidSettingError } from '../errors.js';
-import { inventoryGroup } from './inventory.js';
+import { defineSettings, InvalidSettingError } from '@kvreuse/config';
+import { inventoryGroup } from './settings.js';
 
 describe('inventoryGroup', () => {
   const inventory = defineSettings([inventoryGroup]);

@@ -1,5 +1,5 @@
 // All router settings with non-default values, written out by hand in every source's syntax.
-import type { Settings } from '../src/index.js';
+import type { Settings } from '../src/settings/all-settings.js';
 
 export const routerFixture: Settings['router'] = {
   enableDecodeToPrefillReuse: true,

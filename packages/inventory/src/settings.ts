@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineGroup } from '../group.js';
+import { defineGroup } from '@kvreuse/config';
 
 /** How the retained inventory names blocks. */
 export const inventoryGroup = defineGroup('inventory', {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineGroup } from '../group.js';
+import { defineGroup } from '@kvreuse/config';
 
 const MAX_PORT = 65_535;
 const etcdEndpoint = z

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineSettings } from '../define-settings.js';
-import { InvalidSettingError } from '../errors.js';
-import { transportGroup } from './transport.js';
+import { defineSettings, InvalidSettingError } from '@kvreuse/config';
+import { transportGroup } from './settings.js';
 
 describe('transportGroup', () => {
   const transport = defineSettings([transportGroup]);

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { defineGroup } from '../group.js';
+import { defineGroup } from '@kvreuse/config';
+import { verifyModes } from './pull-request.js';
 
 const hostName = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 
@@ -10,7 +11,7 @@ export const endpointGroup = defineGroup('endpoint', {
     'The reuse endpoint each serving process runs: how a pull checks what arrived, and where the process serves its metrics.',
   settings: {
     verify: {
-      schema: z.enum(['full', 'sampled', 'off']),
+      schema: z.enum(verifyModes),
       default: 'full',
       description:
         'How a pull checks the blocks it read before committing them, unless its request names its own mode. `full` ' +

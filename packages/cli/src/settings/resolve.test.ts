@@ -1,13 +1,21 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { temporaryDirectory } from '../test/temporary-directory.js';
+import {
+  InvalidSettingError,
+  type InvalidSetting,
+  type ResolveOptions as ResolveSettingsOptions,
+  SettingsFileError,
+  UnknownSettingError,
+} from '@kvreuse/config';
+import { afterAll, describe, expect, it } from 'vitest';
 import {
   routerFixture,
   routerFixtureArgv,
   routerFixtureEnv,
   routerFixtureJson,
   routerFixtureYaml,
-} from '../test/router-fixture.js';
+} from '../../test/router-fixture.js';
 import {
   defaultSettings,
   resolveSettings,
@@ -15,11 +23,16 @@ import {
   settingDescriptions,
   type SettingPath,
 } from './all-settings.js';
-import { InvalidSettingError, SettingsFileError, UnknownSettingError, type InvalidSetting } from './errors.js';
 import { exampleSettingsPath } from './example.js';
-import type { ResolveOptions as ResolveSettingsOptions } from './resolve-options.js';
 
-const { path: directory, write } = temporaryDirectory('kvreuse-config-resolve-');
+const directory = mkdtempSync(join(tmpdir(), 'kvreuse-settings-resolve-'));
+afterAll(() => rmSync(directory, { recursive: true, force: true }));
+
+function write(name: string, text: string): string {
+  const file = join(directory, name);
+  writeFileSync(file, text);
+  return file;
+}
 
 const DEFAULTS = {
   router: {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineSettings } from '../define-settings.js';
-import { InvalidSettingError } from '../errors.js';
-import { routerGroup } from './router.js';
+import { defineSettings, InvalidSettingError } from '@kvreuse/config';
+import { routerGroup } from './settings.js';
 
 describe('routerGroup', () => {
   const router = defineSettings([routerGroup]);

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { safeResolveSettings, settingDescriptions, type SafeResolveResult } from './all-settings.js';
-import type { SettingDescription, ValueJsonSchema } from './descriptions.js';
+import type { SettingDescription, ValueJsonSchema } from '@kvreuse/config';
 
 const endpoint = fc
   .tuple(fc.constantFrom('http', 'https'), fc.oneof(fc.domain(), fc.ipV4()), fc.integer({ min: 0, max: 65_535 }))

@@ -1,21 +1,21 @@
 import {
   defineSettings,
   type ProvenanceOf,
+  type ResolveOptions,
   type Resolved,
   type SafeResolved,
+  type SettingDescription,
   type SettingPathOf,
   type SettingsOf,
-} from './define-settings.js';
-import type { SettingDescription } from './descriptions.js';
-import { discoveryGroup } from './groups/discovery.js';
-import { drainGroup } from './groups/drain.js';
-import { endpointGroup } from './groups/endpoint.js';
-import { frontendGroup } from './groups/frontend.js';
-import { inventoryGroup } from './groups/inventory.js';
-import { profileGroup } from './groups/profile.js';
-import { routerGroup } from './groups/router.js';
-import { transportGroup } from './groups/transport.js';
-import type { ResolveOptions } from './resolve-options.js';
+} from '@kvreuse/config';
+import { discoveryGroup } from '@kvreuse/discovery';
+import { drainGroup } from '@kvreuse/drain';
+import { endpointGroup } from '@kvreuse/endpoint';
+import { inventoryGroup } from '@kvreuse/inventory';
+import { transportGroup } from '@kvreuse/native-bindings';
+import { profileGroup } from '@kvreuse/profile-admission';
+import { routerGroup } from '@kvreuse/router';
+import { frontendGroup } from './frontend.js';
 
 /** Every group kvreuse declares, in the order help and docs list them. */
 export const allGroups = [

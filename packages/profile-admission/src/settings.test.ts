@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineSettings } from '../define-settings.js';
-import { InvalidSettingError } from '../errors.js';
-import { profileGroup } from './profile.js';
+import { defineSettings, InvalidSettingError } from '@kvreuse/config';
+import { profileGroup } from './settings.js';
 
 describe('profileGroup', () => {
   const profile = defineSettings([profileGroup]);

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineSettings } from '../define-settings.js';
-import { InvalidSettingError } from '../errors.js';
-import { endpointGroup } from './endpoint.js';
+import { defineSettings, InvalidSettingError } from '@kvreuse/config';
+import { endpointGroup } from './settings.js';
 
 describe('endpointGroup', () => {
   const endpoint = defineSettings([endpointGroup]);

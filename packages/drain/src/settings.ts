@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineGroup } from '../group.js';
+import { defineGroup } from '@kvreuse/config';
 
 /** The drain layer. */
 export const drainGroup = defineGroup('drain', {

@@ -1,7 +1,8 @@
 import { resolve } from 'node:path';
-import { kvreuseSettings, type ResolvedSettings, type SettingsDefinition } from '@kvreuse/config';
-import type { CommandArgs, OptionSpec } from './args.js';
-import type { CliContext } from './command.js';
+import { kvreuseSettings, type ResolvedSettings } from './all-settings.js';
+import { type SettingsDefinition } from '@kvreuse/config';
+import type { CommandArgs, OptionSpec } from '../args.js';
+import type { CliContext } from '../command.js';
 
 /** `--config <file>`: the settings file of every command that resolves settings. */
 export const configOption: OptionSpec = {

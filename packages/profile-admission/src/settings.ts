@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineGroup } from '../group.js';
+import { defineGroup } from '@kvreuse/config';
 
 /** The deployment profile a process declares. */
 export const profileGroup = defineGroup('profile', {

@@ -1,12 +1,13 @@
 import { z } from 'zod';
-import { defineGroup } from '../group.js';
+import { defineGroup } from '@kvreuse/config';
+import { transportBackends } from '@kvreuse/descriptors';
 
 /** The native transport and its deadlines. */
 export const transportGroup = defineGroup('transport', {
   description: 'The native transport that moves KV blocks between workers, and its deadlines.',
   settings: {
     backend: {
-      schema: z.enum(['ucx', 'loopback']),
+      schema: z.enum(transportBackends),
       default: 'ucx',
       description:
         '`ucx` moves bytes through UCX (shared memory, TCP or RDMA, whatever the machine offers); ' +

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { defineSettings } from '../define-settings.js';
-import { InvalidSettingError } from '../errors.js';
+import { defineSettings, InvalidSettingError } from '@kvreuse/config';
 import { frontendGroup } from './frontend.js';
 
 describe('frontendGroup', () => {
