@@ -45,6 +45,7 @@ const DEFAULTS = {
   discovery: {
     backend: 'sqlite',
     sqlitePath: 'kvreuse-discovery.sqlite',
+    sqliteFileMode: '0600',
     etcdEndpoints: ['http://127.0.0.1:2379'],
     etcdCaFile: '',
     etcdCertFile: '',
