@@ -36,6 +36,8 @@ const DEFAULTS = {
   transport: {
     backend: 'ucx',
     library: '',
+    ucxNetDevices: '',
+    ucxTransports: '',
     operationTimeoutMs: 1000,
     abandonTimeoutMs: 5000,
     heartbeatIntervalMs: 500,
@@ -161,6 +163,8 @@ describe('resolveSettings: precedence', () => {
     expect(settings.transport).toEqual({
       backend: 'ucx',
       library: '',
+      ucxNetDevices: '',
+      ucxTransports: '',
       operationTimeoutMs: 2000,
       abandonTimeoutMs: 6000,
       heartbeatIntervalMs: 500,
@@ -171,6 +175,8 @@ describe('resolveSettings: precedence', () => {
     expect(provenance.transport).toEqual({
       backend: { source: 'default' },
       library: { source: 'default' },
+      ucxNetDevices: { source: 'default' },
+      ucxTransports: { source: 'default' },
       operationTimeoutMs: { source: 'env', variable: 'KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS' },
       abandonTimeoutMs: { source: 'file', path: 'ops.yaml' },
       heartbeatIntervalMs: { source: 'default' },
