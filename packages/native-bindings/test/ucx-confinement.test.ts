@@ -7,6 +7,8 @@ import { networkInterfaces } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { Agent, UcxConfinement } from '@kvreuse/native-bindings';
 import { agentName, transport, ucxTestsRun } from './support/backends.js';
+import { findPatternMismatch, piecewiseDescriptors } from './support/content.js';
+import { openPair, readRequest } from './support/pair.js';
 
 /** The local addresses (hex, as /proc/net/tcp writes them) of the TCP sockets this process listens on. */
 function listeningAddresses(): Set<string> {
@@ -64,38 +66,12 @@ describe.runIf(ucxTestsRun)('a UCX agent confined to devices and transports', ()
   );
 
   it('moves every byte of a READ between two agents confined to tcp on the loopback device', async () => {
-    const ucx = { netDevices: 'lo', transports: 'tcp' };
-    const source = await transport.createAgent({ name: agentName('confined-source'), backend: 'ucx', ucx });
-    const reader = await transport.createAgent({ name: agentName('confined-reader'), backend: 'ucx', ucx });
-    const sourceBank = await source.allocate(4096);
-    const readerBank = await reader.allocate(4096);
-    sourceBank.view().forEach((_, index, view) => (view[index] = index % 251));
-    const sourceRegion = source.register(sourceBank);
-    const readerRegion = reader.register(readerBank);
-    const peer = reader.loadPeer(source.metadata());
-    const operation = reader.post({
-      direction: 'read',
-      peer,
-      descriptors: {
-        sourceBank: Uint32Array.of(0),
-        sourceOffset: BigUint64Array.of(0n),
-        destinationBank: Uint32Array.of(0),
-        destinationOffset: BigUint64Array.of(0n),
-        length: BigUint64Array.of(4096n),
-      },
-      localRegions: [readerRegion],
-      remoteRegions: [sourceRegion.id],
-    });
-    await expect(operation.done).resolves.toEqual({ bytesDone: 4096 });
-    operation.release();
-    expect(Buffer.from(readerBank.view()).equals(Buffer.from(sourceBank.view()))).toBe(true);
-    peer.unload();
-    await readerRegion.deregister();
-    await sourceRegion.deregister();
-    await readerBank.free();
-    await sourceBank.free();
-    await reader.close();
-    await source.close();
+    const pair = await openPair('ucx', 16 * 4096, 29, { ucx: { netDevices: 'lo', transports: 'tcp' } });
+    const read = pair.reader.post(readRequest(pair, piecewiseDescriptors(16, 4096)));
+    await expect(read.done).resolves.toEqual({ bytesDone: 16 * 4096 });
+    read.release();
+    expect(findPatternMismatch(pair.readerBank.view(), 29)).toBe(-1);
+    await pair.close();
   });
 
   it('fails to start on a device UCX does not have, with UCX’s reason; refuses a value that is not printable', async () => {

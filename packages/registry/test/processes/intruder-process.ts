@@ -6,22 +6,16 @@
 // read, and its live peers (0: nothing to post a READ to).
 // Arguments: <sqlite path> <secret file of its own> <victim workerId>
 import { loadTransport } from '@kvreuse/native-bindings';
-import { ClusterSecret, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
+import { ClusterSecret, openSqliteDiscovery } from '@kvreuse/discovery';
 import { loadRankPeer, type RegistryError } from '../../src/index.js';
+import { whenReady } from '../helpers/ready-worker.js';
 
 const [location, secretFile, victim] = process.argv.slice(2);
 if (victim === undefined) throw new Error('usage: intruder-process <sqlite path> <secret file> <victim workerId>');
 
 const store = openSqliteDiscovery(location!);
 const agent = await loadTransport().createAgent({ name: `intruder-${process.pid}`, backend: 'ucx' });
-let ready: (readiness: WorkerReadiness) => void = () => undefined;
-const readiness = new Promise<WorkerReadiness>((resolve) => (ready = resolve));
-const watch = await watchWorkerReadiness(store, victim, { onChange: (change) => change.ready && ready(change) });
-if (watch.current.ready) ready(watch.current);
-const worker = await readiness;
-await watch.close();
-if (!worker.ready) throw new Error('unreachable');
-const part = worker.worker.ranks[0]!;
+const part = (await whenReady(store, victim)).worker.ranks[0]!;
 const published = Buffer.from(part.transport.metadata, 'base64');
 
 let refusal: { code?: string | undefined; refusal?: string | undefined } = {};
