@@ -179,6 +179,8 @@ enum {
 #define KVT_MAX_DESCRIPTORS (1u << 20)
 #define KVT_MAX_NOTIFICATION 4096u
 #define KVT_MAX_NAME 255u
+/* The longest UCX option value kvt_agent_create_ucx_begin takes (a device or transport list). */
+#define KVT_MAX_UCX_OPTION 255u
 #define KVT_MAX_REGIONS 65536u
 #define KVT_MAX_PENDING_NOTIFICATIONS 65536u
 /* UCX: the most bytes one get or put request moves. Merged descriptors are issued in pieces of at most
@@ -219,6 +221,18 @@ KVT_API kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t
  * KVT_ERR_NOT_FOUND); an agent whose start failed must still be destroyed (kvt_agent_destroy: only a join).
  */
 KVT_API kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent);
+
+/**
+ * Creates a UCX agent like kvt_agent_create_begin(name, KVT_BACKEND_UCX, 0, out_agent), confined to the
+ * network devices `net_devices` (UCX's NET_DEVICES, e.g. "lo" or "mlx5_0:1,eth1") and the transports
+ * `transports` (UCX's TLS, e.g. "sm,self" or "tcp"); NULL or "" leaves that choice to UCX's own
+ * configuration (its UCX_NET_DEVICES / UCX_TLS environment variables, else every device and transport).
+ * Each value is at most KVT_MAX_UCX_OPTION printable ASCII bytes without spaces. Errors as
+ * kvt_agent_create_begin, and INVALID_PARAM for a value too long or not printable; a device or transport
+ * UCX refuses fails the start (kvt_agent_start_status: BACKEND, with UCX's reason).
+ */
+KVT_API kvt_status kvt_agent_create_ucx_begin(const char *name, const char *net_devices, const char *transports,
+                                              uint32_t *out_agent);
 
 /**
  * Whether an agent of kvt_agent_create_begin started: KVT_IN_PROGRESS while its backend starts, KVT_OK

@@ -259,9 +259,30 @@ static void wait_for_start(kvt_agent *agent) {
 /* Removes the agent from the table (it was never started, or its start failed). */
 static void forget_agent(kvt_agent *agent) { kvt_entry_remove(&agent->entry); }
 
+/* UCX options an agent is confined by (NULL: none). */
+typedef struct {
+    const char *net_devices;
+    const char *transports;
+} ucx_options;
+
+/* Refuses a UCX option value that is too long or holds a byte that is not printable ASCII (or a space). */
+static kvt_status validate_ucx_option(const char *what, const char *value) {
+    if (!value) return KVT_OK;
+    size_t length = strnlen(value, KVT_MAX_UCX_OPTION + 1);
+    if (length > KVT_MAX_UCX_OPTION)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_create_ucx_begin: %s is longer than %u bytes", what,
+                        KVT_MAX_UCX_OPTION);
+    for (size_t i = 0; i < length; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (c <= 0x20 || c >= 0x7F)
+            return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_create_ucx_begin: %s byte %zu is 0x%02x", what, i, c);
+    }
+    return KVT_OK;
+}
+
 /* Creates the agent and its progress thread, which starts the backend; *out holds it, not yet started. */
-static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flags, const uint32_t *out_agent,
-                               bool announce_start, kvt_agent **out) {
+static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flags, const ucx_options *ucx,
+                               const uint32_t *out_agent, bool announce_start, kvt_agent **out) {
     kvt_status status = validate_name(name);
     if (status != KVT_OK) return kvt_count_result(NULL, status);
     if (!out_agent)
@@ -277,6 +298,8 @@ static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flag
     if (!agent) return kvt_count_result(NULL, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_agent_create: out of memory"));
     agent->backend = impl;
     status = agent_init(agent, name, backend);
+    if (ucx->net_devices) strcpy(agent->ucx_net_devices, ucx->net_devices);
+    if (ucx->transports) strcpy(agent->ucx_transports, ucx->transports);
 
     /* Reserve the name, so two creations with one name cannot both succeed. */
     if (status == KVT_OK) {
@@ -302,7 +325,20 @@ static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flag
 kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
     kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = create_agent(name, backend, flags, out_agent, true, &agent);
+    kvt_status status = create_agent(name, backend, flags, &(ucx_options){0}, out_agent, true, &agent);
+    if (status == KVT_OK) *out_agent = agent->entry.id;
+    return status == KVT_OK ? KVT_IN_PROGRESS : status;
+}
+
+kvt_status kvt_agent_create_ucx_begin(const char *name, const char *net_devices, const char *transports,
+                                      uint32_t *out_agent) {
+    kvt_detail_clear();
+    kvt_status status = validate_ucx_option("net_devices", net_devices);
+    if (status == KVT_OK) status = validate_ucx_option("transports", transports);
+    if (status != KVT_OK) return kvt_count_result(NULL, status);
+    kvt_agent *agent;
+    ucx_options ucx = {.net_devices = net_devices, .transports = transports};
+    status = create_agent(name, KVT_BACKEND_UCX, 0, &ucx, out_agent, true, &agent);
     if (status == KVT_OK) *out_agent = agent->entry.id;
     return status == KVT_OK ? KVT_IN_PROGRESS : status;
 }
@@ -310,7 +346,7 @@ kvt_status kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t f
 kvt_status kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent) {
     kvt_detail_clear();
     kvt_agent *agent;
-    kvt_status status = create_agent(name, backend, flags, out_agent, false, &agent);
+    kvt_status status = create_agent(name, backend, flags, &(ucx_options){0}, out_agent, false, &agent);
     if (status != KVT_OK) return status;
     wait_for_start(agent); /* the backend starts on the progress thread: wait for its outcome */
     if (agent->start_status != KVT_OK) {

@@ -24,6 +24,9 @@
 struct kvt_agent {
     kvt_registration entry; /* first: the services reach the agent's parts through it (entry.h) */
     char name[KVT_MAX_NAME + 1];
+    /* UCX's NET_DEVICES and TLS for this agent (kvt_agent_create_ucx_begin); empty: UCX's own configuration. */
+    char ucx_net_devices[KVT_MAX_UCX_OPTION + 1];
+    char ucx_transports[KVT_MAX_UCX_OPTION + 1];
     uint32_t backend_kind;
     const kvt_backend *backend;
     void *backend_state;

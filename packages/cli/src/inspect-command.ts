@@ -6,7 +6,7 @@ import {
   type NotReadyReason,
   type ReadinessGate,
   safeDecodeRankPartRecord,
-  signedMetadataSizes,
+  sealedMetadataSizes,
   watchWorkerReadiness,
   workerPartsPrefix,
 } from '@kvreuse/discovery';
@@ -58,7 +58,7 @@ export interface InspectedWorker {
 }
 
 function peerMetadataSizes(metadata: Buffer): Pick<InspectedRankPart, 'peerMetadataBytes' | 'signatureBytes'> {
-  const sizes = signedMetadataSizes(metadata);
+  const sizes = sealedMetadataSizes(metadata);
   return sizes === undefined
     ? { peerMetadataBytes: metadata.length, signatureBytes: null }
     : { peerMetadataBytes: sizes.blobBytes, signatureBytes: sizes.envelopeBytes };

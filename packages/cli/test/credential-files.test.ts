@@ -60,3 +60,22 @@ describe('a credential file a setting names that cannot be used: exit 2, one lin
     }
   });
 });
+
+describe('credentials written into an etcd URL are never echoed', () => {
+  const password = 'hunter2-in-the-url';
+  const url = `http://alice:${password}@127.0.0.1:2379`;
+
+  it.each([
+    ['argv', ['inspect', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', url], {}],
+    ['env', ['inspect', '--discovery-backend', 'etcd'], { KVREUSE_DISCOVERY_ETCD_ENDPOINTS: JSON.stringify([url]) }],
+    ['a settings file', ['config', 'show', '--config', join(dir, 'url.yaml')], {}],
+  ])('in %s: the refusal names the host, with *** for the user and password', async (_where, args, env) => {
+    writeFileSync(join(dir, 'url.yaml'), `discovery:\n  backend: etcd\n  etcd_endpoints: ["${url}"]\n`);
+    const run = await runBinary(args, { env });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain('http://***@127.0.0.1:2379');
+    expect(run.stderr).not.toContain(password);
+    expect(run.stderr).not.toContain('alice');
+    expect(run.stdout).not.toContain(password);
+  });
+});

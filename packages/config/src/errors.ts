@@ -1,4 +1,4 @@
-import { codeOf, describeValue, KvreuseError, KvreuseTypeError } from '@kvreuse/errors';
+import { codeOf, describeValue, KvreuseError, KvreuseTypeError, redactCredentials, redactValue } from '@kvreuse/errors';
 
 /** Where a value came from; a file value with the line of its key when the file was read from text. */
 export type Provenance =
@@ -111,12 +111,23 @@ export function describeInvalidSetting({ name, value, source, rule, reason, rela
   return `${values.join(', ')}: ${reason} (rule: ${rule})`;
 }
 
+function withoutCredentials(issue: InvalidSetting): InvalidSetting {
+  return {
+    ...issue,
+    value: redactValue(issue.value),
+    reason: redactCredentials(issue.reason),
+    related: issue.related.map((related) => ({ ...related, value: redactValue(related.value) })),
+  };
+}
+
 /** Values that break their rules; every bad value of every source is listed, nothing is applied. */
 export class InvalidSettingError extends KvreuseError<ConfigErrorCode> {
   readonly code = 'INVALID_SETTING';
   readonly invalid: readonly InvalidSetting[];
 
-  constructor(invalid: readonly InvalidSetting[]) {
+  /** Credentials in a URL among the values (`http://user:password@host`) are kept as `***` (`redactValue`). */
+  constructor(given: readonly InvalidSetting[]) {
+    const invalid = given.map(withoutCredentials);
     super(
       `${invalid.length} invalid setting(s):\n${invalid.map((issue) => `  - ${describeInvalidSetting(issue)}`).join('\n')}`,
     );

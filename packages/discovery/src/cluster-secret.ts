@@ -1,6 +1,6 @@
 // The cluster secret: the key every process publishing to and reading from one discovery store shares,
-// under which transport metadata is signed (see readiness/metadata-signature.ts).
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+// under which transport metadata is sealed (see metadata-seal.ts).
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { closeSync, fstatSync, linkSync, openSync, readSync, unlinkSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { discoveryGroup } from './settings.js';
@@ -12,9 +12,21 @@ export const clusterSecretMinBytes = 32;
 /** A secret file is a key, not a document; a larger file is refused rather than read. */
 const clusterSecretMaxBytes = 4096;
 
-/** The key transport metadata is signed with; where it came from (`origin`) is named in refusals. */
+/** AES-256-GCM's nonce and authentication tag sizes, as `ClusterSecret.seal` writes them. */
+export const sealNonceBytes = 12;
+export const sealTagBytes = 16;
+
+/** What `ClusterSecret.seal` returns: the random nonce, the authentication tag and the ciphertext. */
+export interface SealedBytes {
+  readonly nonce: Uint8Array;
+  readonly tag: Uint8Array;
+  readonly ciphertext: Uint8Array;
+}
+
+/** The key transport metadata is sealed with; where it came from (`origin`) is named in refusals. */
 export class ClusterSecret {
   readonly #key: Buffer;
+  readonly #derivedKeys = new Map<string, Buffer>();
 
   private constructor(
     key: Buffer,
@@ -98,6 +110,43 @@ export class ClusterSecret {
   static ofThisProcess(): ClusterSecret {
     processSecret ??= new ClusterSecret(randomBytes(clusterSecretMinBytes), `random secret of process ${process.pid}`);
     return processSecret;
+  }
+
+  /**
+   * Encrypts and authenticates `plaintext` with AES-256-GCM under a key derived from this secret for
+   * `purpose` (HKDF-SHA256), binding `associated` (authenticated, not encrypted); a fresh random nonce
+   * each time.
+   */
+  seal(purpose: string, plaintext: Uint8Array, associated: Uint8Array): SealedBytes {
+    const nonce = randomBytes(sealNonceBytes);
+    const cipher = createCipheriv('aes-256-gcm', this.#derivedKey(purpose), nonce, { authTagLength: sealTagBytes });
+    cipher.setAAD(associated);
+    const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+    return { nonce, tag: cipher.getAuthTag(), ciphertext };
+  }
+
+  /** The plaintext `seal(purpose, …, associated)` sealed, or undefined when another key sealed it or any byte changed. */
+  open(purpose: string, sealed: SealedBytes, associated: Uint8Array): Buffer | undefined {
+    if (sealed.nonce.length !== sealNonceBytes || sealed.tag.length !== sealTagBytes) return undefined;
+    const decipher = createDecipheriv('aes-256-gcm', this.#derivedKey(purpose), sealed.nonce, {
+      authTagLength: sealTagBytes,
+    });
+    decipher.setAAD(associated);
+    decipher.setAuthTag(sealed.tag);
+    try {
+      return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]);
+    } catch {
+      return undefined;
+    }
+  }
+
+  #derivedKey(purpose: string): Buffer {
+    let key = this.#derivedKeys.get(purpose);
+    if (key === undefined) {
+      key = Buffer.from(hkdfSync('sha256', this.#key, Buffer.alloc(0), `kvreuse ${purpose}`, 32));
+      this.#derivedKeys.set(purpose, key);
+    }
+    return key;
   }
 
   /** HMAC-SHA256 of the concatenated `parts` under this secret. */

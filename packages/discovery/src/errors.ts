@@ -1,6 +1,6 @@
 // Typed errors of @kvreuse/discovery. Every error carries a stable `code` and names the offending
 // thing (key, lease, backend, worker, rank part) and the value that was refused.
-import { describeValue as describe, KvreuseError } from '@kvreuse/errors';
+import { describeValue as describe, KvreuseError, redactValue } from '@kvreuse/errors';
 import type { DiscoveryBackend } from './backend.js';
 
 /** Every `code` a discovery error carries. */
@@ -56,26 +56,32 @@ export class DiscoveryValueError extends DiscoveryError {
 /** An argument of a discovery call that is out of range (a lease TTL, a revision, an operation). */
 export class DiscoveryArgumentError extends DiscoveryError {
   readonly code = 'DISCOVERY_INVALID_ARGUMENT';
+  /** The refused value, any URL's credentials in it replaced by `***`. */
+  readonly value: unknown;
   constructor(
     readonly backend: DiscoveryBackend,
     readonly argument: string,
-    readonly value: unknown,
+    value: unknown,
     readonly reason: string,
   ) {
     super(`${backend} discovery: ${argument} = ${describe(value)} is refused: ${reason}`);
+    this.value = redactValue(value);
   }
 }
 
 /** `openDiscovery` was given settings that name no store; `setting` says which one and `value` what it held. */
 export class DiscoverySettingsError extends DiscoveryError {
   readonly code = 'DISCOVERY_INVALID_SETTINGS';
+  /** The refused value, any URL's credentials in it replaced by `***`. */
+  readonly value: unknown;
   constructor(
     readonly setting: string,
-    readonly value: unknown,
+    value: unknown,
     readonly reason: string,
     options?: ErrorOptions,
   ) {
     super(`discovery settings: ${setting} = ${describe(value)} is refused: ${reason}`, options);
+    this.value = redactValue(value);
   }
 }
 

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inspect } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiscoveryArgumentError, DiscoveryCredentialsFileError } from './errors.js';
 import { createCertificateAuthority } from '@kvreuse-internal/test-support';
@@ -99,5 +100,46 @@ describe('an etcd store given certificate and password files', () => {
     );
     const store = connectEtcdDiscovery({ hosts, tls: { caFile: ca.certFile, ...client } });
     await store.close();
+  });
+
+  it('keeps the password out of every rendering of the store: JSON, util.inspect, String', async () => {
+    const password = 'the-etcd-password-itself';
+    const passwordFile = join(dir, 'rendered.password');
+    writeFileSync(passwordFile, `${password}\n`);
+    const store = connectEtcdDiscovery({ hosts, auth: { username: 'worker-a', passwordFile } });
+    for (const rendering of [
+      JSON.stringify(store),
+      inspect(store, { showHidden: true, depth: Number.POSITIVE_INFINITY, getters: true }),
+      String(store),
+    ]) {
+      expect(rendering).not.toContain(password);
+    }
+    await store.close();
+  });
+
+  it('refuses a host URL that carries credentials, echoing neither the user nor the password', () => {
+    const open = () =>
+      connectEtcdDiscovery({ hosts: ['http://127.0.0.1:2379', 'http://alice:pw-in-url@127.0.0.1:2380'] });
+    expect(open).toThrow(
+      expect.objectContaining({
+        code: 'DISCOVERY_INVALID_ARGUMENT',
+        argument: 'hosts',
+        value: 'http://***@127.0.0.1:2380',
+      }),
+    );
+    let error: unknown;
+    try {
+      open();
+    } catch (thrown) {
+      error = thrown;
+    }
+    for (const rendering of [
+      (error as Error).message,
+      inspect(error, { depth: Number.POSITIVE_INFINITY }),
+      JSON.stringify(error),
+    ]) {
+      expect(rendering).not.toContain('pw-in-url');
+      expect(rendering).not.toContain('alice');
+    }
   });
 });

@@ -1,4 +1,5 @@
 import type { Etcd3, IDuplexStream, IKeyValue, IWatchRequest, IWatchResponse } from 'etcd3';
+import { redactCredentials } from '@kvreuse/errors';
 import {
   DiscoveryArgumentError,
   DiscoveryClosedError,
@@ -87,7 +88,9 @@ function prefixRange(prefix: string): { key: Buffer; range_end: Buffer } {
  */
 export class EtcdDiscoveryStore implements DiscoveryStore {
   readonly backend = backend;
-  private readonly client: Etcd3;
+  // Private (#) so that no rendering of the store (JSON.stringify, util.inspect) reaches the client's
+  // options, which hold the user's password.
+  readonly #client: Etcd3;
   private readonly requestTimeoutMs: number;
   private readonly maxReconnectDelayMs: number;
   private readonly commitAttempts: number;
@@ -107,9 +110,18 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     ) {
       throw new DiscoveryArgumentError(backend, 'hosts', options.hosts, 'hosts are one or more http(s):// client URLs');
     }
+    const withCredentials = hosts.find((host) => redactCredentials(host) !== host);
+    if (withCredentials !== undefined) {
+      throw new DiscoveryArgumentError(
+        backend,
+        'hosts',
+        withCredentials,
+        'a host URL carries no credentials: give the user in auth (its password in auth.passwordFile)',
+      );
+    }
     const user = options.auth === undefined ? undefined : userPassword(options.auth);
     this.refusals = new EtcdRefusals(hosts, user?.username);
-    this.client = new (etcd3().Etcd3)({
+    this.#client = new (etcd3().Etcd3)({
       hosts: [...hosts],
       grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1_000 },
       faultHandling: { host: () => noRetries(), global: noRetries() },
@@ -123,7 +135,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   async grantLease(ttlMs: number): Promise<Lease> {
     checkTtl(backend, ttlMs);
     const granted = await this.call('grantLease', undefined, (deadline) =>
-      this.client.leaseClient.leaseGrant({ TTL: Math.ceil(ttlMs / 1000), ID: 0 }, { deadline }),
+      this.#client.leaseClient.leaseGrant({ TTL: Math.ceil(ttlMs / 1000), ID: 0 }, { deadline }),
     );
     return { id: granted.ID, ttlMs: Number(granted.TTL) * 1000 };
   }
@@ -131,7 +143,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   async keepAlive(lease: LeaseId): Promise<void> {
     checkLeaseId(backend, lease);
     const ttl = await this.call('keepAlive', undefined, async (deadline) => {
-      const stream = await this.client.leaseClient.leaseKeepAlive({ deadline });
+      const stream = await this.#client.leaseClient.leaseKeepAlive({ deadline });
       try {
         const answer = new Promise<string>((resolve, reject) => {
           stream.on('data', (response: { TTL: string }) => resolve(response.TTL));
@@ -151,7 +163,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     checkLeaseId(backend, lease);
     try {
       await this.call('revokeLease', undefined, (deadline) =>
-        this.client.leaseClient.leaseRevoke({ ID: lease }, { deadline }),
+        this.#client.leaseClient.leaseRevoke({ ID: lease }, { deadline }),
       );
     } catch (error) {
       if (!(error instanceof DiscoveryLeaseError)) throw error;
@@ -165,7 +177,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     const response = await this.call(
       'put',
       key,
-      (deadline) => this.client.kv.put({ key: keyBytes(key), value: bytes, lease: lease ?? 0 }, { deadline }),
+      (deadline) => this.#client.kv.put({ key: keyBytes(key), value: bytes, lease: lease ?? 0 }, { deadline }),
       lease,
     );
     return Number(response.header.revision);
@@ -174,7 +186,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   async get(key: string): Promise<DiscoveryEntry | undefined> {
     checkKey(backend, key);
     const response = await this.call('get', key, (deadline) =>
-      this.client.kv.range({ key: keyBytes(key) }, { deadline }),
+      this.#client.kv.range({ key: keyBytes(key) }, { deadline }),
     );
     const kv = response.kvs[0];
     return kv === undefined ? undefined : toEntry(kv);
@@ -183,7 +195,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   async list(prefix: string): Promise<DiscoverySnapshot> {
     checkPrefix(backend, prefix);
     const response = await this.call('list', prefix, (deadline) =>
-      this.client.kv.range({ ...prefixRange(prefix), sort_target: 'Key', sort_order: 'Ascend' }, { deadline }),
+      this.#client.kv.range({ ...prefixRange(prefix), sort_target: 'Key', sort_order: 'Ascend' }, { deadline }),
     );
     return { entries: response.kvs.map(toEntry), revision: Number(response.header.revision) };
   }
@@ -191,7 +203,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
   async delete(key: string): Promise<boolean> {
     checkKey(backend, key);
     const response = await this.call('delete', key, (deadline) =>
-      this.client.kv.deleteRange({ key: keyBytes(key) }, { deadline }),
+      this.#client.kv.deleteRange({ key: keyBytes(key) }, { deadline }),
     );
     return Number(response.deleted) > 0;
   }
@@ -228,7 +240,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
         'commit',
         undefined,
         (deadline) =>
-          this.client.kv.txn(
+          this.#client.kv.txn(
             {
               // The prefixes were read concurrently, each at its own revision: a key written under
               // one prefix after its read is caught only by a compare against that read's revision.
@@ -273,11 +285,11 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
 
   async compact(revision: number): Promise<void> {
     const current = await this.call('compact', undefined, (deadline) =>
-      this.client.kv.range({ key: Buffer.from([0]), count_only: true }, { deadline }),
+      this.#client.kv.range({ key: Buffer.from([0]), count_only: true }, { deadline }),
     );
     checkCompactRevision(backend, revision, Number(current.header.revision));
     await this.call('compact', undefined, (deadline) =>
-      this.client.kv.compact({ revision: String(revision), physical: true }, { deadline }),
+      this.#client.kv.compact({ revision: String(revision), physical: true }, { deadline }),
     );
   }
 
@@ -286,7 +298,7 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     let fromRevision = checkFromRevision(backend, options.fromRevision);
     if (fromRevision === undefined) {
       const current = await this.call('watch', prefix, (deadline) =>
-        this.client.kv.range({ ...prefixRange(prefix), count_only: true }, { deadline }),
+        this.#client.kv.range({ ...prefixRange(prefix), count_only: true }, { deadline }),
       );
       fromRevision = Number(current.header.revision) + 1;
     }
@@ -314,13 +326,13 @@ export class EtcdDiscoveryStore implements DiscoveryStore {
     if (this.closed) return;
     this.closed = true;
     await Promise.all([...this.watches].map((watch) => watch.close()));
-    this.client.close();
+    this.#client.close();
   }
 
   /** @internal A new gRPC watch stream of its own (no deadline: it lives as long as its watch). */
   async openWatchStream(): Promise<IDuplexStream<IWatchRequest, IWatchResponse>> {
     if (this.closed) throw new DiscoveryClosedError(backend, 'watch');
-    return this.client.watchClient.watch();
+    return this.#client.watchClient.watch();
   }
 
   /** Runs one request with a deadline; maps etcd3 failures to the package's typed errors. */

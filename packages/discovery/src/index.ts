@@ -20,6 +20,7 @@ export {
   clusterSecretMinBytes,
   type ClusterSecretSettings,
   openClusterSecret,
+  type SealedBytes,
 } from './cluster-secret.js';
 export type { GateVerdict, ReadinessGate } from './gate.js';
 export {
@@ -33,11 +34,11 @@ export {
 } from './incarnation-epoch.js';
 export {
   type MetadataSlot,
-  signedMetadataSizes,
-  type SignedMetadataSizes,
-  signMetadata,
-  verifiedMetadata,
-} from './metadata-signature.js';
+  openSealedMetadata,
+  sealedMetadataSizes,
+  type SealedMetadataSizes,
+  sealMetadata,
+} from './metadata-seal.js';
 export { type OptionChecks, optionChecks, type OptionRefusal } from './option-checks.js';
 export { type RankPublication, type RankPublicationOptions, startRankPublication } from './publication.js';
 export { publishRankParts, type PublishRankPartsOptions, withdrawRankParts } from './publish.js';

@@ -18,7 +18,7 @@ export type DiscoverySettings = Pick<
   Partial<
     Pick<
       SettingsOf<[typeof discoveryGroup]>['discovery'],
-      'etcdCaFile' | 'etcdCertFile' | 'etcdKeyFile' | 'etcdUsername' | 'etcdPasswordFile'
+      'sqliteFileMode' | 'etcdCaFile' | 'etcdCertFile' | 'etcdKeyFile' | 'etcdUsername' | 'etcdPasswordFile'
     >
   >;
 
@@ -34,12 +34,25 @@ export function openDiscovery(settings: DiscoverySettings): DiscoveryStore {
     case 'memory':
       return new MemoryDiscoveryStore();
     case 'sqlite':
-      return openSqliteDiscovery(settings.sqlitePath);
+      return openSqliteDiscovery(settings.sqlitePath, sqliteFileMode(settings.sqliteFileMode));
     case 'etcd':
       return namingSettings(() => connectEtcdDiscovery({ hosts: settings.etcdEndpoints, ...etcdSecurity(settings) }));
     default:
       throw new DiscoverySettingsError('discovery.backend', backend, "must be 'memory', 'sqlite' or 'etcd'");
   }
+}
+
+/** The file mode the octal `discovery.sqlite_file_mode` names (absent: the store's default, 0600). */
+function sqliteFileMode(mode: string | undefined): { fileMode?: number } {
+  if (mode === undefined) return {};
+  if (!/^0?[67][0-7]{2}$/.test(mode)) {
+    throw new DiscoverySettingsError(
+      'discovery.sqlite_file_mode',
+      mode,
+      'octal permission bits that let the owner read and write, such as 0600',
+    );
+  }
+  return { fileMode: Number.parseInt(mode, 8) };
 }
 
 /** The setting each etcd store option comes from. */

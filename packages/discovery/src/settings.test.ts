@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { defineSettings, InvalidSettingError } from '@kvreuse/config';
 import { discoveryGroup } from './settings.js';
@@ -11,6 +12,7 @@ describe('discoveryGroup', () => {
       discovery: {
         backend: 'sqlite',
         sqlitePath: 'kvreuse-discovery.sqlite',
+        sqliteFileMode: '0600',
         etcdEndpoints: ['http://127.0.0.1:2379'],
         ...insecure,
         secretFile: '',
@@ -64,5 +66,29 @@ describe('discoveryGroup', () => {
     expect(() => discovery.resolve({ argv })).toThrow(
       expect.objectContaining({ name: 'InvalidSettingError', message: expect.stringContaining(rule) }),
     );
+  });
+
+  it('takes octal file bits that let the owner read and write for the sqlite file, and nothing else', () => {
+    expect(discovery.resolve({ argv: ['--discovery-sqlite-file-mode=0660'] }).settings.discovery.sqliteFileMode).toBe(
+      '0660',
+    );
+    for (const mode of ['0400', '0060', '600x', '0888', '06000']) {
+      expect(() => discovery.resolve({ argv: [`--discovery-sqlite-file-mode=${mode}`] })).toThrow(InvalidSettingError);
+    }
+  });
+
+  it('echoes a URL among the refused values with *** for its user and password, in the message and the error', () => {
+    const url = 'http://alice:hunter2@127.0.0.1:2379';
+    let error: unknown;
+    try {
+      discovery.resolve({ argv: [`--discovery-etcd-endpoints=${url}`] });
+    } catch (thrown) {
+      error = thrown;
+    }
+    expect(error).toBeInstanceOf(InvalidSettingError);
+    expect((error as InvalidSettingError).invalid[0]?.value).toBe('http://***@127.0.0.1:2379');
+    for (const rendering of [String(error), JSON.stringify(error), inspect(error, { depth: null })]) {
+      expect(rendering).not.toContain('hunter2');
+    }
   });
 });

@@ -30,6 +30,16 @@ export const discoveryGroup = defineGroup('discovery', {
         'The SQLite database file of the `sqlite` backend, shared by every process on the machine. A ' +
         "relative path resolves against the process's working directory.",
     },
+    sqliteFileMode: {
+      schema: z.string().regex(/^0?[67][0-7]{2}$/, {
+        message: 'expected octal permission bits that let the owner read and write, such as 0600',
+      }),
+      default: '0600',
+      description:
+        'The permission bits (octal) the `sqlite` backend creates its database file with, whatever the umask; ' +
+        "SQLite gives the `-wal` and `-shm` files the same. The records name every worker's memory, so the " +
+        'default lets only the owner read them; `0660` shares them with a group. A file that exists keeps its bits.',
+    },
     etcdEndpoints: {
       schema: z.array(etcdEndpoint).min(1),
       default: ['http://127.0.0.1:2379'],

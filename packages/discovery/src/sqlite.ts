@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, fchmodSync, openSync, readFileSync } from 'node:fs';
 import { uptime } from 'node:os';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
@@ -61,6 +61,47 @@ export interface SqliteDiscoveryOptions {
    * expires the leases of the processes it ended). Give your own with your own `now`.
    */
   readonly clockId?: string;
+  /**
+   * The permission bits a new database file is created with, whatever the umask (default `0o600`, its
+   * owner only). SQLite gives its `-wal` and `-shm` side files the database file's bits. A file that
+   * exists keeps the bits it has.
+   */
+  readonly fileMode?: number;
+}
+
+/** Discovery records name every worker's memory: by default only the file's owner reads them. */
+const defaultSqliteFileMode = 0o600;
+
+/**
+ * Creates the database file at `path` with exactly `mode` (a umask of 022 would otherwise open a new
+ * file to every local user) unless it exists; SQLite then creates the side files with the same bits.
+ */
+function createDatabaseFile(path: string, mode: number): void {
+  let fd: number;
+  try {
+    fd = openSync(path, 'wx', mode);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return;
+    throw error;
+  }
+  try {
+    fchmodSync(fd, mode);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function fileModeOption(mode: number | undefined): number {
+  if (mode === undefined) return defaultSqliteFileMode;
+  if (!Number.isInteger(mode) || mode < 0 || mode > 0o777 || (mode & 0o600) !== 0o600) {
+    throw new DiscoveryArgumentError(
+      'sqlite',
+      'fileMode',
+      mode,
+      'a file mode is permission bits from 0o600 to 0o777 that let the owner read and write',
+    );
+  }
+  return mode;
 }
 
 // Lease deadlines are CLOCK_MONOTONIC milliseconds, not wall-clock time. Every process on one
@@ -158,8 +199,10 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     this.pollIntervalMs = wholeOption(this.backend, 'pollIntervalMs', options.pollIntervalMs, 25);
     this.historyRevisions = wholeOption(this.backend, 'historyRevisions', options.historyRevisions, 10_000);
     const busyTimeoutMs = wholeOption(this.backend, 'busyTimeoutMs', options.busyTimeoutMs, 5_000);
+    const fileMode = fileModeOption(options.fileMode);
     const Driver = betterSqlite3();
     try {
+      createDatabaseFile(this.path, fileMode);
       this.db = new Driver(this.path, { timeout: busyTimeoutMs });
       this.db.pragma('journal_mode = WAL');
       this.db.pragma('synchronous = NORMAL');

@@ -27,6 +27,19 @@ export type NotReadyReason =
       /** The superseded incarnation whose parts are still published, and its epoch. */
       readonly stale: { readonly incarnation: string; readonly epoch: number };
     }
+  | {
+      /**
+       * No valid part is of the incarnation that holds the worker's epoch fence at the fence's epoch: the
+       * fence is absent, or the parts published claim an epoch the fence does not hold (above it, or its
+       * epoch with another incarnation: a record replayed or written around the fence).
+       */
+      readonly kind: 'fence-mismatch';
+      readonly message: string;
+      /** The worker's epoch fence, if it has one. */
+      readonly fence: { readonly incarnation: string; readonly epoch: number } | undefined;
+      /** The incarnations and epochs the refused parts claim. */
+      readonly claimed: readonly { readonly incarnation: string; readonly epoch: number }[];
+    }
   | { readonly kind: 'discovery-outage'; readonly message: string };
 
 /** A `vram` bank of a published rank part: the rank and the bank's index in its part. */
@@ -73,6 +86,7 @@ export interface WorkerReadinessWatch {
 }
 
 interface StoredPart {
+  readonly key: string;
   readonly modRevision: number;
   /** Undefined for a part that was refused. */
   readonly part: RankPart | undefined;
@@ -94,7 +108,8 @@ interface ObservedState {
 
 /**
  * Follows one worker's rank parts and epoch fence in discovery and reports its readiness: ready
- * only when the valid parts of its newest incarnation — the one with the largest epoch — assemble
+ * only when the valid parts of the incarnation holding its epoch fence, at the fence's epoch — the
+ * backend's revision of the claim, never a record's own word — assemble
  * into a complete worker (every rank exactly once, consistent — a part exists only after its rank
  * registered), no newer incarnation has claimed a larger epoch, and every gate passes. An older
  * incarnation is never reported ready once a newer epoch exists. GPU memory fails closed: a worker
@@ -129,6 +144,8 @@ class ReadinessTracker implements WorkerReadinessWatch {
   #current: WorkerReadiness;
   #reported: string | undefined;
   #closed = false;
+  /** The writes (key and revision) of contradicting parts already logged. */
+  readonly #loggedContradictions = new Set<string>();
 
   constructor(store: DiscoveryStore, workerId: string, options: WatchWorkerReadinessOptions) {
     this.#store = store;
@@ -224,9 +241,21 @@ class ReadinessTracker implements WorkerReadinessWatch {
     this.#parts.set(
       entry.key,
       decoded.success
-        ? { modRevision: entry.modRevision, ...decoded.data }
-        : { modRevision: entry.modRevision, part: undefined, epoch: 0 },
+        ? { key: entry.key, modRevision: entry.modRevision, ...decoded.data }
+        : { key: entry.key, modRevision: entry.modRevision, part: undefined, epoch: 0 },
     );
+  }
+
+  /** Logs, once per write, each valid part whose record claims an epoch the fence does not hold. */
+  #logContradictions(parts: readonly StoredPart[], fence: EpochFence | undefined): void {
+    for (const { key, modRevision, part, epoch } of parts) {
+      const written = `${key} ${modRevision}`;
+      if (this.#loggedContradictions.has(written)) continue;
+      this.#loggedContradictions.add(written);
+      (this.#options.logger ?? console).warn(
+        `kvreuse discovery: worker ${this.#workerId}: rank part at ${JSON.stringify(key)} refused: incarnation ${part?.incarnation} claims epoch ${epoch}, ${describeFence(fence)}; it does not count towards readiness`,
+      );
+    }
   }
 
   #logRefusal(error: RankPartRefusedError): void {
@@ -269,15 +298,12 @@ class ReadinessTracker implements WorkerReadinessWatch {
     if (outage !== undefined) {
       return notReady(undefined, [{ kind: 'discovery-outage', message: `discovery is unreachable: ${outage}` }]);
     }
-    const newest = newestIncarnation(stored);
-    if (newest === undefined) return notReady(undefined, [noParts]);
-    const { parts, epoch } = newest;
+    const fenced = fencedIncarnation(stored, fence);
+    if (fenced.kind === 'none') return notReady(undefined, [noParts]);
+    this.#logContradictions(fenced.contradicting, fence);
+    if (fenced.kind !== 'current') return notReady(fence?.incarnation, [fenced.reason]);
+    const { parts, epoch } = fenced;
     const first = parts[0]!;
-    if (fence !== undefined && fence.epoch > epoch) {
-      const stale = { incarnation: first.incarnation, epoch };
-      const message = `incarnation ${first.incarnation} (epoch ${epoch}) is superseded by incarnation ${fence.incarnation} (epoch ${fence.epoch}), which has published no part yet`;
-      return notReady(fence.incarnation, [{ kind: 'superseded', message, stale }]);
-    }
     const assembled = assembleWorker(parts);
     if (!assembled.complete) {
       return notReady(first.incarnation, [
@@ -318,22 +344,64 @@ class ReadinessTracker implements WorkerReadinessWatch {
 
 const noParts: NotReadyReason = { kind: 'no-parts', message: 'no valid rank part is published' };
 
+type Fenced =
+  | { readonly kind: 'none' }
+  | {
+      readonly kind: 'current';
+      readonly parts: RankPart[];
+      readonly epoch: number;
+      readonly contradicting: StoredPart[];
+    }
+  | { readonly kind: 'superseded' | 'mismatch'; readonly reason: NotReadyReason; readonly contradicting: StoredPart[] };
+
 /**
- * The valid parts of the incarnation with the largest epoch, and that epoch. Publication replaces
- * incarnations in one fenced commit, so two incarnations meet here only if parts were written
- * around the fence; never mix them, and never let the older one win.
+ * The valid parts of the incarnation that holds the worker's epoch fence, at the fence's epoch: the
+ * epoch is the backend's (the revision of the claim), never a record's word for it. A part whose record
+ * claims more than the fence, or the fence's epoch with another incarnation, contradicts it and never
+ * counts; parts of epochs below the fence are of superseded incarnations. Which incarnation counts
+ * depends on the fence alone, never on the order of the keys, so every watcher agrees.
  */
-function newestIncarnation(stored: readonly StoredPart[]): { parts: RankPart[]; epoch: number } | undefined {
-  let newest: { incarnation: string; epoch: number } | undefined;
-  for (const { part, epoch } of stored) {
-    if (part !== undefined && (newest === undefined || epoch > newest.epoch))
-      newest = { incarnation: part.incarnation, epoch };
-  }
-  if (newest === undefined) return undefined;
-  const parts = stored.flatMap(({ part, epoch }) =>
-    part !== undefined && epoch === newest.epoch && part.incarnation === newest.incarnation ? [part] : [],
+function fencedIncarnation(stored: readonly StoredPart[], fence: EpochFence | undefined): Fenced {
+  const valid = stored.filter((entry): entry is StoredPart & { part: RankPart } => entry.part !== undefined);
+  if (valid.length === 0) return { kind: 'none' };
+  const current = valid.filter(
+    ({ part, epoch }) => fence !== undefined && epoch === fence.epoch && part.incarnation === fence.incarnation,
   );
-  return { parts, epoch: newest.epoch };
+  const stale = valid.filter(({ epoch }) => fence !== undefined && epoch < fence.epoch);
+  const contradicting = valid.filter((entry) => !current.includes(entry) && !stale.includes(entry));
+  if (current.length > 0) {
+    return { kind: 'current', parts: current.map(({ part }) => part), epoch: fence!.epoch, contradicting };
+  }
+  const newestStale = stale.reduce<(typeof stale)[number] | undefined>(
+    (newest, entry) => (newest === undefined || entry.epoch > newest.epoch ? entry : newest),
+    undefined,
+  );
+  if (fence !== undefined && newestStale !== undefined && contradicting.length === 0) {
+    const stale = { incarnation: newestStale.part.incarnation, epoch: newestStale.epoch };
+    const message = `incarnation ${stale.incarnation} (epoch ${stale.epoch}) is superseded by incarnation ${fence.incarnation} (epoch ${fence.epoch}), which has published no part yet`;
+    return { kind: 'superseded', reason: { kind: 'superseded', message, stale }, contradicting };
+  }
+  const claimed = uniqueClaims(contradicting);
+  const message = `the rank parts published claim ${claimed.map(({ incarnation, epoch }) => `incarnation ${incarnation} at epoch ${epoch}`).join(', ')}, ${describeFence(fence)}`;
+  return {
+    kind: 'mismatch',
+    reason: { kind: 'fence-mismatch', message, fence, claimed },
+    contradicting,
+  };
+}
+
+function uniqueClaims(parts: readonly StoredPart[]): { incarnation: string; epoch: number }[] {
+  const claims = new Map<string, { incarnation: string; epoch: number }>();
+  for (const { part, epoch } of parts) {
+    if (part !== undefined) claims.set(`${epoch} ${part.incarnation}`, { incarnation: part.incarnation, epoch });
+  }
+  return [...claims.values()].sort((a, b) => a.epoch - b.epoch || (a.incarnation < b.incarnation ? -1 : 1));
+}
+
+function describeFence(fence: EpochFence | undefined): string {
+  return fence === undefined
+    ? 'and the worker has no epoch fence'
+    : `but the epoch fence holds incarnation ${fence.incarnation} at epoch ${fence.epoch}`;
 }
 
 /** The fence's value names the incarnation that claimed the epoch; unreadable bytes are named as such. */

@@ -21,6 +21,8 @@ export interface PinClientOptions {
   /** How long a pin request and a release wait for the source's answer. */
   readonly answerTimeoutMs: number;
   readonly clock?: Clock;
+  /** Told the number of pins held whenever it changes: a grant, a release, or a pin lost (revoked, refused renewal, lapsed, source unresponsive). */
+  readonly onHeldChange?: (held: number) => void;
 }
 
 export interface PinRequest {
@@ -162,6 +164,7 @@ export class PinClient {
     }
     const pin = new ClientPin(this, request, answer, this.#clock.now());
     this.#pins.set(pinId, pin);
+    this.#options.onHeldChange?.(this.#pins.size);
     this.#scheduleRenewal(pin);
     return pin;
   }
@@ -243,6 +246,7 @@ export class PinClient {
     pin.ended = true;
     this.#clock.clearTimer(pin.renewTimer);
     this.#pins.delete(pin.pinId);
+    this.#options.onHeldChange?.(this.#pins.size);
     this.#unwatchIfUnused(pin.peer);
   }
 

@@ -35,6 +35,8 @@ export interface PinServerOptions {
   /** How long a pin lives without a renewal. */
   readonly leaseMs: number;
   readonly clock?: Clock;
+  /** Told the number of pins held whenever it changes: a grant, a release, a lapse or a revocation. */
+  readonly onHeldChange?: (held: number) => void;
 }
 
 export type PinEnd = 'released' | 'lapsed' | 'revoked';
@@ -172,6 +174,7 @@ export class PinServer {
       ending: deferred<PinEnd>(),
     };
     this.#pins.set(key, pin);
+    this.#options.onHeldChange?.(this.#pins.size);
     this.#extend(pin);
     const { leaseMs } = this.#options;
     const grant = request.wantsChecksums
@@ -241,6 +244,7 @@ export class PinServer {
     pin.ended = end;
     if (pin.timer !== undefined) this.#clock.clearTimer(pin.timer);
     this.#pins.delete(pin.adapterPinId);
+    this.#options.onHeldChange?.(this.#pins.size);
     pin.ending.resolve(end);
   }
 

@@ -138,7 +138,6 @@ export class PullSide {
       ),
     );
     const pins = pinned.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
-    this.#options.metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     const refusals = pinRefusals(pinned, [...sources.keys()]);
     if (refusals.length > 0 || request.signal?.aborted === true) {
       await releasePins(pins, request.beforeRelease);
@@ -210,7 +209,6 @@ export class PullSide {
 
   #finish(receipt: PullReceipt, policy: ShortfallPolicy): PullReceipt {
     const { metrics, calibration } = this.#options;
-    metrics?.pinsHeld('pull', this.#options.pins.heldPins);
     const sample = calibrationSample(receipt);
     if (sample !== undefined) calibration?.record(sample);
     if (receipt.blocks > 0)

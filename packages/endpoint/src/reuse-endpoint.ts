@@ -319,6 +319,7 @@ export class ReuseEndpoint {
       reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank },
       answerTimeoutMs: options.settings.transport.abandonTimeoutMs,
       clock: this.#clock,
+      ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('pull', held) }),
     });
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
@@ -622,7 +623,7 @@ export class ReuseEndpoint {
 
   /** Starts answering pin requests and publishes the retained inventory (a failed publication leaves nothing served). */
   async #serve(serve: ServeOptions, publication: RankPublication): Promise<void> {
-    const { agent, discovery, secret, keyPrefix, worker, rank, settings } = this.#options;
+    const { agent, discovery, secret, keyPrefix, worker, rank, settings, metrics } = this.#options;
     const source = new SourceSide({
       agent,
       discovery,
@@ -635,14 +636,10 @@ export class ReuseEndpoint {
       clock: this.#clock,
       templates: this.#templates,
       ...(keyPrefix === undefined ? {} : { keyPrefix }),
+      ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('serve', held) }),
     });
     this.#sourceSide = source;
-    const { metrics } = this.#options;
-    this.#stopServing = this.#notifications.addHandler(async (notification) => {
-      const taken = await source.server.receive(notification);
-      metrics?.pinsHeld('serve', source.server.heldPins);
-      return taken;
-    });
+    this.#stopServing = this.#notifications.addHandler((notification) => source.server.receive(notification));
     await source.publishInventory();
   }
 

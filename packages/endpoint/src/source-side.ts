@@ -50,6 +50,8 @@ export interface SourceSideOptions {
   readonly clock: Clock;
   /** The endpoint's transfer templates: this worker → each reader's incarnation. */
   readonly templates: PeerTemplates;
+  /** Told the number of pins served whenever it changes (`PinServerOptions.onHeldChange`). */
+  readonly onHeldChange?: (held: number) => void;
 }
 
 type Reader = PinRequestMessage['reader'];
@@ -81,6 +83,7 @@ export class SourceSide {
       checksums: (request, blocks) => this.#checksums(request, blocks),
       leaseMs: options.leaseMs,
       clock: options.clock,
+      ...(options.onHeldChange === undefined ? {} : { onHeldChange: options.onHeldChange }),
     });
   }
 

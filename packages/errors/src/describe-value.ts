@@ -1,3 +1,5 @@
+import { redactCredentials } from './redact-credentials.js';
+
 /** Longer strings are cut to this many characters (a key or a path can be huge). */
 const MAX_STRING_LENGTH = 80;
 
@@ -5,7 +7,8 @@ const MAX_STRING_LENGTH = 80;
  * Renders a value for an error message, as it is: strings quoted (cut at 80 characters), bigints with
  * `n` (`5n`), NaN and ±Infinity as themselves (JSON would print `null`), byte arrays by their size
  * (`Uint8Array(16 bytes)`), functions as `a function`, and arrays and objects like JSON with the same
- * rules inside (`{"at":NaN,"blocks":[1n]}`, a property that is `undefined` included). The kvreuse
+ * rules inside (`{"at":NaN,"blocks":[1n]}`, a property that is `undefined` included). A URL's credentials
+ * are shown as `***` (`redactCredentials`). The kvreuse
  * packages' errors render refused input with it.
  */
 export function describeValue(value: unknown): string {
@@ -13,8 +16,10 @@ export function describeValue(value: unknown): string {
 }
 
 function render(value: unknown, ancestors: readonly object[]): string {
-  if (typeof value === 'string')
-    return JSON.stringify(value.length > MAX_STRING_LENGTH ? `${value.slice(0, MAX_STRING_LENGTH)}…` : value);
+  if (typeof value === 'string') {
+    const shown = redactCredentials(value);
+    return JSON.stringify(shown.length > MAX_STRING_LENGTH ? `${shown.slice(0, MAX_STRING_LENGTH)}…` : shown);
+  }
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'function') return 'a function';
   if (typeof value !== 'object' || value === null) return String(value);

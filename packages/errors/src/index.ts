@@ -8,3 +8,4 @@
 export { describeValue } from './describe-value.js';
 export { codeOf, isKvreuseError, KvreuseError, KvreuseTypeError } from './kvreuse-error.js';
 export { OptionError } from './option-error.js';
+export { redactCredentials, redactValue } from './redact-credentials.js';

@@ -4,6 +4,7 @@ import { type Counters, readCounters } from './counters.js';
 import { ForeignHandleError, HandleClosedError, InvalidArgumentError, type NativeTransportError } from './errors.js';
 import { Faults } from './faults.js';
 import { type HeartbeatOptions, type PeerEvent, PeerEvents, validateHeartbeat } from './heartbeat.js';
+import { confinement, type UcxConfinement } from './ucx-confinement.js';
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
 import { duplicateFd } from './libc.js';
 import { check, type NativeLibrary, nativeError } from './library.js';
@@ -21,6 +22,12 @@ export interface AgentOptions {
   readonly backend: Backend;
   /** Probe interval and miss count of the heartbeat (`settings.transport` fits); the library's defaults (500 ms, 3) without it. */
   readonly heartbeat?: HeartbeatOptions;
+  /**
+   * For a `ucx` agent, the network devices and transports UCX may use (`transport.ucx_net_devices` and
+   * `transport.ucx_transports`); ignored by `loopback`. Absent or empty leaves the choice to UCX's own
+   * configuration (its `UCX_NET_DEVICES` / `UCX_TLS` environment, else every device and transport).
+   */
+  readonly ucx?: UcxConfinement;
 }
 
 export interface AllocateOptions {
@@ -137,12 +144,20 @@ export class Agent {
       );
     }
     const heartbeat = options.heartbeat === undefined ? undefined : validateHeartbeat(options.heartbeat);
+    const ucx = options.backend === 'ucx' ? confinement(options.ucx) : undefined;
     const out = new Uint32Array(1);
-    check(
-      library,
-      'kvt_agent_create_begin',
-      library.api.kvt_agent_create_begin(options.name, backendIds[options.backend], 0, out),
-    );
+    if (ucx === undefined)
+      check(
+        library,
+        'kvt_agent_create_begin',
+        library.api.kvt_agent_create_begin(options.name, backendIds[options.backend], 0, out),
+      );
+    else
+      check(
+        library,
+        'kvt_agent_create_ucx_begin',
+        library.api.kvt_agent_create_ucx_begin(options.name, ucx.netDevices, ucx.transports, out),
+      );
     const id = out[0] ?? 0;
     let agent: Agent;
     try {

@@ -28,6 +28,7 @@ export {
 } from './errors.js';
 export { type FaultPoint, Faults } from './faults.js';
 export { type HeartbeatOptions, heartbeatLimits, type PeerEvent } from './heartbeat.js';
+export type { UcxConfinement } from './ucx-confinement.js';
 export { defaultLibraryPaths, LIBRARY_FILE } from './library.js';
 export { FileMemory } from './file-memory.js';
 export { Allocation, type MemoryKind, type MemoryRange, memoryKinds, Region } from './memory.js';

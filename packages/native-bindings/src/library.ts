@@ -115,6 +115,12 @@ export interface NativeApi {
   kvt_capability_detail(capability: number): string | null;
   kvt_agent_create(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
   kvt_agent_create_begin(name: string, backend: number, flags: number, outAgent: Uint32Array): number;
+  kvt_agent_create_ucx_begin(
+    name: string,
+    netDevices: string | null,
+    transports: string | null,
+    outAgent: Uint32Array,
+  ): number;
   kvt_agent_start_status(agent: number): number;
   kvt_agent_destroy(agent: number): number;
   kvt_agent_shutdown(agent: number, deadlineMs: number): number;
@@ -270,6 +276,8 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_agent_create: 'int32_t kvt_agent_create(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
   kvt_agent_create_begin:
     'int32_t kvt_agent_create_begin(const char *name, uint32_t backend, uint32_t flags, uint32_t *out_agent)',
+  kvt_agent_create_ucx_begin:
+    'int32_t kvt_agent_create_ucx_begin(const char *name, const char *net_devices, const char *transports, uint32_t *out_agent)',
   kvt_agent_start_status: 'int32_t kvt_agent_start_status(uint32_t agent)',
   kvt_agent_destroy: 'int32_t kvt_agent_destroy(uint32_t agent)',
   kvt_agent_shutdown: 'int32_t kvt_agent_shutdown(uint32_t agent, uint32_t deadline_ms)',

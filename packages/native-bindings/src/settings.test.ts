@@ -9,6 +9,8 @@ describe('transportGroup', () => {
     expect(transport.defaults.transport).toMatchObject({
       backend: 'ucx',
       library: '',
+      ucxNetDevices: '',
+      ucxTransports: '',
       operationTimeoutMs: 1000,
       abandonTimeoutMs: 5000,
       shutdownDeadlineMs: 10_000,
@@ -21,5 +23,13 @@ describe('transportGroup', () => {
     expect(
       transport.resolve({ argv: ['--transport-operation-timeout-ms=2500'] }).settings.transport.operationTimeoutMs,
     ).toBe(2500);
+  });
+
+  it('confines UCX to the devices and transports named, and refuses a list with spaces', () => {
+    const { settings } = transport.resolve({
+      argv: ['--transport-ucx-net-devices=mlx5_0:1,eth1', '--transport-ucx-transports=rc,sm,self'],
+    });
+    expect(settings.transport).toMatchObject({ ucxNetDevices: 'mlx5_0:1,eth1', ucxTransports: 'rc,sm,self' });
+    expect(() => transport.resolve({ argv: ['--transport-ucx-net-devices=lo eth0'] })).toThrow(InvalidSettingError);
   });
 });

@@ -20,6 +20,26 @@ export const transportGroup = defineGroup('transport', {
         'Path of the native transport library (libkvreuse_transport) to load; empty loads the one ' +
         '`@kvreuse/native-bindings` finds by default.',
     },
+    ucxNetDevices: {
+      schema: z
+        .string()
+        .regex(/^[\x21-\x7e]{0,255}$/, { message: 'expected a comma-separated device list without spaces' }),
+      default: '',
+      description:
+        "The network devices a `ucx` agent may use (UCX's NET_DEVICES), comma-separated: `lo` keeps it on this " +
+        'machine, `mlx5_0:1,eth1` names the RDMA port and interface of the isolated transfer network. Empty leaves ' +
+        'the choice to UCX (its `UCX_NET_DEVICES`, else every device: its tcp transport then listens on every ' +
+        'interface address). Confine it; UCX authenticates no peer (see docs/security.md).',
+    },
+    ucxTransports: {
+      schema: z
+        .string()
+        .regex(/^[\x21-\x7e]{0,255}$/, { message: 'expected a comma-separated transport list without spaces' }),
+      default: '',
+      description:
+        "The transports a `ucx` agent may use (UCX's TLS), comma-separated: `sm,self` for one machine, `rc,sm,self` " +
+        'for RDMA, `tcp,sm,self` over TCP. Empty leaves the choice to UCX (its `UCX_TLS`, else every transport it finds).',
+    },
     operationTimeoutMs: {
       schema: z.int().positive(),
       default: 1000,

@@ -3,6 +3,12 @@
 // test (openssl); the server runs on free loopback ports with its data in a temp dir.
 import type { RankPart } from '@kvreuse/descriptors';
 import { defineSettings } from '@kvreuse/config';
+import { Etcd3, Range } from 'etcd3';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inspect } from 'node:util';
+import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import {
   claimIncarnationEpoch,
   connectEtcdDiscovery,
@@ -20,11 +26,6 @@ import {
   workerKeyPrefix,
   workerPartsPrefix,
 } from '@kvreuse/discovery';
-import { Etcd3, Range } from 'etcd3';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { defaultInventoryPrefix, InventoryPublisher } from '@kvreuse/inventory';
 import {
   type CertificateAuthority,
@@ -239,6 +240,19 @@ test.skipIf(!etcdRuns)(
         user: 'decode-a',
         message: expect.stringContaining('refused the credentials of user "decode-a"'),
       });
+      // Neither password, the one refused nor the right one, is in any rendering of the error or the store.
+      const error: unknown = await failed.catch((thrown: unknown) => thrown);
+      const renderings = [
+        String(error),
+        inspect(error, { depth: Number.POSITIVE_INFINITY, showHidden: true }),
+        JSON.stringify(error),
+        JSON.stringify(store),
+        inspect(store, { depth: Number.POSITIVE_INFINITY, showHidden: true }),
+      ];
+      for (const rendering of renderings) {
+        expect(rendering).not.toContain('not the password');
+        expect(rendering).not.toContain('password of decode-a');
+      }
     }
   },
 );

@@ -1,7 +1,8 @@
-// Signed transport metadata between real OS processes on ucx, meeting in a shared SQLite file and in a
+// Sealed transport metadata between real OS processes on ucx, meeting in a shared SQLite file and in a
 // real etcd: two workers sharing the cluster secret load each other as peers; a third, whose secret is
 // another, is refused by them and refuses them, each time before its metadata reached the native layer
-// (no peer loaded, no native error counted).
+// (no peer loaded, no native error counted). An intruder that reads discovery without the secret finds
+// no address or key it could hand UCX: it loads no peer, so it has nothing to post a READ to.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +16,7 @@ import { ucxTestsRun } from './helpers/ucx.js';
 vi.setConfig({ testTimeout: 120_000 });
 
 const script = fileURLToPath(new URL('./processes/signed-peer-process.ts', import.meta.url));
+const intruderScript = fileURLToPath(new URL('./processes/intruder-process.ts', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-signed-'));
 const children = new Set<ChildProcessWithoutNullStreams>();
 let etcd: EtcdServer | undefined;
@@ -105,7 +107,45 @@ async function twoShareOneSecretAndAThirdIsRefused(
 /** Qwen3-0.6B's layers: a TP=1 rank registers one bank per (layer, plane). */
 const referenceLayers = 28;
 
-describe.runIf(ucxTestsRun)('signed transport metadata between processes', () => {
+/** Runs the intruder process to its end against `victim`; resolves with what it printed. */
+function runIntruder(sqlitePath: string, secretFile: string, victim: string): Promise<Record<string, unknown>> {
+  const child = spawn(
+    process.execPath,
+    ['--conditions=@kvreuse/source', '--import', 'tsx', intruderScript, sqlitePath, secretFile, victim],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
+  children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => {
+      children.delete(child);
+      if (code === 0) resolve(JSON.parse(stdout) as Record<string, unknown>);
+      else reject(new Error(`the intruder exited ${code}: ${stderr}`));
+    });
+  });
+}
+
+describe.runIf(ucxTestsRun)('sealed transport metadata between processes', () => {
+  test('an intruder reading the SQLite discovery without the secret reads nothing: no peer loads, refused with its reason', async () => {
+    const sqlitePath = join(dir, 'intruded.sqlite');
+    const a = startWorker('sqlite', sqlitePath, '', 'victim-a', ['victim-b']);
+    const b = startWorker('sqlite', sqlitePath, '', 'victim-b', ['victim-a']);
+    expect(await a.outcomes).toEqual([{ peer: 'victim-b', loaded: 2 * referenceLayers }]);
+    expect(await b.outcomes).toEqual([{ peer: 'victim-a', loaded: 2 * referenceLayers }]);
+    expect(await runIntruder(sqlitePath, join(dir, 'intruder.secret'), 'victim-a')).toEqual({
+      code: 'TRANSPORT_METADATA_REFUSED',
+      refusal: 'wrong-signature',
+      wholeEnvelope: 'INVALID_PARAM',
+      behindSlot: 'INVALID_PARAM',
+      blobMagicSeen: false,
+      livePeers: 0,
+    });
+    expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
+  });
+
   test('on SQLite: two workers on the default secret beside the database load each other; a third with its own secret file is refused', async () => {
     const sqlitePath = join(dir, 'discovery.sqlite');
     const other = join(dir, 'other.secret');

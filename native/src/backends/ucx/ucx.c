@@ -153,6 +153,22 @@ static kvt_status open_serving(kvt_agent *agent, ucx_worker *out, uint8_t **out_
     return KVT_OK;
 }
 
+/* Applies the agent's own NET_DEVICES and TLS (kvt_agent_create_ucx_begin) over UCX's configuration. */
+static ucs_status_t confine(const kvt_agent *agent, ucp_config_t *config, char *detail, size_t detail_size) {
+    const char *names[] = {"NET_DEVICES", "TLS"};
+    const char *values[] = {agent->ucx_net_devices, agent->ucx_transports};
+    for (size_t i = 0; i < 2; i++) {
+        if (!values[i][0]) continue;
+        ucs_status_t status = ucp_config_modify(config, names[i], values[i]);
+        if (status != UCS_OK) {
+            snprintf(detail, detail_size, "ucp_config_modify(%s=%s) failed: %s", names[i], values[i],
+                     ucs_status_string(status));
+            return status;
+        }
+    }
+    return UCS_OK;
+}
+
 static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, size_t detail_size) {
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
@@ -161,7 +177,13 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
      * 1.13 keeps the shared-memory transports out of such endpoints unless they expose error handling,
      * which leaves tcp: four orders of magnitude slower for small gets on one machine. Expose it,
      * unless the user configured it explicitly. */
-    state->shared_memory = tls_may_use_shared_memory(getenv("UCX_TLS"));
+    state->shared_memory =
+        tls_may_use_shared_memory(agent->ucx_transports[0] ? agent->ucx_transports : getenv("UCX_TLS"));
+    status = confine(agent, config, detail, detail_size);
+    if (status != UCS_OK) {
+        ucp_config_release(config);
+        return KVT_ERR_BACKEND;
+    }
     if (!getenv("UCX_MM_ERROR_HANDLING") && state->shared_memory) {
         status = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
         if (status != UCS_OK) {

@@ -112,6 +112,7 @@ export class DemoRank {
     const agent = await transport.createAgent({
       name: `${workerId}-tp${tpRank}-${incarnation}`,
       backend: options.backend,
+      ucx: { netDevices: settings.transport.ucxNetDevices, transports: settings.transport.ucxTransports },
     });
     const adapter = new CrashOnPin(new BlockPool(options.blocks), host.crash);
     let rank: DemoRank | undefined;

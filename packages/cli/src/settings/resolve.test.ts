@@ -49,6 +49,8 @@ const DEFAULTS = {
   transport: {
     backend: 'ucx',
     library: '',
+    ucxNetDevices: '',
+    ucxTransports: '',
     operationTimeoutMs: 1000,
     abandonTimeoutMs: 5000,
     heartbeatIntervalMs: 500,
@@ -58,6 +60,7 @@ const DEFAULTS = {
   discovery: {
     backend: 'sqlite',
     sqlitePath: 'kvreuse-discovery.sqlite',
+    sqliteFileMode: '0600',
     etcdEndpoints: ['http://127.0.0.1:2379'],
     etcdCaFile: '',
     etcdCertFile: '',
@@ -173,6 +176,8 @@ describe('resolveSettings: precedence', () => {
     expect(settings.transport).toEqual({
       backend: 'ucx',
       library: '',
+      ucxNetDevices: '',
+      ucxTransports: '',
       operationTimeoutMs: 2000,
       abandonTimeoutMs: 6000,
       heartbeatIntervalMs: 500,
@@ -183,6 +188,8 @@ describe('resolveSettings: precedence', () => {
     expect(provenance.transport).toEqual({
       backend: { source: 'default' },
       library: { source: 'default' },
+      ucxNetDevices: { source: 'default' },
+      ucxTransports: { source: 'default' },
       operationTimeoutMs: { source: 'env', variable: 'KVREUSE_TRANSPORT_OPERATION_TIMEOUT_MS' },
       abandonTimeoutMs: { source: 'file', path: 'ops.yaml' },
       heartbeatIntervalMs: { source: 'default' },

@@ -1,9 +1,17 @@
-import type { Agent, Allocation, Backend, Peer, Region, TransferDescriptors } from '@kvreuse/native-bindings';
+import type {
+  Agent,
+  AgentOptions,
+  Allocation,
+  Backend,
+  Peer,
+  Region,
+  TransferDescriptors,
+} from '@kvreuse/native-bindings';
 import { agentName, transport } from './backends.js';
 import { fillPattern } from './content.js';
 
 /**
- * Two agents of one backend in this process, each with one registered bank, each having loaded the
+ * Two agents of one backend in this process (`options` for both), each with one registered bank, each having loaded the
  * other's metadata. `source` holds the pattern (seed); `reader`'s bank starts zeroed.
  */
 export interface AgentPair {
@@ -21,9 +29,14 @@ export interface AgentPair {
   close(): Promise<void>;
 }
 
-export async function openPair(backend: Backend, bytes: number, seed: number): Promise<AgentPair> {
-  const source = await transport.createAgent({ name: agentName(`${backend}-source`), backend });
-  const reader = await transport.createAgent({ name: agentName(`${backend}-reader`), backend });
+export async function openPair(
+  backend: Backend,
+  bytes: number,
+  seed: number,
+  options: Pick<AgentOptions, 'ucx'> = {},
+): Promise<AgentPair> {
+  const source = await transport.createAgent({ name: agentName(`${backend}-source`), backend, ...options });
+  const reader = await transport.createAgent({ name: agentName(`${backend}-reader`), backend, ...options });
   const sourceBank = await source.allocate(bytes);
   const readerBank = await reader.allocate(bytes);
   fillPattern(sourceBank.view(), seed);

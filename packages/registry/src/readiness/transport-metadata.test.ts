@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Agent, type Allocation, loadTransport, type Region } from '@kvreuse/native-bindings';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ClusterSecret } from '@kvreuse/discovery';
+import { ClusterSecret, openSealedMetadata } from '@kvreuse/discovery';
 import { loadRankPeer, transportMetadataOf } from './transport-metadata.js';
 
 const transport = loadTransport();
@@ -49,13 +49,14 @@ function published(metadata: Uint8Array, where = rank) {
 }
 
 describe('transport metadata of a rank part', () => {
-  it('carries the agent blob signed under the cluster secret, and its generation', () => {
-    const signed = transportMetadataOf(source, ours, rank);
-    expect(signed).toMatchObject({ agentName: source.name, generation: 2 });
-    expect(Buffer.from(signed.metadata.subarray(0, 4)).toString()).toBe('KVTS');
-    expect(Buffer.from(signed.metadata.subarray(signed.metadata.length - source.metadata().length))).toEqual(
-      source.metadata(),
-    );
+  it('carries the agent blob sealed under the cluster secret (unreadable without it), and its generation', () => {
+    const sealed = transportMetadataOf(source, ours, rank);
+    expect(sealed).toMatchObject({ agentName: source.name, generation: 2 });
+    expect(Buffer.from(sealed.metadata.subarray(0, 4)).toString()).toBe('KVTS');
+    const blob = Buffer.from(source.metadata());
+    expect(Buffer.from(sealed.metadata.subarray(sealed.metadata.length - blob.length))).not.toEqual(blob);
+    const slot = { ...rank, agentName: source.name };
+    expect(Buffer.from(openSealedMetadata(ours, slot, sealed.metadata))).toEqual(blob);
   });
 
   it('loads as a peer under the same secret', () => {

@@ -3,8 +3,8 @@ import type { Agent, Peer } from '@kvreuse/native-bindings';
 import {
   ClusterSecret,
   RankPartPublicationError,
-  signMetadata,
-  verifiedMetadata,
+  sealMetadata,
+  openSealedMetadata,
   type WorkerIncarnation,
 } from '@kvreuse/discovery';
 import { InvalidRegistryOptionError } from '../errors.js';
@@ -21,8 +21,9 @@ const GENERATION_OFFSET = 16;
 
 /**
  * Exports the agent's metadata blob, reads its metadata generation (bumped by every registration and
- * deregistration) and signs the blob under the cluster secret for the rank part of `rank` (worker,
- * incarnation and rank), for that part's `transport` field: readers refuse it in any other part.
+ * deregistration) and seals the blob (AES-256-GCM) under the cluster secret for the rank part of `rank`
+ * (worker, incarnation and rank), for that part's `transport` field: only a member of the cluster can read
+ * the agent's address and keys, and readers refuse it in any other part.
  */
 export function transportMetadataOf(
   agent: Pick<Agent, 'name' | 'metadata'>,
@@ -54,15 +55,15 @@ export function transportMetadataOf(
   return {
     agentName: agent.name,
     generation: Number(generation),
-    metadata: signMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName: agent.name }, metadata),
+    metadata: sealMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName: agent.name }, metadata),
   };
 }
 
 /**
  * Loads (or refreshes: a newer generation replaces the older one) the agent of `part` as a peer of
- * `agent`, once its metadata's signature under the cluster secret for this very part (its worker,
- * incarnation, rank and agent) checks out: metadata unsigned, cut short, signed under another secret
- * or for another part is refused (`TransportMetadataRefusedError`) before any byte of it reaches the
+ * `agent`, once its metadata opens under the cluster secret for this very part (its worker, incarnation,
+ * rank and agent): metadata unsealed, signed but readable (an older envelope), cut short, sealed under
+ * another secret or for another part is refused (`TransportMetadataRefusedError`) before any byte of it reaches the
  * native layer, which hands the worker address and remote keys to UCX without a length.
  */
 export function loadRankPeer(
@@ -79,10 +80,10 @@ export function loadRankPeer(
     throw new InvalidRegistryOptionError(
       'part.transport.metadata',
       metadata,
-      'must be the signed metadata in base64, as a rank part carries it',
+      'must be the sealed metadata in base64, as a rank part carries it',
     );
   return agent.loadPeer(
-    verifiedMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName }, Buffer.from(metadata, 'base64')),
+    openSealedMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName }, Buffer.from(metadata, 'base64')),
   );
 }
 

@@ -12,8 +12,6 @@ import {
   openClusterSecret,
   openSqliteDiscovery,
   startRankPublication,
-  watchWorkerReadiness,
-  type WorkerReadiness,
 } from '@kvreuse/discovery';
 import {
   buildRankPart,
@@ -24,6 +22,7 @@ import {
   transportMetadataOf,
 } from '../../src/index.js';
 import { identityOf, prepareRank, type WorkerSetup } from '../helpers/worker.js';
+import { whenReady } from '../helpers/ready-worker.js';
 
 const [backend, location, secretFile, workerId, peers] = process.argv.slice(2);
 if (peers === undefined)
@@ -72,13 +71,7 @@ process.once('SIGTERM', () => {
 
 const errorsOf = () => Object.values(prepared.agent.counters().errors).reduce((sum, count) => sum + count, 0);
 for (const peerId of peers.split(',')) {
-  let ready: (readiness: WorkerReadiness) => void = () => undefined;
-  const readiness = new Promise<WorkerReadiness>((resolve) => (ready = resolve));
-  const watch = await watchWorkerReadiness(store, peerId, { onChange: (change) => change.ready && ready(change) });
-  if (watch.current.ready) ready(watch.current);
-  const worker = await readiness;
-  await watch.close();
-  if (!worker.ready) throw new Error('unreachable');
+  const worker = await whenReady(store, peerId);
   const errorsBefore = errorsOf();
   try {
     const peer = loadRankPeer(prepared.agent, worker.worker.ranks[0]!, secret);
