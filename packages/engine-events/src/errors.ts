@@ -2,7 +2,7 @@
 import { describeValue as describe, KvreuseError } from '@kvreuse/errors';
 
 /** Every `code` an engine-events error carries. */
-export type EngineEventsErrorCode = 'ENGINE_EVENTS_INVALID_INPUT' | 'ENGINE_EVENTS_MALFORMED' | 'ENGINE_EVENTS_CLOSED';
+export type EngineEventsErrorCode = 'ENGINE_EVENTS_INVALID_INPUT' | 'ENGINE_EVENTS_MALFORMED';
 
 export abstract class EngineEventsError extends KvreuseError<EngineEventsErrorCode> {}
 
@@ -26,13 +26,5 @@ export class MalformedEngineEventError extends EngineEventsError {
     readonly reason: string,
   ) {
     super(`engine event batch malformed at ${path || '(root)'}: ${reason}`);
-  }
-}
-
-/** A subscriber used after `close()`. */
-export class EngineSubscriberClosedError extends EngineEventsError {
-  readonly code = 'ENGINE_EVENTS_CLOSED';
-  constructor(readonly endpoint: string) {
-    super(`engine event subscriber of ${endpoint} is closed`);
   }
 }

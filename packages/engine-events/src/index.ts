@@ -33,3 +33,13 @@ export {
   type SkipReason,
   skipReasons,
 } from './engine-inventory-feed.js';
+export {
+  EngineEventSubscriber,
+  type EngineRanksOptions,
+  type EngineSubscriberEvent,
+  type EngineSubscriberMetrics,
+  type EngineSubscriberOptions,
+  rankEndpoint,
+  subscribeEngineRanks,
+} from './engine-subscriber.js';
+export { replayEndSeq } from './replay-client.js';
