@@ -67,6 +67,7 @@ describe('EngineInventoryFeed', () => {
       batch({ type: 'BlockRemoved', blockHashes: [signed], medium: 'GPU', groupIdx: null }),
     );
     expect(outcome.removed).toBe(1);
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 1, host: 2 });
     expect(inventory.longestRetainedPrefix(hashBlockChain(tokens, scheme))[0]).toMatchObject({
       blocks: 2,
       gpuBlocks: 1,
@@ -124,6 +125,7 @@ describe('EngineInventoryFeed', () => {
     const chain = hashBlockChain(tokens, scheme);
     feed.apply('w', batch(stored(0, 2)));
     expect(feed.apply('w', batch({ type: 'AllBlocksCleared' })).cleared).toBe(true);
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 0, host: 0 });
     expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
     feed.apply('w', batch(stored(0, 2)));
     feed.restart('w');

@@ -44,6 +44,14 @@ interface FeedWorker {
   seq: number;
   restarts: number;
   readonly chains: Map<EngineHashKey, ChainEntry>;
+  /** Blocks indexed per tier. */
+  readonly held: Record<RetentionTier, number>;
+}
+
+function forgetBlocks(worker: FeedWorker): void {
+  worker.chains.clear();
+  worker.held.gpu = 0;
+  worker.held.host = 0;
 }
 
 /** What one batch did: blocks indexed and dropped, and blocks left out, by reason. */
@@ -110,6 +118,12 @@ export class EngineInventoryFeed {
     return this.#workers.get(workerId)?.chains.get(engineHashKey(engineHash))?.kv;
   }
 
+  /** How many of the worker's blocks are indexed, per tier. */
+  heldBlocks(workerId: string): Readonly<Record<RetentionTier, number>> {
+    const held = this.#workers.get(workerId)?.held;
+    return { gpu: held?.gpu ?? 0, host: held?.host ?? 0 };
+  }
+
   /** Applies one decoded batch of the worker's. */
   apply(workerId: string, batch: EngineEventBatch): FeedOutcome {
     const worker = this.#worker(workerId);
@@ -124,7 +138,7 @@ export class EngineInventoryFeed {
     const expiresAt = this.#now() + this.#retainMs;
     for (const event of batch.events) {
       if (event.type === 'AllBlocksCleared') {
-        worker.chains.clear();
+        forgetBlocks(worker);
         events.push({ type: 'cleared', tier: 'gpu' }, { type: 'cleared', tier: 'host' });
         cleared = true;
       } else if (event.type === 'BlockStored') {
@@ -156,7 +170,7 @@ export class EngineInventoryFeed {
     worker.epoch += 1;
     worker.incarnation = this.#incarnationOf(workerId, worker.restarts);
     worker.seq = 0;
-    worker.chains.clear();
+    forgetBlocks(worker);
     this.#inventory.apply({ workerId, incarnation: worker.incarnation, epoch: worker.epoch, seq: 0, events: [] });
   }
 
@@ -171,7 +185,14 @@ export class EngineInventoryFeed {
     if (worker === undefined) {
       if (typeof workerId !== 'string' || workerId.length === 0)
         throw new EngineEventsInputError('workerId', workerId, 'a worker id is a non-empty string');
-      worker = { incarnation: this.#incarnationOf(workerId, 0), epoch: 1, seq: 0, restarts: 0, chains: new Map() };
+      worker = {
+        incarnation: this.#incarnationOf(workerId, 0),
+        epoch: 1,
+        seq: 0,
+        restarts: 0,
+        chains: new Map(),
+        held: { gpu: 0, host: 0 },
+      };
       this.#workers.set(workerId, worker);
     }
     return worker;
@@ -202,7 +223,9 @@ export class EngineInventoryFeed {
       const key = engineHashKey(event.blockHashes[i]!);
       const entry = worker.chains.get(key);
       if (entry === undefined) worker.chains.set(key, { kv: chain[i]!, tiers: tierBit[tier] });
-      else entry.tiers |= tierBit[tier];
+      else if ((entry.tiers & tierBit[tier]) === 0) entry.tiers |= tierBit[tier];
+      else continue;
+      worker.held[tier] += 1;
     }
     return { tier, chain };
   }
@@ -234,6 +257,7 @@ export class EngineInventoryFeed {
         continue;
       }
       hashes.push(entry.kv);
+      worker.held[tier] -= 1;
       entry.tiers &= ~tierBit[tier];
       if (entry.tiers === 0) worker.chains.delete(key);
     }
