@@ -54,8 +54,10 @@ describe('EngineInventoryFeed', () => {
       gpuBlocks: 3,
       hostBlocks: 5,
     });
-    expect(feed.kvreuseHashOf('vllm-0/dp0', digests[7]!)).toBeUndefined();
     expect(feed.kvreuseHashOf('vllm-0/dp0', vllmIntBlockHash(digests[7]!))).toBe(hashBlockChain(tokens, scheme)[7]);
+    // A digest is indexed by the integer vLLM publishes for it.
+    expect(feed.kvreuseHashOf('vllm-0/dp0', digests[7]!)).toBe(hashBlockChain(tokens, scheme)[7]);
+    expect(feed.kvreuseHashOf('vllm-0/dp0', 12345n)).toBeUndefined();
   });
 
   it('finds a block by the signed form of its hash and drops it from its tier only', () => {

@@ -6,7 +6,7 @@ import {
   type RetentionTier,
 } from '@kvreuse/inventory';
 import type { BlockRemoved, BlockStored, EngineEventBatch } from './engine-event.js';
-import { type EngineHashKey, engineHashKey } from './engine-hash-key.js';
+import { EngineHashIndex } from './engine-hash-index.js';
 import { EngineEventsInputError } from './errors.js';
 
 /** Why blocks an engine announced are not in the inventory. Stable codes. */
@@ -32,18 +32,12 @@ const tierOfMedium = new Map<string | null, RetentionTier>([
 ]);
 const tierBit: Record<RetentionTier, number> = { gpu: 1, host: 2 };
 
-/** One engine block as kvreuse knows it: its chain hash, and the tiers it is held on. */
-interface ChainEntry {
-  readonly kv: bigint;
-  tiers: number;
-}
-
 interface FeedWorker {
   incarnation: string;
   epoch: number;
   seq: number;
   restarts: number;
-  readonly chains: Map<EngineHashKey, ChainEntry>;
+  readonly chains: EngineHashIndex;
   /** Blocks indexed per tier. */
   readonly held: Record<RetentionTier, number>;
 }
@@ -115,7 +109,9 @@ export class EngineInventoryFeed {
 
   /** kvreuse's chain hash of a block the worker announced, by the engine's hash; undefined if not indexed. */
   kvreuseHashOf(workerId: string, engineHash: bigint | Uint8Array): bigint | undefined {
-    return this.#workers.get(workerId)?.chains.get(engineHashKey(engineHash))?.kv;
+    const chains = this.#workers.get(workerId)?.chains;
+    const slot = chains?.find(engineHash) ?? -1;
+    return slot < 0 ? undefined : chains!.chainAt(slot);
   }
 
   /** How many of the worker's blocks are indexed, per tier. */
@@ -190,7 +186,7 @@ export class EngineInventoryFeed {
         epoch: 1,
         seq: 0,
         restarts: 0,
-        chains: new Map(),
+        chains: new EngineHashIndex(),
         held: { gpu: 0, host: 0 },
       };
       this.#workers.set(workerId, worker);
@@ -209,9 +205,9 @@ export class EngineInventoryFeed {
     const tier = tierOfMedium.get(event.medium)!;
     let parent = 0n;
     if (event.parentBlockHash !== null) {
-      const entry = worker.chains.get(engineHashKey(event.parentBlockHash));
-      if (entry === undefined) return void skip('unknown-parent', count);
-      parent = entry.kv;
+      const slot = worker.chains.find(event.parentBlockHash);
+      if (slot < 0) return void skip('unknown-parent', count);
+      parent = worker.chains.chainAt(slot);
     }
     let chain: BigUint64Array;
     try {
@@ -219,13 +215,10 @@ export class EngineInventoryFeed {
     } catch {
       return void skip('token-range', count);
     }
+    const words = new Uint32Array(chain.buffer, chain.byteOffset, 2 * count);
     for (let i = 0; i < count; i++) {
-      const key = engineHashKey(event.blockHashes[i]!);
-      const entry = worker.chains.get(key);
-      if (entry === undefined) worker.chains.set(key, { kv: chain[i]!, tiers: tierBit[tier] });
-      else if ((entry.tiers & tierBit[tier]) === 0) entry.tiers |= tierBit[tier];
-      else continue;
-      worker.held[tier] += 1;
+      if (worker.chains.hold(event.blockHashes[i]!, words[2 * i]!, words[2 * i + 1]!, tierBit[tier]))
+        worker.held[tier] += 1;
     }
     return { tier, chain };
   }
@@ -244,23 +237,23 @@ export class EngineInventoryFeed {
     worker: FeedWorker,
     event: BlockRemoved,
     skip: (reason: SkipReason, blocks: number) => void,
-  ): { tier: RetentionTier; hashes: bigint[] } | undefined {
+  ): { tier: RetentionTier; hashes: BigUint64Array } | undefined {
     const tier = tierOfMedium.get(event.medium);
     if (tier === undefined) return void skip('medium', event.blockHashes.length);
     if (event.groupIdx !== null && event.groupIdx !== 0) return void skip('group', event.blockHashes.length);
-    const hashes: bigint[] = [];
+    const hashes = new BigUint64Array(event.blockHashes.length);
+    const words = new Uint32Array(hashes.buffer);
+    let found = 0;
     for (const hash of event.blockHashes) {
-      const key = engineHashKey(hash);
-      const entry = worker.chains.get(key);
-      if (entry === undefined || (entry.tiers & tierBit[tier]) === 0) {
+      const slot = worker.chains.find(hash);
+      if (slot < 0 || (worker.chains.tiersAt(slot) & tierBit[tier]) === 0) {
         skip('unknown-block', 1);
         continue;
       }
-      hashes.push(entry.kv);
+      worker.chains.chainInto(slot, words, found++);
       worker.held[tier] -= 1;
-      entry.tiers &= ~tierBit[tier];
-      if (entry.tiers === 0) worker.chains.delete(key);
+      worker.chains.release(slot, tierBit[tier]);
     }
-    return { tier, hashes };
+    return { tier, hashes: hashes.subarray(0, found) };
   }
 }

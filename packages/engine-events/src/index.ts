@@ -25,7 +25,7 @@ export {
   vllmIntBlockHash,
   vllmNoneHash,
 } from './vllm-block-hash.js';
-export { type EngineHashKey, engineHashKey } from './engine-hash-key.js';
+export { engineHashKey } from './engine-hash-index.js';
 export {
   EngineInventoryFeed,
   type EngineInventoryFeedOptions,
