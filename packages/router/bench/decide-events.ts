@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EngineInventoryFeed } from '@kvreuse/engine-events';
 import { hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
+import { below, random32 } from './random.js';
 import { decide, type RouteContext, SourceBook } from '../src/index.js';
 import { llama, readyOf, settingsOf, workerOf } from '../test/support.js';
 
@@ -29,14 +30,6 @@ const rounds = 3;
 const blockTokens = llama.blockTokens;
 const scheme = { salt: 0x5eedn, blockTokens };
 
-let state = 0x2545f491;
-function random32(): number {
-  state ^= state << 13;
-  state ^= state >>> 17;
-  state ^= state << 5;
-  return state >>> 0;
-}
-const below = (n: number): number => random32() % n;
 const freshTokens = (blocks: number): number[] => Array.from({ length: blocks * blockTokens }, () => below(151_936));
 
 const settings = settingsOf();
