@@ -64,6 +64,8 @@ function describeEvent(
       return `${workerId}: publisher restarted (sequence back to ${event.seq}): its inventory starts afresh as ${state.feed.identity(workerId)?.incarnation}`;
     case 'malformed':
       return `${workerId}: malformed frame skipped${event.seq === null ? '' : ` (sequence ${event.seq})`}: ${event.reason}`;
+    case 'failed':
+      return `${workerId}: stopped following: ${event.reason}`;
     case 'batch': {
       const held = state.feed.heldBlocks(workerId);
       const m = subscriber.metrics();

@@ -170,6 +170,17 @@ describe('EngineEventSubscriber against the test engine', () => {
   });
 });
 
+describe('EngineEventSubscriber when the inventory refuses a batch', () => {
+  it('counts it with the reason and goes on', async () => {
+    const { engine, inventory, until, subscriber } = await follow();
+    // Another writer holds epoch 1 of this worker id under another incarnation: the feed's batches are refused.
+    inventory.apply({ workerId: 'engine-a/dp0', incarnation: 'someone-else', epoch: 1, seq: 1, events: [] });
+    await engine.store(conversation(0, 1));
+    await until((events) => events.some((event) => event.kind === 'malformed'));
+    expect(subscriber.metrics()).toMatchObject({ malformed: { payload: 1 }, batches: 0, lastSeq: 0n });
+  });
+});
+
 describe('rankEndpoint', () => {
   it('derives each data-parallel rank as vLLM does', () => {
     expect(rankEndpoint('tcp://10.0.0.5:5557', 0)).toBe('tcp://10.0.0.5:5557');

@@ -1,3 +1,4 @@
+import { isKvreuseError } from '@kvreuse/errors';
 import { Subscriber } from 'zeromq';
 import { EngineBatchDecoder } from './decode-batch.js';
 import type { EngineEventBatch } from './engine-event.js';
@@ -46,7 +47,9 @@ export type EngineSubscriberEvent =
       readonly unrepaired: number;
     }
   | { readonly kind: 'restart'; readonly seq: bigint }
-  | { readonly kind: 'malformed'; readonly seq: bigint | null; readonly reason: string };
+  | { readonly kind: 'malformed'; readonly seq: bigint | null; readonly reason: string }
+  /** The subscriber stopped on an error it cannot go on from (its sockets are closed). */
+  | { readonly kind: 'failed'; readonly reason: string };
 
 export interface EngineSubscriberOptions {
   /** The publisher's PUB endpoint of this rank, e.g. `tcp://10.0.0.5:5557`. */
@@ -125,8 +128,13 @@ export class EngineEventSubscriber {
     try {
       for await (const frames of this.#socket) await this.#message(frames);
     } catch (error) {
-      // Closing the socket ends the iteration with an error of its own; anything else is a defect.
-      if (!this.#closed) throw error;
+      // Closing the socket ends the iteration with an error of its own. Anything else stops the
+      // subscriber and is reported, never thrown from a promise nobody awaits.
+      if (this.#closed) return;
+      this.#closed = true;
+      this.#socket.close();
+      this.#replay?.close();
+      this.#emit({ kind: 'failed', reason: error instanceof Error ? error.message : String(error) });
     }
   }
 
@@ -180,7 +188,14 @@ export class EngineEventSubscriber {
     this.#counters.lastSeq = seq;
     const result = this.#decoder.decode(payload);
     if (!result.ok) return this.#malformed('payload', seq, result.error.message);
-    const outcome = this.#options.feed.apply(this.#options.workerId, result.batch);
+    let outcome: FeedOutcome;
+    try {
+      outcome = this.#options.feed.apply(this.#options.workerId, result.batch);
+    } catch (error) {
+      // A batch the inventory refuses (a typed error) is skipped like a malformed one; anything else is a defect.
+      if (!isKvreuseError(error)) throw error;
+      return this.#malformed('payload', seq, error.message);
+    }
     this.#count(result.batch, outcome);
     this.#emit({ kind: 'batch', seq, replayed, outcome });
   }
