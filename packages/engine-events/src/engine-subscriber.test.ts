@@ -1,5 +1,6 @@
 import { TestEngine, type TestEngineOptions } from '@kvreuse-internal/test-engine';
 import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EngineInventoryFeed } from './engine-inventory-feed.js';
 import {
@@ -8,6 +9,7 @@ import {
   type EngineSubscriberOptions,
   rankEndpoint,
 } from './engine-subscriber.js';
+import { registerEngineEventMetrics } from './subscriber-metrics.js';
 import { vllmIntBlockHash } from './vllm-block-hash.js';
 
 const scheme = { salt: blockHashSalt('cd'.repeat(32), 'seed'), blockTokens: 16 };
@@ -113,6 +115,19 @@ describe('EngineEventSubscriber against the test engine', () => {
         replayedBatches: 2,
         unrepairedBatches: 0,
       });
+      const registry = new Registry();
+      registerEngineEventMetrics(registry, () => [subscriber]);
+      const text = await registry.metrics();
+      for (const line of [
+        'kvreuse_engine_event_batches_total{worker="engine-a/dp0"} 3',
+        'kvreuse_engine_event_events_total{worker="engine-a/dp0",type="stored"} 3',
+        'kvreuse_engine_event_blocks_total{worker="engine-a/dp0",change="stored"} 4',
+        'kvreuse_engine_event_gaps_total{worker="engine-a/dp0"} 1',
+        'kvreuse_engine_event_replayed_batches_total{worker="engine-a/dp0"} 2',
+        'kvreuse_engine_event_restarts_total{worker="engine-a/dp0"} 0',
+      ])
+        expect(text).toContain(line);
+      expect(text).toMatch(/^kvreuse_engine_event_lag_seconds\{worker="engine-a\/dp0"\} [\d.e-]+$/m);
     });
   }
 

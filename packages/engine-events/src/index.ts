@@ -43,3 +43,4 @@ export {
   subscribeEngineRanks,
 } from './engine-subscriber.js';
 export { replayEndSeq } from './replay-client.js';
+export { registerEngineEventMetrics } from './subscriber-metrics.js';
