@@ -15,7 +15,8 @@ const empty = 0;
  */
 function loadKey(hash: EngineBlockHash): void {
   if (typeof hash === 'bigint') {
-    scratch64[0] = BigInt.asUintN(64, hash);
+    // Storing into a BigUint64Array takes the value modulo 2^64: a negative hash lands as its unsigned bits.
+    scratch64[0] = hash;
     return;
   }
   const view = new DataView(hash.buffer, hash.byteOffset, hash.length);
