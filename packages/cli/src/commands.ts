@@ -4,6 +4,7 @@ import { configSchema, configShow, configValidate } from './config-commands.js';
 import { demo } from './demo-command.js';
 import { inspect } from './inspect-command.js';
 import { profilesCheck, profilesList, profilesShow } from './profiles-commands.js';
+import { watch } from './watch-command.js';
 
 /** Every command of the binary, in the order `kvreuse --help` lists them. */
 export const commands: readonly Command[] = [
@@ -14,6 +15,7 @@ export const commands: readonly Command[] = [
   profilesShow,
   profilesCheck,
   inspect,
+  watch,
   bench,
   demo,
 ];

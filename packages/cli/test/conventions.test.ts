@@ -11,6 +11,7 @@ const commandNames = [
   'profiles show',
   'profiles check',
   'inspect',
+  'watch',
   'bench',
   'demo',
 ];
@@ -58,7 +59,7 @@ describe('the kvreuse binary', () => {
     const run = await runBinary(['inspekt']);
     expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
-      'kvreuse: unknown command "inspekt" of kvreuse: expected one of config, profiles, inspect, bench, demo (see kvreuse --help) [UNKNOWN_COMMAND]',
+      'kvreuse: unknown command "inspekt" of kvreuse: expected one of config, profiles, inspect, watch, bench, demo (see kvreuse --help) [UNKNOWN_COMMAND]',
     ]);
   });
 

@@ -1,5 +1,5 @@
 /**
- * Banks and owners, explicit transactional registration, and the publication of a worker's rank parts and signed transport metadata through discovery.
+ * Banks and owners, explicit transactional registration, and the publication of a worker's rank parts and sealed transport metadata through discovery.
  *
  * @packageDocumentation
  * @module \@kvreuse/registry

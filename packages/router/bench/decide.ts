@@ -15,6 +15,7 @@ import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RetainedInventory } from '@kvreuse/inventory';
+import { below, random32 } from './random.js';
 import { decide, estimatePull, type RouteContext, type RouteDecision, SourceBook } from '../src/index.js';
 import { readyOf, settingsOf, workerOf } from '../test/support.js';
 
@@ -26,14 +27,6 @@ const queries = 20_000;
 const rounds = 3;
 const scanQueries = 1_000;
 
-let state = 0x2545f491;
-function random32(): number {
-  state ^= state << 13;
-  state ^= state >>> 17;
-  state ^= state << 5;
-  return state >>> 0;
-}
-const below = (n: number): number => random32() % n;
 function freshChain(length: number): BigUint64Array {
   const words = new Uint32Array(length * 2);
   for (let i = 0; i < words.length; i++) words[i] = random32();

@@ -101,6 +101,13 @@ const expectedUsage: Record<string, (printed: unknown, project: BlankProject) =>
     }),
   inventory: (printed) =>
     expect(printed).toEqual({ blocks: 5, workerId: 'decode-0', retained: 4, gpuBlocks: 3, hostBlocks: 1 }),
+  'engine-events': (printed) =>
+    expect(printed).toEqual({
+      type: 'BlockRemoved',
+      hash: '18446744073709551615',
+      rank: 0,
+      vllmHash: '10703402261835016479',
+    }),
   'native-bindings': (printed, project) =>
     expect(printed).toEqual({
       libraryPath: join(project.dir, 'node_modules', prebuilt.name, 'libkvreuse_transport.so'),

@@ -5,6 +5,7 @@ export const layerOrder = [
   'descriptors',
   'discovery',
   'inventory',
+  'engine-events',
   'native-bindings',
   'registry',
   'drain',

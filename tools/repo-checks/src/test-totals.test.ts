@@ -117,6 +117,7 @@ describe('testTotals', () => {
         'discovery',
         'drain',
         'endpoint',
+        'engine-events',
         'errors',
         'inventory',
         'native-bindings',

@@ -1,0 +1,91 @@
+import { TestEngine } from '@kvreuse-internal/test-engine';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCli } from './run.js';
+
+const engines: TestEngine[] = [];
+afterEach(() => {
+  for (const engine of engines.splice(0)) engine.close();
+});
+
+/** The command's output, and `printed(text)`: resolves once stdout holds that text. */
+function capture() {
+  const out = { stdout: '', stderr: '' };
+  const waiting: (() => boolean)[] = [];
+  const printed = (text: string): Promise<void> =>
+    new Promise((resolve) => {
+      const check = (): boolean => out.stdout.includes(text) && (resolve(), true);
+      if (!check()) waiting.push(check);
+    });
+  const stdout = (text: string): void => {
+    out.stdout += text;
+    waiting.splice(0, waiting.length, ...waiting.filter((check) => !check()));
+  };
+  return { out, printed, context: { stdout, stderr: (text: string) => (out.stderr += text), env: {}, cwd: '/' } };
+}
+
+const tokens = (first: number, blocks: number): number[] => Array.from({ length: blocks * 4 }, (_, i) => first + i);
+
+describe('kvreuse watch', () => {
+  it('shows the blocks each rank holds, a repaired gap, a restart and the holders of a prompt', async () => {
+    const engine = await TestEngine.open({ blockSize: 4, encoding: 'array', hashForm: 'uint64' });
+    engines.push(engine);
+    const { out, printed, context } = capture();
+    const prompt = tokens(10, 3).join(',');
+    const watching = runCli(
+      [
+        'watch',
+        '--vllm',
+        engine.endpoint,
+        '--replay',
+        engine.replayEndpoint,
+        '--block-size',
+        '4',
+        '--prompt',
+        prompt,
+        '--batches',
+        '3',
+      ],
+      context,
+    );
+    await engine.waitForSubscribers();
+    engine.dropNext();
+    await engine.store(tokens(10, 2));
+    await engine.store(tokens(10, 3), 'CPU');
+    // The publisher restarts once the replay is over (restarting during it is a case of its own).
+    await printed('vllm/dp0 #1:');
+    engine.restart();
+    await engine.store(tokens(10, 1));
+    expect(await watching).toBe(0);
+    expect(out.stderr).toBe('');
+    expect(out.stdout.split('\n')).toEqual([
+      'vllm/dp0: gap, sequence 0 to 0 missed',
+      expect.stringMatching(
+        /^vllm\/dp0 #0 \(replayed\): \+2 −0 blocks → held gpu 2, host 0 \| gaps 1 \(0 unrepaired\), replays 1, restarts 0, malformed 0 \| lag \d+ ms$/,
+      ),
+      '  prompt (3 blocks): vllm/dp0 holds 2 (gpu 2, host 0) (advisory)',
+      'vllm/dp0: replayed 1 batches of 0…0, 0 not repaired',
+      expect.stringMatching(
+        /^vllm\/dp0 #1: \+1 −0 blocks → held gpu 2, host 1 \| gaps 1 \(0 unrepaired\), replays 1, restarts 0/,
+      ),
+      '  prompt (3 blocks): vllm/dp0 holds 3 (gpu 2, host 1) (advisory)',
+      'vllm/dp0: publisher restarted (sequence back to 0): its inventory starts afresh as vllm/dp0#1',
+      expect.stringMatching(
+        /^vllm\/dp0 #0: \+1 −0 blocks → held gpu 1, host 0 \| gaps 1 \(0 unrepaired\), replays 1, restarts 1/,
+      ),
+      '  prompt (3 blocks): vllm/dp0 holds 1 (gpu 1, host 0) (advisory)',
+      '',
+    ]);
+  });
+
+  it('refuses a command line it cannot follow', async () => {
+    const { out, context } = capture();
+    expect(await runCli(['watch', '--batches', '1'], context)).toBe(2);
+    expect(out.stderr).toMatch(/--vllm <endpoint> is required/);
+    expect(await runCli(['watch', '--vllm', 'tcp://127.0.0.1:1'], context)).toBe(2);
+    expect(out.stderr).toMatch(/--batches <n> is needed/);
+    expect(await runCli(['watch', '--vllm', 'tcp://127.0.0.1:1', '--batches', '1', '--prompt', 'a,b'], context)).toBe(
+      2,
+    );
+    expect(out.stderr).toMatch(/--prompt is comma-separated token ids/);
+  });
+});

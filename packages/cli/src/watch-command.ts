@@ -1,0 +1,178 @@
+import {
+  EngineEventSubscriber,
+  EngineInventoryFeed,
+  type EngineSubscriberEvent,
+  rankEndpoint,
+} from '@kvreuse/engine-events';
+import { fnv1a64, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
+import type { CommandArgs, OptionSpec } from './args.js';
+import type { CliContext, Command } from './command.js';
+import { UsageError } from './errors.js';
+import { jsonOption, wantsJson } from './json.js';
+
+const options: OptionSpec[] = [
+  { name: 'vllm', value: '<endpoint>', description: "the engine's KV event publisher of DP rank 0 (tcp://host:port)" },
+  { name: 'replay', value: '<endpoint>', description: 'its replay socket of DP rank 0, to repair gaps' },
+  { name: 'ranks', value: '<n>', description: 'data-parallel ranks, one publisher each on port + rank (default 1)' },
+  { name: 'engine', value: '<name>', description: "the engine's name: rank r is worker <name>/dp<r> (default vllm)" },
+  { name: 'block-size', value: '<tokens>', description: "the engine's tokens per block (default 16)" },
+  { name: 'prompt', value: '<ids>', description: 'comma-separated token ids: show which worker holds how much of it' },
+  { name: 'batches', value: '<n>', description: 'stop after this many batches (default: until interrupted)' },
+  jsonOption,
+];
+
+/** The watch's own hash scheme: it indexes and looks up within its process only, so any salt does. */
+const watchSalt = fnv1a64(new TextEncoder().encode('kvreuse.watch'));
+
+function whole(args: CommandArgs, name: string, fallback: number, min: number): number {
+  const text = args.options.get(name)?.[0];
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < min)
+    throw new UsageError('watch', `--${name} is a whole number ≥ ${min}, not ${JSON.stringify(text)}`);
+  return value;
+}
+
+function promptOf(args: CommandArgs): number[] | undefined {
+  const text = args.options.get('prompt')?.[0];
+  if (text === undefined) return undefined;
+  const ids = text.split(',').map((id) => Number(id.trim()));
+  if (ids.some((id) => !Number.isSafeInteger(id) || id < 0 || id > 0xffffffff))
+    throw new UsageError('watch', `--prompt is comma-separated token ids, not ${JSON.stringify(text)}`);
+  return ids;
+}
+
+interface WatchState {
+  readonly inventory: RetainedInventory;
+  readonly feed: EngineInventoryFeed;
+  readonly blockTokens: number;
+  readonly prompt: number[] | undefined;
+}
+
+function describeEvent(
+  workerId: string,
+  event: EngineSubscriberEvent,
+  subscriber: EngineEventSubscriber,
+  state: WatchState,
+): string {
+  switch (event.kind) {
+    case 'gap':
+      return `${workerId}: gap, sequence ${event.from} to ${event.to - 1n} missed`;
+    case 'replayed':
+      return `${workerId}: replayed ${event.batches} batches of ${event.from}…${event.to - 1n}, ${event.unrepaired} not repaired`;
+    case 'restart':
+      return `${workerId}: publisher restarted (sequence back to ${event.seq}): its inventory starts afresh as ${state.feed.identity(workerId)?.incarnation}`;
+    case 'malformed':
+      return `${workerId}: malformed frame skipped${event.seq === null ? '' : ` (sequence ${event.seq})`}: ${event.reason}`;
+    case 'failed':
+      return `${workerId}: stopped following: ${event.reason}`;
+    case 'batch': {
+      const held = state.feed.heldBlocks(workerId);
+      const m = subscriber.metrics();
+      const malformed = m.malformed.frames + m.malformed.sequence + m.malformed.payload;
+      return (
+        `${workerId} #${event.seq}${event.replayed ? ' (replayed)' : ''}: +${event.outcome.stored} −${event.outcome.removed} blocks` +
+        ` → held gpu ${held.gpu}, host ${held.host} | gaps ${m.gaps} (${m.unrepairedBatches} unrepaired), replays ${m.replays},` +
+        ` restarts ${m.restarts}, malformed ${malformed} | lag ${m.lagMs === null ? '-' : Math.round(m.lagMs)} ms`
+      );
+    }
+  }
+}
+
+function promptLine(state: WatchState): string | undefined {
+  if (state.prompt === undefined) return undefined;
+  const chain = hashBlockChain(state.prompt, { salt: watchSalt, blockTokens: state.blockTokens });
+  const holders = state.inventory.longestRetainedPrefix(chain);
+  if (holders.length === 0) return `  prompt (${chain.length} blocks): nobody holds its first block: recompute`;
+  return `  prompt (${chain.length} blocks): ${holders
+    .map((held) => `${held.workerId} holds ${held.blocks} (gpu ${held.gpuBlocks}, host ${held.hostBlocks})`)
+    .join('; ')} (advisory)`;
+}
+
+function jsonOf(workerId: string, event: EngineSubscriberEvent, state: WatchState): string {
+  const prompt =
+    state.prompt === undefined
+      ? undefined
+      : state.inventory.longestRetainedPrefix(
+          hashBlockChain(state.prompt, { salt: watchSalt, blockTokens: state.blockTokens }),
+        );
+  return JSON.stringify(
+    { workerId, ...event, held: state.feed.heldBlocks(workerId), ...(prompt && { prompt }) },
+    (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value),
+  );
+}
+
+export const watch: Command = {
+  name: 'watch',
+  summary:
+    "Follows an inference engine's KV events (vLLM's or SGLang's ZMQ publisher): the blocks each DP rank holds per tier, gaps, replays, publisher restarts and malformed frames as they happen, and which rank holds how much of a prompt.",
+  usage:
+    '--vllm <endpoint> [--replay <endpoint>] [--ranks <n>] [--engine <name>] [--block-size <tokens>] [--prompt <ids>] [--batches <n>] [--json]',
+  options,
+  help: () =>
+    "One line per batch applied (or a JSON object with --json), and one per gap, replay, restart or malformed frame. The engine's block hashes are mapped to a chain hash of the watch's own; nothing is published.\n",
+  async run(args, context) {
+    const endpoint = args.options.get('vllm')?.[0];
+    if (endpoint === undefined) throw new UsageError(this.name, '--vllm <endpoint> is required');
+    if (args.positionals.length > 0)
+      throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    const blockTokens = whole(args, 'block-size', 16, 1);
+    const batches = whole(args, 'batches', 0, 1);
+    if (batches === 0 && context.whenInterrupted === undefined)
+      throw new UsageError(this.name, '--batches <n> is needed where nothing can interrupt the watch');
+    const inventory = new RetainedInventory();
+    const state: WatchState = {
+      inventory,
+      feed: new EngineInventoryFeed({ inventory, scheme: { salt: watchSalt, blockTokens } }),
+      blockTokens,
+      prompt: promptOf(args),
+    };
+    await follow(args, context, state, endpoint, batches);
+  },
+};
+
+async function follow(
+  args: CommandArgs,
+  context: CliContext,
+  state: WatchState,
+  endpoint: string,
+  batches: number,
+): Promise<void> {
+  const engine = args.options.get('engine')?.[0] ?? 'vllm';
+  const replay = args.options.get('replay')?.[0];
+  const ranks = whole(args, 'ranks', 1, 1);
+  let applied = 0;
+  let stop = (): void => {};
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const subscribers: EngineEventSubscriber[] = [];
+  for (let rank = 0; rank < ranks; rank++) {
+    const workerId = `${engine}/dp${rank}`;
+    const subscriber: EngineEventSubscriber = new EngineEventSubscriber({
+      endpoint: rankEndpoint(endpoint, rank),
+      ...(replay === undefined ? {} : { replayEndpoint: rankEndpoint(replay, rank) }),
+      workerId,
+      feed: state.feed,
+      onEvent: (event) => {
+        if (wantsJson(args)) context.stdout(`${jsonOf(workerId, event, state)}\n`);
+        else {
+          const prompt = event.kind === 'batch' ? promptLine(state) : undefined;
+          context.stdout(
+            `${describeEvent(workerId, event, subscriber, state)}\n${prompt === undefined ? '' : `${prompt}\n`}`,
+          );
+        }
+        if (event.kind === 'batch' && ++applied === batches) stop();
+      },
+    });
+    subscribers.push(subscriber);
+  }
+  const takeBack = context.whenInterrupted?.(async () => {
+    stop();
+    await Promise.all(subscribers.map((subscriber) => subscriber.close()));
+  });
+  try {
+    await stopped;
+  } finally {
+    takeBack?.();
+    await Promise.all(subscribers.map((subscriber) => subscriber.close()));
+  }
+}

@@ -1,0 +1,123 @@
+// The frames in ../test-data/event-streams.json were written by ../test-data/generate.py with Debian's
+// python3-msgpack 1.0.3 the way msgspec writes vLLM's and SGLang's structs (see its header), and carry
+// what each payload must decode to. The suite reads only the JSON.
+import { readFileSync } from 'node:fs';
+import { codeOf } from '@kvreuse/errors';
+import { describe, expect, it } from 'vitest';
+import { EngineBatchDecoder } from './decode-batch.js';
+import type { EngineBlockHash, EngineEvent } from './engine-event.js';
+
+interface Recorded {
+  frames: [string, string, string];
+  ts: number;
+  rank: number | null;
+  events: Record<string, unknown>[];
+}
+interface Streams {
+  intHashesAbove2To63: string[];
+  vllmMap: Recorded[];
+  vllmArray: Recorded[];
+  sglang: Recorded[];
+  malformed: { reason: string; payload: string }[];
+}
+
+const streams = JSON.parse(
+  readFileSync(new URL('../test-data/event-streams.json', import.meta.url), 'utf8'),
+) as Streams;
+const bytes = (hex: string): Uint8Array => new Uint8Array(Buffer.from(hex, 'hex'));
+const hashJson = (hash: EngineBlockHash): string =>
+  typeof hash === 'bigint' ? hash.toString() : `hex:${Buffer.from(hash).toString('hex')}`;
+
+/** An event as generate.py writes its expectation (hashes as decimal or `hex:` strings). */
+function asJson(event: EngineEvent): Record<string, unknown> {
+  if (event.type === 'AllBlocksCleared') return { type: event.type };
+  const common = {
+    type: event.type,
+    blockHashes: event.blockHashes.map(hashJson),
+    medium: event.medium,
+    groupIdx: event.groupIdx,
+  };
+  if (event.type === 'BlockRemoved') return common;
+  return {
+    ...common,
+    parentBlockHash: event.parentBlockHash === null ? null : hashJson(event.parentBlockHash),
+    tokenIds: event.tokenIds,
+    blockSize: event.blockSize,
+    loraId: event.loraId,
+    loraName: event.loraName,
+    extraKeys: event.extraKeys,
+    kvCacheSpecKind: event.kvCacheSpecKind,
+    kvCacheSpecSlidingWindow: event.kvCacheSpecSlidingWindow,
+  };
+}
+
+describe('EngineBatchDecoder on recorded streams', () => {
+  const decoder = new EngineBatchDecoder();
+  for (const [name, recorded] of [
+    ['vLLM maps', streams.vllmMap],
+    ['vLLM positional arrays', streams.vllmArray],
+    ['SGLang', streams.sglang],
+  ] as const) {
+    it(`decodes every field of ${name}`, () => {
+      for (const { frames, ts, rank, events } of recorded) {
+        const result = decoder.decode(bytes(frames[2]));
+        if (!result.ok) throw result.error;
+        expect(result.batch.ts).toBe(ts);
+        expect(result.batch.dataParallelRank).toBe(rank);
+        expect(result.batch.events.map(asJson)).toEqual(events);
+        expect(result.batch.unknownEventTypes).toEqual([]);
+      }
+    });
+  }
+
+  it('keeps hashes above 2^63 and signed hashes exact', () => {
+    const map = decoder.decode(bytes(streams.vllmMap[1]!.frames[2]));
+    const sglang = decoder.decode(bytes(streams.sglang[0]!.frames[2]));
+    if (!map.ok || !sglang.ok) throw new Error('recorded batches decode');
+    const stored = map.batch.events[0]!;
+    const signed = sglang.batch.events[0]!;
+    if (stored.type !== 'BlockStored' || signed.type !== 'BlockStored') throw new Error('first events are stores');
+    expect(streams.intHashesAbove2To63.length).toBeGreaterThan(0);
+    for (const above of streams.intHashesAbove2To63) expect(stored.blockHashes).toContain(BigInt(above));
+    expect(signed.blockHashes.map((hash) => BigInt.asUintN(64, hash as bigint))).toEqual(stored.blockHashes);
+    expect(signed.blockHashes.some((hash) => (hash as bigint) < 0n)).toBe(true);
+  });
+
+  it('reads the batch as a map with SGLang rank name and skips unknown event types and keys', async () => {
+    const { Encoder } = await import('@msgpack/msgpack');
+    const payload = new Encoder().encode({
+      ts: 2.5,
+      attn_dp_rank: 3,
+      events: [{ type: 'BlockRemoved', block_hashes: [7], medium: 'GPU', future_key: 1 }, ['BlockPinned', [1]]],
+    });
+    const result = decoder.decode(payload);
+    if (!result.ok) throw result.error;
+    expect(result.batch).toEqual({
+      ts: 2.5,
+      dataParallelRank: 3,
+      events: [{ type: 'BlockRemoved', blockHashes: [7n], medium: 'GPU', groupIdx: null }],
+      unknownEventTypes: ['BlockPinned'],
+    });
+  });
+
+  it('reports every malformed payload with its reason and never throws', () => {
+    const reasons = streams.malformed.map(({ reason, payload }) => {
+      const result = decoder.decode(bytes(payload));
+      expect(result.ok, reason).toBe(false);
+      if (result.ok) return '';
+      expect(codeOf(result.error)).toBe('ENGINE_EVENTS_MALFORMED');
+      return result.error.message;
+    });
+    expect(reasons).toEqual([
+      expect.stringMatching(/not msgpack/),
+      expect.stringMatching(/not msgpack/),
+      expect.stringMatching(/a batch is/),
+      expect.stringMatching(/at events: events are an array/),
+      expect.stringMatching(/block_hashes: block hashes are an array/),
+      expect.stringMatching(/block_hashes\[0\]: a hash is an integer or bytes, not 1.5/),
+      expect.stringMatching(/a hash digest is 32 or 16 bytes, not 5/),
+      expect.stringMatching(/token_ids\[0\]: a token id is a whole number/),
+      expect.stringMatching(/not msgpack: Extra 1/),
+    ]);
+  });
+});

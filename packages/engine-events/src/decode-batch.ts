@@ -1,0 +1,177 @@
+import { Decoder } from '@msgpack/msgpack';
+import type { BlockRemoved, BlockStored, EngineBlockHash, EngineEvent, EngineEventBatch } from './engine-event.js';
+import { MalformedEngineEventError } from './errors.js';
+
+/** Digest lengths an engine publishes as raw bytes: SHA-256 (32) and xxHash-128 (16). */
+const digestLengths = new Set([16, 32]);
+const minInt64 = -(1n << 63n);
+const maxUint64 = (1n << 64n) - 1n;
+
+const fail = (path: string, reason: string): never => {
+  throw new MalformedEngineEventError(path, reason);
+};
+
+type Fields = (name: string, position: number) => unknown;
+
+/** Reads a struct written either as a map (by name) or as a positional array (after the tag at 0). */
+function fieldsOf(value: unknown): Fields {
+  if (Array.isArray(value)) return (_name, position) => value[position];
+  const record = value as Record<string, unknown>;
+  return (name) => (Object.hasOwn(record, name) ? record[name] : undefined);
+}
+
+function hashOf(value: unknown, path: string): EngineBlockHash {
+  if (typeof value === 'bigint') {
+    if (value < minInt64 || value > maxUint64) fail(path, 'a hash integer is a signed or unsigned 64-bit integer');
+    return value;
+  }
+  if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value)) return fail(path, `a hash is an integer or bytes, not ${value}`);
+    return BigInt(value);
+  }
+  if (value instanceof Uint8Array) {
+    if (!digestLengths.has(value.length)) fail(path, `a hash digest is 32 or 16 bytes, not ${value.length}`);
+    return value;
+  }
+  return fail(path, `a hash is an integer or bytes, not ${typeof value}`);
+}
+
+function hashesOf(value: unknown, path: string): EngineBlockHash[] {
+  if (!Array.isArray(value)) return fail(path, 'block hashes are an array');
+  return value.map((hash, i) => hashOf(hash, `${path}[${i}]`));
+}
+
+function optional<T>(value: unknown, path: string, check: (value: unknown) => value is T, what: string): T | null {
+  if (value === undefined || value === null) return null;
+  return check(value) ? value : fail(path, `${what} or nil`);
+}
+
+const isString = (value: unknown): value is string => typeof value === 'string';
+const isWhole = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
+function tokenIdsOf(value: unknown, path: string): number[] {
+  if (!Array.isArray(value)) return fail(path, 'token ids are an array');
+  for (let i = 0; i < value.length; i++) if (!isWhole(value[i])) fail(`${path}[${i}]`, 'a token id is a whole number');
+  return value as number[];
+}
+
+function extraKeysOf(value: unknown, path: string): (readonly unknown[] | null)[] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value)) return fail(path, 'extra keys are an array (one entry per block) or nil');
+  value.forEach((keys, i) => {
+    if (keys !== null && !Array.isArray(keys)) fail(`${path}[${i}]`, "a block's extra keys are an array or nil");
+  });
+  return value as (unknown[] | null)[];
+}
+
+function blockStored(field: Fields, path: string): BlockStored {
+  const blockSize = field('block_size', 4);
+  if (!isWhole(blockSize) || blockSize < 1) fail(`${path}.block_size`, 'a block size is a whole number ≥ 1');
+  const parent = field('parent_block_hash', 2);
+  return {
+    type: 'BlockStored',
+    blockHashes: hashesOf(field('block_hashes', 1), `${path}.block_hashes`),
+    parentBlockHash: parent === undefined || parent === null ? null : hashOf(parent, `${path}.parent_block_hash`),
+    tokenIds: tokenIdsOf(field('token_ids', 3), `${path}.token_ids`),
+    blockSize: blockSize as number,
+    loraId: optional(field('lora_id', 5), `${path}.lora_id`, isWhole, 'a LoRA id is a whole number'),
+    medium: optional(field('medium', 6), `${path}.medium`, isString, 'a medium is a string'),
+    loraName: optional(field('lora_name', 7), `${path}.lora_name`, isString, 'a LoRA name is a string'),
+    extraKeys: extraKeysOf(field('extra_keys', 8), `${path}.extra_keys`),
+    groupIdx: optional(field('group_idx', 9), `${path}.group_idx`, isWhole, 'a group index is a whole number'),
+    kvCacheSpecKind: optional(
+      field('kv_cache_spec_kind', 10),
+      `${path}.kv_cache_spec_kind`,
+      isString,
+      'a kind is a string',
+    ),
+    kvCacheSpecSlidingWindow: optional(
+      field('kv_cache_spec_sliding_window', 11),
+      `${path}.kv_cache_spec_sliding_window`,
+      isWhole,
+      'a sliding window is a whole number',
+    ),
+  };
+}
+
+function blockRemoved(field: Fields, path: string): BlockRemoved {
+  return {
+    type: 'BlockRemoved',
+    blockHashes: hashesOf(field('block_hashes', 1), `${path}.block_hashes`),
+    medium: optional(field('medium', 2), `${path}.medium`, isString, 'a medium is a string'),
+    groupIdx: optional(field('group_idx', 3), `${path}.group_idx`, isWhole, 'a group index is a whole number'),
+  };
+}
+
+/** One event, or its tag when the type is unknown (skipped). */
+function eventOf(value: unknown, path: string): EngineEvent | string {
+  const isMap = value !== null && typeof value === 'object' && !Array.isArray(value) && !(value instanceof Uint8Array);
+  if (!Array.isArray(value) && !isMap) return fail(path, 'an event is a map or an array');
+  const tag = Array.isArray(value) ? value[0] : (value as Record<string, unknown>)['type'];
+  if (typeof tag !== 'string') return fail(`${path}.type`, 'an event is tagged with its type name');
+  const field = fieldsOf(value);
+  switch (tag) {
+    case 'BlockStored':
+      return blockStored(field, path);
+    case 'BlockRemoved':
+      return blockRemoved(field, path);
+    case 'AllBlocksCleared':
+      return { type: 'AllBlocksCleared' };
+    default:
+      return tag;
+  }
+}
+
+function batchOf(value: unknown): EngineEventBatch {
+  const isMap = value !== null && typeof value === 'object' && !Array.isArray(value) && !(value instanceof Uint8Array);
+  if (!Array.isArray(value) && !isMap) return fail('', 'a batch is [ts, events, rank] or a map of them');
+  const record = value as Record<string, unknown>;
+  const [ts, events, rank] = Array.isArray(value)
+    ? value
+    : [record['ts'], record['events'], record['data_parallel_rank'] ?? record['attn_dp_rank']];
+  if (typeof ts !== 'number' || !Number.isFinite(ts)) fail('ts', 'ts is seconds since the Unix epoch');
+  if (!Array.isArray(events)) return fail('events', 'events are an array');
+  const decoded: EngineEvent[] = [];
+  const unknownEventTypes: string[] = [];
+  events.forEach((event, i) => {
+    const result = eventOf(event, `events[${i}]`);
+    if (typeof result === 'string') unknownEventTypes.push(result);
+    else decoded.push(result);
+  });
+  return {
+    ts: ts as number,
+    events: decoded,
+    dataParallelRank: optional(rank, 'data_parallel_rank', isWhole, 'a rank is a whole number'),
+    unknownEventTypes,
+  };
+}
+
+export type DecodeResult =
+  | { readonly ok: true; readonly batch: EngineEventBatch }
+  | { readonly ok: false; readonly error: MalformedEngineEventError };
+
+/**
+ * Decodes the msgpack payload of a vLLM or SGLang KV event batch, in either encoding (maps, as current
+ * vLLM writes its events, or positional arrays, tag first, as older vLLM and SGLang's batches do);
+ * unknown keys are ignored, defaulted fields read as null, and 64-bit integers stay exact. Never
+ * throws: a payload that is not a batch comes back with the reason.
+ */
+export class EngineBatchDecoder {
+  readonly #decoder = new Decoder({ useBigInt64: true });
+
+  decode(payload: Uint8Array): DecodeResult {
+    let value: unknown;
+    try {
+      value = this.#decoder.decode(payload);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return { ok: false, error: new MalformedEngineEventError('', `not msgpack: ${reason}`) };
+    }
+    try {
+      return { ok: true, batch: batchOf(value) };
+    } catch (error) {
+      if (error instanceof MalformedEngineEventError) return { ok: false, error };
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,141 @@
+import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
+import { describe, expect, it } from 'vitest';
+import type { BlockStored, EngineEvent, EngineEventBatch } from './engine-event.js';
+import { EngineInventoryFeed } from './engine-inventory-feed.js';
+import { hashVllmBlockChain, vllmIntBlockHash, vllmNoneHash } from './vllm-block-hash.js';
+
+const now = 1_800_000_000_000;
+const scheme = { salt: blockHashSalt('ab'.repeat(32), 'seed'), blockTokens: 4 };
+const noneHash = vllmNoneHash('0');
+const tokens = Array.from({ length: 32 }, (_, i) => 500 + i);
+const digests = hashVllmBlockChain(tokens, { blockSize: 4, noneHash });
+
+const batch = (...events: EngineEvent[]): EngineEventBatch => ({
+  ts: now / 1000,
+  events,
+  dataParallelRank: 0,
+  unknownEventTypes: [],
+});
+const stored = (from: number, to: number, fields: Partial<BlockStored> = {}): BlockStored => ({
+  type: 'BlockStored',
+  blockHashes: digests.slice(from, to).map(vllmIntBlockHash),
+  parentBlockHash: from === 0 ? null : vllmIntBlockHash(digests[from - 1]!),
+  tokenIds: tokens.slice(from * 4, to * 4),
+  blockSize: 4,
+  loraId: null,
+  medium: 'GPU',
+  loraName: null,
+  extraKeys: null,
+  groupIdx: null,
+  kvCacheSpecKind: null,
+  kvCacheSpecSlidingWindow: null,
+  ...fields,
+});
+
+function open(): { inventory: RetainedInventory; feed: EngineInventoryFeed } {
+  const inventory = new RetainedInventory({ now: () => now });
+  return { inventory, feed: new EngineInventoryFeed({ inventory, scheme, now: () => now }) };
+}
+
+describe('EngineInventoryFeed', () => {
+  it('indexes blocks an engine stored in runs so that a prompt hashed by kvreuse meets them', () => {
+    const { inventory, feed } = open();
+    expect(feed.apply('vllm-0/dp0', batch(stored(0, 3), stored(3, 8, { medium: 'CPU' })))).toEqual({
+      stored: 8,
+      removed: 0,
+      cleared: false,
+      skipped: {},
+    });
+    const [prefix] = inventory.longestRetainedPrefix(hashBlockChain(tokens, scheme));
+    expect(prefix).toMatchObject({
+      workerId: 'vllm-0/dp0',
+      incarnation: 'vllm-0/dp0#0',
+      blocks: 8,
+      gpuBlocks: 3,
+      hostBlocks: 5,
+    });
+    expect(feed.kvreuseHashOf('vllm-0/dp0', vllmIntBlockHash(digests[7]!))).toBe(hashBlockChain(tokens, scheme)[7]);
+    // A digest is indexed by the integer vLLM publishes for it.
+    expect(feed.kvreuseHashOf('vllm-0/dp0', digests[7]!)).toBe(hashBlockChain(tokens, scheme)[7]);
+    expect(feed.kvreuseHashOf('vllm-0/dp0', 12345n)).toBeUndefined();
+  });
+
+  it('finds a block by the signed form of its hash and drops it from its tier only', () => {
+    const { inventory, feed } = open();
+    feed.apply('w', batch(stored(0, 2), stored(0, 2, { medium: 'CPU_PINNED' })));
+    const signed = BigInt.asIntN(64, vllmIntBlockHash(digests[1]!));
+    const outcome = feed.apply(
+      'w',
+      batch({ type: 'BlockRemoved', blockHashes: [signed], medium: 'GPU', groupIdx: null }),
+    );
+    expect(outcome.removed).toBe(1);
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 1, host: 2 });
+    expect(inventory.longestRetainedPrefix(hashBlockChain(tokens, scheme))[0]).toMatchObject({
+      blocks: 2,
+      gpuBlocks: 1,
+      hostBlocks: 2,
+    });
+  });
+
+  it('keeps raw digests as they are published', () => {
+    const { inventory, feed } = open();
+    feed.apply(
+      'w',
+      batch(
+        stored(0, 2, { blockHashes: digests.slice(0, 2) }),
+        stored(2, 4, { blockHashes: digests.slice(2, 4), parentBlockHash: digests[1]! }),
+      ),
+    );
+    expect(inventory.longestRetainedPrefix(hashBlockChain(tokens, scheme))[0]?.blocks).toBe(4);
+  });
+
+  it('leaves out, and counts, what kvreuse cannot index', () => {
+    const { feed } = open();
+    const outcome = feed.apply(
+      'w',
+      batch(
+        stored(0, 1, { medium: 'DISK' }),
+        stored(0, 1, { groupIdx: 1 }),
+        stored(0, 1, { loraName: 'adapter' }),
+        stored(0, 1, { extraKeys: [['salt']] }),
+        stored(0, 1, { blockSize: 8 }),
+        stored(0, 2, { tokenIds: tokens.slice(0, 4) }),
+        stored(0, 1, { tokenIds: [1, 2, 3, 2 ** 33] }),
+        stored(4, 5),
+        { type: 'BlockRemoved', blockHashes: [1n, 2n], medium: 'GPU', groupIdx: null },
+      ),
+    );
+    expect(outcome).toEqual({
+      stored: 0,
+      removed: 0,
+      cleared: false,
+      skipped: {
+        medium: 1,
+        group: 1,
+        'extra-keys': 2,
+        'block-size': 1,
+        'token-count': 2,
+        'token-range': 1,
+        'unknown-parent': 1,
+        'unknown-block': 2,
+      },
+    });
+  });
+
+  it('drops everything on AllBlocksCleared and on a publisher restart, under a new incarnation', () => {
+    const { inventory, feed } = open();
+    const chain = hashBlockChain(tokens, scheme);
+    feed.apply('w', batch(stored(0, 2)));
+    expect(feed.apply('w', batch({ type: 'AllBlocksCleared' })).cleared).toBe(true);
+    expect(feed.heldBlocks('w')).toEqual({ gpu: 0, host: 0 });
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
+    feed.apply('w', batch(stored(0, 2)));
+    feed.restart('w');
+    expect(feed.identity('w')).toEqual({ incarnation: 'w#1', epoch: 2 });
+    expect(inventory.longestRetainedPrefix(chain)).toEqual([]);
+    feed.apply('w', batch(stored(0, 1)));
+    expect(inventory.longestRetainedPrefix(chain)[0]).toMatchObject({ incarnation: 'w#1', blocks: 1 });
+    expect(feed.forget('w')).toBe(true);
+    expect(inventory.workerCount).toBe(0);
+  });
+});

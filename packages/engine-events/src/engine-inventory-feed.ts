@@ -1,0 +1,259 @@
+import {
+  type BlockHashScheme,
+  hashBlockChain,
+  type InventoryEvent,
+  type RetainedInventory,
+  type RetentionTier,
+} from '@kvreuse/inventory';
+import type { BlockRemoved, BlockStored, EngineEventBatch } from './engine-event.js';
+import { EngineHashIndex } from './engine-hash-index.js';
+import { EngineEventsInputError } from './errors.js';
+
+/** Why blocks an engine announced are not in the inventory. Stable codes. */
+export type SkipReason =
+  'medium' | 'group' | 'extra-keys' | 'block-size' | 'token-count' | 'token-range' | 'unknown-parent' | 'unknown-block';
+export const skipReasons: readonly SkipReason[] = [
+  'medium',
+  'group',
+  'extra-keys',
+  'block-size',
+  'token-count',
+  'token-range',
+  'unknown-parent',
+  'unknown-block',
+];
+
+/** The engine media the inventory's tiers stand for: vLLM's `GPU` and `CPU`, SGLang's `CPU_PINNED`; nil is the GPU. */
+const tierOfMedium = new Map<string | null, RetentionTier>([
+  [null, 'gpu'],
+  ['GPU', 'gpu'],
+  ['CPU', 'host'],
+  ['CPU_PINNED', 'host'],
+]);
+const tierBit: Record<RetentionTier, number> = { gpu: 1, host: 2 };
+
+interface FeedWorker {
+  incarnation: string;
+  epoch: number;
+  seq: number;
+  restarts: number;
+  readonly chains: EngineHashIndex;
+  /** Blocks indexed per tier. */
+  readonly held: Record<RetentionTier, number>;
+}
+
+function forgetBlocks(worker: FeedWorker): void {
+  worker.chains.clear();
+  worker.held.gpu = 0;
+  worker.held.host = 0;
+}
+
+/** What one batch did: blocks indexed and dropped, and blocks left out, by reason. */
+export interface FeedOutcome {
+  readonly stored: number;
+  readonly removed: number;
+  readonly cleared: boolean;
+  readonly skipped: Readonly<Partial<Record<SkipReason, number>>>;
+}
+
+export interface EngineInventoryFeedOptions {
+  readonly inventory: RetainedInventory;
+  /** How kvreuse hashes this model's blocks (`blockHashScheme` of @kvreuse/inventory). */
+  readonly scheme: BlockHashScheme;
+  /**
+   * How long a stored block is announced for (ms, default 30 minutes): an engine says when it evicts a
+   * block, so this only bounds what a lost removal or a silent engine leaves behind. Storing it again renews it.
+   */
+  readonly retainMs?: number;
+  /** Wall clock in ms since the Unix epoch (default `Date.now`). */
+  readonly now?: () => number;
+  /** The incarnation an engine worker is announced under after `restarts` publisher restarts (default `<workerId>#<restarts>`). */
+  readonly incarnationOf?: (workerId: string, restarts: number) => string;
+}
+
+/**
+ * Feeds the events of engine workers into a retained inventory, each worker under its own id and
+ * incarnation. An engine hashes blocks its own way (another function, seed or extra keys); the feed
+ * rehashes each stored block from its token ids with kvreuse's chain hash and keeps, per worker, the
+ * map from the engine's hash to kvreuse's, so that a removal finds the block and a prompt hashed by
+ * kvreuse meets the engine's blocks. Blocks whose hash depends on more than their tokens (a LoRA,
+ * multimodal inputs, a cache salt), of a group other than the first, of another block size or on a
+ * medium that is not GPU or host memory are left out and counted (`FeedOutcome.skipped`).
+ */
+export class EngineInventoryFeed {
+  readonly #inventory: RetainedInventory;
+  readonly #scheme: BlockHashScheme;
+  readonly #retainMs: number;
+  readonly #now: () => number;
+  readonly #incarnationOf: (workerId: string, restarts: number) => string;
+  readonly #workers = new Map<string, FeedWorker>();
+
+  constructor(options: EngineInventoryFeedOptions) {
+    if (options === null || typeof options !== 'object')
+      throw new EngineEventsInputError('options', options, 'options are { inventory, scheme, … }');
+    const { retainMs = 30 * 60_000, now = Date.now, incarnationOf = (id, restarts) => `${id}#${restarts}` } = options;
+    if (!Number.isSafeInteger(retainMs) || retainMs < 1)
+      throw new EngineEventsInputError('options.retainMs', retainMs, 'a retention is a whole number of ms ≥ 1');
+    this.#inventory = options.inventory;
+    this.#scheme = options.scheme;
+    this.#retainMs = retainMs;
+    this.#now = now;
+    this.#incarnationOf = incarnationOf;
+  }
+
+  /** The incarnation and epoch the worker's blocks are announced under now, or undefined before its first batch. */
+  identity(workerId: string): { readonly incarnation: string; readonly epoch: number } | undefined {
+    const worker = this.#workers.get(workerId);
+    return worker && { incarnation: worker.incarnation, epoch: worker.epoch };
+  }
+
+  /** kvreuse's chain hash of a block the worker announced, by the engine's hash; undefined if not indexed. */
+  kvreuseHashOf(workerId: string, engineHash: bigint | Uint8Array): bigint | undefined {
+    const chains = this.#workers.get(workerId)?.chains;
+    const slot = chains?.find(engineHash) ?? -1;
+    return slot < 0 ? undefined : chains!.chainAt(slot);
+  }
+
+  /** How many of the worker's blocks are indexed, per tier. */
+  heldBlocks(workerId: string): Readonly<Record<RetentionTier, number>> {
+    const held = this.#workers.get(workerId)?.held;
+    return { gpu: held?.gpu ?? 0, host: held?.host ?? 0 };
+  }
+
+  /** Applies one decoded batch of the worker's. */
+  apply(workerId: string, batch: EngineEventBatch): FeedOutcome {
+    const worker = this.#worker(workerId);
+    const skipped: Partial<Record<SkipReason, number>> = {};
+    const skip = (reason: SkipReason, blocks: number): void => {
+      skipped[reason] = (skipped[reason] ?? 0) + blocks;
+    };
+    const events: InventoryEvent[] = [];
+    let stored = 0;
+    let removed = 0;
+    let cleared = false;
+    const expiresAt = this.#now() + this.#retainMs;
+    for (const event of batch.events) {
+      if (event.type === 'AllBlocksCleared') {
+        forgetBlocks(worker);
+        events.push({ type: 'cleared', tier: 'gpu' }, { type: 'cleared', tier: 'host' });
+        cleared = true;
+      } else if (event.type === 'BlockStored') {
+        const blocks = this.#stored(worker, event, skip);
+        if (blocks !== undefined) {
+          events.push({ type: 'stored', tier: blocks.tier, blocks: blocks.chain, expiresAt });
+          stored += blocks.chain.length;
+        }
+      } else {
+        const blocks = this.#removed(worker, event, skip);
+        if (blocks !== undefined && blocks.hashes.length > 0) {
+          events.push({ type: 'removed', tier: blocks.tier, blocks: blocks.hashes });
+          removed += blocks.hashes.length;
+        }
+      }
+    }
+    worker.seq += 1;
+    this.#inventory.apply({ workerId, incarnation: worker.incarnation, epoch: worker.epoch, seq: worker.seq, events });
+    return { stored, removed, cleared, skipped };
+  }
+
+  /**
+   * The worker's publisher restarted: everything it announced is dropped, and its blocks are
+   * announced from now on under a new incarnation (a larger epoch).
+   */
+  restart(workerId: string): void {
+    const worker = this.#worker(workerId);
+    worker.restarts += 1;
+    worker.epoch += 1;
+    worker.incarnation = this.#incarnationOf(workerId, worker.restarts);
+    worker.seq = 0;
+    forgetBlocks(worker);
+    this.#inventory.apply({ workerId, incarnation: worker.incarnation, epoch: worker.epoch, seq: 0, events: [] });
+  }
+
+  /** Forgets the worker and everything it announced. */
+  forget(workerId: string): boolean {
+    this.#workers.delete(workerId);
+    return this.#inventory.removeWorker(workerId);
+  }
+
+  #worker(workerId: string): FeedWorker {
+    let worker = this.#workers.get(workerId);
+    if (worker === undefined) {
+      if (typeof workerId !== 'string' || workerId.length === 0)
+        throw new EngineEventsInputError('workerId', workerId, 'a worker id is a non-empty string');
+      worker = {
+        incarnation: this.#incarnationOf(workerId, 0),
+        epoch: 1,
+        seq: 0,
+        restarts: 0,
+        chains: new EngineHashIndex(),
+        held: { gpu: 0, host: 0 },
+      };
+      this.#workers.set(workerId, worker);
+    }
+    return worker;
+  }
+
+  #stored(
+    worker: FeedWorker,
+    event: BlockStored,
+    skip: (reason: SkipReason, blocks: number) => void,
+  ): { tier: RetentionTier; chain: BigUint64Array } | undefined {
+    const count = event.blockHashes.length;
+    const reason = this.#refusal(event);
+    if (reason !== undefined) return void skip(reason, count);
+    const tier = tierOfMedium.get(event.medium)!;
+    let parent = 0n;
+    if (event.parentBlockHash !== null) {
+      const slot = worker.chains.find(event.parentBlockHash);
+      if (slot < 0) return void skip('unknown-parent', count);
+      parent = worker.chains.chainAt(slot);
+    }
+    let chain: BigUint64Array;
+    try {
+      chain = hashBlockChain(event.tokenIds, this.#scheme, parent);
+    } catch {
+      return void skip('token-range', count);
+    }
+    const words = new Uint32Array(chain.buffer, chain.byteOffset, 2 * count);
+    for (let i = 0; i < count; i++) {
+      if (worker.chains.hold(event.blockHashes[i]!, words[2 * i]!, words[2 * i + 1]!, tierBit[tier]))
+        worker.held[tier] += 1;
+    }
+    return { tier, chain };
+  }
+
+  #refusal(event: BlockStored): SkipReason | undefined {
+    if (!tierOfMedium.has(event.medium)) return 'medium';
+    if (event.groupIdx !== null && event.groupIdx !== 0) return 'group';
+    if (event.loraId !== null || event.loraName !== null || event.extraKeys?.some((keys) => keys !== null))
+      return 'extra-keys';
+    if (event.blockSize !== this.#scheme.blockTokens) return 'block-size';
+    if (event.tokenIds.length !== event.blockHashes.length * event.blockSize) return 'token-count';
+    return undefined;
+  }
+
+  #removed(
+    worker: FeedWorker,
+    event: BlockRemoved,
+    skip: (reason: SkipReason, blocks: number) => void,
+  ): { tier: RetentionTier; hashes: BigUint64Array } | undefined {
+    const tier = tierOfMedium.get(event.medium);
+    if (tier === undefined) return void skip('medium', event.blockHashes.length);
+    if (event.groupIdx !== null && event.groupIdx !== 0) return void skip('group', event.blockHashes.length);
+    const hashes = new BigUint64Array(event.blockHashes.length);
+    const words = new Uint32Array(hashes.buffer);
+    let found = 0;
+    for (const hash of event.blockHashes) {
+      const slot = worker.chains.find(hash);
+      if (slot < 0 || (worker.chains.tiersAt(slot) & tierBit[tier]) === 0) {
+        skip('unknown-block', 1);
+        continue;
+      }
+      worker.chains.chainInto(slot, words, found++);
+      worker.held[tier] -= 1;
+      worker.chains.release(slot, tierBit[tier]);
+    }
+    return { tier, hashes: hashes.subarray(0, found) };
+  }
+}

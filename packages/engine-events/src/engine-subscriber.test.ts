@@ -1,0 +1,208 @@
+import { TestEngine, type TestEngineOptions } from '@kvreuse-internal/test-engine';
+import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { EngineInventoryFeed } from './engine-inventory-feed.js';
+import {
+  EngineEventSubscriber,
+  type EngineSubscriberEvent,
+  type EngineSubscriberOptions,
+  rankEndpoint,
+} from './engine-subscriber.js';
+import { registerEngineEventMetrics } from './subscriber-metrics.js';
+import { vllmIntBlockHash } from './vllm-block-hash.js';
+
+const scheme = { salt: blockHashSalt('cd'.repeat(32), 'seed'), blockTokens: 16 };
+const conversation = (first: number, blocks: number): number[] =>
+  Array.from({ length: blocks * 16 }, (_, i) => first + i);
+const opened: { close(): unknown }[] = [];
+afterEach(async () => {
+  for (const thing of opened.splice(0).reverse()) await thing.close();
+});
+
+/** A test engine, and a subscriber feeding an inventory from it; `until` resolves once the events seen pass a check. */
+async function follow(
+  engineOptions: TestEngineOptions = {},
+  options: Partial<EngineSubscriberOptions> & {
+    replay?: boolean;
+    before?: (engine: TestEngine) => Promise<unknown>;
+  } = {},
+) {
+  const engine = await TestEngine.open(engineOptions);
+  opened.push(engine);
+  const { replay = true, before, ...overrides } = options;
+  await before?.(engine);
+  const inventory = new RetainedInventory();
+  const feed = new EngineInventoryFeed({ inventory, scheme });
+  const seen: EngineSubscriberEvent[] = [];
+  const waiting: (() => boolean)[] = [];
+  const subscriber = new EngineEventSubscriber({
+    endpoint: engine.endpoint,
+    ...(replay ? { replayEndpoint: engine.replayEndpoint } : {}),
+    workerId: 'engine-a/dp0',
+    feed,
+    onEvent: (event) => {
+      seen.push(event);
+      waiting.splice(0, waiting.length, ...waiting.filter((check) => !check()));
+    },
+    ...overrides,
+  });
+  opened.push(subscriber);
+  await engine.waitForSubscribers();
+  const until = (check: (events: EngineSubscriberEvent[]) => boolean): Promise<void> =>
+    new Promise((resolve) => {
+      const test = (): boolean => check(seen) && (resolve(), true);
+      if (!test()) waiting.push(test);
+    });
+  const batches = (count: number) =>
+    until((events) => events.filter((event) => event.kind === 'batch').length >= count);
+  const prefix = (tokens: number[]) => inventory.longestRetainedPrefix(hashBlockChain(tokens, scheme))[0];
+  return { engine, inventory, feed, subscriber, seen, until, batches, prefix };
+}
+
+describe('EngineEventSubscriber against the test engine', () => {
+  for (const [encoding, hashForm] of [
+    ['map', 'bytes'],
+    ['array', 'uint64'],
+    ['map', 'int64'],
+  ] as const) {
+    it(`round-trips stores and removals (${encoding} encoding, ${hashForm} hashes)`, async () => {
+      const { engine, feed, batches, prefix, subscriber } = await follow({ encoding, hashForm });
+      const tokens = conversation(100, 3);
+      const hashes = await engine.store(tokens);
+      await engine.store([...tokens, ...conversation(900, 1)], 'CPU');
+      await batches(2);
+      expect(prefix(tokens)).toMatchObject({ workerId: 'engine-a/dp0', blocks: 3, gpuBlocks: 3 });
+      const published = hashForm === 'bytes' ? hashes[2]! : vllmIntBlockHash(hashes[2]!);
+      expect(feed.kvreuseHashOf('engine-a/dp0', published)).toBe(hashBlockChain(tokens, scheme)[2]);
+      await engine.remove(hashes.slice(1));
+      await batches(3);
+      expect(prefix(tokens)).toMatchObject({ blocks: 1 });
+      expect(subscriber.metrics()).toMatchObject({
+        batches: 3,
+        events: { stored: 2, removed: 1, cleared: 0, unknown: 0 },
+        blocksStored: 4,
+        blocksRemoved: 2,
+        gaps: 0,
+        restarts: 0,
+        lastSeq: 2n,
+      });
+    });
+  }
+
+  for (const replayFrames of ['delimited', 'bare'] as const) {
+    it(`repairs a gap from the replay socket (${replayFrames} replies)`, async () => {
+      const { engine, batches, prefix, seen, subscriber } = await follow({ replayFrames });
+      engine.dropNext(2);
+      await engine.store(conversation(0, 2));
+      await engine.store(conversation(5000, 1));
+      await engine.store(conversation(7000, 1));
+      await batches(3);
+      expect(seen.filter((event) => event.kind !== 'batch')).toEqual([
+        { kind: 'gap', from: 0n, to: 2n },
+        { kind: 'replayed', from: 0n, to: 2n, batches: 2, unrepaired: 0 },
+      ]);
+      expect(seen.filter((event) => event.kind === 'batch').map((event) => [event.seq, event.replayed])).toEqual([
+        [0n, true],
+        [1n, true],
+        [2n, false],
+      ]);
+      expect(prefix(conversation(0, 2))?.blocks).toBe(2);
+      expect(subscriber.metrics()).toMatchObject({
+        gaps: 1,
+        missedBatches: 2,
+        replays: 1,
+        replayedBatches: 2,
+        unrepairedBatches: 0,
+      });
+      const registry = new Registry();
+      registerEngineEventMetrics(registry, () => [subscriber]);
+      const text = await registry.metrics();
+      for (const line of [
+        'kvreuse_engine_event_batches_total{worker="engine-a/dp0"} 3',
+        'kvreuse_engine_event_events_total{worker="engine-a/dp0",type="stored"} 3',
+        'kvreuse_engine_event_blocks_total{worker="engine-a/dp0",change="stored"} 4',
+        'kvreuse_engine_event_gaps_total{worker="engine-a/dp0"} 1',
+        'kvreuse_engine_event_replayed_batches_total{worker="engine-a/dp0"} 2',
+        'kvreuse_engine_event_restarts_total{worker="engine-a/dp0"} 0',
+      ])
+        expect(text).toContain(line);
+      expect(text).toMatch(/^kvreuse_engine_event_lag_seconds\{worker="engine-a\/dp0"\} [\d.e-]+$/m);
+    });
+  }
+
+  it('replays what was published before it joined', async () => {
+    // Published before any subscriber: the live stream drops it, the replay buffer keeps it.
+    const { engine, batches, prefix, seen } = await follow({}, { before: (early) => early.store(conversation(0, 2)) });
+    await engine.store(conversation(0, 3));
+    await batches(2);
+    expect(seen[0]).toEqual({ kind: 'gap', from: 0n, to: 1n });
+    expect(prefix(conversation(0, 3))?.blocks).toBe(3);
+  });
+
+  it('counts a gap it cannot repair without a replay socket', async () => {
+    const { engine, batches, subscriber } = await follow({}, { replay: false });
+    engine.dropNext();
+    await engine.store(conversation(0, 1));
+    await engine.store(conversation(300, 1));
+    await batches(1);
+    expect(subscriber.metrics()).toMatchObject({ gaps: 1, missedBatches: 1, replays: 0, unrepairedBatches: 1 });
+  });
+
+  it("starts the worker's inventory afresh when the publisher restarts", async () => {
+    const { engine, feed, batches, prefix, seen, subscriber } = await follow();
+    await engine.store(conversation(0, 2));
+    await engine.store(conversation(400, 1));
+    await batches(2);
+    engine.restart();
+    await engine.store(conversation(800, 1));
+    await batches(3);
+    expect(seen.filter((event) => event.kind === 'restart')).toEqual([{ kind: 'restart', seq: 0n }]);
+    expect(prefix(conversation(0, 2))).toBeUndefined();
+    expect(prefix(conversation(800, 1))).toMatchObject({ incarnation: 'engine-a/dp0#1', blocks: 1 });
+    expect(feed.identity('engine-a/dp0')).toEqual({ incarnation: 'engine-a/dp0#1', epoch: 2 });
+    expect(subscriber.metrics()).toMatchObject({ restarts: 1, gaps: 0 });
+  });
+
+  it('counts and skips malformed frames, then goes on', async () => {
+    const { engine, batches, prefix, seen, subscriber } = await follow();
+    await engine.sendFrames(['', 'only two']);
+    await engine.sendFrames(['', Buffer.alloc(7), Buffer.alloc(1)]);
+    await engine.publishPayload(Uint8Array.from([0xc1]));
+    await engine.store(conversation(0, 1));
+    await batches(1);
+    expect(seen.filter((event) => event.kind === 'malformed')).toEqual([
+      { kind: 'malformed', seq: null, reason: 'a message is 3 frames, not 2' },
+      { kind: 'malformed', seq: null, reason: 'a sequence number is 8 bytes, not 7' },
+      { kind: 'malformed', seq: 0n, reason: expect.stringMatching(/not msgpack/) },
+    ]);
+    expect(subscriber.metrics()).toMatchObject({
+      malformed: { frames: 1, sequence: 1, payload: 1 },
+      gaps: 0,
+      batches: 1,
+    });
+    expect(prefix(conversation(0, 1))?.blocks).toBe(1);
+  });
+});
+
+describe('EngineEventSubscriber when the inventory refuses a batch', () => {
+  it('counts it with the reason and goes on', async () => {
+    const { engine, inventory, until, subscriber } = await follow();
+    // Another writer holds epoch 1 of this worker id under another incarnation: the feed's batches are refused.
+    inventory.apply({ workerId: 'engine-a/dp0', incarnation: 'someone-else', epoch: 1, seq: 1, events: [] });
+    await engine.store(conversation(0, 1));
+    await until((events) => events.some((event) => event.kind === 'malformed'));
+    expect(subscriber.metrics()).toMatchObject({ malformed: { payload: 1 }, batches: 0, lastSeq: 0n });
+  });
+});
+
+describe('rankEndpoint', () => {
+  it('derives each data-parallel rank as vLLM does', () => {
+    expect(rankEndpoint('tcp://10.0.0.5:5557', 0)).toBe('tcp://10.0.0.5:5557');
+    expect(rankEndpoint('tcp://10.0.0.5:5557', 3)).toBe('tcp://10.0.0.5:5560');
+    expect(rankEndpoint('tcp://*:5557', 1)).toBe('tcp://*:5558');
+    expect(rankEndpoint('ipc:///tmp/kv', 2)).toBe('ipc:///tmp/kv_dp2');
+    expect(() => rankEndpoint('udp://x', 1)).toThrow(/tcp:\/\/host:port/);
+    expect(() => rankEndpoint('tcp://x:1', -1)).toThrow(/whole number/);
+  });
+});

@@ -1,0 +1,307 @@
+import { isKvreuseError } from '@kvreuse/errors';
+import { Subscriber } from 'zeromq';
+import { EngineBatchDecoder } from './decode-batch.js';
+import type { EngineEventBatch } from './engine-event.js';
+import type { EngineInventoryFeed, FeedOutcome, SkipReason } from './engine-inventory-feed.js';
+import { EngineEventsInputError } from './errors.js';
+import { ReplayClient } from './replay-client.js';
+
+/** What a subscriber counted since it opened. */
+export interface EngineSubscriberMetrics {
+  readonly batches: number;
+  readonly events: {
+    readonly stored: number;
+    readonly removed: number;
+    readonly cleared: number;
+    readonly unknown: number;
+  };
+  readonly blocksStored: number;
+  readonly blocksRemoved: number;
+  readonly skippedBlocks: Readonly<Partial<Record<SkipReason, number>>>;
+  /** Frames that were not a batch, by what was wrong: `frames` (not 3 frames), `sequence` (not 8 bytes), `payload`. */
+  readonly malformed: { readonly frames: number; readonly sequence: number; readonly payload: number };
+  /** Sequence numbers skipped by the live stream, and how many batches they missed. */
+  readonly gaps: number;
+  readonly missedBatches: number;
+  readonly replays: number;
+  readonly replayedBatches: number;
+  /** Missed batches no replay brought back (no replay socket, a publisher that no longer held them, or no answer). */
+  readonly unrepairedBatches: number;
+  readonly replayFailures: number;
+  /** Sequence numbers that went back: the publisher restarted, and the worker's inventory started afresh. */
+  readonly restarts: number;
+  readonly lastSeq: bigint | null;
+  /** How long after the engine published it the last batch was applied (ms; null before the first). */
+  readonly lagMs: number | null;
+}
+
+/** What happened, in order, for a caller that follows a subscriber (a CLI, a test). */
+export type EngineSubscriberEvent =
+  | { readonly kind: 'batch'; readonly seq: bigint; readonly replayed: boolean; readonly outcome: FeedOutcome }
+  | { readonly kind: 'gap'; readonly from: bigint; readonly to: bigint }
+  | {
+      readonly kind: 'replayed';
+      readonly from: bigint;
+      readonly to: bigint;
+      readonly batches: number;
+      readonly unrepaired: number;
+    }
+  | { readonly kind: 'restart'; readonly seq: bigint }
+  | { readonly kind: 'malformed'; readonly seq: bigint | null; readonly reason: string }
+  /** The subscriber stopped on an error it cannot go on from (its sockets are closed). */
+  | { readonly kind: 'failed'; readonly reason: string };
+
+export interface EngineSubscriberOptions {
+  /** The publisher's PUB endpoint of this rank, e.g. `tcp://10.0.0.5:5557`. */
+  readonly endpoint: string;
+  /** Its replay (ROUTER) endpoint; without one, gaps are counted but not repaired. */
+  readonly replayEndpoint?: string;
+  /** The topic prefix to subscribe to (default: every topic). */
+  readonly topic?: string;
+  /** The inventory worker the events are this engine worker's (by convention `<engine>/dp<rank>`). */
+  readonly workerId: string;
+  readonly feed: EngineInventoryFeed;
+  /** How long to wait for each replay reply (ms, default 5,000). */
+  readonly replayTimeoutMs?: number;
+  /** Wall clock in ms since the Unix epoch (default `Date.now`), for the lag. */
+  readonly now?: () => number;
+  readonly onEvent?: (event: EngineSubscriberEvent) => void;
+}
+
+type Counters = { -readonly [K in keyof EngineSubscriberMetrics]: EngineSubscriberMetrics[K] } & {
+  events: { stored: number; removed: number; cleared: number; unknown: number };
+  malformed: { frames: number; sequence: number; payload: number };
+  skippedBlocks: Partial<Record<SkipReason, number>>;
+};
+
+/**
+ * Follows one engine publisher (one data-parallel rank): a ZMQ SUB of `[topic, seq, payload]` frames,
+ * each batch decoded and applied to the feed under `workerId`. The sequence numbers start at 0 per
+ * publisher process: a gap (from 0, for batches published before it joined) is repaired from the
+ * replay socket when there is one, a decrease means the publisher restarted, and the worker's
+ * inventory starts afresh (`EngineInventoryFeed.restart`). Malformed frames are counted and skipped.
+ */
+export class EngineEventSubscriber {
+  readonly #socket: Subscriber;
+  readonly #replay: ReplayClient | undefined;
+  readonly #decoder = new EngineBatchDecoder();
+  readonly #options: EngineSubscriberOptions;
+  readonly #now: () => number;
+  readonly #counters: Counters;
+  #expected = 0n;
+  #closed = false;
+  /** Resolves when the receive loop has ended (after `close()`). */
+  readonly done: Promise<void>;
+
+  constructor(options: EngineSubscriberOptions) {
+    checkOptions(options);
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+    this.#counters = freshCounters();
+    this.#socket = new Subscriber({ linger: 0 });
+    this.#socket.connect(options.endpoint);
+    this.#socket.subscribe(options.topic ?? '');
+    this.#replay =
+      options.replayEndpoint === undefined
+        ? undefined
+        : new ReplayClient(options.replayEndpoint, options.replayTimeoutMs ?? 5_000);
+    this.done = this.#run();
+  }
+
+  get workerId(): string {
+    return this.#options.workerId;
+  }
+
+  metrics(): EngineSubscriberMetrics {
+    return structuredClone(this.#counters);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#socket.close();
+    this.#replay?.close();
+    await this.done;
+  }
+
+  async #run(): Promise<void> {
+    try {
+      for await (const frames of this.#socket) await this.#message(frames);
+    } catch (error) {
+      // Closing the socket ends the iteration with an error of its own. Anything else stops the
+      // subscriber and is reported, never thrown from a promise nobody awaits.
+      if (this.#closed) return;
+      this.#closed = true;
+      this.#socket.close();
+      this.#replay?.close();
+      this.#emit({ kind: 'failed', reason: error instanceof Error ? error.message : String(error) });
+    }
+  }
+
+  async #message(frames: Buffer[]): Promise<void> {
+    if (frames.length !== 3) return this.#malformed('frames', null, `a message is 3 frames, not ${frames.length}`);
+    const [, seqFrame, payload] = frames as [Buffer, Buffer, Buffer];
+    if (seqFrame.length !== 8)
+      return this.#malformed('sequence', null, `a sequence number is 8 bytes, not ${seqFrame.length}`);
+    const seq = seqFrame.readBigUInt64BE();
+    if (seq < this.#expected) {
+      this.#counters.restarts += 1;
+      this.#options.feed.restart(this.#options.workerId);
+      this.#expected = 0n;
+      this.#emit({ kind: 'restart', seq });
+    }
+    if (seq > this.#expected) await this.#repair(seq);
+    this.#apply(seq, payload, false);
+  }
+
+  /** The live stream skipped from `#expected` to `seq`: replays what the publisher still holds. */
+  async #repair(seq: bigint): Promise<void> {
+    const from = this.#expected;
+    const counters = this.#counters;
+    counters.gaps += 1;
+    counters.missedBatches += Number(seq - from);
+    this.#emit({ kind: 'gap', from, to: seq });
+    let batches = 0;
+    if (this.#replay !== undefined) {
+      counters.replays += 1;
+      const replies = this.#replay.replay(from);
+      let result = await replies.next();
+      for (; result.done !== true; result = await replies.next()) {
+        const reply = result.value;
+        if (reply.kind === 'malformed') this.#malformed('payload', null, `replay: ${reply.reason}`);
+        else if (reply.seq >= this.#expected && reply.seq < seq) {
+          this.#apply(reply.seq, reply.payload, true);
+          batches += 1;
+        }
+      }
+      if (result.value === false) counters.replayFailures += 1;
+    }
+    const unrepaired = Number(seq - from) - batches;
+    counters.replayedBatches += batches;
+    counters.unrepairedBatches += unrepaired;
+    if (this.#replay !== undefined) this.#emit({ kind: 'replayed', from, to: seq, batches, unrepaired });
+    this.#expected = seq;
+  }
+
+  #apply(seq: bigint, payload: Uint8Array, replayed: boolean): void {
+    this.#expected = seq + 1n;
+    this.#counters.lastSeq = seq;
+    const result = this.#decoder.decode(payload);
+    if (!result.ok) return this.#malformed('payload', seq, result.error.message);
+    let outcome: FeedOutcome;
+    try {
+      outcome = this.#options.feed.apply(this.#options.workerId, result.batch);
+    } catch (error) {
+      // A batch the inventory refuses (a typed error) is skipped like a malformed one; anything else is a defect.
+      if (!isKvreuseError(error)) throw error;
+      return this.#malformed('payload', seq, error.message);
+    }
+    this.#count(result.batch, outcome);
+    this.#emit({ kind: 'batch', seq, replayed, outcome });
+  }
+
+  #count(batch: EngineEventBatch, outcome: FeedOutcome): void {
+    const counters = this.#counters;
+    counters.batches += 1;
+    for (const event of batch.events) {
+      if (event.type === 'BlockStored') counters.events.stored += 1;
+      else if (event.type === 'BlockRemoved') counters.events.removed += 1;
+      else counters.events.cleared += 1;
+    }
+    counters.events.unknown += batch.unknownEventTypes.length;
+    counters.blocksStored += outcome.stored;
+    counters.blocksRemoved += outcome.removed;
+    for (const [reason, blocks] of Object.entries(outcome.skipped) as [SkipReason, number][])
+      counters.skippedBlocks[reason] = (counters.skippedBlocks[reason] ?? 0) + blocks;
+    counters.lagMs = Math.max(0, this.#now() - batch.ts * 1000);
+  }
+
+  #malformed(kind: keyof Counters['malformed'], seq: bigint | null, reason: string): void {
+    this.#counters.malformed[kind] += 1;
+    this.#emit({ kind: 'malformed', seq, reason });
+  }
+
+  #emit(event: EngineSubscriberEvent): void {
+    this.#options.onEvent?.(event);
+  }
+}
+
+function freshCounters(): Counters {
+  return {
+    batches: 0,
+    events: { stored: 0, removed: 0, cleared: 0, unknown: 0 },
+    blocksStored: 0,
+    blocksRemoved: 0,
+    skippedBlocks: {},
+    malformed: { frames: 0, sequence: 0, payload: 0 },
+    gaps: 0,
+    missedBatches: 0,
+    replays: 0,
+    replayedBatches: 0,
+    unrepairedBatches: 0,
+    replayFailures: 0,
+    restarts: 0,
+    lastSeq: null,
+    lagMs: null,
+  };
+}
+
+function checkOptions(options: EngineSubscriberOptions): void {
+  if (options === null || typeof options !== 'object')
+    throw new EngineEventsInputError('options', options, 'options are { endpoint, workerId, feed, … }');
+  for (const name of ['endpoint', 'workerId'] as const) {
+    if (typeof options[name] !== 'string' || options[name].length === 0)
+      throw new EngineEventsInputError(`options.${name}`, options[name], 'a non-empty string');
+  }
+  if (
+    options.replayEndpoint !== undefined &&
+    (typeof options.replayEndpoint !== 'string' || options.replayEndpoint === '')
+  )
+    throw new EngineEventsInputError('options.replayEndpoint', options.replayEndpoint, 'a non-empty string when given');
+  const timeout = options.replayTimeoutMs;
+  if (timeout !== undefined && (!Number.isSafeInteger(timeout) || timeout < 1))
+    throw new EngineEventsInputError('options.replayTimeoutMs', timeout, 'a whole number of ms ≥ 1');
+}
+
+/**
+ * The endpoint of data-parallel rank `rank` when rank 0's is `endpoint`, as vLLM and SGLang derive it:
+ * a tcp port plus the rank; an ipc or inproc name with `_dp<rank>` appended.
+ */
+export function rankEndpoint(endpoint: string, rank: number): string {
+  if (!Number.isSafeInteger(rank) || rank < 0)
+    throw new EngineEventsInputError('rank', rank, 'a data-parallel rank is a whole number ≥ 0');
+  if (rank === 0) return endpoint;
+  if (endpoint.startsWith('ipc://') || endpoint.startsWith('inproc://')) return `${endpoint}_dp${rank}`;
+  const match = /^(tcp:\/\/.*):(\d+)$/.exec(endpoint);
+  if (match === null)
+    throw new EngineEventsInputError('endpoint', endpoint, 'an endpoint is tcp://host:port, ipc://… or inproc://…');
+  return `${match[1]}:${Number(match[2]) + rank}`;
+}
+
+export type EngineRanksOptions = Omit<EngineSubscriberOptions, 'workerId' | 'endpoint' | 'replayEndpoint'> & {
+  /** The engine's name: rank r's events are worker `<engine>/dp<r>`'s. */
+  readonly engine: string;
+  /** Rank 0's PUB endpoint (rank r's is derived as `rankEndpoint` says). */
+  readonly endpoint: string;
+  /** Rank 0's replay endpoint, when the engine has them. */
+  readonly replayEndpoint?: string;
+  /** How many data-parallel ranks the engine runs (one publisher each; default 1). */
+  readonly ranks?: number;
+};
+
+/** One subscriber per data-parallel rank of an engine. */
+export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSubscriber[] {
+  const { engine, endpoint, replayEndpoint, ranks = 1, ...common } = options;
+  if (!Number.isSafeInteger(ranks) || ranks < 1)
+    throw new EngineEventsInputError('options.ranks', ranks, 'a number of ranks is a whole number ≥ 1');
+  return Array.from(
+    { length: ranks },
+    (_, rank) =>
+      new EngineEventSubscriber({
+        ...common,
+        workerId: `${engine}/dp${rank}`,
+        endpoint: rankEndpoint(endpoint, rank),
+        ...(replayEndpoint === undefined ? {} : { replayEndpoint: rankEndpoint(replayEndpoint, rank) }),
+      }),
+  );
+}

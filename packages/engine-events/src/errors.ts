@@ -1,0 +1,30 @@
+// Typed errors of @kvreuse/engine-events. Every error carries a stable `code` and names what was refused.
+import { describeValue as describe, KvreuseError } from '@kvreuse/errors';
+
+/** Every `code` an engine-events error carries. */
+export type EngineEventsErrorCode = 'ENGINE_EVENTS_INVALID_INPUT' | 'ENGINE_EVENTS_MALFORMED';
+
+export abstract class EngineEventsError extends KvreuseError<EngineEventsErrorCode> {}
+
+/** An argument or option refused: `argument` names it, `reason` says what it must be. */
+export class EngineEventsInputError extends EngineEventsError {
+  readonly code = 'ENGINE_EVENTS_INVALID_INPUT';
+  constructor(
+    readonly argument: string,
+    readonly value: unknown,
+    readonly reason: string,
+  ) {
+    super(`engine events: ${argument} = ${describe(value)} is refused: ${reason}`);
+  }
+}
+
+/** A payload an engine published that is not an event batch: `path` says where it went wrong. */
+export class MalformedEngineEventError extends EngineEventsError {
+  readonly code = 'ENGINE_EVENTS_MALFORMED';
+  constructor(
+    readonly path: string,
+    readonly reason: string,
+  ) {
+    super(`engine event batch malformed at ${path || '(root)'}: ${reason}`);
+  }
+}
