@@ -193,7 +193,7 @@ static kvt_status parse_regions(reader *r, kvt_metadata *meta) {
                           r->offset);
         if (region->rkey_length > KVT_MAX_RKEY)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "rkey length", "exceeds 65536", region->rkey_length, r->offset);
-        if (meta->backend == KVT_BACKEND_UCX && region->rkey_length < KVT_MIN_UCX_RKEY)
+        if (meta->backend == KVT_BACKEND_UCX && region->kind == KVT_MEM_DRAM && region->rkey_length < KVT_MIN_UCX_RKEY)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "rkey length", "is below the 9 bytes of a packed UCX key",
                           region->rkey_length, r->offset);
         for (uint32_t k = 0; k < i; k++)

@@ -8,6 +8,7 @@
 #include "services/copy.h"
 #include "services/notify_header.h"
 #include "services/status.h"
+#include "vram.h"
 #include "xfer.h"
 
 #include <stdio.h>
@@ -72,6 +73,8 @@ static kvt_status resolve_tables_locked(const kvt_agent *agent, const post_reque
         if (!locals[k])
             return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: local_regions[%u] = %u is not a live region of '%s'",
                             k, req->local_regions[k], agent->name);
+        kvt_status vram = kvt_vram_refuse_move("kvt_xfer_post", "local", locals[k]->id, locals[k]->kind);
+        if (vram != KVT_OK) return vram;
     }
     for (uint32_t k = 0; k < req->remote_region_count; k++) {
         remote_slots[k] = UINT32_MAX;
@@ -81,6 +84,9 @@ static kvt_status resolve_tables_locked(const kvt_agent *agent, const post_reque
             return kvt_fail(KVT_ERR_INVALID_PARAM,
                             "kvt_xfer_post: remote_regions[%u] = %u is not a region peer '%s' advertised", k,
                             req->remote_regions[k], conn->meta.name);
+        kvt_status vram = kvt_vram_refuse_move("kvt_xfer_post", "remote", req->remote_regions[k],
+                                               conn->meta.regions[remote_slots[k]].kind);
+        if (vram != KVT_OK) return vram;
     }
     return KVT_OK;
 }

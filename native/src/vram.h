@@ -1,0 +1,22 @@
+/* GPU memory (vram.c): allocations on a device, the driver's checks of memory registered as vram, and the
+ * refusal of vram where the library cannot move it yet. Over the CUDA driver loaded at run time. */
+#ifndef KVT_VRAM_H
+#define KVT_VRAM_H
+
+#include "kvreuse_transport.h"
+
+#include <stdint.h>
+
+/* Whether [address, +length) may be registered as vram of `device`: the whole range must be device memory
+ * of that device inside one allocation the driver made with cuMemAlloc (exportable as a CUDA IPC handle).
+ * NOT_SUPPORTED when vram is unavailable here, or for memory of the virtual memory API; INVALID_PARAM for
+ * an unknown device, host or managed memory, memory of another device, or a range past its allocation. */
+kvt_status kvt_vram_check_register(const char *call, uint64_t address, uint64_t length, uint32_t device);
+
+/* Frees a vram allocation (any thread): the driver's memory at `address` on `device`. */
+void kvt_vram_release(uint32_t device, uint64_t address);
+
+/* NOT_SUPPORTED naming the region when a transfer names a vram region (`side`: "local" or "remote"). */
+kvt_status kvt_vram_refuse_move(const char *call, const char *side, uint32_t region, uint32_t kind);
+
+#endif

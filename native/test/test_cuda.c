@@ -1,0 +1,209 @@
+/* The CUDA memory domain: the driver loaded at run time, KVT_CAP_VRAM and its reason, vram allocations and
+ * the driver's checks of registered vram. The driver loads once per process, so each case runs in a child
+ * process that names its driver (KVT_CUDA_LIBRARY): none, or the fake driver of test/fake_cuda/ over host
+ * memory, which isolates the layer above the driver and never stands for a run on a GPU. */
+#include "harness.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *library; /* KVT_CUDA_LIBRARY */
+    const char *devices; /* FAKE_CUDA_DEVICES, or NULL */
+    const char *init_error;
+} driver_setup;
+
+/* Runs `body` in a child process set up as `setup` says; fails when the child fails. */
+static void in_child(driver_setup setup, void (*body)(void)) {
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork failed");
+    if (child == 0) {
+        setenv("KVT_CUDA_LIBRARY", setup.library, 1);
+        if (setup.devices) setenv("FAKE_CUDA_DEVICES", setup.devices, 1);
+        if (setup.init_error) setenv("FAKE_CUDA_INIT_ERROR", setup.init_error, 1);
+        body();
+        fflush(NULL);
+        exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
+}
+
+/* The fake driver's file, or NULL with the case skipped. */
+static const char *fake_driver(const char *variable) {
+    const char *path = getenv(variable);
+    if (!path || !path[0]) test_skip_reason = "the fake CUDA driver was not built (make test builds it)";
+    return path && path[0] ? path : NULL;
+}
+
+static uint64_t vram_capability(void) {
+    uint64_t values[KVT_CAP_COUNT];
+    uint32_t n = 0;
+    CHECK_OK(kvt_capabilities(values, KVT_CAP_COUNT, &n));
+    return values[KVT_CAP_VRAM];
+}
+
+static void check_vram_refused(const char *reason) {
+    CHECK(vram_capability() == 0, "KVT_CAP_VRAM is 0");
+    const char *detail = kvt_capability_detail(KVT_CAP_VRAM);
+    CHECK(strncmp(detail, "no: ", 4) == 0 && strstr(detail, reason), "the reason '%s' names '%s'", detail, reason);
+    uint32_t agent = make_agent("no-vram");
+    uint64_t address = 0;
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, kvt_mem_alloc_vram(agent, 0, 4096, &address));
+    CHECK_DETAIL(reason);
+    uint8_t host[64];
+    uint32_t region = 0;
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 kvt_mem_register(agent, (uint64_t)(uintptr_t)host, sizeof host, KVT_MEM_VRAM, 0, &region));
+    CHECK_DETAIL(reason);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void refused_without_driver_library(void) { check_vram_refused("no driver library"); }
+
+static void no_driver_library(void) {
+    in_child((driver_setup){.library = "/nonexistent/libcuda.so.1"}, refused_without_driver_library);
+}
+
+static void refused_as_too_old(void) {
+    check_vram_refused("driver too old");
+    CHECK(strstr(kvt_capability_detail(KVT_CAP_VRAM), "cuIpcOpenMemHandle_v2"), "names the missing entry point");
+}
+
+static void driver_too_old(void) {
+    const char *old = fake_driver("KVT_TEST_FAKE_CUDA_OLD");
+    if (old) in_child((driver_setup){.library = old}, refused_as_too_old);
+}
+
+static void refused_without_device(void) { check_vram_refused("no device"); }
+
+static void no_device(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "0"}, refused_without_device);
+}
+
+static void refused_as_failed(void) {
+    check_vram_refused("the driver failed");
+    CHECK(strstr(kvt_capability_detail(KVT_CAP_VRAM), "cuInit"), "names the call that failed");
+}
+
+static void driver_fails(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .init_error = "999"}, refused_as_failed);
+}
+
+static void usable_with_two_devices(void) {
+    CHECK(vram_capability() == 1, "KVT_CAP_VRAM is 1");
+    const char *detail = kvt_capability_detail(KVT_CAP_VRAM);
+    CHECK(strstr(detail, "yes: CUDA driver 13.0") && strstr(detail, "2 GPU(s)"), "the detail '%s'", detail);
+}
+
+static void driver_and_devices(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, usable_with_two_devices);
+}
+
+static void alloc_register_free(void) {
+    uint32_t agent = make_agent("vram-banks");
+    uint64_t address = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_vram(agent, 2, 4096, &address));
+    CHECK_DETAIL("no GPU 2");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_vram(agent, 1, 0, &address));
+    CHECK_OK(kvt_mem_alloc_vram(agent, 1, 1 << 20, &address));
+    CHECK(counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 1 << 20, "the allocation is counted");
+    uint32_t region = 0, overlapping = 0;
+    CHECK_OK(kvt_mem_register(agent, address, 1 << 20, KVT_MEM_VRAM, 1, &region));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, address + 4096, 4096, KVT_MEM_VRAM, 1, &overlapping));
+    CHECK_DETAIL("overlaps");
+    uint64_t length = 0;
+    uint32_t kind = 0, device = 0;
+    CHECK_OK(kvt_region_info(agent, region, NULL, &length, &kind, &device));
+    CHECK(length == 1 << 20 && kind == KVT_MEM_VRAM && device == 1, "the region is vram on GPU 1");
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_free(agent, address));
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK_OK(kvt_mem_register(agent, address + 4096, 8192, KVT_MEM_VRAM, 1, &region)); /* a part of one allocation */
+    CHECK_OK(kvt_mem_deregister(agent, region));
+    CHECK_OK(kvt_mem_free(agent, address));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void vram_banks(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, alloc_register_free);
+}
+
+typedef int (*fake_alloc_fn)(int kind, int device, size_t size, uint64_t *pointer);
+typedef int (*fake_free_fn)(uint64_t pointer);
+enum { FAKE_HOST = 1, FAKE_DEVICE = 2, FAKE_MANAGED = 3, FAKE_VMM = 4 };
+
+/* Registers `length` bytes at `offset` into fresh memory of `fake_kind` on `on_device` as vram of
+ * `device`; expects `expected` with `reason` in the detail. */
+static void check_register(uint32_t agent, int fake_kind, int on_device, uint64_t offset, uint64_t length,
+                           uint32_t device, kvt_status expected, const char *reason) {
+    void *driver = dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    CHECK(driver, "the fake driver is loaded");
+    fake_alloc_fn fake_alloc = (fake_alloc_fn)(uintptr_t)dlsym(driver, "fake_cuda_alloc");
+    fake_free_fn fake_free = (fake_free_fn)(uintptr_t)dlsym(driver, "cuMemFree_v2");
+    uint64_t pointer = 0;
+    CHECK(fake_alloc(fake_kind, on_device, 1 << 16, &pointer) == 0, "the fake allocates");
+    uint32_t region = 0;
+    CHECK_STATUS(expected, kvt_mem_register(agent, pointer + offset, length, KVT_MEM_VRAM, device, &region));
+    CHECK_DETAIL(reason);
+    CHECK(fake_free(pointer) == 0, "the fake frees");
+    dlclose(driver);
+}
+
+static void refuse_what_is_not_device_memory(void) {
+    uint32_t agent = make_agent("vram-refusals");
+    uint8_t host[256];
+    uint32_t region = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_register(agent, (uint64_t)(uintptr_t)host, sizeof host, KVT_MEM_VRAM, 0, &region));
+    CHECK_DETAIL("host memory named as vram");
+    check_register(agent, FAKE_HOST, 0, 0, 4096, 0, KVT_ERR_INVALID_PARAM, "register it as dram");
+    check_register(agent, FAKE_MANAGED, 0, 0, 4096, 0, KVT_ERR_INVALID_PARAM, "managed");
+    check_register(agent, FAKE_VMM, 0, 0, 4096, 0, KVT_ERR_NOT_SUPPORTED, "virtual memory API");
+    check_register(agent, FAKE_DEVICE, 0, 0, 4096, 1, KVT_ERR_INVALID_PARAM, "memory of GPU 0, not of GPU 1");
+    check_register(agent, FAKE_DEVICE, 0, 4096, 1 << 16, 0, KVT_ERR_INVALID_PARAM, "not inside one allocation");
+    check_register(agent, FAKE_DEVICE, 0, 0, 4096, 5, KVT_ERR_INVALID_PARAM, "no GPU 5");
+    CHECK(counter(agent, KVT_COUNTER_LIVE_REGISTRATIONS) == 0, "nothing registered");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void register_refusals(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, refuse_what_is_not_device_memory);
+}
+
+static void transfers_refuse_vram(void) {
+    uint32_t source = make_agent("vram-source"), reader = make_agent("vram-reader");
+    uint64_t vram = 0;
+    CHECK_OK(kvt_mem_alloc_vram(source, 0, 4096, &vram));
+    uint32_t source_region = 0;
+    CHECK_OK(kvt_mem_register(source, vram, 4096, KVT_MEM_VRAM, 0, &source_region));
+    uint8_t *memory = NULL;
+    uint32_t local = alloc_region(reader, 4096, &memory);
+    uint64_t generation = 0;
+    uint32_t peer = load_peer(reader, source, &generation);
+    uint64_t op = 0;
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 post_one(reader, KVT_XFER_READ, peer, generation, local, 0, source_region, 0, 4096, &op));
+    CHECK_DETAIL("is vram");
+    free_region(reader, local, memory);
+    CHECK_OK(kvt_mem_deregister(source, source_region));
+    CHECK_OK(kvt_mem_free(source, vram));
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
+static void vram_not_moved_yet(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, transfers_refuse_vram);
+}
+
+TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
+          TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(vram_not_moved_yet))
