@@ -3,9 +3,9 @@
 
 #include "file_regions.h"
 #include "memory.h"
+#include "services/cuda_memory.h"
 #include "services/mapping.h"
 #include "services/status.h"
-#include "vram.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,9 +4,9 @@
 
 #include "blocks.h"
 #include "services/copy.h"
+#include "services/cuda_memory.h"
 #include "services/status.h"
 #include "template.h"
-#include "vram.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -6,9 +6,9 @@
 #include "file_regions.h"
 #include "heartbeat.h"
 #include "services/copy.h"
+#include "services/cuda_memory.h"
 #include "services/notify_header.h"
 #include "services/status.h"
-#include "vram.h"
 #include "xfer.h"
 
 #include <stdio.h>

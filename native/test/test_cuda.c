@@ -1,8 +1,11 @@
 /* The CUDA memory domain: the driver loaded at run time, KVT_CAP_VRAM and its reason, vram allocations and
  * the driver's checks of registered vram. The driver loads once per process, so each case runs in a child
  * process that names its driver (KVT_CUDA_LIBRARY): none, or the fake driver of test/fake_cuda/ over host
- * memory, which isolates the layer above the driver and never stands for a run on a GPU. */
+ * memory, which isolates the layer above the driver and never stands for a run on a GPU. With
+ * KVT_TEST_CUDA_REAL=1 (tools/gpu-check) the cases that need no fake run on the machine's own driver. */
 #include "harness.h"
+#include "services/cuda_driver.h"
+#include "services/cuda_kernels.h"
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -21,7 +24,10 @@ static void in_child(driver_setup setup, void (*body)(void)) {
     pid_t child = fork();
     CHECK(child >= 0, "fork failed");
     if (child == 0) {
-        setenv("KVT_CUDA_LIBRARY", setup.library, 1);
+        if (setup.library)
+            setenv("KVT_CUDA_LIBRARY", setup.library, 1);
+        else
+            unsetenv("KVT_CUDA_LIBRARY");
         if (setup.devices) setenv("FAKE_CUDA_DEVICES", setup.devices, 1);
         if (setup.init_error) setenv("FAKE_CUDA_INIT_ERROR", setup.init_error, 1);
         body();
@@ -33,8 +39,17 @@ static void in_child(driver_setup setup, void (*body)(void)) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
 }
 
-/* The fake driver's file, or NULL with the case skipped. */
+static bool real_driver(void) {
+    const char *real = getenv("KVT_TEST_CUDA_REAL");
+    return real && strcmp(real, "1") == 0;
+}
+
+/* The fake driver's file, or NULL with the case skipped (always on a real driver). */
 static const char *fake_driver(const char *variable) {
+    if (real_driver()) {
+        test_skip_reason = "runs on the fake CUDA driver only (KVT_TEST_CUDA_REAL=1)";
+        return NULL;
+    }
     const char *path = getenv(variable);
     if (!path || !path[0]) test_skip_reason = "the fake CUDA driver was not built (make test builds it)";
     return path && path[0] ? path : NULL;
@@ -107,34 +122,47 @@ static void driver_and_devices(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, usable_with_two_devices);
 }
 
+/* Runs `body` over the driver under test: the fake with `devices` GPUs, or with KVT_TEST_CUDA_REAL=1 the
+ * machine's own. */
+static void on_driver_under_test(const char *devices, void (*body)(void)) {
+    if (real_driver()) {
+        in_child((driver_setup){0}, body);
+        return;
+    }
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = devices}, body);
+}
+
 static void alloc_register_free(void) {
     uint32_t agent = make_agent("vram-banks");
     uint64_t address = 0;
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_vram(agent, 2, 4096, &address));
-    CHECK_DETAIL("no GPU 2");
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_vram(agent, 1, 0, &address));
-    CHECK_OK(kvt_mem_alloc_vram(agent, 1, 1 << 20, &address));
+    CHECK(vram_capability() == 1, "vram is available: %s", kvt_capability_detail(KVT_CAP_VRAM));
+    uint32_t count = kvt_cuda_device_count(), last = count - 1;
+    char missing[32];
+    snprintf(missing, sizeof missing, "no GPU %u", count);
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_vram(agent, count, 4096, &address));
+    CHECK_DETAIL(missing);
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_vram(agent, last, 0, &address));
+    CHECK_OK(kvt_mem_alloc_vram(agent, last, 1 << 20, &address));
     CHECK(counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 1 << 20, "the allocation is counted");
     uint32_t region = 0, overlapping = 0;
-    CHECK_OK(kvt_mem_register(agent, address, 1 << 20, KVT_MEM_VRAM, 1, &region));
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_register(agent, address + 4096, 4096, KVT_MEM_VRAM, 1, &overlapping));
+    CHECK_OK(kvt_mem_register(agent, address, 1 << 20, KVT_MEM_VRAM, last, &region));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_register(agent, address + 4096, 4096, KVT_MEM_VRAM, last, &overlapping));
     CHECK_DETAIL("overlaps");
     uint64_t length = 0;
     uint32_t kind = 0, device = 0;
     CHECK_OK(kvt_region_info(agent, region, NULL, &length, &kind, &device));
-    CHECK(length == 1 << 20 && kind == KVT_MEM_VRAM && device == 1, "the region is vram on GPU 1");
+    CHECK(length == 1 << 20 && kind == KVT_MEM_VRAM && device == last, "the region is vram on the last GPU");
     CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_free(agent, address));
     CHECK_OK(kvt_mem_deregister(agent, region));
-    CHECK_OK(kvt_mem_register(agent, address + 4096, 8192, KVT_MEM_VRAM, 1, &region)); /* a part of one allocation */
+    CHECK_OK(kvt_mem_register(agent, address + 4096, 8192, KVT_MEM_VRAM, last, &region)); /* part of one allocation */
     CHECK_OK(kvt_mem_deregister(agent, region));
     CHECK_OK(kvt_mem_free(agent, address));
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
-static void vram_banks(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, alloc_register_free);
-}
+static void vram_banks(void) { on_driver_under_test("2", alloc_register_free); }
 
 typedef int (*fake_alloc_fn)(int kind, int device, size_t size, uint64_t *pointer);
 typedef int (*fake_free_fn)(uint64_t pointer);
@@ -200,10 +228,88 @@ static void transfers_refuse_vram(void) {
     CHECK_OK(kvt_agent_destroy(source));
 }
 
-static void vram_not_moved_yet(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, transfers_refuse_vram);
+static void vram_not_moved_yet(void) { on_driver_under_test("1", transfers_refuse_vram); }
+
+/* Device memory for the kernel tests, through the driver's own calls. */
+static CUdeviceptr device_alloc(size_t bytes) {
+    CUdeviceptr pointer = 0;
+    CHECK(kvt_cuda.MemAlloc(&pointer, bytes) == KVT_CUDA_SUCCESS, "cuMemAlloc of %zu bytes", bytes);
+    return pointer;
 }
 
+static void upload(CUdeviceptr to, const void *from, size_t bytes, CUstream stream) {
+    CHECK(kvt_cuda.MemcpyHtoDAsync(to, from, bytes, stream) == KVT_CUDA_SUCCESS, "upload");
+    CHECK(kvt_cuda.StreamSynchronize(stream) == KVT_CUDA_SUCCESS, "synchronize");
+}
+
+static void download(void *to, CUdeviceptr from, size_t bytes, CUstream stream) {
+    CHECK(kvt_cuda.MemcpyDtoHAsync(to, from, bytes, stream) == KVT_CUDA_SUCCESS, "download");
+    CHECK(kvt_cuda.StreamSynchronize(stream) == KVT_CUDA_SUCCESS, "synchronize");
+}
+
+#define KERNEL_BYTES (1u << 20)
+#define KERNEL_PIECES 96u
+
+/* Pieces of uneven sizes and alignments from the first half of a buffer to scattered places in the
+ * second; `host` gets the same copies done on the host. */
+static void plan_pieces(kvt_gather_piece *pieces, uint64_t device_base, uint8_t *host) {
+    uint64_t from = 0, to = KERNEL_BYTES / 2;
+    for (uint32_t p = 0; p < KERNEL_PIECES; p++) {
+        uint64_t bytes = p % 3 == 0 ? 4096 : p % 3 == 1 ? 1000 + p : 16 * (p + 1);
+        uint64_t skew = p % 4 == 3 ? 5 : 0; /* unaligned ends take the byte path */
+        pieces[p] = (kvt_gather_piece){device_base + from + skew, device_base + to + skew, bytes};
+        memmove(host + to + skew, host + from + skew, bytes);
+        from += bytes + 32;
+        to += (bytes + 48) / 16 * 16 + 16 * (p % 5);
+    }
+    CHECK(from < KERNEL_BYTES / 2 && to < KERNEL_BYTES, "the pieces fit");
+}
+
+static void gather_and_checksum(void) {
+    CHECK_OK(kvt_cuda_use_device("test_cuda", 0));
+    CUstream stream = NULL;
+    CHECK(kvt_cuda.StreamCreate(&stream, KVT_CU_STREAM_NON_BLOCKING) == KVT_CUDA_SUCCESS, "stream");
+    uint8_t *host = malloc(KERNEL_BYTES), *back = malloc(KERNEL_BYTES);
+    CHECK(host && back, "out of memory");
+    fill_pattern(host, KERNEL_BYTES, 31);
+    CUdeviceptr buffer = device_alloc(KERNEL_BYTES), table = device_alloc(KERNEL_PIECES * sizeof(kvt_gather_piece));
+    upload(buffer, host, KERNEL_BYTES, stream);
+    kvt_gather_piece pieces[KERNEL_PIECES];
+    plan_pieces(pieces, buffer, host);
+    upload(table, pieces, sizeof pieces, stream);
+    CHECK_OK(kvt_cuda_gather("test_cuda", 0, table, KERNEL_PIECES, stream));
+    download(back, buffer, KERNEL_BYTES, stream);
+    CHECK(memcmp(back, host, KERNEL_BYTES) == 0, "every piece landed where the host's copy put it");
+
+    /* Checksums of the destination pieces, 4 groups, against the host's function over the host's copy. */
+    kvt_checksum_piece sums_of[KERNEL_PIECES], on_host[KERNEL_PIECES];
+    for (uint32_t p = 0; p < KERNEL_PIECES; p++) {
+        sums_of[p] = (kvt_checksum_piece){pieces[p].destination, pieces[p].bytes, p % 4, p / 4};
+        on_host[p] = sums_of[p];
+        on_host[p].address = (uint64_t)(uintptr_t)host + (pieces[p].destination - buffer);
+    }
+    uint64_t sums[4] = {0}, expected[4] = {0};
+    CUdeviceptr device_sums = device_alloc(sizeof sums);
+    upload(device_sums, sums, sizeof sums, stream);
+    upload(table, sums_of, sizeof sums_of, stream);
+    CHECK_OK(kvt_cuda_block_checksum("test_cuda", 0, table, KERNEL_PIECES, device_sums, stream));
+    download(sums, device_sums, sizeof sums, stream);
+    kvt_block_checksum_on_host(on_host, KERNEL_PIECES, expected);
+    CHECK(memcmp(sums, expected, sizeof sums) == 0, "the GPU's checksums are the host's");
+    host[on_host[0].address - (uint64_t)(uintptr_t)host] ^= 1;
+    uint64_t changed[4] = {0};
+    kvt_block_checksum_on_host(on_host, KERNEL_PIECES, changed);
+    CHECK(changed[0] != expected[0] && changed[1] == expected[1], "one flipped bit changes its group's checksum");
+
+    CHECK(kvt_cuda.MemFree(device_sums) == KVT_CUDA_SUCCESS && kvt_cuda.MemFree(table) == KVT_CUDA_SUCCESS &&
+              kvt_cuda.MemFree(buffer) == KVT_CUDA_SUCCESS,
+          "cuMemFree");
+    CHECK(kvt_cuda.StreamDestroy(stream) == KVT_CUDA_SUCCESS, "stream destroyed");
+    free(host);
+    free(back);
+}
+
+static void kernels(void) { on_driver_under_test("1", gather_and_checksum); }
+
 TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
-          TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(vram_not_moved_yet))
+          TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(vram_not_moved_yet), TEST(kernels))

@@ -11,6 +11,7 @@
  * Environment, read by cuInit: FAKE_CUDA_DEVICES (GPUs, default 1), FAKE_CUDA_INIT_ERROR (cuInit's answer).
  * Tests make the kinds of memory the library must refuse with fake_cuda_alloc (dlsym). */
 #include "services/cuda_driver.h"
+#include "services/cuda_kernels.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -343,18 +344,26 @@ CUresult cuMemcpyDtoHAsync_v2(void *destination, CUdeviceptr source, size_t size
     return copy(destination, (const void *)(uintptr_t)source, size, false, true);
 }
 
-/* Modules: none can be run here (a fake has no device to run PTX on). */
+/* Modules: the library's own PTX (recognised by its entry points) runs as host code over host memory. */
+typedef struct {
+    const char *name;
+} fake_function;
+static const fake_function fake_gather = {"kvt_gather"}, fake_checksum = {"kvt_block_checksum"};
+
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
-    (void)module;
-    (void)image;
-    return KVT_CUDA_ERROR_NO_DEVICE;
+    const char *ptx = image;
+    if (!strstr(ptx, ".entry kvt_gather") && !strstr(ptx, ".entry kvt_block_checksum"))
+        return KVT_CUDA_ERROR_INVALID_VALUE;
+    *module = (CUmodule)(uintptr_t)image;
+    return KVT_CUDA_SUCCESS;
 }
 
 CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name) {
-    (void)function;
-    (void)module;
-    (void)name;
-    return FAKE_INVALID_HANDLE;
+    char entry[64];
+    snprintf(entry, sizeof entry, ".entry %s(", name);
+    if (!strstr((const char *)module, entry)) return FAKE_NOT_FOUND;
+    *function = (CUfunction)(uintptr_t)(strcmp(name, "kvt_gather") == 0 ? &fake_gather : &fake_checksum);
+    return KVT_CUDA_SUCCESS;
 }
 
 CUresult cuModuleUnload(CUmodule module) { return module ? KVT_CUDA_SUCCESS : FAKE_INVALID_HANDLE; }
@@ -362,9 +371,25 @@ CUresult cuModuleUnload(CUmodule module) { return module ? KVT_CUDA_SUCCESS : FA
 CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
                         unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_bytes,
                         CUstream stream, void **parameters, void **extra) {
-    (void)grid_x, (void)grid_y, (void)grid_z, (void)block_x, (void)block_y, (void)block_z, (void)shared_bytes;
-    (void)stream, (void)parameters, (void)extra;
-    return function ? KVT_CUDA_ERROR_INVALID_VALUE : FAKE_INVALID_HANDLE;
+    (void)stream;
+    if (grid_x == 0 || grid_y != 1 || grid_z != 1 || block_x == 0 || block_y != 1 || block_z != 1 ||
+        shared_bytes != 0 || extra)
+        return KVT_CUDA_ERROR_INVALID_VALUE;
+    const void *kernel = function;
+    uint32_t count = *(const uint32_t *)parameters[1];
+    if (kernel == &fake_gather) {
+        const kvt_gather_piece *pieces = (const kvt_gather_piece *)(uintptr_t) * (const CUdeviceptr *)parameters[0];
+        for (uint32_t p = 0; p < count; p++)
+            memmove((void *)(uintptr_t)pieces[p].destination, (const void *)(uintptr_t)pieces[p].source,
+                    pieces[p].bytes);
+        return KVT_CUDA_SUCCESS;
+    }
+    if (kernel == &fake_checksum) {
+        const kvt_checksum_piece *pieces = (const kvt_checksum_piece *)(uintptr_t) * (const CUdeviceptr *)parameters[0];
+        kvt_block_checksum_on_host(pieces, count, (uint64_t *)(uintptr_t) * (const CUdeviceptr *)parameters[2]);
+        return KVT_CUDA_SUCCESS;
+    }
+    return FAKE_INVALID_HANDLE;
 }
 
 CUresult cuGetErrorName(CUresult error, const char **name) {

@@ -1,7 +1,7 @@
-/* GPU memory (vram.c): allocations on a device, the driver's checks of memory registered as vram, and the
- * refusal of vram where the library cannot move it yet. Over the CUDA driver loaded at run time. */
-#ifndef KVT_VRAM_H
-#define KVT_VRAM_H
+/* Device memory as the CUDA driver describes it (cuda_memory.c): the driver's checks of memory registered
+ * as vram, the release of vram allocations, and the refusal of vram where the library cannot move it yet. */
+#ifndef KVT_CUDA_MEMORY_H
+#define KVT_CUDA_MEMORY_H
 
 #include "kvreuse_transport.h"
 
