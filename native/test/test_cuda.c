@@ -24,10 +24,8 @@ static void in_child(driver_setup setup, void (*body)(void)) {
     pid_t child = fork();
     CHECK(child >= 0, "fork failed");
     if (child == 0) {
-        if (setup.library)
-            setenv("KVT_CUDA_LIBRARY", setup.library, 1);
-        else
-            unsetenv("KVT_CUDA_LIBRARY");
+        /* Without a library: the driver the environment names (the machine's own, unless a dry run names one). */
+        if (setup.library) setenv("KVT_CUDA_LIBRARY", setup.library, 1);
         if (setup.devices) setenv("FAKE_CUDA_DEVICES", setup.devices, 1);
         if (setup.init_error) setenv("FAKE_CUDA_INIT_ERROR", setup.init_error, 1);
         body();
@@ -207,6 +205,23 @@ static void register_refusals(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, refuse_what_is_not_device_memory);
 }
 
+/* A driver that answers INVALID_VALUE for the attributes of memory it does not know. */
+static void refuse_host_memory_on_a_strict_driver(void) {
+    setenv("FAKE_CUDA_REFUSE_UNKNOWN", "1", 1);
+    uint32_t agent = make_agent("vram-strict");
+    uint8_t host[256];
+    uint32_t region = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_register(agent, (uint64_t)(uintptr_t)host, sizeof host, KVT_MEM_VRAM, 0, &region));
+    CHECK_DETAIL("host memory named as vram");
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void strict_driver(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, refuse_host_memory_on_a_strict_driver);
+}
+
 static void transfers_refuse_vram(void) {
     uint32_t source = make_agent("vram-source"), reader = make_agent("vram-reader");
     uint64_t vram = 0;
@@ -312,4 +327,5 @@ static void gather_and_checksum(void) {
 static void kernels(void) { on_driver_under_test("1", gather_and_checksum); }
 
 TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
-          TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(vram_not_moved_yet), TEST(kernels))
+          TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(strict_driver),
+          TEST(vram_not_moved_yet), TEST(kernels))

@@ -21,6 +21,13 @@ static kvt_status pointer_facts_of(const char *call, uint64_t address, pointer_f
                     &facts->legacy_ipc,  &facts->start,   &facts->size};
     CUresult result = kvt_cuda.PointerGetAttributes(sizeof which / sizeof which[0], which, data, address);
     if (result == KVT_CUDA_SUCCESS) return KVT_OK;
+    /* Drivers that refuse the list for memory they do not know answer INVALID_VALUE for its type alone. */
+    uint32_t memory_type = 0;
+    if (kvt_cuda.PointerGetAttribute(&memory_type, KVT_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) ==
+        KVT_CUDA_ERROR_INVALID_VALUE) {
+        *facts = (pointer_facts){0};
+        return KVT_OK;
+    }
     char text[256];
     return kvt_fail(KVT_ERR_BACKEND, "%s: the CUDA driver cannot describe 0x%llx: %s", call,
                     (unsigned long long)address, kvt_cuda_error_text(result, text, sizeof text));

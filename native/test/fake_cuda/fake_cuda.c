@@ -8,7 +8,8 @@
  * work is complete when it is posted and every event is reached when recorded. Built with FAKE_CUDA_OLD,
  * it lacks cuIpcOpenMemHandle_v2, like a driver older than the library needs.
  *
- * Environment, read by cuInit: FAKE_CUDA_DEVICES (GPUs, default 1), FAKE_CUDA_INIT_ERROR (cuInit's answer).
+ * Environment: FAKE_CUDA_DEVICES (GPUs, default 1) and FAKE_CUDA_INIT_ERROR (cuInit's answer), read by
+ * cuInit; FAKE_CUDA_REFUSE_UNKNOWN (cuPointerGetAttributes).
  * Tests make the kinds of memory the library must refuse with fake_cuda_alloc (dlsym). */
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
@@ -179,6 +180,16 @@ static CUresult release(CUdeviceptr pointer, bool opened) {
 
 CUresult cuMemFree_v2(CUdeviceptr pointer) { return release(pointer, false); }
 
+/* Segments the process never freed go with it, as a GPU's memory goes with its process (not those a
+ * forked child inherited in its copy of the table: its parent's). */
+__attribute__((destructor)) static void unlink_leftovers(void) {
+    char own[40];
+    int own_length = snprintf(own, sizeof own, "/kvt-fake-cuda-%d-", (int)getpid());
+    for (size_t i = 0; i < FAKE_MAX_ALLOCATIONS; i++)
+        if (allocations[i].base && !allocations[i].opened && strncmp(allocations[i].name, own, (size_t)own_length) == 0)
+            shm_unlink(allocations[i].name);
+}
+
 /* One attribute of `allocation` (NULL: not memory the driver knows) into `data`, as the driver's types. */
 static CUresult attribute(const fake_allocation *allocation, int which, void *data) {
     unsigned int memory_type = !allocation                     ? 0
@@ -216,11 +227,13 @@ CUresult cuPointerGetAttribute(void *data, int which, CUdeviceptr pointer) {
     return result;
 }
 
-/* Like the driver: a pointer it does not know gets zero values, not an error. */
+/* Like the driver: a pointer it does not know gets zero values, not an error (FAKE_CUDA_REFUSE_UNKNOWN=1:
+ * INVALID_VALUE, as some drivers answer). */
 CUresult cuPointerGetAttributes(unsigned int count, int *which, void **data, CUdeviceptr pointer) {
     pthread_mutex_lock(&lock);
     const fake_allocation *allocation = find_locked(pointer);
-    CUresult result = KVT_CUDA_SUCCESS;
+    CUresult result =
+        !allocation && env_int("FAKE_CUDA_REFUSE_UNKNOWN", 0) ? KVT_CUDA_ERROR_INVALID_VALUE : KVT_CUDA_SUCCESS;
     for (unsigned int i = 0; i < count && result == KVT_CUDA_SUCCESS; i++)
         result = attribute(allocation, which[i], data[i]);
     pthread_mutex_unlock(&lock);

@@ -24,7 +24,7 @@ describe('vram over the fake CUDA driver', () => {
       view: { code: 'INVALID_ARGUMENT' },
       hostAsVram: { code: 'INVALID_PARAM', detail: expect.stringContaining('host memory named as vram') },
       otherGpu: { code: 'INVALID_PARAM', detail: expect.stringContaining('memory of GPU 1, not of GPU 0') },
-      noSuchGpu: { code: 'INVALID_PARAM', detail: expect.stringContaining('no GPU 7') },
+      noSuchGpu: { code: 'INVALID_PARAM', detail: expect.stringContaining('no GPU 999') },
     });
   });
 });

@@ -1,6 +1,7 @@
 // Runs with the fake CUDA driver of native/test/fake_cuda named by KVT_CUDA_LIBRARY (test/fake-cuda.test.ts):
 // reports the vram capability, a vram allocation registered as what it is, and the refusals of memory that
 // is not device memory of the named GPU. The fake isolates the facade above the driver; it is no GPU run.
+// tools/gpu-check runs the same probe, bundled, on a GPU machine's driver with KVREUSE_PROBE_GPU=0.
 import { NativeTransportError, TransportUsageError } from '@kvreuse/native-bindings';
 import { agentName, transport } from '../support/backends.js';
 import { emit } from '../support/child.js';
@@ -16,8 +17,11 @@ function refusal(action: () => unknown): Record<string, unknown> {
   }
 }
 
+/** The GPU to allocate on (the fake's second of two by default); registering as the other one is refused. */
+const gpu = Number(process.env['KVREUSE_PROBE_GPU'] ?? '1');
+const otherGpu = gpu === 0 ? 1 : 0;
 const agent = await transport.createAgent({ name: agentName('fake-cuda'), backend: 'loopback' });
-const allocation = agent.allocateVram(1, 1 << 20);
+const allocation = agent.allocateVram(gpu, 1 << 20);
 const region = agent.register(allocation);
 const info = { kind: region.kind, device: region.device, bytes: region.bytes };
 const host = await agent.allocate(4096);
@@ -28,8 +32,8 @@ const report = {
   region: info,
   view: refusal(() => allocation.view()),
   hostAsVram: refusal(() => agent.register({ address: host.address, bytes: host.bytes, kind: 'vram' })),
-  otherGpu: refusal(() => agent.register({ address: allocation.address, bytes: 4096, kind: 'vram', device: 0 })),
-  noSuchGpu: refusal(() => agent.allocateVram(7, 4096)),
+  otherGpu: refusal(() => agent.register({ address: allocation.address, bytes: 4096, kind: 'vram', device: otherGpu })),
+  noSuchGpu: refusal(() => agent.allocateVram(999, 4096)),
 };
 await region.deregister();
 await allocation.free();

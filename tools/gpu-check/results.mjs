@@ -1,0 +1,56 @@
+// Composes the GPU check's results file from what run.sh collected in its work folder: the machine, the
+// native tests, the figures against their goals (issue 31), the facade's probe; `pass` says whether all
+// passed. Run by run.sh with the shipped Node.
+//   node results.mjs <work folder> <results file>
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const [work, out] = process.argv.slice(2);
+const read = (name) => (existsSync(join(work, name)) ? readFileSync(join(work, name), 'utf8') : '');
+const rc = (name) => Number(read(`${name}.rc`).trim() || -1);
+const json = (name) => {
+  try {
+    return JSON.parse(read(name));
+  } catch {
+    return null;
+  }
+};
+const tail = (text) => text.split('\n').slice(-40).join('\n');
+
+const log = read('native.log');
+const native = {
+  rc: rc('native'),
+  passed: (log.match(/^ok /gm) ?? []).length,
+  skipped: (log.match(/^skip /gm) ?? []).length,
+  failed: (log.match(/^FAIL /gm) ?? []).length,
+  log: tail(log),
+};
+const figures = json('figures.json');
+const ratios = figures?.ratios ?? {};
+// The goals the GPU can be held to while the library's own IPC pull is to come: the driver's path and the kernels.
+const goals = {
+  'ipc_copy_vs_d2d >= 0.9': (ratios.ipc_copy_vs_d2d ?? 0) >= 0.9,
+  'ipc_gather_2352_vs_d2d >= 0.85': (ratios.ipc_gather_2352_vs_d2d ?? 0) >= 0.85,
+  'gather_2352_vs_d2d >= 0.85': (ratios.gather_2352_vs_d2d ?? 0) >= 0.85,
+  'gather_9408_vs_d2d >= 0.85': (ratios.gather_9408_vs_d2d ?? 0) >= 0.85,
+  'verify_gbytes_per_s >= 1000': (figures?.verify_gbytes_per_s ?? 0) >= 1000,
+};
+const probe = json('probe.json');
+const probePassed =
+  rc('probe') === 0 &&
+  probe?.vram?.supported === true &&
+  probe?.region?.kind === 'vram' &&
+  probe?.hostAsVram?.code === 'INVALID_PARAM';
+const results = {
+  date: new Date().toISOString(),
+  machine: { gpus: read('gpus.txt').trim(), nvidia_smi_rc: rc('gpus') },
+  native_tests: native,
+  figures: figures ?? { rc: rc('figures'), stdout: read('figures.json'), stderr: tail(read('figures.err')) },
+  goals,
+  probe: probe ?? { rc: rc('probe'), stderr: tail(read('probe.err')) },
+  pass:
+    native.rc === 0 && native.failed === 0 && figures !== null && Object.values(goals).every(Boolean) && probePassed,
+};
+writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
+console.log(`gpu-check: ${results.pass ? 'PASS' : 'FAIL'}; results in ${out}`);
+process.exit(results.pass ? 0 : 1);
