@@ -446,8 +446,8 @@ KVT_API kvt_status kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t
  * of the virtual memory API or a memory pool (it cannot be exported as a CUDA IPC handle); INVALID_PARAM
  * for a device the driver does not count, memory the driver does not know (host memory named as vram),
  * pinned host memory, managed memory, memory of another device, and a range past the end of its
- * allocation. A vram region is exported in the metadata; transfers naming one are refused (NOT_SUPPORTED)
- * until this library moves vram.
+ * allocation. A vram region is exported in the metadata with the CUDA IPC handle of its allocation (BACKEND
+ * when the driver cannot export it); see kvt_xfer_post for how vram moves.
  * Bumps the agent's metadata generation.
  */
 KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
@@ -602,6 +602,15 @@ enum {
  * On KVT_OK the operation is in progress (or already terminal) and *out_op holds its id; it
  * references every region it names until it is terminal. Watch it with kvt_agent_poll or
  * kvt_xfer_status; release it with kvt_xfer_release once terminal.
+ *
+ * Vram: an operation naming a vram region must be a READ whose every local and remote region is vram,
+ * from a peer on this host (same kernel boot id); else NOT_SUPPORTED saying which rule it breaks. Its
+ * descriptors become one piece table in device memory, moved by the gather kernel on its own stream on
+ * the GPU of its first local region, out of the peer's allocations opened through their CUDA IPC handles
+ * (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are when
+ * the peer lives in this process). The progress thread learns the end from a CUDA event: the operation
+ * is terminal only once the stream's work completed, and a cancel waits for it. Templates
+ * (kvt_template_register) refuse vram regions for now.
  */
 KVT_API kvt_status kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t peer_generation,
                                  uint32_t count, const uint32_t *local_index, const uint64_t *local_offset,

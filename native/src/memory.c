@@ -451,7 +451,10 @@ typedef struct {
 
 static kvt_status map_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
     map_call_args *args = arg;
-    if (args->region->kind == KVT_MEM_VRAM) return KVT_OK; /* the CUDA driver's: no backend mapping */
+    kvt_region *region = args->region;
+    if (region->kind == KVT_MEM_VRAM) /* the CUDA driver's: its IPC handle stands for a backend mapping */
+        return kvt_vram_export(region->device, region->address, &region->rkey, &region->rkey_length, detail,
+                               detail_size);
     return agent->backend->map(agent, args->region, args->exact, detail, detail_size);
 }
 

@@ -6,9 +6,9 @@
 #include "file_regions.h"
 #include "heartbeat.h"
 #include "services/copy.h"
-#include "services/cuda_memory.h"
 #include "services/notify_header.h"
 #include "services/status.h"
+#include "vram_xfer.h"
 #include "xfer.h"
 
 #include <stdio.h>
@@ -73,8 +73,6 @@ static kvt_status resolve_tables_locked(const kvt_agent *agent, const post_reque
         if (!locals[k])
             return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_xfer_post: local_regions[%u] = %u is not a live region of '%s'",
                             k, req->local_regions[k], agent->name);
-        kvt_status vram = kvt_vram_refuse_move("kvt_xfer_post", "local", locals[k]->id, locals[k]->kind);
-        if (vram != KVT_OK) return vram;
     }
     for (uint32_t k = 0; k < req->remote_region_count; k++) {
         remote_slots[k] = UINT32_MAX;
@@ -84,9 +82,6 @@ static kvt_status resolve_tables_locked(const kvt_agent *agent, const post_reque
             return kvt_fail(KVT_ERR_INVALID_PARAM,
                             "kvt_xfer_post: remote_regions[%u] = %u is not a region peer '%s' advertised", k,
                             req->remote_regions[k], conn->meta.name);
-        kvt_status vram = kvt_vram_refuse_move("kvt_xfer_post", "remote", req->remote_regions[k],
-                                               conn->meta.regions[remote_slots[k]].kind);
-        if (vram != KVT_OK) return vram;
     }
     return KVT_OK;
 }
@@ -218,6 +213,9 @@ static kvt_status hold_locked(kvt_agent *agent, uint32_t peer_id, uint64_t gener
     kvt_peer *peer = NULL;
     kvt_status status = kvt_resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
     if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
+    if (status == KVT_OK)
+        status = kvt_vram_classify(agent, peer->conn, req->direction, op->locals, req->local_region_count, remote_slots,
+                                   req->remote_region_count, &op->vram);
     if (status == KVT_OK) kvt_op_hold_locked(peer, op);
     return status;
 }
@@ -311,7 +309,12 @@ void kvt_op_notified(kvt_agent *agent, kvt_op *op, kvt_status status) {
 }
 
 static void step(kvt_agent *agent, kvt_op *op) {
-    if (op->phase == KVT_PHASE_MOVING) agent->backend->advance(agent, op);
+    if (op->phase == KVT_PHASE_MOVING) {
+        if (op->vram)
+            kvt_vram_advance(agent, op);
+        else
+            agent->backend->advance(agent, op);
+    }
     if (op->phase != KVT_PHASE_MOVED) return;
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error != KVT_OK || op->notification_length == 0) {

@@ -183,13 +183,18 @@ static void check_register(uint32_t agent, int fake_kind, int on_device, uint64_
     dlclose(driver);
 }
 
-static void refuse_what_is_not_device_memory(void) {
-    uint32_t agent = make_agent("vram-refusals");
+/* Host memory (a stack array) registered as vram is refused. */
+static void check_host_memory_refused(uint32_t agent) {
     uint8_t host[256];
     uint32_t region = 0;
     CHECK_STATUS(KVT_ERR_INVALID_PARAM,
                  kvt_mem_register(agent, (uint64_t)(uintptr_t)host, sizeof host, KVT_MEM_VRAM, 0, &region));
     CHECK_DETAIL("host memory named as vram");
+}
+
+static void refuse_what_is_not_device_memory(void) {
+    uint32_t agent = make_agent("vram-refusals");
+    check_host_memory_refused(agent);
     check_register(agent, FAKE_HOST, 0, 0, 4096, 0, KVT_ERR_INVALID_PARAM, "register it as dram");
     check_register(agent, FAKE_MANAGED, 0, 0, 4096, 0, KVT_ERR_INVALID_PARAM, "managed");
     check_register(agent, FAKE_VMM, 0, 0, 4096, 0, KVT_ERR_NOT_SUPPORTED, "virtual memory API");
@@ -209,11 +214,7 @@ static void register_refusals(void) {
 static void refuse_host_memory_on_a_strict_driver(void) {
     setenv("FAKE_CUDA_REFUSE_UNKNOWN", "1", 1);
     uint32_t agent = make_agent("vram-strict");
-    uint8_t host[256];
-    uint32_t region = 0;
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
-                 kvt_mem_register(agent, (uint64_t)(uintptr_t)host, sizeof host, KVT_MEM_VRAM, 0, &region));
-    CHECK_DETAIL("host memory named as vram");
+    check_host_memory_refused(agent);
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
@@ -222,28 +223,110 @@ static void strict_driver(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, refuse_host_memory_on_a_strict_driver);
 }
 
-static void transfers_refuse_vram(void) {
-    uint32_t source = make_agent("vram-source"), reader = make_agent("vram-reader");
-    uint64_t vram = 0;
-    CHECK_OK(kvt_mem_alloc_vram(source, 0, 4096, &vram));
-    uint32_t source_region = 0;
-    CHECK_OK(kvt_mem_register(source, vram, 4096, KVT_MEM_VRAM, 0, &source_region));
-    uint8_t *memory = NULL;
-    uint32_t local = alloc_region(reader, 4096, &memory);
-    uint64_t generation = 0;
-    uint32_t peer = load_peer(reader, source, &generation);
+/* Whether [address, +length) of vram holds the bytes [from, from + length) of the pattern of `seed`. */
+static bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed) {
+    uint8_t *expected = malloc(from + length), *got = malloc(length);
+    CHECK(expected && got, "out of memory");
+    fill_pattern(expected, from + length, seed);
+    CHECK(kvt_cuda.MemcpyDtoHAsync(got, address, length, NULL) == KVT_CUDA_SUCCESS, "download");
+    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "synchronize");
+    bool same = memcmp(got, expected + from, length) == 0;
+    free(expected);
+    free(got);
+    return same;
+}
+
+#define PULL_BYTES (256u << 10)
+
+/* Three pieces of the peer's region `remote` into this agent's `local`, in another order; the READ must
+ * end KVT_OK with every byte where it belongs. */
+static void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                        uint64_t local_address, uint64_t seed) {
+    const uint32_t zero[3] = {0, 0, 0};
+    const uint64_t local_offset[3] = {0, 65536, 131072 + 5}, remote_offset[3] = {131072 + 5, 0, 65536},
+                   length[3] = {65536, 65536, 65536 - 5};
     uint64_t op = 0;
+    CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, 3, zero, local_offset, zero, remote_offset, length,
+                           1, &local, 1, &remote, NULL, 0, &op));
+    wait_completions_ok(reader, 1, 3 * 65536 - 5, true);
+    for (int i = 0; i < 3; i++)
+        CHECK(holds_pattern(local_address + local_offset[i], length[i], remote_offset[i], seed), "piece %d moved", i);
+}
+
+static void pull_within_the_process(void) {
+    uint32_t source = make_agent("vram-source"), reader = make_agent("vram-reader");
+    uint64_t remote_vram = 0, local_vram = 0;
+    CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
+    vram_fill_pattern(remote_vram, PULL_BYTES, 41);
+    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
+    uint32_t remote = 0, local = 0;
+    CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
+    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
+    uint8_t *memory = NULL;
+    uint32_t dram = alloc_region(reader, PULL_BYTES, &memory);
+    uint64_t generation = 0, op = 0;
+    uint32_t peer = load_peer(reader, source, &generation);
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, post_one(reader, KVT_XFER_READ, peer, generation, dram, 0, remote, 0, 64, &op));
+    CHECK_DETAIL("dram and vram regions in one operation");
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
-                 post_one(reader, KVT_XFER_READ, peer, generation, local, 0, source_region, 0, 4096, &op));
-    CHECK_DETAIL("is vram");
-    free_region(reader, local, memory);
-    CHECK_OK(kvt_mem_deregister(source, source_region));
-    CHECK_OK(kvt_mem_free(source, vram));
+                 post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 0, 64, &op));
+    CHECK_DETAIL("READs only");
+    pull_pieces(reader, peer, generation, local, remote, local_vram, 41);
+    free_region(reader, dram, memory);
+    CHECK_OK(kvt_peer_unload(reader, peer));
+    CHECK_OK(kvt_mem_deregister(reader, local));
+    CHECK_OK(kvt_mem_deregister(source, remote));
+    CHECK_OK(kvt_mem_free(reader, local_vram));
+    CHECK_OK(kvt_mem_free(source, remote_vram));
     CHECK_OK(kvt_agent_destroy(reader));
     CHECK_OK(kvt_agent_destroy(source));
 }
 
-static void vram_not_moved_yet(void) { on_driver_under_test("1", transfers_refuse_vram); }
+static void vram_pull_in_one_process(void) { on_driver_under_test("1", pull_within_the_process); }
+
+typedef int (*open_handles_fn)(void);
+
+/* The fake's count of open IPC handles, or -1 on a real driver (which does not tell). */
+static int open_handles(void) {
+    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    if (!driver) return -1;
+    int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
+    dlclose(driver);
+    return open;
+}
+
+static bool handles_closed(void *context) {
+    (void)context;
+    return open_handles() <= 0;
+}
+
+static void pull_from_the_source_process(void) {
+    source_process source;
+    CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 43}, &source),
+          "the source process starts");
+    uint32_t reader = make_agent("vram-ipc-reader");
+    uint64_t local_vram = 0, generation = 0;
+    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
+    uint32_t local = 0, peer = 0, remote = 0, regions = 0;
+    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
+    CHECK_OK(kvt_peer_load(reader, source.blob, source.length, &peer, &generation));
+    CHECK_OK(kvt_peer_regions(reader, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
+    CHECK(open_handles() <= 0, "no handle is opened before a pull needs it");
+    pull_pieces(reader, peer, generation, local, remote, local_vram, 43);
+    pull_pieces(reader, peer, generation, local, remote, local_vram, 43);
+    CHECK(open_handles() < 0 || open_handles() == 1, "the peer's handle is opened once for its metadata");
+    CHECK_OK(kvt_peer_unload(reader, peer));
+    wait_until(reader, handles_closed, NULL, "unloading the peer closes its handle", WAIT_DEADLINE_MS);
+    CHECK_OK(kvt_mem_deregister(reader, local));
+    CHECK_OK(kvt_mem_free(reader, local_vram));
+    CHECK_OK(kvt_agent_destroy(reader));
+    source_end(&source);
+}
+
+static void vram_pull_from_another_process(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    on_driver_under_test("1", pull_from_the_source_process);
+}
 
 /* Device memory for the kernel tests, through the driver's own calls. */
 static CUdeviceptr device_alloc(size_t bytes) {
@@ -328,4 +411,4 @@ static void kernels(void) { on_driver_under_test("1", gather_and_checksum); }
 
 TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
           TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(strict_driver),
-          TEST(vram_not_moved_yet), TEST(kernels))
+          TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(kernels))

@@ -16,6 +16,11 @@ rm -rf "$payload"
 mkdir -p "$payload/bin" "$payload/lib" "$payload/node_modules/@koromix"
 make -s -C "$root/native" gpu-check-binaries
 cp "$root/native/build/libkvreuse_transport.so" "$payload/lib/"
+# UCX (and libnuma, which it needs), for the ucx backend's run of test_cuda: a pull from another process.
+mkdir -p "$payload/lib/ucx"
+for soname in libucp.so.0 libucs.so.0 libuct.so.0 libucm.so.0 libnuma.so.1; do
+  cp -L "$(ldconfig -p | awk -v name="$soname" '$1 == name && /x86-64/ { print $NF; exit }')" "$payload/lib/ucx/$soname"
+done
 cp "$root/native/build/gpu-check/test_cuda" "$root/native/build/gpu-check/gpu_figures" "$payload/bin/"
 cp "$here/run.sh" "$here/results.mjs" "$payload/"
 

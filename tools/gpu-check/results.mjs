@@ -17,14 +17,18 @@ const json = (name) => {
 };
 const tail = (text) => text.split('\n').slice(-40).join('\n');
 
-const log = read('native.log');
-const native = {
-  rc: rc('native'),
-  passed: (log.match(/^ok /gm) ?? []).length,
-  skipped: (log.match(/^skip /gm) ?? []).length,
-  failed: (log.match(/^FAIL /gm) ?? []).length,
-  log: tail(log),
+const nativeRun = (backend) => {
+  const log = read(`native-${backend}.log`);
+  return {
+    rc: rc(`native-${backend}`),
+    passed: (log.match(/^ok /gm) ?? []).length,
+    skipped: (log.match(/^skip /gm) ?? []).length,
+    failed: (log.match(/^FAIL /gm) ?? []).length,
+    log: tail(log),
+  };
 };
+const native = { loopback: nativeRun('loopback'), ucx: nativeRun('ucx') };
+const nativePassed = Object.values(native).every((run) => run.rc === 0 && run.failed === 0 && run.passed > 0);
 const figures = json('figures.json');
 const ratios = figures?.ratios ?? {};
 // The goals the GPU can be held to while the library's own IPC pull is to come: the driver's path and the kernels.
@@ -48,8 +52,7 @@ const results = {
   figures: figures ?? { rc: rc('figures'), stdout: read('figures.json'), stderr: tail(read('figures.err')) },
   goals,
   probe: probe ?? { rc: rc('probe'), stderr: tail(read('probe.err')) },
-  pass:
-    native.rc === 0 && native.failed === 0 && figures !== null && Object.values(goals).every(Boolean) && probePassed,
+  pass: nativePassed && figures !== null && Object.values(goals).every(Boolean) && probePassed,
 };
 writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
 console.log(`gpu-check: ${results.pass ? 'PASS' : 'FAIL'}; results in ${out}`);

@@ -3,7 +3,9 @@
 # tools/gpu-check/prepare.sh made: writes one results file (JSON), by default $OUT/gpu-check-results.json
 # (or beside this script when OUT is unset), and exits 0 only when every part passed.
 #   bash tools/gpu-check/payload/run.sh [results file]
-# Parts: the native tests of the CUDA domain on the machine's driver (test_cuda, KVT_TEST_CUDA_REAL=1),
+# Parts: the native tests of the CUDA domain on the machine's driver (test_cuda, KVT_TEST_CUDA_REAL=1, on
+# the loopback and ucx backends: vram allocation, registration, pulls within a process and from another
+# process through CUDA IPC, the kernels),
 # the figures (gpu_figures: one copy against a copy out of another process's CUDA IPC handle and against
 # the gather kernel; the checksum kernel's rate), and the facade's vram probe under the shipped Node.
 set -u
@@ -15,8 +17,12 @@ trap 'rm -rf "$work"' EXIT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$work/gpus.txt" 2>&1
 echo $? > "$work/gpus.rc"
 
-KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=loopback timeout 120 "$here/bin/test_cuda" > "$work/native.log" 2>&1
-echo $? > "$work/native.rc"
+# Both backends: the ucx one (UCX shipped in lib/ucx) adds the pull from another process's vram.
+for backend in loopback ucx; do
+  LD_LIBRARY_PATH="$here/lib/ucx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_WARN_UNUSED_ENV_VARS=n \
+    KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=$backend timeout 120 "$here/bin/test_cuda" > "$work/native-$backend.log" 2>&1
+  echo $? > "$work/native-$backend.rc"
+done
 
 timeout 120 "$here/bin/gpu_figures" > "$work/figures.json" 2> "$work/figures.err"
 echo $? > "$work/figures.rc"
@@ -34,7 +40,8 @@ fi
 # Without Node, the parts that ran are still reported, unparsed.
 {
   printf '{"pass": false, "error": "the shipped Node could not be unpacked (xz or python3 lzma needed)",\n'
-  printf ' "native_rc": %s, "figures_rc": %s, "figures": %s}\n' "$(cat "$work/native.rc")" "$(cat "$work/figures.rc")" \
+  printf ' "native_rc": [%s, %s], "figures_rc": %s, "figures": %s}\n' "$(cat "$work/native-loopback.rc")" \
+    "$(cat "$work/native-ucx.rc")" "$(cat "$work/figures.rc")" \
     "$(cat "$work/figures.json" 2> /dev/null || echo null)"
 } > "$results"
 exit 1

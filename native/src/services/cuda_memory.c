@@ -5,6 +5,8 @@
 #include "services/status.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* What the driver says of the allocation holding a pointer; every value zero when it knows none. */
 typedef struct {
@@ -92,4 +94,50 @@ kvt_status kvt_vram_refuse_move(const char *call, const char *side, uint32_t reg
                     "%s: %s region %u is vram, which this library registers and exports but does not move yet "
                     "(same-node CUDA IPC pulls are to come)",
                     call, side, region);
+}
+
+kvt_status kvt_vram_export(uint32_t device, uint64_t address, uint8_t **out_key, uint32_t *out_length, char *detail,
+                           size_t detail_size) {
+    char text[256];
+    kvt_vram_key *key = calloc(1, sizeof *key);
+    CUresult result = key ? KVT_CUDA_SUCCESS : KVT_CUDA_ERROR_OUT_OF_MEMORY;
+    if (result == KVT_CUDA_SUCCESS && kvt_cuda_use_device("kvt_mem_register", device) != KVT_OK)
+        result = KVT_CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr base = 0;
+    if (result == KVT_CUDA_SUCCESS)
+        result = kvt_cuda.PointerGetAttribute(&base, KVT_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address);
+    CUipcMemHandle handle;
+    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.IpcGetMemHandle(&handle, address);
+    if (result != KVT_CUDA_SUCCESS) {
+        free(key);
+        snprintf(detail, detail_size, "kvt_mem_register: vram at 0x%llx on GPU %u cannot be exported: %s",
+                 (unsigned long long)address, device, kvt_cuda_error_text(result, text, sizeof text));
+        return KVT_ERR_BACKEND;
+    }
+    memcpy(key->handle, &handle, sizeof key->handle);
+    key->allocation_base = base;
+    key->device = device;
+    *out_key = (uint8_t *)key;
+    *out_length = sizeof *key;
+    return KVT_OK;
+}
+
+kvt_status kvt_vram_open(const char *call, const kvt_vram_key *key, uint64_t *out_base) {
+    kvt_status status = kvt_cuda_use_device(call, key->device);
+    if (status != KVT_OK) return status;
+    CUipcMemHandle handle;
+    memcpy(&handle, key->handle, sizeof handle);
+    CUdeviceptr base = 0;
+    CUresult result = kvt_cuda.IpcOpenMemHandle(&base, handle, KVT_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (result != KVT_CUDA_SUCCESS) {
+        char text[256];
+        return kvt_fail(KVT_ERR_BACKEND, "%s: the peer's CUDA IPC handle (GPU %u) cannot be opened: %s", call,
+                        key->device, kvt_cuda_error_text(result, text, sizeof text));
+    }
+    *out_base = base;
+    return KVT_OK;
+}
+
+void kvt_vram_close(uint32_t device, uint64_t base) {
+    if (kvt_cuda_use_device("kvt_peer_unload", device) == KVT_OK) kvt_cuda.IpcCloseMemHandle(base);
 }

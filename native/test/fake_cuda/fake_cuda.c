@@ -3,8 +3,8 @@
  * refusals, registration checks, handle exchange, streams and events — is tested on machines with no GPU.
  * It never stands for a GPU run: it proves nothing about the driver or the device.
  *
- * Device memory is a shared-memory segment per allocation (so another process can open it through an IPC
- * handle, which carries the segment's name); copies are memmove on the calling thread, so every stream's
+ * Device memory is a memfd per allocation, kept open (so another process can open it through an IPC handle,
+ * which names the process and the fd: /proc/<pid>/fd/<fd>; nothing is left behind when a process dies); copies are memmove on the calling thread, so every stream's
  * work is complete when it is posted and every event is reached when recorded. Built with FAKE_CUDA_OLD,
  * it lacks cuIpcOpenMemHandle_v2, like a driver older than the library needs.
  *
@@ -38,12 +38,12 @@ typedef struct {
     size_t size;
     int device, kind;
     bool opened; /* mapped from another process's IPC handle */
-    char name[40];
+    int fd;      /* the memfd of an allocation of this process */
 } fake_allocation;
 
 typedef struct {
     char magic[8];
-    char name[40];
+    int32_t pid, fd;
     uint64_t size;
     int32_t device;
 } fake_ipc_handle;
@@ -53,7 +53,6 @@ _Static_assert(sizeof(fake_ipc_handle) <= sizeof(CUipcMemHandle), "the handle fi
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_allocation allocations[FAKE_MAX_ALLOCATIONS];
 static int devices = -1; /* until cuInit */
-static unsigned long sequence;
 static __thread int current_device = -1;
 
 static int env_int(const char *name, int fallback) {
@@ -111,45 +110,28 @@ static fake_allocation *free_slot_locked(void) {
     return NULL;
 }
 
-/* Maps the segment `name` (created with `size` bytes when `create`). */
-static void *map_segment(const char *name, size_t size, bool create) {
-    int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
-    if (fd < 0) return NULL;
-    if (create && ftruncate(fd, (off_t)size) != 0) {
-        close(fd);
-        shm_unlink(name);
-        return NULL;
-    }
+/* Maps `size` bytes of `fd`; NULL when it cannot. */
+static void *map_fd(int fd, size_t size) {
     void *memory = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (memory == MAP_FAILED) {
-        if (create) shm_unlink(name);
-        return NULL;
-    }
-    return memory;
+    return memory == MAP_FAILED ? NULL : memory;
 }
 
 static CUresult allocate(int kind, int device, size_t size, CUdeviceptr *pointer) {
     if (size == 0) return KVT_CUDA_ERROR_INVALID_VALUE;
+    int fd = memfd_create("kvt-fake-cuda", MFD_CLOEXEC);
+    void *memory = fd >= 0 && ftruncate(fd, (off_t)size) == 0 ? map_fd(fd, size) : NULL;
     pthread_mutex_lock(&lock);
-    fake_allocation *slot = free_slot_locked();
-    CUresult result = slot ? KVT_CUDA_SUCCESS : FAKE_OUT_OF_MEMORY;
+    fake_allocation *slot = memory ? free_slot_locked() : NULL;
     if (slot) {
-        snprintf(slot->name, sizeof slot->name, "/kvt-fake-cuda-%d-%lu", (int)getpid(), ++sequence);
-        void *memory = map_segment(slot->name, size, true);
-        if (!memory)
-            result = FAKE_OUT_OF_MEMORY;
-        else {
-            slot->base = (CUdeviceptr)(uintptr_t)memory;
-            slot->size = size;
-            slot->device = device;
-            slot->kind = kind;
-            slot->opened = false;
-            *pointer = slot->base;
-        }
+        *slot = (fake_allocation){
+            .base = (CUdeviceptr)(uintptr_t)memory, .size = size, .device = device, .kind = kind, .fd = fd};
+        *pointer = slot->base;
     }
     pthread_mutex_unlock(&lock);
-    return result;
+    if (slot) return KVT_CUDA_SUCCESS;
+    if (memory) munmap(memory, size);
+    if (fd >= 0) close(fd);
+    return FAKE_OUT_OF_MEMORY;
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
@@ -170,7 +152,7 @@ static CUresult release(CUdeviceptr pointer, bool opened) {
     CUresult result = KVT_CUDA_ERROR_INVALID_VALUE;
     if (allocation && allocation->base == pointer && allocation->opened == opened) {
         munmap((void *)(uintptr_t)allocation->base, allocation->size);
-        if (!opened) shm_unlink(allocation->name);
+        if (!opened) close(allocation->fd);
         memset(allocation, 0, sizeof *allocation);
         result = KVT_CUDA_SUCCESS;
     }
@@ -179,16 +161,6 @@ static CUresult release(CUdeviceptr pointer, bool opened) {
 }
 
 CUresult cuMemFree_v2(CUdeviceptr pointer) { return release(pointer, false); }
-
-/* Segments the process never freed go with it, as a GPU's memory goes with its process (not those a
- * forked child inherited in its copy of the table: its parent's). */
-__attribute__((destructor)) static void unlink_leftovers(void) {
-    char own[40];
-    int own_length = snprintf(own, sizeof own, "/kvt-fake-cuda-%d-", (int)getpid());
-    for (size_t i = 0; i < FAKE_MAX_ALLOCATIONS; i++)
-        if (allocations[i].base && !allocations[i].opened && strncmp(allocations[i].name, own, (size_t)own_length) == 0)
-            shm_unlink(allocations[i].name);
-}
 
 /* One attribute of `allocation` (NULL: not memory the driver knows) into `data`, as the driver's types. */
 static CUresult attribute(const fake_allocation *allocation, int which, void *data) {
@@ -256,8 +228,13 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr pointer) {
     const fake_allocation *allocation = find_locked(pointer);
     CUresult result = KVT_CUDA_ERROR_INVALID_VALUE;
     if (allocation && allocation->kind == FAKE_DEVICE && !allocation->opened) {
-        fake_ipc_handle fake = {.magic = "kvtfake", .size = allocation->size, .device = allocation->device};
-        memcpy(fake.name, allocation->name, sizeof fake.name);
+        fake_ipc_handle fake;
+        memset(&fake, 0, sizeof fake); /* padding included: the handle travels in metadata, checksummed */
+        memcpy(fake.magic, "kvtfake", 8);
+        fake.pid = (int32_t)getpid();
+        fake.fd = allocation->fd;
+        fake.size = allocation->size;
+        fake.device = allocation->device;
         memset(handle, 0, sizeof *handle);
         memcpy(handle, &fake, sizeof fake);
         result = KVT_CUDA_SUCCESS;
@@ -272,27 +249,41 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pointer, CUipcMemHandle handle, unsi
     memcpy(&fake, &handle, sizeof fake);
     if (memcmp(fake.magic, "kvtfake", 8) != 0 || (flags & ~KVT_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0)
         return KVT_CUDA_ERROR_INVALID_VALUE;
-    char own[40];
-    int own_length = snprintf(own, sizeof own, "/kvt-fake-cuda-%d-", (int)getpid());
-    if (strncmp(fake.name, own, (size_t)own_length) == 0) return FAKE_INVALID_CONTEXT; /* as the driver does */
+    if (fake.pid == (int32_t)getpid()) return FAKE_INVALID_CONTEXT; /* as the driver answers */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)fake.pid, (int)fake.fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    void *memory = fd >= 0 ? map_fd(fd, fake.size) : NULL;
+    if (fd >= 0) close(fd);
     pthread_mutex_lock(&lock);
-    fake_allocation *slot = free_slot_locked();
-    void *memory = slot ? map_segment(fake.name, fake.size, false) : NULL;
+    fake_allocation *slot = memory ? free_slot_locked() : NULL;
     if (memory) {
         *slot = (fake_allocation){.base = (CUdeviceptr)(uintptr_t)memory,
                                   .size = fake.size,
                                   .device = fake.device,
                                   .kind = FAKE_DEVICE,
-                                  .opened = true};
-        memcpy(slot->name, fake.name, sizeof slot->name);
+                                  .opened = true,
+                                  .fd = -1};
         *pointer = slot->base;
     }
     pthread_mutex_unlock(&lock);
-    return memory ? KVT_CUDA_SUCCESS : FAKE_INVALID_HANDLE;
+    if (slot) return KVT_CUDA_SUCCESS;
+    if (memory) munmap(memory, fake.size);
+    return FAKE_INVALID_HANDLE;
 }
 #endif
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr pointer) { return release(pointer, true); }
+
+/* Not a driver entry point: how many IPC handles this process has open, for the tests. */
+int fake_cuda_open_handles(void);
+int fake_cuda_open_handles(void) {
+    pthread_mutex_lock(&lock);
+    int open = 0;
+    for (size_t i = 0; i < FAKE_MAX_ALLOCATIONS; i++) open += allocations[i].base && allocations[i].opened;
+    pthread_mutex_unlock(&lock);
+    return open;
+}
 
 /* Streams and events: work completes when posted, so both are tokens. */
 CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
