@@ -6,8 +6,9 @@
 # Parts: the native tests of the CUDA domain on the machine's driver (test_cuda, KVT_TEST_CUDA_REAL=1, on
 # the loopback and ucx backends: vram allocation, registration, pulls within a process and from another
 # process through CUDA IPC, the kernels),
-# the figures (gpu_figures: one copy against a copy out of another process's CUDA IPC handle and against
-# the gather kernel; the checksum kernel's rate), and the facade's vram probe under the shipped Node.
+# the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy and
+# gather, against one device-to-device copy; the checksum kernel's rate), and the facade's vram probe under
+# the shipped Node.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 results=${1:-${OUT:-$here}/gpu-check-results.json}
@@ -24,7 +25,8 @@ for backend in loopback ucx; do
   echo $? > "$work/native-$backend.rc"
 done
 
-timeout 120 "$here/bin/gpu_figures" > "$work/figures.json" 2> "$work/figures.err"
+LD_LIBRARY_PATH="$here/lib/ucx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_WARN_UNUSED_ENV_VARS=n \
+  timeout 120 "$here/bin/gpu_figures" > "$work/figures.json" 2> "$work/figures.err"
 echo $? > "$work/figures.rc"
 
 node="$work/node"
