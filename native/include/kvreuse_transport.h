@@ -605,8 +605,9 @@ enum {
  *
  * Vram: an operation naming a vram region must be a READ whose every local and remote region is vram,
  * from a peer on this host (same kernel boot id); else NOT_SUPPORTED saying which rule it breaks. Its
- * descriptors become one piece table in device memory, moved by the gather kernel on its own stream on
- * the GPU of its first local region, out of the peer's allocations opened through their CUDA IPC handles
+ * descriptors become one piece table in device memory, moved by the gather kernel on the agent's CUDA
+ * stream (made on its first vram operation, on the GPU of that operation's first local region; vram of
+ * another GPU is then refused), out of the peer's allocations opened through their CUDA IPC handles
  * (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are when
  * the peer lives in this process). The progress thread learns the end from a CUDA event: the operation
  * is terminal only once the stream's work completed, and a cancel waits for it. Templates

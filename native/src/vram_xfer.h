@@ -26,4 +26,7 @@ kvt_status kvt_vram_classify(const kvt_agent *agent, const kvt_conn *conn, uint3
  * the event. The op becomes KVT_PHASE_MOVED only once the stream's work completed (a cancel waits for it). */
 void kvt_vram_advance(kvt_agent *agent, kvt_op *op);
 
+/* (P) at the progress thread's end: frees the agent's stream and piece table (no vram op is in flight). */
+void kvt_vram_agent_stop(kvt_agent *agent);
+
 #endif

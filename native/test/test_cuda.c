@@ -284,6 +284,71 @@ static void pull_within_the_process(void) {
 
 static void vram_pull_in_one_process(void) { on_driver_under_test("1", pull_within_the_process); }
 
+typedef void (*hold_fn)(int hold);
+typedef unsigned long (*held_queries_fn)(void);
+
+static void *fake_symbol(const char *name) {
+    void *driver = dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    CHECK(driver, "the fake driver is loaded");
+    void *symbol = dlsym(driver, name);
+    dlclose(driver); /* still loaded: the library holds it */
+    CHECK(symbol, "the fake driver has %s", name);
+    return symbol;
+}
+
+static bool queried_while_held(void *context) {
+    unsigned long *since = context;
+    return ((held_queries_fn)(uintptr_t)fake_symbol("fake_cuda_held_queries"))() > *since;
+}
+
+static int32_t op_status(uint32_t agent, uint64_t op) {
+    int32_t status = 0;
+    CHECK_OK(kvt_xfer_status(agent, op, &status, NULL, NULL));
+    return status;
+}
+
+/* Two pulls whose stream work the fake holds back: both stay in progress, a cancel included, until the
+ * work completes; then the canceled one ends CANCELED and the other KVT_OK with its bytes. */
+static void pulls_wait_for_their_stream(void) {
+    uint32_t source = make_agent("vram-held-source"), reader = make_agent("vram-held-reader");
+    uint64_t remote_vram = 0, local_vram = 0, generation = 0, ops[2] = {0, 0};
+    CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
+    vram_fill_pattern(remote_vram, PULL_BYTES, 47);
+    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
+    uint32_t remote = 0, local = 0;
+    CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
+    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
+    uint32_t peer = load_peer(reader, source, &generation);
+    ((hold_fn)(uintptr_t)fake_symbol("fake_cuda_hold_events"))(1);
+    unsigned long since = 0;
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(post_one(reader, KVT_XFER_READ, peer, generation, local, 0, remote, 0, PULL_BYTES, &ops[i]));
+    wait_until(reader, queried_while_held, &since, "a held event to be asked", WAIT_DEADLINE_MS);
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(reader, ops[0])); /* accepted; it ends later */
+    since = ((held_queries_fn)(uintptr_t)fake_symbol("fake_cuda_held_queries"))();
+    wait_until(reader, queried_while_held, &since, "a held event to be asked after the cancel", WAIT_DEADLINE_MS);
+    CHECK(op_status(reader, ops[0]) == KVT_IN_PROGRESS && op_status(reader, ops[1]) == KVT_IN_PROGRESS,
+          "nothing ends while its stream's work runs, a canceled pull neither");
+    ((hold_fn)(uintptr_t)fake_symbol("fake_cuda_hold_events"))(0);
+    uint64_t bytes = 0;
+    CHECK(wait_op(reader, ops[0], NULL) == KVT_ERR_CANCELED, "the canceled pull ends CANCELED");
+    CHECK(wait_op(reader, ops[1], &bytes) == KVT_OK && bytes == PULL_BYTES, "the other ends with its bytes");
+    CHECK(holds_pattern(local_vram, PULL_BYTES, 0, 47), "the bytes are the source's");
+    for (int i = 0; i < 2; i++) CHECK_OK(kvt_xfer_release(reader, ops[i]));
+    CHECK_OK(kvt_peer_unload(reader, peer));
+    CHECK_OK(kvt_mem_deregister(reader, local));
+    CHECK_OK(kvt_mem_deregister(source, remote));
+    CHECK_OK(kvt_mem_free(reader, local_vram));
+    CHECK_OK(kvt_mem_free(source, remote_vram));
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
+static void vram_pull_waits_for_its_stream(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, pulls_wait_for_their_stream);
+}
+
 typedef int (*open_handles_fn)(void);
 
 /* The fake's count of open IPC handles, or -1 on a real driver (which does not tell). */
@@ -411,4 +476,5 @@ static void kernels(void) { on_driver_under_test("1", gather_and_checksum); }
 
 TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
           TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(strict_driver),
-          TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(kernels))
+          TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(vram_pull_waits_for_its_stream),
+          TEST(kernels))

@@ -16,6 +16,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,7 +314,23 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
     return event ? KVT_CUDA_SUCCESS : FAKE_INVALID_HANDLE;
 }
 
-CUresult cuEventQuery(CUevent event) { return event ? KVT_CUDA_SUCCESS : FAKE_INVALID_HANDLE; }
+/* While held (fake_cuda_hold_events), every event reads as not reached: the stream's work "runs on". */
+static _Atomic int events_held;
+static _Atomic unsigned long held_queries;
+
+void fake_cuda_hold_events(int hold);
+void fake_cuda_hold_events(int hold) { atomic_store(&events_held, hold); }
+
+/* Not a driver entry point: how many queries found an event held, for the tests. */
+unsigned long fake_cuda_held_queries(void);
+unsigned long fake_cuda_held_queries(void) { return atomic_load(&held_queries); }
+
+CUresult cuEventQuery(CUevent event) {
+    if (!event) return FAKE_INVALID_HANDLE;
+    if (!atomic_load(&events_held)) return KVT_CUDA_SUCCESS;
+    atomic_fetch_add(&held_queries, 1);
+    return KVT_CUDA_ERROR_NOT_READY;
+}
 
 CUresult cuEventDestroy_v2(CUevent event) {
     free(event);
