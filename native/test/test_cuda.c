@@ -253,33 +253,48 @@ static void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uin
         CHECK(holds_pattern(local_address + local_offset[i], length[i], remote_offset[i], seed), "piece %d moved", i);
 }
 
+/* Two agents of this process, each with PULL_BYTES of vram registered (the source's holding the pattern of
+ * `seed`), the source loaded as the reader's peer. */
+typedef struct {
+    uint32_t source, reader, remote, local, peer;
+    uint64_t remote_vram, local_vram, generation;
+} vram_pair;
+
+static vram_pair open_vram_pair(uint64_t seed) {
+    vram_pair pair = {.source = make_agent("vram-source"), .reader = make_agent("vram-reader")};
+    CHECK_OK(kvt_mem_alloc_vram(pair.source, 0, PULL_BYTES, &pair.remote_vram));
+    vram_fill_pattern(pair.remote_vram, PULL_BYTES, seed);
+    CHECK_OK(kvt_mem_alloc_vram(pair.reader, 0, PULL_BYTES, &pair.local_vram));
+    CHECK_OK(kvt_mem_register(pair.source, pair.remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &pair.remote));
+    CHECK_OK(kvt_mem_register(pair.reader, pair.local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &pair.local));
+    pair.peer = load_peer(pair.reader, pair.source, &pair.generation);
+    return pair;
+}
+
+static void close_vram_pair(const vram_pair *pair) {
+    CHECK_OK(kvt_peer_unload(pair->reader, pair->peer));
+    CHECK_OK(kvt_mem_deregister(pair->reader, pair->local));
+    CHECK_OK(kvt_mem_deregister(pair->source, pair->remote));
+    CHECK_OK(kvt_mem_free(pair->reader, pair->local_vram));
+    CHECK_OK(kvt_mem_free(pair->source, pair->remote_vram));
+    CHECK_OK(kvt_agent_destroy(pair->reader));
+    CHECK_OK(kvt_agent_destroy(pair->source));
+}
+
 static void pull_within_the_process(void) {
-    uint32_t source = make_agent("vram-source"), reader = make_agent("vram-reader");
-    uint64_t remote_vram = 0, local_vram = 0;
-    CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
-    vram_fill_pattern(remote_vram, PULL_BYTES, 41);
-    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
-    uint32_t remote = 0, local = 0;
-    CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
-    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
+    vram_pair pair = open_vram_pair(41);
+    uint32_t reader = pair.reader, peer = pair.peer, remote = pair.remote, local = pair.local;
+    uint64_t generation = pair.generation, op = 0;
     uint8_t *memory = NULL;
     uint32_t dram = alloc_region(reader, PULL_BYTES, &memory);
-    uint64_t generation = 0, op = 0;
-    uint32_t peer = load_peer(reader, source, &generation);
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, post_one(reader, KVT_XFER_READ, peer, generation, dram, 0, remote, 0, 64, &op));
     CHECK_DETAIL("dram and vram regions in one operation");
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
                  post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 0, 64, &op));
     CHECK_DETAIL("READs only");
-    pull_pieces(reader, peer, generation, local, remote, local_vram, 41);
+    pull_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
     free_region(reader, dram, memory);
-    CHECK_OK(kvt_peer_unload(reader, peer));
-    CHECK_OK(kvt_mem_deregister(reader, local));
-    CHECK_OK(kvt_mem_deregister(source, remote));
-    CHECK_OK(kvt_mem_free(reader, local_vram));
-    CHECK_OK(kvt_mem_free(source, remote_vram));
-    CHECK_OK(kvt_agent_destroy(reader));
-    CHECK_OK(kvt_agent_destroy(source));
+    close_vram_pair(&pair);
 }
 
 static void vram_pull_in_one_process(void) { on_driver_under_test("1", pull_within_the_process); }
@@ -310,19 +325,14 @@ static int32_t op_status(uint32_t agent, uint64_t op) {
 /* Two pulls whose stream work the fake holds back: both stay in progress, a cancel included, until the
  * work completes; then the canceled one ends CANCELED and the other KVT_OK with its bytes. */
 static void pulls_wait_for_their_stream(void) {
-    uint32_t source = make_agent("vram-held-source"), reader = make_agent("vram-held-reader");
-    uint64_t remote_vram = 0, local_vram = 0, generation = 0, ops[2] = {0, 0};
-    CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
-    vram_fill_pattern(remote_vram, PULL_BYTES, 47);
-    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
-    uint32_t remote = 0, local = 0;
-    CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
-    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
-    uint32_t peer = load_peer(reader, source, &generation);
+    vram_pair pair = open_vram_pair(47);
+    uint32_t reader = pair.reader;
+    uint64_t ops[2] = {0, 0};
     ((hold_fn)(uintptr_t)fake_symbol("fake_cuda_hold_events"))(1);
     unsigned long since = 0;
     for (int i = 0; i < 2; i++)
-        CHECK_OK(post_one(reader, KVT_XFER_READ, peer, generation, local, 0, remote, 0, PULL_BYTES, &ops[i]));
+        CHECK_OK(post_one(reader, KVT_XFER_READ, pair.peer, pair.generation, pair.local, 0, pair.remote, 0, PULL_BYTES,
+                          &ops[i]));
     wait_until(reader, queried_while_held, &since, "a held event to be asked", WAIT_DEADLINE_MS);
     CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(reader, ops[0])); /* accepted; it ends later */
     since = ((held_queries_fn)(uintptr_t)fake_symbol("fake_cuda_held_queries"))();
@@ -333,15 +343,9 @@ static void pulls_wait_for_their_stream(void) {
     uint64_t bytes = 0;
     CHECK(wait_op(reader, ops[0], NULL) == KVT_ERR_CANCELED, "the canceled pull ends CANCELED");
     CHECK(wait_op(reader, ops[1], &bytes) == KVT_OK && bytes == PULL_BYTES, "the other ends with its bytes");
-    CHECK(holds_pattern(local_vram, PULL_BYTES, 0, 47), "the bytes are the source's");
+    CHECK(holds_pattern(pair.local_vram, PULL_BYTES, 0, 47), "the bytes are the source's");
     for (int i = 0; i < 2; i++) CHECK_OK(kvt_xfer_release(reader, ops[i]));
-    CHECK_OK(kvt_peer_unload(reader, peer));
-    CHECK_OK(kvt_mem_deregister(reader, local));
-    CHECK_OK(kvt_mem_deregister(source, remote));
-    CHECK_OK(kvt_mem_free(reader, local_vram));
-    CHECK_OK(kvt_mem_free(source, remote_vram));
-    CHECK_OK(kvt_agent_destroy(reader));
-    CHECK_OK(kvt_agent_destroy(source));
+    close_vram_pair(&pair);
 }
 
 static void vram_pull_waits_for_its_stream(void) {
