@@ -167,7 +167,7 @@ enum {
 
 enum {
     KVT_CAP_BACKENDS = 0,         /* bit mask of (1 << KVT_BACKEND_*) usable: ucx if built in and libucp.so.0 loads */
-    KVT_CAP_VRAM = 1,             /* 1 if vram registration is supported, else 0 */
+    KVT_CAP_VRAM = 1,             /* 1 if a CUDA driver (libcuda.so.1, loaded at run time) and a GPU answer, else 0 */
     KVT_CAP_MAX_DESCRIPTORS = 2,  /* most descriptors in one kvt_xfer_post batch */
     KVT_CAP_MAX_NOTIFICATION = 3, /* most bytes in one notification */
     KVT_CAP_MAX_NAME = 4,         /* most bytes in an agent name (without the terminating NUL) */
@@ -194,7 +194,9 @@ enum {
 KVT_API kvt_status kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count);
 /**
  * Why capability `cap` has the value it has, in words (static storage), e.g. for KVT_CAP_VRAM
- * "no: built without GPU memory support (...)"; NULL for an unknown capability.
+ * "no: no driver library: libcuda.so.1 could not be loaded (...)", "no: no device: ...", "no: driver too
+ * old: ... has no entry point cuXxx ..." or "yes: CUDA driver 13.0 (...), 1 GPU(s)"; NULL for an unknown
+ * capability. The environment variable KVT_CUDA_LIBRARY names another driver file (for tests).
  */
 KVT_API const char *kvt_capability_detail(uint32_t cap);
 
@@ -397,6 +399,16 @@ enum {
 KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address);
 
 /**
+ * Allocates `length` bytes (> 0) of device memory on GPU `device` (cuMemAlloc in the device's primary
+ * context, through the CUDA driver loaded at run time), owned by the agent and freed by kvt_mem_free.
+ * Contents are unspecified; the memory is not registered (kvt_mem_register it as KVT_MEM_VRAM on `device`).
+ * Errors: INVALID_PARAM (length, out_address, a device the driver does not count), NOT_SUPPORTED when
+ * KVT_CAP_VRAM is 0 (the detail says why), NO_MEMORY when the device has no room, BACKEND for another
+ * refusal of the driver (named). A refusal leaves nothing allocated.
+ */
+KVT_API kvt_status kvt_mem_alloc_vram(uint32_t agent, uint32_t device, uint64_t length, uint64_t *out_address);
+
+/**
  * Memory jobs: kvt_mem_alloc_begin, kvt_mem_free_begin and kvt_mem_deregister_begin do what their
  * synchronous twin does, without the part that takes long (backing pages, fencing readers, unmapping)
  * on the calling thread, for callers that must not block (e.g. Node's thread). Each refuses at once
@@ -441,8 +453,15 @@ KVT_API kvt_status kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t
  * it through this agent (see "Stale readers" above).
  * Refuses: INVALID_PARAM for address 0, length 0, an address range that wraps, a dram range with a
  * page that is not mapped in this process, an unknown kind, or dram with device != 0; INVALID_PARAM naming the other region when the range overlaps a region
- * already registered on the same (kind, device) on this agent; NOT_SUPPORTED for vram (with the
- * reason); NOT_ALLOWED past KVT_MAX_REGIONS; BACKEND when the backend cannot map it.
+ * already registered on the same (kind, device) on this agent; NOT_ALLOWED past KVT_MAX_REGIONS; BACKEND
+ * when the backend cannot map it.
+ * Vram is checked with the CUDA driver: the whole range must be device memory of GPU `device` inside one
+ * cuMemAlloc/cudaMalloc allocation. NOT_SUPPORTED (with the reason) when KVT_CAP_VRAM is 0, and for memory
+ * of the virtual memory API or a memory pool (it cannot be exported as a CUDA IPC handle); INVALID_PARAM
+ * for a device the driver does not count, memory the driver does not know (host memory named as vram),
+ * pinned host memory, managed memory, memory of another device, and a range past the end of its
+ * allocation. A vram region is exported in the metadata with the CUDA IPC handle of its allocation (BACKEND
+ * when the driver cannot export it); see kvt_xfer_post for how vram moves.
  * Bumps the agent's metadata generation.
  */
 KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
@@ -597,6 +616,16 @@ enum {
  * On KVT_OK the operation is in progress (or already terminal) and *out_op holds its id; it
  * references every region it names until it is terminal. Watch it with kvt_agent_poll or
  * kvt_xfer_status; release it with kvt_xfer_release once terminal.
+ *
+ * Vram: an operation naming a vram region must be a READ whose every local and remote region is vram,
+ * from a peer on this host (same kernel boot id); else NOT_SUPPORTED saying which rule it breaks. Its
+ * descriptors become one piece table in device memory, moved by the gather kernel on the agent's CUDA
+ * stream (made on its first vram operation, on the GPU of that operation's first local region; vram of
+ * another GPU is then refused), out of the peer's allocations opened through their CUDA IPC handles
+ * (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are when
+ * the peer lives in this process). The progress thread learns the end from a CUDA event: the operation
+ * is terminal only once the stream's work completed, and a cancel waits for it. Templates
+ * (kvt_template_register) refuse vram regions for now.
  */
 KVT_API kvt_status kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t peer_generation,
                                  uint32_t count, const uint32_t *local_index, const uint64_t *local_offset,

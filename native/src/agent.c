@@ -7,6 +7,7 @@
 #include "heartbeat.h"
 #include "services/status.h"
 #include "template.h"
+#include "vram_xfer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -107,6 +108,7 @@ static void shut_down(kvt_agent *agent) {
         kvt_commands_drain_fd(&agent->commands);
     }
     agent->backend->stop(agent);
+    kvt_vram_agent_stop(agent);
     pthread_mutex_lock(&agent->lock);
     agent->shutdown_status = forced[0] ? KVT_ERR_TIMEOUT : KVT_OK;
     if (forced[0])

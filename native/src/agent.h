@@ -30,6 +30,7 @@ struct kvt_agent {
     uint32_t backend_kind;
     const kvt_backend *backend;
     void *backend_state;
+    void *vram_state; /* (P) vram_xfer.c: the agent's CUDA stream and reusable piece table, or NULL */
     kvt_process_identity process;
 
     /* The start of the backend on the progress thread (agent->lock). */

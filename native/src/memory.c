@@ -3,6 +3,7 @@
 
 #include "file_regions.h"
 #include "memory.h"
+#include "services/cuda_memory.h"
 #include "services/mapping.h"
 #include "services/status.h"
 
@@ -75,6 +76,10 @@ static int unlock_pages(void *address, size_t length, int unused) {
 /* Unlocks (when locked), drops the pages of, and frees an allocation no longer in the agent's table. The
  * pages are dropped slice by slice first, so the unmap that frees the allocation has none left to tear down. */
 static void release_allocation(kvt_agent *agent, kvt_allocation *allocation) {
+    if (allocation->kind == KVT_MEM_VRAM) {
+        kvt_vram_release(allocation->device, allocation->address);
+        return;
+    }
     if (allocation->locked) page_work_sliced(allocation->address, allocation->length, unlock_pages, 0);
     page_work_sliced(allocation->address, allocation->length, madvise, MADV_DONTNEED);
     agent->backend->free_allocation(agent, allocation);
@@ -132,8 +137,7 @@ static kvt_status check_alloc_params(uint64_t length, uint32_t flags, const uint
     return KVT_OK;
 }
 
-/* Records an allocation in the agent's table and counters (agent->lock held). */
-static kvt_status record_allocation_locked(kvt_agent *agent, const kvt_allocation *allocation) {
+kvt_status kvt_allocation_record_locked(kvt_agent *agent, const kvt_allocation *allocation) {
     if (agent->allocation_count == agent->allocation_capacity) {
         uint32_t capacity = agent->allocation_capacity ? agent->allocation_capacity * 2 : 8;
         kvt_allocation *grown = realloc(agent->allocations, capacity * sizeof *grown);
@@ -176,7 +180,7 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
     }
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
-        status = record_allocation_locked(agent, &allocation);
+        status = kvt_allocation_record_locked(agent, &allocation);
         if (status == KVT_OK) *out_address = allocation.address;
         pthread_mutex_unlock(&agent->lock);
         if (status != KVT_OK) memory_call(agent, free_call, &allocation);
@@ -356,7 +360,7 @@ kvt_status kvt_mem_alloc_begin(uint32_t agent_id, uint64_t length, uint32_t flag
     status = memory_call(agent, alloc_call, &args);
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
-        status = record_allocation_locked(agent, &allocation);
+        status = kvt_allocation_record_locked(agent, &allocation);
         pthread_mutex_unlock(&agent->lock);
         if (status != KVT_OK) memory_call(agent, free_call, &allocation);
     }
@@ -447,6 +451,10 @@ typedef struct {
 
 static kvt_status map_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
     map_call_args *args = arg;
+    kvt_region *region = args->region;
+    if (region->kind == KVT_MEM_VRAM) /* the CUDA driver's: its IPC handle stands for a backend mapping */
+        return kvt_vram_export(region->device, region->address, &region->rkey, &region->rkey_length, detail,
+                               detail_size);
     return agent->backend->map(agent, args->region, args->exact, detail, detail_size);
 }
 
@@ -508,11 +516,7 @@ static kvt_status check_register_params(uint64_t address, uint64_t length, uint3
                         "kvt_mem_register: [0x%llx, +%llu) is not mapped in this process (no mapping in the chunk at "
                         "0x%llx); register memory this process allocated",
                         (unsigned long long)address, (unsigned long long)length, (unsigned long long)unmapped);
-    if (kind == KVT_MEM_VRAM)
-        return kvt_fail(KVT_ERR_NOT_SUPPORTED,
-                        "kvt_mem_register: vram (device %u) cannot be registered: this library is built without GPU "
-                        "memory support (no CUDA/ROCm memory domain), so only dram is supported",
-                        device);
+    if (kind == KVT_MEM_VRAM) return kvt_vram_check_register("kvt_mem_register", address, length, device);
     if (kind != KVT_MEM_DRAM)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: unknown memory kind %u (dram = 0, vram = 1)", kind);
     if (device != 0)

@@ -12,7 +12,8 @@ typedef struct kvt_agent kvt_agent;
 
 typedef struct kvt_allocation {
     uint64_t address, length;
-    void *backend; /* UCX: ucp_mem_h of the UCP_MEM_MAP_ALLOCATE mapping */
+    uint32_t kind, device; /* KVT_MEM_*: vram allocations are the CUDA driver's (vram.c), without a backend part */
+    void *backend;         /* UCX: ucp_mem_h of the UCP_MEM_MAP_ALLOCATE mapping */
     bool locked;
     bool populating; /* kvt_mem_alloc_begin: its pages are being backed on the progress thread */
 } kvt_allocation;
@@ -29,6 +30,9 @@ typedef struct kvt_region {
     uint64_t file_offset;
     uint32_t liveness_slot; /* its slot in the agent's liveness table (file-backed regions) */
 } kvt_region;
+
+/* Records an allocation in the agent's table and counters (agent->lock held). */
+kvt_status kvt_allocation_record_locked(kvt_agent *agent, const kvt_allocation *allocation);
 
 /* Frees the memory jobs whose outcome nobody asked for (destroy, after the progress thread ended). */
 void kvt_mem_jobs_free(kvt_agent *agent);

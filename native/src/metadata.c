@@ -15,6 +15,7 @@
 
 #include "file_regions.h"
 #include "metadata.h"
+#include "services/cuda_memory.h"
 #include "services/status.h"
 #include "services/util.h"
 
@@ -153,7 +154,11 @@ static uint8_t *get_copy(reader *r, uint64_t length, const char *field) {
 }
 
 void kvt_metadata_free(kvt_metadata *meta) {
-    for (uint32_t i = 0; meta->regions && i < meta->region_count; i++) free(meta->regions[i].rkey);
+    for (uint32_t i = 0; meta->regions && i < meta->region_count; i++) {
+        kvt_remote_region *region = &meta->regions[i];
+        if (region->vram_base) kvt_vram_close(region->device, region->vram_base);
+        free(region->rkey);
+    }
     free(meta->regions);
     free(meta->worker_address);
     *meta = (kvt_metadata){0};
@@ -193,7 +198,10 @@ static kvt_status parse_regions(reader *r, kvt_metadata *meta) {
                           r->offset);
         if (region->rkey_length > KVT_MAX_RKEY)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "rkey length", "exceeds 65536", region->rkey_length, r->offset);
-        if (meta->backend == KVT_BACKEND_UCX && region->rkey_length < KVT_MIN_UCX_RKEY)
+        if (region->kind == KVT_MEM_VRAM && region->rkey_length != sizeof(kvt_vram_key))
+            return refuse(meta, KVT_ERR_INVALID_PARAM, "vram key length", "is not that of a CUDA IPC key",
+                          region->rkey_length, r->offset);
+        if (meta->backend == KVT_BACKEND_UCX && region->kind == KVT_MEM_DRAM && region->rkey_length < KVT_MIN_UCX_RKEY)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "rkey length", "is below the 9 bytes of a packed UCX key",
                           region->rkey_length, r->offset);
         for (uint32_t k = 0; k < i; k++)

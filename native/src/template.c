@@ -4,6 +4,7 @@
 
 #include "blocks.h"
 #include "services/copy.h"
+#include "services/cuda_memory.h"
 #include "services/status.h"
 #include "template.h"
 
@@ -139,6 +140,8 @@ static kvt_status build_template_locked(const kvt_agent *agent, const kvt_templa
             status = kvt_fail(KVT_ERR_INVALID_PARAM,
                               "kvt_template_register: local_regions[%u] = %u is not a live region of '%s'", k,
                               req->local_regions[k], agent->name);
+        else
+            status = kvt_vram_refuse_move("kvt_template_register", "local", locals[k]->id, locals[k]->kind);
     }
     for (uint32_t k = 0; status == KVT_OK && k < req->remote_region_count; k++) {
         remote_slots[k] = UINT32_MAX;
@@ -148,6 +151,9 @@ static kvt_status build_template_locked(const kvt_agent *agent, const kvt_templa
             status = kvt_fail(KVT_ERR_INVALID_PARAM,
                               "kvt_template_register: remote_regions[%u] = %u is not a region peer '%s' advertised", k,
                               req->remote_regions[k], conn->meta.name);
+        else
+            status = kvt_vram_refuse_move("kvt_template_register", "remote", req->remote_regions[k],
+                                          conn->meta.regions[remote_slots[k]].kind);
     }
     bool one_local = true, one_remote = true;
     for (uint32_t r = 0; status == KVT_OK && r < req->route_count; r++) {

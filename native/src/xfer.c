@@ -8,6 +8,7 @@
 #include "services/copy.h"
 #include "services/notify_header.h"
 #include "services/status.h"
+#include "vram_xfer.h"
 #include "xfer.h"
 
 #include <stdio.h>
@@ -212,6 +213,9 @@ static kvt_status hold_locked(kvt_agent *agent, uint32_t peer_id, uint64_t gener
     kvt_peer *peer = NULL;
     kvt_status status = kvt_resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
     if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
+    if (status == KVT_OK)
+        status = kvt_vram_classify(agent, peer->conn, req->direction, op->locals, req->local_region_count, remote_slots,
+                                   req->remote_region_count, &op->vram);
     if (status == KVT_OK) kvt_op_hold_locked(peer, op);
     return status;
 }
@@ -305,7 +309,12 @@ void kvt_op_notified(kvt_agent *agent, kvt_op *op, kvt_status status) {
 }
 
 static void step(kvt_agent *agent, kvt_op *op) {
-    if (op->phase == KVT_PHASE_MOVING) agent->backend->advance(agent, op);
+    if (op->phase == KVT_PHASE_MOVING) {
+        if (op->vram)
+            kvt_vram_advance(agent, op);
+        else
+            agent->backend->advance(agent, op);
+    }
     if (op->phase != KVT_PHASE_MOVED) return;
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error != KVT_OK || op->notification_length == 0) {

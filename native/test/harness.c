@@ -1,4 +1,5 @@
 #include "harness.h"
+#include "services/cuda_driver.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -287,21 +288,42 @@ uint8_t *file_memory_map(uint64_t length, int *out_fd) {
     return memory;
 }
 
+void vram_fill_pattern(uint64_t address, uint64_t length, uint64_t seed) {
+    uint8_t *pattern = malloc(length);
+    CHECK(pattern, "out of memory");
+    fill_pattern(pattern, length, seed);
+    CHECK(kvt_cuda.MemcpyHtoDAsync(address, pattern, length, NULL) == KVT_CUDA_SUCCESS, "vram upload");
+    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "vram upload: synchronize");
+    free(pattern);
+}
+
+/* A vram allocation on GPU 0 holding the pattern of `seed`. */
+static uint64_t vram_pattern(uint32_t agent, uint64_t length, uint64_t seed) {
+    uint64_t address = 0;
+    CHECK_OK(kvt_mem_alloc_vram(agent, 0, length, &address));
+    vram_fill_pattern(address, length, seed);
+    return address;
+}
+
 /* The source's life: register, publish, wait until the test process closes the pipe or kills it. */
 static void __attribute__((noreturn)) run_source(const source_options *options, int up, int down) {
     uint32_t agent = make_agent("source-process");
     uint64_t address = 0;
     int fd = -1;
-    if (options->file_memory)
+    if (options->vram_memory)
+        address = vram_pattern(agent, options->length, options->seed);
+    else if (options->file_memory)
         address = (uint64_t)(uintptr_t)file_memory_map(options->length, &fd);
     else if (options->caller_memory)
         address = (uint64_t)(uintptr_t)malloc(options->length);
     else
         CHECK_OK(kvt_mem_alloc(agent, options->length, 0, &address));
     CHECK(address != 0, "source: out of memory");
-    fill_pattern((uint8_t *)(uintptr_t)address, options->length, options->seed);
+    if (!options->vram_memory) fill_pattern((uint8_t *)(uintptr_t)address, options->length, options->seed);
     uint32_t region;
-    if (options->file_memory)
+    if (options->vram_memory)
+        CHECK_OK(kvt_mem_register(agent, address, options->length, KVT_MEM_VRAM, 0, &region));
+    else if (options->file_memory)
         CHECK_OK(kvt_mem_register_fd(agent, address, options->length, fd, 0, &region));
     else
         CHECK_OK(kvt_mem_register(agent, address, options->length, KVT_MEM_DRAM, 0, &region));
@@ -325,6 +347,7 @@ static void source_main(int argc, char **argv) {
     source_options options = {.length = strtoull(argv[4], NULL, 10),
                               .caller_memory = strcmp(argv[5], "caller") == 0,
                               .file_memory = strcmp(argv[5], "file") == 0,
+                              .vram_memory = strcmp(argv[5], "vram") == 0,
                               .seed = strtoull(argv[6], NULL, 10)};
     const char *backend = getenv("KVT_TEST_BACKEND");
     if (backend && strcmp(backend, "ucx") == 0) test_backend = KVT_BACKEND_UCX;
@@ -343,7 +366,10 @@ static void __attribute__((noreturn)) exec_source(const source_options *options,
     snprintf(down_text, sizeof down_text, "%d", down);
     snprintf(length, sizeof length, "%llu", (unsigned long long)options->length);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)options->seed);
-    char *memory = options->file_memory ? "file" : options->caller_memory ? "caller" : "alloc";
+    char *memory = options->vram_memory     ? "vram"
+                   : options->file_memory   ? "file"
+                   : options->caller_memory ? "caller"
+                                            : "alloc";
     char *const args[] = {self, "--source", up_text, down_text, length, memory, seed, NULL};
     execv(self, args);
     test_fail(__FILE__, __LINE__, "execv %s: %s", self, strerror(errno));

@@ -113,6 +113,7 @@ typedef struct {
     bool
         file_memory; /* caller memory that is a shared mapping of a sealed memfd, registered with kvt_mem_register_fd */
     bool new_pid_namespace;
+    bool vram_memory; /* kvt_mem_alloc_vram on GPU 0 of the driver KVT_CUDA_LIBRARY names, registered as vram */
     uint64_t seed;
 } source_options;
 typedef struct {
@@ -132,6 +133,8 @@ void source_end(source_process *source);
 /* `length` bytes of a new memfd (sealed against shrinking) mapped shared; its fd in *out_fd. */
 uint8_t *file_memory_map(uint64_t length, int *out_fd);
 void fill_pattern(uint8_t *memory, uint64_t length, uint64_t seed);
+/* The same into vram at `address` (through the CUDA driver the library loaded; its context current). */
+void vram_fill_pattern(uint64_t address, uint64_t length, uint64_t seed);
 bool check_pattern(const uint8_t *memory, uint64_t length, uint64_t seed);
 
 #endif

@@ -2,6 +2,7 @@
  * (its version string, its capabilities). */
 #include "backend.h"
 
+#include "services/cuda_driver.h"
 #include "services/status.h"
 
 #include <pthread.h>
@@ -67,13 +68,25 @@ static void describe_ucx_unavailable(void) {
 }
 #endif
 
+static pthread_once_t vram_detail_once = PTHREAD_ONCE_INIT;
+static char vram_detail[720];
+
+static void describe_vram(void) {
+    const char *unavailable = kvt_cuda_unavailable();
+    if (unavailable)
+        snprintf(vram_detail, sizeof vram_detail, "no: %s", unavailable);
+    else
+        snprintf(vram_detail, sizeof vram_detail, "yes: CUDA driver %d.%d (loaded at run time), %u GPU(s)",
+                 kvt_cuda_driver_version() / 1000, kvt_cuda_driver_version() % 1000 / 10, kvt_cuda_device_count());
+}
+
 kvt_status kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count) {
     kvt_detail_clear();
     if (!out_count || (capacity > 0 && !values))
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_capabilities: values and out_count must not be NULL");
     const uint64_t all[KVT_CAP_COUNT] = {
         [KVT_CAP_BACKENDS] = (1u << KVT_BACKEND_LOOPBACK) | (ucx_usable() ? (1u << KVT_BACKEND_UCX) : 0u),
-        [KVT_CAP_VRAM] = 0,
+        [KVT_CAP_VRAM] = kvt_cuda_unavailable() == NULL,
         [KVT_CAP_MAX_DESCRIPTORS] = KVT_MAX_DESCRIPTORS,
         [KVT_CAP_MAX_NOTIFICATION] = KVT_MAX_NOTIFICATION,
         [KVT_CAP_MAX_NAME] = KVT_MAX_NAME,
@@ -97,8 +110,8 @@ const char *kvt_capability_detail(uint32_t cap) {
         return "loopback only: UCX headers (<ucp/api/ucp.h>) were not found at build time";
 #endif
     case KVT_CAP_VRAM:
-        return "no: this library is built without GPU memory support (no CUDA/ROCm memory domain is used), so "
-               "only dram can be registered";
+        pthread_once(&vram_detail_once, describe_vram);
+        return vram_detail;
     case KVT_CAP_MAX_DESCRIPTORS:
         return "most descriptors one kvt_xfer_post batch accepts";
     case KVT_CAP_MAX_NOTIFICATION:

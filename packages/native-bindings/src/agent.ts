@@ -217,6 +217,25 @@ export class Agent {
   }
 
   /**
+   * Allocates device memory on GPU `device` owned by this agent (not registered yet), through the CUDA
+   * driver the library loads at run time. Rejects with NOT_SUPPORTED naming what is missing where
+   * `transport.capabilities().vram` is unsupported, INVALID_ARGUMENT/INVALID_PARAM for a GPU the driver
+   * does not count, NO_MEMORY when the GPU has no room; nothing is left allocated then.
+   */
+  allocateVram(device: number, bytes: number | bigint): Allocation {
+    this.#state.assertOpen('allocate memory');
+    if (!Number.isInteger(device) || device < 0 || device > 0xffff_ffff)
+      throw new InvalidArgumentError('device', device, 'must be a uint32 GPU ordinal');
+    const length = toUint64(bytes);
+    if (length === undefined || length === 0n || length > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new InvalidArgumentError('bytes', bytes, 'must be a positive safe integer');
+    }
+    const address = new BigUint64Array(1);
+    check(this.#library, 'kvt_mem_alloc_vram', this.#library.api.kvt_mem_alloc_vram(this.#id, device, length, address));
+    return new Allocation(this.#context, address[0] ?? 0n, Number(length), 'vram', device);
+  }
+
+  /**
    * Registers memory (an Allocation, or any range the caller keeps valid until it is deregistered).
    * Refuses zero length, overlap with a region of the same kind and device, and vram when unsupported.
    */
@@ -227,7 +246,8 @@ export class Agent {
     if (memory instanceof Allocation) {
       if (!memory.isOpen)
         throw new HandleClosedError('Allocation', `0x${memory.address.toString(16)}`, 'register memory');
-      return registerMemory(this.#context, { address: memory.address, bytes: memory.bytes });
+      const { address, bytes, kind, device } = memory;
+      return registerMemory(this.#context, { address, bytes, kind, device });
     }
     return registerMemory(this.#context, memory);
   }

@@ -8,25 +8,33 @@ export const memoryKinds = ['dram', 'vram'] as const;
 export type MemoryKind = (typeof memoryKinds)[number];
 
 /**
- * Page-aligned DRAM that kvreuse owns, allocated by an agent in the form its backend moves fastest.
- * It is not registered: pass it to `agent.register`. Free it with `free()` after deregistering.
+ * Memory that kvreuse owns, allocated by an agent: page-aligned DRAM in the form its backend moves
+ * fastest (`agent.allocate`), or device memory on a GPU (`agent.allocateVram`). It is not registered:
+ * pass it to `agent.register`, which registers it as its kind and device. Free it with `free()` after
+ * deregistering.
  */
 export class Allocation {
   readonly address: bigint;
   readonly bytes: number;
+  readonly kind: MemoryKind;
+  /** The GPU ordinal of vram; 0 for dram. */
+  readonly device: number;
   readonly #agent: AgentContext;
   readonly #state: HandleState;
   #view: Buffer | undefined;
 
-  /** @internal Use agent.allocate. */
-  constructor(agent: AgentContext, address: bigint, bytes: number) {
+  /** @internal Use agent.allocate or agent.allocateVram. */
+  constructor(agent: AgentContext, address: bigint, bytes: number, kind: MemoryKind = 'dram', device = 0) {
     this.#agent = agent;
     this.address = address;
     this.bytes = bytes;
+    this.kind = kind;
+    this.device = device;
+    const where = kind === 'vram' ? ` of GPU ${device}` : '';
     this.#state = new HandleState(
       this,
       'Allocation',
-      `0x${address.toString(16)} (${bytes} bytes) of agent ${agent.name}`,
+      `0x${address.toString(16)} (${bytes} bytes${where}) of agent ${agent.name}`,
     );
   }
 
@@ -40,6 +48,8 @@ export class Allocation {
    */
   view(): Buffer {
     this.#state.assertOpen('view an allocation');
+    if (this.kind === 'vram')
+      throw new InvalidArgumentError('allocation', this.address, 'is vram, which the host cannot view');
     this.#view ??= Buffer.from(koffi.view(this.address, this.bytes));
     return this.#view;
   }

@@ -474,6 +474,7 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
     bool mapped = false;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         kvt_remote_region *region = &conn->meta.regions[i];
+        if (region->kind == KVT_MEM_VRAM) continue; /* no UCX key: vram is not moved through UCX */
         ucp_rkey_h rkey;
         status = ucp_ep_rkey_unpack(ep, region->rkey, &rkey);
         if (status != UCS_OK) {

@@ -1,0 +1,86 @@
+/* Loads the library's kernels (PTX embedded from native/kernels) into a GPU's primary context once, and
+ * launches them on a caller's stream. */
+#include "services/cuda_kernels.h"
+#include "services/cuda_kernels_ptx.h"
+#include "services/status.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#define KVT_KERNEL_DEVICES 64
+/* The most blocks one launch asks for; each loops over the pieces past it. */
+#define KVT_KERNEL_MAX_BLOCKS 65535u
+
+typedef struct {
+    bool loaded;
+    CUmodule gather_module, checksum_module;
+    CUfunction gather, checksum;
+} device_kernels;
+
+static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
+static device_kernels kernels[KVT_KERNEL_DEVICES];
+
+static CUresult load_function(const char *image, const char *name, CUmodule *module, CUfunction *function) {
+    CUresult result = kvt_cuda.ModuleLoadData(module, image);
+    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.ModuleGetFunction(function, *module, name);
+    return result;
+}
+
+/* The kernels of `device`, loaded on first use (its context current on the calling thread). */
+static kvt_status device_kernels_of(const char *call, uint32_t device, const device_kernels **out) {
+    kvt_status status = kvt_cuda_use_device(call, device);
+    if (status != KVT_OK) return status;
+    if (device >= KVT_KERNEL_DEVICES)
+        return kvt_fail(KVT_ERR_NOT_SUPPORTED, "%s: kernels are loaded on GPUs 0-%u only", call,
+                        KVT_KERNEL_DEVICES - 1);
+    pthread_mutex_lock(&kernels_lock);
+    device_kernels *entry = &kernels[device];
+    CUresult result = KVT_CUDA_SUCCESS;
+    const char *failed = NULL;
+    if (!entry->loaded) {
+        result = load_function(kvt_ptx_gather, "kvt_gather", &entry->gather_module, &entry->gather);
+        failed = "kvt_gather";
+        if (result == KVT_CUDA_SUCCESS) {
+            result = load_function(kvt_ptx_checksum, "kvt_block_checksum", &entry->checksum_module, &entry->checksum);
+            failed = "kvt_block_checksum";
+        }
+        entry->loaded = result == KVT_CUDA_SUCCESS; /* kept until the process ends, like the context */
+    }
+    pthread_mutex_unlock(&kernels_lock);
+    if (result != KVT_CUDA_SUCCESS) {
+        char text[256];
+        return kvt_fail(KVT_ERR_BACKEND, "%s: the kernel %s cannot be loaded on GPU %u (PTX for %s): %s", call, failed,
+                        device, "compute_90", kvt_cuda_error_text(result, text, sizeof text));
+    }
+    *out = entry;
+    return KVT_OK;
+}
+
+static kvt_status launch(const char *call, CUfunction function, const char *name, uint32_t count, void **parameters,
+                         CUstream stream) {
+    if (count == 0) return KVT_OK;
+    unsigned int blocks = count < KVT_KERNEL_MAX_BLOCKS ? count : KVT_KERNEL_MAX_BLOCKS;
+    CUresult result =
+        kvt_cuda.LaunchKernel(function, blocks, 1, 1, KVT_KERNEL_THREADS, 1, 1, 0, stream, parameters, NULL);
+    if (result == KVT_CUDA_SUCCESS) return KVT_OK;
+    char text[256];
+    return kvt_fail(KVT_ERR_BACKEND, "%s: launching %s over %u pieces failed: %s", call, name, count,
+                    kvt_cuda_error_text(result, text, sizeof text));
+}
+
+kvt_status kvt_cuda_gather(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count, CUstream stream) {
+    const device_kernels *loaded = NULL;
+    kvt_status status = device_kernels_of(call, device, &loaded);
+    if (status != KVT_OK) return status;
+    void *parameters[] = {&pieces, &count};
+    return launch(call, loaded->gather, "kvt_gather", count, parameters, stream);
+}
+
+kvt_status kvt_cuda_block_checksum(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count,
+                                   CUdeviceptr sums, CUstream stream) {
+    const device_kernels *loaded = NULL;
+    kvt_status status = device_kernels_of(call, device, &loaded);
+    if (status != KVT_OK) return status;
+    void *parameters[] = {&pieces, &count, &sums};
+    return launch(call, loaded->checksum, "kvt_block_checksum", count, parameters, stream);
+}

@@ -1,0 +1,61 @@
+/* The library's CUDA kernels (the .cu files of native/kernels, embedded as PTX in cuda_kernels_ptx.h): loaded once per
+ * GPU with cuModuleLoadData in its primary context, launched on a caller's stream (cuda_kernels.c). */
+#ifndef KVT_CUDA_KERNELS_H
+#define KVT_CUDA_KERNELS_H
+
+#include "services/cuda_driver.h"
+
+#include <stdint.h>
+
+/* One piece for kvt_gather, as kernels/gather.cu reads it from device memory. */
+typedef struct {
+    uint64_t source, destination, bytes;
+} kvt_gather_piece;
+_Static_assert(sizeof(kvt_gather_piece) == 24, "kvt_gather_piece matches kernels/gather.cu");
+
+/* One piece for kvt_block_checksum: its bytes count into sums[group] as the group's ordinal-th piece. */
+typedef struct {
+    uint64_t address, bytes;
+    uint32_t group, ordinal;
+} kvt_checksum_piece;
+_Static_assert(sizeof(kvt_checksum_piece) == 24, "kvt_checksum_piece matches kernels/checksum.cu");
+
+/* Threads per block of both kernels. */
+#define KVT_KERNEL_THREADS 256u
+
+/* Copies `count` pieces whose table is at `pieces` (device memory) on `stream`, GPU `device` (its context
+ * is made current). BACKEND naming `call` when the module cannot be loaded or the launch is refused. */
+kvt_status kvt_cuda_gather(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count, CUstream stream);
+/* Adds each piece's checksum into sums[group] (device memory, uint64 each, zeroed by the caller). */
+kvt_status kvt_cuda_block_checksum(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count,
+                                   CUdeviceptr sums, CUstream stream);
+
+/* kernels/checksum.cu on the host, over memory this process reads: the same sums, for tests and for
+ * checking a GPU's answer. */
+static inline uint64_t kvt_checksum_mix(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static inline void kvt_block_checksum_on_host(const kvt_checksum_piece *pieces, uint32_t count, uint64_t *sums) {
+    for (uint32_t p = 0; p < count; p++) {
+        const uint8_t *bytes = (const uint8_t *)(uintptr_t)pieces[p].address;
+        uint64_t salt = kvt_checksum_mix(pieces[p].ordinal + 0x9e3779b97f4a7c15ull), sum = 0;
+        for (uint64_t w = 0; w * 16 < pieces[p].bytes; w++) {
+            uint64_t low = 0, high = 0;
+            for (uint32_t b = 0; b < 16 && w * 16 + b < pieces[p].bytes; b++) {
+                if (b < 8)
+                    low |= (uint64_t)bytes[w * 16 + b] << (8 * b);
+                else
+                    high |= (uint64_t)bytes[w * 16 + b] << (8 * (b - 8));
+            }
+            sum += kvt_checksum_mix(low ^ kvt_checksum_mix(high ^ (w * 0x9e3779b97f4a7c15ull + salt)));
+        }
+        sums[pieces[p].group] += sum;
+    }
+}
+
+#endif

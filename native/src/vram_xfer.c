@@ -1,0 +1,208 @@
+/* Operations over vram: the gather kernel on this agent's GPU moves a READ's descriptors out of the peer's
+ * allocations, opened through their CUDA IPC handles (or used as they are when the peer lives in this
+ * process), and a CUDA event tells the progress thread when the stream's work completed. */
+#include "vram_xfer.h"
+
+#include "agent.h"
+#include "services/cuda_driver.h"
+#include "services/cuda_kernels.h"
+#include "services/cuda_memory.h"
+#include "services/status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool same_host(const kvt_process_identity *a, const kvt_process_identity *b) {
+    static const uint8_t unknown[16] = {0};
+    return memcmp(a->boot_id, unknown, sizeof unknown) != 0 && memcmp(a->boot_id, b->boot_id, sizeof a->boot_id) == 0;
+}
+
+static bool same_process(const kvt_process_identity *a, const kvt_process_identity *b) {
+    return same_host(a, b) && a->pid == b->pid && a->pid_namespace == b->pid_namespace &&
+           a->start_time == b->start_time;
+}
+
+kvt_status kvt_vram_classify(const kvt_agent *agent, const kvt_conn *conn, uint32_t direction,
+                             kvt_region *const *locals, uint32_t local_count, const uint32_t *remote_slots,
+                             uint32_t remote_count, bool *out_vram) {
+    uint32_t vram = 0;
+    for (uint32_t k = 0; k < local_count; k++) vram += locals[k]->kind == KVT_MEM_VRAM;
+    for (uint32_t k = 0; k < remote_count; k++) vram += conn->meta.regions[remote_slots[k]].kind == KVT_MEM_VRAM;
+    *out_vram = vram > 0;
+    if (vram == 0) return KVT_OK;
+    if (vram != local_count + remote_count)
+        return kvt_fail(KVT_ERR_NOT_SUPPORTED,
+                        "kvt_xfer_post: dram and vram regions in one operation: vram moves only between vram "
+                        "regions (host-staged pulls are to come)");
+    if (direction != KVT_XFER_READ)
+        return kvt_fail(KVT_ERR_NOT_SUPPORTED, "kvt_xfer_post: vram moves by READs only (a pull from the peer)");
+    if (!same_host(&agent->process, &conn->meta.process))
+        return kvt_fail(KVT_ERR_NOT_SUPPORTED,
+                        "kvt_xfer_post: peer '%s' is on another host: vram moves between processes of one host "
+                        "through CUDA IPC (host-staged pulls are to come)",
+                        conn->meta.name);
+    return KVT_OK;
+}
+
+/* An agent's CUDA resources, made on its first vram op and kept until its progress thread ends: the stream
+ * every vram op of the agent runs on (in post order), and a piece table in device memory that one op at a
+ * time uses (grown as needed; an op posted while it is in use gets a table of its own). cuMemAlloc and
+ * cuMemFree (which waits for the whole device) are then off the path of most pulls. */
+typedef struct {
+    uint32_t device;
+    CUstream stream;
+    CUdeviceptr table;
+    uint64_t table_bytes;
+    bool table_busy;
+} agent_vram;
+
+/* A vram op's work in flight: the event after it and, when it has one, its own piece table. */
+typedef struct {
+    CUevent event;
+    bool agent_table;      /* it holds the agent's piece table */
+    CUdeviceptr own_table; /* else the table of its own, if it has one yet */
+} vram_work;
+
+/* Where this process reaches the peer's region `slot`: its own address for a peer in this process, else
+ * the allocation opened through its IPC handle (opened once per loaded metadata, closed with it). */
+static kvt_status remote_base(kvt_agent *agent, kvt_op *op, uint32_t slot, int64_t *out_shift) {
+    kvt_remote_region *region = &op->conn->meta.regions[slot];
+    *out_shift = 0;
+    if (same_process(&agent->process, &op->conn->meta.process)) return KVT_OK;
+    kvt_vram_key key;
+    memcpy(&key, region->rkey, sizeof key);
+    if (!region->vram_base) {
+        kvt_status status = kvt_vram_open("kvt_xfer_post", &key, &region->vram_base);
+        if (status != KVT_OK) return status;
+    }
+    *out_shift = (int64_t)(region->vram_base - key.allocation_base);
+    return KVT_OK;
+}
+
+/* The agent's resources on `device`, made on first use; NULL (detail set) when the driver refuses. Vram ops
+ * of one agent run on the GPU of their first one; another GPU is refused. */
+static agent_vram *agent_vram_of(kvt_agent *agent, uint32_t device) {
+    agent_vram *state = agent->vram_state;
+    if (state && state->device != device) {
+        kvt_fail(KVT_ERR_NOT_SUPPORTED, "kvt_xfer_post: agent '%s' moves vram on GPU %u; GPU %u is refused",
+                 agent->name, state->device, device);
+        return NULL;
+    }
+    if (kvt_cuda_use_device("kvt_xfer_post", device) != KVT_OK) return NULL;
+    if (state) return state;
+    state = calloc(1, sizeof *state);
+    CUresult result =
+        state ? kvt_cuda.StreamCreate(&state->stream, KVT_CU_STREAM_NON_BLOCKING) : KVT_CUDA_ERROR_OUT_OF_MEMORY;
+    if (result != KVT_CUDA_SUCCESS) {
+        char text[256];
+        free(state);
+        kvt_fail(KVT_ERR_BACKEND, "kvt_xfer_post: no CUDA stream on GPU %u: %s", device,
+                 kvt_cuda_error_text(result, text, sizeof text));
+        return NULL;
+    }
+    state->device = device;
+    agent->vram_state = state;
+    return state;
+}
+
+void kvt_vram_agent_stop(kvt_agent *agent) {
+    agent_vram *state = agent->vram_state;
+    if (!state) return;
+    if (kvt_cuda_use_device("kvt_agent_shutdown", state->device) == KVT_OK) {
+        kvt_cuda.StreamSynchronize(state->stream);
+        if (state->table) kvt_cuda.MemFree(state->table);
+        kvt_cuda.StreamDestroy(state->stream);
+    }
+    free(state);
+    agent->vram_state = NULL;
+}
+
+/* A piece table of `bytes` for one op: the agent's when free (grown if short), else one of the op's own. */
+static CUresult table_for(agent_vram *state, vram_work *work, uint64_t bytes, CUdeviceptr *out) {
+    if (state->table_busy) {
+        CUresult result = kvt_cuda.MemAlloc(&work->own_table, bytes);
+        *out = work->own_table;
+        return result;
+    }
+    if (state->table_bytes < bytes) {
+        if (state->table) kvt_cuda.MemFree(state->table);
+        state->table = 0;
+        state->table_bytes = 0;
+        CUresult result = kvt_cuda.MemAlloc(&state->table, bytes);
+        if (result != KVT_CUDA_SUCCESS) return result;
+        state->table_bytes = bytes;
+    }
+    state->table_busy = true;
+    work->agent_table = true;
+    *out = state->table;
+    return KVT_CUDA_SUCCESS;
+}
+
+/* Gives back what the op's work holds. */
+static void work_free(agent_vram *state, vram_work *work) {
+    if (work->event) kvt_cuda.EventDestroy(work->event);
+    if (work->own_table) kvt_cuda.MemFree(work->own_table);
+    if (work->agent_table) state->table_busy = false;
+    free(work);
+}
+
+/* Uploads the op's pieces and launches the gather and the event after it, on the agent's stream. */
+static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_work *work) {
+    uint64_t bytes = (op->count ? op->count : 1) * sizeof(kvt_gather_piece);
+    kvt_gather_piece *pieces = malloc(bytes);
+    kvt_status status = pieces ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory");
+    for (uint32_t i = 0; status == KVT_OK && i < op->count; i++) {
+        int64_t shift = 0;
+        status = remote_base(agent, op, op->descs[i].remote_slot, &shift);
+        pieces[i] = (kvt_gather_piece){(uint64_t)((int64_t)op->descs[i].remote_address + shift),
+                                       op->descs[i].local_address, op->descs[i].length};
+    }
+    /* Opening a handle made the peer's GPU current; the work runs on this agent's. */
+    if (status == KVT_OK) status = kvt_cuda_use_device("kvt_xfer_post", state->device);
+    CUdeviceptr table = 0;
+    CUresult result = KVT_CUDA_SUCCESS;
+    if (status == KVT_OK) result = kvt_cuda.EventCreate(&work->event, KVT_CU_EVENT_DISABLE_TIMING);
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS) result = table_for(state, work, bytes, &table);
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS) /* pageable: copied before the call returns */
+        result = kvt_cuda.MemcpyHtoDAsync(table, pieces, op->count * sizeof *pieces, state->stream);
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS)
+        status = kvt_cuda_gather("kvt_xfer_post", state->device, table, op->count, state->stream);
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS) result = kvt_cuda.EventRecord(work->event, state->stream);
+    free(pieces);
+    if (status == KVT_OK && result != KVT_CUDA_SUCCESS) {
+        char text[256];
+        status = kvt_fail(KVT_ERR_BACKEND, "kvt_xfer_post: the GPU refused the copy: %s",
+                          kvt_cuda_error_text(result, text, sizeof text));
+    }
+    return status;
+}
+
+/* Ends the op's movement with `status`, its work (if any) given back. */
+static void moved(kvt_op *op, agent_vram *state, vram_work *work, kvt_status status) {
+    if (work) work_free(state, work);
+    op->vram_work = NULL;
+    if (status != KVT_OK && op->error == KVT_OK) op->error = status;
+    op->phase = KVT_PHASE_MOVED;
+}
+
+void kvt_vram_advance(kvt_agent *agent, kvt_op *op) {
+    agent_vram *state = agent_vram_of(agent, op->locals[0]->device);
+    if (!state) {
+        moved(op, NULL, NULL, KVT_ERR_NOT_SUPPORTED);
+        return;
+    }
+    vram_work *work = op->vram_work;
+    if (!work) {
+        work = calloc(1, sizeof *work);
+        kvt_status status = work ? launch(agent, op, state, work) : KVT_ERR_NO_MEMORY;
+        if (status != KVT_OK) {
+            moved(op, state, work, status);
+            return;
+        }
+        op->vram_work = work;
+    }
+    CUresult result = kvt_cuda.EventQuery(work->event);
+    if (result == KVT_CUDA_ERROR_NOT_READY) return;
+    if (result == KVT_CUDA_SUCCESS) kvt_op_add_bytes_done(op, op->bytes_total);
+    moved(op, state, work, result == KVT_CUDA_SUCCESS ? KVT_OK : KVT_ERR_BACKEND);
+}

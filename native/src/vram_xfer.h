@@ -1,0 +1,32 @@
+/* Operations over vram (vram_xfer.c): a READ from a peer's vram on this host into this agent's vram moves
+ * by the gather kernel on this agent's GPU, through the peer's CUDA IPC handles; the progress thread learns
+ * its end from a CUDA event. */
+#ifndef KVT_VRAM_XFER_H
+#define KVT_VRAM_XFER_H
+
+#include "kvreuse_transport.h"
+
+#include "memory.h"
+#include "peer.h"
+#include "xfer.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct kvt_agent kvt_agent;
+
+/* At post (agent->lock held): whether the regions make the op a vram op (*out_vram), or NOT_SUPPORTED
+ * naming why not: vram moves only by READs whose every local and remote region is vram, from a peer
+ * on this host. */
+kvt_status kvt_vram_classify(const kvt_agent *agent, const kvt_conn *conn, uint32_t direction,
+                             kvt_region *const *locals, uint32_t local_count, const uint32_t *remote_slots,
+                             uint32_t remote_count, bool *out_vram);
+
+/* (P) Moves a vram op forward: the first call opens the peer's handles (once per loaded metadata),
+ * uploads the piece table and launches the gather and an event on the op's own stream; later calls ask
+ * the event. The op becomes KVT_PHASE_MOVED only once the stream's work completed (a cancel waits for it). */
+void kvt_vram_advance(kvt_agent *agent, kvt_op *op);
+
+/* (P) at the progress thread's end: frees the agent's stream and piece table (no vram op is in flight). */
+void kvt_vram_agent_stop(kvt_agent *agent);
+
+#endif

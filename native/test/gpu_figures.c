@@ -1,0 +1,256 @@
+/* The GPU figures of tools/gpu-check, measured on a machine with an NVIDIA GPU through the library's CUDA
+ * domain (its driver loading, its kernels): one JSON object on stdout. Not part of `make test` (a fake driver
+ * has no figures); built by `make gpu-check-binaries`. The prefix is the main job's: 42 blocks of
+ * Qwen3-0.6B bf16 at 64 tokens = 308,281,344 bytes, as 2,352 pieces of 128 KiB or 9,408 of 32 KiB.
+ *
+ * The IPC figures come from a second process that allocates the prefix and exports it as a CUDA IPC handle
+ * (forked before this process touches the driver, since CUDA does not survive a fork): this process opens
+ * the handle and copies out of it, with one copy and with the gather kernel (the path a same-node pull
+ * takes, by the driver's calls made here), and pulls it through the library: the exporter's agent registers
+ * the prefix as vram and hands over its metadata, and this process's agent READs it (ucx backend, or
+ * KVT_TEST_BACKEND) as 42 blocks, 2,352 and 9,408 pieces, each pull timed from post to completion. */
+#include "harness.h"
+#include "services/cuda_driver.h"
+#include "services/cuda_kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PREFIX_BYTES 308281344ull
+#define BLOCKS 42u
+#define REPEATS 20
+
+static void fail(const char *what, CUresult result) {
+    char text[256];
+    printf("{\"error\": \"%s: %s\"}\n", what, kvt_cuda_error_text(result, text, sizeof text));
+    exit(1);
+}
+
+#define CU(call)                                                                                                       \
+    do {                                                                                                               \
+        CUresult result_ = (call);                                                                                     \
+        if (result_ != KVT_CUDA_SUCCESS) fail(#call, result_);                                                         \
+    } while (0)
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void must(kvt_status status) {
+    if (status == KVT_OK) return;
+    printf("{\"error\": \"%s\"}\n", kvt_last_error_detail());
+    exit(1);
+}
+
+static void use_gpu_0(void) {
+    const char *unavailable = kvt_cuda_unavailable();
+    if (unavailable) {
+        printf("{\"error\": \"vram unavailable: %s\"}\n", unavailable);
+        exit(1);
+    }
+    must(kvt_cuda_use_device("gpu_figures", 0));
+}
+
+static CUdeviceptr device_alloc(uint64_t bytes) {
+    CUdeviceptr pointer = 0;
+    CU(kvt_cuda.MemAlloc(&pointer, (size_t)bytes));
+    return pointer;
+}
+
+/* The exporting process: allocates the prefix, fills it, hands its IPC handle over `to_parent` and holds
+ * it until a byte arrives on `from_parent`. */
+static void exporter(int to_parent, int from_parent) {
+    use_gpu_0();
+    CUdeviceptr prefix = device_alloc(PREFIX_BYTES);
+    uint8_t *host = malloc(1 << 20);
+    for (uint32_t i = 0; i < 1 << 20; i++) host[i] = (uint8_t)(i * 2654435761u >> 24);
+    for (uint64_t at = 0; at < PREFIX_BYTES; at += 1 << 20) CU(kvt_cuda.MemcpyHtoDAsync(prefix + at, host, 1 << 20, 0));
+    CU(kvt_cuda.StreamSynchronize(0));
+    CUipcMemHandle handle;
+    CU(kvt_cuda.IpcGetMemHandle(&handle, prefix));
+    uint32_t agent = make_agent("figures-source"), region = 0;
+    must(kvt_mem_register(agent, prefix, PREFIX_BYTES, KVT_MEM_VRAM, 0, &region));
+    uint64_t length = 0;
+    must(kvt_agent_metadata(agent, NULL, 0, &length));
+    uint8_t *blob = malloc(length);
+    must(kvt_agent_metadata(agent, blob, length, &length));
+    if (write(to_parent, &handle, sizeof handle) != (ssize_t)sizeof handle ||
+        write(to_parent, &length, sizeof length) != (ssize_t)sizeof length ||
+        write(to_parent, blob, length) != (ssize_t)length)
+        exit(1);
+    char done;
+    if (read(from_parent, &done, 1) != 1) exit(1);
+    must(kvt_mem_deregister(agent, region));
+    must(kvt_agent_destroy(agent));
+    free(blob);
+    CU(kvt_cuda.MemFree(prefix));
+    free(host);
+    exit(0);
+}
+
+typedef void (*timed_work)(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count,
+                           CUstream stream);
+
+static void one_copy(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count, CUstream stream) {
+    (void)table;
+    (void)count;
+    CU(kvt_cuda.MemcpyDtoDAsync(destination, source, PREFIX_BYTES, stream));
+}
+
+static void gather(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count, CUstream stream) {
+    (void)destination;
+    (void)source;
+    must(kvt_cuda_gather("gpu_figures", 0, table, count, stream));
+}
+
+/* Milliseconds one run of `work` takes, the mean of REPEATS after two warm-up runs. */
+static double time_ms(timed_work work, CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count,
+                      CUstream stream) {
+    for (int i = 0; i < 2; i++) work(destination, source, table, count, stream);
+    CU(kvt_cuda.StreamSynchronize(stream));
+    double start = now_ms();
+    for (int i = 0; i < REPEATS; i++) work(destination, source, table, count, stream);
+    CU(kvt_cuda.StreamSynchronize(stream));
+    return (now_ms() - start) / REPEATS;
+}
+
+/* A piece table of `count` equal pieces, each to the mirrored place (the last piece first), uploaded. */
+static CUdeviceptr piece_table(CUdeviceptr destination, CUdeviceptr source, uint32_t count, CUstream stream) {
+    kvt_gather_piece *pieces = malloc(count * sizeof *pieces);
+    uint64_t bytes = PREFIX_BYTES / count;
+    for (uint32_t i = 0; i < count; i++)
+        pieces[i] = (kvt_gather_piece){source + i * bytes, destination + (count - 1 - i) * bytes, bytes};
+    CUdeviceptr table = device_alloc(count * sizeof *pieces);
+    CU(kvt_cuda.MemcpyHtoDAsync(table, pieces, count * sizeof *pieces, stream));
+    CU(kvt_cuda.StreamSynchronize(stream));
+    free(pieces);
+    return table;
+}
+
+/* Checksum throughput over the prefix as 2,352 pieces in 42 groups, in GB/s. */
+static double checksum_gbytes_per_s(CUdeviceptr prefix, CUstream stream) {
+    uint32_t count = 2352;
+    kvt_checksum_piece *pieces = malloc(count * sizeof *pieces);
+    for (uint32_t i = 0; i < count; i++)
+        pieces[i] =
+            (kvt_checksum_piece){prefix + i * (PREFIX_BYTES / count), PREFIX_BYTES / count, i % BLOCKS, i / BLOCKS};
+    CUdeviceptr table = device_alloc(count * sizeof *pieces), sums = device_alloc(BLOCKS * sizeof(uint64_t));
+    CU(kvt_cuda.MemcpyHtoDAsync(table, pieces, count * sizeof *pieces, stream));
+    for (int i = 0; i < 2; i++) must(kvt_cuda_block_checksum("gpu_figures", 0, table, count, sums, stream));
+    CU(kvt_cuda.StreamSynchronize(stream));
+    double start = now_ms();
+    for (int i = 0; i < REPEATS; i++) must(kvt_cuda_block_checksum("gpu_figures", 0, table, count, sums, stream));
+    CU(kvt_cuda.StreamSynchronize(stream));
+    double ms = (now_ms() - start) / REPEATS;
+    CU(kvt_cuda.MemFree(table));
+    CU(kvt_cuda.MemFree(sums));
+    free(pieces);
+    return (double)PREFIX_BYTES / (ms * 1e6);
+}
+
+/* Milliseconds one READ of the whole prefix as `count` equal pieces (mirrored, as piece_table) takes
+ * through the library, post to completion: the mean of REPEATS after one warm-up. */
+static double pull_ms(uint32_t agent, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                      uint32_t count) {
+    uint32_t *zero = calloc(count, sizeof *zero);
+    uint64_t *local_offset = malloc(count * sizeof *local_offset),
+             *remote_offset = malloc(count * sizeof *remote_offset), *length = malloc(count * sizeof *length),
+             bytes = PREFIX_BYTES / count;
+    for (uint32_t i = 0; i < count; i++) {
+        remote_offset[i] = i * bytes;
+        local_offset[i] = (count - 1 - i) * bytes;
+        length[i] = bytes;
+    }
+    double start = 0;
+    for (int i = -1; i < REPEATS; i++) {
+        if (i == 0) start = now_ms();
+        uint64_t op = 0;
+        must(kvt_xfer_post(agent, KVT_XFER_READ, peer, generation, count, zero, local_offset, zero, remote_offset,
+                           length, 1, &local, 1, &remote, NULL, 0, &op));
+        wait_completions_ok(agent, 1, PREFIX_BYTES, true);
+    }
+    double ms = (now_ms() - start) / REPEATS;
+    free(zero);
+    free(local_offset);
+    free(remote_offset);
+    free(length);
+    return ms;
+}
+
+/* The library's pulls of the exporter's prefix (its metadata `blob`) into `destination`, as 42, 2,352
+ * and 9,408 pieces. */
+static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t length, double out_ms[3]) {
+    uint32_t agent = make_agent("figures-reader"), local = 0, peer = 0, remote = 0, regions = 0;
+    uint64_t generation = 0;
+    must(kvt_mem_register(agent, destination, PREFIX_BYTES, KVT_MEM_VRAM, 0, &local));
+    must(kvt_peer_load(agent, blob, length, &peer, &generation));
+    must(kvt_peer_regions(agent, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
+    const uint32_t pieces[3] = {BLOCKS, 2352, 9408};
+    for (int i = 0; i < 3; i++) out_ms[i] = pull_ms(agent, peer, generation, local, remote, pieces[i]);
+    must(kvt_peer_unload(agent, peer));
+    must(kvt_mem_deregister(agent, local));
+    must(kvt_agent_destroy(agent));
+}
+
+int main(void) {
+    const char *backend = getenv("KVT_TEST_BACKEND");
+    test_backend = backend && strcmp(backend, "loopback") == 0 ? KVT_BACKEND_LOOPBACK : KVT_BACKEND_UCX;
+    int to_parent[2], from_parent[2];
+    if (pipe(to_parent) != 0 || pipe(from_parent) != 0) return 1;
+    pid_t child = fork();
+    if (child == 0) exporter(to_parent[1], from_parent[0]);
+    use_gpu_0();
+    CUstream stream = NULL;
+    CU(kvt_cuda.StreamCreate(&stream, KVT_CU_STREAM_NON_BLOCKING));
+    CUdeviceptr source = device_alloc(PREFIX_BYTES), destination = device_alloc(PREFIX_BYTES);
+    CUdeviceptr table_128k = piece_table(destination, source, 2352, stream);
+    CUdeviceptr table_32k = piece_table(destination, source, 9408, stream);
+    double d2d = time_ms(one_copy, destination, source, 0, 0, stream);
+    double gather_128k = time_ms(gather, destination, source, table_128k, 2352, stream);
+    double gather_32k = time_ms(gather, destination, source, table_32k, 9408, stream);
+
+    CUipcMemHandle handle;
+    uint64_t blob_length = 0;
+    if (read(to_parent[0], &handle, sizeof handle) != (ssize_t)sizeof handle ||
+        read(to_parent[0], &blob_length, sizeof blob_length) != (ssize_t)sizeof blob_length)
+        return 1;
+    uint8_t *blob = malloc(blob_length);
+    for (uint64_t got = 0; got < blob_length;) {
+        ssize_t n = read(to_parent[0], blob + got, blob_length - got);
+        if (n <= 0) return 1;
+        got += (uint64_t)n;
+    }
+    CUdeviceptr remote = 0;
+    CU(kvt_cuda.IpcOpenMemHandle(&remote, handle, KVT_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    CUdeviceptr table_ipc = piece_table(destination, remote, 2352, stream);
+    double ipc_copy = time_ms(one_copy, destination, remote, 0, 0, stream);
+    double ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
+    double verify = checksum_gbytes_per_s(destination, stream);
+    CU(kvt_cuda.IpcCloseMemHandle(remote)); /* the library opens the handle itself */
+    double pulls[3];
+    library_pulls(destination, blob, blob_length, pulls);
+    free(blob);
+    CUdeviceptr mine[] = {source, destination, table_128k, table_32k, table_ipc};
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) CU(kvt_cuda.MemFree(mine[i]));
+    CU(kvt_cuda.StreamDestroy(stream));
+    if (write(from_parent[1], "x", 1) != 1) return 1;
+    int status = 0;
+    waitpid(child, &status, 0);
+
+    printf("{\"pull_42x7MiB_ms\": %.4f, \"pull_2352x128KiB_ms\": %.4f, \"pull_9408x32KiB_ms\": %.4f, "
+           "\"pull_ratios\": {\"pull_42_vs_d2d\": %.3f, \"pull_2352_vs_d2d\": %.3f, \"pull_9408_vs_d2d\": %.3f}, ",
+           pulls[0], pulls[1], pulls[2], d2d / pulls[0], d2d / pulls[1], d2d / pulls[2]);
+    printf("\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
+           "\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
+           "\"ratios\": {\"ipc_copy_vs_d2d\": %.3f, \"ipc_gather_2352_vs_d2d\": %.3f, \"gather_2352_vs_d2d\": %.3f, "
+           "\"gather_9408_vs_d2d\": %.3f}, \"exporter_exit\": %d}\n",
+           PREFIX_BYTES, d2d, gather_128k, gather_32k, ipc_copy, ipc_gather, verify, d2d / ipc_copy, d2d / ipc_gather,
+           d2d / gather_128k, d2d / gather_32k, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
