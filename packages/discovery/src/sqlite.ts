@@ -27,6 +27,7 @@ import {
 } from './common.js';
 import { betterSqlite3 } from './drivers.js';
 import { type ChangeBatch, LocalWatchHub } from './local-watch.js';
+import { enterWalMode } from './sqlite-wal.js';
 import type {
   CommitOptions,
   DiscoveryEntry,
@@ -204,7 +205,7 @@ export class SqliteDiscoveryStore implements DiscoveryStore {
     try {
       createDatabaseFile(this.path, fileMode);
       this.db = new Driver(this.path, { timeout: busyTimeoutMs });
-      this.db.pragma('journal_mode = WAL');
+      enterWalMode(this.db, busyTimeoutMs);
       this.db.pragma('synchronous = NORMAL');
       this.db.transaction(() => this.db.exec(schema)).immediate();
     } catch (error) {

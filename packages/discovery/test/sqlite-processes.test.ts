@@ -114,3 +114,34 @@ test('a watcher is told when it cannot read the file, and catches up when it can
   expect(changeLog(recorder.notices)).toEqual(['put /locked/part', 'delete /locked/part']);
   await store.close();
 });
+
+test('a new file opened while another process is writing it waits for that write, and ends in WAL mode', async () => {
+  const path = join(dir, 'opened-while-written.db');
+  // Another process holds a write transaction on a new file not yet in WAL mode, as a process creating the
+  // schema does when several open one file together; SQLite refuses the switch to WAL at once meanwhile.
+  const holder = spawn(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `import Database from 'better-sqlite3';
+       const db = new Database(process.env.DISCOVERY_FILE);
+       db.exec('BEGIN IMMEDIATE; CREATE TABLE holder (x)');
+       process.stdout.write('holding\\n');
+       process.stdin.once('data', () => setTimeout(() => { db.exec('COMMIT'); db.close(); }, 300));`,
+    ],
+    { cwd: fileURLToPath(new URL('..', import.meta.url)), env: { ...process.env, DISCOVERY_FILE: path } },
+  );
+  const exited = new Promise((resolve) => holder.once('exit', resolve));
+  await new Promise((resolve) => holder.stdout.once('data', resolve));
+  // Told to commit 300 ms from now, the holder still holds the lock when the open below starts, and the
+  // open waits for it (a store that refuses at once fails here). Were the holder slower to take the message
+  // or faster to commit, the open would still succeed: the outcome does not depend on which comes first.
+  await new Promise<void>((resolve) => holder.stdin.end('commit\n', () => resolve()));
+  const store = openSqliteDiscovery(path);
+  await exited;
+  const check = new Database(path, { readonly: true });
+  expect(check.pragma('journal_mode', { simple: true })).toBe('wal');
+  check.close();
+  await store.close();
+});
