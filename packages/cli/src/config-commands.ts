@@ -1,9 +1,9 @@
 import { kvreuseSettings, renderSettingsReport } from '@kvreuse/config';
-import { UsageError } from './errors.js';
+import { SettingsNotValidError, UsageError } from './errors.js';
 import type { Command } from './command.js';
-import { jsonOption, wantsJson } from './json.js';
+import { dataOptions, documentFormatOf, renderDocument } from './output.js';
 import { configOption, resolveCommandSettings, settingsFileOf, settingsHelp } from './settings.js';
-import { problemLines } from './one-line.js';
+import { problemLines } from './error-text.js';
 
 function noPositionals(command: string, positionals: readonly string[]): void {
   if (positionals.length > 0) throw new UsageError(command, `unexpected argument ${JSON.stringify(positionals[0])}`);
@@ -11,8 +11,8 @@ function noPositionals(command: string, positionals: readonly string[]): void {
 
 /** The usage, options and help of a command that resolves every setting from a file, the environment and flags. */
 const readsEverySetting = {
-  usage: '[--config <file>] [--json] [setting flags]',
-  options: [configOption, jsonOption],
+  usage: '[--config <file>] [-o table|json|yaml] [setting flags]',
+  options: [configOption, ...dataOptions],
   help: () => settingsHelp(kvreuseSettings),
 } as const;
 
@@ -23,10 +23,15 @@ export const configShow: Command = {
   ...readsEverySetting,
   async run(args, context) {
     noPositionals(this.name, args.positionals);
+    const format = documentFormatOf(this.name, args);
     const resolved = resolveCommandSettings(args, context);
-    if (wantsJson(args)) {
+    if (format !== undefined) {
       context.stdout(
-        `${JSON.stringify({ settings: resolved.settings, provenance: resolved.provenance, ignored: resolved.ignored }, null, 2)}\n`,
+        renderDocument(format, {
+          settings: resolved.settings,
+          provenance: resolved.provenance,
+          ignored: resolved.ignored,
+        }),
       );
     } else {
       context.stdout(renderSettingsReport(resolved));
@@ -41,6 +46,7 @@ export const configValidate: Command = {
   ...readsEverySetting,
   async run(args, context) {
     noPositionals(this.name, args.positionals);
+    const format = documentFormatOf(this.name, args);
     const file = settingsFileOf(args, context);
     const result = kvreuseSettings.safeResolve({
       ...(file === undefined ? {} : { file }),
@@ -48,16 +54,20 @@ export const configValidate: Command = {
       argv: args.settingsArgv,
     });
     const problems = result.success ? [] : problemLines(result.error);
-    if (wantsJson(args)) {
+    if (format !== undefined) {
       context.stdout(
-        `${JSON.stringify({ valid: result.success, ...(result.success ? {} : { code: result.error.code }), problems }, null, 2)}\n`,
+        renderDocument(format, {
+          valid: result.success,
+          ...(result.success ? {} : { code: result.error.code }),
+          problems,
+        }),
       );
     } else if (result.success) {
       context.stdout(`valid: ${file === undefined ? 'no settings file' : file}, the environment and the flags\n`);
     } else {
       context.stdout(`${problems.join('\n')}\n`);
     }
-    if (!result.success) throw result.error;
+    if (!result.success) throw new SettingsNotValidError(problems.length, { cause: result.error });
   },
 };
 

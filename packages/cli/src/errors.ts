@@ -4,6 +4,7 @@
 import { KvreuseError } from '@kvreuse/errors';
 export type CliErrorCode =
   | 'ADMISSION_REFUSED'
+  | 'SETTINGS_NOT_VALID'
   | 'USAGE'
   | 'UNKNOWN_COMMAND'
   | 'INPUT_FILE'
@@ -106,6 +107,21 @@ export class AdmissionRefusedError extends CliError {
     readonly reasons: number,
   ) {
     super(`profile ${profile} refuses these facts (${reasons} reason${reasons === 1 ? '' : 's'})`);
+  }
+}
+
+/** `config validate` found problems, and listed each on stdout: the error says how many, not them again. */
+export class SettingsNotValidError extends CliError {
+  readonly code = 'SETTINGS_NOT_VALID';
+  readonly exitCode = 2;
+  constructor(
+    readonly problems: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `the settings are not valid: ${problems} problem${problems === 1 ? '' : 's'}, each listed on stdout`,
+      options,
+    );
   }
 }
 

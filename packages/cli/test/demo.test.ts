@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { parse } from 'yaml';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
 import { runBinary, startBinary } from './binary.js';
 import { startEtcd } from './etcd.js';
@@ -44,28 +45,21 @@ const localEtcdLine =
 
 describe('kvreuse demo', () => {
   // The router's decision depends on no clock when reuse is off: the job runs to its end without a pull.
-  it('with reuse off, --json prints the summary last: both requests recomputed, no pull, every process drained', async () => {
+  it('with reuse off, --json prints the summary document and nothing else on stdout: both requests recomputed, no pull, every process drained', async () => {
     const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
     expect(run.status).toBe(0);
-    // stderr holds the request log only: one pino line per request, each recomputed for the router's reason.
-    expect(run.stderrLines.map((line) => JSON.parse(line) as unknown)).toEqual(
-      ['turn 2', 'short request'].map((request) =>
-        expect.objectContaining({
-          level: 30,
-          msg: 'request served',
-          request,
-          action: 'recompute',
-          reason: 'disabled',
-          pull: null,
-          recomputed: { blocks: null, reasons: ['router.enable_decode_to_prefill_reuse is off'] },
-        }),
+    // stderr holds the progress and the request log: one readable line per request, each recomputed for the router's reason.
+    expect(run.stderrLines).toContain(
+      'turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)',
+    );
+    expect(run.stderrLines).toContain('pull: none, the router recomputes turn 2');
+    expect(run.stderrLines.filter((line) => line.startsWith('request served: '))).toEqual(
+      ['turn 2', 'short request'].map(
+        (request) =>
+          `request served: ${request}: recompute (disabled), recomputed: router.enable_decode_to_prefill_reuse is off`,
       ),
     );
-    expect(run.stdout).toContain(
-      'turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)\n',
-    );
-    expect(run.stdout).toContain('pull: none, the router recomputes turn 2\n');
-    const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+    const summary = JSON.parse(run.stdout) as DemoSummary;
     expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
     expect(
       summary.decisions.map(({ request, action, reason, detail }) => ({ request, action, reason, detail })),
@@ -84,9 +78,25 @@ describe('kvreuse demo', () => {
     ]);
   }, 120_000);
 
-  it('without --json, the last line is the one-line summary', async () => {
-    const run = await runBinary(['demo', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
+  it('without -o, the progress and then the one-line summary on stdout; --log-format json: one pino JSON line per request on stderr', async () => {
+    const run = await runBinary(['demo', '--no-router-enable-decode-to-prefill-reuse', '--log-format', 'json'], {
+      cwd: anywhere,
+    });
     expect(run.status).toBe(0);
+    expect(run.stdout).toContain('pull: none, the router recomputes turn 2\n');
+    expect(run.stderrLines.map((line) => JSON.parse(line) as unknown)).toEqual(
+      ['turn 2', 'short request'].map((request) =>
+        expect.objectContaining({
+          level: 30,
+          msg: 'request served',
+          request,
+          action: 'recompute',
+          reason: 'disabled',
+          pull: null,
+          recomputed: { blocks: null, reasons: ['router.enable_decode_to_prefill_reuse is off'] },
+        }),
+      ),
+    );
     expect(lastLine(run.stdout)).toBe(
       'kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained, 0 pins waited for (0 released)',
     );
@@ -101,6 +111,8 @@ describe('kvreuse demo', () => {
           '--json',
           '--log',
           'requests.log',
+          '--log-format',
+          'json',
           '--no-router-enable-decode-to-prefill-reuse',
           '--discovery-backend',
           'etcd',
@@ -109,16 +121,16 @@ describe('kvreuse demo', () => {
         ],
         { cwd: anywhere },
       );
-      expect(run.stderr).toBe('');
       expect(run.status).toBe(0);
-      // --log: the request log goes to the file, relative to the working directory.
+      // --log: the request log goes to the file, relative to the working directory; stderr holds the progress.
+      expect(run.stderrLines.filter((line) => line.startsWith('{') || line.startsWith('request'))).toEqual([]);
       const logged = readFileSync(join(anywhere, 'requests.log'), 'utf8')
         .trimEnd()
         .split('\n')
         .map((line) => JSON.parse(line) as { request: string });
       expect(logged.map((record) => record.request)).toEqual(['turn 2', 'short request']);
-      expect(run.stdout).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
-      const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+      expect(run.stderr).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
+      const summary = JSON.parse(run.stdout) as DemoSummary;
       expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
       expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
         ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
@@ -137,7 +149,8 @@ describe('kvreuse demo', () => {
         'demo',
         '--backend',
         'loopback',
-        '--json',
+        '-o',
+        'yaml',
         '--log',
         'local-etcd.log',
         '--no-router-enable-decode-to-prefill-reuse',
@@ -146,14 +159,13 @@ describe('kvreuse demo', () => {
       ],
       { cwd: anywhere, env: { TMPDIR: tmp } },
     );
-    expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    const [firstLine = ''] = run.stdout.split('\n');
-    const [, url, dataDir] = firstLine.match(localEtcdLine) ?? [];
+    // -o yaml: stdout is the summary document; the progress is on stderr.
+    const [, url, dataDir] = run.stderrLines[0]?.match(localEtcdLine) ?? [];
     expect(url).toBeDefined();
     expect(dataDir?.startsWith(`${tmp}/`)).toBe(true);
-    expect(run.stdout).toContain(`(loopback, etcd discovery at ${url})\n`);
-    const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+    expect(run.stderr).toContain(`(loopback, etcd discovery at ${url})\n`);
+    const summary = parse(run.stdout) as DemoSummary;
     expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
     expect(summary.decisions.map(({ request, action, reason }) => [request, action, reason])).toEqual([
       ['turn 2', 'recompute', 'disabled'],
@@ -197,11 +209,26 @@ describe('kvreuse demo', () => {
     return { tmp, started };
   }
 
-  it('interrupted (SIGTERM) while its rank processes run, it drains them and removes its files, then ends by the signal', async () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'interrupted (%s) while its rank processes run, it drains them and removes its files, then ends by the signal',
+    async (signal) => {
+      const { tmp, started } = await demoWithRanksRunning();
+      started.child.kill(signal);
+      const run = await started.finished;
+      expect([run.status, run.signal]).toEqual([null, signal]);
+      expect(rankProcessesIn(tmp)).toEqual([]);
+      expect(readdirSync(tmp)).toEqual([]);
+    },
+    60_000,
+  );
+
+  it("its stdout's reader gone (| head) while its rank processes run: it drains them, removes its files and ends quietly with status 141", async () => {
     const { tmp, started } = await demoWithRanksRunning();
-    started.child.kill('SIGTERM');
+    // The next progress line the demo writes meets a pipe nobody reads (EPIPE).
+    started.child.stdout?.destroy();
     const run = await started.finished;
-    expect([run.status, run.signal]).toEqual([null, 'SIGTERM']);
+    expect([run.status, run.signal]).toEqual([141, null]);
+    expect(run.stderr).toBe('');
     expect(rankProcessesIn(tmp)).toEqual([]);
     expect(readdirSync(tmp)).toEqual([]);
   }, 60_000);
