@@ -1,13 +1,15 @@
 // `kvreuse demo` as a user runs it: the built binary, its output and its user errors. The pull itself is
 // checked in src/demo/main-job.test.ts, where the router's clock can stand still.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
 import { runBinary, startBinary } from './binary.js';
 import { startEtcd } from './etcd.js';
+import { freePorts } from './free-ports.js';
 
 const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-'));
 afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
@@ -206,6 +208,11 @@ describe('kvreuse demo', () => {
     const started = startBinary(['demo'], { cwd: anywhere, env: { TMPDIR: tmp } });
     await started.stdoutLine(/^turn 1: /);
     expect(rankProcessesIn(tmp)).toHaveLength(3);
+    // The run's files, the cluster secret among them, are in a folder of its own that only its user can open.
+    const runDirs = readdirSync(tmp).filter((name) => name.startsWith('kvreuse-demo-'));
+    expect(runDirs).toHaveLength(1);
+    expect(statSync(join(tmp, runDirs[0]!)).mode & 0o777).toBe(0o700);
+    expect(readdirSync(join(tmp, runDirs[0]!))).toContain('discovery.sqlite.secret');
     return { tmp, started };
   }
 
@@ -253,6 +260,29 @@ describe('kvreuse demo', () => {
     ]);
     expect(readdirSync(tmp)).toEqual([]);
   });
+
+  it('a rank that fails (its metrics port in use): exit 1 naming it, every other process stopped, nothing left in the temporary folder', async () => {
+    const tmp = runTmpdir();
+    const port = await freePorts(3);
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(port + 1, '127.0.0.1', resolve));
+    try {
+      const run = await runBinary(['demo', '--endpoint-metrics-port', String(port)], {
+        cwd: anywhere,
+        env: { TMPDIR: tmp },
+      });
+      expect(run.status).toBe(1);
+      expect(run.stderrLines.at(-1)).toMatch(
+        new RegExp(
+          `^kvreuse: demo process qwen3-0\\.6b-decode-0/tp1 failed .*127\\.0\\.0\\.1:${port + 1}: the port is in use .*\\[DEMO_PROCESS_FAILED\\]$`,
+        ),
+      );
+      expect(rankProcessesIn(tmp)).toEqual([]);
+      expect(readdirSync(tmp)).toEqual([]);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  }, 60_000);
 
   it('a metrics port that leaves no port for the last demo processes is a usage error naming the setting: one line, exit 2', async () => {
     const run = await runBinary(['demo', '--endpoint-metrics-port', '65534'], { cwd: anywhere });
