@@ -2,7 +2,15 @@ import { kvreuseSettings, renderSettingsReport } from '@kvreuse/config';
 import { SettingsNotValidError, UsageError } from './errors.js';
 import type { Command } from './command.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
-import { configOption, resolveCommandSettings, settingsFileOf, settingsHelp } from './settings.js';
+import {
+  describeSettingsFile,
+  resolveCommandSettings,
+  settingsFileOf,
+  settingsHelp,
+  settingsOptions,
+  settingsSources,
+  warnUnknownEnv,
+} from './settings.js';
 import { problemLines } from './error-text.js';
 
 function noPositionals(command: string, positionals: readonly string[]): void {
@@ -11,8 +19,8 @@ function noPositionals(command: string, positionals: readonly string[]): void {
 
 /** The usage, options and help of a command that resolves every setting from a file, the environment and flags. */
 const readsEverySetting = {
-  usage: '[--config <file>] [-o table|json|yaml] [setting flags]',
-  options: [configOption, ...dataOptions],
+  usage: '[--config <file>] [--strict] [-o table|json|yaml] [setting flags]',
+  options: [...settingsOptions, ...dataOptions],
   help: () => settingsHelp(kvreuseSettings),
 } as const;
 
@@ -25,16 +33,18 @@ export const configShow: Command = {
     noPositionals(this.name, args.positionals);
     const format = documentFormatOf(this.name, args);
     const resolved = resolveCommandSettings(args, context);
+    const file = settingsFileOf(args, context);
     if (format !== undefined) {
       context.stdout(
         renderDocument(format, {
+          file: file ?? null,
           settings: resolved.settings,
           provenance: resolved.provenance,
           ignored: resolved.ignored,
         }),
       );
     } else {
-      context.stdout(renderSettingsReport(resolved));
+      context.stdout(`settings file: ${describeSettingsFile(file)}\n${renderSettingsReport(resolved)}`);
     }
   },
 };
@@ -48,11 +58,8 @@ export const configValidate: Command = {
     noPositionals(this.name, args.positionals);
     const format = documentFormatOf(this.name, args);
     const file = settingsFileOf(args, context);
-    const result = kvreuseSettings.safeResolve({
-      ...(file === undefined ? {} : { file }),
-      env: context.env,
-      argv: args.settingsArgv,
-    });
+    const result = kvreuseSettings.safeResolve(settingsSources(args, context));
+    if (result.success) warnUnknownEnv(result.data, context);
     const problems = result.success ? [] : problemLines(result.error);
     if (format !== undefined) {
       context.stdout(
@@ -63,7 +70,7 @@ export const configValidate: Command = {
         }),
       );
     } else if (result.success) {
-      context.stdout(`valid: ${file === undefined ? 'no settings file' : file}, the environment and the flags\n`);
+      context.stdout(`valid: ${file === undefined ? 'no settings file' : file.path}, the environment and the flags\n`);
     } else {
       context.stdout(`${problems.join('\n')}\n`);
     }

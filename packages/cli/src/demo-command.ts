@@ -13,7 +13,14 @@ import { type LocalEtcd, startLocalEtcd } from './local-etcd.js';
 import { nativeCapabilities, requireUcx } from './native.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
 import { logFormatOption, logOption, openRequestLog } from './request-log.js';
-import { configOption, settingsFileOf, settingsHelp } from './settings.js';
+import {
+  describeSettingsFile,
+  noSettingsFile,
+  resolveCommandSettings,
+  settingsFileOf,
+  settingsHelp,
+  settingsOptions,
+} from './settings.js';
 
 const backends: readonly Backend[] = ['ucx', 'loopback'];
 const maxPort = 65_535;
@@ -23,10 +30,17 @@ const backendOption: OptionSpec = {
   description: 'the transport of the ranks (default ucx)',
 };
 
-function backendOf(args: CommandArgs): Backend {
-  const [backend = 'ucx'] = args.options.get('backend') ?? [];
+/** The ranks' transport: `--backend`, else `transport.backend`. Both on the command line is an error naming both. */
+function backendOf(args: CommandArgs, { settings, provenance }: ResolvedSettings): Backend {
+  const [backend] = args.options.get('backend') ?? [];
+  if (backend === undefined) return settings.transport.backend;
   if (!(backends as readonly string[]).includes(backend))
     throw new UsageError('demo', `--backend must be one of ${backends.join(', ')}; got ${JSON.stringify(backend)}`);
+  if (provenance.transport.backend.source === 'argv')
+    throw new UsageError(
+      'demo',
+      `--backend ${backend} and --transport-backend ${settings.transport.backend} both set the ranks' transport; give one`,
+    );
   return backend as Backend;
 }
 
@@ -47,7 +61,7 @@ export const demo: Command = {
     'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks and its receipt calibrates the router; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, the other stopped while the prefill holds its pin, and every drain report with the pins it waited for.',
   usage:
     '[--config <file>] [--backend <ucx|loopback>] [-o table|json|yaml] [--log <file>] [--log-format text|json] [setting flags]',
-  options: [configOption, backendOption, ...dataOptions, logOption, logFormatOption],
+  options: [...settingsOptions, backendOption, ...dataOptions, logOption, logFormatOption],
   help: () =>
     'Progress and the summary line go to stdout; with -o json or -o yaml (--json) stdout holds the summary document only, and the progress goes to stderr. ' +
     'The request log (one line per request with its receipt: blocks, bytes, checksum verification, ms, what was recomputed and why; a pino JSON line with --log-format json) goes to stderr, or to --log <file>.\n\n' +
@@ -56,15 +70,17 @@ export const demo: Command = {
     'That needs the etcd binary on PATH (sudo apt-get install -y etcd-server).\n\n' +
     'The pull verifies checksums as --endpoint-verify <full|sampled|off> says. With --endpoint-metrics-port <port>, each demo process serves its metrics on a port of its own, ' +
     'from <port> up, at the URL its progress line prints: `kvreuse inspect --metrics <url>` reads it while the demo runs.\n\n' +
-    `Settings: the bundled example settings file (or --config <file>), then KVREUSE_* variables, then setting flags.\n\n${settingsHelp(kvreuseSettings)}`,
+    `Settings: the settings file (--config <file>, else KVREUSE_CONFIG, else ./kvreuse.yaml; without one the bundled example, where reuse is on), then KVREUSE_* variables, then setting flags. ` +
+    '--backend is transport.backend: give it or --transport-backend, not both.\n\n' +
+    settingsHelp(kvreuseSettings),
   async run(args, context: CliContext) {
     if (args.positionals.length > 0)
       throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
-    const backend = backendOf(args);
     const format = documentFormatOf(this.name, args);
-    const file = settingsFileOf(args, context) ?? exampleSettingsPath;
-    const resolved = kvreuseSettings.resolve({ file, env: context.env, argv: args.settingsArgv });
-    const { settings } = resolved;
+    const file = settingsFileOf(args, context);
+    const resolved = resolveCommandSettings(args, context, exampleSettingsPath);
+    const backend = backendOf(args, resolved);
+    const settings = { ...resolved.settings, transport: { ...resolved.settings.transport, backend } };
     if (settings.discovery.backend === 'memory') {
       throw new UsageError(
         this.name,
@@ -97,6 +113,9 @@ export const demo: Command = {
         progress(
           `discovery: started a local etcd at ${etcd.url} for this run (data in ${etcd.dataDir}; stopped and removed when the run ends)`,
         );
+      progress(
+        `settings file: ${file === undefined ? `the bundled example ${exampleSettingsPath} (${noSettingsFile})` : describeSettingsFile(file)}`,
+      );
       const summary = await runMainJob({
         settings: onLocalEtcd(settings, etcd),
         capabilities,

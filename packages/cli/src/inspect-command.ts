@@ -20,7 +20,7 @@ import { summarizeInventoryBatch, type InventorySummary } from './inventory-summ
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
 import { nativeCapabilities } from './native.js';
 import { type ProcessPins, readProcessPins } from './pin-metrics.js';
-import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
+import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings.js';
 
 /** One published rank part, as inspect reports it. */
 export interface InspectedRankPart {
@@ -199,7 +199,7 @@ export const inspect: Command = {
   summary:
     "What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts with each rank's peer (agent, generation, address, host), and its retained inventory per tier; and where pins are counted.",
   usage: '[--config <file>] [-o table|json|yaml] [--metrics <url>]… [setting flags]',
-  options: [configOption, ...dataOptions, metricsOption],
+  options: [...settingsOptions, ...dataOptions, metricsOption],
   help: () =>
     `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
   async run(args, context) {

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { kvreuseSettings, type Settings } from '@kvreuse/config';
 import { assembleWorker, safeParseRankPart, type Worker } from '@kvreuse/descriptors';
@@ -19,7 +19,7 @@ import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
 import { profileGroupsHelp } from './help-groups.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
 import { nativeCapabilities } from './native.js';
-import { configOption, resolveCommandSettings, settingsHelp } from './settings.js';
+import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings.js';
 
 function rolesOf(profile: Profile): string {
   return Object.entries(profile.roles)
@@ -30,10 +30,13 @@ function rolesOf(profile: Profile): string {
 }
 
 /** A built-in profile by name, or a profile file (relative to the working directory). */
+/** A built-in profile by name, or a profile file; a bare word that is neither is taken for a misspelt name. */
 function profileNamed(nameOrFile: string, cwd: string): Profile {
-  if ((builtInProfileNames as readonly string[]).includes(nameOrFile))
+  const path = resolve(cwd, nameOrFile);
+  const looksLikeName = !nameOrFile.includes('/') && !/\.(json|ya?ml)$/i.test(nameOrFile);
+  if ((builtInProfileNames as readonly string[]).includes(nameOrFile) || (looksLikeName && !existsSync(path)))
     return builtInProfile(nameOrFile as BuiltInProfileName, { settings: kvreuseSettings });
-  return loadProfileFile(resolve(cwd, nameOrFile), { settings: kvreuseSettings });
+  return loadProfileFile(path, { settings: kvreuseSettings });
 }
 
 function atMostOne(command: string, positionals: readonly string[], what: string): string | undefined {
@@ -166,7 +169,7 @@ export const profilesCheck: Command = {
       repeatable: true,
       description: 'a worker found in discovery (the discovery.* settings say where)',
     },
-    configOption,
+    ...settingsOptions,
     ...dataOptions,
   ],
   help: () =>

@@ -80,11 +80,51 @@ describe('kvreuse config show', () => {
     ]);
   });
 
-  it('an unknown KVREUSE_* variable is refused the same way', async () => {
-    const run = await runBinary(['config', 'show'], { env: { KVREUSE_ROUTER_NOPE: '1' } });
-    expect(run.status).toBe(2);
+  it('an unknown KVREUSE_* variable is named in a warning with the closest name, and the command runs; --strict refuses it', async () => {
+    const env = { KVREUSE_ROUTER_NOPE: '1', KVREUSE_FUZZ_SEED: '7', KVREUSE_TRANSPORT_BACKEND: 'loopback' };
+    const [warned, strict] = await Promise.all([
+      runBinary(['config', 'show'], { env }),
+      runBinary(['config', 'show', '--strict'], { env }),
+    ]);
+    expect(warned.status).toBe(0);
+    expect(warned.stdout).toMatch(/^transport\.backend +loopback +env KVREUSE_TRANSPORT_BACKEND$/m);
+    expect(warned.stderrLines).toEqual([
+      'kvreuse: warning: 2 unknown KVREUSE_* variable(s) ignored (--strict refuses them):',
+      expect.stringMatching(/^ {2}- KVREUSE_ROUTER_NOPE in env \(did you mean KVREUSE_ROUTER_\w+\?\)$/),
+      '  - KVREUSE_FUZZ_SEED in env (group fuzz is not composed by this process)',
+    ]);
+    expect(strict).toMatchObject({ status: 2, stdout: '' });
+    expect(strict.stderrLines).toEqual([
+      'kvreuse: 2 unknown setting name(s): [UNKNOWN_SETTING]',
+      expect.stringMatching(/^ {2}- KVREUSE_ROUTER_NOPE in env /),
+      '  - KVREUSE_FUZZ_SEED in env (group fuzz is not composed by this process)',
+    ]);
+  });
+
+  it('one settings-file lookup, shown first: --config, else KVREUSE_CONFIG, else ./kvreuse.yaml, else none', async () => {
+    const other = file('other.yaml', 'transport:\n  backend: loopback\n');
+    const [option, variable, local, none] = await Promise.all([
+      runBinary(['config', 'show', '--config', other], { cwd: dir, env: { KVREUSE_CONFIG: settingsFile } }),
+      runBinary(['config', 'show'], { cwd: dir, env: { KVREUSE_CONFIG: 'other.yaml' } }),
+      runBinary(['config', 'show', '-o', 'json'], { cwd: dir }),
+      runBinary(['config', 'show']),
+    ]);
+    expect(option.stdout.split('\n')[0]).toBe(`settings file: ${other} (--config)`);
+    expect(variable.stdout.split('\n')[0]).toBe(`settings file: ${other} (KVREUSE_CONFIG)`);
+    expect(variable.stdout).toMatch(new RegExp(`^transport\\.backend +loopback +file ${other}:2$`, 'm'));
+    expect(variable.stderr).toBe('');
+    expect((JSON.parse(local.stdout) as { file: unknown }).file).toEqual({ path: settingsFile, from: 'cwd' });
+    expect(none.stdout.split('\n')[0]).toBe('settings file: none (no --config, KVREUSE_CONFIG or ./kvreuse.yaml)');
+  });
+
+  it('a JSON settings file is read as JSON: a trailing comma, which YAML would take, is refused, exit 2', async () => {
+    const comma = file('comma.json', '{"router": {"minimum_transfer_prefix_blocks": 4,},}');
+    const run = await runBinary(['config', 'show', '--config', comma]);
+    expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
-      expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): KVREUSE_ROUTER_NOPE in env .*\[UNKNOWN_SETTING\]$/),
+      `kvreuse: settings file ${comma}: not valid JSON: Expected double-quoted property name in JSON at line 1, column 49: [SETTINGS_FILE]`,
+      '{"router": {"minimum_transfer_prefix_blocks": 4,},}',
+      `${' '.repeat(48)}^`,
     ]);
   });
 

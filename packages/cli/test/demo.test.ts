@@ -55,6 +55,12 @@ describe('kvreuse demo', () => {
       'turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)',
     );
     expect(run.stderrLines).toContain('pull: none, the router recomputes turn 2');
+    // No settings file named and none in the working directory: the bundled example, said so.
+    expect(run.stderrLines).toContainEqual(
+      expect.stringMatching(
+        /^settings file: the bundled example \S+kvreuse\.yaml \(no --config, KVREUSE_CONFIG or \.\/kvreuse\.yaml\)$/,
+      ),
+    );
     expect(run.stderrLines.filter((line) => line.startsWith('request served: '))).toEqual(
       ['turn 2', 'short request'].map(
         (request) =>
@@ -144,12 +150,12 @@ describe('kvreuse demo', () => {
     }
   }, 120_000);
 
-  it('with --discovery-backend etcd and no endpoints, it starts a local etcd for the run, runs on it, then stops it and removes its data', async () => {
+  it('with --discovery-backend etcd and no endpoints, it starts a local etcd for the run, runs on it (--transport-backend loopback), then stops it and removes its data', async () => {
     const tmp = runTmpdir();
     const run = await runBinary(
       [
         'demo',
-        '--backend',
+        '--transport-backend',
         'loopback',
         '-o',
         'yaml',
@@ -305,6 +311,14 @@ describe('kvreuse demo', () => {
     expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
       expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): --router-nope in argv .*\[UNKNOWN_SETTING\]$/),
+    ]);
+  });
+
+  it('--backend and --transport-backend both: a usage error naming both, exit 2', async () => {
+    const run = await runBinary(['demo', '--backend', 'ucx', '--transport-backend', 'loopback'], { cwd: anywhere });
+    expect(run).toMatchObject({ status: 2, stdout: '' });
+    expect(run.stderrLines).toEqual([
+      "kvreuse: demo: --backend ucx and --transport-backend loopback both set the ranks' transport; give one (see kvreuse demo --help) [USAGE]",
     ]);
   });
 

@@ -40,9 +40,11 @@ export {
   type ValueJsonSchema,
 } from './descriptions.js';
 export type { DocsOptions } from './docs.js';
+export { closestName } from './names.js';
 export {
   describeInvalidSetting,
   describeProvenance,
+  describeUnknownSetting,
   InvalidCompositionError,
   InvalidGroupError,
   InvalidSettingError,
@@ -80,10 +82,14 @@ export { profileGroup } from './groups/profile.js';
 export { routerGroup } from './groups/router.js';
 export { transportGroup } from './groups/transport.js';
 export type { HelpOptions } from './help.js';
-export type { ResolveOptions, SettingsEnv } from './resolve-options.js';
+export type { ResolveOptions, SettingsEnv, UnknownEnvPolicy } from './resolve-options.js';
 export { renderSettingsReport, type ResolutionToReport } from './settings-report.js';
 export {
+  findSettingsFile,
   loadSettingsFile,
+  SETTINGS_FILE_NAME,
+  SETTINGS_FILE_VARIABLE,
+  type FoundSettingsFile,
   type LoadedSettingsFile,
   type SectionLines,
   type SettingsFileFormat,

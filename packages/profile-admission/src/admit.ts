@@ -6,6 +6,7 @@ import { InvalidAdmissionInputError } from './errors.js';
 import {
   checkedProfile,
   declaredRoles,
+  howToSet,
   type NativeCapabilityName,
   pinnedSettings,
   type Profile,
@@ -98,7 +99,8 @@ export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult
   }
   for (const { setting, value, field } of pinnedSettings(profile)) {
     const actual = settingValue(facts.settings, setting);
-    if (!isDeepStrictEqual(actual, value)) refuse({ field, expected: value, actual, why: `setting ${setting}` });
+    if (!isDeepStrictEqual(actual, value))
+      refuse({ field, expected: value, actual, why: howToSet(facts.composition, setting) });
   }
   for (const [setting, values] of Object.entries(profile.settings.forbidden)) {
     const actual = settingValue(facts.settings, setting);
@@ -108,7 +110,7 @@ export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult
         expected: values,
         expectedWords: `expected none of ${showValue(values)}`,
         actual,
-        why: `setting ${setting}`,
+        why: howToSet(facts.composition, setting),
       });
     }
   }
