@@ -164,7 +164,7 @@ export class DemoTransferError extends CliError {
 
 /** How to get UCX and a native library built with it: the repository's install script, or the Debian packages by hand. */
 export const ucxInstallHint =
-  'get it with the repository install script (npm run demo or npm run bench installs libucx-dev and ucx-utils, then builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native';
+  'get it with the repository install script (npm run demo installs libucx-dev, npm run bench also ucx-utils, then each builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native';
 
 /** Something a command needs on this machine is missing or does not work: says what, and how to get it. */
 abstract class PrerequisiteUnavailableError extends CliError {
