@@ -40,7 +40,7 @@ const receipt: PullReport = {
   verify: 'sampled',
   checkedBlocks: 6,
   ms: 52.5,
-  gbps: 44.7,
+  gbitPerS: 44.7,
   recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
 };
 
@@ -70,7 +70,7 @@ describe('requestRecord', () => {
         verify: 'sampled',
         checkedBlocks: 6,
         ms: 52.5,
-        gbps: 44.7,
+        gbitPerS: 44.7,
       },
       recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
     });

@@ -38,7 +38,10 @@ export interface RequestRecord {
   readonly action: DemoDecision['action'];
   readonly reason: string;
   /** The verified prefix committed from the sources; null when the router sent the request to recompute. */
-  readonly pull: Pick<PullReport, 'blocks' | 'bytes' | 'verified' | 'verify' | 'checkedBlocks' | 'ms' | 'gbps'> | null;
+  readonly pull: Pick<
+    PullReport,
+    'blocks' | 'bytes' | 'verified' | 'verify' | 'checkedBlocks' | 'ms' | 'gbitPerS'
+  > | null;
   /** Blocks computed instead of pulled (null: the whole request), and why. */
   readonly recomputed: { readonly blocks: number | null; readonly reasons: readonly string[] };
 }
@@ -53,12 +56,12 @@ export function requestRecord(request: string, decision: DemoDecision, receipt: 
       recomputed: { blocks: null, reasons: [decision.detail] },
     };
   }
-  const { blocks, bytes, verified, verify, checkedBlocks, ms, gbps, recomputed } = receipt;
+  const { blocks, bytes, verified, verify, checkedBlocks, ms, gbitPerS, recomputed } = receipt;
   return {
     request,
     action: decision.action,
     reason: decision.reason,
-    pull: { blocks, bytes, verified, verify, checkedBlocks, ms, gbps },
+    pull: { blocks, bytes, verified, verify, checkedBlocks, ms, gbitPerS },
     recomputed: { blocks: recomputed.blocks, reasons: recomputed.reasons },
   };
 }
@@ -72,7 +75,7 @@ export function requestText(record: RequestRecord): string {
   const pulled =
     `${pull.blocks} blocks pulled, ${pull.bytes.toLocaleString('en-US')} bytes, ` +
     `${pull.verified ? 'verified' : 'NOT verified'} (${pull.verify}, ${pull.checkedBlocks} blocks checked), ` +
-    `${pull.ms.toFixed(1)} ms, ${pull.gbps.toFixed(2)} Gbit/s`;
+    `${pull.ms.toFixed(1)} ms, ${pull.gbitPerS.toFixed(2)} Gbit/s`;
   return `${head}, ${pulled}${recomputed.blocks === 0 ? '' : `; ${recomputed.blocks} blocks recomputed: ${why}`}`;
 }
 

@@ -157,7 +157,7 @@ async function pullTurn2(
   const pull = pullSummary(pulled.pull);
   progress(
     `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.checkedBlocks} blocks' checksums compared (${pull.verify}), ${pull.verified ? 'every byte verified' : 'NOT verified'}, ` +
-      `${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
+      `${ms(pull.ms)}, ${pull.gbitPerS.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
   );
   const calibration = recalibrate(router, pullDecision, pulled.pull);
   if (calibration !== null) {
