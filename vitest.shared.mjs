@@ -6,7 +6,8 @@ import { defaultServerConditions } from 'vite';
 import { defineProject } from 'vitest/config';
 
 const conditions = ['@kvreuse/source', ...defaultServerConditions];
-const resultsDir = join(dirname(fileURLToPath(import.meta.url)), '.test-results');
+const root = dirname(fileURLToPath(import.meta.url));
+const resultsDir = join(root, '.test-results');
 
 export function kvreuseProject(name, test = {}) {
   return defineProject({
@@ -17,6 +18,8 @@ export function kvreuseProject(name, test = {}) {
       include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
       // Forked workers: a native crash fails the file it happened in, not the run.
       pool: 'forks',
+      // Nothing left in the temporary folder: the run's own, checked when it ends (vitest.temp-folder.mjs).
+      globalSetup: [join(root, 'vitest.temp-folder.mjs')],
       // Hang guards, not speed checks: on a shared 2-core machine under load a test that spawns a
       // binary or a rank process can take several times its usual seconds.
       testTimeout: 30_000,

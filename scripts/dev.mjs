@@ -5,8 +5,9 @@
 //                               arguments go to it: npm run demo -- --json)
 //   node scripts/dev.mjs bench  install everything, build, run every benchmark and merge the figures
 //                               (--write-docs: also into the table of docs/benchmarks.md)
-// It installs the system packages the native layer and the tests need (UCX, etcd, valgrind, clang, the arm64 cross compiler and qemu-user) with apt
-// when it runs as root on Debian, pins pnpm through npx, and installs from the frozen lockfile.
+// It installs the system packages the task needs with apt when it runs as root on Debian — for the demo
+// only UCX's headers and a C compiler; for the tests and benchmarks also etcd, valgrind, clang, the arm64
+// cross compiler and qemu-user —, pins pnpm through npx, and installs from the frozen lockfile.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -47,15 +48,16 @@ function commandExists(command) {
   return spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
 }
 
-// Debian packages, each with the probe that says it is already there.
+// Debian packages, each with the probe that says it is already there. `demo: true`: the main job needs it
+// (the native library built with UCX); the others only the tests and benchmarks.
 const systemPackages = [
-  { name: 'libucx-dev', present: () => existsSync('/usr/include/ucp/api/ucp.h') },
+  { name: 'libucx-dev', demo: true, present: () => existsSync('/usr/include/ucp/api/ucp.h') },
   { name: 'ucx-utils', present: () => commandExists('ucx_perftest') },
   { name: 'etcd-server', present: () => commandExists('etcd') },
   // The secured-etcd tests make their certificates with it.
   { name: 'openssl', present: () => commandExists('openssl') },
   { name: 'valgrind', present: () => commandExists('valgrind') },
-  { name: 'build-essential', present: () => commandExists('cc') && commandExists('make') },
+  { name: 'build-essential', demo: true, present: () => commandExists('cc') && commandExists('make') },
   // The platform packages' libraries: @kvreuse/native-linux-arm64-gnu is cross-built, and its test runs
   // it under qemu-user.
   { name: 'gcc-aarch64-linux-gnu', present: () => commandExists('aarch64-linux-gnu-gcc') },
@@ -73,8 +75,8 @@ const systemPackages = [
   { name: 'clang-format', present: () => commandExists('clang-format') },
 ];
 
-function ensureSystemPackages() {
-  const missing = systemPackages.filter((p) => !p.present()).map((p) => p.name);
+function ensureSystemPackages({ demoOnly = false } = {}) {
+  const missing = systemPackages.filter((p) => (!demoOnly || p.demo) && !p.present()).map((p) => p.name);
   if (missing.length === 0) return;
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   if (isRoot && commandExists('apt-get')) {
@@ -86,7 +88,11 @@ function ensureSystemPackages() {
   }
   const command = `sudo apt-get update && sudo apt-get install -y ${missing.join(' ')}`;
   console.warn(`kvreuse: missing system packages: ${missing.join(', ')}.\n  Install them with: ${command}`);
-  console.warn('  Without UCX only the loopback transport is built; without etcd the etcd discovery tests fail.');
+  console.warn(
+    demoOnly
+      ? '  Without UCX only the loopback transport is built: run the demo with --backend loopback.'
+      : '  Without UCX only the loopback transport is built; without etcd the etcd discovery tests fail.',
+  );
 }
 
 function pnpmCommand() {
@@ -97,9 +103,9 @@ function pnpmCommand() {
   return ['npx', '-y', `pnpm@${version}`];
 }
 
-function pnpm(args) {
+function pnpm(args, options) {
   const [command, ...prefix] = pnpmCommand();
-  run(command, [...prefix, ...args]);
+  run(command, [...prefix, ...args], options);
 }
 
 function pnpmToEnd(args) {
@@ -107,9 +113,9 @@ function pnpmToEnd(args) {
   return runToEnd(command, [...prefix, ...args]);
 }
 
-function install() {
-  ensureSystemPackages();
-  pnpm(['install', '--frozen-lockfile', '--reporter=append-only']);
+function install({ demoOnly = false } = {}) {
+  ensureSystemPackages({ demoOnly });
+  pnpm(['install', '--frozen-lockfile', '--reporter=append-only'], demoOnly ? { stdio: toStderr } : {});
 }
 
 async function runTests() {
@@ -187,9 +193,18 @@ function printTestTotals(resultsDir, testTasks) {
   return totals.passed > 0 && totals.failed === 0;
 }
 
+// What the demo's setup prints goes to stderr: stdout is the demo's own (`npm run demo -- --json | jq .`).
+const toStderr = ['inherit', 2, 2];
+
+// The platform package of the other cpu is cross-built: the demo builds only this machine's.
+const otherPlatform = process.arch === 'arm64' ? '@kvreuse/native-linux-x64-gnu' : '@kvreuse/native-linux-arm64-gnu';
+
 function runDemo() {
-  install();
-  pnpm(['exec', 'turbo', 'run', 'build', '--output-logs=errors-only']);
+  install({ demoOnly: true });
+  // The cli and what it needs, in dependency order; not the other cpu's library, not the tools.
+  pnpm(['--recursive', '--filter', '@kvreuse/cli...', '--filter', `!${otherPlatform}`, 'run', 'build'], {
+    stdio: toStderr,
+  });
   run(process.execPath, [join(root, 'packages/cli/dist/bin.js'), 'demo', ...process.argv.slice(3)]);
 }
 

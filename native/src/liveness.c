@@ -39,6 +39,14 @@ static uint64_t read_pid_namespace(void) {
     return (uint64_t)st.st_ino;
 }
 
+/* The decimal number at text, as /proc writes it. Not strtoull: under _GNU_SOURCE, glibc 2.38 and later bind
+ * it to __isoc23_strtoull@GLIBC_2.38, above the glibc the prebuilt library promises to load on (2.34). */
+static unsigned long long parse_decimal(const char *text) {
+    unsigned long long value = 0;
+    for (; *text >= '0' && *text <= '9'; text++) value = value * 10 + (unsigned long long)(*text - '0');
+    return value;
+}
+
 /* Start time (clock ticks since boot) and state of a process from /proc/<pid>/stat. */
 static bool read_process_stat(uint64_t pid, uint64_t *start_time, char *state) {
     char path[64];
@@ -58,7 +66,7 @@ static bool read_process_stat(uint64_t pid, uint64_t *start_time, char *state) {
         if (*c != ' ') continue;
         field++;
         if (field == 3) s = c[1];
-        if (field == 22) value = strtoull(c + 1, NULL, 10);
+        if (field == 22) value = parse_decimal(c + 1);
     }
     if (field != 22) return false;
     *start_time = value;

@@ -6,6 +6,7 @@ const specs = [
   { name: 'config', value: '<file>', description: 'settings file' },
   { name: 'worker', value: '<file>', repeatable: true, description: 'worker' },
   { name: 'json', description: 'json' },
+  { name: 'output', short: 'o', value: '<format>', description: 'output' },
 ];
 
 describe('splitArgs', () => {
@@ -52,7 +53,17 @@ describe('splitArgs', () => {
     expect(splitArgs('x', ['-h'], specs).options.has('help')).toBe(true);
   });
 
+  it('a one-letter alias is its option, its value next or after =', () => {
+    expect(splitArgs('x', ['-o', 'yaml'], specs).options.get('output')).toEqual(['yaml']);
+    expect(splitArgs('x', ['-o=json', 'p1'], specs)).toMatchObject({
+      options: new Map([['output', ['json']]]),
+      positionals: ['p1'],
+    });
+    expect(splitArgs('x', ['-x'], specs).positionals).toEqual(['-x']);
+  });
+
   it.each([
+    [['-o', 'json', '--output', 'yaml'], 'x: --output is given more than once (see kvreuse x --help)'],
     [['--config'], 'x: --config needs a value: --config <file> (see kvreuse x --help)'],
     [['--config', 'a', '--config', 'b'], 'x: --config is given more than once (see kvreuse x --help)'],
     [['--json=yes'], 'x: --json takes no value (see kvreuse x --help)'],

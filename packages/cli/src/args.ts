@@ -7,6 +7,8 @@ export interface OptionSpec {
   /** Takes a value (`--config <file>`); otherwise a bare switch. */
   readonly value?: string;
   readonly repeatable?: boolean;
+  /** A one-letter alias: `o` for `-o json`. */
+  readonly short?: string;
   readonly description: string;
 }
 
@@ -20,7 +22,7 @@ export interface CommandArgs {
 
 /** The options every command takes. */
 export const commonOptions: readonly OptionSpec[] = [
-  { name: 'help', description: 'show this help' },
+  { name: 'help', short: 'h', description: 'show this help' },
   { name: 'verbose', description: 'show the stack of an error' },
 ];
 
@@ -36,17 +38,15 @@ const booleanFlags = new Set(
  * value unless it is written `--flag=value`; so does a flag no setting has (config then names it).
  */
 export function splitArgs(command: string, argv: readonly string[], specs: readonly OptionSpec[]): CommandArgs {
-  const own = new Map([...commonOptions, ...specs].map((spec) => [`--${spec.name}`, spec]));
+  const all = [...commonOptions, ...specs];
+  const own = new Map(all.map((spec) => [`--${spec.name}`, spec]));
+  for (const spec of all) if (spec.short !== undefined) own.set(`-${spec.short}`, spec);
   const options = new Map<string, string[]>();
   const positionals: string[] = [];
   const settingsArgv: string[] = [];
   for (let index = 0; index < argv.length; index++) {
     const argument = argv[index]!;
-    if (argument === '-h') {
-      options.set('help', []);
-      continue;
-    }
-    if (!argument.startsWith('--')) {
+    if (!argument.startsWith('--') && !own.has(argument.split('=')[0]!)) {
       positionals.push(argument);
       continue;
     }
@@ -92,7 +92,7 @@ export function renderOptions(specs: readonly OptionSpec[]): string {
   return [...specs, ...commonOptions]
     .map(
       (spec) =>
-        `  --${spec.name}${spec.value === undefined ? '' : ` ${spec.value}`}${spec.repeatable === true ? ' (repeatable)' : ''}\n      ${spec.description}`,
+        `  ${spec.short === undefined ? '' : `-${spec.short}, `}--${spec.name}${spec.value === undefined ? '' : ` ${spec.value}`}${spec.repeatable === true ? ' (repeatable)' : ''}\n      ${spec.description}`,
     )
     .join('\n');
 }

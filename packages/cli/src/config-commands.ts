@@ -1,10 +1,18 @@
 import { kvreuseSettings } from './settings/all-settings.js';
 import { renderSettingsReport } from '@kvreuse/config';
-import { UsageError } from './errors.js';
+import { SettingsNotValidError, UsageError } from './errors.js';
 import type { Command } from './command.js';
-import { jsonOption, wantsJson } from './json.js';
-import { configOption, resolveCommandSettings, settingsFileOf, settingsHelp } from './settings/command-settings.js';
-import { problemLines } from './one-line.js';
+import { dataOptions, documentFormatOf, renderDocument } from './output.js';
+import {
+  describeSettingsFile,
+  resolveCommandSettings,
+  settingsFileOf,
+  settingsHelp,
+  settingsOptions,
+  settingsSources,
+  warnUnknownEnv,
+} from './settings/command-settings.js';
+import { problemLines } from './error-text.js';
 
 function noPositionals(command: string, positionals: readonly string[]): void {
   if (positionals.length > 0) throw new UsageError(command, `unexpected argument ${JSON.stringify(positionals[0])}`);
@@ -12,8 +20,8 @@ function noPositionals(command: string, positionals: readonly string[]): void {
 
 /** The usage, options and help of a command that resolves every setting from a file, the environment and flags. */
 const readsEverySetting = {
-  usage: '[--config <file>] [--json] [setting flags]',
-  options: [configOption, jsonOption],
+  usage: '[--config <file>] [--strict] [-o table|json|yaml] [setting flags]',
+  options: [...settingsOptions, ...dataOptions],
   help: () => settingsHelp(kvreuseSettings),
 } as const;
 
@@ -24,13 +32,20 @@ export const configShow: Command = {
   ...readsEverySetting,
   async run(args, context) {
     noPositionals(this.name, args.positionals);
+    const format = documentFormatOf(this.name, args);
     const resolved = resolveCommandSettings(args, context);
-    if (wantsJson(args)) {
+    const file = settingsFileOf(args, context);
+    if (format !== undefined) {
       context.stdout(
-        `${JSON.stringify({ settings: resolved.settings, provenance: resolved.provenance, ignored: resolved.ignored }, null, 2)}\n`,
+        renderDocument(format, {
+          file: file ?? null,
+          settings: resolved.settings,
+          provenance: resolved.provenance,
+          ignored: resolved.ignored,
+        }),
       );
     } else {
-      context.stdout(renderSettingsReport(resolved));
+      context.stdout(`settings file: ${describeSettingsFile(file)}\n${renderSettingsReport(resolved)}`);
     }
   },
 };
@@ -42,23 +57,25 @@ export const configValidate: Command = {
   ...readsEverySetting,
   async run(args, context) {
     noPositionals(this.name, args.positionals);
+    const format = documentFormatOf(this.name, args);
     const file = settingsFileOf(args, context);
-    const result = kvreuseSettings.safeResolve({
-      ...(file === undefined ? {} : { file }),
-      env: context.env,
-      argv: args.settingsArgv,
-    });
+    const result = kvreuseSettings.safeResolve(settingsSources(args, context));
+    if (result.success) warnUnknownEnv(result.data, context);
     const problems = result.success ? [] : problemLines(result.error);
-    if (wantsJson(args)) {
+    if (format !== undefined) {
       context.stdout(
-        `${JSON.stringify({ valid: result.success, ...(result.success ? {} : { code: result.error.code }), problems }, null, 2)}\n`,
+        renderDocument(format, {
+          valid: result.success,
+          ...(result.success ? {} : { code: result.error.code }),
+          problems,
+        }),
       );
     } else if (result.success) {
-      context.stdout(`valid: ${file === undefined ? 'no settings file' : file}, the environment and the flags\n`);
+      context.stdout(`valid: ${file === undefined ? 'no settings file' : file.path}, the environment and the flags\n`);
     } else {
       context.stdout(`${problems.join('\n')}\n`);
     }
-    if (!result.success) throw result.error;
+    if (!result.success) throw new SettingsNotValidError(problems.length, { cause: result.error });
   },
 };
 

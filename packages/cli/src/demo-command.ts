@@ -1,5 +1,6 @@
 // `kvreuse demo`: the main job (src/demo/main-job.ts), with its progress live on stdout and its
-// summary last: one line, or with `--json` the summary object.
+// summary last, one line; with `-o json|yaml` (or `--json`) the summary document is all of stdout and
+// the progress goes to stderr.
 import { exampleSettingsPath } from './settings/example.js';
 import { kvreuseSettings, type ResolvedSettings, type Settings } from './settings/all-settings.js';
 import type { Backend } from '@kvreuse/native-bindings';
@@ -9,11 +10,18 @@ import type { CliContext, Command } from './command.js';
 import { demoProcesses, runMainJob } from './demo/main-job.js';
 import { summaryLine } from './demo/demo-summary.js';
 import { UsageError } from './errors.js';
-import { jsonOption, wantsJson } from './json.js';
 import { type LocalEtcd, startLocalEtcd } from './local-etcd.js';
 import { nativeCapabilities, requireUcx } from './native.js';
-import { logOption, openRequestLog, type RequestLog } from './request-log.js';
-import { configOption, settingsFileOf, settingsHelp } from './settings/command-settings.js';
+import { dataOptions, documentFormatOf, renderDocument } from './output.js';
+import { logFormatOption, logOption, openRequestLog } from './request-log.js';
+import {
+  describeSettingsFile,
+  noSettingsFile,
+  resolveCommandSettings,
+  settingsFileOf,
+  settingsHelp,
+  settingsOptions,
+} from './settings/command-settings.js';
 
 const backends: readonly Backend[] = ['ucx', 'loopback'];
 const maxPort = 65_535;
@@ -23,10 +31,17 @@ const backendOption: OptionSpec = {
   description: 'the transport of the ranks (default ucx)',
 };
 
-function backendOf(args: CommandArgs): Backend {
-  const [backend = 'ucx'] = args.options.get('backend') ?? [];
+/** The ranks' transport: `--backend`, else `transport.backend`. Both on the command line is an error naming both. */
+function backendOf(args: CommandArgs, { settings, provenance }: ResolvedSettings): Backend {
+  const [backend] = args.options.get('backend') ?? [];
+  if (backend === undefined) return settings.transport.backend;
   if (!(backends as readonly string[]).includes(backend))
     throw new UsageError('demo', `--backend must be one of ${backends.join(', ')}; got ${JSON.stringify(backend)}`);
+  if (provenance.transport.backend.source === 'argv')
+    throw new UsageError(
+      'demo',
+      `--backend ${backend} and --transport-backend ${settings.transport.backend} both set the ranks' transport; give one`,
+    );
   return backend as Backend;
 }
 
@@ -45,23 +60,28 @@ export const demo: Command = {
   name: 'demo',
   summary:
     'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks and its receipt calibrates the router; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, the other stopped while the prefill holds its pin, and every drain report with the pins it waited for.',
-  usage: '[--config <file>] [--backend <ucx|loopback>] [--json] [--log <file>] [setting flags]',
-  options: [configOption, backendOption, jsonOption, logOption],
+  usage:
+    '[--config <file>] [--backend <ucx|loopback>] [-o table|json|yaml] [--log <file>] [--log-format text|json] [setting flags]',
+  options: [...settingsOptions, backendOption, ...dataOptions, logOption, logFormatOption],
   help: () =>
-    'Progress and the summary go to stdout; the request log (one pino JSON line per request with its receipt: blocks, bytes, checksum verification, ms, what was recomputed and why) to stderr, or to --log <file>.\n\n' +
+    'Progress and the summary line go to stdout; with -o json or -o yaml (--json) stdout holds the summary document only, and the progress goes to stderr. ' +
+    'The request log (one line per request with its receipt: blocks, bytes, checksum verification, ms, what was recomputed and why; a pino JSON line with --log-format json) goes to stderr, or to --log <file>.\n\n' +
     'Discovery: a fresh SQLite file per run by default. --discovery-backend etcd uses the etcd that --discovery-etcd-endpoints (or KVREUSE_DISCOVERY_ETCD_ENDPOINTS, or the settings file) names; ' +
     'without endpoints, the demo starts a local etcd for the run on free loopback ports, with a temporary data dir, and stops it and removes its data when the run ends, fails or is interrupted (SIGINT, SIGTERM). ' +
     'That needs the etcd binary on PATH (sudo apt-get install -y etcd-server).\n\n' +
     'The pull verifies checksums as --endpoint-verify <full|sampled|off> says. With --endpoint-metrics-port <port>, each demo process serves its metrics on a port of its own, ' +
     'from <port> up, at the URL its progress line prints: `kvreuse inspect --metrics <url>` reads it while the demo runs.\n\n' +
-    `Settings: the bundled example settings file (or --config <file>), then KVREUSE_* variables, then setting flags.\n\n${settingsHelp(kvreuseSettings)}`,
+    `Settings: the settings file (--config <file>, else KVREUSE_CONFIG, else ./kvreuse.yaml; without one the bundled example, where reuse is on), then KVREUSE_* variables, then setting flags. ` +
+    '--backend is transport.backend: give it or --transport-backend, not both.\n\n' +
+    settingsHelp(kvreuseSettings),
   async run(args, context: CliContext) {
     if (args.positionals.length > 0)
       throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
-    const backend = backendOf(args);
-    const file = settingsFileOf(args, context) ?? exampleSettingsPath;
-    const resolved = kvreuseSettings.resolve({ file, env: context.env, argv: args.settingsArgv });
-    const { settings } = resolved;
+    const format = documentFormatOf(this.name, args);
+    const file = settingsFileOf(args, context);
+    const resolved = resolveCommandSettings(args, context, exampleSettingsPath);
+    const backend = backendOf(args, resolved);
+    const settings = { ...resolved.settings, transport: { ...resolved.settings.transport, backend } };
     if (settings.discovery.backend === 'memory') {
       throw new UsageError(
         this.name,
@@ -79,21 +99,24 @@ export const demo: Command = {
     if (settings.discovery.secretFile !== '') openClusterSecret(settings.discovery);
     const capabilities =
       backend === 'ucx' ? requireUcx(this.name, settings, context.cwd) : nativeCapabilities(settings, context.cwd);
-    const progress = (line: string): void => context.stdout(`${line}\n`);
-    const etcd = wantsLocalEtcd(resolved)
-      ? await startLocalEtcd({
-          command: this.name,
-          env: context.env,
-          ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
-        })
-      : undefined;
-    let requestLog: RequestLog | undefined;
+    const progress = (line: string): void => (format === undefined ? context.stdout : context.stderr)(`${line}\n`);
+    const requestLog = openRequestLog(args, context);
+    let etcd: LocalEtcd | undefined;
     try {
+      etcd = wantsLocalEtcd(resolved)
+        ? await startLocalEtcd({
+            command: this.name,
+            env: context.env,
+            ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
+          })
+        : undefined;
       if (etcd !== undefined)
         progress(
           `discovery: started a local etcd at ${etcd.url} for this run (data in ${etcd.dataDir}; stopped and removed when the run ends)`,
         );
-      requestLog = openRequestLog(args, context);
+      progress(
+        `settings file: ${file === undefined ? `the bundled example ${exampleSettingsPath} (${noSettingsFile})` : describeSettingsFile(file)}`,
+      );
       const summary = await runMainJob({
         settings: onLocalEtcd(settings, etcd),
         capabilities,
@@ -102,9 +125,9 @@ export const demo: Command = {
         requestServed: requestLog.served,
         ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
       });
-      context.stdout(wantsJson(args) ? `${JSON.stringify(summary)}\n` : `${summaryLine(summary)}\n`);
+      context.stdout(format === undefined ? `${summaryLine(summary)}\n` : renderDocument(format, summary));
     } finally {
-      requestLog?.close();
+      requestLog.close();
       await etcd?.stop();
     }
   },

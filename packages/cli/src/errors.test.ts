@@ -9,6 +9,7 @@ import {
   InputFileError,
   MetricsUnavailableError,
   NotACheckoutError,
+  SettingsNotValidError,
   TransportUnavailableError,
   ucxInstallHint,
   UnknownCommandError,
@@ -42,6 +43,12 @@ describe('the errors of @kvreuse/cli', () => {
       'discovery.sqlite_path = /d.sqlite: no such file (no worker has published to it; set --discovery-sqlite-path)',
     ],
     [new AdmissionRefusedError('p', 1), 'ADMISSION_REFUSED', 1, 'profile p refuses these facts (1 reason)'],
+    [
+      new SettingsNotValidError(3),
+      'SETTINGS_NOT_VALID',
+      2,
+      'the settings are not valid: 3 problems, each listed on stdout',
+    ],
     [
       new NotACheckoutError('bench', '/tmp'),
       'NOT_A_CHECKOUT',

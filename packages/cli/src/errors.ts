@@ -4,6 +4,7 @@
 import { KvreuseError } from '@kvreuse/errors';
 export type CliErrorCode =
   | 'ADMISSION_REFUSED'
+  | 'SETTINGS_NOT_VALID'
   | 'USAGE'
   | 'UNKNOWN_COMMAND'
   | 'INPUT_FILE'
@@ -109,6 +110,21 @@ export class AdmissionRefusedError extends CliError {
   }
 }
 
+/** `config validate` found problems, and listed each on stdout: the error says how many, not them again. */
+export class SettingsNotValidError extends CliError {
+  readonly code = 'SETTINGS_NOT_VALID';
+  readonly exitCode = 2;
+  constructor(
+    readonly problems: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `the settings are not valid: ${problems} problem${problems === 1 ? '' : 's'}, each listed on stdout`,
+      options,
+    );
+  }
+}
+
 /** A process of the demo failed: it reported a failure, exited, or did not report in time. Carries the last lines of its stderr. */
 export class DemoProcessError extends CliError {
   readonly code = 'DEMO_PROCESS_FAILED';
@@ -148,7 +164,7 @@ export class DemoTransferError extends CliError {
 
 /** How to get UCX and a native library built with it: the repository's install script, or the Debian packages by hand. */
 export const ucxInstallHint =
-  'get it with the repository install script (npm run demo or npm run bench installs libucx-dev and ucx-utils, then builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native';
+  'get it with the repository install script (npm run demo installs libucx-dev, npm run bench also ucx-utils, then each builds the library) or by hand: sudo apt-get install -y libucx-dev ucx-utils && make -C native';
 
 /** Something a command needs on this machine is missing or does not work: says what, and how to get it. */
 abstract class PrerequisiteUnavailableError extends CliError {

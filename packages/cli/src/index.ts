@@ -5,7 +5,13 @@
  * @module \@kvreuse/cli
  */
 export type { CliContext } from './command.js';
-export { interruptCleanups, type SignalledProcess, type WhenInterrupted } from './interrupts.js';
+export {
+  brokenPipeStatus,
+  type InterruptCleanups,
+  interruptCleanups,
+  type SignalledProcess,
+  type WhenInterrupted,
+} from './interrupts.js';
 export {
   AdmissionRefusedError,
   ChildCommandError,
@@ -16,6 +22,7 @@ export {
   DiscoveryNotFoundError,
   InputFileError,
   NotACheckoutError,
+  SettingsNotValidError,
   UnknownCommandError,
   UsageError,
 } from './errors.js';

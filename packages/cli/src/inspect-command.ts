@@ -17,10 +17,10 @@ import { listWorkerIds, openPublishedDiscovery } from './discovery.js';
 import { UsageError } from './errors.js';
 import { inspectGroupsHelp } from './help-groups.js';
 import { summarizeInventoryBatch, type InventorySummary } from './inventory-summary.js';
-import { jsonOption, wantsJson } from './json.js';
+import { dataOptions, documentFormatOf, renderDocument } from './output.js';
 import { nativeCapabilities } from './native.js';
 import { type ProcessPins, readProcessPins } from './pin-metrics.js';
-import { configOption, resolveCommandSettings, settingsHelp } from './settings/command-settings.js';
+import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
 
 /** One published rank part, as inspect reports it. */
 export interface InspectedRankPart {
@@ -198,13 +198,14 @@ export const inspect: Command = {
   name: 'inspect',
   summary:
     "What discovery holds (sqlite or etcd): every worker, its readiness with the reasons, its rank parts with each rank's peer (agent, generation, address, host), and its retained inventory per tier; and where pins are counted.",
-  usage: '[--config <file>] [--json] [--metrics <url>]… [setting flags]',
-  options: [configOption, jsonOption, metricsOption],
+  usage: '[--config <file>] [-o table|json|yaml] [--metrics <url>]… [setting flags]',
+  options: [...settingsOptions, ...dataOptions, metricsOption],
   help: () =>
     `A declared profile (profile.name or profile.file) is installed as the admission gate, as workers install it.\n\n${settingsHelp(inspectGroupsHelp)}`,
   async run(args, context) {
     if (args.positionals.length > 0)
       throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    const format = documentFormatOf(this.name, args);
     const { settings } = resolveCommandSettings(args, context);
     const store = openPublishedDiscovery(this.name, settings.discovery, context.cwd);
     try {
@@ -215,9 +216,13 @@ export const inspect: Command = {
         settings.discovery.backend === 'sqlite'
           ? `sqlite ${settings.discovery.sqlitePath}`
           : `etcd ${settings.discovery.etcdEndpoints.join(',')}`;
-      if (wantsJson(args)) {
+      if (format !== undefined) {
         context.stdout(
-          `${JSON.stringify({ discovery: where, ...result, pins: { inDiscovery: false, note: pinsWhere, processes } }, null, 2)}\n`,
+          renderDocument(format, {
+            discovery: where,
+            ...result,
+            pins: { inDiscovery: false, note: pinsWhere, processes },
+          }),
         );
         return;
       }

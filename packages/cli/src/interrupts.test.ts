@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { interruptCleanups, type SignalledProcess } from './interrupts.js';
+import { brokenPipeStatus, interruptCleanups, type SignalledProcess } from './interrupts.js';
 
 /** A process whose signals the test emits; what it raises on itself is logged after the cleanups' steps. */
 function signalledProcess(
@@ -17,6 +17,10 @@ function signalledProcess(
     off: (signal, listener) => emitter.off(signal, listener),
     kill: (pid, signal) => {
       log.push(`raised ${signal} at ${pid}`);
+      raise();
+    },
+    exit: (code) => {
+      log.push(`exit ${code}`);
       raise();
     },
     listening: () => emitter.listenerCount('SIGINT') + emitter.listenerCount('SIGTERM'),
@@ -69,4 +73,25 @@ describe('interruptCleanups', () => {
       expect(log).toEqual(['failing cleanup', 'slow cleanup done', 'first registered', `raised ${signal} at 4242`]);
     },
   );
+
+  it('brokenPipe runs every registered cleanup, the last registered first, then exits 141; a signal then is no longer listened for', async () => {
+    const log: string[] = [];
+    const target = signalledProcess(log);
+    const interrupts = interruptCleanups(target);
+    interrupts(async () => void log.push('first registered'));
+    interrupts(async () => void log.push('second registered'));
+    interrupts.brokenPipe();
+    expect(target.listening()).toBe(0);
+    interrupts.brokenPipe();
+    await target.raised;
+    expect(log).toEqual(['second registered', 'first registered', `exit ${brokenPipeStatus}`]);
+  });
+
+  it('brokenPipe with nothing registered exits 141 at once', async () => {
+    const log: string[] = [];
+    const target = signalledProcess(log);
+    interruptCleanups(target).brokenPipe();
+    await target.raised;
+    expect(log).toEqual(['exit 141']);
+  });
 });

@@ -1,5 +1,6 @@
-// What a command leaves behind if the process is interrupted (SIGINT, SIGTERM) while it runs: a
-// command registers how to undo it, and the first interruption runs every undo before the process ends.
+// What a command leaves behind if the process is interrupted (SIGINT, SIGTERM) or its output's reader
+// goes away (EPIPE) while it runs: a command registers how to undo it, and the first interruption runs
+// every undo before the process ends.
 
 /** Registers `cleanup` to run if the process is interrupted; the returned function takes it back. */
 export type WhenInterrupted = (cleanup: () => Promise<void>) => () => void;
@@ -10,7 +11,17 @@ export interface SignalledProcess {
   on(signal: NodeJS.Signals, listener: (signal: NodeJS.Signals) => void): unknown;
   off(signal: NodeJS.Signals, listener: (signal: NodeJS.Signals) => void): unknown;
   kill(pid: number, signal: NodeJS.Signals): unknown;
+  exit(code: number): unknown;
 }
+
+/** `WhenInterrupted`, and what the binary calls when its stdout's or stderr's reader has gone (EPIPE). */
+export interface InterruptCleanups extends WhenInterrupted {
+  /** Runs every registered cleanup, then ends the process with status 141, as a shell reports a process ended by SIGPIPE (Node ignores that signal). */
+  readonly brokenPipe: () => void;
+}
+
+/** The status of a process ended by SIGPIPE (128 + 13). */
+export const brokenPipeStatus = 141;
 
 const interruptions: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
 
@@ -19,13 +30,18 @@ const interruptions: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
  * process as they always do. The first one runs every cleanup, one after another and the last registered
  * first (a failing one does not stop the others), then raises the same signal again with
  * nobody listening: the process ends by it, and a second interruption during the cleanups ends it at once.
+ * `brokenPipe()` runs them the same way, then ends the process with status 141.
  */
-export function interruptCleanups(target: SignalledProcess): WhenInterrupted {
+export function interruptCleanups(target: SignalledProcess): InterruptCleanups {
   const cleanups = new Set<() => Promise<void>>();
   const listen = (on: boolean): void => {
     for (const signal of interruptions) (on ? target.on : target.off).call(target, signal, interrupted);
   };
-  function interrupted(signal: NodeJS.Signals): void {
+  const interrupted = (signal: NodeJS.Signals): void => end(() => target.kill(target.pid, signal));
+  let ending = false;
+  function end(then: () => void): void {
+    if (ending) return;
+    ending = true;
     listen(false);
     // Last registered first, each to its end: what was started last may still use what was started before it
     // (the demo's ranks drain through the local etcd it started first).
@@ -36,14 +52,15 @@ export function interruptCleanups(target: SignalledProcess): WhenInterrupted {
         await Promise.resolve()
           .then(cleanup)
           .catch(() => undefined);
-      target.kill(target.pid, signal);
+      then();
     })();
   }
-  return (cleanup) => {
-    if (cleanups.size === 0) listen(true);
+  const register: WhenInterrupted = (cleanup) => {
+    if (cleanups.size === 0 && !ending) listen(true);
     cleanups.add(cleanup);
     return () => {
       if (cleanups.delete(cleanup) && cleanups.size === 0) listen(false);
     };
   };
+  return Object.assign(register, { brokenPipe: () => end(() => target.exit(brokenPipeStatus)) });
 }

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import { assembleWorker, safeParseRankPart, type Worker } from '@kvreuse/descriptors';
@@ -17,9 +17,9 @@ import type { CliContext, Command } from './command.js';
 import { openPublishedDiscovery } from './discovery.js';
 import { AdmissionRefusedError, InputFileError, UsageError } from './errors.js';
 import { profileGroupsHelp } from './help-groups.js';
-import { jsonOption, wantsJson } from './json.js';
+import { dataOptions, documentFormatOf, renderDocument } from './output.js';
 import { nativeCapabilities } from './native.js';
-import { configOption, resolveCommandSettings, settingsHelp } from './settings/command-settings.js';
+import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
 
 function rolesOf(profile: Profile): string {
   return Object.entries(profile.roles)
@@ -30,10 +30,13 @@ function rolesOf(profile: Profile): string {
 }
 
 /** A built-in profile by name, or a profile file (relative to the working directory). */
+/** A built-in profile by name, or a profile file; a bare word that is neither is taken for a misspelt name. */
 function profileNamed(nameOrFile: string, cwd: string): Profile {
-  if ((builtInProfileNames as readonly string[]).includes(nameOrFile))
+  const path = resolve(cwd, nameOrFile);
+  const looksLikeName = !nameOrFile.includes('/') && !/\.(json|ya?ml)$/i.test(nameOrFile);
+  if ((builtInProfileNames as readonly string[]).includes(nameOrFile) || (looksLikeName && !existsSync(path)))
     return builtInProfile(nameOrFile as BuiltInProfileName, { settings: kvreuseSettings });
-  return loadProfileFile(resolve(cwd, nameOrFile), { settings: kvreuseSettings });
+  return loadProfileFile(path, { settings: kvreuseSettings });
 }
 
 function atMostOne(command: string, positionals: readonly string[], what: string): string | undefined {
@@ -45,20 +48,20 @@ function atMostOne(command: string, positionals: readonly string[], what: string
 export const profilesList: Command = {
   name: 'profiles list',
   summary: 'The built-in deployment profiles: name, version, model and roles.',
-  usage: '[--json]',
-  options: [jsonOption],
+  usage: '[-o table|json|yaml]',
+  options: dataOptions,
   help: () => '',
   async run(args, context) {
     if (args.positionals.length > 0 || args.settingsArgv.length > 0)
       throw new UsageError(this.name, `unexpected argument ${[...args.positionals, ...args.settingsArgv][0]}`);
+    const format = documentFormatOf(this.name, args);
     const profiles = builtInProfiles({ settings: kvreuseSettings });
-    if (wantsJson(args)) {
+    if (format !== undefined) {
       context.stdout(
-        `${JSON.stringify(
+        renderDocument(
+          format,
           profiles.map(({ name, version, modelId, roles }) => ({ name, version, modelId, roles })),
-          null,
-          2,
-        )}\n`,
+        ),
       );
       return;
     }
@@ -70,15 +73,16 @@ export const profilesList: Command = {
 
 export const profilesShow: Command = {
   name: 'profiles show',
-  summary: 'One profile in full (JSON): a built-in profile by name, or a profile file.',
-  usage: '<name|file>',
-  options: [],
+  summary: 'One profile in full (JSON, or YAML with -o yaml): a built-in profile by name, or a profile file.',
+  usage: '<name|file> [-o json|yaml]',
+  options: dataOptions,
   help: () => `built-in profiles: ${builtInProfileNames.join(', ')}\n`,
   async run(args, context) {
     const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
+    const format = documentFormatOf(this.name, args);
     if (nameOrFile === undefined)
       throw new UsageError(this.name, `name a profile: one of ${builtInProfileNames.join(', ')}, or a profile file`);
-    context.stdout(`${JSON.stringify(profileNamed(nameOrFile, context.cwd), null, 2)}\n`);
+    context.stdout(renderDocument(format ?? 'json', profileNamed(nameOrFile, context.cwd)));
   },
 };
 
@@ -151,7 +155,7 @@ export const profilesCheck: Command = {
   name: 'profiles check',
   summary:
     'Admits a profile against the facts — the workers given as rank-part files or found in discovery, the native library, the settings — and prints the verdict with every reason.',
-  usage: '[<name|file>] [--worker <file>]… [--worker-id <id>]… [--config <file>] [--json] [setting flags]',
+  usage: '[<name|file>] [--worker <file>]… [--worker-id <id>]… [--config <file>] [-o table|json|yaml] [setting flags]',
   options: [
     {
       name: 'worker',
@@ -165,13 +169,14 @@ export const profilesCheck: Command = {
       repeatable: true,
       description: 'a worker found in discovery (the discovery.* settings say where)',
     },
-    configOption,
-    jsonOption,
+    ...settingsOptions,
+    ...dataOptions,
   ],
   help: () =>
     `The profile is the one named (a built-in name or a profile file), else the one the settings declare (profile.name or profile.file).\n\n${settingsHelp(profileGroupsHelp)}`,
   async run(args, context) {
     const nameOrFile = atMostOne(this.name, args.positionals, 'profile name or file');
+    const format = documentFormatOf(this.name, args);
     const { settings } = resolveCommandSettings(args, context);
     const profile =
       nameOrFile === undefined
@@ -186,9 +191,16 @@ export const profilesCheck: Command = {
     const capabilities = nativeCapabilities(settings, context.cwd);
     const result = admit(profile, { workers, capabilities, settings, composition: kvreuseSettings });
     const reasons = result.admitted ? [] : result.reasons;
-    if (wantsJson(args)) {
+    if (format !== undefined) {
+      const workerIds = workers.map((w) => w.workerId);
       context.stdout(
-        `${JSON.stringify({ profile: profile.name, version: profile.version, workers: workers.map((w) => w.workerId), admitted: result.admitted, reasons }, null, 2)}\n`,
+        renderDocument(format, {
+          profile: profile.name,
+          version: profile.version,
+          workers: workerIds,
+          admitted: result.admitted,
+          reasons,
+        }),
       );
     } else {
       const against =

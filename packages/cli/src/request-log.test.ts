@@ -5,7 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { splitArgs } from './args.js';
 import type { DemoDecision } from './demo/demo-summary.js';
 import type { PullReport } from './demo/rank-messages.js';
-import { logOption, openRequestLog, requestRecord } from './request-log.js';
+import { logFormatOption, logOption, openRequestLog, requestRecord, requestText } from './request-log.js';
+
+const logOptions = [logOption, logFormatOption];
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-request-log-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -38,7 +40,7 @@ const receipt: PullReport = {
   verify: 'sampled',
   checkedBlocks: 6,
   ms: 52.5,
-  gbps: 44.7,
+  gbitPerS: 44.7,
   recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
 };
 
@@ -68,7 +70,7 @@ describe('requestRecord', () => {
         verify: 'sampled',
         checkedBlocks: 6,
         ms: 52.5,
-        gbps: 44.7,
+        gbitPerS: 44.7,
       },
       recomputed: { blocks: 2, reasons: ['from block 40: checksum mismatch'] },
     });
@@ -85,10 +87,38 @@ describe('requestRecord', () => {
   });
 });
 
+describe('requestText', () => {
+  it('a pulled request: what was pulled and verified, how fast, and what was recomputed and why', () => {
+    expect(requestText(requestRecord('turn 2', pullDecision, receipt))).toBe(
+      'request served: turn 2: pull (worth-it), 40 blocks pulled, 293,601,280 bytes, verified (sampled, 6 blocks checked), 52.5 ms, 44.70 Gbit/s; 2 blocks recomputed: from block 40: checksum mismatch',
+    );
+  });
+
+  it('a request recomputed whole: why', () => {
+    expect(requestText(requestRecord('short request', refused, null))).toBe(
+      'request served: short request: recompute (too-short), recomputed: the longest retained prefix adds 2 blocks',
+    );
+  });
+});
+
 describe('openRequestLog', () => {
-  it('without --log: one pino JSON line per request on stderr, nothing on stdout', () => {
+  it('without --log: one readable line per request on stderr, nothing on stdout', () => {
     const { out, context: ctx } = context();
-    const log = openRequestLog(splitArgs('demo', [], [logOption]), ctx);
+    const log = openRequestLog(splitArgs('demo', [], logOptions), ctx);
+    log.served('turn 2', pullDecision, receipt);
+    log.served('short request', refused, null);
+    log.close();
+    expect(out.stdout).toBe('');
+    expect(out.stderr).toBe(
+      [requestRecord('turn 2', pullDecision, receipt), requestRecord('short request', refused, null)]
+        .map((record) => `${requestText(record)}\n`)
+        .join(''),
+    );
+  });
+
+  it('--log-format json: one pino JSON line per request on stderr, nothing on stdout', () => {
+    const { out, context: ctx } = context();
+    const log = openRequestLog(splitArgs('demo', ['--log-format', 'json'], logOptions), ctx);
     log.served('turn 2', pullDecision, receipt);
     log.served('short request', refused, null);
     log.close();
@@ -111,7 +141,7 @@ describe('openRequestLog', () => {
   it('--log <file>: appends the lines to the file (relative to the working directory), stderr stays empty', () => {
     writeFileSync(join(dir, 'requests.log'), 'an earlier line\n');
     const { out, context: ctx } = context();
-    const log = openRequestLog(splitArgs('demo', ['--log', 'requests.log'], [logOption]), ctx);
+    const log = openRequestLog(splitArgs('demo', ['--log', 'requests.log', '--log-format=json'], logOptions), ctx);
     log.served('short request', refused, null);
     log.close();
     expect(out).toEqual({ stdout: '', stderr: '' });
@@ -126,11 +156,18 @@ describe('openRequestLog', () => {
   it('--log in a directory that does not exist: INPUT_FILE naming the file', () => {
     const { context: ctx } = context();
     const path = join(dir, 'missing', 'requests.log');
-    expect(() => openRequestLog(splitArgs('demo', ['--log', path], [logOption]), ctx)).toThrow(
+    expect(() => openRequestLog(splitArgs('demo', ['--log', path], logOptions), ctx)).toThrow(
       expect.objectContaining({
         code: 'INPUT_FILE',
         message: expect.stringMatching(new RegExp(`^${path}: cannot be opened to append the request log \\(ENOENT`)),
       }),
+    );
+  });
+
+  it('a --log-format it does not know: a usage error naming the formats', () => {
+    const { context: ctx } = context();
+    expect(() => openRequestLog(splitArgs('demo', ['--log-format', 'xml'], logOptions), ctx)).toThrow(
+      'demo: --log-format must be one of text, json; got "xml" (see kvreuse demo --help)',
     );
   });
 });

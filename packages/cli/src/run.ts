@@ -12,7 +12,7 @@ import { splitArgs } from './args.js';
 import { renderCommandHelp, type CliContext, type Command } from './command.js';
 import { commands } from './commands.js';
 import { CliError, UnknownCommandError } from './errors.js';
-import { oneLine } from './one-line.js';
+import { errorText } from './error-text.js';
 
 /** The version of this package, as the binary's `--version` prints it. */
 export const cliVersion: string = (
@@ -84,7 +84,7 @@ export function exitCodeOf(error: unknown): 1 | 2 {
 
 /**
  * Runs the kvreuse binary on `argv` (without the node and script paths) and returns its exit status.
- * An error is one line on stderr (`kvreuse: …`), with its stack only under `--verbose`.
+ * An error goes to stderr once (`kvreuse: … [CODE]` and the rest of its message), with its stack only under `--verbose`.
  */
 export async function runCli(argv: readonly string[], context: CliContext): Promise<number> {
   const verbose = argv.includes('--verbose');
@@ -103,11 +103,7 @@ export async function runCli(argv: readonly string[], context: CliContext): Prom
     await command.run(args, context);
     return 0;
   } catch (error) {
-    const code = typeof error === 'object' && error !== null && 'code' in error ? ` [${String(error.code)}]` : '';
-    context.stderr(`kvreuse: ${oneLine(error)}${code}\n`);
-    if (verbose)
-      for (let cause: unknown = error; cause instanceof Error; cause = cause.cause)
-        context.stderr(`${cause === error ? '' : 'caused by: '}${cause.stack ?? cause.message}\n`);
+    context.stderr(errorText(error, verbose));
     return exitCodeOf(error);
   }
 }

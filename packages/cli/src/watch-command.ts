@@ -8,7 +8,9 @@ import { fnv1a64, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { UsageError } from './errors.js';
-import { jsonOption, wantsJson } from './json.js';
+
+/** `--json`: one JSON line per event on stdout, for other programs to follow. */
+const jsonOption: OptionSpec = { name: 'json', description: 'one JSON line per event on stdout' };
 
 const options: OptionSpec[] = [
   { name: 'vllm', value: '<endpoint>', description: "the engine's KV event publisher of DP rank 0 (tcp://host:port)" },
@@ -153,7 +155,7 @@ async function follow(
       workerId,
       feed: state.feed,
       onEvent: (event) => {
-        if (wantsJson(args)) context.stdout(`${jsonOf(workerId, event, state)}\n`);
+        if (args.options.has('json')) context.stdout(`${jsonOf(workerId, event, state)}\n`);
         else {
           const prompt = event.kind === 'batch' ? promptLine(state) : undefined;
           context.stdout(

@@ -21,7 +21,7 @@ export interface BinaryRun {
 
 export interface RunOptions {
   readonly cwd?: string;
-  /** The child's whole environment besides PATH (no KVREUSE_* of this process leaks in). */
+  /** The child's whole environment besides PATH and TMPDIR (no KVREUSE_* of this process leaks in). */
   readonly env?: Readonly<Record<string, string>>;
 }
 
@@ -36,7 +36,12 @@ export interface StartedBinary {
 export function startBinary(args: readonly string[], options: RunOptions = {}): StartedBinary {
   const child = spawn(process.execPath, [binPath, ...args], {
     cwd: options.cwd ?? packageDir,
-    env: { PATH: process.env.PATH ?? '', ...options.env },
+    // TMPDIR: the test run's own temporary folder, which must be empty when the run ends.
+    env: {
+      PATH: process.env.PATH ?? '',
+      ...(process.env.TMPDIR === undefined ? {} : { TMPDIR: process.env.TMPDIR }),
+      ...options.env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { runBinary } from './binary.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-config-'));
@@ -56,6 +57,20 @@ describe('kvreuse config show', () => {
     );
   });
 
+  it('-o yaml gives the same document as --json, as YAML; --json with -o yaml is a usage error', async () => {
+    const [json, yaml, both] = await Promise.all([
+      runBinary(['config', 'show', '--json', '--transport-backend', 'loopback']),
+      runBinary(['config', 'show', '-o', 'yaml', '--transport-backend', 'loopback']),
+      runBinary(['config', 'show', '--json', '-o', 'yaml']),
+    ]);
+    expect([json.status, yaml.status]).toEqual([0, 0]);
+    expect(parse(yaml.stdout)).toEqual(JSON.parse(json.stdout));
+    expect(both).toMatchObject({ status: 2, stdout: '' });
+    expect(both.stderrLines).toEqual([
+      'kvreuse: config show: --json and -o yaml ask for different outputs; give one (see kvreuse config show --help) [USAGE]',
+    ]);
+  });
+
   it('an unknown setting flag: one line with the closest name, exit 2, nothing on stdout', async () => {
     const run = await runBinary(['config', 'show', '--router-minimum-transfer-prefix-block', '3']);
     expect(run.status).toBe(2);
@@ -65,32 +80,88 @@ describe('kvreuse config show', () => {
     ]);
   });
 
-  it('an unknown KVREUSE_* variable is refused the same way', async () => {
-    const run = await runBinary(['config', 'show'], { env: { KVREUSE_ROUTER_NOPE: '1' } });
-    expect(run.status).toBe(2);
+  it('an unknown KVREUSE_* variable is named in a warning with the closest name, and the command runs; --strict refuses it', async () => {
+    const env = { KVREUSE_ROUTER_NOPE: '1', KVREUSE_FUZZ_SEED: '7', KVREUSE_TRANSPORT_BACKEND: 'loopback' };
+    const [warned, strict] = await Promise.all([
+      runBinary(['config', 'show'], { env }),
+      runBinary(['config', 'show', '--strict'], { env }),
+    ]);
+    expect(warned.status).toBe(0);
+    expect(warned.stdout).toMatch(/^transport\.backend +loopback +env KVREUSE_TRANSPORT_BACKEND$/m);
+    expect(warned.stderrLines).toEqual([
+      'kvreuse: warning: 2 unknown KVREUSE_* variable(s) ignored (--strict refuses them):',
+      expect.stringMatching(/^ {2}- KVREUSE_ROUTER_NOPE in env \(did you mean KVREUSE_ROUTER_\w+\?\)$/),
+      '  - KVREUSE_FUZZ_SEED in env (group fuzz is not composed by this process)',
+    ]);
+    expect(strict).toMatchObject({ status: 2, stdout: '' });
+    expect(strict.stderrLines).toEqual([
+      'kvreuse: 2 unknown setting name(s): [UNKNOWN_SETTING]',
+      expect.stringMatching(/^ {2}- KVREUSE_ROUTER_NOPE in env /),
+      '  - KVREUSE_FUZZ_SEED in env (group fuzz is not composed by this process)',
+    ]);
+  });
+
+  it('one settings-file lookup, shown first: --config, else KVREUSE_CONFIG, else ./kvreuse.yaml, else none', async () => {
+    const other = file('other.yaml', 'transport:\n  backend: loopback\n');
+    const [option, variable, local, none] = await Promise.all([
+      runBinary(['config', 'show', '--config', other], { cwd: dir, env: { KVREUSE_CONFIG: settingsFile } }),
+      runBinary(['config', 'show'], { cwd: dir, env: { KVREUSE_CONFIG: 'other.yaml' } }),
+      runBinary(['config', 'show', '-o', 'json'], { cwd: dir }),
+      runBinary(['config', 'show']),
+    ]);
+    expect(option.stdout.split('\n')[0]).toBe(`settings file: ${other} (--config)`);
+    expect(variable.stdout.split('\n')[0]).toBe(`settings file: ${other} (KVREUSE_CONFIG)`);
+    expect(variable.stdout).toMatch(new RegExp(`^transport\\.backend +loopback +file ${other}:2$`, 'm'));
+    expect(variable.stderr).toBe('');
+    expect((JSON.parse(local.stdout) as { file: unknown }).file).toEqual({ path: settingsFile, from: 'cwd' });
+    expect(none.stdout.split('\n')[0]).toBe('settings file: none (no --config, KVREUSE_CONFIG or ./kvreuse.yaml)');
+  });
+
+  it('a JSON settings file is read as JSON: a trailing comma, which YAML would take, is refused, exit 2', async () => {
+    const comma = file('comma.json', '{"router": {"minimum_transfer_prefix_blocks": 4,},}');
+    const run = await runBinary(['config', 'show', '--config', comma]);
+    expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
-      expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): KVREUSE_ROUTER_NOPE in env .*\[UNKNOWN_SETTING\]$/),
+      `kvreuse: settings file ${comma}: not valid JSON: Expected double-quoted property name in JSON at line 1, column 49: [SETTINGS_FILE]`,
+      '{"router": {"minimum_transfer_prefix_blocks": 4,},}',
+      `${' '.repeat(48)}^`,
+    ]);
+  });
+
+  it('a missing file: one line naming the file, exit 2', async () => {
+    const run = await runBinary(['config', 'show', '--config', join(dir, 'missing.yaml')]);
+    expect(run.status).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(run.stderrLines).toEqual([
+      expect.stringMatching(/^kvreuse: settings file .*missing\.yaml: .*\[SETTINGS_FILE\]$/),
     ]);
   });
 
   it.each([
-    ['a missing file', join(dir, 'missing.yaml'), /^kvreuse: settings file .*missing\.yaml: .*\[SETTINGS_FILE\]$/],
     [
       'malformed YAML',
       file('broken.yaml', 'router:\n  minimum_transfer_prefix_blocks: [4\n'),
-      /^kvreuse: settings file .*broken\.yaml: .*\[SETTINGS_FILE\]$/,
+      /^kvreuse: settings file .*broken\.yaml: not valid YAML: .* at line 3, column 1: \[SETTINGS_FILE\]$/,
+      '  minimum_transfer_prefix_blocks: [4',
     ],
     [
       'malformed JSON',
       file('broken.json', '{"router": {"minimum_transfer_prefix_blocks": 4'),
-      /^kvreuse: settings file .*broken\.json: .*\[SETTINGS_FILE\]$/,
+      /^kvreuse: settings file .*broken\.json: not valid JSON: .* at line 1, column 48: \[SETTINGS_FILE\]$/,
+      '{"router": {"minimum_transfer_prefix_blocks": 4',
     ],
-  ])('%s: one line naming the file, exit 2', async (_case, path, line) => {
-    const run = await runBinary(['config', 'show', '--config', path]);
-    expect(run.status).toBe(2);
-    expect(run.stdout).toBe('');
-    expect(run.stderrLines).toEqual([expect.stringMatching(line)]);
-  });
+  ])(
+    '%s: the file and where, then the code frame as the parser drew it, exit 2',
+    async (_case, path, headline, source) => {
+      const run = await runBinary(['config', 'show', '--config', path]);
+      expect(run.status).toBe(2);
+      expect(run.stdout).toBe('');
+      const [first, ...frame] = run.stderr.split('\n');
+      expect(first).toMatch(headline);
+      expect(frame).toContain(source);
+      expect(frame.filter((line) => /^ *\^$/.test(line))).toHaveLength(1);
+    },
+  );
 
   it('--config without its file is a usage error', async () => {
     const run = await runBinary(['config', 'show', '--config']);
@@ -108,7 +179,7 @@ describe('kvreuse config validate', () => {
     expect(run.stdout).toBe(`valid: ${settingsFile}, the environment and the flags\n`);
   });
 
-  it('prints every problem of every source on stdout, one per line; one line on stderr; exit 2', async () => {
+  it('prints every problem of every source on stdout, one per line, and each only there: one line on stderr; exit 2', async () => {
     const bad = file('bad.yaml', 'router:\n  minimum_transfer_prefix_blocks: 0\ntransport:\n  backend: tcp\n');
     const run = await runBinary(['config', 'validate', '--config', bad, '--discovery-lease-ttl-ms', '1500']);
     expect(run.status).toBe(2);
@@ -118,7 +189,7 @@ describe('kvreuse config validate', () => {
       expect.stringMatching(/^--discovery-lease-ttl-ms = "1500" in argv: /),
     ]);
     expect(run.stderrLines).toEqual([
-      expect.stringMatching(/^kvreuse: 3 invalid setting\(s\): .*\[INVALID_SETTING\]$/),
+      'kvreuse: the settings are not valid: 3 problems, each listed on stdout [SETTINGS_NOT_VALID]',
     ]);
   });
 

@@ -36,7 +36,7 @@ describe('the kvreuse binary', () => {
     const run = await runBinary([...name.split(' '), '--help']);
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(new RegExp(`^usage: kvreuse ${name}`));
-    expect(run.stdout).toContain('  --help\n');
+    expect(run.stdout).toContain('  -h, --help\n');
   });
 
   it.each([

@@ -1,12 +1,15 @@
 // `kvreuse demo` as a user runs it: the built binary, its output and its user errors. The pull itself is
 // checked in src/demo/main-job.test.ts, where the router's clock can stand still.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { parse } from 'yaml';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
 import { runBinary, startBinary } from './binary.js';
 import { startEtcd } from './etcd.js';
+import { freePorts } from './free-ports.js';
 
 const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-'));
 afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
@@ -44,28 +47,27 @@ const localEtcdLine =
 
 describe('kvreuse demo', () => {
   // The router's decision depends on no clock when reuse is off: the job runs to its end without a pull.
-  it('with reuse off, --json prints the summary last: both requests recomputed, no pull, every process drained', async () => {
+  it('with reuse off, --json prints the summary document and nothing else on stdout: both requests recomputed, no pull, every process drained', async () => {
     const run = await runBinary(['demo', '--json', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
     expect(run.status).toBe(0);
-    // stderr holds the request log only: one pino line per request, each recomputed for the router's reason.
-    expect(run.stderrLines.map((line) => JSON.parse(line) as unknown)).toEqual(
-      ['turn 2', 'short request'].map((request) =>
-        expect.objectContaining({
-          level: 30,
-          msg: 'request served',
-          request,
-          action: 'recompute',
-          reason: 'disabled',
-          pull: null,
-          recomputed: { blocks: null, reasons: ['router.enable_decode_to_prefill_reuse is off'] },
-        }),
+    // stderr holds the progress and the request log: one readable line per request, each recomputed for the router's reason.
+    expect(run.stderrLines).toContain(
+      'turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)',
+    );
+    expect(run.stderrLines).toContain('pull: none, the router recomputes turn 2');
+    // No settings file named and none in the working directory: the bundled example, said so.
+    expect(run.stderrLines).toContainEqual(
+      expect.stringMatching(
+        /^settings file: the bundled example \S+kvreuse\.yaml \(no --config, KVREUSE_CONFIG or \.\/kvreuse\.yaml\)$/,
       ),
     );
-    expect(run.stdout).toContain(
-      'turn 1: prefill computes 40 blocks and WRITEs them to both decode ranks (TP 1 → TP 2)\n',
+    expect(run.stderrLines.filter((line) => line.startsWith('request served: '))).toEqual(
+      ['turn 2', 'short request'].map(
+        (request) =>
+          `request served: ${request}: recompute (disabled), recomputed: router.enable_decode_to_prefill_reuse is off`,
+      ),
     );
-    expect(run.stdout).toContain('pull: none, the router recomputes turn 2\n');
-    const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+    const summary = JSON.parse(run.stdout) as DemoSummary;
     expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
     expect(
       summary.decisions.map(({ request, action, reason, detail }) => ({ request, action, reason, detail })),
@@ -84,9 +86,25 @@ describe('kvreuse demo', () => {
     ]);
   }, 120_000);
 
-  it('without --json, the last line is the one-line summary', async () => {
-    const run = await runBinary(['demo', '--no-router-enable-decode-to-prefill-reuse'], { cwd: anywhere });
+  it('without -o, the progress and then the one-line summary on stdout; --log-format json: one pino JSON line per request on stderr', async () => {
+    const run = await runBinary(['demo', '--no-router-enable-decode-to-prefill-reuse', '--log-format', 'json'], {
+      cwd: anywhere,
+    });
     expect(run.status).toBe(0);
+    expect(run.stdout).toContain('pull: none, the router recomputes turn 2\n');
+    expect(run.stderrLines.map((line) => JSON.parse(line) as unknown)).toEqual(
+      ['turn 2', 'short request'].map((request) =>
+        expect.objectContaining({
+          level: 30,
+          msg: 'request served',
+          request,
+          action: 'recompute',
+          reason: 'disabled',
+          pull: null,
+          recomputed: { blocks: null, reasons: ['router.enable_decode_to_prefill_reuse is off'] },
+        }),
+      ),
+    );
     expect(lastLine(run.stdout)).toBe(
       'kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained, 0 pins waited for (0 released)',
     );
@@ -101,6 +119,8 @@ describe('kvreuse demo', () => {
           '--json',
           '--log',
           'requests.log',
+          '--log-format',
+          'json',
           '--no-router-enable-decode-to-prefill-reuse',
           '--discovery-backend',
           'etcd',
@@ -109,16 +129,16 @@ describe('kvreuse demo', () => {
         ],
         { cwd: anywhere },
       );
-      expect(run.stderr).toBe('');
       expect(run.status).toBe(0);
-      // --log: the request log goes to the file, relative to the working directory.
+      // --log: the request log goes to the file, relative to the working directory; stderr holds the progress.
+      expect(run.stderrLines.filter((line) => line.startsWith('{') || line.startsWith('request'))).toEqual([]);
       const logged = readFileSync(join(anywhere, 'requests.log'), 'utf8')
         .trimEnd()
         .split('\n')
         .map((line) => JSON.parse(line) as { request: string });
       expect(logged.map((record) => record.request)).toEqual(['turn 2', 'short request']);
-      expect(run.stdout).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
-      const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+      expect(run.stderr).toContain(`(ucx, etcd discovery at ${etcd.url})\n`);
+      const summary = JSON.parse(run.stdout) as DemoSummary;
       expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
       expect(summary.drain.map((row) => [row.process, row.exitCode, row.banksReturned, row.banksRetained])).toEqual([
         ['qwen3-0.6b-decode-0/tp0', 0, 56, 0],
@@ -130,14 +150,15 @@ describe('kvreuse demo', () => {
     }
   }, 120_000);
 
-  it('with --discovery-backend etcd and no endpoints, it starts a local etcd for the run, runs on it, then stops it and removes its data', async () => {
+  it('with --discovery-backend etcd and no endpoints, it starts a local etcd for the run, runs on it (--transport-backend loopback), then stops it and removes its data', async () => {
     const tmp = runTmpdir();
     const run = await runBinary(
       [
         'demo',
-        '--backend',
+        '--transport-backend',
         'loopback',
-        '--json',
+        '-o',
+        'yaml',
         '--log',
         'local-etcd.log',
         '--no-router-enable-decode-to-prefill-reuse',
@@ -146,14 +167,13 @@ describe('kvreuse demo', () => {
       ],
       { cwd: anywhere, env: { TMPDIR: tmp } },
     );
-    expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    const [firstLine = ''] = run.stdout.split('\n');
-    const [, url, dataDir] = firstLine.match(localEtcdLine) ?? [];
+    // -o yaml: stdout is the summary document; the progress is on stderr.
+    const [, url, dataDir] = run.stderrLines[0]?.match(localEtcdLine) ?? [];
     expect(url).toBeDefined();
     expect(dataDir?.startsWith(`${tmp}/`)).toBe(true);
-    expect(run.stdout).toContain(`(loopback, etcd discovery at ${url})\n`);
-    const summary = JSON.parse(lastLine(run.stdout)) as DemoSummary;
+    expect(run.stderr).toContain(`(loopback, etcd discovery at ${url})\n`);
+    const summary = parse(run.stdout) as DemoSummary;
     expect(summary).toMatchObject({ pull: null, killedRank: null, handOff: { blocks: 40, bytes: 40 * 7_340_032 } });
     expect(summary.decisions.map(({ request, action, reason }) => [request, action, reason])).toEqual([
       ['turn 2', 'recompute', 'disabled'],
@@ -194,14 +214,34 @@ describe('kvreuse demo', () => {
     const started = startBinary(['demo'], { cwd: anywhere, env: { TMPDIR: tmp } });
     await started.stdoutLine(/^turn 1: /);
     expect(rankProcessesIn(tmp)).toHaveLength(3);
+    // The run's files, the cluster secret among them, are in a folder of its own that only its user can open.
+    const runDirs = readdirSync(tmp).filter((name) => name.startsWith('kvreuse-demo-'));
+    expect(runDirs).toHaveLength(1);
+    expect(statSync(join(tmp, runDirs[0]!)).mode & 0o777).toBe(0o700);
+    expect(readdirSync(join(tmp, runDirs[0]!))).toContain('discovery.sqlite.secret');
     return { tmp, started };
   }
 
-  it('interrupted (SIGTERM) while its rank processes run, it drains them and removes its files, then ends by the signal', async () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'interrupted (%s) while its rank processes run, it drains them and removes its files, then ends by the signal',
+    async (signal) => {
+      const { tmp, started } = await demoWithRanksRunning();
+      started.child.kill(signal);
+      const run = await started.finished;
+      expect([run.status, run.signal]).toEqual([null, signal]);
+      expect(rankProcessesIn(tmp)).toEqual([]);
+      expect(readdirSync(tmp)).toEqual([]);
+    },
+    60_000,
+  );
+
+  it("its stdout's reader gone (| head) while its rank processes run: it drains them, removes its files and ends quietly with status 141", async () => {
     const { tmp, started } = await demoWithRanksRunning();
-    started.child.kill('SIGTERM');
+    // The next progress line the demo writes meets a pipe nobody reads (EPIPE).
+    started.child.stdout?.destroy();
     const run = await started.finished;
-    expect([run.status, run.signal]).toEqual([null, 'SIGTERM']);
+    expect([run.status, run.signal]).toEqual([141, null]);
+    expect(run.stderr).toBe('');
     expect(rankProcessesIn(tmp)).toEqual([]);
     expect(readdirSync(tmp)).toEqual([]);
   }, 60_000);
@@ -227,6 +267,29 @@ describe('kvreuse demo', () => {
     expect(readdirSync(tmp)).toEqual([]);
   });
 
+  it('a rank that fails (its metrics port in use): exit 1 naming it, every other process stopped, nothing left in the temporary folder', async () => {
+    const tmp = runTmpdir();
+    const port = await freePorts(3);
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(port + 1, '127.0.0.1', resolve));
+    try {
+      const run = await runBinary(['demo', '--endpoint-metrics-port', String(port)], {
+        cwd: anywhere,
+        env: { TMPDIR: tmp },
+      });
+      expect(run.status).toBe(1);
+      expect(run.stderrLines.at(-1)).toMatch(
+        new RegExp(
+          `^kvreuse: demo process qwen3-0\\.6b-decode-0/tp1 failed .*127\\.0\\.0\\.1:${port + 1}: the port is in use .*\\[DEMO_PROCESS_FAILED\\]$`,
+        ),
+      );
+      expect(rankProcessesIn(tmp)).toEqual([]);
+      expect(readdirSync(tmp)).toEqual([]);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  }, 60_000);
+
   it('a metrics port that leaves no port for the last demo processes is a usage error naming the setting: one line, exit 2', async () => {
     const run = await runBinary(['demo', '--endpoint-metrics-port', '65534'], { cwd: anywhere });
     expect(run).toMatchObject({ status: 2, stdout: '' });
@@ -248,6 +311,14 @@ describe('kvreuse demo', () => {
     expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
       expect.stringMatching(/^kvreuse: 1 unknown setting name\(s\): --router-nope in argv .*\[UNKNOWN_SETTING\]$/),
+    ]);
+  });
+
+  it('--backend and --transport-backend both: a usage error naming both, exit 2', async () => {
+    const run = await runBinary(['demo', '--backend', 'ucx', '--transport-backend', 'loopback'], { cwd: anywhere });
+    expect(run).toMatchObject({ status: 2, stdout: '' });
+    expect(run.stderrLines).toEqual([
+      "kvreuse: demo: --backend ucx and --transport-backend loopback both set the ranks' transport; give one (see kvreuse demo --help) [USAGE]",
     ]);
   });
 

@@ -49,6 +49,18 @@ describe('kvreuse profiles list and show', () => {
     expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: .*\[INVALID_PROFILE\]$/)]);
   });
 
+  it('show or check of a name no profile has, and no file has: the closest built-in name, exit 2', async () => {
+    for (const command of ['show', 'check']) {
+      const run = await runBinary(['profiles', command, 'qwen3-0.6b'], { cwd: dir });
+      expect(run).toMatchObject({ status: 2, stdout: '' });
+      expect(run.stderrLines).toEqual([
+        expect.stringMatching(
+          /^kvreuse: no built-in deployment profile is named "qwen3-0\.6b" \(did you mean qwen3-0\.6b-bf16-b64\?\); the built-in profiles are .* \[UNKNOWN_PROFILE\]$/,
+        ),
+      ]);
+    }
+  });
+
   it('show without a name is a usage error', async () => {
     const run = await runBinary(['profiles', 'show']);
     expect(run.status).toBe(2);
@@ -105,7 +117,7 @@ describe('kvreuse profiles check', () => {
     const [verdict, ...reasons] = run.stdout.trimEnd().split('\n');
     expect(verdict).toMatch(/^refused: profile llama-3\.1-8b-bf16-b64 v1 against workers qwen3-0\.6b-decode-0/);
     expect(reasons).toContain(
-      '  - blockHash.seed: expected "meta-llama/Llama-3.1-8B-Instruct", actual "Qwen/Qwen3-0.6B" (setting inventory.hashSeed)',
+      '  - blockHash.seed: expected "meta-llama/Llama-3.1-8B-Instruct", actual "Qwen/Qwen3-0.6B" (set by --inventory-hash-seed, KVREUSE_INVENTORY_HASH_SEED or inventory.hash_seed)',
     );
     expect(reasons).toContainEqual(
       expect.stringMatching(/^  - worker qwen3-0\.6b-decode-0: geometry\.numLayers: expected 32, actual 28/),

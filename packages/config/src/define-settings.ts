@@ -8,6 +8,7 @@ import {
   UnknownSettingError,
   type Provenance,
   type SettingsError,
+  type UnknownSetting,
 } from './errors.js';
 import { isSettingsGroup, type GroupValues, type SettingsGroup } from './group.js';
 import { renderHelp, type HelpOptions } from './help.js';
@@ -45,6 +46,8 @@ export interface Resolved<Groups extends readonly AnyGroup[]> {
   readonly provenance: ProvenanceOf<Groups>;
   /** Settings of groups not composed, skipped under `foreignGroups: 'ignore'` (always empty under `'error'`). */
   readonly ignored: readonly IgnoredSetting[];
+  /** `KVREUSE_*` variables no composed setting has, left out under `unknownEnv: 'warn'` (always empty under `'error'`). */
+  readonly unknownEnv: readonly UnknownSetting[];
 }
 
 export type SafeResolved<Groups extends readonly AnyGroup[]> =

@@ -60,14 +60,15 @@ export interface UnknownSetting {
   readonly foreignGroup?: string;
 }
 
-function describeUnknown({ name, source, closest, foreignGroup }: UnknownSetting): string {
+/** An unknown name in words: where it was written, and the closest known name (`--transport-bakend in argv (did you mean --transport-backend?)`). */
+export function describeUnknownSetting({ name, source, closest, foreignGroup }: UnknownSetting): string {
   const hint =
     foreignGroup !== undefined
       ? ` (group ${foreignGroup} is not composed by this process${closest === undefined ? '' : `; did you mean ${closest}?`})`
       : closest === undefined
         ? ' (not a setting flag)'
         : ` (did you mean ${closest}?)`;
-  return `  - ${name} ${describeWhere(source)}${hint}`;
+  return `${name} ${describeWhere(source)}${hint}`;
 }
 
 /** Names no composed setting has; the whole resolution fails, and every unknown name is listed. */
@@ -76,7 +77,9 @@ export class UnknownSettingError extends KvreuseError<ConfigErrorCode> {
   readonly unknown: readonly UnknownSetting[];
 
   constructor(unknown: readonly UnknownSetting[]) {
-    super(`${unknown.length} unknown setting name(s):\n${unknown.map(describeUnknown).join('\n')}`);
+    super(
+      `${unknown.length} unknown setting name(s):\n${unknown.map((name) => `  - ${describeUnknownSetting(name)}`).join('\n')}`,
+    );
     this.name = 'UnknownSettingError';
     this.unknown = unknown;
   }

@@ -24,9 +24,11 @@ export {
   type ValueJsonSchema,
 } from './descriptions.js';
 export type { DocsOptions } from './docs.js';
+export { closestName } from './names.js';
 export {
   describeInvalidSetting,
   describeProvenance,
+  describeUnknownSetting,
   InvalidCompositionError,
   InvalidGroupError,
   InvalidSettingError,
@@ -55,10 +57,14 @@ export {
   type SettingsGroup,
 } from './group.js';
 export type { HelpOptions } from './help.js';
-export type { ResolveOptions, SettingsEnv } from './resolve-options.js';
+export type { ResolveOptions, SettingsEnv, UnknownEnvPolicy } from './resolve-options.js';
 export { renderSettingsReport, type ResolutionToReport } from './settings-report.js';
 export {
+  findSettingsFile,
   loadSettingsFile,
+  SETTINGS_FILE_NAME,
+  SETTINGS_FILE_VARIABLE,
+  type FoundSettingsFile,
   type LoadedSettingsFile,
   type SectionLines,
   type SettingsFileFormat,

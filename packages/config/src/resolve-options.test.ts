@@ -43,7 +43,11 @@ describe('checkResolveOptions', () => {
         'argv',
         'resolve: argv must be an array of strings; got "--router-minimum-transfer-prefix-blocks=8"',
       ],
-      ['kvreuse.yaml', 'options', 'resolve: options must be an object { file?, env?, argv? }; got "kvreuse.yaml"'],
+      [
+        'kvreuse.yaml',
+        'options',
+        'resolve: options must be an object { file?, env?, argv?, unknownEnv? }; got "kvreuse.yaml"',
+      ],
     ];
     for (const [options, option, message] of cases) {
       const error = thrown(() => checkResolveOptions(options), ResolveOptionsError);

@@ -13,9 +13,17 @@ export interface ResolveOptions {
   readonly env?: SettingsEnv | undefined;
   /** Setting flags only, e.g. `process.argv.slice(2)` once the CLI has taken its own arguments. */
   readonly argv?: readonly string[] | undefined;
+  /**
+   * A `KVREUSE_*` variable no composed setting has: `'error'` (the default) refuses it with the other
+   * unknown names; `'warn'` leaves it out and lists it in the resolution's `unknownEnv`, for the caller
+   * to warn about. A shell exports variables for many programs: one stray variable need not stop them all.
+   */
+  readonly unknownEnv?: UnknownEnvPolicy | undefined;
 }
 
-const OPTIONS = ['file', 'env', 'argv'] as const;
+export type UnknownEnvPolicy = 'error' | 'warn';
+
+const OPTIONS = ['file', 'env', 'argv', 'unknownEnv'] as const;
 const FILE_FORMS = [['path'], ['text', 'format', 'origin'], ['data', 'origin']] as const;
 const FILE_RULE = 'a path, { path }, { text, format?, origin? } or { data, origin? }';
 
@@ -70,10 +78,13 @@ function checkEnv(env: unknown): void {
 export function checkResolveOptions(options: unknown): ResolveOptions {
   if (options === undefined) return {};
   if (!isObject(options))
-    throw new ResolveOptionsError('options', options, { rule: 'an object { file?, env?, argv? }' });
+    throw new ResolveOptionsError('options', options, { rule: 'an object { file?, env?, argv?, unknownEnv? }' });
   refuseUnknownKeys(options, OPTIONS, '');
   if (options['file'] !== undefined) checkFile(options['file']);
   if (options['env'] !== undefined) checkEnv(options['env']);
+  const { unknownEnv } = options;
+  if (unknownEnv !== undefined && unknownEnv !== 'error' && unknownEnv !== 'warn')
+    throw new ResolveOptionsError('unknownEnv', unknownEnv, { rule: "'error' or 'warn'" });
   const { argv } = options;
   if (argv !== undefined && !(Array.isArray(argv) && argv.every((argument) => typeof argument === 'string'))) {
     throw new ResolveOptionsError('argv', argv, { rule: 'an array of strings' });

@@ -1,10 +1,24 @@
 import { coerceText } from './coerce.js';
 import type { Composition } from './composition.js';
 import type { SettingDescription } from './descriptions.js';
-import { InvalidSettingError, UnknownSettingError, type InvalidSetting, type Provenance } from './errors.js';
+import {
+  InvalidSettingError,
+  UnknownSettingError,
+  type InvalidSetting,
+  type Provenance,
+  type UnknownSetting,
+} from './errors.js';
 import { checkResolveOptions } from './resolve-options.js';
 import { loadSettingsFile } from './settings-file.js';
-import { emptyReading, readArgv, readEnv, readFile, type IgnoredSetting, type SourceValue } from './sources.js';
+import {
+  emptyReading,
+  readArgv,
+  readEnv,
+  readFile,
+  type IgnoredSetting,
+  type SourceReading,
+  type SourceValue,
+} from './sources.js';
 
 type Nested<Leaf> = Readonly<Record<string, Readonly<Record<string, Leaf>>>>;
 
@@ -13,6 +27,7 @@ export interface Resolution {
   readonly settings: Nested<unknown>;
   readonly provenance: Nested<Provenance>;
   readonly ignored: readonly IgnoredSetting[];
+  readonly unknownEnv: readonly UnknownSetting[];
 }
 
 interface Chosen {
@@ -65,7 +80,7 @@ function nest<Leaf>(composition: Composition, leaf: (setting: SettingDescription
 /**
  * Resolves every composed setting from its default, then the file, then the environment, then argv
  * (later wins). All-or-nothing: it throws `SettingsFileError` for a file that cannot be read, one
- * `UnknownSettingError` listing every unknown name, or one `InvalidSettingError` listing every invalid
+ * `UnknownSettingError` listing every unknown name (but unknown variables under `unknownEnv: 'warn'`), or one `InvalidSettingError` listing every invalid
  * value of every source and every broken rule between settings.
  */
 export function resolveComposition(composition: Composition, given: unknown): Resolution {
@@ -75,6 +90,8 @@ export function resolveComposition(composition: Composition, given: unknown): Re
     options.env === undefined ? emptyReading() : readEnv(composition, options.env),
     options.argv === undefined ? emptyReading() : readArgv(composition, options.argv),
   ];
+  const [, envReading] = readings as [SourceReading, SourceReading, SourceReading];
+  const unknownEnv = options.unknownEnv === 'warn' ? envReading.unknown.splice(0) : [];
   const unknown = readings.flatMap((reading) => reading.unknown);
   if (unknown.length > 0) throw new UnknownSettingError(unknown);
 
@@ -115,5 +132,6 @@ export function resolveComposition(composition: Composition, given: unknown): Re
     settings,
     provenance: nest(composition, (setting) => pick(setting.path).source),
     ignored: Object.freeze(readings.flatMap((reading) => reading.ignored)),
+    unknownEnv: Object.freeze(unknownEnv),
   });
 }

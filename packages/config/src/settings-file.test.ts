@@ -1,9 +1,10 @@
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { temporaryDirectory } from '../test/temporary-directory.js';
 import { thrown } from '../test/thrown.js';
 import { SettingsFileError } from './errors.js';
-import { formatOfPath, loadSettingsFile } from './settings-file.js';
+import { findSettingsFile, formatOfPath, loadSettingsFile } from './settings-file.js';
 
 const { path: directory, write } = temporaryDirectory('kvreuse-config-file-');
 
@@ -72,6 +73,17 @@ describe('loadSettingsFile', () => {
     ).toMatch(/not valid JSON/);
   });
 
+  it('reads JSON as JSON: a trailing comma or a comment, which YAML would take, is refused with where it is', () => {
+    expect(
+      fileError(() => loadSettingsFile(write('comma.json', '{"router": {"minimum_transfer_prefix_blocks": 4,},}')))
+        .message,
+    ).toMatch(
+      /^settings file .*comma\.json: not valid JSON: .* in JSON at line 1, column 49:\n\n\{"router".*\n {48}\^\n$/,
+    );
+    expect(fileError(() => loadSettingsFile({ text: '# c\n{}', format: 'json' })).message).toMatch(/not valid JSON/);
+    expect(loadSettingsFile({ text: '', format: 'json' }).data).toBeNull();
+  });
+
   it('refuses a YAML alias without its anchor, and an alias bomb, as broken YAML', () => {
     expect(fileError(() => loadSettingsFile({ text: 'router: *missing\n' })).message).toMatch(
       /not valid YAML: Unresolved alias/,
@@ -85,5 +97,23 @@ describe('loadSettingsFile', () => {
     expect(fileError(() => loadSettingsFile({ text: `${bomb.join('\n')}\n` })).message).toMatch(
       /not valid YAML: Excessive alias count/,
     );
+  });
+});
+
+describe('findSettingsFile', () => {
+  const cwd = join(directory, 'lookup');
+  it('--config first, then KVREUSE_CONFIG, then ./kvreuse.yaml when it exists, each against the working directory', () => {
+    mkdirSync(cwd);
+    expect(findSettingsFile({ option: 'a.yaml', env: { KVREUSE_CONFIG: 'b.yaml' }, cwd })).toEqual({
+      path: join(cwd, 'a.yaml'),
+      from: 'option',
+    });
+    expect(findSettingsFile({ env: { KVREUSE_CONFIG: 'b.yaml' }, cwd })).toEqual({
+      path: join(cwd, 'b.yaml'),
+      from: 'env',
+    });
+    expect(findSettingsFile({ env: { KVREUSE_CONFIG: '' }, cwd })).toBeUndefined();
+    write('lookup/kvreuse.yaml', 'router: {}\n');
+    expect(findSettingsFile({ env: {}, cwd })).toEqual({ path: join(cwd, 'kvreuse.yaml'), from: 'cwd' });
   });
 });

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { extname } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { extname, join, resolve } from 'node:path';
 import { isMap, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
 import { SettingsFileError } from './errors.js';
 
@@ -56,11 +56,35 @@ function linesOf(contents: Node | null, lineCounter: LineCounter): Map<string, S
   return sections;
 }
 
+/** Where `position` is in `text`, and the line drawn with a caret under it, as the YAML parser draws its errors. */
+function codeFrame(text: string, position: number): string {
+  const before = text.slice(0, position).split('\n');
+  const line = before.length;
+  const column = (before.at(-1) ?? '').length + 1;
+  const source = text.split('\n')[line - 1] ?? '';
+  return ` at line ${line}, column ${column}:\n\n${source}\n${' '.repeat(column - 1)}^\n`;
+}
+
+/** JSON as JSON.parse reads it: no trailing comma, no comment, no single quote, which YAML would take. */
+function refuseLaxJson(text: string, origin: string): void {
+  try {
+    JSON.parse(text);
+  } catch (cause) {
+    const message = (cause as Error).message;
+    const position = /at position (\d+)/.exec(message)?.[1];
+    // Node says `at position 47` (and newer ones `(line 1 column 48)`): the code frame says where, once.
+    const what = position === undefined ? message : message.replace(/ at position \d+.*$/, '');
+    const where = position === undefined ? '' : codeFrame(text, Number(position));
+    throw new SettingsFileError(origin, `not valid JSON: ${what}${where}`, { cause });
+  }
+}
+
 function parseText(
   text: string,
   format: SettingsFileFormat,
   origin: string,
 ): Pick<LoadedSettingsFile, 'data' | 'lines'> {
+  if (format === 'json' && text.trim() !== '') refuseLaxJson(text, origin);
   const lineCounter = new LineCounter();
   // YAML 1.2 with the JSON schema reads JSON strictly (no `yes`, no bare words); both reject duplicate keys.
   const document = parseDocument(text, { schema: format === 'json' ? 'json' : 'core', uniqueKeys: true, lineCounter });
@@ -92,4 +116,37 @@ export function loadSettingsFile(input: SettingsFileInput): LoadedSettingsFile {
   const origin = input.origin ?? INLINE;
   if ('text' in input) return { origin, ...parseText(input.text, input.format ?? 'yaml', origin) };
   return { origin, data: input.data, lines: new Map() };
+}
+
+/** The variable that names a settings file when no `--config` does; never read as a setting. */
+export const SETTINGS_FILE_VARIABLE = 'KVREUSE_CONFIG';
+/** The file looked for in the working directory when neither `--config` nor `KVREUSE_CONFIG` names one. */
+export const SETTINGS_FILE_NAME = 'kvreuse.yaml';
+
+/** A settings file found, and what named it. */
+export interface FoundSettingsFile {
+  readonly path: string;
+  /** `option`: the path given (`--config`); `env`: `KVREUSE_CONFIG`; `cwd`: `./kvreuse.yaml`. */
+  readonly from: 'option' | 'env' | 'cwd';
+}
+
+/**
+ * The settings file of a command, looked up in one order: the path given (`--config`), else the one
+ * `KVREUSE_CONFIG` names, else `kvreuse.yaml` in `cwd` when it exists; undefined when none. A file named
+ * by the option or the variable is returned whether it exists or not, for reading it to say what is wrong.
+ */
+export function findSettingsFile({
+  option,
+  env,
+  cwd,
+}: {
+  readonly option?: string | undefined;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly cwd: string;
+}): FoundSettingsFile | undefined {
+  if (option !== undefined) return { path: resolve(cwd, option), from: 'option' };
+  const named = env[SETTINGS_FILE_VARIABLE];
+  if (named !== undefined && named !== '') return { path: resolve(cwd, named), from: 'env' };
+  const local = join(cwd, SETTINGS_FILE_NAME);
+  return existsSync(local) ? { path: local, from: 'cwd' } : undefined;
 }

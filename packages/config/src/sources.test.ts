@@ -106,6 +106,10 @@ describe('suggestions', () => {
 });
 
 describe('readEnv', () => {
+  it('never reads KVREUSE_CONFIG, which names the settings file, as a setting', () => {
+    expect(readEnv({ KVREUSE_CONFIG: 'kvreuse.yaml' })).toEqual({ values: [], unknown: [], ignored: [], invalid: [] });
+  });
+
   it('reads only KVREUSE_ variables, skips unset ones and reports unknown ones with the closest variable', () => {
     const reading = readEnv({
       PATH: '/usr/bin',

@@ -3,7 +3,7 @@ import { ENV_PREFIX, type SettingDescription } from './descriptions.js';
 import { SettingsFileError, type InvalidSetting, type SettingSource, type UnknownSetting } from './errors.js';
 import { GROUP_NAME } from './group.js';
 import { closestName } from './names.js';
-import type { LoadedSettingsFile } from './settings-file.js';
+import { SETTINGS_FILE_VARIABLE, type LoadedSettingsFile } from './settings-file.js';
 
 /** One value one source gives for one setting, not yet validated. */
 export interface SourceValue {
@@ -149,12 +149,13 @@ const ENV_GROUP = /^KVREUSE_([A-Z]+)_./;
 
 /**
  * Only `KVREUSE_*` variables are read; every one of them must name a composed setting, or (by its
- * `KVREUSE_<GROUP>_` shape) one of a group the policy ignores. Unset (`undefined`) ones are skipped.
+ * `KVREUSE_<GROUP>_` shape) one of a group the policy ignores. Unset (`undefined`) ones are skipped, and
+ * so is `KVREUSE_CONFIG`, which names the settings file (`findSettingsFile`).
  */
 export function readEnv(composition: Composition, env: Readonly<Record<string, string | undefined>>): SourceReading {
   const reading = emptyReading();
   for (const [variable, value] of Object.entries(env)) {
-    if (!variable.startsWith(ENV_PREFIX) || value === undefined) continue;
+    if (!variable.startsWith(ENV_PREFIX) || variable === SETTINGS_FILE_VARIABLE || value === undefined) continue;
     const source: SettingSource = { source: 'env', variable };
     const setting = composition.byEnv.get(variable);
     if (setting === undefined) {

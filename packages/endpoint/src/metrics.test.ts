@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
@@ -88,6 +89,23 @@ describe('EndpointMetrics', () => {
     expect(() => new EndpointMetrics({ labels: { 'bad-name': 'x' } })).toThrow('metrics.labels.bad-name');
     expect(() => new EndpointMetrics({ registry: {} as Registry })).toThrow('metrics.registry');
     expect(await metrics.text()).not.toContain('kvreuse_transfers_total{');
+  });
+
+  it("with a registry of its own: the process's default metrics and kvreuse_build_info; a caller's registry gets no defaults", async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    const own = await new EndpointMetrics().registry.metrics();
+    for (const name of [
+      'process_cpu_user_seconds_total',
+      'process_resident_memory_bytes',
+      'nodejs_heap_size_used_bytes',
+    ])
+      expect(own).toMatch(new RegExp(`^${name}(\\{[^}]*\\})? `, 'm'));
+    expect(sample(own, `kvreuse_build_info{nodejs="${process.version}",version="${version}"}`)).toBe(1);
+    const given = await new EndpointMetrics({ registry: new Registry() }).registry.metrics();
+    expect(given).not.toContain('process_cpu_user_seconds_total');
+    expect(sample(given, `kvreuse_build_info{nodejs="${process.version}",version="${version}"}`)).toBe(1);
   });
 
   it('registers into a registry the caller owns', async () => {

@@ -1,6 +1,7 @@
 // The endpoint's Prometheus metrics, and the optional HTTP listener that serves them at /metrics.
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { type EndpointState, endpointStates } from './lifecycle.js';
 
@@ -24,7 +25,10 @@ export interface BankCounts {
 }
 
 export interface EndpointMetricsOptions {
-  /** Where the metrics are registered; a new registry of their own by default. */
+  /**
+   * Where the metrics are registered; by default a new registry of their own, which also holds the
+   * process's default metrics (`process_*`, `nodejs_*`). A registry given keeps whatever it holds.
+   */
   readonly registry?: Registry;
   /** Labels every metric carries, e.g. `{ worker: 'decode-0', rank: '1' }`. */
   readonly labels?: Readonly<Record<string, string>>;
@@ -38,6 +42,22 @@ export interface MetricsListener {
   /** Where a scraper reads the metrics: `http://host:port/metrics` (an IPv6 host in brackets). */
   readonly url: string;
   close(): Promise<void>;
+}
+
+/** The version of this package, as `kvreuse_build_info` says it. */
+const endpointVersion = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
+/** `kvreuse_build_info`, and in a registry of the endpoint's own the process's default metrics (`process_*`, `nodejs_*`). */
+function registerProcessMetrics(registry: Registry, own: boolean): void {
+  if (own) collectDefaultMetrics({ register: registry });
+  new Gauge({
+    name: 'kvreuse_build_info',
+    help: 'Always 1; its labels say which kvreuse endpoint and Node.js this process runs.',
+    labelNames: ['version', 'nodejs'],
+    registers: [registry],
+  }).set({ version: endpointVersion, nodejs: process.version }, 1);
 }
 
 const nonNegative = (value: number): boolean => Number.isFinite(value) && value >= 0;
@@ -83,6 +103,7 @@ export class EndpointMetrics {
     this.registry = options.registry ?? new Registry();
     if (options.labels !== undefined) this.registry.setDefaultLabels({ ...options.labels });
     const registers = [this.registry];
+    registerProcessMetrics(this.registry, options.registry === undefined);
     const transferLabels = ['side', 'tier', 'link_class'] as const;
     this.#transfers = new Counter({
       name: 'kvreuse_transfers_total',

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,9 +39,14 @@ describe('loadTransport', () => {
   });
 
   it('refuses a file that is not a shared library', () => {
-    const bogus = join(tmpdir(), `not-a-library-${process.pid}.so`);
-    writeFileSync(bogus, 'not ELF');
-    expect(() => loadTransport({ libraryPath: bogus })).toThrow(LibraryLoadError);
+    const dir = mkdtempSync(join(tmpdir(), 'kvreuse-not-a-library-'));
+    try {
+      const bogus = join(dir, 'not-a-library.so');
+      writeFileSync(bogus, 'not ELF');
+      expect(() => loadTransport({ libraryPath: bogus })).toThrow(LibraryLoadError);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('loads the same file once and answers for it', () => {

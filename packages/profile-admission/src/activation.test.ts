@@ -93,7 +93,7 @@ describe('explainActivation: the activation table', () => {
       },
       'off',
       [
-        'profile qwen3-0.6b-bf16-b64 is refused: transport.backend: expected "ucx", actual "loopback" (setting transport.backend)',
+        'profile qwen3-0.6b-bf16-b64 is refused: transport.backend: expected "ucx", actual "loopback" (set by --transport-backend, KVREUSE_TRANSPORT_BACKEND or transport.backend)',
       ],
     ],
     [

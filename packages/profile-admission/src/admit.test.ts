@@ -162,7 +162,7 @@ describe('admit: every refusal names the profile field, the expected and the act
     ]);
     const result = admit(strict, factsFor(strict, { settings }));
     expect(!result.admitted && result.reasons[2]!.message).toBe(
-      'settings.forbidden["drain.failedLoadPolicy"]: expected none of ["fail"], actual "fail" (setting drain.failedLoadPolicy)',
+      'settings.forbidden["drain.failedLoadPolicy"]: expected none of ["fail"], actual "fail" (set by --drain-failed-load-policy, KVREUSE_DRAIN_FAILED_LOAD_POLICY or drain.failed_load_policy)',
     );
     const met = settingsFor(strict, { reuse: true }, ['--discovery-backend=etcd']);
     expect(admit(strict, factsFor(strict, { settings: met }))).toEqual({ admitted: true });

@@ -7,6 +7,7 @@ import type { profileGroup } from './settings.js';
 import {
   checkedProfile,
   declaredRoles,
+  howToSet,
   type NativeCapabilityName,
   pinnedSettings,
   type Profile,
@@ -100,7 +101,8 @@ export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult
   }
   for (const { setting, value, field } of pinnedSettings(profile)) {
     const actual = settingValue(facts.settings, setting);
-    if (!isDeepStrictEqual(actual, value)) refuse({ field, expected: value, actual, why: `setting ${setting}` });
+    if (!isDeepStrictEqual(actual, value))
+      refuse({ field, expected: value, actual, why: howToSet(facts.composition, setting) });
   }
   for (const [setting, values] of Object.entries(profile.settings.forbidden)) {
     const actual = settingValue(facts.settings, setting);
@@ -110,7 +112,7 @@ export function admit(declared: Profile, facts: AdmissionFacts): AdmissionResult
         expected: values,
         expectedWords: `expected none of ${showValue(values)}`,
         actual,
-        why: `setting ${setting}`,
+        why: howToSet(facts.composition, setting),
       });
     }
   }

@@ -71,7 +71,7 @@ describe('built-in profiles', () => {
         code: 'UNKNOWN_PROFILE',
         profileName: 'qwen3-8b',
         message: expect.stringMatching(
-          /^no built-in deployment profile is named "qwen3-8b"; the built-in profiles are qwen3-0\.6b-bf16-b64, /,
+          /^no built-in deployment profile is named "qwen3-8b" \(did you mean qwen3-0\.6b-bf16-b64\?\); the built-in profiles are qwen3-0\.6b-bf16-b64, /,
         ),
       }),
     );

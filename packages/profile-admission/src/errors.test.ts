@@ -33,7 +33,7 @@ describe('profile-admission errors', () => {
       [
         'UNKNOWN_PROFILE',
         'UnknownProfileError',
-        'no built-in deployment profile is named "qwen3-8b"; the built-in profiles are qwen3-0.6b-bf16-b64',
+        'no built-in deployment profile is named "qwen3-8b" (did you mean qwen3-0.6b-bf16-b64?); the built-in profiles are qwen3-0.6b-bf16-b64',
       ],
       [
         'INVALID_ADMISSION_INPUT',

@@ -1,5 +1,6 @@
 // Typed errors of @kvreuse/profile-admission. Each carries a stable `code` and names the field, file,
 // profile or option involved, and the value that was refused.
+import { closestName } from '@kvreuse/config';
 import { describeValue, KvreuseError } from '@kvreuse/errors';
 
 export type ProfileAdmissionErrorCode =
@@ -46,8 +47,9 @@ export class UnknownProfileError extends ProfileAdmissionError {
     readonly profileName: unknown,
     readonly known: readonly string[],
   ) {
+    const closest = typeof profileName === 'string' ? closestName(profileName, known) : undefined;
     super(
-      `no built-in deployment profile is named ${describeValue(profileName)}; the built-in profiles are ${known.join(', ')}`,
+      `no built-in deployment profile is named ${describeValue(profileName)}${closest === undefined ? '' : ` (did you mean ${closest}?)`}; the built-in profiles are ${known.join(', ')}`,
     );
   }
 }

@@ -148,6 +148,15 @@ export function declaredRoles(profile: Profile): { role: Role; declaration: Prof
   });
 }
 
+/**
+ * How a user sets a setting, in the words they type: `set by --inventory-hash-seed,
+ * KVREUSE_INVENTORY_HASH_SEED or inventory.hash_seed`; its code path when the composition does not hold it.
+ */
+export function howToSet(composition: SettingsComposition, path: string): string {
+  const setting = settingsByPath(composition).get(path);
+  return setting === undefined ? `setting ${path}` : `set by ${setting.flag}, ${setting.env} or ${setting.fileKey}`;
+}
+
 /** A setting a profile pins, the value it must have, and the profile field that says so. */
 export interface PinnedSetting {
   /** Its code path: `router.enableDecodeToPrefillReuse`. */

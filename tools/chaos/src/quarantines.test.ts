@@ -31,7 +31,7 @@ const pulled = (blocks: number): RankMessage => ({
     verify: 'full',
     checkedBlocks: blocks,
     ms: 1,
-    gbps: 0,
+    gbitPerS: 0,
     recomputed: { blocks: 42 - blocks, reasons: blocks === 42 ? [] : ['from block 0: …'] },
   },
 });

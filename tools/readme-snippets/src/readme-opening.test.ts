@@ -23,7 +23,7 @@ describe('openingProblems', () => {
   });
 
   it('accepts a README that installs the package first and starts with a quick start', () => {
-    const markdown = `# @kvreuse/x\n\nWhat it is.\n\n\`\`\`sh\nnpm install @kvreuse/x\n\`\`\`\n\n## Quick start\n\n\`\`\`ts\nconsole.log(1);\n\`\`\`\n${glossary}`;
+    const markdown = `# @kvreuse/x\n\nWhat it is.\n\n\`\`\`sh\nnpm install @kvreuse/x\nnpm install /t/*.tgz\n\`\`\`\n\n## Quick start\n\n\`\`\`ts\nconsole.log(1);\n\`\`\`\n${glossary}`;
     expect(openingProblems('R.md', markdown, '@kvreuse/x')).toEqual([]);
   });
 
@@ -31,6 +31,7 @@ describe('openingProblems', () => {
     const markdown = '# @kvreuse/x\n\n```ts\nconsole.log(1);\n```\n\n## Usage\n\n```sh\nnpm install @kvreuse/xy\n```\n';
     expect(openingProblems('R.md', markdown, '@kvreuse/x')).toEqual([
       'R.md: its first code block must be a sh block with "npm install @kvreuse/x"',
+      'R.md: its first code block must also install from a release\'s tarballs ("npm install …/*.tgz", docs/install.md)',
       'R.md: its first section must be the quick start ("## Quick start…"), is "Usage"',
       'R.md: it must link the glossary (../../docs/glossary.md)',
     ]);

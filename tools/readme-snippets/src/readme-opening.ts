@@ -2,7 +2,7 @@ import { codeBlocks } from './snippets.js';
 
 /**
  * What a stranger reads first in a package's README: the line that installs the package, in the first
- * code block, and a quick start as its first section. Returns what is missing, in words.
+ * code block with the line that installs it from a release's tarballs, and a quick start as its first section. Returns what is missing, in words.
  */
 export function openingProblems(path: string, markdown: string, packageName: string): string[] {
   const problems: string[] = [];
@@ -12,6 +12,11 @@ export function openingProblems(path: string, markdown: string, packageName: str
     first.language === 'sh' &&
     new RegExp(`^npm install (-g )?${packageName}\\b`, 'm').test(first.code);
   if (!installs) problems.push(`${path}: its first code block must be a sh block with "npm install ${packageName}"`);
+  // Until the packages are on npm, the name alone installs nothing: the block says how from tarballs too.
+  if (first !== undefined && !/^npm install (-g )?\S+\.tgz/m.test(first.code))
+    problems.push(
+      `${path}: its first code block must also install from a release's tarballs ("npm install …/*.tgz", docs/install.md)`,
+    );
   const firstSection = /^## (.*)$/m.exec(markdown)?.[1];
   if (firstSection === undefined || !firstSection.startsWith('Quick start')) {
     problems.push(

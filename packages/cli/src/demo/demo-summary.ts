@@ -24,7 +24,7 @@ export interface DemoPull {
   readonly checkedBlocks: number;
   readonly ms: number;
   /** Gbit/s. */
-  readonly gbps: number;
+  readonly gbitPerS: number;
   readonly recomputedBlocks: number;
   /** The estimated TTFT saving the pull measured, and the router's prediction. */
   readonly savingMs: { readonly predicted: number; readonly measured: number };
@@ -77,7 +77,7 @@ export function pullSummary(report: PullReport): DemoPull {
     verify: report.verify,
     checkedBlocks: report.checkedBlocks,
     ms: report.ms,
-    gbps: report.gbps,
+    gbitPerS: report.gbitPerS,
     recomputedBlocks: report.recomputed.blocks,
     savingMs: { predicted: report.saving?.predictedMs ?? 0, measured: report.saving?.measuredMs ?? 0 },
   };
@@ -105,7 +105,7 @@ export function summaryLine(summary: DemoSummary): string {
   const pulled =
     pull === null
       ? 'no pull'
-      : `pulled ${pull.blocks} blocks (${pull.bytes.toLocaleString('en-US')} bytes, ${pull.verified ? 'verified' : 'NOT verified'}) in ${pull.ms.toFixed(1)} ms at ${pull.gbps.toFixed(2)} Gbit/s`;
+      : `pulled ${pull.blocks} blocks (${pull.bytes.toLocaleString('en-US')} bytes, ${pull.verified ? 'verified' : 'NOT verified'}) in ${pull.ms.toFixed(1)} ms at ${pull.gbitPerS.toFixed(2)} Gbit/s`;
   const killed =
     killedRank === null
       ? ''

@@ -22,7 +22,7 @@ function expectHandOffAndPull(summary: DemoSummary, progress: readonly string[])
   expect(summary.pull).toMatchObject({ blocks: 42, bytes: 308_281_344, verified: true, recomputedBlocks: 0 });
   expect(summary.pull).toMatchObject({ verify: 'full', checkedBlocks: 42 });
   expect(summary.pull?.ms).toBeGreaterThan(0);
-  expect(summary.pull?.gbps).toBeGreaterThan(0);
+  expect(summary.pull?.gbitPerS).toBeGreaterThan(0);
   expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
 }
 

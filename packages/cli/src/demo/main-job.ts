@@ -157,7 +157,7 @@ async function pullTurn2(
   const pull = pullSummary(pulled.pull);
   progress(
     `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.checkedBlocks} blocks' checksums compared (${pull.verify}), ${pull.verified ? 'every byte verified' : 'NOT verified'}, ` +
-      `${ms(pull.ms)}, ${pull.gbps.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
+      `${ms(pull.ms)}, ${pull.gbitPerS.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
   );
   const calibration = recalibrate(router, pullDecision, pulled.pull);
   if (calibration !== null) {
@@ -398,35 +398,56 @@ function turn1Conversation(decode: Worker, settings: Settings): { conversation: 
   return { conversation, chain: hashBlockChain(conversation, scheme) };
 }
 
+interface FollowedInventory {
+  readonly inventory: RetainedInventory;
+  readonly follower: Awaited<ReturnType<typeof followInventory>>;
+  /** Resolves once the inventory of `incarnation` is complete (an earlier run's may still be in etcd: only this run's counts). */
+  completed(incarnation: string): Promise<void>;
+}
+
+/** The retained inventory the router follows in discovery. */
+async function followRunInventory(discovery: DiscoveryStore): Promise<FollowedInventory> {
+  const inventory = new RetainedInventory();
+  const complete = new Set<string>();
+  const waiting = new Map<string, () => void>();
+  const follower = await followInventory(discovery, inventory, {
+    onComplete: ({ incarnation }) => {
+      complete.add(incarnation);
+      waiting.get(incarnation)?.();
+    },
+  });
+  const completed = (incarnation: string): Promise<void> =>
+    complete.has(incarnation) ? Promise.resolve() : new Promise((resolve) => waiting.set(incarnation, resolve));
+  return { inventory, follower, completed };
+}
+
 /** Runs the main job to its end (every process stopped), and returns its summary. */
 export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> {
   const { progress } = options;
   const timeoutMs = options.stepTimeoutMs ?? 120_000;
+  // The run's files (its SQLite discovery, the cluster secret) in a folder only this user can read (mkdtemp: 0700).
   const dir = mkdtempSync(join(tmpdir(), 'kvreuse-demo-'));
-  const settings = runSettings(options.settings, dir);
-  const discovery = openDiscovery(settings.discovery);
-  const inventory = new RetainedInventory();
-  // Incarnations whose inventory became complete (an earlier run's may still be in etcd: only this run's counts).
-  const complete = new Set<string>();
-  let onComplete = (): void => undefined;
-  const follower = await followInventory(discovery, inventory, {
-    onComplete: ({ incarnation }) => {
-      complete.add(incarnation);
-      onComplete();
-    },
-  });
+  let discovery: DiscoveryStore | undefined;
+  let follower: FollowedInventory['follower'] | undefined;
   let processes: RankProcesses | undefined;
   let closing: Promise<void> | undefined;
-  // Once, whether the job ends or the process is interrupted: every rank drained, discovery closed, the run's files gone.
+  // Once, whether the job ends, fails at any step or the process is interrupted: every rank drained, discovery closed, the run's files gone.
   const closeAll = (): Promise<void> =>
     (closing ??= (async () => {
-      await processes?.stop();
-      await follower.close();
-      await discovery.close();
-      rmSync(dir, { recursive: true, force: true });
+      try {
+        await processes?.stop();
+        await follower?.close();
+        await discovery?.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     })());
   const takeBack = options.whenInterrupted?.(closeAll) ?? (() => undefined);
   try {
+    const settings = runSettings(options.settings, dir);
+    discovery = openDiscovery(settings.discovery);
+    const followed = await followRunInventory(discovery);
+    ({ follower } = followed);
     processes = await startRanks(settings, options, timeoutMs);
     const started = processes;
     const decode = await readyWorker(discovery, decodeId);
@@ -435,14 +456,11 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     // Turn 1: the conversation's prompt, prefilled and handed off; decoding appends the reply's blocks.
     const { conversation, chain } = turn1Conversation(decode, settings);
     const handOff = await handOffTurn1(started, chain, progress, timeoutMs);
-    await new Promise<void>((resolve) => {
-      onComplete = () => complete.has(decode.incarnation) && resolve();
-      onComplete();
-    });
+    await followed.completed(decode.incarnation);
 
     const { pullDecision, decisions, router } = await decideTurn2(
       discovery,
-      inventory,
+      followed.inventory,
       settings,
       options,
       { decode, prefill },

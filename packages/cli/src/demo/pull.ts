@@ -70,7 +70,7 @@ export async function pullAndRecompute(options: PullAndRecomputeOptions): Promis
     verify: receipt.verify,
     checkedBlocks: receipt.checkedBlocks,
     ms: receipt.ms,
-    gbps: receipt.gbps * 8,
+    gbitPerS: receipt.gbps * 8,
     recomputed: { blocks: receipt.recomputed.blocks, reasons: receipt.recomputed.reasons.map(describeReason) },
     ...(receipt.saving === undefined ? {} : { saving: receipt.saving }),
     ...(calibration === undefined ? {} : { calibration }),

@@ -201,7 +201,7 @@ describe('the demo messages between the parent and its ranks', () => {
         verify: 'sampled',
         checkedBlocks: 7,
         ms: 80,
-        gbps: 30.8,
+        gbitPerS: 30.8,
         recomputed: { blocks: 0, reasons: [] },
       },
     },
@@ -217,7 +217,7 @@ describe('the demo messages between the parent and its ranks', () => {
         verify: 'full',
         checkedBlocks: 42,
         ms: 80,
-        gbps: 30.8,
+        gbitPerS: 30.8,
         recomputed: { blocks: 0, reasons: [] },
         calibration: { linkClass: 'same-host', tier: 'host', blocks: 42, bytes: 308_281_344, transferMs: 80 },
       },
@@ -249,7 +249,7 @@ describe('the demo messages between the parent and its ranks', () => {
       verify: 'most',
       checkedBlocks: 1,
       ms: 1,
-      gbps: 1,
+      gbitPerS: 1,
       recomputed: { blocks: 0, reasons: [] },
     };
     expect(() => parseRankMessage(JSON.stringify({ type: 'pulled', role: 'prefill', tpRank: 0, pull }))).toThrow(

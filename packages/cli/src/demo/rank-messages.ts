@@ -30,7 +30,7 @@ export interface PullReport {
   readonly checkedBlocks: number;
   readonly ms: number;
   /** Gbit/s over the pull's bytes moved. */
-  readonly gbps: number;
+  readonly gbitPerS: number;
   /** Blocks recomputed (written from the prompt, not pulled), and why, in words. */
   readonly recomputed: { readonly blocks: number; readonly reasons: readonly string[] };
   /** The router's predicted TTFT saving against the one this pull measured. */
@@ -257,7 +257,7 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
         verify: oneOf(verifyModes),
         checkedBlocks: count,
         ms: number,
-        gbps: number,
+        gbitPerS: number,
         recomputed: object({ blocks: count, reasons: list(text) }),
         saving: object({ predictedMs: number, measuredMs: number }),
         calibration: object({

@@ -277,6 +277,37 @@ describe('resolveSettings: unknown names', () => {
   });
 });
 
+describe("resolveSettings: unknown variables under unknownEnv: 'warn'", () => {
+  it('leaves them out and lists them with the closest name; every other unknown name is still refused', () => {
+    const env = {
+      KVREUSE_FUZZ_SEED: '7',
+      KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS: '1',
+      KVREUSE_TRANSPORT_BACKEND: 'loopback',
+    };
+    const { settings, unknownEnv } = resolveSettings({ env, unknownEnv: 'warn' });
+    expect(settings.transport.backend).toBe('loopback');
+    expect(unknownEnv).toEqual([
+      { name: 'KVREUSE_FUZZ_SEED', source: { source: 'env', variable: 'KVREUSE_FUZZ_SEED' }, foreignGroup: 'fuzz' },
+      {
+        name: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS',
+        source: { source: 'env', variable: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOKS' },
+        closest: 'KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS',
+      },
+    ]);
+    expect(Object.isFrozen(unknownEnv)).toBe(true);
+    expect(() => resolveSettings({ env, unknownEnv: 'error' })).toThrow(UnknownSettingError);
+    expect(() => resolveSettings({ env, argv: ['--router-nope', '1'], unknownEnv: 'warn' })).toThrow(
+      expect.objectContaining({ unknown: [expect.objectContaining({ name: '--router-nope' })] }),
+    );
+  });
+
+  it('a policy it does not know is refused as an option', () => {
+    expect(() => resolveSettings({ unknownEnv: 'ignore' } as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_RESOLVE_OPTIONS' }),
+    );
+  });
+});
+
 describe('resolveSettings: invalid values', () => {
   const badValues: [SettingPath, unknown, string][] = [
     ['router.enableDecodeToPrefillReuse', 'yes', 'true | false'],
