@@ -50,6 +50,7 @@ import { type PullRequest, verifyModes } from './pull-request.js';
 import { PullSide } from './pull-side.js';
 import { NotificationRouter } from './notification-router.js';
 import { PeerTemplates } from './peer-templates.js';
+import { PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import { PinClient } from './pin-client.js';
 import type { PinServer, ServedPin } from './pin-server.js';
 import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
@@ -264,6 +265,7 @@ export class ReuseEndpoint {
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
   readonly #drain: DrainController<PostRequest>;
   readonly #notifications = new NotificationRouter();
+  readonly #pinChannel: PinChannel;
   readonly #pinClient: PinClient;
   readonly #pullSide: PullSide;
   readonly #pushSide: PushSide;
@@ -314,8 +316,13 @@ export class ReuseEndpoint {
     });
     const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } =
       options;
-    this.#pinClient = new PinClient({
+    this.#pinChannel = new PinChannel({
       agent,
+      secret,
+      ...(metrics === undefined ? {} : { onRefused: (reason: PinMessageRefusal) => metrics.pinMessageRefused(reason) }),
+    });
+    this.#pinClient = new PinClient({
+      channel: this.#pinChannel,
       reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank },
       answerTimeoutMs: options.settings.transport.abandonTimeoutMs,
       clock: this.#clock,
@@ -529,6 +536,11 @@ export class ReuseEndpoint {
   }
 
   /** The pin server, once a serving rank is published. */
+  /** Pin messages this rank's agent refused (its pin client's and its pin server's), by reason. */
+  get refusedPinMessages(): Readonly<Record<PinMessageRefusal, number>> {
+    return this.#pinChannel.refusedMessages;
+  }
+
   get pinServer(): PinServer | undefined {
     return this.#sourceSide?.server;
   }
@@ -626,6 +638,7 @@ export class ReuseEndpoint {
     const { agent, discovery, secret, keyPrefix, worker, rank, settings, metrics } = this.#options;
     const source = new SourceSide({
       agent,
+      channel: this.#pinChannel,
       discovery,
       secret,
       serve,
