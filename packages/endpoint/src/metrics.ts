@@ -147,6 +147,11 @@ export class EndpointMetrics {
       labelNames: ['action', 'reason'],
       registers,
     });
+    this.#zero();
+  }
+
+  /** Every series at its start, so that each is scraped from the first. */
+  #zero(): void {
     for (const side of ['pull', 'serve'] as const) this.#pinsHeld.set({ side }, 0);
     for (const reason of pinMessageRefusals) this.#pinMessagesRefused.inc({ reason }, 0);
     this.banks({ registered: 0, retained: 0, quarantined: 0 });

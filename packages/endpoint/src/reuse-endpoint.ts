@@ -201,6 +201,24 @@ function checkServeOptions(options: ReuseEndpointOptions, serve: ServeOptions): 
     );
 }
 
+/** The rank's pin channel (its refusals counted in the metrics) and its pin client. */
+function pinsOf(options: ReuseEndpointOptions, clock: Clock): { channel: PinChannel; client: PinClient } {
+  const { agent, secret, metrics, worker, rank } = options;
+  const channel = new PinChannel({
+    agent,
+    secret,
+    ...(metrics === undefined ? {} : { onRefused: (reason: PinMessageRefusal) => metrics.pinMessageRefused(reason) }),
+  });
+  const client = new PinClient({
+    channel,
+    reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank },
+    answerTimeoutMs: options.settings.transport.abandonTimeoutMs,
+    clock,
+    ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('pull', held) }),
+  });
+  return { channel, client };
+}
+
 function checkOptions(options: ReuseEndpointOptions): void {
   if (typeof options !== 'object' || options === null)
     throw new EndpointOptionError('options', options, 'an options object');
@@ -316,18 +334,9 @@ export class ReuseEndpoint {
     });
     const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } =
       options;
-    this.#pinChannel = new PinChannel({
-      agent,
-      secret,
-      ...(metrics === undefined ? {} : { onRefused: (reason: PinMessageRefusal) => metrics.pinMessageRefused(reason) }),
-    });
-    this.#pinClient = new PinClient({
-      channel: this.#pinChannel,
-      reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank },
-      answerTimeoutMs: options.settings.transport.abandonTimeoutMs,
-      clock: this.#clock,
-      ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('pull', held) }),
-    });
+    const pins = pinsOf(options, this.#clock);
+    this.#pinChannel = pins.channel;
+    this.#pinClient = pins.client;
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
     this.#workers = new WorkerWatches(discovery, {
