@@ -3,13 +3,9 @@
 // cluster secret whose agent is named after the honest reader (test/process/pin-intruder.ts). The
 // source refuses every forged message as unauthenticated and counts it; the honest pull completes, and
 // a killed reader's pin lapses with its lease whatever the intruder renews.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { openClusterSecret, openSqliteDiscovery } from '@kvreuse/discovery';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startChild } from '../test/support/child-process.js';
-import { allReady, BLOCKS, hintFor, openWorker, start, transport } from '../test/support/endpoint-workers.js';
+import { BLOCKS, hintFor, sqliteDiscovery, transport, ucxPrefill } from '../test/support/endpoint-workers.js';
 import { defaultSettings } from '../test/support/settings.js';
 import type { PinMessageRefusal } from './pin-auth.js';
 
@@ -33,11 +29,7 @@ const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, replayed
 
 /** The serving worker over a new SQLite file, ready; `state(advance)` asks for its ranks' pins and refusals. */
 async function servingSource() {
-  const directory = mkdtempSync(join(tmpdir(), 'kvreuse-forged-pins-'));
-  cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
-  const path = join(directory, 'discovery.sqlite');
-  const store = openSqliteDiscovery(path);
-  cleanups.push(() => store.close());
+  const { path, store } = sqliteDiscovery(cleanups);
   const serving = startChild<SourceLine>('test/process/ucx-serving-worker.ts', [path], cleanups);
   const ready = await serving.next('ready');
   const state = async (advance?: number) => {
@@ -64,23 +56,7 @@ async function intrude(readerName: string, ready: SourceLine, kind: 'release' | 
 describe.skipIf(!ucxTestsRun)('forged pin messages across processes on ucx', () => {
   it('releases forged by a process without the secret, named after the honest reader, are refused; the honest pull completes every block', async () => {
     const { path, store, ready, state } = await servingSource();
-    const prefillCleanups: (() => Promise<unknown>)[] = [];
-    cleanups.push(async () => {
-      for (const cleanup of prefillCleanups.reverse()) await cleanup();
-    });
-    const prefill = await openWorker(
-      store,
-      {
-        workerId: 'prefill-0',
-        role: 'prefill',
-        tpSize: 1,
-        backend: 'ucx',
-        secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }),
-      },
-      prefillCleanups,
-    );
-    await start(prefill);
-    await allReady(prefill);
+    const prefill = await ucxPrefill(store, path, cleanups);
     const reader = prefill.ranks[0]!;
     const source = { workerId: 'decode-0', incarnation: ready.incarnation!, epoch: ready.epoch! };
 

@@ -1,12 +1,9 @@
 // ReuseEndpoint across OS processes on ucx: a serving decode worker of TP 2 in a child process
 // (test/process/ucx-serving-worker.ts), a prefill worker of TP 1 here, one SQLite discovery file.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
+import { watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startChild } from '../test/support/child-process.js';
-import { allReady, BLOCKS, hintFor, openWorker, start, transport } from '../test/support/endpoint-workers.js';
+import { BLOCKS, hintFor, sqliteDiscovery, transport, ucxPrefill } from '../test/support/endpoint-workers.js';
 
 // Like pull-ucx.test.ts: skipped where UCX is not built, except under CI, which requires it.
 const inCi = !['', '0', 'false', undefined].includes(process.env['CI']);
@@ -30,29 +27,9 @@ interface ChildLine {
 
 describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
   it('a prefill rank pulls and verifies from both ranks of a serving process; the source’s SIGTERM drain waits for the reader’s pins', async () => {
-    const directory = mkdtempSync(join(tmpdir(), 'kvreuse-endpoint-ucx-'));
-    cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
-    const path = join(directory, 'discovery.sqlite');
-    const store = openSqliteDiscovery(path);
-    cleanups.push(() => store.close());
+    const { path, store } = sqliteDiscovery(cleanups);
     const serving = startChild<ChildLine>('test/process/ucx-serving-worker.ts', [path], cleanups);
-    const prefillCleanups: (() => Promise<unknown>)[] = [];
-    cleanups.push(async () => {
-      for (const cleanup of prefillCleanups.reverse()) await cleanup();
-    });
-    const prefill = await openWorker(
-      store,
-      {
-        workerId: 'prefill-0',
-        role: 'prefill',
-        tpSize: 1,
-        backend: 'ucx',
-        secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }),
-      },
-      prefillCleanups,
-    );
-    await start(prefill);
-    await allReady(prefill);
+    const prefill = await ucxPrefill(store, path, cleanups);
     const ready = await serving.next('ready');
     const source = { workerId: 'decode-0', incarnation: ready.incarnation!, epoch: ready.epoch! };
     const reader = prefill.ranks[0]!;

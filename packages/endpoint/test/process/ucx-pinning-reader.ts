@@ -2,24 +2,12 @@
 // discovery file it is given, that pulls the first 4 blocks of the chain from the named source with its
 // completions held back, so that it holds its pins; it reports `pinned` (with its agent's name) once
 // its reads are posted, and stays until killed.
-import { openClusterSecret, openSqliteDiscovery } from '@kvreuse/discovery';
-import { allReady, hintFor, openWorker, start } from '../support/endpoint-workers.js';
+import { openSqliteDiscovery } from '@kvreuse/discovery';
+import { hintFor, ucxPrefill } from '../support/endpoint-workers.js';
 
 const [path = '', incarnation = '', epoch = '0'] = process.argv.slice(2);
 const store = await openSqliteDiscovery(path);
-const prefill = await openWorker(
-  store,
-  {
-    workerId: 'prefill-0',
-    role: 'prefill',
-    tpSize: 1,
-    backend: 'ucx',
-    secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }),
-  },
-  [],
-);
-await start(prefill);
-await allReady(prefill);
+const prefill = await ucxPrefill(store, path, []);
 const reader = prefill.ranks[0]!;
 reader.agent.faults.delayCompletions('forever');
 void reader.endpoint.pull({
