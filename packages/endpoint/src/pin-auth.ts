@@ -20,7 +20,10 @@ export const pinMessageRefusals = [
   'malformed',
   /** A renewal or release of a grant from an agent that is not the grant's reader. */
   'not-reader',
-  /** A renewal or release whose sequence number is not above the last one seen for its grant. */
+  /**
+   * A renewal or release whose sequence number is not above the last one seen for its grant, or a pin
+   * request whose id its sender used within the last two leases.
+   */
   'replayed',
 ] as const;
 export type PinMessageRefusal = (typeof pinMessageRefusals)[number];

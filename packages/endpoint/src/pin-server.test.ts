@@ -101,7 +101,7 @@ describe('PinServer', () => {
     });
   });
 
-  it('refuses blocks it does not hold, a stale incarnation or epoch, and a request id already held', async () => {
+  it('refuses blocks it does not hold, and a stale incarnation or epoch', async () => {
     const { exchange } = await setup();
     expect(await exchange(request('p1', [99n]))).toEqual({ kind: 'refuse', pinId: 'p1', reason: 'evicted' });
     expect(await exchange(request('p2', [10n], { source: { incarnation: 'inc-0', epoch: 3 } }))).toMatchObject({
@@ -110,8 +110,20 @@ describe('PinServer', () => {
     expect(await exchange(request('p3', [10n], { source: { incarnation: 'inc-1', epoch: 2 } }))).toMatchObject({
       reason: 'stale-epoch',
     });
-    await exchange(request('p4', [10n]));
-    expect(await exchange(request('p4', [10n]))).toMatchObject({ kind: 'refuse', reason: 'unknown-pin' });
+  });
+
+  it('refuses, counts and leaves unanswered a request whose id its sender used within two leases', async () => {
+    const { exchange, server, sourceAgent, sourcePeer, readerAgent, readerChannel, sourceChannel, clock } =
+      await setup();
+    await exchange(request('p1', [10n]));
+    clock.advance(1999);
+    readerChannel.send(sourcePeer, request('p1', [10n]));
+    expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+    expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, replayed: 1 });
+    expect(readerAgent.pollNotifications()).toEqual([]);
+    expect(server.heldPins).toBe(0);
+    clock.advance(1);
+    expect(await exchange(request('p1', [10n]))).toMatchObject({ kind: 'grant', pinId: 'p1' });
   });
 
   it('lets a lease lapse without renewal and keeps a renewed one', async () => {

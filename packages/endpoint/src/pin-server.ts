@@ -63,7 +63,6 @@ export interface PinReadersOutcome extends ReadersOutcome {
 interface HeldServedPin {
   /** The grant id (also the adapter's pin id). */
   readonly pinId: string;
-  readonly requestId: string;
   readonly readerAgent: string;
   readonly peer: Peer;
   /** The last renewal's or release's sequence number (0: none yet). */
@@ -82,6 +81,8 @@ export class PinServer {
   readonly #channel: PinChannel;
   /** Held pins by grant id. */
   readonly #pins = new Map<string, HeldServedPin>();
+  /** When each request was seen, by `sender\0request id`, for two leases (`#seenRequest`). */
+  readonly #requestsSeen = new Map<string, number>();
   #refusing = false;
   #malformed = 0;
   #unanswered = 0;
@@ -170,17 +171,16 @@ export class PinServer {
   }
 
   async #request(sender: string, request: PinRequestMessage): Promise<void> {
+    // Never answered: a replay names a reader that did not ask again.
+    if (this.#seenRequest(sender, request.pinId)) return this.#channel.refuse('replayed');
     const peer = await this.#options.resolvePeer(sender, request.reader);
     const refusal = this.#refusalOf(request);
     if (refusal !== undefined) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: refusal });
-    if ([...this.#pins.values()].some((held) => held.readerAgent === sender && held.requestId === request.pinId))
-      return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'unknown-pin' });
     const grantId = randomBytes(16).toString('hex');
     const { blocks } = await this.#options.adapter.requestPin(grantId, Array.from(request.hashes));
     if (blocks.length === 0) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'evicted' });
     const pin: HeldServedPin = {
       pinId: grantId,
-      requestId: request.pinId,
       readerAgent: sender,
       peer,
       sequence: 0,
@@ -203,6 +203,23 @@ export class PinServer {
         }
       : { kind: 'grant' as const, pinId: request.pinId, grantId, sourceBlocks: blocks, leaseMs };
     this.#send(peer, grant);
+  }
+
+  /**
+   * Whether `sender` sent request id `requestId` within the last two leases (its readers draw request
+   * ids at random, so only a replay repeats one); remembers it otherwise.
+   */
+  #seenRequest(sender: string, requestId: string): boolean {
+    const now = this.#clock.now();
+    // In the order they were seen: the first one still within the window ends the pruning.
+    for (const [key, at] of this.#requestsSeen) {
+      if (now - at < 2 * this.#options.leaseMs) break;
+      this.#requestsSeen.delete(key);
+    }
+    const key = `${sender}\u0000${requestId}`;
+    if (this.#requestsSeen.has(key)) return true;
+    this.#requestsSeen.set(key, now);
+    return false;
   }
 
   #refusalOf(request: PinRequestMessage): PinRefusalReason | undefined {
