@@ -44,6 +44,17 @@ describe('ClusterSecret.read', () => {
     expect(one.verifies(one.sign(bytes).subarray(0, 31), bytes)).toBe(false);
   });
 
+  it("authenticates under a key of its own per purpose: not the plain signature, nor another purpose's", () => {
+    const one = ClusterSecret.read(secretFile('purposes', 'a'.repeat(32)));
+    const other = ClusterSecret.read(secretFile('purposes-other', 'b'.repeat(32)));
+    const tag = one.authenticate('pin messages', bytes);
+    expect(tag).toHaveLength(32);
+    expect(one.authenticate('pin messages', bytes.subarray(0, 1), bytes.subarray(1))).toEqual(tag);
+    expect(tag).not.toEqual(one.sign(bytes));
+    expect(tag).not.toEqual(one.authenticate('other purpose', bytes));
+    expect(tag).not.toEqual(other.authenticate('pin messages', bytes));
+  });
+
   it('refuses a file open to its group or others, too short, too long, missing or a directory', () => {
     for (const mode of [0o640, 0o604, 0o620, 0o602]) {
       const path = secretFile(`mode-${mode.toString(8)}`, 'c'.repeat(32), mode);

@@ -149,6 +149,13 @@ export class ClusterSecret {
     return key;
   }
 
+  /** HMAC-SHA256 of the concatenated `parts` under a key derived from this secret for `purpose` (HKDF-SHA256). */
+  authenticate(purpose: string, ...parts: readonly Uint8Array[]): Buffer {
+    const hmac = createHmac('sha256', this.#derivedKey(purpose));
+    for (const part of parts) hmac.update(part);
+    return hmac.digest();
+  }
+
   /** HMAC-SHA256 of the concatenated `parts` under this secret. */
   sign(...parts: readonly Uint8Array[]): Buffer {
     const hmac = createHmac('sha256', this.#key);

@@ -60,10 +60,14 @@ describe('EndpointMetrics', () => {
     metrics.banks({ registered: 56, retained: 2, quarantined: 1 });
     metrics.state('ready');
     metrics.decision('recompute', 'too-short');
+    metrics.pinMessageRefused('unauthenticated');
+    metrics.pinMessageRefused('unauthenticated');
     const text = await metrics.text();
     expect(sample(text, 'kvreuse_transfer_failures_total{side="pull",code="REMOTE_DISCONNECT"}')).toBe(2);
     expect(sample(text, 'kvreuse_pins_held{side="serve"}')).toBe(3);
     expect(sample(text, 'kvreuse_pins_held{side="pull"}')).toBe(0);
+    expect(sample(text, 'kvreuse_pin_messages_refused_total{reason="unauthenticated"}')).toBe(2);
+    expect(sample(text, 'kvreuse_pin_messages_refused_total{reason="replayed"}')).toBe(0);
     expect(sample(text, 'kvreuse_banks{state="quarantined"}')).toBe(1);
     expect(sample(text, 'kvreuse_endpoint_state{state="ready"}')).toBe(1);
     expect(sample(text, 'kvreuse_endpoint_state{state="created"}')).toBe(0);
@@ -86,6 +90,9 @@ describe('EndpointMetrics', () => {
       'endpoint option pinsHeld.pull = -1 is refused: a whole number ≥ 0',
     );
     expect(() => metrics.state('sleeping' as never)).toThrow(EndpointOptionError);
+    expect(() => metrics.pinMessageRefused('rude' as never)).toThrow(
+      'one of unauthenticated, malformed, not-reader, replayed',
+    );
     expect(() => new EndpointMetrics({ labels: { 'bad-name': 'x' } })).toThrow('metrics.labels.bad-name');
     expect(() => new EndpointMetrics({ registry: {} as Registry })).toThrow('metrics.registry');
     expect(await metrics.text()).not.toContain('kvreuse_transfers_total{');

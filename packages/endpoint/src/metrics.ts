@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { EndpointOptionError, MetricsPortError } from './errors.js';
 import { type EndpointState, endpointStates } from './lifecycle.js';
+import { type PinMessageRefusal, pinMessageRefusals } from './pin-auth.js';
 
 export type TransferSide = 'pull' | 'serve';
 
@@ -85,6 +86,7 @@ export class EndpointMetrics {
   readonly #duration: Histogram<'side' | 'tier' | 'link_class'>;
   readonly #failures: Counter<'side' | 'code'>;
   readonly #pinsHeld: Gauge<'side'>;
+  readonly #pinMessagesRefused: Counter<'reason'>;
   readonly #banks: Gauge<'state'>;
   readonly #state: Gauge<'state'>;
   readonly #decisions: Counter<'action' | 'reason'>;
@@ -142,6 +144,12 @@ export class EndpointMetrics {
       labelNames: ['side'],
       registers,
     });
+    this.#pinMessagesRefused = new Counter({
+      name: 'kvreuse_pin_messages_refused_total',
+      help: "Pin messages this process refused, by reason: unauthenticated (no valid tag under the cluster secret), malformed, not-reader (a renewal or release from another agent than the pin's reader), replayed.",
+      labelNames: ['reason'],
+      registers,
+    });
     this.#banks = new Gauge({
       name: 'kvreuse_banks',
       help: 'Banks of this process by state: registered, retained (held back from hand-back), quarantined (an unfinished operation touches them).',
@@ -160,7 +168,13 @@ export class EndpointMetrics {
       labelNames: ['action', 'reason'],
       registers,
     });
+    this.#zero();
+  }
+
+  /** Every series at its start, so that each is scraped from the first. */
+  #zero(): void {
     for (const side of ['pull', 'serve'] as const) this.#pinsHeld.set({ side }, 0);
+    for (const reason of pinMessageRefusals) this.#pinMessagesRefused.inc({ reason }, 0);
     this.banks({ registered: 0, retained: 0, quarantined: 0 });
     this.state('created');
   }
@@ -185,6 +199,12 @@ export class EndpointMetrics {
     if (!Number.isInteger(count) || count < 0)
       throw new EndpointOptionError(`pinsHeld.${side}`, count, 'a whole number ≥ 0');
     this.#pinsHeld.set({ side }, count);
+  }
+
+  pinMessageRefused(reason: PinMessageRefusal): void {
+    if (!pinMessageRefusals.includes(reason))
+      throw new EndpointOptionError('pinMessageRefused', reason, `one of ${pinMessageRefusals.join(', ')}`);
+    this.#pinMessagesRefused.inc({ reason });
   }
 
   banks(counts: BankCounts): void {

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loopbackPins } from '../test/support/loopback-pins.js';
 import { PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
 import { PinClient } from './pin-client.js';
+import { encodePinMessage } from './pin-messages.js';
 import { PinServer } from './pin-server.js';
 
 const agents: Agent[] = [];
@@ -14,13 +15,10 @@ const sourceIdentity = { workerId: 'src', incarnation: 'inc-1', epoch: 1, rank: 
 
 /** A source rank serving pins from a block pool and a reader pinning on it, on two loopback agents; each side's messages are handed over one at a time. */
 async function pair(heartbeat?: HeartbeatOptions) {
-  const { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock } = await loopbackPins(
-    'pin-client',
-    agents,
-    heartbeat,
-  );
+  const { sourceAgent, readerAgent, readerPeer, sourcePeer, sourceChannel, readerChannel, pool, clock } =
+    await loopbackPins('pin-client', agents, heartbeat);
   const server = new PinServer({
-    agent: sourceAgent,
+    channel: sourceChannel,
     adapter: pool,
     source: sourceIdentity,
     resolvePeer: () => Promise.resolve(readerPeer),
@@ -29,7 +27,7 @@ async function pair(heartbeat?: HeartbeatOptions) {
     clock,
   });
   const client = new PinClient({
-    agent: readerAgent,
+    channel: readerChannel,
     reader: { workerId: 'dst', incarnation: 'r-1', rank: { tpRank: 0, ppRank: 0 } },
     answerTimeoutMs: 500,
     clock,
@@ -48,7 +46,21 @@ async function pair(heartbeat?: HeartbeatOptions) {
     await toReader();
     return pinning;
   };
-  return { sourceAgent, readerAgent, sourcePeer, pool, clock, server, client, toSource, toReader, pin };
+  return {
+    sourceAgent,
+    readerAgent,
+    sourcePeer,
+    readerPeer,
+    sourceChannel,
+    readerChannel,
+    pool,
+    clock,
+    server,
+    client,
+    toSource,
+    toReader,
+    pin,
+  };
 }
 
 describe('PinClient', () => {
@@ -56,7 +68,7 @@ describe('PinClient', () => {
     const { pool, clock, client, server, toSource, toReader, pin } = await pair();
     const held = await pin([10n, 11n, 99n]);
     expect(held).toMatchObject({
-      pinId: 'pin-1',
+      pinId: expect.stringMatching(/^[0-9a-f]{32}$/),
       source: sourceIdentity,
       positions: { start: 0, count: 2 },
       sourceBlocks: Uint32Array.of(0, 1),
@@ -77,6 +89,34 @@ describe('PinClient', () => {
     expect(pool.pinsOn(0)).toBe(0);
     expect(client.heldPins).toBe(0);
     await held.release();
+  });
+
+  it('renews and releases with rising sequence numbers, and ignores (counting it) a revocation without the tag', async () => {
+    const { clock, client, server, readerAgent, readerPeer, sourceAgent, sourceChannel, readerChannel, pin, toReader } =
+      await pair();
+    const held = await pin([10n]);
+    const forged = encodePinMessage({ kind: 'revoke', pinId: held.pinId, reason: 'shutting-down' });
+    sourceAgent.sendNotification(readerPeer, Uint8Array.of(...forged, ...new Uint8Array(16)));
+    await toReader();
+    expect(client.heldPins).toBe(1);
+    expect(readerChannel.refusedMessages.unauthenticated).toBe(1);
+    const toSource = async (expected: object) => {
+      const notification = await sourceAgent.nextNotification();
+      expect(sourceChannel.open(notification)).toEqual({ pinId: held.pinId, ...expected });
+      expect(await server.receive(notification)).toBe(true);
+    };
+    clock.advance(300);
+    await toSource({ kind: 'renew', sequence: 1 });
+    await toReader();
+    clock.advance(300);
+    await toSource({ kind: 'renew', sequence: 2 });
+    await toReader();
+    const releasing = held.release();
+    await toSource({ kind: 'release', sequence: 3 });
+    await toReader();
+    await releasing;
+    expect(sourceChannel.refusedMessages).toEqual({ unauthenticated: 0, malformed: 0, 'not-reader': 0, replayed: 0 });
+    expect(readerAgent.pollNotifications()).toEqual([]);
   });
 
   it('rejects with the source rank refusal when nothing is held', async () => {
@@ -135,7 +175,7 @@ describe('PinClient', () => {
     await toReader();
     expect(await held.lost).toEqual({
       reason: 'shutting-down',
-      detail: 'pin pin-1 on source rank tp 1 pp 0 of src: revoked by the source (shutting-down)',
+      detail: `pin ${held.pinId} on source rank tp 1 pp 0 of src: revoked by the source (shutting-down)`,
     });
   });
 

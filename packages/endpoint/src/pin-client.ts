@@ -1,9 +1,12 @@
 // A reader's side of the pin protocol: asks each source rank for a pin, renews it while held, hears
 // when the source takes it back or stops answering, and releases it once its reads are quiescent. The
 // source's peer is watched by the heartbeat while a request awaits its answer or a pin is held there.
+// Every message is authenticated (pin-auth.ts); request ids are random, and a pin's renewals and
+// release carry a rising sequence number.
+import { randomBytes } from 'node:crypto';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, systemClock } from '@kvreuse/drain';
-import type { Agent, Notification, Peer, PeerEvent } from '@kvreuse/native-bindings';
+import type { Notification, Peer, PeerEvent } from '@kvreuse/native-bindings';
 import { type Deferred, deferred } from './deferred.js';
 import {
   describeRank,
@@ -12,11 +15,13 @@ import {
   PinTimeoutError,
   SourceUnresponsiveError,
 } from './errors.js';
-import { encodePinMessage, type PinGrantMessage, type PinMessage, safeParsePinMessage } from './pin-messages.js';
+import { type PinChannel } from './pin-auth.js';
+import { looksLikePinMessage, type PinGrantMessage, type PinMessage } from './pin-messages.js';
 import type { HeldPin, PinLoss, PinLossReason } from './pins.js';
 
 export interface PinClientOptions {
-  readonly agent: Pick<Agent, 'sendNotification'>;
+  /** This agent's pin messages, authenticated (the one channel of the agent: refusals are counted there). */
+  readonly channel: PinChannel;
   readonly reader: { readonly workerId: string; readonly incarnation: string; readonly rank: RankId };
   /** How long a pin request and a release wait for the source's answer. */
   readonly answerTimeoutMs: number;
@@ -48,6 +53,7 @@ const pinAnswers = new Set<PinMessage['kind']>(['grant', 'refuse']);
 const releaseAnswers = new Set<PinMessage['kind']>(['released']);
 
 class ClientPin implements HeldPin {
+  /** The grant id the source drew. */
   readonly pinId: string;
   readonly source: HeldPin['source'];
   readonly positions: { readonly start: number; readonly count: number };
@@ -60,11 +66,13 @@ class ClientPin implements HeldPin {
   readonly #client: PinClient;
   lastConfirmedAt: number;
   renewTimer: unknown;
+  /** The last renewal's or release's sequence number. */
+  sequence = 0;
   ended = false;
 
   constructor(client: PinClient, request: PinRequest, grant: PinGrantMessage, now: number) {
     this.#client = client;
-    this.pinId = grant.pinId;
+    this.pinId = grant.grantId;
     this.source = request.source;
     this.peer = request.peer;
     this.positions = { start: request.start, count: grant.sourceBlocks.length };
@@ -93,13 +101,14 @@ class ClientPin implements HeldPin {
 export class PinClient {
   readonly #options: PinClientOptions;
   readonly #clock: Clock;
+  readonly #channel: PinChannel;
+  /** Exchanges awaiting their answer, by request id (a pin request) or grant id (a release). */
   readonly #waiters = new Map<string, Waiter>();
   readonly #pins = new Map<string, ClientPin>();
   /** Pins whose request timed out or whose source stopped answering, by pin id: a grant arriving late is given straight back. */
   readonly #abandoned = new Map<string, Peer>();
   /** Peers the heartbeat reported unresponsive and not responsive since: a pin asked of them fails at once. */
   readonly #unresponsive = new Map<Peer, PeerEvent>();
-  #sequence = 0;
   #malformed = 0;
 
   constructor(options: PinClientOptions) {
@@ -108,9 +117,10 @@ export class PinClient {
     }
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
+    this.#channel = options.channel;
   }
 
-  /** Messages that were not pin messages of this version (ignored). */
+  /** Notifications that were not pin messages (ignored). */
   get malformedMessages(): number {
     return this.#malformed;
   }
@@ -133,7 +143,7 @@ export class PinClient {
       request.peer.watch();
       throw new SourceUnresponsiveError('pin', request.source.rank, silent.peerName, silent.silentMs);
     }
-    const pinId = `pin-${++this.#sequence}`;
+    const pinId = randomBytes(12).toString('hex');
     const { reader } = this.#options;
     const message: PinMessage = {
       kind: 'request',
@@ -163,20 +173,23 @@ export class PinClient {
       throw new PinRefusedError(request.source.rank, answer.kind === 'refuse' ? answer.reason : answer.kind);
     }
     const pin = new ClientPin(this, request, answer, this.#clock.now());
-    this.#pins.set(pinId, pin);
+    this.#pins.set(pin.pinId, pin);
     this.#options.onHeldChange?.(this.#pins.size);
     this.#scheduleRenewal(pin);
     return pin;
   }
 
-  /** Handles one notification; false when it is not for a reader (a source's message, or malformed: counted and ignored). */
+  /**
+   * Handles one notification; false when it is not for a reader (a source's message, or no pin message:
+   * counted and ignored). A pin message that fails its authentication is refused (counted, ignored).
+   */
   receive(notification: Notification): boolean {
-    const parsed = safeParsePinMessage(notification.data);
-    if (!parsed.success) {
+    if (!looksLikePinMessage(notification.data)) {
       this.#malformed++;
       return false;
     }
-    const message = parsed.data;
+    const message = this.#channel.open(notification);
+    if (message === undefined) return true;
     if (!clientKinds.has(message.kind)) return false;
     const waiter = this.#waiters.get(message.pinId);
     if (waiter?.answers.has(message.kind) === true) {
@@ -187,7 +200,7 @@ export class PinClient {
     if (abandoned !== undefined) {
       this.#abandoned.delete(message.pinId);
       if (message.kind === 'grant')
-        this.#options.agent.sendNotification(abandoned, encodePinMessage({ kind: 'release', pinId: message.pinId }));
+        this.#channel.send(abandoned, { kind: 'release', pinId: message.grantId, sequence: 1 });
       return true;
     }
     const pin = this.#pins.get(message.pinId);
@@ -228,7 +241,8 @@ export class PinClient {
   async release(pin: ClientPin): Promise<void> {
     if (pin.ended) return;
     this.forget(pin);
-    const outcome = await this.#exchange(pin.peer, { kind: 'release', pinId: pin.pinId }, releaseAnswers);
+    const release = { kind: 'release' as const, pinId: pin.pinId, sequence: ++pin.sequence };
+    const outcome = await this.#exchange(pin.peer, release, releaseAnswers);
     this.#unwatchIfUnused(pin.peer);
     if ('unresponsive' in outcome)
       throw new SourceUnresponsiveError(
@@ -284,7 +298,7 @@ export class PinClient {
     this.#waiters.set(message.pinId, waiter);
     try {
       peer.watch();
-      this.#options.agent.sendNotification(peer, encodePinMessage(message));
+      this.#channel.send(peer, message);
     } catch (error) {
       waiter.settle({ timedOut: true });
       this.#unwatchIfUnused(peer);
@@ -302,7 +316,7 @@ export class PinClient {
           return;
         }
         try {
-          this.#options.agent.sendNotification(pin.peer, encodePinMessage({ kind: 'renew', pinId: pin.pinId }));
+          this.#channel.send(pin.peer, { kind: 'renew', pinId: pin.pinId, sequence: ++pin.sequence });
         } catch {
           pin.lose('source-disconnected', 'its renewal could not be sent');
           return;

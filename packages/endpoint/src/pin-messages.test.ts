@@ -1,60 +1,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { EndpointOptionError, PinMessageError, PinTooLargeError } from './errors.js';
+import { pinMessage as message } from '../test/support/pin-message-arbitrary.js';
 import {
   encodePinMessage,
+  looksLikePinMessage,
   maxPinBlocks,
   maxPinMessageBytes,
   parsePinMessage,
-  pinRefusalReasons,
-  pinRevocationReasons,
   safeParsePinMessage,
   type PinMessage,
 } from './pin-messages.js';
-
-const name = fc.string({ minLength: 1, maxLength: 16 });
-const u32 = fc.nat({ max: 0xffffffff });
-const blocks = fc.integer({ min: 0, max: maxPinBlocks });
-
-const message: fc.Arbitrary<PinMessage> = fc.oneof(
-  fc.record({
-    kind: fc.constant('request' as const),
-    pinId: name,
-    reader: fc.record({
-      workerId: name,
-      incarnation: name,
-      rank: fc.record({ tpRank: fc.nat({ max: 0xffff }), ppRank: fc.nat({ max: 0xffff }) }),
-    }),
-    source: fc.record({ incarnation: name, epoch: u32 }),
-    start: u32,
-    hashes: fc
-      .array(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), { maxLength: maxPinBlocks })
-      .map((hashes) => BigUint64Array.from(hashes)),
-    wantsChecksums: fc.boolean(),
-  }),
-  fc.tuple(name, blocks, fc.boolean(), u32).chain(([pinId, count, withChecksums, leaseMs]) =>
-    fc
-      .tuple(
-        fc.array(u32, { minLength: count, maxLength: count }),
-        fc.array(u32, { minLength: count, maxLength: count }),
-      )
-      .map(([sourceBlocks, checksums]) =>
-        withChecksums
-          ? {
-              kind: 'grant' as const,
-              pinId,
-              sourceBlocks: Uint32Array.from(sourceBlocks),
-              checksums: Uint32Array.from(checksums),
-              leaseMs,
-            }
-          : { kind: 'grant' as const, pinId, sourceBlocks: Uint32Array.from(sourceBlocks), leaseMs },
-      ),
-  ),
-  fc.record({ kind: fc.constant('refuse' as const), pinId: name, reason: fc.constantFrom(...pinRefusalReasons) }),
-  fc.record({ kind: fc.constant('revoke' as const), pinId: name, reason: fc.constantFrom(...pinRevocationReasons) }),
-  fc.record({ kind: fc.constant('renewed' as const), pinId: name, leaseMs: u32 }),
-  fc.record({ kind: fc.constantFrom('renew' as const, 'release' as const, 'released' as const), pinId: name }),
-);
 
 function parseOnlyFailsTyped(bytes: Uint8Array): void {
   try {
@@ -103,10 +59,12 @@ describe('pin messages', () => {
   });
 
   it('names the wrong magic, version, kind and trailing bytes', () => {
-    const bytes = encodePinMessage({ kind: 'release', pinId: 'p1' });
+    const bytes = encodePinMessage({ kind: 'release', pinId: 'p1', sequence: 1 });
+    expect(looksLikePinMessage(bytes)).toBe(true);
+    expect(looksLikePinMessage(bytes.subarray(1))).toBe(false);
     expect(() => parsePinMessage(Uint8Array.of(0, 0, ...bytes.subarray(2)))).toThrow('magic is 0x0, not a pin message');
     expect(() => parsePinMessage(Uint8Array.of(...bytes.subarray(0, 2), 9, ...bytes.subarray(3)))).toThrow(
-      'version 9 is not the version 1',
+      'version 9 is not the version 2',
     );
     expect(() => parsePinMessage(Uint8Array.of(...bytes.subarray(0, 3), 42, ...bytes.subarray(4)))).toThrow(
       'kind 42 is not one of 8 known codes',
@@ -127,16 +85,24 @@ describe('pin messages', () => {
     expect(() => encodePinMessage(request)).toThrow(PinTooLargeError);
     expect(() => encodePinMessage(request)).toThrow(`at most ${maxPinBlocks} blocks per pin`);
     expect(() =>
-      encodePinMessage({ kind: 'grant', pinId: 'p', sourceBlocks: new Uint32Array(maxPinBlocks + 1), leaseMs: 1 }),
+      encodePinMessage({
+        kind: 'grant',
+        pinId: 'p',
+        grantId: 'g',
+        sourceBlocks: new Uint32Array(maxPinBlocks + 1),
+        leaseMs: 1,
+      }),
     ).toThrow(PinTooLargeError);
   });
 
   it('refuses to encode a name that does not fit or checksums that do not match the blocks', () => {
-    expect(() => encodePinMessage({ kind: 'renew', pinId: 'x'.repeat(65) })).toThrow(EndpointOptionError);
+    expect(() => encodePinMessage({ kind: 'renew', pinId: 'x'.repeat(65), sequence: 1 })).toThrow(EndpointOptionError);
+    expect(() => encodePinMessage({ kind: 'renew', pinId: 'x', sequence: -1 })).toThrow(EndpointOptionError);
     expect(() =>
       encodePinMessage({
         kind: 'grant',
         pinId: 'p',
+        grantId: 'g',
         sourceBlocks: new Uint32Array(2),
         checksums: new Uint32Array(1),
         leaseMs: 1,

@@ -1,10 +1,13 @@
-// The pin protocol's messages and their versioned binary codec. Each message fits one native
-// notification (4096 bytes), so a pin names at most `maxPinBlocks` blocks.
+// The pin protocol's messages and their versioned binary codec. Each message, with the authentication
+// tag pin-auth.ts appends, fits one native notification (4096 bytes), so a pin names at most
+// `maxPinBlocks` blocks. A request and its answer (grant or refuse) name the reader's request id; every
+// later message names the grant id the source drew.
 import type { RankId } from '@kvreuse/descriptors';
 import { EndpointOptionError, PinMessageError, PinTooLargeError } from './errors.js';
 
-export const pinMessageVersion = 1;
-export const maxPinMessageBytes = 4096;
+export const pinMessageVersion = 2;
+/** A message's bytes before its authentication tag (see pin-auth.ts). */
+export const maxPinMessageBytes = 4096 - 16;
 /** The longest pin id, worker id or incarnation a message carries, in UTF-8 bytes. */
 export const maxPinNameBytes = 64;
 
@@ -35,7 +38,10 @@ export interface PinRequestMessage {
 }
 export interface PinGrantMessage {
   readonly kind: 'grant';
+  /** The request's id. */
   readonly pinId: string;
+  /** The id the source drew at random for this pin: what renewals, releases and revocations name. */
+  readonly grantId: string;
   /** Source block index per granted block; its length is the granted count. */
   readonly sourceBlocks: Uint32Array;
   readonly checksums?: Uint32Array;
@@ -56,12 +62,24 @@ export interface PinRevokeMessage {
   readonly pinId: string;
   readonly reason: PinRevocationReason;
 }
-export interface PinIdOnlyMessage {
-  readonly kind: 'renew' | 'release' | 'released';
+/** A reader's renewal or release of its grant: `sequence` rises with each one, so a replayed one is refused. */
+export interface PinSequencedMessage {
+  readonly kind: 'renew' | 'release';
+  readonly pinId: string;
+  readonly sequence: number;
+}
+export interface PinReleasedMessage {
+  readonly kind: 'released';
   readonly pinId: string;
 }
 export type PinMessage =
-  PinRequestMessage | PinGrantMessage | PinRefuseMessage | PinRenewedMessage | PinRevokeMessage | PinIdOnlyMessage;
+  | PinRequestMessage
+  | PinGrantMessage
+  | PinRefuseMessage
+  | PinRenewedMessage
+  | PinRevokeMessage
+  | PinSequencedMessage
+  | PinReleasedMessage;
 export type PinMessageKind = PinMessage['kind'];
 
 const kinds: readonly PinMessageKind[] = [
@@ -189,6 +207,11 @@ function checkWhole(field: string, value: number, max: number): void {
     throw new EndpointOptionError(field, value, `a whole number 0 to ${max}`);
 }
 
+/** Whether `bytes` start as a pin message does (any other notification is another protocol's). */
+export function looksLikePinMessage(bytes: Uint8Array): boolean {
+  return bytes.length >= 2 && new DataView(bytes.buffer, bytes.byteOffset, 2).getUint16(0, true) === MAGIC;
+}
+
 /** The message's bytes. Throws PinTooLargeError for a pin of more than `maxPinBlocks` blocks. */
 export function encodePinMessage(message: PinMessage): Uint8Array {
   const writer = new Writer();
@@ -224,6 +247,7 @@ export function encodePinMessage(message: PinMessage): Uint8Array {
           `one per granted block (${message.sourceBlocks.length})`,
         );
       }
+      writer.name('grantId', message.grantId);
       writer.u16(message.sourceBlocks.length);
       writer.u8(message.checksums === undefined ? 0 : 1);
       writer.u32(message.leaseMs);
@@ -239,6 +263,11 @@ export function encodePinMessage(message: PinMessage): Uint8Array {
     case 'renewed':
       checkWhole('leaseMs', message.leaseMs, 0xffffffff);
       writer.u32(message.leaseMs);
+      break;
+    case 'renew':
+    case 'release':
+      checkWhole('sequence', message.sequence, 0xffffffff);
+      writer.u32(message.sequence);
       break;
     default:
       break;
@@ -278,13 +307,14 @@ export function parsePinMessage(bytes: Uint8Array): PinMessage {
       break;
     }
     case 'grant': {
+      const grantId = reader.name('grantId');
       const count = reader.blockCount('granted count');
       const hasChecksums = reader.flag('has checksums');
       const leaseMs = reader.u32('leaseMs');
       const sourceBlocks = reader.u32s(count, 'source blocks');
       message = hasChecksums
-        ? { kind, pinId, sourceBlocks, checksums: reader.u32s(count, 'checksums'), leaseMs }
-        : { kind, pinId, sourceBlocks, leaseMs };
+        ? { kind, pinId, grantId, sourceBlocks, checksums: reader.u32s(count, 'checksums'), leaseMs }
+        : { kind, pinId, grantId, sourceBlocks, leaseMs };
       break;
     }
     case 'refuse':
@@ -295,6 +325,10 @@ export function parsePinMessage(bytes: Uint8Array): PinMessage {
       break;
     case 'renewed':
       message = { kind, pinId, leaseMs: reader.u32('leaseMs') };
+      break;
+    case 'renew':
+    case 'release':
+      message = { kind, pinId, sequence: reader.u32('sequence') };
       break;
     default:
       message = { kind, pinId };

@@ -1,8 +1,9 @@
 import type { Agent } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loopbackPins } from '../test/support/loopback-pins.js';
+import { loopbackPins, transport } from '../test/support/loopback-pins.js';
 import { EndpointOptionError } from './errors.js';
-import { encodePinMessage, type PinMessage, type PinRequestMessage, parsePinMessage } from './pin-messages.js';
+import { PinChannel, sealPinMessage } from './pin-auth.js';
+import { encodePinMessage, type PinGrantMessage, type PinMessage, type PinRequestMessage } from './pin-messages.js';
 import { PinServer, type PinServerOptions } from './pin-server.js';
 
 const agents: Agent[] = [];
@@ -11,11 +12,13 @@ afterEach(async () => {
 });
 
 const source = { workerId: 'src', incarnation: 'inc-1', epoch: 3, rank: { tpRank: 0, ppRank: 0 } };
+const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, replayed: 0 };
 
 async function setup(options: Partial<PinServerOptions> = {}) {
-  const { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock } = await loopbackPins('pin-server', agents);
+  const pins = await loopbackPins('pin-server', agents);
+  const { sourceAgent, readerAgent, readerPeer, sourcePeer, secret, sourceChannel, readerChannel, pool, clock } = pins;
   const server = new PinServer({
-    agent: sourceAgent,
+    channel: sourceChannel,
     adapter: pool,
     source,
     resolvePeer: (name) =>
@@ -26,12 +29,27 @@ async function setup(options: Partial<PinServerOptions> = {}) {
     ...options,
   });
   /** Sends `message` from the reader and has the server handle it; returns the server's answer. */
-  const exchange = async (message: PinMessage): Promise<PinMessage> => {
-    readerAgent.sendNotification(sourcePeer, encodePinMessage(message));
+  const exchange = async (message: PinMessage): Promise<PinMessage | undefined> => {
+    readerChannel.send(sourcePeer, message);
     expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
-    return parsePinMessage((await readerAgent.nextNotification()).data);
+    return readerChannel.open(await readerAgent.nextNotification());
   };
-  return { server, pool, clock, exchange, readerAgent, sourceAgent, sourcePeer };
+  /** The grant id of a granted `request`. */
+  const grant = async (message: PinRequestMessage): Promise<string> =>
+    ((await exchange(message)) as PinGrantMessage).grantId;
+  return {
+    server,
+    pool,
+    clock,
+    exchange,
+    grant,
+    readerAgent,
+    sourceAgent,
+    sourcePeer,
+    secret,
+    sourceChannel,
+    readerChannel,
+  };
 }
 
 function request(pinId: string, hashes: bigint[], overrides: Partial<PinRequestMessage> = {}): PinRequestMessage {
@@ -52,20 +70,24 @@ function readerWait(timeoutMs: number, controller: AbortController) {
 }
 
 describe('PinServer', () => {
-  it('grants the longest prefix it holds, with checksums, and pins those blocks until released', async () => {
+  it('grants the longest prefix it holds under a random grant id, with checksums, and pins those blocks until released', async () => {
     const { exchange, pool } = await setup();
     const grant = await exchange(request('p1', [10n, 11n, 99n, 12n]));
     expect(grant).toEqual({
       kind: 'grant',
       pinId: 'p1',
+      grantId: expect.stringMatching(/^[0-9a-f]{32}$/),
       sourceBlocks: Uint32Array.of(0, 1),
       checksums: Uint32Array.of(1000, 1001),
       leaseMs: 1000,
     });
+    const { grantId } = grant as PinGrantMessage;
+    expect(((await exchange(request('p2', [10n]))) as PinGrantMessage).grantId).not.toBe(grantId);
+    expect(pool.pinsOn(0)).toBe(2);
+    const release = { kind: 'release', pinId: grantId, sequence: 1 } as const;
+    expect(await exchange(release)).toEqual({ kind: 'released', pinId: grantId });
     expect(pool.pinsOn(0)).toBe(1);
-    expect(await exchange({ kind: 'release', pinId: 'p1' })).toEqual({ kind: 'released', pinId: 'p1' });
-    expect(pool.pinsOn(0)).toBe(0);
-    expect(await exchange({ kind: 'release', pinId: 'p1' })).toEqual({ kind: 'released', pinId: 'p1' });
+    expect(await exchange({ ...release, sequence: 2 })).toEqual({ kind: 'released', pinId: grantId });
   });
 
   it('grants without checksums when the reader wants none', async () => {
@@ -73,12 +95,13 @@ describe('PinServer', () => {
     expect(await exchange(request('p1', [10n], { wantsChecksums: false }))).toEqual({
       kind: 'grant',
       pinId: 'p1',
+      grantId: expect.any(String),
       sourceBlocks: Uint32Array.of(0),
       leaseMs: 1000,
     });
   });
 
-  it('refuses blocks it does not hold, a stale incarnation or epoch, and a pin id already held', async () => {
+  it('refuses blocks it does not hold, and a stale incarnation or epoch', async () => {
     const { exchange } = await setup();
     expect(await exchange(request('p1', [99n]))).toEqual({ kind: 'refuse', pinId: 'p1', reason: 'evicted' });
     expect(await exchange(request('p2', [10n], { source: { incarnation: 'inc-0', epoch: 3 } }))).toMatchObject({
@@ -87,49 +110,115 @@ describe('PinServer', () => {
     expect(await exchange(request('p3', [10n], { source: { incarnation: 'inc-1', epoch: 2 } }))).toMatchObject({
       reason: 'stale-epoch',
     });
-    await exchange(request('p4', [10n]));
-    expect(await exchange(request('p4', [10n]))).toMatchObject({ kind: 'refuse', reason: 'unknown-pin' });
+  });
+
+  it('refuses, counts and leaves unanswered a request whose id its sender used within two leases', async () => {
+    const { exchange, server, sourceAgent, sourcePeer, readerAgent, readerChannel, sourceChannel, clock } =
+      await setup();
+    await exchange(request('p1', [10n]));
+    clock.advance(1999);
+    readerChannel.send(sourcePeer, request('p1', [10n]));
+    expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+    expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, replayed: 1 });
+    expect(readerAgent.pollNotifications()).toEqual([]);
+    expect(server.heldPins).toBe(0);
+    clock.advance(1);
+    expect(await exchange(request('p1', [10n]))).toMatchObject({ kind: 'grant', pinId: 'p1' });
   });
 
   it('lets a lease lapse without renewal and keeps a renewed one', async () => {
-    const { exchange, pool, clock } = await setup();
-    await exchange(request('kept', [10n]));
-    await exchange(request('lapses', [11n]));
+    const { exchange, grant, pool, clock } = await setup();
+    const kept = await grant(request('kept', [10n]));
+    const lapses = await grant(request('lapses', [11n]));
     clock.advance(600);
-    expect(await exchange({ kind: 'renew', pinId: 'kept' })).toEqual({ kind: 'renewed', pinId: 'kept', leaseMs: 1000 });
+    expect(await exchange({ kind: 'renew', pinId: kept, sequence: 1 })).toEqual({
+      kind: 'renewed',
+      pinId: kept,
+      leaseMs: 1000,
+    });
     clock.advance(600);
     expect(pool.pinsOn(0)).toBe(1);
     expect(pool.pinsOn(1)).toBe(0);
-    expect(await exchange({ kind: 'renew', pinId: 'lapses' })).toEqual({
+    expect(await exchange({ kind: 'renew', pinId: lapses, sequence: 1 })).toEqual({
       kind: 'refuse',
-      pinId: 'lapses',
+      pinId: lapses,
       reason: 'unknown-pin',
     });
   });
 
+  it('refuses, counts and leaves unanswered a replayed renewal or release: its sequence number is not above the last', async () => {
+    const pins = await setup();
+    const { exchange, grant, server, sourceAgent, sourcePeer, pool, clock, sourceChannel, readerAgent } = pins;
+    const grantId = await grant(request('p1', [10n]));
+    await exchange({ kind: 'renew', pinId: grantId, sequence: 2 });
+    for (const message of [
+      { kind: 'renew', pinId: grantId, sequence: 2 },
+      { kind: 'renew', pinId: grantId, sequence: 1 },
+      { kind: 'release', pinId: grantId, sequence: 2 },
+    ] as const) {
+      pins.readerChannel.send(sourcePeer, message);
+      expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+    }
+    expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, replayed: 3 });
+    expect(readerAgent.pollNotifications()).toEqual([]);
+    expect(pool.pinsOn(0)).toBe(1);
+    clock.advance(1000);
+    expect(pool.pinsOn(0)).toBe(0);
+  });
+
+  it('refuses, counts and leaves unanswered a renewal or release of a grant from an agent that is not its reader', async () => {
+    const { grant, server, sourceAgent, pool, secret, sourceChannel } = await setup();
+    const grantId = await grant(request('p1', [10n]));
+    const other = await transport.createAgent({ name: `pin-server-other-${process.pid}`, backend: 'loopback' });
+    agents.push(other);
+    const otherChannel = new PinChannel({ agent: other, secret });
+    const toSource = other.loadPeer(sourceAgent.metadata());
+    for (const kind of ['renew', 'release'] as const) {
+      otherChannel.send(toSource, { kind, pinId: grantId, sequence: 5 });
+      expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+    }
+    expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, 'not-reader': 2 });
+    expect(other.pollNotifications()).toEqual([]);
+    expect(pool.pinsOn(0)).toBe(1);
+  });
+
+  it('refuses and counts a message without the tag the cluster secret gives its sender and receiver', async () => {
+    const { server, sourceAgent, sourcePeer, readerAgent, sourceChannel, pool } = await setup();
+    const bytes = encodePinMessage(request('p1', [10n]));
+    const forged = new Uint8Array(bytes.length + 16);
+    forged.set(bytes);
+    readerAgent.sendNotification(sourcePeer, forged);
+    readerAgent.sendNotification(sourcePeer, bytes);
+    for (let count = 0; count < 2; count++)
+      expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+    expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, unauthenticated: 2 });
+    expect(readerAgent.pollNotifications()).toEqual([]);
+    expect(server.heldPins + pool.pinsOn(0)).toBe(0);
+  });
+
   it('refuses new pins once asked, and waits for readers reporting each pin and how it ended', async () => {
-    const { exchange, server, clock, pool } = await setup();
-    await exchange(request('released', [10n]));
-    await exchange(request('lapsed', [11n]));
+    const { exchange, grant, server, clock, pool } = await setup();
+    const released = await grant(request('released', [10n]));
+    const lapsed = await grant(request('lapsed', [11n]));
     const controller = new AbortController();
     expect(server.refusing).toBe(false);
     const waiting = server.waitForReaders(readerWait(5000, controller));
     expect(server.refusing).toBe(true);
     expect(await exchange(request('late', [12n]))).toMatchObject({ kind: 'refuse', reason: 'shutting-down' });
-    await exchange({ kind: 'release', pinId: 'released' });
+    await exchange({ kind: 'release', pinId: released, sequence: 1 });
     clock.advance(1000);
     const outcome = await waiting;
     expect(outcome).toMatchObject({ released: 1, lapsed: 1, outstanding: 0 });
     expect(outcome.pins.map((pin) => [pin.pinId, pin.ended])).toEqual([
-      ['released', 'released'],
-      ['lapsed', 'lapsed'],
+      [released, 'released'],
+      [lapsed, 'lapsed'],
     ]);
     expect(pool.pinsOn(0) + pool.pinsOn(1)).toBe(0);
   });
 
   it('revokes the pins still held at the deadline and tells their readers', async () => {
-    const { exchange, server, pool, readerAgent } = await setup();
-    await exchange(request('held', [10n, 11n]));
+    const { grant, server, pool, readerAgent, readerChannel } = await setup();
+    const held = await grant(request('held', [10n, 11n]));
     const controller = new AbortController();
     const waiting = server.waitForReaders(readerWait(5000, controller));
     controller.abort();
@@ -138,31 +227,30 @@ describe('PinServer', () => {
       released: 0,
       lapsed: 0,
       outstanding: 1,
-      pins: [{ pinId: 'held', blocks: 2, ended: 'revoked' }],
+      pins: [{ pinId: held, blocks: 2, ended: 'revoked' }],
     });
-    expect(parsePinMessage((await readerAgent.nextNotification()).data)).toEqual({
+    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
       kind: 'revoke',
-      pinId: 'held',
+      pinId: held,
       reason: 'shutting-down',
     });
     expect(pool.pinsOn(0)).toBe(0);
     expect(server.heldPins).toBe(0);
   });
 
-  it('ignores and counts malformed messages, and leaves reader messages to the client', async () => {
-    const { server, sourceAgent, readerAgent, sourcePeer } = await setup();
+  it('ignores and counts notifications that are no pin messages, and leaves reader messages to the client', async () => {
+    const { server, sourceAgent, readerAgent, sourcePeer, readerChannel } = await setup();
     readerAgent.sendNotification(sourcePeer, Uint8Array.of(1, 2, 3));
     expect(await server.receive(await sourceAgent.nextNotification())).toBe(false);
-    readerAgent.sendNotification(sourcePeer, encodePinMessage({ kind: 'released', pinId: 'x' }));
+    readerChannel.send(sourcePeer, { kind: 'released', pinId: 'x' });
     expect(await server.receive(await sourceAgent.nextNotification())).toBe(false);
     expect(server.malformedMessages).toBe(1);
   });
 
   it('counts an answer it cannot send and keeps serving', async () => {
-    const { server, sourceAgent } = await setup();
-    expect(await server.receive({ sender: 'nobody', data: Buffer.from(encodePinMessage(request('p', [10n]))) })).toBe(
-      true,
-    );
+    const { server, sourceAgent, secret } = await setup();
+    const sealed = sealPinMessage(secret, 'nobody', sourceAgent.name, request('p', [10n]));
+    expect(await server.receive({ sender: 'nobody', data: Buffer.from(sealed) })).toBe(true);
     expect(server.unansweredMessages).toBe(1);
     expect(sourceAgent.pollNotifications()).toEqual([]);
   });

@@ -1,17 +1,21 @@
 // One source rank's side of the pin protocol: grants pins on the blocks its framework still holds, as
-// leases its readers renew, and takes them back only at shutdown past its deadline.
+// leases its readers renew, and takes them back only at shutdown past its deadline. Every message is
+// authenticated (pin-auth.ts); a grant's id is drawn at random, and only the grant's reader renews or
+// releases it, each time with a sequence number above the last.
+import { randomBytes } from 'node:crypto';
 import type { RankId } from '@kvreuse/descriptors';
 import { type Clock, type ReadersOutcome, type ReaderWait, systemClock } from '@kvreuse/drain';
-import type { Agent, Notification, Peer } from '@kvreuse/native-bindings';
+import type { Notification, Peer } from '@kvreuse/native-bindings';
 import { type Deferred, deferred } from './deferred.js';
 import { EndpointOptionError } from './errors.js';
 import type { PinAdapter } from './pin-adapter.js';
+import { type PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import {
-  encodePinMessage,
+  looksLikePinMessage,
   type PinMessage,
   type PinRefusalReason,
   type PinRequestMessage,
-  safeParsePinMessage,
+  type PinSequencedMessage,
 } from './pin-messages.js';
 
 export interface PinSourceIdentity {
@@ -22,7 +26,8 @@ export interface PinSourceIdentity {
 }
 
 export interface PinServerOptions {
-  readonly agent: Pick<Agent, 'sendNotification'>;
+  /** This agent's pin messages, authenticated (the one channel of the agent: refusals are counted there). */
+  readonly channel: PinChannel;
   readonly adapter: PinAdapter;
   readonly source: PinSourceIdentity;
   /**
@@ -43,6 +48,7 @@ export type PinEnd = 'released' | 'lapsed' | 'revoked';
 
 /** One pin the source held, and how it ended (absent while held). */
 export interface ServedPin {
+  /** The grant id the source drew. */
   readonly pinId: string;
   readonly readerAgent: string;
   readonly blocks: number;
@@ -55,10 +61,12 @@ export interface PinReadersOutcome extends ReadersOutcome {
 }
 
 interface HeldServedPin {
+  /** The grant id (also the adapter's pin id). */
   readonly pinId: string;
   readonly readerAgent: string;
-  readonly adapterPinId: string;
   readonly peer: Peer;
+  /** The last renewal's or release's sequence number (0: none yet). */
+  sequence: number;
   readonly blocks: number;
   timer: unknown;
   ended?: PinEnd;
@@ -70,7 +78,11 @@ const serverKinds = new Set<PinMessage['kind']>(['request', 'renew', 'release'])
 export class PinServer {
   readonly #options: PinServerOptions;
   readonly #clock: Clock;
+  readonly #channel: PinChannel;
+  /** Held pins by grant id. */
   readonly #pins = new Map<string, HeldServedPin>();
+  /** When each request was seen, by `sender\0request id`, for two leases (`#seenRequest`). */
+  readonly #requestsSeen = new Map<string, number>();
   #refusing = false;
   #malformed = 0;
   #unanswered = 0;
@@ -81,9 +93,10 @@ export class PinServer {
     }
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
+    this.#channel = options.channel;
   }
 
-  /** Messages that were not pin messages of this version (ignored). */
+  /** Notifications that were not pin messages (ignored). */
   get malformedMessages(): number {
     return this.#malformed;
   }
@@ -109,21 +122,22 @@ export class PinServer {
   }
 
   /**
-   * Handles one notification; false when it is not for a source (a reader's message, or malformed:
-   * counted and ignored). Never throws.
+   * Handles one notification; false when it is not for a source (a reader's message, or no pin message:
+   * counted and ignored). A pin message that fails its authentication is refused (counted, unanswered).
+   * Never throws.
    */
   async receive(notification: Notification): Promise<boolean> {
-    const parsed = safeParsePinMessage(notification.data);
-    if (!parsed.success) {
+    if (!looksLikePinMessage(notification.data)) {
       this.#malformed++;
       return false;
     }
-    const message = parsed.data;
+    const message = this.#channel.open(notification);
+    if (message === undefined) return true;
     if (!serverKinds.has(message.kind)) return false;
     try {
       if (message.kind === 'request') await this.#request(notification.sender, message);
-      else if (message.kind === 'renew') await this.#renew(notification.sender, message.pinId);
-      else await this.#release(notification.sender, message.pinId);
+      else if (message.kind === 'renew') await this.#renew(notification.sender, message as PinSequencedMessage);
+      else await this.#release(notification.sender, message as PinSequencedMessage);
     } catch {
       this.#unanswered++;
     }
@@ -157,23 +171,24 @@ export class PinServer {
   }
 
   async #request(sender: string, request: PinRequestMessage): Promise<void> {
+    // Never answered: a replay names a reader that did not ask again.
+    if (this.#seenRequest(sender, request.pinId)) return this.#channel.refuse('replayed');
     const peer = await this.#options.resolvePeer(sender, request.reader);
     const refusal = this.#refusalOf(request);
     if (refusal !== undefined) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: refusal });
-    const key = pinKey(sender, request.pinId);
-    if (this.#pins.has(key)) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'unknown-pin' });
-    const { blocks } = await this.#options.adapter.requestPin(key, Array.from(request.hashes));
+    const grantId = randomBytes(16).toString('hex');
+    const { blocks } = await this.#options.adapter.requestPin(grantId, Array.from(request.hashes));
     if (blocks.length === 0) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'evicted' });
     const pin: HeldServedPin = {
-      pinId: request.pinId,
+      pinId: grantId,
       readerAgent: sender,
-      adapterPinId: key,
       peer,
+      sequence: 0,
       blocks: blocks.length,
       timer: undefined,
       ending: deferred<PinEnd>(),
     };
-    this.#pins.set(key, pin);
+    this.#pins.set(grantId, pin);
     this.#options.onHeldChange?.(this.#pins.size);
     this.#extend(pin);
     const { leaseMs } = this.#options;
@@ -181,12 +196,30 @@ export class PinServer {
       ? {
           kind: 'grant' as const,
           pinId: request.pinId,
+          grantId,
           sourceBlocks: blocks,
           checksums: this.#options.checksums(request, blocks),
           leaseMs,
         }
-      : { kind: 'grant' as const, pinId: request.pinId, sourceBlocks: blocks, leaseMs };
+      : { kind: 'grant' as const, pinId: request.pinId, grantId, sourceBlocks: blocks, leaseMs };
     this.#send(peer, grant);
+  }
+
+  /**
+   * Whether `sender` sent request id `requestId` within the last two leases (its readers draw request
+   * ids at random, so only a replay repeats one); remembers it otherwise.
+   */
+  #seenRequest(sender: string, requestId: string): boolean {
+    const now = this.#clock.now();
+    // In the order they were seen: the first one still within the window ends the pruning.
+    for (const [key, at] of this.#requestsSeen) {
+      if (now - at < 2 * this.#options.leaseMs) break;
+      this.#requestsSeen.delete(key);
+    }
+    const key = `${sender}\u0000${requestId}`;
+    if (this.#requestsSeen.has(key)) return true;
+    this.#requestsSeen.set(key, now);
+    return false;
   }
 
   #refusalOf(request: PinRequestMessage): PinRefusalReason | undefined {
@@ -196,11 +229,27 @@ export class PinServer {
     return undefined;
   }
 
-  async #renew(sender: string, pinId: string): Promise<void> {
-    const pin = this.#pins.get(pinKey(sender, pinId));
+  /**
+   * The held pin a renewal or release names, once it came from the pin's reader with a sequence number
+   * above the last; undefined when no pin is held under its grant id; the refusal otherwise.
+   */
+  #heldFor(sender: string, message: PinSequencedMessage): HeldServedPin | PinMessageRefusal | undefined {
+    const pin = this.#pins.get(message.pinId);
+    if (pin === undefined) return undefined;
+    if (pin.readerAgent !== sender) return 'not-reader';
+    if (message.sequence <= pin.sequence) return 'replayed';
+    pin.sequence = message.sequence;
+    return pin;
+  }
+
+  async #renew(sender: string, message: PinSequencedMessage): Promise<void> {
+    const { pinId } = message;
+    const pin = this.#heldFor(sender, message);
+    // Never answered: the sender may not be the pin's reader.
+    if (typeof pin === 'string') return this.#channel.refuse(pin);
     const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
     if (pin === undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: 'unknown-pin' });
-    if (!(await this.#options.adapter.renewPin(pin.adapterPinId))) {
+    if (!(await this.#options.adapter.renewPin(pin.pinId))) {
       this.#end(pin, 'revoked');
       return this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' });
     }
@@ -208,18 +257,20 @@ export class PinServer {
     this.#send(peer, { kind: 'renewed', pinId, leaseMs: this.#options.leaseMs });
   }
 
-  async #release(sender: string, pinId: string): Promise<void> {
-    const pin = this.#pins.get(pinKey(sender, pinId));
+  async #release(sender: string, message: PinSequencedMessage): Promise<void> {
+    const { pinId } = message;
+    const pin = this.#heldFor(sender, message);
+    if (typeof pin === 'string') return this.#channel.refuse(pin);
     const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
     if (pin !== undefined) {
-      await this.#options.adapter.releasePin(pin.adapterPinId);
+      await this.#options.adapter.releasePin(pin.pinId);
       this.#end(pin, 'released');
     }
     this.#send(peer, { kind: 'released', pinId });
   }
 
   async #revoke(pin: HeldServedPin): Promise<void> {
-    await this.#options.adapter.cancelPin(pin.adapterPinId);
+    await this.#options.adapter.cancelPin(pin.pinId);
     this.#end(pin, 'revoked');
     try {
       this.#send(pin.peer, { kind: 'revoke', pinId: pin.pinId, reason: 'shutting-down' });
@@ -236,23 +287,19 @@ export class PinServer {
   async #lapse(pin: HeldServedPin): Promise<void> {
     if (pin.ended !== undefined) return;
     this.#end(pin, 'lapsed');
-    await this.#options.adapter.releasePin(pin.adapterPinId);
+    await this.#options.adapter.releasePin(pin.pinId);
   }
 
   #end(pin: HeldServedPin, end: PinEnd): void {
     if (pin.ended !== undefined) return;
     pin.ended = end;
     if (pin.timer !== undefined) this.#clock.clearTimer(pin.timer);
-    this.#pins.delete(pin.adapterPinId);
+    this.#pins.delete(pin.pinId);
     this.#options.onHeldChange?.(this.#pins.size);
     pin.ending.resolve(end);
   }
 
   #send(peer: Peer, message: PinMessage): void {
-    this.#options.agent.sendNotification(peer, encodePinMessage(message));
+    this.#channel.send(peer, message);
   }
-}
-
-function pinKey(sender: string, pinId: string): string {
-  return `${sender}\u0000${pinId}`;
 }

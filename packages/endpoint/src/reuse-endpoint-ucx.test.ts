@@ -1,19 +1,13 @@
 // ReuseEndpoint across OS processes on ucx: a serving decode worker of TP 2 in a child process
 // (test/process/ucx-serving-worker.ts), a prefill worker of TP 1 here, one SQLite discovery file.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface, type Interface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { openClusterSecret, openSqliteDiscovery, watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
+import { watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { allReady, BLOCKS, hintFor, openWorker, start, transport } from '../test/support/endpoint-workers.js';
+import { startChild } from '../test/support/child-process.js';
+import { BLOCKS, hintFor, sqliteDiscovery, transport, ucxPrefill } from '../test/support/endpoint-workers.js';
 
 // Like pull-ucx.test.ts: skipped where UCX is not built, except under CI, which requires it.
 const inCi = !['', '0', 'false', undefined].includes(process.env['CI']);
 const ucxTestsRun = inCi || transport.capabilities().backends.includes('ucx');
-const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
@@ -31,68 +25,11 @@ interface ChildLine {
   }[];
 }
 
-/** Starts the serving worker; `next(event)` resolves with its next line of that event (rejects with its stderr if it exits first). */
-function startServingWorker(path: string): {
-  child: ChildProcess;
-  next: (event: ChildLine['event']) => Promise<ChildLine>;
-} {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/process/ucx-serving-worker.ts', path],
-    { cwd: packageDir, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  cleanups.push(() => child.kill('SIGKILL'));
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const lines: Interface = createInterface({ input: child.stdout! });
-  const seen: ChildLine[] = [];
-  const waiters: { event: ChildLine['event']; resolve: (line: ChildLine) => void; reject: (error: Error) => void }[] =
-    [];
-  lines.on('line', (text) => {
-    const line = JSON.parse(text) as ChildLine;
-    const waiter = waiters.find((candidate) => candidate.event === line.event);
-    if (waiter === undefined) seen.push(line);
-    else waiters.splice(waiters.indexOf(waiter), 1)[0]!.resolve(line);
-  });
-  child.once('exit', (code) => {
-    for (const waiter of waiters.splice(0))
-      waiter.reject(new Error(`the serving worker exited (${code}) before '${waiter.event}': ${stderr}`));
-  });
-  return {
-    child,
-    next: (event) => {
-      const early = seen.findIndex((line) => line.event === event);
-      if (early >= 0) return Promise.resolve(seen.splice(early, 1)[0]!);
-      return new Promise((resolve, reject) => waiters.push({ event, resolve, reject }));
-    },
-  };
-}
-
 describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
   it('a prefill rank pulls and verifies from both ranks of a serving process; the source’s SIGTERM drain waits for the reader’s pins', async () => {
-    const directory = mkdtempSync(join(tmpdir(), 'kvreuse-endpoint-ucx-'));
-    cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
-    const path = join(directory, 'discovery.sqlite');
-    const store = openSqliteDiscovery(path);
-    cleanups.push(() => store.close());
-    const serving = startServingWorker(path);
-    const prefillCleanups: (() => Promise<unknown>)[] = [];
-    cleanups.push(async () => {
-      for (const cleanup of prefillCleanups.reverse()) await cleanup();
-    });
-    const prefill = await openWorker(
-      store,
-      {
-        workerId: 'prefill-0',
-        role: 'prefill',
-        tpSize: 1,
-        backend: 'ucx',
-        secret: openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' }),
-      },
-      prefillCleanups,
-    );
-    await start(prefill);
-    await allReady(prefill);
+    const { path, store } = sqliteDiscovery(cleanups);
+    const serving = startChild<ChildLine>('test/process/ucx-serving-worker.ts', [path], cleanups);
+    const prefill = await ucxPrefill(store, path, cleanups);
     const ready = await serving.next('ready');
     const source = { workerId: 'decode-0', incarnation: ready.incarnation!, epoch: ready.epoch! };
     const reader = prefill.ranks[0]!;

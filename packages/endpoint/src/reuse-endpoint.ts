@@ -50,6 +50,7 @@ import { type PullRequest, verifyModes } from './pull-request.js';
 import { PullSide } from './pull-side.js';
 import { NotificationRouter } from './notification-router.js';
 import { PeerTemplates } from './peer-templates.js';
+import { PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import { PinClient } from './pin-client.js';
 import type { PinServer, ServedPin } from './pin-server.js';
 import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
@@ -200,6 +201,24 @@ function checkServeOptions(options: ReuseEndpointOptions, serve: ServeOptions): 
     );
 }
 
+/** The rank's pin channel (its refusals counted in the metrics) and its pin client. */
+function pinsOf(options: ReuseEndpointOptions, clock: Clock): { channel: PinChannel; client: PinClient } {
+  const { agent, secret, metrics, worker, rank } = options;
+  const channel = new PinChannel({
+    agent,
+    secret,
+    ...(metrics === undefined ? {} : { onRefused: (reason: PinMessageRefusal) => metrics.pinMessageRefused(reason) }),
+  });
+  const client = new PinClient({
+    channel,
+    reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank },
+    answerTimeoutMs: options.settings.transport.abandonTimeoutMs,
+    clock,
+    ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('pull', held) }),
+  });
+  return { channel, client };
+}
+
 function checkOptions(options: ReuseEndpointOptions): void {
   if (typeof options !== 'object' || options === null)
     throw new EndpointOptionError('options', options, 'an options object');
@@ -264,6 +283,7 @@ export class ReuseEndpoint {
   readonly ledger: OperationLedger<PostRequest, PostBlocksRequest>;
   readonly #drain: DrainController<PostRequest>;
   readonly #notifications = new NotificationRouter();
+  readonly #pinChannel: PinChannel;
   readonly #pinClient: PinClient;
   readonly #pullSide: PullSide;
   readonly #pushSide: PushSide;
@@ -314,13 +334,9 @@ export class ReuseEndpoint {
     });
     const { worker, rank, agent, discovery, secret, keyPrefix, admissionGate, bankBytes, metrics, calibration } =
       options;
-    this.#pinClient = new PinClient({
-      agent,
-      reader: { workerId: worker.workerId, incarnation: worker.incarnation, rank },
-      answerTimeoutMs: options.settings.transport.abandonTimeoutMs,
-      clock: this.#clock,
-      ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('pull', held) }),
-    });
+    const pins = pinsOf(options, this.#clock);
+    this.#pinChannel = pins.channel;
+    this.#pinClient = pins.client;
     this.#notifications.addHandler((notification) => this.#pinClient.receive(notification));
     this.#notifications.addPeerEventHandler((event) => this.#pinClient.peerEvent(event));
     this.#workers = new WorkerWatches(discovery, {
@@ -529,6 +545,11 @@ export class ReuseEndpoint {
   }
 
   /** The pin server, once a serving rank is published. */
+  /** Pin messages this rank's agent refused (its pin client's and its pin server's), by reason. */
+  get refusedPinMessages(): Readonly<Record<PinMessageRefusal, number>> {
+    return this.#pinChannel.refusedMessages;
+  }
+
   get pinServer(): PinServer | undefined {
     return this.#sourceSide?.server;
   }
@@ -626,6 +647,7 @@ export class ReuseEndpoint {
     const { agent, discovery, secret, keyPrefix, worker, rank, settings, metrics } = this.#options;
     const source = new SourceSide({
       agent,
+      channel: this.#pinChannel,
       discovery,
       secret,
       serve,

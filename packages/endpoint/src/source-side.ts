@@ -12,6 +12,7 @@ import { describeRank, UnknownReaderError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
 import type { PinRequestMessage } from './pin-messages.js';
 import type { PinAdapter } from './pin-adapter.js';
+import type { PinChannel } from './pin-auth.js';
 import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
 import { sameRank } from './ranks.js';
 
@@ -36,7 +37,9 @@ export interface ServeOptions {
 }
 
 export interface SourceSideOptions {
-  readonly agent: Pick<Agent, 'sendNotification' | 'loadPeer'>;
+  readonly agent: Pick<Agent, 'loadPeer'>;
+  /** The rank's pin messages (see `PinServerOptions.channel`). */
+  readonly channel: PinChannel;
   readonly discovery: DiscoveryStore;
   /** Readers' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
@@ -76,7 +79,7 @@ export class SourceSide {
   constructor(options: SourceSideOptions) {
     this.#options = options;
     this.server = new PinServer({
-      agent: options.agent,
+      channel: options.channel,
       adapter: options.serve.adapter,
       source: options.source,
       resolvePeer: (sender, reader) => this.#prepareReader(sender, reader),

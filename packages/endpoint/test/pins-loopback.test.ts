@@ -1,8 +1,9 @@
 // Source and reader on two loopback agents, each agent's notifications routed to its side as they
 // arrive: a reader pins, the source's shutdown waits for it, the reader releases, the shutdown goes on.
+import { ClusterSecret } from '@kvreuse/discovery';
 import { type Agent, loadTransport, type Notification } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BlockPool, PinClient, PinServer } from '../src/index.js';
+import { BlockPool, PinChannel, PinClient, PinServer } from '../src/index.js';
 import { ManualClock } from './support/manual-clock.js';
 
 const transport = loadTransport();
@@ -27,8 +28,11 @@ describe('pins between two loopback agents', () => {
     for (const hash of hashes) pool.commit(pool.allocate(), hash);
     const clock = new ManualClock();
     const source = { workerId: 'prefill-0', incarnation: 'inc-a', epoch: 2, rank: { tpRank: 0, ppRank: 0 } };
+    const secret = ClusterSecret.ofThisProcess();
+    const sourceChannel = new PinChannel({ agent: sourceAgent, secret });
+    const readerChannel = new PinChannel({ agent: readerAgent, secret });
     const server = new PinServer({
-      agent: sourceAgent,
+      channel: sourceChannel,
       adapter: pool,
       source,
       resolvePeer: () => Promise.resolve(readerPeer),
@@ -37,7 +41,7 @@ describe('pins between two loopback agents', () => {
       clock,
     });
     const client = new PinClient({
-      agent: readerAgent,
+      channel: readerChannel,
       reader: { workerId: 'decode-0', incarnation: 'inc-b', rank: { tpRank: 0, ppRank: 0 } },
       answerTimeoutMs: 60_000,
       clock,
@@ -71,6 +75,8 @@ describe('pins between two loopback agents', () => {
     });
     expect(pool.allocate()).toBe(0);
     expect(server.malformedMessages + client.malformedMessages).toBe(0);
+    expect(sourceChannel.refusedMessages).toEqual({ unauthenticated: 0, malformed: 0, 'not-reader': 0, replayed: 0 });
+    expect(readerChannel.refusedMessages).toEqual(sourceChannel.refusedMessages);
 
     await Promise.all(agents.splice(0).map((agent) => agent.close()));
     await Promise.all(routing);

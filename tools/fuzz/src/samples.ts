@@ -66,16 +66,17 @@ const pinMessages: PinMessage[] = [
   {
     kind: 'grant',
     pinId: 'pin-1',
+    grantId: '8c1f0e2a9b7d4c3e5f60718293a4b5c6',
     sourceBlocks: Uint32Array.from([4, 5, 6]),
     checksums: Uint32Array.from([7, 8, 9]),
     leaseMs: 5000,
   },
-  { kind: 'grant', pinId: 'pin-1', sourceBlocks: Uint32Array.from([4]), leaseMs: 1 },
+  { kind: 'grant', pinId: 'pin-1', grantId: 'g', sourceBlocks: Uint32Array.from([4]), leaseMs: 1 },
   { kind: 'refuse', pinId: 'pin-1', reason: 'hash-mismatch' },
   { kind: 'revoke', pinId: 'pin-1', reason: 'shutting-down' },
   { kind: 'renewed', pinId: 'pin-1', leaseMs: 5000 },
-  { kind: 'renew', pinId: 'pin-1' },
-  { kind: 'release', pinId: 'pin-1' },
+  { kind: 'renew', pinId: 'pin-1', sequence: 1 },
+  { kind: 'release', pinId: 'pin-1', sequence: 0xffffffff },
   { kind: 'released', pinId: 'pin-1' },
 ];
 export const pinMessageSamples: Uint8Array[] = pinMessages.map(encodePinMessage);

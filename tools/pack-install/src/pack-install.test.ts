@@ -131,7 +131,13 @@ const expectedUsage: Record<string, (printed: unknown, project: BlankProject) =>
   router: (printed) =>
     expect(printed).toMatchObject({ savingMs: (42 * 64 * 80) / 1000, prefillEstimate: 'prior', estimate: 'prior' }),
   endpoint: (printed) =>
-    expect(printed).toEqual({ kind: 'grant', pinId: 'pin-1', sourceBlocks: [17, 18, 40], leaseMs: 5_000 }),
+    expect(printed).toEqual({
+      kind: 'grant',
+      pinId: 'request-1',
+      grantId: 'grant-1',
+      sourceBlocks: [17, 18, 40],
+      leaseMs: 5_000,
+    }),
   cli: (printed) => expect(printed).toEqual({ status: 0, discoveryBackend: ['memory', 'argv'] }),
 };
 

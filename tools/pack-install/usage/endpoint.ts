@@ -2,7 +2,8 @@ import { encodePinMessage, parsePinMessage } from '@kvreuse/endpoint';
 
 const bytes = encodePinMessage({
   kind: 'grant',
-  pinId: 'pin-1',
+  pinId: 'request-1',
+  grantId: 'grant-1',
   sourceBlocks: Uint32Array.of(17, 18, 40),
   leaseMs: 5_000,
 });
@@ -12,6 +13,7 @@ console.log(
   JSON.stringify({
     kind: parsed.kind,
     pinId: parsed.pinId,
+    grantId: parsed.grantId,
     sourceBlocks: [...parsed.sourceBlocks],
     leaseMs: parsed.leaseMs,
   }),

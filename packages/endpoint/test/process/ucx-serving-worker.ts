@@ -1,7 +1,11 @@
 // The serving side of the two-process endpoint test, as its own process: a decode worker of TP 2 (one
 // ucx agent per rank, each a serving ReuseEndpoint) publishing to the SQLite discovery file it is
-// given. It reports its incarnation and epoch once ready; on SIGTERM it drains both ranks and reports
-// each drain (pins waited for, banks returned), then exits.
+// given. It reports its incarnation and epoch once ready, with each rank's agent name and metadata (its
+// worker address: what a test hands an intruder, as if it leaked); on SIGTERM it drains both ranks and
+// reports each drain (pins waited for, banks returned), then exits. Commands on stdin, one JSON line
+// each: `{"advance": ms}` moves its clock (pin leases lapse on it), then, like `{}`, has it report each
+// rank's pins held and pin messages refused (a `state` line).
+import { createInterface } from 'node:readline';
 import { openClusterSecret, openSqliteDiscovery } from '@kvreuse/discovery';
 import { allReady, openWorker, start } from '../support/endpoint-workers.js';
 
@@ -23,7 +27,20 @@ const decode = await openWorker(
 await start(decode);
 await allReady(decode);
 const epoch = decode.ranks[0]?.endpoint.epoch;
-process.stdout.write(`${JSON.stringify({ event: 'ready', incarnation: decode.identity.incarnation, epoch })}\n`);
+const agents = decode.ranks.map(({ agent }) => ({ name: agent.name, metadata: agent.metadata().toString('base64') }));
+process.stdout.write(
+  `${JSON.stringify({ event: 'ready', incarnation: decode.identity.incarnation, epoch, agents })}\n`,
+);
+const commands = createInterface({ input: process.stdin });
+commands.on('line', (line) => {
+  const { advance } = JSON.parse(line) as { advance?: number };
+  if (advance !== undefined) decode.clock.advance(advance);
+  const ranks = decode.ranks.map(({ endpoint }) => ({
+    pinsHeld: endpoint.pinServer?.heldPins,
+    refused: endpoint.refusedPinMessages,
+  }));
+  process.stdout.write(`${JSON.stringify({ event: 'state', ranks })}\n`);
+});
 const alive = setInterval(() => {}, 1 << 30);
 process.once('SIGTERM', () => {
   void (async () => {
@@ -38,6 +55,7 @@ process.once('SIGTERM', () => {
     for (const cleanup of cleanups) await cleanup();
     await store.close();
     process.stdout.write(`${JSON.stringify({ event: 'drained', drained })}\n`);
+    commands.close();
     clearInterval(alive);
   })();
 });

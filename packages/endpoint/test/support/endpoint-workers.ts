@@ -4,7 +4,17 @@
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
 import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
 import type { PullHint, TransferCalibration } from '@kvreuse/router';
-import { ClusterSecret, type DiscoveryStore, MemoryDiscoveryStore, type ReadinessGate } from '@kvreuse/discovery';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ClusterSecret,
+  type DiscoveryStore,
+  MemoryDiscoveryStore,
+  openClusterSecret,
+  openSqliteDiscovery,
+  type ReadinessGate,
+} from '@kvreuse/discovery';
 import { Bank, kvreuseOwner, type WorkerIdentity } from '@kvreuse/registry';
 import { BlockPool } from '../../src/block-pool.js';
 import type { EndpointTransition } from '../../src/lifecycle.js';
@@ -204,4 +214,38 @@ export function hintFor(source: TestWorker | HintSource, count: number, change: 
     linkClass: 'same-host',
     ...change,
   };
+}
+
+/** A SQLite discovery file in a new temporary folder, open; `cleanups` gets its closing and the folder's removal. */
+export function sqliteDiscovery(cleanups: (() => unknown)[]) {
+  const directory = mkdtempSync(join(tmpdir(), 'kvreuse-endpoint-ucx-'));
+  cleanups.push(() => rmSync(directory, { recursive: true, force: true }));
+  const path = join(directory, 'discovery.sqlite');
+  const store = openSqliteDiscovery(path);
+  cleanups.push(() => store.close());
+  return { path, store };
+}
+
+/**
+ * The prefill worker of the process tests: TP 1 on ucx over the SQLite discovery file at `path` (with the
+ * cluster secret beside it), published and ready; `cleanups` gets the closing of its ranks.
+ */
+export async function ucxPrefill(
+  store: DiscoveryStore,
+  path: string,
+  cleanups: (() => unknown)[],
+): Promise<TestWorker> {
+  const own: (() => Promise<unknown>)[] = [];
+  cleanups.push(async () => {
+    for (const cleanup of own.reverse()) await cleanup();
+  });
+  const secret = openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' });
+  const prefill = await openWorker(
+    store,
+    { workerId: 'prefill-0', role: 'prefill', tpSize: 1, backend: 'ucx', secret },
+    own,
+  );
+  await start(prefill);
+  await allReady(prefill);
+  return prefill;
 }

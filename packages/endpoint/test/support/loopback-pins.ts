@@ -1,11 +1,14 @@
+import { ClusterSecret } from '@kvreuse/discovery';
 import { type Agent, type HeartbeatOptions, loadTransport } from '@kvreuse/native-bindings';
 import { BlockPool } from '../../src/block-pool.js';
+import { PinChannel } from '../../src/pin-auth.js';
 import { ManualClock } from './manual-clock.js';
 
-const transport = loadTransport();
+export const transport = loadTransport();
 
 /**
- * A source agent and a reader agent on loopback, each with the other loaded as a peer, a block pool
+ * A source agent and a reader agent on loopback, each with the other loaded as a peer and its pin channel
+ * (under this process's cluster secret), a block pool
  * holding blocks 10n, 11n and 12n in slots 0 to 2 (of 4), and a manual clock. The agents go into `agents` for closing.
  */
 export async function loopbackPins(prefix: string, agents: Agent[], heartbeat?: HeartbeatOptions) {
@@ -23,5 +26,16 @@ export async function loopbackPins(prefix: string, agents: Agent[], heartbeat?: 
   const sourcePeer = readerAgent.loadPeer(sourceAgent.metadata());
   const pool = new BlockPool(4);
   for (const hash of [10n, 11n, 12n]) pool.commit(pool.allocate(), hash);
-  return { sourceAgent, readerAgent, readerPeer, sourcePeer, pool, clock: new ManualClock() };
+  const secret = ClusterSecret.ofThisProcess();
+  return {
+    sourceAgent,
+    readerAgent,
+    readerPeer,
+    sourcePeer,
+    secret,
+    sourceChannel: new PinChannel({ agent: sourceAgent, secret }),
+    readerChannel: new PinChannel({ agent: readerAgent, secret }),
+    pool,
+    clock: new ManualClock(),
+  };
 }
