@@ -46,6 +46,14 @@ describe('admit: the admitted path of every built-in profile this machine can ru
 });
 
 describe('admit: every refusal names the profile field, the expected and the actual value', () => {
+  // This kind of machine has no NVIDIA driver: the native library, which loads libcuda.so.1 at run time,
+  // says so as its reason, with the loader's own words after it.
+  const noVramReason = (machineCapabilities.vram as { reason: string }).reason;
+
+  it('takes the native library’s reason on this machine: no driver library', () => {
+    expect(noVramReason).toMatch(/^no: no driver library: libcuda\.so\.1 could not be loaded \(/);
+  });
+
   it('refuses llama-3.1-70b-bf16-b64 on this machine with the native library’s own reason, for the profile and for each worker’s vram', () => {
     const reasons = refusals(llama70b, factsFor(llama70b));
     expect(reasons).toEqual([
@@ -53,7 +61,7 @@ describe('admit: every refusal names the profile field, the expected and the act
     ]);
     const result = admit(llama70b, factsFor(llama70b));
     expect(!result.admitted && result.reasons[0]!.message).toBe(
-      'nativeCapabilities: expected "vram", actual "no: this library is built without GPU memory support (no CUDA/ROCm memory domain is used), so only dram can be registered" (the native library lacks vram)',
+      `nativeCapabilities: expected "vram", actual "${noVramReason}" (the native library lacks vram)`,
     );
   });
 
@@ -65,7 +73,7 @@ describe('admit: every refusal names the profile field, the expected and the act
     ]);
     const result = admit(llama8b64, facts);
     expect(!result.admitted && result.reasons[0]!.message).toBe(
-      'worker decode-1: roles.decode.memoryKinds: expected vram the native library can register, actual "no: this library is built without GPU memory support (no CUDA/ROCm memory domain is used), so only dram can be registered" (64 vram banks, the first bank 0 of rank (tp 0, pp 0))',
+      `worker decode-1: roles.decode.memoryKinds: expected vram the native library can register, actual "${noVramReason}" (64 vram banks, the first bank 0 of rank (tp 0, pp 0))`,
     );
   });
 

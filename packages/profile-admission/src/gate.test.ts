@@ -54,7 +54,7 @@ describe('admissionGate', () => {
     expect(await gpu.evaluate(gpuDecode!)).toMatchObject({
       pass: false,
       reason: expect.stringContaining(
-        'nativeCapabilities: expected "vram", actual "no: this library is built without GPU memory support',
+        'nativeCapabilities: expected "vram", actual "no: no driver library: libcuda.so.1 could not be loaded',
       ),
     });
     const capable = admissionGate(llama70b, {
