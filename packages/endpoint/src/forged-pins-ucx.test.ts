@@ -25,7 +25,7 @@ interface SourceLine {
   readonly ranks?: { readonly pinsHeld: number; readonly refused: Record<PinMessageRefusal, number> }[];
 }
 
-const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, replayed: 0 };
+const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, 'not-source': 0, replayed: 0 };
 
 /** The serving worker over a new SQLite file, ready; `state(advance)` asks for its ranks' pins and refusals. */
 async function servingSource() {

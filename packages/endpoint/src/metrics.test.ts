@@ -91,7 +91,7 @@ describe('EndpointMetrics', () => {
     );
     expect(() => metrics.state('sleeping' as never)).toThrow(EndpointOptionError);
     expect(() => metrics.pinMessageRefused('rude' as never)).toThrow(
-      'one of unauthenticated, malformed, not-reader, replayed',
+      'one of unauthenticated, malformed, not-reader, not-source, replayed',
     );
     expect(() => new EndpointMetrics({ labels: { 'bad-name': 'x' } })).toThrow('metrics.labels.bad-name');
     expect(() => new EndpointMetrics({ registry: {} as Registry })).toThrow('metrics.registry');

@@ -20,6 +20,8 @@ export const pinMessageRefusals = [
   'malformed',
   /** A renewal or release of a grant from an agent that is not the grant's reader. */
   'not-reader',
+  /** An answer, renewal confirmation, release acknowledgement or revocation from an agent that is not the pin's source. */
+  'not-source',
   /**
    * A renewal or release whose sequence number is not above the last one seen for its grant, or a pin
    * request whose id its sender used within the last two leases.

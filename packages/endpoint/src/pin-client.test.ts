@@ -1,6 +1,7 @@
 import type { Agent, HeartbeatOptions } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { loopbackPins } from '../test/support/loopback-pins.js';
+import { loopbackPins, transport } from '../test/support/loopback-pins.js';
+import { PinChannel } from './pin-auth.js';
 import { PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
 import { PinClient } from './pin-client.js';
 import { encodePinMessage } from './pin-messages.js';
@@ -15,7 +16,7 @@ const sourceIdentity = { workerId: 'src', incarnation: 'inc-1', epoch: 1, rank: 
 
 /** A source rank serving pins from a block pool and a reader pinning on it, on two loopback agents; each side's messages are handed over one at a time. */
 async function pair(heartbeat?: HeartbeatOptions) {
-  const { sourceAgent, readerAgent, readerPeer, sourcePeer, sourceChannel, readerChannel, pool, clock } =
+  const { sourceAgent, readerAgent, readerPeer, sourcePeer, sourceChannel, readerChannel, pool, clock, secret } =
     await loopbackPins('pin-client', agents, heartbeat);
   const server = new PinServer({
     channel: sourceChannel,
@@ -53,6 +54,7 @@ async function pair(heartbeat?: HeartbeatOptions) {
     readerPeer,
     sourceChannel,
     readerChannel,
+    secret,
     pool,
     clock,
     server,
@@ -62,6 +64,8 @@ async function pair(heartbeat?: HeartbeatOptions) {
     pin,
   };
 }
+
+const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, 'not-source': 0, replayed: 0 };
 
 describe('PinClient', () => {
   it('pins the held prefix, renews it on its clock past the lease, and releases it with an acknowledgement', async () => {
@@ -115,7 +119,7 @@ describe('PinClient', () => {
     await toSource({ kind: 'release', sequence: 3 });
     await toReader();
     await releasing;
-    expect(sourceChannel.refusedMessages).toEqual({ unauthenticated: 0, malformed: 0, 'not-reader': 0, replayed: 0 });
+    expect(sourceChannel.refusedMessages).toEqual(noRefusals);
     expect(readerAgent.pollNotifications()).toEqual([]);
   });
 
@@ -177,6 +181,21 @@ describe('PinClient', () => {
       reason: 'shutting-down',
       detail: `pin ${held.pinId} on source rank tp 1 pp 0 of src: revoked by the source (shutting-down)`,
     });
+  });
+
+  it('refuses as not-source a revocation or confirmation of a pin sent by another member of the cluster', async () => {
+    const { client, readerAgent, readerChannel, secret, pin, toReader } = await pair();
+    const held = await pin([10n]);
+    const member = await transport.createAgent({ name: `pin-client-member-${process.pid}`, backend: 'loopback' });
+    agents.push(member);
+    const memberChannel = new PinChannel({ agent: member, secret });
+    const toReaderFromMember = member.loadPeer(readerAgent.metadata());
+    memberChannel.send(toReaderFromMember, { kind: 'revoke', pinId: held.pinId, reason: 'shutting-down' });
+    await toReader();
+    memberChannel.send(toReaderFromMember, { kind: 'renewed', pinId: held.pinId, leaseMs: 900 });
+    await toReader();
+    expect(client.heldPins).toBe(1);
+    expect(readerChannel.refusedMessages).toEqual({ ...noRefusals, 'not-source': 2 });
   });
 
   it('settles lost when no renewal is confirmed within the lease', async () => {

@@ -181,7 +181,7 @@ export class PinClient {
 
   /**
    * Handles one notification; false when it is not for a reader (a source's message, or no pin message:
-   * counted and ignored). A pin message that fails its authentication is refused (counted, ignored).
+   * counted and ignored). A pin message that fails its authentication, or that is about a pin and comes from another agent than its source, is refused (counted, ignored).
    */
   receive(notification: Notification): boolean {
     if (!looksLikePinMessage(notification.data)) {
@@ -191,13 +191,16 @@ export class PinClient {
     const message = this.#channel.open(notification);
     if (message === undefined) return true;
     if (!clientKinds.has(message.kind)) return false;
+    const { sender } = notification;
     const waiter = this.#waiters.get(message.pinId);
     if (waiter?.answers.has(message.kind) === true) {
+      if (waiter.peer.name !== sender) return this.#refuseNotSource();
       waiter.settle({ answer: message });
       return true;
     }
     const abandoned = this.#abandoned.get(message.pinId);
     if (abandoned !== undefined) {
+      if (abandoned.name !== sender) return this.#refuseNotSource();
       this.#abandoned.delete(message.pinId);
       if (message.kind === 'grant')
         this.#channel.send(abandoned, { kind: 'release', pinId: message.grantId, sequence: 1 });
@@ -205,6 +208,7 @@ export class PinClient {
     }
     const pin = this.#pins.get(message.pinId);
     if (pin === undefined) return true;
+    if (pin.peer.name !== sender) return this.#refuseNotSource();
     if (message.kind === 'renewed') pin.lastConfirmedAt = this.#clock.now();
     else if (message.kind === 'revoke') pin.lose(message.reason, `revoked by the source (${message.reason})`);
     else if (message.kind === 'refuse')
@@ -212,6 +216,12 @@ export class PinClient {
         message.reason === 'evicted' ? 'evicted' : 'lease-lapsed',
         `the source refused its renewal (${message.reason})`,
       );
+    return true;
+  }
+
+  /** Counts a message about a pin that did not come from the pin's source; always true (it was for a reader). */
+  #refuseNotSource(): true {
+    this.#channel.refuse('not-source');
     return true;
   }
 

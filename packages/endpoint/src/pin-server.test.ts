@@ -12,7 +12,7 @@ afterEach(async () => {
 });
 
 const source = { workerId: 'src', incarnation: 'inc-1', epoch: 3, rank: { tpRank: 0, ppRank: 0 } };
-const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, replayed: 0 };
+const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, 'not-source': 0, replayed: 0 };
 
 async function setup(options: Partial<PinServerOptions> = {}) {
   const pins = await loopbackPins('pin-server', agents);

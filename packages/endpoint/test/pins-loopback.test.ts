@@ -75,7 +75,13 @@ describe('pins between two loopback agents', () => {
     });
     expect(pool.allocate()).toBe(0);
     expect(server.malformedMessages + client.malformedMessages).toBe(0);
-    expect(sourceChannel.refusedMessages).toEqual({ unauthenticated: 0, malformed: 0, 'not-reader': 0, replayed: 0 });
+    expect(sourceChannel.refusedMessages).toEqual({
+      unauthenticated: 0,
+      malformed: 0,
+      'not-reader': 0,
+      'not-source': 0,
+      replayed: 0,
+    });
     expect(readerChannel.refusedMessages).toEqual(sourceChannel.refusedMessages);
 
     await Promise.all(agents.splice(0).map((agent) => agent.close()));
