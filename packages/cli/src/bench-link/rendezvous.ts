@@ -95,7 +95,7 @@ export class LineChannel {
     if (!result.success)
       throw new PeerProtocolError(
         this.peer,
-        `sent a line that is not the ${what} of ${protocol} version ${version}: ${result.error.issues.map((issue) => `${issue.path.join('.') || 'line'}: ${issue.message}`).join('; ')}`,
+        `sent a line that is not ${what} of ${protocol} version ${version}: ${result.error.issues.map((issue) => `${issue.path.join('.') || 'line'}: ${issue.message}`).join('; ')}`,
       );
     return result.data;
   }
