@@ -3,29 +3,33 @@
 // (no test times anything); what it prints is. Between two network namespaces, from the installed
 // package, it runs in tools/pack-install.
 import { describe, expect, it } from 'vitest';
-import { runBinary, startBinary } from './binary.js';
+import { type BinaryRun, runBinary, startBinary } from './binary.js';
 import { freePorts } from './free-ports.js';
 
 const overLoopback = ['--transport-ucx-transports', 'tcp', '--transport-ucx-net-devices', 'lo'];
 
+/** A listener on a free port of 127.0.0.1 and a peer run with `peerArgs`, both to their end. */
+async function linkOnLoopback(
+  peerArgs: readonly string[],
+): Promise<{ port: number; listened: BinaryRun; peer: BinaryRun }> {
+  const port = await freePorts(1);
+  const listener = startBinary([
+    'bench',
+    'link',
+    '--listen',
+    '--address',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    ...overLoopback,
+  ]);
+  const peer = await runBinary(['bench', 'link', '--connect', `127.0.0.1:${port}`, ...peerArgs, ...overLoopback]);
+  return { port, listened: await listener.finished, peer };
+}
+
 describe('kvreuse bench link on one machine', () => {
   it('the peer prints one document: each size and direction, as asked; the listener says who came and exits', async () => {
-    const port = await freePorts(1);
-    const listener = startBinary([
-      'bench',
-      'link',
-      '--listen',
-      '--address',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      ...overLoopback,
-    ]);
-    const peer = await runBinary([
-      'bench',
-      'link',
-      '--connect',
-      `127.0.0.1:${port}`,
+    const { port, listened, peer } = await linkOnLoopback([
       '--sizes',
       '4k,64k',
       '--iterations',
@@ -36,7 +40,6 @@ describe('kvreuse bench link on one machine', () => {
       '2',
       '-o',
       'json',
-      ...overLoopback,
     ]);
     expect(peer).toMatchObject({ status: 0, stderr: '' });
     const report = JSON.parse(peer.stdout) as Record<string, unknown> & { results: Record<string, unknown>[] };
@@ -57,36 +60,18 @@ describe('kvreuse bench link on one machine', () => {
       for (const figure of ['latencyMedianUs', 'latencyAverageUs', 'bytesPerSecond', 'messagesPerSecond'])
         expect(row[figure]).toBeGreaterThan(0);
 
-    const listened = await listener.finished;
     expect(listened).toMatchObject({ status: 0, stdout: '' });
     expect(listened.stderrLines).toEqual([
       `kvreuse bench link: listening on 127.0.0.1:${port}; on the other host run: kvreuse bench link --connect <this host>:${port}`,
       expect.stringMatching(
-        new RegExp(
-          `^kvreuse bench link: 127\\.0\\.0\\.1:\\d+ connected; it reads and writes 65536 bytes of this side's memory$`,
-        ),
+        /^kvreuse bench link: 127\.0\.0\.1:\d+ connected; it reads and writes 65536 bytes of this side's memory$/,
       ),
       expect.stringMatching(/^kvreuse bench link: 127\.0\.0\.1:\d+ is done$/),
     ]);
   }, 60_000);
 
   it('the table names its units', async () => {
-    const port = await freePorts(1);
-    const listener = startBinary([
-      'bench',
-      'link',
-      '--listen',
-      '--address',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      ...overLoopback,
-    ]);
-    const peer = await runBinary([
-      'bench',
-      'link',
-      '--connect',
-      `127.0.0.1:${port}`,
+    const { port, listened, peer } = await linkOnLoopback([
       '--sizes',
       '1m',
       '--iterations',
@@ -95,9 +80,8 @@ describe('kvreuse bench link on one machine', () => {
       '0',
       '--directions',
       'write',
-      ...overLoopback,
     ]);
-    expect((await listener.finished).status).toBe(0);
+    expect(listened.status).toBe(0);
     const lines = peer.stdout.split('\n');
     expect(lines[0]).toBe(
       `kvreuse bench link to 127.0.0.1:${port}: lanes tcp/lo.0; 1 in flight, 0 warm-up messages per row`,
