@@ -126,6 +126,7 @@ describe('linkPlanOf', () => {
     [['--listen', '--sizes', '4k'], '--sizes is for --connect'],
     [['--listen', '-o', 'json'], '--output is for --connect'],
     [['--listen', '--port', '65536'], '--port is a whole number from 0 to 65535, not "65536"'],
+    [['--listen', '--timeout', '86401'], '--timeout is a whole number from 1 to 86400, not "86401"'],
     [['--connect', 'b:1', '--port', '2'], '--port is for --listen (the port of --connect is in host:port)'],
     [['--connect', 'b:1', '--iterations', '0'], '--iterations is a whole number from 1 to 1000000000, not "0"'],
     [['--connect', 'b:1', '--warmup', '-1'], '--warmup is a whole number from 0 to 1000000000, not "-1"'],

@@ -15,6 +15,8 @@ const maxPort = 65_535;
 export const maxMessageBytes = 2 ** 30;
 const defaultSizes = '4k,64k,1m,4m';
 const defaultTimeoutS = 10;
+/** The longest `--timeout`: a day. */
+const maxTimeoutS = 86_400;
 const directions: readonly TransferDirection[] = ['read', 'write'];
 
 export const linkOptions: readonly OptionSpec[] = [
@@ -131,7 +133,7 @@ function optionText(args: CommandArgs, name: string): string | undefined {
 
 function listenPlan(args: CommandArgs): ListenPlan {
   refuseGiven(args, ['sizes', 'iterations', 'warmup', 'in-flight', 'directions', 'output', 'json'], 'is for --connect');
-  const timeoutS = wholeNumberOption(command, args, 'timeout', 0, 1);
+  const timeoutS = wholeNumberOption(command, args, 'timeout', 0, 1, maxTimeoutS);
   return {
     role: 'listen',
     address: optionText(args, 'address') ?? '0.0.0.0',
@@ -151,7 +153,7 @@ function connectPlan(args: CommandArgs, peer: string): ConnectPlan {
     warmup: wholeNumberOption(command, args, 'warmup', 100, 0, 1e9),
     inFlight: wholeNumberOption(command, args, 'in-flight', 1, 1, 1024),
     directions: parseDirections(optionText(args, 'directions') ?? 'read,write'),
-    timeoutMs: wholeNumberOption(command, args, 'timeout', defaultTimeoutS, 1, 86_400) * 1000,
+    timeoutMs: wholeNumberOption(command, args, 'timeout', defaultTimeoutS, 1, maxTimeoutS) * 1000,
     format: documentFormatOf(command, args),
   };
 }
