@@ -23,7 +23,7 @@ function runOrShow(root: string, argv: readonly string[], args: CommandArgs, con
 export const bench: Command = {
   name: 'bench',
   summary:
-    "Runs every benchmark of the repository with its anchors (the checkout's `npm run bench`) and merges the figures; runs from a checkout.",
+    "Runs every benchmark of the repository with its anchors (the checkout's `npm run bench`) and merges the figures; runs from a checkout (from an installed package: bench link).",
   usage: '[--write-docs] [--dry-run] [--transport-library <file>]',
   options: [
     {
@@ -39,7 +39,11 @@ export const bench: Command = {
   async run(args, context) {
     if (args.positionals.length > 0)
       throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
-    const root = requireCheckout(this.name, context);
+    const root = requireCheckout(
+      this.name,
+      context,
+      'From the installed package, kvreuse bench link measures the link between two hosts over UCX (see kvreuse bench link --help)',
+    );
     requireUcx(this.name, resolveCommandSettings(args, context).settings, context.cwd);
     const writeDocs = args.options.has('write-docs') ? ['--write-docs'] : [];
     runOrShow(root, [process.execPath, join(root, 'scripts', 'dev.mjs'), 'bench', ...writeDocs], args, context);

@@ -21,10 +21,13 @@ export function findCheckout(from: string): string | undefined {
   }
 }
 
-/** The checkout around the working directory; `NotACheckoutError` naming the command outside one. */
-export function requireCheckout(command: string, context: CliContext): string {
+/**
+ * The checkout around the working directory; outside one, `NotACheckoutError` naming the command and
+ * `instead`, what does the job from the installed package.
+ */
+export function requireCheckout(command: string, context: CliContext, instead?: string): string {
   const root = findCheckout(context.cwd);
-  if (root === undefined) throw new NotACheckoutError(command, context.cwd);
+  if (root === undefined) throw new NotACheckoutError(command, context.cwd, instead);
   return root;
 }
 

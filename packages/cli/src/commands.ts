@@ -1,3 +1,4 @@
+import { benchLink } from './bench-link-command.js';
 import { bench } from './checkout-commands.js';
 import type { Command } from './command.js';
 import { configSchema, configShow, configValidate } from './config-commands.js';
@@ -17,5 +18,6 @@ export const commands: readonly Command[] = [
   inspect,
   watch,
   bench,
+  benchLink,
   demo,
 ];

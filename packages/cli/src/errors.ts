@@ -16,7 +16,10 @@ export type CliErrorCode =
   | 'DEMO_TRANSFER'
   | 'TRANSPORT_UNAVAILABLE'
   | 'ETCD_UNAVAILABLE'
-  | 'METRICS_UNAVAILABLE';
+  | 'METRICS_UNAVAILABLE'
+  | 'PEER_UNREACHABLE'
+  | 'PEER_TIMEOUT'
+  | 'PEER_PROTOCOL';
 
 export abstract class CliError extends KvreuseError<CliErrorCode> {
   abstract readonly exitCode: 1 | 2;
@@ -72,16 +75,21 @@ export class DiscoveryNotFoundError extends CliError {
   }
 }
 
-/** A command that only runs from a kvreuse repository checkout (bench, demo) was run outside one. */
+/**
+ * A command that only runs from a kvreuse repository checkout (the benchmark suite) was run outside one;
+ * `instead`, when given, says what does the job from the installed package.
+ */
 export class NotACheckoutError extends CliError {
   readonly code = 'NOT_A_CHECKOUT';
   readonly exitCode = 1;
   constructor(
     readonly command: string,
     readonly from: string,
+    instead?: string,
   ) {
     super(
-      `${command} runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run ${command}); ${from} is not inside one`,
+      `${command} runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run ${command}); ${from} is not inside one` +
+        (instead === undefined ? '' : `. ${instead}`),
     );
   }
 }
@@ -216,5 +224,44 @@ export class MetricsUnavailableError extends CliError {
     options?: ErrorOptions,
   ) {
     super(`metrics at ${url}: ${why}`, options);
+  }
+}
+
+/** `bench link --connect`: the listening side cannot be reached (refused until the deadline, no route, no such host). */
+export class PeerUnreachableError extends CliError {
+  readonly code = 'PEER_UNREACHABLE';
+  readonly exitCode = 1;
+  constructor(
+    readonly peer: string,
+    why: string,
+    options?: ErrorOptions,
+  ) {
+    super(`the peer ${peer} cannot be reached: ${why}`, options);
+  }
+}
+
+/** `bench link`: the other side did not connect, answer or complete a transfer in time. */
+export class PeerTimeoutError extends CliError {
+  readonly code = 'PEER_TIMEOUT';
+  readonly exitCode = 1;
+  constructor(
+    readonly peer: string,
+    readonly what: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`${what} from ${peer} did not come within ${timeoutMs / 1000} s (see --timeout)`);
+  }
+}
+
+/** `bench link`: the other side sent something that is not the benchmark's exchange, refused it, or went away before the end. */
+export class PeerProtocolError extends CliError {
+  readonly code = 'PEER_PROTOCOL';
+  readonly exitCode = 1;
+  constructor(
+    readonly peer: string,
+    why: string,
+    options?: ErrorOptions,
+  ) {
+    super(`the peer ${peer} ${why}`, options);
   }
 }

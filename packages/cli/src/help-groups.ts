@@ -7,3 +7,4 @@ import { transportGroup } from '@kvreuse/native-bindings';
 // The flags each command's help lists: the groups it reads (resolution always takes every kvreuse setting).
 export const inspectGroupsHelp = defineSettings([discoveryGroup, profileGroup, transportGroup]);
 export const profileGroupsHelp = defineSettings([profileGroup, discoveryGroup, inventoryGroup, transportGroup]);
+export const transportGroupHelp = defineSettings([transportGroup]);

@@ -6,24 +6,32 @@ import {
   LibraryMismatchError,
   LibraryNotFoundError,
   loadTransport,
+  type Transport,
 } from '@kvreuse/native-bindings';
 import { TransportUnavailableError } from './errors.js';
 
-/** What the native library the settings name (`transport.library`, else the default one) can do. */
-export function nativeCapabilities(settings: Settings, cwd: string): Capabilities {
+/** The native library the settings name (`transport.library`, else the default one). */
+function transportOf(settings: Settings, cwd: string): Transport {
   const { library } = settings.transport;
-  return loadTransport(library === '' ? {} : { libraryPath: resolve(cwd, library) }).capabilities();
+  return loadTransport(library === '' ? {} : { libraryPath: resolve(cwd, library) });
+}
+
+/** What the native library the settings name can do. */
+export function nativeCapabilities(settings: Settings, cwd: string): Capabilities {
+  return transportOf(settings, cwd).capabilities();
 }
 
 /**
- * The capabilities of the native library, for a command that needs its UCX backend; a
- * `TransportUnavailableError` naming what is missing (the library, or its ucx backend: not built in, or
- * UCX's libucp.so.0 not loadable) and how to get it.
+ * The native library, for a command that needs its UCX backend; a `TransportUnavailableError` naming
+ * what is missing (the library, or its ucx backend: not built in, or UCX's libucp.so.0 not loadable)
+ * and how to get it.
  */
-export function requireUcx(command: string, settings: Settings, cwd: string): Capabilities {
+export function requireUcxTransport(command: string, settings: Settings, cwd: string): Transport {
+  let transport: Transport;
   let capabilities: Capabilities;
   try {
-    capabilities = nativeCapabilities(settings, cwd);
+    transport = transportOf(settings, cwd);
+    capabilities = transport.capabilities();
   } catch (error) {
     if (error instanceof LibraryNotFoundError) {
       throw new TransportUnavailableError(
@@ -47,5 +55,10 @@ export function requireUcx(command: string, settings: Settings, cwd: string): Ca
       `the native library ${JSON.stringify(capabilities.libraryPath)} has no ucx backend here (${capabilities.backendsDetail})`,
     );
   }
-  return capabilities;
+  return transport;
+}
+
+/** The capabilities of the native library, for a command that needs its UCX backend (see `requireUcxTransport`). */
+export function requireUcx(command: string, settings: Settings, cwd: string): Capabilities {
+  return requireUcxTransport(command, settings, cwd).capabilities();
 }

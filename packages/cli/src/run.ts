@@ -53,6 +53,9 @@ function findCommand(argv: readonly string[]): { command: Command; rest: readonl
   const [first, second] = argv;
   if (first === undefined || first === '--help' || first === '-h') return { help: renderTopHelp() };
   if (first === '--version') return { help: `${cliVersion}\n` };
+  // Two words before one: `bench link` is a command of its own beside `bench`.
+  const pair = second === undefined ? undefined : byName.get(`${first} ${second}`);
+  if (pair !== undefined) return { command: pair, rest: argv.slice(2) };
   const single = byName.get(first);
   if (single !== undefined) return { command: single, rest: argv.slice(1) };
   if (!topLevel.includes(first)) throw new UnknownCommandError(first, topLevel);

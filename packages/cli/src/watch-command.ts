@@ -8,6 +8,7 @@ import { fnv1a64, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { UsageError } from './errors.js';
+import { wholeNumberOption } from './option-values.js';
 
 /** `--json`: one JSON line per event on stdout, for other programs to follow. */
 const jsonOption: OptionSpec = { name: 'json', description: 'one JSON line per event on stdout' };
@@ -25,15 +26,6 @@ const options: OptionSpec[] = [
 
 /** The watch's own hash scheme: it indexes and looks up within its process only, so any salt does. */
 const watchSalt = fnv1a64(new TextEncoder().encode('kvreuse.watch'));
-
-function whole(args: CommandArgs, name: string, fallback: number, min: number): number {
-  const text = args.options.get(name)?.[0];
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < min)
-    throw new UsageError('watch', `--${name} is a whole number ≥ ${min}, not ${JSON.stringify(text)}`);
-  return value;
-}
 
 function promptOf(args: CommandArgs): number[] | undefined {
   const text = args.options.get('prompt')?.[0];
@@ -118,8 +110,8 @@ export const watch: Command = {
     if (endpoint === undefined) throw new UsageError(this.name, '--vllm <endpoint> is required');
     if (args.positionals.length > 0)
       throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
-    const blockTokens = whole(args, 'block-size', 16, 1);
-    const batches = whole(args, 'batches', 0, 1);
+    const blockTokens = wholeNumberOption('watch', args, 'block-size', 16, 1);
+    const batches = wholeNumberOption('watch', args, 'batches', 0, 1);
     if (batches === 0 && context.whenInterrupted === undefined)
       throw new UsageError(this.name, '--batches <n> is needed where nothing can interrupt the watch');
     const inventory = new RetainedInventory();
@@ -142,7 +134,7 @@ async function follow(
 ): Promise<void> {
   const engine = args.options.get('engine')?.[0] ?? 'vllm';
   const replay = args.options.get('replay')?.[0];
-  const ranks = whole(args, 'ranks', 1, 1);
+  const ranks = wholeNumberOption('watch', args, 'ranks', 1, 1);
   let applied = 0;
   let stop = (): void => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));

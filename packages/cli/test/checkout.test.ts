@@ -7,12 +7,13 @@ import { repoRoot, runBinary } from './binary.js';
 const outside = mkdtempSync(join(tmpdir(), 'kvreuse-cli-outside-'));
 afterAll(() => rmSync(outside, { recursive: true, force: true }));
 
-describe.each(['bench'])('kvreuse %s outside a checkout', (command) => {
-  it('says it runs from a checkout: one line, exit 1', async () => {
-    const run = await runBinary([command], { cwd: outside });
+describe('kvreuse bench outside a checkout', () => {
+  it('says it runs from a checkout and what measures a link from the installed package: one line, exit 1', async () => {
+    const run = await runBinary(['bench'], { cwd: outside });
     expect(run).toMatchObject({ status: 1, stdout: '' });
     expect(run.stderrLines).toEqual([
-      `kvreuse: ${command} runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run ${command}); ${outside} is not inside one [NOT_A_CHECKOUT]`,
+      `kvreuse: bench runs from a kvreuse repository checkout (git clone https://github.com/kvreuse/kvreuse, then npm run bench); ${outside} is not inside one. ` +
+        'From the installed package, kvreuse bench link measures the link between two hosts over UCX (see kvreuse bench link --help) [NOT_A_CHECKOUT]',
     ]);
   });
 });

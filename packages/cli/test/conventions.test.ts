@@ -13,6 +13,7 @@ const commandNames = [
   'inspect',
   'watch',
   'bench',
+  'bench link',
   'demo',
 ];
 
@@ -44,6 +45,7 @@ describe('the kvreuse binary', () => {
     ['inspect', '--discovery-etcd-endpoints <value>'],
     ['profiles check', '--profile-file <value>'],
     ['demo', '--transport-backend <value>'],
+    ['bench link', '--transport-ucx-transports <value>'],
   ])('%s --help lists the flags of the settings it reads, from the catalog', async (name, flag) => {
     const run = await runBinary([...name.split(' '), '--help']);
     expect(run.stdout).toContain(`  ${flag}\n`);

@@ -1,4 +1,4 @@
-// The commands that need UCX (demo on its ucx backend, bench) on a machine where the native library or
+// The commands that need UCX (demo on its ucx backend, bench, bench link) on a machine where the native library or
 // its ucx backend is missing: the library lookup is pointed (with
 // --transport-library) at a file that is not there, at a file that is not a library, and at a real
 // library built without UCX.
@@ -32,6 +32,7 @@ beforeAll(() => {
 describe.each([
   ['demo', ['demo'], scratch],
   ['bench', ['bench'], repoRoot],
+  ['bench link', ['bench', 'link', '--connect', '127.0.0.1:1'], scratch],
 ])('kvreuse %s without UCX', (command, args, cwd) => {
   it('no library: one line naming where it looked and how to get it, exit 1, nothing run', async () => {
     const run = await runBinary([...args, '--transport-library', absent], { cwd });

@@ -27,7 +27,15 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openVethPair, vethPairsUnavailable } from '@kvreuse-internal/test-support';
 import { BlankProject } from './blank-project.js';
+import {
+  benchLinkAcross,
+  benchLinkIterations,
+  benchLinkPort,
+  type BenchLinkReport,
+  benchLinkSizes,
+} from './bench-link.js';
 import { packPackage, platformPackage, publishablePackages, type PublishablePackage } from './packed-packages.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
@@ -41,6 +49,8 @@ const sharedProjectPackages = packages.filter((pkg) => !installedAlone.includes(
 const tarballs = new Map<string, string>();
 
 const installTimeout = 600_000;
+/** Why `kvreuse bench link` cannot be tried between two network namespaces here, if it cannot. */
+const namespacesUnavailable = vethPairsUnavailable();
 const stepTimeout = 120_000;
 
 beforeAll(() => {
@@ -216,6 +226,33 @@ describe('the packages above native-bindings, installed together', () => {
   );
 
   for (const pkg of sharedProjectPackages) usedFromItsInstall(pkg, () => project);
+
+  it.skipIf(namespacesUnavailable !== undefined)(
+    `@kvreuse/cli: \`kvreuse bench link\` measures the link between two network namespaces over UCX's tcp${namespacesUnavailable === undefined ? '' : ` (SKIPPED: ${namespacesUnavailable})`}`,
+    async () => {
+      const pair = openVethPair();
+      try {
+        const { listened, measured } = await benchLinkAcross(pair, join(project.dir, 'node_modules/.bin/kvreuse'));
+        expect(listened).toMatchObject({ status: 0, stdout: '' });
+        expect(measured).toMatchObject({ status: 0, stderr: '' });
+        const report = JSON.parse(measured.stdout) as BenchLinkReport;
+        expect(report).toMatchObject({
+          peer: `${pair.a.address}:${benchLinkPort}`,
+          lanes: [`tcp/${pair.device}.0`],
+          verified: true,
+        });
+        expect(report.results.map(({ direction, bytes, iterations }) => [direction, bytes, iterations])).toEqual(
+          ['read', 'write'].flatMap((direction) =>
+            benchLinkSizes.map((bytes) => [direction, bytes, benchLinkIterations]),
+          ),
+        );
+        for (const row of report.results) expect(row.bytesPerSecond).toBeGreaterThan(0);
+      } finally {
+        pair.close();
+      }
+    },
+    stepTimeout,
+  );
 
   it(
     '@kvreuse/cli: `npx kvreuse --help` lists its commands',
