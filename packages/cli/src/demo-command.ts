@@ -123,6 +123,10 @@ export const demo: Command = {
         backend,
         progress,
         requestServed: requestLog.served,
+        givenPriors: {
+          blockUs: resolved.provenance.router.transferSourceEstimatedBlockUs.source !== 'default',
+          prefillTokenUs: resolved.provenance.router.transferSourcePrefillTokenUs.source !== 'default',
+        },
         ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
       });
       context.stdout(format === undefined ? `${summaryLine(summary)}\n` : renderDocument(format, summary));

@@ -36,6 +36,7 @@ import type { WhenInterrupted } from '../interrupts.js';
 import { type DemoCalibration, type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
 import { hintLine, type PullReport, type RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
+import { type Compute, demoPriors, priorLines, thisMachine, withPriors } from './priors.js';
 import { readyWorker } from './ready-worker.js';
 
 export interface MainJobOptions {
@@ -46,10 +47,14 @@ export interface MainJobOptions {
   readonly progress: (line: string) => void;
   /** Each request once it is served: the router's decision, and the prefill's receipt when it pulled (null when it recomputed without one). */
   readonly requestServed?: (request: string, decision: DemoDecision, receipt: PullReport | null) => void;
-  /** The router's monotonic clock, against which its lookup budget runs (default `performance.now`). */
+  /** The router's monotonic clock, against which its lookup budget runs (default: the lesser of wall and this process's CPU time, step by step). */
   readonly clock?: () => number;
   /** How long each rank gets to start, and each step to answer. */
   readonly stepTimeoutMs?: number;
+  /** The router's priors the settings give (by a flag, a variable or a settings file): those the run keeps instead of measuring. */
+  readonly givenPriors?: { readonly blockUs: boolean; readonly prefillTokenUs: boolean };
+  /** The compute the recompute prior is derived from (default: this machine's cores and clock). */
+  readonly compute?: Compute | undefined;
   /** Where the job registers its own shutdown, to run if the process is interrupted (the CLI's SIGINT/SIGTERM handling). */
   readonly whenInterrupted?: WhenInterrupted;
 }
@@ -97,6 +102,33 @@ function describeDecision(request: string, decision: RouteDecision): DemoDecisio
     savingMs: decision.savingMs,
     costMs: decision.costMs,
     rejected: decision.rejected.map((rejection) => `${rejection.worker} ${rejection.reason}: ${rejection.detail}`),
+  };
+}
+
+const warmUpRounds = 16;
+const compilerSettleMs = 50;
+
+const processCpuMs = (): number => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
+
+/**
+ * The clock the router's lookup budget runs against: between two readings it advances by the lesser of
+ * the wall time and the CPU time this process spent. The budget bounds the router's own work; on a
+ * machine where other jobs hold the cores, wall time alone would also count the time the scheduler gave
+ * them (a 0.2 ms lookup descheduled for a time slice), and CPU time alone what the process's other
+ * threads did meanwhile. A lookup that really works past the budget passes it on both.
+ */
+function routerClock(): () => number {
+  let wall = performance.now();
+  let cpu = processCpuMs();
+  let busy = 0;
+  return () => {
+    const [nowWall, nowCpu] = [performance.now(), processCpuMs()];
+    busy += Math.max(0, Math.min(nowWall - wall, nowCpu - cpu));
+    [wall, cpu] = [nowWall, nowCpu];
+    return busy;
   };
 }
 
@@ -335,14 +367,7 @@ async function decideTurn2(
   });
   // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
   const calibration = new TransferCalibration({ minReceipts: 1 });
-  const context = {
-    settings,
-    inventory,
-    sources,
-    activation,
-    calibration,
-    ...(options.clock === undefined ? {} : { clock: options.clock }),
-  };
+  const context = { settings, inventory, sources, activation, calibration, clock: options.clock ?? routerClock() };
   const destination = { worker: prefill, localBlocks: 0 };
   const { blockTokens } = decode.geometry;
   const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
@@ -351,8 +376,11 @@ async function decideTurn2(
     ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1)),
   ];
   // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
-  // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
-  for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
+  // (2 ms by default) compiling its own code, or share the core with the compiler threads optimizing it,
+  // so it decides each request a few times and forgets the answers, then lets the compiler finish.
+  for (let round = 0; round < warmUpRounds; round++)
+    for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
+  await new Promise((resolve) => setTimeout(resolve, compilerSettleMs));
   const pullDecision = decide({ tokens: turn2, destination }, context);
   const decisions = [
     describeDecision('turn 2', pullDecision),
@@ -457,11 +485,15 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const { conversation, chain } = turn1Conversation(decode, settings);
     const handOff = await handOffTurn1(started, chain, progress, timeoutMs);
     await followed.completed(decode.incarnation);
+    const given = options.givenPriors ?? { blockUs: false, prefillTokenUs: false };
+    const priors = demoPriors(settings, given, handOff, 'compute' in options ? options.compute : thisMachine());
+    for (const line of priorLines(priors)) progress(line);
+    const routed = withPriors(settings, priors);
 
     const { pullDecision, decisions, router } = await decideTurn2(
       discovery,
       followed.inventory,
-      settings,
+      routed,
       options,
       { decode, prefill },
       conversation,
@@ -473,7 +505,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       if (decision.action !== 'pull') options.requestServed?.(decision.request, decision, null);
     const pulls =
       pullDecision.action === 'pull'
-        ? await pullTurn2(started, router, pullDecision, decisions[0]!, { ...options, timeoutMs })
+        ? await pullTurn2(started, router, pullDecision, decisions[0]!, { ...options, settings: routed, timeoutMs })
         : { pull: null, killedRank: null, calibration: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
 
@@ -484,6 +516,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     return {
       ...pulls,
       handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms },
+      priors,
       decisions,
       gpu,
       drain,
