@@ -196,7 +196,7 @@ describe('the main job', () => {
   );
 
   it('on loopback, with --endpoint-verify sampled and --endpoint-metrics-port: the pull compares every 8th block and the last, and each rank prints where it serves its metrics', async () => {
-    const first = await freePorts(3);
+    const first = await freePorts(4);
     const sampled = kvreuseSettings.resolve({
       file: exampleSettingsPath,
       env: {},
@@ -223,11 +223,12 @@ describe('the main job', () => {
         /^ {2}42 blocks, 308,281,344 bytes, 7 blocks' checksums compared \(sampled\), every byte verified, /,
       ),
     );
-    // The ranks start at once: each prints its URL when it has published, in whatever order they do.
+    // The ranks start at once: each prints its URL when it has published, in whatever order they do; the router (this process) serves on the port after theirs.
     expect(progress.filter((line) => line.includes('serves its metrics at')).sort()).toEqual([
       `  qwen3-0.6b-decode-0/tp0 serves its metrics at http://127.0.0.1:${first}/metrics`,
       `  qwen3-0.6b-decode-0/tp1 serves its metrics at http://127.0.0.1:${first + 1}/metrics`,
       `  qwen3-0.6b-prefill-0/tp0 serves its metrics at http://127.0.0.1:${first + 2}/metrics`,
+      `  the router (this process) serves its metrics at http://127.0.0.1:${first + 3}/metrics`,
     ]);
   }, 60_000);
 });
