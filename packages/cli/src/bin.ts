@@ -27,4 +27,5 @@ process.exitCode = await runCli(process.argv.slice(2), {
   env: process.env,
   cwd: process.cwd(),
   whenInterrupted: interrupts,
+  nextSignal: interrupts.nextSignal,
 });

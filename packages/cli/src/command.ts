@@ -11,6 +11,8 @@ export interface CliContext {
   readonly cwd: string;
   /** Where a command registers what to undo if the process is interrupted (the binary's: SIGINT, SIGTERM); without it, an interruption undoes nothing. */
   readonly whenInterrupted?: WhenInterrupted;
+  /** Resolves with the process's next SIGINT or SIGTERM, which then interrupts nothing (the binary's); without it, a command cannot wait for one. */
+  readonly nextSignal?: () => Promise<NodeJS.Signals>;
 }
 
 /** One command the binary runs: `config show`, `inspect`, … */

@@ -30,6 +30,22 @@ const backendOption: OptionSpec = {
   value: '<ucx|loopback>',
   description: 'the transport of the ranks (default ucx)',
 };
+const holdOption: OptionSpec = {
+  name: 'hold',
+  description:
+    'after its steps, keep the router and the ranks still running serving their metrics until SIGINT or SIGTERM, then drain as usual (needs --endpoint-metrics-port)',
+};
+
+/** `--hold`: how the job waits for the signal that ends its hold; undefined without it. */
+function holdOf(args: CommandArgs, settings: Settings, context: CliContext): (() => Promise<string>) | undefined {
+  if (!args.options.has('hold')) return undefined;
+  if (settings.endpoint.metricsPort === 0)
+    throw new UsageError('demo', '--hold keeps the demo serving its metrics: give --endpoint-metrics-port <port>');
+  const { nextSignal } = context;
+  if (nextSignal === undefined)
+    throw new UsageError('demo', '--hold waits for SIGINT or SIGTERM: this runCli was given no nextSignal');
+  return nextSignal;
+}
 
 /** The ranks' transport: `--backend`, else `transport.backend`. Both on the command line is an error naming both. */
 function backendOf(args: CommandArgs, { settings, provenance }: ResolvedSettings): Backend {
@@ -61,8 +77,8 @@ export const demo: Command = {
   summary:
     'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks and its receipt calibrates the router; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, the other stopped while the prefill holds its pin, and every drain report with the pins it waited for.',
   usage:
-    '[--config <file>] [--backend <ucx|loopback>] [-o table|json|yaml] [--log <file>] [--log-format text|json] [setting flags]',
-  options: [...settingsOptions, backendOption, ...dataOptions, logOption, logFormatOption],
+    '[--config <file>] [--backend <ucx|loopback>] [--hold] [-o table|json|yaml] [--log <file>] [--log-format text|json] [setting flags]',
+  options: [...settingsOptions, backendOption, holdOption, ...dataOptions, logOption, logFormatOption],
   help: () =>
     'Progress and the summary line go to stdout; with -o json or -o yaml (--json) stdout holds the summary document only, and the progress goes to stderr. ' +
     'The request log (one line per request with its receipt: blocks, bytes, checksum verification, ms, what was recomputed and why; a pino JSON line with --log-format json) goes to stderr, or to --log <file>.\n\n' +
@@ -70,7 +86,8 @@ export const demo: Command = {
     'without endpoints, the demo starts a local etcd for the run on free loopback ports, with a temporary data dir, and stops it and removes its data when the run ends, fails or is interrupted (SIGINT, SIGTERM). ' +
     'That needs the etcd binary on PATH (sudo apt-get install -y etcd-server).\n\n' +
     'The pull verifies checksums as --endpoint-verify <full|sampled|off> says. With --endpoint-metrics-port <port>, each demo process serves its metrics on a port of its own, ' +
-    'from <port> up, at the URL its progress line prints: `kvreuse inspect --metrics <url>` reads it while the demo runs.\n\n' +
+    "from <port> up (the three ranks, then this process with its router's decisions), at the URL its progress line prints: `kvreuse inspect --metrics <url>` reads it while the demo runs, " +
+    'and with --hold until SIGINT or SIGTERM.\n\n' +
     `Settings: the settings file (--config <file>, else KVREUSE_CONFIG, else ./kvreuse.yaml; without one the bundled example, where reuse is on), then KVREUSE_* variables, then setting flags. ` +
     '--backend is transport.backend: give it or --transport-backend, not both.\n\n' +
     settingsHelp(kvreuseSettings),
@@ -95,6 +112,7 @@ export const demo: Command = {
         `endpoint.metrics_port = ${metricsPort} leaves no port for some of the ${demoProcesses} demo processes (each serves its metrics on the next port); at most ${maxPort - demoProcesses + 1}`,
       );
     }
+    const hold = holdOf(args, settings, context);
     // A named secret file every rank would refuse is refused here, as the settings error it is.
     if (settings.discovery.secretFile !== '') openClusterSecret(settings.discovery);
     const capabilities =
@@ -123,6 +141,11 @@ export const demo: Command = {
         backend,
         progress,
         requestServed: requestLog.served,
+        ...(hold === undefined ? {} : { hold }),
+        givenPriors: {
+          blockUs: resolved.provenance.router.transferSourceEstimatedBlockUs.source !== 'default',
+          prefillTokenUs: resolved.provenance.router.transferSourcePrefillTokenUs.source !== 'default',
+        },
         ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
       });
       context.stdout(format === undefined ? `${summaryLine(summary)}\n` : renderDocument(format, summary));

@@ -94,4 +94,22 @@ describe('interruptCleanups', () => {
     await target.raised;
     expect(log).toEqual(['exit 141']);
   });
+
+  it('nextSignal resolves with the next signal, which runs no cleanup; the one after interrupts as usual', async () => {
+    const log: string[] = [];
+    const target = signalledProcess(log);
+    const interrupts = interruptCleanups(target);
+    const waiting = interrupts.nextSignal();
+    // Listening while it waits, with no cleanup registered.
+    expect(target.listening()).toBe(2);
+    interrupts(async () => void log.push('cleanup'));
+    target.emitter.emit('SIGTERM', 'SIGTERM');
+    await expect(waiting).resolves.toBe('SIGTERM');
+    expect(log).toEqual([]);
+    expect(target.listening()).toBe(2);
+    target.emitter.emit('SIGINT', 'SIGINT');
+    await target.raised;
+    expect(log).toEqual(['cleanup', 'raised SIGINT at 4242']);
+    expect(target.listening()).toBe(0);
+  });
 });

@@ -18,6 +18,11 @@ export interface SignalledProcess {
 export interface InterruptCleanups extends WhenInterrupted {
   /** Runs every registered cleanup, then ends the process with status 141, as a shell reports a process ended by SIGPIPE (Node ignores that signal). */
   readonly brokenPipe: () => void;
+  /**
+   * Resolves with the next SIGINT or SIGTERM, which then runs no cleanup and ends nothing: the command
+   * that waits for it (`kvreuse demo --hold`) ends by itself. A later one interrupts as usual.
+   */
+  readonly nextSignal: () => Promise<NodeJS.Signals>;
 }
 
 /** The status of a process ended by SIGPIPE (128 + 13). */
@@ -34,15 +39,29 @@ const interruptions: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
  */
 export function interruptCleanups(target: SignalledProcess): InterruptCleanups {
   const cleanups = new Set<() => Promise<void>>();
-  const listen = (on: boolean): void => {
+  let waiting: ((signal: NodeJS.Signals) => void) | undefined;
+  let listening = false;
+  let ending = false;
+  // Listening while a cleanup is registered or a command waits for a signal, and never once ending.
+  const listen = (): void => {
+    const on = !ending && (cleanups.size > 0 || waiting !== undefined);
+    if (on === listening) return;
+    listening = on;
     for (const signal of interruptions) (on ? target.on : target.off).call(target, signal, interrupted);
   };
-  const interrupted = (signal: NodeJS.Signals): void => end(() => target.kill(target.pid, signal));
-  let ending = false;
+  const interrupted = (signal: NodeJS.Signals): void => {
+    const waiter = waiting;
+    waiting = undefined;
+    if (waiter === undefined) end(() => target.kill(target.pid, signal));
+    else {
+      listen();
+      waiter(signal);
+    }
+  };
   function end(then: () => void): void {
     if (ending) return;
     ending = true;
-    listen(false);
+    listen();
     // Last registered first, each to its end: what was started last may still use what was started before it
     // (the demo's ranks drain through the local etcd it started first).
     const pending = [...cleanups].reverse();
@@ -56,11 +75,16 @@ export function interruptCleanups(target: SignalledProcess): InterruptCleanups {
     })();
   }
   const register: WhenInterrupted = (cleanup) => {
-    if (cleanups.size === 0 && !ending) listen(true);
     cleanups.add(cleanup);
+    listen();
     return () => {
-      if (cleanups.delete(cleanup) && cleanups.size === 0) listen(false);
+      if (cleanups.delete(cleanup)) listen();
     };
   };
-  return Object.assign(register, { brokenPipe: () => end(() => target.exit(brokenPipeStatus)) });
+  const nextSignal = (): Promise<NodeJS.Signals> =>
+    new Promise((resolve) => {
+      waiting = resolve;
+      listen();
+    });
+  return Object.assign(register, { brokenPipe: () => end(() => target.exit(brokenPipeStatus)), nextSignal });
 }

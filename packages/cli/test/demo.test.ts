@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
-import { runBinary, startBinary } from './binary.js';
+import { repoRoot, runBinary, startBinary } from './binary.js';
 import { startEtcd } from './etcd.js';
 import { freePorts } from './free-ports.js';
 
@@ -109,6 +109,61 @@ describe('kvreuse demo', () => {
       'kvreuse demo: no pull; turn 2 recompute (disabled), short request recompute (disabled); gpu reuse refused; 3 processes drained, 168 banks returned, 0 retained, 0 pins waited for (0 released)',
     );
   }, 120_000);
+
+  it("as the README's Getting started says: turn 2 pulled, the short request too short, turn 2 pulled again once calibrated; every block verified", async () => {
+    // The README's account: the rows of its table of decisions, `| request | decision (reason) | why |`.
+    const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+    const account = [
+      ...readme.matchAll(/^\| (turn 2|short request|turn 2, calibrated) \| (pull|recompute) \(([a-z-]+)\) \|/gm),
+    ].map(([, request, action, reason]) => [request, action, reason]);
+    expect(account).toHaveLength(3);
+    const run = await runBinary(['demo', '-o', 'json'], { cwd: anywhere });
+    expect(run.status).toBe(0);
+    const summary = JSON.parse(run.stdout) as DemoSummary;
+    const decisions = [...summary.decisions, ...(summary.calibration === null ? [] : [summary.calibration.decision])];
+    expect(decisions.map(({ request, action, reason }) => [request, action, reason])).toEqual(account);
+    expect(summary.pull).toMatchObject({ blocks: 42, bytes: 308_281_344, verified: true, recomputedBlocks: 0 });
+    // The priors it printed: measured and derived on this machine, not the settings' defaults.
+    expect([summary.priors.blockUs.source, summary.priors.prefillTokenUs.source]).toEqual(['measured', 'derived']);
+    expect(run.stderrLines).toContainEqual(
+      expect.stringMatching(/^priors: a block over the link [\d,]+ µs \(measured: /),
+    );
+  }, 120_000);
+
+  it('--hold: the router (this process) and the ranks still running serve their metrics until SIGTERM, then every process drains and nothing is left', async () => {
+    const tmp = runTmpdir();
+    const port = await freePorts(4);
+    const started = startBinary(['demo', '--hold', '--endpoint-metrics-port', String(port)], {
+      cwd: anywhere,
+      env: { TMPDIR: tmp },
+    });
+    await started.stdoutLine(/^holding: /);
+    // The router's decisions, where it runs: turn 2, the short request and turn 2 again, one sample each.
+    const router = await (await fetch(`http://127.0.0.1:${port + 3}/metrics`)).text();
+    const decisions = [
+      ...router.matchAll(/^kvreuse_route_decisions_total\{action="(pull|recompute)",reason="[a-z-]+"\} (\d+)$/gm),
+    ];
+    expect(decisions.reduce((sum, [, , count]) => sum + Number(count), 0)).toBe(3);
+    // The prefill rank still serves its endpoint's, without a router counter.
+    const prefill = await (await fetch(`http://127.0.0.1:${port + 2}/metrics`)).text();
+    expect(prefill).toContain('kvreuse_endpoint_state');
+    expect(prefill).not.toContain('kvreuse_route_decisions_total');
+    started.child.kill('SIGTERM');
+    const run = await started.finished;
+    expect([run.status, run.signal]).toEqual([0, null]);
+    expect(run.stdout).toContain('  SIGTERM: the hold ends\n');
+    expect(lastLine(run.stdout)).toMatch(/^kvreuse demo: pulled 42 blocks .* 2 processes drained, 112 banks returned/);
+    expect(rankProcessesIn(tmp)).toEqual([]);
+    expect(readdirSync(tmp)).toEqual([]);
+  }, 120_000);
+
+  it('--hold without a metrics port is a usage error naming the flag: one line, exit 2', async () => {
+    const run = await runBinary(['demo', '--hold'], { cwd: anywhere });
+    expect(run).toMatchObject({ status: 2, stdout: '' });
+    expect(run.stderrLines).toEqual([
+      'kvreuse: demo: --hold keeps the demo serving its metrics: give --endpoint-metrics-port <port> (see kvreuse demo --help) [USAGE]',
+    ]);
+  });
 
   it('with --discovery-backend etcd, the ranks and the router meet in etcd', async () => {
     const etcd = await startEtcd();
@@ -269,7 +324,7 @@ describe('kvreuse demo', () => {
 
   it('a rank that fails (its metrics port in use): exit 1 naming it, every other process stopped, nothing left in the temporary folder', async () => {
     const tmp = runTmpdir();
-    const port = await freePorts(3);
+    const port = await freePorts(4);
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(port + 1, '127.0.0.1', resolve));
     try {
@@ -294,7 +349,7 @@ describe('kvreuse demo', () => {
     const run = await runBinary(['demo', '--endpoint-metrics-port', '65534'], { cwd: anywhere });
     expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
-      'kvreuse: demo: endpoint.metrics_port = 65534 leaves no port for some of the 3 demo processes (each serves its metrics on the next port); at most 65533 (see kvreuse demo --help) [USAGE]',
+      'kvreuse: demo: endpoint.metrics_port = 65534 leaves no port for some of the 4 demo processes (each serves its metrics on the next port); at most 65532 (see kvreuse demo --help) [USAGE]',
     ]);
   });
 

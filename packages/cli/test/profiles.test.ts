@@ -22,7 +22,7 @@ describe('kvreuse profiles list and show', () => {
         .map((line) => line.split(' ')[0]),
     ).toEqual([...builtInProfileNames]);
     expect(run.stdout).toMatch(
-      /^qwen3-0\.6b-bf16-b64 +v1 +Qwen\/Qwen3-0\.6B +prefill TP 1 PP 1 \(dram\), decode TP 2 PP 1 \(dram\)$/m,
+      /^qwen3-0\.6b-bf16-b64 +v2 +Qwen\/Qwen3-0\.6B +prefill TP 1 PP 1 \(dram\), decode TP 2 PP 1 \(dram\)$/m,
     );
   });
 
@@ -80,19 +80,26 @@ describe('kvreuse profiles check', () => {
       decodeWorker,
       '--worker',
       prefillWorker,
-      '--inventory-hash-seed',
-      'Qwen/Qwen3-0.6B',
     ]);
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(
-      /^admitted: profile qwen3-0\.6b-bf16-b64 v1 against workers qwen3-0\.6b-decode-0, qwen3-0\.6b-prefill-0, native .*\n$/,
+      /^admitted: profile qwen3-0\.6b-bf16-b64 v2 against workers qwen3-0\.6b-decode-0, qwen3-0\.6b-prefill-0, native .*\n$/,
     );
   });
 
+  it.each(['qwen3-0.6b-bf16-b64', 'llama-3.1-8b-bf16-b64'])(
+    'admits the built-in %s with default settings (no settings file, variable or flag)',
+    async (name) => {
+      const run = await runBinary(['profiles', 'check', name]);
+      expect(run).toMatchObject({ status: 0, stderr: '' });
+      expect(run.stdout).toMatch(new RegExp(`^admitted: profile ${name.replaceAll('.', '\\.')} v2 against no worker`));
+    },
+  );
+
   it('the profile the settings declare (profile.name) is the one checked', async () => {
     const run = await runBinary(['profiles', 'check', '--worker', decodeWorker, '--json'], {
-      env: { KVREUSE_PROFILE_NAME: 'qwen3-0.6b-bf16-b64', KVREUSE_INVENTORY_HASH_SEED: 'Qwen/Qwen3-0.6B' },
+      env: { KVREUSE_PROFILE_NAME: 'qwen3-0.6b-bf16-b64' },
     });
     expect(run.status).toBe(0);
     expect(JSON.parse(run.stdout)).toMatchObject({
@@ -115,9 +122,9 @@ describe('kvreuse profiles check', () => {
     ]);
     expect(run.status).toBe(1);
     const [verdict, ...reasons] = run.stdout.trimEnd().split('\n');
-    expect(verdict).toMatch(/^refused: profile llama-3\.1-8b-bf16-b64 v1 against workers qwen3-0\.6b-decode-0/);
+    expect(verdict).toMatch(/^refused: profile llama-3\.1-8b-bf16-b64 v2 against workers qwen3-0\.6b-decode-0/);
     expect(reasons).toContain(
-      '  - blockHash.seed: expected "meta-llama/Llama-3.1-8B-Instruct", actual "Qwen/Qwen3-0.6B" (set by --inventory-hash-seed, KVREUSE_INVENTORY_HASH_SEED or inventory.hash_seed)',
+      '  - blockHash.seed: expected "", actual "Qwen/Qwen3-0.6B" (set by --inventory-hash-seed, KVREUSE_INVENTORY_HASH_SEED or inventory.hash_seed)',
     );
     expect(reasons).toContainEqual(
       expect.stringMatching(/^  - worker qwen3-0\.6b-decode-0: geometry\.numLayers: expected 32, actual 28/),

@@ -1,7 +1,8 @@
 // The Grafana dashboard shipped in dashboards/: every query of every panel names only metrics an
-// endpoint's /metrics exports, so no panel stays empty because a name drifted.
+// endpoint's or a router's /metrics exports, so no panel stays empty because a name drifted.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { RouterMetrics } from '@kvreuse/router';
 import { EndpointMetrics } from './metrics.js';
 
 interface Dashboard {
@@ -12,9 +13,12 @@ const dashboard = JSON.parse(
   readFileSync(new URL('../dashboards/kvreuse-endpoints.json', import.meta.url), 'utf8'),
 ) as Dashboard;
 
-/** The series names a registry exports: each metric's, and a histogram's _bucket, _sum and _count. */
+/** The series names an endpoint's and a router's registries export: each metric's, and a histogram's _bucket, _sum and _count. */
 async function exportedNames(): Promise<Set<string>> {
-  const metrics = await new EndpointMetrics().registry.getMetricsAsJSON();
+  const metrics = [
+    ...(await new EndpointMetrics().registry.getMetricsAsJSON()),
+    ...(await new RouterMetrics().registry.getMetricsAsJSON()),
+  ];
   return new Set(
     metrics.flatMap(({ name, type }) =>
       String(type) === 'histogram' ? [name, `${name}_bucket`, `${name}_sum`, `${name}_count`] : [name],
@@ -28,7 +32,7 @@ function metricNames(expr: string): string[] {
 }
 
 describe('dashboards/kvreuse-endpoints.json', () => {
-  it('every panel queries at least one metric, and every metric it names is one an endpoint exports', async () => {
+  it('every panel queries at least one metric, and every metric it names is one an endpoint or a router exports', async () => {
     const exported = await exportedNames();
     const unknown = dashboard.panels.flatMap((panel) => {
       const names = panel.targets.flatMap((target) => metricNames(target.expr));

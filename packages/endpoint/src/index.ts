@@ -32,6 +32,7 @@ export {
   type BankCounts,
   EndpointMetrics,
   type EndpointMetricsOptions,
+  listenMetrics,
   type MetricsListener,
   type TransferRecord,
   type TransferSide,

@@ -52,14 +52,13 @@ describe('EndpointMetrics', () => {
     expect(sample(text, `kvreuse_transfer_duration_seconds_bucket{le="0.05",${labels}}`)).toBe(2);
   });
 
-  it('reports failures by code, pins, banks, the lifecycle state and decisions', async () => {
+  it('reports failures by code, pins, banks and the lifecycle state; no router decisions (the router serves those)', async () => {
     const metrics = new EndpointMetrics();
     metrics.transferFailed('pull', 'REMOTE_DISCONNECT');
     metrics.transferFailed('pull', 'REMOTE_DISCONNECT');
     metrics.pinsHeld('serve', 3);
     metrics.banks({ registered: 56, retained: 2, quarantined: 1 });
     metrics.state('ready');
-    metrics.decision('recompute', 'too-short');
     metrics.pinMessageRefused('unauthenticated');
     metrics.pinMessageRefused('unauthenticated');
     const text = await metrics.text();
@@ -71,7 +70,7 @@ describe('EndpointMetrics', () => {
     expect(sample(text, 'kvreuse_banks{state="quarantined"}')).toBe(1);
     expect(sample(text, 'kvreuse_endpoint_state{state="ready"}')).toBe(1);
     expect(sample(text, 'kvreuse_endpoint_state{state="created"}')).toBe(0);
-    expect(sample(text, 'kvreuse_route_decisions_total{action="recompute",reason="too-short"}')).toBe(1);
+    expect(text).not.toContain('kvreuse_route_decisions_total');
   });
 
   it('refuses values that would corrupt a series, naming them, and records nothing', async () => {
@@ -117,13 +116,13 @@ describe('EndpointMetrics', () => {
 
   it('registers into a registry the caller owns', async () => {
     const registry = new Registry();
-    new EndpointMetrics({ registry }).decision('pull', 'worth-it');
-    expect(await registry.metrics()).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 1');
+    new EndpointMetrics({ registry }).pinsHeld('pull', 2);
+    expect(await registry.metrics()).toContain('kvreuse_pins_held{side="pull"} 2');
   });
 
   it('serves GET /metrics on 127.0.0.1, 404 elsewhere, and closes', async () => {
     const metrics = new EndpointMetrics();
-    metrics.decision('pull', 'worth-it');
+    metrics.pinsHeld('serve', 1);
     const listener = await metrics.listen(0);
     try {
       expect(listener.host).toBe('127.0.0.1');
@@ -131,7 +130,7 @@ describe('EndpointMetrics', () => {
       const ok = await fetch(listener.url);
       expect(ok.status).toBe(200);
       expect(ok.headers.get('content-type')).toContain('text/plain');
-      expect(await ok.text()).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 1');
+      expect(await ok.text()).toContain('kvreuse_pins_held{side="serve"} 1');
       const missing = await fetch(`http://127.0.0.1:${listener.port}/other`);
       expect(missing.status).toBe(404);
       await missing.text();

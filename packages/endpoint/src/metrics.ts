@@ -89,7 +89,6 @@ export class EndpointMetrics {
   readonly #pinMessagesRefused: Counter<'reason'>;
   readonly #banks: Gauge<'state'>;
   readonly #state: Gauge<'state'>;
-  readonly #decisions: Counter<'action' | 'reason'>;
 
   constructor(options: EndpointMetricsOptions = {}) {
     if (typeof options !== 'object' || options === null)
@@ -162,12 +161,6 @@ export class EndpointMetrics {
       labelNames: ['state'],
       registers,
     });
-    this.#decisions = new Counter({
-      name: 'kvreuse_route_decisions_total',
-      help: "The router's decisions, by action and reason.",
-      labelNames: ['action', 'reason'],
-      registers,
-    });
     this.#zero();
   }
 
@@ -221,10 +214,6 @@ export class EndpointMetrics {
     for (const state of endpointStates) this.#state.set({ state }, state === current ? 1 : 0);
   }
 
-  decision(action: 'pull' | 'recompute', reason: string): void {
-    this.#decisions.inc({ action, reason });
-  }
-
   /** The metrics in Prometheus' text format. */
   text(): Promise<string> {
     return this.registry.metrics();
@@ -232,41 +221,50 @@ export class EndpointMetrics {
 
   /**
    * Serves the metrics at `GET /metrics` on `host` (127.0.0.1 unless given) and `port` (0 picks a free
-   * one); resolves once listening. Anything else gets 404. A port in use (or an address that cannot be
-   * listened on) rejects with `MetricsPortError` naming the host, the port and the system's code.
+   * one), as `listenMetrics` does.
    */
   listen(port: number, host = '127.0.0.1'): Promise<MetricsListener> {
-    if (!Number.isInteger(port) || port < 0 || port > 65535)
-      throw new EndpointOptionError('metrics.port', port, 'a whole number from 0 to 65535');
-    const server: Server = createServer((request, response) => {
-      if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
-        response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at GET /metrics\n');
-        return;
-      }
-      this.text().then(
-        (body) => response.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
-        (error: unknown) =>
-          response
-            .writeHead(500, { 'content-type': 'text/plain' })
-            .end(`metrics failed: ${error instanceof Error ? error.message : String(error)}\n`),
-      );
-    });
-    return new Promise((resolve, reject) => {
-      const refused = (error: NodeJS.ErrnoException): void =>
-        reject(new MetricsPortError(host, port, error.code ?? 'UNKNOWN', { cause: error }));
-      server.once('error', refused);
-      server.listen(port, host, () => {
-        server.off('error', refused);
-        const address = server.address();
-        const listening = typeof address === 'object' && address !== null ? address.port : port;
-        resolve({
-          host,
-          port: listening,
-          url: `http://${host.includes(':') ? `[${host}]` : host}:${listening}/metrics`,
-          close: () =>
-            new Promise<void>((done, fail) => server.close((error) => (error === undefined ? done() : fail(error)))),
-        });
+    return listenMetrics(this.registry, port, host);
+  }
+}
+
+/**
+ * Serves `registry`'s metrics at `GET /metrics` on `host` (127.0.0.1 unless given) and `port` (0 picks a
+ * free one); resolves once listening. Anything else gets 404. A port in use (or an address that cannot be
+ * listened on) rejects with `MetricsPortError` naming the host, the port and the system's code. Any
+ * registry: an endpoint's (`EndpointMetrics.listen`), a router's (`RouterMetrics` of @kvreuse/router), or one of both.
+ */
+export function listenMetrics(registry: Registry, port: number, host = '127.0.0.1'): Promise<MetricsListener> {
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new EndpointOptionError('metrics.port', port, 'a whole number from 0 to 65535');
+  const server: Server = createServer((request, response) => {
+    if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
+      response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at GET /metrics\n');
+      return;
+    }
+    registry.metrics().then(
+      (body) => response.writeHead(200, { 'content-type': registry.contentType }).end(body),
+      (error: unknown) =>
+        response
+          .writeHead(500, { 'content-type': 'text/plain' })
+          .end(`metrics failed: ${error instanceof Error ? error.message : String(error)}\n`),
+    );
+  });
+  return new Promise((resolve, reject) => {
+    const refused = (error: NodeJS.ErrnoException): void =>
+      reject(new MetricsPortError(host, port, error.code ?? 'UNKNOWN', { cause: error }));
+    server.once('error', refused);
+    server.listen(port, host, () => {
+      server.off('error', refused);
+      const address = server.address();
+      const listening = typeof address === 'object' && address !== null ? address.port : port;
+      resolve({
+        host,
+        port: listening,
+        url: `http://${host.includes(':') ? `[${host}]` : host}:${listening}/metrics`,
+        close: () =>
+          new Promise<void>((done, fail) => server.close((error) => (error === undefined ? done() : fail(error)))),
       });
     });
-  }
+  });
 }

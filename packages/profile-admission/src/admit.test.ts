@@ -101,7 +101,7 @@ describe('admit: every refusal names the profile field, the expected and the act
     ]);
     expect(
       refusals(qwen, factsFor(qwen, { settings: settingsFor(qwen, {}, ['--inventory-hash-seed=qwen3@other']) })),
-    ).toEqual(['* blockHash.seed: "Qwen/Qwen3-0.6B" → "qwen3@other"']);
+    ).toEqual(['* blockHash.seed: "" → "qwen3@other"']);
   });
 
   it('fails closed on the block size and the layout, naming each differing geometry field', () => {
@@ -180,7 +180,7 @@ describe('admit: every refusal names the profile field, the expected and the act
     const b16 = workerOf({ role: 'decode', geometry: llama8b16.geometry, tpSize: 2 });
     const settings = settingsFor(llama8b64, {}, ['--inventory-hash-seed=llama']);
     expect(refusals(llama8b64, factsFor(llama8b64, { workers: [b16], settings }))).toEqual([
-      '* blockHash.seed: "meta-llama/Llama-3.1-8B-Instruct" → "llama"',
+      '* blockHash.seed: "" → "llama"',
       'decode-1 roles.decode.tpSize: 1 → 2',
       'decode-1 geometry.blockTokens: 64 → 16',
     ]);

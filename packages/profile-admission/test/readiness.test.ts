@@ -187,7 +187,7 @@ describe('profile admission as the registry readiness gate, over SQLite discover
     const readiness = await judged(tracker);
     expect(seen).toEqual(['not ready: no-parts', 'not ready: gate (profile qwen3-0.6b-bf16-b64)']);
     expect(!readiness.ready && readiness.reasons[0]!.message).toBe(
-      'gate profile qwen3-0.6b-bf16-b64 refused: blockHash.seed: expected "Qwen/Qwen3-0.6B", actual "qwen@other" (set by --inventory-hash-seed, KVREUSE_INVENTORY_HASH_SEED or inventory.hash_seed)',
+      'gate profile qwen3-0.6b-bf16-b64 refused: blockHash.seed: expected "", actual "qwen@other" (set by --inventory-hash-seed, KVREUSE_INVENTORY_HASH_SEED or inventory.hash_seed)',
     );
   });
 

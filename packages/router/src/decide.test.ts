@@ -438,7 +438,7 @@ describe('decide: candidates', () => {
 
   it('rejects a source that declares another block hash function or seed', () => {
     for (const blockHash of [
-      { function: 'vllm.sha256', seed: 'meta-llama/Llama-3.1-8B-Instruct' },
+      { function: 'vllm.sha256', seed: profile.blockHash.seed },
       { function: blockHashFunction, seed: 'another seed' },
     ]) {
       const s = scenario();
@@ -451,7 +451,7 @@ describe('decide: candidates', () => {
     }
     const same = scenario();
     same.sources.observe(readyOf(workerOf('decode-1'), 1), {
-      blockHash: { function: blockHashFunction, seed: 'meta-llama/Llama-3.1-8B-Instruct' },
+      blockHash: { function: blockHashFunction, seed: profile.blockHash.seed },
     });
     same.sources.inventoryComplete('decode-1', 1);
     same.retain(workerOf('decode-1'), 1, { blocks: 8 });

@@ -37,6 +37,11 @@ describe('the demo summary', () => {
     });
   });
 
+  const priors: DemoSummary['priors'] = {
+    blockUs: { value: 35_000, source: 'measured', detail: "turn 1's hand-off" },
+    prefillTokenUs: { value: 50, source: 'settings', detail: 'router.transfer_source_prefill_token_us' },
+  };
+
   it('says it all in one line', () => {
     const pins = {
       waitedFor: 1,
@@ -48,6 +53,7 @@ describe('the demo summary', () => {
     const none = { waitedFor: 0, released: 0, lapsed: 0, outstanding: 0, held: [] };
     const summary: DemoSummary = {
       handOff: { blocks: 40, bytes: 293_601_280, ms: 1400 },
+      priors,
       decisions: [
         {
           request: 'turn 2',

@@ -1,5 +1,6 @@
 // What the main job reports: the summary object `--json` prints last, and the one line printed last without it.
 import type { VerifyMode } from '@kvreuse/endpoint';
+import type { DemoPriors } from './priors.js';
 import type { DrainSummary, PullReport } from './rank-messages.js';
 import type { RankDrain } from './rank-processes.js';
 
@@ -51,6 +52,8 @@ export interface DemoDrainRow {
 
 export interface DemoSummary {
   readonly handOff: { readonly blocks: number; readonly bytes: number; readonly ms: number };
+  /** The router's priors for the run, and where each came from. */
+  readonly priors: DemoPriors;
   readonly decisions: readonly DemoDecision[];
   /** Null when the router did not route turn 2 to a pull. */
   readonly pull: DemoPull | null;

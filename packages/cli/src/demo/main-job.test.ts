@@ -12,6 +12,8 @@ import type { PullReport } from './rank-messages.js';
 const { settings } = kvreuseSettings.resolve({ file: exampleSettingsPath, env: {}, argv: [] });
 const capabilities = loadTransport().capabilities();
 const clock = (): number => 0;
+/** The compute the recompute prior is derived from: 880,803,840 FLOPs a token / (2 × 2,600 MHz × 128) = 1,323.3 µs a token. */
+const compute = { cores: 2, mhz: 2600 };
 
 type Served = { request: string; decision: string; receipt: PullReport | null };
 
@@ -26,15 +28,34 @@ function expectHandOffAndPull(summary: DemoSummary, progress: readonly string[])
   expect(summary.handOff).toMatchObject({ blocks: 40, bytes: 40 * 7_340_032 });
 }
 
-/** The router's decisions: pull turn 2, recompute the short request. */
-function expectDecisions(summary: DemoSummary): void {
+/** The router's priors: the link's from the hand-off, the recompute's derived from the compute; then its decisions: pull turn 2, recompute the short request. */
+function expectPriorsAndDecisions(summary: DemoSummary, progress: readonly string[]): void {
+  expect(summary.priors.blockUs).toEqual({
+    value: (summary.handOff.ms * 1000) / 40,
+    source: 'measured',
+    detail: `turn 1's hand-off WRITEs over this link: 40 blocks in ${summary.handOff.ms.toFixed(1)} ms, one block at a time`,
+  });
+  expect(summary.priors.prefillTokenUs).toEqual({
+    value: 880_803_840 / (2 * 2600 * 128),
+    source: 'derived',
+    detail:
+      "Qwen3-0.6B's 880,803,840 FLOPs a token at this machine's peak: 2 cores × 2600 MHz × 128 bf16 FLOPs a cycle",
+  });
+  expect(progress).toContainEqual(expect.stringMatching(/^priors: a block over the link [\d,]+ µs \(measured: /));
+  expect(progress).toContain(
+    "  recomputing a token 1,323 µs (derived: Qwen3-0.6B's 880,803,840 FLOPs a token at this machine's peak: 2 cores × 2600 MHz × 128 bf16 FLOPs a cycle)",
+  );
   expect(summary.decisions).toEqual([
     expect.objectContaining({
       request: 'turn 2',
       action: 'pull',
       reason: 'worth-it',
       blocks: 42,
-      detail: 'pull 42 blocks from qwen3-0.6b-decode-0: saves 134.4 ms for 6.2 ms (prior estimate), net 128.2 ms',
+      // 42 blocks × 64 tokens × 1,323.3 µs; the transfer priced at the hand-off's time a block, plus the 2 ms budget.
+      detail: expect.stringMatching(
+        /^pull 42 blocks from qwen3-0\.6b-decode-0: saves 3557\.\d+ ms for [\d.]+ ms \(prior estimate\), net [\d.]+ ms$/,
+      ),
+      costMs: expect.closeTo((summary.handOff.ms * 42) / 40 + 2, 6),
     }),
     expect.objectContaining({
       request: 'short request',
@@ -45,10 +66,10 @@ function expectDecisions(summary: DemoSummary): void {
   ]);
 }
 
-/** The pull's receipt calibrates the router: its next estimate for these 42 blocks is what the pull took, not the prior's 100 µs a block. */
+/** The pull's receipt calibrates the router: its next estimate for these 42 blocks is what the pull took, not the hand-off's time a block. */
 function expectCalibration(summary: DemoSummary, progress: readonly string[]): void {
   expect(summary.calibration?.blocks).toBe(42);
-  expect(summary.calibration?.transferMs.prior).toBeCloseTo(4.2, 9);
+  expect(summary.calibration?.transferMs.prior).toBeCloseTo((summary.handOff.ms * 42) / 40, 6);
   expect(summary.calibration?.transferMs.measured).toBe(summary.pull?.ms);
   expect(summary.calibration?.transferMs.calibrated).toBeCloseTo(summary.pull?.ms ?? Number.NaN, 6);
   expect(summary.calibration?.decision).toMatchObject({
@@ -58,7 +79,7 @@ function expectCalibration(summary: DemoSummary, progress: readonly string[]): v
   });
   expect(progress).toContainEqual(
     expect.stringMatching(
-      /^calibration: the router priced 42 blocks at 4\.2 ms \(prior\); the pull took [\d.]+ ms; from its receipt the router now prices them at [\d.]+ ms$/,
+      /^calibration: the router priced 42 blocks at [\d.]+ ms \(prior\); the pull took [\d.]+ ms; from its receipt the router now prices them at [\d.]+ ms$/,
     ),
   );
 }
@@ -162,9 +183,10 @@ describe('the main job', () => {
         progress: (line) => progress.push(line),
         requestServed: (request, decision, receipt) => served.push({ request, decision: decision.request, receipt }),
         clock,
+        compute,
       });
       expectHandOffAndPull(summary, progress);
-      expectDecisions(summary);
+      expectPriorsAndDecisions(summary, progress);
       expectCalibration(summary, progress);
       expectGpuRefusedAndKilledRank(summary);
       expectServed(served, summary);
@@ -174,7 +196,7 @@ describe('the main job', () => {
   );
 
   it('on loopback, with --endpoint-verify sampled and --endpoint-metrics-port: the pull compares every 8th block and the last, and each rank prints where it serves its metrics', async () => {
-    const first = await freePorts(3);
+    const first = await freePorts(4);
     const sampled = kvreuseSettings.resolve({
       file: exampleSettingsPath,
       env: {},
@@ -201,11 +223,12 @@ describe('the main job', () => {
         /^ {2}42 blocks, 308,281,344 bytes, 7 blocks' checksums compared \(sampled\), every byte verified, /,
       ),
     );
-    // The ranks start at once: each prints its URL when it has published, in whatever order they do.
+    // The ranks start at once: each prints its URL when it has published, in whatever order they do; the router (this process) serves on the port after theirs.
     expect(progress.filter((line) => line.includes('serves its metrics at')).sort()).toEqual([
       `  qwen3-0.6b-decode-0/tp0 serves its metrics at http://127.0.0.1:${first}/metrics`,
       `  qwen3-0.6b-decode-0/tp1 serves its metrics at http://127.0.0.1:${first + 1}/metrics`,
       `  qwen3-0.6b-prefill-0/tp0 serves its metrics at http://127.0.0.1:${first + 2}/metrics`,
+      `  the router (this process) serves its metrics at http://127.0.0.1:${first + 3}/metrics`,
     ]);
   }, 60_000);
 });

@@ -28,14 +28,17 @@ import {
   type RouteContext,
   type RouteDecision,
   type RouteRequest,
+  RouterMetrics,
   SourceBook,
   TransferCalibration,
 } from '@kvreuse/router';
+import { listenMetrics, type MetricsListener } from '@kvreuse/endpoint';
 import { DemoProcessError } from '../errors.js';
 import type { WhenInterrupted } from '../interrupts.js';
 import { type DemoCalibration, type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
 import { hintLine, type PullReport, type RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
+import { type Compute, type DemoPriors, demoPriors, priorLines, thisMachine, withPriors } from './priors.js';
 import { readyWorker } from './ready-worker.js';
 
 export interface MainJobOptions {
@@ -46,10 +49,16 @@ export interface MainJobOptions {
   readonly progress: (line: string) => void;
   /** Each request once it is served: the router's decision, and the prefill's receipt when it pulled (null when it recomputed without one). */
   readonly requestServed?: (request: string, decision: DemoDecision, receipt: PullReport | null) => void;
-  /** The router's monotonic clock, against which its lookup budget runs (default `performance.now`). */
+  /** The router's monotonic clock, against which its lookup budget runs (default: the lesser of wall and this process's CPU time, step by step). */
   readonly clock?: () => number;
   /** How long each rank gets to start, and each step to answer. */
   readonly stepTimeoutMs?: number;
+  /** The router's priors the settings give (by a flag, a variable or a settings file): those the run keeps instead of measuring. */
+  readonly givenPriors?: { readonly blockUs: boolean; readonly prefillTokenUs: boolean };
+  /** The compute the recompute prior is derived from (default: this machine's cores and clock). */
+  readonly compute?: Compute | undefined;
+  /** After its steps, the job keeps its processes serving until this resolves with what ended the hold (`kvreuse demo --hold`: a signal's name). */
+  readonly hold?: () => Promise<string>;
   /** Where the job registers its own shutdown, to run if the process is interrupted (the CLI's SIGINT/SIGTERM handling). */
   readonly whenInterrupted?: WhenInterrupted;
 }
@@ -61,8 +70,8 @@ const ranks: readonly RankSpec[] = [
   { role: 'decode', workerId: decodeId, tpRank: 1, tpSize: 2, peerWorkerId: prefillId },
   { role: 'prefill', workerId: prefillId, tpRank: 0, tpSize: 1, peerWorkerId: decodeId },
 ];
-/** The demo's rank processes: with `endpoint.metrics_port` set, each serves its metrics on a port of its own, from that one up. */
-export const demoProcesses = ranks.length;
+/** The demo's processes: with `endpoint.metrics_port` set, each rank serves its metrics on a port of its own, from that one up, and this one (its router's) on the next. */
+export const demoProcesses = ranks.length + 1;
 
 /** Turn 1: the prompt the prefill computes and hands off, and the blocks decoding appends; 42 stay retained. */
 export const handedOffBlocks = 40;
@@ -100,18 +109,53 @@ function describeDecision(request: string, decision: RouteDecision): DemoDecisio
   };
 }
 
-/** The router in the parent, with the calibration the prefill's receipts feed. */
+const warmUpRounds = 16;
+const compilerSettleMs = 50;
+
+const processCpuMs = (): number => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
+
+/**
+ * The clock the router's lookup budget runs against: between two readings it advances by the lesser of
+ * the wall time and the CPU time this process spent. The budget bounds the router's own work; on a
+ * machine where other jobs hold the cores, wall time alone would also count the time the scheduler gave
+ * them (a 0.2 ms lookup descheduled for a time slice), and CPU time alone what the process's other
+ * threads did meanwhile. A lookup that really works past the budget passes it on both.
+ */
+function routerClock(): () => number {
+  let wall = performance.now();
+  let cpu = processCpuMs();
+  let busy = 0;
+  return () => {
+    const [nowWall, nowCpu] = [performance.now(), processCpuMs()];
+    busy += Math.max(0, Math.min(nowWall - wall, nowCpu - cpu));
+    [wall, cpu] = [nowWall, nowCpu];
+    return busy;
+  };
+}
+
+/** The router in the parent, with the calibration the prefill's receipts feed and the metrics that count its decisions. */
 interface DemoRouter {
   readonly context: RouteContext;
   readonly calibration: TransferCalibration;
+  readonly metrics: RouterMetrics;
   readonly turn2: RouteRequest;
+}
+
+/** Decides, and counts the decision in the router's metrics. */
+function decideCounted(request: RouteRequest, router: Pick<DemoRouter, 'context' | 'metrics'>): RouteDecision {
+  const decision = decide(request, router.context);
+  router.metrics.decided(decision);
+  return decision;
 }
 
 /** Records the pull's calibration sample and decides turn 2 again: the router's transfer estimate before, measured, and after. */
 function recalibrate(router: DemoRouter, before: RouteDecision, report: PullReport): DemoCalibration | null {
   if (report.calibration === undefined) return null;
   router.calibration.record(report.calibration);
-  const after = decide(router.turn2, router.context);
+  const after = decideCounted(router.turn2, router);
   const lookupBudgetMs = router.context.settings.router.transferSourceLookupBudgetMs;
   return {
     blocks: report.calibration.blocks,
@@ -316,7 +360,7 @@ async function decideTurn2(
   discovery: DiscoveryStore,
   inventory: RetainedInventory,
   settings: Settings,
-  options: MainJobOptions,
+  options: MainJobOptions & { readonly metrics: RouterMetrics },
   { decode, prefill }: { readonly decode: Worker; readonly prefill: Worker },
   conversation: readonly number[],
   progress: (line: string) => void,
@@ -335,14 +379,7 @@ async function decideTurn2(
   });
   // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
   const calibration = new TransferCalibration({ minReceipts: 1 });
-  const context = {
-    settings,
-    inventory,
-    sources,
-    activation,
-    calibration,
-    ...(options.clock === undefined ? {} : { clock: options.clock }),
-  };
+  const context = { settings, inventory, sources, activation, calibration, clock: options.clock ?? routerClock() };
   const destination = { worker: prefill, localBlocks: 0 };
   const { blockTokens } = decode.geometry;
   const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
@@ -351,18 +388,26 @@ async function decideTurn2(
     ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1)),
   ];
   // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
-  // (2 ms by default) compiling its own code, so it decides each request once and forgets the answer.
-  for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
-  const pullDecision = decide({ tokens: turn2, destination }, context);
+  // (2 ms by default) compiling its own code, or share the core with the compiler threads optimizing it,
+  // so it decides each request a few times and forgets the answers, then lets the compiler finish.
+  for (let round = 0; round < warmUpRounds; round++)
+    for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
+  await new Promise((resolve) => setTimeout(resolve, compilerSettleMs));
+  const counted = { context, metrics: options.metrics };
+  const pullDecision = decideCounted({ tokens: turn2, destination }, counted);
   const decisions = [
     describeDecision('turn 2', pullDecision),
-    describeDecision('short request', decide({ tokens: shortRequest, destination }, context)),
+    describeDecision('short request', decideCounted({ tokens: shortRequest, destination }, counted)),
   ];
   await watch.close();
   progress('turn 2: the router decides');
   for (const decision of decisions)
     progress(`  ${decision.request}: ${decision.action} (${decision.reason}): ${decision.detail}`);
-  return { pullDecision, decisions, router: { context, calibration, turn2: { tokens: turn2, destination } } };
+  return {
+    pullDecision,
+    decisions,
+    router: { context, calibration, metrics: options.metrics, turn2: { tokens: turn2, destination } },
+  };
 }
 
 /** Starts every rank, saying where and how, and each rank's metrics address and readiness as it comes. */
@@ -421,6 +466,32 @@ async function followRunInventory(discovery: DiscoveryStore): Promise<FollowedIn
   return { inventory, follower, completed };
 }
 
+/** The router's priors for the run, each said as a line of progress. */
+function runPriors(settings: Settings, handOff: { blocks: number; ms: number }, options: MainJobOptions): DemoPriors {
+  const given = options.givenPriors ?? { blockUs: false, prefillTokenUs: false };
+  const priors = demoPriors(settings, given, handOff, 'compute' in options ? options.compute : thisMachine());
+  for (const line of priorLines(priors)) options.progress(line);
+  return priors;
+}
+
+/** With `endpoint.metrics_port` set, this process serves its router's metrics on the port after the ranks'. */
+async function serveRouterMetrics(
+  endpoint: Settings['endpoint'],
+  metrics: RouterMetrics,
+  progress: (line: string) => void,
+): Promise<MetricsListener | undefined> {
+  if (endpoint.metricsPort === 0) return undefined;
+  const listener = await listenMetrics(metrics.registry, endpoint.metricsPort + ranks.length, endpoint.metricsHost);
+  progress(`  the router (this process) serves its metrics at ${listener.url}`);
+  return listener;
+}
+
+/** `kvreuse demo --hold`: every process still running keeps serving until the hold ends. */
+async function holdUntil(hold: () => Promise<string>, progress: (line: string) => void): Promise<void> {
+  progress('holding: the router and the ranks still running serve their metrics until SIGINT or SIGTERM');
+  progress(`  ${await hold()}: the hold ends`);
+}
+
 /** Runs the main job to its end (every process stopped), and returns its summary. */
 export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> {
   const { progress } = options;
@@ -430,6 +501,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
   let discovery: DiscoveryStore | undefined;
   let follower: FollowedInventory['follower'] | undefined;
   let processes: RankProcesses | undefined;
+  let metricsListener: MetricsListener | undefined;
   let closing: Promise<void> | undefined;
   // Once, whether the job ends, fails at any step or the process is interrupted: every rank drained, discovery closed, the run's files gone.
   const closeAll = (): Promise<void> =>
@@ -438,6 +510,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
         await processes?.stop();
         await follower?.close();
         await discovery?.close();
+        await metricsListener?.close();
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
@@ -448,6 +521,8 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     discovery = openDiscovery(settings.discovery);
     const followed = await followRunInventory(discovery);
     ({ follower } = followed);
+    const metrics = new RouterMetrics();
+    metricsListener = await serveRouterMetrics(settings.endpoint, metrics, progress);
     processes = await startRanks(settings, options, timeoutMs);
     const started = processes;
     const decode = await readyWorker(discovery, decodeId);
@@ -457,12 +532,14 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const { conversation, chain } = turn1Conversation(decode, settings);
     const handOff = await handOffTurn1(started, chain, progress, timeoutMs);
     await followed.completed(decode.incarnation);
+    const priors = runPriors(settings, handOff, options);
+    const routed = withPriors(settings, priors);
 
     const { pullDecision, decisions, router } = await decideTurn2(
       discovery,
       followed.inventory,
-      settings,
-      options,
+      routed,
+      { ...options, metrics },
       { decode, prefill },
       conversation,
       progress,
@@ -473,9 +550,10 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       if (decision.action !== 'pull') options.requestServed?.(decision.request, decision, null);
     const pulls =
       pullDecision.action === 'pull'
-        ? await pullTurn2(started, router, pullDecision, decisions[0]!, { ...options, timeoutMs })
+        ? await pullTurn2(started, router, pullDecision, decisions[0]!, { ...options, settings: routed, timeoutMs })
         : { pull: null, killedRank: null, calibration: null };
     if (pulls.pull === null) progress('pull: none, the router recomputes turn 2');
+    if (options.hold !== undefined) await holdUntil(options.hold, progress);
 
     progress('shutdown: SIGTERM to every process still running');
     const drains = await started.stop();
@@ -484,6 +562,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     return {
       ...pulls,
       handOff: { blocks: handOff.blocks, bytes: handOff.bytes, ms: handOff.ms },
+      priors,
       decisions,
       gpu,
       drain,

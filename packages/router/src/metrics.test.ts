@@ -1,0 +1,42 @@
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { codeOf } from '@kvreuse/errors';
+import { RouterMetrics } from './metrics.js';
+
+function thrown(run: () => unknown): unknown {
+  try {
+    run();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+describe('RouterMetrics', () => {
+  it('counts each decision by action and reason, every possible series scraped from the first, with the process metrics', async () => {
+    const metrics = new RouterMetrics();
+    metrics.decided({ action: 'pull', reason: 'worth-it' });
+    metrics.decided({ action: 'recompute', reason: 'too-short' });
+    metrics.decided({ action: 'recompute', reason: 'too-short' });
+    const text = await metrics.text();
+    expect(text).toContain('kvreuse_route_decisions_total{action="pull",reason="worth-it"} 1\n');
+    expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="too-short"} 2\n');
+    expect(text).toContain('kvreuse_route_decisions_total{action="recompute",reason="budget-exceeded"} 0\n');
+    expect(text).toMatch(/^process_cpu_user_seconds_total /m);
+  });
+
+  it('in a registry given, adds only its own metrics', async () => {
+    const registry = new Registry();
+    new RouterMetrics({ registry }).decided({ action: 'recompute', reason: 'disabled' });
+    const names = (await registry.getMetricsAsJSON()).map(({ name }) => name);
+    expect(names).toEqual(['kvreuse_route_decisions_total']);
+  });
+
+  it('refuses a decision decide never returns, and a registry that is not one', () => {
+    const metrics = new RouterMetrics();
+    expect(codeOf(thrown(() => metrics.decided({ action: 'pull', reason: 'too-short' })))).toBe(
+      'INVALID_ROUTER_OPTION',
+    );
+    expect(codeOf(thrown(() => new RouterMetrics({ registry: {} as Registry })))).toBe('INVALID_ROUTER_OPTION');
+  });
+});

@@ -1,0 +1,61 @@
+// The router's Prometheus metrics: what it decided and why. The process that runs the router serves them
+// (the demo's parent beside its ranks' endpoints, each of which serves its transfers and pins).
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
+import { type DecisionReason, decisionReasons, type RouteDecision } from './decide.js';
+import { RouterOptionError } from './errors.js';
+
+export interface RouterMetricsOptions {
+  /**
+   * Where the metrics are registered; by default a new registry of their own, which also holds the
+   * process's default metrics (`process_*`, `nodejs_*`). A registry given keeps whatever it holds.
+   */
+  readonly registry?: Registry;
+}
+
+/** The decisions `decide` can return: a pull is always `worth-it`, a recompute any other reason. */
+const possibleDecisions = decisionReasons.map((reason: DecisionReason) => ({
+  action: reason === 'worth-it' ? 'pull' : 'recompute',
+  reason,
+}));
+
+/** `kvreuse_route_decisions_total` (by action and reason), every possible series from the first scrape. */
+export class RouterMetrics {
+  readonly registry: Registry;
+  readonly #decisions: Counter<'action' | 'reason'>;
+
+  constructor(options: RouterMetricsOptions = {}) {
+    if (typeof options !== 'object' || options === null)
+      throw new RouterOptionError('metrics', options, 'an options object');
+    if (options.registry !== undefined && !(options.registry instanceof Registry))
+      throw new RouterOptionError(
+        'metrics.registry',
+        options.registry,
+        'a prom-client Registry (of the prom-client kvreuse depends on)',
+      );
+    this.registry = options.registry ?? new Registry();
+    if (options.registry === undefined) collectDefaultMetrics({ register: this.registry });
+    this.#decisions = new Counter({
+      name: 'kvreuse_route_decisions_total',
+      help: "The router's decisions, by action (pull, recompute) and reason (decisionReasons).",
+      labelNames: ['action', 'reason'],
+      registers: [this.registry],
+    });
+    for (const labels of possibleDecisions) this.#decisions.inc(labels, 0);
+  }
+
+  /** Counts one decision (as `decide` returned it). */
+  decided(decision: Pick<RouteDecision, 'action' | 'reason'>): void {
+    if (!possibleDecisions.some(({ action, reason }) => action === decision.action && reason === decision.reason))
+      throw new RouterOptionError(
+        'decision',
+        decision,
+        'a decision decide returns (pull worth-it, or recompute for another reason)',
+      );
+    this.#decisions.inc({ action: decision.action, reason: decision.reason });
+  }
+
+  /** The metrics in Prometheus' text format. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+}
