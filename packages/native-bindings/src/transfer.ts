@@ -5,7 +5,7 @@ import type { Region } from './memory.js';
 import type { Peer } from './peer.js';
 
 /**
- * One rank pair's descriptors as parallel typed arrays — the shape `planTransfer` of
+ * One rank pair's descriptors as parallel typed arrays — the shape `materialize` of
  * `@kvreuse/descriptors` produces. Descriptor i moves `length[i]` bytes from
  * (`sourceBank[i]`, `sourceOffset[i]`) to (`destinationBank[i]`, `destinationOffset[i]`); banks index
  * the region tables of the post.
