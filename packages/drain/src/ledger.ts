@@ -172,25 +172,18 @@ export interface LedgerCounts {
 }
 
 /** What a post records of its request, besides the native operation. */
-interface PostRecord {
-  readonly peer: string;
-  readonly banks: readonly Bank[];
-  readonly localRegions: readonly number[];
-  readonly remoteRegions: readonly number[];
-  readonly blockPairs: number | undefined;
-  readonly postedAt: number;
-}
+type PostRecord = Pick<
+  LedgerOperation,
+  'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'blockPairs' | 'postedAt'
+>;
 
-// One object per operation, every field declared here: the ledger keeps thousands of them live, and
-// promises, ids and result objects are made only for the operations someone looks at.
+// The class carries the recorded fields of LedgerOperation (declared once, there).
+interface Entry extends PostRecord {}
+
+// One object per operation, its fields set in one order by the constructor: the ledger keeps thousands
+// of them live, and promises, ids and result objects are made only for the operations someone looks at.
 class Entry implements LedgerOperation {
   readonly nativeId: bigint;
-  readonly peer: string;
-  readonly banks: readonly Bank[];
-  readonly localRegions: readonly number[];
-  readonly remoteRegions: readonly number[];
-  readonly blockPairs: number | undefined;
-  readonly postedAt: number;
   readonly native: NativeOperation;
   readonly references: BankReference[];
   readonly #agentName: string;
@@ -204,12 +197,13 @@ class Entry implements LedgerOperation {
 
   constructor(agentName: string, record: PostRecord, native: NativeOperation, references: BankReference[]) {
     this.#agentName = agentName;
-    this.peer = record.peer;
-    this.banks = record.banks;
-    this.localRegions = record.localRegions;
-    this.remoteRegions = record.remoteRegions;
-    this.blockPairs = record.blockPairs;
-    this.postedAt = record.postedAt;
+    const recorded = this as { -readonly [Field in keyof PostRecord]: PostRecord[Field] };
+    recorded.peer = record.peer;
+    recorded.banks = record.banks;
+    recorded.localRegions = record.localRegions;
+    recorded.remoteRegions = record.remoteRegions;
+    recorded.blockPairs = record.blockPairs;
+    recorded.postedAt = record.postedAt;
     this.native = native;
     this.nativeId = native.id;
     this.references = references;
