@@ -711,23 +711,38 @@ function describeOverhead(where: string, o: Overhead): string {
 }
 
 // Every synchronous native call this process makes from here on holds the JavaScript thread: the longest
-// one is a figure of its own.
+// one is a figure of its own, and the longest of each phase of the bench says where the long ones fall.
 const blockingCalls = monitorBlockingCalls();
+const longestByPhase: string[] = [];
+async function phase<T>(name: string, run: () => Promise<T>): Promise<T> {
+  const monitor = monitorBlockingCalls();
+  try {
+    return await run();
+  } finally {
+    monitor.stop();
+    const longest = monitor.longest;
+    longestByPhase.push(`${name}: ${longest === undefined ? 'none' : describeBlockingCall(longest)}`);
+  }
+}
 const caps = transport.capabilities();
 console.log(`library: ${caps.version} at ${caps.libraryPath}`);
-const loopbackPair = await openPair('loopback', OVERHEAD_BYTES, 5);
-const loopback = await postOverhead({
-  agent: loopbackPair.reader,
-  bank: loopbackPair.readerBank,
-  region: loopbackPair.readerRegion,
-  peer: loopbackPair.sourcePeer,
-  remoteRegion: loopbackPair.sourceRegion.id,
-  close: async () => loopbackPair.close(),
-});
+const loopbackPair = await phase('loopback setup', () => openPair('loopback', OVERHEAD_BYTES, 5));
+const loopback = await phase('loopback posts of 100,000 descriptors', () =>
+  postOverhead({
+    agent: loopbackPair.reader,
+    bank: loopbackPair.readerBank,
+    region: loopbackPair.readerRegion,
+    peer: loopbackPair.sourcePeer,
+    remoteRegion: loopbackPair.sourceRegion.id,
+    close: async () => loopbackPair.close(),
+  }),
+);
 console.log(`post.per_descriptor_ns: ${describeOverhead('loopback, one process', loopback)}`);
 
 if (caps.backends.includes('ucx')) {
-  const ucx = await postOverhead(await remoteSource(OVERHEAD_BYTES, 5));
+  const ucx = await phase('ucx posts of 100,000 descriptors', async () =>
+    postOverhead(await remoteSource(OVERHEAD_BYTES, 5)),
+  );
   const perftestGetNs = (OVERHEAD_PIECE / (await ucxPerftest(OVERHEAD_PIECE, OVERHEAD_COUNT)).bytesPerSecond) * 1e9;
   figures['post.per_descriptor_ns'] = {
     value: ucx.perDescriptorNs,
@@ -740,11 +755,13 @@ if (caps.backends.includes('ucx')) {
       describeOverhead('loopback', loopback),
   };
   console.log(`post.per_descriptor_ns: ${describeOverhead('ucx, two processes', ucx)}`);
-  await readsBySize();
-  await pullQwen3Prefix();
-  await pullFromCallerMemory('file', 'read.caller_memory.vs_memcpy');
-  await pullFromCallerMemory('caller', 'read.caller_memory_anonymous.vs_memcpy');
-  if (namespacesUnavailable === undefined) await pullOverTcpBetweenNamespaces();
+  await phase('read sweep', readsBySize);
+  await phase('qwen3 prefix pulls', pullQwen3Prefix);
+  await phase('caller memory (file)', () => pullFromCallerMemory('file', 'read.caller_memory.vs_memcpy'));
+  await phase('caller memory (anonymous)', () =>
+    pullFromCallerMemory('caller', 'read.caller_memory_anonymous.vs_memcpy'),
+  );
+  if (namespacesUnavailable === undefined) await phase('tcp between namespaces', pullOverTcpBetweenNamespaces);
   else
     console.warn(`native-bindings bench: ${namespacesUnavailable}, so pull.tcp_netns.vs_ucx_perftest is not measured`);
 } else {
@@ -773,7 +790,8 @@ figures['facade.max_blocking_call_ms'] = {
     `the longest synchronous native call of the ${blockingCalls.calls} this bench's process made through the facade ` +
     `(agent create and close, allocation, registration, metadata, peer loads, posts, polls, on loopback and ucx): ` +
     `${slowest === undefined ? 'none' : describeBlockingCall(slowest)} (next: ` +
-    `${byCall.slice(1, 4).map(describeBlockingCall).join(', ')}; the longest posts: ${posts.map(describeBlockingCall).join(', ')}); ` +
+    `${byCall.slice(1, 4).map(describeBlockingCall).join(', ')}; the longest posts: ${posts.map(describeBlockingCall).join(', ')}; ` +
+    `the longest of each phase: ${longestByPhase.join('; ')}); ` +
     `wall-clock time, so preemption counts ` +
     `(the thread's CPU time beside it for calls over 1 ms: far below the wall time, the thread waited or was preempted; ` +
     `and the garbage collections V8 ran during the call, when it ran any): load average ${loadavg()
