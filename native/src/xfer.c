@@ -275,7 +275,9 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
 
 /* ---- the state machine (progress thread) ---------------------------------------------------------- */
 
-static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
+/* Ends `op` and queues its completion; true when the consumer is to be woken (kvt_wake_consumer), which
+ * the caller does once it released its locks. */
+static bool finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
     pthread_mutex_lock(&agent->lock);
     kvt_status fault = kvt_fault_take_locked(&agent->faults, KVT_FAULT_COMPLETION);
     if (fault != KVT_OK) status = fault;
@@ -290,7 +292,7 @@ static void finalize(kvt_agent *agent, kvt_op *op, kvt_status status) {
                                atomic_load_explicit(&op->bytes_done, memory_order_relaxed));
     bool wake = kvt_signal_pending_locked(&agent->delivery);
     pthread_mutex_unlock(&agent->lock);
-    if (wake) kvt_wake_consumer(&agent->delivery);
+    return wake;
 }
 
 void kvt_op_backend_finished(kvt_agent *agent, kvt_op *op) {
@@ -333,16 +335,18 @@ static bool release_due(const kvt_op *op, uint32_t delay_ms, uint64_t now) {
     return now >= op->backend_done_ns + (uint64_t)delay_ms * 1000000u;
 }
 
-/* Ends an operation whose bytes moved and whose completion delay (kvt_fault_delay_completions) is over. */
-static void end_held(kvt_agent *agent, kvt_op *op) {
+/* Ends an operation whose bytes moved and whose completion delay (kvt_fault_delay_completions) is over;
+ * true when the consumer is to be woken. */
+static bool end_held(kvt_agent *agent, kvt_op *op) {
     kvt_status status = op->backend_status;
     if (status == KVT_OK && atomic_load(&op->cancel_requested)) status = KVT_ERR_CANCELED;
-    finalize(agent, op, status); /* `op` may be released and freed from here on */
+    return finalize(agent, op, status); /* `op` may be released and freed from here on */
 }
 
-/* Ends every held operation whose completion delay is over. */
-static void release_held(kvt_agent *agent) {
-    if (!agent->held) return;
+/* Ends every held operation whose completion delay is over; true when the consumer is to be woken. */
+static bool release_held(kvt_agent *agent) {
+    bool wake = false;
+    if (!agent->held) return false;
     uint32_t delay_ms = atomic_load(&agent->faults.delay_ms);
     uint64_t now = kvt_now_ns();
     for (kvt_op **link = &agent->held; *link;) {
@@ -352,8 +356,9 @@ static void release_held(kvt_agent *agent) {
             continue;
         }
         *link = op->next_active;
-        end_held(agent, op);
+        wake |= end_held(agent, op);
     }
+    return wake;
 }
 
 /* Moves the operations before *link behind the others: the next round starts with the first one this
@@ -367,6 +372,12 @@ static void rotate_active(kvt_agent *agent, kvt_op **link) {
     agent->active_tail = link;
 }
 
+/* At most the bytes `op`'s next step moves. */
+static uint64_t bytes_ahead(const kvt_op *op) {
+    uint64_t done = atomic_load_explicit(&op->bytes_done, memory_order_relaxed);
+    return op->bytes_total > done ? op->bytes_total - done : 0;
+}
+
 void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
     if (command) {
         /* Appended: operations are served in the order they were posted, so of two equal ones the first
@@ -378,17 +389,31 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
         agent->active_tail = &command->op->next_active;
         return;
     }
+    bool wake = false;     /* a completion of this round the consumer was not woken for yet */
+    uint64_t deferred = 0; /* at most the bytes moved since that completion */
     for (kvt_op **link = &agent->active; *link;) {
         kvt_op *op = *link;
+        if (wake) {
+            deferred += bytes_ahead(op);
+            if (deferred > KVT_WAKE_DEFER_BYTES) {
+                kvt_wake_consumer(&agent->delivery);
+                wake = false;
+            }
+        }
         step(agent, op);
         if (op->phase == KVT_PHASE_HELD) {
             *link = op->next_active;
             if (!op->next_active) agent->active_tail = link;
             /* Completed now, not after the other operations' slices of this round: their copies take
-             * up to a millisecond each, in which the consumer can already post what comes next. Only
-             * this operation is looked at: the held ones wait for the end of the round. */
+             * up to a millisecond each, in which the consumer can already post what comes next. The
+             * consumer hears of it before the next slice that may take longer than
+             * KVT_WAKE_DEFER_BYTES of copying, else at the end of the round. Only this operation is
+             * looked at: the held ones wait for the end of the round. */
             if (release_due(op, atomic_load(&agent->faults.delay_ms), kvt_now_ns())) {
-                end_held(agent, op);
+                if (end_held(agent, op) && !wake) {
+                    wake = true;
+                    deferred = 0;
+                }
             } else {
                 op->next_active = agent->held;
                 agent->held = op;
@@ -403,7 +428,8 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
             break;
         }
     }
-    release_held(agent);
+    if (release_held(agent)) wake = true;
+    if (wake) kvt_wake_consumer(&agent->delivery);
 }
 
 int kvt_ops_next_timeout_ms(kvt_agent *agent) {

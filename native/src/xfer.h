@@ -82,6 +82,14 @@ typedef struct kvt_op {
     kvt_completion completion; /* queued for kvt_agent_poll once terminal */
 } kvt_op;
 
+/* How much copying a round may still do before it wakes the consumer for an operation that ended in it.
+ * Small operations ending within this much of each other share one wake-up (written at the next larger
+ * slice or the round's end) instead of one each: each wake-up is a context switch of the consumer's
+ * thread, which on a busy machine preempts the progress thread that woke it. Bounded so that a
+ * completion waits at most a few tenths of a millisecond of copying, about what the wake-up itself
+ * takes; before a larger slice the consumer is woken at once, to post its next operation meanwhile. */
+#define KVT_WAKE_DEFER_BYTES (4u << 20)
+
 /* Progress thread: takes a posted op (command != NULL), or steps every active and held op (NULL). */
 void kvt_ops_run(kvt_agent *agent, kvt_command *posted);
 /* Milliseconds until the next held op is due, or -1 for none. */

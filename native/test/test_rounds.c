@@ -1,6 +1,9 @@
-/* The progress thread's rounds over the operations in flight (kvt_ops_run), on a backend of the test's own
- * whose every advance is one slice that never finishes: which operations a round reaches, and in what
- * order, with and without a caller waiting on a command. Backend-independent. */
+/* The progress thread's rounds over the operations in flight (kvt_ops_run), on backends of the test's own:
+ * one whose every advance is one slice that never finishes (which operations a round reaches, and in what
+ * order, with and without a caller waiting on a command), and one that finishes every operation in one
+ * slice (when the consumer is woken for the completions). Backend-independent. */
+#include <sys/ioctl.h>
+
 #include "agent.h"
 #include "harness.h"
 
@@ -73,5 +76,107 @@ static void a_waiting_caller_ends_the_round_after_one_slice_and_the_next_round_g
     free(world);
 }
 
+/* ---- announcing completions ---------------------------------------------------------------------- */
+
+/* A backend whose every advance moves the whole operation, noting first how many wake-up bytes the
+ * consumer has waiting on the pipe as that operation's slice begins. */
+static int wake_read_fd;
+static int waiting_at_slice[OPS];
+
+static int wake_bytes_waiting(void) {
+    int bytes = 0;
+    CHECK(ioctl(wake_read_fd, FIONREAD, &bytes) == 0, "FIONREAD on the wake-up pipe failed");
+    return bytes;
+}
+
+static void whole_operation(kvt_agent *agent, kvt_op *op) {
+    (void)agent;
+    waiting_at_slice[op->id - 1] = wake_bytes_waiting();
+    atomic_store(&op->bytes_done, op->bytes_total);
+    op->phase = KVT_PHASE_MOVED;
+}
+
+static const kvt_backend finishing_backend = {.advance = whole_operation};
+
+typedef struct {
+    kvt_agent agent;
+    kvt_peer peer;
+    kvt_conn conn;
+    kvt_op ops[OPS];
+} finishing_world;
+
+/* OPS operations of `bytes` each, posted, on an agent with a real delivery (queue and wake-up pipe). */
+static finishing_world *finishing_world_with_ops(uint64_t bytes) {
+    finishing_world *world = calloc(1, sizeof *world);
+    CHECK(world != NULL, "out of memory");
+    kvt_agent *agent = &world->agent;
+    agent->backend = &finishing_backend;
+    pthread_mutex_init(&agent->lock, NULL);
+    CHECK_OK(kvt_delivery_init(&agent->delivery, &agent->lock, &agent->counters, NULL));
+    wake_read_fd = agent->delivery.wake_pipe[0];
+    world->conn.refs = OPS + 1; /* never the last reference: the world frees it */
+    world->peer.conn = &world->conn;
+    for (unsigned i = 0; i < OPS; i++) {
+        kvt_op *op = &world->ops[i];
+        op->id = i + 1;
+        op->bytes_total = bytes;
+        op->status = KVT_IN_PROGRESS;
+        op->peer = &world->peer;
+        op->conn = &world->conn;
+        world->peer.busy++;
+        /* As kvt_op_start_locked counts a posted operation: finishing it counts it down again. */
+        kvt_counter_add(&agent->counters, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
+        kvt_command post = {.kind = KVT_CMD_POST, .op = op};
+        kvt_ops_run(agent, &post);
+    }
+    return world;
+}
+
+static void free_finishing_world(finishing_world *world) {
+    kvt_delivery_destroy(&world->agent.delivery);
+    pthread_mutex_destroy(&world->agent.lock);
+    free(world);
+}
+
+static size_t queued_completions(kvt_agent *agent) {
+    pthread_mutex_lock(&agent->delivery.lock);
+    size_t count = agent->delivery.completion_count;
+    pthread_mutex_unlock(&agent->delivery.lock);
+    return count;
+}
+
+/* Small operations that end in one round share one wake-up at its end, rather than one each with the
+ * consumer woken (and the progress thread often preempted by it) between every two of them. */
+static void small_operations_ending_in_one_round_share_one_wake_up_at_its_end(void) {
+    finishing_world *world = finishing_world_with_ops(KVT_WAKE_DEFER_BYTES / OPS);
+    kvt_ops_run(&world->agent, NULL);
+    for (unsigned i = 0; i < OPS; i++)
+        CHECK(waiting_at_slice[i] == 0, "operation %u's slice began with %d wake-up byte(s) already written", i + 1,
+              waiting_at_slice[i]);
+    CHECK(wake_bytes_waiting() == 1, "%d wake-up bytes after the round, expected one", wake_bytes_waiting());
+    CHECK(queued_completions(&world->agent) == OPS, "%zu completions queued, expected %u",
+          queued_completions(&world->agent), OPS);
+    free_finishing_world(world);
+}
+
+/* A completion is announced before a slice that may copy more than KVT_WAKE_DEFER_BYTES: the consumer
+ * posts its next operation while that slice runs. */
+static void a_completion_is_announced_before_a_large_slice(void) {
+    finishing_world *world = finishing_world_with_ops(2 * (uint64_t)KVT_WAKE_DEFER_BYTES);
+    kvt_ops_run(&world->agent, NULL);
+    CHECK(waiting_at_slice[0] == 0, "the first slice began with a wake-up byte written");
+    for (unsigned i = 1; i < OPS; i++)
+        CHECK(waiting_at_slice[i] == 1,
+              "operation %u's slice began with %d wake-up byte(s) written, expected the first completion's", i + 1,
+              waiting_at_slice[i]);
+    CHECK(wake_bytes_waiting() == 1, "%d wake-up bytes after the round: one edge until the consumer polls",
+          wake_bytes_waiting());
+    CHECK(queued_completions(&world->agent) == OPS, "%zu completions queued, expected %u",
+          queued_completions(&world->agent), OPS);
+    free_finishing_world(world);
+}
+
 TEST_MAIN("rounds", TEST(every_operation_gets_a_slice_per_round_in_posting_order),
-          TEST(a_waiting_caller_ends_the_round_after_one_slice_and_the_next_round_goes_on_from_there));
+          TEST(a_waiting_caller_ends_the_round_after_one_slice_and_the_next_round_goes_on_from_there),
+          TEST(small_operations_ending_in_one_round_share_one_wake_up_at_its_end),
+          TEST(a_completion_is_announced_before_a_large_slice));

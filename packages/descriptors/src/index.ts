@@ -70,7 +70,7 @@ export {
 } from './worker.js';
 export { checkCompatibility, type CompatibilityResult, type RankRoute, type TransferMapping } from './compatibility.js';
 export type { IncompatibilityCode, IncompatibilityReason } from './incompatibility.js';
-export { type BlockPairs, type PlanOptions, planTransfer, type RankPairPlan, type TransferPlan } from './plan.js';
+export type { PlanOptions, RankPairPlan, TransferPlan } from './transfer-plan.js';
 export {
   type BlockLimit,
   buildTransferTemplate,

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { firstDifference, simulation } from '../test/simulation.js';
 import { workerFor } from '../test/support.js';
+import { referencePlan } from '../test/reference-planner.js';
 import {
   buildTransferTemplate,
   DuplicateDestinationBlockError,
   type Geometry,
   materialize,
-  planTransfer,
   referenceGeometries,
 } from './index.js';
 
@@ -18,11 +18,11 @@ const asLists = (pairs: readonly (readonly [number, number])[]) => ({
 });
 
 describe('materialize', () => {
-  it("gives planTransfer's descriptors for the 42-block Qwen3-0.6B pull from decode TP=2 to prefill TP=1", () => {
+  it("gives referencePlan's descriptors for the 42-block Qwen3-0.6B pull from decode TP=2 to prefill TP=1", () => {
     const decode = workerFor({ geometry: qwen, tpSize: 2, ppSize: 1, blocks: 64 });
     const prefill = workerFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 64, role: 'prefill' });
     const plan = materialize(buildTransferTemplate(decode, prefill), asLists(prefix));
-    expect(plan).toEqual(planTransfer(decode, prefill, prefix));
+    expect(plan).toEqual(referencePlan(decode, prefill, prefix));
     expect([plan.totalBytes, plan.descriptorCount]).toEqual([308_281_344n, 4704]);
   });
 
@@ -42,7 +42,7 @@ describe('materialize', () => {
       [1, 2n * 262_144n, 5n * 262_144n, 3n * 262_144n],
       [1, 2n * 262_144n, 5n * 262_144n, 3n * 262_144n],
     ]);
-    expect(plan).toEqual(planTransfer(source, destination, blocks));
+    expect(plan).toEqual(referencePlan(source, destination, blocks));
     const { expected, run } = simulation(source, destination, blocks);
     expect(firstDifference(run(plan), expected)).toBeUndefined();
   });

@@ -1,5 +1,5 @@
 import { blocksOutermost, DescriptorWriter } from './descriptor-writer.js';
-import type { PlanOptions, RankPairPlan, TransferPlan } from './plan.js';
+import type { PlanOptions, RankPairPlan, TransferPlan } from './transfer-plan.js';
 import { prepareTransfer, type TransferBlocks } from './prepared-transfer.js';
 import type { TransferTemplate } from './template.js';
 
@@ -21,9 +21,10 @@ function routesAsNumbers(template: TransferTemplate, first: number, end: number)
 }
 
 /**
- * The descriptors a template and two block lists stand for: exactly what `planTransfer` returns for the
- * same two workers and blocks (same pairs, descriptors, order and coalescing). For tests, tools and
- * transports that take explicit descriptors; checks the blocks like `prepareTransfer`.
+ * The explicit descriptors a template and two block lists stand for, one list per rank pair, in the
+ * order the native library issues the template's routes (coalesced unless `coalesce: false`). For
+ * tools, tests and transports that take explicit descriptors; checks the blocks like `prepareTransfer`.
+ * A template posted as is moves the same bytes without writing these descriptors.
  */
 export function materialize(
   template: TransferTemplate,

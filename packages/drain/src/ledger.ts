@@ -15,6 +15,7 @@ import {
 import { Listeners } from './listeners.js';
 import { checkBankList, checkClock, checkFunction, checkNonEmptyString, checkOptionsObject } from './options.js';
 import { PeerBook, type PeerTicket } from './peer-book.js';
+import { Settlement } from './settlement.js';
 
 /** The part of a native operation (`Operation` of `@kvreuse/native-bindings`) the ledger drives. */
 export interface NativeOperation {
@@ -170,50 +171,67 @@ export interface LedgerCounts {
   readonly lateSuccesses: number;
 }
 
-type EntryFields = Pick<
+/** What a post records of its request, besides the native operation. */
+type PostRecord = Pick<
   LedgerOperation,
-  'id' | 'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'blockPairs' | 'postedAt'
+  'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'blockPairs' | 'postedAt'
 >;
 
 // The class carries the recorded fields of LedgerOperation (declared once, there).
-interface Entry extends EntryFields {}
+interface Entry extends PostRecord {}
 
+// One object per operation, its fields set in one order by the constructor: the ledger keeps thousands
+// of them live, and promises, ids and result objects are made only for the operations someone looks at.
 class Entry implements LedgerOperation {
   readonly nativeId: bigint;
-  readonly outcome: Promise<OperationOutcome>;
-  readonly quiescence: Promise<Quiescence>;
   readonly native: NativeOperation;
   readonly references: BankReference[];
+  readonly #agentName: string;
+  #id: string | undefined;
   phase: OperationPhase = 'in-flight';
-  quarantineReason: string | undefined;
-  deadline: Deadline | undefined;
+  quarantineReason: string | undefined = undefined;
+  deadline: Deadline | undefined = undefined;
   cancelRequested = false;
-  #outcomeSettled = false;
-  #resolveOutcome!: (outcome: OperationOutcome) => void;
-  #resolveQuiescence!: (quiescence: Quiescence) => void;
+  readonly #outcome = new Settlement<OperationOutcome>();
+  readonly #quiescence = new Settlement<Quiescence>();
 
-  constructor(fields: EntryFields, native: NativeOperation, references: BankReference[]) {
-    const { id, peer, banks, localRegions, remoteRegions, blockPairs, postedAt } = fields;
-    Object.assign(this, { id, peer, banks, localRegions, remoteRegions, blockPairs, postedAt });
+  constructor(agentName: string, record: PostRecord, native: NativeOperation, references: BankReference[]) {
+    this.#agentName = agentName;
+    const recorded = this as { -readonly [Field in keyof PostRecord]: PostRecord[Field] };
+    recorded.peer = record.peer;
+    recorded.banks = record.banks;
+    recorded.localRegions = record.localRegions;
+    recorded.remoteRegions = record.remoteRegions;
+    recorded.blockPairs = record.blockPairs;
+    recorded.postedAt = record.postedAt;
     this.native = native;
     this.nativeId = native.id;
     this.references = references;
-    this.outcome = new Promise((resolve) => (this.#resolveOutcome = resolve));
-    this.quiescence = new Promise((resolve) => (this.#resolveQuiescence = resolve));
+  }
+
+  get id(): string {
+    this.#id ??= `${this.#agentName}#${this.nativeId}`;
+    return this.#id;
+  }
+
+  get outcome(): Promise<OperationOutcome> {
+    return this.#outcome.promise;
+  }
+
+  get quiescence(): Promise<Quiescence> {
+    return this.#quiescence.promise;
   }
 
   get outcomeSettled(): boolean {
-    return this.#outcomeSettled;
+    return this.#outcome.settled;
   }
 
   settleOutcome(outcome: OperationOutcome): void {
-    if (this.#outcomeSettled) return;
-    this.#outcomeSettled = true;
-    this.#resolveOutcome(outcome);
+    this.#outcome.settle(outcome);
   }
 
   settleQuiescence(quiescence: Quiescence): void {
-    this.#resolveQuiescence(quiescence);
+    this.#quiescence.settle(quiescence);
   }
 }
 
@@ -384,7 +402,7 @@ export class OperationLedger<
   #record(
     options: PostOptions,
     banks: Bank[],
-    regions: Pick<EntryFields, 'localRegions' | 'remoteRegions' | 'blockPairs'>,
+    regions: Pick<PostRecord, 'localRegions' | 'remoteRegions' | 'blockPairs'>,
     postNative: () => NativeOperation,
   ): LedgerOperation {
     const references = banks.map((bank) => bank.acquire());
@@ -398,11 +416,13 @@ export class OperationLedger<
       throw error;
     }
     const entry = new Entry(
+      this.agent.name,
       {
-        id: `${this.agent.name}#${native.id}`,
         peer: options.ticket.name,
         banks,
-        ...regions,
+        localRegions: regions.localRegions,
+        remoteRegions: regions.remoteRegions,
+        blockPairs: regions.blockPairs,
         postedAt: this.clock.now(),
       },
       native,
@@ -415,15 +435,16 @@ export class OperationLedger<
     );
     this.#listeners.emit('posted', entry);
     native.done.then(
-      ({ bytesDone }) => this.#quiesce(entry, { terminal: 'done', bytesDone }),
+      ({ bytesDone }) => this.#quiesce(entry, 'done', bytesDone),
       (error: unknown) => {
         const code = nativeCodeOf(error);
         const bytesDone = (error as { bytesDone?: unknown }).bytesDone;
-        this.#quiesce(entry, {
-          terminal: code === 'CANCELED' ? 'cancelled' : 'failed',
+        this.#quiesce(
+          entry,
+          code === 'CANCELED' ? 'cancelled' : 'failed',
+          typeof bytesDone === 'number' ? bytesDone : 0,
           code,
-          bytesDone: typeof bytesDone === 'number' ? bytesDone : 0,
-        });
+        );
       },
     );
     return entry;
@@ -548,14 +569,10 @@ export class OperationLedger<
     } catch {
       return;
     }
-    if (status.state === 'done') this.#quiesce(entry, { terminal: 'done', bytesDone: status.bytesDone });
+    if (status.state === 'done') this.#quiesce(entry, 'done', status.bytesDone);
     else if (status.state === 'failed') {
       const code = status.code ?? 'UNKNOWN';
-      this.#quiesce(entry, {
-        terminal: code === 'CANCELED' ? 'cancelled' : 'failed',
-        code,
-        bytesDone: status.bytesDone,
-      });
+      this.#quiesce(entry, code === 'CANCELED' ? 'cancelled' : 'failed', status.bytesDone, code);
     }
   }
 
@@ -569,25 +586,26 @@ export class OperationLedger<
     this.#checkIdle();
   }
 
-  #quiesce(entry: Entry, terminal: { terminal: TerminalState; code?: string; bytesDone: number }): void {
+  #quiesce(entry: Entry, terminal: TerminalState, bytesDone: number, code?: string): void {
     if (entry.phase === 'quiescent') return;
     const quarantined = entry.phase === 'quarantined';
-    const late = terminal.terminal === 'done' && entry.outcomeSettled;
+    const late = terminal === 'done' && entry.outcomeSettled;
     entry.deadline?.cancel();
     entry.phase = 'quiescent';
-    if (terminal.terminal === 'done') {
+    if (terminal === 'done') {
       this.#counts.completed += 1;
       if (late) this.#counts.lateSuccesses += 1;
-      entry.settleOutcome({ ok: true, bytesDone: terminal.bytesDone });
+      else entry.settleOutcome({ ok: true, bytesDone });
     } else {
-      if (terminal.terminal === 'cancelled') this.#counts.cancelled += 1;
+      if (terminal === 'cancelled') this.#counts.cancelled += 1;
       else this.#counts.failed += 1;
-      if (terminal.code === 'REMOTE_DISCONNECT')
+      if (code === 'REMOTE_DISCONNECT')
         this.peers.markUnhealthy(entry.peer, `operation ${entry.id} ended with REMOTE_DISCONNECT`);
-      entry.settleOutcome({
-        ok: false,
-        error: new OperationFailedError(entry.id, entry.peer, terminal.code ?? 'UNKNOWN', terminal.bytesDone),
-      });
+      if (!entry.outcomeSettled)
+        entry.settleOutcome({
+          ok: false,
+          error: new OperationFailedError(entry.id, entry.peer, code ?? 'UNKNOWN', bytesDone),
+        });
     }
     try {
       entry.native.release();
@@ -603,7 +621,10 @@ export class OperationLedger<
       }
     }
     this.#live.delete(entry);
-    const quiescence: Quiescence = { ...terminal, late, quarantined };
+    const quiescence: Quiescence =
+      code === undefined
+        ? { terminal, bytesDone, late, quarantined }
+        : { terminal, code, bytesDone, late, quarantined };
     entry.settleQuiescence(quiescence);
     if (quarantined) this.#listeners.emit('quiesced', entry, quiescence);
     this.#checkIdle();
@@ -641,7 +662,8 @@ function checkPostOptions(options: PostOptions): void {
 /** Refuses banks that are not in service, repeated, or registered with another agent than the ledger's. */
 function checkBanks(banks: readonly Bank[], agentName: string): void {
   if (banks.length === 0) throw new OperationRefusedError('banks', [], 'an operation touches at least one local bank');
-  banks.forEach((bank, index) => {
+  for (let index = 0; index < banks.length; index++) {
+    const bank = banks[index] as Bank;
     if (banks.indexOf(bank) !== index)
       throw new OperationRefusedError(`banks[${index}]`, formatBank(bank), 'appears twice');
     if (bank.state !== 'registered' || bank.region === undefined) {
@@ -661,7 +683,7 @@ function checkBanks(banks: readonly Bank[], agentName: string): void {
         `is registered with another agent than the ledger's (${agentName})`,
       );
     }
-  });
+  }
 }
 
 /**
@@ -674,8 +696,9 @@ function checkRegionsCovered(
   localRegions: LedgerPostRequest['localRegions'],
   agentName: string,
 ): void {
-  localRegions.forEach((region, index) => {
-    if (banks.some((bank) => bank.region === region)) return;
+  for (let index = 0; index < localRegions.length; index++) {
+    const region = localRegions[index] as LedgerPostRequest['localRegions'][number];
+    if (coveredBy(banks, region)) continue;
     const namesake = banks.find((bank) => bank.region?.id === region?.id);
     if (namesake !== undefined) {
       throw new ForeignBankError(
@@ -692,7 +715,12 @@ function checkRegionsCovered(
       region?.id,
       'is the region of none of the banks given; every touched region must be referenced',
     );
-  });
+  }
+}
+
+function coveredBy(banks: readonly Bank[], region: object): boolean {
+  for (let index = 0; index < banks.length; index++) if ((banks[index] as Bank).region === region) return true;
+  return false;
 }
 
 /** Refuses a template post unless the banks hold every bank of the local rank the template's pair touches. */

@@ -16,7 +16,9 @@ export class Listeners<Events extends { [Event in keyof Events]: Listener }> {
   }
 
   emit<Event extends keyof Events>(event: Event, ...args: Parameters<Events[Event]>): void {
-    for (const listener of this.#listeners.get(event) ?? []) {
+    const listeners = this.#listeners.get(event);
+    if (listeners === undefined) return;
+    for (const listener of listeners) {
       try {
         (listener as (...values: Parameters<Events[Event]>) => void)(...args);
       } catch (error) {

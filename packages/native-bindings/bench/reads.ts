@@ -12,7 +12,7 @@ export function descriptors(
   offsetOf: (i: number) => number,
   destinationOffsetOf: (i: number) => number = offsetOf,
 ): TransferDescriptors {
-  // Every element written, banks included, as planTransfer's writer does: a zero-filled array that was
+  // Every element written, banks included, as materialize's writer does: a zero-filled array that was
   // never written is untouched memory, and the post reading it would pay its page faults.
   return {
     sourceBank: Uint32Array.from({ length: count }, () => 0),

@@ -45,11 +45,40 @@ describe('withOffHeapArguments', () => {
     expect([seenInput!.view.byteOffset, seenOutput!.view.byteOffset]).toEqual([0, MAX_ON_HEAP_BYTES]);
     expect(seenInput!.contents).toEqual([3, 4]);
     expect(count).toBe(5);
-    // A second call gets the same slots: the call allocates nothing.
-    expect(second[0]!.view.buffer).toBe(seenInput!.view.buffer);
+    // A second call of the same shapes gets the very same views of the same slots: it allocates none.
+    expect(second[0]!.view).toBe(seenInput!.view);
+    expect(second[1]!.view).toBe(seenOutput!.view);
     expect(second[0]!.contents).toEqual([1, 1]);
     // An array too large to live on the heap is passed as it is.
     expect(seenLarge!.view).toBe(large);
+  });
+
+  it('hands an argument of another type or length over as a view of its slot of that shape, contents and all', () => {
+    const seen: { view: ArrayBufferView; contents: number[] }[] = [];
+    const call = withOffHeapArguments(
+      (view: ArrayBufferView) => seen.push({ view, contents: Array.from(view as Uint8Array) }),
+      1,
+    );
+    call(Uint32Array.of(1, 2));
+    call(Uint32Array.of(3, 4, 5));
+    call(Uint16Array.of(6));
+    expect(seen.map(({ view, contents }) => [view.constructor, contents])).toEqual([
+      [Uint32Array, [1, 2]],
+      [Uint32Array, [3, 4, 5]],
+      [Uint16Array, [6]],
+    ]);
+    expect(new Set(seen.map(({ view }) => view.buffer)).size).toBe(1);
+    expect(seen.map(({ view }) => view.byteOffset)).toEqual([0, 0, 0]);
+  });
+
+  it('copies out-parameters back when the native call throws, and keeps no argument past the call', () => {
+    const output = new BigUint64Array(1);
+    const call = withOffHeapArguments((out: BigUint64Array) => {
+      out[0] = 7n;
+      throw new Error('refused');
+    }, 1);
+    expect(() => call(output)).toThrow('refused');
+    expect(output[0]).toBe(7n);
   });
 
   it('leaves an empty array, a DataView and arguments past the declared count as they are', () => {

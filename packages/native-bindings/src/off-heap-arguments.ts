@@ -41,28 +41,43 @@ const constructors: Readonly<Record<string, TypedArrayConstructor>> = {
  * external memory. While the views of banks keep external memory above V8's limit, each such count runs a
  * garbage-collection step (up to a whole mark-compact, several milliseconds) inside the native call.
  * Small arguments are therefore copied into slots of one ArrayBuffer allocated with the wrapper, and back
- * after the call (out-parameters): the call allocates nothing.
+ * after the call (out-parameters), through views of those slots the wrapper keeps from call to call.
  */
 export function withOffHeapArguments<F extends (...args: never[]) => unknown>(native: F, parameterCount: number): F {
   const slots = new ArrayBuffer(parameterCount * MAX_ON_HEAP_BYTES);
+  // Per parameter, the view of its slot last handed over, reused while the arguments keep their type and
+  // length (a call's out-parameters and region tables usually do), and the caller's array it stands for.
+  const views: (TypedArray | undefined)[] = new Array<TypedArray | undefined>(parameterCount).fill(undefined);
+  const originals: (TypedArray | undefined)[] = new Array<TypedArray | undefined>(parameterCount).fill(undefined);
   const call = native as unknown as (...args: unknown[]) => unknown;
   const wrapped = (...args: unknown[]) => {
-    const copies: [TypedArray, TypedArray][] = [];
-    for (let i = 0; i < args.length && i < parameterCount; i++) {
+    const count = Math.min(args.length, parameterCount);
+    for (let i = 0; i < count; i++) {
       const argument = args[i];
       if (!ArrayBuffer.isView(argument) || argument.byteLength === 0 || argument.byteLength > MAX_ON_HEAP_BYTES)
         continue;
       const constructor = constructors[(argument as TypedArray)[Symbol.toStringTag]];
       if (constructor === undefined) continue;
       const original = argument as TypedArray;
-      const slot = new constructor(slots, i * MAX_ON_HEAP_BYTES, original.length);
+      let slot = views[i];
+      if (slot === undefined || slot.constructor !== constructor || slot.length !== original.length) {
+        slot = new constructor(slots, i * MAX_ON_HEAP_BYTES, original.length);
+        views[i] = slot;
+      }
       (slot as Uint8Array).set(original as Uint8Array);
-      copies.push([original, slot]);
+      originals[i] = original;
       args[i] = slot;
     }
-    const result = call(...args);
-    for (const [original, slot] of copies) (original as Uint8Array).set(slot as Uint8Array);
-    return result;
+    try {
+      return call(...args);
+    } finally {
+      for (let i = 0; i < count; i++) {
+        const original = originals[i];
+        if (original === undefined) continue;
+        (original as Uint8Array).set(views[i] as Uint8Array);
+        originals[i] = undefined;
+      }
+    }
   };
   return wrapped as unknown as F;
 }

@@ -5,7 +5,7 @@ import type { Region } from './memory.js';
 import type { Peer } from './peer.js';
 
 /**
- * One rank pair's descriptors as parallel typed arrays — the shape `planTransfer` of
+ * One rank pair's descriptors as parallel typed arrays — the shape `materialize` of
  * `@kvreuse/descriptors` produces. Descriptor i moves `length[i]` bytes from
  * (`sourceBank[i]`, `sourceOffset[i]`) to (`destinationBank[i]`, `destinationOffset[i]`); banks index
  * the region tables of the post.
@@ -38,12 +38,13 @@ export const directionIds: { readonly [D in TransferDirection]: number } = { rea
 /** The ids of this agent's `regions`, checked open and its own. */
 export function regionTable(agent: AgentContext, regions: readonly Region[]): Uint32Array {
   const ids = new Uint32Array(regions.length);
-  regions.forEach((region, index) => {
+  for (let index = 0; index < regions.length; index++) {
+    const region = regions[index] as Region;
     if (!region.belongsTo(agent))
       throw new ForeignHandleError('Region', `${region.id} (localRegions[${index}])`, agent.name);
     region.assertOpen('post a transfer');
     ids[index] = region.id;
-  });
+  }
   return ids;
 }
 
@@ -63,16 +64,17 @@ export function notificationBytes(notification: Uint8Array | string | undefined)
   return typeof notification === 'string' ? Buffer.from(notification, 'utf8') : (notification ?? null);
 }
 
+const descriptorArrays = [
+  ['sourceBank', Uint32Array],
+  ['sourceOffset', BigUint64Array],
+  ['destinationBank', Uint32Array],
+  ['destinationOffset', BigUint64Array],
+  ['length', BigUint64Array],
+] as const;
+
 function checkDescriptorArrays(descriptors: TransferDescriptors): number {
-  const expected = [
-    ['sourceBank', Uint32Array],
-    ['sourceOffset', BigUint64Array],
-    ['destinationBank', Uint32Array],
-    ['destinationOffset', BigUint64Array],
-    ['length', BigUint64Array],
-  ] as const;
   const count = descriptors.length?.length;
-  for (const [field, type] of expected) {
+  for (const [field, type] of descriptorArrays) {
     const array: unknown = descriptors[field];
     if (!(array instanceof type))
       throw new InvalidArgumentError(`descriptors.${field}`, array, `must be a ${type.name}`);
@@ -88,6 +90,9 @@ function checkDescriptorArrays(descriptors: TransferDescriptors): number {
     throw new InvalidArgumentError('descriptors.length.length', 0, 'a batch needs at least one descriptor');
   return count;
 }
+
+/** The out-parameter of every post: read right after the call, which nothing can interleave with. */
+const postedId = new BigUint64Array(1);
 
 /**
  * Hands the batch to kvt_xfer_post as is: the typed arrays are passed by pointer, with no work per
@@ -105,7 +110,6 @@ export function postTransfer(agent: AgentContext, request: PostRequest): { id: b
   const remoteRegions = remoteRegionTable(request.remoteRegions);
   const notification = notificationBytes(request.notification);
   const read = direction === 'read';
-  const out = new BigUint64Array(1);
   check(
     agent.library,
     'kvt_xfer_post',
@@ -126,8 +130,8 @@ export function postTransfer(agent: AgentContext, request: PostRequest): { id: b
       remoteRegions,
       notification,
       notification?.length ?? 0,
-      out,
+      postedId,
     ),
   );
-  return { id: out[0] ?? 0n, count };
+  return { id: postedId[0] ?? 0n, count };
 }

@@ -1,4 +1,4 @@
-import { type Geometry, planTransfer } from '@kvreuse/descriptors';
+import { buildTransferTemplate, type Geometry, materialize } from '@kvreuse/descriptors';
 import { describe, expect, it } from 'vitest';
 import { testedBackends } from './support/backends.js';
 import { fillPattern } from './support/content.js';
@@ -18,7 +18,7 @@ const geometry: Geometry = {
 };
 const BLOCKS = 4;
 
-describe.each(testedBackends)('planTransfer output posted as is on %s', (backend) => {
+describe.each(testedBackends)('materialized template descriptors posted as is on %s', (backend) => {
   it('pulls blocks from a TP 2 decode worker into a TP 1 prefill worker, byte for byte as planned', async () => {
     const decode = await Promise.all(
       [0, 1].map((tpRank) =>
@@ -37,12 +37,10 @@ describe.each(testedBackends)('planTransfer output posted as is on %s', (backend
     decode.forEach((rank, tpRank) => fillPattern(rank.allocation.view(), 100 + tpRank));
     prefill.allocation.view().fill(0);
 
-    const plan = planTransfer(workerOf(decode), workerOf([prefill]), [
-      [0, 3],
-      [1, 2],
-      [2, 1],
-      [3, 0],
-    ]);
+    const plan = materialize(buildTransferTemplate(workerOf(decode), workerOf([prefill])), {
+      sourceBlocks: Uint32Array.of(0, 1, 2, 3),
+      destinationBlocks: Uint32Array.of(3, 2, 1, 0),
+    });
     expect(plan.pairs).toHaveLength(2);
     const operations = plan.pairs.map((pair) => {
       const source = decode[pair.sourceRank.tpRank];

@@ -2,10 +2,11 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
   assembleWorker,
+  buildTransferTemplate,
   checkCompatibility,
   geometryDigest,
+  materialize,
   parseRankPart,
-  planTransfer,
   referenceGeometries,
   serializeRankPart,
   type Worker,
@@ -40,11 +41,11 @@ describe('bundled example workers', () => {
 
   it('are compatible, and the 42-block prefix from decode to prefill is 308,281,344 bytes', () => {
     expect(checkCompatibility(decode, prefill).ok).toBe(true);
-    const plan = planTransfer(
-      decode,
-      prefill,
-      Array.from({ length: 42 }, (_, i) => [i, i] as [number, number]),
-    );
+    const blocks = Uint32Array.from({ length: 42 }, (_, i) => i);
+    const plan = materialize(buildTransferTemplate(decode, prefill), {
+      sourceBlocks: blocks,
+      destinationBlocks: blocks,
+    });
     expect(plan.totalBytes).toBe(308_281_344n);
     expect(plan.pairs.map((pair) => pair.count)).toEqual([2352, 2352]);
   });

@@ -5,9 +5,10 @@ import { exampleSettingsPath, resolveSettings } from '@kvreuse/cli';
 import { renderSettingsReport, type SettingsEnv } from '@kvreuse/config';
 import {
   assembleWorker,
+  buildTransferTemplate,
   checkCompatibility,
+  materialize,
   parseRankPart,
-  planTransfer,
   type AssembleResult,
   type RankId,
   type Worker,
@@ -104,8 +105,11 @@ export function runMainJob(options: MainJobOptions = {}): string {
 
   const { start, count } = decision.source.blocks;
   out.push(`== plan: pull blocks ${start}..${start + count - 1} (${count} blocks)`);
-  const blocks = Array.from({ length: count }, (_, i) => [start + i, start + i] as const);
-  const plan = planTransfer(decode.worker, prefill.worker, blocks);
+  const blocks = Uint32Array.from({ length: count }, (_, i) => start + i);
+  const plan = materialize(buildTransferTemplate(decode.worker, prefill.worker), {
+    sourceBlocks: blocks,
+    destinationBlocks: blocks,
+  });
   for (const pair of plan.pairs) {
     out.push(
       `  ${rank(pair.sourceRank)} → ${rank(pair.destinationRank)}: ${pair.count} descriptors, ${bytes(pair.bytes)}`,

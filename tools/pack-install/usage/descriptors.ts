@@ -1,7 +1,8 @@
 import {
   assembleWorker,
+  buildTransferTemplate,
   layoutRankBanks,
-  planTransfer,
+  materialize,
   referenceGeometries,
   type RankPart,
   type Role,
@@ -27,10 +28,8 @@ function worker(role: Role, address: bigint) {
   return assembled.worker;
 }
 
-const plan = planTransfer(worker('decode', 0x7f00_0000_0000n), worker('prefill', 0x7e00_0000_0000n), [
-  [5, 0],
-  [7, 1],
-]);
+const template = buildTransferTemplate(worker('decode', 0x7f00_0000_0000n), worker('prefill', 0x7e00_0000_0000n));
+const plan = materialize(template, { sourceBlocks: Uint32Array.of(5, 7), destinationBlocks: Uint32Array.of(0, 1) });
 console.log(
   JSON.stringify({ pairs: plan.pairs.length, descriptors: plan.descriptorCount, totalBytes: String(plan.totalBytes) }),
 );

@@ -1,25 +1,25 @@
 import { describe, expect, it } from 'vitest';
 import { firstDifference, simulation } from '../test/simulation.js';
 import { workerFor } from '../test/support.js';
+import { referencePlan } from '../test/reference-planner.js';
 import {
   BlockOutOfRangeError,
   DuplicateDestinationBlockError,
   type Geometry,
   IncompatibleWorkersError,
   InvalidBlockListError,
-  planTransfer,
   referenceGeometries,
 } from './index.js';
 
 const qwen = referenceGeometries['qwen3-0.6b'];
 const prefix = Array.from({ length: 42 }, (_, i) => [i, i] as [number, number]);
 
-describe('planTransfer on the reference geometry', () => {
+describe('referencePlan on the reference geometry', () => {
   const decodeTp2 = workerFor({ geometry: qwen, tpSize: 2, ppSize: 1, blocks: 64 });
   const prefillTp1 = workerFor({ geometry: qwen, tpSize: 1, ppSize: 1, blocks: 64, role: 'prefill' });
 
   it('pulls a 42-block prefix from decode TP=2 into prefill TP=1: 308,281,344 bytes in 2 × 2,352 pieces', () => {
-    const plan = planTransfer(decodeTp2, prefillTp1, prefix);
+    const plan = referencePlan(decodeTp2, prefillTp1, prefix);
     expect(plan.totalBytes).toBe(308_281_344n);
     expect(plan.pairs.map((pair) => [pair.sourceRank, pair.destinationRank, pair.count, pair.bytes])).toEqual([
       [{ tpRank: 0, ppRank: 0 }, { tpRank: 0, ppRank: 0 }, 2352, 154_140_672n],
@@ -38,7 +38,7 @@ describe('planTransfer on the reference geometry', () => {
   });
 
   it('coalesces the same prefix between equal workers into one descriptor per bank', () => {
-    const plan = planTransfer(prefillTp1, prefillTp1, prefix);
+    const plan = referencePlan(prefillTp1, prefillTp1, prefix);
     expect(plan.descriptorCount).toBe(56);
     expect(plan.pairs[0]!.length[0]).toBe(42n * 131_072n);
     expect(plan.totalBytes).toBe(308_281_344n);
@@ -47,19 +47,19 @@ describe('planTransfer on the reference geometry', () => {
   it('plans the same from typed arrays as from pairs', () => {
     const sourceBlocks = Uint32Array.from(prefix, ([source]) => source);
     const destinationBlocks = Uint32Array.from(prefix, ([, destination]) => destination);
-    expect(planTransfer(decodeTp2, prefillTp1, { sourceBlocks, destinationBlocks })).toEqual(
-      planTransfer(decodeTp2, prefillTp1, prefix),
+    expect(referencePlan(decodeTp2, prefillTp1, { sourceBlocks, destinationBlocks })).toEqual(
+      referencePlan(decodeTp2, prefillTp1, prefix),
     );
   });
 
   it('plans nothing for no blocks', () => {
-    expect(planTransfer(decodeTp2, prefillTp1, [])).toEqual({ pairs: [], totalBytes: 0n, descriptorCount: 0 });
+    expect(referencePlan(decodeTp2, prefillTp1, [])).toEqual({ pairs: [], totalBytes: 0n, descriptorCount: 0 });
   });
 
   it('rejects blocks outside a bank, naming side, rank, bank, block and index', () => {
     const error = (() => {
       try {
-        planTransfer(decodeTp2, prefillTp1, [
+        referencePlan(decodeTp2, prefillTp1, [
           [0, 0],
           [64, 1],
         ]);
@@ -77,19 +77,19 @@ describe('planTransfer on the reference geometry', () => {
       blocks: 64,
       index: 1,
     });
-    expect(() => planTransfer(decodeTp2, prefillTp1, [[0, 70]])).toThrow(/destination block 70 .* holds 64 blocks/);
+    expect(() => referencePlan(decodeTp2, prefillTp1, [[0, 70]])).toThrow(/destination block 70 .* holds 64 blocks/);
   });
 
   it('rejects a destination block written twice', () => {
     expect(() =>
-      planTransfer(decodeTp2, prefillTp1, [
+      referencePlan(decodeTp2, prefillTp1, [
         [0, 3],
         [1, 4],
         [2, 3],
       ]),
     ).toThrow(DuplicateDestinationBlockError);
     expect(() =>
-      planTransfer(decodeTp2, prefillTp1, [
+      referencePlan(decodeTp2, prefillTp1, [
         [0, 3],
         [1, 4],
         [2, 3],
@@ -99,7 +99,7 @@ describe('planTransfer on the reference geometry', () => {
 
   it('accepts one source block read into several destination blocks', () => {
     expect(
-      planTransfer(decodeTp2, prefillTp1, [
+      referencePlan(decodeTp2, prefillTp1, [
         [5, 0],
         [5, 1],
       ]).totalBytes,
@@ -111,26 +111,26 @@ describe('planTransfer on the reference geometry', () => {
       [0, 0],
       [1, -1],
     ];
-    expect(() => planTransfer(decodeTp2, prefillTp1, bad as [number, number][])).toThrow(InvalidBlockListError);
+    expect(() => referencePlan(decodeTp2, prefillTp1, bad as [number, number][])).toThrow(InvalidBlockListError);
     expect(() =>
-      planTransfer(decodeTp2, prefillTp1, [
+      referencePlan(decodeTp2, prefillTp1, [
         [0, 0],
         [1.5, 2],
       ]),
     ).toThrow(/index 1: \[1\.5,2\]/);
-    expect(() => planTransfer(decodeTp2, prefillTp1, [[0]] as unknown as [number, number][])).toThrow(
+    expect(() => referencePlan(decodeTp2, prefillTp1, [[0]] as unknown as [number, number][])).toThrow(
       InvalidBlockListError,
     );
     expect(() =>
-      planTransfer(decodeTp2, prefillTp1, { sourceBlocks: new Uint32Array(2), destinationBlocks: new Uint32Array(3) }),
+      referencePlan(decodeTp2, prefillTp1, { sourceBlocks: new Uint32Array(2), destinationBlocks: new Uint32Array(3) }),
     ).toThrow(/equally long/);
     expect(() =>
-      planTransfer(decodeTp2, prefillTp1, { sourceBlocks: [1], destinationBlocks: [1] } as unknown as [
+      referencePlan(decodeTp2, prefillTp1, { sourceBlocks: [1], destinationBlocks: [1] } as unknown as [
         number,
         number,
       ][]),
     ).toThrow(/must be Uint32Arrays/);
-    expect(() => planTransfer(decodeTp2, prefillTp1, null as unknown as [number, number][])).toThrow(
+    expect(() => referencePlan(decodeTp2, prefillTp1, null as unknown as [number, number][])).toThrow(
       expect.objectContaining({
         code: 'INVALID_BLOCK_LIST',
         index: undefined,
@@ -141,14 +141,14 @@ describe('planTransfer on the reference geometry', () => {
 
   it('refuses incompatible workers with the reasons', () => {
     const llama = workerFor({ geometry: referenceGeometries['llama-3.1-8b'], tpSize: 1, ppSize: 1, blocks: 8 });
-    expect(() => planTransfer(llama, prefillTp1, [[0, 0]])).toThrow(IncompatibleWorkersError);
-    expect(() => planTransfer(llama, prefillTp1, [[0, 0]])).toThrow(
+    expect(() => referencePlan(llama, prefillTp1, [[0, 0]])).toThrow(IncompatibleWorkersError);
+    expect(() => referencePlan(llama, prefillTp1, [[0, 0]])).toThrow(
       /NUM_LAYERS_MISMATCH: source numLayers is 32, destination numLayers is 28/,
     );
   });
 });
 
-describe('planTransfer coalescing', () => {
+describe('referencePlan coalescing', () => {
   const small = (bankLayout: Geometry['bankLayout']): Geometry => ({
     numLayers: 2,
     kvPlanes: 2,
@@ -175,7 +175,7 @@ describe('planTransfer coalescing', () => {
       [0, 1],
       [0, 0],
     ] as [number, number][];
-    const plan = planTransfer(source, destination, blocks);
+    const plan = referencePlan(source, destination, blocks);
     expect(plan.descriptorCount).toBe(8);
     const { expected, run } = simulation(source, destination, blocks);
     expect(firstDifference(run(plan), expected)).toBeUndefined();
@@ -191,7 +191,7 @@ describe('planTransfer coalescing', () => {
       blocks: 8,
       role: 'prefill',
     });
-    const plan = planTransfer(source, destination, [
+    const plan = referencePlan(source, destination, [
       [1, 4],
       [2, 5],
       [3, 6],

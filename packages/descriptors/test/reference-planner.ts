@@ -1,50 +1,31 @@
-import { type CompatibilityResult, checkCompatibility, type RankRoute } from './compatibility.js';
+// The reference planner: the explicit descriptors of a transfer, derived straight from the two workers'
+// geometry, shards and banks, one (layer, plane, block, segment) at a time. It is the test oracle of the
+// transfer path (buildTransferTemplate → prepareTransfer / materialize): the tests assert that a
+// materialized template equals its plan, descriptor for descriptor. It is not part of the package's API —
+// writing millions of descriptors per request is what the template path avoids.
+import { type CompatibilityResult, checkCompatibility, type RankRoute } from '../src/compatibility.js';
+import { blocksOutermost, DescriptorWriter } from '../src/descriptor-writer.js';
 import {
   BlockOutOfRangeError,
   DuplicateDestinationBlockError,
   IncompatibleWorkersError,
   InvalidBlockListError,
-} from './errors.js';
-import { bytesPerElement } from './geometry.js';
-import { blocksOutermost, DescriptorWriter, type PairDescriptors } from './descriptor-writer.js';
-import { pieceSlot } from './layout.js';
-import type { RankId } from './rank-id.js';
-import type { RankPart } from './rank-part.js';
-import { deriveShard, type IndexRange, type Shard } from './shard.js';
-import { rankPartOf, type Worker } from './worker.js';
+} from '../src/errors.js';
+import { bytesPerElement } from '../src/geometry.js';
+import { pieceSlot } from '../src/layout.js';
+import type { RankId } from '../src/rank-id.js';
+import type { RankPart } from '../src/rank-part.js';
+import { deriveShard, type Shard } from '../src/shard.js';
+import type { PlanOptions, RankPairPlan, TransferPlan } from '../src/transfer-plan.js';
+import { rankPartOf, type Worker } from '../src/worker.js';
 
 /**
  * Which blocks to move: `[sourceBlock, destinationBlock]` pairs, or the same as two equally long
- * `Uint32Array`s (cheaper for long lists).
+ * `Uint32Array`s.
  */
-export type BlockPairs =
+type BlockPairs =
   | readonly (readonly [number, number])[]
   | { readonly sourceBlocks: Uint32Array; readonly destinationBlocks: Uint32Array };
-
-/**
- * The descriptors of one rank pair, as parallel typed arrays of `count` entries: descriptor i copies
- * `length[i]` bytes from `sourceOffset[i]` of the source rank's bank `sourceBank[i]` to
- * `destinationOffset[i]` of the destination rank's bank `destinationBank[i]` (offsets from the bank start).
- */
-export interface RankPairPlan extends PairDescriptors {
-  readonly sourceRank: RankId;
-  readonly destinationRank: RankId;
-  /** The KV heads and layers (global indices) this pair carries. */
-  readonly kvHeads: IndexRange;
-  readonly layers: IndexRange;
-  readonly bytes: bigint;
-}
-
-export interface TransferPlan {
-  readonly pairs: readonly RankPairPlan[];
-  readonly totalBytes: bigint;
-  readonly descriptorCount: number;
-}
-
-export interface PlanOptions {
-  /** Merge descriptors that continue each other in both banks (default true). */
-  readonly coalesce?: boolean;
-}
 
 const MAX_BLOCK = 0xffff_ffff;
 const isBlockIndex = (value: unknown): value is number =>
@@ -212,11 +193,10 @@ function planRoute(
 
 /**
  * Plans copying `blocks` from `source` to `destination` (two complete, compatible workers): one list of
- * descriptors per rank pair, adjacent ranges coalesced, in typed arrays a native batch call consumes as
- * they are. Throws `IncompatibleWorkersError`, `InvalidBlockListError`, `BlockOutOfRangeError` or
+ * descriptors per rank pair, adjacent ranges coalesced, as `materialize` gives them. Throws `IncompatibleWorkersError`, `InvalidBlockListError`, `BlockOutOfRangeError` or
  * `DuplicateDestinationBlockError`.
  */
-export function planTransfer(
+export function referencePlan(
   source: Worker,
   destination: Worker,
   blocks: BlockPairs,
