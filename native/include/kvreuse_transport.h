@@ -35,7 +35,9 @@
  *   the backend (registration, allocation, peer load, notification send) wait for it. Each agent has
  *   its own ucp context, so nothing UCX is shared between threads.
  *   Endpoints use UCP_ERR_HANDLING_MODE_PEER; the library sets UCX's MM_ERROR_HANDLING=y (unless
- *   UCX_MM_ERROR_HANDLING is set) so that shared-memory transports stay usable under it. Because UCX
+ *   UCX_MM_ERROR_HANDLING is set) so that shared-memory transports stay usable under it, and
+ *   ADAPTIVE_PROGRESS=n (unless UCX_ADAPTIVE_PROGRESS is set) so that a peer in another network
+ *   namespace, whose shared-memory wake-ups do not reach this one, is still served. Because UCX
  *   1.13 does not detect a killed peer on shared memory, metadata carries the process identity
  *   (pid, pid namespace, kernel boot id, start time) and peers with operations in flight that share
  *   this process's host and pid namespace are checked every 100 ms: a dead peer's endpoint is

@@ -169,14 +169,38 @@ static ucs_status_t confine(const kvt_agent *agent, ucp_config_t *config, char *
     return UCS_OK;
 }
 
+/*
+ * What the shared-memory transports need, each unless the user set it (UCX_<NAME>):
+ * - MM_ERROR_HANDLING=y. Endpoints use UCP_ERR_HANDLING_MODE_PEER (a killed peer must end operations, not
+ *   hang them), and UCX 1.13 keeps the shared-memory transports out of such endpoints unless they expose
+ *   error handling, which leaves tcp: four orders of magnitude slower for small gets on one machine.
+ * - ADAPTIVE_PROGRESS=n. With it, UCX polls an interface only once it has endpoints or a sender woke it,
+ *   and sysv/posix wake an idle receiver with a datagram to an abstract unix socket, which exists only in
+ *   the receiver's network namespace; from another one the datagram is refused and UCX ignores that. So
+ *   between two network namespaces of one machine a serving worker never read the first message of a
+ *   new peer (the wireup request its first WRITE's flush or probe waits for): the peer's writes hung.
+ *   Every interface polled, a lost wake-up costs at most the idle progress period (IDLE_PROGRESS_MS).
+ */
+static ucs_status_t shared_memory_settings(ucp_config_t *config, char *detail, size_t detail_size) {
+    static const char *const settings[][2] = {{"MM_ERROR_HANDLING", "y"}, {"ADAPTIVE_PROGRESS", "n"}};
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        char variable[64];
+        snprintf(variable, sizeof variable, "UCX_%s", settings[i][0]);
+        if (getenv(variable)) continue;
+        ucs_status_t status = ucp_config_modify(config, settings[i][0], settings[i][1]);
+        if (status != UCS_OK) {
+            snprintf(detail, detail_size, "ucp_config_modify(%s=%s) failed: %s", settings[i][0], settings[i][1],
+                     ucs_status_string(status));
+            return status;
+        }
+    }
+    return UCS_OK;
+}
+
 static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, size_t detail_size) {
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_config_read", status);
-    /* Endpoints use UCP_ERR_HANDLING_MODE_PEER (a killed peer must end operations, not hang them). UCX
-     * 1.13 keeps the shared-memory transports out of such endpoints unless they expose error handling,
-     * which leaves tcp: four orders of magnitude slower for small gets on one machine. Expose it,
-     * unless the user configured it explicitly. */
     state->shared_memory =
         tls_may_use_shared_memory(agent->ucx_transports[0] ? agent->ucx_transports : getenv("UCX_TLS"));
     status = confine(agent, config, detail, detail_size);
@@ -184,11 +208,11 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
         ucp_config_release(config);
         return KVT_ERR_BACKEND;
     }
-    if (!getenv("UCX_MM_ERROR_HANDLING") && state->shared_memory) {
-        status = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+    if (state->shared_memory) {
+        status = shared_memory_settings(config, detail, detail_size);
         if (status != UCS_OK) {
             ucp_config_release(config);
-            return ucx_fail(detail, detail_size, "ucp_config_modify(MM_ERROR_HANDLING=y)", status);
+            return KVT_ERR_BACKEND;
         }
     }
     ucp_params_t params = {
