@@ -3,7 +3,17 @@ import type { StatusCodeName } from './status.js';
 
 /** The kinds of handle the facade hands out; each names itself in errors. */
 export type HandleKind =
-  'Transport' | 'Agent' | 'Allocation' | 'Region' | 'Peer' | 'Operation' | 'RegisteredTemplate' | 'FileMemory';
+  | 'Transport'
+  | 'Agent'
+  | 'Allocation'
+  | 'Region'
+  | 'Peer'
+  | 'Operation'
+  | 'RegisteredTemplate'
+  | 'FileMemory'
+  | 'SidecarListener'
+  | 'SidecarClient'
+  | 'AdoptedMemory';
 
 export type FacadeErrorCode =
   | 'LIBRARY_NOT_FOUND'
