@@ -296,6 +296,13 @@ export interface NativeApi {
     capacity: number,
     timeoutMs: number,
   ): number;
+  kvt_sidecar_client_recv(
+    socket: number,
+    data: Uint8Array,
+    capacity: number,
+    outLength: Uint32Array,
+    timeoutMs: number,
+  ): number;
   kvt_sidecar_client_close(socket: number): number;
 }
 
@@ -387,6 +394,8 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'int32_t kvt_sidecar_client_send(int32_t socket, const uint8_t *data, uint32_t length, const int32_t *fds, uint32_t fd_count)',
   kvt_sidecar_client_adopt:
     'int32_t kvt_sidecar_client_adopt(int32_t socket, int32_t memfd, const char *layout_json, char *answer, uint32_t capacity, uint32_t timeout_ms)',
+  kvt_sidecar_client_recv:
+    'int32_t kvt_sidecar_client_recv(int32_t socket, uint8_t *data, uint32_t capacity, uint32_t *out_length, uint32_t timeout_ms)',
   kvt_sidecar_client_close: 'int32_t kvt_sidecar_client_close(int32_t socket)',
 };
 

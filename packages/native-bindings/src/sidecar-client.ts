@@ -60,6 +60,20 @@ export class SidecarClient {
     );
   }
 
+  /** Waits at most `timeoutMs` for the sidecar's next message and parses it (TIMEOUT, REMOTE_DISCONNECT otherwise). */
+  receive(timeoutMs = 60_000): Record<string, unknown> {
+    this.#state.assertOpen('receive on a sidecar connection');
+    const data = Buffer.alloc(ANSWER_BYTES);
+    const length = new Uint32Array(1);
+    const { api } = this.#library;
+    check(
+      this.#library,
+      'kvt_sidecar_client_recv',
+      api.kvt_sidecar_client_recv(this.#socket, data, ANSWER_BYTES, length, timeoutMs),
+    );
+    return JSON.parse(data.toString('utf8', 0, length[0])) as Record<string, unknown>;
+  }
+
   /** Closes the connection: the sidecar withdraws what it adopted from it. */
   close(): void {
     if (!this.#state.isOpen) return;
