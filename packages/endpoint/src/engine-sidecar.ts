@@ -212,7 +212,6 @@ export class EngineSidecar {
     memory: AdoptedMemory,
     specs: ReturnType<typeof layoutRankBanks>,
   ): Promise<void> {
-    const { transport, discovery, secret, settings, keyPrefix, host } = this.#options;
     const incarnation = layout.incarnation ?? `${layout.workerId}-${randomBytes(6).toString('hex')}`;
     const blocks = new EngineBlocks();
     blocks.store(stored);
@@ -222,44 +221,17 @@ export class EngineSidecar {
       returned += 1;
       if (returned === specs.length && memory.isOpen) memory.unmap();
     };
-    const { tpRank, ppRank } = layout;
+    const { tpRank, ppRank, workerId } = layout;
     const banks = specs.map((spec, index) =>
       Bank.adopt({ ...spec, tpRank, ppRank, index }, frameworkOwner({ engine: connection.id, index }, release)),
     );
     const offsetOf = (address: bigint) => Number(address - memory.address);
-    sequence += 1;
+    const bankBytes = specs.map((spec) =>
+      memory.view().subarray(offsetOf(spec.address), offsetOf(spec.address + spec.bytes)),
+    );
     let endpoint: ReuseEndpoint | undefined;
     try {
-      const agent = await transport.createAgent({
-        name: `sidecar-${layout.workerId}-tp${tpRank}pp${ppRank}-${process.pid}-${sequence}`,
-        backend: this.#options.backend ?? 'ucx',
-      });
-      endpoint = new ReuseEndpoint({
-        agent,
-        discovery,
-        secret,
-        worker: { ...layout, incarnation },
-        rank: { tpRank, ppRank },
-        banks,
-        bankBytes: specs.map((spec) =>
-          memory.view().subarray(offsetOf(spec.address), offsetOf(spec.address + spec.bytes)),
-        ),
-        settings,
-        serve: {
-          adapter: blocks,
-          ...(tpRank === 0 && ppRank === 0
-            ? {
-                inventory: {
-                  tier: 'host' as const,
-                  retained: () => blocks.retained(),
-                  ttlMs: this.#options.inventoryTtlMs ?? 60_000,
-                },
-              }
-            : {}),
-        },
-        ...(host === undefined ? {} : { host }),
-        ...(keyPrefix === undefined ? {} : { keyPrefix }),
-      });
+      endpoint = await this.#openEndpoint({ ...layout, incarnation }, banks, bankBytes, blocks);
       await endpoint.register();
       await endpoint.publish();
     } catch (error) {
@@ -267,9 +239,9 @@ export class EngineSidecar {
       if (memory.isOpen && returned === 0) memory.unmap();
       return this.#refuse(connection, 'adoption-failed', (error as Error).message);
     }
-    const { workerId } = layout;
+    const { id } = connection;
     connection.adopted = {
-      connection: connection.id,
+      connection: id,
       workerId,
       incarnation,
       endpoint,
@@ -277,20 +249,54 @@ export class EngineSidecar {
       memory,
       blocksPerBank: layout.blocks,
     };
-    const answer = adoptedAnswer(
-      layout.workerId,
-      incarnation,
-      specs.map((spec) => ({ offset: offsetOf(spec.address), bytes: Number(spec.bytes) })),
-    );
-    this.#send(connection, answer);
-    this.#report({
-      kind: 'adopted',
-      connection: connection.id,
-      workerId: layout.workerId,
-      incarnation,
-      epoch: endpoint.epoch ?? 0,
-      banks: specs.length,
+    const placed = specs.map((spec) => ({ offset: offsetOf(spec.address), bytes: Number(spec.bytes) }));
+    this.#send(connection, adoptedAnswer(workerId, incarnation, placed));
+    const epoch = endpoint.epoch ?? 0;
+    this.#report({ kind: 'adopted', connection: id, workerId, incarnation, epoch, banks: specs.length });
+  }
+
+  /** The serving endpoint of an adopted rank, on an agent of its own; rank 0 publishes the retained inventory. */
+  async #openEndpoint(
+    layout: AdoptLayout & { readonly incarnation: string },
+    banks: Bank[],
+    bankBytes: Uint8Array[],
+    blocks: EngineBlocks,
+  ): Promise<ReuseEndpoint> {
+    const { transport, discovery, secret, settings, keyPrefix, host } = this.#options;
+    const { tpRank, ppRank } = layout;
+    sequence += 1;
+    const agent = await transport.createAgent({
+      name: `sidecar-${layout.workerId}-tp${tpRank}pp${ppRank}-${process.pid}-${sequence}`,
+      backend: this.#options.backend ?? 'ucx',
     });
+    const ttlMs = this.#options.inventoryTtlMs ?? 60_000;
+    const inventory = { tier: 'host' as const, retained: () => blocks.retained(), ttlMs };
+    try {
+      return new ReuseEndpoint({
+        agent,
+        discovery,
+        secret,
+        worker: {
+          workerId: layout.workerId,
+          incarnation: layout.incarnation,
+          role: layout.role,
+          geometry: layout.geometry,
+          tpSize: layout.tpSize,
+          ppSize: layout.ppSize,
+          dpRank: layout.dpRank,
+        },
+        rank: { tpRank, ppRank },
+        banks,
+        bankBytes,
+        settings,
+        serve: { adapter: blocks, ...(tpRank === 0 && ppRank === 0 ? { inventory } : {}) },
+        ...(host === undefined ? {} : { host }),
+        ...(keyPrefix === undefined ? {} : { keyPrefix }),
+      });
+    } catch (error) {
+      await agent.close();
+      throw error;
+    }
   }
 
   /** The engine is gone (or the sidecar closes): fail its pins, withdraw, deregister, unmap, close its agent. */
