@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { testGeometry } from '../test/support/endpoint-workers.js';
-import { adoptedAnswer, parseEngineMessage, refusedAnswer } from './adoption-messages.js';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
+import { adoptedAnswer, chainStored, parseEngineMessage, refusedAnswer } from './adoption-messages.js';
 
 const bytes = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));
 const layout = { workerId: 'engine-0', geometry: testGeometry, blocks: 8 };
@@ -41,6 +42,7 @@ describe('the adoption messages', () => {
           { block: 0, hash: 2n ** 64n - 1n },
           { block: 7, hash: 0xfedcba9876543210n },
         ],
+        sequences: [],
       },
     });
   });
@@ -48,7 +50,7 @@ describe('the adoption messages', () => {
   it('reads a blocks update', () => {
     expect(parseEngineMessage(bytes({ type: 'blocks', stored: [{ block: 3, hash: '5' }], removed: [1] }), 0)).toEqual({
       ok: true,
-      message: { type: 'blocks', stored: [{ block: 3, hash: 5n }], removed: [1] },
+      message: { type: 'blocks', stored: [{ block: 3, hash: 5n }], sequences: [], removed: [1] },
     });
   });
 
@@ -69,8 +71,26 @@ describe('the adoption messages', () => {
     [{ type: 'adopt', layout, stored: [{ block: 0, hash: '18446744073709551616' }] }, 1, 'bad-blocks'],
     [{ type: 'blocks', stored: [{ block: 0, hash: 1 }] }, 0, 'bad-blocks'],
     [{ type: 'blocks', removed: [-1] }, 0, 'bad-blocks'],
+    [{ type: 'blocks', sequences: [{ blocks: [0], tokens: [-1] }] }, 0, 'bad-blocks'],
+    [{ type: 'adopt', layout, sequences: {} }, 1, 'bad-blocks'],
   ])('refuses %j with %i descriptors as %s', (message, fds, reason) => {
     expect(parseEngineMessage(bytes(message), fds)).toMatchObject({ ok: false, reason, detail: expect.any(String) });
+  });
+
+  it('hashes token sequences into kvreuse chain hashes, one block per full block of tokens', () => {
+    const scheme = blockHashScheme(testGeometry, 'model-a');
+    const tokens = Array.from({ length: 9 }, (_, i) => 100 + i); // two full blocks of 4, and one token
+    const chain = hashBlockChain(tokens, scheme);
+    expect(chainStored([{ blocks: [5, 2], tokens }], scheme, 8)).toEqual([
+      { block: 5, hash: chain[0] },
+      { block: 2, hash: chain[1] },
+    ]);
+    expect(chainStored([{ blocks: [5], tokens }], scheme, 8)).toBe(
+      'sequences[0] names 1 blocks for 2 full blocks of 4 tokens',
+    );
+    expect(chainStored([{ blocks: [5, 8], tokens }], scheme, 8)).toBe(
+      'sequences[0] names block 8, outside the 8 blocks of a bank',
+    );
   });
 
   it('writes the answers', () => {

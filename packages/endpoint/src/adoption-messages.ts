@@ -3,6 +3,7 @@
 // object of one SOCK_SEQPACKET packet. Parsing never throws: a message is accepted, or refused with a stable
 // reason and a sentence naming what was wrong.
 import { type Geometry, type Role, roles, safeParseGeometry } from '@kvreuse/descriptors';
+import { type BlockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 
 export const adoptionProtocolVersion = 1;
 
@@ -52,9 +53,28 @@ export interface AdoptLayout {
   readonly planeStride: number | undefined;
 }
 
+/**
+ * A token sequence from its start and the block holding each of its full blocks, in order: the sidecar
+ * hashes the chain itself (kvreuse's chain hash), so the engine need not know it.
+ */
+export interface StoredSequence {
+  readonly blocks: readonly number[];
+  readonly tokens: readonly number[];
+}
+
 export type EngineMessage =
-  | { readonly type: 'adopt'; readonly layout: AdoptLayout; readonly stored: readonly StoredBlock[] }
-  | { readonly type: 'blocks'; readonly stored: readonly StoredBlock[]; readonly removed: readonly number[] };
+  | {
+      readonly type: 'adopt';
+      readonly layout: AdoptLayout;
+      readonly stored: readonly StoredBlock[];
+      readonly sequences: readonly StoredSequence[];
+    }
+  | {
+      readonly type: 'blocks';
+      readonly stored: readonly StoredBlock[];
+      readonly sequences: readonly StoredSequence[];
+      readonly removed: readonly number[];
+    };
 
 export type ParsedEngineMessage =
   | { readonly ok: true; readonly message: EngineMessage }
@@ -91,6 +111,45 @@ export function parseStored(value: unknown, blocks?: number): StoredBlock[] | st
     if (hash === undefined || !wholeNumber(block, 0, blocks === undefined ? 0xffffffff : blocks - 1))
       return `stored[${index}] must be { block: 0..${blocks === undefined ? 'blocks - 1' : blocks - 1}, hash: a decimal or 0x string below 2^64 }`;
     stored.push({ block, hash });
+  }
+  return stored;
+}
+
+const isWholeArray = (value: unknown, maximum: number): value is number[] =>
+  Array.isArray(value) && value.every((item) => wholeNumber(item, 0, maximum));
+
+/** `sequences` entries ({ blocks, tokens }), or the sentence saying which is wrong. */
+function parseSequences(value: unknown): StoredSequence[] | string {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) return 'sequences must be an array of { blocks, tokens }';
+  for (const [index, entry] of value.entries()) {
+    if (!isObject(entry) || !isWholeArray(entry['blocks'], 0xffffffff) || !isWholeArray(entry['tokens'], 0xffffffff))
+      return `sequences[${index}] must be { blocks: block numbers, tokens: token ids from the sequence's start }`;
+  }
+  return (value as Fields[]).map((entry) => ({
+    blocks: entry['blocks'] as number[],
+    tokens: entry['tokens'] as number[],
+  }));
+}
+
+/**
+ * The blocks of `sequences` with their kvreuse chain hashes under `scheme`, or the sentence saying which
+ * sequence does not name one block per full block of its tokens, or names a block at or past `blocks`.
+ */
+export function chainStored(
+  sequences: readonly StoredSequence[],
+  scheme: BlockHashScheme,
+  blocks: number,
+): StoredBlock[] | string {
+  const stored: StoredBlock[] = [];
+  for (const [index, { blocks: held, tokens }] of sequences.entries()) {
+    const chain = hashBlockChain(tokens, scheme);
+    if (held.length !== chain.length)
+      return `sequences[${index}] names ${held.length} blocks for ${chain.length} full blocks of ${scheme.blockTokens} tokens`;
+    const outside = held.find((block) => block >= blocks);
+    if (outside !== undefined)
+      return `sequences[${index}] names block ${outside}, outside the ${blocks} blocks of a bank`;
+    held.forEach((block, position) => stored.push({ block, hash: chain[position] as bigint }));
   }
   return stored;
 }
@@ -168,7 +227,9 @@ export function parseEngineMessage(data: Uint8Array, fdCount: number): ParsedEng
       );
     const stored = parseStored(value['stored'], parsed.layout.blocks);
     if (typeof stored === 'string') return refuse('bad-blocks', stored);
-    return { ok: true, message: { type: 'adopt', layout: parsed.layout, stored } };
+    const sequences = parseSequences(value['sequences']);
+    if (typeof sequences === 'string') return refuse('bad-blocks', sequences);
+    return { ok: true, message: { type: 'adopt', layout: parsed.layout, stored, sequences } };
   }
   if (value['type'] === 'blocks') {
     if (fdCount !== 0) return refuse('unexpected-fds', `blocks passes no descriptor (got ${fdCount})`);
@@ -177,7 +238,9 @@ export function parseEngineMessage(data: Uint8Array, fdCount: number): ParsedEng
     const removed = value['removed'] ?? [];
     if (!Array.isArray(removed) || !removed.every((block) => wholeNumber(block, 0, 0xffffffff)))
       return refuse('bad-blocks', 'removed must be an array of block numbers');
-    return { ok: true, message: { type: 'blocks', stored, removed } };
+    const sequences = parseSequences(value['sequences']);
+    if (typeof sequences === 'string') return refuse('bad-blocks', sequences);
+    return { ok: true, message: { type: 'blocks', stored, sequences, removed } };
   }
   return refuse('unknown-type', `type must be 'adopt' or 'blocks' (got ${JSON.stringify(value['type']) ?? 'none'})`);
 }

@@ -18,12 +18,14 @@ import {
   type Transport,
   type transportGroup,
 } from '@kvreuse/native-bindings';
+import { type BlockHashScheme, blockHashScheme, type inventoryGroup } from '@kvreuse/inventory';
 import { Bank, frameworkOwner } from '@kvreuse/registry';
 import {
   type AdoptLayout,
   adoptedAnswer,
   type AdoptionRefusal,
   adoptionRefusals,
+  chainStored,
   parseEngineMessage,
   refusedAnswer,
   type StoredBlock,
@@ -39,7 +41,7 @@ export interface EngineSidecarOptions {
   readonly discovery: DiscoveryStore;
   readonly secret: ClusterSecret;
   readonly settings: SettingsOf<[typeof transportGroup, typeof discoveryGroup]> &
-    Partial<SettingsOf<[typeof drainGroup, typeof endpointGroup]>>;
+    Partial<SettingsOf<[typeof drainGroup, typeof endpointGroup, typeof inventoryGroup]>>;
   /** The backend of each adopted rank's agent: `ucx` (readers in other processes) by default. */
   readonly backend?: Backend;
   /** How long the retained inventory of an adopted rank 0 lives between announcements (60 s by default). */
@@ -89,7 +91,14 @@ interface Connection {
   readonly id: number;
   /** Its events, handled one after another. */
   chain: Promise<void>;
-  adopted: (AdoptedEngine & { readonly memory: AdoptedMemory; readonly blocksPerBank: number }) | undefined;
+  adopted:
+    | (AdoptedEngine & {
+        readonly memory: AdoptedMemory;
+        readonly blocksPerBank: number;
+        /** How the engine's token sequences are hashed into the chain hashes readers pin by. */
+        readonly scheme: BlockHashScheme;
+      })
+    | undefined;
 }
 
 let sequence = 0;
@@ -157,20 +166,28 @@ export class EngineSidecar {
     const { message } = parsed;
     if (message.type === 'blocks') {
       if (connection.adopted === undefined) return this.#refuse(connection, 'not-adopted', 'blocks before adopt');
-      const { blocksPerBank } = connection.adopted;
+      const { blocksPerBank, scheme } = connection.adopted;
       const outside = [...message.stored.map(({ block }) => block), ...message.removed].find(
         (block) => block >= blocksPerBank,
       );
       if (outside !== undefined) return this.#refuse(connection, 'bad-blocks', `block ${outside} is outside the banks`);
+      const chained = chainStored(message.sequences, scheme, blocksPerBank);
+      if (typeof chained === 'string') return this.#refuse(connection, 'bad-blocks', chained);
       connection.adopted.blocks.remove(message.removed);
-      connection.adopted.blocks.store(message.stored);
+      connection.adopted.blocks.store([...message.stored, ...chained]);
       return;
     }
     if (connection.adopted !== undefined) {
       closeReceivedFds(fds);
       return this.#refuse(connection, 'already-adopted', 'this connection already handed over its memory');
     }
-    await this.#adopt(connection, message.layout, message.stored, fds[0] as number);
+    const scheme = this.#schemeOf(message.layout);
+    const chained = chainStored(message.sequences, scheme, message.layout.blocks);
+    if (typeof chained === 'string') {
+      closeReceivedFds(fds);
+      return this.#refuse(connection, 'bad-blocks', chained);
+    }
+    await this.#adopt(connection, message.layout, [...message.stored, ...chained], fds[0] as number);
   }
 
   async #adopt(connection: Connection, layout: AdoptLayout, stored: readonly StoredBlock[], fd: number): Promise<void> {
@@ -248,6 +265,7 @@ export class EngineSidecar {
       blocks,
       memory,
       blocksPerBank: layout.blocks,
+      scheme: this.#schemeOf(layout),
     };
     const placed = specs.map((spec) => ({ offset: offsetOf(spec.address), bytes: Number(spec.bytes) }));
     this.#send(connection, adoptedAnswer(workerId, incarnation, placed));
@@ -320,6 +338,11 @@ export class EngineSidecar {
       banksRetained: drained.banksRetained.length,
       unmapped: !adopted.memory.isOpen,
     });
+  }
+
+  /** How the readers of this engine's model name its blocks (`inventory.hashSeed` salts them, '' by default). */
+  #schemeOf(layout: AdoptLayout): BlockHashScheme {
+    return blockHashScheme(layout.geometry, this.#options.settings.inventory?.hashSeed ?? '');
   }
 
   #refuse(connection: Connection, reason: AdoptionRefusal, detail: string): void {
