@@ -2,7 +2,12 @@
 // (test/process/sidecar-engine.ts) hands it to a sidecar process (test/process/ucx-engine-sidecar.ts),
 // which serves it; a prefill rank here pulls from it, verified. The engine is killed while a pull holds
 // its pins: the pins fail as engine-gone, the sidecar keeps nothing of the engine's memory and runs on.
+import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
+import { blockHash, noneHash } from '@kvreuse-internal/test-engine';
+import type { Geometry } from '@kvreuse/descriptors';
+import { openClusterSecret } from '@kvreuse/discovery';
+import { blockHashScheme, hashBlockChain } from '@kvreuse/inventory';
 import { watchWorkerReadiness, type WorkerReadiness } from '@kvreuse/discovery';
 import { closeSync, ftruncateSync, openSync } from 'node:fs';
 import { FileMemory } from '@kvreuse/native-bindings';
@@ -12,6 +17,9 @@ import {
   BLOCKS,
   hintFor,
   sqliteDiscovery,
+  allReady,
+  openWorker,
+  start,
   testGeometry,
   transport,
   ucxPrefill,
@@ -118,6 +126,55 @@ describe.skipIf(!ucxTestsRun)('EngineSidecar across processes on ucx', () => {
     sidecar.send({ close: true });
     expect(await sidecar.next('withdrawn')).toMatchObject({ workerId: 'engine-2', pinsRevoked: 0, unmapped: true });
     await sidecar.next('closed');
+  }, 180_000);
+
+  it('the test engine adopts its memfd with its token sequences: a reader pins by kvreuse chain hashes and reads the engine’s bytes', async () => {
+    const { path, store, socket, sidecar } = await startSidecar();
+    const engine = startChild<{ event: 'adopted'; answer: { incarnation: string }; geometry: Geometry }>(
+      'test/process/test-engine-adopting.ts',
+      [socket, '64'],
+      cleanups,
+    );
+    const { answer, geometry } = await engine.next('adopted');
+    const adopted = await sidecar.next('adopted');
+    const own: (() => Promise<unknown>)[] = [];
+    cleanups.push(async () => {
+      for (const cleanup of own.reverse()) await cleanup();
+    });
+    const secret = openClusterSecret({ backend: 'sqlite', sqlitePath: path, secretFile: '' });
+    const spec = {
+      workerId: 'prefill-0',
+      role: 'prefill' as const,
+      tpSize: 1,
+      backend: 'ucx' as const,
+      secret,
+      geometry,
+    };
+    const prefill = await openWorker(store, spec, own);
+    await start(prefill);
+    await allReady(prefill);
+    const reader = prefill.ranks[0]!;
+    const watch = await watchWorkerReadiness(store, 'test-engine-0', { onChange: () => {} });
+    cleanups.push(() => watch.close());
+    await vi.waitFor(() => expect(watch.current.ready).toBe(true), { timeout: 60_000, interval: 10 });
+
+    const tokens = Array.from({ length: 64 }, (_, i) => i);
+    const source = { workerId: 'test-engine-0', incarnation: answer.incarnation, epoch: adopted['epoch'] as number };
+    const hashes = hashBlockChain(tokens, blockHashScheme(geometry, ''));
+    const receipt = await reader.endpoint.pull({
+      hint: hintFor(source, 4, { hashes, blockTokens: geometry.blockTokens }),
+      destinationBlocks: Uint32Array.of(3, 2, 1, 0),
+    });
+    expect(receipt).toMatchObject({ requested: 4, blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
+    // The engine fills a block with the SHA-256 of its vLLM hash, repeated: block i landed in slot 3 - i.
+    let parent = noneHash('0');
+    const bank = reader.allocations[0]!.view();
+    for (let i = 0; i < 4; i++) {
+      parent = blockHash(parent, tokens.slice(16 * i, 16 * i + 16), null);
+      const pattern = createHash('sha256').update(parent).digest();
+      const landed = bank.subarray((3 - i) * 256, (4 - i) * 256);
+      expect(Buffer.compare(landed, Buffer.concat(Array.from({ length: 8 }, () => pattern)))).toBe(0);
+    }
   }, 180_000);
 
   it('refuses malformed and unsupported messages with their reasons, and runs on', async () => {
