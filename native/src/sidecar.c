@@ -5,6 +5,7 @@
 #include "kvreuse_transport.h"
 
 #include "services/status.h"
+#include "sidecar.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -214,9 +215,19 @@ static void close_pipes(sidecar_listener *listener) {
     close(listener->wake_pipe[1]);
 }
 
+kvt_status kvt_sidecar_address(const char *call, const char *path, struct sockaddr_un *out) {
+    size_t length = path ? strnlen(path, KVT_SIDECAR_MAX_PATH + 1) : 0;
+    if (length == 0 || length > KVT_SIDECAR_MAX_PATH)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, "%s: the path must be 1..%u bytes (got %zu)", call, KVT_SIDECAR_MAX_PATH,
+                        length);
+    *out = (struct sockaddr_un){.sun_family = AF_UNIX};
+    memcpy(out->sun_path, path, length + 1);
+    return KVT_OK;
+}
+
 static kvt_status bind_socket(sidecar_listener *listener) {
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    memcpy(address.sun_path, listener->path, strlen(listener->path) + 1);
+    struct sockaddr_un address;
+    kvt_sidecar_address("kvt_sidecar_listen", listener->path, &address);
     listener->socket_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (listener->socket_fd < 0) return kvt_fail(KVT_ERR_BACKEND, "kvt_sidecar_listen: socket: %s", strerror(errno));
     const char *failed = NULL;
@@ -249,17 +260,17 @@ static kvt_status start_listener(sidecar_listener *listener) {
 
 kvt_status kvt_sidecar_listen(const char *path, uint32_t *out_listener) {
     kvt_detail_clear();
-    size_t length = path ? strnlen(path, KVT_SIDECAR_MAX_PATH + 1) : 0;
-    if (length == 0 || length > KVT_SIDECAR_MAX_PATH || !out_listener)
-        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_sidecar_listen: the path must be 1..%u bytes (got %zu)",
-                        KVT_SIDECAR_MAX_PATH, length);
+    struct sockaddr_un address;
+    kvt_status checked = kvt_sidecar_address("kvt_sidecar_listen", path, &address);
+    if (checked != KVT_OK) return checked;
+    if (!out_listener) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_sidecar_listen: out_listener is NULL");
     struct stat existing;
     if (lstat(path, &existing) == 0)
         return kvt_fail(KVT_ERR_NOT_ALLOWED, "kvt_sidecar_listen: %s exists: remove it first if no sidecar uses it",
                         path);
     sidecar_listener *listener = calloc(1, sizeof *listener);
     if (!listener) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_sidecar_listen: out of memory");
-    memcpy(listener->path, path, length + 1);
+    memcpy(listener->path, address.sun_path, sizeof listener->path);
     pthread_mutex_init(&listener->lock, NULL);
     pthread_mutex_lock(&table_lock);
     uint32_t slot = 0;

@@ -3,6 +3,7 @@
 #include "kvreuse_transport.h"
 
 #include "services/status.h"
+#include "sidecar.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -15,12 +16,10 @@
 
 kvt_status kvt_sidecar_client_connect(const char *path, int32_t *out_socket) {
     kvt_detail_clear();
-    size_t length = path ? strnlen(path, KVT_SIDECAR_MAX_PATH + 1) : 0;
-    if (length == 0 || length > KVT_SIDECAR_MAX_PATH || !out_socket)
-        return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_sidecar_client_connect: the path must be 1..%u bytes (got %zu)",
-                        KVT_SIDECAR_MAX_PATH, length);
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    memcpy(address.sun_path, path, length + 1);
+    struct sockaddr_un address;
+    kvt_status checked = kvt_sidecar_address("kvt_sidecar_client_connect", path, &address);
+    if (checked != KVT_OK) return checked;
+    if (!out_socket) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_sidecar_client_connect: out_socket is NULL");
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0) return kvt_fail(KVT_ERR_BACKEND, "kvt_sidecar_client_connect: socket: %s", strerror(errno));
     if (connect(fd, (struct sockaddr *)&address, sizeof address) != 0) {
