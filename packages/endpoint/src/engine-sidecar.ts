@@ -10,9 +10,9 @@ import { layoutRankBanks } from '@kvreuse/descriptors';
 import type { ClusterSecret, DiscoveryStore, discoveryGroup } from '@kvreuse/discovery';
 import type { drainGroup } from '@kvreuse/drain';
 import {
-  AdoptedMemory,
   type Backend,
   closeReceivedFds,
+  FileMemory,
   type SidecarEvent,
   type SidecarListener,
   type Transport,
@@ -93,7 +93,7 @@ interface Connection {
   chain: Promise<void>;
   adopted:
     | (AdoptedEngine & {
-        readonly memory: AdoptedMemory;
+        readonly memory: FileMemory;
         readonly blocksPerBank: number;
         /** How the engine's token sequences are hashed into the chain hashes readers pin by. */
         readonly scheme: BlockHashScheme;
@@ -191,9 +191,9 @@ export class EngineSidecar {
   }
 
   async #adopt(connection: Connection, layout: AdoptLayout, stored: readonly StoredBlock[], fd: number): Promise<void> {
-    let memory: AdoptedMemory;
+    let memory: FileMemory;
     try {
-      memory = AdoptedMemory.map(fd);
+      memory = FileMemory.map(fd);
     } catch (error) {
       return this.#refuse(connection, 'bad-memfd', (error as Error).message);
     }
@@ -210,12 +210,12 @@ export class EngineSidecar {
         },
       );
     } catch (error) {
-      memory.unmap();
+      memory.close();
       return this.#refuse(connection, 'bad-layout', (error as Error).message);
     }
     const end = specs.reduce((last, bank) => (bank.address + bank.bytes > last ? bank.address + bank.bytes : last), 0n);
     if (end - memory.address > BigInt(memory.bytes)) {
-      memory.unmap();
+      memory.close();
       const needed = end - memory.address;
       return this.#refuse(connection, 'too-small', `the layout needs ${needed} bytes, the memfd holds ${memory.bytes}`);
     }
@@ -226,7 +226,7 @@ export class EngineSidecar {
     connection: Connection,
     layout: AdoptLayout,
     stored: readonly StoredBlock[],
-    memory: AdoptedMemory,
+    memory: FileMemory,
     specs: ReturnType<typeof layoutRankBanks>,
   ): Promise<void> {
     const incarnation = layout.incarnation ?? `${layout.workerId}-${randomBytes(6).toString('hex')}`;
@@ -236,7 +236,7 @@ export class EngineSidecar {
     let returned = 0;
     const release = () => {
       returned += 1;
-      if (returned === specs.length && memory.isOpen) memory.unmap();
+      if (returned === specs.length && memory.isOpen) memory.close();
     };
     const { tpRank, ppRank, workerId } = layout;
     const banks = specs.map((spec, index) =>
@@ -253,7 +253,7 @@ export class EngineSidecar {
       await endpoint.publish();
     } catch (error) {
       await endpoint?.close().catch(() => undefined);
-      if (memory.isOpen && returned === 0) memory.unmap();
+      if (memory.isOpen && returned === 0) memory.close();
       return this.#refuse(connection, 'adoption-failed', (error as Error).message);
     }
     const { id } = connection;

@@ -12,8 +12,7 @@ export type HandleKind =
   | 'RegisteredTemplate'
   | 'FileMemory'
   | 'SidecarListener'
-  | 'SidecarClient'
-  | 'AdoptedMemory';
+  | 'SidecarClient';
 
 export type FacadeErrorCode =
   | 'LIBRARY_NOT_FOUND'

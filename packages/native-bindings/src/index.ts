@@ -30,7 +30,6 @@ export { type FaultPoint, Faults } from './faults.js';
 export { type HeartbeatOptions, heartbeatLimits, type PeerEvent } from './heartbeat.js';
 export type { UcxConfinement } from './ucx-confinement.js';
 export { defaultLibraryPaths, LIBRARY_FILE } from './library.js';
-export { AdoptedMemory } from './adopted-memory.js';
 export { FileMemory } from './file-memory.js';
 export { SidecarClient } from './sidecar-client.js';
 export { closeReceivedFds, type SidecarEvent, SidecarListener } from './sidecar-listener.js';

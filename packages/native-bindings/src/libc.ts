@@ -2,7 +2,7 @@ import koffi from 'koffi';
 import { NativeTransportError } from './errors.js';
 import { statusOf } from './status.js';
 
-/** The libc.so.6 calls the facade makes itself: file memory (file-memory.ts, adopted-memory.ts) and the wake-up fds. */
+/** The libc.so.6 calls the facade makes itself: file memory (file-memory.ts) and the wake-up fds. */
 export interface Libc {
   memfd_create(name: string, flags: number): number;
   ftruncate(fd: number, length: bigint): number;

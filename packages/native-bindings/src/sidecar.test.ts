@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { transport } from '../test/support/backends.js';
-import { AdoptedMemory } from './adopted-memory.js';
 import { NativeTransportError } from './errors.js';
 import { FileMemory } from './file-memory.js';
 import { libc } from './libc.js';
@@ -50,11 +49,11 @@ describe('the adoption sidecar socket', () => {
     if (message.kind !== 'message') return;
     expect(JSON.parse(message.data.toString('utf8'))).toEqual({ type: 'adopt', version: 1 });
     expect(message.fds).toHaveLength(1);
-    const adopted = AdoptedMemory.map(message.fds[0] as number);
+    const adopted = FileMemory.map(message.fds[0] as number);
     expect(adopted.bytes).toBe(4 * PAGE);
     memory.view()[PAGE] = 0xa5;
     expect([adopted.view()[0], adopted.view()[PAGE]]).toEqual([0x5a, 0xa5]);
-    adopted.unmap();
+    adopted.close();
     expect(memory.view()[PAGE]).toBe(0xa5); // the engine's mapping and memfd are untouched
 
     listener.send(message.connection, '{"type":"adopted","version":1}');
@@ -84,7 +83,7 @@ describe('the adoption sidecar socket', () => {
     const c = libc();
     const fd = c.memfd_create('unsealed', 0);
     expect(c.ftruncate(fd, BigInt(PAGE))).toBe(0);
-    expect(() => AdoptedMemory.map(fd)).toThrow(NativeTransportError);
+    expect(() => FileMemory.map(fd)).toThrow(NativeTransportError);
     expect(c.fcntl(fd, 1, 0)).toBe(-1); // F_GETFD: closed
   });
 
