@@ -4,6 +4,7 @@ import { configSchema, configShow, configValidate } from './config-commands.js';
 import { demo } from './demo-command.js';
 import { inspect } from './inspect-command.js';
 import { profilesCheck, profilesList, profilesShow } from './profiles-commands.js';
+import { sidecar } from './sidecar-command.js';
 import { watch } from './watch-command.js';
 
 /** Every command of the binary, in the order `kvreuse --help` lists them. */
@@ -16,6 +17,7 @@ export const commands: readonly Command[] = [
   profilesCheck,
   inspect,
   watch,
+  sidecar,
   bench,
   demo,
 ];
