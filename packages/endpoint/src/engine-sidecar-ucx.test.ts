@@ -79,6 +79,8 @@ describe.skipIf(!ucxTestsRun)('EngineSidecar across processes on ucx', () => {
       checkedBlocks: BLOCKS,
       recomputed: { reasons: [] },
     });
+    // Registered with the engine's memfd: this reader, on the same host, copied out of the file itself.
+    expect(reader.agent.counters().fileReadBytes).toBeGreaterThan(0);
 
     // A pull holds its pins (its completions held back); the engine dies under it.
     const posted = reader.endpoint.ledger.counts().posted;
@@ -122,7 +124,8 @@ describe.skipIf(!ucxTestsRun)('EngineSidecar across processes on ucx', () => {
     expect((await next.next('adopted')).answer).toMatchObject({ type: 'adopted', workerId: 'engine-2' });
     await sidecar.next('adopted');
     sidecar.send({});
-    expect(await sidecar.next('state')).toMatchObject({ engines: 1, mappings: 1, descriptors: 1 });
+    // Its own mapping and descriptor, and the agent's duplicate of the descriptor for each of the 4 banks.
+    expect(await sidecar.next('state')).toMatchObject({ engines: 1, mappings: 1, descriptors: 5 });
     sidecar.send({ close: true });
     expect(await sidecar.next('withdrawn')).toMatchObject({ workerId: 'engine-2', pinsRevoked: 0, unmapped: true });
     await sidecar.next('closed');

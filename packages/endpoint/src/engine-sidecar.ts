@@ -239,10 +239,14 @@ export class EngineSidecar {
       if (returned === specs.length && memory.isOpen) memory.close();
     };
     const { tpRank, ppRank, workerId } = layout;
-    const banks = specs.map((spec, index) =>
-      Bank.adopt({ ...spec, tpRank, ppRank, index }, frameworkOwner({ engine: connection.id, index }, release)),
-    );
     const offsetOf = (address: bigint) => Number(address - memory.address);
+    // Registered with the memfd: readers on this host copy out of the engine's file at memory speed.
+    const banks = specs.map((spec, index) =>
+      Bank.adopt(
+        { ...spec, tpRank, ppRank, index, file: { fd: memory.fd, offset: offsetOf(spec.address) } },
+        frameworkOwner({ engine: connection.id, index }, release),
+      ),
+    );
     const bankBytes = specs.map((spec) =>
       memory.view().subarray(offsetOf(spec.address), offsetOf(spec.address + spec.bytes)),
     );
