@@ -46,28 +46,37 @@ async function startSidecar() {
   return { path, store, socket, sidecar };
 }
 
+/**
+ * A sidecar process serving the engine process of sidecar-engine.ts (adopted, ready in discovery), and a
+ * prefill rank here to read from it; `seen` follows the engine worker's readiness.
+ */
+async function servedEngine() {
+  const { path, store, socket, sidecar } = await startSidecar();
+  const engine = startChild<{ event: 'adopted'; answer: { incarnation: string; banks: unknown[] } }>(
+    'test/process/sidecar-engine.ts',
+    [socket],
+    cleanups,
+  );
+  const { answer } = await engine.next('adopted');
+  expect(answer).toMatchObject({
+    type: 'adopted',
+    workerId: 'engine-0',
+    banks: [{ offset: 0, bytes: 1024 }, {}, {}, {}],
+  });
+  const adopted = await sidecar.next('adopted');
+  const source = { workerId: 'engine-0', incarnation: answer.incarnation, epoch: adopted['epoch'] as number };
+  const seen: WorkerReadiness[] = [];
+  const watch = await watchWorkerReadiness(store, 'engine-0', { onChange: (readiness) => seen.push(readiness) });
+  cleanups.push(() => watch.close());
+  await vi.waitFor(() => expect(watch.current.ready).toBe(true), { timeout: 60_000, interval: 10 });
+  const prefill = await ucxPrefill(store, path, cleanups);
+  const reader = prefill.ranks[0]!;
+  return { sidecar, socket, engine, source, reader, seen };
+}
+
 describe.skipIf(!ucxTestsRun)('EngineSidecar across processes on ucx', () => {
   it('serves a verified pull from an engine’s own memory; when the engine dies its pins fail as engine-gone and nothing borrowed remains', async () => {
-    const { path, store, socket, sidecar } = await startSidecar();
-    const engine = startChild<{ event: 'adopted'; answer: { incarnation: string; banks: unknown[] } }>(
-      'test/process/sidecar-engine.ts',
-      [socket],
-      cleanups,
-    );
-    const { answer } = await engine.next('adopted');
-    expect(answer).toMatchObject({
-      type: 'adopted',
-      workerId: 'engine-0',
-      banks: [{ offset: 0, bytes: 1024 }, {}, {}, {}],
-    });
-    const adopted = await sidecar.next('adopted');
-    const source = { workerId: 'engine-0', incarnation: answer.incarnation, epoch: adopted['epoch'] as number };
-    const seen: WorkerReadiness[] = [];
-    const watch = await watchWorkerReadiness(store, 'engine-0', { onChange: (readiness) => seen.push(readiness) });
-    cleanups.push(() => watch.close());
-    await vi.waitFor(() => expect(watch.current.ready).toBe(true), { timeout: 60_000, interval: 10 });
-    const prefill = await ucxPrefill(store, path, cleanups);
-    const reader = prefill.ranks[0]!;
+    const { sidecar, socket, engine, source, reader, seen } = await servedEngine();
 
     const receipt = await reader.endpoint.pull({
       hint: hintFor(source, BLOCKS),
