@@ -67,6 +67,7 @@ describe('the adoption messages', () => {
     [{ type: 'adopt', layout: { ...layout, geometry: { ...testGeometry, dtype: 'fp64' } } }, 1, 'bad-layout'],
     [{ type: 'adopt', layout: { ...layout, tpRank: 1 } }, 1, 'bad-layout'],
     [{ type: 'adopt', layout: { ...layout, blocks: 0 } }, 1, 'bad-layout'],
+    [{ type: 'adopt', layout: { ...layout, sequences: [] } }, 1, 'bad-layout'],
     [{ type: 'adopt', layout, stored: [{ block: 8, hash: '1' }] }, 1, 'bad-blocks'],
     [{ type: 'adopt', layout, stored: [{ block: 0, hash: '18446744073709551616' }] }, 1, 'bad-blocks'],
     [{ type: 'blocks', stored: [{ block: 0, hash: 1 }] }, 0, 'bad-blocks'],

@@ -156,9 +156,33 @@ export function chainStored(
 
 const optionalStride = (value: unknown): boolean => value === undefined || wholeNumber(value, 1);
 
+const layoutFields = new Set([
+  'workerId',
+  'incarnation',
+  'role',
+  'geometry',
+  'tpSize',
+  'ppSize',
+  'dpRank',
+  'tpRank',
+  'ppRank',
+  'blocks',
+  'blockStride',
+  'planeStride',
+  'memory',
+  'device',
+  'handle',
+]);
+
 /** The layout fields of an `adopt`, or the refusal naming the first one wrong. */
 function parseLayout(layout: unknown): { layout: AdoptLayout } | ReturnType<typeof refuse> {
   if (!isObject(layout)) return refuse('bad-layout', 'layout must be an object');
+  const unknown = Object.keys(layout).find((key) => !layoutFields.has(key));
+  if (unknown !== undefined)
+    return refuse(
+      'bad-layout',
+      `layout has no field ${JSON.stringify(unknown)} (blocks go in stored or sequences, or a blocks message)`,
+    );
   if (layout['memory'] === 'vram')
     return refuse(
       'vram-not-supported',
