@@ -30,7 +30,8 @@ function describeReport(report: SidecarReport): string {
     case 'withdrawn':
       return (
         `connection ${report.connection}: ${report.workerId} withdrawn: ${report.pinsRevoked} pins revoked (engine-gone), ` +
-        `${report.banksReturned} banks returned, ${report.banksRetained} retained, ${report.unmapped ? 'unmapped' : 'mapping kept for retained banks'}`
+        `${report.banksReturned} banks returned, ${report.banksRetained} retained, ${report.unmapped ? 'unmapped' : 'mapping kept for retained banks'}` +
+        (report.failure === undefined ? '' : ` (stopped short: ${report.failure})`)
       );
   }
 }

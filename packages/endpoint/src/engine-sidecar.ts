@@ -76,6 +76,8 @@ export type SidecarReport =
       readonly banksRetained: number;
       /** Whether the sidecar's mapping of the engine's memory is gone (false while a bank is retained). */
       readonly unmapped: boolean;
+      /** Why the withdrawal stopped short (its endpoint's close failed), when it did. */
+      readonly failure?: string;
     };
 
 /** One engine rank the sidecar serves. */
@@ -330,17 +332,24 @@ export class EngineSidecar {
     const server = adopted.endpoint.pinServer;
     const pinsRevoked = server?.heldPins ?? 0;
     await server?.engineGone();
-    const deadlineMs = this.#options.withdrawDeadlineMs ?? 10_000;
-    const drained = await adopted.endpoint.drain({ deadlineMs });
-    await adopted.endpoint.close({ deadlineMs });
+    // The close drains first: rank part and inventory withdrawn, operations waited for, banks handed back.
+    let banks = { returned: 0, retained: 0 };
+    let failure: string | undefined;
+    try {
+      const { report } = await adopted.endpoint.close({ deadlineMs: this.#options.withdrawDeadlineMs ?? 10_000 });
+      banks = { returned: report.banksReturned.length, retained: report.banksRetained.length };
+    } catch (error) {
+      failure = error instanceof Error ? error.message : String(error);
+    }
     this.#report({
       kind: 'withdrawn',
       connection: connection.id,
       workerId: adopted.workerId,
       pinsRevoked,
-      banksReturned: drained.banksReturned.length,
-      banksRetained: drained.banksRetained.length,
+      banksReturned: banks.returned,
+      banksRetained: banks.retained,
       unmapped: !adopted.memory.isOpen,
+      ...(failure === undefined ? {} : { failure }),
     });
   }
 
