@@ -1,7 +1,7 @@
 /* The adoption sidecar's socket and its reference client: an engine connects, hands over a memfd with its
  * layout and gets the answer; the listener sees the connection (with the engine's pid), the message and a
  * descriptor of the same memory, then the end of the connection; packets the library refuses (too large,
- * too many descriptors) are reported with their reason and their descriptors closed. */
+ * too many descriptors) are reported with their reason and no descriptor kept. */
 #include "harness.h"
 
 #include <poll.h>
@@ -122,6 +122,26 @@ static void packets_the_library_refuses_are_reported_with_their_reason(void) {
     CHECK(seen.kind == KVT_SIDECAR_EVENT_MALFORMED && seen.connection == connection && seen.fd_count == 0 &&
               strncmp((char *)seen.data, "message-too-large:", 18) == 0,
           "too large: %s", seen.data);
+
+    /* Nine descriptors in one packet: the listener takes none of them and says why. */
+    union {
+        char bytes[CMSG_SPACE(sizeof(int) * (KVT_SIDECAR_MAX_FDS + 1))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec vector = {.iov_base = (void *)"{}", .iov_len = 2};
+    struct msghdr packet = {
+        .msg_iov = &vector, .msg_iovlen = 1, .msg_control = control.bytes, .msg_controllen = sizeof control.bytes};
+    struct cmsghdr *header = CMSG_FIRSTHDR(&packet);
+    *header = (struct cmsghdr){.cmsg_level = SOL_SOCKET,
+                               .cmsg_type = SCM_RIGHTS,
+                               .cmsg_len = CMSG_LEN(sizeof(int) * (KVT_SIDECAR_MAX_FDS + 1))};
+    memcpy(CMSG_DATA(header), fds, sizeof(int) * (KVT_SIDECAR_MAX_FDS + 1));
+    CHECK(sendmsg(engine, &packet, 0) == 2, "a packet of nine descriptors");
+    next_event(listener, &seen);
+    CHECK(seen.kind == KVT_SIDECAR_EVENT_MALFORMED && seen.fd_count == 0 &&
+              strncmp((char *)seen.data, "too-many-fds:", 13) == 0,
+          "too many descriptors: %s", seen.data);
 
     CHECK_OK(kvt_sidecar_disconnect(listener, connection));
     next_event(listener, &seen);
