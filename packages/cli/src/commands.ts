@@ -5,6 +5,7 @@ import { configSchema, configShow, configValidate } from './config-commands.js';
 import { demo } from './demo-command.js';
 import { inspect } from './inspect-command.js';
 import { profilesCheck, profilesList, profilesShow } from './profiles-commands.js';
+import { sidecar } from './sidecar-command.js';
 import { watch } from './watch-command.js';
 
 /** Every command of the binary, in the order `kvreuse --help` lists them. */
@@ -17,6 +18,7 @@ export const commands: readonly Command[] = [
   profilesCheck,
   inspect,
   watch,
+  sidecar,
   bench,
   benchLink,
   demo,

@@ -12,6 +12,7 @@ const commandNames = [
   'profiles check',
   'inspect',
   'watch',
+  'sidecar',
   'bench',
   'bench link',
   'demo',
@@ -61,7 +62,7 @@ describe('the kvreuse binary', () => {
     const run = await runBinary(['inspekt']);
     expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
-      'kvreuse: unknown command "inspekt" of kvreuse: expected one of config, profiles, inspect, watch, bench, demo (see kvreuse --help) [UNKNOWN_COMMAND]',
+      'kvreuse: unknown command "inspekt" of kvreuse: expected one of config, profiles, inspect, watch, sidecar, bench, demo (see kvreuse --help) [UNKNOWN_COMMAND]',
     ]);
   });
 

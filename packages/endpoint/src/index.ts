@@ -111,3 +111,15 @@ export {
 } from './pin-server.js';
 export { PinClient, type PinClientOptions, type PinRequest } from './pin-client.js';
 export { endpointGroup } from './settings.js';
+export { type AdoptedEngine, EngineSidecar, type EngineSidecarOptions, type SidecarReport } from './engine-sidecar.js';
+export { EngineBlocks } from './engine-blocks.js';
+export {
+  adoptionProtocolVersion,
+  type AdoptionRefusal,
+  adoptionRefusals,
+  type AdoptLayout,
+  type EngineMessage,
+  parseEngineMessage,
+  type ParsedEngineMessage,
+  type StoredBlock,
+} from './adoption-messages.js';

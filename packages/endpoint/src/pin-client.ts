@@ -16,7 +16,7 @@ import {
   SourceUnresponsiveError,
 } from './errors.js';
 import { type PinChannel } from './pin-auth.js';
-import { looksLikePinMessage, type PinGrantMessage, type PinMessage } from './pin-messages.js';
+import { looksLikePinMessage, type PinGrantMessage, type PinMessage, type PinRefusalReason } from './pin-messages.js';
 import type { HeldPin, PinLoss, PinLossReason } from './pins.js';
 
 export interface PinClientOptions {
@@ -212,10 +212,7 @@ export class PinClient {
     if (message.kind === 'renewed') pin.lastConfirmedAt = this.#clock.now();
     else if (message.kind === 'revoke') pin.lose(message.reason, `revoked by the source (${message.reason})`);
     else if (message.kind === 'refuse')
-      pin.lose(
-        message.reason === 'evicted' ? 'evicted' : 'lease-lapsed',
-        `the source refused its renewal (${message.reason})`,
-      );
+      pin.lose(renewalRefusalLoss(message.reason), `the source refused its renewal (${message.reason})`);
     return true;
   }
 
@@ -336,4 +333,9 @@ export class PinClient {
       Math.max(1, Math.floor(pin.leaseMs / 3)),
     );
   }
+}
+
+/** What a refused renewal means for the pin: its blocks are gone, or the engine that held them is, or its lease lapsed. */
+function renewalRefusalLoss(reason: PinRefusalReason): PinLossReason {
+  return reason === 'evicted' || reason === 'engine-gone' ? reason : 'lease-lapsed';
 }

@@ -19,9 +19,12 @@ export const pinRefusalReasons = [
   'stale-incarnation',
   'too-large',
   'unknown-pin',
+  // The source's memory belongs to an engine that went away (an adoption sidecar's banks); appended, so
+  // the codes before it keep their numbers.
+  'engine-gone',
 ] as const;
 export type PinRefusalReason = (typeof pinRefusalReasons)[number];
-export const pinRevocationReasons = ['evicted', 'shutting-down'] as const;
+export const pinRevocationReasons = ['evicted', 'shutting-down', 'engine-gone'] as const;
 export type PinRevocationReason = (typeof pinRevocationReasons)[number];
 
 export interface PinRequestMessage {

@@ -255,6 +255,28 @@ describe('PinServer', () => {
     expect(sourceAgent.pollNotifications()).toEqual([]);
   });
 
+  it('when its engine is gone, revokes held pins and refuses new pins and their renewals as engine-gone', async () => {
+    const { server, grant, exchange, readerAgent, readerChannel, pool } = await setup();
+    const grantId = await grant(request('p1', [10n, 11n]));
+    expect(server.heldPins).toBe(1);
+    await server.engineGone();
+    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+      kind: 'revoke',
+      pinId: grantId,
+      reason: 'engine-gone',
+    });
+    expect(server.heldPins).toBe(0);
+    expect([pool.pinsOn(0), pool.pinsOn(1)]).toEqual([0, 0]);
+    expect(await exchange({ kind: 'renew', pinId: grantId, sequence: 1 })).toEqual({
+      kind: 'refuse',
+      pinId: grantId,
+      reason: 'engine-gone',
+    });
+    expect(await exchange(request('p2', [10n]))).toEqual({ kind: 'refuse', pinId: 'p2', reason: 'engine-gone' });
+    server.refuseNewPins(); // a drain after it keeps the engine's reason
+    expect(await exchange(request('p3', [10n]))).toEqual({ kind: 'refuse', pinId: 'p3', reason: 'engine-gone' });
+  });
+
   it('refuses a lease that is not a whole number of milliseconds', async () => {
     await expect(setup({ leaseMs: 0 })).rejects.toThrow(EndpointOptionError);
   });

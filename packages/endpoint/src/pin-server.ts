@@ -15,6 +15,7 @@ import {
   type PinMessage,
   type PinRefusalReason,
   type PinRequestMessage,
+  type PinRevocationReason,
   type PinSequencedMessage,
 } from './pin-messages.js';
 
@@ -83,7 +84,8 @@ export class PinServer {
   readonly #pins = new Map<string, HeldServedPin>();
   /** When each request was seen, by `sender\0request id`, for two leases (`#seenRequest`). */
   readonly #requestsSeen = new Map<string, number>();
-  #refusing = false;
+  /** Why new pin requests are refused, once they are. */
+  #refusing: 'shutting-down' | 'engine-gone' | undefined;
   #malformed = 0;
   #unanswered = 0;
 
@@ -111,14 +113,24 @@ export class PinServer {
     return this.#pins.size;
   }
 
-  /** Whether pin requests are refused as `shutting-down` (`refuseNewPins`, or a drain waiting for the held pins). */
+  /** Whether pin requests are refused (`refuseNewPins`, a drain waiting for the held pins, or `engineGone`). */
   get refusing(): boolean {
-    return this.#refusing;
+    return this.#refusing !== undefined;
   }
 
-  /** From now on every pin request is refused as `shutting-down`; held pins stay held. */
+  /** From now on every pin request is refused as `shutting-down` (unless already as `engine-gone`); held pins stay held. */
   refuseNewPins(): void {
-    this.#refusing = true;
+    this.#refusing ??= 'shutting-down';
+  }
+
+  /**
+   * The engine that owns this rank's memory went away: from now on every pin request, and every renewal
+   * of a pin this server no longer holds, is refused as `engine-gone`, and each pin held now is revoked
+   * (`engine-gone`, the adapter's `cancelPin` first). Resolves once they are.
+   */
+  async engineGone(): Promise<void> {
+    this.#refusing = 'engine-gone';
+    for (const pin of [...this.#pins.values()]) await this.#revoke(pin, 'engine-gone');
   }
 
   /**
@@ -155,7 +167,7 @@ export class PinServer {
     if (wait.signal.aborted) deadline.resolve();
     else wait.signal.addEventListener('abort', () => deadline.resolve(), { once: true });
     await Promise.race([Promise.all(pins.map((pin) => pin.ending.promise)), deadline.promise]);
-    for (const pin of pins) if (pin.ended === undefined) await this.#revoke(pin);
+    for (const pin of pins) if (pin.ended === undefined) await this.#revoke(pin, 'shutting-down');
     const count = (end: PinEnd): number => pins.filter((pin) => pin.ended === end).length;
     return {
       released: count('released'),
@@ -223,7 +235,7 @@ export class PinServer {
   }
 
   #refusalOf(request: PinRequestMessage): PinRefusalReason | undefined {
-    if (this.#refusing) return 'shutting-down';
+    if (this.#refusing !== undefined) return this.#refusing;
     if (request.source.incarnation !== this.#options.source.incarnation) return 'stale-incarnation';
     if (request.source.epoch !== this.#options.source.epoch) return 'stale-epoch';
     return undefined;
@@ -248,7 +260,12 @@ export class PinServer {
     // Never answered: the sender may not be the pin's reader.
     if (typeof pin === 'string') return this.#channel.refuse(pin);
     const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
-    if (pin === undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: 'unknown-pin' });
+    if (pin === undefined)
+      return this.#send(peer, {
+        kind: 'refuse',
+        pinId,
+        reason: this.#refusing === 'engine-gone' ? 'engine-gone' : 'unknown-pin',
+      });
     if (!(await this.#options.adapter.renewPin(pin.pinId))) {
       this.#end(pin, 'revoked');
       return this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' });
@@ -269,11 +286,11 @@ export class PinServer {
     this.#send(peer, { kind: 'released', pinId });
   }
 
-  async #revoke(pin: HeldServedPin): Promise<void> {
+  async #revoke(pin: HeldServedPin, reason: PinRevocationReason): Promise<void> {
     await this.#options.adapter.cancelPin(pin.pinId);
     this.#end(pin, 'revoked');
     try {
-      this.#send(pin.peer, { kind: 'revoke', pinId: pin.pinId, reason: 'shutting-down' });
+      this.#send(pin.peer, { kind: 'revoke', pinId: pin.pinId, reason });
     } catch {
       this.#unanswered++;
     }

@@ -4,7 +4,14 @@ import type { RankId } from '@kvreuse/descriptors';
 
 /** Why a source took back, or stopped answering for, a pin its reader still held. */
 export type PinLossReason =
-  'evicted' | 'shutting-down' | 'superseded' | 'lease-lapsed' | 'source-unresponsive' | 'source-disconnected';
+  | 'evicted'
+  | 'shutting-down'
+  | 'superseded'
+  | 'lease-lapsed'
+  | 'source-unresponsive'
+  | 'source-disconnected'
+  /** The source's memory belongs to an engine that went away (an adoption sidecar withdrew its banks). */
+  | 'engine-gone';
 
 export interface PinLoss {
   readonly reason: PinLossReason;

@@ -3,7 +3,16 @@ import type { StatusCodeName } from './status.js';
 
 /** The kinds of handle the facade hands out; each names itself in errors. */
 export type HandleKind =
-  'Transport' | 'Agent' | 'Allocation' | 'Region' | 'Peer' | 'Operation' | 'RegisteredTemplate' | 'FileMemory';
+  | 'Transport'
+  | 'Agent'
+  | 'Allocation'
+  | 'Region'
+  | 'Peer'
+  | 'Operation'
+  | 'RegisteredTemplate'
+  | 'FileMemory'
+  | 'SidecarListener'
+  | 'SidecarClient';
 
 export type FacadeErrorCode =
   | 'LIBRARY_NOT_FOUND'

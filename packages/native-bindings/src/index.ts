@@ -31,6 +31,8 @@ export { type HeartbeatOptions, heartbeatLimits, type PeerEvent } from './heartb
 export type { UcxConfinement } from './ucx-confinement.js';
 export { defaultLibraryPaths, LIBRARY_FILE } from './library.js';
 export { FileMemory } from './file-memory.js';
+export { SidecarClient } from './sidecar-client.js';
+export { closeReceivedFds, type SidecarEvent, SidecarListener } from './sidecar-listener.js';
 export { Allocation, type MemoryKind, type MemoryRange, memoryKinds, Region } from './memory.js';
 export type { Notification } from './notifications.js';
 export { type CancelOutcome, Operation, type OperationResult, type OperationStatus } from './operation.js';

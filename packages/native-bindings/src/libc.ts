@@ -2,7 +2,7 @@ import koffi from 'koffi';
 import { NativeTransportError } from './errors.js';
 import { statusOf } from './status.js';
 
-/** The libc.so.6 calls the facade makes itself: file memory (file-memory.ts) and the agents' wake-up fds. */
+/** The libc.so.6 calls the facade makes itself: file memory (file-memory.ts) and the wake-up fds. */
 export interface Libc {
   memfd_create(name: string, flags: number): number;
   ftruncate(fd: number, length: bigint): number;
@@ -11,6 +11,7 @@ export interface Libc {
   munmap(address: bigint, length: bigint): number;
   close(fd: number): number;
   dup(fd: number): number;
+  lseek(fd: number, offset: bigint, whence: number): bigint | number;
 }
 
 let bound: Libc | undefined;
@@ -29,6 +30,7 @@ export function libc(): Libc {
       munmap: library.func('int munmap(uintptr_t addr, size_t length)') as Libc['munmap'],
       close: library.func('int close(int fd)') as Libc['close'],
       dup: library.func('int dup(int fd)') as Libc['dup'],
+      lseek: library.func('int64_t lseek(int fd, int64_t offset, int whence)') as Libc['lseek'],
     };
   }
   return bound;

@@ -264,6 +264,46 @@ export interface NativeApi {
   kvt_fault_delay_completions(agent: number, ms: number): number;
   kvt_fault_stall_progress(agent: number, stalled: number): number;
   kvt_fault_clear(agent: number): number;
+  kvt_sidecar_listen(path: string, outListener: Uint32Array): number;
+  kvt_sidecar_wake_fd(listener: number, outFd: Int32Array): number;
+  kvt_sidecar_poll(
+    listener: number,
+    outKind: Uint32Array,
+    outConnection: Uint32Array,
+    data: Uint8Array,
+    capacity: number,
+    outLength: Uint32Array,
+    fds: Int32Array,
+    outFdCount: Uint32Array,
+    outGot: Uint32Array,
+  ): number;
+  kvt_sidecar_send(listener: number, connection: number, data: Uint8Array, length: number): number;
+  kvt_sidecar_disconnect(listener: number, connection: number): number;
+  kvt_sidecar_close(listener: number): number;
+  kvt_sidecar_client_connect(path: string, outSocket: Int32Array): number;
+  kvt_sidecar_client_send(
+    socket: number,
+    data: Uint8Array,
+    length: number,
+    fds: Int32Array | null,
+    fdCount: number,
+  ): number;
+  kvt_sidecar_client_adopt(
+    socket: number,
+    memfd: number,
+    layoutJson: string,
+    answer: Uint8Array,
+    capacity: number,
+    timeoutMs: number,
+  ): number;
+  kvt_sidecar_client_recv(
+    socket: number,
+    data: Uint8Array,
+    capacity: number,
+    outLength: Uint32Array,
+    timeoutMs: number,
+  ): number;
+  kvt_sidecar_client_close(socket: number): number;
 }
 
 const prototypes: { readonly [K in keyof NativeApi]: string } = {
@@ -341,6 +381,22 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_fault_delay_completions: 'int32_t kvt_fault_delay_completions(uint32_t agent, uint32_t ms)',
   kvt_fault_stall_progress: 'int32_t kvt_fault_stall_progress(uint32_t agent, uint32_t stalled)',
   kvt_fault_clear: 'int32_t kvt_fault_clear(uint32_t agent)',
+  kvt_sidecar_listen: 'int32_t kvt_sidecar_listen(const char *path, uint32_t *out_listener)',
+  kvt_sidecar_wake_fd: 'int32_t kvt_sidecar_wake_fd(uint32_t listener, int32_t *out_fd)',
+  kvt_sidecar_poll:
+    'int32_t kvt_sidecar_poll(uint32_t listener, uint32_t *out_kind, uint32_t *out_connection, uint8_t *data, uint32_t capacity, uint32_t *out_length, int32_t *fds, uint32_t *out_fd_count, uint32_t *out_got)',
+  kvt_sidecar_send:
+    'int32_t kvt_sidecar_send(uint32_t listener, uint32_t connection, const uint8_t *data, uint32_t length)',
+  kvt_sidecar_disconnect: 'int32_t kvt_sidecar_disconnect(uint32_t listener, uint32_t connection)',
+  kvt_sidecar_close: 'int32_t kvt_sidecar_close(uint32_t listener)',
+  kvt_sidecar_client_connect: 'int32_t kvt_sidecar_client_connect(const char *path, int32_t *out_socket)',
+  kvt_sidecar_client_send:
+    'int32_t kvt_sidecar_client_send(int32_t socket, const uint8_t *data, uint32_t length, const int32_t *fds, uint32_t fd_count)',
+  kvt_sidecar_client_adopt:
+    'int32_t kvt_sidecar_client_adopt(int32_t socket, int32_t memfd, const char *layout_json, char *answer, uint32_t capacity, uint32_t timeout_ms)',
+  kvt_sidecar_client_recv:
+    'int32_t kvt_sidecar_client_recv(int32_t socket, uint8_t *data, uint32_t capacity, uint32_t *out_length, uint32_t timeout_ms)',
+  kvt_sidecar_client_close: 'int32_t kvt_sidecar_client_close(int32_t socket)',
 };
 
 export interface NativeLibrary {

@@ -1,3 +1,5 @@
+import { SidecarClient } from './sidecar-client.js';
+import { type SidecarEvent, SidecarListener } from './sidecar-listener.js';
 import { Agent, type AgentOptions } from './agent.js';
 import { type Backend, backendIds } from './backend.js';
 import { type Counters, checkCounterNames, readCounters } from './counters.js';
@@ -96,6 +98,20 @@ export class Transport {
    */
   createAgent(options: AgentOptions): Promise<Agent> {
     return Agent.create(this.#library, options);
+  }
+
+  /**
+   * Binds an adoption sidecar's socket at `path` (it must not exist; mode 0600) and hands each engine's
+   * connection, message (with its passed descriptors), refused packet and end to `onEvent`. Close it with
+   * `listener.close()`, which removes the file.
+   */
+  listenSidecar(path: string, onEvent: (event: SidecarEvent) => void): SidecarListener {
+    return new SidecarListener(this.#library, path, onEvent);
+  }
+
+  /** Connects to the sidecar listening at `path`, as an engine does (REMOTE_DISCONNECT when none listens). */
+  connectSidecar(path: string): SidecarClient {
+    return new SidecarClient(this.#library, path);
   }
 }
 

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { EngineMemory, SidecarConnection } from './engine-memory.js';
 import { Router, XPublisher } from 'zeromq';
 import { blockHash, noneHash } from './block-hash.js';
 import { type EngineEvent, encodeBatch, type EventEncoding, type HashForm } from './encode-events.js';
@@ -42,7 +43,12 @@ interface Held {
  * that replays the batches it still holds.
  */
 export class TestEngine {
+  /** The engine's KV memory: a memfd sealed against shrinking, which `adopt` hands to a kvreuse sidecar. */
   readonly memory: Buffer;
+  readonly #file: EngineMemory;
+  #sidecar: SidecarConnection | undefined;
+  /** Every token sequence stored (full blocks only) with its block hashes: what an adoption describes. */
+  readonly #sequences: { readonly tokens: readonly number[]; readonly hashes: readonly Uint8Array[] }[] = [];
   readonly #publisher = new XPublisher({ linger: 0 });
   readonly #router = new Router({ linger: 0 });
   readonly #options: Required<TestEngineOptions>;
@@ -71,7 +77,8 @@ export class TestEngine {
       clock: () => Date.now() / 1000,
       ...options,
     };
-    this.memory = Buffer.alloc(this.#options.blocks * this.#options.blockBytes);
+    this.#file = new EngineMemory(this.#options.blocks * this.#options.blockBytes);
+    this.memory = this.#file.view;
     this.#free = Array.from({ length: this.#options.blocks }, (_, slot) => this.#options.blocks - 1 - slot);
     this.#none = noneHash(this.#options.seed);
   }
@@ -124,9 +131,15 @@ export class TestEngine {
     const first = hashes.findIndex((hash) => !this.#held.has(hexOf(hash)));
     if (first < 0) return [];
     const fresh = hashes.slice(first);
+    const evictedSlots = this.#slotsOf(
+      [...this.#held.values()].slice(0, Math.max(0, fresh.length - this.#free.length)).map((held) => held.hash),
+    );
     const evicted = this.#evict(fresh.length - this.#free.length);
     for (const hash of fresh) this.#fill(hash);
     const size = this.#options.blockSize;
+    const sequence = { tokens: tokens.slice(0, hashes.length * size), hashes };
+    this.#sequences.push(sequence);
+    this.#tellSidecar({ sequences: this.#held2sequences([sequence]), removed: evictedSlots });
     const events: EngineEvent[] = [];
     if (evicted.length > 0) events.push({ type: 'BlockRemoved', blockHashes: evicted, medium });
     events.push({
@@ -143,11 +156,13 @@ export class TestEngine {
 
   /** Drops these blocks and publishes their removal. */
   async remove(hashes: readonly Uint8Array[], medium = 'GPU'): Promise<void> {
+    this.#tellSidecar({ removed: this.#slotsOf(hashes) });
     for (const hash of hashes) this.#release(hash);
     await this.publish([{ type: 'BlockRemoved', blockHashes: hashes, medium }]);
   }
 
   async clear(): Promise<void> {
+    this.#tellSidecar({ removed: [...this.#held.values()].map((held) => held.slot) });
     for (const held of [...this.#held.values()]) this.#release(held.hash);
     await this.publish([{ type: 'AllBlocksCleared' }]);
   }
@@ -182,12 +197,82 @@ export class TestEngine {
   restart(): void {
     this.#seq = 0;
     this.#sent.length = 0;
+    this.#tellSidecar({ removed: [...this.#held.values()].map((held) => held.slot) });
     for (const held of [...this.#held.values()]) this.#release(held.hash);
   }
 
+  /**
+   * The KV geometry the memory has, as kvreuse describes it: one fully contiguous bank, each block one
+   * layer of K and V planes of `blockSize` tokens of one bf16 head (`blockBytes` must be a multiple of
+   * 4 × `blockSize`).
+   */
+  geometry() {
+    const { blockSize, blockBytes } = this.#options;
+    if (blockBytes % (4 * blockSize) !== 0)
+      throw new RangeError(`blockBytes ${blockBytes} is not a multiple of 4 × blockSize ${blockSize}`);
+    return {
+      numLayers: 1,
+      kvPlanes: 2 as const,
+      blockTokens: blockSize,
+      numKvHeads: 1,
+      headDim: blockBytes / (4 * blockSize),
+      dtype: 'bf16' as const,
+      bankLayout: 'fully-contiguous' as const,
+      headOrder: 'NHD' as const,
+    };
+  }
+
+  /**
+   * Hands the engine's memory to the kvreuse sidecar listening at `path` (in another process: the answer
+   * is waited for on this thread), with the token sequences it holds; from then on every store, removal
+   * and clear is told to the sidecar too. Returns the sidecar's `adopted` answer; throws its refusal.
+   */
+  adopt(path: string, worker: { readonly workerId: string; readonly incarnation?: string }): Record<string, unknown> {
+    if (this.#sidecar !== undefined) throw new Error('the test engine is already adopted');
+    const client = new SidecarConnection(path);
+    const layout = { ...worker, geometry: this.geometry(), blocks: this.#options.blocks, memory: 'dram' };
+    try {
+      const answer = client.adopt(this.#file.fd, layout);
+      this.#sidecar = client;
+      this.#tellSidecar({ sequences: this.#held2sequences(this.#sequences) });
+      return answer;
+    } catch (error) {
+      client.close();
+      throw error;
+    }
+  }
+
+  /** Ends the adoption: the sidecar withdraws the memory (as when the engine dies). */
+  detach(): void {
+    this.#sidecar?.close();
+    this.#sidecar = undefined;
+  }
+
   close(): void {
+    this.detach();
     this.#publisher.close();
     this.#router.close();
+    this.#file.close();
+  }
+
+  /** The sequences among `sequences` whose blocks are all still held, with the slot of each block. */
+  #held2sequences(sequences: readonly { tokens: readonly number[]; hashes: readonly Uint8Array[] }[]) {
+    return sequences
+      .filter(({ hashes }) => hashes.every((hash) => this.#held.has(hexOf(hash))))
+      .map(({ tokens, hashes }) => ({ blocks: this.#slotsOf(hashes), tokens }));
+  }
+
+  #slotsOf(hashes: readonly Uint8Array[]): number[] {
+    return hashes.flatMap((hash) => {
+      const held = this.#held.get(hexOf(hash));
+      return held === undefined ? [] : [held.slot];
+    });
+  }
+
+  #tellSidecar(update: { sequences?: object[]; removed?: number[] }): void {
+    if (this.#sidecar === undefined) return;
+    if ((update.sequences?.length ?? 0) === 0 && (update.removed?.length ?? 0) === 0) return;
+    this.#sidecar.send({ type: 'blocks', ...update });
   }
 
   #fill(hash: Uint8Array): void {

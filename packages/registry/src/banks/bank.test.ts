@@ -91,6 +91,9 @@ describe('Bank.adopt', () => {
     ['index', { index: -1 }],
     ['tpRank', { tpRank: 0.5 }],
     ['address', { address: 4096 }],
+    ['file', { file: { fd: -1, offset: 0 } }],
+    ['file', { file: { fd: 3 } }],
+    ['file', { memKind: 'vram', file: { fd: 3, offset: 0 } }],
   ])('refuses a bad %s, naming it', (field, patch) => {
     const error = captureError(() =>
       Bank.adopt(
@@ -100,6 +103,12 @@ describe('Bank.adopt', () => {
     );
     expect(error).toBeInstanceOf(InvalidBankError);
     expect((error as InvalidBankError).field).toBe(field);
+  });
+
+  it('keeps the file a dram bank is a mapping of, and has none otherwise', () => {
+    const owner = frameworkOwner(1, () => {});
+    expect(Bank.adopt({ ...spec, file: { fd: 7, offset: 8192 } }, owner).file).toEqual({ fd: 7, offset: 8192 });
+    expect('file' in Bank.adopt(spec, owner)).toBe(false);
   });
 
   it('keeps a plane stride when given, and has none otherwise', () => {

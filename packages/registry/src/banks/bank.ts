@@ -32,6 +32,12 @@ export interface BankSpec {
    * part version 2. Absent (or undefined) for one bank per (layer, plane).
    */
   readonly planeStride?: bigint | undefined;
+  /**
+   * Dram that is a shared mapping of a file sealed against shrinking (a memfd): its descriptor and the
+   * file offset of the bank's first byte. The bank is registered with it, so readers on the same host
+   * copy out of the file at memory speed (`kvt_mem_register_fd`). Absent for any other memory.
+   */
+  readonly file?: { readonly fd: number; readonly offset: number } | undefined;
 }
 
 /** A hold on a registered bank (an operation that may touch it); the bank cannot be released while any is held. */
@@ -76,6 +82,7 @@ export class Bank implements BankLabel {
     const { tpRank, ppRank, index, memKind, deviceId, address, bytes, blocks, blockStride, planeStride } = spec;
     Object.assign(this, { tpRank, ppRank, index, memKind, deviceId, address, bytes, blocks, blockStride, owner });
     if (planeStride !== undefined) Object.assign(this, { planeStride });
+    if (spec.file !== undefined) Object.assign(this, { file: { fd: spec.file.fd, offset: spec.file.offset } });
   }
 
   /** Takes a bank into kvreuse's care, in state `owned`. Registers nothing. */
@@ -289,6 +296,23 @@ function validateSpec(spec: BankSpec): void {
   const planeStride: unknown = spec.planeStride;
   if (planeStride !== undefined && (typeof planeStride !== 'bigint' || planeStride <= 0n)) {
     throw new InvalidBankError('planeStride', planeStride, 'must be a positive bigint when given');
+  }
+  const file: unknown = spec.file;
+  if (
+    file !== undefined &&
+    (spec.memKind !== 'dram' ||
+      typeof file !== 'object' ||
+      file === null ||
+      !Number.isSafeInteger((file as { fd?: unknown }).fd) ||
+      (file as { fd: number }).fd < 0 ||
+      !Number.isSafeInteger((file as { offset?: unknown }).offset) ||
+      (file as { offset: number }).offset < 0)
+  ) {
+    throw new InvalidBankError(
+      'file',
+      file,
+      "a dram bank's { fd, offset }: a descriptor and a file offset, whole numbers ≥ 0",
+    );
   }
   if (spec.address + spec.bytes > ADDRESS_LIMIT) {
     throw new InvalidBankError(

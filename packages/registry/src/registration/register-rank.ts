@@ -117,6 +117,7 @@ async function registerBank(agent: RegistrationAgent, bank: Bank): Promise<Regio
       bytes: bank.bytes,
       kind: bank.memKind,
       device: bank.memKind === 'vram' ? bank.deviceId : 0,
+      ...(bank.file === undefined ? {} : { file: bank.file }),
     });
   } catch (cause) {
     if (bank.state === 'registering') bank.abortRegistration();

@@ -1,0 +1,66 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCli } from './run.js';
+
+const packageDir = fileURLToPath(new URL('..', import.meta.url));
+const folders: string[] = [];
+afterEach(() => {
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+});
+
+function capture() {
+  const out = { stdout: '', stderr: '' };
+  const context = {
+    stdout: (text: string) => void (out.stdout += text),
+    stderr: (text: string) => void (out.stderr += text),
+    env: {},
+    cwd: '/',
+  };
+  return { out, context };
+}
+
+describe('kvreuse sidecar', () => {
+  it('adopts an engine’s memfd, publishes it, and withdraws it when the engine’s connection ends', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    const socket = join(folder, 'engine.sock');
+    const { out, context } = capture();
+    const flags = ['--transport-backend', 'loopback', '--discovery-backend', 'sqlite'];
+    const serving = runCli(
+      ['sidecar', '--socket', socket, '--engines', '1', ...flags, '--discovery-sqlite-path', join(folder, 'd.sqlite')],
+      context,
+    );
+    // The engine runs apart: its adoption waits for the sidecar's answer on its own thread.
+    const engine = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/sidecar-engine.ts', socket],
+      { cwd: packageDir, encoding: 'utf8' },
+    );
+    expect(JSON.parse(engine.stdout)).toMatchObject({ type: 'adopted', workerId: 'cli-engine' });
+    expect(await serving).toBe(0);
+    const lines = out.stdout.trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(/^connection 1: process \d+ connected$/);
+    expect(lines[1]).toMatch(
+      /^connection 1: adopted 1 banks of cli-engine \(incarnation cli-engine-[0-9a-f]+, epoch \d+\)$/,
+    );
+    expect(lines[2]).toBe(
+      'connection 1: cli-engine withdrawn: 0 pins revoked (engine-gone), 1 banks returned, 0 retained, unmapped',
+    );
+  }, 120_000);
+
+  it('needs a socket, and refuses memory discovery (no reader could find the engines)', async () => {
+    const { out, context } = capture();
+    expect(await runCli(['sidecar', '--engines', '1'], context)).not.toBe(0);
+    expect(out.stderr).toContain('--socket <path> is required');
+    const memory = capture();
+    const args = ['sidecar', '--socket', '/tmp/none.sock', '--engines', '1', '--discovery-backend', 'memory'];
+    expect(await runCli(args, memory.context)).not.toBe(0);
+    expect(memory.out.stderr).toContain('discovery.backend = memory holds one process only');
+  });
+});

@@ -1,0 +1,107 @@
+import { resolve } from 'node:path';
+import { type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
+import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
+import { loadTransport } from '@kvreuse/native-bindings';
+import type { CommandArgs, OptionSpec } from './args.js';
+import type { CliContext, Command } from './command.js';
+import { UsageError } from './errors.js';
+import { kvreuseSettings, type Settings } from './settings/all-settings.js';
+import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
+
+const options: OptionSpec[] = [
+  { name: 'socket', value: '<path>', description: 'where engines connect: a unix socket path that must not exist' },
+  {
+    name: 'engines',
+    value: '<n>',
+    description: 'stop once this many engines were withdrawn (default: until interrupted)',
+  },
+  { name: 'json', description: 'one JSON line per report on stdout' },
+  ...settingsOptions,
+];
+
+function describeReport(report: SidecarReport): string {
+  switch (report.kind) {
+    case 'connected':
+      return `connection ${report.connection}: process ${report.pid} connected`;
+    case 'adopted':
+      return `connection ${report.connection}: adopted ${report.banks} banks of ${report.workerId} (incarnation ${report.incarnation}, epoch ${report.epoch})`;
+    case 'refused':
+      return `connection ${report.connection}: refused (${report.reason}): ${report.detail}`;
+    case 'withdrawn':
+      return (
+        `connection ${report.connection}: ${report.workerId} withdrawn: ${report.pinsRevoked} pins revoked (engine-gone), ` +
+        `${report.banksReturned} banks returned, ${report.banksRetained} retained, ${report.unmapped ? 'unmapped' : 'mapping kept for retained banks'}` +
+        (report.failure === undefined ? '' : ` (stopped short: ${report.failure})`)
+      );
+  }
+}
+
+/** The discovery store the sidecar publishes to: sqlite (relative to the working directory) or etcd; not `memory`. */
+function openPublishing(command: string, settings: Settings['discovery'], cwd: string): DiscoveryStore {
+  if (settings.backend === 'memory')
+    throw new UsageError(
+      command,
+      'discovery.backend = memory holds one process only: readers could not find the engines',
+    );
+  return openDiscovery(
+    settings.backend === 'sqlite' ? { ...settings, sqlitePath: resolve(cwd, settings.sqlitePath) } : settings,
+  );
+}
+
+function enginesToServe(args: CommandArgs, context: CliContext): number {
+  const text = args.options.get('engines')?.[0];
+  const engines = text === undefined ? 0 : Number(text);
+  if (text !== undefined && (!/^\d+$/.test(text) || !Number.isSafeInteger(engines) || engines < 1))
+    throw new UsageError('sidecar', `--engines is a whole number ≥ 1, not ${JSON.stringify(text)}`);
+  if (engines === 0 && context.whenInterrupted === undefined)
+    throw new UsageError('sidecar', '--engines <n> is needed where nothing can interrupt the sidecar');
+  return engines;
+}
+
+export const sidecar: Command = {
+  name: 'sidecar',
+  summary:
+    "Serves inference engines' own KV memory: engines connect to a unix socket and hand over their host memory (a memfd and its layout); each is published as its worker's rank and served — pins, verified pulls — until its connection ends.",
+  usage: '--socket <path> [--engines <n>] [--json] [--config <file>] [--strict] [setting flags]',
+  options,
+  help: () =>
+    'One line per engine connected, adopted, refused or withdrawn (a JSON object with --json). The protocol, ' +
+    "its messages and the ownership rules are in docs/engines.md. The engines' ranks run on transport.backend " +
+    'and publish to the discovery the settings name (sqlite or etcd).\n\n' +
+    settingsHelp(kvreuseSettings),
+  async run(args, context) {
+    const socket = args.options.get('socket')?.[0];
+    if (socket === undefined) throw new UsageError(this.name, '--socket <path> is required');
+    if (args.positionals.length > 0)
+      throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
+    const engines = enginesToServe(args, context);
+    const { settings } = resolveCommandSettings(args, context);
+    const { library } = settings.transport;
+    const transport = loadTransport(library === '' ? {} : { libraryPath: resolve(context.cwd, library) });
+    const store = openPublishing(this.name, settings.discovery, context.cwd);
+    let withdrawn = 0;
+    let stop = (): void => {};
+    const stopped = new Promise<void>((resolveStop) => (stop = resolveStop));
+    let served: EngineSidecar | undefined;
+    try {
+      served = new EngineSidecar({
+        transport,
+        path: resolve(context.cwd, socket),
+        discovery: store,
+        secret: openClusterSecret(settings.discovery),
+        settings,
+        backend: settings.transport.backend,
+        onReport: (report) => {
+          context.stdout(`${args.options.has('json') ? JSON.stringify(report) : describeReport(report)}\n`);
+          if (report.kind === 'withdrawn' && ++withdrawn === engines) stop();
+        },
+      });
+      const takeBack = context.whenInterrupted?.(async () => stop());
+      await stopped;
+      takeBack?.();
+    } finally {
+      await served?.close();
+      await store.close();
+    }
+  },
+};

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import type { EvictedBlock } from './pin-adapter.js';
+import { EngineBlocks } from './engine-blocks.js';
+
+describe('EngineBlocks', () => {
+  it('grants the longest prefix the engine holds, renews while every block holds its hash, and reports what changed', () => {
+    const blocks = new EngineBlocks();
+    const evicted: EvictedBlock[][] = [];
+    blocks.onEvicted((batch) => evicted.push([...batch]));
+    blocks.store([
+      { block: 2, hash: 20n },
+      { block: 0, hash: 10n },
+      { block: 5, hash: 30n },
+    ]);
+    expect(blocks.retained()).toEqual([10n, 20n, 30n]);
+    expect(blocks.requestPin('p', [10n, 20n, 99n, 30n]).blocks).toEqual(Uint32Array.of(0, 2));
+    expect(blocks.requestPin('none', [99n]).blocks).toEqual(new Uint32Array(0));
+    expect(blocks.renewPin('p')).toBe(true);
+    blocks.store([{ block: 2, hash: 21n }]); // the engine rewrote a pinned block
+    expect(evicted).toEqual([[{ block: 2, hash: 20n }]]);
+    expect(blocks.renewPin('p')).toBe(false);
+    blocks.remove([5, 6]);
+    expect(evicted.at(-1)).toEqual([{ block: 5, hash: 30n }]);
+    expect(blocks.retained()).toEqual([10n, 21n]);
+    blocks.releasePin('p');
+    expect(blocks.renewPin('p')).toBe(false);
+  });
+
+  it('grants and renews nothing once the engine is gone', () => {
+    const blocks = new EngineBlocks();
+    blocks.store([{ block: 0, hash: 10n }]);
+    expect(blocks.requestPin('p', [10n]).blocks).toEqual(Uint32Array.of(0));
+    blocks.gone();
+    expect(blocks.renewPin('p')).toBe(false);
+    expect(blocks.requestPin('q', [10n]).blocks).toEqual(new Uint32Array(0));
+  });
+});
