@@ -78,6 +78,8 @@ enum { /* CUmemorytype */
     X(EventRecord, cuEventRecord, CUresult, (CUevent event, CUstream stream))                                          \
     X(EventQuery, cuEventQuery, CUresult, (CUevent event))                                                             \
     X(EventDestroy, cuEventDestroy_v2, CUresult, (CUevent event))                                                      \
+    X(MemHostAlloc, cuMemHostAlloc, CUresult, (void **pointer, size_t size, unsigned int flags))                       \
+    X(MemFreeHost, cuMemFreeHost, CUresult, (void *pointer))                                                           \
     X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, CUresult,                                                                 \
       (CUdeviceptr destination, CUdeviceptr source, size_t size, CUstream stream))                                     \
     X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, CUresult,                                                                 \
