@@ -22,7 +22,7 @@ static bool same_process(const kvt_process_identity *a, const kvt_process_identi
            a->start_time == b->start_time;
 }
 
-kvt_status kvt_vram_classify(const kvt_agent *agent, const kvt_conn *conn, uint32_t direction,
+kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt_conn *conn, uint32_t direction,
                              kvt_region *const *locals, uint32_t local_count, const uint32_t *remote_slots,
                              uint32_t remote_count, bool *out_vram) {
     uint32_t vram = 0;
@@ -32,15 +32,16 @@ kvt_status kvt_vram_classify(const kvt_agent *agent, const kvt_conn *conn, uint3
     if (vram == 0) return KVT_OK;
     if (vram != local_count + remote_count)
         return kvt_fail(KVT_ERR_NOT_SUPPORTED,
-                        "kvt_xfer_post: dram and vram regions in one operation: vram moves only between vram "
-                        "regions (host-staged pulls are to come)");
+                        "%s: dram and vram regions in one operation: vram moves only between vram "
+                        "regions (host-staged pulls are to come)",
+                        call);
     if (direction != KVT_XFER_READ)
-        return kvt_fail(KVT_ERR_NOT_SUPPORTED, "kvt_xfer_post: vram moves by READs only (a pull from the peer)");
+        return kvt_fail(KVT_ERR_NOT_SUPPORTED, "%s: vram moves by READs only (a pull from the peer)", call);
     if (!same_host(&agent->process, &conn->meta.process))
         return kvt_fail(KVT_ERR_NOT_SUPPORTED,
-                        "kvt_xfer_post: peer '%s' is on another host: vram moves between processes of one host "
+                        "%s: peer '%s' is on another host: vram moves between processes of one host "
                         "through CUDA IPC (host-staged pulls are to come)",
-                        conn->meta.name);
+                        call, conn->meta.name);
     return KVT_OK;
 }
 
@@ -146,17 +147,40 @@ static void work_free(agent_vram *state, vram_work *work) {
     free(work);
 }
 
+/* Every piece of the op into *out (malloc'd, *out_count of them): its descriptors, a template post's
+ * window refilled until the whole post is expanded, each remote address where this process reaches it. */
+static kvt_status collect_pieces(kvt_agent *agent, kvt_op *op, kvt_gather_piece **out, uint32_t *out_count) {
+    uint32_t count = 0, capacity = op->count > 0 ? op->count : 64;
+    kvt_gather_piece *pieces = malloc(capacity * sizeof *pieces);
+    kvt_status status = pieces ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory");
+    while (status == KVT_OK && kvt_op_more(op)) {
+        const kvt_desc *d = &op->descs[op->next++];
+        kvt_gather_piece *grown = pieces;
+        if (count == capacity) {
+            capacity = capacity <= UINT32_MAX / 2 ? capacity * 2 : 0;
+            grown = capacity ? realloc(pieces, capacity * sizeof *pieces) : NULL;
+        }
+        if (!grown) {
+            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory for %u pieces", count);
+            break;
+        }
+        pieces = grown;
+        int64_t shift = 0;
+        status = remote_base(agent, op, d->remote_slot, &shift);
+        pieces[count++] =
+            (kvt_gather_piece){(uint64_t)((int64_t)d->remote_address + shift), d->local_address, d->length};
+    }
+    *out = pieces;
+    *out_count = count;
+    return status;
+}
+
 /* Uploads the op's pieces and launches the gather and the event after it, on the agent's stream. */
 static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_work *work) {
-    uint64_t bytes = (op->count ? op->count : 1) * sizeof(kvt_gather_piece);
-    kvt_gather_piece *pieces = malloc(bytes);
-    kvt_status status = pieces ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory");
-    for (uint32_t i = 0; status == KVT_OK && i < op->count; i++) {
-        int64_t shift = 0;
-        status = remote_base(agent, op, op->descs[i].remote_slot, &shift);
-        pieces[i] = (kvt_gather_piece){(uint64_t)((int64_t)op->descs[i].remote_address + shift),
-                                       op->descs[i].local_address, op->descs[i].length};
-    }
+    kvt_gather_piece *pieces = NULL;
+    uint32_t count = 0;
+    kvt_status status = collect_pieces(agent, op, &pieces, &count);
+    uint64_t bytes = (count ? count : 1) * sizeof *pieces;
     /* Opening a handle made the peer's GPU current; the work runs on this agent's. */
     if (status == KVT_OK) status = kvt_cuda_use_device("kvt_xfer_post", state->device);
     CUdeviceptr table = 0;
@@ -164,9 +188,9 @@ static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_w
     if (status == KVT_OK) result = kvt_cuda.EventCreate(&work->event, KVT_CU_EVENT_DISABLE_TIMING);
     if (status == KVT_OK && result == KVT_CUDA_SUCCESS) result = table_for(state, work, bytes, &table);
     if (status == KVT_OK && result == KVT_CUDA_SUCCESS) /* pageable: copied before the call returns */
-        result = kvt_cuda.MemcpyHtoDAsync(table, pieces, op->count * sizeof *pieces, state->stream);
+        result = kvt_cuda.MemcpyHtoDAsync(table, pieces, count * sizeof *pieces, state->stream);
     if (status == KVT_OK && result == KVT_CUDA_SUCCESS)
-        status = kvt_cuda_gather("kvt_xfer_post", state->device, table, op->count, state->stream);
+        status = kvt_cuda_gather("kvt_xfer_post", state->device, table, count, state->stream);
     if (status == KVT_OK && result == KVT_CUDA_SUCCESS) result = kvt_cuda.EventRecord(work->event, state->stream);
     free(pieces);
     if (status == KVT_OK && result != KVT_CUDA_SUCCESS) {

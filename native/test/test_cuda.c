@@ -253,6 +253,58 @@ static void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uin
         CHECK(holds_pattern(local_address + local_offset[i], length[i], remote_offset[i], seed), "piece %d moved", i);
 }
 
+/* A template of two planes (routes) over PULL_BYTES, four blocks of 32 KiB in each plane's half, two rows
+ * of 4 KiB per block and plane: what a KV layout's layers and planes make of one block. */
+#define PLANE_BYTES (PULL_BYTES / 2)
+#define BLOCK_STRIDE (32u << 10)
+#define ROW_STRIDE (16u << 10)
+#define ROW_BYTES 4096u
+
+static kvt_status register_planes(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                                  uint32_t *out_template) {
+    const uint32_t zero[2] = {0, 0}, rows[2] = {2, 2};
+    const uint64_t base[2] = {0, PLANE_BYTES}, block_stride[2] = {BLOCK_STRIDE, BLOCK_STRIDE},
+                   row_bytes[2] = {ROW_BYTES, ROW_BYTES}, row_stride[2] = {ROW_STRIDE, ROW_STRIDE};
+    const kvt_template_routes routes = {.route_count = 2,
+                                        .local_index = zero,
+                                        .remote_index = zero,
+                                        .local_base = base,
+                                        .remote_base = base,
+                                        .local_block_stride = block_stride,
+                                        .remote_block_stride = block_stride,
+                                        .rows = rows,
+                                        .row_bytes = row_bytes,
+                                        .local_row_stride = row_stride,
+                                        .remote_row_stride = row_stride,
+                                        .local_region_count = 1,
+                                        .local_regions = &local,
+                                        .remote_region_count = 1,
+                                        .remote_regions = &remote,
+                                        .local_block_limit = 4,
+                                        .remote_block_limit = 4};
+    return kvt_template_register(reader, peer, generation, &routes, out_template);
+}
+
+/* Four blocks by template (16 pieces: blocks x planes x rows), in another order; every piece must land. */
+static void pull_by_template(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                             uint64_t local_address, uint64_t seed) {
+    uint32_t template_id = 0;
+    CHECK_OK(register_planes(reader, peer, generation, local, remote, &template_id));
+    const uint32_t local_blocks[4] = {0, 1, 2, 3}, remote_blocks[4] = {3, 1, 0, 2};
+    uint64_t op = 0;
+    CHECK_OK(kvt_xfer_post_blocks(reader, template_id, KVT_XFER_READ, 4, local_blocks, remote_blocks, NULL, 0, &op));
+    wait_completions_ok(reader, 1, 4 * 2 * 2 * ROW_BYTES, true);
+    for (uint32_t b = 0; b < 4; b++)
+        for (uint64_t plane = 0; plane < 2; plane++)
+            for (uint64_t row = 0; row < 2; row++) {
+                uint64_t at = plane * PLANE_BYTES + row * ROW_STRIDE;
+                CHECK(holds_pattern(local_address + at + local_blocks[b] * BLOCK_STRIDE, ROW_BYTES,
+                                    at + remote_blocks[b] * BLOCK_STRIDE, seed),
+                      "block %u plane %u row %u moved", b, (unsigned)plane, (unsigned)row);
+            }
+    CHECK_OK(kvt_template_release(reader, template_id));
+}
+
 /* Two agents of this process, each with PULL_BYTES of vram registered (the source's holding the pattern of
  * `seed`), the source loaded as the reader's peer. */
 typedef struct {
@@ -292,7 +344,19 @@ static void pull_within_the_process(void) {
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
                  post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 0, 64, &op));
     CHECK_DETAIL("READs only");
+    uint32_t mixed = 0, planes = 0, one = 0;
+    CHECK_OK(register_planes(reader, peer, generation, dram, remote, &mixed));
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 kvt_xfer_post_blocks(reader, mixed, KVT_XFER_READ, 1, &one, &one, NULL, 0, &op));
+    CHECK_DETAIL("kvt_xfer_post_blocks: dram and vram regions in one operation");
+    CHECK_OK(register_planes(reader, peer, generation, local, remote, &planes));
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 kvt_xfer_post_blocks(reader, planes, KVT_XFER_WRITE, 1, &one, &one, NULL, 0, &op));
+    CHECK_DETAIL("kvt_xfer_post_blocks: vram moves by READs only");
+    CHECK_OK(kvt_template_release(reader, mixed));
+    CHECK_OK(kvt_template_release(reader, planes));
     pull_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
+    pull_by_template(reader, peer, generation, local, remote, pair.local_vram, 41);
     free_region(reader, dram, memory);
     close_vram_pair(&pair);
 }
@@ -383,6 +447,7 @@ static void pull_from_the_source_process(void) {
     CHECK(open_handles() <= 0, "no handle is opened before a pull needs it");
     pull_pieces(reader, peer, generation, local, remote, local_vram, 43);
     pull_pieces(reader, peer, generation, local, remote, local_vram, 43);
+    pull_by_template(reader, peer, generation, local, remote, local_vram, 43);
     CHECK(open_handles() < 0 || open_handles() == 1, "the peer's handle is opened once for its metadata");
     CHECK_OK(kvt_peer_unload(reader, peer));
     wait_until(reader, handles_closed, NULL, "unloading the peer closes its handle", WAIT_DEADLINE_MS);
