@@ -727,6 +727,7 @@ KVT_API kvt_status kvt_counters(uint32_t agent, uint64_t *values, uint32_t capac
 /** Name of counter `index` in snake case (e.g. "live_registrations", "errors.KVT_ERR_BUSY"), or NULL. */
 KVT_API const char *kvt_counter_name(uint32_t index);
 
+#include "kvreuse_transport_checksums.h"
 #include "kvreuse_transport_faults.h"
 #include "kvreuse_transport_templates.h"
 

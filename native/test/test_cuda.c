@@ -543,7 +543,56 @@ static void gather_and_checksum(void) {
 
 static void kernels(void) { on_driver_under_test("1", gather_and_checksum); }
 
+/* kvt_mem_checksums(region, 3 pieces in 2 groups, at odd offsets) of `agent`. */
+static kvt_status checksums_of(uint32_t agent, uint32_t region, uint64_t shift, uint64_t sums[2]) {
+    const uint32_t zero[3] = {0, 0, 0}, group[3] = {0, 1, 0}, ordinal[3] = {0, 0, 1};
+    const uint64_t offset[3] = {3 + shift, 4096, 70001}, length[3] = {5000, 65536, 333};
+    return kvt_mem_checksums(agent, 3, zero, offset, length, group, ordinal, 1, &region, 2, sums);
+}
+
+/* The same bytes in vram (the kernel) and in dram (the host) give the same sums, the host function's. */
+static void sums_where_the_bytes_are(void) {
+    uint32_t agent = make_agent("vram-checksums");
+    uint64_t vram = 0;
+    uint32_t on_gpu = 0, none = 0;
+    CHECK_OK(kvt_mem_alloc_vram(agent, 0, PULL_BYTES, &vram));
+    vram_fill_pattern(vram, PULL_BYTES, 53);
+    CHECK_OK(kvt_mem_register(agent, vram, PULL_BYTES, KVT_MEM_VRAM, 0, &on_gpu));
+    uint8_t *memory = NULL;
+    uint32_t on_host = alloc_region(agent, PULL_BYTES, &memory);
+    fill_pattern(memory, PULL_BYTES, 53);
+    uint64_t gpu[2] = {0, 0}, host[2] = {0, 0}, expected[2] = {0, 0};
+    CHECK_OK(checksums_of(agent, on_gpu, 0, gpu));
+    CHECK_OK(checksums_of(agent, on_host, 0, host));
+    const kvt_checksum_piece pieces[3] = {{(uint64_t)(uintptr_t)memory + 3, 5000, 0, 0},
+                                          {(uint64_t)(uintptr_t)memory + 4096, 65536, 1, 0},
+                                          {(uint64_t)(uintptr_t)memory + 70001, 333, 0, 1}};
+    kvt_block_checksum_on_host(pieces, 3, expected);
+    CHECK(memcmp(gpu, expected, sizeof gpu) == 0 && memcmp(host, expected, sizeof host) == 0,
+          "vram and dram sums are the host function's");
+    uint64_t untouched[2] = {7, 7};
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, checksums_of(agent, on_gpu, PULL_BYTES, untouched));
+    CHECK_DETAIL("exceeds region");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, checksums_of(agent, 999, 0, untouched));
+    CHECK_DETAIL("is not a live region");
+    const uint32_t both[2] = {on_gpu, on_host}, index[1] = {1}, group[1] = {2};
+    const uint64_t offset[1] = {0}, length[1] = {1};
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_checksums(agent, 1, index, offset, length, index, index, 2, both, 2, untouched));
+    CHECK_DETAIL("different kinds or GPUs");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_checksums(agent, 1, &none, offset, length, group, &none, 1, &on_gpu, 2, untouched));
+    CHECK_DETAIL("out of range");
+    CHECK(untouched[0] == 7 && untouched[1] == 7, "a refusal writes no sum");
+    CHECK_OK(kvt_mem_deregister(agent, on_gpu));
+    CHECK_OK(kvt_mem_free(agent, vram));
+    free_region(agent, on_host, memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void block_checksums(void) { on_driver_under_test("1", sums_where_the_bytes_are); }
+
 TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
           TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(strict_driver),
           TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(vram_pull_waits_for_its_stream),
-          TEST(kernels))
+          TEST(kernels), TEST(block_checksums))
