@@ -8,7 +8,9 @@
 #include "services/cuda_kernels.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -462,6 +464,76 @@ static void vram_pull_from_another_process(void) {
     on_driver_under_test("1", pull_from_the_source_process);
 }
 
+/* The reader process of killed_reader: loads the source's metadata (from `from_source`), pulls from its vram
+ * (opening its IPC handle), says so on `to_source` and waits to be killed, holding the handle. */
+static void reader_holding_the_handle(int from_source, int to_source) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    uint64_t length = 0;
+    CHECK(read(from_source, &length, sizeof length) == (ssize_t)sizeof length, "the blob's length");
+    uint8_t *blob = malloc(length);
+    for (uint64_t got = 0; got < length;) {
+        ssize_t n = read(from_source, blob + got, length - got);
+        CHECK(n > 0, "the blob");
+        got += (uint64_t)n;
+    }
+    uint32_t reader = make_agent("vram-killed-reader"), local = 0, peer = 0, remote = 0, regions = 0;
+    uint64_t local_vram = 0, generation = 0;
+    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
+    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
+    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
+    CHECK_OK(kvt_peer_regions(reader, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
+    pull_pieces(reader, peer, generation, local, remote, local_vram, 59);
+    CHECK(write(to_source, "x", 1) == 1, "pulled");
+    for (;;) pause();
+}
+
+/* This process is the source: a reader process pulls from its vram and is SIGKILLed holding the IPC handle.
+ * The source's memory keeps its bytes, its region is not held by the dead reader (it deregisters at once),
+ * and a new reader pulls the same bytes before that. The reader is forked before this process uses the
+ * driver (CUDA does not survive a fork). */
+static void killed_reader_holding_handles(void) {
+    int down[2], up[2];
+    CHECK(pipe(down) == 0 && pipe(up) == 0, "pipe");
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork");
+    if (child == 0) reader_holding_the_handle(down[0], up[1]);
+    uint32_t source = make_agent("vram-kept-source"), remote = 0;
+    uint64_t remote_vram = 0, length = 0;
+    CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
+    vram_fill_pattern(remote_vram, PULL_BYTES, 59);
+    CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
+    CHECK_OK(kvt_agent_metadata(source, NULL, 0, &length));
+    uint8_t *blob = malloc(length);
+    CHECK_OK(kvt_agent_metadata(source, blob, length, &length));
+    CHECK(write(down[1], &length, sizeof length) == (ssize_t)sizeof length &&
+              write(down[1], blob, length) == (ssize_t)length,
+          "the blob sent");
+    char pulled = 0;
+    CHECK(read(up[0], &pulled, 1) == 1, "the reader pulled and holds the handle");
+    CHECK(kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child, "the reader killed");
+    CHECK(holds_pattern(remote_vram, PULL_BYTES, 0, 59), "the source's bytes are intact");
+    uint32_t reader = make_agent("vram-next-reader"), local = 0, peer = 0;
+    uint64_t local_vram = 0, generation = 0;
+    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
+    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
+    peer = load_peer(reader, source, &generation);
+    pull_pieces(reader, peer, generation, local, remote, local_vram, 59);
+    CHECK_OK(kvt_peer_unload(reader, peer));
+    CHECK_OK(kvt_mem_deregister(source, remote));
+    CHECK_OK(kvt_mem_free(source, remote_vram));
+    CHECK_OK(kvt_mem_deregister(reader, local));
+    CHECK_OK(kvt_mem_free(reader, local_vram));
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+    free(blob);
+}
+
+static void vram_source_outlives_a_killed_reader(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    on_driver_under_test("1", killed_reader_holding_handles);
+}
+
 /* Device memory for the kernel tests, through the driver's own calls. */
 static CUdeviceptr device_alloc(size_t bytes) {
     CUdeviceptr pointer = 0;
@@ -595,4 +667,4 @@ static void block_checksums(void) { on_driver_under_test("1", sums_where_the_byt
 TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
           TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(strict_driver),
           TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(vram_pull_waits_for_its_stream),
-          TEST(kernels), TEST(block_checksums))
+          TEST(kernels), TEST(block_checksums), TEST(vram_source_outlives_a_killed_reader))
