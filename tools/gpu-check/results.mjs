@@ -68,12 +68,14 @@ function mainJob() {
   const pass = rc('demo') === 0 && summary.gpu?.active === true && summary.pull?.verified === true && memory === 'vram';
   return {
     pass,
+    rc: rc('demo'),
     gpu: summary.gpu,
     pull: summary.pull,
     killedRank: summary.killedRank,
     detail: pass
       ? 'gpu reuse active, the 42-block pull between vram banks verified'
       : `gpu reuse ${summary.gpu?.active ? 'active' : `refused: ${summary.gpu?.reason}`}; the pull ${summary.pull?.verified ? 'verified' : 'not verified'}, its banks ${memory}`,
+    ...(pass ? {} : { stderr: tail(read('demo.err'), 30) }),
   };
 }
 
@@ -150,7 +152,10 @@ function probeCheck() {
     rc('probe') === 0 &&
     probe?.vram?.supported === true &&
     probe?.region?.kind === 'vram' &&
-    probe?.hostAsVram?.code === 'INVALID_PARAM';
+    probe?.hostAsVram?.code === 'INVALID_PARAM' &&
+    probe?.templatePull?.checksumsAgree === true &&
+    probe?.templatePull?.bytes > 0 &&
+    probe?.templatePull?.bytes === probe?.templatePull?.planned;
   return probe === null ? { pass, rc: rc('probe'), stderr: tail(read('probe.err')) } : { pass, ...probe };
 }
 

@@ -28,7 +28,12 @@ function passingRun(): Record<string, string> {
     pull: { blocks: 42, verified: true, memory: 'vram', ms: 1.5 },
     decisions: [{ request: 'turn 2', savingMs: 26 }],
   };
-  const probe = { vram: { supported: true }, region: { kind: 'vram' }, hostAsVram: { code: 'INVALID_PARAM' } };
+  const probe = {
+    vram: { supported: true },
+    region: { kind: 'vram' },
+    hostAsVram: { code: 'INVALID_PARAM' },
+    templatePull: { bytes: 16384, planned: 16384, checksumsAgree: true },
+  };
   return {
     'gpus.txt': 'NVIDIA H200, 580.65, 143771 MiB',
     'gpus.rc': '0',
@@ -133,6 +138,16 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     });
     expect(failing(results)).toEqual(['pull.staged.two_processes', 'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']);
     expect(results.checks['pull.staged.two_processes']?.detail).toContain('not in this build');
+  });
+
+  it('fails the probe when its template pull between vram banks moved short or its checksums disagree', () => {
+    const files = passingRun();
+    const short = { templatePull: { bytes: 8192, planned: 16384, checksumsAgree: true } };
+    const disagree = { templatePull: { bytes: 16384, planned: 16384, checksumsAgree: false } };
+    for (const change of [short, disagree]) {
+      const probe = { ...(JSON.parse(files['probe.json'] as string) as object), ...change };
+      expect(failing(compose({ ...files, 'probe.json': JSON.stringify(probe) }).results)).toEqual(['probe']);
+    }
   });
 
   it('fails the main job and the whole fetch when the demo pulled between host banks', () => {
