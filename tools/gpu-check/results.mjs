@@ -79,10 +79,23 @@ function mainJob() {
   };
 }
 
+/** What the hardware allows the library, beside the issue's figures: [name, gpu_figures ratio, bar, what]. */
+const hardwareFigures = [
+  ['driver.ipc_copy.vs_d2d', 'ipc_copy_vs_d2d', 0.9, "the driver's one copy out of another process's IPC handle"],
+  [
+    'driver.ipc_gather_2352.vs_d2d',
+    'ipc_gather_2352_vs_d2d',
+    0.85,
+    "the gather kernel out of another process's IPC handle, 2,352 pieces",
+  ],
+  ['kernel.gather_2352.vs_d2d', 'gather_2352_vs_d2d', 0.85, 'the gather kernel within the process, 2,352 pieces'],
+  ['kernel.gather_9408.vs_d2d', 'gather_9408_vs_d2d', 0.85, 'the gather kernel within the process, 9,408 pieces'],
+];
+
 /** Issue 31's figures from gpu_figures (one process pair) and the main job (the whole fetch). */
 function figures(measured, job) {
   const pulls = measured?.pull_ratios ?? {};
-  const notMeasured = measured === null ? 'gpu_figures reported no figures' : undefined;
+  const notMeasured = measured === null ? 'gpu_figures reported no figures' : 'gpu_figures did not report it';
   const pieces = Math.min(pulls.pull_2352_vs_d2d ?? NaN, pulls.pull_9408_vs_d2d ?? NaN);
   const staged = measured?.staged_pull_ms === undefined ? NaN : measured.pinned_h2d_ms / measured.staged_pull_ms;
   const fetchMs = job.pull?.memory === 'vram' ? job.pull.ms : NaN;
@@ -102,7 +115,9 @@ function figures(measured, job) {
       staged,
       ['at least', 0.8],
       'host-staged pull between two processes against one pinned host-to-device copy',
-      notMeasured ?? 'not measured: gpu_figures reports no staged_pull_ms (no host-staged pull in this build)',
+      measured === null
+        ? notMeasured
+        : 'not measured: gpu_figures reports no staged_pull_ms (no host-staged pull in this build)',
     ),
     'verify.gpu.gbytes_per_s': figure(
       measured?.verify_gbytes_per_s,
@@ -119,29 +134,11 @@ function figures(measured, job) {
       ),
       recompute_estimate_ms: job.decisions?.find((decision) => decision.request === 'turn 2')?.savingMs ?? null,
     },
-    'driver.ipc_copy.vs_d2d': figure(
-      measured?.ratios?.ipc_copy_vs_d2d,
-      ['at least', 0.9],
-      "the driver's one copy out of another process's IPC handle",
-      notMeasured,
-    ),
-    'driver.ipc_gather_2352.vs_d2d': figure(
-      measured?.ratios?.ipc_gather_2352_vs_d2d,
-      ['at least', 0.85],
-      "the gather kernel out of another process's IPC handle, 2,352 pieces",
-      notMeasured,
-    ),
-    'kernel.gather_2352.vs_d2d': figure(
-      measured?.ratios?.gather_2352_vs_d2d,
-      ['at least', 0.85],
-      'the gather kernel within the process, 2,352 pieces',
-      notMeasured,
-    ),
-    'kernel.gather_9408.vs_d2d': figure(
-      measured?.ratios?.gather_9408_vs_d2d,
-      ['at least', 0.85],
-      'the gather kernel within the process, 9,408 pieces',
-      notMeasured,
+    ...Object.fromEntries(
+      hardwareFigures.map(([name, ratio, bar, detail]) => [
+        name,
+        figure(measured?.ratios?.[ratio], ['at least', bar], detail, notMeasured),
+      ]),
     ),
   };
 }
