@@ -255,6 +255,28 @@ static void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uin
         CHECK(holds_pattern(local_address + local_offset[i], length[i], remote_offset[i], seed), "piece %d moved", i);
 }
 
+/* 200 pieces of 1 KiB in reverse order, non-contiguous on both sides (so none merge): more than the piece
+ * buffer's first 64, twice (the second reuses what the first grew). */
+static void pull_many_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                             uint64_t local_address, uint64_t seed) {
+    enum { PIECES = 200, PIECE = 1024 };
+    uint32_t zero[PIECES] = {0};
+    uint64_t local_offset[PIECES], remote_offset[PIECES], length[PIECES];
+    for (uint32_t i = 0; i < PIECES; i++) {
+        local_offset[i] = (uint64_t)(PIECES - 1 - i) * (PIECE + 256);
+        remote_offset[i] = (uint64_t)i * (PIECE + 256) + 7;
+        length[i] = PIECE;
+    }
+    for (int round = 0; round < 2; round++) {
+        uint64_t op = 0;
+        CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, PIECES, zero, local_offset, zero, remote_offset,
+                               length, 1, &local, 1, &remote, NULL, 0, &op));
+        wait_completions_ok(reader, 1, PIECES * PIECE, true);
+    }
+    for (uint32_t i = 0; i < PIECES; i++)
+        CHECK(holds_pattern(local_address + local_offset[i], PIECE, remote_offset[i], seed), "piece %u moved", i);
+}
+
 /* A template of two planes (routes) over PULL_BYTES, four blocks of 32 KiB in each plane's half, two rows
  * of 4 KiB per block and plane: what a KV layout's layers and planes make of one block. */
 #define PLANE_BYTES (PULL_BYTES / 2)
@@ -359,6 +381,7 @@ static void pull_within_the_process(void) {
     CHECK_OK(kvt_template_release(reader, planes));
     pull_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
     pull_by_template(reader, peer, generation, local, remote, pair.local_vram, 41);
+    pull_many_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
     free_region(reader, dram, memory);
     close_vram_pair(&pair);
 }
