@@ -99,7 +99,8 @@ kvt_status kvt_vram_export(uint32_t device, uint64_t address, uint8_t **out_key,
     if (result == KVT_CUDA_SUCCESS)
         result = kvt_cuda.PointerGetAttribute(&base, KVT_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address);
     CUipcMemHandle handle;
-    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.IpcGetMemHandle(&handle, address);
+    /* Of the allocation's start, which is what a peer opens (a region may begin inside it). */
+    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.IpcGetMemHandle(&handle, base);
     if (result != KVT_CUDA_SUCCESS) {
         free(key);
         snprintf(detail, detail_size, "kvt_mem_register: vram at 0x%llx on GPU %u cannot be exported: %s",
