@@ -1,6 +1,7 @@
 /* Operations over vram: the gather kernel on this agent's GPU moves a READ's descriptors out of the peer's
- * allocations, opened through their CUDA IPC handles (or used as they are when the peer lives in this
- * process), and a CUDA event tells the progress thread when the stream's work completed. */
+ * allocations (a WRITE's into them), opened through their CUDA IPC handles (or used as they are when the
+ * peer lives in this process), and a CUDA event tells the progress thread when the stream's work
+ * completed. */
 #include "vram_xfer.h"
 
 #include "agent.h"
@@ -22,9 +23,9 @@ static bool same_process(const kvt_process_identity *a, const kvt_process_identi
            a->start_time == b->start_time;
 }
 
-kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt_conn *conn, uint32_t direction,
-                             kvt_region *const *locals, uint32_t local_count, const uint32_t *remote_slots,
-                             uint32_t remote_count, bool *out_vram) {
+kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt_conn *conn, kvt_region *const *locals,
+                             uint32_t local_count, const uint32_t *remote_slots, uint32_t remote_count,
+                             bool *out_vram) {
     uint32_t vram = 0;
     for (uint32_t k = 0; k < local_count; k++) vram += locals[k]->kind == KVT_MEM_VRAM;
     for (uint32_t k = 0; k < remote_count; k++) vram += conn->meta.regions[remote_slots[k]].kind == KVT_MEM_VRAM;
@@ -35,8 +36,6 @@ kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt
                         "%s: dram and vram regions in one operation: vram moves only between vram "
                         "regions (host-staged pulls are to come)",
                         call);
-    if (direction != KVT_XFER_READ)
-        return kvt_fail(KVT_ERR_NOT_SUPPORTED, "%s: vram moves by READs only (a pull from the peer)", call);
     if (!same_host(&agent->process, &conn->meta.process))
         return kvt_fail(KVT_ERR_NOT_SUPPORTED,
                         "%s: peer '%s' is on another host: vram moves between processes of one host "
@@ -195,8 +194,10 @@ static kvt_status collect_pieces(kvt_agent *agent, kvt_op *op, piece_buffer *buf
         }
         int64_t shift = 0;
         status = remote_base(agent, op, d->remote_slot, &shift);
-        buffer->pieces[count++] =
-            (kvt_gather_piece){(uint64_t)((int64_t)d->remote_address + shift), d->local_address, d->length};
+        uint64_t remote = (uint64_t)((int64_t)d->remote_address + shift);
+        buffer->pieces[count++] = op->direction == KVT_XFER_READ
+                                      ? (kvt_gather_piece){remote, d->local_address, d->length}
+                                      : (kvt_gather_piece){d->local_address, remote, d->length};
     }
     *out_count = count;
     return status;

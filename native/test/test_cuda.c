@@ -365,23 +365,28 @@ static void pull_within_the_process(void) {
     uint32_t dram = alloc_region(reader, PULL_BYTES, &memory);
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, post_one(reader, KVT_XFER_READ, peer, generation, dram, 0, remote, 0, 64, &op));
     CHECK_DETAIL("dram and vram regions in one operation");
-    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
-                 post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 0, 64, &op));
-    CHECK_DETAIL("READs only");
     uint32_t mixed = 0, planes = 0, one = 0;
     CHECK_OK(register_planes(reader, peer, generation, dram, remote, &mixed));
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
                  kvt_xfer_post_blocks(reader, mixed, KVT_XFER_READ, 1, &one, &one, NULL, 0, &op));
     CHECK_DETAIL("kvt_xfer_post_blocks: dram and vram regions in one operation");
-    CHECK_OK(register_planes(reader, peer, generation, local, remote, &planes));
-    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
-                 kvt_xfer_post_blocks(reader, planes, KVT_XFER_WRITE, 1, &one, &one, NULL, 0, &op));
-    CHECK_DETAIL("kvt_xfer_post_blocks: vram moves by READs only");
     CHECK_OK(kvt_template_release(reader, mixed));
-    CHECK_OK(kvt_template_release(reader, planes));
     pull_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
     pull_by_template(reader, peer, generation, local, remote, pair.local_vram, 41);
     pull_many_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
+    /* WRITEs the other way: 8 KiB by descriptor, then local block 0 into the peer's block 3 by template. */
+    vram_fill_pattern(pair.local_vram, PULL_BYTES, 61);
+    CHECK_OK(post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 4096, 8192, &op));
+    wait_completions_ok(reader, 1, 8192, true);
+    CHECK(holds_pattern(pair.remote_vram + 4096, 8192, 0, 61), "the WRITE's bytes are in the peer's vram");
+    const uint32_t three = 3;
+    CHECK_OK(register_planes(reader, peer, generation, local, remote, &planes));
+    CHECK_OK(kvt_xfer_post_blocks(reader, planes, KVT_XFER_WRITE, 1, &one, &three, NULL, 0, &op));
+    wait_completions_ok(reader, 1, 2 * 2 * ROW_BYTES, true);
+    CHECK(holds_pattern(pair.remote_vram + PLANE_BYTES + ROW_STRIDE + 3 * BLOCK_STRIDE, ROW_BYTES,
+                        PLANE_BYTES + ROW_STRIDE, 61),
+          "the template WRITE put plane 1 row 1 of block 0 into the peer's block 3");
+    CHECK_OK(kvt_template_release(reader, planes));
     free_region(reader, dram, memory);
     close_vram_pair(&pair);
 }
@@ -488,7 +493,8 @@ static void vram_pull_from_another_process(void) {
 }
 
 /* The reader process of killed_reader: loads the source's metadata (from `from_source`), pulls from its vram
- * (opening its IPC handle), says so on `to_source` and waits to be killed, holding the handle. */
+ * (opening its IPC handle) and WRITEs 32 KiB back, says so on `to_source` and waits to be killed, holding
+ * the handle. */
 static void reader_holding_the_handle(int from_source, int to_source) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     uint64_t length = 0;
@@ -506,6 +512,10 @@ static void reader_holding_the_handle(int from_source, int to_source) {
     CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
     CHECK_OK(kvt_peer_regions(reader, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
     pull_pieces(reader, peer, generation, local, remote, local_vram, 59);
+    uint64_t op = 0; /* and a WRITE into the source's last 32 KiB, through the same handle */
+    vram_fill_pattern(local_vram, 32768, 67);
+    CHECK_OK(post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, PULL_BYTES - 32768, 32768, &op));
+    wait_completions_ok(reader, 1, 32768, true);
     CHECK(write(to_source, "x", 1) == 1, "pulled");
     for (;;) pause();
 }
@@ -535,7 +545,9 @@ static void killed_reader_holding_handles(void) {
     char pulled = 0;
     CHECK(read(up[0], &pulled, 1) == 1, "the reader pulled and holds the handle");
     CHECK(kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child, "the reader killed");
-    CHECK(holds_pattern(remote_vram, PULL_BYTES, 0, 59), "the source's bytes are intact");
+    CHECK(holds_pattern(remote_vram, PULL_BYTES - 32768, 0, 59) &&
+              holds_pattern(remote_vram + PULL_BYTES - 32768, 32768, 0, 67),
+          "the source's bytes are intact, with what the reader wrote");
     uint32_t reader = make_agent("vram-next-reader"), local = 0, peer = 0;
     uint64_t local_vram = 0, generation = 0;
     CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
