@@ -73,6 +73,8 @@ export interface WorkerSpec {
   readonly backend?: Backend;
   /** The process's own by default; workers in different processes need one they share. */
   readonly secret?: ClusterSecret;
+  /** The GPU whose memory holds the banks (vram: left as allocated, no bank bytes); host memory when absent. */
+  readonly gpu?: number;
 }
 
 /** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
@@ -99,14 +101,23 @@ export async function openWorker(
       name: `${spec.workerId}-tp${tpRank}-${process.pid}-${sequence}`,
       backend: spec.backend ?? 'loopback',
     });
+    const memory = spec.gpu === undefined ? {} : { memKind: 'vram' as const, deviceId: spec.gpu };
     const layout = layoutRankBanks(
       geometry,
       { tpRank, tpSize: spec.tpSize, ppRank: 0, ppSize: 1 },
-      { address: 0n, blocks: BLOCKS },
+      { address: 0n, blocks: BLOCKS, ...memory },
     );
     const allocations: Allocation[] = [];
     const banks = await Promise.all(
       layout.map(async (bank, index) => {
+        if (spec.gpu !== undefined) {
+          const allocation = agent.allocateVram(spec.gpu, bank.bytes);
+          allocations[index] = allocation;
+          return Bank.adopt(
+            { ...bank, tpRank, ppRank: 0, index, address: allocation.address },
+            kvreuseOwner(allocation),
+          );
+        }
         const allocation = await agent.allocate(bank.bytes);
         fillDeterministic(allocation.view(), tpRank + (spec.serve === true ? 0 : 7), index);
         allocations[index] = allocation;
@@ -123,7 +134,7 @@ export async function openWorker(
       rank: { tpRank, ppRank: 0 },
       banks,
       settings: spec.settings ?? defaultSettings,
-      bankBytes: allocations.map((allocation) => allocation.view()),
+      bankBytes: spec.gpu === undefined ? allocations.map((allocation) => allocation.view()) : [],
       clock,
       host: 'test-host',
       ...(spec.serve === true
