@@ -5,7 +5,7 @@
 # Exits 0 only when every one passed; 2 when there is no GPU (the driver or a device is missing: nothing
 # else runs, and the file says why); 1 otherwise.
 #   bash tools/gpu-check/payload/run.sh [results file]
-# Parts, each under its own timeout (about 4.5 minutes at most in all; well under one on an H200):
+# Parts, each under its own timeout (under 5 minutes in all; well under one expected on an H200):
 # - preflight: gpu_figures preflight, whether the library loads the driver and sees a GPU;
 # - the native tests of the CUDA domain on the machine's driver (test_cuda, KVT_TEST_CUDA_REAL=1, on the
 #   loopback and ucx backends: vram allocation, registration, pulls within a process and from another
@@ -13,6 +13,7 @@
 # - the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy
 #   and gather, against one device-to-device copy; a pinned host-to-device copy; the checksum kernel's rate);
 # - the facade's vram probe under the shipped Node;
+# - the whole fetch between vram banks through the endpoints, in one process (fetch.mjs);
 # - the main job (`kvreuse demo`, bundled) with the Qwen3 profile declared: GPU reuse, its vram pull.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,14 +27,14 @@ export LD_LIBRARY_PATH="$here/lib/ucx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UCX_
 part() {
   local name=$1 seconds=$2 output=$1.log
   shift 2
-  case $name in preflight | figures | probe | demo) output=$name.json ;; esac
+  case $name in preflight | figures | probe | fetch | demo) output=$name.json ;; esac
   timeout "$seconds" "$@" > "$work/$output" 2> "$work/$name.err"
   echo $? > "$work/$name.rc"
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$work/gpus.txt" 2>&1
 echo $? > "$work/gpus.rc"
-part preflight 30 "$here/bin/gpu_figures" preflight
+part preflight 10 "$here/bin/gpu_figures" preflight
 
 node="$work/node"
 if ! { xz -dc "$here/node.xz" > "$node" 2> "$work/node.err" ||
@@ -49,11 +50,12 @@ chmod +x "$node"
 if [ "$(cat "$work/preflight.rc")" = 0 ]; then
   # Both backends: the ucx one (UCX shipped in lib/ucx) adds the pulls from another process's vram.
   for backend in loopback ucx; do
-    KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=$backend part "native-$backend" 45 "$here/bin/test_cuda"
+    KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=$backend part "native-$backend" 40 "$here/bin/test_cuda"
   done
-  part figures 90 "$here/bin/gpu_figures"
+  part figures 75 "$here/bin/gpu_figures"
   KVREUSE_PROBE_GPU=0 part probe 20 "$node" "$here/probe.mjs"
-  (cd "$work" && part demo 75 "$node" "$here/cli/dist/bin.js" demo -o json \
+  part fetch 35 "$node" "$here/fetch.mjs"
+  (cd "$work" && part demo 70 "$node" "$here/cli/dist/bin.js" demo -o json \
     --profile-name qwen3-0.6b-bf16-b64 --inventory-hash-seed Qwen/Qwen3-0.6B)
 fi
 "$node" "$here/results.mjs" "$work" "$results"

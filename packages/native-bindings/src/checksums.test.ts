@@ -77,7 +77,8 @@ describe('agent.blockChecksums', () => {
       regions: prefill.regions,
       blocks: destinationBlocks,
     });
-    prefill.allocation.view()[at] ^= 1;
+    const view = prefill.allocation.view();
+    view[at] = (view[at] as number) ^ 1;
     const after = prefill.agent.blockChecksums({
       template,
       pair: 0,

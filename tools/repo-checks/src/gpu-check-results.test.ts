@@ -48,6 +48,8 @@ function passingRun(): Record<string, string> {
     'demo.json': JSON.stringify(demo),
     'demo.rc': '0',
     'probe.json': JSON.stringify(probe),
+    'fetch.json': JSON.stringify({ blocks: 42, checkedBlocks: 42, verify: 'full', reasons: [], ms_mean: 1.2 }),
+    'fetch.rc': '0',
     'probe.rc': '0',
   };
 }
@@ -148,6 +150,19 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
       const probe = { ...(JSON.parse(files['probe.json'] as string) as object), ...change };
       expect(failing(compose({ ...files, 'probe.json': JSON.stringify(probe) }).results)).toEqual(['probe']);
     }
+  });
+
+  it('fails the fetch through the endpoints when a block was recomputed, its time still reported', () => {
+    const fetched = {
+      blocks: 41,
+      checkedBlocks: 41,
+      verify: 'full',
+      reasons: [{ kind: 'checksum-mismatch' }],
+      ms_mean: 3,
+    };
+    const { results } = compose({ ...passingRun(), 'fetch.json': JSON.stringify(fetched) });
+    expect(failing(results)).toEqual(['endpoint.vram_fetch']);
+    expect(results.figures['fetch.vram_same_process.qwen3_42blocks.ms']?.value).toBe(3);
   });
 
   it('fails the main job and the whole fetch when the demo pulled between host banks', () => {

@@ -37,8 +37,9 @@ export const testGeometry: Geometry = {
   headOrder: 'NHD',
 };
 export const BLOCKS = 8;
-/** The hashes a serving worker holds: block `i` of the chain in slot (bank block) `i`. */
-export const chain = Array.from({ length: BLOCKS }, (_, i) => 0x1000n + BigInt(i));
+/** The first `count` hashes of the chain a serving worker holds: block `i` in slot (bank block) `i`. */
+export const chainOf = (count: number): bigint[] => Array.from({ length: count }, (_, i) => 0x1000n + BigInt(i));
+export const chain = chainOf(BLOCKS);
 
 export interface EndpointRank {
   readonly endpoint: ReuseEndpoint;
@@ -73,6 +74,8 @@ export interface WorkerSpec {
   readonly backend?: Backend;
   /** The process's own by default; workers in different processes need one they share. */
   readonly secret?: ClusterSecret;
+  /** Blocks per bank, BLOCKS by default. */
+  readonly blocks?: number;
   /** The GPU whose memory holds the banks (vram: left as allocated, no bank bytes); host memory when absent. */
   readonly gpu?: number;
 }
@@ -105,7 +108,7 @@ export async function openWorker(
     const layout = layoutRankBanks(
       geometry,
       { tpRank, tpSize: spec.tpSize, ppRank: 0, ppSize: 1 },
-      { address: 0n, blocks: BLOCKS, ...memory },
+      { address: 0n, blocks: spec.blocks ?? BLOCKS, ...memory },
     );
     const allocations: Allocation[] = [];
     const banks = await Promise.all(
@@ -124,8 +127,8 @@ export async function openWorker(
         return Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
       }),
     );
-    const pool = new BlockPool(BLOCKS);
-    for (const hash of chain) pool.commit(pool.allocate(), hash);
+    const pool = new BlockPool(spec.blocks ?? BLOCKS);
+    for (const hash of chainOf(spec.blocks ?? BLOCKS)) pool.commit(pool.allocate(), hash);
     const endpoint = new ReuseEndpoint({
       agent,
       discovery: store,
@@ -219,7 +222,7 @@ export function hintFor(source: TestWorker | HintSource, count: number, change: 
     incarnation: named.incarnation,
     epoch: named.epoch,
     blocks: { start: 0, count },
-    hashes: BigUint64Array.from(chain.slice(0, count)),
+    hashes: BigUint64Array.from(chainOf(count)),
     blockTokens: testGeometry.blockTokens,
     tier: 'host',
     linkClass: 'same-host',
