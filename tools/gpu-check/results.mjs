@@ -93,13 +93,12 @@ const hardwareFigures = [
   ['kernel.gather_9408.vs_d2d', 'gather_9408_vs_d2d', 0.85, 'the gather kernel within the process, 9,408 pieces'],
 ];
 
-/** Issue 31's figures from gpu_figures (one process pair) and the main job (the whole fetch). */
+/** Issue 31's figures from gpu_figures (one process pair) and fetch.mjs (the whole fetch); the demo's recompute estimate. */
 function figures(measured, job, fetched) {
   const pulls = measured?.pull_ratios ?? {};
   const notMeasured = measured === null ? 'gpu_figures reported no figures' : 'gpu_figures did not report it';
   const pieces = Math.min(pulls.pull_2352_vs_d2d ?? NaN, pulls.pull_9408_vs_d2d ?? NaN);
   const staged = measured?.staged_pull_ms === undefined ? NaN : measured.pinned_h2d_ms / measured.staged_pull_ms;
-  const fetchMs = job.pull?.memory === 'vram' ? job.pull.ms : NaN;
   return {
     'pull.vram_ipc.qwen3_42blocks.vs_d2d': figure(
       pulls.pull_42_vs_d2d,
@@ -128,19 +127,13 @@ function figures(measured, job, fetched) {
     ),
     'fetch.vram_ipc.qwen3_42blocks.ms': {
       ...figure(
-        fetchMs,
+        fetched?.ms_mean,
         ['at most', 2],
-        "the demo's whole fetch (pin round trip, transfer, verification) between vram banks",
-        'not measured: the main job made no vram pull',
+        'the whole fetch through the endpoints between two processes (pin round trip, transfer through CUDA IPC, verification on the GPU), the mean of its repeats',
+        'not measured: fetch.mjs reported nothing',
       ),
       recompute_estimate_ms: job.decisions?.find((decision) => decision.request === 'turn 2')?.savingMs ?? null,
     },
-    'fetch.vram_same_process.qwen3_42blocks.ms': figure(
-      fetched?.ms_mean,
-      null,
-      'the whole fetch through the endpoints in one process (no IPC), the mean of its repeats: reported, no bar',
-      'not measured: fetch.mjs reported nothing',
-    ),
     ...Object.fromEntries(
       hardwareFigures.map(([name, ratio, bar, detail]) => [
         name,
@@ -150,7 +143,7 @@ function figures(measured, job, fetched) {
   };
 }
 
-/** The whole fetch between vram banks through the endpoints (fetch.mjs): every block pulled and verified in full. */
+/** The whole fetch between vram banks through the endpoints of two processes (fetch.mjs): every block pulled and verified in full. */
 function fetchCheck() {
   const fetched = json('fetch.json');
   if (fetched === null) return { pass: false, rc: rc('fetch'), stderr: tail(read('fetch.err'), 30) };

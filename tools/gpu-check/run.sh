@@ -13,7 +13,7 @@
 # - the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy
 #   and gather, against one device-to-device copy; a pinned host-to-device copy; the checksum kernel's rate);
 # - the facade's vram probe under the shipped Node;
-# - the whole fetch between vram banks through the endpoints, in one process (fetch.mjs);
+# - the whole fetch between vram banks through the endpoints of two processes (fetch.mjs);
 # - the main job (`kvreuse demo`, bundled) with the Qwen3 profile declared: GPU reuse, its vram pull.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

@@ -152,7 +152,7 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     }
   });
 
-  it('fails the fetch through the endpoints when a block was recomputed, its time still reported', () => {
+  it('fails the fetch through the endpoints when a block was recomputed, and its time over the goal', () => {
     const fetched = {
       blocks: 41,
       checkedBlocks: 41,
@@ -161,16 +161,16 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
       ms_mean: 3,
     };
     const { results } = compose({ ...passingRun(), 'fetch.json': JSON.stringify(fetched) });
-    expect(failing(results)).toEqual(['endpoint.vram_fetch']);
-    expect(results.figures['fetch.vram_same_process.qwen3_42blocks.ms']?.value).toBe(3);
+    expect(failing(results)).toEqual(['endpoint.vram_fetch', 'fetch.vram_ipc.qwen3_42blocks.ms']);
+    expect(results.figures['fetch.vram_ipc.qwen3_42blocks.ms']).toMatchObject({ value: 3, recompute_estimate_ms: 26 });
   });
 
-  it('fails the main job and the whole fetch when the demo pulled between host banks', () => {
+  it('fails the main job when the demo pulled between host banks', () => {
     const files = passingRun();
     const demo = JSON.parse(files['demo.json'] as string) as { pull: Record<string, unknown> };
     delete demo.pull['memory'];
     const { results } = compose({ ...files, 'demo.json': JSON.stringify(demo) });
-    expect(failing(results)).toEqual(['main_job.vram', 'fetch.vram_ipc.qwen3_42blocks.ms']);
+    expect(failing(results)).toEqual(['main_job.vram']);
     expect(results.checks['main_job.vram']?.detail).toContain('its banks dram');
   });
 });
