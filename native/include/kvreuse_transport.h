@@ -619,15 +619,15 @@ enum {
  * references every region it names until it is terminal. Watch it with kvt_agent_poll or
  * kvt_xfer_status; release it with kvt_xfer_release once terminal.
  *
- * Vram: an operation naming a vram region must be a READ whose every local and remote region is vram,
- * from a peer on this host (same kernel boot id); else NOT_SUPPORTED saying which rule it breaks. Its
- * descriptors become one piece table in device memory, moved by the gather kernel on the agent's CUDA
- * stream (made on its first vram operation, on the GPU of that operation's first local region; vram of
- * another GPU is then refused), out of the peer's allocations opened through their CUDA IPC handles
- * (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are when
- * the peer lives in this process). The progress thread learns the end from a CUDA event: the operation
- * is terminal only once the stream's work completed, and a cancel waits for it. Templates
- * (kvt_template_register) refuse vram regions for now.
+ * Vram: an operation naming a vram region must have every local and remote region in vram, with a peer
+ * on this host (same kernel boot id); else NOT_SUPPORTED saying which rule it breaks. Its descriptors
+ * become one piece table in device memory, moved by the gather kernel on the agent's CUDA stream (made on
+ * its first vram operation, on the GPU of that operation's first local region; vram of another GPU is
+ * then refused), out of (READ) or into (WRITE) the peer's allocations opened through their CUDA IPC
+ * handles (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are
+ * when the peer lives in this process). The progress thread learns the end from a CUDA event: the
+ * operation is terminal only once the stream's work completed (then a WRITE's notification is sent), and
+ * a cancel waits for it. Template posts (kvt_xfer_post_blocks) between vram regions move the same way.
  */
 KVT_API kvt_status kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t peer_generation,
                                  uint32_t count, const uint32_t *local_index, const uint64_t *local_offset,
@@ -731,6 +731,7 @@ KVT_API const char *kvt_counter_name(uint32_t index);
 
 #include "kvreuse_sidecar.h"
 #include "kvreuse_sidecar_client.h"
+#include "kvreuse_transport_checksums.h"
 #include "kvreuse_transport_faults.h"
 #include "kvreuse_transport_templates.h"
 

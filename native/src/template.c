@@ -4,9 +4,9 @@
 
 #include "blocks.h"
 #include "services/copy.h"
-#include "services/cuda_memory.h"
 #include "services/status.h"
 #include "template.h"
+#include "vram_xfer.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -140,8 +140,6 @@ static kvt_status build_template_locked(const kvt_agent *agent, const kvt_templa
             status = kvt_fail(KVT_ERR_INVALID_PARAM,
                               "kvt_template_register: local_regions[%u] = %u is not a live region of '%s'", k,
                               req->local_regions[k], agent->name);
-        else
-            status = kvt_vram_refuse_move("kvt_template_register", "local", locals[k]->id, locals[k]->kind);
     }
     for (uint32_t k = 0; status == KVT_OK && k < req->remote_region_count; k++) {
         remote_slots[k] = UINT32_MAX;
@@ -151,9 +149,6 @@ static kvt_status build_template_locked(const kvt_agent *agent, const kvt_templa
             status = kvt_fail(KVT_ERR_INVALID_PARAM,
                               "kvt_template_register: remote_regions[%u] = %u is not a region peer '%s' advertised", k,
                               req->remote_regions[k], conn->meta.name);
-        else
-            status = kvt_vram_refuse_move("kvt_template_register", "remote", req->remote_regions[k],
-                                          conn->meta.regions[remote_slots[k]].kind);
     }
     bool one_local = true, one_remote = true;
     for (uint32_t r = 0; status == KVT_OK && r < req->route_count; r++) {
@@ -401,6 +396,9 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
         kvt_peer *peer = NULL;
         status = kvt_resolve_peer_locked(agent, "kvt_xfer_post_blocks", t->peer, t->generation, &peer);
         if (status == KVT_OK) status = prepare_op_locked(agent, t, peer->conn, op, lowest, highest);
+        if (status == KVT_OK)
+            status = kvt_vram_classify("kvt_xfer_post_blocks", agent, peer->conn, op->locals, t->local_region_count,
+                                       t->remote_slot, t->route_count, &op->vram);
         if (status == KVT_OK) {
             kvt_op_hold_locked(peer, op);
             status = kvt_op_start_locked(agent, "kvt_xfer_post_blocks", op);

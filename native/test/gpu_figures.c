@@ -8,7 +8,9 @@
  * the handle and copies out of it, with one copy and with the gather kernel (the path a same-node pull
  * takes, by the driver's calls made here), and pulls it through the library: the exporter's agent registers
  * the prefix as vram and hands over its metadata, and this process's agent READs it (ucx backend, or
- * KVT_TEST_BACKEND) as 42 blocks, 2,352 and 9,408 pieces, each pull timed from post to completion. */
+ * KVT_TEST_BACKEND) as 42 blocks, 2,352 and 9,408 pieces, each pull timed from post to completion. One copy
+ * from pinned host memory is the bar of a host-staged pull. `gpu_figures preflight` only says whether a driver
+ * and a GPU answer. */
 #include "harness.h"
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
@@ -103,6 +105,13 @@ static void one_copy(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr ta
     CU(kvt_cuda.MemcpyDtoDAsync(destination, source, PREFIX_BYTES, stream));
 }
 
+/* `source` is pinned host memory here. */
+static void host_copy(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count, CUstream stream) {
+    (void)table;
+    (void)count;
+    CU(kvt_cuda.MemcpyHtoDAsync(destination, (const void *)(uintptr_t)source, PREFIX_BYTES, stream));
+}
+
 static void gather(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count, CUstream stream) {
     (void)destination;
     (void)source;
@@ -131,6 +140,16 @@ static CUdeviceptr piece_table(CUdeviceptr destination, CUdeviceptr source, uint
     CU(kvt_cuda.StreamSynchronize(stream));
     free(pieces);
     return table;
+}
+
+/* One copy of the prefix from pinned host memory to the device: what a host-staged pull is held to. */
+static double pinned_h2d_ms(CUdeviceptr destination, CUstream stream) {
+    void *host = NULL;
+    CU(kvt_cuda.MemHostAlloc(&host, PREFIX_BYTES, 0));
+    memset(host, 0x5a, PREFIX_BYTES);
+    double ms = time_ms(host_copy, destination, (CUdeviceptr)(uintptr_t)host, 0, 0, stream);
+    CU(kvt_cuda.MemFreeHost(host));
+    return ms;
 }
 
 /* Checksum throughput over the prefix as 2,352 pieces in 42 groups, in GB/s. */
@@ -198,7 +217,50 @@ static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t
     must(kvt_agent_destroy(agent));
 }
 
-int main(void) {
+/* `gpu_figures preflight`: whether the library sees a driver and a GPU, as one JSON object; exits 0 when it
+ * does, 2 when not (the reason says what is missing). Touches no memory, so the figures run fresh after it. */
+static int preflight(void) {
+    const char *unavailable = kvt_cuda_unavailable();
+    printf("{\"vram\": %s, \"reason\": \"", unavailable ? "false" : "true");
+    for (const char *c = unavailable ? unavailable : ""; *c; c++) printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+    printf("\", \"devices\": %u, \"driver_version\": %d}\n", kvt_cuda_device_count(), kvt_cuda_driver_version());
+    return unavailable ? 2 : 0;
+}
+
+/* The exporter's IPC handle and metadata blob, as it wrote them on `from`. */
+static uint8_t *receive_export(int from, CUipcMemHandle *handle, uint64_t *blob_length) {
+    if (read(from, handle, sizeof *handle) != (ssize_t)sizeof *handle ||
+        read(from, blob_length, sizeof *blob_length) != (ssize_t)sizeof *blob_length)
+        exit(1);
+    uint8_t *blob = malloc(*blob_length);
+    for (uint64_t got = 0; got < *blob_length;) {
+        ssize_t n = read(from, blob + got, *blob_length - got);
+        if (n <= 0) exit(1);
+        got += (uint64_t)n;
+    }
+    return blob;
+}
+
+typedef struct {
+    double d2d, gather_128k, gather_32k, ipc_copy, ipc_gather, verify, pinned_h2d, pulls[3];
+    int exporter_exit;
+} figures;
+
+static void print_figures(const figures *f) {
+    printf("{\"pull_42x7MiB_ms\": %.4f, \"pull_2352x128KiB_ms\": %.4f, \"pull_9408x32KiB_ms\": %.4f, "
+           "\"pull_ratios\": {\"pull_42_vs_d2d\": %.3f, \"pull_2352_vs_d2d\": %.3f, \"pull_9408_vs_d2d\": %.3f}, ",
+           f->pulls[0], f->pulls[1], f->pulls[2], f->d2d / f->pulls[0], f->d2d / f->pulls[1], f->d2d / f->pulls[2]);
+    printf("\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
+           "\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
+           "\"pinned_h2d_ms\": %.4f, \"ratios\": {\"ipc_copy_vs_d2d\": %.3f, \"ipc_gather_2352_vs_d2d\": %.3f, "
+           "\"gather_2352_vs_d2d\": %.3f, \"gather_9408_vs_d2d\": %.3f}, \"exporter_exit\": %d}\n",
+           PREFIX_BYTES, f->d2d, f->gather_128k, f->gather_32k, f->ipc_copy, f->ipc_gather, f->verify, f->pinned_h2d,
+           f->d2d / f->ipc_copy, f->d2d / f->ipc_gather, f->d2d / f->gather_128k, f->d2d / f->gather_32k,
+           f->exporter_exit);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "preflight") == 0) return preflight();
     const char *backend = getenv("KVT_TEST_BACKEND");
     test_backend = backend && strcmp(backend, "loopback") == 0 ? KVT_BACKEND_LOOPBACK : KVT_BACKEND_UCX;
     int to_parent[2], from_parent[2];
@@ -206,35 +268,28 @@ int main(void) {
     pid_t child = fork();
     if (child == 0) exporter(to_parent[1], from_parent[0]);
     use_gpu_0();
+    figures f = {0};
     CUstream stream = NULL;
     CU(kvt_cuda.StreamCreate(&stream, KVT_CU_STREAM_NON_BLOCKING));
     CUdeviceptr source = device_alloc(PREFIX_BYTES), destination = device_alloc(PREFIX_BYTES);
     CUdeviceptr table_128k = piece_table(destination, source, 2352, stream);
     CUdeviceptr table_32k = piece_table(destination, source, 9408, stream);
-    double d2d = time_ms(one_copy, destination, source, 0, 0, stream);
-    double gather_128k = time_ms(gather, destination, source, table_128k, 2352, stream);
-    double gather_32k = time_ms(gather, destination, source, table_32k, 9408, stream);
+    f.d2d = time_ms(one_copy, destination, source, 0, 0, stream);
+    f.gather_128k = time_ms(gather, destination, source, table_128k, 2352, stream);
+    f.gather_32k = time_ms(gather, destination, source, table_32k, 9408, stream);
+    f.pinned_h2d = pinned_h2d_ms(destination, stream);
 
     CUipcMemHandle handle;
     uint64_t blob_length = 0;
-    if (read(to_parent[0], &handle, sizeof handle) != (ssize_t)sizeof handle ||
-        read(to_parent[0], &blob_length, sizeof blob_length) != (ssize_t)sizeof blob_length)
-        return 1;
-    uint8_t *blob = malloc(blob_length);
-    for (uint64_t got = 0; got < blob_length;) {
-        ssize_t n = read(to_parent[0], blob + got, blob_length - got);
-        if (n <= 0) return 1;
-        got += (uint64_t)n;
-    }
+    uint8_t *blob = receive_export(to_parent[0], &handle, &blob_length);
     CUdeviceptr remote = 0;
     CU(kvt_cuda.IpcOpenMemHandle(&remote, handle, KVT_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     CUdeviceptr table_ipc = piece_table(destination, remote, 2352, stream);
-    double ipc_copy = time_ms(one_copy, destination, remote, 0, 0, stream);
-    double ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
-    double verify = checksum_gbytes_per_s(destination, stream);
+    f.ipc_copy = time_ms(one_copy, destination, remote, 0, 0, stream);
+    f.ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
+    f.verify = checksum_gbytes_per_s(destination, stream);
     CU(kvt_cuda.IpcCloseMemHandle(remote)); /* the library opens the handle itself */
-    double pulls[3];
-    library_pulls(destination, blob, blob_length, pulls);
+    library_pulls(destination, blob, blob_length, f.pulls);
     free(blob);
     CUdeviceptr mine[] = {source, destination, table_128k, table_32k, table_ipc};
     for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) CU(kvt_cuda.MemFree(mine[i]));
@@ -242,15 +297,7 @@ int main(void) {
     if (write(from_parent[1], "x", 1) != 1) return 1;
     int status = 0;
     waitpid(child, &status, 0);
-
-    printf("{\"pull_42x7MiB_ms\": %.4f, \"pull_2352x128KiB_ms\": %.4f, \"pull_9408x32KiB_ms\": %.4f, "
-           "\"pull_ratios\": {\"pull_42_vs_d2d\": %.3f, \"pull_2352_vs_d2d\": %.3f, \"pull_9408_vs_d2d\": %.3f}, ",
-           pulls[0], pulls[1], pulls[2], d2d / pulls[0], d2d / pulls[1], d2d / pulls[2]);
-    printf("\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
-           "\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
-           "\"ratios\": {\"ipc_copy_vs_d2d\": %.3f, \"ipc_gather_2352_vs_d2d\": %.3f, \"gather_2352_vs_d2d\": %.3f, "
-           "\"gather_9408_vs_d2d\": %.3f}, \"exporter_exit\": %d}\n",
-           PREFIX_BYTES, d2d, gather_128k, gather_32k, ipc_copy, ipc_gather, verify, d2d / ipc_copy, d2d / ipc_gather,
-           d2d / gather_128k, d2d / gather_32k, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    f.exporter_exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    print_figures(&f);
     return 0;
 }

@@ -8,7 +8,9 @@
 #include "services/cuda_kernels.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,6 +255,80 @@ static void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uin
         CHECK(holds_pattern(local_address + local_offset[i], length[i], remote_offset[i], seed), "piece %d moved", i);
 }
 
+/* 200 pieces of 1 KiB in reverse order, non-contiguous on both sides (so none merge): more than the piece
+ * buffer's first 64, twice (the second reuses what the first grew). */
+static void pull_many_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                             uint64_t local_address, uint64_t seed) {
+    enum { PIECES = 200, PIECE = 1024 };
+    uint32_t zero[PIECES] = {0};
+    uint64_t local_offset[PIECES], remote_offset[PIECES], length[PIECES];
+    for (uint32_t i = 0; i < PIECES; i++) {
+        local_offset[i] = (uint64_t)(PIECES - 1 - i) * (PIECE + 256);
+        remote_offset[i] = (uint64_t)i * (PIECE + 256) + 7;
+        length[i] = PIECE;
+    }
+    for (int round = 0; round < 2; round++) {
+        uint64_t op = 0;
+        CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, PIECES, zero, local_offset, zero, remote_offset,
+                               length, 1, &local, 1, &remote, NULL, 0, &op));
+        wait_completions_ok(reader, 1, PIECES * PIECE, true);
+    }
+    for (uint32_t i = 0; i < PIECES; i++)
+        CHECK(holds_pattern(local_address + local_offset[i], PIECE, remote_offset[i], seed), "piece %u moved", i);
+}
+
+/* A template of two planes (routes) over PULL_BYTES, four blocks of 32 KiB in each plane's half, two rows
+ * of 4 KiB per block and plane: what a KV layout's layers and planes make of one block. */
+#define PLANE_BYTES (PULL_BYTES / 2)
+#define BLOCK_STRIDE (32u << 10)
+#define ROW_STRIDE (16u << 10)
+#define ROW_BYTES 4096u
+
+static kvt_status register_planes(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                                  uint32_t *out_template) {
+    const uint32_t zero[2] = {0, 0}, rows[2] = {2, 2};
+    const uint64_t base[2] = {0, PLANE_BYTES}, block_stride[2] = {BLOCK_STRIDE, BLOCK_STRIDE},
+                   row_bytes[2] = {ROW_BYTES, ROW_BYTES}, row_stride[2] = {ROW_STRIDE, ROW_STRIDE};
+    const kvt_template_routes routes = {.route_count = 2,
+                                        .local_index = zero,
+                                        .remote_index = zero,
+                                        .local_base = base,
+                                        .remote_base = base,
+                                        .local_block_stride = block_stride,
+                                        .remote_block_stride = block_stride,
+                                        .rows = rows,
+                                        .row_bytes = row_bytes,
+                                        .local_row_stride = row_stride,
+                                        .remote_row_stride = row_stride,
+                                        .local_region_count = 1,
+                                        .local_regions = &local,
+                                        .remote_region_count = 1,
+                                        .remote_regions = &remote,
+                                        .local_block_limit = 4,
+                                        .remote_block_limit = 4};
+    return kvt_template_register(reader, peer, generation, &routes, out_template);
+}
+
+/* Four blocks by template (16 pieces: blocks x planes x rows), in another order; every piece must land. */
+static void pull_by_template(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                             uint64_t local_address, uint64_t seed) {
+    uint32_t template_id = 0;
+    CHECK_OK(register_planes(reader, peer, generation, local, remote, &template_id));
+    const uint32_t local_blocks[4] = {0, 1, 2, 3}, remote_blocks[4] = {3, 1, 0, 2};
+    uint64_t op = 0;
+    CHECK_OK(kvt_xfer_post_blocks(reader, template_id, KVT_XFER_READ, 4, local_blocks, remote_blocks, NULL, 0, &op));
+    wait_completions_ok(reader, 1, 4 * 2 * 2 * ROW_BYTES, true);
+    for (uint32_t b = 0; b < 4; b++)
+        for (uint64_t plane = 0; plane < 2; plane++)
+            for (uint64_t row = 0; row < 2; row++) {
+                uint64_t at = plane * PLANE_BYTES + row * ROW_STRIDE;
+                CHECK(holds_pattern(local_address + at + local_blocks[b] * BLOCK_STRIDE, ROW_BYTES,
+                                    at + remote_blocks[b] * BLOCK_STRIDE, seed),
+                      "block %u plane %u row %u moved", b, (unsigned)plane, (unsigned)row);
+            }
+    CHECK_OK(kvt_template_release(reader, template_id));
+}
+
 /* Two agents of this process, each with PULL_BYTES of vram registered (the source's holding the pattern of
  * `seed`), the source loaded as the reader's peer. */
 typedef struct {
@@ -289,10 +365,28 @@ static void pull_within_the_process(void) {
     uint32_t dram = alloc_region(reader, PULL_BYTES, &memory);
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, post_one(reader, KVT_XFER_READ, peer, generation, dram, 0, remote, 0, 64, &op));
     CHECK_DETAIL("dram and vram regions in one operation");
+    uint32_t mixed = 0, planes = 0, one = 0;
+    CHECK_OK(register_planes(reader, peer, generation, dram, remote, &mixed));
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
-                 post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 0, 64, &op));
-    CHECK_DETAIL("READs only");
+                 kvt_xfer_post_blocks(reader, mixed, KVT_XFER_READ, 1, &one, &one, NULL, 0, &op));
+    CHECK_DETAIL("kvt_xfer_post_blocks: dram and vram regions in one operation");
+    CHECK_OK(kvt_template_release(reader, mixed));
     pull_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
+    pull_by_template(reader, peer, generation, local, remote, pair.local_vram, 41);
+    pull_many_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
+    /* WRITEs the other way: 8 KiB by descriptor, then local block 0 into the peer's block 3 by template. */
+    vram_fill_pattern(pair.local_vram, PULL_BYTES, 61);
+    CHECK_OK(post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 4096, 8192, &op));
+    wait_completions_ok(reader, 1, 8192, true);
+    CHECK(holds_pattern(pair.remote_vram + 4096, 8192, 0, 61), "the WRITE's bytes are in the peer's vram");
+    const uint32_t three = 3;
+    CHECK_OK(register_planes(reader, peer, generation, local, remote, &planes));
+    CHECK_OK(kvt_xfer_post_blocks(reader, planes, KVT_XFER_WRITE, 1, &one, &three, NULL, 0, &op));
+    wait_completions_ok(reader, 1, 2 * 2 * ROW_BYTES, true);
+    CHECK(holds_pattern(pair.remote_vram + PLANE_BYTES + ROW_STRIDE + 3 * BLOCK_STRIDE, ROW_BYTES,
+                        PLANE_BYTES + ROW_STRIDE, 61),
+          "the template WRITE put plane 1 row 1 of block 0 into the peer's block 3");
+    CHECK_OK(kvt_template_release(reader, planes));
     free_region(reader, dram, memory);
     close_vram_pair(&pair);
 }
@@ -383,6 +477,7 @@ static void pull_from_the_source_process(void) {
     CHECK(open_handles() <= 0, "no handle is opened before a pull needs it");
     pull_pieces(reader, peer, generation, local, remote, local_vram, 43);
     pull_pieces(reader, peer, generation, local, remote, local_vram, 43);
+    pull_by_template(reader, peer, generation, local, remote, local_vram, 43);
     CHECK(open_handles() < 0 || open_handles() == 1, "the peer's handle is opened once for its metadata");
     CHECK_OK(kvt_peer_unload(reader, peer));
     wait_until(reader, handles_closed, NULL, "unloading the peer closes its handle", WAIT_DEADLINE_MS);
@@ -395,6 +490,83 @@ static void pull_from_the_source_process(void) {
 static void vram_pull_from_another_process(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     on_driver_under_test("1", pull_from_the_source_process);
+}
+
+/* The reader process of killed_reader: loads the source's metadata (from `from_source`), pulls from its vram
+ * (opening its IPC handle) and WRITEs 32 KiB back, says so on `to_source` and waits to be killed, holding
+ * the handle. */
+static void reader_holding_the_handle(int from_source, int to_source) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    uint64_t length = 0;
+    CHECK(read(from_source, &length, sizeof length) == (ssize_t)sizeof length, "the blob's length");
+    uint8_t *blob = malloc(length);
+    for (uint64_t got = 0; got < length;) {
+        ssize_t n = read(from_source, blob + got, length - got);
+        CHECK(n > 0, "the blob");
+        got += (uint64_t)n;
+    }
+    uint32_t reader = make_agent("vram-killed-reader"), local = 0, peer = 0, remote = 0, regions = 0;
+    uint64_t local_vram = 0, generation = 0;
+    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
+    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
+    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
+    CHECK_OK(kvt_peer_regions(reader, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
+    pull_pieces(reader, peer, generation, local, remote, local_vram, 59);
+    uint64_t op = 0; /* and a WRITE into the source's last 32 KiB, through the same handle */
+    vram_fill_pattern(local_vram, 32768, 67);
+    CHECK_OK(post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, PULL_BYTES - 32768, 32768, &op));
+    wait_completions_ok(reader, 1, 32768, true);
+    CHECK(write(to_source, "x", 1) == 1, "pulled");
+    for (;;) pause();
+}
+
+/* This process is the source: a reader process pulls from its vram and is SIGKILLed holding the IPC handle.
+ * The source's memory keeps its bytes, its region is not held by the dead reader (it deregisters at once),
+ * and a new reader pulls the same bytes before that. The reader is forked before this process uses the
+ * driver (CUDA does not survive a fork). */
+static void killed_reader_holding_handles(void) {
+    int down[2], up[2];
+    CHECK(pipe(down) == 0 && pipe(up) == 0, "pipe");
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork");
+    if (child == 0) reader_holding_the_handle(down[0], up[1]);
+    uint32_t source = make_agent("vram-kept-source"), remote = 0;
+    uint64_t remote_vram = 0, length = 0;
+    CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
+    vram_fill_pattern(remote_vram, PULL_BYTES, 59);
+    CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
+    CHECK_OK(kvt_agent_metadata(source, NULL, 0, &length));
+    uint8_t *blob = malloc(length);
+    CHECK_OK(kvt_agent_metadata(source, blob, length, &length));
+    CHECK(write(down[1], &length, sizeof length) == (ssize_t)sizeof length &&
+              write(down[1], blob, length) == (ssize_t)length,
+          "the blob sent");
+    char pulled = 0;
+    CHECK(read(up[0], &pulled, 1) == 1, "the reader pulled and holds the handle");
+    CHECK(kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child, "the reader killed");
+    CHECK(holds_pattern(remote_vram, PULL_BYTES - 32768, 0, 59) &&
+              holds_pattern(remote_vram + PULL_BYTES - 32768, 32768, 0, 67),
+          "the source's bytes are intact, with what the reader wrote");
+    uint32_t reader = make_agent("vram-next-reader"), local = 0, peer = 0;
+    uint64_t local_vram = 0, generation = 0;
+    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
+    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
+    peer = load_peer(reader, source, &generation);
+    pull_pieces(reader, peer, generation, local, remote, local_vram, 59);
+    CHECK_OK(kvt_peer_unload(reader, peer));
+    CHECK_OK(kvt_mem_deregister(source, remote));
+    CHECK_OK(kvt_mem_free(source, remote_vram));
+    CHECK_OK(kvt_mem_deregister(reader, local));
+    CHECK_OK(kvt_mem_free(reader, local_vram));
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+    free(blob);
+}
+
+static void vram_source_outlives_a_killed_reader(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    on_driver_under_test("1", killed_reader_holding_handles);
 }
 
 /* Device memory for the kernel tests, through the driver's own calls. */
@@ -478,7 +650,56 @@ static void gather_and_checksum(void) {
 
 static void kernels(void) { on_driver_under_test("1", gather_and_checksum); }
 
+/* kvt_mem_checksums(region, 3 pieces in 2 groups, at odd offsets) of `agent`. */
+static kvt_status checksums_of(uint32_t agent, uint32_t region, uint64_t shift, uint64_t sums[2]) {
+    const uint32_t zero[3] = {0, 0, 0}, group[3] = {0, 1, 0}, ordinal[3] = {0, 0, 1};
+    const uint64_t offset[3] = {3 + shift, 4096, 70001}, length[3] = {5000, 65536, 333};
+    return kvt_mem_checksums(agent, 3, zero, offset, length, group, ordinal, 1, &region, 2, sums);
+}
+
+/* The same bytes in vram (the kernel) and in dram (the host) give the same sums, the host function's. */
+static void sums_where_the_bytes_are(void) {
+    uint32_t agent = make_agent("vram-checksums");
+    uint64_t vram = 0;
+    uint32_t on_gpu = 0, none = 0;
+    CHECK_OK(kvt_mem_alloc_vram(agent, 0, PULL_BYTES, &vram));
+    vram_fill_pattern(vram, PULL_BYTES, 53);
+    CHECK_OK(kvt_mem_register(agent, vram, PULL_BYTES, KVT_MEM_VRAM, 0, &on_gpu));
+    uint8_t *memory = NULL;
+    uint32_t on_host = alloc_region(agent, PULL_BYTES, &memory);
+    fill_pattern(memory, PULL_BYTES, 53);
+    uint64_t gpu[2] = {0, 0}, host[2] = {0, 0}, expected[2] = {0, 0};
+    CHECK_OK(checksums_of(agent, on_gpu, 0, gpu));
+    CHECK_OK(checksums_of(agent, on_host, 0, host));
+    const kvt_checksum_piece pieces[3] = {{(uint64_t)(uintptr_t)memory + 3, 5000, 0, 0},
+                                          {(uint64_t)(uintptr_t)memory + 4096, 65536, 1, 0},
+                                          {(uint64_t)(uintptr_t)memory + 70001, 333, 0, 1}};
+    kvt_block_checksum_on_host(pieces, 3, expected);
+    CHECK(memcmp(gpu, expected, sizeof gpu) == 0 && memcmp(host, expected, sizeof host) == 0,
+          "vram and dram sums are the host function's");
+    uint64_t untouched[2] = {7, 7};
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, checksums_of(agent, on_gpu, PULL_BYTES, untouched));
+    CHECK_DETAIL("exceeds region");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, checksums_of(agent, 999, 0, untouched));
+    CHECK_DETAIL("is not a live region");
+    const uint32_t both[2] = {on_gpu, on_host}, index[1] = {1}, group[1] = {2};
+    const uint64_t offset[1] = {0}, length[1] = {1};
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_checksums(agent, 1, index, offset, length, index, index, 2, both, 2, untouched));
+    CHECK_DETAIL("different kinds or GPUs");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM,
+                 kvt_mem_checksums(agent, 1, &none, offset, length, group, &none, 1, &on_gpu, 2, untouched));
+    CHECK_DETAIL("out of range");
+    CHECK(untouched[0] == 7 && untouched[1] == 7, "a refusal writes no sum");
+    CHECK_OK(kvt_mem_deregister(agent, on_gpu));
+    CHECK_OK(kvt_mem_free(agent, vram));
+    free_region(agent, on_host, memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+static void block_checksums(void) { on_driver_under_test("1", sums_where_the_bytes_are); }
+
 TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
           TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(strict_driver),
           TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(vram_pull_waits_for_its_stream),
-          TEST(kernels))
+          TEST(kernels), TEST(block_checksums), TEST(vram_source_outlives_a_killed_reader))

@@ -1,6 +1,7 @@
-// Composes the GPU check's results file from what run.sh collected in its work folder: the machine, the
-// native tests, the figures against their goals (issue 31), the facade's probe; `pass` says whether all
-// passed. Run by run.sh with the shipped Node.
+// Composes the GPU check's results file from what run.sh collected in its work folder: the machine, then
+// one entry per check and per figure of issue 31, each with `pass` and what it found; `pass` at the top
+// says whether all passed. Without a GPU (gpu_figures preflight refused) nothing ran: the file says why and
+// every check is reported as not run. Run by run.sh with the shipped Node.
 //   node results.mjs <work folder> <results file>
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,50 +16,219 @@ const json = (name) => {
     return null;
   }
 };
-const tail = (text) => text.split('\n').slice(-40).join('\n');
+const tail = (text, lines = 40) => text.split('\n').slice(-lines).join('\n');
 
-const nativeRun = (backend) => {
+/** test_cuda's run on one backend: its exit status and its lines counted. */
+function nativeRun(backend) {
   const log = read(`native-${backend}.log`);
+  const count = (word) => (log.match(new RegExp(`^${word} `, 'gm')) ?? []).length;
+  const [passed, skipped, failed] = [count('ok'), count('skip'), count('FAIL')];
   return {
+    pass: rc(`native-${backend}`) === 0 && failed === 0 && passed > 0,
     rc: rc(`native-${backend}`),
-    passed: (log.match(/^ok /gm) ?? []).length,
-    skipped: (log.match(/^skip /gm) ?? []).length,
-    failed: (log.match(/^FAIL /gm) ?? []).length,
+    passed,
+    skipped,
+    failed,
     log: tail(log),
   };
-};
-const native = { loopback: nativeRun('loopback'), ucx: nativeRun('ucx') };
-const nativePassed = Object.values(native).every((run) => run.rc === 0 && run.failed === 0 && run.passed > 0);
-const figures = json('figures.json');
-const ratios = figures?.ratios ?? {};
-const pulls = figures?.pull_ratios ?? {};
-// Issue 31's bars that this check measures (the staged pull and the whole fetch are not in it yet), and the
-// driver's own path and the kernels beside them.
-const goals = {
-  'pull.vram_ipc.qwen3_42blocks.vs_d2d >= 0.9': (pulls.pull_42_vs_d2d ?? 0) >= 0.9,
-  'pull.vram_ipc.pieces_2352.vs_d2d >= 0.85': (pulls.pull_2352_vs_d2d ?? 0) >= 0.85,
-  'pull.vram_ipc.pieces_9408.vs_d2d >= 0.85': (pulls.pull_9408_vs_d2d ?? 0) >= 0.85,
-  'ipc_copy_vs_d2d >= 0.9': (ratios.ipc_copy_vs_d2d ?? 0) >= 0.9,
-  'ipc_gather_2352_vs_d2d >= 0.85': (ratios.ipc_gather_2352_vs_d2d ?? 0) >= 0.85,
-  'gather_2352_vs_d2d >= 0.85': (ratios.gather_2352_vs_d2d ?? 0) >= 0.85,
-  'gather_9408_vs_d2d >= 0.85': (ratios.gather_9408_vs_d2d ?? 0) >= 0.85,
-  'verify_gbytes_per_s >= 1000': (figures?.verify_gbytes_per_s ?? 0) >= 1000,
-};
-const probe = json('probe.json');
-const probePassed =
-  rc('probe') === 0 &&
-  probe?.vram?.supported === true &&
-  probe?.region?.kind === 'vram' &&
-  probe?.hostAsVram?.code === 'INVALID_PARAM';
-const results = {
-  date: new Date().toISOString(),
-  machine: { gpus: read('gpus.txt').trim(), nvidia_smi_rc: rc('gpus') },
-  native_tests: native,
-  figures: figures ?? { rc: rc('figures'), stdout: read('figures.json'), stderr: tail(read('figures.err')) },
-  goals,
-  probe: probe ?? { rc: rc('probe'), stderr: tail(read('probe.err')) },
-  pass: nativePassed && figures !== null && Object.values(goals).every(Boolean) && probePassed,
-};
+}
+
+/** Whether test_cuda's case `name` passed on the ucx backend (a pull between two processes needs ucx). */
+function nativeCase(name, what) {
+  const log = read('native-ucx.log');
+  if (new RegExp(`^ok cuda/${name} \\[ucx\\]$`, 'm').test(log)) return { pass: true, case: name, detail: what };
+  const line = log
+    .split('\n')
+    .find((entry) => entry.includes(` cuda/${name} [ucx]`) || entry.includes(`FAIL ${name} [ucx]`));
+  return {
+    pass: false,
+    case: name,
+    detail: line ?? `test_cuda ran no case ${name} on ucx: ${what} is not in this build`,
+  };
+}
+
+/** A figure held to its goal (`at least` or `at most`; none: reported only), or missing with the reason. */
+function figure(value, goal, detail, missing) {
+  if (typeof value !== 'number' || !Number.isFinite(value)) return { pass: false, value: null, goal, detail: missing };
+  if (goal === null) return { pass: true, value: Number(value.toFixed(3)), goal, detail };
+  const [bound, limit] = goal;
+  return {
+    pass: bound === 'at least' ? value >= limit : value <= limit,
+    value: Number(value.toFixed(3)),
+    goal,
+    detail,
+  };
+}
+
+/** The main job with vram banks: `kvreuse demo -o json`, its summary. */
+function mainJob() {
+  const summary = json('demo.json');
+  if (summary === null)
+    return { pass: false, rc: rc('demo'), detail: 'the demo wrote no summary', stderr: tail(read('demo.err'), 20) };
+  const memory = summary.pull?.memory ?? 'dram';
+  const pass = rc('demo') === 0 && summary.gpu?.active === true && summary.pull?.verified === true && memory === 'vram';
+  return {
+    pass,
+    rc: rc('demo'),
+    gpu: summary.gpu,
+    pull: summary.pull,
+    killedRank: summary.killedRank,
+    detail: pass
+      ? 'gpu reuse active, the 42-block pull between vram banks verified'
+      : `gpu reuse ${summary.gpu?.active ? 'active' : `refused: ${summary.gpu?.reason}`}; the pull ${summary.pull?.verified ? 'verified' : 'not verified'}, its banks ${memory}`,
+    ...(pass ? {} : { stderr: tail(read('demo.err'), 30) }),
+  };
+}
+
+/** What the hardware allows the library, beside the issue's figures: [name, gpu_figures ratio, bar, what]. */
+const hardwareFigures = [
+  ['driver.ipc_copy.vs_d2d', 'ipc_copy_vs_d2d', 0.9, "the driver's one copy out of another process's IPC handle"],
+  [
+    'driver.ipc_gather_2352.vs_d2d',
+    'ipc_gather_2352_vs_d2d',
+    0.85,
+    "the gather kernel out of another process's IPC handle, 2,352 pieces",
+  ],
+  ['kernel.gather_2352.vs_d2d', 'gather_2352_vs_d2d', 0.85, 'the gather kernel within the process, 2,352 pieces'],
+  ['kernel.gather_9408.vs_d2d', 'gather_9408_vs_d2d', 0.85, 'the gather kernel within the process, 9,408 pieces'],
+];
+
+/** Issue 31's figures from gpu_figures (one process pair) and fetch.mjs (the whole fetch); the demo's recompute estimate. */
+function figures(measured, job, fetched) {
+  const pulls = measured?.pull_ratios ?? {};
+  const notMeasured = measured === null ? 'gpu_figures reported no figures' : 'gpu_figures did not report it';
+  const pieces = Math.min(pulls.pull_2352_vs_d2d ?? NaN, pulls.pull_9408_vs_d2d ?? NaN);
+  const staged = measured?.staged_pull_ms === undefined ? NaN : measured.pinned_h2d_ms / measured.staged_pull_ms;
+  return {
+    'pull.vram_ipc.qwen3_42blocks.vs_d2d': figure(
+      pulls.pull_42_vs_d2d,
+      ['at least', 0.9],
+      'library pull of 42 blocks from another process against one d2d copy',
+      notMeasured,
+    ),
+    'pull.vram_ipc.pieces.vs_d2d': {
+      ...figure(pieces, ['at least', 0.85], 'the lower of 2,352 pieces of 128 KiB and 9,408 of 32 KiB', notMeasured),
+      pieces_2352: pulls.pull_2352_vs_d2d ?? null,
+      pieces_9408: pulls.pull_9408_vs_d2d ?? null,
+    },
+    'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d': figure(
+      staged,
+      ['at least', 0.8],
+      'host-staged pull between two processes against one pinned host-to-device copy',
+      measured === null
+        ? notMeasured
+        : 'not measured: gpu_figures reports no staged_pull_ms (no host-staged pull in this build)',
+    ),
+    'verify.gpu.gbytes_per_s': figure(
+      measured?.verify_gbytes_per_s,
+      ['at least', 1000],
+      'the checksum kernel over the prefix',
+      notMeasured,
+    ),
+    'fetch.vram_ipc.qwen3_42blocks.ms': {
+      ...figure(
+        fetched?.ms_mean,
+        ['at most', 2],
+        'the whole fetch through the endpoints between two processes (pin round trip, transfer through CUDA IPC, verification on the GPU), the mean of its repeats',
+        'not measured: fetch.mjs reported nothing',
+      ),
+      recompute_estimate_ms: job.decisions?.find((decision) => decision.request === 'turn 2')?.savingMs ?? null,
+    },
+    ...Object.fromEntries(
+      hardwareFigures.map(([name, ratio, bar, detail]) => [
+        name,
+        figure(measured?.ratios?.[ratio], ['at least', bar], detail, notMeasured),
+      ]),
+    ),
+  };
+}
+
+/** The whole fetch between vram banks through the endpoints of two processes (fetch.mjs): every block pulled and verified in full. */
+function fetchCheck() {
+  const fetched = json('fetch.json');
+  if (fetched === null) return { pass: false, rc: rc('fetch'), stderr: tail(read('fetch.err'), 30) };
+  const pass =
+    rc('fetch') === 0 &&
+    fetched.blocks === 42 &&
+    fetched.checkedBlocks === 42 &&
+    fetched.verify === 'full' &&
+    fetched.reasons?.length === 0;
+  return { pass, ...fetched };
+}
+
+function probeCheck() {
+  const probe = json('probe.json');
+  const pass =
+    rc('probe') === 0 &&
+    probe?.vram?.supported === true &&
+    probe?.region?.kind === 'vram' &&
+    probe?.hostAsVram?.code === 'INVALID_PARAM' &&
+    probe?.templatePull?.checksumsAgree === true &&
+    probe?.templatePull?.bytes > 0 &&
+    probe?.templatePull?.bytes === probe?.templatePull?.planned;
+  return probe === null ? { pass, rc: rc('probe'), stderr: tail(read('probe.err')) } : { pass, ...probe };
+}
+
+const preflight = json('preflight.json');
+const machine = { gpus: read('gpus.txt').trim(), nvidia_smi_rc: rc('gpus'), driver: preflight };
+const checkNames = [
+  'native.loopback',
+  'native.ucx',
+  'pull.ipc.two_processes',
+  'pull.staged.two_processes',
+  'endpoint.vram_fetch',
+  'main_job.vram',
+  'probe',
+];
+let results;
+if (rc('preflight') !== 0) {
+  const reason = `no GPU: ${preflight?.reason || tail(read('preflight.json'), 5) || 'gpu_figures preflight failed'}`;
+  const notRun = { pass: false, detail: `not run: ${reason}` };
+  const allNotRun = (names) => Object.fromEntries(names.map((name) => [name, notRun]));
+  const figureNames = Object.keys(figures(null, {}, null));
+  results = {
+    date: new Date().toISOString(),
+    machine,
+    no_gpu: reason,
+    checks: allNotRun(checkNames),
+    figures: allNotRun(figureNames),
+    pass: false,
+  };
+} else {
+  const measured = json('figures.json');
+  const job = json('demo.json') ?? {};
+  const checks = {
+    'native.loopback': nativeRun('loopback'),
+    'native.ucx': nativeRun('ucx'),
+    'pull.ipc.two_processes': nativeCase(
+      'vram_pull_from_another_process',
+      'a vram pull from another process through CUDA IPC',
+    ),
+    'pull.staged.two_processes': nativeCase(
+      'vram_staged_pull_from_another_process',
+      'a host-staged vram pull from another process',
+    ),
+    'endpoint.vram_fetch': fetchCheck(),
+    'main_job.vram': mainJob(),
+    probe: probeCheck(),
+  };
+  const figureResults = figures(measured, job, json('fetch.json'));
+  results = {
+    date: new Date().toISOString(),
+    machine,
+    checks,
+    figures: figureResults,
+    gpu_figures: measured ?? { rc: rc('figures'), stdout: read('figures.json'), stderr: tail(read('figures.err')) },
+    pass: [...Object.values(checks), ...Object.values(figureResults)].every((entry) => entry.pass),
+  };
+}
 writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
-console.log(`gpu-check: ${results.pass ? 'PASS' : 'FAIL'}; results in ${out}`);
-process.exit(results.pass ? 0 : 1);
+const failed = [...Object.entries(results.checks), ...Object.entries(results.figures ?? {})].filter(
+  ([, entry]) => !entry.pass,
+);
+console.log(
+  results.no_gpu !== undefined
+    ? `gpu-check: ${results.no_gpu}; nothing ran; results in ${out}`
+    : `gpu-check: ${results.pass ? 'PASS' : `FAIL (${failed.map(([name]) => name).join(', ')})`}; results in ${out}`,
+);
+process.exit(results.pass ? 0 : results.no_gpu !== undefined ? 2 : 1);

@@ -88,14 +88,6 @@ void kvt_vram_release(uint32_t device, uint64_t address) {
     if (kvt_cuda_use_device("kvt_mem_free", device) == KVT_OK) kvt_cuda.MemFree(address);
 }
 
-kvt_status kvt_vram_refuse_move(const char *call, const char *side, uint32_t region, uint32_t kind) {
-    if (kind != KVT_MEM_VRAM) return KVT_OK;
-    return kvt_fail(KVT_ERR_NOT_SUPPORTED,
-                    "%s: %s region %u is vram, which this library registers and exports but does not move yet "
-                    "(same-node CUDA IPC pulls are to come)",
-                    call, side, region);
-}
-
 kvt_status kvt_vram_export(uint32_t device, uint64_t address, uint8_t **out_key, uint32_t *out_length, char *detail,
                            size_t detail_size) {
     char text[256];
@@ -107,7 +99,8 @@ kvt_status kvt_vram_export(uint32_t device, uint64_t address, uint8_t **out_key,
     if (result == KVT_CUDA_SUCCESS)
         result = kvt_cuda.PointerGetAttribute(&base, KVT_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address);
     CUipcMemHandle handle;
-    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.IpcGetMemHandle(&handle, address);
+    /* Of the allocation's start, which is what a peer opens (a region may begin inside it). */
+    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.IpcGetMemHandle(&handle, base);
     if (result != KVT_CUDA_SUCCESS) {
         free(key);
         snprintf(detail, detail_size, "kvt_mem_register: vram at 0x%llx on GPU %u cannot be exported: %s",

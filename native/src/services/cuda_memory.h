@@ -1,5 +1,5 @@
 /* Device memory as the CUDA driver describes it (cuda_memory.c): the driver's checks of memory registered
- * as vram, the release of vram allocations, and the refusal of vram where the library cannot move it yet. */
+ * as vram, the release of vram allocations, and the export and opening of their CUDA IPC handles. */
 #ifndef KVT_CUDA_MEMORY_H
 #define KVT_CUDA_MEMORY_H
 
@@ -34,8 +34,5 @@ kvt_status kvt_vram_export(uint32_t device, uint64_t address, uint8_t **out_key,
 kvt_status kvt_vram_open(const char *call, const kvt_vram_key *key, uint64_t *out_base);
 /* Closes what kvt_vram_open opened. */
 void kvt_vram_close(uint32_t device, uint64_t base);
-
-/* NOT_SUPPORTED naming the region when a transfer names a vram region (`side`: "local" or "remote"). */
-kvt_status kvt_vram_refuse_move(const char *call, const char *side, uint32_t region, uint32_t kind);
 
 #endif

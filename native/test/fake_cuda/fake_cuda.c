@@ -140,6 +140,16 @@ CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
     return allocate(FAKE_DEVICE, current_device, size, pointer);
 }
 
+/* Pinned host memory: host memory the driver knows (of the current device's context). */
+CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned int flags) {
+    (void)flags;
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
+    CUdeviceptr base = 0;
+    CUresult result = allocate(FAKE_HOST, current_device, size, &base);
+    if (result == KVT_CUDA_SUCCESS) *pointer = (void *)(uintptr_t)base;
+    return result;
+}
+
 /* Not a driver entry point: memory of `kind` (FAKE_*) on `device`, for the tests' refusals. */
 CUresult fake_cuda_alloc(int kind, int device, size_t size, CUdeviceptr *pointer);
 CUresult fake_cuda_alloc(int kind, int device, size_t size, CUdeviceptr *pointer) {
@@ -162,6 +172,8 @@ static CUresult release(CUdeviceptr pointer, bool opened) {
 }
 
 CUresult cuMemFree_v2(CUdeviceptr pointer) { return release(pointer, false); }
+
+CUresult cuMemFreeHost(void *pointer) { return release((CUdeviceptr)(uintptr_t)pointer, false); }
 
 /* One attribute of `allocation` (NULL: not memory the driver knows) into `data`, as the driver's types. */
 static CUresult attribute(const fake_allocation *allocation, int which, void *data) {

@@ -34,7 +34,7 @@ import { loadSourcePeers } from './source-peer.js';
 import { rankOf, sameRank } from './ranks.js';
 
 export interface PullSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer' | 'peers'>;
+  readonly agent: Pick<Agent, 'loadPeer' | 'peers' | 'blockChecksums'>;
   /** Sources' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
   readonly rank: RankId;
@@ -102,7 +102,8 @@ export class PullSide {
 
   async pull(request: PullRequest, rank: PullingRank | undefined): Promise<PullReceipt> {
     const { verify } = checkRequest(request, this.#options.defaultVerify);
-    if (verify !== 'off' && this.#options.bankBytes === undefined) {
+    const hostBanks = rank?.registered.banks.some((bank) => bank.memKind !== 'vram') ?? true;
+    if (verify !== 'off' && this.#options.bankBytes === undefined && hostBanks) {
       throw new EndpointOptionError(
         'bankBytes',
         undefined,
@@ -166,6 +167,7 @@ export class PullSide {
         pins: pins as HeldPin[],
         destinationBlocks: request.destinationBlocks,
         verify,
+        agent: this.#options.agent,
         policy: 'recompute',
         link,
         ...(request.sampleEvery === undefined ? {} : { sampleEvery: request.sampleEvery }),

@@ -8,11 +8,12 @@ import {
   type PeerTicket,
 } from '@kvreuse/drain';
 import { codeOf } from '@kvreuse/errors';
-import type { PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
+import type { Agent, PostBlocksRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { Bank } from '@kvreuse/registry';
 import type { LinkClass, SourceTier } from '@kvreuse/router';
-import { blockChecksums, type RankBankBytes } from './block-checksum.js';
+import type { RankBankBytes } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
+import { sideChecksums } from './side-checksums.js';
 import { type PullReceipt, PullShortfallError, type RecomputeReason } from './pull-receipt.js';
 import { type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './pull-request.js';
 import { type BeforeRelease, type HeldPin, type PinLoss, releasePins } from './pins.js';
@@ -38,6 +39,8 @@ export interface PullOptions {
   /** Where each block of the prefix goes, in prefix order. */
   readonly destinationBlocks: Uint32Array;
   readonly verify: VerifyMode;
+  /** The destination rank's agent: it sums vram banks on the GPU (`sideChecksums`). */
+  readonly agent?: Pick<Agent, 'blockChecksums'>;
   /** Under `sampled`: check every `sampleEvery`-th block and the last one (default 8). */
   readonly sampleEvery?: number;
   readonly policy: ShortfallPolicy;
@@ -319,7 +322,9 @@ function verifyPairs(
   const blocks = positions.map((position) => options.destinationBlocks[position] as number);
   for (const [index, pair] of options.pairs.entries()) {
     const expected = (pins[index] as HeldPin).checksums as Uint32Array;
-    const actual = blockChecksums(pair.template.template, pair.template.pair, 'destination', pair.bytes, blocks);
+    const { bytes, banks } = pair;
+    const source = { bytes, banks, ...(options.agent === undefined ? {} : { agent: options.agent }) };
+    const actual = sideChecksums(pair.template.template, pair.template.pair, 'destination', source, blocks);
     const bad = actual.findIndex((sum, i) => sum !== expected[positions[i] as number]);
     if (bad < 0) continue;
     const fromBlock = positions[bad] as number;

@@ -653,6 +653,7 @@ export class ReuseEndpoint {
       serve,
       source: { workerId: worker.workerId, incarnation: worker.incarnation, epoch: publication.epoch, rank },
       bankBytes: this.#options.bankBytes as RankBankBytes,
+      ...(this.#registered === undefined ? {} : { banks: this.#registered.banks }),
       leaseMs: serve.leaseMs ?? settings.discovery.leaseTtlMs,
       lease: publication.lease.id,
       clock: this.#clock,

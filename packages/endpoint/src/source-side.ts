@@ -6,7 +6,8 @@ import type { Agent, Peer } from '@kvreuse/native-bindings';
 import { type ClusterSecret, type DiscoveryStore, type Lease, type LeaseId } from '@kvreuse/discovery';
 import { InventoryPublisher, type RetentionTier } from '@kvreuse/inventory';
 import { loadRankPeer } from '@kvreuse/registry';
-import { blockChecksums, type RankBankBytes } from './block-checksum.js';
+import type { RankBankBytes } from './block-checksum.js';
+import { type ChecksumSource, sideChecksums } from './side-checksums.js';
 import { readWorkerIncarnation } from './discovered-workers.js';
 import { describeRank, UnknownReaderError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
@@ -37,7 +38,7 @@ export interface ServeOptions {
 }
 
 export interface SourceSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer'>;
+  readonly agent: Pick<Agent, 'loadPeer' | 'blockChecksums'>;
   /** The rank's pin messages (see `PinServerOptions.channel`). */
   readonly channel: PinChannel;
   readonly discovery: DiscoveryStore;
@@ -47,6 +48,8 @@ export interface SourceSideOptions {
   readonly serve: ServeOptions;
   readonly source: PinSourceIdentity;
   readonly bankBytes: RankBankBytes;
+  /** The rank's registered banks: those in vram are summed on the GPU by `agent` (`sideChecksums`). */
+  readonly banks?: ChecksumSource['banks'];
   readonly leaseMs: number;
   /** The lease this rank's part is published under: the inventory lives and dies with it. */
   readonly lease: LeaseId;
@@ -226,6 +229,7 @@ export class SourceSide {
       (route) =>
         sameRank(route.sourceRank, this.#options.source.rank) && sameRank(route.destinationRank, request.reader.rank),
     );
-    return blockChecksums(template, pair, 'source', this.#options.bankBytes, blocks);
+    const { bankBytes: bytes, banks, agent } = this.#options;
+    return sideChecksums(template, pair, 'source', { bytes, ...(banks === undefined ? {} : { banks }), agent }, blocks);
   }
 }

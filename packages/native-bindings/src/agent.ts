@@ -1,6 +1,7 @@
 import { Socket } from 'node:net';
 import { type Backend, backendIds } from './backend.js';
 import { type Counters, readCounters } from './counters.js';
+import { type BlockChecksumsRequest, blockChecksums } from './checksums.js';
 import { ForeignHandleError, HandleClosedError, InvalidArgumentError, type NativeTransportError } from './errors.js';
 import { Faults } from './faults.js';
 import { type HeartbeatOptions, type PeerEvent, PeerEvents, validateHeartbeat } from './heartbeat.js';
@@ -351,6 +352,18 @@ export class Agent {
     this.#pending.set(id, operation);
     this.#updateRef();
     return operation;
+  }
+
+  /**
+   * The 64-bit checksum of each of `request.blocks` over a template pair's routes on one side, in this
+   * agent's regions: by the GPU's checksum kernel for vram (the bytes never leave the GPU), on the host by
+   * the same function for dram. Equal on both sides of a pull exactly when every row moved to its place.
+   */
+  blockChecksums(request: BlockChecksumsRequest): BigUint64Array {
+    this.#state.assertOpen('compute checksums');
+    if (!isObject(request))
+      throw new InvalidArgumentError('request', request, 'must be an object { template, side, regions, blocks }');
+    return blockChecksums(this.#context, request);
   }
 
   /** Sends 1..maxNotificationBytes bytes (a string is sent as UTF-8) to a peer; returns once it has left. */

@@ -26,6 +26,7 @@ export {
   NativeTransportError,
   TransportUsageError,
 } from './errors.js';
+export { type BlockChecksumsRequest, type ChecksumSide } from './checksums.js';
 export { type FaultPoint, Faults } from './faults.js';
 export { type HeartbeatOptions, heartbeatLimits, type PeerEvent } from './heartbeat.js';
 export type { UcxConfinement } from './ucx-confinement.js';

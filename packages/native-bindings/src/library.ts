@@ -239,6 +239,19 @@ export interface NativeApi {
     outOp: BigUint64Array,
   ): number;
   kvt_template_release(agent: number, templateId: number): number;
+  kvt_mem_checksums(
+    agent: number,
+    pieceCount: number,
+    regionIndex: Uint32Array,
+    offset: BigUint64Array,
+    length: BigUint64Array,
+    group: Uint32Array,
+    ordinal: Uint32Array,
+    regionCount: number,
+    regions: Uint32Array,
+    groupCount: number,
+    outSums: BigUint64Array,
+  ): number;
   kvt_xfer_status(
     agent: number,
     op: bigint,
@@ -367,6 +380,10 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'int32_t kvt_xfer_post_blocks(uint32_t agent, uint32_t template_id, uint32_t direction, uint32_t count, ' +
     'const uint32_t *local_blocks, const uint32_t *remote_blocks, const uint8_t *notification, uint32_t notification_length, uint64_t *out_op)',
   kvt_template_release: 'int32_t kvt_template_release(uint32_t agent, uint32_t template_id)',
+  kvt_mem_checksums:
+    'int32_t kvt_mem_checksums(uint32_t agent, uint32_t piece_count, const uint32_t *region_index, const uint64_t *offset, ' +
+    'const uint64_t *length, const uint32_t *group, const uint32_t *ordinal, uint32_t region_count, const uint32_t *regions, ' +
+    'uint32_t group_count, uint64_t *out_sums)',
   kvt_xfer_status:
     'int32_t kvt_xfer_status(uint32_t agent, uint64_t op, int32_t *out_status, uint64_t *out_bytes_done, uint64_t *out_bytes_total)',
   kvt_xfer_cancel: 'int32_t kvt_xfer_cancel(uint32_t agent, uint64_t op)',

@@ -7,15 +7,17 @@ import { fileURLToPath } from 'node:url';
 
 const packageDir = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Runs `script` (a path from the package root) with `args`; `cleanups` gets its SIGKILL. */
+/** Runs `script` (a path from the package root) with `args` (and `env` added); `cleanups` gets its SIGKILL. */
 export function startChild<Line extends { readonly event: string }>(
   script: string,
   args: readonly string[],
   cleanups: (() => unknown)[],
+  env: Record<string, string> = {},
 ) {
   const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kvreuse/source', script, ...args], {
     cwd: packageDir,
     stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
   });
   cleanups.push(() => child.kill('SIGKILL'));
   let stderr = '';

@@ -37,8 +37,9 @@ export const testGeometry: Geometry = {
   headOrder: 'NHD',
 };
 export const BLOCKS = 8;
-/** The hashes a serving worker holds: block `i` of the chain in slot (bank block) `i`. */
-export const chain = Array.from({ length: BLOCKS }, (_, i) => 0x1000n + BigInt(i));
+/** The first `count` hashes of the chain a serving worker holds: block `i` in slot (bank block) `i`. */
+export const chainOf = (count: number): bigint[] => Array.from({ length: count }, (_, i) => 0x1000n + BigInt(i));
+export const chain = chainOf(BLOCKS);
 
 export interface EndpointRank {
   readonly endpoint: ReuseEndpoint;
@@ -73,6 +74,10 @@ export interface WorkerSpec {
   readonly backend?: Backend;
   /** The process's own by default; workers in different processes need one they share. */
   readonly secret?: ClusterSecret;
+  /** Blocks per bank, BLOCKS by default. */
+  readonly blocks?: number;
+  /** The GPU whose memory holds the banks (vram: left as allocated, no bank bytes); host memory when absent. */
+  readonly gpu?: number;
 }
 
 /** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
@@ -99,22 +104,31 @@ export async function openWorker(
       name: `${spec.workerId}-tp${tpRank}-${process.pid}-${sequence}`,
       backend: spec.backend ?? 'loopback',
     });
+    const memory = spec.gpu === undefined ? {} : { memKind: 'vram' as const, deviceId: spec.gpu };
     const layout = layoutRankBanks(
       geometry,
       { tpRank, tpSize: spec.tpSize, ppRank: 0, ppSize: 1 },
-      { address: 0n, blocks: BLOCKS },
+      { address: 0n, blocks: spec.blocks ?? BLOCKS, ...memory },
     );
     const allocations: Allocation[] = [];
     const banks = await Promise.all(
       layout.map(async (bank, index) => {
+        if (spec.gpu !== undefined) {
+          const allocation = agent.allocateVram(spec.gpu, bank.bytes);
+          allocations[index] = allocation;
+          return Bank.adopt(
+            { ...bank, tpRank, ppRank: 0, index, address: allocation.address },
+            kvreuseOwner(allocation),
+          );
+        }
         const allocation = await agent.allocate(bank.bytes);
         fillDeterministic(allocation.view(), tpRank + (spec.serve === true ? 0 : 7), index);
         allocations[index] = allocation;
         return Bank.adopt({ ...bank, tpRank, ppRank: 0, index, address: allocation.address }, kvreuseOwner(allocation));
       }),
     );
-    const pool = new BlockPool(BLOCKS);
-    for (const hash of chain) pool.commit(pool.allocate(), hash);
+    const pool = new BlockPool(spec.blocks ?? BLOCKS);
+    for (const hash of chainOf(spec.blocks ?? BLOCKS)) pool.commit(pool.allocate(), hash);
     const endpoint = new ReuseEndpoint({
       agent,
       discovery: store,
@@ -123,7 +137,7 @@ export async function openWorker(
       rank: { tpRank, ppRank: 0 },
       banks,
       settings: spec.settings ?? defaultSettings,
-      bankBytes: allocations.map((allocation) => allocation.view()),
+      bankBytes: spec.gpu === undefined ? allocations.map((allocation) => allocation.view()) : [],
       clock,
       host: 'test-host',
       ...(spec.serve === true
@@ -208,7 +222,7 @@ export function hintFor(source: TestWorker | HintSource, count: number, change: 
     incarnation: named.incarnation,
     epoch: named.epoch,
     blocks: { start: 0, count },
-    hashes: BigUint64Array.from(chain.slice(0, count)),
+    hashes: BigUint64Array.from(chainOf(count)),
     blockTokens: testGeometry.blockTokens,
     tier: 'host',
     linkClass: 'same-host',

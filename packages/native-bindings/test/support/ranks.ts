@@ -26,6 +26,8 @@ export interface RankSpec {
   readonly tpSize: number;
   readonly blocks: number;
   readonly backend: Backend;
+  /** The GPU whose memory holds the rank's banks (one vram allocation); host memory when absent. */
+  readonly gpu?: number;
 }
 
 export interface RankPartSpec {
@@ -76,14 +78,19 @@ export async function openRank({
   tpSize,
   blocks,
   backend,
+  gpu,
 }: RankSpec): Promise<RankSide> {
   const parallel = { tpRank, tpSize, ppRank: 0, ppSize: 1 };
   const agent = await transport.createAgent({ name: agentName(`${workerId}-tp${tpRank}`), backend });
   const extent = layoutRankBanks(geometry, parallel, { blocks, address: 0n }).at(-1);
   if (extent === undefined) throw new Error('no banks');
-  const allocation = await agent.allocate(Number(extent.address + extent.bytes));
-  const banks = layoutRankBanks(geometry, parallel, { blocks, address: allocation.address });
-  const regions = banks.map((bank) => agent.register({ address: bank.address, bytes: bank.bytes }));
+  const bytes = Number(extent.address + extent.bytes);
+  const allocation = gpu === undefined ? await agent.allocate(bytes) : agent.allocateVram(gpu, bytes);
+  const memory = gpu === undefined ? {} : { memKind: 'vram' as const, deviceId: gpu };
+  const banks = layoutRankBanks(geometry, parallel, { blocks, address: allocation.address, ...memory });
+  const regions = banks.map((bank) =>
+    agent.register({ address: bank.address, bytes: bank.bytes, kind: bank.memKind, device: bank.deviceId }),
+  );
   const part = parsedRankPart({
     workerId,
     role,

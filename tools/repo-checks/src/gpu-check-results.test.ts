@@ -1,0 +1,176 @@
+// tools/gpu-check/results.mjs composes the GPU check's results file from what run.sh collected; a GPU
+// machine runs it rarely, so its verdicts are checked here on collected files made up for each case.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
+const script = join(repoRoot, 'tools/gpu-check/results.mjs');
+
+const cases = ['vram_banks', 'vram_pull_from_another_process', 'vram_staged_pull_from_another_process', 'kernels'];
+const nativeLog = (backend: string, names = cases): string =>
+  names.map((name) => `ok cuda/${name} [${backend}]`).join('\n') + '\n';
+
+/** What run.sh collects on a GPU machine where everything meets its bar. */
+function passingRun(): Record<string, string> {
+  const figures = {
+    pull_ratios: { pull_42_vs_d2d: 0.95, pull_2352_vs_d2d: 0.9, pull_9408_vs_d2d: 0.88 },
+    ratios: { ipc_copy_vs_d2d: 1, ipc_gather_2352_vs_d2d: 0.93, gather_2352_vs_d2d: 0.92, gather_9408_vs_d2d: 0.92 },
+    verify_gbytes_per_s: 1500,
+    pinned_h2d_ms: 5.6,
+    staged_pull_ms: 6.5,
+  };
+  const demo = {
+    gpu: { active: true, mode: 'gpu', reason: '' },
+    pull: { blocks: 42, verified: true, memory: 'vram', ms: 1.5 },
+    decisions: [{ request: 'turn 2', savingMs: 26 }],
+  };
+  const probe = {
+    vram: { supported: true },
+    region: { kind: 'vram' },
+    hostAsVram: { code: 'INVALID_PARAM' },
+    templatePull: { bytes: 16384, planned: 16384, checksumsAgree: true },
+  };
+  return {
+    'gpus.txt': 'NVIDIA H200, 580.65, 143771 MiB',
+    'gpus.rc': '0',
+    'preflight.json': JSON.stringify({ vram: true, reason: '', devices: 1, driver_version: 13000 }),
+    'preflight.rc': '0',
+    'native-loopback.log': nativeLog('loopback', ['vram_banks', 'kernels']),
+    'native-loopback.rc': '0',
+    'native-ucx.log': nativeLog('ucx'),
+    'native-ucx.rc': '0',
+    'figures.json': JSON.stringify(figures),
+    'figures.rc': '0',
+    'demo.json': JSON.stringify(demo),
+    'demo.rc': '0',
+    'probe.json': JSON.stringify(probe),
+    'fetch.json': JSON.stringify({ blocks: 42, checkedBlocks: 42, verify: 'full', reasons: [], ms_mean: 1.2 }),
+    'fetch.rc': '0',
+    'probe.rc': '0',
+  };
+}
+
+interface Entry {
+  readonly pass: boolean;
+  readonly detail?: string;
+  readonly value?: number | null;
+}
+interface Results {
+  readonly pass: boolean;
+  readonly no_gpu?: string;
+  readonly checks: Record<string, Entry>;
+  readonly figures: Record<string, Entry>;
+}
+
+describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
+  const folders: string[] = [];
+  afterEach(() => {
+    for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+  });
+
+  function compose(files: Record<string, string>): { status: number | null; stdout: string; results: Results } {
+    const work = mkdtempSync(join(tmpdir(), 'gpu-check-results-'));
+    folders.push(work);
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(work, name), text);
+    const out = join(work, 'results.json');
+    const run = spawnSync(process.execPath, [script, work, out], { encoding: 'utf8' });
+    return { status: run.status, stdout: run.stdout, results: JSON.parse(readFileSync(out, 'utf8')) as Results };
+  }
+  const failing = (results: Results): string[] =>
+    [...Object.entries(results.checks), ...Object.entries(results.figures)]
+      .filter(([, entry]) => !entry.pass)
+      .map(([name]) => name);
+
+  it('passes, exit 0, when every check and figure of issue 31 meets its bar', () => {
+    const { status, results } = compose(passingRun());
+    expect(failing(results)).toEqual([]);
+    expect(Object.keys(results.figures)).toEqual(
+      expect.arrayContaining([
+        'pull.vram_ipc.qwen3_42blocks.vs_d2d',
+        'pull.vram_ipc.pieces.vs_d2d',
+        'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d',
+        'verify.gpu.gbytes_per_s',
+        'fetch.vram_ipc.qwen3_42blocks.ms',
+      ]),
+    );
+    expect(results.figures['pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']?.value).toBeCloseTo(5.6 / 6.5, 3);
+    expect([status, results.pass]).toEqual([0, true]);
+  });
+
+  it('without a GPU runs nothing: exit 2, the reason, every check and figure not run', () => {
+    const reason = 'no driver library: libcuda.so.1 could not be loaded';
+    const { status, stdout, results } = compose({
+      'preflight.json': JSON.stringify({ vram: false, reason, devices: 0, driver_version: 0 }),
+      'preflight.rc': '2',
+    });
+    expect(status).toBe(2);
+    expect(results.no_gpu).toBe(`no GPU: ${reason}`);
+    expect(stdout).toContain(`gpu-check: no GPU: ${reason}; nothing ran`);
+    const ran = compose(passingRun()).results;
+    expect([Object.keys(results.checks), Object.keys(results.figures)]).toEqual([
+      Object.keys(ran.checks),
+      Object.keys(ran.figures),
+    ]);
+    const entries = [...Object.values(results.checks), ...Object.values(results.figures)];
+    expect(entries.every((entry) => !entry.pass && entry.detail === `not run: no GPU: ${reason}`)).toBe(true);
+  });
+
+  it('fails, exit 1, naming the figure under its bar: the lower of the two piece counts counts', () => {
+    const files = passingRun();
+    const figures = JSON.parse(files['figures.json'] as string) as { pull_ratios: Record<string, number> };
+    figures.pull_ratios['pull_9408_vs_d2d'] = 0.8;
+    const { status, stdout, results } = compose({ ...files, 'figures.json': JSON.stringify(figures) });
+    expect(failing(results)).toEqual(['pull.vram_ipc.pieces.vs_d2d']);
+    expect(results.figures['pull.vram_ipc.pieces.vs_d2d']?.value).toBe(0.8);
+    expect([status, stdout]).toEqual([1, expect.stringContaining('FAIL (pull.vram_ipc.pieces.vs_d2d)')]);
+  });
+
+  it('fails the staged pull and its figure where test_cuda has no staged case and gpu_figures no staged time', () => {
+    const files = passingRun();
+    const figures = JSON.parse(files['figures.json'] as string) as Record<string, unknown>;
+    delete figures['staged_pull_ms'];
+    const { results } = compose({
+      ...files,
+      'native-ucx.log': nativeLog('ucx', ['vram_banks', 'vram_pull_from_another_process', 'kernels']),
+      'figures.json': JSON.stringify(figures),
+    });
+    expect(failing(results)).toEqual(['pull.staged.two_processes', 'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']);
+    expect(results.checks['pull.staged.two_processes']?.detail).toContain('not in this build');
+  });
+
+  it('fails the probe when its template pull between vram banks moved short or its checksums disagree', () => {
+    const files = passingRun();
+    const short = { templatePull: { bytes: 8192, planned: 16384, checksumsAgree: true } };
+    const disagree = { templatePull: { bytes: 16384, planned: 16384, checksumsAgree: false } };
+    for (const change of [short, disagree]) {
+      const probe = { ...(JSON.parse(files['probe.json'] as string) as object), ...change };
+      expect(failing(compose({ ...files, 'probe.json': JSON.stringify(probe) }).results)).toEqual(['probe']);
+    }
+  });
+
+  it('fails the fetch through the endpoints when a block was recomputed, and its time over the goal', () => {
+    const fetched = {
+      blocks: 41,
+      checkedBlocks: 41,
+      verify: 'full',
+      reasons: [{ kind: 'checksum-mismatch' }],
+      ms_mean: 3,
+    };
+    const { results } = compose({ ...passingRun(), 'fetch.json': JSON.stringify(fetched) });
+    expect(failing(results)).toEqual(['endpoint.vram_fetch', 'fetch.vram_ipc.qwen3_42blocks.ms']);
+    expect(results.figures['fetch.vram_ipc.qwen3_42blocks.ms']).toMatchObject({ value: 3, recompute_estimate_ms: 26 });
+  });
+
+  it('fails the main job when the demo pulled between host banks', () => {
+    const files = passingRun();
+    const demo = JSON.parse(files['demo.json'] as string) as { pull: Record<string, unknown> };
+    delete demo.pull['memory'];
+    const { results } = compose({ ...files, 'demo.json': JSON.stringify(demo) });
+    expect(failing(results)).toEqual(['main_job.vram']);
+    expect(results.checks['main_job.vram']?.detail).toContain('its banks dram');
+  });
+});
