@@ -393,7 +393,7 @@ static void begun_deregistration_and_free_leave_at_once_and_answer_once(void) {
     CHECK_OK(kvt_mem_job_status(agent, deregistration));
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, deregistration));
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, release));
-    CHECK_DETAIL("no memory job");
+    CHECK_DETAIL("has no job");
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
