@@ -4,7 +4,6 @@
 #include "metadata.h"      /* kvt_metadata_parse: mutations are resealed and parsed directly */
 #include "services/util.h" /* kvt_crc32 */
 
-#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -464,16 +463,8 @@ static void loopback_blob_from_another_process(void) {
 
 /* The outcome of a peer-load job, once the wake-up pipe announced it. */
 static kvt_status load_outcome(uint32_t agent, uint64_t job, uint32_t *peer, uint64_t *generation) {
-    int fd = -1;
-    CHECK_OK(kvt_agent_wake_fd(agent, &fd));
     kvt_status status;
-    while ((status = kvt_peer_load_status(agent, job, peer, generation)) == KVT_IN_PROGRESS) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        CHECK(poll(&p, 1, 60000) == 1, "the wake-up pipe announces the job's outcome");
-        char bytes[64];
-        while (read(fd, bytes, sizeof bytes) > 0) {
-        }
-    }
+    while ((status = kvt_peer_load_status(agent, job, peer, generation)) == KVT_IN_PROGRESS) await_wakeup(agent);
     return status;
 }
 

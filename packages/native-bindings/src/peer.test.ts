@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { agentName, testedBackends, transport } from '../test/support/backends.js';
 import { allZero, liveCounters, openPair, readRequest } from '../test/support/pair.js';
 import { piecewiseDescriptors } from '../test/support/content.js';
+import { settledYet } from '../test/support/settled.js';
 import { HandleClosedError, InvalidArgumentError } from './errors.js';
 
 const BYTES = 1 << 16;
@@ -82,17 +83,6 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
     expect(() => pair.readerPeer.info()).toThrow(HandleClosedError);
   });
 });
-
-/** Whether `promise` settled by the time the agent's thread had a chance to answer (it is stalled here). */
-async function settledYet(promise: Promise<unknown>): Promise<boolean> {
-  let settled = false;
-  void promise.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  await new Promise<void>((resolve) => setImmediate(resolve));
-  return settled;
-}
 
 describe.each(testedBackends)('loadPeerInBackground on %s', (backend) => {
   it("returns before the agent's thread loaded the peer, then resolves with the same handle loadPeer gives", async () => {
