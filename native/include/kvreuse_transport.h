@@ -539,6 +539,24 @@ KVT_API kvt_status kvt_agent_metadata(uint32_t agent, uint8_t *buffer, uint64_t 
 KVT_API kvt_status kvt_peer_load(uint32_t agent, const uint8_t *blob, uint64_t length, uint32_t *out_peer,
                                  uint64_t *out_generation);
 
+/**
+ * kvt_peer_load as a job, for callers that must not block (e.g. Node's thread): refuses at once, with
+ * nothing changed, what kvt_peer_load refuses before connecting (a malformed blob: INVALID_PARAM; another
+ * backend: MISMATCH; NO_MEMORY), else copies what it needs of `blob` (the caller may reuse it at once) and
+ * returns KVT_IN_PROGRESS and a job id. The progress thread compares, connects and installs the peer in
+ * the order jobs were begun (after the memory jobs begun before it), writes a byte to the wake-up pipe,
+ * and kvt_peer_load_status answers the outcome once.
+ */
+KVT_API kvt_status kvt_peer_load_begin(uint32_t agent, const uint8_t *blob, uint64_t length, uint64_t *out_job);
+
+/**
+ * The outcome of a kvt_peer_load_begin job: KVT_IN_PROGRESS while it runs, else KVT_OK with the peer id
+ * and its generation written (either out pointer may be NULL), or the error kvt_peer_load would have
+ * answered (MISMATCH for an older generation, BACKEND when UCX cannot connect), with its detail. Answered
+ * once, like kvt_mem_job_status (which shares the agent's job ids); not counted as a failing call.
+ */
+KVT_API kvt_status kvt_peer_load_status(uint32_t agent, uint64_t job, uint32_t *out_peer, uint64_t *out_generation);
+
 /** Peer id of a loaded peer named `name`, and its current generation (either out pointer may be NULL). */
 KVT_API kvt_status kvt_peer_find(uint32_t agent, const char *name, uint32_t *out_peer, uint64_t *out_generation);
 

@@ -5,6 +5,7 @@
 #include "blocks.h"
 #include "file_regions.h"
 #include "heartbeat.h"
+#include "jobs.h"
 #include "services/status.h"
 #include "template.h"
 #include "vram_xfer.h"

@@ -2,6 +2,7 @@
 #include "agent.h"
 
 #include "file_regions.h"
+#include "jobs.h"
 #include "memory.h"
 #include "services/cuda_memory.h"
 #include "services/mapping.h"
@@ -189,74 +190,6 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
     return kvt_agent_finish(agent, status);
 }
 
-/* ---- memory jobs: work a *_begin call hands to the progress thread, answered by kvt_mem_job_status ---- */
-
-typedef struct kvt_mem_job kvt_mem_job;
-
-struct kvt_mem_job {
-    kvt_mem_job *next;
-    uint64_t id;
-    /* On the progress thread: does the job's work; a failure's detail goes into `detail`. */
-    kvt_status (*work)(kvt_agent *agent, kvt_mem_job *job, char *detail, size_t detail_size);
-    union {
-        struct {
-            uint64_t address;
-            uint32_t flags;
-        } populate;                /* kvt_mem_alloc_begin */
-        kvt_allocation allocation; /* kvt_mem_free_begin: no longer in the agent's table */
-        struct {
-            kvt_region *region; /* no longer in the agent's table */
-            bool fence;
-            uint64_t fences_before; /* agent->fences when it was withdrawn */
-        } withdrawal;               /* kvt_mem_deregister_begin */
-    } subject;
-    /* Under agent->lock: */
-    bool done;
-    kvt_status status;
-    char detail[512];
-};
-
-/* A job for `call`, not yet started: allocated before the call changes anything, so that running out of
- * memory refuses the call with nothing done. */
-static kvt_status job_new(const char *call, kvt_mem_job **out) {
-    *out = calloc(1, sizeof **out);
-    if (!*out) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
-    return KVT_OK;
-}
-
-/* On the progress thread: runs the job, then records its outcome and wakes the consumer. */
-static kvt_status run_job(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
-    (void)detail;
-    (void)detail_size;
-    kvt_mem_job *job = *(kvt_mem_job **)arg;
-    char failure[sizeof job->detail] = "";
-    kvt_status status = job->work(agent, job, failure, sizeof failure);
-    pthread_mutex_lock(&agent->lock);
-    job->status = status;
-    snprintf(job->detail, sizeof job->detail, "%s", failure);
-    job->done = true;
-    pthread_mutex_unlock(&agent->lock);
-    kvt_wake_consumer(&agent->delivery); /* a byte of its own: the completion edge (wake_signaled) stays armed */
-    return KVT_OK;
-}
-
-/* Queues the job on the progress thread, which runs commands in order: a shutdown accepted after this
- * runs after the job. Returns its id for kvt_mem_job_status. */
-static uint64_t job_start(kvt_agent *agent, kvt_mem_job *job,
-                          kvt_status (*work)(kvt_agent *, kvt_mem_job *, char *, size_t)) {
-    job->work = work;
-    job->status = KVT_IN_PROGRESS;
-    pthread_mutex_lock(&agent->lock);
-    job->id = agent->next_mem_job_id++;
-    kvt_mem_job **tail = &agent->mem_jobs;
-    while (*tail) tail = &(*tail)->next;
-    *tail = job;
-    uint64_t id = job->id;
-    pthread_mutex_unlock(&agent->lock);
-    kvt_command_call_async(&agent->commands, run_job, &job, sizeof job);
-    return id;
-}
-
 /* A *_begin call that takes something out of service at once (`take`: refuses, or moves it from the
  * agent's tables into the job, config_lock held) and leaves the slow rest to `work` on the progress thread. */
 static kvt_status begin_withdrawal(uint32_t agent_id, const char *call,
@@ -268,53 +201,18 @@ static kvt_status begin_withdrawal(uint32_t agent_id, const char *call,
     if (status != KVT_OK) return status;
     if (!out_job) return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "%s: out_job is NULL", call));
     kvt_mem_job *job = NULL;
-    status = job_new(call, &job);
+    status = kvt_job_new(call, &job);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
     pthread_mutex_lock(&agent->config_lock);
     status = take(agent, call, key, job);
     if (status == KVT_OK) {
-        *out_job = job_start(agent, job, work);
+        *out_job = kvt_job_start(agent, job, work);
         status = KVT_IN_PROGRESS;
     } else {
         free(job);
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
-}
-
-kvt_status kvt_mem_job_status(uint32_t agent_id, uint64_t job_id) {
-    kvt_agent *agent;
-    kvt_status status = kvt_enter(agent_id, "kvt_mem_job_status", &agent);
-    if (status != KVT_OK) return status;
-    pthread_mutex_lock(&agent->lock);
-    kvt_mem_job **link = &agent->mem_jobs;
-    while (*link && (*link)->id != job_id) link = &(*link)->next;
-    kvt_mem_job *job = *link;
-    if (!job) {
-        pthread_mutex_unlock(&agent->lock);
-        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_FOUND,
-                                                "kvt_mem_job_status: agent '%s' has no memory job %llu begun and not "
-                                                "yet answered",
-                                                agent->name, (unsigned long long)job_id));
-    }
-    if (job->done) {
-        *link = job->next;
-        status = job->status == KVT_OK ? KVT_OK : kvt_fail(job->status, "%s", job->detail);
-        free(job);
-    } else {
-        status = KVT_IN_PROGRESS;
-    }
-    pthread_mutex_unlock(&agent->lock);
-    kvt_agent_release(agent); /* the outcome is an answer, not a failing call: not counted */
-    return status;
-}
-
-void kvt_mem_jobs_free(kvt_agent *agent) {
-    while (agent->mem_jobs) {
-        kvt_mem_job *job = agent->mem_jobs;
-        agent->mem_jobs = job->next;
-        free(job);
-    }
 }
 
 /* ---- allocation off the calling thread ------------------------------------------------------------- */
@@ -351,7 +249,7 @@ kvt_status kvt_mem_alloc_begin(uint32_t agent_id, uint64_t length, uint32_t flag
     status = check_alloc_params(length, flags, out_address);
     if (status == KVT_OK && !out_job) status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_alloc_begin: out_job is NULL");
     kvt_mem_job *job = NULL;
-    if (status == KVT_OK) status = job_new("kvt_mem_alloc_begin", &job);
+    if (status == KVT_OK) status = kvt_job_new("kvt_mem_alloc_begin", &job);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     pthread_mutex_lock(&agent->config_lock);
@@ -368,7 +266,7 @@ kvt_status kvt_mem_alloc_begin(uint32_t agent_id, uint64_t length, uint32_t flag
         *out_address = allocation.address;
         job->subject.populate.address = allocation.address;
         job->subject.populate.flags = flags;
-        *out_job = job_start(agent, job, populate_work);
+        *out_job = kvt_job_start(agent, job, populate_work);
         status = KVT_IN_PROGRESS;
     } else {
         free(job);

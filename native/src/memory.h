@@ -34,7 +34,4 @@ typedef struct kvt_region {
 /* Records an allocation in the agent's table and counters (agent->lock held). */
 kvt_status kvt_allocation_record_locked(kvt_agent *agent, const kvt_allocation *allocation);
 
-/* Frees the memory jobs whose outcome nobody asked for (destroy, after the progress thread ended). */
-void kvt_mem_jobs_free(kvt_agent *agent);
-
 #endif

@@ -2,6 +2,7 @@
 #include "agent.h"
 
 #include "file_regions.h"
+#include "jobs.h"
 #include "peer.h"
 #include "services/status.h"
 
@@ -121,6 +122,67 @@ static kvt_status install_conn_locked(kvt_agent *agent, kvt_conn *conn, kvt_peer
     return KVT_OK;
 }
 
+/* A connection (not yet connected) for `blob`, for `call`: refuses a malformed blob, one of another backend,
+ * and running out of memory, with nothing made. */
+static kvt_status new_conn(const kvt_agent *agent, const char *call, const uint8_t *blob, uint64_t length,
+                           kvt_conn **out) {
+    kvt_metadata meta;
+    kvt_status status = kvt_metadata_parse(blob, length, &meta);
+    if (status != KVT_OK) return status;
+    if (meta.backend != agent->backend_kind)
+        status = kvt_fail(KVT_ERR_MISMATCH, "%s: blob of peer '%s' is for the %s backend; agent '%s' uses %s", call,
+                          meta.name, backend_name(meta.backend), agent->name, backend_name(agent->backend_kind));
+    else if (!(*out = calloc(1, sizeof **out)))
+        status = kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
+    if (status != KVT_OK) {
+        kvt_metadata_free(&meta);
+        return status;
+    }
+    (*out)->meta = meta;
+    (*out)->refs = 1;
+    (*out)->process_fd = -1;
+    return KVT_OK;
+}
+
+/* Connects on the progress thread: a command from a caller's thread, a direct call from a job. */
+static kvt_status connect_conn(kvt_agent *agent, kvt_conn *conn, bool on_progress_thread) {
+    if (!on_progress_thread) return kvt_command_call(&agent->commands, connect_call, conn);
+    char detail[512] = "";
+    kvt_status status = agent->backend->connect(agent, conn, detail, sizeof detail);
+    return status == KVT_OK ? KVT_OK : kvt_fail(status, "%s", detail);
+}
+
+/* Loads `conn` (taking it) unless the same metadata is loaded already, and writes the peer and its
+ * generation. Loads are serialised: by config_lock on a caller's thread, by the command order on the
+ * progress thread (a job never takes config_lock: a caller holding it may be waiting for the thread). */
+static kvt_status load_conn(kvt_agent *agent, kvt_conn *conn, bool on_progress_thread, uint32_t *out_peer,
+                            uint64_t *out_generation) {
+    pthread_mutex_lock(&agent->lock);
+    kvt_peer *peer = find_peer_by_name_locked(agent, conn->meta.name);
+    kvt_status status = compare_with_loaded_locked(peer, &conn->meta);
+    if (status == KVT_OK) {
+        *out_peer = peer->id;
+        *out_generation = peer->generation;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    if (status != KVT_IN_PROGRESS) {
+        kvt_metadata_free(&conn->meta);
+        free(conn);
+        return status;
+    }
+    status = connect_conn(agent, conn, on_progress_thread);
+    pthread_mutex_lock(&agent->lock);
+    if (status == KVT_OK) status = install_conn_locked(agent, conn, &peer);
+    if (status == KVT_OK) {
+        *out_peer = peer->id;
+        *out_generation = peer->generation;
+    } else {
+        kvt_conn_unref_locked(agent, conn); /* the progress thread closes what connect opened */
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return status;
+}
+
 kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length, uint32_t *out_peer,
                          uint64_t *out_generation) {
     kvt_agent *agent;
@@ -129,50 +191,38 @@ kvt_status kvt_peer_load(uint32_t agent_id, const uint8_t *blob, uint64_t length
     if (!out_peer || !out_generation)
         return kvt_agent_finish(
             agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load: out_peer and out_generation must not be NULL"));
-    kvt_metadata meta;
-    status = kvt_metadata_parse(blob, length, &meta);
-    if (status != KVT_OK) return kvt_agent_finish(agent, status);
-    if (meta.backend != agent->backend_kind) {
-        status =
-            kvt_fail(KVT_ERR_MISMATCH, "kvt_peer_load: blob of peer '%s' is for the %s backend; agent '%s' uses %s",
-                     meta.name, backend_name(meta.backend), agent->name, backend_name(agent->backend_kind));
-        kvt_metadata_free(&meta);
-        return kvt_agent_finish(agent, status);
-    }
-
-    pthread_mutex_lock(&agent->config_lock);
-    pthread_mutex_lock(&agent->lock);
-    kvt_peer *peer = find_peer_by_name_locked(agent, meta.name);
-    status = compare_with_loaded_locked(peer, &meta);
+    kvt_conn *conn = NULL;
+    status = new_conn(agent, "kvt_peer_load", blob, length, &conn);
     if (status == KVT_OK) {
-        *out_peer = peer->id;
-        *out_generation = peer->generation;
+        pthread_mutex_lock(&agent->config_lock);
+        status = load_conn(agent, conn, false, out_peer, out_generation);
+        pthread_mutex_unlock(&agent->config_lock);
     }
-    pthread_mutex_unlock(&agent->lock);
-    if (status != KVT_IN_PROGRESS) {
-        kvt_metadata_free(&meta);
+    return kvt_agent_finish(agent, status);
+}
+
+/* On the progress thread: the load a kvt_peer_load_begin job does. */
+static kvt_status load_work(kvt_agent *agent, kvt_mem_job *job, char *detail, size_t detail_size) {
+    kvt_status status = load_conn(agent, job->subject.conn, true, &job->peer, &job->generation);
+    if (status != KVT_OK) snprintf(detail, detail_size, "%s", kvt_last_error_detail());
+    return status;
+}
+
+kvt_status kvt_peer_load_begin(uint32_t agent_id, const uint8_t *blob, uint64_t length, uint64_t *out_job) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_peer_load_begin", &agent);
+    if (status != KVT_OK) return status;
+    if (!out_job)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_peer_load_begin: out_job is NULL"));
+    kvt_mem_job *job = NULL;
+    status = kvt_job_new("kvt_peer_load_begin", &job);
+    if (status == KVT_OK) status = new_conn(agent, "kvt_peer_load_begin", blob, length, &job->subject.conn);
+    if (status == KVT_OK) {
+        *out_job = kvt_job_start(agent, job, load_work);
+        status = KVT_IN_PROGRESS;
     } else {
-        kvt_conn *conn = calloc(1, sizeof *conn);
-        if (!conn) {
-            kvt_metadata_free(&meta);
-            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_peer_load: out of memory");
-        } else {
-            conn->meta = meta;
-            conn->refs = 1;
-            conn->process_fd = -1;
-            status = kvt_command_call(&agent->commands, connect_call, conn);
-            pthread_mutex_lock(&agent->lock);
-            if (status == KVT_OK) status = install_conn_locked(agent, conn, &peer);
-            if (status == KVT_OK) {
-                *out_peer = peer->id;
-                *out_generation = peer->generation;
-            } else {
-                kvt_conn_unref_locked(agent, conn); /* the progress thread closes what connect opened */
-            }
-            pthread_mutex_unlock(&agent->lock);
-        }
+        free(job);
     }
-    pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
 }
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -477,4 +478,14 @@ void source_end(source_process *source) {
     waitpid(source->child, NULL, 0);
     free(source->blob);
     source->blob = NULL;
+}
+
+void await_wakeup(uint32_t agent) {
+    int fd = -1;
+    CHECK_OK(kvt_agent_wake_fd(agent, &fd));
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&p, 1, 60000) == 1, "the wake-up pipe announces the job's outcome");
+    char bytes[64];
+    while (read(fd, bytes, sizeof bytes) > 0) {
+    }
 }

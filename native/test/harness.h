@@ -132,6 +132,10 @@ void source_wait_stopped(const source_process *source);
 void source_end(source_process *source);
 /* `length` bytes of a new memfd (sealed against shrinking) mapped shared; its fd in *out_fd. */
 uint8_t *file_memory_map(uint64_t length, int *out_fd);
+/* Waits (at most 60 s) until the agent's wake-up pipe is readable, then empties it: a job's outcome may be
+ * asked again. */
+void await_wakeup(uint32_t agent);
+
 void fill_pattern(uint8_t *memory, uint64_t length, uint64_t seed);
 /* The same into vram at `address` (through the CUDA driver the library loaded; its context current). */
 void vram_fill_pattern(uint64_t address, uint64_t length, uint64_t seed);

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -312,16 +311,8 @@ static void allocations_are_prefaulted(void) {
 
 /* The outcome of a memory job, once the wake-up pipe announced it. */
 static kvt_status job_outcome(uint32_t agent, uint64_t job) {
-    int fd = -1;
-    CHECK_OK(kvt_agent_wake_fd(agent, &fd));
     kvt_status status;
-    while ((status = kvt_mem_job_status(agent, job)) == KVT_IN_PROGRESS) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        CHECK(poll(&p, 1, 60000) == 1, "the wake-up pipe announces the job's outcome");
-        char bytes[64];
-        while (read(fd, bytes, sizeof bytes) > 0) {
-        }
-    }
+    while ((status = kvt_mem_job_status(agent, job)) == KVT_IN_PROGRESS) await_wakeup(agent);
     return status;
 }
 
@@ -393,7 +384,7 @@ static void begun_deregistration_and_free_leave_at_once_and_answer_once(void) {
     CHECK_OK(kvt_mem_job_status(agent, deregistration));
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, deregistration));
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_job_status(agent, release));
-    CHECK_DETAIL("no memory job");
+    CHECK_DETAIL("has no job");
     CHECK_OK(kvt_agent_destroy(agent));
 }
 

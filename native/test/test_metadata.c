@@ -461,7 +461,58 @@ static void loopback_blob_from_another_process(void) {
     CHECK_OK(kvt_agent_destroy(reader));
 }
 
+/* The outcome of a peer-load job, once the wake-up pipe announced it. */
+static kvt_status load_outcome(uint32_t agent, uint64_t job, uint32_t *peer, uint64_t *generation) {
+    kvt_status status;
+    while ((status = kvt_peer_load_status(agent, job, peer, generation)) == KVT_IN_PROGRESS) await_wakeup(agent);
+    return status;
+}
+
+/* kvt_peer_load_begin refuses a bad blob at once; else the progress thread loads the peer (nothing is
+ * loaded while it is stalled) and kvt_peer_load_status answers once, with the peer and its generation. */
+static void peer_load_begun_loads_on_the_progress_thread(void) {
+    uint32_t source = make_agent("meta-source");
+    uint32_t reader = make_agent("meta-reader");
+    uint8_t *memory, *memory2;
+    uint32_t region = alloc_region(source, 65536, &memory);
+    uint64_t length, newer_length, job = 0, stale = 0;
+    uint8_t *blob = export_blob(source, &length);
+    uint32_t region2 = alloc_region(source, 4096, &memory2);
+    uint8_t *newer = export_blob(source, &newer_length);
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_load_begin(reader, blob, length - 1, &job));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_peer_load_begin(reader, blob, length, NULL));
+
+    CHECK_OK(kvt_fault_stall_progress(reader, 1));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_peer_load_begin(reader, newer, newer_length, &job));
+    memset(newer, 0, newer_length); /* the job copied what it needs */
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_peer_load_begin(reader, blob, length, &stale));
+    uint32_t peer = 0, found = 0;
+    uint64_t generation = 0;
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_peer_load_status(reader, job, &peer, &generation));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_find(reader, "meta-source", &found, NULL));
+    CHECK(counter(reader, KVT_COUNTER_LIVE_PEERS) == 0, "nothing is loaded while the thread is stalled");
+    CHECK_OK(kvt_fault_stall_progress(reader, 0));
+
+    CHECK_OK(load_outcome(reader, job, &peer, &generation));
+    CHECK_OK(kvt_peer_find(reader, "meta-source", &found, NULL));
+    CHECK(found == peer && generation == 1, "the loaded peer and its first generation");
+    CHECK_STATUS(KVT_ERR_MISMATCH, load_outcome(reader, stale, &peer, &generation));
+    CHECK_DETAIL("older than the loaded");
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_load_status(reader, job, &peer, &generation));
+    CHECK_DETAIL("not yet answered");
+
+    /* A job nobody asked about is freed with its agent. */
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_peer_load_begin(reader, blob, length, &job));
+    free(blob);
+    free(newer);
+    CHECK_OK(kvt_agent_destroy(reader));
+    free_region(source, region, memory);
+    free_region(source, region2, memory2);
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
 TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),
           TEST(fuzzed_blobs_are_refused), TEST(resealed_mutations_reach_the_parser),
           TEST(ucx_address_and_key_lengths_are_bounded), TEST(file_backed_regions_need_a_table_and_a_slot_in_it),
-          TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process))
+          TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process),
+          TEST(peer_load_begun_loads_on_the_progress_thread))

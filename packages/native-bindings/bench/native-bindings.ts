@@ -135,7 +135,7 @@ async function remoteSource(bytes: number, seed: number, memory: SourceMemory = 
   const bank = await agent.allocate(bytes);
   bank.view().fill(0);
   const region = agent.register(bank);
-  const peer = agent.loadPeer(Buffer.from(published.metadata, 'base64'));
+  const peer = await agent.loadPeerInBackground(Buffer.from(published.metadata, 'base64'));
   return {
     agent,
     bank,

@@ -10,7 +10,7 @@ import { type AgentContext, HandleState, toUint64 } from './handles.js';
 import { duplicateFd } from './libc.js';
 import { check, type NativeLibrary, nativeError } from './library.js';
 import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
-import { MemoryJobs } from './memory-jobs.js';
+import { AgentJobs } from './agent-jobs.js';
 import { Notifications, type Notification } from './notifications.js';
 import { Operation } from './operation.js';
 import { Peer } from './peer.js';
@@ -85,7 +85,7 @@ export class Agent {
   readonly #pending = new Map<bigint, Operation>();
   readonly #peers = new Map<number, Peer>();
   readonly #templates = new Set<RegisteredTemplate>();
-  readonly #memoryJobs: MemoryJobs;
+  readonly #jobs: AgentJobs;
   readonly #opIds = new BigUint64Array(POLL_CAPACITY);
   readonly #statuses = new Int32Array(POLL_CAPACITY);
   readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
@@ -110,9 +110,9 @@ export class Agent {
       name: options.name,
       assertOpen: (action) => this.#state.assertOpen(action),
       pollCompletions: () => this.#pollCompletions(),
-      beginMemoryJob: (call, begin) => this.#memoryJobs.begin(call, begin),
+      beginMemoryJob: (call, begin) => this.#jobs.begin({ call, begin }),
     };
-    this.#memoryJobs = new MemoryJobs(library, id, () => this.#updateRef());
+    this.#jobs = new AgentJobs(library, id, () => this.#updateRef());
     this.faults = new Faults(this.#context);
     this.#notifications = new Notifications(this.#context, () => this.#updateRef());
     this.#peerEvents = new PeerEvents(
@@ -211,9 +211,10 @@ export class Agent {
     if (!isObject(options)) throw new InvalidArgumentError('options', options, 'must be an object { mlock? }');
     const address = new BigUint64Array(1);
     const flags = options.mlock === true ? ALLOC_MLOCK : 0;
-    await this.#memoryJobs.begin('kvt_mem_alloc', (job) =>
-      this.#library.api.kvt_mem_alloc_begin(this.#id, length, flags, address, job),
-    );
+    await this.#jobs.begin({
+      call: 'kvt_mem_alloc',
+      begin: (job) => this.#library.api.kvt_mem_alloc_begin(this.#id, length, flags, address, job),
+    });
     return new Allocation(this.#context, address[0] ?? 0n, Number(length));
   }
 
@@ -281,13 +282,40 @@ export class Agent {
       'kvt_peer_load',
       this.#library.api.kvt_peer_load(this.#id, blob, BigInt(blob.length), peerId, generation),
     );
-    const id = peerId[0] ?? 0;
+    return this.#peerHandle(peerId[0] ?? 0, generation[0] ?? 0n);
+  }
+
+  /**
+   * Loads a peer's metadata like `loadPeer`, on the agent's own thread: the JavaScript thread does not
+   * wait while the agent connects (UCX: an endpoint and the peer's remote keys). A malformed blob or one
+   * of another backend is refused at once (the promise rejects, nothing loaded); the blob may be reused
+   * as soon as this returns. Loads run on the agent's thread in the order begun, after the memory jobs
+   * begun before them. The promise rejects with the agent's `HandleClosedError` when the agent closed
+   * before the load was answered.
+   */
+  async loadPeerInBackground(blob: Uint8Array): Promise<Peer> {
+    this.#state.assertOpen('load a peer');
+    if (!(blob instanceof Uint8Array)) throw new InvalidArgumentError('blob', blob, 'must be a Uint8Array');
+    const peerId = new Uint32Array(1);
+    const generation = new BigUint64Array(1);
+    const api = this.#library.api;
+    await this.#jobs.begin({
+      call: 'kvt_peer_load',
+      begin: (job) => api.kvt_peer_load_begin(this.#id, blob, BigInt(blob.length), job),
+      answer: (job) => api.kvt_peer_load_status(this.#id, job, peerId, generation),
+      atShutdown: () => new HandleClosedError('Agent', JSON.stringify(this.name), 'load a peer'),
+    });
+    return this.#peerHandle(peerId[0] ?? 0, generation[0] ?? 0n);
+  }
+
+  /** The handle of a peer the library loaded: the known one (now at `generation`), or a new one. */
+  #peerHandle(id: number, generation: bigint): Peer {
     const known = this.#peers.get(id);
     if (known !== undefined) {
-      known.reloaded(generation[0] ?? 0n);
+      known.reloaded(generation);
       return known;
     }
-    const peer = new Peer(this.#context, id, generation[0] ?? 0n, (unloaded) => this.#peers.delete(unloaded.id));
+    const peer = new Peer(this.#context, id, generation, (unloaded) => this.#peers.delete(unloaded.id));
     this.#peers.set(id, peer);
     return peer;
   }
@@ -491,7 +519,7 @@ export class Agent {
       return;
     }
     if (!this.#state.isOpen) return;
-    this.#memoryJobs.check();
+    this.#jobs.check();
     this.#pollCompletions();
     this.#notifications.drain();
     this.#peerEvents.drain();
@@ -506,7 +534,7 @@ export class Agent {
     if (status === STATUS_IN_PROGRESS) return;
     const forced = status < 0 ? nativeError(this.#library, 'kvt_agent_shutdown', status) : undefined;
     this.#shutdownEnded = this.#shutdownFailed = undefined;
-    this.#memoryJobs.settleAllDone();
+    this.#jobs.settleAllDone();
     this.#wake.destroy();
     try {
       if (forced !== undefined && forced.code !== 'TIMEOUT') throw forced;
@@ -546,7 +574,7 @@ export class Agent {
   }
 
   #updateRef(): void {
-    const waiting = this.#pending.size > 0 || this.#memoryJobs.hasPending;
+    const waiting = this.#pending.size > 0 || this.#jobs.hasPending;
     if (waiting || this.#notifications.hasWaiters || this.#peerEvents.hasWaiters) this.#wake.ref();
     else this.#wake.unref();
   }

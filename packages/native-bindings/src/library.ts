@@ -170,6 +170,8 @@ export interface NativeApi {
     outPeer: Uint32Array,
     outGeneration: BigUint64Array,
   ): number;
+  kvt_peer_load_begin(agent: number, blob: Uint8Array, length: bigint, outJob: BigUint64Array): number;
+  kvt_peer_load_status(agent: number, job: bigint, outPeer: Uint32Array, outGeneration: BigUint64Array): number;
   kvt_peer_info(
     agent: number,
     peer: number,
@@ -355,6 +357,10 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'int32_t kvt_agent_metadata(uint32_t agent, uint8_t *buffer, uint64_t capacity, uint64_t *out_length)',
   kvt_peer_load:
     'int32_t kvt_peer_load(uint32_t agent, const uint8_t *blob, uint64_t length, uint32_t *out_peer, uint64_t *out_generation)',
+  kvt_peer_load_begin:
+    'int32_t kvt_peer_load_begin(uint32_t agent, const uint8_t *blob, uint64_t length, uint64_t *out_job)',
+  kvt_peer_load_status:
+    'int32_t kvt_peer_load_status(uint32_t agent, uint64_t job, uint32_t *out_peer, uint64_t *out_generation)',
   kvt_peer_info:
     'int32_t kvt_peer_info(uint32_t agent, uint32_t peer, uint64_t *out_generation, uint32_t *out_state, uint32_t *out_region_count)',
   kvt_peer_regions:

@@ -1,20 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { agentName, testedBackends, transport } from '../test/support/backends.js';
 import { allZero, liveCounters } from '../test/support/pair.js';
+import { settledYet } from '../test/support/settled.js';
 import { HandleClosedError } from './errors.js';
 
 const PAGE = 4096;
-
-/** Whether `promise` settled by the time the agent's thread had a chance to answer (it is stalled here). */
-async function settledYet(promise: Promise<unknown>): Promise<boolean> {
-  let settled = false;
-  void promise.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  await new Promise<void>((resolve) => setImmediate(resolve));
-  return settled;
-}
 
 describe.each(testedBackends)('memory jobs on %s', (backend) => {
   it('closes a region and an allocation at once and resolves once the agent thread unmapped them', async () => {

@@ -55,6 +55,15 @@ export class Allocation {
   }
 
   /**
+   * Whether this allocation's `free()` is done by the agent that registered `region`: that agent's
+   * thread runs its memory jobs in the order begun, so a free begun once the region's deregistration
+   * was begun runs after that deregistration ended (the memory is never unmapped under it).
+   */
+  sharesAgentWith(region: Region): boolean {
+    return region.belongsTo(this.#agent);
+  }
+
+  /**
    * Frees the memory. Rejects with BUSY while a registration lies inside it (nothing changes). Else the
    * allocation is closed at once and the agent's thread unmaps it (tens of milliseconds for hundreds
    * of megabytes, not on the JavaScript thread); the promise resolves once it is gone.

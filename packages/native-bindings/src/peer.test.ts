@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { agentName, testedBackends, transport } from '../test/support/backends.js';
 import { allZero, liveCounters, openPair, readRequest } from '../test/support/pair.js';
 import { piecewiseDescriptors } from '../test/support/content.js';
+import { settledYet } from '../test/support/settled.js';
 import { HandleClosedError, InvalidArgumentError } from './errors.js';
 
 const BYTES = 1 << 16;
@@ -80,5 +81,66 @@ describe.each(testedBackends)('metadata and peers on %s', (backend) => {
     expect(pair.reader.peers()).toEqual([]);
     await pair.close();
     expect(() => pair.readerPeer.info()).toThrow(HandleClosedError);
+  });
+});
+
+describe.each(testedBackends)('loadPeerInBackground on %s', (backend) => {
+  it("returns before the agent's thread loaded the peer, then resolves with the same handle loadPeer gives", async () => {
+    const source = await transport.createAgent({ name: agentName('bg-source'), backend });
+    const reader = await transport.createAgent({ name: agentName('bg-reader'), backend });
+    const bank = await source.allocate(BYTES);
+    const region = source.register(bank);
+    const blob = source.metadata();
+    reader.faults.stallProgress(true);
+    const loading = reader.loadPeerInBackground(blob);
+    blob.fill(0); // the library copied what it needs
+    expect([await settledYet(loading), reader.peers()]).toEqual([false, []]);
+    reader.faults.stallProgress(false);
+    const peer = await loading;
+    expect([peer.name, peer.info().state, reader.peers()]).toEqual([source.name, 'ready', [peer]]);
+    expect(reader.loadPeer(source.metadata())).toBe(peer);
+    await reader.close();
+    await region.deregister();
+    await bank.free();
+    await source.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
+  it('refuses a bad blob at once and an older generation from the thread, typed and with nothing loaded', async () => {
+    const source = await transport.createAgent({ name: agentName('bg-stale'), backend });
+    const reader = await transport.createAgent({ name: agentName('bg-reader'), backend });
+    const older = source.metadata();
+    const bank = await source.allocate(BYTES);
+    const region = source.register(bank);
+    await expect(reader.loadPeerInBackground(older.subarray(0, older.length - 1))).rejects.toMatchObject({
+      code: 'INVALID_PARAM',
+      call: 'kvt_peer_load',
+    });
+    await expect(reader.loadPeerInBackground('blob' as never)).rejects.toThrow(InvalidArgumentError);
+    expect(reader.peers()).toEqual([]);
+    const peer = await reader.loadPeerInBackground(source.metadata());
+    await expect(reader.loadPeerInBackground(older)).rejects.toMatchObject({
+      code: 'MISMATCH',
+      call: 'kvt_peer_load',
+      message: expect.stringMatching(/older than the loaded/),
+    });
+    expect(reader.peers()).toEqual([peer]);
+    await reader.close();
+    await region.deregister();
+    await bank.free();
+    await source.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+
+  it('rejects with HandleClosedError when the agent closed before the load was answered', async () => {
+    const source = await transport.createAgent({ name: agentName('bg-close'), backend });
+    const reader = await transport.createAgent({ name: agentName('bg-reader'), backend });
+    reader.faults.stallProgress(true);
+    const loading = reader.loadPeerInBackground(source.metadata());
+    expect(await settledYet(loading)).toBe(false);
+    await expect(reader.close()).resolves.toEqual({ forced: undefined });
+    await expect(loading).rejects.toMatchObject({ code: 'HANDLE_CLOSED', handle: 'Agent', action: 'load a peer' });
+    await source.close();
+    expect(liveCounters()).toEqual(allZero);
   });
 });

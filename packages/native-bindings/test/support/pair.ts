@@ -43,8 +43,8 @@ export async function openPair(
   readerBank.view().fill(0);
   const sourceRegion = source.register(sourceBank);
   const readerRegion = reader.register(readerBank);
-  const sourcePeer = reader.loadPeer(source.metadata());
-  const readerPeer = source.loadPeer(reader.metadata());
+  const sourcePeer = await reader.loadPeerInBackground(source.metadata());
+  const readerPeer = await source.loadPeerInBackground(reader.metadata());
   return {
     source,
     reader,

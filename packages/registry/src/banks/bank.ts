@@ -192,7 +192,10 @@ export class Bank implements BankLabel {
     this.#state = 'releasing';
   }
 
-  /** The native registration is gone (deregistered, or its agent destroyed). */
+  /**
+   * The native registration is gone: deregistered, its agent destroyed, or its deregistration accepted
+   * by an agent that frees the bank's allocation only after that deregistration ended.
+   */
   markDeregistered(): void {
     this.#expect(['releasing'], 'mark deregistered');
     this.#region = undefined;

@@ -1,3 +1,5 @@
+import type { Region } from '@kvreuse/native-bindings';
+
 /**
  * Who may free or reuse a bank's memory. kvreuse only ever gives memory back to its owner: it calls
  * the framework's release callback, or frees what the native allocator gave kvreuse itself.
@@ -24,6 +26,11 @@ export interface OwnedAllocation {
   readonly address: bigint;
   readonly bytes: bigint | number;
   free(): void | Promise<void>;
+  /**
+   * Whether `free()` runs on the thread of the agent that registered `region`, after a deregistration
+   * of it begun earlier: then the free may begin as soon as the deregistration was accepted.
+   */
+  sharesAgentWith?(region: Region): boolean;
 }
 
 export function frameworkOwner(token: unknown, release: () => void | Promise<void>): FrameworkOwner {

@@ -193,6 +193,9 @@ export async function releaseBanks(banks: readonly Bank[]): Promise<BanksRelease
 /**
  * The deregistration half of `releaseBanks`, for callers that do something between deregistering
  * and handing back (the drain layer reports them as separate steps). Never throws for one bank.
+ * No framework owner is called; kvreuse's own allocations are freed as soon as their agent accepted
+ * the deregistration (its thread frees them after it ended: one native round trip for both), and
+ * `returnBanks` collects those frees.
  */
 export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDeregistration> {
   checkBanks('banks', banks);
@@ -211,9 +214,9 @@ export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDere
   }
   // Every deregistration is begun before any is awaited: the agent's thread runs them in the order
   // begun, and one wake-up can announce them all.
-  const outcomes = await Promise.allSettled(
-    releasing.map(({ region }) => (region === undefined ? undefined : deregisterOnce(region))),
-  );
+  const ended = releasing.map(({ region }) => (region === undefined ? undefined : deregisterOnce(region)));
+  for (const { bank, region } of releasing) if (region !== undefined) freeAfterDeregistration(bank, region);
+  const outcomes = await Promise.allSettled(ended);
   releasing.forEach(({ bank, region }, index) => {
     const outcome = outcomes[index];
     if (outcome?.status === 'rejected') {
@@ -229,21 +232,66 @@ export async function deregisterBanks(banks: readonly Bank[]): Promise<BanksDere
   return { deregistered, referenced, retained };
 }
 
+/** A deregistration under way, and whether the native layer accepted it (then it cannot fail). */
+interface Deregistration {
+  readonly ended: Promise<void>;
+  readonly accepted: boolean;
+}
+
 /** Deregistrations under way, so that a bank two callers release at once is deregistered once. */
-const deregistrations = new WeakMap<Region, Promise<void>>();
+const deregistrations = new WeakMap<Region, Deregistration>();
 
 /** Deregisters `region`, or joins the deregistration another caller began. */
 function deregisterOnce(region: Region): Promise<void> {
   let deregistration = deregistrations.get(region);
   if (deregistration === undefined) {
+    const wasOpen = region.isOpen;
+    let ended: Promise<void>;
     try {
-      deregistration = region.deregister();
+      ended = region.deregister();
     } catch (cause) {
-      deregistration = Promise.reject(cause);
+      ended = Promise.reject(cause);
     }
-    deregistrations.set(region, deregistration);
+    // `deregister()` begins the native job before it returns: the region is closed once it was accepted.
+    const begun: Deregistration = { ended, accepted: wasOpen === true && isClosed(region) };
+    deregistrations.set(region, begun);
+    // A refusal is not kept: a later release (the bank retained meanwhile) tries again.
+    ended.catch(() => deregistrations.get(region) === begun && deregistrations.delete(region));
+    deregistration = begun;
   }
-  return deregistration;
+  return deregistration.ended;
+}
+
+function isClosed(region: Region): boolean {
+  return region.isOpen === false;
+}
+
+/** Hand-backs begun by `deregisterBanks`, for `returnBanks` to collect. */
+const earlyHandBacks = new WeakMap<Bank, Promise<HandBackFailure | undefined>>();
+
+/**
+ * Begins freeing a kvreuse-owned bank whose deregistration its agent accepted, when the same agent
+ * frees the allocation: its thread runs the free after the deregistration, so the bank is never
+ * reported returned before its memory is gone.
+ */
+function freeAfterDeregistration(bank: Bank, region: Region): void {
+  const owner = bank.owner;
+  if (owner.kind !== 'kvreuse' || owner.allocation.sharesAgentWith?.(region) !== true) return;
+  if (deregistrations.get(region)?.accepted !== true || bank.region !== region) return;
+  bank.markDeregistered();
+  earlyHandBacks.set(bank, handBack(bank));
+}
+
+interface HandBackFailure {
+  readonly cause: unknown;
+}
+
+/** Hands the bank back to its owner; a refusal is returned, never thrown. */
+function handBack(bank: Bank): Promise<HandBackFailure | undefined> {
+  return bank.completeRelease().then(
+    () => undefined,
+    (cause: unknown) => ({ cause }),
+  );
 }
 
 /**
@@ -257,15 +305,13 @@ export async function returnBanks(
   checkBanks('deregistered', deregistered);
   const returned: BankLabel[] = [];
   const unreturned: RetainedBank[] = [];
-  const handBack = (bank: Bank): Promise<{ readonly cause: unknown } | undefined> =>
-    bank.completeRelease().then(
-      () => undefined,
-      (cause: unknown) => ({ cause }),
-    );
   // kvreuse's own allocations are all freed at once (the agent's thread frees them in the order begun,
-  // and one wake-up can announce them all); framework owners are called one at a time, in order.
+  // and one wake-up can announce them all), unless deregisterBanks began it; framework owners are
+  // called one at a time, in order.
   const frees = new Map(
-    deregistered.filter((bank) => bank.owner.kind === 'kvreuse').map((bank) => [bank, handBack(bank)]),
+    deregistered
+      .filter((bank) => bank.owner.kind === 'kvreuse')
+      .map((bank) => [bank, takeEarlyHandBack(bank) ?? handBack(bank)]),
   );
   for (const bank of deregistered) {
     const failure = await (frees.get(bank) ?? handBack(bank));
@@ -282,6 +328,12 @@ export async function returnBanks(
     });
   }
   return { returned, unreturned };
+}
+
+function takeEarlyHandBack(bank: Bank): Promise<HandBackFailure | undefined> | undefined {
+  const early = earlyHandBacks.get(bank);
+  earlyHandBacks.delete(bank);
+  return early;
 }
 
 /**

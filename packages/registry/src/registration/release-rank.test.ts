@@ -186,3 +186,52 @@ describe('releaseBanks', () => {
     await closeAgent(agent);
   });
 });
+
+describe('deregisterBanks with kvreuse-owned banks', () => {
+  it('begins each free as soon as its agent accepted the deregistration, and reports it returned only once freed', async () => {
+    const agent = await newAgent();
+    const before = snapshot(agent, []);
+    const { banks, allocations } = await kvreuseBanks(agent, rank, 2, shape);
+    await registerRank({ agent, banks });
+    const deregistering = deregisterBanks([...banks].reverse());
+    // Before anything was awaited: every free is begun (the allocation closed), none reported.
+    expect(allocations.map((allocation) => allocation.isOpen)).toEqual([false, false]);
+    expect(banks.map((bank) => [bank.state, bank.region])).toEqual([
+      ['releasing', undefined],
+      ['releasing', undefined],
+    ]);
+    const { deregistered, retained } = await deregistering;
+    expect([deregistered.length, retained]).toEqual([2, []]);
+    const handedBack = await returnBanks(deregistered);
+    expect(handedBack).toEqual({ returned: [banks[1]!.label(), banks[0]!.label()], unreturned: [] });
+    expect(banks.map((bank) => bank.state)).toEqual(['returned', 'returned']);
+    expect(snapshot(agent, [])).toEqual(before);
+    await closeAgent(agent);
+  });
+
+  it('frees nothing early for a bank whose deregistration was refused, nor for memory of another agent', async () => {
+    const agent = await newAgent();
+    const allocator = await newAgent();
+    const { banks, allocations } = await kvreuseBanks(agent, rank, 2, shape);
+    const foreign = await kvreuseBanks(allocator, { tpRank: 3, ppRank: 0 }, 1, shape);
+    await registerRank({ agent, banks });
+    await registerRank({ agent, banks: foreign.banks });
+    const source = await newAgent();
+    const held = holdReadInto(agent, banks[1]!.region!, source, await source.allocate(PAGE));
+    const deregistering = deregisterBanks([...foreign.banks, ...banks]);
+    expect([foreign.allocations[0]!.isOpen, ...allocations.map((allocation) => allocation.isOpen)]).toEqual([
+      true,
+      false,
+      true,
+    ]);
+    const { deregistered, retained } = await deregistering;
+    expect(retained).toMatchObject([{ bank: { index: 1, tpRank: 2 }, code: 'BUSY' }]);
+    expect(banks[1]!.state).toBe('retained');
+    expect((await returnBanks(deregistered)).returned).toEqual([foreign.banks[0]!.label(), banks[0]!.label()]);
+    expect([foreign.allocations[0]!.isOpen, allocations[1]!.isOpen]).toEqual([false, true]);
+    await held.finish();
+    expect((await releaseBanks([banks[1]!])).returned).toEqual([banks[1]!.label()]);
+    await closeAgent(agent);
+    await closeAgent(allocator);
+  });
+});
