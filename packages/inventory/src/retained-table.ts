@@ -3,6 +3,7 @@
 // and swept a few slots at a time. It knows worker slots, tiers (0 = GPU, 1 = host) and expiry ticks;
 // what a worker, an incarnation, an event or a millisecond is, is the inventory's rules
 // (retained-inventory.ts).
+import { PrefixCandidates, type PrefixFound } from './prefix-candidates.js';
 import { PreparedArray } from './prepared-array.js';
 import { type ResizableWords, resizableWords, resizedWords } from './resizable-words.js';
 import { sharedWords } from './shared-words.js';
@@ -91,12 +92,6 @@ export function hashWords(chain: BigUint64Array | readonly bigint[]): Int32Array
   return words;
 }
 
-function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
-  const next = new Int32Array(length);
-  next.set(array.subarray(0, Math.min(array.length, length)));
-  return next;
-}
-
 /** A worker's records in a slab of `words` words: its used records, the rest unwritten. */
 function slabOf(records: Int32Array, used: number, words: number): Int32Array {
   if (words === 0) return noRecords;
@@ -104,19 +99,6 @@ function slabOf(records: Int32Array, used: number, words: number): Int32Array {
   slab.set(records.subarray(0, used * recordWords));
   return slab;
 }
-
-/**
- * Receives one worker slot's retained prefix from `RetainedTable.walk`: how many leading blocks, how many
- * of them on each tier, how many leading ones on the host, and the earliest expiry tick among them.
- */
-export type PrefixFound = (
-  worker: number,
-  blocks: number,
-  gpuBlocks: number,
-  hostBlocks: number,
-  leadingHostBlocks: number,
-  expiryTick: number,
-) => void;
 
 /** The retained (block, worker slot) entries of the inventory, and the longest-prefix walk over them. */
 export class RetainedTable {
@@ -150,16 +132,7 @@ export class RetainedTable {
   private readonly recordsDead: number[] = [];
   private readonly live: boolean[] = [];
 
-  // Lookup scratch, indexed by worker (mark, markPos) or by candidate (the rest).
-  private mark = new Int32Array(16);
-  private markPos = new Int32Array(16);
-  private stamp = 0;
-  private candidateWorker = new Int32Array(16);
-  private candidateDepth = new Int32Array(16);
-  private candidateGpu = new Int32Array(16);
-  private candidateHost = new Int32Array(16);
-  private candidateLeadingHost = new Int32Array(16);
-  private candidateExpiry = new Int32Array(16);
+  private readonly candidates = new PrefixCandidates();
   private bases = new Int32Array(64);
   private touched = 0; // written so that the touching loads are not optimised away
 
@@ -188,17 +161,7 @@ export class RetainedTable {
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;
     this.recordsDead[worker] = 0;
-    if (worker >= this.mark.length) {
-      const size = Math.max(worker + 1, this.mark.length * 2);
-      this.mark = grown(this.mark, size);
-      this.markPos = grown(this.markPos, size);
-      this.candidateWorker = grown(this.candidateWorker, size);
-      this.candidateDepth = grown(this.candidateDepth, size);
-      this.candidateGpu = grown(this.candidateGpu, size);
-      this.candidateHost = grown(this.candidateHost, size);
-      this.candidateLeadingHost = grown(this.candidateLeadingHost, size);
-      this.candidateExpiry = grown(this.candidateExpiry, size);
-    }
+    this.candidates.addWorker(worker);
   }
 
   /** Removes every record of worker slot `worker` and frees the slot. */
@@ -325,93 +288,25 @@ export class RetainedTable {
     }
     const table = this.table;
     const more = this.more;
-    const stamp = this.nextStamp();
-    let candidates = 0;
+    const candidates = this.candidates;
+    candidates.begin();
     for (let depth = 0; depth < found; depth++) {
       const base = bases[depth]!;
-      let advanced = this.visit(
-        table[base + slotWorker]! - 1,
-        table[base + slotRecord]!,
-        depth,
-        candidates,
-        stamp,
-        nowTick,
-      );
-      if (depth === 0) candidates += advanced;
+      let advanced = this.visit(table[base + slotWorker]! - 1, table[base + slotRecord]!, depth, nowTick);
       for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
         const at = (m - 1) * moreWords;
-        const step = this.visit(more[at + moreWorker]!, more[at + moreRecord]!, depth, candidates, stamp, nowTick);
-        if (depth === 0) candidates += step;
-        advanced += step;
+        advanced += this.visit(more[at + moreWorker]!, more[at + moreRecord]!, depth, nowTick);
       }
       if (advanced === 0) break;
     }
-    for (let c = 0; c < candidates; c++) {
-      report(
-        this.candidateWorker[c]!,
-        this.candidateDepth[c]!,
-        this.candidateGpu[c]!,
-        this.candidateHost[c]!,
-        this.candidateLeadingHost[c]!,
-        this.candidateExpiry[c]!,
-      );
-    }
+    candidates.report(report);
   }
 
-  /**
-   * One (worker, block) entry met at `depth` by `followTogether`: at depth 0 it makes the worker
-   * a candidate, later it extends the worker's prefix if the prefix reached `depth`. Returns 1 if
-   * the worker's prefix grew.
-   */
-  private visit(
-    worker: number,
-    record: number,
-    depth: number,
-    candidates: number,
-    stamp: number,
-    nowTick: number,
-  ): number {
+  /** Hands `followTogether`'s candidates one (worker, block) entry met at `depth`: 1 if the worker's prefix grew. */
+  private visit(worker: number, record: number, depth: number, nowTick: number): number {
     const records = this.records[worker]!;
-    const gpuExpiry = records[record * recordWords + recordGpu]!;
-    const hostExpiry = records[record * recordWords + recordGpu + 1]!;
-    const gpu = gpuExpiry > nowTick;
-    const host = hostExpiry > nowTick;
-    if (!gpu && !host) return 0;
-    let c: number;
-    if (depth === 0) {
-      c = candidates;
-      this.mark[worker] = stamp;
-      this.markPos[worker] = c;
-      this.candidateWorker[c] = worker;
-      this.candidateGpu[c] = 0;
-      this.candidateHost[c] = 0;
-      this.candidateLeadingHost[c] = 0;
-      this.candidateExpiry[c] = maxTick;
-    } else {
-      if (this.mark[worker] !== stamp) return 0;
-      c = this.markPos[worker]!;
-      if (this.candidateDepth[c] !== depth) return 0;
-    }
-    this.candidateDepth[c] = depth + 1;
-    if (gpu) {
-      this.candidateGpu[c]!++;
-      if (gpuExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = gpuExpiry;
-    }
-    if (host) {
-      this.candidateHost[c]!++;
-      if (this.candidateLeadingHost[c] === depth) this.candidateLeadingHost[c]!++;
-      if (hostExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = hostExpiry;
-    }
-    return 1;
-  }
-
-  private nextStamp(): number {
-    this.stamp = (this.stamp + 1) % maxTick;
-    if (this.stamp === 0) {
-      this.mark.fill(0);
-      this.stamp = 1;
-    }
-    return this.stamp;
+    const at = record * recordWords;
+    return this.candidates.visit(worker, depth, records[at + recordGpu]!, records[at + recordGpu + 1]!, nowTick);
   }
 
   private home(lo: number, hi: number): number {
