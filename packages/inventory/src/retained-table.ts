@@ -129,7 +129,13 @@ export class RetainedTable {
   private liveEntries = 0;
   private readonly records: Int32Array[] = [];
   private readonly recordsUsed: number[] = [];
+  /** Dead records of each worker's slab, outside the part a compaction has already passed over. */
   private readonly recordsDead: number[] = [];
+  // A worker's slab being compacted: its records before `compactWrite` are compacted, those from
+  // `compactRead` on are not yet read, and those between are moved or dead, all with both tiers 0
+  // (so the sweep, a withdrawal and a lookup pass over them as dead). −1: not being compacted.
+  private readonly compactRead: number[] = [];
+  private readonly compactWrite: number[] = [];
   private readonly live: boolean[] = [];
 
   private readonly candidates = new PrefixCandidates();
@@ -161,6 +167,7 @@ export class RetainedTable {
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;
     this.recordsDead[worker] = 0;
+    this.compactRead[worker] = -1;
     this.candidates.addWorker(worker);
   }
 
@@ -177,7 +184,7 @@ export class RetainedTable {
       if (this.live[worker] !== true) continue;
       for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++)
         this.expire(worker, record, nowTick, nowTick);
-      this.compactIfSparse(worker);
+      this.compact(worker, Number.POSITIVE_INFINITY);
     }
     return before - this.liveEntries;
   }
@@ -558,6 +565,7 @@ export class RetainedTable {
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;
     this.recordsDead[worker] = 0;
+    this.compactRead[worker] = -1;
     if (worker === this.sweepWorker) this.sweepRecord = 0;
   }
 
@@ -603,27 +611,50 @@ export class RetainedTable {
     this.table[base + slotHolders] = holders;
   }
 
-  /** Rewrites a worker's slab without its dead records once they are the majority. */
-  compactIfSparse(worker: number): void {
+  /**
+   * Compacts a worker's slab in place, `budget` records at a time: once most of its records are dead,
+   * each call moves the next `budget` records down over the dead ones, so that no call costs more
+   * than that however large the slab. Records stored meanwhile are appended and compacted in turn.
+   */
+  compact(worker: number, budget: number): void {
+    let read = this.compactRead[worker]!;
     const used = this.recordsUsed[worker]!;
-    const dead = this.recordsDead[worker]!;
-    if (dead === 0 || dead * 2 < used) return;
+    if (read < 0) {
+      const dead = this.recordsDead[worker]!;
+      if (dead === 0 || dead * 2 < used) return;
+      read = 0;
+      this.compactWrite[worker] = 0;
+    }
     const records = this.records[worker]!;
-    const live = used - dead;
-    let kept = 0;
-    let sweepRecord = live; // where the sweep goes on if it is in this slab
-    // In place: a kept record only ever moves down.
-    for (let record = 0; record < used; record++) {
-      if (record === this.sweepRecord) sweepRecord = kept;
-      const at = record * recordWords;
-      if (records[at + recordGpu] === 0 && records[at + recordGpu + 1] === 0) continue;
-      if (kept !== record) records.copyWithin(kept * recordWords, at, at + recordWords);
+    let kept = this.compactWrite[worker]!;
+    for (const end = Math.min(used, read + budget); read < end; read++) {
+      const at = read * recordWords;
+      if ((records[at + recordGpu]! | records[at + recordGpu + 1]!) === 0) {
+        this.recordsDead[worker]!--;
+        continue;
+      }
+      if (kept !== read) {
+        records.copyWithin(kept * recordWords, at, at + recordWords);
+        records[at + recordGpu] = 0;
+        records[at + recordGpu + 1] = 0;
+      }
       this.repoint(worker, records[at + recordLo]!, records[at + recordHi]!, kept++);
     }
-    this.records[worker] = slabOf(records, live, live * recordWords);
+    this.compactWrite[worker] = kept;
+    this.compactRead[worker] = read;
+    if (read === used) this.compacted(worker, kept);
+  }
+
+  /**
+   * A compaction read the whole slab: the worker has `live` records. The slab keeps its pages unless
+   * three quarters of it are unused (then it is copied to a smaller one, of `recordGrowth` × `live`).
+   */
+  private compacted(worker: number, live: number): void {
     this.recordsUsed[worker] = live;
-    this.recordsDead[worker] = 0;
-    if (worker === this.sweepWorker) this.sweepRecord = sweepRecord;
+    this.compactRead[worker] = -1;
+    const records = this.records[worker]!;
+    if (live * recordWords * 4 <= records.length)
+      this.records[worker] = slabOf(records, live, Math.ceil(live * recordGrowth) * recordWords);
   }
 
   /** Points the worker's table entry for a block at a moved record. */
