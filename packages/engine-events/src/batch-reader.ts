@@ -58,8 +58,8 @@ class EventFields {
 
 /** A cursor over one payload; `extraKeys` decodes with `generic`. */
 export class Reader {
-  bytes = new Uint8Array(0);
-  view = new DataView(this.bytes.buffer);
+  bytes: Uint8Array = new Uint8Array(0);
+  view: DataView = new DataView(this.bytes.buffer);
   pos = 0;
 
   constructor(private readonly generic: Decoder) {}
