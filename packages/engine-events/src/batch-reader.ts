@@ -83,21 +83,21 @@ export class Reader {
 
   /** An array header's length, or −1 (nothing read) if the next value is not an array. */
   arrayLength(): number {
-    const type = this.bytes[this.pos];
-    if (type === undefined) return fail();
-    if (type >= 0x90 && type <= 0x9f) return this.byte() & 0x0f;
-    if (type === 0xdc) return (this.byte(), this.view.getUint16(this.#take(2)));
-    if (type === 0xdd) return (this.byte(), this.view.getUint32(this.#take(4)));
-    return -1;
+    return this.#length(0x90, 0xdc);
   }
 
   /** A map header's length, or −1 (nothing read) if the next value is not a map. */
   mapLength(): number {
+    return this.#length(0x80, 0xde);
+  }
+
+  /** A container header's length: fix types from `fix` (up to 15 entries), 16- and 32-bit ones at `wide` and `wide + 1`. */
+  #length(fix: number, wide: number): number {
     const type = this.bytes[this.pos];
     if (type === undefined) return fail();
-    if (type >= 0x80 && type <= 0x8f) return this.byte() & 0x0f;
-    if (type === 0xde) return (this.byte(), this.view.getUint16(this.#take(2)));
-    if (type === 0xdf) return (this.byte(), this.view.getUint32(this.#take(4)));
+    if (type >= fix && type <= fix + 0x0f) return this.byte() & 0x0f;
+    if (type === wide) return (this.byte(), this.view.getUint16(this.#take(2)));
+    if (type === wide + 1) return (this.byte(), this.view.getUint32(this.#take(4)));
     return -1;
   }
 
