@@ -1,4 +1,5 @@
 import { Decoder } from '@msgpack/msgpack';
+import { Reader, readBatch } from './batch-reader.js';
 import type { BlockRemoved, BlockStored, EngineBlockHash, EngineEvent, EngineEventBatch } from './engine-event.js';
 import { MalformedEngineEventError } from './errors.js';
 
@@ -151,6 +152,27 @@ export type DecodeResult =
   | { readonly ok: false; readonly error: MalformedEngineEventError };
 
 /**
+ * Decodes a payload into generic values (`decoder`: 64-bit integers as bigint), then checks and reads
+ * them as a batch, with the reason if it is not one: the path of every payload the fast reader
+ * (batch-reader.ts) leaves to it, and the reference it is tested against.
+ */
+export function decodeGenerically(decoder: Decoder, payload: Uint8Array): DecodeResult {
+  let value: unknown;
+  try {
+    value = decoder.decode(payload);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return { ok: false, error: new MalformedEngineEventError('', `not msgpack: ${reason}`) };
+  }
+  try {
+    return { ok: true, batch: batchOf(value) };
+  } catch (error) {
+    if (error instanceof MalformedEngineEventError) return { ok: false, error };
+    throw error;
+  }
+}
+
+/**
  * Decodes the msgpack payload of a vLLM or SGLang KV event batch, in either encoding (maps, as current
  * vLLM writes its events, or positional arrays, tag first, as older vLLM and SGLang's batches do);
  * unknown keys are ignored, defaulted fields read as null, and 64-bit integers stay exact. Never
@@ -158,20 +180,10 @@ export type DecodeResult =
  */
 export class EngineBatchDecoder {
   readonly #decoder = new Decoder({ useBigInt64: true });
+  readonly #reader = new Reader(this.#decoder);
 
   decode(payload: Uint8Array): DecodeResult {
-    let value: unknown;
-    try {
-      value = this.#decoder.decode(payload);
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      return { ok: false, error: new MalformedEngineEventError('', `not msgpack: ${reason}`) };
-    }
-    try {
-      return { ok: true, batch: batchOf(value) };
-    } catch (error) {
-      if (error instanceof MalformedEngineEventError) return { ok: false, error };
-      throw error;
-    }
+    const batch = readBatch(this.#reader, payload);
+    return batch !== undefined ? { ok: true, batch } : decodeGenerically(this.#decoder, payload);
   }
 }

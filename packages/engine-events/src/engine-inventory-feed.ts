@@ -32,6 +32,12 @@ const tierOfMedium = new Map<string | null, RetentionTier>([
 ]);
 const tierBit: Record<RetentionTier, number> = { gpu: 1, host: 2 };
 
+type Skipped = Partial<Record<SkipReason, number>>;
+/** Counts `blocks` left out for `reason` (a function, not a closure per batch: nothing to allocate). */
+function skip(skipped: Skipped, reason: SkipReason, blocks: number): void {
+  skipped[reason] = (skipped[reason] ?? 0) + blocks;
+}
+
 interface FeedWorker {
   incarnation: string;
   epoch: number;
@@ -123,10 +129,7 @@ export class EngineInventoryFeed {
   /** Applies one decoded batch of the worker's. */
   apply(workerId: string, batch: EngineEventBatch): FeedOutcome {
     const worker = this.#worker(workerId);
-    const skipped: Partial<Record<SkipReason, number>> = {};
-    const skip = (reason: SkipReason, blocks: number): void => {
-      skipped[reason] = (skipped[reason] ?? 0) + blocks;
-    };
+    const skipped: Skipped = {};
     const events: InventoryEvent[] = [];
     let stored = 0;
     let removed = 0;
@@ -138,13 +141,13 @@ export class EngineInventoryFeed {
         events.push({ type: 'cleared', tier: 'gpu' }, { type: 'cleared', tier: 'host' });
         cleared = true;
       } else if (event.type === 'BlockStored') {
-        const blocks = this.#stored(worker, event, skip);
+        const blocks = this.#stored(worker, event, skipped);
         if (blocks !== undefined) {
           events.push({ type: 'stored', tier: blocks.tier, blocks: blocks.chain, expiresAt });
           stored += blocks.chain.length;
         }
       } else {
-        const blocks = this.#removed(worker, event, skip);
+        const blocks = this.#removed(worker, event, skipped);
         if (blocks !== undefined && blocks.hashes.length > 0) {
           events.push({ type: 'removed', tier: blocks.tier, blocks: blocks.hashes });
           removed += blocks.hashes.length;
@@ -197,29 +200,31 @@ export class EngineInventoryFeed {
   #stored(
     worker: FeedWorker,
     event: BlockStored,
-    skip: (reason: SkipReason, blocks: number) => void,
+    skipped: Skipped,
   ): { tier: RetentionTier; chain: BigUint64Array } | undefined {
     const count = event.blockHashes.length;
     const reason = this.#refusal(event);
-    if (reason !== undefined) return void skip(reason, count);
+    if (reason !== undefined) return void skip(skipped, reason, count);
     const tier = tierOfMedium.get(event.medium)!;
     let parent = 0n;
     if (event.parentBlockHash !== null) {
       const slot = worker.chains.find(event.parentBlockHash);
-      if (slot < 0) return void skip('unknown-parent', count);
+      if (slot < 0) return void skip(skipped, 'unknown-parent', count);
       parent = worker.chains.chainAt(slot);
     }
     let chain: BigUint64Array;
     try {
       chain = hashBlockChain(event.tokenIds, this.#scheme, parent);
     } catch {
-      return void skip('token-range', count);
+      return void skip(skipped, 'token-range', count);
     }
     const words = new Uint32Array(chain.buffer, chain.byteOffset, 2 * count);
+    const bit = tierBit[tier];
+    let held = 0;
     for (let i = 0; i < count; i++) {
-      if (worker.chains.hold(event.blockHashes[i]!, words[2 * i]!, words[2 * i + 1]!, tierBit[tier]))
-        worker.held[tier] += 1;
+      if (worker.chains.hold(event.blockHashes[i]!, words[2 * i]!, words[2 * i + 1]!, bit)) held += 1;
     }
+    worker.held[tier] += held;
     return { tier, chain };
   }
 
@@ -236,24 +241,25 @@ export class EngineInventoryFeed {
   #removed(
     worker: FeedWorker,
     event: BlockRemoved,
-    skip: (reason: SkipReason, blocks: number) => void,
+    skipped: Skipped,
   ): { tier: RetentionTier; hashes: BigUint64Array } | undefined {
     const tier = tierOfMedium.get(event.medium);
-    if (tier === undefined) return void skip('medium', event.blockHashes.length);
-    if (event.groupIdx !== null && event.groupIdx !== 0) return void skip('group', event.blockHashes.length);
+    if (tier === undefined) return void skip(skipped, 'medium', event.blockHashes.length);
+    if (event.groupIdx !== null && event.groupIdx !== 0) return void skip(skipped, 'group', event.blockHashes.length);
     const hashes = new BigUint64Array(event.blockHashes.length);
     const words = new Uint32Array(hashes.buffer);
+    const bit = tierBit[tier];
     let found = 0;
     for (const hash of event.blockHashes) {
       const slot = worker.chains.find(hash);
-      if (slot < 0 || (worker.chains.tiersAt(slot) & tierBit[tier]) === 0) {
-        skip('unknown-block', 1);
+      if (slot < 0 || (worker.chains.tiersAt(slot) & bit) === 0) {
+        skip(skipped, 'unknown-block', 1);
         continue;
       }
       worker.chains.chainInto(slot, words, found++);
-      worker.held[tier] -= 1;
-      worker.chains.release(slot, tierBit[tier]);
+      worker.chains.release(slot, bit);
     }
-    return { tier, hashes: hashes.subarray(0, found) };
+    worker.held[tier] -= found;
+    return { tier, hashes: found === hashes.length ? hashes : hashes.subarray(0, found) };
   }
 }

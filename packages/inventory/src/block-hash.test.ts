@@ -146,6 +146,25 @@ describe('hashBlockChain', () => {
     expect(hashBlockChain(tokens.slice(0, 63), scheme)).toHaveLength(0);
   });
 
+  test('equals the BigInt reference for parents above 2^63, token ids up to 2^32 − 1 and salts taken in turn', () => {
+    let state = 0x2545f491;
+    const random32 = (): number => {
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      return state >>> 0;
+    };
+    const salts = [salt, 0xffffffffffffffffn, 0n, 0x8000000000000001n];
+    for (let round = 0; round < 40; round++) {
+      const scheme = { salt: salts[round % salts.length]!, blockTokens: 1 + (round % 7) };
+      const parent = (BigInt((random32() | 0x80000000) >>> 0) << 32n) | BigInt(random32());
+      const tokens = Array.from({ length: 3 * scheme.blockTokens }, (_, i) => (i % 5 === 0 ? 0xffffffff : random32()));
+      expect([...hashBlockChain(tokens, scheme, parent)]).toEqual(
+        referenceChain(tokens, scheme.salt, scheme.blockTokens, parent),
+      );
+    }
+  });
+
   test('refuses what it cannot hash, naming it', () => {
     const scheme = { salt, blockTokens: 2 };
     expect(() => hashBlockChain([1, 2], { salt, blockTokens: 0 })).toThrow(

@@ -2,51 +2,18 @@ import { inventoryGroup } from './settings.js';
 import { type Geometry, kvContentDigest } from '@kvreuse/descriptors';
 import { BlockHashError } from './errors.js';
 
-// FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3 = 2^40 + 0x1b3), computed on two
-// uint32 halves so that hashing never allocates a BigInt per byte.
-const offsetHi = 0xcbf29ce4;
-const offsetLo = 0x84222325;
-const primeLow = 0x1b3;
-const twoTo32 = 4294967296;
-
-class Fnv1a64 {
-  hi = offsetHi;
-  lo = offsetLo;
-
-  byte(value: number): void {
-    const lo = (this.lo ^ value) >>> 0;
-    const low = lo * primeLow;
-    this.hi = (Math.imul(this.hi, primeLow) + Math.floor(low / twoTo32) + (lo << 8)) >>> 0;
-    this.lo = low >>> 0;
-  }
-
-  /** Four bytes, little-endian. */
-  uint32(value: number): void {
-    this.byte(value & 0xff);
-    this.byte((value >>> 8) & 0xff);
-    this.byte((value >>> 16) & 0xff);
-    this.byte(value >>> 24);
-  }
-
-  /** Eight bytes, little-endian. */
-  uint64(value: bigint): void {
-    this.uint32(Number(value & 0xffffffffn));
-    this.uint32(Number(value >> 32n));
-  }
-
-  get value(): bigint {
-    return (BigInt(this.hi) << 32n) | BigInt(this.lo);
-  }
-}
-
-/** FNV-1a 64 of a byte string. */
-export function fnv1a64(bytes: Uint8Array): bigint {
-  const state = new Fnv1a64();
-  for (const byte of bytes) state.byte(byte);
-  return state.value;
-}
-
+// FNV-1a 64: offset basis 0xcbf29ce484222325, prime 0x100000001b3.
+const offsetBasis = 0xcbf29ce484222325n;
+const prime = 0x100000001b3n;
 const maxHash = (1n << 64n) - 1n;
+
+/** FNV-1a 64 of a byte string (with BigInts: for short strings such as salts, not for blocks). */
+export function fnv1a64(bytes: Uint8Array): bigint {
+  let hash = offsetBasis;
+  for (const byte of bytes) hash = ((hash ^ BigInt(byte)) * prime) & maxHash;
+  return hash;
+}
+
 const hexDigest = /^[0-9a-f]{64}$/;
 /**
  * The name of the block hash function this package implements (salt, chain and byte order together);
@@ -103,11 +70,32 @@ function checkScheme(scheme: BlockHashScheme): void {
   }
 }
 
+/** The low 32 bits of the FNV prime (its high bits are 2^40: a shift). */
+const primeLow = 0x1b3;
+/** Where a BigUint64Array element's low 32-bit word is in a Uint32Array view of it. */
+const lowWord = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1 ? 0 : 1;
+
+/** The state after the salt's 8 bytes, as [hi, lo]: every block's bytes start with them. */
+let saltedFor = -1n;
+const salted = new Int32Array(2);
+function saltedState(salt: bigint): Int32Array {
+  if (salt !== saltedFor) {
+    const bytes = new Uint8Array(8);
+    new DataView(bytes.buffer).setBigUint64(0, salt, true);
+    const state = fnv1a64(bytes);
+    salted[0] = Number(state >> 32n);
+    salted[1] = Number(state & 0xffffffffn);
+    saltedFor = salt;
+  }
+  return salted;
+}
+
 /**
  * The block hashes of a token sequence, as a chain: block i's hash is FNV-1a 64 over the scheme's
  * salt as 8 bytes little-endian, its parent hash (block i − 1's, or `parent` for the first block,
  * default 0) as 8 bytes little-endian, then the block's `blockTokens` token ids as 4 bytes
- * little-endian each. A partial last block is not hashed.
+ * little-endian each. A partial last block is not hashed. Each block starts from its parent's hash,
+ * so a chain costs its own tokens only, and nothing is allocated but the result.
  */
 export function hashBlockChain(tokens: ArrayLike<number>, scheme: BlockHashScheme, parent = 0n): BigUint64Array {
   checkScheme(scheme);
@@ -120,28 +108,34 @@ export function hashBlockChain(tokens: ArrayLike<number>, scheme: BlockHashSchem
   const { blockTokens } = scheme;
   const blocks = Math.floor(tokens.length / blockTokens);
   const chain = new BigUint64Array(blocks);
-  // Every block's bytes start with the salt: hash it once and start each block from that state.
-  const state = new Fnv1a64();
-  state.uint64(scheme.salt);
-  const saltedHi = state.hi;
-  const saltedLo = state.lo;
-  let hi = Number(parent >> 32n);
-  let lo = Number(parent & 0xffffffffn);
-  for (let block = 0; block < blocks; block++) {
-    state.hi = saltedHi;
-    state.lo = saltedLo;
-    state.uint32(lo);
-    state.uint32(hi);
-    for (let i = block * blockTokens, end = i + blockTokens; i < end; i++) {
-      const token = tokens[i];
-      if (typeof token !== 'number' || !Number.isInteger(token) || token < 0 || token > 0xffffffff) {
-        throw new BlockHashError(`tokens[${i}]`, token, 'a token id is a whole number from 0 to 2^32 − 1');
+  const words = new Uint32Array(chain.buffer);
+  const [saltedHi, saltedLo] = saltedState(scheme.salt);
+  let parentHi = Number(parent >> 32n) | 0;
+  let parentLo = Number(parent & 0xffffffffn) | 0;
+  for (let block = 0, first = 0; block < blocks; block++, first += blockTokens) {
+    let hi = saltedHi!;
+    let lo = saltedLo!;
+    // Words −2 and −1 are the parent's halves, then the block's tokens: 4 bytes each, low byte first.
+    for (let i = -2; i < blockTokens; i++) {
+      const word = i >= 0 ? tokens[first + i]! : i === -2 ? parentLo : parentHi;
+      if (i >= 0 && word >>> 0 !== word) {
+        throw new BlockHashError(`tokens[${first + i}]`, word, 'a token id is a whole number from 0 to 2^32 − 1');
       }
-      state.uint32(token);
+      for (let shift = 0; shift < 32; shift += 8) {
+        // state × prime mod 2^64 = state × 0x1b3 + (lo << 40): lo × 0x1b3 in 16-bit halves so that
+        // everything stays in 32-bit integers, its carry added to hi × 0x1b3 + (lo << 8).
+        const x = lo ^ ((word >>> shift) & 0xff);
+        const lowProduct = (x & 0xffff) * primeLow;
+        const highProduct = (x >>> 16) * primeLow;
+        const middle = (lowProduct >>> 16) + (highProduct & 0xffff);
+        hi = (Math.imul(hi, primeLow) + (highProduct >>> 16) + (middle >>> 16) + (x << 8)) | 0;
+        lo = (middle << 16) | (lowProduct & 0xffff);
+      }
     }
-    hi = state.hi;
-    lo = state.lo;
-    chain[block] = state.value;
+    parentHi = hi;
+    parentLo = lo;
+    words[2 * block + lowWord] = lo;
+    words[2 * block + 1 - lowWord] = hi;
   }
   return chain;
 }

@@ -10,6 +10,9 @@ const engineOf = (inventory: RetainedInventory): Record<string, unknown> =>
   (inventory as unknown as { index: Record<string, unknown> }).index;
 /** Whether the table is moving its blocks to a grown one. */
 const growing = (inventory: RetainedInventory): boolean => (engineOf(inventory).previousSlots as number) > 0;
+/** Whether some worker's slab is being compacted. */
+const compacting = (inventory: RetainedInventory): boolean =>
+  (engineOf(inventory).compactRead as number[]).some((read) => read >= 0);
 
 function clock(start = 1_750_000_000_000) {
   let now = start;
@@ -84,8 +87,10 @@ function expectedPrefixes(alive: (w: number, t: RetentionTier, b: number) => boo
   return expected.sort((a, b) => b.blocks - a.blocks || (a.workerId < b.workerId ? -1 : 1));
 }
 
+type Steps = { rehashStep: number; pruneStep: number; compactStep: number };
+
 /** A RetainedInventory that workers w0–w5 have joined, each at seq 0. */
-function inventoryOfSixWorkers(now: () => number, steps: { rehashStep: number; pruneStep: number }) {
+function inventoryOfSixWorkers(now: () => number, steps: Steps) {
   const inventory = new RetainedInventory({ now, expectedBlocks: 16, ...steps });
   // Workers w0–w3 get internal indexes 32 apart, so they share a holder signature bit.
   for (let w = 0; w <= 5; w++) {
@@ -113,13 +118,9 @@ function retainedPrefixCounts(inventory: RetainedInventory, chain: BigUint64Arra
 /**
  * A RetainedInventory of workers w0–w5 over `chain`, and a plain Map model of it: `apply` gives both an
  * operation and checks the inventory's size after it, `check` compares a lookup with the model (counted in
- * `growth` when the table was growing then).
+ * `growth` when the table was growing then); while a slab is being compacted, every operation is followed by a lookup.
  */
-function modelledInventory(
-  chain: BigUint64Array,
-  steps: { rehashStep: number; pruneStep: number },
-  growth: { checksWhileGrowing: number },
-) {
+function modelledInventory(chain: BigUint64Array, steps: Steps, growth: { checksWhileGrowing: number }) {
   const time = clock();
   const inventory = inventoryOfSixWorkers(time.now, steps);
   const model = new Map<string, number>(); // `${worker}/${tier}/${block}` → expiry ms
@@ -186,6 +187,8 @@ function modelledInventory(
       expect(inventory.size).toBe(checkSize());
     }
     checkSize();
+    // A compaction moves records between operations: every step of one is checked by a lookup.
+    if (compacting(inventory)) check(0);
   };
   return { apply, check };
 }
@@ -702,7 +705,7 @@ describe('RetainedInventory', () => {
     expect(inventory.workerCount).toBe(0);
   });
 
-  test('answers like a plain Map model through any interleaving of applies, expiry and lookups, across growth steps', () => {
+  test('answers like a plain Map model through any interleaving of applies, expiry and lookups, across growth and compaction steps', () => {
     // Two chains that share their first 10 blocks, 40 distinct hashes per chain at most: from 16
     // expected blocks the table grows three or four times.
     const chainA = hashBlockChain(tokens(9, 40 * 4), scheme4);
@@ -718,15 +721,69 @@ describe('RetainedInventory', () => {
         fc.boolean(),
         fc.integer({ min: 3, max: 8 }),
         fc.integer({ min: 0, max: 8 }),
-        (ops, useB, rehashStep, pruneStep) => {
-          const modelled = modelledInventory(useB ? chainB : chainA, { rehashStep, pruneStep }, growth);
+        fc.integer({ min: 1, max: 4 }),
+        (ops, useB, rehashStep, pruneStep, compactStep) => {
+          const modelled = modelledInventory(useB ? chainB : chainA, { rehashStep, pruneStep, compactStep }, growth);
           for (const o of ops) modelled.apply(o);
           modelled.check(0);
         },
       ),
       { numRuns: 200 },
     );
-    // The runs did look up while a growth step was under way.
+    // The runs did look up while a growth step was under way (compaction steps: the test below).
     expect(growth.checksWhileGrowing).toBeGreaterThan(0);
+  });
+
+  test('compacts a sparse slab in place a bounded number of records per batch, answering the same throughout', () => {
+    const time = clock();
+    const inventory = new RetainedInventory({ now: time.now, compactStep: 4, pruneStep: 0 });
+    const engine = engineOf(inventory) as { compactRead: number[]; recordsUsed: number[] };
+    const chain = hashBlockChain(tokens(21, 100 * 4), scheme4);
+    const expiresAt = time.at() + 60_000;
+    let seq = 0;
+    const send = (workerId: string, events: InventoryEvent[]) =>
+      inventory.apply({ workerId, incarnation: 'i', epoch: 1, seq: seq++, events });
+    // 'b' holds the chain first, so that most of 'a''s entries are overflow entries.
+    send('b', [{ type: 'stored', tier: 'gpu', blocks: chain, expiresAt }]);
+    send('a', [{ type: 'stored', tier: 'host', blocks: chain, expiresAt }]);
+    const held = new Set(chain.keys());
+    const check = () => {
+      for (const from of [0, 5, 40, 90, 97]) {
+        let blocks = 0;
+        while (from + blocks < chain.length && held.has(from + blocks)) blocks++;
+        const expected = [{ workerId: 'b', blocks: chain.length - from }];
+        // longest first, then by worker id
+        if (blocks > 0) expected.splice(blocks === chain.length - from ? 0 : 1, 0, { workerId: 'a', blocks });
+        expect(inventory.longestRetainedPrefix(chain.subarray(from))).toMatchObject(expected);
+      }
+    };
+    const remove = (from: number, to: number) => {
+      send('a', [{ type: 'removed', tier: 'host', blocks: chain.slice(from, to) }]);
+      for (let b = from; b < to; b++) held.delete(b);
+    };
+    const bytes = inventory.indexBytes;
+    remove(10, 90); // 80 of 'a''s 100 records dead: its slab is compacted from here, 4 records a batch
+    expect(engine.compactRead[1]).toBe(4);
+    let batches = 1;
+    while (engine.compactRead[1]! >= 0) {
+      if (batches === 5)
+        remove(95, 96); // a record not read yet dies
+      else if (batches === 10)
+        remove(2, 3); // a record already compacted dies
+      else if (batches === 15) {
+        // stored again: appended past the unread records, and compacted in turn
+        send('a', [{ type: 'stored', tier: 'host', blocks: chain.slice(40, 44), expiresAt }]);
+        for (let b = 40; b < 44; b++) held.add(b);
+      } else send('a', []);
+      batches++;
+      check();
+    }
+    // 104 records read, 4 a batch and 2 more per block stored: spread over 24 batches, then the slab shrank.
+    expect(batches).toBe(24);
+    // 22 live records, and block 2's, which died behind the compaction and waits for the next one
+    expect(engine.recordsUsed[1]).toBe(23);
+    expect(inventory.indexBytes).toBeLessThan(bytes);
+    expect(inventory.size).toBe(100 + 22);
+    check();
   });
 });

@@ -47,6 +47,12 @@ export interface RetainedInventoryOptions {
    * expiry, in turn over all workers, freeing what expired (default 32): nobody needs to call `prune`.
    */
   readonly pruneStep?: number;
+  /**
+   * Once most of a worker's records are dead (removed or expired), its slab is compacted in place a
+   * bounded number of records per `apply` of that worker: this many, plus two per block it stores
+   * (default 32). Smaller spreads the work over more batches.
+   */
+  readonly compactStep?: number;
 }
 
 const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
@@ -79,6 +85,7 @@ function checkBlocks(path: string, blocks: unknown): BigUint64Array | readonly b
 export class RetainedInventory {
   private readonly index: RetainedTable;
   private readonly pruneStep: number;
+  private readonly compactStep: number;
 
   private readonly workerIndex = new Map<string, number>();
   private readonly workerIds: (string | undefined)[] = [];
@@ -94,7 +101,7 @@ export class RetainedInventory {
 
   constructor(options: RetainedInventoryOptions = {}) {
     checkOptionsObject('options', options);
-    const { now = Date.now, expectedBlocks = 1024, rehashStep = 8, pruneStep = 32 } = options;
+    const { now = Date.now, expectedBlocks = 1024, rehashStep = 8, pruneStep = 32, compactStep = 32 } = options;
     checkFunction('options.now', now);
     const wholeAtLeast = (option: string, value: number, min: number): number => {
       if (!Number.isSafeInteger(value) || value < min)
@@ -110,6 +117,7 @@ export class RetainedInventory {
         'must return milliseconds since the Unix epoch',
       );
     this.pruneStep = wholeAtLeast('pruneStep', pruneStep, 0);
+    this.compactStep = wholeAtLeast('compactStep', compactStep, 1);
     this.index = new RetainedTable(
       wholeAtLeast('expectedBlocks', expectedBlocks, 0),
       wholeAtLeast('rehashStep', rehashStep, minRehashStep),
@@ -178,6 +186,7 @@ export class RetainedInventory {
     if (batch.complete === true) this.complete[worker] = true;
     const nowTick = this.tickOf(this.now());
     let blocks = 0;
+    let stored = 0;
     for (const event of events) {
       const tier = tierOffset[event.tier];
       if (event.type === 'cleared') {
@@ -188,13 +197,16 @@ export class RetainedInventory {
       blocks += words.length / 2;
       const expiry =
         event.type === 'stored' ? Math.min(maxTick, Math.ceil((event.expiresAt - this.epochMs) / tickMs)) : 0;
-      if (expiry > nowTick) this.index.reserveRecords(worker, words.length / 2);
+      if (expiry > nowTick) {
+        this.index.reserveRecords(worker, words.length / 2);
+        stored += words.length / 2;
+      }
       for (let i = 0; i < words.length; i += 2) {
         if (expiry > nowTick) this.index.store(worker, words[i]!, words[i + 1]!, tier, expiry);
         else this.index.remove(worker, words[i]!, words[i + 1]!, tier);
       }
     }
-    this.index.compactIfSparse(worker);
+    this.index.compact(worker, this.compactStep + 2 * stored);
     this.index.maintain(this.pruneStep + blocks, nowTick);
     return true;
   }

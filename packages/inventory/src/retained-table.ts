@@ -3,6 +3,7 @@
 // and swept a few slots at a time. It knows worker slots, tiers (0 = GPU, 1 = host) and expiry ticks;
 // what a worker, an incarnation, an event or a millisecond is, is the inventory's rules
 // (retained-inventory.ts).
+import { PrefixCandidates, type PrefixFound } from './prefix-candidates.js';
 import { PreparedArray } from './prepared-array.js';
 import { type ResizableWords, resizableWords, resizedWords } from './resizable-words.js';
 import { sharedWords } from './shared-words.js';
@@ -91,12 +92,6 @@ export function hashWords(chain: BigUint64Array | readonly bigint[]): Int32Array
   return words;
 }
 
-function grown(array: Int32Array, length: number): Int32Array<ArrayBuffer> {
-  const next = new Int32Array(length);
-  next.set(array.subarray(0, Math.min(array.length, length)));
-  return next;
-}
-
 /** A worker's records in a slab of `words` words: its used records, the rest unwritten. */
 function slabOf(records: Int32Array, used: number, words: number): Int32Array {
   if (words === 0) return noRecords;
@@ -104,19 +99,6 @@ function slabOf(records: Int32Array, used: number, words: number): Int32Array {
   slab.set(records.subarray(0, used * recordWords));
   return slab;
 }
-
-/**
- * Receives one worker slot's retained prefix from `RetainedTable.walk`: how many leading blocks, how many
- * of them on each tier, how many leading ones on the host, and the earliest expiry tick among them.
- */
-export type PrefixFound = (
-  worker: number,
-  blocks: number,
-  gpuBlocks: number,
-  hostBlocks: number,
-  leadingHostBlocks: number,
-  expiryTick: number,
-) => void;
 
 /** The retained (block, worker slot) entries of the inventory, and the longest-prefix walk over them. */
 export class RetainedTable {
@@ -147,19 +129,16 @@ export class RetainedTable {
   private liveEntries = 0;
   private readonly records: Int32Array[] = [];
   private readonly recordsUsed: number[] = [];
+  /** Dead records of each worker's slab, outside the part a compaction has already passed over. */
   private readonly recordsDead: number[] = [];
+  // A worker's slab being compacted: its records before `compactWrite` are compacted, those from
+  // `compactRead` on are not yet read, and those between are moved or dead, all with both tiers 0
+  // (so the sweep, a withdrawal and a lookup pass over them as dead). −1: not being compacted.
+  private readonly compactRead: number[] = [];
+  private readonly compactWrite: number[] = [];
   private readonly live: boolean[] = [];
 
-  // Lookup scratch, indexed by worker (mark, markPos) or by candidate (the rest).
-  private mark = new Int32Array(16);
-  private markPos = new Int32Array(16);
-  private stamp = 0;
-  private candidateWorker = new Int32Array(16);
-  private candidateDepth = new Int32Array(16);
-  private candidateGpu = new Int32Array(16);
-  private candidateHost = new Int32Array(16);
-  private candidateLeadingHost = new Int32Array(16);
-  private candidateExpiry = new Int32Array(16);
+  private readonly candidates = new PrefixCandidates();
   private bases = new Int32Array(64);
   private touched = 0; // written so that the touching loads are not optimised away
 
@@ -188,17 +167,8 @@ export class RetainedTable {
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;
     this.recordsDead[worker] = 0;
-    if (worker >= this.mark.length) {
-      const size = Math.max(worker + 1, this.mark.length * 2);
-      this.mark = grown(this.mark, size);
-      this.markPos = grown(this.markPos, size);
-      this.candidateWorker = grown(this.candidateWorker, size);
-      this.candidateDepth = grown(this.candidateDepth, size);
-      this.candidateGpu = grown(this.candidateGpu, size);
-      this.candidateHost = grown(this.candidateHost, size);
-      this.candidateLeadingHost = grown(this.candidateLeadingHost, size);
-      this.candidateExpiry = grown(this.candidateExpiry, size);
-    }
+    this.compactRead[worker] = -1;
+    this.candidates.addWorker(worker);
   }
 
   /** Removes every record of worker slot `worker` and frees the slot. */
@@ -214,7 +184,7 @@ export class RetainedTable {
       if (this.live[worker] !== true) continue;
       for (let record = 0, used = this.recordsUsed[worker]!; record < used; record++)
         this.expire(worker, record, nowTick, nowTick);
-      this.compactIfSparse(worker);
+      this.compact(worker, Number.POSITIVE_INFINITY);
     }
     return before - this.liveEntries;
   }
@@ -325,93 +295,25 @@ export class RetainedTable {
     }
     const table = this.table;
     const more = this.more;
-    const stamp = this.nextStamp();
-    let candidates = 0;
+    const candidates = this.candidates;
+    candidates.begin();
     for (let depth = 0; depth < found; depth++) {
       const base = bases[depth]!;
-      let advanced = this.visit(
-        table[base + slotWorker]! - 1,
-        table[base + slotRecord]!,
-        depth,
-        candidates,
-        stamp,
-        nowTick,
-      );
-      if (depth === 0) candidates += advanced;
+      let advanced = this.visit(table[base + slotWorker]! - 1, table[base + slotRecord]!, depth, nowTick);
       for (let m = table[base + slotMore]!; m !== 0; m = more[(m - 1) * moreWords + moreNext]!) {
         const at = (m - 1) * moreWords;
-        const step = this.visit(more[at + moreWorker]!, more[at + moreRecord]!, depth, candidates, stamp, nowTick);
-        if (depth === 0) candidates += step;
-        advanced += step;
+        advanced += this.visit(more[at + moreWorker]!, more[at + moreRecord]!, depth, nowTick);
       }
       if (advanced === 0) break;
     }
-    for (let c = 0; c < candidates; c++) {
-      report(
-        this.candidateWorker[c]!,
-        this.candidateDepth[c]!,
-        this.candidateGpu[c]!,
-        this.candidateHost[c]!,
-        this.candidateLeadingHost[c]!,
-        this.candidateExpiry[c]!,
-      );
-    }
+    candidates.report(report);
   }
 
-  /**
-   * One (worker, block) entry met at `depth` by `followTogether`: at depth 0 it makes the worker
-   * a candidate, later it extends the worker's prefix if the prefix reached `depth`. Returns 1 if
-   * the worker's prefix grew.
-   */
-  private visit(
-    worker: number,
-    record: number,
-    depth: number,
-    candidates: number,
-    stamp: number,
-    nowTick: number,
-  ): number {
+  /** Hands `followTogether`'s candidates one (worker, block) entry met at `depth`: 1 if the worker's prefix grew. */
+  private visit(worker: number, record: number, depth: number, nowTick: number): number {
     const records = this.records[worker]!;
-    const gpuExpiry = records[record * recordWords + recordGpu]!;
-    const hostExpiry = records[record * recordWords + recordGpu + 1]!;
-    const gpu = gpuExpiry > nowTick;
-    const host = hostExpiry > nowTick;
-    if (!gpu && !host) return 0;
-    let c: number;
-    if (depth === 0) {
-      c = candidates;
-      this.mark[worker] = stamp;
-      this.markPos[worker] = c;
-      this.candidateWorker[c] = worker;
-      this.candidateGpu[c] = 0;
-      this.candidateHost[c] = 0;
-      this.candidateLeadingHost[c] = 0;
-      this.candidateExpiry[c] = maxTick;
-    } else {
-      if (this.mark[worker] !== stamp) return 0;
-      c = this.markPos[worker]!;
-      if (this.candidateDepth[c] !== depth) return 0;
-    }
-    this.candidateDepth[c] = depth + 1;
-    if (gpu) {
-      this.candidateGpu[c]!++;
-      if (gpuExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = gpuExpiry;
-    }
-    if (host) {
-      this.candidateHost[c]!++;
-      if (this.candidateLeadingHost[c] === depth) this.candidateLeadingHost[c]!++;
-      if (hostExpiry < this.candidateExpiry[c]!) this.candidateExpiry[c] = hostExpiry;
-    }
-    return 1;
-  }
-
-  private nextStamp(): number {
-    this.stamp = (this.stamp + 1) % maxTick;
-    if (this.stamp === 0) {
-      this.mark.fill(0);
-      this.stamp = 1;
-    }
-    return this.stamp;
+    const at = record * recordWords;
+    return this.candidates.visit(worker, depth, records[at + recordGpu]!, records[at + recordGpu + 1]!, nowTick);
   }
 
   private home(lo: number, hi: number): number {
@@ -663,6 +565,7 @@ export class RetainedTable {
     this.records[worker] = noRecords;
     this.recordsUsed[worker] = 0;
     this.recordsDead[worker] = 0;
+    this.compactRead[worker] = -1;
     if (worker === this.sweepWorker) this.sweepRecord = 0;
   }
 
@@ -708,27 +611,50 @@ export class RetainedTable {
     this.table[base + slotHolders] = holders;
   }
 
-  /** Rewrites a worker's slab without its dead records once they are the majority. */
-  compactIfSparse(worker: number): void {
+  /**
+   * Compacts a worker's slab in place, `budget` records at a time: once most of its records are dead,
+   * each call moves the next `budget` records down over the dead ones, so that no call costs more
+   * than that however large the slab. Records stored meanwhile are appended and compacted in turn.
+   */
+  compact(worker: number, budget: number): void {
+    let read = this.compactRead[worker]!;
     const used = this.recordsUsed[worker]!;
-    const dead = this.recordsDead[worker]!;
-    if (dead === 0 || dead * 2 < used) return;
+    if (read < 0) {
+      const dead = this.recordsDead[worker]!;
+      if (dead === 0 || dead * 2 < used) return;
+      read = 0;
+      this.compactWrite[worker] = 0;
+    }
     const records = this.records[worker]!;
-    const live = used - dead;
-    let kept = 0;
-    let sweepRecord = live; // where the sweep goes on if it is in this slab
-    // In place: a kept record only ever moves down.
-    for (let record = 0; record < used; record++) {
-      if (record === this.sweepRecord) sweepRecord = kept;
-      const at = record * recordWords;
-      if (records[at + recordGpu] === 0 && records[at + recordGpu + 1] === 0) continue;
-      if (kept !== record) records.copyWithin(kept * recordWords, at, at + recordWords);
+    let kept = this.compactWrite[worker]!;
+    for (const end = Math.min(used, read + budget); read < end; read++) {
+      const at = read * recordWords;
+      if ((records[at + recordGpu]! | records[at + recordGpu + 1]!) === 0) {
+        this.recordsDead[worker]!--;
+        continue;
+      }
+      if (kept !== read) {
+        records.copyWithin(kept * recordWords, at, at + recordWords);
+        records[at + recordGpu] = 0;
+        records[at + recordGpu + 1] = 0;
+      }
       this.repoint(worker, records[at + recordLo]!, records[at + recordHi]!, kept++);
     }
-    this.records[worker] = slabOf(records, live, live * recordWords);
+    this.compactWrite[worker] = kept;
+    this.compactRead[worker] = read;
+    if (read === used) this.compacted(worker, kept);
+  }
+
+  /**
+   * A compaction read the whole slab: the worker has `live` records. The slab keeps its pages unless
+   * three quarters of it are unused (then it is copied to a smaller one, of `recordGrowth` × `live`).
+   */
+  private compacted(worker: number, live: number): void {
     this.recordsUsed[worker] = live;
-    this.recordsDead[worker] = 0;
-    if (worker === this.sweepWorker) this.sweepRecord = sweepRecord;
+    this.compactRead[worker] = -1;
+    const records = this.records[worker]!;
+    if (live * recordWords * 4 <= records.length)
+      this.records[worker] = slabOf(records, live, Math.ceil(live * recordGrowth) * recordWords);
   }
 
   /** Points the worker's table entry for a block at a moved record. */
