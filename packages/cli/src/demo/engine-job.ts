@@ -135,7 +135,7 @@ interface Running {
   discovery?: DiscoveryStore;
   sidecar?: JsonLinesProcess;
   engine?: JsonLinesProcess;
-  prefill?: RankProcesses;
+  prefill?: RankProcesses | undefined;
   subscriber?: EngineEventSubscriber;
 }
 

@@ -20,10 +20,15 @@ export class JsonLinesProcess {
   readonly #waiting = new Set<() => boolean>();
   #ended = false;
 
-  constructor(name: string, field: string, command: string, args: readonly string[], cwd: string) {
+  /** `tmpdir`: the process's TMPDIR, the run's own folder (what tsx caches there goes with it). */
+  constructor(name: string, field: string, command: string, args: readonly string[], cwd: string, tmpdir: string) {
     this.name = name;
     this.#field = field;
-    this.child = spawn(command, args, { cwd, stdio: ['pipe', 'pipe', 'pipe'], env: process.env });
+    this.child = spawn(command, args, {
+      cwd,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, TMPDIR: tmpdir },
+    });
     // A process killed mid-write closes its end of the pipe: that is its exit's news, not an error here.
     this.child.stdin?.on('error', () => undefined);
     this.exited = new Promise((resolve) =>
@@ -132,7 +137,7 @@ function untilExists(path: string, sidecar: JsonLinesProcess, timeoutMs: number)
   });
 }
 
-/** `kvreuse sidecar --socket <socket> --engines 1 --json`, listening: it ends once its engine is withdrawn. */
+/** `kvreuse sidecar --socket <socket> --engines 1 --json`, listening: it ends once its engine is withdrawn. Both processes' TMPDIR is the socket's folder, the run's own. */
 export async function startSidecar(
   settings: Settings,
   socket: string,
@@ -146,6 +151,7 @@ export async function startSidecar(
     process.execPath,
     [...args, ...sidecarFlags(settings, libraryPath)],
     process.cwd(),
+    dirname(socket),
   );
   await untilExists(socket, sidecar, timeoutMs);
   return sidecar;
@@ -160,5 +166,6 @@ export function startTestEngine(checkout: string, socket: string, workerId: stri
     process.execPath,
     ['--import', 'tsx', script, socket, workerId],
     checkout,
+    dirname(socket),
   );
 }
