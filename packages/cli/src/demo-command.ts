@@ -149,6 +149,9 @@ export const demo: Command = {
     'and with --hold until SIGINT or SIGTERM.\n\n' +
     `Settings: the settings file (--config <file>, else KVREUSE_CONFIG, else ./kvreuse.yaml; without one the bundled example, where reuse is on), then KVREUSE_* variables, then setting flags. ` +
     '--backend is transport.backend: give it or --transport-backend, not both.\n\n' +
+    "--engine test (from a checkout): the decode side is the checkout's test engine, which owns its KV memory and publishes vLLM's KV events on 127.0.0.1, " +
+    "served by a kvreuse sidecar; the router is fed by the engine's events, the prefill pulls the routed prefix from the sidecar, verified, and the run reports what it left behind. " +
+    'It needs the ucx backend and SQLite discovery, and takes no --hold.\n\n' +
     settingsHelp(kvreuseSettings),
   async run(args, context: CliContext) {
     if (args.positionals.length > 0)
