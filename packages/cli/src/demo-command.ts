@@ -92,7 +92,12 @@ function engineCheckoutOf(args: CommandArgs, settings: Settings, backend: Backen
   if (args.options.has('hold')) throw new UsageError('demo', '--engine test and --hold cannot be given together');
   const here = dirname(fileURLToPath(import.meta.url));
   const checkout = findCheckout(here);
-  if (checkout === undefined) throw new NotACheckoutError('demo --engine test', here);
+  if (checkout === undefined)
+    throw new NotACheckoutError(
+      'demo',
+      here,
+      "--engine test runs the checkout's tools/test-engine, which no installed package holds",
+    );
   return checkout;
 }
 

@@ -61,17 +61,9 @@ async function untilReady(discovery: DiscoveryStore, workerId: string, timeoutMs
   const becameReady = new Promise<void>((resolve) => (ready = resolve));
   const watch = await watchWorkerReadiness(discovery, workerId, { onChange: (r) => r.ready && ready() });
   if (watch.current.ready) ready();
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new DemoProcessError(workerId, `was not ready within ${timeoutMs} ms`, [])),
-      timeoutMs,
-    );
-  });
   try {
-    await Promise.race([becameReady, late]);
+    await within(becameReady, timeoutMs, workerId, 'was not ready');
   } finally {
-    clearTimeout(timer);
     await watch.close();
   }
 }
@@ -92,13 +84,17 @@ function followEngine(
     incarnationOf: () => incarnation,
   });
   let batches = 0;
-  const waiting: { blocks: number; resolve: () => void }[] = [];
+  const waiting: { blocks: number; resolve: () => void; reject: (error: Error) => void }[] = [];
   const subscriber = new EngineEventSubscriber({
     ...endpoints,
     workerId: engineWorkerId,
     feed,
     onEvent: (event) => {
       if (event.kind === 'batch') batches += 1;
+      if (event.kind === 'failed') {
+        const error = new DemoProcessError('the router', `stopped following the engine's events: ${event.reason}`, []);
+        for (const wait of waiting.splice(0)) wait.reject(error);
+      }
       const held = feed.heldBlocks(engineWorkerId).host;
       for (const wait of waiting.splice(0))
         if (held >= wait.blocks) wait.resolve();
@@ -106,9 +102,9 @@ function followEngine(
     },
   });
   const indexed = (blocks: number): Promise<void> =>
-    new Promise((resolve) => {
+    new Promise((resolve, reject) => {
       if (feed.heldBlocks(engineWorkerId).host >= blocks) resolve();
-      else waiting.push({ blocks, resolve });
+      else waiting.push({ blocks, resolve, reject });
     });
   const counts = () => {
     const metrics = subscriber.metrics();
