@@ -1,15 +1,31 @@
 // `kvreuse demo --engine test` as a user runs it: the built binary, with the checkout's test engine as
 // the decode side, a `kvreuse sidecar` serving the engine's memory, and the router fed by the engine's
 // KV events; each run gets a TMPDIR of its own, which must be empty once it ends.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { EngineDemoSummary } from '../src/demo/engine-job.js';
-import { runBinary } from './binary.js';
+import { runBinary, startBinary } from './binary.js';
 
 const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-engine-'));
 afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
+
+/** The pids of the processes one of whose command-line arguments names a path in `folder`. */
+function processesIn(folder: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+          .split('\0')
+          .some((argument) => argument.includes(`${folder}/`));
+      } catch {
+        return false; // it ended while the list was read
+      }
+    })
+    .map(Number);
+}
 
 describe('kvreuse demo --engine test', () => {
   it('routes turn 2 on the inventory the engine’s events fed, pulls it from the sidecar verified, and leaves nothing behind', async () => {
@@ -45,6 +61,17 @@ describe('kvreuse demo --engine test', () => {
     expect(summary.leftBehind).toEqual({ tempFolder: null, processes: [] });
     expect(readdirSync(tmp)).toEqual([]);
   }, 180_000);
+
+  it('killed (SIGKILL) once the engine is adopted, the demo leaves no process behind: the engine, its sidecar and the prefill each end once the parent is gone', async () => {
+    const tmp = mkdtempSync(join(anywhere, 'tmp-'));
+    const started = startBinary(['demo', '--engine', 'test'], { cwd: anywhere, env: { TMPDIR: tmp } });
+    await started.stdoutLine(/^  test-engine-prefill-0\/tp0 ready$/);
+    // The engine, the sidecar and the prefill rank each name the run's folder in their arguments.
+    expect(processesIn(tmp).length).toBeGreaterThanOrEqual(3);
+    started.child.kill('SIGKILL');
+    await started.finished;
+    await vi.waitFor(() => expect(processesIn(tmp)).toEqual([]), { timeout: 60_000, interval: 100 });
+  }, 120_000);
 
   it('--engine with anything but test, or with the loopback backend, is a usage error: one line, exit 2', async () => {
     const other = await runBinary(['demo', '--engine', 'vllm'], { cwd: anywhere });
