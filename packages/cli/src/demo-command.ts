@@ -3,17 +3,21 @@
 // the progress goes to stderr.
 import { exampleSettingsPath } from './settings/example.js';
 import { kvreuseSettings, type ResolvedSettings, type Settings } from './settings/all-settings.js';
-import type { Backend } from '@kvreuse/native-bindings';
+import type { Backend, Capabilities } from '@kvreuse/native-bindings';
 import { openClusterSecret } from '@kvreuse/discovery';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
-import { demoProcesses, runMainJob } from './demo/main-job.js';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { findCheckout } from './checkout.js';
+import { demoProcesses, type MainJobOptions, runMainJob } from './demo/main-job.js';
+import { engineSummaryLine, runEngineJob } from './demo/engine-job.js';
 import { summaryLine } from './demo/demo-summary.js';
-import { UsageError } from './errors.js';
+import { NotACheckoutError, UsageError } from './errors.js';
 import { type LocalEtcd, startLocalEtcd } from './local-etcd.js';
 import { nativeCapabilities, requireUcx } from './native.js';
 import { dataOptions, documentFormatOf, renderDocument } from './output.js';
-import { logFormatOption, logOption, openRequestLog } from './request-log.js';
+import { logFormatOption, logOption, openRequestLog, type RequestLog } from './request-log.js';
 import {
   describeSettingsFile,
   noSettingsFile,
@@ -29,6 +33,12 @@ const backendOption: OptionSpec = {
   name: 'backend',
   value: '<ucx|loopback>',
   description: 'the transport of the ranks (default ucx)',
+};
+const engineOption: OptionSpec = {
+  name: 'engine',
+  value: '<test>',
+  description:
+    "the decode side is an inference engine with a kvreuse sidecar, the router fed by the engine's KV events: test (the checkout's test engine)",
 };
 const holdOption: OptionSpec = {
   name: 'hold',
@@ -61,6 +71,36 @@ function backendOf(args: CommandArgs, { settings, provenance }: ResolvedSettings
   return backend as Backend;
 }
 
+/**
+ * `--engine test`: the checkout around this module, whose test engine runs as the decode side; undefined
+ * without it. It needs UCX (the sidecar is another process), SQLite discovery and no `--hold`.
+ */
+function engineCheckoutOf(args: CommandArgs, settings: Settings, backend: Backend): string | undefined {
+  const [engine] = args.options.get('engine') ?? [];
+  if (engine === undefined) return undefined;
+  if (engine !== 'test') throw new UsageError('demo', `--engine must be test; got ${JSON.stringify(engine)}`);
+  if (backend !== 'ucx')
+    throw new UsageError(
+      'demo',
+      '--engine test needs the ucx backend: the sidecar serving the engine is another process',
+    );
+  if (settings.discovery.backend !== 'sqlite')
+    throw new UsageError(
+      'demo',
+      '--engine test runs on SQLite discovery (a fresh file per run): give --discovery-backend sqlite',
+    );
+  if (args.options.has('hold')) throw new UsageError('demo', '--engine test and --hold cannot be given together');
+  const here = dirname(fileURLToPath(import.meta.url));
+  const checkout = findCheckout(here);
+  if (checkout === undefined)
+    throw new NotACheckoutError(
+      'demo',
+      here,
+      "--engine test runs the checkout's tools/test-engine, which no installed package holds",
+    );
+  return checkout;
+}
+
 /** etcd discovery whose endpoints no file, variable or flag gave: the run gets an etcd of its own. */
 function wantsLocalEtcd({ settings, provenance }: ResolvedSettings): boolean {
   return settings.discovery.backend === 'etcd' && provenance.discovery.etcdEndpoints.source === 'default';
@@ -72,13 +112,37 @@ function onLocalEtcd(settings: Settings, etcd: LocalEtcd | undefined): Settings 
     : { ...settings, discovery: { ...settings.discovery, etcdEndpoints: [etcd.url] } };
 }
 
+/** What both modes of the job are given: the settings, the native library, the progress and request log, the interrupt handling. */
+function jobOptions(
+  resolved: ResolvedSettings,
+  settings: Settings,
+  capabilities: Capabilities,
+  backend: Backend,
+  progress: (line: string) => void,
+  requestLog: RequestLog,
+  context: CliContext,
+): MainJobOptions {
+  return {
+    settings,
+    capabilities,
+    backend,
+    progress,
+    requestServed: requestLog.served,
+    givenPriors: {
+      blockUs: resolved.provenance.router.transferSourceEstimatedBlockUs.source !== 'default',
+      prefillTokenUs: resolved.provenance.router.transferSourcePrefillTokenUs.source !== 'default',
+    },
+    ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
+  };
+}
+
 export const demo: Command = {
   name: 'demo',
   summary:
     'The main job: a decode worker of TP 2 and a prefill worker of TP 1 as OS processes hand turn 1 off with WRITEs; the router routes turn 2, and the prefill worker pulls and verifies the 42-block prefix from both decode ranks and its receipt calibrates the router; then a refused request, GPU reuse refused by admission, a decode rank killed mid-pull, the other stopped while the prefill holds its pin, and every drain report with the pins it waited for.',
   usage:
-    '[--config <file>] [--backend <ucx|loopback>] [--hold] [-o table|json|yaml] [--log <file>] [--log-format text|json] [setting flags]',
-  options: [...settingsOptions, backendOption, holdOption, ...dataOptions, logOption, logFormatOption],
+    '[--config <file>] [--backend <ucx|loopback>] [--engine test] [--hold] [-o table|json|yaml] [--log <file>] [--log-format text|json] [setting flags]',
+  options: [...settingsOptions, backendOption, engineOption, holdOption, ...dataOptions, logOption, logFormatOption],
   help: () =>
     'Progress and the summary line go to stdout; with -o json or -o yaml (--json) stdout holds the summary document only, and the progress goes to stderr. ' +
     'The request log (one line per request with its receipt: blocks, bytes, checksum verification, ms, what was recomputed and why; a pino JSON line with --log-format json) goes to stderr, or to --log <file>.\n\n' +
@@ -90,6 +154,9 @@ export const demo: Command = {
     'and with --hold until SIGINT or SIGTERM.\n\n' +
     `Settings: the settings file (--config <file>, else KVREUSE_CONFIG, else ./kvreuse.yaml; without one the bundled example, where reuse is on), then KVREUSE_* variables, then setting flags. ` +
     '--backend is transport.backend: give it or --transport-backend, not both.\n\n' +
+    "--engine test (from a checkout): the decode side is the checkout's test engine, which owns its KV memory and publishes vLLM's KV events on 127.0.0.1, " +
+    "served by a kvreuse sidecar; the router is fed by the engine's events, the prefill pulls the routed prefix from the sidecar, verified, and the run reports what it left behind. " +
+    'It needs the ucx backend and SQLite discovery, and takes no --hold.\n\n' +
     settingsHelp(kvreuseSettings),
   async run(args, context: CliContext) {
     if (args.positionals.length > 0)
@@ -112,6 +179,7 @@ export const demo: Command = {
         `endpoint.metrics_port = ${metricsPort} leaves no port for some of the ${demoProcesses} demo processes (each serves its metrics on the next port); at most ${maxPort - demoProcesses + 1}`,
       );
     }
+    const checkout = engineCheckoutOf(args, settings, backend);
     const hold = holdOf(args, settings, context);
     // A named secret file every rank would refuse is refused here, as the settings error it is.
     if (settings.discovery.secretFile !== '') openClusterSecret(settings.discovery);
@@ -135,19 +203,22 @@ export const demo: Command = {
       progress(
         `settings file: ${file === undefined ? `the bundled example ${exampleSettingsPath} (${noSettingsFile})` : describeSettingsFile(file)}`,
       );
-      const summary = await runMainJob({
-        settings: onLocalEtcd(settings, etcd),
+      if (checkout !== undefined) {
+        const job = jobOptions(resolved, settings, capabilities, backend, progress, requestLog, context);
+        const summary = await runEngineJob({ ...job, checkout });
+        context.stdout(format === undefined ? `${engineSummaryLine(summary)}\n` : renderDocument(format, summary));
+        return;
+      }
+      const job = jobOptions(
+        resolved,
+        onLocalEtcd(settings, etcd),
         capabilities,
         backend,
         progress,
-        requestServed: requestLog.served,
-        ...(hold === undefined ? {} : { hold }),
-        givenPriors: {
-          blockUs: resolved.provenance.router.transferSourceEstimatedBlockUs.source !== 'default',
-          prefillTokenUs: resolved.provenance.router.transferSourcePrefillTokenUs.source !== 'default',
-        },
-        ...(context.whenInterrupted === undefined ? {} : { whenInterrupted: context.whenInterrupted }),
-      });
+        requestLog,
+        context,
+      );
+      const summary = await runMainJob({ ...job, ...(hold === undefined ? {} : { hold }) });
       context.stdout(format === undefined ? `${summaryLine(summary)}\n` : renderDocument(format, summary));
     } finally {
       requestLog.close();

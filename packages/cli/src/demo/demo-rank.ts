@@ -5,7 +5,7 @@
 // off with the endpoint's `push` and pulls turn 2's prefix back (`pull`). Given a metrics port, the
 // rank's endpoint serves its metrics there until it shuts down.
 import type { Settings } from '../settings/all-settings.js';
-import { type RankPart, referenceGeometries } from '@kvreuse/descriptors';
+import { type Geometry, type RankPart, referenceGeometries } from '@kvreuse/descriptors';
 import {
   BlockPool,
   EndpointMetrics,
@@ -42,6 +42,8 @@ export interface DemoRankOptions {
   readonly metricsPort?: number;
   /** The native library to load (the parent's, which `transport.library` named); absent: the default one. */
   readonly libraryPath?: string;
+  /** The KV geometry of the rank's banks (default Qwen3-0.6B's); an engine's, to read from that engine. */
+  readonly geometry?: Geometry;
 }
 
 /** A message without the rank's own `role` and `tpRank`, which `say` adds. */
@@ -55,7 +57,7 @@ export interface RankHost {
   readonly stop?: () => void;
 }
 
-const geometry = referenceGeometries['qwen3-0.6b'];
+const qwen3 = referenceGeometries['qwen3-0.6b'];
 const hashesOf = (hex: readonly string[]): bigint[] => hex.map((text) => blockHashFromHex(text) as bigint);
 
 export class DemoRank {
@@ -120,7 +122,7 @@ export class DemoRank {
       agent,
       discovery,
       secret,
-      worker: { workerId, incarnation, role, geometry, tpSize, ppSize: 1, dpRank: 0 },
+      worker: { workerId, incarnation, role, geometry: options.geometry ?? qwen3, tpSize, ppSize: 1, dpRank: 0 },
       rank: { tpRank, ppRank: 0 },
       blocks: options.blocks,
       registerTimeoutMs: 30_000,
@@ -193,6 +195,7 @@ export class DemoRank {
             hint: hintOf(command.hint),
             ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
             ...(command.holdPins === true ? { beforeRelease: (pins: readonly HeldPin[]) => this.#holdPins(pins) } : {}),
+            ...(command.engineContent === true ? { engineContent: true } : {}),
           });
           this.#say({ type: 'pulled', pull });
         } finally {

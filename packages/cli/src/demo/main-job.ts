@@ -35,7 +35,14 @@ import {
 import { listenMetrics, type MetricsListener } from '@kvreuse/endpoint';
 import { DemoProcessError } from '../errors.js';
 import type { WhenInterrupted } from '../interrupts.js';
-import { type DemoCalibration, type DemoDecision, type DemoSummary, drainRow, pullSummary } from './demo-summary.js';
+import {
+  type DemoCalibration,
+  type DemoDecision,
+  type DemoPull,
+  type DemoSummary,
+  drainRow,
+  pullSummary,
+} from './demo-summary.js';
 import { hintLine, type PullReport, type RankMessage } from './rank-messages.js';
 import { RankProcesses, type RankSpec } from './rank-processes.js';
 import { type Compute, type DemoPriors, demoPriors, priorLines, thisMachine, withPriors } from './priors.js';
@@ -96,7 +103,7 @@ function describeDiscovery(discovery: Settings['discovery']): string {
     : `SQLite discovery at ${discovery.sqlitePath}`;
 }
 
-function describeDecision(request: string, decision: RouteDecision): DemoDecision {
+export function describeDecision(request: string, decision: RouteDecision): DemoDecision {
   return {
     request,
     action: decision.action,
@@ -137,7 +144,7 @@ function routerClock(): () => number {
 }
 
 /** The router in the parent, with the calibration the prefill's receipts feed and the metrics that count its decisions. */
-interface DemoRouter {
+export interface DemoRouter {
   readonly context: RouteContext;
   readonly calibration: TransferCalibration;
   readonly metrics: RouterMetrics;
@@ -152,7 +159,7 @@ function decideCounted(request: RouteRequest, router: Pick<DemoRouter, 'context'
 }
 
 /** Records the pull's calibration sample and decides turn 2 again: the router's transfer estimate before, measured, and after. */
-function recalibrate(router: DemoRouter, before: RouteDecision, report: PullReport): DemoCalibration | null {
+export function recalibrate(router: DemoRouter, before: RouteDecision, report: PullReport): DemoCalibration | null {
   if (report.calibration === undefined) return null;
   router.calibration.record(report.calibration);
   const after = decideCounted(router.turn2, router);
@@ -166,6 +173,44 @@ function recalibrate(router: DemoRouter, before: RouteDecision, report: PullRepo
     },
     decision: describeDecision('turn 2, calibrated', after),
   };
+}
+
+/** The pull's receipt said as progress, and the router calibrated from it (turn 2 decided again). */
+export function reportPull(
+  router: DemoRouter,
+  pullDecision: RouteDecision,
+  report: PullReport,
+  progress: (line: string) => void,
+): { pull: DemoPull; calibration: DemoCalibration | null } {
+  const pull = pullSummary(report);
+  progress(
+    `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.checkedBlocks} blocks' checksums compared (${pull.verify}), ${pull.verified ? 'every byte verified' : 'NOT verified'}, ` +
+      `${ms(pull.ms)}, ${pull.gbitPerS.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
+  );
+  const calibration = recalibrate(router, pullDecision, report);
+  if (calibration !== null) {
+    const { prior, measured, calibrated } = calibration.transferMs;
+    progress(
+      `calibration: the router priced ${calibration.blocks} blocks at ${ms(prior)} (prior); the pull took ${ms(measured)}; from its receipt the router now prices them at ${ms(calibrated)}`,
+    );
+    progress(
+      `  turn 2 again: ${calibration.decision.action} (${calibration.decision.reason}): ${calibration.decision.detail}`,
+    );
+  }
+  return { pull, calibration };
+}
+
+/** The pull command for the router's decision, with the prediction the prefill compares its receipt with. */
+export function pullCommandOf(pullDecision: RouteDecision, settings: Settings) {
+  return {
+    type: 'pull',
+    hint: hintLine(pullDecision.source as PullHint),
+    prediction: {
+      predictedMs: pullDecision.savingMs - pullDecision.costMs,
+      prefillTokenUs: settings.router.transferSourcePrefillTokenUs,
+      lookupBudgetMs: settings.router.transferSourceLookupBudgetMs,
+    },
+  } as const;
 }
 
 /**
@@ -183,36 +228,14 @@ async function pullTurn2(
 ): Promise<Pick<DemoSummary, 'pull' | 'killedRank' | 'calibration'>> {
   const { progress, settings, timeoutMs, requestServed } = options;
   const hint = pullDecision.source as PullHint;
-  const pullCommand = {
-    type: 'pull',
-    hint: hintLine(hint),
-    prediction: {
-      predictedMs: pullDecision.savingMs - pullDecision.costMs,
-      prefillTokenUs: settings.router.transferSourcePrefillTokenUs,
-      lookupBudgetMs: settings.router.transferSourceLookupBudgetMs,
-    },
-  } as const;
+  const pullCommand = pullCommandOf(pullDecision, settings);
 
   progress(
     `pull: ${prefillId} pulls ${hint.blocks.count} blocks from both decode ranks (TP 2 → TP 1), checksums verified: ${settings.endpoint.verify} (endpoint.verify)`,
   );
   const pulled = await started.request(prefillId, 0, pullCommand, 'pulled', timeoutMs);
   requestServed?.(decision.request, decision, pulled.pull);
-  const pull = pullSummary(pulled.pull);
-  progress(
-    `  ${pull.blocks} blocks, ${bytes(pull.bytes)}, ${pull.checkedBlocks} blocks' checksums compared (${pull.verify}), ${pull.verified ? 'every byte verified' : 'NOT verified'}, ` +
-      `${ms(pull.ms)}, ${pull.gbitPerS.toFixed(2)} Gbit/s; estimated TTFT saving ${ms(pull.savingMs.measured)} (router predicted ${ms(pull.savingMs.predicted)})`,
-  );
-  const calibration = recalibrate(router, pullDecision, pulled.pull);
-  if (calibration !== null) {
-    const { prior, measured, calibrated } = calibration.transferMs;
-    progress(
-      `calibration: the router priced ${calibration.blocks} blocks at ${ms(prior)} (prior); the pull took ${ms(measured)}; from its receipt the router now prices them at ${ms(calibrated)}`,
-    );
-    progress(
-      `  turn 2 again: ${calibration.decision.action} (${calibration.decision.reason}): ${calibration.decision.detail}`,
-    );
-  }
+  const { pull, calibration } = reportPull(router, pullDecision, pulled.pull, progress);
 
   const crash =
     options.backend === 'loopback'
@@ -253,7 +276,7 @@ async function pullTurn2(
  * beside it by the first rank. etcd: the endpoints the settings name, and the secret file they name or
  * else one of this run's own, which every rank is given.
  */
-function runSettings(settings: Settings, dir: string): Settings {
+export function runSettings(settings: Settings, dir: string): Settings {
   const { discovery } = settings;
   if (discovery.backend === 'sqlite')
     return { ...settings, discovery: { ...discovery, sqlitePath: join(dir, 'discovery.sqlite') } };
@@ -313,7 +336,7 @@ async function handOffTurn1(
 }
 
 /** Each rank's drain as the summary lists it, each said as a line of progress. */
-function reportDrains(
+export function reportDrains(
   drains: Awaited<ReturnType<RankProcesses['stop']>>,
   progress: (line: string) => void,
 ): DemoSummary['drain'] {
@@ -355,8 +378,12 @@ function gpuReuse(
   return gpu;
 }
 
-/** Turn 2: the router in this process decides, on discovery and the retained inventory, for turn 2 and a short request. */
-async function decideTurn2(
+/**
+ * Turn 2: the router in this process decides, on discovery and the retained inventory, for turn 2 and a
+ * short request. `eventsFed`: the inventory is the decode worker's KV events, applied from its sequence
+ * 0 on (a gap repaired by replay), so it is complete as soon as the worker is ready.
+ */
+export async function decideTurn2(
   discovery: DiscoveryStore,
   inventory: RetainedInventory,
   settings: Settings,
@@ -364,12 +391,14 @@ async function decideTurn2(
   { decode, prefill }: { readonly decode: Worker; readonly prefill: Worker },
   conversation: readonly number[],
   progress: (line: string) => void,
+  eventsFed = false,
 ): Promise<{ pullDecision: RouteDecision; decisions: DemoDecision[]; router: DemoRouter }> {
   const sources = new SourceBook({ inventory });
-  const watch = await watchWorkerReadiness(discovery, decodeId, {
+  const watch = await watchWorkerReadiness(discovery, decode.workerId, {
     onChange: (readiness) => sources.observe(readiness),
   });
   sources.observe(watch.current);
+  if (eventsFed && watch.current.ready) sources.inventoryComplete(decode.workerId, watch.current.epoch);
   const activation = explainActivation({
     settings,
     composition: kvreuseSettings,

@@ -111,7 +111,8 @@ export type RankCommand =
    * rest. With `holdPins`, the pins stay held once nothing reads them (`holding`) until `release-pins`.
    * With `stopAfterPost`, the rank process stops itself (SIGSTOP) right after posting the pull's reads,
    * having said `stopping-after-post`: a fault that lands while every read is in flight, for whoever
-   * sends it SIGCONT.
+   * sends it SIGCONT. With `engineContent`, the source serves an engine's own memory: the bytes are the
+   * engine's, not the demo's, and are verified by the pull's checksums only.
    */
   | {
       readonly type: 'pull';
@@ -119,6 +120,7 @@ export type RankCommand =
       readonly prediction?: PullPrediction;
       readonly holdPins?: boolean;
       readonly stopAfterPost?: boolean;
+      readonly engineContent?: boolean;
     }
   /** Prefill: release the pins a `holdPins` pull holds. */
   | { readonly type: 'release-pins' }
@@ -317,6 +319,7 @@ const commandFields: Record<RankCommand['type'], Record<string, Check>> = {
     prediction: optional(object({ predictedMs: number, prefillTokenUs: number, lookupBudgetMs: number })),
     holdPins: optional(flag),
     stopAfterPost: optional(flag),
+    engineContent: optional(flag),
   },
   'release-pins': {},
   'crash-on-pin': {},

@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Settings } from '../settings/all-settings.js';
 import type { Backend } from '@kvreuse/native-bindings';
+import type { Geometry } from '@kvreuse/descriptors';
 import { DemoProcessError } from '../errors.js';
 import { DemoRank, type DemoRankOptions } from './demo-rank.js';
 import {
@@ -29,6 +30,8 @@ export interface RankSpec {
   readonly tpSize: number;
   /** The demo's other worker, whose ranks this one sends to or reads from. */
   readonly peerWorkerId: string;
+  /** The KV geometry of the rank's banks (default Qwen3-0.6B's). */
+  readonly geometry?: Geometry;
 }
 
 export interface RankProcessesOptions {
@@ -118,7 +121,7 @@ function rankOptions(
   options: RankProcessesOptions,
   incarnation: string,
 ): DemoRankOptions {
-  const { role, workerId, tpRank, tpSize, peerWorkerId } = spec;
+  const { role, workerId, tpRank, tpSize, peerWorkerId, geometry } = spec;
   const library = options.libraryPath === undefined ? {} : { libraryPath: options.libraryPath };
   return {
     role,
@@ -132,6 +135,7 @@ function rankOptions(
     settings: options.settings,
     ...library,
     ...metricsPortOf(options.settings, index),
+    ...(geometry === undefined ? {} : { geometry }),
   };
 }
 
