@@ -7,7 +7,7 @@ const receipt = (blocks: number, reasons: RecomputeReason[]): PullReceipt => ({
   bytes: blocks * 1024,
   bytesMoved: 8 * 1024,
   ms: 2,
-  gbps: 0.004,
+  gbytesPerS: 0.004,
   verify: 'full',
   checkedBlocks: blocks,
   recomputed: { fromBlock: blocks, blocks: 8 - blocks, reasons },

@@ -66,7 +66,7 @@ export interface PullReceipt {
   /** From the first post to the last operation's quiescence. */
   readonly ms: number;
   /** `bytesMoved` over `ms`, in GB/s (10⁹ bytes per second); 0 when nothing was posted. */
-  readonly gbps: number;
+  readonly gbytesPerS: number;
   /** The verification that ran: the request's, or the endpoint's default (`endpoint.verify`). */
   readonly verify: VerifyMode;
   /** Blocks whose checksums were compared on every pair (all of the prefix under `full`, none under `off`). */

@@ -311,7 +311,7 @@ function refusedReceipt(
     bytes: 0,
     bytesMoved: 0,
     ms: 0,
-    gbps: 0,
+    gbytesPerS: 0,
     verify,
     checkedBlocks: 0,
     recomputed: { fromBlock: 0, blocks: requested, reasons },

@@ -223,7 +223,7 @@ function receiptOf(
     bytes: blocks * blockBytes,
     bytesMoved,
     ms,
-    gbps: ms > 0 ? bytesMoved / (ms * 1e6) : 0,
+    gbytesPerS: ms > 0 ? bytesMoved / (ms * 1e6) : 0,
     verify: options.verify,
     checkedBlocks,
     recomputed: { fromBlock: blocks, blocks: requested - blocks, reasons },

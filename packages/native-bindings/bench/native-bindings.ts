@@ -488,7 +488,7 @@ async function pullQwen3Prefix(): Promise<void> {
   const pullPairs = pairedRatio(pulls, memcpys);
   const preparedPairs = pairedRatio(preparedPulls, preparedMemcpys);
   await setup.close();
-  figures['pull.qwen3_42blocks.gbps'] = {
+  figures['pull.qwen3_42blocks.gbytes_per_s'] = {
     value: pull / GB,
     unit: 'GB/s',
     note: `${QWEN3_PREFIX_PIECES} × ${QWEN3_PIECE_BYTES} B READ as one batch from another process over ucx; best of ${PREFIX_REPEATS}`,

@@ -72,7 +72,7 @@ export async function pullAndRecompute(options: PullAndRecomputeOptions): Promis
     verify: receipt.verify,
     checkedBlocks: receipt.checkedBlocks,
     ms: receipt.ms,
-    gbitPerS: receipt.gbps * 8,
+    gbitPerS: receipt.gbytesPerS * 8,
     recomputed: { blocks: receipt.recomputed.blocks, reasons: receipt.recomputed.reasons.map(describeReason) },
     ...(receipt.saving === undefined ? {} : { saving: receipt.saving }),
     ...(calibration === undefined ? {} : { calibration }),
