@@ -452,6 +452,18 @@ export async function decideTurn2(
   };
 }
 
+/** Both workers once ready: with banks in vram, through the declared profile's admission gate (`gate`, for the router too). */
+async function readyWorkers(
+  discovery: DiscoveryStore,
+  settings: Settings,
+  capabilities: Capabilities,
+  memory: MemoryKind,
+): Promise<{ gate: { admissionGate?: ReadinessGate }; decode: Worker; prefill: Worker }> {
+  const gate = memory === 'vram' ? { admissionGate: vramAdmissionGate(settings, capabilities) } : {};
+  const decode = await readyWorker(discovery, decodeId, gate.admissionGate);
+  return { gate, decode, prefill: await readyWorker(discovery, prefillId, gate.admissionGate) };
+}
+
 /** Starts every rank, saying where and how, and each rank's metrics address and readiness as it comes. */
 async function startRanks(
   settings: Settings,
@@ -575,9 +587,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     const memory = bankMemory(settings, options.capabilities);
     processes = await startRanks(settings, options, timeoutMs, memory);
     const started = processes;
-    const gate = memory === 'vram' ? { admissionGate: vramAdmissionGate(settings, options.capabilities) } : {};
-    const decode = await readyWorker(discovery, decodeId, gate.admissionGate);
-    const prefill = await readyWorker(discovery, prefillId, gate.admissionGate);
+    const { gate, decode, prefill } = await readyWorkers(discovery, settings, options.capabilities, memory);
 
     // Turn 1: the conversation's prompt, prefilled and handed off; decoding appends the reply's blocks.
     const { conversation, chain } = turn1Conversation(decode, settings);
