@@ -411,6 +411,16 @@ KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags
 KVT_API kvt_status kvt_mem_alloc_vram(uint32_t agent, uint32_t device, uint64_t length, uint64_t *out_address);
 
 /**
+ * Copies `length` bytes (> 0) of host memory at `source` up to vram at `address`, which must lie inside a
+ * vram allocation of this agent (kvt_mem_alloc_vram), and returns once the copy completed. It fills memory
+ * kvreuse owns (the demo's KV content) without a CUDA toolkit; it is not a transfer and not ordered with
+ * the agent's operations: do not write where an operation is reading or writing.
+ * Errors: INVALID_PARAM (source, length, a range outside the agent's vram allocations), NOT_SUPPORTED when
+ * KVT_CAP_VRAM is 0, BACKEND when the driver refuses the copy (named).
+ */
+KVT_API kvt_status kvt_mem_write_vram(uint32_t agent, uint64_t address, const uint8_t *source, uint64_t length);
+
+/**
  * Memory jobs: kvt_mem_alloc_begin, kvt_mem_free_begin and kvt_mem_deregister_begin do what their
  * synchronous twin does, without the part that takes long (backing pages, fencing readers, unmapping)
  * on the calling thread, for callers that must not block (e.g. Node's thread). Each refuses at once

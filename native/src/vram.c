@@ -1,4 +1,5 @@
-/* GPU memory owned by an agent: kvt_mem_alloc_vram (freed by kvt_mem_free, memory.c). */
+/* GPU memory owned by an agent: kvt_mem_alloc_vram (freed by kvt_mem_free, memory.c), filled from the host by
+ * kvt_mem_write_vram. */
 #include "agent.h"
 #include "memory.h"
 #include "services/cuda_driver.h"
@@ -34,6 +35,56 @@ kvt_status kvt_mem_alloc_vram(uint32_t agent_id, uint32_t device, uint64_t lengt
             *out_address = pointer;
         else
             kvt_vram_release(device, pointer);
+    }
+    return kvt_agent_finish(agent, status);
+}
+
+/* The vram allocation of `agent` that holds [address, +length), or NULL (agent->lock held). */
+static const kvt_allocation *vram_allocation_locked(const kvt_agent *agent, uint64_t address, uint64_t length) {
+    for (uint32_t i = 0; i < agent->allocation_count; i++) {
+        const kvt_allocation *allocation = &agent->allocations[i];
+        uint64_t offset = address - allocation->address;
+        if (allocation->kind == KVT_MEM_VRAM && address >= allocation->address && offset < allocation->length &&
+            length <= allocation->length - offset)
+            return allocation;
+    }
+    return NULL;
+}
+
+/* Copies host bytes up on the legacy stream and waits: the agent's config lock, held throughout, keeps the
+ * allocation from being freed under the copy. */
+static kvt_status write_vram_locked(kvt_agent *agent, uint64_t address, const void *source, uint64_t length) {
+    pthread_mutex_lock(&agent->lock);
+    const kvt_allocation *allocation = vram_allocation_locked(agent, address, length);
+    uint32_t device = allocation ? allocation->device : 0;
+    pthread_mutex_unlock(&agent->lock);
+    if (!allocation)
+        return kvt_fail(KVT_ERR_INVALID_PARAM,
+                        "kvt_mem_write_vram: [0x%llx, +%llu) is not inside a vram allocation of agent '%s'",
+                        (unsigned long long)address, (unsigned long long)length, agent->name);
+    kvt_status status = kvt_cuda_use_device("kvt_mem_write_vram", device);
+    if (status != KVT_OK) return status;
+    CUresult result = kvt_cuda.MemcpyHtoDAsync(address, source, (size_t)length, NULL);
+    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.StreamSynchronize(NULL);
+    if (result == KVT_CUDA_SUCCESS) return KVT_OK;
+    char text[256];
+    return kvt_fail(KVT_ERR_BACKEND, "kvt_mem_write_vram: copying %llu bytes up to GPU %u failed: %s",
+                    (unsigned long long)length, device, kvt_cuda_error_text(result, text, sizeof text));
+}
+
+kvt_status kvt_mem_write_vram(uint32_t agent_id, uint64_t address, const uint8_t *source, uint64_t length) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_write_vram", &agent);
+    if (status != KVT_OK) return status;
+    if (!source || length == 0)
+        status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_write_vram: source is NULL or length is 0");
+    const char *unavailable = status == KVT_OK ? kvt_cuda_unavailable() : NULL;
+    if (unavailable)
+        status = kvt_fail(KVT_ERR_NOT_SUPPORTED, "kvt_mem_write_vram: vram is unavailable: %s", unavailable);
+    if (status == KVT_OK) {
+        pthread_mutex_lock(&agent->config_lock);
+        status = write_vram_locked(agent, address, source, length);
+        pthread_mutex_unlock(&agent->config_lock);
     }
     return kvt_agent_finish(agent, status);
 }

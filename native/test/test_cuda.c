@@ -75,6 +75,8 @@ static void check_vram_refused(const char *reason) {
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
                  kvt_mem_register(agent, (uint64_t)(uintptr_t)host, sizeof host, KVT_MEM_VRAM, 0, &region));
     CHECK_DETAIL(reason);
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, kvt_mem_write_vram(agent, (uint64_t)(uintptr_t)host, host, sizeof host));
+    CHECK_DETAIL(reason);
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
@@ -133,6 +135,20 @@ static void on_driver_under_test(const char *devices, void (*body)(void)) {
     if (fake) in_child((driver_setup){.library = fake, .devices = devices}, body);
 }
 
+/* kvt_mem_write_vram into the allocation at `address`: inside it only; on the fake the bytes are there. */
+static void check_write_vram(uint32_t agent, uint64_t address, uint64_t length) {
+    uint8_t bytes[4096];
+    for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (uint8_t)(i * 31 + 7);
+    CHECK_OK(kvt_mem_write_vram(agent, address + length - sizeof bytes, bytes, sizeof bytes));
+    if (!real_driver())
+        CHECK(memcmp((const void *)(uintptr_t)(address + length - sizeof bytes), bytes, sizeof bytes) == 0,
+              "the fake's memory holds the bytes written");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_write_vram(agent, address + length - 8, bytes, 16));
+    CHECK_DETAIL("not inside a vram allocation");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_write_vram(agent, (uint64_t)(uintptr_t)bytes, bytes, 16));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_write_vram(agent, address, NULL, 16));
+}
+
 static void alloc_register_free(void) {
     uint32_t agent = make_agent("vram-banks");
     uint64_t address = 0;
@@ -145,6 +161,7 @@ static void alloc_register_free(void) {
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_alloc_vram(agent, last, 0, &address));
     CHECK_OK(kvt_mem_alloc_vram(agent, last, 1 << 20, &address));
     CHECK(counter(agent, KVT_COUNTER_ALLOCATED_BYTES) == 1 << 20, "the allocation is counted");
+    check_write_vram(agent, address, 1 << 20);
     uint32_t region = 0, overlapping = 0;
     CHECK_OK(kvt_mem_register(agent, address, 1 << 20, KVT_MEM_VRAM, last, &region));
     CHECK_STATUS(KVT_ERR_INVALID_PARAM,

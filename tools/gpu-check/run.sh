@@ -56,6 +56,6 @@ if [ "$(cat "$work/preflight.rc")" = 0 ]; then
   KVREUSE_PROBE_GPU=0 part probe 20 "$node" "$here/probe.mjs"
   part fetch 35 "$node" "$here/fetch.mjs"
   (cd "$work" && part demo 70 "$node" "$here/cli/dist/bin.js" demo -o json \
-    --profile-name qwen3-0.6b-bf16-b64 --inventory-hash-seed Qwen/Qwen3-0.6B)
+    --profile-name qwen3-0.6b-bf16-b64 --router-enable-decode-to-prefill-gpu-reuse)
 fi
 "$node" "$here/results.mjs" "$work" "$results"

@@ -33,6 +33,7 @@ const refused: DemoDecision = {
   rejected: [],
 };
 const receipt: PullReport = {
+  memory: 'dram',
   requested: 42,
   blocks: 40,
   bytes: 40 * 7_340_032,

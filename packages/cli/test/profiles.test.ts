@@ -22,7 +22,7 @@ describe('kvreuse profiles list and show', () => {
         .map((line) => line.split(' ')[0]),
     ).toEqual([...builtInProfileNames]);
     expect(run.stdout).toMatch(
-      /^qwen3-0\.6b-bf16-b64 +v2 +Qwen\/Qwen3-0\.6B +prefill TP 1 PP 1 \(dram\), decode TP 2 PP 1 \(dram\)$/m,
+      /^qwen3-0\.6b-bf16-b64 +v3 +Qwen\/Qwen3-0\.6B +prefill TP 1 PP 1 \(dram, vram\), decode TP 2 PP 1 \(dram, vram\)$/m,
     );
   });
 
@@ -84,18 +84,20 @@ describe('kvreuse profiles check', () => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(
-      /^admitted: profile qwen3-0\.6b-bf16-b64 v2 against workers qwen3-0\.6b-decode-0, qwen3-0\.6b-prefill-0, native .*\n$/,
+      /^admitted: profile qwen3-0\.6b-bf16-b64 v3 against workers qwen3-0\.6b-decode-0, qwen3-0\.6b-prefill-0, native .*\n$/,
     );
   });
 
-  it.each(['qwen3-0.6b-bf16-b64', 'llama-3.1-8b-bf16-b64'])(
-    'admits the built-in %s with default settings (no settings file, variable or flag)',
-    async (name) => {
-      const run = await runBinary(['profiles', 'check', name]);
-      expect(run).toMatchObject({ status: 0, stderr: '' });
-      expect(run.stdout).toMatch(new RegExp(`^admitted: profile ${name.replaceAll('.', '\\.')} v2 against no worker`));
-    },
-  );
+  it.each([
+    ['qwen3-0.6b-bf16-b64', 3],
+    ['llama-3.1-8b-bf16-b64', 2],
+  ])('admits the built-in %s with default settings (no settings file, variable or flag)', async (name, version) => {
+    const run = await runBinary(['profiles', 'check', name]);
+    expect(run).toMatchObject({ status: 0, stderr: '' });
+    expect(run.stdout).toMatch(
+      new RegExp(`^admitted: profile ${name.replaceAll('.', '\\.')} v${version} against no worker`),
+    );
+  });
 
   it('the profile the settings declare (profile.name) is the one checked', async () => {
     const run = await runBinary(['profiles', 'check', '--worker', decodeWorker, '--json'], {

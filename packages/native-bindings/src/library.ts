@@ -145,6 +145,7 @@ export interface NativeApi {
   ): number;
   kvt_mem_free_begin(agent: number, address: bigint, outJob: BigUint64Array): number;
   kvt_mem_alloc_vram(agent: number, device: number, length: bigint, outAddress: BigUint64Array): number;
+  kvt_mem_write_vram(agent: number, address: bigint, source: Uint8Array, length: bigint): number;
   kvt_mem_register(
     agent: number,
     address: bigint,
@@ -348,6 +349,8 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_mem_free_begin: 'int32_t kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t *out_job)',
   kvt_mem_alloc_vram:
     'int32_t kvt_mem_alloc_vram(uint32_t agent, uint32_t device, uint64_t length, uint64_t *out_address)',
+  kvt_mem_write_vram:
+    'int32_t kvt_mem_write_vram(uint32_t agent, uint64_t address, const uint8_t *source, uint64_t length)',
   kvt_mem_register:
     'int32_t kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device, uint32_t *out_region)',
   kvt_mem_register_fd:

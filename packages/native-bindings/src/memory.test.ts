@@ -22,6 +22,18 @@ describe.each(testedBackends)('memory on %s', (backend) => {
     await agent.close();
   });
 
+  it('writes host bytes into an allocation at an offset, refusing what would not fit', async () => {
+    const agent = await transport.createAgent({ name: agentName('write'), backend });
+    const bank = await agent.allocate(2 * PAGE);
+    bank.write(Uint8Array.from([1, 2, 3]), PAGE - 1);
+    expect([...bank.view().subarray(PAGE - 2, PAGE + 3)]).toEqual([0, 1, 2, 3, 0]);
+    expect(() => bank.write(new Uint8Array(2), 2 * PAGE - 1)).toThrow(InvalidArgumentError);
+    expect(() => bank.write(new Uint8Array(1), -1)).toThrow(InvalidArgumentError);
+    await bank.free();
+    expect(() => bank.write(new Uint8Array(1))).toThrow(HandleClosedError);
+    await agent.close();
+  });
+
   it('registers and deregisters, counting registrations and bytes', async () => {
     const agent = await transport.createAgent({ name: agentName('register'), backend });
     const bank = await agent.allocate(16 * PAGE);

@@ -55,6 +55,30 @@ export class Allocation {
   }
 
   /**
+   * Copies `bytes` into the allocation at `offset` (default 0) and returns once they are there: for vram
+   * the library copies them up to the GPU (no CUDA toolkit needed), for dram they go through `view()`.
+   * Not ordered with transfers: do not write where an operation is reading or writing.
+   */
+  write(bytes: Uint8Array, offset = 0): void {
+    this.#state.assertOpen('write an allocation');
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset + bytes.length > this.bytes)
+      throw new InvalidArgumentError('offset', offset, `must leave room for ${bytes.length} bytes in ${this.bytes}`);
+    if (bytes.length === 0) return;
+    if (this.kind === 'dram') {
+      this.view().set(bytes, offset);
+      return;
+    }
+    this.#agent.assertOpen('write an allocation');
+    const library = this.#agent.library;
+    const address = this.address + BigInt(offset);
+    check(
+      library,
+      'kvt_mem_write_vram',
+      library.api.kvt_mem_write_vram(this.#agent.id, address, bytes, BigInt(bytes.length)),
+    );
+  }
+
+  /**
    * Whether this allocation's `free()` is done by the agent that registered `region`: that agent's
    * thread runs its memory jobs in the order begun, so a free begun once the region's deregistration
    * was begun runs after that deregistration ended (the memory is never unmapped under it).

@@ -9,7 +9,7 @@ import { spawnScript } from './support/child.js';
 const nativeDir = fileURLToPath(new URL('../../../native', import.meta.url));
 
 describe('vram over the fake CUDA driver', () => {
-  it('allocates, registers and frees vram, refuses what is not device memory of the named GPU, and pulls by template between vram banks with checksums on the GPU', async () => {
+  it('allocates, registers, fills from the host and frees vram, refuses what is not device memory of the named GPU, and pulls by template between vram banks with checksums on the GPU', async () => {
     execFileSync('make', ['-s', '-C', nativeDir, 'build/fake_cuda/libcuda.so.1'], { stdio: 'inherit' });
     const child = spawnScript('test/fake-cuda/probe.ts', {
       env: { KVT_CUDA_LIBRARY: `${nativeDir}/build/fake_cuda/libcuda.so.1`, FAKE_CUDA_DEVICES: '2' },
@@ -25,7 +25,13 @@ describe('vram over the fake CUDA driver', () => {
       hostAsVram: { code: 'INVALID_PARAM', detail: expect.stringContaining('host memory named as vram') },
       otherGpu: { code: 'INVALID_PARAM', detail: expect.stringContaining('memory of GPU 1, not of GPU 0') },
       noSuchGpu: { code: 'INVALID_PARAM', detail: expect.stringContaining('no GPU 999') },
-      templatePull: { bytes: expect.any(Number), planned: expect.any(Number), checksumsAgree: true },
+      writePastEnd: { code: 'INVALID_ARGUMENT' },
+      templatePull: {
+        bytes: expect.any(Number),
+        planned: expect.any(Number),
+        checksumsAgree: true,
+        contentArrived: true,
+      },
     });
     const pull = report['templatePull'] as { bytes: number; planned: number };
     expect(pull.bytes).toBe(pull.planned);

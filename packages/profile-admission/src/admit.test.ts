@@ -78,8 +78,10 @@ describe('admit: every refusal names the profile field, the expected and the act
   });
 
   it('refuses banks in memory the role does not allow, counting them', () => {
+    const decode = { ...qwen.roles.decode!, memoryKinds: ['dram' as const] };
+    const onHost = { ...qwen, roles: { ...qwen.roles, decode } };
     const worker = workerOf({ role: 'decode', geometry: qwen.geometry, tpSize: 2, memKind: 'vram' });
-    const result = admit(qwen, factsFor(qwen, { workers: [worker], capabilities: vramCapabilities }));
+    const result = admit(onHost, factsFor(onHost, { workers: [worker], capabilities: vramCapabilities }));
     expect(result).toEqual({
       admitted: false,
       reasons: [

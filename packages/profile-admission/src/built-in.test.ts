@@ -53,7 +53,7 @@ describe('built-in profiles', () => {
       },
     );
     expect(shapes).toEqual([
-      'qwen3-0.6b-bf16-b64: decode TP 2 PP 1 dram → prefill TP 1 PP 1 dram; ucx; needs ucx',
+      'qwen3-0.6b-bf16-b64: decode TP 2 PP 1 dram+vram → prefill TP 1 PP 1 dram+vram; ucx; needs ucx',
       'llama-3.1-8b-bf16-b16: decode TP 1 PP 1 dram+vram → prefill TP 1 PP 1 dram+vram; ucx; needs ucx',
       'llama-3.1-8b-bf16-b64: decode TP 1 PP 1 dram+vram → prefill TP 1 PP 1 dram+vram; ucx; needs ucx',
       'llama-3.1-70b-bf16-b64: decode TP 8 PP 1 vram → prefill TP 4 PP 1 vram; ucx; needs ucx, vram',

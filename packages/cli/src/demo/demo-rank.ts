@@ -13,7 +13,7 @@ import {
   type HeldPin,
   ReuseEndpoint,
 } from '@kvreuse/endpoint';
-import { type Agent, type Backend, loadTransport } from '@kvreuse/native-bindings';
+import { type Agent, type Backend, loadTransport, type MemoryKind } from '@kvreuse/native-bindings';
 import { type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
 import { blockHashFromHex } from '@kvreuse/inventory';
 import { releaseRank } from '@kvreuse/registry';
@@ -23,6 +23,7 @@ import { handOff } from './hand-off.js';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
 import { pullAndRecompute } from './pull.js';
 import { reportQuarantines } from './quarantine-report.js';
+import { allocateVramBanks, type VramBanks, vramAdmissionGate } from './vram-banks.js';
 import { hintOf, type RankCommand, type RankMessage, type RankRole } from './rank-messages.js';
 
 export interface DemoRankOptions {
@@ -44,6 +45,8 @@ export interface DemoRankOptions {
   readonly libraryPath?: string;
   /** The KV geometry of the rank's banks (default Qwen3-0.6B's); an engine's, to read from that engine. */
   readonly geometry?: Geometry;
+  /** Where the rank's banks are: host memory (default), or GPU memory when the parent found GPU reuse admitted. */
+  readonly memory?: MemoryKind;
 }
 
 /** A message without the rank's own `role` and `tpRank`, which `say` adds. */
@@ -58,6 +61,7 @@ export interface RankHost {
 }
 
 const qwen3 = referenceGeometries['qwen3-0.6b'];
+
 const hashesOf = (hex: readonly string[]): bigint[] => hex.map((text) => blockHashFromHex(text) as bigint);
 
 export class DemoRank {
@@ -65,8 +69,10 @@ export class DemoRank {
   readonly agent: Agent;
   readonly endpoint: ReuseEndpoint;
   readonly discovery: DiscoveryStore;
-  /** Each bank's bytes, by bank number. */
+  /** Each bank's bytes, by bank number (with banks in vram: the host copies the rank computes its content in). */
   readonly views: readonly Uint8Array[];
+  /** With banks in vram: copies blocks from the host copies up to the GPU (a no-op for host banks). */
+  readonly upload: (slots: readonly number[]) => void;
   readonly pool: BlockPool;
   /** The decode rank's pin adapter over the pool. */
   readonly adapter: CrashOnPin;
@@ -84,6 +90,7 @@ export class DemoRank {
     adapter: CrashOnPin,
     say: (message: Said) => void,
     host: RankHost,
+    vram: VramBanks | undefined,
   ) {
     this.options = options;
     this.#host = host;
@@ -91,7 +98,8 @@ export class DemoRank {
     this.discovery = discovery;
     this.#say = say;
     this.endpoint = endpoint;
-    this.views = endpoint.bankBytes as Uint8Array[];
+    this.views = vram?.hostCopies ?? (endpoint.bankBytes as Uint8Array[]);
+    this.upload = vram?.upload ?? (() => undefined);
     this.adapter = adapter;
     this.pool = adapter.pool;
     reportQuarantines(endpoint.ledger, say);
@@ -117,14 +125,21 @@ export class DemoRank {
       ucx: { netDevices: settings.transport.ucxNetDevices, transports: settings.transport.ucxTransports },
     });
     const adapter = new CrashOnPin(new BlockPool(options.blocks), host.crash);
+    const geometry = options.geometry ?? qwen3;
+    const vram =
+      options.memory === 'vram'
+        ? await allocateVramBanks(agent, geometry, { tpRank, ppRank: 0, tpSize }, options.blocks)
+        : undefined;
     let rank: DemoRank | undefined;
     const endpoint = await ReuseEndpoint.open({
       agent,
       discovery,
       secret,
-      worker: { workerId, incarnation, role, geometry: options.geometry ?? qwen3, tpSize, ppSize: 1, dpRank: 0 },
+      worker: { workerId, incarnation, role, geometry, tpSize, ppSize: 1, dpRank: 0 },
       rank: { tpRank, ppRank: 0 },
-      blocks: options.blocks,
+      ...(vram === undefined
+        ? { blocks: options.blocks }
+        : { banks: vram.banks, bankBytes: [], admissionGate: vramAdmissionGate(settings, transport.capabilities()) }),
       registerTimeoutMs: 30_000,
       // Each rank serves its metrics on a port of its own (none without one).
       settings: { ...settings, endpoint: { ...settings.endpoint, metricsPort: metricsPort ?? 0 } },
@@ -134,7 +149,7 @@ export class DemoRank {
         ? {}
         : { metrics: new EndpointMetrics({ labels: { worker: workerId, rank: `tp${tpRank}` } }) }),
     });
-    rank = new DemoRank(options, endpoint, agent, discovery, adapter, say, host);
+    rank = new DemoRank(options, endpoint, agent, discovery, adapter, say, host, vram);
     return rank;
   }
 
@@ -182,6 +197,8 @@ export class DemoRank {
           decodeWorkerId: this.options.peerWorkerId,
           hashes: hashesOf(command.hashes),
           destinationSlots: command.destinationSlots,
+          views: this.views,
+          upload: this.upload,
         });
         this.#say({ type: 'handed-off', ...handed });
         return;
@@ -192,6 +209,9 @@ export class DemoRank {
           const pull = await pullAndRecompute({
             endpoint: this.endpoint,
             part: this.part,
+            views: this.views,
+            upload: this.upload,
+            memory: this.options.memory ?? 'dram',
             hint: hintOf(command.hint),
             ...(command.prediction === undefined ? {} : { prediction: command.prediction }),
             ...(command.holdPins === true ? { beforeRelease: (pins: readonly HeldPin[]) => this.#holdPins(pins) } : {}),
@@ -245,24 +265,33 @@ export class DemoRank {
     return new Promise((resolve) => (this.#releasePins = resolve));
   }
 
-  /** Decode: checks each handed-off block byte for byte, retains it, decodes the appended blocks, announces them all. */
+  /**
+   * Decode: checks each handed-off block byte for byte (not in vram, which the host does not read: the
+   * pull's checksums on the GPU check them), retains it, decodes the appended blocks, announces them all.
+   */
   async #retain(command: Extract<RankCommand, { type: 'retain' }>): Promise<void> {
     const hashes = hashesOf(command.hashes);
+    const onHost = this.options.memory !== 'vram';
     let verified = 0;
     for (const [index, slot] of command.slots.entries()) {
       const hash = hashes[index] as bigint;
-      if (holdsBlockContent(this.part, this.views, slot, hash)) verified++;
+      if (onHost && holdsBlockContent(this.part, this.views, slot, hash)) verified++;
       this.pool.commit(slot, hash);
     }
     const appended = hashesOf(command.append);
-    for (const hash of appended) {
+    const appendedSlots = appended.map((hash) => {
       const slot = this.pool.allocate();
       writeBlockContent(this.part, this.views, slot, hash);
       this.pool.commit(slot, hash);
-    }
+      return slot;
+    });
+    this.upload(appendedSlots);
     // The endpoint announces them under a lease of their own, and withdraws them at its drain.
     if (command.publishInventory)
-      await this.endpoint.announceInventory([...hashes, ...appended], { tier: 'host', ttlMs: 600_000 });
+      await this.endpoint.announceInventory([...hashes, ...appended], {
+        tier: this.options.memory === 'vram' ? 'gpu' : 'host',
+        ttlMs: 600_000,
+      });
     this.#say({ type: 'retained', blocks: hashes.length + appended.length, verified, appended: appended.length });
   }
 

@@ -5,6 +5,7 @@ describe('the demo summary', () => {
   it('takes the pull report and each drain as the summary shows them', () => {
     expect(
       pullSummary({
+        memory: 'vram',
         requested: 42,
         blocks: 42,
         bytes: 308_281_344,
@@ -17,6 +18,7 @@ describe('the demo summary', () => {
         saving: { predictedMs: 128.2, measuredMs: 52.4 },
       }),
     ).toEqual({
+      memory: 'vram',
       blocks: 42,
       bytes: 308_281_344,
       verified: true,
@@ -77,6 +79,7 @@ describe('the demo summary', () => {
         },
       ],
       pull: {
+        memory: 'dram',
         blocks: 42,
         bytes: 308_281_344,
         verified: true,

@@ -1,5 +1,6 @@
 // What the main job reports: the summary object `--json` prints last, and the one line printed last without it.
 import type { VerifyMode } from '@kvreuse/endpoint';
+import type { MemoryKind } from '@kvreuse/native-bindings';
 import type { DemoPriors } from './priors.js';
 import type { DrainSummary, PullReport } from './rank-messages.js';
 import type { RankDrain } from './rank-processes.js';
@@ -17,6 +18,8 @@ export interface DemoDecision {
 }
 
 export interface DemoPull {
+  /** Where the pull's banks are: host memory (`dram`) or GPU memory (`vram`, with GPU reuse active). */
+  readonly memory: MemoryKind;
   readonly blocks: number;
   readonly bytes: number;
   readonly verified: boolean;
@@ -74,6 +77,7 @@ export interface DemoSummary {
 
 export function pullSummary(report: PullReport): DemoPull {
   return {
+    memory: report.memory,
     blocks: report.blocks,
     bytes: report.bytes,
     verified: report.verified,

@@ -15,17 +15,22 @@ export interface HandOffOptions {
   readonly hashes: readonly bigint[];
   /** Where block `i` goes in every decode rank. */
   readonly destinationSlots: readonly number[];
+  /** The bytes of the prefill rank's banks it computes the blocks in (with banks in vram: their host copies). */
+  readonly views: readonly Uint8Array[];
+  /** With banks in vram: copies the computed blocks up to the GPU before the push. */
+  readonly upload: (slots: readonly number[]) => void;
 }
 
 export async function handOff(options: HandOffOptions): Promise<PushReceipt> {
   const { endpoint, part, hashes } = options;
-  const views = endpoint.bankBytes as Uint8Array[];
   // The prefill computes block i into its own slot i.
-  hashes.forEach((hash, slot) => writeBlockContent(part, views, slot, hash));
+  const slots = hashes.map((_, slot) => slot);
+  hashes.forEach((hash, slot) => writeBlockContent(part, options.views, slot, hash));
+  options.upload(slots);
   try {
     return await endpoint.push({
       workerId: options.decodeWorkerId,
-      sourceBlocks: Uint32Array.from(hashes, (_, slot) => slot),
+      sourceBlocks: Uint32Array.from(slots),
       destinationBlocks: Uint32Array.from(options.destinationSlots),
     });
   } catch (error) {

@@ -1,8 +1,9 @@
 // The main job, in the parent: starts a decode worker of TP 2 and a prefill worker of TP 1 as OS
 // processes, hands turn 1 off from prefill to decode with WRITEs, routes turn 2 (and a request too
 // short to be worth it) with the router on discovery and the retained inventory, has the prefill rank
-// pull and verify the 42-block prefix, shows GPU reuse refused by profile admission and a decode rank
-// killed mid-pull — the other decode rank then stopped with SIGTERM while the prefill still holds its pin
+// pull and verify the 42-block prefix, shows GPU reuse as profile admission decides it (admitted, every
+// rank's banks are in GPU memory, and the pull moves and verifies them there) and a decode rank killed
+// mid-pull — the other decode rank then stopped with SIGTERM while the prefill still holds its pin
 // there, so its drain waits for the pin —, then stops everything with SIGTERM and collects each process's
 // drain report (the pins each waited for, and how each ended). The
 // pull verifies as `endpoint.verify` says, and its receipt calibrates the router, which decides turn 2
@@ -12,9 +13,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { kvreuseSettings, type Settings } from '../settings/all-settings.js';
 import type { Worker } from '@kvreuse/descriptors';
-import type { Backend, Capabilities } from '@kvreuse/native-bindings';
+import type { Backend, Capabilities, MemoryKind } from '@kvreuse/native-bindings';
 import { declaredProfile, explainActivation } from '@kvreuse/profile-admission';
-import { ClusterSecret, type DiscoveryStore, openDiscovery, watchWorkerReadiness } from '@kvreuse/discovery';
+import {
+  ClusterSecret,
+  type DiscoveryStore,
+  openDiscovery,
+  type ReadinessGate,
+  watchWorkerReadiness,
+} from '@kvreuse/discovery';
 import {
   blockHashScheme,
   blockHashToHex,
@@ -47,6 +54,7 @@ import { hintLine, type PullReport, type RankMessage } from './rank-messages.js'
 import { RankProcesses, type RankSpec } from './rank-processes.js';
 import { type Compute, type DemoPriors, demoPriors, priorLines, thisMachine, withPriors } from './priors.js';
 import { readyWorker } from './ready-worker.js';
+import { bankMemory, demoGpu, vramAdmissionGate } from './vram-banks.js';
 
 export interface MainJobOptions {
   readonly settings: Settings;
@@ -292,6 +300,7 @@ async function handOffTurn1(
   chain: BigUint64Array,
   progress: (line: string) => void,
   timeoutMs: number,
+  memory: MemoryKind,
 ): Promise<Extract<RankMessage, { type: 'handed-off' }>> {
   progress(`turn 1: prefill computes ${handedOffBlocks} blocks and WRITEs them to both decode ranks (TP 1 → TP 2)`);
   const slots = await Promise.all(
@@ -327,9 +336,12 @@ async function handOffTurn1(
       ),
     ),
   );
+  // Vram is not read back by the host: the pull's checksums, on the GPU, check what the hand-off wrote.
+  const checked = (verified: number): string =>
+    memory === 'vram' ? 'handed-off blocks in vram' : `${verified}/${handedOffBlocks} handed-off blocks verified`;
   for (const [tpRank, answer] of retained.entries()) {
     progress(
-      `  decode tp${tpRank}: ${answer.verified}/${handedOffBlocks} handed-off blocks verified, ${answer.appended} decoded, ${answer.blocks} retained`,
+      `  decode tp${tpRank}: ${checked(answer.verified)}, ${answer.appended} decoded, ${answer.blocks} retained`,
     );
   }
   return handOff;
@@ -387,7 +399,7 @@ export async function decideTurn2(
   discovery: DiscoveryStore,
   inventory: RetainedInventory,
   settings: Settings,
-  options: MainJobOptions & { readonly metrics: RouterMetrics },
+  options: MainJobOptions & { readonly metrics: RouterMetrics; readonly admissionGate?: ReadinessGate },
   { decode, prefill }: { readonly decode: Worker; readonly prefill: Worker },
   conversation: readonly number[],
   progress: (line: string) => void,
@@ -396,6 +408,7 @@ export async function decideTurn2(
   const sources = new SourceBook({ inventory });
   const watch = await watchWorkerReadiness(discovery, decode.workerId, {
     onChange: (readiness) => sources.observe(readiness),
+    ...(options.admissionGate === undefined ? {} : { admissionGate: options.admissionGate }),
   });
   sources.observe(watch.current);
   if (eventsFed && watch.current.ready) sources.inventoryComplete(decode.workerId, watch.current.epoch);
@@ -439,19 +452,38 @@ export async function decideTurn2(
   };
 }
 
+/** Both workers once ready: with banks in vram, through the declared profile's admission gate (`gate`, for the router too). */
+async function readyWorkers(
+  discovery: DiscoveryStore,
+  settings: Settings,
+  capabilities: Capabilities,
+  memory: MemoryKind,
+): Promise<{ gate: { admissionGate?: ReadinessGate }; decode: Worker; prefill: Worker }> {
+  const gate = memory === 'vram' ? { admissionGate: vramAdmissionGate(settings, capabilities) } : {};
+  const decode = await readyWorker(discovery, decodeId, gate.admissionGate);
+  return { gate, decode, prefill: await readyWorker(discovery, prefillId, gate.admissionGate) };
+}
+
 /** Starts every rank, saying where and how, and each rank's metrics address and readiness as it comes. */
-async function startRanks(settings: Settings, options: MainJobOptions, timeoutMs: number): Promise<RankProcesses> {
+async function startRanks(
+  settings: Settings,
+  options: MainJobOptions,
+  timeoutMs: number,
+  memory: MemoryKind,
+): Promise<RankProcesses> {
   const { progress } = options;
   const where =
     options.backend === 'loopback'
       ? 'in this process (loopback agents reach only agents of their own process)'
       : 'as OS processes';
+  const banks = memory === 'vram' ? `, banks in GPU ${demoGpu}'s memory` : '';
   progress(
-    `starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)})`,
+    `starting ${ranks.map((rank) => `${rank.workerId}/tp${rank.tpRank}`).join(', ')} ${where} (${options.backend}, ${describeDiscovery(settings.discovery)}${banks})`,
   );
   return RankProcesses.start({
     ranks,
     backend: options.backend,
+    memory,
     blocks: bankBlocks,
     settings,
     libraryPath: options.capabilities.libraryPath,
@@ -552,14 +584,14 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
     ({ follower } = followed);
     const metrics = new RouterMetrics();
     metricsListener = await serveRouterMetrics(settings.endpoint, metrics, progress);
-    processes = await startRanks(settings, options, timeoutMs);
+    const memory = bankMemory(settings, options.capabilities);
+    processes = await startRanks(settings, options, timeoutMs, memory);
     const started = processes;
-    const decode = await readyWorker(discovery, decodeId);
-    const prefill = await readyWorker(discovery, prefillId);
+    const { gate, decode, prefill } = await readyWorkers(discovery, settings, options.capabilities, memory);
 
     // Turn 1: the conversation's prompt, prefilled and handed off; decoding appends the reply's blocks.
     const { conversation, chain } = turn1Conversation(decode, settings);
-    const handOff = await handOffTurn1(started, chain, progress, timeoutMs);
+    const handOff = await handOffTurn1(started, chain, progress, timeoutMs, memory);
     await followed.completed(decode.incarnation);
     const priors = runPriors(settings, handOff, options);
     const routed = withPriors(settings, priors);
@@ -568,7 +600,7 @@ export async function runMainJob(options: MainJobOptions): Promise<DemoSummary> 
       discovery,
       followed.inventory,
       routed,
-      { ...options, metrics },
+      { ...options, metrics, ...gate },
       { decode, prefill },
       conversation,
       progress,

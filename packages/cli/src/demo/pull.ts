@@ -4,6 +4,7 @@
 // and the rest is recomputed.
 import type { RankPart } from '@kvreuse/descriptors';
 import { type BeforeRelease, calibrationSample, type RecomputeReason, type ReuseEndpoint } from '@kvreuse/endpoint';
+import type { MemoryKind } from '@kvreuse/native-bindings';
 import type { PullHint } from '@kvreuse/router';
 import { holdsBlockContent, writeBlockContent } from './kv-content.js';
 import type { PullPrediction, PullReport } from './rank-messages.js';
@@ -13,6 +14,12 @@ export interface PullAndRecomputeOptions {
   readonly endpoint: ReuseEndpoint;
   /** The prefill rank's part, to lay its blocks out. */
   readonly part: RankPart;
+  /** The bytes of its banks (with banks in vram: their host copies, which the pull does not write). */
+  readonly views: readonly Uint8Array[];
+  /** With banks in vram: copies blocks from the host copies up to the GPU. */
+  readonly upload: (slots: readonly number[]) => void;
+  /** Where its banks are: a pull into vram is checked by the pull's checksums alone (the GPU's kernel on both sides). */
+  readonly memory: MemoryKind;
   /** The router's decision: the source, its epoch, the prefix's positions and hashes, its tier and link. */
   readonly hint: PullHint;
   readonly prediction?: PullPrediction;
@@ -44,12 +51,13 @@ function clearBlocks(part: RankPart, views: readonly Uint8Array[], count: number
 }
 
 export async function pullAndRecompute(options: PullAndRecomputeOptions): Promise<PullReport> {
-  const { endpoint, part, hint, prediction, beforeRelease } = options;
-  const views = endpoint.bankBytes as Uint8Array[];
+  const { endpoint, part, views, hint, prediction, beforeRelease } = options;
   const hashes = Array.from(hint.hashes);
   // The prefix goes to this rank's blocks 0 … count − 1.
-  const destinationBlocks = Uint32Array.from(hashes, (_, slot) => slot);
+  const slots = hashes.map((_, slot) => slot);
+  const destinationBlocks = Uint32Array.from(slots);
   clearBlocks(part, views, hashes.length);
+  options.upload(slots);
   const receipt = await endpoint.pull({
     hint,
     destinationBlocks,
@@ -58,13 +66,17 @@ export async function pullAndRecompute(options: PullAndRecomputeOptions): Promis
     ...(beforeRelease === undefined ? {} : { beforeRelease }),
   });
   const calibration = calibrationSample(receipt);
-  let verified = options.engineContent !== true || receipt.checkedBlocks === receipt.blocks;
-  for (let slot = 0; slot < receipt.blocks && options.engineContent !== true; slot++)
+  // The engine's bytes, and bytes in vram, are checked by the pull's checksums alone.
+  const byChecksums = options.engineContent === true || options.memory === 'vram';
+  let verified = !byChecksums || receipt.checkedBlocks === receipt.blocks;
+  for (let slot = 0; slot < receipt.blocks && !byChecksums; slot++)
     verified &&= holdsBlockContent(part, views, slot, hashes[slot] as bigint);
   // Recompute: the prefill computes what it could not take (and keeps nothing unverified of the pull).
   for (let slot = receipt.blocks; slot < hashes.length; slot++)
     writeBlockContent(part, views, slot, hashes[slot] as bigint);
+  options.upload(slots.slice(receipt.blocks));
   return {
+    memory: options.memory,
     requested: receipt.requested,
     blocks: receipt.blocks,
     bytes: receipt.bytes,

@@ -194,6 +194,7 @@ describe('the demo messages between the parent and its ranks', () => {
       role: 'prefill',
       tpRank: 0,
       pull: {
+        memory: 'dram',
         requested: 42,
         blocks: 42,
         bytes: 308_281_344,
@@ -210,6 +211,7 @@ describe('the demo messages between the parent and its ranks', () => {
       role: 'prefill',
       tpRank: 0,
       pull: {
+        memory: 'dram',
         requested: 42,
         blocks: 42,
         bytes: 308_281_344,
@@ -242,6 +244,7 @@ describe('the demo messages between the parent and its ranks', () => {
       ),
     ).toThrow('demo message: rank message "quiesced" .terminal must be one of done, cancelled, failed');
     const pull = {
+      memory: 'dram',
       requested: 1,
       blocks: 1,
       bytes: 1,
@@ -255,5 +258,15 @@ describe('the demo messages between the parent and its ranks', () => {
     expect(() => parseRankMessage(JSON.stringify({ type: 'pulled', role: 'prefill', tpRank: 0, pull }))).toThrow(
       'demo message: rank message "pulled" .pull.verify must be one of full, sampled, off',
     );
+    expect(() =>
+      parseRankMessage(
+        JSON.stringify({
+          type: 'pulled',
+          role: 'prefill',
+          tpRank: 0,
+          pull: { ...pull, verify: 'full', memory: 'hbm' },
+        }),
+      ),
+    ).toThrow('demo message: rank message "pulled" .pull.memory must be one of dram, vram');
   });
 });

@@ -2,6 +2,7 @@
 // writes commands to a rank's stdin, the rank reports on its stdout. Both directions are validated
 // field by field; a line of a known type with a bad field is a DemoMessageError naming the field.
 import type { DrainReport } from '@kvreuse/drain';
+import { type MemoryKind, memoryKinds } from '@kvreuse/native-bindings';
 import { type EndpointDrainReport, type VerifyMode, verifyModes } from '@kvreuse/endpoint';
 import { blockHashFromHex, blockHashToHex } from '@kvreuse/inventory';
 import {
@@ -19,6 +20,8 @@ export type RankRole = 'decode' | 'prefill';
 
 /** What the prefill rank measured and checked of one pull. */
 export interface PullReport {
+  /** Where the pulled blocks went: the prefill rank's banks in host memory, or in GPU memory. */
+  readonly memory: MemoryKind;
   readonly requested: number;
   /** The verified prefix it committed. */
   readonly blocks: number;
@@ -252,6 +255,7 @@ const messageFields: Record<RankMessage['type'], Record<string, Check>> = {
     ...said,
     pull: object(
       {
+        memory: oneOf(memoryKinds),
         requested: count,
         blocks: count,
         bytes: count,

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Settings } from '../settings/all-settings.js';
-import type { Backend } from '@kvreuse/native-bindings';
+import type { Backend, MemoryKind } from '@kvreuse/native-bindings';
 import type { Geometry } from '@kvreuse/descriptors';
 import { DemoProcessError } from '../errors.js';
 import { DemoRank, type DemoRankOptions } from './demo-rank.js';
@@ -45,6 +45,8 @@ export interface RankProcessesOptions {
   readonly libraryPath?: string;
   /** How long every rank gets to become ready; a rank that takes longer fails the start. */
   readonly readyTimeoutMs: number;
+  /** Where every rank's banks are: host memory (default), or GPU memory (GPU reuse admitted). */
+  readonly memory?: MemoryKind;
   /** Variables added to every rank process's environment (say `UCX_TLS`); this process's own are left alone. */
   readonly env?: Readonly<Record<string, string>>;
   readonly onMessage?: (rank: RankSpec, message: RankMessage) => void;
@@ -136,6 +138,7 @@ function rankOptions(
     ...library,
     ...metricsPortOf(options.settings, index),
     ...(geometry === undefined ? {} : { geometry }),
+    ...(options.memory === undefined ? {} : { memory: options.memory }),
   };
 }
 

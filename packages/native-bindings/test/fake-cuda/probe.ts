@@ -31,8 +31,10 @@ const geometry: Geometry = {
 };
 
 /**
- * A template pull between vram banks of two loopback agents (TP 1 → TP 1, 4 banks of 4 blocks each), then
- * each side's block checksums by the GPU's kernel: the bytes the gather moved, and whether the sums agree.
+ * A template pull between vram banks of two loopback agents (TP 1 → TP 1, 4 banks of 4 blocks each), the
+ * source's content copied up from the host (`Allocation.write`), then each side's block checksums by the
+ * GPU's kernel: the bytes the gather moved, whether the sums agree, and whether the destination's blocks
+ * changed from what they held before (the written content arrived, not zeros on both sides).
  */
 async function templatePull(gpu: number): Promise<Record<string, unknown>> {
   const rank = (workerId: string, role: 'decode' | 'prefill') =>
@@ -47,17 +49,22 @@ async function templatePull(gpu: number): Promise<Record<string, unknown>> {
     remoteRegions: source.regions.map((region) => region.id),
   });
   const [sourceBlocks, destinationBlocks] = [Uint32Array.from([3, 1]), Uint32Array.from([0, 2])];
+  const content = Uint8Array.from({ length: source.allocation.bytes }, (_, i) => (i * 131 + 7) & 0xff);
+  source.allocation.write(content);
+  const destinationSums = () =>
+    destination.agent.blockChecksums({
+      template,
+      side: 'destination',
+      regions: destination.regions,
+      blocks: destinationBlocks,
+    });
+  const before = destinationSums();
   const operation = destination.agent.postBlocks({ template: handle, sourceBlocks, destinationBlocks });
   const { bytesDone } = await operation.done;
   operation.release();
   handle.release();
   const sent = source.agent.blockChecksums({ template, side: 'source', regions: source.regions, blocks: sourceBlocks });
-  const received = destination.agent.blockChecksums({
-    template,
-    side: 'destination',
-    regions: destination.regions,
-    blocks: destinationBlocks,
-  });
+  const received = destinationSums();
   await closeRank(source);
   await closeRank(destination);
   const rowBytes = Array.from(template.rowBytes, (bytes, r) => Number(bytes) * (template.rows[r] as number));
@@ -65,6 +72,7 @@ async function templatePull(gpu: number): Promise<Record<string, unknown>> {
     bytes: bytesDone,
     planned: 2 * rowBytes.reduce((sum, bytes) => sum + bytes, 0),
     checksumsAgree: sent.length === 2 && sent.every((sum, i) => sum === received[i]),
+    contentArrived: received.every((sum, i) => sum !== before[i]),
   };
 }
 
@@ -85,6 +93,7 @@ const report = {
   hostAsVram: refusal(() => agent.register({ address: host.address, bytes: host.bytes, kind: 'vram' })),
   otherGpu: refusal(() => agent.register({ address: allocation.address, bytes: 4096, kind: 'vram', device: otherGpu })),
   noSuchGpu: refusal(() => agent.allocateVram(999, 4096)),
+  writePastEnd: refusal(() => allocation.write(new Uint8Array(16), allocation.bytes - 8)),
   templatePull: await templatePull(gpu),
 };
 await region.deregister();
