@@ -172,21 +172,16 @@ export interface LedgerCounts {
 }
 
 /** The regions a post records of its request. */
-interface PostRegions {
-  readonly localRegions: readonly number[];
-  readonly remoteRegions: readonly number[];
-  readonly blockPairs: number | undefined;
-}
+type PostRegions = Pick<LedgerOperation, 'localRegions' | 'remoteRegions' | 'blockPairs'>;
+/** What a post records of its request, besides the native operation. */
+type PostRecord = PostRegions & Pick<LedgerOperation, 'peer' | 'banks' | 'postedAt'>;
+
+// The class carries the recorded fields of LedgerOperation (declared once, there).
+interface Entry extends PostRecord {}
 
 // One object per operation, its fields set in one order by the constructor: the ledger keeps thousands
 // of them live, and promises, ids and result objects are made only for the operations someone looks at.
 class Entry implements LedgerOperation {
-  readonly peer: string;
-  readonly banks: readonly Bank[];
-  readonly localRegions: readonly number[];
-  readonly remoteRegions: readonly number[];
-  readonly blockPairs: number | undefined;
-  readonly postedAt: number;
   readonly nativeId: bigint;
   readonly native: NativeOperation;
   readonly references: BankReference[];
@@ -208,12 +203,13 @@ class Entry implements LedgerOperation {
     native: NativeOperation,
     references: BankReference[],
   ) {
-    this.peer = peer;
-    this.banks = banks;
-    this.localRegions = regions.localRegions;
-    this.remoteRegions = regions.remoteRegions;
-    this.blockPairs = regions.blockPairs;
-    this.postedAt = postedAt;
+    const recorded = this as { -readonly [Field in keyof PostRecord]: PostRecord[Field] };
+    recorded.peer = peer;
+    recorded.banks = banks;
+    recorded.localRegions = regions.localRegions;
+    recorded.remoteRegions = regions.remoteRegions;
+    recorded.blockPairs = regions.blockPairs;
+    recorded.postedAt = postedAt;
     this.#agentName = agentName;
     this.native = native;
     this.nativeId = native.id;
