@@ -809,7 +809,8 @@ figures['facade.max_blocking_call_ms'] = {
     `${byCall.slice(1, 4).map(describeBlockingCall).join(', ')}; the longest posts: ${posts.map(describeBlockingCall).join(', ')}; ` +
     `the longest of each phase: ${longestByPhase.join('; ')}); ` +
     `wall-clock time, so preemption counts ` +
-    `(the thread's CPU time beside it for calls over 1 ms: far below the wall time, the thread waited or was preempted; ` +
+    `(the thread's CPU time beside it for calls over 1 ms: far below the wall time, the thread waited or was preempted, ` +
+    `and its context switches during the call say which: preempted (runnable, another thread had the core) or blocked (a lock, a wait on the agent's thread); ` +
     `and the garbage collections V8 ran during the call, when it ran any): load average ${loadavg()
       .map((load) => load.toFixed(1))
       .join(', ')} on ${cpus().length} cores at the end; the source processes' calls are not counted`,
