@@ -1,6 +1,8 @@
 /* Status codes, error details, version, capabilities and counter names. */
 #include "harness.h"
 
+#include <time.h>
+
 static void status_names_and_texts(void) {
     CHECK(strcmp(kvt_status_name(KVT_OK), "KVT_OK") == 0, "KVT_OK name");
     CHECK(strcmp(kvt_status_name(KVT_ERR_BUSY), "KVT_ERR_BUSY") == 0, "BUSY name");
@@ -54,5 +56,22 @@ static void counter_names(void) {
     for (uint32_t i = 0; i < KVT_COUNTER_COUNT; i++) CHECK(kvt_counter_name(i) != NULL, "counter %u has a name", i);
 }
 
+static void thread_usage_counts_blocking(void) {
+    uint64_t before[3] = {0}, after[3] = {0}, prefix[2] = {0, 77};
+    CHECK_OK(kvt_thread_usage(before, 3));
+    struct timespec nap = {.tv_sec = 0, .tv_nsec = 2000000};
+    nanosleep(&nap, NULL); /* the thread sleeps: a voluntary context switch */
+    CHECK_OK(kvt_thread_usage(after, 3));
+    CHECK(after[0] >= before[0], "cpu time does not go back (%llu, %llu)", (unsigned long long)before[0],
+          (unsigned long long)after[0]);
+    CHECK(after[1] >= before[1] + 1, "the sleep counts as blocked (%llu, %llu)", (unsigned long long)before[1],
+          (unsigned long long)after[1]);
+    CHECK(after[2] >= before[2], "preemptions do not go back");
+    CHECK_OK(kvt_thread_usage(prefix, 1));
+    CHECK(prefix[1] == 77, "a short array gets a prefix");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_thread_usage(NULL, 3));
+    CHECK_DETAIL("values");
+}
+
 TEST_MAIN("status", TEST(status_names_and_texts), TEST(detail_is_thread_local_and_cleared),
-          TEST(version_and_capabilities), TEST(counter_names))
+          TEST(version_and_capabilities), TEST(counter_names), TEST(thread_usage_counts_blocking))

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,18 @@ uint64_t kvt_thread_cpu_ns(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int32_t kvt_thread_usage(uint64_t *values, uint32_t capacity) {
+    if (!values) return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_thread_usage: values is NULL");
+    struct rusage usage;
+    if (getrusage(RUSAGE_THREAD, &usage) != 0)
+        return kvt_fail(KVT_ERR_BACKEND, "kvt_thread_usage: getrusage(RUSAGE_THREAD) failed");
+    uint64_t cpu_us = (uint64_t)usage.ru_utime.tv_sec * 1000000u + (uint64_t)usage.ru_utime.tv_usec +
+                      (uint64_t)usage.ru_stime.tv_sec * 1000000u + (uint64_t)usage.ru_stime.tv_usec;
+    const uint64_t all[3] = {cpu_us * 1000u, (uint64_t)usage.ru_nvcsw, (uint64_t)usage.ru_nivcsw};
+    for (uint32_t i = 0; i < capacity && i < 3; i++) values[i] = all[i];
+    return KVT_OK;
 }
 
 static uint32_t crc_table[256];

@@ -35,6 +35,17 @@ describe('DeadlineScheduler', () => {
     expect(clock.pending).toBe(0);
   });
 
+  it('calls one shared callback with the subject each deadline was scheduled for', () => {
+    const clock = new ManualClock();
+    const scheduler = new DeadlineScheduler(clock);
+    const fired: string[] = [];
+    const fire = (subject: { name: string }) => fired.push(subject.name);
+    scheduler.schedule(20, fire, { name: 'second' });
+    scheduler.schedule(10, fire, { name: 'first' });
+    clock.advance(30);
+    expect(fired).toEqual(['first', 'second']);
+  });
+
   it('skips cancelled deadlines and disarms when none is left', () => {
     const clock = new ManualClock();
     const scheduler = new DeadlineScheduler(clock);

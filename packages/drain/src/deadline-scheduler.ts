@@ -25,7 +25,9 @@ class Entry implements Deadline {
     readonly book: Book,
     readonly at: number,
     readonly sequence: number,
-    readonly fire: () => void,
+    readonly fire: (subject: unknown) => void,
+    /** What `fire` is called with: one shared callback serves many deadlines, no closure each. */
+    readonly subject: unknown,
     /** The book's epoch when scheduled. */
     readonly epoch: number,
   ) {}
@@ -70,11 +72,14 @@ export class DeadlineScheduler {
     return this.#heap[0]?.at;
   }
 
-  schedule(at: number, fire: () => void): Deadline {
+  /** Calls `fire(subject)` at `at` (clock time) unless cancelled before. */
+  schedule<Subject>(at: number, fire: (subject: Subject) => void, subject: Subject): Deadline;
+  schedule(at: number, fire: () => void): Deadline;
+  schedule(at: number, fire: (subject: unknown) => void, subject?: unknown): Deadline {
     if (typeof at !== 'number' || Number.isNaN(at))
       throw new InvalidDrainOptionError('at', at, 'must be a clock time in milliseconds');
     checkFunction('fire', fire);
-    const entry = new Entry(this.#book, at, this.#sequence++, fire, this.#book.epoch);
+    const entry = new Entry(this.#book, at, this.#sequence++, fire, subject, this.#book.epoch);
     this.#push(entry);
     this.#book.live += 1;
     this.#arm();
@@ -92,7 +97,7 @@ export class DeadlineScheduler {
       this.#pop();
       top.cancelled = true;
       this.#book.live -= 1;
-      top.fire();
+      top.fire(top.subject);
     }
     this.#arm();
   }

@@ -171,11 +171,10 @@ export interface LedgerCounts {
   readonly lateSuccesses: number;
 }
 
+/** The regions a post records of its request. */
+type PostRegions = Pick<LedgerOperation, 'localRegions' | 'remoteRegions' | 'blockPairs'>;
 /** What a post records of its request, besides the native operation. */
-type PostRecord = Pick<
-  LedgerOperation,
-  'peer' | 'banks' | 'localRegions' | 'remoteRegions' | 'blockPairs' | 'postedAt'
->;
+type PostRecord = PostRegions & Pick<LedgerOperation, 'peer' | 'banks' | 'postedAt'>;
 
 // The class carries the recorded fields of LedgerOperation (declared once, there).
 interface Entry extends PostRecord {}
@@ -195,15 +194,23 @@ class Entry implements LedgerOperation {
   readonly #outcome = new Settlement<OperationOutcome>();
   readonly #quiescence = new Settlement<Quiescence>();
 
-  constructor(agentName: string, record: PostRecord, native: NativeOperation, references: BankReference[]) {
-    this.#agentName = agentName;
+  constructor(
+    agentName: string,
+    peer: string,
+    banks: readonly Bank[],
+    regions: PostRegions,
+    postedAt: number,
+    native: NativeOperation,
+    references: BankReference[],
+  ) {
     const recorded = this as { -readonly [Field in keyof PostRecord]: PostRecord[Field] };
-    recorded.peer = record.peer;
-    recorded.banks = record.banks;
-    recorded.localRegions = record.localRegions;
-    recorded.remoteRegions = record.remoteRegions;
-    recorded.blockPairs = record.blockPairs;
-    recorded.postedAt = record.postedAt;
+    recorded.peer = peer;
+    recorded.banks = banks;
+    recorded.localRegions = regions.localRegions;
+    recorded.remoteRegions = regions.remoteRegions;
+    recorded.blockPairs = regions.blockPairs;
+    recorded.postedAt = postedAt;
+    this.#agentName = agentName;
     this.native = native;
     this.nativeId = native.id;
     this.references = references;
@@ -283,6 +290,10 @@ export class OperationLedger<
   readonly clock: Clock;
   readonly #scheduler: DeadlineScheduler;
   readonly #live = new Set<Entry>();
+  /** How many of #live are quarantined: idleness and counts read it instead of walking #live. */
+  #quarantinedLive = 0;
+  /** The deadline callback of every operation's timeout (one function, the entry its subject). */
+  readonly #timeOutEntry = (entry: Entry) => this.#timeOut(entry);
   readonly #listeners = new Listeners<LedgerEvents>();
   readonly #idleWaiters = new Set<() => void>();
   #intakeStopped = false;
@@ -312,9 +323,7 @@ export class OperationLedger<
   }
 
   counts(): LedgerCounts {
-    let quarantined = 0;
-    for (const entry of this.#live) if (entry.phase === 'quarantined') quarantined += 1;
-    return { live: this.#live.size, quarantined, ...this.#counts };
+    return { live: this.#live.size, quarantined: this.#quarantinedLive, ...this.#counts };
   }
 
   /** Operations not yet quiescent (in flight, timed out or quarantined). */
@@ -348,15 +357,15 @@ export class OperationLedger<
     const banks = [...options.banks];
     checkBanks(banks, this.agent.name);
     checkRegionsCovered(banks, request.localRegions, this.agent.name);
+    const localRegions = new Array<number>(request.localRegions.length);
+    for (let index = 0; index < localRegions.length; index++)
+      localRegions[index] = (request.localRegions[index] as { id: number }).id;
     return this.#record(
       options,
       banks,
-      {
-        localRegions: request.localRegions.map((region) => region.id),
-        remoteRegions: Array.from(request.remoteRegions),
-        blockPairs: undefined,
-      },
-      () => this.agent.post(request),
+      { localRegions, remoteRegions: Array.from(request.remoteRegions), blockPairs: undefined },
+      request,
+      undefined,
     );
   }
 
@@ -384,7 +393,8 @@ export class OperationLedger<
         remoteRegions: [],
         blockPairs: request.sourceBlocks?.length ?? 0,
       },
-      () => postBlocks.call(this.agent, request),
+      request,
+      postBlocks,
     );
   }
 
@@ -398,40 +408,38 @@ export class OperationLedger<
     return peer;
   }
 
-  /** Takes a reference on every bank, posts, and records the operation; a refused post releases the references again. */
+  /**
+   * Takes a reference on every bank, posts (`agent.post(request)`, or `postBlocks` on the agent), and
+   * records the operation; a refused post releases the references again.
+   */
   #record(
     options: PostOptions,
     banks: Bank[],
-    regions: Pick<PostRecord, 'localRegions' | 'remoteRegions' | 'blockPairs'>,
-    postNative: () => NativeOperation,
+    regions: PostRegions,
+    request: Request | BlocksRequest,
+    postBlocks: ((request: BlocksRequest) => NativeOperation) | undefined,
   ): LedgerOperation {
-    const references = banks.map((bank) => bank.acquire());
+    const references = new Array<BankReference>(banks.length);
+    for (let index = 0; index < banks.length; index++) references[index] = (banks[index] as Bank).acquire();
     let native: NativeOperation;
     try {
-      native = postNative();
+      native =
+        postBlocks === undefined
+          ? this.agent.post(request as Request)
+          : postBlocks.call(this.agent, request as BlocksRequest);
     } catch (error) {
       for (const reference of references) reference.release();
       if (nativeCodeOf(error) === 'REMOTE_DISCONNECT')
         this.peers.markUnhealthy(options.ticket.name, 'a post failed with REMOTE_DISCONNECT');
       throw error;
     }
-    const entry = new Entry(
-      this.agent.name,
-      {
-        peer: options.ticket.name,
-        banks,
-        localRegions: regions.localRegions,
-        remoteRegions: regions.remoteRegions,
-        blockPairs: regions.blockPairs,
-        postedAt: this.clock.now(),
-      },
-      native,
-      references,
-    );
+    const entry = new Entry(this.agent.name, options.ticket.name, banks, regions, this.clock.now(), native, references);
     this.#live.add(entry);
     this.#counts.posted += 1;
-    entry.deadline = this.#scheduler.schedule(entry.postedAt + this.timeouts.operationTimeoutMs, () =>
-      this.#timeOut(entry),
+    entry.deadline = this.#scheduler.schedule(
+      entry.postedAt + this.timeouts.operationTimeoutMs,
+      this.#timeOutEntry,
+      entry,
     );
     this.#listeners.emit('posted', entry);
     native.done.then(
@@ -503,8 +511,7 @@ export class OperationLedger<
   }
 
   #hasUnquarantined(): boolean {
-    for (const entry of this.#live) if (entry.phase !== 'quarantined') return true;
-    return false;
+    return this.#live.size > this.#quarantinedLive;
   }
 
   #timeOut(entry: Entry): void {
@@ -580,6 +587,7 @@ export class OperationLedger<
     if (entry.phase === 'quiescent' || entry.phase === 'quarantined') return;
     entry.deadline?.cancel();
     entry.phase = 'quarantined';
+    this.#quarantinedLive += 1;
     entry.quarantineReason = reason;
     for (const bank of entry.banks) bank.retain(`quarantined: ${reason}`, 'quarantine');
     this.#listeners.emit('quarantined', entry);
@@ -589,6 +597,7 @@ export class OperationLedger<
   #quiesce(entry: Entry, terminal: TerminalState, bytesDone: number, code?: string): void {
     if (entry.phase === 'quiescent') return;
     const quarantined = entry.phase === 'quarantined';
+    if (quarantined) this.#quarantinedLive -= 1;
     const late = terminal === 'done' && entry.outcomeSettled;
     entry.deadline?.cancel();
     entry.phase = 'quiescent';

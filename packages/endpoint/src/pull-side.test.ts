@@ -174,7 +174,7 @@ describe('ReuseEndpoint.pull', () => {
     const { decode, reader, pinsHeld } = await servingPair(cleanups, {
       secret: ClusterSecret.readOrCreate(join(dir, 'another.secret')),
     });
-    const load = vi.spyOn(reader.agent, 'loadPeer');
+    const load = vi.spyOn(reader.agent, 'loadPeerInBackground');
     const refused = await reader.endpoint
       .pull({ hint: hintFor(decode, 2), destinationBlocks: destinationBlocks(2) })
       .catch((error: unknown) => error);

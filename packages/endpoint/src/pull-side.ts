@@ -34,7 +34,7 @@ import { loadSourcePeers } from './source-peer.js';
 import { rankOf, sameRank } from './ranks.js';
 
 export interface PullSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer' | 'peers' | 'blockChecksums'>;
+  readonly agent: Pick<Agent, 'loadPeerInBackground' | 'peers' | 'blockChecksums'>;
   /** Sources' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
   readonly rank: RankId;
@@ -123,7 +123,7 @@ export class PullSide {
     request.signal?.throwIfAborted();
 
     const template = this.#options.templates.between(source, destination);
-    const { pairIndexes, sourceParts, sources } = this.#sourcesOf(template, source);
+    const { pairIndexes, sourceParts, sources } = await this.#sourcesOf(template, source);
 
     const link = { linkClass: hint.linkClass, tier: hint.tier };
     const hashes = hint.hashes instanceof BigUint64Array ? hint.hashes : BigUint64Array.from(hint.hashes);
@@ -185,14 +185,14 @@ export class PullSide {
    * The template's pairs that end at this rank, the source rank of each, and a peer (tracked in the
    * peer book) for each of those source ranks.
    */
-  #sourcesOf(
+  async #sourcesOf(
     template: TransferTemplate,
     source: Worker,
-  ): {
+  ): Promise<{
     pairIndexes: number[];
     sourceParts: RankPart[];
     sources: Map<RankPart, { peer: Peer; ticket: PeerTicket }>;
-  } {
+  }> {
     const pairIndexes = template.pairs.flatMap((route, pair) =>
       sameRank(route.destinationRank, this.#options.rank) ? [pair] : [],
     );
@@ -203,7 +203,8 @@ export class PullSide {
         ) as RankPart,
     );
     const sources = new Map<RankPart, { peer: Peer; ticket: PeerTicket }>();
-    for (const [part, peer] of loadSourcePeers(this.#options.agent, new Set(sourceParts), this.#options.secret)) {
+    const loaded = await loadSourcePeers(this.#options.agent, new Set(sourceParts), this.#options.secret);
+    for (const [part, peer] of loaded) {
       sources.set(part, { peer, ticket: this.#options.peers.track(part.transport.agentName, part.incarnation, peer) });
     }
     return { pairIndexes, sourceParts, sources };

@@ -5,8 +5,9 @@ import type { RankId, RankPart, TransferTemplate, Worker } from '@kvreuse/descri
 import type { OperationLedger, PeerBook, PeerTicket } from '@kvreuse/drain';
 import type { Agent, PostBlocksRequest, PostRequest, RegisteredTemplate } from '@kvreuse/native-bindings';
 import type { ClusterSecret } from '@kvreuse/discovery';
-import { loadRankPeer, type RegisteredRank } from '@kvreuse/registry';
+import type { RegisteredRank } from '@kvreuse/registry';
 import type { WorkerWatches } from './discovered-workers.js';
+import { loadQueuedRankPeer } from './peer-loads.js';
 import { EndpointError, EndpointOptionError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
 import { rankOf, sameRank } from './ranks.js';
@@ -39,7 +40,7 @@ export class PushFailedError extends EndpointError {
 }
 
 export interface PushSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer'>;
+  readonly agent: Pick<Agent, 'loadPeerInBackground'>;
   /** Destinations' metadata is loaded only when signed under it. */
   readonly secret: ClusterSecret;
   readonly rank: RankId;
@@ -90,11 +91,10 @@ export class PushSide {
         `it is not ready: ${readiness.reasons.map((reason) => reason.message).join('; ')}`,
       );
     const template = this.#options.templates.between(own.worker, readiness.worker);
-    const writes = template.pairs.flatMap((route, pair) =>
-      sameRank(route.sourceRank, this.#options.rank)
-        ? [this.#write(template, pair, readiness.worker, own.registered)]
-        : [],
-    );
+    const writes: { write: RegisteredTemplate; ticket: PeerTicket }[] = [];
+    for (const [pair, route] of template.pairs.entries())
+      if (sameRank(route.sourceRank, this.#options.rank))
+        writes.push(await this.#write(template, pair, readiness.worker, own.registered));
     const started = performance.now();
     let bytes = 0;
     // One post per block and rank pair, a block at a time: the first transfer to a freshly loaded peer
@@ -123,16 +123,16 @@ export class PushSide {
   }
 
   /** The pair's write template and the destination rank's peer, loaded and tracked for this push. */
-  #write(
+  async #write(
     template: TransferTemplate,
     pair: number,
     destination: Worker,
     local: RegisteredRank,
-  ): { write: RegisteredTemplate; ticket: PeerTicket } {
+  ): Promise<{ write: RegisteredTemplate; ticket: PeerTicket }> {
     const { agent, secret, peers, templates } = this.#options;
     const target = (template.pairs[pair] as (typeof template.pairs)[number]).destinationRank;
     const part = destination.ranks.find((candidate) => sameRank(rankOf(candidate), target)) as RankPart;
-    const peer = loadRankPeer(agent, part, secret);
+    const peer = await loadQueuedRankPeer(agent, part, secret);
     const ticket = peers.track(part.transport.agentName, destination.incarnation, peer);
     const write = templates.registered({
       template,

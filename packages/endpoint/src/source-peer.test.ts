@@ -35,9 +35,9 @@ const partOf = (agent: AgentMetadata): RankPart =>
   signedTestParts(testGeometry, 'source-0', [agent], secret)[0] as RankPart;
 
 /** What loading `part` throws. */
-function refusalOf(reader: Agent, part: RankPart): unknown {
+async function refusalOf(reader: Agent, part: RankPart): Promise<unknown> {
   try {
-    loadSourcePeer(reader, part, secret);
+    await loadSourcePeer(reader, part, secret);
   } catch (error) {
     return error;
   }
@@ -87,7 +87,7 @@ describe('loadSourcePeer', () => {
   it('loads the peer of a source rank whose metadata is signed for it', async () => {
     const reader = await createAgent();
     const source = await createAgent();
-    const peer = loadSourcePeer(reader, partOf(source), secret);
+    const peer = await loadSourcePeer(reader, partOf(source), secret);
     expect(peer.info().state).toBe('ready');
     expect(reader.counters().livePeers).toBe(1);
   });
@@ -96,7 +96,7 @@ describe('loadSourcePeer', () => {
     const reader = await createAgent();
     const sources = [await createAgent(), await createAgent()];
     const parts = signedTestParts(testGeometry, 'source-0', sources, secret);
-    const peers = loadSourcePeers(reader, parts, secret);
+    const peers = await loadSourcePeers(reader, parts, secret);
     expect([...peers.keys()]).toEqual(parts);
     expect([...peers.values()].map((peer) => peer.info().state)).toEqual(['ready', 'ready']);
     expect(reader.counters().livePeers).toBe(2);
@@ -107,7 +107,7 @@ describe('loadSourcePeer', () => {
     const source = await createAgent();
     const part = partOf(source);
     await source.close();
-    const refused = refusalOf(reader, part);
+    const refused = await refusalOf(reader, part);
     expect(refused).toBeInstanceOf(PullRefusedError);
     expect(refused).toEqual(refusal('source-unreachable', 'REMOTE_DISCONNECT', /is not alive/));
     expect(refused).toMatchObject({
@@ -123,7 +123,7 @@ describe('loadSourcePeer', () => {
     const source = await createAgent();
     const corrupted = source.metadata();
     corrupted[corrupted.length - 1] = (corrupted[corrupted.length - 1] ?? 0) ^ 0xff;
-    const refused = refusalOf(reader, partOf({ name: source.name, metadata: () => corrupted }));
+    const refused = await refusalOf(reader, partOf({ name: source.name, metadata: () => corrupted }));
     expect(refused).toEqual(refusal('metadata-refused', 'INVALID_PARAM', /checksum mismatch/));
     expect(refused).toMatchObject({ message: expect.stringContaining('its transport metadata cannot be loaded here') });
     expect(reader.counters().livePeers).toBe(0);
@@ -133,13 +133,13 @@ describe('loadSourcePeer', () => {
     const reader = await createAgent();
     const source = await createAgent();
     await reader.close();
-    expect(() => loadSourcePeer(reader, partOf(source), secret)).toThrow(HandleClosedError);
+    await expect(loadSourcePeer(reader, partOf(source), secret)).rejects.toThrow(HandleClosedError);
   });
 
   it('refuses a loopback agent of another process (source-unreachable, NOT_SUPPORTED)', async () => {
     const { loopback } = await goneProcessAgents();
     const reader = await createAgent();
-    expect(refusalOf(reader, partOf(loopback!))).toEqual(
+    expect(await refusalOf(reader, partOf(loopback!))).toEqual(
       refusal('source-unreachable', 'NOT_SUPPORTED', /lives in process \d+, not this one/),
     );
     expect(reader.counters().livePeers).toBe(0);
@@ -149,7 +149,7 @@ describe('loadSourcePeer', () => {
     it('refuses the metadata of a source on another backend (metadata-refused, MISMATCH)', async () => {
       const reader = await createAgent('loopback');
       const source = await createAgent('ucx');
-      const refused = refusalOf(reader, partOf(source));
+      const refused = await refusalOf(reader, partOf(source));
       expect(refused).toEqual(
         refusal('metadata-refused', 'MISMATCH', /is for the ucx backend; agent .* uses loopback/),
       );
@@ -159,7 +159,7 @@ describe('loadSourcePeer', () => {
     it('refuses the ucx agent of a process that is gone (source-unreachable, REMOTE_DISCONNECT)', async () => {
       const { ucx } = await goneProcessAgents();
       const reader = await createAgent('ucx');
-      expect(refusalOf(reader, partOf(ucx!))).toEqual(
+      expect(await refusalOf(reader, partOf(ucx!))).toEqual(
         refusal('source-unreachable', 'REMOTE_DISCONNECT', /the process \(pid \d+\) of peer .* is gone/),
       );
       expect(reader.counters().livePeers).toBe(0);

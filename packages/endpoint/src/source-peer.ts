@@ -6,6 +6,7 @@ import { type Agent, NativeTransportError, type Peer, type StatusCodeName } from
 import { type ClusterSecret, TransportMetadataRefusedError } from '@kvreuse/discovery';
 import { loadRankPeer } from '@kvreuse/registry';
 import { describeRank, type PullRefusal, PullRefusedError } from './errors.js';
+import { queuePeerLoad } from './peer-loads.js';
 
 /**
  * The kvt_peer_load failures that are the source's (native/src/peer.c, metadata.c, ucx.c, loopback.c):
@@ -28,9 +29,13 @@ const sourceFailures: Partial<Record<StatusCodeName, { readonly reason: PullRefu
  * pull (`metadata-refused`, the `TransportMetadataRefusedError` as cause), and so does a native failure
  * that is the source's (`source-unreachable` or `metadata-refused`, the `NativeTransportError` as cause).
  */
-export function loadSourcePeer(agent: Pick<Agent, 'loadPeer'>, part: RankPart, secret: ClusterSecret): Peer {
+export async function loadSourcePeer(
+  agent: Pick<Agent, 'loadPeerInBackground'>,
+  part: RankPart,
+  secret: ClusterSecret,
+): Promise<Peer> {
   try {
-    return loadRankPeer(agent, part, secret);
+    return await loadRankPeer(agent, part, secret);
   } catch (error) {
     const rank = `${part.workerId} ${describeRank({ tpRank: part.parallel.tpRank, ppRank: part.parallel.ppRank })}`;
     if (error instanceof TransportMetadataRefusedError)
@@ -46,22 +51,31 @@ export function loadSourcePeer(agent: Pick<Agent, 'loadPeer'>, part: RankPart, s
 }
 
 /**
- * The peers of `parts`, loaded all or none: when one is refused (or fails), the peers this call loaded
- * anew are unloaded before the error is thrown, so a refused pull leaves no peer of its own behind.
- * Peers loaded before it — by an earlier pull, or to answer a reader's pins — are left loaded.
+ * The peers of `parts`, loaded all or none, on the agent's thread (queued behind its other peer loads):
+ * when one is refused (or fails), the peers this call loaded anew are unloaded before the promise
+ * rejects, so a refused pull leaves no peer of its own behind. Peers loaded before it — by an earlier
+ * pull, or to answer a reader's pins — are left loaded.
  */
 export function loadSourcePeers(
-  agent: Pick<Agent, 'loadPeer' | 'peers'>,
+  agent: Pick<Agent, 'loadPeerInBackground' | 'peers'>,
   parts: Iterable<RankPart>,
   secret: ClusterSecret,
-): Map<RankPart, Peer> {
+): Promise<Map<RankPart, Peer>> {
+  return queuePeerLoad(agent, () => loadAllOrNone(agent, [...parts], secret));
+}
+
+async function loadAllOrNone(
+  agent: Pick<Agent, 'loadPeerInBackground' | 'peers'>,
+  parts: readonly RankPart[],
+  secret: ClusterSecret,
+): Promise<Map<RankPart, Peer>> {
   const peers = new Map<RankPart, Peer>();
   const loadedBefore = new Set(agent.peers());
   const loadedAnew: Peer[] = [];
   try {
     for (const part of parts) {
-      // loadPeer hands back the same Peer for one already loaded (a newer generation updates it).
-      const peer = loadSourcePeer(agent, part, secret);
+      // A load hands back the same Peer for one already loaded (a newer generation updates it).
+      const peer = await loadSourcePeer(agent, part, secret);
       if (!loadedBefore.has(peer) && !loadedAnew.includes(peer)) loadedAnew.push(peer);
       peers.set(part, peer);
     }

@@ -5,13 +5,13 @@ import type { Clock, ReaderWait } from '@kvreuse/drain';
 import type { Agent, Peer } from '@kvreuse/native-bindings';
 import { type ClusterSecret, type DiscoveryStore, type Lease, type LeaseId } from '@kvreuse/discovery';
 import { InventoryPublisher, type RetentionTier } from '@kvreuse/inventory';
-import { loadRankPeer } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
 import { type ChecksumSource, sideChecksums } from './side-checksums.js';
 import { readWorkerIncarnation } from './discovered-workers.js';
 import { describeRank, UnknownReaderError } from './errors.js';
 import type { PeerTemplates } from './peer-templates.js';
 import type { PinRequestMessage } from './pin-messages.js';
+import { loadQueuedRankPeer } from './peer-loads.js';
 import type { PinAdapter } from './pin-adapter.js';
 import type { PinChannel } from './pin-auth.js';
 import { type PinReadersOutcome, PinServer, type PinSourceIdentity, type ServedPin } from './pin-server.js';
@@ -38,7 +38,7 @@ export interface ServeOptions {
 }
 
 export interface SourceSideOptions {
-  readonly agent: Pick<Agent, 'loadPeer' | 'blockChecksums'>;
+  readonly agent: Pick<Agent, 'loadPeerInBackground' | 'blockChecksums'>;
   /** The rank's pin messages (see `PinServerOptions.channel`). */
   readonly channel: PinChannel;
   readonly discovery: DiscoveryStore;
@@ -217,7 +217,7 @@ export class SourceSide {
       );
     }
     this.#readers.set(key, readerWorker);
-    const peer = loadRankPeer(this.#options.agent, part, this.#options.secret);
+    const peer = await loadQueuedRankPeer(this.#options.agent, part, this.#options.secret);
     this.#readerPeers.set(sender, peer);
     return peer;
   }

@@ -714,6 +714,12 @@ function describeOverhead(where: string, o: Overhead): string {
 // one is a figure of its own, and the longest of each phase of the bench says where the long ones fall.
 const blockingCalls = monitorBlockingCalls();
 const longestByPhase: string[] = [];
+/**
+ * KVREUSE_BENCH_PHASES=caller,read runs only the phases whose names contain one of its words (e.g. to
+ * look into facade.max_blocking_call_ms); such a partial run prints its figures and writes no file.
+ */
+const onlyPhases = process.env.KVREUSE_BENCH_PHASES?.split(',').filter((word) => word !== '');
+const selected = (name: string): boolean => onlyPhases === undefined || onlyPhases.some((word) => name.includes(word));
 async function phase<T>(name: string, run: () => Promise<T>): Promise<T> {
   const monitor = monitorBlockingCalls();
   try {
@@ -726,45 +732,55 @@ async function phase<T>(name: string, run: () => Promise<T>): Promise<T> {
 }
 const caps = transport.capabilities();
 console.log(`library: ${caps.version} at ${caps.libraryPath}`);
-const loopbackPair = await phase('loopback setup', () => openPair('loopback', OVERHEAD_BYTES, 5));
-const loopback = await phase('loopback posts of 100,000 descriptors', () =>
-  postOverhead({
-    agent: loopbackPair.reader,
-    bank: loopbackPair.readerBank,
-    region: loopbackPair.readerRegion,
-    peer: loopbackPair.sourcePeer,
-    remoteRegion: loopbackPair.sourceRegion.id,
-    close: async () => loopbackPair.close(),
-  }),
-);
-console.log(`post.per_descriptor_ns: ${describeOverhead('loopback, one process', loopback)}`);
+const LOOPBACK_POSTS = 'loopback posts of 100,000 descriptors';
+const UCX_POSTS = 'ucx posts of 100,000 descriptors';
+async function loopbackPosts(): Promise<Overhead> {
+  const loopbackPair = await phase('loopback setup', () => openPair('loopback', OVERHEAD_BYTES, 5));
+  return phase(LOOPBACK_POSTS, () =>
+    postOverhead({
+      agent: loopbackPair.reader,
+      bank: loopbackPair.readerBank,
+      region: loopbackPair.readerRegion,
+      peer: loopbackPair.sourcePeer,
+      remoteRegion: loopbackPair.sourceRegion.id,
+      close: async () => loopbackPair.close(),
+    }),
+  );
+}
+const loopback = selected(LOOPBACK_POSTS) ? await loopbackPosts() : undefined;
+if (loopback) console.log(`post.per_descriptor_ns: ${describeOverhead('loopback, one process', loopback)}`);
 
 if (caps.backends.includes('ucx')) {
-  const ucx = await phase('ucx posts of 100,000 descriptors', async () =>
-    postOverhead(await remoteSource(OVERHEAD_BYTES, 5)),
-  );
-  const perftestGetNs = (OVERHEAD_PIECE / (await ucxPerftest(OVERHEAD_PIECE, OVERHEAD_COUNT)).bytesPerSecond) * 1e9;
-  figures['post.per_descriptor_ns'] = {
-    value: ucx.perDescriptorNs,
-    unit: 'ns',
-    anchor: ucx.singleS * 1e3,
-    goal: '≤ 100 ns',
-    note:
-      `anchor: ms to move the same 409.6 MB as one descriptor; best of ${REPEATS} each. ` +
-      `${describeOverhead('ucx, two processes', ucx)} (ucx_perftest -t ucp_get: ${perftestGetNs.toFixed(0)} ns per 4 KiB get); ` +
-      describeOverhead('loopback', loopback),
-  };
-  console.log(`post.per_descriptor_ns: ${describeOverhead('ucx, two processes', ucx)}`);
-  await phase('read sweep', readsBySize);
-  await phase('qwen3 prefix pulls', pullQwen3Prefix);
-  await phase('caller memory (file)', () => pullFromCallerMemory('file', 'read.caller_memory.vs_memcpy'));
-  await phase('caller memory (anonymous)', () =>
-    pullFromCallerMemory('caller', 'read.caller_memory_anonymous.vs_memcpy'),
-  );
-  if (namespacesUnavailable === undefined) await phase('tcp between namespaces', pullOverTcpBetweenNamespaces);
-  else
+  const ucx = selected(UCX_POSTS)
+    ? await phase(UCX_POSTS, async () => postOverhead(await remoteSource(OVERHEAD_BYTES, 5)))
+    : undefined;
+  if (ucx && loopback) {
+    const perftestGetNs = (OVERHEAD_PIECE / (await ucxPerftest(OVERHEAD_PIECE, OVERHEAD_COUNT)).bytesPerSecond) * 1e9;
+    figures['post.per_descriptor_ns'] = {
+      value: ucx.perDescriptorNs,
+      unit: 'ns',
+      anchor: ucx.singleS * 1e3,
+      goal: '≤ 100 ns',
+      note:
+        `anchor: ms to move the same 409.6 MB as one descriptor; best of ${REPEATS} each. ` +
+        `${describeOverhead('ucx, two processes', ucx)} (ucx_perftest -t ucp_get: ${perftestGetNs.toFixed(0)} ns per 4 KiB get); ` +
+        describeOverhead('loopback', loopback),
+    };
+    console.log(`post.per_descriptor_ns: ${describeOverhead('ucx, two processes', ucx)}`);
+  }
+  const remotePhases: [string, () => Promise<void>][] = [
+    ['read sweep', readsBySize],
+    ['qwen3 prefix pulls', pullQwen3Prefix],
+    ['caller memory (file)', () => pullFromCallerMemory('file', 'read.caller_memory.vs_memcpy')],
+    ['caller memory (anonymous)', () => pullFromCallerMemory('caller', 'read.caller_memory_anonymous.vs_memcpy')],
+  ];
+  for (const [name, run] of remotePhases) if (selected(name)) await phase(name, run);
+  const TCP = 'tcp between namespaces';
+  if (namespacesUnavailable === undefined) {
+    if (selected(TCP)) await phase(TCP, pullOverTcpBetweenNamespaces);
+  } else
     console.warn(`native-bindings bench: ${namespacesUnavailable}, so pull.tcp_netns.vs_ucx_perftest is not measured`);
-} else {
+} else if (loopback) {
   figures['post.per_descriptor_ns'] = {
     value: loopback.perDescriptorNs,
     unit: 'ns',
@@ -793,14 +809,17 @@ figures['facade.max_blocking_call_ms'] = {
     `${byCall.slice(1, 4).map(describeBlockingCall).join(', ')}; the longest posts: ${posts.map(describeBlockingCall).join(', ')}; ` +
     `the longest of each phase: ${longestByPhase.join('; ')}); ` +
     `wall-clock time, so preemption counts ` +
-    `(the thread's CPU time beside it for calls over 1 ms: far below the wall time, the thread waited or was preempted; ` +
+    `(the thread's CPU time beside it for calls over 1 ms: far below the wall time, the thread waited or was preempted, ` +
+    `and its context switches during the call say which: preempted (runnable, another thread had the core) or blocked (a lock, a wait on the agent's thread); ` +
     `and the garbage collections V8 ran during the call, when it ran any): load average ${loadavg()
       .map((load) => load.toFixed(1))
       .join(', ')} on ${cpus().length} cores at the end; the source processes' calls are not counted`,
 };
 console.log(`facade.max_blocking_call_ms: ${figures['facade.max_blocking_call_ms'].note}`);
 
-const out = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/native-bindings.json');
-mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, `${JSON.stringify({ figures, series }, null, 2)}\n`);
-console.log(`wrote ${out}`);
+if (onlyPhases === undefined) {
+  const out = join(dirname(fileURLToPath(import.meta.url)), '../../../bench/parts/native-bindings.json');
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify({ figures, series }, null, 2)}\n`);
+  console.log(`wrote ${out}`);
+} else console.log(`KVREUSE_BENCH_PHASES=${onlyPhases.join(',')}: a partial run, no file written`);

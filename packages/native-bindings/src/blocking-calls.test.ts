@@ -39,8 +39,8 @@ describe('monitorBlockingCalls', () => {
     expect(inner.slowest(3)).toEqual([inner.longest]);
   });
 
-  it('reads the CPU time of calls longer than cpuTimeAboveMs only, so a waiting call shows as one', () => {
-    openLibrary(transport.libraryPath); // binds kvt_thread_cpu_ns, the monitor's CPU clock
+  it('reads the CPU time and context switches of calls longer than cpuTimeAboveMs only, so a waiting call shows as one', () => {
+    openLibrary(transport.libraryPath); // binds kvt_thread_usage, the monitor's CPU clock and switch counts
     const cell = new Int32Array(new SharedArrayBuffer(4));
     // A stand-in for a native call whose thread waits: 30 ms of wall-clock time, no CPU time to speak of.
     const waiting = () => Atomics.wait(cell, 0, 0, 30);
@@ -56,12 +56,21 @@ describe('monitorBlockingCalls', () => {
     const waited = longCalls.longest;
     expect(waited).toMatchObject({ call: 'kvt_waits', cpuMs: expect.any(Number) });
     expect(waited?.cpuMs).toBeLessThan(waited?.ms ?? 0);
+    // Atomics.wait sleeps in the kernel: the thread blocked (a voluntary switch), it was not only preempted.
+    expect(waited?.blocked).toBeGreaterThanOrEqual(1);
+    expect(waited?.preempted).toEqual(expect.any(Number));
     expect(everyCall.slowest(2).map((call) => [call.call, call.cpuMs !== undefined])).toEqual([
       ['kvt_waits', true],
       ['kvt_counters', true],
     ]);
-    expect(noCalls.slowest(2).map((call) => call.cpuMs)).toEqual([undefined, undefined]);
+    expect(noCalls.slowest(2).map((call) => [call.cpuMs, call.blocked, call.preempted])).toEqual([
+      [undefined, undefined, undefined],
+      [undefined, undefined, undefined],
+    ]);
     expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 0.4 })).toBe('kvt_x 7.10 ms wall, 0.40 ms cpu');
+    expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 0.4, preempted: 2, blocked: 0 })).toBe(
+      'kvt_x 7.10 ms wall, 0.40 ms cpu, preempted 2×, blocked 0×',
+    );
     expect(describeBlockingCall({ call: 'kvt_x', ms: 0.5 })).toBe('kvt_x 0.50 ms wall');
   });
 

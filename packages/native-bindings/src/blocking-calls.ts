@@ -12,6 +12,17 @@ export interface BlockingCall {
    */
   readonly cpuMs?: number;
   /**
+   * For the same calls: how often the thread was preempted during the call (involuntary context
+   * switches: runnable, but another thread had the core). Wall time far above CPU time with
+   * preemptions and no `blocked` means the thread waited for a core, not for the library.
+   */
+  readonly preempted?: number;
+  /**
+   * For the same calls: how often the thread blocked during the call (voluntary context switches: a lock
+   * held by another thread, a condition, a system call that slept).
+   */
+  readonly blocked?: number;
+  /**
    * For the same calls: the part of the call V8 spent collecting garbage, as Node reports its collections
    * ('gc' performance entries, a turn of the event loop after they ran; incremental marking steps are not
    * reported). Absent when no collection overlapped the call.
@@ -19,14 +30,28 @@ export interface BlockingCall {
   readonly gcMs?: number;
 }
 
-/** `"kvt_xfer_post 7.10 ms wall, 0.40 ms cpu, 0.30 ms gc"` (without the parts that were not read). */
-export function describeBlockingCall({ call, ms, cpuMs, gcMs }: BlockingCall): string {
+/**
+ * `"kvt_xfer_post 7.10 ms wall, 0.40 ms cpu, preempted 2×, blocked 0×, 0.30 ms gc"` (without the parts
+ * that were not read).
+ */
+export function describeBlockingCall({ call, ms, cpuMs, preempted, blocked, gcMs }: BlockingCall): string {
   const cpu = cpuMs === undefined ? '' : `, ${cpuMs.toFixed(2)} ms cpu`;
-  return `${call} ${ms.toFixed(2)} ms wall${cpu}${gcMs === undefined ? '' : `, ${gcMs.toFixed(2)} ms gc`}`;
+  const switches = preempted === undefined ? '' : `, preempted ${preempted}×, blocked ${blocked ?? 0}×`;
+  return `${call} ${ms.toFixed(2)} ms wall${cpu}${switches}${gcMs === undefined ? '' : `, ${gcMs.toFixed(2)} ms gc`}`;
+}
+
+/** What the thread did during a long call (kvt_thread_usage read around it). */
+interface ThreadUsage {
+  readonly cpuMs: number;
+  readonly preempted: number;
+  readonly blocked: number;
 }
 
 export interface BlockingCallMonitorOptions {
-  /** Calls longer than this (wall-clock) also get their CPU time read (`cpuMs`). Default 1 ms. */
+  /**
+   * Calls longer than this (wall-clock) also get their CPU time and context switches read (`cpuMs`,
+   * `preempted`, `blocked`). Default 1 ms.
+   */
   readonly cpuTimeAboveMs?: number;
 }
 
@@ -35,15 +60,21 @@ class RecordedCall implements BlockingCall {
   readonly call: string;
   readonly ms: number;
   readonly cpuMs?: number;
+  readonly preempted?: number;
+  readonly blocked?: number;
   gcMs?: number;
   /** performance.now() at the call's start. */
   readonly #start: number;
 
-  constructor(call: string, ms: number, start: number, cpuMs: number | undefined) {
+  constructor(call: string, ms: number, start: number, usage: ThreadUsage | undefined) {
     this.call = call;
     this.ms = ms;
     this.#start = start;
-    if (cpuMs !== undefined) this.cpuMs = cpuMs;
+    if (usage !== undefined) {
+      this.cpuMs = usage.cpuMs;
+      this.preempted = usage.preempted;
+      this.blocked = usage.blocked;
+    }
   }
 
   attribute(collection: PerformanceEntry): void {
@@ -62,8 +93,11 @@ interface BoundApi {
 
 const bound = new Set<BoundApi>();
 const running = new Set<BlockingCallMonitor>();
-/** The calling thread's CPU time in ns (the library's kvt_thread_cpu_ns), once a library is bound. */
-let threadCpuNs: (() => number | bigint) | undefined;
+/** The library's kvt_thread_usage (CPU time, context switches of the calling thread), once one is bound. */
+let threadUsage: ((values: BigUint64Array, capacity: number) => number) | undefined;
+/** kvt_thread_usage's three values, read as 32-bit halves: no BigInt per call. */
+const usageValues = new BigUint64Array(3);
+const usageWords = new Uint32Array(usageValues.buffer);
 /** Node's reports of V8's garbage collections, observed while any monitor runs. */
 let collections: PerformanceObserver | undefined;
 
@@ -107,9 +141,9 @@ export class BlockingCallMonitor {
   }
 
   /** @internal */
-  record(call: string, ms: number, start: number, cpuMs: number | undefined): void {
+  record(call: string, ms: number, start: number, usage: ThreadUsage | undefined): void {
     this.#calls++;
-    const seen = new RecordedCall(call, ms, start, ms > this.cpuTimeAboveMs ? cpuMs : undefined);
+    const seen = new RecordedCall(call, ms, start, ms > this.cpuTimeAboveMs ? usage : undefined);
     if (this.#longest === undefined || ms > this.#longest.ms) this.#longest = seen;
     if (ms > (this.#longestByCall.get(call)?.ms ?? -1)) this.#longestByCall.set(call, seen);
   }
@@ -149,13 +183,19 @@ export function monitorBlockingCalls(options: BlockingCallMonitorOptions = {}): 
 /** @internal library.ts: routes `api`'s calls through the monitors while any runs. */
 export function registerApi(api: Record<string, unknown>, raw: Readonly<Record<string, unknown>>): void {
   const target = { api, raw };
-  if (typeof raw.kvt_thread_cpu_ns === 'function') threadCpuNs ??= raw.kvt_thread_cpu_ns as () => number | bigint;
+  if (typeof raw.kvt_thread_usage === 'function')
+    threadUsage ??= raw.kvt_thread_usage as (values: BigUint64Array, capacity: number) => number;
   bound.add(target);
   if (running.size > 0) instrument(target);
 }
 
-function cpuNs(): number | undefined {
-  return threadCpuNs === undefined ? undefined : Number(threadCpuNs());
+/** Reads kvt_thread_usage into usageWords; false when no library is bound or the kernel did not answer. */
+function readUsage(): boolean {
+  return threadUsage !== undefined && threadUsage(usageValues, 3) === 0;
+}
+
+function usageValue(index: number): number {
+  return (usageWords[2 * index] ?? 0) + (usageWords[2 * index + 1] ?? 0) * 2 ** 32;
 }
 
 function someMonitorWantsCpu(ms: number): boolean {
@@ -167,17 +207,26 @@ function instrument(target: BoundApi): void {
   for (const [name, call] of Object.entries(target.raw)) {
     const native = call as NativeFunction;
     target.api[name] = (...args: never[]) => {
-      // The CPU clock is read before every call (one system call) but after it only when the call was
-      // long enough for some monitor to want it, so that short calls stay cheap.
-      const cpuStart = cpuNs();
+      // The thread's usage is read before every call (one system call) but after it only when the call
+      // was long enough for some monitor to want it, so that short calls stay cheap.
+      const read = readUsage();
+      const cpuNs = usageValue(0);
+      const blocked = usageValue(1);
+      const preempted = usageValue(2);
       const start = performance.now();
       try {
         return native(...args);
       } finally {
         const ms = performance.now() - start;
-        const cpuEnd = cpuStart !== undefined && someMonitorWantsCpu(ms) ? cpuNs() : undefined;
-        const cpuMs = cpuStart === undefined || cpuEnd === undefined ? undefined : (cpuEnd - cpuStart) / 1e6;
-        for (const monitor of running) monitor.record(name, ms, start, cpuMs);
+        const usage =
+          read && someMonitorWantsCpu(ms) && readUsage()
+            ? {
+                cpuMs: (usageValue(0) - cpuNs) / 1e6,
+                blocked: usageValue(1) - blocked,
+                preempted: usageValue(2) - preempted,
+              }
+            : undefined;
+        for (const monitor of running) monitor.record(name, ms, start, usage);
       }
     };
   }

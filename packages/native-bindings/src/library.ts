@@ -110,6 +110,7 @@ export interface NativeApi {
   kvt_version_string(): string;
   kvt_last_error_detail(): string;
   kvt_thread_cpu_ns(): number | bigint;
+  kvt_thread_usage(values: BigUint64Array, capacity: number): number;
   kvt_strerror(status: number): string;
   kvt_capabilities(values: BigUint64Array, capacity: number, outCount: Uint32Array): number;
   kvt_capability_detail(capability: number): string | null;
@@ -327,6 +328,7 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_version_string: 'const char *kvt_version_string(void)',
   kvt_last_error_detail: 'const char *kvt_last_error_detail(void)',
   kvt_thread_cpu_ns: 'uint64_t kvt_thread_cpu_ns(void)',
+  kvt_thread_usage: 'int32_t kvt_thread_usage(uint64_t *values, uint32_t capacity)',
   kvt_strerror: 'const char *kvt_strerror(int32_t status)',
   kvt_capabilities: 'int32_t kvt_capabilities(uint64_t *values, uint32_t capacity, uint32_t *out_count)',
   kvt_capability_detail: 'const char *kvt_capability_detail(uint32_t cap)',

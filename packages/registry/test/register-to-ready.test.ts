@@ -60,7 +60,7 @@ describe.each(localBackends)(
         backend: 'loopback',
       });
       const part = readiness.worker.ranks[1]!;
-      const peer = loadRankPeer(reader, part, ClusterSecret.ofThisProcess());
+      const peer = await loadRankPeer(reader, part, ClusterSecret.ofThisProcess());
       expect(peer.info().regionCount).toBe(56);
       expect(part.transport).toMatchObject({ agentName: prepared[1]!.agent.name, generation: 57 });
       expect(part.banks.map((bank) => bank.address)).toEqual(prepared[1]!.banks.map((bank) => bank.address));

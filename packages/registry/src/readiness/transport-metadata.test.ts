@@ -59,14 +59,14 @@ describe('transport metadata of a rank part', () => {
     expect(Buffer.from(openSealedMetadata(ours, slot, sealed.metadata))).toEqual(blob);
   });
 
-  it('loads as a peer under the same secret', () => {
-    const peer = loadRankPeer(reader, published(transportMetadataOf(source, ours, rank).metadata), ours);
+  it('loads as a peer under the same secret', async () => {
+    const peer = await loadRankPeer(reader, published(transportMetadataOf(source, ours, rank).metadata), ours);
     expect(peer.name).toBe(source.name);
     expect(peer.info().regionCount).toBe(1);
     peer.unload();
   });
 
-  it('unsigned, signed with another secret, cut short or altered: refused before the native load is called', () => {
+  it('unsigned, signed with another secret, cut short or altered: refused before the native load is called', async () => {
     const signed = transportMetadataOf(source, ours, rank).metadata;
     const altered = Buffer.from(signed);
     altered[altered.length - 10]! ^= 0x01;
@@ -77,15 +77,15 @@ describe('transport metadata of a rank part', () => {
       ['wrong-signature', signed.subarray(0, signed.length - 1)],
       ['wrong-signature', altered],
     ];
-    const load = vi.spyOn(reader, 'loadPeer');
+    const load = vi.spyOn(reader, 'loadPeerInBackground');
     const livePeers = reader.counters().livePeers;
     for (const [refusal, metadata] of cases) {
-      expect(() => loadRankPeer(reader, published(metadata), ours)).toThrow(
+      await expect(loadRankPeer(reader, published(metadata), ours)).rejects.toThrow(
         expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', agentName: source.name, refusal }),
       );
     }
     // Validly signed, but replayed in the part of another rank of the worker.
-    expect(() => loadRankPeer(reader, published(signed, { ...rank, tpRank: 0 }), ours)).toThrow(
+    await expect(loadRankPeer(reader, published(signed, { ...rank, tpRank: 0 }), ours)).rejects.toThrow(
       expect.objectContaining({ code: 'TRANSPORT_METADATA_REFUSED', agentName: source.name, refusal: 'other-slot' }),
     );
     expect(load).not.toHaveBeenCalled();
@@ -93,23 +93,23 @@ describe('transport metadata of a rank part', () => {
     load.mockRestore();
   });
 
-  it('refuses arguments that are not an agent, a part or a ClusterSecret', () => {
+  it('refuses arguments that are not an agent, a part or a ClusterSecret', async () => {
     const option = (name: string) => expect.objectContaining({ code: 'INVALID_REGISTRY_OPTION', option: name });
     const part = published(transportMetadataOf(source, ours, rank).metadata);
     expect(() => transportMetadataOf(source, 'secret' as never, rank)).toThrow(option('secret'));
-    expect(() => loadRankPeer(reader, part, { sign: () => Buffer.alloc(32), verifies: () => true } as never)).toThrow(
-      option('secret'),
-    );
-    expect(() => loadRankPeer({} as never, part, ours)).toThrow(option('agent.loadPeer'));
-    expect(() => loadRankPeer(reader, { ...part, parallel: undefined } as never, ours)).toThrow(
+    await expect(
+      loadRankPeer(reader, part, { sign: () => Buffer.alloc(32), verifies: () => true } as never),
+    ).rejects.toThrow(option('secret'));
+    await expect(loadRankPeer({} as never, part, ours)).rejects.toThrow(option('agent.loadPeerInBackground'));
+    await expect(loadRankPeer(reader, { ...part, parallel: undefined } as never, ours)).rejects.toThrow(
       option('part.parallel'),
     );
-    expect(() => loadRankPeer(reader, { ...part, transport: undefined } as never, ours)).toThrow(
+    await expect(loadRankPeer(reader, { ...part, transport: undefined } as never, ours)).rejects.toThrow(
       option('part.transport'),
     );
-    expect(() => loadRankPeer(reader, { ...part, transport: { agentName: 'a', metadata: 7 } } as never, ours)).toThrow(
-      option('part.transport.metadata'),
-    );
+    await expect(
+      loadRankPeer(reader, { ...part, transport: { agentName: 'a', metadata: 7 } } as never, ours),
+    ).rejects.toThrow(option('part.transport.metadata'));
     expect(() => transportMetadataOf(source, ours, undefined as never)).toThrow(option('rank'));
   });
 });

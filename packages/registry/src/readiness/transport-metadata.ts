@@ -64,14 +64,16 @@ export function transportMetadataOf(
  * `agent`, once its metadata opens under the cluster secret for this very part (its worker, incarnation,
  * rank and agent): metadata unsealed, signed but readable (an older envelope), cut short, sealed under
  * another secret or for another part is refused (`TransportMetadataRefusedError`) before any byte of it reaches the
- * native layer, which hands the worker address and remote keys to UCX without a length.
+ * native layer, which hands the worker address and remote keys to UCX without a length. The load runs on
+ * the agent's own thread (`loadPeerInBackground`): the JavaScript thread does not wait while UCX connects.
+ * Every refusal rejects the promise with nothing loaded.
  */
-export function loadRankPeer(
-  agent: Pick<Agent, 'loadPeer'>,
+export async function loadRankPeer(
+  agent: Pick<Agent, 'loadPeerInBackground'>,
   part: Pick<RankPart, 'workerId' | 'incarnation' | 'transport'> & { readonly parallel: RankId },
   secret: ClusterSecret,
-): Peer {
-  checkFunction('agent.loadPeer', checkOptionsObject('agent', agent).loadPeer);
+): Promise<Peer> {
+  checkFunction('agent.loadPeerInBackground', checkOptionsObject('agent', agent).loadPeerInBackground);
   checkSecret(secret);
   const { workerId, incarnation, parallel, transport } = checkOptionsObject('part', part);
   const { ppRank, tpRank } = checkOptionsObject('part.parallel', parallel);
@@ -82,7 +84,7 @@ export function loadRankPeer(
       metadata,
       'must be the sealed metadata in base64, as a rank part carries it',
     );
-  return agent.loadPeer(
+  return agent.loadPeerInBackground(
     openSealedMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName }, Buffer.from(metadata, 'base64')),
   );
 }

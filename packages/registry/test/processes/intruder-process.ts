@@ -20,7 +20,7 @@ const published = Buffer.from(part.transport.metadata, 'base64');
 
 let refusal: { code?: string | undefined; refusal?: string | undefined } = {};
 try {
-  loadRankPeer(agent, part, ClusterSecret.readOrCreate(secretFile!)).unload();
+  (await loadRankPeer(agent, part, ClusterSecret.readOrCreate(secretFile!))).unload();
 } catch (error) {
   const { code, refusal: why } = error as RegistryError & { refusal?: string };
   refusal = { code, refusal: why };

@@ -74,7 +74,7 @@ for (const peerId of peers.split(',')) {
   const worker = await whenReady(store, peerId);
   const errorsBefore = errorsOf();
   try {
-    const peer = loadRankPeer(prepared.agent, worker.worker.ranks[0]!, secret);
+    const peer = await loadRankPeer(prepared.agent, worker.worker.ranks[0]!, secret);
     loaded.push(peer);
     process.stdout.write(`${JSON.stringify({ peer: peerId, loaded: peer.info().regionCount })}\n`);
   } catch (error) {
