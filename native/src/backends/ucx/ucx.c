@@ -570,6 +570,7 @@ static bool ucx_progress(kvt_agent *agent) {
     if (state->serving.worker && !atomic_load_explicit(&agent->serving_held, memory_order_relaxed))
         for (int round = 0; round < 64 && ucp_worker_progress(state->serving.worker) != 0; round++) worked = true;
     ucx_close_failed_endpoints(state);
+    if (state->staging && state->staging->answers > 0) worked = true; /* staged chunks on their way out */
     if (state->detached) ucx_close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
     if (agent->active)
         kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);

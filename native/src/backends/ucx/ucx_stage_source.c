@@ -70,25 +70,29 @@ static kvt_status stage_pieces(ucx_state *state, const stage_piece *pieces, uint
 typedef struct {
     stage_reply_header header;
     ucx_bounce *bounce;
+    ucx_staging *staging;
 } stage_reply;
 
 static void on_reply_sent(void *request, ucs_status_t status, void *user_data) {
     (void)status; /* a destination that is gone has nothing left to learn */
     stage_reply *reply = user_data;
+    reply->staging->answers--;
     if (reply->bounce) ucx_bounce_give(reply->bounce);
     free(reply);
     ucp_request_free(request);
 }
 
 /* Sends the answer: `length` bytes of the bounce buffer, or only the status. */
-static void answer(ucp_ep_h ep, const stage_request_header *request, kvt_status status, ucx_bounce *bounce,
-                   uint64_t length) {
-    stage_reply *reply = malloc(sizeof *reply);
+static void answer(ucx_state *state, ucp_ep_h ep, const stage_request_header *request, kvt_status status,
+                   ucx_bounce *bounce, uint64_t length) {
+    ucx_staging *staging = ucx_staging_of(state);
+    stage_reply *reply = staging ? malloc(sizeof *reply) : NULL;
     if (!reply) {
         if (bounce) ucx_bounce_give(bounce);
         return; /* the destination's operation waits for its cancel or its peer's end */
     }
-    *reply = (stage_reply){.header = {.op = request->op, .slot = request->slot, .status = status}, .bounce = bounce};
+    *reply = (stage_reply){
+        .header = {.op = request->op, .slot = request->slot, .status = status}, .bounce = bounce, .staging = staging};
     ucp_request_param_t param = {.op_attr_mask =
                                      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                                  .cb = {.send = on_reply_sent},
@@ -103,6 +107,8 @@ static void answer(ucp_ep_h ep, const stage_request_header *request, kvt_status 
     if (returned == NULL || UCS_PTR_IS_ERR(returned)) {
         if (bounce) ucx_bounce_give(bounce);
         free(reply);
+    } else {
+        staging->answers++;
     }
 }
 
@@ -134,7 +140,7 @@ ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_l
         return UCS_OK; /* not a request this library sends */
     piece_home homes[STAGE_MAX_PIECES];
     if (!locate(agent, pieces, request.count, homes)) {
-        answer(param->reply_ep, &request, KVT_ERR_NOT_FOUND, NULL, 0); /* withdrawn: the reader reloads */
+        answer(state, param->reply_ep, &request, KVT_ERR_NOT_FOUND, NULL, 0); /* withdrawn: the reader reloads */
         return UCS_OK;
     }
     ucx_bounce *bounce = ucx_bounce_take(state);
@@ -146,6 +152,6 @@ ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_l
         bounce = NULL;
     }
     kvt_detail_clear(); /* the destination learns the status; this thread's detail is nobody's */
-    answer(param->reply_ep, &request, status, bounce, total);
+    answer(state, param->reply_ep, &request, status, bounce, total);
     return UCS_OK;
 }

@@ -49,6 +49,10 @@ typedef struct ucx_staging {
     uint32_t pinned;
     CUstream streams[STAGE_MAX_GPUS]; /* one per GPU the agent staged for */
     struct ucx_staged_pull *pulls;    /* the staged operations in flight, which answers look up */
+    /* Answers this agent (as a source) has in flight: until they end, its progress thread does not sleep,
+     * since a rendezvous send may need several rounds of the serving worker (fragments, acknowledgements)
+     * and an idle worker is polled only every IDLE_PROGRESS_MS. */
+    uint32_t answers;
 } ucx_staging;
 
 /* ---- ucx_stage_buffers.c ---- */
