@@ -378,6 +378,7 @@ static const uint8_t *ucx_address(kvt_agent *agent, uint32_t *length) {
 static void ucx_fence(kvt_agent *agent) {
     ucx_state *state = state_of(agent);
     if (state->serving.worker) ucp_worker_destroy(state->serving.worker);
+    ucx_staging_forget_answers(state);
     char detail[256] = "";
     uint8_t *address = NULL;
     uint32_t address_length = 0;

@@ -49,6 +49,7 @@ ucx_bounce *ucx_bounce_take(ucx_state *state) {
     };
     if (ucp_mem_map(state->context, &params, &bounce->memh) != UCS_OK) bounce->memh = NULL;
     bounce->busy = true;
+    bounce->staging = staging;
     bounce->next = staging->buffers;
     staging->buffers = bounce;
     return bounce;
@@ -75,6 +76,17 @@ kvt_status ucx_stage_stream(ucx_state *state, const char *call, uint32_t device,
     }
     *out = staging->streams[device];
     return KVT_OK;
+}
+
+void ucx_staging_forget_answers(ucx_state *state) {
+    ucx_staging *staging = state->staging;
+    if (!staging) return;
+    for (ucx_bounce *bounce = staging->buffers; bounce; bounce = bounce->next)
+        if (bounce->answering) {
+            bounce->answering = false;
+            bounce->busy = false;
+        }
+    staging->answers = 0;
 }
 
 void ucx_staging_free(ucx_state *state) {

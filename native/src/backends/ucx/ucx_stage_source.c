@@ -26,7 +26,7 @@ static bool locate(kvt_agent *agent, const stage_piece *pieces, uint32_t count, 
         found = false;
         for (uint32_t r = 0; r < agent->region_count && !found; r++) {
             const kvt_region *region = agent->regions[r];
-            if (pieces[i].address < region->address ||
+            if (pieces[i].address < region->address || pieces[i].length > region->length ||
                 pieces[i].address - region->address > region->length - pieces[i].length)
                 continue;
             homes[i] = (piece_home){region->kind, region->device};
@@ -66,49 +66,39 @@ static kvt_status stage_pieces(ucx_state *state, const stage_piece *pieces, uint
     return status != KVT_OK ? status : result == KVT_CUDA_SUCCESS ? KVT_OK : KVT_ERR_BACKEND;
 }
 
-/* An answer on its way: its header and bounce buffer live until UCX is done with them. */
-typedef struct {
-    stage_reply_header header;
-    ucx_bounce *bounce;
-    ucx_staging *staging;
-} stage_reply;
-
 static void on_reply_sent(void *request, ucs_status_t status, void *user_data) {
     (void)status; /* a destination that is gone has nothing left to learn */
-    stage_reply *reply = user_data;
-    reply->staging->answers--;
-    if (reply->bounce) ucx_bounce_give(reply->bounce);
-    free(reply);
+    ucx_bounce *bounce = user_data;
+    if (bounce->answering) { /* else forgotten at a fence (ucx_staging_forget_answers) */
+        bounce->answering = false;
+        bounce->staging->answers--;
+        ucx_bounce_give(bounce);
+    }
     ucp_request_free(request);
 }
 
-/* Sends the answer: `length` bytes of the bounce buffer, or only the status. */
-static void answer(ucx_state *state, ucp_ep_h ep, const stage_request_header *request, kvt_status status,
-                   ucx_bounce *bounce, uint64_t length) {
-    ucx_staging *staging = ucx_staging_of(state);
-    stage_reply *reply = staging ? malloc(sizeof *reply) : NULL;
-    if (!reply) {
-        if (bounce) ucx_bounce_give(bounce);
-        return; /* the destination's operation waits for its cancel or its peer's end */
-    }
-    *reply = (stage_reply){
-        .header = {.op = request->op, .slot = request->slot, .status = status}, .bounce = bounce, .staging = staging};
+/* Sends the answer from `bounce`, which holds its header: `length` bytes of it, or only the status. The
+ * bounce buffer is given back when UCX is done with it. */
+static void answer(ucp_ep_h ep, const stage_request_header *request, kvt_status status, ucx_bounce *bounce,
+                   uint64_t length) {
+    bounce->reply = (stage_reply_header){.op = request->op, .slot = request->slot, .status = status};
     ucp_request_param_t param = {.op_attr_mask =
                                      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                                  .cb = {.send = on_reply_sent},
-                                 .user_data = reply,
+                                 .user_data = bounce,
                                  .flags = status == KVT_OK ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER};
     if (status == KVT_OK && bounce->memh) {
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
         param.memh = bounce->memh;
     }
-    void *returned = ucp_am_send_nbx(ep, KVT_AM_STAGE_DATA, &reply->header, sizeof reply->header,
+    bounce->answering = true;
+    bounce->staging->answers++;
+    void *returned = ucp_am_send_nbx(ep, KVT_AM_STAGE_DATA, &bounce->reply, sizeof bounce->reply,
                                      status == KVT_OK ? bounce->host : NULL, status == KVT_OK ? length : 0, &param);
     if (returned == NULL || UCS_PTR_IS_ERR(returned)) {
-        if (bounce) ucx_bounce_give(bounce);
-        free(reply);
-    } else {
-        staging->answers++;
+        bounce->answering = false;
+        bounce->staging->answers--;
+        ucx_bounce_give(bounce);
     }
 }
 
@@ -139,19 +129,16 @@ ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_l
     if (!read_request(header, header_length, data, length, param, &request, pieces))
         return UCS_OK; /* not a request this library sends */
     piece_home homes[STAGE_MAX_PIECES];
-    if (!locate(agent, pieces, request.count, homes)) {
-        answer(state, param->reply_ep, &request, KVT_ERR_NOT_FOUND, NULL, 0); /* withdrawn: the reader reloads */
-        return UCS_OK;
-    }
+    /* The bounce buffer carries the answer, a refusal's too; without one the destination's operation waits
+     * for its cancel or its peer's end. */
     ucx_bounce *bounce = ucx_bounce_take(state);
-    kvt_status status = bounce ? stage_pieces(state, pieces, request.count, homes, bounce->host) : KVT_ERR_NO_MEMORY;
+    if (!bounce) return UCS_OK;
+    kvt_status status = KVT_ERR_NOT_FOUND; /* a piece withdrawn: the reader reloads */
+    if (locate(agent, pieces, request.count, homes))
+        status = stage_pieces(state, pieces, request.count, homes, bounce->host);
     uint64_t total = 0;
     for (uint32_t i = 0; i < request.count; i++) total += pieces[i].length;
-    if (status != KVT_OK && bounce) {
-        ucx_bounce_give(bounce);
-        bounce = NULL;
-    }
     kvt_detail_clear(); /* the destination learns the status; this thread's detail is nobody's */
-    answer(state, param->reply_ep, &request, status, bounce, total);
+    answer(param->reply_ep, &request, status, bounce, total);
     return UCS_OK;
 }

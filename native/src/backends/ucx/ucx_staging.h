@@ -40,6 +40,9 @@ typedef struct ucx_bounce {
     ucp_mem_h memh; /* its UCX registration, or NULL (UCX then registers it per transfer) */
     bool pinned;    /* cuMemHostAlloc's; else malloc's */
     bool busy;
+    bool answering;           /* a source's answer from it is with UCX (counted in staging->answers) */
+    stage_reply_header reply; /* that answer's header */
+    struct ucx_staging *staging;
     struct ucx_bounce *next;
 } ucx_bounce;
 
@@ -64,6 +67,9 @@ ucx_bounce *ucx_bounce_take(ucx_state *state);
 void ucx_bounce_give(ucx_bounce *bounce);
 /* GPU `device` made current, and the agent's stream for it in *out. */
 kvt_status ucx_stage_stream(ucx_state *state, const char *call, uint32_t device, CUstream *out);
+/* After the serving worker was destroyed (a fence): the answers it carried will never complete; their
+ * buffers are free again. */
+void ucx_staging_forget_answers(ucx_state *state);
 /* At the agent's stop, after its workers were destroyed: frees the buffers and streams. */
 void ucx_staging_free(ucx_state *state);
 
