@@ -384,33 +384,50 @@ static void pull_into_dram(uint32_t reader, uint32_t peer, uint64_t generation, 
     free_region(reader, dram, memory);
 }
 
+/* A reader agent that stages (KVT_AGENT_VRAM_STAGED), `length` bytes of vram registered, with the source
+ * process's metadata loaded. */
+typedef struct {
+    uint32_t agent, local, peer, remote;
+    uint64_t local_vram, generation;
+} staged_reader;
+
+static staged_reader open_staged_reader(const char *name, const source_process *source, uint64_t length) {
+    staged_reader reader = {0};
+    uint32_t regions = 0;
+    CHECK_OK(kvt_agent_create(name, test_backend, KVT_AGENT_VRAM_STAGED, &reader.agent));
+    CHECK_OK(kvt_mem_alloc_vram(reader.agent, 0, length, &reader.local_vram));
+    CHECK_OK(kvt_mem_register(reader.agent, reader.local_vram, length, KVT_MEM_VRAM, 0, &reader.local));
+    CHECK_OK(kvt_peer_load(reader.agent, source->blob, source->length, &reader.peer, &reader.generation));
+    CHECK_OK(kvt_peer_regions(reader.agent, reader.peer, 1, &reader.remote, NULL, NULL, NULL, NULL, &regions));
+    return reader;
+}
+
+static void close_staged_reader(const staged_reader *reader) {
+    CHECK_OK(kvt_peer_unload(reader->agent, reader->peer));
+    CHECK_OK(kvt_mem_deregister(reader->agent, reader->local));
+    CHECK_OK(kvt_mem_free(reader->agent, reader->local_vram));
+    CHECK_OK(kvt_agent_destroy(reader->agent));
+}
+
 /* A reader that stages (KVT_AGENT_VRAM_STAGED) pulls the source process's vram: by descriptors in chunks, many
  * small pieces, by template and into dram, every byte checked, and never opens the source's IPC handle. */
 static void staged_pull_from_the_source_process(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = STAGED_BYTES, .vram_memory = true, .seed = 71}, &source),
           "the source process starts");
-    uint32_t reader = 0, local = 0, peer = 0, remote = 0, regions = 0;
-    CHECK_OK(kvt_agent_create("vram-staged-reader", test_backend, KVT_AGENT_VRAM_STAGED, &reader));
-    uint64_t local_vram = 0, generation = 0, op = 0;
-    CHECK_OK(kvt_mem_alloc_vram(reader, 0, STAGED_BYTES, &local_vram));
-    CHECK_OK(kvt_mem_register(reader, local_vram, STAGED_BYTES, KVT_MEM_VRAM, 0, &local));
-    CHECK_OK(kvt_peer_load(reader, source.blob, source.length, &peer, &generation));
-    CHECK_OK(kvt_peer_regions(reader, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
-    pull_chunks(reader, peer, generation, local, remote, local_vram, 71);
-    pull_pieces(reader, peer, generation, local, remote, local_vram, 71);
-    pull_many_pieces(reader, peer, generation, local, remote, local_vram, 71);
-    pull_by_template(reader, peer, generation, local, remote, local_vram, 71);
-    pull_into_dram(reader, peer, generation, remote, 71);
+    staged_reader r = open_staged_reader("vram-staged-reader", &source, STAGED_BYTES);
+    pull_chunks(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
+    pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
+    pull_many_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
+    pull_by_template(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
+    pull_into_dram(r.agent, r.peer, r.generation, r.remote, 71);
+    uint64_t op = 0;
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
-                 post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 0, 64, &op));
+                 post_one(r.agent, KVT_XFER_WRITE, r.peer, r.generation, r.local, 0, r.remote, 0, 64, &op));
     CHECK_DETAIL("stages its vram moves (KVT_AGENT_VRAM_STAGED), so the move goes host-staged, but a host-staged "
                  "move is a READ");
     CHECK(open_handles() <= 0, "no CUDA IPC handle was opened");
-    CHECK_OK(kvt_peer_unload(reader, peer));
-    CHECK_OK(kvt_mem_deregister(reader, local));
-    CHECK_OK(kvt_mem_free(reader, local_vram));
-    CHECK_OK(kvt_agent_destroy(reader));
+    close_staged_reader(&r);
     source_end(&source);
 }
 
@@ -462,23 +479,15 @@ static void staged_pull_from_a_killed_source(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 79}, &source),
           "the source process starts");
-    uint32_t reader = 0, local = 0, peer = 0, remote = 0, regions = 0;
-    CHECK_OK(kvt_agent_create("vram-staged-orphan", test_backend, KVT_AGENT_VRAM_STAGED, &reader));
-    uint64_t local_vram = 0, generation = 0, op = 0;
-    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
-    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
-    CHECK_OK(kvt_peer_load(reader, source.blob, source.length, &peer, &generation));
-    CHECK_OK(kvt_peer_regions(reader, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
+    staged_reader r = open_staged_reader("vram-staged-orphan", &source, PULL_BYTES);
     source_signal(&source, SIGSTOP);
     source_wait_stopped(&source);
-    CHECK_OK(post_one(reader, KVT_XFER_READ, peer, generation, local, 0, remote, 0, PULL_BYTES, &op));
+    uint64_t op = 0;
+    CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote, 0, PULL_BYTES, &op));
     source_end(&source);
-    CHECK(wait_op(reader, op, NULL) == KVT_ERR_REMOTE_DISCONNECT, "the pull ends REMOTE_DISCONNECT");
-    CHECK_OK(kvt_xfer_release(reader, op));
-    CHECK_OK(kvt_peer_unload(reader, peer));
-    CHECK_OK(kvt_mem_deregister(reader, local));
-    CHECK_OK(kvt_mem_free(reader, local_vram));
-    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK(wait_op(r.agent, op, NULL) == KVT_ERR_REMOTE_DISCONNECT, "the pull ends REMOTE_DISCONNECT");
+    CHECK_OK(kvt_xfer_release(r.agent, op));
+    close_staged_reader(&r);
 }
 
 static void vram_staged_pull_from_a_killed_source(void) {
