@@ -47,9 +47,10 @@ static kvt_status stage_pieces(ucx_state *state, const stage_piece *pieces, uint
         if (homes[i].kind == KVT_MEM_VRAM) {
             CUstream stream = NULL;
             status = ucx_stage_stream(state, "kvt_xfer_post (staging source)", homes[i].device, &stream);
-            if (status == KVT_OK)
+            if (status == KVT_OK) {
+                gpus |= 1ull << homes[i].device; /* below STAGE_MAX_GPUS once it has a stream */
                 result = kvt_cuda.MemcpyDtoHAsync(into + offset, pieces[i].address, pieces[i].length, stream);
-            gpus |= 1ull << homes[i].device;
+            }
         } else {
             memcpy(into + offset, (const void *)(uintptr_t)pieces[i].address, pieces[i].length);
         }

@@ -258,9 +258,12 @@ ucs_status_t ucx_on_stage_data(void *arg, const void *header, size_t header_leng
 
 /* Asks the events of the slots copying up; a completed one frees its slot and counts its bytes. */
 static void poll_copies(ucx_staged_pull *pull) {
+    bool current = false; /* the pull's GPU made current once, before its first event is asked */
     for (uint32_t s = 0; s < STAGE_SLOTS; s++) {
         stage_slot *slot = &pull->slots[s];
         if (slot->phase != SLOT_COPYING) continue;
+        if (!current) (void)kvt_cuda_use_device("kvt_xfer_post", pull->device); /* a refusal: the query fails */
+        current = true;
         CUresult result = kvt_cuda.EventQuery(slot->event);
         if (result == KVT_CUDA_ERROR_NOT_READY) continue;
         if (result == KVT_CUDA_SUCCESS)
