@@ -436,8 +436,25 @@ static void vram_staged_pull_from_another_process(void) {
     on_driver_under_test("1", staged_pull_from_the_source_process);
 }
 
+/* One staged READ into vram of GPUs 0 and 1 is refused at post. */
+static void refuse_two_gpus(const vram_pair *pair) {
+    uint64_t other = 0, op = 0;
+    uint32_t regions[2] = {pair->local, 0};
+    CHECK_OK(kvt_mem_alloc_vram(pair->reader, 1, 4096, &other));
+    CHECK_OK(kvt_mem_register(pair->reader, other, 4096, KVT_MEM_VRAM, 1, &regions[1]));
+    const uint32_t local_index[2] = {0, 1}, zero[2] = {0, 0};
+    const uint64_t offset[2] = {0, 0}, length[2] = {4096, 4096};
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 kvt_xfer_post(pair->reader, KVT_XFER_READ, pair->peer, pair->generation, 2, local_index, offset, zero,
+                               offset, length, 2, regions, 1, &pair->remote, NULL, 0, &op));
+    CHECK_DETAIL("a host-staged READ lands in the memory of one GPU");
+    CHECK_OK(kvt_mem_deregister(pair->reader, regions[1]));
+    CHECK_OK(kvt_mem_free(pair->reader, other));
+}
+
 /* A staged pull whose copy up the fake holds back: canceled, it stays in progress, its region BUSY, until that
- * work completed; then it ends CANCELED and the next pull moves every byte. On loopback: refused. */
+ * work completed; then it ends CANCELED and the next pull moves every byte. Refused: into two GPUs, and on
+ * loopback. */
 static void staged_pulls_wait_for_their_stream(void) {
     vram_pair pair = open_vram_pair(73, KVT_AGENT_VRAM_STAGED);
     uint32_t reader = pair.reader;
@@ -449,6 +466,7 @@ static void staged_pulls_wait_for_their_stream(void) {
         close_vram_pair(&pair);
         return;
     }
+    refuse_two_gpus(&pair);
     ((hold_fn)(uintptr_t)fake_symbol("fake_cuda_hold_events"))(1);
     unsigned long since = 0;
     CHECK_OK(
@@ -471,7 +489,7 @@ static void staged_pulls_wait_for_their_stream(void) {
 
 static void vram_staged_pull_waits_for_its_stream(void) {
     const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, staged_pulls_wait_for_their_stream);
+    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, staged_pulls_wait_for_their_stream);
 }
 
 /* The source process stops before it answers, then is killed: the staged pull ends REMOTE_DISCONNECT. */
