@@ -40,10 +40,6 @@ bool real_driver(void);
 /* The fake driver's file, or NULL with the case skipped (always on a real driver). */
 const char *fake_driver(const char *variable);
 
-/* Runs `body` over the driver under test: the fake with `devices` GPUs, or with KVT_TEST_CUDA_REAL=1 the
- * machine's own. */
-void on_driver_under_test(const char *devices, void (*body)(void));
-
 /* Whether [address, +length) of vram holds the bytes [from, from + length) of the pattern of `seed`. */
 bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed);
 

@@ -81,6 +81,17 @@ static void driver_and_devices(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, usable_with_two_devices);
 }
 
+/* Runs `body` over the driver under test: the fake with `devices` GPUs, or with KVT_TEST_CUDA_REAL=1 the
+ * machine's own. */
+static void on_driver_under_test(const char *devices, void (*body)(void)) {
+    if (real_driver()) {
+        in_child((driver_setup){0}, body);
+        return;
+    }
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = devices}, body);
+}
+
 static void alloc_register_free(void) {
     uint32_t agent = make_agent("vram-banks");
     uint64_t address = 0;
