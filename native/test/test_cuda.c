@@ -514,7 +514,8 @@ static void staged_pull_from_a_killed_source(void) {
     uint64_t op = 0;
     CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote, 0, PULL_BYTES, &op));
     source_end(&source);
-    CHECK(wait_op(r.agent, op, NULL) == KVT_ERR_REMOTE_DISCONNECT, "the pull ends REMOTE_DISCONNECT");
+    int32_t ended = wait_op(r.agent, op, NULL);
+    CHECK(ended == KVT_ERR_REMOTE_DISCONNECT, "the pull ends REMOTE_DISCONNECT, not %s", kvt_status_name(ended));
     CHECK_OK(kvt_xfer_release(r.agent, op));
     close_staged_reader(&r);
 }

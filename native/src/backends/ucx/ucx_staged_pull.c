@@ -298,10 +298,11 @@ void ucx_advance_staged(kvt_agent *agent, kvt_op *op) {
     poll_copies(pull);
     ask_more(pull);
     if (in_flight(pull) || (op->error == KVT_OK && kvt_op_more(op))) return;
-    /* Fail closed: bytes from a peer that died meanwhile are not trusted. */
-    if (op->error == KVT_OK && !atomic_load(&conn->failed) && kvt_conn_process_gone(conn))
-        ucx_force_close(state_of(agent), conn);
-    if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
+    /* Fail closed: bytes from a peer that died meanwhile are not trusted. A request that failed because its
+     * peer is gone (its shared memory went with it: UCX's "Shared memory error") says so too. */
+    bool stopped = op->error == KVT_ERR_CANCELED || op->error == KVT_ERR_REMOTE_DISCONNECT;
+    if (!stopped && !atomic_load(&conn->failed) && kvt_conn_process_gone(conn)) ucx_force_close(state_of(agent), conn);
+    if (!stopped && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
     pull_end(agent, pull);
     op->phase = KVT_PHASE_MOVED;
 }
