@@ -215,10 +215,19 @@ KVT_API const char *kvt_capability_detail(uint32_t cap);
 /* Agents                                                                                           */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* Flags of kvt_agent_create / kvt_agent_create_begin. */
+enum {
+    /* The agent's moves that involve vram go host-staged (the ucx backend: the source copies into pinned
+     * bounce buffers, UCX carries them, the destination copies up) even where CUDA IPC could move them: to
+     * test and measure staging on one node. Without it, staging is chosen when the peer is on another host
+     * or an operation mixes dram and vram regions. */
+    KVT_AGENT_VRAM_STAGED = 1u << 0,
+};
+
 /**
  * Creates an agent named `name` (NUL-terminated, 1..KVT_MAX_NAME printable ASCII bytes without
- * spaces, unique among the live agents of this process) on `backend` (KVT_BACKEND_*). `flags` must
- * be 0 (reserved). Starts the agent's progress thread. Each agent gets a random 64-bit incarnation.
+ * spaces, unique among the live agents of this process) on `backend` (KVT_BACKEND_*). `flags` is a
+ * mask of KVT_AGENT_* (0 for none). Starts the agent's progress thread. Each agent gets a random 64-bit incarnation.
  * Errors: INVALID_PARAM (name, flags), NOT_SUPPORTED (backend not built), NOT_ALLOWED (duplicate
  * name), BACKEND (UCX context/worker creation failed).
  * Waits for the backend to start (UCX: tens of milliseconds); kvt_agent_create_begin does not.
@@ -656,15 +665,24 @@ enum {
  * references every region it names until it is terminal. Watch it with kvt_agent_poll or
  * kvt_xfer_status; release it with kvt_xfer_release once terminal.
  *
- * Vram: an operation naming a vram region must have every local and remote region in vram, with a peer
- * on this host (same kernel boot id); else NOT_SUPPORTED saying which rule it breaks. Its descriptors
- * become one piece table in device memory, moved by the gather kernel on the agent's CUDA stream (made on
- * its first vram operation, on the GPU of that operation's first local region; vram of another GPU is
- * then refused), out of (READ) or into (WRITE) the peer's allocations opened through their CUDA IPC
- * handles (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are
- * when the peer lives in this process). The progress thread learns the end from a CUDA event: the
- * operation is terminal only once the stream's work completed (then a WRITE's notification is sent), and
- * a cancel waits for it. Template posts (kvt_xfer_post_blocks) between vram regions move the same way.
+ * Vram: an operation naming a vram region moves one of two ways.
+ * - Through CUDA IPC, when every local and remote region is vram, the peer is on this host (same kernel
+ *   boot id) and the agent was not created with KVT_AGENT_VRAM_STAGED. Its descriptors become one piece
+ *   table in device memory, moved by the gather kernel on the agent's CUDA stream (made on its first vram
+ *   operation, on the GPU of that operation's first local region; vram of another GPU is then refused), out
+ *   of (READ) or into (WRITE) the peer's allocations opened through their CUDA IPC handles (once per loaded
+ *   metadata of the peer, closed when it is unloaded or replaced; used as they are when the peer lives in
+ *   this process).
+ * - Host-staged otherwise (a peer on another host, dram and vram regions in one operation, or
+ *   KVT_AGENT_VRAM_STAGED): READs only, on the ucx backend, with every local vram region on one GPU (else
+ *   NOT_SUPPORTED saying which rule it breaks). The operation asks the peer for chunks of at most 4 MiB,
+ *   several in flight; the peer checks each piece against its live regions, copies it into pinned bounce
+ *   buffers and sends them back; each chunk lands in a pinned bounce buffer of this agent and is copied up
+ *   into the local vram on the agent's stream for that GPU. A piece the peer no longer has ends the
+ *   operation NOT_FOUND (reload the peer's metadata).
+ * Either way the progress thread learns the end of the GPU's work from CUDA events: the operation is
+ * terminal only once its stream work and its UCX requests completed (then a WRITE's notification is
+ * sent), and a cancel waits for them. Template posts (kvt_xfer_post_blocks) move the same way.
  */
 KVT_API kvt_status kvt_xfer_post(uint32_t agent, uint32_t direction, uint32_t peer, uint64_t peer_generation,
                                  uint32_t count, const uint32_t *local_index, const uint64_t *local_offset,

@@ -290,9 +290,11 @@ static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flag
     if (status != KVT_OK) return kvt_count_result(NULL, status);
     if (!out_agent)
         return kvt_count_result(NULL, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_create: out_agent is NULL"));
-    if (flags != 0)
+    if (flags & ~(uint32_t)KVT_AGENT_VRAM_STAGED)
         return kvt_count_result(NULL,
-                                kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_agent_create: flags must be 0 (got 0x%x)", flags));
+                                kvt_fail(KVT_ERR_INVALID_PARAM,
+                                         "kvt_agent_create: flags 0x%x are unknown (KVT_AGENT_VRAM_STAGED = 0x%x)",
+                                         flags, (unsigned)KVT_AGENT_VRAM_STAGED));
     const kvt_backend *impl = NULL;
     status = kvt_backend_select(backend, &impl);
     if (status != KVT_OK) return kvt_count_result(NULL, status);
@@ -301,6 +303,7 @@ static kvt_status create_agent(const char *name, uint32_t backend, uint32_t flag
     if (!agent) return kvt_count_result(NULL, kvt_fail(KVT_ERR_NO_MEMORY, "kvt_agent_create: out of memory"));
     agent->backend = impl;
     status = agent_init(agent, name, backend);
+    agent->vram_staged = (flags & KVT_AGENT_VRAM_STAGED) != 0;
     if (ucx->net_devices) strcpy(agent->ucx_net_devices, ucx->net_devices);
     if (ucx->transports) strcpy(agent->ucx_transports, ucx->transports);
 

@@ -31,6 +31,7 @@ struct kvt_agent {
     const kvt_backend *backend;
     void *backend_state;
     void *vram_state; /* (P) vram_xfer.c: the agent's CUDA stream and reusable piece table, or NULL */
+    bool vram_staged; /* KVT_AGENT_VRAM_STAGED: its vram moves go host-staged even where CUDA IPC could */
     kvt_process_identity process;
 
     /* The start of the backend on the progress thread (agent->lock). */

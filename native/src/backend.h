@@ -52,6 +52,9 @@ struct kvt_backend {
     /* (P) moves a KVT_PHASE_MOVING op forward; sets op->error on failure and op->phase = KVT_PHASE_MOVED
      * once nothing of it is in flight any more (all moved, failed, or canceled: op->cancel_requested). */
     void (*advance)(kvt_agent *agent, kvt_op *op);
+    /* (P) moves a KVT_PHASE_MOVING op of KVT_VRAM_PATH_STAGED (vram_xfer.h) forward, as `advance` does: through
+     * pinned bounce buffers on both sides. NULL when the backend does not stage (such ops are refused at post). */
+    void (*advance_staged)(kvt_agent *agent, kvt_op *op);
     /* (P) sends a notification. With op != NULL it may answer KVT_IN_PROGRESS and report the end through
      * kvt_op_notified; with op == NULL it copies `data` if it needs it after returning. */
     kvt_status (*notify)(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length);

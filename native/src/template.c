@@ -397,8 +397,8 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
         status = kvt_resolve_peer_locked(agent, "kvt_xfer_post_blocks", t->peer, t->generation, &peer);
         if (status == KVT_OK) status = prepare_op_locked(agent, t, peer->conn, op, lowest, highest);
         if (status == KVT_OK)
-            status = kvt_vram_classify("kvt_xfer_post_blocks", agent, peer->conn, op->locals, t->local_region_count,
-                                       t->remote_slot, t->route_count, &op->vram);
+            status = kvt_vram_classify("kvt_xfer_post_blocks", agent, peer->conn, op, t->local_region_count,
+                                       t->remote_slot, t->route_count);
         if (status == KVT_OK) {
             kvt_op_hold_locked(peer, op);
             status = kvt_op_start_locked(agent, "kvt_xfer_post_blocks", op);

@@ -10,6 +10,7 @@
 #include "services/cuda_memory.h"
 #include "services/status.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,24 +24,46 @@ static bool same_process(const kvt_process_identity *a, const kvt_process_identi
            a->start_time == b->start_time;
 }
 
-kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt_conn *conn, kvt_region *const *locals,
-                             uint32_t local_count, const uint32_t *remote_slots, uint32_t remote_count,
-                             bool *out_vram) {
+/* Why the op cannot move host-staged, or NULL when it can. */
+static const char *staging_refusal(const kvt_agent *agent, const kvt_op *op, uint32_t local_count) {
+    if (!agent->backend->advance_staged) return "host-staged moves need the ucx backend";
+    if (op->direction != KVT_XFER_READ)
+        return "a host-staged move is a READ (a WRITE into a peer's memory through staging is not built: post a "
+               "READ from the peer's side)";
+    const kvt_region *gpu = NULL;
+    for (uint32_t k = 0; k < local_count; k++) {
+        const kvt_region *region = op->locals[k];
+        if (region->kind != KVT_MEM_VRAM) continue;
+        if (gpu && gpu->device != region->device) return "a host-staged READ lands in the memory of one GPU";
+        gpu = region;
+    }
+    return NULL;
+}
+
+kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt_conn *conn, kvt_op *op,
+                             uint32_t local_count, const uint32_t *remote_slots, uint32_t remote_count) {
     uint32_t vram = 0;
-    for (uint32_t k = 0; k < local_count; k++) vram += locals[k]->kind == KVT_MEM_VRAM;
+    for (uint32_t k = 0; k < local_count; k++) vram += op->locals[k]->kind == KVT_MEM_VRAM;
     for (uint32_t k = 0; k < remote_count; k++) vram += conn->meta.regions[remote_slots[k]].kind == KVT_MEM_VRAM;
-    *out_vram = vram > 0;
+    op->vram = KVT_VRAM_PATH_NONE;
     if (vram == 0) return KVT_OK;
-    if (vram != local_count + remote_count)
-        return kvt_fail(KVT_ERR_NOT_SUPPORTED,
-                        "%s: dram and vram regions in one operation: vram moves only between vram "
-                        "regions (host-staged pulls are to come)",
-                        call);
-    if (!same_host(&agent->process, &conn->meta.process))
-        return kvt_fail(KVT_ERR_NOT_SUPPORTED,
-                        "%s: peer '%s' is on another host: vram moves between processes of one host "
-                        "through CUDA IPC (host-staged pulls are to come)",
-                        call, conn->meta.name);
+    bool mixed = vram != local_count + remote_count, far = !same_host(&agent->process, &conn->meta.process);
+    if (!mixed && !far && !agent->vram_staged) {
+        op->vram = KVT_VRAM_PATH_IPC;
+        return KVT_OK;
+    }
+    const char *refusal = staging_refusal(agent, op, local_count);
+    if (refusal) {
+        char why[KVT_MAX_NAME + 64];
+        if (mixed)
+            snprintf(why, sizeof why, "dram and vram regions in one operation");
+        else if (far)
+            snprintf(why, sizeof why, "peer '%s' is on another host", conn->meta.name);
+        else
+            snprintf(why, sizeof why, "agent '%s' stages its vram moves (KVT_AGENT_VRAM_STAGED)", agent->name);
+        return kvt_fail(KVT_ERR_NOT_SUPPORTED, "%s: %s, so the move goes host-staged, but %s", call, why, refusal);
+    }
+    op->vram = KVT_VRAM_PATH_STAGED;
     return KVT_OK;
 }
 
@@ -251,6 +274,10 @@ static void moved(kvt_op *op, agent_vram *state, vram_work *work, kvt_status sta
 }
 
 void kvt_vram_advance(kvt_agent *agent, kvt_op *op) {
+    if (op->vram == KVT_VRAM_PATH_STAGED) {
+        agent->backend->advance_staged(agent, op);
+        return;
+    }
     agent_vram *state = agent_vram_of(agent, op->locals[0]->device);
     if (!state) {
         moved(op, NULL, NULL, KVT_ERR_NOT_SUPPORTED);

@@ -1,6 +1,7 @@
 /* Operations over vram (vram_xfer.c): a READ from a peer's vram on this host into this agent's vram, or a
  * WRITE the other way, moves by the gather kernel on this agent's GPU, through the peer's CUDA IPC
- * handles; the progress thread learns its end from a CUDA event. */
+ * handles; the progress thread learns its end from a CUDA event. Other moves with vram go host-staged
+ * (the ucx backend: backends/ucx/ucx_staging.c). */
 #ifndef KVT_VRAM_XFER_H
 #define KVT_VRAM_XFER_H
 
@@ -14,13 +15,22 @@
 
 typedef struct kvt_agent kvt_agent;
 
-/* At post by `call` (agent->lock held): whether the regions make the op a vram op (*out_vram), or
- * NOT_SUPPORTED naming why not: vram moves only between vram regions (every local and remote one), with
- * a peer on this host. `remote_slots` may name a slot more than once (a template's, per route). */
-kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt_conn *conn, kvt_region *const *locals,
-                             uint32_t local_count, const uint32_t *remote_slots, uint32_t remote_count, bool *out_vram);
+/* How an op with vram regions moves (kvt_op.vram). */
+enum {
+    KVT_VRAM_PATH_NONE = 0,   /* no vram region: the backend's own path */
+    KVT_VRAM_PATH_IPC = 1,    /* the gather kernel through the peer's CUDA IPC handles (below) */
+    KVT_VRAM_PATH_STAGED = 2, /* through pinned bounce buffers on both sides (the backend's advance_staged) */
+};
 
-/* (P) Moves a vram op forward: the first call opens the peer's handles (once per loaded metadata),
+/* At post by `call` (agent->lock held): sets op->vram to the path of the op's regions, or answers
+ * NOT_SUPPORTED naming why it cannot move: IPC when every local and remote region is vram with a peer on
+ * this host and the agent does not force staging; else host-staged, which needs a backend that stages, a
+ * READ and every local vram region on one GPU. `remote_slots` may name a slot more than once (a
+ * template's, per route). */
+kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt_conn *conn, kvt_op *op,
+                             uint32_t local_count, const uint32_t *remote_slots, uint32_t remote_count);
+
+/* (P) Moves a vram op forward; a host-staged one through the backend's advance_staged. An IPC op's first call opens the peer's handles (once per loaded metadata),
  * uploads the piece table (every descriptor of the op; a template post's expanded whole) and launches the gather and an event on the op's own stream; later calls ask
  * the event. The op becomes KVT_PHASE_MOVED only once the stream's work completed (a cancel waits for it). */
 void kvt_vram_advance(kvt_agent *agent, kvt_op *op);

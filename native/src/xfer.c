@@ -214,8 +214,8 @@ static kvt_status hold_locked(kvt_agent *agent, uint32_t peer_id, uint64_t gener
     kvt_status status = kvt_resolve_peer_locked(agent, "kvt_xfer_post", peer_id, generation, &peer);
     if (status == KVT_OK) status = resolve_tables_locked(agent, req, peer->conn, op->locals, remote_slots);
     if (status == KVT_OK)
-        status = kvt_vram_classify("kvt_xfer_post", agent, peer->conn, op->locals, req->local_region_count,
-                                   remote_slots, req->remote_region_count, &op->vram);
+        status = kvt_vram_classify("kvt_xfer_post", agent, peer->conn, op, req->local_region_count, remote_slots,
+                                   req->remote_region_count);
     if (status == KVT_OK) kvt_op_hold_locked(peer, op);
     return status;
 }

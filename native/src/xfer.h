@@ -59,8 +59,8 @@ typedef struct kvt_op {
     /* Bytes and destination span both reach kvt_streaming_threshold(): direct copies use
      * non-temporal stores (the destination would not stay in the cache; regular stores also read it). */
     bool streaming;
-    bool vram;                   /* moved by the gather kernel between vram regions (vram_xfer.c) */
-    void *vram_work;             /* (P) its stream, piece table and event while they are in flight */
+    uint8_t vram;                /* KVT_VRAM_PATH_* (vram_xfer.h): how a move with vram regions goes, or 0 */
+    void *vram_work;             /* (P) what its path has in flight (streams, tables, events, bounce buffers) */
     _Atomic uint64_t bytes_done; /* written by the progress thread only (kvt_op_add_bytes_done) */
     int32_t status;              /* KVT_IN_PROGRESS until terminal; under the agent lock */
     /* Owned by the progress thread. */

@@ -33,7 +33,8 @@ static void refuses_bad_names_flags_backends(void) {
     long_name[KVT_MAX_NAME] = '\0';
     CHECK_OK(kvt_agent_create(long_name, test_backend, 0, &agent));
     CHECK_OK(kvt_agent_destroy(agent));
-    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create("flags", test_backend, 1, &agent));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create("flags", test_backend, KVT_AGENT_VRAM_STAGED << 1, &agent));
+    CHECK_DETAIL("flags 0x2 are unknown");
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create("backend", 77, 0, &agent));
     CHECK_DETAIL("unknown backend 77");
     CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_agent_create("out", test_backend, 0, NULL));

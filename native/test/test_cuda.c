@@ -3,7 +3,7 @@
  * process that names its driver (KVT_CUDA_LIBRARY): none, or the fake driver of test/fake_cuda/ over host
  * memory, which isolates the layer above the driver and never stands for a run on a GPU. With
  * KVT_TEST_CUDA_REAL=1 (tools/gpu-check) the cases that need no fake run on the machine's own driver. */
-#include "harness.h"
+#include "cuda_pulls.h"
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
 
@@ -13,47 +13,6 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-typedef struct {
-    const char *library; /* KVT_CUDA_LIBRARY */
-    const char *devices; /* FAKE_CUDA_DEVICES, or NULL */
-    const char *init_error;
-} driver_setup;
-
-/* Runs `body` in a child process set up as `setup` says; fails when the child fails. */
-static void in_child(driver_setup setup, void (*body)(void)) {
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0, "fork failed");
-    if (child == 0) {
-        /* Without a library: the driver the environment names (the machine's own, unless a dry run names one). */
-        if (setup.library) setenv("KVT_CUDA_LIBRARY", setup.library, 1);
-        if (setup.devices) setenv("FAKE_CUDA_DEVICES", setup.devices, 1);
-        if (setup.init_error) setenv("FAKE_CUDA_INIT_ERROR", setup.init_error, 1);
-        body();
-        fflush(NULL);
-        exit(0);
-    }
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child, "waitpid");
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
-}
-
-static bool real_driver(void) {
-    const char *real = getenv("KVT_TEST_CUDA_REAL");
-    return real && strcmp(real, "1") == 0;
-}
-
-/* The fake driver's file, or NULL with the case skipped (always on a real driver). */
-static const char *fake_driver(const char *variable) {
-    if (real_driver()) {
-        test_skip_reason = "runs on the fake CUDA driver only (KVT_TEST_CUDA_REAL=1)";
-        return NULL;
-    }
-    const char *path = getenv(variable);
-    if (!path || !path[0]) test_skip_reason = "the fake CUDA driver was not built (make test builds it)";
-    return path && path[0] ? path : NULL;
-}
 
 static uint64_t vram_capability(void) {
     uint64_t values[KVT_CAP_COUNT];
@@ -242,150 +201,24 @@ static void strict_driver(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, refuse_host_memory_on_a_strict_driver);
 }
 
-/* Whether [address, +length) of vram holds the bytes [from, from + length) of the pattern of `seed`. */
-static bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed) {
-    uint8_t *expected = malloc(from + length), *got = malloc(length);
-    CHECK(expected && got, "out of memory");
-    fill_pattern(expected, from + length, seed);
-    CHECK(kvt_cuda.MemcpyDtoHAsync(got, address, length, NULL) == KVT_CUDA_SUCCESS, "download");
-    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "synchronize");
-    bool same = memcmp(got, expected + from, length) == 0;
-    free(expected);
-    free(got);
-    return same;
-}
-
-#define PULL_BYTES (256u << 10)
-
-/* Three pieces of the peer's region `remote` into this agent's `local`, in another order; the READ must
- * end KVT_OK with every byte where it belongs. */
-static void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
-                        uint64_t local_address, uint64_t seed) {
-    const uint32_t zero[3] = {0, 0, 0};
-    const uint64_t local_offset[3] = {0, 65536, 131072 + 5}, remote_offset[3] = {131072 + 5, 0, 65536},
-                   length[3] = {65536, 65536, 65536 - 5};
-    uint64_t op = 0;
-    CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, 3, zero, local_offset, zero, remote_offset, length,
-                           1, &local, 1, &remote, NULL, 0, &op));
-    wait_completions_ok(reader, 1, 3 * 65536 - 5, true);
-    for (int i = 0; i < 3; i++)
-        CHECK(holds_pattern(local_address + local_offset[i], length[i], remote_offset[i], seed), "piece %d moved", i);
-}
-
-/* 200 pieces of 1 KiB in reverse order, non-contiguous on both sides (so none merge): more than the piece
- * buffer's first 64, twice (the second reuses what the first grew). */
-static void pull_many_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
-                             uint64_t local_address, uint64_t seed) {
-    enum { PIECES = 200, PIECE = 1024 };
-    uint32_t zero[PIECES] = {0};
-    uint64_t local_offset[PIECES], remote_offset[PIECES], length[PIECES];
-    for (uint32_t i = 0; i < PIECES; i++) {
-        local_offset[i] = (uint64_t)(PIECES - 1 - i) * (PIECE + 256);
-        remote_offset[i] = (uint64_t)i * (PIECE + 256) + 7;
-        length[i] = PIECE;
-    }
-    for (int round = 0; round < 2; round++) {
-        uint64_t op = 0;
-        CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, PIECES, zero, local_offset, zero, remote_offset,
-                               length, 1, &local, 1, &remote, NULL, 0, &op));
-        wait_completions_ok(reader, 1, PIECES * PIECE, true);
-    }
-    for (uint32_t i = 0; i < PIECES; i++)
-        CHECK(holds_pattern(local_address + local_offset[i], PIECE, remote_offset[i], seed), "piece %u moved", i);
-}
-
-/* A template of two planes (routes) over PULL_BYTES, four blocks of 32 KiB in each plane's half, two rows
- * of 4 KiB per block and plane: what a KV layout's layers and planes make of one block. */
-#define PLANE_BYTES (PULL_BYTES / 2)
-#define BLOCK_STRIDE (32u << 10)
-#define ROW_STRIDE (16u << 10)
-#define ROW_BYTES 4096u
-
-static kvt_status register_planes(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
-                                  uint32_t *out_template) {
-    const uint32_t zero[2] = {0, 0}, rows[2] = {2, 2};
-    const uint64_t base[2] = {0, PLANE_BYTES}, block_stride[2] = {BLOCK_STRIDE, BLOCK_STRIDE},
-                   row_bytes[2] = {ROW_BYTES, ROW_BYTES}, row_stride[2] = {ROW_STRIDE, ROW_STRIDE};
-    const kvt_template_routes routes = {.route_count = 2,
-                                        .local_index = zero,
-                                        .remote_index = zero,
-                                        .local_base = base,
-                                        .remote_base = base,
-                                        .local_block_stride = block_stride,
-                                        .remote_block_stride = block_stride,
-                                        .rows = rows,
-                                        .row_bytes = row_bytes,
-                                        .local_row_stride = row_stride,
-                                        .remote_row_stride = row_stride,
-                                        .local_region_count = 1,
-                                        .local_regions = &local,
-                                        .remote_region_count = 1,
-                                        .remote_regions = &remote,
-                                        .local_block_limit = 4,
-                                        .remote_block_limit = 4};
-    return kvt_template_register(reader, peer, generation, &routes, out_template);
-}
-
-/* Four blocks by template (16 pieces: blocks x planes x rows), in another order; every piece must land. */
-static void pull_by_template(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
-                             uint64_t local_address, uint64_t seed) {
-    uint32_t template_id = 0;
-    CHECK_OK(register_planes(reader, peer, generation, local, remote, &template_id));
-    const uint32_t local_blocks[4] = {0, 1, 2, 3}, remote_blocks[4] = {3, 1, 0, 2};
-    uint64_t op = 0;
-    CHECK_OK(kvt_xfer_post_blocks(reader, template_id, KVT_XFER_READ, 4, local_blocks, remote_blocks, NULL, 0, &op));
-    wait_completions_ok(reader, 1, 4 * 2 * 2 * ROW_BYTES, true);
-    for (uint32_t b = 0; b < 4; b++)
-        for (uint64_t plane = 0; plane < 2; plane++)
-            for (uint64_t row = 0; row < 2; row++) {
-                uint64_t at = plane * PLANE_BYTES + row * ROW_STRIDE;
-                CHECK(holds_pattern(local_address + at + local_blocks[b] * BLOCK_STRIDE, ROW_BYTES,
-                                    at + remote_blocks[b] * BLOCK_STRIDE, seed),
-                      "block %u plane %u row %u moved", b, (unsigned)plane, (unsigned)row);
-            }
-    CHECK_OK(kvt_template_release(reader, template_id));
-}
-
-/* Two agents of this process, each with PULL_BYTES of vram registered (the source's holding the pattern of
- * `seed`), the source loaded as the reader's peer. */
-typedef struct {
-    uint32_t source, reader, remote, local, peer;
-    uint64_t remote_vram, local_vram, generation;
-} vram_pair;
-
-static vram_pair open_vram_pair(uint64_t seed) {
-    vram_pair pair = {.source = make_agent("vram-source"), .reader = make_agent("vram-reader")};
-    CHECK_OK(kvt_mem_alloc_vram(pair.source, 0, PULL_BYTES, &pair.remote_vram));
-    vram_fill_pattern(pair.remote_vram, PULL_BYTES, seed);
-    CHECK_OK(kvt_mem_alloc_vram(pair.reader, 0, PULL_BYTES, &pair.local_vram));
-    CHECK_OK(kvt_mem_register(pair.source, pair.remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &pair.remote));
-    CHECK_OK(kvt_mem_register(pair.reader, pair.local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &pair.local));
-    pair.peer = load_peer(pair.reader, pair.source, &pair.generation);
-    return pair;
-}
-
-static void close_vram_pair(const vram_pair *pair) {
-    CHECK_OK(kvt_peer_unload(pair->reader, pair->peer));
-    CHECK_OK(kvt_mem_deregister(pair->reader, pair->local));
-    CHECK_OK(kvt_mem_deregister(pair->source, pair->remote));
-    CHECK_OK(kvt_mem_free(pair->reader, pair->local_vram));
-    CHECK_OK(kvt_mem_free(pair->source, pair->remote_vram));
-    CHECK_OK(kvt_agent_destroy(pair->reader));
-    CHECK_OK(kvt_agent_destroy(pair->source));
-}
+static void pull_into_dram(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t remote, uint64_t seed);
 
 static void pull_within_the_process(void) {
-    vram_pair pair = open_vram_pair(41);
+    vram_pair pair = open_vram_pair(41, 0);
     uint32_t reader = pair.reader, peer = pair.peer, remote = pair.remote, local = pair.local;
     uint64_t generation = pair.generation, op = 0;
     uint8_t *memory = NULL;
     uint32_t dram = alloc_region(reader, PULL_BYTES, &memory);
-    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, post_one(reader, KVT_XFER_READ, peer, generation, dram, 0, remote, 0, 64, &op));
+    /* Mixed: host-staged, which moves READs only (on ucx; vram_staged_pull_from_another_process READs so). */
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 post_one(reader, KVT_XFER_WRITE, peer, generation, dram, 0, remote, 0, 64, &op));
     CHECK_DETAIL("dram and vram regions in one operation");
+    CHECK_DETAIL(test_backend == KVT_BACKEND_UCX ? "is a READ" : "need the ucx backend");
+    if (test_backend == KVT_BACKEND_UCX) pull_into_dram(reader, peer, generation, remote, 41); /* staged at once */
     uint32_t mixed = 0, planes = 0, one = 0;
     CHECK_OK(register_planes(reader, peer, generation, dram, remote, &mixed));
     CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
-                 kvt_xfer_post_blocks(reader, mixed, KVT_XFER_READ, 1, &one, &one, NULL, 0, &op));
+                 kvt_xfer_post_blocks(reader, mixed, KVT_XFER_WRITE, 1, &one, &one, NULL, 0, &op));
     CHECK_DETAIL("kvt_xfer_post_blocks: dram and vram regions in one operation");
     CHECK_OK(kvt_template_release(reader, mixed));
     pull_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
@@ -410,33 +243,10 @@ static void pull_within_the_process(void) {
 
 static void vram_pull_in_one_process(void) { on_driver_under_test("1", pull_within_the_process); }
 
-typedef void (*hold_fn)(int hold);
-typedef unsigned long (*held_queries_fn)(void);
-
-static void *fake_symbol(const char *name) {
-    void *driver = dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    CHECK(driver, "the fake driver is loaded");
-    void *symbol = dlsym(driver, name);
-    dlclose(driver); /* still loaded: the library holds it */
-    CHECK(symbol, "the fake driver has %s", name);
-    return symbol;
-}
-
-static bool queried_while_held(void *context) {
-    unsigned long *since = context;
-    return ((held_queries_fn)(uintptr_t)fake_symbol("fake_cuda_held_queries"))() > *since;
-}
-
-static int32_t op_status(uint32_t agent, uint64_t op) {
-    int32_t status = 0;
-    CHECK_OK(kvt_xfer_status(agent, op, &status, NULL, NULL));
-    return status;
-}
-
 /* Two pulls whose stream work the fake holds back: both stay in progress, a cancel included, until the
  * work completes; then the canceled one ends CANCELED and the other KVT_OK with its bytes. */
 static void pulls_wait_for_their_stream(void) {
-    vram_pair pair = open_vram_pair(47);
+    vram_pair pair = open_vram_pair(47, 0);
     uint32_t reader = pair.reader;
     uint64_t ops[2] = {0, 0};
     ((hold_fn)(uintptr_t)fake_symbol("fake_cuda_hold_events"))(1);
@@ -462,22 +272,6 @@ static void pulls_wait_for_their_stream(void) {
 static void vram_pull_waits_for_its_stream(void) {
     const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, pulls_wait_for_their_stream);
-}
-
-typedef int (*open_handles_fn)(void);
-
-/* The fake's count of open IPC handles, or -1 on a real driver (which does not tell). */
-static int open_handles(void) {
-    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    if (!driver) return -1;
-    int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
-    dlclose(driver);
-    return open;
-}
-
-static bool handles_closed(void *context) {
-    (void)context;
-    return open_handles() <= 0;
 }
 
 static void pull_from_the_source_process(void) {
@@ -584,6 +378,169 @@ static void killed_reader_holding_handles(void) {
 static void vram_source_outlives_a_killed_reader(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     on_driver_under_test("1", killed_reader_holding_handles);
+}
+
+/* ---- host-staged pulls ---- */
+
+#define STAGED_BYTES ((18u << 20) + 4096u) /* five chunks of 4 MiB: more than the four a pull has in flight */
+
+/* The whole source region in two descriptors (its halves, swapped), through every chunk slot and again. */
+static void pull_chunks(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                        uint64_t local_address, uint64_t seed) {
+    const uint32_t zero[2] = {0, 0};
+    const uint64_t half = STAGED_BYTES / 2, local_offset[2] = {half, 0}, remote_offset[2] = {0, half},
+                   length[2] = {half, half};
+    uint64_t op = 0;
+    CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, 2, zero, local_offset, zero, remote_offset, length,
+                           1, &local, 1, &remote, NULL, 0, &op));
+    wait_completions_ok(reader, 1, STAGED_BYTES, true);
+    CHECK(holds_pattern(local_address + half, half, 0, seed) && holds_pattern(local_address, half, half, seed),
+          "every chunk landed where it belongs");
+}
+
+/* A READ of the source's vram (from 4 KiB on) into dram of this agent: staged, copied up by the host. */
+static void pull_into_dram(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t remote, uint64_t seed) {
+    const uint64_t skip = 4096, length = PULL_BYTES - skip;
+    uint8_t *memory = NULL, *expected = malloc(PULL_BYTES);
+    uint32_t dram = alloc_region(reader, PULL_BYTES, &memory);
+    uint64_t op = 0;
+    CHECK_OK(post_one(reader, KVT_XFER_READ, peer, generation, dram, 0, remote, skip, length, &op));
+    wait_completions_ok(reader, 1, length, true);
+    fill_pattern(expected, PULL_BYTES, seed);
+    CHECK(memcmp(memory, expected + skip, length) == 0, "the vram's bytes are in the dram region");
+    free(expected);
+    free_region(reader, dram, memory);
+}
+
+/* A reader agent that stages (KVT_AGENT_VRAM_STAGED), `length` bytes of vram registered, with the source
+ * process's metadata loaded. */
+typedef struct {
+    uint32_t agent, local, peer, remote;
+    uint64_t local_vram, generation;
+} staged_reader;
+
+static staged_reader open_staged_reader(const char *name, const source_process *source, uint64_t length) {
+    staged_reader reader = {0};
+    uint32_t regions = 0;
+    CHECK_OK(kvt_agent_create(name, test_backend, KVT_AGENT_VRAM_STAGED, &reader.agent));
+    CHECK_OK(kvt_mem_alloc_vram(reader.agent, 0, length, &reader.local_vram));
+    CHECK_OK(kvt_mem_register(reader.agent, reader.local_vram, length, KVT_MEM_VRAM, 0, &reader.local));
+    CHECK_OK(kvt_peer_load(reader.agent, source->blob, source->length, &reader.peer, &reader.generation));
+    CHECK_OK(kvt_peer_regions(reader.agent, reader.peer, 1, &reader.remote, NULL, NULL, NULL, NULL, &regions));
+    return reader;
+}
+
+static void close_staged_reader(const staged_reader *reader) {
+    CHECK_OK(kvt_peer_unload(reader->agent, reader->peer));
+    CHECK_OK(kvt_mem_deregister(reader->agent, reader->local));
+    CHECK_OK(kvt_mem_free(reader->agent, reader->local_vram));
+    CHECK_OK(kvt_agent_destroy(reader->agent));
+}
+
+/* A reader that stages (KVT_AGENT_VRAM_STAGED) pulls the source process's vram: by descriptors in chunks, many
+ * small pieces, by template and into dram, every byte checked, and never opens the source's IPC handle. */
+static void staged_pull_from_the_source_process(void) {
+    source_process source;
+    CHECK(source_spawn(&(source_options){.length = STAGED_BYTES, .vram_memory = true, .seed = 71}, &source),
+          "the source process starts");
+    staged_reader r = open_staged_reader("vram-staged-reader", &source, STAGED_BYTES);
+    pull_chunks(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
+    pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
+    pull_many_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
+    pull_by_template(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
+    pull_into_dram(r.agent, r.peer, r.generation, r.remote, 71);
+    uint64_t op = 0;
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 post_one(r.agent, KVT_XFER_WRITE, r.peer, r.generation, r.local, 0, r.remote, 0, 64, &op));
+    CHECK_DETAIL("stages its vram moves (KVT_AGENT_VRAM_STAGED), so the move goes host-staged, but a host-staged "
+                 "move is a READ");
+    CHECK(open_handles() <= 0, "no CUDA IPC handle was opened");
+    close_staged_reader(&r);
+    source_end(&source);
+}
+
+static void vram_staged_pull_from_another_process(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX between processes");
+    on_driver_under_test("1", staged_pull_from_the_source_process);
+}
+
+/* One staged READ into vram of GPUs 0 and 1 is refused at post. */
+static void refuse_two_gpus(const vram_pair *pair) {
+    uint64_t other = 0, op = 0;
+    uint32_t regions[2] = {pair->local, 0};
+    CHECK_OK(kvt_mem_alloc_vram(pair->reader, 1, 4096, &other));
+    CHECK_OK(kvt_mem_register(pair->reader, other, 4096, KVT_MEM_VRAM, 1, &regions[1]));
+    const uint32_t local_index[2] = {0, 1}, zero[2] = {0, 0};
+    const uint64_t offset[2] = {0, 0}, length[2] = {4096, 4096};
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 kvt_xfer_post(pair->reader, KVT_XFER_READ, pair->peer, pair->generation, 2, local_index, offset, zero,
+                               offset, length, 2, regions, 1, &pair->remote, NULL, 0, &op));
+    CHECK_DETAIL("a host-staged READ lands in the memory of one GPU");
+    CHECK_OK(kvt_mem_deregister(pair->reader, regions[1]));
+    CHECK_OK(kvt_mem_free(pair->reader, other));
+}
+
+/* A staged pull whose copy up the fake holds back: canceled, it stays in progress, its region BUSY, until that
+ * work completed; then it ends CANCELED and the next pull moves every byte. Refused: into two GPUs, and on
+ * loopback. */
+static void staged_pulls_wait_for_their_stream(void) {
+    vram_pair pair = open_vram_pair(73, KVT_AGENT_VRAM_STAGED);
+    uint32_t reader = pair.reader;
+    uint64_t op = 0;
+    if (test_backend != KVT_BACKEND_UCX) {
+        CHECK_STATUS(KVT_ERR_NOT_SUPPORTED, post_one(reader, KVT_XFER_READ, pair.peer, pair.generation, pair.local, 0,
+                                                     pair.remote, 0, PULL_BYTES, &op));
+        CHECK_DETAIL("host-staged moves need the ucx backend");
+        close_vram_pair(&pair);
+        return;
+    }
+    refuse_two_gpus(&pair);
+    ((hold_fn)(uintptr_t)fake_symbol("fake_cuda_hold_events"))(1);
+    unsigned long since = 0;
+    CHECK_OK(
+        post_one(reader, KVT_XFER_READ, pair.peer, pair.generation, pair.local, 0, pair.remote, 0, PULL_BYTES, &op));
+    wait_until(reader, queried_while_held, &since, "a held event to be asked", WAIT_DEADLINE_MS);
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(reader, op));
+    since = ((held_queries_fn)(uintptr_t)fake_symbol("fake_cuda_held_queries"))();
+    wait_until(reader, queried_while_held, &since, "a held event to be asked after the cancel", WAIT_DEADLINE_MS);
+    CHECK(op_status(reader, op) == KVT_IN_PROGRESS, "a canceled staged pull waits for its copy up");
+    CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_deregister(reader, pair.local));
+    ((hold_fn)(uintptr_t)fake_symbol("fake_cuda_hold_events"))(0);
+    CHECK(wait_op(reader, op, NULL) == KVT_ERR_CANCELED, "the canceled pull ends CANCELED");
+    CHECK_OK(kvt_xfer_release(reader, op));
+    CHECK_OK(
+        post_one(reader, KVT_XFER_READ, pair.peer, pair.generation, pair.local, 0, pair.remote, 0, PULL_BYTES, &op));
+    wait_completions_ok(reader, 1, PULL_BYTES, true);
+    CHECK(holds_pattern(pair.local_vram, PULL_BYTES, 0, 73), "the next pull moved the source's bytes");
+    close_vram_pair(&pair);
+}
+
+static void vram_staged_pull_waits_for_its_stream(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, staged_pulls_wait_for_their_stream);
+}
+
+/* The source process stops before it answers, then is killed: the staged pull ends REMOTE_DISCONNECT. */
+static void staged_pull_from_a_killed_source(void) {
+    source_process source;
+    CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 79}, &source),
+          "the source process starts");
+    staged_reader r = open_staged_reader("vram-staged-orphan", &source, PULL_BYTES);
+    source_signal(&source, SIGSTOP);
+    source_wait_stopped(&source);
+    uint64_t op = 0;
+    CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote, 0, PULL_BYTES, &op));
+    source_end(&source);
+    int32_t ended = wait_op(r.agent, op, NULL);
+    CHECK(ended == KVT_ERR_REMOTE_DISCONNECT, "the pull ends REMOTE_DISCONNECT, not %s", kvt_status_name(ended));
+    CHECK_OK(kvt_xfer_release(r.agent, op));
+    close_staged_reader(&r);
+}
+
+static void vram_staged_pull_from_a_killed_source(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX between processes");
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, staged_pull_from_a_killed_source);
 }
 
 /* Device memory for the kernel tests, through the driver's own calls. */
@@ -719,4 +676,6 @@ static void block_checksums(void) { on_driver_under_test("1", sums_where_the_byt
 TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device), TEST(driver_fails),
           TEST(driver_and_devices), TEST(vram_banks), TEST(register_refusals), TEST(strict_driver),
           TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(vram_pull_waits_for_its_stream),
-          TEST(kernels), TEST(block_checksums), TEST(vram_source_outlives_a_killed_reader))
+          TEST(kernels), TEST(block_checksums), TEST(vram_source_outlives_a_killed_reader),
+          TEST(vram_staged_pull_from_another_process), TEST(vram_staged_pull_waits_for_its_stream),
+          TEST(vram_staged_pull_from_a_killed_source))

@@ -115,9 +115,7 @@ function figures(measured, job, fetched) {
       staged,
       ['at least', 0.8],
       'host-staged pull between two processes against one pinned host-to-device copy',
-      measured === null
-        ? notMeasured
-        : 'not measured: gpu_figures reports no staged_pull_ms (no host-staged pull in this build)',
+      measured === null ? notMeasured : 'not measured: gpu_figures reported no staged_pull_ms',
     ),
     'verify.gpu.gbytes_per_s': figure(
       measured?.verify_gbytes_per_s,

@@ -9,7 +9,7 @@
 # - preflight: gpu_figures preflight, whether the library loads the driver and sees a GPU;
 # - the native tests of the CUDA domain on the machine's driver (test_cuda, KVT_TEST_CUDA_REAL=1, on the
 #   loopback and ucx backends: vram allocation, registration, pulls within a process and from another
-#   process through CUDA IPC, and host-staged where built; the kernels);
+#   process through CUDA IPC and host-staged; the kernels);
 # - the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy
 #   and gather, against one device-to-device copy; a pinned host-to-device copy; the checksum kernel's rate);
 # - the facade's vram probe under the shipped Node;

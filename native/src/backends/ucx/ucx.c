@@ -1,7 +1,7 @@
 /* The UCX backend. Everything here runs on the agent's progress thread, which alone owns the ucp
  * context and worker (UCS_THREAD_MODE_SINGLE): registration, endpoints, remote keys, gets and puts,
  * active-message notifications and progress. */
-#include "backends/ucx/ucx_state.h"
+#include "backends/ucx/ucx_staging.h"
 
 #include "backend.h"
 #include "file_regions.h"
@@ -90,6 +90,7 @@ static void ucx_stop(kvt_agent *agent) {
         state->detached = endpoint->next_detached;
         free(endpoint);
     }
+    ucx_staging_free(state); /* no request can use its buffers any more */
     if (state->context) ucp_cleanup(state->context);
     free(state->address);
     free(state);
@@ -136,6 +137,9 @@ static kvt_status open_serving(kvt_agent *agent, ucx_worker *out, uint8_t **out_
     /* Peers probe the address the metadata advertises: this worker answers, on the probe's reply endpoint. */
     handler.id = KVT_AM_PROBE;
     handler.cb = on_probe;
+    if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(out->worker, &handler);
+    handler.id = KVT_AM_STAGE_REQUEST; /* readers of this agent's memory ask for staged chunks here */
+    handler.cb = ucx_on_stage_request;
     if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(out->worker, &handler);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
     ucp_address_t *address;
@@ -236,6 +240,9 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
         .arg = agent,
     };
     status = ucp_worker_set_am_recv_handler(state->worker, &answers);
+    answers.id = KVT_AM_STAGE_DATA; /* and the chunks of this agent's staged moves */
+    answers.cb = ucx_on_stage_data;
+    if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(state->worker, &answers);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
     uint8_t *address = NULL;
     uint32_t address_length = 0;
@@ -371,6 +378,7 @@ static const uint8_t *ucx_address(kvt_agent *agent, uint32_t *length) {
 static void ucx_fence(kvt_agent *agent) {
     ucx_state *state = state_of(agent);
     if (state->serving.worker) ucp_worker_destroy(state->serving.worker);
+    ucx_staging_forget_answers(state);
     char detail[256] = "";
     uint8_t *address = NULL;
     uint32_t address_length = 0;
@@ -563,6 +571,7 @@ static bool ucx_progress(kvt_agent *agent) {
     if (state->serving.worker && !atomic_load_explicit(&agent->serving_held, memory_order_relaxed))
         for (int round = 0; round < 64 && ucp_worker_progress(state->serving.worker) != 0; round++) worked = true;
     ucx_close_failed_endpoints(state);
+    if (state->staging && state->staging->answers > 0) worked = true; /* staged chunks on their way out */
     if (state->detached) ucx_close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
     if (agent->active)
         kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);
@@ -602,6 +611,7 @@ const kvt_backend kvt_ucx_backend = {
     .disconnect = ucx_disconnect,
     .closing = ucx_closing,
     .advance = ucx_advance,
+    .advance_staged = ucx_advance_staged,
     .notify = ucx_notify,
     .probe = ucx_probe,
     .describe = ucx_describe,

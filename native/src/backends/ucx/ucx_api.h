@@ -11,6 +11,7 @@
 #define KVT_UCX_LIBRARY "libucp.so.0"
 
 #define KVT_UCX_FUNCTIONS(X)                                                                                           \
+    X(ucp_am_recv_data_nbx)                                                                                            \
     X(ucp_am_send_nbx)                                                                                                 \
     X(ucp_cleanup)                                                                                                     \
     X(ucp_config_modify)                                                                                               \
@@ -56,6 +57,7 @@ extern kvt_ucx_functions kvt_ucx;
 /* ucp_init is an inline function of ucp.h that calls ucp_init_version with the headers' API version. */
 #define ucp_init(params, config, context)                                                                              \
     kvt_ucx.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, params, config, context)
+#define ucp_am_recv_data_nbx kvt_ucx.ucp_am_recv_data_nbx
 #define ucp_am_send_nbx kvt_ucx.ucp_am_send_nbx
 #define ucp_cleanup kvt_ucx.ucp_cleanup
 #define ucp_config_modify kvt_ucx.ucp_config_modify

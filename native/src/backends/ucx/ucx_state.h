@@ -8,8 +8,10 @@
 #include "backends/ucx/ucx_api.h"
 
 #define KVT_AM_NOTIFY 7u
-#define KVT_AM_PROBE 8u  /* heartbeat probe: u32 peer id + u64 prober incarnation, little-endian */
-#define KVT_AM_ANSWER 9u /* the probe's bytes, sent back */
+#define KVT_AM_PROBE 8u          /* heartbeat probe: u32 peer id + u64 prober incarnation, little-endian */
+#define KVT_AM_ANSWER 9u         /* the probe's bytes, sent back */
+#define KVT_AM_STAGE_REQUEST 10u /* host-staged moves (ucx_staging.h): a chunk asked of its source */
+#define KVT_AM_STAGE_DATA 11u    /* and its bytes, sent back */
 #define PROBE_BYTES 12u
 #define OP_WINDOW 256u             /* requests in flight per operation */
 #define OP_WINDOW_BYTES (8u << 20) /* bytes in flight per operation (at least one request) */
@@ -53,11 +55,12 @@ typedef struct {
     uint8_t *address;   /* the serving worker's (agent->lock held to change it, as metadata reads it) */
     uint32_t address_length;
     uint64_t next_liveness_check_ns;
-    ucx_endpoint *failed;   /* endpoints to force-close after progress: UCX reported them failed, or flushed */
-    uint32_t closing;       /* force-closes not yet finished */
-    ucx_endpoint *detached; /* endpoints whose connection is gone, until their closes finish */
-    ucx_endpoint *warming;  /* endpoints whose peer's mapped regions are not all touched yet (warm_step) */
-    bool stopping;          /* the worker is being destroyed */
+    ucx_endpoint *failed;        /* endpoints to force-close after progress: UCX reported them failed, or flushed */
+    uint32_t closing;            /* force-closes not yet finished */
+    ucx_endpoint *detached;      /* endpoints whose connection is gone, until their closes finish */
+    ucx_endpoint *warming;       /* endpoints whose peer's mapped regions are not all touched yet (warm_step) */
+    bool stopping;               /* the worker is being destroyed */
+    struct ucx_staging *staging; /* host-staged moves' buffers and streams (ucx_staging.h), or NULL */
 } ucx_state;
 
 /* A connection's endpoint. `ep` is NULL once it was closed; `conn` is NULL once the connection was

@@ -1,0 +1,112 @@
+/* An agent's staging resources: bounce buffers of one chunk each, registered with UCX (pinned host memory
+ * from the CUDA driver while the agent keeps fewer than STAGE_PINNED_BUFFERS, else pageable), and a CUDA
+ * stream per GPU. Made on first use, kept until the agent stops. Progress thread only. */
+#include "backends/ucx/ucx_staging.h"
+
+#include "services/status.h"
+
+#include <stdlib.h>
+
+ucx_staging *ucx_staging_of(ucx_state *state) {
+    if (!state->staging) state->staging = calloc(1, sizeof *state->staging);
+    return state->staging;
+}
+
+/* Chunk-sized host memory: pinned by the driver (portable to every context, so any GPU's copies DMA from it)
+ * when allowed, else malloc's. */
+static uint8_t *bounce_memory(bool want_pinned, bool *out_pinned) {
+    void *host = NULL;
+    *out_pinned = false;
+    if (want_pinned && !kvt_cuda_unavailable() && kvt_cuda_use_device("kvt_xfer_post", 0) == KVT_OK &&
+        kvt_cuda.MemHostAlloc(&host, STAGE_CHUNK_BYTES, KVT_CU_MEMHOSTALLOC_PORTABLE) == KVT_CUDA_SUCCESS) {
+        *out_pinned = true;
+        return host;
+    }
+    kvt_detail_clear(); /* a refusal above only means pageable memory */
+    return malloc(STAGE_CHUNK_BYTES);
+}
+
+ucx_bounce *ucx_bounce_take(ucx_state *state) {
+    ucx_staging *staging = ucx_staging_of(state);
+    if (!staging) return NULL;
+    for (ucx_bounce *bounce = staging->buffers; bounce; bounce = bounce->next)
+        if (!bounce->busy) {
+            bounce->busy = true;
+            return bounce;
+        }
+    ucx_bounce *bounce = calloc(1, sizeof *bounce);
+    if (!bounce) return NULL;
+    bounce->host = bounce_memory(staging->pinned < STAGE_PINNED_BUFFERS, &bounce->pinned);
+    if (!bounce->host) {
+        free(bounce);
+        return NULL;
+    }
+    staging->pinned += bounce->pinned;
+    ucp_mem_map_params_t params = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = bounce->host,
+        .length = STAGE_CHUNK_BYTES,
+    };
+    if (ucp_mem_map(state->context, &params, &bounce->memh) != UCS_OK) bounce->memh = NULL;
+    bounce->busy = true;
+    bounce->staging = staging;
+    bounce->next = staging->buffers;
+    staging->buffers = bounce;
+    return bounce;
+}
+
+void ucx_bounce_give(ucx_bounce *bounce) { bounce->busy = false; }
+
+kvt_status ucx_stage_stream(ucx_state *state, const char *call, uint32_t device, CUstream *out) {
+    ucx_staging *staging = ucx_staging_of(state);
+    if (!staging) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory for staging", call);
+    kvt_status status = kvt_cuda_use_device(call, device);
+    if (status != KVT_OK) return status;
+    if (device >= STAGE_MAX_GPUS)
+        return kvt_fail(KVT_ERR_NOT_SUPPORTED, "%s: GPU %u is past the %u a staged move uses", call, device,
+                        STAGE_MAX_GPUS);
+    if (!staging->streams[device]) {
+        CUresult result = kvt_cuda.StreamCreate(&staging->streams[device], KVT_CU_STREAM_NON_BLOCKING);
+        if (result != KVT_CUDA_SUCCESS) {
+            char text[256];
+            staging->streams[device] = NULL;
+            return kvt_fail(KVT_ERR_BACKEND, "%s: no CUDA stream on GPU %u for staging: %s", call, device,
+                            kvt_cuda_error_text(result, text, sizeof text));
+        }
+    }
+    *out = staging->streams[device];
+    return KVT_OK;
+}
+
+void ucx_staging_forget_answers(ucx_state *state) {
+    ucx_staging *staging = state->staging;
+    if (!staging) return;
+    for (ucx_bounce *bounce = staging->buffers; bounce; bounce = bounce->next)
+        if (bounce->answering) {
+            bounce->answering = false;
+            bounce->busy = false;
+        }
+    staging->answers = 0;
+}
+
+void ucx_staging_free(ucx_state *state) {
+    ucx_staging *staging = state->staging;
+    if (!staging) return;
+    for (uint32_t device = 0; device < STAGE_MAX_GPUS; device++)
+        if (staging->streams[device] && kvt_cuda_use_device("kvt_agent_shutdown", device) == KVT_OK) {
+            kvt_cuda.StreamSynchronize(staging->streams[device]);
+            kvt_cuda.StreamDestroy(staging->streams[device]);
+        }
+    while (staging->buffers) {
+        ucx_bounce *bounce = staging->buffers;
+        staging->buffers = bounce->next;
+        if (bounce->memh) ucp_mem_unmap(state->context, bounce->memh);
+        if (bounce->pinned)
+            kvt_cuda.MemFreeHost(bounce->host);
+        else
+            free(bounce->host);
+        free(bounce);
+    }
+    free(staging);
+    state->staging = NULL;
+}

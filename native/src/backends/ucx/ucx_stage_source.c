@@ -1,0 +1,145 @@
+/* The source's side of a host-staged move: a request for one chunk, answered inside its handler on the
+ * serving worker. Every piece must lie inside one live region of the agent; its bytes are copied into a
+ * bounce buffer (from vram on the agent's stream for that GPU, waited for before the answer goes) and sent
+ * back on the request's reply endpoint, which is valid only inside the handler. Doing it all there keeps
+ * ownership plain: the progress thread runs the handler, and a region's withdrawal fences this worker on
+ * the same thread before its memory can go, so the pieces cannot vanish during the copy. The pipeline's
+ * overlap comes from the destination's several chunks in flight: while this side copies one, another
+ * crosses the link and a third is copied up at the destination. */
+#include "backends/ucx/ucx_staging.h"
+
+#include "services/status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Where a requested piece lies: its region's kind and GPU. */
+typedef struct {
+    uint32_t kind, device;
+} piece_home;
+
+/* Whether every piece lies inside one live region of the agent (homes[i] then says which kind). */
+static bool locate(kvt_agent *agent, const stage_piece *pieces, uint32_t count, piece_home *homes) {
+    bool found = true;
+    pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; i < count && found; i++) {
+        found = false;
+        for (uint32_t r = 0; r < agent->region_count && !found; r++) {
+            const kvt_region *region = agent->regions[r];
+            if (pieces[i].address < region->address || pieces[i].length > region->length ||
+                pieces[i].address - region->address > region->length - pieces[i].length)
+                continue;
+            homes[i] = (piece_home){region->kind, region->device};
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return found;
+}
+
+/* Copies the pieces one after another into `into`; the vram ones on the agent's streams, each waited for. */
+static kvt_status stage_pieces(ucx_state *state, const stage_piece *pieces, uint32_t count, const piece_home *homes,
+                               uint8_t *into) {
+    uint64_t offset = 0, gpus = 0;
+    CUresult result = KVT_CUDA_SUCCESS;
+    kvt_status status = KVT_OK;
+    for (uint32_t i = 0; i < count && status == KVT_OK && result == KVT_CUDA_SUCCESS; i++) {
+        if (homes[i].kind == KVT_MEM_VRAM) {
+            CUstream stream = NULL;
+            status = ucx_stage_stream(state, "kvt_xfer_post (staging source)", homes[i].device, &stream);
+            if (status == KVT_OK) {
+                gpus |= 1ull << homes[i].device; /* below STAGE_MAX_GPUS once it has a stream */
+                result = kvt_cuda.MemcpyDtoHAsync(into + offset, pieces[i].address, pieces[i].length, stream);
+            }
+        } else {
+            memcpy(into + offset, (const void *)(uintptr_t)pieces[i].address, pieces[i].length);
+        }
+        offset += pieces[i].length;
+    }
+    for (uint32_t device = 0; device < STAGE_MAX_GPUS; device++) {
+        CUstream stream = NULL;
+        if (!(gpus >> device & 1) ||
+            ucx_stage_stream(state, "kvt_xfer_post (staging source)", device, &stream) != KVT_OK)
+            continue;
+        CUresult synchronized = kvt_cuda.StreamSynchronize(stream);
+        if (result == KVT_CUDA_SUCCESS) result = synchronized;
+    }
+    return status != KVT_OK ? status : result == KVT_CUDA_SUCCESS ? KVT_OK : KVT_ERR_BACKEND;
+}
+
+static void on_reply_sent(void *request, ucs_status_t status, void *user_data) {
+    (void)status; /* a destination that is gone has nothing left to learn */
+    ucx_bounce *bounce = user_data;
+    if (bounce->answering) { /* else forgotten at a fence (ucx_staging_forget_answers) */
+        bounce->answering = false;
+        bounce->staging->answers--;
+        ucx_bounce_give(bounce);
+    }
+    ucp_request_free(request);
+}
+
+/* Sends the answer from `bounce`, which holds its header: `length` bytes of it, or only the status. The
+ * bounce buffer is given back when UCX is done with it. */
+static void answer(ucp_ep_h ep, const stage_request_header *request, kvt_status status, ucx_bounce *bounce,
+                   uint64_t length) {
+    bounce->reply = (stage_reply_header){.op = request->op, .slot = request->slot, .status = status};
+    ucp_request_param_t param = {.op_attr_mask =
+                                     UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+                                 .cb = {.send = on_reply_sent},
+                                 .user_data = bounce,
+                                 .flags = status == KVT_OK ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER};
+    if (status == KVT_OK && bounce->memh) {
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        param.memh = bounce->memh;
+    }
+    bounce->answering = true;
+    bounce->staging->answers++;
+    void *returned = ucp_am_send_nbx(ep, KVT_AM_STAGE_DATA, &bounce->reply, sizeof bounce->reply,
+                                     status == KVT_OK ? bounce->host : NULL, status == KVT_OK ? length : 0, &param);
+    if (returned == NULL || UCS_PTR_IS_ERR(returned)) {
+        bounce->answering = false;
+        bounce->staging->answers--;
+        ucx_bounce_give(bounce);
+    }
+}
+
+/* Whether the request is well formed; its pieces copied into `pieces` (UCX gives the payload at any
+ * alignment). */
+static bool read_request(const void *header, size_t header_length, const void *data, size_t length,
+                         const ucp_am_recv_param_t *param, stage_request_header *out, stage_piece *pieces) {
+    if (header_length != sizeof *out || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+        return false;
+    memcpy(out, header, sizeof *out);
+    if (out->count == 0 || out->count > STAGE_MAX_PIECES || length != out->count * sizeof(stage_piece)) return false;
+    memcpy(pieces, data, length);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < out->count; i++) {
+        if (pieces[i].length == 0 || pieces[i].length > STAGE_CHUNK_BYTES - total) return false;
+        total += pieces[i].length;
+    }
+    return true;
+}
+
+ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                                  const ucp_am_recv_param_t *param) {
+    kvt_agent *agent = arg;
+    ucx_state *state = state_of(agent);
+    stage_request_header request;
+    stage_piece pieces[STAGE_MAX_PIECES];
+    if (!read_request(header, header_length, data, length, param, &request, pieces))
+        return UCS_OK; /* not a request this library sends */
+    piece_home homes[STAGE_MAX_PIECES];
+    /* The bounce buffer carries the answer, a refusal's too; without one the destination's operation waits
+     * for its cancel or its peer's end. */
+    ucx_bounce *bounce = ucx_bounce_take(state);
+    if (!bounce) return UCS_OK;
+    kvt_status status = KVT_ERR_NOT_FOUND; /* a piece withdrawn: the reader reloads */
+    if (locate(agent, pieces, request.count, homes))
+        status = stage_pieces(state, pieces, request.count, homes, bounce->host);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < request.count; i++) total += pieces[i].length;
+    kvt_detail_clear(); /* the destination learns the status; this thread's detail is nobody's */
+    answer(param->reply_ep, &request, status, bounce, total);
+    return UCS_OK;
+}

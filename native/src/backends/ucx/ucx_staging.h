@@ -1,0 +1,88 @@
+/* Host-staged moves of the ucx backend, for vram a peer cannot reach through CUDA IPC (another host, dram and
+ * vram in one operation, or KVT_AGENT_VRAM_STAGED). The destination owns the operation: it asks the source
+ * for chunks by active message, at most STAGE_SLOTS in flight, each into a pinned bounce buffer of its own
+ * (ucx_staged_pull.c). The source answers each request inside its handler (ucx_stage_source.c): it checks
+ * every piece against its live regions, copies them into a pinned bounce buffer of its own (from vram on its
+ * stream for that GPU, waited for there) and sends the buffer back by rendezvous. The destination receives
+ * it into the chunk's bounce buffer and copies it up into its vram on its stream, an event telling the
+ * progress thread when that work completed. The agent's bounce buffers and streams (ucx_stage_buffers.c) are
+ * freed when the agent stops. */
+#ifndef KVT_UCX_STAGING_H
+#define KVT_UCX_STAGING_H
+
+#include "backends/ucx/ucx_state.h"
+#include "services/cuda_driver.h"
+
+#define STAGE_CHUNK_BYTES (4u << 20) /* bytes of one chunk, and of every bounce buffer */
+#define STAGE_SLOTS 4u               /* chunks in flight per operation */
+#define STAGE_MAX_PIECES 256u        /* pieces in one chunk */
+#define STAGE_PINNED_BUFFERS 16u     /* pinned bounce buffers an agent keeps at most; beyond, pageable ones */
+#define STAGE_MAX_GPUS 64u
+
+/* The request (destination to source): this header, then `count` pieces. */
+typedef struct {
+    uint64_t op;
+    uint32_t slot, count;
+} stage_request_header;
+typedef struct {
+    uint64_t address, length; /* in the source's address space */
+} stage_piece;
+/* The answer (source to destination): this header, then the chunk's bytes (none unless status is KVT_OK).
+ * Native byte order, little-endian on every platform the library is built for. */
+typedef struct {
+    uint64_t op;
+    uint32_t slot;
+    int32_t status;
+} stage_reply_header;
+
+typedef struct ucx_bounce {
+    uint8_t *host;
+    ucp_mem_h memh; /* its UCX registration, or NULL (UCX then registers it per transfer) */
+    bool pinned;    /* cuMemHostAlloc's; else malloc's */
+    bool busy;
+    bool answering;           /* a source's answer from it is with UCX (counted in staging->answers) */
+    stage_reply_header reply; /* that answer's header */
+    struct ucx_staging *staging;
+    struct ucx_bounce *next;
+} ucx_bounce;
+
+/* An agent's staging resources, made on first use. */
+typedef struct ucx_staging {
+    ucx_bounce *buffers; /* every bounce buffer of the agent, busy or not */
+    uint32_t pinned;
+    CUstream streams[STAGE_MAX_GPUS]; /* one per GPU the agent staged for */
+    struct ucx_staged_pull *pulls;    /* the staged operations in flight, which answers look up */
+    /* Answers this agent (as a source) has in flight: until they end, its progress thread does not sleep,
+     * since a rendezvous send may need several rounds of the serving worker (fragments, acknowledgements)
+     * and an idle worker is polled only every IDLE_PROGRESS_MS. */
+    uint32_t answers;
+} ucx_staging;
+
+/* ---- ucx_stage_buffers.c ---- */
+/* The agent's staging resources (NULL when out of memory). */
+ucx_staging *ucx_staging_of(ucx_state *state);
+/* A free bounce buffer of STAGE_CHUNK_BYTES, made when none is free (pinned while fewer than
+ * STAGE_PINNED_BUFFERS are, and the driver allows); NULL when out of memory. */
+ucx_bounce *ucx_bounce_take(ucx_state *state);
+void ucx_bounce_give(ucx_bounce *bounce);
+/* GPU `device` made current, and the agent's stream for it in *out. */
+kvt_status ucx_stage_stream(ucx_state *state, const char *call, uint32_t device, CUstream *out);
+/* After the serving worker was destroyed (a fence): the answers it carried will never complete; their
+ * buffers are free again. */
+void ucx_staging_forget_answers(ucx_state *state);
+/* At the agent's stop, after its workers were destroyed: frees the buffers and streams. */
+void ucx_staging_free(ucx_state *state);
+
+/* ---- ucx_stage_source.c ---- */
+/* The serving worker's handler of KVT_AM_STAGE_REQUEST. */
+ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                                  const ucp_am_recv_param_t *param);
+
+/* ---- ucx_staged_pull.c ---- */
+/* The initiator worker's handler of KVT_AM_STAGE_DATA. */
+ucs_status_t ucx_on_stage_data(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                               const ucp_am_recv_param_t *param);
+/* The backend's advance_staged. */
+void ucx_advance_staged(kvt_agent *agent, kvt_op *op);
+
+#endif

@@ -1,0 +1,84 @@
+/* What test_cuda's cases share (linked into every test beside the harness): child processes over the driver
+ * under test, vram pulls whose bytes are checked, a pair of vram agents in one process, the fake driver's
+ * hooks. */
+#ifndef KVT_TEST_CUDA_PULLS_H
+#define KVT_TEST_CUDA_PULLS_H
+
+#include "harness.h"
+
+#include <stdint.h>
+
+typedef struct {
+    const char *library; /* KVT_CUDA_LIBRARY */
+    const char *devices; /* FAKE_CUDA_DEVICES, or NULL */
+    const char *init_error;
+} driver_setup;
+
+#define PULL_BYTES (256u << 10)
+/* A template of two planes (routes) over PULL_BYTES, four blocks of 32 KiB in each plane's half, two rows
+ * of 4 KiB per block and plane: what a KV layout's layers and planes make of one block. */
+#define PLANE_BYTES (PULL_BYTES / 2)
+#define BLOCK_STRIDE (32u << 10)
+#define ROW_STRIDE (16u << 10)
+#define ROW_BYTES 4096u
+
+typedef struct {
+    uint32_t source, reader, remote, local, peer;
+    uint64_t remote_vram, local_vram, generation;
+} vram_pair;
+
+typedef void (*hold_fn)(int hold);
+typedef unsigned long (*held_queries_fn)(void);
+typedef int (*open_handles_fn)(void);
+
+/* Runs `body` in a child process set up as `setup` says; fails when the child fails. */
+void in_child(driver_setup setup, void (*body)(void));
+
+/* Whether the machine's own driver is under test (KVT_TEST_CUDA_REAL=1). */
+bool real_driver(void);
+
+/* The fake driver's file, or NULL with the case skipped (always on a real driver). */
+const char *fake_driver(const char *variable);
+
+/* Whether [address, +length) of vram holds the bytes [from, from + length) of the pattern of `seed`. */
+bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed);
+
+/* Three pieces of the peer's region `remote` into this agent's `local`, in another order; the READ must
+ * end KVT_OK with every byte where it belongs. */
+void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                 uint64_t local_address, uint64_t seed);
+
+/* 200 pieces of 1 KiB in reverse order, non-contiguous on both sides (so none merge): more than the piece
+ * buffer's first 64, twice (the second reuses what the first grew). */
+void pull_many_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                      uint64_t local_address, uint64_t seed);
+
+/* The template of two planes above, between `local` and the peer's `remote`. */
+kvt_status register_planes(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                           uint32_t *out_template);
+
+/* Four blocks by template (16 pieces: blocks x planes x rows), in another order; every piece must land. */
+void pull_by_template(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                      uint64_t local_address, uint64_t seed);
+
+/* Two agents of this process, each with PULL_BYTES of vram registered (the source's holding the pattern of
+ * `seed`), the source loaded as the reader's peer; the reader created with `reader_flags` (KVT_AGENT_*). */
+vram_pair open_vram_pair(uint64_t seed, uint32_t reader_flags);
+
+void close_vram_pair(const vram_pair *pair);
+
+/* A symbol of the fake driver the library loaded (the test fails without it). */
+void *fake_symbol(const char *name);
+
+/* A wait_condition: the fake counted more queries of held events than *(unsigned long *)context. */
+bool queried_while_held(void *context);
+
+/* The fake's count of open IPC handles, or -1 on a real driver (which does not tell). */
+int open_handles(void);
+
+/* A wait_condition: no IPC handle open. */
+bool handles_closed(void *context);
+
+int32_t op_status(uint32_t agent, uint64_t op);
+
+#endif
