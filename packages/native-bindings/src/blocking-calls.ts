@@ -8,7 +8,9 @@ export interface BlockingCall {
   readonly ms: number;
   /**
    * CPU time the thread spent in the call, for calls longer than the monitor's `cpuTimeAboveMs`: far
-   * below `ms` means the thread waited or was preempted, close to it that the call itself worked.
+   * below `ms` means the thread waited or was preempted, close to it that the call itself worked. It
+   * counts from a reading of the thread's CPU clock taken at most 0.1 ms before the call, so it may
+   * include up to 0.1 ms of what the thread did just before.
    */
   readonly cpuMs?: number;
   /**
@@ -109,9 +111,11 @@ export class BlockingCallMonitor {
   /** @internal */
   record(call: string, ms: number, start: number, cpuMs: number | undefined): void {
     this.#calls++;
+    const longestOfCall = ms > (this.#longestByCall.get(call)?.ms ?? -1);
+    if (!longestOfCall) return; // the common case, which allocates nothing
     const seen = new RecordedCall(call, ms, start, ms > this.cpuTimeAboveMs ? cpuMs : undefined);
     if (this.#longest === undefined || ms > this.#longest.ms) this.#longest = seen;
-    if (ms > (this.#longestByCall.get(call)?.ms ?? -1)) this.#longestByCall.set(call, seen);
+    this.#longestByCall.set(call, seen);
   }
 
   /** @internal Adds a collection to the kept calls it overlapped (the longest is the longest of its function). */
@@ -158,6 +162,25 @@ function cpuNs(): number | undefined {
   return threadCpuNs === undefined ? undefined : Number(threadCpuNs());
 }
 
+/**
+ * How old the CPU reading a call starts from may be, in ms. Reading the thread's CPU clock is a system
+ * call (about 1 µs on a virtual machine), several times the cost of the short calls a posted operation
+ * makes; a reading this recent stands in for one at the call's start, off by at most this much CPU time.
+ */
+const CPU_READING_MAX_AGE_MS = 0.1;
+/** The thread's last CPU reading (ns) and when it was taken (performance.now()). */
+let lastCpuNs: number | undefined;
+let lastCpuAt = Number.NEGATIVE_INFINITY;
+
+/** The thread's CPU time at `now` (performance.now()), or from a reading at most CPU_READING_MAX_AGE_MS older. */
+function recentCpuNs(now: number): number | undefined {
+  if (now - lastCpuAt > CPU_READING_MAX_AGE_MS) {
+    lastCpuNs = cpuNs();
+    lastCpuAt = now;
+  }
+  return lastCpuNs;
+}
+
 function someMonitorWantsCpu(ms: number): boolean {
   for (const monitor of running) if (ms > monitor.cpuTimeAboveMs) return true;
   return false;
@@ -167,15 +190,20 @@ function instrument(target: BoundApi): void {
   for (const [name, call] of Object.entries(target.raw)) {
     const native = call as NativeFunction;
     target.api[name] = (...args: never[]) => {
-      // The CPU clock is read before every call (one system call) but after it only when the call was
-      // long enough for some monitor to want it, so that short calls stay cheap.
-      const cpuStart = cpuNs();
+      // The CPU clock is read before a call unless a recent reading stands in for it, and after it only
+      // when the call was long enough for some monitor to want it, so that short calls stay cheap.
       const start = performance.now();
+      const cpuStart = recentCpuNs(start);
       try {
         return native(...args);
       } finally {
-        const ms = performance.now() - start;
+        const end = performance.now();
+        const ms = end - start;
         const cpuEnd = cpuStart !== undefined && someMonitorWantsCpu(ms) ? cpuNs() : undefined;
+        if (cpuEnd !== undefined) {
+          lastCpuNs = cpuEnd;
+          lastCpuAt = end;
+        }
         const cpuMs = cpuStart === undefined || cpuEnd === undefined ? undefined : (cpuEnd - cpuStart) / 1e6;
         for (const monitor of running) monitor.record(name, ms, start, cpuMs);
       }
