@@ -45,7 +45,8 @@ export class Operation {
     this.id = id;
     this.descriptorCount = descriptorCount;
     this.#onRelease = onRelease;
-    this.#state = new HandleState(this, 'Operation', `${id} of agent ${agent.name}`);
+    const agentName = agent.name; // the label's writer keeps no handle alive
+    this.#state = new HandleState(this, 'Operation', () => `${id} of agent ${agentName}`);
     this.done = new Promise<OperationResult>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
