@@ -31,16 +31,25 @@ const leaks = new FinalizationRegistry<HandleState>((state) => {
   );
 });
 
-/** Open/closed state of one handle, with the leak warning armed while it is open. */
+/** Open/closed state of one handle, with the leak warning armed while it is open (see `arm`). */
 export class HandleState {
   readonly kind: HandleKind;
   /** The label, or what writes it when first asked (a handle made per operation should not pay for it). */
   #label: string | (() => string);
   #open = true;
+  #armed = false;
 
-  constructor(owner: object, kind: HandleKind, label: string | (() => string)) {
+  /** `armed: false` leaves the leak warning to `arm()`, for a handle that cannot leak before some point. */
+  constructor(owner: object, kind: HandleKind, label: string | (() => string), { armed = true } = {}) {
     this.kind = kind;
     this.#label = label;
+    if (armed) this.arm(owner);
+  }
+
+  /** Arms the leak warning for `owner` (the handle this state belongs to) while it is open. */
+  arm(owner: object): void {
+    if (!this.#open || this.#armed) return;
+    this.#armed = true;
     leaks.register(owner, this, this);
   }
 
@@ -59,7 +68,7 @@ export class HandleState {
 
   markClosed(): void {
     this.#open = false;
-    leaks.unregister(this);
+    if (this.#armed) leaks.unregister(this);
   }
 }
 
