@@ -729,7 +729,10 @@ console.log(`library: ${caps.version} at ${caps.libraryPath}`);
 // KVREUSE_BENCH_READS=4096,16384: only the read sweep's points of those sizes (bytes), printed; nothing written.
 const onlyReads = process.env.KVREUSE_BENCH_READS?.split(',').map(Number);
 if (onlyReads !== undefined) {
-  await readsBySize(SWEEP.filter((point) => onlyReads.includes(point.size)));
+  const points = SWEEP.filter((point) => onlyReads.includes(point.size));
+  if (points.length === 0)
+    throw new Error(`KVREUSE_BENCH_READS names none of the sweep's sizes (${SWEEP.map((p) => p.size).join(', ')})`);
+  await readsBySize(points);
   process.exit(0);
 }
 const loopbackPair = await phase('loopback setup', () => openPair('loopback', OVERHEAD_BYTES, 5));
