@@ -348,17 +348,17 @@ function readFigure({ size, batchSize, window, goal }: SweepPoint, rates: ReadRa
  * each size, then a memcpy of that size between two banks of the reader, all on one reused buffer each
  * side. Written as the series `bandwidth`, which the merge draws into docs/bench-bandwidth.svg.
  */
-async function readsBySize(): Promise<void> {
+async function readsBySize(points: readonly SweepPoint[] = SWEEP): Promise<void> {
   const started = process.hrtime.bigint();
   const loadAtStart = loadavg()[0] ?? Number.NaN;
-  const largest = Math.max(...SWEEP.map((point) => point.size));
+  const largest = Math.max(...points.map((point) => point.size));
   const setup = await remoteSource(SWEEP_BANK_BYTES, 7);
   const copyTarget = await setup.agent.allocate(largest);
   const facadePath = describePath(setup.peer.transport());
   const facade: number[] = [];
   const perftest: number[] = [];
   const memcpy: number[] = [];
-  for (const point of SWEEP) {
+  for (const point of points) {
     const pointStarted = process.hrtime.bigint();
     const rates = await readRates(setup, point);
     const copies = Math.max(1, Math.round(SWEEP_MEMCPY_BYTES / point.size));
@@ -379,7 +379,7 @@ async function readsBySize(): Promise<void> {
   await setup.close();
   series.bandwidth = {
     title: 'READ bandwidth by message size, two processes on one host',
-    sizes: SWEEP.map((point) => point.size),
+    sizes: points.map((point) => point.size),
     unit: 'GB/s',
     lines: [
       { label: 'kvreuse read (facade)', values: facade },
@@ -388,7 +388,7 @@ async function readsBySize(): Promise<void> {
     ],
     loadAverage: { start: loadAtStart, end: loadavg()[0] ?? Number.NaN },
   };
-  console.log(`read sweep: ${SWEEP.length} sizes in ${seconds(started).toFixed(1)} s`);
+  console.log(`read sweep: ${points.length} sizes in ${seconds(started).toFixed(1)} s`);
 }
 
 /** The 42-block prefix as one batch of 2,352 × 128 KiB, the same offsets both sides. */
@@ -732,6 +732,15 @@ async function phase<T>(name: string, run: () => Promise<T>): Promise<T> {
 }
 const caps = transport.capabilities();
 console.log(`library: ${caps.version} at ${caps.libraryPath}`);
+// KVREUSE_BENCH_READS=4096,16384: only the read sweep's points of those sizes (bytes), printed; nothing written.
+const onlyReads = process.env.KVREUSE_BENCH_READS?.split(',').map(Number);
+if (onlyReads !== undefined) {
+  const points = SWEEP.filter((point) => onlyReads.includes(point.size));
+  if (points.length === 0)
+    throw new Error(`KVREUSE_BENCH_READS names none of the sweep's sizes (${SWEEP.map((p) => p.size).join(', ')})`);
+  await readsBySize(points);
+  process.exit(0);
+}
 const LOOPBACK_POSTS = 'loopback posts of 100,000 descriptors';
 const UCX_POSTS = 'ucx posts of 100,000 descriptors';
 async function loopbackPosts(): Promise<Overhead> {

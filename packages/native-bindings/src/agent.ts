@@ -83,6 +83,8 @@ export class Agent {
   readonly #peerEvents: PeerEvents;
   /** Posted operations whose outcome has not been reported yet, by id. */
   readonly #pending = new Map<bigint, Operation>();
+  /** Operations whose outcome the last completion poll delivered: the next one arms their leak warning. */
+  readonly #delivered: Operation[] = [];
   readonly #peers = new Map<number, Peer>();
   readonly #templates = new Set<RegisteredTemplate>();
   readonly #jobs: AgentJobs;
@@ -547,6 +549,8 @@ export class Agent {
 
   #pollCompletions(): void {
     if (!this.#state.isOpen) return;
+    for (const operation of this.#delivered) operation.armLeakWarning(); // a no-op for the released ones
+    this.#delivered.length = 0;
     for (;;) {
       check(
         this.#library,
@@ -567,6 +571,7 @@ export class Agent {
         if (operation === undefined) continue;
         this.#pending.delete(id);
         operation.settle(this.#statuses[i] ?? 0, Number(this.#bytesDone[i]));
+        this.#delivered.push(operation);
       }
       if (count < POLL_CAPACITY) break;
     }

@@ -8,7 +8,9 @@ export interface BlockingCall {
   readonly ms: number;
   /**
    * CPU time the thread spent in the call, for calls longer than the monitor's `cpuTimeAboveMs`: far
-   * below `ms` means the thread waited or was preempted, close to it that the call itself worked.
+   * below `ms` means the thread waited or was preempted, close to it that the call itself worked. It
+   * counts from a reading of the thread's usage taken at most 0.1 ms before the call, so it (and the
+   * context switches below) may include up to 0.1 ms of what the thread did just before.
    */
   readonly cpuMs?: number;
   /**
@@ -45,6 +47,13 @@ interface ThreadUsage {
   readonly cpuMs: number;
   readonly preempted: number;
   readonly blocked: number;
+}
+
+/** One reading of kvt_thread_usage: the thread's CPU time and its context switches so far. */
+interface ThreadUsageReading {
+  readonly cpuNs: number;
+  readonly blocked: number;
+  readonly preempted: number;
 }
 
 export interface BlockingCallMonitorOptions {
@@ -143,9 +152,11 @@ export class BlockingCallMonitor {
   /** @internal */
   record(call: string, ms: number, start: number, usage: ThreadUsage | undefined): void {
     this.#calls++;
+    const longestOfCall = ms > (this.#longestByCall.get(call)?.ms ?? -1);
+    if (!longestOfCall) return; // the common case, which allocates nothing
     const seen = new RecordedCall(call, ms, start, ms > this.cpuTimeAboveMs ? usage : undefined);
     if (this.#longest === undefined || ms > this.#longest.ms) this.#longest = seen;
-    if (ms > (this.#longestByCall.get(call)?.ms ?? -1)) this.#longestByCall.set(call, seen);
+    this.#longestByCall.set(call, seen);
   }
 
   /** @internal Adds a collection to the kept calls it overlapped (the longest is the longest of its function). */
@@ -189,13 +200,33 @@ export function registerApi(api: Record<string, unknown>, raw: Readonly<Record<s
   if (running.size > 0) instrument(target);
 }
 
-/** Reads kvt_thread_usage into usageWords; false when no library is bound or the kernel did not answer. */
-function readUsage(): boolean {
-  return threadUsage !== undefined && threadUsage(usageValues, 3) === 0;
+/** The thread's usage now (kvt_thread_usage); undefined when no library is bound or the kernel did not answer. */
+function readUsage(): ThreadUsageReading | undefined {
+  if (threadUsage === undefined || threadUsage(usageValues, 3) !== 0) return undefined;
+  return { cpuNs: usageValue(0), blocked: usageValue(1), preempted: usageValue(2) };
 }
 
 function usageValue(index: number): number {
   return (usageWords[2 * index] ?? 0) + (usageWords[2 * index + 1] ?? 0) * 2 ** 32;
+}
+
+/**
+ * How old the usage reading a call starts from may be, in ms. Reading the thread's usage is a system call
+ * (about 1 µs on a virtual machine), several times the cost of the short calls a posted operation makes;
+ * a reading this recent stands in for one at the call's start, off by at most this much of the thread's time.
+ */
+const USAGE_READING_MAX_AGE_MS = 0.1;
+/** The thread's last usage reading and when it was taken (performance.now()). */
+let lastReading: ThreadUsageReading | undefined;
+let lastReadingAt = Number.NEGATIVE_INFINITY;
+
+/** The thread's usage at `now` (performance.now()), or a reading at most USAGE_READING_MAX_AGE_MS older. */
+function recentUsage(now: number): ThreadUsageReading | undefined {
+  if (now - lastReadingAt > USAGE_READING_MAX_AGE_MS) {
+    lastReading = readUsage();
+    lastReadingAt = now;
+  }
+  return lastReading;
 }
 
 function someMonitorWantsCpu(ms: number): boolean {
@@ -207,25 +238,28 @@ function instrument(target: BoundApi): void {
   for (const [name, call] of Object.entries(target.raw)) {
     const native = call as NativeFunction;
     target.api[name] = (...args: never[]) => {
-      // The thread's usage is read before every call (one system call) but after it only when the call
-      // was long enough for some monitor to want it, so that short calls stay cheap.
-      const read = readUsage();
-      const cpuNs = usageValue(0);
-      const blocked = usageValue(1);
-      const preempted = usageValue(2);
+      // The thread's usage is read before a call unless a recent reading stands in for it, and after it only
+      // when the call was long enough for some monitor to want it, so that short calls stay cheap.
       const start = performance.now();
+      const before = recentUsage(start);
       try {
         return native(...args);
       } finally {
-        const ms = performance.now() - start;
+        const end = performance.now();
+        const ms = end - start;
+        const after = before !== undefined && someMonitorWantsCpu(ms) ? readUsage() : undefined;
+        if (after !== undefined) {
+          lastReading = after;
+          lastReadingAt = end;
+        }
         const usage =
-          read && someMonitorWantsCpu(ms) && readUsage()
-            ? {
-                cpuMs: (usageValue(0) - cpuNs) / 1e6,
-                blocked: usageValue(1) - blocked,
-                preempted: usageValue(2) - preempted,
-              }
-            : undefined;
+          before === undefined || after === undefined
+            ? undefined
+            : {
+                cpuMs: (after.cpuNs - before.cpuNs) / 1e6,
+                blocked: after.blocked - before.blocked,
+                preempted: after.preempted - before.preempted,
+              };
         for (const monitor of running) monitor.record(name, ms, start, usage);
       }
     };

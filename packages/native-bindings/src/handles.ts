@@ -22,25 +22,35 @@ export interface AgentContext {
  * Warns about handles that were dropped without being closed. It never frees anything: native state
  * is released only by explicit calls, because only the caller knows when memory is quiescent.
  */
-const leaks = new FinalizationRegistry<string>((label) => {
+const leaks = new FinalizationRegistry<HandleState>((state) => {
   process.emitWarning(
-    `${label} was garbage-collected without being closed; its native state stays until the process exits`,
+    `${state.kind} ${state.label} was garbage-collected without being closed; its native state stays until the process exits`,
     {
       code: 'KVREUSE_LEAKED_HANDLE',
     },
   );
 });
 
-/** Open/closed state of one handle, with the leak warning armed while it is open. */
+/** Open/closed state of one handle, with the leak warning armed while it is open (see `arm`). */
 export class HandleState {
-  readonly #kind: HandleKind;
-  readonly #label: string;
+  readonly kind: HandleKind;
+  /** The label, or what writes it when first asked (a handle made per operation should not pay for it). */
+  #label: string | (() => string);
   #open = true;
+  #armed = false;
 
-  constructor(owner: object, kind: HandleKind, label: string) {
-    this.#kind = kind;
+  /** `armed: false` leaves the leak warning to `arm()`, for a handle that cannot leak before some point. */
+  constructor(owner: object, kind: HandleKind, label: string | (() => string), { armed = true } = {}) {
+    this.kind = kind;
     this.#label = label;
-    leaks.register(owner, `${kind} ${label}`, this);
+    if (armed) this.arm(owner);
+  }
+
+  /** Arms the leak warning for `owner` (the handle this state belongs to) while it is open. */
+  arm(owner: object): void {
+    if (!this.#open || this.#armed) return;
+    this.#armed = true;
+    leaks.register(owner, this, this);
   }
 
   get isOpen(): boolean {
@@ -48,16 +58,17 @@ export class HandleState {
   }
 
   get label(): string {
+    if (typeof this.#label === 'function') this.#label = this.#label();
     return this.#label;
   }
 
   assertOpen(action: string): void {
-    if (!this.#open) throw new HandleClosedError(this.#kind, this.#label, action);
+    if (!this.#open) throw new HandleClosedError(this.kind, this.label, action);
   }
 
   markClosed(): void {
     this.#open = false;
-    leaks.unregister(this);
+    if (this.#armed) leaks.unregister(this);
   }
 }
 

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import koffi, { type LibraryHandle } from 'koffi';
 import { registerApi } from './blocking-calls.js';
 import { LibraryLoadError, LibraryMismatchError, LibraryNotFoundError, NativeTransportError } from './errors.js';
-import { withOffHeapArguments } from './off-heap-arguments.js';
+import { pointerParameters, withOffHeapArguments } from './off-heap-arguments.js';
 import { statusCodeName } from './status.js';
 import { applyUcxDefaults } from './ucx-defaults.js';
 
@@ -457,7 +457,7 @@ export function openLibrary(path: string | undefined): NativeLibrary {
   const api = {} as Record<keyof NativeApi, unknown>;
   for (const [name, prototype] of Object.entries(prototypes) as [keyof NativeApi, string][]) {
     try {
-      api[name] = withOffHeapArguments(handle.func(prototype), parameterCount(prototype));
+      api[name] = withOffHeapArguments(handle.func(prototype), pointerParameters(prototype));
     } catch (cause) {
       throw new LibraryMismatchError(found, `symbol ${name}`, 'present', `missing (${String(cause)})`);
     }
@@ -469,12 +469,6 @@ export function openLibrary(path: string | undefined): NativeLibrary {
   if (major[0] !== API_MAJOR) throw new LibraryMismatchError(found, 'kvt_version() major', API_MAJOR, major[0]);
   loaded.set(found, library);
   return library;
-}
-
-/** How many parameters a C prototype declares (`f(void)` none). */
-function parameterCount(prototype: string): number {
-  const parameters = prototype.slice(prototype.indexOf('(') + 1, prototype.lastIndexOf(')')).trim();
-  return parameters === 'void' ? 0 : parameters.split(',').length;
 }
 
 /** The NativeTransportError for an error `status` of `call`, with the detail the library recorded on this thread. */

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { transport } from '../test/support/backends.js';
 import { openLibrary } from './library.js';
-import { MAX_ON_HEAP_BYTES, withOffHeapArguments } from './off-heap-arguments.js';
+import { MAX_ON_HEAP_BYTES, pointerParameters, withOffHeapArguments } from './off-heap-arguments.js';
 
 /** A native function that records what it is handed, writes its out-parameters, and returns. */
 function recordingNative() {
@@ -28,7 +28,10 @@ type Seen = { view: ArrayBufferView; contents: unknown[] };
 describe('withOffHeapArguments', () => {
   it('hands small typed arrays over as views of slots it allocated once, with their contents, and copies them back', () => {
     const { native, calls } = recordingNative();
-    const call = withOffHeapArguments(native, 4);
+    const call = withOffHeapArguments(
+      native,
+      pointerParameters('int f(const uint32_t *input, uint64_t *output, uint32_t count, uint8_t *large)'),
+    );
     const input = Uint32Array.of(3, 4);
     const output = new BigUint64Array(1);
     const large = new Uint8Array(MAX_ON_HEAP_BYTES + 1);
@@ -57,7 +60,7 @@ describe('withOffHeapArguments', () => {
     const seen: { view: ArrayBufferView; contents: number[] }[] = [];
     const call = withOffHeapArguments(
       (view: ArrayBufferView) => seen.push({ view, contents: Array.from(view as Uint8Array) }),
-      1,
+      [{ index: 0, written: true }],
     );
     call(Uint32Array.of(1, 2));
     call(Uint32Array.of(3, 4, 5));
@@ -76,14 +79,17 @@ describe('withOffHeapArguments', () => {
     const call = withOffHeapArguments((out: BigUint64Array) => {
       out[0] = 7n;
       throw new Error('refused');
-    }, 1);
+    }, pointerParameters('int f(uint64_t *out)'));
     expect(() => call(output)).toThrow('refused');
     expect(output[0]).toBe(7n);
   });
 
-  it('leaves an empty array, a DataView and arguments past the declared count as they are', () => {
+  it('leaves an empty array, a DataView and arguments that are not pointer parameters as they are', () => {
     const seen: unknown[] = [];
-    const call = withOffHeapArguments((...args: unknown[]) => seen.push(...args), 2);
+    const call = withOffHeapArguments(
+      (...args: unknown[]) => seen.push(...args),
+      pointerParameters('void f(uint8_t *empty, uint8_t *view, uint32_t value)'),
+    );
     const empty = new Uint8Array(0);
     const view = new DataView(new ArrayBuffer(4));
     const past = Uint8Array.of(1);
@@ -92,6 +98,25 @@ describe('withOffHeapArguments', () => {
     expect(seen[0]).toBe(empty);
     expect(seen[1]).toBe(view);
     expect(seen[2]).toBe(past);
+  });
+
+  it('copies back only through the parameters the function may write, not its const ones', () => {
+    const input = Uint32Array.of(1);
+    const output = Uint32Array.of(1);
+    const call = withOffHeapArguments((read: Uint32Array, written: Uint32Array) => {
+      read[0] = 5;
+      written[0] = 6;
+    }, pointerParameters('void f(const uint32_t *read, uint32_t *written)'));
+    call(input, output);
+    expect([input[0], output[0]]).toEqual([1, 6]);
+  });
+
+  it('finds the pointer parameters of a prototype, and which of them are written', () => {
+    expect(pointerParameters('int32_t f(uint32_t a, const uint8_t *b, uint64_t *out)')).toEqual([
+      { index: 1, written: false },
+      { index: 2, written: true },
+    ]);
+    expect(pointerParameters('const char *f(void)')).toEqual([]);
   });
 
   it('is how the library binds every function: its out-parameters go through the wrapper and come back filled', () => {

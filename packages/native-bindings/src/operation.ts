@@ -22,6 +22,12 @@ export type CancelOutcome = 'requested' | 'already-terminal';
 
 const ignore = (): void => {};
 
+/** An operation's label, written when asked; made out here so that the closure holds no operation alive. */
+const labelWriter =
+  (id: bigint, agentName: string): (() => string) =>
+  () =>
+    `${id} of agent ${agentName}`;
+
 /**
  * One posted batch. It references every region it names until it is terminal; `done` settles when
  * the agent's wake-up reports it (resolving, or rejecting with the NativeTransportError it ended
@@ -45,7 +51,8 @@ export class Operation {
     this.id = id;
     this.descriptorCount = descriptorCount;
     this.#onRelease = onRelease;
-    this.#state = new HandleState(this, 'Operation', `${id} of agent ${agent.name}`);
+    // Unarmed: a pending operation is held by its agent until its outcome is delivered (armLeakWarning).
+    this.#state = new HandleState(this, 'Operation', labelWriter(id, agent.name), { armed: false });
     this.done = new Promise<OperationResult>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -60,6 +67,14 @@ export class Operation {
   /** Whether `done` has settled. */
   get isSettled(): boolean {
     return this.#settled;
+  }
+
+  /**
+   * @internal Called by the agent for an operation whose outcome it delivered, at its next completion
+   * poll: one released by then (the usual case) never pays for the leak warning's registration.
+   */
+  armLeakWarning(): void {
+    this.#state.arm(this);
   }
 
   /** @internal Called by the agent's completion poll (or by release) with the terminal status. */

@@ -35,9 +35,12 @@ export interface PostRequest {
 
 export const directionIds: { readonly [D in TransferDirection]: number } = { read: 0, write: 1 };
 
-/** The ids of this agent's `regions`, checked open and its own. */
-export function regionTable(agent: AgentContext, regions: readonly Region[]): Uint32Array {
-  const ids = new Uint32Array(regions.length);
+/** The ids of this agent's `regions`, checked open and its own, written into `ids` (one of their length). */
+export function regionTable(
+  agent: AgentContext,
+  regions: readonly Region[],
+  ids: Uint32Array = new Uint32Array(regions.length),
+): Uint32Array {
   for (let index = 0; index < regions.length; index++) {
     const region = regions[index] as Region;
     if (!region.belongsTo(agent))
@@ -48,16 +51,42 @@ export function regionTable(agent: AgentContext, regions: readonly Region[]): Ui
   return ids;
 }
 
-/** Region ids the peer advertised, checked to be uint32s. */
-export function remoteRegionTable(regions: readonly number[] | Uint32Array): Uint32Array {
+/** Region ids the peer advertised, checked to be uint32s; a list is written into `ids` (one of its length). */
+export function remoteRegionTable(
+  regions: readonly number[] | Uint32Array,
+  ids: Uint32Array = new Uint32Array(regions.length),
+): Uint32Array {
   if (regions instanceof Uint32Array) return regions;
-  regions.forEach((id, index) => {
-    if (!Number.isInteger(id) || id < 0 || id > 0xffff_ffff) {
+  for (let index = 0; index < regions.length; index++) {
+    const id = regions[index];
+    if (!Number.isInteger(id) || (id as number) < 0 || (id as number) > 0xffff_ffff) {
       throw new InvalidArgumentError(`remoteRegions[${index}]`, id, 'must be a region id (uint32) the peer advertised');
     }
-  });
-  return Uint32Array.from(regions);
+    ids[index] = id as number;
+  }
+  return ids;
 }
+
+/**
+ * Tables a post hands to the native call and nothing keeps past it (the call reads them, and the
+ * off-heap wrapper copies small ones anyway), reused by length up to 16 entries: region lists are
+ * short and a post is made per operation.
+ */
+class ReusedTables {
+  readonly #byLength: Uint32Array[] = [];
+
+  of(length: number): Uint32Array {
+    if (length > 16) return new Uint32Array(length);
+    let table = this.#byLength[length];
+    if (table === undefined) {
+      table = new Uint32Array(length);
+      this.#byLength[length] = table;
+    }
+    return table;
+  }
+}
+const localTables = new ReusedTables();
+const remoteTables = new ReusedTables();
 
 /** A notification as bytes (a string as UTF-8), or null for none. */
 export function notificationBytes(notification: Uint8Array | string | undefined): Uint8Array | null {
@@ -74,7 +103,8 @@ const descriptorArrays = [
 
 function checkDescriptorArrays(descriptors: TransferDescriptors): number {
   const count = descriptors.length?.length;
-  for (const [field, type] of descriptorArrays) {
+  for (let k = 0; k < descriptorArrays.length; k++) {
+    const [field, type] = descriptorArrays[k] as (typeof descriptorArrays)[number];
     const array: unknown = descriptors[field];
     if (!(array instanceof type))
       throw new InvalidArgumentError(`descriptors.${field}`, array, `must be a ${type.name}`);
@@ -106,8 +136,8 @@ export function postTransfer(agent: AgentContext, request: PostRequest): { id: b
   if (!peer.belongsTo(agent)) throw new ForeignHandleError('Peer', String(peer.id), agent.name);
   peer.assertOpen('post a transfer');
   const count = checkDescriptorArrays(descriptors);
-  const localRegions = regionTable(agent, request.localRegions);
-  const remoteRegions = remoteRegionTable(request.remoteRegions);
+  const localRegions = regionTable(agent, request.localRegions, localTables.of(request.localRegions.length));
+  const remoteRegions = remoteRegionTable(request.remoteRegions, remoteTables.of(request.remoteRegions.length));
   const notification = notificationBytes(request.notification);
   const read = direction === 'read';
   check(

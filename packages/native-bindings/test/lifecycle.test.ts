@@ -18,4 +18,12 @@ describe.each(testedBackends)('process lifecycle on %s', (backend) => {
     expect(warned.liveAllocations).toBe(1);
     expect(await child.exited).toBe(0);
   }, 60_000);
+
+  it('warns about a completed operation dropped without being released, and keeps it', async () => {
+    const child = spawnScript('test/lifecycle/leak.ts', { args: [backend, 'operation'], nodeFlags: ['--expose-gc'] });
+    const warned = await child.next<{ message: string; liveOperations: number }>('warned');
+    expect(warned.message).toMatch(/Operation \d+ of agent .* was garbage-collected without being closed/);
+    expect(warned.liveOperations).toBe(1);
+    expect(await child.exited).toBe(0);
+  }, 60_000);
 });

@@ -214,10 +214,17 @@ void ucx_advance(kvt_agent *agent, kvt_op *op) {
     file_reads reads = {.count = 0};
     uint64_t file_bytes = 0;
     uint64_t issue_limit = atomic_load_explicit(&agent->faults.issue_limit, memory_order_relaxed);
+    /* The region of the descriptor before and its view: a batch's descriptors mostly share one. */
+    uint32_t slot = UINT32_MAX;
+    const kvt_remote_region *remote = NULL;
+    uint8_t *view = NULL;
     while (op->error == KVT_OK && kvt_op_more(op) && issued < ISSUE_BUDGET_BYTES && op->bytes_issued < issue_limit &&
            !atomic_load_explicit(&op->cancel_requested, memory_order_relaxed)) {
-        const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
-        uint8_t *view = direct_view(op, remote);
+        if (op->descs[op->next].remote_slot != slot) {
+            slot = op->descs[op->next].remote_slot;
+            remote = &conn->meta.regions[slot];
+            view = direct_view(op, remote);
+        }
         if (view) {
             bool file = view == remote->file_view;
             if (file && !file_reads_note(agent, op, &copier, &reads, remote)) {

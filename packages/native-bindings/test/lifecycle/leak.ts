@@ -1,28 +1,46 @@
-// Drops an allocation without freeing it and forces garbage collection (run with --expose-gc): the
-// facade must warn about the leaked handle, and must NOT free the native memory on its own.
+// Drops an allocation without freeing it (or, with `operation` as the second argument, a completed
+// operation without releasing it) and forces garbage collection (run with --expose-gc): the facade must
+// warn about the leaked handle, and must NOT free the native state on its own. An operation's warning
+// is armed at its agent's completion poll after the one that delivered its outcome: a second operation's
+// completion makes that poll.
 // V8 runs FinalizationRegistry callbacks in a task it posts after the collection that found the object
 // dead: each round is one forced full collection and one turn of the event loop for that task — no
 // timer, so the machine's load changes nothing. A few rounds suffice; ten fail loudly instead of waiting.
-import type { Backend } from '@kvreuse/native-bindings';
+import type { Agent, Backend } from '@kvreuse/native-bindings';
 import { agentName, transport } from '../support/backends.js';
 import { emit } from '../support/child.js';
+import { piecewiseDescriptors } from '../support/content.js';
+import { openPair, readRequest } from '../support/pair.js';
 
 const ROUNDS = 10;
 let round = 0;
 
+let agent: Agent | undefined;
+let kept: unknown; // what must not be collected: only the dropped handle may warn
 process.on('warning', (warning) => {
   if ((warning as Error & { code?: string }).code !== 'KVREUSE_LEAKED_HANDLE') return;
-  emit({ event: 'warned', message: warning.message, liveAllocations: agent.counters().liveAllocations, round });
+  const counters = agent?.counters();
+  emit({ event: 'warned', message: warning.message, ...counters, round });
   process.exit(0);
 });
 
-const agent = await transport.createAgent({
-  name: agentName('leak'),
-  backend: (process.argv[2] ?? 'loopback') as Backend,
-});
-await (async () => {
-  await agent.allocate(4096);
-})();
+const backend = (process.argv[2] ?? 'loopback') as Backend;
+if (process.argv[3] === 'operation') {
+  const pair = await openPair(backend, 4096, 3);
+  kept = pair;
+  agent = pair.reader;
+  await (async () => {
+    await pair.reader.post(readRequest(pair, piecewiseDescriptors(1, 4096))).done; // dropped unreleased
+  })();
+  const next = pair.reader.post(readRequest(pair, piecewiseDescriptors(1, 4096)));
+  await next.done;
+  next.release();
+} else {
+  agent = await transport.createAgent({ name: agentName('leak'), backend });
+  await (async () => {
+    await agent?.allocate(4096);
+  })();
+}
 const collect = globalThis.gc;
 if (collect === undefined) throw new Error('leak.ts needs node --expose-gc');
 for (round = 1; round <= ROUNDS; round++) {
