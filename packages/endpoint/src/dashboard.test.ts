@@ -9,9 +9,7 @@ interface Dashboard {
   readonly panels: readonly { readonly title: string; readonly targets: readonly { readonly expr: string }[] }[];
 }
 
-const dashboard = JSON.parse(
-  readFileSync(new URL('../dashboards/kvreuse.json', import.meta.url), 'utf8'),
-) as Dashboard;
+const dashboard = JSON.parse(readFileSync(new URL('../dashboards/kvreuse.json', import.meta.url), 'utf8')) as Dashboard;
 
 /** The series names an endpoint's and a router's registries export: each metric's, and a histogram's _bucket, _sum and _count. */
 async function exportedNames(): Promise<Set<string>> {
