@@ -1,20 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../src/run.js';
-import { packageDir, runBinary } from './binary.js';
-
-/** runCli in this process, with the binary's context but for signals: its exit status and its output. */
-async function runHere(args: readonly string[]): Promise<{ status: number; stdout: string; stderr: string }> {
-  const out = { stdout: '', stderr: '' };
-  const status = await runCli([...args], {
-    stdout: (text) => void (out.stdout += text),
-    stderr: (text) => void (out.stderr += text),
-    env: {},
-    cwd: packageDir,
-  });
-  return { status, ...out };
-}
+import { packageDir, runBinary, runInProcess } from './binary.js';
 
 const commandNames = [
   'config show',
@@ -50,7 +37,7 @@ describe('the kvreuse binary', () => {
   // Each command's help through runCli in this process, as the binary calls it (the binary itself runs in
   // the tests around these): a process each took a second of the suite's CPU for no other line of code.
   it.each(commandNames)('%s --help: usage, options, exit 0', async (name) => {
-    const run = await runHere([...name.split(' '), '--help']);
+    const run = await runInProcess([...name.split(' '), '--help']);
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(new RegExp(`^usage: kvreuse ${name}`));
     expect(run.stdout).toContain('  -h, --help\n');
@@ -63,7 +50,7 @@ describe('the kvreuse binary', () => {
     ['demo', '--transport-backend <value>'],
     ['bench link', '--transport-ucx-transports <value>'],
   ])('%s --help lists the flags of the settings it reads, from the catalog', async (name, flag) => {
-    const run = await runHere([...name.split(' '), '--help']);
+    const run = await runInProcess([...name.split(' '), '--help']);
     expect(run.stdout).toContain(`  ${flag}\n`);
   });
 
