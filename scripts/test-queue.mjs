@@ -9,13 +9,13 @@
  */
 export const longestProjects = [
   'native-bindings',
-  'fuzz',
   'cli',
   'pack-install',
   'registry',
   'chaos',
   'drain',
   'repo-checks',
+  'fuzz',
 ];
 
 /** `projects` in the order they start: those named in `longest`, in its order, then the others as given. */

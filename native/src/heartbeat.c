@@ -54,7 +54,8 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
         }
         if (hb->awaiting) {
             /* A peer is judged by its misses only once it answered on this connection: one that never did
-             * may have no way to answer (UCX 1.13 across pid namespaces over shared memory), not be stopped.
+             * may have no way to answer (UCX 1.13 over sysv from another pid namespace, even in this network
+             * namespace: nothing the peer sends arrives, see docs/packages/native.md), not be stopped.
              * One whose process is gone (seen from here: same host and pid namespace) is reported at once,
              * answered or not: over shared memory UCX sees no death, and a process killed before its first
              * answer would otherwise never be reported. */

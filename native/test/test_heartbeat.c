@@ -353,8 +353,8 @@ static void bad_settings_are_refused(void) {
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_set_heartbeat(agent, 100, 3));
 }
 
-/* A live, watched source in another pid namespace over shared memory: UCX 1.13 delivers none of its
- * answers, so it is never judged (not reported, however many probes go unanswered), and unloading it
+/* A live, watched source in another pid namespace (only: the network namespace is this one, so UCX's
+ * wake-up socket is reachable) over shared memory: UCX 1.13 delivers none of its answers, so it is never judged (not reported, however many probes go unanswered), and unloading it
  * force-closes the endpoint its probes still wait in (a graceful close would wait for them), also once
  * it is killed. */
 static void a_peer_that_never_answered_is_not_judged(void) {

@@ -1,5 +1,6 @@
 // What a command prints when its output is data: `-o table` (the default, for people), `-o json` or
-// `-o yaml` (one document on stdout and nothing else); `--json` is `-o json`.
+// `-o yaml` (one document on stdout and nothing else); `--json` is `-o json`. A command that reports as it
+// goes (`sidecar`, `watch`) takes `-o table` (a line for people per report) or `-o json` (a JSON line each).
 import { stringify } from 'yaml';
 import type { CommandArgs, OptionSpec } from './args.js';
 import { UsageError } from './errors.js';
@@ -36,4 +37,25 @@ export function documentFormatOf(command: string, args: CommandArgs): DocumentFo
 /** `value` as one document in `format`, ending with a newline. */
 export function renderDocument(format: DocumentFormat, value: unknown): string {
   return format === 'json' ? `${JSON.stringify(value, null, 2)}\n` : stringify(value, { lineWidth: 0 });
+}
+
+/** The options of a command that prints one line per report as it goes. */
+export const lineOptions: readonly OptionSpec[] = [
+  {
+    ...outputOption,
+    value: '<table|json>',
+    description: 'table (the default): one line per report for people; json: one JSON object per line',
+  },
+  jsonOption,
+];
+
+/** Whether `-o json` or `--json` asks a command that reports line by line for JSON lines. */
+export function jsonLinesOf(command: string, args: CommandArgs): boolean {
+  const format = documentFormatOf(command, args);
+  if (format === 'yaml')
+    throw new UsageError(
+      command,
+      '-o yaml prints one document; this command reports line by line: -o table or -o json',
+    );
+  return format === 'json';
 }

@@ -5,6 +5,7 @@ import { loadTransport } from '@kvreuse/native-bindings';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { UsageError } from './errors.js';
+import { jsonLinesOf, lineOptions } from './output.js';
 import { kvreuseSettings, type Settings } from './settings/all-settings.js';
 import { resolveCommandSettings, settingsHelp, settingsOptions } from './settings/command-settings.js';
 
@@ -15,7 +16,7 @@ const options: OptionSpec[] = [
     value: '<n>',
     description: 'stop once this many engines were withdrawn (default: until interrupted)',
   },
-  { name: 'json', description: 'one JSON line per report on stdout' },
+  ...lineOptions,
   ...settingsOptions,
 ];
 
@@ -62,10 +63,10 @@ export const sidecar: Command = {
   name: 'sidecar',
   summary:
     "Serves inference engines' own KV memory: engines connect to a unix socket and hand over their host memory (a memfd and its layout); each is published as its worker's rank and served — pins, verified pulls — until its connection ends.",
-  usage: '--socket <path> [--engines <n>] [--json] [--config <file>] [--strict] [setting flags]',
+  usage: '--socket <path> [--engines <n>] [-o table|json] [--config <file>] [--strict] [setting flags]',
   options,
   help: () =>
-    'One line per engine connected, adopted, refused or withdrawn (a JSON object with --json). The protocol, ' +
+    'One line per engine connected, adopted, refused or withdrawn (a JSON object with -o json). The protocol, ' +
     "its messages and the ownership rules are in docs/engines.md. The engines' ranks run on transport.backend " +
     'and publish to the discovery the settings name (sqlite or etcd).\n\n' +
     settingsHelp(kvreuseSettings),
@@ -75,6 +76,7 @@ export const sidecar: Command = {
     if (args.positionals.length > 0)
       throw new UsageError(this.name, `unexpected argument ${JSON.stringify(args.positionals[0])}`);
     const engines = enginesToServe(args, context);
+    const json = jsonLinesOf(this.name, args);
     const { settings } = resolveCommandSettings(args, context);
     const { library } = settings.transport;
     const transport = loadTransport(library === '' ? {} : { libraryPath: resolve(context.cwd, library) });
@@ -92,7 +94,7 @@ export const sidecar: Command = {
         settings,
         backend: settings.transport.backend,
         onReport: (report) => {
-          context.stdout(`${args.options.has('json') ? JSON.stringify(report) : describeReport(report)}\n`);
+          context.stdout(`${json ? JSON.stringify(report) : describeReport(report)}\n`);
           if (report.kind === 'withdrawn' && ++withdrawn === engines) stop();
         },
       });

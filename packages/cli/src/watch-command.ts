@@ -9,9 +9,7 @@ import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { UsageError } from './errors.js';
 import { wholeNumberOption } from './option-values.js';
-
-/** `--json`: one JSON line per event on stdout, for other programs to follow. */
-const jsonOption: OptionSpec = { name: 'json', description: 'one JSON line per event on stdout' };
+import { jsonLinesOf, lineOptions } from './output.js';
 
 const options: OptionSpec[] = [
   { name: 'vllm', value: '<endpoint>', description: "the engine's KV event publisher of DP rank 0 (tcp://host:port)" },
@@ -21,7 +19,7 @@ const options: OptionSpec[] = [
   { name: 'block-size', value: '<tokens>', description: "the engine's tokens per block (default 16)" },
   { name: 'prompt', value: '<ids>', description: 'comma-separated token ids: show which worker holds how much of it' },
   { name: 'batches', value: '<n>', description: 'stop after this many batches (default: until interrupted)' },
-  jsonOption,
+  ...lineOptions,
 ];
 
 /** The watch's own hash scheme: it indexes and looks up within its process only, so any salt does. */
@@ -101,10 +99,10 @@ export const watch: Command = {
   summary:
     "Follows an inference engine's KV events (vLLM's or SGLang's ZMQ publisher): the blocks each DP rank holds per tier, gaps, replays, publisher restarts and malformed frames as they happen, and which rank holds how much of a prompt.",
   usage:
-    '--vllm <endpoint> [--replay <endpoint>] [--ranks <n>] [--engine <name>] [--block-size <tokens>] [--prompt <ids>] [--batches <n>] [--json]',
+    '--vllm <endpoint> [--replay <endpoint>] [--ranks <n>] [--engine <name>] [--block-size <tokens>] [--prompt <ids>] [--batches <n>] [-o table|json]',
   options,
   help: () =>
-    "One line per batch applied (or a JSON object with --json), and one per gap, replay, restart or malformed frame. The engine's block hashes are mapped to a chain hash of the watch's own; nothing is published.\n",
+    "One line per batch applied (or a JSON object with -o json), and one per gap, replay, restart or malformed frame. The engine's block hashes are mapped to a chain hash of the watch's own; nothing is published.\n",
   async run(args, context) {
     const endpoint = args.options.get('vllm')?.[0];
     if (endpoint === undefined) throw new UsageError(this.name, '--vllm <endpoint> is required');
@@ -135,6 +133,7 @@ async function follow(
   const engine = args.options.get('engine')?.[0] ?? 'vllm';
   const replay = args.options.get('replay')?.[0];
   const ranks = wholeNumberOption('watch', args, 'ranks', 1, 1);
+  const json = jsonLinesOf('watch', args);
   let applied = 0;
   let stop = (): void => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
@@ -147,7 +146,7 @@ async function follow(
       workerId,
       feed: state.feed,
       onEvent: (event) => {
-        if (args.options.has('json')) context.stdout(`${jsonOf(workerId, event, state)}\n`);
+        if (json) context.stdout(`${jsonOf(workerId, event, state)}\n`);
         else {
           const prompt = event.kind === 'batch' ? promptLine(state) : undefined;
           context.stdout(

@@ -81,3 +81,25 @@ export function startBinary(args: readonly string[], options: RunOptions = {}): 
 export function runBinary(args: readonly string[], options: RunOptions = {}): Promise<BinaryRun> {
   return startBinary(args, options).finished;
 }
+
+/**
+ * `runCli` in this process with the context the binary gives it (this environment's PATH and TMPDIR and
+ * `options.env`, `options.cwd`), but no signals: for the tests of what a command prints and how it exits,
+ * which a process each would spend a second of CPU on starting Node for. The binary's own entry runs in
+ * test/conventions.test.ts and the tests that signal or pipe it.
+ */
+export async function runInProcess(args: readonly string[], options: RunOptions = {}): Promise<BinaryRun> {
+  const { runCli } = await import('../src/run.js');
+  let [stdout, stderr] = ['', ''];
+  const status = await runCli([...args], {
+    stdout: (text) => void (stdout += text),
+    stderr: (text) => void (stderr += text),
+    env: {
+      PATH: process.env.PATH ?? '',
+      ...(process.env.TMPDIR === undefined ? {} : { TMPDIR: process.env.TMPDIR }),
+      ...options.env,
+    },
+    cwd: options.cwd ?? packageDir,
+  });
+  return { status, signal: null, stdout, stderr, stderrLines: stderr.split('\n').filter((line) => line !== '') };
+}

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { runBinary } from './binary.js';
+import { runInProcess } from './binary.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvreuse-cli-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -21,7 +21,7 @@ const settingsFile = file(
 
 describe('kvreuse config show', () => {
   it('names where every value came from: the file line, the variable, the flag, the default', async () => {
-    const run = await runBinary(['config', 'show', '--config', settingsFile, '--transport-backend', 'ucx'], {
+    const run = await runInProcess(['config', 'show', '--config', settingsFile, '--transport-backend', 'ucx'], {
       env: { KVREUSE_ROUTER_MINIMUM_TRANSFER_PREFIX_BLOCKS: '8' },
     });
     expect(run.stderr).toBe('');
@@ -40,7 +40,7 @@ describe('kvreuse config show', () => {
   });
 
   it('--json gives the settings and their provenance', async () => {
-    const run = await runBinary(['config', 'show', '--json', `--config=${settingsFile}`]);
+    const run = await runInProcess(['config', 'show', '--json', `--config=${settingsFile}`]);
     expect(run.status).toBe(0);
     const shown = JSON.parse(run.stdout) as {
       settings: { router: { minimumTransferPrefixBlocks: number } };
@@ -59,9 +59,9 @@ describe('kvreuse config show', () => {
 
   it('-o yaml gives the same document as --json, as YAML; --json with -o yaml is a usage error', async () => {
     const [json, yaml, both] = await Promise.all([
-      runBinary(['config', 'show', '--json', '--transport-backend', 'loopback']),
-      runBinary(['config', 'show', '-o', 'yaml', '--transport-backend', 'loopback']),
-      runBinary(['config', 'show', '--json', '-o', 'yaml']),
+      runInProcess(['config', 'show', '--json', '--transport-backend', 'loopback']),
+      runInProcess(['config', 'show', '-o', 'yaml', '--transport-backend', 'loopback']),
+      runInProcess(['config', 'show', '--json', '-o', 'yaml']),
     ]);
     expect([json.status, yaml.status]).toEqual([0, 0]);
     expect(parse(yaml.stdout)).toEqual(JSON.parse(json.stdout));
@@ -72,7 +72,7 @@ describe('kvreuse config show', () => {
   });
 
   it('an unknown setting flag: one line with the closest name, exit 2, nothing on stdout', async () => {
-    const run = await runBinary(['config', 'show', '--router-minimum-transfer-prefix-block', '3']);
+    const run = await runInProcess(['config', 'show', '--router-minimum-transfer-prefix-block', '3']);
     expect(run.status).toBe(2);
     expect(run.stdout).toBe('');
     expect(run.stderrLines).toEqual([
@@ -83,8 +83,8 @@ describe('kvreuse config show', () => {
   it('an unknown KVREUSE_* variable is named in a warning with the closest name, and the command runs; --strict refuses it', async () => {
     const env = { KVREUSE_ROUTER_NOPE: '1', KVREUSE_FUZZ_SEED: '7', KVREUSE_TRANSPORT_BACKEND: 'loopback' };
     const [warned, strict] = await Promise.all([
-      runBinary(['config', 'show'], { env }),
-      runBinary(['config', 'show', '--strict'], { env }),
+      runInProcess(['config', 'show'], { env }),
+      runInProcess(['config', 'show', '--strict'], { env }),
     ]);
     expect(warned.status).toBe(0);
     expect(warned.stdout).toMatch(/^transport\.backend +loopback +env KVREUSE_TRANSPORT_BACKEND$/m);
@@ -104,10 +104,10 @@ describe('kvreuse config show', () => {
   it('one settings-file lookup, shown first: --config, else KVREUSE_CONFIG, else ./kvreuse.yaml, else none', async () => {
     const other = file('other.yaml', 'transport:\n  backend: loopback\n');
     const [option, variable, local, none] = await Promise.all([
-      runBinary(['config', 'show', '--config', other], { cwd: dir, env: { KVREUSE_CONFIG: settingsFile } }),
-      runBinary(['config', 'show'], { cwd: dir, env: { KVREUSE_CONFIG: 'other.yaml' } }),
-      runBinary(['config', 'show', '-o', 'json'], { cwd: dir }),
-      runBinary(['config', 'show']),
+      runInProcess(['config', 'show', '--config', other], { cwd: dir, env: { KVREUSE_CONFIG: settingsFile } }),
+      runInProcess(['config', 'show'], { cwd: dir, env: { KVREUSE_CONFIG: 'other.yaml' } }),
+      runInProcess(['config', 'show', '-o', 'json'], { cwd: dir }),
+      runInProcess(['config', 'show']),
     ]);
     expect(option.stdout.split('\n')[0]).toBe(`settings file: ${other} (--config)`);
     expect(variable.stdout.split('\n')[0]).toBe(`settings file: ${other} (KVREUSE_CONFIG)`);
@@ -119,7 +119,7 @@ describe('kvreuse config show', () => {
 
   it('a JSON settings file is read as JSON: a trailing comma, which YAML would take, is refused, exit 2', async () => {
     const comma = file('comma.json', '{"router": {"minimum_transfer_prefix_blocks": 4,},}');
-    const run = await runBinary(['config', 'show', '--config', comma]);
+    const run = await runInProcess(['config', 'show', '--config', comma]);
     expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([
       `kvreuse: settings file ${comma}: not valid JSON: Expected double-quoted property name in JSON at line 1, column 49: [SETTINGS_FILE]`,
@@ -129,7 +129,7 @@ describe('kvreuse config show', () => {
   });
 
   it('a missing file: one line naming the file, exit 2', async () => {
-    const run = await runBinary(['config', 'show', '--config', join(dir, 'missing.yaml')]);
+    const run = await runInProcess(['config', 'show', '--config', join(dir, 'missing.yaml')]);
     expect(run.status).toBe(2);
     expect(run.stdout).toBe('');
     expect(run.stderrLines).toEqual([
@@ -153,7 +153,7 @@ describe('kvreuse config show', () => {
   ])(
     '%s: the file and where, then the code frame as the parser drew it, exit 2',
     async (_case, path, headline, source) => {
-      const run = await runBinary(['config', 'show', '--config', path]);
+      const run = await runInProcess(['config', 'show', '--config', path]);
       expect(run.status).toBe(2);
       expect(run.stdout).toBe('');
       const [first, ...frame] = run.stderr.split('\n');
@@ -164,7 +164,7 @@ describe('kvreuse config show', () => {
   );
 
   it('--config without its file is a usage error', async () => {
-    const run = await runBinary(['config', 'show', '--config']);
+    const run = await runInProcess(['config', 'show', '--config']);
     expect(run.status).toBe(2);
     expect(run.stderrLines).toEqual([
       'kvreuse: config show: --config needs a value: --config <file> (see kvreuse config show --help) [USAGE]',
@@ -174,14 +174,14 @@ describe('kvreuse config show', () => {
 
 describe('kvreuse config validate', () => {
   it('a valid file, environment and flags: says so, exit 0', async () => {
-    const run = await runBinary(['config', 'validate', '--config', settingsFile]);
+    const run = await runInProcess(['config', 'validate', '--config', settingsFile]);
     expect(run.status).toBe(0);
     expect(run.stdout).toBe(`valid: ${settingsFile}, the environment and the flags\n`);
   });
 
   it('prints every problem of every source on stdout, one per line, and each only there: one line on stderr; exit 2', async () => {
     const bad = file('bad.yaml', 'router:\n  minimum_transfer_prefix_blocks: 0\ntransport:\n  backend: tcp\n');
-    const run = await runBinary(['config', 'validate', '--config', bad, '--discovery-lease-ttl-ms', '1500']);
+    const run = await runInProcess(['config', 'validate', '--config', bad, '--discovery-lease-ttl-ms', '1500']);
     expect(run.status).toBe(2);
     expect(run.stdout.trimEnd().split('\n')).toEqual([
       expect.stringMatching(new RegExp(`^router\\.minimum_transfer_prefix_blocks = 0 in file ${bad}:2: `)),
@@ -194,7 +194,7 @@ describe('kvreuse config validate', () => {
   });
 
   it('--json: the verdict, the code and the problems', async () => {
-    const run = await runBinary(['config', 'validate', '--json', '--transport-bakend', 'ucx']);
+    const run = await runInProcess(['config', 'validate', '--json', '--transport-bakend', 'ucx']);
     expect(run.status).toBe(2);
     expect(JSON.parse(run.stdout)).toEqual({
       valid: false,
@@ -206,7 +206,7 @@ describe('kvreuse config validate', () => {
 
 describe('kvreuse config schema', () => {
   it('prints the JSON Schema of a settings file', async () => {
-    const run = await runBinary(['config', 'schema']);
+    const run = await runInProcess(['config', 'schema']);
     expect(run.status).toBe(0);
     const schema = JSON.parse(run.stdout) as { $schema: string; properties: Record<string, unknown> };
     expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { builtInProfile, builtInProfileNames } from '@kvreuse/profile-admission';
 import { kvreuseSettings } from '../src/settings/all-settings.js';
 import { afterAll, describe, expect, it } from 'vitest';
-import { repoRoot, runBinary } from './binary.js';
+import { repoRoot, runInProcess } from './binary.js';
 
 const decodeWorker = join(repoRoot, 'tools/demo/examples/qwen3-0.6b-decode-tp2.json');
 const prefillWorker = join(repoRoot, 'tools/demo/examples/qwen3-0.6b-prefill-tp1.json');
@@ -13,7 +13,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('kvreuse profiles list and show', () => {
   it('list: every built-in profile, one a line', async () => {
-    const run = await runBinary(['profiles', 'list']);
+    const run = await runInProcess(['profiles', 'list']);
     expect(run.status).toBe(0);
     expect(
       run.stdout
@@ -27,14 +27,14 @@ describe('kvreuse profiles list and show', () => {
   });
 
   it('list --json', async () => {
-    const run = await runBinary(['profiles', 'list', '--json']);
+    const run = await runInProcess(['profiles', 'list', '--json']);
     expect((JSON.parse(run.stdout) as { name: string }[]).map((profile) => profile.name)).toEqual([
       ...builtInProfileNames,
     ]);
   });
 
   it('show: a built-in profile in full', async () => {
-    const run = await runBinary(['profiles', 'show', 'llama-3.1-70b-bf16-b64']);
+    const run = await runInProcess(['profiles', 'show', 'llama-3.1-70b-bf16-b64']);
     expect(run.status).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual(
       JSON.parse(JSON.stringify(builtInProfile('llama-3.1-70b-bf16-b64', { settings: kvreuseSettings }))),
@@ -44,14 +44,14 @@ describe('kvreuse profiles list and show', () => {
   it('show: a file that is not a profile: one line naming the problem, exit 2', async () => {
     const path = join(dir, 'not-a-profile.json');
     writeFileSync(path, '{"name": "x"}');
-    const run = await runBinary(['profiles', 'show', path]);
+    const run = await runInProcess(['profiles', 'show', path]);
     expect(run).toMatchObject({ status: 2, stdout: '' });
     expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: .*\[INVALID_PROFILE\]$/)]);
   });
 
   it('show or check of a name no profile has, and no file has: the closest built-in name, exit 2', async () => {
     for (const command of ['show', 'check']) {
-      const run = await runBinary(['profiles', command, 'qwen3-0.6b'], { cwd: dir });
+      const run = await runInProcess(['profiles', command, 'qwen3-0.6b'], { cwd: dir });
       expect(run).toMatchObject({ status: 2, stdout: '' });
       expect(run.stderrLines).toEqual([
         expect.stringMatching(
@@ -62,7 +62,7 @@ describe('kvreuse profiles list and show', () => {
   });
 
   it('show without a name is a usage error', async () => {
-    const run = await runBinary(['profiles', 'show']);
+    const run = await runInProcess(['profiles', 'show']);
     expect(run.status).toBe(2);
     expect(run.stderrLines).toEqual([
       expect.stringMatching(/^kvreuse: profiles show: name a profile: one of qwen3-0\.6b-bf16-b64, .* \[USAGE\]$/),
@@ -72,7 +72,7 @@ describe('kvreuse profiles list and show', () => {
 
 describe('kvreuse profiles check', () => {
   it('admits the Qwen3-0.6B profile against the example decode TP 2 and prefill TP 1 workers', async () => {
-    const run = await runBinary([
+    const run = await runInProcess([
       'profiles',
       'check',
       'qwen3-0.6b-bf16-b64',
@@ -92,7 +92,7 @@ describe('kvreuse profiles check', () => {
     ['qwen3-0.6b-bf16-b64', 3],
     ['llama-3.1-8b-bf16-b64', 2],
   ])('admits the built-in %s with default settings (no settings file, variable or flag)', async (name, version) => {
-    const run = await runBinary(['profiles', 'check', name]);
+    const run = await runInProcess(['profiles', 'check', name]);
     expect(run).toMatchObject({ status: 0, stderr: '' });
     expect(run.stdout).toMatch(
       new RegExp(`^admitted: profile ${name.replaceAll('.', '\\.')} v${version} against no worker`),
@@ -100,7 +100,7 @@ describe('kvreuse profiles check', () => {
   });
 
   it('the profile the settings declare (profile.name) is the one checked', async () => {
-    const run = await runBinary(['profiles', 'check', '--worker', decodeWorker, '--json'], {
+    const run = await runInProcess(['profiles', 'check', '--worker', decodeWorker, '--json'], {
       env: { KVREUSE_PROFILE_NAME: 'qwen3-0.6b-bf16-b64' },
     });
     expect(run.status).toBe(0);
@@ -113,7 +113,7 @@ describe('kvreuse profiles check', () => {
   });
 
   it('refuses with every reason on stdout, one line on stderr, exit 1', async () => {
-    const run = await runBinary([
+    const run = await runInProcess([
       'profiles',
       'check',
       'llama-3.1-8b-bf16-b64',
@@ -137,7 +137,7 @@ describe('kvreuse profiles check', () => {
   });
 
   it('a native library that is not where transport.library says: one line naming where it looked, exit 1', async () => {
-    const run = await runBinary([
+    const run = await runInProcess([
       'profiles',
       'check',
       'qwen3-0.6b-bf16-b64',
@@ -155,7 +155,7 @@ describe('kvreuse profiles check', () => {
   });
 
   it('without a profile named or declared: usage error, exit 2', async () => {
-    const run = await runBinary(['profiles', 'check', '--worker', decodeWorker]);
+    const run = await runInProcess(['profiles', 'check', '--worker', decodeWorker]);
     expect(run.status).toBe(2);
     expect(run.stderrLines).toEqual([
       'kvreuse: profiles check: no profile: name one, or declare one with --profile-name or --profile-file (see kvreuse profiles check --help) [USAGE]',
@@ -165,7 +165,7 @@ describe('kvreuse profiles check', () => {
   it('a worker file that is not JSON, or not a complete worker: one line naming the file, exit 2', async () => {
     const broken = join(dir, 'broken.json');
     writeFileSync(broken, '[{');
-    const notJson = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker', broken]);
+    const notJson = await runInProcess(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker', broken]);
     expect(notJson.status).toBe(2);
     expect(notJson.stderrLines).toEqual([
       expect.stringMatching(new RegExp(`^kvreuse: ${broken}: cannot read a worker's rank parts: .*\\[INPUT_FILE\\]$`)),
@@ -173,7 +173,7 @@ describe('kvreuse profiles check', () => {
 
     const half = join(dir, 'half.json');
     writeFileSync(half, JSON.stringify([(JSON.parse(readFileSync(decodeWorker, 'utf8')) as unknown[])[1]]));
-    const incomplete = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker', half]);
+    const incomplete = await runInProcess(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker', half]);
     expect(incomplete.status).toBe(2);
     expect(incomplete.stderrLines).toEqual([
       `kvreuse: ${half}: the rank parts do not make a complete worker: missing ranks (tp 0, pp 0) [INPUT_FILE]`,

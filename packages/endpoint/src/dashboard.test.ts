@@ -9,9 +9,7 @@ interface Dashboard {
   readonly panels: readonly { readonly title: string; readonly targets: readonly { readonly expr: string }[] }[];
 }
 
-const dashboard = JSON.parse(
-  readFileSync(new URL('../dashboards/kvreuse-endpoints.json', import.meta.url), 'utf8'),
-) as Dashboard;
+const dashboard = JSON.parse(readFileSync(new URL('../dashboards/kvreuse.json', import.meta.url), 'utf8')) as Dashboard;
 
 /** The series names an endpoint's and a router's registries export: each metric's, and a histogram's _bucket, _sum and _count. */
 async function exportedNames(): Promise<Set<string>> {
@@ -31,7 +29,7 @@ function metricNames(expr: string): string[] {
   return [...expr.matchAll(/\b(?:kvreuse|process|nodejs)_[a-z0-9_]+\b/g)].map((match) => match[0]);
 }
 
-describe('dashboards/kvreuse-endpoints.json', () => {
+describe('dashboards/kvreuse.json', () => {
   it('every panel queries at least one metric, and every metric it names is one an endpoint or a router exports', async () => {
     const exported = await exportedNames();
     const unknown = dashboard.panels.flatMap((panel) => {

@@ -12,6 +12,8 @@ import { applyUcxDefaults } from './ucx-defaults.js';
 /** The library file name; the one place that knows it. */
 export const LIBRARY_FILE = 'libkvreuse_transport.so';
 const API_MAJOR = 0;
+/** The API's minor version that added the last calls this facade makes (the sidecar, block checksums, peer-load jobs). */
+const API_MINOR = 3;
 
 /**
  * The prebuilt package for this machine (an optional dependency npm installs only where its `os`, `cpu`
@@ -464,11 +466,18 @@ export function openLibrary(path: string | undefined): NativeLibrary {
   }
   registerApi(api, { ...api });
   const library: NativeLibrary = { path: found, api: api as unknown as NativeApi };
-  const major = new Uint32Array(1);
-  library.api.kvt_version(major, new Uint32Array(1), new Uint32Array(1));
-  if (major[0] !== API_MAJOR) throw new LibraryMismatchError(found, 'kvt_version() major', API_MAJOR, major[0]);
+  checkApiVersion(library);
   loaded.set(found, library);
   return library;
+}
+
+/** The library's API version must be this facade's major and at least its minor. */
+export function checkApiVersion(library: NativeLibrary): void {
+  const [major, minor] = [new Uint32Array(1), new Uint32Array(1)];
+  library.api.kvt_version(major, minor, new Uint32Array(1));
+  if (major[0] !== API_MAJOR) throw new LibraryMismatchError(library.path, 'kvt_version() major', API_MAJOR, major[0]);
+  if (minor[0]! < API_MINOR)
+    throw new LibraryMismatchError(library.path, 'kvt_version() minor', `${API_MINOR} or later`, minor[0]);
 }
 
 /** The NativeTransportError for an error `status` of `call`, with the detail the library recorded on this thread. */

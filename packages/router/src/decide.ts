@@ -12,6 +12,7 @@ import {
 import type { SourceTier, TransferCalibration } from './calibration.js';
 import { type EstimateKind, estimatePull } from './cost-model.js';
 import { RouteRequestError, RouterOptionError } from './errors.js';
+import { lookupClock } from './lookup-clock.js';
 import { type PromptInput, promptChain } from './prompt-chain.js';
 import { type LinkClass, linkClassBetween, SourceBook, type SourceState } from './sources.js';
 
@@ -40,7 +41,11 @@ export interface RouteContext {
   readonly activation: Pick<Activation, 'mode' | 'reasons'>;
   /** Receipts' estimates, used instead of the priors once confident. */
   readonly calibration?: TransferCalibration;
-  /** Monotonic milliseconds (default `performance.now`) against which the lookup budget runs. */
+  /**
+   * Monotonic milliseconds against which the lookup budget runs. Default: a clock that advances by the
+   * lesser of wall and CPU time (the thread's where Node reports it, else the process's), so that a
+   * decision the scheduler preempted is not charged for the time other processes ran.
+   */
   readonly clock?: () => number;
 }
 
@@ -160,8 +165,6 @@ interface Priced {
   readonly prefillEstimate: EstimateKind;
 }
 
-const defaultClock = (): number => performance.now();
-
 /**
  * Decides whether the destination pulls the prompt's prefix from a decode worker that retains it, and
  * from which, or recomputes; and says why. See the package README for the rules.
@@ -171,11 +174,11 @@ export function decide(request: RouteRequest, context: RouteContext): RouteDecis
   const destination = checkDestination(request);
   const { settings, inventory, sources, activation, calibration } = context;
   const router = settings.router;
-  const clock = context.clock ?? defaultClock;
   const blockTokens = destination.worker.geometry.blockTokens;
   const local = destination.localBlocks;
   if (!router.enableDecodeToPrefillReuse) return recompute('disabled', 'router.enable_decode_to_prefill_reuse is off');
   if (activation.mode === 'off') return recompute('disabled', `reuse is off: ${activation.reasons.join('; ')}`);
+  const clock = context.clock ?? lookupClock();
   const started = clock();
   const budgetMs = router.transferSourceLookupBudgetMs;
   const chain = promptChain(request, destination.worker, settings.inventory.hashSeed);

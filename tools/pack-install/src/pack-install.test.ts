@@ -36,7 +36,7 @@ import {
   type BenchLinkReport,
   benchLinkSizes,
 } from './bench-link.js';
-import { packPackage, platformPackage, publishablePackages, type PublishablePackage } from './packed-packages.js';
+import { packPackages, platformPackage, publishablePackages, type PublishablePackage } from './packed-packages.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const usageDir = fileURLToPath(new URL('../usage', import.meta.url));
@@ -46,7 +46,7 @@ const packages = publishablePackages(repoRoot);
 const prebuilt = platformPackage(repoRoot);
 const installedAlone = ['config', 'descriptors', 'native-bindings'];
 const sharedProjectPackages = packages.filter((pkg) => !installedAlone.includes(pkg.dir));
-const tarballs = new Map<string, string>();
+let tarballs = new Map<string, string>();
 
 const installTimeout = 600_000;
 /** Why `kvreuse bench link` cannot be tried between two network namespaces here, if it cannot. */
@@ -54,7 +54,7 @@ const namespacesUnavailable = vethPairsUnavailable();
 const stepTimeout = 120_000;
 
 beforeAll(() => {
-  for (const pkg of [...packages, prebuilt]) tarballs.set(pkg.name, packPackage(pkg, join(work, 'tarballs')));
+  tarballs = packPackages(repoRoot, [...packages, prebuilt], join(work, 'tarballs'));
 }, installTimeout);
 afterAll(() => rmSync(work, { recursive: true, force: true }), stepTimeout);
 

@@ -66,14 +66,29 @@ export function publishablePackages(repoRoot: string): PublishablePackage[] {
   }));
 }
 
-/** Packs one package into a folder of its own under `destination`; returns the tarball's path. */
-export function packPackage(pkg: PublishablePackage, destination: string): string {
-  const folder = join(destination, pkg.dir);
-  mkdirSync(folder, { recursive: true });
-  // Its own folder: a prepack script's output comes before pnpm's, so the tarball is found by looking.
-  runToSuccess('pnpm', ['pack', '--pack-destination', folder], { cwd: pkg.path });
-  const written = readdirSync(folder).filter((file) => file.endsWith('.tgz'));
-  if (written.length !== 1)
-    throw new Error(`pnpm pack of ${pkg.name} wrote [${written.join(', ')}] into ${folder}, expected one tarball`);
-  return join(folder, written[0]!);
+/**
+ * Packs the packages with one `pnpm --recursive pack` (one pnpm, which packs two at a time, instead of
+ * one pnpm each) into `destination`; returns each package's tarball by name. pnpm names a tarball after
+ * the package and its version (`@kvreuse/router` 0.1.0: `kvreuse-router-0.1.0.tgz`).
+ */
+export function packPackages(
+  repoRoot: string,
+  packages: readonly PublishablePackage[],
+  destination: string,
+): Map<string, string> {
+  mkdirSync(destination, { recursive: true });
+  const filters = packages.flatMap((pkg) => ['--filter', pkg.name]);
+  runToSuccess('pnpm', ['--recursive', ...filters, 'pack', '--pack-destination', destination], { cwd: repoRoot });
+  const written = new Set(readdirSync(destination));
+  return new Map(
+    packages.map((pkg) => {
+      const { version } = JSON.parse(readFileSync(join(pkg.path, 'package.json'), 'utf8')) as { version: string };
+      const tarball = `${pkg.name.replace(/^@/, '').replace('/', '-')}-${version}.tgz`;
+      if (!written.has(tarball))
+        throw new Error(
+          `pnpm pack of ${pkg.name} wrote no ${tarball} into ${destination}: [${[...written].join(', ')}]`,
+        );
+      return [pkg.name, join(destination, tarball)];
+    }),
+  );
 }

@@ -1,4 +1,5 @@
-// Every ```ts and ```js snippet of the READMEs runs as written, each program (a snippet, or a chain of
+// Every ```ts and ```js snippet of the READMEs and of the package reference pages (docs/packages; not
+// those marked `fragment`) runs as written, each program (a snippet, or a chain of
 // snippets that continue one another) in a process of its own: a reader who pastes it into a file of a
 // project that installed the packages sees it end with status 0.
 import { join } from 'node:path';
@@ -12,9 +13,15 @@ const root = fileURLToPath(new URL('../../..', import.meta.url));
 describe('README snippets', () => {
   const programs = runnablePrograms(root);
 
-  it('finds the snippets of every package README', () => {
+  it('finds the snippets of every package README and of the reference pages', () => {
     const readmes = new Set(programs.map((program) => program.path));
-    for (const path of ['packages/config/README.md', 'packages/registry/README.md', 'packages/endpoint/README.md'])
+    for (const path of [
+      'packages/config/README.md',
+      'packages/registry/README.md',
+      'packages/endpoint/README.md',
+      'docs/packages/config.md',
+      'docs/packages/descriptors.md',
+    ])
       expect(readmes).toContain(path);
   });
 

@@ -63,6 +63,26 @@ describe('programsOf', () => {
     ]);
   });
 
+  it('leaves out a block marked fragment, an excerpt of what the text around it sets up', () => {
+    const markdown = ['```ts fragment', 'store.close();', '```', '```js', 'console.log(1);', '```'].join('\n');
+    expect(programsOf('R.md', markdown)).toEqual([
+      { path: 'R.md', lines: [4], language: 'js', code: '// R.md:4\nconsole.log(1);\n' },
+    ]);
+  });
+
+  it('goes on from the program it is given when its first block continues one: a page continuing a README', () => {
+    const readme = programsOf('packages/x/README.md', ['```ts', 'const a = 1;', '```'].join('\n'));
+    const page = ['```ts continues', 'console.log(a);', '```'].join('\n');
+    expect(programsOf('docs/packages/x.md', page, readme.at(-1))).toEqual([
+      {
+        path: 'docs/packages/x.md',
+        lines: [1, 1],
+        language: 'ts',
+        code: '// packages/x/README.md:1\nconst a = 1;\n// docs/packages/x.md:1\nconsole.log(a);\n',
+      },
+    ]);
+  });
+
   it('refuses a block that continues nothing, naming the file and its line', () => {
     const markdown = ['```sh', 'ls', '```', '```ts continues', 'console.log(a);', '```'].join('\n');
     expect(() => programsOf('R.md', markdown)).toThrow(NothingToContinueError);

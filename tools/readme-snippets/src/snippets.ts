@@ -27,7 +27,10 @@ export interface Program {
   readonly code: string;
 }
 
-/** Languages whose blocks are programs a reader would run: every such block runs in the tests. */
+/**
+ * Languages whose blocks are programs a reader would run: every such block runs in the tests, but one
+ * marked ```` ```ts fragment ````, an excerpt that needs what the text around it sets up.
+ */
 export const runnableLanguages = new Set(['ts', 'typescript', 'js', 'javascript']);
 
 const fenceOpening = /^(\s{0,3})(`{3,}|~{3,})\s*([^\s`]*)\s*([^`]*?)\s*$/;
@@ -50,40 +53,54 @@ export function codeBlocks(path: string, markdown: string): CodeBlock[] {
   return blocks;
 }
 
-/** The READMEs a user reads, relative to the repository root: the repository's and every package's. */
-export function readmePaths(root: string): string[] {
+/**
+ * The documents a user reads, relative to the repository root: the repository's README, every
+ * package's, and every package's reference page in docs/packages.
+ */
+export function documentPaths(root: string): string[] {
   const packages = readdirSync(join(root, 'packages'))
     .filter((dir) => existsSync(join(root, 'packages', dir, 'README.md')))
     .sort()
     .map((dir) => `packages/${dir}/README.md`);
-  return ['README.md', ...packages];
+  const references = readdirSync(join(root, 'docs', 'packages'))
+    .filter((file) => file.endsWith('.md'))
+    .sort()
+    .map((file) => `docs/packages/${file}`);
+  return ['README.md', ...packages, ...references];
 }
 
 /**
  * The runnable blocks of one file as programs. A block marked ```` ```ts continues ```` goes on from
  * the runnable block before it, as a reader who follows a README section by section runs it: it joins
  * that block's program, which runs once, whole (its earlier blocks may leave handles open that only
- * its end closes).
+ * its end closes). `earlier` is what a first such block goes on from: for a package's reference page
+ * in docs/packages, the last program of the package's README, whose example the page continues.
  */
-export function programsOf(path: string, markdown: string): Program[] {
+export function programsOf(path: string, markdown: string, earlier?: Program): Program[] {
   const programs: Program[] = [];
-  for (const block of codeBlocks(path, markdown).filter((candidate) => runnableLanguages.has(candidate.language))) {
+  const runnable = (block: CodeBlock): boolean =>
+    runnableLanguages.has(block.language) && !block.meta.split(/\s+/).includes('fragment');
+  for (const block of codeBlocks(path, markdown).filter(runnable)) {
     const code = `// ${path}:${block.line}\n${block.code}`;
-    const continued = programs.at(-1);
+    const continued = programs.at(-1) ?? (earlier === undefined ? undefined : { ...earlier, path });
     if (!block.meta.split(/\s+/).includes('continues'))
       programs.push({ path, lines: [block.line], language: block.language, code });
     else if (continued === undefined) throw new NothingToContinueError(path, block.line);
-    else
-      programs[programs.length - 1] = {
-        ...continued,
-        lines: [...continued.lines, block.line],
-        code: continued.code + code,
-      };
+    else {
+      const joined = { ...continued, lines: [...continued.lines, block.line], code: continued.code + code };
+      programs.splice(Math.max(programs.length - 1, 0), 1, joined);
+    }
   }
   return programs;
 }
 
-/** Every runnable program of the READMEs. */
+/** Every runnable program of the READMEs and the package reference pages. */
 export function runnablePrograms(root: string): Program[] {
-  return readmePaths(root).flatMap((path) => programsOf(path, readFileSync(join(root, path), 'utf8')));
+  const programs = new Map<string, Program[]>();
+  for (const path of documentPaths(root)) {
+    const readme = /^docs\/packages\/(.+)\.md$/.exec(path)?.[1];
+    const earlier = readme === undefined ? undefined : programs.get(`packages/${readme}/README.md`)?.at(-1);
+    programs.set(path, programsOf(path, readFileSync(join(root, path), 'utf8'), earlier));
+  }
+  return [...programs.values()].flat();
 }

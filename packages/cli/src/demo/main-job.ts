@@ -64,7 +64,7 @@ export interface MainJobOptions {
   readonly progress: (line: string) => void;
   /** Each request once it is served: the router's decision, and the prefill's receipt when it pulled (null when it recomputed without one). */
   readonly requestServed?: (request: string, decision: DemoDecision, receipt: PullReport | null) => void;
-  /** The router's monotonic clock, against which its lookup budget runs (default: the lesser of wall and this process's CPU time, step by step). */
+  /** The router's monotonic clock, against which its lookup budget runs (default: the router's own). */
   readonly clock?: () => number;
   /** How long each rank gets to start, and each step to answer. */
   readonly stepTimeoutMs?: number;
@@ -126,30 +126,6 @@ export function describeDecision(request: string, decision: RouteDecision): Demo
 
 const warmUpRounds = 16;
 const compilerSettleMs = 50;
-
-const processCpuMs = (): number => {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1000;
-};
-
-/**
- * The clock the router's lookup budget runs against: between two readings it advances by the lesser of
- * the wall time and the CPU time this process spent. The budget bounds the router's own work; on a
- * machine where other jobs hold the cores, wall time alone would also count the time the scheduler gave
- * them (a 0.2 ms lookup descheduled for a time slice), and CPU time alone what the process's other
- * threads did meanwhile. A lookup that really works past the budget passes it on both.
- */
-function routerClock(): () => number {
-  let wall = performance.now();
-  let cpu = processCpuMs();
-  let busy = 0;
-  return () => {
-    const [nowWall, nowCpu] = [performance.now(), processCpuMs()];
-    busy += Math.max(0, Math.min(nowWall - wall, nowCpu - cpu));
-    [wall, cpu] = [nowWall, nowCpu];
-    return busy;
-  };
-}
 
 /** The router in the parent, with the calibration the prefill's receipts feed and the metrics that count its decisions. */
 export interface DemoRouter {
@@ -421,7 +397,14 @@ export async function decideTurn2(
   });
   // One receipt is all this router will see before it decides again: it trusts it (a fleet's router waits for 8).
   const calibration = new TransferCalibration({ minReceipts: 1 });
-  const context = { settings, inventory, sources, activation, calibration, clock: options.clock ?? routerClock() };
+  const context = {
+    settings,
+    inventory,
+    sources,
+    activation,
+    calibration,
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+  };
   const destination = { worker: prefill, localBlocks: 0 };
   const { blockTokens } = decode.geometry;
   const turn2 = [...conversation, ...Array.from({ length: blockTokens / 2 }, (_, i) => otherToken(i))];
@@ -430,8 +413,9 @@ export async function decideTurn2(
     ...Array.from({ length: 10 * blockTokens }, (_, i) => otherToken(i + 1)),
   ];
   // A deployment's router is warm. This one is new: its first decisions would spend the lookup budget
-  // (2 ms by default) compiling its own code, or share the core with the compiler threads optimizing it,
-  // so it decides each request a few times and forgets the answers, then lets the compiler finish.
+  // (2 ms by default, charged with CPU time) compiling and running cold code on this thread, and where
+  // Node reports only the process's CPU time, the compiler threads optimizing it count too; so it decides
+  // each request a few times and forgets the answers, then lets the compiler finish.
   for (let round = 0; round < warmUpRounds; round++)
     for (const tokens of [turn2, shortRequest]) decide({ tokens, destination }, context);
   await new Promise((resolve) => setTimeout(resolve, compilerSettleMs));
