@@ -176,7 +176,7 @@ describe('kvreuse inspect on a SQLite discovery file written by the registry', (
     const run = await runBinary(['profiles', 'check', 'qwen3-0.6b-bf16-b64', '--worker-id', 'decode-0'], { env });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    expect(run.stdout).toMatch(/^admitted: profile qwen3-0.6b-bf16-b64 v2 against workers decode-0, native /);
+    expect(run.stdout).toMatch(/^admitted: profile qwen3-0.6b-bf16-b64 v3 against workers decode-0, native /);
   });
 
   it('a SQLite file that does not exist is refused with exit 2, and not created', async () => {

@@ -29,6 +29,7 @@ const pulled = (blocks: number): RankMessage => ({
     bytes: 0,
     verified: true,
     verify: 'full',
+    memory: 'dram',
     checkedBlocks: blocks,
     ms: 1,
     gbitPerS: 0,
