@@ -61,9 +61,8 @@
  *   pending", and again after every kvt_agent_poll / kvt_notify_poll / kvt_peer_events_poll call that
  *   leaves something pending. The consumer reads and discards the bytes (Node: new net.Socket({ fd,
  *   readable: true, writable: false })), then calls kvt_agent_poll, which returns every completed
- *   operation at once into caller arrays, kvt_notify_poll for received notifications and
- *   kvt_peer_events_poll for heartbeat reports (peers unresponsive or responsive again, see
- *   "Heartbeat"). kvt_agent_wait blocks instead (C callers, tests).
+ *   operation at once into caller arrays and whether kvt_notify_poll (notifications) or
+ *   kvt_peer_events_poll (heartbeat reports, see "Heartbeat") has any. kvt_agent_wait blocks instead.
  *   The three polls never wait for the progress thread: completions and notifications are queued under
  *   a lock of their own, held only to queue or dequeue one, and kvt_peer_events_poll takes the agent's
  *   lock only when a report is pending. The wake-up byte is written after the progress thread released
@@ -109,7 +108,7 @@ extern "C" {
 /* ---------------------------------------------------------------------------------------------- */
 
 #define KVT_VERSION_MAJOR 0
-#define KVT_VERSION_MINOR 3
+#define KVT_VERSION_MINOR 4
 #define KVT_VERSION_PATCH 0
 
 /** The library's version (may differ from the header's KVT_VERSION_* if mismatched). Any out pointer may be NULL. */
@@ -308,14 +307,18 @@ KVT_API kvt_status kvt_agent_destroy(uint32_t agent);
  */
 KVT_API kvt_status kvt_agent_wake_fd(uint32_t agent, int32_t *out_fd);
 
+#define KVT_PENDING_COMPLETIONS 1u   /* kvt_agent_poll's *out_pending: more than `capacity` completions, */
+#define KVT_PENDING_NOTIFICATIONS 2u /* notifications for kvt_notify_poll, */
+#define KVT_PENDING_PEER_EVENTS 4u   /* reports for kvt_peer_events_poll, still queued after the poll */
 /**
  * Dequeues up to `capacity` operations that became terminal since they were last reported, writing
  * op_ids[i], statuses[i] (KVT_OK or a KVT_ERR_*) and bytes_done[i] for i < *out_count. Each
  * operation is reported exactly once (an operation released before being polled is not reported).
  * The operations still need kvt_xfer_release. Any of the three arrays may be NULL when capacity is 0.
- */
+ * *out_pending (may be NULL): the KVT_PENDING_* bits as the poll re-armed the wake-up edge (a set bit
+ * means a byte was written too: ignoring the bits loses no wake-up). */
 KVT_API kvt_status kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *op_ids, int32_t *statuses,
-                                  uint64_t *bytes_done, uint32_t *out_count);
+                                  uint64_t *bytes_done, uint32_t *out_count, uint32_t *out_pending);
 
 /**
  * Blocks the caller until a completion, notification or peer report is pending for the agent, `timeout_ms`

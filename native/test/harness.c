@@ -187,7 +187,7 @@ static bool op_terminal(void *context) {
     uint64_t ids[64], bytes[64];
     int32_t statuses[64];
     uint32_t n = 0;
-    CHECK_OK(kvt_agent_poll(wait->agent, 64, ids, statuses, bytes, &n));
+    CHECK_OK(kvt_agent_poll(wait->agent, 64, ids, statuses, bytes, &n, NULL));
     return wait->status != KVT_IN_PROGRESS;
 }
 
@@ -211,7 +211,7 @@ static bool completions_seen(void *context) {
     uint64_t ids[256], bytes[256];
     int32_t statuses[256];
     uint32_t n = 0;
-    CHECK_OK(kvt_agent_poll(wait->agent, 256, ids, statuses, bytes, &n));
+    CHECK_OK(kvt_agent_poll(wait->agent, 256, ids, statuses, bytes, &n, NULL));
     for (uint32_t i = 0; i < n; i++) {
         CHECK(statuses[i] == KVT_OK && bytes[i] == wait->bytes_each, "op %llu: %s, %llu bytes (expected OK, %llu)",
               (unsigned long long)ids[i], kvt_status_name(statuses[i]), (unsigned long long)bytes[i],

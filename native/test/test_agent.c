@@ -89,7 +89,7 @@ static void wake_fd_signals_completions(void) {
     /* Collect all three completions through the batched poll. */
     wait_completions_ok(agent, 3, 4096, false);
     uint32_t n = 7;
-    CHECK_OK(kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n));
+    CHECK_OK(kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n, NULL));
     CHECK(n == 0, "each completion is reported once");
     for (int i = 0; i < 3; i++) CHECK_OK(kvt_xfer_release(agent, ops[i]));
     free_region(agent, region, memory);
@@ -104,7 +104,7 @@ static void stale_handles_are_not_found(void) {
     uint32_t n;
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_wake_fd(agent, &fd));
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_alloc(agent, 4096, 0, &address));
-    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n));
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n, NULL));
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_wait(agent, 0));
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_agent_destroy(0));
 }
@@ -128,7 +128,7 @@ static void *churn(void *arg) {
         args->registered++;
         CHECK_OK(kvt_mem_deregister(args->agent, region)); /* the destroy is refused while the region lives */
         uint32_t n = 0;
-        status = kvt_agent_poll(args->agent, 0, NULL, NULL, NULL, &n);
+        status = kvt_agent_poll(args->agent, 0, NULL, NULL, NULL, &n, NULL);
         if (status == KVT_ERR_NOT_FOUND) return NULL;
         CHECK(status == KVT_OK, "poll: %s (%s)", kvt_status_name(status), kvt_last_error_detail());
     }
@@ -224,7 +224,8 @@ typedef struct {
 /* What a consumer does after a wake-up: every poll once. */
 static void *poll_everything(void *arg) {
     consumer_polls *polls = arg;
-    CHECK_OK(kvt_agent_poll(polls->agent, 1, &polls->op_id, &polls->op_status, &polls->bytes, &polls->completions));
+    CHECK_OK(
+        kvt_agent_poll(polls->agent, 1, &polls->op_id, &polls->op_status, &polls->bytes, &polls->completions, NULL));
     CHECK_OK(kvt_notify_poll(polls->agent, polls->sender, sizeof polls->sender, polls->data, sizeof polls->data,
                              &polls->data_length, &polls->notifications));
     uint32_t peer_id, kind;
@@ -288,6 +289,73 @@ static void polls_do_not_wait_for_the_agent_lock(void) {
     CHECK_OK(kvt_agent_destroy(agent_id));
 }
 
+/* Reads every byte on the wake-up pipe: whether there was any. */
+static bool drain_wake_bytes(int32_t fd) {
+    char buffer[16];
+    bool any = false;
+    while (read(fd, buffer, sizeof buffer) > 0) any = true;
+    return any;
+}
+
+/* Waits for a byte the progress thread writes (after it released its locks), then reads every byte. */
+static bool awaited_wake_bytes(int32_t fd) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, WAIT_DEADLINE_MS) == 1 && drain_wake_bytes(fd);
+}
+
+/* Posts a self-write and waits for its end by status alone, leaving its completion queued. */
+static uint64_t ended_write(uint32_t agent, uint32_t self, uint64_t generation, uint32_t region) {
+    uint64_t op;
+    CHECK_OK(post_one(agent, KVT_XFER_WRITE, self, generation, region, 0, region, 4096, 4096, &op));
+    op_ref ref = {.agent = agent, .op = op};
+    wait_until(agent, op_ended, &ref, "the write to end", WAIT_DEADLINE_MS);
+    return op;
+}
+
+/* kvt_agent_poll says what else is queued, re-arms the wake-up edge in the same hold of the delivery lock (a
+ * byte exactly when something is left), and whatever is queued after it writes a byte again. */
+static void poll_reports_what_is_pending(void) {
+    uint32_t agent = make_agent("pending-bits");
+    int32_t fd = -1;
+    CHECK_OK(kvt_agent_wake_fd(agent, &fd));
+    uint8_t *memory;
+    uint32_t region = alloc_region(agent, 8192, &memory);
+    uint64_t generation;
+    uint32_t self = load_peer(agent, agent, &generation);
+    uint64_t first = ended_write(agent, self, generation, region);
+    CHECK_OK(kvt_notify_send(agent, self, generation, (const uint8_t *)"ping", 4));
+    wait_counter_at_least(agent, KVT_COUNTER_NOTIFICATIONS_RECEIVED, 1);
+    CHECK(awaited_wake_bytes(fd), "a byte for what became pending (one: the edge fired once)");
+
+    uint64_t id, bytes;
+    int32_t status;
+    uint32_t n = 7, pending = 0;
+    CHECK_OK(kvt_agent_poll(agent, 0, NULL, NULL, NULL, &n, &pending));
+    CHECK(n == 0 && pending == (KVT_PENDING_COMPLETIONS | KVT_PENDING_NOTIFICATIONS), "both pending (%u)", pending);
+    CHECK(drain_wake_bytes(fd), "a byte for what the poll left");
+    CHECK_OK(kvt_agent_poll(agent, 1, &id, &status, &bytes, &n, &pending));
+    CHECK(n == 1 && id == first && pending == KVT_PENDING_NOTIFICATIONS, "the notification left (%u)", pending);
+    CHECK(drain_wake_bytes(fd), "a byte for the notification left");
+    char sender[KVT_MAX_NAME + 1];
+    uint8_t data[8];
+    uint32_t length, got;
+    CHECK_OK(kvt_notify_poll(agent, sender, sizeof sender, data, sizeof data, &length, &got));
+    CHECK(got == 1, "the notification");
+    CHECK_OK(kvt_agent_poll(agent, 1, &id, &status, &bytes, &n, &pending));
+    CHECK(n == 0 && pending == 0, "nothing left (%u, %u)", n, pending);
+    CHECK(!drain_wake_bytes(fd), "no byte when nothing is left");
+
+    uint64_t second = ended_write(agent, self, generation, region);
+    CHECK(awaited_wake_bytes(fd), "a completion after the poll writes a byte");
+    CHECK_OK(kvt_agent_poll(agent, 1, &id, &status, &bytes, &n, NULL));
+    CHECK(n == 1 && id == second, "the second completion without the bits");
+    CHECK(!drain_wake_bytes(fd), "no byte when nothing is left");
+    CHECK_OK(kvt_xfer_release(agent, first));
+    CHECK_OK(kvt_xfer_release(agent, second));
+    free_region(agent, region, memory);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* A wait already blocked when the destroy starts is cut short: nothing pending, so KVT_ERR_TIMEOUT long
  * before its 600 s. A wait that starts after the destroy finds no agent. */
 static void destroy_cuts_a_blocked_wait_short(void) {
@@ -303,4 +371,5 @@ static void destroy_cuts_a_blocked_wait_short(void) {
 TEST_MAIN("agent", TEST(create_and_destroy), TEST(refuses_bad_names_flags_backends),
           TEST(destroy_refuses_while_memory_or_operations_remain), TEST(wake_fd_signals_completions),
           TEST(stale_handles_are_not_found), TEST(destroy_races_other_calls), TEST(blocked_waits_are_counted),
-          TEST(destroy_cuts_a_blocked_wait_short), TEST(polls_do_not_wait_for_the_agent_lock))
+          TEST(destroy_cuts_a_blocked_wait_short), TEST(polls_do_not_wait_for_the_agent_lock),
+          TEST(poll_reports_what_is_pending))

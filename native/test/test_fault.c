@@ -159,7 +159,7 @@ static void completions_are_never_dropped(void) {
     do {
         uint64_t ids[7], bytes[7];
         int32_t statuses[7];
-        CHECK_OK(kvt_agent_poll(agent, 7, ids, statuses, bytes, &n));
+        CHECK_OK(kvt_agent_poll(agent, 7, ids, statuses, bytes, &n, NULL));
         for (uint32_t k = 0; k < n; k++) {
             uint32_t index = posted;
             for (uint32_t i = 0; i < posted; i++)

@@ -441,7 +441,7 @@ static void cancel_after_the_batch_completed(void) {
     CHECK(status == KVT_OK && done == length && total == length, "after the cancel: %s, %llu of %llu bytes",
           kvt_status_name(status), (unsigned long long)done, (unsigned long long)total);
     uint32_t reported = 7;
-    CHECK_OK(kvt_agent_poll(p.reader, 0, NULL, NULL, NULL, &reported));
+    CHECK_OK(kvt_agent_poll(p.reader, 0, NULL, NULL, NULL, &reported, NULL));
     CHECK(reported == 0, "the cancel reports nothing new");
     CHECK(mirrored_equal(p.reader_memory, p.source_memory, length, piece), "every byte in place");
     CHECK(counter(p.reader, KVT_COUNTER_ERRORS_FIRST + 8) == 0, "no canceled operation counted");

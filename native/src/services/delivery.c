@@ -105,24 +105,34 @@ void kvt_completion_remove_locked(kvt_delivery *delivery, kvt_completion *comple
     pthread_mutex_unlock(&delivery->lock);
 }
 
-/* Peer reports are counted before they are signalled (kvt_signal_pending_locked takes the delivery lock), so
- * a re-arm that reads none here is followed by that signal's byte. */
-static bool anything_pending_delivery_locked(const kvt_delivery *delivery) {
-    return delivery->completion_count > 0 || delivery->notification_count > 0 ||
-           atomic_load(&delivery->peer_events_pending) > 0;
+/* What is queued for the consumer, as KVT_PENDING_* bits (delivery lock held). Peer reports are counted
+ * before they are signalled (kvt_signal_pending_locked takes the delivery lock), so a re-arm that reads none
+ * here is followed by that signal's byte. */
+static uint32_t pending_delivery_locked(const kvt_delivery *delivery) {
+    return (delivery->completion_count > 0 ? KVT_PENDING_COMPLETIONS : 0) |
+           (delivery->notification_count > 0 ? KVT_PENDING_NOTIFICATIONS : 0) |
+           (atomic_load(&delivery->peer_events_pending) > 0 ? KVT_PENDING_PEER_EVENTS : 0);
 }
 
 static bool anything_pending(kvt_delivery *delivery) {
     pthread_mutex_lock(&delivery->lock);
-    bool pending = anything_pending_delivery_locked(delivery);
+    bool pending = pending_delivery_locked(delivery) != 0;
     pthread_mutex_unlock(&delivery->lock);
     return pending;
 }
 
-bool kvt_rearm_wake(kvt_delivery *delivery) {
-    pthread_mutex_lock(&delivery->lock);
+/* Re-arms the wake-up edge after a poll (delivery lock held): true when something is still pending, so a byte
+ * is due at once. Whatever is queued later fires the edge again: no wake-up is lost between a poll and this. */
+static bool rearm_wake_delivery_locked(kvt_delivery *delivery, uint32_t *pending) {
     delivery->wake_signaled = false;
-    bool wake = anything_pending_delivery_locked(delivery) && fire_wake_delivery_locked(delivery);
+    *pending = pending_delivery_locked(delivery);
+    return *pending != 0 && fire_wake_delivery_locked(delivery);
+}
+
+bool kvt_rearm_wake(kvt_delivery *delivery) {
+    uint32_t pending;
+    pthread_mutex_lock(&delivery->lock);
+    bool wake = rearm_wake_delivery_locked(delivery, &pending);
     pthread_mutex_unlock(&delivery->lock);
     return wake;
 }
@@ -139,7 +149,7 @@ kvt_status kvt_agent_wake_fd(uint32_t agent_id, int32_t *out_fd) {
 }
 
 kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids, int32_t *statuses,
-                          uint64_t *bytes_done, uint32_t *out_count) {
+                          uint64_t *bytes_done, uint32_t *out_count, uint32_t *out_pending) {
     kvt_agent *agent;
     kvt_status status =
         kvt_poll_enter(agent_id, "kvt_agent_poll", out_count && (capacity == 0 || (op_ids && statuses && bytes_done)),
@@ -147,9 +157,10 @@ kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids
     if (status != KVT_OK) return status;
     kvt_registration *entry = kvt_entry_of(agent);
     kvt_delivery *delivery = entry->delivery;
-    uint32_t n = 0;
+    uint32_t n = 0, pending;
     /* Without the agent lock: a queued completion is final (its op was terminal before it was queued) and
-     * it is not freed while queued (kvt_xfer_release takes it off the queue first). */
+     * it is not freed while queued (kvt_xfer_release takes it off the queue first). The dequeue, the pending
+     * bits and the re-arm are one hold of the delivery lock, so the bits are what the re-arm saw. */
     pthread_mutex_lock(&delivery->lock);
     while (n < capacity && delivery->completions_first) {
         kvt_completion *completion = delivery->completions_first;
@@ -159,9 +170,11 @@ kvt_status kvt_agent_poll(uint32_t agent_id, uint32_t capacity, uint64_t *op_ids
         bytes_done[n] = completion->bytes_done;
         n++;
     }
+    bool wake = rearm_wake_delivery_locked(delivery, &pending);
     pthread_mutex_unlock(&delivery->lock);
-    if (kvt_rearm_wake(delivery)) kvt_wake_consumer(delivery);
+    if (wake) kvt_wake_consumer(delivery);
     *out_count = n;
+    if (out_pending) *out_pending = pending;
     kvt_entry_release(entry);
     return KVT_OK;
 }

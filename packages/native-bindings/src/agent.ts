@@ -60,13 +60,18 @@ const MAX_CLOSE_DEADLINE_MS = 3_600_000;
 const STATUS_IN_PROGRESS = 1;
 /** Completions dequeued per kvt_agent_poll call; a wake-up loops until the queue is empty. */
 const POLL_CAPACITY = 1024;
+/** kvt_agent_poll's pending bits (KVT_PENDING_* of kvreuse_transport.h). */
+const PENDING_COMPLETIONS = 1;
+const PENDING_NOTIFICATIONS = 2;
+const PENDING_PEER_EVENTS = 4;
 
 /**
  * A transport endpoint with its own native progress thread: it registers memory, exchanges metadata
  * with peers, posts batched transfers and sends and receives notifications.
  *
  * Completions reach JavaScript through the agent's wake-up pipe, read as a socket: each wake-up makes
- * one batched poll that settles every completed operation. Nothing runs per operation, no thread and
+ * one batched poll that settles every completed operation and says whether notifications or peer reports
+ * are queued too; only then are those polled, so a wake-up for completions alone is one native call. Nothing runs per operation, no thread and
  * no timer; the socket keeps the process alive only while operations are pending or someone awaits a
  * notification.
  */
@@ -92,6 +97,7 @@ export class Agent {
   readonly #statuses = new Int32Array(POLL_CAPACITY);
   readonly #bytesDone = new BigUint64Array(POLL_CAPACITY);
   readonly #count = new Uint32Array(1);
+  readonly #pendingBits = new Uint32Array(1);
   /** Settles once the native agent reported its start (see create). */
   readonly #started: Promise<void>;
   #startEnded: ((error?: unknown) => void) | undefined;
@@ -522,9 +528,11 @@ export class Agent {
     }
     if (!this.#state.isOpen) return;
     this.#jobs.check();
-    this.#pollCompletions();
-    this.#notifications.drain();
-    this.#peerEvents.drain();
+    const pending = this.#pollCompletions();
+    // A bit left unread would lose nothing (the poll wrote a byte for it: the next wake-up polls again); read
+    // here, it spares that wake-up.
+    if ((pending & PENDING_NOTIFICATIONS) !== 0) this.#notifications.drain();
+    if ((pending & PENDING_PEER_EVENTS) !== 0) this.#peerEvents.drain();
   }
 
   /** After a wake-up during a close: once the shutdown ended, destroys the agent (only a join now). */
@@ -547,8 +555,9 @@ export class Agent {
     }
   }
 
-  #pollCompletions(): void {
-    if (!this.#state.isOpen) return;
+  /** Settles every completed operation; returns the native poll's pending bits for the other queues. */
+  #pollCompletions(): number {
+    if (!this.#state.isOpen) return 0;
     for (const operation of this.#delivered) operation.armLeakWarning(); // a no-op for the released ones
     this.#delivered.length = 0;
     for (;;) {
@@ -562,6 +571,7 @@ export class Agent {
           this.#statuses,
           this.#bytesDone,
           this.#count,
+          this.#pendingBits,
         ),
       );
       const count = this.#count[0] ?? 0;
@@ -573,9 +583,10 @@ export class Agent {
         operation.settle(this.#statuses[i] ?? 0, Number(this.#bytesDone[i]));
         this.#delivered.push(operation);
       }
-      if (count < POLL_CAPACITY) break;
+      if (((this.#pendingBits[0] ?? 0) & PENDING_COMPLETIONS) === 0) break;
     }
     this.#updateRef();
+    return this.#pendingBits[0] ?? 0;
   }
 
   #updateRef(): void {

@@ -13,7 +13,7 @@ import { applyUcxDefaults } from './ucx-defaults.js';
 export const LIBRARY_FILE = 'libkvreuse_transport.so';
 const API_MAJOR = 0;
 /** The API's minor version that added the last calls this facade makes (the sidecar, block checksums, peer-load jobs). */
-const API_MINOR = 3;
+const API_MINOR = 4;
 
 /**
  * The prebuilt package for this machine (an optional dependency npm installs only where its `os`, `cpu`
@@ -137,6 +137,7 @@ export interface NativeApi {
     statuses: Int32Array,
     bytesDone: BigUint64Array,
     outCount: Uint32Array,
+    outPending: Uint32Array,
   ): number;
   kvt_mem_job_status(agent: number, job: bigint): number;
   kvt_mem_alloc_begin(
@@ -346,7 +347,7 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
   kvt_agent_wake_fd: 'int32_t kvt_agent_wake_fd(uint32_t agent, int32_t *out_fd)',
   kvt_agent_set_heartbeat: 'int32_t kvt_agent_set_heartbeat(uint32_t agent, uint32_t interval_ms, uint32_t misses)',
   kvt_agent_poll:
-    'int32_t kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *op_ids, int32_t *statuses, uint64_t *bytes_done, uint32_t *out_count)',
+    'int32_t kvt_agent_poll(uint32_t agent, uint32_t capacity, uint64_t *op_ids, int32_t *statuses, uint64_t *bytes_done, uint32_t *out_count, uint32_t *out_pending)',
   kvt_mem_job_status: 'int32_t kvt_mem_job_status(uint32_t agent, uint64_t job)',
   kvt_mem_alloc_begin:
     'int32_t kvt_mem_alloc_begin(uint32_t agent, uint64_t length, uint32_t flags, uint64_t *out_address, uint64_t *out_job)',

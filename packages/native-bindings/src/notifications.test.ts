@@ -1,7 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { testedBackends, transport } from '../test/support/backends.js';
-import { openPair } from '../test/support/pair.js';
+import { piecewiseDescriptors } from '../test/support/content.js';
+import { openPair, readRequest } from '../test/support/pair.js';
 import { HandleClosedError } from './errors.js';
+import { openLibrary } from './library.js';
 
 describe.each(testedBackends)('notifications on %s', (backend) => {
   it('delivers messages in order with the sender name, by poll and by await', async () => {
@@ -22,6 +24,25 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
     const waiting = pair.reader.nextNotification();
     pair.source.sendNotification(pair.readerPeer, 'reply');
     await expect(waiting).resolves.toEqual({ sender: pair.source.name, data: Buffer.from('reply') });
+    await pair.close();
+  });
+
+  it('a wake-up for completions alone does not poll notifications: the completion poll says none are queued', async () => {
+    const pair = await openPair(backend, 4096, 73);
+    const notifyPoll = vi.spyOn(openLibrary(transport.libraryPath).api, 'kvt_notify_poll');
+    try {
+      for (let i = 0; i < 3; i++) {
+        const operation = pair.reader.post(readRequest(pair, piecewiseDescriptors(1, 4096)));
+        await expect(operation.done).resolves.toEqual({ bytesDone: 4096 });
+        operation.release();
+      }
+      expect(notifyPoll).not.toHaveBeenCalled();
+      const waiting = pair.reader.nextNotification(); // polls once itself, then waits for a wake-up
+      pair.source.sendNotification(pair.readerPeer, 'after');
+      await expect(waiting).resolves.toEqual({ sender: pair.source.name, data: Buffer.from('after') });
+    } finally {
+      notifyPoll.mockRestore();
+    }
     await pair.close();
   });
 
