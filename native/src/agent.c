@@ -149,7 +149,11 @@ static void *progress_main(void *arg) {
     kvt_agent *agent = arg;
     if (!start_backend(agent)) return NULL;
 
-    /* The hot path (operations in flight) takes no lock and makes no system call per round. */
+    /* The hot path (operations in flight) takes no lock, and makes no system call in a round that did work. A
+     * round that did none gives up the core: an operation that waits on its peer (a host-staged chunk, carried
+     * through a shared-memory FIFO that only the peer's progress thread drains) needs that thread on a core, and
+     * on a machine with more runnable threads than cores a thread that spins through its time slice keeps it
+     * off for a whole slice per hand-off. */
     bool was_active = false;
     uint64_t linger_until_ns = 0;
     for (;;) {
@@ -163,6 +167,7 @@ static void *progress_main(void *arg) {
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         if (agent->active) {       /* operations in flight: keep the backend busy */
             was_active = true;
+            if (!worked) sched_yield();
             continue;
         }
         if (was_active) linger_until_ns = kvt_now_ns() + LINGER_NS;

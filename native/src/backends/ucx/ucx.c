@@ -12,6 +12,7 @@
 #include "services/status.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -571,7 +572,10 @@ static bool ucx_progress(kvt_agent *agent) {
     if (state->serving.worker && !atomic_load_explicit(&agent->serving_held, memory_order_relaxed))
         for (int round = 0; round < 64 && ucp_worker_progress(state->serving.worker) != 0; round++) worked = true;
     ucx_close_failed_endpoints(state);
-    if (state->staging && state->staging->answers > 0) worked = true; /* staged chunks on their way out */
+    if (state->staging && state->staging->answers > 0) { /* staged chunks on their way out: no sleep */
+        if (!worked) sched_yield(); /* the destination drains the FIFO they go through (agent.c, progress_main) */
+        worked = true;
+    }
     if (state->detached) ucx_close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
     if (agent->active)
         kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);
