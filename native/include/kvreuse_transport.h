@@ -440,6 +440,15 @@ KVT_API kvt_status kvt_mem_open_vram_ipc(uint32_t agent, uint32_t device, const 
                                          uint64_t *out_length);
 
 /**
+ * Writes the KVT_VRAM_IPC_HANDLE_BYTES bytes of the CUDA IPC handle of the agent's vram allocation starting
+ * at `address` into `out_handle` (cuIpcGetMemHandle; for a mapping kvt_mem_open_vram_ipc opened, the
+ * owner's handle it was opened with): what another process's kvt_mem_open_vram_ipc takes, e.g. a test
+ * engine handing its KV memory to a sidecar. Errors: INVALID_PARAM (out_handle), NOT_FOUND when no vram
+ * allocation of the agent starts at `address`, BACKEND when the driver refuses (named).
+ */
+KVT_API kvt_status kvt_mem_vram_ipc_handle(uint32_t agent, uint64_t address, uint8_t *out_handle);
+
+/**
  * Memory jobs: kvt_mem_alloc_begin, kvt_mem_free_begin and kvt_mem_deregister_begin do what their
  * synchronous twin does, without the part that takes long (backing pages, fencing readers, unmapping)
  * on the calling thread, for callers that must not block (e.g. Node's thread). Each refuses at once

@@ -96,6 +96,49 @@ kvt_status kvt_mem_open_vram_ipc(uint32_t agent_id, uint32_t device, const uint8
     return kvt_agent_finish(agent, status);
 }
 
+/* The handle of the vram allocation starting at `address` into `out` (agent->config_lock held). */
+static kvt_status ipc_handle_locked(kvt_agent *agent, uint64_t address, uint8_t *out) {
+    pthread_mutex_lock(&agent->lock);
+    kvt_allocation allocation = {0};
+    for (uint32_t i = 0; i < agent->allocation_count && !allocation.address; i++)
+        if (agent->allocations[i].kind == KVT_MEM_VRAM && agent->allocations[i].address == address)
+            allocation = agent->allocations[i];
+    pthread_mutex_unlock(&agent->lock);
+    if (!allocation.address)
+        return kvt_fail(KVT_ERR_NOT_FOUND,
+                        "kvt_mem_vram_ipc_handle: 0x%llx is not the start of a vram allocation of "
+                        "agent '%s'",
+                        (unsigned long long)address, agent->name);
+    if (allocation.imported) {
+        memcpy(out, allocation.ipc_handle, sizeof allocation.ipc_handle);
+        return KVT_OK;
+    }
+    kvt_status status = kvt_cuda_use_device("kvt_mem_vram_ipc_handle", allocation.device);
+    if (status != KVT_OK) return status;
+    CUipcMemHandle handle;
+    CUresult result = kvt_cuda.IpcGetMemHandle(&handle, address);
+    if (result == KVT_CUDA_SUCCESS) {
+        memcpy(out, &handle, sizeof handle);
+        return KVT_OK;
+    }
+    char text[256];
+    return kvt_fail(KVT_ERR_BACKEND, "kvt_mem_vram_ipc_handle: the CUDA driver cannot export 0x%llx on GPU %u: %s",
+                    (unsigned long long)address, allocation.device, kvt_cuda_error_text(result, text, sizeof text));
+}
+
+kvt_status kvt_mem_vram_ipc_handle(uint32_t agent_id, uint64_t address, uint8_t *out_handle) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_mem_vram_ipc_handle", &agent);
+    if (status != KVT_OK) return status;
+    if (!out_handle) status = kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_vram_ipc_handle: out_handle is NULL");
+    if (status == KVT_OK) {
+        pthread_mutex_lock(&agent->config_lock);
+        status = ipc_handle_locked(agent, address, out_handle);
+        pthread_mutex_unlock(&agent->config_lock);
+    }
+    return kvt_agent_finish(agent, status);
+}
+
 /* The vram allocation of `agent` that holds [address, +length), or NULL (agent->lock held). */
 static const kvt_allocation *vram_allocation_locked(const kvt_agent *agent, uint64_t address, uint64_t length) {
     for (uint32_t i = 0; i < agent->allocation_count; i++) {

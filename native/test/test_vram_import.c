@@ -23,9 +23,11 @@ static void __attribute__((noreturn)) run_engine(int up) {
     uint64_t vram = 0;
     CHECK_OK(kvt_mem_alloc_vram(agent, 0, ALLOCATION_BYTES, &vram));
     vram_fill_pattern(vram + REGION_OFFSET, REGION_BYTES, SEED);
-    CUipcMemHandle handle;
-    CHECK(kvt_cuda.IpcGetMemHandle(&handle, vram) == KVT_CUDA_SUCCESS, "the engine's IPC handle");
-    CHECK(write(up, &handle, sizeof handle) == (ssize_t)sizeof handle, "the handle sent");
+    uint8_t handle[KVT_VRAM_IPC_HANDLE_BYTES];
+    CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_mem_vram_ipc_handle(agent, vram + 4096, handle));
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_vram_ipc_handle(agent, vram, NULL));
+    CHECK_OK(kvt_mem_vram_ipc_handle(agent, vram, handle));
+    CHECK(write(up, handle, sizeof handle) == (ssize_t)sizeof handle, "the handle sent");
     for (;;) pause();
 }
 
@@ -81,7 +83,7 @@ static void refusals(uint32_t agent) {
     CHECK_STATUS(KVT_ERR_BACKEND, kvt_mem_open_vram_ipc(agent, 0, handle, &address, &length));
     CHECK_DETAIL("cannot be opened");
     CHECK_OK(kvt_mem_alloc_vram(agent, 0, 4096, &own));
-    CHECK(kvt_cuda.IpcGetMemHandle((CUipcMemHandle *)handle, own) == KVT_CUDA_SUCCESS, "this process's handle");
+    CHECK_OK(kvt_mem_vram_ipc_handle(agent, own, handle));
     CHECK_STATUS(KVT_ERR_BACKEND, kvt_mem_open_vram_ipc(agent, 0, handle, &address, &length));
     CHECK_OK(kvt_mem_free(agent, own));
     CHECK(open_handles() == 0 && address == 0 && length == 0, "a refusal opens nothing");
@@ -122,6 +124,9 @@ static void sidecar(void) {
     uint64_t address = 0, length = 0;
     CHECK_OK(kvt_mem_open_vram_ipc(agent, 0, (const uint8_t *)&handle, &address, &length));
     CHECK(length == ALLOCATION_BYTES && open_handles() == 1, "the engine's whole allocation is mapped here");
+    uint8_t again[KVT_VRAM_IPC_HANDLE_BYTES];
+    CHECK_OK(kvt_mem_vram_ipc_handle(agent, address, again));
+    CHECK(memcmp(again, &handle, sizeof again) == 0, "the mapping's handle is the engine's");
     CHECK(check_pattern((const uint8_t *)(uintptr_t)address + REGION_OFFSET, REGION_BYTES, SEED),
           "the mapping holds the engine's bytes");
     CHECK_OK(kvt_mem_register(agent, address + REGION_OFFSET, REGION_BYTES, KVT_MEM_VRAM, 0, &region));
