@@ -489,3 +489,26 @@ void await_wakeup(uint32_t agent) {
     while (read(fd, bytes, sizeof bytes) > 0) {
     }
 }
+
+void send_metadata(uint32_t agent, int fd) {
+    uint64_t length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &length));
+    uint8_t *blob = malloc(length);
+    CHECK(blob, "out of memory");
+    CHECK_OK(kvt_agent_metadata(agent, blob, length, &length));
+    CHECK(write(fd, &length, sizeof length) == (ssize_t)sizeof length && write(fd, blob, length) == (ssize_t)length,
+          "the metadata sent");
+    free(blob);
+}
+
+uint8_t *receive_metadata(int fd, uint64_t *out_length) {
+    CHECK(read(fd, out_length, sizeof *out_length) == (ssize_t)sizeof *out_length, "the metadata's length");
+    uint8_t *blob = malloc(*out_length);
+    CHECK(blob, "out of memory");
+    for (uint64_t got = 0; got < *out_length;) {
+        ssize_t n = read(fd, blob + got, *out_length - got);
+        CHECK(n > 0, "the metadata");
+        got += (uint64_t)n;
+    }
+    return blob;
+}

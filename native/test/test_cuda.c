@@ -515,13 +515,7 @@ static void vram_pull_from_another_process(void) {
 static void reader_holding_the_handle(int from_source, int to_source) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     uint64_t length = 0;
-    CHECK(read(from_source, &length, sizeof length) == (ssize_t)sizeof length, "the blob's length");
-    uint8_t *blob = malloc(length);
-    for (uint64_t got = 0; got < length;) {
-        ssize_t n = read(from_source, blob + got, length - got);
-        CHECK(n > 0, "the blob");
-        got += (uint64_t)n;
-    }
+    uint8_t *blob = receive_metadata(from_source, &length);
     uint32_t reader = make_agent("vram-killed-reader"), local = 0, peer = 0, remote = 0, regions = 0;
     uint64_t local_vram = 0, generation = 0;
     CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
@@ -549,16 +543,11 @@ static void killed_reader_holding_handles(void) {
     CHECK(child >= 0, "fork");
     if (child == 0) reader_holding_the_handle(down[0], up[1]);
     uint32_t source = make_agent("vram-kept-source"), remote = 0;
-    uint64_t remote_vram = 0, length = 0;
+    uint64_t remote_vram = 0;
     CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
     vram_fill_pattern(remote_vram, PULL_BYTES, 59);
     CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
-    CHECK_OK(kvt_agent_metadata(source, NULL, 0, &length));
-    uint8_t *blob = malloc(length);
-    CHECK_OK(kvt_agent_metadata(source, blob, length, &length));
-    CHECK(write(down[1], &length, sizeof length) == (ssize_t)sizeof length &&
-              write(down[1], blob, length) == (ssize_t)length,
-          "the blob sent");
+    send_metadata(source, down[1]);
     char pulled = 0;
     CHECK(read(up[0], &pulled, 1) == 1, "the reader pulled and holds the handle");
     CHECK(kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child, "the reader killed");
@@ -578,7 +567,6 @@ static void killed_reader_holding_handles(void) {
     CHECK_OK(kvt_mem_free(reader, local_vram));
     CHECK_OK(kvt_agent_destroy(reader));
     CHECK_OK(kvt_agent_destroy(source));
-    free(blob);
 }
 
 static void vram_source_outlives_a_killed_reader(void) {

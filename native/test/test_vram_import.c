@@ -35,13 +35,7 @@ static void __attribute__((noreturn)) run_engine(int up) {
 static void __attribute__((noreturn)) run_reader(int down, int up) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     uint64_t length = 0;
-    CHECK(read(down, &length, sizeof length) == (ssize_t)sizeof length, "the blob's length");
-    uint8_t *blob = malloc(length);
-    for (uint64_t got = 0; got < length;) {
-        ssize_t n = read(down, blob + got, length - got);
-        CHECK(n > 0, "the blob");
-        got += (uint64_t)n;
-    }
+    uint8_t *blob = receive_metadata(down, &length);
     uint32_t reader = make_agent("imported-reader"), local = 0, peer = 0, remote = 0, regions = 0;
     uint64_t local_vram = 0, generation = 0, op = 0;
     CHECK_OK(kvt_mem_alloc_vram(reader, 0, REGION_BYTES, &local_vram));
@@ -91,17 +85,11 @@ static void refusals(uint32_t agent) {
 
 /* Sends the agent's metadata to the reader and waits for its pull. */
 static void serve_reader(uint32_t agent, pid_t reader, int down, int up) {
-    uint64_t length = 0;
-    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &length));
-    uint8_t *blob = malloc(length);
-    CHECK_OK(kvt_agent_metadata(agent, blob, length, &length));
-    CHECK(write(down, &length, sizeof length) == (ssize_t)sizeof length && write(down, blob, length) == (ssize_t)length,
-          "the blob sent");
+    send_metadata(agent, down);
     char pulled = 0;
     CHECK(read(up, &pulled, 1) == 1 && pulled == 'x', "the reader pulled the engine's bytes");
     int status = 0;
     CHECK(waitpid(reader, &status, 0) == reader && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the reader ended");
-    free(blob);
 }
 
 /* This process is the sidecar: it opens the engine's handle, serves a region inside it (to a reader process
