@@ -298,6 +298,18 @@ void vram_fill_pattern(uint64_t address, uint64_t length, uint64_t seed) {
     free(pattern);
 }
 
+bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed) {
+    uint8_t *expected = malloc(from + length), *got = malloc(length);
+    CHECK(expected && got, "out of memory");
+    fill_pattern(expected, from + length, seed);
+    CHECK(kvt_cuda.MemcpyDtoHAsync(got, address, length, NULL) == KVT_CUDA_SUCCESS, "download");
+    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "synchronize");
+    bool same = memcmp(got, expected + from, length) == 0;
+    free(expected);
+    free(got);
+    return same;
+}
+
 /* A vram allocation on GPU 0 holding the pattern of `seed`. */
 static uint64_t vram_pattern(uint32_t agent, uint64_t length, uint64_t seed) {
     uint64_t address = 0;

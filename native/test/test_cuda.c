@@ -242,19 +242,6 @@ static void strict_driver(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, refuse_host_memory_on_a_strict_driver);
 }
 
-/* Whether [address, +length) of vram holds the bytes [from, from + length) of the pattern of `seed`. */
-static bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed) {
-    uint8_t *expected = malloc(from + length), *got = malloc(length);
-    CHECK(expected && got, "out of memory");
-    fill_pattern(expected, from + length, seed);
-    CHECK(kvt_cuda.MemcpyDtoHAsync(got, address, length, NULL) == KVT_CUDA_SUCCESS, "download");
-    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "synchronize");
-    bool same = memcmp(got, expected + from, length) == 0;
-    free(expected);
-    free(got);
-    return same;
-}
-
 #define PULL_BYTES (256u << 10)
 
 /* Three pieces of the peer's region `remote` into this agent's `local`, in another order; the READ must

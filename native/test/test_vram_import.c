@@ -1,8 +1,9 @@
 /* Another process's vram served by this one: kvt_mem_open_vram_ipc opens an engine's CUDA IPC handle, its
  * regions export the engine's handle (the opened mapping cannot be exported again), a reader in a third
- * process pulls the engine's bytes through them, and kvt_mem_free closes the mapping. Over the fake CUDA
- * driver of test/fake_cuda/ (its memory is host memory, read here directly), which isolates the layer above
- * the driver and never stands for a run on a GPU. Each case runs in a child process naming the driver. */
+ * process pulls the engine's bytes through them, and kvt_mem_free closes the mapping. The case runs in a
+ * child process over the fake CUDA driver of test/fake_cuda/ (which isolates the layer above the driver and
+ * never stands for a run on a GPU), or with KVT_TEST_CUDA_REAL=1 (tools/gpu-check) on the machine's own
+ * driver, where the fake's count of open handles is not asked. */
 #include "harness.h"
 #include "services/cuda_driver.h"
 
@@ -44,7 +45,7 @@ static void __attribute__((noreturn)) run_reader(int down, int up) {
     CHECK_OK(kvt_peer_regions(reader, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
     CHECK_OK(post_one(reader, KVT_XFER_READ, peer, generation, local, 0, remote, 0, REGION_BYTES, &op));
     wait_completions_ok(reader, 1, REGION_BYTES, true);
-    CHECK(check_pattern((const uint8_t *)(uintptr_t)local_vram, REGION_BYTES, SEED),
+    CHECK(holds_pattern(local_vram, REGION_BYTES, 0, SEED),
           "the pulled bytes are the engine's, at the region's offset in its allocation");
     CHECK_OK(kvt_peer_unload(reader, peer));
     CHECK_OK(kvt_mem_deregister(reader, local));
@@ -58,9 +59,15 @@ static void __attribute__((noreturn)) run_reader(int down, int up) {
 
 typedef int (*open_handles_fn)(void);
 
+static bool real_driver(void) {
+    const char *real = getenv("KVT_TEST_CUDA_REAL");
+    return real && strcmp(real, "1") == 0;
+}
+
+/* The fake's count of open IPC handles, or -1 on a real driver (which does not tell). */
 static int open_handles(void) {
-    void *driver = dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    CHECK(driver, "the fake driver is loaded");
+    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    if (!driver) return -1;
     int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
     dlclose(driver);
     return open;
@@ -80,7 +87,7 @@ static void refusals(uint32_t agent) {
     CHECK_OK(kvt_mem_vram_ipc_handle(agent, own, handle));
     CHECK_STATUS(KVT_ERR_BACKEND, kvt_mem_open_vram_ipc(agent, 0, handle, &address, &length));
     CHECK_OK(kvt_mem_free(agent, own));
-    CHECK(open_handles() == 0 && address == 0 && length == 0, "a refusal opens nothing");
+    CHECK(open_handles() <= 0 && address == 0 && length == 0, "a refusal opens nothing");
 }
 
 /* Sends the agent's metadata to the reader and waits for its pull. */
@@ -111,12 +118,12 @@ static void sidecar(void) {
     refusals(agent);
     uint64_t address = 0, length = 0;
     CHECK_OK(kvt_mem_open_vram_ipc(agent, 0, (const uint8_t *)&handle, &address, &length));
-    CHECK(length == ALLOCATION_BYTES && open_handles() == 1, "the engine's whole allocation is mapped here");
+    CHECK(length >= ALLOCATION_BYTES && (open_handles() < 0 || open_handles() == 1),
+          "the engine's whole allocation is mapped here (a driver may round its size up)");
     uint8_t again[KVT_VRAM_IPC_HANDLE_BYTES];
     CHECK_OK(kvt_mem_vram_ipc_handle(agent, address, again));
     CHECK(memcmp(again, &handle, sizeof again) == 0, "the mapping's handle is the engine's");
-    CHECK(check_pattern((const uint8_t *)(uintptr_t)address + REGION_OFFSET, REGION_BYTES, SEED),
-          "the mapping holds the engine's bytes");
+    CHECK(holds_pattern(address + REGION_OFFSET, REGION_BYTES, 0, SEED), "the mapping holds the engine's bytes");
     CHECK_OK(kvt_mem_register(agent, address + REGION_OFFSET, REGION_BYTES, KVT_MEM_VRAM, 0, &region));
     CHECK_STATUS(KVT_ERR_BUSY, kvt_mem_free(agent, address));
     if (with_reader) serve_reader(agent, reader, down[1], up[0]);
@@ -124,21 +131,21 @@ static void sidecar(void) {
     CHECK_OK(kvt_mem_deregister(agent, region));
     CHECK_OK(kvt_mem_free(agent, address));
     CHECK_OK(kvt_agent_destroy(agent)); /* the free's close runs on the progress thread: done before this returns */
-    CHECK(open_handles() == 0, "freeing closed the mapping");
+    CHECK(open_handles() <= 0, "freeing closed the mapping");
 }
 
 static void engine_memory_served(void) {
     const char *fake = getenv("KVT_TEST_FAKE_CUDA");
-    if (!fake || !fake[0] || (getenv("KVT_TEST_CUDA_REAL") && strcmp(getenv("KVT_TEST_CUDA_REAL"), "1") == 0)) {
-        test_skip_reason = "runs on the fake CUDA driver only (make test builds it)";
+    if (!real_driver() && (!fake || !fake[0])) {
+        test_skip_reason = "the fake CUDA driver was not built (make test builds it)";
         return;
     }
     fflush(NULL);
     pid_t child = fork();
     CHECK(child >= 0, "fork failed");
     if (child == 0) {
-        setenv("KVT_CUDA_LIBRARY", fake, 1);
-        setenv("FAKE_CUDA_DEVICES", "1", 1);
+        if (!real_driver()) setenv("KVT_CUDA_LIBRARY", fake, 1);
+        if (!real_driver()) setenv("FAKE_CUDA_DEVICES", "1", 1);
         sidecar();
         fflush(NULL);
         exit(0);
