@@ -231,7 +231,7 @@ export class EngineSidecar {
       await memory?.close();
       return void this.#refuse(connection, 'adoption-failed', (error as Error).message);
     }
-    if (memory !== undefined || layout.memory.kind === 'dram') return { memory: memory as AdoptedMemory, agent };
+    if (layout.memory.kind === 'dram') return { memory: memory as AdoptedMemory, agent };
     try {
       return { memory: importedVram(agent.openVramIpc(layout.memory.device, layout.memory.ipcHandle)), agent };
     } catch (error) {
