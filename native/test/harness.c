@@ -1,6 +1,7 @@
 #include "harness.h"
 #include "services/cuda_driver.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -523,4 +524,35 @@ uint8_t *receive_metadata(int fd, uint64_t *out_length) {
         got += (uint64_t)n;
     }
     return blob;
+}
+
+void run_in_child(const char *const *variables, void (*body)(void)) {
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork failed");
+    if (child == 0) {
+        for (size_t i = 0; variables[i]; i += 2)
+            if (variables[i + 1]) setenv(variables[i], variables[i + 1], 1);
+        body();
+        fflush(NULL);
+        exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
+}
+
+bool real_driver(void) {
+    const char *real = getenv("KVT_TEST_CUDA_REAL");
+    return real && strcmp(real, "1") == 0;
+}
+
+typedef int (*open_handles_fn)(void);
+
+int open_handles(void) {
+    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    if (!driver) return -1;
+    int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
+    dlclose(driver);
+    return open;
 }

@@ -135,6 +135,9 @@ uint8_t *file_memory_map(uint64_t length, int *out_fd);
 /* Writes `agent`'s metadata blob to `fd`, its length first; receive_metadata reads one (malloc'd). For a
  * reader in another process, over a pipe. */
 void send_metadata(uint32_t agent, int fd);
+/* Runs `body` in a forked child process with the environment variables `variables` names set there (name,
+ * value pairs ending with a NULL name; a NULL value leaves its variable as it is); fails when the child fails. */
+void run_in_child(const char *const *variables, void (*body)(void));
 uint8_t *receive_metadata(int fd, uint64_t *out_length);
 /* Waits (at most 60 s) until the agent's wake-up pipe is readable, then empties it: a job's outcome may be
  * asked again. */
@@ -143,6 +146,10 @@ void await_wakeup(uint32_t agent);
 void fill_pattern(uint8_t *memory, uint64_t length, uint64_t seed);
 /* The same into vram at `address` (through the CUDA driver the library loaded; its context current). */
 void vram_fill_pattern(uint64_t address, uint64_t length, uint64_t seed);
+/* Whether the CUDA tests run on the machine's own driver (KVT_TEST_CUDA_REAL=1, tools/gpu-check), not the fake. */
+bool real_driver(void);
+/* The fake CUDA driver's count of IPC handles open in this process, or -1 on a real driver (which does not tell). */
+int open_handles(void);
 /* Whether vram [address, +length) holds the bytes [from, from + length) of the pattern of `seed` (copied down). */
 bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed);
 bool check_pattern(const uint8_t *memory, uint64_t length, uint64_t seed);

@@ -22,26 +22,11 @@ typedef struct {
 
 /* Runs `body` in a child process set up as `setup` says; fails when the child fails. */
 static void in_child(driver_setup setup, void (*body)(void)) {
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0, "fork failed");
-    if (child == 0) {
-        /* Without a library: the driver the environment names (the machine's own, unless a dry run names one). */
-        if (setup.library) setenv("KVT_CUDA_LIBRARY", setup.library, 1);
-        if (setup.devices) setenv("FAKE_CUDA_DEVICES", setup.devices, 1);
-        if (setup.init_error) setenv("FAKE_CUDA_INIT_ERROR", setup.init_error, 1);
-        body();
-        fflush(NULL);
-        exit(0);
-    }
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child, "waitpid");
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
-}
-
-static bool real_driver(void) {
-    const char *real = getenv("KVT_TEST_CUDA_REAL");
-    return real && strcmp(real, "1") == 0;
+    /* Without a library: the driver the environment names (the machine's own, unless a dry run names one). */
+    const char *variables[] = {
+        "KVT_CUDA_LIBRARY", setup.library, "FAKE_CUDA_DEVICES", setup.devices, "FAKE_CUDA_INIT_ERROR",
+        setup.init_error,   NULL};
+    run_in_child(variables, body);
 }
 
 /* The fake driver's file, or NULL with the case skipped (always on a real driver). */
@@ -449,17 +434,6 @@ static void pulls_wait_for_their_stream(void) {
 static void vram_pull_waits_for_its_stream(void) {
     const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, pulls_wait_for_their_stream);
-}
-
-typedef int (*open_handles_fn)(void);
-
-/* The fake's count of open IPC handles, or -1 on a real driver (which does not tell). */
-static int open_handles(void) {
-    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    if (!driver) return -1;
-    int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
-    dlclose(driver);
-    return open;
 }
 
 static bool handles_closed(void *context) {

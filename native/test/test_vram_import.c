@@ -7,7 +7,6 @@
 #include "harness.h"
 #include "services/cuda_driver.h"
 
-#include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/prctl.h>
@@ -55,22 +54,6 @@ static void __attribute__((noreturn)) run_reader(int down, int up) {
     CHECK(write(up, "x", 1) == 1, "pulled");
     fflush(NULL);
     _exit(0);
-}
-
-typedef int (*open_handles_fn)(void);
-
-static bool real_driver(void) {
-    const char *real = getenv("KVT_TEST_CUDA_REAL");
-    return real && strcmp(real, "1") == 0;
-}
-
-/* The fake's count of open IPC handles, or -1 on a real driver (which does not tell). */
-static int open_handles(void) {
-    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    if (!driver) return -1;
-    int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
-    dlclose(driver);
-    return open;
 }
 
 /* What kvt_mem_open_vram_ipc refuses, leaving nothing open: a handle of this process's own allocation
@@ -140,19 +123,10 @@ static void engine_memory_served(void) {
         test_skip_reason = "the fake CUDA driver was not built (make test builds it)";
         return;
     }
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0, "fork failed");
-    if (child == 0) {
-        if (!real_driver()) setenv("KVT_CUDA_LIBRARY", fake, 1);
-        if (!real_driver()) setenv("FAKE_CUDA_DEVICES", "1", 1);
-        sidecar();
-        fflush(NULL);
-        exit(0);
-    }
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child, "waitpid");
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
+    /* On a real driver, the machine's own: nothing to name. */
+    const char *variables[] = {"KVT_CUDA_LIBRARY", real_driver() ? NULL : fake, "FAKE_CUDA_DEVICES",
+                               real_driver() ? NULL : "1", NULL};
+    run_in_child(variables, sidecar);
 }
 
 TEST_MAIN("vram_import", TEST(engine_memory_served))
