@@ -1,7 +1,6 @@
 #include "harness.h"
 #include "services/cuda_driver.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -299,18 +298,6 @@ void vram_fill_pattern(uint64_t address, uint64_t length, uint64_t seed) {
     free(pattern);
 }
 
-bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed) {
-    uint8_t *expected = malloc(from + length), *got = malloc(length);
-    CHECK(expected && got, "out of memory");
-    fill_pattern(expected, from + length, seed);
-    CHECK(kvt_cuda.MemcpyDtoHAsync(got, address, length, NULL) == KVT_CUDA_SUCCESS, "download");
-    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "synchronize");
-    bool same = memcmp(got, expected + from, length) == 0;
-    free(expected);
-    free(got);
-    return same;
-}
-
 /* A vram allocation on GPU 0 holding the pattern of `seed`. */
 static uint64_t vram_pattern(uint32_t agent, uint64_t length, uint64_t seed) {
     uint64_t address = 0;
@@ -540,19 +527,4 @@ void run_in_child(const char *const *variables, void (*body)(void)) {
     int status = 0;
     CHECK(waitpid(child, &status, 0) == child, "waitpid");
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
-}
-
-bool real_driver(void) {
-    const char *real = getenv("KVT_TEST_CUDA_REAL");
-    return real && strcmp(real, "1") == 0;
-}
-
-typedef int (*open_handles_fn)(void);
-
-int open_handles(void) {
-    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    if (!driver) return -1;
-    int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
-    dlclose(driver);
-    return open;
 }

@@ -146,12 +146,6 @@ void await_wakeup(uint32_t agent);
 void fill_pattern(uint8_t *memory, uint64_t length, uint64_t seed);
 /* The same into vram at `address` (through the CUDA driver the library loaded; its context current). */
 void vram_fill_pattern(uint64_t address, uint64_t length, uint64_t seed);
-/* Whether the CUDA tests run on the machine's own driver (KVT_TEST_CUDA_REAL=1, tools/gpu-check), not the fake. */
-bool real_driver(void);
-/* The fake CUDA driver's count of IPC handles open in this process, or -1 on a real driver (which does not tell). */
-int open_handles(void);
-/* Whether vram [address, +length) holds the bytes [from, from + length) of the pattern of `seed` (copied down). */
-bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed);
 bool check_pattern(const uint8_t *memory, uint64_t length, uint64_t seed);
 
 #endif

@@ -22,11 +22,26 @@ typedef struct {
 
 /* Runs `body` in a child process set up as `setup` says; fails when the child fails. */
 static void in_child(driver_setup setup, void (*body)(void)) {
-    /* Without a library: the driver the environment names (the machine's own, unless a dry run names one). */
-    const char *variables[] = {
-        "KVT_CUDA_LIBRARY", setup.library, "FAKE_CUDA_DEVICES", setup.devices, "FAKE_CUDA_INIT_ERROR",
-        setup.init_error,   NULL};
-    run_in_child(variables, body);
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork failed");
+    if (child == 0) {
+        /* Without a library: the driver the environment names (the machine's own, unless a dry run names one). */
+        if (setup.library) setenv("KVT_CUDA_LIBRARY", setup.library, 1);
+        if (setup.devices) setenv("FAKE_CUDA_DEVICES", setup.devices, 1);
+        if (setup.init_error) setenv("FAKE_CUDA_INIT_ERROR", setup.init_error, 1);
+        body();
+        fflush(NULL);
+        exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
+}
+
+static bool real_driver(void) {
+    const char *real = getenv("KVT_TEST_CUDA_REAL");
+    return real && strcmp(real, "1") == 0;
 }
 
 /* The fake driver's file, or NULL with the case skipped (always on a real driver). */
@@ -225,6 +240,19 @@ static void refuse_host_memory_on_a_strict_driver(void) {
 static void strict_driver(void) {
     const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, refuse_host_memory_on_a_strict_driver);
+}
+
+/* Whether [address, +length) of vram holds the bytes [from, from + length) of the pattern of `seed`. */
+static bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed) {
+    uint8_t *expected = malloc(from + length), *got = malloc(length);
+    CHECK(expected && got, "out of memory");
+    fill_pattern(expected, from + length, seed);
+    CHECK(kvt_cuda.MemcpyDtoHAsync(got, address, length, NULL) == KVT_CUDA_SUCCESS, "download");
+    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "synchronize");
+    bool same = memcmp(got, expected + from, length) == 0;
+    free(expected);
+    free(got);
+    return same;
 }
 
 #define PULL_BYTES (256u << 10)
@@ -436,6 +464,17 @@ static void vram_pull_waits_for_its_stream(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, pulls_wait_for_their_stream);
 }
 
+typedef int (*open_handles_fn)(void);
+
+/* The fake's count of open IPC handles, or -1 on a real driver (which does not tell). */
+static int open_handles(void) {
+    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    if (!driver) return -1;
+    int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
+    dlclose(driver);
+    return open;
+}
+
 static bool handles_closed(void *context) {
     (void)context;
     return open_handles() <= 0;
@@ -476,7 +515,13 @@ static void vram_pull_from_another_process(void) {
 static void reader_holding_the_handle(int from_source, int to_source) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     uint64_t length = 0;
-    uint8_t *blob = receive_metadata(from_source, &length);
+    CHECK(read(from_source, &length, sizeof length) == (ssize_t)sizeof length, "the blob's length");
+    uint8_t *blob = malloc(length);
+    for (uint64_t got = 0; got < length;) {
+        ssize_t n = read(from_source, blob + got, length - got);
+        CHECK(n > 0, "the blob");
+        got += (uint64_t)n;
+    }
     uint32_t reader = make_agent("vram-killed-reader"), local = 0, peer = 0, remote = 0, regions = 0;
     uint64_t local_vram = 0, generation = 0;
     CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
@@ -504,11 +549,16 @@ static void killed_reader_holding_handles(void) {
     CHECK(child >= 0, "fork");
     if (child == 0) reader_holding_the_handle(down[0], up[1]);
     uint32_t source = make_agent("vram-kept-source"), remote = 0;
-    uint64_t remote_vram = 0;
+    uint64_t remote_vram = 0, length = 0;
     CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
     vram_fill_pattern(remote_vram, PULL_BYTES, 59);
     CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
-    send_metadata(source, down[1]);
+    CHECK_OK(kvt_agent_metadata(source, NULL, 0, &length));
+    uint8_t *blob = malloc(length);
+    CHECK_OK(kvt_agent_metadata(source, blob, length, &length));
+    CHECK(write(down[1], &length, sizeof length) == (ssize_t)sizeof length &&
+              write(down[1], blob, length) == (ssize_t)length,
+          "the blob sent");
     char pulled = 0;
     CHECK(read(up[0], &pulled, 1) == 1, "the reader pulled and holds the handle");
     CHECK(kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child, "the reader killed");
@@ -528,6 +578,7 @@ static void killed_reader_holding_handles(void) {
     CHECK_OK(kvt_mem_free(reader, local_vram));
     CHECK_OK(kvt_agent_destroy(reader));
     CHECK_OK(kvt_agent_destroy(source));
+    free(blob);
 }
 
 static void vram_source_outlives_a_killed_reader(void) {
