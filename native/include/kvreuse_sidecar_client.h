@@ -44,8 +44,10 @@ KVT_API kvt_status kvt_sidecar_client_recv(int32_t socket, uint8_t *data, uint32
                                            uint32_t timeout_ms);
 
 /**
- * Hands host memory to the sidecar: sends {"type":"adopt","version":1,"layout":<layout_json>} with
- * `memfd` (a memfd sealed with F_SEAL_SHRINK whose pages hold the banks as the layout says), waits at most
+ * Hands memory to the sidecar: sends {"type":"adopt","version":1,"layout":<layout_json>} with
+ * `memfd` (a memfd sealed with F_SEAL_SHRINK whose pages hold the banks as the layout says), or with no
+ * descriptor when `memfd` is negative (GPU memory: the layout's "memory":"vram", "device" and "ipcHandle",
+ * the base64 of the allocation's cuIpcGetMemHandle, name it), waits at most
  * `timeout_ms` for the answer and copies it, NUL-terminated, into `answer` (capacity bytes, cut to fit).
  * KVT_OK when the answer is "adopted"; NOT_ALLOWED when it is "refused" (the detail is the answer);
  * the errors of send and recv otherwise.

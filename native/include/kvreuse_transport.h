@@ -441,6 +441,34 @@ KVT_API kvt_status kvt_mem_alloc_vram(uint32_t agent, uint32_t device, uint64_t 
  */
 KVT_API kvt_status kvt_mem_write_vram(uint32_t agent, uint64_t address, const uint8_t *source, uint64_t length);
 
+/** The size of a CUDA IPC memory handle (CUipcMemHandle), as kvt_mem_open_vram_ipc takes it. */
+#define KVT_VRAM_IPC_HANDLE_BYTES 64u
+
+/**
+ * Opens another process's vram — `handle` is the KVT_VRAM_IPC_HANDLE_BYTES bytes that process's
+ * cuIpcGetMemHandle made of one of its cuMemAlloc allocations on GPU `device` — in this process
+ * (cuIpcOpenMemHandle, peer access enabled lazily) and records the mapping as a vram allocation of the
+ * agent: *out_address is where the whole allocation starts here, *out_length its size. The other process
+ * stays its owner; the agent never frees it. Register ranges inside it as KVT_MEM_VRAM on `device`: their
+ * metadata carries `handle` itself (a mapping opened from a handle cannot be exported again), so readers
+ * open the owner's allocation and find the range at the same offset from its start. kvt_mem_free closes
+ * the mapping (cuIpcCloseMemHandle) once no registration lies inside it.
+ * Errors: INVALID_PARAM (a NULL pointer, a device the driver does not count), NOT_SUPPORTED when
+ * KVT_CAP_VRAM is 0, BACKEND when the driver refuses the handle (named: not a handle, its process gone,
+ * a handle of this process, another GPU). A refusal leaves nothing open.
+ */
+KVT_API kvt_status kvt_mem_open_vram_ipc(uint32_t agent, uint32_t device, const uint8_t *handle, uint64_t *out_address,
+                                         uint64_t *out_length);
+
+/**
+ * Writes the KVT_VRAM_IPC_HANDLE_BYTES bytes of the CUDA IPC handle of the agent's vram allocation starting
+ * at `address` into `out_handle` (cuIpcGetMemHandle; for a mapping kvt_mem_open_vram_ipc opened, the
+ * owner's handle it was opened with): what another process's kvt_mem_open_vram_ipc takes, e.g. a test
+ * engine handing its KV memory to a sidecar. Errors: INVALID_PARAM (out_handle), NOT_FOUND when no vram
+ * allocation of the agent starts at `address`, BACKEND when the driver refuses (named).
+ */
+KVT_API kvt_status kvt_mem_vram_ipc_handle(uint32_t agent, uint64_t address, uint8_t *out_handle);
+
 /**
  * Memory jobs: kvt_mem_alloc_begin, kvt_mem_free_begin and kvt_mem_deregister_begin do what their
  * synchronous twin does, without the part that takes long (backing pages, fencing readers, unmapping)
@@ -468,7 +496,8 @@ KVT_API kvt_status kvt_mem_alloc_begin(uint32_t agent, uint64_t length, uint32_t
                                        uint64_t *out_job);
 
 /**
- * Frees an allocation made by kvt_mem_alloc on this agent (`address` must be its start).
+ * Frees an allocation made by kvt_mem_alloc or kvt_mem_alloc_vram on this agent (`address` must be its
+ * start), or closes a mapping kvt_mem_open_vram_ipc opened (the other process's memory stays its own).
  * Refuses KVT_ERR_BUSY while a registration lies inside it; KVT_ERR_NOT_FOUND for unknown addresses.
  */
 KVT_API kvt_status kvt_mem_free(uint32_t agent, uint64_t address);
@@ -489,7 +518,8 @@ KVT_API kvt_status kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t
  * already registered on the same (kind, device) on this agent; NOT_ALLOWED past KVT_MAX_REGIONS; BACKEND
  * when the backend cannot map it.
  * Vram is checked with the CUDA driver: the whole range must be device memory of GPU `device` inside one
- * cuMemAlloc/cudaMalloc allocation. NOT_SUPPORTED (with the reason) when KVT_CAP_VRAM is 0, and for memory
+ * cuMemAlloc/cudaMalloc allocation, or inside a mapping kvt_mem_open_vram_ipc opened (its region carries
+ * the owner's handle). NOT_SUPPORTED (with the reason) when KVT_CAP_VRAM is 0, and for memory
  * of the virtual memory API or a memory pool (it cannot be exported as a CUDA IPC handle); INVALID_PARAM
  * for a device the driver does not count, memory the driver does not know (host memory named as vram),
  * pinned host memory, managed memory, memory of another device, and a range past the end of its

@@ -77,6 +77,10 @@ static int unlock_pages(void *address, size_t length, int unused) {
 /* Unlocks (when locked), drops the pages of, and frees an allocation no longer in the agent's table. The
  * pages are dropped slice by slice first, so the unmap that frees the allocation has none left to tear down. */
 static void release_allocation(kvt_agent *agent, kvt_allocation *allocation) {
+    if (allocation->kind == KVT_MEM_VRAM && allocation->imported) {
+        kvt_vram_close(allocation->device, allocation->address);
+        return;
+    }
     if (allocation->kind == KVT_MEM_VRAM) {
         kvt_vram_release(allocation->device, allocation->address);
         return;
@@ -345,11 +349,15 @@ kvt_status kvt_mem_free_begin(uint32_t agent_id, uint64_t address, uint64_t *out
 typedef struct {
     kvt_region *region;
     const kvt_allocation *exact;
+    const kvt_allocation *imported; /* the imported vram allocation the region lies in, if any */
 } map_call_args;
 
 static kvt_status map_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
     map_call_args *args = arg;
     kvt_region *region = args->region;
+    if (args->imported) /* the exporting process's own handle: readers open it and offset from its start here */
+        return kvt_vram_key_make(args->imported->ipc_handle, args->imported->address, region->device, &region->rkey,
+                                 &region->rkey_length, detail, detail_size);
     if (region->kind == KVT_MEM_VRAM) /* the CUDA driver's: its IPC handle stands for a backend mapping */
         return kvt_vram_export(region->device, region->address, &region->rkey, &region->rkey_length, detail,
                                detail_size);
@@ -414,7 +422,7 @@ static kvt_status check_register_params(uint64_t address, uint64_t length, uint3
                         "kvt_mem_register: [0x%llx, +%llu) is not mapped in this process (no mapping in the chunk at "
                         "0x%llx); register memory this process allocated",
                         (unsigned long long)address, (unsigned long long)length, (unsigned long long)unmapped);
-    if (kind == KVT_MEM_VRAM) return kvt_vram_check_register("kvt_mem_register", address, length, device);
+    if (kind == KVT_MEM_VRAM) return KVT_OK; /* the driver's checks: register_range, once it knows the allocation */
     if (kind != KVT_MEM_DRAM)
         return kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_mem_register: unknown memory kind %u (dram = 0, vram = 1)", kind);
     if (device != 0)
@@ -457,6 +465,22 @@ static kvt_status check_register_locked(kvt_agent *agent, uint64_t address, uint
     return KVT_OK;
 }
 
+/* Whether [address, +length) lies in an imported vram allocation of the agent, copied into *out (takes
+ * agent->lock; the caller's config_lock keeps the allocation in the table). */
+static bool imported_allocation(kvt_agent *agent, uint64_t address, uint64_t length, kvt_allocation *out) {
+    bool found = false;
+    pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; i < agent->allocation_count && !found; i++) {
+        const kvt_allocation *allocation = &agent->allocations[i];
+        uint64_t offset = address - allocation->address;
+        found = allocation->imported && address >= allocation->address && offset < allocation->length &&
+                length <= allocation->length - offset;
+        if (found) *out = *allocation;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return found;
+}
+
 /* Where a file-backed registration's file is (kvt_mem_register_fd). */
 typedef struct {
     bool present;
@@ -474,6 +498,10 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
 
     pthread_mutex_lock(&agent->config_lock); /* allocations cannot change until we are done */
     if (file.present) status = kvt_liveness_table_ensure(agent);
+    kvt_allocation imported;
+    bool is_imported = kind == KVT_MEM_VRAM && imported_allocation(agent, address, length, &imported);
+    if (status == KVT_OK && kind == KVT_MEM_VRAM)
+        status = kvt_vram_check_register(call, address, length, device, is_imported);
     const kvt_allocation *exact = NULL;
     /* Growing moves the region table, which other agents' loopback reads walk holding region_lock. */
     pthread_rwlock_wrlock(&agent->region_lock);
@@ -506,7 +534,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
     if (status == KVT_OK) {
         *region = (kvt_region){.kind = kind, .device = device, .address = address, .length = length, .file_fd = -1};
         if (file.present) status = kvt_file_region_prepare(region, file.fd, file.offset);
-        map_call_args args = {.region = region, .exact = exact};
+        map_call_args args = {.region = region, .exact = exact, .imported = is_imported ? &imported : NULL};
         if (status == KVT_OK) status = memory_call(agent, map_call, &args);
         if (status != KVT_OK) {
             region_free(region);

@@ -16,6 +16,10 @@ typedef struct kvt_allocation {
     void *backend;         /* UCX: ucp_mem_h of the UCP_MEM_MAP_ALLOCATE mapping */
     bool locked;
     bool populating; /* kvt_mem_alloc_begin: its pages are being backed on the progress thread */
+    /* kvt_mem_open_vram_ipc: another process's vram mapped here through its CUDA IPC handle (kept: regions
+     * inside it export it, as this mapping cannot be re-exported), closed instead of freed. */
+    bool imported;
+    uint8_t ipc_handle[64];
 } kvt_allocation;
 
 typedef struct kvt_region {

@@ -88,7 +88,8 @@ kvt_status kvt_sidecar_client_recv(int32_t socket_fd, uint8_t *data, uint32_t ca
     return KVT_OK;
 }
 
-/* Sends the adopt message with the memfd: the status of the send (INVALID_PARAM when it does not fit). */
+/* Sends the adopt message with the memfd (none when negative: GPU memory, named by the layout's ipcHandle):
+ * the status of the send (INVALID_PARAM when it does not fit). */
 static kvt_status send_adopt(int32_t socket_fd, int32_t memfd, const char *layout_json) {
     size_t layout_length = strlen(layout_json);
     static const char head[] = "{\"type\":\"adopt\",\"version\":1,\"layout\":";
@@ -99,7 +100,8 @@ static kvt_status send_adopt(int32_t socket_fd, int32_t memfd, const char *layou
     char *message = malloc(length + 1);
     if (!message) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_sidecar_client_adopt: out of memory");
     snprintf(message, length + 1, "%s%s}", head, layout_json);
-    kvt_status status = kvt_sidecar_client_send(socket_fd, (const uint8_t *)message, (uint32_t)length, &memfd, 1);
+    kvt_status status =
+        kvt_sidecar_client_send(socket_fd, (const uint8_t *)message, (uint32_t)length, &memfd, memfd < 0 ? 0 : 1);
     free(message);
     return status;
 }

@@ -489,3 +489,42 @@ void await_wakeup(uint32_t agent) {
     while (read(fd, bytes, sizeof bytes) > 0) {
     }
 }
+
+void send_metadata(uint32_t agent, int fd) {
+    uint64_t length = 0;
+    CHECK_OK(kvt_agent_metadata(agent, NULL, 0, &length));
+    uint8_t *blob = malloc(length);
+    CHECK(blob, "out of memory");
+    CHECK_OK(kvt_agent_metadata(agent, blob, length, &length));
+    CHECK(write(fd, &length, sizeof length) == (ssize_t)sizeof length && write(fd, blob, length) == (ssize_t)length,
+          "the metadata sent");
+    free(blob);
+}
+
+uint8_t *receive_metadata(int fd, uint64_t *out_length) {
+    CHECK(read(fd, out_length, sizeof *out_length) == (ssize_t)sizeof *out_length, "the metadata's length");
+    uint8_t *blob = malloc(*out_length);
+    CHECK(blob, "out of memory");
+    for (uint64_t got = 0; got < *out_length;) {
+        ssize_t n = read(fd, blob + got, *out_length - got);
+        CHECK(n > 0, "the metadata");
+        got += (uint64_t)n;
+    }
+    return blob;
+}
+
+void run_in_child(const char *const *variables, void (*body)(void)) {
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork failed");
+    if (child == 0) {
+        for (size_t i = 0; variables[i]; i += 2)
+            if (variables[i + 1]) setenv(variables[i], variables[i + 1], 1);
+        body();
+        fflush(NULL);
+        exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
+}

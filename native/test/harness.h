@@ -132,6 +132,13 @@ void source_wait_stopped(const source_process *source);
 void source_end(source_process *source);
 /* `length` bytes of a new memfd (sealed against shrinking) mapped shared; its fd in *out_fd. */
 uint8_t *file_memory_map(uint64_t length, int *out_fd);
+/* Writes `agent`'s metadata blob to `fd`, its length first; receive_metadata reads one (malloc'd). For a
+ * reader in another process, over a pipe. */
+void send_metadata(uint32_t agent, int fd);
+/* Runs `body` in a forked child process with the environment variables `variables` names set there (name,
+ * value pairs ending with a NULL name; a NULL value leaves its variable as it is); fails when the child fails. */
+void run_in_child(const char *const *variables, void (*body)(void));
+uint8_t *receive_metadata(int fd, uint64_t *out_length);
 /* Waits (at most 60 s) until the agent's wake-up pipe is readable, then empties it: a job's outcome may be
  * asked again. */
 void await_wakeup(uint32_t agent);

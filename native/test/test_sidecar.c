@@ -84,6 +84,12 @@ static void engine_hands_over_a_memfd_and_the_listener_maps_the_same_memory(void
     munmap(adopted, LENGTH);
     close(seen.fds[0]);
 
+    /* GPU memory is named by the layout (its CUDA IPC handle): a negative memfd passes no descriptor. */
+    CHECK_OK(kvt_sidecar_send(listener, connection, (const uint8_t *)answer_text, sizeof answer_text - 1));
+    CHECK_OK(kvt_sidecar_client_adopt(engine, -1, "{\"memory\":\"vram\"}", answer, sizeof answer, 60000));
+    next_event(listener, &seen);
+    CHECK(seen.kind == KVT_SIDECAR_EVENT_MESSAGE && seen.fd_count == 0, "the adopt of GPU memory, no descriptor");
+
     CHECK_OK(kvt_sidecar_client_close(engine));
     next_event(listener, &seen);
     CHECK(seen.kind == KVT_SIDECAR_EVENT_CLOSED && seen.connection == connection, "closed after the engine left");

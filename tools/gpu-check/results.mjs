@@ -33,17 +33,20 @@ function nativeRun(backend) {
   };
 }
 
-/** Whether test_cuda's case `name` passed on the ucx backend (a pull between two processes needs ucx). */
-function nativeCase(name, what) {
-  const log = read('native-ucx.log');
-  if (new RegExp(`^ok cuda/${name} \\[ucx\\]$`, 'm').test(log)) return { pass: true, case: name, detail: what };
+/**
+ * Whether the case `name` of a native suite passed on the ucx backend (a pull between two processes needs
+ * ucx): test_cuda's (its log native-ucx.log), or another suite's, run as its own part (`suite`-ucx.log).
+ */
+function nativeCase(name, what, suite = 'cuda') {
+  const log = read(suite === 'cuda' ? 'native-ucx.log' : `${suite}-ucx.log`);
+  if (new RegExp(`^ok ${suite}/${name} \\[ucx\\]$`, 'm').test(log)) return { pass: true, case: name, detail: what };
   const line = log
     .split('\n')
-    .find((entry) => entry.includes(` cuda/${name} [ucx]`) || entry.includes(`FAIL ${name} [ucx]`));
+    .find((entry) => entry.includes(` ${suite}/${name} [ucx]`) || entry.includes(`FAIL ${name} [ucx]`));
   return {
     pass: false,
     case: name,
-    detail: line ?? `test_cuda ran no case ${name} on ucx: ${what} is not in this build`,
+    detail: line ?? `test_${suite} ran no case ${name} on ucx: ${what} is not in this build`,
   };
 }
 
@@ -174,6 +177,7 @@ const checkNames = [
   'native.ucx',
   'pull.ipc.two_processes',
   'pull.staged.two_processes',
+  'sidecar.vram_import',
   'endpoint.vram_fetch',
   'main_job.vram',
   'probe',
@@ -205,6 +209,11 @@ if (rc('preflight') !== 0) {
     'pull.staged.two_processes': nativeCase(
       'vram_staged_pull_from_another_process',
       'a host-staged vram pull from another process',
+    ),
+    'sidecar.vram_import': nativeCase(
+      'engine_memory_served',
+      "another process's vram opened by its IPC handle, registered and pulled by a third process",
+      'vram_import',
     ),
     'endpoint.vram_fetch': fetchCheck(),
     'main_job.vram': mainJob(),

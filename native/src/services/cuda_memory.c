@@ -35,7 +35,7 @@ static kvt_status pointer_facts_of(const char *call, uint64_t address, pointer_f
                     (unsigned long long)address, kvt_cuda_error_text(result, text, sizeof text));
 }
 
-static kvt_status check_facts(const char *call, uint64_t address, uint64_t length, uint32_t device,
+static kvt_status check_facts(const char *call, uint64_t address, uint64_t length, uint32_t device, bool imported,
                               const pointer_facts *facts) {
     unsigned long long start = address, end = address + length;
     if ((uint32_t)facts->memory_type == 0)
@@ -62,7 +62,8 @@ static kvt_status check_facts(const char *call, uint64_t address, uint64_t lengt
                         "(ends at 0x%llx)",
                         call, start, (unsigned long long)length, (unsigned long long)facts->start,
                         (unsigned long long)facts->size, (unsigned long long)(facts->start + facts->size));
-    if (!(uint8_t)facts->legacy_ipc)
+    /* A mapping opened from an IPC handle cannot be re-exported; its regions export the handle it came from. */
+    if (!imported && !(uint8_t)facts->legacy_ipc)
         return kvt_fail(KVT_ERR_NOT_SUPPORTED,
                         "%s: [0x%llx, +%llu) was allocated through the virtual memory API (cuMemCreate/cuMemMap) or "
                         "a memory pool, and cannot be exported as a CUDA IPC handle, which same-node pulls need; "
@@ -71,7 +72,8 @@ static kvt_status check_facts(const char *call, uint64_t address, uint64_t lengt
     return KVT_OK;
 }
 
-kvt_status kvt_vram_check_register(const char *call, uint64_t address, uint64_t length, uint32_t device) {
+kvt_status kvt_vram_check_register(const char *call, uint64_t address, uint64_t length, uint32_t device,
+                                   bool imported) {
     const char *unavailable = kvt_cuda_unavailable();
     if (unavailable)
         return kvt_fail(KVT_ERR_NOT_SUPPORTED, "%s: vram (GPU %u) cannot be registered: %s", call, device, unavailable);
@@ -80,7 +82,7 @@ kvt_status kvt_vram_check_register(const char *call, uint64_t address, uint64_t 
                         kvt_cuda_device_count());
     pointer_facts facts;
     kvt_status status = pointer_facts_of(call, address, &facts);
-    return status == KVT_OK ? check_facts(call, address, length, device, &facts) : status;
+    return status == KVT_OK ? check_facts(call, address, length, device, imported, &facts) : status;
 }
 
 void kvt_vram_release(uint32_t device, uint64_t address) {
@@ -88,13 +90,26 @@ void kvt_vram_release(uint32_t device, uint64_t address) {
     if (kvt_cuda_use_device("kvt_mem_free", device) == KVT_OK) kvt_cuda.MemFree(address);
 }
 
+kvt_status kvt_vram_key_make(const uint8_t handle[64], uint64_t allocation_base, uint32_t device, uint8_t **out_key,
+                             uint32_t *out_length, char *detail, size_t detail_size) {
+    kvt_vram_key *key = calloc(1, sizeof *key);
+    if (!key) {
+        snprintf(detail, detail_size, "kvt_mem_register: out of memory for the key of vram on GPU %u", device);
+        return KVT_ERR_NO_MEMORY;
+    }
+    memcpy(key->handle, handle, sizeof key->handle);
+    key->allocation_base = allocation_base;
+    key->device = device;
+    *out_key = (uint8_t *)key;
+    *out_length = sizeof *key;
+    return KVT_OK;
+}
+
 kvt_status kvt_vram_export(uint32_t device, uint64_t address, uint8_t **out_key, uint32_t *out_length, char *detail,
                            size_t detail_size) {
     char text[256];
-    kvt_vram_key *key = calloc(1, sizeof *key);
-    CUresult result = key ? KVT_CUDA_SUCCESS : KVT_CUDA_ERROR_OUT_OF_MEMORY;
-    if (result == KVT_CUDA_SUCCESS && kvt_cuda_use_device("kvt_mem_register", device) != KVT_OK)
-        result = KVT_CUDA_ERROR_INVALID_VALUE;
+    CUresult result = KVT_CUDA_SUCCESS;
+    if (kvt_cuda_use_device("kvt_mem_register", device) != KVT_OK) result = KVT_CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr base = 0;
     if (result == KVT_CUDA_SUCCESS)
         result = kvt_cuda.PointerGetAttribute(&base, KVT_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address);
@@ -102,17 +117,12 @@ kvt_status kvt_vram_export(uint32_t device, uint64_t address, uint8_t **out_key,
     /* Of the allocation's start, which is what a peer opens (a region may begin inside it). */
     if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.IpcGetMemHandle(&handle, base);
     if (result != KVT_CUDA_SUCCESS) {
-        free(key);
         snprintf(detail, detail_size, "kvt_mem_register: vram at 0x%llx on GPU %u cannot be exported: %s",
                  (unsigned long long)address, device, kvt_cuda_error_text(result, text, sizeof text));
         return KVT_ERR_BACKEND;
     }
-    memcpy(key->handle, &handle, sizeof key->handle);
-    key->allocation_base = base;
-    key->device = device;
-    *out_key = (uint8_t *)key;
-    *out_length = sizeof *key;
-    return KVT_OK;
+    _Static_assert(sizeof handle == 64, "a CUDA IPC handle is 64 bytes");
+    return kvt_vram_key_make((const uint8_t *)&handle, base, device, out_key, out_length, detail, detail_size);
 }
 
 kvt_status kvt_vram_open(const char *call, const kvt_vram_key *key, uint64_t *out_base) {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import { loadTransport } from '@kvreuse/native-bindings';
 import { runCli } from './run.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
@@ -51,6 +52,38 @@ describe('kvreuse sidecar', () => {
     );
     expect(lines[2]).toBe(
       'connection 1: cli-engine withdrawn: 0 pins revoked (engine-gone), 1 banks returned, 0 retained, unmapped',
+    );
+  }, 120_000);
+
+  it('serves GPU memory only behind a declared profile’s admission gate', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'kvreuse-sidecar-cli-'));
+    folders.push(folder);
+    const flags = ['--transport-backend', 'loopback', '--discovery-backend', 'sqlite'];
+    const reasonWith = async (name: string, profile: string[]) => {
+      const socket = join(folder, `${name}.sock`);
+      const { context } = capture();
+      let interrupt = async (): Promise<void> => undefined;
+      const interruptible = {
+        ...context,
+        whenInterrupted: (cleanup: () => Promise<void>) => ((interrupt = cleanup), () => undefined),
+      };
+      const sqlite = ['--discovery-sqlite-path', join(folder, `${name}.sqlite`)];
+      const serving = runCli(['sidecar', '--socket', socket, ...flags, ...sqlite, ...profile], interruptible);
+      const engine = await promisify(execFile)(
+        process.execPath,
+        ['--import', 'tsx', '--conditions=@kvreuse/source', 'test/sidecar-vram-engine.ts', socket],
+        { cwd: packageDir, encoding: 'utf8' },
+      );
+      await interrupt();
+      expect(await serving).toBe(0);
+      return (JSON.parse(engine.stdout) as { reason: string }).reason;
+    };
+    expect(await reasonWith('no-profile', [])).toBe('vram-not-supported');
+    // Behind the gate the handle reaches the driver: none here (refused as unavailable), or a real one that
+    // refuses a handle of zeros.
+    const { vram } = loadTransport().capabilities();
+    expect(await reasonWith('profile', ['--profile-name', 'qwen3-0.6b-bf16-b64'])).toBe(
+      vram.supported ? 'bad-ipc-handle' : 'vram-unavailable',
     );
   }, 120_000);
 

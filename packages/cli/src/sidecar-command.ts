@@ -1,7 +1,8 @@
 import { resolve } from 'node:path';
 import { type DiscoveryStore, openClusterSecret, openDiscovery } from '@kvreuse/discovery';
 import { EngineSidecar, type SidecarReport } from '@kvreuse/endpoint';
-import { loadTransport } from '@kvreuse/native-bindings';
+import { loadTransport, type Transport } from '@kvreuse/native-bindings';
+import { admissionGate, declaredProfile } from '@kvreuse/profile-admission';
 import type { CommandArgs, OptionSpec } from './args.js';
 import type { CliContext, Command } from './command.js';
 import { UsageError } from './errors.js';
@@ -49,6 +50,14 @@ function openPublishing(command: string, settings: Settings['discovery'], cwd: s
   );
 }
 
+/** GPU memory is served behind the declared profile's admission gate; without a profile, it is refused. */
+function vramGate(settings: Settings, transport: Transport) {
+  const profile = declaredProfile(settings, { settings: kvreuseSettings });
+  if (profile === undefined) return {};
+  const capabilities = transport.capabilities();
+  return { admissionGate: admissionGate(profile, { capabilities, settings, composition: kvreuseSettings }) };
+}
+
 function enginesToServe(args: CommandArgs, context: CliContext): number {
   const text = args.options.get('engines')?.[0];
   const engines = text === undefined ? 0 : Number(text);
@@ -62,7 +71,7 @@ function enginesToServe(args: CommandArgs, context: CliContext): number {
 export const sidecar: Command = {
   name: 'sidecar',
   summary:
-    "Serves inference engines' own KV memory: engines connect to a unix socket and hand over their host memory (a memfd and its layout); each is published as its worker's rank and served — pins, verified pulls — until its connection ends.",
+    "Serves inference engines' own KV memory: engines connect to a unix socket and hand over their host memory (a memfd and its layout) or GPU memory (a CUDA IPC handle, served when a declared profile admits it); each is published as its worker's rank and served — pins, verified pulls — until its connection ends.",
   usage: '--socket <path> [--engines <n>] [-o table|json] [--config <file>] [--strict] [setting flags]',
   options,
   help: () =>
@@ -93,6 +102,7 @@ export const sidecar: Command = {
         secret: openClusterSecret(settings.discovery),
         settings,
         backend: settings.transport.backend,
+        ...vramGate(settings, transport),
         onReport: (report) => {
           context.stdout(`${json ? JSON.stringify(report) : describeReport(report)}\n`);
           if (report.kind === 'withdrawn' && ++withdrawn === engines) stop();

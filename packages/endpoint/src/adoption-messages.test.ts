@@ -5,6 +5,7 @@ import { adoptedAnswer, chainStored, parseEngineMessage, refusedAnswer } from '.
 
 const bytes = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));
 const layout = { workerId: 'engine-0', geometry: testGeometry, blocks: 8 };
+const vramLayout = { ...layout, memory: 'vram', device: 0, ipcHandle: Buffer.alloc(64).toString('base64') };
 
 describe('the adoption messages', () => {
   it('reads an adopt with its defaults and 64-bit hashes written as strings, exactly', () => {
@@ -25,6 +26,7 @@ describe('the adoption messages', () => {
       message: {
         type: 'adopt',
         layout: {
+          memory: { kind: 'dram' },
           workerId: 'engine-0',
           incarnation: undefined,
           role: 'decode',
@@ -47,6 +49,15 @@ describe('the adoption messages', () => {
     });
   });
 
+  it('reads an adopt of GPU memory: its device and CUDA IPC handle, no descriptor', () => {
+    const handle = Buffer.alloc(64, 7);
+    const vram = { ...layout, memory: 'vram', device: 3, ipcHandle: handle.toString('base64') };
+    expect(parseEngineMessage(bytes({ type: 'adopt', layout: vram }), 0)).toMatchObject({
+      ok: true,
+      message: { type: 'adopt', layout: { memory: { kind: 'vram', device: 3, ipcHandle: handle } } },
+    });
+  });
+
   it('reads a blocks update', () => {
     expect(parseEngineMessage(bytes({ type: 'blocks', stored: [{ block: 3, hash: '5' }], removed: [1] }), 0)).toEqual({
       ok: true,
@@ -62,7 +73,13 @@ describe('the adoption messages', () => {
     [{ type: 'adopt', layout }, 0, 'missing-memfd'],
     [{ type: 'adopt', layout }, 2, 'unexpected-fds'],
     [{ type: 'blocks' }, 1, 'unexpected-fds'],
-    [{ type: 'adopt', layout: { ...layout, memory: 'vram' } }, 0, 'vram-not-supported'],
+    [{ type: 'adopt', layout: { ...vramLayout, ipcHandle: undefined } }, 0, 'bad-ipc-handle'],
+    [{ type: 'adopt', layout: { ...vramLayout, ipcHandle: Buffer.alloc(63).toString('base64') } }, 0, 'bad-ipc-handle'],
+    [{ type: 'adopt', layout: { ...vramLayout, ipcHandle: '*'.repeat(88) } }, 0, 'bad-ipc-handle'],
+    [{ type: 'adopt', layout: { ...vramLayout, device: -1 } }, 0, 'bad-layout'],
+    [{ type: 'adopt', layout: { ...vramLayout, memory: 'hbm' } }, 0, 'bad-layout'],
+    [{ type: 'adopt', layout: { ...layout, device: 0 } }, 1, 'bad-layout'],
+    [{ type: 'adopt', layout: vramLayout }, 1, 'unexpected-fds'],
     [{ type: 'adopt', layout: { ...layout, workerId: 'has space' } }, 1, 'bad-layout'],
     [{ type: 'adopt', layout: { ...layout, geometry: { ...testGeometry, dtype: 'fp64' } } }, 1, 'bad-layout'],
     [{ type: 'adopt', layout: { ...layout, tpRank: 1 } }, 1, 'bad-layout'],

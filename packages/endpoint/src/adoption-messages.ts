@@ -26,6 +26,10 @@ export const adoptionRefusals = [
   'message-too-large',
   'too-many-fds',
   'empty-message',
+  // GPU memory: the CUDA IPC handle is not one (not base64 of 64 bytes, or the driver refuses to open it), or
+  // this sidecar's process has no usable CUDA driver or GPU.
+  'bad-ipc-handle',
+  'vram-unavailable',
 ] as const;
 export type AdoptionRefusal = (typeof adoptionRefusals)[number];
 
@@ -35,8 +39,19 @@ export interface StoredBlock {
   readonly hash: bigint;
 }
 
-/** The layout of an `adopt`: the engine's worker and rank, and how its banks lie in the memfd. */
+/** The size of a CUDA IPC memory handle, as `ipcHandle` carries it (base64). */
+export const cudaIpcHandleBytes = 64;
+
+/**
+ * Where an adopted rank's memory is: host memory in the memfd passed with `adopt` (`dram`), or GPU memory
+ * on `device` that the sidecar opens through the engine's CUDA IPC handle (`vram`, no descriptor passed).
+ */
+export type AdoptMemory =
+  { readonly kind: 'dram' } | { readonly kind: 'vram'; readonly device: number; readonly ipcHandle: Buffer };
+
+/** The layout of an `adopt`: the engine's worker and rank, its memory, and how its banks lie in it. */
 export interface AdoptLayout {
+  readonly memory: AdoptMemory;
   readonly workerId: string;
   /** The engine's own incarnation, or undefined for the sidecar to draw one. */
   readonly incarnation: string | undefined;
@@ -171,8 +186,33 @@ const layoutFields = new Set([
   'planeStride',
   'memory',
   'device',
-  'handle',
+  'ipcHandle',
 ]);
+
+const base64Pattern = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** The memory fields of a layout (`memory`, `device`, `ipcHandle`), or the refusal naming what is wrong. */
+function parseMemory(layout: Fields): AdoptMemory | ReturnType<typeof refuse> {
+  const { memory = 'dram', device, ipcHandle } = layout;
+  if (memory === 'dram') {
+    if (device !== undefined || ipcHandle !== undefined)
+      return refuse('bad-layout', "layout.device and ipcHandle go with memory 'vram' only");
+    return { kind: 'dram' };
+  }
+  if (memory !== 'vram') return refuse('bad-layout', "layout.memory must be 'dram' or 'vram'");
+  if (!wholeNumber(device, 0, 0xffffffff))
+    return refuse('bad-layout', "layout.device must be the GPU ordinal (0 to 2^32 - 1) with memory 'vram'");
+  const handle =
+    typeof ipcHandle === 'string' && base64Pattern.test(ipcHandle) ? Buffer.from(ipcHandle, 'base64') : undefined;
+  if (handle === undefined || handle.length !== cudaIpcHandleBytes)
+    return refuse(
+      'bad-ipc-handle',
+      `layout.ipcHandle must be the ${cudaIpcHandleBytes} bytes of cuIpcGetMemHandle's handle in base64${
+        handle === undefined ? '' : ` (got ${handle.length} bytes)`
+      }`,
+    );
+  return { kind: 'vram', device, ipcHandle: handle };
+}
 
 /** The layout fields of an `adopt`, or the refusal naming the first one wrong. */
 function parseLayout(layout: unknown): { layout: AdoptLayout } | ReturnType<typeof refuse> {
@@ -183,13 +223,8 @@ function parseLayout(layout: unknown): { layout: AdoptLayout } | ReturnType<type
       'bad-layout',
       `layout has no field ${JSON.stringify(unknown)} (blocks go in stored or sequences, or a blocks message)`,
     );
-  if (layout['memory'] === 'vram')
-    return refuse(
-      'vram-not-supported',
-      'GPU memory (CUDA IPC handles) is not adopted yet: hand over host memory (a memfd)',
-    );
-  if (layout['memory'] !== undefined && layout['memory'] !== 'dram')
-    return refuse('bad-layout', "layout.memory must be 'dram' (or 'vram', not adopted yet)");
+  const memory = parseMemory(layout);
+  if ('ok' in memory) return memory;
   const { workerId, incarnation, role = 'decode', tpSize = 1, ppSize = 1, dpRank = 0, tpRank = 0, ppRank = 0 } = layout;
   if (typeof workerId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(workerId))
     return refuse('bad-layout', 'layout.workerId must be 1 to 64 letters, digits, dots, dashes or underscores');
@@ -211,6 +246,7 @@ function parseLayout(layout: unknown): { layout: AdoptLayout } | ReturnType<type
     return refuse('bad-layout', 'layout.blockStride and planeStride, when given, must be whole numbers of bytes ≥ 1');
   return {
     layout: {
+      memory,
       workerId,
       incarnation: incarnation as string | undefined,
       role: role as Role,
@@ -244,10 +280,13 @@ export function parseEngineMessage(data: Uint8Array, fdCount: number): ParsedEng
   if (value['type'] === 'adopt') {
     const parsed = parseLayout(value['layout']);
     if ('ok' in parsed) return parsed;
-    if (fdCount !== 1)
+    const fds = parsed.layout.memory.kind === 'dram' ? 1 : 0;
+    if (fdCount !== fds)
       return refuse(
         fdCount === 0 ? 'missing-memfd' : 'unexpected-fds',
-        `adopt passes exactly one memfd (got ${fdCount})`,
+        fds === 1
+          ? `adopt passes exactly one memfd (got ${fdCount})`
+          : `adopt of GPU memory passes no descriptor, its ipcHandle (got ${fdCount})`,
       );
     const stored = parseStored(value['stored'], parsed.layout.blocks);
     if (typeof stored === 'string') return refuse('bad-blocks', stored);

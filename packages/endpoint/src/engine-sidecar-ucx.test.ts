@@ -202,9 +202,10 @@ describe.skipIf(!ucxTestsRun)('EngineSidecar across processes on ucx', () => {
     expect(refusedWith({ type: 'hello' })).toBe('unknown-type');
     expect(refusedWith({ type: 'adopt', version: 2, layout })).toBe('unsupported-version');
     expect(refusedWith({ type: 'adopt', layout })).toBe('missing-memfd');
-    expect(refusedWith({ type: 'adopt', layout: { ...layout, memory: 'vram', device: 0, handle: 'AAAA' } })).toBe(
-      'vram-not-supported',
-    );
+    const gpu = { ...layout, memory: 'vram', device: 0, ipcHandle: Buffer.alloc(64).toString('base64') };
+    expect(refusedWith({ type: 'adopt', layout: { ...gpu, ipcHandle: 'AAAA' } })).toBe('bad-ipc-handle');
+    // This sidecar was given no admission gate: it serves no GPU memory.
+    expect(refusedWith({ type: 'adopt', layout: gpu })).toBe('vram-not-supported');
     expect(refusedWith({ type: 'blocks', stored: [{ block: 0, hash: '0x10' }] })).toBe('not-adopted');
     expect(refusedWith({ type: 'blocks', stored: [{ block: 0, hash: 16 }] })).toBe('bad-blocks');
     const small = FileMemory.create(4096);
@@ -224,6 +225,7 @@ describe.skipIf(!ucxTestsRun)('EngineSidecar across processes on ucx', () => {
       'unknown-type',
       'unsupported-version',
       'missing-memfd',
+      'bad-ipc-handle',
       'vram-not-supported',
       'not-adopted',
       'bad-blocks',

@@ -1,15 +1,18 @@
 // A kvreuse sidecar serving an engine's own KV memory (docs/engines.md): engines connect to its unix
-// socket and hand over a memfd with its layout; the sidecar maps it, registers and publishes it as one
-// rank of the engine's worker (a serving ReuseEndpoint on an agent of its own) and serves pins and
-// verified pulls for it. The engine stays the owner. When its connection ends (closed, or the engine
-// died) the sidecar fails held and new pins as `engine-gone`, withdraws the rank part and inventory,
-// deregisters (which fences readers still in flight), unmaps its own mapping and closes its agent.
+// socket and hand over their memory with its layout — host memory as a memfd, or GPU memory as a CUDA IPC
+// handle; the sidecar maps or opens it, registers and publishes it as one rank of the engine's worker (a
+// serving ReuseEndpoint on an agent of its own) and serves pins and verified pulls for it. The engine stays
+// the owner. When its connection ends (closed, or the engine died) the sidecar fails held and new pins as
+// `engine-gone`, withdraws the rank part and inventory, deregisters (which fences readers still in flight),
+// drops its own mapping (unmaps the memfd, closes the IPC mapping) and closes its agent.
 import { randomBytes } from 'node:crypto';
 import type { SettingsOf } from '@kvreuse/config';
 import { layoutRankBanks } from '@kvreuse/descriptors';
-import type { ClusterSecret, DiscoveryStore, discoveryGroup } from '@kvreuse/discovery';
+import { codeOf } from '@kvreuse/errors';
+import type { ClusterSecret, DiscoveryStore, discoveryGroup, ReadinessGate } from '@kvreuse/discovery';
 import type { drainGroup } from '@kvreuse/drain';
 import {
+  type Agent,
   type Backend,
   closeReceivedFds,
   FileMemory,
@@ -20,6 +23,7 @@ import {
 } from '@kvreuse/native-bindings';
 import { type BlockHashScheme, blockHashScheme, type inventoryGroup } from '@kvreuse/inventory';
 import { Bank, frameworkOwner } from '@kvreuse/registry';
+import { type AdoptedMemory, importedVram, mappedMemfd } from './adopted-memory.js';
 import {
   type AdoptLayout,
   adoptedAnswer,
@@ -51,6 +55,11 @@ export interface EngineSidecarOptions {
   /** The machine name published in rank parts (the kernel's boot id by default, as `ReuseEndpointOptions.host`). */
   readonly host?: string | null;
   readonly keyPrefix?: string;
+  /**
+   * The profile-admission gate GPU memory is served behind (its readers are gated on it too): without it the
+   * sidecar refuses `vram` adoptions as `vram-not-supported`.
+   */
+  readonly admissionGate?: ReadinessGate;
   /** Told what happens to each engine: adopted, refused, withdrawn. */
   readonly onReport?: (report: SidecarReport) => void;
 }
@@ -74,7 +83,7 @@ export type SidecarReport =
       readonly pinsRevoked: number;
       readonly banksReturned: number;
       readonly banksRetained: number;
-      /** Whether the sidecar's mapping of the engine's memory is gone (false while a bank is retained). */
+      /** Whether the sidecar's mapping of the engine's memory (memfd or IPC) is gone (false while a bank is retained). */
       readonly unmapped: boolean;
       /** Why the withdrawal stopped short (its endpoint's close failed), when it did. */
       readonly failure?: string;
@@ -95,7 +104,7 @@ interface Connection {
   chain: Promise<void>;
   adopted:
     | (AdoptedEngine & {
-        readonly memory: FileMemory;
+        readonly memory: AdoptedMemory;
         readonly blocksPerBank: number;
         /** How the engine's token sequences are hashed into the chain hashes readers pin by. */
         readonly scheme: BlockHashScheme;
@@ -189,16 +198,64 @@ export class EngineSidecar {
       closeReceivedFds(fds);
       return this.#refuse(connection, 'bad-blocks', chained);
     }
-    await this.#adopt(connection, message.layout, [...message.stored, ...chained], fds[0] as number);
+    await this.#adopt(connection, message.layout, [...message.stored, ...chained], fds[0]);
   }
 
-  async #adopt(connection: Connection, layout: AdoptLayout, stored: readonly StoredBlock[], fd: number): Promise<void> {
-    let memory: FileMemory;
+  /** Why this sidecar cannot adopt the engine's GPU memory (no admission gate, no usable driver), if it cannot. */
+  #vramRefusal(layout: AdoptLayout): [AdoptionRefusal, string] | undefined {
+    if (layout.memory.kind !== 'vram') return undefined;
+    if (this.#options.admissionGate === undefined)
+      return ['vram-not-supported', 'this sidecar serves no GPU memory: it was given no profile-admission gate'];
+    const vram = this.#options.transport.capabilities().vram;
+    return vram.supported ? undefined : ['vram-unavailable', vram.reason];
+  }
+
+  /** The engine's memory mapped (memfd) or opened (CUDA IPC) by a new agent of the rank, or undefined once refused. */
+  async #open(
+    connection: Connection,
+    layout: AdoptLayout,
+    fd: number | undefined,
+  ): Promise<{ memory: AdoptedMemory; agent: Agent } | undefined> {
+    const refusal = this.#vramRefusal(layout);
+    if (refusal !== undefined) return void this.#refuse(connection, ...refusal);
+    let memory: AdoptedMemory | undefined;
     try {
-      memory = FileMemory.map(fd);
+      if (layout.memory.kind === 'dram') memory = mappedMemfd(FileMemory.map(fd as number));
     } catch (error) {
-      return this.#refuse(connection, 'bad-memfd', (error as Error).message);
+      return void this.#refuse(connection, 'bad-memfd', (error as Error).message);
     }
+    let agent: Agent;
+    try {
+      agent = await this.#createAgent(layout);
+    } catch (error) {
+      await memory?.close();
+      return void this.#refuse(connection, 'adoption-failed', (error as Error).message);
+    }
+    if (layout.memory.kind === 'dram') return { memory: memory as AdoptedMemory, agent };
+    try {
+      return { memory: importedVram(agent.openVramIpc(layout.memory.device, layout.memory.ipcHandle)), agent };
+    } catch (error) {
+      await agent.close();
+      // The driver refused the handle (BACKEND); anything else is this machine's (no such GPU here).
+      const reason = codeOf(error) === 'BACKEND' ? 'bad-ipc-handle' : 'vram-unavailable';
+      return void this.#refuse(connection, reason, (error as Error).message);
+    }
+  }
+
+  async #adopt(
+    connection: Connection,
+    layout: AdoptLayout,
+    stored: readonly StoredBlock[],
+    fd: number | undefined,
+  ): Promise<void> {
+    const opened = await this.#open(connection, layout, fd);
+    if (opened === undefined) return;
+    const { memory, agent } = opened;
+    const refuse = async (reason: AdoptionRefusal, detail: string) => {
+      await memory.close();
+      await agent.close();
+      this.#refuse(connection, reason, detail);
+    };
     let specs: ReturnType<typeof layoutRankBanks>;
     try {
       specs = layoutRankBanks(
@@ -207,59 +264,67 @@ export class EngineSidecar {
         {
           address: memory.address,
           blocks: layout.blocks,
+          memKind: memory.kind,
+          deviceId: memory.device,
           ...(layout.blockStride === undefined ? {} : { blockStride: layout.blockStride }),
           ...(layout.planeStride === undefined ? {} : { planeStride: layout.planeStride }),
         },
       );
     } catch (error) {
-      memory.close();
-      return this.#refuse(connection, 'bad-layout', (error as Error).message);
+      return refuse('bad-layout', (error as Error).message);
     }
     const end = specs.reduce((last, bank) => (bank.address + bank.bytes > last ? bank.address + bank.bytes : last), 0n);
     if (end - memory.address > BigInt(memory.bytes)) {
-      memory.close();
       const needed = end - memory.address;
-      return this.#refuse(connection, 'too-small', `the layout needs ${needed} bytes, the memfd holds ${memory.bytes}`);
+      const holder = memory.kind === 'dram' ? 'the memfd' : "the engine's GPU allocation";
+      return refuse('too-small', `the layout needs ${needed} bytes, ${holder} holds ${memory.bytes}`);
     }
-    await this.#serve(connection, layout, stored, memory, specs);
+    await this.#serve(connection, layout, stored, opened, specs);
   }
 
   async #serve(
     connection: Connection,
     layout: AdoptLayout,
     stored: readonly StoredBlock[],
-    memory: FileMemory,
+    { memory, agent }: { memory: AdoptedMemory; agent: Agent },
     specs: ReturnType<typeof layoutRankBanks>,
   ): Promise<void> {
     const incarnation = layout.incarnation ?? `${layout.workerId}-${randomBytes(6).toString('hex')}`;
     const blocks = new EngineBlocks();
     blocks.store(stored);
-    // Each bank handed back drops a hold on the mapping; the last one unmaps it (never while a bank is retained).
+    // Each bank handed back drops a hold on the mapping; the last one drops it (never while a bank is retained),
+    // before the agent that opened it closes.
     let returned = 0;
-    const release = () => {
+    const release = async () => {
       returned += 1;
-      if (returned === specs.length && memory.isOpen) memory.close();
+      if (returned === specs.length && memory.isOpen) await memory.close();
     };
     const { tpRank, ppRank, workerId } = layout;
     const offsetOf = (address: bigint) => Number(address - memory.address);
-    // Registered with the memfd: readers on this host copy out of the engine's file at memory speed.
+    // Host memory is registered with the memfd: readers on this host copy out of the engine's file at memory speed.
+    const { fd } = memory;
     const banks = specs.map((spec, index) =>
       Bank.adopt(
-        { ...spec, tpRank, ppRank, index, file: { fd: memory.fd, offset: offsetOf(spec.address) } },
+        {
+          ...spec,
+          tpRank,
+          ppRank,
+          index,
+          ...(fd === undefined ? {} : { file: { fd, offset: offsetOf(spec.address) } }),
+        },
         frameworkOwner({ engine: connection.id, index }, release),
       ),
     );
-    const bankBytes = specs.map((spec) =>
-      memory.view().subarray(offsetOf(spec.address), offsetOf(spec.address + spec.bytes)),
-    );
+    const bankBytes = specs.flatMap((spec) => memory.bytesAt(offsetOf(spec.address), Number(spec.bytes)) ?? []);
     let endpoint: ReuseEndpoint | undefined;
     try {
-      endpoint = await this.#openEndpoint({ ...layout, incarnation }, banks, bankBytes, blocks);
+      endpoint = this.#openEndpoint({ ...layout, incarnation }, agent, memory.kind, banks, bankBytes, blocks);
       await endpoint.register();
       await endpoint.publish();
     } catch (error) {
       await endpoint?.close().catch(() => undefined);
-      if (memory.isOpen && returned === 0) memory.close();
+      if (memory.isOpen && returned === 0) await memory.close();
+      if (endpoint === undefined) await agent.close();
       return this.#refuse(connection, 'adoption-failed', (error as Error).message);
     }
     const { id } = connection;
@@ -279,48 +344,55 @@ export class EngineSidecar {
     this.#report({ kind: 'adopted', connection: id, workerId, incarnation, epoch, banks: specs.length });
   }
 
-  /** The serving endpoint of an adopted rank, on an agent of its own; rank 0 publishes the retained inventory. */
-  async #openEndpoint(
-    layout: AdoptLayout & { readonly incarnation: string },
-    banks: Bank[],
-    bankBytes: Uint8Array[],
-    blocks: EngineBlocks,
-  ): Promise<ReuseEndpoint> {
-    const { transport, discovery, secret, settings, keyPrefix, host } = this.#options;
+  /** The agent of an adopted rank: its own, which registers (and for vram opens) the engine's memory. */
+  #createAgent(layout: AdoptLayout): Promise<Agent> {
     const { tpRank, ppRank } = layout;
     sequence += 1;
-    const agent = await transport.createAgent({
+    return this.#options.transport.createAgent({
       name: `sidecar-${layout.workerId}-tp${tpRank}pp${ppRank}-${process.pid}-${sequence}`,
       backend: this.#options.backend ?? 'ucx',
     });
+  }
+
+  /**
+   * The serving endpoint of an adopted rank on its agent; rank 0 publishes the retained inventory (tier
+   * `gpu` for vram). Vram banks are served behind the admission gate.
+   */
+  #openEndpoint(
+    layout: AdoptLayout & { readonly incarnation: string },
+    agent: Agent,
+    kind: AdoptedMemory['kind'],
+    banks: Bank[],
+    bankBytes: Uint8Array[],
+    blocks: EngineBlocks,
+  ): ReuseEndpoint {
+    const { discovery, secret, settings, keyPrefix, host, admissionGate } = this.#options;
+    const { tpRank, ppRank } = layout;
     const ttlMs = this.#options.inventoryTtlMs ?? 60_000;
-    const inventory = { tier: 'host' as const, retained: () => blocks.retained(), ttlMs };
-    try {
-      return new ReuseEndpoint({
-        agent,
-        discovery,
-        secret,
-        worker: {
-          workerId: layout.workerId,
-          incarnation: layout.incarnation,
-          role: layout.role,
-          geometry: layout.geometry,
-          tpSize: layout.tpSize,
-          ppSize: layout.ppSize,
-          dpRank: layout.dpRank,
-        },
-        rank: { tpRank, ppRank },
-        banks,
-        bankBytes,
-        settings,
-        serve: { adapter: blocks, ...(tpRank === 0 && ppRank === 0 ? { inventory } : {}) },
-        ...(host === undefined ? {} : { host }),
-        ...(keyPrefix === undefined ? {} : { keyPrefix }),
-      });
-    } catch (error) {
-      await agent.close();
-      throw error;
-    }
+    const tier = kind === 'vram' ? ('gpu' as const) : ('host' as const);
+    const inventory = { tier, retained: () => blocks.retained(), ttlMs };
+    return new ReuseEndpoint({
+      agent,
+      discovery,
+      secret,
+      worker: {
+        workerId: layout.workerId,
+        incarnation: layout.incarnation,
+        role: layout.role,
+        geometry: layout.geometry,
+        tpSize: layout.tpSize,
+        ppSize: layout.ppSize,
+        dpRank: layout.dpRank,
+      },
+      rank: { tpRank, ppRank },
+      banks,
+      bankBytes,
+      settings,
+      serve: { adapter: blocks, ...(tpRank === 0 && ppRank === 0 ? { inventory } : {}) },
+      ...(kind === 'vram' && admissionGate !== undefined ? { admissionGate } : {}),
+      ...(host === undefined ? {} : { host }),
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+    });
   }
 
   /** The engine is gone (or the sidecar closes): fail its pins, withdraw, deregister, unmap, close its agent. */

@@ -118,6 +118,8 @@ export {
   type AdoptionRefusal,
   adoptionRefusals,
   type AdoptLayout,
+  type AdoptMemory,
+  cudaIpcHandleBytes,
   type EngineMessage,
   parseEngineMessage,
   type ParsedEngineMessage,

@@ -9,7 +9,7 @@ import { confinement, type UcxConfinement } from './ucx-confinement.js';
 import { type AgentContext, HandleState, toUint64 } from './handles.js';
 import { duplicateFd } from './libc.js';
 import { check, type NativeLibrary, nativeError } from './library.js';
-import { Allocation, type MemoryRange, type Region, registerMemory } from './memory.js';
+import { Allocation, type MemoryRange, type Region, registerMemory, VRAM_IPC_HANDLE_BYTES } from './memory.js';
 import { AgentJobs } from './agent-jobs.js';
 import { Notifications, type Notification } from './notifications.js';
 import { Operation } from './operation.js';
@@ -243,6 +243,35 @@ export class Agent {
     const address = new BigUint64Array(1);
     check(this.#library, 'kvt_mem_alloc_vram', this.#library.api.kvt_mem_alloc_vram(this.#id, device, length, address));
     return new Allocation(this.#context, address[0] ?? 0n, Number(length), 'vram', device);
+  }
+
+  /**
+   * Opens another process's GPU memory in this process: `handle` is the `VRAM_IPC_HANDLE_BYTES` bytes its
+   * cuIpcGetMemHandle made of one of its cuMemAlloc allocations on GPU `device` (`Allocation.ipcHandle()`
+   * of a kvreuse process). The result is an imported vram Allocation spanning the whole allocation; ranges
+   * registered inside it carry the owner's handle, so readers open the owner's memory. Its `free()` closes
+   * the mapping once no registration lies inside it; the owner keeps its memory. Throws BACKEND when the
+   * driver refuses the handle (not one, its process gone, this process's own), NOT_SUPPORTED where vram is
+   * unsupported; nothing is left open then.
+   */
+  openVramIpc(device: number, handle: Uint8Array): Allocation {
+    this.#state.assertOpen('open vram');
+    if (!Number.isInteger(device) || device < 0 || device > 0xffff_ffff)
+      throw new InvalidArgumentError('device', device, 'must be a uint32 GPU ordinal');
+    if (!(handle instanceof Uint8Array) || handle.length !== VRAM_IPC_HANDLE_BYTES)
+      throw new InvalidArgumentError(
+        'handle',
+        handle,
+        `must be the ${VRAM_IPC_HANDLE_BYTES} bytes of a CUDA IPC handle`,
+      );
+    const address = new BigUint64Array(1);
+    const length = new BigUint64Array(1);
+    check(
+      this.#library,
+      'kvt_mem_open_vram_ipc',
+      this.#library.api.kvt_mem_open_vram_ipc(this.#id, device, handle, address, length),
+    );
+    return new Allocation(this.#context, address[0] ?? 0n, Number(length[0] ?? 0n), 'vram', device, true);
   }
 
   /**

@@ -34,7 +34,7 @@ export { defaultLibraryPaths, LIBRARY_FILE } from './library.js';
 export { FileMemory } from './file-memory.js';
 export { SidecarClient } from './sidecar-client.js';
 export { closeReceivedFds, type SidecarEvent, SidecarListener } from './sidecar-listener.js';
-export { Allocation, type MemoryKind, type MemoryRange, memoryKinds, Region } from './memory.js';
+export { Allocation, type MemoryKind, type MemoryRange, memoryKinds, Region, VRAM_IPC_HANDLE_BYTES } from './memory.js';
 export type { Notification } from './notifications.js';
 export { type CancelOutcome, Operation, type OperationResult, type OperationStatus } from './operation.js';
 export { Peer, type PeerInfo, type PeerRegion, type PeerState } from './peer.js';

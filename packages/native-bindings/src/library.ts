@@ -150,6 +150,14 @@ export interface NativeApi {
   kvt_mem_free_begin(agent: number, address: bigint, outJob: BigUint64Array): number;
   kvt_mem_alloc_vram(agent: number, device: number, length: bigint, outAddress: BigUint64Array): number;
   kvt_mem_write_vram(agent: number, address: bigint, source: Uint8Array, length: bigint): number;
+  kvt_mem_open_vram_ipc(
+    agent: number,
+    device: number,
+    handle: Uint8Array,
+    outAddress: BigUint64Array,
+    outLength: BigUint64Array,
+  ): number;
+  kvt_mem_vram_ipc_handle(agent: number, address: bigint, outHandle: Uint8Array): number;
   kvt_mem_register(
     agent: number,
     address: bigint,
@@ -356,6 +364,9 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'int32_t kvt_mem_alloc_vram(uint32_t agent, uint32_t device, uint64_t length, uint64_t *out_address)',
   kvt_mem_write_vram:
     'int32_t kvt_mem_write_vram(uint32_t agent, uint64_t address, const uint8_t *source, uint64_t length)',
+  kvt_mem_open_vram_ipc:
+    'int32_t kvt_mem_open_vram_ipc(uint32_t agent, uint32_t device, const uint8_t *handle, uint64_t *out_address, uint64_t *out_length)',
+  kvt_mem_vram_ipc_handle: 'int32_t kvt_mem_vram_ipc_handle(uint32_t agent, uint64_t address, uint8_t *out_handle)',
   kvt_mem_register:
     'int32_t kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device, uint32_t *out_region)',
   kvt_mem_register_fd:

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { agentName, testedBackends, transport } from '../test/support/backends.js';
 import { allZero, liveCounters } from '../test/support/pair.js';
 import { HandleClosedError, InvalidArgumentError } from './errors.js';
-import type { Allocation } from './memory.js';
+import { type Allocation, VRAM_IPC_HANDLE_BYTES } from './memory.js';
 
 const PAGE = 4096;
 
@@ -113,6 +113,27 @@ describe.each(testedBackends)('memory on %s', (backend) => {
       expect(agent.counters().errors.INVALID_PARAM).toBeGreaterThanOrEqual(1);
     } finally {
       await first.deregister();
+      await bank.free();
+      await agent.close();
+    }
+  });
+
+  it('refuses to open a CUDA IPC handle that is not 64 bytes, and a dram allocation has no handle', async () => {
+    const agent = await transport.createAgent({ name: agentName('ipc'), backend });
+    const bank = await agent.allocate(PAGE);
+    try {
+      expect(() => agent.openVramIpc(0, new Uint8Array(63))).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('handle') }),
+      );
+      expect(() => agent.openVramIpc(-1, new Uint8Array(VRAM_IPC_HANDLE_BYTES))).toThrow(InvalidArgumentError);
+      expect(() => bank.ipcHandle()).toThrow(expect.objectContaining({ message: expect.stringContaining('dram') }));
+      if (!transport.capabilities().vram.supported) {
+        expect(() => agent.openVramIpc(0, new Uint8Array(VRAM_IPC_HANDLE_BYTES))).toThrow(
+          expect.objectContaining({ code: 'NOT_SUPPORTED', call: 'kvt_mem_open_vram_ipc' }),
+        );
+      }
+      expect(bank.imported).toBe(false);
+    } finally {
       await bank.free();
       await agent.close();
     }

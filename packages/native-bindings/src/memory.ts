@@ -7,11 +7,15 @@ import { check } from './library.js';
 export const memoryKinds = ['dram', 'vram'] as const;
 export type MemoryKind = (typeof memoryKinds)[number];
 
+/** The size of a CUDA IPC memory handle (cuIpcGetMemHandle's CUipcMemHandle). */
+export const VRAM_IPC_HANDLE_BYTES = 64;
+
 /**
- * Memory that kvreuse owns, allocated by an agent: page-aligned DRAM in the form its backend moves
- * fastest (`agent.allocate`), or device memory on a GPU (`agent.allocateVram`). It is not registered:
- * pass it to `agent.register`, which registers it as its kind and device. Free it with `free()` after
- * deregistering.
+ * Memory of an agent: page-aligned DRAM kvreuse owns, in the form its backend moves fastest
+ * (`agent.allocate`), device memory on a GPU it owns (`agent.allocateVram`), or another process's GPU
+ * memory opened through its CUDA IPC handle (`agent.openVramIpc`, `imported`). It is not registered: pass
+ * it to `agent.register`, which registers it as its kind and device. Free it with `free()` after
+ * deregistering (an imported one is closed; its owner keeps its memory).
  */
 export class Allocation {
   readonly address: bigint;
@@ -19,18 +23,28 @@ export class Allocation {
   readonly kind: MemoryKind;
   /** The GPU ordinal of vram; 0 for dram. */
   readonly device: number;
+  /** Another process's vram opened through its CUDA IPC handle (`agent.openVramIpc`), not kvreuse's. */
+  readonly imported: boolean;
   readonly #agent: AgentContext;
   readonly #state: HandleState;
   #view: Buffer | undefined;
 
-  /** @internal Use agent.allocate or agent.allocateVram. */
-  constructor(agent: AgentContext, address: bigint, bytes: number, kind: MemoryKind = 'dram', device = 0) {
+  /** @internal Use agent.allocate, agent.allocateVram or agent.openVramIpc. */
+  constructor(
+    agent: AgentContext,
+    address: bigint,
+    bytes: number,
+    kind: MemoryKind = 'dram',
+    device = 0,
+    imported = false,
+  ) {
     this.#agent = agent;
     this.address = address;
     this.bytes = bytes;
     this.kind = kind;
     this.device = device;
-    const where = kind === 'vram' ? ` of GPU ${device}` : '';
+    this.imported = imported;
+    const where = kind === 'vram' ? ` of GPU ${device}${imported ? ', imported' : ''}` : '';
     this.#state = new HandleState(
       this,
       'Allocation',
@@ -79,6 +93,25 @@ export class Allocation {
   }
 
   /**
+   * The CUDA IPC handle of this vram (`VRAM_IPC_HANDLE_BYTES` bytes; the owner's for an imported one): what
+   * another process's `agent.openVramIpc` opens. Throws BACKEND when the driver refuses to export it.
+   */
+  ipcHandle(): Buffer {
+    this.#state.assertOpen('export an allocation');
+    if (this.kind !== 'vram')
+      throw new InvalidArgumentError('allocation', this.address, 'is dram, which has no CUDA IPC handle');
+    this.#agent.assertOpen('export an allocation');
+    const library = this.#agent.library;
+    const handle = Buffer.alloc(VRAM_IPC_HANDLE_BYTES);
+    check(
+      library,
+      'kvt_mem_vram_ipc_handle',
+      library.api.kvt_mem_vram_ipc_handle(this.#agent.id, this.address, handle),
+    );
+    return handle;
+  }
+
+  /**
    * Whether this allocation's `free()` is done by the agent that registered `region`: that agent's
    * thread runs its memory jobs in the order begun, so a free begun once the region's deregistration
    * was begun runs after that deregistration ended (the memory is never unmapped under it).
@@ -88,9 +121,10 @@ export class Allocation {
   }
 
   /**
-   * Frees the memory. Rejects with BUSY while a registration lies inside it (nothing changes). Else the
-   * allocation is closed at once and the agent's thread unmaps it (tens of milliseconds for hundreds
-   * of megabytes, not on the JavaScript thread); the promise resolves once it is gone.
+   * Frees the memory (closes the mapping of an imported one). Rejects with BUSY while a registration lies
+   * inside it (nothing changes). Else the allocation is closed at once and the agent's thread unmaps it
+   * (tens of milliseconds for hundreds of megabytes, not on the JavaScript thread); the promise resolves
+   * once it is gone.
    */
   async free(): Promise<void> {
     this.#state.assertOpen('free an allocation');

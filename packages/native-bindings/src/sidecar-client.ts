@@ -28,16 +28,17 @@ export class SidecarClient {
   }
 
   /**
-   * Sends `adopt` with `memfd` and `layout`; resolves with the sidecar's answer (`type: 'adopted'`), or
-   * throws the NativeTransportError: NOT_ALLOWED with the refusal (its JSON) as detail, TIMEOUT, REMOTE_DISCONNECT.
+   * Sends `adopt` with `memfd` and `layout` (no descriptor when `memfd` is undefined: GPU memory, which the
+   * layout names by its `ipcHandle`); resolves with the sidecar's answer (`type: 'adopted'`), or throws the
+   * NativeTransportError: NOT_ALLOWED with the refusal (its JSON) as detail, TIMEOUT, REMOTE_DISCONNECT.
    */
-  adopt(memfd: number, layout: object, timeoutMs = 60_000): Record<string, unknown> {
+  adopt(memfd: number | undefined, layout: object, timeoutMs = 60_000): Record<string, unknown> {
     this.#state.assertOpen('adopt through a sidecar connection');
     const answer = Buffer.alloc(ANSWER_BYTES);
     const { api } = this.#library;
     const status = api.kvt_sidecar_client_adopt(
       this.#socket,
-      memfd,
+      memfd ?? -1,
       JSON.stringify(layout),
       answer,
       ANSWER_BYTES,

@@ -43,6 +43,7 @@ function passingRun(): Record<string, string> {
     'native-loopback.rc': '0',
     'native-ucx.log': nativeLog('ucx'),
     'native-ucx.rc': '0',
+    'vram_import-ucx.log': 'ok vram_import/engine_memory_served [ucx]\n',
     'figures.json': JSON.stringify(figures),
     'figures.rc': '0',
     'demo.json': JSON.stringify(demo),
@@ -140,6 +141,13 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     });
     expect(failing(results)).toEqual(['pull.staged.two_processes', 'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']);
     expect(results.checks['pull.staged.two_processes']?.detail).toContain('not in this build');
+  });
+
+  it('fails the sidecar’s vram import when test_vram_import’s case failed on ucx, naming its line', () => {
+    const line = 'FAIL engine_memory_served [ucx] test/test_vram_import.c:120: the engine killed';
+    const { results } = compose({ ...passingRun(), 'vram_import-ucx.log': `${line}\n` });
+    expect(failing(results)).toEqual(['sidecar.vram_import']);
+    expect(results.checks['sidecar.vram_import']?.detail).toBe(line);
   });
 
   it('fails the probe when its template pull between vram banks moved short or its checksums disagree', () => {
