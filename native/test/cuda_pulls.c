@@ -11,21 +11,11 @@
 
 /* Runs `body` in a child process set up as `setup` says; fails when the child fails. */
 void in_child(driver_setup setup, void (*body)(void)) {
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0, "fork failed");
-    if (child == 0) {
-        /* Without a library: the driver the environment names (the machine's own, unless a dry run names one). */
-        if (setup.library) setenv("KVT_CUDA_LIBRARY", setup.library, 1);
-        if (setup.devices) setenv("FAKE_CUDA_DEVICES", setup.devices, 1);
-        if (setup.init_error) setenv("FAKE_CUDA_INIT_ERROR", setup.init_error, 1);
-        body();
-        fflush(NULL);
-        exit(0);
-    }
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child, "waitpid");
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child process failed (status 0x%x)", status);
+    /* Without a library: the driver the environment names (the machine's own, unless a dry run names one). */
+    const char *const variables[] = {
+        "KVT_CUDA_LIBRARY", setup.library, "FAKE_CUDA_DEVICES", setup.devices, "FAKE_CUDA_INIT_ERROR",
+        setup.init_error,   NULL};
+    run_in_child(variables, body);
 }
 
 bool real_driver(void) {

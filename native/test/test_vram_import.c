@@ -4,6 +4,7 @@
  * child process over the fake CUDA driver of test/fake_cuda/ (which isolates the layer above the driver and
  * never stands for a run on a GPU), or with KVT_TEST_CUDA_REAL=1 (tools/gpu-check) on the machine's own
  * driver, where the fake's count of open handles is not asked. */
+#include "cuda_pulls.h"
 #include "harness.h"
 #include "services/cuda_driver.h"
 
@@ -15,36 +16,6 @@
 #include <unistd.h>
 
 enum { ALLOCATION_BYTES = 3 << 16, REGION_OFFSET = 4096, REGION_BYTES = 1 << 16, SEED = 71 };
-
-/* Whether the test runs on the machine's own driver (KVT_TEST_CUDA_REAL=1, tools/gpu-check), not the fake. */
-static bool real_driver(void) {
-    const char *real = getenv("KVT_TEST_CUDA_REAL");
-    return real && strcmp(real, "1") == 0;
-}
-
-typedef int (*open_handles_fn)(void);
-
-/* The fake's count of IPC handles open in this process, or -1 on a real driver (which does not tell). */
-static int open_handles(void) {
-    void *driver = real_driver() ? NULL : dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    if (!driver) return -1;
-    int open = ((open_handles_fn)(uintptr_t)dlsym(driver, "fake_cuda_open_handles"))();
-    dlclose(driver);
-    return open;
-}
-
-/* Whether vram [address, +length) holds the bytes [from, from + length) of the pattern of `seed` (copied down). */
-static bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed) {
-    uint8_t *expected = malloc(from + length), *got = malloc(length);
-    CHECK(expected && got, "out of memory");
-    fill_pattern(expected, from + length, seed);
-    CHECK(kvt_cuda.MemcpyDtoHAsync(got, address, length, NULL) == KVT_CUDA_SUCCESS, "download");
-    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "synchronize");
-    bool same = memcmp(got, expected + from, length) == 0;
-    free(expected);
-    free(got);
-    return same;
-}
 
 /* The engine: allocates vram, fills [REGION_OFFSET, +REGION_BYTES) with the pattern, sends its IPC handle up
  * and waits to be killed. Forked before the parent uses the driver (CUDA does not survive a fork). */
