@@ -71,9 +71,9 @@ const PENDING_PEER_EVENTS = 4;
  *
  * Completions reach JavaScript through the agent's wake-up pipe, read as a socket: each wake-up makes
  * one batched poll that settles every completed operation and says whether notifications or peer reports
- * are queued too; only then are those polled, so a wake-up for completions alone is one native call. Nothing runs per operation, no thread and
- * no timer; the socket keeps the process alive only while operations are pending or someone awaits a
- * notification.
+ * are queued too; only then are those polled, so a wake-up for completions alone is one native call.
+ * Nothing runs per operation, no thread and no timer; the socket keeps the process alive only while
+ * operations are pending or someone awaits a notification.
  */
 export class Agent {
   readonly name: string;

@@ -28,6 +28,6 @@ describe('checkApiVersion', () => {
   });
 
   it('passes the library built from this repository’s header', () => {
-    expect(loadTransport().capabilities().version).toMatch(/^0\.3\.\d+ /);
+    expect(loadTransport().capabilities().version).toMatch(/^0\.4\.\d+ /);
   });
 });
