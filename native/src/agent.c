@@ -162,7 +162,7 @@ static void *progress_main(void *arg) {
         bool worked = false;
         if (!run_commands(agent, &worked)) break;
         worked |= agent->backend->progress(agent);
-        kvt_ops_run(agent, NULL);
+        worked |= kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         if (agent->active) {       /* operations in flight: keep the backend busy */

@@ -378,7 +378,16 @@ static uint64_t bytes_ahead(const kvt_op *op) {
     return op->bytes_total > done ? op->bytes_total - done : 0;
 }
 
-void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
+/* Steps `op`; true when it moved: bytes issued or done, or its phase changed. */
+static bool stepped(kvt_agent *agent, kvt_op *op) {
+    enum kvt_op_phase phase = op->phase;
+    uint64_t issued = op->bytes_issued, done = atomic_load_explicit(&op->bytes_done, memory_order_relaxed);
+    step(agent, op);
+    return op->phase != phase || op->bytes_issued != issued ||
+           atomic_load_explicit(&op->bytes_done, memory_order_relaxed) != done;
+}
+
+bool kvt_ops_run(kvt_agent *agent, kvt_command *command) {
     if (command) {
         /* Appended: operations are served in the order they were posted, so of two equal ones the first
          * posted ends first. */
@@ -387,8 +396,9 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
         if (!agent->active) agent->active_tail = &agent->active;
         *agent->active_tail = command->op;
         agent->active_tail = &command->op->next_active;
-        return;
+        return true;
     }
+    bool moved = false;
     bool wake = false;     /* a completion of this round the consumer was not woken for yet */
     uint64_t deferred = 0; /* at most the bytes moved since that completion */
     for (kvt_op **link = &agent->active; *link;) {
@@ -400,7 +410,7 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
                 wake = false;
             }
         }
-        step(agent, op);
+        moved |= stepped(agent, op);
         if (op->phase == KVT_PHASE_HELD) {
             *link = op->next_active;
             if (!op->next_active) agent->active_tail = link;
@@ -428,8 +438,9 @@ void kvt_ops_run(kvt_agent *agent, kvt_command *command) {
             break;
         }
     }
-    if (release_held(agent)) wake = true;
+    if (release_held(agent)) wake = moved = true;
     if (wake) kvt_wake_consumer(&agent->delivery);
+    return moved;
 }
 
 int kvt_ops_next_timeout_ms(kvt_agent *agent) {

@@ -90,8 +90,9 @@ typedef struct kvt_op {
  * takes; before a larger slice the consumer is woken at once, to post its next operation meanwhile. */
 #define KVT_WAKE_DEFER_BYTES (4u << 20)
 
-/* Progress thread: takes a posted op (command != NULL), or steps every active and held op (NULL). */
-void kvt_ops_run(kvt_agent *agent, kvt_command *posted);
+/* Progress thread: takes a posted op (command != NULL), or steps every active and held op (NULL); true
+ * when an op moved (bytes issued or done, a phase changed, a held op ended). */
+bool kvt_ops_run(kvt_agent *agent, kvt_command *posted);
 /* Milliseconds until the next held op is due, or -1 for none. */
 int kvt_ops_next_timeout_ms(kvt_agent *agent);
 /* Backend callback (progress thread): the op's notification was sent, or failed with `status`. */

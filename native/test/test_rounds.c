@@ -76,6 +76,23 @@ static void a_waiting_caller_ends_the_round_after_one_slice_and_the_next_round_g
     free(world);
 }
 
+static void issue_a_page(kvt_agent *agent, kvt_op *op) {
+    (void)agent;
+    op->bytes_issued += 4096;
+}
+
+static const kvt_backend issuing_backend = {.advance = issue_a_page};
+
+/* A round that moved nothing says so, and the progress thread gives up its core (agent.c); a round that
+ * copied or issued bytes says it moved, or every such round would pay a system call and maybe its slice. */
+static void a_round_says_whether_an_operation_moved(void) {
+    round_world *world = world_with_ops();
+    CHECK(!kvt_ops_run(&world->agent, NULL), "a round whose operations issued nothing moved nothing");
+    world->agent.backend = &issuing_backend;
+    CHECK(kvt_ops_run(&world->agent, NULL), "a round whose operations issued bytes moved");
+    free(world);
+}
+
 /* ---- announcing completions ---------------------------------------------------------------------- */
 
 /* A backend whose every advance moves the whole operation, noting first how many wake-up bytes the
@@ -177,6 +194,7 @@ static void a_completion_is_announced_before_a_large_slice(void) {
 }
 
 TEST_MAIN("rounds", TEST(every_operation_gets_a_slice_per_round_in_posting_order),
+          TEST(a_round_says_whether_an_operation_moved),
           TEST(a_waiting_caller_ends_the_round_after_one_slice_and_the_next_round_goes_on_from_there),
           TEST(small_operations_ending_in_one_round_share_one_wake_up_at_its_end),
           TEST(a_completion_is_announced_before_a_large_slice));
