@@ -159,7 +159,7 @@ KVT_API uint64_t kvt_thread_cpu_ns(void);
 
 /**
  * The calling thread's usage so far, read around a call to tell why it took long: values[0] its CPU
- * time in ns, values[1] how often it blocked (voluntary context switches: a lock, a condition, a system
+ * time in ns (CLOCK_THREAD_CPUTIME_ID), values[1] how often it blocked (voluntary context switches: a lock, a condition, a system
  * call that slept), values[2] how often it was preempted (involuntary context switches: runnable, but
  * another thread had the core). Writes the first min(capacity, 3) of them. KVT_ERR_INVALID_PARAM for a
  * NULL `values`; KVT_ERR_BACKEND when the kernel does not report them (getrusage RUSAGE_THREAD).

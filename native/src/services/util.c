@@ -30,9 +30,9 @@ int32_t kvt_thread_usage(uint64_t *values, uint32_t capacity) {
     struct rusage usage;
     if (getrusage(RUSAGE_THREAD, &usage) != 0)
         return kvt_fail(KVT_ERR_BACKEND, "kvt_thread_usage: getrusage(RUSAGE_THREAD) failed");
-    uint64_t cpu_us = (uint64_t)usage.ru_utime.tv_sec * 1000000u + (uint64_t)usage.ru_utime.tv_usec +
-                      (uint64_t)usage.ru_stime.tv_sec * 1000000u + (uint64_t)usage.ru_stime.tv_usec;
-    const uint64_t all[3] = {cpu_us * 1000u, (uint64_t)usage.ru_nvcsw, (uint64_t)usage.ru_nivcsw};
+    /* The CPU time from the thread's clock: getrusage's is the scheduler's sum split by ticks between
+     * user and system time, which can differ from it by a tick. */
+    const uint64_t all[3] = {kvt_thread_cpu_ns(), (uint64_t)usage.ru_nvcsw, (uint64_t)usage.ru_nivcsw};
     for (uint32_t i = 0; i < capacity && i < 3; i++) values[i] = all[i];
     return KVT_OK;
 }
