@@ -90,6 +90,8 @@ export class Agent {
   readonly #pending = new Map<bigint, Operation>();
   /** Operations whose outcome the last completion poll delivered: the next one arms their leak warning. */
   readonly #delivered: Operation[] = [];
+  /** How many of `#delivered` are not released yet: none (the usual case) spares the next poll the walk. */
+  #deliveredUnreleased = 0;
   readonly #peers = new Map<number, Peer>();
   readonly #templates = new Set<RegisteredTemplate>();
   readonly #jobs: AgentJobs;
@@ -366,7 +368,7 @@ export class Agent {
   post(request: PostRequest): Operation {
     this.#state.assertOpen('post a transfer');
     const { id, count } = postTransfer(this.#context, request);
-    const operation = new Operation(this.#context, id, count, (released) => this.#pending.delete(released.id));
+    const operation = new Operation(this.#context, id, count, this.#onOperationReleased);
     this.#pending.set(id, operation);
     this.#updateRef();
     return operation;
@@ -411,9 +413,7 @@ export class Agent {
     }
     if (!template.belongsTo(this.#context)) throw new ForeignHandleError('RegisteredTemplate', 'template', this.name);
     const id = template.post(request);
-    const operation = new Operation(this.#context, id, request.sourceBlocks.length, (released) =>
-      this.#pending.delete(released.id),
-    );
+    const operation = new Operation(this.#context, id, request.sourceBlocks.length, this.#onOperationReleased);
     this.#pending.set(id, operation);
     this.#updateRef();
     return operation;
@@ -584,11 +584,18 @@ export class Agent {
     }
   }
 
+  readonly #onOperationReleased = (released: Operation): void => {
+    this.#pending.delete(released.id);
+    if (released.awaitingArm) this.#deliveredUnreleased -= 1;
+  };
+
   /** Settles every completed operation; returns the native poll's pending bits for the other queues. */
   #pollCompletions(): number {
     if (!this.#state.isOpen) return 0;
-    for (const operation of this.#delivered) operation.armLeakWarning(); // a no-op for the released ones
+    // Walking thousands of released operations costs tenths of a millisecond in cache misses alone.
+    if (this.#deliveredUnreleased > 0) for (const operation of this.#delivered) operation.armLeakWarning();
     this.#delivered.length = 0;
+    this.#deliveredUnreleased = 0;
     for (;;) {
       check(
         this.#library,
@@ -610,7 +617,9 @@ export class Agent {
         if (operation === undefined) continue;
         this.#pending.delete(id);
         operation.settle(this.#statuses[i] ?? 0, Number(this.#bytesDone[i]));
+        operation.markDelivered();
         this.#delivered.push(operation);
+        this.#deliveredUnreleased += 1;
       }
       if (((this.#pendingBits[0] ?? 0) & PENDING_COMPLETIONS) === 0) break;
     }

@@ -42,6 +42,7 @@ export class Operation {
   readonly #state: HandleState;
   readonly #onRelease: (operation: Operation) => void;
   #settled = false;
+  #awaitingArm = false;
   #resolve!: (result: OperationResult) => void;
   #reject!: (error: Error) => void;
 
@@ -74,7 +75,18 @@ export class Operation {
    * poll: one released by then (the usual case) never pays for the leak warning's registration.
    */
   armLeakWarning(): void {
+    this.#awaitingArm = false;
     this.#state.arm(this);
+  }
+
+  /** @internal Called by the completion poll that delivered the outcome: the next one arms the warning. */
+  markDelivered(): void {
+    this.#awaitingArm = true;
+  }
+
+  /** @internal Whether the outcome was delivered and the next completion poll has yet to arm the warning. */
+  get awaitingArm(): boolean {
+    return this.#awaitingArm;
   }
 
   /** @internal Called by the agent's completion poll (or by release) with the terminal status. */

@@ -26,4 +26,12 @@ describe.each(testedBackends)('process lifecycle on %s', (backend) => {
     expect(warned.liveOperations).toBe(1);
     expect(await child.exited).toBe(0);
   }, 60_000);
+
+  it('warns about a dropped operation however the operations delivered around it are released', async () => {
+    const child = spawnScript('test/lifecycle/leak.ts', { args: [backend, 'mixed'], nodeFlags: ['--expose-gc'] });
+    const warned = await child.next<{ message: string; liveOperations: number }>('warned');
+    expect(warned.message).toMatch(/Operation \d+ of agent .* was garbage-collected without being closed/);
+    expect(warned.liveOperations).toBe(1);
+    expect(await child.exited).toBe(0);
+  }, 60_000);
 });

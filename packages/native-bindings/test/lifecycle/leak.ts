@@ -1,5 +1,5 @@
 // Drops an allocation without freeing it (or, with `operation` as the second argument, a completed
-// operation without releasing it) and forces garbage collection (run with --expose-gc): the facade must
+// operation without releasing it; with `mixed`, one of several) and forces garbage collection (run with --expose-gc): the facade must
 // warn about the leaked handle, and must NOT free the native state on its own. An operation's warning
 // is armed at its agent's completion poll after the one that delivered its outcome: a second operation's
 // completion makes that poll.
@@ -33,6 +33,28 @@ if (process.argv[3] === 'operation') {
     await pair.reader.post(readRequest(pair, piecewiseDescriptors(1, 4096))).done; // dropped unreleased
   })();
   const next = pair.reader.post(readRequest(pair, piecewiseDescriptors(1, 4096)));
+  await next.done;
+  next.release();
+} else if (process.argv[3] === 'mixed') {
+  // Two outcomes delivered by one completion poll, one released before the next poll, and an earlier outcome
+  // released only then: neither release may spare the dropped one its warning.
+  const pair = await openPair(backend, 4096, 3);
+  kept = pair;
+  agent = pair.reader;
+  const read = () => pair.reader.post(readRequest(pair, piecewiseDescriptors(1, 4096)));
+  const early = read();
+  await early.done;
+  pair.reader.faults.delayCompletions('forever');
+  const released = read();
+  await (async () => {
+    const dropped = read();
+    pair.reader.faults.clear();
+    await dropped.done;
+    if (!released.isSettled) throw new Error('the two outcomes were delivered by separate completion polls');
+  })();
+  early.release();
+  released.release();
+  const next = read();
   await next.done;
   next.release();
 } else {
