@@ -75,7 +75,9 @@ static int unlock_pages(void *address, size_t length, int unused) {
 }
 
 /* Unlocks (when locked), drops the pages of, and frees an allocation no longer in the agent's table. The
- * pages are dropped slice by slice first, so the unmap that frees the allocation has none left to tear down. */
+ * pages of an allocation over one slice are dropped slice by slice first, so the unmap that frees it has
+ * none left to tear down; for one slice or less that would only double the unmap's work (and its TLB
+ * shootdown), which adds up when a drain frees its banks. */
 static void release_allocation(kvt_agent *agent, kvt_allocation *allocation) {
     if (allocation->kind == KVT_MEM_VRAM && allocation->imported) {
         kvt_vram_close(allocation->device, allocation->address);
@@ -86,7 +88,8 @@ static void release_allocation(kvt_agent *agent, kvt_allocation *allocation) {
         return;
     }
     if (allocation->locked) page_work_sliced(allocation->address, allocation->length, unlock_pages, 0);
-    page_work_sliced(allocation->address, allocation->length, madvise, MADV_DONTNEED);
+    if (allocation->length > PAGE_WORK_SLICE_BYTES)
+        page_work_sliced(allocation->address, allocation->length, madvise, MADV_DONTNEED);
     agent->backend->free_allocation(agent, allocation);
 }
 

@@ -49,7 +49,12 @@ class Entry implements Deadline {
 export class DeadlineScheduler {
   readonly #clock: Clock;
   readonly #heap: Entry[] = [];
-  readonly #book = new Book(() => this.#disarm());
+  // With none live, every entry left in the heap is cancelled: dropping them all now lets their subjects
+  // (a whole burst of operations) go at once, not when the next deadline is scheduled.
+  readonly #book = new Book(() => {
+    this.#disarm();
+    this.#heap.length = 0;
+  });
   #sequence = 0;
   #timer: unknown;
   #armedAt: number | undefined;
