@@ -8,7 +8,7 @@ import {
   workerOf,
   workersOf,
 } from '../test/support.js';
-import { activationConditions, explainActivation } from './activation.js';
+import { activationConditions, explainActivation, explainGpuPlacement } from './activation.js';
 import type { NativeCapabilities } from './admit.js';
 import { builtInProfile } from './built-in.js';
 import type { Profile } from './profile.js';
@@ -222,5 +222,51 @@ describe('explainActivation: the activation table', () => {
     expect(() => explainActivation({ ...facts, profile: undefined, settings: undefined as never })).toThrow(
       expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'facts.settings' }),
     );
+  });
+});
+
+describe('explainGpuPlacement: may the banks go in GPU memory', () => {
+  const placementOf = (switches: ReuseSwitches, profile: Profile | undefined, capabilities: NativeCapabilities) =>
+    explainGpuPlacement({
+      composition: composed,
+      settings: settingsFor(llama70b, switches),
+      profile,
+      capabilities,
+    });
+
+  it('is admissible when every condition but the placement itself holds, with no worker known', () => {
+    expect(placementOf(on, llama70b, vramCapabilities)).toEqual({ admissible: true, reasons: [] });
+  });
+
+  it('is not, naming each failing condition and never the vram sources it would itself provide', () => {
+    expect(placementOf(on, llama70b, machineCapabilities)).toEqual({
+      admissible: false,
+      reasons: [
+        expect.stringMatching(/^profile llama-3\.1-70b-bf16-b64 is refused: nativeCapabilities: expected "vram"/),
+        `the native library cannot register vram: ${noVram}`,
+      ],
+    });
+    expect(placementOf(reuseOnly, undefined, vramCapabilities)).toEqual({
+      admissible: false,
+      reasons: [
+        'router.enable_decode_to_prefill_gpu_reuse is off',
+        'no deployment profile is declared',
+        'no deployment profile is declared, so none is admitted',
+      ],
+    });
+  });
+
+  it('refuses facts that are not an object, and facts of the wrong shape', () => {
+    expect(() => explainGpuPlacement(undefined as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'facts' }),
+    );
+    expect(() =>
+      explainGpuPlacement({
+        composition: composed,
+        settings: undefined as never,
+        profile: undefined,
+        capabilities: vramCapabilities,
+      }),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_ADMISSION_INPUT', argument: 'facts.settings' }));
   });
 });

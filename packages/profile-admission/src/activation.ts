@@ -125,6 +125,27 @@ export function explainActivation(facts: ActivationFacts): Activation {
   return { ...decideMode(conditions, profile !== undefined), conditions, admission };
 }
 
+/** Whether a process may put its banks in GPU memory, and why not. */
+export interface GpuPlacement {
+  /** Every condition of GPU reuse holds but the one the placement itself decides (`vram-sources`). */
+  readonly admissible: boolean;
+  /** The details of the conditions that fail (empty when admissible). */
+  readonly reasons: readonly string[];
+}
+
+/**
+ * Asked before a process places its banks: would GPU reuse activate once the source workers' banks are
+ * vram? It judges every condition of `explainActivation` but `vram-sources`, which that placement decides;
+ * no worker is needed.
+ */
+export function explainGpuPlacement(facts: Omit<ActivationFacts, 'workers'>): GpuPlacement {
+  if (typeof facts !== 'object' || facts === null)
+    throw new InvalidAdmissionInputError('facts', facts, 'must be { profile, capabilities, settings, composition }');
+  const { conditions } = explainActivation({ ...facts, workers: [] });
+  const failing = conditions.filter((condition) => !condition.holds && condition.name !== 'vram-sources');
+  return { admissible: failing.length === 0, reasons: failing.map((condition) => condition.detail) };
+}
+
 /**
  * The mode the judged conditions decide, and the details of the conditions that decide it: off when reuse is off
  * or a declared profile is refused, host-only when any other condition fails, otherwise gpu.

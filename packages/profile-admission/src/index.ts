@@ -47,6 +47,8 @@ export {
   type ActivationFacts,
   type ActivationMode,
   explainActivation,
+  explainGpuPlacement,
+  type GpuPlacement,
 } from './activation.js';
 export { admissionGate, type AdmissionGateContext } from './gate.js';
 export { profileGroup } from './settings.js';

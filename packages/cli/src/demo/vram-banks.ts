@@ -6,7 +6,7 @@
 import { type Geometry, layoutRankBanks, type RankId } from '@kvreuse/descriptors';
 import type { ReadinessGate } from '@kvreuse/discovery';
 import type { Agent, Allocation, Capabilities, MemoryKind } from '@kvreuse/native-bindings';
-import { admissionGate, declaredProfile, explainActivation } from '@kvreuse/profile-admission';
+import { admissionGate, declaredProfile, explainGpuPlacement } from '@kvreuse/profile-admission';
 import { Bank, kvreuseOwner } from '@kvreuse/registry';
 import { DemoMessageError } from '../errors.js';
 import { kvreuseSettings, type Settings } from '../settings/all-settings.js';
@@ -20,15 +20,13 @@ export const demoGpu = 0;
  * library's capabilities admit, vram registrable), else host memory.
  */
 export function bankMemory(settings: Settings, capabilities: Capabilities): MemoryKind {
-  const activation = explainActivation({
+  const placement = explainGpuPlacement({
     settings,
     composition: kvreuseSettings,
     capabilities,
-    workers: [],
     profile: declaredProfile(settings, { settings: kvreuseSettings }),
   });
-  const unmet = activation.conditions.filter((condition) => !condition.holds && condition.name !== 'vram-sources');
-  return unmet.length === 0 ? 'vram' : 'dram';
+  return placement.admissible ? 'vram' : 'dram';
 }
 
 /** Vram banks are served, and their worker ready, only behind the profile-admission gate: the declared profile's. */
