@@ -39,6 +39,7 @@ describe('the adoption messages', () => {
           blocks: 8,
           blockStride: undefined,
           planeStride: undefined,
+          start: 0,
         },
         stored: [
           { block: 0, hash: 2n ** 64n - 1n },
@@ -49,12 +50,12 @@ describe('the adoption messages', () => {
     });
   });
 
-  it('reads an adopt of GPU memory: its device and CUDA IPC handle, no descriptor', () => {
+  it('reads an adopt of GPU memory: its device, CUDA IPC handle and where its banks start, no descriptor', () => {
     const handle = Buffer.alloc(64, 7);
-    const vram = { ...layout, memory: 'vram', device: 3, ipcHandle: handle.toString('base64') };
+    const vram = { ...layout, memory: 'vram', device: 3, ipcHandle: handle.toString('base64'), start: 8192 };
     expect(parseEngineMessage(bytes({ type: 'adopt', layout: vram }), 0)).toMatchObject({
       ok: true,
-      message: { type: 'adopt', layout: { memory: { kind: 'vram', device: 3, ipcHandle: handle } } },
+      message: { type: 'adopt', layout: { memory: { kind: 'vram', device: 3, ipcHandle: handle }, start: 8192 } },
     });
   });
 
@@ -84,6 +85,8 @@ describe('the adoption messages', () => {
     [{ type: 'adopt', layout: { ...layout, geometry: { ...testGeometry, dtype: 'fp64' } } }, 1, 'bad-layout'],
     [{ type: 'adopt', layout: { ...layout, tpRank: 1 } }, 1, 'bad-layout'],
     [{ type: 'adopt', layout: { ...layout, blocks: 0 } }, 1, 'bad-layout'],
+    [{ type: 'adopt', layout: { ...layout, start: -1 } }, 1, 'bad-layout'],
+    [{ type: 'adopt', layout: { ...vramLayout, start: 0.5 } }, 0, 'bad-layout'],
     [{ type: 'adopt', layout: { ...layout, sequences: [] } }, 1, 'bad-layout'],
     [{ type: 'adopt', layout, stored: [{ block: 8, hash: '1' }] }, 1, 'bad-blocks'],
     [{ type: 'adopt', layout, stored: [{ block: 0, hash: '18446744073709551616' }] }, 1, 'bad-blocks'],

@@ -66,6 +66,8 @@ export interface AdoptLayout {
   readonly blocks: number;
   readonly blockStride: number | undefined;
   readonly planeStride: number | undefined;
+  /** Where the first bank begins, in bytes from the start of the memfd or of the GPU allocation (0). */
+  readonly start: number;
 }
 
 /**
@@ -184,6 +186,7 @@ const layoutFields = new Set([
   'blocks',
   'blockStride',
   'planeStride',
+  'start',
   'memory',
   'device',
   'ipcHandle',
@@ -244,6 +247,8 @@ function parseLayout(layout: unknown): { layout: AdoptLayout } | ReturnType<type
   if (!wholeNumber(layout['blocks'], 1, 0xffffffff)) return refuse('bad-layout', 'layout.blocks must be 1 to 2^32 - 1');
   if (!optionalStride(layout['blockStride']) || !optionalStride(layout['planeStride']))
     return refuse('bad-layout', 'layout.blockStride and planeStride, when given, must be whole numbers of bytes ≥ 1');
+  const { start = 0 } = layout;
+  if (!wholeNumber(start, 0)) return refuse('bad-layout', 'layout.start, when given, must be a whole number of bytes');
   return {
     layout: {
       memory,
@@ -259,6 +264,7 @@ function parseLayout(layout: unknown): { layout: AdoptLayout } | ReturnType<type
       blocks: layout['blocks'] as number,
       blockStride: layout['blockStride'] as number | undefined,
       planeStride: layout['planeStride'] as number | undefined,
+      start,
     },
   };
 }

@@ -1,6 +1,6 @@
 // The adoption of an engine's GPU memory, over the fake CUDA driver of native/test/fake_cuda (host memory
 // behind the driver's entry points, built here with make), across processes: an engine process
-// (test/process/vram-sidecar-engine.ts) allocates vram, fills it and hands its CUDA IPC handle to a sidecar
+// (test/process/vram-sidecar-engine.ts) allocates vram, fills it from 4 KiB in and hands its CUDA IPC handle to a sidecar
 // process (test/fake-cuda/vram-sidecar.ts), which opens it and serves it as a vram rank; a prefill worker
 // there pulls the engine's blocks, verified. The engine killed, the sidecar serves no engine and keeps no
 // mapping of its memory. It tests the sidecar's plumbing above the driver, never a GPU (tools/gpu-check).
@@ -56,7 +56,7 @@ describe('an engine’s GPU memory adopted by a sidecar over the fake CUDA drive
     expect(answer).toMatchObject({
       type: 'adopted',
       workerId: 'engine-gpu',
-      banks: [{ offset: 0, bytes: 1024 }, {}, {}, {}],
+      banks: [{ offset: 4096, bytes: 1024 }, {}, {}, {}],
     });
     expect(inode).toMatch(/^[1-9][0-9]*$/);
     expect(await sidecar.next('adopted')).toMatchObject({ workerId: 'engine-gpu', banks: 4 });

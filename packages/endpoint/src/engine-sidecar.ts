@@ -262,7 +262,7 @@ export class EngineSidecar {
         layout.geometry,
         { tpRank: layout.tpRank, tpSize: layout.tpSize, ppRank: layout.ppRank, ppSize: layout.ppSize },
         {
-          address: memory.address,
+          address: memory.address + BigInt(layout.start),
           blocks: layout.blocks,
           memKind: memory.kind,
           deviceId: memory.device,
