@@ -751,7 +751,8 @@ enum {
      * that ended with that KVT_ERR_* code (e.g. + 5 for KVT_ERR_BUSY). */
     KVT_COUNTER_ERRORS_FIRST = 14,
     /* Requests the backend issued for gets and puts (UCX: ucp_get_nbx / ucp_put_nbx calls, each at most
-     * KVT_MAX_REQUEST_BYTES; direct copies and loopback issue none), cumulative; and those in flight. */
+     * KVT_MAX_REQUEST_BYTES, and the active messages asking a source for host-staged chunks; direct copies
+     * and loopback issue none), cumulative; and the gets and puts in flight. */
     KVT_COUNTER_REQUESTS_ISSUED = KVT_COUNTER_ERRORS_FIRST + KVT_ERROR_CODE_COUNT,
     KVT_COUNTER_INFLIGHT_REQUESTS,
     KVT_COUNTER_HEARTBEATS_SENT,     /* probes this agent sent to its peers, cumulative */

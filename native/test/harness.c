@@ -306,7 +306,8 @@ static uint64_t vram_pattern(uint32_t agent, uint64_t length, uint64_t seed) {
     return address;
 }
 
-/* The source's life: register, publish, wait until the test process closes the pipe or kills it. */
+/* The source's life: register, publish, wait until the test process closes the pipe or kills it; a
+ * SOURCE_WITHDRAW byte deregisters the region, answered with the same byte once done. */
 static void __attribute__((noreturn)) run_source(const source_options *options, int up, int down) {
     uint32_t agent = make_agent("source-process");
     uint64_t address = 0;
@@ -338,6 +339,9 @@ static void __attribute__((noreturn)) run_source(const source_options *options, 
     write_all(up, blob, blob_length);
     char byte;
     while (read(down, &byte, 1) > 0) {
+        if (byte != SOURCE_WITHDRAW) continue;
+        CHECK_OK(kvt_mem_deregister(agent, region));
+        write_all(up, &byte, 1);
     }
     _exit(0);
 }
@@ -416,7 +420,7 @@ bool source_spawn(const source_options *options, source_process *out) {
     close(up[1]);
     close(down[0]);
     close(probe[1]);
-    *out = (source_process){.pid = child, .child = child, .to_child = down[1]};
+    *out = (source_process){.pid = child, .child = child, .to_child = down[1], .from_child = up[0]};
     if (options->new_pid_namespace) {
         char entered = 0;
         read_all(probe[0], &entered, 1);
@@ -441,7 +445,6 @@ bool source_spawn(const source_options *options, source_process *out) {
     out->blob = malloc(out->length);
     CHECK(out->blob != NULL, "out of memory");
     read_all(up[0], out->blob, out->length);
-    close(up[0]);
     return true;
 }
 
@@ -471,10 +474,18 @@ void source_wait_stopped(const source_process *source) {
     wait_until(0, source_stopped, (void *)source, what, WAIT_DEADLINE_MS);
 }
 
+void source_withdraw(const source_process *source) {
+    char byte = SOURCE_WITHDRAW;
+    write_all(source->to_child, &byte, 1);
+    read_all(source->from_child, &byte, 1);
+    CHECK(byte == SOURCE_WITHDRAW, "the source answered its withdrawal with %d", byte);
+}
+
 void source_end(source_process *source) {
     kill(source->pid, SIGKILL);
     kill(source->pid, SIGCONT);
     close(source->to_child);
+    close(source->from_child);
     waitpid(source->child, NULL, 0);
     free(source->blob);
     source->blob = NULL;

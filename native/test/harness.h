@@ -120,11 +120,15 @@ typedef struct {
     int pid;   /* the source process, as this process sees it (signal this one) */
     int child; /* this process's child (the source, or the process that entered the namespace) */
     int to_child;
+    int from_child;
     uint8_t *blob; /* its metadata */
     uint64_t length;
 } source_process;
 /* False (with test_skip_reason set) when a new pid namespace cannot be made here (not root). */
 bool source_spawn(const source_options *options, source_process *out);
+#define SOURCE_WITHDRAW 'w'
+/* Has the source deregister its region, and waits until it did. */
+void source_withdraw(const source_process *source);
 void source_signal(const source_process *source, int signal);
 /* Waits until the source shows as stopped (T in /proc/<pid>/stat). */
 void source_wait_stopped(const source_process *source);

@@ -543,6 +543,48 @@ static void vram_staged_pull_from_a_killed_source(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, staged_pull_from_a_killed_source);
 }
 
+/* Posts a staged READ of the first half of the source's region, cancels it once its request went to UCX, and
+ * checks that it ends CANCELED with nothing of the source's bytes in the reader's memory. */
+static void cancel_unanswered_pull(const staged_reader *reader, uint64_t seed) {
+    const uint64_t half = PULL_BYTES / 2;
+    uint64_t op = 0, asked = counter(reader->agent, KVT_COUNTER_REQUESTS_ISSUED);
+    CHECK_OK(post_one(reader->agent, KVT_XFER_READ, reader->peer, reader->generation, reader->local, 0, reader->remote,
+                      0, half, &op));
+    wait_counter_at_least(reader->agent, KVT_COUNTER_REQUESTS_ISSUED, asked + 1);
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_xfer_cancel(reader->agent, op));
+    int32_t ended = wait_op(reader->agent, op, NULL);
+    CHECK(ended == KVT_ERR_CANCELED, "the unanswered pull ends CANCELED, not %s", kvt_status_name(ended));
+    CHECK_OK(kvt_xfer_release(reader->agent, op));
+    CHECK(!holds_pattern(reader->local_vram, half, 0, seed), "nothing of the withdrawn region arrived");
+}
+
+/* A withdrawn region is never served: the source fences its serving worker when it deregisters (ucx_fence),
+ * so requests sent with its old metadata reach nothing. A reader connected before, and one that connects
+ * with that metadata only now (its request never leaves: the worker it names is gone), each cancel their
+ * unanswered pull, and it ends CANCELED. */
+static void staged_pull_of_a_withdrawn_region(void) {
+    source_process source;
+    CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 83}, &source),
+          "the source process starts");
+    staged_reader connected = open_staged_reader("vram-staged-connected", &source, PULL_BYTES);
+    uint64_t op = 0;
+    CHECK_OK(post_one(connected.agent, KVT_XFER_READ, connected.peer, connected.generation, connected.local,
+                      PULL_BYTES / 2, connected.remote, PULL_BYTES / 2, PULL_BYTES / 2, &op));
+    wait_completions_ok(connected.agent, 1, PULL_BYTES / 2, true);
+    source_withdraw(&source);
+    cancel_unanswered_pull(&connected, 83);
+    staged_reader late = open_staged_reader("vram-staged-late", &source, PULL_BYTES);
+    cancel_unanswered_pull(&late, 83);
+    close_staged_reader(&late);
+    close_staged_reader(&connected);
+    source_end(&source);
+}
+
+static void vram_staged_pull_of_a_withdrawn_region(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX between processes");
+    on_driver_under_test("1", staged_pull_of_a_withdrawn_region);
+}
+
 /* Device memory for the kernel tests, through the driver's own calls. */
 static CUdeviceptr device_alloc(size_t bytes) {
     CUdeviceptr pointer = 0;
@@ -678,4 +720,4 @@ TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device)
           TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(vram_pull_waits_for_its_stream),
           TEST(kernels), TEST(block_checksums), TEST(vram_source_outlives_a_killed_reader),
           TEST(vram_staged_pull_from_another_process), TEST(vram_staged_pull_waits_for_its_stream),
-          TEST(vram_staged_pull_from_a_killed_source))
+          TEST(vram_staged_pull_from_a_killed_source), TEST(vram_staged_pull_of_a_withdrawn_region))

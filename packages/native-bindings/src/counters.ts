@@ -22,7 +22,8 @@ const counterFields = [
 
 /** The native counters that follow the error counters. */
 const trailingCounterFields = [
-  // UCX get/put requests issued (each moves at most 1 MiB; direct copies and loopback issue none), and those in flight.
+  // UCX get/put requests and host-staged chunk requests issued (a get or put moves at most 1 MiB; direct copies and
+  // loopback issue none), and the gets and puts in flight.
   ['requestsIssued', 'requests_issued'],
   ['inflightRequests', 'inflight_requests'],
   // Heartbeat probes this agent sent, probes of other agents it answered, peers reported unresponsive now,

@@ -27,7 +27,8 @@ typedef struct {
 
 typedef struct stage_slot {
     enum slot_phase phase;
-    bool sending; /* its request is still with UCX */
+    void *sending;   /* its request, while UCX still has it */
+    void *receiving; /* its chunk's receive, while UCX still has it */
     ucx_bounce *bounce;
     CUevent event;
     uint64_t bytes;
@@ -108,7 +109,7 @@ static void fill_chunk(kvt_op *op, stage_slot *slot) {
 
 static void on_request_sent(void *request, ucs_status_t status, void *user_data) {
     stage_slot *slot = user_data;
-    slot->sending = false;
+    slot->sending = NULL;
     slot->pull->outstanding--;
     if (status != UCS_OK) fail(slot->pull->op, ucx_map_status(status, slot->pull->op->conn));
     ucp_request_free(request);
@@ -130,8 +131,11 @@ static void ask(ucx_staged_pull *pull, stage_slot *slot, uint32_t index) {
     if (UCS_PTR_IS_ERR(returned)) {
         slot->phase = SLOT_FREE;
         fail(op, ucx_map_status(UCS_PTR_STATUS(returned), op->conn));
-    } else if (returned) {
-        slot->sending = true;
+        return;
+    }
+    kvt_counter_add(&pull->agent->counters, KVT_COUNTER_REQUESTS_ISSUED, 1);
+    if (returned) {
+        slot->sending = returned;
         pull->outstanding++;
     }
 }
@@ -193,6 +197,7 @@ static void on_received(void *request, ucs_status_t status, size_t length, void 
     (void)length;
     stage_slot *slot = user_data;
     ucx_staged_pull *pull = slot->pull;
+    slot->receiving = NULL;
     pull->outstanding--;
     ucp_request_free(request);
     if (status == UCS_OK) {
@@ -235,6 +240,7 @@ static void receive(ucx_state *state, stage_slot *slot, void *data, size_t lengt
         fail(pull->op, ucx_map_status(UCS_PTR_STATUS(returned), pull->op->conn));
         slot->phase = SLOT_FREE;
     } else {
+        slot->receiving = returned;
         pull->outstanding++;
     }
 }
@@ -274,6 +280,27 @@ static void poll_copies(ucx_staged_pull *pull) {
     }
 }
 
+/*
+ * A stopped pull with requests outstanding (a request to a source that never takes it, a chunk it never
+ * finishes sending): asks UCX to cancel them, and force-closes the endpoint when some are still outstanding
+ * STOP_GRACE_NS later, which ends them, as ucx_advance does for its gets. The pull ends once none is.
+ */
+static void stop_outstanding(ucx_staged_pull *pull) {
+    kvt_op *op = pull->op;
+    ucx_state *state = state_of(pull->agent);
+    uint64_t now = kvt_now_ns();
+    if (op->stop_deadline_ns == 0) {
+        op->stop_deadline_ns = now + STOP_GRACE_NS;
+        for (uint32_t s = 0; s < STAGE_SLOTS; s++) {
+            stage_slot *slot = &pull->slots[s];
+            if (slot->sending) ucp_request_cancel(state->worker, slot->sending);
+            if (slot->receiving) ucp_request_cancel(state->worker, slot->receiving);
+        }
+    } else if (now >= op->stop_deadline_ns) {
+        ucx_force_close(state, op->conn);
+    }
+}
+
 /* Whether anything of the pull is still in flight; a stopped op's unanswered chunks are abandoned. */
 static bool in_flight(ucx_staged_pull *pull) {
     bool busy = pull->outstanding > 0;
@@ -297,6 +324,7 @@ void ucx_advance_staged(kvt_agent *agent, kvt_op *op) {
     if (atomic_load(&conn->failed) || !ep_of(conn)) fail(op, KVT_ERR_REMOTE_DISCONNECT);
     poll_copies(pull);
     ask_more(pull);
+    if (op->error != KVT_OK && pull->outstanding > 0) stop_outstanding(pull);
     if (in_flight(pull) || (op->error == KVT_OK && kvt_op_more(op))) return;
     /* Fail closed: bytes from a peer that died meanwhile are not trusted. A request that failed because its
      * peer is gone (its shared memory went with it: UCX's "Shared memory error") says so too. */
