@@ -179,12 +179,10 @@ static void *progress_main(void *arg) {
             continue;
         }
         linger_until_ns = 0;
-        atomic_store(&agent->commands.sleeping, true);
-        if (!atomic_load(&agent->commands.pending))
+        if (kvt_commands_sleep_begin(&agent->commands))
             agent->backend->sleep(
                 agent, earliest_timeout_ms(kvt_ops_next_timeout_ms(agent), kvt_heartbeat_next_timeout_ms(agent)));
-        atomic_store(&agent->commands.sleeping, false);
-        kvt_commands_drain_fd(&agent->commands);
+        kvt_commands_sleep_end(&agent->commands);
     }
     atomic_store(&agent->commands.sleeping, true); /* from here on every command kicks */
     shut_down(agent);
