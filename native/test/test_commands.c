@@ -33,16 +33,22 @@ static bool kicked(const bare_queue *q) {
 
 static kvt_command post_command(void) { return (kvt_command){.kind = KVT_CMD_POST}; }
 
-/* Posted before the thread looks: no kick (the thread is awake), and the thread does not sleep. */
+/* Posts `command` to a thread that is awake: no kick, and its next decision sees the command, so it does not
+ * sleep; the command is then taken. */
+static void post_to_an_awake_thread(bare_queue *q, kvt_command *command) {
+    kvt_command_post(&q->queue, command);
+    CHECK(!kicked(q), "an awake thread is not kicked");
+    CHECK(!kvt_commands_sleep_begin(&q->queue), "the thread sees the pending command and does not sleep");
+    kvt_commands_sleep_end(&q->queue);
+    CHECK(kvt_commands_take(&q->queue) == command, "the command is taken");
+}
+
+/* Posted before the thread looks. */
 static void post_then_sleep_decision(void) {
     bare_queue q;
     open_queue(&q);
     kvt_command command = post_command();
-    kvt_command_post(&q.queue, &command);
-    CHECK(!kicked(&q), "an awake thread is not kicked");
-    CHECK(!kvt_commands_sleep_begin(&q.queue), "the thread sees the pending command and does not sleep");
-    kvt_commands_sleep_end(&q.queue);
-    CHECK(kvt_commands_take(&q.queue) == &command, "the command is taken");
+    post_to_an_awake_thread(&q, &command);
     close_queue(&q);
 }
 
@@ -62,19 +68,14 @@ static void sleep_decision_then_post(void) {
     close_queue(&q);
 }
 
-/* Posted after the thread woke (for something else) and before its next decision: no kick, and the next
- * decision sees it. */
+/* Posted after the thread woke (for something else) and before its next decision. */
 static void post_between_two_sleeps(void) {
     bare_queue q;
     open_queue(&q);
     CHECK(kvt_commands_sleep_begin(&q.queue), "with nothing pending the thread may sleep");
     kvt_commands_sleep_end(&q.queue);
     kvt_command command = post_command();
-    kvt_command_post(&q.queue, &command);
-    CHECK(!kicked(&q), "an awake thread is not kicked");
-    CHECK(!kvt_commands_sleep_begin(&q.queue), "the next decision sees the pending command");
-    kvt_commands_sleep_end(&q.queue);
-    CHECK(kvt_commands_take(&q.queue) == &command, "the command is taken");
+    post_to_an_awake_thread(&q, &command);
     close_queue(&q);
 }
 
