@@ -161,12 +161,14 @@ static void *progress_main(void *arg) {
         if (stalled(agent)) continue;
         bool worked = false;
         if (!run_commands(agent, &worked)) break;
+        /* Operations in this round (posted now or before): once none is left, the thread lingers, also when
+         * they all ended within this one round, as an operation of a batch of small pieces does. */
+        was_active |= agent->active != NULL;
         worked |= agent->backend->progress(agent);
         worked |= kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         if (agent->active) {       /* operations in flight: keep the backend busy */
-            was_active = true;
             if (!worked) sched_yield();
             continue;
         }
