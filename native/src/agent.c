@@ -245,6 +245,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     agent->heartbeat_interval_ms = KVT_HEARTBEAT_DEFAULT_INTERVAL_MS;
     agent->heartbeat_misses = KVT_HEARTBEAT_DEFAULT_MISSES;
     kvt_faults_init(&agent->faults);
+    atomic_init(&agent->poster_cpu, -1);
     pthread_mutex_init(&agent->config_lock, NULL);
     pthread_mutex_init(&agent->lock, NULL);
     pthread_rwlock_init(&agent->region_lock, NULL);

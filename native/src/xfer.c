@@ -11,6 +11,7 @@
 #include "vram_xfer.h"
 #include "xfer.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,7 @@ void kvt_op_delist_locked(kvt_agent *agent, kvt_op *op) {
 
 /* Queues an enlisted op for the progress thread (the agent's lock held or not). */
 static void launch(kvt_agent *agent, kvt_op *op) {
+    atomic_store_explicit(&agent->poster_cpu, sched_getcpu(), memory_order_relaxed); /* early_wake_due */
     kvt_counter_add(&agent->counters, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
     kvt_counter_add(&agent->counters, KVT_COUNTER_OPERATIONS_POSTED, 1);
     op->command = (kvt_command){.kind = KVT_CMD_POST, .op = op};
@@ -504,6 +506,21 @@ static bool take_finished(kvt_agent *agent, kvt_op **link, kvt_op *op, round_deb
     return true;
 }
 
+/* At most the bytes the active operations move in this round. */
+static uint64_t bytes_ahead_all(const kvt_agent *agent) {
+    uint64_t total = 0;
+    for (const kvt_op *op = agent->active; op; op = op->next_active) total += bytes_ahead(op);
+    return total;
+}
+
+/* Whether this round wakes the consumer before its last operations move, not only at its end: when the
+ * consumer's thread has a core of its own, it then posts the next operations while these move; sharing this
+ * thread's core, it would only preempt it once more per round. */
+static bool early_wake_due(kvt_agent *agent) {
+    int poster = atomic_load_explicit(&agent->poster_cpu, memory_order_relaxed);
+    return poster >= 0 && poster != sched_getcpu();
+}
+
 bool kvt_ops_run(kvt_agent *agent, kvt_command *command) {
     if (command) {
         /* Appended: operations are served in the order they were posted, so of two equal ones the first
@@ -514,17 +531,25 @@ bool kvt_ops_run(kvt_agent *agent, kvt_command *command) {
     }
     bool moved = false;
     round_debts debts = {.confirming = NULL, .confirming_tail = &debts.confirming};
+    uint64_t left = early_wake_due(agent) ? bytes_ahead_all(agent) : 0;
     for (kvt_op **link = &agent->active; *link;) {
         kvt_op *op = *link;
+        uint64_t ahead = bytes_ahead(op);
         if (debts.confirming || debts.wake) {
             /* Settled now, not after the other operations' slices of this round, when this slice may take
              * long: their copies take up to a millisecond each, in which the consumer can already post what
              * comes next. */
-            debts.deferred += bytes_ahead(op);
+            debts.deferred += ahead;
             if (debts.deferred > KVT_WAKE_DEFER_BYTES) settle(agent, &debts);
         }
         moved |= stepped(agent, op);
         if (!take_finished(agent, link, op, &debts)) link = &op->next_active;
+        bool was_left = left > 0;
+        left = left > ahead ? left - ahead : 0;
+        if (was_left && *link && (debts.confirming || debts.wake) && left <= KVT_WAKE_AHEAD_BYTES) {
+            settle(agent, &debts); /* the consumer posts the next ones while the last of this round move */
+            left = 0;
+        }
         /* Each operation's slice takes up to a few milliseconds (ISSUE_BUDGET_BYTES of copies): a caller
          * waiting on a command waits for one slice, not for a slice of every operation in flight. */
         if (*link && atomic_load_explicit(&agent->commands.caller_waiting, memory_order_relaxed)) {

@@ -92,6 +92,10 @@ typedef struct kvt_op {
  * completion waits at most a few tenths of a millisecond of copying, about what the wake-up itself
  * takes; before a larger slice the consumer is woken at once, to post its next operation meanwhile. */
 #define KVT_WAKE_DEFER_BYTES (4u << 20)
+/* When the consumer's thread runs on another core, a round wakes it once the bytes its operations still
+ * have to move fall to this (about 25 us of copying here): time for it to post the next operations before
+ * the round ends (kvt_ops_run). */
+#define KVT_WAKE_AHEAD_BYTES (2u << 20)
 
 /* Progress thread: takes a posted op (command != NULL), or steps every active and held op (NULL); true
  * when an op moved (bytes issued or done, a phase changed, a held op ended). */
