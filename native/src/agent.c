@@ -161,12 +161,14 @@ static void *progress_main(void *arg) {
         if (stalled(agent)) continue;
         bool worked = false;
         if (!run_commands(agent, &worked)) break;
+        /* Operations in this round (posted now or before): once none is left, the thread lingers, also when
+         * they all ended within this one round, as an operation of a batch of small pieces does. */
+        was_active |= agent->active != NULL;
         worked |= agent->backend->progress(agent);
         worked |= kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         if (agent->active) {       /* operations in flight: keep the backend busy */
-            was_active = true;
             if (!worked) sched_yield();
             continue;
         }
@@ -179,12 +181,10 @@ static void *progress_main(void *arg) {
             continue;
         }
         linger_until_ns = 0;
-        atomic_store(&agent->commands.sleeping, true);
-        if (!atomic_load(&agent->commands.pending))
+        if (kvt_commands_sleep_begin(&agent->commands))
             agent->backend->sleep(
                 agent, earliest_timeout_ms(kvt_ops_next_timeout_ms(agent), kvt_heartbeat_next_timeout_ms(agent)));
-        atomic_store(&agent->commands.sleeping, false);
-        kvt_commands_drain_fd(&agent->commands);
+        kvt_commands_sleep_end(&agent->commands);
     }
     atomic_store(&agent->commands.sleeping, true); /* from here on every command kicks */
     shut_down(agent);
@@ -245,6 +245,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     agent->heartbeat_interval_ms = KVT_HEARTBEAT_DEFAULT_INTERVAL_MS;
     agent->heartbeat_misses = KVT_HEARTBEAT_DEFAULT_MISSES;
     kvt_faults_init(&agent->faults);
+    atomic_init(&agent->poster_cpu, -1);
     pthread_mutex_init(&agent->config_lock, NULL);
     pthread_mutex_init(&agent->lock, NULL);
     pthread_rwlock_init(&agent->region_lock, NULL);

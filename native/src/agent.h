@@ -90,6 +90,7 @@ struct kvt_agent {
     struct kvt_liveness_table *liveness; /* file_regions.c: NULL until the first file-backed registration */
     _Atomic int file_check_hold;         /* kvt_test_hold_file_check: 0 off, 1 held, 2 the progress thread waits */
     _Atomic bool serving_held;           /* kvt_test_hold_serving: UCX does not progress the serving worker */
+    _Atomic int poster_cpu;              /* the CPU the last post ran on (-1: none yet), xfer.c */
 
     /* Warm blocks for operations (blocks.c), under blocks_lock: a leaf lock, nothing else is taken
      * while it is held. */

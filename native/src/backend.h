@@ -52,6 +52,10 @@ struct kvt_backend {
     /* (P) moves a KVT_PHASE_MOVING op forward; sets op->error on failure and op->phase = KVT_PHASE_MOVED
      * once nothing of it is in flight any more (all moved, failed, or canceled: op->cancel_requested). */
     void (*advance)(kvt_agent *agent, kvt_op *op);
+    /* (P) after an op that set op->confirm_peer moved its bytes: whether the connection's peer is still there
+     * (false: the backend now treats the connection as failed). One answer serves every op whose bytes moved
+     * before it was asked (kvt_ops_run asks once a round). NULL when the backend never sets confirm_peer. */
+    bool (*confirm_peer)(kvt_agent *agent, kvt_conn *conn);
     /* (P) moves a KVT_PHASE_MOVING op of KVT_VRAM_PATH_STAGED (vram_xfer.h) forward, as `advance` does: through
      * pinned bounce buffers on both sides. NULL when the backend does not stage (such ops are refused at post). */
     void (*advance_staged)(kvt_agent *agent, kvt_op *op);

@@ -108,10 +108,10 @@ static bool pidfd_exited(int fd) {
 }
 
 /*
- * Every operation is checked as it finishes moving, so the check must be cheap: reading
- * /proc/<pid>/stat took 16-30 us here, a fifth of a 128 KiB read's round trip. The first check opens a
- * pidfd and then reads the stat once: a start time that still matches means the pidfd is that process
- * (a reused pid has another start time), and from then on one poll of it answers.
+ * Operations are checked as they finish moving (once per progress round for all of them: kvt_ops_run), so
+ * the check must be cheap: reading /proc/<pid>/stat took 16-30 us here, a fifth of a 128 KiB read's round
+ * trip. The first check opens a pidfd and then reads the stat once: a start time that still matches means
+ * the pidfd is that process (a reused pid has another start time), and from then on one poll of it answers.
  */
 bool kvt_conn_process_gone(kvt_conn *conn) {
     const kvt_process_identity *identity = &conn->meta.process;

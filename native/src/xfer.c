@@ -11,6 +11,7 @@
 #include "vram_xfer.h"
 #include "xfer.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,18 +192,38 @@ void kvt_op_unhold_locked(kvt_agent *agent, kvt_op *op) {
     op->conn = NULL;
 }
 
-kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op) {
-    kvt_status fault = kvt_fault_take_locked(&agent->faults, KVT_FAULT_POST);
-    if (fault != KVT_OK) return kvt_fail(fault, "%s: injected fault (post) on agent '%s'", call, agent->name);
+kvt_status kvt_op_enlist_locked(kvt_agent *agent, const char *call, kvt_op *op) {
     op->id = agent->next_op_id;
     if (!kvt_map_put(&agent->ops, op->id, op)) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
     agent->next_op_id++;
     kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_OPERATIONS, 1);
+    return KVT_OK;
+}
+
+void kvt_op_delist_locked(kvt_agent *agent, kvt_op *op) {
+    kvt_map_remove(&agent->ops, op->id);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_OPERATIONS, -1);
+}
+
+/* Queues an enlisted op for the progress thread (the agent's lock held or not). */
+static void launch(kvt_agent *agent, kvt_op *op) {
+    atomic_store_explicit(&agent->poster_cpu, sched_getcpu(), memory_order_relaxed); /* early_wake_due */
     kvt_counter_add(&agent->counters, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
     kvt_counter_add(&agent->counters, KVT_COUNTER_OPERATIONS_POSTED, 1);
     op->command = (kvt_command){.kind = KVT_CMD_POST, .op = op};
-    kvt_command_submit_locked(&agent->commands, &op->command);
-    return KVT_OK;
+    kvt_command_post(&agent->commands, &op->command);
+}
+
+static kvt_status post_fault(kvt_agent *agent, const char *call, kvt_status fault) {
+    return kvt_fail(fault, "%s: injected fault (post) on agent '%s'", call, agent->name);
+}
+
+kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op) {
+    kvt_status fault = kvt_fault_take_locked(&agent->faults, KVT_FAULT_POST);
+    if (fault != KVT_OK) return post_fault(agent, call, fault);
+    kvt_status status = kvt_op_enlist_locked(agent, call, op);
+    if (status == KVT_OK) launch(agent, op);
+    return status;
 }
 
 /* Resolves the peer and the region tables and holds them for the op (agent->lock held), so that the
@@ -244,9 +265,7 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
                               .notification_length = notification_length};
     status = check_post_shape(&req, out_op);
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
-    pthread_mutex_lock(&agent->lock);
-    kvt_status injected = kvt_fault_take_locked(&agent->faults, KVT_FAULT_ALLOCATION);
-    pthread_mutex_unlock(&agent->lock);
+    kvt_status injected = kvt_fault_take(&agent->faults, &agent->lock, KVT_FAULT_ALLOCATION);
     uint32_t *remote_slots = NULL;
     kvt_op *op = injected == KVT_OK ? kvt_op_new(agent, direction, count, local_region_count, remote_region_count,
                                                  notification, notification_length, &remote_slots)
@@ -255,21 +274,29 @@ kvt_status kvt_xfer_post(uint32_t agent_id, uint32_t direction, uint32_t peer_id
         return kvt_agent_finish(agent, kvt_fail(injected != KVT_OK ? injected : KVT_ERR_NO_MEMORY,
                                                 "kvt_xfer_post: out of memory for an operation of %u descriptors%s",
                                                 count, injected != KVT_OK ? ": injected fault (allocation)" : ""));
+    /* One lock in the common path: the op is held and enlisted together, its descriptors are built without
+     * the lock (O(count): the progress thread and other calls go on meanwhile), and it is queued without it. */
     pthread_mutex_lock(&agent->lock);
     status = hold_locked(agent, peer_id, peer_generation, &req, op, remote_slots);
+    bool held = status == KVT_OK;
+    if (held) status = kvt_op_enlist_locked(agent, "kvt_xfer_post", op);
+    bool enlisted = status == KVT_OK;
     pthread_mutex_unlock(&agent->lock);
+    if (enlisted) status = build_descriptors(&req, op->conn, op->locals, remote_slots, op);
+    kvt_status fault = status == KVT_OK ? kvt_fault_take(&agent->faults, &agent->lock, KVT_FAULT_POST) : KVT_OK;
+    if (fault != KVT_OK) status = post_fault(agent, "kvt_xfer_post", fault);
     if (status == KVT_OK) {
-        /* O(count), without the lock: the progress thread and other calls go on meanwhile. */
-        status = build_descriptors(&req, op->conn, op->locals, remote_slots, op);
+        *out_op = op->id;
+        launch(agent, op);
+        return kvt_agent_finish(agent, KVT_OK);
+    }
+    if (held) {
         pthread_mutex_lock(&agent->lock);
-        if (status == KVT_OK) status = kvt_op_start_locked(agent, "kvt_xfer_post", op);
-        if (status == KVT_OK)
-            *out_op = op->id;
-        else
-            kvt_op_unhold_locked(agent, op);
+        if (enlisted) kvt_op_delist_locked(agent, op);
+        kvt_op_unhold_locked(agent, op);
         pthread_mutex_unlock(&agent->lock);
     }
-    if (status != KVT_OK) kvt_op_free(agent, op);
+    kvt_op_free(agent, op);
     return kvt_agent_finish(agent, status);
 }
 
@@ -317,7 +344,7 @@ static void step(kvt_agent *agent, kvt_op *op) {
         else
             agent->backend->advance(agent, op);
     }
-    if (op->phase != KVT_PHASE_MOVED) return;
+    if (op->phase != KVT_PHASE_MOVED || op->confirm_peer) return; /* confirm_peer: kvt_ops_run confirms it first */
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error != KVT_OK || op->notification_length == 0) {
         kvt_op_backend_finished(agent, op);
@@ -387,49 +414,141 @@ static bool stepped(kvt_agent *agent, kvt_op *op) {
            atomic_load_explicit(&op->bytes_done, memory_order_relaxed) != done;
 }
 
+/* What a round of kvt_ops_run owes the consumer: ops whose bytes moved and whose peer is still to be
+ * confirmed (backend->confirm_peer), and whether an op ended that the consumer was not woken for. Both are
+ * settled together (settle): before a slice that would take them more than KVT_WAKE_DEFER_BYTES of copying
+ * past the first of them, else at the round's end — so one liveness check serves every op of the round. */
+typedef struct {
+    kvt_op *confirming, **confirming_tail;
+    bool wake;
+    uint64_t deferred; /* at most the bytes moved since the first of them */
+} round_debts;
+
+#define CONFIRMED_PEERS 8u /* connections whose answer one settle remembers */
+
+typedef struct {
+    kvt_conn *conns[CONFIRMED_PEERS];
+    bool present[CONFIRMED_PEERS];
+    unsigned count;
+} confirmed_peers;
+
+/* Whether `conn`'s peer is still there, asking the backend once per settle (all of the settle's ops moved
+ * their bytes before it asks). */
+static bool peer_confirmed(kvt_agent *agent, confirmed_peers *known, kvt_conn *conn) {
+    for (unsigned i = 0; i < known->count; i++)
+        if (known->conns[i] == conn) return known->present[i];
+    bool present = agent->backend->confirm_peer(agent, conn);
+    if (known->count < CONFIRMED_PEERS) {
+        known->conns[known->count] = conn;
+        known->present[known->count++] = present;
+    }
+    return present;
+}
+
+/* Appends `op` to the active operations (it goes on notifying). */
+static void append_active(kvt_agent *agent, kvt_op *op) {
+    op->next_active = NULL;
+    if (!agent->active) agent->active_tail = &agent->active;
+    *agent->active_tail = op;
+    agent->active_tail = &op->next_active;
+}
+
+/* A HELD op taken off the active list: ends now when its completion delay allows, else waits in `held`. */
+static void end_or_hold(kvt_agent *agent, kvt_op *op, round_debts *debts) {
+    if (release_due(op, atomic_load(&agent->faults.delay_ms), kvt_now_ns())) {
+        if (end_held(agent, op) && !debts->wake) {
+            debts->wake = true;
+            if (!debts->confirming) debts->deferred = 0;
+        }
+    } else {
+        op->next_active = agent->held;
+        agent->held = op;
+    }
+}
+
+/* Confirms the peers of the ops waiting for it and moves them on (ending those done), then wakes the consumer
+ * if an op ended. */
+static void settle(kvt_agent *agent, round_debts *debts) {
+    confirmed_peers known = {.count = 0};
+    kvt_op *op = debts->confirming;
+    debts->confirming = NULL;
+    debts->confirming_tail = &debts->confirming;
+    while (op) {
+        kvt_op *next = op->next_active;
+        op->confirm_peer = false;
+        if (!peer_confirmed(agent, &known, op->conn) && op->error == KVT_OK) op->error = KVT_ERR_REMOTE_DISCONNECT;
+        step(agent, op);
+        if (op->phase == KVT_PHASE_HELD)
+            end_or_hold(agent, op, debts);
+        else
+            append_active(agent, op);
+        op = next;
+    }
+    if (debts->wake) kvt_wake_consumer(&agent->delivery);
+    debts->wake = false;
+    debts->deferred = 0;
+}
+
+/* Takes `op` (at *link) off the active list when it waits for its peer's confirmation or its end. */
+static bool take_finished(kvt_agent *agent, kvt_op **link, kvt_op *op, round_debts *debts) {
+    bool confirming = op->phase == KVT_PHASE_MOVED && op->confirm_peer;
+    if (!confirming && op->phase != KVT_PHASE_HELD) return false;
+    *link = op->next_active;
+    if (!op->next_active) agent->active_tail = link;
+    if (confirming) {
+        if (!debts->confirming && !debts->wake) debts->deferred = 0;
+        op->next_active = NULL;
+        *debts->confirming_tail = op;
+        debts->confirming_tail = &op->next_active;
+    } else {
+        end_or_hold(agent, op, debts);
+    }
+    return true;
+}
+
+/* At most the bytes the active operations move in this round. */
+static uint64_t bytes_ahead_all(const kvt_agent *agent) {
+    uint64_t total = 0;
+    for (const kvt_op *op = agent->active; op; op = op->next_active) total += bytes_ahead(op);
+    return total;
+}
+
+/* Whether this round wakes the consumer before its last operations move, not only at its end: when the
+ * consumer's thread has a core of its own, it then posts the next operations while these move; sharing this
+ * thread's core, it would only preempt it once more per round. */
+static bool early_wake_due(kvt_agent *agent) {
+    int poster = atomic_load_explicit(&agent->poster_cpu, memory_order_relaxed);
+    return poster >= 0 && poster != sched_getcpu();
+}
+
 bool kvt_ops_run(kvt_agent *agent, kvt_command *command) {
     if (command) {
         /* Appended: operations are served in the order they were posted, so of two equal ones the first
          * posted ends first. */
         command->op->phase = KVT_PHASE_MOVING;
-        command->op->next_active = NULL;
-        if (!agent->active) agent->active_tail = &agent->active;
-        *agent->active_tail = command->op;
-        agent->active_tail = &command->op->next_active;
+        append_active(agent, command->op);
         return true;
     }
     bool moved = false;
-    bool wake = false;     /* a completion of this round the consumer was not woken for yet */
-    uint64_t deferred = 0; /* at most the bytes moved since that completion */
+    round_debts debts = {.confirming = NULL, .confirming_tail = &debts.confirming};
+    uint64_t left = early_wake_due(agent) ? bytes_ahead_all(agent) : 0;
     for (kvt_op **link = &agent->active; *link;) {
         kvt_op *op = *link;
-        if (wake) {
-            deferred += bytes_ahead(op);
-            if (deferred > KVT_WAKE_DEFER_BYTES) {
-                kvt_wake_consumer(&agent->delivery);
-                wake = false;
-            }
+        uint64_t ahead = bytes_ahead(op);
+        if (debts.confirming || debts.wake) {
+            /* Settled now, not after the other operations' slices of this round, when this slice may take
+             * long: their copies take up to a millisecond each, in which the consumer can already post what
+             * comes next. */
+            debts.deferred += ahead;
+            if (debts.deferred > KVT_WAKE_DEFER_BYTES) settle(agent, &debts);
         }
         moved |= stepped(agent, op);
-        if (op->phase == KVT_PHASE_HELD) {
-            *link = op->next_active;
-            if (!op->next_active) agent->active_tail = link;
-            /* Completed now, not after the other operations' slices of this round: their copies take
-             * up to a millisecond each, in which the consumer can already post what comes next. The
-             * consumer hears of it before the next slice that may take longer than
-             * KVT_WAKE_DEFER_BYTES of copying, else at the end of the round. Only this operation is
-             * looked at: the held ones wait for the end of the round. */
-            if (release_due(op, atomic_load(&agent->faults.delay_ms), kvt_now_ns())) {
-                if (end_held(agent, op) && !wake) {
-                    wake = true;
-                    deferred = 0;
-                }
-            } else {
-                op->next_active = agent->held;
-                agent->held = op;
-            }
-        } else {
-            link = &op->next_active;
+        if (!take_finished(agent, link, op, &debts)) link = &op->next_active;
+        bool was_left = left > 0;
+        left = left > ahead ? left - ahead : 0;
+        if (was_left && *link && (debts.confirming || debts.wake) && left <= KVT_WAKE_AHEAD_BYTES) {
+            settle(agent, &debts); /* the consumer posts the next ones while the last of this round move */
+            left = 0;
         }
         /* Each operation's slice takes up to a few milliseconds (ISSUE_BUDGET_BYTES of copies): a caller
          * waiting on a command waits for one slice, not for a slice of every operation in flight. */
@@ -438,8 +557,8 @@ bool kvt_ops_run(kvt_agent *agent, kvt_command *command) {
             break;
         }
     }
-    if (release_held(agent)) wake = moved = true;
-    if (wake) kvt_wake_consumer(&agent->delivery);
+    if (release_held(agent)) debts.wake = moved = true;
+    settle(agent, &debts);
     return moved;
 }
 

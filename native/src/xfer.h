@@ -74,6 +74,9 @@ typedef struct kvt_op {
     uint64_t stop_deadline_ns; /* UCX: stopping with requests outstanding; when to force-close (0: not yet) */
     bool flushed;              /* WRITE: remote completion confirmed (UCX) */
     kvt_status error;          /* first error, KVT_OK if none */
+    /* MOVED, its bytes count only once the backend confirms its peer is still there after them
+     * (backend->confirm_peer): they may have been read from a process that died meanwhile (fail closed). */
+    bool confirm_peer;
     _Atomic bool cancel_requested;
     uint64_t backend_done_ns;
     kvt_status backend_status;
@@ -89,6 +92,10 @@ typedef struct kvt_op {
  * completion waits at most a few tenths of a millisecond of copying, about what the wake-up itself
  * takes; before a larger slice the consumer is woken at once, to post its next operation meanwhile. */
 #define KVT_WAKE_DEFER_BYTES (4u << 20)
+/* When the consumer's thread runs on another core, a round wakes it once the bytes its operations still
+ * have to move fall to this (about 25 us of copying here): time for it to post the next operations before
+ * the round ends (kvt_ops_run). */
+#define KVT_WAKE_AHEAD_BYTES (2u << 20)
 
 /* Progress thread: takes a posted op (command != NULL), or steps every active and held op (NULL); true
  * when an op moved (bytes issued or done, a phase changed, a held op ended). */
@@ -117,6 +124,10 @@ void kvt_op_unhold_locked(kvt_agent *agent, kvt_op *op);
 /* Hands a fully built, held op to the progress thread (agent->lock held): the post fault, its id, the
  * counters. On failure nothing was started (the op is still held). */
 kvt_status kvt_op_start_locked(kvt_agent *agent, const char *call, kvt_op *op);
+/* Gives a held op its id and makes it findable by it (agent->lock held); fails only when out of memory. An
+ * enlisted op that is not started after all leaves with kvt_op_delist_locked. */
+kvt_status kvt_op_enlist_locked(kvt_agent *agent, const char *call, kvt_op *op);
+void kvt_op_delist_locked(kvt_agent *agent, kvt_op *op);
 
 /* (P) Whether the op has a descriptor left to issue at op->descs[op->next] (refilling a template post's window). */
 static inline bool kvt_op_more(kvt_op *op) { return op->next < op->count || (op->source && op->source->refill(op)); }

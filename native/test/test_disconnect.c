@@ -16,6 +16,32 @@ static int32_t read_outcome(uint32_t reader, uint32_t peer, uint64_t generation,
     return status;
 }
 
+#define BATCH_PARTS 4u
+
+/* Reads the region in BATCH_PARTS slices posted while the reader's progress thread is stalled, so that they
+ * move in one round, where one liveness check serves them all; returns how many ended with `expected`
+ * (a post refused with it counts). */
+static uint32_t batch_outcomes(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t region, uint64_t length,
+                               int32_t expected) {
+    uint64_t slice = length / BATCH_PARTS, ops[BATCH_PARTS];
+    uint32_t matching = 0;
+    bool posted[BATCH_PARTS];
+    CHECK_OK(kvt_fault_stall_progress(reader, 1));
+    for (uint32_t i = 0; i < BATCH_PARTS; i++) {
+        kvt_status status =
+            post_one(reader, KVT_XFER_READ, peer, generation, region, i * slice, 1, i * slice, slice, &ops[i]);
+        posted[i] = status == KVT_OK;
+        if (!posted[i]) matching += status == expected;
+    }
+    CHECK_OK(kvt_fault_stall_progress(reader, 0));
+    for (uint32_t i = 0; i < BATCH_PARTS; i++) {
+        if (!posted[i]) continue;
+        matching += wait_op(reader, ops[i], NULL) == expected;
+        CHECK_OK(kvt_xfer_release(reader, ops[i]));
+    }
+    return matching;
+}
+
 static void read_from_a_killed_source(bool caller_memory) {
     uint64_t length = 8u << 20;
     source_options options = {.length = length, .caller_memory = caller_memory, .seed = 21};
@@ -29,6 +55,10 @@ static void read_from_a_killed_source(bool caller_memory) {
     CHECK_OK(kvt_peer_load(reader, child.blob, child.length, &peer, &generation));
     CHECK(read_outcome(reader, peer, generation, region, length) == KVT_OK, "a read from the live source");
     CHECK(check_pattern(memory, length, 21), "the bytes read are the source's");
+    memset(memory, 0, length);
+    CHECK(batch_outcomes(reader, peer, generation, region, length, KVT_OK) == BATCH_PARTS,
+          "a batch from the live source");
+    CHECK(check_pattern(memory, length, 21), "the batch's bytes are the source's");
 
     if (caller_memory) {
         /* Stopped, the source cannot serve the read; killed, the liveness check ends it. */
@@ -45,6 +75,8 @@ static void read_from_a_killed_source(bool caller_memory) {
     waitpid(child.child, NULL, 0);
     /* Once the process is gone, every read ends with REMOTE_DISCONNECT: a mapped region's bytes are
      * not trusted (fail closed), and once the peer is marked the post itself is refused. */
+    CHECK(batch_outcomes(reader, peer, generation, region, length, KVT_ERR_REMOTE_DISCONNECT) == BATCH_PARTS,
+          "every read of a batch after the kill ends REMOTE_DISCONNECT");
     CHECK(read_outcome(reader, peer, generation, region, length) == KVT_ERR_REMOTE_DISCONNECT, "a read after the kill");
     CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT,
                  post_one(reader, KVT_XFER_READ, peer, generation, region, 0, 1, 0, length, &(uint64_t){0}));

@@ -2,6 +2,7 @@
  * one whose every advance is one slice that never finishes (which operations a round reaches, and in what
  * order, with and without a caller waiting on a command), and one that finishes every operation in one
  * slice (when the consumer is woken for the completions). Backend-independent. */
+#include <sched.h>
 #include <sys/ioctl.h>
 
 #include "agent.h"
@@ -29,6 +30,7 @@ static round_world *world_with_ops(void) {
     round_world *world = calloc(1, sizeof *world);
     CHECK(world != NULL, "out of memory");
     world->agent.backend = &slicing_backend;
+    atomic_init(&world->agent.poster_cpu, -1);
     for (unsigned i = 0; i < OPS; i++) {
         world->ops[i].id = i + 1;
         kvt_command post = {.kind = KVT_CMD_POST, .op = &world->ops[i]};
@@ -128,6 +130,7 @@ static finishing_world *finishing_world_with_ops(uint64_t bytes) {
     CHECK(world != NULL, "out of memory");
     kvt_agent *agent = &world->agent;
     agent->backend = &finishing_backend;
+    atomic_init(&agent->poster_cpu, -1); /* as an agent no post reached yet */
     pthread_mutex_init(&agent->lock, NULL);
     CHECK_OK(kvt_delivery_init(&agent->delivery, &agent->lock, &agent->counters, NULL));
     wake_read_fd = agent->delivery.wake_pipe[0];
@@ -162,15 +165,58 @@ static size_t queued_completions(kvt_agent *agent) {
     return count;
 }
 
+/* Keeps this thread on the core it is on (the rounds below ask which core they run on); restore_cores undoes
+ * it. The core's number. */
+static int pin_here(cpu_set_t *before) {
+    CHECK(sched_getaffinity(0, sizeof *before, before) == 0, "sched_getaffinity failed");
+    int cpu = sched_getcpu();
+    CHECK(cpu >= 0, "sched_getcpu failed");
+    cpu_set_t here;
+    CPU_ZERO(&here);
+    CPU_SET(cpu, &here);
+    CHECK(sched_setaffinity(0, sizeof here, &here) == 0, "sched_setaffinity failed");
+    return sched_getcpu();
+}
+
+static void restore_cores(const cpu_set_t *before) {
+    CHECK(sched_setaffinity(0, sizeof *before, before) == 0, "sched_setaffinity failed");
+}
+
 /* Small operations that end in one round share one wake-up at its end, rather than one each with the
- * consumer woken (and the progress thread often preempted by it) between every two of them. */
+ * consumer woken (and the progress thread often preempted by it) between every two of them: so it goes
+ * when the consumer posts from this thread's core. */
 static void small_operations_ending_in_one_round_share_one_wake_up_at_its_end(void) {
     finishing_world *world = finishing_world_with_ops(KVT_WAKE_DEFER_BYTES / OPS);
+    cpu_set_t before;
+    atomic_store(&world->agent.poster_cpu, pin_here(&before));
     kvt_ops_run(&world->agent, NULL);
+    restore_cores(&before);
     for (unsigned i = 0; i < OPS; i++)
         CHECK(waiting_at_slice[i] == 0, "operation %u's slice began with %d wake-up byte(s) already written", i + 1,
               waiting_at_slice[i]);
     CHECK(wake_bytes_waiting() == 1, "%d wake-up bytes after the round, expected one", wake_bytes_waiting());
+    CHECK(queued_completions(&world->agent) == OPS, "%zu completions queued, expected %u",
+          queued_completions(&world->agent), OPS);
+    free_finishing_world(world);
+}
+
+/* A consumer that posts from another core hears of the round's first completions once the operations left
+ * in the round have at most KVT_WAKE_AHEAD_BYTES to move: it posts the next ones while those move, and the
+ * rest of the round's completions share the wake-up at its end. */
+static void another_cores_consumer_hears_before_the_round_runs_out(void) {
+    finishing_world *world = finishing_world_with_ops(KVT_WAKE_AHEAD_BYTES / 2);
+    cpu_set_t before;
+    atomic_store(&world->agent.poster_cpu, pin_here(&before) + 1);
+    kvt_ops_run(&world->agent, NULL);
+    restore_cores(&before);
+    for (unsigned i = 0; i < OPS; i++) {
+        int expected = i < 2 ? 0 : 1; /* after two, the last two have KVT_WAKE_AHEAD_BYTES left */
+        CHECK(waiting_at_slice[i] == expected,
+              "operation %u's slice began with %d wake-up byte(s) written, expected %d", i + 1, waiting_at_slice[i],
+              expected);
+    }
+    CHECK(wake_bytes_waiting() == 1, "%d wake-up bytes after the round: one edge until the consumer polls",
+          wake_bytes_waiting());
     CHECK(queued_completions(&world->agent) == OPS, "%zu completions queued, expected %u",
           queued_completions(&world->agent), OPS);
     free_finishing_world(world);
@@ -197,4 +243,5 @@ TEST_MAIN("rounds", TEST(every_operation_gets_a_slice_per_round_in_posting_order
           TEST(a_round_says_whether_an_operation_moved),
           TEST(a_waiting_caller_ends_the_round_after_one_slice_and_the_next_round_goes_on_from_there),
           TEST(small_operations_ending_in_one_round_share_one_wake_up_at_its_end),
+          TEST(another_cores_consumer_hears_before_the_round_runs_out),
           TEST(a_completion_is_announced_before_a_large_slice));

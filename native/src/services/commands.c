@@ -28,25 +28,44 @@ void kvt_command_kick(kvt_command_queue *queue) {
     (void)written; /* EAGAIN: the counter is already non-zero, the thread will wake */
 }
 
-void kvt_command_submit_locked(kvt_command_queue *queue, kvt_command *command) {
+/* Links `command` at the tail and marks the queue pending; true when the progress thread must be kicked. */
+static bool enqueue(kvt_command_queue *queue, kvt_command *command, bool sync) {
     command->next = NULL;
     command->done = false;
-    bool sync = command->sync; /* an asynchronous command may be run and freed once it is queued */
     pthread_mutex_lock(&queue->lock);
     if (queue->tail)
         queue->tail->next = command;
     else
         queue->first = command;
     queue->tail = command;
-    /* Sequentially consistent, against the progress thread's store of `sleeping` and load of
-     * `pending`: one of the two sees the other, so an awake thread is not kicked (a system
+    /* Sequentially consistent, against the progress thread's store of `sleeping` and load of `pending`
+     * (kvt_commands_sleep_begin): one of the two sees the other, so an awake thread is not kicked (a system
      * call per post) and a sleeping one always is. */
     atomic_store(&queue->pending, true);
     if (sync) atomic_store_explicit(&queue->caller_waiting, true, memory_order_relaxed);
     pthread_mutex_unlock(&queue->lock);
-    if (atomic_load(&queue->sleeping)) kvt_command_kick(queue);
+    return atomic_load(&queue->sleeping);
+}
+
+void kvt_command_submit_locked(kvt_command_queue *queue, kvt_command *command) {
+    bool sync = command->sync; /* an asynchronous command may be run and freed once it is queued */
+    if (enqueue(queue, command, sync)) kvt_command_kick(queue);
     if (sync)
         while (!command->done) pthread_cond_wait(&queue->done, queue->owner_lock);
+}
+
+void kvt_command_post(kvt_command_queue *queue, kvt_command *command) {
+    if (enqueue(queue, command, false)) kvt_command_kick(queue);
+}
+
+bool kvt_commands_sleep_begin(kvt_command_queue *queue) {
+    atomic_store(&queue->sleeping, true);
+    return !atomic_load(&queue->pending);
+}
+
+void kvt_commands_sleep_end(kvt_command_queue *queue) {
+    atomic_store(&queue->sleeping, false);
+    kvt_commands_drain_fd(queue);
 }
 
 kvt_status kvt_command_call(kvt_command_queue *queue, kvt_command_call_fn call, void *arg) {

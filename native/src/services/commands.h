@@ -57,6 +57,9 @@ void kvt_commands_destroy(kvt_command_queue *queue);
 void kvt_command_kick(kvt_command_queue *queue);
 /* Queues a command for the progress thread; sync commands wait (the owner's lock must be held). */
 void kvt_command_submit_locked(kvt_command_queue *queue, kvt_command *command);
+/* Queues an asynchronous command (the owner's lock held or not): the progress thread is kicked only when
+ * it may be asleep (kvt_commands_sleep_begin). */
+void kvt_command_post(kvt_command_queue *queue, kvt_command *command);
 /* Runs `call` on the progress thread and returns its status, copying its detail. Owner's lock not held. */
 kvt_status kvt_command_call(kvt_command_queue *queue, kvt_command_call_fn call, void *arg);
 /* Queues `call` with a copy of `arg` for the progress thread and returns at once (its status is dropped);
@@ -70,5 +73,10 @@ kvt_command *kvt_commands_take(kvt_command_queue *queue);
 void kvt_command_run_call(kvt_command_queue *queue, kvt_agent *agent, kvt_command *command);
 /* (P) Consumes the kicks counted on the eventfd. */
 void kvt_commands_drain_fd(kvt_command_queue *queue);
+/* (P) Before the progress thread sleeps (on `fd`): from here on every command queued kicks it; true when no
+ * command is pending, so it may sleep. kvt_commands_sleep_end after the sleep (or instead of it) stops the
+ * kicks and consumes those counted. */
+bool kvt_commands_sleep_begin(kvt_command_queue *queue);
+void kvt_commands_sleep_end(kvt_command_queue *queue);
 
 #endif

@@ -9,11 +9,27 @@
 
 void kvt_faults_init(kvt_faults *faults) { atomic_init(&faults->issue_limit, KVT_ISSUE_UNLIMITED); }
 
+/* Whether some point is still armed (the agent's lock held). */
+static bool any_armed_locked(const kvt_faults *faults) {
+    for (uint32_t point = 0; point <= KVT_FAULT_ALLOCATION; point++)
+        if (faults->points[point].remaining > 0) return true;
+    return false;
+}
+
 kvt_status kvt_fault_take_locked(kvt_faults *faults, uint32_t point) {
     kvt_fault *fault = &faults->points[point];
     if (fault->remaining == 0) return KVT_OK;
     if (--fault->remaining > 0) return KVT_OK;
+    atomic_store_explicit(&faults->armed, any_armed_locked(faults), memory_order_relaxed);
     return fault->code;
+}
+
+kvt_status kvt_fault_take(kvt_faults *faults, pthread_mutex_t *lock, uint32_t point) {
+    if (!atomic_load_explicit(&faults->armed, memory_order_acquire)) return KVT_OK;
+    pthread_mutex_lock(lock);
+    kvt_status status = kvt_fault_take_locked(faults, point);
+    pthread_mutex_unlock(lock);
+    return status;
 }
 
 kvt_status kvt_fault_fail(uint32_t agent_id, uint32_t point, uint32_t nth, kvt_status code) {
@@ -30,6 +46,7 @@ kvt_status kvt_fault_fail(uint32_t agent_id, uint32_t point, uint32_t nth, kvt_s
     if (status == KVT_OK) {
         pthread_mutex_lock(entry->lock);
         entry->faults->points[point] = (kvt_fault){.remaining = nth, .code = code};
+        atomic_store_explicit(&entry->faults->armed, true, memory_order_release);
         pthread_mutex_unlock(entry->lock);
     }
     return kvt_entry_finish(entry, status);
@@ -77,6 +94,7 @@ kvt_status kvt_fault_clear(uint32_t agent_id) {
     if (status != KVT_OK) return status;
     pthread_mutex_lock(entry->lock);
     memset(entry->faults->points, 0, sizeof entry->faults->points);
+    atomic_store_explicit(&entry->faults->armed, false, memory_order_relaxed);
     atomic_store(&entry->faults->delay_ms, 0);
     atomic_store(&entry->faults->issue_limit, KVT_ISSUE_UNLIMITED);
     atomic_store(&entry->faults->progress_stalled, false);

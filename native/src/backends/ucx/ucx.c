@@ -615,6 +615,7 @@ const kvt_backend kvt_ucx_backend = {
     .disconnect = ucx_disconnect,
     .closing = ucx_closing,
     .advance = ucx_advance,
+    .confirm_peer = ucx_confirm_peer,
     .advance_staged = ucx_advance_staged,
     .notify = ucx_notify,
     .probe = ucx_probe,

@@ -110,6 +110,8 @@ ucp_request_param_t ucx_request_param(void);
 void ucx_on_request_done(void *request, ucs_status_t status, void *user_data);
 
 void ucx_advance(kvt_agent *agent, kvt_op *op);
+/* Whether the peer of `conn` is still there; force-closes its endpoint when its process is gone. */
+bool ucx_confirm_peer(kvt_agent *agent, kvt_conn *conn);
 kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length);
 void ucx_probe(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id);
 void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out);

@@ -266,11 +266,15 @@ void ucx_advance(kvt_agent *agent, kvt_op *op) {
         if (status == KVT_IN_PROGRESS) return;
         if (status != KVT_OK) op->error = status;
     }
-    /* Fail closed: bytes read from a peer that died meanwhile are not trusted. */
-    if (op->error == KVT_OK && !atomic_load(&conn->failed) && kvt_conn_process_gone(conn))
-        ucx_force_close(state_of(agent), conn);
-    if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
+    /* Fail closed: bytes read from a peer that died meanwhile are not trusted. Its liveness is asked once
+     * for every op of the round that moved its bytes (ucx_confirm_peer, from kvt_ops_run). */
+    if (op->error == KVT_OK) op->confirm_peer = true;
     op->phase = KVT_PHASE_MOVED;
+}
+
+bool ucx_confirm_peer(kvt_agent *agent, kvt_conn *conn) {
+    if (!atomic_load(&conn->failed) && kvt_conn_process_gone(conn)) ucx_force_close(state_of(agent), conn);
+    return !atomic_load(&conn->failed);
 }
 
 kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length) {
