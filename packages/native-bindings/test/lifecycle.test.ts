@@ -19,19 +19,18 @@ describe.each(testedBackends)('process lifecycle on %s', (backend) => {
     expect(await child.exited).toBe(0);
   }, 60_000);
 
-  it('warns about a completed operation dropped without being released, and keeps it', async () => {
-    const child = spawnScript('test/lifecycle/leak.ts', { args: [backend, 'operation'], nodeFlags: ['--expose-gc'] });
-    const warned = await child.next<{ message: string; liveOperations: number }>('warned');
-    expect(warned.message).toMatch(/Operation \d+ of agent .* was garbage-collected without being closed/);
-    expect(warned.liveOperations).toBe(1);
-    expect(await child.exited).toBe(0);
-  }, 60_000);
-
-  it('warns about a dropped operation however the operations delivered around it are released', async () => {
-    const child = spawnScript('test/lifecycle/leak.ts', { args: [backend, 'mixed'], nodeFlags: ['--expose-gc'] });
-    const warned = await child.next<{ message: string; liveOperations: number }>('warned');
-    expect(warned.message).toMatch(/Operation \d+ of agent .* was garbage-collected without being closed/);
-    expect(warned.liveOperations).toBe(1);
-    expect(await child.exited).toBe(0);
-  }, 60_000);
+  it.each([
+    ['a completed operation dropped without being released, and keeps it', 'operation'],
+    ['a dropped operation however the operations delivered around it are released', 'mixed'],
+  ])(
+    'warns about %s',
+    async (_what, mode) => {
+      const child = spawnScript('test/lifecycle/leak.ts', { args: [backend, mode], nodeFlags: ['--expose-gc'] });
+      const warned = await child.next<{ message: string; liveOperations: number }>('warned');
+      expect(warned.message).toMatch(/Operation \d+ of agent .* was garbage-collected without being closed/);
+      expect(warned.liveOperations).toBe(1);
+      expect(await child.exited).toBe(0);
+    },
+    60_000,
+  );
 });
