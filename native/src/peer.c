@@ -30,6 +30,7 @@ void kvt_reap_dead_conns(kvt_agent *agent) {
         agent->backend->disconnect(agent, conn);
         kvt_conn_forget_process(conn);
         kvt_metadata_free(&conn->meta);
+        free(conn->description);
         free(conn);
         conn = next;
     }
@@ -78,7 +79,9 @@ static uint32_t peer_state(const kvt_peer *peer) {
 }
 
 static kvt_status connect_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
-    return agent->backend->connect(agent, arg, detail, detail_size);
+    kvt_status status = agent->backend->connect(agent, arg, detail, detail_size);
+    if (status == KVT_OK) kvt_conn_describe(agent, arg);
+    return status;
 }
 
 static const char *backend_name(uint32_t backend) {
@@ -148,7 +151,7 @@ static kvt_status new_conn(const kvt_agent *agent, const char *call, const uint8
 static kvt_status connect_conn(kvt_agent *agent, kvt_conn *conn, bool on_progress_thread) {
     if (!on_progress_thread) return kvt_command_call(&agent->commands, connect_call, conn);
     char detail[512] = "";
-    kvt_status status = agent->backend->connect(agent, conn, detail, sizeof detail);
+    kvt_status status = connect_call(agent, conn, detail, sizeof detail);
     return status == KVT_OK ? KVT_OK : kvt_fail(status, "%s", detail);
 }
 
@@ -350,6 +353,29 @@ typedef struct {
     size_t length;
 } describe_args;
 
+void kvt_conn_describe(kvt_agent *agent, kvt_conn *conn) {
+    char *text = NULL;
+    size_t length = 0;
+    FILE *out = open_memstream(&text, &length);
+    if (!out) return; /* out of memory: kvt_peer_transport asks this thread */
+    agent->backend->describe(agent, conn, out);
+    fclose(out);
+    pthread_mutex_lock(&agent->lock);
+    char *replaced = conn->description;
+    conn->description = text;
+    pthread_mutex_unlock(&agent->lock);
+    free(replaced);
+}
+
+/* Writes `source` (`length` bytes) as kvt_peer_transport answers: the length, and as much as fits, terminated. */
+static void write_description(const char *source, size_t length, char *text, uint32_t capacity, uint32_t *out_length) {
+    *out_length = (uint32_t)length;
+    if (capacity == 0) return;
+    size_t n = length < capacity - 1 ? length : capacity - 1;
+    memcpy(text, source, n);
+    text[n] = '\0';
+}
+
 static kvt_status describe_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
     describe_args *args = arg;
     FILE *out = open_memstream(&args->text, &args->length);
@@ -376,19 +402,15 @@ kvt_status kvt_peer_transport(uint32_t agent_id, uint32_t peer_id, char *text, u
     status = kvt_peer_lookup_locked(agent, "kvt_peer_transport", peer_id, &peer);
     if (status == KVT_OK && !peer->conn)
         status = kvt_fail(KVT_ERR_NOT_FOUND, "kvt_peer_transport: peer %u ('%s') was invalidated", peer_id, peer->name);
-    describe_args args = {.conn = status == KVT_OK ? peer->conn : NULL};
+    /* Kept since its last change; a connection that failed (its endpoint closing) is described afresh. */
+    const char *kept = status == KVT_OK && !atomic_load(&peer->conn->failed) ? peer->conn->description : NULL;
+    if (kept) write_description(kept, strlen(kept), text, capacity, out_length);
+    describe_args args = {.conn = status == KVT_OK && !kept ? peer->conn : NULL};
     if (args.conn) args.conn->refs++;
     pthread_mutex_unlock(&agent->lock);
     if (args.conn) {
         status = kvt_command_call(&agent->commands, describe_call, &args);
-        if (status == KVT_OK) {
-            *out_length = (uint32_t)args.length;
-            if (capacity > 0) {
-                size_t n = args.length < capacity - 1 ? args.length : capacity - 1;
-                memcpy(text, args.text, n);
-                text[n] = '\0';
-            }
-        }
+        if (status == KVT_OK) write_description(args.text, args.length, text, capacity, out_length);
         free(args.text);
         pthread_mutex_lock(&agent->lock);
         kvt_conn_unref_locked(agent, args.conn);

@@ -27,6 +27,7 @@ typedef struct kvt_conn {
     int process_fd;                   /* a pidfd of the peer's process once a check opened it (liveness.c), else -1 */
     const _Atomic uint64_t *liveness; /* the peer's liveness table, mapped read-only (file_regions.c), or NULL */
     bool process_fd_tried;
+    char *description; /* the backend's description since its last change (kvt_conn_describe), or NULL; agent->lock */
     struct kvt_conn *next_dead;
 } kvt_conn;
 
@@ -41,6 +42,9 @@ typedef struct kvt_peer {
 } kvt_peer;
 
 void kvt_conn_unref_locked(kvt_agent *agent, kvt_conn *conn);
+/* On the progress thread, once the connection is made and whenever what the backend says of it changed: keeps
+ * the backend's description for kvt_peer_transport, which then needs no round trip to this thread. */
+void kvt_conn_describe(kvt_agent *agent, kvt_conn *conn);
 /* The agent's peer `id`, or NOT_FOUND naming `call` (agent->lock held). */
 kvt_status kvt_peer_lookup_locked(kvt_agent *agent, const char *call, uint32_t id, kvt_peer **out);
 /* Frees closed connections on the dead list (progress thread). */

@@ -4,6 +4,8 @@
 #include "metadata.h"      /* kvt_metadata_parse: mutations are resealed and parsed directly */
 #include "services/util.h" /* kvt_crc32 */
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -511,8 +513,55 @@ static void peer_load_begun_loads_on_the_progress_thread(void) {
     CHECK_OK(kvt_agent_destroy(source));
 }
 
+/* kvt_peer_transport on a thread of its own, so that a call that waits can be waited for with a deadline. */
+typedef struct {
+    uint32_t agent, peer;
+    _Atomic bool answered;
+    kvt_status status;
+    char text[8192];
+} transport_call;
+
+static void *call_transport(void *arg) {
+    transport_call *call = arg;
+    uint32_t length = 0;
+    call->status = kvt_peer_transport(call->agent, call->peer, call->text, sizeof call->text, &length);
+    atomic_store(&call->answered, true);
+    return NULL;
+}
+
+static bool transport_answered(void *arg) { return atomic_load(&((transport_call *)arg)->answered); }
+
+/* A loaded peer's description is kept by the progress thread, so asking for it needs no round trip to that
+ * thread: it answers while the thread is stalled. */
+static void transport_answers_without_the_progress_thread(void) {
+    uint32_t source = make_agent("transport-source");
+    uint32_t reader = make_agent("transport-reader");
+    uint8_t *memory;
+    uint32_t region = alloc_region(source, 65536, &memory);
+    uint64_t length;
+    uint8_t *blob = export_blob(source, &length);
+    uint32_t peer = 0;
+    uint64_t generation = 0;
+    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
+    free(blob);
+    CHECK_OK(kvt_fault_stall_progress(reader, 1));
+    transport_call call = {.agent = reader, .peer = peer};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, call_transport, &call) == 0, "pthread_create");
+    wait_until(0, transport_answered, &call, "kvt_peer_transport to answer while the progress thread is stalled",
+               WAIT_DEADLINE_MS);
+    CHECK_OK(kvt_fault_stall_progress(reader, 0));
+    pthread_join(thread, NULL);
+    CHECK(call.status == KVT_OK && strstr(call.text, test_backend == KVT_BACKEND_UCX ? "posix" : "loopback"),
+          "the description: %s", call.text);
+    CHECK_OK(kvt_peer_unload(reader, peer));
+    free_region(source, region, memory);
+    CHECK_OK(kvt_agent_destroy(reader));
+    CHECK_OK(kvt_agent_destroy(source));
+}
+
 TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),
           TEST(fuzzed_blobs_are_refused), TEST(resealed_mutations_reach_the_parser),
           TEST(ucx_address_and_key_lengths_are_bounded), TEST(file_backed_regions_need_a_table_and_a_slot_in_it),
           TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process),
-          TEST(peer_load_begun_loads_on_the_progress_thread))
+          TEST(peer_load_begun_loads_on_the_progress_thread), TEST(transport_answers_without_the_progress_thread))

@@ -133,7 +133,8 @@ export class Peer {
 
   /**
    * How this agent reaches the peer, in the library's words: for UCX the endpoint's lanes and
-   * transports (as `ucp_ep_print_info` prints them, e.g. `posix/memory`), for loopback one line.
+   * transports (as `ucp_ep_print_info` prints them, e.g. `posix/memory`), for loopback one line. The
+   * agent's thread keeps it since it last changed, so asking does not wait for that thread.
    */
   transport(): string {
     this.assertOpen('describe the transport to a peer');

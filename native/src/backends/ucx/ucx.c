@@ -541,10 +541,10 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
  * the idle progress thread reads one byte per page of every mapped region of a loaded peer, a slice per
  * round, ahead of the operations. A read is enough: the page stays writable for later WRITEs.
  */
-static bool warm_step(ucx_state *state) {
+static bool warm_step(kvt_agent *agent, ucx_state *state) {
     ucx_endpoint *endpoint = state->warming;
     if (!endpoint) return false;
-    const kvt_conn *conn = endpoint->conn;
+    kvt_conn *conn = endpoint->conn;
     uint64_t budget = WARM_SLICE_BYTES;
     while (budget > 0 && endpoint->warm_region < conn->meta.region_count) {
         const kvt_remote_region *region = &conn->meta.regions[endpoint->warm_region];
@@ -558,6 +558,7 @@ static bool warm_step(ucx_state *state) {
         if (stop == end) {
             endpoint->warm_region++;
             endpoint->warm_offset = 0;
+            kvt_conn_describe(agent, conn); /* it says which regions are warm */
         }
     }
     if (endpoint->warm_region == conn->meta.region_count) ucx_unlist_warming(state, endpoint);
@@ -580,7 +581,7 @@ static bool ucx_progress(kvt_agent *agent) {
     if (agent->active)
         kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);
     else
-        worked |= warm_step(state);
+        worked |= warm_step(agent, state);
     return worked;
 }
 
