@@ -71,20 +71,25 @@ export class AgentJobs {
         ended: (error) => (error === undefined ? resolve() : reject(error)),
       });
     });
+    // No check here: the job's end writes its own byte to the wake-up pipe, and that wake-up settles it.
     this.#onPendingChanged();
-    this.check();
     return ended;
   }
 
-  /** Settles every job whose outcome the agent's thread announced. */
+  /**
+   * Settles every job whose outcome the agent's thread announced. The thread runs its jobs one at a time,
+   * each to its end, in the order begun: the first job still in progress is where the ended ones stop.
+   */
   check(): void {
-    if (this.#pending.length === 0) return;
-    for (const job of [...this.#pending]) {
+    let ended = 0;
+    for (const job of this.#pending) {
       const status = job.answer(job.id);
-      if (status === STATUS_IN_PROGRESS) continue;
-      this.#pending.splice(this.#pending.indexOf(job), 1);
+      if (status === STATUS_IN_PROGRESS) break;
+      ended += 1;
       job.ended(status < 0 ? nativeError(this.#library, job.call, status) : undefined);
     }
+    if (ended === 0) return;
+    this.#pending.splice(0, ended);
     this.#onPendingChanged();
   }
 
