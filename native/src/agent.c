@@ -7,6 +7,7 @@
 #include "heartbeat.h"
 #include "jobs.h"
 #include "services/status.h"
+#include "services/stretch.h"
 #include "template.h"
 #include "vram_xfer.h"
 
@@ -145,8 +146,25 @@ static bool start_backend(kvt_agent *agent) {
     return status == KVT_OK;
 }
 
+/*
+ * The thread is a batch thread (SCHED_BATCH, same share of the CPU): its wake-ups do not preempt the thread
+ * that woke it. Node's thread posts and wakes it from inside a native call; sharing a core (a virtual
+ * machine's scheduler packs threads onto few cores), a normal thread would take that core at once and keep
+ * it for a slice of copies (up to 15 ms measured), the call waiting out those milliseconds. A thread under
+ * a policy of the application's own (real-time, idle) keeps it.
+ */
+static void yield_to_wakers(void) {
+    int policy;
+    struct sched_param param;
+    if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy != SCHED_OTHER) return;
+    param.sched_priority = 0;
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param); /* refused: the default policy stays */
+}
+
 static void *progress_main(void *arg) {
     kvt_agent *agent = arg;
+    yield_to_wakers();
+    kvt_stretch_begin();
     if (!start_backend(agent)) return NULL;
 
     /* The hot path (operations in flight) takes no lock, and makes no system call in a round that did work. A
@@ -169,7 +187,7 @@ static void *progress_main(void *arg) {
         kvt_reap_dead_conns(agent);
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         if (agent->active) {       /* operations in flight: keep the backend busy */
-            if (!worked) sched_yield();
+            if (!worked) kvt_stretch_yield();
             continue;
         }
         if (was_active) linger_until_ns = kvt_now_ns() + LINGER_NS;
@@ -177,7 +195,7 @@ static void *progress_main(void *arg) {
         worked |= kvt_blocks_prepare(agent); /* idle: the next post's memory */
         if (worked || atomic_load_explicit(&agent->commands.pending, memory_order_acquire)) continue;
         if (linger_until_ns != 0 && kvt_now_ns() < linger_until_ns) {
-            sched_yield(); /* a thread that waits for a core (Node's, to post the next one) goes first */
+            kvt_stretch_yield(); /* a thread that waits for a core (Node's, to post the next one) goes first */
             continue;
         }
         linger_until_ns = 0;
@@ -185,6 +203,7 @@ static void *progress_main(void *arg) {
             agent->backend->sleep(
                 agent, earliest_timeout_ms(kvt_ops_next_timeout_ms(agent), kvt_heartbeat_next_timeout_ms(agent)));
         kvt_commands_sleep_end(&agent->commands);
+        kvt_stretch_begin();
     }
     atomic_store(&agent->commands.sleeping, true); /* from here on every command kicks */
     shut_down(agent);

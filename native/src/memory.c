@@ -7,6 +7,7 @@
 #include "services/cuda_memory.h"
 #include "services/mapping.h"
 #include "services/status.h"
+#include "services/stretch.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -60,6 +61,7 @@ static int page_work_sliced(uint64_t address, uint64_t length, int (*work)(void 
         do result = work((void *)(uintptr_t)(address + at), span, advice);
         while (result != 0 && errno == EINTR);
         if (result != 0) return result;
+        kvt_stretch_check();
     }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include "services/copy.h"
 #include "services/notify_header.h"
 #include "services/status.h"
+#include "services/stretch.h"
 #include "vram_xfer.h"
 #include "xfer.h"
 
@@ -543,6 +544,7 @@ bool kvt_ops_run(kvt_agent *agent, kvt_command *command) {
             if (debts.deferred > KVT_WAKE_DEFER_BYTES) settle(agent, &debts);
         }
         moved |= stepped(agent, op);
+        kvt_stretch_check();
         if (!take_finished(agent, link, op, &debts)) link = &op->next_active;
         bool was_left = left > 0;
         left = left > ahead ? left - ahead : 0;
