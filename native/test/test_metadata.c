@@ -49,18 +49,28 @@ static void check_advertised(uint32_t reader, uint32_t peer, uint32_t region, co
     CHECK_STATUS(KVT_ERR_NOT_FOUND, kvt_peer_regions(reader, peer + 9, 4, ids, NULL, NULL, NULL, NULL, &count));
 }
 
+/* A source agent with one 64 KiB dram region, and a reader that loaded the source's blob as `peer`. */
+typedef struct {
+    uint32_t source, reader, region, peer;
+    uint8_t *memory, *blob;
+    uint64_t length, generation;
+} loaded_pair;
+
+static loaded_pair load_pair(const char *source_name, const char *reader_name) {
+    loaded_pair pair = {.source = make_agent(source_name), .reader = make_agent(reader_name)};
+    pair.region = alloc_region(pair.source, 65536, &pair.memory);
+    pair.blob = export_blob(pair.source, &pair.length);
+    CHECK_OK(kvt_peer_load(pair.reader, pair.blob, pair.length, &pair.peer, &pair.generation));
+    return pair;
+}
+
 static void export_and_load(void) {
-    uint32_t source = make_agent("meta-source");
-    uint32_t reader = make_agent("meta-reader");
-    uint8_t *memory;
-    uint32_t region = alloc_region(source, 65536, &memory);
-    uint64_t length;
-    uint8_t *blob = export_blob(source, &length);
+    loaded_pair pair = load_pair("meta-source", "meta-reader");
+    uint32_t source = pair.source, reader = pair.reader, region = pair.region, peer = pair.peer;
+    uint8_t *memory = pair.memory, *blob = pair.blob;
+    uint64_t length = pair.length, generation = pair.generation;
     CHECK(memcmp(blob, "KVTM", 4) == 0, "magic");
     CHECK(memmem(blob, length, "meta-source", 11) != NULL, "the blob names its agent");
-    uint32_t peer = 0;
-    uint64_t generation = 0;
-    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
     CHECK(generation == 1, "first generation is 1 (got %llu)", (unsigned long long)generation);
     uint32_t state = 9, regions = 0;
     CHECK_OK(kvt_peer_info(reader, peer, &generation, &state, &regions));
@@ -534,18 +544,11 @@ static bool transport_answered(void *arg) { return atomic_load(&((transport_call
 /* A loaded peer's description is kept by the progress thread, so asking for it needs no round trip to that
  * thread: it answers while the thread is stalled. */
 static void transport_answers_without_the_progress_thread(void) {
-    uint32_t source = make_agent("transport-source");
-    uint32_t reader = make_agent("transport-reader");
-    uint8_t *memory;
-    uint32_t region = alloc_region(source, 65536, &memory);
-    uint64_t length;
-    uint8_t *blob = export_blob(source, &length);
-    uint32_t peer = 0;
-    uint64_t generation = 0;
-    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
-    free(blob);
+    loaded_pair pair = load_pair("transport-source", "transport-reader");
+    uint32_t reader = pair.reader;
+    free(pair.blob);
     CHECK_OK(kvt_fault_stall_progress(reader, 1));
-    transport_call call = {.agent = reader, .peer = peer};
+    transport_call call = {.agent = reader, .peer = pair.peer};
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, call_transport, &call) == 0, "pthread_create");
     wait_until(0, transport_answered, &call, "kvt_peer_transport to answer while the progress thread is stalled",
@@ -554,10 +557,10 @@ static void transport_answers_without_the_progress_thread(void) {
     pthread_join(thread, NULL);
     CHECK(call.status == KVT_OK && strstr(call.text, test_backend == KVT_BACKEND_UCX ? "posix" : "loopback"),
           "the description: %s", call.text);
-    CHECK_OK(kvt_peer_unload(reader, peer));
-    free_region(source, region, memory);
+    CHECK_OK(kvt_peer_unload(reader, pair.peer));
+    free_region(pair.source, pair.region, pair.memory);
     CHECK_OK(kvt_agent_destroy(reader));
-    CHECK_OK(kvt_agent_destroy(source));
+    CHECK_OK(kvt_agent_destroy(pair.source));
 }
 
 TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),

@@ -280,24 +280,14 @@ static void poll_copies(ucx_staged_pull *pull) {
     }
 }
 
-/*
- * A stopped pull with requests outstanding (a request to a source that never takes it, a chunk it never
- * finishes sending): asks UCX to cancel them, and force-closes the endpoint when some are still outstanding
- * STOP_GRACE_NS later, which ends them, as ucx_advance does for its gets. The pull ends once none is.
- */
-static void stop_outstanding(ucx_staged_pull *pull) {
-    kvt_op *op = pull->op;
-    ucx_state *state = state_of(pull->agent);
-    uint64_t now = kvt_now_ns();
-    if (op->stop_deadline_ns == 0) {
-        op->stop_deadline_ns = now + STOP_GRACE_NS;
-        for (uint32_t s = 0; s < STAGE_SLOTS; s++) {
-            stage_slot *slot = &pull->slots[s];
-            if (slot->sending) ucp_request_cancel(state->worker, slot->sending);
-            if (slot->receiving) ucp_request_cancel(state->worker, slot->receiving);
-        }
-    } else if (now >= op->stop_deadline_ns) {
-        ucx_force_close(state, op->conn);
+/* Asks UCX to cancel what the pull `outstanding` still has with it: requests its source never takes, and
+ * receives of chunks the source never finishes sending. */
+static void cancel_slots(ucp_worker_h worker, void *outstanding) {
+    ucx_staged_pull *pull = outstanding;
+    for (uint32_t s = 0; s < STAGE_SLOTS; s++) {
+        stage_slot *slot = &pull->slots[s];
+        if (slot->sending) ucp_request_cancel(worker, slot->sending);
+        if (slot->receiving) ucp_request_cancel(worker, slot->receiving);
     }
 }
 
@@ -324,7 +314,7 @@ void ucx_advance_staged(kvt_agent *agent, kvt_op *op) {
     if (atomic_load(&conn->failed) || !ep_of(conn)) fail(op, KVT_ERR_REMOTE_DISCONNECT);
     poll_copies(pull);
     ask_more(pull);
-    if (op->error != KVT_OK && pull->outstanding > 0) stop_outstanding(pull);
+    if (op->error != KVT_OK && pull->outstanding > 0) ucx_stop_outstanding(state_of(agent), op, cancel_slots, pull);
     if (in_flight(pull) || (op->error == KVT_OK && kvt_op_more(op))) return;
     /* Fail closed: bytes from a peer that died meanwhile are not trusted. A request that failed because its
      * peer is gone (its shared memory went with it: UCX's "Shared memory error") says so too. */

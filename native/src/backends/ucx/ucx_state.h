@@ -108,6 +108,15 @@ kvt_status ucx_track(void *returned, ucx_request setup);
 /* The parameters of every request: its callback, and its space (ucx_request) as user data. */
 ucp_request_param_t ucx_request_param(void);
 void ucx_on_request_done(void *request, ucs_status_t status, void *user_data);
+/* Asks UCX to cancel what an operation has outstanding (`outstanding`: the caller's own record of it). */
+typedef void ucx_cancel_fn(ucp_worker_h worker, void *outstanding);
+/*
+ * An operation that stops (canceled, its peer gone, or a request failed) with requests outstanding: asks
+ * UCX to cancel them (`cancel`, once), and force-closes the endpoint when some are still outstanding
+ * STOP_GRACE_NS later, which ends them. The caller ends the operation once none is outstanding, so its
+ * memory is then quiescent and may be deregistered. Called each progress round until then.
+ */
+void ucx_stop_outstanding(ucx_state *state, kvt_op *op, ucx_cancel_fn *cancel, void *outstanding);
 
 void ucx_advance(kvt_agent *agent, kvt_op *op);
 /* Whether the peer of `conn` is still there; force-closes its endpoint when its process is gone. */

@@ -1,5 +1,6 @@
 /* The UCX backend's requests: gets and puts (or direct copies through shared mappings), notifications and
- * heartbeat messages, and their completions. Progress thread only. */
+ * heartbeat messages, their completions, and how a stopped operation's outstanding ones are ended. Progress
+ * thread only. */
 #include "backends/ucx/ucx_state.h"
 
 #include "file_regions.h"
@@ -153,23 +154,22 @@ static uint64_t issue_request(kvt_agent *agent, kvt_op *op, uint64_t *completed_
     return length;
 }
 
-/*
- * An operation that stops (canceled, or a request failed) with requests outstanding: asks UCX to
- * cancel them, and force-closes the endpoint when some are still outstanding STOP_GRACE_NS later,
- * which ends them. The operation becomes terminal once none is outstanding, so its memory is then
- * quiescent and may be deregistered.
- */
-static void stop_outstanding(kvt_agent *agent, kvt_op *op) {
-    ucx_state *state = state_of(agent);
+void ucx_stop_outstanding(ucx_state *state, kvt_op *op, ucx_cancel_fn *cancel, void *outstanding) {
     uint64_t now = kvt_now_ns();
     if (op->stop_deadline_ns == 0) {
         op->stop_deadline_ns = now + STOP_GRACE_NS;
-        for (ucx_request *r = op->requests, *next; r; r = next) {
-            next = r->next;
-            ucp_request_cancel(state->worker, r);
-        }
+        cancel(state->worker, outstanding);
     } else if (now >= op->stop_deadline_ns) {
         ucx_force_close(state, op->conn);
+    }
+}
+
+/* Asks UCX to cancel the gets and puts of the op `outstanding`. */
+static void cancel_requests(ucp_worker_h worker, void *outstanding) {
+    kvt_op *op = outstanding;
+    for (ucx_request *r = op->requests, *next; r; r = next) {
+        next = r->next;
+        ucp_request_cancel(worker, r);
     }
 }
 
@@ -205,7 +205,7 @@ void ucx_advance(kvt_agent *agent, kvt_op *op) {
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
     if (op->error == KVT_OK && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
     if (op->error != KVT_OK && op->outstanding > 0) {
-        stop_outstanding(agent, op);
+        ucx_stop_outstanding(state_of(agent), op, cancel_requests, op);
         return;
     }
     uint64_t issued = 0, completed_now = 0;
@@ -255,7 +255,7 @@ void ucx_advance(kvt_agent *agent, kvt_op *op) {
         op->error = KVT_ERR_NOT_FOUND; /* the peer withdrew a region read: reload it */
     }
     if (op->error == KVT_OK && atomic_load(&op->cancel_requested)) op->error = KVT_ERR_CANCELED;
-    if (op->error != KVT_OK && op->outstanding > 0) stop_outstanding(agent, op);
+    if (op->error != KVT_OK && op->outstanding > 0) ucx_stop_outstanding(state_of(agent), op, cancel_requests, op);
     if (op->outstanding > 0 || (op->error == KVT_OK && kvt_op_more(op))) return;
     if (op->error == KVT_OK && op->direction == KVT_XFER_WRITE && !op->flushed) {
         /* A put completes locally before it lands; the flush confirms remote completion. */
