@@ -586,7 +586,11 @@ export class Agent {
 
   readonly #onOperationReleased = (released: Operation): void => {
     this.#pending.delete(released.id);
-    if (released.awaitingArm) this.#deliveredUnreleased -= 1;
+    if (!released.awaitingArm) return;
+    this.#deliveredUnreleased -= 1;
+    // All released: nothing is left to arm, and holding thousands of them to the next poll would keep them
+    // alive through the collections until then.
+    if (this.#deliveredUnreleased === 0) this.#delivered.length = 0;
   };
 
   /** Settles every completed operation; returns the native poll's pending bits for the other queues. */
