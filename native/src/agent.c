@@ -186,6 +186,7 @@ static void *progress_main(void *arg) {
         worked |= kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
+        kvt_stretch_check();       /* rounds of warming a peer's pages run back to back too */
         if (agent->active) {       /* operations in flight: keep the backend busy */
             if (!worked) kvt_stretch_yield();
             continue;
