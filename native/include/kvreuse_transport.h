@@ -761,6 +761,7 @@ enum {
     KVT_COUNTER_HEARTBEAT_ANSWERS,   /* answers to this agent's probes received from loaded peers, cumulative */
     KVT_COUNTER_READER_FENCES, /* times readers of exported metadata were fenced off (UCX: serving worker replaced), cumulative */
     KVT_COUNTER_FILE_READ_BYTES, /* bytes this agent READ by copying a peer's file-backed region it mapped, cumulative */
+    KVT_COUNTER_INLINE_OPERATIONS, /* small READs the posting thread copied itself (no progress-thread round trip), cumulative */
     KVT_COUNTER_COUNT,
 };
 

@@ -52,6 +52,11 @@ struct kvt_backend {
     /* (P) moves a KVT_PHASE_MOVING op forward; sets op->error on failure and op->phase = KVT_PHASE_MOVED
      * once nothing of it is in flight any more (all moved, failed, or canceled: op->cancel_requested). */
     void (*advance)(kvt_agent *agent, kvt_op *op);
+    /* (any thread) a small READ just posted, before it is launched (its regions and connection held): copies
+     * all of its bytes at once when the backend can without a request or a wait (the peer's memory is mapped
+     * here) and the peer was still there after the copy; sets op->phase = KVT_PHASE_MOVED and answers true.
+     * False, with nothing of the op counted as moved, when it cannot. NULL: never. */
+    bool (*move_inline)(kvt_agent *agent, kvt_op *op);
     /* (P) after an op that set op->confirm_peer moved its bytes: whether the connection's peer is still there
      * (false: the backend now treats the connection as failed). One answer serves every op whose bytes moved
      * before it was asked (kvt_ops_run asks once a round). NULL when the backend never sets confirm_peer. */

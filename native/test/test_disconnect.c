@@ -17,6 +17,7 @@ static int32_t read_outcome(uint32_t reader, uint32_t peer, uint64_t generation,
 }
 
 #define BATCH_PARTS 4u
+#define SMALL_READ 4096u /* copied by the poster when the source's bank is mapped here (xfer.c) */
 
 /* Reads the region in BATCH_PARTS slices posted while the reader's progress thread is stalled, so that they
  * move in one round, where one liveness check serves them all; returns how many ended with `expected`
@@ -53,6 +54,9 @@ static void read_from_a_killed_source(bool caller_memory) {
     uint32_t peer;
     uint64_t generation;
     CHECK_OK(kvt_peer_load(reader, child.blob, child.length, &peer, &generation));
+    CHECK(read_outcome(reader, peer, generation, region, SMALL_READ) == KVT_OK, "a small read from the live source");
+    CHECK(counter(reader, KVT_COUNTER_INLINE_OPERATIONS) == !caller_memory,
+          "moved inline exactly when the source's bank is mapped here");
     CHECK(read_outcome(reader, peer, generation, region, length) == KVT_OK, "a read from the live source");
     CHECK(check_pattern(memory, length, 21), "the bytes read are the source's");
     memset(memory, 0, length);
@@ -73,6 +77,10 @@ static void read_from_a_killed_source(bool caller_memory) {
     }
     source_signal(&child, SIGKILL);
     waitpid(child.child, NULL, 0);
+    /* First after the kill, before anything marked the peer: the small read's copy is not trusted either. */
+    CHECK(read_outcome(reader, peer, generation, region, SMALL_READ) == KVT_ERR_REMOTE_DISCONNECT,
+          "a small read after the kill");
+    CHECK(counter(reader, KVT_COUNTER_INLINE_OPERATIONS) == !caller_memory, "it did not end inline");
     /* Once the process is gone, every read ends with REMOTE_DISCONNECT: a mapped region's bytes are
      * not trusted (fail closed), and once the peer is marked the post itself is refused. */
     CHECK(batch_outcomes(reader, peer, generation, region, length, KVT_ERR_REMOTE_DISCONNECT) == BATCH_PARTS,

@@ -367,6 +367,55 @@ static void a_thousand_concurrent_operations(void) {
     pair_close(&p);
 }
 
+/* Posts `b` (READ or WRITE, with or without a one-byte notification) and waits for it to end OK. */
+static void move_ok(const pair *p, uint32_t direction, const batch *b, bool notify, const char *what) {
+    uint64_t op = 0;
+    CHECK_OK(batch_post(p, direction, b, notify ? (const uint8_t *)"n" : NULL, notify ? 1 : 0, &op));
+    CHECK(wait_op(p->reader, op, NULL) == KVT_OK, "%s ends OK", what);
+    CHECK_OK(kvt_xfer_release(p->reader, op));
+}
+
+/* A READ of at most 1 MiB in at most 1,024 pieces from a bank its peer allocated (mapped here through shared
+ * memory) is copied by the posting thread: it has ended, every byte in place, when the post returns. A byte
+ * more, a piece more (pieces that touch count as one), a WRITE or a notification leave it to the progress thread. */
+static void a_small_read_of_a_mapped_bank_ends_within_its_post(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback moves every operation on its progress thread");
+    uint64_t length = 2u << 20, small = 1u << 20, piece = 4096;
+    pair p = pair_open("inline-source", "inline-reader", length);
+    fill_pattern(p.source_memory, length, 23);
+    batch b = scrambled_batch(small, piece);
+    uint64_t op = 0, done = 0, total = 0;
+    int32_t status = KVT_IN_PROGRESS;
+    CHECK_OK(batch_post(&p, KVT_XFER_READ, &b, NULL, 0, &op));
+    CHECK_OK(kvt_xfer_status(p.reader, op, &status, &done, &total));
+    CHECK(status == KVT_OK && done == small && total == small, "at the post's return: %s, %llu of %llu bytes",
+          kvt_status_name(status), (unsigned long long)done, (unsigned long long)total);
+    CHECK(mirrored_equal(p.reader_memory, p.source_memory, small, piece), "every byte in place");
+    CHECK(wait_op(p.reader, op, NULL) == KVT_OK, "its completion is queued like any other");
+    CHECK_OK(kvt_xfer_release(p.reader, op));
+    CHECK(counter(p.reader, KVT_COUNTER_INLINE_OPERATIONS) == 1, "counted as moved inline");
+
+    batch over = batch_new(1);
+    over.length[0] = small + 1;
+    move_ok(&p, KVT_XFER_READ, &over, false, "a read of 1 MiB and a byte");
+    batch many = batch_new(1025);
+    for (uint32_t i = 0; i < many.count; i++) {
+        many.remote_offset[i] = many.local_offset[i] = (uint64_t)i * 128; /* apart: not merged into one */
+        many.length[i] = 64;
+    }
+    move_ok(&p, KVT_XFER_READ, &many, false, "a read of 1,025 pieces");
+    move_ok(&p, KVT_XFER_WRITE, &b, false, "a write of 1 MiB");
+    move_ok(&p, KVT_XFER_READ, &b, true, "a read of 1 MiB with a notification");
+    CHECK(counter(p.reader, KVT_COUNTER_INLINE_OPERATIONS) == 1, "none of those moved inline (counted %llu)",
+          (unsigned long long)counter(p.reader, KVT_COUNTER_INLINE_OPERATIONS));
+    CHECK(counter(p.reader, KVT_COUNTER_OPERATIONS_POSTED) == 5, "every operation counted as posted");
+    CHECK(counter(p.reader, KVT_COUNTER_INFLIGHT_OPERATIONS) == 0, "none counted in flight");
+    batch_free(&many);
+    batch_free(&over);
+    batch_free(&b);
+    pair_close(&p);
+}
+
 static void cancel_and_release(void) {
     pair p = pair_open("cancel-source", "cancel-reader", 1u << 20);
     CHECK_OK(kvt_fault_delay_completions(p.reader, KVT_DELAY_FOREVER));
@@ -485,6 +534,7 @@ static void withdrawn_or_destroyed_source(void) {
 TEST_MAIN("xfer", TEST(read_then_write_verifies_every_byte), TEST(a_batch_past_the_cache_verifies_every_byte),
           TEST(idle_warm_up_reads_a_mapped_peer_and_changes_nothing), TEST(caller_memory_reads_every_byte),
           TEST(overlapping_ranges_move_like_memmove), TEST(contiguous_descriptors_and_region_tables),
-          TEST(one_bad_descriptor_refuses_the_batch), TEST(a_thousand_concurrent_operations), TEST(cancel_and_release),
+          TEST(one_bad_descriptor_refuses_the_batch), TEST(a_thousand_concurrent_operations),
+          TEST(a_small_read_of_a_mapped_bank_ends_within_its_post), TEST(cancel_and_release),
           TEST(cancel_a_batch_held_in_flight), TEST(cancel_after_the_batch_completed),
           TEST(withdrawn_or_destroyed_source))

@@ -56,6 +56,7 @@ static const char *const counter_names[KVT_COUNTER_COUNT] = {
     "heartbeat_answers",
     "reader_fences",
     "file_read_bytes",
+    "inline_operations",
 };
 
 const char *kvt_counter_name(uint32_t index) { return index < KVT_COUNTER_COUNT ? counter_names[index] : NULL; }

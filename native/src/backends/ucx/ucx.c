@@ -616,6 +616,7 @@ const kvt_backend kvt_ucx_backend = {
     .disconnect = ucx_disconnect,
     .closing = ucx_closing,
     .advance = ucx_advance,
+    .move_inline = ucx_move_inline,
     .confirm_peer = ucx_confirm_peer,
     .advance_staged = ucx_advance_staged,
     .notify = ucx_notify,

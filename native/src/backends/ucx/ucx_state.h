@@ -119,6 +119,7 @@ typedef void ucx_cancel_fn(ucp_worker_h worker, void *outstanding);
 void ucx_stop_outstanding(ucx_state *state, kvt_op *op, ucx_cancel_fn *cancel, void *outstanding);
 
 void ucx_advance(kvt_agent *agent, kvt_op *op);
+bool ucx_move_inline(kvt_agent *agent, kvt_op *op);
 /* Whether the peer of `conn` is still there; force-closes its endpoint when its process is gone. */
 bool ucx_confirm_peer(kvt_agent *agent, kvt_conn *conn);
 kvt_status ucx_notify(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length);

@@ -272,6 +272,33 @@ void ucx_advance(kvt_agent *agent, kvt_op *op) {
     op->phase = KVT_PHASE_MOVED;
 }
 
+/* Only through the mappings UCX gave of banks on this host (shared_mapping): a file-backed region is read
+ * against its owner's liveness table, and a copy that needs the peer's help is a request to wait for. The
+ * peer's process is checked after the copy, as the progress thread does (its first check, at connect, left
+ * the check read-only, so any thread may make it); a peer found gone leaves the op to the progress thread,
+ * which fails it closed and force-closes the endpoint. */
+bool ucx_move_inline(kvt_agent *agent, kvt_op *op) {
+    (void)agent;
+    const kvt_conn *conn = op->conn;
+    for (uint32_t i = 0; i < op->count; i++)
+        if (!conn->meta.regions[op->descs[i].remote_slot].mapped) return false;
+    if (atomic_load(&conn->failed)) return false;
+    kvt_copier copier = {.streaming = false};
+    while (op->next < op->count) {
+        const kvt_remote_region *remote = &conn->meta.regions[op->descs[op->next].remote_slot];
+        copy_direct(op, &copier, remote->mapped, remote, UINT64_MAX);
+    }
+    kvt_copier_flush(&copier);
+    if (atomic_load(&conn->failed) || kvt_conn_process_gone(op->conn)) {
+        op->next = 0;
+        return false;
+    }
+    op->bytes_issued = op->bytes_total;
+    kvt_op_add_bytes_done(op, op->bytes_total);
+    op->phase = KVT_PHASE_MOVED;
+    return true;
+}
+
 bool ucx_confirm_peer(kvt_agent *agent, kvt_conn *conn) {
     if (!atomic_load(&conn->failed) && kvt_conn_process_gone(conn)) ucx_force_close(state_of(agent), conn);
     return !atomic_load(&conn->failed);
