@@ -163,6 +163,9 @@ static void yield_to_wakers(void) {
 
 static void *progress_main(void *arg) {
     kvt_agent *agent = arg;
+    /* Named, so that `top -H`, `perf` and /proc tell it from the application's own threads (UCX names its
+     * own "async"); the name is the same for every agent, as the kernel keeps only 15 bytes. */
+    (void)pthread_setname_np(pthread_self(), KVT_PROGRESS_THREAD_NAME);
     yield_to_wakers();
     kvt_stretch_begin();
     if (!start_backend(agent)) return NULL;

@@ -21,6 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What the agent's progress thread is called (at most 15 bytes: the kernel keeps no more). */
+#define KVT_PROGRESS_THREAD_NAME "kvt-progress"
+
 struct kvt_agent {
     kvt_registration entry; /* first: the services reach the agent's parts through it (entry.h) */
     char name[KVT_MAX_NAME + 1];
