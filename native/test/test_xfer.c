@@ -375,12 +375,12 @@ static void move_ok(const pair *p, uint32_t direction, const batch *b, bool noti
     CHECK_OK(kvt_xfer_release(p->reader, op));
 }
 
-/* A READ of at most 1 MiB in at most 1,024 pieces from a bank its peer allocated (mapped here through shared
+/* A READ of at most 256 KiB in at most 1,024 pieces from a bank its peer allocated (mapped here through shared
  * memory) is copied by the posting thread: it has ended, every byte in place, when the post returns. A byte
  * more, a piece more (pieces that touch count as one), a WRITE or a notification leave it to the progress thread. */
 static void a_small_read_of_a_mapped_bank_ends_within_its_post(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback moves every operation on its progress thread");
-    uint64_t length = 2u << 20, small = 1u << 20, piece = 4096;
+    uint64_t length = 2u << 20, small = 256u << 10, piece = 4096;
     pair p = pair_open("inline-source", "inline-reader", length);
     fill_pattern(p.source_memory, length, 23);
     batch b = scrambled_batch(small, piece);
@@ -397,15 +397,15 @@ static void a_small_read_of_a_mapped_bank_ends_within_its_post(void) {
 
     batch over = batch_new(1);
     over.length[0] = small + 1;
-    move_ok(&p, KVT_XFER_READ, &over, false, "a read of 1 MiB and a byte");
+    move_ok(&p, KVT_XFER_READ, &over, false, "a read of 256 KiB and a byte");
     batch many = batch_new(1025);
     for (uint32_t i = 0; i < many.count; i++) {
         many.remote_offset[i] = many.local_offset[i] = (uint64_t)i * 128; /* apart: not merged into one */
         many.length[i] = 64;
     }
     move_ok(&p, KVT_XFER_READ, &many, false, "a read of 1,025 pieces");
-    move_ok(&p, KVT_XFER_WRITE, &b, false, "a write of 1 MiB");
-    move_ok(&p, KVT_XFER_READ, &b, true, "a read of 1 MiB with a notification");
+    move_ok(&p, KVT_XFER_WRITE, &b, false, "a write of 256 KiB");
+    move_ok(&p, KVT_XFER_READ, &b, true, "a read of 256 KiB with a notification");
     CHECK(counter(p.reader, KVT_COUNTER_INLINE_OPERATIONS) == 1, "none of those moved inline (counted %llu)",
           (unsigned long long)counter(p.reader, KVT_COUNTER_INLINE_OPERATIONS));
     CHECK(counter(p.reader, KVT_COUNTER_OPERATIONS_POSTED) == 5, "every operation counted as posted");

@@ -36,7 +36,7 @@ const trailingCounterFields = [
   ['readerFences', 'reader_fences'],
   // Bytes this agent READ by copying a peer's file-backed region (Agent.register with `file`) that it mapped itself.
   ['fileReadBytes', 'file_read_bytes'],
-  // Small READs of a same-host peer's allocated bank that the posting thread copied itself (at most 1 MiB in at most
+  // Small READs of a same-host peer's allocated bank that the posting thread copied itself (at most 256 KiB in at most
   // 1,024 pieces, no notification): ended when post() returned, with no round trip through the progress thread.
   ['inlineOperations', 'inline_operations'],
 ] as const;
