@@ -29,6 +29,7 @@
     X(ucp_mem_unmap)                                                                                                   \
     X(ucp_put_nbx)                                                                                                     \
     X(ucp_request_cancel)                                                                                              \
+    X(ucp_request_check_status)                                                                                        \
     X(ucp_request_free)                                                                                                \
     X(ucp_rkey_buffer_release)                                                                                         \
     X(ucp_rkey_destroy)                                                                                                \
@@ -37,6 +38,7 @@
     X(ucp_worker_arm)                                                                                                  \
     X(ucp_worker_create)                                                                                               \
     X(ucp_worker_destroy)                                                                                              \
+    X(ucp_worker_flush_nbx)                                                                                            \
     X(ucp_worker_get_address)                                                                                          \
     X(ucp_worker_get_efd)                                                                                              \
     X(ucp_worker_progress)                                                                                             \
@@ -74,6 +76,7 @@ extern kvt_ucx_functions kvt_ucx;
 #define ucp_mem_unmap kvt_ucx.ucp_mem_unmap
 #define ucp_put_nbx kvt_ucx.ucp_put_nbx
 #define ucp_request_cancel kvt_ucx.ucp_request_cancel
+#define ucp_request_check_status kvt_ucx.ucp_request_check_status
 #define ucp_request_free kvt_ucx.ucp_request_free
 #define ucp_rkey_buffer_release kvt_ucx.ucp_rkey_buffer_release
 #define ucp_rkey_destroy kvt_ucx.ucp_rkey_destroy
@@ -82,6 +85,7 @@ extern kvt_ucx_functions kvt_ucx;
 #define ucp_worker_arm kvt_ucx.ucp_worker_arm
 #define ucp_worker_create kvt_ucx.ucp_worker_create
 #define ucp_worker_destroy kvt_ucx.ucp_worker_destroy
+#define ucp_worker_flush_nbx kvt_ucx.ucp_worker_flush_nbx
 #define ucp_worker_get_address kvt_ucx.ucp_worker_get_address
 #define ucp_worker_get_efd kvt_ucx.ucp_worker_get_efd
 #define ucp_worker_progress kvt_ucx.ucp_worker_progress
