@@ -206,11 +206,16 @@ void kvt_op_delist_locked(kvt_agent *agent, kvt_op *op) {
     kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_OPERATIONS, -1);
 }
 
+/* Counts an enlisted op as posted and in flight, however it moves. */
+static void count_posted(kvt_agent *agent) {
+    kvt_counter_add(&agent->counters, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_OPERATIONS_POSTED, 1);
+}
+
 /* Queues an enlisted op for the progress thread (the agent's lock held or not). */
 static void launch(kvt_agent *agent, kvt_op *op) {
     atomic_store_explicit(&agent->poster_cpu, sched_getcpu(), memory_order_relaxed); /* early_wake_due */
-    kvt_counter_add(&agent->counters, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
-    kvt_counter_add(&agent->counters, KVT_COUNTER_OPERATIONS_POSTED, 1);
+    count_posted(agent);
     op->command = (kvt_command){.kind = KVT_CMD_POST, .op = op};
     kvt_command_post(&agent->commands, &op->command);
 }
@@ -241,8 +246,7 @@ static void start(kvt_agent *agent, kvt_op *op) {
         launch(agent, op);
         return;
     }
-    kvt_counter_add(&agent->counters, KVT_COUNTER_INFLIGHT_OPERATIONS, 1);
-    kvt_counter_add(&agent->counters, KVT_COUNTER_OPERATIONS_POSTED, 1);
+    count_posted(agent);
     kvt_counter_add(&agent->counters, KVT_COUNTER_INLINE_OPERATIONS, 1);
     kvt_op_backend_finished(agent, op);
     if (finalize(agent, op, KVT_OK)) kvt_wake_consumer(&agent->delivery);

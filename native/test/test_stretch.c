@@ -1,5 +1,5 @@
-/* Sharing a core with Node's thread: the agent's thread is a batch thread called kvt-progress (its wake-ups do not preempt the
- * thread that woke it), and in a long stretch of work it yields the core once a millisecond. */
+/* Sharing a core with Node's thread: the agent's thread is a batch thread called kvt-progress (its wake-ups do
+ * not preempt the thread that woke it), and in a long stretch of work it yields the core once a millisecond. */
 #include "harness.h"
 #include "services/stretch.h"
 #include "services/util.h"
