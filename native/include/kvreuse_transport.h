@@ -161,8 +161,11 @@ KVT_API uint64_t kvt_thread_cpu_ns(void);
  * The calling thread's usage so far, read around a call to tell why it took long: values[0] its CPU
  * time in ns (CLOCK_THREAD_CPUTIME_ID), values[1] how often it blocked (voluntary context switches: a lock, a condition, a system
  * call that slept), values[2] how often it was preempted (involuntary context switches: runnable, but
- * another thread had the core). Writes the first min(capacity, 3) of them. KVT_ERR_INVALID_PARAM for a
- * NULL `values`; KVT_ERR_BACKEND when the kernel does not report them (getrusage RUSAGE_THREAD).
+ * another thread had the core), values[3] how long it waited for a core in ns (runnable on a run queue,
+ * after a preemption or a wake-up: /proc/thread-self/schedstat; UINT64_MAX when the kernel does not report
+ * it). Writes the first min(capacity, 4) of them; values[3], a file read, only when asked for.
+ * KVT_ERR_INVALID_PARAM for a NULL `values`; KVT_ERR_BACKEND when the kernel does not report the first three
+ * (getrusage RUSAGE_THREAD).
  */
 KVT_API int32_t kvt_thread_usage(uint64_t *values, uint32_t capacity);
 

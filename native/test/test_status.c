@@ -1,7 +1,13 @@
 /* Status codes, error details, version, capabilities and counter names. */
 #include "harness.h"
+#include "services/util.h"
 
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 static void status_names_and_texts(void) {
     CHECK(strcmp(kvt_status_name(KVT_OK), "KVT_OK") == 0, "KVT_OK name");
@@ -73,5 +79,76 @@ static void thread_usage_counts_blocking(void) {
     CHECK_DETAIL("values");
 }
 
+static atomic_bool spinner_runs, spinner_stop;
+
+static void *spin_until_stopped(void *unused) {
+    (void)unused;
+    atomic_store(&spinner_runs, true);
+    while (!atomic_load(&spinner_stop)) {
+    }
+    return NULL;
+}
+
+static uint64_t run_delay_now(void) {
+    uint64_t values[4] = {0};
+    CHECK_OK(kvt_thread_usage(values, 4));
+    return values[3];
+}
+
+/* The thread shares one CPU with a thread that spins: it cannot run all the time, so its run-queue delay
+ * must grow (the scheduler's fairness forces the hand-over; the loop ends at the first one). */
+static void thread_usage_counts_waiting_for_a_core(void) {
+    if (access("/proc/thread-self/schedstat", R_OK) != 0) {
+        CHECK(run_delay_now() == UINT64_MAX, "a kernel without schedstat reports the delay as unknown");
+        return;
+    }
+    uint64_t before = run_delay_now();
+    CHECK(before != UINT64_MAX, "the kernel reports the delay");
+    cpu_set_t saved, one;
+    CHECK(sched_getaffinity(0, sizeof saved, &saved) == 0, "affinity read");
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "pinned to one CPU");
+    atomic_store(&spinner_runs, false);
+    atomic_store(&spinner_stop, false);
+    pthread_t spinner;
+    CHECK(pthread_create(&spinner, NULL, spin_until_stopped, NULL) == 0, "spinner started"); /* inherits the pin */
+    uint64_t deadline = kvt_now_ns() + 30ull * 1000000000ull;
+    uint64_t after = before;
+    while ((after == before || !atomic_load(&spinner_runs)) && kvt_now_ns() < deadline) after = run_delay_now();
+    atomic_store(&spinner_stop, true);
+    pthread_join(spinner, NULL);
+    CHECK(sched_setaffinity(0, sizeof saved, &saved) == 0, "affinity restored");
+    CHECK(atomic_load(&spinner_runs), "the spinner ran on the shared CPU");
+    CHECK(after > before, "the wait for the core counts (%llu ns, then %llu ns)", (unsigned long long)before,
+          (unsigned long long)after);
+}
+
+static int open_fds(void) {
+    DIR *dir = opendir("/proc/self/fd");
+    int count = 0;
+    while (dir && readdir(dir)) count++;
+    if (dir) closedir(dir);
+    return count;
+}
+
+static void *read_run_delay(void *out) {
+    *(uint64_t *)out = run_delay_now();
+    return NULL;
+}
+
+/* The file a thread reads its delay from goes with the thread. */
+static void a_thread_that_read_its_delay_leaves_no_file_open(void) {
+    int before = open_fds();
+    for (int i = 0; i < 4; i++) {
+        uint64_t delay = 0;
+        pthread_t reader;
+        CHECK(pthread_create(&reader, NULL, read_run_delay, &delay) == 0, "reader started");
+        pthread_join(reader, NULL);
+    }
+    CHECK(open_fds() == before, "no file left open (%d before, %d after)", before, open_fds());
+}
+
 TEST_MAIN("status", TEST(status_names_and_texts), TEST(detail_is_thread_local_and_cleared),
-          TEST(version_and_capabilities), TEST(counter_names), TEST(thread_usage_counts_blocking))
+          TEST(version_and_capabilities), TEST(counter_names), TEST(thread_usage_counts_blocking),
+          TEST(thread_usage_counts_waiting_for_a_core), TEST(a_thread_that_read_its_delay_leaves_no_file_open))

@@ -1,3 +1,5 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -72,6 +74,44 @@ describe('monitorBlockingCalls', () => {
       'kvt_x 7.10 ms wall, 0.40 ms cpu, preempted 2×, blocked 0×',
     );
     expect(describeBlockingCall({ call: 'kvt_x', ms: 0.5 })).toBe('kvt_x 0.50 ms wall');
+  });
+
+  it('tells the time a call waited for a core from the time it held the thread', async () => {
+    openLibrary(transport.libraryPath); // binds kvt_thread_usage
+    // This thread's run-queue delay so far (ns), as the kernel reports it.
+    const waitedNs = () => Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[1]);
+    const allowed = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '';
+    const cpu = allowed.split(/[,-]/)[0] ?? '0';
+    // This (main) thread and a spinning process share one CPU: the stand-in call below spins until the
+    // kernel has made it wait for the core, which fairness forces.
+    const spinner = spawn('taskset', ['-c', cpu, process.execPath, '-e', 'for (;;) {}'], { stdio: 'ignore' });
+    const pin = (cpus: string) => {
+      const pinned = spawnSync('taskset', ['-p', '-c', cpus, String(process.pid)], { encoding: 'utf8' });
+      expect(pinned.status, pinned.stderr).toBe(0);
+    };
+    const spinsUntilItWaited = () => {
+      const start = waitedNs();
+      const deadline = Date.now() + 30_000;
+      while (waitedNs() === start && Date.now() < deadline);
+    };
+    const api: Record<string, unknown> = { kvt_spins: spinsUntilItWaited };
+    registerApi(api, { kvt_spins: spinsUntilItWaited });
+    const monitor = monitorBlockingCalls({ cpuTimeAboveMs: 0 });
+    pin(cpu);
+    try {
+      (api.kvt_spins as () => void)();
+    } finally {
+      pin(allowed);
+      spinner.kill();
+      monitor.stop();
+    }
+    const spun = monitor.slowest(5).find(({ call }) => call === 'kvt_spins');
+    expect(spun?.waitedMs).toBeGreaterThan(0);
+    expect(spun?.heldMs).toBe(Math.max(0, (spun?.ms ?? 0) - (spun?.waitedMs ?? 0)));
+    expect(monitor.longestHeld?.heldMs).toBe(Math.max(...monitor.slowest(5).map((call) => call.heldMs)));
+    expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 0.1, preempted: 1, blocked: 0, waitedMs: 6.5 })).toBe(
+      'kvt_x 7.10 ms wall, 0.10 ms cpu, preempted 1×, blocked 0×, waited 6.50 ms for a core',
+    );
   });
 
   it('adds to a long call the garbage collections Node reports during it', async () => {

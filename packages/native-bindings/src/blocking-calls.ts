@@ -25,6 +25,17 @@ export interface BlockingCall {
    */
   readonly blocked?: number;
   /**
+   * For the same calls: how long the thread waited for a core during the call (runnable, after a
+   * preemption or a wake-up: the kernel's run-queue delay), when the kernel reports it. `ms` less this is
+   * how long the call held the thread (`heldMs`).
+   */
+  readonly waitedMs?: number;
+  /**
+   * The call's wall-clock time less the time its thread waited for a core (`waitedMs`, 0 where not read):
+   * what the call itself kept the thread for, working or blocked on a lock or another thread.
+   */
+  readonly heldMs: number;
+  /**
    * For the same calls: the part of the call V8 spent collecting garbage, as Node reports its collections
    * ('gc' performance entries, a turn of the event loop after they ran; incremental marking steps are not
    * reported). Absent when no collection overlapped the call.
@@ -33,13 +44,22 @@ export interface BlockingCall {
 }
 
 /**
- * `"kvt_xfer_post 7.10 ms wall, 0.40 ms cpu, preempted 2×, blocked 0×, 0.30 ms gc"` (without the parts
- * that were not read).
+ * `"kvt_xfer_post 7.10 ms wall, 0.40 ms cpu, preempted 2×, blocked 0×, waited 6.50 ms for a core, 0.30 ms gc"`
+ * (without the parts that were not read).
  */
-export function describeBlockingCall({ call, ms, cpuMs, preempted, blocked, gcMs }: BlockingCall): string {
+export function describeBlockingCall({
+  call,
+  ms,
+  cpuMs,
+  preempted,
+  blocked,
+  waitedMs,
+  gcMs,
+}: Omit<BlockingCall, 'heldMs'>): string {
   const cpu = cpuMs === undefined ? '' : `, ${cpuMs.toFixed(2)} ms cpu`;
   const switches = preempted === undefined ? '' : `, preempted ${preempted}×, blocked ${blocked ?? 0}×`;
-  return `${call} ${ms.toFixed(2)} ms wall${cpu}${switches}${gcMs === undefined ? '' : `, ${gcMs.toFixed(2)} ms gc`}`;
+  const waited = waitedMs === undefined ? '' : `, waited ${waitedMs.toFixed(2)} ms for a core`;
+  return `${call} ${ms.toFixed(2)} ms wall${cpu}${switches}${waited}${gcMs === undefined ? '' : `, ${gcMs.toFixed(2)} ms gc`}`;
 }
 
 /** What the thread did during a long call (kvt_thread_usage read around it). */
@@ -47,6 +67,7 @@ interface ThreadUsage {
   readonly cpuMs: number;
   readonly preempted: number;
   readonly blocked: number;
+  readonly waitedMs: number | undefined;
 }
 
 /** One reading of kvt_thread_usage: the thread's CPU time and its context switches so far. */
@@ -54,6 +75,8 @@ interface ThreadUsageReading {
   readonly cpuNs: number;
   readonly blocked: number;
   readonly preempted: number;
+  /** Time spent waiting for a core so far; undefined when the kernel does not report it. */
+  readonly waitedNs: number | undefined;
 }
 
 export interface BlockingCallMonitorOptions {
@@ -64,6 +87,11 @@ export interface BlockingCallMonitorOptions {
   readonly cpuTimeAboveMs?: number;
 }
 
+/** A call's wall-clock time less its wait for a core; never below 0, as the reading before may be up to 0.1 ms old. */
+function heldMs(ms: number, waitedMs: number | undefined): number {
+  return Math.max(0, ms - (waitedMs ?? 0));
+}
+
 /** A call a monitor keeps; long enough to be looked into, it collects the garbage collections during it. */
 class RecordedCall implements BlockingCall {
   readonly call: string;
@@ -71,6 +99,8 @@ class RecordedCall implements BlockingCall {
   readonly cpuMs?: number;
   readonly preempted?: number;
   readonly blocked?: number;
+  readonly waitedMs?: number;
+  readonly heldMs: number;
   gcMs?: number;
   /** performance.now() at the call's start. */
   readonly #start: number;
@@ -83,7 +113,9 @@ class RecordedCall implements BlockingCall {
       this.cpuMs = usage.cpuMs;
       this.preempted = usage.preempted;
       this.blocked = usage.blocked;
+      if (usage.waitedMs !== undefined) this.waitedMs = usage.waitedMs;
     }
+    this.heldMs = heldMs(ms, this.waitedMs);
   }
 
   attribute(collection: PerformanceEntry): void {
@@ -104,8 +136,8 @@ const bound = new Set<BoundApi>();
 const running = new Set<BlockingCallMonitor>();
 /** The library's kvt_thread_usage (CPU time, context switches of the calling thread), once one is bound. */
 let threadUsage: ((values: BigUint64Array, capacity: number) => number) | undefined;
-/** kvt_thread_usage's three values, read as 32-bit halves: no BigInt per call. */
-const usageValues = new BigUint64Array(3);
+/** kvt_thread_usage's four values, read as 32-bit halves: no BigInt per call. */
+const usageValues = new BigUint64Array(4);
 const usageWords = new Uint32Array(usageValues.buffer);
 /** Node's reports of V8's garbage collections, observed while any monitor runs. */
 let collections: PerformanceObserver | undefined;
@@ -120,6 +152,7 @@ function attributeCollections(entries: readonly PerformanceEntry[], monitors: It
  */
 export class BlockingCallMonitor {
   #longest: RecordedCall | undefined;
+  #longestHeld: RecordedCall | undefined;
   #calls = 0;
   readonly #longestByCall = new Map<string, RecordedCall>();
   /** @internal */
@@ -133,6 +166,15 @@ export class BlockingCallMonitor {
   /** The longest call seen so far, or undefined before the first. */
   get longest(): BlockingCall | undefined {
     return this.#longest;
+  }
+
+  /**
+   * The call that held the thread longest so far (`heldMs`: its wall-clock time less its wait for a core),
+   * or undefined before the first: where `longest` was preempted, this is the longest the library itself
+   * kept the thread.
+   */
+  get longestHeld(): BlockingCall | undefined {
+    return this.#longestHeld;
   }
 
   /** How many calls were seen. */
@@ -153,15 +195,22 @@ export class BlockingCallMonitor {
   record(call: string, ms: number, start: number, usage: ThreadUsage | undefined): void {
     this.#calls++;
     const longestOfCall = ms > (this.#longestByCall.get(call)?.ms ?? -1);
-    if (!longestOfCall) return; // the common case, which allocates nothing
-    const seen = new RecordedCall(call, ms, start, ms > this.cpuTimeAboveMs ? usage : undefined);
+    const read = ms > this.cpuTimeAboveMs ? usage : undefined;
+    const longestHeld = heldMs(ms, read?.waitedMs) > (this.#longestHeld?.heldMs ?? -1);
+    if (!longestOfCall && !longestHeld) return; // the common case, which allocates nothing
+    const seen = new RecordedCall(call, ms, start, read);
+    if (longestHeld) this.#longestHeld = seen;
+    if (!longestOfCall) return;
     if (this.#longest === undefined || ms > this.#longest.ms) this.#longest = seen;
     this.#longestByCall.set(call, seen);
   }
 
   /** @internal Adds a collection to the kept calls it overlapped (the longest is the longest of its function). */
   attribute(collection: PerformanceEntry): void {
-    for (const kept of this.#longestByCall.values()) if (kept.ms > this.cpuTimeAboveMs) kept.attribute(collection);
+    const held = this.#longestHeld;
+    const kept = held === undefined || this.#longestByCall.get(held.call) === held ? [] : [held];
+    for (const call of [...this.#longestByCall.values(), ...kept])
+      if (call.ms > this.cpuTimeAboveMs) call.attribute(collection);
   }
 
   /**
@@ -202,8 +251,14 @@ export function registerApi(api: Record<string, unknown>, raw: Readonly<Record<s
 
 /** The thread's usage now (kvt_thread_usage); undefined when no library is bound or the kernel did not answer. */
 function readUsage(): ThreadUsageReading | undefined {
-  if (threadUsage === undefined || threadUsage(usageValues, 3) !== 0) return undefined;
-  return { cpuNs: usageValue(0), blocked: usageValue(1), preempted: usageValue(2) };
+  if (threadUsage === undefined || threadUsage(usageValues, 4) !== 0) return undefined;
+  const unknownWait = usageWords[6] === 0xffff_ffff && usageWords[7] === 0xffff_ffff; // UINT64_MAX
+  return {
+    cpuNs: usageValue(0),
+    blocked: usageValue(1),
+    preempted: usageValue(2),
+    waitedNs: unknownWait ? undefined : usageValue(3),
+  };
 }
 
 function usageValue(index: number): number {
@@ -259,6 +314,10 @@ function instrument(target: BoundApi): void {
                 cpuMs: (after.cpuNs - before.cpuNs) / 1e6,
                 blocked: after.blocked - before.blocked,
                 preempted: after.preempted - before.preempted,
+                waitedMs:
+                  after.waitedNs === undefined || before.waitedNs === undefined
+                    ? undefined
+                    : (after.waitedNs - before.waitedNs) / 1e6,
               };
         for (const monitor of running) monitor.record(name, ms, start, usage);
       }
