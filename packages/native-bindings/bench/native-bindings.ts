@@ -830,9 +830,10 @@ figures['facade.max_blocking_call_ms'] = {
   unit: 'ms',
   goal: '≤ 5',
   note:
-    `the longest any of ${calls} held the JavaScript thread: its wall-clock time less the time the thread waited for a core meanwhile ` +
-    `(runnable while another thread had the core: the kernel's run-queue delay, read for calls over 1 ms), so what remains is the call working ` +
-    `or blocked (on a lock, on the agent's thread): ${heldLongest === undefined ? 'none' : describeBlockingCall(heldLongest)}; ` +
+    `the longest any of ${calls} held the JavaScript thread, working or asleep on a lock or on the agent's thread ` +
+    `(read for calls over 1 ms: one that never blocked held it for its CPU time, while the rest of its wall-clock time the core ran another thread ` +
+    `or the virtual CPU did not run; one that blocked for its wall-clock time less its wait for a core, the kernel's run-queue delay): ` +
+    `held ${(heldLongest?.heldMs ?? 0).toFixed(2)} ms by ${heldLongest === undefined ? 'none' : describeBlockingCall(heldLongest)}; ` +
     `the longest of each phase: ${longestByPhase.join('; ')}; ${endState}`,
 };
 figures['facade.max_call_wall_ms'] = {

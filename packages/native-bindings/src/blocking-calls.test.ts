@@ -58,8 +58,11 @@ describe('monitorBlockingCalls', () => {
     const waited = longCalls.longest;
     expect(waited).toMatchObject({ call: 'kvt_waits', cpuMs: expect.any(Number) });
     expect(waited?.cpuMs).toBeLessThan(waited?.ms ?? 0);
-    // Atomics.wait sleeps in the kernel: the thread blocked (a voluntary switch), it was not only preempted.
+    // Atomics.wait sleeps in the kernel: the thread blocked (a voluntary switch), it was not only preempted,
+    // and the sleep counts as holding the thread.
     expect(waited?.blocked).toBeGreaterThanOrEqual(1);
+    expect(waited?.heldMs).toBe(Math.max(0, (waited?.ms ?? 0) - (waited?.waitedMs ?? 0)));
+    expect(waited?.heldMs).toBeGreaterThan(waited?.cpuMs ?? 0);
     expect(waited?.preempted).toEqual(expect.any(Number));
     expect(everyCall.slowest(2).map((call) => [call.call, call.cpuMs !== undefined])).toEqual([
       ['kvt_waits', true],
@@ -107,7 +110,9 @@ describe('monitorBlockingCalls', () => {
     }
     const spun = monitor.slowest(5).find(({ call }) => call === 'kvt_spins');
     expect(spun?.waitedMs).toBeGreaterThan(0);
-    expect(spun?.heldMs).toBe(Math.max(0, (spun?.ms ?? 0) - (spun?.waitedMs ?? 0)));
+    // It never slept: it held the thread for its CPU time, not for the time the spinner had the core.
+    expect(spun?.blocked).toBe(0);
+    expect(spun?.heldMs).toBe(Math.min(spun?.ms ?? 0, spun?.cpuMs ?? 0));
     expect(monitor.longestHeld?.heldMs).toBe(Math.max(...monitor.slowest(5).map((call) => call.heldMs)));
     expect(describeBlockingCall({ call: 'kvt_x', ms: 7.1, cpuMs: 0.1, preempted: 1, blocked: 0, waitedMs: 6.5 })).toBe(
       'kvt_x 7.10 ms wall, 0.10 ms cpu, preempted 1×, blocked 0×, waited 6.50 ms for a core',

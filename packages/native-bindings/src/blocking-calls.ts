@@ -26,13 +26,14 @@ export interface BlockingCall {
   readonly blocked?: number;
   /**
    * For the same calls: how long the thread waited for a core during the call (runnable, after a
-   * preemption or a wake-up: the kernel's run-queue delay), when the kernel reports it. `ms` less this is
-   * how long the call held the thread (`heldMs`).
+   * preemption or a wake-up: the kernel's run-queue delay), when the kernel reports it.
    */
   readonly waitedMs?: number;
   /**
-   * The call's wall-clock time less the time its thread waited for a core (`waitedMs`, 0 where not read):
-   * what the call itself kept the thread for, working or blocked on a lock or another thread.
+   * How long the call itself kept the thread: working, or asleep on a lock or another thread. For a call
+   * whose usage was read: one that never blocked held it for its CPU time (the rest of its wall-clock time
+   * the core ran something else, or the virtual CPU did not run); one that blocked, for its wall-clock
+   * time less its wait for a core (`waitedMs`). Otherwise `ms`.
    */
   readonly heldMs: number;
   /**
@@ -87,9 +88,10 @@ export interface BlockingCallMonitorOptions {
   readonly cpuTimeAboveMs?: number;
 }
 
-/** A call's wall-clock time less its wait for a core; never below 0, as the reading before may be up to 0.1 ms old. */
-function heldMs(ms: number, waitedMs: number | undefined): number {
-  return Math.max(0, ms - (waitedMs ?? 0));
+/** BlockingCall.heldMs; never above `ms` nor below 0, as the usage reading before may be up to 0.1 ms old. */
+function heldMs(ms: number, usage: ThreadUsage | undefined): number {
+  if (usage === undefined) return ms;
+  return Math.max(0, Math.min(ms, usage.blocked === 0 ? usage.cpuMs : ms - (usage.waitedMs ?? 0)));
 }
 
 /** A call a monitor keeps; long enough to be looked into, it collects the garbage collections during it. */
@@ -115,7 +117,7 @@ class RecordedCall implements BlockingCall {
       this.blocked = usage.blocked;
       if (usage.waitedMs !== undefined) this.waitedMs = usage.waitedMs;
     }
-    this.heldMs = heldMs(ms, this.waitedMs);
+    this.heldMs = heldMs(ms, usage);
   }
 
   attribute(collection: PerformanceEntry): void {
@@ -169,7 +171,7 @@ export class BlockingCallMonitor {
   }
 
   /**
-   * The call that held the thread longest so far (`heldMs`: its wall-clock time less its wait for a core),
+   * The call that held the thread longest so far (`heldMs`: working or blocked, not waiting for a core),
    * or undefined before the first: where `longest` was preempted, this is the longest the library itself
    * kept the thread.
    */
@@ -196,7 +198,7 @@ export class BlockingCallMonitor {
     this.#calls++;
     const longestOfCall = ms > (this.#longestByCall.get(call)?.ms ?? -1);
     const read = ms > this.cpuTimeAboveMs ? usage : undefined;
-    const longestHeld = heldMs(ms, read?.waitedMs) > (this.#longestHeld?.heldMs ?? -1);
+    const longestHeld = heldMs(ms, read) > (this.#longestHeld?.heldMs ?? -1);
     if (!longestOfCall && !longestHeld) return; // the common case, which allocates nothing
     const seen = new RecordedCall(call, ms, start, read);
     if (longestHeld) this.#longestHeld = seen;
