@@ -712,10 +712,11 @@ KVT_API kvt_status kvt_xfer_release(uint32_t agent, uint64_t op);
 
 /**
  * Sends `length` bytes (1..KVT_MAX_NOTIFICATION) to a KVT_PEER_READY peer at `peer_generation`.
- * Returns once the backend accepted the message (UCX: an eager active message, possibly still in
- * flight; a failure after that is only counted). Messages to one peer arrive in order. The receiver
- * sees the sender's agent name. Errors: INVALID_PARAM (size), NOT_FOUND (peer/generation),
- * REMOTE_DISCONNECT, BACKEND.
+ * Never waits for the progress thread: UCX queues a copy for it, which sends it as an eager active
+ * message; loopback delivers it from the calling thread. A failure after the call returned (the
+ * connection failed meanwhile) is only counted, under its status. Messages to one peer arrive in order.
+ * The receiver sees the sender's agent name. Errors: INVALID_PARAM (size), NOT_FOUND
+ * (peer/generation), REMOTE_DISCONNECT (the connection had failed), NO_MEMORY.
  */
 KVT_API kvt_status kvt_notify_send(uint32_t agent, uint32_t peer, uint64_t peer_generation, const uint8_t *data,
                                    uint32_t length);

@@ -52,8 +52,9 @@ KVT_API kvt_status kvt_fault_pause_issue(uint32_t agent, uint64_t bytes);
 /**
  * Stalls the agent's progress thread (`stalled` 1) as a stopped process would be: it runs no command,
  * no backend progress and no operation, and answers no probe, until called with 0, kvt_fault_clear, or
- * kvt_agent_destroy (which resumes it). Calls that wait for the progress thread (peer load, registration
- * on UCX, notification send) wait meanwhile. The loopback heartbeat tests use it to make a peer
+ * kvt_agent_destroy (which resumes it). Stalling returns once the thread is in the stall (or a shutdown
+ * began): a command queued after it waits for the stall's end. Calls that wait for the progress thread
+ * (peer load, registration on UCX) wait meanwhile. The loopback heartbeat tests use it to make a peer
  * unresponsive.
  */
 KVT_API kvt_status kvt_fault_stall_progress(uint32_t agent, uint32_t stalled);

@@ -73,6 +73,7 @@ static bool run_commands(kvt_agent *agent, bool *worked) {
  * destroy is under way), the thread does nothing but wait for a kick, as a stopped process would. */
 static bool stalled(kvt_agent *agent) {
     if (!atomic_load(&agent->faults.progress_stalled) || atomic_load(&agent->entry.closing)) return false;
+    atomic_store(&agent->faults.stall_entered, true);
     struct pollfd fd = {.fd = agent->commands.fd, .events = POLLIN};
     atomic_store(&agent->commands.sleeping, true);
     poll(&fd, 1, STALL_POLL_MS);

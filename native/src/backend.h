@@ -64,8 +64,9 @@ struct kvt_backend {
     /* (P) moves a KVT_PHASE_MOVING op of KVT_VRAM_PATH_STAGED (vram_xfer.h) forward, as `advance` does: through
      * pinned bounce buffers on both sides. NULL when the backend does not stage (such ops are refused at post). */
     void (*advance_staged)(kvt_agent *agent, kvt_op *op);
-    /* (P) sends a notification. With op != NULL it may answer KVT_IN_PROGRESS and report the end through
-     * kvt_op_notified; with op == NULL it copies `data` if it needs it after returning. */
+    /* (P, or any thread with notify_on_any_thread when op == NULL) sends a notification. With op != NULL it
+     * may answer KVT_IN_PROGRESS and report the end through kvt_op_notified; with op == NULL it copies `data`
+     * if it needs it after returning. */
     kvt_status (*notify)(kvt_agent *agent, kvt_conn *conn, kvt_op *op, const uint8_t *data, uint32_t length);
     /* (P) sends a heartbeat probe to the connection's peer; its answer reaches kvt_heartbeat_answered on this
      * agent's progress thread with `peer_id`. Nothing when it cannot be sent (it counts as unanswered). */
@@ -74,6 +75,9 @@ struct kvt_backend {
     void (*describe)(kvt_agent *agent, kvt_conn *conn, FILE *out);
     /* Whether alloc/free_allocation/map/unmap may run on any thread (no progress-thread round trip). */
     bool memory_on_any_thread;
+    /* Whether a standalone notification (op == NULL) may be sent from the caller's thread; else it is queued
+     * for the progress thread. */
+    bool notify_on_any_thread;
     /* (P) one round of backend progress; true if anything happened. */
     bool (*progress)(kvt_agent *agent);
     /* (P) blocks until the backend or command fd has events or timeout_ms passes. */

@@ -681,18 +681,41 @@ kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
 
 /* ---- standalone notifications ------------------------------------------------------------------- */
 
+/* A standalone notification queued for the progress thread, which sends it and drops the connection's
+ * reference taken for it. */
 typedef struct {
     kvt_conn *conn;
-    const uint8_t *data;
     uint32_t length;
-} notify_args;
+    uint8_t data[];
+} queued_notification;
 
-static kvt_status notify_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
-    notify_args *args = arg;
-    kvt_status status = agent->backend->notify(agent, args->conn, NULL, args->data, args->length);
+static kvt_status send_queued(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
+    (void)detail;
+    (void)detail_size;
+    queued_notification *queued = arg;
+    kvt_status status = agent->backend->notify(agent, queued->conn, NULL, queued->data, queued->length);
     if (status != KVT_OK && status != KVT_IN_PROGRESS)
-        snprintf(detail, detail_size, "kvt_notify_send: sending to peer '%s' failed", args->conn->meta.name);
+        kvt_count_result(&agent->counters, status); /* as a send that fails after UCX accepted it */
+    pthread_mutex_lock(&agent->lock);
+    kvt_conn_unref_locked(agent, queued->conn);
+    pthread_mutex_unlock(&agent->lock);
     return status;
+}
+
+/* Queues a notification to `conn` (a reference held for it, which the send drops); NO_MEMORY or
+ * REMOTE_DISCONNECT (a connection already failed) when it cannot, the reference still the caller's. */
+static kvt_status queue_notification(kvt_agent *agent, kvt_conn *conn, const uint8_t *data, uint32_t length) {
+    if (atomic_load(&conn->failed))
+        return kvt_fail(KVT_ERR_REMOTE_DISCONNECT, "kvt_notify_send: the connection to peer '%s' failed",
+                        conn->meta.name);
+    kvt_command *command = kvt_command_new_async(send_queued, sizeof(queued_notification) + length);
+    if (!command) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_notify_send: out of memory");
+    queued_notification *queued = command->arg;
+    queued->conn = conn;
+    queued->length = length;
+    memcpy(queued->data, data, length);
+    kvt_command_post(&agent->commands, command);
+    return KVT_OK;
 }
 
 kvt_status kvt_notify_peer(kvt_agent *agent, uint32_t peer_id, uint64_t peer_generation, const uint8_t *data,
@@ -703,13 +726,16 @@ kvt_status kvt_notify_peer(kvt_agent *agent, uint32_t peer_id, uint64_t peer_gen
     kvt_conn *conn = status == KVT_OK ? peer->conn : NULL;
     if (conn) conn->refs++;
     pthread_mutex_unlock(&agent->lock);
-    if (conn) {
-        notify_args args = {.conn = conn, .data = data, .length = length};
-        status = kvt_command_call(&agent->commands, notify_call, &args);
-        if (status == KVT_IN_PROGRESS) status = KVT_OK;
-        pthread_mutex_lock(&agent->lock);
-        kvt_conn_unref_locked(agent, conn);
-        pthread_mutex_unlock(&agent->lock);
+    if (!conn) return status;
+    if (agent->backend->notify_on_any_thread) {
+        status = agent->backend->notify(agent, conn, NULL, data, length);
+        if (status != KVT_OK) kvt_fail(status, "kvt_notify_send: sending to peer '%s' failed", conn->meta.name);
+    } else {
+        status = queue_notification(agent, conn, data, length);
+        if (status == KVT_OK) return KVT_OK; /* the reference is the queued send's */
     }
+    pthread_mutex_lock(&agent->lock);
+    kvt_conn_unref_locked(agent, conn);
+    pthread_mutex_unlock(&agent->lock);
     return status;
 }

@@ -116,6 +116,38 @@ static void queued_notifications_are_dropped_with_the_agent(void) {
     CHECK_OK(kvt_agent_destroy(a));
 }
 
+/* A send never waits for the sender's progress thread: sent while it is stalled, the call returns; over UCX
+ * the thread sends what was queued once it runs again, in order, and the loopback backend delivers from the
+ * calling thread at once. An agent destroyed with a send still queued sends it first. */
+static void a_send_does_not_wait_for_the_progress_thread(void) {
+    uint32_t a = make_agent("stalled-sender"), b = make_agent("stalled-receiver");
+    uint64_t generation;
+    uint32_t peer = load_peer(a, b, &generation);
+    bool queued = test_backend == KVT_BACKEND_UCX;
+    CHECK_OK(kvt_fault_stall_progress(a, 1));
+    const char *messages[] = {"first", "second", "last"};
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(kvt_notify_send(a, peer, generation, (const uint8_t *)messages[i], (uint32_t)strlen(messages[i])));
+    CHECK(counter(a, KVT_COUNTER_NOTIFICATIONS_SENT) == 2, "both sends counted");
+    CHECK(counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS) == (queued ? 0 : 2),
+          "%s while the sender's thread is stalled (%llu pending)", queued ? "nothing arrived" : "both arrived",
+          (unsigned long long)counter(b, KVT_COUNTER_PENDING_NOTIFICATIONS));
+    CHECK_OK(kvt_fault_stall_progress(a, 0));
+    char sender[KVT_MAX_NAME + 1];
+    static uint8_t data[KVT_MAX_NOTIFICATION];
+    for (int i = 0; i < 2; i++) {
+        uint32_t length = receive(b, sender, data);
+        CHECK(length == strlen(messages[i]) && memcmp(data, messages[i], length) == 0, "message %d in order", i);
+    }
+
+    CHECK_OK(kvt_fault_stall_progress(a, 1));
+    CHECK_OK(kvt_notify_send(a, peer, generation, (const uint8_t *)messages[2], (uint32_t)strlen(messages[2])));
+    CHECK_OK(kvt_agent_destroy(a));
+    uint32_t length = receive(b, sender, data);
+    CHECK(length == strlen(messages[2]) && memcmp(data, messages[2], length) == 0, "the queued send went first");
+    CHECK_OK(kvt_agent_destroy(b));
+}
+
 #if KVT_HAVE_UCX
 #include <ucp/api/ucp.h>
 
@@ -211,4 +243,5 @@ static void malformed_notifications_are_dropped(void) {
 #endif
 
 TEST_MAIN("notify", TEST(send_and_poll), TEST(transfer_completion_notification),
-          TEST(queued_notifications_are_dropped_with_the_agent) UCX_ONLY_CASES)
+          TEST(queued_notifications_are_dropped_with_the_agent),
+          TEST(a_send_does_not_wait_for_the_progress_thread) UCX_ONLY_CASES)

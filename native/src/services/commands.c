@@ -78,16 +78,19 @@ kvt_status kvt_command_call(kvt_command_queue *queue, kvt_command_call_fn call, 
     return command.result;
 }
 
-bool kvt_command_try_call_async(kvt_command_queue *queue, kvt_command_call_fn call, const void *arg, size_t arg_size) {
-    /* One block: the command, then a copy of the argument (suitably aligned after it). */
+kvt_command *kvt_command_new_async(kvt_command_call_fn call, size_t arg_size) {
+    /* One block: the command, then the argument (suitably aligned after it). */
     size_t offset = (sizeof(kvt_command) + 15u) & ~(size_t)15u;
     kvt_command *command = malloc(offset + arg_size);
+    if (command) *command = (kvt_command){.kind = KVT_CMD_CALL, .call = call, .arg = (char *)command + offset};
+    return command;
+}
+
+bool kvt_command_try_call_async(kvt_command_queue *queue, kvt_command_call_fn call, const void *arg, size_t arg_size) {
+    kvt_command *command = kvt_command_new_async(call, arg_size);
     if (!command) return false;
-    *command = (kvt_command){.kind = KVT_CMD_CALL, .call = call, .arg = (char *)command + offset};
     memcpy(command->arg, arg, arg_size);
-    pthread_mutex_lock(queue->owner_lock);
-    kvt_command_submit_locked(queue, command);
-    pthread_mutex_unlock(queue->owner_lock);
+    kvt_command_post(queue, command);
     return true;
 }
 

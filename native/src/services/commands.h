@@ -62,6 +62,9 @@ void kvt_command_submit_locked(kvt_command_queue *queue, kvt_command *command);
 void kvt_command_post(kvt_command_queue *queue, kvt_command *command);
 /* Runs `call` on the progress thread and returns its status, copying its detail. Owner's lock not held. */
 kvt_status kvt_command_call(kvt_command_queue *queue, kvt_command_call_fn call, void *arg);
+/* An asynchronous KVT_CMD_CALL of `call` with room for `arg_size` bytes of argument at command->arg, for
+ * kvt_command_post; NULL when out of memory. The progress thread frees it once it ran. */
+kvt_command *kvt_command_new_async(kvt_command_call_fn call, size_t arg_size);
 /* Queues `call` with a copy of `arg` for the progress thread and returns at once (its status is dropped);
  * false (nothing queued) when out of memory. */
 bool kvt_command_try_call_async(kvt_command_queue *queue, kvt_command_call_fn call, const void *arg, size_t arg_size);

@@ -6,6 +6,7 @@
 #include "services/status.h"
 
 #include <string.h>
+#include <time.h>
 
 void kvt_faults_init(kvt_faults *faults) { atomic_init(&faults->issue_limit, KVT_ISSUE_UNLIMITED); }
 
@@ -83,8 +84,12 @@ kvt_status kvt_fault_stall_progress(uint32_t agent_id, uint32_t stall) {
     if (stall > 1)
         return kvt_entry_finish(
             entry, kvt_fail(KVT_ERR_INVALID_PARAM, "kvt_fault_stall_progress: stalled must be 0 or 1 (got %u)", stall));
+    atomic_store(&entry->faults->stall_entered, false);
     atomic_store(&entry->faults->progress_stalled, stall == 1);
     kvt_command_kick(entry->commands);
+    /* A stall is in force once the thread saw it: a command queued from here on waits for its end. */
+    while (stall == 1 && !atomic_load(&entry->faults->stall_entered) && !atomic_load(&entry->closing))
+        nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
     return kvt_entry_finish(entry, KVT_OK);
 }
 

@@ -21,6 +21,7 @@ typedef struct kvt_faults {
      * skip the lock (kvt_fault_take). */
     _Atomic bool armed;
     _Atomic bool progress_stalled; /* kvt_fault_stall_progress */
+    _Atomic bool stall_entered;    /* the progress thread saw progress_stalled (kvt_fault_stall_progress waits) */
     _Atomic uint32_t delay_ms;     /* kvt_fault_delay_completions */
     _Atomic uint64_t issue_limit;  /* kvt_fault_pause_issue: bytes of each operation the backend may issue */
 } kvt_faults;

@@ -431,7 +431,12 @@ export class Agent {
     return blockChecksums(this.#context, request);
   }
 
-  /** Sends 1..maxNotificationBytes bytes (a string is sent as UTF-8) to a peer; returns once it has left. */
+  /**
+   * Sends 1..maxNotificationBytes bytes (a string is sent as UTF-8) to a peer, in order with the others sent
+   * to it. Never waits for the agent's thread: UCX queues a copy that the thread sends; a failure after this
+   * returned (the connection failed meanwhile) is only counted. Throws REMOTE_DISCONNECT when the
+   * connection had failed.
+   */
   sendNotification(peer: Peer, data: Uint8Array | string): void {
     this.#state.assertOpen('send a notification');
     if (!peer.belongsTo(this.#context)) throw new ForeignHandleError('Peer', String(peer.id), this.name);

@@ -242,6 +242,7 @@ const kvt_backend kvt_loopback_backend = {
     .probe = loopback_probe,
     .describe = loopback_describe,
     .memory_on_any_thread = true,
+    .notify_on_any_thread = true,
     .progress = loopback_progress,
     .sleep = loopback_sleep,
 };

@@ -646,6 +646,7 @@ const kvt_backend kvt_ucx_backend = {
     .describe = ucx_describe,
     .fence = ucx_fence,
     .memory_on_any_thread = false,
+    .notify_on_any_thread = false,
     .progress = ucx_progress,
     .sleep = ucx_sleep,
 };
