@@ -166,7 +166,7 @@ kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched)
     pthread_mutex_lock(&agent->lock);
     kvt_peer *peer = NULL;
     status = kvt_peer_lookup_locked(agent, "kvt_peer_watch", peer_id, &peer);
-    if (status == KVT_OK) {
+    if (status == KVT_OK && peer->heartbeat.watched != (watched == 1)) { /* a repeat changes nothing */
         peer->heartbeat.watched = watched == 1;
         kvt_heartbeat_wake(agent);
         kvt_command_kick(&agent->commands);
