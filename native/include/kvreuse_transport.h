@@ -433,7 +433,8 @@ KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags
  * on the calling thread, for callers that must not block (e.g. Node's thread). Each refuses at once
  * what its twin refuses before that part, with nothing changed; else it returns KVT_IN_PROGRESS and a
  * job id (unique in the agent). The progress thread does the work in the order the jobs were begun,
- * writes a byte to the wake-up pipe, and kvt_mem_job_status answers the outcome once. A shutdown
+ * writes a byte to the wake-up pipe once the jobs it took together (those begun by then) all ended, and
+ * kvt_mem_job_status answers the outcome once. A shutdown
  * accepted while a job runs waits for it (the job runs first); a destroy frees unanswered outcomes.
  */
 
@@ -563,8 +564,8 @@ KVT_API kvt_status kvt_peer_load(uint32_t agent, const uint8_t *blob, uint64_t l
  * nothing changed, what kvt_peer_load refuses before connecting (a malformed blob: INVALID_PARAM; another
  * backend: MISMATCH; NO_MEMORY), else copies what it needs of `blob` (the caller may reuse it at once) and
  * returns KVT_IN_PROGRESS and a job id. The progress thread compares, connects and installs the peer in
- * the order jobs were begun (after the memory jobs begun before it), writes a byte to the wake-up pipe,
- * and kvt_peer_load_status answers the outcome once.
+ * the order jobs were begun (after the memory jobs begun before it), writes a byte to the wake-up pipe
+ * as for memory jobs, and kvt_peer_load_status answers the outcome once.
  */
 KVT_API kvt_status kvt_peer_load_begin(uint32_t agent, const uint8_t *blob, uint64_t length, uint64_t *out_job);
 

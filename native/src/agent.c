@@ -66,6 +66,12 @@ static bool run_commands(kvt_agent *agent, bool *worked) {
         }
         command = next;
     }
+    /* One byte of its own for the batch's jobs (the completion edge, wake_signaled, stays armed): a consumer
+     * that began several finds them all ended when it wakes, instead of waking again for the last ones. */
+    if (agent->jobs_ended) {
+        agent->jobs_ended = false;
+        kvt_wake_consumer(&agent->delivery);
+    }
     return keep_running;
 }
 

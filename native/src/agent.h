@@ -76,6 +76,7 @@ struct kvt_agent {
     kvt_allocation *allocations;
     uint32_t allocation_count, allocation_capacity;
     struct kvt_mem_job *mem_jobs; /* memory jobs (kvt_mem_*_begin) not yet answered, oldest first */
+    bool jobs_ended;              /* (P) a job of the commands being run ended: their batch wakes the consumer once */
     uint64_t next_mem_job_id;
     kvt_region **regions;
     uint32_t region_count, region_capacity;

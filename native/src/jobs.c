@@ -13,7 +13,8 @@ kvt_status kvt_job_new(const char *call, kvt_mem_job **out) {
     return KVT_OK;
 }
 
-/* On the progress thread: runs the job, then records its outcome and wakes the consumer. */
+/* On the progress thread: runs the job and records its outcome; the batch of commands it ran in wakes the
+ * consumer once it ended. */
 static kvt_status run_job(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
     (void)detail;
     (void)detail_size;
@@ -25,7 +26,7 @@ static kvt_status run_job(kvt_agent *agent, void *arg, char *detail, size_t deta
     snprintf(job->detail, sizeof job->detail, "%s", failure);
     job->done = true;
     pthread_mutex_unlock(&agent->lock);
-    kvt_wake_consumer(&agent->delivery); /* a byte of its own: the completion edge (wake_signaled) stays armed */
+    agent->jobs_ended = true; /* the batch's byte (run_commands) */
     return KVT_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -425,6 +426,29 @@ static void deregistrations_begun_together_fence_readers_once(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+/* Jobs that end in one batch of the thread's commands wake the consumer once, after the last of them: begun
+ * while the thread is stalled, frees all end before the one byte they write, which is all the pipe holds. */
+static void jobs_ended_together_wake_the_consumer_once(void) {
+    enum { ALLOCATIONS = 3 };
+    uint32_t agent = make_agent("jobs-one-wake");
+    uint64_t length = 1u << 20, addresses[ALLOCATIONS], jobs[ALLOCATIONS];
+    for (uint32_t i = 0; i < ALLOCATIONS; i++) CHECK_OK(kvt_mem_alloc(agent, length, 0, &addresses[i]));
+    int32_t fd = -1;
+    CHECK_OK(kvt_agent_wake_fd(agent, &fd));
+    char bytes[64];
+    while (read(fd, bytes, sizeof bytes) > 0) {
+    }
+    CHECK_OK(kvt_fault_stall_progress(agent, 1));
+    for (uint32_t i = 0; i < ALLOCATIONS; i++)
+        CHECK_STATUS(KVT_IN_PROGRESS, kvt_mem_free_begin(agent, addresses[i], &jobs[i]));
+    CHECK_OK(kvt_fault_stall_progress(agent, 0));
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&p, 1, 60000) == 1, "the jobs' byte arrives");
+    for (uint32_t i = 0; i < ALLOCATIONS; i++) CHECK_OK(kvt_mem_job_status(agent, jobs[i]));
+    CHECK(read(fd, bytes, sizeof bytes) == 1, "one byte for %u jobs", ALLOCATIONS);
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* What kvt_mem_deregister and kvt_mem_free refuse, the begun forms refuse at once, changing nothing. */
 static void begun_deregistration_and_free_refusals(void) {
     uint32_t agent = make_agent("release-refusals");
@@ -580,5 +604,5 @@ TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlo
           TEST(begun_allocations_are_populated_off_the_calling_thread),
           TEST(begun_deregistration_and_free_leave_at_once_and_answer_once),
           TEST(begun_deregistration_and_free_refusals), TEST(deregistrations_begun_together_fence_readers_once),
-          TEST(destroy_waits_for_begun_deregistration_and_free), TEST(full_dev_shm_is_a_typed_refusal),
-          TEST(allocation_in_a_small_shm))
+          TEST(jobs_ended_together_wake_the_consumer_once), TEST(destroy_waits_for_begun_deregistration_and_free),
+          TEST(full_dev_shm_is_a_typed_refusal), TEST(allocation_in_a_small_shm))
