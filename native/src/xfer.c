@@ -681,6 +681,13 @@ kvt_status kvt_xfer_release(uint32_t agent_id, uint64_t op_id) {
 
 /* ---- standalone notifications ------------------------------------------------------------------- */
 
+/* Drops a reference to `conn` taken for a send (the agent's lock not held). */
+static void unref_conn(kvt_agent *agent, kvt_conn *conn) {
+    pthread_mutex_lock(&agent->lock);
+    kvt_conn_unref_locked(agent, conn);
+    pthread_mutex_unlock(&agent->lock);
+}
+
 /* A standalone notification queued for the progress thread, which sends it and drops the connection's
  * reference taken for it. */
 typedef struct {
@@ -696,9 +703,7 @@ static kvt_status send_queued(kvt_agent *agent, void *arg, char *detail, size_t 
     kvt_status status = agent->backend->notify(agent, queued->conn, NULL, queued->data, queued->length);
     if (status != KVT_OK && status != KVT_IN_PROGRESS)
         kvt_count_result(&agent->counters, status); /* as a send that fails after UCX accepted it */
-    pthread_mutex_lock(&agent->lock);
-    kvt_conn_unref_locked(agent, queued->conn);
-    pthread_mutex_unlock(&agent->lock);
+    unref_conn(agent, queued->conn);
     return status;
 }
 
@@ -734,8 +739,6 @@ kvt_status kvt_notify_peer(kvt_agent *agent, uint32_t peer_id, uint64_t peer_gen
         status = queue_notification(agent, conn, data, length);
         if (status == KVT_OK) return KVT_OK; /* the reference is the queued send's */
     }
-    pthread_mutex_lock(&agent->lock);
-    kvt_conn_unref_locked(agent, conn);
-    pthread_mutex_unlock(&agent->lock);
+    unref_conn(agent, conn);
     return status;
 }

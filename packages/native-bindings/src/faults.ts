@@ -50,8 +50,9 @@ export class Faults {
 
   /**
    * Stalls this agent's progress thread (`true`) as a stopped process would be: it answers no heartbeat
-   * probe and moves nothing until `stallProgress(false)`, `clear()` or `close()`. Calls that need the
-   * progress thread (loading a peer, registering on UCX, sending a notification) wait meanwhile.
+   * probe and moves nothing until `stallProgress(false)`, `clear()` or `close()`. Returns once the thread is
+   * in the stall. Calls that need the progress thread (loading a peer, registering on UCX) wait meanwhile;
+   * a notification sent over UCX waits in its queue.
    */
   stallProgress(stalled: boolean): void {
     this.#agent.assertOpen('stall progress');
