@@ -57,7 +57,12 @@ const systemPackages = [
   // The secured-etcd tests make their certificates with it.
   { name: 'openssl', present: () => commandExists('openssl') },
   { name: 'valgrind', present: () => commandExists('valgrind') },
-  { name: 'build-essential', demo: true, present: () => commandExists('cc') && commandExists('make') },
+  {
+    name: 'build-essential',
+    demo: true,
+    // c++: the tests' fake CUDA driver runs the library's kernels compiled for the host.
+    present: () => commandExists('cc') && commandExists('c++') && commandExists('make'),
+  },
   // The platform packages' libraries: @kvreuse/native-linux-arm64-gnu is cross-built, and its test runs
   // it under qemu-user.
   { name: 'gcc-aarch64-linux-gnu', present: () => commandExists('aarch64-linux-gnu-gcc') },

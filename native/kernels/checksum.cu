@@ -2,11 +2,13 @@
 // the bytes are, so verification never copies device memory to the host. Order-sensitive and parallel:
 // every 16-byte word (zero-padded at a piece's end) is mixed with its position in its piece and the
 // piece's ordinal in its group, and the group's checksum is the sum (mod 2^64) of the mixed words.
-// The same function on the host: kvt_vram_checksum_reference (src/services/cuda_kernels.c).
+// The same function on the host: kvt_block_checksum_on_host (src/services/cuda_kernels.h).
 // PTX: native/kernels/generate.mjs (nvcc -ptx -arch=compute_90) into src/services/cuda_kernels_ptx.h.
 
+// A tile of a larger piece starts at word first_word of it: its words are mixed with their places in the
+// whole piece, so cutting a piece into tiles (one per block of threads) leaves the sums as they were.
 struct kvt_checksum_piece {
-    unsigned long long address, bytes;
+    unsigned long long address, bytes, first_word;
     unsigned int group, ordinal;
 };
 
@@ -40,7 +42,7 @@ extern "C" __global__ void kvt_block_checksum(const kvt_checksum_piece *pieces, 
                     else high |= byte << (8 * (b - 8));
                 }
             }
-            sum += kvt_mix(low ^ kvt_mix(high ^ (w * 0x9e3779b97f4a7c15ull + salt)));
+            sum += kvt_mix(low ^ kvt_mix(high ^ ((piece.first_word + w) * 0x9e3779b97f4a7c15ull + salt)));
         }
         atomicAdd(&sums[piece.group], sum);
     }

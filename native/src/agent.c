@@ -3,6 +3,7 @@
 #include "agent.h"
 
 #include "blocks.h"
+#include "checksums.h"
 #include "file_regions.h"
 #include "heartbeat.h"
 #include "jobs.h"
@@ -250,6 +251,8 @@ static void agent_free(kvt_agent *agent) {
     kvt_map_free(&agent->ops);
     kvt_templates_free_all(agent);
     kvt_blocks_free_all(agent);
+    kvt_checksums_agent_free(agent);
+    pthread_mutex_destroy(&agent->checksum_lock);
     pthread_mutex_destroy(&agent->config_lock);
     pthread_mutex_destroy(&agent->lock);
     pthread_rwlock_destroy(&agent->region_lock);
@@ -278,6 +281,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     atomic_init(&agent->poster_cpu, -1);
     pthread_mutex_init(&agent->config_lock, NULL);
     pthread_mutex_init(&agent->lock, NULL);
+    pthread_mutex_init(&agent->checksum_lock, NULL);
     pthread_rwlock_init(&agent->region_lock, NULL);
     kvt_blocks_init(agent);
     bool commands_ready = kvt_commands_init(&agent->commands, &agent->lock);

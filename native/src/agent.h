@@ -106,6 +106,11 @@ struct kvt_agent {
     struct kvt_block *blocks_preparing; /* progress thread: the block being written, and how far */
     size_t blocks_prepared;
 
+    /* The stream, tables and sums kvt_mem_checksums reuses on a GPU (checksums.c), under checksum_lock: a lock
+     * of its own, held across the GPU's work and with no other lock of the agent. */
+    pthread_mutex_t checksum_lock;
+    struct kvt_checksum_gpu *checksum_gpu;
+
     /* Registered transfer templates by id (template.c); under `lock`. */
     kvt_map templates;
     uint32_t next_template_id;

@@ -1,6 +1,8 @@
 /* kvt_mem_checksums: checksums of groups of pieces of registered memory, computed where the bytes are:
  * by the checksum kernel on the GPU of vram regions (only the sums come back to the host), on the host by
  * the same function for dram. */
+#include "checksums.h"
+
 #include "agent.h"
 #include "memory.h"
 #include "services/cuda_driver.h"
@@ -54,8 +56,10 @@ static kvt_status hold_regions_locked(kvt_agent *agent, const checksum_request *
     return KVT_OK;
 }
 
-/* The piece table at the regions' addresses, each piece checked against its region's end and its group. */
-static kvt_status build_pieces(const checksum_request *req, kvt_region *const *held, kvt_checksum_piece *pieces) {
+/* How many tiles (KVT_KERNEL_TILE_BYTES at most) the request's pieces make, each piece checked against its
+ * region's end and its group. */
+static kvt_status count_tiles(const checksum_request *req, kvt_region *const *held, uint32_t *out_tiles) {
+    uint64_t tiles = 0;
     for (uint32_t i = 0; i < req->piece_count; i++) {
         if (req->region_index[i] >= req->region_count || req->group[i] >= req->group_count)
             return kvt_fail(KVT_ERR_INVALID_PARAM,
@@ -68,46 +72,142 @@ static kvt_status build_pieces(const checksum_request *req, kvt_region *const *h
                             CALL ": piece %u: offset %llu + %llu bytes exceeds region %u's %llu bytes", i,
                             (unsigned long long)req->offset[i], (unsigned long long)req->length[i], region->id,
                             (unsigned long long)region->length);
-        pieces[i] =
-            (kvt_checksum_piece){region->address + req->offset[i], req->length[i], req->group[i], req->ordinal[i]};
+        tiles += (req->length[i] + KVT_KERNEL_TILE_BYTES - 1) / KVT_KERNEL_TILE_BYTES;
     }
+    if (tiles > UINT32_MAX)
+        return kvt_fail(KVT_ERR_INVALID_PARAM, CALL ": %llu pieces of at most %u bytes are more than one call sums",
+                        (unsigned long long)tiles, KVT_KERNEL_TILE_BYTES);
+    *out_tiles = (uint32_t)tiles;
     return KVT_OK;
 }
 
-/* The kernel's sums of `count` pieces on GPU `device` into `sums` (host, group_count of them). */
-static kvt_status sums_on_gpu(uint32_t device, const kvt_checksum_piece *pieces, uint32_t count, uint32_t group_count,
-                              uint64_t *sums) {
+/* The piece table at the regions' addresses (pieces checked by count_tiles), each piece cut into tiles. */
+static void build_tiles(const checksum_request *req, kvt_region *const *held, kvt_checksum_piece *tiles) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < req->piece_count; i++) {
+        uint64_t address = held[req->region_index[i]]->address + req->offset[i];
+        for (uint64_t at = 0; at < req->length[i]; at += KVT_KERNEL_TILE_BYTES) {
+            uint64_t left = req->length[i] - at;
+            tiles[n++] = (kvt_checksum_piece){.address = address + at,
+                                              .bytes = left < KVT_KERNEL_TILE_BYTES ? left : KVT_KERNEL_TILE_BYTES,
+                                              .first_word = at / 16,
+                                              .group = req->group[i],
+                                              .ordinal = req->ordinal[i]};
+        }
+    }
+}
+
+/* What kvt_mem_checksums keeps of its work on a GPU, made on its first vram call and kept until the agent is
+ * destroyed: a stream, and one buffer in device memory and one in pinned host memory, laid out alike (the
+ * tiles, then the sums), grown as needed. A call then allocates nothing — cuMemFree waits for the whole
+ * device, a pull's copies included — and uploads its table and zeroed sums in one DMA. */
+typedef struct kvt_checksum_gpu {
+    uint32_t device;
+    CUstream stream;
+    CUdeviceptr buffer;
+    void *pinned;
+    uint64_t capacity; /* bytes of each buffer */
+} kvt_checksum_gpu;
+
+static void gpu_free(kvt_checksum_gpu *gpu) {
+    if (kvt_cuda_use_device(CALL, gpu->device) == KVT_OK) {
+        if (gpu->stream) kvt_cuda.StreamSynchronize(gpu->stream);
+        if (gpu->buffer) kvt_cuda.MemFree(gpu->buffer);
+        if (gpu->pinned) kvt_cuda.MemFreeHost(gpu->pinned);
+        if (gpu->stream) kvt_cuda.StreamDestroy(gpu->stream);
+    }
+    free(gpu);
+}
+
+void kvt_checksums_agent_free(kvt_agent *agent) {
+    if (agent->checksum_gpu) gpu_free(agent->checksum_gpu);
+    agent->checksum_gpu = NULL;
+}
+
+/* The agent's resources on `device` with room for `bytes` in each buffer (checksum_lock held): those of
+ * another GPU are given back first. */
+static kvt_status gpu_of(kvt_agent *agent, uint32_t device, uint64_t bytes, kvt_checksum_gpu **out) {
+    kvt_checksum_gpu *gpu = agent->checksum_gpu;
+    if (gpu && gpu->device != device) {
+        kvt_checksums_agent_free(agent);
+        gpu = NULL;
+    }
     kvt_status status = kvt_cuda_use_device(CALL, device);
     if (status != KVT_OK) return status;
-    CUstream stream = NULL;
-    CUdeviceptr table = 0, device_sums = 0;
-    CUresult result = kvt_cuda.StreamCreate(&stream, KVT_CU_STREAM_NON_BLOCKING);
-    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.MemAlloc(&table, count * sizeof *pieces);
-    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.MemAlloc(&device_sums, group_count * sizeof *sums);
-    if (result == KVT_CUDA_SUCCESS) /* sums is zeroed: the kernel adds into the device's copy of it */
-        result = kvt_cuda.MemcpyHtoDAsync(device_sums, sums, group_count * sizeof *sums, stream);
-    if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.MemcpyHtoDAsync(table, pieces, count * sizeof *pieces, stream);
-    if (result == KVT_CUDA_SUCCESS) status = kvt_cuda_block_checksum(CALL, device, table, count, device_sums, stream);
-    if (result == KVT_CUDA_SUCCESS && status == KVT_OK)
-        result = kvt_cuda.MemcpyDtoHAsync(sums, device_sums, group_count * sizeof *sums, stream);
-    if (result == KVT_CUDA_SUCCESS && status == KVT_OK) result = kvt_cuda.StreamSynchronize(stream);
-    if (result != KVT_CUDA_SUCCESS && status == KVT_OK) {
+    CUresult result = KVT_CUDA_SUCCESS;
+    if (!gpu) {
+        gpu = calloc(1, sizeof *gpu);
+        if (!gpu) return kvt_fail(KVT_ERR_NO_MEMORY, CALL ": out of memory");
+        gpu->device = device;
+        result = kvt_cuda.StreamCreate(&gpu->stream, KVT_CU_STREAM_NON_BLOCKING);
+        if (result != KVT_CUDA_SUCCESS) gpu->stream = NULL;
+        agent->checksum_gpu = gpu;
+    }
+    if (result == KVT_CUDA_SUCCESS && gpu->capacity < bytes) {
+        uint64_t capacity = gpu->capacity ? gpu->capacity : 64u << 10;
+        while (capacity < bytes) capacity *= 2;
+        if (gpu->buffer) kvt_cuda.MemFree(gpu->buffer);
+        if (gpu->pinned) kvt_cuda.MemFreeHost(gpu->pinned);
+        gpu->buffer = 0;
+        gpu->pinned = NULL;
+        gpu->capacity = 0;
+        result = kvt_cuda.MemAlloc(&gpu->buffer, capacity);
+        if (result == KVT_CUDA_SUCCESS) result = kvt_cuda.MemHostAlloc(&gpu->pinned, capacity, 0);
+        if (result == KVT_CUDA_SUCCESS) gpu->capacity = capacity;
+    }
+    if (result != KVT_CUDA_SUCCESS) {
+        char text[256];
+        kvt_cuda_error_text(result, text, sizeof text);
+        kvt_checksums_agent_free(agent); /* the next call starts over */
+        return kvt_fail(KVT_ERR_BACKEND, CALL ": GPU %u refused memory or a stream for the checksums (%llu bytes): %s",
+                        device, (unsigned long long)bytes, text);
+    }
+    *out = gpu;
+    return KVT_OK;
+}
+
+/* The kernel's sums of the request's `tile_count` tiles on GPU `device` into `sums` (host, group_count of
+ * them), with the agent's resources. */
+static kvt_status sums_on_gpu(kvt_agent *agent, uint32_t device, const checksum_request *req, kvt_region *const *held,
+                              uint32_t tile_count, uint64_t *sums) {
+    uint64_t table_bytes = (uint64_t)tile_count * sizeof(kvt_checksum_piece),
+             sums_bytes = req->group_count * sizeof *sums;
+    pthread_mutex_lock(&agent->checksum_lock);
+    kvt_checksum_gpu *gpu = NULL;
+    kvt_status status = gpu_of(agent, device, table_bytes + sums_bytes, &gpu);
+    CUresult result = KVT_CUDA_SUCCESS;
+    if (status == KVT_OK) {
+        build_tiles(req, held, gpu->pinned);
+        memset((uint8_t *)gpu->pinned + table_bytes, 0, sums_bytes); /* the kernel adds into them */
+        result = kvt_cuda.MemcpyHtoDAsync(gpu->buffer, gpu->pinned, table_bytes + sums_bytes, gpu->stream);
+    }
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS)
+        status = kvt_cuda_block_checksum(CALL, device, gpu->buffer, tile_count, gpu->buffer + table_bytes, gpu->stream);
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS)
+        result = kvt_cuda.MemcpyDtoHAsync((uint8_t *)gpu->pinned + table_bytes, gpu->buffer + table_bytes, sums_bytes,
+                                          gpu->stream);
+    /* Also after a refusal: nothing reuses the buffers while the stream may still read them. */
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS)
+        result = kvt_cuda.StreamSynchronize(gpu->stream);
+    else if (gpu)
+        kvt_cuda.StreamSynchronize(gpu->stream);
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS) {
+        memcpy(sums, (uint8_t *)gpu->pinned + table_bytes, sums_bytes);
+    } else if (status == KVT_OK) {
         char text[256];
         status = kvt_fail(KVT_ERR_BACKEND, CALL ": GPU %u refused the checksum's work: %s", device,
                           kvt_cuda_error_text(result, text, sizeof text));
     }
-    if (stream) kvt_cuda.StreamSynchronize(stream); /* nothing is freed under the kernel */
-    if (device_sums) kvt_cuda.MemFree(device_sums);
-    if (table) kvt_cuda.MemFree(table);
-    if (stream) kvt_cuda.StreamDestroy(stream);
+    pthread_mutex_unlock(&agent->checksum_lock);
     return status;
 }
 
 static kvt_status checksums(kvt_agent *agent, const checksum_request *req, uint64_t *out_sums) {
     kvt_region **held = calloc(req->region_count, sizeof *held);
-    kvt_checksum_piece *pieces = malloc((size_t)req->piece_count * sizeof *pieces);
     uint64_t *sums = calloc(req->group_count, sizeof *sums);
-    kvt_status status = held && pieces && sums ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, CALL ": out of memory");
+    kvt_checksum_piece *tiles = NULL;
+    uint32_t tile_count = 0;
+    kvt_status status = held && sums ? KVT_OK : kvt_fail(KVT_ERR_NO_MEMORY, CALL ": out of memory");
     bool holding = false;
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
@@ -115,11 +215,18 @@ static kvt_status checksums(kvt_agent *agent, const checksum_request *req, uint6
         pthread_mutex_unlock(&agent->lock);
         holding = status == KVT_OK;
     }
-    if (status == KVT_OK) status = build_pieces(req, held, pieces);
-    if (status == KVT_OK && held[0]->kind == KVT_MEM_VRAM)
-        status = sums_on_gpu(held[0]->device, pieces, req->piece_count, req->group_count, sums);
-    else if (status == KVT_OK)
-        kvt_block_checksum_on_host(pieces, req->piece_count, sums);
+    if (status == KVT_OK) status = count_tiles(req, held, &tile_count);
+    bool on_gpu = status == KVT_OK && held[0]->kind == KVT_MEM_VRAM;
+    if (on_gpu && tile_count > 0) {
+        status = sums_on_gpu(agent, held[0]->device, req, held, tile_count, sums);
+    } else if (status == KVT_OK && !on_gpu) {
+        if (tile_count > 0 && !(tiles = malloc((size_t)tile_count * sizeof *tiles)))
+            status = kvt_fail(KVT_ERR_NO_MEMORY, CALL ": out of memory for %u pieces", tile_count);
+        if (status == KVT_OK) {
+            build_tiles(req, held, tiles);
+            kvt_block_checksum_on_host(tiles, tile_count, sums);
+        }
+    }
     if (status == KVT_OK) memcpy(out_sums, sums, req->group_count * sizeof *sums);
     if (holding) {
         pthread_mutex_lock(&agent->lock);
@@ -127,7 +234,7 @@ static kvt_status checksums(kvt_agent *agent, const checksum_request *req, uint6
         pthread_mutex_unlock(&agent->lock);
     }
     free(held);
-    free(pieces);
+    free(tiles);
     free(sums);
     return status;
 }

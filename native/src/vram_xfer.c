@@ -205,22 +205,27 @@ static bool piece_buffer_grow(piece_buffer *buffer, uint32_t keep) {
 }
 
 /* Every piece of the op into `buffer` (*out_count of them): its descriptors, a template post's window
- * refilled until the whole post is expanded, each remote address where this process reaches it. */
+ * refilled until the whole post is expanded, each remote address where this process reaches it, and each
+ * descriptor cut into tiles of at most KVT_KERNEL_TILE_BYTES. */
 static kvt_status collect_pieces(kvt_agent *agent, kvt_op *op, piece_buffer *buffer, uint32_t *out_count) {
     uint32_t count = 0;
     kvt_status status = KVT_OK;
     while (status == KVT_OK && kvt_op_more(op)) {
         const kvt_desc *d = &op->descs[op->next++];
-        if (count == buffer->capacity && !piece_buffer_grow(buffer, count)) {
-            status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory for %u pieces", count + 1);
-            break;
-        }
         int64_t shift = 0;
         status = remote_base(agent, op, d->remote_slot, &shift);
         uint64_t remote = (uint64_t)((int64_t)d->remote_address + shift);
-        buffer->pieces[count++] = op->direction == KVT_XFER_READ
-                                      ? (kvt_gather_piece){remote, d->local_address, d->length}
-                                      : (kvt_gather_piece){d->local_address, remote, d->length};
+        bool read = op->direction == KVT_XFER_READ;
+        uint64_t source = read ? remote : d->local_address, destination = read ? d->local_address : remote;
+        for (uint64_t at = 0; status == KVT_OK && at < d->length; at += KVT_KERNEL_TILE_BYTES) {
+            if (count == buffer->capacity && !piece_buffer_grow(buffer, count)) {
+                status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory for %u pieces", count + 1);
+                break;
+            }
+            uint64_t left = d->length - at;
+            buffer->pieces[count++] = (kvt_gather_piece){source + at, destination + at,
+                                                         left < KVT_KERNEL_TILE_BYTES ? left : KVT_KERNEL_TILE_BYTES};
+        }
     }
     *out_count = count;
     return status;

@@ -62,6 +62,20 @@ void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t l
         CHECK(holds_pattern(local_address + local_offset[i], length[i], remote_offset[i], seed), "piece %d moved", i);
 }
 
+/* Two pieces larger than a gather tile and one smaller, at odd offsets, swapped between the halves. */
+void pull_large_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                       uint64_t local_address, uint64_t seed) {
+    const uint32_t zero[2] = {0, 0};
+    const uint64_t first = (160u << 10) + 3, second = PULL_BYTES - first;
+    const uint64_t local_offset[2] = {second, 0}, remote_offset[2] = {0, first}, length[2] = {first, second};
+    uint64_t op = 0;
+    CHECK_OK(kvt_xfer_post(reader, KVT_XFER_READ, peer, generation, 2, zero, local_offset, zero, remote_offset, length,
+                           1, &local, 1, &remote, NULL, 0, &op));
+    wait_completions_ok(reader, 1, PULL_BYTES, true);
+    for (int i = 0; i < 2; i++)
+        CHECK(holds_pattern(local_address + local_offset[i], length[i], remote_offset[i], seed), "piece %d moved", i);
+}
+
 /* 200 pieces of 1 KiB in reverse order, non-contiguous on both sides (so none merge): more than the piece
  * buffer's first 64, twice (the second reuses what the first grew). */
 void pull_many_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,

@@ -30,6 +30,8 @@ typedef struct {
 typedef void (*hold_fn)(int hold);
 typedef unsigned long (*held_queries_fn)(void);
 typedef int (*open_handles_fn)(void);
+typedef void (*last_launch_fn)(const char *kernel, uint32_t *pieces, uint64_t *largest);
+typedef void (*allocations_fn)(unsigned long *made, int *live);
 
 /* Runs `body` in a child process set up as `setup` says; fails when the child fails. */
 void in_child(driver_setup setup, void (*body)(void));
@@ -47,6 +49,11 @@ bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t se
  * end KVT_OK with every byte where it belongs. */
 void pull_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
                  uint64_t local_address, uint64_t seed);
+
+/* A piece of 160 KiB + 3 bytes and one of the rest of PULL_BYTES, swapped between the halves: the first
+ * is more than one gather tile (KVT_KERNEL_TILE_BYTES). */
+void pull_large_pieces(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                       uint64_t local_address, uint64_t seed);
 
 /* 200 pieces of 1 KiB in reverse order, non-contiguous on both sides (so none merge): more than the piece
  * buffer's first 64, twice (the second reuses what the first grew). */

@@ -162,8 +162,10 @@ static double checksum_gbytes_per_s(CUdeviceptr prefix, CUstream stream) {
     uint32_t count = 2352;
     kvt_checksum_piece *pieces = malloc(count * sizeof *pieces);
     for (uint32_t i = 0; i < count; i++)
-        pieces[i] =
-            (kvt_checksum_piece){prefix + i * (PREFIX_BYTES / count), PREFIX_BYTES / count, i % BLOCKS, i / BLOCKS};
+        pieces[i] = (kvt_checksum_piece){.address = prefix + i * (PREFIX_BYTES / count),
+                                         .bytes = PREFIX_BYTES / count,
+                                         .group = i % BLOCKS,
+                                         .ordinal = i / BLOCKS};
     CUdeviceptr table = device_alloc(count * sizeof *pieces), sums = device_alloc(BLOCKS * sizeof(uint64_t));
     CU(kvt_cuda.MemcpyHtoDAsync(table, pieces, count * sizeof *pieces, stream));
     for (int i = 0; i < 2; i++) must(kvt_cuda_block_checksum("gpu_figures", 0, table, count, sums, stream));

@@ -224,6 +224,15 @@ static void pull_within_the_process(void) {
     pull_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
     pull_by_template(reader, peer, generation, local, remote, pair.local_vram, 41);
     pull_many_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
+    pull_large_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
+    if (!real_driver()) {
+        uint32_t pieces = 0;
+        uint64_t largest = 0;
+        ((last_launch_fn)(uintptr_t)fake_symbol("fake_cuda_last_launch"))("kvt_gather", &pieces, &largest);
+        CHECK(pieces == 3 && largest == KVT_KERNEL_TILE_BYTES,
+              "the piece above a tile went as two tiles, the other as one (%u pieces, the largest %llu bytes)", pieces,
+              (unsigned long long)largest);
+    }
     /* WRITEs the other way: 8 KiB by descriptor, then local block 0 into the peer's block 3 by template. */
     vram_fill_pattern(pair.local_vram, PULL_BYTES, 61);
     CHECK_OK(post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, 4096, 8192, &op));
@@ -288,6 +297,7 @@ static void pull_from_the_source_process(void) {
     CHECK(open_handles() <= 0, "no handle is opened before a pull needs it");
     pull_pieces(reader, peer, generation, local, remote, local_vram, 43);
     pull_pieces(reader, peer, generation, local, remote, local_vram, 43);
+    pull_large_pieces(reader, peer, generation, local, remote, local_vram, 43);
     pull_by_template(reader, peer, generation, local, remote, local_vram, 43);
     CHECK(open_handles() < 0 || open_handles() == 1, "the peer's handle is opened once for its metadata");
     CHECK_OK(kvt_peer_unload(reader, peer));
@@ -627,7 +637,8 @@ static void gather_and_checksum(void) {
     uint8_t *host = malloc(KERNEL_BYTES), *back = malloc(KERNEL_BYTES);
     CHECK(host && back, "out of memory");
     fill_pattern(host, KERNEL_BYTES, 31);
-    CUdeviceptr buffer = device_alloc(KERNEL_BYTES), table = device_alloc(KERNEL_PIECES * sizeof(kvt_gather_piece));
+    /* The table holds the gather's pieces, then the checksum's (the larger). */
+    CUdeviceptr buffer = device_alloc(KERNEL_BYTES), table = device_alloc(KERNEL_PIECES * sizeof(kvt_checksum_piece));
     upload(buffer, host, KERNEL_BYTES, stream);
     kvt_gather_piece pieces[KERNEL_PIECES];
     plan_pieces(pieces, buffer, host);
@@ -639,7 +650,8 @@ static void gather_and_checksum(void) {
     /* Checksums of the destination pieces, 4 groups, against the host's function over the host's copy. */
     kvt_checksum_piece sums_of[KERNEL_PIECES], on_host[KERNEL_PIECES];
     for (uint32_t p = 0; p < KERNEL_PIECES; p++) {
-        sums_of[p] = (kvt_checksum_piece){pieces[p].destination, pieces[p].bytes, p % 4, p / 4};
+        sums_of[p] = (kvt_checksum_piece){
+            .address = pieces[p].destination, .bytes = pieces[p].bytes, .group = p % 4, .ordinal = p / 4};
         on_host[p] = sums_of[p];
         on_host[p].address = (uint64_t)(uintptr_t)host + (pieces[p].destination - buffer);
     }
@@ -666,15 +678,24 @@ static void gather_and_checksum(void) {
 
 static void kernels(void) { on_driver_under_test("1", gather_and_checksum); }
 
-/* kvt_mem_checksums(region, 3 pieces in 2 groups, at odd offsets) of `agent`. */
+/* kvt_mem_checksums(region, 4 pieces in 2 groups, at odd offsets, the last more than a tile) of `agent`. */
 static kvt_status checksums_of(uint32_t agent, uint32_t region, uint64_t shift, uint64_t sums[2]) {
-    const uint32_t zero[3] = {0, 0, 0}, group[3] = {0, 1, 0}, ordinal[3] = {0, 0, 1};
-    const uint64_t offset[3] = {3 + shift, 4096, 70001}, length[3] = {5000, 65536, 333};
-    return kvt_mem_checksums(agent, 3, zero, offset, length, group, ordinal, 1, &region, 2, sums);
+    const uint32_t zero[4] = {0, 0, 0, 0}, group[4] = {0, 1, 0, 1}, ordinal[4] = {0, 0, 1, 1};
+    const uint64_t offset[4] = {3 + shift, 4096, 70001, 70400}, length[4] = {5000, 65536, 333, 180000};
+    return kvt_mem_checksums(agent, 4, zero, offset, length, group, ordinal, 1, &region, 2, sums);
+}
+
+/* The fake's allocations: how many were made, how many are live. */
+static void fake_allocations(unsigned long *made, int *live) {
+    ((allocations_fn)(uintptr_t)fake_symbol("fake_cuda_allocations"))(made, live);
 }
 
 /* The same bytes in vram (the kernel) and in dram (the host) give the same sums, the host function's. */
 static void sums_where_the_bytes_are(void) {
+    unsigned long made = 0;
+    int live_before = 0, live = 0;
+    CHECK_OK(kvt_cuda_use_device("test_cuda", 0)); /* the driver loaded */
+    if (!real_driver()) fake_allocations(&made, &live_before);
     uint32_t agent = make_agent("vram-checksums");
     uint64_t vram = 0;
     uint32_t on_gpu = 0, none = 0;
@@ -686,11 +707,29 @@ static void sums_where_the_bytes_are(void) {
     fill_pattern(memory, PULL_BYTES, 53);
     uint64_t gpu[2] = {0, 0}, host[2] = {0, 0}, expected[2] = {0, 0};
     CHECK_OK(checksums_of(agent, on_gpu, 0, gpu));
+    if (!real_driver()) {
+        uint32_t tiles = 0;
+        uint64_t largest = 0;
+        ((last_launch_fn)(uintptr_t)fake_symbol("fake_cuda_last_launch"))("kvt_block_checksum", &tiles, &largest);
+        CHECK(tiles == 5 && largest == KVT_KERNEL_TILE_BYTES,
+              "the piece above a tile was summed as two tiles, the others whole (%u tiles, the largest %llu bytes)",
+              tiles, (unsigned long long)largest);
+        uint64_t again[2] = {0, 0};
+        unsigned long made_before_again = 0;
+        fake_allocations(&made_before_again, &live);
+        CHECK_OK(checksums_of(agent, on_gpu, 0, again));
+        fake_allocations(&made, &live);
+        CHECK(made == made_before_again && memcmp(again, gpu, sizeof gpu) == 0,
+              "a second call allocates nothing (%lu allocations) and sums alike", made - made_before_again);
+    }
     CHECK_OK(checksums_of(agent, on_host, 0, host));
-    const kvt_checksum_piece pieces[3] = {{(uint64_t)(uintptr_t)memory + 3, 5000, 0, 0},
-                                          {(uint64_t)(uintptr_t)memory + 4096, 65536, 1, 0},
-                                          {(uint64_t)(uintptr_t)memory + 70001, 333, 0, 1}};
-    kvt_block_checksum_on_host(pieces, 3, expected);
+    /* The pieces uncut: the sums of a piece cut into tiles are the whole piece's. */
+    const kvt_checksum_piece pieces[4] = {
+        {.address = (uint64_t)(uintptr_t)memory + 3, .bytes = 5000, .group = 0, .ordinal = 0},
+        {.address = (uint64_t)(uintptr_t)memory + 4096, .bytes = 65536, .group = 1, .ordinal = 0},
+        {.address = (uint64_t)(uintptr_t)memory + 70001, .bytes = 333, .group = 0, .ordinal = 1},
+        {.address = (uint64_t)(uintptr_t)memory + 70400, .bytes = 180000, .group = 1, .ordinal = 1}};
+    kvt_block_checksum_on_host(pieces, 4, expected);
     CHECK(memcmp(gpu, expected, sizeof gpu) == 0 && memcmp(host, expected, sizeof host) == 0,
           "vram and dram sums are the host function's");
     uint64_t untouched[2] = {7, 7};
@@ -711,6 +750,11 @@ static void sums_where_the_bytes_are(void) {
     CHECK_OK(kvt_mem_free(agent, vram));
     free_region(agent, on_host, memory);
     CHECK_OK(kvt_agent_destroy(agent));
+    if (!real_driver()) {
+        fake_allocations(&made, &live);
+        CHECK(live == live_before, "the agent's checksum memory went with it (%d allocations live, %d before)", live,
+              live_before);
+    }
 }
 
 static void block_checksums(void) { on_driver_under_test("1", sums_where_the_bytes_are); }

@@ -13,12 +13,20 @@ typedef struct {
 } kvt_gather_piece;
 _Static_assert(sizeof(kvt_gather_piece) == 24, "kvt_gather_piece matches kernels/gather.cu");
 
-/* One piece for kvt_block_checksum: its bytes count into sums[group] as the group's ordinal-th piece. */
+/* One piece for kvt_block_checksum: its bytes count into sums[group] as the group's ordinal-th piece; a tile
+ * of a larger piece says where it starts in that piece (first_word, in 16-byte words), so that its words
+ * are mixed with their places in the whole piece and the sums are those of the uncut piece. */
 typedef struct {
-    uint64_t address, bytes;
+    uint64_t address, bytes, first_word;
     uint32_t group, ordinal;
 } kvt_checksum_piece;
-_Static_assert(sizeof(kvt_checksum_piece) == 24, "kvt_checksum_piece matches kernels/checksum.cu");
+_Static_assert(sizeof(kvt_checksum_piece) == 32, "kvt_checksum_piece matches kernels/checksum.cu");
+
+/* The most bytes of one piece either kernel gives a block of threads (kvt_xfer_post and kvt_mem_checksums
+ * cut larger pieces into such tiles; a multiple of 16): a kernel takes a piece per block of threads, so 42
+ * pieces of 7 MiB would keep 42 of an H200's 132 multiprocessors busy, while 2,352 tiles of 128 KiB copy at
+ * about the speed of one device-to-device copy (on an H200: 0.162 ms against 0.150 ms for the same 308 MB). */
+#define KVT_KERNEL_TILE_BYTES (128u << 10)
 
 /* Threads per block of both kernels. */
 #define KVT_KERNEL_THREADS 256u
@@ -45,6 +53,7 @@ static inline void kvt_block_checksum_on_host(const kvt_checksum_piece *pieces, 
         const uint8_t *bytes = (const uint8_t *)(uintptr_t)pieces[p].address;
         uint64_t salt = kvt_checksum_mix(pieces[p].ordinal + 0x9e3779b97f4a7c15ull), sum = 0;
         for (uint64_t w = 0; w * 16 < pieces[p].bytes; w++) {
+            uint64_t place = pieces[p].first_word + w;
             uint64_t low = 0, high = 0;
             for (uint32_t b = 0; b < 16 && w * 16 + b < pieces[p].bytes; b++) {
                 if (b < 8)
@@ -52,7 +61,7 @@ static inline void kvt_block_checksum_on_host(const kvt_checksum_piece *pieces, 
                 else
                     high |= (uint64_t)bytes[w * 16 + b] << (8 * (b - 8));
             }
-            sum += kvt_checksum_mix(low ^ kvt_checksum_mix(high ^ (w * 0x9e3779b97f4a7c15ull + salt)));
+            sum += kvt_checksum_mix(low ^ kvt_checksum_mix(high ^ (place * 0x9e3779b97f4a7c15ull + salt)));
         }
         sums[pieces[p].group] += sum;
     }

@@ -117,6 +117,8 @@ static void *map_fd(int fd, size_t size) {
     return memory == MAP_FAILED ? NULL : memory;
 }
 
+static unsigned long allocations_made; /* under lock */
+
 static CUresult allocate(int kind, int device, size_t size, CUdeviceptr *pointer) {
     if (size == 0) return KVT_CUDA_ERROR_INVALID_VALUE;
     int fd = memfd_create("kvt-fake-cuda", MFD_CLOEXEC);
@@ -127,6 +129,7 @@ static CUresult allocate(int kind, int device, size_t size, CUdeviceptr *pointer
         *slot = (fake_allocation){
             .base = (CUdeviceptr)(uintptr_t)memory, .size = size, .device = device, .kind = kind, .fd = fd};
         *pointer = slot->base;
+        allocations_made++;
     }
     pthread_mutex_unlock(&lock);
     if (slot) return KVT_CUDA_SUCCESS;
@@ -288,6 +291,17 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pointer, CUipcMemHandle handle, unsi
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr pointer) { return release(pointer, true); }
 
+/* Not a driver entry point: how many allocations of device or pinned memory this process made, and how many of
+ * them are live, for the tests. */
+void fake_cuda_allocations(unsigned long *made, int *live);
+void fake_cuda_allocations(unsigned long *made, int *live) {
+    pthread_mutex_lock(&lock);
+    *made = allocations_made;
+    *live = 0;
+    for (size_t i = 0; i < FAKE_MAX_ALLOCATIONS; i++) *live += allocations[i].base && !allocations[i].opened;
+    pthread_mutex_unlock(&lock);
+}
+
 /* Not a driver entry point: how many IPC handles this process has open, for the tests. */
 int fake_cuda_open_handles(void);
 int fake_cuda_open_handles(void) {
@@ -377,7 +391,10 @@ CUresult cuMemcpyDtoHAsync_v2(void *destination, CUdeviceptr source, size_t size
     return copy(destination, (const void *)(uintptr_t)source, size, false, true);
 }
 
-/* Modules: the library's own PTX (recognised by its entry points) runs as host code over host memory. */
+/* Modules: the library's own PTX (recognised by its entry points) runs as host code over host memory: the
+ * kernels' source compiled for the host (kernels_on_host.cpp). */
+bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsigned int threads, void **parameters);
+
 typedef struct {
     const char *name;
 } fake_function;
@@ -401,6 +418,31 @@ CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, const char *
 
 CUresult cuModuleUnload(CUmodule module) { return module ? KVT_CUDA_SUCCESS : FAKE_INVALID_HANDLE; }
 
+/* The shape of the last launch of each kernel (gather, checksum): its pieces and the largest of them. */
+static _Atomic uint32_t last_pieces[2];
+static _Atomic uint64_t last_largest[2];
+
+/* Not a driver entry point: the shape of the last launch of the kernel `name`, for the tests. */
+void fake_cuda_last_launch(const char *name, uint32_t *pieces, uint64_t *largest);
+void fake_cuda_last_launch(const char *name, uint32_t *pieces, uint64_t *largest) {
+    int kind = strcmp(name, "kvt_gather") == 0 ? 0 : 1;
+    *pieces = atomic_load(&last_pieces[kind]);
+    *largest = atomic_load(&last_largest[kind]);
+}
+
+/* Keeps the shape of a launch of `kernel` over `count` pieces at `table`. */
+static void record_launch(const fake_function *kernel, const void *table, uint32_t count) {
+    int kind = kernel == &fake_gather ? 0 : 1;
+    uint64_t largest = 0;
+    for (uint32_t p = 0; p < count; p++) {
+        uint64_t bytes =
+            kind == 0 ? ((const kvt_gather_piece *)table)[p].bytes : ((const kvt_checksum_piece *)table)[p].bytes;
+        if (bytes > largest) largest = bytes;
+    }
+    atomic_store(&last_pieces[kind], count);
+    atomic_store(&last_largest[kind], largest);
+}
+
 CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
                         unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_bytes,
                         CUstream stream, void **parameters, void **extra) {
@@ -408,21 +450,11 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int g
     if (grid_x == 0 || grid_y != 1 || grid_z != 1 || block_x == 0 || block_y != 1 || block_z != 1 ||
         shared_bytes != 0 || extra)
         return KVT_CUDA_ERROR_INVALID_VALUE;
-    const void *kernel = function;
-    uint32_t count = *(const uint32_t *)parameters[1];
-    if (kernel == &fake_gather) {
-        const kvt_gather_piece *pieces = (const kvt_gather_piece *)(uintptr_t) * (const CUdeviceptr *)parameters[0];
-        for (uint32_t p = 0; p < count; p++)
-            memmove((void *)(uintptr_t)pieces[p].destination, (const void *)(uintptr_t)pieces[p].source,
-                    pieces[p].bytes);
-        return KVT_CUDA_SUCCESS;
-    }
-    if (kernel == &fake_checksum) {
-        const kvt_checksum_piece *pieces = (const kvt_checksum_piece *)(uintptr_t) * (const CUdeviceptr *)parameters[0];
-        kvt_block_checksum_on_host(pieces, count, (uint64_t *)(uintptr_t) * (const CUdeviceptr *)parameters[2]);
-        return KVT_CUDA_SUCCESS;
-    }
-    return FAKE_INVALID_HANDLE;
+    const fake_function *kernel = (const fake_function *)(const void *)function;
+    if (kernel != &fake_gather && kernel != &fake_checksum) return FAKE_INVALID_HANDLE;
+    record_launch(kernel, (const void *)(uintptr_t) * (const CUdeviceptr *)parameters[0],
+                  *(const uint32_t *)parameters[1]);
+    return fake_cuda_run_kernel(kernel->name, grid_x, block_x, parameters) ? KVT_CUDA_SUCCESS : FAKE_INVALID_HANDLE;
 }
 
 CUresult cuGetErrorName(CUresult error, const char **name) {
