@@ -66,6 +66,42 @@ describe('transport metadata of a rank part', () => {
     peer.unload();
   });
 
+  it('loads a part unchanged since its last load once: until its peer is invalidated or unloaded, or the part changes', async () => {
+    const load = vi.spyOn(reader, 'loadPeerInBackground');
+    const part = published(transportMetadataOf(source, ours, rank).metadata);
+    const peer = await loadRankPeer(reader, part, ours);
+    expect(await loadRankPeer(reader, part, ours)).toBe(peer);
+    expect(await loadRankPeer(reader, { ...part }, ours)).toBe(peer);
+    expect(load).toHaveBeenCalledTimes(1);
+    // Another secret object (the same key): opened and loaded again.
+    expect(await loadRankPeer(reader, part, ClusterSecret.read(join(dir, 'ours')))).toBe(peer);
+    expect(load).toHaveBeenCalledTimes(2);
+
+    peer.invalidate();
+    expect(await loadRankPeer(reader, part, ours)).toBe(peer);
+    expect(load).toHaveBeenCalledTimes(3);
+    expect(peer.info().state).toBe('ready');
+
+    const extra = await source.allocate(4096);
+    const added = source.register(extra);
+    const changed = published(transportMetadataOf(source, ours, rank).metadata);
+    expect(await loadRankPeer(reader, changed, ours)).toBe(peer);
+    expect(load).toHaveBeenCalledTimes(4);
+    expect(peer.info().regionCount).toBe(2);
+    expect(await loadRankPeer(reader, changed, ours)).toBe(peer);
+    expect(load).toHaveBeenCalledTimes(4);
+
+    peer.unload();
+    const again = await loadRankPeer(reader, changed, ours);
+    expect(again).not.toBe(peer);
+    expect(again.isOpen).toBe(true);
+    expect(load).toHaveBeenCalledTimes(5);
+    again.unload();
+    load.mockRestore();
+    await added.deregister();
+    await extra.free();
+  });
+
   it('unsigned, signed with another secret, cut short or altered: refused before the native load is called', async () => {
     const signed = transportMetadataOf(source, ours, rank).metadata;
     const altered = Buffer.from(signed);

@@ -59,6 +59,36 @@ export function transportMetadataOf(
   };
 }
 
+/** What the last load of a part gave, for a load of the same part unchanged. */
+interface LoadedPart {
+  /** The part's identity and sealed metadata, as loaded. */
+  readonly key: string;
+  readonly secret: ClusterSecret;
+  readonly peer: Peer;
+  /** The peer's generation after that load. */
+  readonly generation: bigint;
+}
+
+/** By agent, then by the part's agent name: the last part loadRankPeer loaded for it. */
+const loadedParts = new WeakMap<object, Map<string, LoadedPart>>();
+/** Past this many parts remembered for one agent, those whose peers were unloaded are forgotten. */
+const rememberedPartsSwept = 256;
+
+/** The peer a load of `key` gave, when it is still loaded, ready and at the generation that load gave it. */
+function loadedUnchanged(agent: object, agentName: string, key: string, secret: ClusterSecret): Peer | undefined {
+  const loaded = loadedParts.get(agent)?.get(agentName);
+  if (loaded === undefined || loaded.key !== key || loaded.secret !== secret || !loaded.peer.isOpen) return undefined;
+  const { state, generation } = loaded.peer.info();
+  return state === 'ready' && generation === loaded.generation ? loaded.peer : undefined;
+}
+
+function rememberLoaded(agent: object, agentName: string, loaded: LoadedPart): void {
+  let parts = loadedParts.get(agent);
+  if (parts === undefined) loadedParts.set(agent, (parts = new Map()));
+  if (parts.size >= rememberedPartsSwept) for (const [name, { peer }] of parts) if (!peer.isOpen) parts.delete(name);
+  parts.set(agentName, loaded);
+}
+
 /**
  * Loads (or refreshes: a newer generation replaces the older one) the agent of `part` as a peer of
  * `agent`, once its metadata opens under the cluster secret for this very part (its worker, incarnation,
@@ -66,7 +96,10 @@ export function transportMetadataOf(
  * another secret or for another part is refused (`TransportMetadataRefusedError`) before any byte of it reaches the
  * native layer, which hands the worker address and remote keys to UCX without a length. The load runs on
  * the agent's own thread (`loadPeerInBackground`): the JavaScript thread does not wait while UCX connects.
- * Every refusal rejects the promise with nothing loaded.
+ * Every refusal rejects the promise with nothing loaded. A part this function loaded before, unchanged (the
+ * same sealed metadata under the same secret), whose peer is still loaded, ready and at the generation that
+ * load gave it, resolves to that peer without opening or loading the metadata again: a pull loads its
+ * sources' parts every time.
  */
 export async function loadRankPeer(
   agent: Pick<Agent, 'loadPeerInBackground'>,
@@ -84,9 +117,14 @@ export async function loadRankPeer(
       metadata,
       'must be the sealed metadata in base64, as a rank part carries it',
     );
-  return agent.loadPeerInBackground(
+  const key = `${workerId}\n${incarnation}\n${ppRank}\n${tpRank}\n${metadata}`;
+  const loaded = loadedUnchanged(agent, agentName, key, secret);
+  if (loaded !== undefined) return loaded;
+  const peer = await agent.loadPeerInBackground(
     openSealedMetadata(secret, { workerId, incarnation, ppRank, tpRank, agentName }, Buffer.from(metadata, 'base64')),
   );
+  rememberLoaded(agent, agentName, { key, secret, peer, generation: peer.generation });
+  return peer;
 }
 
 function checkSecret(secret: ClusterSecret): void {
