@@ -90,13 +90,24 @@ describe('agent.blockChecksums', () => {
     for (const side of [...source, ...destination]) await closeRank(side);
   });
 
-  it('refuses a missing bank and a region of another agent', async () => {
+  it('refuses a missing bank, a region of another agent, a block that is not an index and an offset past its region', async () => {
     const { source, destination, template } = await openWorkers();
     const prefill = destination[0] as RankSide;
     const request = { template, pair: 0, side: 'destination' as const, blocks: [0] };
     expect(() => prefill.agent.blockChecksums({ ...request, regions: [] })).toThrow(InvalidArgumentError);
     const foreign = (source[0] as RankSide).regions;
     expect(() => prefill.agent.blockChecksums({ ...request, regions: foreign })).toThrow(ForeignHandleError);
+    for (const block of [-1, 1.5, 2 ** 32])
+      expect(() => prefill.agent.blockChecksums({ ...request, regions: prefill.regions, blocks: [block] })).toThrow(
+        expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringContaining('blocks[0]') }),
+      );
+    // An offset past 2^32 reaches the library whole: its refusal names it.
+    const far = { ...template, destinationBase: template.destinationBase.map((base) => base + 2n ** 32n + 16n) };
+    const route = template.pairRouteStart[0] as number;
+    const offset = (template.destinationBase[route] as bigint) + 2n ** 32n + 16n;
+    expect(() => prefill.agent.blockChecksums({ ...request, template: far, regions: prefill.regions })).toThrow(
+      expect.objectContaining({ code: 'INVALID_PARAM', message: expect.stringContaining(`offset ${offset} +`) }),
+    );
     for (const side of [...source, ...destination]) await closeRank(side);
   });
 });

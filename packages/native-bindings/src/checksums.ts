@@ -47,14 +47,62 @@ function regionSlot(agent: AgentContext, request: BlockChecksumsRequest, bank: n
   return known >= 0 ? known : table.push(region) - 1;
 }
 
+/** One block's pieces at block 0, route by route and row by row, and how each moves with the block. */
+interface BlockPattern {
+  readonly slot: Uint32Array;
+  readonly offset: Float64Array;
+  readonly blockStride: Float64Array;
+  readonly length: BigUint64Array;
+  readonly ordinal: Uint32Array;
+}
+
+function blockPattern(
+  agent: AgentContext,
+  request: BlockChecksumsRequest,
+  pair: number,
+  table: Region[],
+): BlockPattern {
+  const { template, side } = request;
+  const [first, end] = [template.pairRouteStart[pair] as number, template.pairRouteStart[pair + 1] as number];
+  let rows = 0;
+  for (let r = first; r < end; r++) rows += template.rows[r] as number;
+  const pattern = {
+    slot: new Uint32Array(rows),
+    offset: new Float64Array(rows),
+    blockStride: new Float64Array(rows),
+    length: new BigUint64Array(rows),
+    ordinal: Uint32Array.from({ length: rows }, (_, i) => i),
+  };
+  const onSource = side === 'source';
+  for (let r = first, at = 0; r < end; r++) {
+    const slot = regionSlot(
+      agent,
+      request,
+      (onSource ? template.sourceBank : template.destinationBank)[r] as number,
+      table,
+    );
+    // Numbers: every offset inside a region is below 2^53 (a region's bytes are a safe integer).
+    const base = Number((onSource ? template.sourceBase : template.destinationBase)[r]);
+    const blockStride = Number((onSource ? template.sourceBlockStride : template.destinationBlockStride)[r]);
+    const rowStride = Number((onSource ? template.sourceRowStride : template.destinationRowStride)[r]);
+    for (let k = 0; k < (template.rows[r] as number); k++, at++) {
+      pattern.slot[at] = slot;
+      pattern.offset[at] = base + k * rowStride;
+      pattern.blockStride[at] = blockStride;
+      pattern.length[at] = template.rowBytes[r] as bigint;
+    }
+  }
+  return pattern;
+}
+
 function piecesOf(agent: AgentContext, request: BlockChecksumsRequest): Pieces {
   const { template, side, blocks } = request;
   const pair = pairOf(template, request.pair);
   if (side !== 'source' && side !== 'destination')
     throw new InvalidArgumentError('side', side, "must be 'source' or 'destination'");
-  const [first, end] = [template.pairRouteStart[pair] as number, template.pairRouteStart[pair + 1] as number];
-  let rows = 0;
-  for (let r = first; r < end; r++) rows += template.rows[r] as number;
+  const table: Region[] = [];
+  const pattern = blockPattern(agent, request, pair, table);
+  const rows = pattern.slot.length;
   const count = rows * blocks.length;
   const pieces = {
     regionIndex: new Uint32Array(count),
@@ -63,28 +111,21 @@ function piecesOf(agent: AgentContext, request: BlockChecksumsRequest): Pieces {
     group: new Uint32Array(count),
     ordinal: new Uint32Array(count),
   };
-  const table: Region[] = [];
-  const onSource = side === 'source';
-  let at = 0;
-  for (let i = 0; i < blocks.length; i++) {
-    const block = BigInt(blocks[i] as number);
-    for (let r = first, ordinal = 0; r < end; r++) {
-      const slot = regionSlot(
-        agent,
-        request,
-        (onSource ? template.sourceBank : template.destinationBank)[r] as number,
-        table,
-      );
-      const base = (onSource ? template.sourceBase : template.destinationBase)[r] as bigint;
-      const blockStride = (onSource ? template.sourceBlockStride : template.destinationBlockStride)[r] as bigint;
-      const rowStride = (onSource ? template.sourceRowStride : template.destinationRowStride)[r] as bigint;
-      for (let k = 0; k < (template.rows[r] as number); k++, at++, ordinal++) {
-        pieces.regionIndex[at] = slot;
-        pieces.offset[at] = base + block * blockStride + BigInt(k) * rowStride;
-        pieces.length[at] = template.rowBytes[r] as bigint;
-        pieces.group[at] = i;
-        pieces.ordinal[at] = ordinal;
-      }
+  // The offsets written as 32-bit halves (little-endian, as every platform the library is built for).
+  const offsetHalves = new Uint32Array(pieces.offset.buffer);
+  for (let i = 0, at = 0; i < blocks.length; i++) {
+    const block = blocks[i] as number;
+    if (!Number.isInteger(block) || block < 0 || block > 0xffff_ffff)
+      throw new InvalidArgumentError(`blocks[${i}]`, block, 'must be a block index (a uint32)');
+    pieces.regionIndex.set(pattern.slot, at);
+    pieces.length.set(pattern.length, at);
+    pieces.ordinal.set(pattern.ordinal, at);
+    pieces.group.fill(i, at, at + rows);
+    for (let k = 0; k < rows; k++, at++) {
+      const offset = (pattern.offset[k] as number) + block * (pattern.blockStride[k] as number);
+      const high = Math.floor(offset / 0x1_0000_0000);
+      offsetHalves[2 * at] = offset - high * 0x1_0000_0000;
+      offsetHalves[2 * at + 1] = high;
     }
   }
   return { ...pieces, regions: Uint32Array.from(table, (region) => region.id) };
