@@ -254,17 +254,11 @@ export class PullSide {
 
   /** A `vram` bank on either side needs the admission gate, passing for both workers. */
   async #checkAdmission(source: Worker, destination: Worker): Promise<void> {
-    const vram = [source, destination].flatMap((worker) =>
-      worker.ranks.flatMap((part) =>
-        part.banks.flatMap((bank, index) =>
-          bank.memKind === 'vram' ? [`${worker.workerId} ${describeRank(rankOf(part))} bank ${index}`] : [],
-        ),
-      ),
-    );
-    if (vram.length === 0) return;
+    const vram = firstVramBank(source) ?? firstVramBank(destination);
+    if (vram === undefined) return;
     const gate = this.#options.admissionGate;
     if (gate === undefined)
-      throw new PullRefusedError('admission', `${vram[0]} is vram and no admission gate is installed`);
+      throw new PullRefusedError('admission', `${vram} is vram and no admission gate is installed`);
     for (const worker of [source, destination]) {
       const verdict = await Promise.resolve()
         .then(() => gate.evaluate(worker))
@@ -276,6 +270,15 @@ export class PullSide {
         throw new PullRefusedError('admission', `${gate.name} refused ${worker.workerId}: ${verdict.reason}`);
     }
   }
+}
+
+/** The first of `worker`'s banks in vram, described, if it has one. */
+function firstVramBank(worker: Worker): string | undefined {
+  for (const part of worker.ranks) {
+    const index = part.banks.findIndex((bank) => bank.memKind === 'vram');
+    if (index >= 0) return `${worker.workerId} ${describeRank(rankOf(part))} bank ${index}`;
+  }
+  return undefined;
 }
 
 /** A recompute reason for each source rank whose pin was refused or failed (`parts` in the order of `pinned`). */

@@ -172,9 +172,10 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
   const quarantined = posted
     .filter((_, i) => endings[i] === 'quarantined')
     .map(({ operation }) => operation.quiescence);
-  // Every reading operation is quiescent (or, if quarantined, released later on its quiescence).
+  // Every reading operation is quiescent (or, if quarantined, released later on its quiescence). The
+  // release goes out now and is waited for after the verification, which reads only this rank's memory and
+  // the checksums the grants carried: the sources answer while this rank sums what it read.
   const released = Promise.all(quarantined).then(() => releasePins(uniquePins, options.beforeRelease));
-  if (quarantined.length === 0) await released;
 
   let bytesMoved = 0;
   for (const { pair, operation } of posted) {
@@ -195,6 +196,7 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
     sampleEvery,
   );
   const checkedBlocks = checked.length === 0 ? 0 : verifyPairs(options, pins, checked, granted, reasons);
+  if (quarantined.length === 0) await released;
 
   reasons.sort((a, b) => a.fromBlock - b.fromBlock);
   const blocks = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
