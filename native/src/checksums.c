@@ -75,8 +75,9 @@ static kvt_status count_tiles(const checksum_request *req, kvt_region *const *he
         tiles += (req->length[i] + KVT_KERNEL_TILE_BYTES - 1) / KVT_KERNEL_TILE_BYTES;
     }
     if (tiles > UINT32_MAX)
-        return kvt_fail(KVT_ERR_INVALID_PARAM, CALL ": %llu pieces of at most %u bytes are more than one call sums",
-                        (unsigned long long)tiles, KVT_KERNEL_TILE_BYTES);
+        return kvt_fail(KVT_ERR_INVALID_PARAM,
+                        CALL ": the pieces make %llu tiles of at most %u bytes; one call sums at most %u",
+                        (unsigned long long)tiles, KVT_KERNEL_TILE_BYTES, UINT32_MAX);
     *out_tiles = (uint32_t)tiles;
     return KVT_OK;
 }
@@ -87,9 +88,8 @@ static void build_tiles(const checksum_request *req, kvt_region *const *held, kv
     for (uint32_t i = 0; i < req->piece_count; i++) {
         uint64_t address = held[req->region_index[i]]->address + req->offset[i];
         for (uint64_t at = 0; at < req->length[i]; at += KVT_KERNEL_TILE_BYTES) {
-            uint64_t left = req->length[i] - at;
             tiles[n++] = (kvt_checksum_piece){.address = address + at,
-                                              .bytes = left < KVT_KERNEL_TILE_BYTES ? left : KVT_KERNEL_TILE_BYTES,
+                                              .bytes = kvt_tile_bytes(req->length[i], at),
                                               .first_word = at / 16,
                                               .group = req->group[i],
                                               .ordinal = req->ordinal[i]};

@@ -222,9 +222,7 @@ static kvt_status collect_pieces(kvt_agent *agent, kvt_op *op, piece_buffer *buf
                 status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory for %u pieces", count + 1);
                 break;
             }
-            uint64_t left = d->length - at;
-            buffer->pieces[count++] = (kvt_gather_piece){source + at, destination + at,
-                                                         left < KVT_KERNEL_TILE_BYTES ? left : KVT_KERNEL_TILE_BYTES};
+            buffer->pieces[count++] = (kvt_gather_piece){source + at, destination + at, kvt_tile_bytes(d->length, at)};
         }
     }
     *out_count = count;

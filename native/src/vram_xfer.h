@@ -31,7 +31,7 @@ kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt
                              uint32_t local_count, const uint32_t *remote_slots, uint32_t remote_count);
 
 /* (P) Moves a vram op forward; a host-staged one through the backend's advance_staged. An IPC op's first call opens the peer's handles (once per loaded metadata),
- * uploads the piece table (every descriptor of the op; a template post's expanded whole) and launches the gather and an event on the op's own stream; later calls ask
+ * uploads the piece table (every descriptor of the op, cut into tiles; a template post's expanded whole) and launches the gather and an event on the agent's stream; later calls ask
  * the event. The op becomes KVT_PHASE_MOVED only once the stream's work completed (a cancel waits for it). */
 void kvt_vram_advance(kvt_agent *agent, kvt_op *op);
 
