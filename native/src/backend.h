@@ -31,7 +31,7 @@ struct kvt_backend {
     /* (P) at thread start / end. */
     kvt_status (*start)(kvt_agent *agent, char *detail, size_t detail_size);
     void (*stop)(kvt_agent *agent);
-    /* (P) memory. */
+    /* (P) memory, unless the flags below say alloc/free_allocation or map/unmap may run on any thread. */
     kvt_status (*alloc)(kvt_agent *agent, kvt_allocation *allocation, char *detail, size_t detail_size);
     void (*free_allocation)(kvt_agent *agent, kvt_allocation *allocation);
     kvt_status (*map)(kvt_agent *agent, kvt_region *region, const kvt_allocation *exact, char *detail,
@@ -73,8 +73,13 @@ struct kvt_backend {
     void (*probe)(kvt_agent *agent, kvt_conn *conn, uint32_t peer_id);
     /* (P) writes a description of the path to the peer (UCX: the endpoint's lanes). */
     void (*describe)(kvt_agent *agent, kvt_conn *conn, FILE *out);
-    /* Whether alloc/free_allocation/map/unmap may run on any thread (no progress-thread round trip). */
-    bool memory_on_any_thread;
+    /* Whether alloc/free_allocation may run on any thread, concurrently with the progress thread and with
+     * each other (no progress-thread round trip). */
+    bool allocation_on_any_thread;
+    /* Whether map/unmap may, as well. A backend whose progress thread itself serves readers keeps them (P):
+     * the thread learns of a region through its queue, which orders the caller's writes to the memory
+     * before every read it serves. */
+    bool registration_on_any_thread;
     /* Whether a standalone notification (op == NULL) may be sent from the caller's thread; else it is queued
      * for the progress thread. */
     bool notify_on_any_thread;

@@ -346,6 +346,59 @@ static void begun_allocations_are_populated_off_the_calling_thread(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+typedef struct {
+    uint32_t agent;
+    uint64_t length, begun, job, allocated;
+    kvt_status statuses[3];
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    bool done;
+} allocation_calls;
+
+static void *make_allocation_calls(void *arg) {
+    allocation_calls *calls = arg;
+    calls->statuses[0] = kvt_mem_alloc_begin(calls->agent, calls->length, 0, &calls->begun, &calls->job);
+    calls->statuses[1] = kvt_mem_alloc(calls->agent, calls->length, 0, &calls->allocated);
+    calls->statuses[2] = kvt_mem_free(calls->agent, calls->allocated);
+    pthread_mutex_lock(&calls->lock);
+    calls->done = true;
+    pthread_cond_signal(&calls->done_cond);
+    pthread_mutex_unlock(&calls->lock);
+    return NULL;
+}
+
+/* Allocating and freeing never wait for the progress thread: the calls end while it is stalled (a thread
+ * makes them, so that a call that waited fails the check instead of hanging the test); the begun
+ * allocation's pages are backed once the thread runs again. */
+static void allocation_calls_do_not_wait_for_the_progress_thread(void) {
+    allocation_calls calls = {.agent = make_agent("allocation-calls"),
+                              .length = 1u << 20,
+                              .done_cond = PTHREAD_COND_INITIALIZER,
+                              .lock = PTHREAD_MUTEX_INITIALIZER};
+    CHECK_OK(kvt_fault_stall_progress(calls.agent, 1));
+    pthread_t caller;
+    CHECK(pthread_create(&caller, NULL, make_allocation_calls, &calls) == 0, "thread");
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 60;
+    pthread_mutex_lock(&calls.lock);
+    while (!calls.done && pthread_cond_timedwait(&calls.done_cond, &calls.lock, &deadline) == 0) {
+    }
+    bool done = calls.done;
+    pthread_mutex_unlock(&calls.lock);
+    bool job_waits = done && kvt_mem_job_status(calls.agent, calls.job) == KVT_IN_PROGRESS;
+    CHECK_OK(kvt_fault_stall_progress(calls.agent, 0));
+    pthread_join(caller, NULL);
+    CHECK(done, "the allocation calls ended while the progress thread was stalled");
+    CHECK(job_waits, "the begun allocation's pages wait for the progress thread");
+    CHECK(calls.statuses[0] == KVT_IN_PROGRESS, "kvt_mem_alloc_begin: %s", kvt_status_name(calls.statuses[0]));
+    CHECK(calls.statuses[1] == KVT_OK && calls.statuses[2] == KVT_OK, "kvt_mem_alloc: %s, kvt_mem_free: %s",
+          kvt_status_name(calls.statuses[1]), kvt_status_name(calls.statuses[2]));
+    CHECK_OK(job_outcome(calls.agent, calls.job));
+    CHECK_OK(kvt_mem_free(calls.agent, calls.begun));
+    CHECK_OK(kvt_agent_destroy(calls.agent));
+}
+
 /* Exports the agent's metadata, as publishing it does: readers may now hold its regions' keys. */
 static void export_metadata(uint32_t agent) {
     uint64_t blob_length = 0;
@@ -602,6 +655,7 @@ TEST_MAIN("memory", TEST(alloc_is_page_aligned_and_counted), TEST(alloc_with_mlo
           TEST(overlap_is_per_agent), TEST(free_refuses_while_registered_inside), TEST(many_regions),
           TEST(the_table_grows_under_loopback_reads), TEST(allocations_are_prefaulted),
           TEST(begun_allocations_are_populated_off_the_calling_thread),
+          TEST(allocation_calls_do_not_wait_for_the_progress_thread),
           TEST(begun_deregistration_and_free_leave_at_once_and_answer_once),
           TEST(begun_deregistration_and_free_refusals), TEST(deregistrations_begun_together_fence_readers_once),
           TEST(jobs_ended_together_wake_the_consumer_once), TEST(destroy_waits_for_begun_deregistration_and_free),

@@ -1,6 +1,7 @@
-/* The UCX backend. Everything here runs on the agent's progress thread, which alone owns the ucp
- * context and worker (UCS_THREAD_MODE_SINGLE): registration, endpoints, remote keys, gets and puts,
- * active-message notifications and progress. */
+/* The UCX backend. Everything here runs on the agent's progress thread, which alone drives the two workers
+ * (UCS_THREAD_MODE_SINGLE): endpoints, remote keys, gets and puts, active-message notifications and
+ * progress, and registration (it serves the registered memory). Allocation may also run on the caller's
+ * thread: the context is shared (mt_workers_shared), so UCX serializes it under the context's lock. */
 #include "backends/ucx/ucx_staging.h"
 
 #include "backend.h"
@@ -242,10 +243,12 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
         }
     }
     ucp_params_t params = {
-        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_NAME,
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_NAME |
+                      UCP_PARAM_FIELD_MT_WORKERS_SHARED,
         .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
         .request_size = sizeof(ucx_request),
         .name = agent->name,
+        .mt_workers_shared = 1, /* allocation on the caller's thread, beside the progress thread */
     };
     status = ucp_init(&params, config, &state->context);
     ucp_config_release(config);
@@ -645,7 +648,8 @@ const kvt_backend kvt_ucx_backend = {
     .probe = ucx_probe,
     .describe = ucx_describe,
     .fence = ucx_fence,
-    .memory_on_any_thread = false,
+    .allocation_on_any_thread = true,
+    .registration_on_any_thread = false,
     .notify_on_any_thread = false,
     .progress = ucx_progress,
     .sleep = ucx_sleep,
