@@ -517,6 +517,14 @@ static kvt_status hold_serving_call(kvt_agent *agent, void *arg, char *detail, s
 
 /* Set on the progress thread, between its rounds: once this returns, no round still runs that read the
  * old value, so a request posted afterwards is never answered by a round already under way. */
+kvt_status kvt_test_forge_staged_requests(uint32_t agent_id, uint64_t shift) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_test_forge_staged_requests", &agent);
+    if (status != KVT_OK) return status;
+    atomic_store(&agent->staged_forgery, shift);
+    return kvt_agent_finish(agent, KVT_OK);
+}
+
 kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_test_hold_serving", &agent);

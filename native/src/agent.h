@@ -94,6 +94,7 @@ struct kvt_agent {
     struct kvt_liveness_table *liveness; /* file_regions.c: NULL until the first file-backed registration */
     _Atomic int file_check_hold;         /* kvt_test_hold_file_check: 0 off, 1 held, 2 the progress thread waits */
     _Atomic bool serving_held;           /* kvt_test_hold_serving: UCX does not progress the serving worker */
+    _Atomic uint64_t staged_forgery;     /* kvt_test_forge_staged_requests: bytes added to asked addresses */
     _Atomic int poster_cpu;              /* the CPU the last post ran on (-1: none yet), xfer.c */
 
     /* Warm blocks for operations (blocks.c), under blocks_lock: a leaf lock, nothing else is taken
@@ -126,5 +127,10 @@ _Static_assert(offsetof(struct kvt_agent, entry) == 0, "the services find an age
 /* Test hook (UCX): stops (hold) or resumes progressing the agent's serving worker, so requests of readers of
  * its memory wait unanswered — a test can then have them in flight while the agent deregisters. */
 kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold);
+
+/* Test hook (UCX): from now on, the agent's host-staged READs ask their sources for the bytes `shift` past
+ * the pieces they posted (0: where they are), as a forged request would: the sources must refuse what lies
+ * outside their live regions. */
+kvt_status kvt_test_forge_staged_requests(uint32_t agent_id, uint64_t shift);
 
 #endif

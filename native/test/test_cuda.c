@@ -3,6 +3,7 @@
  * process that names its driver (KVT_CUDA_LIBRARY): none, or the fake driver of test/fake_cuda/ over host
  * memory, which isolates the layer above the driver and never stands for a run on a GPU. With
  * KVT_TEST_CUDA_REAL=1 (tools/gpu-check) the cases that need no fake run on the machine's own driver. */
+#include "agent.h" /* kvt_test_forge_staged_requests */
 #include "cuda_pulls.h"
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
@@ -553,6 +554,38 @@ static void vram_staged_pull_from_a_killed_source(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, staged_pull_from_a_killed_source);
 }
 
+/* The source answers a staged request only for bytes inside its live regions. An honest reader's post is
+ * checked against the source's metadata first, so the requests here are forged: they name bytes wholly past
+ * the region's end, then bytes straddling it. Each pull ends NOT_FOUND with nothing landed, and the source
+ * goes on serving the reader's honest pulls. */
+static void forged_requests_to_a_staging_source(void) {
+    source_process source;
+    CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 83}, &source),
+          "the source process starts");
+    staged_reader r = open_staged_reader("vram-staged-forger", &source, PULL_BYTES);
+    vram_fill_pattern(r.local_vram, PULL_BYTES, 5);
+    const uint64_t shifts[2] = {PULL_BYTES, PULL_BYTES - 2048};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(kvt_test_forge_staged_requests(r.agent, shifts[i]));
+        uint64_t op = 0;
+        CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote, 0, 4096, &op));
+        int32_t ended = wait_op(r.agent, op, NULL);
+        CHECK(ended == KVT_ERR_NOT_FOUND, "a request for bytes %llu past the piece ends NOT_FOUND, not %s",
+              (unsigned long long)shifts[i], kvt_status_name(ended));
+        CHECK_OK(kvt_xfer_release(r.agent, op));
+        CHECK(holds_pattern(r.local_vram, PULL_BYTES, 0, 5), "nothing landed in the reader's vram");
+    }
+    CHECK_OK(kvt_test_forge_staged_requests(r.agent, 0));
+    pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 83);
+    close_staged_reader(&r);
+    source_end(&source);
+}
+
+static void vram_staged_source_refuses_forged_requests(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX between processes");
+    on_driver_under_test("1", forged_requests_to_a_staging_source);
+}
+
 /* Posts a staged READ of the first half of the source's region, cancels it once its request went to UCX, and
  * checks that it ends CANCELED with nothing of the source's bytes in the reader's memory. */
 static void cancel_unanswered_pull(const staged_reader *reader, uint64_t seed) {
@@ -764,4 +797,5 @@ TEST_MAIN("cuda", TEST(no_driver_library), TEST(driver_too_old), TEST(no_device)
           TEST(vram_pull_in_one_process), TEST(vram_pull_from_another_process), TEST(vram_pull_waits_for_its_stream),
           TEST(kernels), TEST(block_checksums), TEST(vram_source_outlives_a_killed_reader),
           TEST(vram_staged_pull_from_another_process), TEST(vram_staged_pull_waits_for_its_stream),
-          TEST(vram_staged_pull_from_a_killed_source), TEST(vram_staged_pull_of_a_withdrawn_region))
+          TEST(vram_staged_pull_from_a_killed_source), TEST(vram_staged_source_refuses_forged_requests),
+          TEST(vram_staged_pull_of_a_withdrawn_region))

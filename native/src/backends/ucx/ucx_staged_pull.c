@@ -119,6 +119,8 @@ static void on_request_sent(void *request, ucs_status_t status, void *user_data)
 static void ask(ucx_staged_pull *pull, stage_slot *slot, uint32_t index) {
     kvt_op *op = pull->op;
     slot->request.header = (stage_request_header){.op = op->id, .slot = index, .count = slot->count};
+    uint64_t forgery = atomic_load_explicit(&pull->agent->staged_forgery, memory_order_relaxed);
+    for (uint32_t i = 0; i < slot->count && forgery; i++) slot->request.pieces[i].address += forgery;
     ucp_request_param_t param = {.op_attr_mask =
                                      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                                  .cb = {.send = on_request_sent},
