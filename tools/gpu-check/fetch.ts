@@ -3,8 +3,8 @@
 // its own (this script with `serve <discovery file>`), and a prefill worker of TP 1 here, their banks in
 // GPU 0's memory, on ucx agents over one SQLite discovery file: the pull reads the source's vram through
 // CUDA IPC. Each pull pins, moves by template and verifies in full on the GPU. Prints one JSON object: the
-// last receipt's blocks and checks, and the mean and least milliseconds of REPEATS pulls after one to warm
-// up. Bundled by bundle.mjs into the payload as fetch.mjs; run by run.sh.
+// last receipt's blocks and checks, the mean and least milliseconds of REPEATS pulls after one to warm up,
+// and the mean of each phase the receipts report (pin round trip, transfer, verification, release). Bundled by bundle.mjs into the payload as fetch.mjs; run by run.sh.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,7 @@ import {
   type ReadinessGate,
 } from '../../packages/discovery/src/index.js';
 import { referenceGeometries } from '../../packages/descriptors/src/index.js';
+import { systemClock } from '../../packages/drain/src/index.js';
 import { allReady, hintFor, openWorker, start } from '../../packages/endpoint/test/support/endpoint-workers.js';
 
 const BLOCKS = 42;
@@ -37,7 +38,7 @@ async function worker(
   const spec = { workerId: `${role}-gpu`, role, tpSize: role === 'decode' ? 2 : 1, geometry, blocks: BLOCKS };
   const opened = await openWorker(
     store,
-    { ...spec, gpu: 0, admissionGate, serve: role === 'decode', backend: 'ucx', secret },
+    { ...spec, gpu: 0, admissionGate, serve: role === 'decode', backend: 'ucx', secret, clock: systemClock },
     cleanups,
   );
   await start(opened);
@@ -77,15 +78,29 @@ async function fetchFromAnotherProcess(): Promise<void> {
     const destinationBlocks = Uint32Array.from({ length: BLOCKS }, (_, i) => i);
     const hint = hintFor(named, BLOCKS, { tier: 'gpu', blockTokens: geometry.blockTokens });
     const times: number[] = [];
+    const phases = { pin: 0, transfer: 0, verify: 0, release: 0 };
     let receipt = await prefill.ranks[0]!.endpoint.pull({ hint, destinationBlocks });
     for (let i = 0; i < REPEATS; i++) {
       const begin = performance.now();
       receipt = await prefill.ranks[0]!.endpoint.pull({ hint, destinationBlocks });
       times.push(performance.now() - begin);
+      phases.pin += (receipt.phases.pinMs ?? 0) / REPEATS;
+      phases.transfer += receipt.ms / REPEATS;
+      phases.verify += receipt.phases.verifyMs / REPEATS;
+      phases.release += receipt.phases.releaseMs / REPEATS;
     }
     const { blocks, bytes, verify, checkedBlocks, recomputed } = receipt;
     const ms = { ms_mean: times.reduce((sum, t) => sum + t, 0) / REPEATS, ms_min: Math.min(...times) };
-    const report = { blocks, bytes, verify, checkedBlocks, reasons: recomputed.reasons, repeats: REPEATS, ...ms };
+    const report = {
+      blocks,
+      bytes,
+      verify,
+      checkedBlocks,
+      reasons: recomputed.reasons,
+      repeats: REPEATS,
+      ...ms,
+      phases_mean_ms: phases,
+    };
     process.stdout.write(`${JSON.stringify(report)}\n`);
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup();

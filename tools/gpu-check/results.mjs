@@ -134,6 +134,7 @@ function figures(measured, job, fetched) {
         'not measured: fetch.mjs reported nothing',
       ),
       recompute_estimate_ms: job.decisions?.find((decision) => decision.request === 'turn 2')?.savingMs ?? null,
+      phases_mean_ms: fetched?.phases_mean_ms ?? null,
     },
     ...Object.fromEntries(
       hardwareFigures.map(([name, ratio, bar, detail]) => [

@@ -59,6 +59,7 @@ export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } 
 export { type PullOptions, type PullPair, pullPrefix } from './pull.js';
 export {
   calibrationSample,
+  type PullPhases,
   type PullReceipt,
   PullShortfallError,
   type RecomputeReason,

@@ -7,6 +7,7 @@ const receipt = (blocks: number, reasons: RecomputeReason[]): PullReceipt => ({
   bytes: blocks * 1024,
   bytesMoved: 8 * 1024,
   ms: 2,
+  phases: { pinMs: 1, verifyMs: 0.5, releaseMs: 0.2 },
   gbytesPerS: 0.004,
   verify: 'full',
   checkedBlocks: blocks,

@@ -48,6 +48,19 @@ export type RecomputeReason =
       readonly actual: number;
     };
 
+/**
+ * A pull's time beside its transfer (`ms`), in milliseconds of the endpoint's clock. `pinMs`: from the pin
+ * requests to the last source's answer — a source asked for checksums computes them before it answers —
+ * (absent for `pullPrefix`, whose pins come held). `verifyMs`: summing what arrived and comparing it with
+ * the sources' checksums. `releaseMs`: waiting, once verified, for the sources to take the pins back (0 when
+ * a quarantined read keeps them: they are released when it ends).
+ */
+export interface PullPhases {
+  readonly pinMs?: number;
+  readonly verifyMs: number;
+  readonly releaseMs: number;
+}
+
 /** The router's predicted saving for this pull against what the receipt measured (the same formula as the router's `SavingReport`). */
 export interface SavingComparison {
   readonly predictedMs: number;
@@ -63,8 +76,10 @@ export interface PullReceipt {
   readonly bytes: number;
   /** Bytes the operations reported moved, committed or not. */
   readonly bytesMoved: number;
-  /** From the first post to the last operation's quiescence. */
+  /** Milliseconds from the first post to the last operation's quiescence (the endpoint's clock for `ReuseEndpoint.pull`). */
   readonly ms: number;
+  /** Where the rest of the pull's time went (`PullPhases`). */
+  readonly phases: PullPhases;
   /** `bytesMoved` over `ms`, in GB/s (10⁹ bytes per second); 0 when nothing was posted. */
   readonly gbytesPerS: number;
   /** The verification that ran: the request's, or the endpoint's default (`endpoint.verify`). */

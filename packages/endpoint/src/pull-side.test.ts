@@ -95,6 +95,27 @@ describe('ReuseEndpoint.pull', () => {
     expect(text).toContain('kvreuse_pins_held{side="pull"} 0');
   });
 
+  it("reports the pin round trip and the release's wait by the endpoint's clock, apart from the transfer", async () => {
+    const { decode, reader, prefill } = await pair();
+    // Each source rank takes 5 ms of the reader's clock to grant its pin and 3 ms to take it back; nothing
+    // else moves that clock.
+    for (const { pool } of decode.ranks) {
+      const requestPin = pool.requestPin.bind(pool);
+      const releasePin = pool.releasePin.bind(pool);
+      vi.spyOn(pool, 'requestPin').mockImplementation((pinId, hashes) => {
+        prefill.clock.advance(5);
+        return requestPin(pinId, hashes);
+      });
+      vi.spyOn(pool, 'releasePin').mockImplementation((pinId) => {
+        prefill.clock.advance(3);
+        releasePin(pinId);
+      });
+    }
+    const receipt = await reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    expect(receipt).toMatchObject({ blocks: 4, checkedBlocks: 4, ms: 0 });
+    expect(receipt.phases).toEqual({ pinMs: 10, verifyMs: 0, releaseMs: 6 });
+  });
+
   it("beforeRelease keeps the pins past the reads: a closing source's drain waits for them, and its report says they were released", async () => {
     const { decode, reader, pinsHeld } = await pair();
     const held: (readonly HeldPin[])[] = [];

@@ -52,6 +52,8 @@ export interface PullSideOptions {
   readonly metrics?: EndpointMetrics;
   /** Records each receipt that prices its blocks (`calibrationSample`). */
   readonly calibration?: Pick<TransferCalibration, 'record'>;
+  /** Milliseconds, for the receipt's times (the endpoint's clock). */
+  readonly now: () => number;
 }
 
 /** What the endpoint is when a pull arrives: its registered rank and its worker, once ready. */
@@ -127,6 +129,8 @@ export class PullSide {
 
     const link = { linkClass: hint.linkClass, tier: hint.tier };
     const hashes = hint.hashes instanceof BigUint64Array ? hint.hashes : BigUint64Array.from(hint.hashes);
+    const { now } = this.#options;
+    const pinning = now();
     const pinned = await Promise.allSettled(
       [...sources].map(([part, { peer }]) =>
         this.#options.pins.pin({
@@ -138,12 +142,13 @@ export class PullSide {
         }),
       ),
     );
+    const pinMs = now() - pinning;
     const pins = pinned.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
     const refusals = pinRefusals(pinned, [...sources.keys()]);
     if (refusals.length > 0 || request.signal?.aborted === true) {
       await releasePins(pins, request.beforeRelease);
       request.signal?.throwIfAborted();
-      return this.#finish(refusedReceipt(hint.blocks.count, refusals, verify, link), policy);
+      return this.#finish(refusedReceipt(hint.blocks.count, refusals, verify, link, pinMs), policy);
     }
 
     try {
@@ -170,11 +175,12 @@ export class PullSide {
         agent: this.#options.agent,
         policy: 'recompute',
         link,
+        now,
         ...(request.sampleEvery === undefined ? {} : { sampleEvery: request.sampleEvery }),
         ...(request.prediction === undefined ? {} : { prediction: request.prediction }),
         ...(request.beforeRelease === undefined ? {} : { beforeRelease: request.beforeRelease }),
       });
-      return this.#finish(receipt, policy);
+      return this.#finish({ ...receipt, phases: { pinMs, ...receipt.phases } }, policy);
     } catch (error) {
       await releasePins(pins, request.beforeRelease);
       throw error;
@@ -308,6 +314,7 @@ function refusedReceipt(
   reasons: readonly RecomputeReason[],
   verify: VerifyMode,
   link: { linkClass: PullReceipt['calibration']['linkClass']; tier: PullReceipt['calibration']['tier'] },
+  pinMs: number,
 ): PullReceipt {
   return {
     requested,
@@ -315,6 +322,7 @@ function refusedReceipt(
     bytes: 0,
     bytesMoved: 0,
     ms: 0,
+    phases: { pinMs, verifyMs: 0, releaseMs: 0 },
     gbytesPerS: 0,
     verify,
     checkedBlocks: 0,

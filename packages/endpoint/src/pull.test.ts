@@ -93,6 +93,24 @@ describe('pullPrefix on loopback agents', () => {
     expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
   });
 
+  it("reports the verification's time apart from the transfer's, and no pin time for pins that came held", async () => {
+    const { options } = await tp2to1();
+    // A clock that reads 100 ms once anything reads the destination's bytes (only the verification does).
+    let clock = 0;
+    const pairs = options.pairs.map((pair) => ({
+      ...pair,
+      bytes: new Proxy(pair.bytes, {
+        get(target, property, receiver) {
+          if (typeof property === 'string' && /^\d+$/.test(property)) clock = 100;
+          return Reflect.get(target, property, receiver);
+        },
+      }),
+    }));
+    const receipt = await pullPrefix({ ...options, pairs, now: () => clock });
+    expect(receipt).toMatchObject({ blocks: PREFIX, checkedBlocks: PREFIX, ms: 0 });
+    expect(receipt.phases).toEqual({ verifyMs: 100, releaseMs: 0 });
+  });
+
   it('commits only the verified prefix before a block whose source bytes changed after its checksum was taken', async () => {
     const { pull, pins, options, sourceBlocks } = await tp2to1();
     // Block 3 of the prefix, as source rank 1 serves it: one byte of its first route's first row.

@@ -14,7 +14,7 @@ import type { LinkClass, SourceTier } from '@kvreuse/router';
 import type { RankBankBytes } from './block-checksum.js';
 import { EndpointOptionError } from './errors.js';
 import { sideChecksums } from './side-checksums.js';
-import { type PullReceipt, PullShortfallError, type RecomputeReason } from './pull-receipt.js';
+import { type PullPhases, type PullReceipt, PullShortfallError, type RecomputeReason } from './pull-receipt.js';
 import { type SavingPrediction, type ShortfallPolicy, type VerifyMode, verifyModes } from './pull-request.js';
 import { type BeforeRelease, type HeldPin, type PinLoss, releasePins } from './pins.js';
 import { sameRank } from './ranks.js';
@@ -48,7 +48,7 @@ export interface PullOptions {
   readonly prediction?: SavingPrediction;
   /** Called with the pins once nothing reads them, before they are released (`PullRequest.beforeRelease`). */
   readonly beforeRelease?: BeforeRelease;
-  /** Milliseconds, for the receipt's time (default `performance.now`). */
+  /** Milliseconds, for the receipt's times (default `performance.now`). */
   readonly now?: () => number;
 }
 
@@ -195,12 +195,15 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
     reasons.some((reason) => reason.fromBlock === 0) ? 0 : granted,
     sampleEvery,
   );
+  const verifying = now();
   const checkedBlocks = checked.length === 0 ? 0 : verifyPairs(options, pins, checked, granted, reasons);
+  const verified = now();
   if (quarantined.length === 0) await released;
+  const phases = { verifyMs: verified - verifying, releaseMs: quarantined.length === 0 ? now() - verified : 0 };
 
   reasons.sort((a, b) => a.fromBlock - b.fromBlock);
   const blocks = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));
-  const receipt = receiptOf(options, { requested, blocks, bytesMoved, ms, checkedBlocks, reasons });
+  const receipt = receiptOf(options, { requested, blocks, bytesMoved, ms, phases, checkedBlocks, reasons });
   if (options.policy === 'fail' && blocks < requested) throw new PullShortfallError(receipt);
   return receipt;
 }
@@ -213,11 +216,12 @@ function receiptOf(
     readonly blocks: number;
     readonly bytesMoved: number;
     readonly ms: number;
+    readonly phases: PullPhases;
     readonly checkedBlocks: number;
     readonly reasons: readonly RecomputeReason[];
   },
 ): PullReceipt {
-  const { requested, blocks, bytesMoved, ms, checkedBlocks, reasons } = pulled;
+  const { requested, blocks, bytesMoved, ms, phases, checkedBlocks, reasons } = pulled;
   const blockBytes = Number(options.pairs[0]?.template.template.blockBytes ?? 0n);
   return {
     requested,
@@ -225,6 +229,7 @@ function receiptOf(
     bytes: blocks * blockBytes,
     bytesMoved,
     ms,
+    phases,
     gbytesPerS: ms > 0 ? bytesMoved / (ms * 1e6) : 0,
     verify: options.verify,
     checkedBlocks,

@@ -364,6 +364,7 @@ export class ReuseEndpoint {
       templates: this.#templates,
       defaultPolicy: options.settings.drain?.failedLoadPolicy ?? 'recompute',
       defaultVerify: options.settings.endpoint?.verify ?? 'full',
+      now: () => this.#clock.now(),
       ...(admissionGate === undefined ? {} : { admissionGate }),
       ...(bankBytes === undefined ? {} : { bankBytes }),
       ...(metrics === undefined ? {} : { metrics }),

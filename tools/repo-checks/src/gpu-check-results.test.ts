@@ -49,7 +49,14 @@ function passingRun(): Record<string, string> {
     'demo.json': JSON.stringify(demo),
     'demo.rc': '0',
     'probe.json': JSON.stringify(probe),
-    'fetch.json': JSON.stringify({ blocks: 42, checkedBlocks: 42, verify: 'full', reasons: [], ms_mean: 1.2 }),
+    'fetch.json': JSON.stringify({
+      blocks: 42,
+      checkedBlocks: 42,
+      verify: 'full',
+      reasons: [],
+      ms_mean: 1.2,
+      phases_mean_ms: { pin: 0.5, transfer: 0.2, verify: 0.3, release: 0.1 },
+    }),
     'fetch.rc': '0',
     'probe.rc': '0',
   };
@@ -99,6 +106,10 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
       ]),
     );
     expect(results.figures['pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']?.value).toBeCloseTo(5.6 / 6.5, 3);
+    expect(results.figures['fetch.vram_ipc.qwen3_42blocks.ms']).toMatchObject({
+      value: 1.2,
+      phases_mean_ms: { pin: 0.5, transfer: 0.2, verify: 0.3, release: 0.1 },
+    });
     expect([status, results.pass]).toEqual([0, true]);
   });
 

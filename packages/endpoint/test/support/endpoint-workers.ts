@@ -2,6 +2,7 @@
 // each rank its own agent with allocated banks of deterministic bytes; a serving worker's ranks each
 // hold the same blocks in a BlockPool whose slots are the banks' block indices.
 import { type Geometry, layoutRankBanks, type Role } from '@kvreuse/descriptors';
+import type { Clock } from '@kvreuse/drain';
 import { type Agent, type Allocation, type Backend, loadTransport } from '@kvreuse/native-bindings';
 import type { PullHint, TransferCalibration } from '@kvreuse/router';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -78,6 +79,8 @@ export interface WorkerSpec {
   readonly blocks?: number;
   /** The GPU whose memory holds the banks (vram: left as allocated, no bank bytes); host memory when absent. */
   readonly gpu?: number;
+  /** The endpoints' clock; the worker's `clock`, a manual one, when absent. */
+  readonly clock?: Clock;
 }
 
 /** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
@@ -138,7 +141,7 @@ export async function openWorker(
       banks,
       settings: spec.settings ?? defaultSettings,
       bankBytes: spec.gpu === undefined ? allocations.map((allocation) => allocation.view()) : [],
-      clock,
+      clock: spec.clock ?? clock,
       host: 'test-host',
       ...(spec.serve === true
         ? {
