@@ -554,10 +554,9 @@ static void vram_staged_pull_from_a_killed_source(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, staged_pull_from_a_killed_source);
 }
 
-/* The source answers a staged request only for bytes inside its live regions. An honest reader's post is
- * checked against the source's metadata first, so the requests here are forged: they name bytes wholly past
- * the region's end, then bytes straddling it. Each pull ends NOT_FOUND with nothing landed, and the source
- * goes on serving the reader's honest pulls. */
+/* A staging source answers only for bytes inside its live regions. An honest post is checked against its
+ * metadata first, so these requests are forged: bytes wholly past the region's end, then across it. Each
+ * pull ends NOT_FOUND with nothing landed, and the source goes on serving honest pulls. */
 static void forged_requests_to_a_staging_source(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 83}, &source),
