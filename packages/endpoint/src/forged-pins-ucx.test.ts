@@ -89,6 +89,7 @@ describe.skipIf(!ucxTestsRun)('forged pin messages across processes on ucx', () 
       checkedBlocks: BLOCKS,
       recomputed: { reasons: [] },
     });
+    await reader.endpoint.pinsReleased();
     expect(reader.endpoint.refusedPinMessages).toEqual(noRefusals);
     expect((await state()).map((rank) => rank.pinsHeld)).toEqual([0, 0]);
   }, 180_000);

@@ -43,8 +43,8 @@ export {
   type OpenRankOptions,
   type ReadyRank,
   ReuseEndpoint,
-  type ReuseEndpointOptions,
 } from './reuse-endpoint.js';
+export type { ReuseEndpointOptions } from './endpoint-options.js';
 export type { ServeOptions } from './source-side.js';
 export { PushFailedError, type PushReceipt, type PushRequest } from './push-side.js';
 export {

@@ -50,23 +50,32 @@ async function heldPull() {
   await vi.waitFor(() => expect(held).toHaveLength(1), { timeout: 20_000, interval: 5 });
   expect(await gauge(served, 'serve')).toBe(1);
   expect(await gauge(pulled, 'pull')).toBe(1);
-  return { decode: decode as TestWorker, served, pulled, held: held[0]!, pulling, letGo: () => letGo() };
+  return {
+    decode: decode as TestWorker,
+    served,
+    pulled,
+    held: held[0]!,
+    pulling,
+    letGo: () => letGo(),
+    released: () => reader.endpoint.pinsReleased(),
+  };
 }
 
 describe('kvreuse_pins_held', () => {
   it('drops on the source when a pin lapses because its reader stopped renewing (a dead reader), without any pin message', async () => {
-    const { decode, served, pulled, pulling, letGo } = await heldPull();
+    const { decode, served, pulled, pulling, letGo, released } = await heldPull();
     // The reader's clock never moves, so it renews nothing: past the lease the source's pin lapses.
     decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
     expect(decode.ranks[0]!.endpoint.pinServer?.heldPins).toBe(0);
     expect(await gauge(served, 'serve')).toBe(0);
     letGo();
     await pulling;
+    await released();
     expect(await gauge(pulled, 'pull')).toBe(0);
   });
 
   it('drops on both sides when the draining source revokes a pin at its deadline', async () => {
-    const { decode, served, pulled, held, pulling, letGo } = await heldPull();
+    const { decode, served, pulled, held, pulling, letGo, released } = await heldPull();
     const source = decode.ranks[0]!.endpoint;
     const closing = source.close({ deadlineMs: 1_000 });
     await vi.waitFor(() => expect(source.pinServer?.refusing).toBe(true), { timeout: 20_000, interval: 5 });
@@ -77,6 +86,7 @@ describe('kvreuse_pins_held', () => {
     expect(await gauge(pulled, 'pull')).toBe(0);
     letGo();
     await pulling;
+    await released();
     expect((await closing).report.pins).toEqual([expect.objectContaining({ blocks: 4, ended: 'revoked' })]);
   });
 });

@@ -53,7 +53,8 @@ export type RecomputeReason =
  * requests to the last source's answer — a source asked for checksums computes them before it answers —
  * (absent for `pullPrefix`, whose pins come held). `verifyMs`: summing what arrived and comparing it with
  * the sources' checksums. `releaseMs`: waiting, once verified, for the sources to take the pins back (0 when
- * a quarantined read keeps them: they are released when it ends).
+ * the pull does not wait — `ReuseEndpoint.pull`, `PullOptions.onReleasing` — or a quarantined read keeps
+ * them: they are released when it ends).
  */
 export interface PullPhases {
   readonly pinMs?: number;

@@ -45,7 +45,8 @@ export interface PullRequest {
    * Called with the pins this pull holds once nothing reads their blocks (after a refusal or shortfall
    * too), before it releases them: until it settles the sources keep the blocks, and a source's drain
    * waits for these pins. E.g. a reader that copies the blocks on before the source may reuse them. The
-   * pull resolves once the pins are released; a rejection is a process warning, the pins are released all the same.
+   * pull does not wait for it (`ReuseEndpoint.pinsReleased()` does, as do `drain()` and `close()`); a
+   * rejection is a process warning, the pins are released all the same.
    */
   readonly beforeRelease?: BeforeRelease;
 }

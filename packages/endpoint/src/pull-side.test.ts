@@ -80,6 +80,7 @@ describe('ReuseEndpoint.pull', () => {
       checkedBlocks: 6,
       recomputed: { blocks: 0, reasons: [] },
     });
+    await reader.endpoint.pinsReleased();
     expect(pinsHeld()).toEqual([0, 0]);
     // A second pull reuses the registered templates and pins again.
     const again = await reader.endpoint.pull({
@@ -95,8 +96,8 @@ describe('ReuseEndpoint.pull', () => {
     expect(text).toContain('kvreuse_pins_held{side="pull"} 0');
   });
 
-  it("reports the pin round trip and the release's wait by the endpoint's clock, apart from the transfer", async () => {
-    const { decode, reader, prefill } = await pair();
+  it("reports the pin round trip by the endpoint's clock and resolves before the pins are given back", async () => {
+    const { decode, reader, prefill, pinsHeld } = await pair();
     // Each source rank takes 5 ms of the reader's clock to grant its pin and 3 ms to take it back; nothing
     // else moves that clock.
     for (const { pool } of decode.ranks) {
@@ -111,9 +112,21 @@ describe('ReuseEndpoint.pull', () => {
         releasePin(pinId);
       });
     }
-    const receipt = await reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    let letGo = (): void => undefined;
+    const receipt = await reader.endpoint.pull({
+      hint: hintFor(decode, 4),
+      destinationBlocks: destinationBlocks(4),
+      beforeRelease: () => new Promise<void>((resolve) => (letGo = resolve)),
+    });
     expect(receipt).toMatchObject({ blocks: 4, checkedBlocks: 4, ms: 0 });
-    expect(receipt.phases).toEqual({ pinMs: 10, verifyMs: 0, releaseMs: 6 });
+    expect(receipt.phases).toEqual({ pinMs: 10, verifyMs: 0, releaseMs: 0 });
+    // The pull resolved with its pins still held: their release waits for beforeRelease, then the sources.
+    expect(pinsHeld()).toEqual([1, 1]);
+    const released = reader.endpoint.pinsReleased();
+    letGo();
+    await released;
+    expect(pinsHeld()).toEqual([0, 0]);
+    expect(prefill.clock.now()).toBe(16);
   });
 
   it("beforeRelease keeps the pins past the reads: a closing source's drain waits for them, and its report says they were released", async () => {
@@ -469,6 +482,7 @@ describe('ReuseEndpoint.pull', () => {
       ...readsGivenUp('revoked by the source (shutting-down)'),
       expect.objectContaining({ kind: 'pin-lost', reason: 'shutting-down', sourceRank: { tpRank: 1, ppRank: 0 } }),
     ]);
+    await reader.endpoint.pinsReleased();
     expect(pinsHeld()).toEqual([0, 0]);
   });
 
@@ -508,6 +522,7 @@ describe('ReuseEndpoint.pull', () => {
       ]);
       // The reader gave up on that pin without releasing it: the source holds it until its lease lapses.
       stalled.agent.faults.stallProgress(false);
+      await reader.endpoint.pinsReleased();
       expect(pinsHeld()).toEqual([1, 0]);
       decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
       await vi.waitFor(() => expect(pinsHeld()).toEqual([0, 0]), { timeout: 20_000, interval: 5 });

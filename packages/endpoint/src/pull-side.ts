@@ -97,9 +97,46 @@ function checkRequest(request: PullRequest, defaultVerify: VerifyMode): { verify
 
 export class PullSide {
   readonly #options: PullSideOptions;
+  /** The pins' releases of pulls that returned, until the sources answered them. */
+  readonly #releases = new Set<Promise<void>>();
 
   constructor(options: PullSideOptions) {
     this.#options = options;
+  }
+
+  /** Resolves once the pins of every pull that returned so far are released (or failed to be). */
+  async released(): Promise<void> {
+    while (this.#releases.size > 0) await Promise.all([...this.#releases]);
+  }
+
+  #releaseLater(released: Promise<void>): void {
+    this.#releases.add(released);
+    void released.finally(() => this.#releases.delete(released));
+  }
+
+  /** Pins the hint's blocks at every source rank: the pins granted, the refusals, and the round trip's time. */
+  async #pin(
+    sources: ReadonlyMap<RankPart, { peer: Peer; ticket: PeerTicket }>,
+    hint: PullRequest['hint'],
+    verify: VerifyMode,
+  ): Promise<{ pins: HeldPin[]; refusals: RecomputeReason[]; pinMs: number }> {
+    const hashes = hint.hashes instanceof BigUint64Array ? hint.hashes : BigUint64Array.from(hint.hashes);
+    const { now } = this.#options;
+    const pinning = now();
+    const pinned = await Promise.allSettled(
+      [...sources].map(([part, { peer }]) =>
+        this.#options.pins.pin({
+          peer,
+          source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch, rank: rankOf(part) },
+          start: hint.blocks.start,
+          hashes,
+          wantsChecksums: verify !== 'off',
+        }),
+      ),
+    );
+    const pinMs = now() - pinning;
+    const pins = pinned.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    return { pins, refusals: pinRefusals(pinned, [...sources.keys()]), pinMs };
   }
 
   async pull(request: PullRequest, rank: PullingRank | undefined): Promise<PullReceipt> {
@@ -128,26 +165,13 @@ export class PullSide {
     const { pairIndexes, sourceParts, sources } = await this.#sourcesOf(template, source);
 
     const link = { linkClass: hint.linkClass, tier: hint.tier };
-    const hashes = hint.hashes instanceof BigUint64Array ? hint.hashes : BigUint64Array.from(hint.hashes);
-    const { now } = this.#options;
-    const pinning = now();
-    const pinned = await Promise.allSettled(
-      [...sources].map(([part, { peer }]) =>
-        this.#options.pins.pin({
-          peer,
-          source: { workerId: hint.workerId, incarnation: hint.incarnation, epoch: hint.epoch, rank: rankOf(part) },
-          start: hint.blocks.start,
-          hashes,
-          wantsChecksums: verify !== 'off',
-        }),
-      ),
-    );
-    const pinMs = now() - pinning;
-    const pins = pinned.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
-    const refusals = pinRefusals(pinned, [...sources.keys()]);
-    if (refusals.length > 0 || request.signal?.aborted === true) {
+    const { pins, refusals, pinMs } = await this.#pin(sources, hint, verify);
+    if (request.signal?.aborted === true) {
       await releasePins(pins, request.beforeRelease);
-      request.signal?.throwIfAborted();
+      request.signal.throwIfAborted();
+    }
+    if (refusals.length > 0) {
+      this.#releaseLater(releasePins(pins, request.beforeRelease));
       return this.#finish(refusedReceipt(hint.blocks.count, refusals, verify, link, pinMs), policy);
     }
 
@@ -175,10 +199,11 @@ export class PullSide {
         agent: this.#options.agent,
         policy: 'recompute',
         link,
-        now,
+        now: this.#options.now,
         ...(request.sampleEvery === undefined ? {} : { sampleEvery: request.sampleEvery }),
         ...(request.prediction === undefined ? {} : { prediction: request.prediction }),
         ...(request.beforeRelease === undefined ? {} : { beforeRelease: request.beforeRelease }),
+        onReleasing: (released) => this.#releaseLater(released),
       });
       return this.#finish({ ...receipt, phases: { pinMs, ...receipt.phases } }, policy);
     } catch (error) {

@@ -111,6 +111,22 @@ describe('pullPrefix on loopback agents', () => {
     expect(receipt.phases).toEqual({ verifyMs: 100, releaseMs: 0 });
   });
 
+  it('hands the release to onReleasing and resolves once verified, before the pins are given back', async () => {
+    const { pins, options } = await tp2to1();
+    let letGo = (): void => undefined;
+    let handed: Promise<void> | undefined;
+    const receipt = await pullPrefix({
+      ...options,
+      beforeRelease: () => new Promise<void>((resolve) => (letGo = resolve)),
+      onReleasing: (released) => (handed = released),
+    });
+    expect(receipt).toMatchObject({ blocks: PREFIX, checkedBlocks: PREFIX, phases: { releaseMs: 0 } });
+    expect(pins.map((pin) => pin.releases)).toEqual([0, 0]);
+    letGo();
+    await handed;
+    expect(pins.map((pin) => pin.releases)).toEqual([1, 1]);
+  });
+
   it('commits only the verified prefix before a block whose source bytes changed after its checksum was taken', async () => {
     const { pull, pins, options, sourceBlocks } = await tp2to1();
     // Block 3 of the prefix, as source rank 1 serves it: one byte of its first route's first row.

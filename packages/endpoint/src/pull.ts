@@ -48,6 +48,12 @@ export interface PullOptions {
   readonly prediction?: SavingPrediction;
   /** Called with the pins once nothing reads them, before they are released (`PullRequest.beforeRelease`). */
   readonly beforeRelease?: BeforeRelease;
+  /**
+   * Takes the pins' release (`beforeRelease`, then each pin given back) instead of the pull waiting for it: the
+   * pull then resolves once verified, and `released` once the sources answered (it never rejects). Not
+   * called when a read was quarantined: its pins go back when it ends.
+   */
+  readonly onReleasing?: (released: Promise<void>) => void;
   /** Milliseconds, for the receipt's times (default `performance.now`). */
   readonly now?: () => number;
 }
@@ -198,8 +204,10 @@ export async function pullPinned(options: PullOptions): Promise<PullReceipt> {
   const verifying = now();
   const checkedBlocks = checked.length === 0 ? 0 : verifyPairs(options, pins, checked, granted, reasons);
   const verified = now();
-  if (quarantined.length === 0) await released;
-  const phases = { verifyMs: verified - verifying, releaseMs: quarantined.length === 0 ? now() - verified : 0 };
+  const waits = quarantined.length === 0 && options.onReleasing === undefined;
+  if (waits) await released;
+  else if (quarantined.length === 0) options.onReleasing?.(released);
+  const phases = { verifyMs: verified - verifying, releaseMs: waits ? now() - verified : 0 };
 
   reasons.sort((a, b) => a.fromBlock - b.fromBlock);
   const blocks = Math.min(granted, ...reasons.map((reason) => reason.fromBlock));

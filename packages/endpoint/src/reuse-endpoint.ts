@@ -3,12 +3,7 @@
 // and inventory, its operations recorded in a ledger, and its drain and shutdown in the drain package's
 // source-first order — each step a lifecycle transition.
 import { readFileSync } from 'node:fs';
-import type { discoveryGroup } from '@kvreuse/discovery';
-import type { drainGroup } from '@kvreuse/drain';
-import type { endpointGroup } from './settings.js';
-import type { SettingsOf } from '@kvreuse/config';
-import type { transportGroup } from '@kvreuse/native-bindings';
-import { layoutRankBanks, type RankId } from '@kvreuse/descriptors';
+import { layoutRankBanks } from '@kvreuse/descriptors';
 import {
   type Clock,
   DrainController,
@@ -17,15 +12,10 @@ import {
   PeerBook,
   type ShutdownResult,
   systemClock,
-  type WaitForReaders,
 } from '@kvreuse/drain';
-import type { Agent, Allocation, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
-import type { TransferCalibration } from '@kvreuse/router';
+import type { Allocation, PostBlocksRequest, PostRequest } from '@kvreuse/native-bindings';
 import {
-  ClusterSecret,
-  type DiscoveryStore,
   type RankPublication,
-  type ReadinessGate,
   startRankPublication,
   watchWorkerReadiness,
   type WorkerReadiness,
@@ -40,13 +30,13 @@ import {
   registerRank,
   releaseBanks,
   transportMetadataOf,
-  type WorkerIdentity,
 } from '@kvreuse/registry';
 import type { RankBankBytes } from './block-checksum.js';
 import { WorkerWatches } from './discovered-workers.js';
+import { checkOptions, type ReuseEndpointOptions } from './endpoint-options.js';
 import { EndpointOptionError } from './errors.js';
 import type { PullReceipt } from './pull-receipt.js';
-import { type PullRequest, verifyModes } from './pull-request.js';
+import type { PullRequest } from './pull-request.js';
 import { PullSide } from './pull-side.js';
 import { NotificationRouter } from './notification-router.js';
 import { PeerTemplates } from './peer-templates.js';
@@ -78,66 +68,6 @@ export interface ReadyRank {
   readonly readiness: Extract<WorkerReadiness, { readonly ready: true }>;
 }
 
-export interface ReuseEndpointOptions {
-  /** This rank's native agent, started (`await transport.createAgent(...)`); the endpoint closes it at shutdown. */
-  readonly agent: Agent;
-  readonly discovery: DiscoveryStore;
-  /**
-   * The cluster secret (`openClusterSecret(settings.discovery)`): this rank's published transport metadata
-   * is signed under it, and a peer's is loaded only when signed under it.
-   */
-  readonly secret: ClusterSecret;
-  readonly worker: WorkerIdentity;
-  readonly rank: RankId;
-  /** This rank's banks, adopted and not yet registered, in the order the rank part lists them. */
-  readonly banks: readonly Bank[];
-  /**
-   * The resolved `transport` and `discovery` settings (deadlines, the abandon timeout, the lease TTL),
-   * `drain` for a pull's default shortfall policy (`recompute` without it) and `endpoint` for its
-   * default verification (`endpoint.verify`; `full` without it) and its metrics listener: with
-   * `endpoint.metricsPort` set (not 0), `register()` first serves `metrics` at `GET /metrics` on
-   * `endpoint.metricsHost` and that port, until `close()`.
-   */
-  readonly settings: SettingsOf<[typeof transportGroup, typeof discoveryGroup]> &
-    Partial<SettingsOf<[typeof drainGroup, typeof endpointGroup]>>;
-  /**
-   * This rank's bank bytes, indexed by bank number (e.g. `allocation.view()` of each bank): what a
-   * serving rank checksums for its readers and what a pulling rank verifies. Required with `serve`, and
-   * for a pull that verifies.
-   */
-  readonly bankBytes?: RankBankBytes;
-  /**
-   * Makes this rank a source: once published it answers pin requests arriving on its agent's
-   * notifications (a `PinServer` over `serve.adapter`), publishes its retained inventory when
-   * `serve.inventory` is given, and its drain withdraws the inventory with its rank part, refuses new
-   * pins and waits for the held ones (released, or lapsed past their lease) before it drains its own
-   * operations, deregisters and hands back.
-   */
-  readonly serve?: ServeOptions;
-  /** Readiness gates of this worker, and the profile-admission gate (required for `vram` banks, also for pulling from or into them). */
-  readonly gates?: readonly ReadinessGate[];
-  readonly admissionGate?: ReadinessGate;
-  /** Waits for readers' pins during a drain when this rank does not `serve` (then its pin server waits); without either, no reader is waited for. */
-  readonly waitForReaders?: WaitForReaders;
-  /** Withdraws this worker's retained inventory during a drain, right after its rank part. */
-  readonly withdrawInventory?: () => Promise<unknown>;
-  /**
-   * The calibration of a router in this process: every pull whose receipt prices the blocks it
-   * committed (`calibrationSample`) is recorded there, so the router's next estimates follow what pulls measure.
-   */
-  readonly calibration?: Pick<TransferCalibration, 'record'>;
-  /** Required when `settings.endpoint.metricsPort` is set: what the listener serves. */
-  readonly metrics?: EndpointMetrics;
-  /**
-   * The machine this rank runs on, published in its rank part so routers tell same-host sources from
-   * network ones. By default the kernel's boot id, which every container on one machine shares; give a
-   * name of your own (1–255 characters) or `null` to publish none.
-   */
-  readonly host?: string | null;
-  readonly keyPrefix?: string;
-  readonly clock?: Clock;
-}
-
 /**
  * `ReuseEndpoint.open`'s options: the endpoint's, with the rank's banks either laid out from the worker's
  * geometry and allocated by its agent (`blocks` per bank; kvreuse owns the memory and frees it when the
@@ -149,8 +79,6 @@ export type OpenRankOptions = Omit<ReuseEndpointOptions, 'banks' | 'bankBytes'> 
     readonly registerTimeoutMs?: number;
   };
 
-const optionalFunctions = ['waitForReaders', 'withdrawInventory'] as const;
-
 /** The kernel's boot id: the same for every process and container on one machine, new at every boot. */
 function kernelBootId(): string | undefined {
   try {
@@ -158,47 +86,6 @@ function kernelBootId(): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The options a serving endpoint needs: its pin adapter and lease, its inventory, and the bytes its readers checksum. */
-function checkServeOptions(options: ReuseEndpointOptions, serve: ServeOptions): void {
-  if (typeof serve !== 'object' || serve === null || typeof serve.adapter !== 'object' || serve.adapter === null) {
-    throw new EndpointOptionError('serve', serve, "{ adapter, leaseMs?, inventory? } with the framework's PinAdapter");
-  }
-  if (
-    serve.leaseMs !== undefined &&
-    (!Number.isSafeInteger(serve.leaseMs) || serve.leaseMs < 1 || serve.leaseMs > 0xffffffff)
-  ) {
-    throw new EndpointOptionError('serve.leaseMs', serve.leaseMs, 'a whole number of milliseconds, 1 to 2^32 - 1');
-  }
-  const { inventory } = serve;
-  if (
-    inventory !== undefined &&
-    (typeof inventory !== 'object' ||
-      inventory === null ||
-      !['gpu', 'host'].includes(inventory.tier) ||
-      typeof inventory.retained !== 'function' ||
-      !Number.isSafeInteger(inventory.ttlMs) ||
-      inventory.ttlMs < 1)
-  ) {
-    throw new EndpointOptionError(
-      'serve.inventory',
-      inventory,
-      "{ tier: 'gpu' | 'host', retained: () => bigint[], ttlMs: whole milliseconds ≥ 1 }",
-    );
-  }
-  if (options.waitForReaders !== undefined)
-    throw new EndpointOptionError(
-      'waitForReaders',
-      options.waitForReaders,
-      'left out when the endpoint serves: its pin server waits for the readers',
-    );
-  if (!Array.isArray(options.bankBytes))
-    throw new EndpointOptionError(
-      'bankBytes',
-      options.bankBytes,
-      "this rank's bank bytes, indexed by bank number: a serving rank checksums what its readers read",
-    );
 }
 
 /** The rank's pin channel (its refusals counted in the metrics) and its pin client. */
@@ -217,53 +104,6 @@ function pinsOf(options: ReuseEndpointOptions, clock: Clock): { channel: PinChan
     ...(metrics === undefined ? {} : { onHeldChange: (held: number) => metrics.pinsHeld('pull', held) }),
   });
   return { channel, client };
-}
-
-function checkOptions(options: ReuseEndpointOptions): void {
-  if (typeof options !== 'object' || options === null)
-    throw new EndpointOptionError('options', options, 'an options object');
-  for (const name of ['agent', 'discovery', 'worker', 'rank', 'settings'] as const) {
-    if (typeof options[name] !== 'object' || options[name] === null)
-      throw new EndpointOptionError(name, options[name], 'an object');
-  }
-  if (!(options.secret instanceof ClusterSecret))
-    throw new EndpointOptionError(
-      'secret',
-      options.secret,
-      'the ClusterSecret openClusterSecret(settings.discovery) returns',
-    );
-  if (!Array.isArray(options.banks) || options.banks.length === 0)
-    throw new EndpointOptionError('banks', options.banks, "a non-empty array of this rank's banks");
-  if (options.calibration !== undefined && typeof options.calibration?.record !== 'function') {
-    throw new EndpointOptionError(
-      'calibration',
-      options.calibration,
-      "the router's TransferCalibration (its record(receipt))",
-    );
-  }
-  for (const name of optionalFunctions) {
-    if (options[name] !== undefined && typeof options[name] !== 'function')
-      throw new EndpointOptionError(name, options[name], 'a function');
-  }
-  if (options.serve !== undefined) checkServeOptions(options, options.serve);
-  const { transport, discovery, endpoint } = options.settings;
-  if (typeof transport !== 'object' || transport === null)
-    throw new EndpointOptionError('settings.transport', transport, 'the resolved transport settings');
-  if (typeof discovery !== 'object' || discovery === null)
-    throw new EndpointOptionError('settings.discovery', discovery, 'the resolved discovery settings');
-  if (endpoint !== undefined) {
-    if (typeof endpoint !== 'object' || endpoint === null)
-      throw new EndpointOptionError('settings.endpoint', endpoint, 'the resolved endpoint settings');
-    if (!verifyModes.includes(endpoint.verify))
-      throw new EndpointOptionError('settings.endpoint.verify', endpoint.verify, "'full', 'sampled' or 'off'");
-    if (endpoint.metricsPort !== 0 && options.metrics === undefined) {
-      throw new EndpointOptionError(
-        'metrics',
-        options.metrics,
-        `an EndpointMetrics for the listener: settings.endpoint.metricsPort is ${endpoint.metricsPort}`,
-      );
-    }
-  }
 }
 
 /**
@@ -498,12 +338,22 @@ export class ReuseEndpoint {
    * ranks' peers (all or none: refused at one source rank, it unloads the peers it loaded itself and
    * leaves those loaded before it), pins at every source rank this rank reads from (renewed while it runs), posts the
    * prepared template of each rank pair (registered once per source incarnation), waits, verifies,
-   * keeps the longest verified prefix and releases the pins once the operations are quiescent. A
+   * keeps the longest verified prefix and resolves, the pins' release going on without it once the
+   * operations are quiescent (`pinsReleased()`). A
    * refused or lost pin, a failed operation or a checksum mismatch ends in the policy's outcome:
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `PullShortfallError` carrying it.
    */
   pull(request: PullRequest): Promise<PullReceipt> {
     return this.#pullSide.pull(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
+  }
+
+  /**
+   * Resolves once the pins of every pull that returned so far are given back: a pull resolves once
+   * verified, and its pins' release (after `beforeRelease`) goes on without it. `drain()` and `close()`
+   * wait for the same. Never rejects: a source that does not answer lets its pins' leases lapse.
+   */
+  pinsReleased(): Promise<void> {
+    return this.#pullSide.released();
   }
 
   /**
@@ -708,8 +558,12 @@ export class ReuseEndpoint {
     return this.#withPins(report);
   }
 
-  /** Stops following the workers transferred with and releases the registered templates (before any deregistration). */
+  /**
+   * Stops following the workers transferred with and releases the registered templates (before any
+   * deregistration), once the pins of the pulls that returned are released.
+   */
   async #stopTransfers(): Promise<void> {
+    await this.#pullSide.released();
     this.#templates.release();
     await this.#workers.close();
   }
