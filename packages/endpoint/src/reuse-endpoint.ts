@@ -537,9 +537,10 @@ export class ReuseEndpoint {
   }
 
   /**
-   * Drains this rank, source side first: withdraws its part (the worker turns not ready) and its
-   * inventory, waits for readers' pins, stops intake, waits for its own operations (cancelling, then
-   * quarantining, those that outlive the deadline), deregisters and hands banks back. Once only.
+   * Drains this rank, source side first: waits for the pins its own pulls release (`pinsReleased()`),
+   * withdraws its part (the worker turns not ready) and its inventory, waits for readers' pins, stops
+   * intake, waits for its own operations (cancelling, then quarantining, those that outlive the
+   * deadline), deregisters and hands banks back. Once only.
    */
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
