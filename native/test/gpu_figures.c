@@ -180,14 +180,14 @@ static double checksum_gbytes_per_s(CUdeviceptr prefix, CUstream stream) {
     return (double)PREFIX_BYTES / (ms * 1e6);
 }
 
-/* Milliseconds one READ of the whole prefix as `count` equal pieces (mirrored, as piece_table) takes
+/* Milliseconds one READ of `total` bytes of the prefix as `count` equal pieces (mirrored, as piece_table) takes
  * through the library, post to completion: the mean of `repeats` after one warm-up. */
 static double pull_ms(uint32_t agent, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
-                      uint32_t count, int repeats) {
+                      uint32_t count, uint64_t total, int repeats) {
     uint32_t *zero = calloc(count, sizeof *zero);
     uint64_t *local_offset = malloc(count * sizeof *local_offset),
              *remote_offset = malloc(count * sizeof *remote_offset), *length = malloc(count * sizeof *length),
-             bytes = PREFIX_BYTES / count;
+             bytes = total / count;
     for (uint32_t i = 0; i < count; i++) {
         remote_offset[i] = i * bytes;
         local_offset[i] = (count - 1 - i) * bytes;
@@ -199,7 +199,7 @@ static double pull_ms(uint32_t agent, uint32_t peer, uint64_t generation, uint32
         uint64_t op = 0;
         must(kvt_xfer_post(agent, KVT_XFER_READ, peer, generation, count, zero, local_offset, zero, remote_offset,
                            length, 1, &local, 1, &remote, NULL, 0, &op));
-        wait_completions_ok(agent, 1, PREFIX_BYTES, true);
+        wait_completions_ok(agent, 1, total, true);
     }
     double ms = (now_ms() - start) / repeats;
     free(zero);
@@ -210,9 +210,10 @@ static double pull_ms(uint32_t agent, uint32_t peer, uint64_t generation, uint32
 }
 
 /* The library's pulls of the exporter's prefix (its metadata `blob`) into `destination` by an agent created
- * with `flags`: as 42, 2,352 and 9,408 pieces (`count` of them into out_ms). */
+ * with `flags`: as 42, 2,352 and 9,408 pieces (`count` of them into out_ms), then (into *out_fixed_ms, unless
+ * NULL) one piece of 4 KiB: what a vram pull costs beside its bytes. */
 static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t length, uint32_t flags, uint32_t count,
-                          double *out_ms) {
+                          double *out_ms, double *out_fixed_ms) {
     uint32_t agent = 0, local = 0, peer = 0, remote = 0, regions = 0;
     uint64_t generation = 0;
     must(kvt_agent_create(flags ? "figures-staged-reader" : "figures-reader", test_backend, flags, &agent));
@@ -221,7 +222,9 @@ static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t
     must(kvt_peer_regions(agent, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
     const uint32_t pieces[3] = {BLOCKS, 2352, 9408};
     for (uint32_t i = 0; i < count; i++)
-        out_ms[i] = pull_ms(agent, peer, generation, local, remote, pieces[i], flags ? STAGED_REPEATS : REPEATS);
+        out_ms[i] =
+            pull_ms(agent, peer, generation, local, remote, pieces[i], PREFIX_BYTES, flags ? STAGED_REPEATS : REPEATS);
+    if (out_fixed_ms) *out_fixed_ms = pull_ms(agent, peer, generation, local, remote, 1, 4096, REPEATS);
     must(kvt_peer_unload(agent, peer));
     must(kvt_mem_deregister(agent, local));
     must(kvt_agent_destroy(agent));
@@ -252,14 +255,16 @@ static uint8_t *receive_export(int from, CUipcMemHandle *handle, uint64_t *blob_
 }
 
 typedef struct {
-    double d2d, gather_128k, gather_32k, ipc_copy, ipc_gather, verify, pinned_h2d, pulls[3], staged;
+    double d2d, gather_128k, gather_32k, ipc_copy, ipc_gather, verify, pinned_h2d, pulls[3], pull_4k, staged;
     int exporter_exit;
 } figures;
 
 static void print_figures(const figures *f) {
     printf("{\"pull_42x7MiB_ms\": %.4f, \"pull_2352x128KiB_ms\": %.4f, \"pull_9408x32KiB_ms\": %.4f, "
+           "\"pull_1x4KiB_ms\": %.4f, "
            "\"pull_ratios\": {\"pull_42_vs_d2d\": %.3f, \"pull_2352_vs_d2d\": %.3f, \"pull_9408_vs_d2d\": %.3f}, ",
-           f->pulls[0], f->pulls[1], f->pulls[2], f->d2d / f->pulls[0], f->d2d / f->pulls[1], f->d2d / f->pulls[2]);
+           f->pulls[0], f->pulls[1], f->pulls[2], f->pull_4k, f->d2d / f->pulls[0], f->d2d / f->pulls[1],
+           f->d2d / f->pulls[2]);
     printf("\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
            "\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
            "\"pinned_h2d_ms\": %.4f, \"staged_pull_ms\": %.4f, \"ratios\": {\"ipc_copy_vs_d2d\": %.3f, "
@@ -300,9 +305,9 @@ int main(int argc, char **argv) {
     f.ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
     f.verify = checksum_gbytes_per_s(destination, stream);
     CU(kvt_cuda.IpcCloseMemHandle(remote)); /* the library opens the handle itself */
-    library_pulls(destination, blob, blob_length, 0, 3, f.pulls);
+    library_pulls(destination, blob, blob_length, 0, 3, f.pulls, &f.pull_4k);
     /* The same 42 blocks host-staged (KVT_AGENT_VRAM_STAGED): what a peer on another host gets. */
-    library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 1, &f.staged);
+    library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 1, &f.staged, NULL);
     free(blob);
     CUdeviceptr mine[] = {source, destination, table_128k, table_32k, table_ipc};
     for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) CU(kvt_cuda.MemFree(mine[i]));

@@ -17,6 +17,7 @@ const nativeLog = (backend: string, names = cases): string =>
 /** What run.sh collects on a GPU machine where everything meets its bar. */
 function passingRun(): Record<string, string> {
   const figures = {
+    pull_1x4KiB_ms: 0.012,
     pull_ratios: { pull_42_vs_d2d: 0.95, pull_2352_vs_d2d: 0.9, pull_9408_vs_d2d: 0.88 },
     ratios: { ipc_copy_vs_d2d: 1, ipc_gather_2352_vs_d2d: 0.93, gather_2352_vs_d2d: 0.92, gather_9408_vs_d2d: 0.92 },
     verify_gbytes_per_s: 1500,
@@ -106,6 +107,7 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
       ]),
     );
     expect(results.figures['pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']?.value).toBeCloseTo(5.6 / 6.5, 3);
+    expect(results.figures['pull.vram_ipc.qwen3_42blocks.vs_d2d']).toMatchObject({ value: 0.95, fixed_cost_ms: 0.012 });
     expect(results.figures['fetch.vram_ipc.qwen3_42blocks.ms']).toMatchObject({
       value: 1.2,
       phases_mean_ms: { pin: 0.5, transfer: 0.2, verify: 0.3, release: 0.1 },
