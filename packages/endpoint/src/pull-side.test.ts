@@ -129,6 +129,26 @@ describe('ReuseEndpoint.pull', () => {
     expect(prefill.clock.now()).toBe(16);
   });
 
+  it('a drain waits for the release of a returned pull at most its deadline, not for a beforeRelease that does not settle', async () => {
+    const { decode, reader, prefill, pinsHeld } = await pair();
+    let letGo = (): void => undefined;
+    const receipt = await reader.endpoint.pull({
+      hint: hintFor(decode, 4),
+      destinationBlocks: destinationBlocks(4),
+      beforeRelease: () => new Promise<void>((resolve) => (letGo = resolve)),
+    });
+    expect(receipt).toMatchObject({ blocks: 4 });
+    const draining = reader.endpoint.drain({ deadlineMs: 1_000 });
+    prefill.clock.advance(1_000);
+    const report = await draining;
+    expect([reader.endpoint.state, report.banksRetained]).toEqual(['drained', []]);
+    // The hook has not let them go: the sources still hold the pins.
+    expect(pinsHeld()).toEqual([1, 1]);
+    letGo();
+    await reader.endpoint.pinsReleased();
+    expect(pinsHeld()).toEqual([0, 0]);
+  });
+
   it("beforeRelease keeps the pins past the reads: a closing source's drain waits for them, and its report says they were released", async () => {
     const { decode, reader, pinsHeld } = await pair();
     const held: (readonly HeldPin[])[] = [];

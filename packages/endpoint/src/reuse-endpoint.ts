@@ -350,7 +350,8 @@ export class ReuseEndpoint {
   /**
    * Resolves once the pins of every pull that returned so far are given back: a pull resolves once
    * verified, and its pins' release (after `beforeRelease`) goes on without it. `drain()` and `close()`
-   * wait for the same. Never rejects: a source that does not answer lets its pins' leases lapse.
+   * wait for the same, at most their deadline. Never rejects: a source that does not answer lets its
+   * pins' leases lapse.
    */
   pinsReleased(): Promise<void> {
     return this.#pullSide.released();
@@ -537,15 +538,15 @@ export class ReuseEndpoint {
   }
 
   /**
-   * Drains this rank, source side first: waits for the pins its own pulls release (`pinsReleased()`),
-   * withdraws its part (the worker turns not ready) and its inventory, waits for readers' pins, stops
-   * intake, waits for its own operations (cancelling, then quarantining, those that outlive the
-   * deadline), deregisters and hands banks back. Once only.
+   * Drains this rank, source side first: waits for the pins its own pulls release (`pinsReleased()`, at
+   * most `deadlineMs`), withdraws its part (the worker turns not ready) and its inventory, waits for
+   * readers' pins, stops intake, waits for its own operations (cancelling, then quarantining, those that
+   * outlive the deadline), deregisters and hands banks back. Once only.
    */
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
     this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
-    await this.#stopTransfers();
+    await this.#stopTransfers(options.deadlineMs);
     const report = await this.#drain.drain(options);
     this.#options.metrics?.banks({
       registered: 0,
@@ -561,10 +562,14 @@ export class ReuseEndpoint {
 
   /**
    * Stops following the workers transferred with and releases the registered templates (before any
-   * deregistration), once the pins of the pulls that returned are released.
+   * deregistration), once the pins of the pulls that returned are released or `deadlineMs` passed (a
+   * `beforeRelease` hook that never settles holds them no longer).
    */
-  async #stopTransfers(): Promise<void> {
-    await this.#pullSide.released();
+  async #stopTransfers(deadlineMs: number): Promise<void> {
+    let timer: unknown;
+    const deadline = new Promise<void>((resolve) => (timer = this.#clock.setTimer(resolve, deadlineMs)));
+    await Promise.race([this.#pullSide.released(), deadline]);
+    this.#clock.clearTimer(timer);
     this.#templates.release();
     await this.#workers.close();
   }
@@ -589,7 +594,7 @@ export class ReuseEndpoint {
   }
 
   async #close(options: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
-    await this.#stopTransfers();
+    await this.#stopTransfers(options.deadlineMs ?? this.#options.settings.transport.shutdownDeadlineMs);
     const state = this.#lifecycle.state;
     if (state === 'registered' || state === 'published' || state === 'ready')
       this.#lifecycle.move('draining', 'close() before drain()');
