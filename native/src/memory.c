@@ -34,6 +34,16 @@ static kvt_status memory_call(kvt_agent *agent, bool on_any_thread,
     return status;
 }
 
+static kvt_status allocation_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t),
+                                  void *arg) {
+    return memory_call(agent, agent->backend->allocation_on_any_thread, call, arg);
+}
+
+static kvt_status registration_call(kvt_agent *agent, kvt_status (*call)(kvt_agent *, void *, char *, size_t),
+                                    void *arg) {
+    return memory_call(agent, agent->backend->registration_on_any_thread, call, arg);
+}
+
 /* ---- allocation ------------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -184,17 +194,17 @@ kvt_status kvt_mem_alloc(uint32_t agent_id, uint64_t length, uint32_t flags, uin
     pthread_mutex_lock(&agent->config_lock);
     kvt_allocation allocation = {.length = length};
     alloc_call_args args = {.allocation = &allocation};
-    status = memory_call(agent, agent->backend->allocation_on_any_thread, alloc_call, &args);
+    status = allocation_call(agent, alloc_call, &args);
     if (status == KVT_OK) {
         status = populate(&allocation, flags);
-        if (status != KVT_OK) memory_call(agent, agent->backend->allocation_on_any_thread, free_call, &allocation);
+        if (status != KVT_OK) allocation_call(agent, free_call, &allocation);
     }
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
         status = kvt_allocation_record_locked(agent, &allocation);
         if (status == KVT_OK) *out_address = allocation.address;
         pthread_mutex_unlock(&agent->lock);
-        if (status != KVT_OK) memory_call(agent, agent->backend->allocation_on_any_thread, free_call, &allocation);
+        if (status != KVT_OK) allocation_call(agent, free_call, &allocation);
     }
     pthread_mutex_unlock(&agent->config_lock);
     return kvt_agent_finish(agent, status);
@@ -265,12 +275,12 @@ kvt_status kvt_mem_alloc_begin(uint32_t agent_id, uint64_t length, uint32_t flag
     pthread_mutex_lock(&agent->config_lock);
     kvt_allocation allocation = {.length = length, .populating = true};
     alloc_call_args args = {.allocation = &allocation};
-    status = memory_call(agent, agent->backend->allocation_on_any_thread, alloc_call, &args);
+    status = allocation_call(agent, alloc_call, &args);
     if (status == KVT_OK) {
         pthread_mutex_lock(&agent->lock);
         status = kvt_allocation_record_locked(agent, &allocation);
         pthread_mutex_unlock(&agent->lock);
-        if (status != KVT_OK) memory_call(agent, agent->backend->allocation_on_any_thread, free_call, &allocation);
+        if (status != KVT_OK) allocation_call(agent, free_call, &allocation);
     }
     if (status == KVT_OK) {
         *out_address = allocation.address;
@@ -541,7 +551,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
         *region = (kvt_region){.kind = kind, .device = device, .address = address, .length = length, .file_fd = -1};
         if (file.present) status = kvt_file_region_prepare(region, file.fd, file.offset);
         map_call_args args = {.region = region, .exact = exact, .imported = is_imported ? &imported : NULL};
-        if (status == KVT_OK) status = memory_call(agent, agent->backend->registration_on_any_thread, map_call, &args);
+        if (status == KVT_OK) status = registration_call(agent, map_call, &args);
         if (status != KVT_OK) {
             region_free(region);
             region = NULL;
@@ -641,8 +651,7 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     if (status == KVT_OK) {
         /* Before the memory may go: readers holding metadata that names it are no longer answered. */
         if (fence) kvt_command_call(&agent->commands, fence_call, NULL);
-        if (region->backend && !region->backend_borrowed)
-            memory_call(agent, agent->backend->registration_on_any_thread, unmap_call, region);
+        if (region->backend && !region->backend_borrowed) registration_call(agent, unmap_call, region);
         region_free(region);
     }
     pthread_mutex_unlock(&agent->config_lock);
