@@ -46,6 +46,10 @@ typedef struct kvt_expansion {
 } kvt_expansion;
 
 static bool expansion_refill(kvt_op *op);
+static void expansion_gather_shape(const kvt_op *op, uint32_t *out_routes, uint32_t *out_blocks);
+static kvt_status expansion_gather_tables(kvt_agent *agent, kvt_op *op, kvt_remote_shift shift,
+                                          kvt_gather_route *routes, kvt_gather_block_pair *pairs,
+                                          uint64_t *out_tiles_per_pair);
 
 static void template_unref(kvt_template *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
@@ -368,7 +372,10 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
                                                  notification, notification_length, NULL)
                                     : NULL;
     if (x) {
-        x->source = (kvt_desc_source){.refill = expansion_refill, .free = expansion_free};
+        x->source = (kvt_desc_source){.refill = expansion_refill,
+                                      .free = expansion_free,
+                                      .gather_shape = expansion_gather_shape,
+                                      .gather_tables = expansion_gather_tables};
         x->template = t;
         x->count = count;
         x->local_blocks = kvt_block_take(agent, 2 * (size_t)count * sizeof *x->local_blocks);
@@ -453,4 +460,45 @@ static bool expansion_refill(kvt_op *op) {
     op->next = 0;
     op->next_offset = 0;
     return n > 0;
+}
+
+/* ---- expansion on the GPU (progress thread) -------------------------------------------------------- */
+
+static void expansion_gather_shape(const kvt_op *op, uint32_t *out_routes, uint32_t *out_blocks) {
+    const kvt_expansion *x = (const kvt_expansion *)op->source;
+    *out_routes = x->template->route_count;
+    *out_blocks = x->count;
+}
+
+static kvt_status expansion_gather_tables(kvt_agent *agent, kvt_op *op, kvt_remote_shift shift,
+                                          kvt_gather_route *routes, kvt_gather_block_pair *pairs,
+                                          uint64_t *out_tiles_per_pair) {
+    const kvt_expansion *x = (const kvt_expansion *)op->source;
+    const kvt_template *t = x->template;
+    bool read = op->direction == KVT_XFER_READ;
+    uint64_t tiles = 0;
+    for (uint32_t r = 0; r < t->route_count; r++) {
+        int64_t remote_shift = 0;
+        kvt_status status = shift(agent, op, t->remote_slot[r], &remote_shift);
+        if (status != KVT_OK) return status;
+        uint64_t local = op->locals[t->local_index[r]]->address + t->local_base[r];
+        uint64_t remote =
+            (uint64_t)((int64_t)op->conn->meta.regions[t->remote_slot[r]].address + remote_shift) + t->remote_base[r];
+        routes[r] =
+            (kvt_gather_route){.source = read ? remote : local,
+                               .destination = read ? local : remote,
+                               .source_block_stride = read ? t->remote_block_stride[r] : t->local_block_stride[r],
+                               .destination_block_stride = read ? t->local_block_stride[r] : t->remote_block_stride[r],
+                               .source_row_stride = read ? t->remote_row_stride[r] : t->local_row_stride[r],
+                               .destination_row_stride = read ? t->local_row_stride[r] : t->remote_row_stride[r],
+                               .row_bytes = t->row_bytes[r],
+                               .first_tile = tiles,
+                               .rows = t->rows[r]};
+        tiles += kvt_gather_route_tile(&routes[r]);
+    }
+    for (uint32_t i = 0; i < x->count; i++)
+        pairs[i] = read ? (kvt_gather_block_pair){x->remote_blocks[i], x->local_blocks[i]}
+                        : (kvt_gather_block_pair){x->local_blocks[i], x->remote_blocks[i]};
+    *out_tiles_per_pair = tiles;
+    return KVT_OK;
 }

@@ -1,7 +1,8 @@
-/* Operations over vram: the gather kernel on this agent's GPU moves a READ's descriptors out of the peer's
+/* Operations over vram: the gather kernels on this agent's GPU move a READ's pieces out of the peer's
  * allocations (a WRITE's into them), opened through their CUDA IPC handles (or used as they are when the
  * peer lives in this process), and a CUDA event tells the progress thread when the stream's work
- * completed. */
+ * completed. A descriptor post's pieces go to kvt_gather as a table of pieces; a template post goes to
+ * kvt_gather_routes as its template's routes and its blocks, expanded on the GPU. */
 #include "vram_xfer.h"
 
 #include "agent.h"
@@ -81,8 +82,8 @@ typedef struct {
      * the stream runs, not a copy through the driver's pageable staging: at the 6.2 GB/s issue 31 measured
      * for pageable uploads, 9,408 pieces (225 KiB) would take about 36 us beside the 150 us of the prefix's
      * bytes. */
-    kvt_gather_piece *staging;
-    uint32_t staging_capacity;
+    void *staging;
+    size_t staging_bytes;
 } agent_vram;
 
 /* A vram op's work in flight: the event after it and, when it has one, its own piece table. */
@@ -176,38 +177,39 @@ static void work_free(agent_vram *state, vram_work *work) {
     free(work);
 }
 
-/* Where an op's pieces are gathered on the host: the agent's pinned staging (when the op gets the agent's
- * table), else memory of its own (malloc). */
+/* Where an op's table (its pieces, or a template post's routes and blocks) is written on the host: the
+ * agent's pinned staging (when the op gets the agent's table), else memory of its own (malloc). */
 typedef struct {
-    kvt_gather_piece *pieces;
-    uint32_t capacity;
+    void *bytes;
+    size_t capacity;
     bool pinned;
-} piece_buffer;
+} table_buffer;
 
-/* Doubles the buffer (at least 64 pieces), keeping its first `keep` pieces; false when memory is short. */
-static bool piece_buffer_grow(piece_buffer *buffer, uint32_t keep) {
-    uint32_t capacity = buffer->capacity == 0 ? 64 : buffer->capacity <= UINT32_MAX / 2 ? buffer->capacity * 2 : 0;
-    if (capacity == 0) return false;
-    kvt_gather_piece *grown = NULL;
+/* Grows the buffer to hold at least `needed` bytes (doubling, 1,536 at first), keeping its first `keep`;
+ * false when memory is short. */
+static bool table_buffer_reserve(table_buffer *buffer, size_t needed, size_t keep) {
+    if (needed <= buffer->capacity) return true;
+    size_t capacity = buffer->capacity == 0 ? 64 * sizeof(kvt_gather_piece) : buffer->capacity;
+    while (capacity < needed)
+        if (__builtin_mul_overflow(capacity, 2, &capacity)) return false;
+    void *grown = NULL;
     if (!buffer->pinned) {
-        grown = realloc(buffer->pieces, (size_t)capacity * sizeof *grown);
-    } else if (kvt_cuda.MemHostAlloc((void **)&grown, (size_t)capacity * sizeof *grown, KVT_CU_MEMHOSTALLOC_PORTABLE) ==
-               KVT_CUDA_SUCCESS) {
-        if (keep) memcpy(grown, buffer->pieces, keep * sizeof *grown);
-        if (buffer->pieces) kvt_cuda.MemFreeHost(buffer->pieces);
+        grown = realloc(buffer->bytes, capacity);
+    } else if (kvt_cuda.MemHostAlloc(&grown, capacity, KVT_CU_MEMHOSTALLOC_PORTABLE) == KVT_CUDA_SUCCESS) {
+        if (keep) memcpy(grown, buffer->bytes, keep);
+        if (buffer->bytes) kvt_cuda.MemFreeHost(buffer->bytes);
     } else {
         grown = NULL;
     }
     if (!grown) return false;
-    buffer->pieces = grown;
+    buffer->bytes = grown;
     buffer->capacity = capacity;
     return true;
 }
 
-/* Every piece of the op into `buffer` (*out_count of them): its descriptors, a template post's window
- * refilled until the whole post is expanded, each remote address where this process reaches it, and each
- * descriptor cut into tiles of at most KVT_KERNEL_TILE_BYTES. */
-static kvt_status collect_pieces(kvt_agent *agent, kvt_op *op, piece_buffer *buffer, uint32_t *out_count) {
+/* Every piece of a descriptor op into `buffer` (*out_count of them): each remote address where this process
+ * reaches it, each descriptor cut into tiles of at most KVT_KERNEL_TILE_BYTES. */
+static kvt_status collect_pieces(kvt_agent *agent, kvt_op *op, table_buffer *buffer, uint32_t *out_count) {
     uint32_t count = 0;
     kvt_status status = KVT_OK;
     while (status == KVT_OK && kvt_op_more(op)) {
@@ -218,46 +220,84 @@ static kvt_status collect_pieces(kvt_agent *agent, kvt_op *op, piece_buffer *buf
         bool read = op->direction == KVT_XFER_READ;
         uint64_t source = read ? remote : d->local_address, destination = read ? d->local_address : remote;
         for (uint64_t at = 0; status == KVT_OK && at < d->length; at += KVT_KERNEL_TILE_BYTES) {
-            if (count == buffer->capacity && !piece_buffer_grow(buffer, count)) {
+            size_t filled = (size_t)count * sizeof(kvt_gather_piece);
+            if (!table_buffer_reserve(buffer, filled + sizeof(kvt_gather_piece), filled)) {
                 status = kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory for %u pieces", count + 1);
                 break;
             }
-            buffer->pieces[count++] = (kvt_gather_piece){source + at, destination + at, kvt_tile_bytes(d->length, at)};
+            ((kvt_gather_piece *)buffer->bytes)[count++] =
+                (kvt_gather_piece){source + at, destination + at, kvt_tile_bytes(d->length, at)};
         }
     }
     *out_count = count;
     return status;
 }
 
-/* Uploads the op's pieces and launches the gather and the event after it, on the agent's stream. */
+/* What one launch moves: a descriptor op's pieces (kvt_gather), or a template post's routes and blocks
+ * (kvt_gather_routes: the template expanded on the GPU). */
+typedef struct {
+    bool routed;
+    uint32_t count; /* pieces, or routes */
+    uint32_t blocks;
+    uint64_t tiles_per_block;
+    size_t bytes; /* of the table: the pieces, or the routes then the blocks */
+} launch_table;
+
+/* The op's table into `buffer`. */
+static kvt_status collect_table(kvt_agent *agent, kvt_op *op, table_buffer *buffer, launch_table *table) {
+    table->routed = op->source && op->source->gather_shape;
+    if (!table->routed) {
+        kvt_status status = collect_pieces(agent, op, buffer, &table->count);
+        table->bytes = (size_t)table->count * sizeof(kvt_gather_piece);
+        return status;
+    }
+    op->source->gather_shape(op, &table->count, &table->blocks);
+    size_t routes = (size_t)table->count * sizeof(kvt_gather_route);
+    table->bytes = routes + (size_t)table->blocks * sizeof(kvt_gather_block_pair);
+    if (!table_buffer_reserve(buffer, table->bytes, 0))
+        return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post_blocks: out of memory for %u routes and %u blocks",
+                        table->count, table->blocks);
+    return op->source->gather_tables(agent, op, remote_base, buffer->bytes,
+                                     (kvt_gather_block_pair *)((uint8_t *)buffer->bytes + routes),
+                                     &table->tiles_per_block);
+}
+
+static kvt_status launch_gather(const launch_table *table, uint32_t device, CUdeviceptr on_device, CUstream stream) {
+    if (!table->routed) return kvt_cuda_gather("kvt_xfer_post", device, on_device, table->count, stream);
+    return kvt_cuda_gather_routes("kvt_xfer_post_blocks", device, on_device, table->count,
+                                  on_device + table->count * sizeof(kvt_gather_route), table->blocks,
+                                  table->tiles_per_block, stream);
+}
+
+/* Uploads the op's table and launches the gather and the event after it, on the agent's stream. */
 static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_work *work) {
     bool shared = !state->table_busy; /* it gets the agent's table and staging */
-    piece_buffer buffer = {
-        .pieces = shared ? state->staging : NULL, .capacity = shared ? state->staging_capacity : 0, .pinned = shared};
-    uint32_t count = 0;
-    kvt_status status = collect_pieces(agent, op, &buffer, &count);
+    table_buffer buffer = {
+        .bytes = shared ? state->staging : NULL, .capacity = shared ? state->staging_bytes : 0, .pinned = shared};
+    launch_table table = {0};
+    kvt_status status = collect_table(agent, op, &buffer, &table);
     if (shared) {
-        state->staging = buffer.pieces;
-        state->staging_capacity = buffer.capacity;
+        state->staging = buffer.bytes;
+        state->staging_bytes = buffer.capacity;
     }
-    uint64_t bytes = (count ? count : 1) * sizeof(kvt_gather_piece);
     /* Opening a handle made the peer's GPU current; the work runs on this agent's. */
     if (status == KVT_OK) status = kvt_cuda_use_device("kvt_xfer_post", state->device);
-    CUdeviceptr table = 0;
+    CUdeviceptr on_device = 0;
     CUresult result = KVT_CUDA_SUCCESS;
     bool uploaded = false;
     if (status == KVT_OK) result = kvt_cuda.EventCreate(&work->event, KVT_CU_EVENT_DISABLE_TIMING);
-    if (status == KVT_OK && result == KVT_CUDA_SUCCESS) result = table_for(state, work, bytes, &table);
+    if (status == KVT_OK && result == KVT_CUDA_SUCCESS)
+        result = table_for(state, work, table.bytes ? table.bytes : 1, &on_device);
     /* From the pinned staging a DMA on the stream; from memory of the op's own (pageable), copied before the
      * call returns. */
     if (status == KVT_OK && result == KVT_CUDA_SUCCESS) {
-        result = kvt_cuda.MemcpyHtoDAsync(table, buffer.pieces, count * sizeof(kvt_gather_piece), state->stream);
+        result = kvt_cuda.MemcpyHtoDAsync(on_device, buffer.bytes, table.bytes, state->stream);
         uploaded = result == KVT_CUDA_SUCCESS;
     }
     if (status == KVT_OK && result == KVT_CUDA_SUCCESS)
-        status = kvt_cuda_gather("kvt_xfer_post", state->device, table, count, state->stream);
+        status = launch_gather(&table, state->device, on_device, state->stream);
     if (status == KVT_OK && result == KVT_CUDA_SUCCESS) result = kvt_cuda.EventRecord(work->event, state->stream);
-    if (!shared) free(buffer.pieces);
+    if (!shared) free(buffer.bytes);
     if (status == KVT_OK && result != KVT_CUDA_SUCCESS) {
         char text[256];
         status = kvt_fail(KVT_ERR_BACKEND, "kvt_xfer_post: the GPU refused the copy: %s",

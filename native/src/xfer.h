@@ -7,6 +7,7 @@
 #include "memory.h"
 #include "peer.h"
 #include "services/commands.h"
+#include "services/cuda_kernels.h"
 #include "services/delivery.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,13 +33,23 @@ enum kvt_op_phase {
 
 struct kvt_op;
 
+/* Where this process reaches the peer's region `slot` of `op`: the shift from its advertised address. */
+typedef kvt_status (*kvt_remote_shift)(kvt_agent *agent, struct kvt_op *op, uint32_t slot, int64_t *out_shift);
+
 /* Where a post's descriptors come from when they are not built whole (a template post's expansion,
- * template.c): the progress thread refills the op's window from it as it issues them (kvt_op_more), and it
- * is freed with the op. */
+ * template.c): the progress thread refills the op's window from it as it issues them (kvt_op_more), or a
+ * vram move has the GPU expand it (kvt_gather_routes), and it is freed with the op. */
 typedef struct kvt_desc_source {
     /* (P) Refills op->descs with the next pieces; false when every piece was issued. */
     bool (*refill)(struct kvt_op *op);
     void (*free)(kvt_agent *agent, struct kvt_desc_source *source);
+    /* (P) For the GPU's expansion: the routes and blocks of the op's table. */
+    void (*gather_shape)(const struct kvt_op *op, uint32_t *out_routes, uint32_t *out_blocks);
+    /* (P) The op's table as kvt_gather_routes reads it: its routes into `routes` (source and destination by
+     * the op's direction, tiled, the remote side shifted by `shift`), its blocks into `pairs`, the routes'
+     * tiles per block pair into *out_tiles_per_pair. */
+    kvt_status (*gather_tables)(kvt_agent *agent, struct kvt_op *op, kvt_remote_shift shift, kvt_gather_route *routes,
+                                kvt_gather_block_pair *pairs, uint64_t *out_tiles_per_pair);
 } kvt_desc_source;
 
 typedef struct kvt_op {

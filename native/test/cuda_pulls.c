@@ -34,6 +34,15 @@ const char *fake_driver(const char *variable) {
     return path && path[0] ? path : NULL;
 }
 
+void on_driver_under_test(const char *devices, void (*body)(void)) {
+    if (real_driver()) {
+        in_child((driver_setup){0}, body);
+        return;
+    }
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = devices}, body);
+}
+
 /* Whether [address, +length) of vram holds the bytes [from, from + length) of the pattern of `seed`. */
 bool holds_pattern(uint64_t address, uint64_t length, uint64_t from, uint64_t seed) {
     uint8_t *expected = malloc(from + length), *got = malloc(length);

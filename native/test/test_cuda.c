@@ -84,17 +84,6 @@ static void driver_and_devices(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, usable_with_two_devices);
 }
 
-/* Runs `body` over the driver under test: the fake with `devices` GPUs, or with KVT_TEST_CUDA_REAL=1 the
- * machine's own. */
-static void on_driver_under_test(const char *devices, void (*body)(void)) {
-    if (real_driver()) {
-        in_child((driver_setup){0}, body);
-        return;
-    }
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = devices}, body);
-}
-
 /* kvt_mem_write_vram into the allocation at `address`: inside it only; on the fake the bytes are there. */
 static void check_write_vram(uint32_t agent, uint64_t address, uint64_t length) {
     uint8_t bytes[4096];

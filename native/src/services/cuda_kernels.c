@@ -14,7 +14,7 @@
 typedef struct {
     bool loaded;
     CUmodule gather_module, checksum_module;
-    CUfunction gather, checksum;
+    CUfunction gather, gather_routes, checksum;
 } device_kernels;
 
 static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -41,6 +41,10 @@ static kvt_status device_kernels_of(const char *call, uint32_t device, const dev
         result = load_function(kvt_ptx_gather, "kvt_gather", &entry->gather_module, &entry->gather);
         failed = "kvt_gather";
         if (result == KVT_CUDA_SUCCESS) {
+            result = kvt_cuda.ModuleGetFunction(&entry->gather_routes, entry->gather_module, "kvt_gather_routes");
+            failed = "kvt_gather_routes";
+        }
+        if (result == KVT_CUDA_SUCCESS) {
             result = load_function(kvt_ptx_checksum, "kvt_block_checksum", &entry->checksum_module, &entry->checksum);
             failed = "kvt_block_checksum";
         }
@@ -56,16 +60,17 @@ static kvt_status device_kernels_of(const char *call, uint32_t device, const dev
     return KVT_OK;
 }
 
-static kvt_status launch(const char *call, CUfunction function, const char *name, uint32_t count, void **parameters,
+/* Launches `function` over `count` tiles (a block of threads each, looping past KVT_KERNEL_MAX_BLOCKS). */
+static kvt_status launch(const char *call, CUfunction function, const char *name, uint64_t count, void **parameters,
                          CUstream stream) {
     if (count == 0) return KVT_OK;
-    unsigned int blocks = count < KVT_KERNEL_MAX_BLOCKS ? count : KVT_KERNEL_MAX_BLOCKS;
+    unsigned int blocks = count < KVT_KERNEL_MAX_BLOCKS ? (unsigned int)count : KVT_KERNEL_MAX_BLOCKS;
     CUresult result =
         kvt_cuda.LaunchKernel(function, blocks, 1, 1, KVT_KERNEL_THREADS, 1, 1, 0, stream, parameters, NULL);
     if (result == KVT_CUDA_SUCCESS) return KVT_OK;
     char text[256];
-    return kvt_fail(KVT_ERR_BACKEND, "%s: launching %s over %u pieces failed: %s", call, name, count,
-                    kvt_cuda_error_text(result, text, sizeof text));
+    return kvt_fail(KVT_ERR_BACKEND, "%s: launching %s over %llu pieces failed: %s", call, name,
+                    (unsigned long long)count, kvt_cuda_error_text(result, text, sizeof text));
 }
 
 kvt_status kvt_cuda_gather(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count, CUstream stream) {
@@ -74,6 +79,16 @@ kvt_status kvt_cuda_gather(const char *call, uint32_t device, CUdeviceptr pieces
     if (status != KVT_OK) return status;
     void *parameters[] = {&pieces, &count};
     return launch(call, loaded->gather, "kvt_gather", count, parameters, stream);
+}
+
+kvt_status kvt_cuda_gather_routes(const char *call, uint32_t device, CUdeviceptr routes, uint32_t route_count,
+                                  CUdeviceptr pairs, uint32_t pair_count, uint64_t tiles_per_pair, CUstream stream) {
+    const device_kernels *loaded = NULL;
+    kvt_status status = device_kernels_of(call, device, &loaded);
+    if (status != KVT_OK) return status;
+    void *parameters[] = {&routes, &route_count, &pairs, &pair_count, &tiles_per_pair};
+    return launch(call, loaded->gather_routes, "kvt_gather_routes", (uint64_t)pair_count * tiles_per_pair, parameters,
+                  stream);
 }
 
 kvt_status kvt_cuda_block_checksum(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count,

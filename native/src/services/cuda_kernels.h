@@ -5,6 +5,7 @@
 
 #include "services/cuda_driver.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* One piece for kvt_gather, as kernels/gather.cu reads it from device memory. */
@@ -12,6 +13,20 @@ typedef struct {
     uint64_t source, destination, bytes;
 } kvt_gather_piece;
 _Static_assert(sizeof(kvt_gather_piece) == 24, "kvt_gather_piece matches kernels/gather.cu");
+
+/* A route of a template for kvt_gather_routes, as kernels/gather.cu reads it from device memory: its bases
+ * (block 0, row 0) where this process reaches them, its strides, and its tiling (kvt_gather_route_tile). */
+typedef struct {
+    uint64_t source, destination, source_block_stride, destination_block_stride, source_row_stride,
+        destination_row_stride, row_bytes, first_tile;
+    uint32_t rows, rows_per_tile, chunks_per_row, chunk_bytes;
+} kvt_gather_route;
+_Static_assert(sizeof(kvt_gather_route) == 80, "kvt_gather_route matches kernels/gather.cu");
+
+/* One block of a template post for kvt_gather_routes: the source's block and the destination's. */
+typedef struct {
+    uint32_t source, destination;
+} kvt_gather_block_pair;
 
 /* One piece for kvt_block_checksum: its bytes count into sums[group] as the group's ordinal-th piece; a tile
  * of a larger piece says where it starts in that piece (first_word, in 16-byte words), so that its words
@@ -33,12 +48,27 @@ static inline uint64_t kvt_tile_bytes(uint64_t length, uint64_t at) {
     return length - at < KVT_KERNEL_TILE_BYTES ? length - at : KVT_KERNEL_TILE_BYTES;
 }
 
-/* Threads per block of both kernels. */
+/* Threads per block of every kernel. */
 #define KVT_KERNEL_THREADS 256u
+
+/* Tiles `route` (rows, row_bytes and first_tile set) as kvt_gather_routes reads them: rows of at most a tile go
+ * several to a tile, longer rows are cut into tiles; answers how many tiles the route has per block pair. */
+static inline uint64_t kvt_gather_route_tile(kvt_gather_route *route) {
+    bool long_rows = route->row_bytes > KVT_KERNEL_TILE_BYTES;
+    uint64_t per_tile = long_rows ? 1 : KVT_KERNEL_TILE_BYTES / route->row_bytes;
+    route->rows_per_tile = per_tile < route->rows ? (uint32_t)per_tile : route->rows;
+    route->chunk_bytes = long_rows ? KVT_KERNEL_TILE_BYTES : (uint32_t)route->row_bytes;
+    route->chunks_per_row = (uint32_t)((route->row_bytes + route->chunk_bytes - 1) / route->chunk_bytes);
+    return ((uint64_t)route->rows + route->rows_per_tile - 1) / route->rows_per_tile * route->chunks_per_row;
+}
 
 /* Copies `count` pieces whose table is at `pieces` (device memory) on `stream`, GPU `device` (its context
  * is made current). BACKEND naming `call` when the module cannot be loaded or the launch is refused. */
 kvt_status kvt_cuda_gather(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count, CUstream stream);
+/* Copies `pair_count` blocks of a template (its `route_count` routes at `routes`, the pairs at `pairs`: device
+ * memory; `tiles_per_pair` the routes' tiles) on `stream`, GPU `device`. Errors as kvt_cuda_gather. */
+kvt_status kvt_cuda_gather_routes(const char *call, uint32_t device, CUdeviceptr routes, uint32_t route_count,
+                                  CUdeviceptr pairs, uint32_t pair_count, uint64_t tiles_per_pair, CUstream stream);
 /* Adds each piece's checksum into sums[group] (device memory, uint64 each, zeroed by the caller). */
 kvt_status kvt_cuda_block_checksum(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count,
                                    CUdeviceptr sums, CUstream stream);

@@ -398,7 +398,15 @@ bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsigned int th
 typedef struct {
     const char *name;
 } fake_function;
-static const fake_function fake_gather = {"kvt_gather"}, fake_checksum = {"kvt_block_checksum"};
+/* The kernels, by their kind (the index of their shapes below). */
+static const fake_function fake_kernels[] = {{"kvt_gather"}, {"kvt_block_checksum"}, {"kvt_gather_routes"}};
+enum { KERNEL_KINDS = sizeof fake_kernels / sizeof fake_kernels[0] };
+
+static const fake_function *fake_kernel_named(const char *name) {
+    for (int kind = 0; kind < KERNEL_KINDS; kind++)
+        if (strcmp(name, fake_kernels[kind].name) == 0) return &fake_kernels[kind];
+    return NULL;
+}
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     const char *ptx = image;
@@ -412,35 +420,50 @@ CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, const char *
     char entry[64];
     snprintf(entry, sizeof entry, ".entry %s(", name);
     if (!strstr((const char *)module, entry)) return FAKE_NOT_FOUND;
-    *function = (CUfunction)(uintptr_t)(strcmp(name, "kvt_gather") == 0 ? &fake_gather : &fake_checksum);
+    const fake_function *kernel = fake_kernel_named(name);
+    if (!kernel) return FAKE_NOT_FOUND;
+    *function = (CUfunction)(uintptr_t)kernel;
     return KVT_CUDA_SUCCESS;
 }
 
 CUresult cuModuleUnload(CUmodule module) { return module ? KVT_CUDA_SUCCESS : FAKE_INVALID_HANDLE; }
 
-/* The shape of the last launch of each kernel (gather, checksum): its pieces and the largest of them. */
-static _Atomic uint32_t last_pieces[2];
-static _Atomic uint64_t last_largest[2];
+/* The shape of the last launch of each kernel: its pieces (tiles of kvt_gather_routes) and the largest of
+ * them; and how many launches each had. */
+static _Atomic uint32_t last_pieces[KERNEL_KINDS];
+static _Atomic uint64_t last_largest[KERNEL_KINDS];
+static _Atomic uint64_t launches[KERNEL_KINDS];
 
 /* Not a driver entry point: the shape of the last launch of the kernel `name`, for the tests. */
 void fake_cuda_last_launch(const char *name, uint32_t *pieces, uint64_t *largest);
 void fake_cuda_last_launch(const char *name, uint32_t *pieces, uint64_t *largest) {
-    int kind = strcmp(name, "kvt_gather") == 0 ? 0 : 1;
+    long kind = fake_kernel_named(name) - fake_kernels;
     *pieces = atomic_load(&last_pieces[kind]);
     *largest = atomic_load(&last_largest[kind]);
 }
 
-/* Keeps the shape of a launch of `kernel` over `count` pieces at `table`. */
-static void record_launch(const fake_function *kernel, const void *table, uint32_t count) {
-    int kind = kernel == &fake_gather ? 0 : 1;
-    uint64_t largest = 0;
+/* Not a driver entry point: how many times the kernel `name` was launched, for the tests. */
+uint64_t fake_cuda_launches(const char *name);
+uint64_t fake_cuda_launches(const char *name) { return atomic_load(&launches[fake_kernel_named(name) - fake_kernels]); }
+
+/* Keeps the shape of a launch of `kernel` with cuLaunchKernel's `parameters`. */
+static void record_launch(const fake_function *kernel, void **parameters) {
+    long kind = kernel - fake_kernels;
+    const void *table = (const void *)(uintptr_t) * (const CUdeviceptr *)parameters[0];
+    uint32_t count = *(const uint32_t *)parameters[1];
+    uint64_t largest = 0, pieces = count;
+    if (kernel == &fake_kernels[2])
+        pieces = count == 0 ? 0 : *(const uint32_t *)parameters[3] * *(const uint64_t *)parameters[4];
     for (uint32_t p = 0; p < count; p++) {
-        uint64_t bytes =
-            kind == 0 ? ((const kvt_gather_piece *)table)[p].bytes : ((const kvt_checksum_piece *)table)[p].bytes;
+        uint64_t bytes = kind == 0   ? ((const kvt_gather_piece *)table)[p].bytes
+                         : kind == 1 ? ((const kvt_checksum_piece *)table)[p].bytes
+                                     : (uint64_t)((const kvt_gather_route *)table)[p].rows_per_tile *
+                                           ((const kvt_gather_route *)table)[p].chunk_bytes;
         if (bytes > largest) largest = bytes;
     }
-    atomic_store(&last_pieces[kind], count);
+    atomic_store(&last_pieces[kind], (uint32_t)pieces);
     atomic_store(&last_largest[kind], largest);
+    atomic_fetch_add(&launches[kind], 1);
 }
 
 CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
@@ -451,9 +474,8 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int g
         shared_bytes != 0 || extra)
         return KVT_CUDA_ERROR_INVALID_VALUE;
     const fake_function *kernel = (const fake_function *)(const void *)function;
-    if (kernel != &fake_gather && kernel != &fake_checksum) return FAKE_INVALID_HANDLE;
-    record_launch(kernel, (const void *)(uintptr_t) * (const CUdeviceptr *)parameters[0],
-                  *(const uint32_t *)parameters[1]);
+    if (kernel < fake_kernels || kernel >= fake_kernels + KERNEL_KINDS) return FAKE_INVALID_HANDLE;
+    record_launch(kernel, parameters);
     return fake_cuda_run_kernel(kernel->name, grid_x, block_x, parameters) ? KVT_CUDA_SUCCESS : FAKE_INVALID_HANDLE;
 }
 

@@ -27,12 +27,19 @@ static unsigned long long atomicAdd(unsigned long long *address, unsigned long l
 #include "../../kernels/checksum.cu"
 #include "../../kernels/gather.cu"
 
-/* Runs the kernel `name` (kvt_gather or kvt_block_checksum) as a launch of `blocks` blocks of `threads`
- * threads with cuLaunchKernel's `parameters`; false for another name. */
+/* Runs the kernel `name` (kvt_gather, kvt_gather_routes or kvt_block_checksum) as a launch of `blocks` blocks of
+ * `threads` threads with cuLaunchKernel's `parameters`; false for another name. */
 extern "C" bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsigned int threads, void **parameters);
 extern "C" bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsigned int threads, void **parameters) {
-    bool gather = __builtin_strcmp(name, "kvt_gather") == 0;
-    if (!gather && __builtin_strcmp(name, "kvt_block_checksum") != 0) return false;
+    enum { GATHER, ROUTES, CHECKSUM } kernel;
+    if (__builtin_strcmp(name, "kvt_gather") == 0)
+        kernel = GATHER;
+    else if (__builtin_strcmp(name, "kvt_gather_routes") == 0)
+        kernel = ROUTES;
+    else if (__builtin_strcmp(name, "kvt_block_checksum") == 0)
+        kernel = CHECKSUM;
+    else
+        return false;
     gridDim = {blocks, 1, 1};
     blockDim = {threads, 1, 1};
     unsigned int count = *static_cast<const unsigned int *>(parameters[1]);
@@ -40,8 +47,13 @@ extern "C" bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsi
         for (unsigned int thread = 0; thread < threads; thread++) {
             blockIdx = {block, 0, 0};
             threadIdx = {thread, 0, 0};
-            if (gather)
+            if (kernel == GATHER)
                 kvt_gather(*static_cast<const kvt_piece *const *>(parameters[0]), count);
+            else if (kernel == ROUTES)
+                kvt_gather_routes(*static_cast<const kvt_route *const *>(parameters[0]), count,
+                                  *static_cast<const kvt_block_pair *const *>(parameters[2]),
+                                  *static_cast<const unsigned int *>(parameters[3]),
+                                  *static_cast<const unsigned long long *>(parameters[4]));
             else
                 kvt_block_checksum(*static_cast<const kvt_checksum_piece *const *>(parameters[0]), count,
                                    *static_cast<unsigned long long *const *>(parameters[2]));

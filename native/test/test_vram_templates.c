@@ -1,0 +1,220 @@
+/* Template posts between vram banks, expanded on the GPU by kvt_gather_routes: one template whose routes the
+ * kernel tiles in every way it can (a row longer than a tile, rows grouped into one tile, short unaligned
+ * rows, more rows than a tile holds, rows of exactly a tile), over two regions on each side, READ and WRITE.
+ * Every byte a route names must land, and every byte between its rows must stay. Runs on the fake driver,
+ * or with KVT_TEST_CUDA_REAL=1 (tools/gpu-check) on the machine's own. */
+#include "cuda_pulls.h"
+#include "services/cuda_driver.h"
+#include "services/cuda_kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define AREA_BYTES (1u << 20) /* each route's own area, on both sides */
+#define ROUTES 5u
+#define BANK_BYTES (ROUTES * AREA_BYTES)
+#define SECOND_REGION (3u * AREA_BYTES) /* where each side's second region starts; routes 3 and 4 are in it */
+#define BLOCKS 3u
+#define TILES_PER_BLOCK 8u /* 2 + 1 + 1 + 2 + 2, as the shapes below are tiled */
+
+/* A route on each side: the remote (source) side's and the local side's skew into the route's area and
+ * strides. */
+typedef struct {
+    uint64_t skew, row_stride, block_stride;
+} side;
+typedef struct {
+    uint32_t rows;
+    uint64_t row_bytes;
+    side remote, local;
+} shape;
+
+static const shape shapes[ROUTES] = {
+    /* longer than a tile, not a multiple of 16 */
+    {1, (160u << 10) + 3, {0, (160u << 10) + 3, 192u << 10}, {16, (160u << 10) + 3, 200u << 10}},
+    /* grouped into one tile, apart */
+    {5, 4096, {16, 8192, 64u << 10}, {0, 8192 + 32, (64u << 10) + 1024}},
+    /* short and unaligned */
+    {3, 100, {3, 300, 1024}, {7, 308, 1536}},
+    /* more rows than one tile holds, contiguous on one side only */
+    {40, 4096, {0, 4096, 192u << 10}, {0, 4096 + 16, 196u << 10}},
+    /* exactly a tile each */
+    {2, 128u << 10, {0, (128u << 10) + 64, 320u << 10}, {0, (128u << 10) + 128, 324u << 10}},
+};
+
+typedef struct {
+    uint32_t source, reader, remote[2], local[2], peer, template_id;
+    uint64_t remote_vram, local_vram, generation, block_bytes;
+} banks;
+
+/* Where route r's row `row` of block `block` is on one side, in its bank; minus `region` (0, or where the
+ * side's second region starts) in its region. */
+static uint64_t place(uint32_t r, const side *on, uint32_t block, uint32_t row) {
+    return r * (uint64_t)AREA_BYTES + on->skew + block * on->block_stride + row * on->row_stride;
+}
+static uint64_t region_start(uint32_t r) { return r >= 3 ? SECOND_REGION : 0; }
+
+static void register_routes(banks *b) {
+    uint32_t index[ROUTES], rows[ROUTES];
+    uint64_t local_base[ROUTES], remote_base[ROUTES], local_block_stride[ROUTES], remote_block_stride[ROUTES],
+        row_bytes[ROUTES], local_row_stride[ROUTES], remote_row_stride[ROUTES];
+    b->block_bytes = 0;
+    for (uint32_t r = 0; r < ROUTES; r++) {
+        const shape *s = &shapes[r];
+        index[r] = r >= 3;
+        rows[r] = s->rows;
+        local_base[r] = place(r, &s->local, 0, 0) - region_start(r);
+        remote_base[r] = place(r, &s->remote, 0, 0) - region_start(r);
+        local_block_stride[r] = s->local.block_stride;
+        remote_block_stride[r] = s->remote.block_stride;
+        local_row_stride[r] = s->local.row_stride;
+        remote_row_stride[r] = s->remote.row_stride;
+        row_bytes[r] = s->row_bytes;
+        b->block_bytes += s->rows * s->row_bytes;
+    }
+    const kvt_template_routes routes = {.route_count = ROUTES,
+                                        .local_index = index,
+                                        .remote_index = index,
+                                        .local_base = local_base,
+                                        .remote_base = remote_base,
+                                        .local_block_stride = local_block_stride,
+                                        .remote_block_stride = remote_block_stride,
+                                        .rows = rows,
+                                        .row_bytes = row_bytes,
+                                        .local_row_stride = local_row_stride,
+                                        .remote_row_stride = remote_row_stride,
+                                        .local_region_count = 2,
+                                        .local_regions = b->local,
+                                        .remote_region_count = 2,
+                                        .remote_regions = b->remote,
+                                        .local_block_limit = BLOCKS,
+                                        .remote_block_limit = BLOCKS};
+    CHECK_OK(kvt_template_register(b->reader, b->peer, b->generation, &routes, &b->template_id));
+}
+
+/* Two agents of this process with a bank of vram each, registered as two regions, the source's loaded as the
+ * reader's peer, and the template of the shapes above between them. */
+static banks open_banks(void) {
+    banks b = {.source = make_agent("routes-source"), .reader = make_agent("routes-reader")};
+    CHECK_OK(kvt_mem_alloc_vram(b.source, 0, BANK_BYTES, &b.remote_vram));
+    CHECK_OK(kvt_mem_alloc_vram(b.reader, 0, BANK_BYTES, &b.local_vram));
+    const uint64_t starts[2] = {0, SECOND_REGION}, lengths[2] = {SECOND_REGION, BANK_BYTES - SECOND_REGION};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(kvt_mem_register(b.source, b.remote_vram + starts[i], lengths[i], KVT_MEM_VRAM, 0, &b.remote[i]));
+        CHECK_OK(kvt_mem_register(b.reader, b.local_vram + starts[i], lengths[i], KVT_MEM_VRAM, 0, &b.local[i]));
+    }
+    b.peer = load_peer(b.reader, b.source, &b.generation);
+    register_routes(&b);
+    return b;
+}
+
+static void close_banks(const banks *b) {
+    CHECK_OK(kvt_template_release(b->reader, b->template_id));
+    CHECK_OK(kvt_peer_unload(b->reader, b->peer));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(kvt_mem_deregister(b->reader, b->local[i]));
+        CHECK_OK(kvt_mem_deregister(b->source, b->remote[i]));
+    }
+    CHECK_OK(kvt_mem_free(b->reader, b->local_vram));
+    CHECK_OK(kvt_mem_free(b->source, b->remote_vram));
+    CHECK_OK(kvt_agent_destroy(b->reader));
+    CHECK_OK(kvt_agent_destroy(b->source));
+}
+
+static uint8_t *download(uint64_t vram) {
+    uint8_t *host = malloc(BANK_BYTES);
+    CHECK(host, "out of memory");
+    CHECK(kvt_cuda.MemcpyDtoHAsync(host, vram, BANK_BYTES, NULL) == KVT_CUDA_SUCCESS, "download");
+    CHECK(kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS, "synchronize");
+    return host;
+}
+
+static uint8_t *pattern(uint64_t seed) {
+    uint8_t *host = malloc(BANK_BYTES);
+    CHECK(host, "out of memory");
+    fill_pattern(host, BANK_BYTES, seed);
+    return host;
+}
+
+/* The destination bank `got` after blocks moved by the template: each route's rows of destination block
+ * to_blocks[i] hold the source's (`from`, the source bank as it was) rows of from_blocks[i], and the 64
+ * bytes after each row (up to the next one) hold what the destination had (`had`). */
+static void check_moved(const uint8_t *got, const uint8_t *had, const uint8_t *from, bool into_local,
+                        const uint32_t *to_blocks, const uint32_t *from_blocks, uint32_t count) {
+    for (uint32_t i = 0; i < count; i++)
+        for (uint32_t r = 0; r < ROUTES; r++) {
+            const shape *s = &shapes[r];
+            const side *to_side = into_local ? &s->local : &s->remote, *from_side = into_local ? &s->remote : &s->local;
+            for (uint32_t row = 0; row < s->rows; row++) {
+                uint64_t to = place(r, to_side, to_blocks[i], row), at = place(r, from_side, from_blocks[i], row);
+                CHECK(memcmp(got + to, from + at, s->row_bytes) == 0, "route %u row %u of block %u moved", r, row,
+                      to_blocks[i]);
+                uint64_t after = to + s->row_bytes, gap = row + 1 < s->rows ? to_side->row_stride - s->row_bytes : 64;
+                gap = gap < 64 ? gap : 64;
+                CHECK(memcmp(got + after, had + after, gap) == 0,
+                      "the %llu bytes after route %u row %u of block %u stayed", (unsigned long long)gap, r, row,
+                      to_blocks[i]);
+            }
+        }
+}
+
+/* On the fake driver: the post launched kvt_gather_routes once, over every tile of its blocks, and no
+ * kvt_gather; `before` is what fake_cuda_launches answered for both before the post. */
+static void check_launched_routes(const uint64_t before[2], uint32_t blocks) {
+    if (real_driver()) return;
+    uint64_t (*launches)(const char *) = (uint64_t(*)(const char *))(uintptr_t)fake_symbol("fake_cuda_launches");
+    CHECK(launches("kvt_gather") == before[0] && launches("kvt_gather_routes") == before[1] + 1,
+          "one launch of kvt_gather_routes, none of kvt_gather (%llu of kvt_gather_routes and %llu of kvt_gather)",
+          (unsigned long long)(launches("kvt_gather_routes") - before[1]),
+          (unsigned long long)(launches("kvt_gather") - before[0]));
+    uint32_t tiles = 0;
+    uint64_t largest = 0;
+    ((last_launch_fn)(uintptr_t)fake_symbol("fake_cuda_last_launch"))("kvt_gather_routes", &tiles, &largest);
+    CHECK(tiles == blocks * TILES_PER_BLOCK && largest == KVT_KERNEL_TILE_BYTES,
+          "%u blocks went as %u tiles of at most a tile (%u tiles, the largest %llu bytes)", blocks,
+          blocks * TILES_PER_BLOCK, tiles, (unsigned long long)largest);
+}
+
+static void launches_before(uint64_t before[2]) {
+    if (real_driver()) return;
+    uint64_t (*launches)(const char *) = (uint64_t(*)(const char *))(uintptr_t)fake_symbol("fake_cuda_launches");
+    before[0] = launches("kvt_gather");
+    before[1] = launches("kvt_gather_routes");
+}
+
+static void move_by_routes(void) {
+    banks b = open_banks();
+    vram_fill_pattern(b.remote_vram, BANK_BYTES, 51);
+    vram_fill_pattern(b.local_vram, BANK_BYTES, 52);
+    uint8_t *source = pattern(51), *reader = pattern(52);
+    const uint32_t local_blocks[BLOCKS] = {0, 1, 2}, remote_blocks[BLOCKS] = {2, 0, 1};
+    uint64_t op = 0, before[2] = {0, 0};
+    launches_before(before);
+    CHECK_OK(kvt_xfer_post_blocks(b.reader, b.template_id, KVT_XFER_READ, BLOCKS, local_blocks, remote_blocks, NULL, 0,
+                                  &op));
+    wait_completions_ok(b.reader, 1, BLOCKS * b.block_bytes, true);
+    check_launched_routes(before, BLOCKS);
+    uint8_t *got = download(b.local_vram);
+    check_moved(got, reader, source, true, local_blocks, remote_blocks, BLOCKS);
+    free(got);
+
+    /* A WRITE of the reader's block 2, refilled, into the source's block 1. */
+    vram_fill_pattern(b.local_vram, BANK_BYTES, 53);
+    uint8_t *written = pattern(53), *source_had = download(b.remote_vram);
+    const uint32_t two = 2, one = 1;
+    launches_before(before);
+    CHECK_OK(kvt_xfer_post_blocks(b.reader, b.template_id, KVT_XFER_WRITE, 1, &two, &one, NULL, 0, &op));
+    wait_completions_ok(b.reader, 1, b.block_bytes, true);
+    check_launched_routes(before, 1);
+    got = download(b.remote_vram);
+    check_moved(got, source_had, written, false, &one, &two, 1);
+    free(got);
+    free(written);
+    free(source_had);
+    free(source);
+    free(reader);
+    close_banks(&b);
+}
+
+static void routes_of_every_shape(void) { on_driver_under_test("1", move_by_routes); }
+
+TEST_MAIN("vram_templates", TEST(routes_of_every_shape))
