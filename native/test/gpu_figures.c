@@ -209,11 +209,65 @@ static double pull_ms(uint32_t agent, uint32_t peer, uint64_t generation, uint32
     return ms;
 }
 
+/* Milliseconds one READ of the prefix as `blocks` blocks of 56 pieces (one per layer and K/V plane of
+ * Qwen3-0.6B's 28 layers) takes posted by template (kvt_xfer_post_blocks, the template expanded on the GPU),
+ * post to completion, the blocks mirrored: the mean of REPEATS after one warm-up. */
+static double template_pull_ms(uint32_t agent, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
+                               uint32_t blocks) {
+    enum { ROUTES = 56 };
+    uint64_t block_bytes = PREFIX_BYTES / blocks, base[ROUTES], stride[ROUTES], piece[ROUTES];
+    uint32_t index[ROUTES], rows[ROUTES];
+    for (uint32_t r = 0; r < ROUTES; r++) {
+        index[r] = 0;
+        rows[r] = 1;
+        piece[r] = block_bytes / ROUTES;
+        base[r] = r * piece[r];
+        stride[r] = block_bytes;
+    }
+    const kvt_template_routes routes = {.route_count = ROUTES,
+                                        .local_index = index,
+                                        .remote_index = index,
+                                        .local_base = base,
+                                        .remote_base = base,
+                                        .local_block_stride = stride,
+                                        .remote_block_stride = stride,
+                                        .rows = rows,
+                                        .row_bytes = piece,
+                                        .local_row_stride = piece,
+                                        .remote_row_stride = piece,
+                                        .local_region_count = 1,
+                                        .local_regions = &local,
+                                        .remote_region_count = 1,
+                                        .remote_regions = &remote,
+                                        .local_block_limit = blocks,
+                                        .remote_block_limit = blocks};
+    uint32_t template_id = 0, *local_blocks = malloc(2 * blocks * sizeof *local_blocks);
+    uint32_t *remote_blocks = local_blocks + blocks;
+    for (uint32_t i = 0; i < blocks; i++) {
+        local_blocks[i] = blocks - 1 - i;
+        remote_blocks[i] = i;
+    }
+    must(kvt_template_register(agent, peer, generation, &routes, &template_id));
+    double start = 0;
+    for (int i = -1; i < REPEATS; i++) {
+        if (i == 0) start = now_ms();
+        uint64_t op = 0;
+        must(
+            kvt_xfer_post_blocks(agent, template_id, KVT_XFER_READ, blocks, local_blocks, remote_blocks, NULL, 0, &op));
+        wait_completions_ok(agent, 1, PREFIX_BYTES, true);
+    }
+    double ms = (now_ms() - start) / REPEATS;
+    must(kvt_template_release(agent, template_id));
+    free(local_blocks);
+    return ms;
+}
+
 /* The library's pulls of the exporter's prefix (its metadata `blob`) into `destination` by an agent created
- * with `flags`: as 42, 2,352 and 9,408 pieces (`count` of them into out_ms), then (into *out_fixed_ms, unless
- * NULL) one piece of 4 KiB: what a vram pull costs beside its bytes. */
+ * with `flags`: as 42, 2,352 and 9,408 pieces by descriptors (`count` of them into out_ms); then, unless NULL,
+ * one piece of 4 KiB (into *out_fixed_ms: what a vram pull costs beside its bytes) and the 2,352 and 9,408
+ * pieces by template (into out_template_ms). */
 static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t length, uint32_t flags, uint32_t count,
-                          double *out_ms, double *out_fixed_ms) {
+                          double *out_ms, double *out_fixed_ms, double *out_template_ms) {
     uint32_t agent = 0, local = 0, peer = 0, remote = 0, regions = 0;
     uint64_t generation = 0;
     must(kvt_agent_create(flags ? "figures-staged-reader" : "figures-reader", test_backend, flags, &agent));
@@ -225,6 +279,10 @@ static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t
         out_ms[i] =
             pull_ms(agent, peer, generation, local, remote, pieces[i], PREFIX_BYTES, flags ? STAGED_REPEATS : REPEATS);
     if (out_fixed_ms) *out_fixed_ms = pull_ms(agent, peer, generation, local, remote, 1, 4096, REPEATS);
+    if (out_template_ms) {
+        out_template_ms[0] = template_pull_ms(agent, peer, generation, local, remote, BLOCKS);
+        out_template_ms[1] = template_pull_ms(agent, peer, generation, local, remote, 4 * BLOCKS); /* 16 tokens */
+    }
     must(kvt_peer_unload(agent, peer));
     must(kvt_mem_deregister(agent, local));
     must(kvt_agent_destroy(agent));
@@ -255,16 +313,19 @@ static uint8_t *receive_export(int from, CUipcMemHandle *handle, uint64_t *blob_
 }
 
 typedef struct {
-    double d2d, gather_128k, gather_32k, ipc_copy, ipc_gather, verify, pinned_h2d, pulls[3], pull_4k, staged;
+    double d2d, gather_128k, gather_32k, ipc_copy, ipc_gather, verify, pinned_h2d, pulls[3], pull_4k, template_pulls[2],
+        staged;
     int exporter_exit;
 } figures;
 
 static void print_figures(const figures *f) {
     printf("{\"pull_42x7MiB_ms\": %.4f, \"pull_2352x128KiB_ms\": %.4f, \"pull_9408x32KiB_ms\": %.4f, "
-           "\"pull_1x4KiB_ms\": %.4f, "
-           "\"pull_ratios\": {\"pull_42_vs_d2d\": %.3f, \"pull_2352_vs_d2d\": %.3f, \"pull_9408_vs_d2d\": %.3f}, ",
-           f->pulls[0], f->pulls[1], f->pulls[2], f->pull_4k, f->d2d / f->pulls[0], f->d2d / f->pulls[1],
-           f->d2d / f->pulls[2]);
+           "\"pull_1x4KiB_ms\": %.4f, \"template_pull_2352x128KiB_ms\": %.4f, \"template_pull_9408x32KiB_ms\": %.4f, "
+           "\"pull_ratios\": {\"pull_42_vs_d2d\": %.3f, \"pull_2352_vs_d2d\": %.3f, \"pull_9408_vs_d2d\": %.3f, "
+           "\"template_pull_2352_vs_d2d\": %.3f, \"template_pull_9408_vs_d2d\": %.3f}, ",
+           f->pulls[0], f->pulls[1], f->pulls[2], f->pull_4k, f->template_pulls[0], f->template_pulls[1],
+           f->d2d / f->pulls[0], f->d2d / f->pulls[1], f->d2d / f->pulls[2], f->d2d / f->template_pulls[0],
+           f->d2d / f->template_pulls[1]);
     printf("\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
            "\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
            "\"pinned_h2d_ms\": %.4f, \"staged_pull_ms\": %.4f, \"ratios\": {\"ipc_copy_vs_d2d\": %.3f, "
@@ -305,9 +366,9 @@ int main(int argc, char **argv) {
     f.ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
     f.verify = checksum_gbytes_per_s(destination, stream);
     CU(kvt_cuda.IpcCloseMemHandle(remote)); /* the library opens the handle itself */
-    library_pulls(destination, blob, blob_length, 0, 3, f.pulls, &f.pull_4k);
+    library_pulls(destination, blob, blob_length, 0, 3, f.pulls, &f.pull_4k, f.template_pulls);
     /* The same 42 blocks host-staged (KVT_AGENT_VRAM_STAGED): what a peer on another host gets. */
-    library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 1, &f.staged, NULL);
+    library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 1, &f.staged, NULL, NULL);
     free(blob);
     CUdeviceptr mine[] = {source, destination, table_128k, table_32k, table_ipc};
     for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) CU(kvt_cuda.MemFree(mine[i]));

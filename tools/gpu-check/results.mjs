@@ -100,7 +100,9 @@ const hardwareFigures = [
 function figures(measured, job, fetched) {
   const pulls = measured?.pull_ratios ?? {};
   const notMeasured = measured === null ? 'gpu_figures reported no figures' : 'gpu_figures did not report it';
-  const pieces = Math.min(pulls.pull_2352_vs_d2d ?? NaN, pulls.pull_9408_vs_d2d ?? NaN);
+  // Many pieces are what a template post moves (a route per layer and K/V plane of each block), expanded on
+  // the GPU; the same pieces posted as descriptors, one each, are reported beside them.
+  const pieces = Math.min(pulls.template_pull_2352_vs_d2d ?? NaN, pulls.template_pull_9408_vs_d2d ?? NaN);
   const staged = measured?.staged_pull_ms === undefined ? NaN : measured.pinned_h2d_ms / measured.staged_pull_ms;
   return {
     'pull.vram_ipc.qwen3_42blocks.vs_d2d': {
@@ -114,9 +116,16 @@ function figures(measured, job, fetched) {
       fixed_cost_ms: measured?.pull_1x4KiB_ms ?? null,
     },
     'pull.vram_ipc.pieces.vs_d2d': {
-      ...figure(pieces, ['at least', 0.85], 'the lower of 2,352 pieces of 128 KiB and 9,408 of 32 KiB', notMeasured),
-      pieces_2352: pulls.pull_2352_vs_d2d ?? null,
-      pieces_9408: pulls.pull_9408_vs_d2d ?? null,
+      ...figure(
+        pieces,
+        ['at least', 0.85],
+        'the lower of 2,352 pieces of 128 KiB (42 blocks) and 9,408 of 32 KiB (168 blocks), 56 routes a block, posted by template',
+        notMeasured,
+      ),
+      pieces_2352: pulls.template_pull_2352_vs_d2d ?? null,
+      pieces_9408: pulls.template_pull_9408_vs_d2d ?? null,
+      descriptors_2352: pulls.pull_2352_vs_d2d ?? null,
+      descriptors_9408: pulls.pull_9408_vs_d2d ?? null,
     },
     'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d': figure(
       staged,
@@ -183,6 +192,7 @@ const checkNames = [
   'pull.ipc.two_processes',
   'pull.staged.two_processes',
   'sidecar.vram_import',
+  'pull.ipc.templates',
   'endpoint.vram_fetch',
   'main_job.vram',
   'probe',
@@ -219,6 +229,11 @@ if (rc('preflight') !== 0) {
       'engine_memory_served',
       "another process's vram opened by its IPC handle, registered and pulled by a third process",
       'vram_import',
+    ),
+    'pull.ipc.templates': nativeCase(
+      'routes_of_every_shape',
+      'template posts between vram banks expanded on the GPU, routes of every shape, every byte checked',
+      'vram_templates',
     ),
     'endpoint.vram_fetch': fetchCheck(),
     'main_job.vram': mainJob(),

@@ -9,8 +9,9 @@
 # - preflight: gpu_figures preflight, whether the library loads the driver and sees a GPU;
 # - the native tests of the CUDA domain on the machine's driver (test_cuda, KVT_TEST_CUDA_REAL=1, on the
 #   loopback and ucx backends: vram allocation, registration, pulls within a process and from another
-#   process through CUDA IPC and host-staged; the kernels), and test_vram_import on ucx (an
-#   engine's vram opened by a sidecar process through its IPC handle, served and pulled by a third process);
+#   process through CUDA IPC and host-staged; the kernels), test_vram_import on ucx (an
+#   engine's vram opened by a sidecar process through its IPC handle, served and pulled by a third process)
+#   and test_vram_templates on ucx (template posts expanded on the GPU, routes of every shape);
 # - the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy
 #   and gather, against one device-to-device copy; a pinned host-to-device copy; the checksum kernel's rate);
 # - the facade's vram probe under the shipped Node;
@@ -54,6 +55,7 @@ if [ "$(cat "$work/preflight.rc")" = 0 ]; then
     KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=$backend part "native-$backend" 40 "$here/bin/test_cuda"
   done
   KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_import-ucx 30 "$here/bin/test_vram_import"
+  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_templates-ucx 15 "$here/bin/test_vram_templates"
   part figures 75 "$here/bin/gpu_figures"
   KVREUSE_PROBE_GPU=0 part probe 20 "$node" "$here/probe.mjs"
   part fetch 35 "$node" "$here/fetch.mjs"

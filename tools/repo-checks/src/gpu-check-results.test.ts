@@ -18,7 +18,13 @@ const nativeLog = (backend: string, names = cases): string =>
 function passingRun(): Record<string, string> {
   const figures = {
     pull_1x4KiB_ms: 0.012,
-    pull_ratios: { pull_42_vs_d2d: 0.95, pull_2352_vs_d2d: 0.9, pull_9408_vs_d2d: 0.88 },
+    pull_ratios: {
+      pull_42_vs_d2d: 0.95,
+      pull_2352_vs_d2d: 0.6,
+      pull_9408_vs_d2d: 0.4,
+      template_pull_2352_vs_d2d: 0.9,
+      template_pull_9408_vs_d2d: 0.88,
+    },
     ratios: { ipc_copy_vs_d2d: 1, ipc_gather_2352_vs_d2d: 0.93, gather_2352_vs_d2d: 0.92, gather_9408_vs_d2d: 0.92 },
     verify_gbytes_per_s: 1500,
     pinned_h2d_ms: 5.6,
@@ -45,6 +51,7 @@ function passingRun(): Record<string, string> {
     'native-ucx.log': nativeLog('ucx'),
     'native-ucx.rc': '0',
     'vram_import-ucx.log': 'ok vram_import/engine_memory_served [ucx]\n',
+    'vram_templates-ucx.log': 'ok vram_templates/routes_of_every_shape [ucx]\n',
     'figures.json': JSON.stringify(figures),
     'figures.rc': '0',
     'demo.json': JSON.stringify(demo),
@@ -133,13 +140,18 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     expect(entries.every((entry) => !entry.pass && entry.detail === `not run: no GPU: ${reason}`)).toBe(true);
   });
 
-  it('fails, exit 1, naming the figure under its bar: the lower of the two piece counts counts', () => {
+  it('fails, exit 1, naming the figure under its bar: the lower of the two piece counts posted by template counts', () => {
     const files = passingRun();
     const figures = JSON.parse(files['figures.json'] as string) as { pull_ratios: Record<string, number> };
-    figures.pull_ratios['pull_9408_vs_d2d'] = 0.8;
+    figures.pull_ratios['template_pull_9408_vs_d2d'] = 0.8;
     const { status, stdout, results } = compose({ ...files, 'figures.json': JSON.stringify(figures) });
     expect(failing(results)).toEqual(['pull.vram_ipc.pieces.vs_d2d']);
-    expect(results.figures['pull.vram_ipc.pieces.vs_d2d']?.value).toBe(0.8);
+    expect(results.figures['pull.vram_ipc.pieces.vs_d2d']).toMatchObject({
+      value: 0.8,
+      pieces_2352: 0.9,
+      descriptors_2352: 0.6,
+      descriptors_9408: 0.4,
+    });
     expect([status, stdout]).toEqual([1, expect.stringContaining('FAIL (pull.vram_ipc.pieces.vs_d2d)')]);
   });
 
@@ -161,6 +173,14 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     const { results } = compose({ ...passingRun(), 'vram_import-ucx.log': `${line}\n` });
     expect(failing(results)).toEqual(['sidecar.vram_import']);
     expect(results.checks['sidecar.vram_import']?.detail).toBe(line);
+  });
+
+  it('fails the template pulls when test_vram_templates did not run on ucx', () => {
+    const files: Record<string, string> = passingRun();
+    delete files['vram_templates-ucx.log'];
+    const { results } = compose(files);
+    expect(failing(results)).toEqual(['pull.ipc.templates']);
+    expect(results.checks['pull.ipc.templates']?.detail).toContain('ran no case routes_of_every_shape');
   });
 
   it('fails the probe when its template pull between vram banks moved short or its checksums disagree', () => {
