@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { defaultSettings } from '../test/support/settings.js';
 import type { RankPart } from '@kvreuse/descriptors';
 import { ClusterSecret, MemoryDiscoveryStore, type ReadinessGate, startRankPublication } from '@kvreuse/discovery';
+import { DrainController } from '@kvreuse/drain';
 import { TransferCalibration } from '@kvreuse/router';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
@@ -26,6 +27,7 @@ import type { HeldPin } from './pins.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   expect(transport.counters()).toMatchObject({
     liveRegistrations: 0,
@@ -138,15 +140,27 @@ describe('ReuseEndpoint.pull', () => {
       beforeRelease: () => new Promise<void>((resolve) => (letGo = resolve)),
     });
     expect(receipt).toMatchObject({ blocks: 4 });
+    const handedOn = vi.spyOn(DrainController.prototype, 'drain');
     const draining = reader.endpoint.drain({ deadlineMs: 1_000 });
     prefill.clock.advance(1_000);
     const report = await draining;
     expect([reader.endpoint.state, report.banksRetained]).toEqual(['drained', []]);
+    // The wait spent the whole deadline: the rest of the drain gets what is left of it, nothing.
+    expect(handedOn).toHaveBeenCalledWith({ deadlineMs: 0 });
     // The hook has not let them go: the sources still hold the pins.
     expect(pinsHeld()).toEqual([1, 1]);
     letGo();
     await reader.endpoint.pinsReleased();
     expect(pinsHeld()).toEqual([0, 0]);
+  });
+
+  it('a drain whose pulls released their pins at once hands its whole deadline on to the rest of the drain', async () => {
+    const { decode, reader } = await pair();
+    await reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    await reader.endpoint.pinsReleased();
+    const handedOn = vi.spyOn(DrainController.prototype, 'drain');
+    await reader.endpoint.drain({ deadlineMs: 1_000 });
+    expect(handedOn).toHaveBeenCalledWith({ deadlineMs: 1_000 });
   });
 
   it("beforeRelease keeps the pins past the reads: a closing source's drain waits for them, and its report says they were released", async () => {

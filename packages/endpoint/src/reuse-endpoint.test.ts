@@ -275,7 +275,13 @@ describe('ReuseEndpoint', () => {
     await expect(endpoint.register()).rejects.toThrow(
       'register is not allowed while the endpoint is registered (only while created)',
     );
-    expect(transitions.map(({ to }) => to)).toEqual(['registering', 'registered']);
+    await expect(endpoint.drain({ deadlineMs: -1 })).rejects.toThrow(
+      new EndpointOptionError('deadlineMs', -1, 'a whole number of milliseconds, at least 0'),
+    );
+    await expect(endpoint.close({ deadlineMs: 1.5 })).rejects.toThrow(
+      'endpoint option deadlineMs = 1.5 is refused: a whole number of milliseconds, at least 0',
+    );
+    expect([endpoint.state, transitions.map(({ to }) => to)]).toEqual(['registered', ['registering', 'registered']]);
     await endpoint.close();
     expect(() => endpoint.close()).not.toThrow();
     await expect(endpoint.drain({ deadlineMs: 1_000 })).rejects.toThrow(

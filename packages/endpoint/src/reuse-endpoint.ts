@@ -538,16 +538,19 @@ export class ReuseEndpoint {
   }
 
   /**
-   * Drains this rank, source side first: waits for the pins its own pulls release (`pinsReleased()`, at
-   * most `deadlineMs`), withdraws its part (the worker turns not ready) and its inventory, waits for
-   * readers' pins, stops intake, waits for its own operations (cancelling, then quarantining, those that
-   * outlive the deadline), deregisters and hands banks back. Once only.
+   * Drains this rank, source side first: waits for the pins its own pulls release (`pinsReleased()`),
+   * withdraws its part (the worker turns not ready) and its inventory, waits for readers' pins, stops
+   * intake, waits for its own operations (cancelling, then quarantining, those that outlive the deadline),
+   * deregisters and hands banks back, all within one `deadlineMs`. Once only. A `deadlineMs` that is not a
+   * whole number of milliseconds, at least 0, is refused (`EndpointOptionError`) before anything moves.
    */
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
+    const refused = deadlineRefusal(options.deadlineMs);
+    if (refused !== undefined) throw refused;
     this.#lifecycle.move('draining', `drain({ deadlineMs: ${options.deadlineMs} })`);
-    await this.#stopTransfers(options.deadlineMs);
-    const report = await this.#drain.drain(options);
+    const left = await this.#stopTransfers(options.deadlineMs);
+    const report = await this.#drain.drain({ ...options, deadlineMs: left });
     this.#options.metrics?.banks({
       registered: 0,
       retained: report.banksRetained.length,
@@ -563,15 +566,17 @@ export class ReuseEndpoint {
   /**
    * Stops following the workers transferred with and releases the registered templates (before any
    * deregistration), once the pins of the pulls that returned are released or `deadlineMs` passed (a
-   * `beforeRelease` hook that never settles holds them no longer).
+   * `beforeRelease` hook that never settles holds them no longer). Answers what is left of `deadlineMs`.
    */
-  async #stopTransfers(deadlineMs: number): Promise<void> {
+  async #stopTransfers(deadlineMs: number): Promise<number> {
+    const startedAt = this.#clock.now();
     let timer: unknown;
     const deadline = new Promise<void>((resolve) => (timer = this.#clock.setTimer(resolve, deadlineMs)));
     await Promise.race([this.#pullSide.released(), deadline]);
     this.#clock.clearTimer(timer);
     this.#templates.release();
     await this.#workers.close();
+    return Math.max(0, deadlineMs - Math.ceil(this.#clock.now() - startedAt));
   }
 
   #withPins(report: DrainReport): EndpointDrainReport {
@@ -579,22 +584,26 @@ export class ReuseEndpoint {
   }
 
   /**
-   * Shuts down: drains first if that was not done, invalidates peers, closes the agent (with what is
-   * left of `deadlineMs`, `transport.shutdownDeadlineMs` by default), and last the metrics listener (so
+   * Shuts down within `deadlineMs` (`transport.shutdownDeadlineMs` by default): drains first if that was
+   * not done, invalidates peers, closes the agent (with what is left), and last the metrics listener (so
    * the drain can be watched). Its report lists the pins waited for, as `drain()`'s does. Idempotent:
-   * later calls return the first result.
+   * later calls return the first result. A `deadlineMs` that is not a whole number of milliseconds, at
+   * least 0, is refused (`EndpointOptionError`) before anything moves.
    */
   close(options: { readonly deadlineMs?: number } = {}): Promise<EndpointShutdownResult> {
     if (this.#shutdown !== undefined) return this.#shutdown;
     this.#lifecycle.require('close', ['created', 'registered', 'published', 'ready', 'drained']);
+    const refused = options.deadlineMs === undefined ? undefined : deadlineRefusal(options.deadlineMs);
+    if (refused !== undefined) return Promise.reject(refused);
     this.#shutdown = this.#close(options)
       .then((result) => ({ ...result, report: this.#withPins(result.report) }))
       .finally(() => this.#metricsListener?.close());
     return this.#shutdown;
   }
 
-  async #close(options: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
-    await this.#stopTransfers(options.deadlineMs ?? this.#options.settings.transport.shutdownDeadlineMs);
+  async #close(given: { readonly deadlineMs?: number }): Promise<ShutdownResult> {
+    const deadlineMs = given.deadlineMs ?? this.#options.settings.transport.shutdownDeadlineMs;
+    const options = { ...given, deadlineMs: await this.#stopTransfers(deadlineMs) };
     const state = this.#lifecycle.state;
     if (state === 'registered' || state === 'published' || state === 'ready')
       this.#lifecycle.move('draining', 'close() before drain()');
@@ -626,6 +635,12 @@ export class ReuseEndpoint {
       retained: result.retained || notReturned.length > 0,
     };
   }
+}
+
+/** Why a drain's or a shutdown's deadline is refused (it must be a whole number of milliseconds, at least 0). */
+function deadlineRefusal(deadlineMs: unknown): EndpointOptionError | undefined {
+  if (Number.isSafeInteger(deadlineMs) && (deadlineMs as number) >= 0) return undefined;
+  return new EndpointOptionError('deadlineMs', deadlineMs, 'a whole number of milliseconds, at least 0');
 }
 
 /** The rank's banks laid out from its worker's geometry, allocated by its agent, their pages touched, adopted as kvreuse's. */
