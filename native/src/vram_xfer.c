@@ -1,8 +1,9 @@
 /* Operations over vram: the gather kernels on this agent's GPU move a READ's pieces out of the peer's
  * allocations (a WRITE's into them), opened through their CUDA IPC handles (or used as they are when the
  * peer lives in this process), and a CUDA event tells the progress thread when the stream's work
- * completed. A descriptor post's pieces go to kvt_gather as a table of pieces; a template post goes to
- * kvt_gather_routes as its template's routes and its blocks, expanded on the GPU. */
+ * completed. A descriptor post's pieces go to kvt_gather as a table of pieces (tiles cut on the host), or,
+ * when its descriptors are large, to kvt_gather_routes as one route each (cut on the GPU); a template post goes
+ * to kvt_gather_routes as its template's routes and its blocks, expanded on the GPU. */
 #include "vram_xfer.h"
 
 #include "agent.h"
@@ -233,9 +234,48 @@ static kvt_status collect_pieces(kvt_agent *agent, kvt_op *op, table_buffer *buf
     return status;
 }
 
-/* What one launch moves: a descriptor op's pieces (kvt_gather), or a template post's routes and blocks
- * (kvt_gather_routes: the template expanded on the GPU). */
+/* A descriptor op moves as routes (one a descriptor, over one block pair) rather than as pieces when its
+ * descriptors make at least this many tiles each: the host then cuts nothing and uploads fewer bytes (a route
+ * is 80 bytes, a piece 24 a tile), as for 42 blocks of 7 MiB. */
+#define TILES_PER_DESCRIPTOR_AS_ROUTES 4u
+
+static bool descriptors_as_routes(const kvt_op *op) {
+    if (op->source) return false; /* its window holds part of its descriptors only */
+    uint64_t tiles = 0;
+    for (uint32_t i = 0; i < op->count; i++)
+        tiles += (op->descs[i].length + KVT_KERNEL_TILE_BYTES - 1) / KVT_KERNEL_TILE_BYTES;
+    return tiles >= (uint64_t)TILES_PER_DESCRIPTOR_AS_ROUTES * op->count;
+}
+
+/* A descriptor op's descriptors as routes of one row each, each remote address where this process reaches
+ * it, over the block pair (0, 0). */
+static kvt_status collect_descriptor_routes(kvt_agent *agent, kvt_op *op, kvt_gather_route *routes,
+                                            kvt_gather_block_pair *pair, uint64_t *out_tiles_per_pair) {
+    bool read = op->direction == KVT_XFER_READ;
+    uint64_t tiles = 0;
+    for (; op->next < op->count; op->next++) {
+        const kvt_desc *d = &op->descs[op->next];
+        int64_t shift = 0;
+        kvt_status status = remote_base(agent, op, d->remote_slot, &shift);
+        if (status != KVT_OK) return status;
+        uint64_t remote = (uint64_t)((int64_t)d->remote_address + shift);
+        kvt_gather_route *route = &routes[op->next];
+        *route = (kvt_gather_route){.source = read ? remote : d->local_address,
+                                    .destination = read ? d->local_address : remote,
+                                    .row_bytes = d->length,
+                                    .first_tile = tiles,
+                                    .rows = 1};
+        tiles += kvt_gather_route_tile(route);
+    }
+    *pair = (kvt_gather_block_pair){0, 0};
+    *out_tiles_per_pair = tiles;
+    return KVT_OK;
+}
+
+/* What one launch moves: a descriptor op's pieces (kvt_gather), or routes and blocks (kvt_gather_routes: a
+ * template post's, expanded on the GPU, or a descriptor op's large descriptors, cut there). */
 typedef struct {
+    const char *call; /* the post's */
     bool routed;
     uint32_t count; /* pieces, or routes */
     uint32_t blocks;
@@ -245,26 +285,33 @@ typedef struct {
 
 /* The op's table into `buffer`. */
 static kvt_status collect_table(kvt_agent *agent, kvt_op *op, table_buffer *buffer, launch_table *table) {
-    table->routed = op->source && op->source->gather_shape;
+    bool templated = op->source && op->source->gather_shape;
+    table->call = templated ? "kvt_xfer_post_blocks" : "kvt_xfer_post";
+    table->routed = templated || descriptors_as_routes(op);
     if (!table->routed) {
         kvt_status status = collect_pieces(agent, op, buffer, &table->count);
         table->bytes = (size_t)table->count * sizeof(kvt_gather_piece);
         return status;
     }
-    op->source->gather_shape(op, &table->count, &table->blocks);
+    if (templated) {
+        op->source->gather_shape(op, &table->count, &table->blocks);
+    } else {
+        table->count = op->count;
+        table->blocks = 1;
+    }
     size_t routes = (size_t)table->count * sizeof(kvt_gather_route);
     table->bytes = routes + (size_t)table->blocks * sizeof(kvt_gather_block_pair);
     if (!table_buffer_reserve(buffer, table->bytes, 0))
-        return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post_blocks: out of memory for %u routes and %u blocks",
-                        table->count, table->blocks);
-    return op->source->gather_tables(agent, op, remote_base, buffer->bytes,
-                                     (kvt_gather_block_pair *)((uint8_t *)buffer->bytes + routes),
-                                     &table->tiles_per_block);
+        return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory for %u routes and %u blocks", table->call, table->count,
+                        table->blocks);
+    kvt_gather_block_pair *pairs = (kvt_gather_block_pair *)((uint8_t *)buffer->bytes + routes);
+    if (!templated) return collect_descriptor_routes(agent, op, buffer->bytes, pairs, &table->tiles_per_block);
+    return op->source->gather_tables(agent, op, remote_base, buffer->bytes, pairs, &table->tiles_per_block);
 }
 
 static kvt_status launch_gather(const launch_table *table, uint32_t device, CUdeviceptr on_device, CUstream stream) {
-    if (!table->routed) return kvt_cuda_gather("kvt_xfer_post", device, on_device, table->count, stream);
-    return kvt_cuda_gather_routes("kvt_xfer_post_blocks", device, on_device, table->count,
+    if (!table->routed) return kvt_cuda_gather(table->call, device, on_device, table->count, stream);
+    return kvt_cuda_gather_routes(table->call, device, on_device, table->count,
                                   on_device + table->count * sizeof(kvt_gather_route), table->blocks,
                                   table->tiles_per_block, stream);
 }

@@ -1,7 +1,7 @@
 /* Operations over vram (vram_xfer.c): a READ from a peer's vram on this host into this agent's vram, or a
- * WRITE the other way, moves by the gather kernel on this agent's GPU, through the peer's CUDA IPC
- * handles (a template post expanded on the GPU); the progress thread learns its end from a CUDA event. Other moves with vram go host-staged
- * (the ucx backend: backends/ucx/ucx_staging.c). */
+ * WRITE the other way, moves by the gather kernels on this agent's GPU, through the peer's CUDA IPC
+ * handles (a template post and large descriptors cut into tiles on the GPU); the progress thread learns its
+ * end from a CUDA event. Other moves with vram go host-staged (the ucx backend: backends/ucx/ucx_staging.c). */
 #ifndef KVT_VRAM_XFER_H
 #define KVT_VRAM_XFER_H
 
@@ -32,8 +32,9 @@ kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt
 
 /* (P) Moves a vram op forward; a host-staged one through the backend's advance_staged. An IPC op's first call
  * opens the peer's handles (once per loaded metadata), uploads its table (every descriptor of the op, cut
- * into tiles; a template post's routes and blocks, which the kernel expands) and launches the gather and an
- * event on the agent's stream; later calls ask the event. The op becomes KVT_PHASE_MOVED only once the stream's work completed (a cancel waits for it). */
+ * into tiles, or one route each when they are large; a template post's routes and blocks, which the kernel
+ * expands) and launches the gather and an event on the agent's stream; later calls ask the event. The op
+ * becomes KVT_PHASE_MOVED only once the stream's work completed (a cancel waits for it). */
 void kvt_vram_advance(kvt_agent *agent, kvt_op *op);
 
 /* (P) at the progress thread's end: frees the agent's stream and piece table (no vram op is in flight). */

@@ -193,6 +193,7 @@ const checkNames = [
   'pull.staged.two_processes',
   'sidecar.vram_import',
   'pull.ipc.templates',
+  'pull.ipc.large_descriptors',
   'endpoint.vram_fetch',
   'main_job.vram',
   'probe',
@@ -233,7 +234,12 @@ if (rc('preflight') !== 0) {
     'pull.ipc.templates': nativeCase(
       'routes_of_every_shape',
       'template posts between vram banks expanded on the GPU, routes of every shape, every byte checked',
-      'vram_templates',
+      'vram_routes',
+    ),
+    'pull.ipc.large_descriptors': nativeCase(
+      'large_descriptors_cut_on_the_gpu',
+      'descriptor posts of large pieces cut into tiles on the GPU, every byte checked',
+      'vram_routes',
     ),
     'endpoint.vram_fetch': fetchCheck(),
     'main_job.vram': mainJob(),

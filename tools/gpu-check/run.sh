@@ -11,7 +11,8 @@
 #   loopback and ucx backends: vram allocation, registration, pulls within a process and from another
 #   process through CUDA IPC and host-staged; the kernels), test_vram_import on ucx (an
 #   engine's vram opened by a sidecar process through its IPC handle, served and pulled by a third process)
-#   and test_vram_templates on ucx (template posts expanded on the GPU, routes of every shape);
+#   and test_vram_routes on ucx (template posts expanded on the GPU, routes of every shape; large descriptors
+#   cut there);
 # - the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy
 #   and gather, against one device-to-device copy; a pinned host-to-device copy; the checksum kernel's rate);
 # - the facade's vram probe under the shipped Node;
@@ -55,7 +56,7 @@ if [ "$(cat "$work/preflight.rc")" = 0 ]; then
     KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=$backend part "native-$backend" 40 "$here/bin/test_cuda"
   done
   KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_import-ucx 30 "$here/bin/test_vram_import"
-  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_templates-ucx 15 "$here/bin/test_vram_templates"
+  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_routes-ucx 15 "$here/bin/test_vram_routes"
   part figures 75 "$here/bin/gpu_figures"
   KVREUSE_PROBE_GPU=0 part probe 20 "$node" "$here/probe.mjs"
   part fetch 35 "$node" "$here/fetch.mjs"

@@ -51,7 +51,8 @@ function passingRun(): Record<string, string> {
     'native-ucx.log': nativeLog('ucx'),
     'native-ucx.rc': '0',
     'vram_import-ucx.log': 'ok vram_import/engine_memory_served [ucx]\n',
-    'vram_templates-ucx.log': 'ok vram_templates/routes_of_every_shape [ucx]\n',
+    'vram_routes-ucx.log':
+      'ok vram_routes/routes_of_every_shape [ucx]\nok vram_routes/large_descriptors_cut_on_the_gpu [ucx]\n',
     'figures.json': JSON.stringify(figures),
     'figures.rc': '0',
     'demo.json': JSON.stringify(demo),
@@ -175,11 +176,11 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     expect(results.checks['sidecar.vram_import']?.detail).toBe(line);
   });
 
-  it('fails the template pulls when test_vram_templates did not run on ucx', () => {
+  it('fails the moves cut on the GPU when test_vram_routes did not run on ucx', () => {
     const files: Record<string, string> = passingRun();
-    delete files['vram_templates-ucx.log'];
+    delete files['vram_routes-ucx.log'];
     const { results } = compose(files);
-    expect(failing(results)).toEqual(['pull.ipc.templates']);
+    expect(failing(results)).toEqual(['pull.ipc.templates', 'pull.ipc.large_descriptors']);
     expect(results.checks['pull.ipc.templates']?.detail).toContain('ran no case routes_of_every_shape');
   });
 

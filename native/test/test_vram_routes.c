@@ -1,8 +1,9 @@
-/* Template posts between vram banks, expanded on the GPU by kvt_gather_routes: one template whose routes the
- * kernel tiles in every way it can (a row longer than a tile, rows grouped into one tile, short unaligned
+/* Vram moves the GPU cuts into tiles itself (kvt_gather_routes). Template posts: one template whose routes
+ * the kernel tiles in every way it can (a row longer than a tile, rows grouped into one tile, short unaligned
  * rows, more rows than a tile holds, rows of exactly a tile), over two regions on each side, READ and WRITE.
- * Every byte a route names must land, and every byte between its rows must stay. Runs on the fake driver,
- * or with KVT_TEST_CUDA_REAL=1 (tools/gpu-check) on the machine's own. */
+ * Descriptor posts of large pieces, which go as one route each (small ones go as host-cut pieces to
+ * kvt_gather). Every byte named must land, and the bytes around must stay. Runs on the fake driver, or with
+ * KVT_TEST_CUDA_REAL=1 (tools/gpu-check) on the machine's own. */
 #include "cuda_pulls.h"
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
@@ -157,21 +158,21 @@ static void check_moved(const uint8_t *got, const uint8_t *had, const uint8_t *f
         }
 }
 
-/* On the fake driver: the post launched kvt_gather_routes once, over every tile of its blocks, and no
- * kvt_gather; `before` is what fake_cuda_launches answered for both before the post. */
-static void check_launched_routes(const uint64_t before[2], uint32_t blocks) {
+/* On the fake driver: the post launched `kernel` once, over `tiles` tiles (pieces) of at most `largest`
+ * bytes, and not the other gather; `before` is what fake_cuda_launches answered for both before the post. */
+static void check_launched(const uint64_t before[2], const char *kernel, uint32_t tiles, uint64_t largest) {
     if (real_driver()) return;
     uint64_t (*launches)(const char *) = (uint64_t(*)(const char *))(uintptr_t)fake_symbol("fake_cuda_launches");
-    CHECK(launches("kvt_gather") == before[0] && launches("kvt_gather_routes") == before[1] + 1,
-          "one launch of kvt_gather_routes, none of kvt_gather (%llu of kvt_gather_routes and %llu of kvt_gather)",
-          (unsigned long long)(launches("kvt_gather_routes") - before[1]),
-          (unsigned long long)(launches("kvt_gather") - before[0]));
-    uint32_t tiles = 0;
-    uint64_t largest = 0;
-    ((last_launch_fn)(uintptr_t)fake_symbol("fake_cuda_last_launch"))("kvt_gather_routes", &tiles, &largest);
-    CHECK(tiles == blocks * TILES_PER_BLOCK && largest == KVT_KERNEL_TILE_BYTES,
-          "%u blocks went as %u tiles of at most a tile (%u tiles, the largest %llu bytes)", blocks,
-          blocks * TILES_PER_BLOCK, tiles, (unsigned long long)largest);
+    bool routes = strcmp(kernel, "kvt_gather_routes") == 0;
+    uint64_t gathers = launches("kvt_gather") - before[0], routed = launches("kvt_gather_routes") - before[1];
+    CHECK(routed == routes && gathers == !routes,
+          "one launch of %s, none of the other (%llu of kvt_gather_routes and %llu of kvt_gather)", kernel,
+          (unsigned long long)routed, (unsigned long long)gathers);
+    uint32_t launched = 0;
+    uint64_t biggest = 0;
+    ((last_launch_fn)(uintptr_t)fake_symbol("fake_cuda_last_launch"))(kernel, &launched, &biggest);
+    CHECK(launched == tiles && biggest == largest, "%u tiles of at most %llu bytes (%u, the largest %llu bytes)", tiles,
+          (unsigned long long)largest, launched, (unsigned long long)biggest);
 }
 
 static void launches_before(uint64_t before[2]) {
@@ -192,7 +193,7 @@ static void move_by_routes(void) {
     CHECK_OK(kvt_xfer_post_blocks(b.reader, b.template_id, KVT_XFER_READ, BLOCKS, local_blocks, remote_blocks, NULL, 0,
                                   &op));
     wait_completions_ok(b.reader, 1, BLOCKS * b.block_bytes, true);
-    check_launched_routes(before, BLOCKS);
+    check_launched(before, "kvt_gather_routes", BLOCKS * TILES_PER_BLOCK, KVT_KERNEL_TILE_BYTES);
     uint8_t *got = download(b.local_vram);
     check_moved(got, reader, source, true, local_blocks, remote_blocks, BLOCKS);
     free(got);
@@ -204,7 +205,7 @@ static void move_by_routes(void) {
     launches_before(before);
     CHECK_OK(kvt_xfer_post_blocks(b.reader, b.template_id, KVT_XFER_WRITE, 1, &two, &one, NULL, 0, &op));
     wait_completions_ok(b.reader, 1, b.block_bytes, true);
-    check_launched_routes(before, 1);
+    check_launched(before, "kvt_gather_routes", TILES_PER_BLOCK, KVT_KERNEL_TILE_BYTES);
     got = download(b.remote_vram);
     check_moved(got, source_had, written, false, &one, &two, 1);
     free(got);
@@ -217,4 +218,45 @@ static void move_by_routes(void) {
 
 static void routes_of_every_shape(void) { on_driver_under_test("1", move_by_routes); }
 
-TEST_MAIN("vram_templates", TEST(routes_of_every_shape))
+/* `count` descriptors of the first regions READ into the reader's bank; on the fake, `kernel` moved them as
+ * `tiles` tiles of at most `largest` bytes. Every byte lands, and the 64 bytes after each stay. */
+static void read_descriptors(banks *b, uint32_t count, const uint64_t *local_offset, const uint64_t *remote_offset,
+                             const uint64_t *length, const char *kernel, uint32_t tiles, uint64_t largest) {
+    vram_fill_pattern(b->local_vram, BANK_BYTES, 55);
+    uint8_t *source = pattern(51), *had = pattern(55);
+    const uint32_t zero[3] = {0, 0, 0};
+    uint64_t op = 0, total = 0, before[2] = {0, 0};
+    for (uint32_t i = 0; i < count; i++) total += length[i];
+    launches_before(before);
+    CHECK_OK(kvt_xfer_post(b->reader, KVT_XFER_READ, b->peer, b->generation, count, zero, local_offset, zero,
+                           remote_offset, length, 1, &b->local[0], 1, &b->remote[0], NULL, 0, &op));
+    wait_completions_ok(b->reader, 1, total, true);
+    check_launched(before, kernel, tiles, largest);
+    uint8_t *got = download(b->local_vram);
+    for (uint32_t i = 0; i < count; i++) {
+        CHECK(memcmp(got + local_offset[i], source + remote_offset[i], length[i]) == 0, "descriptor %u moved", i);
+        uint64_t after = local_offset[i] + length[i];
+        CHECK(memcmp(got + after, had + after, 64) == 0, "the 64 bytes after descriptor %u stayed", i);
+    }
+    free(got);
+    free(had);
+    free(source);
+}
+
+static void move_descriptors(void) {
+    banks b = open_banks();
+    vram_fill_pattern(b.remote_vram, BANK_BYTES, 51);
+    /* 9 + 5 + 6 tiles, some ends unaligned: one route each, cut on the GPU. */
+    const uint64_t large_local[3] = {16, (2u << 20) + 7, (1u << 20) + (128u << 10)}, large_remote[3] = {1u << 20, 5, 0},
+                   large_length[3] = {(1u << 20) + 3, 640u << 10, 768u << 10};
+    read_descriptors(&b, 3, large_local, large_remote, large_length, "kvt_gather_routes", 20, KVT_KERNEL_TILE_BYTES);
+    /* A tile each: pieces cut on the host. */
+    const uint64_t small_local[3] = {0, 256u << 10, 512u << 10}, small_remote[3] = {512u << 10, 0, 256u << 10},
+                   small_length[3] = {64u << 10, 64u << 10, 64u << 10};
+    read_descriptors(&b, 3, small_local, small_remote, small_length, "kvt_gather", 3, 64u << 10);
+    close_banks(&b);
+}
+
+static void large_descriptors_cut_on_the_gpu(void) { on_driver_under_test("1", move_descriptors); }
+
+TEST_MAIN("vram_routes", TEST(routes_of_every_shape), TEST(large_descriptors_cut_on_the_gpu))
