@@ -5,7 +5,8 @@
 # Exits 0 only when every one passed; 2 when there is no GPU (the driver or a device is missing: nothing
 # else runs, and the file says why); 1 otherwise.
 #   bash tools/gpu-check/payload/run.sh [results file]
-# Parts, each under its own timeout (under 5 minutes in all; well under one expected on an H200):
+# Parts, each under its own timeout (290 s in all, so that the results file is written within a 5-minute
+# call; well under one minute expected on an H200; over the fake driver of a dry run about 40 s):
 # - preflight: gpu_figures preflight, whether the library loads the driver and sees a GPU;
 # - the native tests of the CUDA domain on the machine's driver (test_cuda, KVT_TEST_CUDA_REAL=1, on the
 #   loopback and ucx backends: vram allocation, registration, pulls within a process and from another
@@ -53,14 +54,14 @@ chmod +x "$node"
 if [ "$(cat "$work/preflight.rc")" = 0 ]; then
   # Both backends: the ucx one (UCX shipped in lib/ucx) adds the pulls from another process's vram.
   for backend in loopback ucx; do
-    KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=$backend part "native-$backend" 40 "$here/bin/test_cuda"
+    KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=$backend part "native-$backend" 35 "$here/bin/test_cuda"
   done
-  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_import-ucx 30 "$here/bin/test_vram_import"
+  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_import-ucx 25 "$here/bin/test_vram_import"
   KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_routes-ucx 15 "$here/bin/test_vram_routes"
-  part figures 75 "$here/bin/gpu_figures"
-  KVREUSE_PROBE_GPU=0 part probe 20 "$node" "$here/probe.mjs"
-  part fetch 35 "$node" "$here/fetch.mjs"
-  (cd "$work" && part demo 70 "$node" "$here/cli/dist/bin.js" demo -o json \
+  part figures 65 "$here/bin/gpu_figures"
+  KVREUSE_PROBE_GPU=0 part probe 15 "$node" "$here/probe.mjs"
+  part fetch 30 "$node" "$here/fetch.mjs"
+  (cd "$work" && part demo 60 "$node" "$here/cli/dist/bin.js" demo -o json \
     --profile-name qwen3-0.6b-bf16-b64 --router-enable-decode-to-prefill-gpu-reuse)
 fi
 "$node" "$here/results.mjs" "$work" "$results"
