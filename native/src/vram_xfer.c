@@ -69,6 +69,8 @@ kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt
     return KVT_OK;
 }
 
+#define SPARE_EVENTS 8u
+
 /* An agent's CUDA resources, made on its first vram op and kept until its progress thread ends: the stream
  * every vram op of the agent runs on (in post order), and a piece table in device memory that one op at a
  * time uses (grown as needed; an op posted while it is in use gets a table of its own). cuMemAlloc and
@@ -85,6 +87,10 @@ typedef struct {
      * bytes. */
     void *staging;
     size_t staging_bytes;
+    /* Events of ops that completed, for the next ops to record (cuEventCreate and cuEventDestroy are driver
+     * calls on every pull's path otherwise). */
+    CUevent spare_events[SPARE_EVENTS];
+    uint32_t spare_count;
 } agent_vram;
 
 /* A vram op's work in flight: the event after it and, when it has one, its own piece table. */
@@ -143,6 +149,7 @@ void kvt_vram_agent_stop(kvt_agent *agent) {
         kvt_cuda.StreamSynchronize(state->stream);
         if (state->table) kvt_cuda.MemFree(state->table);
         if (state->staging) kvt_cuda.MemFreeHost(state->staging);
+        while (state->spare_count > 0) kvt_cuda.EventDestroy(state->spare_events[--state->spare_count]);
         kvt_cuda.StreamDestroy(state->stream);
     }
     free(state);
@@ -170,9 +177,20 @@ static CUresult table_for(agent_vram *state, vram_work *work, uint64_t bytes, CU
     return KVT_CUDA_SUCCESS;
 }
 
-/* Gives back what the op's work holds. */
-static void work_free(agent_vram *state, vram_work *work) {
-    if (work->event) kvt_cuda.EventDestroy(work->event);
+/* An event for an op's work: a spare one, else a new one. */
+static CUresult event_take(agent_vram *state, CUevent *out) {
+    if (state->spare_count == 0) return kvt_cuda.EventCreate(out, KVT_CU_EVENT_DISABLE_TIMING);
+    *out = state->spare_events[--state->spare_count];
+    return KVT_CUDA_SUCCESS;
+}
+
+/* Gives back what the op's work holds; its event is kept as a spare when the work `completed` (else the
+ * driver may still be recording it). */
+static void work_free(agent_vram *state, vram_work *work, bool completed) {
+    if (work->event && completed && state->spare_count < SPARE_EVENTS)
+        state->spare_events[state->spare_count++] = work->event;
+    else if (work->event)
+        kvt_cuda.EventDestroy(work->event);
     if (work->own_table) kvt_cuda.MemFree(work->own_table);
     if (work->agent_table) state->table_busy = false;
     free(work);
@@ -332,7 +350,7 @@ static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_w
     CUdeviceptr on_device = 0;
     CUresult result = KVT_CUDA_SUCCESS;
     bool uploaded = false;
-    if (status == KVT_OK) result = kvt_cuda.EventCreate(&work->event, KVT_CU_EVENT_DISABLE_TIMING);
+    if (status == KVT_OK) result = event_take(state, &work->event);
     if (status == KVT_OK && result == KVT_CUDA_SUCCESS)
         result = table_for(state, work, table.bytes ? table.bytes : 1, &on_device);
     /* From the pinned staging a DMA on the stream; from memory of the op's own (pageable), copied before the
@@ -355,9 +373,9 @@ static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_w
     return status;
 }
 
-/* Ends the op's movement with `status`, its work (if any) given back. */
+/* Ends the op's movement with `status` (KVT_OK: its work completed), its work (if any) given back. */
 static void moved(kvt_op *op, agent_vram *state, vram_work *work, kvt_status status) {
-    if (work) work_free(state, work);
+    if (work) work_free(state, work, status == KVT_OK);
     op->vram_work = NULL;
     if (status != KVT_OK && op->error == KVT_OK) op->error = status;
     op->phase = KVT_PHASE_MOVED;

@@ -212,7 +212,12 @@ static void pull_within_the_process(void) {
     CHECK_DETAIL("kvt_xfer_post_blocks: dram and vram regions in one operation");
     CHECK_OK(kvt_template_release(reader, mixed));
     pull_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
+    unsigned long (*events_made)(void) =
+        real_driver() ? NULL : (unsigned long (*)(void))(uintptr_t)fake_symbol("fake_cuda_events_made");
+    unsigned long made = events_made ? events_made() : 0;
     pull_by_template(reader, peer, generation, local, remote, pair.local_vram, 41);
+    CHECK(!events_made || events_made() == made, "a pull after a completed one records its event (%lu made)",
+          events_made ? events_made() - made : 0);
     pull_many_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
     pull_large_pieces(reader, peer, generation, local, remote, pair.local_vram, 41);
     if (!real_driver()) {
