@@ -81,6 +81,10 @@ export interface WorkerSpec {
   readonly gpu?: number;
   /** The endpoints' clock; the worker's `clock`, a manual one, when absent. */
   readonly clock?: Clock;
+  /** The ranks this process opens, every one by default: a worker's ranks in processes of their own each open theirs, under one `incarnation`. */
+  readonly tpRanks?: readonly number[];
+  /** The incarnation, a new one by default. */
+  readonly incarnation?: string;
 }
 
 /** Creates the worker's ranks (agents, banks, endpoints); `cleanups` gets their closing. */
@@ -93,7 +97,7 @@ export async function openWorker(
   const geometry = spec.geometry ?? testGeometry;
   const identity: WorkerIdentity = {
     workerId: spec.workerId,
-    incarnation: `${spec.workerId}-inc-${sequence}`,
+    incarnation: spec.incarnation ?? `${spec.workerId}-inc-${sequence}`,
     role: spec.role,
     geometry,
     tpSize: spec.tpSize,
@@ -102,7 +106,7 @@ export async function openWorker(
   };
   const clock = new ManualClock();
   const ranks: EndpointRank[] = [];
-  for (let tpRank = 0; tpRank < spec.tpSize; tpRank++) {
+  for (const tpRank of spec.tpRanks ?? Array.from({ length: spec.tpSize }, (_, rank) => rank)) {
     const agent = await transport.createAgent({
       name: `${spec.workerId}-tp${tpRank}-${process.pid}-${sequence}`,
       backend: spec.backend ?? 'loopback',
