@@ -108,7 +108,7 @@ extern "C" {
 /* ---------------------------------------------------------------------------------------------- */
 
 #define KVT_VERSION_MAJOR 0
-#define KVT_VERSION_MINOR 4
+#define KVT_VERSION_MINOR 5
 #define KVT_VERSION_PATCH 0
 
 /** The library's version (may differ from the header's KVT_VERSION_* if mismatched). Any out pointer may be NULL. */

@@ -10,6 +10,8 @@
 //   the host writes one entry per route and per block instead of one per piece.
 // PTX: native/kernels/generate.mjs (nvcc -ptx -arch=compute_90) into src/services/cuda_kernels_ptx.h.
 
+#include "route_tiles.cuh"
+
 struct kvt_piece {
     unsigned long long source, destination, bytes;
 };
@@ -75,21 +77,11 @@ extern "C" __global__ void kvt_gather_routes(const kvt_route *routes, unsigned i
                                              unsigned long long tiles_per_pair) {
     const unsigned long long tiles = pair_count * tiles_per_pair;
     for (unsigned long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const unsigned long long pair_index = t / tiles_per_pair, tile = t - pair_index * tiles_per_pair;
-        unsigned int low = 0, high = route_count; // the last route whose first tile is at or before `tile`
-        while (high - low > 1) {
-            const unsigned int middle = low + (high - low) / 2;
-            if (routes[middle].first_tile <= tile)
-                low = middle;
-            else
-                high = middle;
-        }
-        const kvt_route route = routes[low];
-        const kvt_block_pair pair = pairs[pair_index];
-        const unsigned long long in_route = tile - route.first_tile, group = in_route / route.chunks_per_row;
-        const unsigned long long at = (in_route - group * route.chunks_per_row) * route.chunk_bytes;
-        const unsigned int row = (unsigned int)group * route.rows_per_tile;
-        const unsigned int rows = route.rows - row < route.rows_per_tile ? route.rows - row : route.rows_per_tile;
+        const kvt_route_tile found = kvt_find_route_tile(routes, route_count, t, tiles_per_pair);
+        const kvt_route route = routes[found.route];
+        const kvt_block_pair pair = pairs[found.item];
+        const unsigned long long at = found.at;
+        const unsigned int row = found.row, rows = found.rows;
         const unsigned long long source =
             route.source + pair.source * route.source_block_stride + row * route.source_row_stride + at;
         const unsigned long long destination = route.destination + pair.destination * route.destination_block_stride +

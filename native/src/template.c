@@ -104,21 +104,11 @@ static kvt_status check_template_shape(const kvt_template_routes *req, const uin
     return KVT_OK;
 }
 
-/* The end of route r's piece of the largest block (`last_block`) on one side, or false on overflow. */
-static bool segment_end(uint64_t base, uint64_t last_block, uint64_t block_stride, uint32_t rows, uint64_t row_stride,
-                        uint64_t row_bytes, uint64_t *out) {
-    uint64_t block_offset, row_offset, end;
-    return !__builtin_mul_overflow(last_block, block_stride, &block_offset) &&
-           !__builtin_mul_overflow((uint64_t)(rows - 1), row_stride, &row_offset) &&
-           !__builtin_add_overflow(base, block_offset, &end) && !__builtin_add_overflow(end, row_offset, &end) &&
-           !__builtin_add_overflow(end, row_bytes, out);
-}
-
 static kvt_status check_route_side(uint32_t r, const char *side, uint32_t region_id, uint64_t region_length,
                                    const char *owner, uint64_t base, uint32_t block_limit, uint64_t block_stride,
                                    uint32_t rows, uint64_t row_stride, uint64_t row_bytes) {
     uint64_t end = 0;
-    bool fits = segment_end(base, block_limit - 1u, block_stride, rows, row_stride, row_bytes, &end);
+    bool fits = kvt_route_segment_end(base, block_limit - 1u, block_stride, rows, row_stride, row_bytes, &end);
     if (!fits || end > region_length)
         return kvt_fail(KVT_ERR_INVALID_PARAM,
                         "kvt_template_register: route %u: %s region %u%s: base %" PRIu64 " + block %u x stride %" PRIu64

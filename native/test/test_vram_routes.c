@@ -1,9 +1,10 @@
-/* Vram moves the GPU cuts into tiles itself (kvt_gather_routes). Template posts: one template whose routes
- * the kernel tiles in every way it can (a row longer than a tile, rows grouped into one tile, short unaligned
- * rows, more rows than a tile holds, rows of exactly a tile), over two regions on each side, READ and WRITE.
- * Descriptor posts of large pieces, which go as one route each (small ones go as host-cut pieces to
- * kvt_gather). Every byte named must land, and the bytes around must stay. Runs on the fake driver, or with
- * KVT_TEST_CUDA_REAL=1 (tools/gpu-check) on the machine's own. */
+/* Vram work the GPU cuts into tiles itself (kvt_gather_routes, kvt_block_checksum_routes). Template posts: one
+ * template whose routes the kernel tiles in every way it can (a row longer than a tile, rows grouped into one tile,
+ * short unaligned rows, more rows than a tile holds, rows of exactly a tile), over two regions on each side, READ
+ * and WRITE. Descriptor posts of large pieces, which go as one route each (small ones go as host-cut pieces to
+ * kvt_gather). Every byte named must land, and the bytes around must stay. Block checksums by the same routes,
+ * which must be the sums of the same rows named one by one. Runs on the fake driver, or with KVT_TEST_CUDA_REAL=1
+ * (tools/gpu-check) on the machine's own. */
 #include "cuda_pulls.h"
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
@@ -259,4 +260,142 @@ static void move_descriptors(void) {
 
 static void large_descriptors_cut_on_the_gpu(void) { on_driver_under_test("1", move_descriptors); }
 
-TEST_MAIN("vram_routes", TEST(routes_of_every_shape), TEST(large_descriptors_cut_on_the_gpu))
+/* The source's side of the shapes above as kvt_block_routes over `regions` (two, split as the banks are). */
+typedef struct {
+    uint32_t index[ROUTES], rows[ROUTES];
+    uint64_t base[ROUTES], block_stride[ROUTES], row_bytes[ROUTES], row_stride[ROUTES];
+    kvt_block_routes routes;
+} source_routes;
+
+static void routes_over(source_routes *out, const uint32_t regions[2]) {
+    for (uint32_t r = 0; r < ROUTES; r++) {
+        const shape *s = &shapes[r];
+        out->index[r] = r >= 3;
+        out->rows[r] = s->rows;
+        out->base[r] = place(r, &s->remote, 0, 0) - region_start(r);
+        out->block_stride[r] = s->remote.block_stride;
+        out->row_bytes[r] = s->row_bytes;
+        out->row_stride[r] = s->remote.row_stride;
+    }
+    out->routes = (kvt_block_routes){.route_count = ROUTES,
+                                     .region_index = out->index,
+                                     .base = out->base,
+                                     .block_stride = out->block_stride,
+                                     .rows = out->rows,
+                                     .row_bytes = out->row_bytes,
+                                     .row_stride = out->row_stride,
+                                     .region_count = 2,
+                                     .regions = regions};
+}
+
+/* The rows of `blocks` as kvt_mem_checksums pieces (one group a block, ordinals in route and row order) over the
+ * regions of `routes`, and the same at the host addresses of `bank` (a copy of the source's bank). */
+static void sums_of_rows(uint32_t agent, const source_routes *routes, const uint32_t *blocks, uint32_t count,
+                         const uint8_t *bank, uint64_t *by_call, uint64_t *on_host) {
+    enum { MOST = BLOCKS * 51 }; /* 1 + 5 + 3 + 40 + 2 rows a block */
+    uint32_t index[MOST] = {0}, group[MOST] = {0}, ordinal[MOST] = {0}, n = 0;
+    uint64_t offset[MOST] = {0}, length[MOST] = {0};
+    kvt_checksum_piece pieces[MOST];
+    for (uint32_t i = 0; i < count; i++)
+        for (uint32_t r = 0, k = 0; r < ROUTES; r++)
+            for (uint32_t row = 0; row < shapes[r].rows; row++, k++, n++) {
+                index[n] = routes->index[r];
+                offset[n] = routes->base[r] + blocks[i] * routes->block_stride[r] + row * routes->row_stride[r];
+                length[n] = routes->row_bytes[r];
+                group[n] = i;
+                ordinal[n] = k;
+                pieces[n] = (kvt_checksum_piece){.address = (uint64_t)(uintptr_t)bank + region_start(r) + offset[n],
+                                                 .bytes = length[n],
+                                                 .group = i,
+                                                 .ordinal = k};
+            }
+    CHECK_OK(
+        kvt_mem_checksums(agent, n, index, offset, length, group, ordinal, 2, routes->routes.regions, count, by_call));
+    memset(on_host, 0, count * sizeof *on_host);
+    kvt_block_checksum_on_host(pieces, n, on_host);
+}
+
+static uint64_t checksum_launches(void) {
+    if (real_driver()) return 0;
+    return ((uint64_t(*)(const char *))(uintptr_t)fake_symbol("fake_cuda_launches"))("kvt_block_checksum_routes");
+}
+
+/* Refusals of kvt_mem_block_checksums over `routes` that leave `untouched` as it was. */
+static void refuse_block_checksums(uint32_t agent, source_routes *routes, uint32_t dram_region) {
+    uint64_t untouched[BLOCKS] = {7, 7, 7};
+    const uint32_t past = 100, blocks[1] = {0};
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_block_checksums(agent, &routes->routes, 1, &past, untouched));
+    CHECK_DETAIL("route 0: block 100 ends at byte");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_block_checksums(agent, NULL, 1, blocks, untouched));
+    CHECK_DETAIL("routes, blocks or out_sums is NULL");
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_block_checksums(agent, &routes->routes, 0, blocks, untouched));
+    CHECK_DETAIL("5 routes and 0 blocks");
+    routes->rows[2] = 0;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_block_checksums(agent, &routes->routes, 1, blocks, untouched));
+    CHECK_DETAIL("route 2: region index 0 (table 2), 0 rows of 100 bytes");
+    routes->rows[2] = shapes[2].rows;
+    const uint32_t mixed[2] = {routes->routes.regions[0], dram_region};
+    const uint32_t *regions = routes->routes.regions;
+    routes->routes.regions = mixed;
+    CHECK_STATUS(KVT_ERR_INVALID_PARAM, kvt_mem_block_checksums(agent, &routes->routes, 1, blocks, untouched));
+    CHECK_DETAIL("different kinds or GPUs");
+    routes->routes.regions = regions;
+    CHECK(untouched[0] == 7 && untouched[1] == 7 && untouched[2] == 7, "a refusal writes no sum");
+}
+
+static void sum_by_routes(void) {
+    banks b = open_banks();
+    vram_fill_pattern(b.remote_vram, BANK_BYTES, 51);
+    uint8_t *bank = pattern(51);
+    source_routes on_gpu;
+    routes_over(&on_gpu, b.remote);
+    const uint32_t blocks[BLOCKS] = {2, 0, 1};
+    uint64_t sums[BLOCKS], by_pieces[BLOCKS], on_host[BLOCKS], launches = checksum_launches();
+    CHECK_OK(kvt_mem_block_checksums(b.source, &on_gpu.routes, BLOCKS, blocks, sums));
+    if (!real_driver()) {
+        uint32_t tiles = 0;
+        uint64_t largest = 0;
+        ((last_launch_fn)(uintptr_t)fake_symbol("fake_cuda_last_launch"))("kvt_block_checksum_routes", &tiles,
+                                                                          &largest);
+        CHECK(checksum_launches() - launches == 1 && tiles == BLOCKS * TILES_PER_BLOCK &&
+                  largest == KVT_KERNEL_TILE_BYTES,
+              "one launch of the route checksum kernel over %u tiles (%llu launches, %u tiles of at most %llu bytes)",
+              BLOCKS * TILES_PER_BLOCK, (unsigned long long)(checksum_launches() - launches), tiles,
+              (unsigned long long)largest);
+    }
+    sums_of_rows(b.source, &on_gpu, blocks, BLOCKS, bank, by_pieces, on_host);
+    for (uint32_t i = 0; i < BLOCKS; i++)
+        CHECK(sums[i] == by_pieces[i] && sums[i] == on_host[i],
+              "block %u: by routes %016llx, by pieces %016llx, on the host %016llx", blocks[i],
+              (unsigned long long)sums[i], (unsigned long long)by_pieces[i], (unsigned long long)on_host[i]);
+
+    /* The same bytes in dram, summed on the host. */
+    uint32_t dram[2];
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(kvt_mem_register(b.source, (uint64_t)(uintptr_t)bank + (i ? SECOND_REGION : 0),
+                                  i ? BANK_BYTES - SECOND_REGION : SECOND_REGION, KVT_MEM_DRAM, 0, &dram[i]));
+    source_routes on_host_routes;
+    routes_over(&on_host_routes, dram);
+    uint64_t dram_sums[BLOCKS];
+    CHECK_OK(kvt_mem_block_checksums(b.source, &on_host_routes.routes, BLOCKS, blocks, dram_sums));
+    CHECK(memcmp(dram_sums, sums, sizeof sums) == 0, "dram sums as the GPU does");
+
+    /* One byte of route 2's last (unaligned) row of block 0 changed: block 0's sum alone changes. */
+    uint64_t at = place(2, &shapes[2].remote, 0, shapes[2].rows - 1) + 99;
+    uint8_t flipped = bank[at] ^ 1;
+    CHECK(kvt_cuda.MemcpyHtoDAsync(b.remote_vram + at, &flipped, 1, NULL) == KVT_CUDA_SUCCESS &&
+              kvt_cuda.StreamSynchronize(NULL) == KVT_CUDA_SUCCESS,
+          "one byte changed");
+    uint64_t changed[BLOCKS];
+    CHECK_OK(kvt_mem_block_checksums(b.source, &on_gpu.routes, BLOCKS, blocks, changed));
+    CHECK(changed[1] != sums[1] && changed[0] == sums[0] && changed[2] == sums[2],
+          "one changed byte changes its block's sum only");
+    refuse_block_checksums(b.source, &on_gpu, dram[0]);
+    for (int i = 0; i < 2; i++) CHECK_OK(kvt_mem_deregister(b.source, dram[i]));
+    free(bank);
+    close_banks(&b);
+}
+
+static void checksums_by_routes(void) { on_driver_under_test("1", sum_by_routes); }
+
+TEST_MAIN("vram_routes", TEST(routes_of_every_shape), TEST(large_descriptors_cut_on_the_gpu), TEST(checksums_by_routes))

@@ -14,7 +14,7 @@
 typedef struct {
     bool loaded;
     CUmodule gather_module, checksum_module;
-    CUfunction gather, gather_routes, checksum;
+    CUfunction gather, gather_routes, checksum, checksum_routes;
 } device_kernels;
 
 static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -47,6 +47,11 @@ static kvt_status device_kernels_of(const char *call, uint32_t device, const dev
         if (result == KVT_CUDA_SUCCESS) {
             result = load_function(kvt_ptx_checksum, "kvt_block_checksum", &entry->checksum_module, &entry->checksum);
             failed = "kvt_block_checksum";
+        }
+        if (result == KVT_CUDA_SUCCESS) {
+            result = kvt_cuda.ModuleGetFunction(&entry->checksum_routes, entry->checksum_module,
+                                                "kvt_block_checksum_routes");
+            failed = "kvt_block_checksum_routes";
         }
         entry->loaded = result == KVT_CUDA_SUCCESS; /* kept until the process ends, like the context */
     }
@@ -98,4 +103,15 @@ kvt_status kvt_cuda_block_checksum(const char *call, uint32_t device, CUdevicept
     if (status != KVT_OK) return status;
     void *parameters[] = {&pieces, &count, &sums};
     return launch(call, loaded->checksum, "kvt_block_checksum", count, parameters, stream);
+}
+
+kvt_status kvt_cuda_block_checksum_routes(const char *call, uint32_t device, CUdeviceptr routes, uint32_t route_count,
+                                          CUdeviceptr blocks, uint32_t block_count, uint64_t tiles_per_block,
+                                          CUdeviceptr sums, CUstream stream) {
+    const device_kernels *loaded = NULL;
+    kvt_status status = device_kernels_of(call, device, &loaded);
+    if (status != KVT_OK) return status;
+    void *parameters[] = {&routes, &route_count, &blocks, &block_count, &tiles_per_block, &sums};
+    return launch(call, loaded->checksum_routes, "kvt_block_checksum_routes", (uint64_t)block_count * tiles_per_block,
+                  parameters, stream);
 }

@@ -37,8 +37,17 @@ typedef struct {
 } kvt_checksum_piece;
 _Static_assert(sizeof(kvt_checksum_piece) == 32, "kvt_checksum_piece matches kernels/checksum.cu");
 
-/* The most bytes of one piece either kernel gives a block of threads (kvt_xfer_post and kvt_mem_checksums
- * cut larger pieces into such tiles; a multiple of 16): a kernel takes a piece per block of threads, so 42
+/* A route on one side for kvt_block_checksum_routes, as kernels/checksum.cu reads it from device memory: its base
+ * (block 0, row 0) where this process reaches it, its strides, its tiling (kvt_route_tiling_of) and the ordinal of
+ * its first row among a block's pieces. */
+typedef struct {
+    uint64_t address, block_stride, row_stride, row_bytes, first_tile;
+    uint32_t first_ordinal, rows, rows_per_tile, chunks_per_row, chunk_bytes, reserved;
+} kvt_checksum_route;
+_Static_assert(sizeof(kvt_checksum_route) == 64, "kvt_checksum_route matches kernels/checksum.cu");
+
+/* The most bytes of one piece any kernel gives a block of threads (kvt_xfer_post and kvt_mem_checksums
+ * cut larger pieces into such tiles, the route kernels cut rows alike; a multiple of 16): a kernel takes a piece per block of threads, so 42
  * pieces of 7 MiB would keep 42 of an H200's 132 multiprocessors busy, while 2,352 tiles of 128 KiB copy at
  * about the speed of one device-to-device copy (on an H200: 0.162 ms against 0.150 ms for the same 308 MB). */
 #define KVT_KERNEL_TILE_BYTES (128u << 10)
@@ -51,15 +60,31 @@ static inline uint64_t kvt_tile_bytes(uint64_t length, uint64_t at) {
 /* Threads per block of every kernel. */
 #define KVT_KERNEL_THREADS 256u
 
-/* Tiles `route` (rows, row_bytes and first_tile set) as kvt_gather_routes reads them: rows of at most a tile go
- * several to a tile, longer rows are cut into tiles; answers how many tiles the route has per block pair. */
+/* How a route's rows are cut into tiles for a block of threads each: rows of at most a tile go rows_per_tile to a
+ * tile, longer rows are cut into chunks_per_row chunks of chunk_bytes. */
+typedef struct {
+    uint32_t rows_per_tile, chunks_per_row, chunk_bytes;
+} kvt_route_tiling;
+
+/* The tiling of `rows` rows of `row_bytes` (at least 1 each); answers how many tiles they make. */
+static inline uint64_t kvt_route_tiling_of(uint32_t rows, uint64_t row_bytes, kvt_route_tiling *tiling) {
+    bool long_rows = row_bytes > KVT_KERNEL_TILE_BYTES;
+    uint64_t per_tile = long_rows ? 1 : KVT_KERNEL_TILE_BYTES / row_bytes;
+    tiling->rows_per_tile = per_tile < rows ? (uint32_t)per_tile : rows;
+    tiling->chunk_bytes = long_rows ? KVT_KERNEL_TILE_BYTES : (uint32_t)row_bytes;
+    tiling->chunks_per_row = (uint32_t)((row_bytes + tiling->chunk_bytes - 1) / tiling->chunk_bytes);
+    return ((uint64_t)rows + tiling->rows_per_tile - 1) / tiling->rows_per_tile * tiling->chunks_per_row;
+}
+
+/* Tiles `route` (rows, row_bytes and first_tile set) as kvt_gather_routes reads them; answers how many tiles the
+ * route has per block pair. */
 static inline uint64_t kvt_gather_route_tile(kvt_gather_route *route) {
-    bool long_rows = route->row_bytes > KVT_KERNEL_TILE_BYTES;
-    uint64_t per_tile = long_rows ? 1 : KVT_KERNEL_TILE_BYTES / route->row_bytes;
-    route->rows_per_tile = per_tile < route->rows ? (uint32_t)per_tile : route->rows;
-    route->chunk_bytes = long_rows ? KVT_KERNEL_TILE_BYTES : (uint32_t)route->row_bytes;
-    route->chunks_per_row = (uint32_t)((route->row_bytes + route->chunk_bytes - 1) / route->chunk_bytes);
-    return ((uint64_t)route->rows + route->rows_per_tile - 1) / route->rows_per_tile * route->chunks_per_row;
+    kvt_route_tiling tiling;
+    uint64_t tiles = kvt_route_tiling_of(route->rows, route->row_bytes, &tiling);
+    route->rows_per_tile = tiling.rows_per_tile;
+    route->chunks_per_row = tiling.chunks_per_row;
+    route->chunk_bytes = tiling.chunk_bytes;
+    return tiles;
 }
 
 /* Copies `count` pieces whose table is at `pieces` (device memory) on `stream`, GPU `device` (its context
@@ -72,6 +97,12 @@ kvt_status kvt_cuda_gather_routes(const char *call, uint32_t device, CUdeviceptr
 /* Adds each piece's checksum into sums[group] (device memory, uint64 each, zeroed by the caller). */
 kvt_status kvt_cuda_block_checksum(const char *call, uint32_t device, CUdeviceptr pieces, uint32_t count,
                                    CUdeviceptr sums, CUstream stream);
+
+/* Adds the checksum of each block of `blocks` (`block_count` of them, device memory) over the `route_count` routes at
+ * `routes` (device memory, `tiles_per_block` tiles a block) into sums[i] (device memory, zeroed by the caller). */
+kvt_status kvt_cuda_block_checksum_routes(const char *call, uint32_t device, CUdeviceptr routes, uint32_t route_count,
+                                          CUdeviceptr blocks, uint32_t block_count, uint64_t tiles_per_block,
+                                          CUdeviceptr sums, CUstream stream);
 
 /* kernels/checksum.cu on the host, over memory this process reads: the same sums, for tests and for
  * checking a GPU's answer. */

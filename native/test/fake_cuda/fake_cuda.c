@@ -406,7 +406,9 @@ typedef struct {
     const char *name;
 } fake_function;
 /* The kernels, by their kind (the index of their shapes below). */
-static const fake_function fake_kernels[] = {{"kvt_gather"}, {"kvt_block_checksum"}, {"kvt_gather_routes"}};
+static const fake_function fake_kernels[] = {
+    {"kvt_gather"}, {"kvt_block_checksum"}, {"kvt_gather_routes"}, {"kvt_block_checksum_routes"}};
+enum { GATHER, CHECKSUM, GATHER_ROUTES, CHECKSUM_ROUTES };
 enum { KERNEL_KINDS = sizeof fake_kernels / sizeof fake_kernels[0] };
 
 static const fake_function *fake_kernel_named(const char *name) {
@@ -453,19 +455,33 @@ void fake_cuda_last_launch(const char *name, uint32_t *pieces, uint64_t *largest
 uint64_t fake_cuda_launches(const char *name);
 uint64_t fake_cuda_launches(const char *name) { return atomic_load(&launches[fake_kernel_named(name) - fake_kernels]); }
 
-/* Keeps the shape of a launch of `kernel` with cuLaunchKernel's `parameters`. */
+/* The bytes of entry p of a launch's table (a piece, or a route's tile) of kernel kind `kind`. */
+static uint64_t entry_bytes(long kind, const void *table, uint32_t p) {
+    switch (kind) {
+    case GATHER:
+        return ((const kvt_gather_piece *)table)[p].bytes;
+    case CHECKSUM:
+        return ((const kvt_checksum_piece *)table)[p].bytes;
+    case GATHER_ROUTES:
+        return (uint64_t)((const kvt_gather_route *)table)[p].rows_per_tile *
+               ((const kvt_gather_route *)table)[p].chunk_bytes;
+    default:
+        return (uint64_t)((const kvt_checksum_route *)table)[p].rows_per_tile *
+               ((const kvt_checksum_route *)table)[p].chunk_bytes;
+    }
+}
+
+/* Keeps the shape of a launch of `kernel` with cuLaunchKernel's `parameters`: a route kernel's pieces are its
+ * tiles (its blocks or block pairs times the tiles of one). */
 static void record_launch(const fake_function *kernel, void **parameters) {
     long kind = kernel - fake_kernels;
     const void *table = (const void *)(uintptr_t) * (const CUdeviceptr *)parameters[0];
     uint32_t count = *(const uint32_t *)parameters[1];
     uint64_t largest = 0, pieces = count;
-    if (kernel == &fake_kernels[2])
+    if (kind == GATHER_ROUTES || kind == CHECKSUM_ROUTES)
         pieces = count == 0 ? 0 : *(const uint32_t *)parameters[3] * *(const uint64_t *)parameters[4];
     for (uint32_t p = 0; p < count; p++) {
-        uint64_t bytes = kind == 0   ? ((const kvt_gather_piece *)table)[p].bytes
-                         : kind == 1 ? ((const kvt_checksum_piece *)table)[p].bytes
-                                     : (uint64_t)((const kvt_gather_route *)table)[p].rows_per_tile *
-                                           ((const kvt_gather_route *)table)[p].chunk_bytes;
+        uint64_t bytes = entry_bytes(kind, table, p);
         if (bytes > largest) largest = bytes;
     }
     atomic_store(&last_pieces[kind], (uint32_t)pieces);

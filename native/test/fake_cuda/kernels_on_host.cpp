@@ -1,6 +1,6 @@
 /* The library's kernels (the .cu files of native/kernels) compiled for the host: the fake driver runs their own source
  * over host memory, each block of threads and each thread of it one after another, so that a kernel's
- * indexing, its aligned and unaligned paths and its sums are tested without a GPU. Neither kernel shares
+ * indexing, its aligned and unaligned paths and its sums are tested without a GPU. No kernel shares
  * memory between threads or waits for another, so one thread after another computes what the GPU does; their
  * speed and their concurrency are not tested here. */
 #include <cstdint>
@@ -27,17 +27,19 @@ static unsigned long long atomicAdd(unsigned long long *address, unsigned long l
 #include "../../kernels/checksum.cu"
 #include "../../kernels/gather.cu"
 
-/* Runs the kernel `name` (kvt_gather, kvt_gather_routes or kvt_block_checksum) as a launch of `blocks` blocks of
+/* Runs the kernel `name` (kvt_gather, kvt_gather_routes, kvt_block_checksum or kvt_block_checksum_routes) as a launch of `blocks` blocks of
  * `threads` threads with cuLaunchKernel's `parameters`; false for another name. */
 extern "C" bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsigned int threads, void **parameters);
 extern "C" bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsigned int threads, void **parameters) {
-    enum { GATHER, ROUTES, CHECKSUM } kernel;
+    enum { GATHER, ROUTES, CHECKSUM, CHECKSUM_ROUTES } kernel;
     if (__builtin_strcmp(name, "kvt_gather") == 0)
         kernel = GATHER;
     else if (__builtin_strcmp(name, "kvt_gather_routes") == 0)
         kernel = ROUTES;
     else if (__builtin_strcmp(name, "kvt_block_checksum") == 0)
         kernel = CHECKSUM;
+    else if (__builtin_strcmp(name, "kvt_block_checksum_routes") == 0)
+        kernel = CHECKSUM_ROUTES;
     else
         return false;
     gridDim = {blocks, 1, 1};
@@ -54,9 +56,15 @@ extern "C" bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsi
                                   *static_cast<const kvt_block_pair *const *>(parameters[2]),
                                   *static_cast<const unsigned int *>(parameters[3]),
                                   *static_cast<const unsigned long long *>(parameters[4]));
-            else
+            else if (kernel == CHECKSUM)
                 kvt_block_checksum(*static_cast<const kvt_checksum_piece *const *>(parameters[0]), count,
                                    *static_cast<unsigned long long *const *>(parameters[2]));
+            else
+                kvt_block_checksum_routes(*static_cast<const kvt_checksum_route *const *>(parameters[0]), count,
+                                          *static_cast<const unsigned int *const *>(parameters[2]),
+                                          *static_cast<const unsigned int *>(parameters[3]),
+                                          *static_cast<const unsigned long long *>(parameters[4]),
+                                          *static_cast<unsigned long long *const *>(parameters[5]));
         }
     }
     return true;

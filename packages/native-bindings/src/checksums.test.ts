@@ -90,7 +90,7 @@ describe('agent.blockChecksums', () => {
     for (const side of [...source, ...destination]) await closeRank(side);
   });
 
-  it('refuses a missing bank, a region of another agent, a block that is not an index and an offset past its region', async () => {
+  it('refuses a missing bank, a region of another agent, a block that is not an index and a route past its region', async () => {
     const { source, destination, template } = await openWorkers();
     const prefill = destination[0] as RankSide;
     const request = { template, pair: 0, side: 'destination' as const, blocks: [0] };
@@ -101,12 +101,20 @@ describe('agent.blockChecksums', () => {
       expect(() => prefill.agent.blockChecksums({ ...request, regions: prefill.regions, blocks: [block] })).toThrow(
         expect.objectContaining({ name: 'InvalidArgumentError', message: expect.stringContaining('blocks[0]') }),
       );
-    // An offset past 2^32 reaches the library whole: its refusal names it.
+    // A base past 2^32 reaches the library whole: its refusal names where the route's block ends.
     const far = { ...template, destinationBase: template.destinationBase.map((base) => base + 2n ** 32n + 16n) };
     const route = template.pairRouteStart[0] as number;
-    const offset = (template.destinationBase[route] as bigint) + 2n ** 32n + 16n;
+    const end =
+      (template.destinationBase[route] as bigint) +
+      2n ** 32n +
+      16n +
+      BigInt((template.rows[route] as number) - 1) * (template.destinationRowStride[route] as bigint) +
+      (template.rowBytes[route] as bigint);
     expect(() => prefill.agent.blockChecksums({ ...request, template: far, regions: prefill.regions })).toThrow(
-      expect.objectContaining({ code: 'INVALID_PARAM', message: expect.stringContaining(`offset ${offset} +`) }),
+      expect.objectContaining({
+        code: 'INVALID_PARAM',
+        message: expect.stringContaining(`route 0: block 0 ends at byte ${end},`),
+      }),
     );
     for (const side of [...source, ...destination]) await closeRank(side);
   });

@@ -15,19 +15,19 @@ function reporting(major: number, minor: number): NativeLibrary {
 
 describe('checkApiVersion', () => {
   it('takes the facade’s major at its minor or later', () => {
-    expect(() => checkApiVersion(reporting(0, 4))).not.toThrow();
     expect(() => checkApiVersion(reporting(0, 5))).not.toThrow();
+    expect(() => checkApiVersion(reporting(0, 6))).not.toThrow();
   });
 
   it('refuses another major, and an older minor, naming what it found and what it needs', () => {
-    expect(() => checkApiVersion(reporting(1, 4))).toThrow(LibraryMismatchError);
-    expect(() => checkApiVersion(reporting(1, 4))).toThrow(/kvt_version\(\) major is 1, this facade needs 0/);
-    expect(() => checkApiVersion(reporting(0, 3))).toThrow(
-      /kvt_version\(\) minor is 3, this facade needs "4 or later"/,
+    expect(() => checkApiVersion(reporting(1, 5))).toThrow(LibraryMismatchError);
+    expect(() => checkApiVersion(reporting(1, 5))).toThrow(/kvt_version\(\) major is 1, this facade needs 0/);
+    expect(() => checkApiVersion(reporting(0, 4))).toThrow(
+      /kvt_version\(\) minor is 4, this facade needs "5 or later"/,
     );
   });
 
   it('passes the library built from this repository’s header', () => {
-    expect(loadTransport().capabilities().version).toMatch(/^0\.4\.\d+ /);
+    expect(loadTransport().capabilities().version).toMatch(/^0\.5\.\d+ /);
   });
 });

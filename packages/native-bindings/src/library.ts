@@ -12,8 +12,8 @@ import { applyUcxDefaults } from './ucx-defaults.js';
 /** The library file name; the one place that knows it. */
 export const LIBRARY_FILE = 'libkvreuse_transport.so';
 const API_MAJOR = 0;
-/** The API's minor version that added the last calls this facade makes (the sidecar, block checksums, peer-load jobs). */
-const API_MINOR = 4;
+/** The API's minor version that added the last calls this facade makes (block checksums by routes). */
+const API_MINOR = 5;
 
 /**
  * The prebuilt package for this machine (an optional dependency npm installs only where its `os`, `cpu`
@@ -73,6 +73,19 @@ export interface TemplateRoutes {
   remote_block_limit: number;
 }
 
+/** kvt_block_routes: where a block's rows are on one side, route by route, as parallel arrays. */
+export interface BlockRoutes {
+  route_count: number;
+  region_index: Uint32Array;
+  base: BigUint64Array;
+  block_stride: BigUint64Array;
+  rows: Uint32Array;
+  row_bytes: BigUint64Array;
+  row_stride: BigUint64Array;
+  region_count: number;
+  regions: Uint32Array;
+}
+
 /* The structs the prototypes below name, declared to koffi before any function is bound. */
 const structs: { readonly [name: string]: Readonly<Record<string, string>> } = {
   kvt_template_routes: {
@@ -94,6 +107,17 @@ const structs: { readonly [name: string]: Readonly<Record<string, string>> } = {
     local_block_limit: 'uint32_t',
     remote_block_limit: 'uint32_t',
   } satisfies Record<keyof TemplateRoutes, string>,
+  kvt_block_routes: {
+    route_count: 'uint32_t',
+    region_index: 'const uint32_t *',
+    base: 'const uint64_t *',
+    block_stride: 'const uint64_t *',
+    rows: 'const uint32_t *',
+    row_bytes: 'const uint64_t *',
+    row_stride: 'const uint64_t *',
+    region_count: 'uint32_t',
+    regions: 'const uint32_t *',
+  } satisfies Record<keyof BlockRoutes, string>,
 };
 for (const [name, members] of Object.entries(structs)) declareStruct(name, members);
 
@@ -267,6 +291,13 @@ export interface NativeApi {
     groupCount: number,
     outSums: BigUint64Array,
   ): number;
+  kvt_mem_block_checksums(
+    agent: number,
+    routes: BlockRoutes,
+    blockCount: number,
+    blocks: Uint32Array,
+    outSums: BigUint64Array,
+  ): number;
   kvt_xfer_status(
     agent: number,
     op: bigint,
@@ -409,6 +440,9 @@ const prototypes: { readonly [K in keyof NativeApi]: string } = {
     'int32_t kvt_mem_checksums(uint32_t agent, uint32_t piece_count, const uint32_t *region_index, const uint64_t *offset, ' +
     'const uint64_t *length, const uint32_t *group, const uint32_t *ordinal, uint32_t region_count, const uint32_t *regions, ' +
     'uint32_t group_count, uint64_t *out_sums)',
+  kvt_mem_block_checksums:
+    'int32_t kvt_mem_block_checksums(uint32_t agent, const kvt_block_routes *routes, uint32_t block_count, ' +
+    'const uint32_t *blocks, uint64_t *out_sums)',
   kvt_xfer_status:
     'int32_t kvt_xfer_status(uint32_t agent, uint64_t op, int32_t *out_status, uint64_t *out_bytes_done, uint64_t *out_bytes_total)',
   kvt_xfer_cancel: 'int32_t kvt_xfer_cancel(uint32_t agent, uint64_t op)',

@@ -40,13 +40,23 @@ describe('checkKernelPtx', () => {
     ]);
   });
 
+  it('names a header the kernels include that changed since their PTX was made', () => {
+    const root = copyOfTheKernels();
+    const included = join(root, 'native/kernels/route_tiles.cuh');
+    writeFileSync(included, `${readFileSync(included)}\n`);
+    expect(checkKernelPtx(root)).toEqual([
+      `${header} was made from an older native/kernels/route_tiles.cuh`,
+      'regenerate it: node native/kernels/generate.mjs (needs nvcc)',
+    ]);
+  });
+
   it('names a kernel added without PTX, and PTX of a kernel removed', () => {
     const root = copyOfTheKernels();
     writeFileSync(join(root, 'native/kernels/extra.cu'), 'extern "C" __global__ void kvt_extra() {}\n');
     rmSync(join(root, 'native/kernels/checksum.cu'));
     expect(checkKernelPtx(root)).toEqual([
-      `${header} has no PTX of native/kernels/extra.cu`,
-      `${header} holds PTX of native/kernels/checksum.cu, which is gone`,
+      `${header} was made without native/kernels/extra.cu`,
+      `${header} was made with native/kernels/checksum.cu, which is gone`,
       'regenerate it: node native/kernels/generate.mjs (needs nvcc)',
     ]);
   });
