@@ -123,6 +123,47 @@ static void gather(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr tabl
     must(kvt_cuda_gather("gpu_figures", 0, table, count, stream));
 }
 
+/* The routes of the prefix as `count` blocks of ROUTES pieces for kvt_gather_routes (one tile each) and the block
+ * pairs, mirrored as piece_table mirrors them: uploaded, the routes first. */
+#define ROUTES 56u
+static CUdeviceptr route_table(CUdeviceptr destination, CUdeviceptr source, uint32_t count, CUstream stream) {
+    const uint64_t block_bytes = PREFIX_BYTES / count, piece_bytes = block_bytes / ROUTES;
+    const size_t routes_bytes = ROUTES * sizeof(kvt_gather_route),
+                 bytes = routes_bytes + count * sizeof(kvt_gather_block_pair);
+    uint8_t *table = malloc(bytes);
+    for (uint32_t r = 0; r < ROUTES; r++) {
+        kvt_gather_route route = {.source = source + r * piece_bytes,
+                                  .destination = destination + r * piece_bytes,
+                                  .source_block_stride = block_bytes,
+                                  .destination_block_stride = block_bytes,
+                                  .source_row_stride = piece_bytes,
+                                  .destination_row_stride = piece_bytes,
+                                  .row_bytes = piece_bytes,
+                                  .first_tile = r,
+                                  .rows = 1};
+        (void)kvt_gather_route_tile(&route); /* a tile: the pieces are 128 KiB or 32 KiB */
+        memcpy(table + r * sizeof route, &route, sizeof route);
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        const kvt_gather_block_pair pair = {.source = i, .destination = count - 1 - i};
+        memcpy(table + routes_bytes + i * sizeof pair, &pair, sizeof pair);
+    }
+    CUdeviceptr uploaded = device_alloc(bytes);
+    CU(kvt_cuda.MemcpyHtoDAsync(uploaded, table, bytes, stream));
+    CU(kvt_cuda.StreamSynchronize(stream));
+    free(table);
+    return uploaded;
+}
+
+/* kvt_gather_routes alone over route_table's `count` blocks at `table`. */
+static void gather_routes(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count,
+                          CUstream stream) {
+    (void)destination;
+    (void)source;
+    must(kvt_cuda_gather_routes("gpu_figures", 0, table, ROUTES, table + ROUTES * sizeof(kvt_gather_route), count,
+                                ROUTES, stream));
+}
+
 /* Milliseconds one run of `work` takes, the mean of REPEATS after two warm-up runs. */
 static double time_ms(timed_work work, CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count,
                       CUstream stream) {
@@ -157,26 +198,59 @@ static double pinned_h2d_ms(CUdeviceptr destination, CUstream stream) {
     return ms;
 }
 
-/* Checksum throughput over the prefix as 2,352 pieces in 42 groups, in GB/s. */
-static double checksum_gbytes_per_s(CUdeviceptr prefix, CUstream stream) {
-    uint32_t count = 2352;
-    kvt_checksum_piece *pieces = malloc(count * sizeof *pieces);
-    for (uint32_t i = 0; i < count; i++)
-        pieces[i] = (kvt_checksum_piece){.address = prefix + i * (PREFIX_BYTES / count),
-                                         .bytes = PREFIX_BYTES / count,
-                                         .group = i % BLOCKS,
-                                         .ordinal = i / BLOCKS};
-    CUdeviceptr table = device_alloc(count * sizeof *pieces), sums = device_alloc(BLOCKS * sizeof(uint64_t));
-    CU(kvt_cuda.MemcpyHtoDAsync(table, pieces, count * sizeof *pieces, stream));
-    for (int i = 0; i < 2; i++) must(kvt_cuda_block_checksum("gpu_figures", 0, table, count, sums, stream));
-    CU(kvt_cuda.StreamSynchronize(stream));
-    double start = now_ms();
-    for (int i = 0; i < REPEATS; i++) must(kvt_cuda_block_checksum("gpu_figures", 0, table, count, sums, stream));
+/* Checksum throughput over the prefix in GB/s: by the pieces kernel over 2,352 pieces in 42 groups, or (`by_routes`)
+ * by the route kernel over 42 blocks of 56 routes of 128 KiB (one per layer and K/V plane), as a verification sums
+ * a pull's blocks. The kernel's time alone, the mean of REPEATS after two warm-up runs. */
+static double checksum_gbytes_per_s(CUdeviceptr prefix, CUstream stream, bool by_routes) {
+    enum { PIECES = BLOCKS * ROUTES };
+    const uint64_t piece_bytes = PREFIX_BYTES / PIECES;
+    kvt_checksum_piece pieces[PIECES];
+    kvt_checksum_route routes[ROUTES];
+    uint32_t blocks[BLOCKS];
+    kvt_route_tiling tiling;
+    uint64_t tiles_per_block = 0;
+    for (uint32_t i = 0; i < PIECES; i++)
+        pieces[i] = (kvt_checksum_piece){
+            .address = prefix + i * piece_bytes, .bytes = piece_bytes, .group = i % BLOCKS, .ordinal = i / BLOCKS};
+    for (uint32_t r = 0; r < ROUTES; r++) {
+        uint64_t tiles = kvt_route_tiling_of(1, piece_bytes, &tiling);
+        routes[r] = (kvt_checksum_route){.address = prefix + r * piece_bytes,
+                                         .block_stride = ROUTES * piece_bytes,
+                                         .row_stride = piece_bytes,
+                                         .row_bytes = piece_bytes,
+                                         .first_tile = tiles_per_block,
+                                         .first_ordinal = r,
+                                         .rows = 1,
+                                         .rows_per_tile = tiling.rows_per_tile,
+                                         .chunks_per_row = tiling.chunks_per_row,
+                                         .chunk_bytes = tiling.chunk_bytes};
+        tiles_per_block += tiles;
+    }
+    for (uint32_t b = 0; b < BLOCKS; b++) blocks[b] = BLOCKS - 1 - b;
+    const uint64_t table_bytes = by_routes ? sizeof routes + sizeof blocks : sizeof pieces;
+    CUdeviceptr table = device_alloc(table_bytes), sums = device_alloc(BLOCKS * sizeof(uint64_t));
+    if (by_routes) {
+        CU(kvt_cuda.MemcpyHtoDAsync(table, routes, sizeof routes, stream));
+        CU(kvt_cuda.MemcpyHtoDAsync(table + sizeof routes, blocks, sizeof blocks, stream));
+    } else {
+        CU(kvt_cuda.MemcpyHtoDAsync(table, pieces, sizeof pieces, stream));
+    }
+    double start = 0;
+    for (int i = -2; i < REPEATS; i++) {
+        if (i == 0) {
+            CU(kvt_cuda.StreamSynchronize(stream));
+            start = now_ms();
+        }
+        if (by_routes)
+            must(kvt_cuda_block_checksum_routes("gpu_figures", 0, table, ROUTES, table + sizeof routes, BLOCKS,
+                                                tiles_per_block, sums, stream));
+        else
+            must(kvt_cuda_block_checksum("gpu_figures", 0, table, PIECES, sums, stream));
+    }
     CU(kvt_cuda.StreamSynchronize(stream));
     double ms = (now_ms() - start) / REPEATS;
     CU(kvt_cuda.MemFree(table));
     CU(kvt_cuda.MemFree(sums));
-    free(pieces);
     return (double)PREFIX_BYTES / (ms * 1e6);
 }
 
@@ -214,7 +288,6 @@ static double pull_ms(uint32_t agent, uint32_t peer, uint64_t generation, uint32
  * post to completion, the blocks mirrored: the mean of REPEATS after one warm-up. */
 static double template_pull_ms(uint32_t agent, uint32_t peer, uint64_t generation, uint32_t local, uint32_t remote,
                                uint32_t blocks) {
-    enum { ROUTES = 56 };
     uint64_t block_bytes = PREFIX_BYTES / blocks, base[ROUTES], stride[ROUTES], piece[ROUTES];
     uint32_t index[ROUTES], rows[ROUTES];
     for (uint32_t r = 0; r < ROUTES; r++) {
@@ -313,8 +386,8 @@ static uint8_t *receive_export(int from, CUipcMemHandle *handle, uint64_t *blob_
 }
 
 typedef struct {
-    double d2d, gather_128k, gather_32k, ipc_copy, ipc_gather, verify, pinned_h2d, pulls[3], pull_4k, template_pulls[2],
-        staged;
+    double d2d, gather_128k, gather_32k, gather_routes_128k, gather_routes_32k, ipc_copy, ipc_gather, verify,
+        verify_pieces, pinned_h2d, pulls[3], pull_4k, template_pulls[2], staged;
     int exporter_exit;
 } figures;
 
@@ -327,13 +400,17 @@ static void print_figures(const figures *f) {
            f->d2d / f->pulls[0], f->d2d / f->pulls[1], f->d2d / f->pulls[2], f->d2d / f->template_pulls[0],
            f->d2d / f->template_pulls[1]);
     printf("\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
+           "\"gather_routes_2352x128KiB_ms\": %.4f, \"gather_routes_9408x32KiB_ms\": %.4f, "
            "\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
-           "\"pinned_h2d_ms\": %.4f, \"staged_pull_ms\": %.4f, \"ratios\": {\"ipc_copy_vs_d2d\": %.3f, "
+           "\"verify_pieces_gbytes_per_s\": %.1f, \"pinned_h2d_ms\": %.4f, \"staged_pull_ms\": %.4f, \"ratios\": "
+           "{\"ipc_copy_vs_d2d\": %.3f, "
            "\"ipc_gather_2352_vs_d2d\": %.3f, "
-           "\"gather_2352_vs_d2d\": %.3f, \"gather_9408_vs_d2d\": %.3f}, \"exporter_exit\": %d}\n",
-           PREFIX_BYTES, f->d2d, f->gather_128k, f->gather_32k, f->ipc_copy, f->ipc_gather, f->verify, f->pinned_h2d,
-           f->staged, f->d2d / f->ipc_copy, f->d2d / f->ipc_gather, f->d2d / f->gather_128k, f->d2d / f->gather_32k,
-           f->exporter_exit);
+           "\"gather_2352_vs_d2d\": %.3f, \"gather_9408_vs_d2d\": %.3f, "
+           "\"gather_routes_2352_vs_d2d\": %.3f, \"gather_routes_9408_vs_d2d\": %.3f}, \"exporter_exit\": %d}\n",
+           PREFIX_BYTES, f->d2d, f->gather_128k, f->gather_32k, f->gather_routes_128k, f->gather_routes_32k,
+           f->ipc_copy, f->ipc_gather, f->verify, f->verify_pieces, f->pinned_h2d, f->staged, f->d2d / f->ipc_copy,
+           f->d2d / f->ipc_gather, f->d2d / f->gather_128k, f->d2d / f->gather_32k, f->d2d / f->gather_routes_128k,
+           f->d2d / f->gather_routes_32k, f->exporter_exit);
 }
 
 int main(int argc, char **argv) {
@@ -354,6 +431,10 @@ int main(int argc, char **argv) {
     f.d2d = time_ms(one_copy, destination, source, 0, 0, stream);
     f.gather_128k = time_ms(gather, destination, source, table_128k, 2352, stream);
     f.gather_32k = time_ms(gather, destination, source, table_32k, 9408, stream);
+    CUdeviceptr routes_128k = route_table(destination, source, BLOCKS, stream);
+    CUdeviceptr routes_32k = route_table(destination, source, 4 * BLOCKS, stream); /* 16 tokens a block */
+    f.gather_routes_128k = time_ms(gather_routes, destination, source, routes_128k, BLOCKS, stream);
+    f.gather_routes_32k = time_ms(gather_routes, destination, source, routes_32k, 4 * BLOCKS, stream);
     f.pinned_h2d = pinned_h2d_ms(destination, stream);
 
     CUipcMemHandle handle;
@@ -364,13 +445,14 @@ int main(int argc, char **argv) {
     CUdeviceptr table_ipc = piece_table(destination, remote, 2352, stream);
     f.ipc_copy = time_ms(one_copy, destination, remote, 0, 0, stream);
     f.ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
-    f.verify = checksum_gbytes_per_s(destination, stream);
+    f.verify = checksum_gbytes_per_s(destination, stream, true);
+    f.verify_pieces = checksum_gbytes_per_s(destination, stream, false);
     CU(kvt_cuda.IpcCloseMemHandle(remote)); /* the library opens the handle itself */
     library_pulls(destination, blob, blob_length, 0, 3, f.pulls, &f.pull_4k, f.template_pulls);
     /* The same 42 blocks host-staged (KVT_AGENT_VRAM_STAGED): what a peer on another host gets. */
     library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 1, &f.staged, NULL, NULL);
     free(blob);
-    CUdeviceptr mine[] = {source, destination, table_128k, table_32k, table_ipc};
+    CUdeviceptr mine[] = {source, destination, table_128k, table_32k, table_ipc, routes_128k, routes_32k};
     for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) CU(kvt_cuda.MemFree(mine[i]));
     CU(kvt_cuda.StreamDestroy(stream));
     if (write(from_parent[1], "x", 1) != 1) return 1;

@@ -94,6 +94,18 @@ const hardwareFigures = [
   ],
   ['kernel.gather_2352.vs_d2d', 'gather_2352_vs_d2d', 0.85, 'the gather kernel within the process, 2,352 pieces'],
   ['kernel.gather_9408.vs_d2d', 'gather_9408_vs_d2d', 0.85, 'the gather kernel within the process, 9,408 pieces'],
+  [
+    'kernel.gather_routes_2352.vs_d2d',
+    'gather_routes_2352_vs_d2d',
+    0.85,
+    'the route gather kernel alone within the process, 42 blocks of 56 routes of 128 KiB',
+  ],
+  [
+    'kernel.gather_routes_9408.vs_d2d',
+    'gather_routes_9408_vs_d2d',
+    0.85,
+    'the route gather kernel alone within the process, 168 blocks of 56 routes of 32 KiB',
+  ],
 ];
 
 /** Issue 31's figures from gpu_figures (one process pair) and fetch.mjs (the whole fetch); the demo's recompute estimate. */
@@ -133,12 +145,15 @@ function figures(measured, job, fetched) {
       'host-staged pull between two processes against one pinned host-to-device copy',
       measured === null ? notMeasured : 'not measured: gpu_figures reported no staged_pull_ms',
     ),
-    'verify.gpu.gbytes_per_s': figure(
-      measured?.verify_gbytes_per_s,
-      ['at least', 1000],
-      'the checksum kernel over the prefix',
-      notMeasured,
-    ),
+    'verify.gpu.gbytes_per_s': {
+      ...figure(
+        measured?.verify_gbytes_per_s,
+        ['at least', 1000],
+        'the route checksum kernel over the prefix as 42 blocks of 56 routes, as a verification sums them',
+        notMeasured,
+      ),
+      pieces_gbytes_per_s: measured?.verify_pieces_gbytes_per_s ?? null,
+    },
     'fetch.vram_ipc.qwen3_42blocks.ms': {
       ...figure(
         fetched?.ms_mean,
@@ -194,6 +209,7 @@ const checkNames = [
   'sidecar.vram_import',
   'pull.ipc.templates',
   'pull.ipc.large_descriptors',
+  'verify.gpu.routes',
   'endpoint.vram_fetch',
   'main_job.vram',
   'probe',
@@ -239,6 +255,11 @@ if (rc('preflight') !== 0) {
     'pull.ipc.large_descriptors': nativeCase(
       'large_descriptors_cut_on_the_gpu',
       'descriptor posts of large pieces cut into tiles on the GPU, every byte checked',
+      'vram_routes',
+    ),
+    'verify.gpu.routes': nativeCase(
+      'checksums_by_routes',
+      "block checksums by a template's routes on the GPU, equal to the same rows summed one by one and on the host",
       'vram_routes',
     ),
     'endpoint.vram_fetch': fetchCheck(),

@@ -25,8 +25,16 @@ function passingRun(): Record<string, string> {
       template_pull_2352_vs_d2d: 0.9,
       template_pull_9408_vs_d2d: 0.88,
     },
-    ratios: { ipc_copy_vs_d2d: 1, ipc_gather_2352_vs_d2d: 0.93, gather_2352_vs_d2d: 0.92, gather_9408_vs_d2d: 0.92 },
+    ratios: {
+      ipc_copy_vs_d2d: 1,
+      ipc_gather_2352_vs_d2d: 0.93,
+      gather_2352_vs_d2d: 0.92,
+      gather_9408_vs_d2d: 0.92,
+      gather_routes_2352_vs_d2d: 0.91,
+      gather_routes_9408_vs_d2d: 0.9,
+    },
     verify_gbytes_per_s: 1500,
+    verify_pieces_gbytes_per_s: 1400,
     pinned_h2d_ms: 5.6,
     staged_pull_ms: 6.5,
   };
@@ -52,7 +60,8 @@ function passingRun(): Record<string, string> {
     'native-ucx.rc': '0',
     'vram_import-ucx.log': 'ok vram_import/engine_memory_served [ucx]\n',
     'vram_routes-ucx.log':
-      'ok vram_routes/routes_of_every_shape [ucx]\nok vram_routes/large_descriptors_cut_on_the_gpu [ucx]\n',
+      'ok vram_routes/routes_of_every_shape [ucx]\nok vram_routes/large_descriptors_cut_on_the_gpu [ucx]\n' +
+      'ok vram_routes/checksums_by_routes [ucx]\n',
     'figures.json': JSON.stringify(figures),
     'figures.rc': '0',
     'demo.json': JSON.stringify(demo),
@@ -116,6 +125,7 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     );
     expect(results.figures['pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']?.value).toBeCloseTo(5.6 / 6.5, 3);
     expect(results.figures['pull.vram_ipc.qwen3_42blocks.vs_d2d']).toMatchObject({ value: 0.95, fixed_cost_ms: 0.012 });
+    expect(results.figures['verify.gpu.gbytes_per_s']).toMatchObject({ value: 1500, pieces_gbytes_per_s: 1400 });
     expect(results.figures['fetch.vram_ipc.qwen3_42blocks.ms']).toMatchObject({
       value: 1.2,
       phases_mean_ms: { pin: 0.5, transfer: 0.2, verify: 0.3, release: 0.1 },
@@ -176,11 +186,11 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     expect(results.checks['sidecar.vram_import']?.detail).toBe(line);
   });
 
-  it('fails the moves cut on the GPU when test_vram_routes did not run on ucx', () => {
+  it('fails the moves and the checksums cut on the GPU when test_vram_routes did not run on ucx', () => {
     const files: Record<string, string> = passingRun();
     delete files['vram_routes-ucx.log'];
     const { results } = compose(files);
-    expect(failing(results)).toEqual(['pull.ipc.templates', 'pull.ipc.large_descriptors']);
+    expect(failing(results)).toEqual(['pull.ipc.templates', 'pull.ipc.large_descriptors', 'verify.gpu.routes']);
     expect(results.checks['pull.ipc.templates']?.detail).toContain('ran no case routes_of_every_shape');
   });
 
