@@ -93,14 +93,14 @@ extern "C" __global__ void kvt_block_checksum_routes(const kvt_checksum_route *r
             sum = kvt_sum_piece(first + at, left < route.chunk_bytes ? left : route.chunk_bytes, at / 16,
                                 route.first_ordinal + row);
         } else {
-            // Rows of at most a tile: the threads spread over every row's words at once.
-            const unsigned long long per_row = (route.row_bytes + 15) / 16;
+            // Rows of at most a tile: the threads spread over every row's words at once (fewer than 2^32 of them
+            // in a tile, so 32-bit arithmetic); a thread makes a row's salt when it reaches the row.
+            const unsigned int per_row = (unsigned int)((route.row_bytes + 15) / 16), total = rows * per_row;
             unsigned int salted = rows;
             unsigned long long salt = 0;
-            for (unsigned long long i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
-                const unsigned int k = (unsigned int)(i / per_row);
+            for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
+                const unsigned int k = i / per_row, w = i - k * per_row;
                 if (k != salted) salt = kvt_piece_salt(route.first_ordinal + row + (salted = k));
-                const unsigned long long w = i - k * per_row;
                 sum += kvt_mixed_word(reinterpret_cast<const unsigned char *>(first + k * route.row_stride),
                                       route.row_bytes, w, w, salt);
             }
