@@ -2,9 +2,11 @@
 // natively), a drain started, then the completions released at once. The figure is the time from the
 // last native completion reaching JavaScript (its `done` settling, observed before the ledger sees
 // it) to the drain report: the ledger's and the drain's own work after the native layer is done.
-// Median of 7 runs after 1 warm-up. The anchor is the native layer's delivery of the 10,000
-// completions (first to last), for scale. `drain.10k_ops.ledger_ms` is the share before the first
-// native deregistration.
+// Median of 31 runs after 1 warm-up: a window of well under a millisecond that a scavenge of the
+// 10,000 operations' objects lands in takes 4-9 ms, and one window in five or so does; over 7 runs
+// such windows moved the median above the goal in two full bench runs of six (2026-12-06). The note
+// counts them. The anchor is the native layer's delivery of the 10,000 completions (first to last),
+// for scale. `drain.10k_ops.ledger_ms` is the share before the first native deregistration.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,7 +14,7 @@ import type { PostRequest } from '@kvreuse/native-bindings';
 import { openLoopbackWorld } from '../test/support/loopback-world.js';
 
 const OPERATIONS = 10_000;
-const RUNS = 7;
+const RUNS = 31;
 const WARMUP = 1;
 
 interface Sample {
@@ -92,6 +94,7 @@ const figures = {
     anchor: round(delivery),
     ratio: round(overhead / delivery),
     goal: '≤ 1 ms',
+    note: `median of ${RUNS} runs; ${samples.filter((s) => s.overheadMs > 1).length} above 1 ms, the longest ${round(Math.max(...samples.map((s) => s.overheadMs)))} ms`,
   },
   // The same interval up to the first bank deregistration: the ledger's own share, without the 16
   // native calls (8 deregistrations, 8 frees) that return the banks.
