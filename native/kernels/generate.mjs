@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Generates src/services/cuda_kernels_ptx.h from the kernels beside this script (*.cu): the PTX nvcc
 // makes of each (`nvcc -ptx -arch=compute_90`), as C strings the library loads with cuModuleLoadData,
-// and the sha256 of each source (the kernels and the headers beside them they include, *.cuh) and the
+// and the sha256 of each source (the kernels, and the *.cuh beside them that they include) and the
 // nvcc version it was made with. Run it after changing a kernel:
 //   node native/kernels/generate.mjs            (writes the header; needs nvcc: $NVCC, PATH or /usr/local/cuda)
 //   node native/kernels/generate.mjs --check    (tools/repo-checks: prints what is stale, one line each, exit 1)
