@@ -3,7 +3,7 @@
 // last native completion reaching JavaScript (its `done` settling, observed before the ledger sees
 // it) to the drain report: the ledger's and the drain's own work after the native layer is done.
 // Median of 31 runs after 1 warm-up: a window of well under a millisecond that a scavenge of the
-// 10,000 operations' objects lands in takes 4-9 ms, and one window in five or so does; over 7 runs
+// 10,000 operations' objects lands in takes 4-13 ms, and one window in five or so does; over 7 runs
 // such windows moved the median above the goal in two full bench runs of six (2026-12-06). The note
 // counts them. The anchor is the native layer's delivery of the 10,000 completions (first to last),
 // for scale. `drain.10k_ops.ledger_ms` is the share before the first native deregistration.
