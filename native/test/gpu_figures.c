@@ -117,6 +117,14 @@ static void host_copy(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr t
     CU(kvt_cuda.MemcpyHtoDAsync(destination, (const void *)(uintptr_t)source, PREFIX_BYTES, stream));
 }
 
+/* `destination` is pinned host memory here. */
+static void to_host_copy(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count,
+                         CUstream stream) {
+    (void)table;
+    (void)count;
+    CU(kvt_cuda.MemcpyDtoHAsync((void *)(uintptr_t)destination, source, PREFIX_BYTES, stream));
+}
+
 static void gather(CUdeviceptr destination, CUdeviceptr source, CUdeviceptr table, uint32_t count, CUstream stream) {
     (void)destination;
     (void)source;
@@ -188,12 +196,14 @@ static CUdeviceptr piece_table(CUdeviceptr destination, CUdeviceptr source, uint
     return table;
 }
 
-/* One copy of the prefix from pinned host memory to the device: what a host-staged pull is held to. */
-static double pinned_h2d_ms(CUdeviceptr destination, CUstream stream) {
+/* One copy of the prefix from pinned host memory to the device (`device`): what a host-staged pull is held to;
+ * and one the other way into *out_d2h_ms, what the source's side of a staged pull does. */
+static double pinned_h2d_ms(CUdeviceptr device, CUstream stream, double *out_d2h_ms) {
     void *host = NULL;
     CU(kvt_cuda.MemHostAlloc(&host, PREFIX_BYTES, 0));
     memset(host, 0x5a, PREFIX_BYTES);
-    double ms = time_ms(host_copy, destination, (CUdeviceptr)(uintptr_t)host, 0, 0, stream);
+    double ms = time_ms(host_copy, device, (CUdeviceptr)(uintptr_t)host, 0, 0, stream);
+    *out_d2h_ms = time_ms(to_host_copy, (CUdeviceptr)(uintptr_t)host, device, 0, 0, stream);
     CU(kvt_cuda.MemFreeHost(host));
     return ms;
 }
@@ -387,7 +397,7 @@ static uint8_t *receive_export(int from, CUipcMemHandle *handle, uint64_t *blob_
 
 typedef struct {
     double d2d, gather_128k, gather_32k, gather_routes_128k, gather_routes_32k, ipc_copy, ipc_gather, verify,
-        verify_pieces, pinned_h2d, pulls[3], pull_4k, template_pulls[2], staged;
+        verify_pieces, pinned_h2d, pinned_d2h, pulls[3], pull_4k, template_pulls[2], staged;
     int exporter_exit;
 } figures;
 
@@ -402,15 +412,16 @@ static void print_figures(const figures *f) {
     printf("\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
            "\"gather_routes_2352x128KiB_ms\": %.4f, \"gather_routes_9408x32KiB_ms\": %.4f, "
            "\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
-           "\"verify_pieces_gbytes_per_s\": %.1f, \"pinned_h2d_ms\": %.4f, \"staged_pull_ms\": %.4f, \"ratios\": "
+           "\"verify_pieces_gbytes_per_s\": %.1f, \"pinned_h2d_ms\": %.4f, \"pinned_d2h_ms\": %.4f, "
+           "\"staged_pull_ms\": %.4f, \"ratios\": "
            "{\"ipc_copy_vs_d2d\": %.3f, "
            "\"ipc_gather_2352_vs_d2d\": %.3f, "
            "\"gather_2352_vs_d2d\": %.3f, \"gather_9408_vs_d2d\": %.3f, "
            "\"gather_routes_2352_vs_d2d\": %.3f, \"gather_routes_9408_vs_d2d\": %.3f}, \"exporter_exit\": %d}\n",
            PREFIX_BYTES, f->d2d, f->gather_128k, f->gather_32k, f->gather_routes_128k, f->gather_routes_32k,
-           f->ipc_copy, f->ipc_gather, f->verify, f->verify_pieces, f->pinned_h2d, f->staged, f->d2d / f->ipc_copy,
-           f->d2d / f->ipc_gather, f->d2d / f->gather_128k, f->d2d / f->gather_32k, f->d2d / f->gather_routes_128k,
-           f->d2d / f->gather_routes_32k, f->exporter_exit);
+           f->ipc_copy, f->ipc_gather, f->verify, f->verify_pieces, f->pinned_h2d, f->pinned_d2h, f->staged,
+           f->d2d / f->ipc_copy, f->d2d / f->ipc_gather, f->d2d / f->gather_128k, f->d2d / f->gather_32k,
+           f->d2d / f->gather_routes_128k, f->d2d / f->gather_routes_32k, f->exporter_exit);
 }
 
 int main(int argc, char **argv) {
@@ -435,7 +446,7 @@ int main(int argc, char **argv) {
     CUdeviceptr routes_32k = route_table(destination, source, 4 * BLOCKS, stream); /* 16 tokens a block */
     f.gather_routes_128k = time_ms(gather_routes, destination, source, routes_128k, BLOCKS, stream);
     f.gather_routes_32k = time_ms(gather_routes, destination, source, routes_32k, 4 * BLOCKS, stream);
-    f.pinned_h2d = pinned_h2d_ms(destination, stream);
+    f.pinned_h2d = pinned_h2d_ms(destination, stream, &f.pinned_d2h);
 
     CUipcMemHandle handle;
     uint64_t blob_length = 0;

@@ -36,6 +36,7 @@ function passingRun(): Record<string, string> {
     verify_gbytes_per_s: 1500,
     verify_pieces_gbytes_per_s: 1400,
     pinned_h2d_ms: 5.6,
+    pinned_d2h_ms: 5.9,
     staged_pull_ms: 6.5,
   };
   const demo = {
@@ -124,6 +125,11 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
       ]),
     );
     expect(results.figures['pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']?.value).toBeCloseTo(5.6 / 6.5, 3);
+    expect(results.figures['pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']).toMatchObject({
+      staged_pull_ms: 6.5,
+      pinned_h2d_ms: 5.6,
+      pinned_d2h_ms: 5.9,
+    });
     expect(results.figures['pull.vram_ipc.qwen3_42blocks.vs_d2d']).toMatchObject({ value: 0.95, fixed_cost_ms: 0.012 });
     expect(results.figures['verify.gpu.gbytes_per_s']).toMatchObject({ value: 1500, pieces_gbytes_per_s: 1400 });
     expect(results.figures['fetch.vram_ipc.qwen3_42blocks.ms']).toMatchObject({
