@@ -1,6 +1,7 @@
 /* The GPU figures of tools/gpu-check, measured on a machine with an NVIDIA GPU through the library's CUDA
- * domain (its driver loading, its kernels): one JSON object on stdout. Not part of `make test` (a fake driver
- * has no figures); built by `make gpu-check-binaries`. The prefix is the main job's: 42 blocks of
+ * domain (its driver loading, its kernels): one JSON object per line on stdout, a line per group of figures as
+ * it is measured (an {"error"} line ends them when one fails). Not part of `make test` (a fake driver has no
+ * figures); built by `make gpu-check-binaries`. The prefix is the main job's: 42 blocks of
  * Qwen3-0.6B bf16 at 64 tokens = 308,281,344 bytes, as 2,352 pieces of 128 KiB or 9,408 of 32 KiB.
  *
  * The IPC figures come from a second process that allocates the prefix and exports it as a CUDA IPC handle
@@ -31,10 +32,27 @@
  * fake driver of a dry run (a CPU machine, the figures meaningless) would take most of the part's time. */
 #define STAGED_REPEATS 5
 
+/* `text` as the characters of a JSON string (quotes and backslashes escaped, control characters dropped). */
+static void print_json_text(const char *text) {
+    for (const char *c = text; *c; c++)
+        if ((unsigned char)*c >= 0x20) printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+}
+
+/* The {"error"} line that ends the figures: `what`, then `detail`. */
+static void stop(const char *what, const char *detail) {
+    printf("{\"error\": \"");
+    print_json_text(what);
+    print_json_text(detail);
+    printf("\"}\n");
+    exit(1);
+}
+
 static void fail(const char *what, CUresult result) {
     char text[256];
-    printf("{\"error\": \"%s: %s\"}\n", what, kvt_cuda_error_text(result, text, sizeof text));
-    exit(1);
+    kvt_cuda_error_text(result, text, sizeof text);
+    char line[512];
+    snprintf(line, sizeof line, "%s: ", what);
+    stop(line, text);
 }
 
 #define CU(call)                                                                                                       \
@@ -50,17 +68,12 @@ static double now_ms(void) {
 }
 
 static void must(kvt_status status) {
-    if (status == KVT_OK) return;
-    printf("{\"error\": \"%s\"}\n", kvt_last_error_detail());
-    exit(1);
+    if (status != KVT_OK) stop("", kvt_last_error_detail());
 }
 
 static void use_gpu_0(void) {
     const char *unavailable = kvt_cuda_unavailable();
-    if (unavailable) {
-        printf("{\"error\": \"vram unavailable: %s\"}\n", unavailable);
-        exit(1);
-    }
+    if (unavailable) stop("vram unavailable: ", unavailable);
     must(kvt_cuda_use_device("gpu_figures", 0));
 }
 
@@ -376,7 +389,7 @@ static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t
 static int preflight(void) {
     const char *unavailable = kvt_cuda_unavailable();
     printf("{\"vram\": %s, \"reason\": \"", unavailable ? "false" : "true");
-    for (const char *c = unavailable ? unavailable : ""; *c; c++) printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+    print_json_text(unavailable ? unavailable : "");
     printf("\", \"devices\": %u, \"driver_version\": %d}\n", kvt_cuda_device_count(), kvt_cuda_driver_version());
     return unavailable ? 2 : 0;
 }
@@ -395,33 +408,36 @@ static uint8_t *receive_export(int from, CUipcMemHandle *handle, uint64_t *blob_
     return blob;
 }
 
-typedef struct {
-    double d2d, gather_128k, gather_32k, gather_routes_128k, gather_routes_32k, ipc_copy, ipc_gather, verify,
-        verify_pieces, pinned_h2d, pinned_d2h, pulls[3], pull_4k, template_pulls[2], staged;
-    int exporter_exit;
-} figures;
+/* The figures are printed a line (one JSON object) at a time, as each group of them is measured, and flushed: a
+ * later group that fails (its {"error"} line ends the output) leaves the earlier ones standing. */
+static void print_copies(double d2d, const double gathers[2], const double routes[2], double pinned_h2d,
+                         double pinned_d2h) {
+    printf(
+        "{\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
+        "\"gather_routes_2352x128KiB_ms\": %.4f, \"gather_routes_9408x32KiB_ms\": %.4f, \"pinned_h2d_ms\": %.4f, "
+        "\"pinned_d2h_ms\": %.4f, \"ratios\": {\"gather_2352_vs_d2d\": %.3f, \"gather_9408_vs_d2d\": %.3f, "
+        "\"gather_routes_2352_vs_d2d\": %.3f, \"gather_routes_9408_vs_d2d\": %.3f}}\n",
+        PREFIX_BYTES, d2d, gathers[0], gathers[1], routes[0], routes[1], pinned_h2d, pinned_d2h, d2d / gathers[0],
+        d2d / gathers[1], d2d / routes[0], d2d / routes[1]);
+    fflush(stdout);
+}
 
-static void print_figures(const figures *f) {
+static void print_ipc(double d2d, double ipc_copy, double ipc_gather, double verify, double verify_pieces) {
+    printf("{\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
+           "\"verify_pieces_gbytes_per_s\": %.1f, \"ratios\": {\"ipc_copy_vs_d2d\": %.3f, \"ipc_gather_2352_vs_d2d\": "
+           "%.3f}}\n",
+           ipc_copy, ipc_gather, verify, verify_pieces, d2d / ipc_copy, d2d / ipc_gather);
+    fflush(stdout);
+}
+
+static void print_pulls(double d2d, const double pulls[3], double pull_4k, const double template_pulls[2]) {
     printf("{\"pull_42x7MiB_ms\": %.4f, \"pull_2352x128KiB_ms\": %.4f, \"pull_9408x32KiB_ms\": %.4f, "
            "\"pull_1x4KiB_ms\": %.4f, \"template_pull_2352x128KiB_ms\": %.4f, \"template_pull_9408x32KiB_ms\": %.4f, "
            "\"pull_ratios\": {\"pull_42_vs_d2d\": %.3f, \"pull_2352_vs_d2d\": %.3f, \"pull_9408_vs_d2d\": %.3f, "
-           "\"template_pull_2352_vs_d2d\": %.3f, \"template_pull_9408_vs_d2d\": %.3f}, ",
-           f->pulls[0], f->pulls[1], f->pulls[2], f->pull_4k, f->template_pulls[0], f->template_pulls[1],
-           f->d2d / f->pulls[0], f->d2d / f->pulls[1], f->d2d / f->pulls[2], f->d2d / f->template_pulls[0],
-           f->d2d / f->template_pulls[1]);
-    printf("\"prefix_bytes\": %llu, \"d2d_ms\": %.4f, \"gather_2352x128KiB_ms\": %.4f, \"gather_9408x32KiB_ms\": %.4f, "
-           "\"gather_routes_2352x128KiB_ms\": %.4f, \"gather_routes_9408x32KiB_ms\": %.4f, "
-           "\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
-           "\"verify_pieces_gbytes_per_s\": %.1f, \"pinned_h2d_ms\": %.4f, \"pinned_d2h_ms\": %.4f, "
-           "\"staged_pull_ms\": %.4f, \"ratios\": "
-           "{\"ipc_copy_vs_d2d\": %.3f, "
-           "\"ipc_gather_2352_vs_d2d\": %.3f, "
-           "\"gather_2352_vs_d2d\": %.3f, \"gather_9408_vs_d2d\": %.3f, "
-           "\"gather_routes_2352_vs_d2d\": %.3f, \"gather_routes_9408_vs_d2d\": %.3f}, \"exporter_exit\": %d}\n",
-           PREFIX_BYTES, f->d2d, f->gather_128k, f->gather_32k, f->gather_routes_128k, f->gather_routes_32k,
-           f->ipc_copy, f->ipc_gather, f->verify, f->verify_pieces, f->pinned_h2d, f->pinned_d2h, f->staged,
-           f->d2d / f->ipc_copy, f->d2d / f->ipc_gather, f->d2d / f->gather_128k, f->d2d / f->gather_32k,
-           f->d2d / f->gather_routes_128k, f->d2d / f->gather_routes_32k, f->exporter_exit);
+           "\"template_pull_2352_vs_d2d\": %.3f, \"template_pull_9408_vs_d2d\": %.3f}}\n",
+           pulls[0], pulls[1], pulls[2], pull_4k, template_pulls[0], template_pulls[1], d2d / pulls[0], d2d / pulls[1],
+           d2d / pulls[2], d2d / template_pulls[0], d2d / template_pulls[1]);
+    fflush(stdout);
 }
 
 int main(int argc, char **argv) {
@@ -433,20 +449,20 @@ int main(int argc, char **argv) {
     pid_t child = fork();
     if (child == 0) exporter(to_parent[1], from_parent[0]);
     use_gpu_0();
-    figures f = {0};
     CUstream stream = NULL;
     CU(kvt_cuda.StreamCreate(&stream, KVT_CU_STREAM_NON_BLOCKING));
     CUdeviceptr source = device_alloc(PREFIX_BYTES), destination = device_alloc(PREFIX_BYTES);
     CUdeviceptr table_128k = piece_table(destination, source, 2352, stream);
     CUdeviceptr table_32k = piece_table(destination, source, 9408, stream);
-    f.d2d = time_ms(one_copy, destination, source, 0, 0, stream);
-    f.gather_128k = time_ms(gather, destination, source, table_128k, 2352, stream);
-    f.gather_32k = time_ms(gather, destination, source, table_32k, 9408, stream);
     CUdeviceptr routes_128k = route_table(destination, source, BLOCKS, stream);
     CUdeviceptr routes_32k = route_table(destination, source, 4 * BLOCKS, stream); /* 16 tokens a block */
-    f.gather_routes_128k = time_ms(gather_routes, destination, source, routes_128k, BLOCKS, stream);
-    f.gather_routes_32k = time_ms(gather_routes, destination, source, routes_32k, 4 * BLOCKS, stream);
-    f.pinned_h2d = pinned_h2d_ms(destination, stream, &f.pinned_d2h);
+    double d2d = time_ms(one_copy, destination, source, 0, 0, stream), pinned_d2h = 0;
+    const double gathers[2] = {time_ms(gather, destination, source, table_128k, 2352, stream),
+                               time_ms(gather, destination, source, table_32k, 9408, stream)};
+    const double routes[2] = {time_ms(gather_routes, destination, source, routes_128k, BLOCKS, stream),
+                              time_ms(gather_routes, destination, source, routes_32k, 4 * BLOCKS, stream)};
+    double pinned_h2d = pinned_h2d_ms(destination, stream, &pinned_d2h);
+    print_copies(d2d, gathers, routes, pinned_h2d, pinned_d2h);
 
     CUipcMemHandle handle;
     uint64_t blob_length = 0;
@@ -454,14 +470,19 @@ int main(int argc, char **argv) {
     CUdeviceptr remote = 0;
     CU(kvt_cuda.IpcOpenMemHandle(&remote, handle, KVT_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     CUdeviceptr table_ipc = piece_table(destination, remote, 2352, stream);
-    f.ipc_copy = time_ms(one_copy, destination, remote, 0, 0, stream);
-    f.ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
-    f.verify = checksum_gbytes_per_s(destination, stream, true);
-    f.verify_pieces = checksum_gbytes_per_s(destination, stream, false);
+    double ipc_copy = time_ms(one_copy, destination, remote, 0, 0, stream);
+    double ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
+    double verify = checksum_gbytes_per_s(destination, stream, true);
+    print_ipc(d2d, ipc_copy, ipc_gather, verify, checksum_gbytes_per_s(destination, stream, false));
     CU(kvt_cuda.IpcCloseMemHandle(remote)); /* the library opens the handle itself */
-    library_pulls(destination, blob, blob_length, 0, 3, f.pulls, &f.pull_4k, f.template_pulls);
+
+    double pulls[3], pull_4k = 0, template_pulls[2], staged = 0;
+    library_pulls(destination, blob, blob_length, 0, 3, pulls, &pull_4k, template_pulls);
+    print_pulls(d2d, pulls, pull_4k, template_pulls);
     /* The same 42 blocks host-staged (KVT_AGENT_VRAM_STAGED): what a peer on another host gets. */
-    library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 1, &f.staged, NULL, NULL);
+    library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 1, &staged, NULL, NULL);
+    printf("{\"staged_pull_ms\": %.4f}\n", staged);
+    fflush(stdout);
     free(blob);
     CUdeviceptr mine[] = {source, destination, table_128k, table_32k, table_ipc, routes_128k, routes_32k};
     for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) CU(kvt_cuda.MemFree(mine[i]));
@@ -469,7 +490,6 @@ int main(int argc, char **argv) {
     if (write(from_parent[1], "x", 1) != 1) return 1;
     int status = 0;
     waitpid(child, &status, 0);
-    f.exporter_exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    print_figures(&f);
+    printf("{\"exporter_exit\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return 0;
 }

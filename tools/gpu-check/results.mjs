@@ -18,6 +18,32 @@ const json = (name) => {
 };
 const tail = (text, lines = 40) => text.split('\n').slice(-lines).join('\n');
 
+/**
+ * gpu_figures' output: a JSON object per line, a line per group of figures as it was measured, merged into one
+ * (their `ratios` and `pull_ratios` too); `error` from the line that ended them early, if one did. Null when
+ * no line parsed.
+ */
+function gpuFigures() {
+  const lines = read('figures.json')
+    .split('\n')
+    .map((line) => {
+      try {
+        return JSON.parse(line);
+      } catch {
+        return null;
+      }
+    })
+    .filter((line) => line !== null && typeof line === 'object');
+  if (lines.length === 0) return null;
+  const merged = {};
+  for (const line of lines)
+    for (const [key, value] of Object.entries(line)) {
+      if (key === 'ratios' || key === 'pull_ratios') merged[key] = { ...merged[key], ...value };
+      else if (!(key === 'error' && 'error' in merged)) merged[key] = value;
+    }
+  return merged;
+}
+
 /** test_cuda's run on one backend: its exit status and its lines counted. */
 function nativeRun(backend) {
   const log = read(`native-${backend}.log`);
@@ -111,7 +137,12 @@ const hardwareFigures = [
 /** Issue 31's figures from gpu_figures (one process pair) and fetch.mjs (the whole fetch); the demo's recompute estimate. */
 function figures(measured, job, fetched) {
   const pulls = measured?.pull_ratios ?? {};
-  const notMeasured = measured === null ? 'gpu_figures reported no figures' : 'gpu_figures did not report it';
+  const notMeasured =
+    measured === null
+      ? 'gpu_figures reported no figures'
+      : measured.error === undefined
+        ? 'gpu_figures did not report it'
+        : `gpu_figures stopped before it: ${measured.error}`;
   // Many pieces are what a template post moves (a route per layer and K/V plane of each block), expanded on
   // the GPU; the same pieces posted as descriptors, one each, are reported beside them.
   const pieces = Math.min(pulls.template_pull_2352_vs_d2d ?? NaN, pulls.template_pull_9408_vs_d2d ?? NaN);
@@ -144,7 +175,9 @@ function figures(measured, job, fetched) {
         staged,
         ['at least', 0.8],
         'host-staged pull between two processes against one pinned host-to-device copy',
-        measured === null ? notMeasured : 'not measured: gpu_figures reported no staged_pull_ms',
+        measured === null || measured.error !== undefined
+          ? notMeasured
+          : 'not measured: gpu_figures reported no staged_pull_ms',
       ),
       // Where a staged pull's time goes: its two copies by the GPU, each alone; the rest is the link.
       staged_pull_ms: measured?.staged_pull_ms ?? null,
@@ -235,7 +268,7 @@ if (rc('preflight') !== 0) {
     pass: false,
   };
 } else {
-  const measured = json('figures.json');
+  const measured = gpuFigures();
   const job = json('demo.json') ?? {};
   const checks = {
     'native.loopback': nativeRun('loopback'),
@@ -278,7 +311,12 @@ if (rc('preflight') !== 0) {
     machine,
     checks,
     figures: figureResults,
-    gpu_figures: measured ?? { rc: rc('figures'), stdout: read('figures.json'), stderr: tail(read('figures.err')) },
+    gpu_figures:
+      measured === null
+        ? { rc: rc('figures'), stdout: read('figures.json'), stderr: tail(read('figures.err')) }
+        : measured.error === undefined
+          ? measured
+          : { ...measured, rc: rc('figures'), stderr: tail(read('figures.err')) },
     pass: [...Object.values(checks), ...Object.values(figureResults)].every((entry) => entry.pass),
   };
 }

@@ -172,6 +172,24 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     expect([status, stdout]).toEqual([1, expect.stringContaining('FAIL (pull.vram_ipc.pieces.vs_d2d)')]);
   });
 
+  it('merges gpu_figures’ lines, and names the error that stopped it for the figures it did not reach', () => {
+    const files = passingRun();
+    const copies = { pinned_h2d_ms: 5.6, ratios: { gather_2352_vs_d2d: 0.92, gather_9408_vs_d2d: 0.92 } };
+    const ipc = { verify_gbytes_per_s: 1500, ratios: { ipc_copy_vs_d2d: 1, ipc_gather_2352_vs_d2d: 0.93 } };
+    const stopped = 'kvt_xfer_post: the peer "figures-source" is gone';
+    const lines = [copies, ipc, { error: stopped }].map((line) => JSON.stringify(line)).join('\n');
+    const { status, results } = compose({ ...files, 'figures.json': `${lines}\n` });
+    expect(results.figures['kernel.gather_9408.vs_d2d']).toMatchObject({ pass: true, value: 0.92 });
+    expect(results.figures['driver.ipc_copy.vs_d2d']).toMatchObject({ pass: true, value: 1 });
+    expect(results.figures['verify.gpu.gbytes_per_s']).toMatchObject({ pass: true, value: 1500 });
+    for (const name of ['pull.vram_ipc.qwen3_42blocks.vs_d2d', 'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d'])
+      expect(results.figures[name]).toMatchObject({
+        pass: false,
+        detail: `gpu_figures stopped before it: ${stopped}`,
+      });
+    expect(status).toBe(1);
+  });
+
   it('fails the staged pull and its figure where test_cuda has no staged case and gpu_figures no staged time', () => {
     const files = passingRun();
     const figures = JSON.parse(files['figures.json'] as string) as Record<string, unknown>;
