@@ -221,10 +221,12 @@ static double pinned_h2d_ms(CUdeviceptr device, CUstream stream, double *out_d2h
     return ms;
 }
 
-/* Checksum throughput over the prefix in GB/s: by the pieces kernel over 2,352 pieces in 42 groups, or (`by_routes`)
- * by the route kernel over 42 blocks of 56 routes of 128 KiB (one per layer and K/V plane), as a verification sums
- * a pull's blocks. The kernel's time alone, the mean of REPEATS after two warm-up runs. */
-static double checksum_gbytes_per_s(CUdeviceptr prefix, CUstream stream, bool by_routes) {
+/* Checksum throughput over the prefix in GB/s: by the pieces kernel over 2,352 pieces in 42 groups (`rows` 0), or by
+ * the route kernel over 42 blocks of 56 routes of 128 KiB (one per layer and K/V plane) as `rows` rows each (1: a
+ * row a tile; 4: rows of 32 KiB, as a TP split by heads makes them, four to a tile), as a verification sums a pull's
+ * blocks. The kernel's time alone, the mean of REPEATS after two warm-up runs. */
+static double checksum_gbytes_per_s(CUdeviceptr prefix, CUstream stream, uint32_t rows) {
+    const bool by_routes = rows > 0;
     enum { PIECES = BLOCKS * ROUTES };
     const uint64_t piece_bytes = PREFIX_BYTES / PIECES;
     kvt_checksum_piece pieces[PIECES];
@@ -236,14 +238,15 @@ static double checksum_gbytes_per_s(CUdeviceptr prefix, CUstream stream, bool by
         pieces[i] = (kvt_checksum_piece){
             .address = prefix + i * piece_bytes, .bytes = piece_bytes, .group = i % BLOCKS, .ordinal = i / BLOCKS};
     for (uint32_t r = 0; r < ROUTES; r++) {
-        uint64_t tiles = kvt_route_tiling_of(1, piece_bytes, &tiling);
+        const uint64_t row_bytes = by_routes ? piece_bytes / rows : piece_bytes;
+        uint64_t tiles = kvt_route_tiling_of(by_routes ? rows : 1, row_bytes, &tiling);
         routes[r] = (kvt_checksum_route){.address = prefix + r * piece_bytes,
                                          .block_stride = ROUTES * piece_bytes,
-                                         .row_stride = piece_bytes,
-                                         .row_bytes = piece_bytes,
+                                         .row_stride = row_bytes,
+                                         .row_bytes = row_bytes,
                                          .first_tile = tiles_per_block,
-                                         .first_ordinal = r,
-                                         .rows = 1,
+                                         .first_ordinal = r * (by_routes ? rows : 1),
+                                         .rows = by_routes ? rows : 1,
                                          .rows_per_tile = tiling.rows_per_tile,
                                          .chunks_per_row = tiling.chunks_per_row,
                                          .chunk_bytes = tiling.chunk_bytes};
@@ -422,11 +425,12 @@ static void print_copies(double d2d, const double gathers[2], const double route
     fflush(stdout);
 }
 
-static void print_ipc(double d2d, double ipc_copy, double ipc_gather, double verify, double verify_pieces) {
+/* verify: by routes of a row, of four rows, by pieces (checksum_gbytes_per_s). */
+static void print_ipc(double d2d, double ipc_copy, double ipc_gather, const double verify[3]) {
     printf("{\"ipc_copy_ms\": %.4f, \"ipc_gather_2352x128KiB_ms\": %.4f, \"verify_gbytes_per_s\": %.1f, "
-           "\"verify_pieces_gbytes_per_s\": %.1f, \"ratios\": {\"ipc_copy_vs_d2d\": %.3f, \"ipc_gather_2352_vs_d2d\": "
-           "%.3f}}\n",
-           ipc_copy, ipc_gather, verify, verify_pieces, d2d / ipc_copy, d2d / ipc_gather);
+           "\"verify_grouped_rows_gbytes_per_s\": %.1f, \"verify_pieces_gbytes_per_s\": %.1f, \"ratios\": "
+           "{\"ipc_copy_vs_d2d\": %.3f, \"ipc_gather_2352_vs_d2d\": %.3f}}\n",
+           ipc_copy, ipc_gather, verify[0], verify[1], verify[2], d2d / ipc_copy, d2d / ipc_gather);
     fflush(stdout);
 }
 
@@ -472,8 +476,10 @@ int main(int argc, char **argv) {
     CUdeviceptr table_ipc = piece_table(destination, remote, 2352, stream);
     double ipc_copy = time_ms(one_copy, destination, remote, 0, 0, stream);
     double ipc_gather = time_ms(gather, destination, remote, table_ipc, 2352, stream);
-    double verify = checksum_gbytes_per_s(destination, stream, true);
-    print_ipc(d2d, ipc_copy, ipc_gather, verify, checksum_gbytes_per_s(destination, stream, false));
+    const double verify[3] = {checksum_gbytes_per_s(destination, stream, 1),
+                              checksum_gbytes_per_s(destination, stream, 4),
+                              checksum_gbytes_per_s(destination, stream, 0)};
+    print_ipc(d2d, ipc_copy, ipc_gather, verify);
     CU(kvt_cuda.IpcCloseMemHandle(remote)); /* the library opens the handle itself */
 
     double pulls[3], pull_4k = 0, template_pulls[2], staged = 0;

@@ -34,6 +34,7 @@ function passingRun(): Record<string, string> {
       gather_routes_9408_vs_d2d: 0.9,
     },
     verify_gbytes_per_s: 1500,
+    verify_grouped_rows_gbytes_per_s: 1300,
     verify_pieces_gbytes_per_s: 1400,
     pinned_h2d_ms: 5.6,
     pinned_d2h_ms: 5.9,
@@ -131,7 +132,12 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
       pinned_d2h_ms: 5.9,
     });
     expect(results.figures['pull.vram_ipc.qwen3_42blocks.vs_d2d']).toMatchObject({ value: 0.95, fixed_cost_ms: 0.012 });
-    expect(results.figures['verify.gpu.gbytes_per_s']).toMatchObject({ value: 1500, pieces_gbytes_per_s: 1400 });
+    expect(results.figures['verify.gpu.gbytes_per_s']).toMatchObject({
+      value: 1300,
+      one_row_gbytes_per_s: 1500,
+      grouped_rows_gbytes_per_s: 1300,
+      pieces_gbytes_per_s: 1400,
+    });
     expect(results.figures['fetch.vram_ipc.qwen3_42blocks.ms']).toMatchObject({
       value: 1.2,
       phases_mean_ms: { pin: 0.5, transfer: 0.2, verify: 0.3, release: 0.1 },
@@ -175,13 +181,17 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
   it('merges gpu_figures’ lines, and names the error that stopped it for the figures it did not reach', () => {
     const files = passingRun();
     const copies = { pinned_h2d_ms: 5.6, ratios: { gather_2352_vs_d2d: 0.92, gather_9408_vs_d2d: 0.92 } };
-    const ipc = { verify_gbytes_per_s: 1500, ratios: { ipc_copy_vs_d2d: 1, ipc_gather_2352_vs_d2d: 0.93 } };
+    const ipc = {
+      verify_gbytes_per_s: 1500,
+      verify_grouped_rows_gbytes_per_s: 1300,
+      ratios: { ipc_copy_vs_d2d: 1, ipc_gather_2352_vs_d2d: 0.93 },
+    };
     const stopped = 'kvt_xfer_post: the peer "figures-source" is gone';
     const lines = [copies, ipc, { error: stopped }].map((line) => JSON.stringify(line)).join('\n');
     const { status, results } = compose({ ...files, 'figures.json': `${lines}\n` });
     expect(results.figures['kernel.gather_9408.vs_d2d']).toMatchObject({ pass: true, value: 0.92 });
     expect(results.figures['driver.ipc_copy.vs_d2d']).toMatchObject({ pass: true, value: 1 });
-    expect(results.figures['verify.gpu.gbytes_per_s']).toMatchObject({ pass: true, value: 1500 });
+    expect(results.figures['verify.gpu.gbytes_per_s']).toMatchObject({ pass: true, value: 1300 });
     for (const name of ['pull.vram_ipc.qwen3_42blocks.vs_d2d', 'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d'])
       expect(results.figures[name]).toMatchObject({
         pass: false,
