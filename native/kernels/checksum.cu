@@ -86,7 +86,8 @@ extern "C" __global__ void kvt_block_checksum_routes(const kvt_checksum_route *r
         const kvt_checksum_route route = routes[found.route];
         const unsigned long long block_index = found.item, at = found.at;
         const unsigned int row = found.row, rows = found.rows;
-        const unsigned long long first = route.address + blocks[block_index] * route.block_stride + row * route.row_stride;
+        const unsigned long long first =
+            route.address + blocks[block_index] * route.block_stride + row * route.row_stride;
         unsigned long long sum = 0;
         if (rows == 1) {
             const unsigned long long left = route.row_bytes - at;

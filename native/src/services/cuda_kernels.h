@@ -46,10 +46,10 @@ typedef struct {
 } kvt_checksum_route;
 _Static_assert(sizeof(kvt_checksum_route) == 64, "kvt_checksum_route matches kernels/checksum.cu");
 
-/* The most bytes of one piece any kernel gives a block of threads (kvt_xfer_post and kvt_mem_checksums
- * cut larger pieces into such tiles, the route kernels cut rows alike; a multiple of 16): a kernel takes a piece per block of threads, so 42
- * pieces of 7 MiB would keep 42 of an H200's 132 multiprocessors busy, while 2,352 tiles of 128 KiB copy at
- * about the speed of one device-to-device copy (on an H200: 0.162 ms against 0.150 ms for the same 308 MB). */
+/* The most bytes of one piece any kernel gives a block of threads (kvt_xfer_post and kvt_mem_checksums cut larger
+ * pieces into such tiles, the route kernels cut rows alike; a multiple of 16): a kernel takes a piece per block of
+ * threads, so 42 pieces of 7 MiB would keep 42 of an H200's 132 multiprocessors busy, while 2,352 tiles of 128 KiB
+ * copy at about the speed of one device-to-device copy (on an H200: 0.162 ms against 0.150 ms for the same 308 MB). */
 #define KVT_KERNEL_TILE_BYTES (128u << 10)
 
 /* The bytes of the tile that starts `at` bytes into a piece of `length` bytes (at < length). */

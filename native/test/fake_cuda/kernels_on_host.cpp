@@ -27,8 +27,8 @@ static unsigned long long atomicAdd(unsigned long long *address, unsigned long l
 #include "../../kernels/checksum.cu"
 #include "../../kernels/gather.cu"
 
-/* Runs the kernel `name` (kvt_gather, kvt_gather_routes, kvt_block_checksum or kvt_block_checksum_routes) as a launch of `blocks` blocks of
- * `threads` threads with cuLaunchKernel's `parameters`; false for another name. */
+/* Runs the kernel `name` (kvt_gather, kvt_gather_routes, kvt_block_checksum or kvt_block_checksum_routes) as a
+ * launch of `blocks` blocks of `threads` threads with cuLaunchKernel's `parameters`; false for another name. */
 extern "C" bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsigned int threads, void **parameters);
 extern "C" bool fake_cuda_run_kernel(const char *name, unsigned int blocks, unsigned int threads, void **parameters) {
     enum { GATHER, ROUTES, CHECKSUM, CHECKSUM_ROUTES } kernel;
