@@ -659,12 +659,13 @@ enum {
  *
  * Vram: an operation naming a vram region moves one of two ways.
  * - Through CUDA IPC, when every local and remote region is vram, the peer is on this host (same kernel
- *   boot id) and the agent was not created with KVT_AGENT_VRAM_STAGED. Its descriptors become one piece
- *   table in device memory, moved by the gather kernel on the agent's CUDA stream (made on its first vram
- *   operation, on the GPU of that operation's first local region; vram of another GPU is then refused), out
- *   of (READ) or into (WRITE) the peer's allocations opened through their CUDA IPC handles (once per loaded
- *   metadata of the peer, closed when it is unloaded or replaced; used as they are when the peer lives in
- *   this process).
+ *   boot id) and the agent was not created with KVT_AGENT_VRAM_STAGED. Its descriptors become one table in
+ *   device memory (pieces cut into tiles on the host, or, for descriptors of four tiles or more each, one
+ *   route a descriptor, cut on the GPU), moved by a gather kernel on the agent's CUDA stream (made on its
+ *   first vram operation, on the GPU of that operation's first local region; vram of another GPU is then
+ *   refused), out of (READ) or into (WRITE) the peer's allocations opened through their CUDA IPC handles
+ *   (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are when the
+ *   peer lives in this process).
  * - Host-staged otherwise (a peer on another host, dram and vram regions in one operation, or
  *   KVT_AGENT_VRAM_STAGED): READs only, on the ucx backend, with every local vram region on one GPU (else
  *   NOT_SUPPORTED saying which rule it breaks). The operation asks the peer for chunks of at most 4 MiB,

@@ -67,9 +67,9 @@ KVT_API kvt_status kvt_template_register(uint32_t agent, uint32_t peer, uint64_t
  * (KVT_XFER_READ: remote → local; KVT_XFER_WRITE: local → remote). Each block is checked against the
  * template's limits, O(count), before anything moves (KVT_ERR_INVALID_PARAM naming the index); the
  * lists are copied. Between vram regions the post is a vram operation as for kvt_xfer_post (refused
- * KVT_ERR_NOT_SUPPORTED otherwise, with the rule): the progress thread expands it whole into the gather
- * kernel's piece table in device memory, one launch for every piece. Otherwise the operation's pieces are
- * never built as a whole: the progress thread expands the
+ * KVT_ERR_NOT_SUPPORTED otherwise, with the rule): the progress thread uploads the template's routes and the
+ * block pairs, one entry each, and one launch of the route gather kernel expands them on the GPU, every piece
+ * at once. Otherwise the operation's pieces are never built as a whole: the progress thread expands the
  * segments into a small window of descriptors as it issues them (neighbours contiguous on both sides
  * merged, as kvt_xfer_post merges them), within KVT_MAX_REQUEST_BYTES per UCX request, and stops
  * between pieces when cancelled. Routes on one local and one remote region go block by block (every
