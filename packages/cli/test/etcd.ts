@@ -1,11 +1,12 @@
 // A real etcd for the inspect and demo tests: the one `demo` starts for a run (src/local-etcd.ts), which
 // a test can also freeze.
+import { stopProcess } from '@kvreuse-internal/test-support';
 import { startLocalEtcd } from '../src/local-etcd.js';
 
 export interface RunningEtcd {
   readonly url: string;
-  /** SIGSTOP: its connections stay open and nothing answers. */
-  pause(): void;
+  /** SIGSTOP, until none of its threads runs: its connections stay open and nothing answers. */
+  pause(): Promise<void>;
   resume(): void;
   stop(): Promise<void>;
 }
@@ -15,7 +16,7 @@ export async function startEtcd(): Promise<RunningEtcd> {
   return {
     url: etcd.url,
     stop: etcd.stop,
-    pause: () => process.kill(etcd.pid, 'SIGSTOP'),
+    pause: () => stopProcess(etcd.pid),
     resume: () => process.kill(etcd.pid, 'SIGCONT'),
   };
 }

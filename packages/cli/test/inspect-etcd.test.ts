@@ -37,7 +37,7 @@ describe('kvreuse inspect on a real etcd', () => {
   });
 
   it('an etcd that accepts connections and never answers (SIGSTOP): exit 1 and one line once the request deadline passes, never a hang', async () => {
-    etcd.pause();
+    await etcd.pause();
     try {
       const run = await runBinary(['inspect', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', etcd.url]);
       expect(run).toMatchObject({ status: 1, stdout: '' });

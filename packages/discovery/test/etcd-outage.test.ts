@@ -11,7 +11,7 @@ import {
   type EtcdDiscoveryStore,
 } from '../src/index.js';
 import { useEtcdStore } from './etcd-store.js';
-import { EtcdProxy, etcdRuns } from '@kvreuse-internal/test-support';
+import { EtcdProxy, etcdRuns, threadStates } from '@kvreuse-internal/test-support';
 import { changeLog, describeNotice, recordWatch, viewOf } from './watch-recorder.js';
 
 vi.setConfig({ testTimeout: 90_000 });
@@ -159,7 +159,7 @@ test.skipIf(!etcdRuns)(
     await etcd.store.put('/frozen/a', '1');
     await recorder.until('the put', (n) => changeLog(n).length === 1);
 
-    etcd.server.pause();
+    await etcd.server.pause();
     try {
       const starting = store.watch('/frozen/', () => {}, { fromRevision: 1 });
       await store.close();
@@ -177,8 +177,10 @@ test.skipIf(!etcdRuns)(
 
 test.skipIf(!etcdRuns)('a watch that a frozen etcd never confirms is refused with a typed error', async () => {
   const store = connectEtcdDiscovery({ ...options, hosts: etcd.server.url });
-  etcd.server.pause();
+  await etcd.server.pause();
   try {
+    // Not one thread of etcd is left to answer (kill() alone returns before they have all stopped).
+    expect(new Set(threadStates(etcd.server.pid!))).toEqual(new Set(['T']));
     await expect(store.watch('/unconfirmed/', () => {}, { fromRevision: 1 })).rejects.toMatchObject({
       code: 'DISCOVERY_UNAVAILABLE',
       key: '/unconfirmed/',

@@ -5,7 +5,7 @@
 // its one outcome: the native layer ends the operation (bounded: a killed peer is noticed, a cancel
 // ends within about a second), the bank stays retained until then and is handed back after, drain
 // completes, and nothing is quarantined, crashes or hangs.
-import { readFileSync } from 'node:fs';
+import { stopProcess } from '@kvreuse-internal/test-support';
 import { afterEach, describe, expect, it } from 'vitest';
 import { killChildren, runScript, type ScriptProcess } from './support/child.js';
 import { ucxTestsRun } from './support/loopback-world.js';
@@ -21,16 +21,6 @@ const ALL_RELEASED = {
 };
 
 afterEach(killChildren);
-
-/** Resolves once the kernel reports the process stopped (state T in /proc/<pid>/stat). */
-async function stoppedState(pid: number): Promise<void> {
-  for (let polls = 0; ; polls++) {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return;
-    if (polls > 60_000) throw new Error(`process ${pid} did not stop: ${stat}`);
-    await new Promise((resolve) => setTimeout(resolve, 1));
-  }
-}
 
 /**
  * Connects the destination, stops the source, starts the pull of the prefix and, once its UCX
@@ -51,8 +41,7 @@ async function cutMidPull(
   );
   destination.send(await source.message('ready'));
   await destination.message('connected');
-  source.child.kill('SIGSTOP');
-  await stoppedState(source.child.pid!);
+  await stopProcess(source.child.pid!);
   destination.send({ event: 'source-stopped' });
   expect(await destination.message('pulling')).toEqual({
     event: 'pulling',

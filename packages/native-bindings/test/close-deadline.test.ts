@@ -1,7 +1,7 @@
 // agent.close() against a peer process that is stopped (SIGSTOP): the close never blocks the JavaScript
 // thread and ends by its deadline — over tcp by force-closing the endpoint the stopped peer never
 // acknowledges (the outcome names both agents), over shared memory gracefully.
-import { readFileSync } from 'node:fs';
+import { stopProcess } from '@kvreuse-internal/test-support';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NativeTransportError } from '../src/errors.js';
 import { agentName, transport, ucxTestsRun } from './support/backends.js';
@@ -20,12 +20,6 @@ afterEach(async () => {
     await child.exited;
   }
 });
-
-/** Resolves once /proc shows the process stopped (state T). */
-async function stopped(pid: number): Promise<void> {
-  while (!/^\d+ \(.*\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')))
-    await new Promise((resolve) => setImmediate(resolve));
-}
 
 /**
  * A reader that read from a source process and sent it a notification, then stopped the source (and sent
@@ -64,8 +58,7 @@ async function readerOfAStoppedSource(tls: string | undefined) {
   await bank.free();
   reader.sendNotification(peer, 'before');
   const pid = child.process.pid ?? 0;
-  process.kill(pid, 'SIGSTOP');
-  await stopped(pid);
+  await stopProcess(pid);
   reader.sendNotification(peer, 'after');
   return { reader, sourceName, path: peer.transport() };
 }

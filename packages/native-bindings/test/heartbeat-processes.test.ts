@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { stopProcess } from '@kvreuse-internal/test-support';
 import { describe, expect, it } from 'vitest';
 import { agentName, transport, ucxTestsRun } from './support/backends.js';
 import { spawnScript } from './support/child.js';
@@ -10,16 +10,6 @@ const SEED = 0x4b7;
 const PIECES = 64;
 const PIECE_BYTES = 128 << 10;
 const BYTES = PIECES * PIECE_BYTES;
-
-function processState(pid: number): string {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-}
-
-/** Waits until the process shows as stopped; the test's own timeout guards against a hang. */
-async function untilStopped(pid: number): Promise<void> {
-  while (processState(pid) !== 'T') await sleep(10);
-}
 
 /** UCX reads UCX_TLS when an agent's context is created: `tls` for the agents created inside `create`. */
 async function withTls<T>(tls: string, create: () => Promise<T>): Promise<T> {
@@ -57,8 +47,7 @@ describe.runIf(ucxTestsRun)('heartbeat between two processes on ucx', () => {
       peer.watch();
       while (reader.counters().heartbeatAnswers === 0) await sleep(10);
 
-      process.kill(pid, 'SIGSTOP');
-      await untilStopped(pid);
+      await stopProcess(pid);
       const operation = reader.post({
         direction: 'read',
         peer,

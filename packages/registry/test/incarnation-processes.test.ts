@@ -16,7 +16,7 @@ import {
   watchWorkerReadiness,
   type WorkerReadiness,
 } from '@kvreuse/discovery';
-import { etcdRuns, EtcdServer } from '@kvreuse-internal/test-support';
+import { etcdRuns, EtcdServer, stopProcess } from '@kvreuse-internal/test-support';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -124,7 +124,7 @@ async function stalledIncarnationScenario(
   await until('ready inc-1');
 
   // Stopped past its lease: wait until discovery has deleted its part (the lease lapsed).
-  old.child.kill('SIGSTOP');
+  await stopProcess(old.child.pid!);
   await until('no-parts -');
 
   const replacement = startIncarnation(backend, location, workerId, 'inc-2');

@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { CertificateFiles } from './certificates.js';
+import { stopProcess } from './stopped-process.js';
 
 export const etcdBinary = [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/local/bin']
   .filter((dir) => dir !== '')
@@ -39,6 +40,11 @@ abstract class EtcdProcess {
 
   /** Where clients connect. */
   abstract get url(): string;
+
+  /** The running process's id; undefined once it was killed. */
+  get pid(): number | undefined {
+    return this.process?.exitCode === null ? this.process.pid : undefined;
+  }
   protected abstract args(): string[];
 
   /** Whether the process answers `/health` with `true`. */
@@ -76,9 +82,11 @@ abstract class EtcdProcess {
     await exited;
   }
 
-  /** Freezes the process (SIGSTOP): its connections stay open and nothing answers. */
-  pause(): void {
-    this.process?.kill('SIGSTOP');
+  /** Freezes the process (SIGSTOP) and resolves once none of its threads runs: its connections stay open and nothing answers. */
+  async pause(): Promise<void> {
+    const pid = this.pid;
+    if (pid === undefined) throw new Error(`no etcd process runs on ${this.url} to pause`);
+    await stopProcess(pid);
   }
 
   resume(): void {
