@@ -1,9 +1,8 @@
 /**
- * What the tests of @kvreuse/discovery and @kvreuse/registry share: a real etcd to start, test
- * certificates, a manual clock, rank parts as a worker would publish them, and the local discovery
- * backends; two hosts on one machine (network namespaces joined by a veth pair) for the tests of
- * @kvreuse/native-bindings and tools/pack-install; and a process stopped until none of its threads
- * runs.
+ * What the packages' tests share: a real etcd to start, test certificates, a manual clock, rank parts
+ * as a worker would publish them, and the local discovery backends; two hosts on one machine (network
+ * namespaces joined by a veth pair) for the tests of @kvreuse/native-bindings and tools/pack-install;
+ * and a process stopped until none of its threads runs.
  */
 export { type CertificateAuthority, type CertificateFiles, createCertificateAuthority } from './certificates.js';
 export { ManualClock } from './clock.js';
