@@ -370,8 +370,15 @@ CUresult cuEventDestroy_v2(CUevent event) {
     return KVT_CUDA_SUCCESS;
 }
 
+static _Atomic unsigned long copies_made;
+
+/* Not a driver entry point: how many copies (cuMemcpy*Async) were asked, for the tests. */
+unsigned long fake_cuda_copies(void);
+unsigned long fake_cuda_copies(void) { return atomic_load(&copies_made); }
+
 /* Copies between memory this process maps; both ends must lie in one allocation each, as on a GPU. */
 static CUresult copy(void *destination, const void *source, size_t size, bool device_destination, bool device_source) {
+    atomic_fetch_add(&copies_made, 1);
     pthread_mutex_lock(&lock);
     const fake_allocation *to = find_locked((CUdeviceptr)(uintptr_t)destination);
     const fake_allocation *from = find_locked((CUdeviceptr)(uintptr_t)source);

@@ -1,6 +1,7 @@
 /* An agent's staging resources: bounce buffers of one chunk each, registered with UCX (pinned host memory
- * from the CUDA driver while the agent keeps fewer than STAGE_PINNED_BUFFERS, else pageable), and a CUDA
- * stream per GPU. Made on first use, kept until the agent stops. Progress thread only. */
+ * from the CUDA driver while the agent keeps fewer than STAGE_PINNED_BUFFERS, else pageable), GPU chunk buffers
+ * (at most STAGE_GPU_CHUNKS), and a CUDA stream per GPU. Made on first use, kept until the agent stops. Progress
+ * thread only. */
 #include "backends/ucx/ucx_staging.h"
 
 #include "services/status.h"
@@ -12,18 +13,19 @@ ucx_staging *ucx_staging_of(ucx_state *state) {
     return state->staging;
 }
 
-/* Chunk-sized host memory: pinned by the driver (portable to every context, so any GPU's copies DMA from it)
+/* Host memory for a chunk and its gather table: pinned by the driver (portable to every context, so any GPU's copies DMA from it)
  * when allowed, else malloc's. */
 static uint8_t *bounce_memory(bool want_pinned, bool *out_pinned) {
     void *host = NULL;
     *out_pinned = false;
     if (want_pinned && !kvt_cuda_unavailable() && kvt_cuda_use_device("kvt_xfer_post", 0) == KVT_OK &&
-        kvt_cuda.MemHostAlloc(&host, STAGE_CHUNK_BYTES, KVT_CU_MEMHOSTALLOC_PORTABLE) == KVT_CUDA_SUCCESS) {
+        kvt_cuda.MemHostAlloc(&host, STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES, KVT_CU_MEMHOSTALLOC_PORTABLE) ==
+            KVT_CUDA_SUCCESS) {
         *out_pinned = true;
         return host;
     }
     kvt_detail_clear(); /* a refusal above only means pageable memory */
-    return malloc(STAGE_CHUNK_BYTES);
+    return malloc(STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES);
 }
 
 ucx_bounce *ucx_bounce_take(ucx_state *state) {
@@ -56,6 +58,29 @@ ucx_bounce *ucx_bounce_take(ucx_state *state) {
 }
 
 void ucx_bounce_give(ucx_bounce *bounce) { bounce->busy = false; }
+
+ucx_gpu_chunk *ucx_gpu_chunk_take(ucx_state *state, uint32_t device) {
+    ucx_staging *staging = ucx_staging_of(state);
+    if (!staging) return NULL;
+    for (ucx_gpu_chunk *chunk = staging->gpu_chunks; chunk; chunk = chunk->next)
+        if (!chunk->busy && chunk->device == device) {
+            chunk->busy = true;
+            return chunk;
+        }
+    if (staging->gpu_chunk_count >= STAGE_GPU_CHUNKS) return NULL;
+    ucx_gpu_chunk *chunk = calloc(1, sizeof *chunk);
+    if (!chunk) return NULL;
+    if (kvt_cuda.MemAlloc(&chunk->address, STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES) != KVT_CUDA_SUCCESS) {
+        free(chunk);
+        return NULL;
+    }
+    *chunk = (ucx_gpu_chunk){.address = chunk->address, .device = device, .busy = true, .next = staging->gpu_chunks};
+    staging->gpu_chunks = chunk;
+    staging->gpu_chunk_count++;
+    return chunk;
+}
+
+void ucx_gpu_chunk_give(ucx_gpu_chunk *chunk) { chunk->busy = false; }
 
 kvt_status ucx_stage_stream(ucx_state *state, const char *call, uint32_t device, CUstream *out) {
     ucx_staging *staging = ucx_staging_of(state);
@@ -97,6 +122,12 @@ void ucx_staging_free(ucx_state *state) {
             kvt_cuda.StreamSynchronize(staging->streams[device]);
             kvt_cuda.StreamDestroy(staging->streams[device]);
         }
+    while (staging->gpu_chunks) {
+        ucx_gpu_chunk *chunk = staging->gpu_chunks;
+        staging->gpu_chunks = chunk->next;
+        if (kvt_cuda_use_device("kvt_agent_shutdown", chunk->device) == KVT_OK) kvt_cuda.MemFree(chunk->address);
+        free(chunk);
+    }
     while (staging->buffers) {
         ucx_bounce *bounce = staging->buffers;
         staging->buffers = bounce->next;

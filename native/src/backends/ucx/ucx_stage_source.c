@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char staging_call[] = "kvt_xfer_post (staging source)";
+
 /* Where a requested piece lies: its region's kind and GPU. */
 typedef struct {
     uint32_t kind, device;
@@ -37,16 +39,70 @@ static bool locate(kvt_agent *agent, const stage_piece *pieces, uint32_t count, 
     return found;
 }
 
-/* Copies the pieces one after another into `into`; the vram ones on the agent's streams, each waited for. */
+/* The number of vram pieces when they all lie on one GPU (*out_device), else 0. */
+static uint32_t vram_on_one_gpu(const piece_home *homes, uint32_t count, uint32_t *out_device) {
+    uint32_t vram = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        if (homes[i].kind != KVT_MEM_VRAM) continue;
+        if (vram > 0 && homes[i].device != *out_device) return 0;
+        *out_device = homes[i].device;
+        vram++;
+    }
+    return vram;
+}
+
+/* Packs the vram pieces (all on `device`) into a GPU chunk buffer with one launch and copies the chunk down into
+ * `bounce`, waited for; then copies the dram pieces in. False, having done nothing, when the agent has no GPU
+ * chunk buffer to spare; else the outcome in *out. */
+static bool stage_by_gather(ucx_state *state, const stage_piece *pieces, uint32_t count, const piece_home *homes,
+                            uint32_t device, ucx_bounce *bounce, kvt_status *out) {
+    CUstream stream = NULL;
+    *out = ucx_stage_stream(state, staging_call, device, &stream);
+    if (*out != KVT_OK) return true;
+    ucx_gpu_chunk *chunk = ucx_gpu_chunk_take(state, device);
+    if (!chunk) return false;
+    stage_gpu_piece vram[STAGE_MAX_PIECES];
+    uint32_t vram_count = 0;
+    uint64_t offset = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        if (homes[i].kind == KVT_MEM_VRAM)
+            vram[vram_count++] = (stage_gpu_piece){pieces[i].address, offset, pieces[i].length};
+        offset += pieces[i].length;
+    }
+    *out = ucx_stage_gather(staging_call, bounce, chunk, vram, vram_count, true, stream);
+    CUresult result =
+        *out == KVT_OK ? kvt_cuda.MemcpyDtoHAsync(bounce->host, chunk->address, offset, stream) : KVT_CUDA_SUCCESS;
+    CUresult synchronized = kvt_cuda.StreamSynchronize(stream);
+    ucx_gpu_chunk_give(chunk);
+    if (*out == KVT_OK && (result != KVT_CUDA_SUCCESS || synchronized != KVT_CUDA_SUCCESS)) *out = KVT_ERR_BACKEND;
+    if (*out != KVT_OK) return true;
+    /* After the copy down, which wrote the whole chunk. */
+    offset = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        if (homes[i].kind != KVT_MEM_VRAM)
+            memcpy(bounce->host + offset, (const void *)(uintptr_t)pieces[i].address, pieces[i].length);
+        offset += pieces[i].length;
+    }
+    return true;
+}
+
+/* Copies the pieces into `bounce`: many vram pieces of one GPU by one gather launch, else one after another (the
+ * vram ones on the agent's streams, each waited for). */
 static kvt_status stage_pieces(ucx_state *state, const stage_piece *pieces, uint32_t count, const piece_home *homes,
-                               uint8_t *into) {
+                               ucx_bounce *bounce) {
+    uint32_t one_gpu = 0;
+    kvt_status gathered = KVT_OK;
+    if (vram_on_one_gpu(homes, count, &one_gpu) >= STAGE_GATHER_MIN_PIECES &&
+        stage_by_gather(state, pieces, count, homes, one_gpu, bounce, &gathered))
+        return gathered;
+    uint8_t *into = bounce->host;
     uint64_t offset = 0, gpus = 0;
     CUresult result = KVT_CUDA_SUCCESS;
     kvt_status status = KVT_OK;
     for (uint32_t i = 0; i < count && status == KVT_OK && result == KVT_CUDA_SUCCESS; i++) {
         if (homes[i].kind == KVT_MEM_VRAM) {
             CUstream stream = NULL;
-            status = ucx_stage_stream(state, "kvt_xfer_post (staging source)", homes[i].device, &stream);
+            status = ucx_stage_stream(state, staging_call, homes[i].device, &stream);
             if (status == KVT_OK) {
                 gpus |= 1ull << homes[i].device; /* below STAGE_MAX_GPUS once it has a stream */
                 result = kvt_cuda.MemcpyDtoHAsync(into + offset, pieces[i].address, pieces[i].length, stream);
@@ -58,9 +114,7 @@ static kvt_status stage_pieces(ucx_state *state, const stage_piece *pieces, uint
     }
     for (uint32_t device = 0; device < STAGE_MAX_GPUS; device++) {
         CUstream stream = NULL;
-        if (!(gpus >> device & 1) ||
-            ucx_stage_stream(state, "kvt_xfer_post (staging source)", device, &stream) != KVT_OK)
-            continue;
+        if (!(gpus >> device & 1) || ucx_stage_stream(state, staging_call, device, &stream) != KVT_OK) continue;
         CUresult synchronized = kvt_cuda.StreamSynchronize(stream);
         if (result == KVT_CUDA_SUCCESS) result = synchronized;
     }
@@ -135,8 +189,7 @@ ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_l
     ucx_bounce *bounce = ucx_bounce_take(state);
     if (!bounce) return UCS_OK;
     kvt_status status = KVT_ERR_NOT_FOUND; /* a piece withdrawn: the reader reloads */
-    if (locate(agent, pieces, request.count, homes))
-        status = stage_pieces(state, pieces, request.count, homes, bounce->host);
+    if (locate(agent, pieces, request.count, homes)) status = stage_pieces(state, pieces, request.count, homes, bounce);
     uint64_t total = 0;
     for (uint32_t i = 0; i < request.count; i++) total += pieces[i].length;
     kvt_detail_clear(); /* the destination learns the status; this thread's detail is nobody's */

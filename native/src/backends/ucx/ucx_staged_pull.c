@@ -30,6 +30,7 @@ typedef struct stage_slot {
     void *sending;   /* its request, while UCX still has it */
     void *receiving; /* its chunk's receive, while UCX still has it */
     ucx_bounce *bounce;
+    ucx_gpu_chunk *gpu; /* the chunk buffer its vram pieces are unpacked from, once it had many */
     CUevent event;
     uint64_t bytes;
     uint32_t count;
@@ -81,6 +82,7 @@ static void pull_end(kvt_agent *agent, ucx_staged_pull *pull) {
         stage_slot *slot = &pull->slots[s];
         if (slot->event && current) kvt_cuda.EventDestroy(slot->event);
         if (slot->bounce) ucx_bounce_give(slot->bounce);
+        if (slot->gpu) ucx_gpu_chunk_give(slot->gpu);
     }
     pull->op->vram_work = NULL;
     free(pull);
@@ -158,36 +160,58 @@ static void ask_more(ucx_staged_pull *pull) {
     }
 }
 
-/* The chunk's bytes are in the bounce buffer: into dram at once, into vram on the stream with an event after. */
-static void copy_up(ucx_staged_pull *pull, stage_slot *slot) {
-    kvt_op *op = pull->op;
-    CUstream stream = NULL;
-    CUresult result = KVT_CUDA_SUCCESS;
-    bool gpu = false;
+/* Copies the whole chunk up into a GPU chunk buffer (the slot's until the pull ends) and unpacks its vram pieces
+ * from there with one launch, on `stream`. False, having done nothing, when the agent has none to spare; else the
+ * outcome in *out. */
+static bool copy_up_by_gather(ucx_staged_pull *pull, stage_slot *slot, CUstream stream, kvt_status *out) {
+    if (!slot->gpu) slot->gpu = ucx_gpu_chunk_take(state_of(pull->agent), pull->device);
+    if (!slot->gpu) return false;
+    stage_gpu_piece pieces[STAGE_MAX_PIECES];
+    uint32_t count = 0;
     uint64_t offset = 0;
-    for (uint32_t i = 0; i < slot->count && result == KVT_CUDA_SUCCESS; i++) {
+    for (uint32_t i = 0; i < slot->count; i++) {
         const landing *piece = &slot->landings[i];
-        if (!piece->vram) {
-            memcpy((void *)(uintptr_t)piece->local, slot->bounce->host + offset, piece->length);
-        } else if (gpu || ucx_stage_stream(state_of(pull->agent), "kvt_xfer_post", pull->device, &stream) == KVT_OK) {
-            gpu = true;
-            result = kvt_cuda.MemcpyHtoDAsync(piece->local, slot->bounce->host + offset, piece->length, stream);
-        } else {
-            result = KVT_CUDA_ERROR_INVALID_VALUE;
-        }
+        if (piece->vram) pieces[count++] = (stage_gpu_piece){piece->local, offset, piece->length};
         offset += piece->length;
     }
-    if (gpu && result == KVT_CUDA_SUCCESS && !slot->event)
+    CUresult result = kvt_cuda.MemcpyHtoDAsync(slot->gpu->address, slot->bounce->host, slot->bytes, stream);
+    *out = result != KVT_CUDA_SUCCESS
+               ? KVT_ERR_BACKEND
+               : ucx_stage_gather("kvt_xfer_post", slot->bounce, slot->gpu, pieces, count, false, stream);
+    return true;
+}
+
+/* The chunk's bytes are in the bounce buffer: into dram at once, into vram on the stream with an event after (many
+ * vram pieces by one gather launch, else a copy each). */
+static void copy_up(ucx_staged_pull *pull, stage_slot *slot) {
+    kvt_op *op = pull->op;
+    uint32_t vram = 0;
+    for (uint32_t i = 0; i < slot->count; i++) vram += slot->landings[i].vram;
+    CUstream stream = NULL;
+    kvt_status status = vram ? ucx_stage_stream(state_of(pull->agent), "kvt_xfer_post", pull->device, &stream) : KVT_OK;
+    bool gathered =
+        status == KVT_OK && vram >= STAGE_GATHER_MIN_PIECES && copy_up_by_gather(pull, slot, stream, &status);
+    CUresult result = KVT_CUDA_SUCCESS;
+    uint64_t offset = 0;
+    for (uint32_t i = 0; i < slot->count && status == KVT_OK && result == KVT_CUDA_SUCCESS; i++) {
+        const landing *piece = &slot->landings[i];
+        if (!piece->vram)
+            memcpy((void *)(uintptr_t)piece->local, slot->bounce->host + offset, piece->length);
+        else if (!gathered)
+            result = kvt_cuda.MemcpyHtoDAsync(piece->local, slot->bounce->host + offset, piece->length, stream);
+        offset += piece->length;
+    }
+    if (vram && status == KVT_OK && result == KVT_CUDA_SUCCESS && !slot->event)
         result = kvt_cuda.EventCreate(&slot->event, KVT_CU_EVENT_DISABLE_TIMING);
-    if (gpu && result == KVT_CUDA_SUCCESS) result = kvt_cuda.EventRecord(slot->event, stream);
-    if (result != KVT_CUDA_SUCCESS) {
+    if (vram && status == KVT_OK && result == KVT_CUDA_SUCCESS) result = kvt_cuda.EventRecord(slot->event, stream);
+    if (status != KVT_OK || result != KVT_CUDA_SUCCESS) {
         /* What was posted before the refusal still reads the bounce buffer: let it finish first. */
-        if (gpu) kvt_cuda.StreamSynchronize(stream);
+        if (stream) kvt_cuda.StreamSynchronize(stream);
         fail(op, KVT_ERR_BACKEND);
         slot->phase = SLOT_FREE;
         return;
     }
-    if (gpu) {
+    if (vram) {
         slot->phase = SLOT_COPYING;
         return;
     }

@@ -5,19 +5,29 @@
  * every piece against its live regions, copies them into a pinned bounce buffer of its own (from vram on its
  * stream for that GPU, waited for there) and sends the buffer back by rendezvous. The destination receives
  * it into the chunk's bounce buffer and copies it up into its vram on its stream, an event telling the
- * progress thread when that work completed. The agent's bounce buffers and streams (ucx_stage_buffers.c) are
- * freed when the agent stops. */
+ * progress thread when that work completed. A chunk of many vram pieces on one GPU crosses PCIe as one copy:
+ * it moves through a GPU chunk buffer, and one kvt_gather launch packs or unpacks its pieces there
+ * (ucx_stage_gather.c) instead of a copy call per piece. The agent's bounce buffers, GPU chunk buffers and
+ * streams (ucx_stage_buffers.c) are freed when the agent stops. */
 #ifndef KVT_UCX_STAGING_H
 #define KVT_UCX_STAGING_H
 
 #include "backends/ucx/ucx_state.h"
 #include "services/cuda_driver.h"
+#include "services/cuda_kernels.h"
 
 #define STAGE_CHUNK_BYTES (4u << 20) /* bytes of one chunk, and of every bounce buffer */
 #define STAGE_SLOTS 4u               /* chunks in flight per operation */
 #define STAGE_MAX_PIECES 256u        /* pieces in one chunk */
 #define STAGE_PINNED_BUFFERS 16u     /* pinned bounce buffers an agent keeps at most; beyond, pageable ones */
 #define STAGE_MAX_GPUS 64u
+/* Vram pieces (on one GPU) from which a chunk moves through a GPU chunk buffer and one kvt_gather launch rather
+ * than a copy call per piece: a launch and a table cost about two copy calls. */
+#define STAGE_GATHER_MIN_PIECES 4u
+#define STAGE_GPU_CHUNKS 16u /* GPU chunk buffers an agent keeps at most; beyond, copies per piece */
+/* The gather table of one chunk: its pieces cut into tiles. */
+#define STAGE_MAX_TILES (STAGE_MAX_PIECES + STAGE_CHUNK_BYTES / KVT_KERNEL_TILE_BYTES)
+#define STAGE_TABLE_BYTES (STAGE_MAX_TILES * sizeof(kvt_gather_piece))
 
 /* The request (destination to source): this header, then `count` pieces. */
 typedef struct {
@@ -36,7 +46,7 @@ typedef struct {
 } stage_reply_header;
 
 typedef struct ucx_bounce {
-    uint8_t *host;
+    uint8_t *host;  /* STAGE_CHUNK_BYTES of chunk, then STAGE_TABLE_BYTES for its gather table */
     ucp_mem_h memh; /* its UCX registration, or NULL (UCX then registers it per transfer) */
     bool pinned;    /* cuMemHostAlloc's; else malloc's */
     bool busy;
@@ -46,10 +56,20 @@ typedef struct ucx_bounce {
     struct ucx_bounce *next;
 } ucx_bounce;
 
+/* Device memory on one GPU for a chunk on its way between vram pieces and a bounce buffer. */
+typedef struct ucx_gpu_chunk {
+    CUdeviceptr address; /* STAGE_CHUNK_BYTES of chunk, then STAGE_TABLE_BYTES of gather table */
+    uint32_t device;
+    bool busy;
+    struct ucx_gpu_chunk *next;
+} ucx_gpu_chunk;
+
 /* An agent's staging resources, made on first use. */
 typedef struct ucx_staging {
     ucx_bounce *buffers; /* every bounce buffer of the agent, busy or not */
     uint32_t pinned;
+    ucx_gpu_chunk *gpu_chunks; /* every GPU chunk buffer of the agent, busy or not */
+    uint32_t gpu_chunk_count;
     CUstream streams[STAGE_MAX_GPUS]; /* one per GPU the agent staged for */
     struct ucx_staged_pull *pulls;    /* the staged operations in flight, which answers look up */
     /* Answers this agent (as a source) has in flight: until they end, its progress thread does not sleep,
@@ -65,6 +85,10 @@ ucx_staging *ucx_staging_of(ucx_state *state);
  * STAGE_PINNED_BUFFERS are, and the driver allows); NULL when out of memory. */
 ucx_bounce *ucx_bounce_take(ucx_state *state);
 void ucx_bounce_give(ucx_bounce *bounce);
+/* A free GPU chunk buffer on `device` (current), made when none is free; NULL when the agent has
+ * STAGE_GPU_CHUNKS or the GPU has no memory for one (the chunk's pieces then move a copy call each). */
+ucx_gpu_chunk *ucx_gpu_chunk_take(ucx_state *state, uint32_t device);
+void ucx_gpu_chunk_give(ucx_gpu_chunk *chunk);
 /* GPU `device` made current, and the agent's stream for it in *out. */
 kvt_status ucx_stage_stream(ucx_state *state, const char *call, uint32_t device, CUstream *out);
 /* After the serving worker was destroyed (a fence): the answers it carried will never complete; their
@@ -72,6 +96,17 @@ kvt_status ucx_stage_stream(ucx_state *state, const char *call, uint32_t device,
 void ucx_staging_forget_answers(ucx_state *state);
 /* At the agent's stop, after its workers were destroyed: frees the buffers and streams. */
 void ucx_staging_free(ucx_state *state);
+
+/* ---- ucx_stage_gather.c ---- */
+/* A vram piece of a chunk: its address, and where it lies in the chunk. */
+typedef struct {
+    uint64_t vram, at, length;
+} stage_gpu_piece;
+/* Moves `count` pieces (at most STAGE_MAX_PIECES) between their vram and `chunk` with one kvt_gather launch on
+ * `stream` (its GPU current): into the chunk (`packing`: a source's) or out of it (a destination's). The table goes
+ * up from the tail of `bounce`, which stays as it is until the stream's work is done. */
+kvt_status ucx_stage_gather(const char *call, ucx_bounce *bounce, const ucx_gpu_chunk *chunk,
+                            const stage_gpu_piece *pieces, uint32_t count, bool packing, CUstream stream);
 
 /* ---- ucx_stage_source.c ---- */
 /* The serving worker's handler of KVT_AM_STAGE_REQUEST. */
