@@ -181,6 +181,11 @@ function figures(measured, job, fetched) {
       ),
       // Where a staged pull's time goes: its two copies by the GPU, each alone; the rest is the link.
       staged_pull_ms: measured?.staged_pull_ms ?? null,
+      // The same prefix as 2,352 pieces, 32 to a chunk, packed and unpacked by a gather launch on each side.
+      pieces_2352_vs_pinned_h2d:
+        measured?.staged_pull_2352x128KiB_ms === undefined
+          ? null
+          : measured.pinned_h2d_ms / measured.staged_pull_2352x128KiB_ms,
       pinned_h2d_ms: measured?.pinned_h2d_ms ?? null,
       pinned_d2h_ms: measured?.pinned_d2h_ms ?? null,
     },
