@@ -13,8 +13,8 @@ ucx_staging *ucx_staging_of(ucx_state *state) {
     return state->staging;
 }
 
-/* Host memory for a chunk and its gather table: pinned by the driver (portable to every context, so any GPU's copies DMA from it)
- * when allowed, else malloc's. */
+/* Host memory for a chunk and its gather table: pinned by the driver (portable to every context, so any GPU's
+ * copies DMA from it) when allowed, else malloc's. */
 static uint8_t *bounce_memory(bool want_pinned, bool *out_pinned) {
     void *host = NULL;
     *out_pinned = false;

@@ -22,7 +22,7 @@
 #define STAGE_PINNED_BUFFERS 16u     /* pinned bounce buffers an agent keeps at most; beyond, pageable ones */
 #define STAGE_MAX_GPUS 64u
 /* Vram pieces (on one GPU) from which a chunk moves through a GPU chunk buffer and one kvt_gather launch rather
- * than a copy call per piece: a launch and a table cost about two copy calls. */
+ * than a copy call per piece: the chunk's copy, the table's and the launch are three calls, fewer than four. */
 #define STAGE_GATHER_MIN_PIECES 4u
 #define STAGE_GPU_CHUNKS 16u /* GPU chunk buffers an agent keeps at most; beyond, copies per piece */
 /* The gather table of one chunk: its pieces cut into tiles. */
