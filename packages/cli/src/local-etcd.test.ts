@@ -2,6 +2,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectEtcdDiscovery } from '@kvreuse/discovery';
+import { createServer, type Server } from 'node:http';
+import { reservePorts } from '@kvreuse-internal/test-support';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EtcdUnavailableError } from './errors.js';
 import type { WhenInterrupted } from './interrupts.js';
@@ -31,6 +33,16 @@ function recordedInterrupts(): { whenInterrupted: WhenInterrupted; registered: S
       return () => registered.delete(cleanup);
     },
   };
+}
+
+/** An HTTP server on `port` that answers /health as a healthy etcd does, and nothing else: another etcd, to a probe. */
+async function healthyStranger(port: number): Promise<Server> {
+  const server = createServer((request, response) => {
+    if (request.url === '/health') response.end('{"health":"true"}');
+    else response.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return server;
 }
 
 describe('startLocalEtcd', () => {
@@ -68,6 +80,56 @@ describe('startLocalEtcd', () => {
     expect([alive(etcd.pid), existsSync(etcd.dataDir)]).toEqual([false, false]);
     await etcd.stop();
   }, 30_000);
+
+  it('a port taken before etcd bound it, by a server that answers /health as etcd does: etcd is started again on other ports, and serves', async () => {
+    const takenPort = await reservePorts(2);
+    const stranger = await healthyStranger(takenPort);
+    const tries: (readonly [number, number])[] = [];
+    try {
+      const etcd = await startLocalEtcd({
+        command: 'demo',
+        env: process.env,
+        ports: async () => {
+          const first = await reservePorts(2);
+          tries.push(tries.length === 0 ? [takenPort, takenPort + 1] : [first, first + 1]);
+          return tries.at(-1)!;
+        },
+      });
+      try {
+        expect(tries).toHaveLength(2);
+        expect(etcd.url).toBe(`http://127.0.0.1:${tries[1]![0]}`);
+        const store = connectEtcdDiscovery({ hosts: etcd.url });
+        await store.put('kvreuse/test', 'ours');
+        expect(new TextDecoder().decode((await store.get('kvreuse/test'))?.value)).toBe('ours');
+        await store.close();
+      } finally {
+        await etcd.stop();
+      }
+    } finally {
+      await new Promise((resolve) => stranger.close(resolve));
+    }
+  }, 60_000);
+
+  it('its port taken at every try: EtcdUnavailableError saying the address is in use, after three tries', async () => {
+    const takenPort = await reservePorts(2);
+    const stranger = await healthyStranger(takenPort);
+    let tries = 0;
+    try {
+      const starting = startLocalEtcd({
+        command: 'demo',
+        env: process.env,
+        ports: async () => {
+          tries++;
+          return [takenPort, takenPort + 1];
+        },
+      });
+      await expect(starting).rejects.toThrow(EtcdUnavailableError);
+      await expect(starting).rejects.toThrow('address already in use');
+      expect(tries).toBe(3);
+    } finally {
+      await new Promise((resolve) => stranger.close(resolve));
+    }
+  }, 60_000);
 
   it('without etcd on PATH: EtcdUnavailableError naming the missing executable and how to install it, nothing left registered', async () => {
     const interrupts = recordedInterrupts();

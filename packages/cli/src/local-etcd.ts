@@ -11,12 +11,20 @@ import { EtcdUnavailableError } from './errors.js';
 import type { WhenInterrupted } from './interrupts.js';
 
 /** A loopback port nothing listens on (the kernel handed it out and it was closed again). */
-export async function freeLoopbackPort(): Promise<number> {
+async function freeLoopbackPort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** Two distinct free loopback ports: etcd's client port and its peer port. */
+async function freeLoopbackPorts(): Promise<readonly [number, number]> {
+  const clientPort = await freeLoopbackPort();
+  let peerPort = await freeLoopbackPort();
+  while (peerPort === clientPort) peerPort = await freeLoopbackPort();
+  return [clientPort, peerPort];
 }
 
 export interface LocalEtcd {
@@ -35,7 +43,12 @@ export interface LocalEtcdOptions {
   readonly env: SettingsEnv;
   /** Where its stop is registered for an interruption of the run (none: an interruption leaves it running). */
   readonly whenInterrupted?: WhenInterrupted;
+  /** Picks the client and peer ports of each try (by default two the kernel hands out). */
+  readonly ports?: () => Promise<readonly [number, number]>;
 }
+
+/** Tries of fresh ports when another socket took one of them before etcd bound it. */
+const portTries = 3;
 
 const stderrTail = 2_000;
 /** A single member answers within a second or two; a minute only ends a start that went wrong. */
@@ -49,11 +62,42 @@ async function healthy(url: string): Promise<boolean> {
   );
 }
 
-/** Starts etcd and resolves once it answers healthy; throws `EtcdUnavailableError` when it is not installed or does not start. */
+/** Whether the etcd serving `url` is the one started with `peer`, not another that took the port first. */
+async function servedBy(url: string, peer: string): Promise<boolean> {
+  return fetch(`${url}/v3/cluster/member/list`, {
+    method: 'POST',
+    body: '{}',
+    signal: AbortSignal.timeout(probeTimeoutMs),
+  }).then(
+    async (response) =>
+      response.ok &&
+      ((await response.json()) as { members?: { peerURLs?: string[] }[] }).members?.some((member) =>
+        member.peerURLs?.includes(peer),
+      ) === true,
+    () => false,
+  );
+}
+
+/**
+ * Starts etcd and resolves once it answers healthy; throws `EtcdUnavailableError` when it is not installed or does not
+ * start. A port is free when it is picked, but another socket may take it before etcd binds it: etcd then exits
+ * saying the address is in use, and it is started again on other ports, up to three tries in all.
+ */
 export async function startLocalEtcd(options: LocalEtcdOptions): Promise<LocalEtcd> {
-  const clientPort = await freeLoopbackPort();
-  let peerPort = await freeLoopbackPort();
-  while (peerPort === clientPort) peerPort = await freeLoopbackPort();
+  for (let attempt = 1; ; attempt++) {
+    const [clientPort, peerPort] = await (options.ports ?? freeLoopbackPorts)();
+    const started = await startOn(options, clientPort, peerPort, attempt === portTries);
+    if (started !== undefined) return started;
+  }
+}
+
+/** One try on these ports; undefined when one of them was taken and this is not the last try. */
+async function startOn(
+  options: LocalEtcdOptions,
+  clientPort: number,
+  peerPort: number,
+  lastTry: boolean,
+): Promise<LocalEtcd | undefined> {
   const url = `http://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const dataDir = mkdtempSync(join(tmpdir(), 'kvreuse-local-etcd-'));
@@ -100,10 +144,11 @@ export async function startLocalEtcd(options: LocalEtcdOptions): Promise<LocalEt
   }
   const deadline = performance.now() + startTimeoutMs;
   for (;;) {
-    if (await healthy(url)) return { url, pid: child.pid as number, dataDir, stop };
+    if ((await healthy(url)) && (await servedBy(url, peer))) return { url, pid: child.pid as number, dataDir, stop };
     const ended = child.exitCode !== null || child.signalCode !== null;
     if (ended || performance.now() > deadline) {
       await stop();
+      if (ended && !lastTry && stderr.includes('address already in use')) return undefined;
       const why = ended
         ? `etcd exited with ${child.signalCode ?? `code ${child.exitCode}`}`
         : `etcd did not answer within ${startTimeoutMs} ms`;
