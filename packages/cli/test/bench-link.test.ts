@@ -4,7 +4,7 @@
 // package, it runs in tools/pack-install.
 import { describe, expect, it } from 'vitest';
 import { type BinaryRun, runBinary, startBinary } from './binary.js';
-import { freePorts } from './free-ports.js';
+import { reservePorts } from '@kvreuse-internal/test-support';
 
 const overLoopback = ['--transport-ucx-transports', 'tcp', '--transport-ucx-net-devices', 'lo'];
 
@@ -12,7 +12,7 @@ const overLoopback = ['--transport-ucx-transports', 'tcp', '--transport-ucx-net-
 async function linkOnLoopback(
   peerArgs: readonly string[],
 ): Promise<{ port: number; listened: BinaryRun; peer: BinaryRun }> {
-  const port = await freePorts(1);
+  const port = await reservePorts(1);
   const listener = startBinary([
     'bench',
     'link',
@@ -97,7 +97,7 @@ describe('kvreuse bench link on one machine', () => {
   }, 60_000);
 
   it('nobody listening: one line naming the peer, exit 1', async () => {
-    const port = await freePorts(1);
+    const port = await reservePorts(1);
     const run = await runBinary(['bench', 'link', '--connect', `127.0.0.1:${port}`, '--timeout', '1']);
     expect(run).toMatchObject({ status: 1, stdout: '' });
     expect(run.stderrLines).toEqual([

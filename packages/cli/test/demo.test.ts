@@ -9,7 +9,7 @@ import { parse } from 'yaml';
 import type { DemoSummary } from '../src/demo/demo-summary.js';
 import { repoRoot, runBinary, startBinary } from './binary.js';
 import { startEtcd } from './etcd.js';
-import { freePorts } from './free-ports.js';
+import { reservePorts } from '@kvreuse-internal/test-support';
 
 const anywhere = mkdtempSync(join(tmpdir(), 'kvreuse-cli-demo-'));
 afterAll(() => rmSync(anywhere, { recursive: true, force: true }));
@@ -132,7 +132,7 @@ describe('kvreuse demo', () => {
 
   it('--hold: the router (this process) and the ranks still running serve their metrics until SIGTERM, then every process drains and nothing is left', async () => {
     const tmp = runTmpdir();
-    const port = await freePorts(4);
+    const port = await reservePorts(4);
     const started = startBinary(['demo', '--hold', '--endpoint-metrics-port', String(port)], {
       cwd: anywhere,
       env: { TMPDIR: tmp },
@@ -324,7 +324,7 @@ describe('kvreuse demo', () => {
 
   it('a rank that fails (its metrics port in use): exit 1 naming it, every other process stopped, nothing left in the temporary folder', async () => {
     const tmp = runTmpdir();
-    const port = await freePorts(4);
+    const port = await reservePorts(4);
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(port + 1, '127.0.0.1', resolve));
     try {

@@ -1,6 +1,6 @@
 import { connectEtcdDiscovery, type EtcdDiscoveryStore } from '@kvreuse/discovery';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freeLoopbackPort } from '../src/local-etcd.js';
+import { reservePorts } from '@kvreuse-internal/test-support';
 import { runBinary } from './binary.js';
 import { type RunningEtcd, startEtcd } from './etcd.js';
 import { type PublishedWorker, publishWorker } from './published-worker.js';
@@ -52,7 +52,7 @@ describe('kvreuse inspect on a real etcd', () => {
 
 describe('kvreuse inspect against an etcd that nothing listens on', () => {
   it('fails with exit 1 and one line naming discovery as unavailable, within the request timeout', async () => {
-    const url = `http://127.0.0.1:${await freeLoopbackPort()}`;
+    const url = `http://127.0.0.1:${await reservePorts(1)}`;
     const run = await runBinary(['inspect', '--discovery-backend', 'etcd', '--discovery-etcd-endpoints', url]);
     expect(run.status).toBe(1);
     expect(run.stderrLines).toEqual([expect.stringMatching(/^kvreuse: .*\[DISCOVERY_UNAVAILABLE\]$/)]);

@@ -2,18 +2,10 @@
 // and data directory, as a restarted etcd server is.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { reservePorts } from '@kvreuse-internal/test-support';
 
 export class EtcdProcess {
   readonly url: string;
@@ -40,9 +32,9 @@ export class EtcdProcess {
 
   /** Starts etcd on free loopback ports and resolves once it answers healthy (within `timeoutMs`). */
   static async start(timeoutMs: number): Promise<EtcdProcess> {
-    const clientPort = await freePort();
-    let peerPort = await freePort();
-    while (peerPort === clientPort) peerPort = await freePort();
+    // Its ports stay its own while it is down between a kill and a restart.
+    const clientPort = await reservePorts(2);
+    const peerPort = clientPort + 1;
     const etcd = new EtcdProcess(clientPort, peerPort);
     await etcd.restart(timeoutMs);
     return etcd;

@@ -125,7 +125,9 @@ describe('testTotals', () => {
         'registry',
         'router',
       ].map((name) => `packages/${name}`),
-      ...['chaos', 'demo', 'fuzz', 'pack-install', 'readme-snippets', 'repo-checks'].map((name) => `tools/${name}`),
+      ...['chaos', 'demo', 'fuzz', 'pack-install', 'readme-snippets', 'repo-checks', 'test-support'].map(
+        (name) => `tools/${name}`,
+      ),
     ]);
   });
 });

@@ -2,10 +2,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { get } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { CertificateFiles } from './certificates.js';
+import { reservePorts } from './ports.js';
 import { stopProcess } from './stopped-process.js';
 
 export const etcdBinary = [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/local/bin']
@@ -15,19 +15,6 @@ export const etcdBinary = [...(process.env.PATH ?? '').split(delimiter), '/usr/b
 
 /** In CI a missing etcd fails the suite; elsewhere the etcd tests are skipped. */
 export const etcdRequired = process.env.CI !== undefined && process.env.CI !== '' && process.env.CI !== 'false';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -126,9 +113,9 @@ export class EtcdServer extends EtcdProcess {
 
   static async start(tls?: EtcdServerTls): Promise<EtcdServer> {
     if (etcdBinary === undefined) throw new Error('etcd is not installed (apt-get install etcd-server)');
-    const clientPort = await freePort();
-    let peerPort = await freePort();
-    while (peerPort === clientPort) peerPort = await freePort();
+    // Its ports stay its own while it is down between a kill and a restart.
+    const clientPort = await reservePorts(2);
+    const peerPort = clientPort + 1;
     const server = new EtcdServer(clientPort, peerPort, mkdtempSync(join(tmpdir(), 'kvreuse-etcd-')), tls);
     await server.restart();
     return server;
@@ -190,7 +177,7 @@ export class EtcdProxy extends EtcdProcess {
   }
 
   static async start(server: EtcdServer): Promise<EtcdProxy> {
-    const proxy = new EtcdProxy(server, await freePort(), mkdtempSync(join(tmpdir(), 'kvreuse-etcd-proxy-')));
+    const proxy = new EtcdProxy(server, await reservePorts(1), mkdtempSync(join(tmpdir(), 'kvreuse-etcd-proxy-')));
     await proxy.restart();
     return proxy;
   }

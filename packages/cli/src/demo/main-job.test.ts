@@ -4,7 +4,7 @@ import { exampleSettingsPath } from '../settings/example.js';
 import { kvreuseSettings } from '../settings/all-settings.js';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { describe, expect, it } from 'vitest';
-import { freePorts } from '../../test/free-ports.js';
+import { reservePorts } from '@kvreuse-internal/test-support';
 import type { DemoSummary } from './demo-summary.js';
 import { runMainJob } from './main-job.js';
 import type { PullReport } from './rank-messages.js';
@@ -196,7 +196,7 @@ describe('the main job', () => {
   );
 
   it('on loopback, with --endpoint-verify sampled and --endpoint-metrics-port: the pull compares every 8th block and the last, and each rank prints where it serves its metrics', async () => {
-    const first = await freePorts(4);
+    const first = await reservePorts(4);
     const sampled = kvreuseSettings.resolve({
       file: exampleSettingsPath,
       env: {},

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { defaultSettings, type Settings } from '../settings/all-settings.js';
 import { loadTransport } from '@kvreuse/native-bindings';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePorts, portIsFree } from '../../test/free-ports.js';
+import { portIsFree, reservePorts } from '@kvreuse-internal/test-support';
 import { DemoProcessError } from '../errors.js';
 import { readProcessPins } from '../pin-metrics.js';
 import type { RankMessage } from './rank-messages.js';
@@ -125,7 +125,7 @@ describe('the demo ranks serving their metrics (endpoint.metrics_port)', () => {
   };
 
   it("over UCX: each rank process serves GET /metrics on its own port, the setting's first and the next, as inspect --metrics reads it", async () => {
-    const first = await freePorts(pair.length);
+    const first = await reservePorts(pair.length);
     const processes = await RankProcesses.start({
       ranks: pair,
       backend: 'ucx',
@@ -156,7 +156,7 @@ describe('the demo ranks serving their metrics (endpoint.metrics_port)', () => {
   }, 60_000);
 
   it('over UCX: a rank whose metrics port is in use fails the start with the error naming the port, and the others are stopped', async () => {
-    const first = await freePorts(pair.length);
+    const first = await reservePorts(pair.length);
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(first + 1, '127.0.0.1', resolve));
     try {
@@ -178,7 +178,7 @@ describe('the demo ranks serving their metrics (endpoint.metrics_port)', () => {
   }, 60_000);
 
   it('on loopback, in this process: each rank closes its listener at its shutdown; without the setting no rank serves metrics', async () => {
-    const first = await freePorts(pair.length);
+    const first = await reservePorts(pair.length);
     const processes = await RankProcesses.start({
       ranks: pair,
       backend: 'loopback',

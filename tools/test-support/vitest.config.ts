@@ -1,0 +1,3 @@
+import { kvreuseProject } from '../../vitest.shared.mjs';
+
+export default kvreuseProject('test-support');
