@@ -14,7 +14,6 @@ const ATTEMPTS = 1_000;
 /** In the repository's test results (emptied when `npm test` starts), which every project of a run shares: a run's
  * temporary folder is its project's own. */
 export const portClaims = fileURLToPath(new URL('../../../.test-results/ports', import.meta.url));
-const claims = portClaims;
 /** The ports this process claimed. */
 const ours = new Set<number>();
 
@@ -55,15 +54,15 @@ function alive(pid: number): boolean {
 function claim(port: number): boolean {
   if (ours.has(port)) return false;
   const mine = `${port}.${process.pid}`;
-  writeFileSync(join(claims, mine), '');
-  for (const file of readdirSync(claims)) {
+  writeFileSync(join(portClaims, mine), '');
+  for (const file of readdirSync(portClaims)) {
     const [claimed, pid] = file.split('.').map(Number);
     if (claimed !== port || file === mine) continue;
     if (alive(pid as number)) {
-      rmSync(join(claims, mine), { force: true });
+      rmSync(join(portClaims, mine), { force: true });
       return false;
     }
-    rmSync(join(claims, file), { force: true });
+    rmSync(join(portClaims, file), { force: true });
   }
   ours.add(port);
   return true;
@@ -71,7 +70,7 @@ function claim(port: number): boolean {
 
 function release(port: number): void {
   ours.delete(port);
-  rmSync(join(claims, `${port}.${process.pid}`), { force: true });
+  rmSync(join(portClaims, `${port}.${process.pid}`), { force: true });
 }
 
 /** Ports from `lowest` up to, not including, `ceiling`. */
@@ -90,7 +89,7 @@ export function portsBelowEphemeral(): PortRange {
  * it ends. Throws, naming the range, when no such run was found in 1,000 tries.
  */
 export async function reservePorts(count: number, range: PortRange = portsBelowEphemeral()): Promise<number> {
-  mkdirSync(claims, { recursive: true });
+  mkdirSync(portClaims, { recursive: true });
   const { lowest, ceiling } = range;
   for (let attempt = 0; attempt < ATTEMPTS && ceiling - lowest >= count; attempt++) {
     const first = lowest + Math.floor(Math.random() * (ceiling - lowest - count + 1));
