@@ -483,7 +483,9 @@ KVT_API kvt_status kvt_mem_free_begin(uint32_t agent, uint64_t address, uint64_t
  * for a device the driver does not count, memory the driver does not know (host memory named as vram),
  * pinned host memory, managed memory, memory of another device, and a range past the end of its
  * allocation. A vram region is exported in the metadata with the CUDA IPC handle of its allocation (BACKEND
- * when the driver cannot export it); see kvt_xfer_post for how vram moves.
+ * when the driver cannot export it) and a slot in the agent's liveness table, which readers moving it
+ * through that handle check and kvt_mem_deregister clears before it returns (BACKEND when the table cannot
+ * be made); see kvt_xfer_post for how vram moves.
  * Bumps the agent's metadata generation.
  */
 KVT_API kvt_status kvt_mem_register(uint32_t agent, uint64_t address, uint64_t length, uint32_t kind, uint32_t device,
@@ -665,7 +667,10 @@ enum {
  *   first vram operation, on the GPU of that operation's first local region; vram of another GPU is then
  *   refused), out of (READ) or into (WRITE) the peer's allocations opened through their CUDA IPC handles
  *   (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are when the
- *   peer lives in this process).
+ *   peer lives in this process). The peer never sees such a move, so the reader checks the peer's liveness
+ *   table: a region withdrawn before the launch moves nothing, one withdrawn before the work completed
+ *   ends the operation NOT_FOUND with no byte counted (reload the peer's metadata); a peer whose table
+ *   this process cannot open (another pid namespace, another user) is refused NOT_SUPPORTED.
  * - Host-staged otherwise (a peer on another host, dram and vram regions in one operation, or
  *   KVT_AGENT_VRAM_STAGED): READs only, on the ucx backend, with every local vram region on one GPU (else
  *   NOT_SUPPORTED saying which rule it breaks). The operation asks the peer for chunks of at most 4 MiB,

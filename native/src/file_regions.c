@@ -30,10 +30,14 @@ struct kvt_liveness_table {
 
 /* ---- the owner ------------------------------------------------------------------------------------- */
 
-kvt_status kvt_liveness_table_ensure(kvt_agent *agent) {
+bool kvt_region_has_liveness_slot(const kvt_region *region) {
+    return region->file_fd >= 0 || region->kind == KVT_MEM_VRAM;
+}
+
+kvt_status kvt_liveness_table_ensure(kvt_agent *agent, const char *call) {
     if (agent->liveness) return KVT_OK;
     kvt_liveness_table *table = calloc(1, sizeof *table);
-    if (!table) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_mem_register_fd: out of memory");
+    if (!table) return kvt_fail(KVT_ERR_NO_MEMORY, "%s: out of memory", call);
     const char *failed = NULL;
     table->fd = memfd_create("kvreuse-liveness", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (table->fd < 0)
@@ -53,7 +57,7 @@ kvt_status kvt_liveness_table_ensure(kvt_agent *agent) {
         int error = errno;
         if (table->fd >= 0) close(table->fd);
         free(table);
-        return kvt_fail(KVT_ERR_BACKEND, "kvt_mem_register_fd: the liveness table could not be made: %s: %s", failed,
+        return kvt_fail(KVT_ERR_BACKEND, "%s: the liveness table could not be made: %s: %s", call, failed,
                         strerror(error));
     }
     atomic_store(&table->words[0], LIVENESS_MAGIC);
@@ -155,9 +159,9 @@ static uint8_t *map_peer_file(uint64_t pid, uint32_t fd, uint64_t offset, uint64
     return view;
 }
 
-void kvt_file_regions_map(kvt_conn *conn) {
+void kvt_liveness_map(kvt_conn *conn) {
     kvt_metadata *meta = &conn->meta;
-    if (meta->liveness_fd == KVT_NO_FILE_FD || !kvt_process_checkable(&meta->process)) return;
+    if (conn->liveness || meta->liveness_fd == KVT_NO_FILE_FD || !kvt_process_checkable(&meta->process)) return;
     void *table = NULL;
     uint64_t table_length = 0;
     const _Atomic uint64_t *words = (const _Atomic uint64_t *)map_peer_file(meta->process.pid, meta->liveness_fd, 0,
@@ -168,6 +172,23 @@ void kvt_file_regions_map(kvt_conn *conn) {
         return;
     }
     conn->liveness = words;
+}
+
+static bool region_live(const kvt_conn *conn, const kvt_remote_region *region) {
+    return atomic_load(&conn->liveness[LIVENESS_HEADER_WORDS + region->liveness_slot]) == region->id;
+}
+
+bool kvt_remote_slots_live(const kvt_conn *conn, const uint32_t *slots, uint32_t count) {
+    atomic_thread_fence(memory_order_seq_cst);
+    for (uint32_t i = 0; i < count; i++)
+        if (!region_live(conn, &conn->meta.regions[slots[i]])) return false;
+    return true;
+}
+
+void kvt_file_regions_map(kvt_conn *conn) {
+    kvt_liveness_map(conn);
+    if (!conn->liveness) return;
+    kvt_metadata *meta = &conn->meta;
     for (uint32_t i = 0; i < meta->region_count; i++) {
         kvt_remote_region *region = &meta->regions[i];
         if (region->file_fd != KVT_NO_FILE_FD)
@@ -201,8 +222,7 @@ bool kvt_file_reads_live(kvt_agent *agent, const kvt_conn *conn, const kvt_remot
     hold_point(agent);
     atomic_thread_fence(memory_order_seq_cst); /* every byte copied is read before the slots are */
     for (unsigned i = 0; i < count; i++)
-        if (atomic_load(&conn->liveness[LIVENESS_HEADER_WORDS + regions[i]->liveness_slot]) != regions[i]->id)
-            return false;
+        if (!region_live(conn, regions[i])) return false;
     return true;
 }
 

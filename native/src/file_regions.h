@@ -1,4 +1,5 @@
-/* File-backed regions: the owner's liveness table and readers' direct mappings (file_regions.c). */
+/* The owner's liveness table of the regions readers on its host reach without it (file-backed and vram
+ * regions), and readers' direct mappings of file-backed regions (file_regions.c). */
 #ifndef KVT_FILE_REGIONS_H
 #define KVT_FILE_REGIONS_H
 
@@ -13,10 +14,13 @@
 typedef struct kvt_agent kvt_agent;
 
 /* The owner's liveness table: a sealed memfd of a header (magic, incarnation) and one 8-byte slot per live
- * file-backed region, holding the region's id while it is registered and 0 once it was withdrawn. */
+ * region that has one, holding the region's id while it is registered and 0 once it was withdrawn. */
 typedef struct kvt_liveness_table kvt_liveness_table;
-/* Creates the agent's table unless it has one (config_lock held); BACKEND naming the failing call. */
-kvt_status kvt_liveness_table_ensure(kvt_agent *agent);
+/* Whether `region` has a slot: a file-backed region (readers map its file) or a vram region (readers open
+ * its CUDA IPC handle): memory a reader on this host reaches without the owner's help. */
+bool kvt_region_has_liveness_slot(const kvt_region *region);
+/* Creates the agent's table unless it has one (config_lock held); BACKEND naming `call` and the failing call. */
+kvt_status kvt_liveness_table_ensure(kvt_agent *agent, const char *call);
 /* Its fd number, or KVT_NO_FILE_FD when the agent has no table (agent->lock held). */
 uint32_t kvt_liveness_table_fd(const kvt_agent *agent);
 void kvt_liveness_table_free(kvt_agent *agent);
@@ -26,9 +30,17 @@ void kvt_liveness_mark_withdrawn_locked(kvt_agent *agent, const kvt_region *regi
 /* Checks `fd` and `file_offset` against the range and duplicates the fd into region->file_fd. */
 kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file_offset);
 
+/* (P) Maps the peer's liveness table read-only into conn->liveness when its process is on this host, in this
+ * pid namespace, this process may open its fds (/proc/<pid>/fd) and the table names the peer's incarnation;
+ * else leaves it NULL. */
+void kvt_liveness_map(kvt_conn *conn);
+/* (P) Whether each of the peer's regions `slots` (indices into conn->meta.regions) still holds its slot in
+ * the mapped table: after a full fence, so that every byte read before was read before the slots are. */
+bool kvt_remote_slots_live(const kvt_conn *conn, const uint32_t *slots, uint32_t count);
 /* (P) Maps the peer's file-backed regions for READs when its process is on this host, in this pid
  * namespace and this process may open its fds (/proc/<pid>/fd); regions it cannot map stay on UCX. */
 void kvt_file_regions_map(kvt_conn *conn);
+/* (P) Unmaps the file-backed regions' views and the liveness table. */
 void kvt_file_regions_unmap(kvt_conn *conn);
 /* (P) After copies out of file-backed regions of `conn`: a full fence, then whether each region's slot still
  * holds its id — the owner withdrew none of them before every byte copied was read. */

@@ -513,11 +513,11 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
     if (status != KVT_OK) return kvt_agent_finish(agent, status);
 
     pthread_mutex_lock(&agent->config_lock); /* allocations cannot change until we are done */
-    if (file.present) status = kvt_liveness_table_ensure(agent);
     kvt_allocation imported;
     bool is_imported = kind == KVT_MEM_VRAM && imported_allocation(agent, address, length, &imported);
-    if (status == KVT_OK && kind == KVT_MEM_VRAM)
-        status = kvt_vram_check_register(call, address, length, device, is_imported);
+    if (kind == KVT_MEM_VRAM) status = kvt_vram_check_register(call, address, length, device, is_imported);
+    /* Readers on this host reach a file's pages or a GPU allocation without the owner: they check its table. */
+    if (status == KVT_OK && (file.present || kind == KVT_MEM_VRAM)) status = kvt_liveness_table_ensure(agent, call);
     const kvt_allocation *exact = NULL;
     /* Growing moves the region table, which other agents' loopback reads walk holding region_lock. */
     pthread_rwlock_wrlock(&agent->region_lock);
@@ -561,7 +561,7 @@ static kvt_status register_range(uint32_t agent_id, const char *call, uint64_t a
         pthread_rwlock_wrlock(&agent->region_lock);
         pthread_mutex_lock(&agent->lock);
         region->id = agent->next_region_id++;
-        if (region->file_fd >= 0) kvt_liveness_mark_live_locked(agent, region);
+        if (kvt_region_has_liveness_slot(region)) kvt_liveness_mark_live_locked(agent, region);
         agent->regions[agent->region_count++] = region;
         agent->metadata_generation++;
         kvt_counter_add(&agent->counters, KVT_COUNTER_LIVE_REGISTRATIONS, 1);
@@ -618,8 +618,9 @@ static kvt_status withdraw_region_locked(kvt_agent *agent, const char *call, uin
                         region->busy, example);
     }
     *out_fence = agent->backend->fence && region->id <= agent->exported_region_high;
-    /* Before the caller may reuse the memory: readers copying out of the file check this after every copy. */
-    if (region->file_fd >= 0) kvt_liveness_mark_withdrawn_locked(agent, region);
+    /* Before the caller may reuse the memory: readers copying out of the file or through the GPU allocation's
+     * IPC handle check this after their copies. */
+    if (kvt_region_has_liveness_slot(region)) kvt_liveness_mark_withdrawn_locked(agent, region);
     *out_fences = agent->fences;
     agent->regions[index] = agent->regions[--agent->region_count];
     agent->metadata_generation++;

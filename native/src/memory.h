@@ -32,7 +32,7 @@ typedef struct kvt_region {
     uint32_t rkey_length;
     int file_fd; /* kvt_mem_register_fd: the library's duplicate of the file's fd, else -1 */
     uint64_t file_offset;
-    uint32_t liveness_slot; /* its slot in the agent's liveness table (file-backed regions) */
+    uint32_t liveness_slot; /* its slot in the agent's liveness table (file-backed and vram regions) */
 } kvt_region;
 
 /* Records an allocation in the agent's table and counters (agent->lock held). */

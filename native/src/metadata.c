@@ -7,7 +7,8 @@
  *   | u32 liveness table fd (0xFFFFFFFF: none)
  *   | u32 region count
  *   | per region: u32 id | u32 kind | u32 device | u64 base | u64 length
- *                 | u32 file fd (0xFFFFFFFF: not file-backed) | u64 file offset | u32 liveness slot
+ *                 | u32 file fd (0xFFFFFFFF: not file-backed) | u64 file offset
+ *                 | u32 liveness slot (of a file-backed or vram region)
  *                 | u32 rkey length | rkey
  *   | u32 CRC-32 of everything before it
  */
@@ -190,10 +191,15 @@ static kvt_status parse_regions(reader *r, kvt_metadata *meta) {
             return refuse(meta, KVT_ERR_INVALID_PARAM, "region kind", "is unknown", region->kind, r->offset);
         if (region->length == 0 || region->address + region->length < region->address)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "region length", "is 0 or wraps", region->length, r->offset);
+        /* A reader checks these against the owner's table after reading them without the owner's help. */
+        bool has_slot = region->file_fd != KVT_NO_FILE_FD || region->kind == KVT_MEM_VRAM;
         if (region->file_fd != KVT_NO_FILE_FD && meta->liveness_fd == KVT_NO_FILE_FD)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "region file fd", "is given without a liveness table",
                           region->file_fd, r->offset);
-        if (region->file_fd != KVT_NO_FILE_FD && region->liveness_slot >= KVT_MAX_REGIONS)
+        if (region->kind == KVT_MEM_VRAM && meta->liveness_fd == KVT_NO_FILE_FD)
+            return refuse(meta, KVT_ERR_INVALID_PARAM, "vram region", "is given without a liveness table", region->id,
+                          r->offset);
+        if (has_slot && region->liveness_slot >= KVT_MAX_REGIONS)
             return refuse(meta, KVT_ERR_INVALID_PARAM, "region liveness slot", "exceeds 65535", region->liveness_slot,
                           r->offset);
         if (region->rkey_length > KVT_MAX_RKEY)

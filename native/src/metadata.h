@@ -17,11 +17,12 @@ typedef struct kvt_remote_region {
     uint64_t address, length;
     uint8_t *rkey;
     uint32_t rkey_length;
-    void *backend;      /* UCX: ucp_rkey_h */
-    uint8_t *mapped;    /* UCX: where this process maps the whole region through shared memory, or NULL */
-    uint64_t vram_base; /* vram: where this process opened the peer's allocation (CUDA IPC, vram_xfer.c), or 0 */
+    void *backend;       /* UCX: ucp_rkey_h */
+    uint8_t *mapped;     /* UCX: where this process maps the whole region through shared memory, or NULL */
+    uint64_t vram_base;  /* vram: where this process opened the peer's allocation (CUDA IPC, vram_xfer.c), or 0 */
+    uint64_t vram_noted; /* vram: the launch of this agent that last listed it for its liveness check, or 0 */
     /* A file-backed region (kvt_mem_register_fd): the fd number in the peer's process (KVT_NO_FILE_FD when
-     * none), the region's offset in that file and its slot in the peer's liveness table. */
+     * none) and the region's offset in that file; its slot in the peer's liveness table, as a vram region's. */
     uint32_t file_fd;
     uint64_t file_offset;
     uint32_t liveness_slot;

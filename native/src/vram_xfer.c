@@ -7,6 +7,7 @@
 #include "vram_xfer.h"
 
 #include "agent.h"
+#include "file_regions.h"
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
 #include "services/cuda_memory.h"
@@ -51,6 +52,13 @@ kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt
     if (vram == 0) return KVT_OK;
     bool mixed = vram != local_count + remote_count, far = !same_host(&agent->process, &conn->meta.process);
     if (!mixed && !far && !agent->vram_staged) {
+        /* A reader that cannot see the owner's withdrawals could report bytes of memory put to other use. */
+        if (!conn->liveness)
+            return kvt_fail(KVT_ERR_NOT_SUPPORTED,
+                            "%s: peer '%s' has a liveness table this process cannot open (its /proc/<pid>/fd is in "
+                            "another pid namespace or not this user's), and a move through CUDA IPC needs it to check "
+                            "what the peer withdrew; an agent created with KVT_AGENT_VRAM_STAGED moves host-staged",
+                            call, conn->meta.name);
         op->vram = KVT_VRAM_PATH_IPC;
         return KVT_OK;
     }
@@ -91,6 +99,7 @@ typedef struct {
      * calls on every pull's path otherwise). */
     CUevent spare_events[SPARE_EVENTS];
     uint32_t spare_count;
+    uint64_t launches;
 } agent_vram;
 
 /* A vram op's work in flight: the event after it and, when it has one, its own piece table. */
@@ -98,13 +107,38 @@ typedef struct {
     CUevent event;
     bool agent_table;      /* it holds the agent's piece table */
     CUdeviceptr own_table; /* else the table of its own, if it has one yet */
+    uint64_t launch;       /* its number among the agent's launches */
+    /* The peer's regions it moves from or into (indices into conn->meta.regions), each once: checked against
+     * the peer's liveness table before the launch and once the work completed. */
+    uint32_t *slots;
+    uint32_t slot_count, slot_capacity;
 } vram_work;
 
+/* Lists the peer's region `slot` among those the op's work checks, once. */
+static kvt_status note_region(kvt_op *op, uint32_t slot) {
+    kvt_remote_region *region = &op->conn->meta.regions[slot];
+    vram_work *work = op->vram_work;
+    if (region->vram_noted == work->launch) return KVT_OK;
+    if (work->slot_count == work->slot_capacity) {
+        uint32_t capacity = work->slot_capacity ? work->slot_capacity * 2 : 4;
+        uint32_t *grown = realloc(work->slots, capacity * sizeof *grown);
+        if (!grown) return kvt_fail(KVT_ERR_NO_MEMORY, "kvt_xfer_post: out of memory");
+        work->slots = grown;
+        work->slot_capacity = capacity;
+    }
+    work->slots[work->slot_count++] = slot;
+    region->vram_noted = work->launch;
+    return KVT_OK;
+}
+
 /* Where this process reaches the peer's region `slot`: its own address for a peer in this process, else
- * the allocation opened through its IPC handle (opened once per loaded metadata, closed with it). */
+ * the allocation opened through its IPC handle (opened once per loaded metadata, closed with it). Lists the
+ * region for the op's liveness checks. */
 static kvt_status remote_base(kvt_agent *agent, kvt_op *op, uint32_t slot, int64_t *out_shift) {
     kvt_remote_region *region = &op->conn->meta.regions[slot];
     *out_shift = 0;
+    kvt_status noted = note_region(op, slot);
+    if (noted != KVT_OK) return noted;
     if (same_process(&agent->process, &op->conn->meta.process)) return KVT_OK;
     kvt_vram_key key;
     memcpy(&key, region->rkey, sizeof key);
@@ -193,6 +227,7 @@ static void work_free(agent_vram *state, vram_work *work, bool completed) {
         kvt_cuda.EventDestroy(work->event);
     if (work->own_table) kvt_cuda.MemFree(work->own_table);
     if (work->agent_table) state->table_busy = false;
+    free(work->slots);
     free(work);
 }
 
@@ -341,6 +376,8 @@ static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_w
         .bytes = shared ? state->staging : NULL, .capacity = shared ? state->staging_bytes : 0, .pinned = shared};
     launch_table table = {0};
     kvt_status status = collect_table(agent, op, &buffer, &table);
+    /* A region the peer withdrew already: nothing moves (a WRITE never lands in memory put to other use). */
+    if (status == KVT_OK && !kvt_remote_slots_live(op->conn, work->slots, work->slot_count)) status = KVT_ERR_NOT_FOUND;
     if (shared) {
         state->staging = buffer.bytes;
         state->staging_bytes = buffer.capacity;
@@ -394,15 +431,24 @@ void kvt_vram_advance(kvt_agent *agent, kvt_op *op) {
     vram_work *work = op->vram_work;
     if (!work) {
         work = calloc(1, sizeof *work);
-        kvt_status status = work ? launch(agent, op, state, work) : KVT_ERR_NO_MEMORY;
+        if (!work) {
+            moved(op, state, NULL, KVT_ERR_NO_MEMORY);
+            return;
+        }
+        work->launch = ++state->launches;
+        op->vram_work = work;
+        kvt_status status = launch(agent, op, state, work);
         if (status != KVT_OK) {
             moved(op, state, work, status);
             return;
         }
-        op->vram_work = work;
     }
     CUresult result = kvt_cuda.EventQuery(work->event);
     if (result == KVT_CUDA_ERROR_NOT_READY) return;
-    if (result == KVT_CUDA_SUCCESS) kvt_op_add_bytes_done(op, op->bytes_total);
-    moved(op, state, work, result == KVT_CUDA_SUCCESS ? KVT_OK : KVT_ERR_BACKEND);
+    kvt_status status = result == KVT_CUDA_SUCCESS ? KVT_OK : KVT_ERR_BACKEND;
+    /* Bytes read out of a region the peer withdrew meanwhile may be its memory's next use: none counts as read
+     * (the peer marks the withdrawal before it may reuse the memory; this looks after the work completed). */
+    if (status == KVT_OK && !kvt_remote_slots_live(op->conn, work->slots, work->slot_count)) status = KVT_ERR_NOT_FOUND;
+    if (status == KVT_OK) kvt_op_add_bytes_done(op, op->bytes_total);
+    moved(op, state, work, status);
 }

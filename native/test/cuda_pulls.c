@@ -174,6 +174,24 @@ void close_vram_pair(const vram_pair *pair) {
     CHECK_OK(kvt_agent_destroy(pair->source));
 }
 
+vram_reader open_vram_reader(const char *name, uint32_t flags, const source_process *source, uint64_t length) {
+    vram_reader reader = {0};
+    uint32_t regions = 0;
+    CHECK_OK(kvt_agent_create(name, test_backend, flags, &reader.agent));
+    CHECK_OK(kvt_mem_alloc_vram(reader.agent, 0, length, &reader.local_vram));
+    CHECK_OK(kvt_mem_register(reader.agent, reader.local_vram, length, KVT_MEM_VRAM, 0, &reader.local));
+    CHECK_OK(kvt_peer_load(reader.agent, source->blob, source->length, &reader.peer, &reader.generation));
+    CHECK_OK(kvt_peer_regions(reader.agent, reader.peer, 1, &reader.remote, NULL, NULL, NULL, NULL, &regions));
+    return reader;
+}
+
+void close_vram_reader(const vram_reader *reader) {
+    CHECK_OK(kvt_peer_unload(reader->agent, reader->peer));
+    CHECK_OK(kvt_mem_deregister(reader->agent, reader->local));
+    CHECK_OK(kvt_mem_free(reader->agent, reader->local_vram));
+    CHECK_OK(kvt_agent_destroy(reader->agent));
+}
+
 void *fake_symbol(const char *name) {
     void *driver = dlopen(getenv("KVT_CUDA_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
     CHECK(driver, "the fake driver is loaded");

@@ -78,6 +78,17 @@ vram_pair open_vram_pair(uint64_t seed, uint32_t reader_flags);
 
 void close_vram_pair(const vram_pair *pair);
 
+/* A reader agent of this process (created with `flags`, KVT_AGENT_*) with `length` bytes of vram registered and
+ * a source process's metadata loaded. */
+typedef struct {
+    uint32_t agent, local, peer, remote;
+    uint64_t local_vram, generation;
+} vram_reader;
+
+vram_reader open_vram_reader(const char *name, uint32_t flags, const source_process *source, uint64_t length);
+
+void close_vram_reader(const vram_reader *reader);
+
 /* A symbol of the fake driver the library loaded (the test fails without it). */
 void *fake_symbol(const char *name);
 

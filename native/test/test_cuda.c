@@ -417,38 +417,13 @@ static void pull_into_dram(uint32_t reader, uint32_t peer, uint64_t generation, 
     free_region(reader, dram, memory);
 }
 
-/* A reader agent that stages (KVT_AGENT_VRAM_STAGED), `length` bytes of vram registered, with the source
- * process's metadata loaded. */
-typedef struct {
-    uint32_t agent, local, peer, remote;
-    uint64_t local_vram, generation;
-} staged_reader;
-
-static staged_reader open_staged_reader(const char *name, const source_process *source, uint64_t length) {
-    staged_reader reader = {0};
-    uint32_t regions = 0;
-    CHECK_OK(kvt_agent_create(name, test_backend, KVT_AGENT_VRAM_STAGED, &reader.agent));
-    CHECK_OK(kvt_mem_alloc_vram(reader.agent, 0, length, &reader.local_vram));
-    CHECK_OK(kvt_mem_register(reader.agent, reader.local_vram, length, KVT_MEM_VRAM, 0, &reader.local));
-    CHECK_OK(kvt_peer_load(reader.agent, source->blob, source->length, &reader.peer, &reader.generation));
-    CHECK_OK(kvt_peer_regions(reader.agent, reader.peer, 1, &reader.remote, NULL, NULL, NULL, NULL, &regions));
-    return reader;
-}
-
-static void close_staged_reader(const staged_reader *reader) {
-    CHECK_OK(kvt_peer_unload(reader->agent, reader->peer));
-    CHECK_OK(kvt_mem_deregister(reader->agent, reader->local));
-    CHECK_OK(kvt_mem_free(reader->agent, reader->local_vram));
-    CHECK_OK(kvt_agent_destroy(reader->agent));
-}
-
 /* A reader that stages (KVT_AGENT_VRAM_STAGED) pulls the source process's vram: by descriptors in chunks, many
  * small pieces, by template and into dram, every byte checked, and never opens the source's IPC handle. */
 static void staged_pull_from_the_source_process(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = STAGED_BYTES, .vram_memory = true, .seed = 71}, &source),
           "the source process starts");
-    staged_reader r = open_staged_reader("vram-staged-reader", &source, STAGED_BYTES);
+    vram_reader r = open_vram_reader("vram-staged-reader", KVT_AGENT_VRAM_STAGED, &source, STAGED_BYTES);
     pull_chunks(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
     pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
     pull_many_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 71);
@@ -460,7 +435,7 @@ static void staged_pull_from_the_source_process(void) {
     CHECK_DETAIL("stages its vram moves (KVT_AGENT_VRAM_STAGED), so the move goes host-staged, but a host-staged "
                  "move is a READ");
     CHECK(open_handles() <= 0, "no CUDA IPC handle was opened");
-    close_staged_reader(&r);
+    close_vram_reader(&r);
     source_end(&source);
 }
 
@@ -530,7 +505,7 @@ static void staged_pull_from_a_killed_source(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 79}, &source),
           "the source process starts");
-    staged_reader r = open_staged_reader("vram-staged-orphan", &source, PULL_BYTES);
+    vram_reader r = open_vram_reader("vram-staged-orphan", KVT_AGENT_VRAM_STAGED, &source, PULL_BYTES);
     source_signal(&source, SIGSTOP);
     source_wait_stopped(&source);
     uint64_t op = 0;
@@ -539,7 +514,7 @@ static void staged_pull_from_a_killed_source(void) {
     int32_t ended = wait_op(r.agent, op, NULL);
     CHECK(ended == KVT_ERR_REMOTE_DISCONNECT, "the pull ends REMOTE_DISCONNECT, not %s", kvt_status_name(ended));
     CHECK_OK(kvt_xfer_release(r.agent, op));
-    close_staged_reader(&r);
+    close_vram_reader(&r);
 }
 
 static void vram_staged_pull_from_a_killed_source(void) {
@@ -555,7 +530,7 @@ static void forged_requests_to_a_staging_source(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 83}, &source),
           "the source process starts");
-    staged_reader r = open_staged_reader("vram-staged-forger", &source, PULL_BYTES);
+    vram_reader r = open_vram_reader("vram-staged-forger", KVT_AGENT_VRAM_STAGED, &source, PULL_BYTES);
     vram_fill_pattern(r.local_vram, PULL_BYTES, 5);
     const uint64_t shifts[2] = {PULL_BYTES, PULL_BYTES - 2048};
     for (int i = 0; i < 2; i++) {
@@ -570,7 +545,7 @@ static void forged_requests_to_a_staging_source(void) {
     }
     CHECK_OK(kvt_test_forge_staged_requests(r.agent, 0));
     pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 83);
-    close_staged_reader(&r);
+    close_vram_reader(&r);
     source_end(&source);
 }
 
@@ -581,7 +556,7 @@ static void vram_staged_source_refuses_forged_requests(void) {
 
 /* Posts a staged READ of the first half of the source's region, cancels it once its request went to UCX, and
  * checks that it ends CANCELED with nothing of the source's bytes in the reader's memory. */
-static void cancel_unanswered_pull(const staged_reader *reader, uint64_t seed) {
+static void cancel_unanswered_pull(const vram_reader *reader, uint64_t seed) {
     const uint64_t half = PULL_BYTES / 2;
     uint64_t op = 0, asked = counter(reader->agent, KVT_COUNTER_REQUESTS_ISSUED);
     CHECK_OK(post_one(reader->agent, KVT_XFER_READ, reader->peer, reader->generation, reader->local, 0, reader->remote,
@@ -602,17 +577,17 @@ static void staged_pull_of_a_withdrawn_region(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 83}, &source),
           "the source process starts");
-    staged_reader connected = open_staged_reader("vram-staged-connected", &source, PULL_BYTES);
+    vram_reader connected = open_vram_reader("vram-staged-connected", KVT_AGENT_VRAM_STAGED, &source, PULL_BYTES);
     uint64_t op = 0;
     CHECK_OK(post_one(connected.agent, KVT_XFER_READ, connected.peer, connected.generation, connected.local,
                       PULL_BYTES / 2, connected.remote, PULL_BYTES / 2, PULL_BYTES / 2, &op));
     wait_completions_ok(connected.agent, 1, PULL_BYTES / 2, true);
     source_withdraw(&source);
     cancel_unanswered_pull(&connected, 83);
-    staged_reader late = open_staged_reader("vram-staged-late", &source, PULL_BYTES);
+    vram_reader late = open_vram_reader("vram-staged-late", KVT_AGENT_VRAM_STAGED, &source, PULL_BYTES);
     cancel_unanswered_pull(&late, 83);
-    close_staged_reader(&late);
-    close_staged_reader(&connected);
+    close_vram_reader(&late);
+    close_vram_reader(&connected);
     source_end(&source);
 }
 

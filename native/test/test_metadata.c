@@ -1,8 +1,9 @@
 /* Metadata blobs and peers: export, load, generations, invalidation, replacement, and a fuzzer
  * (every truncation, random byte flips and random garbage) that must be refused without crashing. */
 #include "harness.h"
-#include "metadata.h"      /* kvt_metadata_parse: mutations are resealed and parsed directly */
-#include "services/util.h" /* kvt_crc32 */
+#include "metadata.h"             /* kvt_metadata_parse: mutations are resealed and parsed directly */
+#include "services/cuda_memory.h" /* kvt_vram_key */
+#include "services/util.h"        /* kvt_crc32 */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -317,11 +318,11 @@ static uint64_t put_le(uint8_t *blob, uint64_t at, uint64_t value, int size) {
     return at + size;
 }
 
-/* The liveness table's fd and the region's file fd and liveness slot a blob carries. */
+/* The liveness table's fd and the region's file fd, liveness slot and kind (0: dram) a blob carries. */
 typedef struct {
-    uint32_t liveness_fd, file_fd, liveness_slot;
+    uint32_t liveness_fd, file_fd, liveness_slot, kind;
 } file_fields;
-static const file_fields no_files = {UINT32_MAX, UINT32_MAX, 0};
+static const file_fields no_files = {UINT32_MAX, UINT32_MAX, 0, KVT_MEM_DRAM};
 
 /* A ucx blob written field by field (see the layout in metadata.c): one region, the given address and
  * rkey lengths (their bytes zero) and file fields, sealed. */
@@ -344,7 +345,7 @@ static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, file_fie
     at = put_le(blob, at, files.liveness_fd, 4);
     at = put_le(blob, at, 1, 4); /* region count */
     at = put_le(blob, at, 1, 4); /* id */
-    at = put_le(blob, at, KVT_MEM_DRAM, 4);
+    at = put_le(blob, at, files.kind, 4);
     at = put_le(blob, at, 0, 4);       /* device */
     at = put_le(blob, at, 0x10000, 8); /* base */
     at = put_le(blob, at, 4096, 8);    /* length */
@@ -389,7 +390,7 @@ static void ucx_address_and_key_lengths_are_bounded(void) {
 
 static void parses_file_fields(file_fields files, kvt_status expected, const char *field) {
     uint64_t length;
-    uint8_t *blob = ucx_blob(9, 9, files, &length);
+    uint8_t *blob = ucx_blob(9, files.kind == KVT_MEM_VRAM ? sizeof(kvt_vram_key) : 9, files, &length);
     kvt_metadata meta;
     kvt_status status = kvt_metadata_parse(blob, length, &meta);
     CHECK(status == expected, "table fd %u, file fd %u, slot %u: %s (%s), expected %s", files.liveness_fd,
@@ -409,11 +410,20 @@ static void parses_file_fields(file_fields files, kvt_status expected, const cha
 /* A file-backed region names its slot in the owner's liveness table, which a reader indexes: a region's file
  * without a table, or a slot past the table's end, is refused. */
 static void file_backed_regions_need_a_table_and_a_slot_in_it(void) {
-    parses_file_fields((file_fields){3, 5, 7}, KVT_OK, NULL);
-    parses_file_fields((file_fields){3, UINT32_MAX, 0}, KVT_OK, NULL);
-    parses_file_fields((file_fields){UINT32_MAX, 5, 7}, KVT_ERR_INVALID_PARAM,
+    parses_file_fields((file_fields){3, 5, 7, KVT_MEM_DRAM}, KVT_OK, NULL);
+    parses_file_fields((file_fields){3, UINT32_MAX, 0, KVT_MEM_DRAM}, KVT_OK, NULL);
+    parses_file_fields((file_fields){UINT32_MAX, 5, 7, KVT_MEM_DRAM}, KVT_ERR_INVALID_PARAM,
                        "region file fd is given without a liveness table");
-    parses_file_fields((file_fields){3, 5, KVT_MAX_REGIONS}, KVT_ERR_INVALID_PARAM,
+    parses_file_fields((file_fields){3, 5, KVT_MAX_REGIONS, KVT_MEM_DRAM}, KVT_ERR_INVALID_PARAM,
+                       "region liveness slot exceeds 65535");
+}
+
+/* So does a vram region: a reader that moved its bytes through the owner's CUDA IPC handle checks that slot. */
+static void vram_regions_need_a_table_and_a_slot_in_it(void) {
+    parses_file_fields((file_fields){3, UINT32_MAX, 7, KVT_MEM_VRAM}, KVT_OK, NULL);
+    parses_file_fields((file_fields){UINT32_MAX, UINT32_MAX, 7, KVT_MEM_VRAM}, KVT_ERR_INVALID_PARAM,
+                       "vram region is given without a liveness table");
+    parses_file_fields((file_fields){3, UINT32_MAX, KVT_MAX_REGIONS, KVT_MEM_VRAM}, KVT_ERR_INVALID_PARAM,
                        "region liveness slot exceeds 65535");
 }
 
@@ -566,5 +576,6 @@ static void transport_answers_without_the_progress_thread(void) {
 TEST_MAIN("metadata", TEST(export_and_load), TEST(new_incarnation_replaces), TEST(refuses_other_backend_and_garbage),
           TEST(fuzzed_blobs_are_refused), TEST(resealed_mutations_reach_the_parser),
           TEST(ucx_address_and_key_lengths_are_bounded), TEST(file_backed_regions_need_a_table_and_a_slot_in_it),
-          TEST(unload_refuses_while_in_use), TEST(loopback_blob_from_another_process),
-          TEST(peer_load_begun_loads_on_the_progress_thread), TEST(transport_answers_without_the_progress_thread))
+          TEST(vram_regions_need_a_table_and_a_slot_in_it), TEST(unload_refuses_while_in_use),
+          TEST(loopback_blob_from_another_process), TEST(peer_load_begun_loads_on_the_progress_thread),
+          TEST(transport_answers_without_the_progress_thread))

@@ -464,7 +464,6 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
         conn->meta.regions[i].backend = NULL;
         conn->meta.regions[i].mapped = NULL;
     }
-    kvt_file_regions_unmap(conn);
 }
 
 /* Agent shutdown (progress thread): whether endpoint closes are still finishing. At `deadline_ns` every

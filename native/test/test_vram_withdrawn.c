@@ -1,0 +1,142 @@
+/* A reader that moves a peer's vram through CUDA IPC checks the peer's liveness table, since the peer never sees
+ * the move (vram_xfer.c): a region the peer withdrew before the launch moves nothing, READ or WRITE; one withdrawn
+ * while the work ran ends the op NOT_FOUND with no byte counted, and a region still registered beside it moves; a
+ * reader that cannot open the table is refused. Fake driver: its events are held, so that the withdrawal comes
+ * while the work runs. */
+#include "cuda_pulls.h"
+
+#include <string.h>
+
+#define HALF (PULL_BYTES / 2)
+
+static uint64_t gathers(void) {
+    return ((uint64_t(*)(const char *))(uintptr_t)fake_symbol("fake_cuda_launches"))("kvt_gather");
+}
+
+static void hold_events(int hold) { ((hold_fn)(uintptr_t)fake_symbol("fake_cuda_hold_events"))(hold); }
+
+/* Posts a READ or WRITE between the reader's `local` at `local_offset` and the peer's `remote` at 0, of HALF bytes,
+ * with metadata the peer has since outdated, and checks that it ends NOT_FOUND without a launch. */
+static void stale_post_moves_nothing(uint32_t reader, uint32_t direction, uint32_t peer, uint64_t generation,
+                                     uint32_t local, uint64_t local_offset, uint32_t remote) {
+    uint64_t op = 0, launched = gathers(), bytes = 1;
+    CHECK_OK(post_one(reader, direction, peer, generation, local, local_offset, remote, 0, HALF, &op));
+    int32_t ended = wait_op(reader, op, &bytes);
+    CHECK(ended == KVT_ERR_NOT_FOUND && bytes == 0,
+          "a %s of a withdrawn region ends NOT_FOUND with 0 bytes, not %s (%llu)",
+          direction == KVT_XFER_READ ? "READ" : "WRITE", kvt_status_name(ended), (unsigned long long)bytes);
+    CHECK(gathers() == launched, "nothing was launched for it");
+    CHECK_OK(kvt_xfer_release(reader, op));
+}
+
+/* Two agents of this process: two READs from two regions of the source run while the source withdraws the first.
+ * The first ends NOT_FOUND, the second with its bytes; then a READ and a WRITE of the withdrawn region, with the
+ * reader's metadata not reloaded, move nothing, and the source's memory keeps its bytes. */
+static void withdrawn_in_one_process(void) {
+    vram_pair pair = open_vram_pair(89, 0);
+    uint64_t other_vram = 0, ops[2] = {0, 0}, bytes = 0;
+    uint32_t other = 0;
+    CHECK_OK(kvt_mem_alloc_vram(pair.source, 0, PULL_BYTES, &other_vram));
+    vram_fill_pattern(other_vram, PULL_BYTES, 97);
+    CHECK_OK(kvt_mem_register(pair.source, other_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &other));
+    uint32_t peer = load_peer(pair.reader, pair.source, &pair.generation);
+    CHECK(peer == pair.peer, "the source is the same peer, at a new generation");
+    hold_events(1);
+    unsigned long since = 0;
+    CHECK_OK(
+        post_one(pair.reader, KVT_XFER_READ, pair.peer, pair.generation, pair.local, 0, pair.remote, 0, HALF, &ops[0]));
+    CHECK_OK(
+        post_one(pair.reader, KVT_XFER_READ, pair.peer, pair.generation, pair.local, HALF, other, 0, HALF, &ops[1]));
+    wait_until(pair.reader, queried_while_held, &since, "a held event to be asked", WAIT_DEADLINE_MS);
+    CHECK_OK(kvt_mem_deregister(pair.source, pair.remote)); /* the reader's ops do not hold the source's region */
+    hold_events(0);
+    int32_t ended = wait_op(pair.reader, ops[0], &bytes);
+    CHECK(ended == KVT_ERR_NOT_FOUND && bytes == 0,
+          "the READ of the region withdrawn while it ran ends NOT_FOUND with 0 bytes, not %s (%llu)",
+          kvt_status_name(ended), (unsigned long long)bytes);
+    CHECK(wait_op(pair.reader, ops[1], &bytes) == KVT_OK && bytes == HALF, "the READ of the other region ends KVT_OK");
+    CHECK(holds_pattern(pair.local_vram + HALF, HALF, 0, 97), "with the other region's bytes");
+    for (int i = 0; i < 2; i++) CHECK_OK(kvt_xfer_release(pair.reader, ops[i]));
+
+    stale_post_moves_nothing(pair.reader, KVT_XFER_READ, pair.peer, pair.generation, pair.local, 0, pair.remote);
+    vram_fill_pattern(pair.local_vram, PULL_BYTES, 101);
+    stale_post_moves_nothing(pair.reader, KVT_XFER_WRITE, pair.peer, pair.generation, pair.local, 0, pair.remote);
+    CHECK(holds_pattern(pair.remote_vram, PULL_BYTES, 0, 89), "the WRITE left the withdrawn memory as it was");
+
+    CHECK_OK(kvt_peer_unload(pair.reader, pair.peer));
+    CHECK_OK(kvt_mem_deregister(pair.source, other));
+    CHECK_OK(kvt_mem_free(pair.source, other_vram));
+    CHECK_OK(kvt_mem_deregister(pair.reader, pair.local));
+    CHECK_OK(kvt_mem_free(pair.reader, pair.local_vram));
+    CHECK_OK(kvt_mem_free(pair.source, pair.remote_vram));
+    CHECK_OK(kvt_agent_destroy(pair.reader));
+    CHECK_OK(kvt_agent_destroy(pair.source));
+}
+
+static void ipc_move_of_a_region_withdrawn_in_this_process(void) {
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, withdrawn_in_one_process);
+}
+
+/* The source process withdraws its region while a READ through its IPC handle runs: the READ ends NOT_FOUND with
+ * no byte counted, and the next moves nothing. */
+static void withdrawn_by_another_process(void) {
+    source_process source;
+    CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 103}, &source),
+          "the source process starts");
+    vram_reader r = open_vram_reader("vram-withdrawn-reader", 0, &source, PULL_BYTES);
+    pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 103);
+    CHECK(open_handles() == 1, "the pull opened the source's handle");
+    hold_events(1);
+    unsigned long since = 0;
+    uint64_t op = 0, bytes = 0;
+    CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote, 0, HALF, &op));
+    wait_until(r.agent, queried_while_held, &since, "a held event to be asked", WAIT_DEADLINE_MS);
+    source_withdraw(&source);
+    hold_events(0);
+    int32_t ended = wait_op(r.agent, op, &bytes);
+    CHECK(ended == KVT_ERR_NOT_FOUND && bytes == 0,
+          "the READ of the region withdrawn while it ran ends NOT_FOUND with 0 bytes, not %s (%llu)",
+          kvt_status_name(ended), (unsigned long long)bytes);
+    CHECK_OK(kvt_xfer_release(r.agent, op));
+    stale_post_moves_nothing(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote);
+    close_vram_reader(&r);
+    source_end(&source);
+}
+
+static void ipc_move_of_a_region_withdrawn_by_another_process(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, withdrawn_by_another_process);
+}
+
+/* The source process is pid 1 of a new pid namespace: its /proc/<pid>/fd cannot be named from here, so its
+ * liveness table cannot be opened. A move through its IPC handles is refused at post, saying why, with no handle
+ * opened. */
+static void source_in_another_pid_namespace(void) {
+    source_process source;
+    if (!source_spawn(
+            &(source_options){.length = PULL_BYTES, .vram_memory = true, .new_pid_namespace = true, .seed = 107},
+            &source))
+        return;
+    vram_reader r = open_vram_reader("vram-unchecked-reader", 0, &source, PULL_BYTES);
+    const uint32_t directions[2] = {KVT_XFER_READ, KVT_XFER_WRITE};
+    for (int i = 0; i < 2; i++) {
+        uint64_t op = 0;
+        CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                     post_one(r.agent, directions[i], r.peer, r.generation, r.local, 0, r.remote, 0, HALF, &op));
+        CHECK_DETAIL("has a liveness table this process cannot open");
+    }
+    CHECK(open_handles() == 0, "no IPC handle was opened");
+    close_vram_reader(&r);
+    source_end(&source);
+}
+
+static void ipc_needs_the_liveness_table(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, source_in_another_pid_namespace);
+}
+
+TEST_MAIN("vram_withdrawn", TEST(ipc_move_of_a_region_withdrawn_in_this_process),
+          TEST(ipc_move_of_a_region_withdrawn_by_another_process), TEST(ipc_needs_the_liveness_table))
