@@ -174,15 +174,8 @@ void kvt_liveness_map(kvt_conn *conn) {
     conn->liveness = words;
 }
 
-static bool region_live(const kvt_conn *conn, const kvt_remote_region *region) {
+bool kvt_remote_region_live(const kvt_conn *conn, const kvt_remote_region *region) {
     return atomic_load(&conn->liveness[LIVENESS_HEADER_WORDS + region->liveness_slot]) == region->id;
-}
-
-bool kvt_remote_slots_live(const kvt_conn *conn, const uint32_t *slots, uint32_t count) {
-    atomic_thread_fence(memory_order_seq_cst);
-    for (uint32_t i = 0; i < count; i++)
-        if (!region_live(conn, &conn->meta.regions[slots[i]])) return false;
-    return true;
 }
 
 void kvt_file_regions_map(kvt_conn *conn) {
@@ -222,7 +215,7 @@ bool kvt_file_reads_live(kvt_agent *agent, const kvt_conn *conn, const kvt_remot
     hold_point(agent);
     atomic_thread_fence(memory_order_seq_cst); /* every byte copied is read before the slots are */
     for (unsigned i = 0; i < count; i++)
-        if (!region_live(conn, regions[i])) return false;
+        if (!kvt_remote_region_live(conn, regions[i])) return false;
     return true;
 }
 

@@ -34,9 +34,9 @@ kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file
  * pid namespace, this process may open its fds (/proc/<pid>/fd) and the table names the peer's incarnation;
  * else leaves it NULL. */
 void kvt_liveness_map(kvt_conn *conn);
-/* (P) Whether each of the peer's regions `slots` (indices into conn->meta.regions) still holds its slot in
- * the mapped table: after a full fence, so that every byte read before was read before the slots are. */
-bool kvt_remote_slots_live(const kvt_conn *conn, const uint32_t *slots, uint32_t count);
+/* (P) Whether the peer's `region` still holds its slot in the mapped table. A caller checking bytes it moved
+ * makes a full fence first, so that every byte was moved before the slot is read. */
+bool kvt_remote_region_live(const kvt_conn *conn, const kvt_remote_region *region);
 /* (P) Maps the peer's file-backed regions for READs when its process is on this host, in this pid
  * namespace and this process may open its fds (/proc/<pid>/fd); regions it cannot map stay on UCX. */
 void kvt_file_regions_map(kvt_conn *conn);

@@ -17,10 +17,15 @@ typedef struct kvt_remote_region {
     uint64_t address, length;
     uint8_t *rkey;
     uint32_t rkey_length;
-    void *backend;       /* UCX: ucp_rkey_h */
-    uint8_t *mapped;     /* UCX: where this process maps the whole region through shared memory, or NULL */
-    uint64_t vram_base;  /* vram: where this process opened the peer's allocation (CUDA IPC, vram_xfer.c), or 0 */
-    uint64_t vram_noted; /* vram: the launch of this agent that last listed it for its liveness check, or 0 */
+    void *backend;      /* UCX: ucp_rkey_h */
+    uint8_t *mapped;    /* UCX: where this process maps the whole region through shared memory, or NULL */
+    uint64_t vram_base; /* vram: where this process opened the peer's allocation (CUDA IPC, vram_xfer.c), or 0 */
+    /* vram (P, vram_xfer.c): the launch of this agent that last listed it for its liveness check (or 0), the
+     * ops in flight that listed it, and whether a check found it withdrawn (its mapping is then closed once
+     * no op uses it, and not opened again). */
+    uint64_t vram_noted;
+    uint32_t vram_users;
+    bool vram_withdrawn;
     /* A file-backed region (kvt_mem_register_fd): the fd number in the peer's process (KVT_NO_FILE_FD when
      * none) and the region's offset in that file; its slot in the peer's liveness table, as a vram region's. */
     uint32_t file_fd;

@@ -128,7 +128,33 @@ static kvt_status note_region(kvt_op *op, uint32_t slot) {
     }
     work->slots[work->slot_count++] = slot;
     region->vram_noted = work->launch;
+    region->vram_users++;
     return KVT_OK;
+}
+
+/* Whether every peer region the op's work lists is still registered, after a full fence (so that every byte
+ * moved before was moved before the slots are read); marks those withdrawn. */
+static bool regions_live(kvt_op *op, const vram_work *work) {
+    atomic_thread_fence(memory_order_seq_cst);
+    bool live = true;
+    for (uint32_t i = 0; i < work->slot_count; i++) {
+        kvt_remote_region *region = &op->conn->meta.regions[work->slots[i]];
+        if (kvt_remote_region_live(op->conn, region)) continue;
+        region->vram_withdrawn = true;
+        live = false;
+    }
+    return live;
+}
+
+/* The op's work no longer uses the regions it listed: a withdrawn one's mapping is closed once no op uses it,
+ * so that this process does not keep the owner's allocation mapped until the peer is reloaded. */
+static void regions_unused(kvt_op *op, const vram_work *work) {
+    for (uint32_t i = 0; i < work->slot_count; i++) {
+        kvt_remote_region *region = &op->conn->meta.regions[work->slots[i]];
+        if (--region->vram_users > 0 || !region->vram_withdrawn || !region->vram_base) continue;
+        kvt_vram_close(region->device, region->vram_base);
+        region->vram_base = 0;
+    }
 }
 
 /* Where this process reaches the peer's region `slot`: its own address for a peer in this process, else
@@ -140,6 +166,7 @@ static kvt_status remote_base(kvt_agent *agent, kvt_op *op, uint32_t slot, int64
     kvt_status noted = note_region(op, slot);
     if (noted != KVT_OK) return noted;
     if (same_process(&agent->process, &op->conn->meta.process)) return KVT_OK;
+    if (region->vram_withdrawn) return KVT_ERR_NOT_FOUND; /* its mapping is not opened again */
     kvt_vram_key key;
     memcpy(&key, region->rkey, sizeof key);
     if (!region->vram_base) {
@@ -377,7 +404,7 @@ static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_w
     launch_table table = {0};
     kvt_status status = collect_table(agent, op, &buffer, &table);
     /* A region the peer withdrew already: nothing moves (a WRITE never lands in memory put to other use). */
-    if (status == KVT_OK && !kvt_remote_slots_live(op->conn, work->slots, work->slot_count)) status = KVT_ERR_NOT_FOUND;
+    if (status == KVT_OK && !regions_live(op, work)) status = KVT_ERR_NOT_FOUND;
     if (shared) {
         state->staging = buffer.bytes;
         state->staging_bytes = buffer.capacity;
@@ -412,6 +439,7 @@ static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_w
 
 /* Ends the op's movement with `status` (KVT_OK: its work completed), its work (if any) given back. */
 static void moved(kvt_op *op, agent_vram *state, vram_work *work, kvt_status status) {
+    if (work) regions_unused(op, work);
     if (work) work_free(state, work, status == KVT_OK);
     op->vram_work = NULL;
     if (status != KVT_OK && op->error == KVT_OK) op->error = status;
@@ -448,7 +476,7 @@ void kvt_vram_advance(kvt_agent *agent, kvt_op *op) {
     kvt_status status = result == KVT_CUDA_SUCCESS ? KVT_OK : KVT_ERR_BACKEND;
     /* Bytes read out of a region the peer withdrew meanwhile may be its memory's next use: none counts as read
      * (the peer marks the withdrawal before it may reuse the memory; this looks after the work completed). */
-    if (status == KVT_OK && !kvt_remote_slots_live(op->conn, work->slots, work->slot_count)) status = KVT_ERR_NOT_FOUND;
+    if (status == KVT_OK && !regions_live(op, work)) status = KVT_ERR_NOT_FOUND;
     if (status == KVT_OK) kvt_op_add_bytes_done(op, op->bytes_total);
     moved(op, state, work, status);
 }

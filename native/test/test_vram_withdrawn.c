@@ -78,8 +78,9 @@ static void ipc_move_of_a_region_withdrawn_in_this_process(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, withdrawn_in_one_process);
 }
 
-/* The source process withdraws its region while a READ through its IPC handle runs: the READ ends NOT_FOUND with
- * no byte counted, and the next moves nothing. */
+/* The source process withdraws its region while a READ through its IPC handle runs. A READ posted then moves
+ * nothing and ends NOT_FOUND, while the handle stays open for the running one; that one ends NOT_FOUND with no
+ * byte counted, and the handle is closed with it, not opened again by the next READ, which moves nothing. */
 static void withdrawn_by_another_process(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 103}, &source),
@@ -93,13 +94,19 @@ static void withdrawn_by_another_process(void) {
     CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote, 0, HALF, &op));
     wait_until(r.agent, queried_while_held, &since, "a held event to be asked", WAIT_DEADLINE_MS);
     source_withdraw(&source);
+    stale_post_moves_nothing(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, HALF, r.remote);
+    CHECK(open_handles() == 1, "the handle stays open while the running READ uses it");
     hold_events(0);
     int32_t ended = wait_op(r.agent, op, &bytes);
     CHECK(ended == KVT_ERR_NOT_FOUND && bytes == 0,
           "the READ of the region withdrawn while it ran ends NOT_FOUND with 0 bytes, not %s (%llu)",
           kvt_status_name(ended), (unsigned long long)bytes);
     CHECK_OK(kvt_xfer_release(r.agent, op));
+    CHECK(open_handles() == 0, "the withdrawn region's handle was closed once no READ used it");
+    unsigned long (*handles_opened)(void) = (unsigned long (*)(void))(uintptr_t)fake_symbol("fake_cuda_handles_opened");
+    unsigned long opened = handles_opened();
     stale_post_moves_nothing(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote);
+    CHECK(handles_opened() == opened, "and it was not opened again");
     close_vram_reader(&r);
     source_end(&source);
 }

@@ -117,7 +117,7 @@ static void *map_fd(int fd, size_t size) {
     return memory == MAP_FAILED ? NULL : memory;
 }
 
-static unsigned long allocations_made; /* under lock */
+static unsigned long allocations_made, handles_opened; /* under lock */
 
 static CUresult allocate(int kind, int device, size_t size, CUdeviceptr *pointer) {
     if (size == 0) return KVT_CUDA_ERROR_INVALID_VALUE;
@@ -281,6 +281,7 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pointer, CUipcMemHandle handle, unsi
                                   .opened = true,
                                   .fd = -1};
         *pointer = slot->base;
+        handles_opened++;
     }
     pthread_mutex_unlock(&lock);
     if (slot) return KVT_CUDA_SUCCESS;
@@ -300,6 +301,15 @@ void fake_cuda_allocations(unsigned long *made, int *live) {
     *live = 0;
     for (size_t i = 0; i < FAKE_MAX_ALLOCATIONS; i++) *live += allocations[i].base && !allocations[i].opened;
     pthread_mutex_unlock(&lock);
+}
+
+/* Not a driver entry point: how many times this process opened an IPC handle, for the tests. */
+unsigned long fake_cuda_handles_opened(void);
+unsigned long fake_cuda_handles_opened(void) {
+    pthread_mutex_lock(&lock);
+    unsigned long opened = handles_opened;
+    pthread_mutex_unlock(&lock);
+    return opened;
 }
 
 /* Not a driver entry point: how many IPC handles this process has open, for the tests. */
