@@ -279,6 +279,7 @@ static kvt_status agent_init(kvt_agent *agent, const char *name, uint32_t backen
     agent->heartbeat_misses = KVT_HEARTBEAT_DEFAULT_MISSES;
     kvt_faults_init(&agent->faults);
     atomic_init(&agent->poster_cpu, -1);
+    atomic_init(&agent->staged_fd_forgery, -1);
     pthread_mutex_init(&agent->config_lock, NULL);
     pthread_mutex_init(&agent->lock, NULL);
     pthread_mutex_init(&agent->checksum_lock, NULL);
@@ -522,6 +523,15 @@ kvt_status kvt_test_forge_staged_requests(uint32_t agent_id, uint64_t shift) {
     kvt_status status = kvt_enter(agent_id, "kvt_test_forge_staged_requests", &agent);
     if (status != KVT_OK) return status;
     atomic_store(&agent->staged_forgery, shift);
+    return kvt_agent_finish(agent, KVT_OK);
+}
+
+kvt_status kvt_test_forge_staged_buffers(uint32_t agent_id, int32_t fd, uint64_t token) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_test_forge_staged_buffers", &agent);
+    if (status != KVT_OK) return status;
+    atomic_store(&agent->staged_fd_forgery, fd);
+    atomic_store(&agent->staged_token_forgery, token);
     return kvt_agent_finish(agent, KVT_OK);
 }
 

@@ -91,11 +91,13 @@ struct kvt_agent {
     bool heartbeat_probing;             /* progress thread: the last round probed a peer */
     _Atomic bool heartbeat_woken;       /* kvt_heartbeat_wake */
 
-    struct kvt_liveness_table *liveness; /* file_regions.c: NULL until the first file-backed registration */
-    _Atomic int file_check_hold;         /* kvt_test_hold_file_check: 0 off, 1 held, 2 the progress thread waits */
-    _Atomic bool serving_held;           /* kvt_test_hold_serving: UCX does not progress the serving worker */
-    _Atomic uint64_t staged_forgery;     /* kvt_test_forge_staged_requests: bytes added to asked addresses */
-    _Atomic int poster_cpu;              /* the CPU the last post ran on (-1: none yet), xfer.c */
+    struct kvt_liveness_table *liveness;   /* file_regions.c: NULL until the first file-backed registration */
+    _Atomic int file_check_hold;           /* kvt_test_hold_file_check: 0 off, 1 held, 2 the progress thread waits */
+    _Atomic bool serving_held;             /* kvt_test_hold_serving: UCX does not progress the serving worker */
+    _Atomic uint64_t staged_forgery;       /* kvt_test_forge_staged_requests: bytes added to asked addresses */
+    _Atomic int32_t staged_fd_forgery;     /* kvt_test_forge_staged_buffers: the fd named (-1: the buffer's own) */
+    _Atomic uint64_t staged_token_forgery; /* and the token named (0: the buffer's own) */
+    _Atomic int poster_cpu;                /* the CPU the last post ran on (-1: none yet), xfer.c */
 
     /* Warm blocks for operations (blocks.c), under blocks_lock: a leaf lock, nothing else is taken
      * while it is held. */
@@ -132,5 +134,10 @@ kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold);
  * the pieces they posted (0: where they are), as a forged request would: the sources must refuse what lies
  * outside their live regions. */
 kvt_status kvt_test_forge_staged_requests(uint32_t agent_id, uint64_t shift);
+
+/* Test hook (UCX): from now on, the agent's host-staged READs that ask a source on this host to write in place
+ * name the fd `fd` (-1: their bounce buffer's own) and the token `token` (0: their buffer's own), as a forged
+ * request would: sources must write nothing but a sealed bounce buffer whose header holds the token named. */
+kvt_status kvt_test_forge_staged_buffers(uint32_t agent_id, int32_t fd, uint64_t token);
 
 #endif

@@ -24,7 +24,9 @@
 #include <string.h>
 
 #define KVT_METADATA_MAGIC "KVTM"
-#define KVT_METADATA_VERSION 3u /* 2: the process identity names its pid namespace; 3: file-backed regions */
+/* 2: the process identity names its pid namespace; 3: file-backed regions; 4: vram regions have liveness slots, and
+ * host-staged requests may name the destination's bounce buffer (peers of version 3 would not understand them). */
+#define KVT_METADATA_VERSION 4u
 #define KVT_MAX_WORKER_ADDRESS (1u << 20)
 #define KVT_MAX_RKEY (1u << 16)
 /* UCX reads a worker address and a packed remote key without a length: ucp_ep_create reads at least the
@@ -234,7 +236,7 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
     reader r = {.data = blob, .length = length - 4, .offset = 4};
     uint64_t version = get_u(&r, 2, "version");
     if (!r.failure && version != KVT_METADATA_VERSION)
-        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 3)", version, 4);
+        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 4)", version, 4);
     out->backend = (uint32_t)get_u(&r, 2, "backend");
     out->incarnation = get_u(&r, 8, "incarnation");
     out->generation = get_u(&r, 8, "generation");

@@ -332,7 +332,7 @@ static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, file_fie
     uint8_t *blob = calloc(1, length);
     CHECK(blob != NULL, "out of memory");
     memcpy(blob, "KVTM", 4);
-    uint64_t at = put_le(blob, 4, 3, 2);
+    uint64_t at = put_le(blob, 4, 4, 2); /* format version */
     at = put_le(blob, at, KVT_BACKEND_UCX, 2);
     at = put_le(blob, at, 7, 8); /* incarnation */
     at = put_le(blob, at, 1, 8); /* generation */

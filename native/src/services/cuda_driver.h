@@ -52,6 +52,7 @@ enum { /* CUmemorytype */
 #define KVT_CU_STREAM_NON_BLOCKING 0x1u
 #define KVT_CU_EVENT_DISABLE_TIMING 0x2u
 #define KVT_CU_MEMHOSTALLOC_PORTABLE 0x1u
+#define KVT_CU_MEMHOSTREGISTER_PORTABLE 0x1u
 
 /* X(field, exported symbol, return type, parameters): the entry points, by the versioned names cuda.h maps
  * its calls to. */
@@ -81,6 +82,8 @@ enum { /* CUmemorytype */
     X(EventDestroy, cuEventDestroy_v2, CUresult, (CUevent event))                                                      \
     X(MemHostAlloc, cuMemHostAlloc, CUresult, (void **pointer, size_t size, unsigned int flags))                       \
     X(MemFreeHost, cuMemFreeHost, CUresult, (void *pointer))                                                           \
+    X(MemHostRegister, cuMemHostRegister_v2, CUresult, (void *pointer, size_t size, unsigned int flags))               \
+    X(MemHostUnregister, cuMemHostUnregister, CUresult, (void *pointer))                                               \
     X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, CUresult,                                                                 \
       (CUdeviceptr destination, CUdeviceptr source, size_t size, CUstream stream))                                     \
     X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, CUresult,                                                                 \

@@ -29,7 +29,14 @@
 KVT_CUDA_FUNCTIONS(FAKE_DECLARE)
 #undef FAKE_DECLARE
 
-enum { FAKE_INVALID_CONTEXT = 201, FAKE_INVALID_HANDLE = 400, FAKE_NOT_FOUND = 500, FAKE_OUT_OF_MEMORY = 2 };
+enum {
+    FAKE_INVALID_CONTEXT = 201,
+    FAKE_INVALID_HANDLE = 400,
+    FAKE_NOT_FOUND = 500,
+    FAKE_OUT_OF_MEMORY = 2,
+    FAKE_HOST_MEMORY_ALREADY_REGISTERED = 712,
+    FAKE_HOST_MEMORY_NOT_REGISTERED = 713,
+};
 
 /* What fake_cuda_alloc makes: the kinds a registration must tell apart. */
 enum { FAKE_HOST = 1, FAKE_DEVICE = 2, FAKE_MANAGED = 3, FAKE_VMM = 4 };
@@ -38,8 +45,9 @@ typedef struct {
     CUdeviceptr base;
     size_t size;
     int device, kind;
-    bool opened; /* mapped from another process's IPC handle */
-    int fd;      /* the memfd of an allocation of this process */
+    bool opened;     /* mapped from another process's IPC handle */
+    bool registered; /* host memory of the caller's, page-locked by cuMemHostRegister (not this fake's mapping) */
+    int fd;          /* the memfd of an allocation of this process */
 } fake_allocation;
 
 typedef struct {
@@ -164,7 +172,7 @@ static CUresult release(CUdeviceptr pointer, bool opened) {
     pthread_mutex_lock(&lock);
     fake_allocation *allocation = find_locked(pointer);
     CUresult result = KVT_CUDA_ERROR_INVALID_VALUE;
-    if (allocation && allocation->base == pointer && allocation->opened == opened) {
+    if (allocation && allocation->base == pointer && allocation->opened == opened && !allocation->registered) {
         munmap((void *)(uintptr_t)allocation->base, allocation->size);
         if (!opened) close(allocation->fd);
         memset(allocation, 0, sizeof *allocation);
@@ -177,6 +185,38 @@ static CUresult release(CUdeviceptr pointer, bool opened) {
 CUresult cuMemFree_v2(CUdeviceptr pointer) { return release(pointer, false); }
 
 CUresult cuMemFreeHost(void *pointer) { return release((CUdeviceptr)(uintptr_t)pointer, false); }
+
+/* Host memory of the caller's that the driver then knows as pinned; a range overlapping memory it knows is
+ * refused, as the driver refuses one registered already. */
+CUresult cuMemHostRegister_v2(void *pointer, size_t size, unsigned int flags) {
+    (void)flags;
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
+    if (!pointer || size == 0) return KVT_CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr base = (CUdeviceptr)(uintptr_t)pointer;
+    pthread_mutex_lock(&lock);
+    bool overlaps = false;
+    for (size_t i = 0; i < FAKE_MAX_ALLOCATIONS; i++)
+        overlaps |= allocations[i].base && allocations[i].base < base + size &&
+                    base < allocations[i].base + allocations[i].size;
+    fake_allocation *slot = overlaps ? NULL : free_slot_locked();
+    if (slot)
+        *slot = (fake_allocation){
+            .base = base, .size = size, .device = current_device, .kind = FAKE_HOST, .registered = true, .fd = -1};
+    pthread_mutex_unlock(&lock);
+    return slot ? KVT_CUDA_SUCCESS : overlaps ? FAKE_HOST_MEMORY_ALREADY_REGISTERED : FAKE_OUT_OF_MEMORY;
+}
+
+CUresult cuMemHostUnregister(void *pointer) {
+    pthread_mutex_lock(&lock);
+    fake_allocation *allocation = find_locked((CUdeviceptr)(uintptr_t)pointer);
+    CUresult result = FAKE_HOST_MEMORY_NOT_REGISTERED;
+    if (allocation && allocation->base == (CUdeviceptr)(uintptr_t)pointer && allocation->registered) {
+        memset(allocation, 0, sizeof *allocation);
+        result = KVT_CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return result;
+}
 
 /* One attribute of `allocation` (NULL: not memory the driver knows) into `data`, as the driver's types. */
 static CUresult attribute(const fake_allocation *allocation, int which, void *data) {

@@ -1,45 +1,101 @@
 /* An agent's staging resources: bounce buffers of one chunk each, registered with UCX (pinned host memory
- * from the CUDA driver while the agent keeps fewer than STAGE_PINNED_BUFFERS, else pageable), GPU chunk buffers
- * (at most STAGE_GPU_CHUNKS), and a CUDA stream per GPU. Made on first use, kept until the agent stops. Progress
- * thread only. */
+ * while the agent keeps fewer than STAGE_PINNED_BUFFERS, else pageable), GPU chunk buffers (at most
+ * STAGE_GPU_CHUNKS), and a CUDA stream per GPU. Made on first use, kept until the agent stops, but for a bounce
+ * buffer retired (a source may still write it), freed when it is next given up. Progress thread only. */
 #include "backends/ucx/ucx_staging.h"
 
 #include "services/status.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 ucx_staging *ucx_staging_of(ucx_state *state) {
     if (!state->staging) state->staging = calloc(1, sizeof *state->staging);
     return state->staging;
 }
 
-/* Host memory for a chunk and its gather table: pinned by the driver (portable to every context, so any GPU's
- * copies DMA from it) when allowed, else malloc's. */
-static uint8_t *bounce_memory(bool want_pinned, bool *out_pinned) {
-    void *host = NULL;
-    *out_pinned = false;
-    if (want_pinned && !kvt_cuda_unavailable() && kvt_cuda_use_device("kvt_xfer_post", 0) == KVT_OK &&
-        kvt_cuda.MemHostAlloc(&host, STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES, KVT_CU_MEMHOSTALLOC_PORTABLE) ==
+/* Makes the bounce buffer a sealed memfd (STAGE_BUFFER_FILE_BYTES, mapped whole) whose chunk and gather table
+ * the driver pins (portable to every context, so any GPU's copies DMA from it): a source on this host may then
+ * write chunks into it in place. False, with nothing left, when any step fails. */
+static bool shared_memory(ucx_bounce *bounce) {
+    uint64_t token = 0;
+    if (getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token) return false;
+    int fd = memfd_create("kvreuse-bounce", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return false;
+    void *file = MAP_FAILED;
+    if (ftruncate(fd, STAGE_BUFFER_FILE_BYTES) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) /* a writer's mapping cannot fault */
+        file = mmap(NULL, STAGE_BUFFER_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    uint8_t *host = file == MAP_FAILED ? NULL : (uint8_t *)file + STAGE_BUFFER_HEADER_BYTES;
+    if (host && kvt_cuda.MemHostRegister(host, STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES,
+                                         KVT_CU_MEMHOSTREGISTER_PORTABLE) == KVT_CUDA_SUCCESS) {
+        stage_buffer_header header = {.token = token};
+        memcpy(header.magic, STAGE_BUFFER_MAGIC, sizeof header.magic);
+        memcpy(file, &header, sizeof header);
+        *bounce = (ucx_bounce){.host = host, .pinned = true, .fd = fd, .file = file, .token = token};
+        return true;
+    }
+    if (host) munmap(file, STAGE_BUFFER_FILE_BYTES);
+    close(fd);
+    return false;
+}
+
+/* Host memory for a chunk and its gather table: pinned when allowed (a shared memfd, else the driver's), else
+ * malloc's. */
+static bool bounce_memory(ucx_bounce *bounce, bool want_pinned) {
+    *bounce = (ucx_bounce){.fd = -1};
+    if (want_pinned && !kvt_cuda_unavailable() && kvt_cuda_use_device("kvt_xfer_post", 0) == KVT_OK) {
+        if (shared_memory(bounce)) return true;
+        void *host = NULL;
+        if (kvt_cuda.MemHostAlloc(&host, STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES, KVT_CU_MEMHOSTALLOC_PORTABLE) ==
             KVT_CUDA_SUCCESS) {
-        *out_pinned = true;
-        return host;
+            *bounce = (ucx_bounce){.host = host, .pinned = true, .fd = -1};
+            return true;
+        }
     }
     kvt_detail_clear(); /* a refusal above only means pageable memory */
-    return malloc(STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES);
+    bounce->host = malloc(STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES);
+    return bounce->host != NULL;
+}
+
+static void bounce_free(ucx_state *state, ucx_bounce *bounce) {
+    if (bounce->memh) ucp_mem_unmap(state->context, bounce->memh);
+    if (bounce->fd >= 0) {
+        if (kvt_cuda_use_device("kvt_xfer_post", 0) == KVT_OK) kvt_cuda.MemHostUnregister(bounce->host);
+        munmap(bounce->file, STAGE_BUFFER_FILE_BYTES);
+        close(bounce->fd); /* a source that still maps the file keeps it */
+    } else if (bounce->pinned) {
+        kvt_cuda.MemFreeHost(bounce->host);
+    } else {
+        free(bounce->host);
+    }
+    free(bounce);
 }
 
 ucx_bounce *ucx_bounce_take(ucx_state *state) {
     ucx_staging *staging = ucx_staging_of(state);
     if (!staging) return NULL;
-    for (ucx_bounce *bounce = staging->buffers; bounce; bounce = bounce->next)
-        if (!bounce->busy) {
+    for (ucx_bounce **link = &staging->buffers; *link;) {
+        ucx_bounce *bounce = *link;
+        if (bounce->retired && !bounce->busy) {
+            *link = bounce->next;
+            staging->pinned -= bounce->pinned;
+            bounce_free(state, bounce);
+            continue;
+        }
+        if (!bounce->busy && !bounce->retired) {
             bounce->busy = true;
             return bounce;
         }
+        link = &bounce->next;
+    }
     ucx_bounce *bounce = calloc(1, sizeof *bounce);
     if (!bounce) return NULL;
-    bounce->host = bounce_memory(staging->pinned < STAGE_PINNED_BUFFERS, &bounce->pinned);
-    if (!bounce->host) {
+    if (!bounce_memory(bounce, staging->pinned < STAGE_PINNED_BUFFERS)) {
         free(bounce);
         return NULL;
     }
@@ -131,13 +187,9 @@ void ucx_staging_free(ucx_state *state) {
     while (staging->buffers) {
         ucx_bounce *bounce = staging->buffers;
         staging->buffers = bounce->next;
-        if (bounce->memh) ucp_mem_unmap(state->context, bounce->memh);
-        if (bounce->pinned)
-            kvt_cuda.MemFreeHost(bounce->host);
-        else
-            free(bounce->host);
-        free(bounce);
+        bounce_free(state, bounce);
     }
+    ucx_stage_targets_free(staging);
     free(staging);
     state->staging = NULL;
 }

@@ -1,7 +1,9 @@
 /* The source's side of a host-staged move: a request for one chunk, answered inside its handler on the
  * serving worker. Every piece must lie inside one live region of the agent; its bytes are copied into a
  * bounce buffer (from vram on the agent's stream for that GPU, waited for before the answer goes) and sent
- * back on the request's reply endpoint, which is valid only inside the handler. Doing it all there keeps
+ * back on the request's reply endpoint, which is valid only inside the handler; or, when the request names a
+ * bounce buffer of a destination on this host that this agent can open (ucx_stage_targets.c), copied into that
+ * one in place, and the answer says so and carries no bytes. Doing it all there keeps
  * ownership plain: the progress thread runs the handler, and a region's withdrawal fences this worker on
  * the same thread before its memory can go, so the pieces cannot vanish during the copy. The pipeline's
  * overlap comes from the destination's several chunks in flight: while this side copies one, another
@@ -51,11 +53,11 @@ static uint32_t vram_on_one_gpu(const piece_home *homes, uint32_t count, uint32_
     return vram;
 }
 
-/* Packs the vram pieces (all on `device`) into a GPU chunk buffer with one launch and copies the chunk down into
- * `bounce`, waited for; then copies the dram pieces in. False, having done nothing, when the agent has no GPU
- * chunk buffer to spare; else the outcome in *out. */
+/* Packs the vram pieces (all on `device`) into a GPU chunk buffer with one launch (its table uploaded from the tail
+ * of `bounce`) and copies the chunk down into `into`, waited for; then copies the dram pieces in. False, having done
+ * nothing, when the agent has no GPU chunk buffer to spare; else the outcome in *out. */
 static bool stage_by_gather(ucx_state *state, const stage_piece *pieces, uint32_t count, const piece_home *homes,
-                            uint32_t device, ucx_bounce *bounce, kvt_status *out) {
+                            uint32_t device, ucx_bounce *bounce, uint8_t *into, kvt_status *out) {
     CUstream stream = NULL;
     *out = ucx_stage_stream(state, staging_call, device, &stream);
     if (*out != KVT_OK) return true;
@@ -71,7 +73,7 @@ static bool stage_by_gather(ucx_state *state, const stage_piece *pieces, uint32_
     }
     *out = ucx_stage_gather(staging_call, bounce, chunk, vram, vram_count, true, stream);
     CUresult result =
-        *out == KVT_OK ? kvt_cuda.MemcpyDtoHAsync(bounce->host, chunk->address, offset, stream) : KVT_CUDA_SUCCESS;
+        *out == KVT_OK ? kvt_cuda.MemcpyDtoHAsync(into, chunk->address, offset, stream) : KVT_CUDA_SUCCESS;
     CUresult synchronized = kvt_cuda.StreamSynchronize(stream);
     ucx_gpu_chunk_give(chunk);
     if (*out == KVT_OK && (result != KVT_CUDA_SUCCESS || synchronized != KVT_CUDA_SUCCESS)) *out = KVT_ERR_BACKEND;
@@ -80,22 +82,21 @@ static bool stage_by_gather(ucx_state *state, const stage_piece *pieces, uint32_
     offset = 0;
     for (uint32_t i = 0; i < count; i++) {
         if (homes[i].kind != KVT_MEM_VRAM)
-            memcpy(bounce->host + offset, (const void *)(uintptr_t)pieces[i].address, pieces[i].length);
+            memcpy(into + offset, (const void *)(uintptr_t)pieces[i].address, pieces[i].length);
         offset += pieces[i].length;
     }
     return true;
 }
 
-/* Copies the pieces into `bounce`: many vram pieces of one GPU by one gather launch, else one after another (the
- * vram ones on the agent's streams, each waited for). */
+/* Copies the pieces into `into` (the host memory of `bounce`, or a destination's bounce buffer): many vram pieces of
+ * one GPU by one gather launch, else one after another (the vram ones on the agent's streams, each waited for). */
 static kvt_status stage_pieces(ucx_state *state, const stage_piece *pieces, uint32_t count, const piece_home *homes,
-                               ucx_bounce *bounce) {
+                               ucx_bounce *bounce, uint8_t *into) {
     uint32_t one_gpu = 0;
     kvt_status gathered = KVT_OK;
     if (vram_on_one_gpu(homes, count, &one_gpu) >= STAGE_GATHER_MIN_PIECES &&
-        stage_by_gather(state, pieces, count, homes, one_gpu, bounce, &gathered))
+        stage_by_gather(state, pieces, count, homes, one_gpu, bounce, into, &gathered))
         return gathered;
-    uint8_t *into = bounce->host;
     uint64_t offset = 0, gpus = 0;
     CUresult result = KVT_CUDA_SUCCESS;
     kvt_status status = KVT_OK;
@@ -132,24 +133,26 @@ static void on_reply_sent(void *request, ucs_status_t status, void *user_data) {
     ucp_request_free(request);
 }
 
-/* Sends the answer from `bounce`, which holds its header: `length` bytes of it, or only the status. The
- * bounce buffer is given back when UCX is done with it. */
-static void answer(ucp_ep_h ep, const stage_request_header *request, kvt_status status, ucx_bounce *bounce,
-                   uint64_t length) {
-    bounce->reply = (stage_reply_header){.op = request->op, .slot = request->slot, .status = status};
+/* Sends the answer from `bounce`, which holds its header: `length` bytes of it, or only the status (the bytes
+ * written `in_place`, or none). The bounce buffer is given back when UCX is done with it. */
+static void answer(ucp_ep_h ep, const stage_request_header *request, kvt_status status, bool in_place,
+                   ucx_bounce *bounce, uint64_t length) {
+    bool bytes = status == KVT_OK && !in_place;
+    bounce->reply = (stage_reply_header){
+        .op = request->op, .slot = request->slot, .status = status, .in_place = status == KVT_OK && in_place};
     ucp_request_param_t param = {.op_attr_mask =
                                      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                                  .cb = {.send = on_reply_sent},
                                  .user_data = bounce,
-                                 .flags = status == KVT_OK ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER};
-    if (status == KVT_OK && bounce->memh) {
+                                 .flags = bytes ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER};
+    if (bytes && bounce->memh) {
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
         param.memh = bounce->memh;
     }
     bounce->answering = true;
     bounce->staging->answers++;
     void *returned = ucp_am_send_nbx(ep, KVT_AM_STAGE_DATA, &bounce->reply, sizeof bounce->reply,
-                                     status == KVT_OK ? bounce->host : NULL, status == KVT_OK ? length : 0, &param);
+                                     bytes ? bounce->host : NULL, bytes ? length : 0, &param);
     if (returned == NULL || UCS_PTR_IS_ERR(returned)) {
         bounce->answering = false;
         bounce->staging->answers--;
@@ -189,10 +192,14 @@ ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_l
     ucx_bounce *bounce = ucx_bounce_take(state);
     if (!bounce) return UCS_OK;
     kvt_status status = KVT_ERR_NOT_FOUND; /* a piece withdrawn: the reader reloads */
-    if (locate(agent, pieces, request.count, homes)) status = stage_pieces(state, pieces, request.count, homes, bounce);
+    uint8_t *in_place = NULL;
+    if (locate(agent, pieces, request.count, homes)) {
+        in_place = ucx_stage_target_of(state, agent, &request.buffer);
+        status = stage_pieces(state, pieces, request.count, homes, bounce, in_place ? in_place : bounce->host);
+    }
     uint64_t total = 0;
     for (uint32_t i = 0; i < request.count; i++) total += pieces[i].length;
     kvt_detail_clear(); /* the destination learns the status; this thread's detail is nobody's */
-    answer(param->reply_ep, &request, status, bounce, total);
+    answer(param->reply_ep, &request, status, in_place != NULL, bounce, total);
     return UCS_OK;
 }

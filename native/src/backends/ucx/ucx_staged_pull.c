@@ -1,10 +1,11 @@
 /* The destination's side of a host-staged move (a READ): the operation's pieces are cut into chunks, each
  * asked of the source into a slot of its own (STAGE_SLOTS in flight), received by rendezvous into the slot's
- * bounce buffer and copied up into the local memory (into vram on the agent's stream for its GPU, an event
+ * bounce buffer (or written there in place by a source on this host, when the request named it and the source
+ * could open it) and copied up into the local memory (into vram on the agent's stream for its GPU, an event
  * after it). The operation becomes KVT_PHASE_MOVED only once none of its UCX requests and none of its copies
  * is in flight: a chunk asked and not answered yet is abandoned when the operation stops (canceled, or its
- * peer gone), since its answer, if one ever comes, finds the slot no longer waiting and is dropped. Progress
- * thread only. */
+ * peer gone), since its answer, if one ever comes, finds the slot no longer waiting and is dropped; a bounce
+ * buffer it named for writing in place is retired, since the source may still write it. Progress thread only. */
 #include "backends/ucx/ucx_staging.h"
 
 #include "services/status.h"
@@ -27,8 +28,9 @@ typedef struct {
 
 typedef struct stage_slot {
     enum slot_phase phase;
-    void *sending;   /* its request, while UCX still has it */
-    void *receiving; /* its chunk's receive, while UCX still has it */
+    bool named_buffer; /* its request named its bounce buffer, for the source to write in place */
+    void *sending;     /* its request, while UCX still has it */
+    void *receiving;   /* its chunk's receive, while UCX still has it */
     ucx_bounce *bounce;
     ucx_gpu_chunk *gpu; /* the chunk buffer its vram pieces are unpacked from, once it had many */
     CUevent event;
@@ -117,10 +119,27 @@ static void on_request_sent(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
 }
 
+/* The slot's bounce buffer, for a source on this host and in this pid namespace to write in place when it can
+ * open it; else none. */
+static stage_buffer_ref buffer_ref(const kvt_agent *agent, const kvt_conn *conn, const ucx_bounce *bounce) {
+    stage_buffer_ref ref = {.fd = KVT_NO_FILE_FD};
+    if (bounce->fd < 0 || !kvt_process_checkable(&conn->meta.process)) return ref;
+    int32_t forged_fd = atomic_load_explicit(&agent->staged_fd_forgery, memory_order_relaxed);
+    uint64_t forged_token = atomic_load_explicit(&agent->staged_token_forgery, memory_order_relaxed);
+    memcpy(ref.boot_id, agent->process.boot_id, sizeof ref.boot_id);
+    ref.pid_namespace = agent->process.pid_namespace;
+    ref.pid = agent->process.pid;
+    ref.fd = (uint32_t)(forged_fd >= 0 ? forged_fd : bounce->fd);
+    ref.token = forged_token ? forged_token : bounce->token;
+    return ref;
+}
+
 /* Asks the source for the slot's chunk. */
 static void ask(ucx_staged_pull *pull, stage_slot *slot, uint32_t index) {
     kvt_op *op = pull->op;
-    slot->request.header = (stage_request_header){.op = op->id, .slot = index, .count = slot->count};
+    slot->request.header = (stage_request_header){
+        .op = op->id, .slot = index, .count = slot->count, .buffer = buffer_ref(pull->agent, op->conn, slot->bounce)};
+    slot->named_buffer = slot->request.header.buffer.fd != KVT_NO_FILE_FD;
     uint64_t forgery = atomic_load_explicit(&pull->agent->staged_forgery, memory_order_relaxed);
     for (uint32_t i = 0; i < slot->count && forgery; i++) slot->request.pieces[i].address += forgery;
     ucp_request_param_t param = {.op_attr_mask =
@@ -279,12 +298,19 @@ ucs_status_t ucx_on_stage_data(void *arg, const void *header, size_t header_leng
     memcpy(&reply, header, sizeof reply);
     stage_slot *slot = answered_slot(state_of(agent), &reply);
     if (!slot) return UCS_OK; /* abandoned (its op stopped), or not this library's: dropped */
-    if (reply.status != KVT_OK || length != slot->bytes) {
+    bool in_place = reply.status == KVT_OK && reply.in_place;
+    /* In place: only into a buffer the request named, and no bytes come with it. */
+    if (reply.status != KVT_OK || (in_place ? !slot->named_buffer || length != 0 : length != slot->bytes)) {
         fail(slot->pull->op, reply.status != KVT_OK ? reply.status : KVT_ERR_BACKEND);
         slot->phase = SLOT_FREE;
         return UCS_OK;
     }
-    receive(state_of(agent), slot, data, length, param);
+    if (!in_place) {
+        receive(state_of(agent), slot, data, length, param);
+        return UCS_OK;
+    }
+    atomic_fetch_add(&state_of(agent)->staged_in_place_bytes, slot->bytes);
+    copy_up(slot->pull, slot);
     return UCS_OK;
 }
 
@@ -317,12 +343,24 @@ static void cancel_slots(ucp_worker_h worker, void *outstanding) {
     }
 }
 
+/* An unanswered request named the slot's bounce buffer: the source may still write it, whenever it gets to the
+ * request, so the buffer is never used again (freed once given back; the source's mapping keeps its pages). */
+static void retire(ucx_staged_pull *pull, stage_slot *slot) {
+    slot->bounce->retired = true;
+    ucx_bounce_give(slot->bounce);
+    slot->bounce = NULL;
+    atomic_fetch_add(&state_of(pull->agent)->staged_retired, 1);
+}
+
 /* Whether anything of the pull is still in flight; a stopped op's unanswered chunks are abandoned. */
 static bool in_flight(ucx_staged_pull *pull) {
     bool busy = pull->outstanding > 0;
     for (uint32_t s = 0; s < STAGE_SLOTS; s++) {
         stage_slot *slot = &pull->slots[s];
-        if (slot->phase == SLOT_ASKED && pull->op->error != KVT_OK) slot->phase = SLOT_FREE;
+        if (slot->phase == SLOT_ASKED && pull->op->error != KVT_OK) {
+            slot->phase = SLOT_FREE;
+            if (slot->named_buffer) retire(pull, slot);
+        }
         busy |= slot->phase != SLOT_FREE;
     }
     return busy;
@@ -349,4 +387,15 @@ void ucx_advance_staged(kvt_agent *agent, kvt_op *op) {
     if (!stopped && atomic_load(&conn->failed)) op->error = KVT_ERR_REMOTE_DISCONNECT;
     pull_end(agent, pull);
     op->phase = KVT_PHASE_MOVED;
+}
+
+kvt_status kvt_test_staged_counts(uint32_t agent_id, uint64_t *out_in_place_bytes, uint64_t *out_retired) {
+    kvt_agent *agent;
+    kvt_status status = kvt_enter(agent_id, "kvt_test_staged_counts", &agent);
+    if (status != KVT_OK) return status;
+    if (agent->backend_kind != KVT_BACKEND_UCX)
+        return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_SUPPORTED, "kvt_test_staged_counts: a ucx agent only"));
+    *out_in_place_bytes = atomic_load(&state_of(agent)->staged_in_place_bytes);
+    *out_retired = atomic_load(&state_of(agent)->staged_retired);
+    return kvt_agent_finish(agent, KVT_OK);
 }

@@ -5,7 +5,9 @@
  * every piece against its live regions, copies them into a pinned bounce buffer of its own (from vram on its
  * stream for that GPU, waited for there) and sends the buffer back by rendezvous. The destination receives
  * it into the chunk's bounce buffer and copies it up into its vram on its stream, an event telling the
- * progress thread when that work completed. A chunk of many vram pieces on one GPU crosses PCIe as one copy:
+ * progress thread when that work completed. On one host the source writes the chunk into the destination's
+ * bounce buffer in place instead (a sealed memfd the request names, opened through /proc, ucx_stage_targets.c),
+ * and the answer carries no bytes: the chunk crosses no UCX transport, only PCIe down and up. A chunk of many vram pieces on one GPU crosses PCIe as one copy:
  * it moves through a GPU chunk buffer, and one kvt_gather launch packs or unpacks its pieces there
  * (ucx_stage_gather.c) instead of a copy call per piece. The agent's bounce buffers, GPU chunk buffers and
  * streams (ucx_stage_buffers.c) are freed when the agent stops. */
@@ -29,26 +31,54 @@
 #define STAGE_MAX_TILES (STAGE_MAX_PIECES + STAGE_CHUNK_BYTES / KVT_KERNEL_TILE_BYTES)
 #define STAGE_TABLE_BYTES (STAGE_MAX_TILES * sizeof(kvt_gather_piece))
 
+/* The destination's bounce buffer of a chunk, for a source on its host to write in place: a file its process
+ * (`pid` in the pid namespace `pid_namespace` of the host `boot_id`) has open as `fd`, whose header holds `token`.
+ * fd KVT_NO_FILE_FD: none, the bytes come back in the answer. */
+typedef struct {
+    uint8_t boot_id[16];
+    uint64_t pid_namespace, pid, token;
+    uint32_t fd, reserved;
+} stage_buffer_ref;
 /* The request (destination to source): this header, then `count` pieces. */
 typedef struct {
     uint64_t op;
     uint32_t slot, count;
+    stage_buffer_ref buffer;
 } stage_request_header;
 typedef struct {
     uint64_t address, length; /* in the source's address space */
 } stage_piece;
-/* The answer (source to destination): this header, then the chunk's bytes (none unless status is KVT_OK).
- * Native byte order, little-endian on every platform the library is built for. */
+/* The answer (source to destination): this header, then the chunk's bytes (none unless status is KVT_OK and the
+ * chunk was not written in place). Native byte order, little-endian on every platform the library is built for. */
 typedef struct {
     uint64_t op;
     uint32_t slot;
     int32_t status;
+    uint32_t in_place; /* 1: the chunk is in the bounce buffer the request named */
+    uint32_t reserved;
 } stage_reply_header;
+
+/* A bounce buffer that a source on the host may write in place is a sealed memfd (size sealed) of this header, the
+ * chunk at STAGE_BUFFER_HEADER_BYTES, then its gather table: the token, random per buffer, proves to a source that
+ * the file a request names is that buffer. */
+#define STAGE_BUFFER_MAGIC "KVTBOUNC"
+typedef struct {
+    char magic[8];
+    uint64_t token;
+} stage_buffer_header;
+#define STAGE_BUFFER_HEADER_BYTES 4096u
+#define STAGE_BUFFER_FILE_BYTES (STAGE_BUFFER_HEADER_BYTES + STAGE_CHUNK_BYTES + STAGE_TABLE_BYTES)
 
 typedef struct ucx_bounce {
     uint8_t *host;  /* STAGE_CHUNK_BYTES of chunk, then STAGE_TABLE_BYTES for its gather table */
     ucp_mem_h memh; /* its UCX registration, or NULL (UCX then registers it per transfer) */
-    bool pinned;    /* cuMemHostAlloc's; else malloc's */
+    bool pinned;    /* cuMemHostAlloc's, or a memfd's pages pinned by cuMemHostRegister; else malloc's */
+    /* The memfd (STAGE_BUFFER_FILE_BYTES, mapped whole at `file`; host is its chunk) and its token, or -1 */
+    int fd;
+    uint8_t *file;
+    uint64_t token;
+    /* A source may still write it in place (a request naming it went unanswered): never used again */
+    bool retired;
     bool busy;
     bool answering;           /* a source's answer from it is with UCX (counted in staging->answers) */
     stage_reply_header reply; /* that answer's header */
@@ -76,6 +106,8 @@ typedef struct ucx_staging {
      * since a rendezvous send may need several rounds of the serving worker (fragments, acknowledgements)
      * and an idle worker is polled only every IDLE_PROGRESS_MS. */
     uint32_t answers;
+    struct ucx_stage_target *targets; /* destinations' bounce buffers this agent (as a source) writes in place */
+    uint64_t target_uses;
 } ucx_staging;
 
 /* ---- ucx_stage_buffers.c ---- */
@@ -108,12 +140,32 @@ typedef struct {
 kvt_status ucx_stage_gather(const char *call, ucx_bounce *bounce, const ucx_gpu_chunk *chunk,
                             const stage_gpu_piece *pieces, uint32_t count, bool packing, CUstream stream);
 
+/* ---- ucx_stage_targets.c ---- */
+/* A destination's bounce buffer this agent (as a source) opened to write chunks into in place. */
+typedef struct ucx_stage_target {
+    uint64_t pid, token;
+    uint32_t fd;
+    uint8_t *file; /* the whole file, mapped shared; NULL: a free entry */
+    uint64_t used; /* when last written (staging->target_uses) */
+} ucx_stage_target;
+#define STAGE_TARGETS 32u /* kept open at most; the least recently used is closed for another */
+/* Where to write the chunk of a request naming `ref` in place: the chunk of that bounce buffer, opened on first use
+ * and kept; NULL when it cannot be (no buffer named, another host or pid namespace, no such fd, not a sealed file of
+ * STAGE_BUFFER_FILE_BYTES whose header holds the token, or the driver refuses to pin it): then the bytes go back in
+ * the answer. */
+uint8_t *ucx_stage_target_of(ucx_state *state, const kvt_agent *agent, const stage_buffer_ref *ref);
+/* Closes every target (at the agent's stop). */
+void ucx_stage_targets_free(ucx_staging *staging);
+
 /* ---- ucx_stage_source.c ---- */
 /* The serving worker's handler of KVT_AM_STAGE_REQUEST. */
 ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                   const ucp_am_recv_param_t *param);
 
 /* ---- ucx_staged_pull.c ---- */
+/* Test hook: bytes of staged chunks sources on this host wrote into the agent's bounce buffers in place, and the
+ * bounce buffers it retired (a request naming one went unanswered), so far. NOT_SUPPORTED on loopback. */
+kvt_status kvt_test_staged_counts(uint32_t agent_id, uint64_t *out_in_place_bytes, uint64_t *out_retired);
 /* The initiator worker's handler of KVT_AM_STAGE_DATA. */
 ucs_status_t ucx_on_stage_data(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                const ucp_am_recv_param_t *param);
