@@ -676,9 +676,8 @@ enum {
  *   NOT_SUPPORTED saying which rule it breaks). The operation asks the peer for chunks of at most 4 MiB,
  *   several in flight; the peer checks each piece against its live regions, copies it into pinned bounce
  *   buffers and sends them back; each chunk lands in a pinned bounce buffer of this agent and is copied up
- *   into the local vram on the agent's stream for that GPU. A peer on this host, in this pid namespace, that
- *   can open this agent's bounce buffer (a sealed memfd, through /proc/<pid>/fd) copies the chunk into it in
- *   place instead and sends only its status. A piece the peer no longer has ends the
+ *   into the local vram on the agent's stream for that GPU. A peer on this host (and pid namespace) able to
+ *   open this agent's bounce buffer (a sealed memfd) writes the chunk into it in place, sending no bytes. A piece the peer no longer has ends the
  *   operation NOT_FOUND (reload the peer's metadata).
  * Either way the progress thread learns the end of the GPU's work from CUDA events: the operation is
  * terminal only once its stream work and its UCX requests completed (then a WRITE's notification is

@@ -49,15 +49,14 @@ static void close_target(ucx_stage_target *target) {
     *target = (ucx_stage_target){0};
 }
 
-uint8_t *ucx_stage_target_of(ucx_state *state, const kvt_agent *agent, const stage_buffer_ref *ref) {
+uint8_t *ucx_stage_target_of(ucx_staging *staging, const kvt_agent *agent, const stage_buffer_ref *ref) {
     if (ref->fd == KVT_NO_FILE_FD || kvt_cuda_unavailable()) return NULL;
     const kvt_process_identity *self = &agent->process;
     if (memcmp(ref->boot_id, self->boot_id, sizeof ref->boot_id) != 0 || ref->pid_namespace != self->pid_namespace ||
         !kvt_process_checkable(self))
         return NULL;
-    ucx_staging *staging = ucx_staging_of(state);
-    if (staging && !staging->targets) staging->targets = calloc(STAGE_TARGETS, sizeof *staging->targets);
-    if (!staging || !staging->targets) return NULL;
+    if (!staging->targets) staging->targets = calloc(STAGE_TARGETS, sizeof *staging->targets);
+    if (!staging->targets) return NULL;
     ucx_stage_target *oldest = &staging->targets[0];
     for (uint32_t i = 0; i < STAGE_TARGETS; i++) {
         ucx_stage_target *target = &staging->targets[i];

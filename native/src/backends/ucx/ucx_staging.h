@@ -153,7 +153,7 @@ typedef struct ucx_stage_target {
  * and kept; NULL when it cannot be (no buffer named, another host or pid namespace, no such fd, not a sealed file of
  * STAGE_BUFFER_FILE_BYTES whose header holds the token, or the driver refuses to pin it): then the bytes go back in
  * the answer. */
-uint8_t *ucx_stage_target_of(ucx_state *state, const kvt_agent *agent, const stage_buffer_ref *ref);
+uint8_t *ucx_stage_target_of(ucx_staging *staging, const kvt_agent *agent, const stage_buffer_ref *ref);
 /* Closes every target (at the agent's stop). */
 void ucx_stage_targets_free(ucx_staging *staging);
 
