@@ -17,6 +17,9 @@
 #include "harness.h"
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
+#if KVT_HAVE_UCX
+#include "backends/ucx/ucx_staging.h" /* kvt_test_staged_counts */
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,12 +364,24 @@ static double template_pull_ms(uint32_t agent, uint32_t peer, uint64_t generatio
     return ms;
 }
 
+/* The share of the bytes `agent` moved that sources wrote into its bounce buffers in place (host-staged), or -1
+ * when this build cannot tell. */
+static double in_place_share(uint32_t agent) {
+#if KVT_HAVE_UCX
+    uint64_t in_place = 0, retired = 0, moved = counter(agent, KVT_COUNTER_BYTES_MOVED);
+    if (kvt_test_staged_counts(agent, &in_place, &retired) == KVT_OK && moved > 0) return (double)in_place / moved;
+#else
+    (void)agent;
+#endif
+    return -1;
+}
+
 /* The library's pulls of the exporter's prefix (its metadata `blob`) into `destination` by an agent created
  * with `flags`: as 42, 2,352 and 9,408 pieces by descriptors (`count` of them into out_ms); then, unless NULL,
  * one piece of 4 KiB (into *out_fixed_ms: what a vram pull costs beside its bytes) and the 2,352 and 9,408
  * pieces by template (into out_template_ms). */
 static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t length, uint32_t flags, uint32_t count,
-                          double *out_ms, double *out_fixed_ms, double *out_template_ms) {
+                          double *out_ms, double *out_fixed_ms, double *out_template_ms, double *out_in_place_share) {
     uint32_t agent = 0, local = 0, peer = 0, remote = 0, regions = 0;
     uint64_t generation = 0;
     must(kvt_agent_create(flags ? "figures-staged-reader" : "figures-reader", test_backend, flags, &agent));
@@ -382,6 +397,7 @@ static void library_pulls(CUdeviceptr destination, const uint8_t *blob, uint64_t
         out_template_ms[0] = template_pull_ms(agent, peer, generation, local, remote, BLOCKS);
         out_template_ms[1] = template_pull_ms(agent, peer, generation, local, remote, 4 * BLOCKS); /* 16 tokens */
     }
+    if (out_in_place_share) *out_in_place_share = in_place_share(agent);
     must(kvt_peer_unload(agent, peer));
     must(kvt_mem_deregister(agent, local));
     must(kvt_agent_destroy(agent));
@@ -483,12 +499,14 @@ int main(int argc, char **argv) {
     CU(kvt_cuda.IpcCloseMemHandle(remote)); /* the library opens the handle itself */
 
     double pulls[3], pull_4k = 0, template_pulls[2], staged[2] = {0, 0};
-    library_pulls(destination, blob, blob_length, 0, 3, pulls, &pull_4k, template_pulls);
+    library_pulls(destination, blob, blob_length, 0, 3, pulls, &pull_4k, template_pulls, NULL);
     print_pulls(d2d, pulls, pull_4k, template_pulls);
     /* The same 42 blocks host-staged (KVT_AGENT_VRAM_STAGED): what a peer on another host gets; and the 2,352
      * pieces, 32 to a chunk, which each side packs or unpacks with a gather launch. */
-    library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 2, staged, NULL, NULL);
-    printf("{\"staged_pull_ms\": %.4f, \"staged_pull_2352x128KiB_ms\": %.4f}\n", staged[0], staged[1]);
+    double share = -1;
+    library_pulls(destination, blob, blob_length, KVT_AGENT_VRAM_STAGED, 2, staged, NULL, NULL, &share);
+    printf("{\"staged_pull_ms\": %.4f, \"staged_pull_2352x128KiB_ms\": %.4f, \"staged_in_place_share\": %.3f}\n",
+           staged[0], staged[1], share);
     fflush(stdout);
     free(blob);
     CUdeviceptr mine[] = {source, destination, table_128k, table_32k, table_ipc, routes_128k, routes_32k};

@@ -3,7 +3,8 @@
  * bytes. Every byte checked, and the in-place bytes counted; a request naming a file that is not that buffer (a
  * token of another, a file that may grow, of another size, without the magic, a regular file) gets the bytes in
  * its answer and the file is left as it was; a chunk asked of a stopped source and abandoned retires its buffer.
- * Fake driver. */
+ * The first case also runs on the machine's driver (KVT_TEST_CUDA_REAL=1, tools/gpu-check); the others on the
+ * fake one. */
 #include "cuda_pulls.h"
 
 #include <fcntl.h>
@@ -58,8 +59,7 @@ static void written_in_place(void) {
 
 static void staged_chunks_are_written_in_place(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, written_in_place);
+    on_driver_under_test("1", written_in_place);
 }
 
 #define FORGED_TOKEN 0x5eedull

@@ -181,6 +181,8 @@ function figures(measured, job, fetched) {
       ),
       // Where a staged pull's time goes: its two copies by the GPU, each alone; the rest is the link.
       staged_pull_ms: measured?.staged_pull_ms ?? null,
+      // The share of its bytes the source wrote into the reader's bounce buffers in place (1: none crossed UCX).
+      in_place_share: measured?.staged_in_place_share ?? null,
       // The same prefix as 2,352 pieces, 32 to a chunk, packed and unpacked by a gather launch on each side.
       pieces_2352_vs_pinned_h2d:
         measured?.staged_pull_2352x128KiB_ms === undefined
@@ -252,6 +254,7 @@ const checkNames = [
   'native.ucx',
   'pull.ipc.two_processes',
   'pull.staged.two_processes',
+  'pull.staged.in_place',
   'sidecar.vram_import',
   'pull.ipc.templates',
   'pull.ipc.large_descriptors',
@@ -287,6 +290,11 @@ if (rc('preflight') !== 0) {
     'pull.staged.two_processes': nativeCase(
       'vram_staged_pull_from_another_process',
       'a host-staged vram pull from another process',
+    ),
+    'pull.staged.in_place': nativeCase(
+      'staged_chunks_are_written_in_place',
+      "host-staged chunks from another process of this host written in place into the reader's bounce buffer, every byte checked",
+      'staged_in_place',
     ),
     'sidecar.vram_import': nativeCase(
       'engine_memory_served',

@@ -12,8 +12,9 @@
 #   loopback and ucx backends: vram allocation, registration, pulls within a process and from another
 #   process through CUDA IPC and host-staged; the kernels), test_vram_import on ucx (an
 #   engine's vram opened by a sidecar process through its IPC handle, served and pulled by a third process)
-#   and test_vram_routes on ucx (template posts expanded on the GPU, routes of every shape; large descriptors
-#   cut there);
+#   test_vram_routes on ucx (template posts expanded on the GPU, routes of every shape; large descriptors
+#   cut there) and test_staged_in_place on ucx (host-staged chunks written in place into the reader's bounce
+#   buffer);
 # - the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy
 #   and gather, against one device-to-device copy; a pinned host-to-device copy; the checksum kernel's rate);
 # - the facade's vram probe under the shipped Node;
@@ -58,6 +59,7 @@ if [ "$(cat "$work/preflight.rc")" = 0 ]; then
   done
   KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_import-ucx 25 "$here/bin/test_vram_import"
   KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_routes-ucx 15 "$here/bin/test_vram_routes"
+  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part staged_in_place-ucx 15 "$here/bin/test_staged_in_place"
   part figures 65 "$here/bin/gpu_figures"
   KVREUSE_PROBE_GPU=0 part probe 15 "$node" "$here/probe.mjs"
   part fetch 30 "$node" "$here/fetch.mjs"

@@ -39,6 +39,7 @@ function passingRun(): Record<string, string> {
     pinned_h2d_ms: 5.6,
     pinned_d2h_ms: 5.9,
     staged_pull_ms: 6.5,
+    staged_in_place_share: 1,
   };
   const demo = {
     gpu: { active: true, mode: 'gpu', reason: '' },
@@ -64,6 +65,7 @@ function passingRun(): Record<string, string> {
     'vram_routes-ucx.log':
       'ok vram_routes/routes_of_every_shape [ucx]\nok vram_routes/large_descriptors_cut_on_the_gpu [ucx]\n' +
       'ok vram_routes/checksums_by_routes [ucx]\n',
+    'staged_in_place-ucx.log': 'ok staged_in_place/staged_chunks_are_written_in_place [ucx]\n',
     'figures.json': JSON.stringify(figures),
     'figures.rc': '0',
     'demo.json': JSON.stringify(demo),
@@ -128,6 +130,7 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     expect(results.figures['pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']?.value).toBeCloseTo(5.6 / 6.5, 3);
     expect(results.figures['pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']).toMatchObject({
       staged_pull_ms: 6.5,
+      in_place_share: 1,
       pinned_h2d_ms: 5.6,
       pinned_d2h_ms: 5.9,
     });
@@ -211,6 +214,14 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     });
     expect(failing(results)).toEqual(['pull.staged.two_processes', 'pull.vram_staged.qwen3_42blocks.vs_pinned_h2d']);
     expect(results.checks['pull.staged.two_processes']?.detail).toContain('not in this build');
+  });
+
+  it('fails the staged chunks written in place when test_staged_in_place’s case failed on ucx, naming its line', () => {
+    const line =
+      'FAIL staged_chunks_are_written_in_place [ucx] test/test_staged_in_place.c:51: every chunk was written';
+    const { results } = compose({ ...passingRun(), 'staged_in_place-ucx.log': `${line}\n` });
+    expect(failing(results)).toEqual(['pull.staged.in_place']);
+    expect(results.checks['pull.staged.in_place']?.detail).toBe(line);
   });
 
   it('fails the sidecar’s vram import when test_vram_import’s case failed on ucx, naming its line', () => {
