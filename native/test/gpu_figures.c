@@ -11,9 +11,9 @@
  * the prefix as vram and hands over its metadata, and this process's agent READs it (ucx backend, or
  * KVT_TEST_BACKEND) as 42 blocks, 2,352 and 9,408 pieces, each pull timed from post to completion. One copy
  * from pinned host memory is the bar of a host-staged pull, which an agent created with KVT_AGENT_VRAM_STAGED
- * makes of the same 42 blocks (staged_pull_ms) and of the 2,352 pieces: the exporter copies chunks into pinned
- * bounce buffers, UCX carries them, this process copies them up. `gpu_figures preflight` only says whether a driver
- * and a GPU answer. */
+ * makes of the same 42 blocks (staged_pull_ms) and of the 2,352 pieces: the exporter copies chunks down into this
+ * process's pinned bounce buffers in place (on one host; staged_in_place_share says how much of it), this process
+ * copies them up. `gpu_figures preflight` only says whether a driver and a GPU answer. */
 #include "harness.h"
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
