@@ -136,8 +136,10 @@ kvt_status kvt_test_hold_serving(uint32_t agent_id, bool hold);
 kvt_status kvt_test_forge_staged_requests(uint32_t agent_id, uint64_t shift);
 
 /* Test hook (UCX): from now on, the agent's host-staged READs that ask a source on this host to write in place
- * name the fd `fd` (-1: their bounce buffer's own) and the token `token` (0: their buffer's own), as a forged
- * request would: sources must write nothing but a sealed bounce buffer whose header holds the token named. */
+ * name the fd `fd` (-1: their bounce buffer's own) and the token `token` (0: the one drawn for the request;
+ * KVT_TEST_REPLAYED_TOKEN: the one the buffer held for its request before), as a forged request would: sources must
+ * write nothing but a sealed bounce buffer whose header holds the token named. */
+#define KVT_TEST_REPLAYED_TOKEN UINT64_MAX
 kvt_status kvt_test_forge_staged_buffers(uint32_t agent_id, int32_t fd, uint64_t token);
 
 #endif

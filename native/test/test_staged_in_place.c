@@ -1,8 +1,8 @@
 /* Host-staged chunks between two processes of one host are written in place (ucx_stage_targets.c): the source
  * copies each chunk into the reader's bounce buffer, a sealed memfd the request names, and answers without the
  * bytes. Every byte checked, and the in-place bytes counted; a request naming a file that is not that buffer (a
- * token of another, a file that may grow, of another size, without the magic, a regular file) gets the bytes in
- * its answer and the file is left as it was; a chunk asked of a stopped source and abandoned retires its buffer.
+ * token of another or of a request before, a file that may grow, of another size, without the magic, a regular
+ * file) gets the bytes in its answer and the file is left as it was; a chunk asked of a stopped source and abandoned retires its buffer.
  * The first case also runs on the machine's driver (KVT_TEST_CUDA_REAL=1, tools/gpu-check); the others on the
  * fake one. */
 #include "cuda_pulls.h"
@@ -113,7 +113,9 @@ static bool untouched(const uint8_t *bytes, uint64_t length) {
 /* Requests naming what is not the reader's bounce buffer, each holding FORGED_TOKEN: the reader's own buffer (of
  * another token), a memfd that may grow, one of another size, one without the magic, and a regular file. None is
  * written: the bytes come back in the answer, and each file keeps its bytes. A memfd made as a bounce buffer is
- * (the control: it differs from each of those in the one property) is written in place. */
+ * (the control: it differs from each of those in the one property) is written in place. The reader's buffer named
+ * honestly is written in place; named with the token of its request before (a token a source learned), it is
+ * not. */
 static void forged_buffers(void) {
     source_process source;
     CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 127}, &source),
@@ -154,6 +156,10 @@ static void forged_buffers(void) {
     CHECK_OK(kvt_test_forge_staged_buffers(r.agent, -1, 0));
     pull_whole(&r, PULL_BYTES, 127);
     CHECK(in_place_bytes(r.agent) == 2 * PULL_BYTES, "its own buffer, named honestly, is written in place");
+    CHECK_OK(kvt_test_forge_staged_buffers(r.agent, -1, KVT_TEST_REPLAYED_TOKEN));
+    vram_fill_pattern(r.local_vram, PULL_BYTES, 1);
+    pull_whole(&r, PULL_BYTES, 127);
+    CHECK(in_place_bytes(r.agent) == 2 * PULL_BYTES, "not under the token of the request before, replayed");
     close_vram_reader(&r);
     source_end(&source);
 }

@@ -36,7 +36,7 @@ static bool shared_memory(ucx_bounce *bounce) {
         stage_buffer_header header = {.token = token};
         memcpy(header.magic, STAGE_BUFFER_MAGIC, sizeof header.magic);
         memcpy(file, &header, sizeof header);
-        *bounce = (ucx_bounce){.host = host, .pinned = true, .fd = fd, .file = file, .token = token};
+        *bounce = (ucx_bounce){.host = host, .pinned = true, .fd = fd, .file = file};
         return true;
     }
     if (host) munmap(file, STAGE_BUFFER_FILE_BYTES);

@@ -10,8 +10,10 @@
 
 #include "services/status.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 enum slot_phase {
     SLOT_FREE,
@@ -120,17 +122,24 @@ static void on_request_sent(void *request, ucs_status_t status, void *user_data)
 }
 
 /* The slot's bounce buffer, for a source on this host and in this pid namespace to write in place when it can
- * open it; else none. */
+ * open it, under a token drawn for this request and written into the buffer's header (the one before is then
+ * void); else none. */
 static stage_buffer_ref buffer_ref(const kvt_agent *agent, const kvt_conn *conn, const ucx_bounce *bounce) {
     stage_buffer_ref ref = {.fd = KVT_NO_FILE_FD};
-    if (bounce->fd < 0 || !kvt_process_checkable(&conn->meta.process)) return ref;
+    uint64_t token = 0;
+    if (bounce->fd < 0 || !kvt_process_checkable(&conn->meta.process) ||
+        getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token)
+        return ref;
+    uint64_t before = 0;
+    memcpy(&before, bounce->file + offsetof(stage_buffer_header, token), sizeof before);
+    memcpy(bounce->file + offsetof(stage_buffer_header, token), &token, sizeof token);
     int32_t forged_fd = atomic_load_explicit(&agent->staged_fd_forgery, memory_order_relaxed);
     uint64_t forged_token = atomic_load_explicit(&agent->staged_token_forgery, memory_order_relaxed);
     memcpy(ref.boot_id, agent->process.boot_id, sizeof ref.boot_id);
     ref.pid_namespace = agent->process.pid_namespace;
     ref.pid = agent->process.pid;
     ref.fd = (uint32_t)(forged_fd >= 0 ? forged_fd : bounce->fd);
-    ref.token = forged_token ? forged_token : bounce->token;
+    ref.token = forged_token == KVT_TEST_REPLAYED_TOKEN ? before : forged_token ? forged_token : token;
     return ref;
 }
 

@@ -59,8 +59,8 @@ typedef struct {
 } stage_reply_header;
 
 /* A bounce buffer that a source on the host may write in place is a sealed memfd (size sealed) of this header, the
- * chunk at STAGE_BUFFER_HEADER_BYTES, then its gather table: the token, random per buffer, proves to a source that
- * the file a request names is that buffer. */
+ * chunk at STAGE_BUFFER_HEADER_BYTES, then its gather table. The token, drawn at random anew for each request that
+ * names the buffer, proves to the source asked that the file is that buffer, and only while that request is open. */
 #define STAGE_BUFFER_MAGIC "KVTBOUNC"
 typedef struct {
     char magic[8];
@@ -73,10 +73,9 @@ typedef struct ucx_bounce {
     uint8_t *host;  /* STAGE_CHUNK_BYTES of chunk, then STAGE_TABLE_BYTES for its gather table */
     ucp_mem_h memh; /* its UCX registration, or NULL (UCX then registers it per transfer) */
     bool pinned;    /* cuMemHostAlloc's, or a memfd's pages pinned by cuMemHostRegister; else malloc's */
-    /* The memfd (STAGE_BUFFER_FILE_BYTES, mapped whole at `file`; host is its chunk) and its token, or -1 */
+    /* The memfd (STAGE_BUFFER_FILE_BYTES, mapped whole at `file`; host is its chunk), or -1 */
     int fd;
     uint8_t *file;
-    uint64_t token;
     /* A source may still write it in place (a request naming it went unanswered): never used again */
     bool retired;
     bool busy;
@@ -143,16 +142,17 @@ kvt_status ucx_stage_gather(const char *call, ucx_bounce *bounce, const ucx_gpu_
 /* ---- ucx_stage_targets.c ---- */
 /* A destination's bounce buffer this agent (as a source) opened to write chunks into in place. */
 typedef struct ucx_stage_target {
-    uint64_t pid, token;
+    uint64_t pid;
     uint32_t fd;
-    uint8_t *file; /* the whole file, mapped shared; NULL: a free entry */
-    uint64_t used; /* when last written (staging->target_uses) */
+    uint64_t device, inode; /* the file's, to tell whether the fd still names it */
+    uint8_t *file;          /* the whole file, mapped shared; NULL: a free entry */
+    uint64_t used;          /* when last written (staging->target_uses) */
 } ucx_stage_target;
 #define STAGE_TARGETS 32u /* kept open at most; the least recently used is closed for another */
-/* Where to write the chunk of a request naming `ref` in place: the chunk of that bounce buffer, opened on first use
- * and kept; NULL when it cannot be (no buffer named, another host or pid namespace, no such fd, not a sealed file of
- * STAGE_BUFFER_FILE_BYTES whose header holds the token, or the driver refuses to pin it): then the bytes go back in
- * the answer. */
+/* Where to write the chunk of a request naming `ref` in place: the chunk of that bounce buffer (opened on first use
+ * and kept while the fd names that file), when its header holds the request's token now; NULL when it cannot be (no
+ * buffer named, another host or pid namespace, no such fd, not a sealed file of STAGE_BUFFER_FILE_BYTES with the
+ * magic, another token, or the driver refuses to pin it): then the bytes go back in the answer. */
 uint8_t *ucx_stage_target_of(ucx_staging *staging, const kvt_agent *agent, const stage_buffer_ref *ref);
 /* Closes every target (at the agent's stop). */
 void ucx_stage_targets_free(ucx_staging *staging);
