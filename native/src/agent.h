@@ -96,7 +96,7 @@ struct kvt_agent {
     _Atomic bool serving_held;             /* kvt_test_hold_serving: UCX does not progress the serving worker */
     _Atomic uint64_t staged_forgery;       /* kvt_test_forge_staged_requests: bytes added to asked addresses */
     _Atomic int32_t staged_fd_forgery;     /* kvt_test_forge_staged_buffers: the fd named (-1: the buffer's own) */
-    _Atomic uint64_t staged_token_forgery; /* and the token named (0: the buffer's own) */
+    _Atomic uint64_t staged_token_forgery; /* and the token named (0: the one drawn for the request) */
     _Atomic int poster_cpu;                /* the CPU the last post ran on (-1: none yet), xfer.c */
 
     /* Warm blocks for operations (blocks.c), under blocks_lock: a leaf lock, nothing else is taken

@@ -161,7 +161,7 @@ static uint8_t *map_peer_file(uint64_t pid, uint32_t fd, uint64_t offset, uint64
 
 void kvt_liveness_map(kvt_conn *conn) {
     kvt_metadata *meta = &conn->meta;
-    if (conn->liveness || meta->liveness_fd == KVT_NO_FILE_FD || !kvt_process_checkable(&meta->process)) return;
+    if (meta->liveness_fd == KVT_NO_FILE_FD || !kvt_process_checkable(&meta->process)) return;
     void *table = NULL;
     uint64_t table_length = 0;
     const _Atomic uint64_t *words = (const _Atomic uint64_t *)map_peer_file(meta->process.pid, meta->liveness_fd, 0,
@@ -179,7 +179,6 @@ bool kvt_remote_region_live(const kvt_conn *conn, const kvt_remote_region *regio
 }
 
 void kvt_file_regions_map(kvt_conn *conn) {
-    kvt_liveness_map(conn);
     if (!conn->liveness) return;
     kvt_metadata *meta = &conn->meta;
     for (uint32_t i = 0; i < meta->region_count; i++) {

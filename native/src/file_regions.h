@@ -30,15 +30,15 @@ void kvt_liveness_mark_withdrawn_locked(kvt_agent *agent, const kvt_region *regi
 /* Checks `fd` and `file_offset` against the range and duplicates the fd into region->file_fd. */
 kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file_offset);
 
-/* (P) Maps the peer's liveness table read-only into conn->liveness when its process is on this host, in this
- * pid namespace, this process may open its fds (/proc/<pid>/fd) and the table names the peer's incarnation;
- * else leaves it NULL. */
+/* (P, before the backend connects) Maps the peer's liveness table read-only into conn->liveness when its process
+ * is on this host, in this pid namespace, this process may open its fds (/proc/<pid>/fd) and the table names the
+ * peer's incarnation; else leaves it NULL. */
 void kvt_liveness_map(kvt_conn *conn);
 /* (P) Whether the peer's `region` still holds its slot in the mapped table. A caller checking bytes it moved
  * makes a full fence first, so that every byte was moved before the slot is read. */
 bool kvt_remote_region_live(const kvt_conn *conn, const kvt_remote_region *region);
-/* (P) Maps the peer's file-backed regions for READs when its process is on this host, in this pid
- * namespace and this process may open its fds (/proc/<pid>/fd); regions it cannot map stay on UCX. */
+/* (P) Maps the peer's file-backed regions for READs when its liveness table is mapped (kvt_liveness_map) and this
+ * process may open their fds; regions it cannot map stay on UCX. */
 void kvt_file_regions_map(kvt_conn *conn);
 /* (P) Unmaps the file-backed regions' views and the liveness table. */
 void kvt_file_regions_unmap(kvt_conn *conn);

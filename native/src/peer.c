@@ -79,18 +79,12 @@ static uint32_t peer_state(const kvt_peer *peer) {
     return KVT_PEER_READY;
 }
 
-static bool has_vram(const kvt_metadata *meta) {
-    for (uint32_t i = 0; i < meta->region_count; i++)
-        if (meta->regions[i].kind == KVT_MEM_VRAM) return true;
-    return false;
-}
-
-/* Connects; the peer's vram is read through CUDA IPC handles, without its help, so the reader checks its
- * liveness table after every such move (vram_xfer.c). */
+/* Maps the peer's liveness table first (its file-backed regions' files and its vram are read without its help,
+ * and checked against it: file_regions.c, vram_xfer.c), then connects. */
 static kvt_status connect_call(kvt_agent *agent, void *arg, char *detail, size_t detail_size) {
     kvt_conn *conn = arg;
+    kvt_liveness_map(conn);
     kvt_status status = agent->backend->connect(agent, conn, detail, detail_size);
-    if (status == KVT_OK && has_vram(&conn->meta)) kvt_liveness_map(conn);
     if (status == KVT_OK) kvt_conn_describe(agent, conn);
     return status;
 }

@@ -7,8 +7,9 @@
  * it into the chunk's bounce buffer and copies it up into its vram on its stream, an event telling the
  * progress thread when that work completed. On one host the source writes the chunk into the destination's
  * bounce buffer in place instead (a sealed memfd the request names, opened through /proc, ucx_stage_targets.c),
- * and the answer carries no bytes: the chunk crosses no UCX transport, only PCIe down and up. A chunk of many vram pieces on one GPU crosses PCIe as one copy:
- * it moves through a GPU chunk buffer, and one kvt_gather launch packs or unpacks its pieces there
+ * and the answer carries no bytes: the chunk crosses no UCX transport, only PCIe down and up. A chunk of many
+ * vram pieces on one GPU crosses PCIe as one copy: it moves through a GPU chunk buffer, and one kvt_gather
+ * launch packs or unpacks its pieces there
  * (ucx_stage_gather.c) instead of a copy call per piece. The agent's bounce buffers, GPU chunk buffers and
  * streams (ucx_stage_buffers.c) are freed when the agent stops. */
 #ifndef KVT_UCX_STAGING_H
