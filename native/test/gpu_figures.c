@@ -368,8 +368,9 @@ static double template_pull_ms(uint32_t agent, uint32_t peer, uint64_t generatio
  * when this build cannot tell. */
 static double in_place_share(uint32_t agent) {
 #if KVT_HAVE_UCX
-    uint64_t in_place = 0, retired = 0, moved = counter(agent, KVT_COUNTER_BYTES_MOVED);
-    if (kvt_test_staged_counts(agent, &in_place, &retired) == KVT_OK && moved > 0) return (double)in_place / moved;
+    uint64_t moved = counter(agent, KVT_COUNTER_BYTES_MOVED);
+    kvt_staged_counts counts;
+    if (kvt_test_staged_counts(agent, &counts) == KVT_OK && moved > 0) return (double)counts.in_place_bytes / moved;
 #else
     (void)agent;
 #endif

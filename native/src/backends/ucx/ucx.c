@@ -602,6 +602,7 @@ static bool ucx_progress(kvt_agent *agent) {
         worked = true;
     }
     if (state->detached) ucx_close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
+    if (state->staging) ucx_stage_targets_sweep(state, kvt_now_ns());
     if (agent->active)
         kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);
     else

@@ -189,7 +189,7 @@ void ucx_staging_free(ucx_state *state) {
         staging->buffers = bounce->next;
         bounce_free(state, bounce);
     }
-    ucx_stage_targets_free(staging);
+    ucx_stage_targets_free(state);
     free(staging);
     state->staging = NULL;
 }

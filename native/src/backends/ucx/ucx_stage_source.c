@@ -194,7 +194,7 @@ ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_l
     kvt_status status = KVT_ERR_NOT_FOUND; /* a piece withdrawn: the reader reloads */
     uint8_t *in_place = NULL;
     if (locate(agent, pieces, request.count, homes)) {
-        in_place = ucx_stage_target_of(bounce->staging, agent, &request.buffer);
+        in_place = ucx_stage_target_of(state, &agent->process, &request.buffer);
         status = stage_pieces(state, pieces, request.count, homes, bounce, in_place ? in_place : bounce->host);
     }
     uint64_t total = 0;

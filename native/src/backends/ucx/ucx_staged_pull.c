@@ -398,13 +398,15 @@ void ucx_advance_staged(kvt_agent *agent, kvt_op *op) {
     op->phase = KVT_PHASE_MOVED;
 }
 
-kvt_status kvt_test_staged_counts(uint32_t agent_id, uint64_t *out_in_place_bytes, uint64_t *out_retired) {
+kvt_status kvt_test_staged_counts(uint32_t agent_id, kvt_staged_counts *out) {
     kvt_agent *agent;
     kvt_status status = kvt_enter(agent_id, "kvt_test_staged_counts", &agent);
     if (status != KVT_OK) return status;
     if (agent->backend_kind != KVT_BACKEND_UCX)
         return kvt_agent_finish(agent, kvt_fail(KVT_ERR_NOT_SUPPORTED, "kvt_test_staged_counts: a ucx agent only"));
-    *out_in_place_bytes = atomic_load(&state_of(agent)->staged_in_place_bytes);
-    *out_retired = atomic_load(&state_of(agent)->staged_retired);
+    ucx_state *state = state_of(agent);
+    *out = (kvt_staged_counts){.in_place_bytes = atomic_load(&state->staged_in_place_bytes),
+                               .retired = atomic_load(&state->staged_retired),
+                               .targets = atomic_load(&state->staged_targets)};
     return kvt_agent_finish(agent, KVT_OK);
 }

@@ -108,6 +108,7 @@ typedef struct ucx_staging {
     uint32_t answers;
     struct ucx_stage_target *targets; /* destinations' bounce buffers this agent (as a source) writes in place */
     uint64_t target_uses;
+    uint64_t next_target_sweep_ns; /* when ucx_stage_targets_sweep next looks at them */
 } ucx_staging;
 
 /* ---- ucx_stage_buffers.c ---- */
@@ -150,13 +151,17 @@ typedef struct ucx_stage_target {
     uint64_t used;          /* when last written (staging->target_uses) */
 } ucx_stage_target;
 #define STAGE_TARGETS 32u /* kept open at most; the least recently used is closed for another */
+#define STAGE_TARGET_SWEEP_NS 1000000000ull
 /* Where to write the chunk of a request naming `ref` in place: the chunk of that bounce buffer (opened on first use
  * and kept while the fd names that file), when its header holds the request's token now; NULL when it cannot be (no
  * buffer named, another host or pid namespace, no such fd, not a sealed file of STAGE_BUFFER_FILE_BYTES with the
  * magic, another token, or the driver refuses to pin it): then the bytes go back in the answer. */
-uint8_t *ucx_stage_target_of(ucx_staging *staging, const kvt_agent *agent, const stage_buffer_ref *ref);
+uint8_t *ucx_stage_target_of(ucx_state *state, const kvt_process_identity *self, const stage_buffer_ref *ref);
+/* (P) At most every STAGE_TARGET_SWEEP_NS: closes each target whose destination's fd no longer names its file (the
+ * destination's agent stopped, or its process is gone), so that no dead destination's buffer stays pinned here. */
+void ucx_stage_targets_sweep(ucx_state *state, uint64_t now_ns);
 /* Closes every target (at the agent's stop). */
-void ucx_stage_targets_free(ucx_staging *staging);
+void ucx_stage_targets_free(ucx_state *state);
 
 /* ---- ucx_stage_source.c ---- */
 /* The serving worker's handler of KVT_AM_STAGE_REQUEST. */
@@ -164,9 +169,13 @@ ucs_status_t ucx_on_stage_request(void *arg, const void *header, size_t header_l
                                   const ucp_am_recv_param_t *param);
 
 /* ---- ucx_staged_pull.c ---- */
-/* Test hook: bytes of staged chunks sources on this host wrote into the agent's bounce buffers in place, and the
- * bounce buffers it retired (a request naming one went unanswered), so far. NOT_SUPPORTED on loopback. */
-kvt_status kvt_test_staged_counts(uint32_t agent_id, uint64_t *out_in_place_bytes, uint64_t *out_retired);
+/* Test hook: as a destination, bytes of staged chunks sources on this host wrote into the agent's bounce buffers in
+ * place and the bounce buffers it retired (a request naming one went unanswered), so far; as a source, the
+ * destinations' bounce buffers it keeps open now. NOT_SUPPORTED on loopback. */
+typedef struct {
+    uint64_t in_place_bytes, retired, targets;
+} kvt_staged_counts;
+kvt_status kvt_test_staged_counts(uint32_t agent_id, kvt_staged_counts *out);
 /* The initiator worker's handler of KVT_AM_STAGE_DATA. */
 ucs_status_t ucx_on_stage_data(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                const ucp_am_recv_param_t *param);

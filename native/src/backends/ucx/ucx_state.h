@@ -61,9 +61,10 @@ typedef struct {
     ucx_endpoint *warming;       /* endpoints whose peer's mapped regions are not all touched yet (warm_step) */
     bool stopping;               /* the worker is being destroyed */
     struct ucx_staging *staging; /* host-staged moves' buffers and streams (ucx_staging.h), or NULL */
-    /* Bytes of staged chunks sources wrote into this agent's bounce buffers in place, and bounce buffers retired
-     * (kvt_test_staged_counts reads them on another thread). */
-    _Atomic uint64_t staged_in_place_bytes, staged_retired;
+    /* Bytes of staged chunks sources wrote into this agent's bounce buffers in place, bounce buffers retired, and
+     * destinations' bounce buffers this agent keeps open to write in place (kvt_test_staged_counts reads them on
+     * another thread). */
+    _Atomic uint64_t staged_in_place_bytes, staged_retired, staged_targets;
 } ucx_state;
 
 /* A connection's endpoint. `ep` is NULL once it was closed; `conn` is NULL once the connection was
