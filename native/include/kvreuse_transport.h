@@ -63,10 +63,9 @@
  *   readable: true, writable: false })), then calls kvt_agent_poll, which returns every completed
  *   operation at once into caller arrays and whether kvt_notify_poll (notifications) or
  *   kvt_peer_events_poll (heartbeat reports, see "Heartbeat") has any. kvt_agent_wait blocks instead.
- *   The three polls never wait for the progress thread: completions and notifications are queued under
- *   a lock of their own, held only to queue or dequeue one, and kvt_peer_events_poll takes the agent's
- *   lock only when a report is pending. The wake-up byte is written after the progress thread released
- *   its locks.
+ *   The three polls never wait for the progress thread: completions and notifications are queued under a
+ *   lock of their own, held only to queue or dequeue one, and kvt_peer_events_poll takes the agent's lock
+ *   only when a report is pending. The wake-up byte is written after the progress thread released its locks.
  *   An operation is its own completion record, allocated at kvt_xfer_post (which refuses with
  *   KVT_ERR_NO_MEMORY when it cannot): delivering a completion allocates nothing and cannot fail.
  *
@@ -774,6 +773,7 @@ enum {
     KVT_COUNTER_READER_FENCES, /* times readers of exported metadata were fenced off (UCX: serving worker replaced), cumulative */
     KVT_COUNTER_FILE_READ_BYTES, /* bytes this agent READ by copying a peer's file-backed region it mapped, cumulative */
     KVT_COUNTER_INLINE_OPERATIONS, /* small READs the posting thread copied itself (no progress-thread round trip), cumulative */
+    KVT_COUNTER_DEFERRED_VRAM_FREES, /* own vram allocations kvt_mem_free took whose driver free waits for readers (kvt_mem_free) */
     KVT_COUNTER_COUNT,
 };
 

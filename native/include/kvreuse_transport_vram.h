@@ -19,6 +19,12 @@ extern "C" {
  * Errors: INVALID_PARAM (length, out_address, a device the driver does not count), NOT_SUPPORTED when
  * KVT_CAP_VRAM is 0 (the detail says why), NO_MEMORY when the device has no room, BACKEND for another
  * refusal of the driver (named). A refusal leaves nothing allocated.
+ * kvt_mem_free of it while a reader in another process still has a region of it open through its CUDA IPC
+ * handle (CUDA leaves a free before every importer closed it undefined) takes it out of the agent at once,
+ * but the driver frees it only once no reader has it open: a reader closes a withdrawn region within about
+ * 100 ms, and a reader's process that ends closes it too. Until then it counts in
+ * KVT_COUNTER_DEFERRED_VRAM_FREES; the agent's shutdown waits for it until its deadline, then frees it and
+ * answers KVT_ERR_TIMEOUT saying so.
  */
 KVT_API kvt_status kvt_mem_alloc_vram(uint32_t agent, uint32_t device, uint64_t length, uint64_t *out_address);
 

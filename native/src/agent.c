@@ -10,6 +10,7 @@
 #include "services/status.h"
 #include "services/stretch.h"
 #include "template.h"
+#include "vram_frees.h"
 #include "vram_xfer.h"
 
 #include <errno.h>
@@ -117,15 +118,22 @@ static void shut_down(kvt_agent *agent) {
         if (!agent->backend->progress(agent)) agent->backend->sleep(agent, ms_until(deadline_ns));
         kvt_commands_drain_fd(&agent->commands);
     }
+    char freed_held[256];
+    kvt_vram_frees_finish(agent, deadline_ns, freed_held, sizeof freed_held);
     agent->backend->stop(agent);
     kvt_vram_agent_stop(agent);
     pthread_mutex_lock(&agent->lock);
-    agent->shutdown_status = forced[0] ? KVT_ERR_TIMEOUT : KVT_OK;
+    agent->shutdown_status = forced[0] || freed_held[0] ? KVT_ERR_TIMEOUT : KVT_OK;
     if (forced[0])
         snprintf(agent->shutdown_detail, sizeof agent->shutdown_detail,
                  "agent '%s': the shutdown's deadline passed before the peer(s) %.512s acknowledged the close; their "
                  "endpoints were force-closed",
                  agent->name, forced);
+    else if (freed_held[0])
+        snprintf(agent->shutdown_detail, sizeof agent->shutdown_detail,
+                 "agent '%s': the shutdown's deadline passed while readers in other processes still had its vram "
+                 "%.200s open; it was freed under them",
+                 agent->name, freed_held);
     agent->shutdown_done = true;
     pthread_cond_broadcast(&agent->delivery.pending_cond);
     pthread_mutex_unlock(&agent->lock);
@@ -196,6 +204,8 @@ static void *progress_main(void *arg) {
         worked |= agent->backend->progress(agent);
         worked |= kvt_ops_run(agent, NULL);
         kvt_reap_dead_conns(agent);
+        kvt_vram_sweep_withdrawn(agent); /* readers' mappings of withdrawn vram, which owners' frees wait for */
+        kvt_vram_frees_retry(agent);
         kvt_heartbeat_tick(agent); /* after the operations: one that ended in this round is not probed */
         kvt_stretch_check();       /* rounds of warming a peer's pages run back to back too */
         if (agent->active) {       /* operations in flight: keep the backend busy */

@@ -1,7 +1,10 @@
 /* Regions backed by a file (kvt_mem_register_fd). The owner publishes each one's fd number and offset,
  * and keeps a liveness table; a reader on the same host maps the file through /proc/<pid>/fd and copies
  * READs itself, then checks the table, so that bytes the owner may have rewritten after withdrawing the
- * region are never reported as read (native/README.md, "Caller memory at memory speed"). */
+ * region are never reported as read (native/README.md, "Caller memory at memory speed"). The table's file also
+ * carries the holds of readers that mapped the owner's vram: a reader's read lock on a vram region's first byte
+ * (its address in the owner) while it has that region's allocation open, which an owner's free of the allocation
+ * waits for (kvt_liveness_claim). */
 #include "agent.h"
 
 #include "file_regions.h"
@@ -135,9 +138,10 @@ kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file
 /* ---- the reader ------------------------------------------------------------------------------------ */
 
 /* Maps `length` bytes at `offset` of the file the peer's process has open as `fd`, read-only; NULL when it
- * cannot be opened (EACCES, EPERM: not allowed to look into that process), is too short, or not mapped. */
+ * cannot be opened (EACCES, EPERM: not allowed to look into that process), is too short, or not mapped. The file
+ * opened is kept in *out_file when out_file is not NULL (and the mapping made), else closed. */
 static uint8_t *map_peer_file(uint64_t pid, uint32_t fd, uint64_t offset, uint64_t length, void **out_mapping,
-                              uint64_t *out_mapping_length) {
+                              uint64_t *out_mapping_length, int *out_file) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%llu/fd/%u", (unsigned long long)pid, fd);
     int file = open(path, O_RDONLY | O_CLOEXEC);
@@ -155,7 +159,10 @@ static uint8_t *map_peer_file(uint64_t pid, uint32_t fd, uint64_t offset, uint64
             view = (uint8_t *)mapping + (offset - start);
         }
     }
-    close(file); /* the mapping keeps the file */
+    if (view && out_file)
+        *out_file = file;
+    else
+        close(file); /* the mapping keeps the file */
     return view;
 }
 
@@ -164,14 +171,57 @@ void kvt_liveness_map(kvt_conn *conn) {
     if (meta->liveness_fd == KVT_NO_FILE_FD || !kvt_process_checkable(&meta->process)) return;
     void *table = NULL;
     uint64_t table_length = 0;
-    const _Atomic uint64_t *words = (const _Atomic uint64_t *)map_peer_file(meta->process.pid, meta->liveness_fd, 0,
-                                                                            LIVENESS_BYTES, &table, &table_length);
+    bool has_vram = false; /* only holds on its vram need the file kept open */
+    for (uint32_t i = 0; i < meta->region_count; i++) has_vram |= meta->regions[i].kind == KVT_MEM_VRAM;
+    int file = -1;
+    const _Atomic uint64_t *words = (const _Atomic uint64_t *)map_peer_file(
+        meta->process.pid, meta->liveness_fd, 0, LIVENESS_BYTES, &table, &table_length, has_vram ? &file : NULL);
     if (!words) return;
     if (atomic_load(&words[0]) != LIVENESS_MAGIC || atomic_load(&words[1]) != meta->incarnation) {
         munmap(table, table_length); /* another file now has that fd number: the owner is not who it was */
+        if (file >= 0) close(file);
         return;
     }
     conn->liveness = words;
+    conn->liveness_file = file;
+}
+
+void kvt_liveness_unmap(kvt_conn *conn) {
+    if (conn->liveness) munmap((void *)(uintptr_t)conn->liveness, LIVENESS_BYTES);
+    conn->liveness = NULL;
+    if (conn->liveness_file >= 0) close(conn->liveness_file); /* what it still held goes with it */
+    conn->liveness_file = -1;
+}
+
+/* An open file description's lock (F_OFD_*) of `type` on [start, +length) of the table's file. */
+static int lock_range(int file, short type, uint64_t start, uint64_t length) {
+    struct flock range = {.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)start, .l_len = (off_t)length};
+    int result;
+    do result = fcntl(file, F_OFD_SETLK, &range);
+    while (result != 0 && errno == EINTR);
+    return result == 0 ? 0 : errno;
+}
+
+kvt_status kvt_liveness_hold(const kvt_conn *conn, const kvt_remote_region *region) {
+    int error = conn->liveness_file < 0 ? EBADF : lock_range(conn->liveness_file, F_RDLCK, region->address, 1);
+    if (error == 0) return KVT_OK;
+    if (error == EAGAIN || error == EACCES) return KVT_ERR_NOT_FOUND; /* the owner is freeing its allocation */
+    return kvt_fail(KVT_ERR_BACKEND,
+                    "kvt_xfer_post: peer '%s''s vram region %u cannot be held open (a lock on its liveness table: %s), "
+                    "and its owner could free it under this process",
+                    conn->meta.name, region->id, strerror(error));
+}
+
+void kvt_liveness_let_go(const kvt_conn *conn, const kvt_remote_region *region) {
+    lock_range(conn->liveness_file, F_UNLCK, region->address, 1);
+}
+
+bool kvt_liveness_claim(kvt_agent *agent, uint64_t address, uint64_t length) {
+    return !agent->liveness || lock_range(agent->liveness->fd, F_WRLCK, address, length) == 0;
+}
+
+void kvt_liveness_unclaim(kvt_agent *agent, uint64_t address, uint64_t length) {
+    if (agent->liveness) lock_range(agent->liveness->fd, F_UNLCK, address, length);
 }
 
 bool kvt_remote_region_live(const kvt_conn *conn, const kvt_remote_region *region) {
@@ -185,11 +235,14 @@ void kvt_file_regions_map(kvt_conn *conn) {
         kvt_remote_region *region = &meta->regions[i];
         if (region->file_fd != KVT_NO_FILE_FD)
             region->file_view = map_peer_file(meta->process.pid, region->file_fd, region->file_offset, region->length,
-                                              &region->file_mapping, &region->file_mapping_length);
+                                              &region->file_mapping, &region->file_mapping_length, NULL);
     }
     /* Every open above named the owner only if its pid was not reused meanwhile: the connection's pidfd
      * (opened, start time checked, when the connection was made) says whether that process still runs. */
-    if (kvt_conn_process_gone(conn)) kvt_file_regions_unmap(conn);
+    if (kvt_conn_process_gone(conn)) {
+        kvt_file_regions_unmap(conn);
+        kvt_liveness_unmap(conn);
+    }
 }
 
 void kvt_file_regions_unmap(kvt_conn *conn) {
@@ -198,8 +251,6 @@ void kvt_file_regions_unmap(kvt_conn *conn) {
         if (region->file_view) munmap(region->file_mapping, region->file_mapping_length);
         region->file_view = NULL;
     }
-    if (conn->liveness) munmap((void *)(uintptr_t)conn->liveness, LIVENESS_BYTES);
-    conn->liveness = NULL;
 }
 
 static void hold_point(kvt_agent *agent) {

@@ -30,17 +30,32 @@ void kvt_liveness_mark_withdrawn_locked(kvt_agent *agent, const kvt_region *regi
 /* Checks `fd` and `file_offset` against the range and duplicates the fd into region->file_fd. */
 kvt_status kvt_file_region_prepare(kvt_region *region, int32_t fd, uint64_t file_offset);
 
-/* (P, before the backend connects) Maps the peer's liveness table read-only into conn->liveness when its process
- * is on this host, in this pid namespace, this process may open its fds (/proc/<pid>/fd) and the table names the
- * peer's incarnation; else leaves it NULL. */
+/* (P, before the backend connects) Maps the peer's liveness table read-only into conn->liveness when its process is
+ * on this host, in this pid namespace, this process may open its fds (/proc/<pid>/fd) and the table names the
+ * peer's incarnation; else leaves it NULL. When the peer has vram, its file stays open in conn->liveness_file, for
+ * holds. */
 void kvt_liveness_map(kvt_conn *conn);
+/* (P) Unmaps the table and closes its file, which ends every hold this process had on it: called once no mapping
+ * of the peer's vram is open. */
+void kvt_liveness_unmap(kvt_conn *conn);
+/* (P, a reader) Holds the peer's vram `region` before this process opens its allocation, until
+ * kvt_liveness_let_go: the owner's free of that allocation waits for it (kvt_liveness_claim). NOT_FOUND (no detail)
+ * when the owner is freeing it; BACKEND when the hold cannot be taken. A hold taken does not say the region is live:
+ * check it after. Holds of one process on one byte do not add up: one let-go ends them all. */
+kvt_status kvt_liveness_hold(const kvt_conn *conn, const kvt_remote_region *region);
+void kvt_liveness_let_go(const kvt_conn *conn, const kvt_remote_region *region);
+/* (an owner) Claims [address, +length) of its vram, whose regions it withdrew, against readers' holds: true when no
+ * reader in another process holds a region in it (then none can begin to until kvt_liveness_unclaim), or the agent
+ * has no table (no reader ever could). */
+bool kvt_liveness_claim(kvt_agent *agent, uint64_t address, uint64_t length);
+void kvt_liveness_unclaim(kvt_agent *agent, uint64_t address, uint64_t length);
 /* (P) Whether the peer's `region` still holds its slot in the mapped table. A caller checking bytes it moved
  * makes a full fence first, so that every byte was moved before the slot is read. */
 bool kvt_remote_region_live(const kvt_conn *conn, const kvt_remote_region *region);
 /* (P) Maps the peer's file-backed regions for READs when its liveness table is mapped (kvt_liveness_map) and this
  * process may open their fds; regions it cannot map stay on UCX. */
 void kvt_file_regions_map(kvt_conn *conn);
-/* (P) Unmaps the file-backed regions' views and the liveness table. */
+/* (P) Unmaps the file-backed regions' views. */
 void kvt_file_regions_unmap(kvt_conn *conn);
 /* (P) After copies out of file-backed regions of `conn`: a full fence, then whether each region's slot still
  * holds its id — the owner withdrew none of them before every byte copied was read. */

@@ -8,6 +8,7 @@
 #include "services/mapping.h"
 #include "services/status.h"
 #include "services/stretch.h"
+#include "vram_frees.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -97,7 +98,7 @@ static void release_allocation(kvt_agent *agent, kvt_allocation *allocation) {
         return;
     }
     if (allocation->kind == KVT_MEM_VRAM) {
-        kvt_vram_release(allocation->device, allocation->address);
+        kvt_vram_free_owned(agent, allocation);
         return;
     }
     if (allocation->locked) page_work_sliced(allocation->address, allocation->length, unlock_pages, 0);

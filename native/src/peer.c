@@ -30,7 +30,8 @@ void kvt_reap_dead_conns(kvt_agent *agent) {
         agent->backend->disconnect(agent, conn);
         kvt_file_regions_unmap(conn);
         kvt_conn_forget_process(conn);
-        kvt_metadata_free(&conn->meta);
+        kvt_metadata_free(&conn->meta); /* closes its vram mappings: then its holds can go */
+        kvt_liveness_unmap(conn);
         free(conn->description);
         free(conn);
         conn = next;
@@ -149,6 +150,7 @@ static kvt_status new_conn(const kvt_agent *agent, const char *call, const uint8
     (*out)->meta = meta;
     (*out)->refs = 1;
     (*out)->process_fd = -1;
+    (*out)->liveness_file = -1;
     return KVT_OK;
 }
 

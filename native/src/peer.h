@@ -26,6 +26,8 @@ typedef struct kvt_conn {
     void *backend;                    /* UCX: the endpoint (ucx.c) */
     int process_fd;                   /* a pidfd of the peer's process once a check opened it (liveness.c), else -1 */
     const _Atomic uint64_t *liveness; /* the peer's liveness table, mapped read-only (file_regions.c), or NULL */
+    int liveness_file;                /* its file, open while mapped (readers' holds are locks on it), else -1 */
+    uint32_t vram_open;               /* (P) regions of the peer's vram this process has open (vram_xfer.c) */
     bool process_fd_tried;
     char *description; /* the backend's description since its last change (kvt_conn_describe), or NULL; agent->lock */
     struct kvt_conn *next_dead;

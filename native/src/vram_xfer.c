@@ -12,6 +12,7 @@
 #include "services/cuda_kernels.h"
 #include "services/cuda_memory.h"
 #include "services/status.h"
+#include "services/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,10 @@ typedef struct {
     CUevent spare_events[SPARE_EVENTS];
     uint32_t spare_count;
     uint64_t launches;
+    /* kvt_vram_sweep_withdrawn: when it next looks, and the connections it looks at (kept for the next time). */
+    uint64_t next_sweep_ns;
+    kvt_conn **swept;
+    uint32_t swept_capacity;
 } agent_vram;
 
 /* A vram op's work in flight: the event after it and, when it has one, its own piece table. */
@@ -146,20 +151,57 @@ static bool regions_live(kvt_op *op, const vram_work *work) {
     return live;
 }
 
+/* Ends this process's hold on the peer's `region` (kvt_liveness_hold) unless another region it has open begins at the
+ * same byte of the owner (one hold stands for both). */
+static void let_go(kvt_conn *conn, const kvt_remote_region *region) {
+    for (uint32_t i = 0; i < conn->meta.region_count; i++) {
+        const kvt_remote_region *other = &conn->meta.regions[i];
+        if (other != region && other->vram_base && other->address == region->address) return;
+    }
+    kvt_liveness_let_go(conn, region);
+}
+
+/* Closes this process's mapping of the peer's withdrawn `region`, then lets its owner free the allocation. */
+static void close_withdrawn(kvt_conn *conn, kvt_remote_region *region) {
+    kvt_vram_close(region->device, region->vram_base);
+    region->vram_base = 0;
+    conn->vram_open--;
+    let_go(conn, region);
+}
+
 /* The op's work no longer uses the regions it listed: a withdrawn one's mapping is closed once no op uses it,
  * so that this process does not keep the owner's allocation mapped until the peer is reloaded. */
 static void regions_unused(kvt_op *op, const vram_work *work) {
     for (uint32_t i = 0; i < work->slot_count; i++) {
         kvt_remote_region *region = &op->conn->meta.regions[work->slots[i]];
-        if (--region->vram_users > 0 || !region->vram_withdrawn || !region->vram_base) continue;
-        kvt_vram_close(region->device, region->vram_base);
-        region->vram_base = 0;
+        if (--region->vram_users == 0 && region->vram_withdrawn && region->vram_base) close_withdrawn(op->conn, region);
     }
 }
 
+/* Opens the peer's `region` here: held first, then checked live (a region withdrawn, or an allocation its owner is
+ * freeing, is not opened: NOT_FOUND, and not tried again). */
+static kvt_status open_region(kvt_conn *conn, kvt_remote_region *region) {
+    kvt_status held = kvt_liveness_hold(conn, region);
+    if (held == KVT_OK && !kvt_remote_region_live(conn, region)) {
+        let_go(conn, region);
+        held = KVT_ERR_NOT_FOUND;
+    }
+    if (held == KVT_ERR_NOT_FOUND) region->vram_withdrawn = true;
+    if (held != KVT_OK) return held;
+    kvt_vram_key key;
+    memcpy(&key, region->rkey, sizeof key);
+    kvt_status status = kvt_vram_open("kvt_xfer_post", &key, &region->vram_base);
+    if (status != KVT_OK) {
+        let_go(conn, region);
+        return status;
+    }
+    conn->vram_open++;
+    return KVT_OK;
+}
+
 /* Where this process reaches the peer's region `slot`: its own address for a peer in this process, else
- * the allocation opened through its IPC handle (opened once per loaded metadata, closed with it). Lists the
- * region for the op's liveness checks. */
+ * the allocation opened through its IPC handle (opened once per loaded metadata, closed with it or once found
+ * withdrawn). Lists the region for the op's liveness checks. */
 static kvt_status remote_base(kvt_agent *agent, kvt_op *op, uint32_t slot, int64_t *out_shift) {
     kvt_remote_region *region = &op->conn->meta.regions[slot];
     *out_shift = 0;
@@ -167,12 +209,12 @@ static kvt_status remote_base(kvt_agent *agent, kvt_op *op, uint32_t slot, int64
     if (noted != KVT_OK) return noted;
     if (same_process(&agent->process, &op->conn->meta.process)) return KVT_OK;
     if (region->vram_withdrawn) return KVT_ERR_NOT_FOUND; /* its mapping is not opened again */
-    kvt_vram_key key;
-    memcpy(&key, region->rkey, sizeof key);
     if (!region->vram_base) {
-        kvt_status status = kvt_vram_open("kvt_xfer_post", &key, &region->vram_base);
+        kvt_status status = open_region(op->conn, region);
         if (status != KVT_OK) return status;
     }
+    kvt_vram_key key;
+    memcpy(&key, region->rkey, sizeof key);
     *out_shift = (int64_t)(region->vram_base - key.allocation_base);
     return KVT_OK;
 }
@@ -213,8 +255,50 @@ void kvt_vram_agent_stop(kvt_agent *agent) {
         while (state->spare_count > 0) kvt_cuda.EventDestroy(state->spare_events[--state->spare_count]);
         kvt_cuda.StreamDestroy(state->stream);
     }
+    free(state->swept);
     free(state);
     agent->vram_state = NULL;
+}
+
+#define WITHDRAWN_SWEEP_NS 100000000ull
+
+/* The loaded peers' connections with vram of theirs open here into state->swept (as many as fit); their count. */
+static uint32_t connections_with_vram_open(kvt_agent *agent, agent_vram *state) {
+    uint32_t count = 0;
+    pthread_mutex_lock(&agent->lock);
+    for (uint32_t i = 0; i < agent->peer_count; i++) {
+        kvt_conn *conn = agent->peers[i]->conn;
+        if (!conn || conn->vram_open == 0) continue;
+        if (count == state->swept_capacity) {
+            uint32_t capacity = state->swept_capacity ? state->swept_capacity * 2 : 8;
+            kvt_conn **grown = realloc(state->swept, capacity * sizeof *grown);
+            if (!grown) break; /* the others wait for the next sweep */
+            state->swept = grown;
+            state->swept_capacity = capacity;
+        }
+        state->swept[count++] = conn;
+    }
+    pthread_mutex_unlock(&agent->lock);
+    return count;
+}
+
+void kvt_vram_sweep_withdrawn(kvt_agent *agent) {
+    agent_vram *state = agent->vram_state;
+    if (!state) return;
+    uint64_t now = kvt_now_ns();
+    if (now < state->next_sweep_ns) return;
+    state->next_sweep_ns = now + WITHDRAWN_SWEEP_NS;
+    uint32_t count = connections_with_vram_open(agent, state);
+    /* Connections are freed on this thread only (kvt_reap_dead_conns): each one listed stays valid here. */
+    for (uint32_t c = 0; c < count; c++) {
+        kvt_conn *conn = state->swept[c];
+        for (uint32_t i = 0; i < conn->meta.region_count; i++) {
+            kvt_remote_region *region = &conn->meta.regions[i];
+            if (!region->vram_base || region->vram_users > 0 || kvt_remote_region_live(conn, region)) continue;
+            region->vram_withdrawn = true;
+            close_withdrawn(conn, region);
+        }
+    }
 }
 
 /* A piece table of `bytes` for one op: the agent's when free (grown if short), else one of the op's own. */

@@ -4,8 +4,10 @@
 #include "services/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -190,6 +192,51 @@ void close_vram_reader(const vram_reader *reader) {
     CHECK_OK(kvt_mem_deregister(reader->agent, reader->local));
     CHECK_OK(kvt_mem_free(reader->agent, reader->local_vram));
     CHECK_OK(kvt_agent_destroy(reader->agent));
+}
+
+reader_process reader_fork(void (*body)(int down, int up, bool argument), bool argument) {
+    int down[2], up[2];
+    CHECK(pipe(down) == 0 && pipe(up) == 0, "pipe");
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(down[1]);
+        close(up[0]);
+        body(down[0], up[1], argument);
+        for (;;) pause();
+    }
+    close(down[0]);
+    close(up[1]);
+    return (reader_process){.pid = pid, .down = down[1], .up = up[0]};
+}
+
+vram_reader reader_open(int down, const char *name, uint32_t flags) {
+    source_process source = {0};
+    source.blob = receive_metadata(down, &source.length);
+    vram_reader reader = open_vram_reader(name, flags, &source, PULL_BYTES);
+    free(source.blob);
+    return reader;
+}
+
+void reader_await(const reader_process *reader, char said) {
+    char byte = 0;
+    CHECK(read(reader->up, &byte, 1) == 1 && byte == said, "the reader said '%c' (got '%c')", said, byte);
+}
+
+void reader_end(const reader_process *reader) {
+    kill(reader->pid, SIGKILL);
+    CHECK(waitpid(reader->pid, NULL, 0) == reader->pid, "the reader reaped");
+    close(reader->down);
+    close(reader->up);
+}
+
+int live_allocations(void) {
+    unsigned long made = 0;
+    int live = 0;
+    ((allocations_fn)(uintptr_t)fake_symbol("fake_cuda_allocations"))(&made, &live);
+    return live;
 }
 
 void *fake_symbol(const char *name) {

@@ -89,6 +89,24 @@ vram_reader open_vram_reader(const char *name, uint32_t flags, const source_proc
 
 void close_vram_reader(const vram_reader *reader);
 
+/* A reader in a process of its own, forked before this process uses the driver (CUDA does not survive a fork):
+ * there `body(down, up, argument)` runs, and then the process waits to be killed (it is killed with this one). */
+typedef struct {
+    int pid;
+    int down, up; /* this process's ends of the pipes to and from it */
+} reader_process;
+reader_process reader_fork(void (*body)(int down, int up, bool argument), bool argument);
+/* In a reader process: receives a source's metadata down `down` and opens a reader of PULL_BYTES of vram
+ * (open_vram_reader). */
+vram_reader reader_open(int down, const char *name, uint32_t flags);
+/* Reads the byte the reader says next, which must be `said`. */
+void reader_await(const reader_process *reader, char said);
+/* Kills the reader, reaps it and closes the pipes. */
+void reader_end(const reader_process *reader);
+
+/* The fake driver's count of live allocations of this process: device memory and host memory it pinned. */
+int live_allocations(void);
+
 /* A symbol of the fake driver the library loaded (the test fails without it). */
 void *fake_symbol(const char *name);
 

@@ -1,6 +1,7 @@
 #include "harness.h"
 #include "services/cuda_driver.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -452,9 +453,9 @@ void source_signal(const source_process *source, int signal) {
     CHECK(kill(source->pid, signal) == 0, "kill(%d, %d): %s", source->pid, signal, strerror(errno));
 }
 
-static char process_state(int pid) {
-    char path[64], line[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+/* The state letter of a /proc stat file (`T` stopped), or '?' when it cannot be read (the thread exited). */
+static char stat_state(const char *path) {
+    char line[512];
     FILE *file = fopen(path, "r");
     if (!file) return '?';
     bool ok = fgets(line, sizeof line, file) != NULL;
@@ -463,16 +464,33 @@ static char process_state(int pid) {
     return after_name && after_name[1] == ' ' ? after_name[2] : '?';
 }
 
-static bool source_stopped(void *context) {
-    const source_process *source = context;
-    return process_state(source->pid) == 'T';
+/* Whether every thread of the process is stopped: the kernel stops them one by one after a SIGSTOP, and until the
+ * last one is, the others run on. A thread that exited meanwhile counts as stopped. */
+static bool all_threads_stopped(void *context) {
+    int pid = *(const int *)context;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) return false;
+    bool stopped = true;
+    for (struct dirent *task; stopped && (task = readdir(tasks));) {
+        if (task->d_name[0] == '.') continue;
+        char stat_path[300];
+        snprintf(stat_path, sizeof stat_path, "/proc/%d/task/%s/stat", pid, task->d_name);
+        char state = stat_state(stat_path);
+        stopped = state == 'T' || state == '?';
+    }
+    closedir(tasks);
+    return stopped;
 }
 
-void source_wait_stopped(const source_process *source) {
+void process_wait_stopped(int pid) {
     char what[64];
-    snprintf(what, sizeof what, "the source (pid %d) to stop", source->pid);
-    wait_until(0, source_stopped, (void *)source, what, WAIT_DEADLINE_MS);
+    snprintf(what, sizeof what, "every thread of pid %d to stop", pid);
+    wait_until(0, all_threads_stopped, &pid, what, WAIT_DEADLINE_MS);
 }
+
+void source_wait_stopped(const source_process *source) { process_wait_stopped(source->pid); }
 
 void source_withdraw(const source_process *source) {
     char byte = SOURCE_WITHDRAW;

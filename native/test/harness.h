@@ -130,7 +130,9 @@ bool source_spawn(const source_options *options, source_process *out);
 /* Has the source deregister its region, and waits until it did. */
 void source_withdraw(const source_process *source);
 void source_signal(const source_process *source, int signal);
-/* Waits until the source shows as stopped (T in /proc/<pid>/stat). */
+/* Waits until every thread of the process `pid` is stopped (T in /proc/<pid>/task/<tid>/stat). */
+void process_wait_stopped(int pid);
+/* Waits until the source is stopped (process_wait_stopped). */
 void source_wait_stopped(const source_process *source);
 /* SIGKILLs the source (resuming it first if stopped), reaps it and frees the blob. */
 void source_end(source_process *source);

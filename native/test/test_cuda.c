@@ -11,7 +11,6 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -308,32 +307,18 @@ static void vram_pull_from_another_process(void) {
     on_driver_under_test("1", pull_from_the_source_process);
 }
 
-/* The reader process of killed_reader: loads the source's metadata (from `from_source`), pulls from its vram
- * (opening its IPC handle) and WRITEs 32 KiB back, says so on `to_source` and waits to be killed, holding
- * the handle. */
-static void reader_holding_the_handle(int from_source, int to_source) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    uint64_t length = 0;
-    CHECK(read(from_source, &length, sizeof length) == (ssize_t)sizeof length, "the blob's length");
-    uint8_t *blob = malloc(length);
-    for (uint64_t got = 0; got < length;) {
-        ssize_t n = read(from_source, blob + got, length - got);
-        CHECK(n > 0, "the blob");
-        got += (uint64_t)n;
-    }
-    uint32_t reader = make_agent("vram-killed-reader"), local = 0, peer = 0, remote = 0, regions = 0;
-    uint64_t local_vram = 0, generation = 0;
-    CHECK_OK(kvt_mem_alloc_vram(reader, 0, PULL_BYTES, &local_vram));
-    CHECK_OK(kvt_mem_register(reader, local_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &local));
-    CHECK_OK(kvt_peer_load(reader, blob, length, &peer, &generation));
-    CHECK_OK(kvt_peer_regions(reader, peer, 1, &remote, NULL, NULL, NULL, NULL, &regions));
-    pull_pieces(reader, peer, generation, local, remote, local_vram, 59);
+/* The reader process of killed_reader (reader_fork): loads the source's metadata, pulls from its vram (opening its
+ * IPC handle) and WRITEs 32 KiB back, says so, and waits to be killed, holding the handle. */
+static void reader_holding_the_handle(int down, int up, bool unused) {
+    (void)unused;
+    vram_reader r = reader_open(down, "vram-killed-reader", 0);
+    pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 59);
     uint64_t op = 0; /* and a WRITE into the source's last 32 KiB, through the same handle */
-    vram_fill_pattern(local_vram, 32768, 67);
-    CHECK_OK(post_one(reader, KVT_XFER_WRITE, peer, generation, local, 0, remote, PULL_BYTES - 32768, 32768, &op));
-    wait_completions_ok(reader, 1, 32768, true);
-    CHECK(write(to_source, "x", 1) == 1, "pulled");
-    for (;;) pause();
+    vram_fill_pattern(r.local_vram, 32768, 67);
+    CHECK_OK(
+        post_one(r.agent, KVT_XFER_WRITE, r.peer, r.generation, r.local, 0, r.remote, PULL_BYTES - 32768, 32768, &op));
+    wait_completions_ok(r.agent, 1, 32768, true);
+    CHECK(write(up, "x", 1) == 1, "pulled");
 }
 
 /* This process is the source: a reader process pulls from its vram and is SIGKILLed holding the IPC handle.
@@ -341,26 +326,15 @@ static void reader_holding_the_handle(int from_source, int to_source) {
  * and a new reader pulls the same bytes before that. The reader is forked before this process uses the
  * driver (CUDA does not survive a fork). */
 static void killed_reader_holding_handles(void) {
-    int down[2], up[2];
-    CHECK(pipe(down) == 0 && pipe(up) == 0, "pipe");
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0, "fork");
-    if (child == 0) reader_holding_the_handle(down[0], up[1]);
+    reader_process killed = reader_fork(reader_holding_the_handle, false);
     uint32_t source = make_agent("vram-kept-source"), remote = 0;
-    uint64_t remote_vram = 0, length = 0;
+    uint64_t remote_vram = 0;
     CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &remote_vram));
     vram_fill_pattern(remote_vram, PULL_BYTES, 59);
     CHECK_OK(kvt_mem_register(source, remote_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &remote));
-    CHECK_OK(kvt_agent_metadata(source, NULL, 0, &length));
-    uint8_t *blob = malloc(length);
-    CHECK_OK(kvt_agent_metadata(source, blob, length, &length));
-    CHECK(write(down[1], &length, sizeof length) == (ssize_t)sizeof length &&
-              write(down[1], blob, length) == (ssize_t)length,
-          "the blob sent");
-    char pulled = 0;
-    CHECK(read(up[0], &pulled, 1) == 1, "the reader pulled and holds the handle");
-    CHECK(kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child, "the reader killed");
+    send_metadata(source, killed.down);
+    reader_await(&killed, 'x');
+    reader_end(&killed);
     CHECK(holds_pattern(remote_vram, PULL_BYTES - 32768, 0, 59) &&
               holds_pattern(remote_vram + PULL_BYTES - 32768, 32768, 0, 67),
           "the source's bytes are intact, with what the reader wrote");
@@ -377,7 +351,6 @@ static void killed_reader_holding_handles(void) {
     CHECK_OK(kvt_mem_free(reader, local_vram));
     CHECK_OK(kvt_agent_destroy(reader));
     CHECK_OK(kvt_agent_destroy(source));
-    free(blob);
 }
 
 static void vram_source_outlives_a_killed_reader(void) {

@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #if KVT_HAVE_UCX
@@ -204,14 +202,10 @@ static void an_abandoned_chunk_retires_its_buffer(void) {
     const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, abandoned_chunk);
 }
-/* A staged reader in a process of its own (forked before the driver is used: CUDA does not survive a fork): pulls
- * the source's region (the metadata comes down `down`), says so up `up`, then, when `stop_agent`, destroys its agent
- * (closing its bounce buffers' fds) and says so again; it lives on until killed. */
-static void __attribute__((noreturn)) run_staged_reader(int down, int up, bool stop_agent) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    source_process source = {0};
-    source.blob = receive_metadata(down, &source.length);
-    vram_reader r = open_vram_reader("staged-gone", KVT_AGENT_VRAM_STAGED, &source, PULL_BYTES);
+/* A staged reader (reader_fork): pulls the source's region, says so, then, when `stop_agent`, destroys its agent
+ * (closing its bounce buffers' fds) and says so again. */
+static void pull_staged(int down, int up, bool stop_agent) {
+    vram_reader r = reader_open(down, "staged-gone", KVT_AGENT_VRAM_STAGED);
     pull_whole(&r, PULL_BYTES, 137);
     CHECK(in_place_bytes(r.agent) == PULL_BYTES, "the reader's chunk was written in place");
     CHECK(write(up, "p", 1) == 1, "pulled");
@@ -219,45 +213,15 @@ static void __attribute__((noreturn)) run_staged_reader(int down, int up, bool s
         close_vram_reader(&r);
         CHECK(write(up, "s", 1) == 1, "stopped");
     }
-    for (;;) pause();
-}
-
-typedef struct {
-    pid_t pid;
-    int down, up;
-} staged_reader;
-
-static staged_reader fork_staged_reader(bool stop_agent) {
-    int down[2], up[2];
-    CHECK(pipe(down) == 0 && pipe(up) == 0, "pipe");
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) run_staged_reader(down[0], up[1], stop_agent);
-    close(down[0]);
-    close(up[1]);
-    return (staged_reader){.pid = pid, .down = down[1], .up = up[0]};
-}
-
-static void await_reader(const staged_reader *reader, char said) {
-    char byte = 0;
-    CHECK(read(reader->up, &byte, 1) == 1 && byte == said, "the reader said '%c' (got '%c')", said, byte);
 }
 
 static bool no_targets_kept(void *context) { return staged_counts(*(uint32_t *)context).targets == 0; }
 
-static int live_allocations(void) {
-    unsigned long made = 0;
-    int live = 0;
-    ((allocations_fn)(uintptr_t)fake_symbol("fake_cuda_allocations"))(&made, &live);
-    return live;
-}
-
 /* Serves `reader` a pull it gets in place, then waits until the buffer this source kept for it is let go (the
  * reader is killed, or stopped its agent, first: `end`), its pages unpinned. */
-static void serve_until_let_go(uint32_t source, const staged_reader *reader, void (*end)(const staged_reader *)) {
+static void serve_until_let_go(uint32_t source, const reader_process *reader, void (*end)(const reader_process *)) {
     send_metadata(source, reader->down);
-    await_reader(reader, 'p');
+    reader_await(reader, 'p');
     int live = live_allocations();
     CHECK(staged_counts(source).targets == 1, "the source keeps the reader's bounce buffer (%llu)",
           (unsigned long long)staged_counts(source).targets);
@@ -267,24 +231,20 @@ static void serve_until_let_go(uint32_t source, const staged_reader *reader, voi
           live_allocations(), live);
 }
 
-static void kill_reader(const staged_reader *reader) {
-    CHECK(kill(reader->pid, SIGKILL) == 0 && waitpid(reader->pid, NULL, 0) == reader->pid, "the reader killed");
-}
-
-static void await_agent_stopped(const staged_reader *reader) { await_reader(reader, 's'); }
+static void await_agent_stopped(const reader_process *reader) { reader_await(reader, 's'); }
 
 /* A source lets go of a reader's bounce buffer once the reader is gone, or once it stopped its agent while its
  * process lives on: kept, the buffer's pages would stay pinned here. */
 static void gone_readers(void) {
-    staged_reader killed = fork_staged_reader(false), stopped = fork_staged_reader(true);
+    reader_process killed = reader_fork(pull_staged, false), stopped = reader_fork(pull_staged, true);
     uint32_t source = make_agent("staged-source"), region = 0;
     uint64_t vram = 0;
     CHECK_OK(kvt_mem_alloc_vram(source, 0, PULL_BYTES, &vram));
     vram_fill_pattern(vram, PULL_BYTES, 137);
     CHECK_OK(kvt_mem_register(source, vram, PULL_BYTES, KVT_MEM_VRAM, 0, &region));
-    serve_until_let_go(source, &killed, kill_reader);
+    serve_until_let_go(source, &killed, reader_end);
     serve_until_let_go(source, &stopped, await_agent_stopped);
-    kill_reader(&stopped);
+    reader_end(&stopped);
     CHECK_OK(kvt_mem_deregister(source, region));
     CHECK_OK(kvt_mem_free(source, vram));
     CHECK_OK(kvt_agent_destroy(source));

@@ -1,11 +1,14 @@
 /* A reader that moves a peer's vram through CUDA IPC checks the peer's liveness table, since the peer never sees
  * the move (vram_xfer.c): a region the peer withdrew before the launch moves nothing, READ or WRITE; one withdrawn
  * while the work ran ends the op NOT_FOUND with no byte counted, and a region still registered beside it moves; a
- * reader that cannot open the table is refused. Fake driver: its events are held, so that the withdrawal comes
- * while the work runs. */
+ * reader that cannot open the table is refused. The owner's free of its vram waits until no reader in another
+ * process has it open (vram_frees.c). Fake driver: its events are held, so that the withdrawal comes while the work
+ * runs. */
 #include "cuda_pulls.h"
 
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HALF (PULL_BYTES / 2)
 
@@ -145,5 +148,88 @@ static void ipc_needs_the_liveness_table(void) {
     if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, source_in_another_pid_namespace);
 }
 
+/* An idle reader (reader_fork): READs the owner's region through its IPC handle, says so, and lives on with the
+ * peer loaded until killed. */
+static void pull_then_idle(int down, int up, bool unused) {
+    (void)unused;
+    vram_reader r = reader_open(down, "vram-idle-reader", 0);
+    uint64_t op = 0;
+    CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote, 0, PULL_BYTES, &op));
+    wait_completions_ok(r.agent, 1, PULL_BYTES, true);
+    CHECK(holds_pattern(r.local_vram, PULL_BYTES, 0, 151), "the reader pulled the owner's bytes");
+    CHECK(write(up, "p", 1) == 1, "pulled");
+}
+
+typedef struct {
+    uint32_t agent;
+    int live; /* the fake's live allocations once the free is done */
+} owner_free;
+
+static bool free_waits(void *context) {
+    return counter(((const owner_free *)context)->agent, KVT_COUNTER_DEFERRED_VRAM_FREES) == 1;
+}
+
+static bool freed(void *context) {
+    const owner_free *owner = context;
+    return counter(owner->agent, KVT_COUNTER_DEFERRED_VRAM_FREES) == 0 && live_allocations() == owner->live;
+}
+
+/* The owner's vram region (pattern 151), pulled by `reader`, which is then stopped (all its threads: it cannot close
+ * anything meanwhile) while the owner deregisters the region and frees the allocation. The free waits: the
+ * allocation stays in the driver. Returns what the free leaves once done. */
+static owner_free free_while_held(uint32_t owner, const reader_process *reader) {
+    uint64_t vram = 0;
+    uint32_t region = 0;
+    CHECK_OK(kvt_mem_alloc_vram(owner, 0, PULL_BYTES, &vram));
+    vram_fill_pattern(vram, PULL_BYTES, 151);
+    CHECK_OK(kvt_mem_register(owner, vram, PULL_BYTES, KVT_MEM_VRAM, 0, &region));
+    send_metadata(owner, reader->down);
+    reader_await(reader, 'p');
+    CHECK(kill(reader->pid, SIGSTOP) == 0, "the reader stopped");
+    process_wait_stopped(reader->pid);
+    int live = live_allocations();
+    CHECK_OK(kvt_mem_deregister(owner, region));
+    CHECK_OK(kvt_mem_free(owner, vram));
+    owner_free result = {.agent = owner, .live = live - 1};
+    wait_until(owner, free_waits, &result, "the free to wait for the reader", WAIT_DEADLINE_MS);
+    CHECK(live_allocations() == live, "the allocation the reader has open is not freed under it");
+    return result;
+}
+
+static bool shutdown_reported(void *context) {
+    return kvt_agent_shutdown_status(*(const uint32_t *)context) != KVT_IN_PROGRESS;
+}
+
+/* Three readers hold the owner's vram in turn. Resumed, the first finds the region withdrawn and closes it, idle as
+ * it is, and the free completes; the second is killed, which ends its hold, and the free completes; the third stays
+ * stopped, and the owner's shutdown frees the allocation at its deadline, saying so. */
+static void frees_wait_for_readers(void) {
+    reader_process resumed = reader_fork(pull_then_idle, false), killed = reader_fork(pull_then_idle, false),
+                   stuck = reader_fork(pull_then_idle, false);
+    uint32_t owner = make_agent("vram-owner");
+    owner_free waiting = free_while_held(owner, &resumed);
+    CHECK(kill(resumed.pid, SIGCONT) == 0, "the reader resumed");
+    wait_until(owner, freed, &waiting, "the free once the resumed reader closed the region", WAIT_DEADLINE_MS);
+    waiting = free_while_held(owner, &killed);
+    reader_end(&killed);
+    wait_until(owner, freed, &waiting, "the free once the reader was killed", WAIT_DEADLINE_MS);
+    waiting = free_while_held(owner, &stuck);
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_agent_shutdown(owner, 300));
+    wait_until(0, shutdown_reported, &owner, "the owner's shutdown", WAIT_DEADLINE_MS);
+    CHECK_STATUS(KVT_ERR_TIMEOUT, kvt_agent_shutdown_status(owner));
+    CHECK_DETAIL("still had its vram");
+    CHECK(live_allocations() == waiting.live, "the shutdown freed the allocation at its deadline");
+    CHECK_OK(kvt_agent_destroy(owner));
+    reader_end(&resumed);
+    reader_end(&stuck);
+}
+
+static void an_owners_free_waits_for_its_readers(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, frees_wait_for_readers);
+}
+
 TEST_MAIN("vram_withdrawn", TEST(ipc_move_of_a_region_withdrawn_in_this_process),
-          TEST(ipc_move_of_a_region_withdrawn_by_another_process), TEST(ipc_needs_the_liveness_table))
+          TEST(ipc_move_of_a_region_withdrawn_by_another_process), TEST(ipc_needs_the_liveness_table),
+          TEST(an_owners_free_waits_for_its_readers))

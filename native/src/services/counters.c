@@ -57,6 +57,7 @@ static const char *const counter_names[KVT_COUNTER_COUNT] = {
     "reader_fences",
     "file_read_bytes",
     "inline_operations",
+    "deferred_vram_frees",
 };
 
 const char *kvt_counter_name(uint32_t index) { return index < KVT_COUNTER_COUNT ? counter_names[index] : NULL; }

@@ -49,7 +49,8 @@ export interface CloseOptions {
 export interface CloseOutcome {
   /**
    * Undefined when every endpoint closed gracefully; otherwise the NativeTransportError (code
-   * `TIMEOUT`) whose detail names the agent and the peers whose endpoints were force-closed at the deadline.
+   * `TIMEOUT`) whose detail names the agent and the peers whose endpoints were force-closed at the deadline,
+   * or the vram the agent freed at the deadline while readers in other processes still had it open.
    */
   readonly forced: NativeTransportError | undefined;
 }

@@ -39,6 +39,9 @@ const trailingCounterFields = [
   // Small READs of a same-host peer's allocated bank that the posting thread copied itself (at most 256 KiB in at most
   // 1,024 pieces, no notification): ended when post() returned, with no round trip through the progress thread.
   ['inlineOperations', 'inline_operations'],
+  // Vram allocations of this agent's own that Agent.free took back while a reader in another process still had a
+  // region of them open through CUDA IPC: their driver free waits until every such reader closed it or is gone.
+  ['deferredVramFrees', 'deferred_vram_frees'],
 ] as const;
 
 type CounterField = (typeof counterFields)[number][0] | (typeof trailingCounterFields)[number][0];
