@@ -62,7 +62,9 @@ KVT_API kvt_status kvt_mem_open_vram_ipc(uint32_t agent, uint32_t device, const 
  * at `address` into `out_handle` (cuIpcGetMemHandle; for a mapping kvt_mem_open_vram_ipc opened, the
  * owner's handle it was opened with): what another process's kvt_mem_open_vram_ipc takes, e.g. a test
  * engine handing its KV memory to a sidecar. Errors: INVALID_PARAM (out_handle), NOT_FOUND when no vram
- * allocation of the agent starts at `address`, BACKEND when the driver refuses (named).
+ * allocation of the agent starts at `address`, BACKEND when the driver refuses (named). A handle handed out
+ * this way is not a reader's hold (kvt_mem_alloc_vram): keep the allocation until the process that opened
+ * it closed it.
  */
 KVT_API kvt_status kvt_mem_vram_ipc_handle(uint32_t agent, uint64_t address, uint8_t *out_handle);
 
