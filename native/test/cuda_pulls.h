@@ -104,7 +104,8 @@ void reader_await(const reader_process *reader, char said);
 /* Kills the reader, reaps it and closes the pipes. */
 void reader_end(const reader_process *reader);
 
-/* The fake driver's count of live allocations of this process: device memory and host memory it pinned. */
+/* The fake driver's count of live allocations of this process: device memory and host memory it pinned; -1 on a
+ * real driver (which does not tell). */
 int live_allocations(void);
 
 /* A symbol of the fake driver the library loaded (the test fails without it). */

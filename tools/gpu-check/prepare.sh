@@ -24,7 +24,7 @@ for soname in libucp.so.0 libucs.so.0 libuct.so.0 libucm.so.0 libnuma.so.1; do
 done
 cp "$root/native/build/gpu-check/test_cuda" "$root/native/build/gpu-check/test_vram_import" \
   "$root/native/build/gpu-check/test_vram_routes" "$root/native/build/gpu-check/test_staged_in_place" \
-  "$root/native/build/gpu-check/gpu_figures" "$payload/bin/"
+  "$root/native/build/gpu-check/test_vram_withdrawn" "$root/native/build/gpu-check/gpu_figures" "$payload/bin/"
 cp "$here/run.sh" "$here/results.mjs" "$payload/"
 
 node "$here/bundle.mjs" "$root" "$payload"

@@ -255,6 +255,7 @@ const checkNames = [
   'pull.ipc.two_processes',
   'pull.staged.two_processes',
   'pull.staged.in_place',
+  'vram.free_waits_for_readers',
   'sidecar.vram_import',
   'pull.ipc.templates',
   'pull.ipc.large_descriptors',
@@ -295,6 +296,11 @@ if (rc('preflight') !== 0) {
       'staged_chunks_are_written_in_place',
       "host-staged chunks from another process of this host written in place into the reader's bounce buffer, every byte checked",
       'staged_in_place',
+    ),
+    'vram.free_waits_for_readers': nativeCase(
+      'an_owners_free_waits_for_its_readers',
+      "an owner's free of its vram waiting until the reader processes that have it open through CUDA IPC closed it or were killed",
+      'vram_withdrawn',
     ),
     'sidecar.vram_import': nativeCase(
       'engine_memory_served',

@@ -6,15 +6,16 @@
 # else runs, and the file says why); 1 otherwise.
 #   bash tools/gpu-check/payload/run.sh [results file]
 # Parts, each under its own timeout (290 s in all, so that the results file is written within a 5-minute
-# call; well under one minute expected on an H200; over the fake driver of a dry run about 40 s):
+# call; well under one minute expected on an H200; over the fake driver of a dry run about 55 s):
 # - preflight: gpu_figures preflight, whether the library loads the driver and sees a GPU;
 # - the native tests of the CUDA domain on the machine's driver (test_cuda, KVT_TEST_CUDA_REAL=1, on the
 #   loopback and ucx backends: vram allocation, registration, pulls within a process and from another
 #   process through CUDA IPC and host-staged; the kernels), test_vram_import on ucx (an
 #   engine's vram opened by a sidecar process through its IPC handle, served and pulled by a third process)
 #   test_vram_routes on ucx (template posts expanded on the GPU, routes of every shape; large descriptors
-#   cut there) and test_staged_in_place on ucx (host-staged chunks written in place into the reader's bounce
-#   buffer);
+#   cut there), test_staged_in_place on ucx (host-staged chunks written in place into the reader's bounce
+#   buffer) and test_vram_withdrawn on ucx (an owner's free of its vram waits for the reader processes that
+#   have it open);
 # - the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy
 #   and gather, against one device-to-device copy; a pinned host-to-device copy; the checksum kernel's rate);
 # - the facade's vram probe under the shipped Node;
@@ -57,13 +58,14 @@ if [ "$(cat "$work/preflight.rc")" = 0 ]; then
   for backend in loopback ucx; do
     KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=$backend part "native-$backend" 35 "$here/bin/test_cuda"
   done
-  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_import-ucx 25 "$here/bin/test_vram_import"
+  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_import-ucx 20 "$here/bin/test_vram_import"
   KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_routes-ucx 15 "$here/bin/test_vram_routes"
-  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part staged_in_place-ucx 15 "$here/bin/test_staged_in_place"
-  part figures 65 "$here/bin/gpu_figures"
+  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part staged_in_place-ucx 10 "$here/bin/test_staged_in_place"
+  KVT_TEST_CUDA_REAL=1 KVT_TEST_BACKEND=ucx part vram_withdrawn-ucx 10 "$here/bin/test_vram_withdrawn"
+  part figures 60 "$here/bin/gpu_figures"
   KVREUSE_PROBE_GPU=0 part probe 15 "$node" "$here/probe.mjs"
-  part fetch 30 "$node" "$here/fetch.mjs"
-  (cd "$work" && part demo 60 "$node" "$here/cli/dist/bin.js" demo -o json \
+  part fetch 25 "$node" "$here/fetch.mjs"
+  (cd "$work" && part demo 55 "$node" "$here/cli/dist/bin.js" demo -o json \
     --profile-name qwen3-0.6b-bf16-b64 --router-enable-decode-to-prefill-gpu-reuse)
 fi
 "$node" "$here/results.mjs" "$work" "$results"

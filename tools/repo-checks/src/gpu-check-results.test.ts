@@ -66,6 +66,7 @@ function passingRun(): Record<string, string> {
       'ok vram_routes/routes_of_every_shape [ucx]\nok vram_routes/large_descriptors_cut_on_the_gpu [ucx]\n' +
       'ok vram_routes/checksums_by_routes [ucx]\n',
     'staged_in_place-ucx.log': 'ok staged_in_place/staged_chunks_are_written_in_place [ucx]\n',
+    'vram_withdrawn-ucx.log': 'ok vram_withdrawn/an_owners_free_waits_for_its_readers [ucx]\n',
     'figures.json': JSON.stringify(figures),
     'figures.rc': '0',
     'demo.json': JSON.stringify(demo),
@@ -222,6 +223,16 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     const { results } = compose({ ...passingRun(), 'staged_in_place-ucx.log': `${line}\n` });
     expect(failing(results)).toEqual(['pull.staged.in_place']);
     expect(results.checks['pull.staged.in_place']?.detail).toBe(line);
+  });
+
+  it('fails the owner’s free waiting for its readers when test_vram_withdrawn did not run it on ucx', () => {
+    const files: Record<string, string> = passingRun();
+    delete files['vram_withdrawn-ucx.log'];
+    const { results } = compose(files);
+    expect(failing(results)).toEqual(['vram.free_waits_for_readers']);
+    expect(results.checks['vram.free_waits_for_readers']?.detail).toContain(
+      'ran no case an_owners_free_waits_for_its_readers',
+    );
   });
 
   it('fails the sidecar’s vram import when test_vram_import’s case failed on ucx, naming its line', () => {
