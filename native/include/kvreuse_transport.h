@@ -427,14 +427,13 @@ KVT_API kvt_status kvt_mem_alloc(uint32_t agent, uint64_t length, uint32_t flags
  * (kvreuse_transport_vram.h). */
 
 /**
- * Memory jobs: kvt_mem_alloc_begin, kvt_mem_free_begin and kvt_mem_deregister_begin do what their
- * synchronous twin does, without the part that takes long (backing pages, fencing readers, unmapping)
- * on the calling thread, for callers that must not block (e.g. Node's thread). Each refuses at once
- * what its twin refuses before that part, with nothing changed; else it returns KVT_IN_PROGRESS and a
- * job id (unique in the agent). The progress thread does the work in the order the jobs were begun,
- * writes a byte to the wake-up pipe once the jobs it took together (those begun by then) all ended, and
- * kvt_mem_job_status answers the outcome once. A shutdown
- * accepted while a job runs waits for it (the job runs first); a destroy frees unanswered outcomes.
+ * Memory jobs: kvt_mem_alloc_begin, kvt_mem_free_begin and kvt_mem_deregister_begin do what their synchronous twin
+ * does, without the part that takes long (backing pages, fencing readers, unmapping) on the calling thread, for callers
+ * that must not block (e.g. Node's thread). Each refuses at once what its twin refuses before that part, with nothing
+ * changed; else it returns KVT_IN_PROGRESS and a job id (unique in the agent). The progress thread does the work in the
+ * order the jobs were begun, writes a byte to the wake-up pipe once the jobs it took together (those begun by then) all
+ * ended, and kvt_mem_job_status answers the outcome once. A shutdown accepted while a job runs waits for it (the job
+ * runs first); a destroy frees unanswered outcomes.
  */
 
 /**
@@ -508,15 +507,15 @@ KVT_API kvt_status kvt_mem_register_fd(uint32_t agent, uint64_t address, uint64_
                                        uint64_t file_offset, uint32_t *out_region);
 
 /**
- * Deregisters a region. Refuses KVT_ERR_BUSY (naming an operation) while any non-terminal operation
- * of THIS agent references it. Bumps the agent's metadata generation. Peers that loaded older
- * metadata still hold the region's bounds and remote key: loopback peers then fail with
- * KVT_ERR_REMOTE_DISCONNECT; for UCX, when exported metadata named the region, the agent's serving
- * worker is replaced before this returns (see "Stale readers" above; ~55-70 ms here, once per export),
- * so no peer's request reaches the memory afterwards and every reader of this agent must load its newer
- * metadata. A UCX peer that attached a kvt_mem_alloc bank through shared memory keeps its own view of
- * the old segment. The layers above still stop readers (pins, drain, peer invalidation) before memory
- * is deregistered, so none sees its reads fail.
+ * Deregisters a region. Refuses KVT_ERR_BUSY (naming an operation) while any non-terminal operation of THIS agent
+ * references it. Bumps the agent's metadata generation. Peers that loaded older metadata still hold the region's bounds
+ * and remote key: loopback peers then fail with KVT_ERR_REMOTE_DISCONNECT; for UCX, when exported metadata named the
+ * region, the agent's serving worker is replaced before this returns (see "Stale readers" above; ~55-70 ms here, once
+ * per export), so no peer's request reaches the memory afterwards and every reader of this agent must load its newer
+ * metadata. A UCX peer that attached a kvt_mem_alloc bank through shared memory keeps its own view of the old segment.
+ * A vram region's WRITEs through CUDA IPC that readers launched before have landed when this returns
+ * (kvreuse_transport_vram.h). The layers above still stop readers (pins, drain, peer invalidation) before memory is
+ * deregistered, so none sees its reads fail.
  */
 KVT_API kvt_status kvt_mem_deregister(uint32_t agent, uint32_t region);
 
@@ -774,6 +773,7 @@ enum {
     KVT_COUNTER_FILE_READ_BYTES, /* bytes this agent READ by copying a peer's file-backed region it mapped, cumulative */
     KVT_COUNTER_INLINE_OPERATIONS, /* small READs the posting thread copied itself (no progress-thread round trip), cumulative */
     KVT_COUNTER_DEFERRED_VRAM_FREES, /* own vram allocations kvt_mem_free took whose driver free waits for readers (kvt_mem_free) */
+    KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES, /* vram deregistrations waiting now for readers' WRITEs in flight */
     KVT_COUNTER_COUNT,
 };
 

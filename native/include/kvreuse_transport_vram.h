@@ -13,18 +13,26 @@ extern "C" {
 #endif
 
 /**
+ * Readers in other processes of this host move a vram region through its CUDA IPC handle, unseen by its owner, so
+ * they hold it (read locks on the owner's liveness table's file; a reader's process that ends lets go of all):
+ * - while a WRITE of theirs into it is in flight, from before its launch until its work completed:
+ *   kvt_mem_deregister of the region returns once no WRITE launched before is in flight, waiting at most 1 s
+ *   (counted meanwhile in KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES; a reader that holds longer is stopped or hung,
+ *   and its WRITE may land later);
+ * - while they have its allocation open: kvt_mem_free of a kvt_mem_alloc_vram allocation takes it out of the agent
+ *   at once, but the driver frees it only once no reader has it open (CUDA leaves a free before every importer
+ *   closed it undefined). A reader closes a withdrawn region within about 100 ms. Until then the allocation counts
+ *   in KVT_COUNTER_DEFERRED_VRAM_FREES; the agent's shutdown waits for it until its deadline, then frees it and
+ *   answers KVT_ERR_TIMEOUT saying so.
+ */
+
+/**
  * Allocates `length` bytes (> 0) of device memory on GPU `device` (cuMemAlloc in the device's primary
  * context, through the CUDA driver loaded at run time), owned by the agent and freed by kvt_mem_free.
  * Contents are unspecified; the memory is not registered (kvt_mem_register it as KVT_MEM_VRAM on `device`).
  * Errors: INVALID_PARAM (length, out_address, a device the driver does not count), NOT_SUPPORTED when
  * KVT_CAP_VRAM is 0 (the detail says why), NO_MEMORY when the device has no room, BACKEND for another
  * refusal of the driver (named). A refusal leaves nothing allocated.
- * kvt_mem_free of it while a reader in another process still has a region of it open through its CUDA IPC
- * handle (CUDA leaves a free before every importer closed it undefined) takes it out of the agent at once,
- * but the driver frees it only once no reader has it open: a reader closes a withdrawn region within about
- * 100 ms, and a reader's process that ends closes it too. Until then it counts in
- * KVT_COUNTER_DEFERRED_VRAM_FREES; the agent's shutdown waits for it until its deadline, then frees it and
- * answers KVT_ERR_TIMEOUT saying so.
  */
 KVT_API kvt_status kvt_mem_alloc_vram(uint32_t agent, uint32_t device, uint64_t length, uint64_t *out_address);
 
@@ -63,8 +71,7 @@ KVT_API kvt_status kvt_mem_open_vram_ipc(uint32_t agent, uint32_t device, const 
  * owner's handle it was opened with): what another process's kvt_mem_open_vram_ipc takes, e.g. a test
  * engine handing its KV memory to a sidecar. Errors: INVALID_PARAM (out_handle), NOT_FOUND when no vram
  * allocation of the agent starts at `address`, BACKEND when the driver refuses (named). A handle handed out
- * this way is not a reader's hold (kvt_mem_alloc_vram): keep the allocation until the process that opened
- * it closed it.
+ * this way is not a reader's hold (above): keep the allocation until the process that opened it closed it.
  */
 KVT_API kvt_status kvt_mem_vram_ipc_handle(uint32_t agent, uint64_t address, uint8_t *out_handle);
 

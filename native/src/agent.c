@@ -10,7 +10,7 @@
 #include "services/status.h"
 #include "services/stretch.h"
 #include "template.h"
-#include "vram_frees.h"
+#include "vram_holds.h"
 #include "vram_xfer.h"
 
 #include <errno.h>

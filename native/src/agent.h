@@ -34,7 +34,7 @@ struct kvt_agent {
     const kvt_backend *backend;
     void *backend_state;
     void *vram_state; /* (P) vram_xfer.c: the agent's CUDA stream and reusable piece table, or NULL */
-    /* (P) vram_frees.c: its own vram allocations freed whose driver free waits for readers, and when to retry. */
+    /* (P) vram_holds.c: its own vram allocations freed whose driver free waits for readers, and when to retry. */
     struct kvt_vram_free *vram_frees;
     uint64_t vram_frees_retry_ns;
     bool vram_staged; /* KVT_AGENT_VRAM_STAGED: its vram moves go host-staged even where CUDA IPC could */

@@ -2,9 +2,9 @@
  * and keeps a liveness table; a reader on the same host maps the file through /proc/<pid>/fd and copies
  * READs itself, then checks the table, so that bytes the owner may have rewritten after withdrawing the
  * region are never reported as read (native/README.md, "Caller memory at memory speed"). The table's file also
- * carries the holds of readers that mapped the owner's vram: a reader's read lock on a vram region's first byte
- * (its address in the owner) while it has that region's allocation open, which an owner's free of the allocation
- * waits for (kvt_liveness_claim). */
+ * carries the holds of readers of the owner's vram: read locks on a vram region's first byte (its address in the
+ * owner) while a reader has that region's allocation open, and on the same byte far above while it has a WRITE
+ * into the region in flight, which the owner's free and withdrawal wait for (kvt_liveness_claim, vram_holds.c). */
 #include "agent.h"
 
 #include "file_regions.h"
@@ -202,26 +202,34 @@ static int lock_range(int file, short type, uint64_t start, uint64_t length) {
     return result == 0 ? 0 : errno;
 }
 
-kvt_status kvt_liveness_hold(const kvt_conn *conn, const kvt_remote_region *region) {
-    int error = conn->liveness_file < 0 ? EBADF : lock_range(conn->liveness_file, F_RDLCK, region->address, 1);
+/* Where in the table's file the holds of `kind` on the owner's byte `address` lie: a region's mapping holds at its
+ * address, its WRITE holds 2^60 above (user addresses lie below 2^57). */
+static uint64_t hold_offset(kvt_hold_kind kind, uint64_t address) {
+    return kind == KVT_HOLD_WRITE ? address + (1ull << 60) : address;
+}
+
+kvt_status kvt_liveness_hold(const kvt_conn *conn, const kvt_remote_region *region, kvt_hold_kind kind) {
+    int error = conn->liveness_file < 0
+                    ? EBADF
+                    : lock_range(conn->liveness_file, F_RDLCK, hold_offset(kind, region->address), 1);
     if (error == 0) return KVT_OK;
-    if (error == EAGAIN || error == EACCES) return KVT_ERR_NOT_FOUND; /* the owner is freeing its allocation */
+    if (error == EAGAIN || error == EACCES) return KVT_ERR_NOT_FOUND; /* the owner is withdrawing or freeing it */
     return kvt_fail(KVT_ERR_BACKEND,
-                    "kvt_xfer_post: peer '%s''s vram region %u cannot be held open (a lock on its liveness table: %s), "
-                    "and its owner could free it under this process",
-                    conn->meta.name, region->id, strerror(error));
+                    "kvt_xfer_post: peer '%s''s vram region %u cannot be held %s (a lock on its liveness table: %s), "
+                    "and its owner could withdraw it under this process",
+                    conn->meta.name, region->id, kind == KVT_HOLD_WRITE ? "for a WRITE" : "open", strerror(error));
 }
 
-void kvt_liveness_let_go(const kvt_conn *conn, const kvt_remote_region *region) {
-    lock_range(conn->liveness_file, F_UNLCK, region->address, 1);
+void kvt_liveness_let_go(const kvt_conn *conn, const kvt_remote_region *region, kvt_hold_kind kind) {
+    lock_range(conn->liveness_file, F_UNLCK, hold_offset(kind, region->address), 1);
 }
 
-bool kvt_liveness_claim(kvt_agent *agent, uint64_t address, uint64_t length) {
-    return !agent->liveness || lock_range(agent->liveness->fd, F_WRLCK, address, length) == 0;
+bool kvt_liveness_claim(kvt_agent *agent, kvt_hold_kind kind, uint64_t address, uint64_t length) {
+    return !agent->liveness || lock_range(agent->liveness->fd, F_WRLCK, hold_offset(kind, address), length) == 0;
 }
 
-void kvt_liveness_unclaim(kvt_agent *agent, uint64_t address, uint64_t length) {
-    if (agent->liveness) lock_range(agent->liveness->fd, F_UNLCK, address, length);
+void kvt_liveness_unclaim(kvt_agent *agent, kvt_hold_kind kind, uint64_t address, uint64_t length) {
+    if (agent->liveness) lock_range(agent->liveness->fd, F_UNLCK, hold_offset(kind, address), length);
 }
 
 bool kvt_remote_region_live(const kvt_conn *conn, const kvt_remote_region *region) {

@@ -38,17 +38,20 @@ void kvt_liveness_map(kvt_conn *conn);
 /* (P) Unmaps the table and closes its file, which ends every hold this process had on it: called once no mapping
  * of the peer's vram is open. */
 void kvt_liveness_unmap(kvt_conn *conn);
-/* (P, a reader) Holds the peer's vram `region` before this process opens its allocation, until
- * kvt_liveness_let_go: the owner's free of that allocation waits for it (kvt_liveness_claim). NOT_FOUND (no detail)
- * when the owner is freeing it; BACKEND when the hold cannot be taken. A hold taken does not say the region is live:
- * check it after. Holds of one process on one byte do not add up: one let-go ends them all. */
-kvt_status kvt_liveness_hold(const kvt_conn *conn, const kvt_remote_region *region);
-void kvt_liveness_let_go(const kvt_conn *conn, const kvt_remote_region *region);
-/* (an owner) Claims [address, +length) of its vram, whose regions it withdrew, against readers' holds: true when no
- * reader in another process holds a region in it (then none can begin to until kvt_liveness_unclaim), or the agent
- * has no table (no reader ever could). */
-bool kvt_liveness_claim(kvt_agent *agent, uint64_t address, uint64_t length);
-void kvt_liveness_unclaim(kvt_agent *agent, uint64_t address, uint64_t length);
+/* What a reader holds of an owner's vram region: its allocation open here, or a WRITE into it in flight. */
+typedef enum { KVT_HOLD_MAPPING, KVT_HOLD_WRITE } kvt_hold_kind;
+/* (P, a reader) Holds the peer's vram `region` before this process opens its allocation (KVT_HOLD_MAPPING) or
+ * launches a WRITE into it (KVT_HOLD_WRITE), until kvt_liveness_let_go: the owner's free of that allocation, or its
+ * withdrawal of the region, waits for it (kvt_liveness_claim). NOT_FOUND (no detail) when the owner is freeing or
+ * withdrawing it; BACKEND when the hold cannot be taken. A hold taken does not say the region is live: check it
+ * after. Holds of one process on one byte do not add up: one let-go ends them all. */
+kvt_status kvt_liveness_hold(const kvt_conn *conn, const kvt_remote_region *region, kvt_hold_kind kind);
+void kvt_liveness_let_go(const kvt_conn *conn, const kvt_remote_region *region, kvt_hold_kind kind);
+/* (an owner) Claims [address, +length) of its vram against readers' holds of `kind`: true when no reader in another
+ * process holds a region in it (then none can begin to until kvt_liveness_unclaim), or the agent has no table (no
+ * reader ever could). */
+bool kvt_liveness_claim(kvt_agent *agent, kvt_hold_kind kind, uint64_t address, uint64_t length);
+void kvt_liveness_unclaim(kvt_agent *agent, kvt_hold_kind kind, uint64_t address, uint64_t length);
 /* (P) Whether the peer's `region` still holds its slot in the mapped table. A caller checking bytes it moved
  * makes a full fence first, so that every byte was moved before the slot is read. */
 bool kvt_remote_region_live(const kvt_conn *conn, const kvt_remote_region *region);

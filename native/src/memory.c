@@ -8,7 +8,7 @@
 #include "services/mapping.h"
 #include "services/status.h"
 #include "services/stretch.h"
-#include "vram_frees.h"
+#include "vram_holds.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -651,8 +651,10 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
     uint64_t fences;
     status = withdraw_region(agent, "kvt_mem_deregister", region_id, &region, &fence, &fences);
     if (status == KVT_OK) {
-        /* Before the memory may go: readers holding metadata that names it are no longer answered. */
+        /* Before the memory may go: readers holding metadata that names it are no longer answered, and their
+         * WRITEs through its CUDA IPC handle already launched have landed. */
         if (fence) kvt_command_call(&agent->commands, fence_call, NULL);
+        if (region->kind == KVT_MEM_VRAM) kvt_vram_await_writes(agent, region);
         if (region->backend && !region->backend_borrowed) registration_call(agent, unmap_call, region);
         region_free(region);
     }
@@ -662,13 +664,14 @@ kvt_status kvt_mem_deregister(uint32_t agent_id, uint32_t region_id) {
 
 /* Fences readers when exported metadata named the region, unless a fence came after its withdrawal
  * (deregistrations begun together: the first one's fence covers them all, since every metadata naming
- * them was exported before), then unmaps and frees it. */
+ * them was exported before), waits for readers' WRITEs into its vram in flight, then unmaps and frees it. */
 static kvt_status withdrawal_work(kvt_agent *agent, kvt_mem_job *job, char *detail, size_t detail_size) {
     kvt_region *region = job->subject.withdrawal.region;
     pthread_mutex_lock(&agent->lock);
     bool fenced_since = agent->fences != job->subject.withdrawal.fences_before;
     pthread_mutex_unlock(&agent->lock);
     if (job->subject.withdrawal.fence && !fenced_since) fence_call(agent, NULL, detail, detail_size);
+    if (region->kind == KVT_MEM_VRAM) kvt_vram_await_writes(agent, region);
     if (region->backend && !region->backend_borrowed) unmap_call(agent, region, detail, detail_size);
     region_free(region);
     return KVT_OK;

@@ -26,6 +26,7 @@ typedef struct kvt_remote_region {
     uint64_t vram_noted;
     uint32_t vram_users;
     bool vram_withdrawn;
+    uint32_t vram_writes; /* (P) WRITEs into it through CUDA IPC in flight, which hold it (vram_xfer.c) */
     /* A file-backed region (kvt_mem_register_fd): the fd number in the peer's process (KVT_NO_FILE_FD when
      * none) and the region's offset in that file; its slot in the peer's liveness table, as a vram region's. */
     uint32_t file_fd;

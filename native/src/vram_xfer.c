@@ -117,6 +117,7 @@ typedef struct {
      * the peer's liveness table before the launch and once the work completed. */
     uint32_t *slots;
     uint32_t slot_count, slot_capacity;
+    uint32_t writes_held; /* of those, how many a WRITE holds (the first ones), through their CUDA IPC mappings */
 } vram_work;
 
 /* Lists the peer's region `slot` among those the op's work checks, once. */
@@ -151,14 +152,20 @@ static bool regions_live(kvt_op *op, const vram_work *work) {
     return live;
 }
 
-/* Ends this process's hold on the peer's `region` (kvt_liveness_hold) unless another region it has open begins at the
- * same byte of the owner (one hold stands for both). */
-static void let_go(kvt_conn *conn, const kvt_remote_region *region) {
+/* Whether the peer's `region` still needs this process's hold of `kind`: it, or another region at the same byte of
+ * the owner (one hold stands for both), is open here (KVT_HOLD_MAPPING) or has a WRITE in flight (KVT_HOLD_WRITE). */
+static bool held_by_another(const kvt_conn *conn, const kvt_remote_region *region, kvt_hold_kind kind) {
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         const kvt_remote_region *other = &conn->meta.regions[i];
-        if (other != region && other->vram_base && other->address == region->address) return;
+        bool holds = kind == KVT_HOLD_WRITE ? other->vram_writes > 0 : other->vram_base != 0;
+        if (other != region && holds && other->address == region->address) return true;
     }
-    kvt_liveness_let_go(conn, region);
+    return false;
+}
+
+/* Ends this process's hold of `kind` on the peer's `region` (kvt_liveness_hold), unless another region needs it. */
+static void let_go(kvt_conn *conn, const kvt_remote_region *region, kvt_hold_kind kind) {
+    if (!held_by_another(conn, region, kind)) kvt_liveness_let_go(conn, region, kind);
 }
 
 /* Closes this process's mapping of the peer's withdrawn `region`, then lets its owner free the allocation. */
@@ -166,7 +173,7 @@ static void close_withdrawn(kvt_conn *conn, kvt_remote_region *region) {
     kvt_vram_close(region->device, region->vram_base);
     region->vram_base = 0;
     conn->vram_open--;
-    let_go(conn, region);
+    let_go(conn, region, KVT_HOLD_MAPPING);
 }
 
 /* The op's work no longer uses the regions it listed: a withdrawn one's mapping is closed once no op uses it,
@@ -178,12 +185,35 @@ static void regions_unused(kvt_op *op, const vram_work *work) {
     }
 }
 
+/* A WRITE's work holds each peer region it lists that this process reached through its CUDA IPC mapping, before
+ * the launch and until the work completed, so that the owner's withdrawal waits for it (vram_holds.c). NOT_FOUND
+ * when the owner is withdrawing one (nothing moves). */
+static kvt_status hold_writes(kvt_op *op, vram_work *work) {
+    for (; work->writes_held < work->slot_count; work->writes_held++) {
+        kvt_remote_region *region = &op->conn->meta.regions[work->slots[work->writes_held]];
+        if (region->vram_base && region->vram_writes == 0) {
+            kvt_status status = kvt_liveness_hold(op->conn, region, KVT_HOLD_WRITE);
+            if (status != KVT_OK) return status;
+        }
+        region->vram_writes++;
+    }
+    return KVT_OK;
+}
+
+static void let_go_writes(kvt_op *op, vram_work *work) {
+    for (uint32_t i = 0; i < work->writes_held; i++) {
+        kvt_remote_region *region = &op->conn->meta.regions[work->slots[i]];
+        if (--region->vram_writes == 0 && region->vram_base) let_go(op->conn, region, KVT_HOLD_WRITE);
+    }
+    work->writes_held = 0;
+}
+
 /* Opens the peer's `region` here: held first, then checked live (a region withdrawn, or an allocation its owner is
  * freeing, is not opened: NOT_FOUND, and not tried again). */
 static kvt_status open_region(kvt_conn *conn, kvt_remote_region *region) {
-    kvt_status held = kvt_liveness_hold(conn, region);
+    kvt_status held = kvt_liveness_hold(conn, region, KVT_HOLD_MAPPING);
     if (held == KVT_OK && !kvt_remote_region_live(conn, region)) {
-        let_go(conn, region);
+        let_go(conn, region, KVT_HOLD_MAPPING);
         held = KVT_ERR_NOT_FOUND;
     }
     if (held == KVT_ERR_NOT_FOUND) region->vram_withdrawn = true;
@@ -192,7 +222,7 @@ static kvt_status open_region(kvt_conn *conn, kvt_remote_region *region) {
     memcpy(&key, region->rkey, sizeof key);
     kvt_status status = kvt_vram_open("kvt_xfer_post", &key, &region->vram_base);
     if (status != KVT_OK) {
-        let_go(conn, region);
+        let_go(conn, region, KVT_HOLD_MAPPING);
         return status;
     }
     conn->vram_open++;
@@ -487,6 +517,7 @@ static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_w
         .bytes = shared ? state->staging : NULL, .capacity = shared ? state->staging_bytes : 0, .pinned = shared};
     launch_table table = {0};
     kvt_status status = collect_table(agent, op, &buffer, &table);
+    if (status == KVT_OK && op->direction == KVT_XFER_WRITE) status = hold_writes(op, work);
     /* A region the peer withdrew already: nothing moves (a WRITE never lands in memory put to other use). */
     if (status == KVT_OK && !regions_live(op, work)) status = KVT_ERR_NOT_FOUND;
     if (shared) {
@@ -523,6 +554,7 @@ static kvt_status launch(kvt_agent *agent, kvt_op *op, agent_vram *state, vram_w
 
 /* Ends the op's movement with `status` (KVT_OK: its work completed), its work (if any) given back. */
 static void moved(kvt_op *op, agent_vram *state, vram_work *work, kvt_status status) {
+    if (work) let_go_writes(op, work);
     if (work) regions_unused(op, work);
     if (work) work_free(state, work, status == KVT_OK);
     op->vram_work = NULL;

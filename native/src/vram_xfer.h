@@ -42,7 +42,7 @@ void kvt_vram_agent_stop(kvt_agent *agent);
 
 /* (P) At most every WITHDRAWN_SWEEP_NS: closes this process's mappings of loaded peers' vram regions that their
  * owner withdrew and no op uses, ending its holds on them, so that the owner's free of their allocation
- * (vram_frees.c) waits for no later op or reload here. */
+ * (vram_holds.c) waits for no later op or reload here. */
 void kvt_vram_sweep_withdrawn(kvt_agent *agent);
 
 #endif

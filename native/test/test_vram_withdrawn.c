@@ -2,11 +2,13 @@
  * the move (vram_xfer.c): a region the peer withdrew before the launch moves nothing, READ or WRITE; one withdrawn
  * while the work ran ends the op NOT_FOUND with no byte counted, and a region still registered beside it moves; a
  * reader that cannot open the table is refused. The owner's free of its vram waits until no reader in another
- * process has it open (vram_frees.c). Fake driver: its events are held, so that the withdrawal comes while the work
+ * process has it open, and its withdrawal until no reader's WRITE into it is in flight (vram_holds.c). Fake driver: its events are held, so that the withdrawal comes while the work
  * runs; the owner's free also runs on the machine's driver (KVT_TEST_CUDA_REAL=1, tools/gpu-check). */
 #include "cuda_pulls.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -236,6 +238,92 @@ static void an_owners_free_waits_for_its_readers(void) {
     on_driver_under_test("1", frees_wait_for_readers);
 }
 
+/* The writer (reader_fork): WRITEs the first half of the owner's first region, its events held (the work stays in
+ * flight), says so, and lets its events go when told (the region was withdrawn meanwhile: the WRITE ends NOT_FOUND,
+ * its bytes landed); then WRITEs into the second region, held, says so, and stays. */
+static void writes_held(int down, int up, bool unused) {
+    (void)unused;
+    vram_reader r = reader_open(down, "vram-writer", 0);
+    uint32_t remotes[2] = {0, 0}, regions = 0;
+    CHECK_OK(kvt_peer_regions(r.agent, r.peer, 2, remotes, NULL, NULL, NULL, NULL, &regions));
+    CHECK(regions == 2, "the owner has two regions (%u)", regions);
+    vram_fill_pattern(r.local_vram, PULL_BYTES, 157);
+    held_queries_fn held_queries = (held_queries_fn)(uintptr_t)fake_symbol("fake_cuda_held_queries");
+    for (int i = 0; i < 2; i++) {
+        hold_events(1);
+        unsigned long since = held_queries();
+        uint64_t op = 0;
+        CHECK_OK(post_one(r.agent, KVT_XFER_WRITE, r.peer, r.generation, r.local, 0, remotes[i], 0, HALF, &op));
+        wait_until(r.agent, queried_while_held, &since, "the WRITE in flight", WAIT_DEADLINE_MS);
+        CHECK(write(up, "w", 1) == 1, "in flight");
+        if (i == 1) return;
+        char go = 0;
+        CHECK(read(down, &go, 1) == 1 && go == 'r', "told to let the WRITE end");
+        hold_events(0);
+        int32_t ended = wait_op(r.agent, op, NULL);
+        CHECK(ended == KVT_ERR_NOT_FOUND, "the WRITE whose region was withdrawn while it ran ends NOT_FOUND, not %s",
+              kvt_status_name(ended));
+        CHECK(write(up, "d", 1) == 1, "ended");
+    }
+}
+
+typedef struct {
+    uint32_t agent, region;
+    _Atomic bool returned;
+    kvt_status status;
+} deregistration;
+
+static void *deregister_region(void *context) {
+    deregistration *call = context;
+    call->status = kvt_mem_deregister(call->agent, call->region);
+    atomic_store(&call->returned, true);
+    return NULL;
+}
+
+static bool awaiting_writes(void *context) {
+    return counter(*(const uint32_t *)context, KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES) == 1;
+}
+
+/* The owner deregisters a region while a reader process's WRITE into it through CUDA IPC is in flight: the
+ * deregistration waits until that WRITE's work completed (the reader lets its events go) and its bytes are there.
+ * A reader stopped with its WRITE in flight delays a deregistration by 1 s at most. */
+static void withdrawals_wait_for_writes(void) {
+    reader_process writer = reader_fork(writes_held, false);
+    uint32_t owner = make_agent("vram-written-owner"), regions[2] = {0, 0};
+    uint64_t vram[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(kvt_mem_alloc_vram(owner, 0, PULL_BYTES, &vram[i]));
+        vram_fill_pattern(vram[i], PULL_BYTES, 163);
+        CHECK_OK(kvt_mem_register(owner, vram[i], PULL_BYTES, KVT_MEM_VRAM, 0, &regions[i]));
+    }
+    send_metadata(owner, writer.down);
+    reader_await(&writer, 'w');
+    deregistration call = {.agent = owner, .region = regions[0]};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, deregister_region, &call) == 0, "the deregistration's thread");
+    wait_until(owner, awaiting_writes, &owner, "the deregistration to wait for the WRITE in flight", WAIT_DEADLINE_MS);
+    CHECK(!atomic_load(&call.returned), "the deregistration waits while the reader's WRITE is in flight");
+    CHECK(write(writer.down, "r", 1) == 1, "the reader told to let its WRITE end");
+    reader_await(&writer, 'd');
+    CHECK(pthread_join(thread, NULL) == 0 && call.status == KVT_OK, "the deregistration returned KVT_OK");
+    CHECK(counter(owner, KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES) == 0, "it waits no more");
+    CHECK(holds_pattern(vram[0], HALF, 0, 157), "the WRITE landed before it returned");
+    reader_await(&writer, 'w');
+    CHECK(kill(writer.pid, SIGSTOP) == 0, "the reader stopped with its WRITE in flight");
+    process_wait_stopped(writer.pid);
+    CHECK_OK(kvt_mem_deregister(owner, regions[1]));
+    CHECK(counter(owner, KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES) == 0, "the stopped reader was waited for no more");
+    reader_end(&writer);
+    for (int i = 0; i < 2; i++) CHECK_OK(kvt_mem_free(owner, vram[i]));
+    CHECK_OK(kvt_agent_destroy(owner));
+}
+
+static void a_withdrawal_waits_for_the_writes_in_flight(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
+    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, withdrawals_wait_for_writes);
+}
+
 TEST_MAIN("vram_withdrawn", TEST(ipc_move_of_a_region_withdrawn_in_this_process),
           TEST(ipc_move_of_a_region_withdrawn_by_another_process), TEST(ipc_needs_the_liveness_table),
-          TEST(an_owners_free_waits_for_its_readers))
+          TEST(an_owners_free_waits_for_its_readers), TEST(a_withdrawal_waits_for_the_writes_in_flight))

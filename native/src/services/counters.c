@@ -58,6 +58,7 @@ static const char *const counter_names[KVT_COUNTER_COUNT] = {
     "file_read_bytes",
     "inline_operations",
     "deferred_vram_frees",
+    "withdrawals_awaiting_writes",
 };
 
 const char *kvt_counter_name(uint32_t index) { return index < KVT_COUNTER_COUNT ? counter_names[index] : NULL; }

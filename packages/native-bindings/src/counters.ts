@@ -42,6 +42,9 @@ const trailingCounterFields = [
   // Vram allocations of this agent's own that Agent.free took back while a reader in another process still had a
   // region of them open through CUDA IPC: their driver free waits until every such reader closed it or is gone.
   ['deferredVramFrees', 'deferred_vram_frees'],
+  // Deregistrations of vram waiting now for the WRITEs that readers in other processes launched into it through CUDA
+  // IPC before the withdrawal (each waits at most 1 s).
+  ['withdrawalsAwaitingWrites', 'withdrawals_awaiting_writes'],
 ] as const;
 
 type CounterField = (typeof counterFields)[number][0] | (typeof trailingCounterFields)[number][0];

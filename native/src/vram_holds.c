@@ -1,10 +1,12 @@
-/* An owner's free of its own vram waits for readers. A reader in another process opens the owner's allocation
- * through its CUDA IPC handle, and CUDA leaves undefined what a cuMemFree of it does before every importer closed
- * it. So a reader holds each vram region it has open (a read lock on the region's first byte in the owner's liveness
- * table's file, file_regions.c), and closes it once it finds the region withdrawn and unused (vram_xfer.c); the
- * owner frees an allocation only once it can claim the allocation's whole range (a write lock), which no hold then
- * overlaps. A reader's holds end with its process, so a reader that dies holding one delays nothing. */
-#include "vram_frees.h"
+/* The owner's side of vram readers hold. A reader in another process opens the owner's allocation through its CUDA
+ * IPC handle, and CUDA leaves undefined what a cuMemFree of it does before every importer closed it. So a reader
+ * holds each vram region it has open (a read lock on the region's first byte in the owner's liveness table's file,
+ * file_regions.c), and closes it once it finds the region withdrawn and unused (vram_xfer.c); the owner frees an
+ * allocation only once it can claim the allocation's whole range (a write lock), which no hold then overlaps. The
+ * owner never sees a reader's moves either: a reader holds a region it WRITEs into from before the launch until the
+ * work completed, so a withdrawal waits for WRITEs already launched. A reader's holds end with its process, so a
+ * reader that dies holding one delays nothing. */
+#include "vram_holds.h"
 
 #include "agent.h"
 #include "file_regions.h"
@@ -17,12 +19,13 @@
 #include <time.h>
 
 #define VRAM_FREE_RETRY_NS 20000000ull
+#define WRITES_POLL_NS 200000L
 
 /* Frees `allocation` when no reader holds it; whether it did. */
 static bool free_unheld(kvt_agent *agent, uint64_t address, uint64_t length, uint32_t device) {
-    if (!kvt_liveness_claim(agent, address, length)) return false;
+    if (!kvt_liveness_claim(agent, KVT_HOLD_MAPPING, address, length)) return false;
     kvt_vram_release(device, address);
-    kvt_liveness_unclaim(agent, address, length);
+    kvt_liveness_unclaim(agent, KVT_HOLD_MAPPING, address, length);
     return true;
 }
 
@@ -78,4 +81,21 @@ void kvt_vram_frees_finish(kvt_agent *agent, uint64_t deadline_ns, char *forced,
          free_waiting(agent, false, NULL, 0))
         nanosleep(&pause, NULL);
     free_waiting(agent, true, forced, forced_size);
+}
+
+void kvt_vram_await_writes(kvt_agent *agent, const kvt_region *region) {
+    if (kvt_liveness_claim(agent, KVT_HOLD_WRITE, region->address, region->length)) {
+        kvt_liveness_unclaim(agent, KVT_HOLD_WRITE, region->address, region->length);
+        return;
+    }
+    kvt_counter_add(&agent->counters, KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES, 1);
+    struct timespec pause = {.tv_nsec = WRITES_POLL_NS};
+    uint64_t deadline_ns = kvt_now_ns() + KVT_WRITES_WAIT_NS;
+    bool claimed = false;
+    while (!claimed && kvt_now_ns() < deadline_ns) {
+        nanosleep(&pause, NULL);
+        claimed = kvt_liveness_claim(agent, KVT_HOLD_WRITE, region->address, region->length);
+    }
+    if (claimed) kvt_liveness_unclaim(agent, KVT_HOLD_WRITE, region->address, region->length);
+    kvt_counter_add(&agent->counters, KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES, -1);
 }
