@@ -21,6 +21,13 @@
 #define VRAM_FREE_RETRY_NS 20000000ull
 #define WRITES_POLL_NS 200000L
 
+/* A vram allocation of the agent's own (not imported) taken out of its table, whose free waits for readers. */
+typedef struct kvt_vram_free {
+    uint64_t address, length;
+    uint32_t device;
+    struct kvt_vram_free *next;
+} kvt_vram_free;
+
 /* Frees `allocation` when no reader holds it; whether it did. */
 static bool free_unheld(kvt_agent *agent, uint64_t address, uint64_t length, uint32_t device) {
     if (!kvt_liveness_claim(agent, KVT_HOLD_MAPPING, address, length)) return false;
@@ -83,19 +90,20 @@ void kvt_vram_frees_finish(kvt_agent *agent, uint64_t deadline_ns, char *forced,
     free_waiting(agent, true, forced, forced_size);
 }
 
+/* Whether no reader holds a WRITE into [address, +length) now (the range claimed, and let go at once: a WRITE held
+ * after it finds the region withdrawn). */
+static bool no_writes(kvt_agent *agent, uint64_t address, uint64_t length) {
+    if (!kvt_liveness_claim(agent, KVT_HOLD_WRITE, address, length)) return false;
+    kvt_liveness_unclaim(agent, KVT_HOLD_WRITE, address, length);
+    return true;
+}
+
 void kvt_vram_await_writes(kvt_agent *agent, const kvt_region *region) {
-    if (kvt_liveness_claim(agent, KVT_HOLD_WRITE, region->address, region->length)) {
-        kvt_liveness_unclaim(agent, KVT_HOLD_WRITE, region->address, region->length);
-        return;
-    }
+    if (no_writes(agent, region->address, region->length)) return;
     kvt_counter_add(&agent->counters, KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES, 1);
     struct timespec pause = {.tv_nsec = WRITES_POLL_NS};
     uint64_t deadline_ns = kvt_now_ns() + KVT_WRITES_WAIT_NS;
-    bool claimed = false;
-    while (!claimed && kvt_now_ns() < deadline_ns) {
-        nanosleep(&pause, NULL);
-        claimed = kvt_liveness_claim(agent, KVT_HOLD_WRITE, region->address, region->length);
-    }
-    if (claimed) kvt_liveness_unclaim(agent, KVT_HOLD_WRITE, region->address, region->length);
+    do nanosleep(&pause, NULL);
+    while (!no_writes(agent, region->address, region->length) && kvt_now_ns() < deadline_ns);
     kvt_counter_add(&agent->counters, KVT_COUNTER_WITHDRAWALS_AWAITING_WRITES, -1);
 }

@@ -10,13 +10,6 @@
 
 typedef struct kvt_agent kvt_agent;
 
-/* A vram allocation of the agent's own (not imported) taken out of its table, whose free waits for readers. */
-typedef struct kvt_vram_free {
-    uint64_t address, length;
-    uint32_t device;
-    struct kvt_vram_free *next;
-} kvt_vram_free;
-
 /* (P) Frees the agent's own vram `allocation` (taken out of its table, every region in it withdrawn) now when no
  * reader holds a region of it (kvt_liveness_claim), else once none does: CUDA leaves a free undefined while another
  * process has the allocation open. Until then it counts in KVT_COUNTER_DEFERRED_VRAM_FREES. */
