@@ -124,16 +124,18 @@ static void shut_down(kvt_agent *agent) {
     kvt_vram_agent_stop(agent);
     pthread_mutex_lock(&agent->lock);
     agent->shutdown_status = forced[0] || freed_held[0] ? KVT_ERR_TIMEOUT : KVT_OK;
+    /* Both may have happened: the detail names each. */
+    int written = 0;
     if (forced[0])
-        snprintf(agent->shutdown_detail, sizeof agent->shutdown_detail,
-                 "agent '%s': the shutdown's deadline passed before the peer(s) %.512s acknowledged the close; their "
-                 "endpoints were force-closed",
-                 agent->name, forced);
-    else if (freed_held[0])
-        snprintf(agent->shutdown_detail, sizeof agent->shutdown_detail,
-                 "agent '%s': the shutdown's deadline passed while readers in other processes still had its vram "
+        written = snprintf(agent->shutdown_detail, sizeof agent->shutdown_detail,
+                           "agent '%s': the shutdown's deadline passed before the peer(s) %.512s acknowledged the "
+                           "close; their endpoints were force-closed",
+                           agent->name, forced);
+    if (freed_held[0] && (size_t)written < sizeof agent->shutdown_detail)
+        snprintf(agent->shutdown_detail + written, sizeof agent->shutdown_detail - (size_t)written,
+                 "%sagent '%s': the shutdown's deadline passed while readers in other processes still had its vram "
                  "%.200s open; it was freed under them",
-                 agent->name, freed_held);
+                 written ? "; " : "", agent->name, freed_held);
     agent->shutdown_done = true;
     pthread_cond_broadcast(&agent->delivery.pending_cond);
     pthread_mutex_unlock(&agent->lock);

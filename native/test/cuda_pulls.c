@@ -36,13 +36,16 @@ const char *fake_driver(const char *variable) {
     return path && path[0] ? path : NULL;
 }
 
-void on_driver_under_test(const char *devices, void (*body)(void)) {
-    if (real_driver()) {
-        in_child((driver_setup){0}, body);
-        return;
-    }
+void on_fake_driver(const char *devices, void (*body)(void)) {
     const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
     if (fake) in_child((driver_setup){.library = fake, .devices = devices}, body);
+}
+
+void on_driver_under_test(const char *devices, void (*body)(void)) {
+    if (real_driver())
+        in_child((driver_setup){0}, body);
+    else
+        on_fake_driver(devices, body);
 }
 
 /* Whether [address, +length) of vram holds the bytes [from, from + length) of the pattern of `seed`. */

@@ -42,6 +42,10 @@ bool real_driver(void);
 /* The fake driver's file, or NULL with the case skipped (always on a real driver). */
 const char *fake_driver(const char *variable);
 
+/* Runs `body` in a child process on the fake driver with `devices` GPUs (skipped on a real driver, and when the fake
+ * was not built). */
+void on_fake_driver(const char *devices, void (*body)(void));
+
 /* Runs `body` in a child process on the machine's driver (KVT_TEST_CUDA_REAL=1), else on the fake one with
  * `devices` GPUs (skipped when it was not built). */
 void on_driver_under_test(const char *devices, void (*body)(void));

@@ -57,10 +57,7 @@ static void driver_too_old(void) {
 
 static void refused_without_device(void) { check_vram_refused("no device"); }
 
-static void no_device(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "0"}, refused_without_device);
-}
+static void no_device(void) { on_fake_driver("0", refused_without_device); }
 
 static void refused_as_failed(void) {
     check_vram_refused("the driver failed");
@@ -78,10 +75,7 @@ static void usable_with_two_devices(void) {
     CHECK(strstr(detail, "yes: CUDA driver 13.0") && strstr(detail, "2 GPU(s)"), "the detail '%s'", detail);
 }
 
-static void driver_and_devices(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, usable_with_two_devices);
-}
+static void driver_and_devices(void) { on_fake_driver("2", usable_with_two_devices); }
 
 /* kvt_mem_write_vram into the allocation at `address`: inside it only; on the fake the bytes are there. */
 static void check_write_vram(uint32_t agent, uint64_t address, uint64_t length) {
@@ -172,10 +166,7 @@ static void refuse_what_is_not_device_memory(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
-static void register_refusals(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, refuse_what_is_not_device_memory);
-}
+static void register_refusals(void) { on_fake_driver("2", refuse_what_is_not_device_memory); }
 
 /* A driver that answers INVALID_VALUE for the attributes of memory it does not know. */
 static void refuse_host_memory_on_a_strict_driver(void) {
@@ -185,10 +176,7 @@ static void refuse_host_memory_on_a_strict_driver(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
-static void strict_driver(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, refuse_host_memory_on_a_strict_driver);
-}
+static void strict_driver(void) { on_fake_driver("1", refuse_host_memory_on_a_strict_driver); }
 
 static void pull_into_dram(uint32_t reader, uint32_t peer, uint64_t generation, uint32_t remote, uint64_t seed);
 
@@ -272,10 +260,7 @@ static void pulls_wait_for_their_stream(void) {
     close_vram_pair(&pair);
 }
 
-static void vram_pull_waits_for_its_stream(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, pulls_wait_for_their_stream);
-}
+static void vram_pull_waits_for_its_stream(void) { on_fake_driver("1", pulls_wait_for_their_stream); }
 
 static void pull_from_the_source_process(void) {
     source_process source;
@@ -468,10 +453,7 @@ static void staged_pulls_wait_for_their_stream(void) {
     close_vram_pair(&pair);
 }
 
-static void vram_staged_pull_waits_for_its_stream(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "2"}, staged_pulls_wait_for_their_stream);
-}
+static void vram_staged_pull_waits_for_its_stream(void) { on_fake_driver("2", staged_pulls_wait_for_their_stream); }
 
 /* The source process stops before it answers, then is killed: the staged pull ends REMOTE_DISCONNECT. */
 static void staged_pull_from_a_killed_source(void) {
@@ -492,8 +474,7 @@ static void staged_pull_from_a_killed_source(void) {
 
 static void vram_staged_pull_from_a_killed_source(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX between processes");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, staged_pull_from_a_killed_source);
+    on_fake_driver("1", staged_pull_from_a_killed_source);
 }
 
 /* A staging source answers only for bytes inside its live regions. An honest post is checked against its

@@ -159,8 +159,7 @@ static void staged_pulls_gather_their_chunks(void) {
 
 static void vram_staged_pull_gathers_its_chunks(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, staged_pulls_gather_their_chunks);
+    on_fake_driver("1", staged_pulls_gather_their_chunks);
 }
 #else
 static void vram_staged_pull_gathers_its_chunks(void) {

@@ -165,8 +165,7 @@ static void forged_buffers(void) {
 
 static void forged_buffers_are_not_written(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, forged_buffers);
+    on_fake_driver("1", forged_buffers);
 }
 
 /* A READ of a stopped source, canceled with its chunk asked: the chunk's buffer is retired, since the source may
@@ -199,8 +198,7 @@ static void abandoned_chunk(void) {
 
 static void an_abandoned_chunk_retires_its_buffer(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, abandoned_chunk);
+    on_fake_driver("1", abandoned_chunk);
 }
 /* A staged reader (reader_fork): pulls the source's region, says so, then, when `stop_agent`, destroys its agent
  * (closing its bounce buffers' fds) and says so again. */
@@ -252,8 +250,7 @@ static void gone_readers(void) {
 
 static void a_gone_readers_buffers_are_let_go(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "host-staged pulls move through UCX");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, gone_readers);
+    on_fake_driver("1", gone_readers);
 }
 #else
 static void staged_chunks_are_written_in_place(void) {

@@ -78,10 +78,7 @@ static void withdrawn_in_one_process(void) {
     CHECK_OK(kvt_agent_destroy(pair.source));
 }
 
-static void ipc_move_of_a_region_withdrawn_in_this_process(void) {
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, withdrawn_in_one_process);
-}
+static void ipc_move_of_a_region_withdrawn_in_this_process(void) { on_fake_driver("1", withdrawn_in_one_process); }
 
 /* The source process withdraws its region while a READ through its IPC handle runs. A READ posted then moves
  * nothing and ends NOT_FOUND, while the handle stays open for the running one; that one ends NOT_FOUND with no
@@ -118,8 +115,7 @@ static void withdrawn_by_another_process(void) {
 
 static void ipc_move_of_a_region_withdrawn_by_another_process(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, withdrawn_by_another_process);
+    on_fake_driver("1", withdrawn_by_another_process);
 }
 
 /* The source process is pid 1 of a new pid namespace: its /proc/<pid>/fd cannot be named from here, so its
@@ -146,8 +142,7 @@ static void source_in_another_pid_namespace(void) {
 
 static void ipc_needs_the_liveness_table(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, source_in_another_pid_namespace);
+    on_fake_driver("1", source_in_another_pid_namespace);
 }
 
 /* An idle reader (reader_fork): READs the owner's region through its IPC handle, says so, and lives on with the
@@ -320,8 +315,7 @@ static void withdrawals_wait_for_writes(void) {
 
 static void a_withdrawal_waits_for_the_writes_in_flight(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
-    const char *fake = fake_driver("KVT_TEST_FAKE_CUDA");
-    if (fake) in_child((driver_setup){.library = fake, .devices = "1"}, withdrawals_wait_for_writes);
+    on_fake_driver("1", withdrawals_wait_for_writes);
 }
 
 TEST_MAIN("vram_withdrawn", TEST(ipc_move_of_a_region_withdrawn_in_this_process),
