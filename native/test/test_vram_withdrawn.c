@@ -1,9 +1,11 @@
-/* A reader that moves a peer's vram through CUDA IPC checks the peer's liveness table, since the peer never sees
- * the move (vram_xfer.c): a region the peer withdrew before the launch moves nothing, READ or WRITE; one withdrawn
- * while the work ran ends the op NOT_FOUND with no byte counted, and a region still registered beside it moves; a
- * reader that cannot open the table is refused. The owner's free of its vram waits until no reader in another
- * process has it open, and its withdrawal until no reader's WRITE into it is in flight (vram_holds.c). Fake driver: its events are held, so that the withdrawal comes while the work
- * runs; the owner's free also runs on the machine's driver (KVT_TEST_CUDA_REAL=1, tools/gpu-check). */
+/* A reader that moves a peer's vram through CUDA IPC checks the peer's liveness table, since the peer never sees the
+ * move (vram_xfer.c): a region the peer withdrew before the launch moves nothing, READ or WRITE; one withdrawn while
+ * the work ran ends the op NOT_FOUND with no byte counted, and a region still registered beside it moves; a reader
+ * that cannot open the table is refused. The owner's free of its vram waits until no reader in another process has it
+ * open, and its withdrawal until no reader's WRITE into it is in flight (vram_holds.c). Two regions of one allocation
+ * share the reader's one mapping of it, as the driver gives it. Fake driver: its events are held, so that the
+ * withdrawal comes while the work runs; the owner's free and the shared mapping also run on the machine's driver
+ * (KVT_TEST_CUDA_REAL=1, tools/gpu-check). */
 #include "cuda_pulls.h"
 
 #include <pthread.h>
@@ -233,15 +235,83 @@ static void an_owners_free_waits_for_its_readers(void) {
     on_driver_under_test("1", frees_wait_for_readers);
 }
 
+/* In a reader process: reader_open, with the owner's two regions in `remotes`. */
+static vram_reader reader_of_two(int down, const char *name, uint32_t remotes[2]) {
+    vram_reader r = reader_open(down, name, 0);
+    uint32_t regions = 0;
+    CHECK_OK(kvt_peer_regions(r.agent, r.peer, 2, remotes, NULL, NULL, NULL, NULL, &regions));
+    CHECK(regions == 2, "the owner has two regions (%u)", regions);
+    return r;
+}
+
+/* The halves reader (reader_fork): READs both regions of the owner, the halves of one allocation, which the driver
+ * maps once for both (one open per region, counted); says so; once the first is withdrawn, READs the second again and
+ * finds the first withdrawn; says so, and stays idle. */
+static void pull_halves_then_idle(int down, int up, bool unused) {
+    (void)unused;
+    uint32_t halves[2] = {0, 0};
+    vram_reader r = reader_of_two(down, "vram-halves-reader", halves);
+    uint64_t op = 0, bytes = 0;
+    for (uint32_t i = 0; i < 2; i++) {
+        CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, i * HALF, halves[i], 0, HALF, &op));
+        CHECK(wait_op(r.agent, op, &bytes) == KVT_OK && bytes == HALF, "the READ of half %u ends KVT_OK", i);
+        CHECK_OK(kvt_xfer_release(r.agent, op));
+    }
+    CHECK(holds_pattern(r.local_vram, PULL_BYTES, 0, 167), "the reader pulled both halves");
+    CHECK(real_driver() || open_handles() == 1, "one mapping serves both halves (%d)", open_handles());
+    CHECK(write(up, "p", 1) == 1, "pulled");
+    char withdrawn = 0;
+    CHECK(read(down, &withdrawn, 1) == 1 && withdrawn == 'w', "told the first half was withdrawn");
+    CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, halves[0], 0, HALF, &op));
+    int32_t ended = wait_op(r.agent, op, &bytes);
+    CHECK(ended == KVT_ERR_NOT_FOUND && bytes == 0, "the READ of the withdrawn half ends NOT_FOUND, not %s (%llu)",
+          kvt_status_name(ended), (unsigned long long)bytes);
+    CHECK_OK(kvt_xfer_release(r.agent, op));
+    vram_fill_pattern(r.local_vram, PULL_BYTES, 173);
+    CHECK_OK(post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, HALF, halves[1], 0, HALF, &op));
+    CHECK(wait_op(r.agent, op, &bytes) == KVT_OK && bytes == HALF, "the READ of the other half ends KVT_OK");
+    CHECK(holds_pattern(r.local_vram + HALF, HALF, HALF, 167), "through the mapping the withdrawn half also had");
+    CHECK_OK(kvt_xfer_release(r.agent, op));
+    CHECK(write(up, "r", 1) == 1, "read again");
+}
+
+/* The owner registers the halves of one allocation; a reader process pulls both, then the second alone once the
+ * first is withdrawn; the owner's free then waits for the reader to close what it has open of the second, and
+ * completes. */
+static void halves_of_one_allocation(void) {
+    reader_process reader = reader_fork(pull_halves_then_idle, false);
+    uint32_t owner = make_agent("vram-halves-owner"), halves[2] = {0, 0};
+    uint64_t vram = 0;
+    CHECK_OK(kvt_mem_alloc_vram(owner, 0, PULL_BYTES, &vram));
+    vram_fill_pattern(vram, PULL_BYTES, 167);
+    for (uint32_t i = 0; i < 2; i++)
+        CHECK_OK(kvt_mem_register(owner, vram + i * HALF, HALF, KVT_MEM_VRAM, 0, &halves[i]));
+    send_metadata(owner, reader.down);
+    reader_await(&reader, 'p');
+    CHECK_OK(kvt_mem_deregister(owner, halves[0]));
+    CHECK(write(reader.down, "w", 1) == 1, "the reader told");
+    reader_await(&reader, 'r');
+    owner_free waiting = {.agent = owner, .live = live_allocations()};
+    CHECK_OK(kvt_mem_deregister(owner, halves[1]));
+    CHECK_OK(kvt_mem_free(owner, vram));
+    wait_until(owner, freed, &waiting, "the free once the reader closed the second half", WAIT_DEADLINE_MS);
+    CHECK_OK(kvt_agent_destroy(owner));
+    reader_end(&reader);
+}
+
+/* Also on the machine's driver (KVT_TEST_CUDA_REAL=1, tools/gpu-check), whose opens of one handle share a mapping. */
+static void halves_of_one_allocation_share_its_mapping(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    on_driver_under_test("1", halves_of_one_allocation);
+}
+
 /* The writer (reader_fork): WRITEs the first half of the owner's first region, its events held (the work stays in
  * flight), says so, and lets its events go when told (the region was withdrawn meanwhile: the WRITE ends NOT_FOUND,
  * its bytes landed); then WRITEs into the second region, held, says so, and stays. */
 static void writes_held(int down, int up, bool unused) {
     (void)unused;
-    vram_reader r = reader_open(down, "vram-writer", 0);
-    uint32_t remotes[2] = {0, 0}, regions = 0;
-    CHECK_OK(kvt_peer_regions(r.agent, r.peer, 2, remotes, NULL, NULL, NULL, NULL, &regions));
-    CHECK(regions == 2, "the owner has two regions (%u)", regions);
+    uint32_t remotes[2] = {0, 0};
+    vram_reader r = reader_of_two(down, "vram-writer", remotes);
     vram_fill_pattern(r.local_vram, PULL_BYTES, 157);
     held_queries_fn held_queries = (held_queries_fn)(uintptr_t)fake_symbol("fake_cuda_held_queries");
     for (int i = 0; i < 2; i++) {
@@ -320,4 +390,5 @@ static void a_withdrawal_waits_for_the_writes_in_flight(void) {
 
 TEST_MAIN("vram_withdrawn", TEST(ipc_move_of_a_region_withdrawn_in_this_process),
           TEST(ipc_move_of_a_region_withdrawn_by_another_process), TEST(ipc_needs_the_liveness_table),
-          TEST(an_owners_free_waits_for_its_readers), TEST(a_withdrawal_waits_for_the_writes_in_flight))
+          TEST(an_owners_free_waits_for_its_readers), TEST(halves_of_one_allocation_share_its_mapping),
+          TEST(a_withdrawal_waits_for_the_writes_in_flight))

@@ -256,6 +256,7 @@ const checkNames = [
   'pull.staged.two_processes',
   'pull.staged.in_place',
   'vram.free_waits_for_readers',
+  'vram.one_mapping_per_allocation',
   'sidecar.vram_import',
   'pull.ipc.templates',
   'pull.ipc.large_descriptors',
@@ -300,6 +301,11 @@ if (rc('preflight') !== 0) {
     'vram.free_waits_for_readers': nativeCase(
       'an_owners_free_waits_for_its_readers',
       "an owner's free of its vram waiting until the reader processes that have it open through CUDA IPC closed it or were killed",
+      'vram_withdrawn',
+    ),
+    'vram.one_mapping_per_allocation': nativeCase(
+      'halves_of_one_allocation_share_its_mapping',
+      "two regions of one allocation pulled by a reader process through the one mapping the driver gives both, the second still pulled once the first was withdrawn, and the owner's free once the reader closed it",
       'vram_withdrawn',
     ),
     'sidecar.vram_import': nativeCase(

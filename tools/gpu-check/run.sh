@@ -15,7 +15,7 @@
 #   test_vram_routes on ucx (template posts expanded on the GPU, routes of every shape; large descriptors
 #   cut there), test_staged_in_place on ucx (host-staged chunks written in place into the reader's bounce
 #   buffer) and test_vram_withdrawn on ucx (an owner's free of its vram waits for the reader processes that
-#   have it open);
+#   have it open; two regions of one allocation share the reader's one mapping);
 # - the figures (gpu_figures: the library's pull of another process's vram, and the driver's own IPC copy
 #   and gather, against one device-to-device copy; a pinned host-to-device copy; the checksum kernel's rate);
 # - the facade's vram probe under the shipped Node;

@@ -1,16 +1,18 @@
-/* A fake CUDA driver for the tests (built as build/fake_cuda/libcuda.so.1, named by KVT_CUDA_LIBRARY): the
- * entry points the library resolves, over host memory, so that the layer above the driver — loading,
- * refusals, registration checks, handle exchange, streams and events — is tested on machines with no GPU.
- * It never stands for a GPU run: it proves nothing about the driver or the device.
+/* A fake CUDA driver for the tests (built as build/fake_cuda/libcuda.so.1, named by KVT_CUDA_LIBRARY): the entry
+ * points the library resolves, over host memory, so that the layer above the driver — loading, refusals, registration
+ * checks, handle exchange, streams and events — is tested on machines with no GPU. It never stands for a GPU run: it
+ * proves nothing about the driver or the device.
  *
- * Device memory is a memfd per allocation, kept open (so another process can open it through an IPC handle,
- * which names the process and the fd: /proc/<pid>/fd/<fd>; nothing is left behind when a process dies); copies are memmove on the calling thread, so every stream's
- * work is complete when it is posted and every event is reached when recorded. Built with FAKE_CUDA_OLD,
- * it lacks cuIpcOpenMemHandle_v2, like a driver older than the library needs.
+ * Device memory is a memfd per allocation, kept open (so another process can open it through an IPC handle, which
+ * names the process and the fd: /proc/<pid>/fd/<fd>; nothing is left behind when a process dies); copies are memmove
+ * on the calling thread, so every stream's work is complete when it is posted and every event is reached when
+ * recorded. As the driver: a handle opened again in a process answers the mapping it has, counted (each open closed
+ * once), and what allocates, opens, copies or launches needs a context current on the calling thread. Built with
+ * FAKE_CUDA_OLD, it lacks cuIpcOpenMemHandle_v2, like a driver older than the library needs.
  *
- * Environment: FAKE_CUDA_DEVICES (GPUs, default 1) and FAKE_CUDA_INIT_ERROR (cuInit's answer), read by
- * cuInit; FAKE_CUDA_REFUSE_UNKNOWN (cuPointerGetAttributes).
- * Tests make the kinds of memory the library must refuse with fake_cuda_alloc (dlsym). */
+ * Environment: FAKE_CUDA_DEVICES (GPUs, default 1) and FAKE_CUDA_INIT_ERROR (cuInit's answer), read by cuInit;
+ * FAKE_CUDA_REFUSE_UNKNOWN (cuPointerGetAttributes). Tests make the kinds of memory the library must refuse with
+ * fake_cuda_alloc (dlsym). */
 #include "services/cuda_driver.h"
 #include "services/cuda_kernels.h"
 
@@ -46,6 +48,9 @@ typedef struct {
     size_t size;
     int device, kind;
     bool opened;     /* mapped from another process's IPC handle */
+    int opens;       /* of an opened one: how many opens it answered, each to be closed (as the driver counts) */
+    uint64_t serial; /* of this process's allocation: which one it is; of an opened one: the serial it has there */
+    int32_t pid;     /* of an opened one: the process that allocated it */
     bool registered; /* host memory of the caller's, page-locked by cuMemHostRegister (not this fake's mapping) */
     int fd;          /* the memfd of an allocation of this process */
 } fake_allocation;
@@ -53,7 +58,7 @@ typedef struct {
 typedef struct {
     char magic[8];
     int32_t pid, fd;
-    uint64_t size;
+    uint64_t size, serial;
     int32_t device;
 } fake_ipc_handle;
 _Static_assert(sizeof(fake_ipc_handle) <= sizeof(CUipcMemHandle), "the handle fits");
@@ -134,10 +139,14 @@ static CUresult allocate(int kind, int device, size_t size, CUdeviceptr *pointer
     pthread_mutex_lock(&lock);
     fake_allocation *slot = memory ? free_slot_locked() : NULL;
     if (slot) {
-        *slot = (fake_allocation){
-            .base = (CUdeviceptr)(uintptr_t)memory, .size = size, .device = device, .kind = kind, .fd = fd};
-        *pointer = slot->base;
         allocations_made++;
+        *slot = (fake_allocation){.base = (CUdeviceptr)(uintptr_t)memory,
+                                  .size = size,
+                                  .device = device,
+                                  .kind = kind,
+                                  .fd = fd,
+                                  .serial = allocations_made};
+        *pointer = slot->base;
     }
     pthread_mutex_unlock(&lock);
     if (slot) return KVT_CUDA_SUCCESS;
@@ -172,11 +181,14 @@ static CUresult release(CUdeviceptr pointer, bool opened) {
     pthread_mutex_lock(&lock);
     fake_allocation *allocation = find_locked(pointer);
     CUresult result = KVT_CUDA_ERROR_INVALID_VALUE;
-    if (allocation && allocation->base == pointer && allocation->opened == opened && !allocation->registered) {
+    if (allocation && allocation->base == pointer && allocation->opened == opened && !allocation->registered &&
+        (!opened || --allocation->opens == 0)) {
         munmap((void *)(uintptr_t)allocation->base, allocation->size);
         if (!opened) close(allocation->fd);
         memset(allocation, 0, sizeof *allocation);
         result = KVT_CUDA_SUCCESS;
+    } else if (allocation && opened && allocation->base == pointer && allocation->opens > 0) {
+        result = KVT_CUDA_SUCCESS; /* still open for another open */
     }
     pthread_mutex_unlock(&lock);
     return result;
@@ -291,6 +303,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr pointer) {
         fake.fd = allocation->fd;
         fake.size = allocation->size;
         fake.device = allocation->device;
+        fake.serial = allocation->serial;
         memset(handle, 0, sizeof *handle);
         memcpy(handle, &fake, sizeof fake);
         result = KVT_CUDA_SUCCESS;
@@ -300,12 +313,31 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr pointer) {
 }
 
 #ifndef FAKE_CUDA_OLD
+/* This process's mapping of the allocation `handle` names, when it has one open. */
+static fake_allocation *opened_locked(const fake_ipc_handle *handle) {
+    for (size_t i = 0; i < FAKE_MAX_ALLOCATIONS; i++)
+        if (allocations[i].base && allocations[i].opened && allocations[i].pid == handle->pid &&
+            allocations[i].serial == handle->serial)
+            return &allocations[i];
+    return NULL;
+}
+
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pointer, CUipcMemHandle handle, unsigned int flags) {
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
     fake_ipc_handle fake;
     memcpy(&fake, &handle, sizeof fake);
     if (memcmp(fake.magic, "kvtfake", 8) != 0 || (flags & ~KVT_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0)
         return KVT_CUDA_ERROR_INVALID_VALUE;
     if (fake.pid == (int32_t)getpid()) return FAKE_INVALID_CONTEXT; /* as the driver answers */
+    pthread_mutex_lock(&lock);
+    fake_allocation *open_already = opened_locked(&fake);
+    if (open_already) { /* as the driver: the mapping it made, counted */
+        open_already->opens++;
+        handles_opened++;
+        *pointer = open_already->base;
+    }
+    pthread_mutex_unlock(&lock);
+    if (open_already) return KVT_CUDA_SUCCESS;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)fake.pid, (int)fake.fd);
     int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -313,12 +345,15 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pointer, CUipcMemHandle handle, unsi
     if (fd >= 0) close(fd);
     pthread_mutex_lock(&lock);
     fake_allocation *slot = memory ? free_slot_locked() : NULL;
-    if (memory) {
+    if (slot) {
         *slot = (fake_allocation){.base = (CUdeviceptr)(uintptr_t)memory,
                                   .size = fake.size,
                                   .device = fake.device,
                                   .kind = FAKE_DEVICE,
                                   .opened = true,
+                                  .opens = 1,
+                                  .serial = fake.serial,
+                                  .pid = fake.pid,
                                   .fd = -1};
         *pointer = slot->base;
         handles_opened++;
@@ -364,6 +399,7 @@ int fake_cuda_open_handles(void) {
 
 /* Streams and events: work completes when posted, so both are tokens. */
 CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
     (void)flags;
     *stream = malloc(1);
     return *stream ? KVT_CUDA_SUCCESS : FAKE_OUT_OF_MEMORY;
@@ -386,6 +422,7 @@ unsigned long fake_cuda_events_made(void);
 unsigned long fake_cuda_events_made(void) { return atomic_load(&events_made); }
 
 CUresult cuEventCreate(CUevent *event, unsigned int flags) {
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
     (void)flags;
     *event = malloc(1);
     if (*event) atomic_fetch_add(&events_made, 1);
@@ -441,16 +478,19 @@ static CUresult copy(void *destination, const void *source, size_t size, bool de
 }
 
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr destination, CUdeviceptr source, size_t size, CUstream stream) {
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
     (void)stream;
     return copy((void *)(uintptr_t)destination, (const void *)(uintptr_t)source, size, true, true);
 }
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr destination, const void *source, size_t size, CUstream stream) {
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
     (void)stream;
     return copy((void *)(uintptr_t)destination, source, size, true, false);
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void *destination, CUdeviceptr source, size_t size, CUstream stream) {
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
     (void)stream;
     return copy(destination, (const void *)(uintptr_t)source, size, false, true);
 }
@@ -475,6 +515,7 @@ static const fake_function *fake_kernel_named(const char *name) {
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
     const char *ptx = image;
     if (!strstr(ptx, ".entry kvt_gather") && !strstr(ptx, ".entry kvt_block_checksum"))
         return KVT_CUDA_ERROR_INVALID_VALUE;
@@ -549,6 +590,7 @@ static void record_launch(const fake_function *kernel, void **parameters) {
 CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
                         unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int shared_bytes,
                         CUstream stream, void **parameters, void **extra) {
+    if (current_device < 0) return FAKE_INVALID_CONTEXT;
     (void)stream;
     if (grid_x == 0 || grid_y != 1 || grid_z != 1 || block_x == 0 || block_y != 1 || block_z != 1 ||
         shared_bytes != 0 || extra)

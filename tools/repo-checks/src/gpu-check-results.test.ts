@@ -66,7 +66,11 @@ function passingRun(): Record<string, string> {
       'ok vram_routes/routes_of_every_shape [ucx]\nok vram_routes/large_descriptors_cut_on_the_gpu [ucx]\n' +
       'ok vram_routes/checksums_by_routes [ucx]\n',
     'staged_in_place-ucx.log': 'ok staged_in_place/staged_chunks_are_written_in_place [ucx]\n',
-    'vram_withdrawn-ucx.log': 'ok vram_withdrawn/an_owners_free_waits_for_its_readers [ucx]\n',
+    'vram_withdrawn-ucx.log': [
+      'ok vram_withdrawn/an_owners_free_waits_for_its_readers [ucx]',
+      'ok vram_withdrawn/halves_of_one_allocation_share_its_mapping [ucx]',
+      '',
+    ].join('\n'),
     'figures.json': JSON.stringify(figures),
     'figures.rc': '0',
     'demo.json': JSON.stringify(demo),
@@ -229,10 +233,21 @@ describe('the GPU check results (tools/gpu-check/results.mjs)', () => {
     const files: Record<string, string> = passingRun();
     delete files['vram_withdrawn-ucx.log'];
     const { results } = compose(files);
-    expect(failing(results)).toEqual(['vram.free_waits_for_readers']);
+    expect(failing(results)).toEqual(['vram.free_waits_for_readers', 'vram.one_mapping_per_allocation']);
     expect(results.checks['vram.free_waits_for_readers']?.detail).toContain(
       'ran no case an_owners_free_waits_for_its_readers',
     );
+  });
+
+  it('fails the one mapping per allocation when test_vram_withdrawn’s case failed on ucx, naming its line', () => {
+    const line =
+      'FAIL halves_of_one_allocation_share_its_mapping [ucx] test/test_vram_withdrawn.c:252: the READ of half 1 ends KVT_OK';
+    const { results } = compose({
+      ...passingRun(),
+      'vram_withdrawn-ucx.log': `ok vram_withdrawn/an_owners_free_waits_for_its_readers [ucx]\n${line}\n`,
+    });
+    expect(failing(results)).toEqual(['vram.one_mapping_per_allocation']);
+    expect(results.checks['vram.one_mapping_per_allocation']?.detail).toBe(line);
   });
 
   it('fails the sidecar’s vram import when test_vram_import’s case failed on ucx, naming its line', () => {
