@@ -34,15 +34,15 @@
  *   thread, then hand work to the progress thread through a queue; calls that need an answer from
  *   the backend (registration, allocation, peer load, notification send) wait for it. Each agent has
  *   its own ucp context, so nothing UCX is shared between threads.
- *   Endpoints use UCP_ERR_HANDLING_MODE_PEER; the library sets UCX's MM_ERROR_HANDLING=y (unless
- *   UCX_MM_ERROR_HANDLING is set) so that shared-memory transports stay usable under it, and
- *   ADAPTIVE_PROGRESS=n (unless UCX_ADAPTIVE_PROGRESS is set) so that a peer in another network
- *   namespace, whose shared-memory wake-ups do not reach this one, is still served. Because UCX
- *   1.13 does not detect a killed peer on shared memory, metadata carries the process identity
- *   (pid, pid namespace, kernel boot id, start time) and peers with operations in flight that share
- *   this process's host and pid namespace are checked every 100 ms: a dead peer's endpoint is
- *   force-closed, so its operations end with KVT_ERR_REMOTE_DISCONNECT. A peer in another pid
- *   namespace (another container) or on another host is live until the transport reports otherwise:
+ *   Endpoints use UCP_ERR_HANDLING_MODE_PEER; the library sets UCX's MM_ERROR_HANDLING=y (unless UCX_MM_ERROR_HANDLING
+ *   is set) so that shared-memory transports stay usable under it, and ADAPTIVE_PROGRESS=n (unless
+ *   UCX_ADAPTIVE_PROGRESS is set) so that a peer in another network namespace, whose shared-memory wake-ups do not
+ *   reach this one, is still served. Because UCX 1.13 does not detect a killed peer on shared memory, metadata carries the process identity
+ *   (pid, pid namespace, kernel boot id, start time) and peers with operations in flight that share this process's
+ *   host and pid namespace are checked every 100 ms: a dead peer's endpoint is force-closed, so its operations end
+ *   with KVT_ERR_REMOTE_DISCONNECT. A peer on this host in another pid namespace (a container beside this one) is
+ *   reached through the network address its metadata carries (its banks still mapped), as UCX 1.13 brings nothing
+ *   back from it over shared memory; it, or a peer on another host, is live until the transport reports otherwise:
  *   an endpoint UCX reports as failed is force-closed at once, with the same outcome.
  *   Each UCX get or put moves at most KVT_MAX_REQUEST_BYTES; an operation that stops (cancelled, or a
  *   request failed) with requests outstanding asks UCX to cancel them and, when they are still
@@ -220,8 +220,8 @@ KVT_API const char *kvt_capability_detail(uint32_t cap);
 enum {
     /* The agent's moves that involve vram go host-staged (the ucx backend: the source copies into pinned
      * bounce buffers, UCX carries them, the destination copies up) even where CUDA IPC could move them: to
-     * test and measure staging on one node. Without it, staging is chosen when the peer is on another host
-     * or an operation mixes dram and vram regions. */
+     * test and measure staging on one node. Without it, staging is chosen when the peer is on another host or in
+     * another pid namespace, or when an operation mixes dram and vram regions. */
     KVT_AGENT_VRAM_STAGED = 1u << 0,
 };
 
@@ -667,10 +667,10 @@ enum {
  *   (once per loaded metadata of the peer, closed when it is unloaded or replaced; used as they are when the
  *   peer lives in this process). The peer never sees such a move, so the reader checks the peer's liveness
  *   table: a region withdrawn before the launch moves nothing, one withdrawn before the work completed
- *   ends the operation NOT_FOUND with no byte counted (reload the peer's metadata); a peer whose table
- *   this process cannot open (another pid namespace, another user) is refused NOT_SUPPORTED.
- * - Host-staged otherwise (a peer on another host, dram and vram regions in one operation, or
- *   KVT_AGENT_VRAM_STAGED): READs only, on the ucx backend, with every local vram region on one GPU (else
+ *   ends the operation NOT_FOUND with no byte counted (reload the peer's metadata); a peer whose table this process
+ *   cannot open (another user's, or hidden by /proc) is refused NOT_SUPPORTED.
+ * - Host-staged otherwise (a peer on another host or in another pid namespace, dram and vram regions in one operation,
+ *   or KVT_AGENT_VRAM_STAGED): READs only, on the ucx backend, with every local vram region on one GPU (else
  *   NOT_SUPPORTED saying which rule it breaks). The operation asks the peer for chunks of at most 4 MiB,
  *   several in flight; the peer checks each piece against its live regions, copies it into pinned bounce
  *   buffers and sends them back; each chunk lands in a pinned bounce buffer of this agent and is copied up

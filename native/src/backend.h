@@ -40,8 +40,9 @@ struct kvt_backend {
     /* (P) stops serving requests of readers that may hold metadata exported so far (NULL: the backend
      * checks every remote access against the live regions itself, as loopback does). */
     void (*fence)(kvt_agent *agent);
-    /* Worker address for the metadata blob (any thread; stable after start). */
-    const uint8_t *(*address)(kvt_agent *agent, uint32_t *length);
+    /* Worker address for the metadata blob, or with `network_only` the address of its network devices alone (length
+     * 0 when it has none) (any thread, agent->lock held). */
+    const uint8_t *(*address)(kvt_agent *agent, bool network_only, uint32_t *length);
     /* (P) connections. */
     kvt_status (*connect)(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size);
     void (*disconnect)(kvt_agent *agent, kvt_conn *conn);

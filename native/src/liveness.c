@@ -86,12 +86,20 @@ static pthread_once_t own_once = PTHREAD_ONCE_INIT;
 
 static void read_own_identity(void) { kvt_process_identity_self(&own); }
 
-bool kvt_process_checkable(const kvt_process_identity *identity) {
+/* Whether the process is on this host (its boot id known and this one's) with its pid namespace known. */
+static bool on_this_host(const kvt_process_identity *identity) {
     static const uint8_t unknown[16];
     pthread_once(&own_once, read_own_identity);
     return memcmp(identity->boot_id, unknown, sizeof unknown) != 0 &&
-           memcmp(own.boot_id, identity->boot_id, sizeof own.boot_id) == 0 && identity->pid_namespace != 0 &&
-           identity->pid_namespace == own.pid_namespace;
+           memcmp(own.boot_id, identity->boot_id, sizeof own.boot_id) == 0 && identity->pid_namespace != 0;
+}
+
+bool kvt_process_checkable(const kvt_process_identity *identity) {
+    return on_this_host(identity) && identity->pid_namespace == own.pid_namespace;
+}
+
+bool kvt_process_in_another_pid_namespace(const kvt_process_identity *identity) {
+    return on_this_host(identity) && own.pid_namespace != 0 && identity->pid_namespace != own.pid_namespace;
 }
 
 static bool process_stat_gone(const kvt_process_identity *identity) {

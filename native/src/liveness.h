@@ -22,6 +22,8 @@ typedef struct {
 void kvt_process_identity_self(kvt_process_identity *out);
 /* Whether a process can be judged by its pid from here: same host (boot id) and same pid namespace. */
 bool kvt_process_checkable(const kvt_process_identity *identity);
+/* Whether a process is on this host (boot id) in another pid namespace: a container beside this one. */
+bool kvt_process_in_another_pid_namespace(const kvt_process_identity *identity);
 
 /* True only when the peer's process shares this process's host (boot id) and pid namespace and no
  * process with that pid and start time is alive (a zombie counts as gone). Peers elsewhere are never

@@ -3,6 +3,7 @@
  * Layout (little-endian):
  *   "KVTM" | u16 format version | u16 backend | u64 incarnation | u64 metadata generation
  *   | u16 name length | name | u32 worker address length | worker address
+ *   | u32 network address length | network address (the worker's network devices alone; 0: none)
  *   | u64 pid | 16-byte kernel boot id | u64 process start time | u64 pid namespace (the process identity)
  *   | u32 liveness table fd (0xFFFFFFFF: none)
  *   | u32 region count
@@ -25,8 +26,9 @@
 
 #define KVT_METADATA_MAGIC "KVTM"
 /* 2: the process identity names its pid namespace; 3: file-backed regions; 4: vram regions have liveness slots, and
- * host-staged requests may name the destination's bounce buffer (peers of version 3 would not understand them). */
-#define KVT_METADATA_VERSION 4u
+ * host-staged requests may name the destination's bounce buffer (peers of version 3 would not understand them);
+ * 5: the worker's network address, for readers on this host in another pid namespace. */
+#define KVT_METADATA_VERSION 5u
 #define KVT_MAX_WORKER_ADDRESS (1u << 20)
 #define KVT_MAX_RKEY (1u << 16)
 /* UCX reads a worker address and a packed remote key without a length: ucp_ep_create reads at least the
@@ -52,8 +54,9 @@ static void put_u(writer *w, uint64_t value, unsigned width) {
 }
 
 static void encode(kvt_agent *agent, writer *w) {
-    uint32_t address_length = 0;
-    const uint8_t *address = agent->backend->address(agent, &address_length);
+    uint32_t address_length = 0, network_length = 0;
+    const uint8_t *address = agent->backend->address(agent, false, &address_length);
+    const uint8_t *network = agent->backend->address(agent, true, &network_length);
     put_bytes(w, KVT_METADATA_MAGIC, 4);
     put_u(w, KVT_METADATA_VERSION, 2);
     put_u(w, agent->backend_kind, 2);
@@ -64,6 +67,8 @@ static void encode(kvt_agent *agent, writer *w) {
     put_bytes(w, agent->name, name_length);
     put_u(w, address_length, 4);
     put_bytes(w, address, address_length);
+    put_u(w, network_length, 4);
+    put_bytes(w, network, network_length);
     put_u(w, agent->process.pid, 8);
     put_bytes(w, agent->process.boot_id, sizeof agent->process.boot_id);
     put_u(w, agent->process.start_time, 8);
@@ -164,6 +169,7 @@ void kvt_metadata_free(kvt_metadata *meta) {
     }
     free(meta->regions);
     free(meta->worker_address);
+    free(meta->network_address);
     *meta = (kvt_metadata){0};
 }
 
@@ -236,7 +242,7 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
     reader r = {.data = blob, .length = length - 4, .offset = 4};
     uint64_t version = get_u(&r, 2, "version");
     if (!r.failure && version != KVT_METADATA_VERSION)
-        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 4)", version, 4);
+        return refuse(out, KVT_ERR_MISMATCH, "format version", "is not supported (expected 5)", version, 4);
     out->backend = (uint32_t)get_u(&r, 2, "backend");
     out->incarnation = get_u(&r, 8, "incarnation");
     out->generation = get_u(&r, 8, "generation");
@@ -259,6 +265,15 @@ kvt_status kvt_metadata_parse(const uint8_t *blob, uint64_t length, kvt_metadata
                       "is below the 9 bytes of a UCX worker address", address_length, r.offset);
     out->worker_address = get_copy(&r, address_length, "worker address");
     out->worker_address_length = (uint32_t)address_length;
+    uint64_t network_length = get_u(&r, 4, "network address length");
+    if (!r.failure && network_length > KVT_MAX_WORKER_ADDRESS)
+        return refuse(out, KVT_ERR_INVALID_PARAM, "network address length", "exceeds 1 MiB", network_length, r.offset);
+    if (!r.failure && network_length > 0 &&
+        (out->backend != KVT_BACKEND_UCX || network_length < KVT_MIN_UCX_WORKER_ADDRESS))
+        return refuse(out, KVT_ERR_INVALID_PARAM, "network address length",
+                      "is neither 0 nor a UCX worker address of 9 bytes or more", network_length, r.offset);
+    out->network_address = get_copy(&r, network_length, "network address");
+    out->network_address_length = (uint32_t)network_length;
     out->process.pid = get_u(&r, 8, "pid");
     const uint8_t *boot_id;
     if (take(&r, sizeof out->process.boot_id, "boot id", &boot_id))

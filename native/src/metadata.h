@@ -46,6 +46,8 @@ typedef struct kvt_metadata {
     uint64_t incarnation, generation;
     uint8_t *worker_address;
     uint32_t worker_address_length;
+    uint8_t *network_address; /* the worker's network devices alone (ucx); length 0 when none */
+    uint32_t network_address_length;
     kvt_process_identity process;
     uint32_t liveness_fd; /* the fd number of its liveness table in its process, KVT_NO_FILE_FD when none */
     uint32_t region_count;

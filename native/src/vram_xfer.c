@@ -52,13 +52,15 @@ kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt
     op->vram = KVT_VRAM_PATH_NONE;
     if (vram == 0) return KVT_OK;
     bool mixed = vram != local_count + remote_count, far = !same_host(&agent->process, &conn->meta.process);
-    if (!mixed && !far && !agent->vram_staged) {
+    /* A container beside this one: its liveness table cannot be named from here (/proc/<pid>/fd). */
+    bool contained = !far && kvt_process_in_another_pid_namespace(&conn->meta.process);
+    if (!mixed && !far && !contained && !agent->vram_staged) {
         /* A reader that cannot see the owner's withdrawals could report bytes of memory put to other use. */
         if (!conn->liveness)
             return kvt_fail(KVT_ERR_NOT_SUPPORTED,
-                            "%s: peer '%s' has a liveness table this process cannot open (its /proc/<pid>/fd is in "
-                            "another pid namespace or not this user's), and a move through CUDA IPC needs it to check "
-                            "what the peer withdrew; an agent created with KVT_AGENT_VRAM_STAGED moves host-staged",
+                            "%s: peer '%s' has a liveness table this process cannot open (its /proc/<pid>/fd is not "
+                            "this user's, or /proc hides it), and a move through CUDA IPC needs it to check what the "
+                            "peer withdrew; an agent created with KVT_AGENT_VRAM_STAGED moves host-staged",
                             call, conn->meta.name);
         op->vram = KVT_VRAM_PATH_IPC;
         return KVT_OK;
@@ -70,6 +72,8 @@ kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt
             snprintf(why, sizeof why, "dram and vram regions in one operation");
         else if (far)
             snprintf(why, sizeof why, "peer '%s' is on another host", conn->meta.name);
+        else if (contained)
+            snprintf(why, sizeof why, "peer '%s' is in another pid namespace", conn->meta.name);
         else
             snprintf(why, sizeof why, "agent '%s' stages its vram moves (KVT_AGENT_VRAM_STAGED)", agent->name);
         return kvt_fail(KVT_ERR_NOT_SUPPORTED, "%s: %s, so the move goes host-staged, but %s", call, why, refusal);

@@ -1,5 +1,6 @@
-/* Heartbeat: a peer that answers nothing — a SIGSTOPped source process over UCX (tcp and shared memory),
- * a loopback agent whose progress thread is stalled — is reported UNRESPONSIVE once, with a read of it
+/* Heartbeat: a peer that answers nothing — a SIGSTOPped source process over UCX (tcp, shared memory, and in
+ * another pid namespace through its network address), a loopback agent whose progress thread is stalled — is
+ * reported UNRESPONSIVE once, with a read of it
  * still in flight and left as it is, and RESPONSIVE once it answers again (the read then completes); a
  * live busy peer is never reported; a watched idle peer is probed, an unwatched one is not. */
 #include "harness.h"
@@ -21,10 +22,11 @@ typedef struct {
     uint64_t blob_length;
 } peer_source;
 
-static void source_open(peer_source *s, uint64_t length, bool caller_memory) {
+static void source_open(peer_source *s, uint64_t length, bool caller_memory, bool new_pid_namespace) {
     *s = (peer_source){0};
     if (test_backend == KVT_BACKEND_UCX) {
-        source_options options = {.length = length, .caller_memory = caller_memory, .seed = SEED};
+        source_options options = {
+            .length = length, .caller_memory = caller_memory, .new_pid_namespace = new_pid_namespace, .seed = SEED};
         CHECK(source_spawn(&options, &s->process), "spawn the source");
         s->blob = s->process.blob;
         s->blob_length = s->process.length;
@@ -134,12 +136,19 @@ static uint64_t read_in_flight_then_stop(uint32_t agent, uint32_t peer, uint64_t
     return op;
 }
 
-/* `tls` is UCX_TLS for both sides (NULL: UCX's default), `path` what the path to the source mentions. */
-static void stopped_source_is_reported_then_responsive_again(const char *tls, bool caller_memory, const char *path) {
-    if (tls) setenv("UCX_TLS", tls, 1);
+/* How the source is reached: UCX_TLS for both sides (NULL: UCX's default), whether the source reads caller memory
+ * and lives in a new pid namespace, and what the path to it mentions. */
+typedef struct {
+    const char *tls;
+    bool caller_memory, new_pid_namespace;
+    const char *path;
+} source_path;
+
+static void stopped_source_is_reported_then_responsive_again(source_path how) {
+    if (how.tls) setenv("UCX_TLS", how.tls, 1);
     peer_source source;
     uint64_t total = (uint64_t)PIECES * piece_bytes();
-    source_open(&source, total, caller_memory);
+    source_open(&source, total, how.caller_memory, how.new_pid_namespace);
     uint32_t agent = make_agent("heartbeat-destination");
     unsetenv("UCX_TLS");
     /* Two seconds of grace: a live source answers well within them, however loaded the machine (with
@@ -151,7 +160,7 @@ static void stopped_source_is_reported_then_responsive_again(const char *tls, bo
     uint32_t peer;
     uint64_t generation;
     CHECK_OK(kvt_peer_load(agent, source.blob, source.blob_length, &peer, &generation));
-    CHECK(peer_transport_mentions(agent, peer, path), "probes and reads go over %s", path);
+    CHECK(peer_transport_mentions(agent, peer, how.path), "probes and reads go over %s", how.path);
 
     uint64_t op = read_in_flight_then_stop(agent, peer, generation, region, &source);
     event_log log = {.agent = agent};
@@ -196,18 +205,28 @@ static void stopped_source_is_reported_then_responsive_again(const char *tls, bo
 
 static void stopped_source_over_tcp(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "tcp is a UCX transport (the loopback case is stalled_loopback_source)");
-    stopped_source_is_reported_then_responsive_again("tcp", false, "tcp/lo");
+    stopped_source_is_reported_then_responsive_again((source_path){.tls = "tcp", .path = "tcp/lo"});
 }
 
 /* Caller memory: the reader's gets go through active messages the stopped source never serves. */
 static void stopped_source_over_shared_memory(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "shared memory is a UCX transport (the loopback case is stalled_loopback_source)");
-    stopped_source_is_reported_then_responsive_again(NULL, true, "sysv/memory");
+    stopped_source_is_reported_then_responsive_again((source_path){.caller_memory = true, .path = "sysv/memory"});
+}
+
+/* A source on this host in another pid namespace (a container beside this one) is reached through its network
+ * address, where its answers come back: it is judged like any other, and the read of its caller memory completes. */
+static void stopped_source_in_another_pid_namespace(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    stopped_source_is_reported_then_responsive_again(
+        (source_path){.caller_memory = true,
+                      .new_pid_namespace = true,
+                      .path = "in another pid namespace, reached through its network address"});
 }
 
 static void stalled_loopback_source(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "the ucx cases stop a source process");
-    stopped_source_is_reported_then_responsive_again(NULL, false, "loopback: memmove");
+    stopped_source_is_reported_then_responsive_again((source_path){.path = "loopback: memmove"});
 }
 
 typedef struct {
@@ -233,7 +252,7 @@ static void a_live_busy_peer_is_never_reported(void) {
     if (test_backend == KVT_BACKEND_UCX) setenv("UCX_TLS", "tcp", 1);
     peer_source source;
     uint64_t total = (uint64_t)PIECES * piece_bytes();
-    source_open(&source, total, false);
+    source_open(&source, total, false, false);
     uint32_t agent = make_agent("heartbeat-busy");
     unsetenv("UCX_TLS");
     CHECK_OK(kvt_agent_set_heartbeat(agent, 20, 100));
@@ -271,7 +290,7 @@ static void wait_probes(uint32_t agent, uint64_t probes) {
  * then the other way round. A probe round already under way when the watch ends may still send one. */
 static void a_watched_idle_peer_is_probed_an_unwatched_one_is_not(void) {
     peer_source source;
-    source_open(&source, piece_bytes(), false);
+    source_open(&source, piece_bytes(), false, false);
     uint32_t watching = make_agent("heartbeat-watching"), idle = make_agent("heartbeat-idle");
     CHECK_OK(kvt_agent_set_heartbeat(watching, 10, KVT_HEARTBEAT_MAX_MISSES));
     CHECK_OK(kvt_agent_set_heartbeat(idle, 10, KVT_HEARTBEAT_MAX_MISSES));
@@ -307,7 +326,7 @@ static void a_watched_idle_peer_is_probed_an_unwatched_one_is_not(void) {
 static void an_unloaded_peer_takes_its_reports_along(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "the ucx cases cover the reports; this is bookkeeping");
     peer_source source;
-    source_open(&source, piece_bytes(), false);
+    source_open(&source, piece_bytes(), false, false);
     uint32_t agent = make_agent("heartbeat-unload");
     CHECK_OK(kvt_agent_set_heartbeat(agent, 10, 2));
     uint32_t peer;
@@ -354,15 +373,19 @@ static void bad_settings_are_refused(void) {
 }
 
 /* A live, watched source in another pid namespace (only: the network namespace is this one, so UCX's
- * wake-up socket is reachable) over shared memory: UCX 1.13 delivers none of its answers, so it is never judged (not reported, however many probes go unanswered), and unloading it
- * force-closes the endpoint its probes still wait in (a graceful close would wait for them), also once
- * it is killed. */
+ * wake-up socket is reachable) with no network transport on either side (UCX_TLS=sm,self), so over shared memory:
+ * UCX 1.13 delivers none of its answers, so it is never judged (not reported, however many probes go unanswered),
+ * and unloading it force-closes the endpoint its probes still wait in (a graceful close would wait for them), also
+ * once it is killed. */
 static void a_peer_that_never_answered_is_not_judged(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     source_options options = {.length = piece_bytes(), .new_pid_namespace = true, .seed = SEED};
     source_process source;
-    if (!source_spawn(&options, &source)) return;
-    uint32_t agent = make_agent("heartbeat-namespace");
+    setenv("UCX_TLS", "sm,self", 1);
+    bool spawned = source_spawn(&options, &source);
+    uint32_t agent = spawned ? make_agent("heartbeat-namespace") : 0;
+    unsetenv("UCX_TLS");
+    if (!spawned) return;
     CHECK_OK(kvt_agent_set_heartbeat(agent, 20, 10));
     uint32_t peer;
     uint64_t generation;
@@ -460,7 +483,8 @@ static void destroy_resumes_a_stalled_agent(void) {
 
 TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose_connection_failed_is_reported),
           TEST(a_watched_peer_destroyed_before_answering_is_reported), TEST(stopped_source_over_tcp),
-          TEST(stopped_source_over_shared_memory), TEST(stalled_loopback_source),
-          TEST(a_live_busy_peer_is_never_reported), TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not),
-          TEST(an_unloaded_peer_takes_its_reports_along), TEST(a_peer_that_never_answered_is_not_judged),
-          TEST(a_killed_peer_that_never_answered_is_reported), TEST(destroy_resumes_a_stalled_agent))
+          TEST(stopped_source_over_shared_memory), TEST(stopped_source_in_another_pid_namespace),
+          TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
+          TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
+          TEST(a_peer_that_never_answered_is_not_judged), TEST(a_killed_peer_that_never_answered_is_reported),
+          TEST(destroy_resumes_a_stalled_agent))

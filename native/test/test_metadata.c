@@ -324,21 +324,23 @@ typedef struct {
 } file_fields;
 static const file_fields no_files = {UINT32_MAX, UINT32_MAX, 0, KVT_MEM_DRAM};
 
-/* A ucx blob written field by field (see the layout in metadata.c): one region, the given address and
- * rkey lengths (their bytes zero) and file fields, sealed. */
-static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, file_fields files, uint64_t *out_length) {
-    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 +
-                      8 + 4 + 4 + rkey_length + 4;
+/* A ucx blob written field by field (see the layout in metadata.c): one region, the given address, network address
+ * and rkey lengths (their bytes zero) and file fields, sealed. */
+static uint8_t *ucx_blob(uint32_t address_length, uint32_t network_length, uint32_t rkey_length, file_fields files,
+                         uint64_t *out_length) {
+    uint64_t length = 4 + 2 + 2 + 8 + 8 + 2 + 4 + 4 + address_length + 4 + network_length + 8 + 16 + 8 + 8 + 4 + 4 + 4 +
+                      4 + 4 + 8 + 8 + 4 + 8 + 4 + 4 + rkey_length + 4;
     uint8_t *blob = calloc(1, length);
     CHECK(blob != NULL, "out of memory");
     memcpy(blob, "KVTM", 4);
-    uint64_t at = put_le(blob, 4, 4, 2); /* format version */
+    uint64_t at = put_le(blob, 4, 5, 2); /* format version */
     at = put_le(blob, at, KVT_BACKEND_UCX, 2);
     at = put_le(blob, at, 7, 8); /* incarnation */
     at = put_le(blob, at, 1, 8); /* generation */
     at = put_le(blob, at, 4, 2); /* name length */
     memcpy(blob + at, "ucxa", 4);
     at = put_le(blob, at + 4, address_length, 4) + address_length;
+    at = put_le(blob, at, network_length, 4) + network_length;
     at = put_le(blob, at, (uint64_t)getpid(), 8) + 16; /* pid, boot id */
     at = put_le(blob, at, 1, 8);                       /* start time */
     at = put_le(blob, at, 1, 8);                       /* pid namespace */
@@ -359,15 +361,17 @@ static uint8_t *ucx_blob(uint32_t address_length, uint32_t rkey_length, file_fie
     return blob;
 }
 
-static void parses_ucx_blob(uint32_t address_length, uint32_t rkey_length, kvt_status expected, const char *field) {
+static void parses_ucx_blob(uint32_t address_length, uint32_t network_length, uint32_t rkey_length, kvt_status expected,
+                            const char *field) {
     uint64_t length;
-    uint8_t *blob = ucx_blob(address_length, rkey_length, no_files, &length);
+    uint8_t *blob = ucx_blob(address_length, network_length, rkey_length, no_files, &length);
     kvt_metadata meta;
     kvt_status status = kvt_metadata_parse(blob, length, &meta);
-    CHECK(status == expected, "address %u, rkey %u bytes: %s (%s), expected %s", address_length, rkey_length,
-          kvt_status_name(status), kvt_last_error_detail(), kvt_status_name(expected));
+    CHECK(status == expected, "address %u, network address %u, rkey %u bytes: %s (%s), expected %s", address_length,
+          network_length, rkey_length, kvt_status_name(status), kvt_last_error_detail(), kvt_status_name(expected));
     if (status == KVT_OK) {
-        CHECK(meta.worker_address_length == address_length && meta.regions[0].rkey_length == rkey_length,
+        CHECK(meta.worker_address_length == address_length && meta.network_address_length == network_length &&
+                  meta.regions[0].rkey_length == rkey_length,
               "the lengths");
         kvt_metadata_free(&meta);
     } else {
@@ -376,21 +380,25 @@ static void parses_ucx_blob(uint32_t address_length, uint32_t rkey_length, kvt_s
     free(blob);
 }
 
-/* UCX is handed the worker address and every remote key without their length, so a ucx blob whose address
- * or key is shorter than what UCX reads unconditionally is refused by the parser, as is one above the caps. */
+/* UCX is handed the worker address, its network address and every remote key without their length, so a ucx blob
+ * whose address (a network address that is there) or key is shorter than what UCX reads unconditionally is refused by
+ * the parser, as is one above the caps. */
 static void ucx_address_and_key_lengths_are_bounded(void) {
-    parses_ucx_blob(9, 9, KVT_OK, NULL);
-    parses_ucx_blob(0, 9, KVT_ERR_INVALID_PARAM, "worker address length");
-    parses_ucx_blob(8, 9, KVT_ERR_INVALID_PARAM, "worker address length");
-    parses_ucx_blob((1u << 20) + 1, 9, KVT_ERR_INVALID_PARAM, "worker address length");
-    parses_ucx_blob(9, 0, KVT_ERR_INVALID_PARAM, "rkey length");
-    parses_ucx_blob(9, 8, KVT_ERR_INVALID_PARAM, "rkey length");
-    parses_ucx_blob(9, (1u << 16) + 1, KVT_ERR_INVALID_PARAM, "rkey length");
+    parses_ucx_blob(9, 0, 9, KVT_OK, NULL);
+    parses_ucx_blob(9, 9, 9, KVT_OK, NULL);
+    parses_ucx_blob(0, 0, 9, KVT_ERR_INVALID_PARAM, "worker address length");
+    parses_ucx_blob(8, 0, 9, KVT_ERR_INVALID_PARAM, "worker address length");
+    parses_ucx_blob((1u << 20) + 1, 0, 9, KVT_ERR_INVALID_PARAM, "worker address length");
+    parses_ucx_blob(9, 8, 9, KVT_ERR_INVALID_PARAM, "network address length is neither 0 nor a UCX worker address");
+    parses_ucx_blob(9, (1u << 20) + 1, 9, KVT_ERR_INVALID_PARAM, "network address length exceeds 1 MiB");
+    parses_ucx_blob(9, 0, 0, KVT_ERR_INVALID_PARAM, "rkey length");
+    parses_ucx_blob(9, 0, 8, KVT_ERR_INVALID_PARAM, "rkey length");
+    parses_ucx_blob(9, 0, (1u << 16) + 1, KVT_ERR_INVALID_PARAM, "rkey length");
 }
 
 static void parses_file_fields(file_fields files, kvt_status expected, const char *field) {
     uint64_t length;
-    uint8_t *blob = ucx_blob(9, files.kind == KVT_MEM_VRAM ? sizeof(kvt_vram_key) : 9, files, &length);
+    uint8_t *blob = ucx_blob(9, 9, files.kind == KVT_MEM_VRAM ? sizeof(kvt_vram_key) : 9, files, &length);
     kvt_metadata meta;
     kvt_status status = kvt_metadata_parse(blob, length, &meta);
     CHECK(status == expected, "table fd %u, file fd %u, slot %u: %s (%s), expected %s", files.liveness_fd,

@@ -7,6 +7,7 @@
  * withdrawal comes while the work runs; the owner's free and the shared mapping also run on the machine's driver
  * (KVT_TEST_CUDA_REAL=1, tools/gpu-check). */
 #include "cuda_pulls.h"
+#include "services/util.h" /* kvt_crc32 */
 
 #include <pthread.h>
 #include <signal.h>
@@ -120,15 +121,56 @@ static void ipc_move_of_a_region_withdrawn_by_another_process(void) {
     on_fake_driver("1", withdrawn_by_another_process);
 }
 
-/* The source process is pid 1 of a new pid namespace: its /proc/<pid>/fd cannot be named from here, so its
- * liveness table cannot be opened. A move through its IPC handles is refused at post, saying why, with no handle
- * opened. */
+/* The source process is pid 1 of a new pid namespace (a container beside this one): its /proc/<pid>/fd cannot be
+ * named from here, so neither its liveness table nor its IPC handles are used: a READ of its vram moves host-staged
+ * (through its network address), every byte checked, with no handle opened; a WRITE, which staging does not move, is
+ * refused at post, saying why. */
 static void source_in_another_pid_namespace(void) {
     source_process source;
     if (!source_spawn(
             &(source_options){.length = PULL_BYTES, .vram_memory = true, .new_pid_namespace = true, .seed = 107},
             &source))
         return;
+    vram_reader r = open_vram_reader("vram-contained-reader", 0, &source, PULL_BYTES);
+    pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 107);
+    uint64_t op = 0;
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 post_one(r.agent, KVT_XFER_WRITE, r.peer, r.generation, r.local, 0, r.remote, 0, HALF, &op));
+    CHECK_DETAIL("is in another pid namespace, so the move goes host-staged, but a host-staged move is a READ");
+    CHECK(open_handles() == 0, "no IPC handle was opened");
+    close_vram_reader(&r);
+    source_end(&source);
+}
+
+static void a_source_in_another_pid_namespace_moves_host_staged(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    on_fake_driver("1", source_in_another_pid_namespace);
+}
+
+/* Rewrites the liveness table's fd in a ucx metadata blob (the layout in metadata.c) and seals it again. */
+static void forge_liveness_fd(uint8_t *blob, uint64_t length, uint32_t fd) {
+    uint64_t at = 4 + 2 + 2 + 8 + 8;
+    at += 2 + (blob[at] | (uint64_t)blob[at + 1] << 8); /* the name */
+    for (int address = 0; address < 2; address++) {     /* the worker's address and its network address */
+        uint32_t n = 0;
+        memcpy(&n, blob + at, 4);
+        at += 4 + n;
+    }
+    at += 8 + 16 + 8 + 8; /* pid, boot id, start time, pid namespace */
+    CHECK(at + 4 <= length - 4, "the blob holds its liveness table's fd");
+    memcpy(blob + at, &fd, 4);
+    uint32_t crc = kvt_crc32(blob, length - 4);
+    memcpy(blob + length - 4, &crc, 4);
+}
+
+/* A source in this pid namespace whose liveness table this process cannot open (its blob names an fd the source does
+ * not have, as a table of another user's process would fail to open): a move through its IPC handles is refused at
+ * post, saying why, with no handle opened. */
+static void source_with_a_table_out_of_reach(void) {
+    source_process source;
+    CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 109}, &source),
+          "the source process starts");
+    forge_liveness_fd(source.blob, source.length, 1u << 20);
     vram_reader r = open_vram_reader("vram-unchecked-reader", 0, &source, PULL_BYTES);
     const uint32_t directions[2] = {KVT_XFER_READ, KVT_XFER_WRITE};
     for (int i = 0; i < 2; i++) {
@@ -144,7 +186,7 @@ static void source_in_another_pid_namespace(void) {
 
 static void ipc_needs_the_liveness_table(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
-    on_fake_driver("1", source_in_another_pid_namespace);
+    on_fake_driver("1", source_with_a_table_out_of_reach);
 }
 
 /* An idle reader (reader_fork): READs the owner's region through its IPC handle, says so, and lives on with the
@@ -389,6 +431,7 @@ static void a_withdrawal_waits_for_the_writes_in_flight(void) {
 }
 
 TEST_MAIN("vram_withdrawn", TEST(ipc_move_of_a_region_withdrawn_in_this_process),
-          TEST(ipc_move_of_a_region_withdrawn_by_another_process), TEST(ipc_needs_the_liveness_table),
+          TEST(ipc_move_of_a_region_withdrawn_by_another_process),
+          TEST(a_source_in_another_pid_namespace_moves_host_staged), TEST(ipc_needs_the_liveness_table),
           TEST(an_owners_free_waits_for_its_readers), TEST(halves_of_one_allocation_share_its_mapping),
           TEST(a_withdrawal_waits_for_the_writes_in_flight))

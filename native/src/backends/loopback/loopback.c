@@ -61,8 +61,9 @@ static void loopback_unmap(kvt_agent *agent, kvt_region *region) {
 }
 
 /* Loopback agents are found by name and incarnation; the process identity says which process. */
-static const uint8_t *loopback_address(kvt_agent *agent, uint32_t *length) {
+static const uint8_t *loopback_address(kvt_agent *agent, bool network_only, uint32_t *length) {
     (void)agent;
+    (void)network_only;
     *length = 0;
     return NULL;
 }

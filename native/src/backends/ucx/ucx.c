@@ -98,6 +98,12 @@ static void finish_serving_sends(ucx_state *state) {
     ucp_request_free(flush); /* released by UCX once complete, if it is not yet */
 }
 
+static void address_free(ucx_addresses *address) {
+    free(address->full);
+    free(address->network);
+    *address = (ucx_addresses){0};
+}
+
 static void ucx_stop(kvt_agent *agent) {
     ucx_state *state = state_of(agent);
     if (!state) return;
@@ -115,7 +121,7 @@ static void ucx_stop(kvt_agent *agent) {
     }
     ucx_staging_free(state); /* no request can use its buffers any more */
     if (state->context) ucp_cleanup(state->context);
-    free(state->address);
+    address_free(&state->address);
     free(state);
     agent->backend_state = NULL;
 }
@@ -138,11 +144,28 @@ static ucs_status_t open_worker(ucx_state *state, ucp_worker_h *out, int *out_ev
     return UCS_OK;
 }
 
-/* Creates a serving worker with the notification and probe handlers, and a copy of its address. */
-static kvt_status open_serving(kvt_agent *agent, ucx_worker *out, uint8_t **out_address, uint32_t *out_length,
-                               char *detail, size_t detail_size) {
+/* A copy of the worker's address (`flags`: ucp_worker_address_flags_t) into *out and *out_length. */
+static kvt_status copy_address(ucp_worker_h worker, uint32_t flags, uint8_t **out, uint32_t *out_length, char *detail,
+                               size_t detail_size) {
+    ucp_worker_attr_t attr = {.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS,
+                              .address_flags = flags};
+    ucs_status_t status = ucp_worker_query(worker, &attr);
+    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_query (address)", status);
+    *out = malloc(attr.address_length);
+    if (*out) memcpy(*out, attr.address, attr.address_length);
+    *out_length = (uint32_t)attr.address_length;
+    ucp_worker_release_address(worker, attr.address);
+    if (*out) return KVT_OK;
+    snprintf(detail, detail_size, "out of memory");
+    return KVT_ERR_NO_MEMORY;
+}
+
+/* Creates a serving worker with the notification and probe handlers, and copies of its addresses. */
+static kvt_status open_serving(kvt_agent *agent, ucx_worker *out, ucx_addresses *out_address, char *detail,
+                               size_t detail_size) {
     ucx_state *state = state_of(agent);
     *out = (ucx_worker){.event_fd = -1};
+    *out_address = (ucx_addresses){0};
     ucs_status_t status = open_worker(state, &out->worker, &out->event_fd);
     if (status != UCS_OK) {
         out->worker = NULL;
@@ -165,19 +188,13 @@ static kvt_status open_serving(kvt_agent *agent, ucx_worker *out, uint8_t **out_
     handler.cb = ucx_on_stage_request;
     if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(out->worker, &handler);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
-    ucp_address_t *address;
-    size_t address_length;
-    status = ucp_worker_get_address(out->worker, &address, &address_length);
-    if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_get_address", status);
-    *out_address = malloc(address_length);
-    if (*out_address) memcpy(*out_address, address, address_length);
-    *out_length = (uint32_t)address_length;
-    ucp_worker_release_address(out->worker, address);
-    if (!*out_address) {
-        snprintf(detail, detail_size, "out of memory");
-        return KVT_ERR_NO_MEMORY;
-    }
-    return KVT_OK;
+    kvt_status copied =
+        copy_address(out->worker, 0, &out_address->full, &out_address->full_length, detail, detail_size);
+    if (copied == KVT_OK)
+        copied = copy_address(out->worker, UCP_WORKER_ADDRESS_FLAG_NET_ONLY, &out_address->network,
+                              &out_address->network_length, detail, detail_size);
+    if (copied != KVT_OK) address_free(out_address);
+    return copied;
 }
 
 /* Applies the agent's own NET_DEVICES and TLS (kvt_agent_create_ucx_begin) over UCX's configuration. */
@@ -269,12 +286,7 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
     answers.cb = ucx_on_stage_data;
     if (status == UCS_OK) status = ucp_worker_set_am_recv_handler(state->worker, &answers);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
-    uint8_t *address = NULL;
-    uint32_t address_length = 0;
-    kvt_status opened = open_serving(agent, &state->serving, &address, &address_length, detail, detail_size);
-    state->address = address;
-    state->address_length = address_length;
-    return opened;
+    return open_serving(agent, &state->serving, &state->address, detail, detail_size);
 }
 
 static kvt_status ucx_start(kvt_agent *agent, char *detail, size_t detail_size) {
@@ -387,9 +399,10 @@ static void ucx_unmap(kvt_agent *agent, kvt_region *region) {
     if (!region->backend_borrowed) ucp_mem_unmap(state_of(agent)->context, region->backend);
 }
 
-static const uint8_t *ucx_address(kvt_agent *agent, uint32_t *length) {
-    *length = state_of(agent)->address_length;
-    return state_of(agent)->address;
+static const uint8_t *ucx_address(kvt_agent *agent, bool network_only, uint32_t *length) {
+    const ucx_addresses *address = &state_of(agent)->address;
+    *length = network_only ? address->network_length : address->full_length;
+    return network_only ? address->network : address->full;
 }
 
 /*
@@ -406,22 +419,17 @@ static void ucx_fence(kvt_agent *agent) {
     if (state->serving.worker) ucp_worker_destroy(state->serving.worker);
     ucx_staging_forget_answers(state);
     char detail[256] = "";
-    uint8_t *address = NULL;
-    uint32_t address_length = 0;
-    if (open_serving(agent, &state->serving, &address, &address_length, detail, sizeof detail) != KVT_OK) {
+    ucx_addresses address;
+    if (open_serving(agent, &state->serving, &address, detail, sizeof detail) != KVT_OK) {
         if (state->serving.worker) ucp_worker_destroy(state->serving.worker);
         state->serving = (ucx_worker){.event_fd = -1}; /* unreachable until the agent is recreated */
-        free(address);
-        address = NULL;
-        address_length = 0;
     }
     pthread_mutex_lock(&agent->lock);
-    uint8_t *old = state->address;
+    ucx_addresses old = state->address;
     state->address = address;
-    state->address_length = address_length;
     agent->exported_region_high = 0; /* nobody knows the new worker yet */
     pthread_mutex_unlock(&agent->lock);
-    free(old);
+    address_free(&old);
 }
 
 /* ---- connections ------------------------------------------------------------------------------- */
@@ -439,7 +447,8 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     bool never_answered = atomic_load(&conn->probed) && !atomic_load(&conn->answered);
     if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || never_answered)) ucx_force_close(state, conn);
     if (endpoint) {
-        ucx_unlist_warming(state, endpoint); /* the mappings end with the remote keys below */
+        ucx_close_mapping_endpoint(state, endpoint); /* it carries no request: nothing to flush */
+        ucx_unlist_warming(state, endpoint);         /* the mappings end with the remote keys below */
         endpoint->conn = NULL;
         snprintf(endpoint->peer, sizeof endpoint->peer, "%s", conn->meta.name);
         endpoint->next_detached = state->detached;
@@ -498,6 +507,50 @@ static uint8_t *shared_mapping(ucp_rkey_h rkey, const kvt_remote_region *region)
     return first;
 }
 
+/* An endpoint of `endpoint` to the peer's `address`, with peer error handling: a killed peer ends its requests (and
+ * the shared-memory transports then take no lane of tcp beside theirs). */
+static ucs_status_t create_ep(ucx_state *state, ucx_endpoint *endpoint, const uint8_t *address, ucp_ep_h *out) {
+    ucp_ep_params_t params = {
+        .field_mask =
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = (const ucp_address_t *)address,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ucx_on_endpoint_error, .arg = endpoint},
+    };
+    return ucp_ep_create(state->worker, &params, out);
+}
+
+/*
+ * Connects to the peer's serving worker. A peer on this host in another pid namespace (a container beside this
+ * one) is connected through its network address: over the shared-memory transports UCX 1.13 picks there, nothing
+ * it sends comes back (probe answers, staged chunks, software gets of caller memory, a WRITE's completion). Its
+ * kvreuse-owned banks are still mapped, through a second endpoint to its full address that only unpacks their
+ * keys. Without a network transport on either side it is connected through its full address, as before.
+ */
+static ucs_status_t connect_endpoints(ucx_state *state, ucx_endpoint *endpoint, const kvt_metadata *meta) {
+    bool network = meta->network_address_length > 0 && kvt_process_in_another_pid_namespace(&meta->process);
+    ucs_status_t status = UCS_ERR_UNREACHABLE;
+    if (network) status = create_ep(state, endpoint, meta->network_address, &endpoint->ep);
+    endpoint->through_network = status == UCS_OK;
+    if (!endpoint->through_network) return create_ep(state, endpoint, meta->worker_address, &endpoint->ep);
+    if (state->shared_memory && create_ep(state, endpoint, meta->worker_address, &endpoint->mapping_ep) != UCS_OK)
+        endpoint->mapping_ep = NULL; /* its banks are then read through UCX requests */
+    return UCS_OK;
+}
+
+/* The remote key of the peer's `region`, and its mapping here when shared memory maps it (else NULL): unpacked on
+ * the mapping endpoint when it maps the region there, else on the endpoint that carries the requests. */
+static ucs_status_t unpack_key(ucx_endpoint *endpoint, kvt_remote_region *region, ucp_rkey_h *out) {
+    if (endpoint->mapping_ep && ucp_ep_rkey_unpack(endpoint->mapping_ep, region->rkey, out) == UCS_OK) {
+        region->mapped = shared_mapping(*out, region);
+        if (region->mapped) return UCS_OK;
+        ucp_rkey_destroy(*out);
+    }
+    ucs_status_t status = ucp_ep_rkey_unpack(endpoint->ep, region->rkey, out);
+    if (status == UCS_OK) region->mapped = shared_mapping(*out, region);
+    return status;
+}
+
 static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, size_t detail_size) {
     ucx_state *state = state_of(agent);
     if (kvt_conn_process_gone(conn)) {
@@ -511,36 +564,26 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
         return KVT_ERR_NO_MEMORY;
     }
     *endpoint = (ucx_endpoint){.state = state, .conn = conn};
-    ucp_ep_params_t params = {
-        .field_mask =
-            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = (const ucp_address_t *)conn->meta.worker_address,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = ucx_on_endpoint_error, .arg = endpoint},
-    };
-    ucp_ep_h ep;
-    ucs_status_t status = ucp_ep_create(state->worker, &params, &ep);
+    ucs_status_t status = connect_endpoints(state, endpoint, &conn->meta);
     if (status != UCS_OK) {
         free(endpoint);
         snprintf(detail, detail_size, "kvt_peer_load: ucp_ep_create to peer '%s' failed: %s", conn->meta.name,
                  ucs_status_string(status));
         return ucx_map_status(status, NULL) == KVT_ERR_REMOTE_DISCONNECT ? KVT_ERR_REMOTE_DISCONNECT : KVT_ERR_BACKEND;
     }
-    endpoint->ep = ep;
     conn->backend = endpoint;
     bool mapped = false;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         kvt_remote_region *region = &conn->meta.regions[i];
         if (region->kind == KVT_MEM_VRAM) continue; /* no UCX key: vram is not moved through UCX */
         ucp_rkey_h rkey;
-        status = ucp_ep_rkey_unpack(ep, region->rkey, &rkey);
+        status = unpack_key(endpoint, region, &rkey);
         if (status != UCS_OK) {
             snprintf(detail, detail_size, "kvt_peer_load: remote key of region %u of peer '%s' unusable: %s",
                      region->id, conn->meta.name, ucs_status_string(status));
             return KVT_ERR_BACKEND; /* the caller's unref closes what was opened */
         }
         region->backend = rkey;
-        region->mapped = shared_mapping(rkey, region);
         mapped |= region->mapped != NULL;
     }
     if (state->shared_memory) { /* readers elsewhere, or without shared memory, stay on UCX */

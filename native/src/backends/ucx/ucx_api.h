@@ -39,9 +39,9 @@
     X(ucp_worker_create)                                                                                               \
     X(ucp_worker_destroy)                                                                                              \
     X(ucp_worker_flush_nbx)                                                                                            \
-    X(ucp_worker_get_address)                                                                                          \
     X(ucp_worker_get_efd)                                                                                              \
     X(ucp_worker_progress)                                                                                             \
+    X(ucp_worker_query)                                                                                                \
     X(ucp_worker_release_address)                                                                                      \
     X(ucp_worker_set_am_recv_handler)                                                                                  \
     X(ucs_status_string)
@@ -86,9 +86,9 @@ extern kvt_ucx_functions kvt_ucx;
 #define ucp_worker_create kvt_ucx.ucp_worker_create
 #define ucp_worker_destroy kvt_ucx.ucp_worker_destroy
 #define ucp_worker_flush_nbx kvt_ucx.ucp_worker_flush_nbx
-#define ucp_worker_get_address kvt_ucx.ucp_worker_get_address
 #define ucp_worker_get_efd kvt_ucx.ucp_worker_get_efd
 #define ucp_worker_progress kvt_ucx.ucp_worker_progress
+#define ucp_worker_query kvt_ucx.ucp_worker_query
 #define ucp_worker_release_address kvt_ucx.ucp_worker_release_address
 #define ucp_worker_set_am_recv_handler kvt_ucx.ucp_worker_set_am_recv_handler
 #define ucs_status_string kvt_ucx.ucs_status_string

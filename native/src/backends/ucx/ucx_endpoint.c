@@ -49,7 +49,9 @@ void ucx_unlist_warming(ucx_state *state, ucx_endpoint *endpoint) {
 
 /* Frees a detached endpoint once nothing of UCX refers to it any more. */
 void ucx_free_if_finished(ucx_endpoint *endpoint) {
-    if (endpoint->conn || endpoint->ep || endpoint->closing || endpoint->flush || endpoint->state->stopping) return;
+    if (endpoint->conn || endpoint->ep || endpoint->mapping_ep || endpoint->closing || endpoint->flush ||
+        endpoint->state->stopping)
+        return;
     unlist_detached(endpoint->state, endpoint);
     free(endpoint);
 }
@@ -58,27 +60,36 @@ static void on_close_done(void *request, ucs_status_t status, void *user_data) {
     (void)status;
     ucx_endpoint *endpoint = user_data;
     endpoint->state->closing--;
-    endpoint->closing = false;
+    endpoint->closing--;
     ucp_request_free(request);
     ucx_free_if_finished(endpoint);
+}
+
+/* Force-closes *ep, one of the endpoint's, and clears it: the close finishes in later progress. */
+static void force_close(ucx_state *state, ucx_endpoint *endpoint, ucp_ep_h *ep) {
+    ucp_request_param_t param = {.op_attr_mask =
+                                     UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                                 .flags = UCP_EP_CLOSE_FLAG_FORCE,
+                                 .cb = {.send = on_close_done},
+                                 .user_data = endpoint};
+    void *request = ucp_ep_close_nbx(*ep, &param);
+    *ep = NULL;
+    if (request != NULL && !UCS_PTR_IS_ERR(request)) {
+        endpoint->closing++;
+        state->closing++;
+    }
+}
+
+void ucx_close_mapping_endpoint(ucx_state *state, ucx_endpoint *endpoint) {
+    if (endpoint->mapping_ep) force_close(state, endpoint, &endpoint->mapping_ep);
 }
 
 /* Force-closes the endpoint (which ends its outstanding requests) without waiting: the close finishes in
  * later progress. */
 void ucx_close_endpoint(ucx_state *state, ucx_endpoint *endpoint) {
     unlist_failed(state, endpoint);
-    if (!endpoint->ep) return;
-    ucp_request_param_t param = {.op_attr_mask =
-                                     UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                                 .flags = UCP_EP_CLOSE_FLAG_FORCE,
-                                 .cb = {.send = on_close_done},
-                                 .user_data = endpoint};
-    void *request = ucp_ep_close_nbx(endpoint->ep, &param);
-    endpoint->ep = NULL;
-    if (request != NULL && !UCS_PTR_IS_ERR(request)) {
-        endpoint->closing = true;
-        state->closing++;
-    }
+    ucx_close_mapping_endpoint(state, endpoint);
+    if (endpoint->ep) force_close(state, endpoint, &endpoint->ep);
 }
 
 /*

@@ -46,14 +46,20 @@ typedef struct {
     int event_fd; /* -1 when the worker has none: then poll with a short timeout */
 } ucx_worker;
 
+/* A serving worker's addresses, each malloc'd: all its transports, and its network devices only (length 0 when it
+ * has none), which readers on this host in another pid namespace connect to (ucx_connect). */
+typedef struct {
+    uint8_t *full, *network;
+    uint32_t full_length, network_length;
+} ucx_addresses;
+
 typedef struct {
     ucp_context_h context;
     ucp_worker_h worker;
-    int event_fd;       /* -1 when the worker has none: then poll with a short timeout */
-    ucx_worker serving; /* .worker NULL when replacing it failed */
-    bool shared_memory; /* UCX_TLS at ucp_init left the shared-memory transports in */
-    uint8_t *address;   /* the serving worker's (agent->lock held to change it, as metadata reads it) */
-    uint32_t address_length;
+    int event_fd;          /* -1 when the worker has none: then poll with a short timeout */
+    ucx_worker serving;    /* .worker NULL when replacing it failed */
+    bool shared_memory;    /* UCX_TLS at ucp_init left the shared-memory transports in */
+    ucx_addresses address; /* the serving worker's (agent->lock held to change it, as metadata reads it) */
     uint64_t next_liveness_check_ns;
     ucx_endpoint *failed;        /* endpoints to force-close after progress: UCX reported them failed, or flushed */
     uint32_t closing;            /* force-closes not yet finished */
@@ -72,10 +78,14 @@ typedef struct {
  * or a force-close finishes, and is freed by whichever callback ends last. */
 struct ucx_endpoint {
     ucp_ep_h ep;
+    /* To a peer reached through its network address (ucx_connect): an endpoint to its full address that only
+     * unpacks the keys of the regions shared memory maps here, no request on it; NULL otherwise. */
+    ucp_ep_h mapping_ep;
+    bool through_network; /* `ep` connects to the peer's network address */
     ucx_state *state;
     kvt_conn *conn;
     bool listed;                 /* on state->failed */
-    bool closing;                /* a force-close is finishing */
+    uint32_t closing;            /* force-closes finishing */
     void *flush;                 /* the graceful close's flush request, while outstanding */
     uint64_t flush_deadline_ns;  /* when the flush is given up and the endpoint force-closed */
     char peer[KVT_MAX_NAME + 1]; /* for the shutdown's detail */
@@ -137,6 +147,8 @@ void ucx_send_heartbeat(kvt_agent *agent, ucp_ep_h ep, unsigned id, const uint8_
 void ucx_force_close(ucx_state *state, kvt_conn *conn);
 /* Force-closes the endpoint (which ends its outstanding requests) without waiting. */
 void ucx_close_endpoint(ucx_state *state, ucx_endpoint *endpoint);
+/* Force-closes the endpoint's mapping endpoint, if any, without waiting. */
+void ucx_close_mapping_endpoint(ucx_state *state, ucx_endpoint *endpoint);
 void ucx_close_failed_endpoints(ucx_state *state);
 /* Force-closes the detached endpoints whose flush is overdue at `now_ns`; names their peers in `forced`. */
 uint32_t ucx_close_overdue_endpoints(ucx_state *state, uint64_t now_ns, char *forced, size_t forced_size);

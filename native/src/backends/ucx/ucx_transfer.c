@@ -335,6 +335,12 @@ void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
     if (ep_of(conn)) {
         const ucx_endpoint *endpoint = conn->backend;
         ucp_ep_print_info(ep_of(conn), out);
+        if (endpoint->through_network)
+            fprintf(out,
+                    "kvreuse: '%s' is a process of this host in another pid namespace, reached through its network "
+                    "address%s\n",
+                    conn->meta.name, endpoint->mapping_ep ? "; its banks are mapped through this endpoint:" : "");
+        if (endpoint->mapping_ep) ucp_ep_print_info(endpoint->mapping_ep, out);
         for (uint32_t i = 0; i < conn->meta.region_count; i++) {
             bool touched = !endpoint->warming || i < endpoint->warm_region;
             const kvt_remote_region *region = &conn->meta.regions[i];

@@ -13,11 +13,12 @@ import type { TransportMetadata } from './build-rank-part.js';
 
 /**
  * The blob header this reader knows (native/src/metadata.c, little-endian): "KVTM" | u16 version | u16 backend | u64 incarnation | u64 generation.
- * Version 2 (the process identity names its pid namespace), version 3 (file-backed regions) and version 4 (vram
- * regions checked by their readers, host-staged chunks written in place) kept this header.
+ * Version 2 (the process identity names its pid namespace), version 3 (file-backed regions), version 4 (vram
+ * regions checked by their readers, host-staged chunks written in place) and version 5 (the worker's network
+ * address, for readers on the host in another pid namespace) kept this header.
  */
 const MAGIC = 'KVTM';
-const FORMAT_VERSION = 4;
+const FORMAT_VERSION = 5;
 const GENERATION_OFFSET = 16;
 
 /**
