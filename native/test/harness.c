@@ -381,9 +381,10 @@ static void __attribute__((noreturn)) exec_source(const source_options *options,
     test_fail(__FILE__, __LINE__, "execv %s: %s", self, strerror(errno));
 }
 
-/* In a new pid namespace (and mount namespace, for its own /proc) the first child is pid 1. */
-static bool enter_pid_namespace(void) {
-    if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) return false;
+/* In a new pid namespace (and mount namespace, for its own /proc; with `ipc`, a new IPC namespace too) the first
+ * child is pid 1. */
+static bool enter_pid_namespace(bool ipc) {
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS | (ipc ? CLONE_NEWIPC : 0)) != 0) return false;
     return mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0; /* type ignored: a propagation change */
 }
 
@@ -399,7 +400,7 @@ bool source_spawn(const source_options *options, source_process *out) {
         close(down[1]);
         close(probe[0]);
         if (!options->new_pid_namespace) exec_source(options, up[1], down[0]);
-        char entered = enter_pid_namespace() ? 1 : 0;
+        char entered = enter_pid_namespace(options->new_ipc_namespace) ? 1 : 0;
         write_all(probe[1], &entered, 1);
         if (!entered) _exit(0);
         pid_t init = fork(); /* as `unshare --fork`: pid 1 of the new namespace */

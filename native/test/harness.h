@@ -106,14 +106,16 @@ void wait_counter_at_least(uint32_t agent, uint32_t index, uint64_t value);
  * mapping registered with kvt_mem_register_fd with `file_memory`), fills with the pattern of `seed` and
  * registers `length` bytes, sends its metadata back and waits.
  * With `new_pid_namespace` it runs as `unshare --pid --fork --mount-proc` would run it: pid 1 of a new
- * pid namespace with its own /proc. */
+ * pid namespace with its own /proc; with `new_ipc_namespace` too, in a new IPC namespace as well (`--ipc`), as a
+ * container's process runs. */
 typedef struct {
     uint64_t length;
     bool caller_memory;
     bool
         file_memory; /* caller memory that is a shared mapping of a sealed memfd, registered with kvt_mem_register_fd */
     bool new_pid_namespace;
-    bool vram_memory; /* kvt_mem_alloc_vram on GPU 0 of the driver KVT_CUDA_LIBRARY names, registered as vram */
+    bool new_ipc_namespace; /* with new_pid_namespace */
+    bool vram_memory;       /* kvt_mem_alloc_vram on GPU 0 of the driver KVT_CUDA_LIBRARY names, registered as vram */
     uint64_t seed;
 } source_options;
 typedef struct {

@@ -16,16 +16,22 @@ typedef struct {
     uint64_t generation;
 } namespace_pair;
 
-/* Starts a source in a new pid namespace and loads it into a reader here; false when skipped. */
-static bool pair_open(namespace_pair *p, bool caller_memory) {
-    source_options options = {
-        .length = LENGTH, .caller_memory = caller_memory, .new_pid_namespace = true, .seed = SEED};
+/* Starts a source in a new pid namespace (and a new IPC namespace with `own_ipc`) and loads it into a reader here;
+ * false when skipped. */
+static bool pair_open_in(namespace_pair *p, bool caller_memory, bool own_ipc) {
+    source_options options = {.length = LENGTH,
+                              .caller_memory = caller_memory,
+                              .new_pid_namespace = true,
+                              .new_ipc_namespace = own_ipc,
+                              .seed = SEED};
     if (!source_spawn(&options, &p->source)) return false;
     p->reader = make_agent("root-namespace-reader");
     p->region = alloc_region(p->reader, LENGTH, &p->memory);
     CHECK_OK(kvt_peer_load(p->reader, p->source.blob, p->source.length, &p->peer, &p->generation));
     return true;
 }
+
+static bool pair_open(namespace_pair *p, bool caller_memory) { return pair_open_in(p, caller_memory, false); }
 
 static void pair_close(namespace_pair *p) {
     source_end(&p->source);
@@ -52,6 +58,18 @@ static void another_namespace_read_through_shared_memory(void) {
     if (!pair_open(&p, false)) return;
     CHECK(peer_transport_mentions(p.reader, p.peer, REACHED), "the peer is reached through its network address");
     CHECK(peer_transport_mentions(p.reader, p.peer, "mapped through shared memory"), "the region is mapped here");
+    read_and_verify(&p);
+    pair_close(&p);
+}
+
+/* A container's process (its own pid and IPC namespaces): shared memory cannot map its banks across IPC namespaces,
+ * so they are read through UCX requests to its network address, and verified. */
+static void a_container_with_its_own_ipc_namespace_is_read_over_the_network(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    namespace_pair p;
+    if (!pair_open_in(&p, false, true)) return;
+    CHECK(peer_transport_mentions(p.reader, p.peer, REACHED), "the peer is reached through its network address");
+    CHECK(peer_transport_mentions(p.reader, p.peer, "gets and puts through UCX"), "its bank is not mapped here");
     read_and_verify(&p);
     pair_close(&p);
 }
@@ -146,5 +164,6 @@ static void killed_in_another_namespace_caller_memory(void) { killed_in_another_
 
 TEST_MAIN("namespace", TEST(another_namespace_read_through_shared_memory),
           TEST(caller_memory_in_another_namespace_moves_over_the_network),
+          TEST(a_container_with_its_own_ipc_namespace_is_read_over_the_network),
           TEST(cancel_a_read_from_a_stopped_source_in_another_namespace),
           TEST(killed_in_another_namespace_kvreuse_memory), TEST(killed_in_another_namespace_caller_memory))
