@@ -114,6 +114,35 @@ static void shutdown_with_a_stopped_shared_memory_peer(void) {
     source_end(&p.source);
 }
 
+/* A live peer over tcp, read from, sent a notification and unloaded: its endpoint's graceful close ends at once (the
+ * flush answered, the force-close after it done inline), so the shutdown ends long before its deadline, OK. Before,
+ * an endpoint whose force-close UCX finished inline was never freed, and every shutdown after a tcp peer waited for
+ * its whole deadline. */
+static void shutdown_after_a_live_tcp_peer_ends_before_its_deadline(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process");
+    setenv("UCX_TLS", "tcp", 1);
+    source_process source;
+    CHECK(source_spawn(&(source_options){.length = SOURCE_BYTES, .seed = SEED}, &source), "spawn the source");
+    uint32_t agent = make_agent("shutdown-after-tcp");
+    unsetenv("UCX_TLS");
+    uint32_t peer;
+    uint64_t generation;
+    CHECK_OK(kvt_peer_load(agent, source.blob, source.length, &peer, &generation));
+    uint8_t *memory;
+    uint32_t region = alloc_region(agent, SOURCE_BYTES, &memory);
+    uint64_t op;
+    CHECK_OK(post_one(agent, KVT_XFER_READ, peer, generation, region, 0, 1, 0, 4096, &op));
+    CHECK(wait_op(agent, op, NULL) == KVT_OK, "a read");
+    CHECK_OK(kvt_xfer_release(agent, op));
+    free_region(agent, region, memory);
+    CHECK_OK(kvt_notify_send(agent, peer, generation, (const uint8_t *)"bye", 3));
+    CHECK_OK(kvt_peer_unload(agent, peer));
+    CHECK_STATUS(KVT_IN_PROGRESS, kvt_agent_shutdown(agent, KVT_MAX_SHUTDOWN_MS));
+    CHECK_OK(wait_on_wake_pipe(agent, kvt_agent_shutdown_status));
+    CHECK_OK(kvt_agent_destroy(agent));
+    source_end(&source);
+}
+
 /* Destroy without a shutdown first still ends against a stopped peer: it shuts down with the default
  * deadline and waits for it. */
 static void destroy_alone_ends_with_a_stopped_tcp_peer(void) {
@@ -180,4 +209,5 @@ static void create_begin_reports_a_failed_start(void) {
 TEST_MAIN("shutdown", TEST(create_begin_reports_the_start_through_the_wake_pipe),
           TEST(create_begin_reports_a_failed_start), TEST(shutdown_refusals_and_repeats),
           TEST(shutdown_with_a_stopped_tcp_peer_it_read_from), TEST(shutdown_with_a_stopped_tcp_peer_only_loaded),
-          TEST(shutdown_with_a_stopped_shared_memory_peer), TEST(destroy_alone_ends_with_a_stopped_tcp_peer))
+          TEST(shutdown_with_a_stopped_shared_memory_peer), TEST(destroy_alone_ends_with_a_stopped_tcp_peer),
+          TEST(shutdown_after_a_live_tcp_peer_ends_before_its_deadline))

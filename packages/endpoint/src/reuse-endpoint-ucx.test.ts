@@ -25,14 +25,19 @@ interface ChildLine {
   }[];
 }
 
+/** The serving decode worker in a child process (under `launcher` when given) and this process's prefill rank. */
+async function openServingAndReader(launcher: readonly string[] = []) {
+  const { path, store } = sqliteDiscovery(cleanups);
+  const serving = startChild<ChildLine>('test/process/ucx-serving-worker.ts', [path], cleanups, {}, launcher);
+  const prefill = await ucxPrefill(store, path, cleanups);
+  const ready = await serving.next('ready');
+  const source = { workerId: 'decode-0', incarnation: ready.incarnation!, epoch: ready.epoch! };
+  return { store, serving, source, reader: prefill.ranks[0]! };
+}
+
 describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
   it('a prefill rank pulls and verifies from both ranks of a serving process; the source’s SIGTERM drain waits for the reader’s pins', async () => {
-    const { path, store } = sqliteDiscovery(cleanups);
-    const serving = startChild<ChildLine>('test/process/ucx-serving-worker.ts', [path], cleanups);
-    const prefill = await ucxPrefill(store, path, cleanups);
-    const ready = await serving.next('ready');
-    const source = { workerId: 'decode-0', incarnation: ready.incarnation!, epoch: ready.epoch! };
-    const reader = prefill.ranks[0]!;
+    const { store, serving, source, reader } = await openServingAndReader();
 
     const receipt = await reader.endpoint.pull({
       hint: hintFor(source, BLOCKS),
@@ -70,4 +75,24 @@ describe.skipIf(!ucxTestsRun)('ReuseEndpoint across processes on ucx', () => {
       expect(rank.banksReturned).toBeGreaterThan(0);
     }
   }, 180_000);
+
+  // A container beside this one: the serving process is pid 1 of a new pid namespace (as `unshare --pid --fork
+  // --mount-proc` runs it; --kill-child ends it with the launcher). Its agents are reached through their network
+  // addresses, over which the pins' messages and the heartbeat's answers come back.
+  it.runIf(process.getuid?.() === 0 || inCi)(
+    'a prefill rank pulls and verifies from a serving process in another pid namespace',
+    async () => {
+      const { source, reader } = await openServingAndReader(['unshare', '--pid', '--mount-proc', '--kill-child']);
+      const receipt = await reader.endpoint.pull({
+        hint: hintFor(source, BLOCKS),
+        destinationBlocks: Uint32Array.from({ length: BLOCKS }, (_, i) => i),
+      });
+      expect(receipt).toMatchObject({ requested: BLOCKS, blocks: BLOCKS, checkedBlocks: BLOCKS });
+      const peers = reader.agent.peers();
+      expect(peers.length).toBeGreaterThan(0);
+      for (const peer of peers)
+        expect(peer.transport()).toContain('in another pid namespace, reached through its network address');
+    },
+    180_000,
+  );
 });

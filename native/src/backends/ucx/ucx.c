@@ -127,12 +127,22 @@ static void ucx_stop(kvt_agent *agent) {
 }
 
 /* Whether a UCX_TLS value leaves the shared-memory transports in (UCX warns about MM settings otherwise). */
-static bool tls_may_use_shared_memory(const char *tls) {
+static bool tls_may_use(const char *tls, const char *const *names, size_t count) {
     if (!tls || tls[0] == '^' || strstr(tls, "all")) return true;
-    static const char *const names[] = {"sm", "shm", "mm", "posix", "sysv", "xpmem"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    for (size_t i = 0; i < count; i++)
         if (strstr(tls, names[i])) return true;
     return false;
+}
+
+static bool tls_may_use_shared_memory(const char *tls) {
+    static const char *const names[] = {"sm", "shm", "mm", "posix", "sysv", "xpmem"};
+    return tls_may_use(tls, names, sizeof names / sizeof names[0]);
+}
+
+/* Whether a UCX_TLS value leaves a network transport in (tcp, or RDMA's). */
+static bool tls_may_use_network(const char *tls) {
+    static const char *const names[] = {"tcp", "rc", "ud", "dc", "ib"};
+    return tls_may_use(tls, names, sizeof names / sizeof names[0]);
 }
 
 static ucs_status_t open_worker(ucx_state *state, ucp_worker_h *out, int *out_event_fd) {
@@ -190,7 +200,7 @@ static kvt_status open_serving(kvt_agent *agent, ucx_worker *out, ucx_addresses 
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_worker_set_am_recv_handler", status);
     kvt_status copied =
         copy_address(out->worker, 0, &out_address->full, &out_address->full_length, detail, detail_size);
-    if (copied == KVT_OK)
+    if (copied == KVT_OK && state->network)
         copied = copy_address(out->worker, UCP_WORKER_ADDRESS_FLAG_NET_ONLY, &out_address->network,
                               &out_address->network_length, detail, detail_size);
     if (copied != KVT_OK) address_free(out_address);
@@ -245,8 +255,9 @@ static kvt_status ucx_open(kvt_agent *agent, ucx_state *state, char *detail, siz
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
     if (status != UCS_OK) return ucx_fail(detail, detail_size, "ucp_config_read", status);
-    state->shared_memory =
-        tls_may_use_shared_memory(agent->ucx_transports[0] ? agent->ucx_transports : getenv("UCX_TLS"));
+    const char *tls = agent->ucx_transports[0] ? agent->ucx_transports : getenv("UCX_TLS");
+    state->shared_memory = tls_may_use_shared_memory(tls);
+    state->network = tls_may_use_network(tls);
     status = confine(agent, config, detail, detail_size);
     if (status != UCS_OK) {
         ucp_config_release(config);
@@ -528,7 +539,8 @@ static ucs_status_t create_ep(ucx_state *state, ucx_endpoint *endpoint, const ui
  * keys. Without a network transport on either side it is connected through its full address, as before.
  */
 static ucs_status_t connect_endpoints(ucx_state *state, ucx_endpoint *endpoint, const kvt_metadata *meta) {
-    bool network = meta->network_address_length > 0 && kvt_process_in_another_pid_namespace(&meta->process);
+    bool network =
+        state->network && meta->network_address_length > 0 && kvt_process_in_another_pid_namespace(&meta->process);
     ucs_status_t status = UCS_ERR_UNREACHABLE;
     if (network) status = create_ep(state, endpoint, meta->network_address, &endpoint->ep);
     endpoint->through_network = status == UCS_OK;

@@ -104,8 +104,14 @@ void ucx_force_close(ucx_state *state, kvt_conn *conn) {
     if (endpoint) ucx_close_endpoint(state, endpoint);
 }
 
+/* A detached endpoint whose force-close UCX finished inline has no callback left to free it: freed here. */
+static void close_and_free(ucx_state *state, ucx_endpoint *endpoint) {
+    ucx_close_endpoint(state, endpoint);
+    ucx_free_if_finished(endpoint);
+}
+
 void ucx_close_failed_endpoints(ucx_state *state) {
-    while (state->failed) ucx_close_endpoint(state, state->failed);
+    while (state->failed) close_and_free(state, state->failed);
 }
 
 /* The graceful close's flush ended: force-close the endpoint after progress (not inside UCX's callback).
@@ -136,7 +142,7 @@ uint32_t ucx_close_overdue_endpoints(ucx_state *state, uint64_t now_ns, char *fo
             snprintf(forced + used, forced_size - used, "%s'%s'", count ? ", " : "", endpoint->peer);
         }
         count++;
-        ucx_close_endpoint(state, endpoint);
+        close_and_free(state, endpoint);
     }
     return count;
 }

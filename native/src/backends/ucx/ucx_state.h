@@ -56,9 +56,10 @@ typedef struct {
 typedef struct {
     ucp_context_h context;
     ucp_worker_h worker;
-    int event_fd;          /* -1 when the worker has none: then poll with a short timeout */
-    ucx_worker serving;    /* .worker NULL when replacing it failed */
-    bool shared_memory;    /* UCX_TLS at ucp_init left the shared-memory transports in */
+    int event_fd;       /* -1 when the worker has none: then poll with a short timeout */
+    ucx_worker serving; /* .worker NULL when replacing it failed */
+    bool shared_memory; /* UCX_TLS at ucp_init left the shared-memory transports in */
+    bool network;       /* UCX_TLS left a network transport in (tcp, RDMA): the serving worker has a network address */
     ucx_addresses address; /* the serving worker's (agent->lock held to change it, as metadata reads it) */
     uint64_t next_liveness_check_ns;
     ucx_endpoint *failed;        /* endpoints to force-close after progress: UCX reported them failed, or flushed */

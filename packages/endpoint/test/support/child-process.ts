@@ -7,14 +7,20 @@ import { fileURLToPath } from 'node:url';
 
 const packageDir = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Runs `script` (a path from the package root) with `args` (and `env` added); `cleanups` gets its SIGKILL. */
+/**
+ * Runs `script` (a path from the package root) with `args` (and `env` added), under `launcher` when given (a command
+ * and its arguments, such as `unshare ...`, that runs the rest of its command line); `cleanups` gets its SIGKILL.
+ */
 export function startChild<Line extends { readonly event: string }>(
   script: string,
   args: readonly string[],
   cleanups: (() => unknown)[],
   env: Record<string, string> = {},
+  launcher: readonly string[] = [],
 ) {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kvreuse/source', script, ...args], {
+  const command = [process.execPath, '--import', 'tsx', '--conditions=@kvreuse/source', script, ...args];
+  const [file, ...rest] = [...launcher, ...command];
+  const child = spawn(file!, rest, {
     cwd: packageDir,
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
