@@ -670,8 +670,8 @@ enum {
  *   ends the operation NOT_FOUND with no byte counted (reload the peer's metadata); a peer whose table this process
  *   cannot open (another user's, or hidden by /proc) is refused NOT_SUPPORTED.
  * - Host-staged otherwise (a peer on another host or in another pid namespace, dram and vram regions in one operation,
- *   or KVT_AGENT_VRAM_STAGED): READs only, on the ucx backend, with every local vram region on one GPU (else
- *   NOT_SUPPORTED saying which rule it breaks). The operation asks the peer for chunks of at most 4 MiB,
+ *   or KVT_AGENT_VRAM_STAGED): READs only, on the ucx backend, with every local vram region on one GPU, from a peer
+ *   whose answers reach this agent (else NOT_SUPPORTED saying which rule it breaks). It asks the peer for chunks of at most 4 MiB,
  *   several in flight; the peer checks each piece against its live regions, copies it into pinned bounce
  *   buffers and sends them back; each chunk lands in a pinned bounce buffer of this agent and is copied up
  *   into the local vram on the agent's stream for that GPU. A peer on this host (and pid namespace) able to

@@ -29,6 +29,9 @@ typedef struct kvt_conn {
     int liveness_file;                /* its file, open while mapped (readers' holds are locks on it), else -1 */
     uint32_t vram_open;               /* (P) regions of the peer's vram this process has open (vram_xfer.c) */
     bool process_fd_tried;
+    /* Set by the backend at connect: nothing the peer sends comes back (UCX 1.13, a peer in another pid namespace over
+     * shared memory, neither side with a network transport), so nothing that waits for the peer's answer can end. */
+    bool answers_lost;
     char *description; /* the backend's description since its last change (kvt_conn_describe), or NULL; agent->lock */
     struct kvt_conn *next_dead;
 } kvt_conn;

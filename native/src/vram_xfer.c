@@ -66,6 +66,9 @@ kvt_status kvt_vram_classify(const char *call, const kvt_agent *agent, const kvt
         return KVT_OK;
     }
     const char *refusal = staging_refusal(agent, op, local_count);
+    if (!refusal && conn->answers_lost)
+        refusal = "UCX brings nothing back from it over shared memory, and one side has no network transport in "
+                  "UCX_TLS to reach it by";
     if (refusal) {
         char why[KVT_MAX_NAME + 64];
         if (mixed)

@@ -147,6 +147,30 @@ static void a_source_in_another_pid_namespace_moves_host_staged(void) {
     on_fake_driver("1", source_in_another_pid_namespace);
 }
 
+/* The same with UCX held to shared memory on both sides (UCX_TLS=sm,self): no network address to reach the source by,
+ * and UCX 1.13 brings nothing back from it over shared memory, so a staged READ, which waits for its chunks, is
+ * refused at post, saying why, instead of hanging until canceled. */
+static void source_in_another_pid_namespace_without_a_network(void) {
+    setenv("UCX_TLS", "sm,self", 1);
+    source_process source;
+    bool spawned = source_spawn(
+        &(source_options){.length = PULL_BYTES, .vram_memory = true, .new_pid_namespace = true, .seed = 113}, &source);
+    vram_reader r = spawned ? open_vram_reader("vram-unreachable-reader", 0, &source, PULL_BYTES) : (vram_reader){0};
+    unsetenv("UCX_TLS");
+    if (!spawned) return;
+    uint64_t op = 0;
+    CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                 post_one(r.agent, KVT_XFER_READ, r.peer, r.generation, r.local, 0, r.remote, 0, HALF, &op));
+    CHECK_DETAIL("is in another pid namespace, so the move goes host-staged, but UCX brings nothing back from it");
+    close_vram_reader(&r);
+    source_end(&source);
+}
+
+static void a_source_in_another_pid_namespace_without_a_network_is_refused(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    on_fake_driver("1", source_in_another_pid_namespace_without_a_network);
+}
+
 /* Rewrites the liveness table's fd in a ucx metadata blob (the layout in metadata.c) and seals it again. */
 static void forge_liveness_fd(uint8_t *blob, uint64_t length, uint32_t fd) {
     uint64_t at = 4 + 2 + 2 + 8 + 8;
@@ -432,6 +456,7 @@ static void a_withdrawal_waits_for_the_writes_in_flight(void) {
 
 TEST_MAIN("vram_withdrawn", TEST(ipc_move_of_a_region_withdrawn_in_this_process),
           TEST(ipc_move_of_a_region_withdrawn_by_another_process),
-          TEST(a_source_in_another_pid_namespace_moves_host_staged), TEST(ipc_needs_the_liveness_table),
+          TEST(a_source_in_another_pid_namespace_moves_host_staged),
+          TEST(a_source_in_another_pid_namespace_without_a_network_is_refused), TEST(ipc_needs_the_liveness_table),
           TEST(an_owners_free_waits_for_its_readers), TEST(halves_of_one_allocation_share_its_mapping),
           TEST(a_withdrawal_waits_for_the_writes_in_flight))

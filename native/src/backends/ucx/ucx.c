@@ -584,6 +584,7 @@ static kvt_status ucx_connect(kvt_agent *agent, kvt_conn *conn, char *detail, si
         return ucx_map_status(status, NULL) == KVT_ERR_REMOTE_DISCONNECT ? KVT_ERR_REMOTE_DISCONNECT : KVT_ERR_BACKEND;
     }
     conn->backend = endpoint;
+    conn->answers_lost = !endpoint->through_network && kvt_process_in_another_pid_namespace(&conn->meta.process);
     bool mapped = false;
     for (uint32_t i = 0; i < conn->meta.region_count; i++) {
         kvt_remote_region *region = &conn->meta.regions[i];
