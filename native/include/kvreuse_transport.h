@@ -42,11 +42,11 @@
  *   host and pid namespace are checked every 100 ms: a dead peer's endpoint is force-closed, so its operations end
  *   with KVT_ERR_REMOTE_DISCONNECT. A peer on this host in another pid namespace (a container beside this one) is
  *   reached through the network address its metadata carries (its banks still mapped), as UCX 1.13 brings nothing
- *   back from it over shared memory; it, or a peer on another host, is live until the transport reports otherwise:
- *   an endpoint UCX reports as failed is force-closed at once, with the same outcome.
- *   Each UCX get or put moves at most KVT_MAX_REQUEST_BYTES; an operation that stops (cancelled, or a
- *   request failed) with requests outstanding asks UCX to cancel them and, when they are still
- *   outstanding 200 ms later, force-closes the endpoint, which ends them.
+ *   back from it over shared memory (without a network transport, a post that would wait for it is NOT_SUPPORTED);
+ *   it, or a peer on another host, is live until the transport reports otherwise: an endpoint UCX reports as failed
+ *   is force-closed at once, with the same outcome.
+ *   Each UCX get or put moves at most KVT_MAX_REQUEST_BYTES; an operation that stops (cancelled, or a request failed)
+ *   with requests outstanding asks UCX to cancel them and, when still outstanding 200 ms later, force-closes the endpoint.
  *   A peer region that a shared-memory transport maps into this process (kvt_mem_alloc banks on the
  *   same host: UCX attaches them while unpacking the remote key, ucp_rkey_ptr) is read and written
  *   by the progress thread's own copy, with no UCX request per descriptor; other regions go through

@@ -360,6 +360,21 @@ typedef struct {
     size_t length;
 } describe_args;
 
+kvt_status kvt_conn_check_requests(const char *call, const kvt_conn *conn, const uint32_t *remote_slots,
+                                   uint32_t count) {
+    for (uint32_t i = 0; conn->answers_lost && i < count; i++) {
+        const kvt_remote_region *region = &conn->meta.regions[remote_slots[i]];
+        if (region->kind == KVT_MEM_VRAM || region->mapped) continue;
+        return kvt_fail(
+            KVT_ERR_NOT_SUPPORTED,
+            "%s: region %u of peer '%s' is not mapped here, so it moves through UCX requests, and UCX brings "
+            "nothing back from that peer: it is in another pid namespace, reached over shared memory "
+            "because one side has no network transport in UCX_TLS",
+            call, region->id, conn->meta.name);
+    }
+    return KVT_OK;
+}
+
 void kvt_conn_describe(kvt_agent *agent, kvt_conn *conn) {
     char *text = NULL;
     size_t length = 0;

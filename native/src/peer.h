@@ -50,6 +50,11 @@ void kvt_conn_unref_locked(kvt_agent *agent, kvt_conn *conn);
 /* On the progress thread, once the connection is made and whenever what the backend says of it changed: keeps
  * the backend's description for kvt_peer_transport, which then needs no round trip to this thread. */
 void kvt_conn_describe(kvt_agent *agent, kvt_conn *conn);
+/* At post by `call`: NOT_SUPPORTED, naming the region, when the connection's answers are lost (answers_lost) and one of
+ * the peer's regions `remote_slots` names (dram) is not mapped here: it would move through UCX requests, which could
+ * never complete. */
+kvt_status kvt_conn_check_requests(const char *call, const kvt_conn *conn, const uint32_t *remote_slots,
+                                   uint32_t count);
 /* The agent's peer `id`, or NOT_FOUND naming `call` (agent->lock held). */
 kvt_status kvt_peer_lookup_locked(kvt_agent *agent, const char *call, uint32_t id, kvt_peer **out);
 /* Frees closed connections on the dead list (progress thread). */

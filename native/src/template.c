@@ -396,6 +396,8 @@ kvt_status kvt_xfer_post_blocks(uint32_t agent_id, uint32_t template_id, uint32_
         if (status == KVT_OK)
             status = kvt_vram_classify("kvt_xfer_post_blocks", agent, peer->conn, op, t->local_region_count,
                                        t->remote_slot, t->route_count);
+        if (status == KVT_OK && op->vram == KVT_VRAM_PATH_NONE)
+            status = kvt_conn_check_requests("kvt_xfer_post_blocks", peer->conn, t->remote_slot, t->route_count);
         if (status == KVT_OK) {
             kvt_op_hold_locked(peer, op);
             status = kvt_op_start_locked(agent, "kvt_xfer_post_blocks", op);

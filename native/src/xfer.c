@@ -275,6 +275,8 @@ static kvt_status hold_locked(kvt_agent *agent, uint32_t peer_id, uint64_t gener
     if (status == KVT_OK)
         status = kvt_vram_classify("kvt_xfer_post", agent, peer->conn, op, req->local_region_count, remote_slots,
                                    req->remote_region_count);
+    if (status == KVT_OK && op->vram == KVT_VRAM_PATH_NONE)
+        status = kvt_conn_check_requests("kvt_xfer_post", peer->conn, remote_slots, req->remote_region_count);
     if (status == KVT_OK) kvt_op_hold_locked(peer, op);
     return status;
 }

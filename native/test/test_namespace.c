@@ -130,6 +130,33 @@ static void killed_in_another_namespace(bool caller_memory) {
     pair_close(&p);
 }
 
+/* UCX held to shared memory on both sides (UCX_TLS=sm,self): no network address, so the peer is reached over shared
+ * memory, from which UCX 1.13 brings nothing back. Its bank is mapped and read directly; a READ or WRITE of its
+ * caller memory, which would move through UCX requests that could never complete, is refused at post, saying why. */
+static void without_a_network_requests_to_another_namespace_are_refused(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
+    for (int caller_memory = 0; caller_memory < 2; caller_memory++) {
+        setenv("UCX_TLS", "sm,self", 1);
+        namespace_pair p;
+        bool opened = pair_open(&p, caller_memory);
+        unsetenv("UCX_TLS");
+        if (!opened) return;
+        CHECK(!peer_transport_mentions(p.reader, p.peer, REACHED), "no network address to reach the peer by");
+        if (!caller_memory) {
+            read_and_verify(&p);
+        } else {
+            const uint32_t directions[2] = {KVT_XFER_READ, KVT_XFER_WRITE};
+            for (int i = 0; i < 2; i++) {
+                uint64_t op;
+                CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                             post_one(p.reader, directions[i], p.peer, p.generation, p.region, 0, 1, 0, LENGTH, &op));
+                CHECK_DETAIL("is not mapped here, so it moves through UCX requests, and UCX brings nothing back");
+            }
+        }
+        pair_close(&p);
+    }
+}
+
 /* The default transports and caller memory: UCX requests through the peer's network address. With the source
  * stopped they cannot finish; a cancel ends the read all the same (its endpoint force-closed), and the memory
  * deregisters. */
@@ -165,5 +192,6 @@ static void killed_in_another_namespace_caller_memory(void) { killed_in_another_
 TEST_MAIN("namespace", TEST(another_namespace_read_through_shared_memory),
           TEST(caller_memory_in_another_namespace_moves_over_the_network),
           TEST(a_container_with_its_own_ipc_namespace_is_read_over_the_network),
+          TEST(without_a_network_requests_to_another_namespace_are_refused),
           TEST(cancel_a_read_from_a_stopped_source_in_another_namespace),
           TEST(killed_in_another_namespace_kvreuse_memory), TEST(killed_in_another_namespace_caller_memory))
