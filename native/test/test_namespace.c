@@ -2,6 +2,7 @@
  * starts it): it is a live peer, reached through its network address (its kvreuse-owned banks still mapped through
  * shared memory), read, written and verified; killed, its operations end with KVT_ERR_REMOTE_DISCONNECT — reported
  * by the transport, since its pid means nothing here. */
+#include "cuda_pulls.h" /* register_planes */
 #include "harness.h"
 
 #include <signal.h>
@@ -131,8 +132,9 @@ static void killed_in_another_namespace(bool caller_memory) {
 }
 
 /* UCX held to shared memory on both sides (UCX_TLS=sm,self): no network address, so the peer is reached over shared
- * memory, from which UCX 1.13 brings nothing back. Its bank is mapped and read directly; a READ or WRITE of its
- * caller memory, which would move through UCX requests that could never complete, is refused at post, saying why. */
+ * memory, from which UCX 1.13 brings nothing back (the path to it says so). Its bank is mapped and read directly; a
+ * READ or WRITE of its caller memory, and a template post of it, which would move through UCX requests that could
+ * never complete, are refused at post, saying why. */
 static void without_a_network_requests_to_another_namespace_are_refused(void) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "loopback peers live in one process");
     for (int caller_memory = 0; caller_memory < 2; caller_memory++) {
@@ -142,6 +144,7 @@ static void without_a_network_requests_to_another_namespace_are_refused(void) {
         unsetenv("UCX_TLS");
         if (!opened) return;
         CHECK(!peer_transport_mentions(p.reader, p.peer, REACHED), "no network address to reach the peer by");
+        CHECK(peer_transport_mentions(p.reader, p.peer, "UCX brings nothing back from it"), "the path says why");
         if (!caller_memory) {
             read_and_verify(&p);
         } else {
@@ -152,6 +155,13 @@ static void without_a_network_requests_to_another_namespace_are_refused(void) {
                              post_one(p.reader, directions[i], p.peer, p.generation, p.region, 0, 1, 0, LENGTH, &op));
                 CHECK_DETAIL("is not mapped here, so it moves through UCX requests, and UCX brings nothing back");
             }
+            uint32_t template_id = 0, block = 0;
+            CHECK_OK(register_planes(p.reader, p.peer, p.generation, p.region, 1, &template_id));
+            uint64_t op;
+            CHECK_STATUS(KVT_ERR_NOT_SUPPORTED,
+                         kvt_xfer_post_blocks(p.reader, template_id, KVT_XFER_READ, 1, &block, &block, NULL, 0, &op));
+            CHECK_DETAIL("kvt_xfer_post_blocks: region 1 of peer 'source-process' is not mapped here");
+            CHECK_OK(kvt_template_release(p.reader, template_id));
         }
         pair_close(&p);
     }

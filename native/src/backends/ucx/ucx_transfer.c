@@ -341,6 +341,12 @@ void ucx_describe(kvt_agent *agent, kvt_conn *conn, FILE *out) {
                     "address%s\n",
                     conn->meta.name, endpoint->mapping_ep ? "; its banks are mapped through this endpoint:" : "");
         if (endpoint->mapping_ep) ucp_ep_print_info(endpoint->mapping_ep, out);
+        if (conn->answers_lost)
+            fprintf(out,
+                    "kvreuse: '%s' is a process of this host in another pid namespace, reached over shared memory "
+                    "alone (one side has no network transport): UCX brings nothing back from it, so posts that would "
+                    "wait for its answers are refused\n",
+                    conn->meta.name);
         for (uint32_t i = 0; i < conn->meta.region_count; i++) {
             bool touched = !endpoint->warming || i < endpoint->warm_region;
             const kvt_remote_region *region = &conn->meta.regions[i];
