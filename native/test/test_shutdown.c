@@ -56,6 +56,13 @@ static void open_stopped_pair(stopped_pair *p, const char *tls, bool used) {
     CHECK_OK(kvt_notify_send(p->agent, p->peer, p->generation, (const uint8_t *)"after", 5));
 }
 
+/* Watches the (stopped) peer and waits until a probe went out to it: one it cannot answer. */
+static void watch_until_probed(const stopped_pair *p) {
+    uint64_t probes = counter(p->agent, KVT_COUNTER_HEARTBEATS_SENT);
+    CHECK_OK(kvt_peer_watch(p->agent, p->peer, 1));
+    wait_counter_at_least(p->agent, KVT_COUNTER_HEARTBEATS_SENT, probes + 1);
+}
+
 /* Waits (on the wake-up pipe, within GENEROUS_BOUND_MS) until `outcome(agent)` is not KVT_IN_PROGRESS. */
 static kvt_status wait_on_wake_pipe(uint32_t agent, kvt_status (*outcome)(uint32_t)) {
     int32_t fd = -1;
@@ -82,10 +89,11 @@ static kvt_status shut_down(uint32_t agent) {
     return wait_on_wake_pipe(agent, kvt_agent_shutdown_status);
 }
 
-static void a_stopped_tcp_peer_is_force_closed_at_the_deadline(bool used) {
+static void a_stopped_tcp_peer_is_force_closed_at_the_deadline(bool used, bool probed) {
     ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process to stop");
     stopped_pair p;
     open_stopped_pair(&p, "tcp", used);
+    if (probed) watch_until_probed(&p);
     CHECK_STATUS(KVT_ERR_TIMEOUT, shut_down(p.agent));
     CHECK_DETAIL("'source-process'");
     CHECK_DETAIL("force-closed");
@@ -95,11 +103,54 @@ static void a_stopped_tcp_peer_is_force_closed_at_the_deadline(bool used) {
 }
 
 static void shutdown_with_a_stopped_tcp_peer_it_read_from(void) {
-    a_stopped_tcp_peer_is_force_closed_at_the_deadline(true);
+    a_stopped_tcp_peer_is_force_closed_at_the_deadline(true, false);
 }
 /* Loading a stopped peer does not wait for it (UCX wires the endpoint up later); its close never ends. */
 static void shutdown_with_a_stopped_tcp_peer_only_loaded(void) {
-    a_stopped_tcp_peer_is_force_closed_at_the_deadline(false);
+    a_stopped_tcp_peer_is_force_closed_at_the_deadline(false, false);
+}
+/* A stopped peer probed (watched) before the shutdown never answers: its endpoint too is closed gracefully until the
+ * deadline, then force-closed and named. Before, an endpoint whose probe was not answered yet was force-closed at
+ * once and the shutdown answered OK, as though the peer had acknowledged. */
+static void a_stopped_peer_with_a_probe_unanswered_is_named(void) {
+    a_stopped_tcp_peer_is_force_closed_at_the_deadline(false, true);
+}
+
+/* A peer unloaded before the shutdown, whose close is still flushing past its own bound (1 s: the stopped peer never
+ * acknowledges it) when the shutdown begins, as when the progress thread fell behind: the shutdown force-closes it at
+ * its deadline and names it. Before, the progress round between the shutdown's checks force-closed it unnamed and the
+ * shutdown answered OK (a CI run under ASan on a busy machine). */
+static void a_close_past_its_own_bound_when_the_shutdown_begins_is_named(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process to stop");
+    stopped_pair p;
+    open_stopped_pair(&p, "tcp", true);
+    CHECK_OK(kvt_peer_unload(p.agent, p.peer));
+    /* The progress thread begins the unloaded endpoint's close in the round that runs this registration and its
+     * removal; the stall takes hold only after that round. */
+    uint8_t *memory;
+    uint32_t region = alloc_region(p.agent, 4096, &memory);
+    free_region(p.agent, region, memory);
+    CHECK_OK(kvt_fault_stall_progress(p.agent, 1));
+    usleep(1100 * 1000); /* past the close's own bound, with no progress round to force-close it */
+    CHECK_STATUS(KVT_ERR_TIMEOUT, shut_down(p.agent));
+    CHECK_DETAIL("'source-process'");
+    CHECK_DETAIL("force-closed");
+    CHECK_OK(kvt_agent_destroy(p.agent));
+    source_end(&p.source);
+}
+
+/* A peer killed with a probe unanswered over shared memory (where UCX 1.13 notices no death, and the probe waits for
+ * the peer's answer to its wireup): its process is gone, so nothing is left to acknowledge; its endpoint is
+ * force-closed at once and the shutdown answers OK. */
+static void a_killed_peer_with_a_probe_unanswered_is_closed_at_once(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_UCX, "the loopback backend has no peer process to kill");
+    stopped_pair p;
+    open_stopped_pair(&p, NULL, false);
+    CHECK(peer_transport_mentions(p.agent, p.peer, "posix"), "the path to the source is shared memory");
+    watch_until_probed(&p);
+    source_end(&p.source);
+    CHECK_OK(shut_down(p.agent));
+    CHECK_OK(kvt_agent_destroy(p.agent));
 }
 
 /* Over shared memory the flush completes without the peer (what was sent sits in its queue), so the
@@ -209,5 +260,8 @@ static void create_begin_reports_a_failed_start(void) {
 TEST_MAIN("shutdown", TEST(create_begin_reports_the_start_through_the_wake_pipe),
           TEST(create_begin_reports_a_failed_start), TEST(shutdown_refusals_and_repeats),
           TEST(shutdown_with_a_stopped_tcp_peer_it_read_from), TEST(shutdown_with_a_stopped_tcp_peer_only_loaded),
+          TEST(a_close_past_its_own_bound_when_the_shutdown_begins_is_named),
+          TEST(a_stopped_peer_with_a_probe_unanswered_is_named),
+          TEST(a_killed_peer_with_a_probe_unanswered_is_closed_at_once),
           TEST(shutdown_with_a_stopped_shared_memory_peer), TEST(destroy_alone_ends_with_a_stopped_tcp_peer),
           TEST(shutdown_after_a_live_tcp_peer_ends_before_its_deadline))

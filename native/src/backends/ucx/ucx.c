@@ -448,15 +448,19 @@ static void ucx_fence(kvt_agent *agent) {
 /*
  * Closes the connection's endpoint without waiting: a failed one is force-closed; a live one first
  * flushes what it still carries (e.g. notifications sent without waiting) and is force-closed when the
- * flush ends or GRACEFUL_CLOSE_NS passed (a stopped peer never acknowledges it), whichever is first.
+ * flush ends or GRACEFUL_CLOSE_NS passed (a stopped peer never acknowledges it), whichever is first;
+ * once the agent's shutdown began, when its deadline passed instead (ucx_closing names those peers).
  */
 static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
     ucx_state *state = state_of(agent);
     ucx_endpoint *endpoint = conn->backend;
-    /* A probe never answered may still wait in UCX for the peer's endpoint id (UCP_AM_SEND_FLAG_REPLY: across
-     * pid namespaces over shared memory it never comes), and a graceful close would wait for it. */
-    bool never_answered = atomic_load(&conn->probed) && !atomic_load(&conn->answered);
-    if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || never_answered)) ucx_force_close(state, conn);
+    /* Force-closed at once: a failed endpoint; a peer whose process is gone; and a probe to a peer whose answers are
+     * lost (another pid namespace over shared memory), which waits in UCX for the peer's endpoint id forever
+     * (UCP_AM_SEND_FLAG_REPLY), as a graceful close would wait for it. A peer that has not answered yet (stopped, or
+     * its answer on its way) is closed gracefully: it may still acknowledge. */
+    bool waits_forever = conn->answers_lost && atomic_load(&conn->probed) && !atomic_load(&conn->answered);
+    if (endpoint && endpoint->ep && (atomic_load(&conn->failed) || waits_forever || kvt_conn_process_gone(conn)))
+        ucx_force_close(state, conn);
     if (endpoint) {
         ucx_close_mapping_endpoint(state, endpoint); /* it carries no request: nothing to flush */
         ucx_unlist_warming(state, endpoint);         /* the mappings end with the remote keys below */
@@ -490,6 +494,7 @@ static void ucx_disconnect(kvt_agent *agent, kvt_conn *conn) {
  * graceful close still flushing is force-closed and named in `forced`. */
 static bool ucx_closing(kvt_agent *agent, uint64_t deadline_ns, char *forced, size_t forced_size) {
     ucx_state *state = state_of(agent);
+    state->shutting_down = true; /* ucx_progress leaves overdue closes to this hook, which names them */
     if (kvt_now_ns() < deadline_ns) return state->detached != NULL;
     ucx_close_overdue_endpoints(state, UINT64_MAX, forced, forced_size);
     return false; /* ucx_stop gives the force-closes CLOSE_DRAIN_NS to finish */
@@ -657,7 +662,7 @@ static bool ucx_progress(kvt_agent *agent) {
         if (!worked) sched_yield(); /* the destination drains the FIFO they go through (agent.c, progress_main) */
         worked = true;
     }
-    if (state->detached) ucx_close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
+    if (state->detached && !state->shutting_down) ucx_close_overdue_endpoints(state, kvt_now_ns(), NULL, 0);
     if (state->staging) ucx_stage_targets_sweep(state, kvt_now_ns());
     if (agent->active)
         kvt_liveness_check(agent, &state->next_liveness_check_ns, on_process_gone);

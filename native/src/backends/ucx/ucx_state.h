@@ -66,6 +66,7 @@ typedef struct {
     uint32_t closing;            /* force-closes not yet finished */
     ucx_endpoint *detached;      /* endpoints whose connection is gone, until their closes finish */
     ucx_endpoint *warming;       /* endpoints whose peer's mapped regions are not all touched yet (warm_step) */
+    bool shutting_down;          /* the agent's shutdown began: its deadline, not each flush's, bounds closes */
     bool stopping;               /* the worker is being destroyed */
     struct ucx_staging *staging; /* host-staged moves' buffers and streams (ucx_staging.h), or NULL */
     /* Bytes of staged chunks sources wrote into this agent's bounce buffers in place, bounce buffers retired, and
