@@ -64,9 +64,10 @@ export interface ReuseEndpointOptions {
   /** Required when `settings.endpoint.metricsPort` is set: what the listener serves. */
   readonly metrics?: EndpointMetrics;
   /**
-   * The machine this rank runs on, published in its rank part so routers tell same-host sources from
-   * network ones. By default the kernel's boot id, which every container on one machine shares; give a
-   * name of your own (1–255 characters) or `null` to publish none.
+   * Where this rank runs, published in its rank part so routers tell same-host sources from network ones. By
+   * default `thisHost()`: the kernel's boot id and this process's IPC and pid namespaces, so that only processes
+   * that map each other's memory are same-host (pods on one node are not); give a name of your own (1–255
+   * characters) or `null` to publish none.
    */
   readonly host?: string | null;
   readonly keyPrefix?: string;

@@ -52,7 +52,7 @@ export interface EngineSidecarOptions {
   readonly inventoryTtlMs?: number;
   /** How long a withdrawal waits for the sidecar's own operations before quarantining them (10 s by default). */
   readonly withdrawDeadlineMs?: number;
-  /** The machine name published in rank parts (the kernel's boot id by default, as `ReuseEndpointOptions.host`). */
+  /** The host published in rank parts (`thisHost()` by default, as `ReuseEndpointOptions.host`). */
   readonly host?: string | null;
   readonly keyPrefix?: string;
   /**

@@ -112,6 +112,7 @@ export {
 } from './pin-server.js';
 export { PinClient, type PinClientOptions, type PinRequest } from './pin-client.js';
 export { endpointGroup } from './settings.js';
+export { thisHost } from './this-host.js';
 export { type AdoptedEngine, EngineSidecar, type EngineSidecarOptions, type SidecarReport } from './engine-sidecar.js';
 export { EngineBlocks } from './engine-blocks.js';
 export {

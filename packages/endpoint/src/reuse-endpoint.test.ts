@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { defaultSettings } from '../test/support/settings.js';
 import { layoutRankBanks, referenceGeometries } from '@kvreuse/descriptors';
@@ -12,6 +11,7 @@ import { EndpointNotReadyError, EndpointStateError } from './lifecycle.js';
 import type { EndpointTransition } from './lifecycle.js';
 import { EndpointMetrics } from './metrics.js';
 import { ReuseEndpoint } from './reuse-endpoint.js';
+import { thisHost } from './this-host.js';
 
 const transport = loadTransport();
 const geometry = referenceGeometries['qwen3-0.6b'];
@@ -102,13 +102,14 @@ describe('ReuseEndpoint', () => {
     await rank1.endpoint.publish();
     await vi.waitFor(() => expect(rank0.endpoint.state).toBe('ready'), { timeout: 20_000, interval: 5 });
     expect(rank1.endpoint.state).toBe('ready');
-    // Each rank names its machine by the kernel's boot id, so routers see both ranks on this host.
+    // Each rank publishes `thisHost()` (the boot id and its namespaces), so routers see both ranks on this host.
     const readiness = rank0.endpoint.readiness;
     if (readiness?.ready !== true) throw new Error('unreachable: the worker is ready');
-    const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const host = thisHost();
+    expect(host).toMatch(/^[\da-f-]+\/ipc:\[\d+\]\/pid:\[\d+\]$/);
     expect(readiness.worker.ranks.map((part) => [part.version, part.host])).toEqual([
-      [3, bootId],
-      [3, bootId],
+      [3, host],
+      [3, host],
     ]);
     expect(await metrics.text()).toContain('kvreuse_endpoint_state{state="ready"} 1');
 

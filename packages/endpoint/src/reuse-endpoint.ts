@@ -2,7 +2,6 @@
 // its agent, its rank part published under a lease, its worker's readiness followed, its pulls, pushes
 // and inventory, its operations recorded in a ledger, and its drain and shutdown in the drain package's
 // source-first order — each step a lifecycle transition.
-import { readFileSync } from 'node:fs';
 import { layoutRankBanks } from '@kvreuse/descriptors';
 import {
   type Clock,
@@ -44,6 +43,7 @@ import { PinChannel, type PinMessageRefusal } from './pin-auth.js';
 import { PinClient } from './pin-client.js';
 import type { PinServer, ServedPin } from './pin-server.js';
 import { type PushReceipt, type PushRequest, PushSide } from './push-side.js';
+import { thisHost } from './this-host.js';
 import { type ServeOptions, SourceSide } from './source-side.js';
 import { EndpointLifecycle, EndpointNotReadyError, type EndpointState, type EndpointTransition } from './lifecycle.js';
 import type { EndpointMetrics, MetricsListener } from './metrics.js';
@@ -78,15 +78,6 @@ export type OpenRankOptions = Omit<ReuseEndpointOptions, 'banks' | 'bankBytes'> 
     /** How long the registration may take (`register({ timeoutMs })`). */
     readonly registerTimeoutMs?: number;
   };
-
-/** The kernel's boot id: the same for every process and container on one machine, new at every boot. */
-function kernelBootId(): string | undefined {
-  try {
-    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** The rank's pin channel (its refusals counted in the metrics) and its pin client. */
 function pinsOf(options: ReuseEndpointOptions, clock: Clock): { channel: PinChannel; client: PinClient } {
@@ -453,7 +444,7 @@ export class ReuseEndpoint {
     const { discovery, secret, worker, agent, settings, keyPrefix } = this.#options;
     this.#lifecycle.move('publishing', 'publish()');
     try {
-      const host = this.#options.host === undefined ? kernelBootId() : (this.#options.host ?? undefined);
+      const host = this.#options.host === undefined ? thisHost() : (this.#options.host ?? undefined);
       const part = buildRankPart(
         worker,
         registered,
