@@ -121,6 +121,22 @@ describe('OperationLedger on the loopback backend', () => {
     expect((await again.outcome).ok).toBe(true);
   });
 
+  it('does not time out an operation that ended natively before its deadline, its completion not yet read', async () => {
+    const { world: w, clock } = await world();
+    const banks = [w.banks[1]!];
+    const operation = w.ledger.post(w.request(banks), { ticket: w.ticket(), banks });
+    // The JavaScript thread held (a long synchronous call): the progress thread ends the operation meanwhile, and
+    // nothing reads its completion before the deadline is judged.
+    const givenUpAt = performance.now() + 10_000;
+    while (w.reader.counters().inflightOperations > 0 && performance.now() < givenUpAt);
+    expect(w.reader.counters().inflightOperations).toBe(0);
+    clock.advance(TIMEOUTS.operationTimeoutMs);
+    expect(operation.phase).toBe('quiescent');
+    expect(await operation.outcome).toEqual({ ok: true, bytesDone: 4096 });
+    expect(w.ledger.counts()).toMatchObject({ live: 0, completed: 1, timedOut: 0 });
+    expect(w.book.health(w.source.name)).toMatchObject({ healthy: true });
+  });
+
   it('cancel gives up on an operation before its timeout: the request fails naming why, the peer stays healthy, no timeout follows', async () => {
     const { world: w, clock } = await world();
     w.reader.faults.delayCompletions('forever');

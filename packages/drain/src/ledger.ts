@@ -516,6 +516,9 @@ export class OperationLedger<
 
   #timeOut(entry: Entry): void {
     if (entry.phase !== 'in-flight') return;
+    // Ended natively, its completion not yet read: the JavaScript thread was held past the deadline (a long
+    // synchronous call, a loaded machine) while the operation finished in time as far as it knows.
+    if (this.#quiesceIfTerminal(entry)) return;
     entry.phase = 'timed-out';
     this.#counts.timedOut += 1;
     entry.settleOutcome({
@@ -570,17 +573,24 @@ export class OperationLedger<
         // The status read below tells what state the operation is in.
       }
     }
+    this.#quiesceIfTerminal(entry);
+  }
+
+  /** Quiesces `entry` from its native status when that says it is terminal (its completion not yet read): true then. */
+  #quiesceIfTerminal(entry: Entry): boolean {
     let status: ReturnType<NativeOperation['status']>;
     try {
       status = entry.native.status();
     } catch {
-      return;
+      return false;
     }
+    if (status.state === 'in-progress') return false;
     if (status.state === 'done') this.#quiesce(entry, 'done', status.bytesDone);
-    else if (status.state === 'failed') {
+    else {
       const code = status.code ?? 'UNKNOWN';
       this.#quiesce(entry, code === 'CANCELED' ? 'cancelled' : 'failed', status.bytesDone, code);
     }
+    return true;
   }
 
   #quarantine(entry: Entry, reason: string): void {

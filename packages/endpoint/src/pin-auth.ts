@@ -37,7 +37,7 @@ export type OpenedPinMessage =
 const encoder = new TextEncoder();
 
 export interface PinChannelOptions {
-  readonly agent: Pick<Agent, 'sendNotification' | 'name'>;
+  readonly agent: Pick<Agent, 'sendNotification' | 'name'> & Partial<Pick<Agent, 'deliverPending'>>;
   readonly secret: ClusterSecret;
   /** Told each refused message's reason (after it was counted). */
   readonly onRefused?: (reason: PinMessageRefusal) => void;
@@ -64,6 +64,11 @@ export class PinChannel {
   send(peer: Peer, message: PinMessage): void {
     const { agent, secret } = this.#options;
     agent.sendNotification(peer, sealPinMessage(secret, agent.name, peer.name, message));
+  }
+
+  /** Delivers what the agent already received (`Agent.deliverPending`), where the agent can. */
+  deliverPending(): void {
+    this.#options.agent.deliverPending?.();
   }
 
   /** The message in `notification`, once its tag is verified for its sender and this agent; a refusal is counted. */

@@ -1,10 +1,11 @@
-import type { Agent, HeartbeatOptions } from '@kvreuse/native-bindings';
+import type { Agent, HeartbeatOptions, Peer } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loopbackPins, transport } from '../test/support/loopback-pins.js';
 import { PinChannel } from './pin-auth.js';
 import { PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
 import { PinClient } from './pin-client.js';
 import { encodePinMessage } from './pin-messages.js';
+import { NotificationRouter } from './notification-router.js';
 import { PinServer } from './pin-server.js';
 
 const agents: Agent[] = [];
@@ -63,6 +64,17 @@ async function pair(heartbeat?: HeartbeatOptions) {
     toReader,
     pin,
   };
+}
+
+/** Asks `client` to pin the one block of hash 10 on `sourcePeer`, without checksums. */
+function askForBlock10(client: PinClient, sourcePeer: Peer) {
+  return client.pin({
+    peer: sourcePeer,
+    source: sourceIdentity,
+    start: 0,
+    hashes: BigUint64Array.of(10n),
+    wantsChecksums: false,
+  });
 }
 
 const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, 'not-source': 0, replayed: 0 };
@@ -132,27 +144,30 @@ describe('PinClient', () => {
 
   it('rejects with a timeout naming the source rank when the source does not answer', async () => {
     const { client, clock, sourcePeer } = await pair();
-    const pinning = client.pin({
-      peer: sourcePeer,
-      source: sourceIdentity,
-      start: 0,
-      hashes: BigUint64Array.of(10n),
-      wantsChecksums: false,
-    });
+    const pinning = askForBlock10(client, sourcePeer);
     clock.advance(500);
     await expect(pinning).rejects.toThrow(PinTimeoutError);
     await expect(pinning).rejects.toThrow('source rank tp 1 pp 0 did not answer the pin within 500 ms');
   });
 
+  it('takes a grant that arrived before the timeout while the JavaScript thread was held, its notification not yet read', async () => {
+    const { client, clock, sourcePeer, readerAgent, toSource } = await pair();
+    const router = new NotificationRouter();
+    router.addHandler((notification) => client.receive(notification));
+    router.start(readerAgent);
+    const pinning = askForBlock10(client, sourcePeer);
+    await toSource();
+    // Held here, synchronously, until the grant waits in the reader's agent: nothing reads it before the timeout.
+    const givenUpAt = performance.now() + 10_000;
+    while (readerAgent.counters().pendingNotifications === 0 && performance.now() < givenUpAt);
+    expect(readerAgent.counters().pendingNotifications).toBe(1);
+    clock.advance(500);
+    expect(await pinning).toMatchObject({ positions: { start: 0, count: 1 } });
+  });
+
   it('gives back a grant that arrives after its request timed out', async () => {
     const { client, clock, sourcePeer, pool, toSource, toReader } = await pair();
-    const pinning = client.pin({
-      peer: sourcePeer,
-      source: sourceIdentity,
-      start: 0,
-      hashes: BigUint64Array.of(10n),
-      wantsChecksums: false,
-    });
+    const pinning = askForBlock10(client, sourcePeer);
     clock.advance(500);
     await expect(pinning).rejects.toThrow(PinTimeoutError);
     await toSource();
@@ -242,13 +257,7 @@ describe('PinClient', () => {
       heartbeatIntervalMs: 50,
       heartbeatMisses: 10,
     });
-    const pinning = client.pin({
-      peer: sourcePeer,
-      source: sourceIdentity,
-      start: 0,
-      hashes: BigUint64Array.of(10n),
-      wantsChecksums: false,
-    });
+    const pinning = askForBlock10(client, sourcePeer);
     // The pending request has the source probed; it is judged only once it has answered a probe.
     while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     sourceAgent.faults.stallProgress(true);
@@ -298,13 +307,7 @@ describe('PinClient', () => {
       heartbeatIntervalMs: 50,
       heartbeatMisses: 10,
     });
-    const pinning = client.pin({
-      peer: sourcePeer,
-      source: sourceIdentity,
-      start: 0,
-      hashes: BigUint64Array.of(10n),
-      wantsChecksums: false,
-    });
+    const pinning = askForBlock10(client, sourcePeer);
     while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     await sourceAgent.close();
     const event = await readerAgent.nextPeerEvent();

@@ -292,11 +292,12 @@ export class PinClient {
    */
   #exchange(peer: Peer, message: PinMessage, answers: ReadonlySet<PinMessage['kind']>): Promise<Outcome> {
     const answered = deferred<Outcome>();
-    const timer = this.#clock.setTimer(() => waiter.settle({ timedOut: true }), this.#options.answerTimeoutMs);
+    const timer = this.#clock.setTimer(() => this.#timeOut(waiter), this.#options.answerTimeoutMs);
     const waiter: Waiter = {
       peer,
       answers,
       settle: (outcome) => {
+        if (this.#waiters.get(message.pinId) !== waiter) return; // settled already
         this.#waiters.delete(message.pinId);
         this.#clock.clearTimer(timer);
         answered.resolve(outcome);
@@ -312,6 +313,16 @@ export class PinClient {
       throw error;
     }
     return answered.promise;
+  }
+
+  /**
+   * At the answer timeout: the answer may have arrived in time while the JavaScript thread was held (a long
+   * synchronous call, a loaded machine), its notification not yet read. What the agent received is delivered first,
+   * and the request times out only if its answer was not among it (once its handling ran).
+   */
+  #timeOut(waiter: Waiter): void {
+    this.#channel.deliverPending();
+    setImmediate(() => waiter.settle({ timedOut: true }));
   }
 
   #scheduleRenewal(pin: ClientPin): void {

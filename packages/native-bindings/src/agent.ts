@@ -444,6 +444,16 @@ export class Agent {
     this.#notifications.send(peer, data);
   }
 
+  /**
+   * Delivers now what the library holds for this agent, as its next wake-up would: completions settle their
+   * operations, and notifications and peer reports go to those waiting for them (else are kept). For a deadline
+   * judged after the JavaScript thread was held (a long synchronous call, a loaded machine): what arrived in time
+   * is seen before the deadline is. Nothing is delivered on a closed agent.
+   */
+  deliverPending(): void {
+    if (this.#state.isOpen && this.#closed === undefined && this.#startEnded === undefined) this.#deliver();
+  }
+
   /** Every notification received and not yet taken, oldest first. */
   pollNotifications(): Notification[] {
     this.#state.assertOpen('poll notifications');
@@ -563,6 +573,10 @@ export class Agent {
     }
     if (!this.#state.isOpen) return;
     this.#jobs.check();
+    this.#deliver();
+  }
+
+  #deliver(): void {
     const pending = this.#pollCompletions();
     // A bit left unread would lose nothing (the poll wrote a byte for it: the next wake-up polls again); read
     // here, it spares that wake-up.

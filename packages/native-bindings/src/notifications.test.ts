@@ -46,6 +46,29 @@ describe.each(testedBackends)('notifications on %s', (backend) => {
     await pair.close();
   });
 
+  it('deliverPending delivers, within the call, a completion and a notification no wake-up was read for', async () => {
+    const pair = await openPair(backend, 4096, 74);
+    const waiting = pair.source.nextNotification();
+    const operation = pair.reader.post(readRequest(pair, piecewiseDescriptors(1, 4096)));
+    pair.reader.sendNotification(pair.sourcePeer, 'held');
+    // Held here, synchronously, until both wait in the library: no wake-up of either agent is read meanwhile.
+    const givenUpAt = performance.now() + 10_000;
+    const arrived = () =>
+      pair.reader.counters().inflightOperations === 0 && pair.source.counters().pendingNotifications === 1;
+    while (!arrived() && performance.now() < givenUpAt);
+    expect(arrived()).toBe(true);
+    expect(operation.isSettled).toBe(false);
+    pair.reader.deliverPending();
+    pair.source.deliverPending();
+    expect(operation.isSettled).toBe(true);
+    expect(pair.source.counters().pendingNotifications).toBe(0);
+    await expect(operation.done).resolves.toEqual({ bytesDone: 4096 });
+    await expect(waiting).resolves.toEqual({ sender: pair.reader.name, data: Buffer.from('held') });
+    operation.release();
+    await pair.close();
+    pair.reader.deliverPending(); // closed: nothing to deliver, no error
+  });
+
   it('refuses empty and oversized messages with INVALID_PARAM', async () => {
     const pair = await openPair(backend, 4096, 72);
     const max = transport.capabilities().limits.maxNotificationBytes;
