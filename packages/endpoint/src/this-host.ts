@@ -1,8 +1,9 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 
-function read(read: () => string): string | undefined {
+/** What `readText` reads, trimmed; undefined when it throws or reads nothing. */
+function readOrUndefined(readText: () => string): string | undefined {
   try {
-    return read().trim() || undefined;
+    return readText().trim() || undefined;
   } catch {
     return undefined;
   }
@@ -16,8 +17,8 @@ function read(read: () => string): string | undefined {
  * each other through the network, and so publish different hosts. Undefined without a boot id (not Linux).
  */
 export function thisHost(): string | undefined {
-  const bootId = read(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8'));
+  const bootId = readOrUndefined(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8'));
   if (bootId === undefined) return undefined;
-  const namespaces = ['ipc', 'pid'].map((kind) => read(() => readlinkSync(`/proc/self/ns/${kind}`)));
+  const namespaces = ['ipc', 'pid'].map((kind) => readOrUndefined(() => readlinkSync(`/proc/self/ns/${kind}`)));
   return [bootId, ...namespaces.filter((namespace) => namespace !== undefined)].join('/');
 }
