@@ -1,9 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { deferred } from './deferred.js';
+import { nextTurn } from '../test/support/next-turn.js';
 import { queuePeerLoad } from './peer-loads.js';
-
-/** Lets every queued reaction run. */
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('queuePeerLoad', () => {
   it('runs the loads of one agent one after another, a failed one not stopping the next; another agent does not wait', async () => {
@@ -25,13 +23,13 @@ describe('queuePeerLoad', () => {
       ran.push('other agent');
       return 'loaded';
     });
-    await settle();
+    await nextTurn();
     expect(ran).toEqual(['first', 'other agent']);
     await expect(elsewhere).resolves.toBe('loaded');
 
     first.resolve('');
     await expect(failing).rejects.toThrow('refused');
-    await settle();
+    await nextTurn();
     expect(ran).toEqual(['first', 'other agent', 'second']);
     second.resolve('peer');
     await expect(next).resolves.toBe('peer');

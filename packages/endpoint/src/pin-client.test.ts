@@ -1,6 +1,7 @@
 import type { Agent, HeartbeatOptions, Peer } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loopbackPins, transport } from '../test/support/loopback-pins.js';
+import { nextTurn } from '../test/support/next-turn.js';
 import { PinChannel } from './pin-auth.js';
 import { PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
 import { PinClient } from './pin-client.js';
@@ -219,6 +220,58 @@ describe('PinClient', () => {
     clock.advance(300);
     await toSource();
     clock.advance(600);
+    expect(await held.lost).toMatchObject({ reason: 'lease-lapsed' });
+  });
+
+  it('keeps a pin whose renewal was confirmed in time while the JavaScript thread was held, its notification not yet read', async () => {
+    const { client, clock, readerAgent, pool, pin, toSource } = await pair();
+    await pin([10n]);
+    const router = new NotificationRouter();
+    router.addHandler((notification) => client.receive(notification));
+    router.start(readerAgent);
+    clock.advance(300);
+    await nextTurn();
+    await toSource();
+    // Held here, synchronously, until the confirmation waits in the reader's agent: nothing reads it before the next renewal is due.
+    const givenUpAt = performance.now() + 10_000;
+    while (readerAgent.counters().pendingNotifications === 0 && performance.now() < givenUpAt);
+    expect(readerAgent.counters().pendingNotifications).toBe(1);
+    clock.advance(600);
+    await nextTurn();
+    expect(client.heldPins).toBe(1);
+    // The renewal sent at 900 ms reaches the source while its lease runs.
+    await toSource();
+    expect(pool.pinsOn(0)).toBe(1);
+  });
+
+  it('counts a lease from when the renewal the source confirmed was sent, not from when its confirmation was read', async () => {
+    const { client, server, clock, pin, toSource, toReader } = await pair();
+    const held = await pin([10n]);
+    clock.advance(300);
+    await nextTurn();
+    // The source takes the renewal at 300 ms: its lease runs to 1,200 ms.
+    await toSource();
+    clock.advance(250);
+    await toReader();
+    clock.advance(650);
+    await nextTurn();
+    expect(server.heldPins).toBe(0);
+    expect(client.heldPins).toBe(0);
+    expect(await held.lost).toMatchObject({ reason: 'lease-lapsed' });
+  });
+
+  it('counts the first lease from when the pin was asked for', async () => {
+    const { client, clock, sourcePeer, toSource, toReader } = await pair();
+    const pinning = askForBlock10(client, sourcePeer);
+    clock.advance(400);
+    await toSource();
+    await toReader();
+    const held = await pinning;
+    clock.advance(300);
+    await nextTurn();
+    clock.advance(300);
+    await nextTurn();
+    expect(client.heldPins).toBe(0);
     expect(await held.lost).toMatchObject({ reason: 'lease-lapsed' });
   });
 

@@ -64,13 +64,19 @@ class ClientPin implements HeldPin {
   readonly leaseMs: number;
   readonly #loss: Deferred<PinLoss>;
   readonly #client: PinClient;
+  /**
+   * When the lease the source last confirmed began, at the latest: when the request or renewal it answered was
+   * sent (the source counts the lease from when it took the message, never earlier).
+   */
   lastConfirmedAt: number;
+  /** When each renewal not yet answered was sent, oldest first (the source answers them in order). */
+  readonly renewalsSentAt: number[] = [];
   renewTimer: unknown;
   /** The last renewal's or release's sequence number. */
   sequence = 0;
   ended = false;
 
-  constructor(client: PinClient, request: PinRequest, grant: PinGrantMessage, now: number) {
+  constructor(client: PinClient, request: PinRequest, grant: PinGrantMessage, askedAt: number) {
     this.#client = client;
     this.pinId = grant.grantId;
     this.source = request.source;
@@ -79,7 +85,7 @@ class ClientPin implements HeldPin {
     this.sourceBlocks = grant.sourceBlocks;
     if (grant.checksums !== undefined) this.checksums = grant.checksums;
     this.leaseMs = grant.leaseMs;
-    this.lastConfirmedAt = now;
+    this.lastConfirmedAt = askedAt;
     this.#loss = deferred<PinLoss>();
     this.lost = this.#loss.promise;
   }
@@ -154,6 +160,7 @@ export class PinClient {
       hashes: request.hashes,
       wantsChecksums: request.wantsChecksums,
     };
+    const askedAt = this.#clock.now();
     const outcome = await this.#exchange(request.peer, message, pinAnswers);
     if (!('answer' in outcome)) {
       this.#abandoned.set(pinId, request.peer);
@@ -172,7 +179,7 @@ export class PinClient {
       this.#unwatchIfUnused(request.peer);
       throw new PinRefusedError(request.source.rank, answer.kind === 'refuse' ? answer.reason : answer.kind);
     }
-    const pin = new ClientPin(this, request, answer, this.#clock.now());
+    const pin = new ClientPin(this, request, answer, askedAt);
     this.#pins.set(pin.pinId, pin);
     this.#options.onHeldChange?.(this.#pins.size);
     this.#scheduleRenewal(pin);
@@ -209,7 +216,7 @@ export class PinClient {
     const pin = this.#pins.get(message.pinId);
     if (pin === undefined) return true;
     if (pin.peer.name !== sender) return this.#refuseNotSource();
-    if (message.kind === 'renewed') pin.lastConfirmedAt = this.#clock.now();
+    if (message.kind === 'renewed') pin.lastConfirmedAt = pin.renewalsSentAt.shift() ?? pin.lastConfirmedAt;
     else if (message.kind === 'revoke') pin.lose(message.reason, `revoked by the source (${message.reason})`);
     else if (message.kind === 'refuse')
       pin.lose(renewalRefusalLoss(message.reason), `the source refused its renewal (${message.reason})`);
@@ -325,24 +332,36 @@ export class PinClient {
     setImmediate(() => waiter.settle({ timedOut: true }));
   }
 
+  /**
+   * Renews `pin` a third of its lease from now. At that time a confirmation may have arrived while the JavaScript
+   * thread was held, its notification not yet read: what the agent received is delivered first, and the lease is
+   * judged once its handling ran.
+   */
   #scheduleRenewal(pin: ClientPin): void {
     pin.renewTimer = this.#clock.setTimer(
       () => {
-        if (pin.ended) return;
-        if (this.#clock.now() - pin.lastConfirmedAt >= pin.leaseMs) {
-          pin.lose('lease-lapsed', `no renewal was confirmed within its ${pin.leaseMs} ms lease`);
-          return;
-        }
-        try {
-          this.#channel.send(pin.peer, { kind: 'renew', pinId: pin.pinId, sequence: ++pin.sequence });
-        } catch {
-          pin.lose('source-disconnected', 'its renewal could not be sent');
-          return;
-        }
-        this.#scheduleRenewal(pin);
+        this.#channel.deliverPending();
+        setImmediate(() => this.#renewOrLapse(pin));
       },
       Math.max(1, Math.floor(pin.leaseMs / 3)),
     );
+  }
+
+  #renewOrLapse(pin: ClientPin): void {
+    if (pin.ended) return;
+    const now = this.#clock.now();
+    if (now - pin.lastConfirmedAt >= pin.leaseMs) {
+      pin.lose('lease-lapsed', `no renewal was confirmed within its ${pin.leaseMs} ms lease`);
+      return;
+    }
+    try {
+      this.#channel.send(pin.peer, { kind: 'renew', pinId: pin.pinId, sequence: ++pin.sequence });
+    } catch {
+      pin.lose('source-disconnected', 'its renewal could not be sent');
+      return;
+    }
+    pin.renewalsSentAt.push(now);
+    this.#scheduleRenewal(pin);
   }
 }
 

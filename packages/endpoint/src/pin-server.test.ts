@@ -1,10 +1,15 @@
 import type { Agent } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loopbackPins, transport } from '../test/support/loopback-pins.js';
+import { nextTurn } from '../test/support/next-turn.js';
 import { EndpointOptionError } from './errors.js';
 import { PinChannel, sealPinMessage } from './pin-auth.js';
 import { encodePinMessage, type PinGrantMessage, type PinMessage, type PinRequestMessage } from './pin-messages.js';
 import { PinServer, type PinServerOptions } from './pin-server.js';
+import type { BlockPool } from './block-pool.js';
+import { deferred } from './deferred.js';
+import { NotificationRouter } from './notification-router.js';
+import type { PinAdapter } from './pin-adapter.js';
 
 const agents: Agent[] = [];
 afterEach(async () => {
@@ -14,12 +19,13 @@ afterEach(async () => {
 const source = { workerId: 'src', incarnation: 'inc-1', epoch: 3, rank: { tpRank: 0, ppRank: 0 } };
 const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, 'not-source': 0, replayed: 0 };
 
-async function setup(options: Partial<PinServerOptions> = {}) {
+/** A server on the block pool, its adapter's renewals answered by `renewPin` when given. */
+async function setup(options: Partial<PinServerOptions> = {}, renewPin?: PinAdapter['renewPin']) {
   const pins = await loopbackPins('pin-server', agents);
   const { sourceAgent, readerAgent, readerPeer, sourcePeer, secret, sourceChannel, readerChannel, pool, clock } = pins;
   const server = new PinServer({
     channel: sourceChannel,
-    adapter: pool,
+    adapter: renewPin === undefined ? pool : withRenewals(pool, renewPin),
     source,
     resolvePeer: (name) =>
       name === readerAgent.name ? Promise.resolve(readerPeer) : Promise.reject(new Error(`no peer ${name}`)),
@@ -52,6 +58,16 @@ async function setup(options: Partial<PinServerOptions> = {}) {
   };
 }
 
+function withRenewals(pool: BlockPool, renewPin: PinAdapter['renewPin']): PinAdapter {
+  return {
+    requestPin: pool.requestPin.bind(pool),
+    renewPin,
+    releasePin: pool.releasePin.bind(pool),
+    cancelPin: pool.cancelPin.bind(pool),
+    onEvicted: pool.onEvicted.bind(pool),
+  };
+}
+
 function request(pinId: string, hashes: bigint[], overrides: Partial<PinRequestMessage> = {}): PinRequestMessage {
   return {
     kind: 'request',
@@ -67,6 +83,16 @@ function request(pinId: string, hashes: bigint[], overrides: Partial<PinRequestM
 
 function readerWait(timeoutMs: number, controller: AbortController) {
   return { deadlineAt: timeoutMs, timeoutMs, signal: controller.signal };
+}
+
+/** A granted pin whose first renewal the server took and its adapter is still answering (`answered` answers it). */
+async function renewalBeingAnswered() {
+  const answered = deferred<boolean>();
+  const pins = await setup({}, () => answered.promise);
+  const grantId = await pins.grant(request('p1', [10n]));
+  pins.readerChannel.send(pins.sourcePeer, { kind: 'renew', pinId: grantId, sequence: 1 });
+  const renewing = pins.server.receive(await pins.sourceAgent.nextNotification());
+  return { ...pins, grantId, answered, renewing };
 }
 
 describe('PinServer', () => {
@@ -117,6 +143,7 @@ describe('PinServer', () => {
       await setup();
     await exchange(request('p1', [10n]));
     clock.advance(1999);
+    await nextTurn();
     readerChannel.send(sourcePeer, request('p1', [10n]));
     expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
     expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, replayed: 1 });
@@ -137,6 +164,7 @@ describe('PinServer', () => {
       leaseMs: 1000,
     });
     clock.advance(600);
+    await nextTurn();
     expect(pool.pinsOn(0)).toBe(1);
     expect(pool.pinsOn(1)).toBe(0);
     expect(await exchange({ kind: 'renew', pinId: lapses, sequence: 1 })).toEqual({
@@ -144,6 +172,62 @@ describe('PinServer', () => {
       pinId: lapses,
       reason: 'unknown-pin',
     });
+  });
+
+  it('keeps a pin whose renewal arrived before the lease ended while the JavaScript thread was held, its notification not yet read', async () => {
+    const { server, grant, pool, clock, sourceAgent, sourcePeer, readerAgent, readerChannel } = await setup();
+    const grantId = await grant(request('p1', [10n]));
+    const router = new NotificationRouter();
+    router.addHandler((notification) => server.receive(notification));
+    router.start(sourceAgent);
+    clock.advance(600);
+    readerChannel.send(sourcePeer, { kind: 'renew', pinId: grantId, sequence: 1 });
+    // Held here, synchronously, until the renewal waits in the source's agent: nothing reads it before the lease ends.
+    const givenUpAt = performance.now() + 10_000;
+    while (sourceAgent.counters().pendingNotifications === 0 && performance.now() < givenUpAt);
+    expect(sourceAgent.counters().pendingNotifications).toBe(1);
+    clock.advance(400);
+    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+      kind: 'renewed',
+      pinId: grantId,
+      leaseMs: 1000,
+    });
+    await nextTurn();
+    expect(pool.pinsOn(0)).toBe(1);
+    expect(server.heldPins).toBe(1);
+  });
+
+  it('lets the end of a lease wait for a renewal the adapter is still answering', async () => {
+    const { server, pool, clock, sourceAgent, sourcePeer, readerAgent, readerChannel, grantId, answered, renewing } =
+      await renewalBeingAnswered();
+    clock.advance(1000);
+    await nextTurn();
+    expect(server.heldPins).toBe(1);
+    answered.resolve(true);
+    expect(await renewing).toBe(true);
+    expect(readerChannel.open(await readerAgent.nextNotification())).toMatchObject({ kind: 'renewed' });
+    await nextTurn();
+    expect(pool.pinsOn(0)).toBe(1);
+    clock.advance(1000);
+    await nextTurn();
+    expect(pool.pinsOn(0)).toBe(0);
+  });
+
+  it('refuses, and does not confirm, a renewal the adapter answered after the pin was released', async () => {
+    const { server, pool, clock, sourceAgent, sourcePeer, readerAgent, readerChannel, grantId, answered, renewing } =
+      await renewalBeingAnswered();
+    readerChannel.send(sourcePeer, { kind: 'release', pinId: grantId, sequence: 2 });
+    expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({ kind: 'released', pinId: grantId });
+    answered.resolve(true);
+    expect(await renewing).toBe(true);
+    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+      kind: 'refuse',
+      pinId: grantId,
+      reason: 'unknown-pin',
+    });
+    expect(server.heldPins).toBe(0);
+    expect(clock.pending).toBe(0);
   });
 
   it('refuses, counts and leaves unanswered a replayed renewal or release: its sequence number is not above the last', async () => {
@@ -163,6 +247,7 @@ describe('PinServer', () => {
     expect(readerAgent.pollNotifications()).toEqual([]);
     expect(pool.pinsOn(0)).toBe(1);
     clock.advance(1000);
+    await nextTurn();
     expect(pool.pinsOn(0)).toBe(0);
   });
 

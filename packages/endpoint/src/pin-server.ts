@@ -69,7 +69,10 @@ interface HeldServedPin {
   /** The last renewal's or release's sequence number (0: none yet). */
   sequence: number;
   readonly blocks: number;
+  /** The lease's timer; undefined once the lease ended and is being judged. */
   timer: unknown;
+  /** The handling of the last renewal taken, until it renewed the pin or failed. */
+  renewal?: Promise<void>;
   ended?: PinEnd;
   readonly ending: Deferred<PinEnd>;
 }
@@ -260,18 +263,27 @@ export class PinServer {
     // Never answered: the sender may not be the pin's reader.
     if (typeof pin === 'string') return this.#channel.refuse(pin);
     const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
-    if (pin === undefined)
-      return this.#send(peer, {
-        kind: 'refuse',
-        pinId,
-        reason: this.#refusing === 'engine-gone' ? 'engine-gone' : 'unknown-pin',
-      });
-    if (!(await this.#options.adapter.renewPin(pin.pinId))) {
+    if (pin === undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
+    pin.renewal = this.#renewHeld(pin);
+    await pin.renewal;
+  }
+
+  async #renewHeld(pin: HeldServedPin): Promise<void> {
+    const { pinId, peer } = pin;
+    const renewed = await this.#options.adapter.renewPin(pinId);
+    // Ended while the adapter answered: released, or revoked by the engine's end.
+    if (pin.ended !== undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
+    if (!renewed) {
       this.#end(pin, 'revoked');
       return this.#send(peer, { kind: 'refuse', pinId, reason: 'evicted' });
     }
     this.#extend(pin);
     this.#send(peer, { kind: 'renewed', pinId, leaseMs: this.#options.leaseMs });
+  }
+
+  /** Why a renewal of a pin this server does not hold is refused. */
+  #notHeldReason(): PinRefusalReason {
+    return this.#refusing === 'engine-gone' ? 'engine-gone' : 'unknown-pin';
   }
 
   async #release(sender: string, message: PinSequencedMessage): Promise<void> {
@@ -298,11 +310,24 @@ export class PinServer {
 
   #extend(pin: HeldServedPin): void {
     if (pin.timer !== undefined) this.#clock.clearTimer(pin.timer);
-    pin.timer = this.#clock.setTimer(() => void this.#lapse(pin), this.#options.leaseMs);
+    pin.timer = this.#clock.setTimer(() => this.#leaseEnded(pin), this.#options.leaseMs);
   }
 
-  async #lapse(pin: HeldServedPin): Promise<void> {
-    if (pin.ended !== undefined) return;
+  /**
+   * At the end of a lease: the reader's renewal may have arrived in time while the JavaScript thread was held
+   * (a long synchronous call, a loaded machine), its notification not yet read. What the agent received is
+   * delivered first, and the pin lapses only if no renewal among it, nor one the adapter was still answering,
+   * renewed it.
+   */
+  #leaseEnded(pin: HeldServedPin): void {
+    pin.timer = undefined;
+    this.#channel.deliverPending();
+    setImmediate(() => void this.#lapseUnlessRenewed(pin));
+  }
+
+  async #lapseUnlessRenewed(pin: HeldServedPin): Promise<void> {
+    await pin.renewal?.catch(() => undefined);
+    if (pin.ended !== undefined || pin.timer !== undefined) return;
     this.#end(pin, 'lapsed');
     await this.#options.adapter.releasePin(pin.pinId);
   }

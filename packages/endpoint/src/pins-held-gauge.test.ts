@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { hintFor, openWorker, start, allReady, type TestWorker } from '../test/support/endpoint-workers.js';
 import { MemoryDiscoveryStore } from '@kvreuse/discovery';
+import { nextTurn } from '../test/support/next-turn.js';
 import { defaultSettings } from '../test/support/settings.js';
 import { EndpointMetrics } from './metrics.js';
 import type { HeldPin } from './pins.js';
@@ -66,6 +67,7 @@ describe('kvreuse_pins_held', () => {
     const { decode, served, pulled, pulling, letGo, released } = await heldPull();
     // The reader's clock never moves, so it renews nothing: past the lease the source's pin lapses.
     decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
+    await nextTurn();
     expect(decode.ranks[0]!.endpoint.pinServer?.heldPins).toBe(0);
     expect(await gauge(served, 'serve')).toBe(0);
     letGo();

@@ -4,10 +4,11 @@
 // worker address: what a test hands an intruder, as if it leaked); on SIGTERM it drains both ranks and
 // reports each drain (pins waited for, banks returned), then exits. Commands on stdin, one JSON line
 // each: `{"advance": ms}` moves its clock (pin leases lapse on it), then, like `{}`, has it report each
-// rank's pins held and pin messages refused (a `state` line).
+// rank's pins held and pin messages refused (a `state` line) on the next turn (a lapse is judged there).
 import { createInterface } from 'node:readline';
 import { openClusterSecret, openSqliteDiscovery } from '@kvreuse/discovery';
 import { allReady, openWorker, start } from '../support/endpoint-workers.js';
+import { nextTurn } from '../support/next-turn.js';
 
 const [path = ''] = process.argv.slice(2);
 const store = await openSqliteDiscovery(path);
@@ -32,9 +33,10 @@ process.stdout.write(
   `${JSON.stringify({ event: 'ready', incarnation: decode.identity.incarnation, epoch, agents })}\n`,
 );
 const commands = createInterface({ input: process.stdin });
-commands.on('line', (line) => {
+commands.on('line', async (line) => {
   const { advance } = JSON.parse(line) as { advance?: number };
   if (advance !== undefined) decode.clock.advance(advance);
+  await nextTurn();
   const ranks = decode.ranks.map(({ endpoint }) => ({
     pinsHeld: endpoint.pinServer?.heldPins,
     refused: endpoint.refusedPinMessages,
