@@ -56,13 +56,13 @@
  *   No thread is created per operation; thousands of concurrent operations per agent are fine.
  *
  * Completion delivery (designed for Node.js)
- *   kvt_agent_wake_fd() returns the read end of a non-blocking pipe. The library writes one byte
- *   when the agent goes from "nothing pending" to "completions, notifications or peer reports
- *   pending", and again after every kvt_agent_poll / kvt_notify_poll / kvt_peer_events_poll call that
- *   leaves something pending. The consumer reads and discards the bytes (Node: new net.Socket({ fd,
- *   readable: true, writable: false })), then calls kvt_agent_poll, which returns every completed
- *   operation at once into caller arrays and whether kvt_notify_poll (notifications) or
- *   kvt_peer_events_poll (heartbeat reports, see "Heartbeat") has any. kvt_agent_wait blocks instead.
+ *   kvt_agent_wake_fd() returns the read end of a non-blocking pipe. The library writes one byte when the agent goes
+ *   from "nothing pending" to "completions, notifications or peer reports pending", and again after every
+ *   kvt_agent_poll / kvt_notify_poll / kvt_peer_events_poll call that leaves something pending. The consumer reads
+ *   and discards the bytes (Node: new net.Socket({ fd, readable: true, writable: false })), then calls
+ *   kvt_agent_poll, which returns every completed operation at once into caller arrays and whether kvt_notify_poll
+ *   (notifications) or kvt_peer_events_poll (heartbeat reports, see "Heartbeat") has any. kvt_agent_wait blocks
+ *   instead.
  *   The three polls never wait for the progress thread: completions and notifications are queued under a
  *   lock of their own, held only to queue or dequeue one, and kvt_peer_events_poll takes the agent's lock
  *   only when a report is pending. The wake-up byte is written after the progress thread released its locks.
@@ -70,21 +70,19 @@
  *   KVT_ERR_NO_MEMORY when it cannot): delivering a completion allocates nothing and cannot fail.
  *
  * Trust model of one-sided READ/WRITE
- *   A READ or WRITE is executed by the initiator alone; the remote agent's code does not see it and
- *   cannot refuse it. The remote side's memory is protected by what it chose to register (only
- *   registered regions are advertised, and every descriptor is bounds-checked against those advertised
- *   bounds before any byte moves) and, in the layers above, by pins that stop the owner from reusing
- *   blocks while a reader holds them.
- *   Stale readers (metadata loaded before a deregistration): UCX answers software gets and puts (caller
- *   memory, tcp) at whatever address the request names, so a UCX agent serves readers from a worker of
- *   its own — the one its metadata advertises — and kvt_mem_deregister of a region that exported
- *   metadata named replaces that worker before it returns (a "fence"): requests of readers holding
- *   older metadata then reach nothing, and the caller may free or reuse the memory. Such readers must
- *   load the newer metadata (over tcp their operations end KVT_ERR_REMOTE_DISCONNECT; over shared
- *   memory their requests go unanswered until cancelled). A reader that maps a kvt_mem_alloc bank
- *   through shared memory copies to and from its own mapping, which keeps the old segment alive.
- *   Outside this model: an initiator that is not this library (malicious or buggy) holding a remote
- *   key, and a stale blob loaded after the owner freed a /dev/shm bank whose descriptor number it reused.
+ *   A READ or WRITE is executed by the initiator alone; the remote agent's code does not see it and cannot refuse it.
+ *   The remote side's memory is protected by what it chose to register (only registered regions are advertised, and
+ *   every descriptor is bounds-checked against those advertised bounds before any byte moves) and, in the layers
+ *   above, by pins that stop the owner from reusing blocks while a reader holds them.
+ *   Stale readers (metadata loaded before a deregistration): UCX answers software gets and puts (caller memory, tcp)
+ *   at whatever address the request names, so a UCX agent serves readers from a worker of its own — the one its
+ *   metadata advertises — and kvt_mem_deregister of a region that exported metadata named replaces that worker before
+ *   it returns (a "fence"): requests of readers holding older metadata then reach nothing, and the caller may free or
+ *   reuse the memory. Such readers must load the newer metadata (over tcp their operations end
+ *   KVT_ERR_REMOTE_DISCONNECT; over shared memory their requests go unanswered until cancelled). A reader that maps a
+ *   kvt_mem_alloc bank through shared memory copies to and from its own mapping, which keeps the old segment alive.
+ *   Outside this model: an initiator that is not this library (malicious or buggy) holding a remote key, and a stale
+ *   blob loaded after the owner freed a /dev/shm bank whose descriptor number it reused.
  */
 #ifndef KVREUSE_TRANSPORT_H
 #define KVREUSE_TRANSPORT_H
@@ -334,23 +332,22 @@ KVT_API kvt_status kvt_agent_wait(uint32_t agent, uint32_t timeout_ms);
 /* ---------------------------------------------------------------------------------------------- */
 
 /*
- * Every interval, the agent probes each loaded peer that has operations in flight or is watched
- * (kvt_peer_watch: the layers above watch the peers they hold pins on): UCX sends an active message
- * that the peer's progress thread answers (it progresses for as long as the peer lives, even when the
- * peer is otherwise idle); loopback hands the probe to the target agent's progress thread. A peer that
- * answers nothing for `misses` intervals in a row is reported UNRESPONSIVE; when it answers again it is
- * reported RESPONSIVE. This covers what UCX's keepalive does not: a stopped process (SIGSTOP), or one
- * whose progress thread no longer runs, on tcp and on shared memory alike. Idle, unwatched peers are
- * not probed. A probe lost for lack of memory counts as unanswered. A peer is judged only once it has
- * answered a probe on its current connection: UCX 1.13 delivers no answer from a peer in another pid
- * namespace over shared memory (the same one-way limit that keeps gets of its caller memory from
- * completing), so such a peer is never reported (and its endpoint is force-closed when unloaded).
+ * Every interval, the agent probes each loaded peer that has operations in flight or is watched (kvt_peer_watch:
+ * the layers above watch the peers they hold pins on): UCX sends an active message that the peer's progress thread
+ * answers (it runs as long as the peer lives, even idle); loopback hands the probe to the target agent's progress
+ * thread. A peer that answers nothing for `misses` intervals in a row is reported unresponsive, and responsive when
+ * it answers again (the kinds below say why). This covers what UCX's keepalive does not: a stopped process
+ * (SIGSTOP), or one whose progress thread no longer runs, on tcp and on shared memory alike. Idle, unwatched peers
+ * are not probed. A probe lost for lack of memory counts as unanswered. A peer is judged by its misses only once it
+ * has answered a probe on its current connection: UCX 1.13 delivers no answer from a peer in another pid namespace
+ * over shared memory (the one-way limit that keeps gets of its caller memory from completing), so such a peer is
+ * not reported silent (and its endpoint is force-closed when unloaded).
  *
- * A report changes nothing by itself: the peer stays KVT_PEER_READY and its operations keep going (a
- * peer that resumes finishes them). The layers above decide: cancel its operations (terminal within
- * about a second, see kvt_xfer_cancel), quarantine, route around it. Reports are announced through the
- * wake-up pipe like completions and read with kvt_peer_events_poll, each transition exactly once and in
- * order. A peer that is unloaded takes its unread reports with it.
+ * A report changes nothing by itself: the peer stays KVT_PEER_READY and its operations keep going (a peer that
+ * resumes finishes them). The layers above decide: cancel its operations (terminal within about a second, see
+ * kvt_xfer_cancel), quarantine, route around it. Reports are announced through the wake-up pipe like
+ * completions and read with kvt_peer_events_poll, each transition exactly once and in order. A peer that is
+ * unloaded takes its unread reports with it.
  */
 
 #define KVT_HEARTBEAT_DEFAULT_INTERVAL_MS 500u
@@ -375,18 +372,21 @@ KVT_API kvt_status kvt_agent_set_heartbeat(uint32_t agent, uint32_t interval_ms,
 KVT_API kvt_status kvt_peer_watch(uint32_t agent, uint32_t peer, uint32_t watched);
 
 enum {
-    KVT_PEER_EVENT_UNRESPONSIVE = 1, /* answered nothing for `misses` intervals, or its connection failed */
-    KVT_PEER_EVENT_RESPONSIVE = 2,   /* answered again after an UNRESPONSIVE report */
+    KVT_PEER_EVENT_UNRESPONSIVE = 1,  /* answered nothing for `misses` intervals */
+    KVT_PEER_EVENT_RESPONSIVE = 2,    /* answered a probe after an unresponsive report */
+    KVT_PEER_EVENT_DISCONNECTED = 3,  /* the transport failed its connection (a process elsewhere died, a close) */
+    KVT_PEER_EVENT_RELOADED = 4,      /* loaded again after an unresponsive report: a new connection, judged anew */
+    KVT_PEER_EVENT_PROCESS_ENDED = 5, /* its process ended (seen through its pidfd: same host and pid namespace) */
 };
 
 /**
- * Dequeues up to `capacity` peer reports, oldest first per peer: peer_ids[i], kinds[i]
- * (KVT_PEER_EVENT_*) and silence_ms[i] for i < *out_count. silence_ms is how long the peer had answered
- * nothing, counted from the first probe it left unanswered: when it was declared unresponsive, or (for
- * RESPONSIVE) when its answer arrived. Each transition is reported exactly once; reports left over
- * (capacity too small) re-signal the wake-up pipe. A peer that flaps several times between two polls
- * has each transition reported; the silences of all but its latest two are those of the latest two.
- * Any array may be NULL when capacity is 0.
+ * Dequeues up to `capacity` peer reports, oldest first per peer: peer_ids[i], kinds[i] (KVT_PEER_EVENT_*: odd kinds
+ * make the peer unresponsive, even ones responsive) and silence_ms[i] for i < *out_count. silence_ms is how long the
+ * peer had answered nothing, counted from the first probe it left unanswered: when it was reported unresponsive, or
+ * (RESPONSIVE) when its answer arrived; 0 when no probe awaited an answer. Each transition is reported exactly once;
+ * reports left over (capacity too small) re-signal the wake-up pipe. A peer that flaps several times between two polls
+ * has each transition reported; the kinds and silences of all but its latest two are those of the latest two of the
+ * same parity. Any array may be NULL when capacity is 0.
  */
 KVT_API kvt_status kvt_peer_events_poll(uint32_t agent, uint32_t capacity, uint32_t *peer_ids, uint32_t *kinds,
                                         uint64_t *silence_ms, uint32_t *out_count);

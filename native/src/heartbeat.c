@@ -1,11 +1,11 @@
 /* Heartbeat: peers with operations in flight or watched are probed every interval; one that answers
  * nothing for the agent's miss count is reported UNRESPONSIVE, and RESPONSIVE once it answers again.
  * Probes and answers go through the backend (UCX: active messages answered by the peer's progress
- * thread; loopback: commands run by the target agent's progress thread). Reports are queued per peer as
- * a count of transitions, so none is ever dropped, and read with kvt_peer_events_poll. */
+ * thread; loopback: commands run by the target agent's progress thread). Reports go through peer_reports.c. */
 #include "agent.h"
 
 #include "heartbeat.h"
+#include "peer_reports.h"
 #include "services/status.h"
 
 #include <stdlib.h>
@@ -20,25 +20,12 @@ typedef struct {
 /* Whether the layers above want to hear of the peer's silence: it has transfers in flight or is watched. */
 static bool followed(const kvt_peer *peer) { return peer->conn && (peer->busy > 0 || peer->heartbeat.watched); }
 
-/* Records a transition; true when a byte is due on the wake-up pipe (kvt_signal_pending_locked). */
-static bool transition_locked(kvt_agent *agent, kvt_peer *peer, bool unresponsive, uint64_t silence_ns) {
-    kvt_peer_heartbeat *hb = &peer->heartbeat;
-    hb->unresponsive = unresponsive;
-    hb->transitions++;
-    if (unresponsive)
-        hb->unresponsive_silence_ns = silence_ns;
-    else
-        hb->responsive_silence_ns = silence_ns;
-    agent->delivery.peer_events_pending++;
-    kvt_counter_add(&agent->counters, KVT_COUNTER_UNRESPONSIVE_PEERS, unresponsive ? 1 : -1);
-    return kvt_signal_pending_locked(&agent->delivery);
-}
-
 /* Counts a missed round for each probed peer still awaiting an answer, reports the ones past the miss
  * count or whose process is gone (kvt_conn_process_gone: after its first check, one poll of a pidfd), and
  * lists every probed peer (with a reference on its connection) for a new probe. Sets *wake when a byte is
- * due on the wake-up pipe. */
-static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targets, bool *wake) {
+ * due on the wake-up pipe, and *reload_awaited when a followed peer's connection failed (rounds go on, so
+ * that the connection a reload brings is probed). */
+static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targets, bool *wake, bool *reload_awaited) {
     uint32_t count = 0;
     for (uint32_t i = 0; i < agent->peer_count; i++) {
         kvt_peer *peer = agent->peers[i];
@@ -46,8 +33,12 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
         if (!followed(peer) || atomic_load(&peer->conn->failed)) {
             /* A connection the transport failed (the process died, or its endpoint was force-closed) can
              * answer no probe until the peer is loaded again: a followed peer is reported at once. */
+            *reload_awaited |= followed(peer);
             if (followed(peer) && !hb->unresponsive)
-                *wake |= transition_locked(agent, peer, true, hb->awaiting ? now - hb->silent_since_ns : 0);
+                *wake |= kvt_peer_report_locked(agent, peer,
+                                                kvt_conn_process_gone(peer->conn) ? KVT_PEER_EVENT_PROCESS_ENDED
+                                                                                  : KVT_PEER_EVENT_DISCONNECTED,
+                                                hb->awaiting ? now - hb->silent_since_ns : 0);
             hb->awaiting = false; /* a later round starts counting afresh */
             hb->missed = 0;
             continue;
@@ -60,8 +51,11 @@ static uint32_t round_locked(kvt_agent *agent, uint64_t now, probe_target *targe
              * answered or not: over shared memory UCX sees no death, and a process killed before its first
              * answer would otherwise never be reported. */
             if (atomic_load(&peer->conn->answered)) hb->missed++;
-            if (!hb->unresponsive && (hb->missed >= agent->heartbeat_misses || kvt_conn_process_gone(peer->conn)))
-                *wake |= transition_locked(agent, peer, true, now - hb->silent_since_ns);
+            uint32_t kind = hb->unresponsive                        ? 0
+                            : hb->missed >= agent->heartbeat_misses ? KVT_PEER_EVENT_UNRESPONSIVE
+                            : kvt_conn_process_gone(peer->conn)     ? KVT_PEER_EVENT_PROCESS_ENDED
+                                                                    : 0;
+            if (kind) *wake |= kvt_peer_report_locked(agent, peer, kind, now - hb->silent_since_ns);
         } else {
             hb->awaiting = true;
             hb->missed = 0;
@@ -92,11 +86,11 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
                           memory_order_relaxed);
     /* Probes go out after the lock is released: a loopback probe takes the target agent's lock. */
     probe_target *targets = agent->peer_count ? malloc(agent->peer_count * sizeof *targets) : NULL;
-    bool wake = false;
-    uint32_t count = round_locked(agent, now, targets, &wake);
+    bool wake = false, reload_awaited = false;
+    uint32_t count = round_locked(agent, now, targets, &wake, &reload_awaited);
     pthread_mutex_unlock(&agent->lock);
     if (wake) kvt_wake_consumer(&agent->delivery);
-    agent->heartbeat_probing = count > 0;
+    agent->heartbeat_probing = count > 0 || reload_awaited;
     if (!targets) return; /* no memory: this round's probes are lost and count as unanswered */
     for (uint32_t i = 0; i < count; i++) {
         atomic_store(&targets[i].conn->probed, true);
@@ -124,7 +118,8 @@ void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {
         kvt_peer_heartbeat *hb = &peer->heartbeat;
         kvt_counter_add(&agent->counters, KVT_COUNTER_HEARTBEAT_ANSWERS, 1);
         if (peer->conn) atomic_store(&peer->conn->answered, true);
-        if (hb->unresponsive) wake = transition_locked(agent, peer, false, kvt_now_ns() - hb->silent_since_ns);
+        if (hb->unresponsive)
+            wake = kvt_peer_report_locked(agent, peer, KVT_PEER_EVENT_RESPONSIVE, kvt_now_ns() - hb->silent_since_ns);
         hb->awaiting = false;
         hb->missed = 0;
         break;
@@ -173,34 +168,4 @@ kvt_status kvt_peer_watch(uint32_t agent_id, uint32_t peer_id, uint32_t watched)
     }
     pthread_mutex_unlock(&agent->lock);
     return kvt_agent_finish(agent, status);
-}
-
-kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *peer_ids, uint32_t *kinds,
-                                uint64_t *silence_ms, uint32_t *out_count) {
-    kvt_agent *agent;
-    kvt_status status = kvt_poll_enter(agent_id, "kvt_peer_events_poll",
-                                       out_count && (capacity == 0 || (peer_ids && kinds && silence_ms)),
-                                       "out_count and (capacity > 0) the arrays must not be NULL", &agent);
-    if (status != KVT_OK) return status;
-    uint32_t n = 0;
-    /* Reports are rare and polled after every wake-up: only one that finds some takes the agent lock. */
-    bool any = atomic_load(&agent->delivery.peer_events_pending) > 0;
-    if (any) pthread_mutex_lock(&agent->lock);
-    for (uint32_t i = 0; any && i < agent->peer_count && n < capacity; i++) {
-        kvt_peer *peer = agent->peers[i];
-        kvt_peer_heartbeat *hb = &peer->heartbeat;
-        while (n < capacity && hb->reported < hb->transitions) {
-            hb->reported++;
-            bool unresponsive = hb->reported % 2 == 1;
-            peer_ids[n] = peer->id;
-            kinds[n] = unresponsive ? KVT_PEER_EVENT_UNRESPONSIVE : KVT_PEER_EVENT_RESPONSIVE;
-            silence_ms[n] = (unresponsive ? hb->unresponsive_silence_ns : hb->responsive_silence_ns) / NS_PER_MS;
-            agent->delivery.peer_events_pending--;
-            n++;
-        }
-    }
-    if (any) pthread_mutex_unlock(&agent->lock);
-    if (kvt_rearm_wake(&agent->delivery)) kvt_wake_consumer(&agent->delivery);
-    *out_count = n;
-    return kvt_agent_finish(agent, KVT_OK);
 }

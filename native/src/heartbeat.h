@@ -19,7 +19,8 @@ typedef struct {
     uint32_t missed;                                         /* probe ticks since the first unanswered probe */
     uint64_t silent_since_ns;                                /* when the first unanswered probe was sent */
     uint64_t transitions, reported;                          /* odd: UNRESPONSIVE; reports polled so far */
-    uint64_t unresponsive_silence_ns, responsive_silence_ns; /* of the latest transition of each kind */
+    uint64_t unresponsive_silence_ns, responsive_silence_ns; /* of the latest transition of each parity */
+    uint32_t unresponsive_kind, responsive_kind;             /* KVT_PEER_EVENT_*, likewise */
 } kvt_peer_heartbeat;
 
 /* (P) When a round is due: probes every peer with operations in flight or watched, and reports the ones

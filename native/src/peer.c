@@ -4,6 +4,7 @@
 #include "file_regions.h"
 #include "jobs.h"
 #include "peer.h"
+#include "peer_reports.h"
 #include "services/status.h"
 
 #include <stdio.h>
@@ -181,15 +182,18 @@ static kvt_status load_conn(kvt_agent *agent, kvt_conn *conn, bool on_progress_t
         return status;
     }
     status = connect_conn(agent, conn, on_progress_thread);
+    bool wake = false;
     pthread_mutex_lock(&agent->lock);
     if (status == KVT_OK) status = install_conn_locked(agent, conn, &peer);
     if (status == KVT_OK) {
         *out_peer = peer->id;
         *out_generation = peer->generation;
+        wake = kvt_peer_report_reconnected_locked(agent, peer);
     } else {
         kvt_conn_unref_locked(agent, conn); /* the progress thread closes what connect opened */
     }
     pthread_mutex_unlock(&agent->lock);
+    if (wake) kvt_wake_consumer(&agent->delivery);
     return status;
 }
 

@@ -418,7 +418,7 @@ static void a_watched_peer_whose_connection_failed_is_reported(void) {
     CHECK_STATUS(KVT_ERR_REMOTE_DISCONNECT, kvt_notify_send(agent, peer, generation, (const uint8_t *)"x", 1));
     event_log log = {.agent = agent};
     wait_events(&log, 1, "the report of the peer whose connection failed");
-    CHECK(log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE, "report of peer %u, kind %u",
+    CHECK(log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_DISCONNECTED, "report of peer %u, kind %u",
           log.peers[0], log.kinds[0]);
     CHECK_OK(kvt_peer_unload(agent, peer));
     CHECK_OK(kvt_agent_destroy(agent));
@@ -447,7 +447,7 @@ static void a_killed_peer_that_never_answered_is_reported(void) {
     /* Well within a pin's answer timeout (5 s), long before UCX's own keepalive would see the death. */
     event_log log = {.agent = agent, .expected = 1};
     wait_until(agent, events_seen, &log, "the report of the killed source", 10000);
-    CHECK(log.count == 1 && log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE,
+    CHECK(log.count == 1 && log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_PROCESS_ENDED,
           "%u reports, the first of peer %u, kind %u", log.count, log.peers[0], log.kinds[0]);
     CHECK_OK(kvt_peer_unload(agent, peer));
     CHECK_OK(kvt_agent_destroy(agent));
@@ -467,9 +467,44 @@ static void a_watched_peer_destroyed_before_answering_is_reported(void) {
     CHECK_OK(kvt_peer_watch(agent, peer, 1));
     event_log log = {.agent = agent, .expected = 1};
     wait_until(agent, events_seen, &log, "the report of the destroyed source", 10000);
-    CHECK(log.count == 1 && log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE,
+    CHECK(log.count == 1 && log.peers[0] == peer && log.kinds[0] == KVT_PEER_EVENT_DISCONNECTED,
           "%u reports, the first of peer %u, kind %u", log.count, log.peers[0], log.kinds[0]);
     CHECK(counter(agent, KVT_COUNTER_HEARTBEAT_ANSWERS) == 0, "the destroyed source answered");
+    CHECK_OK(kvt_peer_unload(agent, peer));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
+/* A peer reported unresponsive whose metadata is loaded again (a new incarnation: a new connection) is reported
+ * RELOADED at once, with no silence, counts as unresponsive no more, and is judged afresh: the failure of its new
+ * connection is reported in turn. */
+static void a_reloaded_peer_is_judged_afresh(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "a destroyed loopback agent's name is free again at once");
+    uint32_t source = make_agent("heartbeat-reloaded-source");
+    uint32_t agent = make_agent("heartbeat-reloaded-reader");
+    CHECK_OK(kvt_agent_set_heartbeat(agent, 20, KVT_HEARTBEAT_MAX_MISSES));
+    uint64_t generation, reloaded_generation;
+    uint32_t peer = load_peer(agent, source, &generation);
+    CHECK_OK(kvt_peer_watch(agent, peer, 1));
+    CHECK_OK(kvt_agent_destroy(source));
+    event_log log = {.agent = agent};
+    wait_events(&log, 1, "the report of the destroyed source");
+    CHECK(log.kinds[0] == KVT_PEER_EVENT_DISCONNECTED, "first report of kind %u", log.kinds[0]);
+    CHECK(counter(agent, KVT_COUNTER_UNRESPONSIVE_PEERS) == 1, "one unresponsive peer counted");
+
+    source = make_agent("heartbeat-reloaded-source");
+    CHECK(load_peer(agent, source, &reloaded_generation) == peer && reloaded_generation > generation,
+          "the same peer, its generation %llu after %llu", (unsigned long long)reloaded_generation,
+          (unsigned long long)generation);
+    wait_events(&log, 2, "the report of the reload");
+    CHECK(log.peers[1] == peer && log.kinds[1] == KVT_PEER_EVENT_RELOADED && log.silences[1] == 0,
+          "report of peer %u, kind %u, silent %llu ms", log.peers[1], log.kinds[1],
+          (unsigned long long)log.silences[1]);
+    CHECK(counter(agent, KVT_COUNTER_UNRESPONSIVE_PEERS) == 0, "no unresponsive peer counted");
+
+    CHECK_OK(kvt_agent_destroy(source));
+    wait_events(&log, 3, "the report of the reloaded source destroyed in turn");
+    CHECK(log.peers[2] == peer && log.kinds[2] == KVT_PEER_EVENT_DISCONNECTED, "report of peer %u, kind %u",
+          log.peers[2], log.kinds[2]);
     CHECK_OK(kvt_peer_unload(agent, peer));
     CHECK_OK(kvt_agent_destroy(agent));
 }
@@ -487,4 +522,4 @@ TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose
           TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
           TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
           TEST(a_peer_that_never_answered_is_not_judged), TEST(a_killed_peer_that_never_answered_is_reported),
-          TEST(destroy_resumes_a_stalled_agent))
+          TEST(a_reloaded_peer_is_judged_afresh), TEST(destroy_resumes_a_stalled_agent))

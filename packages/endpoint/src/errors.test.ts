@@ -78,6 +78,16 @@ describe('endpoint errors', () => {
       'SOURCE_UNRESPONSIVE',
       'source rank tp 1 pp 0 stopped answering before it answered the pin: its agent decode-tp1 answered no heartbeat for 1500 ms',
     ],
+    [
+      new SourceUnresponsiveError('release', { tpRank: 1, ppRank: 0 }, 'decode-tp1', 0, 'disconnected'),
+      'SOURCE_UNRESPONSIVE',
+      'source rank tp 1 pp 0 stopped answering before it answered the release: its agent decode-tp1 lost its connection: its process died or its endpoint was closed',
+    ],
+    [
+      new SourceUnresponsiveError('pin', { tpRank: 1, ppRank: 0 }, 'decode-tp1', 20, 'process-ended'),
+      'SOURCE_UNRESPONSIVE',
+      'source rank tp 1 pp 0 stopped answering before it answered the pin: its agent decode-tp1 is gone: its process ended',
+    ],
   ])('%s carries its code and names the value', (error, code, message) => {
     expect(error).toBeInstanceOf(EndpointError);
     expect(error.code).toBe(code);

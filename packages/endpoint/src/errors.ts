@@ -2,6 +2,7 @@
 // with them). Each carries a stable `code` and names what was refused.
 import { describeValue, KvreuseError } from '@kvreuse/errors';
 import type { RankId } from '@kvreuse/descriptors';
+import type { PeerEventCause } from '@kvreuse/native-bindings';
 
 export type EndpointErrorCode =
   | 'INVALID_ENDPOINT_OPTION'
@@ -145,7 +146,8 @@ export class PinTimeoutError extends EndpointError {
 /**
  * The source rank's agent stopped answering the heartbeat while a pin request or release awaited its
  * answer, or had stopped (and not answered since) when the pin was asked for: the request ended at once,
- * not at its timeout. `reason` is the recompute reason a pull reports.
+ * not at its timeout. `peerEventCause` says how (the heartbeat report's cause: `silent`, `disconnected`,
+ * `process-ended`). `reason` is the recompute reason a pull reports.
  */
 export class SourceUnresponsiveError extends EndpointError {
   readonly code = 'SOURCE_UNRESPONSIVE';
@@ -155,11 +157,19 @@ export class SourceUnresponsiveError extends EndpointError {
     readonly sourceRank: RankId,
     readonly peerName: string,
     readonly silentMs: number,
+    readonly peerEventCause: PeerEventCause = 'silent',
   ) {
     super(
-      `source rank ${describeRank(sourceRank)} stopped answering before it answered the ${operation}: its agent ${peerName} answered no heartbeat for ${Math.round(silentMs)} ms`,
+      `source rank ${describeRank(sourceRank)} stopped answering before it answered the ${operation}: its agent ${peerName} ${describeUnresponsive(peerEventCause, silentMs)}`,
     );
   }
+}
+
+/** What a `peer-unresponsive` report says of the peer's agent, as errors and pin losses name it. */
+export function describeUnresponsive(cause: PeerEventCause, silentMs: number): string {
+  if (cause === 'disconnected') return 'lost its connection: its process died or its endpoint was closed';
+  if (cause === 'process-ended') return 'is gone: its process ended';
+  return `answered no heartbeat for ${Math.round(silentMs)} ms`;
 }
 
 /** A rank as errors and losses name it: `tp 1 pp 0`. */

@@ -284,7 +284,7 @@ describe('PinClient', () => {
     client.peerEvent(await readerAgent.nextPeerEvent());
     expect(await held.lost).toMatchObject({
       reason: 'source-unresponsive',
-      detail: expect.stringContaining(`its agent ${sourceAgent.name} answered nothing`),
+      detail: expect.stringContaining(`its agent ${sourceAgent.name} answered no heartbeat for`),
     });
     expect(client.heldPins).toBe(0);
     sourceAgent.faults.stallProgress(false);
@@ -355,7 +355,7 @@ describe('PinClient', () => {
     expect(await pin([10n])).toMatchObject({ positions: { start: 0, count: 1 } });
   });
 
-  it('ends a pin request at once when its source closes before it answers', async () => {
+  it('ends a pin request at once when its source closes before it answers, and asks again once the source is reloaded', async () => {
     const { client, clock, readerAgent, sourceAgent, sourcePeer } = await pair({
       heartbeatIntervalMs: 50,
       heartbeatMisses: 10,
@@ -364,16 +364,32 @@ describe('PinClient', () => {
     while (readerAgent.counters().heartbeatAnswers === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     await sourceAgent.close();
     const event = await readerAgent.nextPeerEvent();
-    expect(event).toMatchObject({ type: 'peer-unresponsive', peerName: sourceAgent.name });
+    expect(event).toMatchObject({ type: 'peer-unresponsive', cause: 'disconnected', peerName: sourceAgent.name });
     client.peerEvent(event);
     await expect(pinning).rejects.toMatchObject({
       code: 'SOURCE_UNRESPONSIVE',
       reason: 'source-unresponsive',
       operation: 'pin',
       peerName: sourceAgent.name,
+      peerEventCause: 'disconnected',
+      message: `source rank tp 1 pp 0 stopped answering before it answered the pin: its agent ${sourceAgent.name} lost its connection: its process died or its endpoint was closed`,
     });
     expect(clock.now()).toBe(0);
     expect(client.heldPins).toBe(0);
+    await expect(askForBlock10(client, sourcePeer)).rejects.toMatchObject({ peerEventCause: 'disconnected' });
+
+    // The source starts again under its name: loaded anew, it is judged afresh, so a pin is asked of it again.
+    const restarted = await transport.createAgent({ name: sourceAgent.name, backend: 'loopback' });
+    agents.push(restarted);
+    expect(readerAgent.loadPeer(restarted.metadata())).toBe(sourcePeer);
+    const reloaded = await readerAgent.nextPeerEvent();
+    expect(reloaded).toMatchObject({ type: 'peer-responsive', cause: 'reloaded', peer: sourcePeer });
+    client.peerEvent(reloaded);
+    const sent = readerAgent.counters().notificationsSent;
+    const asked = askForBlock10(client, sourcePeer);
+    expect(readerAgent.counters().notificationsSent).toBe(sent + 1);
+    clock.advance(500);
+    await expect(asked).rejects.toBeInstanceOf(PinTimeoutError);
   });
 
   it('ends a release at once when the heartbeat reports its source unresponsive before it acknowledges', async () => {

@@ -10,6 +10,7 @@ import type { Notification, Peer, PeerEvent } from '@kvreuse/native-bindings';
 import { type Deferred, deferred } from './deferred.js';
 import {
   describeRank,
+  describeUnresponsive,
   EndpointOptionError,
   PinRefusedError,
   PinTimeoutError,
@@ -147,7 +148,7 @@ export class PinClient {
     if (silent !== undefined) {
       // Still watched, so that its recovery is heard (`peer-responsive`).
       request.peer.watch();
-      throw new SourceUnresponsiveError('pin', request.source.rank, silent.peerName, silent.silentMs);
+      throw unresponsiveError('pin', request.source.rank, silent);
     }
     const pinId = randomBytes(12).toString('hex');
     const { reader } = this.#options;
@@ -165,13 +166,7 @@ export class PinClient {
     if (!('answer' in outcome)) {
       this.#abandoned.set(pinId, request.peer);
       this.#unwatchIfUnused(request.peer);
-      if ('unresponsive' in outcome)
-        throw new SourceUnresponsiveError(
-          'pin',
-          request.source.rank,
-          outcome.unresponsive.peerName,
-          outcome.unresponsive.silentMs,
-        );
+      if ('unresponsive' in outcome) throw unresponsiveError('pin', request.source.rank, outcome.unresponsive);
       throw new PinTimeoutError('pin', request.source.rank, this.#options.answerTimeoutMs);
     }
     const { answer } = outcome;
@@ -246,7 +241,7 @@ export class PinClient {
       if (pin.peer === event.peer)
         pin.lose(
           'source-unresponsive',
-          `its agent ${event.peerName} answered nothing for ${Math.round(event.silentMs)} ms`,
+          `its agent ${event.peerName} ${describeUnresponsive(event.cause, event.silentMs)}`,
         );
     }
   }
@@ -258,13 +253,7 @@ export class PinClient {
     const release = { kind: 'release' as const, pinId: pin.pinId, sequence: ++pin.sequence };
     const outcome = await this.#exchange(pin.peer, release, releaseAnswers);
     this.#unwatchIfUnused(pin.peer);
-    if ('unresponsive' in outcome)
-      throw new SourceUnresponsiveError(
-        'release',
-        pin.source.rank,
-        outcome.unresponsive.peerName,
-        outcome.unresponsive.silentMs,
-      );
+    if ('unresponsive' in outcome) throw unresponsiveError('release', pin.source.rank, outcome.unresponsive);
     if ('timedOut' in outcome) throw new PinTimeoutError('release', pin.source.rank, this.#options.answerTimeoutMs);
   }
 
@@ -363,6 +352,10 @@ export class PinClient {
     pin.renewalsSentAt.push(now);
     this.#scheduleRenewal(pin);
   }
+}
+
+function unresponsiveError(operation: 'pin' | 'release', rank: RankId, event: PeerEvent): SourceUnresponsiveError {
+  return new SourceUnresponsiveError(operation, rank, event.peerName, event.silentMs, event.cause);
 }
 
 /** What a refused renewal means for the pin: its blocks are gone, or the engine that held them is, or its lease lapsed. */

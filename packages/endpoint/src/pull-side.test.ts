@@ -547,7 +547,7 @@ describe('ReuseEndpoint.pull', () => {
       const receipt = await pulling;
       expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
       expect(receipt.recomputed.reasons).toEqual([
-        ...readsGivenUp(`its agent ${stalled.agent.name} answered nothing for`),
+        ...readsGivenUp(`its agent ${stalled.agent.name} answered no heartbeat for`),
         expect.objectContaining({
           kind: 'pin-lost',
           reason: 'source-unresponsive',

@@ -486,7 +486,8 @@ export class Agent {
   /**
    * Every heartbeat report as it arrives, until the agent closes: `peer-unresponsive` when a peer with
    * transfers in flight or watched (`peer.watch()`) answered nothing for the heartbeat's miss count of
-   * intervals, `peer-responsive` when it answers again. A report changes nothing by itself.
+   * intervals, its connection failed or its process ended; `peer-responsive` when it answers again or is
+   * loaded again (a new connection, judged afresh). `cause` says which. A report changes nothing by itself.
    */
   peerEvents(): AsyncGenerator<PeerEvent, void, undefined> {
     return this.#untilClosed(() => this.nextPeerEvent());

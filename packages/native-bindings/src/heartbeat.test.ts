@@ -53,14 +53,14 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
     while (reader.counters().heartbeatAnswers === 0) await sleep(10);
     source.faults.stallProgress(true);
     const unresponsive = await reader.nextPeerEvent();
-    expect(unresponsive).toMatchObject({ type: 'peer-unresponsive', peer, peerName: source.name });
+    expect(unresponsive).toMatchObject({ type: 'peer-unresponsive', cause: 'silent', peer, peerName: source.name });
     expect(unresponsive.silentMs).toBeGreaterThanOrEqual(heartbeat.heartbeatIntervalMs * heartbeat.heartbeatMisses);
     expect(reader.counters()).toMatchObject({ unresponsivePeers: 1 });
     expect(peer.info().state).toBe('ready');
 
     source.faults.stallProgress(false);
     const responsive = await reader.nextPeerEvent();
-    expect(responsive).toMatchObject({ type: 'peer-responsive', peer, peerName: source.name });
+    expect(responsive).toMatchObject({ type: 'peer-responsive', cause: 'answered', peer, peerName: source.name });
     expect(responsive.silentMs).toBeGreaterThanOrEqual(unresponsive.silentMs);
     peer.unwatch();
     expect(reader.pollPeerEvents()).toEqual([]);
@@ -76,6 +76,44 @@ describe.each(testedBackends)('heartbeat on %s', (backend) => {
     await waiting;
     expect(() => peer.watch()).toThrow(HandleClosedError);
     await source.close();
+    expect(liveCounters()).toEqual(allZero);
+  });
+});
+
+describe('heartbeat on loopback', () => {
+  it('reports a peer whose connection failed as disconnected, then its reload as reloaded, and judges it afresh', async () => {
+    const name = agentName('heartbeat-reloaded-source');
+    let source = await transport.createAgent({ name, backend: 'loopback' });
+    const heartbeat = { heartbeatIntervalMs: 20, heartbeatMisses: heartbeatLimits.maxMisses };
+    const reader = await transport.createAgent({
+      name: agentName('heartbeat-reloaded'),
+      backend: 'loopback',
+      heartbeat,
+    });
+    const peer = reader.loadPeer(source.metadata());
+    peer.watch();
+    // Closed, the source's agent is no probe's target any more: the probe fails the connection.
+    await source.close();
+    expect(await reader.nextPeerEvent()).toMatchObject({ type: 'peer-unresponsive', cause: 'disconnected', peer });
+    expect(reader.counters().unresponsivePeers).toBe(1);
+
+    source = await transport.createAgent({ name, backend: 'loopback' });
+    const generation = peer.generation;
+    expect(reader.loadPeer(source.metadata())).toBe(peer);
+    expect(peer.generation).toBeGreaterThan(generation);
+    expect(await reader.nextPeerEvent()).toEqual({
+      type: 'peer-responsive',
+      cause: 'reloaded',
+      peer,
+      peerName: name,
+      silentMs: 0,
+    });
+    expect(reader.counters().unresponsivePeers).toBe(0);
+
+    await source.close();
+    expect(await reader.nextPeerEvent()).toMatchObject({ type: 'peer-unresponsive', cause: 'disconnected', peer });
+    peer.unload();
+    await reader.close();
     expect(liveCounters()).toEqual(allZero);
   });
 });

@@ -52,20 +52,38 @@ function isIntegerIn(value: unknown, min: number, max: number): value is number 
 }
 
 /**
- * A heartbeat report about a peer. `peer-unresponsive`: it answered nothing for the agent's miss count of
- * intervals; nothing else changed (its transfers keep going, it stays `ready`): cancel them, quarantine
- * and route around it as the layer above sees fit. `peer-responsive`: it answered again. Each transition
- * is reported once, in order. `silentMs` is how long the peer had answered nothing, counted from the first
- * probe it left unanswered: when it was declared unresponsive, or until its answer arrived.
+ * Why a peer was reported. `peer-unresponsive`: `silent` (it answered no probe for the agent's miss count of
+ * intervals), `disconnected` (the transport failed its connection: its process died or its endpoint was
+ * closed), `process-ended` (its process ended, seen through its pidfd: a peer on this host in this pid
+ * namespace). `peer-responsive`: `answered` (it answered a probe again), `reloaded` (its metadata was loaded
+ * again: a new connection, judged afresh).
+ */
+export type PeerEventCause = 'silent' | 'disconnected' | 'process-ended' | 'answered' | 'reloaded';
+
+/**
+ * A heartbeat report about a peer. `peer-unresponsive`: it stopped answering (`cause` says how); nothing else
+ * changed (its transfers keep going, it stays `ready`): cancel them, quarantine and route around it as the
+ * layer above sees fit. `peer-responsive`: it answered again, or a reload replaced the connection judged.
+ * Each transition is reported once, in order. `silentMs` is how long the peer had answered nothing, counted
+ * from the first probe it left unanswered: when it was reported unresponsive, or until its answer arrived
+ * (0 when no probe awaited an answer).
  */
 export interface PeerEvent {
   readonly type: 'peer-unresponsive' | 'peer-responsive';
+  readonly cause: PeerEventCause;
   readonly peer: Peer;
   readonly peerName: string;
   readonly silentMs: number;
 }
 
-const EVENT_UNRESPONSIVE = 1;
+/** The native KVT_PEER_EVENT_* kinds: odd ones make the peer unresponsive. */
+const causeOfKind: Readonly<Record<number, PeerEventCause>> = {
+  1: 'silent',
+  2: 'answered',
+  3: 'disconnected',
+  4: 'reloaded',
+  5: 'process-ended',
+};
 const POLL_CAPACITY = 256;
 
 /** An agent's heartbeat reports: drained from the native library on every wake-up, handed out in order. */
@@ -95,8 +113,10 @@ export class PeerEvents extends PolledQueue<PeerEvent> {
       for (let i = 0; i < count; i++) {
         const peer = this.#peerOf(this.#peerIds[i] ?? 0);
         if (peer === undefined) continue;
+        const kind = this.#kinds[i] ?? 0;
         push({
-          type: this.#kinds[i] === EVENT_UNRESPONSIVE ? 'peer-unresponsive' : 'peer-responsive',
+          type: kind % 2 === 1 ? 'peer-unresponsive' : 'peer-responsive',
+          cause: causeOfKind[kind] ?? (kind % 2 === 1 ? 'silent' : 'answered'),
           peer,
           peerName: peer.name,
           silentMs: Number(this.#silences[i]),

@@ -28,7 +28,7 @@ export {
 } from './errors.js';
 export { type BlockChecksumsRequest, type ChecksumSide } from './checksums.js';
 export { type FaultPoint, Faults } from './faults.js';
-export { type HeartbeatOptions, heartbeatLimits, type PeerEvent } from './heartbeat.js';
+export { type HeartbeatOptions, heartbeatLimits, type PeerEvent, type PeerEventCause } from './heartbeat.js';
 export type { UcxConfinement } from './ucx-confinement.js';
 export { defaultLibraryPaths, LIBRARY_FILE } from './library.js';
 export { FileMemory } from './file-memory.js';

@@ -85,7 +85,13 @@ function expectCalibration(summary: DemoSummary, progress: readonly string[]): v
 }
 
 /** GPU reuse refused, and the pull with a killed decode rank recomputed everything. */
-function expectGpuRefusedAndKilledRank(summary: DemoSummary): void {
+/** How the reader's heartbeat saw the killed rank: over ucx its process ended; on loopback (in-process) its agent went. */
+const killedRankSeen = {
+  ucx: 'is gone: its process ended',
+  loopback: 'lost its connection: its process died or its endpoint was closed',
+} as const;
+
+function expectGpuRefusedAndKilledRank(summary: DemoSummary, backend: keyof typeof killedRankSeen): void {
   expect(summary.gpu).toEqual({
     active: false,
     mode: 'host-only',
@@ -97,10 +103,13 @@ function expectGpuRefusedAndKilledRank(summary: DemoSummary): void {
     recomputed: 42,
     committedBlocks: 0,
     verified: true,
-    // Killed at the pin request it received: the pin is never answered, and the reader's heartbeat (not the answer timeout) ends the request.
+    // Killed at the pin request it received: the pin is never answered, and the reader's heartbeat (not the answer
+    // timeout) ends the request.
     reasons: [
       expect.stringMatching(
-        /^from block 0: source rank tp1 gave no pin \(source-unresponsive\): source rank tp 1 pp 0 stopped answering before it answered the pin: its agent qwen3-0\.6b-decode-0-tp1-\S+ answered no heartbeat for \d+ ms$/,
+        new RegExp(
+          `^from block 0: source rank tp1 gave no pin \\(source-unresponsive\\): source rank tp 1 pp 0 stopped answering before it answered the pin: its agent qwen3-0\\.6b-decode-0-tp1-\\S+ ${killedRankSeen[backend]}$`,
+        ),
       ),
     ],
   });
@@ -188,7 +197,7 @@ describe('the main job', () => {
       expectHandOffAndPull(summary, progress);
       expectPriorsAndDecisions(summary, progress);
       expectCalibration(summary, progress);
-      expectGpuRefusedAndKilledRank(summary);
+      expectGpuRefusedAndKilledRank(summary, backend);
       expectServed(served, summary);
       expectDrains(summary, progress);
     },
