@@ -14,7 +14,8 @@ export interface EvictedBlock {
 
 /**
  * What a serving framework implements for its source rank. A pinned block is never evicted,
- * overwritten, deregistered or handed back until its pin is released or cancelled.
+ * overwritten, deregistered or handed back until its pin is released or cancelled. The source calls
+ * `releasePin` or `cancelPin` once per granted pin, whichever way it ends (never both, never twice).
  */
 export interface PinAdapter {
   /**

@@ -19,13 +19,13 @@ afterEach(async () => {
 const source = { workerId: 'src', incarnation: 'inc-1', epoch: 3, rank: { tpRank: 0, ppRank: 0 } };
 const noRefusals = { unauthenticated: 0, malformed: 0, 'not-reader': 0, 'not-source': 0, replayed: 0 };
 
-/** A server on the block pool, its adapter's renewals answered by `renewPin` when given. */
-async function setup(options: Partial<PinServerOptions> = {}, renewPin?: PinAdapter['renewPin']) {
+/** A server on the block pool, its adapter's renewals or releases answered by `calls` where given. */
+async function setup(options: Partial<PinServerOptions> = {}, calls: AdapterCalls = {}) {
   const pins = await loopbackPins('pin-server', agents);
   const { sourceAgent, readerAgent, readerPeer, sourcePeer, secret, sourceChannel, readerChannel, pool, clock } = pins;
   const server = new PinServer({
     channel: sourceChannel,
-    adapter: renewPin === undefined ? pool : withRenewals(pool, renewPin),
+    adapter: withAdapterCalls(pool, calls),
     source,
     resolvePeer: (name) =>
       name === readerAgent.name ? Promise.resolve(readerPeer) : Promise.reject(new Error(`no peer ${name}`)),
@@ -58,11 +58,13 @@ async function setup(options: Partial<PinServerOptions> = {}, renewPin?: PinAdap
   };
 }
 
-function withRenewals(pool: BlockPool, renewPin: PinAdapter['renewPin']): PinAdapter {
+type AdapterCalls = Partial<Pick<PinAdapter, 'renewPin' | 'releasePin'>>;
+
+function withAdapterCalls(pool: BlockPool, calls: AdapterCalls): PinAdapter {
   return {
     requestPin: pool.requestPin.bind(pool),
-    renewPin,
-    releasePin: pool.releasePin.bind(pool),
+    renewPin: calls.renewPin ?? pool.renewPin.bind(pool),
+    releasePin: calls.releasePin ?? pool.releasePin.bind(pool),
     cancelPin: pool.cancelPin.bind(pool),
     onEvicted: pool.onEvicted.bind(pool),
   };
@@ -88,7 +90,7 @@ function readerWait(timeoutMs: number, controller: AbortController) {
 /** A granted pin whose first renewal the server took and its adapter is still answering (`answered` answers it). */
 async function renewalBeingAnswered() {
   const answered = deferred<boolean>();
-  const pins = await setup({}, () => answered.promise);
+  const pins = await setup({}, { renewPin: () => answered.promise });
   const grantId = await pins.grant(request('p1', [10n]));
   pins.readerChannel.send(pins.sourcePeer, { kind: 'renew', pinId: grantId, sequence: 1 });
   const renewing = pins.server.receive(await pins.sourceAgent.nextNotification());
@@ -228,6 +230,29 @@ describe('PinServer', () => {
     });
     expect(server.heldPins).toBe(0);
     expect(clock.pending).toBe(0);
+  });
+
+  it("tells its adapter of a pin's end once: a lease that ends while the adapter answers a release does not lapse the pin", async () => {
+    const released = deferred<void>();
+    const releases: string[] = [];
+    const calls = {
+      releasePin: (pinId: string) => {
+        releases.push(pinId);
+        return released.promise;
+      },
+    };
+    const { server, grant, clock, sourceAgent, sourcePeer, readerAgent, readerChannel } = await setup({}, calls);
+    const grantId = await grant(request('p1', [10n]));
+    const waiting = server.waitForReaders(readerWait(5000, new AbortController()));
+    readerChannel.send(sourcePeer, { kind: 'release', pinId: grantId, sequence: 1 });
+    const releasing = server.receive(await sourceAgent.nextNotification());
+    clock.advance(1000);
+    await nextTurn();
+    released.resolve();
+    expect(await releasing).toBe(true);
+    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({ kind: 'released', pinId: grantId });
+    expect(releases).toEqual([grantId]);
+    expect(await waiting).toMatchObject({ released: 1, lapsed: 0, outstanding: 0 });
   });
 
   it('refuses, counts and leaves unanswered a replayed renewal or release: its sequence number is not above the last', async () => {

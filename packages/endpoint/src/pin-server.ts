@@ -291,16 +291,13 @@ export class PinServer {
     const pin = this.#heldFor(sender, message);
     if (typeof pin === 'string') return this.#channel.refuse(pin);
     const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
-    if (pin !== undefined) {
-      await this.#options.adapter.releasePin(pin.pinId);
-      this.#end(pin, 'released');
-    }
+    if (pin !== undefined && this.#end(pin, 'released')) await this.#options.adapter.releasePin(pin.pinId);
     this.#send(peer, { kind: 'released', pinId });
   }
 
   async #revoke(pin: HeldServedPin, reason: PinRevocationReason): Promise<void> {
+    if (!this.#end(pin, 'revoked')) return;
     await this.#options.adapter.cancelPin(pin.pinId);
-    this.#end(pin, 'revoked');
     try {
       this.#send(pin.peer, { kind: 'revoke', pinId: pin.pinId, reason });
     } catch {
@@ -327,18 +324,21 @@ export class PinServer {
 
   async #lapseUnlessRenewed(pin: HeldServedPin): Promise<void> {
     await pin.renewal?.catch(() => undefined);
-    if (pin.ended !== undefined || pin.timer !== undefined) return;
-    this.#end(pin, 'lapsed');
-    await this.#options.adapter.releasePin(pin.pinId);
+    if (pin.timer === undefined && this.#end(pin, 'lapsed')) await this.#options.adapter.releasePin(pin.pinId);
   }
 
-  #end(pin: HeldServedPin, end: PinEnd): void {
-    if (pin.ended !== undefined) return;
+  /**
+   * Ends `pin` as `end`, before the adapter hears of it: false when it had ended already, so that the adapter is
+   * told of each pin's end once (a release and a lapse can meet while the adapter answers one of them).
+   */
+  #end(pin: HeldServedPin, end: PinEnd): boolean {
+    if (pin.ended !== undefined) return false;
     pin.ended = end;
     if (pin.timer !== undefined) this.#clock.clearTimer(pin.timer);
     this.#pins.delete(pin.pinId);
     this.#options.onHeldChange?.(this.#pins.size);
     pin.ending.resolve(end);
+    return true;
   }
 
   #send(peer: Peer, message: PinMessage): void {
