@@ -509,6 +509,42 @@ static void a_reloaded_peer_is_judged_afresh(void) {
     CHECK_OK(kvt_agent_destroy(agent));
 }
 
+typedef struct {
+    event_log log;
+    uint32_t peer;
+} rewatched_peer;
+
+/* Watches the peer again, then takes the reports pending; done once one was seen. */
+static bool rewatch_until_reported(void *context) {
+    rewatched_peer *rewatched = context;
+    CHECK_OK(kvt_peer_watch(rewatched->log.agent, rewatched->peer, 1));
+    return events_seen(&rewatched->log);
+}
+
+/* Watching a watched peer again changes nothing (the pin client watches its source at each pin request): a stalled
+ * source watched again between every two rounds is still reported once its misses are counted. */
+static void a_repeated_watch_does_not_restart_the_judgement(void) {
+    ONLY_ON_BACKEND(KVT_BACKEND_LOOPBACK, "the stall is a fault of a loopback agent in this process");
+    uint32_t source = make_agent("heartbeat-rewatched-source");
+    uint32_t agent = make_agent("heartbeat-rewatched-reader");
+    CHECK_OK(kvt_agent_set_heartbeat(agent, 20, 10));
+    uint64_t generation;
+    rewatched_peer rewatched = {.log = {.agent = agent, .expected = 1}, .peer = load_peer(agent, source, &generation)};
+    CHECK_OK(kvt_peer_watch(agent, rewatched.peer, 1));
+    wait_counter_at_least(agent, KVT_COUNTER_HEARTBEAT_ANSWERS, 1); /* judged once it answered */
+    CHECK_OK(kvt_fault_stall_progress(source, 1));
+    wait_until(agent, rewatch_until_reported, &rewatched, "the report of the stalled source watched again and again",
+               WAIT_DEADLINE_MS);
+    CHECK(rewatched.log.count == 1 && rewatched.log.kinds[0] == KVT_PEER_EVENT_UNRESPONSIVE &&
+              rewatched.log.silences[0] >= 20 * 10,
+          "%u reports, the first of kind %u, silent %llu ms", rewatched.log.count, rewatched.log.kinds[0],
+          (unsigned long long)rewatched.log.silences[0]);
+    CHECK_OK(kvt_fault_stall_progress(source, 0));
+    CHECK_OK(kvt_peer_unload(agent, rewatched.peer));
+    CHECK_OK(kvt_agent_destroy(source));
+    CHECK_OK(kvt_agent_destroy(agent));
+}
+
 /* A stalled agent is destroyed all the same: the destroy resumes its progress thread. */
 static void destroy_resumes_a_stalled_agent(void) {
     uint32_t agent = make_agent("heartbeat-stalled");
@@ -522,4 +558,5 @@ TEST_MAIN("heartbeat", TEST(bad_settings_are_refused), TEST(a_watched_peer_whose
           TEST(stalled_loopback_source), TEST(a_live_busy_peer_is_never_reported),
           TEST(a_watched_idle_peer_is_probed_an_unwatched_one_is_not), TEST(an_unloaded_peer_takes_its_reports_along),
           TEST(a_peer_that_never_answered_is_not_judged), TEST(a_killed_peer_that_never_answered_is_reported),
-          TEST(a_reloaded_peer_is_judged_afresh), TEST(destroy_resumes_a_stalled_agent))
+          TEST(a_reloaded_peer_is_judged_afresh), TEST(a_repeated_watch_does_not_restart_the_judgement),
+          TEST(destroy_resumes_a_stalled_agent))
