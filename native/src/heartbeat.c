@@ -10,8 +10,6 @@
 
 #include <stdlib.h>
 
-#define NS_PER_MS 1000000ull
-
 typedef struct {
     kvt_conn *conn;
     uint32_t peer_id;
@@ -82,7 +80,7 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
                  atomic_exchange_explicit(&agent->heartbeat_woken, false, memory_order_relaxed);
     if (!start && now < atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed)) return;
     pthread_mutex_lock(&agent->lock);
-    atomic_store_explicit(&agent->next_heartbeat_ns, now + agent->heartbeat_interval_ms * NS_PER_MS,
+    atomic_store_explicit(&agent->next_heartbeat_ns, now + agent->heartbeat_interval_ms * KVT_NS_PER_MS,
                           memory_order_relaxed);
     /* Probes go out after the lock is released: a loopback probe takes the target agent's lock. */
     probe_target *targets = agent->peer_count ? malloc(agent->peer_count * sizeof *targets) : NULL;
@@ -106,7 +104,7 @@ void kvt_heartbeat_tick(kvt_agent *agent) {
 int kvt_heartbeat_next_timeout_ms(kvt_agent *agent) {
     if (!agent->heartbeat_probing) return -1;
     uint64_t now = kvt_now_ns(), due = atomic_load_explicit(&agent->next_heartbeat_ns, memory_order_relaxed);
-    return due <= now ? 0 : (int)((due - now + NS_PER_MS - 1) / NS_PER_MS);
+    return due <= now ? 0 : (int)((due - now + KVT_NS_PER_MS - 1) / KVT_NS_PER_MS);
 }
 
 void kvt_heartbeat_answered(kvt_agent *agent, uint32_t peer_id) {

@@ -5,8 +5,6 @@
 
 #include "peer_reports.h"
 
-#define NS_PER_MS 1000000ull
-
 bool kvt_peer_report_locked(kvt_agent *agent, kvt_peer *peer, uint32_t kind, uint64_t silence_ns) {
     kvt_peer_heartbeat *hb = &peer->heartbeat;
     bool unresponsive = kind % 2 == 1;
@@ -52,7 +50,7 @@ kvt_status kvt_peer_events_poll(uint32_t agent_id, uint32_t capacity, uint32_t *
             bool unresponsive = hb->reported % 2 == 1;
             peer_ids[n] = peer->id;
             kinds[n] = unresponsive ? hb->unresponsive_kind : hb->responsive_kind;
-            silence_ms[n] = (unresponsive ? hb->unresponsive_silence_ns : hb->responsive_silence_ns) / NS_PER_MS;
+            silence_ms[n] = (unresponsive ? hb->unresponsive_silence_ns : hb->responsive_silence_ns) / KVT_NS_PER_MS;
             agent->delivery.peer_events_pending--;
             n++;
         }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define KVT_NS_PER_MS 1000000ull
+
 uint64_t kvt_now_ns(void);
 uint32_t kvt_crc32(const uint8_t *data, size_t length);
 uint64_t kvt_random64(void);

@@ -1,6 +1,7 @@
 import type { Agent, HeartbeatOptions, Peer } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loopbackPins, transport } from '../test/support/loopback-pins.js';
+import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
 import { nextTurn } from '../test/support/next-turn.js';
 import { PinChannel } from './pin-auth.js';
 import { PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
@@ -159,8 +160,7 @@ describe('PinClient', () => {
     const pinning = askForBlock10(client, sourcePeer);
     await toSource();
     // Held here, synchronously, until the grant waits in the reader's agent: nothing reads it before the timeout.
-    const givenUpAt = performance.now() + 10_000;
-    while (readerAgent.counters().pendingNotifications === 0 && performance.now() < givenUpAt);
+    holdUntilNotificationWaits(readerAgent);
     expect(readerAgent.counters().pendingNotifications).toBe(1);
     clock.advance(500);
     expect(await pinning).toMatchObject({ positions: { start: 0, count: 1 } });
@@ -233,8 +233,7 @@ describe('PinClient', () => {
     await nextTurn();
     await toSource();
     // Held here, synchronously, until the confirmation waits in the reader's agent: nothing reads it before the next renewal is due.
-    const givenUpAt = performance.now() + 10_000;
-    while (readerAgent.counters().pendingNotifications === 0 && performance.now() < givenUpAt);
+    holdUntilNotificationWaits(readerAgent);
     expect(readerAgent.counters().pendingNotifications).toBe(1);
     clock.advance(600);
     await nextTurn();

@@ -1,6 +1,7 @@
 import type { Agent } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loopbackPins, transport } from '../test/support/loopback-pins.js';
+import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
 import { nextTurn } from '../test/support/next-turn.js';
 import { EndpointOptionError } from './errors.js';
 import { PinChannel, sealPinMessage } from './pin-auth.js';
@@ -185,8 +186,7 @@ describe('PinServer', () => {
     clock.advance(600);
     readerChannel.send(sourcePeer, { kind: 'renew', pinId: grantId, sequence: 1 });
     // Held here, synchronously, until the renewal waits in the source's agent: nothing reads it before the lease ends.
-    const givenUpAt = performance.now() + 10_000;
-    while (sourceAgent.counters().pendingNotifications === 0 && performance.now() < givenUpAt);
+    holdUntilNotificationWaits(sourceAgent);
     expect(sourceAgent.counters().pendingNotifications).toBe(1);
     clock.advance(400);
     expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({

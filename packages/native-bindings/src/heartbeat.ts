@@ -114,9 +114,10 @@ export class PeerEvents extends PolledQueue<PeerEvent> {
         const peer = this.#peerOf(this.#peerIds[i] ?? 0);
         if (peer === undefined) continue;
         const kind = this.#kinds[i] ?? 0;
+        const unresponsive = kind % 2 === 1;
         push({
-          type: kind % 2 === 1 ? 'peer-unresponsive' : 'peer-responsive',
-          cause: causeOfKind[kind] ?? (kind % 2 === 1 ? 'silent' : 'answered'),
+          type: unresponsive ? 'peer-unresponsive' : 'peer-responsive',
+          cause: causeOfKind[kind] ?? (unresponsive ? 'silent' : 'answered'),
           peer,
           peerName: peer.name,
           silentMs: Number(this.#silences[i]),
