@@ -3,7 +3,11 @@
 // reader's; other kinds may be added), and each peer event goes to every peer-event handler.
 import type { Agent, Notification, PeerEvent } from '@kvreuse/native-bindings';
 
-/** Takes a notification meant for it (returns or resolves true); false passes it on to the next handler. */
+/**
+ * Takes a notification meant for it (returns or resolves true); false passes it on to the next handler. A
+ * handler that returns a promise holds back every later notification of the agent until it settles: one
+ * whose answer is slow takes the notification at once and answers it on its own (as `PinServer` does).
+ */
 export type NotificationHandler = (notification: Notification) => boolean | Promise<boolean>;
 export type PeerEventHandler = (event: PeerEvent) => void;
 

@@ -1,6 +1,6 @@
 import type { Agent, HeartbeatOptions, Peer } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { loopbackPins, transport } from '../test/support/loopback-pins.js';
+import { answered, loopbackPins, transport } from '../test/support/loopback-pins.js';
 import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
 import { nextTurn } from '../test/support/next-turn.js';
 import { PinChannel } from './pin-auth.js';
@@ -36,7 +36,7 @@ async function pair(heartbeat?: HeartbeatOptions) {
     answerTimeoutMs: 500,
     clock,
   });
-  const toSource = async () => expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+  const toSource = async () => expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
   const toReader = async () => expect(client.receive(await readerAgent.nextNotification())).toBe(true);
   const pin = async (hashes: bigint[]) => {
     const pinning = client.pin({
@@ -121,7 +121,7 @@ describe('PinClient', () => {
     const toSource = async (expected: object) => {
       const notification = await sourceAgent.nextNotification();
       expect(sourceChannel.open(notification)).toEqual({ pinId: held.pinId, ...expected });
-      expect(await server.receive(notification)).toBe(true);
+      expect(await answered(server, notification)).toBe(true);
     };
     clock.advance(300);
     await toSource({ kind: 'renew', sequence: 1 });

@@ -1,6 +1,6 @@
 import type { Agent } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loopbackPins, transport } from '../test/support/loopback-pins.js';
+import { answered, loopbackPins, transport } from '../test/support/loopback-pins.js';
 import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
 import { nextTurn } from '../test/support/next-turn.js';
 import { EndpointOptionError } from './errors.js';
@@ -38,7 +38,7 @@ async function setup(options: Partial<PinServerOptions> = {}, calls: AdapterCall
   /** Sends `message` from the reader and has the server handle it; returns the server's answer. */
   const exchange = async (message: PinMessage): Promise<PinMessage | undefined> => {
     readerChannel.send(sourcePeer, message);
-    expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+    expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
     return readerChannel.open(await readerAgent.nextNotification());
   };
   /** The grant id of a granted `request`. */
@@ -59,11 +59,21 @@ async function setup(options: Partial<PinServerOptions> = {}, calls: AdapterCall
   };
 }
 
-type AdapterCalls = Partial<Pick<PinAdapter, 'renewPin' | 'releasePin'>>;
+type AdapterCalls = Partial<Pick<PinAdapter, 'renewPin' | 'releasePin'>> & {
+  /** Where given, the pool answers each request once what this returns for its hashes resolves. */
+  readonly beforeGrant?: (hashes: readonly bigint[]) => Promise<void>;
+};
 
 function withAdapterCalls(pool: BlockPool, calls: AdapterCalls): PinAdapter {
+  const { beforeGrant } = calls;
   return {
-    requestPin: pool.requestPin.bind(pool),
+    requestPin:
+      beforeGrant === undefined
+        ? pool.requestPin.bind(pool)
+        : async (pinId, hashes) => {
+            await beforeGrant(hashes);
+            return pool.requestPin(pinId, hashes);
+          },
     renewPin: calls.renewPin ?? pool.renewPin.bind(pool),
     releasePin: calls.releasePin ?? pool.releasePin.bind(pool),
     cancelPin: pool.cancelPin.bind(pool),
@@ -88,14 +98,14 @@ function readerWait(timeoutMs: number, controller: AbortController) {
   return { deadlineAt: timeoutMs, timeoutMs, signal: controller.signal };
 }
 
-/** A granted pin whose first renewal the server took and its adapter is still answering (`answered` answers it). */
+/** A granted pin whose first renewal the server took and its adapter is still answering (`renewal` answers it). */
 async function renewalBeingAnswered() {
-  const answered = deferred<boolean>();
-  const pins = await setup({}, { renewPin: () => answered.promise });
+  const renewal = deferred<boolean>();
+  const pins = await setup({}, { renewPin: () => renewal.promise });
   const grantId = await pins.grant(request('p1', [10n]));
   pins.readerChannel.send(pins.sourcePeer, { kind: 'renew', pinId: grantId, sequence: 1 });
-  const renewing = pins.server.receive(await pins.sourceAgent.nextNotification());
-  return { ...pins, grantId, answered, renewing };
+  expect(pins.server.receive(await pins.sourceAgent.nextNotification())).toBe(true);
+  return { ...pins, grantId, renewal };
 }
 
 describe('PinServer', () => {
@@ -148,7 +158,7 @@ describe('PinServer', () => {
     clock.advance(1999);
     await nextTurn();
     readerChannel.send(sourcePeer, request('p1', [10n]));
-    expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+    expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
     expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, replayed: 1 });
     expect(readerAgent.pollNotifications()).toEqual([]);
     expect(server.heldPins).toBe(0);
@@ -200,13 +210,13 @@ describe('PinServer', () => {
   });
 
   it('lets the end of a lease wait for a renewal the adapter is still answering', async () => {
-    const { server, pool, clock, sourceAgent, sourcePeer, readerAgent, readerChannel, grantId, answered, renewing } =
+    const { server, pool, clock, sourceAgent, sourcePeer, readerAgent, readerChannel, grantId, renewal } =
       await renewalBeingAnswered();
     clock.advance(1000);
     await nextTurn();
     expect(server.heldPins).toBe(1);
-    answered.resolve(true);
-    expect(await renewing).toBe(true);
+    renewal.resolve(true);
+    await server.settled();
     expect(readerChannel.open(await readerAgent.nextNotification())).toMatchObject({ kind: 'renewed' });
     await nextTurn();
     expect(pool.pinsOn(0)).toBe(1);
@@ -215,21 +225,37 @@ describe('PinServer', () => {
     expect(pool.pinsOn(0)).toBe(0);
   });
 
-  it('refuses, and does not confirm, a renewal the adapter answered after the pin was released', async () => {
-    const { server, pool, clock, sourceAgent, sourcePeer, readerAgent, readerChannel, grantId, answered, renewing } =
-      await renewalBeingAnswered();
-    readerChannel.send(sourcePeer, { kind: 'release', pinId: grantId, sequence: 2 });
-    expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
-    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({ kind: 'released', pinId: grantId });
-    answered.resolve(true);
-    expect(await renewing).toBe(true);
+  it('refuses, and does not confirm, a renewal the adapter answered after the pin was revoked', async () => {
+    const { server, clock, readerAgent, readerChannel, grantId, renewal } = await renewalBeingAnswered();
+    await server.engineGone();
+    expect(readerChannel.open(await readerAgent.nextNotification())).toMatchObject({ kind: 'revoke', pinId: grantId });
+    renewal.resolve(true);
+    await server.settled();
     expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
       kind: 'refuse',
       pinId: grantId,
-      reason: 'unknown-pin',
+      reason: 'engine-gone',
     });
     expect(server.heldPins).toBe(0);
     expect(clock.pending).toBe(0);
+  });
+
+  it('answers a release after the renewal its adapter is still answering, in the order they arrived', async () => {
+    const { server, pool, sourceAgent, sourcePeer, readerAgent, readerChannel, grantId, renewal } =
+      await renewalBeingAnswered();
+    readerChannel.send(sourcePeer, { kind: 'release', pinId: grantId, sequence: 2 });
+    expect(server.receive(await sourceAgent.nextNotification())).toBe(true);
+    await nextTurn();
+    expect(pool.pinsOn(0)).toBe(1);
+    renewal.resolve(true);
+    await server.settled();
+    const answers = [await readerAgent.nextNotification(), await readerAgent.nextNotification()];
+    expect(answers.map((answer) => readerChannel.open(answer))).toEqual([
+      { kind: 'renewed', pinId: grantId, leaseMs: 1000 },
+      { kind: 'released', pinId: grantId },
+    ]);
+    expect(pool.pinsOn(0)).toBe(0);
+    expect(server.heldPins).toBe(0);
   });
 
   it("tells its adapter of a pin's end once: a lease that ends while the adapter answers a release does not lapse the pin", async () => {
@@ -245,14 +271,93 @@ describe('PinServer', () => {
     const grantId = await grant(request('p1', [10n]));
     const waiting = server.waitForReaders(readerWait(5000, new AbortController()));
     readerChannel.send(sourcePeer, { kind: 'release', pinId: grantId, sequence: 1 });
-    const releasing = server.receive(await sourceAgent.nextNotification());
+    expect(server.receive(await sourceAgent.nextNotification())).toBe(true);
     clock.advance(1000);
     await nextTurn();
     released.resolve();
-    expect(await releasing).toBe(true);
+    await server.settled();
     expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({ kind: 'released', pinId: grantId });
     expect(releases).toEqual([grantId]);
     expect(await waiting).toMatchObject({ released: 1, lapsed: 0, outstanding: 0 });
+  });
+
+  it('answers the messages that follow a request its adapter is still answering: a slow adapter holds back no other', async () => {
+    const granting = deferred<void>();
+    const slowly = (hashes: readonly bigint[]) => (hashes[0] === 12n ? granting.promise : Promise.resolve());
+    const { server, grant, sourceAgent, sourcePeer, readerAgent, readerChannel } = await setup(
+      {},
+      { beforeGrant: slowly },
+    );
+    const held = await grant(request('held', [10n]));
+    const router = new NotificationRouter();
+    router.addHandler((notification) => server.receive(notification));
+    router.start(sourceAgent);
+    readerChannel.send(sourcePeer, request('slow', [12n]));
+    readerChannel.send(sourcePeer, { kind: 'renew', pinId: held, sequence: 1 });
+    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+      kind: 'renewed',
+      pinId: held,
+      leaseMs: 1000,
+    });
+    readerChannel.send(sourcePeer, request('quick', [11n]));
+    expect(readerChannel.open(await readerAgent.nextNotification())).toMatchObject({ kind: 'grant', pinId: 'quick' });
+    granting.resolve();
+    expect(readerChannel.open(await readerAgent.nextNotification())).toMatchObject({
+      kind: 'grant',
+      pinId: 'slow',
+      sourceBlocks: Uint32Array.of(2),
+    });
+    expect(server.heldPins).toBe(3);
+  });
+
+  it("answers a pin's renewals in the order they arrived, and asks its adapter nothing more once the first ended the pin", async () => {
+    const evicted = deferred<boolean>();
+    const renewals: string[] = [];
+    const renewPin = (pinId: string) => {
+      renewals.push(pinId);
+      return evicted.promise;
+    };
+    const { server, grant, sourceAgent, sourcePeer, readerAgent, readerChannel } = await setup({}, { renewPin });
+    const grantId = await grant(request('p1', [10n]));
+    for (const sequence of [1, 2]) {
+      readerChannel.send(sourcePeer, { kind: 'renew', pinId: grantId, sequence });
+      expect(server.receive(await sourceAgent.nextNotification())).toBe(true);
+    }
+    evicted.resolve(false);
+    await server.settled();
+    const answers = [await readerAgent.nextNotification(), await readerAgent.nextNotification()];
+    expect(answers.map((answer) => readerChannel.open(answer))).toEqual([
+      { kind: 'refuse', pinId: grantId, reason: 'evicted' },
+      { kind: 'refuse', pinId: grantId, reason: 'unknown-pin' },
+    ]);
+    expect(renewals).toEqual([grantId]);
+    expect(server.heldPins).toBe(0);
+  });
+
+  it('refuses, and cancels, a grant its adapter made after new pins were refused; the wait for readers waits for it', async () => {
+    const asked = deferred<void>();
+    const granting = deferred<void>();
+    const beforeGrant = () => {
+      asked.resolve();
+      return granting.promise;
+    };
+    const { server, pool, sourceAgent, sourcePeer, readerAgent, readerChannel } = await setup({}, { beforeGrant });
+    readerChannel.send(sourcePeer, request('p1', [10n]));
+    expect(server.receive(await sourceAgent.nextNotification())).toBe(true);
+    await asked.promise;
+    let waited = false;
+    const waiting = server.waitForReaders(readerWait(5000, new AbortController())).finally(() => (waited = true));
+    await nextTurn();
+    expect(waited).toBe(false);
+    granting.resolve();
+    expect(await waiting).toMatchObject({ released: 0, lapsed: 0, outstanding: 0, pins: [] });
+    expect(readerChannel.open(await readerAgent.nextNotification())).toEqual({
+      kind: 'refuse',
+      pinId: 'p1',
+      reason: 'shutting-down',
+    });
+    expect(pool.pinsOn(0)).toBe(0);
+    expect(server.heldPins).toBe(0);
   });
 
   it('refuses, counts and leaves unanswered a replayed renewal or release: its sequence number is not above the last', async () => {
@@ -266,7 +371,7 @@ describe('PinServer', () => {
       { kind: 'release', pinId: grantId, sequence: 2 },
     ] as const) {
       pins.readerChannel.send(sourcePeer, message);
-      expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
     }
     expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, replayed: 3 });
     expect(readerAgent.pollNotifications()).toEqual([]);
@@ -285,7 +390,7 @@ describe('PinServer', () => {
     const toSource = other.loadPeer(sourceAgent.metadata());
     for (const kind of ['renew', 'release'] as const) {
       otherChannel.send(toSource, { kind, pinId: grantId, sequence: 5 });
-      expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
     }
     expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, 'not-reader': 2 });
     expect(other.pollNotifications()).toEqual([]);
@@ -300,7 +405,7 @@ describe('PinServer', () => {
     readerAgent.sendNotification(sourcePeer, forged);
     readerAgent.sendNotification(sourcePeer, bytes);
     for (let count = 0; count < 2; count++)
-      expect(await server.receive(await sourceAgent.nextNotification())).toBe(true);
+      expect(await answered(server, await sourceAgent.nextNotification())).toBe(true);
     expect(sourceChannel.refusedMessages).toEqual({ ...noRefusals, unauthenticated: 2 });
     expect(readerAgent.pollNotifications()).toEqual([]);
     expect(server.heldPins + pool.pinsOn(0)).toBe(0);
@@ -351,16 +456,16 @@ describe('PinServer', () => {
   it('ignores and counts notifications that are no pin messages, and leaves reader messages to the client', async () => {
     const { server, sourceAgent, readerAgent, sourcePeer, readerChannel } = await setup();
     readerAgent.sendNotification(sourcePeer, Uint8Array.of(1, 2, 3));
-    expect(await server.receive(await sourceAgent.nextNotification())).toBe(false);
+    expect(await answered(server, await sourceAgent.nextNotification())).toBe(false);
     readerChannel.send(sourcePeer, { kind: 'released', pinId: 'x' });
-    expect(await server.receive(await sourceAgent.nextNotification())).toBe(false);
+    expect(await answered(server, await sourceAgent.nextNotification())).toBe(false);
     expect(server.malformedMessages).toBe(1);
   });
 
   it('counts an answer it cannot send and keeps serving', async () => {
     const { server, sourceAgent, secret } = await setup();
     const sealed = sealPinMessage(secret, 'nobody', sourceAgent.name, request('p', [10n]));
-    expect(await server.receive({ sender: 'nobody', data: Buffer.from(sealed) })).toBe(true);
+    expect(await answered(server, { sender: 'nobody', data: Buffer.from(sealed) })).toBe(true);
     expect(server.unansweredMessages).toBe(1);
     expect(sourceAgent.pollNotifications()).toEqual([]);
   });

@@ -71,8 +71,8 @@ interface HeldServedPin {
   readonly blocks: number;
   /** The lease's timer; undefined once the lease ended and is being judged. */
   timer: unknown;
-  /** The handling of the last renewal taken, until it renewed the pin or failed. */
-  renewal?: Promise<void>;
+  /** The handling of the renewals and releases taken for this pin, in the order they arrived (never rejects). */
+  handling: Promise<void>;
   ended?: PinEnd;
   readonly ending: Deferred<PinEnd>;
 }
@@ -89,6 +89,10 @@ export class PinServer {
   readonly #requestsSeen = new Map<string, number>();
   /** Why new pin requests are refused, once they are. */
   #refusing: 'shutting-down' | 'engine-gone' | undefined;
+  /** The handling of each message taken and not yet handled. */
+  readonly #inFlight = new Set<Promise<void>>();
+  /** Of those, the pin requests. */
+  readonly #requestsInFlight = new Set<Promise<void>>();
   #malformed = 0;
   #unanswered = 0;
 
@@ -137,11 +141,13 @@ export class PinServer {
   }
 
   /**
-   * Handles one notification; false when it is not for a source (a reader's message, or no pin message:
-   * counted and ignored). A pin message that fails its authentication is refused (counted, unanswered).
-   * Never throws.
+   * Takes one notification at once, and answers it in the background (`settled()`), so that an adapter
+   * that answers slowly holds back no other message of the agent: false when it is not for a source (a
+   * reader's message, or no pin message: counted and ignored). A pin message that fails its authentication
+   * is refused (counted, unanswered). Requests are answered as their adapter answers; the renewals and
+   * release of one pin in the order they arrived. Never throws.
    */
-  async receive(notification: Notification): Promise<boolean> {
+  receive(notification: Notification): boolean {
     if (!looksLikePinMessage(notification.data)) {
       this.#malformed++;
       return false;
@@ -149,19 +155,34 @@ export class PinServer {
     const message = this.#channel.open(notification);
     if (message === undefined) return true;
     if (!serverKinds.has(message.kind)) return false;
-    try {
-      if (message.kind === 'request') await this.#request(notification.sender, message);
-      else if (message.kind === 'renew') await this.#renew(notification.sender, message as PinSequencedMessage);
-      else await this.#release(notification.sender, message as PinSequencedMessage);
-    } catch {
-      this.#unanswered++;
-    }
+    if (message.kind === 'request') {
+      const handling = this.#track(this.#request(notification.sender, message));
+      this.#requestsInFlight.add(handling);
+      void handling.then(() => this.#requestsInFlight.delete(handling));
+    } else this.#track(this.#take(notification.sender, message as PinSequencedMessage));
     return true;
   }
 
+  /** Resolves once every message taken so far (and any taken meanwhile) is answered. */
+  async settled(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.all(this.#inFlight);
+  }
+
+  /** Counts a handling that could not answer; the returned promise never rejects. */
+  #track(handling: Promise<void>): Promise<void> {
+    const tracked = handling.catch(() => {
+      this.#unanswered++;
+    });
+    this.#inFlight.add(tracked);
+    void tracked.then(() => this.#inFlight.delete(tracked));
+    return tracked;
+  }
+
   /**
-   * Refuses new pins, then resolves once every pin held now is released or has lapsed; at
-   * `wait.signal` (the deadline) the pins still held are revoked and reported as outstanding.
+   * Refuses new pins, then resolves once every pin held now is released or has lapsed, and each request
+   * its adapter was answering is refused (its grant cancelled); at `wait.signal` (the deadline) the pins
+   * still held are revoked and reported as outstanding (a request still being answered is refused and
+   * cancelled when its adapter answers).
    */
   async waitForReaders(wait: ReaderWait): Promise<PinReadersOutcome> {
     this.refuseNewPins();
@@ -169,7 +190,8 @@ export class PinServer {
     const deadline = deferred<void>();
     if (wait.signal.aborted) deadline.resolve();
     else wait.signal.addEventListener('abort', () => deadline.resolve(), { once: true });
-    await Promise.race([Promise.all(pins.map((pin) => pin.ending.promise)), deadline.promise]);
+    const ended = [...pins.map((pin) => pin.ending.promise), ...this.#requestsInFlight];
+    await Promise.race([Promise.all(ended), deadline.promise]);
     for (const pin of pins) if (pin.ended === undefined) await this.#revoke(pin, 'shutting-down');
     const count = (end: PinEnd): number => pins.filter((pin) => pin.ended === end).length;
     return {
@@ -194,6 +216,12 @@ export class PinServer {
     const grantId = randomBytes(16).toString('hex');
     const { blocks } = await this.#options.adapter.requestPin(grantId, Array.from(request.hashes));
     if (blocks.length === 0) return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason: 'evicted' });
+    // Refusing began while the adapter answered: a drain has stopped waiting for new grants.
+    if (this.#refusing !== undefined) {
+      const reason = this.#refusing;
+      await this.#options.adapter.cancelPin(grantId);
+      return this.#send(peer, { kind: 'refuse', pinId: request.pinId, reason });
+    }
     const pin: HeldServedPin = {
       pinId: grantId,
       readerAgent: sender,
@@ -201,6 +229,7 @@ export class PinServer {
       sequence: 0,
       blocks: blocks.length,
       timer: undefined,
+      handling: Promise.resolve(),
       ending: deferred<PinEnd>(),
     };
     this.#pins.set(grantId, pin);
@@ -257,19 +286,34 @@ export class PinServer {
     return pin;
   }
 
-  async #renew(sender: string, message: PinSequencedMessage): Promise<void> {
-    const { pinId } = message;
+  /**
+   * Takes a renewal or release: judged against its pin as it arrives, then handled after the pin's
+   * earlier messages (so that its reader's renewals are answered in order).
+   */
+  async #take(sender: string, message: PinSequencedMessage): Promise<void> {
     const pin = this.#heldFor(sender, message);
     // Never answered: the sender may not be the pin's reader.
     if (typeof pin === 'string') return this.#channel.refuse(pin);
-    const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
-    if (pin === undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
-    pin.renewal = this.#renewHeld(pin);
-    await pin.renewal;
+    if (pin === undefined) return this.#notHeld(sender, message);
+    const handling = pin.handling.then(() =>
+      message.kind === 'renew' ? this.#renewHeld(pin) : this.#releaseHeld(pin),
+    );
+    pin.handling = handling.catch(() => undefined);
+    return handling;
+  }
+
+  /** Answers a renewal or release of a pin this server does not hold (released, lapsed, revoked or never granted). */
+  async #notHeld(sender: string, message: PinSequencedMessage): Promise<void> {
+    const { pinId } = message;
+    const peer = await this.#options.resolvePeer(sender);
+    if (message.kind === 'renew') this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
+    else this.#send(peer, { kind: 'released', pinId });
   }
 
   async #renewHeld(pin: HeldServedPin): Promise<void> {
     const { pinId, peer } = pin;
+    // Ended while an earlier message of the pin was answered (a lapse, a revocation): the adapter is not asked.
+    if (pin.ended !== undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
     const renewed = await this.#options.adapter.renewPin(pinId);
     // Ended while the adapter answered: released, or revoked by the engine's end.
     if (pin.ended !== undefined) return this.#send(peer, { kind: 'refuse', pinId, reason: this.#notHeldReason() });
@@ -286,13 +330,9 @@ export class PinServer {
     return this.#refusing === 'engine-gone' ? 'engine-gone' : 'unknown-pin';
   }
 
-  async #release(sender: string, message: PinSequencedMessage): Promise<void> {
-    const { pinId } = message;
-    const pin = this.#heldFor(sender, message);
-    if (typeof pin === 'string') return this.#channel.refuse(pin);
-    const peer = pin?.peer ?? (await this.#options.resolvePeer(sender));
-    if (pin !== undefined && this.#end(pin, 'released')) await this.#options.adapter.releasePin(pin.pinId);
-    this.#send(peer, { kind: 'released', pinId });
+  async #releaseHeld(pin: HeldServedPin): Promise<void> {
+    if (this.#end(pin, 'released')) await this.#options.adapter.releasePin(pin.pinId);
+    this.#send(pin.peer, { kind: 'released', pinId: pin.pinId });
   }
 
   async #revoke(pin: HeldServedPin, reason: PinRevocationReason): Promise<void> {
@@ -313,8 +353,8 @@ export class PinServer {
   /**
    * At the end of a lease: the reader's renewal may have arrived in time while the JavaScript thread was held
    * (a long synchronous call, a loaded machine), its notification not yet read. What the agent received is
-   * delivered first, and the pin lapses only if no renewal among it, nor one the adapter was still answering,
-   * renewed it.
+   * delivered first, and the pin lapses only if no renewal among it, nor one taken before (its adapter perhaps
+   * still answering), renewed it.
    */
   #leaseEnded(pin: HeldServedPin): void {
     pin.timer = undefined;
@@ -323,7 +363,7 @@ export class PinServer {
   }
 
   async #lapseUnlessRenewed(pin: HeldServedPin): Promise<void> {
-    await pin.renewal?.catch(() => undefined);
+    await pin.handling;
     if (pin.timer === undefined && this.#end(pin, 'lapsed')) await this.#options.adapter.releasePin(pin.pinId);
   }
 

@@ -1,7 +1,8 @@
 import { ClusterSecret } from '@kvreuse/discovery';
-import { type Agent, type HeartbeatOptions, loadTransport } from '@kvreuse/native-bindings';
+import { type Agent, type HeartbeatOptions, loadTransport, type Notification } from '@kvreuse/native-bindings';
 import { BlockPool } from '../../src/block-pool.js';
 import { PinChannel } from '../../src/pin-auth.js';
+import type { PinServer } from '../../src/pin-server.js';
 import { ManualClock } from './manual-clock.js';
 
 export const transport = loadTransport();
@@ -38,4 +39,11 @@ export async function loopbackPins(prefix: string, agents: Agent[], heartbeat?: 
     pool,
     clock: new ManualClock(),
   };
+}
+
+/** Has `server` take `notification` and answer what it took: whether it took it. */
+export async function answered(server: PinServer, notification: Notification): Promise<boolean> {
+  const taken = server.receive(notification);
+  await server.settled();
+  return taken;
 }
