@@ -54,7 +54,12 @@ export {
   type VerifyMode,
   verifyModes,
 } from './pull-request.js';
-export { type NotificationHandler, NotificationRouter, type PeerEventHandler } from './notification-router.js';
+export {
+  type NotificationHandler,
+  NotificationRouter,
+  type NotificationRouterOptions,
+  type PeerEventHandler,
+} from './notification-router.js';
 export { blockChecksum, blockChecksums, type ChecksumSide, type RankBankBytes } from './block-checksum.js';
 export { type PullOptions, type PullPair, pullPrefix } from './pull.js';
 export {

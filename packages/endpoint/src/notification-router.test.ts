@@ -1,5 +1,5 @@
 // The notification router on two real loopback agents: one consumer, handlers asked in order.
-import { type Agent, loadTransport, type Notification } from '@kvreuse/native-bindings';
+import { type Agent, heartbeatLimits, loadTransport, type Notification } from '@kvreuse/native-bindings';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { NotificationRouter } from './notification-router.js';
 
@@ -43,5 +43,54 @@ describe('NotificationRouter', () => {
     expect(router.unclaimedNotifications).toBe(1);
     await receiver.close();
     await router.stopped();
+  });
+
+  it('goes on past a handler that throws or rejects: counted, told, and what it failed on passed to no other handler', async () => {
+    const heartbeat = { heartbeatIntervalMs: 20, heartbeatMisses: heartbeatLimits.maxMisses };
+    const receiver = await transport.createAgent({
+      name: `router-failing-receiver-${process.pid}`,
+      backend: 'loopback',
+      heartbeat,
+    });
+    const senderName = `router-failing-sender-${process.pid}`;
+    const sender = await transport.createAgent({ name: senderName, backend: 'loopback' });
+    agents.push(receiver);
+    const text = (notification: Notification) => Buffer.from(notification.data).toString();
+    const failures: string[] = [];
+    const router = new NotificationRouter({
+      onHandlerFailure: (error, failedOn) =>
+        failures.push(`${(error as Error).message} on ${'data' in failedOn ? text(failedOn) : failedOn.cause}`),
+    });
+    const taken: string[] = [];
+    const passedOn: string[] = [];
+    router.addHandler((notification) => {
+      if (text(notification) === 'throws') throw new Error('thrown');
+      if (text(notification) === 'rejects') return Promise.reject(new Error('rejected'));
+      taken.push(text(notification));
+      return true;
+    });
+    router.addHandler((notification) => passedOn.push(text(notification)) > 0);
+    const causes: string[] = [];
+    router.addPeerEventHandler((event) => {
+      if (event.cause === 'disconnected') throw new Error('thrown');
+    });
+    router.addPeerEventHandler((event) => causes.push(event.cause));
+    router.start(receiver);
+    const toReceiver = sender.loadPeer(receiver.metadata());
+    for (const message of ['throws', 'rejects', 'kept']) sender.sendNotification(toReceiver, message);
+    await vi.waitFor(() => expect(taken).toEqual(['kept']), { timeout: 20_000, interval: 5 });
+
+    receiver.loadPeer(sender.metadata()).watch();
+    await sender.close();
+    await vi.waitFor(() => expect(causes).toEqual(['disconnected']), { timeout: 20_000, interval: 5 });
+    const reloaded = await transport.createAgent({ name: senderName, backend: 'loopback' });
+    agents.push(reloaded);
+    receiver.loadPeer(reloaded.metadata());
+    await vi.waitFor(() => expect(causes).toEqual(['disconnected', 'reloaded']), { timeout: 20_000, interval: 5 });
+
+    expect(failures).toEqual(['thrown on throws', 'rejected on rejects', 'thrown on disconnected']);
+    expect(passedOn).toEqual([]);
+    expect(router.handlerFailures).toBe(3);
+    expect(router.unclaimedNotifications).toBe(0);
   });
 });

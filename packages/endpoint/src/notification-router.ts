@@ -1,6 +1,7 @@
 // The one consumer of an agent's notifications and heartbeat reports: each notification goes to the
 // handlers in turn until one takes it (the pin server takes a source's messages, the pin client a
-// reader's; other kinds may be added), and each peer event goes to every peer-event handler.
+// reader's; other kinds may be added), and each peer event goes to every peer-event handler. A handler
+// that fails is counted and the router goes on: one bad handler must not end the agent's only consumer.
 import type { Agent, Notification, PeerEvent } from '@kvreuse/native-bindings';
 
 /**
@@ -11,11 +12,22 @@ import type { Agent, Notification, PeerEvent } from '@kvreuse/native-bindings';
 export type NotificationHandler = (notification: Notification) => boolean | Promise<boolean>;
 export type PeerEventHandler = (event: PeerEvent) => void;
 
+export interface NotificationRouterOptions {
+  /** Told of each handler that threw or rejected, with what it failed on; the router goes on either way. */
+  readonly onHandlerFailure?: (error: unknown, failedOn: Notification | PeerEvent) => void;
+}
+
 export class NotificationRouter {
   readonly #handlers: NotificationHandler[] = [];
   readonly #peerHandlers: PeerEventHandler[] = [];
+  readonly #onHandlerFailure: NotificationRouterOptions['onHandlerFailure'];
   #unclaimed = 0;
+  #handlerFailures = 0;
   #running: Promise<void> | undefined;
+
+  constructor(options: NotificationRouterOptions = {}) {
+    this.#onHandlerFailure = options.onHandlerFailure;
+  }
 
   /** Adds a handler; handlers are asked in the order they were added. Returns the removal function. */
   addHandler(handler: NotificationHandler): () => void {
@@ -31,6 +43,11 @@ export class NotificationRouter {
   /** Notifications no handler took. */
   get unclaimedNotifications(): number {
     return this.#unclaimed;
+  }
+
+  /** Handlers that threw or rejected, on a notification or a peer event. */
+  get handlerFailures(): number {
+    return this.#handlerFailures;
   }
 
   /**
@@ -60,17 +77,43 @@ export class NotificationRouter {
 
   async #consumePeerEvents(events: AsyncIterable<PeerEvent>): Promise<void> {
     try {
-      for await (const event of events) for (const handler of [...this.#peerHandlers]) handler(event);
+      for await (const event of events)
+        for (const handler of [...this.#peerHandlers]) {
+          try {
+            handler(event);
+          } catch (error) {
+            this.#failed(error, event);
+          }
+        }
     } catch {
       // The agent closed while an event was awaited.
     }
   }
 
-  /** Hands one notification to the handlers in order until one takes it. */
+  /**
+   * Hands one notification to the handlers in order until one takes it. One that throws or rejects is
+   * counted as failed (`handlerFailures`, `onHandlerFailure`) and the notification goes to no other.
+   */
   async dispatch(notification: Notification): Promise<boolean> {
-    for (const handler of [...this.#handlers]) if (await handler(notification)) return true;
+    for (const handler of [...this.#handlers]) {
+      try {
+        if (await handler(notification)) return true;
+      } catch (error) {
+        this.#failed(error, notification);
+        return true;
+      }
+    }
     this.#unclaimed++;
     return false;
+  }
+
+  #failed(error: unknown, failedOn: Notification | PeerEvent): void {
+    this.#handlerFailures++;
+    try {
+      this.#onHandlerFailure?.(error, failedOn);
+    } catch {
+      // The listener's own failure is not the router's to report.
+    }
   }
 }
 
