@@ -220,6 +220,7 @@ vram_reader reader_open(int down, const char *name, uint32_t flags) {
     source.blob = receive_metadata(down, &source.length);
     vram_reader reader = open_vram_reader(name, flags, &source, PULL_BYTES);
     free(source.blob);
+    wait_wired_up(reader.agent, reader.peer); /* before its owner fences the worker it connected to */
     return reader;
 }
 

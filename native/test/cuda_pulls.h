@@ -101,7 +101,7 @@ typedef struct {
 } reader_process;
 reader_process reader_fork(void (*body)(int down, int up, bool argument), bool argument);
 /* In a reader process: receives a source's metadata down `down` and opens a reader of PULL_BYTES of vram
- * (open_vram_reader). */
+ * (open_vram_reader), its connection wired up (wait_wired_up). */
 vram_reader reader_open(int down, const char *name, uint32_t flags);
 /* Reads the byte the reader says next, which must be `said`. */
 void reader_await(const reader_process *reader, char said);

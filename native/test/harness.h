@@ -70,6 +70,9 @@ uint32_t alloc_region(uint32_t agent, uint64_t length, uint8_t **out_memory);
 void free_region(uint32_t agent, uint32_t region, uint8_t *memory);
 /* Loads `source`'s metadata into `into`; returns the peer id and generation. */
 uint32_t load_peer(uint32_t into, uint32_t source, uint64_t *out_generation);
+/* Waits until `reader`'s connection to `peer` carried a round trip (a probe answered), so that it is wired up before
+ * the peer's serving worker may be fenced (harness.c says why). Leaves the reader's heartbeat at its defaults. */
+void wait_wired_up(uint32_t reader, uint32_t peer);
 /* Waits until `condition(context)` holds. Between checks it blocks in short kvt_agent_wait slices on
  * `agent` (so a completion or notification wakes it at once), or sleeps a slice when `agent` is 0 (nothing to
  * wake on). `deadline_ms` only guards against a hang (scaled by 10 under valgrind): when it passes first, or

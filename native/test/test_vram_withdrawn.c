@@ -49,6 +49,7 @@ static void withdrawn_in_one_process(void) {
     CHECK_OK(kvt_mem_register(pair.source, other_vram, PULL_BYTES, KVT_MEM_VRAM, 0, &other));
     uint32_t peer = load_peer(pair.reader, pair.source, &pair.generation);
     CHECK(peer == pair.peer, "the source is the same peer, at a new generation");
+    wait_wired_up(pair.reader, peer); /* a new connection, to the worker the deregistration below fences */
     hold_events(1);
     unsigned long since = 0;
     CHECK_OK(
@@ -91,6 +92,7 @@ static void withdrawn_by_another_process(void) {
     CHECK(source_spawn(&(source_options){.length = PULL_BYTES, .vram_memory = true, .seed = 103}, &source),
           "the source process starts");
     vram_reader r = open_vram_reader("vram-withdrawn-reader", 0, &source, PULL_BYTES);
+    wait_wired_up(r.agent, r.peer); /* before the source fences the worker it connected to */
     pull_pieces(r.agent, r.peer, r.generation, r.local, r.remote, r.local_vram, 103);
     CHECK(open_handles() == 1, "the pull opened the source's handle");
     hold_events(1);
