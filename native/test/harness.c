@@ -116,11 +116,12 @@ uint32_t load_peer(uint32_t into, uint32_t source, uint64_t *out_generation) {
     return peer;
 }
 
-/* Over ucx the reader's progress thread sends a new connection's wire-up request after kvt_peer_load returned, and
- * over shared memory it maps a segment of the peer's serving worker only as it sends it: a fence of that worker (a
- * withdrawal of a region the reader's metadata names) before then fails the connection (REMOTE_DISCONNECT, UCX's
- * "shmat ... Invalid argument") instead of leaving the reader's posts to the liveness checks. A probe is answered only
- * after the request reached the peer. Misses at the maximum: a slow answer is no report. */
+/* Over ucx a new connection's wire-up request goes out on its first use (for a vram IPC move, which sends nothing,
+ * the first heartbeat probe, sent later in the reader's progress round), and over shared memory the request maps a
+ * segment of the peer's serving worker as it is sent: a fence of that worker (a withdrawal of a region the reader's
+ * metadata names) before then fails the connection (REMOTE_DISCONNECT, UCX's "shmat ... Invalid argument") instead
+ * of leaving the reader's posts to the liveness checks. A probe is answered only after the request reached the peer.
+ * Misses at the maximum: a slow answer is no report. */
 void wait_wired_up(uint32_t reader, uint32_t peer) {
     uint64_t answers = counter(reader, KVT_COUNTER_HEARTBEAT_ANSWERS);
     CHECK_OK(kvt_agent_set_heartbeat(reader, KVT_HEARTBEAT_MIN_INTERVAL_MS, KVT_HEARTBEAT_MAX_MISSES));
