@@ -27,7 +27,10 @@ export interface PinAdapter {
   renewPin(pinId: string): boolean | Promise<boolean>;
   /** The reader gave the pin back (or its lease lapsed): its blocks may be evicted again. */
   releasePin(pinId: string): void | Promise<void>;
-  /** The source takes the pin back without its reader (shutdown past its deadline). */
+  /**
+   * The source takes the pin back without its reader: held past a shutdown's deadline, its engine gone, or
+   * granted once new pins were refused (the grant is never sent).
+   */
   cancelPin(pinId: string): void | Promise<void>;
   /** Calls `listener` with each batch of evicted blocks; returns the unsubscribe function. */
   onEvicted(listener: (evicted: readonly EvictedBlock[]) => void): () => void;

@@ -89,10 +89,8 @@ export class PinServer {
   readonly #requestsSeen = new Map<string, number>();
   /** Why new pin requests are refused, once they are. */
   #refusing: 'shutting-down' | 'engine-gone' | undefined;
-  /** The handling of each message taken and not yet handled. */
-  readonly #inFlight = new Set<Promise<void>>();
-  /** Of those, the pin requests. */
-  readonly #requestsInFlight = new Set<Promise<void>>();
+  /** The handling of each message taken and not yet handled (it never rejects), with the message's kind. */
+  readonly #inFlight = new Map<Promise<void>, PinMessage['kind']>();
   #malformed = 0;
   #unanswered = 0;
 
@@ -155,27 +153,23 @@ export class PinServer {
     const message = this.#channel.open(notification);
     if (message === undefined) return true;
     if (!serverKinds.has(message.kind)) return false;
-    if (message.kind === 'request') {
-      const handling = this.#track(this.#request(notification.sender, message));
-      this.#requestsInFlight.add(handling);
-      void handling.then(() => this.#requestsInFlight.delete(handling));
-    } else this.#track(this.#take(notification.sender, message as PinSequencedMessage));
+    if (message.kind === 'request') this.#track('request', this.#request(notification.sender, message));
+    else this.#track(message.kind, this.#take(notification.sender, message as PinSequencedMessage));
     return true;
   }
 
   /** Resolves once every message taken so far (and any taken meanwhile) is answered. */
   async settled(): Promise<void> {
-    while (this.#inFlight.size > 0) await Promise.all(this.#inFlight);
+    while (this.#inFlight.size > 0) await Promise.all(this.#inFlight.keys());
   }
 
-  /** Counts a handling that could not answer; the returned promise never rejects. */
-  #track(handling: Promise<void>): Promise<void> {
+  /** Keeps a message's handling in flight until it ends, counting it when it could not answer. */
+  #track(kind: PinMessage['kind'], handling: Promise<void>): void {
     const tracked = handling.catch(() => {
       this.#unanswered++;
     });
-    this.#inFlight.add(tracked);
+    this.#inFlight.set(tracked, kind);
     void tracked.then(() => this.#inFlight.delete(tracked));
-    return tracked;
   }
 
   /**
@@ -190,7 +184,8 @@ export class PinServer {
     const deadline = deferred<void>();
     if (wait.signal.aborted) deadline.resolve();
     else wait.signal.addEventListener('abort', () => deadline.resolve(), { once: true });
-    const ended = [...pins.map((pin) => pin.ending.promise), ...this.#requestsInFlight];
+    const requests = [...this.#inFlight].filter(([, kind]) => kind === 'request').map(([handling]) => handling);
+    const ended = [...pins.map((pin) => pin.ending.promise), ...requests];
     await Promise.race([Promise.all(ended), deadline.promise]);
     for (const pin of pins) if (pin.ended === undefined) await this.#revoke(pin, 'shutting-down');
     const count = (end: PinEnd): number => pins.filter((pin) => pin.ended === end).length;
