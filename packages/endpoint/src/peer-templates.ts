@@ -3,6 +3,7 @@
 // generation and direction; and the one lookup of a peer's regions by its banks' addresses.
 import { buildTransferTemplate, type RankPart, type TransferTemplate, type Worker } from '@kvreuse/descriptors';
 import type { Agent, Peer, RegisteredTemplate } from '@kvreuse/native-bindings';
+import { DrainingError } from '@kvreuse/drain';
 import type { RegisteredRank } from '@kvreuse/registry';
 import { describeRank } from './errors.js';
 
@@ -38,6 +39,7 @@ export class PeerTemplates {
   readonly #built = new Map<string, TransferTemplate>();
   /** Registered templates by direction, remote incarnation, peer generation and pair. */
   readonly #registered = new Map<string, RegisteredTemplate>();
+  #closed = false;
 
   constructor(agent: Pick<Agent, 'registerTemplate'>) {
     this.#agent = agent;
@@ -54,8 +56,17 @@ export class PeerTemplates {
     return template;
   }
 
-  /** The pair's template on this agent, registered once per direction, remote incarnation and peer generation. */
+  /** Whether the templates were released for good (`close()`): a drain has begun and no transfer may start. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * The pair's template on this agent, registered once per direction, remote incarnation and peer
+   * generation. Once closed, `DrainingError`: the rank's banks are about to be deregistered.
+   */
   registered(options: PairTemplate): RegisteredTemplate {
+    if (this.#closed) throw new DrainingError('register a transfer template');
     const { template, pair, direction, remote, peer, local } = options;
     const key = `${direction}/${remote.workerId}/${remote.incarnation}/${peer.generation}/${pair}`;
     let registered = this.#registered.get(key);
@@ -68,8 +79,9 @@ export class PeerTemplates {
     return registered;
   }
 
-  /** Releases every registered template (at drain: before any deregistration). */
-  release(): void {
+  /** Releases every registered template and registers no more (at drain: before any deregistration). */
+  close(): void {
+    this.#closed = true;
     for (const registered of this.#registered.values()) registered.release();
     this.#registered.clear();
   }

@@ -23,6 +23,7 @@ import { type AgentMetadata, signedTestParts, testWorker } from '../test/workers
 import { EndpointOptionError, PullRefusedError } from './errors.js';
 import { PullShortfallError } from './pull-receipt.js';
 import { EndpointMetrics } from './metrics.js';
+import type { PinAdapter } from './pin-adapter.js';
 import type { HeldPin } from './pins.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -161,6 +162,64 @@ describe('ReuseEndpoint.pull', () => {
     const handedOn = vi.spyOn(DrainController.prototype, 'drain');
     await reader.endpoint.drain({ deadlineMs: 1_000 });
     expect(handedOn).toHaveBeenCalledWith({ deadlineMs: 1_000 });
+  });
+
+  /** Holds every pin request at the decode worker's ranks until the test grants it: `grants` gets one per request. */
+  function holdGrants(decode: Awaited<ReturnType<typeof pair>>['decode']): (() => void)[] {
+    const grants: (() => void)[] = [];
+    for (const { pool } of decode.ranks) {
+      const requestPin = pool.requestPin.bind(pool);
+      // As an adapter that asks its engine: the grant comes later.
+      vi.spyOn(pool as PinAdapter, 'requestPin').mockImplementation(
+        (pinId, hashes) => new Promise((resolve) => grants.push(() => resolve(requestPin(pinId, hashes)))),
+      );
+    }
+    return grants;
+  }
+
+  it('a drain waits for a pull in flight: the pull reads and verifies its blocks and gives its pins back before the drain goes on', async () => {
+    const { decode, reader, pinsHeld } = await pair();
+    const grants = holdGrants(decode);
+    const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    await vi.waitFor(() => expect(grants).toHaveLength(2), { timeout: 20_000, interval: 5 });
+    const seen: string[] = [];
+    const goOn = DrainController.prototype.drain;
+    vi.spyOn(DrainController.prototype, 'drain').mockImplementation(function (this: DrainController<never>, options) {
+      seen.push(`the drain goes on, pins held: ${pinsHeld().join(', ')}`);
+      return goOn.call(this, options);
+    });
+    void pulling.then(() => seen.push('the pull returned'));
+    const draining = reader.endpoint.drain({ deadlineMs: 60_000 });
+    for (const grant of grants) grant();
+    expect(await pulling).toMatchObject({ blocks: 4, checkedBlocks: 4, recomputed: { reasons: [] } });
+    const report = await draining;
+    expect(seen).toEqual(['the pull returned', 'the drain goes on, pins held: 0, 0']);
+    expect(report.banksRetained).toEqual([]);
+  });
+
+  it("a pull still in flight at the drain's deadline: the drain goes on without it; the pull, granted afterwards, reads nothing, says why and gives its pins back", async () => {
+    const { decode, reader, prefill, pinsHeld } = await pair();
+    const grants = holdGrants(decode);
+    const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    await vi.waitFor(() => expect(grants).toHaveLength(2), { timeout: 20_000, interval: 5 });
+    const handedOn = vi.spyOn(DrainController.prototype, 'drain');
+    const draining = reader.endpoint.drain({ deadlineMs: 1_000 });
+    prefill.clock.advance(1_000);
+    const report = await draining;
+    expect(handedOn).toHaveBeenCalledWith({ deadlineMs: 0 });
+    expect(report.banksRetained).toEqual([]);
+    for (const grant of grants) grant();
+    expect(await pulling).toMatchObject({
+      blocks: 0,
+      recomputed: {
+        fromBlock: 0,
+        blocks: 4,
+        reasons: [{ kind: 'operation-failed', code: 'DRAINING', detail: expect.stringContaining('drained') }],
+      },
+    });
+    expect(reader.endpoint.ledger.counts().posted).toBe(0);
+    await reader.endpoint.pinsReleased();
+    expect(pinsHeld()).toEqual([0, 0]);
   });
 
   it("beforeRelease keeps the pins past the reads: a closing source's drain waits for them, and its report says they were released", async () => {

@@ -170,9 +170,11 @@ export class PullSide {
       await releasePins(pins, request.beforeRelease);
       request.signal.throwIfAborted();
     }
-    if (refusals.length > 0) {
+    // A drain that stopped waiting for this pull released the templates: its banks are about to go.
+    const shortfalls = this.#options.templates.closed ? [...refusals, drainedWhilePinning] : refusals;
+    if (shortfalls.length > 0) {
       this.#releaseLater(releasePins(pins, request.beforeRelease));
-      return this.#finish(refusedReceipt(hint.blocks.count, refusals, verify, link, pinMs), policy);
+      return this.#finish(refusedReceipt(hint.blocks.count, shortfalls, verify, link, pinMs), policy);
     }
 
     try {
@@ -333,6 +335,15 @@ function pinRefusals(pinned: readonly PromiseSettledResult<HeldPin>[], parts: re
     ];
   });
 }
+
+/** Why a pull posts nothing once its rank's drain went on without it (past the drain's deadline). */
+const drainedWhilePinning: RecomputeReason = {
+  kind: 'operation-failed',
+  fromBlock: 0,
+  pair: 0,
+  code: 'DRAINING',
+  detail: 'this rank drained while the pull pinned (past the drain deadline): nothing was posted',
+};
 
 function refusedReceipt(
   requested: number,

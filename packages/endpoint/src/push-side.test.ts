@@ -1,6 +1,7 @@
 // ReuseEndpoint.push between real loopback agents in this process: a prefill worker of TP 1 writes its
 // blocks into both ranks of a decode worker of TP 2 (each receives its half of the KV heads).
 import { buildTransferTemplate } from '@kvreuse/descriptors';
+import { DrainController } from '@kvreuse/drain';
 import { codeOf } from '@kvreuse/errors';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
@@ -10,6 +11,7 @@ import { EndpointStateError } from './lifecycle.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   expect(transport.counters()).toMatchObject({
     liveRegistrations: 0,
@@ -77,5 +79,29 @@ describe('ReuseEndpoint.push', () => {
         destinationBlocks: Uint32Array.of(0),
       }),
     ).rejects.toThrow(EndpointStateError);
+  });
+
+  it('a drain waits for a push in flight: every block is written before the drain goes on', async () => {
+    const { reader } = await servingPair(cleanups);
+    reader.agent.faults.delayCompletions('forever');
+    const pushing = reader.endpoint.push({
+      workerId: 'decode-0',
+      sourceBlocks: Uint32Array.of(0, 1, 2),
+      destinationBlocks: Uint32Array.of(5, 6, 7),
+    });
+    // The first block's WRITEs (one per destination rank) are posted and held.
+    await vi.waitFor(() => expect(reader.endpoint.ledger.counts().posted).toBe(2), { timeout: 20_000, interval: 5 });
+    const seen: string[] = [];
+    const goOn = DrainController.prototype.drain;
+    vi.spyOn(DrainController.prototype, 'drain').mockImplementation(function (this: DrainController<never>, options) {
+      seen.push(`the drain goes on, ${reader.endpoint.ledger.counts().posted} WRITEs posted`);
+      return goOn.call(this, options);
+    });
+    void pushing.then(() => seen.push('the push returned'));
+    const draining = reader.endpoint.drain({ deadlineMs: 60_000 });
+    reader.agent.faults.clear();
+    expect(await pushing).toMatchObject({ blocks: 3 });
+    expect((await draining).banksRetained).toEqual([]);
+    expect(seen).toEqual(['the push returned', 'the drain goes on, 6 WRITEs posted']);
   });
 });

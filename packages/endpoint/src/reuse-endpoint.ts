@@ -121,6 +121,8 @@ export class ReuseEndpoint {
   /** The workers this rank transfers with, followed in discovery from the first transfer on. */
   readonly #workers: WorkerWatches;
   readonly #templates: PeerTemplates;
+  /** The pulls and pushes that began and have not returned: a drain waits for them before it closes the templates. */
+  readonly #transfers = new Set<Promise<unknown>>();
   #sourceSide: SourceSide | undefined;
   #stopServing: (() => void) | undefined;
   #registered: RegisteredRank | undefined;
@@ -333,15 +335,24 @@ export class ReuseEndpoint {
    * operations are quiescent (`pinsReleased()`). A
    * refused or lost pin, a failed operation or a checksum mismatch ends in the policy's outcome:
    * `recompute` returns the receipt with what to recompute and why; `fail` throws `PullShortfallError` carrying it.
+   * A drain waits for a pull in flight, at most its deadline; a pull still pinning when the drain goes on
+   * without it posts nothing (`operation-failed`, code `DRAINING`) and gives its pins back.
    */
   pull(request: PullRequest): Promise<PullReceipt> {
-    return this.#pullSide.pull(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined);
+    return this.#inFlight(this.#pullSide.pull(request, this.#lifecycle.state === 'ready' ? this.readyRank : undefined));
+  }
+
+  #inFlight<T>(transfer: Promise<T>): Promise<T> {
+    this.#transfers.add(transfer);
+    const ended = () => this.#transfers.delete(transfer);
+    transfer.then(ended, ended);
+    return transfer;
   }
 
   /**
    * Resolves once the pins of every pull that returned so far are given back: a pull resolves once
    * verified, and its pins' release (after `beforeRelease`) goes on without it. `drain()` and `close()`
-   * wait for the same, at most their deadline. Never rejects: a source that does not answer lets its
+   * wait for the same, and for the pulls and pushes in flight, at most their deadline. Never rejects: a source that does not answer lets its
    * pins' leases lapse.
    */
   pinsReleased(): Promise<void> {
@@ -351,14 +362,15 @@ export class ReuseEndpoint {
   /**
    * Writes this rank's `sourceBlocks` into `destinationBlocks` of every rank of the ready worker
    * `workerId` that this rank pairs with (the WRITE hand-off of a prompt's KV, e.g. prefill → decode),
-   * each rank pair's template registered once per destination incarnation, every post on the ledger (so
-   * a drain waits for it). Only while ready (`EndpointStateError`); `PushFailedError` when the
-   * destination is not ready or a WRITE fails.
+   * each rank pair's template registered once per destination incarnation, every post on the ledger (a
+   * drain waits for the push, at most its deadline). Only while ready (`EndpointStateError`);
+   * `PushFailedError` when the destination is not ready or a WRITE fails; `DrainingError` (`DRAINING`) for
+   * the blocks left once a drain went on without it.
    */
   async push(request: PushRequest): Promise<PushReceipt> {
     this.#lifecycle.require('push', ['ready']);
     const { registered, readiness } = this.readyRank;
-    return this.#pushSide.push(request, { registered, worker: readiness.worker });
+    return this.#inFlight(this.#pushSide.push(request, { registered, worker: readiness.worker }));
   }
 
   /**
@@ -529,7 +541,8 @@ export class ReuseEndpoint {
   }
 
   /**
-   * Drains this rank, source side first: waits for the pins its own pulls release (`pinsReleased()`),
+   * Drains this rank, source side first: waits for its pulls and pushes in flight and the pins its own
+   * pulls release (`pinsReleased()`),
    * withdraws its part (the worker turns not ready) and its inventory, waits for readers' pins, stops
    * intake, waits for its own operations (cancelling, then quarantining, those that outlive the deadline),
    * deregisters and hands banks back, all within one `deadlineMs`. Once only. A `deadlineMs` that is not a
@@ -555,19 +568,25 @@ export class ReuseEndpoint {
   }
 
   /**
-   * Stops following the workers transferred with and releases the registered templates (before any
-   * deregistration), once the pins of the pulls that returned are released or `deadlineMs` passed (a
-   * `beforeRelease` hook that never settles holds them no longer). Answers what is left of `deadlineMs`.
+   * Stops following the workers transferred with and closes the templates (released before any
+   * deregistration), once the pulls and pushes in flight returned and the pins of the pulls released,
+   * or `deadlineMs` passed (a `beforeRelease` hook that never settles holds them no longer; a pull still
+   * pinning then posts nothing). Answers what is left of `deadlineMs`.
    */
   async #stopTransfers(deadlineMs: number): Promise<number> {
     const startedAt = this.#clock.now();
     let timer: unknown;
     const deadline = new Promise<void>((resolve) => (timer = this.#clock.setTimer(resolve, deadlineMs)));
-    await Promise.race([this.#pullSide.released(), deadline]);
+    await Promise.race([this.#transfersEnded(), deadline]);
     this.#clock.clearTimer(timer);
-    this.#templates.release();
+    this.#templates.close();
     await this.#workers.close();
     return Math.max(0, deadlineMs - Math.ceil(this.#clock.now() - startedAt));
+  }
+
+  async #transfersEnded(): Promise<void> {
+    while (this.#transfers.size > 0) await Promise.allSettled([...this.#transfers]);
+    await this.#pullSide.released();
   }
 
   #withPins(report: DrainReport): EndpointDrainReport {

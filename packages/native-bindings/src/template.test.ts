@@ -206,6 +206,13 @@ describe('registering and posting on a template refuses bad input with typed err
     expect(() => destination.agent.registerTemplate({ ...request(0), localRegions: foreign.regions })).toThrow(
       ForeignHandleError,
     );
+    // A deregistered bank's region, as its `region` reads once gone: a typed refusal, not a TypeError.
+    expect(() =>
+      destination.agent.registerTemplate({
+        ...request(0),
+        localRegions: [undefined as never, ...destination.regions.slice(1)],
+      }),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'localRegions[0]' }));
     // A 64-byte region as bank 0: route 0 cannot fit its largest block.
     const scratch = await destination.agent.allocate(4096);
     const tiny = destination.agent.register({ address: scratch.address, bytes: 64 });

@@ -91,6 +91,9 @@ describe.each(testedBackends)('transfers on %s', (backend) => {
     expect(() => pair.reader.post({ ...good, remoteRegions: [-1] })).toThrow(InvalidArgumentError);
     expect(() => pair.reader.post({ ...good, direction: 'copy' as 'read' })).toThrow(InvalidArgumentError);
     expect(() => pair.reader.post({ ...good, localRegions: [pair.sourceRegion] })).toThrow(ForeignHandleError);
+    expect(() => pair.reader.post({ ...good, localRegions: [undefined as never] })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'localRegions[0]' }),
+    );
     expect(() => pair.reader.post({ ...good, peer: pair.readerPeer })).toThrow(ForeignHandleError);
     await pair.close();
   });

@@ -1,7 +1,7 @@
 import { ForeignHandleError, InvalidArgumentError } from './errors.js';
 import type { AgentContext } from './handles.js';
 import { check } from './library.js';
-import type { Region } from './memory.js';
+import { Region } from './memory.js';
 import type { Peer } from './peer.js';
 
 /**
@@ -35,14 +35,16 @@ export interface PostRequest {
 
 export const directionIds: { readonly [D in TransferDirection]: number } = { read: 0, write: 1 };
 
-/** The ids of this agent's `regions`, checked open and its own, written into `ids` (one of their length). */
+/** The ids of this agent's `regions`, checked to be regions, open and its own, written into `ids` (one of their length). */
 export function regionTable(
   agent: AgentContext,
   regions: readonly Region[],
   ids: Uint32Array = new Uint32Array(regions.length),
 ): Uint32Array {
   for (let index = 0; index < regions.length; index++) {
-    const region = regions[index] as Region;
+    const region = regions[index];
+    if (!(region instanceof Region))
+      throw new InvalidArgumentError(`localRegions[${index}]`, region, 'must be a region this agent registered');
     if (!region.belongsTo(agent))
       throw new ForeignHandleError('Region', `${region.id} (localRegions[${index}])`, agent.name);
     region.assertOpen('post a transfer');
