@@ -376,8 +376,9 @@ export class ReuseEndpoint {
   /**
    * Announces `blocks` as this worker's retained inventory on `tier`, complete, until `ttlMs` from now:
    * for a serving rank without `serve.inventory` that retains blocks once it is ready (e.g. one rank per
-   * worker, after a hand-off). The announcement lives under a lease of its own and is withdrawn, its lease
-   * revoked, at the drain's inventory step. Only while ready (`EndpointStateError`).
+   * worker, after a hand-off). The announcement lives under a lease of its own (granted once; announcements
+   * made at once share it) and is withdrawn, its lease revoked, at the drain's inventory step, which waits
+   * for an announcement still in flight. Only while ready (`EndpointStateError`).
    */
   async announceInventory(
     blocks: readonly bigint[],

@@ -8,10 +8,13 @@ import {
 } from '@kvreuse/discovery';
 import { defaultInventoryPrefix, safeParseInventoryBatch } from '@kvreuse/inventory';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { ReuseEndpoint } from './reuse-endpoint.js';
+import { SourceSide } from './source-side.js';
 import { allReady, chain, hintFor, openWorker, servingPair, transport } from '../test/support/endpoint-workers.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   expect(transport.counters()).toMatchObject({
     liveRegistrations: 0,
@@ -66,7 +69,8 @@ describe('ReuseEndpoint serving pins', () => {
     expect(report.pins).toEqual([]);
   });
 
-  it('announces the inventory a ready serving rank retains, under a lease of its own, and withdraws it and revokes the lease at drain', async () => {
+  /** A ready TP 1 serving rank without `serve.inventory`: it announces its inventory itself. `beforeRegister` sees it created. */
+  async function announcingRank(beforeRegister?: (endpoint: ReuseEndpoint) => Promise<void>) {
     const store = new MemoryDiscoveryStore();
     cleanups.push(() => store.close());
     const decode = await openWorker(
@@ -75,13 +79,19 @@ describe('ReuseEndpoint serving pins', () => {
       cleanups,
     );
     const { endpoint } = decode.ranks[0]!;
-    await expect(endpoint.announceInventory([chain[0]!], { tier: 'host', ttlMs: 600_000 })).rejects.toMatchObject({
-      code: 'ILLEGAL_ENDPOINT_STATE',
-    });
+    await beforeRegister?.(endpoint);
     await endpoint.register();
     await endpoint.publish();
     await allReady(decode);
-    const key = `${defaultInventoryPrefix}decode-0`;
+    return { store, decode, endpoint, key: `${defaultInventoryPrefix}decode-0` };
+  }
+
+  it('announces the inventory a ready serving rank retains, under a lease of its own, and withdraws it and revokes the lease at drain', async () => {
+    const { store, decode, endpoint, key } = await announcingRank(async (created) => {
+      await expect(created.announceInventory([chain[0]!], { tier: 'host', ttlMs: 600_000 })).rejects.toMatchObject({
+        code: 'ILLEGAL_ENDPOINT_STATE',
+      });
+    });
     expect(await store.get(key)).toBeUndefined();
     const grantLease = vi.spyOn(store, 'grantLease');
     const revokeLease = vi.spyOn(store, 'revokeLease');
@@ -101,6 +111,59 @@ describe('ReuseEndpoint serving pins', () => {
       option: 'blocks',
     });
     await endpoint.drain({ deadlineMs: 60_000 });
+    expect(await store.get(key)).toBeUndefined();
+    expect(revokeLease).toHaveBeenCalledWith((await grantLease.mock.results[0]!.value).id);
+  });
+
+  it('two announcements at once share one lease: the later one is the inventory', async () => {
+    const { store, endpoint, key } = await announcingRank();
+    const grantLease = vi.spyOn(store, 'grantLease');
+    await Promise.all([
+      endpoint.announceInventory(chain.slice(0, 3), { tier: 'host', ttlMs: 600_000 }),
+      endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 }),
+    ]);
+    expect(grantLease).toHaveBeenCalledOnce();
+    const batch = safeParseInventoryBatch((await store.get(key))!.value);
+    expect(batch.success && batch.data).toMatchObject({
+      seq: 1,
+      events: [{ type: 'stored', blocks: BigUint64Array.from(chain) }],
+    });
+    const revokeLease = vi.spyOn(store, 'revokeLease');
+    await endpoint.drain({ deadlineMs: 60_000 });
+    expect(revokeLease).toHaveBeenCalledWith((await grantLease.mock.results[0]!.value).id);
+  });
+
+  it('an announcement whose lease the store refuses rejects with its error; the next one asks for a lease again', async () => {
+    const { store, endpoint, key } = await announcingRank();
+    const grantLease = vi.spyOn(store, 'grantLease').mockRejectedValueOnce(new Error('the store is read-only'));
+    await expect(endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 })).rejects.toThrow(
+      'the store is read-only',
+    );
+    expect(await store.get(key)).toBeUndefined();
+    await endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 });
+    expect(grantLease).toHaveBeenCalledTimes(2);
+    expect(await store.get(key)).toBeDefined();
+  });
+
+  it('an announcement whose lease is still being granted when the drain withdraws the inventory: nothing is left published, its lease is revoked', async () => {
+    const { store, endpoint, key } = await announcingRank();
+    const grant = store.grantLease.bind(store);
+    let letGrant = (): void => undefined;
+    const grantLease = vi
+      .spyOn(store, 'grantLease')
+      .mockImplementation((ttlMs) => new Promise((resolve) => (letGrant = () => resolve(grant(ttlMs)))));
+    const revokeLease = vi.spyOn(store, 'revokeLease');
+    const announcing = endpoint.announceInventory(chain, { tier: 'host', ttlMs: 600_000 });
+    await vi.waitFor(() => expect(grantLease).toHaveBeenCalledOnce(), { timeout: 20_000, interval: 5 });
+    // The lease is granted once the drain's inventory step has begun.
+    const withdraw = SourceSide.prototype.withdrawInventory;
+    vi.spyOn(SourceSide.prototype, 'withdrawInventory').mockImplementation(function (this: SourceSide) {
+      const withdrawn = withdraw.call(this);
+      letGrant();
+      return withdrawn;
+    });
+    await endpoint.drain({ deadlineMs: 60_000 });
+    await announcing;
     expect(await store.get(key)).toBeUndefined();
     expect(revokeLease).toHaveBeenCalledWith((await grantLease.mock.results[0]!.value).id);
   });

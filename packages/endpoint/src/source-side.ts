@@ -74,8 +74,8 @@ export class SourceSide {
   #inventory: InventoryPublisher | undefined;
   #stopEvictions: (() => void) | undefined;
   #reannounce: unknown;
-  /** The inventory `announce` publishes, under a lease of its own. */
-  #announced: { readonly publisher: InventoryPublisher; readonly lease: Lease } | undefined;
+  /** The inventory `announce` publishes, under a lease of its own: granted once, by the first announcement. */
+  #announced: Promise<{ readonly publisher: InventoryPublisher; readonly lease: Lease }> | undefined;
   #withdrawing = false;
   #waited: readonly ServedPin[] = [];
 
@@ -150,22 +150,29 @@ export class SourceSide {
     blocks: readonly bigint[],
     announced: { readonly tier: RetentionTier; readonly ttlMs: number },
   ): Promise<void> {
-    if (this.#announced === undefined) {
-      const { discovery, source, keyPrefix, leaseMs } = this.#options;
-      const lease = await discovery.grantLease(Math.max(leaseMs, announced.ttlMs));
-      const publisher = new InventoryPublisher(discovery, {
-        workerId: source.workerId,
-        incarnation: source.incarnation,
-        epoch: source.epoch,
-        lease: lease.id,
-        ...(keyPrefix === undefined ? {} : { keyPrefix }),
-      });
-      this.#announced = { publisher, lease };
-    }
-    await this.#announced.publisher.publish(
+    const granting = (this.#announced ??= this.#announcer(announced.ttlMs));
+    // A refused grant is not kept: the next announcement asks again.
+    granting.catch(() => {
+      if (this.#announced === granting) this.#announced = undefined;
+    });
+    const { publisher } = await granting;
+    await publisher.publish(
       [{ type: 'stored', tier: announced.tier, blocks: [...blocks], expiresAt: Date.now() + announced.ttlMs }],
       { complete: true },
     );
+  }
+
+  async #announcer(ttlMs: number): Promise<{ readonly publisher: InventoryPublisher; readonly lease: Lease }> {
+    const { discovery, source, keyPrefix, leaseMs } = this.#options;
+    const lease = await discovery.grantLease(Math.max(leaseMs, ttlMs));
+    const publisher = new InventoryPublisher(discovery, {
+      workerId: source.workerId,
+      incarnation: source.incarnation,
+      epoch: source.epoch,
+      lease: lease.id,
+      ...(keyPrefix === undefined ? {} : { keyPrefix }),
+    });
+    return { publisher, lease };
   }
 
   /** Withdraws the inventory, the announced one with its lease (the drain's step right after the rank part). */
@@ -176,8 +183,10 @@ export class SourceSide {
     this.#stopEvictions?.();
     this.#stopEvictions = undefined;
     await this.#inventory?.withdraw();
-    const announced = this.#announced;
+    const granting = this.#announced;
     this.#announced = undefined;
+    // An announcement still being granted its lease is waited for: its batch is withdrawn with the rest.
+    const announced = await granting?.catch(() => undefined);
     if (announced !== undefined) {
       await announced.publisher.withdraw();
       await this.#options.discovery.revokeLease(announced.lease.id);
