@@ -9,6 +9,7 @@ import {
   PinTimeoutError,
   PinTooLargeError,
   PullRefusedError,
+  ReaderClosedError,
   SourceUnresponsiveError,
   UnknownReaderError,
 } from './errors.js';
@@ -72,6 +73,11 @@ describe('endpoint errors', () => {
       new PinTimeoutError('release', { tpRank: 2, ppRank: 1 }, 500),
       'PIN_TIMEOUT',
       'source rank tp 2 pp 1 did not answer the release within 500 ms',
+    ],
+    [
+      new ReaderClosedError('pin', { tpRank: 1, ppRank: 0 }),
+      'READER_CLOSED',
+      'this rank closed before source rank tp 1 pp 0 answered the pin',
     ],
     [
       new SourceUnresponsiveError('pin', { tpRank: 1, ppRank: 0 }, 'decode-tp1', 1500.4),

@@ -14,6 +14,7 @@ export type EndpointErrorCode =
   | 'PIN_TOO_LARGE'
   | 'PIN_REFUSED'
   | 'PIN_TIMEOUT'
+  | 'READER_CLOSED'
   | 'SOURCE_UNRESPONSIVE'
   | 'PULL_SHORTFALL'
   | 'PULL_REFUSED'
@@ -140,6 +141,20 @@ export class PinTimeoutError extends EndpointError {
     readonly timeoutMs: number,
   ) {
     super(`source rank ${describeRank(sourceRank)} did not answer the ${operation} within ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * This rank closed (`ReuseEndpoint.close()`) while a pin request or release awaited its source's answer, or
+ * before the pin was asked for: nothing more is sent, and the source's lease lapses a pin it granted.
+ */
+export class ReaderClosedError extends EndpointError {
+  readonly code = 'READER_CLOSED';
+  constructor(
+    readonly operation: 'pin' | 'release',
+    readonly sourceRank: RankId,
+  ) {
+    super(`this rank closed before source rank ${describeRank(sourceRank)} answered the ${operation}`);
   }
 }
 

@@ -16,6 +16,7 @@ export {
   PinTooLargeError,
   type PullRefusal,
   PullRefusedError,
+  ReaderClosedError,
   SourceUnresponsiveError,
   UnknownReaderError,
 } from './errors.js';

@@ -4,7 +4,7 @@ import { answered, loopbackPins, transport } from '../test/support/loopback-pins
 import { holdUntilNotificationWaits } from '../test/support/held-thread.js';
 import { nextTurn } from '../test/support/next-turn.js';
 import { PinChannel } from './pin-auth.js';
-import { PinRefusedError, PinTimeoutError, SourceUnresponsiveError } from './errors.js';
+import { PinRefusedError, PinTimeoutError, ReaderClosedError, SourceUnresponsiveError } from './errors.js';
 import { PinClient } from './pin-client.js';
 import { encodePinMessage } from './pin-messages.js';
 import { NotificationRouter } from './notification-router.js';
@@ -184,6 +184,25 @@ describe('PinClient', () => {
     const releasing = held.release();
     clock.advance(500);
     await expect(releasing).rejects.toThrow('did not answer the release within 500 ms');
+  });
+
+  it('closed: a request and a release awaiting their answers end at once, held pins are no longer renewed, later pins fail at once', async () => {
+    const { client, clock, sourcePeer, pin, readerAgent } = await pair();
+    const held = await pin([10n]);
+    const releasing = (await pin([10n])).release();
+    const pinning = askForBlock10(client, sourcePeer);
+    client.close();
+    await expect(pinning).rejects.toBeInstanceOf(ReaderClosedError);
+    await expect(pinning).rejects.toThrow('this rank closed before source rank tp 1 pp 0 answered the pin');
+    await expect(releasing).rejects.toMatchObject({ code: 'READER_CLOSED', operation: 'release' });
+    expect(client.heldPins).toBe(0);
+    const sent = readerAgent.counters().notificationsSent;
+    clock.advance(900);
+    await nextTurn();
+    expect(readerAgent.counters().notificationsSent).toBe(sent);
+    await held.release();
+    await expect(askForBlock10(client, sourcePeer)).rejects.toMatchObject({ code: 'READER_CLOSED', operation: 'pin' });
+    expect(readerAgent.counters().notificationsSent).toBe(sent);
   });
 
   it('settles lost when the source revokes the pin at its shutdown deadline', async () => {

@@ -14,6 +14,7 @@ import {
   EndpointOptionError,
   PinRefusedError,
   PinTimeoutError,
+  ReaderClosedError,
   SourceUnresponsiveError,
 } from './errors.js';
 import { type PinChannel } from './pin-auth.js';
@@ -40,8 +41,12 @@ export interface PinRequest {
   readonly wantsChecksums: boolean;
 }
 
-/** How an exchange with a source ended: its answer, no answer in time, or the heartbeat's report that it stopped answering. */
-type Outcome = { readonly answer: PinMessage } | { readonly timedOut: true } | { readonly unresponsive: PeerEvent };
+/** How an exchange with a source ended: its answer, no answer in time, the heartbeat's report that it stopped answering, or this client closed. */
+type Outcome =
+  | { readonly answer: PinMessage }
+  | { readonly timedOut: true }
+  | { readonly unresponsive: PeerEvent }
+  | { readonly closed: true };
 
 interface Waiter {
   readonly peer: Peer;
@@ -117,6 +122,7 @@ export class PinClient {
   /** Peers the heartbeat reported unresponsive and not responsive since: a pin asked of them fails at once. */
   readonly #unresponsive = new Map<Peer, PeerEvent>();
   #malformed = 0;
+  #closed = false;
 
   constructor(options: PinClientOptions) {
     if (!Number.isSafeInteger(options.answerTimeoutMs) || options.answerTimeoutMs < 1) {
@@ -141,9 +147,10 @@ export class PinClient {
    * Pins the longest prefix of `request.hashes` the source rank holds. Rejects with PinRefusedError
    * (nothing held), SourceUnresponsiveError (the heartbeat found the source's agent unresponsive before it
    * answered, or had found it so already), PinTimeoutError (no answer in time), PinTooLargeError (too many
-   * blocks for one message).
+   * blocks for one message), ReaderClosedError (the client closed before the answer).
    */
   async pin(request: PinRequest): Promise<HeldPin> {
+    if (this.#closed) throw new ReaderClosedError('pin', request.source.rank);
     const silent = this.#unresponsive.get(request.peer);
     if (silent !== undefined) {
       // Still watched, so that its recovery is heard (`peer-responsive`).
@@ -163,6 +170,7 @@ export class PinClient {
     };
     const askedAt = this.#clock.now();
     const outcome = await this.#exchange(request.peer, message, pinAnswers);
+    if ('closed' in outcome) throw new ReaderClosedError('pin', request.source.rank);
     if (!('answer' in outcome)) {
       this.#abandoned.set(pinId, request.peer);
       this.#unwatchIfUnused(request.peer);
@@ -246,6 +254,19 @@ export class PinClient {
     }
   }
 
+  /**
+   * Ends the client with its endpoint: every request and release awaiting its answer ends at once with
+   * `ReaderClosedError`, as does every later pin; held pins are no longer renewed (their sources' leases
+   * lapse them) and no timer is left armed. Idempotent.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const waiter of [...this.#waiters.values()]) waiter.settle({ closed: true });
+    for (const pin of [...this.#pins.values()]) this.forget(pin);
+    this.#abandoned.clear();
+  }
+
   /** @internal Gives `pin` back, waiting for the source's acknowledgement. */
   async release(pin: ClientPin): Promise<void> {
     if (pin.ended) return;
@@ -253,6 +274,7 @@ export class PinClient {
     const release = { kind: 'release' as const, pinId: pin.pinId, sequence: ++pin.sequence };
     const outcome = await this.#exchange(pin.peer, release, releaseAnswers);
     this.#unwatchIfUnused(pin.peer);
+    if ('closed' in outcome) throw new ReaderClosedError('release', pin.source.rank);
     if ('unresponsive' in outcome) throw unresponsiveError('release', pin.source.rank, outcome.unresponsive);
     if ('timedOut' in outcome) throw new PinTimeoutError('release', pin.source.rank, this.#options.answerTimeoutMs);
   }

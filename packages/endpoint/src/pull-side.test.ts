@@ -222,6 +222,35 @@ describe('ReuseEndpoint.pull', () => {
     expect(pinsHeld()).toEqual([0, 0]);
   });
 
+  it('a pull still pinning when its rank closes past the deadline ends at once: nothing posted, every pin request READER_CLOSED, no timer left', async () => {
+    const { decode, reader, prefill } = await pair();
+    const grants = holdGrants(decode);
+    const pulling = reader.endpoint.pull({ hint: hintFor(decode, 4), destinationBlocks: destinationBlocks(4) });
+    await vi.waitFor(() => expect(grants).toHaveLength(2), { timeout: 20_000, interval: 5 });
+    const closing = reader.endpoint.close({ deadlineMs: 1_000 });
+    prefill.clock.advance(1_000);
+    expect(await closing).toMatchObject({ agentDestroyed: true });
+    const receipt = await pulling;
+    expect(receipt).toMatchObject({ blocks: 0, recomputed: { fromBlock: 0, blocks: 4 } });
+    expect(receipt.recomputed.reasons).toEqual([
+      expect.objectContaining({ kind: 'pin-refused', reason: 'READER_CLOSED', sourceRank: { tpRank: 0, ppRank: 0 } }),
+      expect.objectContaining({ kind: 'pin-refused', reason: 'READER_CLOSED', sourceRank: { tpRank: 1, ppRank: 0 } }),
+      expect.objectContaining({ kind: 'operation-failed', code: 'DRAINING' }),
+    ]);
+    expect(prefill.clock.pending).toBe(0);
+    // The sources grant afterwards, to an agent that is gone: their leases lapse the pins.
+    for (const grant of grants) grant();
+    await vi.waitFor(() => expect(decode.ranks.map(({ endpoint }) => endpoint.pinServer?.heldPins)).toEqual([1, 1]), {
+      timeout: 20_000,
+      interval: 5,
+    });
+    decode.clock.advance(defaultSettings.discovery.leaseTtlMs);
+    await vi.waitFor(() => expect(decode.ranks.map(({ endpoint }) => endpoint.pinServer?.heldPins)).toEqual([0, 0]), {
+      timeout: 20_000,
+      interval: 5,
+    });
+  });
+
   it("beforeRelease keeps the pins past the reads: a closing source's drain waits for them, and its report says they were released", async () => {
     const { decode, reader, pinsHeld } = await pair();
     const held: (readonly HeldPin[])[] = [];

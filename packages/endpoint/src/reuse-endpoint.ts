@@ -596,8 +596,8 @@ export class ReuseEndpoint {
 
   /**
    * Shuts down within `deadlineMs` (`transport.shutdownDeadlineMs` by default): drains first if that was
-   * not done, invalidates peers, closes the agent (with what is left), and last the metrics listener (so
-   * the drain can be watched). Its report lists the pins waited for, as `drain()`'s does. Idempotent:
+   * not done, invalidates peers, closes the agent (with what is left), then its pin client (a pull still
+   * awaiting a pin ends with `READER_CLOSED`) and last the metrics listener (so the drain can be watched). Its report lists the pins waited for, as `drain()`'s does. Idempotent:
    * later calls return the first result. A `deadlineMs` that is not a whole number of milliseconds, at
    * least 0, is refused (`EndpointOptionError`) before anything moves.
    */
@@ -608,7 +608,11 @@ export class ReuseEndpoint {
     if (refused !== undefined) return Promise.reject(refused);
     this.#shutdown = this.#close(options)
       .then((result) => ({ ...result, report: this.#withPins(result.report) }))
-      .finally(() => this.#metricsListener?.close());
+      .finally(() => {
+        // A pull the close went on without ends now, not at its pin timeout; no renewal timer is left.
+        this.#pinClient.close();
+        return this.#metricsListener?.close();
+      });
     return this.#shutdown;
   }
 
