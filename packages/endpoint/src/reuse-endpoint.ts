@@ -352,8 +352,8 @@ export class ReuseEndpoint {
   /**
    * Resolves once the pins of every pull that returned so far are given back: a pull resolves once
    * verified, and its pins' release (after `beforeRelease`) goes on without it. `drain()` and `close()`
-   * wait for the same, and for the pulls and pushes in flight, at most their deadline. Never rejects: a source that does not answer lets its
-   * pins' leases lapse.
+   * wait for the same, and for the pulls and pushes in flight, at most their deadline. Never rejects: a
+   * source that does not answer lets its pins' leases lapse.
    */
   pinsReleased(): Promise<void> {
     return this.#pullSide.released();
@@ -543,11 +543,11 @@ export class ReuseEndpoint {
 
   /**
    * Drains this rank, source side first: waits for its pulls and pushes in flight and the pins its own
-   * pulls release (`pinsReleased()`),
-   * withdraws its part (the worker turns not ready) and its inventory, waits for readers' pins, stops
-   * intake, waits for its own operations (cancelling, then quarantining, those that outlive the deadline),
-   * deregisters and hands banks back, all within one `deadlineMs`. Once only. A `deadlineMs` that is not a
-   * whole number of milliseconds, at least 0, is refused (`EndpointOptionError`) before anything moves.
+   * pulls release (`pinsReleased()`), withdraws its part (the worker turns not ready) and its inventory,
+   * waits for readers' pins, stops intake, waits for its own operations (cancelling, then quarantining,
+   * those that outlive the deadline), deregisters and hands banks back, all within one `deadlineMs`. Once
+   * only. A `deadlineMs` that is not a whole number of milliseconds, at least 0, is refused
+   * (`EndpointOptionError`) before anything moves.
    */
   async drain(options: { readonly deadlineMs: number }): Promise<EndpointDrainReport> {
     this.#lifecycle.require('drain', ['registered', 'published', 'ready']);
@@ -597,8 +597,9 @@ export class ReuseEndpoint {
   /**
    * Shuts down within `deadlineMs` (`transport.shutdownDeadlineMs` by default): drains first if that was
    * not done, invalidates peers, closes the agent (with what is left), then its pin client (a pull still
-   * awaiting a pin ends with `READER_CLOSED`) and last the metrics listener (so the drain can be watched). Its report lists the pins waited for, as `drain()`'s does. Idempotent:
-   * later calls return the first result. A `deadlineMs` that is not a whole number of milliseconds, at
+   * awaiting a pin ends with `READER_CLOSED`) and last the metrics listener (so the drain can be watched).
+   * Its report lists the pins waited for, as `drain()`'s does. Idempotent: later calls return the first
+   * result. A `deadlineMs` that is not a whole number of milliseconds, at
    * least 0, is refused (`EndpointOptionError`) before anything moves.
    */
   close(options: { readonly deadlineMs?: number } = {}): Promise<EndpointShutdownResult> {
