@@ -247,7 +247,13 @@ export class Reader {
     if (this.nil()) return null;
     const start = this.pos;
     this.skip();
-    const value = this.generic.decode(this.bytes.subarray(start, this.pos));
+    let value: unknown;
+    try {
+      value = this.generic.decode(this.bytes.subarray(start, this.pos));
+    } catch {
+      // Bytes `skip` passes over that are no value (0xc1, a map with an array key): the generic path says why.
+      return fail();
+    }
     if (!Array.isArray(value) || !value.every((keys) => keys === null || Array.isArray(keys))) fail();
     return value as (unknown[] | null)[];
   }

@@ -120,4 +120,32 @@ describe('EngineBatchDecoder on recorded streams', () => {
       expect.stringMatching(/not msgpack: Extra 1/),
     ]);
   });
+
+  it('reports extra keys that are no msgpack value as malformed instead of throwing', async () => {
+    const { Encoder } = await import('@msgpack/msgpack');
+    const encoder = new Encoder();
+    // A positional BlockStored whose extra keys are [[0xc1]] (a type byte msgpack never uses), or [{[0]: 1}] (a map with an array key).
+    for (const extraKeys of [
+      [0x91, 0x91, 0xc1],
+      [0x91, 0x81, 0x91, 0x00, 0x01],
+    ]) {
+      const event = [
+        0x99,
+        ...encoder.encode('BlockStored'),
+        ...encoder.encode([1]),
+        0xc0,
+        ...encoder.encode([1, 2]),
+        0x02,
+        0xc0,
+        ...encoder.encode('GPU'),
+        0xc0,
+        ...extraKeys,
+      ];
+      const result = decoder.decode(Uint8Array.from([0x93, ...encoder.encode(1.5), 0x91, ...event, 0x00]));
+      expect(result.ok).toBe(false);
+      if (result.ok) return;
+      expect(codeOf(result.error)).toBe('ENGINE_EVENTS_MALFORMED');
+      expect(result.error.message).toMatch(/not msgpack/);
+    }
+  });
 });
