@@ -1,13 +1,15 @@
 import { TestEngine, type TestEngineOptions } from '@kvreuse-internal/test-engine';
 import { blockHashSalt, hashBlockChain, RetainedInventory } from '@kvreuse/inventory';
 import { Registry } from 'prom-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Subscriber } from 'zeromq';
 import { EngineInventoryFeed } from './engine-inventory-feed.js';
 import {
   EngineEventSubscriber,
   type EngineSubscriberEvent,
   type EngineSubscriberOptions,
   rankEndpoint,
+  subscribeEngineRanks,
 } from './engine-subscriber.js';
 import { registerEngineEventMetrics } from './subscriber-metrics.js';
 import { vllmIntBlockHash } from './vllm-block-hash.js';
@@ -204,5 +206,26 @@ describe('rankEndpoint', () => {
     expect(rankEndpoint('ipc:///tmp/kv', 2)).toBe('ipc:///tmp/kv_dp2');
     expect(() => rankEndpoint('udp://x', 1)).toThrow(/tcp:\/\/host:port/);
     expect(() => rankEndpoint('tcp://x:1', -1)).toThrow(/whole number/);
+  });
+});
+
+describe('subscribeEngineRanks', () => {
+  it('leaves no rank open when another rank cannot be opened', () => {
+    const connect = vi.spyOn(Subscriber.prototype, 'connect');
+    const close = vi.spyOn(Subscriber.prototype, 'close');
+    try {
+      const feed = new EngineInventoryFeed({ inventory: new RetainedInventory(), scheme });
+      const ranks = { engine: 'engine-b', feed, ranks: 2 };
+      // Rank 1's replay endpoint cannot be derived from rank 0's.
+      expect(() =>
+        subscribeEngineRanks({ ...ranks, endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'udp://x' }),
+      ).toThrow(expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument: 'endpoint' }));
+      // Rank 0's ipc path fits a socket address (107 bytes at most), rank 1's (`_dp1` appended) does not.
+      expect(() => subscribeEngineRanks({ ...ranks, endpoint: `ipc:///tmp/${'k'.repeat(99)}` })).toThrow();
+      expect(connect).toHaveBeenCalled();
+      expect(close).toHaveBeenCalledTimes(connect.mock.calls.length);
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 });

@@ -99,7 +99,12 @@ export class EngineEventSubscriber {
     this.#now = options.now ?? Date.now;
     this.#counters = freshCounters();
     this.#socket = new Subscriber({ linger: 0 });
-    this.#socket.connect(options.endpoint);
+    try {
+      this.#socket.connect(options.endpoint);
+    } catch (error) {
+      this.#socket.close();
+      throw error;
+    }
     this.#socket.subscribe(options.topic ?? '');
     this.#replay =
       options.replayEndpoint === undefined
@@ -294,14 +299,18 @@ export function subscribeEngineRanks(options: EngineRanksOptions): EngineEventSu
   const { engine, endpoint, replayEndpoint, ranks = 1, ...common } = options;
   if (!Number.isSafeInteger(ranks) || ranks < 1)
     throw new EngineEventsInputError('options.ranks', ranks, 'a number of ranks is a whole number ≥ 1');
-  return Array.from(
-    { length: ranks },
-    (_, rank) =>
-      new EngineEventSubscriber({
-        ...common,
-        workerId: `${engine}/dp${rank}`,
-        endpoint: rankEndpoint(endpoint, rank),
-        ...(replayEndpoint === undefined ? {} : { replayEndpoint: rankEndpoint(replayEndpoint, rank) }),
-      }),
-  );
+  // Every rank's endpoints first: a refused one opens nothing.
+  const endpoints = Array.from({ length: ranks }, (_, rank) => ({
+    endpoint: rankEndpoint(endpoint, rank),
+    ...(replayEndpoint === undefined ? {} : { replayEndpoint: rankEndpoint(replayEndpoint, rank) }),
+  }));
+  const subscribers: EngineEventSubscriber[] = [];
+  try {
+    for (const [rank, rankEndpoints] of endpoints.entries())
+      subscribers.push(new EngineEventSubscriber({ ...common, workerId: `${engine}/dp${rank}`, ...rankEndpoints }));
+  } catch (error) {
+    for (const subscriber of subscribers) void subscriber.close();
+    throw error;
+  }
+  return subscribers;
 }
