@@ -38,6 +38,25 @@ function open(): { inventory: RetainedInventory; feed: EngineInventoryFeed } {
 }
 
 describe('EngineInventoryFeed', () => {
+  it('refuses an inventory, scheme or clock of the wrong shape when it is constructed, naming the option', () => {
+    const inventory = new RetainedInventory({ now: () => now });
+    const refused = (argument: string) => expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument });
+    for (const malformed of [
+      { ...scheme, salt: scheme.salt.toString(16) }, // a salt read back from JSON: every block was skipped as `token-range`
+      { ...scheme, salt: -1n },
+      { ...scheme, blockTokens: 0 },
+      undefined,
+    ])
+      expect(() => new EngineInventoryFeed({ inventory, scheme: malformed as never })).toThrow(
+        refused('options.scheme'),
+      );
+    expect(() => new EngineInventoryFeed({ inventory: {} as never, scheme })).toThrow(refused('options.inventory'));
+    expect(() => new EngineInventoryFeed({ inventory, scheme, now: 1 as never })).toThrow(refused('options.now'));
+    expect(() => new EngineInventoryFeed({ inventory, scheme, incarnationOf: 'w' as never })).toThrow(
+      refused('options.incarnationOf'),
+    );
+  });
+
   it('indexes blocks an engine stored in runs so that a prompt hashed by kvreuse meets them', () => {
     const { inventory, feed } = open();
     expect(feed.apply('vllm-0/dp0', batch(stored(0, 3), stored(3, 8, { medium: 'CPU' })))).toEqual({

@@ -2,7 +2,7 @@ import {
   type BlockHashScheme,
   hashBlockChain,
   type InventoryEvent,
-  type RetainedInventory,
+  RetainedInventory,
   type RetentionTier,
 } from '@kvreuse/inventory';
 import type { BlockRemoved, BlockStored, EngineEventBatch } from './engine-event.js';
@@ -31,6 +31,7 @@ const tierOfMedium = new Map<string | null, RetentionTier>([
   ['CPU_PINNED', 'host'],
 ]);
 const tierBit: Record<RetentionTier, number> = { gpu: 1, host: 2 };
+const maxSalt = (1n << 64n) - 1n;
 
 type Skipped = Partial<Record<SkipReason, number>>;
 /** Counts `blocks` left out for `reason` (a function, not a closure per batch: nothing to allocate). */
@@ -100,8 +101,32 @@ export class EngineInventoryFeed {
     const { retainMs = 30 * 60_000, now = Date.now, incarnationOf = (id, restarts) => `${id}#${restarts}` } = options;
     if (!Number.isSafeInteger(retainMs) || retainMs < 1)
       throw new EngineEventsInputError('options.retainMs', retainMs, 'a retention is a whole number of ms ≥ 1');
-    this.#inventory = options.inventory;
-    this.#scheme = options.scheme;
+    const { inventory, scheme } = options;
+    if (!(inventory instanceof RetainedInventory))
+      throw new EngineEventsInputError('options.inventory', inventory, 'a RetainedInventory of @kvreuse/inventory');
+    if (
+      scheme === null ||
+      typeof scheme !== 'object' ||
+      typeof scheme.salt !== 'bigint' ||
+      scheme.salt < 0n ||
+      scheme.salt > maxSalt ||
+      !Number.isSafeInteger(scheme.blockTokens) ||
+      scheme.blockTokens < 1
+    )
+      throw new EngineEventsInputError(
+        'options.scheme',
+        scheme,
+        'a scheme is { salt: a bigint from 0 to 2^64 − 1, blockTokens: a whole number ≥ 1 } (blockHashScheme of @kvreuse/inventory)',
+      );
+    if (typeof now !== 'function') throw new EngineEventsInputError('options.now', now, 'a clock is a function');
+    if (typeof incarnationOf !== 'function')
+      throw new EngineEventsInputError(
+        'options.incarnationOf',
+        incarnationOf,
+        'a function of a worker id and restarts',
+      );
+    this.#inventory = inventory;
+    this.#scheme = scheme;
     this.#retainMs = retainMs;
     this.#now = now;
     this.#incarnationOf = incarnationOf;
