@@ -11,6 +11,7 @@ import {
 } from '@kvreuse/discovery';
 import { type InventoryEventError, InventoryWithdrawnError } from './errors.js';
 import { hashBlockChain } from './block-hash.js';
+import { safeParseInventoryBatch } from './events.js';
 import { defaultInventoryPrefix, followInventory, InventoryPublisher } from './discovery-feed.js';
 import { RetainedInventory } from './retained-inventory.js';
 
@@ -44,6 +45,40 @@ test('publishers and followers refuse arguments of the wrong shape, naming the a
   const publisher = new InventoryPublisher(store, { workerId: 'w', incarnation: 'i', epoch: 1, lease: 'l' });
   await expect(publisher.publish([], { complete: 'yes' } as never)).rejects.toThrow(option('options.complete'));
   expect(publisher.complete).toBe(false);
+  await store.close();
+});
+
+test('publish() refuses events every follower would refuse, writing nothing, and writes a fractional expiry in whole ms', async () => {
+  const store = new MemoryDiscoveryStore();
+  const lease = await store.grantLease(600_000);
+  const claim = await claimIncarnationEpoch(store, { workerId: 'w', incarnation: 'i' });
+  const publisher = new InventoryPublisher(store, { ...claim, lease: lease.id });
+  const expiresAt = Date.now() + 600_000;
+  await publisher.publish([{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt }]);
+  const published = await store.get(publisher.key);
+  const refused = (path: string) => expect.objectContaining({ code: 'INVENTORY_INVALID_EVENT', path });
+  await expect(
+    publisher.publish([{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: expiresAt / 1000 }]),
+  ).rejects.toThrow(refused('events.0.expiresAt'));
+  await expect(publisher.publish([{ type: 'removed', tier: 'gpu', blocks: [-1n] }])).rejects.toThrow(
+    refused('events.0.blocks.0'),
+  );
+  await expect(publisher.publish([{ type: 'cleared', tier: 'GPU' as never }])).rejects.toThrow(
+    refused('events.0.tier'),
+  );
+  await expect(publisher.publish('gpu' as never)).rejects.toThrow(refused('events'));
+  expect(await store.get(publisher.key)).toEqual(published);
+  await publisher.publish([{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: expiresAt + 0.5 }]);
+  const written = await store.get(publisher.key);
+  expect(safeParseInventoryBatch(written!.value)).toMatchObject({
+    success: true,
+    data: { seq: 1, events: [{ type: 'stored', expiresAt }] },
+  });
+  await publisher.publish([{ type: 'stored', tier: 'gpu', blocks: [1n], expiresAt: 1e20 }]);
+  expect(safeParseInventoryBatch((await store.get(publisher.key))!.value)).toMatchObject({
+    success: true,
+    data: { events: [{ expiresAt: Number.MAX_SAFE_INTEGER }] },
+  });
   await store.close();
 });
 

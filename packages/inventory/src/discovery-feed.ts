@@ -19,7 +19,7 @@ import {
 } from '@kvreuse/discovery';
 import { InvalidInventoryOptionError, InventoryEventError, InventoryWithdrawnError } from './errors.js';
 import { checkFunction, checkNonEmptyString, checkOptionalString, checkOptionsObject, checkStore } from './options.js';
-import { encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
+import { checkEvent, encodeInventoryBatch, type InventoryEvent, safeParseInventoryBatch } from './events.js';
 import { RetainedInventory } from './retained-inventory.js';
 
 export const defaultInventoryPrefix = 'kvreuse/inventory/';
@@ -99,6 +99,14 @@ export class InventoryPublisher {
       return Promise.reject(
         new InvalidInventoryOptionError('options.complete', options?.complete, 'options are { complete?: boolean }'),
       );
+    }
+    // What a follower would refuse is refused here, before it replaces the worker's last batch.
+    if (!Array.isArray(events as unknown))
+      return Promise.reject(new InventoryEventError('events', events, 'events are an array'));
+    try {
+      events.forEach((event, i) => checkEvent(`events.${i}`, event));
+    } catch (error) {
+      return Promise.reject(error);
     }
     if (this.withdrawn) return Promise.reject(new InventoryWithdrawnError(workerId, incarnation));
     if (this.supersededBy !== undefined) return Promise.reject(this.supersededBy);

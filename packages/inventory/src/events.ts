@@ -62,6 +62,45 @@ export function checkExpiresAt(path: string, expiresAt: unknown): void {
   if (expiresAt < minExpiresAtMs) throw new InventoryEventError(path, expiresAt, secondsRefusal);
 }
 
+const maxHash = (1n << 64n) - 1n;
+
+export function checkBlocks(path: string, blocks: unknown): BigUint64Array | readonly bigint[] {
+  if (blocks instanceof BigUint64Array) return blocks;
+  if (!Array.isArray(blocks))
+    throw new InventoryEventError(path, blocks, 'blocks are a BigUint64Array or an array of bigint');
+  blocks.forEach((hash: unknown, i) => {
+    if (typeof hash !== 'bigint' || hash < 0n || hash > maxHash) {
+      throw new InventoryEventError(`${path}.${i}`, hash, 'a block hash is a bigint from 0 to 2^64 − 1');
+    }
+  });
+  return blocks as readonly bigint[];
+}
+
+/** Refuses an event that is not one (what `RetainedInventory.apply` and `InventoryPublisher.publish` take). */
+export function checkEvent(path: string, event: InventoryEvent): void {
+  if (event === null || typeof event !== 'object') throw new InventoryEventError(path, event, 'an event is an object');
+  if (!retentionTiers.includes(event.tier)) {
+    throw new InventoryEventError(`${path}.tier`, event.tier, "a tier is 'gpu' or 'host'");
+  }
+  switch (event.type) {
+    case 'stored':
+      checkExpiresAt(`${path}.expiresAt`, event.expiresAt);
+      checkBlocks(`${path}.blocks`, event.blocks);
+      return;
+    case 'removed':
+      checkBlocks(`${path}.blocks`, event.blocks);
+      return;
+    case 'cleared':
+      return;
+    default:
+      throw new InventoryEventError(
+        `${path}.type`,
+        (event as { type: unknown }).type,
+        "a type is 'stored', 'removed' or 'cleared'",
+      );
+  }
+}
+
 const blockList = z.array(z.string().regex(/^[0-9a-f]{16}$/, 'a block hash is 16 lowercase hex digits'));
 const tier = z.enum(['gpu', 'host']);
 const wireBatch = z
@@ -105,7 +144,16 @@ export function encodeInventoryBatch(batch: InventoryBatch): string {
     epoch: batch.epoch,
     seq: batch.seq,
     events: batch.events.map((event) =>
-      event.type === 'cleared' ? event : { ...event, blocks: Array.from(event.blocks, blockHashToHex) },
+      event.type === 'cleared'
+        ? event
+        : event.type === 'removed'
+          ? { ...event, blocks: Array.from(event.blocks, blockHashToHex) }
+          : {
+              ...event,
+              blocks: Array.from(event.blocks, blockHashToHex),
+              // The wire takes whole ms up to 2^53 − 1: a fractional expiry is rounded down, a later one capped.
+              expiresAt: Math.min(Math.floor(event.expiresAt), Number.MAX_SAFE_INTEGER),
+            },
     ),
     ...(batch.complete === true ? { complete: true } : {}),
   });

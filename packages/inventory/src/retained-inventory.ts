@@ -1,12 +1,6 @@
 import { InvalidInventoryOptionError, InventoryEventError } from './errors.js';
 import { checkFunction, checkOptionsObject } from './options.js';
-import {
-  checkExpiresAt,
-  type InventoryBatch,
-  type InventoryEvent,
-  type RetentionTier,
-  retentionTiers,
-} from './events.js';
+import { checkBlocks, checkEvent, type InventoryBatch, type InventoryEvent, type RetentionTier } from './events.js';
 import { hashWords, maxTick, minRehashStep, RetainedTable } from './retained-table.js';
 
 /**
@@ -57,20 +51,6 @@ export interface RetainedInventoryOptions {
 
 const tierOffset: Record<RetentionTier, 0 | 1> = { gpu: 0, host: 1 };
 const tickMs = 100;
-
-const maxHash = (1n << 64n) - 1n;
-
-function checkBlocks(path: string, blocks: unknown): BigUint64Array | readonly bigint[] {
-  if (blocks instanceof BigUint64Array) return blocks;
-  if (!Array.isArray(blocks))
-    throw new InventoryEventError(path, blocks, 'blocks are a BigUint64Array or an array of bigint');
-  blocks.forEach((hash: unknown, i) => {
-    if (typeof hash !== 'bigint' || hash < 0n || hash > maxHash) {
-      throw new InventoryEventError(`${path}.${i}`, hash, 'a block hash is a bigint from 0 to 2^64 − 1');
-    }
-  });
-  return blocks as readonly bigint[];
-}
 
 /**
  * The advisory retained inventory: which block hashes each worker retains, on which tier, until
@@ -161,7 +141,7 @@ export class RetainedInventory {
     if (batch.complete !== undefined && typeof batch.complete !== 'boolean') {
       throw new InventoryEventError('complete', batch.complete, 'complete is a boolean when given');
     }
-    events.forEach((event: InventoryEvent, i) => this.checkEvent(`events.${i}`, event));
+    events.forEach((event: InventoryEvent, i) => checkEvent(`events.${i}`, event));
 
     let worker = this.workerIndex.get(workerId);
     if (worker !== undefined && epoch === this.epochs[worker] && incarnation !== this.incarnations[worker]) {
@@ -277,31 +257,6 @@ export class RetainedInventory {
       leadingHostBlocks,
       expiresAt: this.epochMs + expiryTick * tickMs,
     };
-  }
-
-  private checkEvent(path: string, event: InventoryEvent): void {
-    if (event === null || typeof event !== 'object')
-      throw new InventoryEventError(path, event, 'an event is an object');
-    if (!retentionTiers.includes(event.tier)) {
-      throw new InventoryEventError(`${path}.tier`, event.tier, "a tier is 'gpu' or 'host'");
-    }
-    switch (event.type) {
-      case 'stored':
-        checkExpiresAt(`${path}.expiresAt`, event.expiresAt);
-        checkBlocks(`${path}.blocks`, event.blocks);
-        return;
-      case 'removed':
-        checkBlocks(`${path}.blocks`, event.blocks);
-        return;
-      case 'cleared':
-        return;
-      default:
-        throw new InventoryEventError(
-          `${path}.type`,
-          (event as { type: unknown }).type,
-          "a type is 'stored', 'removed' or 'cleared'",
-        );
-    }
   }
 
   private tickOf(ms: number): number {
