@@ -67,4 +67,11 @@ describe('EngineHashIndex', () => {
     expect(engineHashKey(-1n)).toBe((1n << 64n) - 1n);
     expect(engineHashKey(5n)).toBe(5n);
   });
+
+  it('refuses a hash that is neither a 64-bit integer nor a digest of 8 bytes or more, naming it', () => {
+    const refused = expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument: 'hash' });
+    // A short digest threw a RangeError, a number a TypeError; integers beyond 64 bits were taken modulo 2^64.
+    for (const hash of [new Uint8Array(4), 5, 1n << 64n, -(1n << 63n) - 1n, null])
+      expect(() => engineHashKey(hash as never)).toThrow(refused);
+  });
 });

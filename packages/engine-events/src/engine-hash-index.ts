@@ -1,4 +1,5 @@
 import type { EngineBlockHash } from './engine-event.js';
+import { EngineEventsInputError } from './errors.js';
 
 const scratch64 = new BigUint64Array(1);
 const scratch32 = new Uint32Array(scratch64.buffer);
@@ -24,8 +25,22 @@ function loadKey(hash: EngineBlockHash): void {
   scratch32[low] = view.getUint32(hash.length - 4, false);
 }
 
+const minInt64 = -(1n << 63n);
+const maxUint64 = (1n << 64n) - 1n;
+
+/** Refuses, naming `argument`, a hash that is neither a signed or unsigned 64-bit integer nor a digest of 8 bytes or more. */
+export function checkEngineHash(argument: string, hash: unknown): void {
+  if (typeof hash === 'bigint' ? hash < minInt64 || hash > maxUint64 : !(hash instanceof Uint8Array) || hash.length < 8)
+    throw new EngineEventsInputError(
+      argument,
+      hash,
+      'an engine hash is a signed or unsigned 64-bit bigint, or a digest of 8 bytes or more',
+    );
+}
+
 /** The key of an engine hash as one 64-bit value (what `EngineHashIndex` indexes by). */
 export function engineHashKey(hash: EngineBlockHash): bigint {
+  checkEngineHash('hash', hash);
   loadKey(hash);
   return scratch64[0]!;
 }

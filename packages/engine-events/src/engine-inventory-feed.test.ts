@@ -77,6 +77,9 @@ describe('EngineInventoryFeed', () => {
     // A digest is indexed by the integer vLLM publishes for it.
     expect(feed.kvreuseHashOf('vllm-0/dp0', digests[7]!)).toBe(hashBlockChain(tokens, scheme)[7]);
     expect(feed.kvreuseHashOf('vllm-0/dp0', 12345n)).toBeUndefined();
+    expect(() => feed.kvreuseHashOf('vllm-0/dp0', digests[7]!.subarray(28))).toThrow(
+      expect.objectContaining({ code: 'ENGINE_EVENTS_INVALID_INPUT', argument: 'engineHash' }),
+    );
   });
 
   it('finds a block by the signed form of its hash and drops it from its tier only', () => {

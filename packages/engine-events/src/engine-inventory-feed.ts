@@ -6,7 +6,7 @@ import {
   type RetentionTier,
 } from '@kvreuse/inventory';
 import type { BlockRemoved, BlockStored, EngineEventBatch } from './engine-event.js';
-import { EngineHashIndex } from './engine-hash-index.js';
+import { checkEngineHash, EngineHashIndex } from './engine-hash-index.js';
 import { EngineEventsInputError } from './errors.js';
 
 /** Why blocks an engine announced are not in the inventory. Stable codes. */
@@ -140,6 +140,7 @@ export class EngineInventoryFeed {
 
   /** kvreuse's chain hash of a block the worker announced, by the engine's hash; undefined if not indexed. */
   kvreuseHashOf(workerId: string, engineHash: bigint | Uint8Array): bigint | undefined {
+    checkEngineHash('engineHash', engineHash);
     const chains = this.#workers.get(workerId)?.chains;
     const slot = chains?.find(engineHash) ?? -1;
     return slot < 0 ? undefined : chains!.chainAt(slot);
