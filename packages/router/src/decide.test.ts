@@ -281,6 +281,31 @@ describe('decide: candidates', () => {
     expect(route(s).source).toMatchObject({ workerId: 'decode-b', tier: 'gpu' });
   });
 
+  it('when no source qualifies, explains not-worth-it by the best source long enough, not by a shorter one that saves more', () => {
+    // decode-1: 3 GPU blocks, net 10.25 ms but too short; decode-2: 5 host blocks at 3.5 ms each, net 1.5 ms.
+    const s = scenario([
+      '--router-enable-decode-to-prefill-gpu-reuse',
+      '--router-transfer-source-estimated-block-us=3500',
+    ]);
+    s.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks: 3, tier: 'gpu' });
+    s.addSource(workerOf('decode-2'), 1, { blocks: 5, tier: 'host' });
+    const decision = route(s);
+    expect(decision).toMatchObject({
+      action: 'recompute',
+      reason: 'not-worth-it',
+      extent: 5,
+      savingMs: 20,
+      costMs: 18.5,
+    });
+    expect(decision.detail).toBe(
+      'the best source, decode-2: saves 20 ms for 18.5 ms (prior estimate), net 1.5 ms; router.minimum_estimated_ttft_saving_ms = 5',
+    );
+    expect(decision.rejected.map(({ worker, reason }) => [worker, reason])).toEqual([
+      ['decode-1', 'too-short'],
+      ['decode-2', 'not-worth-it'],
+    ]);
+  });
+
   it('serves a prefix split across tiers as mixed, at the slower tier’s price, only when GPU reuse is active', () => {
     const gpu = scenario(['--router-enable-decode-to-prefill-gpu-reuse']);
     gpu.addSource(workerOf('decode-1', { memKind: 'vram' }), 1, { blocks: 8, tier: 'split' });

@@ -415,13 +415,14 @@ function declined(
         : `none of the ${considered} workers that retain part of the prompt can serve it`;
     return recompute('no-candidate', detail, considered, rejected);
   }
-  // The best candidate decides the reason: too short if even it is, otherwise not worth it.
+  // Too short if even the longest candidate is; otherwise not worth it, shown by the best candidate long
+  // enough (a shorter one may save more, and its net would not explain the margin).
   const longest = priced.reduce((a, b) => (b.extent > a.extent ? b : a));
   const tooShort = longest.extent < minBlocks;
-  const shown = tooShort ? longest : best;
+  const shown = tooShort ? longest : (priced.find((candidate) => candidate.extent >= minBlocks) ?? best);
   const detail = tooShort
     ? `the longest retained prefix adds ${longest.extent} blocks; router.minimum_transfer_prefix_blocks = ${minBlocks}`
-    : `the best source, ${best.state.workerId}: ${describeNet(best)}; router.minimum_estimated_ttft_saving_ms = ${margin}`;
+    : `the best source, ${shown.state.workerId}: ${describeNet(shown)}; router.minimum_estimated_ttft_saving_ms = ${margin}`;
   return pricedDecision(shown, 'recompute', tooShort ? 'too-short' : 'not-worth-it', detail, considered, rejected);
 }
 
