@@ -127,6 +127,27 @@ describe('SourceBook', () => {
     expect(() => book.setHealth('decode-1', { healthy: 'yes' } as never)).toThrow(/health/);
     expect(book.setHealth('nobody', { healthy: true })).toBe(false);
   });
+
+  it('refuses a ready readiness without its incarnation, a whole epoch ≥ 1 or its worker, and keeps the fence', () => {
+    const book = new SourceBook();
+    const current = workerOf('decode-1', { incarnation: 'inc-5' });
+    book.observe(readyOf(current, 5));
+    const older = readyOf(workerOf('decode-1', { incarnation: 'inc-1' }), 1);
+    for (const [field, readiness] of [
+      ['readiness.epoch', { ...readyOf(current, 5), epoch: Number.NaN }],
+      ['readiness.epoch', { ...readyOf(current, 5), epoch: 0 }],
+      ['readiness.epoch', { ...readyOf(current, 5), epoch: '6' }],
+      ['readiness.incarnation', { ...readyOf(current, 6), incarnation: undefined }],
+      ['readiness.worker', { ...readyOf(current, 6), worker: undefined }],
+    ] as const) {
+      expect(() => book.observe(readiness as never), field).toThrow(
+        expect.objectContaining({ code: 'INVALID_ROUTER_OPTION', option: field }),
+      );
+    }
+    // Nothing was taken in: an older incarnation is still fenced off, and the ready one still serves.
+    expect(book.observe(older)).toBe(false);
+    expect(book.get('decode-1')).toMatchObject({ incarnation: 'inc-5', epoch: 5, worker: current });
+  });
 });
 
 describe('SourceBook following the inventory over sqlite discovery', () => {

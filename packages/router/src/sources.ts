@@ -87,13 +87,15 @@ export class SourceBook {
 
   /**
    * Takes a worker's readiness as `watchWorkerReadiness` reports it. Returns false when it is about an
-   * incarnation older than one already seen (ignored).
+   * incarnation older than one already seen (ignored). Throws `RouterOptionError`, taking in nothing, for
+   * a ready one without its incarnation, its epoch (a whole number ≥ 1) or its worker descriptor.
    */
   observe(readiness: WorkerReadiness, options: ObserveOptions = {}): boolean {
     if (readiness === null || typeof readiness !== 'object' || typeof readiness.workerId !== 'string') {
       throw new RouterOptionError('readiness', readiness, 'a WorkerReadiness of @kvreuse/discovery');
     }
     if (options === null || typeof options !== 'object') throw new RouterOptionError('options', options, 'an object');
+    if (readiness.ready) checkReady(readiness);
     const entry: Entry = this.entries.get(readiness.workerId) ?? {
       source: undefined,
       epoch: 0,
@@ -218,6 +220,27 @@ export class SourceBook {
       current.lastVerdict = verdict;
     }
     return verdict;
+  }
+}
+
+/** Refuses a ready readiness that could not serve as a source: it would break the epoch fence, or `decide` later. */
+function checkReady(readiness: Extract<WorkerReadiness, { ready: true }>): void {
+  const { incarnation, epoch, worker } = readiness;
+  if (typeof incarnation !== 'string')
+    throw new RouterOptionError('readiness.incarnation', incarnation, 'the ready incarnation, a string');
+  if (!(Number.isSafeInteger(epoch) && epoch >= 1))
+    throw new RouterOptionError('readiness.epoch', epoch, 'an epoch is a whole number ≥ 1');
+  if (
+    worker === null ||
+    typeof worker !== 'object' ||
+    typeof worker.role !== 'string' ||
+    !Array.isArray(worker.ranks)
+  ) {
+    throw new RouterOptionError(
+      'readiness.worker',
+      worker,
+      'a complete worker descriptor (Worker of @kvreuse/descriptors)',
+    );
   }
 }
 
