@@ -19,6 +19,14 @@ describe('promptChain', () => {
     expect(promptChain({ chain }, destination, seed)).toBe(chain);
   });
 
+  it('takes a prompt whose other field is present but undefined, as it refuses neither', () => {
+    const tokens = promptTokens(3);
+    const chain = [1n, 2n];
+    const hashed = hashBlockChain(tokens, blockHashScheme(llama, seed));
+    expect(promptChain({ chain: undefined, tokens } as never, destination, seed)).toEqual(hashed);
+    expect(promptChain({ chain, tokens: undefined } as never, destination, seed)).toBe(chain);
+  });
+
   it('salts per seed: another seed, other hashes', () => {
     expect(saltOf(destination, seed)).not.toBe(saltOf(destination, 'another'));
     expect(saltOf(destination, seed)).toBe(blockHashScheme(llama, seed).salt);

@@ -41,19 +41,21 @@ export function promptChain(
       'give exactly one: the block-hash chain or the token ids',
     );
   }
-  if ('chain' in prompt) {
-    if (!(prompt.chain instanceof BigUint64Array || Array.isArray(prompt.chain))) {
-      throw new RouteRequestError('chain', prompt.chain, 'a BigUint64Array or an array of bigint block hashes');
+  if (hasChain) {
+    const { chain } = prompt as { readonly chain: unknown };
+    if (!(chain instanceof BigUint64Array || Array.isArray(chain))) {
+      throw new RouteRequestError('chain', chain, 'a BigUint64Array or an array of bigint block hashes');
     }
-    return prompt.chain;
+    return chain;
   }
+  const { tokens } = prompt as { readonly tokens: ArrayLike<number> };
   try {
-    return hashBlockChain(prompt.tokens, {
+    return hashBlockChain(tokens, {
       salt: saltOf(destination, hashSeed),
       blockTokens: destination.geometry.blockTokens,
     });
   } catch (error) {
-    throw new RouteRequestError('tokens', prompt.tokens, error instanceof Error ? error.message : String(error), {
+    throw new RouteRequestError('tokens', tokens, error instanceof Error ? error.message : String(error), {
       cause: error,
     });
   }
